@@ -164,7 +164,7 @@ static void put_arg(Buf *b, const Arg *a)
 char *call_text(const Instr *in)
 {
     Buf b = {0};
-    buf_printf(&b, "%s(e", calls[in->call].name);
+    buf_printf(&b, "%s%s(e", calls[in->call].name, in->fp8 ? "_fp8" : "");
     static const char *const glu[] = {"RT_GLU_SILU", "RT_GLU_GELU", "RT_GLU_GELU_TANH",
                                        "RT_GLU_SIGMOID", "RT_GLU_RELU"};
     for (int k = 0; k < in->n_args; k++) {

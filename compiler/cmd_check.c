@@ -64,6 +64,20 @@ static void check_data(const Spec *s, const char *what, const rt_data_entry *e, 
     }
 }
 
+/* fp8-mixed: how many GEMMs are marked for FP8 (Instr.fp8) and how many stay bf16 */
+static void check_fp8(const Program *p)
+{
+    int n8 = 0, n = 0;
+    for (int i = 0; i < p->n_ins; i++)
+        if (!p->ins[i]->dead && p->ins[i]->kind == I_GEMM) {
+            n++;
+            n8 += p->ins[i]->fp8;
+        }
+    printf("  fp8-mixed    %d of %d GEMMs in FP8 on a GPU of compute capability 8.9 or later\n"
+           "               (the linear layers' but the classifier's; the rest bf16); the CPU: fp32\n",
+           n8, n);
+}
+
 int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
@@ -108,6 +122,8 @@ int cmd_check(int argc, char **argv)
     printf("  validation   %lld bytes at batch %lld (forward only, its own plan)\n",
            (long long)(B * c->eval->arena_row_bytes), (long long)B);
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
+    if (g->fp8)
+        check_fp8(c->prog);
     int first = 1;
     check_data(s, "train", s->train.train, s->train.n_train, &first);
     check_data(s, "val", s->train.val, s->train.n_val, &first);

@@ -199,6 +199,9 @@ static void plan_table(const Compiled *c)
         printf("  %s parameter copy   %14lld bytes (%s-mixed: the arena above is the GPU's,\n"
                "                          %s activations; the CPU computes in fp32 and takes twice it)\n",
                half_name(g), (long long)(pb / 2), half_name(g), half_name(g));
+    if (g->fp8)
+        printf("                          (fp8-mixed: bf16-mixed's plan; the FP8 copies of the\n"
+               "                          linear layers' operands are in the GPU's scratch below)\n");
     printf("  workspace (GPU)       %14lld bytes (input slots, loss statistics, scratch, the\n"
            "                          optimizer's chunk table, cuBLASLt's 32 MiB; none for\n"
            "                          device cpu)\n", (long long)p->workspace_bytes);

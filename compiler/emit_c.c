@@ -481,7 +481,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                   " * (_re2, ...) a value recomputed in the backward pass; ACT(off) is the arena at\n"
                   " * the offset model.h's table gives. rt_gemm(e, trans_a, trans_b, M, N, K, alpha,\n"
                   " * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its\n"
-                  " * variants add epilogues (trainc_rt.h).%s */\n",
+                  " * variants add epilogues (trainc_rt.h).%s%s */\n",
                g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd),
                !g->act16 ? ""
                : g->act16 == RT_PREC_BF16
@@ -490,7 +490,11 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                  " * the offsets (model.h's ACT)."
                : "\n *\n * fp16-mixed: on a GPU the buffers marked fp16 beside their pointers hold fp16\n"
                  " * values; float * is the CPU's type, which runs the same plan in fp32 at twice\n"
-                 " * the offsets (model.h's ACT).");
+                 " * the offsets (model.h's ACT).",
+               !g->fp8 ? ""
+               : "\n *\n * fp8-mixed: bf16-mixed's plan; the rt_gemm*_fp8 calls are the linear layers'\n"
+                 " * GEMMs (the classifier's aside), their operands cast to FP8 on a GPU that has\n"
+                 " * FP8 tensor cores; elsewhere the same calls without _fp8.");
     buf_puts(b, "#include \"model.h\"\n\n");
     buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
     buf_printf(b, "#define TRAINC_DATA_DIR ");
@@ -604,6 +608,9 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
+    if (g->fp8)
+        buf_printf(b, "    .fp8 = 1,\n    .fp8_weight_bytes = %lld,\n",
+                   (long long)cuda_fp8_weight_bytes(p));
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"

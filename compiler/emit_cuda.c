@@ -361,11 +361,43 @@ static int64_t ext_scratch_row_bytes(const Instr *in)
     return 4 * H * T + (in->args[1].kind == ARG_NULL ? 0 : 8 * hd * KV * (gq + gk));
 }
 
+/* fp8-mixed: a marked GEMM's FP8 copies of its operands, the bytes a batch row (an
+ * operand with a dimension of rows per sample; the weight's part is not per row:
+ * cuda_fp8_weight_bytes) */
+static int64_t fp8_row_bytes(const Instr *in)
+{
+    const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
+    int64_t r = 0;
+    if (M->kind == ARG_ROWS || K->kind == ARG_ROWS)   /* A: M x K */
+        r += M->i * K->i;
+    if (N->kind == ARG_ROWS || K->kind == ARG_ROWS)   /* B: N x K */
+        r += N->i * K->i;
+    return r;
+}
+
+int64_t cuda_fp8_weight_bytes(const Program *p)
+{
+    int64_t most = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead || in->kind != I_GEMM || !in->fp8)
+            continue;
+        const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
+        if (M->kind != ARG_ROWS && K->kind != ARG_ROWS && M->i * K->i > most)
+            most = M->i * K->i;
+        if (N->kind != ARG_ROWS && K->kind != ARG_ROWS && N->i * K->i > most)
+            most = N->i * K->i;
+    }
+    return most;
+}
+
 int64_t cuda_scratch_row_bytes(const Program *p)
 {
     int64_t most = 0;
     for (int i = 0; i < p->n_ins; i++) {
         const Instr *in = p->ins[i];
+        if (!in->dead && in->kind == I_GEMM && in->fp8 && fp8_row_bytes(in) > most)
+            most = fp8_row_bytes(in);
         if (in->dead || in->kind != I_CALL ||
             (in->call != CALL_ATTENTION_BWD && in->call != CALL_ATTENTION_EXT_BWD))
             continue;
@@ -383,7 +415,8 @@ extern const char *const tmpl_cuda_files[], *const tmpl_cuda_names[];
 /* The templates that hold one kind of layer's kernels, and the host calls that launch
  * them: a model without such a call leaves its template out (NVRTC compiles less on a
  * cold start, a reader reads less). The others (reductions, the loss, the optimizer,
- * the epilogues' fallbacks, the batch gather) serve every model. */
+ * the epilogues' fallbacks, the batch gather) serve every model; fp8.cuh serves
+ * fp8-mixed's. */
 static const struct {
     const char *file;
     int calls[7];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
@@ -408,6 +441,8 @@ static int program_calls(const Program *p, int call)
 
 static int tmpl_needed(const char *file, const Program *p, const Program *ev)
 {
+    if (!strcmp(file, "fp8.cuh"))   /* the FP8 GEMMs' casts: fp8-mixed only */
+        return p->g->fp8;
     for (size_t i = 0; i < sizeof tmpl_uses / sizeof *tmpl_uses; i++) {
         if (strcmp(file, tmpl_uses[i].file))
             continue;

@@ -194,6 +194,8 @@ typedef struct Graph {
     int n_layers_total;
     int has_dropout;
     int cur_block;           /* while building: the block new nodes belong to */
+    int fp8;                 /* fp8-mixed: bf16-mixed (act16 RT_PREC_BF16) with the linear
+                                layers' GEMMs marked for FP8 (Instr.fp8) */
     int act16;               /* RT_PREC_BF16 or RT_PREC_FP16: the GPU stores activations in
                                 16 bits (act_t); RT_PREC_FP32 (0): in fp32 */
     /* a GAN (gan.c) */
@@ -494,6 +496,8 @@ typedef struct Instr {
     Tensor **reads, **writes;
     int n_reads, n_writes;
     int dead;                /* merged into another instruction by fusion */
+    int fp8;                 /* I_GEMM of fp8-mixed: a linear layer's GEMM other than the
+                                classifier's, printed as rt_gemm_fp8 (or _bias_fp8, ...) */
     Tensor *inplace;         /* I_CALL: a read whose storage its activation output may take
                                 when the read dies here (the call reads each element of it
                                 before writing that element); memplan decides */
@@ -666,6 +670,9 @@ void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */
 int64_t cuda_scratch_row_bytes(const Program *p);
+/* fp8-mixed: the largest weight its marked GEMMs cast to FP8, in bytes (rt_model's
+ * fp8_weight_bytes); 0 without such GEMMs */
+int64_t cuda_fp8_weight_bytes(const Program *p);
 
 /* ---- drivers -------------------------------------------------------------- */
 

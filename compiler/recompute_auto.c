@@ -35,11 +35,13 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
     for (int i = 0; i < g->n_params; i++)
         numel[i] = g->params[i]->numel;
     size_t table = rt_opt_table_bytes(g->n_params, numel);
+    int64_t fp8 = rt_fp8_scratch_fixed(cuda_fp8_weight_bytes(c->prog));
     free(numel);
     /* (a GAN's step: two passes a micro-batch, gan_step.c) */
     int passes = (int)s->train.accumulate * (g->gan ? 2 : 1);
     return (int64_t)(rt_gpu_fixed_bytes(B, s->n_inputs, rows, passes, terms,
-                                        g->param_floats, cuda_scratch_row_bytes(c->prog)) + table);
+                                        g->param_floats, cuda_scratch_row_bytes(c->prog), fp8) +
+                      table);
 }
 
 /* The arena a row as allocated: training's plan and validation's share it. */

@@ -118,7 +118,7 @@ typedef struct Field {
     X("schedule.every_steps", "1000", INT(sched_every_steps, 1, BIG))                   \
     X("schedule.gamma", "0.1", REAL(gamma, R_POS))                                      \
     X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
-    X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed"))               \
+    X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed fp8-mixed"))     \
     X("loss_scale.init", "65536", REAL(ls_init, R_POS))                                 \
     X("loss_scale.growth_interval", "2000", INT(ls_growth_interval, 1, BIG))            \
     X("validate.every_steps", "null", INT_OR_NULL(val_every_steps, 1))                  \

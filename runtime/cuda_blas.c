@@ -9,7 +9,8 @@
  * bf16-mixed (fp16-mixed), A and B are bf16 (fp16): activations and the parameters'
  * 16-bit copy, on the tensor cores; C is 16-bit for an activation and fp32 for a
  * parameter gradient; the accumulation stays fp32 (rt_cu_operand tells the storage
- * from the address).
+ * from the address). With fp8-mixed the linear layers' GEMMs take FP8 operands (the
+ * last section).
  *
  * Loaded with dlopen (dl.c) for the reason nvrtc.c gives. */
 #include <cublasLt.h>
@@ -62,6 +63,8 @@ typedef struct Plan {
     int bias16;                /* the bias in D's 16-bit type (the parameter's 16-bit copy):
                                   cuBLASLt refused an fp32 one beside a 16-bit D */
     int ab16, c16;             /* A and B, C: RT_CU_F32, RT_CU_BF16 or RT_CU_F16 */
+    int a8;                    /* an FP8 plan (fp8_gemm): our A's type, FP8_E4M3 or FP8_E5M2
+                                  (B is E4M3); 0: A and B of type ab16 */
     int64_t M, N, K, lda, ldb, ldc;
     int64_t slices, sa, sb;    /* a K-sliced plan (ksplit_gemm): `slices` products of K
                                   each, A and B sa and sb elements on from one to the next,
@@ -82,6 +85,9 @@ static int n_plans;
 
 /* cuBLASLt's data type of each storage kind, indexed by RT_CU_* */
 static const cudaDataType_t lt_types[] = {CUDA_R_32F, CUDA_R_16BF, CUDA_R_16F};
+/* and of an FP8 plan's A, indexed by Plan.a8 */
+enum { FP8_E4M3 = 1, FP8_E5M2 = 2 };
+static const cudaDataType_t fp8_types[] = {CUDA_R_32F, CUDA_R_8F_E4M3, CUDA_R_8F_E5M2};
 
 #define EPI_GELU_AUX 3
 #define EPI_BGRADB 4
@@ -212,9 +218,10 @@ static Plan *plan_new(const Plan *init)
     Plan *p = &plans[n_plans++];
     *p = *init;
     uint64_t M = (uint64_t)p->M, N = (uint64_t)p->N, K = (uint64_t)p->K;
-    cudaDataType_t tab = lt_types[p->ab16];
-    LT(p_cublasLtMatrixLayoutCreate(&p->a, tab, p->tb ? K : N, p->tb ? N : K, p->ldb));
-    LT(p_cublasLtMatrixLayoutCreate(&p->b, tab, p->ta ? M : K, p->ta ? K : M, p->lda));
+    cudaDataType_t ta = p->a8 ? fp8_types[p->a8] : lt_types[p->ab16];
+    cudaDataType_t tb = p->a8 ? CUDA_R_8F_E4M3 : lt_types[p->ab16];
+    LT(p_cublasLtMatrixLayoutCreate(&p->a, tb, p->tb ? K : N, p->tb ? N : K, p->ldb));
+    LT(p_cublasLtMatrixLayoutCreate(&p->b, ta, p->ta ? M : K, p->ta ? K : M, p->lda));
     LT(p_cublasLtMatrixLayoutCreate(&p->c, lt_types[p->c16], N, M, p->ldc));
     return p;
 }
@@ -239,10 +246,10 @@ static Plan *plan_for(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t 
                       align_of(aux), align_of(second ? bias16 : NULL)};
     for (int i = 0; i < n_plans; i++) {
         Plan *p = &plans[i];
-        if (!p->slices && p->ta == ta && p->tb == tb && p->M == M && p->N == N && p->K == K &&
-            p->lda == lda && p->ldb == ldb && p->ldc == ldc && p->accumulate == accumulate &&
-            p->ab16 == ab16 &&
-            p->c16 == c16 && p->epi == epi && !memcmp(p->align, al, sizeof al))
+        if (!p->slices && !p->a8 && p->ta == ta && p->tb == tb && p->M == M && p->N == N &&
+            p->K == K && p->lda == lda && p->ldb == ldb && p->ldc == ldc &&
+            p->accumulate == accumulate && p->ab16 == ab16 && p->c16 == c16 && p->epi == epi &&
+            !memcmp(p->align, al, sizeof al))
             return p;
     }
     Plan init = {.ta = ta, .tb = tb, .epi = epi, .ab16 = ab16, .c16 = c16, .M = M, .N = N, .K = K,
@@ -558,6 +565,16 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
     return 0;
 }
 
+/* epilogue.cuh's rt_bias_act over the product in out (C or Y): + R + bias, then act */
+static void bias_act(rt_exec *e, float *out, const float *R, float *C, float *Y,
+                     const float *bias, int64_t M, int64_t N, int64_t ldc, int act)
+{
+    rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
+    rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0, dr = (rt_dptr)(uintptr_t)R;
+    void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act};
+    rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+}
+
 /* rt_gemm_bias on the GPU: one cuBLASLt call with a bias epilogue (BIAS, RELU_BIAS,
  * GELU_BIAS, or GELU_AUX_BIAS when the pre-activation C is wanted too: its auxiliary
  * output). cuBLASLt's GELU is the tanh form, as the spec's gelu "tanh". A residual R is
@@ -603,10 +620,7 @@ void rt_cu_gemm_bias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
             return;
     }
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc);
-    rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
-    rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0, dr = (rt_dptr)(uintptr_t)R;
-    void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act};
-    rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+    bias_act(e, out, R, C, Y, bias, M, N, ldc, act);
 }
 
 /* rt_gemm_dbias on the GPU: the weight gradient's GEMM (C fp32, accumulated with beta)
@@ -657,6 +671,14 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
     rt_cu_colsum_add(e, A, db, K, M);
 }
 
+/* epilogue.cuh's rt_dgelu: D = GELU (tanh)'s backward at pre, times D, in place */
+static void dgelu(rt_exec *e, float *D, const float *pre, int64_t M, int64_t N, int64_t ldd)
+{
+    rt_dptr d = (rt_dptr)(uintptr_t)D, x0 = (rt_dptr)(uintptr_t)pre;
+    void *args[] = {&d, &x0, &M, &N, &ldd};
+    rt_cu_launch(e, "rt_dgelu", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+}
+
 /* rt_gemm_dgelu on the GPU: the data gradient's GEMM with the DGELU epilogue (GELU
  * tanh's derivative at pre, cuBLASLt's auxiliary input in D's type and layout, times
  * the product, rounded once into D). Where cuBLASLt refuses, or with
@@ -681,9 +703,209 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
             return;
     }
     rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd);
-    rt_dptr d = (rt_dptr)(uintptr_t)D, x0 = (rt_dptr)(uintptr_t)pre;
-    void *args[] = {&d, &x0, &M, &N, &ldd};
-    rt_cu_launch(e, "rt_dgelu", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
+    dgelu(e, D, pre, M, N, ldd);
+}
+
+/* ---- fp8-mixed: the linear layers' GEMMs in FP8 ---------------------------------------
+ *
+ * rt_gemm_fp8 and its variants (trainc_rt.h) cast both 16-bit operands to FP8 in scratch
+ * (fp8.cuh through rt_cu_fp8_cast: per-tensor scales from the absolute maximum, all on
+ * the device), then run one cuBLASLt FP8 GEMM. cuBLASLt takes FP8 as "TN" only, in its
+ * column-major terms: its A (our B) transposed and its B (our A) not; in row-major terms
+ * both operands K-contiguous, A as [M, K] and B as [N, K]. The forward pass x W^T is so
+ * already; the backward's dx = dy W and dW = dy^T x take the transposed copies the cast
+ * writes. Types: E4M3 for weights and activations, E5M2 for the gradient dy, which is
+ * our A in both backward GEMMs (op(B) untransposed tells them from the forward): never
+ * E5M2 x E5M2. C and D are bf16 for an activation, fp32 for a weight gradient; compute
+ * fp32 (no fast accumulation); the A and B scale pointers are the casts' 1 / s. A
+ * forward product without an activation takes the BIAS epilogue (a residual as C, as
+ * the bf16 path does); the GELU, its backward and the bias gradient are the fallback
+ * kernels' (epilogue.cuh, rt_cu_colsum_add): whether cuBLASLt combines those epilogues
+ * with FP8 varies by version and GPU, so they are not asked for. Not K-sliced.
+ *
+ * A shape FP8 does not take (a dimension not a multiple of 16, an operand not bf16) or
+ * that cuBLASLt refuses (no algorithm, a descriptor or a call refused) runs the bf16
+ * GEMM instead, said once for each kind of reason.
+ *
+ * Scratch: [the scales, 256 bytes: our A's max and 1 / s, our B's][the partial maxima,
+ * RT_CU_FP8_PART_BYTES][A in FP8][B in FP8]; the scale pointers never move, so a plan's
+ * descriptor keeps them. The compiler sizes scratch for the largest operands (emit_cuda.c's
+ * cuda_scratch_row_bytes, device_cuda.c's scratch_need). */
+#define FP8_PARTS 256
+#define FP8_DATA (FP8_PARTS + RT_CU_FP8_PART_BYTES)
+
+static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* once per kind of reason (0 the shape, 1 cuBLASLt, 2 cuBLASLt's BIAS epilogue): a
+ * linear GEMM left to bf16, or its bias to a kernel of its own */
+static void fp8_refused(int kind, int64_t M, int64_t N, int64_t K, const char *why)
+{
+    static int said[3];
+    if (said[kind]++)
+        return;
+    fprintf(stderr, "trainc: note: fp8-mixed: %s %lld x %lld x %lld linear GEMM %s: %s (not said "
+            "again for other shapes)\n", kind == 2 ? "the bias of a" : "a", (long long)M,
+            (long long)N, (long long)K, kind == 2 ? "is added by a kernel of its own: cuBLASLt "
+            "refused the BIAS epilogue with FP8" : "runs in bf16", why);
+}
+
+/* The FP8 plan of a shape (our A of type a8, K-contiguous operands rows K apart; with a
+ * bias, the BIAS epilogue), for pointers a8p, b8p, C, D and bias (their alignment): NULL
+ * where cuBLASLt refused it (said once; not asked again for the shape). */
+static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c16, int64_t ldc,
+                      int accumulate, rt_dptr scales, const void *a8p, const void *b8p,
+                      const void *C, const void *D, const void *bias)
+{
+    int epi = bias ? RT_EPI_NONE : -1;
+    const void *bias16 = bias;
+    int second = bias && rt_cu_operand(e, &bias16) == c16 && bias16 != bias;
+    unsigned al[7] = {align_of(b8p), align_of(a8p), align_of(C), align_of(D), align_of(bias), 256,
+                      align_of(second ? bias16 : NULL)};
+    for (int i = 0; i < n_plans; i++) {
+        Plan *p = &plans[i];
+        if (p->a8 == a8 && p->M == M && p->N == N && p->K == K && p->ldc == ldc &&
+            p->c16 == c16 && p->accumulate == accumulate && p->epi == epi &&
+            !memcmp(p->align, al, sizeof al))
+            return p->fallback ? NULL : p;
+    }
+    Plan init = {.ta = 0, .tb = 1, .epi = epi, .ab16 = RT_CU_BF16, .c16 = c16, .a8 = a8, .M = M,
+                 .N = N, .K = K, .lda = K, .ldb = K, .ldc = ldc, .accumulate = accumulate};
+    memcpy(init.align, al, sizeof al);
+    Plan *p = plan_new(&init);
+    /* cuBLASLt's A is our B (its scale at scales + 12), its B our A (scales + 4) */
+    const void *sa = (const void *)(uintptr_t)(scales + 12);
+    const void *sb = (const void *)(uintptr_t)(scales + 4);
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    const char *why = "a descriptor attribute refused";
+    for (int t = 0; t < 1 + second; t++) {
+        if (plan_desc(p, t ? lt_types[c16] : CUDA_R_32F, t ? bias16 : bias, NULL) != 0)
+            continue;
+        if (p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+                                             sizeof sa) != CUBLAS_STATUS_SUCCESS ||
+            p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+                                             sizeof sb) != CUBLAS_STATUS_SUCCESS) {
+            drop_desc(p, CUBLAS_STATUS_NOT_SUPPORTED);
+            continue;
+        }
+        if (plan_algo(e, p, &st) == 0) {
+            p->bias16 = t;
+            return p;
+        }
+        why = drop_desc(p, st);
+    }
+    p->fallback = 1;
+    fp8_refused(bias ? 2 : 1, M, N, K, why);
+    return NULL;
+}
+
+/* C = alpha op(A) op(B) + beta Cin (Cin: C, or the residual R with the bias's epilogue,
+ * beta 1) in FP8, the bias (not NULL) in the epilogue. 1 when done; 0 with nothing
+ * written where FP8 does not take the shape or cuBLASLt refused it (the caller runs the
+ * bf16 GEMM: the casts may have run, into scratch only). */
+static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
+                    const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
+                    float *C, int64_t ldc, const float *bias, const float *R)
+{
+    if (M <= 0 || N <= 0 || K <= 0)
+        return 0;
+    if (M % 16 || N % 16 || K % 16) {
+        fp8_refused(0, M, N, K, "cuBLASLt's FP8 GEMMs take dimensions that are multiples of 16");
+        return 0;
+    }
+    const void *a = A, *b = B, *c = C;
+    if (rt_cu_operand(e, &a) != RT_CU_BF16 || rt_cu_operand(e, &b) != RT_CU_BF16) {
+        fp8_refused(0, M, N, K, "an operand is not bf16");
+        return 0;
+    }
+    int c16 = rt_cu_operand(e, &c);
+    if (c != (const void *)C)
+        rt_die("GEMM output in the parameter region");
+    int a8 = tb ? FP8_E4M3 : FP8_E5M2;
+    size_t ab = up256((size_t)(M * K)), bb = up256((size_t)(N * K));
+    rt_dptr s = rt_cu_scratch(e, FP8_DATA + ab + bb);
+    rt_dptr a8p = s + FP8_DATA, b8p = a8p + ab;
+    const void *pa = (const void *)(uintptr_t)a8p, *pb = (const void *)(uintptr_t)b8p;
+    const void *cin = bias && R ? (const void *)R : C;
+    Plan *p = fp8_plan(e, M, N, K, a8, c16, ldc, beta != 0.0f || (bias && R), s, pa, pb, cin, C,
+                       bias);
+    if (!p)
+        return 0;
+    /* our A as [M, K] (stored [K, M] when transposed), our B as [N, K] */
+    rt_dptr da = (rt_dptr)(uintptr_t)a, db = (rt_dptr)(uintptr_t)b;
+    rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, s + FP8_PARTS, s);
+    rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, s + FP8_PARTS, s + 8);
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (bias) {
+        const void *bp = bias;
+        if (p->bias16)
+            rt_cu_operand(e, &bp);
+        st = p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bp,
+                                              sizeof bp);
+    }
+    if (st == CUBLAS_STATUS_SUCCESS)
+        st = matmul(e, p, alpha, pa, pb, bias && R ? 1.0f : beta, cin, C);
+    if (st == CUBLAS_STATUS_SUCCESS)
+        return 1;
+    if (st != CUBLAS_STATUS_NOT_SUPPORTED && st != CUBLAS_STATUS_INVALID_VALUE &&
+        st != CUBLAS_STATUS_ARCH_MISMATCH)
+        lt_check(st, "cublasLtMatmul (FP8)");
+    p->fallback = 1;
+    fp8_refused(bias ? 2 : 1, M, N, K, p_cublasLtGetStatusString(st));
+    return 0;
+}
+
+static void gemm_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc)
+{
+    if (!fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL))
+        rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+/* rt_gemm_bias's FP8 form: without an activation, one FP8 GEMM with the BIAS epilogue
+ * (a residual as C); else, or where that epilogue is refused, the FP8 product into C
+ * (or Y), then rt_bias_act; where FP8 is refused, the bf16 call. */
+static void gemm_bias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, const float *bias, const float *R, int act,
+                          float *Y)
+{
+    float *out = C ? C : Y;
+    if (act == RT_EPI_NONE && C && !epilogues_off() &&
+        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, bias, R))
+        return;
+    if (out && (!R || !rt_overlap(R, out, (size_t)((M - 1) * ldc + N) * 2)) &&
+        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc, NULL, NULL)) {
+        bias_act(e, out, R, C, Y, bias, M, N, ldc, act);
+        return;
+    }
+    rt_cu_gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias, R, act, Y);
+}
+
+/* rt_gemm_dbias's FP8 form: the FP8 GEMM, then the bias gradient from rt_cu_colsum_add */
+static void gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc, float *db, int fresh)
+{
+    if (!trans_a || lda != M)
+        rt_die("rt_gemm_dbias: dy must be A, transposed, rows M apart");
+    if (fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL))
+        rt_cu_colsum_add(e, A, db, K, M);
+    else
+        rt_cu_gemm_dbias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, db,
+                         fresh);
+}
+
+/* rt_gemm_dgelu's FP8 form: the FP8 GEMM into D, then rt_dgelu in place */
+static void gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *D, int64_t ldd, const float *pre)
+{
+    if (pre && !rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * 2) &&
+        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd, NULL, NULL))
+        dgelu(e, D, pre, M, N, ldd);
+    else
+        rt_cu_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
 }
 
 /* The GEMMs as the GPU's twins of the CPU calls, handed to the device layer. */
@@ -694,6 +916,10 @@ void rt_cu_blas_register(void)
         .gemm_bias = rt_cu_gemm_bias,
         .gemm_dbias = rt_cu_gemm_dbias,
         .gemm_dgelu = rt_cu_gemm_dgelu,
+        .gemm_fp8 = gemm_fp8,
+        .gemm_bias_fp8 = gemm_bias_fp8,
+        .gemm_dbias_fp8 = gemm_dbias_fp8,
+        .gemm_dgelu_fp8 = gemm_dgelu_fp8,
     };
     rt_cu_register(&gemms);
 }

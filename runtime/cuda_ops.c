@@ -22,6 +22,7 @@
 #define RT_EMB_THREADS 256     /* embedding.cuh: embedding_bwd's list and column stride */
 #define RT_MSE_CHUNK 8192      /* loss.cuh */
 #define RT_OPT_CHUNK 16384     /* optim.cuh */
+#define RT_FP8_PARTS 256       /* fp8.cuh: rt_fp8_amax's blocks at most */
 /* Partials of a column reduction: at most this many bytes of scratch (device_cuda.c
  * reserves 16 MiB beyond the per-model needs). */
 #define PART_BYTES (8u << 20)
@@ -954,6 +955,27 @@ void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model 
                            rt_dptr sumsq)
 {
     optim_step(e, &opt, c, m, params, grads, state, opt.hi - opt.lo, t, lr, 1.0f, sumsq);
+}
+
+/* ---- fp8-mixed's casts (fp8.cuh) ----------------------------------------------------- */
+
+void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale)
+{
+    if (rows <= 0 || cols <= 0)
+        rt_die("rt_cu_fp8_cast: an empty %lld x %lld operand", (long long)rows, (long long)cols);
+    /* the maximum: enough blocks to read at full speed, at most RT_FP8_PARTS partials */
+    int64_t n = rows * cols, blocks = cdiv(n, 256 * 8), cap = rt_cu_sm_count(e) * 2;
+    if (cap > RT_FP8_PARTS)
+        cap = RT_FP8_PARTS;
+    int parts = (int)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+    void *amax_args[] = {&x, &rows, &cols, &ld, &part};
+    rt_cu_launch(e, "rt_fp8_amax", (unsigned)parts, 1, 1, 256, 1, 0, amax_args);
+    /* the cast: 32 x 32 tiles, each block a grid-stride share of them */
+    int64_t tiles = cdiv(rows, 32) * cdiv(cols, 32), tcap = (int64_t)rt_cu_sm_count(e) * 16;
+    void *cast_args[] = {&x, &rows, &cols, &ld, &part, &parts, &e5m2, &trans, &y, &scale};
+    rt_cu_launch(e, "rt_fp8_cast", (unsigned)(tiles < tcap ? tiles : tcap), 1, 1, 256, 1, 0,
+                 cast_args);
 }
 
 /* ---- registration -------------------------------------------------------------------- */

@@ -422,7 +422,20 @@ static void check_calls(void)
                    "register before the device opens)", i);
 }
 
-static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
+/* fp8-mixed needs FP8 tensor cores: refused (exit 1) on an older GPU, before its
+ * kernels are compiled */
+static void need_fp8(const rt_cu *d)
+{
+    if (d->cc_major * 10 + d->cc_minor < 89)
+        rt_input_error("precision fp8-mixed: the GPU is %s, compute capability %d.%d, without "
+                       "FP8 tensor cores (8.9 or newer: L4, L40, RTX 40xx, H100 and later)\n  hint: "
+                       "build the trainer with --set precision=bf16-mixed, or train on the CPU "
+                       "with --device cpu (fp32)", d->name, d->cc_major, d->cc_minor);
+}
+
+/* The GPU of local_rank opened, its context, streams and events made and the kernels
+ * of img loaded; fp8: the trainer is fp8-mixed's (need_fp8) */
+static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet, int fp8)
 {
     char why[512];
     int count = 0;
@@ -449,6 +462,8 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet)
         rt_fail("CUDA: the GPU is %s, compute capability %d.%d; trainc's kernels need %d.%d or "
                 "newer (A100, A10, L4, RTX 30xx, H100 and later)\n  hint: --device cpu trains on "
                 "the CPU", d->name, d->cc_major, d->cc_minor, RT_CU_MIN_SM / 10, RT_CU_MIN_SM % 10);
+    if (fp8)
+        need_fp8(d);
     /* the primary context: the one cuBLASLt (through the CUDA runtime) also uses */
     CU(p_cuDevicePrimaryCtxRetain(&d->ctx, d->dev));
     CU(p_cuCtxSetCurrent(d->ctx));
@@ -640,13 +655,14 @@ static size_t input_row_bytes(const rt_input *in)
  * per-block partials of reductions over a parameter (grad norm, layernorm's dw/db),
  * and a fixed part. Computed from the model, so no call in the loop can outgrow it. */
 static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_floats,
-                           int64_t scratch_row_bytes)
+                           int64_t scratch_row_bytes, int64_t scratch_fixed)
 {
     size_t s = (size_t)Bmax * (size_t)(loss_terms > 0 ? loss_terms : 1) * 16;
     size_t p = (size_t)param_floats * 4 / 16;   /* generous for block partials */
     if (p > s)
         s = p;
-    size_t a = (size_t)Bmax * (size_t)scratch_row_bytes;   /* attention backward */
+    /* attention backward; fp8-mixed's FP8 copies: their rows', then the weight's */
+    size_t a = (size_t)Bmax * (size_t)scratch_row_bytes + (size_t)scratch_fixed;
     if (a > s)
         s = a;
     return align_up(s) + (16u << 20);
@@ -654,15 +670,22 @@ static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_float
 
 #define CUBLASLT_WORKSPACE (32u << 20)
 
+int64_t rt_fp8_scratch_fixed(int64_t weight_bytes)
+{
+    /* 256 for the scales, the partials, and each copy's alignment */
+    return weight_bytes > 0 ? weight_bytes + 256 + 1024 + 2 * 256 : 0;
+}
+
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
-                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes)
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes,
+                          int64_t scratch_fixed)
 {
     size_t fixed = 0;
     for (int k = 0; k < n_inputs; k++)
         fixed += RT_CU_SLOTS * align_up((size_t)Bmax * (size_t)in_row_bytes[k]);
     fixed += RT_CU_SLOTS * align_up((size_t)Bmax * 4);   /* the index slots */
     fixed += align_up((size_t)(passes > 1 ? passes : 1) * sizeof(rt_cu_stat));
-    return fixed + scratch_need(Bmax, loss_terms, param_floats, scratch_row_bytes) +
+    return fixed + scratch_need(Bmax, loss_terms, param_floats, scratch_row_bytes, scratch_fixed) +
            CUBLASLT_WORKSPACE;
 }
 
@@ -675,9 +698,10 @@ size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
     for (int i = 0; i < m->n_params; i++)
         numel[i] = m->params[i].numel;
     size_t table = rt_opt_table_bytes(m->n_params, numel);
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     rt_xfree(numel);
     return rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, passes, m->loss_terms, m->param_floats,
-                              m->gpu_scratch_row_bytes) + table;
+                              m->gpu_scratch_row_bytes, fp8) + table;
 }
 
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);
@@ -686,7 +710,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
                 int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
                 int64_t glo, int64_t ghi)
 {
-    rt_cu *d = cu_open(img, local_rank, local_rank != 0);
+    rt_cu *d = cu_open(img, local_rank, local_rank != 0, m->fp8);
     e->dev = d;
     d->n_stats = passes > 1 ? passes : 1;
     d->n_graphs = 2 * d->n_stats + 12;   /* (validation: 2 slots x 2 batch sizes) */
@@ -705,8 +729,9 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
                     align_up(d->lstate_bytes) + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
+    int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
-                                    m->gpu_scratch_row_bytes);
+                                    m->gpu_scratch_row_bytes, fp8);
     d->workspace_bytes = CUBLASLT_WORKSPACE;
     for (int k = 0; k < m->n_inputs; k++)
         d->in_bytes[k] = (size_t)Bmax * input_row_bytes(&m->inputs[k]);
@@ -716,7 +741,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     for (int k = 0; k < m->n_inputs; k++)
         rows[k] = (int64_t)input_row_bytes(&m->inputs[k]);
     d->fixed_bytes = rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, d->n_stats, m->loss_terms,
-                                        m->param_floats, m->gpu_scratch_row_bytes);
+                                        m->param_floats, m->gpu_scratch_row_bytes, fp8);
     d->pool = rt_cu_alloc(d->pool_bytes);
     d->arena = rt_cu_alloc(d->arena_bytes);
     d->fixed = rt_cu_alloc(d->fixed_bytes);
@@ -1440,7 +1465,7 @@ size_t rt_cu_grads_mapped(rt_exec *e, size_t *peak, size_t *chunk)
 rt_exec *rt_cu_test_open(const char *source, size_t scratch)
 {
     rt_cuda_image img = {.source = source};
-    rt_cu *d = cu_open(&img, 0, 0);
+    rt_cu *d = cu_open(&img, 0, 0, 0);
     rt_exec *e = rt_xmalloc(sizeof *e);
     e->dev = d;
     d->scratch_bytes = scratch;

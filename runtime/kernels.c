@@ -702,6 +702,52 @@ void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, i
     launch(pool_of(e), M, (32768 + N - 1) / (N > 0 ? N : 1), dgelu_task, &c);
 }
 
+/* ---- fp8-mixed's linear GEMMs --------------------------------------------------
+ * On a GPU the device layer's FP8 twins (cuda_blas.c); on the CPU the calls above. */
+
+void rt_gemm_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc)
+{
+    if (e->dev)
+        RT_GPU(e)->gemm_fp8(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    else
+        rt_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+}
+
+void rt_gemm_bias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y)
+{
+    if (e->dev)
+        RT_GPU(e)->gemm_bias_fp8(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc,
+                                 bias, R, act, Y);
+    else
+        rt_gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias, R, act, Y);
+}
+
+void rt_gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc, float *db, int fresh)
+{
+    if (e->dev)
+        RT_GPU(e)->gemm_dbias_fp8(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C,
+                                  ldc, db, fresh);
+    else
+        rt_gemm_dbias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, db, fresh);
+}
+
+void rt_gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *D, int64_t ldd, const float *pre)
+{
+    if (e->dev)
+        RT_GPU(e)->gemm_dgelu_fp8(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd,
+                                  pre);
+    else
+        rt_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
+}
+
 /* ---- im2col / col2im --------------------------------------------------------- */
 
 typedef struct {

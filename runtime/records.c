@@ -19,7 +19,6 @@ void rt_record_start(Run *r)
                  rt_cu_name(&r->e), rt_cu_arch(&r->e), rt_cu_kernels_from(&r->e), all, pool, arena, fixed,
                  rt_cu_data_allocated(&r->e));
     }
-    const char *prec[] = {"fp32", "bf16-mixed", "fp16-mixed"};
     const char *strategies[] = {"ddp", "zero1", "zero2"};   /* RT_DIST_*; bytes: rank 0's */
     int64_t np = 0;
     for (int i = 0; i < r->m->n_params; i++)
@@ -34,7 +33,7 @@ void rt_record_start(Run *r)
              "\"arena_bytes\":%lld,\"param_bytes\":%lld,\"optimizer_bytes\":%lld,\"ranks\":%d,"
              "\"grad_bytes\":%lld,\"strategy\":\"%s\",\"threads\":%d,\"batch_size\":%lld,"
              "\"spec_hash\":\"%s\"%s}",
-             r->m->name, (long long)np, dev, prec[r->gpu ? r->m->act16 : RT_PREC_FP32],
+             r->m->name, (long long)np, dev, rt_precision_name(r->gpu ? rt_model_precision(r->m) : RT_PREC_FP32),
              (long long)(r->e.Bmax * rt_arena_row(r->m) * r->e.arena_scale),
              (long long)(r->m->param_floats * 4),
              (long long)(rt_optim_state_parts(&r->c) * (rt_zero_part().hi - rt_zero_part().lo) * 4),

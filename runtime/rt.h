@@ -79,6 +79,20 @@ typedef struct rt_gpu_calls {
     void (*gemm_dgelu)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *D, int64_t ldd, const float *pre);
+    /* fp8-mixed's linear GEMMs (rt_gemm_fp8 ...): the four above's signatures */
+    void (*gemm_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                     float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                     float beta, float *C, int64_t ldc);
+    void (*gemm_bias_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                          float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                          float *C, int64_t ldc, const float *bias, const float *R, int act,
+                          float *Y);
+    void (*gemm_dbias_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float beta, float *C, int64_t ldc, float *db, int fresh);
+    void (*gemm_dgelu_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                           float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                           float *D, int64_t ldd, const float *pre);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,
@@ -238,7 +252,12 @@ rt_opt_group rt_opt_of(const rt_train_config *c, int d);
  * the compiler counts it too (trainc plan's workspace_bytes, recompute auto's budget);
  * in_row_bytes: a batch row of each input as the kernels read it. */
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,
-                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes);
+                          int64_t loss_terms, int64_t param_floats, int64_t scratch_row_bytes,
+                          int64_t scratch_fixed);
+/* fp8-mixed: scratch beyond the per-row part (scratch_row_bytes) for the linear GEMMs'
+ * FP8 copies (cuda_blas.c): the largest weight's (weight_bytes, rt_model's
+ * fp8_weight_bytes), the scales and the partial maxima; 0 without (weight_bytes 0) */
+int64_t rt_fp8_scratch_fixed(int64_t weight_bytes);
 /* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c),
  * and rt_gpu_fixed_bytes with it for a model on one GPU: what its start record's
  * device_fixed_bytes says and trainc plan's workspace_bytes counts. */

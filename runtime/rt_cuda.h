@@ -313,6 +313,14 @@ int64_t rt_cu_ksplit_runs(int bgradb);
 /* ---- the ops (cuda_ops.c): each has the contract of its CPU twin in trainc_rt.h ----- */
 
 void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
+/* fp8-mixed (fp8.cuh): x, rows x cols of act_t rows ld apart, cast to FP8 (e5m2: E5M2,
+ * else E4M3) with the per-tensor scale s = FP8_MAX / max |x| into y, packed: [rows,
+ * cols], or with trans [cols, rows]; scale[0] = the maximum, scale[1] = 1 / s (the
+ * GEMM's dequantization factor), on the device. part: 256 floats of scratch (the
+ * partial maxima). Two kernels on the compute stream; no host wait. */
+#define RT_CU_FP8_PART_BYTES 1024
+void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale);
 void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 /* conv.cuh's kernels divide 32-bit indices where every tensor of a call has fewer than
  * 2^31 elements; on (tests only): always the 64-bit path. */

@@ -104,6 +104,9 @@ static inline double rt_nan_plain(double v) { return isnan(v) ? fabs(v) : v; }
 void rt_run_configure(Run *r);
 /* After the device is chosen: the precision the trainer was built for, and notes. */
 void rt_run_precision(Run *r);
+/* "fp32", "bf16-mixed", ... of an RT_PREC_*; the precision a trainer was built for */
+const char *rt_precision_name(int precision);
+int rt_model_precision(const rt_model *m);
 /* Sets fields from "key=value" lines; `from` names a checkpoint whose lines fail. */
 void rt_set_lines(rt_train_config *c, const char *const *lines, int n, const char *from);
 /* The config of the spec alone, before --set, as lines (a checkpoint keeps them). */

@@ -149,22 +149,36 @@ void rt_run_configure(Run *r)
     refuse_unsupported(r->m, &r->o, &r->c);
 }
 
+const char *rt_precision_name(int precision)
+{
+    static const char *const precs[] = {"fp32", "bf16-mixed", "fp16-mixed", "fp8-mixed"};
+    return precision >= 0 && precision <= RT_PREC_FP8 ? precs[precision] : "?";
+}
+
+int rt_model_precision(const rt_model *m)
+{
+    return m->fp8 ? RT_PREC_FP8 : m->act16;
+}
+
 /* mixed precision is compiled into the trainer (the plan, the kernels): the GPU runs
- * it; the CPU computes in fp32 */
+ * it; the CPU computes in fp32. fp8-mixed is bf16-mixed's plan and kernels with the
+ * linear layers' GEMMs marked (rt_gemm_fp8): a GPU without FP8 tensor cores refuses it
+ * when it is opened (rt_cu_init), where its compute capability is known. */
 void rt_run_precision(Run *r)
 {
     const rt_model *m = r->m;
     const rt_train_config *c = &r->c;
-    static const char *const precs[] = {"fp32", "bf16-mixed", "fp16-mixed"};   /* RT_PREC_* */
-    if (r->gpu && m->act16 && c->precision != m->act16)
+    int built = rt_model_precision(m);
+    if (r->gpu && m->act16 && c->precision != built)
         rt_input_error("precision: this trainer was built for %s, which its GPU kernels and "
                        "memory plan follow; build it again with --set precision=%s (or run it "
-                       "with --device cpu, which computes in fp32)", precs[m->act16],
-                       precs[c->precision]);
+                       "with --device cpu, which computes in fp32)", rt_precision_name(built),
+                       rt_precision_name(c->precision));
     r->e.arena_scale = m->act16 && !r->gpu ? 2 : 1;
     if (c->precision != RT_PREC_FP32 && r->rank == 0 && !(r->gpu && m->act16))
         fprintf(stderr, "trainc: note: %s stores and computes in fp32 (the spec asks for %s)%s\n",
-                !r->gpu ? "the CPU" : "this trainer (built for fp32)", precs[c->precision],
+                !r->gpu ? "the CPU" : "this trainer (built for fp32)",
+                rt_precision_name(c->precision),
                 c->precision == RT_PREC_FP16 ? "; fp16's dynamic loss scaling is on" : "");
     if (r->e.arena_scale == 2 && c->recompute == RT_RECOMPUTE_AUTO && !isnan(c->memory_budget_mb) &&
         r->rank == 0) {

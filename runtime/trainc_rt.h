@@ -17,7 +17,9 @@
 #define RT_MAX_RANK 4
 
 enum { RT_U8, RT_U16, RT_I32, RT_F32, RT_I64 };          /* input dtypes; RT_I64: state */
-enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16 };      /* precision */
+/* precision; RT_PREC_FP8 (fp8-mixed): bf16-mixed with the linear layers' GEMMs in FP8 on a
+ * GPU that has FP8 tensor cores (rt_gemm_fp8 and its variants) */
+enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16, RT_PREC_FP8 };
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
 enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE, RT_LOSS_GAN_BCE, RT_LOSS_GAN_HINGE };
 /* A GAN's loss terms on the discriminator's logits z (rt_gan_loss): BCEWithLogitsLoss
@@ -155,6 +157,11 @@ typedef struct rt_model {
     int64_t gan_latent_numel;
     void (*gan_forward_g)(rt_exec *e);
     void (*gan_backward_g)(rt_exec *e);
+    int fp8;                   /* fp8-mixed (act16 is then RT_PREC_BF16): the calls
+                                  rt_gemm_fp8 ... mark the linear layers' GEMMs, which a GPU
+                                  of compute capability 8.9 or later runs in FP8 */
+    int64_t fp8_weight_bytes;  /* fp8-mixed: the largest weight those GEMMs cast (its FP8
+                                  copy's bytes), scratch beyond gpu_scratch_row_bytes */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -228,6 +235,25 @@ void rt_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, i
 void rt_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                    float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                    float *D, int64_t ldd, const float *pre);
+
+/* fp8-mixed: a linear layer's GEMMs other than the classifier's (the compiler marks
+ * them). The contracts of rt_gemm, rt_gemm_bias, rt_gemm_dbias and rt_gemm_dgelu; on a
+ * GPU with FP8 tensor cores the 16-bit operands are cast to FP8 first (E4M3 for weights
+ * and activations, E5M2 for the gradient dy, each scaled from its absolute maximum: the
+ * linear layer's backward GEMMs have A = dy and op(B) not transposed; its forward
+ * transposes B), elsewhere (the CPU, a shape FP8 does not take) they are those calls. */
+void rt_gemm_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                 float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                 float beta, float *C, int64_t ldc);
+void rt_gemm_bias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                      float *C, int64_t ldc, const float *bias, const float *R, int act, float *Y);
+void rt_gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float beta, float *C, int64_t ldc, float *db, int fresh);
+void rt_gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
+                       float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
+                       float *D, int64_t ldd, const float *pre);
 
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

@@ -52,7 +52,8 @@
 # than sm_80.
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
 # TRAINC_CACHE_DIR=/tmp/x TRAINER --device cuda ... (TRAINC_FAKE_GPU_SCHEDULE, _SMS,
-# _MEM_MB, _TRACE, _PROFILE: see tests/fake_gpu/fake_cuda.c).
+# _MEM_MB, _TRACE, _PROFILE; TRAINC_FAKE_CC=8.9, the compute capability: see
+# tests/fake_gpu/fake_cuda.c).
 # What the fake cannot check: the GPU's memory model and races between threads of a
 # kernel (a block's threads run one at a time, switching at barriers and shuffles),
 # FMA contraction and the GPU's math library, real cuBLASLt, speed.

@@ -41,7 +41,7 @@ CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-e
 # and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
 for v in fp32 bf16 fp16; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
-    g++ -std=c++17 $CFLAGS $def -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -I"$d" -c tests/gpu/emu/emu_kernels.cc \
+    g++ -std=c++17 $CFLAGS $def -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \

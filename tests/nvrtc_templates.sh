@@ -4,13 +4,13 @@
 # tests/gpu/instances.cu, in the order trainc writes them into a kernels_cuda.cu:
 # prelude.cuh, common.cuh, the other templates by name, then the instance lines;
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
-# attention takes the tensor cores). Then, where the toolkit has nvcc, a generated
-# kernels_cuda.cu (gpt_char's) compiled by nvcc -c for sm_80, and ptxas's
-# account of the tensor-core attention kernels (bf16, sm_80 and sm_90): at most 16
-# bytes of register spills a kernel (the key-side backward at heads 128 wide uses
-# 254-255 of the 255 registers a thread may have; spilling its accumulators would cost
-# more than the tensor cores win; ptxas gives the forward at heads 80 wide 128
-# registers and a 4-byte spill on sm_90).
+# attention takes the tensor cores); fp8.cuh (fp8-mixed's casts) for sm_89 and sm_90
+# too. Then, where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's)
+# compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core attention
+# kernels (bf16, sm_80 and sm_90): at most 16 bytes of register spills a kernel (the
+# key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
+# have; spilling its accumulators would cost more than the tensor cores win; ptxas
+# gives the forward at heads 80 wide 128 registers and a 4-byte spill on sm_90).
 # Needs no GPU.
 set -eu
 cd "$(dirname "$0")/.."
@@ -24,6 +24,10 @@ for v in fp32 bf16 fp16; do
       cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_$v.cu"
     "$d/nvrtc_check" "$d/templates_$v.cu" sm_80 sm_90
 done
+# fp8-mixed's casts (fp8.cuh, bf16 operands) for the GPUs with FP8 tensor cores too
+{ echo "#define RT_ACT_BF16 1"
+  cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/fp8.cuh; } > "$d/fp8_bf16.cu"
+"$d/nvrtc_check" "$d/fp8_bf16.cu" sm_89 sm_90
 if [ -x "$CUDA/bin/nvcc" ]; then
     # a generated kernels_cuda.cu compiles with nvcc too, given templates/cuda/ (as the
     # README says): the prelude takes the C library's integer types there, not its own

@@ -91,6 +91,19 @@ static char *tied_note(char *what, const Node *nd, int dw)
                      dw ? ": the embedding's backward adds to the same gradient" : "");
 }
 
+/* fp8-mixed: whether the GEMMs of the linear layer fwd run in FP8 on a GPU that has it
+ * (Instr.fp8). All but the classifier: the layer whose output the loss reads, or a
+ * head tied to an embedding or run over a padded vocabulary. Its logits feed the
+ * softmax directly, and torchtitan's float8 training leaves its output layer in bf16
+ * too (the forward and backward GEMMs of one layer always agree). */
+static int fp8_gemm(const Program *p, const Node *fwd)
+{
+    const Graph *g = p->g;
+    if (!g->fp8 || fwd->out == g->pred || (fwd->layer && fwd->layer->tie))
+        return 0;
+    return !pads(fwd->w, fwd->out->shape[fwd->out->rank - 1], fwd->out);
+}
+
 /* A linear layer: the GEMM, and the bias in a loop after it (fusion moves it into
  * the GEMM's epilogue where it can). */
 static void lower_linear(Program *p, Node *nd)
@@ -110,6 +123,7 @@ static void lower_linear(Program *p, Node *nd)
              arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
              arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
              arg_int(tensor_ld(y)));
+    a->fp8 = fp8_gemm(p, nd);
     instr_reads(a, x);
     instr_reads(a, nd->w->t);
     instr_writes(a, y);
@@ -135,6 +149,7 @@ static void lower_linear_bwd(Program *p, Node *nd)
                  arg_int(padded_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
                  arg_int(tensor_ld(dy)), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
                  arg_int(in));
+        a->fp8 = fp8_gemm(p, nd->fwd);
         instr_reads(a, dy);
         instr_reads(a, nd->w->t);
         instr_writes(a, y);
@@ -147,6 +162,7 @@ static void lower_linear_bwd(Program *p, Node *nd)
     SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
              arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
              arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
+    b->fp8 = fp8_gemm(p, nd->fwd);
     instr_reads(b, dy);
     instr_reads(b, x);
     instr_writes(b, nd->w->g);

@@ -26,14 +26,31 @@
  * fp16 matrices (CUDA_R_16BF, CUDA_R_16F: A and B of one type, and C with them or in
  * fp32, the combinations cuBLASLt takes with fp32 compute) are widened to fp32 for the
  * sgemm and D narrowed back as the GPU's kernels round (runtime/rt_half.h): fp32
- * accumulation, as on the GPU (the order of the sums differs). */
+ * accumulation, as on the GPU (the order of the sums differs).
+ *
+ * FP8 (A and B CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2, not both E5M2; fp8_refusal has the
+ * rules): D = scale_D (alpha scale_A scale_B op(A) op(B) + beta C + bias), A_, B_ and
+ * D_SCALE_POINTER device floats read when the GEMM runs (NULL: 1). The codes widen
+ * exactly (tests/gpu/emu/cuda_fp8.h) and the products are summed by sgemm in fp32,
+ * its alpha alpha scale_A scale_B; FAST_ACCUM is accepted and changes nothing (on
+ * Hopper it skips the periodic promotion of the tensor cores' narrower sums). C and D
+ * bf16, fp16 or fp32 (a bf16 bias beside fp32), or C 16-bit and D E4M3 (E5M2 when an
+ * input is): AMAX_D_POINTER gets max |D| before D's scale, and D is narrowed with
+ * saturation to the largest finite value. Only the "TN" layout (A transposed, B not),
+ * m, n, k multiples of 16, leading dimensions and matrices 16-byte aligned, epilogues
+ * DEFAULT and BIAS, no strided batch: anything else has no algorithm
+ * (CUBLAS_STATUS_NOT_SUPPORTED), where a runtime falls back to 16-bit GEMMs. */
 #include <cblas.h>
 #include <cublasLt.h>
 #include <dlfcn.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "fake_gpu.h"
+/* FP8 as the emulated kernels have it: the emulator's cuda_fp8.h, the toolkit's bit for
+ * bit (its C part: the conversions and emu_fp8_to_float) */
+#include "../gpu/emu/cuda_fp8.h"
 #include "rt_half.h"
 #include "trainc_rt.h"
 
@@ -75,11 +92,15 @@ typedef struct Desc {
     void *aux;                 /* GELU_AUX_BIAS (out), DGELU (in): the pre-activation, D's type */
     int64_t aux_ld;
     int64_t bias_stride;       /* BIAS_BATCH_STRIDE: a strided batch's bias vectors apart */
+    const float *scale[3];     /* A_, B_, D_SCALE_POINTER: device floats, read when the GEMM
+                                  runs; NULL: 1 */
+    float *amax_d;             /* AMAX_D_POINTER: a device float, or NULL */
 } Desc;
 typedef struct Layout {
     uint64_t rows, cols;
     int64_t ld;
-    int half;                  /* 1: CUDA_R_16BF, 2: CUDA_R_16F, 0: CUDA_R_32F */
+    int half;                  /* 1: CUDA_R_16BF, 2: CUDA_R_16F, 0: CUDA_R_32F or FP8 */
+    int fp8;                   /* 1: CUDA_R_8F_E4M3, 2: CUDA_R_8F_E5M2, 0: not FP8 */
     int32_t batch;             /* BATCH_COUNT: 1 unless set */
     int64_t stride;            /* STRIDED_BATCH_OFFSET, elements: 0 unless set */
 } Layout;
@@ -87,6 +108,9 @@ typedef struct Pref {
     uint64_t max_ws;
     uint32_t align[4];         /* MIN_ALIGNMENT_{A,B,C,D}_BYTES; 0: cuBLASLt's default, 256 */
 } Pref;
+
+/* bytes an element */
+static size_t esize(const Layout *l) { return l->fp8 ? 1 : l->half ? 2 : 4; }
 
 /* The pointer alignment an algorithm may assume: what the preference promised (256
  * bytes unless told less, as cuBLASLt documents). The heuristic records it in the
@@ -202,6 +226,29 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
             return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of the aux ld");
         memcpy(&x->aux_ld, buf, sizeof x->aux_ld);
         return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_A_SCALE_POINTER:
+    case CUBLASLT_MATMUL_DESC_B_SCALE_POINTER:
+    case CUBLASLT_MATMUL_DESC_D_SCALE_POINTER:
+        if (size != sizeof(void *))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a pointer");
+        memcpy(&x->scale[a == CUBLASLT_MATMUL_DESC_A_SCALE_POINTER   ? 0
+                         : a == CUBLASLT_MATMUL_DESC_B_SCALE_POINTER ? 1
+                                                                     : 2],
+               buf, sizeof(void *));
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_AMAX_D_POINTER:
+        if (size != sizeof(void *))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: size of a pointer");
+        memcpy(&x->amax_d, buf, sizeof x->amax_d);
+        return CUBLAS_STATUS_SUCCESS;
+    case CUBLASLT_MATMUL_DESC_FAST_ACCUM: {   /* the fake's sums are fp32 either way */
+        int8_t v;
+        if (size != sizeof v)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: FAST_ACCUM is an int8_t");
+        memcpy(&v, buf, sizeof v);
+        return v == 0 || v == 1 ? CUBLAS_STATUS_SUCCESS
+                                : refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: FAST_ACCUM 0 or 1");
+    }
     case CUBLASLT_MATMUL_DESC_TRANSA:
     case CUBLASLT_MATMUL_DESC_TRANSB:
         break;
@@ -223,12 +270,14 @@ cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t *l, cudaDataTyp
 {
     if (!l)
         return CUBLAS_STATUS_INVALID_VALUE;
-    if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32, bf16 and fp16");
+    if (type != CUDA_R_32F && type != CUDA_R_16BF && type != CUDA_R_16F && type != CUDA_R_8F_E4M3 &&
+        type != CUDA_R_8F_E5M2)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatrixLayoutCreate: only fp32, bf16, fp16, E4M3 and E5M2");
     if (rows == 0 || cols == 0 || ld < (int64_t)rows || rows > 0x7fffffff || cols > 0x7fffffff)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate: rows, cols, ld (column-major: ld >= rows)");
     Layout *x = calloc(1, sizeof *x);
-    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF ? 1 : type == CUDA_R_16F ? 2 : 0, 1, 0};
+    *x = (Layout){rows, cols, ld, type == CUDA_R_16BF ? 1 : type == CUDA_R_16F ? 2 : 0,
+                  type == CUDA_R_8F_E4M3 ? 1 : type == CUDA_R_8F_E5M2 ? 2 : 0, 1, 0};
     *l = (cublasLtMatrixLayout_t)x;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -329,10 +378,100 @@ static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *
     if (a->batch != dd->batch || b->batch != dd->batch || c->batch != dd->batch ||
         (dd->batch > 1 && dd->stride < (int64_t)((dd->cols - 1) * (uint64_t)dd->ld + dd->rows)))
         return -1;
-    /* the types: A and B alike; C in fp32 or as A and B; D as C */
-    if (a->half != b->half || (c->half && c->half != a->half) || c->half != dd->half)
+    /* the types: A and B alike; C in fp32 or as A and B; D as C (FP8: fp8_refusal) */
+    if (!a->fp8 && !b->fp8 && !c->fp8 && !dd->fp8 &&
+        (a->half != b->half || (c->half && c->half != a->half) || c->half != dd->half))
         return -1;
     return 0;
+}
+
+/* FP8 GEMMs (A or B CUDA_R_8F_*), as cuBLASLt 13 documents them for sm_89 and later:
+ * A and B E4M3 or E5M2 but not both E5M2; D bf16, fp16 or fp32 with C of its type, or
+ * (C bf16 or fp16) E4M3, or E5M2 when A or B is; fp32 compute and scale. The kernels'
+ * own limits, for which the heuristic finds no algorithm: A transposed and B not (the
+ * "TN" layout, both k-major), m, n and k multiples of 16, every ld 16 bytes apart and
+ * every matrix 16-byte aligned; no strided batch here. Epilogues DEFAULT and BIAS; the
+ * bias bf16 beside an fp32 D, else D's type, C's beside an FP8 D. D_SCALE_POINTER and
+ * AMAX_D_POINTER with an FP8 D only: cuBLASLt does not compute amax for another output
+ * of FP8 inputs (its maintainers' word, pytorch/pytorch#122821), so the fake refuses
+ * both rather than let a runtime rely on them. NULL: a supported FP8 problem. */
+static const char *fp8_refusal(const Desc *x, const Layout *a, const Layout *b, const Layout *c,
+                               const Layout *d, uint64_t m, uint64_t n, uint64_t k)
+{
+    if (!a->fp8 || !b->fp8)
+        return "FP8 needs both A and B in FP8";
+    if (a->fp8 == 2 && b->fp8 == 2)
+        return "E5M2 x E5M2: no FP8 kernel takes both operands in E5M2";
+    if (c->fp8)
+        return "C in FP8 is not emulated";
+    if (d->fp8 ? !c->half : c->half != d->half)
+        return "FP8 inputs: C and D of one type (bf16, fp16, fp32), or C 16-bit and D FP8";
+    if (d->fp8 == 2 && a->fp8 != 2 && b->fp8 != 2)
+        return "an E5M2 D needs an E5M2 input";
+    if (x->op[0] != CUBLAS_OP_T || x->op[1] != CUBLAS_OP_N)
+        return "FP8 needs A transposed and B not (TN)";
+    if (m % 16 || n % 16 || k % 16)
+        return "FP8: m, n and k must be multiples of 16";
+    if ((uint64_t)a->ld % 16 || (uint64_t)b->ld % 16 || (uint64_t)c->ld * esize(c) % 16 ||
+        (uint64_t)d->ld * esize(d) % 16)
+        return "FP8: every leading dimension must be a multiple of 16 bytes";
+    if (d->batch > 1)
+        return "a strided batch of FP8 GEMMs is not emulated";
+    if (x->epi != CUBLASLT_EPILOGUE_DEFAULT && x->epi != CUBLASLT_EPILOGUE_BIAS)
+        return "FP8: epilogues DEFAULT and BIAS only";
+    if (!d->fp8 && (x->scale[2] || x->amax_d))
+        return "FP8: D_SCALE_POINTER and AMAX_D_POINTER need an FP8 D";
+    return NULL;
+}
+
+/* an FP8 GEMM's bias type (Layout.half's code): bf16 beside an fp32 D, C's beside an FP8
+ * D, else D's; BIAS_DATA_TYPE must say the same */
+static int fp8_bias_type(const Layout *c, const Layout *d)
+{
+    return d->fp8 ? c->half : d->half ? d->half : 1;
+}
+
+/* Why the heuristic finds no algorithm for a GEMM of consistent shapes (NULL: it finds
+ * one): the types, epilogues and alignments the fake emulates, and the test switches */
+static const char *heuristic_refusal(const Desc *x, const Layout *A, const Layout *B, const Layout *C,
+                                     const Layout *D, const Pref *pref, uint64_t m, uint64_t n, uint64_t k)
+{
+    if (A->fp8 || B->fp8 || C->fp8 || D->fp8) {
+        const char *why = fp8_refusal(x, A, B, C, D, m, n, k);
+        int bt = fp8_bias_type(C, D);
+        if (!why && x->epi == CUBLASLT_EPILOGUE_BIAS && x->bias_type >= 0 && x->bias_type != bt)
+            why = bt == 1 ? "FP8: the bias must be bf16 here" : "FP8: the bias must be fp16 here";
+        for (int q = 0; q < 4 && !why; q++)
+            if (pref_align(pref, q) < 16)
+                why = "FP8: the matrices must be 16-byte aligned (MIN_ALIGNMENT_*_BYTES < 16)";
+        return why;
+    }
+    if (x->scale[0] || x->scale[1] || x->scale[2] || x->amax_d)
+        return "cublasLtMatmulAlgoGetHeuristic: scale and amax pointers with FP8 matrices only";
+    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && D->half)
+        return "cublasLtMatmulAlgoGetHeuristic: the fake's BGRADB is fp32 only";
+    if ((x->epi == CUBLASLT_EPILOGUE_DGELU || x->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) &&
+        (x->aux_ld % 8 || x->aux_ld < (int64_t)m))
+        return "cublasLtMatmulAlgoGetHeuristic: the aux ld is not a multiple of 8 >= m";
+    /* the bias: as D (cuBLASLt's documented default), or fp32; BGRADB's is C's type (fp32
+     * here). TRAINC_FAKE_LT_BIAS=as-d refuses an fp32 bias beside a 16-bit D, the case
+     * cublasLt.h does not list (its exceptions are the int8 and fp8 kernels), so that the
+     * runtime's second try, the bias in D's type, is exercised */
+    int bt = x->bias_type < 0 ? D->half : x->bias_type;
+    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && bt != 0)
+        return "cublasLtMatmulAlgoGetHeuristic: BGRADB's bias gradient is C's type, fp32";
+    if (x->epi != CUBLASLT_EPILOGUE_BGRADB && x->epi != CUBLASLT_EPILOGUE_DEFAULT &&
+        x->epi != CUBLASLT_EPILOGUE_DGELU && bt != 0 && bt != D->half)
+        return "cublasLtMatmulAlgoGetHeuristic: a 16-bit bias of another type than D";
+    const char *only = getenv("TRAINC_FAKE_LT_BIAS");
+    if (only && !strcmp(only, "as-d") && x->epi != CUBLASLT_EPILOGUE_BGRADB && bt == 0 && D->half)
+        return "cublasLtMatmulAlgoGetHeuristic: an fp32 bias beside a 16-bit D (TRAINC_FAKE_LT_BIAS=as-d)";
+    /* TRAINC_FAKE_LT_BATCH=refuse: no algorithm for a strided batch, so that the
+     * runtime's whole-GEMM fallback of its K slices is exercised */
+    const char *batch = getenv("TRAINC_FAKE_LT_BATCH");
+    if (batch && !strcmp(batch, "refuse") && D->batch > 1)
+        return "cublasLtMatmulAlgoGetHeuristic: a strided batch (TRAINC_FAKE_LT_BATCH=refuse)";
+    return NULL;
 }
 
 cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmulDesc_t desc,
@@ -347,30 +486,10 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t h, cublasLtMatmul
     if (shape((Desc *)desc, (Layout *)A, (Layout *)B, (Layout *)C, (Layout *)D, &m, &n, &k) != 0)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: the layouts do not make a GEMM");
     const Desc *x = (Desc *)desc;
-    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && ((Layout *)D)->half)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: the fake's BGRADB is fp32 only");
-    if ((x->epi == CUBLASLT_EPILOGUE_DGELU || x->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) &&
-        (x->aux_ld % 8 || x->aux_ld < (int64_t)m))
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: the aux ld is not a multiple of 8 >= m");
-    /* the bias: as D (cuBLASLt's documented default), or fp32; BGRADB's is C's type (fp32
-     * here). TRAINC_FAKE_LT_BIAS=as-d refuses an fp32 bias beside a 16-bit D, the case
-     * cublasLt.h does not list (its exceptions are the int8 and fp8 kernels), so that the
-     * runtime's second try, the bias in D's type, is exercised */
-    int bt = x->bias_type < 0 ? ((Layout *)D)->half : x->bias_type;
-    if (x->epi == CUBLASLT_EPILOGUE_BGRADB && bt != 0)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: BGRADB's bias gradient is C's type, fp32");
-    if (x->epi != CUBLASLT_EPILOGUE_BGRADB && x->epi != CUBLASLT_EPILOGUE_DEFAULT &&
-        x->epi != CUBLASLT_EPILOGUE_DGELU && bt != 0 && bt != ((Layout *)D)->half)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: a 16-bit bias of another type than D");
-    const char *only = getenv("TRAINC_FAKE_LT_BIAS");
-    if (only && !strcmp(only, "as-d") && x->epi != CUBLASLT_EPILOGUE_BGRADB && bt == 0 &&
-        ((Layout *)D)->half)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: an fp32 bias beside a 16-bit D (TRAINC_FAKE_LT_BIAS=as-d)");
-    /* TRAINC_FAKE_LT_BATCH=refuse: no algorithm for a strided batch, so that the
-     * runtime's whole-GEMM fallback of its K slices is exercised */
-    const char *batch = getenv("TRAINC_FAKE_LT_BATCH");
-    if (batch && !strcmp(batch, "refuse") && ((Layout *)D)->batch > 1)
-        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmulAlgoGetHeuristic: a strided batch (TRAINC_FAKE_LT_BATCH=refuse)");
+    const char *why = heuristic_refusal(x, (Layout *)A, (Layout *)B, (Layout *)C, (Layout *)D,
+                                        (const Pref *)pref, m, n, k);
+    if (why)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, why);
     memset(&results[0], 0, sizeof results[0]);
     results[0].algo.data[0] = ALGO_TAG;
     results[0].algo.data[1] = m | (n << 32);
@@ -403,13 +522,17 @@ typedef struct Job {
     int bias_type;             /* Layout.half's code */
     void *aux;
     int64_t aux_ld;
+    int cin16;                 /* out of place: C's Layout.half (as D's but beside an FP8 D) */
+    int a8, b8, d8;            /* A, B, D: Layout.fp8 */
+    const float *scale[3];     /* FP8: A_, B_, D_SCALE_POINTER, read when the job runs */
+    float *amax_d;
 } Job;
 
 /* one matrix's elements (of a batch: the first) */
 static size_t elems(const Layout *l) { return (l->cols - 1) * (uint64_t)l->ld + l->rows; }
 /* the elements a batch spans */
 static size_t elems_all(const Layout *l) { return (size_t)(l->batch - 1) * (size_t)l->stride + elems(l); }
-static size_t span(const Layout *l) { return elems_all(l) * (l->half ? 2 : 4); }
+static size_t span(const Layout *l) { return elems_all(l) * esize(l); }
 
 static float *widen(const void *p, size_t n, int half)
 {
@@ -418,6 +541,33 @@ static float *widen(const void *p, size_t n, int half)
     for (size_t i = 0; i < n; i++)
         f[i] = half == 1 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
     return f;
+}
+
+static float *widen8(const void *p, size_t n, int fp8)
+{
+    float *f = malloc(n * sizeof *f);
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++)
+        f[i] = emu_fp8_to_float(b[i], fp8 == 1 ? __NV_E4M3 : __NV_E5M2);
+    return f;
+}
+
+/* an FP8 D: the m x n result (column-major, ld apart) before D's scale gives amax_d (a
+ * NaN among them gives NaN: the fake's choice), then times the scale, narrowed as
+ * cvt.rn.satfinite does (nearest even, saturated to the largest finite value) */
+static void narrow8(const Job *j, const float *f)
+{
+    float amax = 0.0f, sd = j->scale[2] ? *j->scale[2] : 1.0f;
+    unsigned char *d = j->C;
+    for (int c = 0; c < j->n; c++)
+        for (int r = 0; r < j->m; r++) {
+            size_t at = (size_t)c * (size_t)j->ldc + (size_t)r;
+            float v = f[at];
+            amax = isnan(v) || isnan(amax) ? NAN : fmaxf(amax, fabsf(v));
+            d[at] = __nv_cvt_float_to_fp8(v * sd, __NV_SATFINITE, j->d8 == 1 ? __NV_E4M3 : __NV_E5M2);
+        }
+    if (j->amax_d)
+        *j->amax_d = amax;
 }
 
 static void narrow(void *p, const float *f, size_t n, int half)
@@ -430,17 +580,21 @@ static void narrow(void *p, const float *f, size_t n, int half)
 static void run_job(void *arg)
 {
     Job *j = arg;
-    float *A = j->ab16 ? widen(j->A, j->na, j->ab16) : (float *)j->A;
-    float *B = j->ab16 ? widen(j->B, j->nb, j->ab16) : (float *)j->B;
-    float *C = j->c16 ? widen(j->C, j->nc, j->c16) : j->C;
-    cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, j->alpha, A, j->lda, B, j->ldb,
+    float *A = j->a8 ? widen8(j->A, j->na, j->a8) : j->ab16 ? widen(j->A, j->na, j->ab16) : (float *)j->A;
+    float *B = j->b8 ? widen8(j->B, j->nb, j->b8) : j->ab16 ? widen(j->B, j->nb, j->ab16) : (float *)j->B;
+    float *C = j->d8 ? calloc(j->nc, sizeof *C) : j->c16 ? widen(j->C, j->nc, j->c16) : j->C;
+    /* FP8: the scales of A and B applied to the fp32 sums, with alpha, as cuBLASLt does */
+    float alpha = j->alpha;
+    if (j->a8)
+        alpha = alpha * (j->scale[0] ? *j->scale[0] : 1.0f) * (j->scale[1] ? *j->scale[1] : 1.0f);
+    cblas_sgemm(CblasColMajor, j->ta, j->tb, j->m, j->n, j->k, alpha, A, j->lda, B, j->ldb,
                 j->Cin ? 0.0f : j->beta, C, j->ldc);
     if (j->Cin && j->beta != 0.0f) {   /* out of place, beta 1: the product, then + C */
-        const float *Ci = j->c16 ? widen(j->Cin, j->ncin, j->c16) : j->Cin;
+        const float *Ci = j->cin16 ? widen(j->Cin, j->ncin, j->cin16) : j->Cin;
         for (int c = 0; c < j->n; c++)
             for (int r = 0; r < j->m; r++)
                 C[(size_t)c * (size_t)j->ldc + (size_t)r] += Ci[(size_t)c * (size_t)j->ldcin + (size_t)r];
-        if (j->c16)
+        if (j->cin16)
             free((void *)Ci);
     }
     if (j->epi == CUBLASLT_EPILOGUE_DGELU) {   /* D = gelu'(aux) x the product */
@@ -485,15 +639,48 @@ static void run_job(void *arg)
         if (j->bias_type)
             free((void *)bias);
     }
-    if (j->c16) {
+    if (j->d8) {
+        narrow8(j, C);
+        free(C);
+    } else if (j->c16) {
         narrow(j->C, C, j->nc, j->c16);
         free(C);
     }
-    if (j->ab16) {
+    if (j->ab16 || j->a8) {
         free(A);
         free(B);
     }
     /* j is the driver's (freed with its operation: a graph replays it) */
+}
+
+/* cublasLtMatmul's own checks of an FP8 GEMM (the heuristic's, for a call without an
+ * algorithm, and the pointers): CUBLAS_STATUS_SUCCESS when it may run. Scale and amax
+ * pointers without FP8 matrices are an invalid value, as cublasLt.h says. */
+static cublasStatus_t fp8_call_refusal(const Desc *x, const Layout *a, const Layout *b, const Layout *c,
+                                       const Layout *d, const void *A, const void *B, const void *C,
+                                       const void *D, uint64_t m, uint64_t n, uint64_t k)
+{
+    if (!a->fp8 && !b->fp8 && !c->fp8 && !d->fp8)
+        return x->scale[0] || x->scale[1] || x->scale[2] || x->amax_d
+                   ? refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: scale or amax pointers without FP8 matrices")
+                   : CUBLAS_STATUS_SUCCESS;
+    const char *why = fp8_refusal(x, a, b, c, d, m, n, k);
+    if (!why && x->epi == CUBLASLT_EPILOGUE_BIAS && x->bias_type >= 0 && x->bias_type != fp8_bias_type(c, d))
+        why = "FP8: the bias type";
+    if (!why && (ptr_align(A) < 16 || ptr_align(B) < 16 || ptr_align(C) < 16 || ptr_align(D) < 16))
+        why = "FP8: every matrix must be 16-byte aligned";
+    if (why) {
+        fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: %s\n", why);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    if (C == D && c->half != d->half)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: FP8 in place (D = C): C and D differ in type");
+    for (int q = 0; q < 3; q++)
+        if (x->scale[q] && !is_dev_range(x->scale[q], sizeof(float)))
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a scale pointer is not device memory");
+    if (x->amax_d && !is_dev_range(x->amax_d, sizeof(float)))
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: AMAX_D_POINTER is not device memory");
+    return CUBLAS_STATUS_SUCCESS;
 }
 
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
@@ -511,6 +698,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the layouts do not make a GEMM");
     if (algo && (algo->data[0] != ALGO_TAG || algo->data[1] != (m | (n << 32)) || algo->data[2] != k))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: the algorithm was chosen for another problem");
+    cublasStatus_t st = fp8_call_refusal((Desc *)desc, a, b, c, d, A, B, C, D, m, n, k);
+    if (st != CUBLAS_STATUS_SUCCESS)
+        return st;
     float fbeta = *(const float *)beta;
     if (C == D && c->ld != d->ld)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: in place (D = C) with two layouts");
@@ -528,7 +718,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
         const Layout *lay[4] = {a, b, c, d};
         for (int q = 0; q < 4; q++)
             if (lay[q]->batch > 1 &&
-                (size_t)lay[q]->stride * (lay[q]->half ? 2 : 4) % algo->data[4 + q]) {
+                (size_t)lay[q]->stride * esize(lay[q]) % algo->data[4 + q]) {
                 fprintf(stderr, "fake cuBLASLt: cublasLtMatmul: matrix %c's batch stride of %lld "
                         "elements breaks the %llu-byte alignment the preference promised\n", "ABCD"[q],
                         (long long)lay[q]->stride, (unsigned long long)algo->data[4 + q]);
@@ -551,7 +741,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
                (int)m, (int)n, (int)k, (int)a->ld, (int)b->ld, (int)d->ld,
                *(const float *)alpha, fbeta, A, B, D, a->half, d->half,
                elems(a), elems(b), elems(d), C != D ? C : NULL, (int)c->ld, elems(c),
-               x->epi, x->bias, x->bias_type < 0 ? d->half : x->bias_type, x->aux, x->aux_ld};
+               x->epi, x->bias, a->fp8 ? fp8_bias_type(c, d) : x->bias_type < 0 ? d->half : x->bias_type,
+               x->aux, x->aux_ld, c->half, a->fp8, b->fp8, d->fp8, {x->scale[0], x->scale[1], x->scale[2]},
+               x->amax_d};
     int has_bias = j->epi != CUBLASLT_EPILOGUE_DEFAULT && j->epi != CUBLASLT_EPILOGUE_DGELU;
     int has_aux = j->epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS || j->epi == CUBLASLT_EPILOGUE_DGELU;
     size_t bias_n = j->epi == CUBLASLT_EPILOGUE_BGRADB ? n : m;
@@ -590,9 +782,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
             jq = malloc(sizeof *jq);
             *jq = *j;
         }
-        jq->A = (const char *)A + (size_t)q * (size_t)a->stride * (a->half ? 2 : 4);
-        jq->B = (const char *)B + (size_t)q * (size_t)b->stride * (b->half ? 2 : 4);
-        jq->C = (char *)D + (size_t)q * (size_t)d->stride * (d->half ? 2 : 4);
+        jq->A = (const char *)A + (size_t)q * (size_t)a->stride * esize(a);
+        jq->B = (const char *)B + (size_t)q * (size_t)b->stride * esize(b);
+        jq->C = (char *)D + (size_t)q * (size_t)d->stride * esize(d);
         if (j->epi == CUBLASLT_EPILOGUE_BGRADB)
             jq->bias = (const float *)j->bias + (size_t)q * (size_t)x->bias_stride;
         if (enqueue_host((void *)stream, run_job, jq) != 0) {

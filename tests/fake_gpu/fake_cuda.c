@@ -8,7 +8,9 @@
  *
  *   device     one, "trainc fake GPU (CPU emulation)", compute capability 9.0, 4 SMs
  *              (TRAINC_FAKE_GPU_SMS to change: grids follow it, results must not);
- *              compute capability 9.0 (TRAINC_FAKE_GPU_CC=75 for 7.5);
+ *              compute capability 9.0 unless TRAINC_FAKE_CC="MAJOR.MINOR" says another
+ *              (8.0: an A100, without FP8; 8.9: an L4, with it; TRAINC_FAKE_GPU_CC=75,
+ *              major x 10 + minor, is the older spelling of 7.5);
  *              TRAINC_FAKE_GPU_COUNT=N shows N such devices, of which a process may
  *              use one (ranks of one node each take their own, as with NCCL),
  *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc
@@ -40,7 +42,9 @@
  *              at the call (staging), from page-locked memory when the copy runs; to
  *              pageable memory the copy waits for its stream.
  *   modules    the fake NVRTC's images (FAKE_CUBIN_MAGIC + a shared object, loaded
- *              with dlopen from a memfd); a real cubin is refused with
+ *              with dlopen from a memfd), where a real cubin of their architecture
+ *              would run: sm_XY on compute capability X.Z with Z >= Y, sm_XYa on X.Y
+ *              only, else CUDA_ERROR_NO_BINARY_FOR_GPU; a real cubin is refused with
  *              CUDA_ERROR_NO_BINARY_FOR_GPU and PTX with CUDA_ERROR_JIT_COMPILER_NOT_FOUND,
  *              so a trainer falls back to the (fake) NVRTC or its kernel cache
  *   launches   arguments copied at the call (as the driver does), the kernel run later
@@ -112,7 +116,7 @@ static void tr(const char *fmt, ...)
 
 #define DEV_NAME "trainc fake GPU (CPU emulation)"
 static int sms = 4, n_devices = 1, ctx_dev = -1;
-static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_GPU_CC=75: a Turing GPU) */   /* ctx_dev: the primary context's */
+static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_CC=7.5: a Turing GPU) */   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
 static size_t gran = (size_t)2 << 20;   /* cuMemGetAllocationGranularity */
 static size_t page_size(void);
@@ -172,6 +176,14 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_CC");
     if (s && *s && atoi(s) >= 10)
         cc = atoi(s);
+    s = getenv("TRAINC_FAKE_CC");
+    if (s && *s) {
+        int major = 0, minor = 0, end = 0;
+        if (sscanf(s, "%d.%d%n", &major, &minor, &end) != 2 || s[end] || major < 1 || major > 99 ||
+            minor < 0 || minor > 9)
+            return refuse(CUDA_ERROR_INVALID_VALUE, "TRAINC_FAKE_CC=%s: MAJOR.MINOR, as 8.9", s);
+        cc = major * 10 + minor;
+    }
     initialized = 1;
     tr("cuInit: %s, %zu MiB, %s streams", DEV_NAME, total_mem >> 20,
        schedule_names[schedule]);
@@ -1253,6 +1265,18 @@ struct CUfunc_st {
     int max_dyn_smem;
 };
 
+/* A cubin for `arch` ("sm_89", "sm_90a", "sm_100f") runs on this device: the same major
+ * version and a minor one no higher; the architecture-specific sm_XYa on X.Y only */
+static int arch_runs(const char *arch)
+{
+    int n = 0, end = 0;
+    if (sscanf(arch, "sm_%d%n", &n, &end) != 1)
+        return 0;
+    if (arch[end] == 'a')
+        return n == cc;
+    return n / 10 == cc / 10 && n % 10 <= cc % 10;
+}
+
 CUresult cuModuleLoadData(CUmodule *pm, const void *image)
 {
     NEED_CTX("cuModuleLoadData");
@@ -1298,6 +1322,16 @@ CUresult cuModuleLoadData(CUmodule *pm, const void *image)
         dlclose(h);
         free(m);
         return refuse(CUDA_ERROR_INVALID_IMAGE, "cuModuleLoadData: not a fake NVRTC module");
+    }
+    fake_arch_fn arch_fn = (fake_arch_fn)dlsym(h, "trainc_fake_arch");
+    char arch[32] = "";   /* none in modules cached before it was recorded */
+    if (arch_fn)
+        snprintf(arch, sizeof arch, "%s", arch_fn());
+    if (*arch && !arch_runs(arch)) {
+        dlclose(h);
+        free(m);
+        return refuse(CUDA_ERROR_NO_BINARY_FOR_GPU, "cuModuleLoadData: a module for %s does not run on "
+                      "compute capability %d.%d", arch, cc / 10, cc % 10);
     }
     tr("cuModuleLoadData: %d kernels", m->m.count());
     *pm = m;

@@ -31,6 +31,9 @@ typedef const char *(*fake_kernel_name_fn)(int k);    /* trainc_fake_kernel_name
  * is a pointer to something that is not device memory. */
 typedef int (*fake_pack_fn)(int k, void *const *args, char *buf, size_t cap, void **out,
                             int (*is_dev)(const void *), int *bad);
+/* trainc_fake_arch: the architecture it was compiled for ("sm_89", "sm_90a"); modules
+ * cached before it was recorded lack it */
+typedef const char *(*fake_arch_fn)(void);
 /* emu_launch (emu_kernels.cc): runs kernel `name`; -1 when there is none. */
 typedef int (*fake_launch_fn)(const char *name, unsigned gx, unsigned gy, unsigned gz,
                               unsigned bx, unsigned by, void **args);

@@ -11,6 +11,14 @@
  * parameter types are not parsed: C++ deduces them from each kernel's type, which is
  * how the table copies cuLaunchKernel's arguments and checks the pointers among them.
  *
+ * Headers: tests/gpu/emu comes first on the include path, so `#include <cuda_fp8.h>`
+ * gets the emulator's (tests/gpu/emu/cuda_fp8.h); --include-path=DIR (-I DIR, -IDIR)
+ * adds DIR after it, as real NVRTC, which has no built-in cuda_fp8.h, needs the
+ * toolkit's include folder for that header.
+ *
+ * The module records its architecture (trainc_fake_arch(): "sm_89", "sm_90a"), so that
+ * the fake driver loads it only where a real cubin of it would run.
+ *
  * compute_XX (PTX) fails with NVRTC_ERROR_INVALID_OPTION, as does any option the fake
  * does not know (it could change the arithmetic). The version is 13.0. The compiler is
  * $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
@@ -316,7 +324,8 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
-static nvrtcResult compile(nvrtcProgram p, const char *arch)
+/* incs: " -I'DIR'" for each --include-path, after the emulator's folder */
+static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
 {
     const char *tmp = getenv("TMPDIR");
     char dir[4096], path[4200];
@@ -336,14 +345,16 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch)
     snprintf(path, sizeof path, "%s/src.cu", dir);
     if (write_file(path, p->src, srclen) != 0)
         goto out;
-    snprintf(cmd, sizeof cmd, "%s -E -P -x c++ -std=c++17 src.cu -o pre.ii", cxx);
+    snprintf(cmd, sizeof cmd, "%s -E -P -x c++ -std=c++17 -I'%s'%s src.cu -o pre.ii", cxx,
+             FAKE_EMU_DIR, incs);
     if (run(p, dir, cmd) != 0)
         goto out;
     snprintf(path, sizeof path, "%s/pre.ii", dir);
     if (!(pre = read_file(path, &n)) || find_kernels(p, pre, &list, &count) != 0)
         goto out;
-    /* the source without `extern "C"` (the kernels go into a namespace), then the table */
-    body = malloc(srclen + sizeof appendix + 1);
+    /* the source without `extern "C"` (the kernels go into a namespace), then the table
+     * and the architecture */
+    body = malloc(srclen + sizeof appendix + strlen(arch) + 128);
     size_t len = 0;
     for (const char *s = p->src; *s;) {
         if (strncmp(s, "extern \"C\"", 10) == 0) {
@@ -353,6 +364,8 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch)
         body[len++] = *s++;
     }
     memcpy(body + len, appendix, sizeof appendix);
+    len += sizeof appendix - 1;
+    sprintf(body + len, "extern \"C\" const char *trainc_fake_arch(void) { return \"%s\"; }\n", arch);
     snprintf(path, sizeof path, "%s/kernels.inc", dir);
     if (write_file(path, body, strlen(body)) != 0)
         goto out;
@@ -372,8 +385,8 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch)
     snprintf(cmd, sizeof cmd,
              "%s -std=c++17 -O2 -fPIC -shared -ffp-contract=off -fno-math-errno -fno-strict-aliasing "
              "-fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds "
-             "-w -I. -I'%s' '%s/emu_kernels.cc' -o module.so",
-             cxx, FAKE_EMU_DIR, FAKE_EMU_DIR);
+             "-w -I. -I'%s'%s '%s/emu_kernels.cc' -o module.so",
+             cxx, FAKE_EMU_DIR, incs, FAKE_EMU_DIR);
     if (run(p, dir, cmd) != 0)
         goto out;
     snprintf(path, sizeof path, "%s/module.so", dir);
@@ -387,7 +400,6 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch)
     for (int i = 0; i < 8; i++)
         p->cubin[FAKE_CUBIN_MAGIC_LEN + i] = (unsigned char)((uint64_t)n >> (8 * i));
     memcpy(p->cubin + FAKE_CUBIN_MAGIC_LEN + 8, so, n);
-    (void)arch;
     r = NVRTC_SUCCESS;
 out:
     free(pre);
@@ -411,24 +423,41 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
     p->cubin = NULL;
     p->cubin_size = 0;
     const char *arch = NULL;
+    char incs[4096] = "";
+    size_t inc_len = 0;
     for (int i = 0; i < n; i++) {
-        const char *o = opts[i];
+        const char *o = opts[i], *dir = NULL;
         if (strncmp(o, "--gpu-architecture=", 19) == 0)
             arch = o + 19;
         else if (strncmp(o, "-arch=", 6) == 0)
             arch = o + 6;
+        else if (strncmp(o, "--include-path=", 15) == 0)
+            dir = o + 15;
+        else if (strcmp(o, "-I") == 0 && i + 1 < n)
+            dir = opts[++i];
+        else if (strncmp(o, "-I", 2) == 0)
+            dir = o + 2;
         else if (strcmp(o, "--std=c++17") != 0 && strcmp(o, "-std=c++17") != 0 &&
                  strcmp(o, "-default-device") != 0 && strcmp(o, "--device-as-default-execution-space") != 0) {
             logf_(p, "fake NVRTC: option %s is not emulated\n", o);
             return NVRTC_ERROR_INVALID_OPTION;
         }
+        if (dir) {
+            int k = snprintf(incs + inc_len, sizeof incs - inc_len, " -I'%s'", dir);
+            if (!*dir || strchr(dir, '\'') || k < 0 || (size_t)k >= sizeof incs - inc_len) {
+                logf_(p, "fake NVRTC: include path %s: empty, quoted or too long\n", dir);
+                return NVRTC_ERROR_INVALID_OPTION;
+            }
+            inc_len += (size_t)k;
+        }
     }
-    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3]) {
+    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3] || strspn(arch + 3, "0123456789") < 2 ||
+        strspn(arch + 3, "0123456789af") != strlen(arch + 3)) {
         logf_(p, "fake NVRTC: --gpu-architecture=%s: only sm_XX (a \"cubin\" for the CPU); no PTX\n",
               arch ? arch : "(none)");
         return NVRTC_ERROR_INVALID_OPTION;
     }
-    return compile(p, arch);
+    return compile(p, arch, incs);
 }
 
 nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram p, size_t *n)

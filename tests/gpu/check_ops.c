@@ -1336,6 +1336,194 @@ static void t_add_into(int64_t n)
     free(x), free(y0), free(y), reset();
 }
 
+/* ---- fp8-mixed's casts (fp8.cuh) and FP8 GEMMs (cuda_blas.c) ------------------------------ */
+
+/* The value of an FP8 code (e5m2: E5M2, else E4M3 "fn"); NaN for a NaN or an infinity */
+static double fp8_value(int code, int e5m2)
+{
+    int mb = e5m2 ? 2 : 3, bias = e5m2 ? 15 : 7, e = (code & 0x7f) >> mb, m = code & ((1 << mb) - 1);
+    if ((e5m2 && e == 31) || (!e5m2 && (code & 0x7f) == 0x7f))
+        return NAN;
+    double v = e ? ldexp(1.0 + m / (double)(1 << mb), e - bias) : ldexp(m, 1 - bias - mb);
+    return code & 0x80 ? -v : v;
+}
+
+/* fp8.cuh's rt_fp8_bits by another road: the nearest of the finite codes by search
+ * (ties: the even code), |v| at or past the largest saturated, NaN 0x7f */
+static unsigned char fp8_nearest(float v, int e5m2)
+{
+    unsigned char s = signbit(v) ? 0x80 : 0;
+    if (isnan(v))
+        return s | 0x7f;
+    int top = e5m2 ? 0x7b : 0x7e, best = 0;
+    double a = fabs((double)v), bd = INFINITY;
+    if (a >= fp8_value(top, e5m2))
+        return (unsigned char)(s | top);
+    for (int c = 0; c <= top; c++) {
+        double d = fabs(a - fp8_value(c, e5m2));
+        if (d < bd || (d == bd && !(c & 1))) {
+            bd = d;
+            best = c;
+        }
+    }
+    return (unsigned char)(s | best);
+}
+
+/* rt_cu_fp8_cast's twin: y (packed, transposed with trans) and scale[0..1] = amax, 1/s */
+static void fp8_cast_twin(const float *x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                          int trans, unsigned char *y, float *scale)
+{
+    float amax = 0.0f;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            amax = fmaxf(amax, fabsf(x[i * ld + j]));
+    float s = amax > 0.0f && amax < INFINITY ? (e5m2 ? 57344.0f : 448.0f) / amax : 1.0f;
+    scale[0] = amax;
+    scale[1] = 1.0f / s;
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            y[trans ? j * rows + i : i * cols + j] = fp8_nearest(x[i * ld + j] * s, e5m2);
+}
+
+/* rt_cu_fp8_cast (fp8.cuh's rt_fp8_amax and rt_fp8_cast) against its twin: every byte
+ * and both scales exact. Values over 2^-16 .. 2^8 (subnormal codes, saturation at the
+ * maximum), rounded to act_t first; `special`: a NaN, -0 and 0 among them too. */
+static void t_fp8_cast(int64_t rows, int64_t cols, int64_t ld, int e5m2, int trans, int special)
+{
+    SHAPE("[%lld, %lld] ld %lld %s%s%s", (long long)rows, (long long)cols, (long long)ld,
+          e5m2 ? "E5M2" : "E4M3", trans ? " transposed" : "", special ? ", NaN and zeros" : "");
+    int64_t n = rows * ld;
+    float *x = fvec(n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] = ldexpf(x[i], (int)irand(25) - 16);
+    if (special) {
+        x[0] = NAN;
+        x[n / 2] = -0.0f;
+        x[n - 1] = 0.0f;
+    }
+    if (half)
+        round_act(x, n);
+    unsigned char *want = rt_xmalloc((size_t)(rows * cols));
+    float ws[2];
+    fp8_cast_twin(x, rows, cols, ld, e5m2, trans, want, ws);
+    void *gx = up_a(x, n), *gy = dalloc((size_t)(rows * cols)), *gs = dalloc(16);
+    void *gp = dalloc(1024);
+    unsigned char *got[2];
+    float gsc[2][4];
+    for (int rep = 0; rep < 2; rep++) {
+        rt_cu_fp8_cast(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, trans,
+                       (rt_dptr)(uintptr_t)gy, (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+        got[rep] = rt_xmalloc((size_t)(rows * cols));
+        rt_cu_sync(G);
+        rt_cu_download(got[rep], (rt_dptr)(uintptr_t)gy, (size_t)(rows * cols));
+        rt_cu_download(gsc[rep], (rt_dptr)(uintptr_t)gs, 8);
+    }
+    int64_t bad = 0, first = -1;
+    for (int64_t i = 0; i < rows * cols; i++)
+        if (got[0][i] != want[i] && bad++ == 0)
+            first = i;
+    if (bad)
+        report("fp8_cast", (double)bad, 0.0, ": %lld codes differ, the first at %lld (%02x, want %02x)",
+               (long long)bad, (long long)first, got[0][first], want[first]);
+    else if (memcmp(got[0], got[1], (size_t)(rows * cols)) || memcmp(gsc[0], gsc[1], 8))
+        report("fp8_cast", 0.0, 0.0, ": the two runs differ");
+    else if (memcmp(gsc[0], ws, 8))
+        report("fp8_cast", 0.0, 0.0, ": scales %a %a, want %a %a", gsc[0][0], gsc[0][1], ws[0], ws[1]);
+    else
+        report("fp8_cast", 0.0, 0.0, NULL);
+    free(x), rt_xfree(want), rt_xfree(got[0]), rt_xfree(got[1]), reset();
+}
+
+#ifndef CHECK_OPS_EMU
+/* fp8.cuh's rounding of x by its twin: x quantized with its tensor's scale and
+ * dequantized (op(x) as stored: the scale is the whole tensor's either way) */
+static float *fp8_dequant(const float *x, int64_t rows, int64_t cols, int64_t ld, int e5m2)
+{
+    unsigned char *q = rt_xmalloc((size_t)(rows * cols));
+    float sc[2];
+    fp8_cast_twin(x, rows, cols, ld, e5m2, 0, q, sc);
+    float *d = fcopy(x, rows * ld);   /* (the padding as it is) */
+    for (int64_t i = 0; i < rows; i++)
+        for (int64_t j = 0; j < cols; j++)
+            d[i * ld + j] = (float)(fp8_value(q[i * cols + j], e5m2) * sc[1]);
+    rt_xfree(q);
+    return d;
+}
+
+/* The CPU's twin of an FP8 GEMM's call: the GEMM of A and B as FP8 gives them back
+ * (fp8_dequant; kind 0's A E4M3, else E5M2) or, with fp8 0, as they are; rows of Y
+ * ldc apart */
+static float *gemm_fp8_twin(int kind, int fp8, int64_t M, int64_t N, int64_t K, const float *A,
+                            int64_t lda, const float *B, int64_t ldb, const float *W0,
+                            int64_t ldc, const float *bias)
+{
+    int ta = kind == 2, tb = kind == 0;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *Ad = fp8 ? fp8_dequant(A, ar, ac, lda, kind != 0) : fcopy(A, ar * ac);
+    float *Bd = fp8 ? fp8_dequant(B, br, bc, ldb, 0) : fcopy(B, br * bc);
+    float *Y = fcopy(W0, M * ldc);
+    if (bias)
+        rt_gemm_bias(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, Y, ldc, bias, NULL, RT_EPI_NONE,
+                     NULL);
+    else
+        rt_gemm(&C, ta, tb, M, N, K, 1.0f, Ad, lda, Bd, ldb, kind == 2 ? 1.0f : 0.0f, Y, ldc);
+    free(Ad), free(Bd);
+    return Y;
+}
+
+/* rt_gemm_fp8 and rt_gemm_bias_fp8 on the GPU (bf16 operands cast to FP8, cuBLASLt's FP8
+ * GEMM, or the bf16 GEMM where refused) against the CPU's fp32 GEMM of the operands as
+ * FP8 gives them back (the same codes and scales): the layouts, the transposed copies
+ * and the scales. kind 0: the forward y = x W^T (+ bias), 1: dx = dy W, 2: dW += dy^T x
+ * (fp32, beta 1). The product is summed in another order, and rounded to bf16 except
+ * dW: TEPI(TOL_RED). Only with --bf16 (FP8 takes bf16 operands). A dimension not a
+ * multiple of 16 runs the bf16 GEMM: the twin is then the plain one. Rows of the output
+ * `pad` elements longer than N: 8 bytes short of a multiple of 16, which cuBLASLt's FP8
+ * kernels do not take (the fake GPU's heuristic refuses it, as the runtime's fallback
+ * to bf16 must handle): there the output must be either twin's. */
+static void t_gemm_fp8(int kind, int64_t rows, int64_t in, int64_t out, int bias, int64_t pad)
+{
+    static const char *const kinds[] = {"y = x W^T", "dx = dy W", "dW += dy^T x"};
+    SHAPE("%s rows %lld in %lld out %lld%s%s", kinds[kind], (long long)rows, (long long)in,
+          (long long)out, bias ? " + bias" : "", pad ? ", rows padded" : "");
+    int ta = kind == 2, tb = kind == 0;
+    int64_t M = kind == 2 ? out : rows, N = kind == 0 ? out : in;
+    int64_t K = kind == 0 ? in : kind == 1 ? out : rows;
+    int64_t lda = kind == 0 ? in : out, ldb = in, ldc = N + pad;
+    int64_t ar = ta ? K : M, ac = ta ? M : K, br = tb ? N : K, bc = tb ? K : N;
+    float *A = avec(ar * ac), *B = avec(br * bc), *b = fvec(N), *W0 = fvec(M * ldc);
+    int fp8 = !(M % 16 || N % 16 || K % 16);
+    float *Y = gemm_fp8_twin(kind, fp8, M, N, K, A, lda, B, ldb, W0, ldc, bias ? b : NULL);
+    void *ga = up_a(A, ar * ac), *gb = up_a(B, br * bc), *gbias = up_param(b, N);
+    void *gy = kind == 2 ? dalloc32((size_t)(M * ldc) * 4) : dalloc_a(M * ldc);
+    out_t o = {kind == 2 ? "dW" : "y", Y, {0}, M * ldc};
+    for (int rep = 0; rep < 2; rep++) {
+        if (kind == 2)
+            upload(gy, W0, (size_t)(M * ldc) * 4);
+        else
+            upload_a(gy, W0, M * ldc);
+        if (bias)
+            rt_gemm_bias_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, gy, ldc, gbias, NULL,
+                             RT_EPI_NONE, NULL);
+        else
+            rt_gemm_fp8(G, ta, tb, M, N, K, 1.0f, ga, lda, gb, ldb, kind == 2 ? 1.0f : 0.0f, gy,
+                        ldc);
+        o.gpu[rep] = kind == 2 ? down(gy, M * ldc) : down_a(gy, M * ldc);
+    }
+    if (pad && fp8) {   /* FP8 or its bf16 fallback: the twin nearer the output */
+        float *Yp = gemm_fp8_twin(kind, 0, M, N, K, A, lda, B, ldb, W0, ldc, bias ? b : NULL);
+        if (worst(o.gpu[0], Yp, NULL, M * ldc) < worst(o.gpu[0], Y, NULL, M * ldc)) {
+            free(Y);
+            Y = Yp;
+            o.cpu = Yp;
+        } else
+            free(Yp);
+    }
+    judge("gemm_fp8", kind == 2 ? TOL_RED : TEPI(TOL_RED), &o, 1);
+    free(A), free(B), free(b), free(W0), free(Y), reset();
+}
+#endif
+
 #ifndef CHECK_OPS_EMU
 /* cuBLASLt's GEMM epilogues (cuda_blas.c) against their CPU twins (kernels.c), in each
  * precision: with --bf16/--fp16 the activations (x, dy, the weights standing in for
@@ -2141,6 +2329,14 @@ int main(int argc, char **argv)
     t_dgelu(256, 3072, 3072);
     t_add_into(1);
     t_add_into(3072);
+    /* fp8-mixed's casts: odd shapes (partial tiles), a padded row, both formats, both
+     * layouts, one more block of partial maxima than a row of the grid */
+    t_fp8_cast(1, 1, 1, 0, 0, 0);
+    t_fp8_cast(37, 45, 48, 0, 1, 1);
+    t_fp8_cast(37, 45, 45, 1, 0, 1);
+    t_fp8_cast(64, 768, 768, 1, 1, 0);
+    t_fp8_cast(300, 128, 128, 0, 0, 0);
+    t_fp8_cast(1024, 512, 512, 0, 1, 0);
 #ifndef CHECK_OPS_EMU
     /* the biases as a model's (with --bf16/--fp16 a parameter with a 16-bit copy) */
     t_gemm_bias(64, 256, 784, 1, 0, 0, 1);     /* the MLP's first layer */
@@ -2170,6 +2366,15 @@ int main(int argc, char **argv)
     t_gemm_dgelu(64, 512, 128);
     t_gemm_dgelu(1024, 3072, 768);
     t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */
+    if (half == 1) {   /* fp8-mixed's GEMMs: a GPT block's shapes, and 40: not FP8's */
+        t_gemm_fp8(0, 256, 128, 384, 0, 0);
+        t_gemm_fp8(0, 256, 512, 128, 1, 0);
+        t_gemm_fp8(1, 256, 128, 512, 0, 0);
+        t_gemm_fp8(2, 256, 128, 512, 0, 0);
+        t_gemm_fp8(2, 1024, 768, 3072, 0, 0);
+        t_gemm_fp8(1, 40, 64, 32, 0, 0);
+        t_gemm_fp8(1, 64, 128, 64, 0, 4);   /* cuBLASLt refuses: bf16, said */
+    }
 #endif
     t_gather(1000, 333, 3);
     t_gather(1000, 333, 12);

@@ -325,7 +325,7 @@ static void test_errors(void)
     check_error("optimizer.nesterov", "yes", "expected true or false, got 'yes'");
     check_error("optimizer.nesterov", "1", "expected true or false, got 1");
     check_error("grad_clip", "0", "expected a number > 0 or null, got 0");
-    check_error("precision", "bf16", "expected one of fp32, bf16-mixed, fp16-mixed, got 'bf16'");
+    check_error("precision", "bf16", "expected one of fp32, bf16-mixed, fp16-mixed, fp8-mixed, got 'bf16'");
     check_error("max_time", "1:2:3", "expected a duration \"DD:HH:MM:SS\"");
     check_error("max_time", "00:01:30", "expected a duration");
     check_error("max_time", "00:01:3a:00", "expected a duration");

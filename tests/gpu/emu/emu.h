@@ -30,6 +30,9 @@ struct dim3 {
 };
 extern dim3 threadIdx, blockIdx, blockDim, gridDim;
 
+struct alignas(8) float2 {
+    float x, y;
+};
 struct alignas(16) float4 {
     float x, y, z, w;
 };
@@ -41,6 +44,9 @@ struct alignas(16) uint4 {
 };
 inline float4 make_float4(float x, float y, float z, float w) { return float4{x, y, z, w}; }
 inline uint4 make_uint4(unsigned x, unsigned y, unsigned z, unsigned w) { return uint4{x, y, z, w}; }
+inline float2 make_float2(float x, float y) { return float2{x, y}; }
+/* FP8 (sm_89 and later): the toolkit's types and conversions, bit for bit */
+#include "cuda_fp8.h"
 
 void emu_syncthreads();
 void emu_syncwarp();

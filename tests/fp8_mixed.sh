@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# precision fp8-mixed without a GPU:
+#   - the plan: gpt_char's linear GEMMs are rt_gemm*_fp8 calls, the classifier's (the
+#     tied head) plain; trainc check counts them; bf16-mixed's plan otherwise, with
+#     scratch for the FP8 copies (per row, and the largest marked weight's);
+#   - the CPU: fp32, said once, records bit-identical to bf16-mixed's CPU run;
+#   - the fake GPU (tests/fake_gpu/, compute capability 9.0): mlp_fashion trained in
+#     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
+#     equal to them (the FP8 GEMMs ran); with TRAINC_FAKE_CC=8.0 the trainer refuses
+#     (exit 1, naming the capability, before compiling its kernels), and runs on 8.9; a GAN of linear layers trains
+#     in fp8-mixed as in bf16-mixed (within 2%).
+# The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
+# fake_gpu and gpu_emu).
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/fp8_mixed
+rm -rf "$d"; mkdir -p "$d/lib"
+
+"$TRAINC" emit specs/gpt_char.json --set precision=fp8-mixed -o "$d/emit8" >/dev/null
+"$TRAINC" emit specs/gpt_char.json --set precision=bf16-mixed -o "$d/emit16" >/dev/null
+n8=$(grep -c 'rt_gemm[a-z_]*_fp8(' "$d/emit8/host.c")
+# 4 blocks x 4 linears: 3 GEMMs each in training, and the forward's once more in evaluate()
+[ "$n8" -eq 64 ] || { echo "FAIL: gpt_char fp8-mixed: $n8 FP8 GEMM calls in host.c, want 64"; exit 1; }
+grep -q 'rt_gemm(e, 0, 1, e->B \* 128, [0-9]*, 128, 1.0f, layernorm_ln_f' "$d/emit8/host.c" ||
+    { echo "FAIL: gpt_char fp8-mixed: the classifier's GEMM is not a plain rt_gemm"; exit 1; }
+grep -q '\.fp8 = 1' "$d/emit8/host.c" || { echo "FAIL: rt_model.fp8 not set"; exit 1; }
+# the same plan: host.c differs only where the calls are marked and the model says so
+"$PY" - "$d" <<'PY' || { echo "FAIL: fp8-mixed's host.c differs from bf16-mixed's beyond the marked calls"; exit 1; }
+import re, sys
+d = sys.argv[1]
+def norm(p):
+    s = open(p).read()
+    s = re.sub(r"\n \*\n \* fp8-mixed: .*?_fp8\.", "", s, flags=re.S)   # the header's note
+    s = re.sub(r"\s+", "", s).replace("_fp8(", "(").replace(".fp8=1,", "")
+    s = re.sub(r'"precision=(fp8|bf16)-mixed",', "", s)
+    s = re.sub(r"\.(gpu_scratch_row_bytes|fp8_weight_bytes)=[0-9]+,", "", s)   # (below)
+    return re.sub(r'(spec_hash|model_hash)="[0-9a-f]*"', "", s)
+assert norm(d + "/emit8/host.c") == norm(d + "/emit16/host.c")
+# scratch a row for the FP8 copies: the largest, dW of fc or proj, dy^T and x^T
+# (T 128 x (512 + 128) bytes); attention's 2048 under bf16-mixed
+scratch = lambda p: int(re.search(r"\.gpu_scratch_row_bytes = ([0-9]+)", open(p).read()).group(1))
+assert scratch(d + "/emit8/host.c") == 128 * 640 and scratch(d + "/emit16/host.c") == 2048
+# and beyond the rows, the largest weight a marked GEMM casts: fc's and proj's 512 x 128
+assert re.search(r"\.fp8_weight_bytes = 65536,", open(d + "/emit8/host.c").read())
+PY
+"$TRAINC" check specs/gpt_char.json --set precision=fp8-mixed | grep -q "fp8-mixed    48 of 51 GEMMs in FP8" ||
+    { echo "FAIL: trainc check does not count the FP8 GEMMs"; exit 1; }
+echo "ok   gpt_char fp8-mixed: 48 of 51 GEMMs marked (the tied head's not), bf16-mixed's plan"
+
+O=(--set max_steps=6 --set log_every=1 --set loader.shuffle=false --threads 1 --set batch_size=2
+   --set validate.every_steps=3 --set validate.batches=2 --device cpu --quiet)
+for p in bf16-mixed fp8-mixed; do
+    "$TRAINC" run specs/gpt_char.json --set precision=$p "${O[@]}" --out "$d/cpu_$p" 2>"$d/cpu_$p.log"
+done
+[ "$(grep -c 'the CPU stores and computes in fp32 (the spec asks for fp8-mixed)' "$d/cpu_fp8-mixed.log")" = 1 ] ||
+    { echo "FAIL: the CPU's note for fp8-mixed, once:"; cat "$d/cpu_fp8-mixed.log"; exit 1; }
+"$PY" - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s", "tokens_per_s", "spec_hash")}
+            for l in open("%s/cpu_%s/metrics.jsonl" % (d, p)) if '"event"' not in l]
+a, b = recs("bf16-mixed"), recs("fp8-mixed")
+assert a == b and len(a) >= 6, (a, b)
+PY
+echo "ok   gpt_char fp8-mixed on the CPU: fp32, said once, bf16-mixed's records bit for bit"
+
+bash tests/fake_gpu/build.sh "$d/lib"
+export TRAINC_CACHE_DIR=$PWD/$d/cache
+gpu() { env LD_LIBRARY_PATH="$PWD/$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+G=(--set max_steps=12 --set log_every=1 --set loader.shuffle=false --threads 1
+   --set validate.every_steps=6 --set validate.batches=2 --device cuda --quiet)
+for p in bf16-mixed fp8-mixed; do
+    "$TRAINC" build specs/mlp_fashion.json --set precision=$p --device cuda --arch sm_90 \
+        -o "$d/mlp_$p" 2>"$d/mlp_$p.build.log"
+    gpu "$d/mlp_$p" "${G[@]}" --out "$d/gpu_$p" 2>"$d/gpu_$p.log" ||
+        { echo "FAIL: mlp_fashion $p on the fake GPU:"; cat "$d/gpu_$p.log"; exit 1; }
+done
+"$PY" - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [json.loads(l) for l in open("%s/gpu_%s/metrics.jsonl" % (d, p))]
+a, b = recs("bf16-mixed"), recs("fp8-mixed")
+assert a[0]["precision"] == "bf16-mixed" and b[0]["precision"] == "fp8-mixed", (a[0], b[0])
+la = [(r["step"], r["loss"]) for r in a if "loss" in r and "event" not in r]
+lb = [(r["step"], r["loss"]) for r in b if "loss" in r and "event" not in r]
+assert [s for s, _ in la] == [s for s, _ in lb] and len(la) == 12, (la, lb)
+worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(la, lb))
+assert 0 < worst <= 2e-2, "fp8-mixed's losses against bf16-mixed's: largest relative difference %g" % worst
+print("ok   mlp_fashion fp8-mixed on the fake GPU: 12 losses within %.2g of bf16-mixed's (not equal: FP8 ran)" % worst)
+PY
+set +e
+TRAINC_FAKE_CC=8.0 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/cc80" 2>"$d/cc80.log"
+rc=$?
+set -e
+[ $rc = 1 ] && grep -q "precision fp8-mixed: the GPU is .*compute capability 8.0, without FP8 tensor cores" "$d/cc80.log" ||
+    { echo "FAIL: fp8-mixed on a GPU of compute capability 8.0: exit $rc, want 1 with the reason:"; cat "$d/cc80.log"; exit 1; }
+[ ! -e "$d/cc80" ] || { echo "FAIL: the refused run made its output folder"; exit 1; }
+! grep -q "compiled the kernels" "$d/cc80.log" || { echo "FAIL: refused after compiling its kernels"; exit 1; }
+TRAINC_FAKE_CC=8.9 gpu "$d/mlp_fp8-mixed" "${G[@]}" --set max_steps=2 --out "$d/cc89" 2>"$d/cc89.log" ||
+    { echo "FAIL: fp8-mixed on a GPU of compute capability 8.9:"; cat "$d/cc89.log"; exit 1; }
+echo "ok   fp8-mixed refused on compute capability 8.0 (exit 1, said), trained on 8.9"
+
+# a GAN of linear layers: both networks' GEMMs in FP8 but the discriminator's last (one
+# logit: not a multiple of 16, bf16, said), its losses within 2% of bf16-mixed's
+"$PY" -c "import numpy as np; np.save('$d/x64.npy', np.random.default_rng(0).integers(0, 256, (64, 64), dtype=np.uint8))"
+cat >"$d/gan.json" <<'JSON'
+{"trainc": 1,
+ "model": {"name": "mlp_gan",
+  "inputs": {"x": {"shape": [64], "dtype": "u8", "scale": 0.00784313725490196, "shift": -1}},
+  "gan": {"latent": {"shape": [16]},
+   "generator": [{"op": "linear", "out": 32}, {"op": "relu"}, {"op": "linear", "out": 64}, {"op": "tanh"}],
+   "discriminator": [{"op": "linear", "out": 32}, {"op": "leaky_relu", "negative_slope": 0.2},
+                     {"op": "linear", "out": 1}],
+   "loss": "bce"}},
+ "train": {"data": {"train": {"x": "x64.npy"}}, "batch_size": 16, "max_steps": 4,
+  "optimizer": {"type": "adamw", "lr": 0.001, "betas": [0.5, 0.999]},
+  "checkpoint": null, "log_every": 1, "loader": {"shuffle": false, "workers": 0}}}
+JSON
+for p in bf16-mixed fp8-mixed; do
+    "$TRAINC" build "$d/gan.json" --set precision=$p --device cuda --arch sm_90 -o "$d/gan_$p" 2>/dev/null
+    gpu "$d/gan_$p" --out "$d/gan_run_$p" --threads 1 --quiet 2>"$d/gan_$p.log" ||
+        { echo "FAIL: the GAN in $p on the fake GPU:"; cat "$d/gan_$p.log"; exit 1; }
+done
+grep -q "fp8-mixed: a 16 x 1 x 32 linear GEMM runs in bf16" "$d/gan_fp8-mixed.log" ||
+    { echo "FAIL: the GAN's one-logit GEMM was not said to run in bf16:"; cat "$d/gan_fp8-mixed.log"; exit 1; }
+"$PY" - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [(r["d_loss"], r["g_loss"]) for r in map(json.loads, open("%s/gan_run_%s/metrics.jsonl" % (d, p)))
+            if "event" not in r]
+a, b = recs("bf16-mixed"), recs("fp8-mixed")
+assert len(a) == len(b) == 4, (a, b)
+worst = max(abs(x - y) / abs(x) for ra, rb in zip(a, b) for x, y in zip(ra, rb))
+assert 0 < worst <= 2e-2, worst
+print("ok   a GAN of linear layers in fp8-mixed on the fake GPU: d_loss and g_loss within %.2g of bf16-mixed's" % worst)
+PY
