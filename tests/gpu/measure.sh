@@ -62,9 +62,11 @@
 # 2-step prewarm run pays it before the rounds, which then reuse the inductor cache,
 # about 10-20 s a run; gpt2b64 compiles its new shapes again, in one mode). The rest
 # of gpt2 is about 3 x 30 s of trainc and llm.c runs and 2 x 3 PyTorch runs:
-#   BUDGET=450 bash tests/gpu/measure.sh gpt2=330 gpt2b64=100 fp8=20
-# (fp8 takes seconds while the pack has no fp8 trainer: its bf16 run is left out then;
-# with one, give it 150 and the budget 580.)
+#   BUDGET=580 bash tests/gpu/measure.sh checks=70 gpt2=330 fp8=150
+# (checks first: check_ops holds fp8-mixed's casts and FP8 GEMMs against their C twins
+# on real cuBLASLt, never run on a GPU before; fp8 runs 1000 steps of bf16-mixed and
+# of fp8-mixed, about 30 s each on an H200). Then, in a second call if device time is
+# left: BUDGET=... bash tests/gpu/measure.sh gpt2b64=100 llama=... resnet=... dcgan=...
 #
 # How long the parts took (2026-11-26 and 2026-11-27, H100 and H200): checks 46-69 s
 # (all three precisions at once); gpt2 72-78 s;
