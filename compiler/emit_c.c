@@ -267,6 +267,11 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             free(k.t);
             free(k.w);
         } else {
+            if (cuda_fp8_pair_first(p, i, to)) {
+                char *pair = xasprintf("rt_fp8_dy_pair(e, %s);", in->args[6].t->name);
+                buf_wrapped(b, "    ", pair);
+                free(pair);
+            }
             char *call = call_text(in);
             buf_wrapped(b, "    ", call);
             free(call);

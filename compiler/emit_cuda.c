@@ -363,13 +363,14 @@ static int64_t ext_scratch_row_bytes(const Instr *in)
 
 /* fp8-mixed: a marked GEMM's FP8 copies of its operands, the bytes a batch row (an
  * operand with a dimension of rows per sample; the weight's part is not per row:
- * cuda_fp8_weight_bytes) */
+ * cuda_fp8_weight_bytes). A backward GEMM's A, dy, twice: a pair of them
+ * (cuda_fp8_pair_first) keeps dy in both layouts. */
 static int64_t fp8_row_bytes(const Instr *in)
 {
     const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
     int64_t r = 0;
     if (M->kind == ARG_ROWS || K->kind == ARG_ROWS)   /* A: M x K */
-        r += M->i * K->i;
+        r += (in->args[1].i ? 1 : 2) * M->i * K->i;
     if (N->kind == ARG_ROWS || K->kind == ARG_ROWS)   /* B: N x K */
         r += N->i * K->i;
     return r;
@@ -389,6 +390,31 @@ int64_t cuda_fp8_weight_bytes(const Program *p)
             most = N->i * K->i;
     }
     return most;
+}
+
+/* A marked GEMM of a linear layer's backward: A is dy, op(B) untransposed */
+static int fp8_bwd(const Instr *in)
+{
+    return !in->dead && in->kind == I_GEMM && in->fp8 && in->args[1].kind == ARG_INT &&
+           in->args[1].i == 0 && in->args[6].kind == ARG_TENSOR;
+}
+
+int cuda_fp8_pair_first(const Program *p, int i, int to)
+{
+    const Instr *a = p->ins[i];
+    if (!fp8_bwd(a))
+        return 0;
+    for (int j = i + 1; j < to; j++) {
+        const Instr *b = p->ins[j];
+        if (b->dead)
+            continue;
+        if (fp8_bwd(b))
+            return b->args[6].t == a->args[6].t;
+        /* the hooks take no scratch and write no activation gradient */
+        if (b->kind != I_CALL || (b->call != CALL_GRAD_BEGIN && b->call != CALL_GRAD_READY))
+            return 0;
+    }
+    return 0;
 }
 
 int64_t cuda_scratch_row_bytes(const Program *p)

@@ -673,6 +673,10 @@ int64_t cuda_scratch_row_bytes(const Program *p);
 /* fp8-mixed: the largest weight its marked GEMMs cast to FP8, in bytes (rt_model's
  * fp8_weight_bytes); 0 without such GEMMs */
 int64_t cuda_fp8_weight_bytes(const Program *p);
+/* fp8-mixed: whether p->ins[i] is the first of a linear layer's two backward GEMMs
+ * that share dy's cast (rt_fp8_dy_pair): marked GEMMs of the same A (dy) with op(B)
+ * untransposed, only gradient hooks between them, the second before ins[to] */
+int cuda_fp8_pair_first(const Program *p, int i, int to);
 
 /* ---- drivers -------------------------------------------------------------- */
 

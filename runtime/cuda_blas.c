@@ -730,11 +730,50 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  * Scratch: [the scales, 256 bytes: our A's max and 1 / s, our B's][the partial maxima,
  * RT_CU_FP8_PART_BYTES][A in FP8][B in FP8]; the scale pointers never move, so a plan's
  * descriptor keeps them. The compiler sizes scratch for the largest operands (emit_cuda.c's
- * cuda_scratch_row_bytes, device_cuda.c's scratch_need). */
+ * cuda_scratch_row_bytes, device_cuda.c's scratch_need).
+ *
+ * A linear layer's two backward GEMMs, dx = dy W and dW = dy^T x, read the same dy, as
+ * our A, in E5M2, untransposed and transposed. The compiler marks such a pair where only
+ * gradient hooks run between them (rt_fp8_dy_pair before the first): the first to run
+ * casts dy once into both layouts (rt_cu_fp8_cast_both), which the second reads with the
+ * scale the first left. Scratch then: [scales][partials][dy in FP8][dy^T in FP8][B]; the
+ * second GEMM's cast of its B leaves our A's scale and both copies alone. dW's bias
+ * gradient (rt_cu_colsum_add, its partials at scratch's start) runs before the casts
+ * when dW is the pair's first, so it cannot land between them. Where the first falls
+ * back to bf16 after the cast (whose kernels may take scratch), the second casts again. */
 #define FP8_PARTS 256
 #define FP8_DATA (FP8_PARTS + RT_CU_FP8_PART_BYTES)
 
 static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* The marked pair (rt_fp8_dy_pair): dy, the pair's GEMMs still to run (2, 1, or 0 with
+ * no pair), and whether dy's two FP8 copies and scale are in scratch. One device a
+ * process, as the plans are. */
+static struct {
+    const void *dy;
+    int left, cast;
+} pair;
+
+static void fp8_dy_pair(rt_exec *e, const float *dy)
+{
+    (void)e;
+    if (pair.left)
+        rt_die("fp8-mixed: a pair of backward GEMMs marked to share dy's cast did not both run");
+    pair.dy = dy;
+    pair.left = 2;
+    pair.cast = 0;
+}
+
+/* The pair's role of a GEMM of A (op(B) untransposed, as the backward's are): 2 for the
+ * first of the marked pair, 1 for the second, 0 for a GEMM of no pair */
+static int pair_take(const float *A, int tb)
+{
+    if (!pair.left)
+        return 0;
+    if ((const void *)A != pair.dy || tb)
+        rt_die("fp8-mixed: a GEMM between a marked pair of backward GEMMs, or not of dy");
+    return pair.left--;
+}
 
 /* once per kind of reason (0 the shape, 1 cuBLASLt, 2 cuBLASLt's BIAS epilogue): a
  * linear GEMM left to bf16, or its bias to a kernel of its own */
@@ -804,8 +843,9 @@ static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c
  * bf16 GEMM: the casts may have run, into scratch only). */
 static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
-                    float *C, int64_t ldc, const float *bias, const float *R)
+                    float *C, int64_t ldc, const float *bias, const float *R, float *db_first)
 {
+    int paired = pair_take(A, tb);
     if (M <= 0 || N <= 0 || K <= 0)
         return 0;
     if (M % 16 || N % 16 || K % 16) {
@@ -822,8 +862,9 @@ static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K,
         rt_die("GEMM output in the parameter region");
     int a8 = tb ? FP8_E4M3 : FP8_E5M2;
     size_t ab = up256((size_t)(M * K)), bb = up256((size_t)(N * K));
-    rt_dptr s = rt_cu_scratch(e, FP8_DATA + ab + bb);
-    rt_dptr a8p = s + FP8_DATA, b8p = a8p + ab;
+    size_t a_all = paired ? 2 * ab : ab;   /* a pair's dy: row-major, then transposed */
+    rt_dptr s = rt_cu_scratch(e, FP8_DATA + a_all + bb);
+    rt_dptr a8p = s + FP8_DATA + (paired && ta ? ab : 0), b8p = s + FP8_DATA + a_all;
     const void *pa = (const void *)(uintptr_t)a8p, *pb = (const void *)(uintptr_t)b8p;
     const void *cin = bias && R ? (const void *)R : C;
     Plan *p = fp8_plan(e, M, N, K, a8, c16, ldc, beta != 0.0f || (bias && R), s, pa, pb, cin, C,
@@ -832,7 +873,15 @@ static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K,
         return 0;
     /* our A as [M, K] (stored [K, M] when transposed), our B as [N, K] */
     rt_dptr da = (rt_dptr)(uintptr_t)a, db = (rt_dptr)(uintptr_t)b;
-    rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, s + FP8_PARTS, s);
+    if (db_first)
+        rt_cu_colsum_add(e, A, db_first, K, M);
+    if (!paired)
+        rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, s + FP8_PARTS,
+                       s);
+    else if (!pair.cast)   /* dy stored [rows, cols] either way: both layouts */
+        rt_cu_fp8_cast_both(e, da, ta ? K : M, ta ? M : K, lda, 1, s + FP8_DATA,
+                            s + FP8_DATA + ab, s + FP8_PARTS, s);
+    pair.cast = paired == 2;   /* the second GEMM ends the pair */
     rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, s + FP8_PARTS, s + 8);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (bias) {
@@ -850,15 +899,17 @@ static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K,
         st != CUBLAS_STATUS_ARCH_MISMATCH)
         lt_check(st, "cublasLtMatmul (FP8)");
     p->fallback = 1;
+    pair.cast = 0;   /* the bf16 GEMM's kernels may take scratch */
     fp8_refused(bias ? 2 : 1, M, N, K, p_cublasLtGetStatusString(st));
-    return 0;
+    return db_first ? -1 : 0;
 }
 
 static void gemm_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                      float beta, float *C, int64_t ldc)
 {
-    if (!fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL))
+    if (!fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL,
+                  NULL))
         rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
@@ -872,10 +923,12 @@ static void gemm_bias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64
 {
     float *out = C ? C : Y;
     if (act == RT_EPI_NONE && C && !epilogues_off() &&
-        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, bias, R))
+        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, bias, R,
+                 NULL))
         return;
     if (out && (!R || !rt_overlap(R, out, (size_t)((M - 1) * ldc + N) * 2)) &&
-        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc, NULL, NULL)) {
+        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc, NULL, NULL,
+                 NULL)) {
         bias_act(e, out, R, C, Y, bias, M, N, ldc, act);
         return;
     }
@@ -889,11 +942,17 @@ static void gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
 {
     if (!trans_a || lda != M)
         rt_die("rt_gemm_dbias: dy must be A, transposed, rows M apart");
-    if (fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL))
+    /* the first of a marked pair: the bias gradient before the casts (above) */
+    float *first = pair.left == 2 ? db : NULL;
+    int done = fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL,
+                        NULL, first);
+    if (done == 1 && !first)
         rt_cu_colsum_add(e, A, db, K, M);
-    else
+    else if (done == 0)
         rt_cu_gemm_dbias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, db,
                          fresh);
+    else if (done == -1)   /* refused after the bias gradient was added */
+        rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 /* rt_gemm_dgelu's FP8 form: the FP8 GEMM into D, then rt_dgelu in place */
@@ -901,8 +960,12 @@ static void gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                            float *D, int64_t ldd, const float *pre)
 {
-    if (pre && !rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * 2) &&
-        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd, NULL, NULL))
+    if (!pre || rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * 2)) {
+        if (pair_take(A, trans_b))   /* a pair's GEMM in bf16: the next casts again */
+            pair.cast = 0;
+        rt_cu_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
+    } else if (fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, D, ldd, NULL,
+                        NULL, NULL))
         dgelu(e, D, pre, M, N, ldd);
     else
         rt_cu_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
@@ -920,6 +983,7 @@ void rt_cu_blas_register(void)
         .gemm_bias_fp8 = gemm_bias_fp8,
         .gemm_dbias_fp8 = gemm_dbias_fp8,
         .gemm_dgelu_fp8 = gemm_dgelu_fp8,
+        .fp8_dy_pair = fp8_dy_pair,
     };
     rt_cu_register(&gemms);
 }

@@ -959,8 +959,9 @@ void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model 
 
 /* ---- fp8-mixed's casts (fp8.cuh) ----------------------------------------------------- */
 
-void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
-                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale)
+/* rt_fp8_amax, then rt_fp8_cast with trans 0, 1 or 2 (both layouts: y and yt) */
+static void fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                     int trans, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale)
 {
     if (rows <= 0 || cols <= 0)
         rt_die("rt_cu_fp8_cast: an empty %lld x %lld operand", (long long)rows, (long long)cols);
@@ -973,9 +974,21 @@ void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t l
     rt_cu_launch(e, "rt_fp8_amax", (unsigned)parts, 1, 1, 256, 1, 0, amax_args);
     /* the cast: 32 x 32 tiles, each block a grid-stride share of them */
     int64_t tiles = cdiv(rows, 32) * cdiv(cols, 32), tcap = (int64_t)rt_cu_sm_count(e) * 16;
-    void *cast_args[] = {&x, &rows, &cols, &ld, &part, &parts, &e5m2, &trans, &y, &scale};
+    void *cast_args[] = {&x, &rows, &cols, &ld, &part, &parts, &e5m2, &trans, &y, &yt, &scale};
     rt_cu_launch(e, "rt_fp8_cast", (unsigned)(tiles < tcap ? tiles : tcap), 1, 1, 256, 1, 0,
                  cast_args);
+}
+
+void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale)
+{
+    fp8_cast(e, x, rows, cols, ld, e5m2, trans ? 1 : 0, y, 0, part, scale);
+}
+
+void rt_cu_fp8_cast_both(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld,
+                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale)
+{
+    fp8_cast(e, x, rows, cols, ld, e5m2, 2, y, yt, part, scale);
 }
 
 /* ---- registration -------------------------------------------------------------------- */

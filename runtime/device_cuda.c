@@ -672,8 +672,9 @@ static size_t scratch_need(int64_t Bmax, int64_t loss_terms, int64_t param_float
 
 int64_t rt_fp8_scratch_fixed(int64_t weight_bytes)
 {
-    /* 256 for the scales, the partials, and each copy's alignment */
-    return weight_bytes > 0 ? weight_bytes + 256 + 1024 + 2 * 256 : 0;
+    /* 256 for the scales, the partials, and each copy's alignment (a backward pair's
+     * three: dy, dy^T and B) */
+    return weight_bytes > 0 ? weight_bytes + 256 + 1024 + 3 * 256 : 0;
 }
 
 size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_bytes, int passes,

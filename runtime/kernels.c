@@ -748,6 +748,12 @@ void rt_gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t 
         rt_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
 }
 
+void rt_fp8_dy_pair(rt_exec *e, const float *dy)
+{
+    if (e->dev)
+        RT_GPU(e)->fp8_dy_pair(e, dy);
+}
+
 /* ---- im2col / col2im --------------------------------------------------------- */
 
 typedef struct {

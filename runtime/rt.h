@@ -93,6 +93,8 @@ typedef struct rt_gpu_calls {
     void (*gemm_dgelu_fp8)(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                            float *D, int64_t ldd, const float *pre);
+    /* rt_fp8_dy_pair: the next two FP8 GEMMs are a linear layer's backward pair on dy */
+    void (*fp8_dy_pair)(rt_exec *e, const float *dy);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

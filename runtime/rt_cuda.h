@@ -321,6 +321,10 @@ void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int6
 #define RT_CU_FP8_PART_BYTES 1024
 void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
                     int trans, rt_dptr y, rt_dptr part, rt_dptr scale);
+/* Both layouts at once, from one maximum and one cast kernel: y [rows, cols] and yt
+ * [cols, rows], the bytes rt_cu_fp8_cast writes with trans 0 and 1 (the scale as there) */
+void rt_cu_fp8_cast_both(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld,
+                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale);
 void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 /* conv.cuh's kernels divide 32-bit indices where every tensor of a call has fewer than
  * 2^31 elements; on (tests only): always the 64-bit path. */

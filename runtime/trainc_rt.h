@@ -254,6 +254,11 @@ void rt_gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t 
 void rt_gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
                        float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                        float *D, int64_t ldd, const float *pre);
+/* fp8-mixed: the next two calls above are a linear layer's backward GEMMs on dy (dx =
+ * dy W and dW = dy^T x, in either order, only gradient hooks between them; the compiler
+ * marks such pairs): on a GPU the first casts dy to FP8 in both layouts and the second
+ * reuses that cast and its scale (the same bytes, one pass fewer). Nothing on the CPU. */
+void rt_fp8_dy_pair(rt_exec *e, const float *dy);
 
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # precision fp8-mixed without a GPU:
 #   - the plan: gpt_char's linear GEMMs are rt_gemm*_fp8 calls, the classifier's (the
-#     tied head) plain; trainc check counts them; bf16-mixed's plan otherwise, with
-#     scratch for the FP8 copies (per row, and the largest marked weight's);
+#     tied head) plain; each linear layer's two backward GEMMs marked to share dy's cast
+#     (rt_fp8_dy_pair); trainc check counts them; bf16-mixed's plan otherwise, with
+#     scratch for the FP8 copies (per row, dy in both layouts, and the largest marked
+#     weight's);
 #   - the CPU: fp32, said once, records bit-identical to bf16-mixed's CPU run;
 #   - the fake GPU (tests/fake_gpu/, compute capability 9.0): mlp_fashion trained in
 #     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
-#     equal to them (the FP8 GEMMs ran); with TRAINC_FAKE_CC=8.0 the trainer refuses
+#     equal to them (the FP8 GEMMs ran), its casts a step one fewer than its FP8 GEMMs'
+#     operands (the pair's dy cast once); with TRAINC_FAKE_CC=8.0 the trainer refuses
 #     (exit 1, naming the capability, before compiling its kernels), and runs on 8.9; a GAN of linear layers trains
 #     in fp8-mixed as in bf16-mixed (within 2%).
 # The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
@@ -26,6 +29,11 @@ n8=$(grep -c 'rt_gemm[a-z_]*_fp8(' "$d/emit8/host.c")
 grep -q 'rt_gemm(e, 0, 1, e->B \* 128, [0-9]*, 128, 1.0f, layernorm_ln_f' "$d/emit8/host.c" ||
     { echo "FAIL: gpt_char fp8-mixed: the classifier's GEMM is not a plain rt_gemm"; exit 1; }
 grep -q '\.fp8 = 1' "$d/emit8/host.c" || { echo "FAIL: rt_model.fp8 not set"; exit 1; }
+# each of the 16 linear layers' backward pairs (dx and dW, one on dy) shares dy's cast
+np=$(grep -c 'rt_fp8_dy_pair(e, ' "$d/emit8/host.c")
+[ "$np" -eq 16 ] || { echo "FAIL: gpt_char fp8-mixed: $np backward pairs marked, want 16"; exit 1; }
+grep -A1 'rt_fp8_dy_pair(e, d_linear_h_3_fc);' "$d/emit8/host.c" | grep -q 'rt_gemm_fp8(e, 0, 0, e->B \* 128, 128, 512, 1.0f, d_linear_h_3_fc,' ||
+    { echo "FAIL: gpt_char fp8-mixed: fc's pair not marked before its first GEMM"; exit 1; }
 # the same plan: host.c differs only where the calls are marked and the model says so
 "$PY" - "$d" <<'PY' || { echo "FAIL: fp8-mixed's host.c differs from bf16-mixed's beyond the marked calls"; exit 1; }
 import re, sys
@@ -33,21 +41,22 @@ d = sys.argv[1]
 def norm(p):
     s = open(p).read()
     s = re.sub(r"\n \*\n \* fp8-mixed: .*?_fp8\.", "", s, flags=re.S)   # the header's note
+    s = re.sub(r"\n *rt_fp8_dy_pair\(e, \w+\);", "", s)
     s = re.sub(r"\s+", "", s).replace("_fp8(", "(").replace(".fp8=1,", "")
     s = re.sub(r'"precision=(fp8|bf16)-mixed",', "", s)
     s = re.sub(r"\.(gpu_scratch_row_bytes|fp8_weight_bytes)=[0-9]+,", "", s)   # (below)
     return re.sub(r'(spec_hash|model_hash)="[0-9a-f]*"', "", s)
 assert norm(d + "/emit8/host.c") == norm(d + "/emit16/host.c")
-# scratch a row for the FP8 copies: the largest, dW of fc or proj, dy^T and x^T
-# (T 128 x (512 + 128) bytes); attention's 2048 under bf16-mixed
+# scratch a row for the FP8 copies: the largest, dW of fc (or proj): dy in both layouts
+# and x^T (T 128 x (2 x 512 + 128) bytes); attention's 2048 under bf16-mixed
 scratch = lambda p: int(re.search(r"\.gpu_scratch_row_bytes = ([0-9]+)", open(p).read()).group(1))
-assert scratch(d + "/emit8/host.c") == 128 * 640 and scratch(d + "/emit16/host.c") == 2048
+assert scratch(d + "/emit8/host.c") == 128 * 1152 and scratch(d + "/emit16/host.c") == 2048
 # and beyond the rows, the largest weight a marked GEMM casts: fc's and proj's 512 x 128
 assert re.search(r"\.fp8_weight_bytes = 65536,", open(d + "/emit8/host.c").read())
 PY
 "$TRAINC" check specs/gpt_char.json --set precision=fp8-mixed | grep -q "fp8-mixed    48 of 51 GEMMs in FP8" ||
     { echo "FAIL: trainc check does not count the FP8 GEMMs"; exit 1; }
-echo "ok   gpt_char fp8-mixed: 48 of 51 GEMMs marked (the tied head's not), bf16-mixed's plan"
+echo "ok   gpt_char fp8-mixed: 48 of 51 GEMMs marked (the tied head's not), 16 backward pairs, bf16-mixed's plan"
 
 O=(--set max_steps=6 --set log_every=1 --set loader.shuffle=false --threads 1 --set batch_size=2
    --set validate.every_steps=3 --set validate.batches=2 --device cpu --quiet)
@@ -92,6 +101,19 @@ worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(la, lb))
 assert 0 < worst <= 2e-2, "fp8-mixed's losses against bf16-mixed's: largest relative difference %g" % worst
 print("ok   mlp_fashion fp8-mixed on the fake GPU: 12 losses within %.2g of bf16-mixed's (not equal: FP8 ran)" % worst)
 PY
+# casts a step, from runs of 2 and 3 steps (the fake GPU counts launches): 5 FP8 GEMMs
+# (2 forward, dW of the first layer, dx and dW of the second), 10 operands, 9 casts:
+# the second layer's dy is cast once, in both layouts, for its two backward GEMMs
+for n in 2 3; do
+    TRAINC_FAKE_GPU_PROFILE=1 gpu "$d/mlp_fp8-mixed" "${G[@]}" --set max_steps=$n --set validate.every_steps=null \
+        --out "$d/prof$n" 2>"$d/prof$n.log" || { echo "FAIL: mlp_fashion fp8-mixed, $n steps:"; cat "$d/prof$n.log"; exit 1; }
+done
+for k in rt_fp8_amax rt_fp8_cast; do
+    c2=$(awk -v k=$k '$1 == k {print $2}' "$d/prof2.log"); c3=$(awk -v k=$k '$1 == k {print $2}' "$d/prof3.log")
+    [ -n "$c2" ] && [ -n "$c3" ] && [ $((c3 - c2)) -eq 9 ] ||
+        { echo "FAIL: mlp_fashion fp8-mixed: $k launched $((c3 - c2)) times a step, want 9 (the backward pair's dy cast once)"; exit 1; }
+done
+echo "ok   mlp_fashion fp8-mixed on the fake GPU: 9 casts a step for 5 FP8 GEMMs (the pair's dy cast once)"
 set +e
 TRAINC_FAKE_CC=8.0 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/cc80" 2>"$d/cc80.log"
 rc=$?

@@ -73,10 +73,14 @@ rt_fp8_amax(const act_t *x, int64_t rows, int64_t cols, int64_t ld, float *part)
  * above; block 0 writes scale[0] = amax, scale[1] = 1 / s. Then for i < rows, j < cols:
  *   trans 0: y[i * cols + j] = q(x[i * ld + j])     (y [rows, cols], packed)
  *   trans 1: y[j * rows + i] = q(x[i * ld + j])     (y [cols, rows], packed)
- * the transpose through shared memory, so reads and writes both go along rows. */
+ *   trans 2: both, y as trans 0 and yt as trans 1 (a linear layer's dy, read by its two
+ *            backward GEMMs: one maximum, one cast; the same bytes as the two casts)
+ * the transpose through shared memory, so reads and writes both go along rows. yt is
+ * read only with trans 2. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float *part,
-            int nparts, int e5m2, int trans, unsigned char *y, float *scale)
+            int nparts, int e5m2, int trans, unsigned char *y, unsigned char *yt,
+            float *scale)
 {
     __shared__ unsigned char tile[32][33];
     float amax = 0.0f;
@@ -98,7 +102,7 @@ rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float 
             const unsigned char q = in ? rt_fp8_bits(rt_ld(x + r * ld + c) * s, e5m2) : 0;
             if (trans)
                 tile[k][tx] = q;
-            else if (in)
+            if (trans != 1 && in)
                 y[r * cols + c] = q;
         }
         if (!trans)
@@ -107,7 +111,7 @@ rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float 
         for (int k = ty; k < 32; k += 8) {
             const int64_t c = c0 + k, r = r0 + tx;
             if (c < cols && r < rows)
-                y[c * rows + r] = tile[tx][k];
+                (trans == 2 ? yt : y)[c * rows + r] = tile[tx][k];
         }
         __syncthreads();   /* the tile is written again for the next one */
     }
