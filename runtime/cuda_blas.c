@@ -838,9 +838,11 @@ static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c
 }
 
 /* C = alpha op(A) op(B) + beta Cin (Cin: C, or the residual R with the bias's epilogue,
- * beta 1) in FP8, the bias (not NULL) in the epilogue. 1 when done; 0 with nothing
+ * beta 1) in FP8, the bias (not NULL) in the epilogue; with db_first, the column sums
+ * of A (dy, transposed) added into it before the casts. 1 when done; 0 with nothing
  * written where FP8 does not take the shape or cuBLASLt refused it (the caller runs the
- * bf16 GEMM: the casts may have run, into scratch only). */
+ * bf16 GEMM: the casts may have run, into scratch only); -1 where cuBLASLt refused it
+ * after db_first took its sums (the caller runs the bf16 GEMM without them). */
 static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,
                     const float *A, int64_t lda, const float *B, int64_t ldb, float beta,
                     float *C, int64_t ldc, const float *bias, const float *R, float *db_first)

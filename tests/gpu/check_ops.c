@@ -1387,12 +1387,14 @@ static void fp8_cast_twin(const float *x, int64_t rows, int64_t cols, int64_t ld
 
 /* rt_cu_fp8_cast (fp8.cuh's rt_fp8_amax and rt_fp8_cast) against its twin: every byte
  * and both scales exact. Values over 2^-16 .. 2^8 (subnormal codes, saturation at the
- * maximum), rounded to act_t first; `special`: a NaN, -0 and 0 among them too. */
+ * maximum), rounded to act_t first; `special`: a NaN, -0 and 0 among them too. trans 2:
+ * rt_cu_fp8_cast_both, both layouts (the twin's trans 0, then its trans 1) from one cast. */
 static void t_fp8_cast(int64_t rows, int64_t cols, int64_t ld, int e5m2, int trans, int special)
 {
     SHAPE("[%lld, %lld] ld %lld %s%s%s", (long long)rows, (long long)cols, (long long)ld,
-          e5m2 ? "E5M2" : "E4M3", trans ? " transposed" : "", special ? ", NaN and zeros" : "");
-    int64_t n = rows * ld;
+          e5m2 ? "E5M2" : "E4M3", trans == 2 ? " both layouts" : trans ? " transposed" : "",
+          special ? ", NaN and zeros" : "");
+    int64_t n = rows * ld, m = rows * cols, all = trans == 2 ? 2 * m : m;
     float *x = fvec(n);
     for (int64_t i = 0; i < n; i++)
         x[i] = ldexpf(x[i], (int)irand(25) - 16);
@@ -1403,29 +1405,36 @@ static void t_fp8_cast(int64_t rows, int64_t cols, int64_t ld, int e5m2, int tra
     }
     if (half)
         round_act(x, n);
-    unsigned char *want = rt_xmalloc((size_t)(rows * cols));
+    unsigned char *want = rt_xmalloc((size_t)all);
     float ws[2];
-    fp8_cast_twin(x, rows, cols, ld, e5m2, trans, want, ws);
-    void *gx = up_a(x, n), *gy = dalloc((size_t)(rows * cols)), *gs = dalloc(16);
+    fp8_cast_twin(x, rows, cols, ld, e5m2, trans == 1, want, ws);
+    if (trans == 2)
+        fp8_cast_twin(x, rows, cols, ld, e5m2, 1, want + m, ws);
+    void *gx = up_a(x, n), *gy = dalloc((size_t)all), *gs = dalloc(16);
     void *gp = dalloc(1024);
     unsigned char *got[2];
     float gsc[2][4];
     for (int rep = 0; rep < 2; rep++) {
-        rt_cu_fp8_cast(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, trans,
-                       (rt_dptr)(uintptr_t)gy, (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
-        got[rep] = rt_xmalloc((size_t)(rows * cols));
+        rt_dptr y = (rt_dptr)(uintptr_t)gy;
+        if (trans == 2)
+            rt_cu_fp8_cast_both(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, y, y + m,
+                                (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+        else
+            rt_cu_fp8_cast(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, trans, y,
+                           (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+        got[rep] = rt_xmalloc((size_t)all);
         rt_cu_sync(G);
-        rt_cu_download(got[rep], (rt_dptr)(uintptr_t)gy, (size_t)(rows * cols));
+        rt_cu_download(got[rep], y, (size_t)all);
         rt_cu_download(gsc[rep], (rt_dptr)(uintptr_t)gs, 8);
     }
     int64_t bad = 0, first = -1;
-    for (int64_t i = 0; i < rows * cols; i++)
+    for (int64_t i = 0; i < all; i++)
         if (got[0][i] != want[i] && bad++ == 0)
             first = i;
     if (bad)
         report("fp8_cast", (double)bad, 0.0, ": %lld codes differ, the first at %lld (%02x, want %02x)",
                (long long)bad, (long long)first, got[0][first], want[first]);
-    else if (memcmp(got[0], got[1], (size_t)(rows * cols)) || memcmp(gsc[0], gsc[1], 8))
+    else if (memcmp(got[0], got[1], (size_t)all) || memcmp(gsc[0], gsc[1], 8))
         report("fp8_cast", 0.0, 0.0, ": the two runs differ");
     else if (memcmp(gsc[0], ws, 8))
         report("fp8_cast", 0.0, 0.0, ": scales %a %a, want %a %a", gsc[0][0], gsc[0][1], ws[0], ws[1]);
@@ -2337,6 +2346,8 @@ int main(int argc, char **argv)
     t_fp8_cast(64, 768, 768, 1, 1, 0);
     t_fp8_cast(300, 128, 128, 0, 0, 0);
     t_fp8_cast(1024, 512, 512, 0, 1, 0);
+    t_fp8_cast(37, 45, 48, 1, 2, 1);      /* a linear layer's dy, both layouts at once */
+    t_fp8_cast(1024, 512, 512, 1, 2, 0);
 #ifndef CHECK_OPS_EMU
     /* the biases as a model's (with --bf16/--fp16 a parameter with a 16-bit copy) */
     t_gemm_bias(64, 256, 784, 1, 0, 0, 1);     /* the MLP's first layer */
