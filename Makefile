@@ -162,8 +162,12 @@ help:
 # it anywhere; test-gpu runs it, which needs a GPU (without one it exits 2 with the
 # runtime's "no CUDA device found").
 .PHONY: test-gpu test-gpu-build
-test-gpu-build: $(B)/tests/gpu/check_ops
+test-gpu-build: $(B)/tests/gpu/check_ops $(B)/tests/gpu/bench_attn
 $(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h runtime/rt.h runtime/trainc_rt.h
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
+# tests/gpu/bench_attn.c: the attention kernels timed alone (bench/gpu_attention.sh)
+$(B)/tests/gpu/bench_attn: tests/gpu/bench_attn.c $(B)/librt.a runtime/rt_cuda.h runtime/rt.h runtime/rt_half.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
 test-gpu: $(B)/tests/gpu/check_ops

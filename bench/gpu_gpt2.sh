@@ -92,15 +92,8 @@ print(4 + int((r[1]['total_bytes'] - r[1]['other_bytes'] - p4) // max(1, (p4 - p
 speed_trainc() {  # speed_trainc POLICY B: one JSON line
     local o="$D/s.$1.$2"
     "$S/gpt2_124m_$1" "${GX[@]}" --set batch_size=$2 --set max_steps=12 --out "$o" >/dev/null 2>&1
-    python3 - "$o/metrics.jsonl" "$1" "$2" <<'PY'
-import json, sys
-r = [json.loads(l) for l in open(sys.argv[1])]
-t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][3:]
-s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
-print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "recompute": sys.argv[2], "batch": int(sys.argv[3]),
-                  "tokens_per_s": round(sum(t) / max(1, len(t)), 1), "device_bytes": s.get("device_bytes"),
-                  "used_bytes": m[0]["used_bytes"] if m else None}))
-PY
+    # tokens/s as BENCHMARKING.md times it: the tokens after step 3 over their wall time
+    python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$2" 1024 3 recompute recompute="$1"
 }
 {
     exec 3>&1   # the predictions' lines, from inside $(...)

@@ -39,24 +39,14 @@ llama3_shards
 bf16_rate >>"$RES" 2>>"$ERR"
 
 trainc_llama() {   # trainc_llama TRAINER SHARDS B LABEL: one JSON line
-    local exe=$1 shards=$2 b=$3 label=$4 o=$D/llama.$1.$3.$RANDOM
+    local exe=$1 shards=$2 b=$3 label=$4 o=$D/llama.$1.$3.$RANDOM T=1024
+    case $exe in llama3_1b*) T=2048 ;; esac
     "$S/$exe" --device cuda --set "data.train.tokens=$D/data/$shards/train_*.bin" \
         --set data.val=null --set validate.every_steps=null --set validate.batches=null \
         --set checkpoint=null --set log_every=1 --set batch_size="$b" --set max_steps="$STEPS" \
         --quiet --out "$o" >"$o.log" 2>&1
-    python3 - "$o/metrics.jsonl" "$b" "$label" "$exe" <<'PY'
-import json, sys
-try:
-    r = [json.loads(l) for l in open(sys.argv[1])]
-    t = [x["tokens_per_s"] for x in r if "tokens_per_s" in x][5:]
-    s = r[0]; m = [x for x in r if x.get("event") == "device_memory"]
-    print(json.dumps({"impl": "trainc+" + s.get("precision", "?"), "label": sys.argv[3], "trainer": sys.argv[4],
-                      "batch": int(sys.argv[2]), "tokens_per_s": sum(t) / len(t),
-                      "device_bytes": s.get("device_bytes"),
-                      "used_bytes": m[0]["used_bytes"] if m else None}))
-except Exception as e:
-    print(json.dumps({"impl": "trainc", "label": sys.argv[3], "trainer": sys.argv[4], "error": repr(e)}))
-PY
+    # tokens/s as BENCHMARKING.md times it: the tokens after step 5 over their wall time
+    python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$b" "$T" 5 "$label" trainer="$exe"
 }
 torch_llama() {    # torch_llama MODEL B LABEL [--compile]
     local model=$1 b=$2 label=$3; shift 3

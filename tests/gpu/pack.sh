@@ -76,8 +76,9 @@ fi
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
-cp build/tests/gpu/check_ops "$P/ship/"
+cp build/tests/gpu/check_ops build/tests/gpu/bench_attn "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
+patchelf --set-rpath '$ORIGIN/lib' "$P/ship/bench_attn"   # bench/gpu_attention.sh
 rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
 mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
 cp data/fashion/*.npy "$P/data/fashion/"

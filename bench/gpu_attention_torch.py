@@ -1,0 +1,112 @@
+"""PyTorch's side of the attention benchmark (bench/gpu_attention.sh runs it beside
+tests/gpu/bench_attn.c on the same device).
+
+The shapes and the FLOP count of bench_attn.c: d = 2048 (32 heads of 64, 16 of 128),
+B = 16384 / T, T 1024, 2048 and 4096, causal and full, bf16 (--fp16: fp16). Each
+backend of F.scaled_dot_product_attention that this torch can force (flash, cuDNN,
+memory-efficient) is timed alone: the forward, and the backward alone (the gradient of
+the output through torch.autograd.grad, the forward outside the timed region), with
+CUDA events over ITERS calls after 3. Inputs are [B, H, T, hd] views of one packed
+[B, T, 3, H, hd] tensor, as a model's QKV projection produces them (and as trainc's
+kernels read qkv). A backend that refuses a shape gives a row with "error".
+
+usage: gpu_attention_torch.py [--fp16] [--iters N] [--tiny]
+prints one JSON line a (backend, shape).
+"""
+import json, sys
+import torch
+import torch.nn.functional as F
+
+ARGS = sys.argv[1:]
+DT = torch.float16 if "--fp16" in ARGS else torch.bfloat16
+ITERS = int(ARGS[ARGS.index("--iters") + 1]) if "--iters" in ARGS else 20
+TINY = "--tiny" in ARGS
+DEV = "cuda" if torch.cuda.is_available() and not TINY else "cpu"
+
+
+def math_sdpa(q, k, v, is_causal):
+    """attention written out, for a dry run where this torch has no SDPA (1.13)"""
+    s = (q @ k.transpose(-1, -2)).float() / q.shape[-1] ** 0.5
+    if is_causal:
+        T = q.shape[-2]
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+    return (s.softmax(-1).to(q.dtype) @ v)
+
+
+SDPA = getattr(F, "scaled_dot_product_attention", math_sdpa)
+
+
+def backends():
+    """(name, context manager factory) for each backend this torch can force"""
+    out = []
+    try:   # torch >= 2.3
+        from torch.nn.attention import sdpa_kernel, SDPBackend
+        for name in ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION"):
+            if hasattr(SDPBackend, name):
+                out.append((name.split("_")[0].lower(), lambda b=getattr(SDPBackend, name): sdpa_kernel([b])))
+    except ImportError:   # older: the boolean switches
+        k = torch.backends.cuda.sdp_kernel
+        out.append(("flash", lambda: k(enable_flash=True, enable_math=False, enable_mem_efficient=False)))
+        out.append(("efficient", lambda: k(enable_flash=False, enable_math=False, enable_mem_efficient=True)))
+    if DEV == "cpu":
+        out = [("math", lambda: __import__("contextlib").nullcontext())]
+    return out
+
+
+def timed(fn):
+    """ms per call of fn over ITERS calls after 3 warm-ups"""
+    for _ in range(3):
+        fn()
+    if DEV == "cpu":
+        import time
+        t = time.perf_counter()
+        for _ in range(ITERS):
+            fn()
+        return (time.perf_counter() - t) * 1e3 / ITERS
+    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    torch.cuda.synchronize()
+    a.record()
+    for _ in range(ITERS):
+        fn()
+    b.record()
+    torch.cuda.synchronize()
+    return a.elapsed_time(b) / ITERS
+
+
+def shape_row(name, ctx, T, hd, causal):
+    d, tokens = 2048, 128 if TINY else 16384
+    H, B = d // hd, tokens // T
+    row = {"impl": "torch", "backend": name, "dtype": "fp16" if DT == torch.float16 else "bf16",
+           "B": B, "T": T, "H": H, "hd": hd, "causal": causal, "iters": ITERS,
+           "torch": torch.__version__,
+           "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu"}
+    g = torch.Generator(device=DEV).manual_seed(T)
+    qkv = (torch.rand(B, T, 3, H, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+    q, k, v = (qkv[:, :, i].transpose(1, 2).detach().requires_grad_() for i in range(3))
+    dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+    try:
+        with ctx():
+            fwd = lambda: SDPA(q, k, v, is_causal=causal)
+            fwd_ms = timed(fwd)
+            y = fwd()
+            bwd_ms = timed(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
+    except RuntimeError as e:
+        row["error"] = str(e).splitlines()[0][:200]
+        return row
+    flop = 4.0 * B * H * T * T * hd * (0.5 if causal else 1.0)
+    row.update(fwd_ms=round(fwd_ms, 4), bwd_ms=round(bwd_ms, 4),
+               fwd_tflops=round(flop / fwd_ms * 1e-9, 2), bwd_tflops=round(2.5 * flop / bwd_ms * 1e-9, 2))
+    return row
+
+
+def main():
+    Ts = (64,) if TINY else (1024, 2048, 4096)
+    for T in Ts:
+        for hd in (64, 128):
+            for causal in (True, False):
+                for name, ctx in backends():
+                    print(json.dumps(shape_row(name, ctx, T, hd, causal)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
