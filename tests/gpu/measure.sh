@@ -29,6 +29,10 @@
 #   attn       bench/gpu_attention.sh: the attention kernels alone (tests/gpu/bench_attn.c)
 #              against every SDPA backend PyTorch can force, T 1024-4096, head dims 64
 #              and 128, causal and full, TFLOP/s forward and backward, 3 rounds      120
+#   hf         bench/gpu_hf.sh: a Llama-3.2-1B-shaped HF checkpoint (random weights)
+#              imported, its tokenizer's shards, 30 steps of bf16-mixed fine-tuning
+#              (tokens/s), --eval, export, and transformers' loss on the export
+#              (where the device has transformers)                                  240
 #   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
 #              and torch.compile                                                     300
 #   llama      bench/gpu_llama.sh: llama_124m at B=16 and llama3_1b at PyTorch's
@@ -116,13 +120,14 @@ for part in "$@"; do
     gpt2b64) lim=240; cmd=(env B=64 MODES=best BEST_FROM="$W/gpt2/gpt2_b16.jsonl" bash bench/gpu_gpt2_b16.sh) ;;
     fp8) lim=150; cmd=(bash bench/gpu_fp8.sh) ;;
     attn) lim=120; cmd=(bash bench/gpu_attention.sh) ;;
+    hf) lim=240; cmd=(bash bench/gpu_hf.sh) ;;
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
     llama) lim=420; cmd=(bash bench/gpu_llama.sh) ;;
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
     resnet) lim=300; cmd=(env WARM=10 STEPS=50 bash bench/gpu_resnet.sh) ;;
     dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, attn, llama, bench, recompute, resnet, dcgan, profile)"
+    *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, attn, hf, llama, bench, recompute, resnet, dcgan, profile)"
        part_row "$name" fail 0 "unknown part"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then

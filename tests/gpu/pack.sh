@@ -94,6 +94,27 @@ if [ -f data/gpt2text/train_000000.bin ]; then
     mkdir -p "$P/data/gpt2text"
     cp data/gpt2text/*.bin data/gpt2text/source.json data/gpt2text/tokenizer.json "$P/data/gpt2text/"
 fi
+# bench/gpu_hf.sh: a Llama-3.2-1B-shaped Hugging Face checkpoint fine-tuned there. Here:
+# the text and a Llama-3-style tokenizer (bench/hf_data.py, made once into data/hf1b),
+# the trainer built from what `trainc import hf` makes of the checkpoint's config (a
+# random checkpoint made here for it, then removed: 2.5 GB, 5 GB imported), and trainc
+# itself (its import, data text and export run there; the device makes its own
+# checkpoint with bench/hf_llama1b.py, and the script checks its import gives the same
+# model.json as the one the trainer was built from)
+if [ -f data/hf1b/tokenizer.json ] || { [ -x "$HF_PYTHON" ] && "$HF_PYTHON" bench/hf_data.py data/hf1b >>"$P/build.log" 2>&1; }; then
+    H=build/hf1b
+    rm -rf "$H"; mkdir -p "$H" "$P/data/hf1b"
+    "${PYTHON:-/usr/bin/python3}" bench/hf_llama1b.py make "$H/hf" data/hf1b/tokenizer.json >>"$P/build.log"
+    "$TRAINC" import hf "$H/hf" -o "$H/llama1b_ft" --seq-len 2048 2>>"$P/build.log"
+    "$TRAINC" build "$H/llama1b_ft/model.json" "$H/llama1b_ft/train.json" --device both --arch "$ARCH" \
+        --bundle "$P/ship" -o llama1b_ft 2>>"$P/build.log"
+    cp "$H/llama1b_ft/model.json" "$H/llama1b_ft/train.json" data/hf1b/text.txt data/hf1b/tokenizer.json "$P/data/hf1b/"
+    rm -rf "$H"
+    cp build/trainc "$P/ship/"
+    patchelf --set-rpath '$ORIGIN/lib' "$P/ship/trainc"
+else
+    echo "pack.sh: no data/hf1b (bench/hf_data.py needs HF_PYTHON with tokenizers); gpu_hf.sh will skip"
+fi
 cp -r templates/cuda "$P/templates/"
 # llm.c, for bench/gpu_gpt2_b16.sh (bench/llmc.sh) to run there beside trainc (a
 # comparison, not part of trainc): its binaries only, built elsewhere for $ARCH and
