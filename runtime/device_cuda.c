@@ -345,10 +345,15 @@ static const char *nvrtc_arch(const rt_cu *d)
 static void load_module(rt_cu *d, const rt_cuda_image *img)
 {
     char why[2048] = "";
-    for (int i = 0; i < img->n_cubins; i++)
-        if (cubin_fits(img->cubins[i].arch, d->arch) && try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0) {
-            snprintf(d->mod_arch, sizeof d->mod_arch, "%s", img->cubins[i].arch);
-            return;
+    /* the architecture-specific cubin (sm_90a: the Hopper kernels) before the plain one */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < img->n_cubins; i++) {
+            const char *a = img->cubins[i].arch;
+            if (cubin_fits(a, d->arch) && (a[strlen(a) - 1] == 'a') == !pass &&
+                try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0) {
+                snprintf(d->mod_arch, sizeof d->mod_arch, "%s", a);
+                return;
+            }
         }
     const char *arch = nvrtc_arch(d);
     snprintf(d->mod_arch, sizeof d->mod_arch, "%s", arch);
