@@ -132,7 +132,7 @@ int cmd_emit(int argc, char **argv)
 int cmd_build(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "build");
-    const char *out = NULL, *device = NULL, *arch = "sm_80,sm_86,sm_89,sm_90", *bundle = NULL;
+    const char *out = NULL, *device = NULL, *arch = "sm_80,sm_86,sm_89,sm_90a", *bundle = NULL;
     int arch_given = 0;
     for (int i = 1 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))

@@ -44,7 +44,7 @@ static const struct {
     {"build", "trainc build SPEC... -o FILE [--device cpu|cuda|both] [--arch sm_80,sm_90,...]\n"
               "             [--bundle DIR] [--set KEY=VALUE]...\n\n"
               "Compiles a standalone trainer: the host code with $CC (plus $TRAINC_CFLAGS), the CUDA\n"
-              "kernels with NVRTC into a cubin per --arch (default sm_80,sm_86,sm_89,sm_90) and PTX.\n"
+              "kernels with NVRTC into a cubin per --arch (default sm_80,sm_86,sm_89,sm_90a) and PTX.\n"
               "--device: cpu (the default; both when --arch is given), cuda, or both (the trainer\n"
               "picks at start). --bundle DIR puts the trainer and the libraries it needs in DIR\n"
               "(rpath $ORIGIN/lib), to run where only the NVIDIA driver is installed; the trainer is\n"

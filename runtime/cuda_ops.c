@@ -15,10 +15,13 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include "rt_cuda.h"
 
 /* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
 #define RT_ATT_THREADS 128     /* attention.cuh */
+#define RT_ATT90_THREADS 384   /* sm90_attention.cuh: a producer and two consumer warpgroups */
+#define RT_ATT90_ROWS 128      /* its query and key tiles */
 #define RT_EMB_THREADS 256     /* embedding.cuh: embedding_bwd's list and column stride */
 #define RT_MSE_CHUNK 8192      /* loss.cuh */
 #define RT_OPT_CHUNK 16384     /* optim.cuh */
@@ -552,6 +555,78 @@ static void *att_adv(rt_exec *e, const void *p, int64_t n, int f32)
     return (void *)((uintptr_t)p + (size_t)n * es);
 }
 
+/* Whether the forward takes sm90_attention.cuh's kernel: the module built for sm_90a,
+ * 16-bit activations, heads 64 or 128 wide, and what its TMA copies need (qkv 16-byte
+ * aligned, rows of 3d values a multiple of 16 bytes, coordinates in 32 bits).
+ * TRAINC_ATT_SM90=0 keeps attention.cuh's kernels (to compare the two). */
+static int att90_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t d)
+{
+    const char *env = getenv("TRAINC_ATT_SM90");
+    if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
+        return 0;
+    return (uintptr_t)qkv % 16 == 0 && 3 * d * 2 % 16 == 0 && 3 * d < INT32_MAX && T < INT32_MAX;
+}
+
+/* sm90_attention.cuh's rt_att90_smem: Q, two stages of K and V, the mbarriers, and 1 KiB
+ * to align the start to 1024 bytes */
+static unsigned att90_smem(int64_t hd)
+{
+    return (unsigned)((RT_ATT90_ROWS + 2 * 2 * RT_ATT90_ROWS) * hd * 2 + 64 + 1024);
+}
+
+/* The tensor map of qkv [B, T, 3d] (16-bit) that sm90_attention.cuh's kernel reads Q, K
+ * and V through: {3d, T, B}, boxes of 64 columns x 128 rows, the 128-byte swizzle, rows
+ * past T as zeros. Made once per (pointer, shape, type) and kept (the trainer's arena
+ * pointers do not move; a few shapes per model); the kernel takes it by value
+ * (__grid_constant__), so a launch or a captured graph holds its own copy. */
+typedef struct {
+    _Alignas(64) unsigned char map[128];
+    const void *p;
+    int64_t B, T, d;
+    int type;
+} att90_map;
+
+static const void *att90_tmap(rt_exec *e, const void *qkv, int64_t B, int64_t T, int64_t d)
+{
+    static att90_map cache[16];
+    static int next;
+    int type = rt_cu_act16(e);
+    for (int i = 0; i < 16; i++)
+        if (cache[i].p == qkv && cache[i].B == B && cache[i].T == T && cache[i].d == d &&
+            cache[i].type == type)
+            return cache[i].map;
+    att90_map *m = &cache[next];
+    next = (next + 1) % 16;
+    const uint64_t dim[3] = {(uint64_t)(3 * d), (uint64_t)T, (uint64_t)B};
+    const uint64_t stride[2] = {(uint64_t)(3 * d * 2), (uint64_t)(T * 3 * d * 2)};
+    const uint32_t box[3] = {64, RT_ATT90_ROWS, 1};
+    *m = (att90_map){.p = qkv, .B = B, .T = T, .d = d, .type = type};
+    if (rt_cu_tmap16(m->map, qkv, type == RT_PREC_FP16, dim, stride, box) != 0)
+        rt_die("attention: the driver refuses a tensor map of qkv (%p, B %lld, T %lld, d %lld)",
+               qkv, (long long)B, (long long)T, (long long)d);
+    return m->map;
+}
+
+/* the forward on sm_90a (sm90_attention.cuh), for att90_use's shapes */
+static void att90_fwd(rt_exec *e, const void *qkv, float *lse, void *y, int64_t B, int64_t T,
+                      int64_t d, int64_t H, int64_t hd, int causal)
+{
+    int h = (int)H;
+    char name[96];
+    snprintf(name, sizeof name, "rt_attention_fwd90_%lld_%lld_%d", (long long)T, (long long)hd,
+             causal != 0);
+    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90_ROWS);
+    att_grid_fits(tiles, H, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *map = att90_tmap(e, att_adv(e, qkv, b0 * T * 3 * d, 0), nb, T, d);
+        void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
+        void *args[] = {(void *)map, &l, &o, &h};
+        rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
+                     RT_ATT90_THREADS, 1, att90_smem(hd), args);
+    }
+}
+
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
 {
@@ -559,6 +634,10 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
         return;
     int64_t hd = att_head(d, H);
     att_tc(e, hd, qkv, y, y);
+    if (att90_use(e, hd, qkv, T, d)) {
+        att90_fwd(e, qkv, lse, y, B, T, d, H, hd, causal);
+        return;
+    }
     int h = (int)H;
     char name[96];
     snprintf(name, sizeof name, "rt_attention_fwd_%lld_%lld_%d", (long long)T, (long long)hd,

@@ -39,7 +39,7 @@
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
     X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)              \
-    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 CU_FNS(DECLARE)
 
@@ -241,6 +241,7 @@ typedef struct rt_cu {
     CUmodule mod;
     int sm_count, cc_major, cc_minor;
     char name[256], arch[16];
+    char mod_arch[16];         /* what the loaded module was compiled for ("sm_90a"; "ptx") */
     const char *kernels_from;  /* "cubin", "cache", "nvrtc", "ptx" */
     int quiet;                 /* not rank 0: no notes */
     struct {
@@ -332,16 +333,34 @@ static int cubin_fits(const char *built, const char *dev)
     return !strncmp(built, dev, n) && (built[n] == 0 || (built[n] == 'a' && built[n + 1] == 0));
 }
 
+/* What NVRTC compiles the kernels for on this GPU: its architecture, or on compute
+ * capability 9.0 the architecture-specific sm_90a, whose wgmma and setmaxnreg
+ * templates/cuda/sm90.cuh's kernels need (a cubin for it runs on 9.0 only, which is
+ * this GPU). */
+static const char *nvrtc_arch(const rt_cu *d)
+{
+    return d->cc_major == 9 && d->cc_minor == 0 ? "sm_90a" : d->arch;
+}
+
 static void load_module(rt_cu *d, const rt_cuda_image *img)
 {
     char why[2048] = "";
-    for (int i = 0; i < img->n_cubins; i++)
-        if (cubin_fits(img->cubins[i].arch, d->arch) && try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0)
-            return;
+    /* the architecture-specific cubin (sm_90a: the Hopper kernels) before the plain one */
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < img->n_cubins; i++) {
+            const char *a = img->cubins[i].arch;
+            if (cubin_fits(a, d->arch) && (a[strlen(a) - 1] == 'a') == !pass &&
+                try_load(d, img->cubins[i].image, "cubin", why, sizeof why) == 0) {
+                snprintf(d->mod_arch, sizeof d->mod_arch, "%s", a);
+                return;
+            }
+        }
+    const char *arch = nvrtc_arch(d);
+    snprintf(d->mod_arch, sizeof d->mod_arch, "%s", arch);
     if (img->source) {
         void *image = NULL;
         size_t size = 0;
-        if (rt_kcache_get(img->source, d->arch, &image, &size) == 0) {
+        if (rt_kcache_get(img->source, arch, &image, &size) == 0) {
             int ok = try_load(d, image, "cache", why, sizeof why) == 0;
             free(image);
             if (ok)
@@ -349,12 +368,12 @@ static void load_module(rt_cu *d, const rt_cuda_image *img)
         }
         char *log = NULL;
         double t = rt_now();
-        if (rt_nvrtc_compile(img->source, "kernels_cuda.cu", d->arch, &image, &size, &log) == 0) {
+        if (rt_nvrtc_compile(img->source, "kernels_cuda.cu", arch, &image, &size, &log) == 0) {
             if (try_load(d, image, "nvrtc", why, sizeof why) == 0) {
-                rt_kcache_put(img->source, d->arch, image, size);
+                rt_kcache_put(img->source, arch, image, size);
                 if (!d->quiet)
                     fprintf(stderr, "trainc: compiled the kernels for %s with NVRTC in %.2f s (cached)\n",
-                            d->arch, rt_now() - t);
+                            arch, rt_now() - t);
                 free(image);
                 free(log);
                 return;
@@ -362,11 +381,12 @@ static void load_module(rt_cu *d, const rt_cuda_image *img)
             free(image);
         } else {
             size_t len = strlen(why);
-            snprintf(why + len, sizeof why - len, "\n    NVRTC for %s: %.1500s", d->arch,
+            snprintf(why + len, sizeof why - len, "\n    NVRTC for %s: %.1500s", arch,
                      log ? log : "failed");
         }
         free(log);
     }
+    snprintf(d->mod_arch, sizeof d->mod_arch, "ptx");
     if (img->ptx && try_load(d, img->ptx, "ptx", why, sizeof why) == 0)
         return;
     rt_fail("CUDA: no kernels for this GPU (%s, %s):%s\n  hint: rebuild with trainc build "
@@ -812,6 +832,18 @@ size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
 const char *rt_cu_name(rt_exec *e) { return dev_of(e)->name; }
 size_t rt_cu_context_bytes(rt_exec *e) { return dev_of(e)->context_bytes; }
 const char *rt_cu_arch(rt_exec *e) { return dev_of(e)->arch; }
+int rt_cu_sm90a(rt_exec *e) { return !strcmp(dev_of(e)->mod_arch, "sm_90a"); }
+
+int rt_cu_tmap16(void *map, const void *base, int f16, const uint64_t dim[3],
+                 const uint64_t stride[2], const uint32_t box[3])
+{
+    const cuuint32_t es[3] = {1, 1, 1};
+    CUresult r = p_cuTensorMapEncodeTiled(
+        (CUtensorMap *)map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+        (void *)base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+        CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    return r == CUDA_SUCCESS ? 0 : -1;
+}
 const char *rt_cu_kernels_from(rt_exec *e) { return dev_of(e)->kernels_from; }
 
 void rt_cu_mem_info(size_t *free_b, size_t *total)

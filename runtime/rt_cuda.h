@@ -124,6 +124,15 @@ int rt_cu_operand(rt_exec *e, const void **p);
 size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed);
 const char *rt_cu_name(rt_exec *e);
 const char *rt_cu_arch(rt_exec *e);
+/* Whether the loaded kernels were compiled for sm_90a (templates/cuda/sm90.cuh's
+ * kernels exist only there). */
+int rt_cu_sm90a(rt_exec *e);
+/* A CUtensorMap (128 bytes at map, 64-byte aligned) of a 3D tensor of 16-bit values (f16,
+ * else bf16) at base: dim[3] elements innermost first, stride[2] bytes between indices of
+ * dims 1 and 2, a box of box[3] elements, the 128-byte swizzle, zeros outside the tensor.
+ * 0, or -1 when the driver refuses. */
+int rt_cu_tmap16(void *map, const void *base, int f16, const uint64_t dim[3],
+                 const uint64_t stride[2], const uint32_t box[3]);
 const char *rt_cu_kernels_from(rt_exec *e);   /* "cubin", "cache", "nvrtc" or "ptx" */
 void rt_cu_mem_info(size_t *free_b, size_t *total);
 /* The device's used memory (cuMemGetInfo) when the device layer had its context, streams

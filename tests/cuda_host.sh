@@ -20,8 +20,8 @@ expect() {   # expect CODE PATTERN COMMAND...: exit status and a line of stderr
 
 # --device cuda: embedded kernels for the default architectures
 "$TRAINC" build specs/mlp_fashion.json --device cuda -o "$d/mlp_cuda" 2>"$d/build.log"
-grep -q "compiled the CUDA kernels for sm_80,sm_86,sm_89,sm_90" "$d/build.log"
-for a in sm_80 sm_86 sm_89 sm_90; do strings "$d/mlp_cuda" | grep -qx "$a" || { echo "no $a cubin"; exit 1; }; done
+grep -q "compiled the CUDA kernels for sm_80,sm_86,sm_89,sm_90a" "$d/build.log"
+for a in sm_80 sm_86 sm_89 sm_90a; do strings "$d/mlp_cuda" | grep -qx "$a" || { echo "no $a cubin"; exit 1; }; done
 grep -q "extern \"C\" __global__ void k0(" <(strings "$d/mlp_cuda")   # the source, for NVRTC
 grep -q "^.target sm_80" <(strings "$d/mlp_cuda")                      # the PTX
 echo "ok   build --device cuda: cubins for 4 architectures, PTX and source embedded"

@@ -10,7 +10,11 @@
 # fake GPU and a real one). Three times: with fp32 activations, with bf16-mixed's bf16
 # ones and with fp16-mixed's fp16 ones; then the three again under the emulator's other
 # schedule (EMU_SCHEDULE=greedy). The 16-bit runs take attention at T 128 where the GPU
-# takes T 1024 (--short: the same tiles, a small part of the emulated time).
+# takes T 1024 (--short: the same tiles, a small part of the emulated time). The kernels
+# are compiled as for sm_90a, so the 16-bit runs' attention forward at heads 64 and 128 is
+# sm90_attention.cuh's (the emulator's wgmma, TMA and mbarriers: emu_sm90.h); each must
+# launch it (EMU_COUNT). check_ops runs attention.cuh's tensor-core forward on those
+# shapes too (TRAINC_ATT_SM90=0: "attention_fwd80").
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu
@@ -29,7 +33,7 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_RMSNORM_BWD\(([0-9]+)\)/rt_rmsnorm_bwd_\1/' \
     -e 's/^RT_CROSS_ENTROPY\(([0-9]+),([0-9]+)\)/rt_cross_entropy_\1_\2/' \
     -e 's/^RT_CROSS_ENTROPY_LS\(([0-9]+),([0-9]+)\)/rt_cross_entropy_ls_\1_\2/' \
-    -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3 rt_attention_fwd90_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3/' \
@@ -41,7 +45,7 @@ CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-e
 # and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
 for v in fp32 bf16 fp16; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
-    g++ -std=c++17 $CFLAGS $def -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
+    g++ -std=c++17 $CFLAGS $def -D__CUDA_ARCH_FEAT_SM90_ALL=1 -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
@@ -49,13 +53,20 @@ for v in fp32 bf16 fp16; do
         runtime/batchnorm.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
         "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm $(mpicc --showme:link) -o "$d/check_ops.$v"
 done
+# a 16-bit run whose attention forward must include sm_90a's: its launch count on stderr
+run90() {
+    EMU_COUNT=rt_attention_fwd90 "$@" 2>"$d/count.err" || { cat "$d/count.err"; exit 1; }
+    cat "$d/count.err"
+    grep -q "^emu: [1-9][0-9]* launches of rt_attention_fwd90" "$d/count.err" ||
+        { echo "FAIL: $*: no launch of the sm_90a attention forward"; exit 1; }
+}
 "$d/check_ops.fp32" "${@}"
-"$d/check_ops.bf16" --bf16 --short "${@}"
-"$d/check_ops.fp16" --fp16 --short "${@}"
+run90 "$d/check_ops.bf16" --bf16 --short "${@}"
+run90 "$d/check_ops.fp16" --fp16 --short "${@}"
 # again with the other schedule: each warp runs from one __syncthreads to the next
 # before the next warp starts (a barrier missing between one warp's shared-memory
 # writes, cp.async copies included, and another's reads shows there)
 echo "-- EMU_SCHEDULE=greedy"
 EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
-EMU_SCHEDULE=greedy "$d/check_ops.bf16" --bf16 --short "${@}"
-EMU_SCHEDULE=greedy "$d/check_ops.fp16" --fp16 --short "${@}"
+EMU_SCHEDULE=greedy run90 "$d/check_ops.bf16" --bf16 --short "${@}"
+EMU_SCHEDULE=greedy run90 "$d/check_ops.fp16" --fp16 --short "${@}"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every generated CUDA kernel of every spec compiles with NVRTC for sm_80 and sm_90,
 # without errors or warnings (no GPU needed); each spec in fp32, bf16-mixed and
-# fp16-mixed (the act_t storage of templates/cuda/common.cuh and the generated kernels'
+# fp16-mixed, bf16-mixed for sm_90a too (what an H100 compiles: sm90_attention.cuh's
+# forward) (the act_t storage of templates/cuda/common.cuh and the generated kernels'
 # rt_ld/rt_st). The file as emitted: its templates #included from templates/cuda/
 # (trainc build compiles the same text with them inlined).
 set -eu
@@ -15,7 +16,8 @@ for spec in specs/*.json; do
     name=$(basename "$spec" .json)
     for prec in fp32 bf16-mixed fp16-mixed; do
         "$TRAINC" emit "$spec" -o "$d/$name.$prec" --set precision=$prec
-        "$d/nvrtc_check" -I templates/cuda "$d/$name.$prec/kernels_cuda.cu" sm_80 sm_90
+        archs="sm_80 sm_90"; [ $prec = bf16-mixed ] && archs="$archs sm_90a"
+        "$d/nvrtc_check" -I templates/cuda "$d/$name.$prec/kernels_cuda.cu" $archs
     done
 done
 # TRAINC_CE_REGS=0 (benchmarks' A/B): the file says so and leaves loss.cuh's register

@@ -33,7 +33,7 @@ TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
 # line, a short parity with PyTorch
 QUICK=(unit asan/build bad/specs bad/hf bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
-       dropout_stats schedules max_time set_order auto_ranks attention_opts)
+       dropout_stats schedules max_time set_order auto_ranks attention_opts emu_sm90)
 
 names=(); cmds=(); afters=(); limits=()
 check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a check
@@ -57,6 +57,7 @@ UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 check fake_gpu            --timeout=2400 bash tests/fake_gpu.sh
 check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
 check gpu_emu             bash tests/gpu_emu.sh
+check emu_sm90            bash tests/emu_sm90.sh
 check fake_ddp            bash tests/fake_ddp.sh
 check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
 check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd

@@ -26,6 +26,8 @@
 #include "loss.cuh"
 #include "optim.cuh"
 #include "reduce.cuh"
+#include "sm90.cuh"
+#include "sm90_attention.cuh"
 
 /* ==== instances for this model's shapes ==== */
 /* rows of 768; $.model.layers[0] */

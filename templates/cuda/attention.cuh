@@ -23,6 +23,11 @@
  * the results do not change from run to run. No atomics: dq and dk/dv are two kernels.
  * Heads up to 128 wide (the compiler refuses wider ones for the GPU).
  *
+ * Where NVRTC compiles for sm_90a, each RT_ATTENTION_FWD instance also emits the Hopper
+ * forward rt_attention_fwd90_T_HD_CAUSAL (sm90_attention.cuh: wgmma, TMA, warp
+ * specialization), which cuda_ops.c takes for 16-bit activations and heads 64 or 128
+ * wide; its y and lse are this forward's, read by the backward below.
+ *
  * At the end of the file, attention_ext_*: the same with the Llama-family options
  * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*, on the
  * CUDA cores and, with 16-bit activations, on the tensor cores (attention_ext_*_tc). */
@@ -562,7 +567,8 @@ __device__ __forceinline__ void attention_fwd_any(const act_t *qkv, float *lse, 
         rt_attention_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, float *lse, act_t *y, int H) \
     {                                                                                         \
         attention_fwd_any<T, HD, CAUSAL>(qkv, lse, y, H);                                     \
-    }
+    }                                                                                         \
+    RT_ATTENTION_FWD90(T, HD, CAUSAL)
 
 /* Backward, first kernel: the query side.
  *

@@ -49,7 +49,11 @@
  *              so a trainer falls back to the (fake) NVRTC or its kernel cache
  *   launches   arguments copied at the call (as the driver does), the kernel run later
  *              by tests/gpu/emu/ (one fiber per thread, blocks in order); blockDim.z
- *              must be 1 and blocks whole warps (the emulator's limits)
+ *              must be 1 and blocks whole warps (the emulator's limits); dynamic shared
+ *              memory up to the kernel's cuFuncSetAttribute limit (48 KiB by default,
+ *              227 KiB at most)
+ *   tensor maps cuTensorMapEncodeTiled keeps its arguments in the map for the
+ *              emulator's TMA copies (tests/gpu/emu/emu_tmap.h)
  *   graphs     stream capture (cuStreamBeginCapture, relaxed mode only) records the
  *              launches, memsets and cuBLASLt calls queued on the stream instead of
  *              queueing them; anything else on a capturing stream (copies, events, waits,
@@ -78,6 +82,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "fake_gpu.h"
+#include "../gpu/emu/emu_tmap.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -692,7 +697,7 @@ typedef struct Op {
     /* launch */
     Module *mod;
     int k;
-    unsigned g[3], b[2];
+    unsigned g[3], b[2], smem;
     void *args[64];
     char *argbuf;
     /* host function (the fake cuBLASLt), or one polled until it returns 1 (the fake
@@ -828,7 +833,7 @@ static int run_op(Op *o, int block)
         const char *name = o->mod->name(o->k);
         tr("run %s grid %u,%u,%u block %u,%u", name, o->g[0], o->g[1], o->g[2], o->b[0], o->b[1]);
         double t = profile ? now() : 0;
-        if (o->mod->launch(name, o->g[0], o->g[1], o->g[2], o->b[0], o->b[1], o->args) != 0) {
+        if (o->mod->launch(name, o->g[0], o->g[1], o->g[2], o->b[0], o->b[1], o->smem, o->args) != 0) {
             fprintf(stderr, "fake GPU: kernel %s vanished from its module\n", name);
             abort();
         }
@@ -1395,8 +1400,6 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
     if ((int)smem > f->max_dyn_smem)
         return refuse(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel(%s): %u bytes of dynamic shared memory",
                       name, smem);
-    if (smem)
-        return refuse(CUDA_ERROR_NOT_SUPPORTED, "cuLaunchKernel(%s): dynamic shared memory is not emulated", name);
     pthread_mutex_lock(&lock);
     struct CUstream_st *s;
     CUresult r = stream_of(h, &s, "cuLaunchKernel");
@@ -1404,8 +1407,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
         r = capture_valid(s);
     if (r == CUDA_SUCCESS) {
         Op *o = calloc(1, sizeof *o);
-        *o = (Op){.kind = OP_LAUNCH, .mod = f->mod, .k = f->k, .g = {gx, gy, gz}, .b = {bx, by}};
-        o->argbuf = malloc(4096);
+        *o = (Op){.kind = OP_LAUNCH, .mod = f->mod, .k = f->k, .g = {gx, gy, gz}, .b = {bx, by},
+                    .smem = smem};
+        o->argbuf = aligned_alloc(128, 4096);   /* a CUtensorMap argument is 64-aligned */
         int bad = -1, n = f->mod->pack(f->k, params, o->argbuf, 4096, o->args, is_dev_ptr, &bad);
         if (n < 0) {
             r = n == -1 ? refuse(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel(%s): over 4096 bytes of arguments", name)
@@ -1639,6 +1643,36 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+/* ---- tensor maps ------------------------------------------------------------------------ */
+
+/* The map holds what it was given (tests/gpu/emu/emu_tmap.h), for the emulator's TMA
+ * copies, after the driver's documented checks (emu_tmap_encode); the tensor, up to its
+ * last element, must lie in one device allocation. */
+CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tensorDataType,
+                                cuuint32_t tensorRank, void *globalAddress, const cuuint64_t *globalDim,
+                                const cuuint64_t *globalStrides, const cuuint32_t *boxDim,
+                                const cuuint32_t *elementStrides, CUtensorMapInterleave interleave,
+                                CUtensorMapSwizzle swizzle, CUtensorMapL2promotion l2Promotion,
+                                CUtensorMapFloatOOBfill oobFill)
+{
+    (void)l2Promotion;   /* a cache hint */
+    const char *why = emu_tmap_encode(tensorMap, (int)tensorDataType, tensorRank, globalAddress,
+                                      globalDim, globalStrides, boxDim, elementStrides,
+                                      (int)interleave, (int)swizzle, (int)oobFill);
+    if (why)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: %s", why);
+    size_t extent = (size_t)globalDim[0] * emu_tmap_elem_bytes((int)tensorDataType);
+    for (cuuint32_t i = 1; i < tensorRank; i++)
+        extent += (size_t)(globalDim[i] - 1) * (size_t)globalStrides[i - 1];
+    pthread_mutex_lock(&lock);
+    int ok = dev_range((uintptr_t)globalAddress, extent);
+    pthread_mutex_unlock(&lock);
+    if (!ok)
+        return refuse(CUDA_ERROR_INVALID_VALUE, "cuTensorMapEncodeTiled: the tensor (%zu bytes from "
+                      "%p) is not in device memory", extent, globalAddress);
+    return CUDA_SUCCESS;
+}
+
 /* ---- cuGetProcAddress -------------------------------------------------------------------- */
 
 /* base name -> the implementation with the ABI cuda.h gives that name for 13000 */
@@ -1655,7 +1689,7 @@ CUresult cuGetErrorString(CUresult r, const char **s)
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
     X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
     X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)              \
-    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy)
+    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;

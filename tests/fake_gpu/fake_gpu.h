@@ -34,9 +34,10 @@ typedef int (*fake_pack_fn)(int k, void *const *args, char *buf, size_t cap, voi
 /* trainc_fake_arch: the architecture it was compiled for ("sm_89", "sm_90a"); modules
  * cached before it was recorded lack it */
 typedef const char *(*fake_arch_fn)(void);
-/* emu_launch (emu_kernels.cc): runs kernel `name`; -1 when there is none. */
+/* emu_launch (emu_kernels.cc): runs kernel `name` with smem bytes of dynamic shared
+ * memory; -1 when there is none. */
 typedef int (*fake_launch_fn)(const char *name, unsigned gx, unsigned gy, unsigned gz,
-                              unsigned bx, unsigned by, void **args);
+                              unsigned bx, unsigned by, unsigned smem, void **args);
 
 /* Driver hooks for the fake cuBLASLt (dlsym on libcuda.so.1): queue fn(arg) on a stream
  * (CUstream as void *; 0 on success, else a CUresult), and check that [p, p + bytes)

@@ -17,7 +17,8 @@
  * toolkit's include folder for that header.
  *
  * The module records its architecture (trainc_fake_arch(): "sm_89", "sm_90a"), so that
- * the fake driver loads it only where a real cubin of it would run.
+ * the fake driver loads it only where a real cubin of it would run; for sm_90a the
+ * source sees __CUDA_ARCH_FEAT_SM90_ALL, as with NVRTC (templates/cuda/sm90.cuh).
  *
  * compute_XX (PTX) fails with NVRTC_ERROR_INVALID_OPTION, as does any option the fake
  * does not know (it could change the arithmetic). The version is 13.0. The compiler is
@@ -342,10 +343,12 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
     char cmd[8192];
     if (!cxx || !*cxx)
         cxx = "g++";
+    /* NVRTC's macro for sm_90a's architecture-specific features (templates/cuda/sm90.cuh) */
+    const char *feat = !strcmp(arch, "sm_90a") ? " -D__CUDA_ARCH_FEAT_SM90_ALL=1" : "";
     snprintf(path, sizeof path, "%s/src.cu", dir);
     if (write_file(path, p->src, srclen) != 0)
         goto out;
-    snprintf(cmd, sizeof cmd, "%s -E -P -x c++ -std=c++17 -I'%s'%s src.cu -o pre.ii", cxx,
+    snprintf(cmd, sizeof cmd, "%s -E -P -x c++ -std=c++17%s -I'%s'%s src.cu -o pre.ii", cxx, feat,
              FAKE_EMU_DIR, incs);
     if (run(p, dir, cmd) != 0)
         goto out;
@@ -385,8 +388,8 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
     snprintf(cmd, sizeof cmd,
              "%s -std=c++17 -O2 -fPIC -shared -ffp-contract=off -fno-math-errno -fno-strict-aliasing "
              "-fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds "
-             "-w -I. -I'%s'%s '%s/emu_kernels.cc' -o module.so",
-             cxx, FAKE_EMU_DIR, incs, FAKE_EMU_DIR);
+             "-w%s -I. -I'%s'%s '%s/emu_kernels.cc' -o module.so",
+             cxx, feat, FAKE_EMU_DIR, incs, FAKE_EMU_DIR);
     if (run(p, dir, cmd) != 0)
         goto out;
     snprintf(path, sizeof path, "%s/module.so", dir);

@@ -73,6 +73,10 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(65, 16, 1)", "RT_ATTENTION_BWD(65, 16, 1)",
     "RT_ATTENTION_FWD(200, 80, 0)", "RT_ATTENTION_BWD(200, 80, 0)",
     "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
+    "RT_ATTENTION_FWD(200, 128, 1)", "RT_ATTENTION_BWD(200, 128, 1)",
+    "RT_ATTENTION_FWD(150, 64, 0)", "RT_ATTENTION_BWD(150, 64, 0)",
+    "RT_ATTENTION_FWD(300, 64, 1)", "RT_ATTENTION_BWD(300, 64, 1)",
+    "RT_ATTENTION_FWD(260, 128, 0)", "RT_ATTENTION_BWD(260, 128, 0)",
     "RT_ATTENTION_EXT_FWD(37, 16, 1)", "RT_ATTENTION_EXT_BWD(37, 16, 1)",
     "RT_ATTENTION_EXT_FWD(50, 16, 0)", "RT_ATTENTION_EXT_BWD(50, 16, 0)",
     "RT_ATTENTION_EXT_FWD(100, 32, 1)", "RT_ATTENTION_EXT_BWD(100, 32, 1)",
@@ -1144,6 +1148,19 @@ static void t_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
     judge("attention_fwd lse", TOL_RED, of, 1);
     judge("attention_fwd", TATT(TOL_RED), of + 1, 1);
     judge("attention_bwd", TATT(TOL_RED), &ob, 1);
+    /* 16-bit heads of 64 or 128 on sm_90a take sm90_attention.cuh's forward above: the
+     * sm_80 tensor-core one, which other GPUs take, again with TRAINC_ATT_SM90=0 */
+    if (half && (d / H == 64 || d / H == 128)) {
+        setenv("TRAINC_ATT_SM90", "0", 1);
+        for (int rep = 0; rep < 2; rep++) {
+            upload(gl, pl, nl * 4), upload_a(gy, py, ny);
+            rt_cu_attention_fwd(G, gq, gl, gy, B, T, d, H, causal);
+            of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
+        }
+        unsetenv("TRAINC_ATT_SM90");
+        judge("attention_fwd80 lse", TOL_RED, of, 1);
+        judge("attention_fwd80", TATT(TOL_RED), of + 1, 1);
+    }
     free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
     reset();
 }
@@ -2300,6 +2317,13 @@ int main(int argc, char **argv)
     }
     t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
     /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
+    /* sm90_attention.cuh's forward where the kernels are built for sm_90a (16-bit, heads
+     * 64 and 128): two query tiles of 128 (the last partial), three key tiles (the
+     * two-stage ring wraps), several batch rows and heads */
+    t_attention(2, 200, 256, 2, 1);
+    t_attention(2, 150, 192, 3, 0);
+    t_attention(1, 300, 128, 2, 1);
+    t_attention(1, 260, 256, 2, 0);
     t_attention(1, 200, 160, 2, 0);
     t_attention(2, 100, 384, 3, 1);
     /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3

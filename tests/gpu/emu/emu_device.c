@@ -4,9 +4,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rt_cuda.h"
+#include "emu_tmap.h"
 
 int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-               void **args);
+               unsigned smem, void **args);
 
 static rt_cu_stat stats;
 static void *scratch;
@@ -15,8 +16,8 @@ static size_t scratch_bytes;
 void rt_cu_launch(rt_exec *e, const char *name, unsigned gx, unsigned gy, unsigned gz,
                   unsigned bx, unsigned by, unsigned smem, void **args)
 {
-    (void)e, (void)smem;
-    if (emu_launch(name, gx, gy, gz, bx, by, args))
+    (void)e;
+    if (emu_launch(name, gx, gy, gz, bx, by, smem, args))
         rt_fail("CUDA: no kernel %s in the module", name);
 }
 
@@ -33,8 +34,9 @@ rt_dptr rt_cu_stats(rt_exec *e) { (void)e; return (rt_dptr)(uintptr_t)&stats; }
 int rt_cu_sm_count(rt_exec *e) { (void)e; return 2; }
 void rt_cu_sync(rt_exec *e) { (void)e; }
 rt_dptr rt_cu_param_copy(rt_exec *e) { (void)e; return 0; }   /* no bf16 parameter copy here */
-/* launches size their grids for fp32 kernels; the 16-bit ones loop over their tiles */
-int rt_cu_act16(rt_exec *e) { (void)e; return 0; }
+/* the activations the kernels were compiled for (emu_kernels.cc) */
+int emu_act16(void);
+int rt_cu_act16(rt_exec *e) { (void)e; return emu_act16(); }
 
 rt_dptr rt_cu_alloc(size_t bytes)
 {
@@ -87,4 +89,16 @@ void rt_cu_end_pass(rt_exec *e)
 {
     e->loss_sum += stats.loss_sum;
     e->correct += (int64_t)stats.correct;
+}
+
+/* the kernels are built for sm_90a here too (tests/gpu_emu.sh defines its macro) */
+int rt_cu_sm90a(rt_exec *e) { (void)e; return 1; }
+
+int rt_cu_tmap16(void *map, const void *base, int f16, const uint64_t dim[3],
+                 const uint64_t stride[2], const uint32_t box[3])
+{
+    const uint32_t es[3] = {1, 1, 1};
+    return emu_tmap_encode(map, f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 3,
+                           base, dim, stride, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                           CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) ? -1 : 0;
 }

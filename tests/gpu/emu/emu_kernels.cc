@@ -77,6 +77,8 @@ ucontext_t sched;
 #endif
 int nthreads, cur;
 unsigned long block_gen, spins;
+unsigned long progress;          /* bumped whenever a thread's wait may have ended */
+bool spun[MAXT];                 /* the fiber's last yield was a spin-wait's (emu_spin) */
 int block_arrived;
 bool at_barrier[MAXT];          /* waiting in __syncthreads for barrier wait_gen[i] */
 unsigned long wait_gen[MAXT];
@@ -109,11 +111,18 @@ void yield()
 #endif
 }
 
+/* something another thread may wait for happened */
+void note_progress()
+{
+    spins = 0;
+    progress++;
+}
+
 void entry()
 {
     g_call(g_args);
     fib[cur].done = true;
-    spins = 0;
+    note_progress();
 #if EMU_FAST_SWITCH
     void *dead;
     emu_switch(&dead, sched_sp);   /* never resumed */
@@ -209,7 +218,7 @@ void emu_syncthreads()
     if (++block_arrived == nthreads) {
         block_arrived = 0;
         block_gen++;
-        spins = 0;
+        note_progress();
         return;
     }
     at_barrier[cur] = true;
@@ -237,7 +246,9 @@ void run_fiber(int i)
  * __syncthreads (or are done) before the next warp starts, so warp 0 runs from one
  * barrier to the next before the others begin that stretch: a missing barrier between
  * one warp's writes (a cp.async's too) and another's reads of the same shared memory
- * shows. The default runs every thread in turn, switching at each warp exchange. */
+ * shows. A thread in a spin-wait (an mbarrier, a named barrier: emu_spin) counts as
+ * waiting unless something happened meanwhile. The default runs every thread in turn,
+ * switching at each warp exchange. */
 bool greedy()
 {
     static int g = -1;
@@ -268,8 +279,11 @@ void run_block(const char *name)
                 ran = false;
                 for (int i = w * 32; i < nthreads && i < w * 32 + 32; i++)
                     if (!fib[i].done && !(at_barrier[i] && wait_gen[i] == block_gen)) {
+                        const unsigned long before = progress;
+                        spun[i] = false;
                         run_fiber(i);
-                        ran = any = true;
+                        if (!spun[i] || progress != before)
+                            ran = any = true;
                     }
             }
         for (int i = 0; i < nthreads; i++)
@@ -292,15 +306,53 @@ void emu_syncwarp()
     if (++warp_arrived[w] == n) {
         warp_arrived[w] = 0;
         warp_gen[w]++;
-        spins = 0;
+        note_progress();
         return;
     }
     while (warp_gen[w] == g)
         yield();
 }
 
+#include "emu_sm90.inc"
+
+void emu_spin()
+{
+    spun[cur] = true;
+    yield();
+}
+
+/* the activations' storage the kernels were compiled for: trainc_rt.h's RT_PREC_BF16
+ * (1), RT_PREC_FP16 (2), or 0 (fp32) */
+extern "C" int emu_act16(void)
+{
+#if defined(RT_ACT_BF16)
+    return 1;
+#elif defined(RT_ACT_F16)
+    return 2;
+#else
+    return 0;
+#endif
+}
+
+/* EMU_COUNT=PREFIX: at exit, how many launches of kernels whose names start with PREFIX
+ * ran (a test's proof that a kernel it means to check was the one launched) */
+static unsigned long counted;
+static void count_launch(const char *name)
+{
+    static const char *prefix = getenv("EMU_COUNT");
+    static bool hooked;
+    if (!prefix || strncmp(name, prefix, strlen(prefix)))
+        return;
+    if (!hooked) {
+        hooked = true;
+        atexit([] { fprintf(stderr, "emu: %lu launches of %s*\n", counted, getenv("EMU_COUNT")); });
+    }
+    counted++;
+}
+
+/* smem: the launch's bytes of dynamic shared memory (sm90.cuh's kernels use it) */
 extern "C" int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                          unsigned by, void **args)
+                          unsigned by, unsigned smem, void **args)
 {
     const Entry *k = nullptr;
     for (const Entry &t : table)
@@ -314,6 +366,8 @@ extern "C" int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned g
     }
     if (!stacks)
         stacks = (char *)malloc((size_t)MAXT * STACK);
+    sm90_launch(smem);
+    count_launch(name);
     g_call = k->call;
     g_args = args;
     nthreads = (int)(bx * by);
@@ -334,8 +388,10 @@ extern "C" int emu_launch(const char *name, unsigned gx, unsigned gy, unsigned g
                     committed[i] = 0;
                     at_barrier[i] = false;
                 }
+                sm90_reset();
                 spins = 0;
                 run_block(name);
+                sm90_block_end(name);
                 for (int i = 0; i < nthreads; i++)
                     if (!in_flight[i].empty()) {
                         fprintf(stderr, "emu: %s: thread %d ends with %zu cp.async copies never "

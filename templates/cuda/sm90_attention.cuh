@@ -1,0 +1,231 @@
+/* sm90_attention.cuh: the attention forward for Hopper (sm_90a), flash attention 3's
+ * scheme on sm90.cuh's primitives: the same contract, launch grid order and outputs (y,
+ * and the lse the backward reads) as attention.cuh's rt_attention_fwd_T_HD_CAUSAL, for
+ * bf16 or fp16 activations and heads 64 or 128 wide. Only where NVRTC compiles for sm_90a
+ * (RT_SM90A); runtime/cuda_ops.c launches it there when the shape fits, else
+ * attention.cuh's kernels.
+ *
+ *   rt_attention_fwd90_T_HD_CAUSAL(map, lse, y, H)   map: a CUtensorMap of qkv (below)
+ *
+ * Launch: grid (ceil(T / 128), H, B) taken tile-major (att_block_order: the longest query
+ * tiles of every head first), 384 threads = three warpgroups, dynamic shared memory
+ * rt_att90_smem(HD) bytes. A block takes one tile of BQ = 128 query rows:
+ *
+ *   warpgroup 0, the producer: gives back registers (setmaxnreg.dec), and one thread
+ *     issues the TMA copies: the Q tile once, then for each key tile j the K tile and the
+ *     V tile into stage j % 2 of a two-stage ring, each after the stage's "empty" mbarrier
+ *     says both consumers are done with it, each counted on the stage's "full" mbarrier
+ *     (arrive.expect_tx, then the copies' complete_tx)
+ *   warpgroups 1 and 2, the consumers (setmaxnreg.inc): warpgroup c takes query rows
+ *     64 c .. 64 c + 63 of the tile. Per key tile: wait for K; S = Q K^T by wgmma SS
+ *     (m64 x n128 x k16, HD / 16 steps, both operands K-major); release K; mask, scale to
+ *     log2 units and the online softmax on S's accumulator fragment in registers (as the
+ *     sm_80 kernel: running max m and sum l per row, over the row's 4 lanes); P = exp2(S -
+ *     m) rounded to 16 bits straight into wgmma RS A fragments (S's accumulator layout is
+ *     the A fragment layout, k-step by k-step); wait for V; O += P V by wgmma RS (m64 x
+ *     nHD x k16, BK / 16 steps, V MN-major through the descriptor); release V. At the end
+ *     y = O / l and lse = (m + log2 l) ln 2, the rows past T left alone.
+ *
+ * The tensor map: qkv as a 3D tensor of 16-bit values {3d, T, B} (columns, rows, batch),
+ * box {64, 128, 1}, the 128-byte swizzle, zeros outside (rows past T). Q, K and V are the
+ * same map at columns h HD, d + h HD, 2 d + h HD; a tile of 128 rows and HD columns is
+ * HD / 64 boxes, "panels" of [128][64] values (16 KiB, 1024-aligned) one after another.
+ * Shared memory: Q (BQ HD 2 bytes), two K and two V stages (BK HD 2 each), then the
+ * mbarriers; 80 KiB for heads of 64, 160 KiB for 128.
+ *
+ * Each consumer thread arrives on a stage's empty barrier (count 256) after its own
+ * wgmma.wait_group: the stage is free only once every consumer thread's products have
+ * read it. Scores, P and the accumulators follow the sm_80 kernel's arithmetic: P rounded
+ * to 16 bits for P V, l sums the unrounded p; sums run in another order (the tensor
+ * cores'), so y agrees with it within rounding, not bit for bit. */
+#define RT_ATT90_THREADS 384
+#define RT_ATT90_BQ 128
+#define RT_ATT90_BK 128
+#define RT_ATT90_STAGES 2
+
+/* dynamic shared memory of the forward for heads hd wide (cuda_ops.c: the same sum) */
+__host__ __device__ constexpr int rt_att90_smem(int hd)
+{
+    return (RT_ATT90_BQ + 2 * RT_ATT90_STAGES * RT_ATT90_BK) * hd * 2 + 64 + 1024;
+}
+
+#if RT_SM90A && (defined(RT_ACT_BF16) || defined(RT_ACT_F16))
+#if defined(RT_ACT_F16)
+#define RT_ATT90_F16 true
+#else
+#define RT_ATT90_F16 false
+#endif
+
+/* The producer's thread: Q, then K and V of each key tile into the ring. */
+template <int HD>
+__device__ __forceinline__ void att90_produce(const rt_tmap *map, unsigned base, int q0, int nkt,
+                                              int h, int b, int d)
+{
+    constexpr int S = RT_ATT90_STAGES, P = HD / 64;
+    constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = RT_ATT90_BK * HD * 2;
+    const unsigned bars = base + QB + 2 * S * KB;   /* q, kfull[S], vfull[S], kempty[S], vempty[S] */
+    sm90_tma_prefetch(map);
+    sm90_mbar_arrive_expect_tx(bars, QB);
+    for (int p = 0; p < P; p++)
+        sm90_tma_load_3d(base + p * RT_ATT90_BQ * 128, map, bars, h * HD + 64 * p, q0, b);
+    for (int j = 0; j < nkt; j++) {
+        const int s = j % S;
+        const unsigned ph = (unsigned)(j / S) & 1u;
+        const unsigned ks = base + QB + s * KB, vs = base + QB + (S + s) * KB;
+        const unsigned kfull = bars + 8 * (1 + s), vfull = bars + 8 * (1 + S + s);
+        const unsigned kempty = bars + 8 * (1 + 2 * S + s), vempty = bars + 8 * (1 + 3 * S + s);
+        sm90_mbar_wait(kempty, ph ^ 1u);   /* the first pass: a fresh barrier's parity 1 */
+        sm90_mbar_arrive_expect_tx(kfull, KB);
+        for (int p = 0; p < P; p++)
+            sm90_tma_load_3d(ks + p * RT_ATT90_BK * 128, map, kfull, d + h * HD + 64 * p, j * RT_ATT90_BK, b);
+        sm90_mbar_wait(vempty, ph ^ 1u);
+        sm90_mbar_arrive_expect_tx(vfull, KB);
+        for (int p = 0; p < P; p++)
+            sm90_tma_load_3d(vs + p * RT_ATT90_BK * 128, map, vfull, 2 * d + h * HD + 64 * p, j * RT_ATT90_BK, b);
+    }
+}
+
+/* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int nkt, float *L,
+                                              act_t *y, int64_t d, int h, int b)
+{
+    constexpr int S = RT_ATT90_STAGES, BK = RT_ATT90_BK, NS = BK / 2, NO = HD / 2;
+    constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = BK * HD * 2;
+    constexpr bool F16 = RT_ATT90_F16;
+    const unsigned bars = base + QB + 2 * S * KB;
+    const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
+    const int r0 = q0 + 64 * c + 16 * w + g;   /* this thread's rows r0, r0 + 8 */
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
+    float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[NO];
+    for (int i = 0; i < NO; i++)
+        o[i] = 0.0f;
+    sm90_mbar_wait(bars, 0);   /* Q */
+    for (int j = 0; j < nkt; j++) {
+        const int s = j % S, k0 = j * BK;
+        const unsigned ph = (unsigned)(j / S) & 1u;
+        const unsigned ks = base + QB + s * KB, vs = base + QB + (S + s) * KB;
+        /* S = Q K^T: k-step ks16 is panel ks16 / 4, 32 bytes a step within its rows */
+        float sc[NS];
+        sm90_mbar_wait(bars + 8 * (1 + s), ph);
+        sm90_wgmma_fence();
+        for (int kk = 0; kk < HD / 16; kk++) {
+            const unsigned off = 32u * (unsigned)(kk & 3);
+            const unsigned qa = base + (kk >> 2) * RT_ATT90_BQ * 128 + c * 64 * 128 + off;
+            const unsigned kb = ks + (kk >> 2) * BK * 128 + off;
+            sm90_wgmma_ss<BK, 0, F16>(sc, sm90_desc(qa, 0, 1024), sm90_desc(kb, 0, 1024), kk > 0);
+        }
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<0>();
+        sm90_mbar_arrive(bars + 8 * (1 + 2 * S + s));   /* K read */
+        /* scale, mask (tiles reaching past the diagonal or past T), the rows' max */
+        const bool edge = (CAUSAL && k0 + BK - 1 > q0 + 64 * c) || k0 + BK > T;
+        float mx[2] = {ninf, ninf};
+        for (int i = 0; i < NS; i++) {
+            const int u = (i >> 1) & 1, kj = k0 + 8 * (i >> 2) + 2 * t4 + (i & 1), row = r0 + 8 * u;
+            sc[i] = edge && (kj >= T || (CAUSAL && kj > row)) ? ninf : sl2 * sc[i];
+            mx[u] = fmaxf(mx[u], sc[i]);
+        }
+        float al[2], ms[2];
+        for (int u = 0; u < 2; u++) {
+            mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
+            mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
+            const float mn = fmaxf(m[u], mx[u]);
+            al[u] = mn == ninf ? 1.0f : rt_exp2_approx(m[u] - mn);
+            m[u] = mn;
+            l[u] *= al[u];
+            ms[u] = mn == ninf ? 0.0f : mn;   /* a row with no key yet: p = 0 */
+        }
+        for (int i = 0; i < NO; i++)
+            o[i] *= al[(i >> 1) & 1];
+        /* P's A fragments: k-step kk covers S's columns 16 kk .. 16 kk + 15, i.e. its
+         * 8-column groups 2 kk (a[0], a[1]) and 2 kk + 1 (a[2], a[3]) */
+        unsigned pa[BK / 16][4];
+        for (int kk = 0; kk < BK / 16; kk++)
+            for (int r = 0; r < 4; r++) {
+                const int i = 4 * (2 * kk + (r >> 1)) + 2 * (r & 1), u = r & 1;
+                const float p0 = rt_exp2_approx(sc[i] - ms[u]), p1 = rt_exp2_approx(sc[i + 1] - ms[u]);
+                l[u] += p0 + p1;
+                pa[kk][r] = att_pack2(p0, p1);
+            }
+        /* O += P V: V's k16 x HD slice at key 16 kk, the HD / 64 panels LBO apart */
+        sm90_mbar_wait(bars + 8 * (1 + S + s), ph);
+        sm90_wgmma_fence();
+        for (int kk = 0; kk < BK / 16; kk++)
+            sm90_wgmma_rs<HD, 1, F16>(o, pa[kk], sm90_desc(vs + kk * 16 * 128, BK * 128, 1024), 1);
+        sm90_wgmma_commit();
+        sm90_wgmma_wait<0>();
+        sm90_mbar_arrive(bars + 8 * (1 + 3 * S + s));   /* V read */
+    }
+    for (int u = 0; u < 2; u++) {
+        l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
+        l[u] += __shfl_xor_sync(0xffffffffu, l[u], 2);
+        const int i = r0 + 8 * u;
+        if (i >= T)
+            continue;
+        act_t *yr = y + ((int64_t)b * T + i) * d + (int64_t)h * HD;
+        const float inv = 1.0f / l[u];
+        for (int n = 0; n < HD / 8; n++)
+            att_st2(yr + 8 * n + 2 * t4, o[4 * n + 2 * u] * inv, o[4 * n + 2 * u + 1] * inv);
+        if (t4 == 0)
+            L[i] = (m[u] + log2f(l[u])) * RT_LN2;
+    }
+}
+
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y, int H)
+{
+    static_assert(HD == 64 || HD == 128, "the sm_90a forward takes heads 64 or 128 wide");
+    constexpr int S = RT_ATT90_STAGES, NQT = (T + RT_ATT90_BQ - 1) / RT_ATT90_BQ;
+    constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = RT_ATT90_BK * HD * 2;
+    const unsigned base = sm90_smem(sm90_dyn_smem()), bars = base + QB + 2 * S * KB;
+    int b, h, tile0;
+    att_block_order(b, h, tile0);
+    const int q0 = (NQT - 1 - tile0) * RT_ATT90_BQ, d = H * HD;
+    const int nkeys = CAUSAL ? (q0 + RT_ATT90_BQ < T ? q0 + RT_ATT90_BQ : T) : T;
+    const int nkt = (nkeys + RT_ATT90_BK - 1) / RT_ATT90_BK;
+    if (threadIdx.x == 0) {
+        sm90_mbar_init(bars, 1);
+        for (int s = 0; s < S; s++) {
+            sm90_mbar_init(bars + 8 * (1 + s), 1);             /* K full: the producer's arrival */
+            sm90_mbar_init(bars + 8 * (1 + S + s), 1);         /* V full */
+            sm90_mbar_init(bars + 8 * (1 + 2 * S + s), 256);   /* K empty: every consumer thread */
+            sm90_mbar_init(bars + 8 * (1 + 3 * S + s), 256);   /* V empty */
+        }
+        sm90_fence_barrier_init();
+    }
+    __syncthreads();
+    const int wg = threadIdx.x >> 7;
+    if (wg == 0) {
+        sm90_setmaxnreg_dec<40>();
+        if (threadIdx.x == 0)
+            att90_produce<HD>(map, base, q0, nkt, h, b, d);
+        return;
+    }
+    sm90_setmaxnreg_inc<232>();
+    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, nkt, lse + ((int64_t)b * H + h) * T, y, d, h, b);
+}
+#else
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y, int H) {}
+#endif
+
+/* Emitted with each RT_ATTENTION_FWD instance (attention.cuh) where NVRTC compiles for
+ * sm_90a; cuda_ops.c launches it only for 16-bit activations and heads of 64 or 128. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void attention_fwd90_any(const rt_tmap *map, float *lse, act_t *y, int H)
+{
+    if constexpr (HD == 64 || HD == 128)
+        attention_fwd90<T, HD, CAUSAL>(map, lse, y, H);
+}
+#if RT_SM90A
+#define RT_ATTENTION_FWD90(T, HD, CAUSAL)                                                       \
+    extern "C" __global__ void __launch_bounds__(RT_ATT90_THREADS, 1)                           \
+        rt_attention_fwd90_##T##_##HD##_##CAUSAL(const __grid_constant__ rt_tmap map, float *lse, \
+                                                 act_t *y, int H)                               \
+    {                                                                                           \
+        attention_fwd90_any<T, HD, CAUSAL>(&map, lse, y, H);                                    \
+    }
+#else
+#define RT_ATTENTION_FWD90(T, HD, CAUSAL)
+#endif
