@@ -11,7 +11,7 @@
 set -eu
 cd "$(dirname "$0")/../.."
 TRAINC=${TRAINC:-build/trainc}
-ARCH=${ARCH:-sm_90}
+ARCH=${ARCH:-sm_90a}   # the Hopper attention kernels need the architecture-specific cubin
 P=build/devpack
 rm -rf "$P" build/devpack.tar.xz; mkdir -p "$P"
 make -s all test-gpu-build
