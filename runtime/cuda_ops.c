@@ -208,10 +208,11 @@ static int conv_kernels(void)
     return conv_mode;
 }
 
-static int conv_direct_fits(int64_t C, int64_t k, int64_t Cout)
+/* (an image's C*H*W values within 32-bit offsets: the window's arithmetic) */
+static int conv_direct_fits(int64_t C, int64_t H, int64_t W, int64_t k, int64_t Cout)
 {
     return conv_kernels() > 0 && C * k * k <= RT_CONV_DIRECT_KK &&
-           Cout * C * k * k <= RT_CONV_DIRECT_W;
+           Cout * C * k * k <= RT_CONV_DIRECT_W && C * H * W <= INT32_MAX;
 }
 
 static int conv_igemm_pays(rt_exec *e, int64_t C, int64_t k, int64_t s, int64_t Cout)
@@ -231,7 +232,7 @@ int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt,
                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                           int64_t OH, int64_t OW, int64_t Cout)
 {
-    if (!conv_direct_fits(C, k, Cout))
+    if (!conv_direct_fits(C, H, W, k, Cout))
         return 0;
     int64_t n = cdiv(Cout, RT_CONV_DIRECT_CO) * B * OH * OW;
     if (n <= 0)
@@ -248,7 +249,7 @@ int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw
                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                          int64_t OH, int64_t OW, int64_t Cout)
 {
-    if (!conv_direct_fits(C, k, Cout))
+    if (!conv_direct_fits(C, H, W, k, Cout))
         return 0;
     int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
     if (np <= 0 || n <= 0)

@@ -501,42 +501,50 @@ rt_gconv_bwd_weight(const act_t *x, const act_t *dy, float *dw, float *db, int64
 #define RT_CONV_DIRECT_W 4096
 #define RT_CONV_DIRECT_CO 8
 
-/* A window's offsets j < C*k*k as (channel, row, column): tab[0][j], tab[1][j],
- * tab[2][j], worked out once a block (no division per element) */
-__device__ __forceinline__ void rt_conv_taps(int (*tab)[RT_CONV_DIRECT_KK], int C, int k)
+/* A window's offsets j < C*k*k: tab[0][j] = ci H W + ki W + kj, its place from the
+ * window's corner in the image; tab[1][j] = ki, tab[2][j] = kj. Worked out once a
+ * block (no division per element); C H W < 2^31 (the host's rule), so 32 bits. */
+__device__ __forceinline__ void rt_conv_taps(int (*tab)[RT_CONV_DIRECT_KK], int C, int k, int H,
+                                             int W)
 {
     for (int j = threadIdx.x; j < C * k * k; j += blockDim.x) {
-        tab[0][j] = j / (k * k);
-        tab[1][j] = j / k % k;
-        tab[2][j] = j % k;
+        const int ci = j / (k * k), ki = j / k % k, kj = j % k;
+        tab[0][j] = (ci * H + ki) * W + kj;
+        tab[1][j] = ki;
+        tab[2][j] = kj;
     }
 }
 
-/* position p's window into xv (j < C*k*k, the rest 0); p < 2^31 splits in 32 bits */
+/* position p's window into xv (j < C*k*k, the rest 0): a window inside the image
+ * loads without a test, one on its edge tests each element. p < 2^31 splits in 32 bits. */
 __device__ __forceinline__ void rt_conv_window(const act_t *x, int64_t p, int64_t C, int64_t H,
                                                int64_t W, int64_t s, int64_t pad, int64_t OH,
                                                int64_t OW, const int (*tab)[RT_CONV_DIRECT_KK],
-                                               int ckk, float *xv)
+                                               int k, int ckk, float *xv)
 {
-    int64_t b, oh, ow;
+    int64_t b;
+    int oh, ow;
     if (p <= 0x7fffffff && OH * OW <= 0x7fffffff) {
         const unsigned up = (unsigned)p, ohw = (unsigned)(OH * OW), q = up % ohw;
-        b = up / ohw, oh = q / (unsigned)OW, ow = q % (unsigned)OW;
+        b = up / ohw, oh = (int)(q / (unsigned)OW), ow = (int)(q % (unsigned)OW);
     } else {
         const int64_t q = p % (OH * OW);
-        b = p / (OH * OW), oh = q / OW, ow = q % OW;
+        b = p / (OH * OW), oh = (int)(q / OW), ow = (int)(q % OW);
     }
-    const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
+    const int ih0 = oh * (int)s - (int)pad, iw0 = ow * (int)s - (int)pad;
     const act_t *xb = x + b * C * H * W;
+    const int c0 = ih0 * (int)W + iw0;   /* the corner's place (negative off the image) */
+    if (ih0 >= 0 && iw0 >= 0 && ih0 + k <= H && iw0 + k <= W) {
+#pragma unroll
+        for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+            xv[j] = j < ckk ? rt_ld(xb + (c0 + tab[0][j])) : 0.0f;
+        return;
+    }
 #pragma unroll
     for (int j = 0; j < RT_CONV_DIRECT_KK; j++) {
-        float v = 0.0f;
-        if (j < ckk) {
-            const int64_t ih = ih0 + tab[1][j], iw = iw0 + tab[2][j];
-            if (ih >= 0 && ih < H && iw >= 0 && iw < W)
-                v = rt_ld(xb + (tab[0][j] * H + ih) * W + iw);
-        }
-        xv[j] = v;
+        const int ih = ih0 + tab[1][j], iw = iw0 + tab[2][j];
+        xv[j] = j < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W ? rt_ld(xb + (c0 + tab[0][j]))
+                                                                   : 0.0f;
     }
 }
 
@@ -550,14 +558,14 @@ rt_conv_direct_fwd(const act_t *x, const float *w, act_t *yt, int64_t B, int64_t
     const int ckk = (int)(C * k * k);
     for (int j = threadIdx.x; j < Cout * ckk; j += blockDim.x)
         ws[j] = w[j];
-    rt_conv_taps(tab, (int)C, (int)k);
+    rt_conv_taps(tab, (int)C, (int)k, (int)H, (int)W);
     __syncthreads();
     const int64_t np = B * OH * OW, n = (Cout + RT_CONV_DIRECT_CO - 1) / RT_CONV_DIRECT_CO * np;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t cg = i / np, p = i - cg * np;
         float xv[RT_CONV_DIRECT_KK];
-        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, ckk, xv);
+        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, (int)k, ckk, xv);
         for (int64_t co = cg * RT_CONV_DIRECT_CO; co < (cg + 1) * RT_CONV_DIRECT_CO && co < Cout;
              co++) {
             const float *wc = ws + co * ckk;
@@ -573,10 +581,11 @@ rt_conv_direct_fwd(const act_t *x, const float *w, act_t *yt, int64_t B, int64_t
 
 /* Direct weight gradient for the same shapes: dw[co, j] += sum over positions p of
  * dyt[co, p] x_p[j]. Block (slice, co) takes positions [slice L, slice L + L): each
- * thread sums its positions (a stride of 256) in double, rt_block_sum adds the threads,
- * and part[(co * S + slice) * C*k*k + j] keeps the slice's sums; rt_conv_direct_dw_sum
- * adds a weight's S slices in order. Every sum's order follows the shape (L, S: the
- * host's choice from the shape alone). Launch: grid (S, Cout), 256 threads. */
+ * thread sums its positions (a stride of 256, L / 256 of them) in fp32, rt_block_sum
+ * adds the threads in double, and part[(co * S + slice) * C*k*k + j] keeps the slice's
+ * sums; rt_conv_direct_dw_sum adds a weight's S slices in order. Every sum's order
+ * follows the shape (L, S: the host's choice from the shape alone). Launch: grid (S,
+ * Cout), 256 threads. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_conv_direct_dw_part(const act_t *x, const act_t *dyt, double *part, int64_t B, int64_t C,
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
@@ -584,29 +593,30 @@ rt_conv_direct_dw_part(const act_t *x, const act_t *dyt, double *part, int64_t B
 {
     __shared__ int tab[3][RT_CONV_DIRECT_KK];
     const int ckk = (int)(C * k * k);
-    rt_conv_taps(tab, (int)C, (int)k);
+    rt_conv_taps(tab, (int)C, (int)k, (int)H, (int)W);
     __syncthreads();
     const int64_t np = B * OH * OW, co = blockIdx.y, p0 = (int64_t)blockIdx.x * L;
     const int64_t p1 = p0 + L < np ? p0 + L : np;
-    double acc[RT_CONV_DIRECT_KK];
+    float acc[RT_CONV_DIRECT_KK];
 #pragma unroll
     for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
-        acc[j] = 0.0;
+        acc[j] = 0.0f;
     for (int64_t p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
         float xv[RT_CONV_DIRECT_KK];
-        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, ckk, xv);
+        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, (int)k, ckk, xv);
         const float g = rt_ld(dyt + co * np + p);
 #pragma unroll
         for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
-            if (j < ckk)
-                acc[j] += (double)__fmul_rn(g, xv[j]);
+            acc[j] = __fadd_rn(acc[j], __fmul_rn(g, xv[j]));
     }
     double *out = part + (co * gridDim.x + blockIdx.x) * ckk;
-    for (int j = 0; j < ckk; j++) {
-        double t = rt_block_sum(acc[j]);
-        if (threadIdx.x == 0)
-            out[j] = t;
-    }
+#pragma unroll
+    for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+        if (j < ckk) {   /* ckk is the block's: every thread takes the barriers */
+            double t = rt_block_sum((double)acc[j]);
+            if (threadIdx.x == 0)
+                out[j] = t;
+        }
 }
 
 /* dw[i] += (float)(sum over slices in order of part[(co * S + slice) * C*k*k + j]),
