@@ -50,6 +50,9 @@ static const struct {
     [CALL_GCONV_BWD_DATA] = {"rt_gconv_bwd_data", "tttnnnnnnnnnnn"},
     [CALL_GCONV_BWD_WEIGHT] = {"rt_gconv_bwd_weight", "ttttnnnnnnnnnnn"},
     [CALL_GAN_LOSS] = {"rt_gan_loss", "ttnn"},
+    [CALL_CONV_FWD] = {"rt_conv_fwd", "ttttnnnnnnnnnn"},
+    [CALL_CONV_BWD_WEIGHT] = {"rt_conv_bwd_weight", "ttttnnnnnnnnnn"},
+    [CALL_CONV_BWD_DATA] = {"rt_conv_bwd_data", "ttttnnnnnnnnnn"},
 };
 
 const char *call_name(int call)

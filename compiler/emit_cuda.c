@@ -445,13 +445,13 @@ extern const char *const tmpl_cuda_files[], *const tmpl_cuda_names[];
  * fp8-mixed's. */
 static const struct {
     const char *file;
-    int calls[7];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
+    int calls[8];   /* CALL_*, ended by 0 (CALL_GEMM: never one of these) */
 } tmpl_uses[] = {
     {"attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                        CALL_ATTENTION_EXT_BWD}},
     {"batchnorm.cuh", {CALL_BATCHNORM_FWD, CALL_BATCHNORM_BWD}},
     {"conv.cuh", {CALL_IM2COL, CALL_COL2IM, CALL_MAXPOOL_FWD, CALL_MAXPOOL_BWD, CALL_AVGPOOL_FWD,
-                  CALL_AVGPOOL_BWD, CALL_GCONV_FWD}},
+                  CALL_AVGPOOL_BWD, CALL_GCONV_FWD, CALL_CONV_FWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
     {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD}},
     {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD}},
@@ -477,7 +477,7 @@ static int tmpl_needed(const char *file, const Program *p, const Program *ev)
     for (size_t i = 0; i < sizeof tmpl_uses / sizeof *tmpl_uses; i++) {
         if (strcmp(file, tmpl_uses[i].file))
             continue;
-        for (int k = 0; k < 7 && tmpl_uses[i].calls[k]; k++)
+        for (int k = 0; k < 8 && tmpl_uses[i].calls[k]; k++)
             if (program_calls(p, tmpl_uses[i].calls[k]) || program_calls(ev, tmpl_uses[i].calls[k]))
                 return 1;
         return 0;

@@ -443,6 +443,9 @@ enum {
     CALL_GCONV_BWD_DATA, /* dy, w, dx, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     CALL_GCONV_BWD_WEIGHT, /* x, dy, dw, db|NULL, B, C, H, W, k, stride, pad, OH, OW, out, groups */
     CALL_GAN_LOSS,       /* logits, dlogits|NULL, rows, RT_GAN_* term */
+    CALL_CONV_FWD,       /* x, w, col, yt, B, C, H, W, k, stride, pad, OH, OW, out */
+    CALL_CONV_BWD_WEIGHT, /* x, dyt, col, dw, B, C, H, W, k, stride, pad, OH, OW, out */
+    CALL_CONV_BWD_DATA,  /* w, dyt, dcol, dx, B, C, H, W, k, stride, pad, OH, OW, out */
     N_CALLS
 };
 

@@ -170,6 +170,122 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
     rt_cu_launch(e, "rt_col2im", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
+/* conv2d with groups 1 without im2col's columns (conv.c's calls, conv.cuh's rt_conv_*).
+ * Which shapes take a kernel depends on the shape and the activations' width alone, so
+ * a call's sum order never depends on the GPU it runs on:
+ *   - the direct forward pass and weight gradient where a window holds at most
+ *     RT_CONV_DIRECT_KK values and the weights fit a block's shared memory (a first
+ *     layer: 1 to 3 channels at 3x3). The GEMM there has K = C*k*k (9 for one grey
+ *     channel): nothing to reuse, while the columns are C*k*k times the output's
+ *     positions, written and read again; the kernels read x once.
+ *   - the implicit-GEMM input gradient at stride 1 (a strided one would gather mostly
+ *     zeros) where a cost model says it beats the dcol GEMM and col2im: per dx element
+ *     both do 2 Cout k*k flops, the implicit GEMM on CUDA cores (IG_FLOPS, times the
+ *     unused lanes of a 32-channel tile when C is not a multiple of 32), the GEMM at
+ *     SGEMM_FLOPS (fp32: cuBLASLt runs without TF32) or TC_FLOPS (16-bit, tensor
+ *     cores), plus dcol's k*k elements written and read at BW. The constants are
+ *     estimates for an H100/H200-class GPU, to be replaced by measured ones; with them
+ *     fp32 takes the kernel for Cout*k*k*waste up to about 580 (32 channels in and out
+ *     at 3x3), 16-bit almost never.
+ * TRAINC_CONV_KERNELS=0 turns the kernels off (the GEMM path everywhere), =all on for
+ * every shape they can take, the cost model ignored (tests compare the two paths). */
+#define IG_FLOPS 20e12
+#define SGEMM_FLOPS 40e12
+#define TC_FLOPS 300e12
+#define BW 3e12
+#define RT_CONV_DIRECT_KK 32   /* conv.cuh's */
+#define RT_CONV_DIRECT_W 4096
+#define RT_CONV_DIRECT_CO 8
+
+static int conv_mode = -1;   /* 0 off, 1 by the rules, 2 wherever they apply */
+
+void rt_cu_conv_kernels(int mode) { conv_mode = mode; }
+
+static int conv_kernels(void)
+{
+    if (conv_mode < 0) {
+        const char *v = getenv("TRAINC_CONV_KERNELS");
+        conv_mode = v && !strcmp(v, "0") ? 0 : v && !strcmp(v, "all") ? 2 : 1;
+    }
+    return conv_mode;
+}
+
+/* (an image's C*H*W values within 32-bit offsets: the window's arithmetic) */
+static int conv_direct_fits(int64_t C, int64_t H, int64_t W, int64_t k, int64_t Cout)
+{
+    return conv_kernels() > 0 && C * k * k <= RT_CONV_DIRECT_KK &&
+           Cout * C * k * k <= RT_CONV_DIRECT_W && C * H * W <= INT32_MAX;
+}
+
+static int conv_igemm_pays(rt_exec *e, int64_t C, int64_t k, int64_t s, int64_t Cout)
+{
+    if (conv_kernels() == 0 || s != 1)
+        return 0;
+    if (conv_kernels() == 2)
+        return 1;
+    int act16 = rt_cu_act16(e) != 0;
+    double f = 2.0 * (double)(Cout * k * k), waste = (double)(cdiv(C, 32) * 32) / (double)C;
+    double igemm = f * waste / IG_FLOPS;
+    double gemm = f / (act16 ? TC_FLOPS : SGEMM_FLOPS) + 2.0 * (act16 ? 2 : 4) * (double)(k * k) / BW;
+    return igemm < gemm;
+}
+
+int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
+                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                          int64_t OH, int64_t OW, int64_t Cout)
+{
+    if (!conv_direct_fits(C, H, W, k, Cout))
+        return 0;
+    int64_t n = cdiv(Cout, RT_CONV_DIRECT_CO) * B * OH * OW;
+    if (n <= 0)
+        return 1;
+    void *args[] = {&x, &w, &yt, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout};
+    rt_cu_launch(e, "rt_conv_direct_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+    return 1;
+}
+
+/* Slices of L positions: at least 4096 (a block's 256 threads 16 each), more where
+ * the partials (Cout * slices * C*k*k doubles) would pass PART_BYTES; from the shape
+ * alone, as the order of the sums. */
+int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
+                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                         int64_t OH, int64_t OW, int64_t Cout)
+{
+    if (!conv_direct_fits(C, H, W, k, Cout))
+        return 0;
+    int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
+    if (np <= 0 || n <= 0)
+        return 1;
+    int64_t per = (int64_t)(PART_BYTES / (size_t)(8 * n)), L = 4096;
+    if (per < 1)
+        per = 1;
+    if (cdiv(np, L) > per)
+        L = cdiv(np, per);
+    int64_t S = cdiv(np, L);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(S * n) * sizeof(double));
+    void *a1[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &L};
+    rt_cu_launch(e, "rt_conv_direct_dw_part", gdim(S, GX, "conv_direct_dw"),
+                 gdim(Cout, GYZ, "conv_direct_dw"), 1, 256, 1, 0, a1);
+    void *a2[] = {&part, &dw, &n, &ckk, &S};
+    rt_cu_launch(e, "rt_conv_direct_dw_sum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a2);
+    return 1;
+}
+
+int rt_cu_conv_igemm_dx(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
+                        int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                        int64_t OH, int64_t OW, int64_t Cout)
+{
+    if (!conv_igemm_pays(e, C, k, s, Cout))
+        return 0;
+    int64_t np = B * H * W;
+    if (np <= 0 || C <= 0)
+        return 1;
+    void *args[] = {&w, &dyt, &dx, &B, &C, &H, &W, &k, &pad, &OH, &OW, &Cout};
+    rt_cu_launch(e, "rt_conv_igemm_dx", gdim(cdiv(np, 128), GX, "conv_igemm_dx"),
+                 gdim(cdiv(C, 32), GYZ, "conv_igemm_dx"), 1, 256, 1, 0, args);
+    return 1;
+}
+
 /* conv2d with groups > 1 (conv.cuh's rt_gconv_*): a thread an output of the forward
  * pass and of the input gradient, a block a weight (and bias) gradient. */
 void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
@@ -1097,6 +1213,9 @@ void rt_cu_ops_register(void)
         .gconv_fwd = rt_cu_gconv_fwd,
         .gconv_bwd_data = rt_cu_gconv_bwd_data,
         .gconv_bwd_weight = rt_cu_gconv_bwd_weight,
+        .conv_direct_fwd = rt_cu_conv_direct_fwd,
+        .conv_direct_dw = rt_cu_conv_direct_dw,
+        .conv_igemm_dx = rt_cu_conv_igemm_dx,
         .mse = rt_cu_mse,
         .gan_loss = rt_cu_gan_loss,
         .attention_fwd = rt_cu_attention_fwd,

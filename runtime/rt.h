@@ -133,6 +133,18 @@ typedef struct rt_gpu_calls {
     void (*gconv_bwd_weight)(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
                              int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
                              int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+    /* conv2d with groups 1 without im2col's columns (runtime/conv.c's rt_conv_*): each
+     * returns 0, doing nothing, where the shape is not one its kernel takes (the caller
+     * then runs the GEMM path), else 1 */
+    int (*conv_direct_fwd)(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
+                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                           int64_t OH, int64_t OW, int64_t Cout);
+    int (*conv_direct_dw)(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
+                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                          int64_t OH, int64_t OW, int64_t Cout);
+    int (*conv_igemm_dx)(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
+                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                         int64_t OH, int64_t OW, int64_t Cout);
     void (*cross_entropy_ls)(rt_exec *e, const float *logits, const int32_t *target,
                              float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
     void (*mse)(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);

@@ -276,6 +276,21 @@ void rt_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx, i
 void rt_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw, float *db,
                          int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
                          int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G);
+/* conv2d with groups 1 (runtime/conv.c), the GEMM layouts: x and dx [B, C, H, W], w and
+ * dw [Cout, C*k*k], yt and dyt [Cout, B*OH*OW], col and dcol [C*k*k, B*OH*OW] (scratch).
+ * rt_conv_fwd: yt = w im2col(x); rt_conv_bwd_weight: dw += dyt im2col(x)^T;
+ * rt_conv_bwd_data: dx = col2im(w^T dyt) (overwrites dx). On the CPU im2col (col2im)
+ * and a GEMM; on a GPU, for the shapes runtime/cuda_ops.c's rules pick, a direct or
+ * implicit-GEMM kernel that leaves col and dcol alone. */
+void rt_conv_fwd(rt_exec *e, const float *x, const float *w, float *col, float *yt, int64_t B,
+                 int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                 int64_t OW, int64_t Cout);
+void rt_conv_bwd_weight(rt_exec *e, const float *x, const float *dyt, float *col, float *dw,
+                        int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                        int64_t pad, int64_t OH, int64_t OW, int64_t Cout);
+void rt_conv_bwd_data(rt_exec *e, const float *w, const float *dyt, float *dcol, float *dx,
+                      int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
+                      int64_t pad, int64_t OH, int64_t OW, int64_t Cout);
 /* dx[B,C,H,W] = col2im(dcol) (overwrites dx). */
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,
                int64_t W, int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);

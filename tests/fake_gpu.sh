@@ -519,9 +519,12 @@ echo "ok   $m: GEMM epilogues in cuBLASLt vs the GEMMs + kernels (launches witho
 # the fake refuses a batch whose stride breaks the promised alignment)
 # without the BGRADB epilogue (TRAINC_GEMM_KSPLIT=0 TRAINC_GEMM_EPILOGUE=0); the split
 # run sums otherwise (its CPU comparison is above), and with the same bits on 4 and 132
-# SMs (the slices follow the shape, not the GPU)
+# SMs (the slices follow the shape, not the GPU). TRAINC_CONV_KERNELS=0: both layers on
+# the GEMM path (by default the first layer's weight gradient is a direct kernel:
+# tests/fake_gpu_conv.sh)
 m=cnn_fashion
 O=(--set log_every=1 --threads 1 --quiet --set max_steps=3 --set validate.every_steps=null)
+export TRAINC_CONV_KERNELS=0
 TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ks" 2>"$d/$m.ks.log"
 TRAINC_FAKE_GPU_SMS=132 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ks132" 2>/dev/null
 TRAINC_FAKE_LT_BATCH=refuse TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.ksref" 2>"$d/$m.ksref.log"
@@ -534,6 +537,7 @@ n0=$(grep -c "run rt_ksplit_sum" "$d/$m.ksref.log" || true)
 r=$(compare same "$d/$m.ksref" "$d/$m.whole")
 r2=$(compare same "$d/$m.ks" "$d/$m.ks132")
 echo "ok   $m: K-sliced weight gradients ($n1 sums in 3 steps, none refused; 4 vs 132 SMs: $r2); refused: said once, whole GEMMs: $r"
+unset TRAINC_CONV_KERNELS
 
 # one host wait a step: the update queued before the loss is read, grad_clip's factor
 # worked out by the optimizer kernel from the norm on the device, against the old order

@@ -49,7 +49,7 @@ for v in fp32 bf16 fp16; do
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \
-        runtime/kernels.c runtime/conv_grouped.c runtime/augment.c runtime/attention.c \
+        runtime/kernels.c runtime/conv.c runtime/conv_grouped.c runtime/augment.c runtime/attention.c \
         runtime/batchnorm.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
         "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm $(mpicc --showme:link) -o "$d/check_ops.$v"
 done

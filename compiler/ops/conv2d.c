@@ -1,9 +1,12 @@
 /* conv2d.c: 2-D convolution over [C, H, W]: its graph and shapes, its backward rule and
- * its lowering (im2col, one GEMM over the batch's columns, an epilogue that reorders
- * [out, B, HW] to [B, out, HW] and adds the bias; backward: the bias gradient, im2col
- * again, dW and dcol GEMMs, col2im). With groups > 1 (grouped and depthwise
- * convolution) the runtime's direct loops instead (rt_gconv_*, runtime/conv_grouped.c):
- * one call forward, two backward. */
+ * its lowering. Groups 1: rt_conv_fwd (yt [out, B*OH*OW] = W im2col(x)), an epilogue
+ * that reorders [out, B, HW] to [B, out, HW] and adds the bias; backward: dy reordered
+ * into dyt, the bias gradient, rt_conv_bwd_weight (dW += dyt im2col(x)^T) and
+ * rt_conv_bwd_data (dx = col2im(W^T dyt)). Those three run on the CPU as im2col
+ * (col2im) and a GEMM over the batch's columns and on a GPU, for the shapes where it
+ * pays, as direct or implicit-GEMM kernels (runtime/conv.c). With groups > 1 (grouped
+ * and depthwise convolution) the runtime's direct loops instead (rt_gconv_*,
+ * runtime/conv_grouped.c): one call forward, two backward. */
 #include <math.h>
 #include <string.h>
 #include "op.h"
@@ -145,6 +148,27 @@ static void lower_gconv_bwd(Program *p, Node *nd)
     instr_writes(d, dx);
 }
 
+/* One rt_conv_* call (groups 1; runtime/conv.c): tensors a, b read, c (the columns,
+ * scratch) and d written, then the node's geometry and the output channels; `flops`
+ * per sample for the profile (the GEMM's, which it is or replaces) */
+static Instr *conv_gemm_call(Program *p, Node *nd, int kind, Tensor *a, Tensor *b, Tensor *c,
+                             Tensor *d, int64_t cout, int64_t flops, int backward,
+                             const char *what)
+{
+    const int64_t *v = nd->conv;
+    Instr *in = instr_add(p, I_CALL, nd->origin, backward);
+    in->what = xstrdup(what);
+    in->flops = flops;
+    SET_CALL(in, kind, arg_t(a), arg_t(b), arg_t(c), arg_t(d), arg_rows(1), arg_int(v[0]),
+             arg_int(v[1]), arg_int(v[2]), arg_int(v[3]), arg_int(v[4]), arg_int(v[5]),
+             arg_int(v[6]), arg_int(v[7]), arg_int(cout));
+    instr_reads(in, a);
+    instr_reads(in, b);
+    instr_writes(in, c);
+    instr_writes(in, d);
+    return in;
+}
+
 static void lower_conv_fwd(Program *p, Node *nd)
 {
     Graph *g = p->g;
@@ -159,16 +183,8 @@ static void lower_conv_fwd(Program *p, Node *nd)
                             "im2col columns [C*k*k, B*OH*OW]");
     Tensor *yt = gemm_temp(g, xasprintf("gemm_%s", y->name), Cout, HW, nd->origin,
                            "GEMM output [out, B*OH*OW]");
-    conv_call(p, nd, CALL_IM2COL, x, col, 0, "conv2d: im2col");
-    Instr *b = instr_add(p, I_GEMM, nd->origin, 0);
-    b->flops = 2 * Cout * CKK * HW;
-    b->what = xstrdup("conv2d: weight x columns");
-    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(0), arg_int(Cout), arg_rows(HW), arg_int(CKK),
-             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(col), arg_rows(HW), arg_float(0),
-             arg_t(yt), arg_rows(HW));
-    instr_reads(b, nd->w->t);
-    instr_reads(b, col);
-    instr_writes(b, yt);
+    conv_gemm_call(p, nd, CALL_CONV_FWD, x, nd->w->t, col, yt, Cout, 2 * Cout * CKK * HW, 0,
+                   "conv2d: weight x columns (im2col and a GEMM, or direct)");
     /* epilogue: [out, B, HW] -> [B, out, HW] (rows of HW move whole), plus the bias (one
      * value a row of HW) */
     if (nd->b)
@@ -206,28 +222,14 @@ static void lower_conv_bwd(Program *p, Node *nd)
         instr_reads(r, dyt);
         instr_writes(r, nd->b->g);
     }
-    conv_call(p, nd, CALL_IM2COL, x, col, 1, "conv2d backward: im2col again (cheaper than keeping it)");
-    Instr *b = instr_add(p, I_GEMM, nd->origin, 1);
-    b->what = xstrdup("conv2d backward: dW += dY col^T");
-    SET_CALL(b, CALL_GEMM, arg_int(0), arg_int(1), arg_int(Cout), arg_int(CKK), arg_rows(HW),
-             arg_float(1), arg_t(dyt), arg_rows(HW), arg_t(col), arg_rows(HW), arg_float(1),
-             arg_t(nd->w->g), arg_int(CKK));
-    instr_reads(b, dyt);
-    instr_reads(b, col);
-    instr_writes(b, nd->w->g);
+    conv_gemm_call(p, nd, CALL_CONV_BWD_WEIGHT, x, dyt, col, nd->w->g, Cout, 2 * Cout * CKK * HW,
+                   1, "conv2d backward: dW += dY col^T (im2col again and a GEMM, or direct)");
     if (!dx)
         return;
     Tensor *dcol = gemm_temp(g, xasprintf("d_col_%s", y), CKK, HW, nd->origin,
                              "column gradients [C*k*k, B*OH*OW]");
-    Instr *c = instr_add(p, I_GEMM, nd->origin, 1);
-    c->what = xstrdup("conv2d backward: dcol = W^T dY");
-    SET_CALL(c, CALL_GEMM, arg_int(1), arg_int(0), arg_int(CKK), arg_rows(HW), arg_int(Cout),
-             arg_float(1), arg_t(nd->w->t), arg_int(CKK), arg_t(dyt), arg_rows(HW), arg_float(0),
-             arg_t(dcol), arg_rows(HW));
-    instr_reads(c, nd->w->t);
-    instr_reads(c, dyt);
-    instr_writes(c, dcol);
-    conv_call(p, nd, CALL_COL2IM, dcol, dx, 1, "conv2d backward: col2im");
+    conv_gemm_call(p, nd, CALL_CONV_BWD_DATA, nd->w->t, dyt, dcol, dx, Cout, 2 * Cout * CKK * HW,
+                   1, "conv2d backward: dx = col2im(W^T dY) (a GEMM and col2im, or implicit GEMM)");
 }
 
 const OpDef op_conv2d = {.build = build_conv2d, .params = conv_params};

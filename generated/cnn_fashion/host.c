@@ -36,14 +36,14 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(50176); /* [9, B*784] */
     const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *col_conv_0 = ACT(50176); /* [9, B*784] */
     float *gemm_conv_0 = ACT(0); /* [16, B*784] */
     const float *P_0_bias = e->params + 144; /* [16] */
     float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
     float *maxpool_2 = ACT(188160); /* [B, 16, 14, 14] */
-    float *col_conv_3 = ACT(0); /* [144, B*196] */
     const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
+    float *col_conv_3 = ACT(0); /* [144, B*196] */
     float *gemm_conv_3 = ACT(163072); /* [32, B*196] */
     const float *P_3_bias = e->params + 4768; /* [32] */
     float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
@@ -60,34 +60,30 @@ static void forward(rt_exec *e, int train)
 
     RT_AT(0, "$.model.inputs.x: input to f32");
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    RT_AT(1, "$.model.layers[0]: conv2d: im2col");
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(2, "$.model.layers[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
-    RT_AT(3, "$.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, "
+    RT_AT(1, "$.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                16);
+    RT_AT(2, "$.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, "
           "out, HW] + relu");
     rt_launch(e, "k1", k1, e->B * 12544, 3, (void *[]){&gemm_conv_0, &P_0_bias, &relu_1});
-    RT_AT(5, "$.model.layers[2]: maxpool2d");
+    RT_AT(4, "$.model.layers[2]: maxpool2d");
     rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
-    RT_AT(6, "$.model.layers[3]: conv2d: im2col");
-    rt_im2col(e, maxpool_2, col_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(7, "$.model.layers[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f,
-            gemm_conv_3, e->B * 196);
-    RT_AT(8, "$.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, "
+    RT_AT(5, "$.model.layers[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, maxpool_2, P_3_weight, col_conv_3, gemm_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14,
+                14, 32);
+    RT_AT(6, "$.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, "
           "out, HW] + relu");
     rt_launch(e, "k2", k2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
-    RT_AT(10, "$.model.layers[5]: maxpool2d");
+    RT_AT(8, "$.model.layers[5]: maxpool2d");
     rt_maxpool2d_fwd(e, relu_4, maxpool_5, e->B * 32, 14, 14, 2, 2, 7, 7);
-    RT_AT(11, "$.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's "
+    RT_AT(9, "$.model.layers[7] + $.model.layers[8]: linear: y = relu(x W^T + b), in the GEMM's "
           "epilogue");
     rt_gemm_bias(e, 0, 1, e->B, 128, 1568, 1.0f, flatten_6, 1568, P_7_weight, 1568, NULL, 128,
                  P_7_bias, NULL, RT_EPI_RELU, relu_8);
-    RT_AT(14, "$.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue");
+    RT_AT(12, "$.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue");
     rt_gemm_bias(e, 0, 1, e->B, 10, 128, 1.0f, relu_8, 128, P_9_weight, 128, linear_9, 10, P_9_bias,
                  NULL, RT_EPI_NONE, NULL);
-    RT_AT(16, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
+    RT_AT(14, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
     rt_cross_entropy(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B, 10, 10);
 }
 
@@ -116,7 +112,7 @@ static void backward(rt_exec *e)
     float *G_3_weight = e->grads + 160; /* [32, 16, 3, 3] */
     const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
     float *d_col_conv_3 = ACT(0); /* [144, B*196] */
-    float *d_maxpool_2 = ACT(163072); /* [B, 16, 14, 14] */
+    float *d_maxpool_2 = ACT(188160); /* [B, 16, 14, 14] */
     const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
     float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
     float *d_gemm_conv_0 = ACT(50176); /* [16, B*784] */
@@ -125,77 +121,74 @@ static void backward(rt_exec *e)
     float *col_conv_0_again = ACT(0); /* [9, B*784] */
     float *G_0_weight = e->grads + 0; /* [16, 1, 3, 3] */
 
-    RT_AT(17, "$.model.layers[9]: linear backward: dx = dy W");
+    RT_AT(15, "$.model.layers[9]: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B, 128, 10, 1.0f, d_linear_9, 10, P_9_weight, 128, 0.0f, d_relu_8, 128);
-    RT_AT(18, "$.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on");
+    RT_AT(16, "$.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on");
     rt_grad_begin(e, 205632, 1290);
-    RT_AT(19, "$.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in "
+    RT_AT(17, "$.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 10, 128, e->B, 1.0f, d_linear_9, 10, relu_8, 128, 1.0f, G_9_weight, 128,
                   G_9_bias, 1);
-    RT_AT(20, "$.model.layers[9]: 9.weight's gradient is final");
+    RT_AT(18, "$.model.layers[9]: 9.weight's gradient is final");
     rt_grad_ready(e, 205632, 1280);
-    RT_AT(21, "$.model.layers[9]: 9.bias's gradient is final");
+    RT_AT(19, "$.model.layers[9]: 9.bias's gradient is final");
     rt_grad_ready(e, 206912, 10);
-    RT_AT(23, "$.model.layers[8]: relu backward");
+    RT_AT(21, "$.model.layers[8]: relu backward");
     rt_launch(e, "k3", k3, e->B * 128, 3, (void *[]){&d_relu_8, &relu_8, &d_linear_7});
-    RT_AT(24, "$.model.layers[7]: linear backward: dx = dy W");
+    RT_AT(22, "$.model.layers[7]: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B, 1568, 128, 1.0f, d_linear_7, 128, P_7_weight, 1568, 0.0f, d_flatten_6,
             1568);
-    RT_AT(25, "$.model.layers[7]: the gradients of 7.weight and 7.bias are written from here on");
+    RT_AT(23, "$.model.layers[7]: the gradients of 7.weight and 7.bias are written from here on");
     rt_grad_begin(e, 4800, 200832);
-    RT_AT(26, "$.model.layers[7]: linear backward: dW += dy^T x, and db += column sums of dy in "
+    RT_AT(24, "$.model.layers[7]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 128, 1568, e->B, 1.0f, d_linear_7, 128, flatten_6, 1568, 1.0f,
                   G_7_weight, 1568, G_7_bias, 1);
-    RT_AT(27, "$.model.layers[7]: 7.weight's gradient is final");
+    RT_AT(25, "$.model.layers[7]: 7.weight's gradient is final");
     rt_grad_ready(e, 4800, 200704);
-    RT_AT(28, "$.model.layers[7]: 7.bias's gradient is final");
+    RT_AT(26, "$.model.layers[7]: 7.bias's gradient is final");
     rt_grad_ready(e, 205504, 128);
-    RT_AT(30, "$.model.layers[5]: maxpool2d backward (argmax found again from x)");
+    RT_AT(28, "$.model.layers[5]: maxpool2d backward (argmax found again from x)");
     rt_maxpool2d_bwd(e, relu_4, d_maxpool_5, d_relu_4, e->B * 32, 14, 14, 2, 2, 7, 7);
-    RT_AT(32, "$.model.layers[4] + $.model.layers[3]: relu backward, then conv2d backward: [B, "
+    RT_AT(30, "$.model.layers[4] + $.model.layers[3]: relu backward, then conv2d backward: [B, "
           "out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
     rt_launch(e, "k4", k4, e->B * 6272, 3, (void *[]){&d_relu_4, &relu_4, &d_gemm_conv_3});
-    RT_AT(33, "$.model.layers[3]: 3.bias's gradient is written from here on");
+    RT_AT(31, "$.model.layers[3]: 3.bias's gradient is written from here on");
     rt_grad_begin(e, 4768, 32);
-    RT_AT(34, "$.model.layers[3]: conv2d backward: bias gradient");
+    RT_AT(32, "$.model.layers[3]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_3, G_3_bias, 32, e->B * 196);
-    RT_AT(35, "$.model.layers[3]: 3.bias's gradient is final");
+    RT_AT(33, "$.model.layers[3]: 3.bias's gradient is final");
     rt_grad_ready(e, 4768, 32);
-    RT_AT(36, "$.model.layers[3]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, maxpool_2, col_conv_3_again, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(37, "$.model.layers[3]: 3.weight's gradient is written from here on");
+    RT_AT(34, "$.model.layers[3]: 3.weight's gradient is written from here on");
     rt_grad_begin(e, 160, 4608);
-    RT_AT(38, "$.model.layers[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, d_gemm_conv_3, e->B * 196, col_conv_3_again,
-            e->B * 196, 1.0f, G_3_weight, 144);
-    RT_AT(39, "$.model.layers[3]: 3.weight's gradient is final");
+    RT_AT(35, "$.model.layers[3]: conv2d backward: dW += dY col^T (im2col again and a GEMM, or "
+          "direct)");
+    rt_conv_bwd_weight(e, maxpool_2, d_gemm_conv_3, col_conv_3_again, G_3_weight, e->B, 16, 14, 14,
+                       3, 1, 1, 14, 14, 32);
+    RT_AT(36, "$.model.layers[3]: 3.weight's gradient is final");
     rt_grad_ready(e, 160, 4608);
-    RT_AT(40, "$.model.layers[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 144, e->B * 196, 32, 1.0f, P_3_weight, 144, d_gemm_conv_3, e->B * 196, 0.0f,
-            d_col_conv_3, e->B * 196);
-    RT_AT(41, "$.model.layers[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(42, "$.model.layers[2]: maxpool2d backward (argmax found again from x)");
+    RT_AT(37, "$.model.layers[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and col2im, or "
+          "implicit GEMM)");
+    rt_conv_bwd_data(e, P_3_weight, d_gemm_conv_3, d_col_conv_3, d_maxpool_2, e->B, 16, 14, 14, 3,
+                     1, 1, 14, 14, 32);
+    RT_AT(38, "$.model.layers[2]: maxpool2d backward (argmax found again from x)");
     rt_maxpool2d_bwd(e, relu_1, d_maxpool_2, d_relu_1, e->B * 16, 28, 28, 2, 2, 14, 14);
-    RT_AT(44, "$.model.layers[1] + $.model.layers[0]: relu backward, then conv2d backward: [B, "
+    RT_AT(40, "$.model.layers[1] + $.model.layers[0]: relu backward, then conv2d backward: [B, "
           "out, HW] -> [out, B, HW] (one pass: the first reads its operands in the new order)");
     rt_launch(e, "k5", k5, e->B * 12544, 3, (void *[]){&d_relu_1, &relu_1, &d_gemm_conv_0});
-    RT_AT(45, "$.model.layers[0]: 0.bias's gradient is written from here on");
+    RT_AT(41, "$.model.layers[0]: 0.bias's gradient is written from here on");
     rt_grad_begin(e, 144, 16);
-    RT_AT(46, "$.model.layers[0]: conv2d backward: bias gradient");
+    RT_AT(42, "$.model.layers[0]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_0, G_0_bias, 16, e->B * 784);
-    RT_AT(47, "$.model.layers[0]: 0.bias's gradient is final");
+    RT_AT(43, "$.model.layers[0]: 0.bias's gradient is final");
     rt_grad_ready(e, 144, 16);
-    RT_AT(48, "$.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, x_f32, col_conv_0_again, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(49, "$.model.layers[0]: 0.weight's gradient is written from here on");
+    RT_AT(44, "$.model.layers[0]: 0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 144);
-    RT_AT(50, "$.model.layers[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, d_gemm_conv_0, e->B * 784, col_conv_0_again,
-            e->B * 784, 1.0f, G_0_weight, 9);
-    RT_AT(51, "$.model.layers[0]: 0.weight's gradient is final");
+    RT_AT(45, "$.model.layers[0]: conv2d backward: dW += dY col^T (im2col again and a GEMM, or "
+          "direct)");
+    rt_conv_bwd_weight(e, x_f32, d_gemm_conv_0, col_conv_0_again, G_0_weight, e->B, 1, 28, 28, 3, 1,
+                       1, 28, 28, 16);
+    RT_AT(46, "$.model.layers[0]: 0.weight's gradient is final");
     rt_grad_ready(e, 0, 144);
 }
 
@@ -205,14 +198,14 @@ static void evaluate(rt_exec *e)
     e->train = 0;
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(28224); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(0); /* [9, B*784] */
     const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *col_conv_0 = ACT(0); /* [9, B*784] */
     float *gemm_conv_0 = ACT(50176); /* [16, B*784] */
     const float *P_0_bias = e->params + 144; /* [16] */
     float *relu_1 = ACT(0); /* [B, 16, 28, 28] */
-    float *maxpool_2 = ACT(112896); /* [B, 16, 14, 14] */
-    float *col_conv_3 = ACT(0); /* [144, B*196] */
+    float *maxpool_2 = ACT(137984); /* [B, 16, 14, 14] */
     const float *P_3_weight = e->params + 160; /* [32, 16, 3, 3] */
+    float *col_conv_3 = ACT(0); /* [144, B*196] */
     float *gemm_conv_3 = ACT(112896); /* [32, B*196] */
     const float *P_3_bias = e->params + 4768; /* [32] */
     float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
@@ -228,21 +221,17 @@ static void evaluate(rt_exec *e)
 
     /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same code) */
     rt_launch(e, "k0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    /* $.model.layers[0]: conv2d: im2col */
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
+    /* $.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                16);
     /* $.model.layers[0] + $.model.layers[1]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] +
      * relu (on the GPU, training's k1, the same code) */
     rt_launch(e, "k1", ke1, e->B * 12544, 3, (void *[]){&gemm_conv_0, &P_0_bias, &relu_1});
     /* $.model.layers[2]: maxpool2d */
     rt_maxpool2d_fwd(e, relu_1, maxpool_2, e->B * 16, 28, 28, 2, 2, 14, 14);
-    /* $.model.layers[3]: conv2d: im2col */
-    rt_im2col(e, maxpool_2, col_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14, 14);
-    /* $.model.layers[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_3_weight, 144, col_conv_3, e->B * 196, 0.0f,
-            gemm_conv_3, e->B * 196);
+    /* $.model.layers[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, maxpool_2, P_3_weight, col_conv_3, gemm_conv_3, e->B, 16, 14, 14, 3, 1, 1, 14,
+                14, 32);
     /* $.model.layers[3] + $.model.layers[4]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] +
      * relu (on the GPU, training's k2, the same code) */
     rt_launch(e, "k2", ke2, e->B * 6272, 3, (void *[]){&gemm_conv_3, &P_3_bias, &relu_4});
@@ -342,9 +331,9 @@ const rt_model trainc_model = {
     .inputs = inputs,
     .arena_row_bytes = 203840,
     .noreuse_row_bytes = 738032,
-    .eval_arena_row_bytes = 137984,
+    .eval_arena_row_bytes = 150528,
     .flops_per_sample = 7402792,
-    .n_instructions = 52,
+    .n_instructions = 47,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,

@@ -8,35 +8,35 @@
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   200704      3136         0-48   x_f32                       [B, 1, 28, 28]  input as f32
- *   112896      50176        3-44   relu_1                      [B, 16, 28, 28]  relu
- *   188160      12544        5-36   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
- *   0           25088        8-32   relu_4                      [B, 32, 14, 14]  relu
- *   163072      6272        10-26   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
- *   169344      512         11-23   relu_8                      [B, 128]  relu
- *   169856      48          14-19   linear_9                    [B, 10]  linear output
- *   175616      512         17-26   d_relu_8                    [B, 128]  gradient
- *   169344      6272        24-30   d_flatten_6                 [B, 1568]  gradient
- *   25088       25088       30-32   d_relu_4                    [B, 32, 14, 14]  gradient
- *   163072      12544       41-42   d_maxpool_2                 [B, 16, 14, 14]  gradient
- *   0           50176       42-44   d_relu_1                    [B, 16, 28, 28]  gradient
- *   50176       28224        1-2    col_conv_0                  [9, B*784]
+ *   200704      3136         0-45   x_f32                       [B, 1, 28, 28]  input as f32
+ *   112896      50176        2-40   relu_1                      [B, 16, 28, 28]  relu
+ *   188160      12544        4-35   maxpool_2                   [B, 16, 14, 14]  maxpool2d output
+ *   0           25088        6-30   relu_4                      [B, 32, 14, 14]  relu
+ *   163072      6272         8-24   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
+ *   169344      512          9-21   relu_8                      [B, 128]  relu
+ *   169856      48          12-17   linear_9                    [B, 10]  linear output
+ *   175616      512         15-24   d_relu_8                    [B, 128]  gradient
+ *   169344      6272        22-28   d_flatten_6                 [B, 1568]  gradient
+ *   25088       25088       28-30   d_relu_4                    [B, 32, 14, 14]  gradient
+ *   188160      12544       37-38   d_maxpool_2                 [B, 16, 14, 14]  gradient
+ *   0           50176       38-40   d_relu_1                    [B, 16, 28, 28]  gradient
+ *   50176       28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           50176        2-3    gemm_conv_0                 [16, B*784]
+ *   0           50176        1-2    gemm_conv_0                 [16, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896       6-7    col_conv_3                  [144, B*196]
+ *   0           112896       5-5    col_conv_3                  [144, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   163072      25088        7-8    gemm_conv_3                 [32, B*196]
+ *   163072      25088        5-6    gemm_conv_3                 [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   163072      25088       32-40   d_gemm_conv_3               [32, B*196]
+ *   163072      25088       30-37   d_gemm_conv_3               [32, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           112896      36-38   col_conv_3_again            [144, B*196]
+ *   0           112896      35-35   col_conv_3_again            [144, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896      40-41   d_col_conv_3                [144, B*196]
+ *   0           112896      37-37   d_col_conv_3                [144, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   50176       50176       44-50   d_gemm_conv_0               [16, B*784]
+ *   50176       50176       40-45   d_gemm_conv_0               [16, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           28224       48-50   col_conv_0_again            [9, B*784]
+ *   0           28224       45-45   col_conv_0_again            [9, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_9                  [B, 10]  written over linear_9
  *   (in place)  -                   d_linear_7                  [B, 128]  written over d_relu_8
@@ -44,26 +44,26 @@
  *   (view)      -                   d_maxpool_5                 [B, 32, 7, 7]  d_flatten_6's memory
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 137984 bytes (without reuse: Bmax * 314160; the most live at
- * once: Bmax * 137984). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 150528 bytes (without reuse: Bmax * 314160; the most live at
+ * once: Bmax * 150528). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   28224       3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
- *   0           50176        3-5    relu_1                      [B, 16, 28, 28]  relu
- *   112896      12544        5-6    maxpool_2                   [B, 16, 14, 14]  maxpool2d output
- *   0           25088        8-10   relu_4                      [B, 32, 14, 14]  relu
- *   25088       6272        10-11   maxpool_5                   [B, 32, 7, 7]  maxpool2d output
- *   0           512         11-14   relu_8                      [B, 128]  relu
- *   512         48          14-16   linear_9                    [B, 10]  linear output
- *   0           28224        1-2    col_conv_0                  [9, B*784]
+ *   0           50176        2-4    relu_1                      [B, 16, 28, 28]  relu
+ *   137984      12544        4-5    maxpool_2                   [B, 16, 14, 14]  maxpool2d output
+ *   0           25088        6-8    relu_4                      [B, 32, 14, 14]  relu
+ *   25088       6272         8-9    maxpool_5                   [B, 32, 7, 7]  maxpool2d output
+ *   0           512          9-12   relu_8                      [B, 128]  relu
+ *   512         48          12-14   linear_9                    [B, 10]  linear output
+ *   0           28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   50176       50176        2-3    gemm_conv_0                 [16, B*784]
+ *   50176       50176        1-2    gemm_conv_0                 [16, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896       6-7    col_conv_3                  [144, B*196]
+ *   0           112896       5-5    col_conv_3                  [144, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   112896      25088        7-8    gemm_conv_3                 [32, B*196]
+ *   112896      25088        5-6    gemm_conv_3                 [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
  *   (view)      -                   flatten_6                   [B, 1568]  maxpool_5's memory
  */

@@ -71,14 +71,14 @@ static void forward(rt_exec *e, int train)
     float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(805952); /* [B, 1, 28, 28] */
-    float *col_conv_discriminator_0 = ACT(301056); /* [16, B*196] */
     const float *P_discriminator_0_weight = e->params + 1781520; /* [64, 1, 4, 4] */
+    float *col_conv_discriminator_0 = ACT(301056); /* [16, B*196] */
     float *gemm_conv_discriminator_0 = ACT(351232); /* [64, B*196] */
     const float *P_discriminator_0_bias = e->params + 1782544; /* [64] */
     float *conv_discriminator_0 = ACT(301056); /* [B, 64, 14, 14] */
     float *leaky_relu_discriminator_1 = ACT(351232); /* [B, 64, 14, 14] */
-    float *col_conv_discriminator_2 = ACT(0); /* [1024, B*49] */
     const float *P_discriminator_2_weight = e->params + 1782608; /* [128, 64, 4, 4] */
+    float *col_conv_discriminator_2 = ACT(0); /* [1024, B*49] */
     float *gemm_conv_discriminator_2 = ACT(501760); /* [128, B*49] */
     float *conv_discriminator_2 = ACT(702464); /* [B, 128, 7, 7] */
     const float *P_discriminator_3_weight = e->params + 1913680; /* [128] */
@@ -92,8 +92,8 @@ static void forward(rt_exec *e, int train)
     float *S_discriminator_3_num_batches_tracked = e->state + 1056; /* [], int64 */
     float *batchnorm_discriminator_3 = ACT(727552); /* [B, 128, 7, 7] */
     float *leaky_relu_discriminator_4 = ACT(752640); /* [B, 128, 7, 7] */
-    float *col_conv_discriminator_5 = ACT(501760); /* [6272, B*1] */
     const float *P_discriminator_5_weight = e->params + 1913936; /* [1, 128, 7, 7] */
+    float *col_conv_discriminator_5 = ACT(501760); /* [6272, B*1] */
     float *gemm_conv_discriminator_5 = ACT(777744); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
     float *conv_discriminator_5 = ACT(777728); /* [B, 1, 1, 1] */
@@ -166,105 +166,96 @@ static void forward(rt_exec *e, int train)
               &tanh_generator_7});
     RT_AT(17, "$.model.inputs.x: input to f32");
     rt_launch(e, "k6", k6, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    RT_AT(18, "$.model.gan.discriminator[0]: conv2d: im2col");
-    rt_im2col(e, x_f32, col_conv_discriminator_0, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(19, "$.model.gan.discriminator[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 16, 1.0f, P_discriminator_0_weight, 16,
-            col_conv_discriminator_0, e->B * 196, 0.0f, gemm_conv_discriminator_0, e->B * 196);
-    RT_AT(20, "$.model.gan.discriminator[0]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
+    RT_AT(18, "$.model.gan.discriminator[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, x_f32, P_discriminator_0_weight, col_conv_discriminator_0,
+                gemm_conv_discriminator_0, e->B, 1, 28, 28, 4, 2, 1, 14, 14, 64);
+    RT_AT(19, "$.model.gan.discriminator[0]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k7", k7, e->B * 12544, 3, (void *[]){&gemm_conv_discriminator_0,
               &P_discriminator_0_bias, &conv_discriminator_0});
-    RT_AT(21, "$.model.gan.discriminator[1]: leaky relu, from conv_discriminator_0 as stored for "
+    RT_AT(20, "$.model.gan.discriminator[1]: leaky relu, from conv_discriminator_0 as stored for "
           "the backward pass");
     rt_launch(e, "k8", k8, e->B * 12544, 2, (void *[]){&conv_discriminator_0,
               &leaky_relu_discriminator_1});
-    RT_AT(23, "$.model.gan.discriminator[2]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_1, col_conv_discriminator_2, e->B, 64, 14, 14, 4, 2, 1, 7,
-              7);
-    RT_AT(24, "$.model.gan.discriminator[2]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1024, 1.0f, P_discriminator_2_weight, 1024,
-            col_conv_discriminator_2, e->B * 49, 0.0f, gemm_conv_discriminator_2, e->B * 49);
-    RT_AT(25, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(22, "$.model.gan.discriminator[2]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_1, P_discriminator_2_weight, col_conv_discriminator_2,
+                gemm_conv_discriminator_2, e->B, 64, 14, 14, 4, 2, 1, 7, 7, 128);
+    RT_AT(23, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k9", k9, e->B * 6272, 2, (void *[]){&gemm_conv_discriminator_2,
               &conv_discriminator_2});
-    RT_AT(26, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(24, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_discriminator_2, P_discriminator_3_weight, P_discriminator_3_bias,
                      bn_scale_discriminator_3, bn_shift_discriminator_3, bn_mean_discriminator_3,
                      bn_rstd_discriminator_3, S_discriminator_3_running_mean,
                      S_discriminator_3_running_var, S_discriminator_3_num_batches_tracked, e->B,
                      128, 49, 9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(27, "$.model.gan.discriminator[3]: batchnorm: y = x * scale + shift");
+    RT_AT(25, "$.model.gan.discriminator[3]: batchnorm: y = x * scale + shift");
     rt_launch(e, "k10", k10, e->B * 6272, 4, (void *[]){&conv_discriminator_2,
               &bn_scale_discriminator_3, &bn_shift_discriminator_3, &batchnorm_discriminator_3});
-    RT_AT(28, "$.model.gan.discriminator[4]: leaky relu, from batchnorm_discriminator_3 as "
+    RT_AT(26, "$.model.gan.discriminator[4]: leaky relu, from batchnorm_discriminator_3 as "
           "stored for the backward pass");
     /* on a GPU: k8's code, on these tensors */
     rt_launch(e, "k8", k11, e->B * 6272, 2, (void *[]){&batchnorm_discriminator_3,
               &leaky_relu_discriminator_4});
-    RT_AT(30, "$.model.gan.discriminator[5]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_4, col_conv_discriminator_5, e->B, 128, 7, 7, 7, 1, 0, 1,
-              1);
-    RT_AT(31, "$.model.gan.discriminator[5]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 1, e->B, 6272, 1.0f, P_discriminator_5_weight, 6272, col_conv_discriminator_5,
-            e->B, 0.0f, gemm_conv_discriminator_5, e->B);
-    RT_AT(32, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
+    RT_AT(28, "$.model.gan.discriminator[5]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_4, P_discriminator_5_weight, col_conv_discriminator_5,
+                gemm_conv_discriminator_5, e->B, 128, 7, 7, 7, 1, 0, 1, 1, 1);
+    RT_AT(29, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k12", k12, e->B, 3, (void *[]){&gemm_conv_discriminator_5,
               &P_discriminator_5_bias, &conv_discriminator_5});
-    RT_AT(33, "$.model.gan.loss: bce against real (1): loss term and d(logits)");
+    RT_AT(30, "$.model.gan.loss: bce against real (1): loss term and d(logits)");
     rt_gan_loss(e, flatten_discriminator_6, e->train ? d_flatten_discriminator_6 : NULL, e->B, 0);
-    RT_AT(34, "$.model.gan.discriminator[0]: conv2d: im2col");
-    rt_im2col(e, tanh_generator_7, col_conv_discriminator_0_70, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(35, "$.model.gan.discriminator[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 16, 1.0f, P_discriminator_0_weight, 16,
-            col_conv_discriminator_0_70, e->B * 196, 0.0f, gemm_conv_discriminator_0_70,
-            e->B * 196);
-    RT_AT(36, "$.model.gan.discriminator[0]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
+    RT_AT(31, "$.model.gan.discriminator[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, tanh_generator_7, P_discriminator_0_weight, col_conv_discriminator_0_70,
+                gemm_conv_discriminator_0_70, e->B, 1, 28, 28, 4, 2, 1, 14, 14, 64);
+    RT_AT(32, "$.model.gan.discriminator[0]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k7's code, on these tensors */
     rt_launch(e, "k7", k13, e->B * 12544, 3, (void *[]){&gemm_conv_discriminator_0_70,
               &P_discriminator_0_bias, &conv_discriminator_0_2});
-    RT_AT(37, "$.model.gan.discriminator[1]: leaky relu, from conv_discriminator_0_2 as stored "
+    RT_AT(33, "$.model.gan.discriminator[1]: leaky relu, from conv_discriminator_0_2 as stored "
           "for the backward pass");
     /* on a GPU: k8's code, on these tensors */
     rt_launch(e, "k8", k14, e->B * 12544, 2, (void *[]){&conv_discriminator_0_2,
               &leaky_relu_discriminator_1_2});
-    RT_AT(39, "$.model.gan.discriminator[2]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_1_2, col_conv_discriminator_2_72, e->B, 64, 14, 14, 4, 2,
-              1, 7, 7);
-    RT_AT(40, "$.model.gan.discriminator[2]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1024, 1.0f, P_discriminator_2_weight, 1024,
-            col_conv_discriminator_2_72, e->B * 49, 0.0f, gemm_conv_discriminator_2_72, e->B * 49);
-    RT_AT(41, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(35, "$.model.gan.discriminator[2]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_1_2, P_discriminator_2_weight,
+                col_conv_discriminator_2_72, gemm_conv_discriminator_2_72, e->B, 64, 14, 14, 4, 2,
+                1, 7, 7, 128);
+    RT_AT(36, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k9's code, on these tensors */
     rt_launch(e, "k9", k15, e->B * 6272, 2, (void *[]){&gemm_conv_discriminator_2_72,
               &conv_discriminator_2_2});
-    RT_AT(42, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(37, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_discriminator_2_2, P_discriminator_3_weight, P_discriminator_3_bias,
                      bn_scale_discriminator_3_2, bn_shift_discriminator_3_2,
                      bn_mean_discriminator_3_2, bn_rstd_discriminator_3_2,
                      S_discriminator_3_running_mean, S_discriminator_3_running_var,
                      S_discriminator_3_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f,
                      0.100000001f, 0);
-    RT_AT(43, "$.model.gan.discriminator[3]: batchnorm: y = x * scale + shift");
+    RT_AT(38, "$.model.gan.discriminator[3]: batchnorm: y = x * scale + shift");
     /* on a GPU: k10's code, on these tensors */
     rt_launch(e, "k10", k16, e->B * 6272, 4, (void *[]){&conv_discriminator_2_2,
               &bn_scale_discriminator_3_2, &bn_shift_discriminator_3_2,
               &batchnorm_discriminator_3_2});
-    RT_AT(44, "$.model.gan.discriminator[4]: leaky relu, from batchnorm_discriminator_3_2 as "
+    RT_AT(39, "$.model.gan.discriminator[4]: leaky relu, from batchnorm_discriminator_3_2 as "
           "stored for the backward pass");
     /* on a GPU: k8's code, on these tensors */
     rt_launch(e, "k8", k17, e->B * 6272, 2, (void *[]){&batchnorm_discriminator_3_2,
               &leaky_relu_discriminator_4_2});
-    RT_AT(46, "$.model.gan.discriminator[5]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_4_2, col_conv_discriminator_5_79, e->B, 128, 7, 7, 7, 1,
-              0, 1, 1);
-    RT_AT(47, "$.model.gan.discriminator[5]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 1, e->B, 6272, 1.0f, P_discriminator_5_weight, 6272,
-            col_conv_discriminator_5_79, e->B, 0.0f, gemm_conv_discriminator_5_79, e->B);
-    RT_AT(48, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
+    RT_AT(41, "$.model.gan.discriminator[5]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_4_2, P_discriminator_5_weight,
+                col_conv_discriminator_5_79, gemm_conv_discriminator_5_79, e->B, 128, 7, 7, 7, 1, 0,
+                1, 1, 1);
+    RT_AT(42, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k12's code, on these tensors */
     rt_launch(e, "k12", k18, e->B, 3, (void *[]){&gemm_conv_discriminator_5_79,
               &P_discriminator_5_bias, &conv_discriminator_5_2});
-    RT_AT(49, "$.model.gan.loss: bce against fake (0): loss term and d(logits)");
+    RT_AT(43, "$.model.gan.loss: bce against fake (0): loss term and d(logits)");
     rt_gan_loss(e, flatten_discriminator_6_2, e->train ? d_flatten_discriminator_6_80 : NULL, e->B,
                 1);
 }
@@ -325,152 +316,135 @@ static void backward(rt_exec *e)
     const float *x_f32 = ACT(805952); /* [B, 1, 28, 28] */
     float *col_conv_discriminator_0_again = ACT(551936); /* [16, B*196] */
 
-    RT_AT(50, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(44, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k19", k19, e->B, 2, (void *[]){&d_conv_discriminator_5_79,
               &d_gemm_conv_discriminator_5_79});
-    RT_AT(51, "$.model.gan.discriminator[5]: discriminator.5.bias's gradient is written from "
+    RT_AT(45, "$.model.gan.discriminator[5]: discriminator.5.bias's gradient is written from "
           "here on");
     rt_grad_begin(e, 1920208, 1);
-    RT_AT(52, "$.model.gan.discriminator[5]: conv2d backward: bias gradient");
+    RT_AT(46, "$.model.gan.discriminator[5]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_discriminator_5_79, G_discriminator_5_bias, 1, e->B);
-    RT_AT(53, "$.model.gan.discriminator[5]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, leaky_relu_discriminator_4_2, col_conv_discriminator_5_79_again, e->B, 128, 7, 7,
-              7, 1, 0, 1, 1);
-    RT_AT(54, "$.model.gan.discriminator[5]: discriminator.5.weight's gradient is written from "
+    RT_AT(47, "$.model.gan.discriminator[5]: discriminator.5.weight's gradient is written from "
           "here on");
     rt_grad_begin(e, 1913936, 6272);
-    RT_AT(55, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 1, 6272, e->B, 1.0f, d_gemm_conv_discriminator_5_79, e->B,
-            col_conv_discriminator_5_79_again, e->B, 1.0f, G_discriminator_5_weight, 6272);
-    RT_AT(56, "$.model.gan.discriminator[5]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 6272, e->B, 1, 1.0f, P_discriminator_5_weight, 6272,
-            d_gemm_conv_discriminator_5_79, e->B, 0.0f, d_col_conv_discriminator_5_79, e->B);
-    RT_AT(57, "$.model.gan.discriminator[5]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_5_79, d_leaky_relu_discriminator_4_78, e->B, 128, 7, 7, 7,
-              1, 0, 1, 1);
-    RT_AT(58, "$.model.gan.discriminator[4]: leaky relu backward");
+    RT_AT(48, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_4_2, d_gemm_conv_discriminator_5_79,
+                       col_conv_discriminator_5_79_again, G_discriminator_5_weight, e->B, 128, 7, 7,
+                       7, 1, 0, 1, 1, 1);
+    RT_AT(49, "$.model.gan.discriminator[5]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_5_weight, d_gemm_conv_discriminator_5_79,
+                     d_col_conv_discriminator_5_79, d_leaky_relu_discriminator_4_78, e->B, 128, 7,
+                     7, 7, 1, 0, 1, 1, 1);
+    RT_AT(50, "$.model.gan.discriminator[4]: leaky relu backward");
     rt_launch(e, "k20", k20, e->B * 6272, 3, (void *[]){&d_leaky_relu_discriminator_4_78,
               &batchnorm_discriminator_3_2, &d_batchnorm_discriminator_3_73});
-    RT_AT(59, "$.model.gan.discriminator[3]: the gradients of discriminator.3.weight and "
+    RT_AT(51, "$.model.gan.discriminator[3]: the gradients of discriminator.3.weight and "
           "discriminator.3.bias are written from here on");
     rt_grad_begin(e, 1913680, 256);
-    RT_AT(60, "$.model.gan.discriminator[3]: batchnorm backward");
+    RT_AT(52, "$.model.gan.discriminator[3]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_discriminator_2_2, P_discriminator_3_weight, bn_mean_discriminator_3_2,
                      bn_rstd_discriminator_3_2, d_batchnorm_discriminator_3_73,
                      d_conv_discriminator_2_72, G_discriminator_3_weight, G_discriminator_3_bias,
                      e->B, 128, 49, 0);
-    RT_AT(61, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(53, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k21", k21, e->B * 6272, 2, (void *[]){&d_conv_discriminator_2_72,
               &d_gemm_conv_discriminator_2_72});
-    RT_AT(62, "$.model.gan.discriminator[2]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, leaky_relu_discriminator_1_2, col_conv_discriminator_2_72_again, e->B, 64, 14, 14,
-              4, 2, 1, 7, 7);
-    RT_AT(63, "$.model.gan.discriminator[2]: discriminator.2.weight's gradient is written from "
+    RT_AT(54, "$.model.gan.discriminator[2]: discriminator.2.weight's gradient is written from "
           "here on");
     rt_grad_begin(e, 1782608, 131072);
-    RT_AT(64, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 1024, e->B * 49, 1.0f, d_gemm_conv_discriminator_2_72, e->B * 49,
-            col_conv_discriminator_2_72_again, e->B * 49, 1.0f, G_discriminator_2_weight, 1024);
-    RT_AT(65, "$.model.gan.discriminator[2]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1024, e->B * 49, 128, 1.0f, P_discriminator_2_weight, 1024,
-            d_gemm_conv_discriminator_2_72, e->B * 49, 0.0f, d_col_conv_discriminator_2_72,
-            e->B * 49);
-    RT_AT(66, "$.model.gan.discriminator[2]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_2_72, d_leaky_relu_discriminator_1_71, e->B, 64, 14, 14,
-              4, 2, 1, 7, 7);
-    RT_AT(68, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu backward, "
+    RT_AT(55, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_1_2, d_gemm_conv_discriminator_2_72,
+                       col_conv_discriminator_2_72_again, G_discriminator_2_weight, e->B, 64, 14,
+                       14, 4, 2, 1, 7, 7, 128);
+    RT_AT(56, "$.model.gan.discriminator[2]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_2_weight, d_gemm_conv_discriminator_2_72,
+                     d_col_conv_discriminator_2_72, d_leaky_relu_discriminator_1_71, e->B, 64, 14,
+                     14, 4, 2, 1, 7, 7, 128);
+    RT_AT(58, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu backward, "
           "then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its "
           "operands in the new order)");
     rt_launch(e, "k22", k22, e->B * 12544, 3, (void *[]){&d_leaky_relu_discriminator_1_71,
               &conv_discriminator_0_2, &d_gemm_conv_discriminator_0_70});
-    RT_AT(69, "$.model.gan.discriminator[0]: discriminator.0.bias's gradient is written from "
+    RT_AT(59, "$.model.gan.discriminator[0]: discriminator.0.bias's gradient is written from "
           "here on");
     rt_grad_begin(e, 1782544, 64);
-    RT_AT(70, "$.model.gan.discriminator[0]: conv2d backward: bias gradient");
+    RT_AT(60, "$.model.gan.discriminator[0]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_discriminator_0_70, G_discriminator_0_bias, 64, e->B * 196);
-    RT_AT(71, "$.model.gan.discriminator[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, tanh_generator_7, col_conv_discriminator_0_70_again, e->B, 1, 28, 28, 4, 2, 1, 14,
-              14);
-    RT_AT(72, "$.model.gan.discriminator[0]: discriminator.0.weight's gradient is written from "
+    RT_AT(61, "$.model.gan.discriminator[0]: discriminator.0.weight's gradient is written from "
           "here on");
     rt_grad_begin(e, 1781520, 1024);
-    RT_AT(73, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 16, e->B * 196, 1.0f, d_gemm_conv_discriminator_0_70, e->B * 196,
-            col_conv_discriminator_0_70_again, e->B * 196, 1.0f, G_discriminator_0_weight, 16);
-    RT_AT(74, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(62, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, tanh_generator_7, d_gemm_conv_discriminator_0_70,
+                       col_conv_discriminator_0_70_again, G_discriminator_0_weight, e->B, 1, 28, 28,
+                       4, 2, 1, 14, 14, 64);
+    RT_AT(63, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k19's code, on these tensors */
     rt_launch(e, "k19", k23, e->B, 2, (void *[]){&d_conv_discriminator_5,
               &d_gemm_conv_discriminator_5});
-    RT_AT(75, "$.model.gan.discriminator[5]: conv2d backward: bias gradient");
+    RT_AT(64, "$.model.gan.discriminator[5]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_discriminator_5, G_discriminator_5_bias, 1, e->B);
-    RT_AT(76, "$.model.gan.discriminator[5]: discriminator.5.bias's gradient is final");
+    RT_AT(65, "$.model.gan.discriminator[5]: discriminator.5.bias's gradient is final");
     rt_grad_ready(e, 1920208, 1);
-    RT_AT(77, "$.model.gan.discriminator[5]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, leaky_relu_discriminator_4, col_conv_discriminator_5_again, e->B, 128, 7, 7, 7, 1,
-              0, 1, 1);
-    RT_AT(78, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 1, 6272, e->B, 1.0f, d_gemm_conv_discriminator_5, e->B,
-            col_conv_discriminator_5_again, e->B, 1.0f, G_discriminator_5_weight, 6272);
-    RT_AT(79, "$.model.gan.discriminator[5]: discriminator.5.weight's gradient is final");
+    RT_AT(66, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_4, d_gemm_conv_discriminator_5,
+                       col_conv_discriminator_5_again, G_discriminator_5_weight, e->B, 128, 7, 7, 7,
+                       1, 0, 1, 1, 1);
+    RT_AT(67, "$.model.gan.discriminator[5]: discriminator.5.weight's gradient is final");
     rt_grad_ready(e, 1913936, 6272);
-    RT_AT(80, "$.model.gan.discriminator[5]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 6272, e->B, 1, 1.0f, P_discriminator_5_weight, 6272,
-            d_gemm_conv_discriminator_5, e->B, 0.0f, d_col_conv_discriminator_5, e->B);
-    RT_AT(81, "$.model.gan.discriminator[5]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_5, d_leaky_relu_discriminator_4, e->B, 128, 7, 7, 7, 1, 0,
-              1, 1);
-    RT_AT(82, "$.model.gan.discriminator[4]: leaky relu backward");
+    RT_AT(68, "$.model.gan.discriminator[5]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_5_weight, d_gemm_conv_discriminator_5,
+                     d_col_conv_discriminator_5, d_leaky_relu_discriminator_4, e->B, 128, 7, 7, 7,
+                     1, 0, 1, 1, 1);
+    RT_AT(69, "$.model.gan.discriminator[4]: leaky relu backward");
     /* on a GPU: k20's code, on these tensors */
     rt_launch(e, "k20", k24, e->B * 6272, 3, (void *[]){&d_leaky_relu_discriminator_4,
               &batchnorm_discriminator_3, &d_batchnorm_discriminator_3});
-    RT_AT(83, "$.model.gan.discriminator[3]: batchnorm backward");
+    RT_AT(70, "$.model.gan.discriminator[3]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_discriminator_2, P_discriminator_3_weight, bn_mean_discriminator_3,
                      bn_rstd_discriminator_3, d_batchnorm_discriminator_3, d_conv_discriminator_2,
                      G_discriminator_3_weight, G_discriminator_3_bias, e->B, 128, 49, 0);
-    RT_AT(84, "$.model.gan.discriminator[3]: discriminator.3.weight's gradient is final");
+    RT_AT(71, "$.model.gan.discriminator[3]: discriminator.3.weight's gradient is final");
     rt_grad_ready(e, 1913680, 128);
-    RT_AT(85, "$.model.gan.discriminator[3]: discriminator.3.bias's gradient is final");
+    RT_AT(72, "$.model.gan.discriminator[3]: discriminator.3.bias's gradient is final");
     rt_grad_ready(e, 1913808, 128);
-    RT_AT(86, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(73, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k25, e->B * 6272, 2, (void *[]){&d_conv_discriminator_2,
               &d_gemm_conv_discriminator_2});
-    RT_AT(87, "$.model.gan.discriminator[2]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, leaky_relu_discriminator_1, col_conv_discriminator_2_again, e->B, 64, 14, 14, 4, 2,
-              1, 7, 7);
-    RT_AT(88, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 1024, e->B * 49, 1.0f, d_gemm_conv_discriminator_2, e->B * 49,
-            col_conv_discriminator_2_again, e->B * 49, 1.0f, G_discriminator_2_weight, 1024);
-    RT_AT(89, "$.model.gan.discriminator[2]: discriminator.2.weight's gradient is final");
+    RT_AT(74, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_1, d_gemm_conv_discriminator_2,
+                       col_conv_discriminator_2_again, G_discriminator_2_weight, e->B, 64, 14, 14,
+                       4, 2, 1, 7, 7, 128);
+    RT_AT(75, "$.model.gan.discriminator[2]: discriminator.2.weight's gradient is final");
     rt_grad_ready(e, 1782608, 131072);
-    RT_AT(90, "$.model.gan.discriminator[2]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1024, e->B * 49, 128, 1.0f, P_discriminator_2_weight, 1024,
-            d_gemm_conv_discriminator_2, e->B * 49, 0.0f, d_col_conv_discriminator_2, e->B * 49);
-    RT_AT(91, "$.model.gan.discriminator[2]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_2, d_leaky_relu_discriminator_1, e->B, 64, 14, 14, 4, 2,
-              1, 7, 7);
-    RT_AT(93, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu backward, "
+    RT_AT(76, "$.model.gan.discriminator[2]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_2_weight, d_gemm_conv_discriminator_2,
+                     d_col_conv_discriminator_2, d_leaky_relu_discriminator_1, e->B, 64, 14, 14, 4,
+                     2, 1, 7, 7, 128);
+    RT_AT(78, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu backward, "
           "then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads its "
           "operands in the new order)");
     /* on a GPU: k22's code, on these tensors */
     rt_launch(e, "k22", k26, e->B * 12544, 3, (void *[]){&d_leaky_relu_discriminator_1,
               &conv_discriminator_0, &d_gemm_conv_discriminator_0});
-    RT_AT(94, "$.model.gan.discriminator[0]: conv2d backward: bias gradient");
+    RT_AT(79, "$.model.gan.discriminator[0]: conv2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_conv_discriminator_0, G_discriminator_0_bias, 64, e->B * 196);
-    RT_AT(95, "$.model.gan.discriminator[0]: discriminator.0.bias's gradient is final");
+    RT_AT(80, "$.model.gan.discriminator[0]: discriminator.0.bias's gradient is final");
     rt_grad_ready(e, 1782544, 64);
-    RT_AT(96, "$.model.gan.discriminator[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, x_f32, col_conv_discriminator_0_again, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(97, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 16, e->B * 196, 1.0f, d_gemm_conv_discriminator_0, e->B * 196,
-            col_conv_discriminator_0_again, e->B * 196, 1.0f, G_discriminator_0_weight, 16);
-    RT_AT(98, "$.model.gan.discriminator[0]: discriminator.0.weight's gradient is final");
+    RT_AT(81, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, x_f32, d_gemm_conv_discriminator_0, col_conv_discriminator_0_again,
+                       G_discriminator_0_weight, e->B, 1, 28, 28, 4, 2, 1, 14, 14, 64);
+    RT_AT(82, "$.model.gan.discriminator[0]: discriminator.0.weight's gradient is final");
     rt_grad_ready(e, 1781520, 1024);
 }
 
@@ -479,14 +453,14 @@ static void backward(rt_exec *e)
 static void forward_g(rt_exec *e)
 {
     const float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
-    float *col_conv_discriminator_0_82 = ACT(551936); /* [16, B*196] */
     const float *P_discriminator_0_weight = e->params + 1781520; /* [64, 1, 4, 4] */
+    float *col_conv_discriminator_0_82 = ACT(551936); /* [16, B*196] */
     float *gemm_conv_discriminator_0_82 = ACT(501760); /* [64, B*196] */
     const float *P_discriminator_0_bias = e->params + 1782544; /* [64] */
     float *conv_discriminator_0_3 = ACT(301056); /* [B, 64, 14, 14] */
     float *leaky_relu_discriminator_1_3 = ACT(351232); /* [B, 64, 14, 14] */
-    float *col_conv_discriminator_2_84 = ACT(0); /* [1024, B*49] */
     const float *P_discriminator_2_weight = e->params + 1782608; /* [128, 64, 4, 4] */
+    float *col_conv_discriminator_2_84 = ACT(0); /* [1024, B*49] */
     float *gemm_conv_discriminator_2_84 = ACT(526848); /* [128, B*49] */
     float *conv_discriminator_2_3 = ACT(501760); /* [B, 128, 7, 7] */
     const float *P_discriminator_3_weight = e->params + 1913680; /* [128] */
@@ -500,57 +474,53 @@ static void forward_g(rt_exec *e)
     float *S_discriminator_3_num_batches_tracked = e->state + 1056; /* [], int64 */
     float *batchnorm_discriminator_3_3 = ACT(526848); /* [B, 128, 7, 7] */
     float *leaky_relu_discriminator_4_3 = ACT(551936); /* [B, 128, 7, 7] */
-    float *col_conv_discriminator_5_91 = ACT(577024); /* [6272, B*1] */
     const float *P_discriminator_5_weight = e->params + 1913936; /* [1, 128, 7, 7] */
+    float *col_conv_discriminator_5_91 = ACT(577024); /* [6272, B*1] */
     float *gemm_conv_discriminator_5_91 = ACT(806992); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
     float *conv_discriminator_5_3 = ACT(806976); /* [B, 1, 1, 1] */
     const float *flatten_discriminator_6_3 = ACT(806976); /* [B, 1] */
     float *d_flatten_discriminator_6_92 = ACT(806992); /* [B, 1] */
 
-    RT_AT(99, "$.model.gan.discriminator[0]: conv2d: im2col");
-    rt_im2col(e, tanh_generator_7, col_conv_discriminator_0_82, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(100, "$.model.gan.discriminator[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 16, 1.0f, P_discriminator_0_weight, 16,
-            col_conv_discriminator_0_82, e->B * 196, 0.0f, gemm_conv_discriminator_0_82,
-            e->B * 196);
-    RT_AT(101, "$.model.gan.discriminator[0] + $.model.gan.discriminator[1]: conv2d epilogue: "
+    RT_AT(83, "$.model.gan.discriminator[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, tanh_generator_7, P_discriminator_0_weight, col_conv_discriminator_0_82,
+                gemm_conv_discriminator_0_82, e->B, 1, 28, 28, 4, 2, 1, 14, 14, 64);
+    RT_AT(84, "$.model.gan.discriminator[0] + $.model.gan.discriminator[1]: conv2d epilogue: "
           "bias, [out, B, HW] -> [B, out, HW] + leaky relu");
     rt_launch(e, "k27", k27, e->B * 12544, 4, (void *[]){&gemm_conv_discriminator_0_82,
               &P_discriminator_0_bias, &conv_discriminator_0_3, &leaky_relu_discriminator_1_3});
-    RT_AT(103, "$.model.gan.discriminator[2]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_1_3, col_conv_discriminator_2_84, e->B, 64, 14, 14, 4, 2,
-              1, 7, 7);
-    RT_AT(104, "$.model.gan.discriminator[2]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1024, 1.0f, P_discriminator_2_weight, 1024,
-            col_conv_discriminator_2_84, e->B * 49, 0.0f, gemm_conv_discriminator_2_84, e->B * 49);
-    RT_AT(105, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(86, "$.model.gan.discriminator[2]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_1_3, P_discriminator_2_weight,
+                col_conv_discriminator_2_84, gemm_conv_discriminator_2_84, e->B, 64, 14, 14, 4, 2,
+                1, 7, 7, 128);
+    RT_AT(87, "$.model.gan.discriminator[2]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k9's code, on these tensors */
     rt_launch(e, "k9", k28, e->B * 6272, 2, (void *[]){&gemm_conv_discriminator_2_84,
               &conv_discriminator_2_3});
-    RT_AT(106, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(88, "$.model.gan.discriminator[3]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_discriminator_2_3, P_discriminator_3_weight, P_discriminator_3_bias,
                      bn_scale_discriminator_3_3, bn_shift_discriminator_3_3,
                      bn_mean_discriminator_3_3, bn_rstd_discriminator_3_3,
                      S_discriminator_3_running_mean, S_discriminator_3_running_var,
                      S_discriminator_3_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f,
                      0.100000001f, 0);
-    RT_AT(107, "$.model.gan.discriminator[3] + $.model.gan.discriminator[4]: batchnorm: y = x * "
+    RT_AT(89, "$.model.gan.discriminator[3] + $.model.gan.discriminator[4]: batchnorm: y = x * "
           "scale + shift + leaky relu");
     rt_launch(e, "k29", k29, e->B * 6272, 5, (void *[]){&conv_discriminator_2_3,
               &bn_scale_discriminator_3_3, &bn_shift_discriminator_3_3,
               &batchnorm_discriminator_3_3, &leaky_relu_discriminator_4_3});
-    RT_AT(109, "$.model.gan.discriminator[5]: conv2d: im2col");
-    rt_im2col(e, leaky_relu_discriminator_4_3, col_conv_discriminator_5_91, e->B, 128, 7, 7, 7, 1,
-              0, 1, 1);
-    RT_AT(110, "$.model.gan.discriminator[5]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 1, e->B, 6272, 1.0f, P_discriminator_5_weight, 6272,
-            col_conv_discriminator_5_91, e->B, 0.0f, gemm_conv_discriminator_5_91, e->B);
-    RT_AT(111, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
+    RT_AT(91, "$.model.gan.discriminator[5]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, leaky_relu_discriminator_4_3, P_discriminator_5_weight,
+                col_conv_discriminator_5_91, gemm_conv_discriminator_5_91, e->B, 128, 7, 7, 7, 1, 0,
+                1, 1, 1);
+    RT_AT(92, "$.model.gan.discriminator[5]: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k12's code, on these tensors */
     rt_launch(e, "k12", k30, e->B, 3, (void *[]){&gemm_conv_discriminator_5_91,
               &P_discriminator_5_bias, &conv_discriminator_5_3});
-    RT_AT(112, "$.model.gan.loss: bce against real (1): loss term and d(logits)");
+    RT_AT(93, "$.model.gan.loss: bce against real (1): loss term and d(logits)");
     rt_gan_loss(e, flatten_discriminator_6_3, e->train ? d_flatten_discriminator_6_92 : NULL, e->B,
                 0);
 }
@@ -585,9 +555,9 @@ static void backward_g(rt_exec *e)
     float *col_conv_discriminator_0_82_again = ACT(551936); /* [16, B*196] */
     const float *P_discriminator_0_weight = e->params + 1781520; /* [64, 1, 4, 4] */
     float *d_col_conv_discriminator_0_82 = ACT(551936); /* [16, B*196] */
-    float *d_tanh_generator_7 = ACT(514304); /* [B, 1, 28, 28] */
-    float *d_convt_generator_6 = ACT(514304); /* [B, 1, 28, 28] */
-    float *d_gemm_convt_generator_6 = ACT(501760); /* [1, B*784] */
+    float *d_tanh_generator_7 = ACT(564480); /* [B, 1, 28, 28] */
+    float *d_convt_generator_6 = ACT(564480); /* [B, 1, 28, 28] */
+    float *d_gemm_convt_generator_6 = ACT(567616); /* [1, B*784] */
     float *G_generator_6_bias = e->grads + 1781504; /* [1] */
     float *col_convt_generator_6_d = ACT(501760); /* [16, B*196] */
     const float *relu_generator_5 = ACT(200704); /* [B, 128, 14, 14] */
@@ -622,149 +592,146 @@ static void backward_g(rt_exec *e)
     float *gemm_in_convt_generator_0_again = ACT(0); /* [100, B*1] */
     float *G_generator_0_weight = e->grads + 0; /* [100, 256, 7, 7] */
 
-    RT_AT(113, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(94, "$.model.gan.discriminator[5]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k19's code, on these tensors */
     rt_launch(e, "k19", k31, e->B, 2, (void *[]){&d_conv_discriminator_5_91,
               &d_gemm_conv_discriminator_5_91});
-    RT_AT(114, "$.model.gan.discriminator[5]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, leaky_relu_discriminator_4_3, col_conv_discriminator_5_91_again, e->B, 128, 7, 7,
-              7, 1, 0, 1, 1);
-    RT_AT(115, "$.model.gan.discriminator[5]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 6272, e->B, 1, 1.0f, P_discriminator_5_weight, 6272,
-            d_gemm_conv_discriminator_5_91, e->B, 0.0f, d_col_conv_discriminator_5_91, e->B);
-    RT_AT(116, "$.model.gan.discriminator[5]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_5_91, d_leaky_relu_discriminator_4_90, e->B, 128, 7, 7, 7,
-              1, 0, 1, 1);
-    RT_AT(117, "$.model.gan.discriminator[4]: leaky relu backward");
+    RT_AT(95, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_4_3, d_gemm_conv_discriminator_5_91,
+                       col_conv_discriminator_5_91_again, NULL, e->B, 128, 7, 7, 7, 1, 0, 1, 1, 1);
+    RT_AT(96, "$.model.gan.discriminator[5]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_5_weight, d_gemm_conv_discriminator_5_91,
+                     d_col_conv_discriminator_5_91, d_leaky_relu_discriminator_4_90, e->B, 128, 7,
+                     7, 7, 1, 0, 1, 1, 1);
+    RT_AT(97, "$.model.gan.discriminator[4]: leaky relu backward");
     /* on a GPU: k20's code, on these tensors */
     rt_launch(e, "k20", k32, e->B * 6272, 3, (void *[]){&d_leaky_relu_discriminator_4_90,
               &batchnorm_discriminator_3_3, &d_batchnorm_discriminator_3_85});
-    RT_AT(118, "$.model.gan.discriminator[3]: batchnorm backward");
+    RT_AT(98, "$.model.gan.discriminator[3]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_discriminator_2_3, P_discriminator_3_weight, bn_mean_discriminator_3_3,
                      bn_rstd_discriminator_3_3, d_batchnorm_discriminator_3_85,
                      d_conv_discriminator_2_84, NULL, NULL, e->B, 128, 49, 0);
-    RT_AT(119, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(99, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k33, e->B * 6272, 2, (void *[]){&d_conv_discriminator_2_84,
               &d_gemm_conv_discriminator_2_84});
-    RT_AT(120, "$.model.gan.discriminator[2]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, leaky_relu_discriminator_1_3, col_conv_discriminator_2_84_again, e->B, 64, 14, 14,
-              4, 2, 1, 7, 7);
-    RT_AT(121, "$.model.gan.discriminator[2]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1024, e->B * 49, 128, 1.0f, P_discriminator_2_weight, 1024,
-            d_gemm_conv_discriminator_2_84, e->B * 49, 0.0f, d_col_conv_discriminator_2_84,
-            e->B * 49);
-    RT_AT(122, "$.model.gan.discriminator[2]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_2_84, d_leaky_relu_discriminator_1_83, e->B, 64, 14, 14,
-              4, 2, 1, 7, 7);
-    RT_AT(124, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu "
+    RT_AT(100, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T (im2col again and "
+          "a GEMM, or direct)");
+    rt_conv_bwd_weight(e, leaky_relu_discriminator_1_3, d_gemm_conv_discriminator_2_84,
+                       col_conv_discriminator_2_84_again, NULL, e->B, 64, 14, 14, 4, 2, 1, 7, 7,
+                       128);
+    RT_AT(101, "$.model.gan.discriminator[2]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_2_weight, d_gemm_conv_discriminator_2_84,
+                     d_col_conv_discriminator_2_84, d_leaky_relu_discriminator_1_83, e->B, 64, 14,
+                     14, 4, 2, 1, 7, 7, 128);
+    RT_AT(103, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu "
           "backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first "
           "reads its operands in the new order)");
     /* on a GPU: k22's code, on these tensors */
     rt_launch(e, "k22", k34, e->B * 12544, 3, (void *[]){&d_leaky_relu_discriminator_1_83,
               &conv_discriminator_0_3, &d_gemm_conv_discriminator_0_82});
-    RT_AT(125, "$.model.gan.discriminator[0]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, tanh_generator_7, col_conv_discriminator_0_82_again, e->B, 1, 28, 28, 4, 2, 1, 14,
-              14);
-    RT_AT(126, "$.model.gan.discriminator[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 16, e->B * 196, 64, 1.0f, P_discriminator_0_weight, 16,
-            d_gemm_conv_discriminator_0_82, e->B * 196, 0.0f, d_col_conv_discriminator_0_82,
-            e->B * 196);
-    RT_AT(127, "$.model.gan.discriminator[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_discriminator_0_82, d_tanh_generator_7, e->B, 1, 28, 28, 4, 2, 1, 14,
-              14);
-    RT_AT(128, "$.model.gan.generator[7]: tanh backward");
+    RT_AT(104, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T (im2col again and "
+          "a GEMM, or direct)");
+    rt_conv_bwd_weight(e, tanh_generator_7, d_gemm_conv_discriminator_0_82,
+                       col_conv_discriminator_0_82_again, NULL, e->B, 1, 28, 28, 4, 2, 1, 14, 14,
+                       64);
+    RT_AT(105, "$.model.gan.discriminator[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_discriminator_0_weight, d_gemm_conv_discriminator_0_82,
+                     d_col_conv_discriminator_0_82, d_tanh_generator_7, e->B, 1, 28, 28, 4, 2, 1,
+                     14, 14, 64);
+    RT_AT(106, "$.model.gan.generator[7]: tanh backward");
     rt_launch(e, "k35", k35, e->B * 784, 3, (void *[]){&d_tanh_generator_7, &tanh_generator_7,
               &d_convt_generator_6});
-    RT_AT(129, "$.model.gan.generator[6]: conv_transpose2d backward: [B, out, OHW] -> [out, B, "
+    RT_AT(107, "$.model.gan.generator[6]: conv_transpose2d backward: [B, out, OHW] -> [out, B, "
           "OHW]");
     rt_launch(e, "k36", k36, e->B * 784, 2, (void *[]){&d_convt_generator_6,
               &d_gemm_convt_generator_6});
-    RT_AT(130, "$.model.gan.generator[6]: generator.6.bias's gradient is written from here on");
+    RT_AT(108, "$.model.gan.generator[6]: generator.6.bias's gradient is written from here on");
     rt_grad_begin(e, 1781504, 1);
-    RT_AT(131, "$.model.gan.generator[6]: conv_transpose2d backward: bias gradient");
+    RT_AT(109, "$.model.gan.generator[6]: conv_transpose2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_convt_generator_6, G_generator_6_bias, 1, e->B * 784);
-    RT_AT(132, "$.model.gan.generator[6]: generator.6.bias's gradient is final");
+    RT_AT(110, "$.model.gan.generator[6]: generator.6.bias's gradient is final");
     rt_grad_ready(e, 1781504, 1);
-    RT_AT(133, "$.model.gan.generator[6]: conv_transpose2d backward: im2col of dy");
+    RT_AT(111, "$.model.gan.generator[6]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_6, col_convt_generator_6_d, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(134, "$.model.gan.generator[6]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(112, "$.model.gan.generator[6]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k4's code, on these tensors */
     rt_launch(e, "k4", k37, e->B * 25088, 2, (void *[]){&relu_generator_5,
               &gemm_in_convt_generator_6_again});
-    RT_AT(135, "$.model.gan.generator[6]: generator.6.weight's gradient is written from here on");
+    RT_AT(113, "$.model.gan.generator[6]: generator.6.weight's gradient is written from here on");
     rt_grad_begin(e, 1779456, 2048);
-    RT_AT(136, "$.model.gan.generator[6]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(114, "$.model.gan.generator[6]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 128, 16, e->B * 196, 1.0f, gemm_in_convt_generator_6_again, e->B * 196,
             col_convt_generator_6_d, e->B * 196, 1.0f, G_generator_6_weight, 16);
-    RT_AT(137, "$.model.gan.generator[6]: generator.6.weight's gradient is final");
+    RT_AT(115, "$.model.gan.generator[6]: generator.6.weight's gradient is final");
     rt_grad_ready(e, 1779456, 2048);
-    RT_AT(138, "$.model.gan.generator[6]: conv_transpose2d backward: dx = W cols");
+    RT_AT(116, "$.model.gan.generator[6]: conv_transpose2d backward: dx = W cols");
     rt_gemm(e, 0, 0, 128, e->B * 196, 16, 1.0f, P_generator_6_weight, 16, col_convt_generator_6_d,
             e->B * 196, 0.0f, d_gemm_in_convt_generator_6, e->B * 196);
-    RT_AT(139, "$.model.gan.generator[6] + $.model.gan.generator[5]: conv_transpose2d backward: "
+    RT_AT(117, "$.model.gan.generator[6] + $.model.gan.generator[5]: conv_transpose2d backward: "
           "[in, B, HW] -> [B, in, HW] + relu backward");
     rt_launch(e, "k38", k38, e->B * 25088, 3, (void *[]){&d_gemm_in_convt_generator_6,
               &relu_generator_5, &d_batchnorm_generator_4});
-    RT_AT(141, "$.model.gan.generator[4]: the gradients of generator.4.weight and "
+    RT_AT(119, "$.model.gan.generator[4]: the gradients of generator.4.weight and "
           "generator.4.bias are written from here on");
     rt_grad_begin(e, 1779200, 256);
-    RT_AT(142, "$.model.gan.generator[4]: batchnorm backward");
+    RT_AT(120, "$.model.gan.generator[4]: batchnorm backward");
     rt_batchnorm_bwd(e, convt_generator_3, P_generator_4_weight, bn_mean_generator_4,
                      bn_rstd_generator_4, d_batchnorm_generator_4, d_convt_generator_3,
                      G_generator_4_weight, G_generator_4_bias, e->B, 128, 196, 0);
-    RT_AT(143, "$.model.gan.generator[4]: generator.4.weight's gradient is final");
+    RT_AT(121, "$.model.gan.generator[4]: generator.4.weight's gradient is final");
     rt_grad_ready(e, 1779200, 128);
-    RT_AT(144, "$.model.gan.generator[4]: generator.4.bias's gradient is final");
+    RT_AT(122, "$.model.gan.generator[4]: generator.4.bias's gradient is final");
     rt_grad_ready(e, 1779328, 128);
-    RT_AT(145, "$.model.gan.generator[3]: conv_transpose2d backward: im2col of dy");
+    RT_AT(123, "$.model.gan.generator[3]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_3, col_convt_generator_3_d, e->B, 128, 14, 14, 4, 2, 1, 7, 7);
-    RT_AT(146, "$.model.gan.generator[3]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(124, "$.model.gan.generator[3]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k2's code, on these tensors */
     rt_launch(e, "k2", k39, e->B * 12544, 2, (void *[]){&relu_generator_2,
               &gemm_in_convt_generator_3_again});
-    RT_AT(147, "$.model.gan.generator[3]: generator.3.weight's gradient is written from here on");
+    RT_AT(125, "$.model.gan.generator[3]: generator.3.weight's gradient is written from here on");
     rt_grad_begin(e, 1254912, 524288);
-    RT_AT(148, "$.model.gan.generator[3]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(126, "$.model.gan.generator[3]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 256, 2048, e->B * 49, 1.0f, gemm_in_convt_generator_3_again, e->B * 49,
             col_convt_generator_3_d, e->B * 49, 1.0f, G_generator_3_weight, 2048);
-    RT_AT(149, "$.model.gan.generator[3]: generator.3.weight's gradient is final");
+    RT_AT(127, "$.model.gan.generator[3]: generator.3.weight's gradient is final");
     rt_grad_ready(e, 1254912, 524288);
-    RT_AT(150, "$.model.gan.generator[3]: conv_transpose2d backward: dx = W cols");
+    RT_AT(128, "$.model.gan.generator[3]: conv_transpose2d backward: dx = W cols");
     rt_gemm(e, 0, 0, 256, e->B * 49, 2048, 1.0f, P_generator_3_weight, 2048,
             col_convt_generator_3_d, e->B * 49, 0.0f, d_gemm_in_convt_generator_3, e->B * 49);
-    RT_AT(151, "$.model.gan.generator[3] + $.model.gan.generator[2]: conv_transpose2d backward: "
+    RT_AT(129, "$.model.gan.generator[3] + $.model.gan.generator[2]: conv_transpose2d backward: "
           "[in, B, HW] -> [B, in, HW] + relu backward");
     rt_launch(e, "k40", k40, e->B * 12544, 3, (void *[]){&d_gemm_in_convt_generator_3,
               &relu_generator_2, &d_batchnorm_generator_1});
-    RT_AT(153, "$.model.gan.generator[1]: the gradients of generator.1.weight and "
+    RT_AT(131, "$.model.gan.generator[1]: the gradients of generator.1.weight and "
           "generator.1.bias are written from here on");
     rt_grad_begin(e, 1254400, 512);
-    RT_AT(154, "$.model.gan.generator[1]: batchnorm backward");
+    RT_AT(132, "$.model.gan.generator[1]: batchnorm backward");
     rt_batchnorm_bwd(e, convt_generator_0, P_generator_1_weight, bn_mean_generator_1,
                      bn_rstd_generator_1, d_batchnorm_generator_1, d_convt_generator_0,
                      G_generator_1_weight, G_generator_1_bias, e->B, 256, 49, 0);
-    RT_AT(155, "$.model.gan.generator[1]: generator.1.weight's gradient is final");
+    RT_AT(133, "$.model.gan.generator[1]: generator.1.weight's gradient is final");
     rt_grad_ready(e, 1254400, 256);
-    RT_AT(156, "$.model.gan.generator[1]: generator.1.bias's gradient is final");
+    RT_AT(134, "$.model.gan.generator[1]: generator.1.bias's gradient is final");
     rt_grad_ready(e, 1254656, 256);
-    RT_AT(157, "$.model.gan.generator[0]: conv_transpose2d backward: im2col of dy");
+    RT_AT(135, "$.model.gan.generator[0]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_0, col_convt_generator_0_d, e->B, 256, 7, 7, 7, 1, 0, 1, 1);
-    RT_AT(158, "$.model.gan.generator[0]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(136, "$.model.gan.generator[0]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k0's code, on these tensors */
     rt_launch(e, "k0", k41, e->B * 100, 2, (void *[]){&in_z, &gemm_in_convt_generator_0_again});
-    RT_AT(159, "$.model.gan.generator[0]: generator.0.weight's gradient is written from here on");
+    RT_AT(137, "$.model.gan.generator[0]: generator.0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 1254400);
-    RT_AT(160, "$.model.gan.generator[0]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(138, "$.model.gan.generator[0]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 100, 12544, e->B, 1.0f, gemm_in_convt_generator_0_again, e->B,
             col_convt_generator_0_d, e->B, 1.0f, G_generator_0_weight, 12544);
-    RT_AT(161, "$.model.gan.generator[0]: generator.0.weight's gradient is final");
+    RT_AT(139, "$.model.gan.generator[0]: generator.0.weight's gradient is final");
     rt_grad_ready(e, 0, 1254400);
 }
 
@@ -961,7 +928,7 @@ const rt_model trainc_model = {
     .noreuse_row_bytes = 5259808,
     .eval_arena_row_bytes = 501760,
     .flops_per_sample = 284594364,
-    .n_instructions = 162,
+    .n_instructions = 140,
     .loss = RT_LOSS_GAN_BCE,
     .loss_terms = 1,
     .has_dropout = 0,

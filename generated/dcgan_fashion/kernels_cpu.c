@@ -733,9 +733,9 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.gan.generator[7] */
 void k35(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_tanh_generator_7 = ACT(514304); /* [B, 1, 28, 28] */
+    const float *d_tanh_generator_7 = ACT(564480); /* [B, 1, 28, 28] */
     const float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
-    float *d_convt_generator_6 = ACT(514304); /* [B, 1, 28, 28] */
+    float *d_convt_generator_6 = ACT(564480); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         /* tanh backward */
         float v0 = d_tanh_generator_7[i] * (1.0f - tanh_generator_7[i] * tanh_generator_7[i]);
@@ -747,8 +747,8 @@ void k35(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.gan.generator[6] */
 void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_convt_generator_6 = ACT(514304); /* [B, 1, 28, 28] */
-    float *d_gemm_convt_generator_6 = ACT(501760); /* [1, B*784] */
+    const float *d_convt_generator_6 = ACT(564480); /* [B, 1, 28, 28] */
+    float *d_gemm_convt_generator_6 = ACT(567616); /* [1, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;

@@ -8,90 +8,90 @@
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   602112      50176        2-154  convt_generator_0           [B, 256, 7, 7]
+ *   602112      50176        2-132  convt_generator_0           [B, 256, 7, 7]
  *                                   conv_transpose2d output
- *   809088      1024         3-154  bn_mean_generator_1         [B, 256]
+ *   809088      1024         3-132  bn_mean_generator_1         [B, 256]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   810112      1024         3-154  bn_rstd_generator_1         [B, 256]
+ *   810112      1024         3-132  bn_rstd_generator_1         [B, 256]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
  *   702464      1024         3-4    bn_scale_generator_1        [B, 256]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   703488      1024         3-4    bn_shift_generator_1        [B, 256]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   652288      50176        4-154  relu_generator_2            [B, 256, 7, 7]  relu
- *   401408      100352       8-142  convt_generator_3           [B, 128, 14, 14]
+ *   652288      50176        4-132  relu_generator_2            [B, 256, 7, 7]  relu
+ *   401408      100352       8-120  convt_generator_3           [B, 128, 14, 14]
  *                                   conv_transpose2d output
- *   811136      512          9-142  bn_mean_generator_4         [B, 128]
+ *   811136      512          9-120  bn_mean_generator_4         [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   811648      512          9-142  bn_rstd_generator_4         [B, 128]
+ *   811648      512          9-120  bn_rstd_generator_4         [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
  *   301056      512          9-10   bn_scale_generator_4        [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   301568      512          9-10   bn_shift_generator_4        [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   200704      100352      10-142  relu_generator_5            [B, 128, 14, 14]  relu
- *   802816      3136        15-128  tanh_generator_7            [B, 1, 28, 28]  tanh
- *   805952      3136        17-96   x_f32                       [B, 1, 28, 28]  input as f32
- *   301056      50176       20-93   conv_discriminator_0        [B, 64, 14, 14]  conv2d output
- *   351232      50176       21-87   leaky_relu_discriminator_1  [B, 64, 14, 14]  leaky_relu
- *   702464      25088       25-83   conv_discriminator_2        [B, 128, 7, 7]  conv2d output
- *   727552      25088       27-82   batchnorm_discriminator_3   [B, 128, 7, 7]  batchnorm output
- *   812160      512         26-83   bn_mean_discriminator_3     [B, 128]
+ *   200704      100352      10-120  relu_generator_5            [B, 128, 14, 14]  relu
+ *   802816      3136        15-106  tanh_generator_7            [B, 1, 28, 28]  tanh
+ *   805952      3136        17-81   x_f32                       [B, 1, 28, 28]  input as f32
+ *   301056      50176       19-78   conv_discriminator_0        [B, 64, 14, 14]  conv2d output
+ *   351232      50176       20-74   leaky_relu_discriminator_1  [B, 64, 14, 14]  leaky_relu
+ *   702464      25088       23-70   conv_discriminator_2        [B, 128, 7, 7]  conv2d output
+ *   727552      25088       25-69   batchnorm_discriminator_3   [B, 128, 7, 7]  batchnorm output
+ *   812160      512         24-70   bn_mean_discriminator_3     [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   812672      512         26-83   bn_rstd_discriminator_3     [B, 128]
+ *   812672      512         24-70   bn_rstd_discriminator_3     [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   752640      512         26-27   bn_scale_discriminator_3    [B, 128]
+ *   752640      512         24-25   bn_scale_discriminator_3    [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   753152      512         26-27   bn_shift_discriminator_3    [B, 128]
+ *   753152      512         24-25   bn_shift_discriminator_3    [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   752640      25088       28-77   leaky_relu_discriminator_4  [B, 128, 7, 7]  leaky_relu
- *   777728      16          32-33   conv_discriminator_5        [B, 1, 1, 1]  conv2d output
- *   813184      16          33-74   d_flatten_discriminator_6   [B, 1]
+ *   752640      25088       26-66   leaky_relu_discriminator_4  [B, 128, 7, 7]  leaky_relu
+ *   777728      16          29-30   conv_discriminator_5        [B, 1, 1, 1]  conv2d output
+ *   813184      16          30-63   d_flatten_discriminator_6   [B, 1]
  *                                   d(loss term)/d(logits), written by the loss
- *   501760      50176       36-68   conv_discriminator_0_2      [B, 64, 14, 14]  conv2d output
- *   551936      50176       37-62   leaky_relu_discriminator_1_2  [B, 64, 14, 14]  leaky_relu
- *   0           25088       41-60   conv_discriminator_2_2      [B, 128, 7, 7]  conv2d output
- *   25088       25088       43-58   batchnorm_discriminator_3_2  [B, 128, 7, 7]  batchnorm output
- *   777728      512         42-60   bn_mean_discriminator_3_2   [B, 128]
+ *   501760      50176       32-58   conv_discriminator_0_2      [B, 64, 14, 14]  conv2d output
+ *   551936      50176       33-55   leaky_relu_discriminator_1_2  [B, 64, 14, 14]  leaky_relu
+ *   0           25088       36-52   conv_discriminator_2_2      [B, 128, 7, 7]  conv2d output
+ *   25088       25088       38-50   batchnorm_discriminator_3_2  [B, 128, 7, 7]  batchnorm output
+ *   777728      512         37-52   bn_mean_discriminator_3_2   [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   778240      512         42-60   bn_rstd_discriminator_3_2   [B, 128]
+ *   778240      512         37-52   bn_rstd_discriminator_3_2   [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   778752      512         42-43   bn_scale_discriminator_3_2  [B, 128]
+ *   778752      512         37-38   bn_scale_discriminator_3_2  [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   779264      512         42-43   bn_shift_discriminator_3_2  [B, 128]
+ *   779264      512         37-38   bn_shift_discriminator_3_2  [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   50176       25088       44-53   leaky_relu_discriminator_4_2  [B, 128, 7, 7]  leaky_relu
- *   778752      16          48-49   conv_discriminator_5_2      [B, 1, 1, 1]  conv2d output
- *   778768      16          49-50   d_flatten_discriminator_6_80  [B, 1]
+ *   50176       25088       39-48   leaky_relu_discriminator_4_2  [B, 128, 7, 7]  leaky_relu
+ *   778752      16          42-43   conv_discriminator_5_2      [B, 1, 1, 1]  conv2d output
+ *   778768      16          43-44   d_flatten_discriminator_6_80  [B, 1]
  *                                   d(loss term)/d(logits), written by the loss
- *   301056      50176      101-124  conv_discriminator_0_3      [B, 64, 14, 14]  conv2d output
- *   351232      50176      101-120  leaky_relu_discriminator_1_3  [B, 64, 14, 14]  leaky_relu
- *   501760      25088      105-118  conv_discriminator_2_3      [B, 128, 7, 7]  conv2d output
- *   526848      25088      107-117  batchnorm_discriminator_3_3  [B, 128, 7, 7]  batchnorm output
- *   805952      512        106-118  bn_mean_discriminator_3_3   [B, 128]
+ *   301056      50176       84-103  conv_discriminator_0_3      [B, 64, 14, 14]  conv2d output
+ *   351232      50176       84-100  leaky_relu_discriminator_1_3  [B, 64, 14, 14]  leaky_relu
+ *   501760      25088       87-98   conv_discriminator_2_3      [B, 128, 7, 7]  conv2d output
+ *   526848      25088       89-97   batchnorm_discriminator_3_3  [B, 128, 7, 7]  batchnorm output
+ *   805952      512         88-98   bn_mean_discriminator_3_3   [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   806464      512        106-118  bn_rstd_discriminator_3_3   [B, 128]
+ *   806464      512         88-98   bn_rstd_discriminator_3_3   [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   806976      512        106-107  bn_scale_discriminator_3_3  [B, 128]
+ *   806976      512         88-89   bn_scale_discriminator_3_3  [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   807488      512        106-107  bn_shift_discriminator_3_3  [B, 128]
+ *   807488      512         88-89   bn_shift_discriminator_3_3  [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   551936      25088      107-114  leaky_relu_discriminator_4_3  [B, 128, 7, 7]  leaky_relu
- *   806976      16         111-112  conv_discriminator_5_3      [B, 1, 1, 1]  conv2d output
- *   806992      16         112-113  d_flatten_discriminator_6_92  [B, 1]
+ *   551936      25088       89-95   leaky_relu_discriminator_4_3  [B, 128, 7, 7]  leaky_relu
+ *   806976      16          92-93   conv_discriminator_5_3      [B, 1, 1, 1]  conv2d output
+ *   806992      16          93-94   d_flatten_discriminator_6_92  [B, 1]
  *                                   d(loss term)/d(logits), written by the loss
- *   50176       25088       57-60   d_leaky_relu_discriminator_4_78  [B, 128, 7, 7]  gradient
- *   25088       25088       60-61   d_conv_discriminator_2_72   [B, 128, 7, 7]  gradient
- *   551936      50176       66-68   d_leaky_relu_discriminator_1_71  [B, 64, 14, 14]  gradient
- *   501760      25088       81-83   d_leaky_relu_discriminator_4  [B, 128, 7, 7]  gradient
- *   526848      25088       83-86   d_conv_discriminator_2      [B, 128, 7, 7]  gradient
- *   351232      50176       91-93   d_leaky_relu_discriminator_1  [B, 64, 14, 14]  gradient
- *   551936      25088      116-118  d_leaky_relu_discriminator_4_90  [B, 128, 7, 7]  gradient
- *   526848      25088      118-119  d_conv_discriminator_2_84   [B, 128, 7, 7]  gradient
- *   351232      50176      122-124  d_leaky_relu_discriminator_1_83  [B, 64, 14, 14]  gradient
- *   514304      3136       127-133  d_tanh_generator_7          [B, 1, 28, 28]  gradient
- *   501760      100352     142-145  d_convt_generator_3         [B, 128, 14, 14]  gradient
- *   0           50176      154-157  d_convt_generator_0         [B, 256, 7, 7]  gradient
+ *   50176       25088       49-52   d_leaky_relu_discriminator_4_78  [B, 128, 7, 7]  gradient
+ *   25088       25088       52-53   d_conv_discriminator_2_72   [B, 128, 7, 7]  gradient
+ *   551936      50176       56-58   d_leaky_relu_discriminator_1_71  [B, 64, 14, 14]  gradient
+ *   501760      25088       68-70   d_leaky_relu_discriminator_4  [B, 128, 7, 7]  gradient
+ *   526848      25088       70-73   d_conv_discriminator_2      [B, 128, 7, 7]  gradient
+ *   351232      50176       76-78   d_leaky_relu_discriminator_1  [B, 64, 14, 14]  gradient
+ *   551936      25088       96-98   d_leaky_relu_discriminator_4_90  [B, 128, 7, 7]  gradient
+ *   526848      25088       98-99   d_conv_discriminator_2_84   [B, 128, 7, 7]  gradient
+ *   351232      50176      101-103  d_leaky_relu_discriminator_1_83  [B, 64, 14, 14]  gradient
+ *   564480      3136       105-111  d_tanh_generator_7          [B, 1, 28, 28]  gradient
+ *   501760      100352     120-123  d_convt_generator_3         [B, 128, 14, 14]  gradient
+ *   0           50176      132-135  d_convt_generator_0         [B, 256, 7, 7]  gradient
  *   50176       400          0-1    gemm_in_convt_generator_0   [100, B*1]
  *                                   input in GEMM layout [in, B*H*W]
  *   0           50176        1-2    col_convt_generator_0       [12544, B*1]
@@ -106,109 +106,109 @@
  *                                   columns [out*k*k, B*H*W]
  *   514304      3136        14-15   raw_convt_generator_6       [B, 784]
  *                                   col2im output before the bias [B, out, OH*OW]
- *   301056      12544       18-19   col_conv_discriminator_0    [16, B*196]
+ *   301056      12544       18-18   col_conv_discriminator_0    [16, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   351232      50176       19-20   gemm_conv_discriminator_0   [64, B*196]
+ *   351232      50176       18-19   gemm_conv_discriminator_0   [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           200704      23-24   col_conv_discriminator_2    [1024, B*49]
+ *   0           200704      22-22   col_conv_discriminator_2    [1024, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   501760      25088       24-25   gemm_conv_discriminator_2   [128, B*49]
+ *   501760      25088       22-23   gemm_conv_discriminator_2   [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   501760      25088       30-31   col_conv_discriminator_5    [6272, B*1]
+ *   501760      25088       28-28   col_conv_discriminator_5    [6272, B*1]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   777744      16          31-32   gemm_conv_discriminator_5   [1, B*1]
+ *   777744      16          28-29   gemm_conv_discriminator_5   [1, B*1]
  *                                   GEMM output [out, B*OH*OW]
- *   501760      12544       34-35   col_conv_discriminator_0_70  [16, B*196]
+ *   501760      12544       31-31   col_conv_discriminator_0_70  [16, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   551936      50176       35-36   gemm_conv_discriminator_0_70  [64, B*196]
+ *   551936      50176       31-32   gemm_conv_discriminator_0_70  [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           200704      39-40   col_conv_discriminator_2_72  [1024, B*49]
+ *   0           200704      35-35   col_conv_discriminator_2_72  [1024, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   777728      25088       40-41   gemm_conv_discriminator_2_72  [128, B*49]
+ *   777728      25088       35-36   gemm_conv_discriminator_2_72  [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   75264       25088       46-47   col_conv_discriminator_5_79  [6272, B*1]
+ *   75264       25088       41-41   col_conv_discriminator_5_79  [6272, B*1]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   778768      16          47-48   gemm_conv_discriminator_5_79  [1, B*1]
+ *   778768      16          41-42   gemm_conv_discriminator_5_79  [1, B*1]
  *                                   GEMM output [out, B*OH*OW]
- *   778752      16          50-56   d_gemm_conv_discriminator_5_79  [1, B*1]
+ *   778752      16          44-49   d_gemm_conv_discriminator_5_79  [1, B*1]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   75264       25088       53-55   col_conv_discriminator_5_79_again  [6272, B*1]
+ *   75264       25088       48-48   col_conv_discriminator_5_79_again  [6272, B*1]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   75264       25088       56-57   d_col_conv_discriminator_5_79  [6272, B*1]
+ *   75264       25088       49-49   d_col_conv_discriminator_5_79  [6272, B*1]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   777728      25088       61-65   d_gemm_conv_discriminator_2_72  [128, B*49]
+ *   777728      25088       53-56   d_gemm_conv_discriminator_2_72  [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           200704      62-64   col_conv_discriminator_2_72_again  [1024, B*49]
+ *   0           200704      55-55   col_conv_discriminator_2_72_again  [1024, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           200704      65-66   d_col_conv_discriminator_2_72  [1024, B*49]
+ *   0           200704      56-56   d_col_conv_discriminator_2_72  [1024, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   0           50176       68-73   d_gemm_conv_discriminator_0_70  [64, B*196]
+ *   0           50176       58-62   d_gemm_conv_discriminator_0_70  [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   501760      12544       71-73   col_conv_discriminator_0_70_again  [16, B*196]
+ *   501760      12544       62-62   col_conv_discriminator_0_70_again  [16, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   777728      16          74-80   d_gemm_conv_discriminator_5  [1, B*1]
+ *   777728      16          63-68   d_gemm_conv_discriminator_5  [1, B*1]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   501760      25088       77-78   col_conv_discriminator_5_again  [6272, B*1]
+ *   501760      25088       66-66   col_conv_discriminator_5_again  [6272, B*1]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   526848      25088       80-81   d_col_conv_discriminator_5  [6272, B*1]
+ *   526848      25088       68-68   d_col_conv_discriminator_5  [6272, B*1]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      25088       86-90   d_gemm_conv_discriminator_2  [128, B*49]
+ *   501760      25088       73-76   d_gemm_conv_discriminator_2  [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           200704      87-88   col_conv_discriminator_2_again  [1024, B*49]
+ *   0           200704      74-74   col_conv_discriminator_2_again  [1024, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           200704      90-91   d_col_conv_discriminator_2  [1024, B*49]
+ *   0           200704      76-76   d_col_conv_discriminator_2  [1024, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      50176       93-97   d_gemm_conv_discriminator_0  [64, B*196]
+ *   501760      50176       78-81   d_gemm_conv_discriminator_0  [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   551936      12544       96-97   col_conv_discriminator_0_again  [16, B*196]
+ *   551936      12544       81-81   col_conv_discriminator_0_again  [16, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   551936      12544       99-100  col_conv_discriminator_0_82  [16, B*196]
+ *   551936      12544       83-83   col_conv_discriminator_0_82  [16, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   501760      50176      100-101  gemm_conv_discriminator_0_82  [64, B*196]
+ *   501760      50176       83-84   gemm_conv_discriminator_0_82  [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           200704     103-104  col_conv_discriminator_2_84  [1024, B*49]
+ *   0           200704      86-86   col_conv_discriminator_2_84  [1024, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   526848      25088      104-105  gemm_conv_discriminator_2_84  [128, B*49]
+ *   526848      25088       86-87   gemm_conv_discriminator_2_84  [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   577024      25088      109-110  col_conv_discriminator_5_91  [6272, B*1]
+ *   577024      25088       91-91   col_conv_discriminator_5_91  [6272, B*1]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   806992      16         110-111  gemm_conv_discriminator_5_91  [1, B*1]
+ *   806992      16          91-92   gemm_conv_discriminator_5_91  [1, B*1]
  *                                   GEMM output [out, B*OH*OW]
- *   806976      16         113-115  d_gemm_conv_discriminator_5_91  [1, B*1]
+ *   806976      16          94-96   d_gemm_conv_discriminator_5_91  [1, B*1]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   577024      25088      114-114  col_conv_discriminator_5_91_again  [6272, B*1]
+ *   577024      25088       95-95   col_conv_discriminator_5_91_again  [6272, B*1]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   577024      25088      115-116  d_col_conv_discriminator_5_91  [6272, B*1]
+ *   577024      25088       96-96   d_col_conv_discriminator_5_91  [6272, B*1]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      25088      119-121  d_gemm_conv_discriminator_2_84  [128, B*49]
+ *   501760      25088       99-101  d_gemm_conv_discriminator_2_84  [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           200704     120-120  col_conv_discriminator_2_84_again  [1024, B*49]
+ *   0           200704     100-100  col_conv_discriminator_2_84_again  [1024, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           200704     121-122  d_col_conv_discriminator_2_84  [1024, B*49]
+ *   0           200704     101-101  d_col_conv_discriminator_2_84  [1024, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      50176      124-126  d_gemm_conv_discriminator_0_82  [64, B*196]
+ *   501760      50176      103-105  d_gemm_conv_discriminator_0_82  [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   551936      12544      125-125  col_conv_discriminator_0_82_again  [16, B*196]
+ *   551936      12544      104-104  col_conv_discriminator_0_82_again  [16, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   551936      12544      126-127  d_col_conv_discriminator_0_82  [16, B*196]
+ *   551936      12544      105-105  d_col_conv_discriminator_0_82  [16, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      3136       129-131  d_gemm_convt_generator_6    [1, B*784]
+ *   567616      3136       107-109  d_gemm_convt_generator_6    [1, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   501760      12544      133-138  col_convt_generator_6_d     [16, B*196]
+ *   501760      12544      111-116  col_convt_generator_6_d     [16, B*196]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   301056      100352     134-136  gemm_in_convt_generator_6_again  [128, B*196]
+ *   301056      100352     112-114  gemm_in_convt_generator_6_again  [128, B*196]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
- *   301056      100352     138-139  d_gemm_in_convt_generator_6  [128, B*196]
+ *   301056      100352     116-117  d_gemm_in_convt_generator_6  [128, B*196]
  *                                   input gradient in GEMM layout [in, B*H*W]
- *   0           401408     145-150  col_convt_generator_3_d     [2048, B*49]
+ *   0           401408     123-128  col_convt_generator_3_d     [2048, B*49]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   401408      50176      146-148  gemm_in_convt_generator_3_again  [256, B*49]
+ *   401408      50176      124-126  gemm_in_convt_generator_3_again  [256, B*49]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
- *   401408      50176      150-151  d_gemm_in_convt_generator_3  [256, B*49]
+ *   401408      50176      128-129  d_gemm_in_convt_generator_3  [256, B*49]
  *                                   input gradient in GEMM layout [in, B*H*W]
- *   50176       50176      157-160  col_convt_generator_0_d     [12544, B*1]
+ *   50176       50176      135-138  col_convt_generator_0_d     [12544, B*1]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   0           400        158-160  gemm_in_convt_generator_0_again  [100, B*1]
+ *   0           400        136-138  gemm_in_convt_generator_0_again  [100, B*1]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
  *   (in place)  -                   d_batchnorm_discriminator_3_73  [B, 128, 7, 7]
  *                                   written over d_leaky_relu_discriminator_4_78

@@ -35,507 +35,481 @@ static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(1906688); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(100352); /* [9, B*784] */
+    float *x_f32 = ACT(2007040); /* [B, 1, 28, 28] */
     const float *P_0_weight = e->params + 0; /* [32, 1, 3, 3] */
+    float *col_conv_0 = ACT(100352); /* [9, B*784] */
     float *gemm_conv_0 = ACT(0); /* [32, B*784] */
     float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *P_1_weight = e->params + 288; /* [32] */
     const float *P_1_bias = e->params + 320; /* [32] */
-    float *bn_scale_1 = ACT(1909824); /* [B, 32] */
-    float *bn_shift_1 = ACT(1909952); /* [B, 32] */
-    float *bn_mean_1 = ACT(1916480); /* [B, 32] */
-    float *bn_rstd_1 = ACT(1916608); /* [B, 32] */
+    float *bn_scale_1 = ACT(0); /* [B, 32] */
+    float *bn_shift_1 = ACT(128); /* [B, 32] */
+    float *bn_mean_1 = ACT(2010176); /* [B, 32] */
+    float *bn_rstd_1 = ACT(2010304); /* [B, 32] */
     float *S_1_running_mean = e->state + 0; /* [32] */
     float *S_1_running_var = e->state + 32; /* [32] */
     float *S_1_num_batches_tracked = e->state + 64; /* [], int64 */
     float *relu_2 = ACT(1003520); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_1_0 = ACT(0); /* [288, B*784] */
     const float *P_stage1_1_0_weight = e->params + 352; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_1_0 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_1_0 = ACT(1204224); /* [32, B*784] */
     float *conv_stage1_1_0 = ACT(1103872); /* [B, 32, 28, 28] */
     const float *P_stage1_1_1_weight = e->params + 9568; /* [32] */
     const float *P_stage1_1_1_bias = e->params + 9600; /* [32] */
-    float *bn_scale_stage1_1_1 = ACT(1909824); /* [B, 32] */
-    float *bn_shift_stage1_1_1 = ACT(1909952); /* [B, 32] */
-    float *bn_mean_stage1_1_1 = ACT(1916736); /* [B, 32] */
-    float *bn_rstd_stage1_1_1 = ACT(1916864); /* [B, 32] */
+    float *bn_scale_stage1_1_1 = ACT(1304576); /* [B, 32] */
+    float *bn_shift_stage1_1_1 = ACT(1304704); /* [B, 32] */
+    float *bn_mean_stage1_1_1 = ACT(2010432); /* [B, 32] */
+    float *bn_rstd_stage1_1_1 = ACT(2010560); /* [B, 32] */
     float *S_stage1_1_1_running_mean = e->state + 80; /* [32] */
     float *S_stage1_1_1_running_var = e->state + 112; /* [32] */
     float *S_stage1_1_1_num_batches_tracked = e->state + 144; /* [], int64 */
     float *relu_stage1_1_2 = ACT(1204224); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*784] */
     const float *P_stage1_1_3_weight = e->params + 9632; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_1_3 = ACT(1404928); /* [32, B*784] */
     float *conv_stage1_1_3 = ACT(1304576); /* [B, 32, 28, 28] */
     const float *P_stage1_1_4_weight = e->params + 18848; /* [32] */
     const float *P_stage1_1_4_bias = e->params + 18880; /* [32] */
-    float *bn_scale_stage1_1_4 = ACT(1909824); /* [B, 32] */
-    float *bn_shift_stage1_1_4 = ACT(1909952); /* [B, 32] */
-    float *bn_mean_stage1_1_4 = ACT(1916992); /* [B, 32] */
-    float *bn_rstd_stage1_1_4 = ACT(1917120); /* [B, 32] */
+    float *bn_scale_stage1_1_4 = ACT(1505280); /* [B, 32] */
+    float *bn_shift_stage1_1_4 = ACT(1505408); /* [B, 32] */
+    float *bn_mean_stage1_1_4 = ACT(2010688); /* [B, 32] */
+    float *bn_rstd_stage1_1_4 = ACT(2010816); /* [B, 32] */
     float *S_stage1_1_4_running_mean = e->state + 160; /* [32] */
     float *S_stage1_1_4_running_var = e->state + 192; /* [32] */
     float *S_stage1_1_4_num_batches_tracked = e->state + 224; /* [], int64 */
     float *relu_4 = ACT(1404928); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_2_0 = ACT(0); /* [288, B*784] */
     const float *P_stage1_2_0_weight = e->params + 18912; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_2_0 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_2_0 = ACT(1605632); /* [32, B*784] */
     float *conv_stage1_2_0 = ACT(1505280); /* [B, 32, 28, 28] */
     const float *P_stage1_2_1_weight = e->params + 28128; /* [32] */
     const float *P_stage1_2_1_bias = e->params + 28160; /* [32] */
-    float *bn_scale_stage1_2_1 = ACT(1909824); /* [B, 32] */
-    float *bn_shift_stage1_2_1 = ACT(1909952); /* [B, 32] */
-    float *bn_mean_stage1_2_1 = ACT(1917248); /* [B, 32] */
-    float *bn_rstd_stage1_2_1 = ACT(1917376); /* [B, 32] */
+    float *bn_scale_stage1_2_1 = ACT(1705984); /* [B, 32] */
+    float *bn_shift_stage1_2_1 = ACT(1706112); /* [B, 32] */
+    float *bn_mean_stage1_2_1 = ACT(2010944); /* [B, 32] */
+    float *bn_rstd_stage1_2_1 = ACT(2011072); /* [B, 32] */
     float *S_stage1_2_1_running_mean = e->state + 240; /* [32] */
     float *S_stage1_2_1_running_var = e->state + 272; /* [32] */
     float *S_stage1_2_1_num_batches_tracked = e->state + 304; /* [], int64 */
     float *relu_stage1_2_2 = ACT(1605632); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_2_3 = ACT(0); /* [288, B*784] */
     const float *P_stage1_2_3_weight = e->params + 28192; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_2_3 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_2_3 = ACT(1705984); /* [32, B*784] */
     float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     const float *P_stage1_2_4_weight = e->params + 37408; /* [32] */
     const float *P_stage1_2_4_bias = e->params + 37440; /* [32] */
-    float *bn_scale_stage1_2_4 = ACT(1909824); /* [B, 32] */
-    float *bn_shift_stage1_2_4 = ACT(1909952); /* [B, 32] */
-    float *bn_mean_stage1_2_4 = ACT(1917504); /* [B, 32] */
-    float *bn_rstd_stage1_2_4 = ACT(1917632); /* [B, 32] */
+    float *bn_scale_stage1_2_4 = ACT(1959680); /* [B, 32] */
+    float *bn_shift_stage1_2_4 = ACT(1959808); /* [B, 32] */
+    float *bn_mean_stage1_2_4 = ACT(1959424); /* [B, 32] */
+    float *bn_rstd_stage1_2_4 = ACT(1959552); /* [B, 32] */
     float *S_stage1_2_4_running_mean = e->state + 320; /* [32] */
     float *S_stage1_2_4_running_var = e->state + 352; /* [32] */
     float *S_stage1_2_4_num_batches_tracked = e->state + 384; /* [], int64 */
     float *relu_6 = ACT(551936); /* [B, 32, 28, 28] */
-    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*196] */
     const float *P_stage2_1_0_weight = e->params + 37472; /* [64, 32, 3, 3] */
+    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*196] */
     float *gemm_conv_stage2_1_0 = ACT(702464); /* [64, B*196] */
     float *conv_stage2_1_0 = ACT(652288); /* [B, 64, 14, 14] */
     const float *P_stage2_1_1_weight = e->params + 55904; /* [64] */
     const float *P_stage2_1_1_bias = e->params + 55968; /* [64] */
-    float *bn_scale_stage2_1_1 = ACT(1909824); /* [B, 64] */
-    float *bn_shift_stage2_1_1 = ACT(1910080); /* [B, 64] */
-    float *bn_mean_stage2_1_1 = ACT(1913920); /* [B, 64] */
-    float *bn_rstd_stage2_1_1 = ACT(1914176); /* [B, 64] */
+    float *bn_scale_stage2_1_1 = ACT(1957376); /* [B, 64] */
+    float *bn_shift_stage2_1_1 = ACT(1957632); /* [B, 64] */
+    float *bn_mean_stage2_1_1 = ACT(1956864); /* [B, 64] */
+    float *bn_rstd_stage2_1_1 = ACT(1957120); /* [B, 64] */
     float *S_stage2_1_1_running_mean = e->state + 400; /* [64] */
     float *S_stage2_1_1_running_var = e->state + 464; /* [64] */
     float *S_stage2_1_1_num_batches_tracked = e->state + 528; /* [], int64 */
     float *relu_stage2_1_2 = ACT(702464); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*196] */
     const float *P_stage2_1_3_weight = e->params + 56032; /* [64, 64, 3, 3] */
+    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*196] */
     float *gemm_conv_stage2_1_3 = ACT(802816); /* [64, B*196] */
     float *conv_stage2_1_3 = ACT(752640); /* [B, 64, 14, 14] */
     const float *P_stage2_1_4_weight = e->params + 92896; /* [64] */
     const float *P_stage2_1_4_bias = e->params + 92960; /* [64] */
-    float *bn_scale_stage2_1_4 = ACT(1909824); /* [B, 64] */
-    float *bn_shift_stage2_1_4 = ACT(1910080); /* [B, 64] */
-    float *bn_mean_stage2_1_4 = ACT(1914432); /* [B, 64] */
-    float *bn_rstd_stage2_1_4 = ACT(1914688); /* [B, 64] */
+    float *bn_scale_stage2_1_4 = ACT(1957888); /* [B, 64] */
+    float *bn_shift_stage2_1_4 = ACT(1958144); /* [B, 64] */
+    float *bn_mean_stage2_1_4 = ACT(1957376); /* [B, 64] */
+    float *bn_rstd_stage2_1_4 = ACT(1957632); /* [B, 64] */
     float *S_stage2_1_4_running_mean = e->state + 544; /* [64] */
     float *S_stage2_1_4_running_var = e->state + 608; /* [64] */
     float *S_stage2_1_4_num_batches_tracked = e->state + 672; /* [], int64 */
     float *batchnorm_stage2_1_4 = ACT(802816); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_1_shortcut_0 = ACT(852992); /* [32, B*196] */
     const float *P_stage2_1_shortcut_0_weight = e->params + 93024; /* [64, 32, 1, 1] */
+    float *col_conv_stage2_1_shortcut_0 = ACT(852992); /* [32, B*196] */
     float *gemm_conv_stage2_1_shortcut_0 = ACT(0); /* [64, B*196] */
     float *conv_stage2_1_shortcut_0 = ACT(852992); /* [B, 64, 14, 14] */
     const float *P_stage2_1_shortcut_1_weight = e->params + 95072; /* [64] */
     const float *P_stage2_1_shortcut_1_bias = e->params + 95136; /* [64] */
-    float *bn_scale_stage2_1_shortcut_1 = ACT(1909824); /* [B, 64] */
-    float *bn_shift_stage2_1_shortcut_1 = ACT(1910080); /* [B, 64] */
-    float *bn_mean_stage2_1_shortcut_1 = ACT(1914944); /* [B, 64] */
-    float *bn_rstd_stage2_1_shortcut_1 = ACT(1915200); /* [B, 64] */
+    float *bn_scale_stage2_1_shortcut_1 = ACT(1958400); /* [B, 64] */
+    float *bn_shift_stage2_1_shortcut_1 = ACT(1958656); /* [B, 64] */
+    float *bn_mean_stage2_1_shortcut_1 = ACT(1957888); /* [B, 64] */
+    float *bn_rstd_stage2_1_shortcut_1 = ACT(1958144); /* [B, 64] */
     float *S_stage2_1_shortcut_1_running_mean = e->state + 688; /* [64] */
     float *S_stage2_1_shortcut_1_running_var = e->state + 752; /* [64] */
     float *S_stage2_1_shortcut_1_num_batches_tracked = e->state + 816; /* [], int64 */
     float *relu_8 = ACT(802816); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_2_0 = ACT(0); /* [576, B*196] */
     const float *P_stage2_2_0_weight = e->params + 95200; /* [64, 64, 3, 3] */
+    float *col_conv_stage2_2_0 = ACT(0); /* [576, B*196] */
     float *gemm_conv_stage2_2_0 = ACT(1756160); /* [64, B*196] */
     float *conv_stage2_2_0 = ACT(1705984); /* [B, 64, 14, 14] */
     const float *P_stage2_2_1_weight = e->params + 132064; /* [64] */
     const float *P_stage2_2_1_bias = e->params + 132128; /* [64] */
-    float *bn_scale_stage2_2_1 = ACT(1909824); /* [B, 64] */
-    float *bn_shift_stage2_2_1 = ACT(1910080); /* [B, 64] */
-    float *bn_mean_stage2_2_1 = ACT(1915456); /* [B, 64] */
-    float *bn_rstd_stage2_2_1 = ACT(1915712); /* [B, 64] */
+    float *bn_scale_stage2_2_1 = ACT(1958912); /* [B, 64] */
+    float *bn_shift_stage2_2_1 = ACT(1959168); /* [B, 64] */
+    float *bn_mean_stage2_2_1 = ACT(1958400); /* [B, 64] */
+    float *bn_rstd_stage2_2_1 = ACT(1958656); /* [B, 64] */
     float *S_stage2_2_1_running_mean = e->state + 832; /* [64] */
     float *S_stage2_2_1_running_var = e->state + 896; /* [64] */
     float *S_stage2_2_1_num_batches_tracked = e->state + 960; /* [], int64 */
     float *relu_stage2_2_2 = ACT(1756160); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_2_3 = ACT(0); /* [576, B*196] */
     const float *P_stage2_2_3_weight = e->params + 132192; /* [64, 64, 3, 3] */
+    float *col_conv_stage2_2_3 = ACT(0); /* [576, B*196] */
     float *gemm_conv_stage2_2_3 = ACT(1806336); /* [64, B*196] */
     float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     const float *P_stage2_2_4_weight = e->params + 169056; /* [64] */
     const float *P_stage2_2_4_bias = e->params + 169120; /* [64] */
-    float *bn_scale_stage2_2_4 = ACT(1909824); /* [B, 64] */
-    float *bn_shift_stage2_2_4 = ACT(1910080); /* [B, 64] */
-    float *bn_mean_stage2_2_4 = ACT(1915968); /* [B, 64] */
-    float *bn_rstd_stage2_2_4 = ACT(1916224); /* [B, 64] */
+    float *bn_scale_stage2_2_4 = ACT(1937408); /* [B, 64] */
+    float *bn_shift_stage2_2_4 = ACT(1937664); /* [B, 64] */
+    float *bn_mean_stage2_2_4 = ACT(1936896); /* [B, 64] */
+    float *bn_rstd_stage2_2_4 = ACT(1937152); /* [B, 64] */
     float *S_stage2_2_4_running_mean = e->state + 976; /* [64] */
     float *S_stage2_2_4_running_var = e->state + 1040; /* [64] */
     float *S_stage2_2_4_num_batches_tracked = e->state + 1104; /* [], int64 */
     float *relu_10 = ACT(275968); /* [B, 64, 14, 14] */
-    float *col_conv_stage3_1_0 = ACT(0); /* [576, B*49] */
     const float *P_stage3_1_0_weight = e->params + 169184; /* [128, 64, 3, 3] */
+    float *col_conv_stage3_1_0 = ACT(0); /* [576, B*49] */
     float *gemm_conv_stage3_1_0 = ACT(351232); /* [128, B*49] */
     float *conv_stage3_1_0 = ACT(326144); /* [B, 128, 7, 7] */
     const float *P_stage3_1_1_weight = e->params + 242912; /* [128] */
     const float *P_stage3_1_1_bias = e->params + 243040; /* [128] */
-    float *bn_scale_stage3_1_1 = ACT(376320); /* [B, 128] */
-    float *bn_shift_stage3_1_1 = ACT(376832); /* [B, 128] */
-    float *bn_mean_stage3_1_1 = ACT(1909824); /* [B, 128] */
-    float *bn_rstd_stage3_1_1 = ACT(1910336); /* [B, 128] */
+    float *bn_scale_stage3_1_1 = ACT(1932800); /* [B, 128] */
+    float *bn_shift_stage3_1_1 = ACT(1933312); /* [B, 128] */
+    float *bn_mean_stage3_1_1 = ACT(1931776); /* [B, 128] */
+    float *bn_rstd_stage3_1_1 = ACT(1932288); /* [B, 128] */
     float *S_stage3_1_1_running_mean = e->state + 1120; /* [128] */
     float *S_stage3_1_1_running_var = e->state + 1248; /* [128] */
     float *S_stage3_1_1_num_batches_tracked = e->state + 1376; /* [], int64 */
     float *relu_stage3_1_2 = ACT(351232); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_1_3 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_1_3_weight = e->params + 243168; /* [128, 128, 3, 3] */
+    float *col_conv_stage3_1_3 = ACT(0); /* [1152, B*49] */
     float *gemm_conv_stage3_1_3 = ACT(401408); /* [128, B*49] */
     float *conv_stage3_1_3 = ACT(376320); /* [B, 128, 7, 7] */
     const float *P_stage3_1_4_weight = e->params + 390624; /* [128] */
     const float *P_stage3_1_4_bias = e->params + 390752; /* [128] */
     float *bn_scale_stage3_1_4 = ACT(426496); /* [B, 128] */
     float *bn_shift_stage3_1_4 = ACT(427008); /* [B, 128] */
-    float *bn_mean_stage3_1_4 = ACT(1910848); /* [B, 128] */
-    float *bn_rstd_stage3_1_4 = ACT(1911360); /* [B, 128] */
+    float *bn_mean_stage3_1_4 = ACT(1932800); /* [B, 128] */
+    float *bn_rstd_stage3_1_4 = ACT(1933312); /* [B, 128] */
     float *S_stage3_1_4_running_mean = e->state + 1392; /* [128] */
     float *S_stage3_1_4_running_var = e->state + 1520; /* [128] */
     float *S_stage3_1_4_num_batches_tracked = e->state + 1648; /* [], int64 */
     float *batchnorm_stage3_1_4 = ACT(401408); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_1_shortcut_0 = ACT(426496); /* [64, B*49] */
     const float *P_stage3_1_shortcut_0_weight = e->params + 390880; /* [128, 64, 1, 1] */
+    float *col_conv_stage3_1_shortcut_0 = ACT(426496); /* [64, B*49] */
     float *gemm_conv_stage3_1_shortcut_0 = ACT(0); /* [128, B*49] */
     float *conv_stage3_1_shortcut_0 = ACT(426496); /* [B, 128, 7, 7] */
     const float *P_stage3_1_shortcut_1_weight = e->params + 399072; /* [128] */
     const float *P_stage3_1_shortcut_1_bias = e->params + 399200; /* [128] */
-    float *bn_scale_stage3_1_shortcut_1 = ACT(1806336); /* [B, 128] */
-    float *bn_shift_stage3_1_shortcut_1 = ACT(1806848); /* [B, 128] */
-    float *bn_mean_stage3_1_shortcut_1 = ACT(1911872); /* [B, 128] */
-    float *bn_rstd_stage3_1_shortcut_1 = ACT(1912384); /* [B, 128] */
+    float *bn_scale_stage3_1_shortcut_1 = ACT(1934848); /* [B, 128] */
+    float *bn_shift_stage3_1_shortcut_1 = ACT(1935360); /* [B, 128] */
+    float *bn_mean_stage3_1_shortcut_1 = ACT(1933824); /* [B, 128] */
+    float *bn_rstd_stage3_1_shortcut_1 = ACT(1934336); /* [B, 128] */
     float *S_stage3_1_shortcut_1_running_mean = e->state + 1664; /* [128] */
     float *S_stage3_1_shortcut_1_running_var = e->state + 1792; /* [128] */
     float *S_stage3_1_shortcut_1_num_batches_tracked = e->state + 1920; /* [], int64 */
     float *relu_12 = ACT(401408); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_2_0 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_2_0_weight = e->params + 399328; /* [128, 128, 3, 3] */
+    float *col_conv_stage3_2_0 = ACT(0); /* [1152, B*49] */
     float *gemm_conv_stage3_2_0 = ACT(1831424); /* [128, B*49] */
     float *conv_stage3_2_0 = ACT(1806336); /* [B, 128, 7, 7] */
     const float *P_stage3_2_1_weight = e->params + 546784; /* [128] */
     const float *P_stage3_2_1_bias = e->params + 546912; /* [128] */
-    float *bn_scale_stage3_2_1 = ACT(1856512); /* [B, 128] */
-    float *bn_shift_stage3_2_1 = ACT(1857024); /* [B, 128] */
-    float *bn_mean_stage3_2_1 = ACT(1912896); /* [B, 128] */
-    float *bn_rstd_stage3_2_1 = ACT(1913408); /* [B, 128] */
+    float *bn_scale_stage3_2_1 = ACT(1935872); /* [B, 128] */
+    float *bn_shift_stage3_2_1 = ACT(1936384); /* [B, 128] */
+    float *bn_mean_stage3_2_1 = ACT(1934848); /* [B, 128] */
+    float *bn_rstd_stage3_2_1 = ACT(1935360); /* [B, 128] */
     float *S_stage3_2_1_running_mean = e->state + 1936; /* [128] */
     float *S_stage3_2_1_running_var = e->state + 2064; /* [128] */
     float *S_stage3_2_1_num_batches_tracked = e->state + 2192; /* [], int64 */
     float *relu_stage3_2_2 = ACT(1831424); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_2_3 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_2_3_weight = e->params + 547040; /* [128, 128, 3, 3] */
+    float *col_conv_stage3_2_3 = ACT(0); /* [1152, B*49] */
     float *gemm_conv_stage3_2_3 = ACT(1856512); /* [128, B*49] */
     float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *P_stage3_2_4_weight = e->params + 694496; /* [128] */
     const float *P_stage3_2_4_bias = e->params + 694624; /* [128] */
-    float *bn_scale_stage3_2_4 = ACT(1882624); /* [B, 128] */
-    float *bn_shift_stage3_2_4 = ACT(1883136); /* [B, 128] */
+    float *bn_scale_stage3_2_4 = ACT(1856512); /* [B, 128] */
+    float *bn_shift_stage3_2_4 = ACT(1857024); /* [B, 128] */
     float *bn_mean_stage3_2_4 = ACT(1881600); /* [B, 128] */
     float *bn_rstd_stage3_2_4 = ACT(1882112); /* [B, 128] */
     float *S_stage3_2_4_running_mean = e->state + 2208; /* [128] */
     float *S_stage3_2_4_running_var = e->state + 2336; /* [128] */
     float *S_stage3_2_4_num_batches_tracked = e->state + 2464; /* [], int64 */
     float *relu_14 = ACT(25088); /* [B, 128, 7, 7] */
-    float *avgpool_15 = ACT(1882624); /* [B, 128, 1, 1] */
-    const float *flatten_16 = ACT(1882624); /* [B, 128] */
+    float *avgpool_15 = ACT(1856512); /* [B, 128, 1, 1] */
+    const float *flatten_16 = ACT(1856512); /* [B, 128] */
     const float *P_17_weight = e->params + 694752; /* [10, 128] */
     const float *P_17_bias = e->params + 696032; /* [10] */
-    float *linear_17 = ACT(1883648); /* [B, 10] */
+    float *linear_17 = ACT(1958912); /* [B, 10] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B] */
-    float *d_linear_17 = ACT(1883648); /* [B, 10] */
+    float *d_linear_17 = ACT(1958912); /* [B, 10] */
 
     RT_AT(0, "$.model.inputs.x: input to f32");
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    RT_AT(1, "$.model.layers[0]: conv2d: im2col");
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(2, "$.model.layers[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
-    RT_AT(3, "$.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(1, "$.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                32);
+    RT_AT(2, "$.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k1", k1, e->B * 25088, 2, (void *[]){&gemm_conv_0, &conv_0});
-    RT_AT(4, "$.model.layers[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(3, "$.model.layers[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_0, P_1_weight, P_1_bias, bn_scale_1, bn_shift_1, bn_mean_1, bn_rstd_1,
                      S_1_running_mean, S_1_running_var, S_1_num_batches_tracked, e->B, 32, 784,
                      9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(5, "$.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu");
+    RT_AT(4, "$.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu");
     rt_launch(e, "k2", k2, e->B * 25088, 4, (void *[]){&conv_0, &bn_scale_1, &bn_shift_1, &relu_2});
-    RT_AT(7, "$.model.layers[3].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_2, col_conv_stage1_1_0, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(8, "$.model.layers[3].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_1_0_weight, 288, col_conv_stage1_1_0,
-            e->B * 784, 0.0f, gemm_conv_stage1_1_0, e->B * 784);
-    RT_AT(9, "$.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(6, "$.model.layers[3].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_2, P_stage1_1_0_weight, col_conv_stage1_1_0, gemm_conv_stage1_1_0, e->B, 32,
+                28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(7, "$.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k3, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_1_0, &conv_stage1_1_0});
-    RT_AT(10, "$.model.layers[3].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(8, "$.model.layers[3].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_1_0, P_stage1_1_1_weight, P_stage1_1_1_bias,
                      bn_scale_stage1_1_1, bn_shift_stage1_1_1, bn_mean_stage1_1_1,
                      bn_rstd_stage1_1_1, S_stage1_1_1_running_mean, S_stage1_1_1_running_var,
                      S_stage1_1_1_num_batches_tracked, e->B, 32, 784, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(11, "$.model.layers[3].body[1] + $.model.layers[3].body[2]: batchnorm: y = x * scale + "
+    RT_AT(9, "$.model.layers[3].body[1] + $.model.layers[3].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     /* on a GPU: k2's code, on these tensors */
     rt_launch(e, "k2", k4, e->B * 25088, 4, (void *[]){&conv_stage1_1_0, &bn_scale_stage1_1_1,
               &bn_shift_stage1_1_1, &relu_stage1_1_2});
-    RT_AT(13, "$.model.layers[3].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(14, "$.model.layers[3].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_1_3_weight, 288, col_conv_stage1_1_3,
-            e->B * 784, 0.0f, gemm_conv_stage1_1_3, e->B * 784);
-    RT_AT(15, "$.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(11, "$.model.layers[3].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage1_1_2, P_stage1_1_3_weight, col_conv_stage1_1_3, gemm_conv_stage1_1_3,
+                e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(12, "$.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k5, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_1_3, &conv_stage1_1_3});
-    RT_AT(16, "$.model.layers[3].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(13, "$.model.layers[3].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_1_3, P_stage1_1_4_weight, P_stage1_1_4_bias,
                      bn_scale_stage1_1_4, bn_shift_stage1_1_4, bn_mean_stage1_1_4,
                      bn_rstd_stage1_1_4, S_stage1_1_4_running_mean, S_stage1_1_4_running_var,
                      S_stage1_1_4_num_batches_tracked, e->B, 32, 784, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(17, "$.model.layers[3].body[4] + $.model.layers[3] + $.model.layers[4]: batchnorm: y = "
+    RT_AT(14, "$.model.layers[3].body[4] + $.model.layers[3] + $.model.layers[4]: batchnorm: y = "
           "x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k6", k6, e->B * 25088, 5, (void *[]){&conv_stage1_1_3, &bn_scale_stage1_1_4,
               &bn_shift_stage1_1_4, &relu_2, &relu_4});
-    RT_AT(20, "$.model.layers[5].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_4, col_conv_stage1_2_0, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(21, "$.model.layers[5].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_2_0_weight, 288, col_conv_stage1_2_0,
-            e->B * 784, 0.0f, gemm_conv_stage1_2_0, e->B * 784);
-    RT_AT(22, "$.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(17, "$.model.layers[5].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_4, P_stage1_2_0_weight, col_conv_stage1_2_0, gemm_conv_stage1_2_0, e->B, 32,
+                28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(18, "$.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k7, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_2_0, &conv_stage1_2_0});
-    RT_AT(23, "$.model.layers[5].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(19, "$.model.layers[5].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_2_0, P_stage1_2_1_weight, P_stage1_2_1_bias,
                      bn_scale_stage1_2_1, bn_shift_stage1_2_1, bn_mean_stage1_2_1,
                      bn_rstd_stage1_2_1, S_stage1_2_1_running_mean, S_stage1_2_1_running_var,
                      S_stage1_2_1_num_batches_tracked, e->B, 32, 784, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(24, "$.model.layers[5].body[1] + $.model.layers[5].body[2]: batchnorm: y = x * scale + "
+    RT_AT(20, "$.model.layers[5].body[1] + $.model.layers[5].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     /* on a GPU: k2's code, on these tensors */
     rt_launch(e, "k2", k8, e->B * 25088, 4, (void *[]){&conv_stage1_2_0, &bn_scale_stage1_2_1,
               &bn_shift_stage1_2_1, &relu_stage1_2_2});
-    RT_AT(26, "$.model.layers[5].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage1_2_2, col_conv_stage1_2_3, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(27, "$.model.layers[5].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_2_3_weight, 288, col_conv_stage1_2_3,
-            e->B * 784, 0.0f, gemm_conv_stage1_2_3, e->B * 784);
-    RT_AT(28, "$.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(22, "$.model.layers[5].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage1_2_2, P_stage1_2_3_weight, col_conv_stage1_2_3, gemm_conv_stage1_2_3,
+                e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(23, "$.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k1's code, on these tensors */
     rt_launch(e, "k1", k9, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_2_3, &conv_stage1_2_3});
-    RT_AT(29, "$.model.layers[5].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(24, "$.model.layers[5].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_2_3, P_stage1_2_4_weight, P_stage1_2_4_bias,
                      bn_scale_stage1_2_4, bn_shift_stage1_2_4, bn_mean_stage1_2_4,
                      bn_rstd_stage1_2_4, S_stage1_2_4_running_mean, S_stage1_2_4_running_var,
                      S_stage1_2_4_num_batches_tracked, e->B, 32, 784, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(30, "$.model.layers[5].body[4] + $.model.layers[5] + $.model.layers[6]: batchnorm: y = "
+    RT_AT(25, "$.model.layers[5].body[4] + $.model.layers[5] + $.model.layers[6]: batchnorm: y = "
           "x * scale + shift + residual: x + body(x) + relu");
     /* on a GPU: k6's code, on these tensors */
     rt_launch(e, "k6", k10, e->B * 25088, 5, (void *[]){&conv_stage1_2_3, &bn_scale_stage1_2_4,
               &bn_shift_stage1_2_4, &relu_4, &relu_6});
-    RT_AT(33, "$.model.layers[7].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_6, col_conv_stage2_1_0, e->B, 32, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(34, "$.model.layers[7].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 288, 1.0f, P_stage2_1_0_weight, 288, col_conv_stage2_1_0,
-            e->B * 196, 0.0f, gemm_conv_stage2_1_0, e->B * 196);
-    RT_AT(35, "$.model.layers[7].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(28, "$.model.layers[7].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_6, P_stage2_1_0_weight, col_conv_stage2_1_0, gemm_conv_stage2_1_0, e->B, 32,
+                28, 28, 3, 2, 1, 14, 14, 64);
+    RT_AT(29, "$.model.layers[7].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k11", k11, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_0, &conv_stage2_1_0});
-    RT_AT(36, "$.model.layers[7].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(30, "$.model.layers[7].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_0, P_stage2_1_1_weight, P_stage2_1_1_bias,
                      bn_scale_stage2_1_1, bn_shift_stage2_1_1, bn_mean_stage2_1_1,
                      bn_rstd_stage2_1_1, S_stage2_1_1_running_mean, S_stage2_1_1_running_var,
                      S_stage2_1_1_num_batches_tracked, e->B, 64, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(37, "$.model.layers[7].body[1] + $.model.layers[7].body[2]: batchnorm: y = x * scale + "
+    RT_AT(31, "$.model.layers[7].body[1] + $.model.layers[7].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     rt_launch(e, "k12", k12, e->B * 12544, 4, (void *[]){&conv_stage2_1_0, &bn_scale_stage2_1_1,
               &bn_shift_stage2_1_1, &relu_stage2_1_2});
-    RT_AT(39, "$.model.layers[7].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(40, "$.model.layers[7].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_1_3_weight, 576, col_conv_stage2_1_3,
-            e->B * 196, 0.0f, gemm_conv_stage2_1_3, e->B * 196);
-    RT_AT(41, "$.model.layers[7].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(33, "$.model.layers[7].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage2_1_2, P_stage2_1_3_weight, col_conv_stage2_1_3, gemm_conv_stage2_1_3,
+                e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(34, "$.model.layers[7].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k11's code, on these tensors */
     rt_launch(e, "k11", k13, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_3, &conv_stage2_1_3});
-    RT_AT(42, "$.model.layers[7].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(35, "$.model.layers[7].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_3, P_stage2_1_4_weight, P_stage2_1_4_bias,
                      bn_scale_stage2_1_4, bn_shift_stage2_1_4, bn_mean_stage2_1_4,
                      bn_rstd_stage2_1_4, S_stage2_1_4_running_mean, S_stage2_1_4_running_var,
                      S_stage2_1_4_num_batches_tracked, e->B, 64, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(43, "$.model.layers[7].body[4]: batchnorm: y = x * scale + shift");
+    RT_AT(36, "$.model.layers[7].body[4]: batchnorm: y = x * scale + shift");
     rt_launch(e, "k14", k14, e->B * 12544, 4, (void *[]){&conv_stage2_1_3, &bn_scale_stage2_1_4,
               &bn_shift_stage2_1_4, &batchnorm_stage2_1_4});
-    RT_AT(44, "$.model.layers[7].shortcut[0]: conv2d: im2col");
-    rt_im2col(e, relu_6, col_conv_stage2_1_shortcut_0, e->B, 32, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(45, "$.model.layers[7].shortcut[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 32, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            col_conv_stage2_1_shortcut_0, e->B * 196, 0.0f, gemm_conv_stage2_1_shortcut_0,
-            e->B * 196);
-    RT_AT(46, "$.model.layers[7].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(37, "$.model.layers[7].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_6, P_stage2_1_shortcut_0_weight, col_conv_stage2_1_shortcut_0,
+                gemm_conv_stage2_1_shortcut_0, e->B, 32, 28, 28, 1, 2, 0, 14, 14, 64);
+    RT_AT(38, "$.model.layers[7].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k11's code, on these tensors */
     rt_launch(e, "k11", k15, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_shortcut_0,
               &conv_stage2_1_shortcut_0});
-    RT_AT(47, "$.model.layers[7].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(39, "$.model.layers[7].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_shortcut_0, P_stage2_1_shortcut_1_weight,
                      P_stage2_1_shortcut_1_bias, bn_scale_stage2_1_shortcut_1,
                      bn_shift_stage2_1_shortcut_1, bn_mean_stage2_1_shortcut_1,
                      bn_rstd_stage2_1_shortcut_1, S_stage2_1_shortcut_1_running_mean,
                      S_stage2_1_shortcut_1_running_var, S_stage2_1_shortcut_1_num_batches_tracked,
                      e->B, 64, 196, 9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(48, "$.model.layers[7].shortcut[1] + $.model.layers[7] + $.model.layers[8]: batchnorm: "
+    RT_AT(40, "$.model.layers[7].shortcut[1] + $.model.layers[7] + $.model.layers[8]: batchnorm: "
           "y = x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k16", k16, e->B * 12544, 5, (void *[]){&conv_stage2_1_shortcut_0,
               &bn_scale_stage2_1_shortcut_1, &bn_shift_stage2_1_shortcut_1, &batchnorm_stage2_1_4,
               &relu_8});
-    RT_AT(51, "$.model.layers[9].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_8, col_conv_stage2_2_0, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(52, "$.model.layers[9].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_2_0_weight, 576, col_conv_stage2_2_0,
-            e->B * 196, 0.0f, gemm_conv_stage2_2_0, e->B * 196);
-    RT_AT(53, "$.model.layers[9].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(43, "$.model.layers[9].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_8, P_stage2_2_0_weight, col_conv_stage2_2_0, gemm_conv_stage2_2_0, e->B, 64,
+                14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(44, "$.model.layers[9].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k11's code, on these tensors */
     rt_launch(e, "k11", k17, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_2_0, &conv_stage2_2_0});
-    RT_AT(54, "$.model.layers[9].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(45, "$.model.layers[9].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_2_0, P_stage2_2_1_weight, P_stage2_2_1_bias,
                      bn_scale_stage2_2_1, bn_shift_stage2_2_1, bn_mean_stage2_2_1,
                      bn_rstd_stage2_2_1, S_stage2_2_1_running_mean, S_stage2_2_1_running_var,
                      S_stage2_2_1_num_batches_tracked, e->B, 64, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(55, "$.model.layers[9].body[1] + $.model.layers[9].body[2]: batchnorm: y = x * scale + "
+    RT_AT(46, "$.model.layers[9].body[1] + $.model.layers[9].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     /* on a GPU: k12's code, on these tensors */
     rt_launch(e, "k12", k18, e->B * 12544, 4, (void *[]){&conv_stage2_2_0, &bn_scale_stage2_2_1,
               &bn_shift_stage2_2_1, &relu_stage2_2_2});
-    RT_AT(57, "$.model.layers[9].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage2_2_2, col_conv_stage2_2_3, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(58, "$.model.layers[9].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_2_3_weight, 576, col_conv_stage2_2_3,
-            e->B * 196, 0.0f, gemm_conv_stage2_2_3, e->B * 196);
-    RT_AT(59, "$.model.layers[9].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(48, "$.model.layers[9].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage2_2_2, P_stage2_2_3_weight, col_conv_stage2_2_3, gemm_conv_stage2_2_3,
+                e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(49, "$.model.layers[9].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k11's code, on these tensors */
     rt_launch(e, "k11", k19, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_2_3, &conv_stage2_2_3});
-    RT_AT(60, "$.model.layers[9].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(50, "$.model.layers[9].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_2_3, P_stage2_2_4_weight, P_stage2_2_4_bias,
                      bn_scale_stage2_2_4, bn_shift_stage2_2_4, bn_mean_stage2_2_4,
                      bn_rstd_stage2_2_4, S_stage2_2_4_running_mean, S_stage2_2_4_running_var,
                      S_stage2_2_4_num_batches_tracked, e->B, 64, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(61, "$.model.layers[9].body[4] + $.model.layers[9] + $.model.layers[10]: batchnorm: y "
+    RT_AT(51, "$.model.layers[9].body[4] + $.model.layers[9] + $.model.layers[10]: batchnorm: y "
           "= x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k20", k20, e->B * 12544, 5, (void *[]){&conv_stage2_2_3, &bn_scale_stage2_2_4,
               &bn_shift_stage2_2_4, &relu_8, &relu_10});
-    RT_AT(64, "$.model.layers[11].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_10, col_conv_stage3_1_0, e->B, 64, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(65, "$.model.layers[11].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 576, 1.0f, P_stage3_1_0_weight, 576, col_conv_stage3_1_0,
-            e->B * 49, 0.0f, gemm_conv_stage3_1_0, e->B * 49);
-    RT_AT(66, "$.model.layers[11].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(54, "$.model.layers[11].body[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_10, P_stage3_1_0_weight, col_conv_stage3_1_0, gemm_conv_stage3_1_0, e->B,
+                64, 14, 14, 3, 2, 1, 7, 7, 128);
+    RT_AT(55, "$.model.layers[11].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k21", k21, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_0, &conv_stage3_1_0});
-    RT_AT(67, "$.model.layers[11].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(56, "$.model.layers[11].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage3_1_0, P_stage3_1_1_weight, P_stage3_1_1_bias,
                      bn_scale_stage3_1_1, bn_shift_stage3_1_1, bn_mean_stage3_1_1,
                      bn_rstd_stage3_1_1, S_stage3_1_1_running_mean, S_stage3_1_1_running_var,
                      S_stage3_1_1_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(68, "$.model.layers[11].body[1] + $.model.layers[11].body[2]: batchnorm: y = x * scale "
+    RT_AT(57, "$.model.layers[11].body[1] + $.model.layers[11].body[2]: batchnorm: y = x * scale "
           "+ shift + relu");
     rt_launch(e, "k22", k22, e->B * 6272, 4, (void *[]){&conv_stage3_1_0, &bn_scale_stage3_1_1,
               &bn_shift_stage3_1_1, &relu_stage3_1_2});
-    RT_AT(70, "$.model.layers[11].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage3_1_2, col_conv_stage3_1_3, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(71, "$.model.layers[11].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_1_3_weight, 1152, col_conv_stage3_1_3,
-            e->B * 49, 0.0f, gemm_conv_stage3_1_3, e->B * 49);
-    RT_AT(72, "$.model.layers[11].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(59, "$.model.layers[11].body[3]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_stage3_1_2, P_stage3_1_3_weight, col_conv_stage3_1_3, gemm_conv_stage3_1_3,
+                e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(60, "$.model.layers[11].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k23, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_3, &conv_stage3_1_3});
-    RT_AT(73, "$.model.layers[11].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(61, "$.model.layers[11].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage3_1_3, P_stage3_1_4_weight, P_stage3_1_4_bias,
                      bn_scale_stage3_1_4, bn_shift_stage3_1_4, bn_mean_stage3_1_4,
                      bn_rstd_stage3_1_4, S_stage3_1_4_running_mean, S_stage3_1_4_running_var,
                      S_stage3_1_4_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(74, "$.model.layers[11].body[4]: batchnorm: y = x * scale + shift");
+    RT_AT(62, "$.model.layers[11].body[4]: batchnorm: y = x * scale + shift");
     rt_launch(e, "k24", k24, e->B * 6272, 4, (void *[]){&conv_stage3_1_3, &bn_scale_stage3_1_4,
               &bn_shift_stage3_1_4, &batchnorm_stage3_1_4});
-    RT_AT(75, "$.model.layers[11].shortcut[0]: conv2d: im2col");
-    rt_im2col(e, relu_10, col_conv_stage3_1_shortcut_0, e->B, 64, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(76, "$.model.layers[11].shortcut[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 64, 1.0f, P_stage3_1_shortcut_0_weight, 64,
-            col_conv_stage3_1_shortcut_0, e->B * 49, 0.0f, gemm_conv_stage3_1_shortcut_0,
-            e->B * 49);
-    RT_AT(77, "$.model.layers[11].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(63, "$.model.layers[11].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_10, P_stage3_1_shortcut_0_weight, col_conv_stage3_1_shortcut_0,
+                gemm_conv_stage3_1_shortcut_0, e->B, 64, 14, 14, 1, 2, 0, 7, 7, 128);
+    RT_AT(64, "$.model.layers[11].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k25, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_shortcut_0,
               &conv_stage3_1_shortcut_0});
-    RT_AT(78, "$.model.layers[11].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(65, "$.model.layers[11].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage3_1_shortcut_0, P_stage3_1_shortcut_1_weight,
                      P_stage3_1_shortcut_1_bias, bn_scale_stage3_1_shortcut_1,
                      bn_shift_stage3_1_shortcut_1, bn_mean_stage3_1_shortcut_1,
                      bn_rstd_stage3_1_shortcut_1, S_stage3_1_shortcut_1_running_mean,
                      S_stage3_1_shortcut_1_running_var, S_stage3_1_shortcut_1_num_batches_tracked,
                      e->B, 128, 49, 9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(79, "$.model.layers[11].shortcut[1] + $.model.layers[11] + $.model.layers[12]: "
+    RT_AT(66, "$.model.layers[11].shortcut[1] + $.model.layers[11] + $.model.layers[12]: "
           "batchnorm: y = x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k26", k26, e->B * 6272, 5, (void *[]){&conv_stage3_1_shortcut_0,
               &bn_scale_stage3_1_shortcut_1, &bn_shift_stage3_1_shortcut_1, &batchnorm_stage3_1_4,
               &relu_12});
-    RT_AT(82, "$.model.layers[13].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_12, col_conv_stage3_2_0, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(83, "$.model.layers[13].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_2_0_weight, 1152, col_conv_stage3_2_0,
-            e->B * 49, 0.0f, gemm_conv_stage3_2_0, e->B * 49);
-    RT_AT(84, "$.model.layers[13].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(69, "$.model.layers[13].body[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_12, P_stage3_2_0_weight, col_conv_stage3_2_0, gemm_conv_stage3_2_0, e->B,
+                128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(70, "$.model.layers[13].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k27, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_2_0, &conv_stage3_2_0});
-    RT_AT(85, "$.model.layers[13].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(71, "$.model.layers[13].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage3_2_0, P_stage3_2_1_weight, P_stage3_2_1_bias,
                      bn_scale_stage3_2_1, bn_shift_stage3_2_1, bn_mean_stage3_2_1,
                      bn_rstd_stage3_2_1, S_stage3_2_1_running_mean, S_stage3_2_1_running_var,
                      S_stage3_2_1_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(86, "$.model.layers[13].body[1] + $.model.layers[13].body[2]: batchnorm: y = x * scale "
+    RT_AT(72, "$.model.layers[13].body[1] + $.model.layers[13].body[2]: batchnorm: y = x * scale "
           "+ shift + relu");
     /* on a GPU: k22's code, on these tensors */
     rt_launch(e, "k22", k28, e->B * 6272, 4, (void *[]){&conv_stage3_2_0, &bn_scale_stage3_2_1,
               &bn_shift_stage3_2_1, &relu_stage3_2_2});
-    RT_AT(88, "$.model.layers[13].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage3_2_2, col_conv_stage3_2_3, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(89, "$.model.layers[13].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_2_3_weight, 1152, col_conv_stage3_2_3,
-            e->B * 49, 0.0f, gemm_conv_stage3_2_3, e->B * 49);
-    RT_AT(90, "$.model.layers[13].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(74, "$.model.layers[13].body[3]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_stage3_2_2, P_stage3_2_3_weight, col_conv_stage3_2_3, gemm_conv_stage3_2_3,
+                e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(75, "$.model.layers[13].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k29, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_2_3, &conv_stage3_2_3});
-    RT_AT(91, "$.model.layers[13].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(76, "$.model.layers[13].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage3_2_3, P_stage3_2_4_weight, P_stage3_2_4_bias,
                      bn_scale_stage3_2_4, bn_shift_stage3_2_4, bn_mean_stage3_2_4,
                      bn_rstd_stage3_2_4, S_stage3_2_4_running_mean, S_stage3_2_4_running_var,
                      S_stage3_2_4_num_batches_tracked, e->B, 128, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(92, "$.model.layers[13].body[4] + $.model.layers[13] + $.model.layers[14]: batchnorm: "
+    RT_AT(77, "$.model.layers[13].body[4] + $.model.layers[13] + $.model.layers[14]: batchnorm: "
           "y = x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k30", k30, e->B * 6272, 5, (void *[]){&conv_stage3_2_3, &bn_scale_stage3_2_4,
               &bn_shift_stage3_2_4, &relu_12, &relu_14});
-    RT_AT(95, "$.model.layers[15]: avgpool2d");
+    RT_AT(80, "$.model.layers[15]: avgpool2d");
     rt_avgpool2d_fwd(e, relu_14, avgpool_15, e->B * 128, 7, 7, 4, 4, 1, 1);
-    RT_AT(96, "$.model.layers[17]: linear: y = x W^T + b, in the GEMM's epilogue");
+    RT_AT(81, "$.model.layers[17]: linear: y = x W^T + b, in the GEMM's epilogue");
     rt_gemm_bias(e, 0, 1, e->B, 10, 128, 1.0f, flatten_16, 128, P_17_weight, 128, linear_17, 10,
                  P_17_bias, NULL, RT_EPI_NONE, NULL);
-    RT_AT(98, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
+    RT_AT(83, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
     rt_cross_entropy_ls(e, linear_17, in_y, e->train ? d_linear_17 : NULL, e->B, 10, 10,
                         0.100000001f);
 }
@@ -543,13 +517,13 @@ static void forward(rt_exec *e, int train)
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_17 = ACT(1883648); /* [B, 10] */
+    const float *d_linear_17 = ACT(1958912); /* [B, 10] */
     const float *P_17_weight = e->params + 694752; /* [10, 128] */
-    float *d_flatten_16 = ACT(1883136); /* [B, 128] */
-    const float *flatten_16 = ACT(1882624); /* [B, 128] */
+    float *d_flatten_16 = ACT(1882624); /* [B, 128] */
+    const float *flatten_16 = ACT(1856512); /* [B, 128] */
     float *G_17_weight = e->grads + 694752; /* [10, 128] */
     float *G_17_bias = e->grads + 696032; /* [10] */
-    const float *d_avgpool_15 = ACT(1883136); /* [B, 128, 1, 1] */
+    const float *d_avgpool_15 = ACT(1882624); /* [B, 128, 1, 1] */
     float *d_relu_14 = ACT(1856512); /* [B, 128, 7, 7] */
     const float *relu_14 = ACT(25088); /* [B, 128, 7, 7] */
     float *d_residual_stage3_2 = ACT(1856512); /* [B, 128, 7, 7] */
@@ -560,7 +534,7 @@ static void backward(rt_exec *e)
     float *d_conv_stage3_2_3 = ACT(25088); /* [B, 128, 7, 7] */
     float *G_stage3_2_4_weight = e->grads + 694496; /* [128] */
     float *G_stage3_2_4_bias = e->grads + 694624; /* [128] */
-    float *d_gemm_conv_stage3_2_3 = ACT(1881600); /* [128, B*49] */
+    float *d_gemm_conv_stage3_2_3 = ACT(1906688); /* [128, B*49] */
     const float *relu_stage3_2_2 = ACT(1831424); /* [B, 128, 7, 7] */
     float *col_conv_stage3_2_3_again = ACT(0); /* [1152, B*49] */
     float *G_stage3_2_3_weight = e->grads + 547040; /* [128, 128, 3, 3] */
@@ -570,12 +544,12 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage3_2_1 = ACT(1881600); /* [B, 128, 7, 7] */
     const float *conv_stage3_2_0 = ACT(1806336); /* [B, 128, 7, 7] */
     const float *P_stage3_2_1_weight = e->params + 546784; /* [128] */
-    const float *bn_mean_stage3_2_1 = ACT(1912896); /* [B, 128] */
-    const float *bn_rstd_stage3_2_1 = ACT(1913408); /* [B, 128] */
+    const float *bn_mean_stage3_2_1 = ACT(1934848); /* [B, 128] */
+    const float *bn_rstd_stage3_2_1 = ACT(1935360); /* [B, 128] */
     float *d_conv_stage3_2_0 = ACT(1831424); /* [B, 128, 7, 7] */
     float *G_stage3_2_1_weight = e->grads + 546784; /* [128] */
     float *G_stage3_2_1_bias = e->grads + 546912; /* [128] */
-    float *d_gemm_conv_stage3_2_0 = ACT(1806336); /* [128, B*49] */
+    float *d_gemm_conv_stage3_2_0 = ACT(1881600); /* [128, B*49] */
     const float *relu_12 = ACT(401408); /* [B, 128, 7, 7] */
     float *col_conv_stage3_2_0_again = ACT(0); /* [1152, B*49] */
     float *G_stage3_2_0_weight = e->grads + 399328; /* [128, 128, 3, 3] */
@@ -585,8 +559,8 @@ static void backward(rt_exec *e)
     float *d_residual_stage3_1 = ACT(1856512); /* [B, 128, 7, 7] */
     const float *conv_stage3_1_shortcut_0 = ACT(426496); /* [B, 128, 7, 7] */
     const float *P_stage3_1_shortcut_1_weight = e->params + 399072; /* [128] */
-    const float *bn_mean_stage3_1_shortcut_1 = ACT(1911872); /* [B, 128] */
-    const float *bn_rstd_stage3_1_shortcut_1 = ACT(1912384); /* [B, 128] */
+    const float *bn_mean_stage3_1_shortcut_1 = ACT(1933824); /* [B, 128] */
+    const float *bn_rstd_stage3_1_shortcut_1 = ACT(1934336); /* [B, 128] */
     float *d_conv_stage3_1_shortcut_0 = ACT(401408); /* [B, 128, 7, 7] */
     float *G_stage3_1_shortcut_1_weight = e->grads + 399072; /* [128] */
     float *G_stage3_1_shortcut_1_bias = e->grads + 399200; /* [128] */
@@ -599,12 +573,12 @@ static void backward(rt_exec *e)
     float *d_relu_10_part = ACT(1806336); /* [B, 64, 14, 14] */
     const float *conv_stage3_1_3 = ACT(376320); /* [B, 128, 7, 7] */
     const float *P_stage3_1_4_weight = e->params + 390624; /* [128] */
-    const float *bn_mean_stage3_1_4 = ACT(1910848); /* [B, 128] */
-    const float *bn_rstd_stage3_1_4 = ACT(1911360); /* [B, 128] */
+    const float *bn_mean_stage3_1_4 = ACT(1932800); /* [B, 128] */
+    const float *bn_rstd_stage3_1_4 = ACT(1933312); /* [B, 128] */
     float *d_conv_stage3_1_3 = ACT(401408); /* [B, 128, 7, 7] */
     float *G_stage3_1_4_weight = e->grads + 390624; /* [128] */
     float *G_stage3_1_4_bias = e->grads + 390752; /* [128] */
-    float *d_gemm_conv_stage3_1_3 = ACT(376320); /* [128, B*49] */
+    float *d_gemm_conv_stage3_1_3 = ACT(426496); /* [128, B*49] */
     const float *relu_stage3_1_2 = ACT(351232); /* [B, 128, 7, 7] */
     float *col_conv_stage3_1_3_again = ACT(0); /* [1152, B*49] */
     float *G_stage3_1_3_weight = e->grads + 243168; /* [128, 128, 3, 3] */
@@ -614,8 +588,8 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage3_1_1 = ACT(376320); /* [B, 128, 7, 7] */
     const float *conv_stage3_1_0 = ACT(326144); /* [B, 128, 7, 7] */
     const float *P_stage3_1_1_weight = e->params + 242912; /* [128] */
-    const float *bn_mean_stage3_1_1 = ACT(1909824); /* [B, 128] */
-    const float *bn_rstd_stage3_1_1 = ACT(1910336); /* [B, 128] */
+    const float *bn_mean_stage3_1_1 = ACT(1931776); /* [B, 128] */
+    const float *bn_rstd_stage3_1_1 = ACT(1932288); /* [B, 128] */
     float *d_conv_stage3_1_0 = ACT(351232); /* [B, 128, 7, 7] */
     float *G_stage3_1_1_weight = e->grads + 242912; /* [128] */
     float *G_stage3_1_1_bias = e->grads + 243040; /* [128] */
@@ -628,12 +602,12 @@ static void backward(rt_exec *e)
     float *d_residual_stage2_2 = ACT(1806336); /* [B, 64, 14, 14] */
     const float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     const float *P_stage2_2_4_weight = e->params + 169056; /* [64] */
-    const float *bn_mean_stage2_2_4 = ACT(1915968); /* [B, 64] */
-    const float *bn_rstd_stage2_2_4 = ACT(1916224); /* [B, 64] */
+    const float *bn_mean_stage2_2_4 = ACT(1936896); /* [B, 64] */
+    const float *bn_rstd_stage2_2_4 = ACT(1937152); /* [B, 64] */
     float *d_conv_stage2_2_3 = ACT(275968); /* [B, 64, 14, 14] */
     float *G_stage2_2_4_weight = e->grads + 169056; /* [64] */
     float *G_stage2_2_4_bias = e->grads + 169120; /* [64] */
-    float *d_gemm_conv_stage2_2_3 = ACT(1856512); /* [64, B*196] */
+    float *d_gemm_conv_stage2_2_3 = ACT(1906688); /* [64, B*196] */
     const float *relu_stage2_2_2 = ACT(1756160); /* [B, 64, 14, 14] */
     float *col_conv_stage2_2_3_again = ACT(0); /* [576, B*196] */
     float *G_stage2_2_3_weight = e->grads + 132192; /* [64, 64, 3, 3] */
@@ -643,12 +617,12 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage2_2_1 = ACT(1856512); /* [B, 64, 14, 14] */
     const float *conv_stage2_2_0 = ACT(1705984); /* [B, 64, 14, 14] */
     const float *P_stage2_2_1_weight = e->params + 132064; /* [64] */
-    const float *bn_mean_stage2_2_1 = ACT(1915456); /* [B, 64] */
-    const float *bn_rstd_stage2_2_1 = ACT(1915712); /* [B, 64] */
+    const float *bn_mean_stage2_2_1 = ACT(1958400); /* [B, 64] */
+    const float *bn_rstd_stage2_2_1 = ACT(1958656); /* [B, 64] */
     float *d_conv_stage2_2_0 = ACT(1756160); /* [B, 64, 14, 14] */
     float *G_stage2_2_1_weight = e->grads + 132064; /* [64] */
     float *G_stage2_2_1_bias = e->grads + 132128; /* [64] */
-    float *d_gemm_conv_stage2_2_0 = ACT(1705984); /* [64, B*196] */
+    float *d_gemm_conv_stage2_2_0 = ACT(1856512); /* [64, B*196] */
     const float *relu_8 = ACT(802816); /* [B, 64, 14, 14] */
     float *col_conv_stage2_2_0_again = ACT(0); /* [576, B*196] */
     float *G_stage2_2_0_weight = e->grads + 95200; /* [64, 64, 3, 3] */
@@ -658,8 +632,8 @@ static void backward(rt_exec *e)
     float *d_residual_stage2_1 = ACT(1806336); /* [B, 64, 14, 14] */
     const float *conv_stage2_1_shortcut_0 = ACT(852992); /* [B, 64, 14, 14] */
     const float *P_stage2_1_shortcut_1_weight = e->params + 95072; /* [64] */
-    const float *bn_mean_stage2_1_shortcut_1 = ACT(1914944); /* [B, 64] */
-    const float *bn_rstd_stage2_1_shortcut_1 = ACT(1915200); /* [B, 64] */
+    const float *bn_mean_stage2_1_shortcut_1 = ACT(1957888); /* [B, 64] */
+    const float *bn_rstd_stage2_1_shortcut_1 = ACT(1958144); /* [B, 64] */
     float *d_conv_stage2_1_shortcut_0 = ACT(802816); /* [B, 64, 14, 14] */
     float *G_stage2_1_shortcut_1_weight = e->grads + 95072; /* [64] */
     float *G_stage2_1_shortcut_1_bias = e->grads + 95136; /* [64] */
@@ -672,12 +646,12 @@ static void backward(rt_exec *e)
     float *d_relu_6_part = ACT(1705984); /* [B, 32, 28, 28] */
     const float *conv_stage2_1_3 = ACT(752640); /* [B, 64, 14, 14] */
     const float *P_stage2_1_4_weight = e->params + 92896; /* [64] */
-    const float *bn_mean_stage2_1_4 = ACT(1914432); /* [B, 64] */
-    const float *bn_rstd_stage2_1_4 = ACT(1914688); /* [B, 64] */
+    const float *bn_mean_stage2_1_4 = ACT(1957376); /* [B, 64] */
+    const float *bn_rstd_stage2_1_4 = ACT(1957632); /* [B, 64] */
     float *d_conv_stage2_1_3 = ACT(802816); /* [B, 64, 14, 14] */
     float *G_stage2_1_4_weight = e->grads + 92896; /* [64] */
     float *G_stage2_1_4_bias = e->grads + 92960; /* [64] */
-    float *d_gemm_conv_stage2_1_3 = ACT(752640); /* [64, B*196] */
+    float *d_gemm_conv_stage2_1_3 = ACT(852992); /* [64, B*196] */
     const float *relu_stage2_1_2 = ACT(702464); /* [B, 64, 14, 14] */
     float *col_conv_stage2_1_3_again = ACT(0); /* [576, B*196] */
     float *G_stage2_1_3_weight = e->grads + 56032; /* [64, 64, 3, 3] */
@@ -687,8 +661,8 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage2_1_1 = ACT(752640); /* [B, 64, 14, 14] */
     const float *conv_stage2_1_0 = ACT(652288); /* [B, 64, 14, 14] */
     const float *P_stage2_1_1_weight = e->params + 55904; /* [64] */
-    const float *bn_mean_stage2_1_1 = ACT(1913920); /* [B, 64] */
-    const float *bn_rstd_stage2_1_1 = ACT(1914176); /* [B, 64] */
+    const float *bn_mean_stage2_1_1 = ACT(1956864); /* [B, 64] */
+    const float *bn_rstd_stage2_1_1 = ACT(1957120); /* [B, 64] */
     float *d_conv_stage2_1_0 = ACT(702464); /* [B, 64, 14, 14] */
     float *G_stage2_1_1_weight = e->grads + 55904; /* [64] */
     float *G_stage2_1_1_bias = e->grads + 55968; /* [64] */
@@ -701,12 +675,12 @@ static void backward(rt_exec *e)
     float *d_residual_stage1_2 = ACT(1705984); /* [B, 32, 28, 28] */
     const float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     const float *P_stage1_2_4_weight = e->params + 37408; /* [32] */
-    const float *bn_mean_stage1_2_4 = ACT(1917504); /* [B, 32] */
-    const float *bn_rstd_stage1_2_4 = ACT(1917632); /* [B, 32] */
+    const float *bn_mean_stage1_2_4 = ACT(1959424); /* [B, 32] */
+    const float *bn_rstd_stage1_2_4 = ACT(1959552); /* [B, 32] */
     float *d_conv_stage1_2_3 = ACT(551936); /* [B, 32, 28, 28] */
     float *G_stage1_2_4_weight = e->grads + 37408; /* [32] */
     float *G_stage1_2_4_bias = e->grads + 37440; /* [32] */
-    float *d_gemm_conv_stage1_2_3 = ACT(1806336); /* [32, B*784] */
+    float *d_gemm_conv_stage1_2_3 = ACT(1906688); /* [32, B*784] */
     const float *relu_stage1_2_2 = ACT(1605632); /* [B, 32, 28, 28] */
     float *col_conv_stage1_2_3_again = ACT(0); /* [288, B*784] */
     float *G_stage1_2_3_weight = e->grads + 28192; /* [32, 32, 3, 3] */
@@ -716,12 +690,12 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage1_2_1 = ACT(1806336); /* [B, 32, 28, 28] */
     const float *conv_stage1_2_0 = ACT(1505280); /* [B, 32, 28, 28] */
     const float *P_stage1_2_1_weight = e->params + 28128; /* [32] */
-    const float *bn_mean_stage1_2_1 = ACT(1917248); /* [B, 32] */
-    const float *bn_rstd_stage1_2_1 = ACT(1917376); /* [B, 32] */
+    const float *bn_mean_stage1_2_1 = ACT(2010944); /* [B, 32] */
+    const float *bn_rstd_stage1_2_1 = ACT(2011072); /* [B, 32] */
     float *d_conv_stage1_2_0 = ACT(1605632); /* [B, 32, 28, 28] */
     float *G_stage1_2_1_weight = e->grads + 28128; /* [32] */
     float *G_stage1_2_1_bias = e->grads + 28160; /* [32] */
-    float *d_gemm_conv_stage1_2_0 = ACT(1505280); /* [32, B*784] */
+    float *d_gemm_conv_stage1_2_0 = ACT(1806336); /* [32, B*784] */
     const float *relu_4 = ACT(1404928); /* [B, 32, 28, 28] */
     float *col_conv_stage1_2_0_again = ACT(0); /* [288, B*784] */
     float *G_stage1_2_0_weight = e->grads + 18912; /* [32, 32, 3, 3] */
@@ -731,12 +705,12 @@ static void backward(rt_exec *e)
     float *d_residual_stage1_1 = ACT(1705984); /* [B, 32, 28, 28] */
     const float *conv_stage1_1_3 = ACT(1304576); /* [B, 32, 28, 28] */
     const float *P_stage1_1_4_weight = e->params + 18848; /* [32] */
-    const float *bn_mean_stage1_1_4 = ACT(1916992); /* [B, 32] */
-    const float *bn_rstd_stage1_1_4 = ACT(1917120); /* [B, 32] */
+    const float *bn_mean_stage1_1_4 = ACT(2010688); /* [B, 32] */
+    const float *bn_rstd_stage1_1_4 = ACT(2010816); /* [B, 32] */
     float *d_conv_stage1_1_3 = ACT(1404928); /* [B, 32, 28, 28] */
     float *G_stage1_1_4_weight = e->grads + 18848; /* [32] */
     float *G_stage1_1_4_bias = e->grads + 18880; /* [32] */
-    float *d_gemm_conv_stage1_1_3 = ACT(1304576); /* [32, B*784] */
+    float *d_gemm_conv_stage1_1_3 = ACT(1505280); /* [32, B*784] */
     const float *relu_stage1_1_2 = ACT(1204224); /* [B, 32, 28, 28] */
     float *col_conv_stage1_1_3_again = ACT(0); /* [288, B*784] */
     float *G_stage1_1_3_weight = e->grads + 9632; /* [32, 32, 3, 3] */
@@ -746,12 +720,12 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage1_1_1 = ACT(1304576); /* [B, 32, 28, 28] */
     const float *conv_stage1_1_0 = ACT(1103872); /* [B, 32, 28, 28] */
     const float *P_stage1_1_1_weight = e->params + 9568; /* [32] */
-    const float *bn_mean_stage1_1_1 = ACT(1916736); /* [B, 32] */
-    const float *bn_rstd_stage1_1_1 = ACT(1916864); /* [B, 32] */
+    const float *bn_mean_stage1_1_1 = ACT(2010432); /* [B, 32] */
+    const float *bn_rstd_stage1_1_1 = ACT(2010560); /* [B, 32] */
     float *d_conv_stage1_1_0 = ACT(1204224); /* [B, 32, 28, 28] */
     float *G_stage1_1_1_weight = e->grads + 9568; /* [32] */
     float *G_stage1_1_1_bias = e->grads + 9600; /* [32] */
-    float *d_gemm_conv_stage1_1_0 = ACT(1103872); /* [32, B*784] */
+    float *d_gemm_conv_stage1_1_0 = ACT(1304576); /* [32, B*784] */
     const float *relu_2 = ACT(1003520); /* [B, 32, 28, 28] */
     float *col_conv_stage1_1_0_again = ACT(0); /* [288, B*784] */
     float *G_stage1_1_0_weight = e->grads + 352; /* [32, 32, 3, 3] */
@@ -761,525 +735,484 @@ static void backward(rt_exec *e)
     float *d_batchnorm_1 = ACT(1705984); /* [B, 32, 28, 28] */
     const float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *P_1_weight = e->params + 288; /* [32] */
-    const float *bn_mean_1 = ACT(1916480); /* [B, 32] */
-    const float *bn_rstd_1 = ACT(1916608); /* [B, 32] */
+    const float *bn_mean_1 = ACT(2010176); /* [B, 32] */
+    const float *bn_rstd_1 = ACT(2010304); /* [B, 32] */
     float *d_conv_0 = ACT(1003520); /* [B, 32, 28, 28] */
     float *G_1_weight = e->grads + 288; /* [32] */
     float *G_1_bias = e->grads + 320; /* [32] */
     float *d_gemm_conv_0 = ACT(0); /* [32, B*784] */
-    const float *x_f32 = ACT(1906688); /* [B, 1, 28, 28] */
+    const float *x_f32 = ACT(2007040); /* [B, 1, 28, 28] */
     float *col_conv_0_again = ACT(100352); /* [9, B*784] */
     float *G_0_weight = e->grads + 0; /* [32, 1, 3, 3] */
 
-    RT_AT(99, "$.model.layers[17]: linear backward: dx = dy W");
+    RT_AT(84, "$.model.layers[17]: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B, 128, 10, 1.0f, d_linear_17, 10, P_17_weight, 128, 0.0f, d_flatten_16,
             128);
-    RT_AT(100, "$.model.layers[17]: the gradients of 17.weight and 17.bias are written from here "
+    RT_AT(85, "$.model.layers[17]: the gradients of 17.weight and 17.bias are written from here "
           "on");
     rt_grad_begin(e, 694752, 1290);
-    RT_AT(101, "$.model.layers[17]: linear backward: dW += dy^T x, and db += column sums of dy "
-          "in the GEMM's epilogue");
+    RT_AT(86, "$.model.layers[17]: linear backward: dW += dy^T x, and db += column sums of dy in "
+          "the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 10, 128, e->B, 1.0f, d_linear_17, 10, flatten_16, 128, 1.0f, G_17_weight,
                   128, G_17_bias, 1);
-    RT_AT(102, "$.model.layers[17]: 17.weight's gradient is final");
+    RT_AT(87, "$.model.layers[17]: 17.weight's gradient is final");
     rt_grad_ready(e, 694752, 1280);
-    RT_AT(103, "$.model.layers[17]: 17.bias's gradient is final");
+    RT_AT(88, "$.model.layers[17]: 17.bias's gradient is final");
     rt_grad_ready(e, 696032, 10);
-    RT_AT(105, "$.model.layers[15]: avgpool2d backward");
+    RT_AT(90, "$.model.layers[15]: avgpool2d backward");
     rt_avgpool2d_bwd(e, d_avgpool_15, d_relu_14, e->B * 128, 7, 7, 4, 4, 1, 1);
-    RT_AT(106, "$.model.layers[14]: relu backward");
+    RT_AT(91, "$.model.layers[14]: relu backward");
     rt_launch(e, "k31", k31, e->B * 6272, 3, (void *[]){&d_relu_14, &relu_14,
               &d_residual_stage3_2});
-    RT_AT(107, "$.model.layers[13].body[4]: the gradients of stage3_2.4.weight and "
+    RT_AT(92, "$.model.layers[13].body[4]: the gradients of stage3_2.4.weight and "
           "stage3_2.4.bias are written from here on");
     rt_grad_begin(e, 694496, 256);
-    RT_AT(108, "$.model.layers[13].body[4]: batchnorm backward");
+    RT_AT(93, "$.model.layers[13].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage3_2_3, P_stage3_2_4_weight, bn_mean_stage3_2_4,
                      bn_rstd_stage3_2_4, d_residual_stage3_2, d_conv_stage3_2_3,
                      G_stage3_2_4_weight, G_stage3_2_4_bias, e->B, 128, 49, 0);
-    RT_AT(109, "$.model.layers[13].body[4]: stage3_2.4.weight's gradient is final");
+    RT_AT(94, "$.model.layers[13].body[4]: stage3_2.4.weight's gradient is final");
     rt_grad_ready(e, 694496, 128);
-    RT_AT(110, "$.model.layers[13].body[4]: stage3_2.4.bias's gradient is final");
+    RT_AT(95, "$.model.layers[13].body[4]: stage3_2.4.bias's gradient is final");
     rt_grad_ready(e, 694624, 128);
-    RT_AT(111, "$.model.layers[13].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(96, "$.model.layers[13].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k32", k32, e->B * 6272, 2, (void *[]){&d_conv_stage3_2_3,
               &d_gemm_conv_stage3_2_3});
-    RT_AT(112, "$.model.layers[13].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage3_2_2, col_conv_stage3_2_3_again, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(113, "$.model.layers[13].body[3]: stage3_2.3.weight's gradient is written from here on");
+    RT_AT(97, "$.model.layers[13].body[3]: stage3_2.3.weight's gradient is written from here on");
     rt_grad_begin(e, 547040, 147456);
-    RT_AT(114, "$.model.layers[13].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 1152, e->B * 49, 1.0f, d_gemm_conv_stage3_2_3, e->B * 49,
-            col_conv_stage3_2_3_again, e->B * 49, 1.0f, G_stage3_2_3_weight, 1152);
-    RT_AT(115, "$.model.layers[13].body[3]: stage3_2.3.weight's gradient is final");
+    RT_AT(98, "$.model.layers[13].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage3_2_2, d_gemm_conv_stage3_2_3, col_conv_stage3_2_3_again,
+                       G_stage3_2_3_weight, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(99, "$.model.layers[13].body[3]: stage3_2.3.weight's gradient is final");
     rt_grad_ready(e, 547040, 147456);
-    RT_AT(116, "$.model.layers[13].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1152, e->B * 49, 128, 1.0f, P_stage3_2_3_weight, 1152, d_gemm_conv_stage3_2_3,
-            e->B * 49, 0.0f, d_col_conv_stage3_2_3, e->B * 49);
-    RT_AT(117, "$.model.layers[13].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage3_2_3, d_relu_stage3_2_2, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(118, "$.model.layers[13].body[2]: relu backward");
+    RT_AT(100, "$.model.layers[13].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage3_2_3_weight, d_gemm_conv_stage3_2_3, d_col_conv_stage3_2_3,
+                     d_relu_stage3_2_2, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(101, "$.model.layers[13].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k33, e->B * 6272, 3, (void *[]){&d_relu_stage3_2_2, &relu_stage3_2_2,
               &d_batchnorm_stage3_2_1});
-    RT_AT(119, "$.model.layers[13].body[1]: the gradients of stage3_2.1.weight and "
+    RT_AT(102, "$.model.layers[13].body[1]: the gradients of stage3_2.1.weight and "
           "stage3_2.1.bias are written from here on");
     rt_grad_begin(e, 546784, 256);
-    RT_AT(120, "$.model.layers[13].body[1]: batchnorm backward");
+    RT_AT(103, "$.model.layers[13].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage3_2_0, P_stage3_2_1_weight, bn_mean_stage3_2_1,
                      bn_rstd_stage3_2_1, d_batchnorm_stage3_2_1, d_conv_stage3_2_0,
                      G_stage3_2_1_weight, G_stage3_2_1_bias, e->B, 128, 49, 0);
-    RT_AT(121, "$.model.layers[13].body[1]: stage3_2.1.weight's gradient is final");
+    RT_AT(104, "$.model.layers[13].body[1]: stage3_2.1.weight's gradient is final");
     rt_grad_ready(e, 546784, 128);
-    RT_AT(122, "$.model.layers[13].body[1]: stage3_2.1.bias's gradient is final");
+    RT_AT(105, "$.model.layers[13].body[1]: stage3_2.1.bias's gradient is final");
     rt_grad_ready(e, 546912, 128);
-    RT_AT(123, "$.model.layers[13].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(106, "$.model.layers[13].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k32's code, on these tensors */
     rt_launch(e, "k32", k34, e->B * 6272, 2, (void *[]){&d_conv_stage3_2_0,
               &d_gemm_conv_stage3_2_0});
-    RT_AT(124, "$.model.layers[13].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_12, col_conv_stage3_2_0_again, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(125, "$.model.layers[13].body[0]: stage3_2.0.weight's gradient is written from here on");
+    RT_AT(107, "$.model.layers[13].body[0]: stage3_2.0.weight's gradient is written from here on");
     rt_grad_begin(e, 399328, 147456);
-    RT_AT(126, "$.model.layers[13].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 1152, e->B * 49, 1.0f, d_gemm_conv_stage3_2_0, e->B * 49,
-            col_conv_stage3_2_0_again, e->B * 49, 1.0f, G_stage3_2_0_weight, 1152);
-    RT_AT(127, "$.model.layers[13].body[0]: stage3_2.0.weight's gradient is final");
+    RT_AT(108, "$.model.layers[13].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_12, d_gemm_conv_stage3_2_0, col_conv_stage3_2_0_again,
+                       G_stage3_2_0_weight, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(109, "$.model.layers[13].body[0]: stage3_2.0.weight's gradient is final");
     rt_grad_ready(e, 399328, 147456);
-    RT_AT(128, "$.model.layers[13].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1152, e->B * 49, 128, 1.0f, P_stage3_2_0_weight, 1152, d_gemm_conv_stage3_2_0,
-            e->B * 49, 0.0f, d_col_conv_stage3_2_0, e->B * 49);
-    RT_AT(129, "$.model.layers[13].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage3_2_0, d_relu_12_part, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(130, "$.model.layers[12]: sum of gradient contributions + relu backward");
+    RT_AT(110, "$.model.layers[13].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage3_2_0_weight, d_gemm_conv_stage3_2_0, d_col_conv_stage3_2_0,
+                     d_relu_12_part, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(111, "$.model.layers[12]: sum of gradient contributions + relu backward");
     rt_launch(e, "k35", k35, e->B * 6272, 4, (void *[]){&d_residual_stage3_2, &d_relu_12_part,
               &relu_12, &d_residual_stage3_1});
-    RT_AT(132, "$.model.layers[11].shortcut[1]: the gradients of stage3_1.shortcut.1.weight and "
+    RT_AT(113, "$.model.layers[11].shortcut[1]: the gradients of stage3_1.shortcut.1.weight and "
           "stage3_1.shortcut.1.bias are written from here on");
     rt_grad_begin(e, 399072, 256);
-    RT_AT(133, "$.model.layers[11].shortcut[1]: batchnorm backward");
+    RT_AT(114, "$.model.layers[11].shortcut[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage3_1_shortcut_0, P_stage3_1_shortcut_1_weight,
                      bn_mean_stage3_1_shortcut_1, bn_rstd_stage3_1_shortcut_1, d_residual_stage3_1,
                      d_conv_stage3_1_shortcut_0, G_stage3_1_shortcut_1_weight,
                      G_stage3_1_shortcut_1_bias, e->B, 128, 49, 0);
-    RT_AT(134, "$.model.layers[11].shortcut[1]: stage3_1.shortcut.1.weight's gradient is final");
+    RT_AT(115, "$.model.layers[11].shortcut[1]: stage3_1.shortcut.1.weight's gradient is final");
     rt_grad_ready(e, 399072, 128);
-    RT_AT(135, "$.model.layers[11].shortcut[1]: stage3_1.shortcut.1.bias's gradient is final");
+    RT_AT(116, "$.model.layers[11].shortcut[1]: stage3_1.shortcut.1.bias's gradient is final");
     rt_grad_ready(e, 399200, 128);
-    RT_AT(136, "$.model.layers[11].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(117, "$.model.layers[11].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k32's code, on these tensors */
     rt_launch(e, "k32", k36, e->B * 6272, 2, (void *[]){&d_conv_stage3_1_shortcut_0,
               &d_gemm_conv_stage3_1_shortcut_0});
-    RT_AT(137, "$.model.layers[11].shortcut[0]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, relu_10, col_conv_stage3_1_shortcut_0_again, e->B, 64, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(138, "$.model.layers[11].shortcut[0]: stage3_1.shortcut.0.weight's gradient is written "
+    RT_AT(118, "$.model.layers[11].shortcut[0]: stage3_1.shortcut.0.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 390880, 8192);
-    RT_AT(139, "$.model.layers[11].shortcut[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 64, e->B * 49, 1.0f, d_gemm_conv_stage3_1_shortcut_0, e->B * 49,
-            col_conv_stage3_1_shortcut_0_again, e->B * 49, 1.0f, G_stage3_1_shortcut_0_weight, 64);
-    RT_AT(140, "$.model.layers[11].shortcut[0]: stage3_1.shortcut.0.weight's gradient is final");
+    RT_AT(119, "$.model.layers[11].shortcut[0]: conv2d backward: dW += dY col^T (im2col again "
+          "and a GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_10, d_gemm_conv_stage3_1_shortcut_0,
+                       col_conv_stage3_1_shortcut_0_again, G_stage3_1_shortcut_0_weight, e->B, 64,
+                       14, 14, 1, 2, 0, 7, 7, 128);
+    RT_AT(120, "$.model.layers[11].shortcut[0]: stage3_1.shortcut.0.weight's gradient is final");
     rt_grad_ready(e, 390880, 8192);
-    RT_AT(141, "$.model.layers[11].shortcut[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 64, e->B * 49, 128, 1.0f, P_stage3_1_shortcut_0_weight, 64,
-            d_gemm_conv_stage3_1_shortcut_0, e->B * 49, 0.0f, d_col_conv_stage3_1_shortcut_0,
-            e->B * 49);
-    RT_AT(142, "$.model.layers[11].shortcut[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage3_1_shortcut_0, d_relu_10_part, e->B, 64, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(143, "$.model.layers[11].body[4]: the gradients of stage3_1.4.weight and "
+    RT_AT(121, "$.model.layers[11].shortcut[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage3_1_shortcut_0_weight, d_gemm_conv_stage3_1_shortcut_0,
+                     d_col_conv_stage3_1_shortcut_0, d_relu_10_part, e->B, 64, 14, 14, 1, 2, 0, 7,
+                     7, 128);
+    RT_AT(122, "$.model.layers[11].body[4]: the gradients of stage3_1.4.weight and "
           "stage3_1.4.bias are written from here on");
     rt_grad_begin(e, 390624, 256);
-    RT_AT(144, "$.model.layers[11].body[4]: batchnorm backward");
+    RT_AT(123, "$.model.layers[11].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage3_1_3, P_stage3_1_4_weight, bn_mean_stage3_1_4,
                      bn_rstd_stage3_1_4, d_residual_stage3_1, d_conv_stage3_1_3,
                      G_stage3_1_4_weight, G_stage3_1_4_bias, e->B, 128, 49, 0);
-    RT_AT(145, "$.model.layers[11].body[4]: stage3_1.4.weight's gradient is final");
+    RT_AT(124, "$.model.layers[11].body[4]: stage3_1.4.weight's gradient is final");
     rt_grad_ready(e, 390624, 128);
-    RT_AT(146, "$.model.layers[11].body[4]: stage3_1.4.bias's gradient is final");
+    RT_AT(125, "$.model.layers[11].body[4]: stage3_1.4.bias's gradient is final");
     rt_grad_ready(e, 390752, 128);
-    RT_AT(147, "$.model.layers[11].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(126, "$.model.layers[11].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k32's code, on these tensors */
     rt_launch(e, "k32", k37, e->B * 6272, 2, (void *[]){&d_conv_stage3_1_3,
               &d_gemm_conv_stage3_1_3});
-    RT_AT(148, "$.model.layers[11].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage3_1_2, col_conv_stage3_1_3_again, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(149, "$.model.layers[11].body[3]: stage3_1.3.weight's gradient is written from here on");
+    RT_AT(127, "$.model.layers[11].body[3]: stage3_1.3.weight's gradient is written from here on");
     rt_grad_begin(e, 243168, 147456);
-    RT_AT(150, "$.model.layers[11].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 1152, e->B * 49, 1.0f, d_gemm_conv_stage3_1_3, e->B * 49,
-            col_conv_stage3_1_3_again, e->B * 49, 1.0f, G_stage3_1_3_weight, 1152);
-    RT_AT(151, "$.model.layers[11].body[3]: stage3_1.3.weight's gradient is final");
+    RT_AT(128, "$.model.layers[11].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage3_1_2, d_gemm_conv_stage3_1_3, col_conv_stage3_1_3_again,
+                       G_stage3_1_3_weight, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(129, "$.model.layers[11].body[3]: stage3_1.3.weight's gradient is final");
     rt_grad_ready(e, 243168, 147456);
-    RT_AT(152, "$.model.layers[11].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 1152, e->B * 49, 128, 1.0f, P_stage3_1_3_weight, 1152, d_gemm_conv_stage3_1_3,
-            e->B * 49, 0.0f, d_col_conv_stage3_1_3, e->B * 49);
-    RT_AT(153, "$.model.layers[11].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage3_1_3, d_relu_stage3_1_2, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(154, "$.model.layers[11].body[2]: relu backward");
+    RT_AT(130, "$.model.layers[11].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage3_1_3_weight, d_gemm_conv_stage3_1_3, d_col_conv_stage3_1_3,
+                     d_relu_stage3_1_2, e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
+    RT_AT(131, "$.model.layers[11].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k38, e->B * 6272, 3, (void *[]){&d_relu_stage3_1_2, &relu_stage3_1_2,
               &d_batchnorm_stage3_1_1});
-    RT_AT(155, "$.model.layers[11].body[1]: the gradients of stage3_1.1.weight and "
+    RT_AT(132, "$.model.layers[11].body[1]: the gradients of stage3_1.1.weight and "
           "stage3_1.1.bias are written from here on");
     rt_grad_begin(e, 242912, 256);
-    RT_AT(156, "$.model.layers[11].body[1]: batchnorm backward");
+    RT_AT(133, "$.model.layers[11].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage3_1_0, P_stage3_1_1_weight, bn_mean_stage3_1_1,
                      bn_rstd_stage3_1_1, d_batchnorm_stage3_1_1, d_conv_stage3_1_0,
                      G_stage3_1_1_weight, G_stage3_1_1_bias, e->B, 128, 49, 0);
-    RT_AT(157, "$.model.layers[11].body[1]: stage3_1.1.weight's gradient is final");
+    RT_AT(134, "$.model.layers[11].body[1]: stage3_1.1.weight's gradient is final");
     rt_grad_ready(e, 242912, 128);
-    RT_AT(158, "$.model.layers[11].body[1]: stage3_1.1.bias's gradient is final");
+    RT_AT(135, "$.model.layers[11].body[1]: stage3_1.1.bias's gradient is final");
     rt_grad_ready(e, 243040, 128);
-    RT_AT(159, "$.model.layers[11].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(136, "$.model.layers[11].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k32's code, on these tensors */
     rt_launch(e, "k32", k39, e->B * 6272, 2, (void *[]){&d_conv_stage3_1_0,
               &d_gemm_conv_stage3_1_0});
-    RT_AT(160, "$.model.layers[11].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_10, col_conv_stage3_1_0_again, e->B, 64, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(161, "$.model.layers[11].body[0]: stage3_1.0.weight's gradient is written from here on");
+    RT_AT(137, "$.model.layers[11].body[0]: stage3_1.0.weight's gradient is written from here on");
     rt_grad_begin(e, 169184, 73728);
-    RT_AT(162, "$.model.layers[11].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 128, 576, e->B * 49, 1.0f, d_gemm_conv_stage3_1_0, e->B * 49,
-            col_conv_stage3_1_0_again, e->B * 49, 1.0f, G_stage3_1_0_weight, 576);
-    RT_AT(163, "$.model.layers[11].body[0]: stage3_1.0.weight's gradient is final");
+    RT_AT(138, "$.model.layers[11].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_10, d_gemm_conv_stage3_1_0, col_conv_stage3_1_0_again,
+                       G_stage3_1_0_weight, e->B, 64, 14, 14, 3, 2, 1, 7, 7, 128);
+    RT_AT(139, "$.model.layers[11].body[0]: stage3_1.0.weight's gradient is final");
     rt_grad_ready(e, 169184, 73728);
-    RT_AT(164, "$.model.layers[11].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 576, e->B * 49, 128, 1.0f, P_stage3_1_0_weight, 576, d_gemm_conv_stage3_1_0,
-            e->B * 49, 0.0f, d_col_conv_stage3_1_0, e->B * 49);
-    RT_AT(165, "$.model.layers[11].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage3_1_0, d_relu_10_part_2, e->B, 64, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(166, "$.model.layers[10]: sum of gradient contributions + relu backward");
+    RT_AT(140, "$.model.layers[11].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage3_1_0_weight, d_gemm_conv_stage3_1_0, d_col_conv_stage3_1_0,
+                     d_relu_10_part_2, e->B, 64, 14, 14, 3, 2, 1, 7, 7, 128);
+    RT_AT(141, "$.model.layers[10]: sum of gradient contributions + relu backward");
     /* on a GPU: k35's code, on these tensors */
     rt_launch(e, "k35", k40, e->B * 12544, 4, (void *[]){&d_relu_10_part, &d_relu_10_part_2,
               &relu_10, &d_residual_stage2_2});
-    RT_AT(168, "$.model.layers[9].body[4]: the gradients of stage2_2.4.weight and "
+    RT_AT(143, "$.model.layers[9].body[4]: the gradients of stage2_2.4.weight and "
           "stage2_2.4.bias are written from here on");
     rt_grad_begin(e, 169056, 128);
-    RT_AT(169, "$.model.layers[9].body[4]: batchnorm backward");
+    RT_AT(144, "$.model.layers[9].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_2_3, P_stage2_2_4_weight, bn_mean_stage2_2_4,
                      bn_rstd_stage2_2_4, d_residual_stage2_2, d_conv_stage2_2_3,
                      G_stage2_2_4_weight, G_stage2_2_4_bias, e->B, 64, 196, 0);
-    RT_AT(170, "$.model.layers[9].body[4]: stage2_2.4.weight's gradient is final");
+    RT_AT(145, "$.model.layers[9].body[4]: stage2_2.4.weight's gradient is final");
     rt_grad_ready(e, 169056, 64);
-    RT_AT(171, "$.model.layers[9].body[4]: stage2_2.4.bias's gradient is final");
+    RT_AT(146, "$.model.layers[9].body[4]: stage2_2.4.bias's gradient is final");
     rt_grad_ready(e, 169120, 64);
-    RT_AT(172, "$.model.layers[9].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(147, "$.model.layers[9].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k41", k41, e->B * 12544, 2, (void *[]){&d_conv_stage2_2_3,
               &d_gemm_conv_stage2_2_3});
-    RT_AT(173, "$.model.layers[9].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage2_2_2, col_conv_stage2_2_3_again, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(174, "$.model.layers[9].body[3]: stage2_2.3.weight's gradient is written from here on");
+    RT_AT(148, "$.model.layers[9].body[3]: stage2_2.3.weight's gradient is written from here on");
     rt_grad_begin(e, 132192, 36864);
-    RT_AT(175, "$.model.layers[9].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 576, e->B * 196, 1.0f, d_gemm_conv_stage2_2_3, e->B * 196,
-            col_conv_stage2_2_3_again, e->B * 196, 1.0f, G_stage2_2_3_weight, 576);
-    RT_AT(176, "$.model.layers[9].body[3]: stage2_2.3.weight's gradient is final");
+    RT_AT(149, "$.model.layers[9].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage2_2_2, d_gemm_conv_stage2_2_3, col_conv_stage2_2_3_again,
+                       G_stage2_2_3_weight, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(150, "$.model.layers[9].body[3]: stage2_2.3.weight's gradient is final");
     rt_grad_ready(e, 132192, 36864);
-    RT_AT(177, "$.model.layers[9].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 576, e->B * 196, 64, 1.0f, P_stage2_2_3_weight, 576, d_gemm_conv_stage2_2_3,
-            e->B * 196, 0.0f, d_col_conv_stage2_2_3, e->B * 196);
-    RT_AT(178, "$.model.layers[9].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_2_3, d_relu_stage2_2_2, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(179, "$.model.layers[9].body[2]: relu backward");
+    RT_AT(151, "$.model.layers[9].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_2_3_weight, d_gemm_conv_stage2_2_3, d_col_conv_stage2_2_3,
+                     d_relu_stage2_2_2, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(152, "$.model.layers[9].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k42, e->B * 12544, 3, (void *[]){&d_relu_stage2_2_2, &relu_stage2_2_2,
               &d_batchnorm_stage2_2_1});
-    RT_AT(180, "$.model.layers[9].body[1]: the gradients of stage2_2.1.weight and "
+    RT_AT(153, "$.model.layers[9].body[1]: the gradients of stage2_2.1.weight and "
           "stage2_2.1.bias are written from here on");
     rt_grad_begin(e, 132064, 128);
-    RT_AT(181, "$.model.layers[9].body[1]: batchnorm backward");
+    RT_AT(154, "$.model.layers[9].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_2_0, P_stage2_2_1_weight, bn_mean_stage2_2_1,
                      bn_rstd_stage2_2_1, d_batchnorm_stage2_2_1, d_conv_stage2_2_0,
                      G_stage2_2_1_weight, G_stage2_2_1_bias, e->B, 64, 196, 0);
-    RT_AT(182, "$.model.layers[9].body[1]: stage2_2.1.weight's gradient is final");
+    RT_AT(155, "$.model.layers[9].body[1]: stage2_2.1.weight's gradient is final");
     rt_grad_ready(e, 132064, 64);
-    RT_AT(183, "$.model.layers[9].body[1]: stage2_2.1.bias's gradient is final");
+    RT_AT(156, "$.model.layers[9].body[1]: stage2_2.1.bias's gradient is final");
     rt_grad_ready(e, 132128, 64);
-    RT_AT(184, "$.model.layers[9].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(157, "$.model.layers[9].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k41's code, on these tensors */
     rt_launch(e, "k41", k43, e->B * 12544, 2, (void *[]){&d_conv_stage2_2_0,
               &d_gemm_conv_stage2_2_0});
-    RT_AT(185, "$.model.layers[9].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_8, col_conv_stage2_2_0_again, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(186, "$.model.layers[9].body[0]: stage2_2.0.weight's gradient is written from here on");
+    RT_AT(158, "$.model.layers[9].body[0]: stage2_2.0.weight's gradient is written from here on");
     rt_grad_begin(e, 95200, 36864);
-    RT_AT(187, "$.model.layers[9].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 576, e->B * 196, 1.0f, d_gemm_conv_stage2_2_0, e->B * 196,
-            col_conv_stage2_2_0_again, e->B * 196, 1.0f, G_stage2_2_0_weight, 576);
-    RT_AT(188, "$.model.layers[9].body[0]: stage2_2.0.weight's gradient is final");
+    RT_AT(159, "$.model.layers[9].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_8, d_gemm_conv_stage2_2_0, col_conv_stage2_2_0_again,
+                       G_stage2_2_0_weight, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(160, "$.model.layers[9].body[0]: stage2_2.0.weight's gradient is final");
     rt_grad_ready(e, 95200, 36864);
-    RT_AT(189, "$.model.layers[9].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 576, e->B * 196, 64, 1.0f, P_stage2_2_0_weight, 576, d_gemm_conv_stage2_2_0,
-            e->B * 196, 0.0f, d_col_conv_stage2_2_0, e->B * 196);
-    RT_AT(190, "$.model.layers[9].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_2_0, d_relu_8_part, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(191, "$.model.layers[8]: sum of gradient contributions + relu backward");
+    RT_AT(161, "$.model.layers[9].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_2_0_weight, d_gemm_conv_stage2_2_0, d_col_conv_stage2_2_0,
+                     d_relu_8_part, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(162, "$.model.layers[8]: sum of gradient contributions + relu backward");
     /* on a GPU: k35's code, on these tensors */
     rt_launch(e, "k35", k44, e->B * 12544, 4, (void *[]){&d_residual_stage2_2, &d_relu_8_part,
               &relu_8, &d_residual_stage2_1});
-    RT_AT(193, "$.model.layers[7].shortcut[1]: the gradients of stage2_1.shortcut.1.weight and "
+    RT_AT(164, "$.model.layers[7].shortcut[1]: the gradients of stage2_1.shortcut.1.weight and "
           "stage2_1.shortcut.1.bias are written from here on");
     rt_grad_begin(e, 95072, 128);
-    RT_AT(194, "$.model.layers[7].shortcut[1]: batchnorm backward");
+    RT_AT(165, "$.model.layers[7].shortcut[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_shortcut_0, P_stage2_1_shortcut_1_weight,
                      bn_mean_stage2_1_shortcut_1, bn_rstd_stage2_1_shortcut_1, d_residual_stage2_1,
                      d_conv_stage2_1_shortcut_0, G_stage2_1_shortcut_1_weight,
                      G_stage2_1_shortcut_1_bias, e->B, 64, 196, 0);
-    RT_AT(195, "$.model.layers[7].shortcut[1]: stage2_1.shortcut.1.weight's gradient is final");
+    RT_AT(166, "$.model.layers[7].shortcut[1]: stage2_1.shortcut.1.weight's gradient is final");
     rt_grad_ready(e, 95072, 64);
-    RT_AT(196, "$.model.layers[7].shortcut[1]: stage2_1.shortcut.1.bias's gradient is final");
+    RT_AT(167, "$.model.layers[7].shortcut[1]: stage2_1.shortcut.1.bias's gradient is final");
     rt_grad_ready(e, 95136, 64);
-    RT_AT(197, "$.model.layers[7].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(168, "$.model.layers[7].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k41's code, on these tensors */
     rt_launch(e, "k41", k45, e->B * 12544, 2, (void *[]){&d_conv_stage2_1_shortcut_0,
               &d_gemm_conv_stage2_1_shortcut_0});
-    RT_AT(198, "$.model.layers[7].shortcut[0]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, relu_6, col_conv_stage2_1_shortcut_0_again, e->B, 32, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(199, "$.model.layers[7].shortcut[0]: stage2_1.shortcut.0.weight's gradient is written "
+    RT_AT(169, "$.model.layers[7].shortcut[0]: stage2_1.shortcut.0.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 93024, 2048);
-    RT_AT(200, "$.model.layers[7].shortcut[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 32, e->B * 196, 1.0f, d_gemm_conv_stage2_1_shortcut_0, e->B * 196,
-            col_conv_stage2_1_shortcut_0_again, e->B * 196, 1.0f, G_stage2_1_shortcut_0_weight, 32);
-    RT_AT(201, "$.model.layers[7].shortcut[0]: stage2_1.shortcut.0.weight's gradient is final");
+    RT_AT(170, "$.model.layers[7].shortcut[0]: conv2d backward: dW += dY col^T (im2col again and "
+          "a GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_6, d_gemm_conv_stage2_1_shortcut_0,
+                       col_conv_stage2_1_shortcut_0_again, G_stage2_1_shortcut_0_weight, e->B, 32,
+                       28, 28, 1, 2, 0, 14, 14, 64);
+    RT_AT(171, "$.model.layers[7].shortcut[0]: stage2_1.shortcut.0.weight's gradient is final");
     rt_grad_ready(e, 93024, 2048);
-    RT_AT(202, "$.model.layers[7].shortcut[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 32, e->B * 196, 64, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            d_gemm_conv_stage2_1_shortcut_0, e->B * 196, 0.0f, d_col_conv_stage2_1_shortcut_0,
-            e->B * 196);
-    RT_AT(203, "$.model.layers[7].shortcut[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_shortcut_0, d_relu_6_part, e->B, 32, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(204, "$.model.layers[7].body[4]: the gradients of stage2_1.4.weight and "
+    RT_AT(172, "$.model.layers[7].shortcut[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_shortcut_0_weight, d_gemm_conv_stage2_1_shortcut_0,
+                     d_col_conv_stage2_1_shortcut_0, d_relu_6_part, e->B, 32, 28, 28, 1, 2, 0, 14,
+                     14, 64);
+    RT_AT(173, "$.model.layers[7].body[4]: the gradients of stage2_1.4.weight and "
           "stage2_1.4.bias are written from here on");
     rt_grad_begin(e, 92896, 128);
-    RT_AT(205, "$.model.layers[7].body[4]: batchnorm backward");
+    RT_AT(174, "$.model.layers[7].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_3, P_stage2_1_4_weight, bn_mean_stage2_1_4,
                      bn_rstd_stage2_1_4, d_residual_stage2_1, d_conv_stage2_1_3,
                      G_stage2_1_4_weight, G_stage2_1_4_bias, e->B, 64, 196, 0);
-    RT_AT(206, "$.model.layers[7].body[4]: stage2_1.4.weight's gradient is final");
+    RT_AT(175, "$.model.layers[7].body[4]: stage2_1.4.weight's gradient is final");
     rt_grad_ready(e, 92896, 64);
-    RT_AT(207, "$.model.layers[7].body[4]: stage2_1.4.bias's gradient is final");
+    RT_AT(176, "$.model.layers[7].body[4]: stage2_1.4.bias's gradient is final");
     rt_grad_ready(e, 92960, 64);
-    RT_AT(208, "$.model.layers[7].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(177, "$.model.layers[7].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k41's code, on these tensors */
     rt_launch(e, "k41", k46, e->B * 12544, 2, (void *[]){&d_conv_stage2_1_3,
               &d_gemm_conv_stage2_1_3});
-    RT_AT(209, "$.model.layers[7].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3_again, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(210, "$.model.layers[7].body[3]: stage2_1.3.weight's gradient is written from here on");
+    RT_AT(178, "$.model.layers[7].body[3]: stage2_1.3.weight's gradient is written from here on");
     rt_grad_begin(e, 56032, 36864);
-    RT_AT(211, "$.model.layers[7].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 576, e->B * 196, 1.0f, d_gemm_conv_stage2_1_3, e->B * 196,
-            col_conv_stage2_1_3_again, e->B * 196, 1.0f, G_stage2_1_3_weight, 576);
-    RT_AT(212, "$.model.layers[7].body[3]: stage2_1.3.weight's gradient is final");
+    RT_AT(179, "$.model.layers[7].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage2_1_2, d_gemm_conv_stage2_1_3, col_conv_stage2_1_3_again,
+                       G_stage2_1_3_weight, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(180, "$.model.layers[7].body[3]: stage2_1.3.weight's gradient is final");
     rt_grad_ready(e, 56032, 36864);
-    RT_AT(213, "$.model.layers[7].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 576, e->B * 196, 64, 1.0f, P_stage2_1_3_weight, 576, d_gemm_conv_stage2_1_3,
-            e->B * 196, 0.0f, d_col_conv_stage2_1_3, e->B * 196);
-    RT_AT(214, "$.model.layers[7].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_3, d_relu_stage2_1_2, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(215, "$.model.layers[7].body[2]: relu backward");
+    RT_AT(181, "$.model.layers[7].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_3_weight, d_gemm_conv_stage2_1_3, d_col_conv_stage2_1_3,
+                     d_relu_stage2_1_2, e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
+    RT_AT(182, "$.model.layers[7].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k47, e->B * 12544, 3, (void *[]){&d_relu_stage2_1_2, &relu_stage2_1_2,
               &d_batchnorm_stage2_1_1});
-    RT_AT(216, "$.model.layers[7].body[1]: the gradients of stage2_1.1.weight and "
+    RT_AT(183, "$.model.layers[7].body[1]: the gradients of stage2_1.1.weight and "
           "stage2_1.1.bias are written from here on");
     rt_grad_begin(e, 55904, 128);
-    RT_AT(217, "$.model.layers[7].body[1]: batchnorm backward");
+    RT_AT(184, "$.model.layers[7].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_0, P_stage2_1_1_weight, bn_mean_stage2_1_1,
                      bn_rstd_stage2_1_1, d_batchnorm_stage2_1_1, d_conv_stage2_1_0,
                      G_stage2_1_1_weight, G_stage2_1_1_bias, e->B, 64, 196, 0);
-    RT_AT(218, "$.model.layers[7].body[1]: stage2_1.1.weight's gradient is final");
+    RT_AT(185, "$.model.layers[7].body[1]: stage2_1.1.weight's gradient is final");
     rt_grad_ready(e, 55904, 64);
-    RT_AT(219, "$.model.layers[7].body[1]: stage2_1.1.bias's gradient is final");
+    RT_AT(186, "$.model.layers[7].body[1]: stage2_1.1.bias's gradient is final");
     rt_grad_ready(e, 55968, 64);
-    RT_AT(220, "$.model.layers[7].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(187, "$.model.layers[7].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k41's code, on these tensors */
     rt_launch(e, "k41", k48, e->B * 12544, 2, (void *[]){&d_conv_stage2_1_0,
               &d_gemm_conv_stage2_1_0});
-    RT_AT(221, "$.model.layers[7].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_6, col_conv_stage2_1_0_again, e->B, 32, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(222, "$.model.layers[7].body[0]: stage2_1.0.weight's gradient is written from here on");
+    RT_AT(188, "$.model.layers[7].body[0]: stage2_1.0.weight's gradient is written from here on");
     rt_grad_begin(e, 37472, 18432);
-    RT_AT(223, "$.model.layers[7].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 288, e->B * 196, 1.0f, d_gemm_conv_stage2_1_0, e->B * 196,
-            col_conv_stage2_1_0_again, e->B * 196, 1.0f, G_stage2_1_0_weight, 288);
-    RT_AT(224, "$.model.layers[7].body[0]: stage2_1.0.weight's gradient is final");
+    RT_AT(189, "$.model.layers[7].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_6, d_gemm_conv_stage2_1_0, col_conv_stage2_1_0_again,
+                       G_stage2_1_0_weight, e->B, 32, 28, 28, 3, 2, 1, 14, 14, 64);
+    RT_AT(190, "$.model.layers[7].body[0]: stage2_1.0.weight's gradient is final");
     rt_grad_ready(e, 37472, 18432);
-    RT_AT(225, "$.model.layers[7].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 196, 64, 1.0f, P_stage2_1_0_weight, 288, d_gemm_conv_stage2_1_0,
-            e->B * 196, 0.0f, d_col_conv_stage2_1_0, e->B * 196);
-    RT_AT(226, "$.model.layers[7].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_0, d_relu_6_part_2, e->B, 32, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(227, "$.model.layers[6]: sum of gradient contributions + relu backward");
+    RT_AT(191, "$.model.layers[7].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_0_weight, d_gemm_conv_stage2_1_0, d_col_conv_stage2_1_0,
+                     d_relu_6_part_2, e->B, 32, 28, 28, 3, 2, 1, 14, 14, 64);
+    RT_AT(192, "$.model.layers[6]: sum of gradient contributions + relu backward");
     /* on a GPU: k35's code, on these tensors */
     rt_launch(e, "k35", k49, e->B * 25088, 4, (void *[]){&d_relu_6_part, &d_relu_6_part_2, &relu_6,
               &d_residual_stage1_2});
-    RT_AT(229, "$.model.layers[5].body[4]: the gradients of stage1_2.4.weight and "
+    RT_AT(194, "$.model.layers[5].body[4]: the gradients of stage1_2.4.weight and "
           "stage1_2.4.bias are written from here on");
     rt_grad_begin(e, 37408, 64);
-    RT_AT(230, "$.model.layers[5].body[4]: batchnorm backward");
+    RT_AT(195, "$.model.layers[5].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_2_3, P_stage1_2_4_weight, bn_mean_stage1_2_4,
                      bn_rstd_stage1_2_4, d_residual_stage1_2, d_conv_stage1_2_3,
                      G_stage1_2_4_weight, G_stage1_2_4_bias, e->B, 32, 784, 0);
-    RT_AT(231, "$.model.layers[5].body[4]: stage1_2.4.weight's gradient is final");
+    RT_AT(196, "$.model.layers[5].body[4]: stage1_2.4.weight's gradient is final");
     rt_grad_ready(e, 37408, 32);
-    RT_AT(232, "$.model.layers[5].body[4]: stage1_2.4.bias's gradient is final");
+    RT_AT(197, "$.model.layers[5].body[4]: stage1_2.4.bias's gradient is final");
     rt_grad_ready(e, 37440, 32);
-    RT_AT(233, "$.model.layers[5].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(198, "$.model.layers[5].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k50", k50, e->B * 25088, 2, (void *[]){&d_conv_stage1_2_3,
               &d_gemm_conv_stage1_2_3});
-    RT_AT(234, "$.model.layers[5].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage1_2_2, col_conv_stage1_2_3_again, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(235, "$.model.layers[5].body[3]: stage1_2.3.weight's gradient is written from here on");
+    RT_AT(199, "$.model.layers[5].body[3]: stage1_2.3.weight's gradient is written from here on");
     rt_grad_begin(e, 28192, 9216);
-    RT_AT(236, "$.model.layers[5].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 288, e->B * 784, 1.0f, d_gemm_conv_stage1_2_3, e->B * 784,
-            col_conv_stage1_2_3_again, e->B * 784, 1.0f, G_stage1_2_3_weight, 288);
-    RT_AT(237, "$.model.layers[5].body[3]: stage1_2.3.weight's gradient is final");
+    RT_AT(200, "$.model.layers[5].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage1_2_2, d_gemm_conv_stage1_2_3, col_conv_stage1_2_3_again,
+                       G_stage1_2_3_weight, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(201, "$.model.layers[5].body[3]: stage1_2.3.weight's gradient is final");
     rt_grad_ready(e, 28192, 9216);
-    RT_AT(238, "$.model.layers[5].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 784, 32, 1.0f, P_stage1_2_3_weight, 288, d_gemm_conv_stage1_2_3,
-            e->B * 784, 0.0f, d_col_conv_stage1_2_3, e->B * 784);
-    RT_AT(239, "$.model.layers[5].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_2_3, d_relu_stage1_2_2, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(240, "$.model.layers[5].body[2]: relu backward");
+    RT_AT(202, "$.model.layers[5].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_2_3_weight, d_gemm_conv_stage1_2_3, d_col_conv_stage1_2_3,
+                     d_relu_stage1_2_2, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(203, "$.model.layers[5].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k51, e->B * 25088, 3, (void *[]){&d_relu_stage1_2_2, &relu_stage1_2_2,
               &d_batchnorm_stage1_2_1});
-    RT_AT(241, "$.model.layers[5].body[1]: the gradients of stage1_2.1.weight and "
+    RT_AT(204, "$.model.layers[5].body[1]: the gradients of stage1_2.1.weight and "
           "stage1_2.1.bias are written from here on");
     rt_grad_begin(e, 28128, 64);
-    RT_AT(242, "$.model.layers[5].body[1]: batchnorm backward");
+    RT_AT(205, "$.model.layers[5].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_2_0, P_stage1_2_1_weight, bn_mean_stage1_2_1,
                      bn_rstd_stage1_2_1, d_batchnorm_stage1_2_1, d_conv_stage1_2_0,
                      G_stage1_2_1_weight, G_stage1_2_1_bias, e->B, 32, 784, 0);
-    RT_AT(243, "$.model.layers[5].body[1]: stage1_2.1.weight's gradient is final");
+    RT_AT(206, "$.model.layers[5].body[1]: stage1_2.1.weight's gradient is final");
     rt_grad_ready(e, 28128, 32);
-    RT_AT(244, "$.model.layers[5].body[1]: stage1_2.1.bias's gradient is final");
+    RT_AT(207, "$.model.layers[5].body[1]: stage1_2.1.bias's gradient is final");
     rt_grad_ready(e, 28160, 32);
-    RT_AT(245, "$.model.layers[5].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(208, "$.model.layers[5].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k50's code, on these tensors */
     rt_launch(e, "k50", k52, e->B * 25088, 2, (void *[]){&d_conv_stage1_2_0,
               &d_gemm_conv_stage1_2_0});
-    RT_AT(246, "$.model.layers[5].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_4, col_conv_stage1_2_0_again, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(247, "$.model.layers[5].body[0]: stage1_2.0.weight's gradient is written from here on");
+    RT_AT(209, "$.model.layers[5].body[0]: stage1_2.0.weight's gradient is written from here on");
     rt_grad_begin(e, 18912, 9216);
-    RT_AT(248, "$.model.layers[5].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 288, e->B * 784, 1.0f, d_gemm_conv_stage1_2_0, e->B * 784,
-            col_conv_stage1_2_0_again, e->B * 784, 1.0f, G_stage1_2_0_weight, 288);
-    RT_AT(249, "$.model.layers[5].body[0]: stage1_2.0.weight's gradient is final");
+    RT_AT(210, "$.model.layers[5].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_4, d_gemm_conv_stage1_2_0, col_conv_stage1_2_0_again,
+                       G_stage1_2_0_weight, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(211, "$.model.layers[5].body[0]: stage1_2.0.weight's gradient is final");
     rt_grad_ready(e, 18912, 9216);
-    RT_AT(250, "$.model.layers[5].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 784, 32, 1.0f, P_stage1_2_0_weight, 288, d_gemm_conv_stage1_2_0,
-            e->B * 784, 0.0f, d_col_conv_stage1_2_0, e->B * 784);
-    RT_AT(251, "$.model.layers[5].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_2_0, d_relu_4_part, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(252, "$.model.layers[4]: sum of gradient contributions + relu backward");
+    RT_AT(212, "$.model.layers[5].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_2_0_weight, d_gemm_conv_stage1_2_0, d_col_conv_stage1_2_0,
+                     d_relu_4_part, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(213, "$.model.layers[4]: sum of gradient contributions + relu backward");
     /* on a GPU: k35's code, on these tensors */
     rt_launch(e, "k35", k53, e->B * 25088, 4, (void *[]){&d_residual_stage1_2, &d_relu_4_part,
               &relu_4, &d_residual_stage1_1});
-    RT_AT(254, "$.model.layers[3].body[4]: the gradients of stage1_1.4.weight and "
+    RT_AT(215, "$.model.layers[3].body[4]: the gradients of stage1_1.4.weight and "
           "stage1_1.4.bias are written from here on");
     rt_grad_begin(e, 18848, 64);
-    RT_AT(255, "$.model.layers[3].body[4]: batchnorm backward");
+    RT_AT(216, "$.model.layers[3].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_1_3, P_stage1_1_4_weight, bn_mean_stage1_1_4,
                      bn_rstd_stage1_1_4, d_residual_stage1_1, d_conv_stage1_1_3,
                      G_stage1_1_4_weight, G_stage1_1_4_bias, e->B, 32, 784, 0);
-    RT_AT(256, "$.model.layers[3].body[4]: stage1_1.4.weight's gradient is final");
+    RT_AT(217, "$.model.layers[3].body[4]: stage1_1.4.weight's gradient is final");
     rt_grad_ready(e, 18848, 32);
-    RT_AT(257, "$.model.layers[3].body[4]: stage1_1.4.bias's gradient is final");
+    RT_AT(218, "$.model.layers[3].body[4]: stage1_1.4.bias's gradient is final");
     rt_grad_ready(e, 18880, 32);
-    RT_AT(258, "$.model.layers[3].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(219, "$.model.layers[3].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k50's code, on these tensors */
     rt_launch(e, "k50", k54, e->B * 25088, 2, (void *[]){&d_conv_stage1_1_3,
               &d_gemm_conv_stage1_1_3});
-    RT_AT(259, "$.model.layers[3].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3_again, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(260, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is written from here on");
+    RT_AT(220, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is written from here on");
     rt_grad_begin(e, 9632, 9216);
-    RT_AT(261, "$.model.layers[3].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 288, e->B * 784, 1.0f, d_gemm_conv_stage1_1_3, e->B * 784,
-            col_conv_stage1_1_3_again, e->B * 784, 1.0f, G_stage1_1_3_weight, 288);
-    RT_AT(262, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is final");
+    RT_AT(221, "$.model.layers[3].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage1_1_2, d_gemm_conv_stage1_1_3, col_conv_stage1_1_3_again,
+                       G_stage1_1_3_weight, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(222, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is final");
     rt_grad_ready(e, 9632, 9216);
-    RT_AT(263, "$.model.layers[3].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 784, 32, 1.0f, P_stage1_1_3_weight, 288, d_gemm_conv_stage1_1_3,
-            e->B * 784, 0.0f, d_col_conv_stage1_1_3, e->B * 784);
-    RT_AT(264, "$.model.layers[3].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_1_3, d_relu_stage1_1_2, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(265, "$.model.layers[3].body[2]: relu backward");
+    RT_AT(223, "$.model.layers[3].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_1_3_weight, d_gemm_conv_stage1_1_3, d_col_conv_stage1_1_3,
+                     d_relu_stage1_1_2, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(224, "$.model.layers[3].body[2]: relu backward");
     /* on a GPU: k31's code, on these tensors */
     rt_launch(e, "k31", k55, e->B * 25088, 3, (void *[]){&d_relu_stage1_1_2, &relu_stage1_1_2,
               &d_batchnorm_stage1_1_1});
-    RT_AT(266, "$.model.layers[3].body[1]: the gradients of stage1_1.1.weight and "
+    RT_AT(225, "$.model.layers[3].body[1]: the gradients of stage1_1.1.weight and "
           "stage1_1.1.bias are written from here on");
     rt_grad_begin(e, 9568, 64);
-    RT_AT(267, "$.model.layers[3].body[1]: batchnorm backward");
+    RT_AT(226, "$.model.layers[3].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_1_0, P_stage1_1_1_weight, bn_mean_stage1_1_1,
                      bn_rstd_stage1_1_1, d_batchnorm_stage1_1_1, d_conv_stage1_1_0,
                      G_stage1_1_1_weight, G_stage1_1_1_bias, e->B, 32, 784, 0);
-    RT_AT(268, "$.model.layers[3].body[1]: stage1_1.1.weight's gradient is final");
+    RT_AT(227, "$.model.layers[3].body[1]: stage1_1.1.weight's gradient is final");
     rt_grad_ready(e, 9568, 32);
-    RT_AT(269, "$.model.layers[3].body[1]: stage1_1.1.bias's gradient is final");
+    RT_AT(228, "$.model.layers[3].body[1]: stage1_1.1.bias's gradient is final");
     rt_grad_ready(e, 9600, 32);
-    RT_AT(270, "$.model.layers[3].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(229, "$.model.layers[3].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k50's code, on these tensors */
     rt_launch(e, "k50", k56, e->B * 25088, 2, (void *[]){&d_conv_stage1_1_0,
               &d_gemm_conv_stage1_1_0});
-    RT_AT(271, "$.model.layers[3].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_2, col_conv_stage1_1_0_again, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(272, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is written from here on");
+    RT_AT(230, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is written from here on");
     rt_grad_begin(e, 352, 9216);
-    RT_AT(273, "$.model.layers[3].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 288, e->B * 784, 1.0f, d_gemm_conv_stage1_1_0, e->B * 784,
-            col_conv_stage1_1_0_again, e->B * 784, 1.0f, G_stage1_1_0_weight, 288);
-    RT_AT(274, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is final");
+    RT_AT(231, "$.model.layers[3].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_2, d_gemm_conv_stage1_1_0, col_conv_stage1_1_0_again,
+                       G_stage1_1_0_weight, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(232, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is final");
     rt_grad_ready(e, 352, 9216);
-    RT_AT(275, "$.model.layers[3].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 784, 32, 1.0f, P_stage1_1_0_weight, 288, d_gemm_conv_stage1_1_0,
-            e->B * 784, 0.0f, d_col_conv_stage1_1_0, e->B * 784);
-    RT_AT(276, "$.model.layers[3].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_1_0, d_relu_2_part, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(277, "$.model.layers[2]: sum of gradient contributions + relu backward");
+    RT_AT(233, "$.model.layers[3].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_1_0_weight, d_gemm_conv_stage1_1_0, d_col_conv_stage1_1_0,
+                     d_relu_2_part, e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
+    RT_AT(234, "$.model.layers[2]: sum of gradient contributions + relu backward");
     /* on a GPU: k35's code, on these tensors */
     rt_launch(e, "k35", k57, e->B * 25088, 4, (void *[]){&d_residual_stage1_1, &d_relu_2_part,
               &relu_2, &d_batchnorm_1});
-    RT_AT(279, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
+    RT_AT(236, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
     rt_grad_begin(e, 288, 64);
-    RT_AT(280, "$.model.layers[1]: batchnorm backward");
+    RT_AT(237, "$.model.layers[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_0, P_1_weight, bn_mean_1, bn_rstd_1, d_batchnorm_1, d_conv_0,
                      G_1_weight, G_1_bias, e->B, 32, 784, 0);
-    RT_AT(281, "$.model.layers[1]: 1.weight's gradient is final");
+    RT_AT(238, "$.model.layers[1]: 1.weight's gradient is final");
     rt_grad_ready(e, 288, 32);
-    RT_AT(282, "$.model.layers[1]: 1.bias's gradient is final");
+    RT_AT(239, "$.model.layers[1]: 1.bias's gradient is final");
     rt_grad_ready(e, 320, 32);
-    RT_AT(283, "$.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(240, "$.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k50's code, on these tensors */
     rt_launch(e, "k50", k58, e->B * 25088, 2, (void *[]){&d_conv_0, &d_gemm_conv_0});
-    RT_AT(284, "$.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, x_f32, col_conv_0_again, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(285, "$.model.layers[0]: 0.weight's gradient is written from here on");
+    RT_AT(241, "$.model.layers[0]: 0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 288);
-    RT_AT(286, "$.model.layers[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 9, e->B * 784, 1.0f, d_gemm_conv_0, e->B * 784, col_conv_0_again,
-            e->B * 784, 1.0f, G_0_weight, 9);
-    RT_AT(287, "$.model.layers[0]: 0.weight's gradient is final");
+    RT_AT(242, "$.model.layers[0]: conv2d backward: dW += dY col^T (im2col again and a GEMM, or "
+          "direct)");
+    rt_conv_bwd_weight(e, x_f32, d_gemm_conv_0, col_conv_0_again, G_0_weight, e->B, 1, 28, 28, 3, 1,
+                       1, 28, 28, 32);
+    RT_AT(243, "$.model.layers[0]: 0.weight's gradient is final");
     rt_grad_ready(e, 0, 288);
 }
 
@@ -1288,9 +1221,9 @@ static void evaluate(rt_exec *e)
 {
     e->train = 0;
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(100352); /* [9, B*784] */
+    float *x_f32 = ACT(128576); /* [B, 1, 28, 28] */
     const float *P_0_weight = e->params + 0; /* [32, 1, 3, 3] */
+    float *col_conv_0 = ACT(100352); /* [9, B*784] */
     float *gemm_conv_0 = ACT(0); /* [32, B*784] */
     float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *P_1_weight = e->params + 288; /* [32] */
@@ -1301,8 +1234,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_1 = ACT(0); /* [B, 32] */
     float *bn_shift_1 = ACT(128); /* [B, 32] */
     float *relu_2 = ACT(903168); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_1_0 = ACT(0); /* [288, B*784] */
     const float *P_stage1_1_0_weight = e->params + 352; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_1_0 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_1_0 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_1_0 = ACT(1003520); /* [B, 32, 28, 28] */
     const float *P_stage1_1_1_weight = e->params + 9568; /* [32] */
@@ -1313,8 +1246,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_1_1 = ACT(0); /* [B, 32] */
     float *bn_shift_stage1_1_1 = ACT(128); /* [B, 32] */
     float *relu_stage1_1_2 = ACT(1003520); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*784] */
     const float *P_stage1_1_3_weight = e->params + 9632; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_1_3 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_1_3 = ACT(1003520); /* [B, 32, 28, 28] */
     const float *P_stage1_1_4_weight = e->params + 18848; /* [32] */
@@ -1325,8 +1258,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_1_4 = ACT(0); /* [B, 32] */
     float *bn_shift_stage1_1_4 = ACT(128); /* [B, 32] */
     float *relu_4 = ACT(1003520); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_2_0 = ACT(0); /* [288, B*784] */
     const float *P_stage1_2_0_weight = e->params + 18912; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_2_0 = ACT(0); /* [288, B*784] */
     float *gemm_conv_stage1_2_0 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_2_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *P_stage1_2_1_weight = e->params + 28128; /* [32] */
@@ -1337,9 +1270,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_2_1 = ACT(0); /* [B, 32] */
     float *bn_shift_stage1_2_1 = ACT(128); /* [B, 32] */
     float *relu_stage1_2_2 = ACT(903168); /* [B, 32, 28, 28] */
-    float *col_conv_stage1_2_3 = ACT(0); /* [288, B*784] */
     const float *P_stage1_2_3_weight = e->params + 28192; /* [32, 32, 3, 3] */
-    float *gemm_conv_stage1_2_3 = ACT(903168); /* [32, B*784] */
+    float *col_conv_stage1_2_3 = ACT(0); /* [288, B*784] */
+    float *gemm_conv_stage1_2_3 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     const float *P_stage1_2_4_weight = e->params + 37408; /* [32] */
     const float *P_stage1_2_4_bias = e->params + 37440; /* [32] */
@@ -1349,8 +1282,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_2_4 = ACT(0); /* [B, 32] */
     float *bn_shift_stage1_2_4 = ACT(128); /* [B, 32] */
     float *relu_6 = ACT(451584); /* [B, 32, 28, 28] */
-    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*196] */
     const float *P_stage2_1_0_weight = e->params + 37472; /* [64, 32, 3, 3] */
+    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*196] */
     float *gemm_conv_stage2_1_0 = ACT(225792); /* [64, B*196] */
     float *conv_stage2_1_0 = ACT(551936); /* [B, 64, 14, 14] */
     const float *P_stage2_1_1_weight = e->params + 55904; /* [64] */
@@ -1361,9 +1294,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_1_1 = ACT(0); /* [B, 64] */
     float *bn_shift_stage2_1_1 = ACT(256); /* [B, 64] */
     float *relu_stage2_1_2 = ACT(551936); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*196] */
     const float *P_stage2_1_3_weight = e->params + 56032; /* [64, 64, 3, 3] */
-    float *gemm_conv_stage2_1_3 = ACT(551936); /* [64, B*196] */
+    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*196] */
+    float *gemm_conv_stage2_1_3 = ACT(602112); /* [64, B*196] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 14, 14] */
     const float *P_stage2_1_4_weight = e->params + 92896; /* [64] */
     const float *P_stage2_1_4_bias = e->params + 92960; /* [64] */
@@ -1373,8 +1306,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_1_4 = ACT(50176); /* [B, 64] */
     float *bn_shift_stage2_1_4 = ACT(50432); /* [B, 64] */
     float *batchnorm_stage2_1_4 = ACT(0); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_1_shortcut_0 = ACT(100352); /* [32, B*196] */
     const float *P_stage2_1_shortcut_0_weight = e->params + 93024; /* [64, 32, 1, 1] */
+    float *col_conv_stage2_1_shortcut_0 = ACT(100352); /* [32, B*196] */
     float *gemm_conv_stage2_1_shortcut_0 = ACT(50176); /* [64, B*196] */
     float *conv_stage2_1_shortcut_0 = ACT(451584); /* [B, 64, 14, 14] */
     const float *P_stage2_1_shortcut_1_weight = e->params + 95072; /* [64] */
@@ -1385,8 +1318,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_1_shortcut_1 = ACT(50176); /* [B, 64] */
     float *bn_shift_stage2_1_shortcut_1 = ACT(50432); /* [B, 64] */
     float *relu_8 = ACT(451584); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_2_0 = ACT(0); /* [576, B*196] */
     const float *P_stage2_2_0_weight = e->params + 95200; /* [64, 64, 3, 3] */
+    float *col_conv_stage2_2_0 = ACT(0); /* [576, B*196] */
     float *gemm_conv_stage2_2_0 = ACT(551936); /* [64, B*196] */
     float *conv_stage2_2_0 = ACT(501760); /* [B, 64, 14, 14] */
     const float *P_stage2_2_1_weight = e->params + 132064; /* [64] */
@@ -1397,9 +1330,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_2_1 = ACT(0); /* [B, 64] */
     float *bn_shift_stage2_2_1 = ACT(256); /* [B, 64] */
     float *relu_stage2_2_2 = ACT(501760); /* [B, 64, 14, 14] */
-    float *col_conv_stage2_2_3 = ACT(0); /* [576, B*196] */
     const float *P_stage2_2_3_weight = e->params + 132192; /* [64, 64, 3, 3] */
-    float *gemm_conv_stage2_2_3 = ACT(501760); /* [64, B*196] */
+    float *col_conv_stage2_2_3 = ACT(0); /* [576, B*196] */
+    float *gemm_conv_stage2_2_3 = ACT(551936); /* [64, B*196] */
     float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     const float *P_stage2_2_4_weight = e->params + 169056; /* [64] */
     const float *P_stage2_2_4_bias = e->params + 169120; /* [64] */
@@ -1409,8 +1342,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_2_4 = ACT(275968); /* [B, 64] */
     float *bn_shift_stage2_2_4 = ACT(276224); /* [B, 64] */
     float *relu_10 = ACT(225792); /* [B, 64, 14, 14] */
-    float *col_conv_stage3_1_0 = ACT(0); /* [576, B*49] */
     const float *P_stage3_1_0_weight = e->params + 169184; /* [128, 64, 3, 3] */
+    float *col_conv_stage3_1_0 = ACT(0); /* [576, B*49] */
     float *gemm_conv_stage3_1_0 = ACT(112896); /* [128, B*49] */
     float *conv_stage3_1_0 = ACT(275968); /* [B, 128, 7, 7] */
     const float *P_stage3_1_1_weight = e->params + 242912; /* [128] */
@@ -1421,9 +1354,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage3_1_1 = ACT(0); /* [B, 128] */
     float *bn_shift_stage3_1_1 = ACT(512); /* [B, 128] */
     float *relu_stage3_1_2 = ACT(275968); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_1_3 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_1_3_weight = e->params + 243168; /* [128, 128, 3, 3] */
-    float *gemm_conv_stage3_1_3 = ACT(275968); /* [128, B*49] */
+    float *col_conv_stage3_1_3 = ACT(0); /* [1152, B*49] */
+    float *gemm_conv_stage3_1_3 = ACT(301056); /* [128, B*49] */
     float *conv_stage3_1_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *P_stage3_1_4_weight = e->params + 390624; /* [128] */
     const float *P_stage3_1_4_bias = e->params + 390752; /* [128] */
@@ -1433,8 +1366,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage3_1_4 = ACT(25088); /* [B, 128] */
     float *bn_shift_stage3_1_4 = ACT(25600); /* [B, 128] */
     float *batchnorm_stage3_1_4 = ACT(0); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_1_shortcut_0 = ACT(50176); /* [64, B*49] */
     const float *P_stage3_1_shortcut_0_weight = e->params + 390880; /* [128, 64, 1, 1] */
+    float *col_conv_stage3_1_shortcut_0 = ACT(50176); /* [64, B*49] */
     float *gemm_conv_stage3_1_shortcut_0 = ACT(25088); /* [128, B*49] */
     float *conv_stage3_1_shortcut_0 = ACT(225792); /* [B, 128, 7, 7] */
     const float *P_stage3_1_shortcut_1_weight = e->params + 399072; /* [128] */
@@ -1445,8 +1378,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage3_1_shortcut_1 = ACT(25088); /* [B, 128] */
     float *bn_shift_stage3_1_shortcut_1 = ACT(25600); /* [B, 128] */
     float *relu_12 = ACT(225792); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_2_0 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_2_0_weight = e->params + 399328; /* [128, 128, 3, 3] */
+    float *col_conv_stage3_2_0 = ACT(0); /* [1152, B*49] */
     float *gemm_conv_stage3_2_0 = ACT(275968); /* [128, B*49] */
     float *conv_stage3_2_0 = ACT(250880); /* [B, 128, 7, 7] */
     const float *P_stage3_2_1_weight = e->params + 546784; /* [128] */
@@ -1457,9 +1390,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage3_2_1 = ACT(0); /* [B, 128] */
     float *bn_shift_stage3_2_1 = ACT(512); /* [B, 128] */
     float *relu_stage3_2_2 = ACT(250880); /* [B, 128, 7, 7] */
-    float *col_conv_stage3_2_3 = ACT(0); /* [1152, B*49] */
     const float *P_stage3_2_3_weight = e->params + 547040; /* [128, 128, 3, 3] */
-    float *gemm_conv_stage3_2_3 = ACT(250880); /* [128, B*49] */
+    float *col_conv_stage3_2_3 = ACT(0); /* [1152, B*49] */
+    float *gemm_conv_stage3_2_3 = ACT(275968); /* [128, B*49] */
     float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *P_stage3_2_4_weight = e->params + 694496; /* [128] */
     const float *P_stage3_2_4_bias = e->params + 694624; /* [128] */
@@ -1478,11 +1411,9 @@ static void evaluate(rt_exec *e)
 
     /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same code) */
     rt_launch(e, "k0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    /* $.model.layers[0]: conv2d: im2col */
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
+    /* $.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                32);
     /* $.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (training's k1, the same
      * code) */
     rt_launch(e, "k1", k1, e->B * 25088, 2, (void *[]){&gemm_conv_0, &conv_0});
@@ -1493,11 +1424,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu */
     rt_launch(e, "ke2", ke2, e->B * 25088, 4, (void *[]){&conv_0, &bn_scale_1, &bn_shift_1,
               &relu_2});
-    /* $.model.layers[3].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_2, col_conv_stage1_1_0, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[3].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_1_0_weight, 288, col_conv_stage1_1_0,
-            e->B * 784, 0.0f, gemm_conv_stage1_1_0, e->B * 784);
+    /* $.model.layers[3].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_2, P_stage1_1_0_weight, col_conv_stage1_1_0, gemm_conv_stage1_1_0, e->B, 32,
+                28, 28, 3, 1, 1, 28, 28, 32);
     /* $.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k1, the same code) */
     rt_launch(e, "k1", ke3, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_1_0, &conv_stage1_1_0});
@@ -1511,11 +1440,9 @@ static void evaluate(rt_exec *e)
      * relu (on the GPU, ke2's code on these tensors) */
     rt_launch(e, "ke2", ke4, e->B * 25088, 4, (void *[]){&conv_stage1_1_0, &bn_scale_stage1_1_1,
               &bn_shift_stage1_1_1, &relu_stage1_1_2});
-    /* $.model.layers[3].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[3].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_1_3_weight, 288, col_conv_stage1_1_3,
-            e->B * 784, 0.0f, gemm_conv_stage1_1_3, e->B * 784);
+    /* $.model.layers[3].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage1_1_2, P_stage1_1_3_weight, col_conv_stage1_1_3, gemm_conv_stage1_1_3,
+                e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
     /* $.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k1, the same code) */
     rt_launch(e, "k1", ke5, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_1_3, &conv_stage1_1_3});
@@ -1529,11 +1456,9 @@ static void evaluate(rt_exec *e)
      * shift + residual: x + body(x) + relu */
     rt_launch(e, "ke6", ke6, e->B * 25088, 5, (void *[]){&conv_stage1_1_3, &bn_scale_stage1_1_4,
               &bn_shift_stage1_1_4, &relu_2, &relu_4});
-    /* $.model.layers[5].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_4, col_conv_stage1_2_0, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[5].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_2_0_weight, 288, col_conv_stage1_2_0,
-            e->B * 784, 0.0f, gemm_conv_stage1_2_0, e->B * 784);
+    /* $.model.layers[5].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_4, P_stage1_2_0_weight, col_conv_stage1_2_0, gemm_conv_stage1_2_0, e->B, 32,
+                28, 28, 3, 1, 1, 28, 28, 32);
     /* $.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k1, the same code) */
     rt_launch(e, "k1", ke7, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_2_0, &conv_stage1_2_0});
@@ -1547,11 +1472,9 @@ static void evaluate(rt_exec *e)
      * relu (on the GPU, ke2's code on these tensors) */
     rt_launch(e, "ke2", ke8, e->B * 25088, 4, (void *[]){&conv_stage1_2_0, &bn_scale_stage1_2_1,
               &bn_shift_stage1_2_1, &relu_stage1_2_2});
-    /* $.model.layers[5].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage1_2_2, col_conv_stage1_2_3, e->B, 32, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[5].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 784, 288, 1.0f, P_stage1_2_3_weight, 288, col_conv_stage1_2_3,
-            e->B * 784, 0.0f, gemm_conv_stage1_2_3, e->B * 784);
+    /* $.model.layers[5].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage1_2_2, P_stage1_2_3_weight, col_conv_stage1_2_3, gemm_conv_stage1_2_3,
+                e->B, 32, 28, 28, 3, 1, 1, 28, 28, 32);
     /* $.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k1, the same code) */
     rt_launch(e, "k1", ke9, e->B * 25088, 2, (void *[]){&gemm_conv_stage1_2_3, &conv_stage1_2_3});
@@ -1565,11 +1488,9 @@ static void evaluate(rt_exec *e)
      * shift + residual: x + body(x) + relu (on the GPU, ke6's code on these tensors) */
     rt_launch(e, "ke6", ke10, e->B * 25088, 5, (void *[]){&conv_stage1_2_3, &bn_scale_stage1_2_4,
               &bn_shift_stage1_2_4, &relu_4, &relu_6});
-    /* $.model.layers[7].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_6, col_conv_stage2_1_0, e->B, 32, 28, 28, 3, 2, 1, 14, 14);
-    /* $.model.layers[7].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 196, 288, 1.0f, P_stage2_1_0_weight, 288, col_conv_stage2_1_0,
-            e->B * 196, 0.0f, gemm_conv_stage2_1_0, e->B * 196);
+    /* $.model.layers[7].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_6, P_stage2_1_0_weight, col_conv_stage2_1_0, gemm_conv_stage2_1_0, e->B, 32,
+                28, 28, 3, 2, 1, 14, 14, 64);
     /* $.model.layers[7].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k11, the same code) */
     rt_launch(e, "k11", ke11, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_0, &conv_stage2_1_0});
@@ -1583,11 +1504,9 @@ static void evaluate(rt_exec *e)
      * relu */
     rt_launch(e, "ke12", ke12, e->B * 12544, 4, (void *[]){&conv_stage2_1_0, &bn_scale_stage2_1_1,
               &bn_shift_stage2_1_1, &relu_stage2_1_2});
-    /* $.model.layers[7].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    /* $.model.layers[7].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_1_3_weight, 576, col_conv_stage2_1_3,
-            e->B * 196, 0.0f, gemm_conv_stage2_1_3, e->B * 196);
+    /* $.model.layers[7].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage2_1_2, P_stage2_1_3_weight, col_conv_stage2_1_3, gemm_conv_stage2_1_3,
+                e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
     /* $.model.layers[7].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k11, the same code) */
     rt_launch(e, "k11", ke13, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_3, &conv_stage2_1_3});
@@ -1600,12 +1519,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[7].body[4]: batchnorm: y = x * scale + shift */
     rt_launch(e, "ke14", ke14, e->B * 12544, 4, (void *[]){&conv_stage2_1_3, &bn_scale_stage2_1_4,
               &bn_shift_stage2_1_4, &batchnorm_stage2_1_4});
-    /* $.model.layers[7].shortcut[0]: conv2d: im2col */
-    rt_im2col(e, relu_6, col_conv_stage2_1_shortcut_0, e->B, 32, 28, 28, 1, 2, 0, 14, 14);
-    /* $.model.layers[7].shortcut[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 196, 32, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            col_conv_stage2_1_shortcut_0, e->B * 196, 0.0f, gemm_conv_stage2_1_shortcut_0,
-            e->B * 196);
+    /* $.model.layers[7].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_6, P_stage2_1_shortcut_0_weight, col_conv_stage2_1_shortcut_0,
+                gemm_conv_stage2_1_shortcut_0, e->B, 32, 28, 28, 1, 2, 0, 14, 14, 64);
     /* $.model.layers[7].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k11, the same code) */
     rt_launch(e, "k11", ke15, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_1_shortcut_0,
@@ -1621,11 +1537,9 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke16", ke16, e->B * 12544, 5, (void *[]){&conv_stage2_1_shortcut_0,
               &bn_scale_stage2_1_shortcut_1, &bn_shift_stage2_1_shortcut_1, &batchnorm_stage2_1_4,
               &relu_8});
-    /* $.model.layers[9].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_8, col_conv_stage2_2_0, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    /* $.model.layers[9].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_2_0_weight, 576, col_conv_stage2_2_0,
-            e->B * 196, 0.0f, gemm_conv_stage2_2_0, e->B * 196);
+    /* $.model.layers[9].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_8, P_stage2_2_0_weight, col_conv_stage2_2_0, gemm_conv_stage2_2_0, e->B, 64,
+                14, 14, 3, 1, 1, 14, 14, 64);
     /* $.model.layers[9].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k11, the same code) */
     rt_launch(e, "k11", ke17, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_2_0, &conv_stage2_2_0});
@@ -1639,11 +1553,9 @@ static void evaluate(rt_exec *e)
      * relu (on the GPU, ke12's code on these tensors) */
     rt_launch(e, "ke12", ke18, e->B * 12544, 4, (void *[]){&conv_stage2_2_0, &bn_scale_stage2_2_1,
               &bn_shift_stage2_2_1, &relu_stage2_2_2});
-    /* $.model.layers[9].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage2_2_2, col_conv_stage2_2_3, e->B, 64, 14, 14, 3, 1, 1, 14, 14);
-    /* $.model.layers[9].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 196, 576, 1.0f, P_stage2_2_3_weight, 576, col_conv_stage2_2_3,
-            e->B * 196, 0.0f, gemm_conv_stage2_2_3, e->B * 196);
+    /* $.model.layers[9].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage2_2_2, P_stage2_2_3_weight, col_conv_stage2_2_3, gemm_conv_stage2_2_3,
+                e->B, 64, 14, 14, 3, 1, 1, 14, 14, 64);
     /* $.model.layers[9].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k11, the same code) */
     rt_launch(e, "k11", ke19, e->B * 12544, 2, (void *[]){&gemm_conv_stage2_2_3, &conv_stage2_2_3});
@@ -1657,11 +1569,9 @@ static void evaluate(rt_exec *e)
      * + shift + residual: x + body(x) + relu */
     rt_launch(e, "ke20", ke20, e->B * 12544, 5, (void *[]){&conv_stage2_2_3, &bn_scale_stage2_2_4,
               &bn_shift_stage2_2_4, &relu_8, &relu_10});
-    /* $.model.layers[11].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_10, col_conv_stage3_1_0, e->B, 64, 14, 14, 3, 2, 1, 7, 7);
-    /* $.model.layers[11].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 128, e->B * 49, 576, 1.0f, P_stage3_1_0_weight, 576, col_conv_stage3_1_0,
-            e->B * 49, 0.0f, gemm_conv_stage3_1_0, e->B * 49);
+    /* $.model.layers[11].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_10, P_stage3_1_0_weight, col_conv_stage3_1_0, gemm_conv_stage3_1_0, e->B,
+                64, 14, 14, 3, 2, 1, 7, 7, 128);
     /* $.model.layers[11].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k21, the same code) */
     rt_launch(e, "k21", ke21, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_0, &conv_stage3_1_0});
@@ -1675,11 +1585,9 @@ static void evaluate(rt_exec *e)
      * relu */
     rt_launch(e, "ke22", ke22, e->B * 6272, 4, (void *[]){&conv_stage3_1_0, &bn_scale_stage3_1_1,
               &bn_shift_stage3_1_1, &relu_stage3_1_2});
-    /* $.model.layers[11].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage3_1_2, col_conv_stage3_1_3, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    /* $.model.layers[11].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_1_3_weight, 1152, col_conv_stage3_1_3,
-            e->B * 49, 0.0f, gemm_conv_stage3_1_3, e->B * 49);
+    /* $.model.layers[11].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage3_1_2, P_stage3_1_3_weight, col_conv_stage3_1_3, gemm_conv_stage3_1_3,
+                e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
     /* $.model.layers[11].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k21, the same code) */
     rt_launch(e, "k21", ke23, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_3, &conv_stage3_1_3});
@@ -1692,12 +1600,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[11].body[4]: batchnorm: y = x * scale + shift */
     rt_launch(e, "ke24", ke24, e->B * 6272, 4, (void *[]){&conv_stage3_1_3, &bn_scale_stage3_1_4,
               &bn_shift_stage3_1_4, &batchnorm_stage3_1_4});
-    /* $.model.layers[11].shortcut[0]: conv2d: im2col */
-    rt_im2col(e, relu_10, col_conv_stage3_1_shortcut_0, e->B, 64, 14, 14, 1, 2, 0, 7, 7);
-    /* $.model.layers[11].shortcut[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 128, e->B * 49, 64, 1.0f, P_stage3_1_shortcut_0_weight, 64,
-            col_conv_stage3_1_shortcut_0, e->B * 49, 0.0f, gemm_conv_stage3_1_shortcut_0,
-            e->B * 49);
+    /* $.model.layers[11].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_10, P_stage3_1_shortcut_0_weight, col_conv_stage3_1_shortcut_0,
+                gemm_conv_stage3_1_shortcut_0, e->B, 64, 14, 14, 1, 2, 0, 7, 7, 128);
     /* $.model.layers[11].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k21, the same code) */
     rt_launch(e, "k21", ke25, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_1_shortcut_0,
@@ -1713,11 +1618,9 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke26", ke26, e->B * 6272, 5, (void *[]){&conv_stage3_1_shortcut_0,
               &bn_scale_stage3_1_shortcut_1, &bn_shift_stage3_1_shortcut_1, &batchnorm_stage3_1_4,
               &relu_12});
-    /* $.model.layers[13].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_12, col_conv_stage3_2_0, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    /* $.model.layers[13].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_2_0_weight, 1152, col_conv_stage3_2_0,
-            e->B * 49, 0.0f, gemm_conv_stage3_2_0, e->B * 49);
+    /* $.model.layers[13].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_12, P_stage3_2_0_weight, col_conv_stage3_2_0, gemm_conv_stage3_2_0, e->B,
+                128, 7, 7, 3, 1, 1, 7, 7, 128);
     /* $.model.layers[13].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k21, the same code) */
     rt_launch(e, "k21", ke27, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_2_0, &conv_stage3_2_0});
@@ -1731,11 +1634,9 @@ static void evaluate(rt_exec *e)
      * relu (on the GPU, ke22's code on these tensors) */
     rt_launch(e, "ke22", ke28, e->B * 6272, 4, (void *[]){&conv_stage3_2_0, &bn_scale_stage3_2_1,
               &bn_shift_stage3_2_1, &relu_stage3_2_2});
-    /* $.model.layers[13].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage3_2_2, col_conv_stage3_2_3, e->B, 128, 7, 7, 3, 1, 1, 7, 7);
-    /* $.model.layers[13].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 128, e->B * 49, 1152, 1.0f, P_stage3_2_3_weight, 1152, col_conv_stage3_2_3,
-            e->B * 49, 0.0f, gemm_conv_stage3_2_3, e->B * 49);
+    /* $.model.layers[13].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage3_2_2, P_stage3_2_3_weight, col_conv_stage3_2_3, gemm_conv_stage3_2_3,
+                e->B, 128, 7, 7, 3, 1, 1, 7, 7, 128);
     /* $.model.layers[13].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k21, the same code) */
     rt_launch(e, "k21", ke29, e->B * 6272, 2, (void *[]){&gemm_conv_stage3_2_3, &conv_stage3_2_3});
@@ -1936,15 +1837,15 @@ const rt_model trainc_model = {
     .state_floats = 2480,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 1917760,
+    .arena_row_bytes = 2011200,
     .noreuse_row_bytes = 23410416,
     .eval_arena_row_bytes = 1204224,
     .flops_per_sample = 487258408,
-    .n_instructions = 288,
+    .n_instructions = 244,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,
-    .pred_offset = 1883648,
+    .pred_offset = 1958912,
     .pred_numel = 10,
     .pred_ld = 10,
     .gpu_scratch_row_bytes = 0,

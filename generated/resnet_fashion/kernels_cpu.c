@@ -11,7 +11,7 @@
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(1906688); /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(2007040); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -43,8 +43,8 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
-    const float *bn_scale_1 = ACT(1909824); /* [B, 32] */
-    const float *bn_shift_1 = ACT(1909952); /* [B, 32] */
+    const float *bn_scale_1 = ACT(0); /* [B, 32] */
+    const float *bn_shift_1 = ACT(128); /* [B, 32] */
     float *relu_2 = ACT(1003520); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
@@ -89,8 +89,8 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(1103872); /* [B, 32, 28, 28] */
-    const float *bn_scale_stage1_1_1 = ACT(1909824); /* [B, 32] */
-    const float *bn_shift_stage1_1_1 = ACT(1909952); /* [B, 32] */
+    const float *bn_scale_stage1_1_1 = ACT(1304576); /* [B, 32] */
+    const float *bn_shift_stage1_1_1 = ACT(1304704); /* [B, 32] */
     float *relu_stage1_1_2 = ACT(1204224); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
@@ -135,8 +135,8 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_3 = ACT(1304576); /* [B, 32, 28, 28] */
-    const float *bn_scale_stage1_1_4 = ACT(1909824); /* [B, 32] */
-    const float *bn_shift_stage1_1_4 = ACT(1909952); /* [B, 32] */
+    const float *bn_scale_stage1_1_4 = ACT(1505280); /* [B, 32] */
+    const float *bn_shift_stage1_1_4 = ACT(1505408); /* [B, 32] */
     const float *relu_2 = ACT(1003520); /* [B, 32, 28, 28] */
     float *relu_4 = ACT(1404928); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -184,8 +184,8 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_0 = ACT(1505280); /* [B, 32, 28, 28] */
-    const float *bn_scale_stage1_2_1 = ACT(1909824); /* [B, 32] */
-    const float *bn_shift_stage1_2_1 = ACT(1909952); /* [B, 32] */
+    const float *bn_scale_stage1_2_1 = ACT(1705984); /* [B, 32] */
+    const float *bn_shift_stage1_2_1 = ACT(1706112); /* [B, 32] */
     float *relu_stage1_2_2 = ACT(1605632); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
@@ -231,8 +231,8 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
-    const float *bn_scale_stage1_2_4 = ACT(1909824); /* [B, 32] */
-    const float *bn_shift_stage1_2_4 = ACT(1909952); /* [B, 32] */
+    const float *bn_scale_stage1_2_4 = ACT(1959680); /* [B, 32] */
+    const float *bn_shift_stage1_2_4 = ACT(1959808); /* [B, 32] */
     const float *relu_4 = ACT(1404928); /* [B, 32, 28, 28] */
     float *relu_6 = ACT(551936); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -278,8 +278,8 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(652288); /* [B, 64, 14, 14] */
-    const float *bn_scale_stage2_1_1 = ACT(1909824); /* [B, 64] */
-    const float *bn_shift_stage2_1_1 = ACT(1910080); /* [B, 64] */
+    const float *bn_scale_stage2_1_1 = ACT(1957376); /* [B, 64] */
+    const float *bn_shift_stage2_1_1 = ACT(1957632); /* [B, 64] */
     float *relu_stage2_1_2 = ACT(702464); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -324,8 +324,8 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_3 = ACT(752640); /* [B, 64, 14, 14] */
-    const float *bn_scale_stage2_1_4 = ACT(1909824); /* [B, 64] */
-    const float *bn_shift_stage2_1_4 = ACT(1910080); /* [B, 64] */
+    const float *bn_scale_stage2_1_4 = ACT(1957888); /* [B, 64] */
+    const float *bn_shift_stage2_1_4 = ACT(1958144); /* [B, 64] */
     float *batchnorm_stage2_1_4 = ACT(802816); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -369,8 +369,8 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_shortcut_0 = ACT(852992); /* [B, 64, 14, 14] */
-    const float *bn_scale_stage2_1_shortcut_1 = ACT(1909824); /* [B, 64] */
-    const float *bn_shift_stage2_1_shortcut_1 = ACT(1910080); /* [B, 64] */
+    const float *bn_scale_stage2_1_shortcut_1 = ACT(1958400); /* [B, 64] */
+    const float *bn_shift_stage2_1_shortcut_1 = ACT(1958656); /* [B, 64] */
     const float *batchnorm_stage2_1_4 = ACT(802816); /* [B, 64, 14, 14] */
     float *relu_8 = ACT(802816); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -418,8 +418,8 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_0 = ACT(1705984); /* [B, 64, 14, 14] */
-    const float *bn_scale_stage2_2_1 = ACT(1909824); /* [B, 64] */
-    const float *bn_shift_stage2_2_1 = ACT(1910080); /* [B, 64] */
+    const float *bn_scale_stage2_2_1 = ACT(1958912); /* [B, 64] */
+    const float *bn_shift_stage2_2_1 = ACT(1959168); /* [B, 64] */
     float *relu_stage2_2_2 = ACT(1756160); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -464,8 +464,8 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
-    const float *bn_scale_stage2_2_4 = ACT(1909824); /* [B, 64] */
-    const float *bn_shift_stage2_2_4 = ACT(1910080); /* [B, 64] */
+    const float *bn_scale_stage2_2_4 = ACT(1937408); /* [B, 64] */
+    const float *bn_shift_stage2_2_4 = ACT(1937664); /* [B, 64] */
     const float *relu_8 = ACT(802816); /* [B, 64, 14, 14] */
     float *relu_10 = ACT(275968); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -511,8 +511,8 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_0 = ACT(326144); /* [B, 128, 7, 7] */
-    const float *bn_scale_stage3_1_1 = ACT(376320); /* [B, 128] */
-    const float *bn_shift_stage3_1_1 = ACT(376832); /* [B, 128] */
+    const float *bn_scale_stage3_1_1 = ACT(1932800); /* [B, 128] */
+    const float *bn_shift_stage3_1_1 = ACT(1933312); /* [B, 128] */
     float *relu_stage3_1_2 = ACT(351232); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
@@ -602,8 +602,8 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
 void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_shortcut_0 = ACT(426496); /* [B, 128, 7, 7] */
-    const float *bn_scale_stage3_1_shortcut_1 = ACT(1806336); /* [B, 128] */
-    const float *bn_shift_stage3_1_shortcut_1 = ACT(1806848); /* [B, 128] */
+    const float *bn_scale_stage3_1_shortcut_1 = ACT(1934848); /* [B, 128] */
+    const float *bn_shift_stage3_1_shortcut_1 = ACT(1935360); /* [B, 128] */
     const float *batchnorm_stage3_1_4 = ACT(401408); /* [B, 128, 7, 7] */
     float *relu_12 = ACT(401408); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -651,8 +651,8 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_0 = ACT(1806336); /* [B, 128, 7, 7] */
-    const float *bn_scale_stage3_2_1 = ACT(1856512); /* [B, 128] */
-    const float *bn_shift_stage3_2_1 = ACT(1857024); /* [B, 128] */
+    const float *bn_scale_stage3_2_1 = ACT(1935872); /* [B, 128] */
+    const float *bn_shift_stage3_2_1 = ACT(1936384); /* [B, 128] */
     float *relu_stage3_2_2 = ACT(1831424); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
@@ -697,8 +697,8 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
 void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
-    const float *bn_scale_stage3_2_4 = ACT(1882624); /* [B, 128] */
-    const float *bn_shift_stage3_2_4 = ACT(1883136); /* [B, 128] */
+    const float *bn_scale_stage3_2_4 = ACT(1856512); /* [B, 128] */
+    const float *bn_shift_stage3_2_4 = ACT(1857024); /* [B, 128] */
     const float *relu_12 = ACT(401408); /* [B, 128, 7, 7] */
     float *relu_14 = ACT(25088); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
@@ -737,7 +737,7 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
 void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_2_3 = ACT(25088); /* [B, 128, 7, 7] */
-    float *d_gemm_conv_stage3_2_3 = ACT(1881600); /* [128, B*49] */
+    float *d_gemm_conv_stage3_2_3 = ACT(1906688); /* [128, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -772,7 +772,7 @@ void k33(rt_exec *e, int64_t lo, int64_t hi)
 void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_2_0 = ACT(1831424); /* [B, 128, 7, 7] */
-    float *d_gemm_conv_stage3_2_0 = ACT(1806336); /* [128, B*49] */
+    float *d_gemm_conv_stage3_2_0 = ACT(1881600); /* [128, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -829,7 +829,7 @@ void k36(rt_exec *e, int64_t lo, int64_t hi)
 void k37(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_1_3 = ACT(401408); /* [B, 128, 7, 7] */
-    float *d_gemm_conv_stage3_1_3 = ACT(376320); /* [128, B*49] */
+    float *d_gemm_conv_stage3_1_3 = ACT(426496); /* [128, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -900,7 +900,7 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
 void k41(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_2_3 = ACT(275968); /* [B, 64, 14, 14] */
-    float *d_gemm_conv_stage2_2_3 = ACT(1856512); /* [64, B*196] */
+    float *d_gemm_conv_stage2_2_3 = ACT(1906688); /* [64, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -935,7 +935,7 @@ void k42(rt_exec *e, int64_t lo, int64_t hi)
 void k43(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_2_0 = ACT(1756160); /* [B, 64, 14, 14] */
-    float *d_gemm_conv_stage2_2_0 = ACT(1705984); /* [64, B*196] */
+    float *d_gemm_conv_stage2_2_0 = ACT(1856512); /* [64, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -993,7 +993,7 @@ void k45(rt_exec *e, int64_t lo, int64_t hi)
 void k46(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_3 = ACT(802816); /* [B, 64, 14, 14] */
-    float *d_gemm_conv_stage2_1_3 = ACT(752640); /* [64, B*196] */
+    float *d_gemm_conv_stage2_1_3 = ACT(852992); /* [64, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -1064,7 +1064,7 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
 void k50(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_2_3 = ACT(551936); /* [B, 32, 28, 28] */
-    float *d_gemm_conv_stage1_2_3 = ACT(1806336); /* [32, B*784] */
+    float *d_gemm_conv_stage1_2_3 = ACT(1906688); /* [32, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -1099,7 +1099,7 @@ void k51(rt_exec *e, int64_t lo, int64_t hi)
 void k52(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_2_0 = ACT(1605632); /* [B, 32, 28, 28] */
-    float *d_gemm_conv_stage1_2_0 = ACT(1505280); /* [32, B*784] */
+    float *d_gemm_conv_stage1_2_0 = ACT(1806336); /* [32, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -1136,7 +1136,7 @@ void k53(rt_exec *e, int64_t lo, int64_t hi)
 void k54(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_3 = ACT(1404928); /* [B, 32, 28, 28] */
-    float *d_gemm_conv_stage1_1_3 = ACT(1304576); /* [32, B*784] */
+    float *d_gemm_conv_stage1_1_3 = ACT(1505280); /* [32, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -1171,7 +1171,7 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
 void k56(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_0 = ACT(1204224); /* [B, 32, 28, 28] */
-    float *d_gemm_conv_stage1_1_0 = ACT(1103872); /* [32, B*784] */
+    float *d_gemm_conv_stage1_1_0 = ACT(1304576); /* [32, B*784] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
         int64_t i = i0, n = 784 - i0 % 784;
@@ -1232,7 +1232,7 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(128576); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -1410,7 +1410,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage1_2_3 = ACT(903168); /* [32, B*784] */
+    const float *gemm_conv_stage1_2_3 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
@@ -1505,7 +1505,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
 void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage2_1_3 = ACT(551936); /* [64, B*196] */
+    const float *gemm_conv_stage2_1_3 = ACT(602112); /* [64, B*196] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -1645,7 +1645,7 @@ void ke18(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
 void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage2_2_3 = ACT(501760); /* [64, B*196] */
+    const float *gemm_conv_stage2_2_3 = ACT(551936); /* [64, B*196] */
     float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -1739,7 +1739,7 @@ void ke22(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
 void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage3_1_3 = ACT(275968); /* [128, B*49] */
+    const float *gemm_conv_stage3_1_3 = ACT(301056); /* [128, B*49] */
     float *conv_stage3_1_3 = ACT(0); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
@@ -1879,7 +1879,7 @@ void ke28(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
 void ke29(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage3_2_3 = ACT(250880); /* [128, B*49] */
+    const float *gemm_conv_stage3_2_3 = ACT(275968); /* [128, B*49] */
     float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */

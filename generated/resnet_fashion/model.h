@@ -2,349 +2,349 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 1917760 bytes (without reuse: Bmax * 23410416; the most live at
- * once: Bmax * 1917760). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 2011200 bytes (without reuse: Bmax * 23410416; the most live at
+ * once: Bmax * 2011200). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   1906688     3136         0-284  x_f32                       [B, 1, 28, 28]  input as f32
- *   903168      100352       3-280  conv_0                      [B, 32, 28, 28]  conv2d output
- *   1916480     128          4-280  bn_mean_1                   [B, 32]
+ *   2007040     3136         0-242  x_f32                       [B, 1, 28, 28]  input as f32
+ *   903168      100352       2-237  conv_0                      [B, 32, 28, 28]  conv2d output
+ *   2010176     128          3-237  bn_mean_1                   [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1916608     128          4-280  bn_rstd_1                   [B, 32]
+ *   2010304     128          3-237  bn_rstd_1                   [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     128          4-5    bn_scale_1                  [B, 32]
+ *   0           128          3-4    bn_scale_1                  [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1909952     128          4-5    bn_shift_1                  [B, 32]
+ *   128         128          3-4    bn_shift_1                  [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1003520     100352       5-277  relu_2                      [B, 32, 28, 28]  relu
- *   1103872     100352       9-267  conv_stage1_1_0             [B, 32, 28, 28]  conv2d output
- *   1916736     128         10-267  bn_mean_stage1_1_1          [B, 32]
+ *   1003520     100352       4-234  relu_2                      [B, 32, 28, 28]  relu
+ *   1103872     100352       7-226  conv_stage1_1_0             [B, 32, 28, 28]  conv2d output
+ *   2010432     128          8-226  bn_mean_stage1_1_1          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1916864     128         10-267  bn_rstd_stage1_1_1          [B, 32]
+ *   2010560     128          8-226  bn_rstd_stage1_1_1          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     128         10-11   bn_scale_stage1_1_1         [B, 32]
+ *   1304576     128          8-9    bn_scale_stage1_1_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1909952     128         10-11   bn_shift_stage1_1_1         [B, 32]
+ *   1304704     128          8-9    bn_shift_stage1_1_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1204224     100352      11-265  relu_stage1_1_2             [B, 32, 28, 28]  relu
- *   1304576     100352      15-255  conv_stage1_1_3             [B, 32, 28, 28]  conv2d output
- *   1916992     128         16-255  bn_mean_stage1_1_4          [B, 32]
+ *   1204224     100352       9-224  relu_stage1_1_2             [B, 32, 28, 28]  relu
+ *   1304576     100352      12-216  conv_stage1_1_3             [B, 32, 28, 28]  conv2d output
+ *   2010688     128         13-216  bn_mean_stage1_1_4          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1917120     128         16-255  bn_rstd_stage1_1_4          [B, 32]
+ *   2010816     128         13-216  bn_rstd_stage1_1_4          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     128         16-17   bn_scale_stage1_1_4         [B, 32]
+ *   1505280     128         13-14   bn_scale_stage1_1_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1909952     128         16-17   bn_shift_stage1_1_4         [B, 32]
+ *   1505408     128         13-14   bn_shift_stage1_1_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1404928     100352      17-252  relu_4                      [B, 32, 28, 28]  relu
- *   1505280     100352      22-242  conv_stage1_2_0             [B, 32, 28, 28]  conv2d output
- *   1917248     128         23-242  bn_mean_stage1_2_1          [B, 32]
+ *   1404928     100352      14-213  relu_4                      [B, 32, 28, 28]  relu
+ *   1505280     100352      18-205  conv_stage1_2_0             [B, 32, 28, 28]  conv2d output
+ *   2010944     128         19-205  bn_mean_stage1_2_1          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1917376     128         23-242  bn_rstd_stage1_2_1          [B, 32]
+ *   2011072     128         19-205  bn_rstd_stage1_2_1          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     128         23-24   bn_scale_stage1_2_1         [B, 32]
+ *   1705984     128         19-20   bn_scale_stage1_2_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1909952     128         23-24   bn_shift_stage1_2_1         [B, 32]
+ *   1706112     128         19-20   bn_shift_stage1_2_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1605632     100352      24-240  relu_stage1_2_2             [B, 32, 28, 28]  relu
- *   451584      100352      28-230  conv_stage1_2_3             [B, 32, 28, 28]  conv2d output
- *   1917504     128         29-230  bn_mean_stage1_2_4          [B, 32]
+ *   1605632     100352      20-203  relu_stage1_2_2             [B, 32, 28, 28]  relu
+ *   451584      100352      23-195  conv_stage1_2_3             [B, 32, 28, 28]  conv2d output
+ *   1959424     128         24-195  bn_mean_stage1_2_4          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1917632     128         29-230  bn_rstd_stage1_2_4          [B, 32]
+ *   1959552     128         24-195  bn_rstd_stage1_2_4          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     128         29-30   bn_scale_stage1_2_4         [B, 32]
+ *   1959680     128         24-25   bn_scale_stage1_2_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1909952     128         29-30   bn_shift_stage1_2_4         [B, 32]
+ *   1959808     128         24-25   bn_shift_stage1_2_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   551936      100352      30-227  relu_6                      [B, 32, 28, 28]  relu
- *   652288      50176       35-217  conv_stage2_1_0             [B, 64, 14, 14]  conv2d output
- *   1913920     256         36-217  bn_mean_stage2_1_1          [B, 64]
+ *   551936      100352      25-192  relu_6                      [B, 32, 28, 28]  relu
+ *   652288      50176       29-184  conv_stage2_1_0             [B, 64, 14, 14]  conv2d output
+ *   1956864     256         30-184  bn_mean_stage2_1_1          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1914176     256         36-217  bn_rstd_stage2_1_1          [B, 64]
+ *   1957120     256         30-184  bn_rstd_stage2_1_1          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     256         36-37   bn_scale_stage2_1_1         [B, 64]
+ *   1957376     256         30-31   bn_scale_stage2_1_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1910080     256         36-37   bn_shift_stage2_1_1         [B, 64]
+ *   1957632     256         30-31   bn_shift_stage2_1_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   702464      50176       37-215  relu_stage2_1_2             [B, 64, 14, 14]  relu
- *   752640      50176       41-205  conv_stage2_1_3             [B, 64, 14, 14]  conv2d output
- *   802816      50176       43-191  batchnorm_stage2_1_4        [B, 64, 14, 14]  batchnorm output
- *   1914432     256         42-205  bn_mean_stage2_1_4          [B, 64]
+ *   702464      50176       31-182  relu_stage2_1_2             [B, 64, 14, 14]  relu
+ *   752640      50176       34-174  conv_stage2_1_3             [B, 64, 14, 14]  conv2d output
+ *   802816      50176       36-162  batchnorm_stage2_1_4        [B, 64, 14, 14]  batchnorm output
+ *   1957376     256         35-174  bn_mean_stage2_1_4          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1914688     256         42-205  bn_rstd_stage2_1_4          [B, 64]
+ *   1957632     256         35-174  bn_rstd_stage2_1_4          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     256         42-43   bn_scale_stage2_1_4         [B, 64]
+ *   1957888     256         35-36   bn_scale_stage2_1_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1910080     256         42-43   bn_shift_stage2_1_4         [B, 64]
+ *   1958144     256         35-36   bn_shift_stage2_1_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   852992      50176       46-194  conv_stage2_1_shortcut_0    [B, 64, 14, 14]  conv2d output
- *   1914944     256         47-194  bn_mean_stage2_1_shortcut_1  [B, 64]
+ *   852992      50176       38-165  conv_stage2_1_shortcut_0    [B, 64, 14, 14]  conv2d output
+ *   1957888     256         39-165  bn_mean_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1915200     256         47-194  bn_rstd_stage2_1_shortcut_1  [B, 64]
+ *   1958144     256         39-165  bn_rstd_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     256         47-48   bn_scale_stage2_1_shortcut_1  [B, 64]
+ *   1958400     256         39-40   bn_scale_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1910080     256         47-48   bn_shift_stage2_1_shortcut_1  [B, 64]
+ *   1958656     256         39-40   bn_shift_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1705984     50176       53-181  conv_stage2_2_0             [B, 64, 14, 14]  conv2d output
- *   1915456     256         54-181  bn_mean_stage2_2_1          [B, 64]
+ *   1705984     50176       44-154  conv_stage2_2_0             [B, 64, 14, 14]  conv2d output
+ *   1958400     256         45-154  bn_mean_stage2_2_1          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1915712     256         54-181  bn_rstd_stage2_2_1          [B, 64]
+ *   1958656     256         45-154  bn_rstd_stage2_2_1          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     256         54-55   bn_scale_stage2_2_1         [B, 64]
+ *   1958912     256         45-46   bn_scale_stage2_2_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1910080     256         54-55   bn_shift_stage2_2_1         [B, 64]
+ *   1959168     256         45-46   bn_shift_stage2_2_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1756160     50176       55-179  relu_stage2_2_2             [B, 64, 14, 14]  relu
- *   225792      50176       59-169  conv_stage2_2_3             [B, 64, 14, 14]  conv2d output
- *   1915968     256         60-169  bn_mean_stage2_2_4          [B, 64]
+ *   1756160     50176       46-152  relu_stage2_2_2             [B, 64, 14, 14]  relu
+ *   225792      50176       49-144  conv_stage2_2_3             [B, 64, 14, 14]  conv2d output
+ *   1936896     256         50-144  bn_mean_stage2_2_4          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1916224     256         60-169  bn_rstd_stage2_2_4          [B, 64]
+ *   1937152     256         50-144  bn_rstd_stage2_2_4          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1909824     256         60-61   bn_scale_stage2_2_4         [B, 64]
+ *   1937408     256         50-51   bn_scale_stage2_2_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1910080     256         60-61   bn_shift_stage2_2_4         [B, 64]
+ *   1937664     256         50-51   bn_shift_stage2_2_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   275968      50176       61-166  relu_10                     [B, 64, 14, 14]  relu
- *   326144      25088       66-156  conv_stage3_1_0             [B, 128, 7, 7]  conv2d output
- *   1909824     512         67-156  bn_mean_stage3_1_1          [B, 128]
+ *   275968      50176       51-141  relu_10                     [B, 64, 14, 14]  relu
+ *   326144      25088       55-133  conv_stage3_1_0             [B, 128, 7, 7]  conv2d output
+ *   1931776     512         56-133  bn_mean_stage3_1_1          [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1910336     512         67-156  bn_rstd_stage3_1_1          [B, 128]
+ *   1932288     512         56-133  bn_rstd_stage3_1_1          [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   376320      512         67-68   bn_scale_stage3_1_1         [B, 128]
+ *   1932800     512         56-57   bn_scale_stage3_1_1         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   376832      512         67-68   bn_shift_stage3_1_1         [B, 128]
+ *   1933312     512         56-57   bn_shift_stage3_1_1         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   351232      25088       68-154  relu_stage3_1_2             [B, 128, 7, 7]  relu
- *   376320      25088       72-144  conv_stage3_1_3             [B, 128, 7, 7]  conv2d output
- *   401408      25088       74-130  batchnorm_stage3_1_4        [B, 128, 7, 7]  batchnorm output
- *   1910848     512         73-144  bn_mean_stage3_1_4          [B, 128]
+ *   351232      25088       57-131  relu_stage3_1_2             [B, 128, 7, 7]  relu
+ *   376320      25088       60-123  conv_stage3_1_3             [B, 128, 7, 7]  conv2d output
+ *   401408      25088       62-111  batchnorm_stage3_1_4        [B, 128, 7, 7]  batchnorm output
+ *   1932800     512         61-123  bn_mean_stage3_1_4          [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1911360     512         73-144  bn_rstd_stage3_1_4          [B, 128]
+ *   1933312     512         61-123  bn_rstd_stage3_1_4          [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   426496      512         73-74   bn_scale_stage3_1_4         [B, 128]
+ *   426496      512         61-62   bn_scale_stage3_1_4         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   427008      512         73-74   bn_shift_stage3_1_4         [B, 128]
+ *   427008      512         61-62   bn_shift_stage3_1_4         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   426496      25088       77-133  conv_stage3_1_shortcut_0    [B, 128, 7, 7]  conv2d output
- *   1911872     512         78-133  bn_mean_stage3_1_shortcut_1  [B, 128]
+ *   426496      25088       64-114  conv_stage3_1_shortcut_0    [B, 128, 7, 7]  conv2d output
+ *   1933824     512         65-114  bn_mean_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1912384     512         78-133  bn_rstd_stage3_1_shortcut_1  [B, 128]
+ *   1934336     512         65-114  bn_rstd_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1806336     512         78-79   bn_scale_stage3_1_shortcut_1  [B, 128]
+ *   1934848     512         65-66   bn_scale_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1806848     512         78-79   bn_shift_stage3_1_shortcut_1  [B, 128]
+ *   1935360     512         65-66   bn_shift_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1806336     25088       84-120  conv_stage3_2_0             [B, 128, 7, 7]  conv2d output
- *   1912896     512         85-120  bn_mean_stage3_2_1          [B, 128]
+ *   1806336     25088       70-103  conv_stage3_2_0             [B, 128, 7, 7]  conv2d output
+ *   1934848     512         71-103  bn_mean_stage3_2_1          [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1913408     512         85-120  bn_rstd_stage3_2_1          [B, 128]
+ *   1935360     512         71-103  bn_rstd_stage3_2_1          [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1856512     512         85-86   bn_scale_stage3_2_1         [B, 128]
+ *   1935872     512         71-72   bn_scale_stage3_2_1         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1857024     512         85-86   bn_shift_stage3_2_1         [B, 128]
+ *   1936384     512         71-72   bn_shift_stage3_2_1         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1831424     25088       86-118  relu_stage3_2_2             [B, 128, 7, 7]  relu
- *   0           25088       90-108  conv_stage3_2_3             [B, 128, 7, 7]  conv2d output
- *   1881600     512         91-108  bn_mean_stage3_2_4          [B, 128]
+ *   1831424     25088       72-101  relu_stage3_2_2             [B, 128, 7, 7]  relu
+ *   0           25088       75-93   conv_stage3_2_3             [B, 128, 7, 7]  conv2d output
+ *   1881600     512         76-93   bn_mean_stage3_2_4          [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   1882112     512         91-108  bn_rstd_stage3_2_4          [B, 128]
+ *   1882112     512         76-93   bn_rstd_stage3_2_4          [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   1882624     512         91-92   bn_scale_stage3_2_4         [B, 128]
+ *   1856512     512         76-77   bn_scale_stage3_2_4         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   1883136     512         91-92   bn_shift_stage3_2_4         [B, 128]
+ *   1857024     512         76-77   bn_shift_stage3_2_4         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   25088       25088       92-106  relu_14                     [B, 128, 7, 7]  relu
- *   1882624     512         95-101  avgpool_15                  [B, 128, 1, 1]  avgpool2d output
- *   1883648     48          96-101  linear_17                   [B, 10]  linear output
- *   1883136     512         99-105  d_flatten_16                [B, 128]  gradient
- *   1856512     25088      105-144  d_relu_14                   [B, 128, 7, 7]  gradient
- *   25088       25088      108-111  d_conv_stage3_2_3           [B, 128, 7, 7]  gradient
- *   1881600     25088      117-120  d_relu_stage3_2_2           [B, 128, 7, 7]  gradient
- *   1831424     25088      120-123  d_conv_stage3_2_0           [B, 128, 7, 7]  gradient
- *   1806336     25088      129-130  d_relu_12_part              [B, 128, 7, 7]
+ *   25088       25088       77-91   relu_14                     [B, 128, 7, 7]  relu
+ *   1856512     512         80-86   avgpool_15                  [B, 128, 1, 1]  avgpool2d output
+ *   1958912     48          81-86   linear_17                   [B, 10]  linear output
+ *   1882624     512         84-90   d_flatten_16                [B, 128]  gradient
+ *   1856512     25088       90-123  d_relu_14                   [B, 128, 7, 7]  gradient
+ *   25088       25088       93-96   d_conv_stage3_2_3           [B, 128, 7, 7]  gradient
+ *   1881600     25088      100-103  d_relu_stage3_2_2           [B, 128, 7, 7]  gradient
+ *   1831424     25088      103-106  d_conv_stage3_2_0           [B, 128, 7, 7]  gradient
+ *   1806336     25088      110-111  d_relu_12_part              [B, 128, 7, 7]
  *                                   gradient, one consumer's part of the sum
- *   401408      25088      133-136  d_conv_stage3_1_shortcut_0  [B, 128, 7, 7]  gradient
- *   1806336     50176      142-205  d_relu_10_part              [B, 64, 14, 14]
+ *   401408      25088      114-117  d_conv_stage3_1_shortcut_0  [B, 128, 7, 7]  gradient
+ *   1806336     50176      121-174  d_relu_10_part              [B, 64, 14, 14]
  *                                   gradient, one consumer's part of the sum
- *   401408      25088      144-147  d_conv_stage3_1_3           [B, 128, 7, 7]  gradient
- *   376320      25088      153-156  d_relu_stage3_1_2           [B, 128, 7, 7]  gradient
- *   351232      25088      156-159  d_conv_stage3_1_0           [B, 128, 7, 7]  gradient
- *   112896      50176      165-166  d_relu_10_part_2            [B, 64, 14, 14]
+ *   401408      25088      123-126  d_conv_stage3_1_3           [B, 128, 7, 7]  gradient
+ *   376320      25088      130-133  d_relu_stage3_1_2           [B, 128, 7, 7]  gradient
+ *   351232      25088      133-136  d_conv_stage3_1_0           [B, 128, 7, 7]  gradient
+ *   112896      50176      140-141  d_relu_10_part_2            [B, 64, 14, 14]
  *                                   gradient, one consumer's part of the sum
- *   275968      50176      169-172  d_conv_stage2_2_3           [B, 64, 14, 14]  gradient
- *   1856512     50176      178-181  d_relu_stage2_2_2           [B, 64, 14, 14]  gradient
- *   1756160     50176      181-184  d_conv_stage2_2_0           [B, 64, 14, 14]  gradient
- *   1705984     50176      190-191  d_relu_8_part               [B, 64, 14, 14]
+ *   275968      50176      144-147  d_conv_stage2_2_3           [B, 64, 14, 14]  gradient
+ *   1856512     50176      151-154  d_relu_stage2_2_2           [B, 64, 14, 14]  gradient
+ *   1756160     50176      154-157  d_conv_stage2_2_0           [B, 64, 14, 14]  gradient
+ *   1705984     50176      161-162  d_relu_8_part               [B, 64, 14, 14]
  *                                   gradient, one consumer's part of the sum
- *   802816      50176      194-197  d_conv_stage2_1_shortcut_0  [B, 64, 14, 14]  gradient
- *   1705984     100352     203-280  d_relu_6_part               [B, 32, 28, 28]
+ *   802816      50176      165-168  d_conv_stage2_1_shortcut_0  [B, 64, 14, 14]  gradient
+ *   1705984     100352     172-237  d_relu_6_part               [B, 32, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   802816      50176      205-208  d_conv_stage2_1_3           [B, 64, 14, 14]  gradient
- *   752640      50176      214-217  d_relu_stage2_1_2           [B, 64, 14, 14]  gradient
- *   702464      50176      217-220  d_conv_stage2_1_0           [B, 64, 14, 14]  gradient
- *   225792      100352     226-227  d_relu_6_part_2             [B, 32, 28, 28]
+ *   802816      50176      174-177  d_conv_stage2_1_3           [B, 64, 14, 14]  gradient
+ *   752640      50176      181-184  d_relu_stage2_1_2           [B, 64, 14, 14]  gradient
+ *   702464      50176      184-187  d_conv_stage2_1_0           [B, 64, 14, 14]  gradient
+ *   225792      100352     191-192  d_relu_6_part_2             [B, 32, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   551936      100352     230-233  d_conv_stage1_2_3           [B, 32, 28, 28]  gradient
- *   1806336     100352     239-242  d_relu_stage1_2_2           [B, 32, 28, 28]  gradient
- *   1605632     100352     242-245  d_conv_stage1_2_0           [B, 32, 28, 28]  gradient
- *   1505280     100352     251-252  d_relu_4_part               [B, 32, 28, 28]
+ *   551936      100352     195-198  d_conv_stage1_2_3           [B, 32, 28, 28]  gradient
+ *   1806336     100352     202-205  d_relu_stage1_2_2           [B, 32, 28, 28]  gradient
+ *   1605632     100352     205-208  d_conv_stage1_2_0           [B, 32, 28, 28]  gradient
+ *   1505280     100352     212-213  d_relu_4_part               [B, 32, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   1404928     100352     255-258  d_conv_stage1_1_3           [B, 32, 28, 28]  gradient
- *   1304576     100352     264-267  d_relu_stage1_1_2           [B, 32, 28, 28]  gradient
- *   1204224     100352     267-270  d_conv_stage1_1_0           [B, 32, 28, 28]  gradient
- *   1103872     100352     276-277  d_relu_2_part               [B, 32, 28, 28]
+ *   1404928     100352     216-219  d_conv_stage1_1_3           [B, 32, 28, 28]  gradient
+ *   1304576     100352     223-226  d_relu_stage1_1_2           [B, 32, 28, 28]  gradient
+ *   1204224     100352     226-229  d_conv_stage1_1_0           [B, 32, 28, 28]  gradient
+ *   1103872     100352     233-234  d_relu_2_part               [B, 32, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   1003520     100352     280-283  d_conv_0                    [B, 32, 28, 28]  gradient
- *   100352      28224        1-2    col_conv_0                  [9, B*784]
+ *   1003520     100352     237-240  d_conv_0                    [B, 32, 28, 28]  gradient
+ *   100352      28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           100352       2-3    gemm_conv_0                 [32, B*784]
+ *   0           100352       1-2    gemm_conv_0                 [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168       7-8    col_conv_stage1_1_0         [288, B*784]
+ *   0           903168       6-6    col_conv_stage1_1_0         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1204224     100352       8-9    gemm_conv_stage1_1_0        [32, B*784]
+ *   1204224     100352       6-7    gemm_conv_stage1_1_0        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      13-14   col_conv_stage1_1_3         [288, B*784]
+ *   0           903168      11-11   col_conv_stage1_1_3         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1404928     100352      14-15   gemm_conv_stage1_1_3        [32, B*784]
+ *   1404928     100352      11-12   gemm_conv_stage1_1_3        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      20-21   col_conv_stage1_2_0         [288, B*784]
+ *   0           903168      17-17   col_conv_stage1_2_0         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1605632     100352      21-22   gemm_conv_stage1_2_0        [32, B*784]
+ *   1605632     100352      17-18   gemm_conv_stage1_2_0        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      26-27   col_conv_stage1_2_3         [288, B*784]
+ *   0           903168      22-22   col_conv_stage1_2_3         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1705984     100352      27-28   gemm_conv_stage1_2_3        [32, B*784]
+ *   1705984     100352      22-23   gemm_conv_stage1_2_3        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      33-34   col_conv_stage2_1_0         [288, B*196]
+ *   0           225792      28-28   col_conv_stage2_1_0         [288, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   702464      50176       34-35   gemm_conv_stage2_1_0        [64, B*196]
+ *   702464      50176       28-29   gemm_conv_stage2_1_0        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      39-40   col_conv_stage2_1_3         [576, B*196]
+ *   0           451584      33-33   col_conv_stage2_1_3         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   802816      50176       40-41   gemm_conv_stage2_1_3        [64, B*196]
+ *   802816      50176       33-34   gemm_conv_stage2_1_3        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   852992      25088       44-45   col_conv_stage2_1_shortcut_0  [32, B*196]
+ *   852992      25088       37-37   col_conv_stage2_1_shortcut_0  [32, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           50176       45-46   gemm_conv_stage2_1_shortcut_0  [64, B*196]
+ *   0           50176       37-38   gemm_conv_stage2_1_shortcut_0  [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      51-52   col_conv_stage2_2_0         [576, B*196]
+ *   0           451584      43-43   col_conv_stage2_2_0         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1756160     50176       52-53   gemm_conv_stage2_2_0        [64, B*196]
+ *   1756160     50176       43-44   gemm_conv_stage2_2_0        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      57-58   col_conv_stage2_2_3         [576, B*196]
+ *   0           451584      48-48   col_conv_stage2_2_3         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1806336     50176       58-59   gemm_conv_stage2_2_3        [64, B*196]
+ *   1806336     50176       48-49   gemm_conv_stage2_2_3        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896      64-65   col_conv_stage3_1_0         [576, B*49]
+ *   0           112896      54-54   col_conv_stage3_1_0         [576, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   351232      25088       65-66   gemm_conv_stage3_1_0        [128, B*49]
+ *   351232      25088       54-55   gemm_conv_stage3_1_0        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      70-71   col_conv_stage3_1_3         [1152, B*49]
+ *   0           225792      59-59   col_conv_stage3_1_3         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   401408      25088       71-72   gemm_conv_stage3_1_3        [128, B*49]
+ *   401408      25088       59-60   gemm_conv_stage3_1_3        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   426496      12544       75-76   col_conv_stage3_1_shortcut_0  [64, B*49]
+ *   426496      12544       63-63   col_conv_stage3_1_shortcut_0  [64, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           25088       76-77   gemm_conv_stage3_1_shortcut_0  [128, B*49]
+ *   0           25088       63-64   gemm_conv_stage3_1_shortcut_0  [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      82-83   col_conv_stage3_2_0         [1152, B*49]
+ *   0           225792      69-69   col_conv_stage3_2_0         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1831424     25088       83-84   gemm_conv_stage3_2_0        [128, B*49]
+ *   1831424     25088       69-70   gemm_conv_stage3_2_0        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      88-89   col_conv_stage3_2_3         [1152, B*49]
+ *   0           225792      74-74   col_conv_stage3_2_3         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1856512     25088       89-90   gemm_conv_stage3_2_3        [128, B*49]
+ *   1856512     25088       74-75   gemm_conv_stage3_2_3        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   1881600     25088      111-116  d_gemm_conv_stage3_2_3      [128, B*49]
+ *   1906688     25088       96-100  d_gemm_conv_stage3_2_3      [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           225792     112-114  col_conv_stage3_2_3_again   [1152, B*49]
+ *   0           225792      98-98   col_conv_stage3_2_3_again   [1152, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           225792     116-117  d_col_conv_stage3_2_3       [1152, B*49]
+ *   0           225792     100-100  d_col_conv_stage3_2_3       [1152, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1806336     25088      123-128  d_gemm_conv_stage3_2_0      [128, B*49]
+ *   1881600     25088      106-110  d_gemm_conv_stage3_2_0      [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           225792     124-126  col_conv_stage3_2_0_again   [1152, B*49]
+ *   0           225792     108-108  col_conv_stage3_2_0_again   [1152, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           225792     128-129  d_col_conv_stage3_2_0       [1152, B*49]
+ *   0           225792     110-110  d_col_conv_stage3_2_0       [1152, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   426496      25088      136-141  d_gemm_conv_stage3_1_shortcut_0  [128, B*49]
+ *   426496      25088      117-121  d_gemm_conv_stage3_1_shortcut_0  [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   401408      12544      137-139  col_conv_stage3_1_shortcut_0_again  [64, B*49]
+ *   401408      12544      119-119  col_conv_stage3_1_shortcut_0_again  [64, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   401408      12544      141-142  d_col_conv_stage3_1_shortcut_0  [64, B*49]
+ *   401408      12544      121-121  d_col_conv_stage3_1_shortcut_0  [64, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   376320      25088      147-152  d_gemm_conv_stage3_1_3      [128, B*49]
+ *   426496      25088      126-130  d_gemm_conv_stage3_1_3      [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           225792     148-150  col_conv_stage3_1_3_again   [1152, B*49]
+ *   0           225792     128-128  col_conv_stage3_1_3_again   [1152, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           225792     152-153  d_col_conv_stage3_1_3       [1152, B*49]
+ *   0           225792     130-130  d_col_conv_stage3_1_3       [1152, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   326144      25088      159-164  d_gemm_conv_stage3_1_0      [128, B*49]
+ *   326144      25088      136-140  d_gemm_conv_stage3_1_0      [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           112896     160-162  col_conv_stage3_1_0_again   [576, B*49]
+ *   0           112896     138-138  col_conv_stage3_1_0_again   [576, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896     164-165  d_col_conv_stage3_1_0       [576, B*49]
+ *   0           112896     140-140  d_col_conv_stage3_1_0       [576, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1856512     50176      172-177  d_gemm_conv_stage2_2_3      [64, B*196]
+ *   1906688     50176      147-151  d_gemm_conv_stage2_2_3      [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           451584     173-175  col_conv_stage2_2_3_again   [576, B*196]
+ *   0           451584     149-149  col_conv_stage2_2_3_again   [576, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           451584     177-178  d_col_conv_stage2_2_3       [576, B*196]
+ *   0           451584     151-151  d_col_conv_stage2_2_3       [576, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1705984     50176      184-189  d_gemm_conv_stage2_2_0      [64, B*196]
+ *   1856512     50176      157-161  d_gemm_conv_stage2_2_0      [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           451584     185-187  col_conv_stage2_2_0_again   [576, B*196]
+ *   0           451584     159-159  col_conv_stage2_2_0_again   [576, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           451584     189-190  d_col_conv_stage2_2_0       [576, B*196]
+ *   0           451584     161-161  d_col_conv_stage2_2_0       [576, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   852992      50176      197-202  d_gemm_conv_stage2_1_shortcut_0  [64, B*196]
+ *   852992      50176      168-172  d_gemm_conv_stage2_1_shortcut_0  [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   802816      25088      198-200  col_conv_stage2_1_shortcut_0_again  [32, B*196]
+ *   802816      25088      170-170  col_conv_stage2_1_shortcut_0_again  [32, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   802816      25088      202-203  d_col_conv_stage2_1_shortcut_0  [32, B*196]
+ *   802816      25088      172-172  d_col_conv_stage2_1_shortcut_0  [32, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   752640      50176      208-213  d_gemm_conv_stage2_1_3      [64, B*196]
+ *   852992      50176      177-181  d_gemm_conv_stage2_1_3      [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           451584     209-211  col_conv_stage2_1_3_again   [576, B*196]
+ *   0           451584     179-179  col_conv_stage2_1_3_again   [576, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           451584     213-214  d_col_conv_stage2_1_3       [576, B*196]
+ *   0           451584     181-181  d_col_conv_stage2_1_3       [576, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   652288      50176      220-225  d_gemm_conv_stage2_1_0      [64, B*196]
+ *   652288      50176      187-191  d_gemm_conv_stage2_1_0      [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           225792     221-223  col_conv_stage2_1_0_again   [288, B*196]
+ *   0           225792     189-189  col_conv_stage2_1_0_again   [288, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           225792     225-226  d_col_conv_stage2_1_0       [288, B*196]
+ *   0           225792     191-191  d_col_conv_stage2_1_0       [288, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1806336     100352     233-238  d_gemm_conv_stage1_2_3      [32, B*784]
+ *   1906688     100352     198-202  d_gemm_conv_stage1_2_3      [32, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           903168     234-236  col_conv_stage1_2_3_again   [288, B*784]
+ *   0           903168     200-200  col_conv_stage1_2_3_again   [288, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           903168     238-239  d_col_conv_stage1_2_3       [288, B*784]
+ *   0           903168     202-202  d_col_conv_stage1_2_3       [288, B*784]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1505280     100352     245-250  d_gemm_conv_stage1_2_0      [32, B*784]
+ *   1806336     100352     208-212  d_gemm_conv_stage1_2_0      [32, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           903168     246-248  col_conv_stage1_2_0_again   [288, B*784]
+ *   0           903168     210-210  col_conv_stage1_2_0_again   [288, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           903168     250-251  d_col_conv_stage1_2_0       [288, B*784]
+ *   0           903168     212-212  d_col_conv_stage1_2_0       [288, B*784]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1304576     100352     258-263  d_gemm_conv_stage1_1_3      [32, B*784]
+ *   1505280     100352     219-223  d_gemm_conv_stage1_1_3      [32, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           903168     259-261  col_conv_stage1_1_3_again   [288, B*784]
+ *   0           903168     221-221  col_conv_stage1_1_3_again   [288, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           903168     263-264  d_col_conv_stage1_1_3       [288, B*784]
+ *   0           903168     223-223  d_col_conv_stage1_1_3       [288, B*784]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   1103872     100352     270-275  d_gemm_conv_stage1_1_0      [32, B*784]
+ *   1304576     100352     229-233  d_gemm_conv_stage1_1_0      [32, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           903168     271-273  col_conv_stage1_1_0_again   [288, B*784]
+ *   0           903168     231-231  col_conv_stage1_1_0_again   [288, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           903168     275-276  d_col_conv_stage1_1_0       [288, B*784]
+ *   0           903168     233-233  d_col_conv_stage1_1_0       [288, B*784]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   0           100352     283-286  d_gemm_conv_0               [32, B*784]
+ *   0           100352     240-242  d_gemm_conv_0               [32, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   100352      28224      284-286  col_conv_0_again            [9, B*784]
+ *   100352      28224      242-242  col_conv_0_again            [9, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   relu_8                      [B, 64, 14, 14]
  *                                   written over batchnorm_stage2_1_4
@@ -383,148 +383,148 @@
  *
  * The plan for validation (forward only, no gradients), in the same memory.
  * One arena of Bmax * 1204224 bytes (without reuse: Bmax * 7818160; the most live at
- * once: Bmax * 1103872). A buffer's byte offset is Bmax * its offset below, so any
+ * once: Bmax * 1204224). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   0           3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
- *   903168      100352       3-17   conv_0                      [B, 32, 28, 28]  conv2d output
- *   0           128          4-5    bn_scale_1                  [B, 32]
+ *   128576      3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
+ *   903168      100352       2-14   conv_0                      [B, 32, 28, 28]  conv2d output
+ *   0           128          3-4    bn_scale_1                  [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128          4-5    bn_shift_1                  [B, 32]
+ *   128         128          3-4    bn_shift_1                  [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1003520     100352       9-13   conv_stage1_1_0             [B, 32, 28, 28]  conv2d output
- *   0           128         10-11   bn_scale_stage1_1_1         [B, 32]
+ *   1003520     100352       7-11   conv_stage1_1_0             [B, 32, 28, 28]  conv2d output
+ *   0           128          8-9    bn_scale_stage1_1_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128         10-11   bn_shift_stage1_1_1         [B, 32]
+ *   128         128          8-9    bn_shift_stage1_1_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   1003520     100352      15-30   conv_stage1_1_3             [B, 32, 28, 28]  conv2d output
- *   0           128         16-17   bn_scale_stage1_1_4         [B, 32]
+ *   1003520     100352      12-25   conv_stage1_1_3             [B, 32, 28, 28]  conv2d output
+ *   0           128         13-14   bn_scale_stage1_1_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128         16-17   bn_shift_stage1_1_4         [B, 32]
+ *   128         128         13-14   bn_shift_stage1_1_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   903168      100352      22-26   conv_stage1_2_0             [B, 32, 28, 28]  conv2d output
- *   0           128         23-24   bn_scale_stage1_2_1         [B, 32]
+ *   903168      100352      18-22   conv_stage1_2_0             [B, 32, 28, 28]  conv2d output
+ *   0           128         19-20   bn_scale_stage1_2_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128         23-24   bn_shift_stage1_2_1         [B, 32]
+ *   128         128         19-20   bn_shift_stage1_2_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   451584      100352      28-44   conv_stage1_2_3             [B, 32, 28, 28]  conv2d output
- *   0           128         29-30   bn_scale_stage1_2_4         [B, 32]
+ *   451584      100352      23-37   conv_stage1_2_3             [B, 32, 28, 28]  conv2d output
+ *   0           128         24-25   bn_scale_stage1_2_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128         29-30   bn_shift_stage1_2_4         [B, 32]
+ *   128         128         24-25   bn_shift_stage1_2_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   551936      50176       35-39   conv_stage2_1_0             [B, 64, 14, 14]  conv2d output
- *   0           256         36-37   bn_scale_stage2_1_1         [B, 64]
+ *   551936      50176       29-33   conv_stage2_1_0             [B, 64, 14, 14]  conv2d output
+ *   0           256         30-31   bn_scale_stage2_1_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   256         256         36-37   bn_shift_stage2_1_1         [B, 64]
+ *   256         256         30-31   bn_shift_stage2_1_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           50176       41-48   conv_stage2_1_3             [B, 64, 14, 14]  conv2d output
- *   50176       256         42-43   bn_scale_stage2_1_4         [B, 64]
+ *   0           50176       34-40   conv_stage2_1_3             [B, 64, 14, 14]  conv2d output
+ *   50176       256         35-36   bn_scale_stage2_1_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   50432       256         42-43   bn_shift_stage2_1_4         [B, 64]
+ *   50432       256         35-36   bn_shift_stage2_1_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   451584      50176       46-61   conv_stage2_1_shortcut_0    [B, 64, 14, 14]  conv2d output
- *   50176       256         47-48   bn_scale_stage2_1_shortcut_1  [B, 64]
+ *   451584      50176       38-51   conv_stage2_1_shortcut_0    [B, 64, 14, 14]  conv2d output
+ *   50176       256         39-40   bn_scale_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   50432       256         47-48   bn_shift_stage2_1_shortcut_1  [B, 64]
+ *   50432       256         39-40   bn_shift_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   501760      50176       53-57   conv_stage2_2_0             [B, 64, 14, 14]  conv2d output
- *   0           256         54-55   bn_scale_stage2_2_1         [B, 64]
+ *   501760      50176       44-48   conv_stage2_2_0             [B, 64, 14, 14]  conv2d output
+ *   0           256         45-46   bn_scale_stage2_2_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   256         256         54-55   bn_shift_stage2_2_1         [B, 64]
+ *   256         256         45-46   bn_shift_stage2_2_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   225792      50176       59-75   conv_stage2_2_3             [B, 64, 14, 14]  conv2d output
- *   275968      256         60-61   bn_scale_stage2_2_4         [B, 64]
+ *   225792      50176       49-63   conv_stage2_2_3             [B, 64, 14, 14]  conv2d output
+ *   275968      256         50-51   bn_scale_stage2_2_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   276224      256         60-61   bn_shift_stage2_2_4         [B, 64]
+ *   276224      256         50-51   bn_shift_stage2_2_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   275968      25088       66-70   conv_stage3_1_0             [B, 128, 7, 7]  conv2d output
- *   0           512         67-68   bn_scale_stage3_1_1         [B, 128]
+ *   275968      25088       55-59   conv_stage3_1_0             [B, 128, 7, 7]  conv2d output
+ *   0           512         56-57   bn_scale_stage3_1_1         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   512         512         67-68   bn_shift_stage3_1_1         [B, 128]
+ *   512         512         56-57   bn_shift_stage3_1_1         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           25088       72-79   conv_stage3_1_3             [B, 128, 7, 7]  conv2d output
- *   25088       512         73-74   bn_scale_stage3_1_4         [B, 128]
+ *   0           25088       60-66   conv_stage3_1_3             [B, 128, 7, 7]  conv2d output
+ *   25088       512         61-62   bn_scale_stage3_1_4         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25600       512         73-74   bn_shift_stage3_1_4         [B, 128]
+ *   25600       512         61-62   bn_shift_stage3_1_4         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   225792      25088       77-92   conv_stage3_1_shortcut_0    [B, 128, 7, 7]  conv2d output
- *   25088       512         78-79   bn_scale_stage3_1_shortcut_1  [B, 128]
+ *   225792      25088       64-77   conv_stage3_1_shortcut_0    [B, 128, 7, 7]  conv2d output
+ *   25088       512         65-66   bn_scale_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25600       512         78-79   bn_shift_stage3_1_shortcut_1  [B, 128]
+ *   25600       512         65-66   bn_shift_stage3_1_shortcut_1  [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   250880      25088       84-88   conv_stage3_2_0             [B, 128, 7, 7]  conv2d output
- *   0           512         85-86   bn_scale_stage3_2_1         [B, 128]
+ *   250880      25088       70-74   conv_stage3_2_0             [B, 128, 7, 7]  conv2d output
+ *   0           512         71-72   bn_scale_stage3_2_1         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   512         512         85-86   bn_shift_stage3_2_1         [B, 128]
+ *   512         512         71-72   bn_shift_stage3_2_1         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           25088       90-95   conv_stage3_2_3             [B, 128, 7, 7]  conv2d output
- *   25088       512         91-92   bn_scale_stage3_2_4         [B, 128]
+ *   0           25088       75-80   conv_stage3_2_3             [B, 128, 7, 7]  conv2d output
+ *   25088       512         76-77   bn_scale_stage3_2_4         [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25600       512         91-92   bn_shift_stage3_2_4         [B, 128]
+ *   25600       512         76-77   bn_shift_stage3_2_4         [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   25088       512         95-96   avgpool_15                  [B, 128, 1, 1]  avgpool2d output
- *   0           48          96-98   linear_17                   [B, 10]  linear output
- *   100352      28224        1-2    col_conv_0                  [9, B*784]
+ *   25088       512         80-81   avgpool_15                  [B, 128, 1, 1]  avgpool2d output
+ *   0           48          81-83   linear_17                   [B, 10]  linear output
+ *   100352      28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           100352       2-3    gemm_conv_0                 [32, B*784]
+ *   0           100352       1-2    gemm_conv_0                 [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168       7-8    col_conv_stage1_1_0         [288, B*784]
+ *   0           903168       6-6    col_conv_stage1_1_0         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1103872     100352       8-9    gemm_conv_stage1_1_0        [32, B*784]
+ *   1103872     100352       6-7    gemm_conv_stage1_1_0        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      13-14   col_conv_stage1_1_3         [288, B*784]
+ *   0           903168      11-11   col_conv_stage1_1_3         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1103872     100352      14-15   gemm_conv_stage1_1_3        [32, B*784]
+ *   1103872     100352      11-12   gemm_conv_stage1_1_3        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      20-21   col_conv_stage1_2_0         [288, B*784]
+ *   0           903168      17-17   col_conv_stage1_2_0         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   1103872     100352      21-22   gemm_conv_stage1_2_0        [32, B*784]
+ *   1103872     100352      17-18   gemm_conv_stage1_2_0        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           903168      26-27   col_conv_stage1_2_3         [288, B*784]
+ *   0           903168      22-22   col_conv_stage1_2_3         [288, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   903168      100352      27-28   gemm_conv_stage1_2_3        [32, B*784]
+ *   1103872     100352      22-23   gemm_conv_stage1_2_3        [32, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      33-34   col_conv_stage2_1_0         [288, B*196]
+ *   0           225792      28-28   col_conv_stage2_1_0         [288, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   225792      50176       34-35   gemm_conv_stage2_1_0        [64, B*196]
+ *   225792      50176       28-29   gemm_conv_stage2_1_0        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      39-40   col_conv_stage2_1_3         [576, B*196]
+ *   0           451584      33-33   col_conv_stage2_1_3         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   551936      50176       40-41   gemm_conv_stage2_1_3        [64, B*196]
+ *   602112      50176       33-34   gemm_conv_stage2_1_3        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   100352      25088       44-45   col_conv_stage2_1_shortcut_0  [32, B*196]
+ *   100352      25088       37-37   col_conv_stage2_1_shortcut_0  [32, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   50176       50176       45-46   gemm_conv_stage2_1_shortcut_0  [64, B*196]
+ *   50176       50176       37-38   gemm_conv_stage2_1_shortcut_0  [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      51-52   col_conv_stage2_2_0         [576, B*196]
+ *   0           451584      43-43   col_conv_stage2_2_0         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   551936      50176       52-53   gemm_conv_stage2_2_0        [64, B*196]
+ *   551936      50176       43-44   gemm_conv_stage2_2_0        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           451584      57-58   col_conv_stage2_2_3         [576, B*196]
+ *   0           451584      48-48   col_conv_stage2_2_3         [576, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   501760      50176       58-59   gemm_conv_stage2_2_3        [64, B*196]
+ *   551936      50176       48-49   gemm_conv_stage2_2_3        [64, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896      64-65   col_conv_stage3_1_0         [576, B*49]
+ *   0           112896      54-54   col_conv_stage3_1_0         [576, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   112896      25088       65-66   gemm_conv_stage3_1_0        [128, B*49]
+ *   112896      25088       54-55   gemm_conv_stage3_1_0        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      70-71   col_conv_stage3_1_3         [1152, B*49]
+ *   0           225792      59-59   col_conv_stage3_1_3         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   275968      25088       71-72   gemm_conv_stage3_1_3        [128, B*49]
+ *   301056      25088       59-60   gemm_conv_stage3_1_3        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   50176       12544       75-76   col_conv_stage3_1_shortcut_0  [64, B*49]
+ *   50176       12544       63-63   col_conv_stage3_1_shortcut_0  [64, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   25088       25088       76-77   gemm_conv_stage3_1_shortcut_0  [128, B*49]
+ *   25088       25088       63-64   gemm_conv_stage3_1_shortcut_0  [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      82-83   col_conv_stage3_2_0         [1152, B*49]
+ *   0           225792      69-69   col_conv_stage3_2_0         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   275968      25088       83-84   gemm_conv_stage3_2_0        [128, B*49]
+ *   275968      25088       69-70   gemm_conv_stage3_2_0        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      88-89   col_conv_stage3_2_3         [1152, B*49]
+ *   0           225792      74-74   col_conv_stage3_2_3         [1152, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   250880      25088       89-90   gemm_conv_stage3_2_3        [128, B*49]
+ *   275968      25088       74-75   gemm_conv_stage3_2_3        [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
  *   (in place)  -                   relu_2                      [B, 32, 28, 28]
  *                                   written over conv_0

@@ -35,37 +35,37 @@ static void forward(rt_exec *e, int train)
 {
     e->train = train; /* read by dropout and the loss */
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(451584); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(50176); /* [9, B*784] */
+    float *x_f32 = ACT(476672); /* [B, 1, 28, 28] */
     const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *col_conv_0 = ACT(50176); /* [9, B*784] */
     float *gemm_conv_0 = ACT(0); /* [16, B*784] */
     float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
     const float *P_1_weight = e->params + 144; /* [16] */
     const float *P_1_bias = e->params + 160; /* [16] */
-    float *bn_scale_1 = ACT(454720); /* [B, 16] */
-    float *bn_shift_1 = ACT(454784); /* [B, 16] */
-    float *bn_mean_1 = ACT(454976); /* [B, 16] */
-    float *bn_rstd_1 = ACT(455040); /* [B, 16] */
+    float *bn_scale_1 = ACT(479808); /* [B, 16] */
+    float *bn_shift_1 = ACT(479872); /* [B, 16] */
+    float *bn_mean_1 = ACT(480064); /* [B, 16] */
+    float *bn_rstd_1 = ACT(480128); /* [B, 16] */
     float *S_1_running_mean = e->state + 0; /* [16] */
     float *S_1_running_var = e->state + 16; /* [16] */
     float *S_1_num_batches_tracked = e->state + 32; /* [], int64 */
     float *relu_2 = ACT(275968); /* [B, 16, 28, 28] */
-    float *col_conv_stage1_1_0 = ACT(0); /* [144, B*196] */
     const float *P_stage1_1_0_weight = e->params + 176; /* [32, 16, 3, 3] */
+    float *col_conv_stage1_1_0 = ACT(0); /* [144, B*196] */
     float *gemm_conv_stage1_1_0 = ACT(326144); /* [32, B*196] */
     float *conv_stage1_1_0 = ACT(376320); /* [B, 32, 14, 14] */
     const float *P_stage1_1_1_weight = e->params + 4784; /* [32] */
     const float *P_stage1_1_1_bias = e->params + 4816; /* [32] */
-    float *bn_scale_stage1_1_1 = ACT(426496); /* [B, 32] */
-    float *bn_shift_stage1_1_1 = ACT(426624); /* [B, 32] */
-    float *bn_mean_stage1_1_1 = ACT(454720); /* [B, 32] */
-    float *bn_rstd_stage1_1_1 = ACT(454848); /* [B, 32] */
+    float *bn_scale_stage1_1_1 = ACT(326144); /* [B, 32] */
+    float *bn_shift_stage1_1_1 = ACT(326272); /* [B, 32] */
+    float *bn_mean_stage1_1_1 = ACT(479808); /* [B, 32] */
+    float *bn_rstd_stage1_1_1 = ACT(479936); /* [B, 32] */
     float *S_stage1_1_1_running_mean = e->state + 48; /* [32] */
     float *S_stage1_1_1_running_var = e->state + 80; /* [32] */
     float *S_stage1_1_1_num_batches_tracked = e->state + 112; /* [], int64 */
     float *relu_stage1_1_2 = ACT(401408); /* [B, 32, 14, 14] */
-    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*196] */
     const float *P_stage1_1_3_weight = e->params + 4848; /* [32, 32, 3, 3] */
+    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*196] */
     float *gemm_conv_stage1_1_3 = ACT(326144); /* [32, B*196] */
     float *conv_stage1_1_3 = ACT(112896); /* [B, 32, 14, 14] */
     const float *P_stage1_1_4_weight = e->params + 14064; /* [32] */
@@ -78,8 +78,8 @@ static void forward(rt_exec *e, int train)
     float *S_stage1_1_4_running_var = e->state + 160; /* [32] */
     float *S_stage1_1_4_num_batches_tracked = e->state + 192; /* [], int64 */
     float *batchnorm_stage1_1_4 = ACT(326144); /* [B, 32, 14, 14] */
-    float *col_conv_stage1_1_shortcut_0 = ACT(351232); /* [16, B*196] */
     const float *P_stage1_1_shortcut_0_weight = e->params + 14128; /* [32, 16, 1, 1] */
+    float *col_conv_stage1_1_shortcut_0 = ACT(351232); /* [16, B*196] */
     float *gemm_conv_stage1_1_shortcut_0 = ACT(137984); /* [32, B*196] */
     float *conv_stage1_1_shortcut_0 = ACT(351232); /* [B, 32, 14, 14] */
     const float *P_stage1_1_shortcut_1_weight = e->params + 14640; /* [32] */
@@ -92,22 +92,22 @@ static void forward(rt_exec *e, int train)
     float *S_stage1_1_shortcut_1_running_var = e->state + 240; /* [32] */
     float *S_stage1_1_shortcut_1_num_batches_tracked = e->state + 272; /* [], int64 */
     float *relu_4 = ACT(326144); /* [B, 32, 14, 14] */
-    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*49] */
     const float *P_stage2_1_0_weight = e->params + 14704; /* [64, 32, 3, 3] */
+    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*49] */
     float *gemm_conv_stage2_1_0 = ACT(137984); /* [64, B*49] */
     float *conv_stage2_1_0 = ACT(163072); /* [B, 64, 7, 7] */
     const float *P_stage2_1_1_weight = e->params + 33136; /* [64] */
     const float *P_stage2_1_1_bias = e->params + 33200; /* [64] */
-    float *bn_scale_stage2_1_1 = ACT(427008); /* [B, 64] */
-    float *bn_shift_stage2_1_1 = ACT(427264); /* [B, 64] */
+    float *bn_scale_stage2_1_1 = ACT(137984); /* [B, 64] */
+    float *bn_shift_stage2_1_1 = ACT(138240); /* [B, 64] */
     float *bn_mean_stage2_1_1 = ACT(426496); /* [B, 64] */
     float *bn_rstd_stage2_1_1 = ACT(426752); /* [B, 64] */
     float *S_stage2_1_1_running_mean = e->state + 288; /* [64] */
     float *S_stage2_1_1_running_var = e->state + 352; /* [64] */
     float *S_stage2_1_1_num_batches_tracked = e->state + 416; /* [], int64 */
     float *relu_stage2_1_2 = ACT(175616); /* [B, 64, 7, 7] */
-    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*49] */
     const float *P_stage2_1_3_weight = e->params + 33264; /* [64, 64, 3, 3] */
+    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*49] */
     float *gemm_conv_stage2_1_3 = ACT(137984); /* [64, B*49] */
     float *conv_stage2_1_3 = ACT(188160); /* [B, 64, 7, 7] */
     const float *P_stage2_1_4_weight = e->params + 70128; /* [64] */
@@ -120,8 +120,8 @@ static void forward(rt_exec *e, int train)
     float *S_stage2_1_4_running_var = e->state + 496; /* [64] */
     float *S_stage2_1_4_num_batches_tracked = e->state + 560; /* [], int64 */
     float *batchnorm_stage2_1_4 = ACT(137984); /* [B, 64, 7, 7] */
-    float *col_conv_stage2_1_shortcut_0 = ACT(150528); /* [32, B*49] */
     const float *P_stage2_1_shortcut_0_weight = e->params + 70256; /* [64, 32, 1, 1] */
+    float *col_conv_stage2_1_shortcut_0 = ACT(150528); /* [32, B*49] */
     float *gemm_conv_stage2_1_shortcut_0 = ACT(200704); /* [64, B*49] */
     float *conv_stage2_1_shortcut_0 = ACT(150528); /* [B, 64, 7, 7] */
     const float *P_stage2_1_shortcut_1_weight = e->params + 72304; /* [64] */
@@ -144,137 +144,123 @@ static void forward(rt_exec *e, int train)
 
     RT_AT(0, "$.model.inputs.x: input to f32");
     rt_launch(e, "k0", k0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    RT_AT(1, "$.model.layers[0]: conv2d: im2col");
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(2, "$.model.layers[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
-    RT_AT(3, "$.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(1, "$.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                16);
+    RT_AT(2, "$.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k1", k1, e->B * 12544, 2, (void *[]){&gemm_conv_0, &conv_0});
-    RT_AT(4, "$.model.layers[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(3, "$.model.layers[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_0, P_1_weight, P_1_bias, bn_scale_1, bn_shift_1, bn_mean_1, bn_rstd_1,
                      S_1_running_mean, S_1_running_var, S_1_num_batches_tracked, e->B, 16, 784,
                      9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(5, "$.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu");
+    RT_AT(4, "$.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu");
     rt_launch(e, "k2", k2, e->B * 12544, 4, (void *[]){&conv_0, &bn_scale_1, &bn_shift_1, &relu_2});
-    RT_AT(7, "$.model.layers[3].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_2, col_conv_stage1_1_0, e->B, 16, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(8, "$.model.layers[3].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_stage1_1_0_weight, 144, col_conv_stage1_1_0,
-            e->B * 196, 0.0f, gemm_conv_stage1_1_0, e->B * 196);
-    RT_AT(9, "$.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(6, "$.model.layers[3].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_2, P_stage1_1_0_weight, col_conv_stage1_1_0, gemm_conv_stage1_1_0, e->B, 16,
+                28, 28, 3, 2, 1, 14, 14, 32);
+    RT_AT(7, "$.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k3", k3, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_0, &conv_stage1_1_0});
-    RT_AT(10, "$.model.layers[3].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(8, "$.model.layers[3].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_1_0, P_stage1_1_1_weight, P_stage1_1_1_bias,
                      bn_scale_stage1_1_1, bn_shift_stage1_1_1, bn_mean_stage1_1_1,
                      bn_rstd_stage1_1_1, S_stage1_1_1_running_mean, S_stage1_1_1_running_var,
                      S_stage1_1_1_num_batches_tracked, e->B, 32, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(11, "$.model.layers[3].body[1] + $.model.layers[3].body[2]: batchnorm: y = x * scale + "
+    RT_AT(9, "$.model.layers[3].body[1] + $.model.layers[3].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     rt_launch(e, "k4", k4, e->B * 6272, 4, (void *[]){&conv_stage1_1_0, &bn_scale_stage1_1_1,
               &bn_shift_stage1_1_1, &relu_stage1_1_2});
-    RT_AT(13, "$.model.layers[3].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3, e->B, 32, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(14, "$.model.layers[3].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 196, 288, 1.0f, P_stage1_1_3_weight, 288, col_conv_stage1_1_3,
-            e->B * 196, 0.0f, gemm_conv_stage1_1_3, e->B * 196);
-    RT_AT(15, "$.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(11, "$.model.layers[3].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage1_1_2, P_stage1_1_3_weight, col_conv_stage1_1_3, gemm_conv_stage1_1_3,
+                e->B, 32, 14, 14, 3, 1, 1, 14, 14, 32);
+    RT_AT(12, "$.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k3's code, on these tensors */
     rt_launch(e, "k3", k5, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_3, &conv_stage1_1_3});
-    RT_AT(16, "$.model.layers[3].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(13, "$.model.layers[3].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_1_3, P_stage1_1_4_weight, P_stage1_1_4_bias,
                      bn_scale_stage1_1_4, bn_shift_stage1_1_4, bn_mean_stage1_1_4,
                      bn_rstd_stage1_1_4, S_stage1_1_4_running_mean, S_stage1_1_4_running_var,
                      S_stage1_1_4_num_batches_tracked, e->B, 32, 196, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(17, "$.model.layers[3].body[4]: batchnorm: y = x * scale + shift");
+    RT_AT(14, "$.model.layers[3].body[4]: batchnorm: y = x * scale + shift");
     rt_launch(e, "k6", k6, e->B * 6272, 4, (void *[]){&conv_stage1_1_3, &bn_scale_stage1_1_4,
               &bn_shift_stage1_1_4, &batchnorm_stage1_1_4});
-    RT_AT(18, "$.model.layers[3].shortcut[0]: conv2d: im2col");
-    rt_im2col(e, relu_2, col_conv_stage1_1_shortcut_0, e->B, 16, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(19, "$.model.layers[3].shortcut[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 32, e->B * 196, 16, 1.0f, P_stage1_1_shortcut_0_weight, 16,
-            col_conv_stage1_1_shortcut_0, e->B * 196, 0.0f, gemm_conv_stage1_1_shortcut_0,
-            e->B * 196);
-    RT_AT(20, "$.model.layers[3].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(15, "$.model.layers[3].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_2, P_stage1_1_shortcut_0_weight, col_conv_stage1_1_shortcut_0,
+                gemm_conv_stage1_1_shortcut_0, e->B, 16, 28, 28, 1, 2, 0, 14, 14, 32);
+    RT_AT(16, "$.model.layers[3].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k3's code, on these tensors */
     rt_launch(e, "k3", k7, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_shortcut_0,
               &conv_stage1_1_shortcut_0});
-    RT_AT(21, "$.model.layers[3].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(17, "$.model.layers[3].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage1_1_shortcut_0, P_stage1_1_shortcut_1_weight,
                      P_stage1_1_shortcut_1_bias, bn_scale_stage1_1_shortcut_1,
                      bn_shift_stage1_1_shortcut_1, bn_mean_stage1_1_shortcut_1,
                      bn_rstd_stage1_1_shortcut_1, S_stage1_1_shortcut_1_running_mean,
                      S_stage1_1_shortcut_1_running_var, S_stage1_1_shortcut_1_num_batches_tracked,
                      e->B, 32, 196, 9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(22, "$.model.layers[3].shortcut[1] + $.model.layers[3] + $.model.layers[4]: batchnorm: "
+    RT_AT(18, "$.model.layers[3].shortcut[1] + $.model.layers[3] + $.model.layers[4]: batchnorm: "
           "y = x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k8", k8, e->B * 6272, 5, (void *[]){&conv_stage1_1_shortcut_0,
               &bn_scale_stage1_1_shortcut_1, &bn_shift_stage1_1_shortcut_1, &batchnorm_stage1_1_4,
               &relu_4});
-    RT_AT(25, "$.model.layers[5].body[0]: conv2d: im2col");
-    rt_im2col(e, relu_4, col_conv_stage2_1_0, e->B, 32, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(26, "$.model.layers[5].body[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 49, 288, 1.0f, P_stage2_1_0_weight, 288, col_conv_stage2_1_0,
-            e->B * 49, 0.0f, gemm_conv_stage2_1_0, e->B * 49);
-    RT_AT(27, "$.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(21, "$.model.layers[5].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_4, P_stage2_1_0_weight, col_conv_stage2_1_0, gemm_conv_stage2_1_0, e->B, 32,
+                14, 14, 3, 2, 1, 7, 7, 64);
+    RT_AT(22, "$.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     rt_launch(e, "k9", k9, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_0, &conv_stage2_1_0});
-    RT_AT(28, "$.model.layers[5].body[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(23, "$.model.layers[5].body[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_0, P_stage2_1_1_weight, P_stage2_1_1_bias,
                      bn_scale_stage2_1_1, bn_shift_stage2_1_1, bn_mean_stage2_1_1,
                      bn_rstd_stage2_1_1, S_stage2_1_1_running_mean, S_stage2_1_1_running_var,
                      S_stage2_1_1_num_batches_tracked, e->B, 64, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(29, "$.model.layers[5].body[1] + $.model.layers[5].body[2]: batchnorm: y = x * scale + "
+    RT_AT(24, "$.model.layers[5].body[1] + $.model.layers[5].body[2]: batchnorm: y = x * scale + "
           "shift + relu");
     rt_launch(e, "k10", k10, e->B * 3136, 4, (void *[]){&conv_stage2_1_0, &bn_scale_stage2_1_1,
               &bn_shift_stage2_1_1, &relu_stage2_1_2});
-    RT_AT(31, "$.model.layers[5].body[3]: conv2d: im2col");
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3, e->B, 64, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(32, "$.model.layers[5].body[3]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 49, 576, 1.0f, P_stage2_1_3_weight, 576, col_conv_stage2_1_3,
-            e->B * 49, 0.0f, gemm_conv_stage2_1_3, e->B * 49);
-    RT_AT(33, "$.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(26, "$.model.layers[5].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct)");
+    rt_conv_fwd(e, relu_stage2_1_2, P_stage2_1_3_weight, col_conv_stage2_1_3, gemm_conv_stage2_1_3,
+                e->B, 64, 7, 7, 3, 1, 1, 7, 7, 64);
+    RT_AT(27, "$.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k9's code, on these tensors */
     rt_launch(e, "k9", k11, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_3, &conv_stage2_1_3});
-    RT_AT(34, "$.model.layers[5].body[4]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(28, "$.model.layers[5].body[4]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_3, P_stage2_1_4_weight, P_stage2_1_4_bias,
                      bn_scale_stage2_1_4, bn_shift_stage2_1_4, bn_mean_stage2_1_4,
                      bn_rstd_stage2_1_4, S_stage2_1_4_running_mean, S_stage2_1_4_running_var,
                      S_stage2_1_4_num_batches_tracked, e->B, 64, 49, 9.99999975e-06f, 0.100000001f,
                      0);
-    RT_AT(35, "$.model.layers[5].body[4]: batchnorm: y = x * scale + shift");
+    RT_AT(29, "$.model.layers[5].body[4]: batchnorm: y = x * scale + shift");
     rt_launch(e, "k12", k12, e->B * 3136, 4, (void *[]){&conv_stage2_1_3, &bn_scale_stage2_1_4,
               &bn_shift_stage2_1_4, &batchnorm_stage2_1_4});
-    RT_AT(36, "$.model.layers[5].shortcut[0]: conv2d: im2col");
-    rt_im2col(e, relu_4, col_conv_stage2_1_shortcut_0, e->B, 32, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(37, "$.model.layers[5].shortcut[0]: conv2d: weight x columns");
-    rt_gemm(e, 0, 0, 64, e->B * 49, 32, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            col_conv_stage2_1_shortcut_0, e->B * 49, 0.0f, gemm_conv_stage2_1_shortcut_0,
-            e->B * 49);
-    RT_AT(38, "$.model.layers[5].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
+    RT_AT(30, "$.model.layers[5].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or "
+          "direct)");
+    rt_conv_fwd(e, relu_4, P_stage2_1_shortcut_0_weight, col_conv_stage2_1_shortcut_0,
+                gemm_conv_stage2_1_shortcut_0, e->B, 32, 14, 14, 1, 2, 0, 7, 7, 64);
+    RT_AT(31, "$.model.layers[5].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW]");
     /* on a GPU: k9's code, on these tensors */
     rt_launch(e, "k9", k13, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_shortcut_0,
               &conv_stage2_1_shortcut_0});
-    RT_AT(39, "$.model.layers[5].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
+    RT_AT(32, "$.model.layers[5].shortcut[1]: batchnorm: the batch's statistics, scale and shift");
     rt_batchnorm_fwd(e, conv_stage2_1_shortcut_0, P_stage2_1_shortcut_1_weight,
                      P_stage2_1_shortcut_1_bias, bn_scale_stage2_1_shortcut_1,
                      bn_shift_stage2_1_shortcut_1, bn_mean_stage2_1_shortcut_1,
                      bn_rstd_stage2_1_shortcut_1, S_stage2_1_shortcut_1_running_mean,
                      S_stage2_1_shortcut_1_running_var, S_stage2_1_shortcut_1_num_batches_tracked,
                      e->B, 64, 49, 9.99999975e-06f, 0.100000001f, 0);
-    RT_AT(40, "$.model.layers[5].shortcut[1] + $.model.layers[5] + $.model.layers[6]: batchnorm: "
+    RT_AT(33, "$.model.layers[5].shortcut[1] + $.model.layers[5] + $.model.layers[6]: batchnorm: "
           "y = x * scale + shift + residual: x + body(x) + relu");
     rt_launch(e, "k14", k14, e->B * 3136, 5, (void *[]){&conv_stage2_1_shortcut_0,
               &bn_scale_stage2_1_shortcut_1, &bn_shift_stage2_1_shortcut_1, &batchnorm_stage2_1_4,
               &relu_6});
-    RT_AT(43, "$.model.layers[7]: avgpool2d");
+    RT_AT(36, "$.model.layers[7]: avgpool2d");
     rt_avgpool2d_fwd(e, relu_6, avgpool_7, e->B * 64, 7, 7, 7, 7, 1, 1);
-    RT_AT(44, "$.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue");
+    RT_AT(37, "$.model.layers[9]: linear: y = x W^T + b, in the GEMM's epilogue");
     rt_gemm_bias(e, 0, 1, e->B, 10, 64, 1.0f, flatten_8, 64, P_9_weight, 64, linear_9, 10, P_9_bias,
                  NULL, RT_EPI_NONE, NULL);
-    RT_AT(46, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
+    RT_AT(39, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
     rt_cross_entropy_ls(e, linear_9, in_y, e->train ? d_linear_9 : NULL, e->B, 10, 10,
                         0.100000001f);
 }
@@ -299,12 +285,12 @@ static void backward(rt_exec *e)
     float *d_conv_stage2_1_shortcut_0 = ACT(137984); /* [B, 64, 7, 7] */
     float *G_stage2_1_shortcut_1_weight = e->grads + 72304; /* [64] */
     float *G_stage2_1_shortcut_1_bias = e->grads + 72368; /* [64] */
-    float *d_gemm_conv_stage2_1_shortcut_0 = ACT(150528); /* [64, B*49] */
+    float *d_gemm_conv_stage2_1_shortcut_0 = ACT(213248); /* [64, B*49] */
     const float *relu_4 = ACT(326144); /* [B, 32, 14, 14] */
     float *col_conv_stage2_1_shortcut_0_again = ACT(137984); /* [32, B*49] */
     float *G_stage2_1_shortcut_0_weight = e->grads + 70256; /* [64, 32, 1, 1] */
     const float *P_stage2_1_shortcut_0_weight = e->params + 70256; /* [64, 32, 1, 1] */
-    float *d_col_conv_stage2_1_shortcut_0 = ACT(213248); /* [32, B*49] */
+    float *d_col_conv_stage2_1_shortcut_0 = ACT(0); /* [32, B*49] */
     float *d_relu_4_part = ACT(137984); /* [B, 32, 14, 14] */
     const float *conv_stage2_1_3 = ACT(188160); /* [B, 64, 7, 7] */
     const float *P_stage2_1_4_weight = e->params + 70128; /* [64] */
@@ -313,7 +299,7 @@ static void backward(rt_exec *e)
     float *d_conv_stage2_1_3 = ACT(213248); /* [B, 64, 7, 7] */
     float *G_stage2_1_4_weight = e->grads + 70128; /* [64] */
     float *G_stage2_1_4_bias = e->grads + 70192; /* [64] */
-    float *d_gemm_conv_stage2_1_3 = ACT(188160); /* [64, B*49] */
+    float *d_gemm_conv_stage2_1_3 = ACT(200704); /* [64, B*49] */
     const float *relu_stage2_1_2 = ACT(175616); /* [B, 64, 7, 7] */
     float *col_conv_stage2_1_3_again = ACT(0); /* [576, B*49] */
     float *G_stage2_1_3_weight = e->grads + 33264; /* [64, 64, 3, 3] */
@@ -342,12 +328,12 @@ static void backward(rt_exec *e)
     float *d_conv_stage1_1_shortcut_0 = ACT(326144); /* [B, 32, 14, 14] */
     float *G_stage1_1_shortcut_1_weight = e->grads + 14640; /* [32] */
     float *G_stage1_1_shortcut_1_bias = e->grads + 14672; /* [32] */
-    float *d_gemm_conv_stage1_1_shortcut_0 = ACT(351232); /* [32, B*196] */
+    float *d_gemm_conv_stage1_1_shortcut_0 = ACT(163072); /* [32, B*196] */
     const float *relu_2 = ACT(275968); /* [B, 16, 28, 28] */
-    float *col_conv_stage1_1_shortcut_0_again = ACT(326144); /* [16, B*196] */
+    float *col_conv_stage1_1_shortcut_0_again = ACT(188160); /* [16, B*196] */
     float *G_stage1_1_shortcut_0_weight = e->grads + 14128; /* [32, 16, 1, 1] */
     const float *P_stage1_1_shortcut_0_weight = e->params + 14128; /* [32, 16, 1, 1] */
-    float *d_col_conv_stage1_1_shortcut_0 = ACT(163072); /* [16, B*196] */
+    float *d_col_conv_stage1_1_shortcut_0 = ACT(188160); /* [16, B*196] */
     float *d_relu_2_part = ACT(326144); /* [B, 16, 28, 28] */
     const float *conv_stage1_1_3 = ACT(112896); /* [B, 32, 14, 14] */
     const float *P_stage1_1_4_weight = e->params + 14064; /* [32] */
@@ -356,7 +342,7 @@ static void backward(rt_exec *e)
     float *d_conv_stage1_1_3 = ACT(163072); /* [B, 32, 14, 14] */
     float *G_stage1_1_4_weight = e->grads + 14064; /* [32] */
     float *G_stage1_1_4_bias = e->grads + 14096; /* [32] */
-    float *d_gemm_conv_stage1_1_3 = ACT(426496); /* [32, B*196] */
+    float *d_gemm_conv_stage1_1_3 = ACT(451584); /* [32, B*196] */
     const float *relu_stage1_1_2 = ACT(401408); /* [B, 32, 14, 14] */
     float *col_conv_stage1_1_3_again = ACT(0); /* [288, B*196] */
     float *G_stage1_1_3_weight = e->grads + 4848; /* [32, 32, 3, 3] */
@@ -366,8 +352,8 @@ static void backward(rt_exec *e)
     float *d_batchnorm_stage1_1_1 = ACT(426496); /* [B, 32, 14, 14] */
     const float *conv_stage1_1_0 = ACT(376320); /* [B, 32, 14, 14] */
     const float *P_stage1_1_1_weight = e->params + 4784; /* [32] */
-    const float *bn_mean_stage1_1_1 = ACT(454720); /* [B, 32] */
-    const float *bn_rstd_stage1_1_1 = ACT(454848); /* [B, 32] */
+    const float *bn_mean_stage1_1_1 = ACT(479808); /* [B, 32] */
+    const float *bn_rstd_stage1_1_1 = ACT(479936); /* [B, 32] */
     float *d_conv_stage1_1_0 = ACT(401408); /* [B, 32, 14, 14] */
     float *G_stage1_1_1_weight = e->grads + 4784; /* [32] */
     float *G_stage1_1_1_bias = e->grads + 4816; /* [32] */
@@ -380,248 +366,233 @@ static void backward(rt_exec *e)
     float *d_batchnorm_1 = ACT(326144); /* [B, 16, 28, 28] */
     const float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
     const float *P_1_weight = e->params + 144; /* [16] */
-    const float *bn_mean_1 = ACT(454976); /* [B, 16] */
-    const float *bn_rstd_1 = ACT(455040); /* [B, 16] */
+    const float *bn_mean_1 = ACT(480064); /* [B, 16] */
+    const float *bn_rstd_1 = ACT(480128); /* [B, 16] */
     float *d_conv_0 = ACT(275968); /* [B, 16, 28, 28] */
     float *G_1_weight = e->grads + 144; /* [16] */
     float *G_1_bias = e->grads + 160; /* [16] */
     float *d_gemm_conv_0 = ACT(0); /* [16, B*784] */
-    const float *x_f32 = ACT(451584); /* [B, 1, 28, 28] */
+    const float *x_f32 = ACT(476672); /* [B, 1, 28, 28] */
     float *col_conv_0_again = ACT(50176); /* [9, B*784] */
     float *G_0_weight = e->grads + 0; /* [16, 1, 3, 3] */
 
-    RT_AT(47, "$.model.layers[9]: linear backward: dx = dy W");
+    RT_AT(40, "$.model.layers[9]: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B, 64, 10, 1.0f, d_linear_9, 10, P_9_weight, 64, 0.0f, d_flatten_8, 64);
-    RT_AT(48, "$.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on");
+    RT_AT(41, "$.model.layers[9]: the gradients of 9.weight and 9.bias are written from here on");
     rt_grad_begin(e, 72432, 650);
-    RT_AT(49, "$.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in "
+    RT_AT(42, "$.model.layers[9]: linear backward: dW += dy^T x, and db += column sums of dy in "
           "the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 10, 64, e->B, 1.0f, d_linear_9, 10, flatten_8, 64, 1.0f, G_9_weight, 64,
                   G_9_bias, 1);
-    RT_AT(50, "$.model.layers[9]: 9.weight's gradient is final");
+    RT_AT(43, "$.model.layers[9]: 9.weight's gradient is final");
     rt_grad_ready(e, 72432, 640);
-    RT_AT(51, "$.model.layers[9]: 9.bias's gradient is final");
+    RT_AT(44, "$.model.layers[9]: 9.bias's gradient is final");
     rt_grad_ready(e, 73072, 10);
-    RT_AT(53, "$.model.layers[7]: avgpool2d backward");
+    RT_AT(46, "$.model.layers[7]: avgpool2d backward");
     rt_avgpool2d_bwd(e, d_avgpool_7, d_relu_6, e->B * 64, 7, 7, 7, 7, 1, 1);
-    RT_AT(54, "$.model.layers[6]: relu backward");
+    RT_AT(47, "$.model.layers[6]: relu backward");
     rt_launch(e, "k15", k15, e->B * 3136, 3, (void *[]){&d_relu_6, &relu_6, &d_residual_stage2_1});
-    RT_AT(55, "$.model.layers[5].shortcut[1]: the gradients of stage2_1.shortcut.1.weight and "
+    RT_AT(48, "$.model.layers[5].shortcut[1]: the gradients of stage2_1.shortcut.1.weight and "
           "stage2_1.shortcut.1.bias are written from here on");
     rt_grad_begin(e, 72304, 128);
-    RT_AT(56, "$.model.layers[5].shortcut[1]: batchnorm backward");
+    RT_AT(49, "$.model.layers[5].shortcut[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_shortcut_0, P_stage2_1_shortcut_1_weight,
                      bn_mean_stage2_1_shortcut_1, bn_rstd_stage2_1_shortcut_1, d_residual_stage2_1,
                      d_conv_stage2_1_shortcut_0, G_stage2_1_shortcut_1_weight,
                      G_stage2_1_shortcut_1_bias, e->B, 64, 49, 0);
-    RT_AT(57, "$.model.layers[5].shortcut[1]: stage2_1.shortcut.1.weight's gradient is final");
+    RT_AT(50, "$.model.layers[5].shortcut[1]: stage2_1.shortcut.1.weight's gradient is final");
     rt_grad_ready(e, 72304, 64);
-    RT_AT(58, "$.model.layers[5].shortcut[1]: stage2_1.shortcut.1.bias's gradient is final");
+    RT_AT(51, "$.model.layers[5].shortcut[1]: stage2_1.shortcut.1.bias's gradient is final");
     rt_grad_ready(e, 72368, 64);
-    RT_AT(59, "$.model.layers[5].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(52, "$.model.layers[5].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k16", k16, e->B * 3136, 2, (void *[]){&d_conv_stage2_1_shortcut_0,
               &d_gemm_conv_stage2_1_shortcut_0});
-    RT_AT(60, "$.model.layers[5].shortcut[0]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, relu_4, col_conv_stage2_1_shortcut_0_again, e->B, 32, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(61, "$.model.layers[5].shortcut[0]: stage2_1.shortcut.0.weight's gradient is written "
+    RT_AT(53, "$.model.layers[5].shortcut[0]: stage2_1.shortcut.0.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 70256, 2048);
-    RT_AT(62, "$.model.layers[5].shortcut[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 32, e->B * 49, 1.0f, d_gemm_conv_stage2_1_shortcut_0, e->B * 49,
-            col_conv_stage2_1_shortcut_0_again, e->B * 49, 1.0f, G_stage2_1_shortcut_0_weight, 32);
-    RT_AT(63, "$.model.layers[5].shortcut[0]: stage2_1.shortcut.0.weight's gradient is final");
+    RT_AT(54, "$.model.layers[5].shortcut[0]: conv2d backward: dW += dY col^T (im2col again and "
+          "a GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_4, d_gemm_conv_stage2_1_shortcut_0,
+                       col_conv_stage2_1_shortcut_0_again, G_stage2_1_shortcut_0_weight, e->B, 32,
+                       14, 14, 1, 2, 0, 7, 7, 64);
+    RT_AT(55, "$.model.layers[5].shortcut[0]: stage2_1.shortcut.0.weight's gradient is final");
     rt_grad_ready(e, 70256, 2048);
-    RT_AT(64, "$.model.layers[5].shortcut[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 32, e->B * 49, 64, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            d_gemm_conv_stage2_1_shortcut_0, e->B * 49, 0.0f, d_col_conv_stage2_1_shortcut_0,
-            e->B * 49);
-    RT_AT(65, "$.model.layers[5].shortcut[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_shortcut_0, d_relu_4_part, e->B, 32, 14, 14, 1, 2, 0, 7, 7);
-    RT_AT(66, "$.model.layers[5].body[4]: the gradients of stage2_1.4.weight and stage2_1.4.bias "
+    RT_AT(56, "$.model.layers[5].shortcut[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_shortcut_0_weight, d_gemm_conv_stage2_1_shortcut_0,
+                     d_col_conv_stage2_1_shortcut_0, d_relu_4_part, e->B, 32, 14, 14, 1, 2, 0, 7, 7,
+                     64);
+    RT_AT(57, "$.model.layers[5].body[4]: the gradients of stage2_1.4.weight and stage2_1.4.bias "
           "are written from here on");
     rt_grad_begin(e, 70128, 128);
-    RT_AT(67, "$.model.layers[5].body[4]: batchnorm backward");
+    RT_AT(58, "$.model.layers[5].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_3, P_stage2_1_4_weight, bn_mean_stage2_1_4,
                      bn_rstd_stage2_1_4, d_residual_stage2_1, d_conv_stage2_1_3,
                      G_stage2_1_4_weight, G_stage2_1_4_bias, e->B, 64, 49, 0);
-    RT_AT(68, "$.model.layers[5].body[4]: stage2_1.4.weight's gradient is final");
+    RT_AT(59, "$.model.layers[5].body[4]: stage2_1.4.weight's gradient is final");
     rt_grad_ready(e, 70128, 64);
-    RT_AT(69, "$.model.layers[5].body[4]: stage2_1.4.bias's gradient is final");
+    RT_AT(60, "$.model.layers[5].body[4]: stage2_1.4.bias's gradient is final");
     rt_grad_ready(e, 70192, 64);
-    RT_AT(70, "$.model.layers[5].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(61, "$.model.layers[5].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k16's code, on these tensors */
     rt_launch(e, "k16", k17, e->B * 3136, 2, (void *[]){&d_conv_stage2_1_3,
               &d_gemm_conv_stage2_1_3});
-    RT_AT(71, "$.model.layers[5].body[3]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3_again, e->B, 64, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(72, "$.model.layers[5].body[3]: stage2_1.3.weight's gradient is written from here on");
+    RT_AT(62, "$.model.layers[5].body[3]: stage2_1.3.weight's gradient is written from here on");
     rt_grad_begin(e, 33264, 36864);
-    RT_AT(73, "$.model.layers[5].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 576, e->B * 49, 1.0f, d_gemm_conv_stage2_1_3, e->B * 49,
-            col_conv_stage2_1_3_again, e->B * 49, 1.0f, G_stage2_1_3_weight, 576);
-    RT_AT(74, "$.model.layers[5].body[3]: stage2_1.3.weight's gradient is final");
+    RT_AT(63, "$.model.layers[5].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage2_1_2, d_gemm_conv_stage2_1_3, col_conv_stage2_1_3_again,
+                       G_stage2_1_3_weight, e->B, 64, 7, 7, 3, 1, 1, 7, 7, 64);
+    RT_AT(64, "$.model.layers[5].body[3]: stage2_1.3.weight's gradient is final");
     rt_grad_ready(e, 33264, 36864);
-    RT_AT(75, "$.model.layers[5].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 576, e->B * 49, 64, 1.0f, P_stage2_1_3_weight, 576, d_gemm_conv_stage2_1_3,
-            e->B * 49, 0.0f, d_col_conv_stage2_1_3, e->B * 49);
-    RT_AT(76, "$.model.layers[5].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_3, d_relu_stage2_1_2, e->B, 64, 7, 7, 3, 1, 1, 7, 7);
-    RT_AT(77, "$.model.layers[5].body[2]: relu backward");
+    RT_AT(65, "$.model.layers[5].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_3_weight, d_gemm_conv_stage2_1_3, d_col_conv_stage2_1_3,
+                     d_relu_stage2_1_2, e->B, 64, 7, 7, 3, 1, 1, 7, 7, 64);
+    RT_AT(66, "$.model.layers[5].body[2]: relu backward");
     /* on a GPU: k15's code, on these tensors */
     rt_launch(e, "k15", k18, e->B * 3136, 3, (void *[]){&d_relu_stage2_1_2, &relu_stage2_1_2,
               &d_batchnorm_stage2_1_1});
-    RT_AT(78, "$.model.layers[5].body[1]: the gradients of stage2_1.1.weight and stage2_1.1.bias "
+    RT_AT(67, "$.model.layers[5].body[1]: the gradients of stage2_1.1.weight and stage2_1.1.bias "
           "are written from here on");
     rt_grad_begin(e, 33136, 128);
-    RT_AT(79, "$.model.layers[5].body[1]: batchnorm backward");
+    RT_AT(68, "$.model.layers[5].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage2_1_0, P_stage2_1_1_weight, bn_mean_stage2_1_1,
                      bn_rstd_stage2_1_1, d_batchnorm_stage2_1_1, d_conv_stage2_1_0,
                      G_stage2_1_1_weight, G_stage2_1_1_bias, e->B, 64, 49, 0);
-    RT_AT(80, "$.model.layers[5].body[1]: stage2_1.1.weight's gradient is final");
+    RT_AT(69, "$.model.layers[5].body[1]: stage2_1.1.weight's gradient is final");
     rt_grad_ready(e, 33136, 64);
-    RT_AT(81, "$.model.layers[5].body[1]: stage2_1.1.bias's gradient is final");
+    RT_AT(70, "$.model.layers[5].body[1]: stage2_1.1.bias's gradient is final");
     rt_grad_ready(e, 33200, 64);
-    RT_AT(82, "$.model.layers[5].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(71, "$.model.layers[5].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k16's code, on these tensors */
     rt_launch(e, "k16", k19, e->B * 3136, 2, (void *[]){&d_conv_stage2_1_0,
               &d_gemm_conv_stage2_1_0});
-    RT_AT(83, "$.model.layers[5].body[0]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, relu_4, col_conv_stage2_1_0_again, e->B, 32, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(84, "$.model.layers[5].body[0]: stage2_1.0.weight's gradient is written from here on");
+    RT_AT(72, "$.model.layers[5].body[0]: stage2_1.0.weight's gradient is written from here on");
     rt_grad_begin(e, 14704, 18432);
-    RT_AT(85, "$.model.layers[5].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 64, 288, e->B * 49, 1.0f, d_gemm_conv_stage2_1_0, e->B * 49,
-            col_conv_stage2_1_0_again, e->B * 49, 1.0f, G_stage2_1_0_weight, 288);
-    RT_AT(86, "$.model.layers[5].body[0]: stage2_1.0.weight's gradient is final");
+    RT_AT(73, "$.model.layers[5].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_4, d_gemm_conv_stage2_1_0, col_conv_stage2_1_0_again,
+                       G_stage2_1_0_weight, e->B, 32, 14, 14, 3, 2, 1, 7, 7, 64);
+    RT_AT(74, "$.model.layers[5].body[0]: stage2_1.0.weight's gradient is final");
     rt_grad_ready(e, 14704, 18432);
-    RT_AT(87, "$.model.layers[5].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 49, 64, 1.0f, P_stage2_1_0_weight, 288, d_gemm_conv_stage2_1_0,
-            e->B * 49, 0.0f, d_col_conv_stage2_1_0, e->B * 49);
-    RT_AT(88, "$.model.layers[5].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage2_1_0, d_relu_4_part_2, e->B, 32, 14, 14, 3, 2, 1, 7, 7);
-    RT_AT(89, "$.model.layers[4]: sum of gradient contributions + relu backward");
+    RT_AT(75, "$.model.layers[5].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage2_1_0_weight, d_gemm_conv_stage2_1_0, d_col_conv_stage2_1_0,
+                     d_relu_4_part_2, e->B, 32, 14, 14, 3, 2, 1, 7, 7, 64);
+    RT_AT(76, "$.model.layers[4]: sum of gradient contributions + relu backward");
     rt_launch(e, "k20", k20, e->B * 6272, 4, (void *[]){&d_relu_4_part, &d_relu_4_part_2, &relu_4,
               &d_residual_stage1_1});
-    RT_AT(91, "$.model.layers[3].shortcut[1]: the gradients of stage1_1.shortcut.1.weight and "
+    RT_AT(78, "$.model.layers[3].shortcut[1]: the gradients of stage1_1.shortcut.1.weight and "
           "stage1_1.shortcut.1.bias are written from here on");
     rt_grad_begin(e, 14640, 64);
-    RT_AT(92, "$.model.layers[3].shortcut[1]: batchnorm backward");
+    RT_AT(79, "$.model.layers[3].shortcut[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_1_shortcut_0, P_stage1_1_shortcut_1_weight,
                      bn_mean_stage1_1_shortcut_1, bn_rstd_stage1_1_shortcut_1, d_residual_stage1_1,
                      d_conv_stage1_1_shortcut_0, G_stage1_1_shortcut_1_weight,
                      G_stage1_1_shortcut_1_bias, e->B, 32, 196, 0);
-    RT_AT(93, "$.model.layers[3].shortcut[1]: stage1_1.shortcut.1.weight's gradient is final");
+    RT_AT(80, "$.model.layers[3].shortcut[1]: stage1_1.shortcut.1.weight's gradient is final");
     rt_grad_ready(e, 14640, 32);
-    RT_AT(94, "$.model.layers[3].shortcut[1]: stage1_1.shortcut.1.bias's gradient is final");
+    RT_AT(81, "$.model.layers[3].shortcut[1]: stage1_1.shortcut.1.bias's gradient is final");
     rt_grad_ready(e, 14672, 32);
-    RT_AT(95, "$.model.layers[3].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(82, "$.model.layers[3].shortcut[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k21", k21, e->B * 6272, 2, (void *[]){&d_conv_stage1_1_shortcut_0,
               &d_gemm_conv_stage1_1_shortcut_0});
-    RT_AT(96, "$.model.layers[3].shortcut[0]: conv2d backward: im2col again (cheaper than "
-          "keeping it)");
-    rt_im2col(e, relu_2, col_conv_stage1_1_shortcut_0_again, e->B, 16, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(97, "$.model.layers[3].shortcut[0]: stage1_1.shortcut.0.weight's gradient is written "
+    RT_AT(83, "$.model.layers[3].shortcut[0]: stage1_1.shortcut.0.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 14128, 512);
-    RT_AT(98, "$.model.layers[3].shortcut[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 16, e->B * 196, 1.0f, d_gemm_conv_stage1_1_shortcut_0, e->B * 196,
-            col_conv_stage1_1_shortcut_0_again, e->B * 196, 1.0f, G_stage1_1_shortcut_0_weight, 16);
-    RT_AT(99, "$.model.layers[3].shortcut[0]: stage1_1.shortcut.0.weight's gradient is final");
+    RT_AT(84, "$.model.layers[3].shortcut[0]: conv2d backward: dW += dY col^T (im2col again and "
+          "a GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_2, d_gemm_conv_stage1_1_shortcut_0,
+                       col_conv_stage1_1_shortcut_0_again, G_stage1_1_shortcut_0_weight, e->B, 16,
+                       28, 28, 1, 2, 0, 14, 14, 32);
+    RT_AT(85, "$.model.layers[3].shortcut[0]: stage1_1.shortcut.0.weight's gradient is final");
     rt_grad_ready(e, 14128, 512);
-    RT_AT(100, "$.model.layers[3].shortcut[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 16, e->B * 196, 32, 1.0f, P_stage1_1_shortcut_0_weight, 16,
-            d_gemm_conv_stage1_1_shortcut_0, e->B * 196, 0.0f, d_col_conv_stage1_1_shortcut_0,
-            e->B * 196);
-    RT_AT(101, "$.model.layers[3].shortcut[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_1_shortcut_0, d_relu_2_part, e->B, 16, 28, 28, 1, 2, 0, 14, 14);
-    RT_AT(102, "$.model.layers[3].body[4]: the gradients of stage1_1.4.weight and "
-          "stage1_1.4.bias are written from here on");
+    RT_AT(86, "$.model.layers[3].shortcut[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_1_shortcut_0_weight, d_gemm_conv_stage1_1_shortcut_0,
+                     d_col_conv_stage1_1_shortcut_0, d_relu_2_part, e->B, 16, 28, 28, 1, 2, 0, 14,
+                     14, 32);
+    RT_AT(87, "$.model.layers[3].body[4]: the gradients of stage1_1.4.weight and stage1_1.4.bias "
+          "are written from here on");
     rt_grad_begin(e, 14064, 64);
-    RT_AT(103, "$.model.layers[3].body[4]: batchnorm backward");
+    RT_AT(88, "$.model.layers[3].body[4]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_1_3, P_stage1_1_4_weight, bn_mean_stage1_1_4,
                      bn_rstd_stage1_1_4, d_residual_stage1_1, d_conv_stage1_1_3,
                      G_stage1_1_4_weight, G_stage1_1_4_bias, e->B, 32, 196, 0);
-    RT_AT(104, "$.model.layers[3].body[4]: stage1_1.4.weight's gradient is final");
+    RT_AT(89, "$.model.layers[3].body[4]: stage1_1.4.weight's gradient is final");
     rt_grad_ready(e, 14064, 32);
-    RT_AT(105, "$.model.layers[3].body[4]: stage1_1.4.bias's gradient is final");
+    RT_AT(90, "$.model.layers[3].body[4]: stage1_1.4.bias's gradient is final");
     rt_grad_ready(e, 14096, 32);
-    RT_AT(106, "$.model.layers[3].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(91, "$.model.layers[3].body[3]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k22, e->B * 6272, 2, (void *[]){&d_conv_stage1_1_3,
               &d_gemm_conv_stage1_1_3});
-    RT_AT(107, "$.model.layers[3].body[3]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3_again, e->B, 32, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(108, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is written from here on");
+    RT_AT(92, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is written from here on");
     rt_grad_begin(e, 4848, 9216);
-    RT_AT(109, "$.model.layers[3].body[3]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 288, e->B * 196, 1.0f, d_gemm_conv_stage1_1_3, e->B * 196,
-            col_conv_stage1_1_3_again, e->B * 196, 1.0f, G_stage1_1_3_weight, 288);
-    RT_AT(110, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is final");
+    RT_AT(93, "$.model.layers[3].body[3]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_stage1_1_2, d_gemm_conv_stage1_1_3, col_conv_stage1_1_3_again,
+                       G_stage1_1_3_weight, e->B, 32, 14, 14, 3, 1, 1, 14, 14, 32);
+    RT_AT(94, "$.model.layers[3].body[3]: stage1_1.3.weight's gradient is final");
     rt_grad_ready(e, 4848, 9216);
-    RT_AT(111, "$.model.layers[3].body[3]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 288, e->B * 196, 32, 1.0f, P_stage1_1_3_weight, 288, d_gemm_conv_stage1_1_3,
-            e->B * 196, 0.0f, d_col_conv_stage1_1_3, e->B * 196);
-    RT_AT(112, "$.model.layers[3].body[3]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_1_3, d_relu_stage1_1_2, e->B, 32, 14, 14, 3, 1, 1, 14, 14);
-    RT_AT(113, "$.model.layers[3].body[2]: relu backward");
+    RT_AT(95, "$.model.layers[3].body[3]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_1_3_weight, d_gemm_conv_stage1_1_3, d_col_conv_stage1_1_3,
+                     d_relu_stage1_1_2, e->B, 32, 14, 14, 3, 1, 1, 14, 14, 32);
+    RT_AT(96, "$.model.layers[3].body[2]: relu backward");
     /* on a GPU: k15's code, on these tensors */
     rt_launch(e, "k15", k23, e->B * 6272, 3, (void *[]){&d_relu_stage1_1_2, &relu_stage1_1_2,
               &d_batchnorm_stage1_1_1});
-    RT_AT(114, "$.model.layers[3].body[1]: the gradients of stage1_1.1.weight and "
-          "stage1_1.1.bias are written from here on");
+    RT_AT(97, "$.model.layers[3].body[1]: the gradients of stage1_1.1.weight and stage1_1.1.bias "
+          "are written from here on");
     rt_grad_begin(e, 4784, 64);
-    RT_AT(115, "$.model.layers[3].body[1]: batchnorm backward");
+    RT_AT(98, "$.model.layers[3].body[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_stage1_1_0, P_stage1_1_1_weight, bn_mean_stage1_1_1,
                      bn_rstd_stage1_1_1, d_batchnorm_stage1_1_1, d_conv_stage1_1_0,
                      G_stage1_1_1_weight, G_stage1_1_1_bias, e->B, 32, 196, 0);
-    RT_AT(116, "$.model.layers[3].body[1]: stage1_1.1.weight's gradient is final");
+    RT_AT(99, "$.model.layers[3].body[1]: stage1_1.1.weight's gradient is final");
     rt_grad_ready(e, 4784, 32);
-    RT_AT(117, "$.model.layers[3].body[1]: stage1_1.1.bias's gradient is final");
+    RT_AT(100, "$.model.layers[3].body[1]: stage1_1.1.bias's gradient is final");
     rt_grad_ready(e, 4816, 32);
-    RT_AT(118, "$.model.layers[3].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(101, "$.model.layers[3].body[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k24, e->B * 6272, 2, (void *[]){&d_conv_stage1_1_0,
               &d_gemm_conv_stage1_1_0});
-    RT_AT(119, "$.model.layers[3].body[0]: conv2d backward: im2col again (cheaper than keeping "
-          "it)");
-    rt_im2col(e, relu_2, col_conv_stage1_1_0_again, e->B, 16, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(120, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is written from here on");
+    RT_AT(102, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is written from here on");
     rt_grad_begin(e, 176, 4608);
-    RT_AT(121, "$.model.layers[3].body[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 32, 144, e->B * 196, 1.0f, d_gemm_conv_stage1_1_0, e->B * 196,
-            col_conv_stage1_1_0_again, e->B * 196, 1.0f, G_stage1_1_0_weight, 144);
-    RT_AT(122, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is final");
+    RT_AT(103, "$.model.layers[3].body[0]: conv2d backward: dW += dY col^T (im2col again and a "
+          "GEMM, or direct)");
+    rt_conv_bwd_weight(e, relu_2, d_gemm_conv_stage1_1_0, col_conv_stage1_1_0_again,
+                       G_stage1_1_0_weight, e->B, 16, 28, 28, 3, 2, 1, 14, 14, 32);
+    RT_AT(104, "$.model.layers[3].body[0]: stage1_1.0.weight's gradient is final");
     rt_grad_ready(e, 176, 4608);
-    RT_AT(123, "$.model.layers[3].body[0]: conv2d backward: dcol = W^T dY");
-    rt_gemm(e, 1, 0, 144, e->B * 196, 32, 1.0f, P_stage1_1_0_weight, 144, d_gemm_conv_stage1_1_0,
-            e->B * 196, 0.0f, d_col_conv_stage1_1_0, e->B * 196);
-    RT_AT(124, "$.model.layers[3].body[0]: conv2d backward: col2im");
-    rt_col2im(e, d_col_conv_stage1_1_0, d_relu_2_part_2, e->B, 16, 28, 28, 3, 2, 1, 14, 14);
-    RT_AT(125, "$.model.layers[2]: sum of gradient contributions + relu backward");
+    RT_AT(105, "$.model.layers[3].body[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+          "col2im, or implicit GEMM)");
+    rt_conv_bwd_data(e, P_stage1_1_0_weight, d_gemm_conv_stage1_1_0, d_col_conv_stage1_1_0,
+                     d_relu_2_part_2, e->B, 16, 28, 28, 3, 2, 1, 14, 14, 32);
+    RT_AT(106, "$.model.layers[2]: sum of gradient contributions + relu backward");
     /* on a GPU: k20's code, on these tensors */
     rt_launch(e, "k20", k25, e->B * 12544, 4, (void *[]){&d_relu_2_part, &d_relu_2_part_2, &relu_2,
               &d_batchnorm_1});
-    RT_AT(127, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
+    RT_AT(108, "$.model.layers[1]: the gradients of 1.weight and 1.bias are written from here on");
     rt_grad_begin(e, 144, 32);
-    RT_AT(128, "$.model.layers[1]: batchnorm backward");
+    RT_AT(109, "$.model.layers[1]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_0, P_1_weight, bn_mean_1, bn_rstd_1, d_batchnorm_1, d_conv_0,
                      G_1_weight, G_1_bias, e->B, 16, 784, 0);
-    RT_AT(129, "$.model.layers[1]: 1.weight's gradient is final");
+    RT_AT(110, "$.model.layers[1]: 1.weight's gradient is final");
     rt_grad_ready(e, 144, 16);
-    RT_AT(130, "$.model.layers[1]: 1.bias's gradient is final");
+    RT_AT(111, "$.model.layers[1]: 1.bias's gradient is final");
     rt_grad_ready(e, 160, 16);
-    RT_AT(131, "$.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(112, "$.model.layers[0]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     rt_launch(e, "k26", k26, e->B * 12544, 2, (void *[]){&d_conv_0, &d_gemm_conv_0});
-    RT_AT(132, "$.model.layers[0]: conv2d backward: im2col again (cheaper than keeping it)");
-    rt_im2col(e, x_f32, col_conv_0_again, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    RT_AT(133, "$.model.layers[0]: 0.weight's gradient is written from here on");
+    RT_AT(113, "$.model.layers[0]: 0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 144);
-    RT_AT(134, "$.model.layers[0]: conv2d backward: dW += dY col^T");
-    rt_gemm(e, 0, 1, 16, 9, e->B * 784, 1.0f, d_gemm_conv_0, e->B * 784, col_conv_0_again,
-            e->B * 784, 1.0f, G_0_weight, 9);
-    RT_AT(135, "$.model.layers[0]: 0.weight's gradient is final");
+    RT_AT(114, "$.model.layers[0]: conv2d backward: dW += dY col^T (im2col again and a GEMM, or "
+          "direct)");
+    rt_conv_bwd_weight(e, x_f32, d_gemm_conv_0, col_conv_0_again, G_0_weight, e->B, 1, 28, 28, 3, 1,
+                       1, 28, 28, 16);
+    RT_AT(115, "$.model.layers[0]: 0.weight's gradient is final");
     rt_grad_ready(e, 0, 144);
 }
 
@@ -630,9 +601,9 @@ static void evaluate(rt_exec *e)
 {
     e->train = 0;
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
-    float *col_conv_0 = ACT(50176); /* [9, B*784] */
+    float *x_f32 = ACT(78400); /* [B, 1, 28, 28] */
     const float *P_0_weight = e->params + 0; /* [16, 1, 3, 3] */
+    float *col_conv_0 = ACT(50176); /* [9, B*784] */
     float *gemm_conv_0 = ACT(0); /* [16, B*784] */
     float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
     const float *P_1_weight = e->params + 144; /* [16] */
@@ -643,8 +614,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_1 = ACT(0); /* [B, 16] */
     float *bn_shift_1 = ACT(64); /* [B, 16] */
     float *relu_2 = ACT(225792); /* [B, 16, 28, 28] */
-    float *col_conv_stage1_1_0 = ACT(0); /* [144, B*196] */
     const float *P_stage1_1_0_weight = e->params + 176; /* [32, 16, 3, 3] */
+    float *col_conv_stage1_1_0 = ACT(0); /* [144, B*196] */
     float *gemm_conv_stage1_1_0 = ACT(112896); /* [32, B*196] */
     float *conv_stage1_1_0 = ACT(275968); /* [B, 32, 14, 14] */
     const float *P_stage1_1_1_weight = e->params + 4784; /* [32] */
@@ -655,9 +626,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_1_1 = ACT(0); /* [B, 32] */
     float *bn_shift_stage1_1_1 = ACT(128); /* [B, 32] */
     float *relu_stage1_1_2 = ACT(275968); /* [B, 32, 14, 14] */
-    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*196] */
     const float *P_stage1_1_3_weight = e->params + 4848; /* [32, 32, 3, 3] */
-    float *gemm_conv_stage1_1_3 = ACT(275968); /* [32, B*196] */
+    float *col_conv_stage1_1_3 = ACT(0); /* [288, B*196] */
+    float *gemm_conv_stage1_1_3 = ACT(301056); /* [32, B*196] */
     float *conv_stage1_1_3 = ACT(0); /* [B, 32, 14, 14] */
     const float *P_stage1_1_4_weight = e->params + 14064; /* [32] */
     const float *P_stage1_1_4_bias = e->params + 14096; /* [32] */
@@ -667,8 +638,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_1_4 = ACT(25088); /* [B, 32] */
     float *bn_shift_stage1_1_4 = ACT(25216); /* [B, 32] */
     float *batchnorm_stage1_1_4 = ACT(0); /* [B, 32, 14, 14] */
-    float *col_conv_stage1_1_shortcut_0 = ACT(50176); /* [16, B*196] */
     const float *P_stage1_1_shortcut_0_weight = e->params + 14128; /* [32, 16, 1, 1] */
+    float *col_conv_stage1_1_shortcut_0 = ACT(50176); /* [16, B*196] */
     float *gemm_conv_stage1_1_shortcut_0 = ACT(25088); /* [32, B*196] */
     float *conv_stage1_1_shortcut_0 = ACT(112896); /* [B, 32, 14, 14] */
     const float *P_stage1_1_shortcut_1_weight = e->params + 14640; /* [32] */
@@ -679,8 +650,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage1_1_shortcut_1 = ACT(25088); /* [B, 32] */
     float *bn_shift_stage1_1_shortcut_1 = ACT(25216); /* [B, 32] */
     float *relu_4 = ACT(112896); /* [B, 32, 14, 14] */
-    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*49] */
     const float *P_stage2_1_0_weight = e->params + 14704; /* [64, 32, 3, 3] */
+    float *col_conv_stage2_1_0 = ACT(0); /* [288, B*49] */
     float *gemm_conv_stage2_1_0 = ACT(56448); /* [64, B*49] */
     float *conv_stage2_1_0 = ACT(137984); /* [B, 64, 7, 7] */
     const float *P_stage2_1_1_weight = e->params + 33136; /* [64] */
@@ -691,9 +662,9 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_1_1 = ACT(0); /* [B, 64] */
     float *bn_shift_stage2_1_1 = ACT(256); /* [B, 64] */
     float *relu_stage2_1_2 = ACT(137984); /* [B, 64, 7, 7] */
-    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*49] */
     const float *P_stage2_1_3_weight = e->params + 33264; /* [64, 64, 3, 3] */
-    float *gemm_conv_stage2_1_3 = ACT(137984); /* [64, B*49] */
+    float *col_conv_stage2_1_3 = ACT(0); /* [576, B*49] */
+    float *gemm_conv_stage2_1_3 = ACT(150528); /* [64, B*49] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 7, 7] */
     const float *P_stage2_1_4_weight = e->params + 70128; /* [64] */
     const float *P_stage2_1_4_bias = e->params + 70192; /* [64] */
@@ -703,8 +674,8 @@ static void evaluate(rt_exec *e)
     float *bn_scale_stage2_1_4 = ACT(12544); /* [B, 64] */
     float *bn_shift_stage2_1_4 = ACT(12800); /* [B, 64] */
     float *batchnorm_stage2_1_4 = ACT(0); /* [B, 64, 7, 7] */
-    float *col_conv_stage2_1_shortcut_0 = ACT(12544); /* [32, B*49] */
     const float *P_stage2_1_shortcut_0_weight = e->params + 70256; /* [64, 32, 1, 1] */
+    float *col_conv_stage2_1_shortcut_0 = ACT(12544); /* [32, B*49] */
     float *gemm_conv_stage2_1_shortcut_0 = ACT(25088); /* [64, B*49] */
     float *conv_stage2_1_shortcut_0 = ACT(12544); /* [B, 64, 7, 7] */
     const float *P_stage2_1_shortcut_1_weight = e->params + 72304; /* [64] */
@@ -724,11 +695,9 @@ static void evaluate(rt_exec *e)
 
     /* $.model.inputs.x: input to f32 (on the GPU, training's k0, the same code) */
     rt_launch(e, "k0", ke0, e->B * 784, 2, (void *[]){&in_x, &x_f32});
-    /* $.model.layers[0]: conv2d: im2col */
-    rt_im2col(e, x_f32, col_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28);
-    /* $.model.layers[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 16, e->B * 784, 9, 1.0f, P_0_weight, 9, col_conv_0, e->B * 784, 0.0f,
-            gemm_conv_0, e->B * 784);
+    /* $.model.layers[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, x_f32, P_0_weight, col_conv_0, gemm_conv_0, e->B, 1, 28, 28, 3, 1, 1, 28, 28,
+                16);
     /* $.model.layers[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (training's k1, the same
      * code) */
     rt_launch(e, "k1", k1, e->B * 12544, 2, (void *[]){&gemm_conv_0, &conv_0});
@@ -739,11 +708,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1] + $.model.layers[2]: batchnorm: y = x * scale + shift + relu */
     rt_launch(e, "ke2", ke2, e->B * 12544, 4, (void *[]){&conv_0, &bn_scale_1, &bn_shift_1,
               &relu_2});
-    /* $.model.layers[3].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_2, col_conv_stage1_1_0, e->B, 16, 28, 28, 3, 2, 1, 14, 14);
-    /* $.model.layers[3].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 196, 144, 1.0f, P_stage1_1_0_weight, 144, col_conv_stage1_1_0,
-            e->B * 196, 0.0f, gemm_conv_stage1_1_0, e->B * 196);
+    /* $.model.layers[3].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_2, P_stage1_1_0_weight, col_conv_stage1_1_0, gemm_conv_stage1_1_0, e->B, 16,
+                28, 28, 3, 2, 1, 14, 14, 32);
     /* $.model.layers[3].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k3, the same code) */
     rt_launch(e, "k3", ke3, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_0, &conv_stage1_1_0});
@@ -757,11 +724,9 @@ static void evaluate(rt_exec *e)
      * relu */
     rt_launch(e, "ke4", ke4, e->B * 6272, 4, (void *[]){&conv_stage1_1_0, &bn_scale_stage1_1_1,
               &bn_shift_stage1_1_1, &relu_stage1_1_2});
-    /* $.model.layers[3].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage1_1_2, col_conv_stage1_1_3, e->B, 32, 14, 14, 3, 1, 1, 14, 14);
-    /* $.model.layers[3].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 196, 288, 1.0f, P_stage1_1_3_weight, 288, col_conv_stage1_1_3,
-            e->B * 196, 0.0f, gemm_conv_stage1_1_3, e->B * 196);
+    /* $.model.layers[3].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage1_1_2, P_stage1_1_3_weight, col_conv_stage1_1_3, gemm_conv_stage1_1_3,
+                e->B, 32, 14, 14, 3, 1, 1, 14, 14, 32);
     /* $.model.layers[3].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k3, the same code) */
     rt_launch(e, "k3", ke5, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_3, &conv_stage1_1_3});
@@ -774,12 +739,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[3].body[4]: batchnorm: y = x * scale + shift */
     rt_launch(e, "ke6", ke6, e->B * 6272, 4, (void *[]){&conv_stage1_1_3, &bn_scale_stage1_1_4,
               &bn_shift_stage1_1_4, &batchnorm_stage1_1_4});
-    /* $.model.layers[3].shortcut[0]: conv2d: im2col */
-    rt_im2col(e, relu_2, col_conv_stage1_1_shortcut_0, e->B, 16, 28, 28, 1, 2, 0, 14, 14);
-    /* $.model.layers[3].shortcut[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 32, e->B * 196, 16, 1.0f, P_stage1_1_shortcut_0_weight, 16,
-            col_conv_stage1_1_shortcut_0, e->B * 196, 0.0f, gemm_conv_stage1_1_shortcut_0,
-            e->B * 196);
+    /* $.model.layers[3].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_2, P_stage1_1_shortcut_0_weight, col_conv_stage1_1_shortcut_0,
+                gemm_conv_stage1_1_shortcut_0, e->B, 16, 28, 28, 1, 2, 0, 14, 14, 32);
     /* $.model.layers[3].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k3, the same code) */
     rt_launch(e, "k3", ke7, e->B * 6272, 2, (void *[]){&gemm_conv_stage1_1_shortcut_0,
@@ -795,11 +757,9 @@ static void evaluate(rt_exec *e)
     rt_launch(e, "ke8", ke8, e->B * 6272, 5, (void *[]){&conv_stage1_1_shortcut_0,
               &bn_scale_stage1_1_shortcut_1, &bn_shift_stage1_1_shortcut_1, &batchnorm_stage1_1_4,
               &relu_4});
-    /* $.model.layers[5].body[0]: conv2d: im2col */
-    rt_im2col(e, relu_4, col_conv_stage2_1_0, e->B, 32, 14, 14, 3, 2, 1, 7, 7);
-    /* $.model.layers[5].body[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 49, 288, 1.0f, P_stage2_1_0_weight, 288, col_conv_stage2_1_0,
-            e->B * 49, 0.0f, gemm_conv_stage2_1_0, e->B * 49);
+    /* $.model.layers[5].body[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_4, P_stage2_1_0_weight, col_conv_stage2_1_0, gemm_conv_stage2_1_0, e->B, 32,
+                14, 14, 3, 2, 1, 7, 7, 64);
     /* $.model.layers[5].body[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k9, the same code) */
     rt_launch(e, "k9", ke9, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_0, &conv_stage2_1_0});
@@ -813,11 +773,9 @@ static void evaluate(rt_exec *e)
      * relu */
     rt_launch(e, "ke10", ke10, e->B * 3136, 4, (void *[]){&conv_stage2_1_0, &bn_scale_stage2_1_1,
               &bn_shift_stage2_1_1, &relu_stage2_1_2});
-    /* $.model.layers[5].body[3]: conv2d: im2col */
-    rt_im2col(e, relu_stage2_1_2, col_conv_stage2_1_3, e->B, 64, 7, 7, 3, 1, 1, 7, 7);
-    /* $.model.layers[5].body[3]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 49, 576, 1.0f, P_stage2_1_3_weight, 576, col_conv_stage2_1_3,
-            e->B * 49, 0.0f, gemm_conv_stage2_1_3, e->B * 49);
+    /* $.model.layers[5].body[3]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_stage2_1_2, P_stage2_1_3_weight, col_conv_stage2_1_3, gemm_conv_stage2_1_3,
+                e->B, 64, 7, 7, 3, 1, 1, 7, 7, 64);
     /* $.model.layers[5].body[3]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k9, the same code) */
     rt_launch(e, "k9", ke11, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_3, &conv_stage2_1_3});
@@ -830,12 +788,9 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[5].body[4]: batchnorm: y = x * scale + shift */
     rt_launch(e, "ke12", ke12, e->B * 3136, 4, (void *[]){&conv_stage2_1_3, &bn_scale_stage2_1_4,
               &bn_shift_stage2_1_4, &batchnorm_stage2_1_4});
-    /* $.model.layers[5].shortcut[0]: conv2d: im2col */
-    rt_im2col(e, relu_4, col_conv_stage2_1_shortcut_0, e->B, 32, 14, 14, 1, 2, 0, 7, 7);
-    /* $.model.layers[5].shortcut[0]: conv2d: weight x columns */
-    rt_gemm(e, 0, 0, 64, e->B * 49, 32, 1.0f, P_stage2_1_shortcut_0_weight, 32,
-            col_conv_stage2_1_shortcut_0, e->B * 49, 0.0f, gemm_conv_stage2_1_shortcut_0,
-            e->B * 49);
+    /* $.model.layers[5].shortcut[0]: conv2d: weight x columns (im2col and a GEMM, or direct) */
+    rt_conv_fwd(e, relu_4, P_stage2_1_shortcut_0_weight, col_conv_stage2_1_shortcut_0,
+                gemm_conv_stage2_1_shortcut_0, e->B, 32, 14, 14, 1, 2, 0, 7, 7, 64);
     /* $.model.layers[5].shortcut[0]: conv2d epilogue: [out, B, HW] -> [B, out, HW] (on the GPU,
      * training's k9, the same code) */
     rt_launch(e, "k9", ke13, e->B * 3136, 2, (void *[]){&gemm_conv_stage2_1_shortcut_0,
@@ -989,11 +944,11 @@ const rt_model trainc_model = {
     .state_floats = 720,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 455104,
+    .arena_row_bytes = 480192,
     .noreuse_row_bytes = 2623984,
-    .eval_arena_row_bytes = 301056,
+    .eval_arena_row_bytes = 326144,
     .flops_per_sample = 35161576,
-    .n_instructions = 136,
+    .n_instructions = 116,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1,
     .has_dropout = 0,

@@ -11,7 +11,7 @@
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(451584); /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(476672); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -43,8 +43,8 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
-    const float *bn_scale_1 = ACT(454720); /* [B, 16] */
-    const float *bn_shift_1 = ACT(454784); /* [B, 16] */
+    const float *bn_scale_1 = ACT(479808); /* [B, 16] */
+    const float *bn_shift_1 = ACT(479872); /* [B, 16] */
     float *relu_2 = ACT(275968); /* [B, 16, 28, 28] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 784 */
@@ -87,8 +87,8 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(376320); /* [B, 32, 14, 14] */
-    const float *bn_scale_stage1_1_1 = ACT(426496); /* [B, 32] */
-    const float *bn_shift_stage1_1_1 = ACT(426624); /* [B, 32] */
+    const float *bn_scale_stage1_1_1 = ACT(326144); /* [B, 32] */
+    const float *bn_shift_stage1_1_1 = ACT(326272); /* [B, 32] */
     float *relu_stage1_1_2 = ACT(401408); /* [B, 32, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -225,8 +225,8 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(163072); /* [B, 64, 7, 7] */
-    const float *bn_scale_stage2_1_1 = ACT(427008); /* [B, 64] */
-    const float *bn_shift_stage2_1_1 = ACT(427264); /* [B, 64] */
+    const float *bn_scale_stage2_1_1 = ACT(137984); /* [B, 64] */
+    const float *bn_shift_stage2_1_1 = ACT(138240); /* [B, 64] */
     float *relu_stage2_1_2 = ACT(175616); /* [B, 64, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
@@ -356,7 +356,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_shortcut_0 = ACT(137984); /* [B, 64, 7, 7] */
-    float *d_gemm_conv_stage2_1_shortcut_0 = ACT(150528); /* [64, B*49] */
+    float *d_gemm_conv_stage2_1_shortcut_0 = ACT(213248); /* [64, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -377,7 +377,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_3 = ACT(213248); /* [B, 64, 7, 7] */
-    float *d_gemm_conv_stage2_1_3 = ACT(188160); /* [64, B*49] */
+    float *d_gemm_conv_stage2_1_3 = ACT(200704); /* [64, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -447,7 +447,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_shortcut_0 = ACT(326144); /* [B, 32, 14, 14] */
-    float *d_gemm_conv_stage1_1_shortcut_0 = ACT(351232); /* [32, B*196] */
+    float *d_gemm_conv_stage1_1_shortcut_0 = ACT(163072); /* [32, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -468,7 +468,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_3 = ACT(163072); /* [B, 32, 14, 14] */
-    float *d_gemm_conv_stage1_1_3 = ACT(426496); /* [32, B*196] */
+    float *d_gemm_conv_stage1_1_3 = ACT(451584); /* [32, B*196] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
         int64_t i = i0, n = 196 - i0 % 196;
@@ -563,7 +563,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(78400); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -645,7 +645,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
 void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage1_1_3 = ACT(275968); /* [32, B*196] */
+    const float *gemm_conv_stage1_1_3 = ACT(301056); /* [32, B*196] */
     float *conv_stage1_1_3 = ACT(0); /* [B, 32, 14, 14] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 196 */
@@ -784,7 +784,7 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
 void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_stage2_1_3 = ACT(137984); /* [64, B*49] */
+    const float *gemm_conv_stage2_1_3 = ACT(150528); /* [64, B*49] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */

@@ -2,169 +2,169 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 455104 bytes (without reuse: Bmax * 2623984; the most live at
- * once: Bmax * 455104). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 480192 bytes (without reuse: Bmax * 2623984; the most live at
+ * once: Bmax * 480192). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   451584      3136         0-132  x_f32                       [B, 1, 28, 28]  input as f32
- *   225792      50176        3-128  conv_0                      [B, 16, 28, 28]  conv2d output
- *   454976      64           4-128  bn_mean_1                   [B, 16]
+ *   476672      3136         0-114  x_f32                       [B, 1, 28, 28]  input as f32
+ *   225792      50176        2-109  conv_0                      [B, 16, 28, 28]  conv2d output
+ *   480064      64           3-109  bn_mean_1                   [B, 16]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   455040      64           4-128  bn_rstd_1                   [B, 16]
+ *   480128      64           3-109  bn_rstd_1                   [B, 16]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   454720      64           4-5    bn_scale_1                  [B, 16]
+ *   479808      64           3-4    bn_scale_1                  [B, 16]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   454784      64           4-5    bn_shift_1                  [B, 16]
+ *   479872      64           3-4    bn_shift_1                  [B, 16]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   275968      50176        5-125  relu_2                      [B, 16, 28, 28]  relu
- *   376320      25088        9-115  conv_stage1_1_0             [B, 32, 14, 14]  conv2d output
- *   454720      128         10-115  bn_mean_stage1_1_1          [B, 32]
+ *   275968      50176        4-106  relu_2                      [B, 16, 28, 28]  relu
+ *   376320      25088        7-98   conv_stage1_1_0             [B, 32, 14, 14]  conv2d output
+ *   479808      128          8-98   bn_mean_stage1_1_1          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   454848      128         10-115  bn_rstd_stage1_1_1          [B, 32]
+ *   479936      128          8-98   bn_rstd_stage1_1_1          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   426496      128         10-11   bn_scale_stage1_1_1         [B, 32]
+ *   326144      128          8-9    bn_scale_stage1_1_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   426624      128         10-11   bn_shift_stage1_1_1         [B, 32]
+ *   326272      128          8-9    bn_shift_stage1_1_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   401408      25088       11-113  relu_stage1_1_2             [B, 32, 14, 14]  relu
- *   112896      25088       15-103  conv_stage1_1_3             [B, 32, 14, 14]  conv2d output
- *   326144      25088       17-89   batchnorm_stage1_1_4        [B, 32, 14, 14]  batchnorm output
- *   427520      128         16-103  bn_mean_stage1_1_4          [B, 32]
+ *   401408      25088        9-96   relu_stage1_1_2             [B, 32, 14, 14]  relu
+ *   112896      25088       12-88   conv_stage1_1_3             [B, 32, 14, 14]  conv2d output
+ *   326144      25088       14-76   batchnorm_stage1_1_4        [B, 32, 14, 14]  batchnorm output
+ *   427520      128         13-88   bn_mean_stage1_1_4          [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   427648      128         16-103  bn_rstd_stage1_1_4          [B, 32]
+ *   427648      128         13-88   bn_rstd_stage1_1_4          [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   426496      128         16-17   bn_scale_stage1_1_4         [B, 32]
+ *   426496      128         13-14   bn_scale_stage1_1_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   426624      128         16-17   bn_shift_stage1_1_4         [B, 32]
+ *   426624      128         13-14   bn_shift_stage1_1_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   351232      25088       20-92   conv_stage1_1_shortcut_0    [B, 32, 14, 14]  conv2d output
- *   427776      128         21-92   bn_mean_stage1_1_shortcut_1  [B, 32]
+ *   351232      25088       16-79   conv_stage1_1_shortcut_0    [B, 32, 14, 14]  conv2d output
+ *   427776      128         17-79   bn_mean_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   427904      128         21-92   bn_rstd_stage1_1_shortcut_1  [B, 32]
+ *   427904      128         17-79   bn_rstd_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   426496      128         21-22   bn_scale_stage1_1_shortcut_1  [B, 32]
+ *   426496      128         17-18   bn_scale_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   426624      128         21-22   bn_shift_stage1_1_shortcut_1  [B, 32]
+ *   426624      128         17-18   bn_shift_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   163072      12544       27-79   conv_stage2_1_0             [B, 64, 7, 7]  conv2d output
- *   426496      256         28-79   bn_mean_stage2_1_1          [B, 64]
+ *   163072      12544       22-68   conv_stage2_1_0             [B, 64, 7, 7]  conv2d output
+ *   426496      256         23-68   bn_mean_stage2_1_1          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   426752      256         28-79   bn_rstd_stage2_1_1          [B, 64]
+ *   426752      256         23-68   bn_rstd_stage2_1_1          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   427008      256         28-29   bn_scale_stage2_1_1         [B, 64]
+ *   137984      256         23-24   bn_scale_stage2_1_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   427264      256         28-29   bn_shift_stage2_1_1         [B, 64]
+ *   138240      256         23-24   bn_shift_stage2_1_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   175616      12544       29-77   relu_stage2_1_2             [B, 64, 7, 7]  relu
- *   188160      12544       33-67   conv_stage2_1_3             [B, 64, 7, 7]  conv2d output
- *   137984      12544       35-54   batchnorm_stage2_1_4        [B, 64, 7, 7]  batchnorm output
- *   427008      256         34-67   bn_mean_stage2_1_4          [B, 64]
+ *   175616      12544       24-66   relu_stage2_1_2             [B, 64, 7, 7]  relu
+ *   188160      12544       27-58   conv_stage2_1_3             [B, 64, 7, 7]  conv2d output
+ *   137984      12544       29-47   batchnorm_stage2_1_4        [B, 64, 7, 7]  batchnorm output
+ *   427008      256         28-58   bn_mean_stage2_1_4          [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   427264      256         34-67   bn_rstd_stage2_1_4          [B, 64]
+ *   427264      256         28-58   bn_rstd_stage2_1_4          [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   150528      256         34-35   bn_scale_stage2_1_4         [B, 64]
+ *   150528      256         28-29   bn_scale_stage2_1_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   150784      256         34-35   bn_shift_stage2_1_4         [B, 64]
+ *   150784      256         28-29   bn_shift_stage2_1_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   150528      12544       38-56   conv_stage2_1_shortcut_0    [B, 64, 7, 7]  conv2d output
- *   213248      256         39-56   bn_mean_stage2_1_shortcut_1  [B, 64]
+ *   150528      12544       31-49   conv_stage2_1_shortcut_0    [B, 64, 7, 7]  conv2d output
+ *   213248      256         32-49   bn_mean_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   213504      256         39-56   bn_rstd_stage2_1_shortcut_1  [B, 64]
+ *   213504      256         32-49   bn_rstd_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
- *   213760      256         39-40   bn_scale_stage2_1_shortcut_1  [B, 64]
+ *   213760      256         32-33   bn_scale_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   214016      256         39-40   bn_shift_stage2_1_shortcut_1  [B, 64]
+ *   214016      256         32-33   bn_shift_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   213760      256         43-49   avgpool_7                   [B, 64, 1, 1]  avgpool2d output
- *   214272      48          44-49   linear_9                    [B, 10]  linear output
- *   214016      256         47-53   d_flatten_8                 [B, 64]  gradient
- *   200704      12544       53-67   d_relu_6                    [B, 64, 7, 7]  gradient
- *   137984      12544       56-59   d_conv_stage2_1_shortcut_0  [B, 64, 7, 7]  gradient
- *   137984      25088       65-103  d_relu_4_part               [B, 32, 14, 14]
+ *   213760      256         36-42   avgpool_7                   [B, 64, 1, 1]  avgpool2d output
+ *   214272      48          37-42   linear_9                    [B, 10]  linear output
+ *   214016      256         40-46   d_flatten_8                 [B, 64]  gradient
+ *   200704      12544       46-58   d_relu_6                    [B, 64, 7, 7]  gradient
+ *   137984      12544       49-52   d_conv_stage2_1_shortcut_0  [B, 64, 7, 7]  gradient
+ *   137984      25088       56-88   d_relu_4_part               [B, 32, 14, 14]
  *                                   gradient, one consumer's part of the sum
- *   213248      12544       67-70   d_conv_stage2_1_3           [B, 64, 7, 7]  gradient
- *   188160      12544       76-79   d_relu_stage2_1_2           [B, 64, 7, 7]  gradient
- *   175616      12544       79-82   d_conv_stage2_1_0           [B, 64, 7, 7]  gradient
- *   56448       25088       88-89   d_relu_4_part_2             [B, 32, 14, 14]
+ *   213248      12544       58-61   d_conv_stage2_1_3           [B, 64, 7, 7]  gradient
+ *   188160      12544       65-68   d_relu_stage2_1_2           [B, 64, 7, 7]  gradient
+ *   175616      12544       68-71   d_conv_stage2_1_0           [B, 64, 7, 7]  gradient
+ *   56448       25088       75-76   d_relu_4_part_2             [B, 32, 14, 14]
  *                                   gradient, one consumer's part of the sum
- *   326144      25088       92-95   d_conv_stage1_1_shortcut_0  [B, 32, 14, 14]  gradient
- *   326144      50176      101-128  d_relu_2_part               [B, 16, 28, 28]
+ *   326144      25088       79-82   d_conv_stage1_1_shortcut_0  [B, 32, 14, 14]  gradient
+ *   326144      50176       86-109  d_relu_2_part               [B, 16, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   163072      25088      103-106  d_conv_stage1_1_3           [B, 32, 14, 14]  gradient
- *   426496      25088      112-115  d_relu_stage1_1_2           [B, 32, 14, 14]  gradient
- *   401408      25088      115-118  d_conv_stage1_1_0           [B, 32, 14, 14]  gradient
- *   112896      50176      124-125  d_relu_2_part_2             [B, 16, 28, 28]
+ *   163072      25088       88-91   d_conv_stage1_1_3           [B, 32, 14, 14]  gradient
+ *   426496      25088       95-98   d_relu_stage1_1_2           [B, 32, 14, 14]  gradient
+ *   401408      25088       98-101  d_conv_stage1_1_0           [B, 32, 14, 14]  gradient
+ *   112896      50176      105-106  d_relu_2_part_2             [B, 16, 28, 28]
  *                                   gradient, one consumer's part of the sum
- *   275968      50176      128-131  d_conv_0                    [B, 16, 28, 28]  gradient
- *   50176       28224        1-2    col_conv_0                  [9, B*784]
+ *   275968      50176      109-112  d_conv_0                    [B, 16, 28, 28]  gradient
+ *   50176       28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           50176        2-3    gemm_conv_0                 [16, B*784]
+ *   0           50176        1-2    gemm_conv_0                 [16, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896       7-8    col_conv_stage1_1_0         [144, B*196]
+ *   0           112896       6-6    col_conv_stage1_1_0         [144, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   326144      25088        8-9    gemm_conv_stage1_1_0        [32, B*196]
+ *   326144      25088        6-7    gemm_conv_stage1_1_0        [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      13-14   col_conv_stage1_1_3         [288, B*196]
+ *   0           225792      11-11   col_conv_stage1_1_3         [288, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   326144      25088       14-15   gemm_conv_stage1_1_3        [32, B*196]
+ *   326144      25088       11-12   gemm_conv_stage1_1_3        [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   351232      12544       18-19   col_conv_stage1_1_shortcut_0  [16, B*196]
+ *   351232      12544       15-15   col_conv_stage1_1_shortcut_0  [16, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   137984      25088       19-20   gemm_conv_stage1_1_shortcut_0  [32, B*196]
+ *   137984      25088       15-16   gemm_conv_stage1_1_shortcut_0  [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           56448       25-26   col_conv_stage2_1_0         [288, B*49]
+ *   0           56448       21-21   col_conv_stage2_1_0         [288, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   137984      12544       26-27   gemm_conv_stage2_1_0        [64, B*49]
+ *   137984      12544       21-22   gemm_conv_stage2_1_0        [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896      31-32   col_conv_stage2_1_3         [576, B*49]
+ *   0           112896      26-26   col_conv_stage2_1_3         [576, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   137984      12544       32-33   gemm_conv_stage2_1_3        [64, B*49]
+ *   137984      12544       26-27   gemm_conv_stage2_1_3        [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   150528      6272        36-37   col_conv_stage2_1_shortcut_0  [32, B*49]
+ *   150528      6272        30-30   col_conv_stage2_1_shortcut_0  [32, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   200704      12544       37-38   gemm_conv_stage2_1_shortcut_0  [64, B*49]
+ *   200704      12544       30-31   gemm_conv_stage2_1_shortcut_0  [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   150528      12544       59-64   d_gemm_conv_stage2_1_shortcut_0  [64, B*49]
+ *   213248      12544       52-56   d_gemm_conv_stage2_1_shortcut_0  [64, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   137984      6272        60-62   col_conv_stage2_1_shortcut_0_again  [32, B*49]
+ *   137984      6272        54-54   col_conv_stage2_1_shortcut_0_again  [32, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   213248      6272        64-65   d_col_conv_stage2_1_shortcut_0  [32, B*49]
+ *   0           6272        56-56   d_col_conv_stage2_1_shortcut_0  [32, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   188160      12544       70-75   d_gemm_conv_stage2_1_3      [64, B*49]
+ *   200704      12544       61-65   d_gemm_conv_stage2_1_3      [64, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           112896      71-73   col_conv_stage2_1_3_again   [576, B*49]
+ *   0           112896      63-63   col_conv_stage2_1_3_again   [576, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896      75-76   d_col_conv_stage2_1_3       [576, B*49]
+ *   0           112896      65-65   d_col_conv_stage2_1_3       [576, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   163072      12544       82-87   d_gemm_conv_stage2_1_0      [64, B*49]
+ *   163072      12544       71-75   d_gemm_conv_stage2_1_0      [64, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           56448       83-85   col_conv_stage2_1_0_again   [288, B*49]
+ *   0           56448       73-73   col_conv_stage2_1_0_again   [288, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           56448       87-88   d_col_conv_stage2_1_0       [288, B*49]
+ *   0           56448       75-75   d_col_conv_stage2_1_0       [288, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   351232      25088       95-100  d_gemm_conv_stage1_1_shortcut_0  [32, B*196]
+ *   163072      25088       82-86   d_gemm_conv_stage1_1_shortcut_0  [32, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   326144      12544       96-98   col_conv_stage1_1_shortcut_0_again  [16, B*196]
+ *   188160      12544       84-84   col_conv_stage1_1_shortcut_0_again  [16, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   163072      12544      100-101  d_col_conv_stage1_1_shortcut_0  [16, B*196]
+ *   188160      12544       86-86   d_col_conv_stage1_1_shortcut_0  [16, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   426496      25088      106-111  d_gemm_conv_stage1_1_3      [32, B*196]
+ *   451584      25088       91-95   d_gemm_conv_stage1_1_3      [32, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           225792     107-109  col_conv_stage1_1_3_again   [288, B*196]
+ *   0           225792      93-93   col_conv_stage1_1_3_again   [288, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           225792     111-112  d_col_conv_stage1_1_3       [288, B*196]
+ *   0           225792      95-95   d_col_conv_stage1_1_3       [288, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   376320      25088      118-123  d_gemm_conv_stage1_1_0      [32, B*196]
+ *   376320      25088      101-105  d_gemm_conv_stage1_1_0      [32, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           112896     119-121  col_conv_stage1_1_0_again   [144, B*196]
+ *   0           112896     103-103  col_conv_stage1_1_0_again   [144, B*196]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           112896     123-124  d_col_conv_stage1_1_0       [144, B*196]
+ *   0           112896     105-105  d_col_conv_stage1_1_0       [144, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   0           50176      131-134  d_gemm_conv_0               [16, B*784]
+ *   0           50176      112-114  d_gemm_conv_0               [16, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   50176       28224      132-134  col_conv_0_again            [9, B*784]
+ *   50176       28224      114-114  col_conv_0_again            [9, B*784]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   relu_4                      [B, 32, 14, 14]
  *                                   written over batchnorm_stage1_1_4
@@ -185,77 +185,77 @@
  *   (view)      -                   d_avgpool_7                 [B, 64, 1, 1]  d_flatten_8's memory
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 301056 bytes (without reuse: Bmax * 887088; the most live at
- * once: Bmax * 301056). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 326144 bytes (without reuse: Bmax * 887088; the most live at
+ * once: Bmax * 326144). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   0           3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
- *   225792      50176        3-18   conv_0                      [B, 16, 28, 28]  conv2d output
- *   0           64           4-5    bn_scale_1                  [B, 16]
+ *   78400       3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
+ *   225792      50176        2-15   conv_0                      [B, 16, 28, 28]  conv2d output
+ *   0           64           3-4    bn_scale_1                  [B, 16]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   64          64           4-5    bn_shift_1                  [B, 16]
+ *   64          64           3-4    bn_shift_1                  [B, 16]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   275968      25088        9-13   conv_stage1_1_0             [B, 32, 14, 14]  conv2d output
- *   0           128         10-11   bn_scale_stage1_1_1         [B, 32]
+ *   275968      25088        7-11   conv_stage1_1_0             [B, 32, 14, 14]  conv2d output
+ *   0           128          8-9    bn_scale_stage1_1_1         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   128         128         10-11   bn_shift_stage1_1_1         [B, 32]
+ *   128         128          8-9    bn_shift_stage1_1_1         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           25088       15-22   conv_stage1_1_3             [B, 32, 14, 14]  conv2d output
- *   25088       128         16-17   bn_scale_stage1_1_4         [B, 32]
+ *   0           25088       12-18   conv_stage1_1_3             [B, 32, 14, 14]  conv2d output
+ *   25088       128         13-14   bn_scale_stage1_1_4         [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25216       128         16-17   bn_shift_stage1_1_4         [B, 32]
+ *   25216       128         13-14   bn_shift_stage1_1_4         [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   112896      25088       20-36   conv_stage1_1_shortcut_0    [B, 32, 14, 14]  conv2d output
- *   25088       128         21-22   bn_scale_stage1_1_shortcut_1  [B, 32]
+ *   112896      25088       16-30   conv_stage1_1_shortcut_0    [B, 32, 14, 14]  conv2d output
+ *   25088       128         17-18   bn_scale_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25216       128         21-22   bn_shift_stage1_1_shortcut_1  [B, 32]
+ *   25216       128         17-18   bn_shift_stage1_1_shortcut_1  [B, 32]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   137984      12544       27-31   conv_stage2_1_0             [B, 64, 7, 7]  conv2d output
- *   0           256         28-29   bn_scale_stage2_1_1         [B, 64]
+ *   137984      12544       22-26   conv_stage2_1_0             [B, 64, 7, 7]  conv2d output
+ *   0           256         23-24   bn_scale_stage2_1_1         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   256         256         28-29   bn_shift_stage2_1_1         [B, 64]
+ *   256         256         23-24   bn_shift_stage2_1_1         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           12544       33-40   conv_stage2_1_3             [B, 64, 7, 7]  conv2d output
- *   12544       256         34-35   bn_scale_stage2_1_4         [B, 64]
+ *   0           12544       27-33   conv_stage2_1_3             [B, 64, 7, 7]  conv2d output
+ *   12544       256         28-29   bn_scale_stage2_1_4         [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   12800       256         34-35   bn_shift_stage2_1_4         [B, 64]
+ *   12800       256         28-29   bn_shift_stage2_1_4         [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   12544       12544       38-43   conv_stage2_1_shortcut_0    [B, 64, 7, 7]  conv2d output
- *   25088       256         39-40   bn_scale_stage2_1_shortcut_1  [B, 64]
+ *   12544       12544       31-36   conv_stage2_1_shortcut_0    [B, 64, 7, 7]  conv2d output
+ *   25088       256         32-33   bn_scale_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
- *   25344       256         39-40   bn_shift_stage2_1_shortcut_1  [B, 64]
+ *   25344       256         32-33   bn_shift_stage2_1_shortcut_1  [B, 64]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   0           256         43-44   avgpool_7                   [B, 64, 1, 1]  avgpool2d output
- *   256         48          44-46   linear_9                    [B, 10]  linear output
- *   50176       28224        1-2    col_conv_0                  [9, B*784]
+ *   0           256         36-37   avgpool_7                   [B, 64, 1, 1]  avgpool2d output
+ *   256         48          37-39   linear_9                    [B, 10]  linear output
+ *   50176       28224        1-1    col_conv_0                  [9, B*784]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   0           50176        2-3    gemm_conv_0                 [16, B*784]
+ *   0           50176        1-2    gemm_conv_0                 [16, B*784]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896       7-8    col_conv_stage1_1_0         [144, B*196]
+ *   0           112896       6-6    col_conv_stage1_1_0         [144, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   112896      25088        8-9    gemm_conv_stage1_1_0        [32, B*196]
+ *   112896      25088        6-7    gemm_conv_stage1_1_0        [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           225792      13-14   col_conv_stage1_1_3         [288, B*196]
+ *   0           225792      11-11   col_conv_stage1_1_3         [288, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   275968      25088       14-15   gemm_conv_stage1_1_3        [32, B*196]
+ *   301056      25088       11-12   gemm_conv_stage1_1_3        [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   50176       12544       18-19   col_conv_stage1_1_shortcut_0  [16, B*196]
+ *   50176       12544       15-15   col_conv_stage1_1_shortcut_0  [16, B*196]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   25088       25088       19-20   gemm_conv_stage1_1_shortcut_0  [32, B*196]
+ *   25088       25088       15-16   gemm_conv_stage1_1_shortcut_0  [32, B*196]
  *                                   GEMM output [out, B*OH*OW]
- *   0           56448       25-26   col_conv_stage2_1_0         [288, B*49]
+ *   0           56448       21-21   col_conv_stage2_1_0         [288, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   56448       12544       26-27   gemm_conv_stage2_1_0        [64, B*49]
+ *   56448       12544       21-22   gemm_conv_stage2_1_0        [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   0           112896      31-32   col_conv_stage2_1_3         [576, B*49]
+ *   0           112896      26-26   col_conv_stage2_1_3         [576, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   137984      12544       32-33   gemm_conv_stage2_1_3        [64, B*49]
+ *   150528      12544       26-27   gemm_conv_stage2_1_3        [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   12544       6272        36-37   col_conv_stage2_1_shortcut_0  [32, B*49]
+ *   12544       6272        30-30   col_conv_stage2_1_shortcut_0  [32, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   25088       12544       37-38   gemm_conv_stage2_1_shortcut_0  [64, B*49]
+ *   25088       12544       30-31   gemm_conv_stage2_1_shortcut_0  [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
  *   (in place)  -                   relu_2                      [B, 16, 28, 28]
  *                                   written over conv_0

@@ -1,9 +1,12 @@
 /* conv.cuh: im2col / col2im for conv2d as GEMM, and max / average pooling (twins of
- * the functions of the same names in runtime/kernels.c). Grid-stride loops, a thread
- * per output element (im2col: per column of outputs; the max-pool backward over
+ * the functions of the same names in runtime/kernels.c); grouped and depthwise
+ * convolution (twins of runtime/conv_grouped.c's); at the end, conv2d's direct and
+ * implicit-GEMM kernels that need no columns (twins of runtime/conv.c's calls, which
+ * sum in another order than its GEMMs: their section says how). Grid-stride loops, a
+ * thread per output element (im2col: per column of outputs; the max-pool backward over
  * windows that tile the input: per window); every output is a gather, so no two
- * threads write one element and each sum runs in the CPU's order: the results are the
- * CPU's bit for bit.
+ * threads write one element, and but for the last section each sum runs in the CPU's
+ * order: the results are the CPU's bit for bit.
  * Shapes are run-time values (the batch size varies).
  *
  * Index arithmetic. Splitting a flat index into (batch, channel, row, column) takes
@@ -474,5 +477,235 @@ rt_gconv_bwd_weight(const act_t *x, const act_t *dy, float *dw, float *db, int64
             dw[j] += (float)acc;
         else
             db[j - nw] += (float)acc;
+    }
+}
+
+/* ---- conv2d with groups 1 without im2col's columns: twins of runtime/conv.c ----------
+ * The GEMM path (im2col, a GEMM, col2im) writes and reads a column matrix of C*k*k rows
+ * and B*OH*OW columns; these kernels compute the same products from x and dy in place
+ * (cuda_ops.c decides by shape which path a call takes). Layouts are the GEMM path's:
+ * yt and dyt [Cout, B*OH*OW] (the epilogue and the transposition around the calls stay
+ * as they are), w [Cout, C*k*k] fp32, x and dx [B, C, H, W]. fp32 accumulation, a fixed
+ * order for every sum (no atomics): each call gives the same bits on every run and
+ * every GPU. */
+
+/* Direct forward for few input values a window (C*k*k <= RT_CONV_DIRECT_KK, the first
+ * layer: a GEMM of K = 9 for one grey channel): yt[co, p] = sum over j = (ci, ki, kj) in
+ * order of w[co, j] x_p[j] (x_p: position p's window, 0 outside the image), each
+ * product and sum rounded (__fmul_rn, __fadd_rn). A thread takes one position and
+ * RT_CONV_DIRECT_CO output channels: the window is read once into registers, the
+ * weights (Cout*C*k*k <= RT_CONV_DIRECT_W) once a block into shared memory. Launch:
+ * grid-stride over ceil(Cout / RT_CONV_DIRECT_CO) * B*OH*OW (positions fastest: a
+ * warp's stores to a row of yt are consecutive), blocks of 256. */
+#define RT_CONV_DIRECT_KK 32
+#define RT_CONV_DIRECT_W 4096
+#define RT_CONV_DIRECT_CO 8
+
+/* A window's offsets j < C*k*k: tab[0][j] = ci H W + ki W + kj, its place from the
+ * window's corner in the image; tab[1][j] = ki, tab[2][j] = kj. Worked out once a
+ * block (no division per element); C H W < 2^31 (the host's rule), so 32 bits. */
+__device__ __forceinline__ void rt_conv_taps(int (*tab)[RT_CONV_DIRECT_KK], int C, int k, int H,
+                                             int W)
+{
+    for (int j = threadIdx.x; j < C * k * k; j += blockDim.x) {
+        const int ci = j / (k * k), ki = j / k % k, kj = j % k;
+        tab[0][j] = (ci * H + ki) * W + kj;
+        tab[1][j] = ki;
+        tab[2][j] = kj;
+    }
+}
+
+/* position p's window into xv (j < C*k*k, the rest 0): a window inside the image
+ * loads without a test, one on its edge tests each element. p < 2^31 splits in 32 bits. */
+__device__ __forceinline__ void rt_conv_window(const act_t *x, int64_t p, int64_t C, int64_t H,
+                                               int64_t W, int64_t s, int64_t pad, int64_t OH,
+                                               int64_t OW, const int (*tab)[RT_CONV_DIRECT_KK],
+                                               int k, int ckk, float *xv)
+{
+    int64_t b;
+    int oh, ow;
+    if (p <= 0x7fffffff && OH * OW <= 0x7fffffff) {
+        const unsigned up = (unsigned)p, ohw = (unsigned)(OH * OW), q = up % ohw;
+        b = up / ohw, oh = (int)(q / (unsigned)OW), ow = (int)(q % (unsigned)OW);
+    } else {
+        const int64_t q = p % (OH * OW);
+        b = p / (OH * OW), oh = (int)(q / OW), ow = (int)(q % OW);
+    }
+    const int ih0 = oh * (int)s - (int)pad, iw0 = ow * (int)s - (int)pad;
+    const act_t *xb = x + b * C * H * W;
+    const int c0 = ih0 * (int)W + iw0;   /* the corner's place (negative off the image) */
+    if (ih0 >= 0 && iw0 >= 0 && ih0 + k <= H && iw0 + k <= W) {
+#pragma unroll
+        for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+            xv[j] = j < ckk ? rt_ld(xb + (c0 + tab[0][j])) : 0.0f;
+        return;
+    }
+#pragma unroll
+    for (int j = 0; j < RT_CONV_DIRECT_KK; j++) {
+        const int ih = ih0 + tab[1][j], iw = iw0 + tab[2][j];
+        xv[j] = j < ckk && ih >= 0 && ih < H && iw >= 0 && iw < W ? rt_ld(xb + (c0 + tab[0][j]))
+                                                                   : 0.0f;
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_conv_direct_fwd(const act_t *x, const float *w, act_t *yt, int64_t B, int64_t C, int64_t H,
+                   int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+                   int64_t Cout)
+{
+    __shared__ float ws[RT_CONV_DIRECT_W];
+    __shared__ int tab[3][RT_CONV_DIRECT_KK];
+    const int ckk = (int)(C * k * k);
+    for (int j = threadIdx.x; j < Cout * ckk; j += blockDim.x)
+        ws[j] = w[j];
+    rt_conv_taps(tab, (int)C, (int)k, (int)H, (int)W);
+    __syncthreads();
+    const int64_t np = B * OH * OW, n = (Cout + RT_CONV_DIRECT_CO - 1) / RT_CONV_DIRECT_CO * np;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t cg = i / np, p = i - cg * np;
+        float xv[RT_CONV_DIRECT_KK];
+        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, (int)k, ckk, xv);
+        for (int64_t co = cg * RT_CONV_DIRECT_CO; co < (cg + 1) * RT_CONV_DIRECT_CO && co < Cout;
+             co++) {
+            const float *wc = ws + co * ckk;
+            float acc = 0.0f;
+#pragma unroll
+            for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+                if (j < ckk)
+                    acc = __fadd_rn(acc, __fmul_rn(wc[j], xv[j]));
+            rt_st(yt + co * np + p, acc);
+        }
+    }
+}
+
+/* Direct weight gradient for the same shapes: dw[co, j] += sum over positions p of
+ * dyt[co, p] x_p[j]. Block (slice, co) takes positions [slice L, slice L + L): each
+ * thread sums its positions (a stride of 256, L / 256 of them) in fp32, rt_block_sum
+ * adds the threads in double, and part[(co * S + slice) * C*k*k + j] keeps the slice's
+ * sums; rt_conv_direct_dw_sum adds a weight's S slices in order. Every sum's order
+ * follows the shape (L, S: the host's choice from the shape alone). Launch: grid (S,
+ * Cout), 256 threads. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_conv_direct_dw_part(const act_t *x, const act_t *dyt, double *part, int64_t B, int64_t C,
+                       int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                       int64_t OW, int64_t L)
+{
+    __shared__ int tab[3][RT_CONV_DIRECT_KK];
+    const int ckk = (int)(C * k * k);
+    rt_conv_taps(tab, (int)C, (int)k, (int)H, (int)W);
+    __syncthreads();
+    const int64_t np = B * OH * OW, co = blockIdx.y, p0 = (int64_t)blockIdx.x * L;
+    const int64_t p1 = p0 + L < np ? p0 + L : np;
+    float acc[RT_CONV_DIRECT_KK];
+#pragma unroll
+    for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+        acc[j] = 0.0f;
+    for (int64_t p = p0 + threadIdx.x; p < p1; p += blockDim.x) {
+        float xv[RT_CONV_DIRECT_KK];
+        rt_conv_window(x, p, C, H, W, s, pad, OH, OW, tab, (int)k, ckk, xv);
+        const float g = rt_ld(dyt + co * np + p);
+#pragma unroll
+        for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+            acc[j] = __fadd_rn(acc[j], __fmul_rn(g, xv[j]));
+    }
+    double *out = part + (co * gridDim.x + blockIdx.x) * ckk;
+#pragma unroll
+    for (int j = 0; j < RT_CONV_DIRECT_KK; j++)
+        if (j < ckk) {   /* ckk is the block's: every thread takes the barriers */
+            double t = rt_block_sum((double)acc[j]);
+            if (threadIdx.x == 0)
+                out[j] = t;
+        }
+}
+
+/* dw[i] += (float)(sum over slices in order of part[(co * S + slice) * C*k*k + j]),
+ * i = co * C*k*k + j. Launch: grid-stride over Cout*C*k*k, blocks of 256. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_conv_direct_dw_sum(const double *part, float *dw, int64_t n, int64_t ckk, int64_t S)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t co = i / ckk, j = i - co * ckk;
+        double t = 0.0;
+        for (int64_t sl = 0; sl < S; sl++)
+            t += part[(co * S + sl) * ckk + j];
+        dw[i] += (float)t;
+    }
+}
+
+/* Implicit-GEMM input gradient for stride 1 (no col2im): dx[b, c, ih, iw] = sum over
+ * taps t = (ki, kj) in order, then output channels co in order, of w[co, c, ki, kj]
+ * dyt[co, (b, ih + pad - ki, iw + pad - kj)] (terms outside dy left out), fused
+ * multiply-adds (fmaf, exact on the GPU and in the emulators) into an fp32 accumulator. The GEMM dx^T [P, C] = G [P, K]
+ * w' [K, C] with P = B*H*W positions, K = k*k*Cout and G gathered from dyt as it is
+ * used. A block takes a tile of RT_IG_P positions x RT_IG_C channels and walks K in
+ * chunks of RT_IG_K output channels of one tap: both operands' chunks in shared memory,
+ * each thread 4 positions (32 apart) x 4 channels. Launch: grid (ceil(P / RT_IG_P),
+ * ceil(C / RT_IG_C)), 256 threads. Overwrites dx. */
+#define RT_IG_P 128
+#define RT_IG_C 32
+#define RT_IG_K 16
+extern "C" __global__ void __launch_bounds__(256)
+rt_conv_igemm_dx(const float *w, const act_t *dyt, act_t *dx, int64_t B, int64_t C, int64_t H,
+                 int64_t W, int64_t k, int64_t pad, int64_t OH, int64_t OW, int64_t Cout)
+{
+    __shared__ float gs[RT_IG_K][RT_IG_P];
+    __shared__ __align__(16) float wsh[RT_IG_K][RT_IG_C];
+    const int tid = threadIdx.x, tx = tid & 31, ty = tid >> 5;
+    const int64_t hw = H * W, np = B * hw, ohw = OH * OW, ncol = B * ohw, kk = k * k;
+    const int64_t pt = (int64_t)blockIdx.x * RT_IG_P, c0 = (int64_t)blockIdx.y * RT_IG_C;
+    /* the position this thread gathers for (rows tid / RT_IG_P + 2 r of a chunk) */
+    const int lp = tid & (RT_IG_P - 1), lr = tid / RT_IG_P;
+    const int64_t gp = pt + lp, gb = gp / hw, gq = gp - gb * hw, gih = gq / W, giw = gq - gih * W;
+    float acc[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++)
+            acc[i][jj] = 0.0f;
+    for (int64_t t = 0; t < kk; t++) {
+        const int64_t ki = t / k, kj = t - ki * k, oh = gih + pad - ki, ow = giw + pad - kj;
+        const int64_t off = gp < np && oh >= 0 && oh < OH && ow >= 0 && ow < OW
+                                ? gb * ohw + oh * OW + ow
+                                : -1;
+        for (int64_t co0 = 0; co0 < Cout; co0 += RT_IG_K) {
+            __syncthreads();   /* the last chunk's readers are done */
+            for (int r = lr; r < RT_IG_K; r += 256 / RT_IG_P) {
+                const int64_t co = co0 + r;
+                gs[r][lp] = off >= 0 && co < Cout ? rt_ld(dyt + co * ncol + off) : 0.0f;
+            }
+            for (int e = tid; e < RT_IG_K * RT_IG_C; e += 256) {
+                const int r = e / RT_IG_C, cc = e - r * RT_IG_C;
+                const int64_t co = co0 + r, c = c0 + cc;
+                wsh[r][cc] = co < Cout && c < C ? w[(co * C + c) * kk + t] : 0.0f;
+            }
+            __syncthreads();
+            const int64_t nr = Cout - co0 < RT_IG_K ? Cout - co0 : RT_IG_K;
+            for (int r = 0; r < nr; r++) {
+                const float4 wv = *(const float4 *)&wsh[r][ty * 4];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const float g = gs[r][tx + 32 * i];
+                    acc[i][0] = fmaf(g, wv.x, acc[i][0]);
+                    acc[i][1] = fmaf(g, wv.y, acc[i][1]);
+                    acc[i][2] = fmaf(g, wv.z, acc[i][2]);
+                    acc[i][3] = fmaf(g, wv.w, acc[i][3]);
+                }
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t p = pt + tx + 32 * i;
+        if (p >= np)
+            continue;
+        const int64_t b = p / hw, q = p - b * hw;
+#pragma unroll
+        for (int jj = 0; jj < 4; jj++) {
+            const int64_t c = c0 + ty * 4 + jj;
+            if (c < C)
+                rt_st(dx + (b * C + c) * hw + q, acc[i][jj]);
+        }
     }
 }

@@ -506,6 +506,61 @@ static void t_gconv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int6
     free(db), free(py), free(px), reset();
 }
 
+/* conv2d with groups 1 without columns (runtime/conv.c's rt_conv_* on the CPU: im2col or
+ * col2im and a GEMM, against cuda_ops.c's rt_cu_conv_*: conv.cuh's direct and
+ * implicit-GEMM kernels, forced on for every shape they take): yt = w im2col(x), dw +=
+ * dyt im2col(x)^T (onto random values) where C*k*k <= 32 (direct), dx = col2im(w^T dyt)
+ * at stride 1 (implicit GEMM). The kernels sum in another order than the GEMMs:
+ * reductions' tolerance. */
+static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
+                         int64_t pad, int64_t Cout)
+{
+    int64_t OH = (H + 2 * pad - k) / s + 1, OW = (W + 2 * pad - k) / s + 1, ckk = Ch * k * k;
+    int64_t nx = B * Ch * H * W, ny = Cout * B * OH * OW, nw = Cout * ckk, ncol = ckk * B * OH * OW;
+    int direct = ckk <= 32, igemm = s == 1;
+    SHAPE("B%lld C%lld %lldx%lld k%lld s%lld p%lld out%lld", (long long)B, (long long)Ch,
+          (long long)H, (long long)W, (long long)k, (long long)s, (long long)pad, (long long)Cout);
+    float *x = avec(nx), *w = fvec(nw), *dyt = avec(ny), *col = nans(ncol);
+    float *yt = nans(ny), *dx = nans(nx), *dw0 = fvec(nw), *dw = fcopy(dw0, nw);
+    if (direct) {
+        rt_conv_fwd(&C, x, w, col, yt, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+        rt_conv_bwd_weight(&C, x, dyt, col, dw, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+    }
+    if (igemm)
+        rt_conv_bwd_data(&C, w, dyt, col, dx, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+    float *gx = up_a(x, nx), *gdyt = up_a(dyt, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
+    float *gw = up32(w, nw), *gdw = up32(dw0, nw), *py = nans(ny), *px = nans(nx);
+    out_t o[3] = {{"yt", yt, {0}, ny}, {"dw", dw, {0}, nw}, {"dx", dx, {0}, nx}};
+    rt_cu_conv_kernels(2);
+    for (int rep = 0; rep < 2; rep++) {
+        int ran = 1;
+        if (direct) {
+            upload_a(gy, py, ny);
+            upload(gdw, dw0, (size_t)nw * 4);
+            ran &= rt_cu_conv_direct_fwd(G, gx, gw, gy, B, Ch, H, W, k, s, pad, OH, OW, Cout) &&
+                   rt_cu_conv_direct_dw(G, gx, gdyt, gdw, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+            o[0].gpu[rep] = down_a(gy, ny);
+            o[1].gpu[rep] = down(gdw, nw);
+        }
+        if (igemm) {
+            upload_a(gdx, px, nx);
+            ran &= rt_cu_conv_igemm_dx(G, gw, gdyt, gdx, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+            o[2].gpu[rep] = down_a(gdx, nx);
+        }
+        if (!ran)
+            report("conv_nocol", INFINITY, TOL_RED, " (a kernel refused the shape)");
+    }
+    rt_cu_conv_kernels(1);
+    if (direct) {
+        judge("conv_direct_fwd", TA(TOL_RED), &o[0], 1);
+        judge("conv_direct_dw", TOL_RED, &o[1], 1);
+    }
+    if (igemm)
+        judge("conv_igemm_dx", TA(TOL_RED), &o[2], 1);
+    free(x), free(w), free(dyt), free(col), free(yt), free(dx), free(dw0), free(dw), free(py);
+    free(px), reset();
+}
+
 static int wide;   /* the 64-bit index path forced (rt_cu_force_wide_index) */
 
 static void t_conv(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k, int64_t s,
@@ -2243,6 +2298,15 @@ int main(int argc, char **argv)
     t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
     t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
     t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
+    t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */
+    t_conv_nocol(8, 1, 28, 28, 3, 1, 1, 16);    /* Fashion-MNIST's, 2 slices of positions */
+    t_conv_nocol(2, 3, 9, 11, 3, 2, 1, 13);     /* RGB, stride 2, odd sizes and out */
+    t_conv_nocol(3, 1, 10, 8, 5, 1, 2, 6);      /* 5x5 */
+    t_conv_nocol(2, 16, 7, 9, 3, 1, 1, 20);     /* implicit GEMM: partial tiles */
+    t_conv_nocol(3, 40, 6, 6, 3, 1, 1, 8);      /* two channel tiles */
+    t_conv_nocol(2, 32, 14, 14, 3, 1, 1, 32);   /* a ResNet stage's */
+    t_conv_nocol(2, 24, 5, 7, 1, 1, 0, 17);     /* 1x1 */
+    t_conv_nocol(2, 8, 9, 9, 5, 1, 0, 5);       /* no padding: OH < H */
     t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
     t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
     t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
