@@ -501,6 +501,10 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
                           " * statistics stay fp32, and all arithmetic is fp32. */\n"
                           "#define RT_ACT_%s 1\n\n", half_name(p->g), half_name(p->g),
                        p->g->act16 == RT_PREC_BF16 ? "BF16" : "F16");
+        if (p->g->fp8)   /* the producers' instances that fold the FP8 casts' maxima */
+            buf_puts(o, "/* fp8-mixed: the kernels that produce a linear GEMM's operands fold its\n"
+                        " * absolute maximum as they write it (templates/cuda/fp8.cuh). */\n"
+                        "#define RT_FP8 1\n\n");
         /* TRAINC_CE_REGS=0 (for benchmarks): the cross-entropy's three passes over each
          * row, without loss.cuh's register-resident path (the kernel as it was) */
         const char *ce = getenv("TRAINC_CE_REGS");

@@ -304,6 +304,46 @@ __device__ __forceinline__ float rt_block_max(float v)
     return t;
 }
 
+#ifdef RT_FP8
+/* fp8-mixed (the generated file defines RT_FP8): a kernel that produces a linear GEMM's
+ * operand folds the operand's absolute maximum into a slot as it writes it, so that
+ * fp8.cuh's cast needs no pass of its own over it (fp8.cuh says which kernels do).
+ * The maximum is of the values as stored (rounded to act_t, as the cast reads them)
+ * with fmaxf from 0, which drops a NaN as rt_fp8_amax does: the same float. */
+__device__ __forceinline__ float rt_fp8_stored_abs(float v)
+{
+    return fabsf(rt_act16_float(rt_float_act16(v)));
+}
+/* Every thread of the (one-dimensional) block calls it (it synchronizes) with its running maximum m (>= 0,
+ * not NaN); thread 0 folds the block's into *slot (NULL: none). The fold is an atomic
+ * maximum on the bits, which order as the floats do for non-negative ones: the result
+ * is the maximum whatever the order the blocks arrive in (no run-to-run difference,
+ * which the rule against atomics guards). The slot starts at 0 each pass
+ * (rt_fp8_amax_reset) and several kernels may fold into it. */
+__device__ __forceinline__ void rt_fp8_amax_out(float m, unsigned *slot)
+{
+    m = rt_block_max(m);
+    if (slot && threadIdx.x == 0)
+        atomicMax(slot, __float_as_uint(m));
+}
+/* A producer's fp8-mixed instance: one more argument, the slot (NULL: none), as its
+ * last pointer; a running maximum of what it stores, folded as it ends (every thread
+ * gets there: no early return). */
+#define RT_FP8_SLOT , unsigned *amax_slot
+#define RT_FP8_FOLD_INIT() float amax_m = 0.0f
+#define RT_FP8_FOLD(v) (amax_m = fmaxf(amax_m, rt_fp8_stored_abs(v)))
+#define RT_FP8_FOLD_END()                                                                          \
+    do {                                                                                           \
+        if (amax_slot)                                                                             \
+            rt_fp8_amax_out(amax_m, amax_slot);                                                    \
+    } while (0)
+#else
+#define RT_FP8_SLOT
+#define RT_FP8_FOLD_INIT() (void)0
+#define RT_FP8_FOLD(v) (void)0
+#define RT_FP8_FOLD_END() (void)0
+#endif
+
 /* torch.argmax's choice between two candidates (value, index): a NaN beats any number,
  * a greater value wins, and among equals (or two NaNs) the lower index. */
 __device__ __forceinline__ bool rt_argmax_better(float v, int i, float bv, int bi)

@@ -1418,10 +1418,10 @@ static void t_fp8_cast(int64_t rows, int64_t cols, int64_t ld, int e5m2, int tra
         rt_dptr y = (rt_dptr)(uintptr_t)gy;
         if (trans == 2)
             rt_cu_fp8_cast_both(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, y, y + m,
-                                (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+                                (rt_dptr)(uintptr_t)gp, 0, (rt_dptr)(uintptr_t)gs);
         else
             rt_cu_fp8_cast(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, trans, y,
-                           (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+                           (rt_dptr)(uintptr_t)gp, 0, (rt_dptr)(uintptr_t)gs);
         got[rep] = rt_xmalloc((size_t)all);
         rt_cu_sync(G);
         rt_cu_download(got[rep], y, (size_t)all);
