@@ -475,6 +475,24 @@ static Tensor *epilogue_output(const Instr *w)
     return reads_whole(&w->args[2], &w->args[3], &w->args[11], D->t) ? D->t : NULL;
 }
 
+/* The output a norm's call writes whole (its kernels' fp8-mixed instances fold its
+ * maximum: layernorm.cuh), y forward or dx backward: its tensor, or NULL */
+static Tensor *norm_output(const Instr *w)
+{
+    int o = -1, r = -1;   /* the output's argument, the rows' (d after them) */
+    switch (w->kind == I_CALL ? w->call : -1) {
+    case CALL_LAYERNORM_FWD: o = 3, r = 6; break;
+    case CALL_RMSNORM_FWD: o = 2, r = 4; break;
+    case CALL_LAYERNORM_BWD: o = 6, r = 9; break;
+    case CALL_RMSNORM_BWD: o = 5, r = 7; break;
+    default: return NULL;
+    }
+    const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];
+    if (y->kind != ARG_TENSOR || rows->kind != ARG_ROWS || d->kind != ARG_INT)
+        return NULL;
+    return rows->i * d->i == tensor_base(y->t)->numel ? y->t : NULL;
+}
+
 /* The slot (+ 1) of operand t of the marked GEMM p->ins[i], given to its writer where it
  * folds one: *next numbers a new one */
 static int operand_slot(Program *p, int i, Tensor *t, int *next)
@@ -496,7 +514,7 @@ static int operand_slot(Program *p, int i, Tensor *t, int *next)
                 }
         return 0;
     }
-    Tensor *out = epilogue_output(w);
+    Tensor *out = w->kind == I_GEMM ? epilogue_output(w) : norm_output(w);
     if (out && tensor_base(out) == tensor_base(t))
         return w->fp8_out ? w->fp8_out : (w->fp8_out = ++*next);
     return 0;

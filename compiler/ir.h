@@ -687,9 +687,10 @@ int64_t cuda_fp8_weight_bytes(const Program *p);
 int cuda_fp8_pair_first(const Program *p, int i, int to);
 /* fp8-mixed: the amax slots of the training and validation programs (Instr.fp8_fold ...):
  * where a marked GEMM's activation or gradient operand is written whole by the last
- * writer before it, and that writer is a fused elementwise kernel, or a marked GEMM
- * whose output our epilogue kernel writes, the writer folds the operand's maximum into
- * a slot the GEMM's cast reads. Slots are numbered in the order of their writers. */
+ * writer before it, and that writer is a fused elementwise kernel, a norm (forward or
+ * backward), or a marked GEMM whose output our epilogue kernel writes, the writer folds
+ * the operand's maximum into a slot the GEMM's cast reads. Slots are numbered in the
+ * order of their writers. */
 void cuda_fp8_slots(Program *p, Program *ev);
 /* the slots the writers of p->ins[from .. to) fold into: [*first, *first + *n) */
 void cuda_fp8_slot_range(const Program *p, int from, int to, int *first, int *n);

@@ -567,26 +567,16 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
 
 /* ---- fp8-mixed's maxima, beside the epilogues that fold them (the last section) ---- */
 
-/* rt_fp8_amax_use's slots for the next FP8 call (pending, -1: none), taken by the call
- * as it starts (cur) and dropped as it ends. */
+/* The slots the current FP8 call reads its operands' maxima from and folds its output's
+ * into (rt_fp8_amax_use's, taken as it starts; -1: none), dropped as it ends. */
 static struct {
     int a, b, out;
-} amax_pending = {-1, -1, -1}, amax_cur = {-1, -1, -1};
+} amax_cur = {-1, -1, -1};
 static int amax_folded;   /* an epilogue kernel folded amax_cur.out */
 
-static void fp8_amax_use(rt_exec *e, int a, int b, int out)
-{
-    (void)e;
-    amax_pending.a = a;
-    amax_pending.b = b;
-    amax_pending.out = out;
-}
+static rt_dptr slot_at(rt_exec *e, int k) { return (rt_dptr)(uintptr_t)rt_cu_fp8_amax_slot(e, k); }
 
-static void amax_begin(void)
-{
-    amax_cur = amax_pending;
-    amax_pending.a = amax_pending.b = amax_pending.out = -1;
-}
+static void amax_begin(void) { rt_cu_fp8_take_use(&amax_cur.a, &amax_cur.b, &amax_cur.out); }
 
 static void amax_end(void)
 {
@@ -594,7 +584,6 @@ static void amax_end(void)
     amax_folded = 0;
 }
 
-static rt_dptr slot_at(rt_exec *e, int k) { return (rt_dptr)(uintptr_t)rt_cu_fp8_amax_slot(e, k); }
 
 /* The slot the epilogue kernels (rt_bias_act, rt_dgelu) fold their output's maximum
  * into: the FP8 call's (0: none; fp8-mixed's instances only declare the argument) */
@@ -1087,7 +1076,7 @@ void rt_cu_blas_register(void)
         .fp8_dy_pair = fp8_dy_pair,
         .fp8_amax_reset = rt_cu_fp8_amax_reset,
         .fp8_amax_slot = rt_cu_fp8_amax_slot,
-        .fp8_amax_use = fp8_amax_use,
+        .fp8_amax_use = rt_cu_fp8_amax_use,
     };
     rt_cu_register(&gemms);
 }

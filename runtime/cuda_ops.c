@@ -294,7 +294,8 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
         return;
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_fwd_%lld", (long long)d);
-    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* (an argument of fp8-mixed's kernels only) */
+    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows, &slot};
     ln_launch(e, name, rows, d, args);
 }
 
@@ -312,7 +313,8 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
                  gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows, &slot};
     ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
@@ -327,7 +329,8 @@ void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, flo
         return;
     char name[64];
     snprintf(name, sizeof name, "rt_rmsnorm_fwd_%lld", (long long)d);
-    void *args[] = {&x, &w, &y, &rstd, &eps, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *args[] = {&x, &w, &y, &rstd, &eps, &rows, &slot};
     ln_launch(e, name, rows, d, args);
 }
 
@@ -345,7 +348,8 @@ void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *
                  1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_rmsnorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &rstd, &dy, &add, &dx, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *a2[] = {&x, &w, &rstd, &dy, &add, &dx, &rows, &slot};
     ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
 }
@@ -1005,6 +1009,35 @@ unsigned *rt_cu_fp8_amax_slot(rt_exec *e, int k)
     (void)e;
     fp8_slot_check(k, 1);
     return (unsigned *)(uintptr_t)(f8.slots + (rt_dptr)k * 4);
+}
+
+/* rt_fp8_amax_use's slots for the next call (-1: none): an FP8 GEMM takes all three
+ * (cuda_blas.c), a norm's launch the output's */
+static struct {
+    int a, b, out;
+} use_next = {-1, -1, -1};
+
+void rt_cu_fp8_amax_use(rt_exec *e, int a, int b, int out)
+{
+    (void)e;
+    use_next.a = a;
+    use_next.b = b;
+    use_next.out = out;
+}
+
+void rt_cu_fp8_take_use(int *a, int *b, int *out)
+{
+    *a = use_next.a;
+    *b = use_next.b;
+    *out = use_next.out;
+    use_next.a = use_next.b = use_next.out = -1;
+}
+
+rt_dptr rt_cu_fp8_out_slot(rt_exec *e)
+{
+    int a, b, out;
+    rt_cu_fp8_take_use(&a, &b, &out);
+    return out >= 0 ? (rt_dptr)(uintptr_t)rt_cu_fp8_amax_slot(e, out) : 0;
 }
 
 /* The weights' partials for a 16-bit copy the host's parameters were copied into

@@ -340,6 +340,12 @@ void rt_cu_fp8_amax_reset(rt_exec *e, int first, int n);
 unsigned *rt_cu_fp8_amax_slot(rt_exec *e, int k);
 void rt_cu_fp8_weights_amax(rt_exec *e, const rt_model *m, rt_dptr pcopy);
 int rt_cu_fp8_weight_part(rt_exec *e, const void *w, int64_t n, rt_dptr *part, int *nparts);
+/* rt_fp8_amax_use's twin; its slots taken by the next FP8 GEMM (all three), or by a
+ * norm's launch (the output's, which its kernels' fp8-mixed instances fold into: the
+ * slot's address, 0 for none) */
+void rt_cu_fp8_amax_use(rt_exec *e, int a, int b, int out);
+void rt_cu_fp8_take_use(int *a, int *b, int *out);
+rt_dptr rt_cu_fp8_out_slot(rt_exec *e);
 void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 /* conv.cuh's kernels divide 32-bit indices where every tensor of a call has fewer than
  * 2^31 elements; on (tests only): always the 64-bit path. */

@@ -337,11 +337,34 @@ __device__ __forceinline__ void rt_fp8_amax_out(float m, unsigned *slot)
         if (amax_slot)                                                                             \
             rt_fp8_amax_out(amax_m, amax_slot);                                                    \
     } while (0)
+/* the same for the norms' templates: the slot handed down (RT_FP8_SLOT_ARG), a value
+ * folded where a row map returns it, a vector's lanes, and a warp kernel's end (lane 0
+ * of each warp folds its warp's maximum: a warp past the last row has returned) */
+#define RT_FP8_SLOT_ARG , amax_slot
+__device__ __forceinline__ float rt_fp8_folded(float &m, float v)
+{
+    m = fmaxf(m, rt_fp8_stored_abs(v));
+    return v;
+}
+#define RT_FP8_FOLDED(v) rt_fp8_folded(amax_m, (v))
+#define RT_FP8_FOLD_VEC(o, n)                                                                      \
+    for (int e_ = 0; e_ < (n); e_++)                                                               \
+    RT_FP8_FOLD((o).v[e_])
+#define RT_FP8_FOLD_WARP_END()                                                                     \
+    do {                                                                                           \
+        const float w_ = rt_warp_max(amax_m);                                                      \
+        if (amax_slot && (threadIdx.x & 31) == 0)                                                  \
+            atomicMax(amax_slot, __float_as_uint(w_));                                             \
+    } while (0)
 #else
 #define RT_FP8_SLOT
 #define RT_FP8_FOLD_INIT() (void)0
 #define RT_FP8_FOLD(v) (void)0
 #define RT_FP8_FOLD_END() (void)0
+#define RT_FP8_SLOT_ARG
+#define RT_FP8_FOLDED(v) (v)
+#define RT_FP8_FOLD_VEC(o, n) (void)0
+#define RT_FP8_FOLD_WARP_END() (void)0
 #endif
 
 /* torch.argmax's choice between two candidates (value, index): a NaN beats any number,
