@@ -476,7 +476,8 @@ static Tensor *epilogue_output(const Instr *w)
 }
 
 /* The output a norm's call writes whole (its kernels' fp8-mixed instances fold its
- * maximum: layernorm.cuh), y forward or dx backward: its tensor, or NULL */
+ * maximum: layernorm.cuh), y forward or dx backward, or attention's forward y
+ * (attention.cuh): its tensor, or NULL */
 static Tensor *norm_output(const Instr *w)
 {
     int o = -1, r = -1;   /* the output's argument, the rows' (d after them) */
@@ -485,6 +486,12 @@ static Tensor *norm_output(const Instr *w)
     case CALL_RMSNORM_FWD: o = 2, r = 4; break;
     case CALL_LAYERNORM_BWD: o = 6, r = 9; break;
     case CALL_RMSNORM_BWD: o = 5, r = 7; break;
+    case CALL_ATTENTION_FWD:   /* y [B, T, d]: B, T, d after it */
+        return w->args[2].kind == ARG_TENSOR && w->args[4].kind == ARG_INT &&
+                       w->args[5].kind == ARG_INT &&
+                       w->args[4].i * w->args[5].i == tensor_base(w->args[2].t)->numel
+                   ? w->args[2].t
+                   : NULL;
     default: return NULL;
     }
     const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];

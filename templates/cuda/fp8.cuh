@@ -128,3 +128,26 @@ rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float 
         __syncthreads();   /* the tile is written again for the next one */
     }
 }
+
+/* optim.cuh's rt_opt_chunk, as cuda_ops.c lays out the table (this file comes first) */
+struct rt_fp8_chunk {
+    int64_t off;   /* first element, from the start of the parameter region */
+    int len;
+    int decay;
+};
+
+/* Launch: grid (chunks), 256 threads. amax[c] = max |pc| over chunk c: the weights'
+ * partial maxima (as fp8-mixed's rt_adamw and rt_sgd store them) for a 16-bit copy made
+ * from the host's parameters (rt_param_copy): once at the start, after a resume or
+ * --init, a ZeRO-1 gather. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_fp8_chunk_amax(const act_t *pc, const rt_fp8_chunk *chunks, float *amax)
+{
+    const rt_fp8_chunk ck = chunks[blockIdx.x];
+    float m = 0.0f;
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+        m = fmaxf(m, fabsf(rt_ld(pc + ck.off + k)));
+    m = rt_block_max(m);
+    if (threadIdx.x == 0)
+        amax[blockIdx.x] = m;
+}

@@ -178,23 +178,6 @@ rt_param_copy(const float *p, act_t *pc, int64_t n)
         rt_st(pc + i, p[i]);
 }
 
-#ifdef RT_FP8
-/* Launch: grid (chunks), 256 threads. amax[c] = max |pc| over chunk c: the weights'
- * partial maxima (as rt_adamw's) for a 16-bit copy made from the host's parameters
- * (rt_param_copy): once at the start, after a resume or --init, a ZeRO-1 gather. */
-extern "C" __global__ void __launch_bounds__(256)
-rt_fp8_chunk_amax(const act_t *pc, const rt_opt_chunk *chunks, float *amax)
-{
-    rt_opt_chunk ck = chunks[blockIdx.x];
-    float m = 0.0f;
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
-        m = fmaxf(m, fabsf(rt_ld(pc + ck.off + k)));
-    m = rt_block_max(m);
-    if (threadIdx.x == 0)
-        amax[blockIdx.x] = m;
-}
-#endif
-
 /* Launch: grid (chunks), 256 threads.
  *   part[c] = sum of g^2 over chunk c   (double) */
 extern "C" __global__ void __launch_bounds__(256)
