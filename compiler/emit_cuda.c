@@ -475,9 +475,9 @@ static Tensor *epilogue_output(const Instr *w)
     return reads_whole(&w->args[2], &w->args[3], &w->args[11], D->t) ? D->t : NULL;
 }
 
-/* The output a norm's call writes whole (its kernels' fp8-mixed instances fold its
- * maximum: layernorm.cuh), y forward or dx backward, or attention's forward y
- * (attention.cuh): its tensor, or NULL */
+/* The output a norm's or the GLU's call writes whole (its kernels' fp8-mixed instances
+ * fold its maximum: layernorm.cuh, glu.cuh), y forward or dx backward, or attention's
+ * forward y (attention.cuh): its tensor, or NULL */
 static Tensor *norm_output(const Instr *w)
 {
     int o = -1, r = -1;   /* the output's argument, the rows' (d after them) */
@@ -486,6 +486,8 @@ static Tensor *norm_output(const Instr *w)
     case CALL_RMSNORM_FWD: o = 2, r = 4; break;
     case CALL_LAYERNORM_BWD: o = 6, r = 9; break;
     case CALL_RMSNORM_BWD: o = 5, r = 7; break;
+    case CALL_GLU_FWD: o = 1, r = 2; break;   /* y [rows, h] */
+    case CALL_GLU_BWD: o = 2, r = 3; break;   /* dx [rows, 2h]: h after the rows */
     case CALL_ATTENTION_FWD:   /* y [B, T, d]: B, T, d after it */
         return w->args[2].kind == ARG_TENSOR && w->args[4].kind == ARG_INT &&
                        w->args[5].kind == ARG_INT &&
@@ -497,7 +499,8 @@ static Tensor *norm_output(const Instr *w)
     const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];
     if (y->kind != ARG_TENSOR || rows->kind != ARG_ROWS || d->kind != ARG_INT)
         return NULL;
-    return rows->i * d->i == tensor_base(y->t)->numel ? y->t : NULL;
+    int64_t per = w->kind == I_CALL && w->call == CALL_GLU_BWD ? 2 * d->i : d->i;
+    return rows->i * per == tensor_base(y->t)->numel ? y->t : NULL;
 }
 
 /* The slot (+ 1) of operand t of the marked GEMM p->ins[i], given to its writer where it

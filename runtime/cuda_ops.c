@@ -358,7 +358,8 @@ void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h
 {
     if (rows <= 0 || h <= 0)
         return;
-    void *args[] = {&x, &y, &rows, &h, &act};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* (an argument of fp8-mixed's kernels only) */
+    void *args[] = {&x, &y, &rows, &h, &act, &slot};
     /* a block a row at a time, at most rt_cu_grid_for's blocks (glu.cuh) */
     rt_cu_launch(e, "rt_glu_fwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
@@ -368,7 +369,8 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
 {
     if (rows <= 0 || h <= 0)
         return;
-    void *args[] = {&x, &dy, &dx, &rows, &h, &act};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *args[] = {&x, &dy, &dx, &rows, &h, &act, &slot};
     rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 

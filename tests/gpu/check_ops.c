@@ -2211,6 +2211,24 @@ static void t_fp8_norms(int64_t rows, int64_t d, int64_t pr, int64_t pc)
     free(x), free(w), free(b), free(dy), free(g), reset();
 }
 
+/* glu.cuh: the forward's y [rows, h] and the backward's dx [rows, 2h], 16-byte vectors
+ * (h a multiple of 8) or single values, the largest planted last */
+static void t_fp8_glu(int64_t rows, int64_t h, int act)
+{
+    SHAPE("[%lld, %lld] act %d", (long long)rows, (long long)h, act);
+    int64_t n = rows * h;
+    float *x = avec(2 * n), *dy = avec(n);
+    x[2 * n - 1] = 9.0f, x[2 * n - h - 1] = 3.0f, dy[n - 1] = 9.0f;
+    float *gx = up_a(x, 2 * n), *gdy = up_a(dy, n), *gy = dalloc_a(n), *gdx = dalloc_a(2 * n);
+    void *slot = fold_next();
+    rt_cu_glu_fwd(G, gx, gy, rows, h, act);
+    fold_judge("fp8 fold glu_fwd", slot, gy, n);
+    slot = fold_next();
+    rt_cu_glu_bwd(G, gx, gdy, gdx, rows, h, act);
+    fold_judge("fp8 fold glu_bwd", slot, gdx, 2 * n);
+    free(x), free(dy), reset();
+}
+
 /* attention.cuh's forward: y, batches x heads of tiles folding into one slot */
 static void t_fp8_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
 {
@@ -2341,6 +2359,8 @@ static void t_fp8_folds(void)
     t_fp8_norms(37, 768, 20, 256 + 3);
     t_fp8_norms(9, 130, 0, 129);
     t_fp8_norms(9, 130, 8, 64);
+    t_fp8_glu(37, 384, 0);   /* silu, vectors */
+    t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
     t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
     t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
     t_fp8_epilogues(37, 130);
