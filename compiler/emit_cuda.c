@@ -488,15 +488,16 @@ static Tensor *norm_output(const Instr *w)
     case CALL_RMSNORM_BWD: o = 5, r = 7; break;
     case CALL_GLU_FWD: o = 1, r = 2; break;   /* y [rows, h] */
     case CALL_GLU_BWD: o = 2, r = 3; break;   /* dx [rows, 2h]: h after the rows */
-    case CALL_ATTENTION_FWD:   /* y [B, T, d]: B, T, d after it */
-        return w->args[2].kind == ARG_TENSOR && w->args[4].kind == ARG_INT &&
-                       w->args[5].kind == ARG_INT &&
-                       w->args[4].i * w->args[5].i == tensor_base(w->args[2].t)->numel
-                   ? w->args[2].t
-                   : NULL;
+    case CALL_ATTENTION_FWD: o = 2, r = 4; break;       /* y [B, T, d]: B, T, d after it */
+    case CALL_ATTENTION_EXT_FWD: o = 4, r = 6; break;   /* qkv, qn, kn, lse, y, B, T, d */
     default: return NULL;
     }
     const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];
+    if (w->call == CALL_ATTENTION_FWD || w->call == CALL_ATTENTION_EXT_FWD)   /* T, d: per row */
+        return y->kind == ARG_TENSOR && rows->kind == ARG_INT && d->kind == ARG_INT &&
+                       rows->i * d->i == tensor_base(y->t)->numel
+                   ? y->t
+                   : NULL;
     if (y->kind != ARG_TENSOR || rows->kind != ARG_ROWS || d->kind != ARG_INT)
         return NULL;
     int64_t per = w->kind == I_CALL && w->call == CALL_GLU_BWD ? 2 * d->i : d->i;

@@ -661,11 +661,13 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
              causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(tiles, KV, bc);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o};
+        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o,
+                        &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }

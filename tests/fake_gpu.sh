@@ -797,8 +797,8 @@ cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -ffp-contract=off 
 # fp32, bf16 and fp16 activations (16-bit: attention at T 128, --short); fp16 as real
 # cuBLASLt takes a bias beside a 16-bit output (TRAINC_FAKE_LT_BIAS=as-d): the
 # parameter's 16-bit copy, or, where a bias has none, the fallback kernel; bf16 where the
-# fake takes an fp32 bias
-for v in "" --bf16 --fp16; do
+# fake takes an fp32 bias; fp8-mixed's producers' folded maxima (--fp8)
+for v in "" --bf16 --fp16 --fp8; do
     lt=; [ "$v" = --fp16 ] && lt=as-d
     TRAINC_FAKE_LT_BIAS=$lt gpu "$d/check_ops" $v ${v:+--short} >"$d/check_ops$v.log" 2>&1 ||
         { echo "FAIL: check_ops $v on the fake GPU:"; grep -v "^ok" "$d/check_ops$v.log"; exit 1; }

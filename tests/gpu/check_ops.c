@@ -2245,6 +2245,24 @@ static void t_fp8_attention(int64_t B, int64_t T, int64_t d, int64_t H, int caus
     free(qkv), reset();
 }
 
+/* attention.cuh's extended forward (key/value heads, rope, a window): y as above */
+static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                                int64_t W)
+{
+    SHAPE("ext B %lld T %lld d %lld H %lld KV %lld W %lld", (long long)B, (long long)T,
+          (long long)d, (long long)H, (long long)KV, (long long)W);
+    int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, ny = B * T * d;
+    float *qkv = avec(nq);
+    for (int64_t i = 0; i < nq; i++)
+        qkv[i] *= 4.0f;
+    float *gq = up_a(qkv, nq), *gl = dalloc(B * H * T * 4), *gy = dalloc_a(ny);
+    void *slot = fold_next();
+    rt_cu_attention_ext_fwd(G, gq, NULL, NULL, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
+                            4.0f, 0);
+    fold_judge("fp8 fold attention_ext", slot, gy, ny);
+    free(qkv), reset();
+}
+
 /* epilogue.cuh: rt_bias_act's output (Y with an activation, else C) and rt_dgelu's D;
  * fp8.cuh's rt_fp8_amax with fold (cuda_blas.c's pass where cuBLASLt wrote an output) */
 static void t_fp8_epilogues(int64_t M, int64_t N)
@@ -2363,6 +2381,8 @@ static void t_fp8_folds(void)
     t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
     t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
     t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
+    t_fp8_attention_ext(2, 200, 256, 4, 2, 0);   /* the tensor cores, 2 query heads a group */
+    t_fp8_attention_ext(1, 37, 32, 2, 1, 8);     /* heads 16 wide, a window */
     t_fp8_epilogues(37, 130);
     t_fp8_epilogues(64, 768);
     t_fp8_weights();
