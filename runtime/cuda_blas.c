@@ -584,7 +584,6 @@ static void amax_end(void)
     amax_folded = 0;
 }
 
-
 /* The slot the epilogue kernels (rt_bias_act, rt_dgelu) fold their output's maximum
  * into: the FP8 call's (0: none; fp8-mixed's instances only declare the argument) */
 static rt_dptr epilogue_slot(rt_exec *e)
@@ -795,9 +794,9 @@ static struct {
 } pair;
 
 /* Where the partial maxima of operand x (our A or B: its fp32 address as called, n
- * elements read, packed: rows not apart by more) are: the slot named (1 partial), a
- * whole weight's chunks, or none (0:
- * the cast takes a pass, its partials in scratch at fallback) */
+ * elements read, packed: its rows not further apart) are: the slot named (1 partial), a
+ * whole weight's chunks, or none (0: the cast takes a pass, its partials in scratch at
+ * fallback) */
 static int operand_part(rt_exec *e, int slot, const void *x, int64_t n, int packed,
                         rt_dptr fallback, rt_dptr *part)
 {

@@ -1059,9 +1059,10 @@ void rt_cu_fp8_weights_amax(rt_exec *e, const rt_model *m, rt_dptr pcopy)
 int rt_cu_fp8_weight_part(rt_exec *e, const void *w, int64_t n, rt_dptr *part, int *nparts)
 {
     const rt_model *m = f8.m;
-    if (!m || !f8.w.n || (const float *)w < e->params || (const float *)w >= e->params + m->param_floats)
+    const float *p0 = e->params, *at = w;
+    if (!m || !f8.w.n || at < p0 || at >= p0 + m->param_floats)
         return 0;
-    int64_t off = (const float *)w - e->params, c = 0;
+    int64_t off = at - p0, c = 0;   /* the chunks of the tensors before it */
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
         int64_t k = (p->numel + RT_OPT_CHUNK - 1) / RT_OPT_CHUNK;

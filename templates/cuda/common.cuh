@@ -314,12 +314,12 @@ __device__ __forceinline__ float rt_fp8_stored_abs(float v)
 {
     return fabsf(rt_act16_float(rt_float_act16(v)));
 }
-/* Every thread of the (one-dimensional) block calls it (it synchronizes) with its running maximum m (>= 0,
- * not NaN); thread 0 folds the block's into *slot (NULL: none). The fold is an atomic
- * maximum on the bits, which order as the floats do for non-negative ones: the result
- * is the maximum whatever the order the blocks arrive in (no run-to-run difference,
- * which the rule against atomics guards). The slot starts at 0 each pass
- * (rt_fp8_amax_reset) and several kernels may fold into it. */
+/* Every thread of the (one-dimensional) block calls it (it synchronizes) with its
+ * running maximum m (>= 0, not NaN); thread 0 folds the block's into *slot (NULL: none).
+ * The fold is an atomic maximum on the bits, which order as the floats do for
+ * non-negative ones: the result is the maximum whatever order the blocks arrive in (no
+ * run-to-run difference, which the rule against atomics guards). The slot starts at 0
+ * each pass (rt_fp8_amax_reset) and several kernels may fold into it. */
 __device__ __forceinline__ void rt_fp8_amax_out(float m, unsigned *slot)
 {
     m = rt_block_max(m);
