@@ -528,6 +528,9 @@ static int operand_slot(Program *p, int i, Tensor *t, int *next)
     Tensor *out = w->kind == I_GEMM ? epilogue_output(w) : norm_output(w);
     if (out && tensor_base(out) == tensor_base(t))
         return w->fp8_out ? w->fp8_out : (w->fp8_out = ++*next);
+    /* any other writer keeps the cast's pass over t: a GEMM whose output cuBLASLt writes
+     * with no kernel of ours after it (no activation: its BIAS epilogue), attention's
+     * backward (dq and dk, dv from two kernels), a call not listed above */
     return 0;
 }
 
