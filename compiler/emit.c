@@ -212,6 +212,7 @@ void emit_prepare(Program *p, Program *ev)
 {
     tidy_names(p);
     tidy_names(ev);
+    cuda_fp8_slots(p, ev);   /* (before the twins: a kernel that folds a maximum differs) */
     find_twins(p, ev);
 }
 

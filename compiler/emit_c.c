@@ -217,6 +217,10 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         declare(b, u.t[i], u.w[i], p->g);
     if (u.n)
         buf_puts(b, "\n");
+    int s0, ns;   /* fp8-mixed: the slots this pass's kernels fold maxima into start at 0 */
+    cuda_fp8_slot_range(p, from, to, &s0, &ns);
+    if (ns)
+        buf_printf(b, "    rt_fp8_amax_reset(e, %d, %d); /* fp8-mixed's amax slots */\n", s0, ns);
     for (int i = from; i < to; i++) {
         Instr *in = p->ins[i];
         if (in->dead)
@@ -257,10 +261,14 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
             Buf call = {0};
             /* rows of one per sample (an MLP's) read as the batch size itself */
             char *n = in->n == 1 ? xstrdup("e->B") : xasprintf("e->B * %lld", (long long)in->n);
-            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n, k.n);
+            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n,
+                       k.n + !!in->fp8_fold);
             free(n);
             for (int j = 0; j < k.n; j++)
                 buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
+            if (in->fp8_fold)   /* fp8-mixed: the slot it folds a maximum into (GPU only) */
+                buf_printf(&call, "%s&(unsigned *){rt_fp8_amax_slot(e, %d)}", k.n ? ", " : "",
+                           in->fp8_fold - 1);
             buf_puts(&call, "});");
             buf_wrapped(b, "    ", call.s);
             free(call.s);
@@ -271,6 +279,12 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
                 char *pair = xasprintf("rt_fp8_dy_pair(e, %s);", in->args[6].t->name);
                 buf_wrapped(b, "    ", pair);
                 free(pair);
+            }
+            if (in->fp8_a || in->fp8_b || in->fp8_out) {   /* fp8-mixed: the maxima's slots */
+                char *use = xasprintf("rt_fp8_amax_use(e, %d, %d, %d);", in->fp8_a - 1,
+                                      in->fp8_b - 1, in->fp8_out - 1);
+                buf_wrapped(b, "    ", use);
+                free(use);
             }
             char *call = call_text(in);
             buf_wrapped(b, "    ", call);
@@ -614,8 +628,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
     if (g->fp8)
-        buf_printf(b, "    .fp8 = 1,\n    .fp8_weight_bytes = %lld,\n",
-                   (long long)cuda_fp8_weight_bytes(p));
+        buf_printf(b, "    .fp8 = 1,\n    .fp8_weight_bytes = %lld,\n    .fp8_amax_slots = %d,\n",
+                   (long long)cuda_fp8_weight_bytes(p), p->fp8_all_slots);
     buf_printf(b, "    .train_defaults = train_defaults,\n    .n_train_defaults = %d,\n",
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"

@@ -71,6 +71,8 @@ static int emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *v
                     buf_printf(b, "%srt_st(%s + i, v%d);\n", ind, op->out->name, k);
                 else
                     buf_printf(b, "%s%s[i] = v%d;\n", ind, op->out->name, k);
+                if (in->fp8_fold && op->out == in->fp8_fold_t)   /* fp8-mixed: as stored */
+                    buf_printf(b, "%samax_m = fmaxf(amax_m, rt_fp8_stored_abs(v%d));\n", ind, k);
             }
     }
     return uses_i;
@@ -118,8 +120,10 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     int part = 0;
     for (int k = 0; k < in->n_ops; k++)
         part |= in->ops[k].tag == EW_DROPOUT;
-    buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train%s)", n ? ", " : "",
-               part ? ", uint64_t rng_part" : "");
+    if (in->fp8_fold)   /* fp8-mixed: the slot its written operand's maximum goes to */
+        buf_puts(&sig, n ? ", unsigned *amax_slot" : "unsigned *amax_slot");
+    buf_printf(&sig, "%sint64_t B, int64_t n, uint64_t rng_key, int train%s)",
+               n || in->fp8_fold ? ", " : "", part ? ", uint64_t rng_part" : "");
     buf_wrapped(b, "", sig.s);
     buf_puts(b, "{\n");
     free(sig.s);
@@ -145,6 +149,9 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     buf_puts(b, "    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
                 "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                 "    int64_t done = 0;\n");
+    if (in->fp8_fold)
+        buf_printf(b, "    float amax_m = 0.0f; /* fp8-mixed: %s's maximum as stored */\n",
+                   in->fp8_fold_t->name);
     if (nvec) {
         Buf cond = {0};
         buf_puts(&cond, "if (rt_aligned16(");
@@ -185,7 +192,10 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     }
     buf_puts(b, "    for (int64_t i = done + first; i < n; i += stride) {\n");
     emit_body(b, g, in, t, vec, n, "        ", 0);
-    buf_puts(b, "    }\n}\n\n");
+    buf_puts(b, "    }\n");
+    if (in->fp8_fold)   /* (every thread gets here: the block's maximum, then the slot's) */
+        buf_puts(b, "    rt_fp8_amax_out(amax_m, amax_slot);\n");
+    buf_puts(b, "}\n\n");
 }
 
 /* ---- the template instances a program needs ----------------------------------------- */
@@ -417,6 +427,180 @@ int cuda_fp8_pair_first(const Program *p, int i, int to)
     return 0;
 }
 
+/* The two dimensions of a GEMM operand as stored, as arguments (rows of a batch row:
+ * ARG_ROWS), and its row stride: whether the call reads tensor t whole, rows packed
+ * (t's elements a batch row are the product, exactly one dimension per batch row) */
+static int reads_whole(const Arg *r, const Arg *c, const Arg *ld, const Tensor *t)
+{
+    if ((r->kind == ARG_ROWS) == (c->kind == ARG_ROWS) || r->kind == ARG_TENSOR ||
+        c->kind == ARG_TENSOR)
+        return 0;
+    return r->i * c->i == t->numel && ld->kind == c->kind && ld->i == c->i;
+}
+
+/* A tensor whose maximum a writer may fold: an activation or gradient, 16-bit in the
+ * arena (an FP8 operand), laid out [B, ...] with packed rows */
+static int foldable(const Graph *g, Tensor *t)
+{
+    return t && tensor_half(g, t) && !t->layout && !t->ld;
+}
+
+/* The last writer before p->ins[i] of t's storage (NULL: none in p) */
+static Instr *last_writer(const Program *p, int i, Tensor *t)
+{
+    Tensor *base = tensor_base(t);
+    for (int j = i - 1; j >= 0; j--) {
+        Instr *w = p->ins[j];
+        if (w->dead)
+            continue;
+        for (int k = 0; k < w->n_writes; k++)
+            if (tensor_base(w->writes[k]) == base)
+                return w;
+    }
+    return NULL;
+}
+
+/* The output a marked GEMM writes whole through our epilogue kernel (rt_bias_act with
+ * an activation, rt_dgelu; cuda_blas.c folds it after cuBLASLt where that kernel does
+ * not run): its tensor, or NULL */
+static Tensor *epilogue_output(const Instr *w)
+{
+    if (w->kind != I_GEMM || !w->fp8 || w->args[0].kind != ARG_INT || w->args[0].i)
+        return NULL;
+    const Arg *D = w->call == CALL_GEMM_BIAS && w->args[14].i != RT_EPI_NONE ? &w->args[15]
+                   : w->call == CALL_GEMM_DGELU                            ? &w->args[10]
+                                                                           : NULL;
+    if (!D || D->kind != ARG_TENSOR)
+        return NULL;
+    return reads_whole(&w->args[2], &w->args[3], &w->args[11], D->t) ? D->t : NULL;
+}
+
+/* The output a norm's or the GLU's call writes whole (its kernels' fp8-mixed instances
+ * fold its maximum: layernorm.cuh, glu.cuh), y forward or dx backward, or attention's
+ * forward y (attention.cuh): its tensor, or NULL */
+static Tensor *norm_output(const Instr *w)
+{
+    int o = -1, r = -1;   /* the output's argument, the rows' (d after them) */
+    switch (w->kind == I_CALL ? w->call : -1) {
+    case CALL_LAYERNORM_FWD: o = 3, r = 6; break;
+    case CALL_RMSNORM_FWD: o = 2, r = 4; break;
+    case CALL_LAYERNORM_BWD: o = 6, r = 9; break;
+    case CALL_RMSNORM_BWD: o = 5, r = 7; break;
+    case CALL_GLU_FWD: o = 1, r = 2; break;   /* y [rows, h] */
+    case CALL_GLU_BWD: o = 2, r = 3; break;   /* dx [rows, 2h]: h after the rows */
+    case CALL_ATTENTION_FWD: o = 2, r = 4; break;       /* y [B, T, d]: B, T, d after it */
+    case CALL_ATTENTION_EXT_FWD: o = 4, r = 6; break;   /* qkv, qn, kn, lse, y, B, T, d */
+    default: return NULL;
+    }
+    const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];
+    if (w->call == CALL_ATTENTION_FWD || w->call == CALL_ATTENTION_EXT_FWD)   /* T, d: per row */
+        return y->kind == ARG_TENSOR && rows->kind == ARG_INT && d->kind == ARG_INT &&
+                       rows->i * d->i == tensor_base(y->t)->numel
+                   ? y->t
+                   : NULL;
+    if (y->kind != ARG_TENSOR || rows->kind != ARG_ROWS || d->kind != ARG_INT)
+        return NULL;
+    int64_t per = w->kind == I_CALL && w->call == CALL_GLU_BWD ? 2 * d->i : d->i;
+    return rows->i * per == tensor_base(y->t)->numel ? y->t : NULL;
+}
+
+/* The slot (+ 1) of operand t of the marked GEMM p->ins[i], given to its writer where it
+ * folds one: *next numbers a new one */
+static int operand_slot(Program *p, int i, Tensor *t, int *next)
+{
+    if (!foldable(p->g, t))
+        return 0;
+    Instr *w = last_writer(p, i, t);
+    if (!w)
+        return 0;
+    if (w->kind == I_EW) {
+        if (w->fp8_fold)   /* (one tensor a kernel) */
+            return tensor_base(w->fp8_fold_t) == tensor_base(t) ? w->fp8_fold : 0;
+        for (int k = 0; k < w->n_ops; k++)
+            for (int q = 0; q < w->n_writes; q++)
+                if (w->writes[q] == w->ops[k].out && tensor_base(w->writes[q]) == tensor_base(t) &&
+                    w->n == tensor_base(t)->numel && foldable(p->g, w->writes[q])) {
+                    w->fp8_fold_t = w->writes[q];
+                    return w->fp8_fold = ++*next;
+                }
+        return 0;
+    }
+    Tensor *out = w->kind == I_GEMM ? epilogue_output(w) : norm_output(w);
+    if (out && tensor_base(out) == tensor_base(t))
+        return w->fp8_out ? w->fp8_out : (w->fp8_out = ++*next);
+    /* any other writer keeps the cast's pass over t: a GEMM whose output cuBLASLt writes
+     * with no kernel of ours after it (no activation: its BIAS epilogue), attention's
+     * backward (dq and dk, dv from two kernels), a call not listed above */
+    return 0;
+}
+
+/* One program's slots from first: found GEMM by GEMM, then renumbered in the order of
+ * their writers (so that a pass's are a range) */
+static int program_slots(Program *p, int first)
+{
+    int next = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        in->fp8_fold = in->fp8_a = in->fp8_b = in->fp8_out = 0;
+        in->fp8_fold_t = NULL;
+    }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead || in->kind != I_GEMM || !in->fp8 || in->args[0].kind != ARG_INT ||
+            in->args[1].kind != ARG_INT)
+            continue;
+        int ta = (int)in->args[0].i, tb = (int)in->args[1].i;
+        Tensor *A = in->args[6].kind == ARG_TENSOR ? in->args[6].t : NULL;
+        Tensor *B = in->args[8].kind == ARG_TENSOR ? in->args[8].t : NULL;
+        const Arg *M = &in->args[2], *N = &in->args[3], *K = &in->args[4];
+        if (A && reads_whole(ta ? K : M, ta ? M : K, &in->args[7], A))
+            in->fp8_a = operand_slot(p, i, A, &next);
+        if (B && reads_whole(tb ? N : K, tb ? K : N, &in->args[9], B))
+            in->fp8_b = operand_slot(p, i, B, &next);
+    }
+    int *renum = xcalloc((size_t)next + 1, sizeof *renum), n = 0;
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        int own = in->fp8_fold ? in->fp8_fold : in->fp8_out;
+        if (own && !renum[own])
+            renum[own] = first + ++n;
+    }
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        in->fp8_fold = renum[in->fp8_fold];
+        in->fp8_out = renum[in->fp8_out];
+        in->fp8_a = renum[in->fp8_a];
+        in->fp8_b = renum[in->fp8_b];
+    }
+    free(renum);
+    p->fp8_first = first;
+    p->fp8_slots = n;
+    return n;
+}
+
+void cuda_fp8_slots(Program *p, Program *ev)
+{
+    if (!p->g->fp8)
+        return;
+    int n = program_slots(p, 0);
+    p->fp8_all_slots = n + program_slots(ev, n);
+}
+
+void cuda_fp8_slot_range(const Program *p, int from, int to, int *first, int *n)
+{
+    int lo = 0, hi = 0;
+    for (int i = from; i < to; i++) {
+        const Instr *in = p->ins[i];
+        int own = in->dead ? 0 : in->fp8_fold ? in->fp8_fold : in->fp8_out;
+        if (own && (!lo || own < lo))
+            lo = own;
+        if (own > hi)
+            hi = own;
+    }
+    *first = lo ? lo - 1 : 0;
+    *n = lo ? hi - lo + 1 : 0;
+}
+
 int64_t cuda_scratch_row_bytes(const Program *p)
 {
     int64_t most = 0;
@@ -506,6 +690,10 @@ void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
                           " * statistics stay fp32, and all arithmetic is fp32. */\n"
                           "#define RT_ACT_%s 1\n\n", half_name(p->g), half_name(p->g),
                        p->g->act16 == RT_PREC_BF16 ? "BF16" : "F16");
+        if (p->g->fp8)   /* the producers' instances that fold the FP8 casts' maxima */
+            buf_puts(o, "/* fp8-mixed: the kernels that produce a linear GEMM's operands fold its\n"
+                        " * absolute maximum as they write it (templates/cuda/fp8.cuh). */\n"
+                        "#define RT_FP8 1\n\n");
         /* TRAINC_CE_REGS=0 (for benchmarks): the cross-entropy's three passes over each
          * row, without loss.cuh's register-resident path (the kernel as it was) */
         const char *ce = getenv("TRAINC_CE_REGS");

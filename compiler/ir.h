@@ -501,6 +501,12 @@ typedef struct Instr {
     int dead;                /* merged into another instruction by fusion */
     int fp8;                 /* I_GEMM of fp8-mixed: a linear layer's GEMM other than the
                                 classifier's, printed as rt_gemm_fp8 (or _bias_fp8, ...) */
+    /* fp8-mixed's amax slots (emit_cuda.c's cuda_fp8_slots), each the slot + 1 (0: none):
+       an I_EW folds the maximum of fp8_fold_t (which it writes whole) into fp8_fold; a
+       marked GEMM reads its operands' from fp8_a and fp8_b and folds its output's into
+       fp8_out (rt_fp8_amax_use) */
+    int fp8_fold, fp8_a, fp8_b, fp8_out;
+    Tensor *fp8_fold_t;
     Tensor *inplace;         /* I_CALL: a read whose storage its activation output may take
                                 when the read dies here (the call reads each element of it
                                 before writing that element); memplan decides */
@@ -539,6 +545,8 @@ typedef struct Program {
     int64_t workspace_bytes; /* the GPU's fixed allocations at the spec's batch size
                                 (rt_gpu_fixed_bytes): counted in the plan's total */
     int64_t total_bytes;     /* at the spec's batch size: what memory_budget_mb counts */
+    int fp8_first, fp8_slots;      /* fp8-mixed: this program's amax slots (cuda_fp8_slots) */
+    int fp8_all_slots;             /* the training program's: its and validation's, in all */
     int64_t gpu_scratch_row_bytes; /* what the GPU's calls need a batch row (emit_cuda.c:
                                       cuda_scratch_row_bytes), for host.c's rt_model */
     int n_replayed, n_replayed_light;  /* recompute's replays; elementwise or norm work */
@@ -680,6 +688,15 @@ int64_t cuda_fp8_weight_bytes(const Program *p);
  * that share dy's cast (rt_fp8_dy_pair): marked GEMMs of the same A (dy) with op(B)
  * untransposed, only gradient hooks between them, the second before ins[to] */
 int cuda_fp8_pair_first(const Program *p, int i, int to);
+/* fp8-mixed: the amax slots of the training and validation programs (Instr.fp8_fold ...):
+ * where a marked GEMM's activation or gradient operand is written whole by the last
+ * writer before it, and that writer is a fused elementwise kernel, a norm (forward or
+ * backward), or a marked GEMM whose output our epilogue kernel writes, the writer folds
+ * the operand's maximum into a slot the GEMM's cast reads. Slots are numbered in the
+ * order of their writers. */
+void cuda_fp8_slots(Program *p, Program *ev);
+/* the slots the writers of p->ins[from .. to) fold into: [*first, *first + *n) */
+void cuda_fp8_slot_range(const Program *p, int from, int to, int *first, int *n);
 
 /* ---- drivers -------------------------------------------------------------- */
 

@@ -565,13 +565,43 @@ static int epilogue_call(rt_exec *e, Plan *p, const void *bias, const void *aux,
     return 0;
 }
 
+/* ---- fp8-mixed's maxima, beside the epilogues that fold them (the last section) ---- */
+
+/* The slots the current FP8 call reads its operands' maxima from and folds its output's
+ * into (rt_fp8_amax_use's, taken as it starts; -1: none), dropped as it ends. */
+static struct {
+    int a, b, out;
+} amax_cur = {-1, -1, -1};
+static int amax_folded;   /* an epilogue kernel folded amax_cur.out */
+
+static rt_dptr slot_at(rt_exec *e, int k) { return (rt_dptr)(uintptr_t)rt_cu_fp8_amax_slot(e, k); }
+
+static void amax_begin(void) { rt_cu_fp8_take_use(&amax_cur.a, &amax_cur.b, &amax_cur.out); }
+
+static void amax_end(void)
+{
+    amax_cur.a = amax_cur.b = amax_cur.out = -1;
+    amax_folded = 0;
+}
+
+/* The slot the epilogue kernels (rt_bias_act, rt_dgelu) fold their output's maximum
+ * into: the FP8 call's (0: none; fp8-mixed's instances only declare the argument) */
+static rt_dptr epilogue_slot(rt_exec *e)
+{
+    if (amax_cur.out < 0)
+        return 0;
+    amax_folded = 1;
+    return slot_at(e, amax_cur.out);
+}
+
 /* epilogue.cuh's rt_bias_act over the product in out (C or Y): + R + bias, then act */
 static void bias_act(rt_exec *e, float *out, const float *R, float *C, float *Y,
                      const float *bias, int64_t M, int64_t N, int64_t ldc, int act)
 {
     rt_dptr o = (rt_dptr)(uintptr_t)out, dc = (rt_dptr)(uintptr_t)C, bb = (rt_dptr)(uintptr_t)bias;
     rt_dptr y = act != RT_EPI_NONE ? (rt_dptr)(uintptr_t)Y : 0, dr = (rt_dptr)(uintptr_t)R;
-    void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act};
+    rt_dptr slot = epilogue_slot(e);
+    void *args[] = {&o, &dr, &dc, &y, &bb, &M, &N, &ldc, &act, &slot};
     rt_cu_launch(e, "rt_bias_act", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }
 
@@ -675,7 +705,8 @@ void rt_cu_gemm_dbias(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
 static void dgelu(rt_exec *e, float *D, const float *pre, int64_t M, int64_t N, int64_t ldd)
 {
     rt_dptr d = (rt_dptr)(uintptr_t)D, x0 = (rt_dptr)(uintptr_t)pre;
-    void *args[] = {&d, &x0, &M, &N, &ldd};
+    rt_dptr slot = epilogue_slot(e);
+    void *args[] = {&d, &x0, &M, &N, &ldd, &slot};
     rt_cu_launch(e, "rt_dgelu", rt_cu_grid_for(e, M * N), 1, 1, 256, 1, 0, args);
 }
 
@@ -740,7 +771,15 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  * second GEMM's cast of its B leaves our A's scale and both copies alone. dW's bias
  * gradient (rt_cu_colsum_add, its partials at scratch's start) runs before the casts
  * when dW is the pair's first, so it cannot land between them. Where the first falls
- * back to bf16 after the cast (whose kernels may take scratch), the second casts again. */
+ * back to bf16 after the cast (whose kernels may take scratch), the second casts again.
+ *
+ * The maxima: an operand's cast reads the partial maxima its producer folded where it
+ * has them (fp8.cuh): a whole weight's from the optimizer (rt_cu_fp8_weight_part), an
+ * activation's or gradient's from the slot the generated code names (rt_fp8_amax_use,
+ * just before the call); only the others take rt_fp8_amax's pass. A call that writes
+ * its output through rt_bias_act folds the output's maximum there when asked; where
+ * cuBLASLt writes that output instead (FP8 refused, or its own epilogue), a pass right
+ * after the GEMM folds it (rt_cu_fp8_fold), so the slot holds it either way. */
 #define FP8_PARTS 256
 #define FP8_DATA (FP8_PARTS + RT_CU_FP8_PART_BYTES)
 
@@ -753,6 +792,40 @@ static struct {
     const void *dy;
     int left, cast;
 } pair;
+
+/* Where the partial maxima of operand x (our A or B: its fp32 address as called, n
+ * elements read, packed: its rows not further apart) are: the slot named (1 partial), a
+ * whole weight's chunks, or none (0: the cast takes a pass, its partials in scratch at
+ * fallback) */
+static int operand_part(rt_exec *e, int slot, const void *x, int64_t n, int packed,
+                        rt_dptr fallback, rt_dptr *part)
+{
+    /* TRAINC_FP8_AMAX_PASS=1 (tests): every operand's maximum from a pass, as before
+     * the producers folded them; the same bits either way */
+    static int pass = -1;
+    if (pass < 0)
+        pass = getenv("TRAINC_FP8_AMAX_PASS") && !strcmp(getenv("TRAINC_FP8_AMAX_PASS"), "1");
+    int np = 0;
+    *part = fallback;
+    if (pass)
+        return 0;
+    if (slot >= 0) {
+        *part = slot_at(e, slot);
+        return 1;
+    }
+    if (packed && rt_cu_fp8_weight_part(e, x, n, part, &np))
+        return np;
+    *part = fallback;
+    return 0;
+}
+
+/* The output's maximum into slot amax_cur.out where no kernel folded it (cuBLASLt wrote
+ * the output): a pass over D [M, N] rows ldc apart */
+static void fold_output(rt_exec *e, const float *D, int64_t M, int64_t N, int64_t ldc)
+{
+    if (amax_cur.out >= 0 && !amax_folded && D)
+        rt_cu_fp8_fold(e, (rt_dptr)(uintptr_t)D, M, N, ldc, slot_at(e, amax_cur.out));
+}
 
 static void fp8_dy_pair(rt_exec *e, const float *dy)
 {
@@ -877,14 +950,17 @@ static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K,
     rt_dptr da = (rt_dptr)(uintptr_t)a, db = (rt_dptr)(uintptr_t)b;
     if (db_first)
         rt_cu_colsum_add(e, A, db_first, K, M);
+    rt_dptr pa_max, pb_max;
+    int na = operand_part(e, amax_cur.a, A, M * K, lda == (ta ? M : K), s + FP8_PARTS, &pa_max);
     if (!paired)
-        rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, s + FP8_PARTS,
+        rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, pa_max, na,
                        s);
     else if (!pair.cast)   /* dy stored [rows, cols] either way: both layouts */
         rt_cu_fp8_cast_both(e, da, ta ? K : M, ta ? M : K, lda, 1, s + FP8_DATA,
-                            s + FP8_DATA + ab, s + FP8_PARTS, s);
+                            s + FP8_DATA + ab, pa_max, na, s);
     pair.cast = paired == 2;   /* the second GEMM ends the pair */
-    rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, s + FP8_PARTS, s + 8);
+    int nb = operand_part(e, amax_cur.b, B, N * K, ldb == (tb ? K : N), s + FP8_PARTS, &pb_max);
+    rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, pb_max, nb, s + 8);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (bias) {
         const void *bp = bias;
@@ -910,9 +986,12 @@ static void gemm_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N,
                      float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                      float beta, float *C, int64_t ldc)
 {
+    amax_begin();
     if (!fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL, NULL,
                   NULL))
         rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    fold_output(e, C, M, N, ldc);
+    amax_end();
 }
 
 /* rt_gemm_bias's FP8 form: without an activation, one FP8 GEMM with the BIAS epilogue
@@ -924,17 +1003,20 @@ static void gemm_bias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64
                           float *Y)
 {
     float *out = C ? C : Y;
+    amax_begin();
     if (act == RT_EPI_NONE && C && !epilogues_off() &&
         fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, C, ldc, bias, R,
                  NULL))
-        return;
-    if (out && (!R || !rt_overlap(R, out, (size_t)((M - 1) * ldc + N) * 2)) &&
-        fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc, NULL, NULL,
-                 NULL)) {
+        ;
+    else if (out && (!R || !rt_overlap(R, out, (size_t)((M - 1) * ldc + N) * 2)) &&
+             fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, 0.0f, out, ldc, NULL,
+                      NULL, NULL))
         bias_act(e, out, R, C, Y, bias, M, N, ldc, act);
-        return;
-    }
-    rt_cu_gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias, R, act, Y);
+    else
+        rt_cu_gemm_bias(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, C, ldc, bias, R, act,
+                        Y);
+    fold_output(e, act == RT_EPI_NONE ? C : Y, M, N, ldc);
+    amax_end();
 }
 
 /* rt_gemm_dbias's FP8 form: the FP8 GEMM, then the bias gradient from rt_cu_colsum_add */
@@ -944,6 +1026,7 @@ static void gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
 {
     if (!trans_a || lda != M)
         rt_die("rt_gemm_dbias: dy must be A, transposed, rows M apart");
+    amax_begin();   /* (C is a weight gradient: no output slot) */
     /* the first of a marked pair: the bias gradient before the casts (above) */
     float *first = pair.left == 2 ? db : NULL;
     int done = fp8_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL,
@@ -955,6 +1038,7 @@ static void gemm_dbias_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
                          fresh);
     else if (done == -1)   /* refused after the bias gradient was added */
         rt_cu_gemm(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    amax_end();
 }
 
 /* rt_gemm_dgelu's FP8 form: the FP8 GEMM into D, then rt_dgelu in place */
@@ -962,6 +1046,7 @@ static void gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
                            float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
                            float *D, int64_t ldd, const float *pre)
 {
+    amax_begin();
     if (!pre || rt_overlap(pre, D, (size_t)((M - 1) * ldd + N) * 2)) {
         if (pair_take(A, trans_b))   /* a pair's GEMM in bf16: the next casts again */
             pair.cast = 0;
@@ -971,6 +1056,8 @@ static void gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int6
         dgelu(e, D, pre, M, N, ldd);
     else
         rt_cu_gemm_dgelu(e, trans_a, trans_b, M, N, K, alpha, A, lda, B, ldb, D, ldd, pre);
+    fold_output(e, D, M, N, ldd);
+    amax_end();
 }
 
 /* The GEMMs as the GPU's twins of the CPU calls, handed to the device layer. */
@@ -986,6 +1073,9 @@ void rt_cu_blas_register(void)
         .gemm_dbias_fp8 = gemm_dbias_fp8,
         .gemm_dgelu_fp8 = gemm_dgelu_fp8,
         .fp8_dy_pair = fp8_dy_pair,
+        .fp8_amax_reset = rt_cu_fp8_amax_reset,
+        .fp8_amax_slot = rt_cu_fp8_amax_slot,
+        .fp8_amax_use = rt_cu_fp8_amax_use,
     };
     rt_cu_register(&gemms);
 }

@@ -413,7 +413,8 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
         return;
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_fwd_%lld", (long long)d);
-    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* (an argument of fp8-mixed's kernels only) */
+    void *args[] = {&x, &w, &b, &y, &mean, &rstd, &eps, &rows, &slot};
     ln_launch(e, name, rows, d, args);
 }
 
@@ -431,7 +432,8 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
                  gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows, &slot};
     ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
     colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
@@ -446,7 +448,8 @@ void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, flo
         return;
     char name[64];
     snprintf(name, sizeof name, "rt_rmsnorm_fwd_%lld", (long long)d);
-    void *args[] = {&x, &w, &y, &rstd, &eps, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *args[] = {&x, &w, &y, &rstd, &eps, &rows, &slot};
     ln_launch(e, name, rows, d, args);
 }
 
@@ -464,7 +467,8 @@ void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *
                  1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_rmsnorm_bwd_%lld", (long long)d);
-    void *a2[] = {&x, &w, &rstd, &dy, &add, &dx, &rows};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *a2[] = {&x, &w, &rstd, &dy, &add, &dx, &rows, &slot};
     ln_launch(e, name, rows, d, a2);
     colsum_finish(e, part, dw, nrb, d);
 }
@@ -473,7 +477,8 @@ void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h
 {
     if (rows <= 0 || h <= 0)
         return;
-    void *args[] = {&x, &y, &rows, &h, &act};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* (an argument of fp8-mixed's kernels only) */
+    void *args[] = {&x, &y, &rows, &h, &act, &slot};
     /* a block a row at a time, at most rt_cu_grid_for's blocks (glu.cuh) */
     rt_cu_launch(e, "rt_glu_fwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
@@ -483,7 +488,8 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
 {
     if (rows <= 0 || h <= 0)
         return;
-    void *args[] = {&x, &dy, &dx, &rows, &h, &act};
+    rt_dptr slot = rt_cu_fp8_out_slot(e);
+    void *args[] = {&x, &dy, &dx, &rows, &h, &act, &slot};
     rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
@@ -733,11 +739,12 @@ static void att90_fwd(rt_exec *e, const void *qkv, float *lse, void *y, int64_t 
              causal != 0);
     int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90_ROWS);
     att_grid_fits(tiles, H, bc);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *map = att90_tmap(e, att_adv(e, qkv, b0 * T * 3 * d, 0), nb, T, d);
         void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {(void *)map, &l, &o, &h};
+        void *args[] = {(void *)map, &l, &o, &h, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
                      RT_ATT90_THREADS, 1, att90_smem(hd), args);
     }
@@ -760,11 +767,12 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
              causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(cdiv(T, att_fwd_rows(hd)), H, bc);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {&q, &l, &o, &h};
+        void *args[] = {&q, &l, &o, &h, &slot};
         rt_cu_launch(e, name, gdim(cdiv(T, att_fwd_rows(hd)), GX, name), (unsigned)H,
                      gdim(nb, GYZ, name), RT_ATT_THREADS, 1, 0, args);
     }
@@ -849,11 +857,13 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
              causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(tiles, KV, bc);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o};
+        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o,
+                        &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }
@@ -968,6 +978,7 @@ typedef struct opt_table {
     int64_t lo, hi;            /* the range; the optimizer state holds it only */
 } opt_table;
 static opt_table opt, gan_opt[2];
+static rt_dptr fp8_optim_amax(rt_exec *e, const opt_table *tab, const rt_model *m, rt_dptr pc);
 
 /* The chunks of [lo, hi): each tensor's part inside it, in pieces of RT_OPT_CHUNK. t may
  * be NULL (counting only). */
@@ -1091,6 +1102,8 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     /* the 16-bit copy of the weights: written here for the whole region; a shard's
      * (zero1) is rebuilt whole after the gather (rt_cu_copy_params16), so not twice */
     rt_dptr pc = (opt.lo == 0 && opt.hi == m->param_floats) || m->gan ? rt_cu_param_copy(e) : 0;
+    /* fp8-mixed: the weights' partial maxima (optim.cuh's amax), an argument there only */
+    rt_dptr amax = m->fp8 ? fp8_optim_amax(e, tab, m, pc) : 0;
     if (c->opt == RT_OPT_ADAMW) {
         float b1 = (float)c->beta1, b2 = (float)c->beta2;
         float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
@@ -1099,7 +1112,8 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
         float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
         rt_dptr m1 = state, m2 = state + (rt_dptr)stride * sizeof(float);
         void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &sumsq,
-                        &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps};
+                        &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps,
+                        &amax};   /* (the last: fp8-mixed's kernels only) */
         rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
         return;
     }
@@ -1108,7 +1122,7 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     int mode = !has_buf ? 0 : t == 1 ? 1 : nesterov ? 3 : 2;
     rt_dptr buf = has_buf ? state : 0;
     void *args[] = {&params, &pc, &grads, &buf, &opt.lo, &opt.chunks, &gs, &sumsq, &max_norm,
-                    &wd, &lrf, &mom, &mode, &nesterov};
+                    &wd, &lrf, &mom, &mode, &nesterov, &amax};
     rt_cu_launch(e, "rt_sgd", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
 }
 
@@ -1154,19 +1168,139 @@ void rt_cu_optim_step_clip(rt_exec *e, const rt_train_config *c, const rt_model 
 
 /* ---- fp8-mixed's casts (fp8.cuh) ----------------------------------------------------- */
 
-/* rt_fp8_amax, then rt_fp8_cast with trans 0, 1 or 2 (both layouts: y and yt) */
+/* The operands' maxima where their producers fold them (fp8.cuh): the slots of the
+ * activations and gradients (rt_model.fp8_amax_slots words, reset each pass by the
+ * generated code), and the weights' partials, one a chunk of the whole parameter
+ * region (its own table: the optimizer's may be a ZeRO-1 shard) written by the
+ * optimizer step or rt_fp8_chunk_amax. One device a process, as the optimizer's table. */
+static struct {
+    const rt_model *m;
+    rt_dptr slots;
+    int n_slots;
+    opt_table w;               /* [0, param_floats) */
+    rt_dptr wamax;             /* w.n floats */
+} f8;
+
+void rt_cu_fp8_setup(rt_exec *e, const rt_model *m)
+{
+    if (!m->fp8 || f8.m == m)
+        return;
+    f8.m = m;
+    f8.n_slots = m->fp8_amax_slots;
+    f8.slots = rt_cu_alloc_fixed(e, (size_t)(f8.n_slots > 0 ? f8.n_slots : 1) * 4);
+    table_setup(e, &f8.w, m, 0, m->param_floats);
+    f8.wamax = rt_cu_alloc_fixed(e, (size_t)(f8.w.n > 0 ? f8.w.n : 1) * 4);
+}
+
+static void fp8_slot_check(int first, int n)
+{
+    if (first < 0 || n < 0 || first + n > f8.n_slots)
+        rt_die("fp8-mixed: amax slots [%d, %d) of %d", first, first + n, f8.n_slots);
+}
+
+void rt_cu_fp8_amax_reset(rt_exec *e, int first, int n)
+{
+    fp8_slot_check(first, n);
+    if (n)
+        rt_cu_zero(e, f8.slots + (rt_dptr)first * 4, n);
+}
+
+unsigned *rt_cu_fp8_amax_slot(rt_exec *e, int k)
+{
+    (void)e;
+    fp8_slot_check(k, 1);
+    return (unsigned *)(uintptr_t)(f8.slots + (rt_dptr)k * 4);
+}
+
+/* rt_fp8_amax_use's slots for the next call (-1: none): an FP8 GEMM takes all three
+ * (cuda_blas.c), a norm's launch the output's */
+static struct {
+    int a, b, out;
+} use_next = {-1, -1, -1};
+
+void rt_cu_fp8_amax_use(rt_exec *e, int a, int b, int out)
+{
+    (void)e;
+    use_next.a = a;
+    use_next.b = b;
+    use_next.out = out;
+}
+
+void rt_cu_fp8_take_use(int *a, int *b, int *out)
+{
+    *a = use_next.a;
+    *b = use_next.b;
+    *out = use_next.out;
+    use_next.a = use_next.b = use_next.out = -1;
+}
+
+rt_dptr rt_cu_fp8_out_slot(rt_exec *e)
+{
+    int a, b, out;
+    rt_cu_fp8_take_use(&a, &b, &out);
+    return out >= 0 ? (rt_dptr)(uintptr_t)rt_cu_fp8_amax_slot(e, out) : 0;
+}
+
+/* The weights' partials for a 16-bit copy the host's parameters were copied into
+ * (rt_cu_copy_params16): one pass over the copy, the only one the weights take. */
+void rt_cu_fp8_weights_amax(rt_exec *e, const rt_model *m, rt_dptr pcopy)
+{
+    rt_cu_fp8_setup(e, m);
+    if (f8.w.n == 0)
+        return;
+    void *args[] = {&pcopy, &f8.w.chunks, &f8.wamax};
+    rt_cu_launch(e, "rt_fp8_chunk_amax", (unsigned)f8.w.n, 1, 1, 256, 1, 0, args);
+}
+
+int rt_cu_fp8_weight_part(rt_exec *e, const void *w, int64_t n, rt_dptr *part, int *nparts)
+{
+    const rt_model *m = f8.m;
+    const float *p0 = e->params, *at = w;
+    if (!m || !f8.w.n || at < p0 || at >= p0 + m->param_floats)
+        return 0;
+    int64_t off = at - p0, c = 0;   /* the chunks of the tensors before it */
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        int64_t k = (p->numel + RT_OPT_CHUNK - 1) / RT_OPT_CHUNK;
+        if (p->offset == off && p->numel == n) {
+            *part = f8.wamax + (rt_dptr)c * 4;
+            *nparts = (int)k;
+            return k > 0;
+        }
+        c += k;
+    }
+    return 0;
+}
+
+/* Where an optimizer step over table tab writes the partials of the weights it updates:
+ * the chunks of [0, tab->lo) come first in the whole region's table (a GAN network's
+ * range starts at a tensor); 0 where it does not write the 16-bit copy (pc 0) */
+static rt_dptr fp8_optim_amax(rt_exec *e, const opt_table *tab, const rt_model *m, rt_dptr pc)
+{
+    rt_cu_fp8_setup(e, m);
+    if (!pc || !f8.w.n)
+        return 0;
+    return f8.wamax + (rt_dptr)cut_chunks(m, 0, tab->lo, NULL) * 4;
+}
+
+/* rt_fp8_amax unless the nparts partials at part are there (a producer's), then
+ * rt_fp8_cast with trans 0, 1 or 2 (both layouts: y and yt) */
 static void fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
-                     int trans, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale)
+                     int trans, rt_dptr y, rt_dptr yt, rt_dptr part, int nparts, rt_dptr scale)
 {
     if (rows <= 0 || cols <= 0)
         rt_die("rt_cu_fp8_cast: an empty %lld x %lld operand", (long long)rows, (long long)cols);
-    /* the maximum: enough blocks to read at full speed, at most RT_FP8_PARTS partials */
-    int64_t n = rows * cols, blocks = cdiv(n, 256 * 8), cap = rt_cu_sm_count(e) * 2;
-    if (cap > RT_FP8_PARTS)
-        cap = RT_FP8_PARTS;
-    int parts = (int)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
-    void *amax_args[] = {&x, &rows, &cols, &ld, &part};
-    rt_cu_launch(e, "rt_fp8_amax", (unsigned)parts, 1, 1, 256, 1, 0, amax_args);
+    int parts = nparts;
+    if (!parts) {
+        /* the maximum: enough blocks to read at full speed, at most RT_FP8_PARTS partials */
+        int64_t n = rows * cols, blocks = cdiv(n, 256 * 8), cap = rt_cu_sm_count(e) * 2;
+        if (cap > RT_FP8_PARTS)
+            cap = RT_FP8_PARTS;
+        parts = (int)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+        int fold = 0;
+        void *amax_args[] = {&x, &rows, &cols, &ld, &part, &fold};
+        rt_cu_launch(e, "rt_fp8_amax", (unsigned)parts, 1, 1, 256, 1, 0, amax_args);
+    }
     /* the cast: 32 x 32 tiles, each block a grid-stride share of them */
     int64_t tiles = cdiv(rows, 32) * cdiv(cols, 32), tcap = (int64_t)rt_cu_sm_count(e) * 16;
     void *cast_args[] = {&x, &rows, &cols, &ld, &part, &parts, &e5m2, &trans, &y, &yt, &scale};
@@ -1174,16 +1308,27 @@ static void fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t 
                  cast_args);
 }
 
-void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
-                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale)
+void rt_cu_fp8_fold(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, rt_dptr slot)
 {
-    fp8_cast(e, x, rows, cols, ld, e5m2, trans ? 1 : 0, y, 0, part, scale);
+    int64_t n = rows * cols, blocks = cdiv(n, 256 * 8), cap = rt_cu_sm_count(e) * 2;
+    if (cap > RT_FP8_PARTS)
+        cap = RT_FP8_PARTS;
+    unsigned parts = (unsigned)(blocks < 1 ? 1 : blocks < cap ? blocks : cap);
+    int fold = 1;
+    void *args[] = {&x, &rows, &cols, &ld, &slot, &fold};
+    rt_cu_launch(e, "rt_fp8_amax", parts, 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
+                    int trans, rt_dptr y, rt_dptr part, int nparts, rt_dptr scale)
+{
+    fp8_cast(e, x, rows, cols, ld, e5m2, trans ? 1 : 0, y, 0, part, nparts, scale);
 }
 
 void rt_cu_fp8_cast_both(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld,
-                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale)
+                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, int nparts, rt_dptr scale)
 {
-    fp8_cast(e, x, rows, cols, ld, e5m2, 2, y, yt, part, scale);
+    fp8_cast(e, x, rows, cols, ld, e5m2, 2, y, yt, part, nparts, scale);
 }
 
 /* ---- registration -------------------------------------------------------------------- */

@@ -795,6 +795,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->lstate = d->state + align_up((size_t)state_floats * 4);
     e->state = m->n_state ? (float *)(uintptr_t)d->lstate : NULL;
     d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
+    rt_cu_fp8_setup(e, m);   /* fp8-mixed's maxima (nothing otherwise) */
     CU(p_cuStreamSynchronize(0));
 }
 
@@ -871,6 +872,8 @@ void rt_cu_copy_params16(rt_exec *e, const rt_model *m)
         int64_t n = m->param_floats;
         void *args[] = {&p, &d->pcopy, &n};
         rt_cu_launch(e, "rt_param_copy", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+        if (m->fp8)   /* the FP8 casts' maxima of the weights: the optimizer's from now on */
+            rt_cu_fp8_weights_amax(e, m, d->pcopy);
     }
 }
 

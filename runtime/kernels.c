@@ -754,6 +754,23 @@ void rt_fp8_dy_pair(rt_exec *e, const float *dy)
         RT_GPU(e)->fp8_dy_pair(e, dy);
 }
 
+void rt_fp8_amax_reset(rt_exec *e, int first, int n)
+{
+    if (e->dev)
+        RT_GPU(e)->fp8_amax_reset(e, first, n);
+}
+
+unsigned *rt_fp8_amax_slot(rt_exec *e, int k)
+{
+    return e->dev ? RT_GPU(e)->fp8_amax_slot(e, k) : NULL;
+}
+
+void rt_fp8_amax_use(rt_exec *e, int a, int b, int out)
+{
+    if (e->dev)
+        RT_GPU(e)->fp8_amax_use(e, a, b, out);
+}
+
 /* ---- im2col / col2im --------------------------------------------------------- */
 
 typedef struct {

@@ -95,6 +95,10 @@ typedef struct rt_gpu_calls {
                            float *D, int64_t ldd, const float *pre);
     /* rt_fp8_dy_pair: the next two FP8 GEMMs are a linear layer's backward pair on dy */
     void (*fp8_dy_pair)(rt_exec *e, const float *dy);
+    /* rt_fp8_amax_reset, rt_fp8_amax_slot, rt_fp8_amax_use */
+    void (*fp8_amax_reset)(rt_exec *e, int first, int n);
+    unsigned *(*fp8_amax_slot)(rt_exec *e, int k);
+    void (*fp8_amax_use)(rt_exec *e, int a, int b, int out);
     void (*colsum_add)(rt_exec *e, const float *dy, float *db, int64_t rows, int64_t cols);
     void (*rowsum_add)(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
     void (*im2col)(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

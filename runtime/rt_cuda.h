@@ -325,15 +325,36 @@ void rt_cu_colsum_add(rt_exec *e, const float *dy, float *db, int64_t rows, int6
 /* fp8-mixed (fp8.cuh): x, rows x cols of act_t rows ld apart, cast to FP8 (e5m2: E5M2,
  * else E4M3) with the per-tensor scale s = FP8_MAX / max |x| into y, packed: [rows,
  * cols], or with trans [cols, rows]; scale[0] = the maximum, scale[1] = 1 / s (the
- * GEMM's dequantization factor), on the device. part: 256 floats of scratch (the
- * partial maxima). Two kernels on the compute stream; no host wait. */
+ * GEMM's dequantization factor), on the device. part: with nparts > 0, the nparts
+ * partial maxima of x its producers wrote (a slot, a weight's chunks); with 0, 256
+ * floats of scratch that rt_fp8_amax fills first (a pass over x). One or two kernels on
+ * the compute stream; no host wait. */
 #define RT_CU_FP8_PART_BYTES 1024
 void rt_cu_fp8_cast(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, int e5m2,
-                    int trans, rt_dptr y, rt_dptr part, rt_dptr scale);
+                    int trans, rt_dptr y, rt_dptr part, int nparts, rt_dptr scale);
 /* Both layouts at once, from one maximum and one cast kernel: y [rows, cols] and yt
  * [cols, rows], the bytes rt_cu_fp8_cast writes with trans 0 and 1 (the scale as there) */
 void rt_cu_fp8_cast_both(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld,
-                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, rt_dptr scale);
+                         int e5m2, rt_dptr y, rt_dptr yt, rt_dptr part, int nparts, rt_dptr scale);
+/* The maximum of x folded into the slot at slot (a pass: where no kernel of ours wrote
+ * x, as a producer's fold would have) */
+void rt_cu_fp8_fold(rt_exec *e, rt_dptr x, int64_t rows, int64_t cols, int64_t ld, rt_dptr slot);
+/* fp8-mixed's maxima kept on the device (cuda_ops.c): the slots and the weights'
+ * partials, allocated for model m (rt_cu_init); rt_fp8_amax_reset and rt_fp8_amax_slot's
+ * twins; the weights' partials from a 16-bit copy made from the host (pcopy); and
+ * where the partials of weight w (n elements, the whole tensor: its fp32 address) are:
+ * 1 with *part and *nparts, 0 where w is no whole weight. */
+void rt_cu_fp8_setup(rt_exec *e, const rt_model *m);
+void rt_cu_fp8_amax_reset(rt_exec *e, int first, int n);
+unsigned *rt_cu_fp8_amax_slot(rt_exec *e, int k);
+void rt_cu_fp8_weights_amax(rt_exec *e, const rt_model *m, rt_dptr pcopy);
+int rt_cu_fp8_weight_part(rt_exec *e, const void *w, int64_t n, rt_dptr *part, int *nparts);
+/* rt_fp8_amax_use's twin; its slots taken by the next FP8 GEMM (all three), or by a
+ * norm's launch (the output's, which its kernels' fp8-mixed instances fold into: the
+ * slot's address, 0 for none) */
+void rt_cu_fp8_amax_use(rt_exec *e, int a, int b, int out);
+void rt_cu_fp8_take_use(int *a, int *b, int *out);
+rt_dptr rt_cu_fp8_out_slot(rt_exec *e);
 void rt_cu_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 /* conv.cuh's kernels divide 32-bit indices where every tensor of a call has fewer than
  * 2^31 elements; on (tests only): always the 64-bit path. */

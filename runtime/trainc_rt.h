@@ -162,6 +162,8 @@ typedef struct rt_model {
                                   of compute capability 8.9 or later runs in FP8 */
     int64_t fp8_weight_bytes;  /* fp8-mixed: the largest weight those GEMMs cast (its FP8
                                   copy's bytes), scratch beyond gpu_scratch_row_bytes */
+    int fp8_amax_slots;        /* fp8-mixed: the amax slots its passes fold into
+                                  (rt_fp8_amax_reset ...) */
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -259,6 +261,19 @@ void rt_gemm_dgelu_fp8(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t 
  * marks such pairs): on a GPU the first casts dy to FP8 in both layouts and the second
  * reuses that cast and its scale (the same bytes, one pass fewer). Nothing on the CPU. */
 void rt_fp8_dy_pair(rt_exec *e, const float *dy);
+/* fp8-mixed's amax slots (rt_model.fp8_amax_slots words on a GPU): a kernel that
+ * produces a linear GEMM's activation or gradient operand folds its absolute maximum
+ * into one as it writes it, which the GEMM's cast reads instead of taking a pass of
+ * its own (templates/cuda/fp8.cuh). rt_fp8_amax_reset: slots [first, first + n) to 0,
+ * as the pass that folds into them starts; rt_fp8_amax_slot: slot k's device address,
+ * a fused elementwise kernel's argument (NULL on the CPU); rt_fp8_amax_use: the next
+ * rt_gemm*_fp8 call reads its A's maximum from slot a and its B's from slot b (-1: a
+ * pass of its own, or a weight's partials from the optimizer), and folds its output's
+ * into slot out (-1: none) where a kernel of ours writes the output (else it takes
+ * the pass then). Nothing on the CPU. */
+void rt_fp8_amax_reset(rt_exec *e, int first, int n);
+unsigned *rt_fp8_amax_slot(rt_exec *e, int k);
+void rt_fp8_amax_use(rt_exec *e, int a, int b, int out);
 
 /* conv2d as im2col + GEMM. col is [C*k*k, B*OH*OW]. */
 void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int64_t H,

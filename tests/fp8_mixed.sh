@@ -32,7 +32,7 @@ grep -q '\.fp8 = 1' "$d/emit8/host.c" || { echo "FAIL: rt_model.fp8 not set"; ex
 # each of the 16 linear layers' backward pairs (dx and dW, one on dy) shares dy's cast
 np=$(grep -c 'rt_fp8_dy_pair(e, ' "$d/emit8/host.c")
 [ "$np" -eq 16 ] || { echo "FAIL: gpt_char fp8-mixed: $np backward pairs marked, want 16"; exit 1; }
-grep -A1 'rt_fp8_dy_pair(e, d_linear_h_3_fc);' "$d/emit8/host.c" | grep -q 'rt_gemm_fp8(e, 0, 0, e->B \* 128, 128, 512, 1.0f, d_linear_h_3_fc,' ||
+grep -A2 'rt_fp8_dy_pair(e, d_linear_h_3_fc);' "$d/emit8/host.c" | grep -q 'rt_gemm_fp8(e, 0, 0, e->B \* 128, 128, 512, 1.0f, d_linear_h_3_fc,' ||
     { echo "FAIL: gpt_char fp8-mixed: fc's pair not marked before its first GEMM"; exit 1; }
 # the same plan: host.c differs only where the calls are marked and the model says so
 "$PY" - "$d" <<'PY' || { echo "FAIL: fp8-mixed's host.c differs from bf16-mixed's beyond the marked calls"; exit 1; }
@@ -42,9 +42,15 @@ def norm(p):
     s = open(p).read()
     s = re.sub(r"\n \*\n \* fp8-mixed: .*?_fp8\.", "", s, flags=re.S)   # the header's note
     s = re.sub(r"\n *rt_fp8_dy_pair\(e, \w+\);", "", s)
-    s = re.sub(r"\s+", "", s).replace("_fp8(", "(").replace(".fp8=1,", "")
+    # the amax slots: reset as a pass starts, named before a GEMM, a fused kernel's argument
+    s = re.sub(r"\n *rt_fp8_amax_reset\(e, \d+, \d+\); /\*[^*]*\*/", "", s)
+    s = re.sub(r"\n *rt_fp8_amax_use\(e, -?\d+, -?\d+, -?\d+\);", "", s)
+    s = re.sub(r"\s+", "", s)
+    s = re.sub(r",(\d+),(\(void\*\[\]\)\{[^}]*),&\(unsigned\*\)\{rt_fp8_amax_slot\(e,\d+\)\}\}",
+               lambda m: ",%d,%s}" % (int(m.group(1)) - 1, m.group(2)), s)
+    s = s.replace("_fp8(", "(").replace(".fp8=1,", "")
     s = re.sub(r'"precision=(fp8|bf16)-mixed",', "", s)
-    s = re.sub(r"\.(gpu_scratch_row_bytes|fp8_weight_bytes)=[0-9]+,", "", s)   # (below)
+    s = re.sub(r"\.(gpu_scratch_row_bytes|fp8_weight_bytes|fp8_amax_slots)=[0-9]+,", "", s)   # (below)
     return re.sub(r'(spec_hash|model_hash)="[0-9a-f]*"', "", s)
 assert norm(d + "/emit8/host.c") == norm(d + "/emit16/host.c")
 # scratch a row for the FP8 copies: the largest, dW of fc (or proj): dy in both layouts
@@ -103,17 +109,37 @@ print("ok   mlp_fashion fp8-mixed on the fake GPU: 12 losses within %.2g of bf16
 PY
 # casts a step, from runs of 2 and 3 steps (the fake GPU counts launches): 5 FP8 GEMMs
 # (2 forward, dW of the first layer, dx and dW of the second), 10 operands, 9 casts:
-# the second layer's dy is cast once, in both layouts, for its two backward GEMMs
-for n in 2 3; do
-    TRAINC_FAKE_GPU_PROFILE=1 gpu "$d/mlp_fp8-mixed" "${G[@]}" --set max_steps=$n --set validate.every_steps=null \
-        --out "$d/prof$n" 2>"$d/prof$n.log" || { echo "FAIL: mlp_fashion fp8-mixed, $n steps:"; cat "$d/prof$n.log"; exit 1; }
+# the second layer's dy is cast once, in both layouts, for its two backward GEMMs. No
+# maximum pass (up to commit 17d76fd one a cast, 9): the weights' maxima come from the
+# optimizer, the input's and the relu gradients' from the fused kernels that write
+# them, the first layer's output's from rt_bias_act. TRAINC_FP8_AMAX_PASS=1 takes the
+# passes again: the same records bit for bit (a producer's wrong maximum changes a
+# scale, so the losses).
+for n in 2 3 3p; do
+    TRAINC_FP8_AMAX_PASS=$([ $n = 3p ] && echo 1 || echo 0) TRAINC_FAKE_GPU_PROFILE=1 gpu "$d/mlp_fp8-mixed" "${G[@]}" \
+        --set max_steps=${n%p} --set validate.every_steps=null --out "$d/prof$n" 2>"$d/prof$n.log" ||
+        { echo "FAIL: mlp_fashion fp8-mixed, $n steps:"; cat "$d/prof$n.log"; exit 1; }
 done
-for k in rt_fp8_amax rt_fp8_cast; do
-    c2=$(awk -v k=$k '$1 == k {print $2}' "$d/prof2.log"); c3=$(awk -v k=$k '$1 == k {print $2}' "$d/prof3.log")
-    [ -n "$c2" ] && [ -n "$c3" ] && [ $((c3 - c2)) -eq 9 ] ||
-        { echo "FAIL: mlp_fashion fp8-mixed: $k launched $((c3 - c2)) times a step, want 9 (the backward pair's dy cast once)"; exit 1; }
+launches() { awk -v k=$1 '$1 == k {n = $2} END {print n + 0}' "$2"; }
+for kc in "rt_fp8_cast 9" "rt_fp8_amax 0"; do
+    set -- $kc
+    c2=$(launches $1 "$d/prof2.log"); c3=$(launches $1 "$d/prof3.log")
+    [ $((c3 - c2)) -eq $2 ] || { echo "FAIL: mlp_fashion fp8-mixed: $1 launched $((c3 - c2)) times a step, want $2"; exit 1; }
 done
-echo "ok   mlp_fashion fp8-mixed on the fake GPU: 9 casts a step for 5 FP8 GEMMs (the pair's dy cast once)"
+# in all, none (the validation's forward folds too), and with the passes 3 x 9 and the
+# final validation's 8 (2 batches, 2 GEMMs of 2 operands)
+[ "$(launches rt_fp8_amax "$d/prof3.log")" -eq 0 ] && [ "$(launches rt_fp8_amax "$d/prof3p.log")" -eq 35 ] ||
+    { echo "FAIL: maximum passes in 3 steps and a validation: $(launches rt_fp8_amax "$d/prof3.log"), want 0; with TRAINC_FP8_AMAX_PASS=1 $(launches rt_fp8_amax "$d/prof3p.log"), want 35"; exit 1; }
+"$PY" - "$d" <<'PY' || { echo "FAIL: mlp_fashion fp8-mixed: the producers' maxima give other records than the passes'"; exit 1; }
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [{k: v for k, v in json.loads(l).items() if not k.endswith("_s") and k != "samples_per_s"}
+            for l in open("%s/%s/metrics.jsonl" % (d, p)) if '"event"' not in l]
+a, b = recs("prof3"), recs("prof3p")
+assert a == b and len(a) == 4, (a, b)   # 3 steps and the validation
+PY
+echo "ok   mlp_fashion fp8-mixed on the fake GPU: 9 casts a step for 5 FP8 GEMMs (the pair's dy cast once), no maximum pass (the producers fold them), the passes' records bit for bit"
 set +e
 TRAINC_FAKE_CC=8.0 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/cc80" 2>"$d/cc80.log"
 rc=$?

@@ -7,8 +7,9 @@
 # loads and stores through pointers not aligned for their type, which a GPU faults on
 # and x86 forgives, and indices past a shared tile's bounds), not the GPU's arithmetic
 # or memory model (nor cuBLASLt's epilogues: CHECK_OPS_EMU leaves those checks to the
-# fake GPU and a real one). Three times: with fp32 activations, with bf16-mixed's bf16
-# ones and with fp16-mixed's fp16 ones; then the three again under the emulator's other
+# fake GPU and a real one). Four times: with fp32 activations, with bf16-mixed's bf16
+# ones and with fp16-mixed's fp16 ones, and fp8-mixed's instances (bf16, RT_FP8: the
+# maxima its producers fold, check_ops --fp8); then all again under the emulator's other
 # schedule (EMU_SCHEDULE=greedy). The 16-bit runs take attention at T 128 where the GPU
 # takes T 1024 (--short: the same tiles, a small part of the emulated time). The kernels
 # are compiled as for sm_90a, so the 16-bit runs' attention forward at heads 64 and 128 is
@@ -43,8 +44,9 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
 CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno -fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds"
 # three times: fp32 activations, bf16-mixed's bf16 ones (RT_ACT_BF16, check_ops --bf16)
 # and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
-for v in fp32 bf16 fp16; do
+for v in fp32 bf16 fp16 fp8; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
+    [ $v = fp8 ] && def="-DRT_ACT_BF16=1 -DRT_FP8=1"
     g++ -std=c++17 $CFLAGS $def -D__CUDA_ARCH_FEAT_SM90_ALL=1 -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
@@ -63,6 +65,7 @@ run90() {
 "$d/check_ops.fp32" "${@}"
 run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 run90 "$d/check_ops.fp16" --fp16 --short "${@}"
+"$d/check_ops.fp8" --fp8 "${@}"
 # again with the other schedule: each warp runs from one __syncthreads to the next
 # before the next warp starts (a barrier missing between one warp's shared-memory
 # writes, cp.async copies included, and another's reads shows there)
@@ -70,3 +73,4 @@ echo "-- EMU_SCHEDULE=greedy"
 EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.fp16" --fp16 --short "${@}"
+EMU_SCHEDULE=greedy "$d/check_ops.fp8" --fp8 "${@}"

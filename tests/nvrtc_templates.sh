@@ -6,10 +6,11 @@
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
 # attention takes the tensor cores), the 16-bit ones for sm_90a too (sm90.cuh's
 # primitives and sm90_attention.cuh's forward exist only there); fp8.cuh (fp8-mixed's
-# casts) for sm_89 and sm_90 too. Then, where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's)
-# compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core attention
-# kernels (bf16, sm_80, sm_90 and sm_90a, where the Hopper forward rt_attention_fwd90_*
-# joins them): at most 16 bytes of register spills a kernel (the
+# casts) for sm_89 and sm_90 too, and all of them as fp8-mixed's (bf16 and RT_FP8) for
+# sm_80, sm_89 and sm_90a. Then, where the toolkit has nvcc, a generated kernels_cuda.cu
+# (gpt_char's) compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core
+# attention kernels (bf16, sm_80, sm_90 and sm_90a, where the Hopper forward
+# rt_attention_fwd90_* joins them): at most 16 bytes of register spills a kernel (the
 # key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
 # have; spilling its accumulators would cost more than the tensor cores win; ptxas
 # gives the forward at heads 80 wide 128 registers and a 4-byte spill on sm_90).
@@ -31,6 +32,12 @@ done
 { echo "#define RT_ACT_BF16 1"
   cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/fp8.cuh; } > "$d/fp8_bf16.cu"
 "$d/nvrtc_check" "$d/fp8_bf16.cu" sm_89 sm_90
+# and every template as fp8-mixed's kernels_cuda.cu has them (RT_FP8: the producers'
+# instances that fold their outputs' maxima), for sm_80 (compiled, refused at run time),
+# sm_89 and sm_90a
+{ echo "#define RT_ACT_BF16 1"; echo "#define RT_FP8 1"
+  cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_fp8.cu"
+"$d/nvrtc_check" "$d/templates_fp8.cu" sm_80 sm_89 sm_90a
 if [ -x "$CUDA/bin/nvcc" ]; then
     # a generated kernels_cuda.cu compiles with nvcc too, given templates/cuda/ (as the
     # README says): the prelude takes the C library's integer types there, not its own

@@ -138,8 +138,10 @@ __device__ __forceinline__ void att_acc(float (*acc)[CO], float (*P)[W + 1], flo
  *   acc_i = a_i acc_i + sum_j p_ij v_j
  * then y_i = acc_i / l_i and lse_i = m_i + log l_i. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_t *y, int H)
+__device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_t *y,
+                                              int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8;   /* output columns a thread */
     constexpr int NQT = (T + BQ - 1) / BQ;
@@ -205,11 +207,12 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
             const float inv = 1.0f / l[r];
             for (int u = 0; u < CO; u++)
                 if (tx + 8 * u < HD)
-                    rt_st(yr + tx + 8 * u, acc[r][u] * inv);
+                    rt_st(yr + tx + 8 * u, RT_FP8_FOLDED(acc[r][u] * inv));
             if (tx == 0)
                 L[q0 + i] = m[r] + logf(l[r]);
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
@@ -441,8 +444,10 @@ __device__ __forceinline__ void att_block_order(int &b, int &h, int &tile0)
 }
 
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H)
+__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y,
+                                                 int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
     /* 16-bit bits of K and V, two tiles of each: the next copied in while this one is used */
@@ -540,33 +545,39 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
             act_t *yr = y + ((int64_t)b * T + i) * d + (int64_t)h * HD;
             const float inv = 1.0f / l[u];
             for (int n = 0; n < DN; n++)
-                att_st2(yr + 8 * n + 2 * t4, o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
+                att_st2(yr + 8 * n + 2 * t4, RT_FP8_FOLDED(o[n][2 * u] * inv),
+                        RT_FP8_FOLDED(o[n][2 * u + 1] * inv));
             if (t4 == 0)
                 L[i] = (m[u] + log2f(l[u])) * RT_LN2;
         }
     }
+    RT_FP8_FOLD_END();
 }
 #else
 __host__ __device__ constexpr bool rt_att_tc(int hd) { return false; }
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y, int H) {}
+__device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y,
+                                                 int H RT_FP8_SLOT) {}
 #endif
 
 /* the tensor-core forward where it applies, else the CUDA-core one (same launch) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd_any(const act_t *qkv, float *lse, act_t *y, int H)
+__device__ __forceinline__ void attention_fwd_any(const act_t *qkv, float *lse, act_t *y,
+                                                  int H RT_FP8_SLOT)
 {
     if constexpr (rt_att_tc(HD))
-        attention_fwd_tc<T, HD, CAUSAL>(qkv, lse, y, H);
+        attention_fwd_tc<T, HD, CAUSAL>(qkv, lse, y, H RT_FP8_SLOT_ARG);
     else
-        attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H);
+        attention_fwd<T, HD, CAUSAL>(qkv, lse, y, H RT_FP8_SLOT_ARG);
 }
 
+/* (fp8-mixed's instances take the slot y's maximum is folded into: RT_FP8_SLOT) */
 #define RT_ATTENTION_FWD(T, HD, CAUSAL)                                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
-        rt_attention_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, float *lse, act_t *y, int H) \
+        rt_attention_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, float *lse, act_t *y,        \
+                                               int H RT_FP8_SLOT)                             \
     {                                                                                         \
-        attention_fwd_any<T, HD, CAUSAL>(qkv, lse, y, H);                                     \
+        attention_fwd_any<T, HD, CAUSAL>(qkv, lse, y, H RT_FP8_SLOT_ARG);                     \
     }                                                                                         \
     RT_ATTENTION_FWD90(T, HD, CAUSAL)
 
@@ -1230,8 +1241,9 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float *qn,
                                                   const float *kn, float *lse, act_t *y, int H,
                                                   int KV, int W, float theta, float factor,
-                                                  float low, float high, int orig)
+                                                  float low, float high, int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
@@ -1305,11 +1317,12 @@ __device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float 
             const float inv = 1.0f / l[r];
             for (int u = 0; u < CO; u++)
                 if (tx + 8 * u < HD)
-                    rt_st(yr + tx + 8 * u, acc[r][u] * inv);
+                    rt_st(yr + tx + 8 * u, RT_FP8_FOLDED(acc[r][u] * inv));
             if (tx == 0)
                 lse[((int64_t)b * H + h) * T + p] = m[r] + logf(l[r]);
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Backward, query side: as attention_bwd_q over (head, position) rows; D_i = dy_i . y_i
@@ -1762,8 +1775,9 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
                                                      const float *kn, float *lse, act_t *y,
                                                      int H, int KV, int W, float theta,
                                                      float factor, float low, float high,
-                                                     int orig)
+                                                     int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
     __shared__ float fr[HD / 2];
@@ -1874,11 +1888,13 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
             act_t *yr = y + ((int64_t)b * T + pos[u]) * d + (int64_t)hq[u] * HD;
             const float inv = 1.0f / l[u];
             for (int n = 0; n < DN; n++)
-                att_st2(yr + 8 * n + 2 * t4, o[n][2 * u] * inv, o[n][2 * u + 1] * inv);
+                att_st2(yr + 8 * n + 2 * t4, RT_FP8_FOLDED(o[n][2 * u] * inv),
+                        RT_FP8_FOLDED(o[n][2 * u + 1] * inv));
             if (t4 == 0)
                 lse[((int64_t)b * H + hq[u]) * T + pos[u]] = (m[u] + log2f(l[u])) * RT_LN2;
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Backward, query side: grid (ceil(T / NP), KV, B) as the forward's. Per key tile
@@ -2208,7 +2224,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
                                                      const float *kn, float *lse, act_t *y,
                                                      int H, int KV, int W, float theta,
                                                      float factor, float low, float high,
-                                                     int orig) {}
+                                                     int orig RT_FP8_SLOT) {}
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS) {}
 template <int T, int HD, int CAUSAL>
@@ -2222,14 +2238,14 @@ __device__ __forceinline__ void attention_ext_fwd_any(const act_t *qkv, const fl
                                                       const float *kn, float *lse, act_t *y,
                                                       int H, int KV, int W, float theta,
                                                       float factor, float low, float high,
-                                                      int orig)
+                                                      int orig RT_FP8_SLOT)
 {
     if constexpr (rt_att_tc(HD))
         attention_ext_fwd_tc<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,
-                                            high, orig);
+                                            high, orig RT_FP8_SLOT_ARG);
     else
         attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high,
-                                         orig);
+                                         orig RT_FP8_SLOT_ARG);
 }
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
@@ -2254,10 +2270,10 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
                                                    const float *kn, float *lse, act_t *y,       \
                                                    int H, int KV, int W, float theta,           \
                                                    float factor, float low, float high,         \
-                                                   int orig)                                    \
+                                                   int orig RT_FP8_SLOT)                        \
     {                                                                                          \
         attention_ext_fwd_any<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor,      \
-                                             low, high, orig);                                 \
+                                             low, high, orig RT_FP8_SLOT_ARG);                 \
     }
 
 #define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \

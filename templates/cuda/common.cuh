@@ -304,6 +304,69 @@ __device__ __forceinline__ float rt_block_max(float v)
     return t;
 }
 
+#ifdef RT_FP8
+/* fp8-mixed (the generated file defines RT_FP8): a kernel that produces a linear GEMM's
+ * operand folds the operand's absolute maximum into a slot as it writes it, so that
+ * fp8.cuh's cast needs no pass of its own over it (fp8.cuh says which kernels do).
+ * The maximum is of the values as stored (rounded to act_t, as the cast reads them)
+ * with fmaxf from 0, which drops a NaN as rt_fp8_amax does: the same float. */
+__device__ __forceinline__ float rt_fp8_stored_abs(float v)
+{
+    return fabsf(rt_act16_float(rt_float_act16(v)));
+}
+/* Every thread of the (one-dimensional) block calls it (it synchronizes) with its
+ * running maximum m (>= 0, not NaN); thread 0 folds the block's into *slot (NULL: none).
+ * The fold is an atomic maximum on the bits, which order as the floats do for
+ * non-negative ones: the result is the maximum whatever order the blocks arrive in (no
+ * run-to-run difference, which the rule against atomics guards). The slot starts at 0
+ * each pass (rt_fp8_amax_reset) and several kernels may fold into it. */
+__device__ __forceinline__ void rt_fp8_amax_out(float m, unsigned *slot)
+{
+    m = rt_block_max(m);
+    if (slot && threadIdx.x == 0)
+        atomicMax(slot, __float_as_uint(m));
+}
+/* A producer's fp8-mixed instance: one more argument, the slot (NULL: none), as its
+ * last pointer; a running maximum of what it stores, folded as it ends (every thread
+ * gets there: no early return). */
+#define RT_FP8_SLOT , unsigned *amax_slot
+#define RT_FP8_FOLD_INIT() float amax_m = 0.0f
+#define RT_FP8_FOLD(v) (amax_m = fmaxf(amax_m, rt_fp8_stored_abs(v)))
+#define RT_FP8_FOLD_END()                                                                          \
+    do {                                                                                           \
+        if (amax_slot)                                                                             \
+            rt_fp8_amax_out(amax_m, amax_slot);                                                    \
+    } while (0)
+/* the same for the norms' templates: the slot handed down (RT_FP8_SLOT_ARG), a value
+ * folded where a row map returns it, a vector's lanes, and a warp kernel's end (lane 0
+ * of each warp folds its warp's maximum: a warp past the last row has returned) */
+#define RT_FP8_SLOT_ARG , amax_slot
+__device__ __forceinline__ float rt_fp8_folded(float &m, float v)
+{
+    m = fmaxf(m, rt_fp8_stored_abs(v));
+    return v;
+}
+#define RT_FP8_FOLDED(v) rt_fp8_folded(amax_m, (v))
+#define RT_FP8_FOLD_VEC(o, n)                                                                      \
+    for (int e_ = 0; e_ < (n); e_++)                                                               \
+    RT_FP8_FOLD((o).v[e_])
+#define RT_FP8_FOLD_WARP_END()                                                                     \
+    do {                                                                                           \
+        const float w_ = rt_warp_max(amax_m);                                                      \
+        if (amax_slot && (threadIdx.x & 31) == 0)                                                  \
+            atomicMax(amax_slot, __float_as_uint(w_));                                             \
+    } while (0)
+#else
+#define RT_FP8_SLOT
+#define RT_FP8_FOLD_INIT() (void)0
+#define RT_FP8_FOLD(v) (void)0
+#define RT_FP8_FOLD_END() (void)0
+#define RT_FP8_SLOT_ARG
+#define RT_FP8_FOLDED(v) (v)
+#define RT_FP8_FOLD_VEC(o, n) (void)0
+#define RT_FP8_FOLD_WARP_END() (void)0
+#endif
+
 /* torch.argmax's choice between two candidates (value, index): a NaN beats any number,
  * a greater value wins, and among equals (or two NaNs) the lower index. */
 __device__ __forceinline__ bool rt_argmax_better(float v, int i, float bv, int bi)

@@ -10,11 +10,14 @@
  *   v = out[k] (+ R[k]) + bias[j];  C[k] = v (C not NULL);  Y[k] = act(v) (act: 1 ReLU,
  *   2 GELU tanh)
  * out is C or Y (the GEMM's product, overwritten in place); R (NULL: none) is a
- * residual, added before the bias as cuBLASLt adds its beta C. */
+ * residual, added before the bias as cuBLASLt adds its beta C. fp8-mixed's instance
+ * folds the maximum of the output (Y, or C without act) into amax_slot, as rt_dgelu
+ * does D's (common.cuh's RT_FP8_SLOT). */
 extern "C" __global__ void __launch_bounds__(256)
 rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *bias, int64_t M,
-            int64_t N, int64_t ldc, int act)
+            int64_t N, int64_t ldc, int act RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     const bool narrow = M * N <= 0x7fffffff;   /* 32-bit remainders (a 64-bit one is slow) */
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
@@ -28,10 +31,14 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
         if (C)
             rt_st(C + k, v);
         if (act == 1)
-            rt_st(Y + k, v < 0.0f ? 0.0f : v);   /* NaN stays NaN, as torch.relu */
+            v = v < 0.0f ? 0.0f : v;   /* NaN stays NaN, as torch.relu */
         else if (act == 2)
-            rt_st(Y + k, rt_gelu_tanh(v));
+            v = rt_gelu_tanh(v);
+        if (act)
+            rt_st(Y + k, v);
+        RT_FP8_FOLD(v);   /* (the output: Y, or C without act) */
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Launch: grid-stride, 256 threads. For i < M, j < N, at k = i * ld + j:
@@ -39,13 +46,17 @@ rt_bias_act(const act_t *out, const act_t *R, act_t *C, act_t *Y, const float *b
  * D holds the GEMM's product (the gradient at the GELU's output), overwritten in place
  * by the gradient at its input; pre is the GELU's input. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld)
+rt_dgelu(act_t *D, const act_t *pre, int64_t M, int64_t N, int64_t ld RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < M * N;
          i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t k = ld == N ? i : i / N * ld + i % N;
-        rt_st(D + k, rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k)));
+        const float d = rt_gelu_tanh_bwd(rt_ld(pre + k), rt_ld(D + k));
+        rt_st(D + k, d);
+        RT_FP8_FOLD(d);
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Launch: grid-stride, 256 threads. y[i] += x[i] for i < n (fp32: a bias gradient). */

@@ -12,8 +12,16 @@
  * (tests/gpu/emu) runs the same code. tests/gpu/check_ops.c holds both kernels against
  * a C twin that picks the nearest of the 256 codes by search.
  *
- * Not yet done: the maximum comes from a pass of its own (rt_fp8_amax), not from the
- * kernel that produced the tensor. */
+ * The maximum of most operands comes from the kernel that produced them, which folds
+ * it into a slot as it writes (common.cuh's rt_fp8_amax_out, compiled into fp8-mixed's
+ * instances only, under RT_FP8): the weights' from the optimizer step that rewrote
+ * their 16-bit copy (one partial a chunk, optim.cuh; rt_fp8_chunk_amax once after the
+ * copy is made from the host: the start, a resume, --init, a ZeRO-1 gather); the
+ * activations' and gradients' from the fused elementwise kernels, the norms and the
+ * bias-and-activation epilogue (rt_bias_act) that wrote them. rt_fp8_amax is the pass
+ * left for the others: an operand that cuBLASLt wrote (a GEMM's output without our
+ * epilogue kernel) or whose writer folds nothing (docs/cuda.md lists them). The cast
+ * reads either the same way: nparts partial maxima (a slot is one). */
 
 #define RT_FP8_PARTS 256   /* rt_fp8_amax's blocks at most: the partial maxima */
 
@@ -52,9 +60,10 @@ __device__ __forceinline__ unsigned char rt_fp8_bits(float f, int e5m2)
 }
 
 /* Launch: 256 threads, at most RT_FP8_PARTS blocks, grid-stride. part[blockIdx.x] =
- * max |x[i, j]| over the block's share of i < rows, j < cols (rows ld apart). */
+ * max |x[i, j]| over the block's share of i < rows, j < cols (rows ld apart); with fold,
+ * that folded into the slot part[0] instead (as a producer's rt_fp8_amax_out would). */
 extern "C" __global__ void __launch_bounds__(256)
-rt_fp8_amax(const act_t *x, int64_t rows, int64_t cols, int64_t ld, float *part)
+rt_fp8_amax(const act_t *x, int64_t rows, int64_t cols, int64_t ld, float *part, int fold)
 {
     float m = 0.0f;
     const int64_t n = rows * cols;
@@ -64,13 +73,16 @@ rt_fp8_amax(const act_t *x, int64_t rows, int64_t cols, int64_t ld, float *part)
         m = fmaxf(m, fabsf(rt_ld(x + k)));
     }
     m = rt_block_max(m);
-    if (threadIdx.x == 0)
+    if (threadIdx.x == 0 && fold)
+        atomicMax((unsigned *)part, __float_as_uint(m));
+    else if (threadIdx.x == 0)
         part[blockIdx.x] = m;
 }
 
 /* Launch: 256 threads (a 32 x 8 layout over 32 x 32 tiles), any number of blocks,
- * after rt_fp8_amax wrote nparts partials. Every block takes amax = max(part), s as
- * above; block 0 writes scale[0] = amax, scale[1] = 1 / s. Then for i < rows, j < cols:
+ * after rt_fp8_amax or the tensor's producers wrote nparts partials (a slot: 1). Every
+ * block takes amax = max(part), s as above; block 0 writes scale[0] = amax, scale[1] =
+ * 1 / s. Then for i < rows, j < cols:
  *   trans 0: y[i * cols + j] = q(x[i * ld + j])     (y [rows, cols], packed)
  *   trans 1: y[j * rows + i] = q(x[i * ld + j])     (y [cols, rows], packed)
  *   trans 2: both, y as trans 0 and yt as trans 1 (a linear layer's dy, read by its two
@@ -115,4 +127,27 @@ rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float 
         }
         __syncthreads();   /* the tile is written again for the next one */
     }
+}
+
+/* optim.cuh's rt_opt_chunk, as cuda_ops.c lays out the table (this file comes first) */
+struct rt_fp8_chunk {
+    int64_t off;   /* first element, from the start of the parameter region */
+    int len;
+    int decay;
+};
+
+/* Launch: grid (chunks), 256 threads. amax[c] = max |pc| over chunk c: the weights'
+ * partial maxima (as fp8-mixed's rt_adamw and rt_sgd store them) for a 16-bit copy made
+ * from the host's parameters (rt_param_copy): once at the start, after a resume or
+ * --init, a ZeRO-1 gather. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_fp8_chunk_amax(const act_t *pc, const rt_fp8_chunk *chunks, float *amax)
+{
+    const rt_fp8_chunk ck = chunks[blockIdx.x];
+    float m = 0.0f;
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x)
+        m = fmaxf(m, fabsf(rt_ld(pc + ck.off + k)));
+    m = rt_block_max(m);
+    if (threadIdx.x == 0)
+        amax[blockIdx.x] = m;
 }

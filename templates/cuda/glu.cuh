@@ -1,7 +1,9 @@
 /* glu.cuh: the gated linear unit over rows of 2h, forward and backward, each one pass
  * over its tensors (twins of rt_glu_fwd and rt_glu_bwd in runtime/kernels.c, the same
  * float arithmetic); the shape is a runtime argument. act is trainc_rt.h's RT_GLU_*:
- * 0 silu, 1 gelu, 2 gelu (tanh), 3 sigmoid, 4 relu. */
+ * 0 silu, 1 gelu, 2 gelu (tanh), 3 sigmoid, 4 relu. fp8-mixed's instances (RT_FP8) fold
+ * the output's (y's, dx's) absolute maximum into one more argument, a slot (common.cuh's
+ * RT_FP8_SLOT), where it feeds an FP8 GEMM. */
 
 __device__ __forceinline__ float rt_glu_act(int act, float a)
 {
@@ -34,14 +36,15 @@ __device__ __forceinline__ float rt_glu_act_bwd(int act, float a, float g)
  * the tensors are 16-byte aligned (then every row of both halves is), else 1. */
 template <int V>
 __device__ __forceinline__ void glu_fwd_rows(const act_t *x, act_t *y, int64_t rows, int64_t h,
-                                             int act)
+                                             int act RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const act_t *a = x + r * 2 * h, *u = a + h;
         act_t *yr = y + r * h;
         for (int64_t j = (int64_t)threadIdx.x * V; j < h; j += (int64_t)blockDim.x * V) {
             if constexpr (V == 1) {
-                rt_st(yr + j, rt_glu_act(act, rt_ld(a + j)) * rt_ld(u + j));
+                rt_st(yr + j, RT_FP8_FOLDED(rt_glu_act(act, rt_ld(a + j)) * rt_ld(u + j)));
             } else {
                 const rt_vec<V> av = rt_ldv<V>(a + j), uv = rt_ldv<V>(u + j);
                 rt_vec<V> o;
@@ -49,23 +52,26 @@ __device__ __forceinline__ void glu_fwd_rows(const act_t *x, act_t *y, int64_t r
                 for (int e = 0; e < V; e++)
                     o.v[e] = rt_glu_act(act, av.v[e]) * uv.v[e];
                 rt_stv(yr + j, o);
+                RT_FP8_FOLD_VEC(o, V);
             }
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 template <int V>
 __device__ __forceinline__ void glu_bwd_rows(const act_t *x, const act_t *dy, act_t *dx,
-                                             int64_t rows, int64_t h, int act)
+                                             int64_t rows, int64_t h, int act RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
         const act_t *a = x + r * 2 * h, *u = a + h, *g = dy + r * h;
         act_t *da = dx + r * 2 * h, *du = da + h;
         for (int64_t j = (int64_t)threadIdx.x * V; j < h; j += (int64_t)blockDim.x * V) {
             if constexpr (V == 1) {
                 const float av = rt_ld(a + j), gv = rt_ld(g + j);
-                rt_st(da + j, rt_glu_act_bwd(act, av, gv * rt_ld(u + j)));
-                rt_st(du + j, rt_glu_act(act, av) * gv);
+                rt_st(da + j, RT_FP8_FOLDED(rt_glu_act_bwd(act, av, gv * rt_ld(u + j))));
+                rt_st(du + j, RT_FP8_FOLDED(rt_glu_act(act, av) * gv));
             } else {
                 const rt_vec<V> av = rt_ldv<V>(a + j), uv = rt_ldv<V>(u + j);
                 const rt_vec<V> gv = rt_ldv<V>(g + j);
@@ -77,30 +83,34 @@ __device__ __forceinline__ void glu_bwd_rows(const act_t *x, const act_t *dy, ac
                 }
                 rt_stv(da + j, oa);
                 rt_stv(du + j, ou);
+                RT_FP8_FOLD_VEC(oa, V);
+                RT_FP8_FOLD_VEC(ou, V);
             }
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Launch: grid (at most rows), block of 256; rows as glu_fwd_rows.
  *   y[r, j] = act(x[r, j]) * x[r, h + j]          x: [rows, 2h], y: [rows, h] */
 extern "C" __global__ void __launch_bounds__(256)
-rt_glu_fwd(const act_t *x, act_t *y, int64_t rows, int64_t h, int act)
+rt_glu_fwd(const act_t *x, act_t *y, int64_t rows, int64_t h, int act RT_FP8_SLOT)
 {
     if (h % rt_vec_n<act_t>() == 0 && rt_aligned16(x, y))
-        glu_fwd_rows<rt_vec_n<act_t>()>(x, y, rows, h, act);
+        glu_fwd_rows<rt_vec_n<act_t>()>(x, y, rows, h, act RT_FP8_SLOT_ARG);
     else
-        glu_fwd_rows<1>(x, y, rows, h, act);
+        glu_fwd_rows<1>(x, y, rows, h, act RT_FP8_SLOT_ARG);
 }
 
 /* Launch: as rt_glu_fwd.
  *   dx[r, j]     = act'(a) * (dy[r, j] * u)       a = x[r, j], u = x[r, h + j]
  *   dx[r, h + j] = act(a) * dy[r, j]              (dx [rows, 2h] overwritten; not x) */
 extern "C" __global__ void __launch_bounds__(256)
-rt_glu_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t rows, int64_t h, int act)
+rt_glu_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t rows, int64_t h,
+           int act RT_FP8_SLOT)
 {
     if (h % rt_vec_n<act_t>() == 0 && rt_aligned16(x, dy, dx))
-        glu_bwd_rows<rt_vec_n<act_t>()>(x, dy, dx, rows, h, act);
+        glu_bwd_rows<rt_vec_n<act_t>()>(x, dy, dx, rows, h, act RT_FP8_SLOT_ARG);
     else
-        glu_bwd_rows<1>(x, dy, dx, rows, h, act);
+        glu_bwd_rows<1>(x, dy, dx, rows, h, act RT_FP8_SLOT_ARG);
 }

@@ -1,7 +1,9 @@
 /* layernorm.cuh: LayerNorm and RMSNorm over the last axis of [rows, D] (twins of
  * rt_layernorm_fwd, rt_layernorm_bwd, rt_rmsnorm_fwd and rt_rmsnorm_bwd in
  * runtime/kernels.c). Statistics in double, elementwise arithmetic in float, as on the
- * CPU. */
+ * CPU. fp8-mixed's instances (RT_FP8) take one more argument, the slot the output's
+ * (y's, dx's) absolute maximum is folded into (common.cuh's RT_FP8_SLOT), where the
+ * output feeds an FP8 GEMM. */
 
 /* Rows whose width is a multiple of 128, up to 1024 (GPT-2's 768), take a warp a row
  * with the row in registers (rt_ln_warp): 8 rows a block of 256 threads, the sums
@@ -39,13 +41,14 @@ __device__ __forceinline__ int64_t rt_ln_warp_row(int64_t rows)
 template <int D>
 __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *w, const float *b,
                                                    act_t *y, float *mean, float *rstd, float eps,
-                                                   int64_t rows)
+                                                   int64_t rows RT_FP8_SLOT)
 {
     constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
+    RT_FP8_FOLD_INIT();
     const act_t *xr = x + r * D;
     rt_vec<G> v[C];
     double s = 0.0;
@@ -76,17 +79,21 @@ __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *
         for (int e = 0; e < G; e++)
             o.v[e] = (v[k].v[e] - m) * rs * wv.v[e] + bv.v[e];
         rt_stv(y + r * D + j, o);
+        RT_FP8_FOLD_VEC(o, G);
     }
     if (lane == 0) {
         mean[r] = m;
         rstd[r] = rs;
     }
+    RT_FP8_FOLD_WARP_END();
 }
 
 template <int D>
 __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w, const float *b,
-                                                  act_t *y, float *mean, float *rstd, float eps)
+                                                  act_t *y, float *mean, float *rstd,
+                                                  float eps RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D;           /* [D] */
     double s = 0.0;
@@ -99,30 +106,32 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
     });
     double var = rt_block_sum(q) / (double)D;
     float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
-    rt_row_map(xr, y + r * D, D, [&](int j, float v) { return (v - m) * rs * w[j] + b[j]; });
+    rt_row_map(xr, y + r * D, D,
+               [&](int j, float v) { return RT_FP8_FOLDED((v - m) * rs * w[j] + b[j]); });
     if (threadIdx.x == 0) {
         mean[r] = m;
         rstd[r] = rs;
     }
+    RT_FP8_FOLD_END();
 }
 
 template <int D>
 __device__ __forceinline__ void layernorm_fwd_any(const act_t *x, const float *w, const float *b,
                                                   act_t *y, float *mean, float *rstd, float eps,
-                                                  int64_t rows)
+                                                  int64_t rows RT_FP8_SLOT)
 {
     if constexpr (rt_ln_warp(D))
-        layernorm_fwd_warp<D>(x, w, b, y, mean, rstd, eps, rows);
+        layernorm_fwd_warp<D>(x, w, b, y, mean, rstd, eps, rows RT_FP8_SLOT_ARG);
     else
-        layernorm_fwd_row<D>(x, w, b, y, mean, rstd, eps);
+        layernorm_fwd_row<D>(x, w, b, y, mean, rstd, eps RT_FP8_SLOT_ARG);
 }
 
 #define RT_LAYERNORM_FWD(D)                                                                   \
     extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_layernorm_fwd_##D(      \
         const act_t *x, const float *w, const float *b, act_t *y, float *mean, float *rstd,   \
-        float eps, int64_t rows)                                                              \
+        float eps, int64_t rows RT_FP8_SLOT)                                                  \
     {                                                                                         \
-        layernorm_fwd_any<D>(x, w, b, y, mean, rstd, eps, rows);                              \
+        layernorm_fwd_any<D>(x, w, b, y, mean, rstd, eps, rows RT_FP8_SLOT_ARG);              \
     }
 
 /* The input gradient of one row per block (a warp a row where rt_ln_warp(D)).
@@ -141,13 +150,14 @@ template <int D>
 __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *w,
                                                    const float *mean, const float *rstd,
                                                    const act_t *dy, const act_t *add, act_t *dx,
-                                                   int64_t rows)
+                                                   int64_t rows RT_FP8_SLOT)
 {
     constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
+    RT_FP8_FOLD_INIT();
     const float m = mean[r], rs = rstd[r];
     float xh[C][G], g[C][G];
     double s1 = 0.0, s2 = 0.0;
@@ -177,14 +187,18 @@ __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *
             o.v[e] = add ? gx + o.v[e] : gx;
         }
         rt_stv(dx + r * D + j, o);
+        RT_FP8_FOLD_VEC(o, G);
     }
+    RT_FP8_FOLD_WARP_END();
 }
 
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
-                                                  const act_t *dy, const act_t *add, act_t *dx)
+                                                  const act_t *dy, const act_t *add,
+                                                  act_t *dx RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
     float m = mean[r], rs = rstd[r];
@@ -199,28 +213,29 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float xh = (v - m) * rs;
         float gx = rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
-        return addr ? gx + rt_ld(addr + j) : gx;
+        return RT_FP8_FOLDED(addr ? gx + rt_ld(addr + j) : gx);
     });
+    RT_FP8_FOLD_END();
 }
 
 template <int D>
 __device__ __forceinline__ void layernorm_bwd_any(const act_t *x, const float *w,
                                                   const float *mean, const float *rstd,
                                                   const act_t *dy, const act_t *add, act_t *dx,
-                                                  int64_t rows)
+                                                  int64_t rows RT_FP8_SLOT)
 {
     if constexpr (rt_ln_warp(D))
-        layernorm_bwd_warp<D>(x, w, mean, rstd, dy, add, dx, rows);
+        layernorm_bwd_warp<D>(x, w, mean, rstd, dy, add, dx, rows RT_FP8_SLOT_ARG);
     else
-        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx);
+        layernorm_bwd_row<D>(x, w, mean, rstd, dy, add, dx RT_FP8_SLOT_ARG);
 }
 
 #define RT_LAYERNORM_BWD(D)                                                                   \
     extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_layernorm_bwd_##D(      \
         const act_t *x, const float *w, const float *mean, const float *rstd,                 \
-        const act_t *dy, const act_t *add, act_t *dx, int64_t rows)                           \
+        const act_t *dy, const act_t *add, act_t *dx, int64_t rows RT_FP8_SLOT)               \
     {                                                                                         \
-        layernorm_bwd_any<D>(x, w, mean, rstd, dy, add, dx, rows);                            \
+        layernorm_bwd_any<D>(x, w, mean, rstd, dy, add, dx, rows RT_FP8_SLOT_ARG);            \
     }
 
 /* Partial sums of dw and db over blocks of rows (the runtime shape needs no template).
@@ -270,13 +285,14 @@ rt_layernorm_dwdb(const act_t *x, const act_t *dy, const float *mean, const floa
  * y may be x. */
 template <int D>
 __device__ __forceinline__ void rmsnorm_fwd_warp(const act_t *x, const float *w, act_t *y,
-                                                 float *rstd, float eps, int64_t rows)
+                                                 float *rstd, float eps, int64_t rows RT_FP8_SLOT)
 {
     constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
+    RT_FP8_FOLD_INIT();
     const act_t *xr = x + r * D;
     rt_vec<G> v[C];
     double q = 0.0;
@@ -298,34 +314,39 @@ __device__ __forceinline__ void rmsnorm_fwd_warp(const act_t *x, const float *w,
         for (int e = 0; e < G; e++)
             o.v[e] = v[k].v[e] * rs * wv.v[e];
         rt_stv(y + r * D + j, o);
+        RT_FP8_FOLD_VEC(o, G);
     }
     if (lane == 0)
         rstd[r] = rs;
+    RT_FP8_FOLD_WARP_END();
 }
 
 template <int D>
 __device__ __forceinline__ void rmsnorm_fwd_row(const act_t *x, const float *w, act_t *y,
-                                                float *rstd, float eps)
+                                                float *rstd, float eps RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D;           /* [D] */
     double q = 0.0;
     rt_row_each(xr, D, [&](int j, float v) { q += (double)v * (double)v; });
     double ms = rt_block_sum(q) / (double)D;
     float rs = (float)(1.0 / sqrt(ms + (double)eps));
-    rt_row_map(xr, y + r * D, D, [&](int j, float v) { return v * rs * w[j]; });
+    rt_row_map(xr, y + r * D, D, [&](int j, float v) { return RT_FP8_FOLDED(v * rs * w[j]); });
     if (threadIdx.x == 0)
         rstd[r] = rs;
+    RT_FP8_FOLD_END();
 }
 
 #define RT_RMSNORM_FWD(D)                                                                     \
     extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_rmsnorm_fwd_##D(        \
-        const act_t *x, const float *w, act_t *y, float *rstd, float eps, int64_t rows)       \
+        const act_t *x, const float *w, act_t *y, float *rstd, float eps,                     \
+        int64_t rows RT_FP8_SLOT)                                                             \
     {                                                                                         \
         if constexpr (rt_ln_warp(D))                                                          \
-            rmsnorm_fwd_warp<D>(x, w, y, rstd, eps, rows);                                    \
+            rmsnorm_fwd_warp<D>(x, w, y, rstd, eps, rows RT_FP8_SLOT_ARG);                    \
         else                                                                                  \
-            rmsnorm_fwd_row<D>(x, w, y, rstd, eps);                                           \
+            rmsnorm_fwd_row<D>(x, w, y, rstd, eps RT_FP8_SLOT_ARG);                           \
     }
 
 /* The input gradient of a row (a warp a row where rt_ln_warp(D)).
@@ -339,13 +360,15 @@ __device__ __forceinline__ void rmsnorm_fwd_row(const act_t *x, const float *w, 
 template <int D>
 __device__ __forceinline__ void rmsnorm_bwd_warp(const act_t *x, const float *w,
                                                  const float *rstd, const act_t *dy,
-                                                 const act_t *add, act_t *dx, int64_t rows)
+                                                 const act_t *add, act_t *dx,
+                                                 int64_t rows RT_FP8_SLOT)
 {
     constexpr int G = rt_ln_group<D>(), C = D / (32 * G);   /* C groups of G a lane */
     const int lane = threadIdx.x & 31;
     const int64_t r = rt_ln_warp_row(rows);
     if (r < 0)
         return;
+    RT_FP8_FOLD_INIT();
     const float rs = rstd[r];
     float xh[C][G], g[C][G];
     double s = 0.0;
@@ -374,14 +397,17 @@ __device__ __forceinline__ void rmsnorm_bwd_warp(const act_t *x, const float *w,
             o.v[e] = add ? gx + o.v[e] : gx;
         }
         rt_stv(dx + r * D + j, o);
+        RT_FP8_FOLD_VEC(o, G);
     }
+    RT_FP8_FOLD_WARP_END();
 }
 
 template <int D>
 __device__ __forceinline__ void rmsnorm_bwd_row(const act_t *x, const float *w,
                                                 const float *rstd, const act_t *dy,
-                                                const act_t *add, act_t *dx)
+                                                const act_t *add, act_t *dx RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();
     int64_t r = blockIdx.x;
     const act_t *xr = x + r * D, *dyr = dy + r * D;   /* [D] each */
     float rs = rstd[r];
@@ -391,19 +417,20 @@ __device__ __forceinline__ void rmsnorm_bwd_row(const act_t *x, const float *w,
     const act_t *addr = add ? add + r * D : NULL;
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float gx = rs * (rt_ld(dyr + j) * w[j] - v * rs * m);
-        return addr ? gx + rt_ld(addr + j) : gx;
+        return RT_FP8_FOLDED(addr ? gx + rt_ld(addr + j) : gx);
     });
+    RT_FP8_FOLD_END();
 }
 
 #define RT_RMSNORM_BWD(D)                                                                     \
     extern "C" __global__ void __launch_bounds__(rt_ln_threads(D)) rt_rmsnorm_bwd_##D(        \
         const act_t *x, const float *w, const float *rstd, const act_t *dy, const act_t *add, \
-        act_t *dx, int64_t rows)                                                              \
+        act_t *dx, int64_t rows RT_FP8_SLOT)                                                  \
     {                                                                                         \
         if constexpr (rt_ln_warp(D))                                                          \
-            rmsnorm_bwd_warp<D>(x, w, rstd, dy, add, dx, rows);                               \
+            rmsnorm_bwd_warp<D>(x, w, rstd, dy, add, dx, rows RT_FP8_SLOT_ARG);               \
         else                                                                                  \
-            rmsnorm_bwd_row<D>(x, w, rstd, dy, add, dx);                                      \
+            rmsnorm_bwd_row<D>(x, w, rstd, dy, add, dx RT_FP8_SLOT_ARG);                      \
     }
 
 /* Partial sums of dw over blocks of rows, as rt_layernorm_dwdb's (without db).

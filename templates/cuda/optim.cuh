@@ -17,6 +17,35 @@ struct rt_opt_chunk {
     int decay;                 /* weight decay applies (tensors of rank >= 2) */
 };
 
+/* fp8-mixed (RT_FP8): rt_adamw and rt_sgd take one more argument, amax (NULL: none),
+ * where block b stores the absolute maximum of chunk b's 16-bit copy as written:
+ * fp8.cuh's partial maxima of the weights, read by the next forward's casts (the
+ * weights do not change between the update and the next step's GEMMs; a chunk is one
+ * tensor's). Other precisions' kernels compile without it. */
+#ifdef RT_FP8
+#define RT_FP8_AMAX_ARG , float *amax
+#define RT_FP8_AMAX_INIT() float am_ = 0.0f
+#define RT_FP8_AMAX1(x) am_ = fmaxf(am_, rt_fp8_stored_abs(x))
+#define RT_FP8_AMAX4(q)                                                                            \
+    am_ = fmaxf(fmaxf(fmaxf(am_, rt_fp8_stored_abs((q).x)), rt_fp8_stored_abs((q).y)),             \
+                fmaxf(rt_fp8_stored_abs((q).z), rt_fp8_stored_abs((q).w)))
+/* (amax and pc are the same for every block: all threads reach rt_block_max or none) */
+#define RT_FP8_AMAX_STORE()                                                                        \
+    do {                                                                                           \
+        if (amax && pc) {                                                                          \
+            am_ = rt_block_max(am_);                                                               \
+            if (threadIdx.x == 0)                                                                  \
+                amax[blockIdx.x] = am_;                                                            \
+        }                                                                                          \
+    } while (0)
+#else
+#define RT_FP8_AMAX_ARG
+#define RT_FP8_AMAX_INIT() (void)0
+#define RT_FP8_AMAX1(x) (void)0
+#define RT_FP8_AMAX4(q) (void)0
+#define RT_FP8_AMAX_STORE() (void)0
+#endif
+
 /* AdamW on one element; the scalars are optim.c's, rounded to float on the host. */
 __device__ __forceinline__ void rt_adamw_elem(float &p, float &m, float &v, float g, float gs,
                                               float decay, float b1, float b2, float a1, float a2,
@@ -52,9 +81,11 @@ __device__ __forceinline__ float rt_clip_scale(double sumsq, double max_norm)
 extern "C" __global__ void __launch_bounds__(256)
 rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
          const rt_opt_chunk *chunks, float gs, const double *sumsq, double max_norm, float decay,
-         float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt, float eps)
+         float b1, float b2, float a1, float a2, float step_size, float bc2_sqrt, float eps
+         RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
     float dec = ck.decay ? decay : 1.0f;
@@ -72,16 +103,22 @@ rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
             *(float4 *)(p + k) = pv;
             *(float4 *)(m + k) = mv;
             *(float4 *)(v + k) = vv;
-            if (pc)
+            if (pc) {
                 rt_st4(pc + k, pv);
+                RT_FP8_AMAX4(pv);
+            }
         }
-        return;
+    } else {
+        for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
+            rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt,
+                          eps);
+            if (pc) {
+                rt_st(pc + k, p[k]);
+                RT_FP8_AMAX1(p[k]);
+            }
+        }
     }
-    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
-        rt_adamw_elem(p[k], m[k], v[k], g[k], gs, dec, b1, b2, a1, a2, step_size, bc2_sqrt, eps);
-        if (pc)
-            rt_st(pc + k, p[k]);
-    }
+    RT_FP8_AMAX_STORE();
 }
 
 /* SGD as torch.optim.SGD; mode: 0 no momentum, 1 the first step with momentum (the
@@ -111,9 +148,10 @@ __device__ __forceinline__ void rt_sgd_elem(float &p, float *buf, float g, float
 extern "C" __global__ void __launch_bounds__(256)
 rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_opt_chunk *chunks,
        float gs, const double *sumsq, double max_norm, float wd, float lr, float mom, int mode,
-       int nesterov)
+       int nesterov RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
     float w = ck.decay ? wd : 0.0f;
@@ -121,9 +159,12 @@ rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_op
     float *b = buf ? buf + (ck.off - slo) : 0;
     for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
         rt_sgd_elem(p[k], b ? b + k : 0, g[k], gs, w, lr, mom, mode, nesterov);
-        if (pc)
+        if (pc) {
             rt_st(pc + ck.off + k, p[k]);
+            RT_FP8_AMAX1(p[k]);
+        }
     }
+    RT_FP8_AMAX_STORE();
 }
 
 /* Launch: grid-stride, 256 threads.

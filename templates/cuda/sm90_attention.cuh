@@ -88,7 +88,7 @@ __device__ __forceinline__ void att90_produce(const rt_tmap *map, unsigned base,
 /* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int nkt, float *L,
-                                              act_t *y, int64_t d, int h, int b)
+                                              act_t *y, int64_t d, int h, int b RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90_STAGES, BK = RT_ATT90_BK, NS = BK / 2, NO = HD / 2;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = BK * HD * 2;
@@ -157,6 +157,7 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         sm90_wgmma_wait<0>();
         sm90_mbar_arrive(bars + 8 * (1 + 3 * S + s));   /* V read */
     }
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: the maximum of the y this thread stores */
     for (int u = 0; u < 2; u++) {
         l[u] += __shfl_xor_sync(0xffffffffu, l[u], 1);
         l[u] += __shfl_xor_sync(0xffffffffu, l[u], 2);
@@ -165,15 +166,22 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
             continue;
         act_t *yr = y + ((int64_t)b * T + i) * d + (int64_t)h * HD;
         const float inv = 1.0f / l[u];
-        for (int n = 0; n < HD / 8; n++)
-            att_st2(yr + 8 * n + 2 * t4, o[4 * n + 2 * u] * inv, o[4 * n + 2 * u + 1] * inv);
+        for (int n = 0; n < HD / 8; n++) {
+            const float y0 = o[4 * n + 2 * u] * inv, y1 = o[4 * n + 2 * u + 1] * inv;
+            att_st2(yr + 8 * n + 2 * t4, y0, y1);
+            RT_FP8_FOLD(y0);
+            RT_FP8_FOLD(y1);
+        }
         if (t4 == 0)
             L[i] = (m[u] + log2f(l[u])) * RT_LN2;
     }
+    /* per warp, not per block: the producer warpgroup has returned (no block barrier) */
+    RT_FP8_FOLD_WARP_END();
 }
 
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y, int H)
+__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y,
+                                                int H RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a forward takes heads 64 or 128 wide");
     constexpr int S = RT_ATT90_STAGES, NQT = (T + RT_ATT90_BQ - 1) / RT_ATT90_BQ;
@@ -203,28 +211,31 @@ __device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, 
         return;
     }
     sm90_setmaxnreg_inc<232>();
-    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, nkt, lse + ((int64_t)b * H + h) * T, y, d, h, b);
+    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, nkt, lse + ((int64_t)b * H + h) * T, y, d, h,
+                                 b RT_FP8_SLOT_ARG);
 }
 #else
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y, int H) {}
+__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y,
+                                                int H RT_FP8_SLOT) {}
 #endif
 
 /* Emitted with each RT_ATTENTION_FWD instance (attention.cuh) where NVRTC compiles for
  * sm_90a; cuda_ops.c launches it only for 16-bit activations and heads of 64 or 128. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90_any(const rt_tmap *map, float *lse, act_t *y, int H)
+__device__ __forceinline__ void attention_fwd90_any(const rt_tmap *map, float *lse, act_t *y,
+                                                    int H RT_FP8_SLOT)
 {
     if constexpr (HD == 64 || HD == 128)
-        attention_fwd90<T, HD, CAUSAL>(map, lse, y, H);
+        attention_fwd90<T, HD, CAUSAL>(map, lse, y, H RT_FP8_SLOT_ARG);
 }
 #if RT_SM90A
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)                                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT90_THREADS, 1)                           \
         rt_attention_fwd90_##T##_##HD##_##CAUSAL(const __grid_constant__ rt_tmap map, float *lse, \
-                                                 act_t *y, int H)                               \
+                                                 act_t *y, int H RT_FP8_SLOT)                   \
     {                                                                                           \
-        attention_fwd90_any<T, HD, CAUSAL>(&map, lse, y, H);                                    \
+        attention_fwd90_any<T, HD, CAUSAL>(&map, lse, y, H RT_FP8_SLOT_ARG);                    \
     }
 #else
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)

@@ -96,6 +96,7 @@ static const char *const instances[] = {
 #define TOL_RED 1e-4           /* reductions */
 static int half;               /* --bf16 (1), --fp16 (2): activations stored in 16 bits (act_t) */
 static int short_att;          /* --short: 16-bit attention at T 128, not 1024 (the emulators) */
+static int fp8_only;           /* --fp8: fp8-mixed's kernels (bf16 and RT_FP8), their maxima */
 /* The tolerance of an activation output: plus the rounding of 16-bit storage (half a
  * unit in the last place: 2^-8 of the value for bf16, 2^-11 for fp16, at most). */
 static double TA(double tol) { return half == 1 ? tol + 4e-3 : half == 2 ? tol + 5e-4 : tol; }
@@ -1490,10 +1491,10 @@ static void t_fp8_cast(int64_t rows, int64_t cols, int64_t ld, int e5m2, int tra
         rt_dptr y = (rt_dptr)(uintptr_t)gy;
         if (trans == 2)
             rt_cu_fp8_cast_both(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, y, y + m,
-                                (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+                                (rt_dptr)(uintptr_t)gp, 0, (rt_dptr)(uintptr_t)gs);
         else
             rt_cu_fp8_cast(G, (rt_dptr)(uintptr_t)gx, rows, cols, ld, e5m2, trans, y,
-                           (rt_dptr)(uintptr_t)gp, (rt_dptr)(uintptr_t)gs);
+                           (rt_dptr)(uintptr_t)gp, 0, (rt_dptr)(uintptr_t)gs);
         got[rep] = rt_xmalloc((size_t)all);
         rt_cu_sync(G);
         rt_cu_download(got[rep], y, (size_t)all);
@@ -2219,6 +2220,246 @@ static char *kernel_source(const char *dir)
     return src;
 }
 
+/* ---- fp8-mixed's producers: the maxima they fold (--fp8) -------------------------------- */
+
+/* max |x| over n values as fmaxf from 0 takes it (a NaN dropped): the cast's */
+static float host_amax(const float *x, int64_t n)
+{
+    float m = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        m = fmaxf(m, fabsf(x[i]));
+    return m;
+}
+
+/* The slot's float against the maximum of the output as the GPU stored it (act_t,
+ * widened: what the cast reads), bit for bit. */
+static void fold_judge(const char *name, const void *slot, const void *gy, int64_t n)
+{
+    float *y = down_a(gy, n), *got = down(slot, 1), want = host_amax(y, n);
+    if (memcmp(got, &want, 4))
+        report(name, 0.0, 0.0, ": the slot holds %a, the output's maximum is %a", got[0], want);
+    else
+        report(name, 0.0, 0.0, NULL);
+    free(y), free(got);
+}
+
+/* the next norm, attention or epilogue call folds into slot 0, zeroed */
+static void *fold_next(void)
+{
+    rt_cu_fp8_amax_reset(G, 0, 1);
+    rt_cu_fp8_amax_use(G, -1, -1, 0);
+    return rt_cu_fp8_amax_slot(G, 0);
+}
+
+/* layernorm.cuh: the forward's y and the backward's dx (with an addend), a warp a row
+ * (d a multiple of 128 up to 1024) and a block a row; RMSNorm's the same. The largest
+ * output is planted at (pr, pc) (x and dy large there, w 1, b 0), so that a maximum
+ * that misses an element (a lane's, a vector's last) shows wherever it falls. */
+static void t_fp8_norms(int64_t rows, int64_t d, int64_t pr, int64_t pc)
+{
+    SHAPE("[%lld, %lld] largest at %lld, %lld", (long long)rows, (long long)d, (long long)pr,
+          (long long)pc);
+    int64_t n = rows * d;
+    float *x = avec(n), *w = fvec(d), *b = fvec(d), *dy = avec(n), *g = avec(n);
+    x[pr * d + pc] = 40.0f, dy[pr * d + pc] = 40.0f, w[pc] = 1.0f, b[pc] = 0.0f;
+    if (rows > 2)
+        x[(pr + 1) % rows * d] = NAN;   /* a NaN row: dropped from the maximum, as the pass does */
+    float *gx = up_a(x, n), *gw = up(w, d * 4), *gb = up(b, d * 4), *gdy = up_a(dy, n);
+    float *gg = up_a(g, n), *gy = dalloc_a(n), *gdx = dalloc_a(n);
+    float *gmean = dalloc(rows * 4), *grstd = dalloc(rows * 4), *gdw = dalloc(d * 4);
+    float *gdb = dalloc(d * 4);
+    void *slot = fold_next();
+    rt_cu_layernorm_fwd(G, gx, gw, gb, gy, gmean, grstd, rows, d, 1e-5f);
+    fold_judge("fp8 fold layernorm_fwd", slot, gy, n);
+    slot = fold_next();
+    rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gg, gdx, gdw, gdb, rows, d);
+    fold_judge("fp8 fold layernorm_bwd", slot, gdx, n);
+    slot = fold_next();
+    rt_cu_rmsnorm_fwd(G, gx, gw, gy, grstd, rows, d, 1e-5f);
+    fold_judge("fp8 fold rmsnorm_fwd", slot, gy, n);
+    slot = fold_next();
+    rt_cu_rmsnorm_bwd(G, gx, gw, grstd, gdy, NULL, gdx, gdw, rows, d);
+    fold_judge("fp8 fold rmsnorm_bwd", slot, gdx, n);
+    free(x), free(w), free(b), free(dy), free(g), reset();
+}
+
+/* glu.cuh: the forward's y [rows, h] and the backward's dx [rows, 2h], 16-byte vectors
+ * (h a multiple of 8) or single values, the largest planted last */
+static void t_fp8_glu(int64_t rows, int64_t h, int act)
+{
+    SHAPE("[%lld, %lld] act %d", (long long)rows, (long long)h, act);
+    int64_t n = rows * h;
+    float *x = avec(2 * n), *dy = avec(n);
+    x[2 * n - 1] = 9.0f, x[2 * n - h - 1] = 3.0f, dy[n - 1] = 9.0f;
+    float *gx = up_a(x, 2 * n), *gdy = up_a(dy, n), *gy = dalloc_a(n), *gdx = dalloc_a(2 * n);
+    void *slot = fold_next();
+    rt_cu_glu_fwd(G, gx, gy, rows, h, act);
+    fold_judge("fp8 fold glu_fwd", slot, gy, n);
+    slot = fold_next();
+    rt_cu_glu_bwd(G, gx, gdy, gdx, rows, h, act);
+    fold_judge("fp8 fold glu_bwd", slot, gdx, 2 * n);
+    free(x), free(dy), reset();
+}
+
+/* attention.cuh's forward: y, batches x heads of tiles folding into one slot */
+static void t_fp8_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
+{
+    SHAPE("B %lld T %lld d %lld H %lld%s", (long long)B, (long long)T, (long long)d,
+          (long long)H, causal ? " causal" : "");
+    int64_t nq = B * T * 3 * d, ny = B * T * d;
+    float *qkv = avec(nq);
+    for (int64_t i = 0; i < nq; i++)
+        qkv[i] *= 4.0f;   /* sharper softmaxes: y's maximum not near the mean */
+    float *gq = up_a(qkv, nq), *gl = dalloc(B * H * T * 4), *gy = dalloc_a(ny);
+    void *slot = fold_next();
+    rt_cu_attention_fwd(G, gq, gl, gy, B, T, d, H, causal);
+    fold_judge("fp8 fold attention_fwd", slot, gy, ny);
+    free(qkv), reset();
+}
+
+/* attention.cuh's extended forward (key/value heads, rope, a window): y as above */
+static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                                int64_t W)
+{
+    SHAPE("ext B %lld T %lld d %lld H %lld KV %lld W %lld", (long long)B, (long long)T,
+          (long long)d, (long long)H, (long long)KV, (long long)W);
+    int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, ny = B * T * d;
+    float *qkv = avec(nq);
+    for (int64_t i = 0; i < nq; i++)
+        qkv[i] *= 4.0f;
+    float *gq = up_a(qkv, nq), *gl = dalloc(B * H * T * 4), *gy = dalloc_a(ny);
+    void *slot = fold_next();
+    rt_cu_attention_ext_fwd(G, gq, NULL, NULL, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
+                            4.0f, 0);
+    fold_judge("fp8 fold attention_ext", slot, gy, ny);
+    free(qkv), reset();
+}
+
+/* epilogue.cuh: rt_bias_act's output (Y with an activation, else C) and rt_dgelu's D;
+ * fp8.cuh's rt_fp8_amax with fold (cuda_blas.c's pass where cuBLASLt wrote an output) */
+static void t_fp8_epilogues(int64_t M, int64_t N)
+{
+    SHAPE("[%lld, %lld]", (long long)M, (long long)N);
+    int64_t n = M * N;
+    float *P = avec(n), *bias = fvec(N), *pre = avec(n);
+    P[n - 1] = 9.0f, pre[n - 1] = 9.0f;   /* the largest last: the grid-stride's tail */
+    void *gp = dalloc_a(n), *gy = dalloc_a(n), *gb = up(bias, (size_t)N * 4), *gpre = up_a(pre, n);
+    void *none = NULL;
+    for (int act = 0; act < 3; act++) {
+        static const char *const names[] = {"fp8 fold bias_act (C)", "fp8 fold bias_act relu",
+                                            "fp8 fold bias_act gelu"};
+        upload_a(gp, P, n);
+        void *gc = act ? NULL : gp, *gyy = act ? gy : NULL, *slot = fold_next();
+        rt_dptr sl = (rt_dptr)(uintptr_t)slot;
+        int64_t ld = N;
+        int a = act;
+        void *args[] = {&gp, &none, &gc, &gyy, &gb, &M, &N, &ld, &a, &sl};
+        rt_cu_launch(G, "rt_bias_act", 13, 1, 1, 256, 1, 0, args);
+        fold_judge(names[act], slot, act ? gy : gp, n);
+    }
+    upload_a(gp, P, n);
+    void *slot = fold_next();
+    rt_dptr sl = (rt_dptr)(uintptr_t)slot;
+    int64_t ld = N;
+    void *args[] = {&gp, &gpre, &M, &N, &ld, &sl};
+    rt_cu_launch(G, "rt_dgelu", 7, 1, 1, 256, 1, 0, args);
+    fold_judge("fp8 fold dgelu", slot, gp, n);
+    slot = fold_next();
+    rt_cu_fp8_fold(G, (rt_dptr)(uintptr_t)gpre, M, N, N, (rt_dptr)(uintptr_t)slot);
+    fold_judge("fp8 fold rt_fp8_amax", slot, gpre, n);
+    free(P), free(bias), free(pre), reset();
+}
+
+/* optim.cuh's rt_adamw and rt_sgd (fp8-mixed's instances: a partial maximum a chunk of
+ * the 16-bit copy they write) and fp8.cuh's rt_fp8_chunk_amax (the same from a copy
+ * made elsewhere), over a table of chunks of a few tensors, one not a multiple of 4 */
+static void t_fp8_weights(void)
+{
+    static const int64_t sizes[] = {16384 + 100, 3, 4096};
+    struct {
+        int64_t off;
+        int32_t len, decay;
+    } ck[8];
+    int nc = 0;
+    int64_t np = 0;
+    for (int t = 0; t < 3; np += sizes[t++])
+        for (int64_t o = 0; o < sizes[t]; o += 16384, nc++) {
+            ck[nc].off = np + o;
+            ck[nc].len = (int32_t)(sizes[t] - o < 16384 ? sizes[t] - o : 16384);
+            ck[nc].decay = t != 1;
+        }
+    SHAPE("%d chunks of %lld parameters", nc, (long long)np);
+    float *p = fvec(np), *g = fvec(np), *z = rt_xmalloc((size_t)np * 4);
+    memset(z, 0, (size_t)np * 4);
+    p[5] = 300.0f;   /* a large weight in the first chunk */
+    void *gp = up(p, np * 4), *gg = up(g, np * 4), *gm = up(z, np * 4), *gv = up(z, np * 4);
+    void *gpc = dalloc_a(np), *gck = up(ck, sizeof ck), *gam = dalloc(8 * 4);
+    for (int k = 0; k < 3; k++) {
+        static const char *const names[] = {"fp8 amax adamw", "fp8 amax sgd", "fp8 chunk_amax"};
+        upload(gp, p, np * 4);
+        float *poison = nans(8);
+        upload(gam, poison, 8 * 4);
+        free(poison);
+        int64_t slo = 0;
+        float gs = 1.0f, decay = 0.999f, b1 = 0.9f, b2 = 0.999f, a1 = 0.1f, a2 = 0.001f;
+        float step = 0.01f, bc2 = 0.03f, eps = 1e-8f, wd = 0.01f, lr = 0.01f, mom = 0.9f;
+        double max_norm = NAN;
+        void *sumsq = NULL;
+        int mode = 0, nest = 0;
+        if (k == 0) {
+            void *args[] = {&gp, &gpc, &gg, &gm, &gv, &slo, &gck, &gs, &sumsq, &max_norm, &decay,
+                            &b1, &b2, &a1, &a2, &step, &bc2, &eps, &gam};
+            rt_cu_launch(G, "rt_adamw", (unsigned)nc, 1, 1, 256, 1, 0, args);
+        } else if (k == 1) {
+            void *buf = NULL;
+            void *args[] = {&gp, &gpc, &gg, &buf, &slo, &gck, &gs, &sumsq, &max_norm, &wd, &lr,
+                            &mom, &mode, &nest, &gam};
+            rt_cu_launch(G, "rt_sgd", (unsigned)nc, 1, 1, 256, 1, 0, args);
+        } else {
+            void *args[] = {&gpc, &gck, &gam};
+            rt_cu_launch(G, "rt_fp8_chunk_amax", (unsigned)nc, 1, 1, 256, 1, 0, args);
+        }
+        float *pc = down_a(gpc, np), *am = down(gam, nc);
+        int bad = -1;
+        for (int c = 0; c < nc && bad < 0; c++) {
+            float want = host_amax(pc + ck[c].off, ck[c].len);
+            if (memcmp(&am[c], &want, 4))
+                bad = c;
+        }
+        if (bad >= 0)
+            report(names[k], 0.0, 0.0, ": chunk %d's partial %a, its maximum %a", bad, am[bad],
+                   host_amax(pc + ck[bad].off, ck[bad].len));
+        else
+            report(names[k], 0.0, 0.0, NULL);
+        free(pc), free(am);
+    }
+    free(p), free(g), rt_xfree(z), reset();
+}
+
+/* fp8-mixed's producers of FP8 GEMM operands: each folds its output's absolute maximum
+ * (as stored) where the cast reads it, bit for bit the host's maximum of that output. */
+static void t_fp8_folds(void)
+{
+    static rt_model fm = {.name = "check_ops", .fp8 = 1, .fp8_amax_slots = 1};
+    rt_cu_fp8_setup(G, &fm);
+    /* a warp a row (8 bf16 a lane's vector), a block past the last row; a block a row */
+    t_fp8_norms(37, 768, 0, 0);
+    t_fp8_norms(37, 768, 36, 767);
+    t_fp8_norms(37, 768, 5, 8 * 37 + 7);
+    t_fp8_norms(37, 768, 20, 256 + 3);
+    t_fp8_norms(9, 130, 0, 129);
+    t_fp8_norms(9, 130, 8, 64);
+    t_fp8_glu(37, 384, 0);   /* silu, vectors */
+    t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
+    t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
+    t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
+    t_fp8_attention_ext(2, 200, 256, 4, 2, 0);   /* the tensor cores, 2 query heads a group */
+    t_fp8_attention_ext(1, 37, 32, 2, 1, 8);     /* heads 16 wide, a window */
+    t_fp8_epilogues(37, 130);
+    t_fp8_epilogues(64, 768);
+    t_fp8_weights();
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -2229,6 +2470,8 @@ int main(int argc, char **argv)
             half = 2;
         else if (!strcmp(argv[a], "--short"))
             short_att = 1;
+        else if (!strcmp(argv[a], "--fp8"))
+            half = 1, fp8_only = 1;
         else {
             fprintf(stderr, "check_ops: unknown option %s\n", argv[a]);
             return 2;
@@ -2237,7 +2480,9 @@ int main(int argc, char **argv)
     char *body = kernel_source(a < argc ? argv[a] : "templates/cuda");
     char *src = body;
     if (half) {   /* as trainc writes a mixed-precision model's kernels_cuda.cu */
-        const char *def = half == 1 ? "#define RT_ACT_BF16 1\n" : "#define RT_ACT_F16 1\n";
+        const char *def = fp8_only    ? "#define RT_ACT_BF16 1\n#define RT_FP8 1\n"
+                          : half == 1 ? "#define RT_ACT_BF16 1\n"
+                                      : "#define RT_ACT_F16 1\n";
         src = rt_xmalloc(strlen(def) + strlen(body) + 1);
         strcat(strcpy(src, def), body);
     }
@@ -2260,6 +2505,11 @@ int main(int argc, char **argv)
 #endif
     C.rt = rt_pool_new(4);
     C.grad_scale = 1.0f;
+    if (fp8_only) {
+        t_fp8_folds();
+        printf("%d passed, %d failed\n", passes, failures);
+        return failures ? 1 : 0;
+    }
 
     t_colsum(1, 1);
     t_colsum(7, 10);

@@ -186,6 +186,14 @@ inline unsigned __float_as_uint(float f)
     memcpy(&i, &f, sizeof i);
     return i;
 }
+/* blocks run one after another, a block's fibers in turn: a plain read-modify-write */
+inline unsigned atomicMax(unsigned *p, unsigned v)
+{
+    unsigned old = *p;
+    if (v > old)
+        *p = v;
+    return old;
+}
 inline double __longlong_as_double(long long i)
 {
     double d;

@@ -64,6 +64,12 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
 
 /* cuda_ops.c registers its calls with the device layer; check_ops calls them directly
  * here, so the emulator keeps none */
+void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
+{
+    (void)e;
+    memset((void *)(uintptr_t)p, 0, (size_t)floats * 4);
+}
+
 void rt_cu_register(const rt_gpu_calls *part) { (void)part; }
 
 rt_exec *rt_cu_test_open(const char *source, size_t bytes)
