@@ -65,7 +65,7 @@ run90() {
 "$d/check_ops.fp32" "${@}"
 run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 run90 "$d/check_ops.fp16" --fp16 --short "${@}"
-"$d/check_ops.fp8" --fp8 "${@}"
+run90 "$d/check_ops.fp8" --fp8 "${@}"
 # again with the other schedule: each warp runs from one __syncthreads to the next
 # before the next warp starts (a barrier missing between one warp's shared-memory
 # writes, cp.async copies included, and another's reads shows there)
@@ -73,4 +73,4 @@ echo "-- EMU_SCHEDULE=greedy"
 EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.fp16" --fp16 --short "${@}"
-EMU_SCHEDULE=greedy "$d/check_ops.fp8" --fp8 "${@}"
+EMU_SCHEDULE=greedy run90 "$d/check_ops.fp8" --fp8 "${@}"
