@@ -458,6 +458,7 @@ static const struct {
     /* the Hopper primitives: only attention's sm_90a kernels use them */
     {"sm90.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                   CALL_ATTENTION_EXT_BWD}},
+    {"sm90_attention_bwd.cuh", {CALL_ATTENTION_BWD}},
 };
 
 static int program_calls(const Program *p, int call)

@@ -30,7 +30,7 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_CROSS_ENTROPY\(([0-9]+),([0-9]+)\)/rt_cross_entropy_\1_\2/' \
     -e 's/^RT_CROSS_ENTROPY_LS\(([0-9]+),([0-9]+)\)/rt_cross_entropy_ls_\1_\2/' \
     -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3/' \
-    -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3 rt_attention_bwd90_\1_\2_\3 rt_attention_bwd90_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
@@ -41,7 +41,7 @@ CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-e
 # and fp16-mixed's fp16 ones (RT_ACT_F16, --fp16)
 for v in fp32 bf16 fp16; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
-    g++ -std=c++17 $CFLAGS $def -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
+    g++ -std=c++17 $CFLAGS $def -D__CUDA_ARCH_FEAT_SM90_ALL=1 -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c \

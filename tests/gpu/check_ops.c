@@ -73,6 +73,10 @@ static const char *const instances[] = {
     "RT_ATTENTION_FWD(65, 16, 1)", "RT_ATTENTION_BWD(65, 16, 1)",
     "RT_ATTENTION_FWD(200, 80, 0)", "RT_ATTENTION_BWD(200, 80, 0)",
     "RT_ATTENTION_FWD(100, 128, 1)", "RT_ATTENTION_BWD(100, 128, 1)",
+    "RT_ATTENTION_FWD(200, 128, 1)", "RT_ATTENTION_BWD(200, 128, 1)",
+    "RT_ATTENTION_FWD(150, 64, 0)", "RT_ATTENTION_BWD(150, 64, 0)",
+    "RT_ATTENTION_FWD(300, 64, 1)", "RT_ATTENTION_BWD(300, 64, 1)",
+    "RT_ATTENTION_FWD(260, 128, 0)", "RT_ATTENTION_BWD(260, 128, 0)",
     "RT_ATTENTION_EXT_FWD(37, 16, 1)", "RT_ATTENTION_EXT_BWD(37, 16, 1)",
     "RT_ATTENTION_EXT_FWD(50, 16, 0)", "RT_ATTENTION_EXT_BWD(50, 16, 0)",
     "RT_ATTENTION_EXT_FWD(100, 32, 1)", "RT_ATTENTION_EXT_BWD(100, 32, 1)",
@@ -2300,6 +2304,13 @@ int main(int argc, char **argv)
     }
     t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
     /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
+    /* sm90_attention.cuh's forward where the kernels are built for sm_90a (16-bit, heads
+     * 64 and 128): two query tiles of 128 (the last partial), three key tiles (the
+     * two-stage ring wraps), several batch rows and heads */
+    t_attention(2, 200, 256, 2, 1);
+    t_attention(2, 150, 192, 3, 0);
+    t_attention(1, 300, 128, 2, 1);
+    t_attention(1, 260, 256, 2, 0);
     t_attention(1, 200, 160, 2, 0);
     t_attention(2, 100, 384, 3, 1);
     /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3

@@ -34,8 +34,9 @@ rt_dptr rt_cu_stats(rt_exec *e) { (void)e; return (rt_dptr)(uintptr_t)&stats; }
 int rt_cu_sm_count(rt_exec *e) { (void)e; return 2; }
 void rt_cu_sync(rt_exec *e) { (void)e; }
 rt_dptr rt_cu_param_copy(rt_exec *e) { (void)e; return 0; }   /* no bf16 parameter copy here */
-/* launches size their grids for fp32 kernels; the 16-bit ones loop over their tiles */
-int rt_cu_act16(rt_exec *e) { (void)e; return 0; }
+/* the activations the kernels were compiled for (emu_kernels.cc) */
+int emu_act16(void);
+int rt_cu_act16(rt_exec *e) { (void)e; return emu_act16(); }
 
 rt_dptr rt_cu_alloc(size_t bytes)
 {
