@@ -1409,7 +1409,9 @@ CUresult cuLaunchKernel(CUfunction f, unsigned int gx, unsigned int gy, unsigned
         Op *o = calloc(1, sizeof *o);
         *o = (Op){.kind = OP_LAUNCH, .mod = f->mod, .k = f->k, .g = {gx, gy, gz}, .b = {bx, by},
                     .smem = smem};
-        o->argbuf = malloc(4096);
+        /* 64-aligned: fake_pack aligns each argument within the buffer, and a
+         * CUtensorMap (sm90.cuh's rt_tmap) needs 64 */
+        o->argbuf = aligned_alloc(64, 4096);
         int bad = -1, n = f->mod->pack(f->k, params, o->argbuf, 4096, o->args, is_dev_ptr, &bad);
         if (n < 0) {
             r = n == -1 ? refuse(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernel(%s): over 4096 bytes of arguments", name)
