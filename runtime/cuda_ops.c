@@ -581,7 +581,8 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
  * or 128 wide, and the TMA copies can read qkv and dy (16-byte aligned, rows a multiple
  * of 16 bytes, coordinates in 32 bits); TRAINC_ATT_SM90=0 keeps attention.cuh's kernels
  * (to compare the two). */
-#define RT_ATT90B_THREADS 384   /* sm90_attention_bwd.cuh: a producer and two consumers */
+#define RT_ATT90B_THREADS 288      /* sm90_attention_bwd.cuh: the query side's block */
+#define RT_ATT90B_KV_THREADS 256   /* and the key side's */
 #define RT_ATT90B_RES 128       /* its resident tiles' rows (the grid's tiles) */
 #define RT_ATT90B_STR 64        /* its streamed tiles' rows, the tensor maps' boxes */
 
@@ -658,7 +659,7 @@ static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void 
         void *args[] = {(void *)mq, (void *)mg, &l, &o, &g, &dq, &Dc, &h};
         unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
         rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
-        rt_cu_launch(e, name_kv, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
+        rt_cu_launch(e, name_kv, gx, (unsigned)H, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), args);
     }
 }
 

@@ -4,10 +4,12 @@
 # tests/gpu/instances.cu, in the order trainc writes them into a kernels_cuda.cu:
 # prelude.cuh, common.cuh, the other templates by name, then the instance lines;
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
-# attention takes the tensor cores); fp8.cuh (fp8-mixed's casts) for sm_89 and sm_90
-# too. Then, where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's)
+# attention takes the tensor cores), the 16-bit ones for sm_90a too (sm90.cuh's
+# primitives and sm90_attention_bwd.cuh's backward exist only there); fp8.cuh (fp8-mixed's
+# casts) for sm_89 and sm_90 too. Then, where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's)
 # compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core attention
-# kernels (bf16, sm_80 and sm_90): at most 16 bytes of register spills a kernel (the
+# kernels (bf16, sm_80, sm_90 and sm_90a, where the Hopper backward rt_attention_bwd90_*
+# joins them): at most 16 bytes of register spills a kernel (the
 # key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
 # have; spilling its accumulators would cost more than the tensor cores win; ptxas
 # gives the forward at heads 80 wide 128 registers and a 4-byte spill on sm_90).
@@ -22,7 +24,8 @@ rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' 
 for v in fp32 bf16 fp16; do
     { case $v in bf16) echo "#define RT_ACT_BF16 1";; fp16) echo "#define RT_ACT_F16 1";; esac
       cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_$v.cu"
-    "$d/nvrtc_check" "$d/templates_$v.cu" sm_80 sm_90
+    archs="sm_80 sm_90"; [ $v = fp32 ] || archs="$archs sm_90a"
+    "$d/nvrtc_check" "$d/templates_$v.cu" $archs
 done
 # fp8-mixed's casts (fp8.cuh, bf16 operands) for the GPUs with FP8 tensor cores too
 { echo "#define RT_ACT_BF16 1"
@@ -35,9 +38,10 @@ if [ -x "$CUDA/bin/nvcc" ]; then
         -o "$d/gpt_char_kernels.o"
     echo "ok   nvcc -arch=sm_80 -c generated/gpt_char/kernels_cuda.cu"
     { echo "#define RT_ACT_BF16 1"
-      cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh
+      cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh \
+          templates/cuda/sm90.cuh templates/cuda/sm90_attention_bwd.cuh
       grep '^RT_ATTENTION' tests/gpu/instances.cu; } > "$d/attention_bf16.cu"
-    for a in sm_80 sm_90; do
+    for a in sm_80 sm_90 sm_90a; do
         "$CUDA/bin/nvcc" -std=c++17 -arch=$a -cubin -Xptxas -v "$d/attention_bf16.cu" \
             -o "$d/attention_$a.cubin" 2>"$d/ptxas_$a.log"
         # one line a kernel: its name, then ptxas's spill and register lines

@@ -25,19 +25,26 @@
  *   key side (second): a tile of 128 keys, K and V resident, streams the query tiles (64
  *     queries: Q, dY) that see them:
  *       S^T = K Q^T, dP^T = V dY^T     wgmma SS, m64 x n64
- *       P^T, dS^T as above (lse and D read from global memory, 16 values a thread)
+ *       P^T, dS^T as above (lse and D read from global memory as needed)
  *       dV += P^T dY, dK += dS^T Q     wgmma RS (P^T, dS^T rounded to 16 bits), MN-major
  *
  * Launch (both): grid (ceil(T / 128), H, B) taken tile-major (att_block_order: the
- * longest tiles of every head first), 384 threads = three warpgroups, dynamic shared
- * memory rt_att90b_smem(HD) bytes. Warpgroup 0 is the producer: it gives back registers
- * (setmaxnreg.dec) and one thread issues the TMA copies: the resident pair once, then
- * each streamed pair into stage j % 2 of a two-stage ring after the stage's "empty"
- * mbarrier says both consumers are done with it, counted on its "full" mbarrier.
- * Warpgroups 1 and 2 are the consumers (setmaxnreg.inc): consumer c takes rows 64 c ..
- * 64 c + 63 of the resident tile; a streamed tile entirely masked for its rows (causal)
- * is waited for and released without products. Every consumer thread arrives on the
- * stage's empty barrier (count 256) after its own wgmma.wait_group.
+ * longest tiles of every head first), dynamic shared memory rt_att90b_smem(HD) bytes.
+ * Warpgroups 0 and 1 consume: warpgroup c takes rows 64 c .. 64 c + 63 of the resident
+ * tile; a streamed tile entirely masked for its rows (causal) is waited for and released
+ * without products; every consumer thread arrives on the stage's "empty" mbarrier (count
+ * 256) after its own wgmma.wait_group. One thread issues the TMA copies: the resident
+ * pair once, then each streamed pair into stage j % 2 of a two-stage ring once the
+ * stage's empty barrier says both consumers are done with it, counted on its "full"
+ * mbarrier (transaction bytes).
+ *   query side: 288 threads; the issuing thread is a producer warp's (warp 8).
+ *   key side: 256 threads; thread 0 issues the first two pairs, then refills a stage
+ *     after its own warpgroup's use of it (its warp waits for the other's).
+ * Why no producer warpgroup with setmaxnreg, as the forward has: ptxas gives a thread
+ * 168 registers in a block of more than eight warps (three warps share a quarter of the
+ * register file), and with 384 threads and setmaxnreg it compiled the key side for 168
+ * and spilled 720 bytes at heads 128: its accumulators alone (dK and dV, m64 x HD fp32
+ * each) are 128 registers a thread. At 256 threads it has 255 and spills nothing.
  *
  * Shared memory: the resident tiles (2 x 128 rows), then two stages of two streamed
  * tiles (64 rows each), then the mbarriers (resident, full[2], empty[2]); a tile of R
@@ -46,7 +53,8 @@
  * for 128. The arithmetic is the sm_80 tensor-core kernels' (fp32 scores and
  * accumulators, the 16-bit roundings of P and dS for their products): dqkv agrees with
  * them within rounding, not bit for bit (the tensor cores sum in another order). */
-#define RT_ATT90B_THREADS 384
+#define RT_ATT90B_THREADS 288      /* the query side: two consumer warpgroups, a producer warp */
+#define RT_ATT90B_KV_THREADS 256   /* the key side: two consumer warpgroups */
 #define RT_ATT90B_RES 128   /* rows of the resident tile: queries (dq), keys (dk, dv) */
 #define RT_ATT90B_STR 64    /* rows of a streamed tile */
 #define RT_ATT90B_STAGES 2
@@ -63,6 +71,17 @@ __host__ __device__ constexpr int rt_att90b_smem(int hd)
 #else
 #define RT_ATT90B_F16 false
 #endif
+
+/* the warp reconverged after one thread's copies, before its warpgroup's wgmma
+ * (.sync.aligned: every thread of the warp executes it together) */
+__device__ __forceinline__ void att90b_syncwarp()
+{
+#if defined(RT_EMU)
+    emu_syncwarp();
+#else
+    __syncwarp();
+#endif
+}
 
 /* The shared layout's addresses (base: the 1024-aligned start). */
 template <int HD> struct att90b_smem_map {
@@ -87,29 +106,47 @@ __device__ __forceinline__ void att90b_load(unsigned dst, const rt_tmap *map, un
             sm90_tma_load_3d(dst + p * R * 128 + r * 64 * 128, map, bar, c0 + 64 * p, r0 + 64 * r, b);
 }
 
-/* The producer's thread: the resident pair (map ra at column ca, map rb at cb; rows from
- * r0), then n streamed pairs (sa at column csa, sb at csb; rows s0 + 64 j) into the ring */
+/* Where a kernel's streamed tiles come from: map sa at column csa into a stage's first
+ * tile, map sb at csb into its second, rows s0 + 64 j for the j-th pair, batch row b */
+struct att90b_src {
+    const rt_tmap *sa, *sb;
+    int csa, csb, s0, b;
+};
+
+/* The resident pair (map ra at column ca, map rb at cb, rows from r0), counted on the
+ * resident barrier */
 template <int HD>
-__device__ __forceinline__ void att90b_produce(att90b_smem_map<HD> sm, const rt_tmap *ra, int ca,
-                                               const rt_tmap *rb, int cb, int r0,
-                                               const rt_tmap *sa, int csa, const rt_tmap *sb,
-                                               int csb, int s0, int n, int b)
+__device__ __forceinline__ void att90b_resident(att90b_smem_map<HD> sm, const rt_tmap *ra, int ca,
+                                                const rt_tmap *rb, int cb, int r0, int b)
 {
-    constexpr int S = RT_ATT90B_STAGES, R = RT_ATT90B_RES, BS = RT_ATT90B_STR;
     sm90_tma_prefetch(ra);
     sm90_tma_prefetch(rb);
     sm90_mbar_arrive_expect_tx(sm.resbar(), 2 * sm.RB);
-    att90b_load<R, HD>(sm.res(0), ra, sm.resbar(), ca, r0, b);
-    att90b_load<R, HD>(sm.res(1), rb, sm.resbar(), cb, r0, b);
-    for (int j = 0; j < n; j++) {
-        const int s = j % S;
-        sm90_mbar_wait(sm.empty(s), ((unsigned)(j / S) & 1u) ^ 1u);   /* first pass: at once */
-        sm90_mbar_arrive_expect_tx(sm.full(s), 2 * sm.SB);
-        att90b_load<BS, HD>(sm.str(s, 0), sa, sm.full(s), csa, s0 + BS * j, b);
-        att90b_load<BS, HD>(sm.str(s, 1), sb, sm.full(s), csb, s0 + BS * j, b);
-    }
+    att90b_load<RT_ATT90B_RES, HD>(sm.res(0), ra, sm.resbar(), ca, r0, b);
+    att90b_load<RT_ATT90B_RES, HD>(sm.res(1), rb, sm.resbar(), cb, r0, b);
 }
 
+/* The j-th streamed pair into stage s, counted on the stage's full barrier */
+template <int HD>
+__device__ __forceinline__ void att90b_issue(att90b_smem_map<HD> sm, const att90b_src &src, int s, int j)
+{
+    constexpr int BS = RT_ATT90B_STR;
+    sm90_mbar_arrive_expect_tx(sm.full(s), 2 * sm.SB);
+    att90b_load<BS, HD>(sm.str(s, 0), src.sa, sm.full(s), src.csa, src.s0 + BS * j, src.b);
+    att90b_load<BS, HD>(sm.str(s, 1), src.sb, sm.full(s), src.csb, src.s0 + BS * j, src.b);
+}
+
+/* The query side's producer thread: n streamed pairs into the ring, each once the
+ * stage's empty barrier says both consumers are done with what it held */
+template <int HD>
+__device__ __forceinline__ void att90b_produce(att90b_smem_map<HD> sm, const att90b_src &src, int n)
+{
+    constexpr int S = RT_ATT90B_STAGES;
+    for (int j = 0; j < n; j++) {
+        sm90_mbar_wait(sm.empty(j % S), ((unsigned)(j / S) & 1u) ^ 1u);   /* first pass: at once */
+        att90b_issue<HD>(sm, src, j % S, j);
+    }
+}
 /* X = A B^T for A's 64 rows from row a0 of the R-row tile at ta and B's 64 rows at tb (a
  * streamed tile), over HD: k-step kk is panel kk / 4, 32 bytes a step within its rows */
 template <int R, int HD>
@@ -218,57 +255,70 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     }
 }
 
-/* The key side's consumer warpgroup c: keys k0 + 64 c .. + 63, over nqt query tiles from
- * i00 */
+/* One streamed query tile (stage s, queries from i0) for the key side's warpgroup c (keys
+ * from kb, this thread's j0 and j0 + 8): dV += P^T dY, dK += dS^T Q */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, int c, int k0, int i00,
-                                                  int nqt, const float *Lh, const float *Dh,
-                                                  act_t *dk, act_t *dv, int64_t ld)
+__device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, int c, int i0, int kb,
+                                               int j0, int t4, const float *Lh, const float *Dh,
+                                               float *gk, float *gv)
+{
+    constexpr int BQ = RT_ATT90B_STR;
+    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
+    float st[BQ / 2], dpt[BQ / 2];
+    sm90_wgmma_fence();
+    att90b_ss<RT_ATT90B_RES, HD>(st, sm.res(0), 64 * c, sm.str(s, 0));    /* S^T = K Q^T */
+    att90b_ss<RT_ATT90B_RES, HD>(dpt, sm.res(1), 64 * c, sm.str(s, 1));   /* dP^T = V dY^T */
+    sm90_wgmma_commit();
+    sm90_wgmma_wait<0>();
+    const bool edge = (CAUSAL && i0 < kb + 63) || i0 + BQ > T;
+    for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
+        const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
+        const bool masked = edge && (i >= T || (CAUSAL && kj > i));
+        /* lse (in log2 units) and D of query i from global memory (the row's lanes read
+         * the same ones: L1) */
+        const float lt = i < T ? Lh[i] * RT_LOG2E : 0.0f, Di = i < T ? Dh[i] : 0.0f;
+        const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[e] - lt);
+        st[e] = p;
+        dpt[e] = p * (dpt[e] - Di);
+    }
+    sm90_wgmma_fence();
+    att90b_rs<HD>(gv, st, sm.str(s, 1));    /* dV += P^T dY */
+    att90b_rs<HD>(gk, dpt, sm.str(s, 0));   /* dK += dS^T Q */
+    sm90_wgmma_commit();
+    sm90_wgmma_wait<0>();
+}
+
+/* The key side's warpgroup c: keys k0 + 64 c .. + 63, over nqt query tiles from i00.
+ * Thread 0 also refills the ring: the pair after next into a stage once both warpgroups
+ * are done with it (the first two pairs were issued before the loop); its whole warp
+ * waits for that, so no lane waits at the warp's reconvergence for another warpgroup. */
+template <int T, int HD, int CAUSAL>
+__device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const att90b_src &src,
+                                                  int c, int k0, int i00, int nqt,
+                                                  const float *Lh, const float *Dh, act_t *dk,
+                                                  act_t *dv, int64_t ld)
 {
     constexpr int S = RT_ATT90B_STAGES, BQ = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int kb = k0 + 64 * c, j0 = kb + 16 * w + g;   /* this thread's keys j0, j0 + 8 */
     const float scale = (float)(1.0 / sqrt((double)HD));
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     float gk[HD / 2], gv[HD / 2];
     for (int i = 0; i < HD / 2; i++)
         gk[i] = gv[i] = 0.0f;
     sm90_mbar_wait(sm.resbar(), 0);   /* K and V */
     for (int j = 0; j < nqt; j++) {
         const int s = j % S, i0 = i00 + j * BQ;
-        /* lse (log2 units) and D of the thread's 16 query columns 8 n + 2 t4 + v */
-        float Lc[BQ / 4], Dc[BQ / 4];
-        for (int e = 0; e < BQ / 4; e++) {
-            const int i = i0 + 8 * (e >> 1) + 2 * t4 + (e & 1);
-            Lc[e] = i < T ? Lh[i] * RT_LOG2E : 0.0f;
-            Dc[e] = i < T ? Dh[i] : 0.0f;
-        }
-        sm90_mbar_wait(sm.full(s), (unsigned)(j / S) & 1u);
-        if (CAUSAL && i0 + BQ - 1 < kb) {   /* every query before this warpgroup's keys */
-            sm90_mbar_arrive(sm.empty(s));
-            continue;
-        }
-        float st[BQ / 2], dpt[BQ / 2];
-        sm90_wgmma_fence();
-        att90b_ss<RT_ATT90B_RES, HD>(st, sm.res(0), 64 * c, sm.str(s, 0));    /* S^T = K Q^T */
-        att90b_ss<RT_ATT90B_RES, HD>(dpt, sm.res(1), 64 * c, sm.str(s, 1));   /* dP^T = V dY^T */
-        sm90_wgmma_commit();
-        sm90_wgmma_wait<0>();
-        const bool edge = (CAUSAL && i0 < kb + 63) || i0 + BQ > T;
-        for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
-            const int ce = 2 * (e >> 2) + (e & 1), i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1);
-            const int kj = j0 + 8 * ((e >> 1) & 1);
-            const bool masked = edge && (i >= T || (CAUSAL && kj > i));
-            const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[e] - Lc[ce]);
-            st[e] = p;
-            dpt[e] = p * (dpt[e] - Dc[ce]);
-        }
-        sm90_wgmma_fence();
-        att90b_rs<HD>(gv, st, sm.str(s, 1));    /* dV += P^T dY */
-        att90b_rs<HD>(gk, dpt, sm.str(s, 0));   /* dK += dS^T Q */
-        sm90_wgmma_commit();
-        sm90_wgmma_wait<0>();
+        const unsigned ph = (unsigned)(j / S) & 1u;
+        sm90_mbar_wait(sm.full(s), ph);
+        if (!CAUSAL || i0 + BQ - 1 >= kb)   /* else every query is before these keys */
+            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, Lh, Dh, gk, gv);
         sm90_mbar_arrive(sm.empty(s));   /* Q and dY read */
+        if (threadIdx.x < 32 && j + S < nqt) {   /* warp 0 waits, its first thread copies */
+            sm90_mbar_wait(sm.empty(s), ph);
+            if (threadIdx.x == 0)
+                att90b_issue<HD>(sm, src, s, j + S);
+        }
+        att90b_syncwarp();
     }
     for (int u = 0; u < 2; u++) {
         const int kj = j0 + 8 * u;
@@ -282,30 +332,22 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, int c,
     }
 }
 
-/* The block's mbarriers (thread 0), then the split: the producer warpgroup's registers
- * given back (its first thread goes on to produce), the consumers' taken. Returns the
- * consumer index 0 or 1, or -1 in the producer warpgroup. */
+/* The block's mbarriers, by thread `by` (the one that will issue the copies) */
 template <int HD>
-__device__ __forceinline__ int att90b_setup(att90b_smem_map<HD> sm)
+__device__ __forceinline__ void att90b_bars(att90b_smem_map<HD> sm, unsigned by)
 {
-    if (threadIdx.x == 0) {
+    if (threadIdx.x == by) {
         sm90_mbar_init(sm.resbar(), 1);
         for (int s = 0; s < RT_ATT90B_STAGES; s++) {
-            sm90_mbar_init(sm.full(s), 1);     /* the producer's arrival */
+            sm90_mbar_init(sm.full(s), 1);     /* the issuing thread's arrival */
             sm90_mbar_init(sm.empty(s), 256);  /* every consumer thread */
         }
         sm90_fence_barrier_init();
     }
     __syncthreads();
-    const int wg = threadIdx.x >> 7;
-    if (wg == 0) {
-        sm90_setmaxnreg_dec<40>();
-        return -1;
-    }
-    sm90_setmaxnreg_inc<232>();
-    return wg - 1;
 }
 
+/* The query side: 288 threads, warpgroups 0 and 1 consume, warp 8 produces */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd90_q(const rt_tmap *mqkv, const rt_tmap *mdy,
                                                   const float *lse, const act_t *y,
@@ -319,20 +361,22 @@ __device__ __forceinline__ void attention_bwd90_q(const rt_tmap *mqkv, const rt_
     const int q0 = (NQT - 1 - tile0) * BQ, d = H * HD;
     const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
     const int nkt = (nkeys + BK - 1) / BK;
-    const int c = att90b_setup<HD>(sm);
-    if (c < 0) {
-        if (threadIdx.x == 0)   /* Q, dY resident; K, V streamed */
-            att90b_produce<HD>(sm, mqkv, h * HD, mdy, h * HD, q0, mqkv, d + h * HD, mqkv,
-                               2 * d + h * HD, 0, nkt, b);
+    att90b_bars<HD>(sm, 256);
+    if (threadIdx.x >= 256) {
+        if (threadIdx.x == 256) {   /* Q, dY resident; K, V streamed */
+            att90b_resident<HD>(sm, mqkv, h * HD, mdy, h * HD, q0, b);
+            att90b_produce<HD>(sm, att90b_src{mqkv, mqkv, d + h * HD, 2 * d + h * HD, 0, b}, nkt);
+        }
         return;
     }
     const int64_t ld = 3 * (int64_t)d, bh = (int64_t)b * H + h;
-    att90b_consume_q<T, HD, CAUSAL>(sm, c, q0, nkt, lse + bh * T, D + bh * T,
+    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, nkt, lse + bh * T, D + bh * T,
                                     dy + (int64_t)b * T * d + h * HD,
                                     y + (int64_t)b * T * d + h * HD,
                                     dqkv + (int64_t)b * T * ld + h * HD, d, ld);
 }
 
+/* The key side: 256 threads, two consumer warpgroups; thread 0 issues the copies */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd90_kv(const rt_tmap *mqkv, const rt_tmap *mdy,
                                                    const float *lse, act_t *dqkv,
@@ -345,17 +389,20 @@ __device__ __forceinline__ void attention_bwd90_kv(const rt_tmap *mqkv, const rt
     att_block_order(b, h, tile0);
     const int k0 = tile0 * BK, d = H * HD;
     const int i00 = CAUSAL ? k0 : 0, nqt = (T - i00 + BQ - 1) / BQ;
-    const int c = att90b_setup<HD>(sm);
-    if (c < 0) {
-        if (threadIdx.x == 0)   /* K, V resident; Q, dY streamed */
-            att90b_produce<HD>(sm, mqkv, d + h * HD, mqkv, 2 * d + h * HD, k0, mqkv, h * HD, mdy,
-                               h * HD, i00, nqt, b);
-        return;
+    const att90b_src src{mqkv, mdy, h * HD, h * HD, i00, b};   /* Q, dY streamed */
+    att90b_bars<HD>(sm, 0);
+    if (threadIdx.x == 0) {   /* K, V resident; the first two pairs */
+        att90b_resident<HD>(sm, mqkv, d + h * HD, mqkv, 2 * d + h * HD, k0, b);
+        for (int j = 0; j < RT_ATT90B_STAGES && j < nqt; j++)
+            att90b_issue<HD>(sm, src, j, j);
     }
+    att90b_syncwarp();
     const int64_t ld = 3 * (int64_t)d, bh = (int64_t)b * H + h;
     act_t *dk = dqkv + (int64_t)b * T * ld + d + h * HD;
-    att90b_consume_kv<T, HD, CAUSAL>(sm, c, k0, i00, nqt, lse + bh * T, D + bh * T, dk, dk + d, ld);
+    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, lse + bh * T,
+                                     D + bh * T, dk, dk + d, ld);
 }
+
 #else
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd90_q(const rt_tmap *mqkv, const rt_tmap *mdy,
@@ -379,7 +426,7 @@ __device__ __forceinline__ void attention_bwd90_kv(const rt_tmap *mqkv, const rt
         if constexpr (HD == 64 || HD == 128)                                                      \
             attention_bwd90_q<T, HD, CAUSAL>(&mqkv, &mdy, lse, y, dy, dqkv, D, H);                \
     }                                                                                             \
-    extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \
+    extern "C" __global__ void __launch_bounds__(RT_ATT90B_KV_THREADS, 1)                         \
         rt_attention_bwd90_kv_##T##_##HD##_##CAUSAL(                                              \
             const __grid_constant__ rt_tmap mqkv, const __grid_constant__ rt_tmap mdy,            \
             const float *lse, const act_t *y, const act_t *dy, act_t *dqkv, float *D, int H)      \
