@@ -160,18 +160,23 @@ __device__ __forceinline__ void att90b_ss(float *x, unsigned ta, int a0, unsigne
     }
 }
 
-/* acc (m64 x HD) += X M, X the m64 x k64 fragment x (rounded to 16 bits into RS A
- * fragments: k-step kk is x's 8-column groups 2 kk and 2 kk + 1), M the streamed tile at
- * tm read MN-major (its rows the k index, the HD / 64 panels LBO apart) */
-template <int HD>
-__device__ __forceinline__ void att90b_rs(float *acc, const float *x, unsigned tm)
+/* The m64 x k64 accumulator fragment x rounded to 16 bits as RS A fragments: k-step kk
+ * is x's 8-column groups 2 kk and 2 kk + 1. Packed before the wgmma.fence that precedes
+ * their products (a register an RS wgmma reads must not be written after the fence). */
+__device__ __forceinline__ void att90b_pack(unsigned (*a)[4], const float *x)
 {
-    for (int kk = 0; kk < RT_ATT90B_STR / 16; kk++) {
-        unsigned a[4];
+    for (int kk = 0; kk < RT_ATT90B_STR / 16; kk++)
         for (int r = 0; r < 4; r++)
-            a[r] = att_pack2(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
-        sm90_wgmma_rs<HD, 1, RT_ATT90B_F16>(acc, a, sm90_desc(tm + kk * 16 * 128, RT_ATT90B_STR * 128, 1024), 1);
-    }
+            a[kk][r] = att_pack2(x[8 * kk + 2 * r], x[8 * kk + 2 * r + 1]);
+}
+
+/* acc (m64 x HD) += X M, X as att90b_pack's fragments a, M the streamed tile at tm read
+ * MN-major (its rows the k index, the HD / 64 panels LBO apart) */
+template <int HD>
+__device__ __forceinline__ void att90b_rs(float *acc, unsigned (*a)[4], unsigned tm)
+{
+    for (int kk = 0; kk < RT_ATT90B_STR / 16; kk++)
+        sm90_wgmma_rs<HD, 1, RT_ATT90B_F16>(acc, a[kk], sm90_desc(tm + kk * 16 * 128, RT_ATT90B_STR * 128, 1024), 1);
 }
 
 /* D_i = dy_i . y_i for rows i and i + 8 (the thread's rows; 0 past T): lane t4 of the
@@ -239,8 +244,10 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
             const float p = rt_exp2_approx(sl2 * sc[e] - Lr[u]);
             sc[e] = masked ? 0.0f : p * (dp[e] - Dr[u]);
         }
+        unsigned sa[RT_ATT90B_STR / 16][4];
+        att90b_pack(sa, sc);
         sm90_wgmma_fence();
-        att90b_rs<HD>(acc, sc, sm.str(s, 0));   /* dQ += dS K */
+        att90b_rs<HD>(acc, sa, sm.str(s, 0));   /* dQ += dS K */
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
         sm90_mbar_arrive(sm.empty(s));   /* K and V read */
@@ -281,9 +288,12 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
         st[e] = p;
         dpt[e] = p * (dpt[e] - Di);
     }
+    unsigned pa[BQ / 16][4], sa[BQ / 16][4];
+    att90b_pack(pa, st);
+    att90b_pack(sa, dpt);
     sm90_wgmma_fence();
-    att90b_rs<HD>(gv, st, sm.str(s, 1));    /* dV += P^T dY */
-    att90b_rs<HD>(gk, dpt, sm.str(s, 0));   /* dK += dS^T Q */
+    att90b_rs<HD>(gv, pa, sm.str(s, 1));   /* dV += P^T dY */
+    att90b_rs<HD>(gk, sa, sm.str(s, 0));   /* dK += dS^T Q */
     sm90_wgmma_commit();
     sm90_wgmma_wait<0>();
 }
