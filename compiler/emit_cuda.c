@@ -644,6 +644,7 @@ static const struct {
                   CALL_ATTENTION_EXT_BWD}},
     {"sm90_attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                             CALL_ATTENTION_EXT_BWD}},
+    {"sm90_attention_bwd.cuh", {CALL_ATTENTION_BWD}},
 };
 
 static int program_calls(const Program *p, int call)

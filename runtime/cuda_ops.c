@@ -778,6 +778,93 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     }
 }
 
+/* ---- the attention backward on sm_90a (sm90_attention_bwd.cuh) ----
+ * Taken where the module was built for sm_90a, the activations are 16-bit, heads are 64
+ * or 128 wide, and the TMA copies can read qkv and dy (16-byte aligned, rows a multiple
+ * of 16 bytes, coordinates in 32 bits); TRAINC_ATT_SM90=0 keeps attention.cuh's kernels
+ * (to compare the two). */
+#define RT_ATT90B_THREADS 288      /* sm90_attention_bwd.cuh: the query side's block */
+#define RT_ATT90B_KV_THREADS 256   /* and the key side's */
+#define RT_ATT90B_RES 128       /* its resident tiles' rows (the grid's tiles) */
+#define RT_ATT90B_STR 64        /* its streamed tiles' rows, the tensor maps' boxes */
+
+static int att90b_use(rt_exec *e, int64_t hd, const void *qkv, const void *dy, int64_t T, int64_t d)
+{
+    const char *env = getenv("TRAINC_ATT_SM90");
+    if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
+        return 0;
+    return ((uintptr_t)qkv | (uintptr_t)dy) % 16 == 0 && d * 2 % 16 == 0 && 3 * d < INT32_MAX &&
+           T < INT32_MAX;
+}
+
+/* rt_att90b_smem: the resident pair, two stages of the streamed pair, the mbarriers, and
+ * 1 KiB to align the start to 1024 bytes */
+static unsigned att90b_smem(int64_t hd)
+{
+    return (unsigned)((2 * RT_ATT90B_RES + 2 * 2 * RT_ATT90B_STR) * hd * 2 + 64 + 1024);
+}
+
+/* The tensor map of a 16-bit [B, T, cols] tensor (qkv: cols 3d; dy: d) that the kernels
+ * read through: {cols, T, B}, boxes of 64 columns x 64 rows, the 128-byte swizzle, rows
+ * past T as zeros. Made once per (pointer, shape, type) and kept (the arena's pointers do
+ * not move; two a layer); the kernels take it by value (__grid_constant__), so a launch
+ * or a captured graph holds its own copy. */
+typedef struct {
+    _Alignas(64) unsigned char map[128];
+    const void *p;
+    int64_t B, T, cols;
+    int type;
+} att90b_map;
+
+static const void *att90b_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, int64_t cols)
+{
+    enum { N = 64 };
+    static att90b_map cache[N];
+    static int next;
+    int type = rt_cu_act16(e);
+    for (int i = 0; i < N; i++)
+        if (cache[i].p == x && cache[i].B == B && cache[i].T == T && cache[i].cols == cols &&
+            cache[i].type == type)
+            return cache[i].map;
+    att90b_map *m = &cache[next];
+    next = (next + 1) % N;
+    const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)T, (uint64_t)B};
+    const uint64_t stride[2] = {(uint64_t)(cols * 2), (uint64_t)(T * cols * 2)};
+    const uint32_t box[3] = {64, RT_ATT90B_STR, 1};
+    *m = (att90b_map){.p = x, .B = B, .T = T, .cols = cols, .type = type};
+    if (rt_cu_tmap16(m->map, x, type == RT_PREC_FP16, dim, stride, box) != 0)
+        rt_die("attention: the driver refuses a tensor map (%p, B %lld, T %lld, %lld columns)", x,
+               (long long)B, (long long)T, (long long)cols);
+    return m->map;
+}
+
+/* the backward's two kernels on sm_90a, for att90b_use's shapes; D as in rt_cu_attention_bwd */
+static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void *y,
+                       const void *dy, void *dqkv, rt_dptr D, int64_t B, int64_t T, int64_t d,
+                       int64_t H, int64_t hd, int causal)
+{
+    int h = (int)H;
+    char name[96], name_kv[96];
+    snprintf(name, sizeof name, "rt_attention_bwd90_%lld_%lld_%d", (long long)T, (long long)hd,
+             causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention_bwd90_kv_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES);
+    att_grid_fits(tiles, H, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
+        const void *mq = att90b_tmap(e, q, nb, T, 3 * d), *mg = att90b_tmap(e, g, nb, T, d);
+        const void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
+        void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
+        rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
+        void *args[] = {(void *)mq, (void *)mg, &l, &o, &g, &dq, &Dc, &h};
+        unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
+        rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
+        rt_cu_launch(e, name_kv, gx, (unsigned)H, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), args);
+    }
+}
+
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
                          const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
                          int64_t H, int causal)
@@ -788,6 +875,10 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     int h = (int)H;
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
     rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
+    if (att_tc(e, hd, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, T, d)) {
+        att90b_bwd(e, qkv, lse, y, dy, dqkv, D, B, T, d, H, hd, causal);
+        return;
+    }
     char name[96], name_kv[96];
     unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
     /* on the tensor cores both kernels take 64 rows (queries, keys) a block */

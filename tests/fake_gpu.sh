@@ -35,6 +35,9 @@
 #     GEMMs on 16-bit operands in the fake cuBLASLt, fp32 master weights): against the
 #     CPU's fp32 run, the first loss within 1e-3, the final within 2e-2; on the CPU the
 #     fp32 trainer's bits; resume bit-identical; a run-time --set precision=fp32 refused;
+#   - gpt_char with heads 64 wide (bf16-mixed) and 128 wide (fp16-mixed): the sm_90a
+#     attention backward (the fake device is 9.0) against the CPU's fp32 run, its
+#     launches counted, none with TRAINC_ATT_SM90=0;
 #   - the update queued before the loss is read (grad_clip's factor worked out on the
 #     device) against the host's old order (TRAINC_QUEUED_UPDATE=0): bit-identical;
 #   - no host wait between the passes of a step (accumulate 4: as many waits as 1, the
@@ -374,6 +377,34 @@ for p in bf16 fp16; do
         { echo "FAIL: $m: the $p-mixed trainer on the CPU differs from the fp32 one"; exit 1; }
     echo "ok   $m $p-mixed trainer on the CPU: losses and weights bit-identical to the fp32 trainer's"
   done
+done
+# attention's sm_90a backward (sm90_attention_bwd.cuh) in training: the fake device is
+# compute capability 9.0, so gpt_char with heads 64 wide (bf16-mixed) and 128 wide
+# (fp16-mixed) takes it; against the fp32 trainer on the CPU by close16's bar, its
+# launches counted in the trace; TRAINC_ATT_SM90=0 launches none
+"$PY" - "$d" "$PWD/data/text" <<'PY'
+import json, sys
+for hd, heads in ((64, 2), (128, 1)):
+    spec = json.load(open("specs/gpt_char.json"))
+    spec["model"]["name"] = "gpt_char_hd%d" % hd
+    spec["model"]["layers"][2]["body"][0]["body"][1]["heads"] = heads
+    spec["train"]["data"] = {"train": {"tokens": sys.argv[2] + "/train_*.bin"}, "val": None}
+    json.dump(spec, open("%s/gpt_char_hd%d.json" % (sys.argv[1], hd), "w"), indent=1)
+PY
+O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=3 --set batch_size=2)
+for c in "64 bf16" "128 fp16"; do
+    set -- $c
+    t=$d/gpt_char_hd$1.$2
+    "$TRAINC" build "$d/gpt_char_hd$1.json" --device both --arch sm_90 --set precision=$2-mixed -o "$t" 2>"$t.build.log"
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
+    "$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+    r=$(close16 "$t.cpu" "$t.gpu" $2-mixed)
+    n90=$(grep -c "launch rt_attention_bwd90_" "$t.gpu.log" || true)
+    [ "$n90" -gt 0 ] || { echo "FAIL: gpt_char heads $1 wide, $2-mixed: no rt_attention_bwd90_* launch"; exit 1; }
+    TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --set max_steps=1 --out "$t.sm80" 2>"$t.sm80.log"
+    ! grep -q "launch rt_attention_bwd90_" "$t.sm80.log" && grep -q "launch rt_attention_bwd_kv_" "$t.sm80.log" ||
+        { echo "FAIL: gpt_char heads $1 wide: TRAINC_ATT_SM90=0 still launched the sm_90a backward"; exit 1; }
+    echo "ok   gpt_char heads $1 wide $2-mixed, the sm_90a attention backward ($n90 launches): $r; TRAINC_ATT_SM90=0 takes the sm_80 kernels"
 done
 # recomputation changes memory and time on the GPU too, never results: gpt_char with
 # recompute selective and full (blocks replayed in backward, their GEMMs with the same

@@ -5,12 +5,13 @@
 # prelude.cuh, common.cuh, the other templates by name, then the instance lines;
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
 # attention takes the tensor cores), the 16-bit ones for sm_90a too (sm90.cuh's
-# primitives and sm90_attention.cuh's forward exist only there); fp8.cuh (fp8-mixed's
-# casts) for sm_89 and sm_90 too, and all of them as fp8-mixed's (bf16 and RT_FP8) for
-# sm_80, sm_89 and sm_90a. Then, where the toolkit has nvcc, a generated kernels_cuda.cu
-# (gpt_char's) compiled by nvcc -c for sm_80, and ptxas's account of the tensor-core
-# attention kernels (bf16, sm_80, sm_90 and sm_90a, where the Hopper forward
-# rt_attention_fwd90_* joins them): at most 16 bytes of register spills a kernel (the
+# primitives, sm90_attention.cuh's forward and sm90_attention_bwd.cuh's backward exist
+# only there); fp8.cuh (fp8-mixed's casts) for sm_89 and sm_90 too, and all of them as
+# fp8-mixed's (bf16 and RT_FP8) for sm_80, sm_89 and sm_90a. Then, where the toolkit has
+# nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by nvcc -c for sm_80, and
+# ptxas's account of the tensor-core attention kernels (bf16, sm_80, sm_90 and sm_90a,
+# where the Hopper forward rt_attention_fwd90_* and backward rt_attention_bwd90_* join
+# them): at most 16 bytes of register spills a kernel (the
 # key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
 # have; spilling its accumulators would cost more than the tensor cores win; ptxas
 # gives the forward at heads 80 wide 128 registers and a 4-byte spill on sm_90).
@@ -46,7 +47,7 @@ if [ -x "$CUDA/bin/nvcc" ]; then
     echo "ok   nvcc -arch=sm_80 -c generated/gpt_char/kernels_cuda.cu"
     { echo "#define RT_ACT_BF16 1"
       cat templates/cuda/prelude.cuh templates/cuda/common.cuh templates/cuda/attention.cuh \
-          templates/cuda/sm90.cuh templates/cuda/sm90_attention.cuh
+          templates/cuda/sm90.cuh templates/cuda/sm90_attention.cuh templates/cuda/sm90_attention_bwd.cuh
       grep '^RT_ATTENTION' tests/gpu/instances.cu; } > "$d/attention_bf16.cu"
     for a in sm_80 sm_90 sm_90a; do
         "$CUDA/bin/nvcc" -std=c++17 -arch=$a -cubin -Xptxas -v "$d/attention_bf16.cu" \

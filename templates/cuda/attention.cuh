@@ -1072,7 +1072,8 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
                                                   act_t *dqkv, float *D, int H)               \
     {                                                                                         \
         attention_bwd_kv_any<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);                        \
-    }
+    }                                                                                         \
+    RT_ATTENTION_BWD90(T, HD, CAUSAL)
 
 /* ---- attention with the Llama-family options (twins of rt_attention_ext_fwd and _bwd) ----
  *
