@@ -696,36 +696,40 @@ static unsigned att90_smem(int64_t hd)
     return (unsigned)((RT_ATT90_ROWS + 2 * 2 * RT_ATT90_ROWS) * hd * 2 + 64 + 1024);
 }
 
-/* The tensor map of qkv [B, T, 3d] (16-bit) that sm90_attention.cuh's kernel reads Q, K
- * and V through: {3d, T, B}, boxes of 64 columns x 128 rows, the 128-byte swizzle, rows
- * past T as zeros. Made once per (pointer, shape, type) and kept (the trainer's arena
- * pointers do not move; a few shapes per model); the kernel takes it by value
- * (__grid_constant__), so a launch or a captured graph holds its own copy. */
+/* The tensor maps the sm_90a kernels read their 16-bit [B, T, cols] tensors through (qkv:
+ * cols 3d; dy: d): {cols, T, B}, boxes of 64 columns x `rows` rows (the forward's 128-row
+ * query tiles, the backward's 64-row streamed tiles), the 128-byte swizzle, rows past T
+ * as zeros. Made once per (pointer, shape, box, type) and kept (the trainer's arena
+ * pointers do not move); the kernels take a map by value (__grid_constant__), so a launch
+ * or a captured graph holds its own copy. */
 typedef struct {
     _Alignas(64) unsigned char map[128];
     const void *p;
-    int64_t B, T, d;
+    int64_t B, T, cols, rows;
     int type;
 } att90_map;
 
-static const void *att90_tmap(rt_exec *e, const void *qkv, int64_t B, int64_t T, int64_t d)
+/* x's map, from a cache of the last 64 made (a model has a few shapes, three maps a layer) */
+static const void *att90_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, int64_t cols,
+                              int64_t rows)
 {
-    static att90_map cache[16];
+    enum { N = 64 };
+    static att90_map cache[N];
     static int next;
     int type = rt_cu_act16(e);
-    for (int i = 0; i < 16; i++)
-        if (cache[i].p == qkv && cache[i].B == B && cache[i].T == T && cache[i].d == d &&
-            cache[i].type == type)
+    for (int i = 0; i < N; i++)
+        if (cache[i].p == x && cache[i].B == B && cache[i].T == T && cache[i].cols == cols &&
+            cache[i].rows == rows && cache[i].type == type)
             return cache[i].map;
     att90_map *m = &cache[next];
-    next = (next + 1) % 16;
-    const uint64_t dim[3] = {(uint64_t)(3 * d), (uint64_t)T, (uint64_t)B};
-    const uint64_t stride[2] = {(uint64_t)(3 * d * 2), (uint64_t)(T * 3 * d * 2)};
-    const uint32_t box[3] = {64, RT_ATT90_ROWS, 1};
-    *m = (att90_map){.p = qkv, .B = B, .T = T, .d = d, .type = type};
-    if (rt_cu_tmap16(m->map, qkv, type == RT_PREC_FP16, dim, stride, box) != 0)
-        rt_die("attention: the driver refuses a tensor map of qkv (%p, B %lld, T %lld, d %lld)",
-               qkv, (long long)B, (long long)T, (long long)d);
+    next = (next + 1) % N;
+    const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)T, (uint64_t)B};
+    const uint64_t stride[2] = {(uint64_t)(cols * 2), (uint64_t)(T * cols * 2)};
+    const uint32_t box[3] = {64, (uint32_t)rows, 1};
+    *m = (att90_map){.p = x, .B = B, .T = T, .cols = cols, .rows = rows, .type = type};
+    if (rt_cu_tmap16(m->map, x, type == RT_PREC_FP16, dim, stride, box) != 0)
+        rt_die("attention: the driver refuses a tensor map (%p, B %lld, T %lld, %lld columns)", x,
+               (long long)B, (long long)T, (long long)cols);
     return m->map;
 }
 
@@ -742,7 +746,8 @@ static void att90_fwd(rt_exec *e, const void *qkv, float *lse, void *y, int64_t 
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
-        const void *map = att90_tmap(e, att_adv(e, qkv, b0 * T * 3 * d, 0), nb, T, d);
+        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0);
+        const void *map = att90_tmap(e, q, nb, T, 3 * d, RT_ATT90_ROWS);
         void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
         void *args[] = {(void *)map, &l, &o, &h, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
@@ -804,40 +809,6 @@ static unsigned att90b_smem(int64_t hd)
     return (unsigned)((2 * RT_ATT90B_RES + 2 * 2 * RT_ATT90B_STR) * hd * 2 + 64 + 1024);
 }
 
-/* The tensor map of a 16-bit [B, T, cols] tensor (qkv: cols 3d; dy: d) that the kernels
- * read through: {cols, T, B}, boxes of 64 columns x 64 rows, the 128-byte swizzle, rows
- * past T as zeros. Made once per (pointer, shape, type) and kept (the arena's pointers do
- * not move; two a layer); the kernels take it by value (__grid_constant__), so a launch
- * or a captured graph holds its own copy. */
-typedef struct {
-    _Alignas(64) unsigned char map[128];
-    const void *p;
-    int64_t B, T, cols;
-    int type;
-} att90b_map;
-
-static const void *att90b_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, int64_t cols)
-{
-    enum { N = 64 };
-    static att90b_map cache[N];
-    static int next;
-    int type = rt_cu_act16(e);
-    for (int i = 0; i < N; i++)
-        if (cache[i].p == x && cache[i].B == B && cache[i].T == T && cache[i].cols == cols &&
-            cache[i].type == type)
-            return cache[i].map;
-    att90b_map *m = &cache[next];
-    next = (next + 1) % N;
-    const uint64_t dim[3] = {(uint64_t)cols, (uint64_t)T, (uint64_t)B};
-    const uint64_t stride[2] = {(uint64_t)(cols * 2), (uint64_t)(T * cols * 2)};
-    const uint32_t box[3] = {64, RT_ATT90B_STR, 1};
-    *m = (att90b_map){.p = x, .B = B, .T = T, .cols = cols, .type = type};
-    if (rt_cu_tmap16(m->map, x, type == RT_PREC_FP16, dim, stride, box) != 0)
-        rt_die("attention: the driver refuses a tensor map (%p, B %lld, T %lld, %lld columns)", x,
-               (long long)B, (long long)T, (long long)cols);
-    return m->map;
-}
-
 /* the backward's two kernels on sm_90a, for att90b_use's shapes; D as in rt_cu_attention_bwd */
 static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void *y,
                        const void *dy, void *dqkv, rt_dptr D, int64_t B, int64_t T, int64_t d,
@@ -854,7 +825,8 @@ static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void 
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
-        const void *mq = att90b_tmap(e, q, nb, T, 3 * d), *mg = att90b_tmap(e, g, nb, T, d);
+        const void *mq = att90_tmap(e, q, nb, T, 3 * d, RT_ATT90B_STR);
+        const void *mg = att90_tmap(e, g, nb, T, d, RT_ATT90B_STR);
         const void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
         void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
