@@ -24,6 +24,8 @@ void rt_conv_bwd_weight(rt_exec *e, const float *x, const float *dyt, float *col
                         int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
                         int64_t pad, int64_t OH, int64_t OW, int64_t Cout)
 {
+    if (!dw)
+        return;   /* a frozen layer's (the compiler emits none; NULL means not wanted) */
     if (e->dev && RT_GPU(e)->conv_direct_dw(e, x, dyt, dw, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
     int64_t ckk = C * k * k, n = B * OH * OW;

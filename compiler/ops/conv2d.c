@@ -210,8 +210,6 @@ static void lower_conv_bwd(Program *p, Node *nd)
     const char *y = nd->fwd->out->name;
     Tensor *dyt = gemm_temp(g, xasprintf("d_gemm_%s", y), Cout, HW, nd->origin,
                             "gradient in GEMM layout [out, B*OH*OW]");
-    Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
-                            "im2col columns, recomputed [C*k*k, B*OH*OW]");
     /* [B, out, HW] -> [out, B, HW]: element j of dyt reads dy[b, co, q] */
     INSTR_EW(p, nd, "conv2d backward: [B, out, HW] -> [out, B, HW]", dyt, EW_COPY, x_arg(0),
              opd_at(dy, ix_to_gemm(HW, Cout)));   /* rows of HW move whole */
@@ -222,8 +220,13 @@ static void lower_conv_bwd(Program *p, Node *nd)
         instr_reads(r, dyt);
         instr_writes(r, nd->b->g);
     }
-    conv_gemm_call(p, nd, CALL_CONV_BWD_WEIGHT, x, dyt, col, nd->w->g, Cout, 2 * Cout * CKK * HW,
-                   1, "conv2d backward: dW += dY col^T (im2col again and a GEMM, or direct)");
+    if (!nd->frozen) {   /* (a GAN's discriminator under G's loss: no dW, no columns for it) */
+        Tensor *col = gemm_temp(g, xasprintf("col_%s_again", y), CKK, HW, nd->origin,
+                                "im2col columns, recomputed [C*k*k, B*OH*OW]");
+        conv_gemm_call(p, nd, CALL_CONV_BWD_WEIGHT, x, dyt, col, nd->w->g, Cout,
+                       2 * Cout * CKK * HW, 1,
+                       "conv2d backward: dW += dY col^T (im2col again and a GEMM, or direct)");
+    }
     if (!dx)
         return;
     Tensor *dcol = gemm_temp(g, xasprintf("d_col_%s", y), CKK, HW, nd->origin,

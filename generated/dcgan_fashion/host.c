@@ -461,8 +461,8 @@ static void forward_g(rt_exec *e)
     float *leaky_relu_discriminator_1_3 = ACT(351232); /* [B, 64, 14, 14] */
     const float *P_discriminator_2_weight = e->params + 1782608; /* [128, 64, 4, 4] */
     float *col_conv_discriminator_2_84 = ACT(0); /* [1024, B*49] */
-    float *gemm_conv_discriminator_2_84 = ACT(526848); /* [128, B*49] */
-    float *conv_discriminator_2_3 = ACT(501760); /* [B, 128, 7, 7] */
+    float *gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
+    float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
     const float *P_discriminator_3_weight = e->params + 1913680; /* [128] */
     const float *P_discriminator_3_bias = e->params + 1913808; /* [128] */
     float *bn_scale_discriminator_3_3 = ACT(806976); /* [B, 128] */
@@ -472,10 +472,10 @@ static void forward_g(rt_exec *e)
     float *S_discriminator_3_running_mean = e->state + 800; /* [128] */
     float *S_discriminator_3_running_var = e->state + 928; /* [128] */
     float *S_discriminator_3_num_batches_tracked = e->state + 1056; /* [], int64 */
-    float *batchnorm_discriminator_3_3 = ACT(526848); /* [B, 128, 7, 7] */
-    float *leaky_relu_discriminator_4_3 = ACT(551936); /* [B, 128, 7, 7] */
+    float *batchnorm_discriminator_3_3 = ACT(376320); /* [B, 128, 7, 7] */
+    float *leaky_relu_discriminator_4_3 = ACT(501760); /* [B, 128, 7, 7] */
     const float *P_discriminator_5_weight = e->params + 1913936; /* [1, 128, 7, 7] */
-    float *col_conv_discriminator_5_91 = ACT(577024); /* [6272, B*1] */
+    float *col_conv_discriminator_5_91 = ACT(526848); /* [6272, B*1] */
     float *gemm_conv_discriminator_5_91 = ACT(806992); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
     float *conv_discriminator_5_3 = ACT(806976); /* [B, 1, 1, 1] */
@@ -531,31 +531,26 @@ static void backward_g(rt_exec *e)
 {
     const float *d_conv_discriminator_5_91 = ACT(806992); /* [B, 1, 1, 1] */
     float *d_gemm_conv_discriminator_5_91 = ACT(806976); /* [1, B*1] */
-    const float *leaky_relu_discriminator_4_3 = ACT(551936); /* [B, 128, 7, 7] */
-    float *col_conv_discriminator_5_91_again = ACT(577024); /* [6272, B*1] */
     const float *P_discriminator_5_weight = e->params + 1913936; /* [1, 128, 7, 7] */
-    float *d_col_conv_discriminator_5_91 = ACT(577024); /* [6272, B*1] */
-    float *d_leaky_relu_discriminator_4_90 = ACT(551936); /* [B, 128, 7, 7] */
-    const float *batchnorm_discriminator_3_3 = ACT(526848); /* [B, 128, 7, 7] */
-    float *d_batchnorm_discriminator_3_85 = ACT(551936); /* [B, 128, 7, 7] */
-    const float *conv_discriminator_2_3 = ACT(501760); /* [B, 128, 7, 7] */
+    float *d_col_conv_discriminator_5_91 = ACT(526848); /* [6272, B*1] */
+    float *d_leaky_relu_discriminator_4_90 = ACT(501760); /* [B, 128, 7, 7] */
+    const float *batchnorm_discriminator_3_3 = ACT(376320); /* [B, 128, 7, 7] */
+    float *d_batchnorm_discriminator_3_85 = ACT(501760); /* [B, 128, 7, 7] */
+    const float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
     const float *P_discriminator_3_weight = e->params + 1913680; /* [128] */
     const float *bn_mean_discriminator_3_3 = ACT(805952); /* [B, 128] */
     const float *bn_rstd_discriminator_3_3 = ACT(806464); /* [B, 128] */
-    float *d_conv_discriminator_2_84 = ACT(526848); /* [B, 128, 7, 7] */
+    float *d_conv_discriminator_2_84 = ACT(376320); /* [B, 128, 7, 7] */
     float *d_gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
-    const float *leaky_relu_discriminator_1_3 = ACT(351232); /* [B, 64, 14, 14] */
-    float *col_conv_discriminator_2_84_again = ACT(0); /* [1024, B*49] */
     const float *P_discriminator_2_weight = e->params + 1782608; /* [128, 64, 4, 4] */
     float *d_col_conv_discriminator_2_84 = ACT(0); /* [1024, B*49] */
     float *d_leaky_relu_discriminator_1_83 = ACT(351232); /* [B, 64, 14, 14] */
     const float *conv_discriminator_0_3 = ACT(301056); /* [B, 64, 14, 14] */
     float *d_gemm_conv_discriminator_0_82 = ACT(501760); /* [64, B*196] */
-    const float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
-    float *col_conv_discriminator_0_82_again = ACT(551936); /* [16, B*196] */
     const float *P_discriminator_0_weight = e->params + 1781520; /* [64, 1, 4, 4] */
     float *d_col_conv_discriminator_0_82 = ACT(551936); /* [16, B*196] */
     float *d_tanh_generator_7 = ACT(564480); /* [B, 1, 28, 28] */
+    const float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
     float *d_convt_generator_6 = ACT(564480); /* [B, 1, 28, 28] */
     float *d_gemm_convt_generator_6 = ACT(567616); /* [1, B*784] */
     float *G_generator_6_bias = e->grads + 1781504; /* [1] */
@@ -596,142 +591,128 @@ static void backward_g(rt_exec *e)
     /* on a GPU: k19's code, on these tensors */
     rt_launch(e, "k19", k31, e->B, 2, (void *[]){&d_conv_discriminator_5_91,
               &d_gemm_conv_discriminator_5_91});
-    RT_AT(95, "$.model.gan.discriminator[5]: conv2d backward: dW += dY col^T (im2col again and a "
-          "GEMM, or direct)");
-    rt_conv_bwd_weight(e, leaky_relu_discriminator_4_3, d_gemm_conv_discriminator_5_91,
-                       col_conv_discriminator_5_91_again, NULL, e->B, 128, 7, 7, 7, 1, 0, 1, 1, 1);
-    RT_AT(96, "$.model.gan.discriminator[5]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+    RT_AT(95, "$.model.gan.discriminator[5]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
           "col2im, or implicit GEMM)");
     rt_conv_bwd_data(e, P_discriminator_5_weight, d_gemm_conv_discriminator_5_91,
                      d_col_conv_discriminator_5_91, d_leaky_relu_discriminator_4_90, e->B, 128, 7,
                      7, 7, 1, 0, 1, 1, 1);
-    RT_AT(97, "$.model.gan.discriminator[4]: leaky relu backward");
+    RT_AT(96, "$.model.gan.discriminator[4]: leaky relu backward");
     /* on a GPU: k20's code, on these tensors */
     rt_launch(e, "k20", k32, e->B * 6272, 3, (void *[]){&d_leaky_relu_discriminator_4_90,
               &batchnorm_discriminator_3_3, &d_batchnorm_discriminator_3_85});
-    RT_AT(98, "$.model.gan.discriminator[3]: batchnorm backward");
+    RT_AT(97, "$.model.gan.discriminator[3]: batchnorm backward");
     rt_batchnorm_bwd(e, conv_discriminator_2_3, P_discriminator_3_weight, bn_mean_discriminator_3_3,
                      bn_rstd_discriminator_3_3, d_batchnorm_discriminator_3_85,
                      d_conv_discriminator_2_84, NULL, NULL, e->B, 128, 49, 0);
-    RT_AT(99, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
+    RT_AT(98, "$.model.gan.discriminator[2]: conv2d backward: [B, out, HW] -> [out, B, HW]");
     /* on a GPU: k21's code, on these tensors */
     rt_launch(e, "k21", k33, e->B * 6272, 2, (void *[]){&d_conv_discriminator_2_84,
               &d_gemm_conv_discriminator_2_84});
-    RT_AT(100, "$.model.gan.discriminator[2]: conv2d backward: dW += dY col^T (im2col again and "
-          "a GEMM, or direct)");
-    rt_conv_bwd_weight(e, leaky_relu_discriminator_1_3, d_gemm_conv_discriminator_2_84,
-                       col_conv_discriminator_2_84_again, NULL, e->B, 64, 14, 14, 4, 2, 1, 7, 7,
-                       128);
-    RT_AT(101, "$.model.gan.discriminator[2]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+    RT_AT(99, "$.model.gan.discriminator[2]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
           "col2im, or implicit GEMM)");
     rt_conv_bwd_data(e, P_discriminator_2_weight, d_gemm_conv_discriminator_2_84,
                      d_col_conv_discriminator_2_84, d_leaky_relu_discriminator_1_83, e->B, 64, 14,
                      14, 4, 2, 1, 7, 7, 128);
-    RT_AT(103, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu "
+    RT_AT(101, "$.model.gan.discriminator[1] + $.model.gan.discriminator[0]: leaky relu "
           "backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first "
           "reads its operands in the new order)");
     /* on a GPU: k22's code, on these tensors */
     rt_launch(e, "k22", k34, e->B * 12544, 3, (void *[]){&d_leaky_relu_discriminator_1_83,
               &conv_discriminator_0_3, &d_gemm_conv_discriminator_0_82});
-    RT_AT(104, "$.model.gan.discriminator[0]: conv2d backward: dW += dY col^T (im2col again and "
-          "a GEMM, or direct)");
-    rt_conv_bwd_weight(e, tanh_generator_7, d_gemm_conv_discriminator_0_82,
-                       col_conv_discriminator_0_82_again, NULL, e->B, 1, 28, 28, 4, 2, 1, 14, 14,
-                       64);
-    RT_AT(105, "$.model.gan.discriminator[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
+    RT_AT(102, "$.model.gan.discriminator[0]: conv2d backward: dx = col2im(W^T dY) (a GEMM and "
           "col2im, or implicit GEMM)");
     rt_conv_bwd_data(e, P_discriminator_0_weight, d_gemm_conv_discriminator_0_82,
                      d_col_conv_discriminator_0_82, d_tanh_generator_7, e->B, 1, 28, 28, 4, 2, 1,
                      14, 14, 64);
-    RT_AT(106, "$.model.gan.generator[7]: tanh backward");
+    RT_AT(103, "$.model.gan.generator[7]: tanh backward");
     rt_launch(e, "k35", k35, e->B * 784, 3, (void *[]){&d_tanh_generator_7, &tanh_generator_7,
               &d_convt_generator_6});
-    RT_AT(107, "$.model.gan.generator[6]: conv_transpose2d backward: [B, out, OHW] -> [out, B, "
+    RT_AT(104, "$.model.gan.generator[6]: conv_transpose2d backward: [B, out, OHW] -> [out, B, "
           "OHW]");
     rt_launch(e, "k36", k36, e->B * 784, 2, (void *[]){&d_convt_generator_6,
               &d_gemm_convt_generator_6});
-    RT_AT(108, "$.model.gan.generator[6]: generator.6.bias's gradient is written from here on");
+    RT_AT(105, "$.model.gan.generator[6]: generator.6.bias's gradient is written from here on");
     rt_grad_begin(e, 1781504, 1);
-    RT_AT(109, "$.model.gan.generator[6]: conv_transpose2d backward: bias gradient");
+    RT_AT(106, "$.model.gan.generator[6]: conv_transpose2d backward: bias gradient");
     rt_rowsum_add(e, d_gemm_convt_generator_6, G_generator_6_bias, 1, e->B * 784);
-    RT_AT(110, "$.model.gan.generator[6]: generator.6.bias's gradient is final");
+    RT_AT(107, "$.model.gan.generator[6]: generator.6.bias's gradient is final");
     rt_grad_ready(e, 1781504, 1);
-    RT_AT(111, "$.model.gan.generator[6]: conv_transpose2d backward: im2col of dy");
+    RT_AT(108, "$.model.gan.generator[6]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_6, col_convt_generator_6_d, e->B, 1, 28, 28, 4, 2, 1, 14, 14);
-    RT_AT(112, "$.model.gan.generator[6]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(109, "$.model.gan.generator[6]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k4's code, on these tensors */
     rt_launch(e, "k4", k37, e->B * 25088, 2, (void *[]){&relu_generator_5,
               &gemm_in_convt_generator_6_again});
-    RT_AT(113, "$.model.gan.generator[6]: generator.6.weight's gradient is written from here on");
+    RT_AT(110, "$.model.gan.generator[6]: generator.6.weight's gradient is written from here on");
     rt_grad_begin(e, 1779456, 2048);
-    RT_AT(114, "$.model.gan.generator[6]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(111, "$.model.gan.generator[6]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 128, 16, e->B * 196, 1.0f, gemm_in_convt_generator_6_again, e->B * 196,
             col_convt_generator_6_d, e->B * 196, 1.0f, G_generator_6_weight, 16);
-    RT_AT(115, "$.model.gan.generator[6]: generator.6.weight's gradient is final");
+    RT_AT(112, "$.model.gan.generator[6]: generator.6.weight's gradient is final");
     rt_grad_ready(e, 1779456, 2048);
-    RT_AT(116, "$.model.gan.generator[6]: conv_transpose2d backward: dx = W cols");
+    RT_AT(113, "$.model.gan.generator[6]: conv_transpose2d backward: dx = W cols");
     rt_gemm(e, 0, 0, 128, e->B * 196, 16, 1.0f, P_generator_6_weight, 16, col_convt_generator_6_d,
             e->B * 196, 0.0f, d_gemm_in_convt_generator_6, e->B * 196);
-    RT_AT(117, "$.model.gan.generator[6] + $.model.gan.generator[5]: conv_transpose2d backward: "
+    RT_AT(114, "$.model.gan.generator[6] + $.model.gan.generator[5]: conv_transpose2d backward: "
           "[in, B, HW] -> [B, in, HW] + relu backward");
     rt_launch(e, "k38", k38, e->B * 25088, 3, (void *[]){&d_gemm_in_convt_generator_6,
               &relu_generator_5, &d_batchnorm_generator_4});
-    RT_AT(119, "$.model.gan.generator[4]: the gradients of generator.4.weight and "
+    RT_AT(116, "$.model.gan.generator[4]: the gradients of generator.4.weight and "
           "generator.4.bias are written from here on");
     rt_grad_begin(e, 1779200, 256);
-    RT_AT(120, "$.model.gan.generator[4]: batchnorm backward");
+    RT_AT(117, "$.model.gan.generator[4]: batchnorm backward");
     rt_batchnorm_bwd(e, convt_generator_3, P_generator_4_weight, bn_mean_generator_4,
                      bn_rstd_generator_4, d_batchnorm_generator_4, d_convt_generator_3,
                      G_generator_4_weight, G_generator_4_bias, e->B, 128, 196, 0);
-    RT_AT(121, "$.model.gan.generator[4]: generator.4.weight's gradient is final");
+    RT_AT(118, "$.model.gan.generator[4]: generator.4.weight's gradient is final");
     rt_grad_ready(e, 1779200, 128);
-    RT_AT(122, "$.model.gan.generator[4]: generator.4.bias's gradient is final");
+    RT_AT(119, "$.model.gan.generator[4]: generator.4.bias's gradient is final");
     rt_grad_ready(e, 1779328, 128);
-    RT_AT(123, "$.model.gan.generator[3]: conv_transpose2d backward: im2col of dy");
+    RT_AT(120, "$.model.gan.generator[3]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_3, col_convt_generator_3_d, e->B, 128, 14, 14, 4, 2, 1, 7, 7);
-    RT_AT(124, "$.model.gan.generator[3]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(121, "$.model.gan.generator[3]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k2's code, on these tensors */
     rt_launch(e, "k2", k39, e->B * 12544, 2, (void *[]){&relu_generator_2,
               &gemm_in_convt_generator_3_again});
-    RT_AT(125, "$.model.gan.generator[3]: generator.3.weight's gradient is written from here on");
+    RT_AT(122, "$.model.gan.generator[3]: generator.3.weight's gradient is written from here on");
     rt_grad_begin(e, 1254912, 524288);
-    RT_AT(126, "$.model.gan.generator[3]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(123, "$.model.gan.generator[3]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 256, 2048, e->B * 49, 1.0f, gemm_in_convt_generator_3_again, e->B * 49,
             col_convt_generator_3_d, e->B * 49, 1.0f, G_generator_3_weight, 2048);
-    RT_AT(127, "$.model.gan.generator[3]: generator.3.weight's gradient is final");
+    RT_AT(124, "$.model.gan.generator[3]: generator.3.weight's gradient is final");
     rt_grad_ready(e, 1254912, 524288);
-    RT_AT(128, "$.model.gan.generator[3]: conv_transpose2d backward: dx = W cols");
+    RT_AT(125, "$.model.gan.generator[3]: conv_transpose2d backward: dx = W cols");
     rt_gemm(e, 0, 0, 256, e->B * 49, 2048, 1.0f, P_generator_3_weight, 2048,
             col_convt_generator_3_d, e->B * 49, 0.0f, d_gemm_in_convt_generator_3, e->B * 49);
-    RT_AT(129, "$.model.gan.generator[3] + $.model.gan.generator[2]: conv_transpose2d backward: "
+    RT_AT(126, "$.model.gan.generator[3] + $.model.gan.generator[2]: conv_transpose2d backward: "
           "[in, B, HW] -> [B, in, HW] + relu backward");
     rt_launch(e, "k40", k40, e->B * 12544, 3, (void *[]){&d_gemm_in_convt_generator_3,
               &relu_generator_2, &d_batchnorm_generator_1});
-    RT_AT(131, "$.model.gan.generator[1]: the gradients of generator.1.weight and "
+    RT_AT(128, "$.model.gan.generator[1]: the gradients of generator.1.weight and "
           "generator.1.bias are written from here on");
     rt_grad_begin(e, 1254400, 512);
-    RT_AT(132, "$.model.gan.generator[1]: batchnorm backward");
+    RT_AT(129, "$.model.gan.generator[1]: batchnorm backward");
     rt_batchnorm_bwd(e, convt_generator_0, P_generator_1_weight, bn_mean_generator_1,
                      bn_rstd_generator_1, d_batchnorm_generator_1, d_convt_generator_0,
                      G_generator_1_weight, G_generator_1_bias, e->B, 256, 49, 0);
-    RT_AT(133, "$.model.gan.generator[1]: generator.1.weight's gradient is final");
+    RT_AT(130, "$.model.gan.generator[1]: generator.1.weight's gradient is final");
     rt_grad_ready(e, 1254400, 256);
-    RT_AT(134, "$.model.gan.generator[1]: generator.1.bias's gradient is final");
+    RT_AT(131, "$.model.gan.generator[1]: generator.1.bias's gradient is final");
     rt_grad_ready(e, 1254656, 256);
-    RT_AT(135, "$.model.gan.generator[0]: conv_transpose2d backward: im2col of dy");
+    RT_AT(132, "$.model.gan.generator[0]: conv_transpose2d backward: im2col of dy");
     rt_im2col(e, d_convt_generator_0, col_convt_generator_0_d, e->B, 256, 7, 7, 7, 1, 0, 1, 1);
-    RT_AT(136, "$.model.gan.generator[0]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
+    RT_AT(133, "$.model.gan.generator[0]: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] "
           "again");
     /* on a GPU: k0's code, on these tensors */
     rt_launch(e, "k0", k41, e->B * 100, 2, (void *[]){&in_z, &gemm_in_convt_generator_0_again});
-    RT_AT(137, "$.model.gan.generator[0]: generator.0.weight's gradient is written from here on");
+    RT_AT(134, "$.model.gan.generator[0]: generator.0.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 1254400);
-    RT_AT(138, "$.model.gan.generator[0]: conv_transpose2d backward: dW += x cols^T");
+    RT_AT(135, "$.model.gan.generator[0]: conv_transpose2d backward: dW += x cols^T");
     rt_gemm(e, 0, 1, 100, 12544, e->B, 1.0f, gemm_in_convt_generator_0_again, e->B,
             col_convt_generator_0_d, e->B, 1.0f, G_generator_0_weight, 12544);
-    RT_AT(139, "$.model.gan.generator[0]: generator.0.weight's gradient is final");
+    RT_AT(136, "$.model.gan.generator[0]: generator.0.weight's gradient is final");
     rt_grad_ready(e, 0, 1254400);
 }
 
@@ -925,10 +906,10 @@ const rt_model trainc_model = {
     .n_inputs = 1,
     .inputs = inputs,
     .arena_row_bytes = 813200,
-    .noreuse_row_bytes = 5259808,
+    .noreuse_row_bytes = 5021472,
     .eval_arena_row_bytes = 501760,
     .flops_per_sample = 284594364,
-    .n_instructions = 140,
+    .n_instructions = 137,
     .loss = RT_LOSS_GAN_BCE,
     .loss_terms = 1,
     .has_dropout = 0,

@@ -579,8 +579,8 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *gemm_conv_discriminator_2_84 = ACT(526848); /* [128, B*49] */
-    float *conv_discriminator_2_3 = ACT(501760); /* [B, 128, 7, 7] */
+    const float *gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
+    float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -599,11 +599,11 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.gan.discriminator[3] + $.model.gan.discriminator[4] */
 void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *conv_discriminator_2_3 = ACT(501760); /* [B, 128, 7, 7] */
+    const float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
     const float *bn_scale_discriminator_3_3 = ACT(806976); /* [B, 128] */
     const float *bn_shift_discriminator_3_3 = ACT(807488); /* [B, 128] */
-    float *batchnorm_discriminator_3_3 = ACT(526848); /* [B, 128, 7, 7] */
-    float *leaky_relu_discriminator_4_3 = ACT(551936); /* [B, 128, 7, 7] */
+    float *batchnorm_discriminator_3_3 = ACT(376320); /* [B, 128, 7, 7] */
+    float *leaky_relu_discriminator_4_3 = ACT(501760); /* [B, 128, 7, 7] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -671,9 +671,9 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k20's kernel, the same code, on its own tensors) */
 void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_leaky_relu_discriminator_4_90 = ACT(551936); /* [B, 128, 7, 7] */
-    const float *batchnorm_discriminator_3_3 = ACT(526848); /* [B, 128, 7, 7] */
-    float *d_batchnorm_discriminator_3_85 = ACT(551936); /* [B, 128, 7, 7] */
+    const float *d_leaky_relu_discriminator_4_90 = ACT(501760); /* [B, 128, 7, 7] */
+    const float *batchnorm_discriminator_3_3 = ACT(376320); /* [B, 128, 7, 7] */
+    float *d_batchnorm_discriminator_3_85 = ACT(501760); /* [B, 128, 7, 7] */
     for (int64_t i = lo; i < hi; i++) {
         /* leaky relu backward */
         float v0 = 0.0f < batchnorm_discriminator_3_3[i] ? d_leaky_relu_discriminator_4_90[i] : d_leaky_relu_discriminator_4_90[i] * 0.200000003f;
@@ -686,7 +686,7 @@ void k32(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
 void k33(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_conv_discriminator_2_84 = ACT(526848); /* [B, 128, 7, 7] */
+    const float *d_conv_discriminator_2_84 = ACT(376320); /* [B, 128, 7, 7] */
     float *d_gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */

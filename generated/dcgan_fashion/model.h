@@ -2,35 +2,35 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 813200 bytes (without reuse: Bmax * 5259808; the most live at
+ * One arena of Bmax * 813200 bytes (without reuse: Bmax * 5021472; the most live at
  * once: Bmax * 813200). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   602112      50176        2-132  convt_generator_0           [B, 256, 7, 7]
+ *   602112      50176        2-129  convt_generator_0           [B, 256, 7, 7]
  *                                   conv_transpose2d output
- *   809088      1024         3-132  bn_mean_generator_1         [B, 256]
+ *   809088      1024         3-129  bn_mean_generator_1         [B, 256]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   810112      1024         3-132  bn_rstd_generator_1         [B, 256]
+ *   810112      1024         3-129  bn_rstd_generator_1         [B, 256]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
  *   702464      1024         3-4    bn_scale_generator_1        [B, 256]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   703488      1024         3-4    bn_shift_generator_1        [B, 256]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   652288      50176        4-132  relu_generator_2            [B, 256, 7, 7]  relu
- *   401408      100352       8-120  convt_generator_3           [B, 128, 14, 14]
+ *   652288      50176        4-129  relu_generator_2            [B, 256, 7, 7]  relu
+ *   401408      100352       8-117  convt_generator_3           [B, 128, 14, 14]
  *                                   conv_transpose2d output
- *   811136      512          9-120  bn_mean_generator_4         [B, 128]
+ *   811136      512          9-117  bn_mean_generator_4         [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   811648      512          9-120  bn_rstd_generator_4         [B, 128]
+ *   811648      512          9-117  bn_rstd_generator_4         [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
  *   301056      512          9-10   bn_scale_generator_4        [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   301568      512          9-10   bn_shift_generator_4        [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   200704      100352      10-120  relu_generator_5            [B, 128, 14, 14]  relu
- *   802816      3136        15-106  tanh_generator_7            [B, 1, 28, 28]  tanh
+ *   200704      100352      10-117  relu_generator_5            [B, 128, 14, 14]  relu
+ *   802816      3136        15-103  tanh_generator_7            [B, 1, 28, 28]  tanh
  *   805952      3136        17-81   x_f32                       [B, 1, 28, 28]  input as f32
  *   301056      50176       19-78   conv_discriminator_0        [B, 64, 14, 14]  conv2d output
  *   351232      50176       20-74   leaky_relu_discriminator_1  [B, 64, 14, 14]  leaky_relu
@@ -64,19 +64,19 @@
  *   778752      16          42-43   conv_discriminator_5_2      [B, 1, 1, 1]  conv2d output
  *   778768      16          43-44   d_flatten_discriminator_6_80  [B, 1]
  *                                   d(loss term)/d(logits), written by the loss
- *   301056      50176       84-103  conv_discriminator_0_3      [B, 64, 14, 14]  conv2d output
- *   351232      50176       84-100  leaky_relu_discriminator_1_3  [B, 64, 14, 14]  leaky_relu
- *   501760      25088       87-98   conv_discriminator_2_3      [B, 128, 7, 7]  conv2d output
- *   526848      25088       89-97   batchnorm_discriminator_3_3  [B, 128, 7, 7]  batchnorm output
- *   805952      512         88-98   bn_mean_discriminator_3_3   [B, 128]
+ *   301056      50176       84-101  conv_discriminator_0_3      [B, 64, 14, 14]  conv2d output
+ *   351232      50176       84-86   leaky_relu_discriminator_1_3  [B, 64, 14, 14]  leaky_relu
+ *   351232      25088       87-97   conv_discriminator_2_3      [B, 128, 7, 7]  conv2d output
+ *   376320      25088       89-96   batchnorm_discriminator_3_3  [B, 128, 7, 7]  batchnorm output
+ *   805952      512         88-97   bn_mean_discriminator_3_3   [B, 128]
  *                                   batchnorm's batch mean [C] (first C floats), saved for backward
- *   806464      512         88-98   bn_rstd_discriminator_3_3   [B, 128]
+ *   806464      512         88-97   bn_rstd_discriminator_3_3   [B, 128]
  *                                   batchnorm's batch 1/std [C] (first C floats), saved for backward
  *   806976      512         88-89   bn_scale_discriminator_3_3  [B, 128]
  *                                   batchnorm's scale rstd * w [C] (first C floats)
  *   807488      512         88-89   bn_shift_discriminator_3_3  [B, 128]
  *                                   batchnorm's shift b - mean * rstd * w [C] (first C floats)
- *   551936      25088       89-95   leaky_relu_discriminator_4_3  [B, 128, 7, 7]  leaky_relu
+ *   501760      25088       89-91   leaky_relu_discriminator_4_3  [B, 128, 7, 7]  leaky_relu
  *   806976      16          92-93   conv_discriminator_5_3      [B, 1, 1, 1]  conv2d output
  *   806992      16          93-94   d_flatten_discriminator_6_92  [B, 1]
  *                                   d(loss term)/d(logits), written by the loss
@@ -86,12 +86,12 @@
  *   501760      25088       68-70   d_leaky_relu_discriminator_4  [B, 128, 7, 7]  gradient
  *   526848      25088       70-73   d_conv_discriminator_2      [B, 128, 7, 7]  gradient
  *   351232      50176       76-78   d_leaky_relu_discriminator_1  [B, 64, 14, 14]  gradient
- *   551936      25088       96-98   d_leaky_relu_discriminator_4_90  [B, 128, 7, 7]  gradient
- *   526848      25088       98-99   d_conv_discriminator_2_84   [B, 128, 7, 7]  gradient
- *   351232      50176      101-103  d_leaky_relu_discriminator_1_83  [B, 64, 14, 14]  gradient
- *   564480      3136       105-111  d_tanh_generator_7          [B, 1, 28, 28]  gradient
- *   501760      100352     120-123  d_convt_generator_3         [B, 128, 14, 14]  gradient
- *   0           50176      132-135  d_convt_generator_0         [B, 256, 7, 7]  gradient
+ *   501760      25088       95-97   d_leaky_relu_discriminator_4_90  [B, 128, 7, 7]  gradient
+ *   376320      25088       97-98   d_conv_discriminator_2_84   [B, 128, 7, 7]  gradient
+ *   351232      50176       99-101  d_leaky_relu_discriminator_1_83  [B, 64, 14, 14]  gradient
+ *   564480      3136       102-108  d_tanh_generator_7          [B, 1, 28, 28]  gradient
+ *   501760      100352     117-120  d_convt_generator_3         [B, 128, 14, 14]  gradient
+ *   0           50176      129-132  d_convt_generator_0         [B, 256, 7, 7]  gradient
  *   50176       400          0-1    gemm_in_convt_generator_0   [100, B*1]
  *                                   input in GEMM layout [in, B*H*W]
  *   0           50176        1-2    col_convt_generator_0       [12544, B*1]
@@ -168,47 +168,41 @@
  *                                   GEMM output [out, B*OH*OW]
  *   0           200704      86-86   col_conv_discriminator_2_84  [1024, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
- *   526848      25088       86-87   gemm_conv_discriminator_2_84  [128, B*49]
+ *   501760      25088       86-87   gemm_conv_discriminator_2_84  [128, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   577024      25088       91-91   col_conv_discriminator_5_91  [6272, B*1]
+ *   526848      25088       91-91   col_conv_discriminator_5_91  [6272, B*1]
  *                                   im2col columns [C*k*k, B*OH*OW]
  *   806992      16          91-92   gemm_conv_discriminator_5_91  [1, B*1]
  *                                   GEMM output [out, B*OH*OW]
- *   806976      16          94-96   d_gemm_conv_discriminator_5_91  [1, B*1]
+ *   806976      16          94-95   d_gemm_conv_discriminator_5_91  [1, B*1]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   577024      25088       95-95   col_conv_discriminator_5_91_again  [6272, B*1]
- *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   577024      25088       96-96   d_col_conv_discriminator_5_91  [6272, B*1]
+ *   526848      25088       95-95   d_col_conv_discriminator_5_91  [6272, B*1]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      25088       99-101  d_gemm_conv_discriminator_2_84  [128, B*49]
+ *   501760      25088       98-99   d_gemm_conv_discriminator_2_84  [128, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           200704     100-100  col_conv_discriminator_2_84_again  [1024, B*49]
- *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   0           200704     101-101  d_col_conv_discriminator_2_84  [1024, B*49]
+ *   0           200704      99-99   d_col_conv_discriminator_2_84  [1024, B*49]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   501760      50176      103-105  d_gemm_conv_discriminator_0_82  [64, B*196]
+ *   501760      50176      101-102  d_gemm_conv_discriminator_0_82  [64, B*196]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   551936      12544      104-104  col_conv_discriminator_0_82_again  [16, B*196]
- *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
- *   551936      12544      105-105  d_col_conv_discriminator_0_82  [16, B*196]
+ *   551936      12544      102-102  d_col_conv_discriminator_0_82  [16, B*196]
  *                                   column gradients [C*k*k, B*OH*OW]
- *   567616      3136       107-109  d_gemm_convt_generator_6    [1, B*784]
+ *   567616      3136       104-106  d_gemm_convt_generator_6    [1, B*784]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   501760      12544      111-116  col_convt_generator_6_d     [16, B*196]
+ *   501760      12544      108-113  col_convt_generator_6_d     [16, B*196]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   301056      100352     112-114  gemm_in_convt_generator_6_again  [128, B*196]
+ *   301056      100352     109-111  gemm_in_convt_generator_6_again  [128, B*196]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
- *   301056      100352     116-117  d_gemm_in_convt_generator_6  [128, B*196]
+ *   301056      100352     113-114  d_gemm_in_convt_generator_6  [128, B*196]
  *                                   input gradient in GEMM layout [in, B*H*W]
- *   0           401408     123-128  col_convt_generator_3_d     [2048, B*49]
+ *   0           401408     120-125  col_convt_generator_3_d     [2048, B*49]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   401408      50176      124-126  gemm_in_convt_generator_3_again  [256, B*49]
+ *   401408      50176      121-123  gemm_in_convt_generator_3_again  [256, B*49]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
- *   401408      50176      128-129  d_gemm_in_convt_generator_3  [256, B*49]
+ *   401408      50176      125-126  d_gemm_in_convt_generator_3  [256, B*49]
  *                                   input gradient in GEMM layout [in, B*H*W]
- *   50176       50176      135-138  col_convt_generator_0_d     [12544, B*1]
+ *   50176       50176      132-135  col_convt_generator_0_d     [12544, B*1]
  *                                   im2col of the gradient [out*k*k, B*H*W]
- *   0           400        136-138  gemm_in_convt_generator_0_again  [100, B*1]
+ *   0           400        133-135  gemm_in_convt_generator_0_again  [100, B*1]
  *                                   input in GEMM layout, recomputed [in, B*H*W]
  *   (in place)  -                   d_batchnorm_discriminator_3_73  [B, 128, 7, 7]
  *                                   written over d_leaky_relu_discriminator_4_78
