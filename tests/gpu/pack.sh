@@ -79,7 +79,6 @@ fi
 cp build/tests/gpu/check_ops build/tests/gpu/bench_attn "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/bench_attn"   # bench/gpu_attention.sh
-rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
 mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
 cp data/fashion/*.npy "$P/data/fashion/"
 cp data/text/*.bin "$P/data/text/"
@@ -135,5 +134,7 @@ fi
 c=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 git diff --quiet HEAD 2>/dev/null || c=$c-dirty
 printf %s "$c" >"$P/commit"
+# the device has its own cuBLASLt, NVRTC and NCCL (every bundle above copied them)
+rm -f "$P"/ship/lib/libcublasLt* "$P"/ship/lib/libnvrtc* "$P"/ship/lib/libnccl*
 tar -C build -cJf build/devpack.tar.xz devpack
 ls -la build/devpack.tar.xz
