@@ -12,7 +12,7 @@
 #    pack's trainer llama1b_ft was built from; `data text` tokenizes the pack's text;
 # 3. llama1b_ft fine-tunes STEPS steps at batch B in bf16-mixed from the imported
 #    init.safetensors: tokens/s over the steps after 5 (bench/trainc_record.py), the
-#    command in the row; then --eval of its model.safetensors on every validation window;
+#    command in the row, and its closing validation over every validation window;
 # 4. `trainc export hf`, and bench/hf_llama1b.py check: transformers' from_pretrained and
 #    its loss on the same windows within 1% of trainc's (bf16 on both sides) where the
 #    device has transformers; the export's names and shapes against its config.json
@@ -49,13 +49,15 @@ row "{\"label\":\"hf1b_prepare\",\"seconds\":$(($(date +%s) - t))}"
 DATA=(--set "data.train.tokens=$W/llama1b_ft/data/train_*.bin" --set "data.val.tokens=$W/llama1b_ft/data/val_*.bin")
 CMD=("$S/llama1b_ft" --device "$DEVICE" --init "$W/llama1b_ft/init.safetensors" "${DATA[@]}" --set batch_size="$B"
      --set max_steps="$STEPS" --set schedule.warmup_steps=5 --set log_every=1 --set checkpoint=null
-     --set validate.every_steps="$STEPS" --set validate.batches=4 --quiet --out "$W/run")
+     --set validate.every_steps=null --set validate.batches=null --quiet --out "$W/run")
 "${CMD[@]}" >>"$LOG" 2>&1 || fail "fine-tuning (exit $?)"
 python3 "$ROOT/bench/trainc_record.py" "$W/run/metrics.jsonl" "$B" "$SEQ" 5 hf1b_finetune \
     command="llama1b_ft --device $DEVICE --init init.safetensors --set batch_size=$B --set max_steps=$STEPS" | tee -a "$RES"
-loss=$("$S/llama1b_ft" --device "$DEVICE" --init "$W/run/model.safetensors" "${DATA[@]}" --eval \
-       --set validate.batches=null --quiet 2>>"$LOG" | sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p')
-[ -n "$loss" ] || fail "--eval of the fine-tuned weights"
+# the run's closing validation, over every validation window (validate.batches null):
+# the loss --eval of model.safetensors gives, without running it again
+loss=$(python3 -c 'import json, sys; print([r for r in map(json.loads, open(sys.argv[1])) if "val_loss" in r][-1]["val_loss"])' \
+       "$W/run/metrics.jsonl" 2>>"$LOG")
+[ -n "$loss" ] || fail "the fine-tuned weights' validation loss"
 "$TR" export hf "$H/model.json" "$H/train.json" --weights "$W/run/model.safetensors" -o "$W/hf_tuned" \
     --tokenizer "$W/hf/tokenizer.json" >>"$LOG" 2>&1 || fail "trainc export hf"
 python3 "$ROOT/bench/hf_llama1b.py" check "$W/hf_tuned" "$W/llama1b_ft/data/val_000000.bin" "$loss" "$SEQ" 2>>"$LOG" |

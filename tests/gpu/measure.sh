@@ -31,7 +31,7 @@
 #              and 128, causal and full, TFLOP/s forward and backward, 3 rounds      120
 #   hf         bench/gpu_hf.sh: a Llama-3.2-1B-shaped HF checkpoint (random weights)
 #              imported, its tokenizer's shards, 30 steps of bf16-mixed fine-tuning
-#              (tokens/s), --eval, export, and transformers' loss on the export
+#              (tokens/s), its validation, export, and transformers' loss on the export
 #              (where the device has transformers)                                  240
 #   bench      tests/gpu/run.sh bench: the MLP, CNN and wide MLP against PyTorch eager
 #              and torch.compile                                                     300
