@@ -38,25 +38,29 @@ gpt2_shards
 llama3_shards
 bf16_rate >>"$RES" 2>>"$ERR"
 
-trainc_llama() {   # trainc_llama TRAINER SHARDS B LABEL: one JSON line
-    local exe=$1 shards=$2 b=$3 label=$4 o=$D/llama.$1.$3.$RANDOM T=1024
+trainc_llama() {   # trainc_llama TRAINER SHARDS B LABEL [TAG]: one JSON line (TAG: the
+                   # trainer's name in it is "TRAINER TAG")
+    local exe=$1 shards=$2 b=$3 label=$4 tag=${5:+ $5} o=$D/llama.$1.$3.$RANDOM T=1024
     case $exe in llama3_1b*) T=2048 ;; esac
     "$S/$exe" --device cuda --set "data.train.tokens=$D/data/$shards/train_*.bin" \
         --set data.val=null --set validate.every_steps=null --set validate.batches=null \
         --set checkpoint=null --set log_every=1 --set batch_size="$b" --set max_steps="$STEPS" \
         --quiet --out "$o" >"$o.log" 2>&1
     # tokens/s as BENCHMARKING.md times it: the tokens after step 5 over their wall time
-    python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$b" "$T" 5 "$label" trainer="$exe"
+    python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$b" "$T" 5 "$label" trainer="$exe$tag"
 }
 torch_llama() {    # torch_llama MODEL B LABEL [--compile]
     local model=$1 b=$2 label=$3; shift 3
     python3 "$ROOT/bench/gpu_llama_torch.py" "$model" "$b" --steps "$STEPS" "$@" 2>>"$ERR" |
         python3 -c "import json, sys; r = json.loads(sys.stdin.read()); r['label'] = '$label'; print(json.dumps(r))"
 }
-rounds() {         # rounds MODEL TRAINER SHARDS B LABEL: ROUNDS alternating runs of the three
+rounds() {         # rounds MODEL TRAINER SHARDS B LABEL: ROUNDS alternating runs of the three,
+                   # and of trainc on attention.cuh's sm_80 kernels (TRAINC_ATT_SM90=0: the
+                   # Hopper kernels' rope pass against the sm_80 ones' fused rope)
     local i
     for ((i = 0; i < ROUNDS; i++)); do
         trainc_llama "$2" "$3" "$4" "$5"
+        TRAINC_ATT_SM90=0 trainc_llama "$2" "$3" "$4" "$5" "TRAINC_ATT_SM90=0"
         torch_llama "$1" "$4" "$5"
         torch_llama "$1" "$4" "$5" --compile
     done

@@ -357,18 +357,37 @@ static void instance(Program *p, Buf *b, Buf *seen, const Instr *in)
     free(c);
 }
 
+/* The bytes a batch row of the transformed copy of q and k that the Hopper kernels read
+ * where qk_norm or rope is on (cuda_ops.c's att90x_*: 16-bit activations, heads 64 or
+ * 128 wide): T x (H + KV) x hd 16-bit values; 0 where they cannot be taken. t0: the
+ * call's first integer (B), after its tensors. */
+static int64_t ext_prep90_row_bytes(const Program *p, const Instr *in, int t0)
+{
+    int64_t T = num(in, t0 + 1), H = num(in, t0 + 3), KV = num(in, t0 + 4), hd = num(in, t0 + 2) / H;
+    int qk_norm = in->args[1].kind != ARG_NULL || in->args[2].kind != ARG_NULL;
+    if (!p->g->act16 || (hd != 64 && hd != 128) || (!qk_norm && in->args[t0 + 7].f <= 0.0))
+        return 0;
+    return 2 * T * (H + KV) * hd;
+}
+
 /* rt_cu_attention_ext_bwd's scratch a batch row (runtime/cuda_ops.c's att_ext_bwd_grids):
  * D [H, T] floats and, with qk_norm, hd doubles for each block of its two kernels, whose
  * tiles (attention.cuh) are 16 rt_att_br(hd) queries (the query side: that many rows
- * of the H / KV heads of a group) and as many keys */
-static int64_t ext_scratch_row_bytes(const Instr *in)
+ * of the H / KV heads of a group) and as many keys; on sm_90a (att90x_carve) the
+ * transformed copy of q and k, with qk_norm hd doubles for each block (H, then KV, of
+ * ceil(T / 128) tiles), then D */
+static int64_t ext_scratch_row_bytes(const Program *p, const Instr *in)
 {
     int64_t T = num(in, 10), H = num(in, 12), KV = num(in, 13), hd = num(in, 11) / H;
     int64_t rows = att_tile_rows(hd), np = rows / (H / KV);
     if (np < 1)   /* the runtime refuses such a group: nothing to plan */
         np = 1;
     int64_t gq = (T + np - 1) / np, gk = (T + rows - 1) / rows;
-    return 4 * H * T + (in->args[1].kind == ARG_NULL ? 0 : 8 * hd * KV * (gq + gk));
+    int qk_norm = in->args[1].kind != ARG_NULL;
+    int64_t sm80 = 4 * H * T + (qk_norm ? 8 * hd * KV * (gq + gk) : 0);
+    int64_t qk = ext_prep90_row_bytes(p, in, 9), tiles90 = (T + 127) / 128;
+    int64_t sm90 = qk + 4 * H * T + (qk && qk_norm ? 8 * hd * (H + KV) * tiles90 : 0);
+    return sm80 > sm90 ? sm80 : sm90;
 }
 
 /* fp8-mixed: a marked GEMM's FP8 copies of its operands, the bytes a batch row (an
@@ -490,14 +509,22 @@ static Tensor *norm_output(const Instr *w)
     case CALL_GLU_BWD: o = 2, r = 3; break;   /* dx [rows, 2h]: h after the rows */
     case CALL_ATTENTION_FWD: o = 2, r = 4; break;       /* y [B, T, d]: B, T, d after it */
     case CALL_ATTENTION_EXT_FWD: o = 4, r = 6; break;   /* qkv, qn, kn, lse, y, B, T, d */
+    case CALL_ATTENTION_BWD: o = 4, r = 6; break;       /* dqkv [B, T, 3d]: B, T, d, H */
+    case CALL_ATTENTION_EXT_BWD: o = 6, r = 10; break;  /* dqkv [B, T, (H + 2 KV) d / H] */
     default: return NULL;
     }
     const Arg *y = &w->args[o], *rows = &w->args[r], *d = &w->args[r + 1];
-    if (w->call == CALL_ATTENTION_FWD || w->call == CALL_ATTENTION_EXT_FWD)   /* T, d: per row */
-        return y->kind == ARG_TENSOR && rows->kind == ARG_INT && d->kind == ARG_INT &&
-                       rows->i * d->i == tensor_base(y->t)->numel
-                   ? y->t
-                   : NULL;
+    if (w->call == CALL_ATTENTION_FWD || w->call == CALL_ATTENTION_EXT_FWD ||
+        w->call == CALL_ATTENTION_BWD || w->call == CALL_ATTENTION_EXT_BWD) {   /* T, d: per row */
+        if (y->kind != ARG_TENSOR || rows->kind != ARG_INT || d->kind != ARG_INT)
+            return NULL;
+        int64_t per = d->i;   /* a row's values: y's d; dqkv's q, k and v heads */
+        if (w->call == CALL_ATTENTION_BWD)
+            per = 3 * d->i;
+        if (w->call == CALL_ATTENTION_EXT_BWD)
+            per = d->i / w->args[r + 2].i * (w->args[r + 2].i + 2 * w->args[r + 3].i);
+        return rows->i * per == tensor_base(y->t)->numel ? y->t : NULL;
+    }
     if (y->kind != ARG_TENSOR || rows->kind != ARG_ROWS || d->kind != ARG_INT)
         return NULL;
     int64_t per = w->kind == I_CALL && w->call == CALL_GLU_BWD ? 2 * d->i : d->i;
@@ -529,8 +556,8 @@ static int operand_slot(Program *p, int i, Tensor *t, int *next)
     if (out && tensor_base(out) == tensor_base(t))
         return w->fp8_out ? w->fp8_out : (w->fp8_out = ++*next);
     /* any other writer keeps the cast's pass over t: a GEMM whose output cuBLASLt writes
-     * with no kernel of ours after it (no activation: its BIAS epilogue), attention's
-     * backward (dq and dk, dv from two kernels), a call not listed above */
+     * with no kernel of ours after it (no activation: its BIAS epilogue), a call not
+     * listed above */
     return 0;
 }
 
@@ -608,12 +635,15 @@ int64_t cuda_scratch_row_bytes(const Program *p)
         const Instr *in = p->ins[i];
         if (!in->dead && in->kind == I_GEMM && in->fp8 && fp8_row_bytes(in) > most)
             most = fp8_row_bytes(in);
-        if (in->dead || in->kind != I_CALL ||
-            (in->call != CALL_ATTENTION_BWD && in->call != CALL_ATTENTION_EXT_BWD))
+        if (in->dead || in->kind != I_CALL)
             continue;
-        int64_t need = in->call == CALL_ATTENTION_BWD
-                           ? 4 * num(in, 6) * num(in, 8)   /* T x H floats: D = rowsum(dy * y) */
-                           : ext_scratch_row_bytes(in);
+        int64_t need = 0;
+        if (in->call == CALL_ATTENTION_BWD)   /* T x H floats: D = rowsum(dy * y) */
+            need = 4 * num(in, 6) * num(in, 8);
+        else if (in->call == CALL_ATTENTION_EXT_BWD)
+            need = ext_scratch_row_bytes(p, in);
+        else if (in->call == CALL_ATTENTION_EXT_FWD)
+            need = ext_prep90_row_bytes(p, in, 5);
         if (need > most)
             most = need;
     }
@@ -644,7 +674,7 @@ static const struct {
                   CALL_ATTENTION_EXT_BWD}},
     {"sm90_attention.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                             CALL_ATTENTION_EXT_BWD}},
-    {"sm90_attention_bwd.cuh", {CALL_ATTENTION_BWD}},
+    {"sm90_attention_bwd.cuh", {CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_BWD}},
 };
 
 static int program_calls(const Program *p, int call)

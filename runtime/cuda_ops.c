@@ -733,27 +733,10 @@ static const void *att90_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, i
     return m->map;
 }
 
-/* the forward on sm_90a (sm90_attention.cuh), for att90_use's shapes */
-static void att90_fwd(rt_exec *e, const void *qkv, float *lse, void *y, int64_t B, int64_t T,
-                      int64_t d, int64_t H, int64_t hd, int causal)
-{
-    int h = (int)H;
-    char name[96];
-    snprintf(name, sizeof name, "rt_attention_fwd90_%lld_%lld_%d", (long long)T, (long long)hd,
-             causal != 0);
-    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90_ROWS);
-    att_grid_fits(tiles, H, bc);
-    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
-    for (int64_t b0 = 0; b0 < B; b0 += bc) {
-        int64_t nb = B - b0 < bc ? B - b0 : bc;
-        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0);
-        const void *map = att90_tmap(e, q, nb, T, 3 * d, RT_ATT90_ROWS);
-        void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {(void *)map, &l, &o, &h, &slot};
-        rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
-                     RT_ATT90_THREADS, 1, att90_smem(hd), args);
-    }
-}
+static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
+                       void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
+                       int causal, int64_t window, float theta, float factor, float low,
+                       float high, int64_t orig, int ext);
 
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
@@ -763,7 +746,8 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     int64_t hd = att_head(d, H);
     att_tc(e, hd, qkv, y, y);
     if (att90_use(e, hd, qkv, T, d)) {
-        att90_fwd(e, qkv, lse, y, B, T, d, H, hd, causal);
+        att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
+                   0.0f, 0, 0);
         return;
     }
     int h = (int)H;
@@ -812,7 +796,7 @@ static unsigned att90b_smem(int64_t hd)
 /* the backward's two kernels on sm_90a, for att90b_use's shapes; D as in rt_cu_attention_bwd */
 static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void *y,
                        const void *dy, void *dqkv, rt_dptr D, int64_t B, int64_t T, int64_t d,
-                       int64_t H, int64_t hd, int causal)
+                       int64_t H, int64_t hd, int causal, rt_dptr slot)
 {
     int h = (int)H;
     char name[96], name_kv[96];
@@ -830,7 +814,7 @@ static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void 
         const void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
         void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
-        void *args[] = {(void *)mq, (void *)mg, &l, &o, &g, &dq, &Dc, &h};
+        void *args[] = {(void *)mq, (void *)mg, &l, &o, &g, &dq, &Dc, &h, &slot};
         unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
         rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
         rt_cu_launch(e, name_kv, gx, (unsigned)H, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), args);
@@ -845,10 +829,11 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
         return;
     int64_t hd = att_head(d, H);
     int h = (int)H;
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
     rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
     if (att_tc(e, hd, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, T, d)) {
-        att90b_bwd(e, qkv, lse, y, dy, dqkv, D, B, T, d, H, hd, causal);
+        att90b_bwd(e, qkv, lse, y, dy, dqkv, D, B, T, d, H, hd, causal, slot);
         return;
     }
     char name[96], name_kv[96];
@@ -868,7 +853,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
         const void *o = att_adv(e, y, b0 * T * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
         void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
-        void *args[] = {&q, &l, &o, &g, &dq, &Dc, &h};
+        void *args[] = {&q, &l, &o, &g, &dq, &Dc, &h, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
         rt_cu_launch(e, name_kv, gq, (unsigned)H, gz, RT_ATT_THREADS, 1, 0, args);
@@ -903,6 +888,77 @@ static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, i
     return 4 * H * T + (qk_norm ? 8 * hd * KV * ((int64_t)*gq + *gk) : 0);
 }
 
+/* ---- the Llama-family options on sm_90a (sm90_attention.cuh, sm90_attention_bwd.cuh) ----
+ * Taken where the plain sm_90a kernels would be (att90_use: the module built for sm_90a,
+ * 16-bit activations, heads 64 or 128); qk_norm and rope run first, rt_attention_prep90
+ * writing the transformed q and k heads into the scratch (the compiler's
+ * ext_prep90_row_bytes sized it), which the kernels' TMA copies read; V comes from qkv
+ * itself. */
+static int att90x_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t ld)
+{
+    const char *env = getenv("TRAINC_ATT_SM90");
+    if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
+        return 0;
+    return (uintptr_t)qkv % 16 == 0 && ld * 2 % 16 == 0 && ld < INT32_MAX && T < INT32_MAX;
+}
+
+/* qk_norm (qn, kn) and rope on the q and k heads of qkv's B x T rows into qk
+ * (rt_attention_prep90) */
+#define RT_PREP90_ROWS 16   /* sm90_attention.cuh's rows a block */
+static void att90x_prep(rt_exec *e, const void *qkv, rt_dptr qk, const float *qn, const float *kn,
+                        int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
+                        float factor, float low, float high, int64_t orig)
+{
+    int64_t rows = B * T;
+    int t = (int)T, h = (int)H, kv = (int)KV, ihd = (int)hd, o = (int)orig;
+    void *args[] = {&qkv, &qk, &qn, &kn, &rows, &t, &h, &kv, &ihd, &theta, &factor, &low, &high, &o};
+    rt_cu_launch(e, "rt_attention_prep90", gdim(cdiv(rows, RT_PREP90_ROWS), GX, "attention prep"),
+                 1, 1, RT_ATT_THREADS, 1, 0, args);
+}
+
+/* The maps of a chunk of nb batch rows from b0 (rows of `rows` a box): Q and K (*mq: the
+ * transformed copy qk, or qkv where neither qk_norm nor rope is on), V (*mv: qkv) */
+static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int64_t nb,
+                        int64_t T, int64_t H, int64_t KV, int64_t hd, int64_t rows,
+                        const void **mq, const void **mv)
+{
+    int64_t ld = (H + 2 * KV) * hd, lq = (H + KV) * hd;
+    *mv = att90_tmap(e, att_adv(e, qkv, b0 * T * ld, 0), nb, T, ld, rows);
+    *mq = qk ? att90_tmap(e, att_adv(e, (const void *)(uintptr_t)qk, b0 * T * lq, 0), nb, T, lq, rows)
+             : *mv;
+}
+
+/* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext), or
+ * plain attention's (KV = H, no window, no qk_norm or rope) */
+static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
+                       void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
+                       int causal, int64_t window, float theta, float factor, float low,
+                       float high, int64_t orig, int ext)
+{
+    rt_dptr qk = 0;
+    if (theta > 0.0f || qn || kn) {
+        qk = rt_cu_scratch(e, (size_t)(B * T * (H + KV) * hd * 2));
+        att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
+    }
+    int h = (int)H, kv = (int)KV, w = (int)window;
+    char name[96];
+    snprintf(name, sizeof name, "rt_attention%s_fwd90_%lld_%lld_%d", ext ? "_ext" : "",
+             (long long)T, (long long)hd, causal != 0);
+    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90_ROWS);
+    att_grid_fits(tiles, H, bc);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *mq, *mv;
+        att90x_maps(e, qkv, qk, b0, nb, T, H, KV, hd, RT_ATT90_ROWS, &mq, &mv);
+        void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
+        void *ext_args[] = {(void *)mq, (void *)mv, &l, &o, &h, &kv, &w, &slot};
+        void *args[] = {(void *)mq, &l, &o, &h, &slot};   /* rt_attention_fwd90_*: one map */
+        rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
+                     RT_ATT90_THREADS, 1, att90_smem(hd), ext ? ext_args : args);
+    }
+}
+
 void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
@@ -913,6 +969,12 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     /* the tensor-core kernel (attention.cuh's rt_att_tc) takes 64 query rows a tile */
     int tc = att_tc(e, hd, qkv, y, y);
+    att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd));
+    if (att90x_use(e, hd, qkv, T, ld)) {
+        att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
+                   high, orig, 1);
+        return;
+    }
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     char name[96];
@@ -932,6 +994,72 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     }
 }
 
+/* The sm_90a backward's scratch: the transformed q and k (qk_norm or rope: att90x_prep),
+ * the blocks' partial norm-weight gradients (qk_norm: [B, H, tiles, hd] doubles from the
+ * query side, [B, KV, tiles, hd] from the key side), then D [B, H, T]; the compiler's
+ * ext_scratch_row_bytes counts the same */
+typedef struct {
+    rt_dptr qk, pq, pk, D;
+} att90x_scratch;
+
+static att90x_scratch att90x_carve(rt_exec *e, int64_t B, int64_t T, int64_t H, int64_t KV,
+                                   int64_t hd, int transformed, int norm)
+{
+    int64_t tiles = cdiv(T, RT_ATT90B_RES);
+    size_t qkb = transformed ? (size_t)(B * T * (H + KV) * hd * 2) : 0;
+    size_t pqb = norm ? (size_t)(B * H * tiles * hd * 8) : 0, pkb = norm ? (size_t)(B * KV * tiles * hd * 8) : 0;
+    rt_dptr sc = rt_cu_scratch(e, qkb + pqb + pkb + (size_t)(B * H * T) * sizeof(float));
+    return (att90x_scratch){qkb ? sc : 0, sc + qkb, sc + qkb + pqb, sc + qkb + pqb + pkb};
+}
+
+/* the backward's two kernels on sm_90a (qn, kn: qk_norm's weights, whose gradients go to
+ * dqn, dkn) */
+static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float *kn,
+                       const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
+                       float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                       int64_t hd, int causal, int64_t window, float theta, float factor,
+                       float low, float high, int64_t orig, rt_dptr slot)
+{
+    int norm = qn || kn;
+    att90x_scratch sc = att90x_carve(e, B, T, H, KV, hd, theta > 0.0f || norm, norm);
+    if (sc.qk)
+        att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
+    int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    char name[96], name_kv[96];
+    snprintf(name, sizeof name, "rt_attention_ext_bwd90_q_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention_ext_bwd90_kv_%lld_%lld_%d", (long long)T,
+             (long long)hd, causal != 0);
+    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES), ld = (H + 2 * KV) * hd;
+    att_grid_fits(tiles, H, bc);
+    for (int64_t b0 = 0; b0 < B; b0 += bc) {
+        int64_t nb = B - b0 < bc ? B - b0 : bc;
+        const void *mq, *mv, *g = att_adv(e, dy, b0 * T * d, 0), *x = att_adv(e, qkv, b0 * T * ld, 0);
+        att90x_maps(e, qkv, sc.qk, b0, nb, T, H, KV, hd, RT_ATT90B_STR, &mq, &mv);
+        const void *mg = att90_tmap(e, g, nb, T, d, RT_ATT90B_STR);
+        const void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
+        void *dq = att_adv(e, dqkv, b0 * T * ld, 0);
+        rt_dptr Dc = sc.D + (rt_dptr)(b0 * H * T) * sizeof(float);
+        rt_dptr pqc = sc.pq + (rt_dptr)(norm ? b0 * H * tiles * hd * 8 : 0);
+        rt_dptr pkc = sc.pk + (rt_dptr)(norm ? b0 * KV * tiles * hd * 8 : 0);
+        void *args[] = {(void *)mq, (void *)mv, (void *)mg, &l,   &out, &g,   &dq,  &Dc,
+                        &h,         &kv,        &w,         &theta, &factor, &low, &high, &o,
+                        &x,         &qn,        &kn,        &pqc, &pkc,    &slot};
+        unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
+        rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
+        rt_cu_launch(e, name_kv, gx, (unsigned)KV, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd),
+                     args);
+    }
+    /* the norms' weight gradients: every block's partial, in order */
+    int ihd = (int)hd;
+    int64_t nq = B * H * tiles, nk = B * KV * tiles;
+    void *aq[] = {&sc.pq, &nq, &dqn, &ihd}, *ak[] = {&sc.pk, &nk, &dkn, &ihd};
+    if (qn && dqn)
+        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, aq);
+    if (kn && dkn)
+        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, ak);
+}
+
 void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              const float *lse, const float *y, const float *dy, float *dqkv,
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
@@ -942,6 +1070,14 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         return;
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, qkv, dy, dqkv);
+    rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
+    att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));
+    if (att90x_use(e, hd, qkv, T, ld) && ((uintptr_t)dy | (uintptr_t)dqkv) % 16 == 0 &&
+        d * 2 % 16 == 0) {
+        att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
+                   theta, factor, low, high, orig, slot);
+        return;
+    }
     unsigned gq, gk;
     int64_t row = att_ext_bwd_grids(T, hd, H, KV, norm, tc, &gq, &gk);
     /* partials first (8-byte aligned), then D */
@@ -964,8 +1100,8 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
         rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
-        void *args[] = {&q,  &qn, &kn, &l,     &out,    &g,   &dq,   &Dc, &pqc,
-                        &pkc, &h,  &kv, &w, &theta, &factor, &low, &high, &o};
+        void *args[] = {&q,   &qn, &kn, &l, &out,   &g,      &dq,  &Dc,   &pqc,
+                        &pkc, &h,  &kv, &w, &theta, &factor, &low, &high, &o, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);
         rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);

@@ -10,8 +10,9 @@
 #     fp8-mixed, its losses within 2% of bf16-mixed's on the same fake GPU, and not
 #     equal to them (the FP8 GEMMs ran), its casts a step one fewer than its FP8 GEMMs'
 #     operands (the pair's dy cast once); with TRAINC_FAKE_CC=8.0 the trainer refuses
-#     (exit 1, naming the capability, before compiling its kernels), and runs on 8.9; a GAN of linear layers trains
-#     in fp8-mixed as in bf16-mixed (within 2%).
+#     (exit 1, naming the capability, before compiling its kernels), and runs on 8.9;
+#     gpt_char with no maximum pass either (attention's backward folds its dqkv's); a
+#     GAN of linear layers trains in fp8-mixed as in bf16-mixed (within 2%).
 # The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
 # fake_gpu and gpu_emu).
 set -eu
@@ -140,6 +141,30 @@ a, b = recs("prof3"), recs("prof3p")
 assert a == b and len(a) == 4, (a, b)   # 3 steps and the validation
 PY
 echo "ok   mlp_fashion fp8-mixed on the fake GPU: 9 casts a step for 5 FP8 GEMMs (the pair's dy cast once), no maximum pass (the producers fold them), the passes' records bit for bit"
+# gpt_char (attention, layernorm, GELU, the tied head in bf16): no maximum pass either,
+# attention's backward folding the qkv projection's dy into its slot from its two
+# kernels (a pass each layer and step before); with the passes the same records bit
+# for bit
+"$TRAINC" build specs/gpt_char.json --set precision=fp8-mixed --device cuda --arch sm_90 \
+    -o "$d/gpt_fp8" 2>"$d/gpt_fp8.build.log"
+for n in f p; do
+    TRAINC_FP8_AMAX_PASS=$([ $n = p ] && echo 1 || echo 0) TRAINC_FAKE_GPU_PROFILE=1 gpu "$d/gpt_fp8" \
+        --set max_steps=2 --set batch_size=2 --set log_every=1 --set data.val=null --threads 1 \
+        --quiet --device cuda --out "$d/gpt_$n" 2>"$d/gpt_$n.log" ||
+        { echo "FAIL: gpt_char fp8-mixed on the fake GPU:"; cat "$d/gpt_$n.log"; exit 1; }
+done
+[ "$(launches rt_fp8_amax "$d/gpt_f.log")" -eq 0 ] && [ "$(launches rt_fp8_amax "$d/gpt_p.log")" -gt 0 ] ||
+    { echo "FAIL: gpt_char fp8-mixed: $(launches rt_fp8_amax "$d/gpt_f.log") maximum passes in 2 steps, want 0 ($(launches rt_fp8_amax "$d/gpt_p.log") with TRAINC_FP8_AMAX_PASS=1)"; exit 1; }
+"$PY" - "$d" <<'PY' || { echo "FAIL: gpt_char fp8-mixed: the producers' maxima give other records than the passes'"; exit 1; }
+import json, sys
+d = sys.argv[1]
+def recs(p):
+    return [{k: v for k, v in json.loads(l).items() if not k.endswith("_s") and k != "samples_per_s"}
+            for l in open("%s/%s/metrics.jsonl" % (d, p)) if '"event"' not in l]
+a, b = recs("gpt_f"), recs("gpt_p")
+assert a == b and len(a) == 2, (a, b)
+PY
+echo "ok   gpt_char fp8-mixed on the fake GPU: no maximum pass (attention's backward folds dqkv's), the passes' records bit for bit"
 set +e
 TRAINC_FAKE_CC=8.0 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/cc80" 2>"$d/cc80.log"
 rc=$?

@@ -12,10 +12,11 @@
 # maxima its producers fold, check_ops --fp8); then all again under the emulator's other
 # schedule (EMU_SCHEDULE=greedy). The 16-bit runs take attention at T 128 where the GPU
 # takes T 1024 (--short: the same tiles, a small part of the emulated time). The kernels
-# are compiled as for sm_90a, so the 16-bit runs' attention forward at heads 64 and 128 is
-# sm90_attention.cuh's (the emulator's wgmma, TMA and mbarriers: emu_sm90.h); each must
-# launch it (EMU_COUNT). check_ops runs attention.cuh's tensor-core forward on those
-# shapes too (TRAINC_ATT_SM90=0: "attention_fwd80").
+# are compiled as for sm_90a, so the 16-bit runs' attention at heads 64 and 128 is
+# sm90_attention.cuh's and sm90_attention_bwd.cuh's (the emulator's wgmma, TMA and
+# mbarriers: emu_sm90.h), the Llama-family options without qk_norm included; each run must
+# launch them (EMU_COUNT). check_ops runs attention.cuh's tensor-core kernels on those
+# shapes too (TRAINC_ATT_SM90=0: "attention_fwd80", "attention_ext_fwd80", ...).
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/gpu_emu
@@ -36,8 +37,8 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
     -e 's/^RT_CROSS_ENTROPY_LS\(([0-9]+),([0-9]+)\)/rt_cross_entropy_ls_\1_\2/' \
     -e 's/^RT_ATTENTION_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_fwd_\1_\2_\3 rt_attention_fwd90_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_bwd_\1_\2_\3 rt_attention_bwd_kv_\1_\2_\3 rt_attention_bwd90_\1_\2_\3 rt_attention_bwd90_kv_\1_\2_\3/' \
-    -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3/' \
-    -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3 rt_attention_ext_fwd90_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3 rt_attention_ext_bwd90_q_\1_\2_\3 rt_attention_ext_bwd90_kv_\1_\2_\3/' \
     -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
 } | sed 's/.*/K(&)/' > "$d/kernels_list.inc"
@@ -55,17 +56,23 @@ for v in fp32 bf16 fp16 fp8; do
         runtime/batchnorm.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
         "$d/emu_kernels.$v.o" -lstdc++ -lopenblas -lpthread -lm $(mpicc --showme:link) -o "$d/check_ops.$v"
 done
-# a 16-bit run whose attention forward must include sm_90a's: its launch count on stderr
+# a 16-bit run whose attention must include sm_90a's kernels (the plain forward; the
+# Llama-family forward, rope pass and backward): their launch counts on stderr
+# (K90: the kernels; fp8-mixed's run checks forwards only)
+K90_ALL="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90 rt_attention_ext_bwd90_q rt_attention_ext_bwd90_kv"
 run90() {
-    EMU_COUNT=rt_attention_fwd90 "$@" 2>"$d/count.err" || { cat "$d/count.err"; exit 1; }
+    local k90=${K90:-$K90_ALL}
+    EMU_COUNT=$(echo $k90 | tr ' ' ,) "$@" 2>"$d/count.err" || { cat "$d/count.err"; exit 1; }
     cat "$d/count.err"
-    grep -q "^emu: [1-9][0-9]* launches of rt_attention_fwd90" "$d/count.err" ||
-        { echo "FAIL: $*: no launch of the sm_90a attention forward"; exit 1; }
+    for k in $k90; do
+        grep -q "^emu: [1-9][0-9]* launches of $k\*" "$d/count.err" ||
+            { echo "FAIL: $*: no launch of $k (sm_90a)"; exit 1; }
+    done
 }
 "$d/check_ops.fp32" "${@}"
 run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 run90 "$d/check_ops.fp16" --fp16 --short "${@}"
-run90 "$d/check_ops.fp8" --fp8 "${@}"
+K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 "${@}"
 # again with the other schedule: each warp runs from one __syncthreads to the next
 # before the next warp starts (a barrier missing between one warp's shared-memory
 # writes, cp.async copies included, and another's reads shows there)
@@ -73,4 +80,4 @@ echo "-- EMU_SCHEDULE=greedy"
 EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.bf16" --bf16 --short "${@}"
 EMU_SCHEDULE=greedy run90 "$d/check_ops.fp16" --fp16 --short "${@}"
-EMU_SCHEDULE=greedy run90 "$d/check_ops.fp8" --fp8 "${@}"
+EMU_SCHEDULE=greedy K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 "${@}"

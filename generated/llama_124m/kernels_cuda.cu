@@ -28,6 +28,7 @@
 #include "reduce.cuh"
 #include "sm90.cuh"
 #include "sm90_attention.cuh"
+#include "sm90_attention_bwd.cuh"
 
 /* ==== instances for this model's shapes ==== */
 /* rows of 768; $.model.layers[0] */

@@ -30,7 +30,9 @@
  *
  * At the end of the file, attention_ext_*: the same with the Llama-family options
  * (grouped-query heads, qk_norm, rope, a window), twins of rt_attention_ext_*, on the
- * CUDA cores and, with 16-bit activations, on the tensor cores (attention_ext_*_tc). */
+ * CUDA cores and, with 16-bit activations, on the tensor cores (attention_ext_*_tc).
+ * Their instances emit the Hopper kernels too (rt_attention_ext_fwd90_*, _bwd90_*),
+ * which cuda_ops.c takes on sm_90a for 16-bit activations and heads 64 or 128 wide. */
 
 #define RT_ATT_THREADS 128
 
@@ -592,8 +594,9 @@ __device__ __forceinline__ void attention_fwd_any(const act_t *qkv, float *lse, 
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *lse,
                                                 const act_t *y, const act_t *dy, act_t *dqkv,
-                                                float *D, int H)
+                                                float *D, int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8, NQT = (T + BQ - 1) / BQ;
     static_assert(HD <= 128, "attention heads wider than 128");
@@ -661,9 +664,10 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
             if (i < nq)
                 for (int u = 0; u < CO; u++)
                     if (tx + 8 * u < HD)
-                        rt_st(dq + (int64_t)(q0 + i) * ld + tx + 8 * u, scale * acc[r][u]);
+                        rt_st(dq + (int64_t)(q0 + i) * ld + tx + 8 * u, RT_FP8_FOLDED(scale * acc[r][u]));
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 /* Backward, second kernel: the key side, after the first (it reads D).
@@ -677,8 +681,9 @@ __device__ __forceinline__ void attention_bwd_q(const act_t *qkv, const float *l
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_kv(const act_t *qkv, const float *lse,
                                                  const act_t *dy, act_t *dqkv, const float *D,
-                                                 int H)
+                                                 int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
@@ -747,11 +752,12 @@ __device__ __forceinline__ void attention_bwd_kv(const act_t *qkv, const float *
             if (j < nk)
                 for (int u = 0; u < CO; u++)
                     if (tx + 8 * u < HD) {
-                        rt_st(dv + (int64_t)(k0 + j) * ld + tx + 8 * u, accv[r][u]);
-                        rt_st(dk + (int64_t)(k0 + j) * ld + tx + 8 * u, scale * acck[r][u]);
+                        rt_st(dv + (int64_t)(k0 + j) * ld + tx + 8 * u, RT_FP8_FOLDED(accv[r][u]));
+                        rt_st(dk + (int64_t)(k0 + j) * ld + tx + 8 * u, RT_FP8_FOLDED(scale * acck[r][u]));
                     }
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
@@ -820,8 +826,9 @@ __device__ __forceinline__ void att_rows_dot(float *Dt, float *Dh, const act_t *
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
                                                    const act_t *y, const act_t *dy, act_t *dqkv,
-                                                   float *D, int H)
+                                                   float *D, int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NQT = (T + BQ - 1) / BQ;
     __shared__ __align__(16) unsigned short ks[2][BK][W], vs[2][BK][W];   /* two tiles each */
@@ -909,10 +916,11 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
             if (i >= T)
                 continue;
             for (int n = 0; n < DN; n++)
-                att_st2(dq + (int64_t)i * ld + 8 * n + 2 * t4, scale * acc[n][2 * u],
-                        scale * acc[n][2 * u + 1]);
+                att_st2(dq + (int64_t)i * ld + 8 * n + 2 * t4, RT_FP8_FOLDED(scale * acc[n][2 * u]),
+                        RT_FP8_FOLDED(scale * acc[n][2 * u + 1]));
         }
     }
+    RT_FP8_FOLD_END();
 }
 
 /* The second backward kernel on the tensor cores: 64 keys a block, 16 a warp, over the
@@ -922,8 +930,9 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const float *lse,
                                                     const act_t *dy, act_t *dqkv, const float *D,
-                                                    int H)
+                                                    int H RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, W = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
     /* two query tiles of each (the next copied in while this one is used); Lt holds
@@ -1019,59 +1028,61 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                 continue;
             for (int n = 0; n < DN; n++) {
                 const int64_t at = (int64_t)kj * ld + 8 * n + 2 * t4;
-                att_st2(dv + at, gv[n][2 * u], gv[n][2 * u + 1]);
-                att_st2(dk + at, scale * gk[n][2 * u], scale * gk[n][2 * u + 1]);
+                att_st2(dv + at, RT_FP8_FOLDED(gv[n][2 * u]), RT_FP8_FOLDED(gv[n][2 * u + 1]));
+                att_st2(dk + at, RT_FP8_FOLDED(scale * gk[n][2 * u]),
+                        RT_FP8_FOLDED(scale * gk[n][2 * u + 1]));
             }
         }
     }
+    RT_FP8_FOLD_END();
 }
 #else
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float *lse,
                                                    const act_t *y, const act_t *dy, act_t *dqkv,
-                                                   float *D, int H) {}
+                                                   float *D, int H RT_FP8_SLOT) {}
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const float *lse,
                                                     const act_t *dy, act_t *dqkv, const float *D,
-                                                    int H) {}
+                                                    int H RT_FP8_SLOT) {}
 #endif
 
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_kv_any(const act_t *qkv, const float *lse,
                                                      const act_t *dy, act_t *dqkv, const float *D,
-                                                     int H)
+                                                     int H RT_FP8_SLOT)
 {
     if constexpr (rt_att_tc(HD))
-        attention_bwd_kv_tc<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);
+        attention_bwd_kv_tc<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H RT_FP8_SLOT_ARG);
     else
-        attention_bwd_kv<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);
+        attention_bwd_kv<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H RT_FP8_SLOT_ARG);
 }
 
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const float *lse,
                                                     const act_t *y, const act_t *dy, act_t *dqkv,
-                                                    float *D, int H)
+                                                    float *D, int H RT_FP8_SLOT)
 {
     if constexpr (rt_att_tc(HD))
-        attention_bwd_q_tc<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);
+        attention_bwd_q_tc<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H RT_FP8_SLOT_ARG);
     else
-        attention_bwd_q<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);
+        attention_bwd_q<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H RT_FP8_SLOT_ARG);
 }
 
 #define RT_ATTENTION_BWD(T, HD, CAUSAL)                                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
         rt_attention_bwd_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *lse,            \
                                                const act_t *y, const act_t *dy, act_t *dqkv,  \
-                                               float *D, int H)                               \
+                                               float *D, int H RT_FP8_SLOT)                   \
     {                                                                                         \
-        attention_bwd_q_any<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H);                      \
+        attention_bwd_q_any<T, HD, CAUSAL>(qkv, lse, y, dy, dqkv, D, H RT_FP8_SLOT_ARG);      \
     }                                                                                         \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                              \
         rt_attention_bwd_kv_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *lse,         \
                                                   const act_t *y, const act_t *dy,            \
-                                                  act_t *dqkv, float *D, int H)               \
+                                                  act_t *dqkv, float *D, int H RT_FP8_SLOT)   \
     {                                                                                         \
-        attention_bwd_kv_any<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H);                        \
+        attention_bwd_kv_any<T, HD, CAUSAL>(qkv, lse, dy, dqkv, D, H RT_FP8_SLOT_ARG);        \
     }                                                                                         \
     RT_ATTENTION_BWD90(T, HD, CAUSAL)
 
@@ -1091,13 +1102,13 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * serves the whole group; the key-side backward keeps its K/V tile while it walks the
  * G heads' queries. The launches: grid (tiles, KV, B), 128 threads. */
 
-/* rope's inverse frequencies f[HD/2], in float32 as runtime/attention.c's rope_table */
-template <int HD>
-__device__ __forceinline__ void atx_freqs(float *f, float theta, float factor, float low,
-                                          float high, int orig)
+/* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
+ * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work) */
+__device__ __forceinline__ void atx_freqs_n(float *f, int hd, float theta, float factor,
+                                            float low, float high, int orig)
 {
-    for (int j = threadIdx.x; j < HD / 2; j += RT_ATT_THREADS) {
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)HD);
+    for (int j = threadIdx.x; j < hd / 2; j += RT_ATT_THREADS) {
+        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)hd);
         if (factor > 0.0f) {
             const float wavelen = 2.0f * 3.14159265358979323846f / inv;
             const float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
@@ -1110,6 +1121,13 @@ __device__ __forceinline__ void atx_freqs(float *f, float theta, float factor, f
         }
         f[j] = inv;
     }
+}
+
+template <int HD>
+__device__ __forceinline__ void atx_freqs(float *f, float theta, float factor, float low,
+                                          float high, int orig)
+{
+    atx_freqs_n(f, HD, theta, factor, low, high, orig);
 }
 
 /* rows [0, R) of a tile: row i the HD values at base + off[i] (0 where off[i] < 0) */
@@ -1157,7 +1175,8 @@ __device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos,
 template <int R, int HD>
 __device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD + 1],
                                              const act_t *qkv, act_t *dqkv, const long long *off,
-                                             const int *pos, const float *w, const float *f)
+                                             const int *pos, const float *w,
+                                             const float *f RT_FP8_REF)
 {
     for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
         if (pos[i] < 0)
@@ -1173,7 +1192,7 @@ __device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD 
         act_t *dx = dqkv + off[i];
         if (!w) {
             for (int c = 0; c < HD; c++)
-                rt_st(dx + c, g[i][c]);
+                rt_st(dx + c, RT_FP8_FOLDED(g[i][c]));
             continue;
         }
         double ss = 0.0, dot = 0.0;
@@ -1189,7 +1208,7 @@ __device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD 
         }
         const float m = (float)(dot / (double)HD);
         for (int c = 0; c < HD; c++)
-            rt_st(dx + c, r * (g[i][c] * w[c] - rt_ld(x + c) * r * m));
+            rt_st(dx + c, RT_FP8_FOLDED(r * (g[i][c] * w[c] - rt_ld(x + c) * r * m)));
     }
 }
 
@@ -1333,8 +1352,9 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
     const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig)
+    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
@@ -1412,7 +1432,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(
                 if (qpos[i] >= 0)
                     for (int u = 0; u < CO; u++)
                         if (tx + 8 * u < HD)
-                            rt_st(dbase + qoff[i] + tx + 8 * u, scale * acc[r][u]);
+                            rt_st(dbase + qoff[i] + tx + 8 * u, RT_FP8_FOLDED(scale * acc[r][u]));
             }
             continue;
         }
@@ -1422,13 +1442,14 @@ __device__ __forceinline__ void attention_ext_bwd_q(
                 if (tx + 8 * u < HD)
                     qs[ty + 16 * r][tx + 8 * u] = scale * acc[r][u];
         __syncthreads();
-        atx_bwd_rows<BQ, HD>(qs, dys, base, dbase, qoff, qpos, qn, f);
+        atx_bwd_rows<BQ, HD>(qs, dys, base, dbase, qoff, qpos, qn, f RT_FP8_REF_ARG);
         __syncthreads();
         if (qn)
             dw += atx_dw<BQ, HD>(qs, dys, qpos, threadIdx.x);
     }
     if (qn && threadIdx.x < HD)
         partq[(((int64_t)b * KV + kh) * gridDim.x + blockIdx.x) * HD + threadIdx.x] = dw;
+    RT_FP8_FOLD_END();
 }
 
 /* Backward, key side, after the query side (it reads D): a block keeps a tile of keys
@@ -1441,8 +1462,9 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_kv(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
     const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig)
+    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
@@ -1527,9 +1549,9 @@ __device__ __forceinline__ void attention_ext_bwd_kv(
             if (j < nk)
                 for (int u = 0; u < CO; u++)
                     if (tx + 8 * u < HD) {
-                        rt_st(dbase + koff[j] + KV * HD + tx + 8 * u, accv[r][u]);
+                        rt_st(dbase + koff[j] + KV * HD + tx + 8 * u, RT_FP8_FOLDED(accv[r][u]));
                         if (!tr)
-                            rt_st(dbase + koff[j] + tx + 8 * u, scale * acck[r][u]);
+                            rt_st(dbase + koff[j] + tx + 8 * u, RT_FP8_FOLDED(scale * acck[r][u]));
                     }
         }
         if (!tr)
@@ -1540,13 +1562,14 @@ __device__ __forceinline__ void attention_ext_bwd_kv(
                 if (tx + 8 * u < HD)
                     ks[ty + 16 * r][tx + 8 * u] = scale * acck[r][u];
         __syncthreads();
-        atx_bwd_rows<BK, HD>(ks, vs, base, dbase, koff, kpos, kn, f);
+        atx_bwd_rows<BK, HD>(ks, vs, base, dbase, koff, kpos, kn, f RT_FP8_REF_ARG);
         __syncthreads();
         if (kn)
             dw += atx_dw<BK, HD>(ks, vs, kpos, threadIdx.x);
     }
     if (kn && threadIdx.x < HD)
         partk[(((int64_t)b * KV + kh) * gridDim.x + blockIdx.x) * HD + threadIdx.x] = dw;
+    RT_FP8_FOLD_END();
 }
 
 /* dw[c] += the n partials of column c (rows of hd doubles), in row order: qk_norm's
@@ -1565,9 +1588,10 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
 #define RT_ATTENTION_EXT_ARGS                                                                  \
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
         const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
-        int W, float theta, float factor, float low, float high, int orig
+        int W, float theta, float factor, float low, float high, int orig RT_FP8_SLOT
 #define RT_ATTENTION_EXT_PASS                                                                  \
-    qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high, orig
+    qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
+        orig RT_FP8_SLOT_ARG
 
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
 /* ---- the Llama-family options on the tensor cores (16-bit activations) --------------------
@@ -1907,8 +1931,9 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
     const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig)
+    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
     __shared__ float fr[HD / 2], Lt[BQ], Dt[BQ];   /* the tile's rows' lse (log2 units), D */
@@ -2045,13 +2070,14 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
             if (pos[u] >= 0) {
                 act_t *dq = dbase + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD;
                 for (int n = 0; n < DN; n++)
-                    att_st2(dq + 8 * n + 2 * t4, gq.v[n][u][0], gq.v[n][u][1]);
+                    att_st2(dq + 8 * n + 2 * t4, RT_FP8_FOLDED(gq.v[n][u][0]), RT_FP8_FOLDED(gq.v[n][u][1]));
             }
         if (qn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
     if (qn && threadIdx.x < HD)
         partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+    RT_FP8_FOLD_END();
 }
 
 /* Backward, key side, after the query side (it reads D): grid (ceil(T / 64), KV, B); a
@@ -2065,8 +2091,9 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
     const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig)
+    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
 {
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
     __shared__ __align__(16) unsigned short qs[2][BQ][WD], dys[2][BQ][WD];
@@ -2194,7 +2221,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
             if (pos[u] >= 0) {
                 act_t *dv = dbase + (int64_t)pos[u] * ld + (int64_t)(H + KV + kh) * HD;
                 for (int n = 0; n < DN; n++)
-                    att_st2(dv + 8 * n + 2 * t4, gv[n][2 * u], gv[n][2 * u + 1]);
+                    att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv[n][2 * u]), RT_FP8_FOLDED(gv[n][2 * u + 1]));
             }
         atx_rows2<DN> gr, x;
         for (int n = 0; n < DN; n++)
@@ -2211,13 +2238,14 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
             if (pos[u] >= 0) {
                 act_t *dk = dbase + (int64_t)pos[u] * ld + (int64_t)(H + kh) * HD;
                 for (int n = 0; n < DN; n++)
-                    att_st2(dk + 8 * n + 2 * t4, gr.v[n][u][0], gr.v[n][u][1]);
+                    att_st2(dk + 8 * n + 2 * t4, RT_FP8_FOLDED(gr.v[n][u][0]), RT_FP8_FOLDED(gr.v[n][u][1]));
             }
         if (kn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
     if (kn && threadIdx.x < HD)
         partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+    RT_FP8_FOLD_END();
 }
 #else
 template <int T, int HD, int CAUSAL>
@@ -2275,7 +2303,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
     {                                                                                          \
         attention_ext_fwd_any<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor,      \
                                              low, high, orig RT_FP8_SLOT_ARG);                 \
-    }
+    }                                                                                          \
+    RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
 
 #define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
@@ -2287,4 +2316,5 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
         rt_attention_ext_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                    \
     {                                                                                          \
         attention_ext_bwd_kv_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                        \
-    }
+    }                                                                                          \
+    RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)

@@ -347,6 +347,9 @@ __device__ __forceinline__ float rt_fp8_folded(float &m, float v)
     return v;
 }
 #define RT_FP8_FOLDED(v) rt_fp8_folded(amax_m, (v))
+/* a helper that stores for a producer: its running maximum by reference */
+#define RT_FP8_REF , float &amax_m
+#define RT_FP8_REF_ARG , amax_m
 #define RT_FP8_FOLD_VEC(o, n)                                                                      \
     for (int e_ = 0; e_ < (n); e_++)                                                               \
     RT_FP8_FOLD((o).v[e_])
@@ -363,6 +366,8 @@ __device__ __forceinline__ float rt_fp8_folded(float &m, float v)
 #define RT_FP8_FOLD_END() (void)0
 #define RT_FP8_SLOT_ARG
 #define RT_FP8_FOLDED(v) (v)
+#define RT_FP8_REF
+#define RT_FP8_REF_ARG
 #define RT_FP8_FOLD_VEC(o, n) (void)0
 #define RT_FP8_FOLD_WARP_END() (void)0
 #endif

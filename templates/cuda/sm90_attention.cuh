@@ -6,6 +6,12 @@
  * attention.cuh's kernels.
  *
  *   rt_attention_fwd90_T_HD_CAUSAL(map, lse, y, H)   map: a CUtensorMap of qkv (below)
+ *   rt_attention_ext_fwd90_T_HD_CAUSAL(mq, mv, lse, y, H, KV, W)   the Llama-family
+ *     options of attention.cuh's rt_attention_ext_fwd_*: KV key/value heads (query head
+ *     h reads h / (H / KV)), a window W > 0 (keys W or more positions back masked, key
+ *     tiles wholly before every row's window never loaded); qk_norm and rope applied
+ *     beforehand by rt_attention_prep90 (below) into a scratch copy of q and k that mq
+ *     maps, V read through mv from qkv itself.
  *
  * Launch: grid (ceil(T / 128), H, B) taken tile-major (att_block_order: the longest query
  * tiles of every head first), 384 threads = three warpgroups, dynamic shared memory
@@ -28,7 +34,8 @@
  *
  * The tensor map: qkv as a 3D tensor of 16-bit values {3d, T, B} (columns, rows, batch),
  * box {64, 128, 1}, the 128-byte swizzle, zeros outside (rows past T). Q, K and V are the
- * same map at columns h HD, d + h HD, 2 d + h HD; a tile of 128 rows and HD columns is
+ * same map at columns h HD, d + h HD, 2 d + h HD (the Llama-family kernel: Q at h HD and
+ * K at (H + kh) HD of mq, V at (H + KV + kh) HD of mv; one map where rope is off); a tile of 128 rows and HD columns is
  * HD / 64 boxes, "panels" of [128][64] values (16 KiB, 1024-aligned) one after another.
  * Shared memory: Q (BQ HD 2 bytes), two K and two V stages (BK HD 2 each), then the
  * mbarriers; 80 KiB for heads of 64, 160 KiB for 128.
@@ -49,6 +56,64 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
     return (RT_ATT90_BQ + 2 * RT_ATT90_STAGES * RT_ATT90_BK) * hd * 2 + 64 + 1024;
 }
 
+/* qk_norm (weights qn for the q heads, kn for the k heads; NULL: none) then rope (theta
+ * 0: none) as attention.cuh's atx_tc_fwd computes them (fp32, the RMS over the head's
+ * row, rounded to 16 bits once), on the q and k heads of rows [0, rows) of qkv
+ * [rows, (H + 2 KV) hd] into qk [rows, (H + KV) hd] (row r at position r % T), for the
+ * Hopper kernels' TMA copies (plain CUDA: defined for every target, launched only with
+ * them). 128 threads, RT_PREP90_ROWS rows a block; warp w takes heads w, w + 4, ..., its
+ * lane l the column pairs (j, j + hd / 2) for j = l, l + 32 (< hd / 2): a head's sum of
+ * squares is its warp's. */
+#define RT_PREP90_ROWS 16
+extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
+rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *kn, int64_t rows,
+                    int T, int H, int KV, int hd, float theta, float factor, float low,
+                    float high, int orig)
+{
+    __shared__ float fr[64];
+    if (theta > 0.0f)
+        atx_freqs_n(fr, hd, theta, factor, low, high, orig);
+    __syncthreads();
+    const int half = hd / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nh = H + KV;
+    const int64_t ldi = (int64_t)(H + 2 * KV) * hd, ldo = (int64_t)nh * hd;
+    for (int64_t r = (int64_t)blockIdx.x * RT_PREP90_ROWS, re = r + RT_PREP90_ROWS; r < re && r < rows; r++) {
+        float sn[2] = {0.0f, 0.0f}, cs[2] = {1.0f, 1.0f};
+        for (int q = 0; q < 2; q++)
+            if (theta > 0.0f && lane + 32 * q < half)
+                sincosf((float)(int)(r % T) * fr[lane + 32 * q], &sn[q], &cs[q]);
+        for (int hh = warp; hh < nh; hh += RT_ATT_THREADS / 32) {
+            const act_t *x = qkv + r * ldi + (int64_t)hh * hd;
+            act_t *o = qk + r * ldo + (int64_t)hh * hd;
+            const float *w = hh < H ? qn : kn;
+            float a[2] = {0.0f, 0.0f}, b[2] = {0.0f, 0.0f}, ss = 0.0f;
+            for (int q = 0; q < 2; q++)
+                if (lane + 32 * q < half) {
+                    a[q] = rt_ld(x + lane + 32 * q), b[q] = rt_ld(x + lane + 32 * q + half);
+                    ss += a[q] * a[q] + b[q] * b[q];
+                }
+            const float rr = w ? 1.0f / sqrtf(rt_warp_sum(ss) / (float)hd + 1e-6f) : 1.0f;
+            for (int q = 0; q < 2; q++) {
+                const int j = lane + 32 * q;
+                if (j >= half)
+                    continue;
+                float u = a[q], v = b[q];
+                if (w)
+                    u = u * rr * w[j], v = v * rr * w[j + half];
+                rt_st(o + j, u * cs[q] - v * sn[q]);
+                rt_st(o + j + half, v * cs[q] + u * sn[q]);
+            }
+        }
+    }
+}
+
+/* Where a block's tiles come from: query head h and its key/value head kh, Q and K
+ * through mq, V through mv, H query and KV key/value heads (plain attention: KV = H,
+ * mq = mv), key tiles jb .. nkt - 1 (jb > 0: a window) */
+struct att90_src {
+    const rt_tmap *mq, *mv;
+    int h, kh, H, KV, jb, nkt, b;
+};
+
 #if RT_SM90A && (defined(RT_ACT_BF16) || defined(RT_ACT_F16))
 #if defined(RT_ACT_F16)
 #define RT_ATT90_F16 true
@@ -58,37 +123,40 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
 
 /* The producer's thread: Q, then K and V of each key tile into the ring. */
 template <int HD>
-__device__ __forceinline__ void att90_produce(const rt_tmap *map, unsigned base, int q0, int nkt,
-                                              int h, int b, int d)
+__device__ __forceinline__ void att90_produce(const att90_src &src, unsigned base, int q0)
 {
     constexpr int S = RT_ATT90_STAGES, P = HD / 64;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = RT_ATT90_BK * HD * 2;
     const unsigned bars = base + QB + 2 * S * KB;   /* q, kfull[S], vfull[S], kempty[S], vempty[S] */
-    sm90_tma_prefetch(map);
+    const int kc = (src.H + src.kh) * HD, vc = (src.H + src.KV + src.kh) * HD;
+    sm90_tma_prefetch(src.mq);
+    if (src.mv != src.mq)
+        sm90_tma_prefetch(src.mv);
     sm90_mbar_arrive_expect_tx(bars, QB);
     for (int p = 0; p < P; p++)
-        sm90_tma_load_3d(base + p * RT_ATT90_BQ * 128, map, bars, h * HD + 64 * p, q0, b);
-    for (int j = 0; j < nkt; j++) {
-        const int s = j % S;
-        const unsigned ph = (unsigned)(j / S) & 1u;
+        sm90_tma_load_3d(base + p * RT_ATT90_BQ * 128, src.mq, bars, src.h * HD + 64 * p, q0, src.b);
+    for (int j = src.jb; j < src.nkt; j++) {
+        const int s = (j - src.jb) % S;
+        const unsigned ph = (unsigned)((j - src.jb) / S) & 1u;
         const unsigned ks = base + QB + s * KB, vs = base + QB + (S + s) * KB;
         const unsigned kfull = bars + 8 * (1 + s), vfull = bars + 8 * (1 + S + s);
         const unsigned kempty = bars + 8 * (1 + 2 * S + s), vempty = bars + 8 * (1 + 3 * S + s);
         sm90_mbar_wait(kempty, ph ^ 1u);   /* the first pass: a fresh barrier's parity 1 */
         sm90_mbar_arrive_expect_tx(kfull, KB);
         for (int p = 0; p < P; p++)
-            sm90_tma_load_3d(ks + p * RT_ATT90_BK * 128, map, kfull, d + h * HD + 64 * p, j * RT_ATT90_BK, b);
+            sm90_tma_load_3d(ks + p * RT_ATT90_BK * 128, src.mq, kfull, kc + 64 * p, j * RT_ATT90_BK, src.b);
         sm90_mbar_wait(vempty, ph ^ 1u);
         sm90_mbar_arrive_expect_tx(vfull, KB);
         for (int p = 0; p < P; p++)
-            sm90_tma_load_3d(vs + p * RT_ATT90_BK * 128, map, vfull, 2 * d + h * HD + 64 * p, j * RT_ATT90_BK, b);
+            sm90_tma_load_3d(vs + p * RT_ATT90_BK * 128, src.mv, vfull, vc + 64 * p, j * RT_ATT90_BK, src.b);
     }
 }
 
 /* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int nkt, float *L,
-                                              act_t *y, int64_t d, int h, int b RT_FP8_SLOT)
+__device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int jb, int nkt,
+                                              int W, float *L, act_t *y, int64_t d, int h,
+                                              int b RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90_STAGES, BK = RT_ATT90_BK, NS = BK / 2, NO = HD / 2;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = BK * HD * 2;
@@ -101,9 +169,9 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
     for (int i = 0; i < NO; i++)
         o[i] = 0.0f;
     sm90_mbar_wait(bars, 0);   /* Q */
-    for (int j = 0; j < nkt; j++) {
-        const int s = j % S, k0 = j * BK;
-        const unsigned ph = (unsigned)(j / S) & 1u;
+    for (int j = jb; j < nkt; j++) {
+        const int s = (j - jb) % S, k0 = j * BK;
+        const unsigned ph = (unsigned)((j - jb) / S) & 1u;
         const unsigned ks = base + QB + s * KB, vs = base + QB + (S + s) * KB;
         /* S = Q K^T: k-step ks16 is panel ks16 / 4, 32 bytes a step within its rows */
         float sc[NS];
@@ -118,12 +186,15 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
         sm90_mbar_arrive(bars + 8 * (1 + 2 * S + s));   /* K read */
-        /* scale, mask (tiles reaching past the diagonal or past T), the rows' max */
-        const bool edge = (CAUSAL && k0 + BK - 1 > q0 + 64 * c) || k0 + BK > T;
+        /* scale, mask (tiles reaching past the diagonal, past T or before a row's
+         * window), the rows' max */
+        const int rb = q0 + 64 * c;
+        const bool edge = (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || (W > 0 && k0 <= rb + 63 - W);
         float mx[2] = {ninf, ninf};
         for (int i = 0; i < NS; i++) {
             const int u = (i >> 1) & 1, kj = k0 + 8 * (i >> 2) + 2 * t4 + (i & 1), row = r0 + 8 * u;
-            sc[i] = edge && (kj >= T || (CAUSAL && kj > row)) ? ninf : sl2 * sc[i];
+            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W);
+            sc[i] = edge && hid ? ninf : sl2 * sc[i];
             mx[u] = fmaxf(mx[u], sc[i]);
         }
         float al[2], ms[2];
@@ -179,19 +250,23 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
     RT_FP8_FOLD_WARP_END();
 }
 
+/* A block: grid (ceil(T / 128), heads, B) as att_block_order takes it; src.mq, src.mv,
+ * src.H, src.KV as att90_src says, W the window (0: none) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y,
-                                                int H RT_FP8_SLOT)
+__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y,
+                                                int W RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a forward takes heads 64 or 128 wide");
     constexpr int S = RT_ATT90_STAGES, NQT = (T + RT_ATT90_BQ - 1) / RT_ATT90_BQ;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = RT_ATT90_BK * HD * 2;
     const unsigned base = sm90_smem(sm90_dyn_smem()), bars = base + QB + 2 * S * KB;
-    int b, h, tile0;
-    att_block_order(b, h, tile0);
-    const int q0 = (NQT - 1 - tile0) * RT_ATT90_BQ, d = H * HD;
+    int tile0;
+    att_block_order(src.b, src.h, tile0);
+    src.kh = src.h / (src.H / src.KV);
+    const int q0 = (NQT - 1 - tile0) * RT_ATT90_BQ, d = src.H * HD;
     const int nkeys = CAUSAL ? (q0 + RT_ATT90_BQ < T ? q0 + RT_ATT90_BQ : T) : T;
-    const int nkt = (nkeys + RT_ATT90_BK - 1) / RT_ATT90_BK;
+    src.nkt = (nkeys + RT_ATT90_BK - 1) / RT_ATT90_BK;
+    src.jb = W > 0 && q0 >= W ? (q0 - W + 1) / RT_ATT90_BK : 0;   /* the first row's window */
     if (threadIdx.x == 0) {
         sm90_mbar_init(bars, 1);
         for (int s = 0; s < S; s++) {
@@ -207,27 +282,30 @@ __device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, 
     if (wg == 0) {
         sm90_setmaxnreg_dec<40>();
         if (threadIdx.x == 0)
-            att90_produce<HD>(map, base, q0, nkt, h, b, d);
+            att90_produce<HD>(src, base, q0);
         return;
     }
     sm90_setmaxnreg_inc<232>();
-    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, nkt, lse + ((int64_t)b * H + h) * T, y, d, h,
-                                 b RT_FP8_SLOT_ARG);
+    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, src.jb, src.nkt, W,
+                                 lse + ((int64_t)src.b * src.H + src.h) * T, y, d, src.h,
+                                 src.b RT_FP8_SLOT_ARG);
 }
+
 #else
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(const rt_tmap *map, float *lse, act_t *y,
-                                                int H RT_FP8_SLOT) {}
+__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y,
+                                                int W RT_FP8_SLOT) {}
 #endif
 
-/* Emitted with each RT_ATTENTION_FWD instance (attention.cuh) where NVRTC compiles for
- * sm_90a; cuda_ops.c launches it only for 16-bit activations and heads of 64 or 128. */
+/* Emitted with each RT_ATTENTION_FWD (RT_ATTENTION_EXT_FWD) instance (attention.cuh)
+ * where NVRTC compiles for sm_90a; cuda_ops.c launches them only for 16-bit activations
+ * and heads of 64 or 128. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90_any(const rt_tmap *map, float *lse, act_t *y,
-                                                    int H RT_FP8_SLOT)
+__device__ __forceinline__ void attention_fwd90_any(const att90_src &src, float *lse, act_t *y,
+                                                    int W RT_FP8_SLOT)
 {
     if constexpr (HD == 64 || HD == 128)
-        attention_fwd90<T, HD, CAUSAL>(map, lse, y, H RT_FP8_SLOT_ARG);
+        attention_fwd90<T, HD, CAUSAL>(src, lse, y, W RT_FP8_SLOT_ARG);
 }
 #if RT_SM90A
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)                                                       \
@@ -235,8 +313,19 @@ __device__ __forceinline__ void attention_fwd90_any(const rt_tmap *map, float *l
         rt_attention_fwd90_##T##_##HD##_##CAUSAL(const __grid_constant__ rt_tmap map, float *lse, \
                                                  act_t *y, int H RT_FP8_SLOT)                   \
     {                                                                                           \
-        attention_fwd90_any<T, HD, CAUSAL>(&map, lse, y, H RT_FP8_SLOT_ARG);                    \
+        attention_fwd90_any<T, HD, CAUSAL>(att90_src{&map, &map, 0, 0, H, H, 0, 0, 0}, lse, y,  \
+                                           0 RT_FP8_SLOT_ARG);                                  \
+    }
+#define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)                                                   \
+    extern "C" __global__ void __launch_bounds__(RT_ATT90_THREADS, 1)                           \
+        rt_attention_ext_fwd90_##T##_##HD##_##CAUSAL(                                           \
+            const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv, float *lse, \
+            act_t *y, int H, int KV, int W RT_FP8_SLOT)                                         \
+    {                                                                                           \
+        attention_fwd90_any<T, HD, CAUSAL>(att90_src{&mq, &mv, 0, 0, H, KV, 0, 0, 0}, lse, y,   \
+                                           W RT_FP8_SLOT_ARG);                                  \
     }
 #else
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
 #endif

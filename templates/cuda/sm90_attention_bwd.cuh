@@ -11,6 +11,25 @@
  * mqkv, mdy: CUtensorMaps of qkv {3d, T, B} and dy {d, T, B} (16-bit values, columns,
  * rows, batch), boxes {64, 64, 1}, the 128-byte swizzle, zeros outside (rows past T).
  *
+ * The Llama-family options (attention.cuh's rt_attention_ext_bwd_q_* and _kv_*):
+ *
+ *   rt_attention_ext_bwd90_q_T_HD_CAUSAL(mq, mv, mdy, lse, y, dy, dqkv, D, H, KV, W,
+ *                                        theta, factor, low, high, orig, qkv, qn, kn,
+ *                                        partq, partk)
+ *   rt_attention_ext_bwd90_kv_T_HD_CAUSAL(same arguments)
+ *
+ * qkv and dqkv [B, T, (H + 2 KV) HD]; Q and K read through mq (query head h at column
+ * h HD, key head kh at (H + kh) HD: rt_attention_prep90's copy where qk_norm or rope is
+ * on, qkv's map where not), V through mv (qkv, column (H + KV + kh) HD). The query side's
+ * grid is (tiles, H, B) as above, its key tiles K and V of head h / (H / KV) and only
+ * those inside its rows' windows; the key side's grid is (tiles, KV, B): a block keeps
+ * its K and V tiles resident while it streams the query tiles of all G = H / KV query
+ * heads of its group (head after head), so dK and dV sum over the group in registers in
+ * a fixed order, written once. dq and dk go back through the inverse rotation and
+ * qk_norm's backward (attention.cuh's atx_tc_bwd, on the accumulators, the raw rows read
+ * from qkv) before they are stored; each block's norm-weight gradient, summed over its
+ * rows in a fixed order, goes to partq / partk for cuda_ops.c to add up in order.
+ *
  * Not flash attention 3's backward: that one accumulates dQ with fp32 atomics, whose
  * order varies from run to run. Here, as in attention.cuh, two kernels, every sum in a
  * fixed order (the same bits every run):
@@ -65,6 +84,20 @@ __host__ __device__ constexpr int rt_att90b_smem(int hd)
     return (2 * RT_ATT90B_RES + 2 * RT_ATT90B_STAGES * RT_ATT90B_STR) * hd * 2 + 64 + 1024;
 }
 
+/* The geometry of a backward: the maps (att90b's header), H query and KV key/value heads,
+ * the window W (0: none), rope (theta 0: none), qk_norm's weights (qn, kn; NULL: none)
+ * and the blocks' partial weight gradients (partq [B, H, tiles, HD] from the query side,
+ * partk [B, KV, tiles, HD] from the key side; cuda_ops.c sums them in order) */
+struct att90b_geo {
+    const rt_tmap *mq, *mv, *mdy;
+    int H, KV, W;
+    float theta, factor, low, high;
+    int orig;
+    const act_t *qkv;   /* the raw rows qk_norm's backward reads (NULL without it) */
+    const float *qn, *kn;
+    double *partq, *partk;
+};
+
 #if RT_SM90A && (defined(RT_ACT_BF16) || defined(RT_ACT_F16))
 #if defined(RT_ACT_F16)
 #define RT_ATT90B_F16 true
@@ -107,10 +140,11 @@ __device__ __forceinline__ void att90b_load(unsigned dst, const rt_tmap *map, un
 }
 
 /* Where a kernel's streamed tiles come from: map sa at column csa into a stage's first
- * tile, map sb at csb into its second, rows s0 + 64 j for the j-th pair, batch row b */
+ * tile, map sb at csb into its second, batch row b; the j-th pair is head g = j / per's
+ * (columns step g further), rows s0 + 64 (j % per) */
 struct att90b_src {
     const rt_tmap *sa, *sb;
-    int csa, csb, s0, b;
+    int csa, csb, s0, b, per, step;
 };
 
 /* The resident pair (map ra at column ca, map rb at cb, rows from r0), counted on the
@@ -131,9 +165,10 @@ template <int HD>
 __device__ __forceinline__ void att90b_issue(att90b_smem_map<HD> sm, const att90b_src &src, int s, int j)
 {
     constexpr int BS = RT_ATT90B_STR;
+    const int g = j / src.per, r = src.s0 + BS * (j - g * src.per);
     sm90_mbar_arrive_expect_tx(sm.full(s), 2 * sm.SB);
-    att90b_load<BS, HD>(sm.str(s, 0), src.sa, sm.full(s), src.csa, src.s0 + BS * j, src.b);
-    att90b_load<BS, HD>(sm.str(s, 1), src.sb, sm.full(s), src.csb, src.s0 + BS * j, src.b);
+    att90b_load<BS, HD>(sm.str(s, 0), src.sa, sm.full(s), src.csa + g * src.step, r, src.b);
+    att90b_load<BS, HD>(sm.str(s, 1), src.sb, sm.full(s), src.csb + g * src.step, r, src.b);
 }
 
 /* The query side's producer thread: n streamed pairs into the ring, each once the
@@ -179,6 +214,55 @@ __device__ __forceinline__ void att90b_rs(float *acc, unsigned (*a)[4], unsigned
         sm90_wgmma_rs<HD, 1, RT_ATT90B_F16>(acc, a[kk], sm90_desc(tm + kk * 16 * 128, RT_ATT90B_STR * 128, 1024), 1);
 }
 
+/* dq or dk (acc: the thread's accumulator rows u = 0, 1 at positions pos[u], -1 past T;
+ * column c = 8 n + 2 t4 + e is acc[4 n + 2 u + e]) back through rope (f; NULL: none) and
+ * qk_norm (w; NULL: none) to the raw rows' gradient, in place: attention.cuh's
+ * atx_tc_bwd, whose rows are laid out so; x the raw rows (xr[u], NULL: zeros), dw the
+ * thread's column sums of the norm weight's gradient */
+template <int HD>
+__device__ __forceinline__ void att90b_back(float *acc, const act_t *const xr[2], const int pos[2],
+                                            const float *w, const float *f, float (*dw)[2], int t4)
+{
+    atx_rows2<HD / 8> g, x;
+    for (int n = 0; n < HD / 8; n++)
+        for (int u = 0; u < 2; u++)
+            for (int e = 0; e < 2; e++)
+                g.v[n][u][e] = acc[4 * n + 2 * u + e];
+    if (w)
+        atx_tc_ld(x, xr, t4);
+    atx_tc_bwd(g, x, pos, w, f, dw, t4);
+    for (int n = 0; n < HD / 8; n++)
+        for (int u = 0; u < 2; u++)
+            for (int e = 0; e < 2; e++)
+                acc[4 * n + 2 * u + e] = g.v[n][u][e];
+}
+
+/* The block's qk_norm weight gradient into part[HD] (double): the consumer threads'
+ * column sums (dw) over a warp's row lanes, then over the eight warps in order. The 256
+ * consumer threads call it (a named barrier: the query side's producer warp has
+ * returned). */
+template <int HD>
+__device__ __forceinline__ void att90b_dw(float (*dw)[2], double *part)
+{
+    __shared__ float red[8][HD];
+    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
+    for (int n = 0; n < HD / 8; n++)
+        for (int e = 0; e < 2; e++) {
+            float v = dw[n][e];
+            for (int o = 4; o < 32; o <<= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane < 4)
+                red[warp][8 * n + 2 * lane + e] = v;
+        }
+    sm90_bar_sync(1, 256);
+    if (t < HD) {
+        double sum = 0.0;
+        for (int k = 0; k < 8; k++)
+            sum += (double)red[k][t];
+        part[t] = sum;
+    }
+}
+
 /* D_i = dy_i . y_i for rows i and i + 8 (the thread's rows; 0 past T): lane t4 of the
  * row's four sums columns HD / 4 t4 .. in double, then the four by a butterfly */
 template <int T, int HD>
@@ -202,11 +286,15 @@ __device__ __forceinline__ void att90b_rows_dot(float Dr[2], const act_t *dyh, c
     }
 }
 
-/* The query side's consumer warpgroup c: query rows q0 + 64 c .. + 63, over nkt key tiles */
+/* The query side's consumer warpgroup c: query rows q0 + 64 c .. + 63, over the key
+ * tiles jb .. nkt - 1 (W: the window, 0 none; fr: rope's frequencies, or NULL) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, int q0, int nkt,
+__device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, int q0, int jb,
+                                                 int nkt, int W, const float *fr, const float *wn,
+                                                 const act_t *xq, double *part,
                                                  const float *Lh, float *Dh, const act_t *dyh,
-                                                 const act_t *yh, act_t *dq, int64_t d, int64_t ld)
+                                                 const act_t *yh, act_t *dq, int64_t d,
+                                                 int64_t ld RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90B_STAGES, BK = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
@@ -224,10 +312,11 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     for (int i = 0; i < HD / 2; i++)
         acc[i] = 0.0f;
     sm90_mbar_wait(sm.resbar(), 0);   /* Q and dY */
-    for (int j = 0; j < nkt; j++) {
-        const int s = j % S, k0 = j * BK;
+    for (int j = 0; j < nkt - jb; j++) {
+        const int s = j % S, k0 = (jb + j) * BK;
         sm90_mbar_wait(sm.full(s), (unsigned)(j / S) & 1u);
-        if (CAUSAL && k0 > rb + 63) {   /* every key past this warpgroup's rows */
+        /* every key past this warpgroup's rows, or before all their windows */
+        if ((CAUSAL && k0 > rb + 63) || (W > 0 && k0 + BK - 1 <= rb - W)) {
             sm90_mbar_arrive(sm.empty(s));
             continue;
         }
@@ -237,10 +326,12 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         att90b_ss<RT_ATT90B_RES, HD>(dp, sm.res(1), 64 * c, sm.str(s, 1));   /* dP = dY V^T */
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
-        const bool edge = (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T;
+        const bool edge = (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T ||
+                          (W > 0 && k0 <= rb + 63 - W);
         for (int e = 0; e < BK / 2; e++) {   /* dS = P (dP - D), 0 where masked */
             const int u = (e >> 1) & 1, kj = k0 + 8 * (e >> 2) + 2 * t4 + (e & 1), i = r0 + 8 * u;
-            const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i));
+            const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i) ||
+                                         (W > 0 && kj <= i - W));
             const float p = rt_exp2_approx(sl2 * sc[e] - Lr[u]);
             sc[e] = masked ? 0.0f : p * (dp[e] - Dr[u]);
         }
@@ -252,22 +343,36 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         sm90_wgmma_wait<0>();
         sm90_mbar_arrive(sm.empty(s));   /* K and V read */
     }
+    for (int i = 0; i < HD / 2; i++)
+        acc[i] *= scale;
+    float dw[HD / 8][2] = {};
+    if (fr || wn) {   /* q was normalized and rotated: back to the raw rows */
+        const int p[2] = {r0 < T ? r0 : -1, r0 + 8 < T ? r0 + 8 : -1};
+        const act_t *xr[2] = {p[0] >= 0 ? xq + (int64_t)r0 * ld : nullptr,
+                              p[1] >= 0 ? xq + (int64_t)(r0 + 8) * ld : nullptr};
+        att90b_back<HD>(acc, xr, p, wn, fr, dw, t4);
+    }
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     for (int u = 0; u < 2; u++) {
         const int i = r0 + 8 * u;
         if (i >= T)
             continue;
         for (int n = 0; n < HD / 8; n++)
-            att_st2(dq + (int64_t)i * ld + 8 * n + 2 * t4, scale * acc[4 * n + 2 * u],
-                    scale * acc[4 * n + 2 * u + 1]);
+            att_st2(dq + (int64_t)i * ld + 8 * n + 2 * t4, RT_FP8_FOLDED(acc[4 * n + 2 * u]),
+                    RT_FP8_FOLDED(acc[4 * n + 2 * u + 1]));
     }
+    /* per warp, not per block: the producer warp has returned (no block barrier) */
+    RT_FP8_FOLD_WARP_END();
+    if (wn)
+        att90b_dw<HD>(dw, part);
 }
 
 /* One streamed query tile (stage s, queries from i0) for the key side's warpgroup c (keys
  * from kb, this thread's j0 and j0 + 8): dV += P^T dY, dK += dS^T Q */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, int c, int i0, int kb,
-                                               int j0, int t4, const float *Lh, const float *Dh,
-                                               float *gk, float *gv)
+                                               int j0, int t4, int W, const float *Lh,
+                                               const float *Dh, float *gk, float *gv)
 {
     constexpr int BQ = RT_ATT90B_STR;
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
@@ -277,10 +382,10 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     att90b_ss<RT_ATT90B_RES, HD>(dpt, sm.res(1), 64 * c, sm.str(s, 1));   /* dP^T = V dY^T */
     sm90_wgmma_commit();
     sm90_wgmma_wait<0>();
-    const bool edge = (CAUSAL && i0 < kb + 63) || i0 + BQ > T;
+    const bool edge = (CAUSAL && i0 < kb + 63) || i0 + BQ > T || (W > 0 && kb <= i0 + BQ - 1 - W);
     for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
         const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
-        const bool masked = edge && (i >= T || (CAUSAL && kj > i));
+        const bool masked = edge && (i >= T || (CAUSAL && kj > i) || (W > 0 && kj <= i - W));
         /* lse (in log2 units) and D of query i from global memory (the row's lanes read
          * the same ones: L1) */
         const float lt = i < T ? Lh[i] * RT_LOG2E : 0.0f, Di = i < T ? Dh[i] : 0.0f;
@@ -298,15 +403,19 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     sm90_wgmma_wait<0>();
 }
 
-/* The key side's warpgroup c: keys k0 + 64 c .. + 63, over nqt query tiles from i00.
+/* The key side's warpgroup c: keys k0 + 64 c .. + 63, over G heads' nqt query tiles
+ * from i00 each (the pair j: head j / nqt's tile j % nqt; Lh, Dh the group's first head's
+ * rows, a head T further each); W the window (0: none), fr rope's frequencies (or NULL).
  * Thread 0 also refills the ring: the pair after next into a stage once both warpgroups
  * are done with it (the first two pairs were issued before the loop); its whole warp
  * waits for that, so no lane waits at the warp's reconvergence for another warpgroup. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const att90b_src &src,
-                                                  int c, int k0, int i00, int nqt,
-                                                  const float *Lh, const float *Dh, act_t *dk,
-                                                  act_t *dv, int64_t ld)
+                                                  int c, int k0, int i00, int nqt, int G, int W,
+                                                  const float *fr, const float *wn,
+                                                  const act_t *xk, double *part, const float *Lh,
+                                                  const float *Dh, act_t *dk, act_t *dv,
+                                                  int64_t ld RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90B_STAGES, BQ = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
@@ -316,30 +425,45 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
     for (int i = 0; i < HD / 2; i++)
         gk[i] = gv[i] = 0.0f;
     sm90_mbar_wait(sm.resbar(), 0);   /* K and V */
-    for (int j = 0; j < nqt; j++) {
-        const int s = j % S, i0 = i00 + j * BQ;
+    for (int j = 0; j < G * nqt; j++) {
+        const int s = j % S, g = j / nqt, i0 = i00 + (j - g * nqt) * BQ;
         const unsigned ph = (unsigned)(j / S) & 1u;
         sm90_mbar_wait(sm.full(s), ph);
-        if (!CAUSAL || i0 + BQ - 1 >= kb)   /* else every query is before these keys */
-            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, Lh, Dh, gk, gv);
+        /* else every query is before these keys, or past all their windows */
+        if ((!CAUSAL || i0 + BQ - 1 >= kb) && !(W > 0 && i0 - W >= kb + 63))
+            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, W, Lh + (int64_t)g * T,
+                                          Dh + (int64_t)g * T, gk, gv);
         sm90_mbar_arrive(sm.empty(s));   /* Q and dY read */
-        if (threadIdx.x < 32 && j + S < nqt) {   /* warp 0 waits, its first thread copies */
+        if (threadIdx.x < 32 && j + S < G * nqt) {   /* warp 0 waits, its first thread copies */
             sm90_mbar_wait(sm.empty(s), ph);
             if (threadIdx.x == 0)
                 att90b_issue<HD>(sm, src, s, j + S);
         }
         att90b_syncwarp();
     }
-    for (int u = 0; u < 2; u++) {
-        const int kj = j0 + 8 * u;
-        if (kj >= T)
-            continue;
-        for (int n = 0; n < HD / 8; n++) {
-            const int64_t at = (int64_t)kj * ld + 8 * n + 2 * t4;
-            att_st2(dv + at, gv[4 * n + 2 * u], gv[4 * n + 2 * u + 1]);
-            att_st2(dk + at, scale * gk[4 * n + 2 * u], scale * gk[4 * n + 2 * u + 1]);
-        }
+    RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
+    const int p[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+    for (int u = 0; u < 2; u++)   /* dv; then dk, back to the raw rows where k was transformed */
+        if (p[u] >= 0)
+            for (int n = 0; n < HD / 8; n++)
+                att_st2(dv + (int64_t)p[u] * ld + 8 * n + 2 * t4, RT_FP8_FOLDED(gv[4 * n + 2 * u]),
+                        RT_FP8_FOLDED(gv[4 * n + 2 * u + 1]));
+    for (int i = 0; i < HD / 2; i++)
+        gk[i] *= scale;
+    float dw[HD / 8][2] = {};
+    if (fr || wn) {
+        const act_t *xr[2] = {p[0] >= 0 ? xk + (int64_t)j0 * ld : nullptr,
+                              p[1] >= 0 ? xk + (int64_t)(j0 + 8) * ld : nullptr};
+        att90b_back<HD>(gk, xr, p, wn, fr, dw, t4);
     }
+    for (int u = 0; u < 2; u++)
+        if (p[u] >= 0)
+            for (int n = 0; n < HD / 8; n++)
+                att_st2(dk + (int64_t)p[u] * ld + 8 * n + 2 * t4, RT_FP8_FOLDED(gk[4 * n + 2 * u]),
+                        RT_FP8_FOLDED(gk[4 * n + 2 * u + 1]));
+    RT_FP8_FOLD_WARP_END();
+    if (wn)
+        att90b_dw<HD>(dw, part);
 }
 
 /* The block's mbarriers, by thread `by` (the one that will issue the copies) */
@@ -357,93 +481,155 @@ __device__ __forceinline__ void att90b_bars(att90b_smem_map<HD> sm, unsigned by)
     __syncthreads();
 }
 
-/* The query side: 288 threads, warpgroups 0 and 1 consume, warp 8 produces */
+/* rope's frequencies into fr (theta 0: none, NULL returned); before att90b_bars, whose
+ * block barrier publishes them */
+template <int HD>
+__device__ __forceinline__ const float *att90b_freqs(float *fr, const att90b_geo &g)
+{
+    if (g.theta <= 0.0f)
+        return nullptr;
+    atx_freqs<HD>(fr, g.theta, g.factor, g.low, g.high, g.orig);
+    return fr;
+}
+
+/* The query side: 288 threads, warpgroups 0 and 1 consume, warp 8 produces; grid
+ * (tiles, H, B) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_bwd90_q(const rt_tmap *mqkv, const rt_tmap *mdy,
-                                                  const float *lse, const act_t *y,
-                                                  const act_t *dy, act_t *dqkv, float *D, int H)
+__device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const float *lse,
+                                                  const act_t *y, const act_t *dy, act_t *dqkv,
+                                                  float *D RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a backward takes heads 64 or 128 wide");
     constexpr int BQ = RT_ATT90B_RES, BK = RT_ATT90B_STR, NQT = (T + BQ - 1) / BQ;
+    __shared__ float frs[HD / 2];
     const att90b_smem_map<HD> sm{sm90_smem(sm90_dyn_smem())};
+    const int H = geo.H, KV = geo.KV, W = geo.W;
     int b, h, tile0;
     att_block_order(b, h, tile0);
-    const int q0 = (NQT - 1 - tile0) * BQ, d = H * HD;
+    const int kh = h / (H / KV), q0 = (NQT - 1 - tile0) * BQ, d = H * HD;
     const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
     const int nkt = (nkeys + BK - 1) / BK;
+    const int jb = W > 0 && q0 >= W ? (q0 - W + 1) / BK : 0;   /* the first row's window */
+    const float *fr = att90b_freqs<HD>(frs, geo);
     att90b_bars<HD>(sm, 256);
     if (threadIdx.x >= 256) {
         if (threadIdx.x == 256) {   /* Q, dY resident; K, V streamed */
-            att90b_resident<HD>(sm, mqkv, h * HD, mdy, h * HD, q0, b);
-            att90b_produce<HD>(sm, att90b_src{mqkv, mqkv, d + h * HD, 2 * d + h * HD, 0, b}, nkt);
+            att90b_resident<HD>(sm, geo.mq, h * HD, geo.mdy, h * HD, q0, b);
+            att90b_produce<HD>(sm, att90b_src{geo.mq, geo.mv, (H + kh) * HD, (H + KV + kh) * HD,
+                                              jb * BK, b, nkt - jb, 0},
+                               nkt - jb);
         }
         return;
     }
-    const int64_t ld = 3 * (int64_t)d, bh = (int64_t)b * H + h;
-    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, nkt, lse + bh * T, D + bh * T,
-                                    dy + (int64_t)b * T * d + h * HD,
+    const int64_t ld = (int64_t)(H + 2 * KV) * HD, bh = (int64_t)b * H + h;
+    double *part = geo.qn ? geo.partq + (bh * gridDim.x + tile0) * HD : nullptr;
+    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, jb, nkt, W, fr, geo.qn,
+                                    geo.qkv + (int64_t)b * T * ld + h * HD, part, lse + bh * T,
+                                    D + bh * T, dy + (int64_t)b * T * d + h * HD,
                                     y + (int64_t)b * T * d + h * HD,
-                                    dqkv + (int64_t)b * T * ld + h * HD, d, ld);
+                                    dqkv + (int64_t)b * T * ld + h * HD, d, ld RT_FP8_SLOT_ARG);
 }
 
-/* The key side: 256 threads, two consumer warpgroups; thread 0 issues the copies */
+/* The key side: 256 threads, two consumer warpgroups; thread 0 issues the copies; grid
+ * (tiles, KV, B) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_bwd90_kv(const rt_tmap *mqkv, const rt_tmap *mdy,
-                                                   const float *lse, act_t *dqkv,
-                                                   const float *D, int H)
+__device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const float *lse,
+                                                   act_t *dqkv, const float *D RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a backward takes heads 64 or 128 wide");
     constexpr int BK = RT_ATT90B_RES, BQ = RT_ATT90B_STR;
+    __shared__ float frs[HD / 2];
     const att90b_smem_map<HD> sm{sm90_smem(sm90_dyn_smem())};
-    int b, h, tile0;
-    att_block_order(b, h, tile0);
-    const int k0 = tile0 * BK, d = H * HD;
-    const int i00 = CAUSAL ? k0 : 0, nqt = (T - i00 + BQ - 1) / BQ;
-    const att90b_src src{mqkv, mdy, h * HD, h * HD, i00, b};   /* Q, dY streamed */
+    const int H = geo.H, KV = geo.KV, W = geo.W, G = H / KV;
+    int b, kh, tile0;
+    att_block_order(b, kh, tile0);
+    const int k0 = tile0 * BK;
+    /* the queries that see these keys: from the first (causal) to the last key's window */
+    const int i00 = CAUSAL ? k0 : 0, iend = W > 0 && k0 + BK - 1 + W < T ? k0 + BK - 1 + W : T;
+    const int nqt = (iend - i00 + BQ - 1) / BQ;
+    /* Q, dY of the group's heads streamed, head after head */
+    const att90b_src src{geo.mq, geo.mdy, kh * G * HD, kh * G * HD, i00, b, nqt, HD};
+    const float *fr = att90b_freqs<HD>(frs, geo);
     att90b_bars<HD>(sm, 0);
     if (threadIdx.x == 0) {   /* K, V resident; the first two pairs */
-        att90b_resident<HD>(sm, mqkv, d + h * HD, mqkv, 2 * d + h * HD, k0, b);
-        for (int j = 0; j < RT_ATT90B_STAGES && j < nqt; j++)
+        att90b_resident<HD>(sm, geo.mq, (H + kh) * HD, geo.mv, (H + KV + kh) * HD, k0, b);
+        for (int j = 0; j < RT_ATT90B_STAGES && j < G * nqt; j++)
             att90b_issue<HD>(sm, src, j, j);
     }
     att90b_syncwarp();
-    const int64_t ld = 3 * (int64_t)d, bh = (int64_t)b * H + h;
-    act_t *dk = dqkv + (int64_t)b * T * ld + d + h * HD;
-    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, lse + bh * T,
-                                     D + bh * T, dk, dk + d, ld);
+    const int64_t ld = (int64_t)(H + 2 * KV) * HD, bh = (int64_t)b * H + kh * G;
+    const int64_t at = (int64_t)b * T * ld + (int64_t)(H + kh) * HD;
+    act_t *dk = dqkv + at;
+    double *part = geo.kn ? geo.partk + (((int64_t)b * KV + kh) * gridDim.x + tile0) * HD : nullptr;
+    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, G, W, fr, geo.kn,
+                                     geo.qkv + at, part, lse + bh * T, D + bh * T, dk, dk + (int64_t)KV * HD,
+                                     ld RT_FP8_SLOT_ARG);
 }
 
 #else
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_bwd90_q(const rt_tmap *mqkv, const rt_tmap *mdy,
-                                                  const float *lse, const act_t *y,
-                                                  const act_t *dy, act_t *dqkv, float *D, int H) {}
+__device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const float *lse,
+                                                  const act_t *y, const act_t *dy, act_t *dqkv,
+                                                  float *D RT_FP8_SLOT) {}
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_bwd90_kv(const rt_tmap *mqkv, const rt_tmap *mdy,
-                                                   const float *lse, act_t *dqkv,
-                                                   const float *D, int H) {}
+__device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const float *lse,
+                                                   act_t *dqkv, const float *D RT_FP8_SLOT) {}
 #endif
 
-/* Emitted with each RT_ATTENTION_BWD instance (attention.cuh) where NVRTC compiles for
- * sm_90a; cuda_ops.c launches them only for 16-bit activations and heads of 64 or 128. */
+/* Emitted with each RT_ATTENTION_BWD (RT_ATTENTION_EXT_BWD) instance (attention.cuh)
+ * where NVRTC compiles for sm_90a; cuda_ops.c launches them only for 16-bit activations
+ * and heads of 64 or 128. */
 #if RT_SM90A
 #define RT_ATTENTION_BWD90(T, HD, CAUSAL)                                                         \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \
         rt_attention_bwd90_##T##_##HD##_##CAUSAL(                                                 \
             const __grid_constant__ rt_tmap mqkv, const __grid_constant__ rt_tmap mdy,            \
-            const float *lse, const act_t *y, const act_t *dy, act_t *dqkv, float *D, int H)      \
+            const float *lse, const act_t *y, const act_t *dy, act_t *dqkv, float *D,             \
+            int H RT_FP8_SLOT)                                                                    \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_q<T, HD, CAUSAL>(&mqkv, &mdy, lse, y, dy, dqkv, D, H);                \
+            attention_bwd90_q<T, HD, CAUSAL>(                                                     \
+                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, nullptr, nullptr,    \
+                           nullptr, nullptr, nullptr}, lse, y, dy,   \
+                dqkv, D RT_FP8_SLOT_ARG);                                                         \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_KV_THREADS, 1)                         \
         rt_attention_bwd90_kv_##T##_##HD##_##CAUSAL(                                              \
             const __grid_constant__ rt_tmap mqkv, const __grid_constant__ rt_tmap mdy,            \
-            const float *lse, const act_t *y, const act_t *dy, act_t *dqkv, float *D, int H)      \
+            const float *lse, const act_t *y, const act_t *dy, act_t *dqkv, float *D,             \
+            int H RT_FP8_SLOT)                                                                    \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_kv<T, HD, CAUSAL>(&mqkv, &mdy, lse, dqkv, D, H);                      \
+            attention_bwd90_kv<T, HD, CAUSAL>(                                                    \
+                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, nullptr, nullptr,    \
+                           nullptr, nullptr, nullptr}, lse, dqkv,    \
+                D RT_FP8_SLOT_ARG);                                                               \
+    }
+/* the Llama-family options (the header's second pair) */
+#define RT_ATTENTION_EXT_BWD90_ARGS                                                               \
+    const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv,                       \
+        const __grid_constant__ rt_tmap mdy, const float *lse, const act_t *y, const act_t *dy,   \
+        act_t *dqkv, float *D, int H, int KV, int W, float theta, float factor, float low,        \
+        float high, int orig, const act_t *qkv, const float *qn, const float *kn, double *partq,  \
+        double *partk RT_FP8_SLOT
+#define RT_ATTENTION_EXT_BWD90_GEO                                                                \
+    att90b_geo { &mq, &mv, &mdy, H, KV, W, theta, factor, low, high, orig, qkv, qn, kn, partq, partk }
+#define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)                                                     \
+    extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \
+        rt_attention_ext_bwd90_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)               \
+    {                                                                                             \
+        if constexpr (HD == 64 || HD == 128)                                                      \
+            attention_bwd90_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_BWD90_GEO, lse, y, dy, dqkv,        \
+                                             D RT_FP8_SLOT_ARG);                                  \
+    }                                                                                             \
+    extern "C" __global__ void __launch_bounds__(RT_ATT90B_KV_THREADS, 1)                         \
+        rt_attention_ext_bwd90_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)              \
+    {                                                                                             \
+        if constexpr (HD == 64 || HD == 128)                                                      \
+            attention_bwd90_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_BWD90_GEO, lse, dqkv,              \
+                                              D RT_FP8_SLOT_ARG);                                 \
     }
 #else
 #define RT_ATTENTION_BWD90(T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)
 #endif

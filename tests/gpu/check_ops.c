@@ -87,6 +87,12 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(37, 8, 1)", "RT_ATTENTION_EXT_BWD(37, 8, 1)",
     "RT_ATTENTION_EXT_FWD(200, 64, 1)", "RT_ATTENTION_EXT_BWD(200, 64, 1)",
     "RT_ATTENTION_EXT_FWD(130, 64, 0)", "RT_ATTENTION_EXT_BWD(130, 64, 0)",
+    "RT_ATTENTION_EXT_FWD(300, 64, 1)", "RT_ATTENTION_EXT_BWD(300, 64, 1)",
+    "RT_ATTENTION_EXT_FWD(260, 128, 1)", "RT_ATTENTION_EXT_BWD(260, 128, 1)",
+    "RT_ATTENTION_EXT_FWD(200, 64, 0)", "RT_ATTENTION_EXT_BWD(200, 64, 0)",
+    "RT_ATTENTION_EXT_FWD(150, 128, 1)", "RT_ATTENTION_EXT_BWD(150, 128, 1)",
+    "RT_ATTENTION_EXT_FWD(37, 32, 1)", "RT_ATTENTION_EXT_BWD(37, 32, 1)",
+    "RT_ATTENTION_EXT_FWD(20, 8, 1)", "RT_ATTENTION_EXT_BWD(20, 8, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
@@ -1221,6 +1227,40 @@ static void t_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
     reset();
 }
 
+/* op + tag + what, in a buffer of its own (four in turn: judge prints before the next) */
+static const char *ext_name(const char *op, const char *tag, const char *what)
+{
+    static char buf[4][64];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s%s%s", op, tag, what);
+    return buf[k];
+}
+
+/* t_attention_ext's verdicts on one pass's outputs (tag: "" or "80", the sm_80 kernels) */
+static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *of, out_t *ob)
+{
+    if (half && hd % 16 == 0 && hd <= 128 && (qkn || theta > 0.0f)) {
+        /* 16 bits on the tensor cores, q and k transformed: the kernels round q and k after
+         * qk_norm and rope to 16 bits for their products (as a 16-bit model stores them),
+         * where the CPU keeps them in fp32; a score's error is then that rounding times
+         * the score (qk_norm's weights here reach 2.5, scores 10 and more), and what
+         * follows from it grows with the tensor's scale: each error is judged against the
+         * tensor's largest value, by a bound of 20 units of the 16-bit type's rounding
+         * (bf16 4e-2, fp16 5e-3; measured on the emulator: 1.8e-2 and 2.2e-3, the
+         * norms' weight gradients and dq at heads 64 wide the largest). A wrong sign,
+         * angle or term is an error of the tensor's own size. */
+        double tq = half == 1 ? 4e-2 : 5e-3;
+        judge_scaled(ext_name("attention_ext_fwd", tag, " lse"), tq, of, 1);
+        judge_scaled(ext_name("attention_ext_fwd", tag, ""), tq, of + 1, 1);
+        judge_scaled(ext_name("attention_ext_bwd", tag, ""), tq, ob, qkn ? 3 : 1);
+    } else {
+        judge(ext_name("attention_ext_fwd", tag, " lse"), TOL_RED, of, 1);
+        judge(ext_name("attention_ext_fwd", tag, ""), TATT(TOL_RED), of + 1, 1);
+        judge(ext_name("attention_ext_bwd", tag, ""), TATT(TOL_RED), ob, qkn ? 3 : 1);
+    }
+}
+
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
  * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
@@ -1250,38 +1290,29 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     const float *gwq = qkn ? gqn : NULL, *gwk = qkn ? gkn : NULL;
     out_t of[2] = {{"lse", lse, {0}, nl}, {"y", y, {0}, ny}}, ob[3] = {
         {"dqkv", dqkv, {0}, nq}, {"d q_norm", dqn, {0}, hd}, {"d k_norm", dkn, {0}, hd}};
-    for (int rep = 0; rep < 2; rep++) {
-        upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
-        upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
-        rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                hi, orig);
-        of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
-        /* the backward from the CPU's lse and y */
-        upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
-        rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
-                                qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                                orig);
-        ob[0].gpu[rep] = down_a(gdq, nq);
-        ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
-    }
-    if (half && hd % 16 == 0 && hd <= 128 && (qkn || theta > 0.0f)) {
-        /* 16 bits on the tensor cores, q and k transformed: the kernels round q and k after
-         * qk_norm and rope to 16 bits for their products (as a 16-bit model stores them),
-         * where the CPU keeps them in fp32; a score's error is then that rounding times
-         * the score (qk_norm's weights here reach 2.5, scores 10 and more), and what
-         * follows from it grows with the tensor's scale: each error is judged against the
-         * tensor's largest value, by a bound of 20 units of the 16-bit type's rounding
-         * (bf16 4e-2, fp16 5e-3; measured on the emulator: 1.8e-2 and 2.2e-3, the
-         * norms' weight gradients and dq at heads 64 wide the largest). A wrong sign,
-         * angle or term is an error of the tensor's own size. */
-        double tq = half == 1 ? 4e-2 : 5e-3;
-        judge_scaled("attention_ext_fwd lse", tq, of, 1);
-        judge_scaled("attention_ext_fwd", tq, of + 1, 1);
-        judge_scaled("attention_ext_bwd", tq, ob, qkn ? 3 : 1);
-    } else {
-        judge("attention_ext_fwd lse", TOL_RED, of, 1);
-        judge("attention_ext_fwd", TATT(TOL_RED), of + 1, 1);
-        judge("attention_ext_bwd", TATT(TOL_RED), ob, qkn ? 3 : 1);
+    /* 16-bit heads of 64 or 128 take the sm_90a kernels where the module is built for
+     * them (the emulator's): the sm_80 tensor-core ones, which other GPUs take, again with
+     * TRAINC_ATT_SM90=0 ("attention_ext_fwd80", ...) */
+    int both = half && (hd == 64 || hd == 128);
+    for (int pass = 0; pass < 1 + both; pass++) {
+        if (pass)
+            setenv("TRAINC_ATT_SM90", "0", 1);
+        for (int rep = 0; rep < 2; rep++) {
+            upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
+            upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
+            rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
+                                    lo, hi, orig);
+            of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
+            /* the backward from the CPU's lse and y */
+            upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
+            rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
+                                    qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
+                                    hi, orig);
+            ob[0].gpu[rep] = down_a(gdq, nq);
+            ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
+        }
+        unsetenv("TRAINC_ATT_SM90");
+        ext_judge(pass ? "80" : "", qkn, theta, hd, of, ob);
     }
     free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
     free(qn), free(kn), free(dqn), free(dkn), free(zero);
@@ -2301,38 +2332,53 @@ static void t_fp8_glu(int64_t rows, int64_t h, int act)
     free(x), free(dy), reset();
 }
 
-/* attention.cuh's forward: y, batches x heads of tiles folding into one slot */
+/* attention.cuh's forward: y, batches x heads of tiles folding into one slot; the
+ * backward's dqkv (its two kernels into one slot) */
 static void t_fp8_attention(int64_t B, int64_t T, int64_t d, int64_t H, int causal)
 {
     SHAPE("B %lld T %lld d %lld H %lld%s", (long long)B, (long long)T, (long long)d,
           (long long)H, causal ? " causal" : "");
     int64_t nq = B * T * 3 * d, ny = B * T * d;
-    float *qkv = avec(nq);
+    float *qkv = avec(nq), *dy = avec(ny);
     for (int64_t i = 0; i < nq; i++)
         qkv[i] *= 4.0f;   /* sharper softmaxes: y's maximum not near the mean */
     float *gq = up_a(qkv, nq), *gl = dalloc(B * H * T * 4), *gy = dalloc_a(ny);
+    float *gdy = up_a(dy, ny), *gdq = dalloc_a(nq);
     void *slot = fold_next();
     rt_cu_attention_fwd(G, gq, gl, gy, B, T, d, H, causal);
     fold_judge("fp8 fold attention_fwd", slot, gy, ny);
-    free(qkv), reset();
+    slot = fold_next();
+    rt_cu_attention_bwd(G, gq, gl, gy, gdy, gdq, B, T, d, H, causal);
+    fold_judge("fp8 fold attention_bwd", slot, gdq, nq);
+    free(qkv), free(dy), reset();
 }
 
-/* attention.cuh's extended forward (key/value heads, rope, a window): y as above */
+/* attention.cuh's extended forward and backward (key/value heads, rope, a window, qk_norm
+ * where qkn): y and dqkv as above */
 static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
-                                int64_t W)
+                                int64_t W, int qkn)
 {
-    SHAPE("ext B %lld T %lld d %lld H %lld KV %lld W %lld", (long long)B, (long long)T,
-          (long long)d, (long long)H, (long long)KV, (long long)W);
+    SHAPE("ext B %lld T %lld d %lld H %lld KV %lld W %lld%s", (long long)B, (long long)T,
+          (long long)d, (long long)H, (long long)KV, (long long)W, qkn ? " qk_norm" : "");
     int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, ny = B * T * d;
-    float *qkv = avec(nq);
+    float *qkv = avec(nq), *dy = avec(ny), *w = fvec(hd);
     for (int64_t i = 0; i < nq; i++)
         qkv[i] *= 4.0f;
+    for (int64_t i = 0; i < hd; i++)
+        w[i] += 8.0f;   /* large norm weights: dq and dk (through the norm) hold the maximum */
     float *gq = up_a(qkv, nq), *gl = dalloc(B * H * T * 4), *gy = dalloc_a(ny);
+    float *gdy = up_a(dy, ny), *gdq = dalloc_a(nq), *gw = up(w, hd * 4);
+    float *gdqn = dalloc(hd * 4), *gdkn = dalloc(hd * 4);
+    const float *wq = qkn ? gw : NULL;
     void *slot = fold_next();
-    rt_cu_attention_ext_fwd(G, gq, NULL, NULL, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
+    rt_cu_attention_ext_fwd(G, gq, wq, wq, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
                             4.0f, 0);
     fold_judge("fp8 fold attention_ext", slot, gy, ny);
-    free(qkv), reset();
+    slot = fold_next();
+    rt_cu_attention_ext_bwd(G, gq, wq, wq, gl, gy, gdy, gdq, qkn ? gdqn : NULL, qkn ? gdkn : NULL,
+                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0);
+    fold_judge("fp8 fold attention_ext_bwd", slot, gdq, nq);
+    free(qkv), free(dy), free(w), reset();
 }
 
 /* epilogue.cuh: rt_bias_act's output (Y with an activation, else C) and rt_dgelu's D;
@@ -2453,8 +2499,10 @@ static void t_fp8_folds(void)
     t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
     t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
     t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
-    t_fp8_attention_ext(2, 200, 256, 4, 2, 0);   /* the tensor cores, 2 query heads a group */
-    t_fp8_attention_ext(1, 37, 32, 2, 1, 8);     /* heads 16 wide, a window */
+    t_fp8_attention_ext(2, 200, 256, 4, 2, 0, 0);   /* heads 64: sm_90a's kernels where built */
+    t_fp8_attention_ext(1, 37, 32, 2, 1, 8, 0);     /* heads 16 wide, a window */
+    t_fp8_attention_ext(1, 37, 64, 2, 1, 8, 1);     /* the tensor cores, qk_norm */
+    t_fp8_attention_ext(1, 20, 16, 2, 1, 0, 1);     /* heads 8 wide: the CUDA cores, qk_norm */
     t_fp8_epilogues(37, 130);
     t_fp8_epilogues(64, 768);
     t_fp8_weights();
@@ -2655,6 +2703,14 @@ int main(int argc, char **argv)
      * group of 2 without the causal mask, a window of 20 */
     t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
     t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0);
+    /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
+     * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
+     * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
+     * without rope or the causal mask, a window of 70; a group of 1 */
+    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1);
+    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0);
+    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0);
+    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
 

@@ -334,20 +334,34 @@ extern "C" int emu_act16(void)
 #endif
 }
 
-/* EMU_COUNT=PREFIX: at exit, how many launches of kernels whose names start with PREFIX
- * ran (a test's proof that a kernel it means to check was the one launched) */
-static unsigned long counted;
+/* EMU_COUNT=PREFIX[,PREFIX...]: at exit, for each prefix, how many launches of kernels
+ * whose names start with it ran (a test's proof that a kernel it means to check was the
+ * one launched); one line each, "emu: N launches of PREFIX*" */
+enum { EMU_COUNT_MAX = 8 };
+static unsigned long counted[EMU_COUNT_MAX];
+static char count_prefix[EMU_COUNT_MAX][96];
+static int count_n = -1;
+static void count_report()
+{
+    for (int i = 0; i < count_n; i++)
+        fprintf(stderr, "emu: %lu launches of %s*\n", counted[i], count_prefix[i]);
+}
 static void count_launch(const char *name)
 {
-    static const char *prefix = getenv("EMU_COUNT");
-    static bool hooked;
-    if (!prefix || strncmp(name, prefix, strlen(prefix)))
-        return;
-    if (!hooked) {
-        hooked = true;
-        atexit([] { fprintf(stderr, "emu: %lu launches of %s*\n", counted, getenv("EMU_COUNT")); });
+    if (count_n < 0) {   /* the first launch: read the list, report at exit */
+        count_n = 0;
+        const char *s = getenv("EMU_COUNT");
+        while (s && *s && count_n < EMU_COUNT_MAX) {
+            size_t n = strcspn(s, ",");
+            snprintf(count_prefix[count_n++], sizeof count_prefix[0], "%.*s", (int)n, s);
+            s += n + (s[n] == ',');
+        }
+        if (count_n)
+            atexit(count_report);
     }
-    counted++;
+    for (int i = 0; i < count_n; i++)
+        if (!strncmp(name, count_prefix[i], strlen(count_prefix[i])))
+            counted[i]++;
 }
 
 /* smem: the launch's bytes of dynamic shared memory (sm90.cuh's kernels use it) */
