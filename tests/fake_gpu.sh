@@ -406,35 +406,6 @@ for c in "64 bf16" "128 fp16"; do
         { echo "FAIL: gpt_char heads $1 wide: TRAINC_ATT_SM90=0 still launched the sm_90a backward"; exit 1; }
     echo "ok   gpt_char heads $1 wide $2-mixed, the sm_90a attention backward ($n90 launches): $r; TRAINC_ATT_SM90=0 takes the sm_80 kernels"
 done
-# the Llama-family options on the sm_90a kernels in training (qk_norm's and rope's pass,
-# the GQA forward and backward with a window: sm90_attention*.cuh): llama_tiny with heads
-# 64 wide, 2 query heads a key/value head, qk_norm, rope with llama3 scaling, a window of
-# 40, in bf16-mixed against the fp32 trainer on the CPU; TRAINC_ATT_SM90=0 launches none
-t=$d/llama_hd64
-"$PY" - "$t.json" <<'PY'
-import json, sys
-sys.path.insert(0, "tests")
-import llama_tiny
-s = llama_tiny.spec(T=100)
-s["model"]["name"] = "llama_hd64"
-emb, rep = s["model"]["layers"][0], s["model"]["layers"][1]
-emb["dim"] = 128
-rep["body"][0]["body"][1] = dict(llama_tiny.LLAMA_ATTENTION, op="attention", name="attn", heads=2, kv_heads=1)
-rep["body"][1]["body"][3]["out"] = 128
-json.dump(s, open(sys.argv[1], "w"), indent=1)
-PY
-O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=3 --set batch_size=2 --set data.val=null)
-"$TRAINC" build "$t.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$t" 2>"$t.build.log"
-TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
-"$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
-r=$(close16 "$t.cpu" "$t.gpu" bf16-mixed)
-for k in rt_attention_prep90 rt_attention_ext_fwd90_ rt_attention_ext_bwd90_q_ rt_attention_ext_bwd90_kv_; do
-    grep -q "launch $k" "$t.gpu.log" || { echo "FAIL: llama_hd64 bf16-mixed: no $k launch"; exit 1; }
-done
-TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --set max_steps=1 --out "$t.sm80" 2>"$t.sm80.log"
-! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.sm80.log" && grep -q "launch rt_attention_ext_bwd_kv_" "$t.sm80.log" ||
-    { echo "FAIL: llama_hd64: TRAINC_ATT_SM90=0 still launched sm_90a kernels"; exit 1; }
-echo "ok   llama_hd64 (GQA, qk_norm, rope, a window) bf16-mixed, the sm_90a attention: $r; TRAINC_ATT_SM90=0 takes the sm_80 kernels"
 # recomputation changes memory and time on the GPU too, never results: gpt_char with
 # recompute selective and full (blocks replayed in backward, their GEMMs with the same
 # cuBLASLt epilogues as the originals) gives none's records and weights bit for bit,

@@ -12,8 +12,9 @@
 #   - hd64: 2 heads on 1 key/value head 64 wide, qk_norm, no rope, a window of 100;
 # and that the tensor-core grids ran (the key-side backward's 64 keys a block: 3 blocks
 # along T where the CUDA-core kernel takes 5 at heads 32 wide, 10 at 64). The fake GPU
-# is compute capability 9.0, where heads 64 wide take the sm_90a kernels: the runs set
-# TRAINC_ATT_SM90=0 to keep these (fake_gpu.sh's llama_hd64 trains through the others).
+# is compute capability 9.0, where heads 64 wide take the sm_90a kernels: these runs set
+# TRAINC_ATT_SM90=0 to keep attention.cuh's; then llama_hd64 (below) trains through the
+# sm_90a ones.
 # Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
 # as tests/fake_gpu.sh passes its own; else they are built).
 set -eu
@@ -88,3 +89,33 @@ for c in g2 g4 hd64; do
         echo "ok   attention $c $p-mixed on the tensor cores against fp32 on the CPU: $r"
     done
 done
+
+# the Llama-family options on the sm_90a kernels in training (qk_norm's and rope's pass,
+# the GQA forward and backward with a window: sm90_attention*.cuh): llama_tiny with heads
+# 64 wide, 2 query heads a key/value head, qk_norm, rope with llama3 scaling, a window of
+# 40, in bf16-mixed against the fp32 trainer on the CPU; TRAINC_ATT_SM90=0 launches none
+t=$d/llama_hd64
+"$PY" - "$t.json" <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+import llama_tiny
+s = llama_tiny.spec(T=100)
+s["model"]["name"] = "llama_hd64"
+emb, rep = s["model"]["layers"][0], s["model"]["layers"][1]
+emb["dim"] = 128
+rep["body"][0]["body"][1] = dict(llama_tiny.LLAMA_ATTENTION, op="attention", name="attn", heads=2, kv_heads=1)
+rep["body"][1]["body"][3]["out"] = 128
+json.dump(s, open(sys.argv[1], "w"), indent=1)
+PY
+O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=3 --set batch_size=2 --set data.val=null)
+"$TRAINC" build "$t.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$t" 2>"$t.build.log"
+TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
+"$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+r=$(close16 "$t.cpu" "$t.gpu" bf16-mixed)
+for k in rt_attention_prep90 rt_attention_ext_fwd90_ rt_attention_ext_bwd90_q_ rt_attention_ext_bwd90_kv_; do
+    grep -q "launch $k" "$t.gpu.log" || { echo "FAIL: llama_hd64 bf16-mixed: no $k launch"; exit 1; }
+done
+TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --set max_steps=1 --out "$t.sm80" 2>"$t.sm80.log"
+! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.sm80.log" && grep -q "launch rt_attention_ext_bwd_kv_" "$t.sm80.log" ||
+    { echo "FAIL: llama_hd64: TRAINC_ATT_SM90=0 still launched sm_90a kernels"; exit 1; }
+echo "ok   llama_hd64 (GQA, qk_norm, rope, a window) bf16-mixed, the sm_90a attention: $r; TRAINC_ATT_SM90=0 takes the sm_80 kernels"

@@ -10,6 +10,12 @@
  * backward 2.5 times the forward (five products instead of two). The same formula is
  * used for PyTorch, so the ratio is one of times.
  *
+ * Then the Llama-family attention (rt_cu_attention_ext_fwd and _bwd: grouped-query heads,
+ * rope) at two models' shapes, causal, 16k tokens a call: llama3_1b's (T 2048, 32 heads
+ * on 8 key/value heads of 64, rope theta 500000 with llama3 scaling) and llama_124m's (T
+ * 1024, 12 heads on 4, theta 10000); "shape" names them. Their FLOPs are counted as
+ * above (the rope and qk_norm pass of the sm_90a kernels is in the time, not the count).
+ *
  * Usage: build/tests/gpu/bench_attn [--fp16] [--tiny] [--iters N] [TEMPLATE_DIR]
  * --tiny: T 64, B 2, one iteration, for a dry run on tests/fake_gpu (the numbers
  * mean nothing there). Without a GPU it exits 2 with the runtime's message. */
@@ -23,6 +29,18 @@
 
 static int fp16, tiny, iters = 20;
 static rt_exec *G;
+
+/* the Llama-family shapes (heads 64 wide, causal) */
+static const struct gqa_shape {
+    const char *name;
+    int T, H, KV;
+    float theta, factor, low, high;
+    int orig;   /* llama3 scaling's original_max_position_embeddings (factor 0: none) */
+} gqa[] = {
+    {"llama3_1b", 2048, 32, 8, 500000.0f, 32.0f, 1.0f, 4.0f, 8192},
+    {"llama_124m", 1024, 12, 4, 10000.0f, 0.0f, 1.0f, 1.0f, 0},
+};
+#define N_GQA (int)(sizeof gqa / sizeof gqa[0])
 
 static char *slurp(const char *path)
 {
@@ -95,6 +113,13 @@ static char *kernel_source(const char *dir, const int *Ts, int nT)
                 len += (size_t)snprintf(src + len, cap - len,
                                         "\nRT_ATTENTION_FWD(%d, %d, %d)\nRT_ATTENTION_BWD(%d, %d, %d)\n",
                                         Ts[t], hd, c, Ts[t], hd, c);
+    for (int k = 0; k < N_GQA; k++) {
+        int T = tiny ? 64 : gqa[k].T;
+        if (k > 0 && (tiny || gqa[k - 1].T == T))   /* one instance a length */
+            continue;
+        len += (size_t)snprintf(src + len, cap - len,
+                                "\nRT_ATTENTION_EXT_FWD(%d, 64, 1)\nRT_ATTENTION_EXT_BWD(%d, 64, 1)\n", T, T);
+    }
     return src;
 }
 
@@ -149,6 +174,49 @@ static void bench_shape(rt_dptr base, int64_t T, int64_t hd, int causal)
     fflush(stdout);
 }
 
+/* ms per call of the Llama-family forward (bwd 0) or backward (bwd 1), as time_calls */
+static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const float *qkv, float *lse,
+                       float *y, const float *dy, float *dqkv, int64_t B)
+{
+    const int64_t d = (int64_t)g->H * 64;
+    for (int i = 0; i < 3 + iters; i++) {
+        if (i == 3)
+            rt_cu_prof_event(G, 0);
+        if (bwd)
+            rt_cu_attention_ext_bwd(G, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d,
+                                    g->H, g->KV, 1, 0, g->theta, g->factor, g->low, g->high,
+                                    g->orig);
+        else
+            rt_cu_attention_ext_fwd(G, qkv, NULL, NULL, lse, y, B, T, d, g->H, g->KV, 1, 0,
+                                    g->theta, g->factor, g->low, g->high, g->orig);
+    }
+    float ms[1];
+    rt_cu_prof_elapsed(G, 1, ms);
+    return ms[0] / iters;
+}
+
+static void bench_gqa(rt_dptr base, const struct gqa_shape *g)
+{
+    const int64_t T = tiny ? 64 : g->T, hd = 64, H = g->H, KV = g->KV, B = (tiny ? 128 : 16384) / T;
+    const int64_t nq = B * T * (H + 2 * KV) * hd, ny = B * T * H * hd;
+    rt_dptr q = base, yv = q + (rt_dptr)nq * 2, gr = yv + (rt_dptr)ny * 2, dq = gr + (rt_dptr)ny * 2;
+    rt_dptr l = dq + (rt_dptr)nq * 2;
+    fill(q, nq, 1.0f, 11 + (uint64_t)T), fill(gr, ny, 1.0f, 12 + (uint64_t)T);
+    float *qkv = (float *)(uintptr_t)q, *y = (float *)(uintptr_t)yv, *dy = (float *)(uintptr_t)gr;
+    float *dqkv = (float *)(uintptr_t)dq, *lse = (float *)(uintptr_t)l;
+    double fwd_ms = time_ext(0, g, T, qkv, lse, y, dy, dqkv, B);
+    double bwd_ms = time_ext(1, g, T, qkv, lse, y, dy, dqkv, B);
+    double flop = 4.0 * (double)B * (double)H * (double)T * (double)T * (double)hd * 0.5;
+    printf("{\"impl\":\"trainc\",\"kernels\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"B\":%lld,"
+           "\"T\":%lld,\"H\":%lld,\"KV\":%lld,\"hd\":%lld,\"causal\":true,\"rope_theta\":%g,"
+           "\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.2f,\"bwd_tflops\":%.2f,"
+           "\"device\":\"%s\",\"arch\":\"%s\",\"iters\":%d}\n",
+           rt_cu_kernels_from(G), g->name, fp16 ? "fp16" : "bf16", (long long)B, (long long)T,
+           (long long)H, (long long)KV, (long long)hd, (double)g->theta, fwd_ms, bwd_ms,
+           flop / fwd_ms * 1e-9, 2.5 * flop / bwd_ms * 1e-9, rt_cu_name(G), rt_cu_arch(G), iters);
+    fflush(stdout);
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -173,7 +241,7 @@ int main(int argc, char **argv)
     char *src = kernel_source(a < argc ? argv[a] : "templates/cuda", Ts, nT);
     rt_cu_ops_register();
     rt_cu_blas_register();
-    G = rt_cu_test_open(src, 64u << 20);   /* exits 2 without a GPU */
+    G = rt_cu_test_open(src, 256u << 20);   /* exits 2 without a GPU; the prep pass's scratch */
     /* one arena for every shape: qkv and dqkv (3 d a token), y and dy (d), lse (fp32) */
     const int64_t tokens = tiny ? 128 : 16384, d = 2048;
     size_t bytes = (size_t)tokens * d * 2 * 8 + (size_t)tokens * 32 * 4 + (1u << 20);
@@ -184,6 +252,8 @@ int main(int argc, char **argv)
         for (int hd = 64; hd <= 128; hd *= 2)
             for (int c = 1; c >= 0; c--)
                 bench_shape(base, Ts[t], hd, c);
+    for (int k = 0; k < N_GQA; k++)
+        bench_gqa(base, &gqa[k]);
     free(src);
     return 0;
 }
