@@ -1,7 +1,7 @@
 """The table of bench/gpu_attention.sh's results: usage attention_table.py attention.jsonl
 
 For each shape (T, head dim, causal; the Llama-family rows by their model's name: grouped-
-query heads and rope, trainc only) and each implementation (trainc's kernels as the
+query heads and rope) and each implementation (trainc's kernels as the
 runtime picks them, trainc with TRAINC_ATT_SM90=0, each PyTorch SDPA backend): the median
 TFLOP/s over the rounds, forward and backward, and the spread of the forward's; then the
 ratio of each trainc row's median to the fastest PyTorch backend's, forward and backward. Rows

@@ -10,6 +10,12 @@ CUDA events over ITERS calls after 3. Inputs are [B, H, T, hd] views of one pack
 [B, T, 3, H, hd] tensor, as a model's QKV projection produces them (and as trainc's
 kernels read qkv). A backend that refuses a shape gives a row with "error".
 
+Then the Llama-family rows of bench_attn.c (llama3_1b's and llama_124m's attention:
+grouped-query heads, rope, causal): rope applied to q and k as Hugging Face's Llama does
+(rotate_half with cos and sin tables made beforehand, in the timed region, forward and
+backward), then SDPA with enable_gqa where this torch has it, else k and v repeated to
+every query head (Hugging Face's repeat_kv, also timed).
+
 usage: gpu_attention_torch.py [--fp16] [--iters N] [--tiny]
 prints one JSON line a (backend, shape).
 """
@@ -99,6 +105,58 @@ def shape_row(name, ctx, T, hd, causal):
     return row
 
 
+GQA = (("llama3_1b", 2048, 32, 8, 500000.0), ("llama_124m", 1024, 12, 4, 10000.0))
+
+
+def rope_tables(T, hd, theta):
+    """cos, sin [T, hd] as Hugging Face's rotary embedding makes them (llama3's scaling
+    changes the frequencies, not the work: left out)"""
+    inv = 1.0 / theta ** (torch.arange(0, hd, 2, device=DEV, dtype=torch.float32) / hd)
+    ang = torch.outer(torch.arange(T, device=DEV, dtype=torch.float32), inv)
+    emb = torch.cat((ang, ang), -1)
+    return emb.cos().to(DT), emb.sin().to(DT)
+
+
+def rope(x, cos, sin):
+    h = x.shape[-1] // 2
+    return x * cos + torch.cat((-x[..., h:], x[..., :h]), -1) * sin
+
+
+def gqa_attention(q, k, v, G):
+    try:
+        return SDPA(q, k, v, is_causal=True, enable_gqa=True)
+    except TypeError:   # no enable_gqa in this torch: repeat_kv
+        return SDPA(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), is_causal=True)
+
+
+def gqa_row(name, ctx, shape):
+    label, T, H, KV, theta = shape
+    hd, T = 64, 64 if TINY else T
+    B = (128 if TINY else 16384) // T
+    row = {"impl": "torch", "backend": name, "shape": label, "dtype": "fp16" if DT == torch.float16 else "bf16",
+           "B": B, "T": T, "H": H, "KV": KV, "hd": hd, "causal": True, "rope_theta": theta,
+           "iters": ITERS, "torch": torch.__version__,
+           "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu"}
+    g = torch.Generator(device=DEV).manual_seed(T + 7)
+    qkv = (torch.rand(B, T, H + 2 * KV, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+    q, k, v = (x.transpose(1, 2).detach().requires_grad_() for x in qkv.split((H, KV, KV), 2))
+    dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+    cos, sin = rope_tables(T, hd, theta)
+    try:
+        with ctx():
+            fwd = lambda: gqa_attention(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
+            fwd_ms = timed(fwd)
+            y = fwd()
+            bwd_ms = timed(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
+    except RuntimeError as e:
+        row["error"] = str(e).splitlines()[0][:200]
+        return row
+    flop = 4.0 * B * H * T * T * hd * 0.5
+    row.update(fwd_ms=round(fwd_ms, 4), bwd_ms=round(bwd_ms, 4),
+               fwd_tflops=round(flop / fwd_ms * 1e-9, 2), bwd_tflops=round(2.5 * flop / bwd_ms * 1e-9, 2))
+    return row
+
+
 def main():
     Ts = (64,) if TINY else (1024, 2048, 4096)
     for T in Ts:
@@ -106,6 +164,9 @@ def main():
             for causal in (True, False):
                 for name, ctx in backends():
                     print(json.dumps(shape_row(name, ctx, T, hd, causal)), flush=True)
+    for shape in GQA:
+        for name, ctx in backends():
+            print(json.dumps(gqa_row(name, ctx, shape)), flush=True)
 
 
 if __name__ == "__main__":
