@@ -111,16 +111,17 @@ pack() {   # (a failed tar leaves the previous pack, and no extra file in $OUT)
 [ -f build/devpack.tar.xz ] || { say "FAIL no build/devpack.tar.xz: run tests/gpu/pack.sh on the build machine and copy it here"; exit 1; }
 say "device: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -1)"
 [ $# -gt 0 ] || set -- checks gpt2
-# After the checks: where check_ops --bf16 or --fp16 failed the plain attention (the
-# Hopper kernels on an H100/H200, checked there against the C twin for the first time)
-# or stopped before its count, the later parts run the sm_80 kernels
-# (TRAINC_ATT_SM90=0), so the benchmarks still measure something right; said in the summary.
+# After the checks: where check_ops --bf16 or --fp16 failed the attention, plain or with
+# the Llama-family options (the Hopper kernels on an H100/H200, checked there against the
+# C twin for the first time), or stopped before its count, the later parts run the sm_80
+# kernels (TRAINC_ATT_SM90=0), so the benchmarks still measure something right; said in
+# the summary.
 hopper_gate() {
     local v l
     for v in bf16 fp16; do
         l=$1/check_ops_$v.log
         [ -f "$l" ] || continue
-        if grep -Eq "^FAIL +attention_(fwd|bwd)( |$)" "$l" || ! grep -q "passed, " "$l"; then
+        if grep -Eq "^FAIL +attention_(ext_)?(fwd|bwd)( |$)" "$l" || ! grep -q "passed, " "$l"; then
             export TRAINC_ATT_SM90=0
             say "NOTE check_ops --$v: the attention kernels failed or it stopped: the parts after run with TRAINC_ATT_SM90=0"
             return
