@@ -79,6 +79,23 @@ def timed(fn):
     return a.elapsed_time(b) / ITERS
 
 
+def time_row(row, ctx, fwd, inputs, dy, flop):
+    """row with fwd's time and the backward's alone (the gradient of its output dy through
+    torch.autograd.grad to inputs) under the backend ctx, and their TFLOP/s (the backward
+    2.5 times flop); a backend's refusal as "error" """
+    try:
+        with ctx():
+            fwd_ms = timed(fwd)
+            y = fwd()
+            bwd_ms = timed(lambda: torch.autograd.grad(y, inputs, dy, retain_graph=True))
+    except RuntimeError as e:
+        row["error"] = str(e).splitlines()[0][:200]
+        return row
+    row.update(fwd_ms=round(fwd_ms, 4), bwd_ms=round(bwd_ms, 4),
+               fwd_tflops=round(flop / fwd_ms * 1e-9, 2), bwd_tflops=round(2.5 * flop / bwd_ms * 1e-9, 2))
+    return row
+
+
 def shape_row(name, ctx, T, hd, causal):
     d, tokens = 2048, 128 if TINY else 16384
     H, B = d // hd, tokens // T
@@ -90,19 +107,8 @@ def shape_row(name, ctx, T, hd, causal):
     qkv = (torch.rand(B, T, 3, H, hd, device=DEV, generator=g) * 2 - 1).to(DT)
     q, k, v = (qkv[:, :, i].transpose(1, 2).detach().requires_grad_() for i in range(3))
     dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
-    try:
-        with ctx():
-            fwd = lambda: SDPA(q, k, v, is_causal=causal)
-            fwd_ms = timed(fwd)
-            y = fwd()
-            bwd_ms = timed(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
-    except RuntimeError as e:
-        row["error"] = str(e).splitlines()[0][:200]
-        return row
     flop = 4.0 * B * H * T * T * hd * (0.5 if causal else 1.0)
-    row.update(fwd_ms=round(fwd_ms, 4), bwd_ms=round(bwd_ms, 4),
-               fwd_tflops=round(flop / fwd_ms * 1e-9, 2), bwd_tflops=round(2.5 * flop / bwd_ms * 1e-9, 2))
-    return row
+    return time_row(row, ctx, lambda: SDPA(q, k, v, is_causal=causal), (q, k, v), dy, flop)
 
 
 GQA = (("llama3_1b", 2048, 32, 8, 500000.0), ("llama_124m", 1024, 12, 4, 10000.0))
@@ -142,19 +148,9 @@ def gqa_row(name, ctx, shape):
     q, k, v = (x.transpose(1, 2).detach().requires_grad_() for x in qkv.split((H, KV, KV), 2))
     dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
     cos, sin = rope_tables(T, hd, theta)
-    try:
-        with ctx():
-            fwd = lambda: gqa_attention(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
-            fwd_ms = timed(fwd)
-            y = fwd()
-            bwd_ms = timed(lambda: torch.autograd.grad(y, (q, k, v), dy, retain_graph=True))
-    except RuntimeError as e:
-        row["error"] = str(e).splitlines()[0][:200]
-        return row
     flop = 4.0 * B * H * T * T * hd * 0.5
-    row.update(fwd_ms=round(fwd_ms, 4), bwd_ms=round(bwd_ms, 4),
-               fwd_tflops=round(flop / fwd_ms * 1e-9, 2), bwd_tflops=round(2.5 * flop / bwd_ms * 1e-9, 2))
-    return row
+    fwd = lambda: gqa_attention(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
+    return time_row(row, ctx, fwd, (q, k, v), dy, flop)
 
 
 def main():

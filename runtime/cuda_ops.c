@@ -677,16 +677,17 @@ static void *att_adv(rt_exec *e, const void *p, int64_t n, int f32)
     return (void *)((uintptr_t)p + (size_t)n * es);
 }
 
-/* Whether the forward takes sm90_attention.cuh's kernel: the module built for sm_90a,
- * 16-bit activations, heads 64 or 128 wide, and what its TMA copies need (qkv 16-byte
- * aligned, rows of 3d values a multiple of 16 bytes, coordinates in 32 bits).
- * TRAINC_ATT_SM90=0 keeps attention.cuh's kernels (to compare the two). */
-static int att90_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t d)
+/* Whether the forward takes sm90_attention.cuh's kernel, plain or with the Llama-family
+ * options: the module built for sm_90a, 16-bit activations, heads 64 or 128 wide, and
+ * what its TMA copies need (qkv 16-byte aligned, rows of ld values a multiple of 16
+ * bytes, coordinates in 32 bits). TRAINC_ATT_SM90=0 keeps attention.cuh's kernels (to
+ * compare the two). */
+static int att90_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t ld)
 {
     const char *env = getenv("TRAINC_ATT_SM90");
     if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
         return 0;
-    return (uintptr_t)qkv % 16 == 0 && 3 * d * 2 % 16 == 0 && 3 * d < INT32_MAX && T < INT32_MAX;
+    return (uintptr_t)qkv % 16 == 0 && ld * 2 % 16 == 0 && ld < INT32_MAX && T < INT32_MAX;
 }
 
 /* sm90_attention.cuh's rt_att90_smem: Q, two stages of K and V, the mbarriers, and 1 KiB
@@ -745,7 +746,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
         return;
     int64_t hd = att_head(d, H);
     att_tc(e, hd, qkv, y, y);
-    if (att90_use(e, hd, qkv, T, d)) {
+    if (att90_use(e, hd, qkv, T, 3 * d)) {
         att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
                    0.0f, 0, 0);
         return;
@@ -768,22 +769,19 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
 }
 
 /* ---- the attention backward on sm_90a (sm90_attention_bwd.cuh) ----
- * Taken where the module was built for sm_90a, the activations are 16-bit, heads are 64
- * or 128 wide, and the TMA copies can read qkv and dy (16-byte aligned, rows a multiple
- * of 16 bytes, coordinates in 32 bits); TRAINC_ATT_SM90=0 keeps attention.cuh's kernels
- * (to compare the two). */
+ * Taken where the forward's would be (att90_use) and the TMA copies can read dy too
+ * (16-byte aligned, rows a multiple of 16 bytes); TRAINC_ATT_SM90=0 keeps attention.cuh's
+ * kernels (to compare the two). */
 #define RT_ATT90B_THREADS 288      /* sm90_attention_bwd.cuh: the query side's block */
 #define RT_ATT90B_KV_THREADS 256   /* and the key side's */
 #define RT_ATT90B_RES 128       /* its resident tiles' rows (the grid's tiles) */
 #define RT_ATT90B_STR 64        /* its streamed tiles' rows, the tensor maps' boxes */
 
-static int att90b_use(rt_exec *e, int64_t hd, const void *qkv, const void *dy, int64_t T, int64_t d)
+static int att90b_use(rt_exec *e, int64_t hd, const void *qkv, const void *dy, const void *dqkv,
+                      int64_t T, int64_t d, int64_t ld)
 {
-    const char *env = getenv("TRAINC_ATT_SM90");
-    if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
-        return 0;
-    return ((uintptr_t)qkv | (uintptr_t)dy) % 16 == 0 && d * 2 % 16 == 0 && 3 * d < INT32_MAX &&
-           T < INT32_MAX;
+    return att90_use(e, hd, qkv, T, ld) && ((uintptr_t)dy | (uintptr_t)dqkv) % 16 == 0 &&
+           d * 2 % 16 == 0;
 }
 
 /* rt_att90b_smem: the resident pair, two stages of the streamed pair, the mbarriers, and
@@ -793,33 +791,11 @@ static unsigned att90b_smem(int64_t hd)
     return (unsigned)((2 * RT_ATT90B_RES + 2 * 2 * RT_ATT90B_STR) * hd * 2 + 64 + 1024);
 }
 
-/* the backward's two kernels on sm_90a, for att90b_use's shapes; D as in rt_cu_attention_bwd */
-static void att90b_bwd(rt_exec *e, const void *qkv, const void *lse, const void *y,
-                       const void *dy, void *dqkv, rt_dptr D, int64_t B, int64_t T, int64_t d,
-                       int64_t H, int64_t hd, int causal, rt_dptr slot)
-{
-    int h = (int)H;
-    char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention_bwd90_%lld_%lld_%d", (long long)T, (long long)hd,
-             causal != 0);
-    snprintf(name_kv, sizeof name_kv, "rt_attention_bwd90_kv_%lld_%lld_%d", (long long)T,
-             (long long)hd, causal != 0);
-    int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES);
-    att_grid_fits(tiles, H, bc);
-    for (int64_t b0 = 0; b0 < B; b0 += bc) {
-        int64_t nb = B - b0 < bc ? B - b0 : bc;
-        const void *q = att_adv(e, qkv, b0 * T * 3 * d, 0), *g = att_adv(e, dy, b0 * T * d, 0);
-        const void *mq = att90_tmap(e, q, nb, T, 3 * d, RT_ATT90B_STR);
-        const void *mg = att90_tmap(e, g, nb, T, d, RT_ATT90B_STR);
-        const void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *dq = att_adv(e, dqkv, b0 * T * 3 * d, 0);
-        rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
-        void *args[] = {(void *)mq, (void *)mg, &l, &o, &g, &dq, &Dc, &h, &slot};
-        unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
-        rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
-        rt_cu_launch(e, name_kv, gx, (unsigned)H, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), args);
-    }
-}
+static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float *kn,
+                       const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
+                       float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                       int64_t hd, int causal, int64_t window, float theta, float factor,
+                       float low, float high, int64_t orig, rt_dptr slot, int ext);
 
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
                          const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
@@ -830,12 +806,13 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     int64_t hd = att_head(d, H);
     int h = (int)H;
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
-    /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
-    rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
-    if (att_tc(e, hd, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, T, d)) {
-        att90b_bwd(e, qkv, lse, y, dy, dqkv, D, B, T, d, H, hd, causal, slot);
+    if (att_tc(e, hd, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
+        att90x_bwd(e, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d, H, H, hd, causal, 0,
+                   0.0f, 0.0f, 0.0f, 0.0f, 0, slot, 0);
         return;
     }
+    /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
+    rt_dptr D = rt_cu_scratch(e, (size_t)(B * H * T) * sizeof(float));
     char name[96], name_kv[96];
     unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
     /* on the tensor cores both kernels take 64 rows (queries, keys) a block */
@@ -889,19 +866,11 @@ static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, i
 }
 
 /* ---- the Llama-family options on sm_90a (sm90_attention.cuh, sm90_attention_bwd.cuh) ----
- * Taken where the plain sm_90a kernels would be (att90_use: the module built for sm_90a,
- * 16-bit activations, heads 64 or 128); qk_norm and rope run first, rt_attention_prep90
+ * Taken where the plain sm_90a kernels would be (att90_use, att90b_use: the module built
+ * for sm_90a, 16-bit activations, heads 64 or 128); qk_norm and rope run first, rt_attention_prep90
  * writing the transformed q and k heads into the scratch (the compiler's
  * ext_prep90_row_bytes sized it), which the kernels' TMA copies read; V comes from qkv
  * itself. */
-static int att90x_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t ld)
-{
-    const char *env = getenv("TRAINC_ATT_SM90");
-    if ((env && !strcmp(env, "0")) || !rt_cu_act16(e) || !rt_cu_sm90a(e) || (hd != 64 && hd != 128))
-        return 0;
-    return (uintptr_t)qkv % 16 == 0 && ld * 2 % 16 == 0 && ld < INT32_MAX && T < INT32_MAX;
-}
-
 /* qk_norm (qn, kn) and rope on the q and k heads of qkv's B x T rows into qk
  * (rt_attention_prep90) */
 #define RT_PREP90_ROWS 16   /* sm90_attention.cuh's rows a block */
@@ -969,13 +938,12 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     /* the tensor-core kernel (attention.cuh's rt_att_tc) takes 64 query rows a tile */
     int tc = att_tc(e, hd, qkv, y, y);
-    att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd));
-    if (att90x_use(e, hd, qkv, T, ld)) {
+    int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
+    if (att90_use(e, hd, qkv, T, ld)) {
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
                    high, orig, 1);
         return;
     }
-    int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     char name[96];
     snprintf(name, sizeof name, "rt_attention_ext_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
@@ -1012,13 +980,14 @@ static att90x_scratch att90x_carve(rt_exec *e, int64_t B, int64_t T, int64_t H, 
     return (att90x_scratch){qkb ? sc : 0, sc + qkb, sc + qkb + pqb, sc + qkb + pqb + pkb};
 }
 
-/* the backward's two kernels on sm_90a (qn, kn: qk_norm's weights, whose gradients go to
- * dqn, dkn) */
+/* the backward's two kernels on sm_90a: the Llama-family options' (ext; qn, kn: qk_norm's
+ * weights, whose gradients go to dqn, dkn), or plain attention's (KV = H, no window, no
+ * qk_norm or rope) */
 static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float *kn,
                        const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
-                       float low, float high, int64_t orig, rt_dptr slot)
+                       float low, float high, int64_t orig, rt_dptr slot, int ext)
 {
     int norm = qn || kn;
     att90x_scratch sc = att90x_carve(e, B, T, H, KV, hd, theta > 0.0f || norm, norm);
@@ -1026,10 +995,10 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention_ext_bwd90_q_%lld_%lld_%d", (long long)T,
-             (long long)hd, causal != 0);
-    snprintf(name_kv, sizeof name_kv, "rt_attention_ext_bwd90_kv_%lld_%lld_%d", (long long)T,
-             (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention%s_%lld_%lld_%d", ext ? "_ext_bwd90_q" : "_bwd90",
+             (long long)T, (long long)hd, causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention%s_bwd90_kv_%lld_%lld_%d", ext ? "_ext" : "",
+             (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES), ld = (H + 2 * KV) * hd;
     att_grid_fits(tiles, H, bc);
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
@@ -1042,13 +1011,15 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         rt_dptr Dc = sc.D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = sc.pq + (rt_dptr)(norm ? b0 * H * tiles * hd * 8 : 0);
         rt_dptr pkc = sc.pk + (rt_dptr)(norm ? b0 * KV * tiles * hd * 8 : 0);
-        void *args[] = {(void *)mq, (void *)mv, (void *)mg, &l,   &out, &g,   &dq,  &Dc,
-                        &h,         &kv,        &w,         &theta, &factor, &low, &high, &o,
-                        &x,         &qn,        &kn,        &pqc, &pkc,    &slot};
+        void *ext_args[] = {(void *)mq, (void *)mv, (void *)mg, &l,   &out, &g,   &dq,  &Dc,
+                            &h,         &kv,        &w,         &theta, &factor, &low, &high, &o,
+                            &x,         &qn,        &kn,        &pqc, &pkc,    &slot};
+        /* rt_attention_bwd90_*: one map of qkv, no options */
+        void *args[] = {(void *)mq, (void *)mg, &l, &out, &g, &dq, &Dc, &h, &slot};
+        void **a = ext ? ext_args : args;
         unsigned gx = gdim(tiles, GX, name), gz = gdim(nb, GYZ, name);
-        rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), args);
-        rt_cu_launch(e, name_kv, gx, (unsigned)KV, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd),
-                     args);
+        rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), a);
+        rt_cu_launch(e, name_kv, gx, (unsigned)KV, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), a);
     }
     /* the norms' weight gradients: every block's partial, in order */
     int ihd = (int)hd;
@@ -1071,11 +1042,10 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, qkv, dy, dqkv);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
-    att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));
-    if (att90x_use(e, hd, qkv, T, ld) && ((uintptr_t)dy | (uintptr_t)dqkv) % 16 == 0 &&
-        d * 2 % 16 == 0) {
+    att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
+    if (att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
-                   theta, factor, low, high, orig, slot);
+                   theta, factor, low, high, orig, slot, 1);
         return;
     }
     unsigned gq, gk;

@@ -1767,6 +1767,21 @@ __device__ __forceinline__ void atx_tc_qrows(int pos[2], int hq[2], int p0, int 
     }
 }
 
+/* a warp's column sums of a norm weight's gradient (dw: a thread's columns 8 n + 2 t4 + e
+ * over its rows) over the lanes of its rows, into red[8 n + 2 t4 + e] by lanes 0-3 */
+template <int DN>
+__device__ __forceinline__ void atx_dw_warp(const float (*dw)[2], float *red, int lane)
+{
+    for (int n = 0; n < DN; n++)
+        for (int e = 0; e < 2; e++) {
+            float v = dw[n][e];
+            for (int o = 4; o < 32; o <<= 1)
+                v += __shfl_xor_sync(0xffffffffu, v, o);
+            if (lane < 4)
+                red[8 * n + 2 * lane + e] = v;
+        }
+}
+
 /* a tile's norm-weight gradient (dw: a thread's columns over its rows, zeroed here)
  * summed over a column's lanes and then the warps in a fixed order into acc[c], the
  * running sum of column c (thread c's alone; in shared memory, not a register, since
@@ -1776,15 +1791,9 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
 {
     constexpr int HD = 8 * DN;
     __shared__ float red[RT_ATT_THREADS / 32][HD];
+    atx_dw_warp<DN>(dw, red[warp], lane);
     for (int n = 0; n < DN; n++)
-        for (int e = 0; e < 2; e++) {
-            float v = dw[n][e];
-            for (int o = 4; o < 32; o <<= 1)
-                v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane < 4)
-                red[warp][8 * n + 2 * lane + e] = v;
-            dw[n][e] = 0.0f;
-        }
+        dw[n][0] = dw[n][1] = 0.0f;
     __syncthreads();
     if (threadIdx.x < HD)
         for (int w = 0; w < RT_ATT_THREADS / 32; w++)

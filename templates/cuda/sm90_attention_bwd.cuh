@@ -245,15 +245,8 @@ template <int HD>
 __device__ __forceinline__ void att90b_dw(float (*dw)[2], double *part)
 {
     __shared__ float red[8][HD];
-    const int t = threadIdx.x, lane = t & 31, warp = t >> 5;
-    for (int n = 0; n < HD / 8; n++)
-        for (int e = 0; e < 2; e++) {
-            float v = dw[n][e];
-            for (int o = 4; o < 32; o <<= 1)
-                v += __shfl_xor_sync(0xffffffffu, v, o);
-            if (lane < 4)
-                red[warp][8 * n + 2 * lane + e] = v;
-        }
+    const int t = threadIdx.x;
+    atx_dw_warp<HD / 8>(dw, red[t >> 5], t & 31);
     sm90_bar_sync(1, 256);
     if (t < HD) {
         double sum = 0.0;
