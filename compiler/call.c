@@ -53,6 +53,7 @@ static const struct {
     [CALL_CONV_FWD] = {"rt_conv_fwd", "ttttnnnnnnnnnn"},
     [CALL_CONV_BWD_WEIGHT] = {"rt_conv_bwd_weight", "ttttnnnnnnnnnn"},
     [CALL_CONV_BWD_DATA] = {"rt_conv_bwd_data", "ttttnnnnnnnnnn"},
+    [CALL_HEAD_CE] = {"rt_head_cross_entropy", "ttttttnnnnnnf"},
 };
 
 const char *call_name(int call)

@@ -588,8 +588,10 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         buf_puts(b, ",\n");
     }
     buf_puts(b, "};\n\n");
-    /* a GAN's: the samples --sample reads, from validation's program (G alone) */
-    Tensor *pred = g->gan ? ev->g->pred : g->pred;
+    /* a GAN's: the samples --sample reads, from validation's program (G alone); a
+     * chunked head's logits, also from validation's (training never holds them whole) */
+    int pred_eval = g->gan || g->head;
+    Tensor *pred = pred_eval ? ev->g->pred : g->pred;
     int64_t terms = g->gan ? 1 : pred->numel;
     if (s->loss == LOSS_CROSS_ENTROPY)
         terms /= pred->shape[pred->rank - 1];
@@ -621,6 +623,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         Tensor *pt = tensor_base(pred);
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
                    (long long)pt->offset, (long long)pred->numel, (long long)tensor_ld(pred));
+        if (pred_eval)
+            buf_puts(b, "    .pred_eval = 1,\n");
     }
     if (g->gan)
         emit_gan_model(b, g);

@@ -227,6 +227,10 @@ static Instance instance_of(const Instr *in)
     case CALL_RMSNORM_BWD: x.a = num(in, 8); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
     case CALL_CROSS_ENTROPY_LS: x.a = num(in, 4); x.b = num(in, 5); break;
+    case CALL_HEAD_CE:   /* a chunked head: the loss kernel it calls */
+        x.call = in->args[12].f > 0 ? CALL_CROSS_ENTROPY_LS : CALL_CROSS_ENTROPY;
+        x.a = num(in, 10), x.b = num(in, 11);
+        break;
     /* T, the head width (d / H), causal */
     case CALL_ATTENTION_FWD:
         x.a = num(in, 4), x.b = num(in, 5) / num(in, 6), x.c = num(in, 7);

@@ -190,6 +190,9 @@ typedef struct Graph {
                                              (the logits' width, given or not) */
     Tensor *pred;            /* what the loss reads */
     Tensor *dpred;           /* its gradient, written by the loss node */
+    Node *head;              /* the linear layer whose logits the loss reads, when training
+                                runs the two as one chunked call (ops/loss.c); else NULL */
+    int64_t head_chunk;      /* its chunk: rows of each sample a call's pass covers */
     int64_t flops_fwd, flops_bwd; /* per sample */
     int n_layers_total;
     int has_dropout;
@@ -446,6 +449,9 @@ enum {
     CALL_CONV_FWD,       /* x, w, col, yt, B, C, H, W, k, stride, pad, OH, OW, out */
     CALL_CONV_BWD_WEIGHT, /* x, dyt, col, dw, B, C, H, W, k, stride, pad, OH, OW, out */
     CALL_CONV_BWD_DATA,  /* w, dyt, dcol, dx, B, C, H, W, k, stride, pad, OH, OW, out */
+    CALL_HEAD_CE,        /* x, W, targets, dx|NULL, dW|NULL (training only), logits, rows,
+                            chunk rows, d, W's rows, C, ld, label smoothing: a language
+                            model's head and cross entropy a chunk of rows at a time */
     N_CALLS
 };
 

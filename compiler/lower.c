@@ -183,7 +183,7 @@ static Instr *hook(const Instr *at, char *what, int call, int64_t off, int64_t n
 {
     Instr *h = xcalloc(1, sizeof *h);
     h->kind = I_CALL;
-    h->backward = 1;
+    h->backward = at->backward;
     h->phase = at->phase;
     const char *origin = at->origin;
     h->block = -1;
@@ -200,9 +200,9 @@ void add_grad_hooks(Program *p)
     int *last = xcalloc((size_t)g->n_params + 1, sizeof *last);
     for (int k = 0; k < g->n_params; k++)
         first[k] = last[k] = -1;
-    for (int i = p->n_forward; i < p->n_ins; i++) {
+    for (int i = 0; i < p->n_ins; i++) {   /* (a chunked head's loss: in the forward) */
         Instr *in = p->ins[i];
-        if (in->dead || !in->backward)
+        if (in->dead)
             continue;
         for (int w = 0; w < in->n_writes; w++)
             if (in->writes[w]->kind == T_PGRAD)
@@ -214,8 +214,10 @@ void add_grad_hooks(Program *p)
                     }
     }
     Instr **ins = xcalloc((size_t)(p->n_ins + 2 * g->n_params) + 1, sizeof *ins);
-    int n = 0;
+    int n = 0, n_forward = p->n_forward;
     for (int i = 0; i < p->n_ins; i++) {
+        if (i == p->n_forward)
+            n_forward = n;
         /* the parameters first written here, as runs adjacent in the region (parameters
          * are laid out in order) */
         for (int k = 0; k < g->n_params; k++) {
@@ -245,8 +247,11 @@ void add_grad_hooks(Program *p)
                             CALL_GRAD_READY, pa->offset, param_extent(pa));
         }
     }
+    if (p->n_forward == p->n_ins)
+        n_forward = n;
     free(p->ins);
     p->ins = ins;
+    p->n_forward = n_forward;
     p->n_ins = n;
     p->cap_ins = n;
     free(first);

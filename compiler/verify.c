@@ -12,8 +12,8 @@
  *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
- *   - once the gradient hooks are in: each parameter whose gradient the backward pass
- *     writes has an rt_grad_begin covering it before its first write and one
+ *   - once the gradient hooks are in: each parameter whose gradient the step writes
+ *     (in the backward pass, or a chunked head's loss call in the forward) has an rt_grad_begin covering it before its first write and one
  *     rt_grad_ready of exactly its range after its last, and nothing writes it after;
  *   - once memory is planned: every buffer an instruction touches has an offset, lives
  *     over that instruction, lies inside the arena at a 16-byte boundary, and no two
@@ -323,7 +323,7 @@ static void check_hooks(const Program *p)
     for (int k = 0; k < g->n_params; k++) {
         const Param *pa = g->params[k];
         int first = -1, last = -1, begun = -1, ready = -1;
-        for (int i = p->n_forward; i < p->n_ins; i++) {
+        for (int i = 0; i < p->n_ins; i++) {
             const Instr *in = p->ins[i];
             int64_t off, n;
             if (in->dead)

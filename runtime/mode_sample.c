@@ -222,7 +222,10 @@ void rt_sample(Run *r)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         rt_batch one = {.rows = 1, .in = {ctx, tgt}};
         rt_bind_batch(r, &one, -1);
-        m->forward(&r->e, 0);
+        if (m->pred_eval)
+            m->evaluate(&r->e);
+        else
+            m->forward(&r->e, 0);
         rt_end_pass(r);
         const float *logits;
         if (r->gpu && m->act16) {   /* the last position's logits, from the device */

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 9
+#define RT_ABI_VERSION 10
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -128,6 +128,9 @@ typedef struct rt_model {
     int64_t pred_offset;       /* the prediction (logits) in the arena: per-row offset */
     int64_t pred_numel;        /* its elements per sample */
     int64_t pred_ld;           /* its last axis's rows this many elements apart */
+    int pred_eval;             /* 1: the prediction is validation's program's (a GAN's
+                                  samples; a language model whose training step holds its
+                                  logits a chunk at a time): --sample runs evaluate */
     int64_t gpu_scratch_row_bytes; /* scratch the GPU's calls need per batch row */
     const char *const *train_defaults; /* "key=value" lines of the training spec */
     int n_train_defaults;
@@ -381,6 +384,15 @@ void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, fl
  * * e->grad_scale and each row's loss is the cross entropy against them. */
 void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld, float ls);
+/* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
+ * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over
+ * rows of x [rows, d], chunk rows at a time through z [chunk, ld]: the chunk's logits,
+ * the loss sum and correct count added to e, and where dw != NULL (training) the
+ * logits' gradient in z's place, dx = d(logits) W (when dx != NULL) and
+ * dw += d(logits)^T x. The [rows, C] logits are never stored whole. */
+void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int32_t *target,
+                           float *dx, float *dw, float *z, int64_t rows, int64_t chunk,
+                           int64_t d, int64_t wrows, int64_t C, int64_t ld, float ls);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

@@ -158,7 +158,8 @@ cases += [
 ]
 # a vocabulary of 1030 (>= 1024, not a multiple of 64): the logits and their gradient
 # are stored with rows 1088 apart (compiler/ops/loss.c), which the head's GEMMs and the
-# loss honour
+# loss honour; in training the head and loss run as one call over chunks of 2, 2 and 1
+# of each sample's 5 rows (TRAINC_HEAD_CHUNKS' default 4: ops/loss.c's chunk_head)
 cases.append(case("padded_vocab", [5], [
     {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "layernorm"},
     {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
@@ -170,6 +171,12 @@ cases.append(case("padded_vocab_tied_twice", [5], [
     {"op": "linear", "name": "down", "out": 6}, {"op": "layernorm"},
     {"op": "linear", "tie": "wte", "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
     x_vocab=1030))
+# the chunked head untied (a Llama's), with label smoothing: rt_head_cross_entropy's
+# smoothed loss and its own weight's gradient
+cases.append(case("head_chunks_untied_ls", [5], [
+    {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "rmsnorm"},
+    {"op": "linear", "out": 1030, "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
+    x_vocab=1030, loss_keys={"label_smoothing": 0.1}))
 # modern CNNs: label smoothing
 cases.append(case("label_smoothing", [8], [L(6), {"op": "tanh"}, L(4)],
                   loss_keys={"label_smoothing": 0.2}))

@@ -64,7 +64,8 @@ $PY - "$d/plan_1b.json" <<'PY'
 import json, sys
 p = json.load(open(sys.argv[1]))
 assert p["param_bytes"] == 1235814400 * 4, p["param_bytes"]
-head = [b for b in p["buffers"] if b["name"] == "linear_lm_head"][0]
-assert head["row_bytes"] == 2048 * 128256 * 2, head   # bf16-mixed logits, T 2048, unpadded
+assert not [b for b in p["buffers"] if b["name"] == "linear_lm_head"]   # never whole
+head = [b for b in p["buffers"] if b["name"] == "linear_lm_head_chunk"][0]
+assert head["row_bytes"] == 512 * 128256 * 2, head   # bf16-mixed logits, a quarter of T 2048, unpadded
 PY
-echo "ok   llama3_1b: the tied head over 128256 rows unpadded"
+echo "ok   llama3_1b: the tied head over 128256 rows unpadded, its logits a chunk of 512 rows a sample"

@@ -16,8 +16,11 @@
 #     80 tokens (the sample reads the last position's logits at the padded stride).
 # (tests/gradcheck.sh checks the padded head's gradients by finite differences, and
 # tests/fake_gpu.sh trains this model on the fake GPU against the CPU.)
+# The head here runs unchunked (TRAINC_HEAD_CHUNKS=1), as validation always does:
+# tests/head_chunks.sh checks the chunked training head against this one.
 set -eu
 cd "$(dirname "$0")/.."
+export TRAINC_HEAD_CHUNKS=1
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/vocab_pad

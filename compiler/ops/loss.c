@@ -91,6 +91,30 @@ static void pad_logits(GraphCtx *c, Tensor *pred, Tensor *dpred)
     }
 }
 
+/* A language model's head and its cross entropy in training: one call a chunk of rows
+ * at a time (rt_head_cross_entropy: the chunk's logits by a GEMM, the loss and their
+ * gradient in place, then dx = d(logits) W and dW += d(logits)^T x), so the step never
+ * holds the [B, T, vocab] logits: a chunk of them, B x head_chunk rows. Where the head
+ * is a linear layer without bias over at least 1024 classes and a sample has rows
+ * enough: TRAINC_HEAD_CHUNKS (default 4) chunks of each sample's rows; 1 or 0 keeps the
+ * logits whole (the head's GEMMs and the loss apart, as validation always runs them).
+ * The shape alone decides, so every recompute policy runs the same sums. */
+static void chunk_head(GraphCtx *c, Tensor *pred)
+{
+    Graph *g = c->g;
+    const char *v = getenv("TRAINC_HEAD_CHUNKS");
+    int64_t n = v && *v ? strtoll(v, NULL, 10) : 4;
+    int64_t C = pred->shape[pred->rank - 1], rows = pred->numel / C;
+    if (c->s->loss != LOSS_CROSS_ENTROPY || n < 2 || pred->alias || g->n_nodes == 0 ||
+        C < 1024 || rows < n)
+        return;
+    Node *last = g->nodes[g->n_nodes - 1];
+    if (last->kind != N_LINEAR || last->out != pred || last->b || last->w->rank != 2)
+        return;
+    g->head = last;
+    g->head_chunk = (rows + n - 1) / n;
+}
+
 /* The loss node after the last layer (c->cur, the prediction), and the tensor of
  * d(loss)/d(prediction) it writes, where the backward pass starts. */
 void build_loss(GraphCtx *c)
@@ -109,6 +133,7 @@ void build_loss(GraphCtx *c)
     dpred->origin = path;
     dpred->what = "d(loss)/d(prediction), written by the loss";
     pad_logits(c, pred, dpred);
+    chunk_head(c, pred);
     Node *nd = graph_node(g, N_LOSS, path);
     nd->loss = s->loss;
     nd->p = s->label_smoothing;
@@ -153,11 +178,51 @@ static void lower_gan_loss(Program *p, Node *nd)
     instr_writes(a, nd->out2);
 }
 
+/* Training's head and loss as one call (chunk_head): x and W the head's, dx what its
+ * backward node would write, the chunk's logits scratch with the logits' row stride. */
+static void lower_head_loss(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    Node *h = g->head, *hb = NULL;
+    for (int i = g->n_forward; i < g->n_nodes; i++)
+        if (g->nodes[i]->kind == N_LINEAR_BWD && g->nodes[i]->fwd == h)
+            hb = g->nodes[i];
+    Tensor *pred = nd->in[0], *t = nd->in[1], *x = h->in[0], *dx = hb ? hb->out : NULL;
+    int64_t C = pred->shape[pred->rank - 1], d = x->shape[x->rank - 1], rows = x->numel / d;
+    int64_t ld = tensor_ld(pred), wrows = ld >= C + h->w->pad_rows ? C + h->w->pad_rows : C;
+    int64_t shape[2] = {g->head_chunk, C};
+    Tensor *z = graph_tensor(g, T_TEMP, xasprintf("%s_chunk", pred->name), 2, shape);
+    z->ld = ld;
+    z->origin = pred->origin;
+    z->what = xasprintf("%lld rows of each sample's logits, then their gradient",
+                        (long long)g->head_chunk);
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->flops = 6 * rows * d * wrows;
+    a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
+                        "logits = x W^T, loss and accuracy; in training d(logits) in place, "
+                        "dx = d(logits) W, dW += d(logits)^T x%s%s",
+                        (long long)g->head_chunk, h->layer && h->layer->tie ? "; W is " : "",
+                        h->layer && h->layer->tie ? h->w->name : "");
+    SET_CALL(a, CALL_HEAD_CE, arg_t(x), arg_t(h->w->t), arg_t(t), dx ? arg_train(dx) : arg_null(),
+             arg_train(h->w->g), arg_t(z), arg_rows(rows), arg_rows(g->head_chunk), arg_int(d),
+             arg_int(wrows), arg_int(C), arg_int(ld), arg_float(nd->p));
+    instr_reads(a, x);
+    instr_reads(a, h->w->t);
+    instr_reads(a, t);
+    instr_writes(a, z);
+    instr_writes(a, dx);
+    instr_writes(a, h->w->g);
+}
+
 /* The loss, and in training the gradient of the prediction. */
 static void lower_loss(Program *p, Node *nd)
 {
     if (nd->loss == LOSS_GAN_BCE || nd->loss == LOSS_GAN_HINGE) {
         lower_gan_loss(p, nd);
+        return;
+    }
+    if (!p->eval && p->g->head) {
+        lower_head_loss(p, nd);
         return;
     }
     Tensor *pred = nd->in[0], *t = nd->in[1];

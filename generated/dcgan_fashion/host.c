@@ -916,6 +916,7 @@ const rt_model trainc_model = {
     .pred_offset = 0,
     .pred_numel = 784,
     .pred_ld = 28,
+    .pred_eval = 1,
     .gan = 1,
     .gan_gen_floats = 1781520,
     .gan_latent_input = -1,

@@ -40,317 +40,318 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
     const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
-    float *embedding_wte = ACT(310640640); /* [B, 1024, 768], bf16 on a GPU */
+    float *embedding_wte = ACT(233373696); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
-    float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768], bf16 on a GPU */
+    float *pos_embedding_wpe = ACT(233373696); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
     const float *P_h_0_ln_1_bias = e->params + 39420672; /* [768] */
-    float *layernorm_h_0_ln_1 = ACT(312213504); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_0_ln_1 = ACT(410320896); /* [B, 1024] */
-    float *ln_rstd_h_0_ln_1 = ACT(410324992); /* [B, 1024] */
+    float *layernorm_h_0_ln_1 = ACT(234946560); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_0_ln_1 = ACT(333053952); /* [B, 1024] */
+    float *ln_rstd_h_0_ln_1 = ACT(333058048); /* [B, 1024] */
     const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
     const float *P_h_0_attn_qkv_bias = e->params + 41190912; /* [2304] */
-    float *qkv_h_0_attn = ACT(254017536); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_0_attn = ACT(409731072); /* [B, 12, 1024] */
-    float *attn_y_h_0_attn = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_0_attn = ACT(176750592); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_0_attn = ACT(332464128); /* [B, 12, 1024] */
+    float *attn_y_h_0_attn = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
     const float *P_h_0_attn_proj_bias = e->params + 41783040; /* [768] */
-    float *residual_attn_out_h_0_attn = ACT(315359232); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_0_attn = ACT(238092288); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
     const float *P_h_0_ln_2_bias = e->params + 41784576; /* [768] */
-    float *layernorm_h_0_ln_2 = ACT(316932096); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_0_ln_2 = ACT(410329088); /* [B, 1024] */
-    float *ln_rstd_h_0_ln_2 = ACT(410333184); /* [B, 1024] */
+    float *layernorm_h_0_ln_2 = ACT(239665152); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_0_ln_2 = ACT(333062144); /* [B, 1024] */
+    float *ln_rstd_h_0_ln_2 = ACT(333066240); /* [B, 1024] */
     const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
     const float *P_h_0_fc_bias = e->params + 44144640; /* [3072] */
-    float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_0_fc = ACT(25755648); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_0_2 = ACT(32047104); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
     const float *P_h_0_proj_bias = e->params + 46507008; /* [768] */
-    float *residual_linear_h_0_proj = ACT(318504960); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_0_proj = ACT(241238016); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
     const float *P_h_1_ln_1_bias = e->params + 46508544; /* [768] */
-    float *layernorm_h_1_ln_1 = ACT(320077824); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_1_ln_1 = ACT(410337280); /* [B, 1024] */
-    float *ln_rstd_h_1_ln_1 = ACT(410341376); /* [B, 1024] */
+    float *layernorm_h_1_ln_1 = ACT(242810880); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_1_ln_1 = ACT(333070336); /* [B, 1024] */
+    float *ln_rstd_h_1_ln_1 = ACT(333074432); /* [B, 1024] */
     const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
     const float *P_h_1_attn_qkv_bias = e->params + 48278784; /* [2304] */
-    float *qkv_h_1_attn = ACT(258736128); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_1_attn = ACT(409780224); /* [B, 12, 1024] */
-    float *attn_y_h_1_attn = ACT(321650688); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_1_attn = ACT(181469184); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_1_attn = ACT(332513280); /* [B, 12, 1024] */
+    float *attn_y_h_1_attn = ACT(244383744); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
     const float *P_h_1_attn_proj_bias = e->params + 48870912; /* [768] */
-    float *residual_attn_out_h_1_attn = ACT(323223552); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_1_attn = ACT(245956608); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
     const float *P_h_1_ln_2_bias = e->params + 48872448; /* [768] */
-    float *layernorm_h_1_ln_2 = ACT(324796416); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_1_ln_2 = ACT(410345472); /* [B, 1024] */
-    float *ln_rstd_h_1_ln_2 = ACT(410349568); /* [B, 1024] */
+    float *layernorm_h_1_ln_2 = ACT(247529472); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_1_ln_2 = ACT(333078528); /* [B, 1024] */
+    float *ln_rstd_h_1_ln_2 = ACT(333082624); /* [B, 1024] */
     const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
     const float *P_h_1_fc_bias = e->params + 51232512; /* [3072] */
-    float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_1_fc = ACT(38338560); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_1_2 = ACT(44630016); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
     const float *P_h_1_proj_bias = e->params + 53594880; /* [768] */
-    float *residual_linear_h_1_proj = ACT(326369280); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_1_proj = ACT(249102336); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
     const float *P_h_2_ln_1_bias = e->params + 53596416; /* [768] */
-    float *layernorm_h_2_ln_1 = ACT(327942144); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_2_ln_1 = ACT(410353664); /* [B, 1024] */
-    float *ln_rstd_h_2_ln_1 = ACT(410357760); /* [B, 1024] */
+    float *layernorm_h_2_ln_1 = ACT(250675200); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_2_ln_1 = ACT(333086720); /* [B, 1024] */
+    float *ln_rstd_h_2_ln_1 = ACT(333090816); /* [B, 1024] */
     const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
     const float *P_h_2_attn_qkv_bias = e->params + 55366656; /* [2304] */
-    float *qkv_h_2_attn = ACT(263454720); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_2_attn = ACT(409829376); /* [B, 12, 1024] */
-    float *attn_y_h_2_attn = ACT(329515008); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_2_attn = ACT(186187776); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_2_attn = ACT(332562432); /* [B, 12, 1024] */
+    float *attn_y_h_2_attn = ACT(252248064); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
     const float *P_h_2_attn_proj_bias = e->params + 55958784; /* [768] */
-    float *residual_attn_out_h_2_attn = ACT(331087872); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_2_attn = ACT(253820928); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
     const float *P_h_2_ln_2_bias = e->params + 55960320; /* [768] */
-    float *layernorm_h_2_ln_2 = ACT(332660736); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_2_ln_2 = ACT(410361856); /* [B, 1024] */
-    float *ln_rstd_h_2_ln_2 = ACT(410365952); /* [B, 1024] */
+    float *layernorm_h_2_ln_2 = ACT(255393792); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_2_ln_2 = ACT(333094912); /* [B, 1024] */
+    float *ln_rstd_h_2_ln_2 = ACT(333099008); /* [B, 1024] */
     const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
     const float *P_h_2_fc_bias = e->params + 58320384; /* [3072] */
-    float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_2_fc = ACT(50921472); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_2_2 = ACT(57212928); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
     const float *P_h_2_proj_bias = e->params + 60682752; /* [768] */
-    float *residual_linear_h_2_proj = ACT(334233600); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_2_proj = ACT(256966656); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
     const float *P_h_3_ln_1_bias = e->params + 60684288; /* [768] */
-    float *layernorm_h_3_ln_1 = ACT(335806464); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_3_ln_1 = ACT(410370048); /* [B, 1024] */
-    float *ln_rstd_h_3_ln_1 = ACT(410374144); /* [B, 1024] */
+    float *layernorm_h_3_ln_1 = ACT(258539520); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_3_ln_1 = ACT(333103104); /* [B, 1024] */
+    float *ln_rstd_h_3_ln_1 = ACT(333107200); /* [B, 1024] */
     const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
     const float *P_h_3_attn_qkv_bias = e->params + 62454528; /* [2304] */
-    float *qkv_h_3_attn = ACT(268173312); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_3_attn = ACT(409878528); /* [B, 12, 1024] */
-    float *attn_y_h_3_attn = ACT(337379328); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_3_attn = ACT(190906368); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_3_attn = ACT(332611584); /* [B, 12, 1024] */
+    float *attn_y_h_3_attn = ACT(260112384); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
     const float *P_h_3_attn_proj_bias = e->params + 63046656; /* [768] */
-    float *residual_attn_out_h_3_attn = ACT(338952192); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_3_attn = ACT(261685248); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
     const float *P_h_3_ln_2_bias = e->params + 63048192; /* [768] */
-    float *layernorm_h_3_ln_2 = ACT(340525056); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_3_ln_2 = ACT(410378240); /* [B, 1024] */
-    float *ln_rstd_h_3_ln_2 = ACT(410382336); /* [B, 1024] */
+    float *layernorm_h_3_ln_2 = ACT(263258112); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_3_ln_2 = ACT(333111296); /* [B, 1024] */
+    float *ln_rstd_h_3_ln_2 = ACT(333115392); /* [B, 1024] */
     const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
     const float *P_h_3_fc_bias = e->params + 65408256; /* [3072] */
-    float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_3_fc = ACT(63504384); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_3_2 = ACT(69795840); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
     const float *P_h_3_proj_bias = e->params + 67770624; /* [768] */
-    float *residual_linear_h_3_proj = ACT(342097920); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_3_proj = ACT(264830976); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
     const float *P_h_4_ln_1_bias = e->params + 67772160; /* [768] */
-    float *layernorm_h_4_ln_1 = ACT(343670784); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_4_ln_1 = ACT(410386432); /* [B, 1024] */
-    float *ln_rstd_h_4_ln_1 = ACT(410390528); /* [B, 1024] */
+    float *layernorm_h_4_ln_1 = ACT(266403840); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_4_ln_1 = ACT(333119488); /* [B, 1024] */
+    float *ln_rstd_h_4_ln_1 = ACT(333123584); /* [B, 1024] */
     const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
     const float *P_h_4_attn_qkv_bias = e->params + 69542400; /* [2304] */
-    float *qkv_h_4_attn = ACT(272891904); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_4_attn = ACT(409927680); /* [B, 12, 1024] */
-    float *attn_y_h_4_attn = ACT(345243648); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_4_attn = ACT(195624960); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_4_attn = ACT(332660736); /* [B, 12, 1024] */
+    float *attn_y_h_4_attn = ACT(267976704); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
     const float *P_h_4_attn_proj_bias = e->params + 70134528; /* [768] */
-    float *residual_attn_out_h_4_attn = ACT(346816512); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_4_attn = ACT(269549568); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
     const float *P_h_4_ln_2_bias = e->params + 70136064; /* [768] */
-    float *layernorm_h_4_ln_2 = ACT(348389376); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_4_ln_2 = ACT(410394624); /* [B, 1024] */
-    float *ln_rstd_h_4_ln_2 = ACT(410398720); /* [B, 1024] */
+    float *layernorm_h_4_ln_2 = ACT(271122432); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_4_ln_2 = ACT(333127680); /* [B, 1024] */
+    float *ln_rstd_h_4_ln_2 = ACT(333131776); /* [B, 1024] */
     const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
     const float *P_h_4_fc_bias = e->params + 72496128; /* [3072] */
-    float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_4_fc = ACT(76087296); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_4_2 = ACT(82378752); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
     const float *P_h_4_proj_bias = e->params + 74858496; /* [768] */
-    float *residual_linear_h_4_proj = ACT(349962240); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_4_proj = ACT(272695296); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
     const float *P_h_5_ln_1_bias = e->params + 74860032; /* [768] */
-    float *layernorm_h_5_ln_1 = ACT(351535104); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_5_ln_1 = ACT(410402816); /* [B, 1024] */
-    float *ln_rstd_h_5_ln_1 = ACT(410406912); /* [B, 1024] */
+    float *layernorm_h_5_ln_1 = ACT(274268160); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_5_ln_1 = ACT(333135872); /* [B, 1024] */
+    float *ln_rstd_h_5_ln_1 = ACT(333139968); /* [B, 1024] */
     const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
     const float *P_h_5_attn_qkv_bias = e->params + 76630272; /* [2304] */
-    float *qkv_h_5_attn = ACT(277610496); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_5_attn = ACT(409976832); /* [B, 12, 1024] */
-    float *attn_y_h_5_attn = ACT(353107968); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_5_attn = ACT(200343552); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_5_attn = ACT(332709888); /* [B, 12, 1024] */
+    float *attn_y_h_5_attn = ACT(275841024); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
     const float *P_h_5_attn_proj_bias = e->params + 77222400; /* [768] */
-    float *residual_attn_out_h_5_attn = ACT(354680832); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_5_attn = ACT(277413888); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
     const float *P_h_5_ln_2_bias = e->params + 77223936; /* [768] */
-    float *layernorm_h_5_ln_2 = ACT(356253696); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_5_ln_2 = ACT(410411008); /* [B, 1024] */
-    float *ln_rstd_h_5_ln_2 = ACT(410415104); /* [B, 1024] */
+    float *layernorm_h_5_ln_2 = ACT(278986752); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_5_ln_2 = ACT(333144064); /* [B, 1024] */
+    float *ln_rstd_h_5_ln_2 = ACT(333148160); /* [B, 1024] */
     const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
     const float *P_h_5_fc_bias = e->params + 79584000; /* [3072] */
-    float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_5_fc = ACT(88670208); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_5_2 = ACT(94961664); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
     const float *P_h_5_proj_bias = e->params + 81946368; /* [768] */
-    float *residual_linear_h_5_proj = ACT(357826560); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_5_proj = ACT(280559616); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
     const float *P_h_6_ln_1_bias = e->params + 81947904; /* [768] */
-    float *layernorm_h_6_ln_1 = ACT(359399424); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_6_ln_1 = ACT(410419200); /* [B, 1024] */
-    float *ln_rstd_h_6_ln_1 = ACT(410423296); /* [B, 1024] */
+    float *layernorm_h_6_ln_1 = ACT(282132480); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_6_ln_1 = ACT(333152256); /* [B, 1024] */
+    float *ln_rstd_h_6_ln_1 = ACT(333156352); /* [B, 1024] */
     const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
     const float *P_h_6_attn_qkv_bias = e->params + 83718144; /* [2304] */
-    float *qkv_h_6_attn = ACT(282329088); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_6_attn = ACT(410025984); /* [B, 12, 1024] */
-    float *attn_y_h_6_attn = ACT(360972288); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_6_attn = ACT(205062144); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_6_attn = ACT(332759040); /* [B, 12, 1024] */
+    float *attn_y_h_6_attn = ACT(283705344); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
     const float *P_h_6_attn_proj_bias = e->params + 84310272; /* [768] */
-    float *residual_attn_out_h_6_attn = ACT(362545152); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_6_attn = ACT(285278208); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
     const float *P_h_6_ln_2_bias = e->params + 84311808; /* [768] */
-    float *layernorm_h_6_ln_2 = ACT(364118016); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_6_ln_2 = ACT(410427392); /* [B, 1024] */
-    float *ln_rstd_h_6_ln_2 = ACT(410431488); /* [B, 1024] */
+    float *layernorm_h_6_ln_2 = ACT(286851072); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_6_ln_2 = ACT(333160448); /* [B, 1024] */
+    float *ln_rstd_h_6_ln_2 = ACT(333164544); /* [B, 1024] */
     const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
     const float *P_h_6_fc_bias = e->params + 86671872; /* [3072] */
-    float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_6_fc = ACT(101253120); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_6_2 = ACT(107544576); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
     const float *P_h_6_proj_bias = e->params + 89034240; /* [768] */
-    float *residual_linear_h_6_proj = ACT(365690880); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_6_proj = ACT(288423936); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
     const float *P_h_7_ln_1_bias = e->params + 89035776; /* [768] */
-    float *layernorm_h_7_ln_1 = ACT(367263744); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_7_ln_1 = ACT(410435584); /* [B, 1024] */
-    float *ln_rstd_h_7_ln_1 = ACT(410439680); /* [B, 1024] */
+    float *layernorm_h_7_ln_1 = ACT(289996800); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_7_ln_1 = ACT(333168640); /* [B, 1024] */
+    float *ln_rstd_h_7_ln_1 = ACT(333172736); /* [B, 1024] */
     const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
     const float *P_h_7_attn_qkv_bias = e->params + 90806016; /* [2304] */
-    float *qkv_h_7_attn = ACT(287047680); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_7_attn = ACT(410075136); /* [B, 12, 1024] */
-    float *attn_y_h_7_attn = ACT(368836608); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_7_attn = ACT(209780736); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_7_attn = ACT(332808192); /* [B, 12, 1024] */
+    float *attn_y_h_7_attn = ACT(291569664); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
     const float *P_h_7_attn_proj_bias = e->params + 91398144; /* [768] */
-    float *residual_attn_out_h_7_attn = ACT(370409472); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_7_attn = ACT(293142528); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
     const float *P_h_7_ln_2_bias = e->params + 91399680; /* [768] */
-    float *layernorm_h_7_ln_2 = ACT(371982336); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_7_ln_2 = ACT(410443776); /* [B, 1024] */
-    float *ln_rstd_h_7_ln_2 = ACT(410447872); /* [B, 1024] */
+    float *layernorm_h_7_ln_2 = ACT(294715392); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_7_ln_2 = ACT(333176832); /* [B, 1024] */
+    float *ln_rstd_h_7_ln_2 = ACT(333180928); /* [B, 1024] */
     const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
     const float *P_h_7_fc_bias = e->params + 93759744; /* [3072] */
-    float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_7_fc = ACT(113836032); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_7_2 = ACT(120127488); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
     const float *P_h_7_proj_bias = e->params + 96122112; /* [768] */
-    float *residual_linear_h_7_proj = ACT(373555200); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_7_proj = ACT(296288256); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
     const float *P_h_8_ln_1_bias = e->params + 96123648; /* [768] */
-    float *layernorm_h_8_ln_1 = ACT(375128064); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_8_ln_1 = ACT(410451968); /* [B, 1024] */
-    float *ln_rstd_h_8_ln_1 = ACT(410456064); /* [B, 1024] */
+    float *layernorm_h_8_ln_1 = ACT(297861120); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_8_ln_1 = ACT(333185024); /* [B, 1024] */
+    float *ln_rstd_h_8_ln_1 = ACT(333189120); /* [B, 1024] */
     const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
     const float *P_h_8_attn_qkv_bias = e->params + 97893888; /* [2304] */
-    float *qkv_h_8_attn = ACT(291766272); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_8_attn = ACT(410124288); /* [B, 12, 1024] */
-    float *attn_y_h_8_attn = ACT(376700928); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_8_attn = ACT(214499328); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_8_attn = ACT(332857344); /* [B, 12, 1024] */
+    float *attn_y_h_8_attn = ACT(299433984); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
     const float *P_h_8_attn_proj_bias = e->params + 98486016; /* [768] */
-    float *residual_attn_out_h_8_attn = ACT(378273792); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_8_attn = ACT(301006848); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
     const float *P_h_8_ln_2_bias = e->params + 98487552; /* [768] */
-    float *layernorm_h_8_ln_2 = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_8_ln_2 = ACT(410460160); /* [B, 1024] */
-    float *ln_rstd_h_8_ln_2 = ACT(410464256); /* [B, 1024] */
+    float *layernorm_h_8_ln_2 = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_8_ln_2 = ACT(333193216); /* [B, 1024] */
+    float *ln_rstd_h_8_ln_2 = ACT(333197312); /* [B, 1024] */
     const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
     const float *P_h_8_fc_bias = e->params + 100847616; /* [3072] */
-    float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_8_fc = ACT(126418944); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_8_2 = ACT(132710400); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
     const float *P_h_8_proj_bias = e->params + 103209984; /* [768] */
-    float *residual_linear_h_8_proj = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_8_proj = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
     const float *P_h_9_ln_1_bias = e->params + 103211520; /* [768] */
-    float *layernorm_h_9_ln_1 = ACT(382992384); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_9_ln_1 = ACT(410468352); /* [B, 1024] */
-    float *ln_rstd_h_9_ln_1 = ACT(410472448); /* [B, 1024] */
+    float *layernorm_h_9_ln_1 = ACT(305725440); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_9_ln_1 = ACT(333201408); /* [B, 1024] */
+    float *ln_rstd_h_9_ln_1 = ACT(333205504); /* [B, 1024] */
     const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
     const float *P_h_9_attn_qkv_bias = e->params + 104981760; /* [2304] */
-    float *qkv_h_9_attn = ACT(296484864); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_9_attn = ACT(410173440); /* [B, 12, 1024] */
-    float *attn_y_h_9_attn = ACT(384565248); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_9_attn = ACT(219217920); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_9_attn = ACT(332906496); /* [B, 12, 1024] */
+    float *attn_y_h_9_attn = ACT(307298304); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
     const float *P_h_9_attn_proj_bias = e->params + 105573888; /* [768] */
-    float *residual_attn_out_h_9_attn = ACT(386138112); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_9_attn = ACT(308871168); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
     const float *P_h_9_ln_2_bias = e->params + 105575424; /* [768] */
-    float *layernorm_h_9_ln_2 = ACT(387710976); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_9_ln_2 = ACT(410476544); /* [B, 1024] */
-    float *ln_rstd_h_9_ln_2 = ACT(410480640); /* [B, 1024] */
+    float *layernorm_h_9_ln_2 = ACT(310444032); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_9_ln_2 = ACT(333209600); /* [B, 1024] */
+    float *ln_rstd_h_9_ln_2 = ACT(333213696); /* [B, 1024] */
     const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
     const float *P_h_9_fc_bias = e->params + 107935488; /* [3072] */
-    float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_9_fc = ACT(139001856); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_9_2 = ACT(145293312); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
     const float *P_h_9_proj_bias = e->params + 110297856; /* [768] */
-    float *residual_linear_h_9_proj = ACT(389283840); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_9_proj = ACT(312016896); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
     const float *P_h_10_ln_1_bias = e->params + 110299392; /* [768] */
-    float *layernorm_h_10_ln_1 = ACT(390856704); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_10_ln_1 = ACT(410484736); /* [B, 1024] */
-    float *ln_rstd_h_10_ln_1 = ACT(410488832); /* [B, 1024] */
+    float *layernorm_h_10_ln_1 = ACT(313589760); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_10_ln_1 = ACT(333217792); /* [B, 1024] */
+    float *ln_rstd_h_10_ln_1 = ACT(333221888); /* [B, 1024] */
     const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
     const float *P_h_10_attn_qkv_bias = e->params + 112069632; /* [2304] */
-    float *qkv_h_10_attn = ACT(301203456); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_10_attn = ACT(410222592); /* [B, 12, 1024] */
-    float *attn_y_h_10_attn = ACT(392429568); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_10_attn = ACT(223936512); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_10_attn = ACT(332955648); /* [B, 12, 1024] */
+    float *attn_y_h_10_attn = ACT(315162624); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
     const float *P_h_10_attn_proj_bias = e->params + 112661760; /* [768] */
-    float *residual_attn_out_h_10_attn = ACT(394002432); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_10_attn = ACT(316735488); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
     const float *P_h_10_ln_2_bias = e->params + 112663296; /* [768] */
-    float *layernorm_h_10_ln_2 = ACT(395575296); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_10_ln_2 = ACT(410492928); /* [B, 1024] */
-    float *ln_rstd_h_10_ln_2 = ACT(410497024); /* [B, 1024] */
+    float *layernorm_h_10_ln_2 = ACT(318308352); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_10_ln_2 = ACT(333225984); /* [B, 1024] */
+    float *ln_rstd_h_10_ln_2 = ACT(333230080); /* [B, 1024] */
     const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
     const float *P_h_10_fc_bias = e->params + 115023360; /* [3072] */
-    float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_10_fc = ACT(151584768); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_10_2 = ACT(157876224); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
     const float *P_h_10_proj_bias = e->params + 117385728; /* [768] */
-    float *residual_linear_h_10_proj = ACT(397148160); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_10_proj = ACT(319881216); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
     const float *P_h_11_ln_1_bias = e->params + 117387264; /* [768] */
-    float *layernorm_h_11_ln_1 = ACT(398721024); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_11_ln_1 = ACT(410501120); /* [B, 1024] */
-    float *ln_rstd_h_11_ln_1 = ACT(410505216); /* [B, 1024] */
+    float *layernorm_h_11_ln_1 = ACT(321454080); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_11_ln_1 = ACT(333234176); /* [B, 1024] */
+    float *ln_rstd_h_11_ln_1 = ACT(333238272); /* [B, 1024] */
     const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
     const float *P_h_11_attn_qkv_bias = e->params + 119157504; /* [2304] */
-    float *qkv_h_11_attn = ACT(305922048); /* [B, 1024, 2304], bf16 on a GPU */
-    float *lse_h_11_attn = ACT(410271744); /* [B, 12, 1024] */
-    float *attn_y_h_11_attn = ACT(400293888); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_h_11_attn = ACT(228655104); /* [B, 1024, 2304], bf16 on a GPU */
+    float *lse_h_11_attn = ACT(333004800); /* [B, 12, 1024] */
+    float *attn_y_h_11_attn = ACT(323026944); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
     const float *P_h_11_attn_proj_bias = e->params + 119749632; /* [768] */
-    float *residual_attn_out_h_11_attn = ACT(401866752); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_h_11_attn = ACT(324599808); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
     const float *P_h_11_ln_2_bias = e->params + 119751168; /* [768] */
-    float *layernorm_h_11_ln_2 = ACT(403439616); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_h_11_ln_2 = ACT(410509312); /* [B, 1024] */
-    float *ln_rstd_h_11_ln_2 = ACT(410513408); /* [B, 1024] */
+    float *layernorm_h_11_ln_2 = ACT(326172672); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_h_11_ln_2 = ACT(333242368); /* [B, 1024] */
+    float *ln_rstd_h_11_ln_2 = ACT(333246464); /* [B, 1024] */
     const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
     const float *P_h_11_fc_bias = e->params + 122111232; /* [3072] */
-    float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072], bf16 on a GPU */
-    float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072], bf16 on a GPU */
+    float *linear_h_11_fc = ACT(164167680); /* [B, 1024, 3072], bf16 on a GPU */
+    float *gelu_h_11_2 = ACT(170459136); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
     const float *P_h_11_proj_bias = e->params + 124473600; /* [768] */
-    float *residual_linear_h_11_proj = ACT(405012480); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_h_11_proj = ACT(327745536); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_ln_f_weight = e->params + 124474368; /* [768] */
     const float *P_ln_f_bias = e->params + 124475136; /* [768] */
-    float *layernorm_ln_f = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
-    float *ln_mean_ln_f = ACT(410517504); /* [B, 1024] */
-    float *ln_rstd_ln_f = ACT(410521600); /* [B, 1024] */
-    float *linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
+    float *layernorm_ln_f = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
+    float *ln_mean_ln_f = ACT(333250560); /* [B, 1024] */
+    float *ln_rstd_ln_f = ACT(333254656); /* [B, 1024] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B, 1024] */
-    float *d_linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
+    float *linear_lm_head_chunk = ACT(0); /* [B, 256, 50257], rows 50304 apart, bf16 on a GPU */
+    float *d_layernorm_ln_f = ACT(330891264); /* [B, 1024, 768], bf16 on a GPU */
+    float *G_wte_weight = e->grads + 0; /* [50257, 768], then 47 zero rows */
 
     RT_AT(0, "$.model.layers[0]: embedding: rows of the weight picked by the ids");
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B * 1024, 50257, 768);
@@ -765,1613 +766,1600 @@ static void forward(rt_exec *e, int train)
     RT_AT(182, "$.model.layers[3]: layernorm");
     rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
                      ln_mean_ln_f, ln_rstd_ln_f, e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(183, "$.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded "
-          "vocabulary: y's padding comes out 0); W is wte.weight (tied)");
-    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
-            linear_lm_head, 50304);
-    RT_AT(184, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 1024,
-                     50257, 50304);
+    RT_AT(183, "$.model.loss: wte.weight's gradient is written from here on");
+    rt_grad_begin(e, 0, 38633472);
+    RT_AT(184, "$.model.loss: the head and cross entropy, 256 rows of each sample at a time: "
+          "logits = x W^T, loss and accuracy; in training d(logits) in place, dx = d(logits) W, "
+          "dW += d(logits)^T x; W is wte.weight");
+    rt_head_cross_entropy(e, layernorm_ln_f, P_wte_weight, in_y, e->train ? d_layernorm_ln_f : NULL,
+                          e->train ? G_wte_weight : NULL, linear_lm_head_chunk, e->B * 1024,
+                          e->B * 256, 768, 50304, 50257, 50304, 0.0f);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
-    const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
-    float *d_layernorm_ln_f = ACT(408158208); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_ln_f = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
-    float *G_wte_weight = e->grads + 0; /* [50257, 768], then 47 zero rows */
-    const float *residual_linear_h_11_proj = ACT(405012480); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_11_proj = ACT(327745536); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_ln_f_weight = e->params + 124474368; /* [768] */
-    const float *ln_mean_ln_f = ACT(410517504); /* [B, 1024] */
-    const float *ln_rstd_ln_f = ACT(410521600); /* [B, 1024] */
-    float *d_residual_linear_h_11_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_ln_f = ACT(333250560); /* [B, 1024] */
+    const float *ln_rstd_ln_f = ACT(333254656); /* [B, 1024] */
+    const float *d_layernorm_ln_f = ACT(330891264); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_residual_linear_h_11_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_ln_f_weight = e->grads + 124474368; /* [768] */
     float *G_ln_f_bias = e->grads + 124475136; /* [768] */
-    const float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_11_2 = ACT(170459136); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_11_proj_weight = e->grads + 122114304; /* [768, 3072] */
     float *G_h_11_proj_bias = e->grads + 124473600; /* [768] */
     const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
-    const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_11_fc = ACT(164167680); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_11_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
-    float *d_layernorm_h_11_ln_2 = ACT(405012480); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_11_ln_2 = ACT(403439616); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_11_ln_2 = ACT(327745536); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_11_ln_2 = ACT(326172672); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_11_fc_weight = e->grads + 119751936; /* [3072, 768] */
     float *G_h_11_fc_bias = e->grads + 122111232; /* [3072] */
-    const float *residual_attn_out_h_11_attn = ACT(401866752); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_11_attn = ACT(324599808); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
-    const float *ln_mean_h_11_ln_2 = ACT(410509312); /* [B, 1024] */
-    const float *ln_rstd_h_11_ln_2 = ACT(410513408); /* [B, 1024] */
-    float *d_residual_attn_out_h_11_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_11_ln_2 = ACT(333242368); /* [B, 1024] */
+    const float *ln_rstd_h_11_ln_2 = ACT(333246464); /* [B, 1024] */
+    float *d_residual_attn_out_h_11_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_11_ln_2_weight = e->grads + 119750400; /* [768] */
     float *G_h_11_ln_2_bias = e->grads + 119751168; /* [768] */
     const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
-    float *d_attn_y_h_11_attn = ACT(401866752); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_11_attn = ACT(400293888); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_11_attn = ACT(324599808); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_11_attn = ACT(323026944); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_11_attn_proj_weight = e->grads + 119159808; /* [768, 768] */
     float *G_h_11_attn_proj_bias = e->grads + 119749632; /* [768] */
-    const float *qkv_h_11_attn = ACT(305922048); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_11_attn = ACT(410271744); /* [B, 12, 1024] */
-    float *d_qkv_h_11_attn = ACT(241434624); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_11_attn = ACT(228655104); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_11_attn = ACT(333004800); /* [B, 12, 1024] */
+    float *d_qkv_h_11_attn = ACT(164167680); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
-    float *d_layernorm_h_11_ln_1 = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_11_ln_1 = ACT(398721024); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_11_ln_1 = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_11_ln_1 = ACT(321454080); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_11_attn_qkv_weight = e->grads + 117388032; /* [2304, 768] */
     float *G_h_11_attn_qkv_bias = e->grads + 119157504; /* [2304] */
-    const float *residual_linear_h_10_proj = ACT(397148160); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_10_proj = ACT(319881216); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
-    const float *ln_mean_h_11_ln_1 = ACT(410501120); /* [B, 1024] */
-    const float *ln_rstd_h_11_ln_1 = ACT(410505216); /* [B, 1024] */
-    float *d_residual_linear_h_10_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_11_ln_1 = ACT(333234176); /* [B, 1024] */
+    const float *ln_rstd_h_11_ln_1 = ACT(333238272); /* [B, 1024] */
+    float *d_residual_linear_h_10_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_11_ln_1_weight = e->grads + 117386496; /* [768] */
     float *G_h_11_ln_1_bias = e->grads + 117387264; /* [768] */
-    const float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_10_2 = ACT(157876224); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_10_proj_weight = e->grads + 115026432; /* [768, 3072] */
     float *G_h_10_proj_bias = e->grads + 117385728; /* [768] */
     const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
-    const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_10_fc = ACT(151584768); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_10_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
-    float *d_layernorm_h_10_ln_2 = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_10_ln_2 = ACT(395575296); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_10_ln_2 = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_10_ln_2 = ACT(318308352); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_10_fc_weight = e->grads + 112664064; /* [3072, 768] */
     float *G_h_10_fc_bias = e->grads + 115023360; /* [3072] */
-    const float *residual_attn_out_h_10_attn = ACT(394002432); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_10_attn = ACT(316735488); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
-    const float *ln_mean_h_10_ln_2 = ACT(410492928); /* [B, 1024] */
-    const float *ln_rstd_h_10_ln_2 = ACT(410497024); /* [B, 1024] */
-    float *d_residual_attn_out_h_10_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_10_ln_2 = ACT(333225984); /* [B, 1024] */
+    const float *ln_rstd_h_10_ln_2 = ACT(333230080); /* [B, 1024] */
+    float *d_residual_attn_out_h_10_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_10_ln_2_weight = e->grads + 112662528; /* [768] */
     float *G_h_10_ln_2_bias = e->grads + 112663296; /* [768] */
     const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
-    float *d_attn_y_h_10_attn = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_10_attn = ACT(392429568); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_10_attn = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_10_attn = ACT(315162624); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_10_attn_proj_weight = e->grads + 112071936; /* [768, 768] */
     float *G_h_10_attn_proj_bias = e->grads + 112661760; /* [768] */
-    const float *qkv_h_10_attn = ACT(301203456); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_10_attn = ACT(410222592); /* [B, 12, 1024] */
-    float *d_qkv_h_10_attn = ACT(228851712); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_10_attn = ACT(223936512); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_10_attn = ACT(332955648); /* [B, 12, 1024] */
+    float *d_qkv_h_10_attn = ACT(151584768); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
-    float *d_layernorm_h_10_ln_1 = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_10_ln_1 = ACT(390856704); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_10_ln_1 = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_10_ln_1 = ACT(313589760); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_10_attn_qkv_weight = e->grads + 110300160; /* [2304, 768] */
     float *G_h_10_attn_qkv_bias = e->grads + 112069632; /* [2304] */
-    const float *residual_linear_h_9_proj = ACT(389283840); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_9_proj = ACT(312016896); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
-    const float *ln_mean_h_10_ln_1 = ACT(410484736); /* [B, 1024] */
-    const float *ln_rstd_h_10_ln_1 = ACT(410488832); /* [B, 1024] */
-    float *d_residual_linear_h_9_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_10_ln_1 = ACT(333217792); /* [B, 1024] */
+    const float *ln_rstd_h_10_ln_1 = ACT(333221888); /* [B, 1024] */
+    float *d_residual_linear_h_9_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_10_ln_1_weight = e->grads + 110298624; /* [768] */
     float *G_h_10_ln_1_bias = e->grads + 110299392; /* [768] */
-    const float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_9_2 = ACT(145293312); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_9_proj_weight = e->grads + 107938560; /* [768, 3072] */
     float *G_h_9_proj_bias = e->grads + 110297856; /* [768] */
     const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
-    const float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_9_fc = ACT(139001856); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_9_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
-    float *d_layernorm_h_9_ln_2 = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_9_ln_2 = ACT(387710976); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_9_ln_2 = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_9_ln_2 = ACT(310444032); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_9_fc_weight = e->grads + 105576192; /* [3072, 768] */
     float *G_h_9_fc_bias = e->grads + 107935488; /* [3072] */
-    const float *residual_attn_out_h_9_attn = ACT(386138112); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_9_attn = ACT(308871168); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
-    const float *ln_mean_h_9_ln_2 = ACT(410476544); /* [B, 1024] */
-    const float *ln_rstd_h_9_ln_2 = ACT(410480640); /* [B, 1024] */
-    float *d_residual_attn_out_h_9_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_9_ln_2 = ACT(333209600); /* [B, 1024] */
+    const float *ln_rstd_h_9_ln_2 = ACT(333213696); /* [B, 1024] */
+    float *d_residual_attn_out_h_9_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_9_ln_2_weight = e->grads + 105574656; /* [768] */
     float *G_h_9_ln_2_bias = e->grads + 105575424; /* [768] */
     const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
-    float *d_attn_y_h_9_attn = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_9_attn = ACT(384565248); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_9_attn = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_9_attn = ACT(307298304); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_9_attn_proj_weight = e->grads + 104984064; /* [768, 768] */
     float *G_h_9_attn_proj_bias = e->grads + 105573888; /* [768] */
-    const float *qkv_h_9_attn = ACT(296484864); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_9_attn = ACT(410173440); /* [B, 12, 1024] */
-    float *d_qkv_h_9_attn = ACT(216268800); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_9_attn = ACT(219217920); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_9_attn = ACT(332906496); /* [B, 12, 1024] */
+    float *d_qkv_h_9_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
-    float *d_layernorm_h_9_ln_1 = ACT(296484864); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_9_ln_1 = ACT(382992384); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_9_ln_1 = ACT(219217920); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_9_ln_1 = ACT(305725440); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_9_attn_qkv_weight = e->grads + 103212288; /* [2304, 768] */
     float *G_h_9_attn_qkv_bias = e->grads + 104981760; /* [2304] */
-    const float *residual_linear_h_8_proj = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_8_proj = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
-    const float *ln_mean_h_9_ln_1 = ACT(410468352); /* [B, 1024] */
-    const float *ln_rstd_h_9_ln_1 = ACT(410472448); /* [B, 1024] */
-    float *d_residual_linear_h_8_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_9_ln_1 = ACT(333201408); /* [B, 1024] */
+    const float *ln_rstd_h_9_ln_1 = ACT(333205504); /* [B, 1024] */
+    float *d_residual_linear_h_8_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_9_ln_1_weight = e->grads + 103210752; /* [768] */
     float *G_h_9_ln_1_bias = e->grads + 103211520; /* [768] */
-    const float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_8_2 = ACT(132710400); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_8_proj_weight = e->grads + 100850688; /* [768, 3072] */
     float *G_h_8_proj_bias = e->grads + 103209984; /* [768] */
     const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
-    const float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_8_fc = ACT(126418944); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_8_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
-    float *d_layernorm_h_8_ln_2 = ACT(296484864); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_8_ln_2 = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_8_ln_2 = ACT(219217920); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_8_ln_2 = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_8_fc_weight = e->grads + 98488320; /* [3072, 768] */
     float *G_h_8_fc_bias = e->grads + 100847616; /* [3072] */
-    const float *residual_attn_out_h_8_attn = ACT(378273792); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_8_attn = ACT(301006848); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
-    const float *ln_mean_h_8_ln_2 = ACT(410460160); /* [B, 1024] */
-    const float *ln_rstd_h_8_ln_2 = ACT(410464256); /* [B, 1024] */
-    float *d_residual_attn_out_h_8_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_8_ln_2 = ACT(333193216); /* [B, 1024] */
+    const float *ln_rstd_h_8_ln_2 = ACT(333197312); /* [B, 1024] */
+    float *d_residual_attn_out_h_8_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_8_ln_2_weight = e->grads + 98486784; /* [768] */
     float *G_h_8_ln_2_bias = e->grads + 98487552; /* [768] */
     const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
-    float *d_attn_y_h_8_attn = ACT(296484864); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_8_attn = ACT(376700928); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_8_attn = ACT(219217920); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_8_attn = ACT(299433984); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_8_attn_proj_weight = e->grads + 97896192; /* [768, 768] */
     float *G_h_8_attn_proj_bias = e->grads + 98486016; /* [768] */
-    const float *qkv_h_8_attn = ACT(291766272); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_8_attn = ACT(410124288); /* [B, 12, 1024] */
-    float *d_qkv_h_8_attn = ACT(203685888); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_8_attn = ACT(214499328); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_8_attn = ACT(332857344); /* [B, 12, 1024] */
+    float *d_qkv_h_8_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
-    float *d_layernorm_h_8_ln_1 = ACT(291766272); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_8_ln_1 = ACT(375128064); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_8_ln_1 = ACT(214499328); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_8_ln_1 = ACT(297861120); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_8_attn_qkv_weight = e->grads + 96124416; /* [2304, 768] */
     float *G_h_8_attn_qkv_bias = e->grads + 97893888; /* [2304] */
-    const float *residual_linear_h_7_proj = ACT(373555200); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_7_proj = ACT(296288256); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
-    const float *ln_mean_h_8_ln_1 = ACT(410451968); /* [B, 1024] */
-    const float *ln_rstd_h_8_ln_1 = ACT(410456064); /* [B, 1024] */
-    float *d_residual_linear_h_7_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_8_ln_1 = ACT(333185024); /* [B, 1024] */
+    const float *ln_rstd_h_8_ln_1 = ACT(333189120); /* [B, 1024] */
+    float *d_residual_linear_h_7_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_8_ln_1_weight = e->grads + 96122880; /* [768] */
     float *G_h_8_ln_1_bias = e->grads + 96123648; /* [768] */
-    const float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_7_2 = ACT(120127488); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_7_proj_weight = e->grads + 93762816; /* [768, 3072] */
     float *G_h_7_proj_bias = e->grads + 96122112; /* [768] */
     const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
-    const float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_7_fc = ACT(113836032); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_7_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
-    float *d_layernorm_h_7_ln_2 = ACT(291766272); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_7_ln_2 = ACT(371982336); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_7_ln_2 = ACT(214499328); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_7_ln_2 = ACT(294715392); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_7_fc_weight = e->grads + 91400448; /* [3072, 768] */
     float *G_h_7_fc_bias = e->grads + 93759744; /* [3072] */
-    const float *residual_attn_out_h_7_attn = ACT(370409472); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_7_attn = ACT(293142528); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
-    const float *ln_mean_h_7_ln_2 = ACT(410443776); /* [B, 1024] */
-    const float *ln_rstd_h_7_ln_2 = ACT(410447872); /* [B, 1024] */
-    float *d_residual_attn_out_h_7_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_7_ln_2 = ACT(333176832); /* [B, 1024] */
+    const float *ln_rstd_h_7_ln_2 = ACT(333180928); /* [B, 1024] */
+    float *d_residual_attn_out_h_7_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_7_ln_2_weight = e->grads + 91398912; /* [768] */
     float *G_h_7_ln_2_bias = e->grads + 91399680; /* [768] */
     const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
-    float *d_attn_y_h_7_attn = ACT(291766272); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_7_attn = ACT(368836608); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_7_attn = ACT(214499328); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_7_attn = ACT(291569664); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_7_attn_proj_weight = e->grads + 90808320; /* [768, 768] */
     float *G_h_7_attn_proj_bias = e->grads + 91398144; /* [768] */
-    const float *qkv_h_7_attn = ACT(287047680); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_7_attn = ACT(410075136); /* [B, 12, 1024] */
-    float *d_qkv_h_7_attn = ACT(191102976); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_7_attn = ACT(209780736); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_7_attn = ACT(332808192); /* [B, 12, 1024] */
+    float *d_qkv_h_7_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
-    float *d_layernorm_h_7_ln_1 = ACT(287047680); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_7_ln_1 = ACT(367263744); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_7_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_7_ln_1 = ACT(289996800); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_7_attn_qkv_weight = e->grads + 89036544; /* [2304, 768] */
     float *G_h_7_attn_qkv_bias = e->grads + 90806016; /* [2304] */
-    const float *residual_linear_h_6_proj = ACT(365690880); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_6_proj = ACT(288423936); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
-    const float *ln_mean_h_7_ln_1 = ACT(410435584); /* [B, 1024] */
-    const float *ln_rstd_h_7_ln_1 = ACT(410439680); /* [B, 1024] */
-    float *d_residual_linear_h_6_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_7_ln_1 = ACT(333168640); /* [B, 1024] */
+    const float *ln_rstd_h_7_ln_1 = ACT(333172736); /* [B, 1024] */
+    float *d_residual_linear_h_6_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_7_ln_1_weight = e->grads + 89035008; /* [768] */
     float *G_h_7_ln_1_bias = e->grads + 89035776; /* [768] */
-    const float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_6_2 = ACT(107544576); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_6_proj_weight = e->grads + 86674944; /* [768, 3072] */
     float *G_h_6_proj_bias = e->grads + 89034240; /* [768] */
     const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
-    const float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_6_fc = ACT(101253120); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_6_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
-    float *d_layernorm_h_6_ln_2 = ACT(287047680); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_6_ln_2 = ACT(364118016); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_6_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_6_ln_2 = ACT(286851072); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_6_fc_weight = e->grads + 84312576; /* [3072, 768] */
     float *G_h_6_fc_bias = e->grads + 86671872; /* [3072] */
-    const float *residual_attn_out_h_6_attn = ACT(362545152); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_6_attn = ACT(285278208); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
-    const float *ln_mean_h_6_ln_2 = ACT(410427392); /* [B, 1024] */
-    const float *ln_rstd_h_6_ln_2 = ACT(410431488); /* [B, 1024] */
-    float *d_residual_attn_out_h_6_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_6_ln_2 = ACT(333160448); /* [B, 1024] */
+    const float *ln_rstd_h_6_ln_2 = ACT(333164544); /* [B, 1024] */
+    float *d_residual_attn_out_h_6_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_6_ln_2_weight = e->grads + 84311040; /* [768] */
     float *G_h_6_ln_2_bias = e->grads + 84311808; /* [768] */
     const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
-    float *d_attn_y_h_6_attn = ACT(287047680); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_6_attn = ACT(360972288); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_6_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_6_attn = ACT(283705344); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_6_attn_proj_weight = e->grads + 83720448; /* [768, 768] */
     float *G_h_6_attn_proj_bias = e->grads + 84310272; /* [768] */
-    const float *qkv_h_6_attn = ACT(282329088); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_6_attn = ACT(410025984); /* [B, 12, 1024] */
-    float *d_qkv_h_6_attn = ACT(178520064); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_6_attn = ACT(205062144); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_6_attn = ACT(332759040); /* [B, 12, 1024] */
+    float *d_qkv_h_6_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
-    float *d_layernorm_h_6_ln_1 = ACT(282329088); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_6_ln_1 = ACT(359399424); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_6_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_6_ln_1 = ACT(282132480); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_6_attn_qkv_weight = e->grads + 81948672; /* [2304, 768] */
     float *G_h_6_attn_qkv_bias = e->grads + 83718144; /* [2304] */
-    const float *residual_linear_h_5_proj = ACT(357826560); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_5_proj = ACT(280559616); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
-    const float *ln_mean_h_6_ln_1 = ACT(410419200); /* [B, 1024] */
-    const float *ln_rstd_h_6_ln_1 = ACT(410423296); /* [B, 1024] */
-    float *d_residual_linear_h_5_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_6_ln_1 = ACT(333152256); /* [B, 1024] */
+    const float *ln_rstd_h_6_ln_1 = ACT(333156352); /* [B, 1024] */
+    float *d_residual_linear_h_5_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_6_ln_1_weight = e->grads + 81947136; /* [768] */
     float *G_h_6_ln_1_bias = e->grads + 81947904; /* [768] */
-    const float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_5_2 = ACT(94961664); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_5_proj_weight = e->grads + 79587072; /* [768, 3072] */
     float *G_h_5_proj_bias = e->grads + 81946368; /* [768] */
     const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
-    const float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_5_fc = ACT(88670208); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_5_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
-    float *d_layernorm_h_5_ln_2 = ACT(282329088); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_5_ln_2 = ACT(356253696); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_5_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_5_ln_2 = ACT(278986752); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_5_fc_weight = e->grads + 77224704; /* [3072, 768] */
     float *G_h_5_fc_bias = e->grads + 79584000; /* [3072] */
-    const float *residual_attn_out_h_5_attn = ACT(354680832); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_5_attn = ACT(277413888); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
-    const float *ln_mean_h_5_ln_2 = ACT(410411008); /* [B, 1024] */
-    const float *ln_rstd_h_5_ln_2 = ACT(410415104); /* [B, 1024] */
-    float *d_residual_attn_out_h_5_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_5_ln_2 = ACT(333144064); /* [B, 1024] */
+    const float *ln_rstd_h_5_ln_2 = ACT(333148160); /* [B, 1024] */
+    float *d_residual_attn_out_h_5_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_5_ln_2_weight = e->grads + 77223168; /* [768] */
     float *G_h_5_ln_2_bias = e->grads + 77223936; /* [768] */
     const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
-    float *d_attn_y_h_5_attn = ACT(282329088); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_5_attn = ACT(353107968); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_5_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_5_attn = ACT(275841024); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_5_attn_proj_weight = e->grads + 76632576; /* [768, 768] */
     float *G_h_5_attn_proj_bias = e->grads + 77222400; /* [768] */
-    const float *qkv_h_5_attn = ACT(277610496); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_5_attn = ACT(409976832); /* [B, 12, 1024] */
-    float *d_qkv_h_5_attn = ACT(165937152); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_5_attn = ACT(200343552); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_5_attn = ACT(332709888); /* [B, 12, 1024] */
+    float *d_qkv_h_5_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
-    float *d_layernorm_h_5_ln_1 = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_5_ln_1 = ACT(351535104); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_5_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_5_ln_1 = ACT(274268160); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_5_attn_qkv_weight = e->grads + 74860800; /* [2304, 768] */
     float *G_h_5_attn_qkv_bias = e->grads + 76630272; /* [2304] */
-    const float *residual_linear_h_4_proj = ACT(349962240); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_4_proj = ACT(272695296); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
-    const float *ln_mean_h_5_ln_1 = ACT(410402816); /* [B, 1024] */
-    const float *ln_rstd_h_5_ln_1 = ACT(410406912); /* [B, 1024] */
-    float *d_residual_linear_h_4_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_5_ln_1 = ACT(333135872); /* [B, 1024] */
+    const float *ln_rstd_h_5_ln_1 = ACT(333139968); /* [B, 1024] */
+    float *d_residual_linear_h_4_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_5_ln_1_weight = e->grads + 74859264; /* [768] */
     float *G_h_5_ln_1_bias = e->grads + 74860032; /* [768] */
-    const float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_4_2 = ACT(82378752); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_4_proj_weight = e->grads + 72499200; /* [768, 3072] */
     float *G_h_4_proj_bias = e->grads + 74858496; /* [768] */
     const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
-    const float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_4_fc = ACT(76087296); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_4_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
-    float *d_layernorm_h_4_ln_2 = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_4_ln_2 = ACT(348389376); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_4_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_4_ln_2 = ACT(271122432); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_4_fc_weight = e->grads + 70136832; /* [3072, 768] */
     float *G_h_4_fc_bias = e->grads + 72496128; /* [3072] */
-    const float *residual_attn_out_h_4_attn = ACT(346816512); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_4_attn = ACT(269549568); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
-    const float *ln_mean_h_4_ln_2 = ACT(410394624); /* [B, 1024] */
-    const float *ln_rstd_h_4_ln_2 = ACT(410398720); /* [B, 1024] */
-    float *d_residual_attn_out_h_4_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_4_ln_2 = ACT(333127680); /* [B, 1024] */
+    const float *ln_rstd_h_4_ln_2 = ACT(333131776); /* [B, 1024] */
+    float *d_residual_attn_out_h_4_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_4_ln_2_weight = e->grads + 70135296; /* [768] */
     float *G_h_4_ln_2_bias = e->grads + 70136064; /* [768] */
     const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
-    float *d_attn_y_h_4_attn = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_4_attn = ACT(345243648); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_4_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_4_attn = ACT(267976704); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_4_attn_proj_weight = e->grads + 69544704; /* [768, 768] */
     float *G_h_4_attn_proj_bias = e->grads + 70134528; /* [768] */
-    const float *qkv_h_4_attn = ACT(272891904); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_4_attn = ACT(409927680); /* [B, 12, 1024] */
-    float *d_qkv_h_4_attn = ACT(153354240); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *qkv_h_4_attn = ACT(195624960); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_4_attn = ACT(332660736); /* [B, 12, 1024] */
+    float *d_qkv_h_4_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
-    float *d_layernorm_h_4_ln_1 = ACT(272891904); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_4_ln_1 = ACT(343670784); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_4_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_4_ln_1 = ACT(266403840); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_4_attn_qkv_weight = e->grads + 67772928; /* [2304, 768] */
     float *G_h_4_attn_qkv_bias = e->grads + 69542400; /* [2304] */
-    const float *residual_linear_h_3_proj = ACT(342097920); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_3_proj = ACT(264830976); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
-    const float *ln_mean_h_4_ln_1 = ACT(410386432); /* [B, 1024] */
-    const float *ln_rstd_h_4_ln_1 = ACT(410390528); /* [B, 1024] */
-    float *d_residual_linear_h_3_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_4_ln_1 = ACT(333119488); /* [B, 1024] */
+    const float *ln_rstd_h_4_ln_1 = ACT(333123584); /* [B, 1024] */
+    float *d_residual_linear_h_3_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_4_ln_1_weight = e->grads + 67771392; /* [768] */
     float *G_h_4_ln_1_bias = e->grads + 67772160; /* [768] */
-    const float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_3_2 = ACT(69795840); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_3_proj_weight = e->grads + 65411328; /* [768, 3072] */
     float *G_h_3_proj_bias = e->grads + 67770624; /* [768] */
     const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
-    const float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_3_fc = ACT(63504384); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_3_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
-    float *d_layernorm_h_3_ln_2 = ACT(272891904); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_3_ln_2 = ACT(340525056); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_3_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_3_ln_2 = ACT(263258112); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_3_fc_weight = e->grads + 63048960; /* [3072, 768] */
     float *G_h_3_fc_bias = e->grads + 65408256; /* [3072] */
-    const float *residual_attn_out_h_3_attn = ACT(338952192); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_3_attn = ACT(261685248); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
-    const float *ln_mean_h_3_ln_2 = ACT(410378240); /* [B, 1024] */
-    const float *ln_rstd_h_3_ln_2 = ACT(410382336); /* [B, 1024] */
-    float *d_residual_attn_out_h_3_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_3_ln_2 = ACT(333111296); /* [B, 1024] */
+    const float *ln_rstd_h_3_ln_2 = ACT(333115392); /* [B, 1024] */
+    float *d_residual_attn_out_h_3_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_3_ln_2_weight = e->grads + 63047424; /* [768] */
     float *G_h_3_ln_2_bias = e->grads + 63048192; /* [768] */
     const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
-    float *d_attn_y_h_3_attn = ACT(272891904); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_3_attn = ACT(337379328); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_3_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_3_attn = ACT(260112384); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_3_attn_proj_weight = e->grads + 62456832; /* [768, 768] */
     float *G_h_3_attn_proj_bias = e->grads + 63046656; /* [768] */
-    const float *qkv_h_3_attn = ACT(268173312); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_3_attn = ACT(409878528); /* [B, 12, 1024] */
+    const float *qkv_h_3_attn = ACT(190906368); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_3_attn = ACT(332611584); /* [B, 12, 1024] */
     float *d_qkv_h_3_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
-    float *d_layernorm_h_3_ln_1 = ACT(268173312); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_3_ln_1 = ACT(335806464); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_3_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_3_ln_1 = ACT(258539520); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_3_attn_qkv_weight = e->grads + 60685056; /* [2304, 768] */
     float *G_h_3_attn_qkv_bias = e->grads + 62454528; /* [2304] */
-    const float *residual_linear_h_2_proj = ACT(334233600); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_2_proj = ACT(256966656); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
-    const float *ln_mean_h_3_ln_1 = ACT(410370048); /* [B, 1024] */
-    const float *ln_rstd_h_3_ln_1 = ACT(410374144); /* [B, 1024] */
-    float *d_residual_linear_h_2_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_3_ln_1 = ACT(333103104); /* [B, 1024] */
+    const float *ln_rstd_h_3_ln_1 = ACT(333107200); /* [B, 1024] */
+    float *d_residual_linear_h_2_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_3_ln_1_weight = e->grads + 60683520; /* [768] */
     float *G_h_3_ln_1_bias = e->grads + 60684288; /* [768] */
-    const float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_2_2 = ACT(57212928); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_2_proj_weight = e->grads + 58323456; /* [768, 3072] */
     float *G_h_2_proj_bias = e->grads + 60682752; /* [768] */
     const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
-    const float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_2_fc = ACT(50921472); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_2_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
-    float *d_layernorm_h_2_ln_2 = ACT(268173312); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_2_ln_2 = ACT(332660736); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_2_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_2_ln_2 = ACT(255393792); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_2_fc_weight = e->grads + 55961088; /* [3072, 768] */
     float *G_h_2_fc_bias = e->grads + 58320384; /* [3072] */
-    const float *residual_attn_out_h_2_attn = ACT(331087872); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_2_attn = ACT(253820928); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
-    const float *ln_mean_h_2_ln_2 = ACT(410361856); /* [B, 1024] */
-    const float *ln_rstd_h_2_ln_2 = ACT(410365952); /* [B, 1024] */
-    float *d_residual_attn_out_h_2_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_2_ln_2 = ACT(333094912); /* [B, 1024] */
+    const float *ln_rstd_h_2_ln_2 = ACT(333099008); /* [B, 1024] */
+    float *d_residual_attn_out_h_2_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_2_ln_2_weight = e->grads + 55959552; /* [768] */
     float *G_h_2_ln_2_bias = e->grads + 55960320; /* [768] */
     const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
-    float *d_attn_y_h_2_attn = ACT(268173312); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_2_attn = ACT(329515008); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_2_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_2_attn = ACT(252248064); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_2_attn_proj_weight = e->grads + 55368960; /* [768, 768] */
     float *G_h_2_attn_proj_bias = e->grads + 55958784; /* [768] */
-    const float *qkv_h_2_attn = ACT(263454720); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_2_attn = ACT(409829376); /* [B, 12, 1024] */
+    const float *qkv_h_2_attn = ACT(186187776); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_2_attn = ACT(332562432); /* [B, 12, 1024] */
     float *d_qkv_h_2_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
-    float *d_layernorm_h_2_ln_1 = ACT(263454720); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_2_ln_1 = ACT(327942144); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_2_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_2_ln_1 = ACT(250675200); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_2_attn_qkv_weight = e->grads + 53597184; /* [2304, 768] */
     float *G_h_2_attn_qkv_bias = e->grads + 55366656; /* [2304] */
-    const float *residual_linear_h_1_proj = ACT(326369280); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_1_proj = ACT(249102336); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
-    const float *ln_mean_h_2_ln_1 = ACT(410353664); /* [B, 1024] */
-    const float *ln_rstd_h_2_ln_1 = ACT(410357760); /* [B, 1024] */
-    float *d_residual_linear_h_1_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_2_ln_1 = ACT(333086720); /* [B, 1024] */
+    const float *ln_rstd_h_2_ln_1 = ACT(333090816); /* [B, 1024] */
+    float *d_residual_linear_h_1_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_2_ln_1_weight = e->grads + 53595648; /* [768] */
     float *G_h_2_ln_1_bias = e->grads + 53596416; /* [768] */
-    const float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_1_2 = ACT(44630016); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_1_proj_weight = e->grads + 51235584; /* [768, 3072] */
     float *G_h_1_proj_bias = e->grads + 53594880; /* [768] */
     const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
-    const float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_1_fc = ACT(38338560); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_1_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
-    float *d_layernorm_h_1_ln_2 = ACT(263454720); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_1_ln_2 = ACT(324796416); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_1_ln_2 = ACT(6291456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_1_ln_2 = ACT(247529472); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_1_fc_weight = e->grads + 48873216; /* [3072, 768] */
     float *G_h_1_fc_bias = e->grads + 51232512; /* [3072] */
-    const float *residual_attn_out_h_1_attn = ACT(323223552); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_1_attn = ACT(245956608); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
-    const float *ln_mean_h_1_ln_2 = ACT(410345472); /* [B, 1024] */
-    const float *ln_rstd_h_1_ln_2 = ACT(410349568); /* [B, 1024] */
-    float *d_residual_attn_out_h_1_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_1_ln_2 = ACT(333078528); /* [B, 1024] */
+    const float *ln_rstd_h_1_ln_2 = ACT(333082624); /* [B, 1024] */
+    float *d_residual_attn_out_h_1_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_1_ln_2_weight = e->grads + 48871680; /* [768] */
     float *G_h_1_ln_2_bias = e->grads + 48872448; /* [768] */
     const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
-    float *d_attn_y_h_1_attn = ACT(263454720); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_1_attn = ACT(321650688); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_1_attn = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_1_attn = ACT(244383744); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_1_attn_proj_weight = e->grads + 48281088; /* [768, 768] */
     float *G_h_1_attn_proj_bias = e->grads + 48870912; /* [768] */
-    const float *qkv_h_1_attn = ACT(258736128); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_1_attn = ACT(409780224); /* [B, 12, 1024] */
+    const float *qkv_h_1_attn = ACT(181469184); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_1_attn = ACT(332513280); /* [B, 12, 1024] */
     float *d_qkv_h_1_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
-    float *d_layernorm_h_1_ln_1 = ACT(258736128); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_1_ln_1 = ACT(320077824); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_1_ln_1 = ACT(4718592); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_1_ln_1 = ACT(242810880); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_1_attn_qkv_weight = e->grads + 46509312; /* [2304, 768] */
     float *G_h_1_attn_qkv_bias = e->grads + 48278784; /* [2304] */
-    const float *residual_linear_h_0_proj = ACT(318504960); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_h_0_proj = ACT(241238016); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
-    const float *ln_mean_h_1_ln_1 = ACT(410337280); /* [B, 1024] */
-    const float *ln_rstd_h_1_ln_1 = ACT(410341376); /* [B, 1024] */
-    float *d_residual_linear_h_0_proj = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_1_ln_1 = ACT(333070336); /* [B, 1024] */
+    const float *ln_rstd_h_1_ln_1 = ACT(333074432); /* [B, 1024] */
+    float *d_residual_linear_h_0_proj = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_1_ln_1_weight = e->grads + 46507776; /* [768] */
     float *G_h_1_ln_1_bias = e->grads + 46508544; /* [768] */
-    const float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *gelu_h_0_2 = ACT(32047104); /* [B, 1024, 3072], bf16 on a GPU */
     float *G_h_0_proj_weight = e->grads + 44147712; /* [768, 3072] */
     float *G_h_0_proj_bias = e->grads + 46507008; /* [768] */
     const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
-    const float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072], bf16 on a GPU */
+    const float *linear_h_0_fc = ACT(25755648); /* [B, 1024, 3072], bf16 on a GPU */
     float *d_linear_h_0_fc = ACT(0); /* [B, 1024, 3072], bf16 on a GPU */
     const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
-    float *d_layernorm_h_0_ln_2 = ACT(258736128); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_0_ln_2 = ACT(316932096); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_0_ln_2 = ACT(181469184); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_0_ln_2 = ACT(239665152); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_0_fc_weight = e->grads + 41785344; /* [3072, 768] */
     float *G_h_0_fc_bias = e->grads + 44144640; /* [3072] */
-    const float *residual_attn_out_h_0_attn = ACT(315359232); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_h_0_attn = ACT(238092288); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
-    const float *ln_mean_h_0_ln_2 = ACT(410329088); /* [B, 1024] */
-    const float *ln_rstd_h_0_ln_2 = ACT(410333184); /* [B, 1024] */
-    float *d_residual_attn_out_h_0_attn = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_0_ln_2 = ACT(333062144); /* [B, 1024] */
+    const float *ln_rstd_h_0_ln_2 = ACT(333066240); /* [B, 1024] */
+    float *d_residual_attn_out_h_0_attn = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_0_ln_2_weight = e->grads + 41783808; /* [768] */
     float *G_h_0_ln_2_bias = e->grads + 41784576; /* [768] */
     const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
-    float *d_attn_y_h_0_attn = ACT(258736128); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_h_0_attn = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_h_0_attn = ACT(181469184); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_h_0_attn = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_0_attn_proj_weight = e->grads + 41193216; /* [768, 768] */
     float *G_h_0_attn_proj_bias = e->grads + 41783040; /* [768] */
-    const float *qkv_h_0_attn = ACT(254017536); /* [B, 1024, 2304], bf16 on a GPU */
-    const float *lse_h_0_attn = ACT(409731072); /* [B, 12, 1024] */
+    const float *qkv_h_0_attn = ACT(176750592); /* [B, 1024, 2304], bf16 on a GPU */
+    const float *lse_h_0_attn = ACT(332464128); /* [B, 12, 1024] */
     float *d_qkv_h_0_attn = ACT(0); /* [B, 1024, 2304], bf16 on a GPU */
     const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
-    float *d_layernorm_h_0_ln_1 = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
-    const float *layernorm_h_0_ln_1 = ACT(312213504); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_layernorm_h_0_ln_1 = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
+    const float *layernorm_h_0_ln_1 = ACT(234946560); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_0_attn_qkv_weight = e->grads + 39421440; /* [2304, 768] */
     float *G_h_0_attn_qkv_bias = e->grads + 41190912; /* [2304] */
-    const float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768], bf16 on a GPU */
+    const float *pos_embedding_wpe = ACT(233373696); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
-    const float *ln_mean_h_0_ln_1 = ACT(410320896); /* [B, 1024] */
-    const float *ln_rstd_h_0_ln_1 = ACT(410324992); /* [B, 1024] */
-    float *d_pos_embedding_wpe = ACT(406585344); /* [B, 1024, 768], bf16 on a GPU */
+    const float *ln_mean_h_0_ln_1 = ACT(333053952); /* [B, 1024] */
+    const float *ln_rstd_h_0_ln_1 = ACT(333058048); /* [B, 1024] */
+    float *d_pos_embedding_wpe = ACT(329318400); /* [B, 1024, 768], bf16 on a GPU */
     float *G_h_0_ln_1_weight = e->grads + 39419904; /* [768] */
     float *G_h_0_ln_1_bias = e->grads + 39420672; /* [768] */
     float *G_wpe_weight = e->grads + 38633472; /* [1024, 768] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
+    float *G_wte_weight = e->grads + 0; /* [50257, 768], then 47 zero rows */
 
-    RT_AT(185, "$.model.layers[4]: linear backward: dx = dy W (over the padded vocabulary: dy's "
-          "padding is 0); W is wte.weight (tied)");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_wte_weight, 768,
-            0.0f, d_layernorm_ln_f, 768);
-    RT_AT(186, "$.model.layers[4]: wte.weight's gradient is written from here on");
-    rt_grad_begin(e, 0, 38633472);
-    RT_AT(187, "$.model.layers[4]: linear backward: dW += dy^T x (the zero rows' gradient: 0, "
-          "from dy's zero padding); W is wte.weight (tied: the embedding's backward adds to the "
-          "same gradient)");
-    rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, layernorm_ln_f, 768,
-            1.0f, G_wte_weight, 768);
-    RT_AT(188, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
+    RT_AT(185, "$.model.layers[3]: the gradients of ln_f.weight and ln_f.bias are written from "
           "here on");
     rt_grad_begin(e, 124474368, 1536);
-    RT_AT(189, "$.model.layers[3]: layernorm backward");
+    RT_AT(186, "$.model.layers[3]: layernorm backward");
     rt_layernorm_bwd(e, residual_linear_h_11_proj, P_ln_f_weight, ln_mean_ln_f, ln_rstd_ln_f,
                      d_layernorm_ln_f, NULL, d_residual_linear_h_11_proj, G_ln_f_weight,
                      G_ln_f_bias, e->B * 1024, 768);
-    RT_AT(190, "$.model.layers[3]: ln_f.weight's gradient is final");
+    RT_AT(187, "$.model.layers[3]: ln_f.weight's gradient is final");
     rt_grad_ready(e, 124474368, 768);
-    RT_AT(191, "$.model.layers[3]: ln_f.bias's gradient is final");
+    RT_AT(188, "$.model.layers[3]: ln_f.bias's gradient is final");
     rt_grad_ready(e, 124475136, 768);
-    RT_AT(193, "$.model.layers[2].body[1].body[3] #11: the gradients of h.11.proj.weight and "
+    RT_AT(190, "$.model.layers[2].body[1].body[3] #11: the gradients of h.11.proj.weight and "
           "h.11.proj.bias are written from here on");
     rt_grad_begin(e, 122114304, 2360064);
-    RT_AT(194, "$.model.layers[2].body[1].body[3] #11: linear backward: dW += dy^T x, and db += "
+    RT_AT(191, "$.model.layers[2].body[1].body[3] #11: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_11_proj, 768,
                   gelu_h_11_2, 3072, 1.0f, G_h_11_proj_weight, 3072, G_h_11_proj_bias, 1);
-    RT_AT(195, "$.model.layers[2].body[1].body[3] #11: h.11.proj.weight's gradient is final");
+    RT_AT(192, "$.model.layers[2].body[1].body[3] #11: h.11.proj.weight's gradient is final");
     rt_grad_ready(e, 122114304, 2359296);
-    RT_AT(196, "$.model.layers[2].body[1].body[3] #11: h.11.proj.bias's gradient is final");
+    RT_AT(193, "$.model.layers[2].body[1].body[3] #11: h.11.proj.bias's gradient is final");
     rt_grad_ready(e, 124473600, 768);
-    RT_AT(198, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1].body[2] #11: "
+    RT_AT(195, "$.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1].body[2] #11: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_11_proj, 768,
                   P_h_11_proj_weight, 3072, d_linear_h_11_fc, 3072, linear_h_11_fc);
-    RT_AT(199, "$.model.layers[2].body[1].body[1] #11: linear backward: dx = dy W");
+    RT_AT(196, "$.model.layers[2].body[1].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_11_fc, 3072, P_h_11_fc_weight, 768,
             0.0f, d_layernorm_h_11_ln_2, 768);
-    RT_AT(200, "$.model.layers[2].body[1].body[1] #11: the gradients of h.11.fc.weight and "
+    RT_AT(197, "$.model.layers[2].body[1].body[1] #11: the gradients of h.11.fc.weight and "
           "h.11.fc.bias are written from here on");
     rt_grad_begin(e, 119751936, 2362368);
-    RT_AT(201, "$.model.layers[2].body[1].body[1] #11: linear backward: dW += dy^T x, and db += "
+    RT_AT(198, "$.model.layers[2].body[1].body[1] #11: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_11_fc, 3072,
                   layernorm_h_11_ln_2, 768, 1.0f, G_h_11_fc_weight, 768, G_h_11_fc_bias, 1);
-    RT_AT(202, "$.model.layers[2].body[1].body[1] #11: h.11.fc.weight's gradient is final");
+    RT_AT(199, "$.model.layers[2].body[1].body[1] #11: h.11.fc.weight's gradient is final");
     rt_grad_ready(e, 119751936, 2359296);
-    RT_AT(203, "$.model.layers[2].body[1].body[1] #11: h.11.fc.bias's gradient is final");
+    RT_AT(200, "$.model.layers[2].body[1].body[1] #11: h.11.fc.bias's gradient is final");
     rt_grad_ready(e, 122111232, 3072);
-    RT_AT(205, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: the "
+    RT_AT(202, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: the "
           "gradients of h.11.ln_2.weight and h.11.ln_2.bias are written from here on");
     rt_grad_begin(e, 119750400, 1536);
-    RT_AT(206, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: layernorm "
+    RT_AT(203, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, ln_mean_h_11_ln_2,
                      ln_rstd_h_11_ln_2, d_layernorm_h_11_ln_2, d_residual_linear_h_11_proj,
                      d_residual_attn_out_h_11_attn, G_h_11_ln_2_weight, G_h_11_ln_2_bias,
                      e->B * 1024, 768);
-    RT_AT(207, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
+    RT_AT(204, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
           "h.11.ln_2.weight's gradient is final");
     rt_grad_ready(e, 119750400, 768);
-    RT_AT(208, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
+    RT_AT(205, "$.model.layers[2].body[1].body[0] #11 + $.model.layers[2].body[0] #11: "
           "h.11.ln_2.bias's gradient is final");
     rt_grad_ready(e, 119751168, 768);
-    RT_AT(210, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(207, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_11_attn, 768,
             P_h_11_attn_proj_weight, 768, 0.0f, d_attn_y_h_11_attn, 768);
-    RT_AT(211, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight "
+    RT_AT(208, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.proj.weight "
           "and h.11.attn.proj.bias are written from here on");
     rt_grad_begin(e, 119159808, 590592);
-    RT_AT(212, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
+    RT_AT(209, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_11_attn, 768,
                   attn_y_h_11_attn, 768, 1.0f, G_h_11_attn_proj_weight, 768, G_h_11_attn_proj_bias,
                   1);
-    RT_AT(213, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.weight's gradient is final");
+    RT_AT(210, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 119159808, 589824);
-    RT_AT(214, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.bias's gradient is final");
+    RT_AT(211, "$.model.layers[2].body[0].body[1] #11: h.11.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 119749632, 768);
-    RT_AT(216, "$.model.layers[2].body[0].body[1] #11: attention backward: d(qkv), probabilities "
+    RT_AT(213, "$.model.layers[2].body[0].body[1] #11: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_11_attn, lse_h_11_attn, attn_y_h_11_attn, d_attn_y_h_11_attn,
                      d_qkv_h_11_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(217, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(214, "$.model.layers[2].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_11_attn, 2304, P_h_11_attn_qkv_weight,
             768, 0.0f, d_layernorm_h_11_ln_1, 768);
-    RT_AT(218, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.qkv.weight and "
+    RT_AT(215, "$.model.layers[2].body[0].body[1] #11: the gradients of h.11.attn.qkv.weight and "
           "h.11.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 117388032, 1771776);
-    RT_AT(219, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
+    RT_AT(216, "$.model.layers[2].body[0].body[1] #11: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_11_attn, 2304, layernorm_h_11_ln_1,
                   768, 1.0f, G_h_11_attn_qkv_weight, 768, G_h_11_attn_qkv_bias, 1);
-    RT_AT(220, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.weight's gradient is final");
+    RT_AT(217, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 117388032, 1769472);
-    RT_AT(221, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.bias's gradient is final");
+    RT_AT(218, "$.model.layers[2].body[0].body[1] #11: h.11.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 119157504, 2304);
-    RT_AT(223, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: the "
+    RT_AT(220, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: the "
           "gradients of h.11.ln_1.weight and h.11.ln_1.bias are written from here on");
     rt_grad_begin(e, 117386496, 1536);
-    RT_AT(224, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm "
+    RT_AT(221, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, ln_mean_h_11_ln_1,
                      ln_rstd_h_11_ln_1, d_layernorm_h_11_ln_1, d_residual_attn_out_h_11_attn,
                      d_residual_linear_h_10_proj, G_h_11_ln_1_weight, G_h_11_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(225, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
+    RT_AT(222, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
           "h.11.ln_1.weight's gradient is final");
     rt_grad_ready(e, 117386496, 768);
-    RT_AT(226, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
+    RT_AT(223, "$.model.layers[2].body[0].body[0] #11 + $.model.layers[2].body[1] #10: "
           "h.11.ln_1.bias's gradient is final");
     rt_grad_ready(e, 117387264, 768);
-    RT_AT(229, "$.model.layers[2].body[1].body[3] #10: the gradients of h.10.proj.weight and "
+    RT_AT(226, "$.model.layers[2].body[1].body[3] #10: the gradients of h.10.proj.weight and "
           "h.10.proj.bias are written from here on");
     rt_grad_begin(e, 115026432, 2360064);
-    RT_AT(230, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += "
+    RT_AT(227, "$.model.layers[2].body[1].body[3] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_10_proj, 768,
                   gelu_h_10_2, 3072, 1.0f, G_h_10_proj_weight, 3072, G_h_10_proj_bias, 1);
-    RT_AT(231, "$.model.layers[2].body[1].body[3] #10: h.10.proj.weight's gradient is final");
+    RT_AT(228, "$.model.layers[2].body[1].body[3] #10: h.10.proj.weight's gradient is final");
     rt_grad_ready(e, 115026432, 2359296);
-    RT_AT(232, "$.model.layers[2].body[1].body[3] #10: h.10.proj.bias's gradient is final");
+    RT_AT(229, "$.model.layers[2].body[1].body[3] #10: h.10.proj.bias's gradient is final");
     rt_grad_ready(e, 117385728, 768);
-    RT_AT(234, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: "
+    RT_AT(231, "$.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1].body[2] #10: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_10_proj, 768,
                   P_h_10_proj_weight, 3072, d_linear_h_10_fc, 3072, linear_h_10_fc);
-    RT_AT(235, "$.model.layers[2].body[1].body[1] #10: linear backward: dx = dy W");
+    RT_AT(232, "$.model.layers[2].body[1].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_10_fc, 3072, P_h_10_fc_weight, 768,
             0.0f, d_layernorm_h_10_ln_2, 768);
-    RT_AT(236, "$.model.layers[2].body[1].body[1] #10: the gradients of h.10.fc.weight and "
+    RT_AT(233, "$.model.layers[2].body[1].body[1] #10: the gradients of h.10.fc.weight and "
           "h.10.fc.bias are written from here on");
     rt_grad_begin(e, 112664064, 2362368);
-    RT_AT(237, "$.model.layers[2].body[1].body[1] #10: linear backward: dW += dy^T x, and db += "
+    RT_AT(234, "$.model.layers[2].body[1].body[1] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_10_fc, 3072,
                   layernorm_h_10_ln_2, 768, 1.0f, G_h_10_fc_weight, 768, G_h_10_fc_bias, 1);
-    RT_AT(238, "$.model.layers[2].body[1].body[1] #10: h.10.fc.weight's gradient is final");
+    RT_AT(235, "$.model.layers[2].body[1].body[1] #10: h.10.fc.weight's gradient is final");
     rt_grad_ready(e, 112664064, 2359296);
-    RT_AT(239, "$.model.layers[2].body[1].body[1] #10: h.10.fc.bias's gradient is final");
+    RT_AT(236, "$.model.layers[2].body[1].body[1] #10: h.10.fc.bias's gradient is final");
     rt_grad_ready(e, 115023360, 3072);
-    RT_AT(241, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: the "
+    RT_AT(238, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: the "
           "gradients of h.10.ln_2.weight and h.10.ln_2.bias are written from here on");
     rt_grad_begin(e, 112662528, 1536);
-    RT_AT(242, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm "
+    RT_AT(239, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, ln_mean_h_10_ln_2,
                      ln_rstd_h_10_ln_2, d_layernorm_h_10_ln_2, d_residual_linear_h_10_proj,
                      d_residual_attn_out_h_10_attn, G_h_10_ln_2_weight, G_h_10_ln_2_bias,
                      e->B * 1024, 768);
-    RT_AT(243, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
+    RT_AT(240, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
           "h.10.ln_2.weight's gradient is final");
     rt_grad_ready(e, 112662528, 768);
-    RT_AT(244, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
+    RT_AT(241, "$.model.layers[2].body[1].body[0] #10 + $.model.layers[2].body[0] #10: "
           "h.10.ln_2.bias's gradient is final");
     rt_grad_ready(e, 112663296, 768);
-    RT_AT(246, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(243, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_10_attn, 768,
             P_h_10_attn_proj_weight, 768, 0.0f, d_attn_y_h_10_attn, 768);
-    RT_AT(247, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight "
+    RT_AT(244, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.proj.weight "
           "and h.10.attn.proj.bias are written from here on");
     rt_grad_begin(e, 112071936, 590592);
-    RT_AT(248, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
+    RT_AT(245, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_10_attn, 768,
                   attn_y_h_10_attn, 768, 1.0f, G_h_10_attn_proj_weight, 768, G_h_10_attn_proj_bias,
                   1);
-    RT_AT(249, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.weight's gradient is final");
+    RT_AT(246, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 112071936, 589824);
-    RT_AT(250, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.bias's gradient is final");
+    RT_AT(247, "$.model.layers[2].body[0].body[1] #10: h.10.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 112661760, 768);
-    RT_AT(252, "$.model.layers[2].body[0].body[1] #10: attention backward: d(qkv), probabilities "
+    RT_AT(249, "$.model.layers[2].body[0].body[1] #10: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_10_attn, lse_h_10_attn, attn_y_h_10_attn, d_attn_y_h_10_attn,
                      d_qkv_h_10_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(253, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(250, "$.model.layers[2].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_10_attn, 2304, P_h_10_attn_qkv_weight,
             768, 0.0f, d_layernorm_h_10_ln_1, 768);
-    RT_AT(254, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.qkv.weight and "
+    RT_AT(251, "$.model.layers[2].body[0].body[1] #10: the gradients of h.10.attn.qkv.weight and "
           "h.10.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 110300160, 1771776);
-    RT_AT(255, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
+    RT_AT(252, "$.model.layers[2].body[0].body[1] #10: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_10_attn, 2304, layernorm_h_10_ln_1,
                   768, 1.0f, G_h_10_attn_qkv_weight, 768, G_h_10_attn_qkv_bias, 1);
-    RT_AT(256, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.weight's gradient is final");
+    RT_AT(253, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 110300160, 1769472);
-    RT_AT(257, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.bias's gradient is final");
+    RT_AT(254, "$.model.layers[2].body[0].body[1] #10: h.10.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 112069632, 2304);
-    RT_AT(259, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: the "
+    RT_AT(256, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: the "
           "gradients of h.10.ln_1.weight and h.10.ln_1.bias are written from here on");
     rt_grad_begin(e, 110298624, 1536);
-    RT_AT(260, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm "
+    RT_AT(257, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, ln_mean_h_10_ln_1,
                      ln_rstd_h_10_ln_1, d_layernorm_h_10_ln_1, d_residual_attn_out_h_10_attn,
                      d_residual_linear_h_9_proj, G_h_10_ln_1_weight, G_h_10_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(261, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
+    RT_AT(258, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
           "h.10.ln_1.weight's gradient is final");
     rt_grad_ready(e, 110298624, 768);
-    RT_AT(262, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
+    RT_AT(259, "$.model.layers[2].body[0].body[0] #10 + $.model.layers[2].body[1] #9: "
           "h.10.ln_1.bias's gradient is final");
     rt_grad_ready(e, 110299392, 768);
-    RT_AT(265, "$.model.layers[2].body[1].body[3] #9: the gradients of h.9.proj.weight and "
+    RT_AT(262, "$.model.layers[2].body[1].body[3] #9: the gradients of h.9.proj.weight and "
           "h.9.proj.bias are written from here on");
     rt_grad_begin(e, 107938560, 2360064);
-    RT_AT(266, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += "
+    RT_AT(263, "$.model.layers[2].body[1].body[3] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_9_proj, 768,
                   gelu_h_9_2, 3072, 1.0f, G_h_9_proj_weight, 3072, G_h_9_proj_bias, 1);
-    RT_AT(267, "$.model.layers[2].body[1].body[3] #9: h.9.proj.weight's gradient is final");
+    RT_AT(264, "$.model.layers[2].body[1].body[3] #9: h.9.proj.weight's gradient is final");
     rt_grad_ready(e, 107938560, 2359296);
-    RT_AT(268, "$.model.layers[2].body[1].body[3] #9: h.9.proj.bias's gradient is final");
+    RT_AT(265, "$.model.layers[2].body[1].body[3] #9: h.9.proj.bias's gradient is final");
     rt_grad_ready(e, 110297856, 768);
-    RT_AT(270, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: "
+    RT_AT(267, "$.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1].body[2] #9: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_9_proj, 768,
                   P_h_9_proj_weight, 3072, d_linear_h_9_fc, 3072, linear_h_9_fc);
-    RT_AT(271, "$.model.layers[2].body[1].body[1] #9: linear backward: dx = dy W");
+    RT_AT(268, "$.model.layers[2].body[1].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_9_fc, 3072, P_h_9_fc_weight, 768,
             0.0f, d_layernorm_h_9_ln_2, 768);
-    RT_AT(272, "$.model.layers[2].body[1].body[1] #9: the gradients of h.9.fc.weight and "
+    RT_AT(269, "$.model.layers[2].body[1].body[1] #9: the gradients of h.9.fc.weight and "
           "h.9.fc.bias are written from here on");
     rt_grad_begin(e, 105576192, 2362368);
-    RT_AT(273, "$.model.layers[2].body[1].body[1] #9: linear backward: dW += dy^T x, and db += "
+    RT_AT(270, "$.model.layers[2].body[1].body[1] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_9_fc, 3072, layernorm_h_9_ln_2,
                   768, 1.0f, G_h_9_fc_weight, 768, G_h_9_fc_bias, 1);
-    RT_AT(274, "$.model.layers[2].body[1].body[1] #9: h.9.fc.weight's gradient is final");
+    RT_AT(271, "$.model.layers[2].body[1].body[1] #9: h.9.fc.weight's gradient is final");
     rt_grad_ready(e, 105576192, 2359296);
-    RT_AT(275, "$.model.layers[2].body[1].body[1] #9: h.9.fc.bias's gradient is final");
+    RT_AT(272, "$.model.layers[2].body[1].body[1] #9: h.9.fc.bias's gradient is final");
     rt_grad_ready(e, 107935488, 3072);
-    RT_AT(277, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: the "
+    RT_AT(274, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: the "
           "gradients of h.9.ln_2.weight and h.9.ln_2.bias are written from here on");
     rt_grad_begin(e, 105574656, 1536);
-    RT_AT(278, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm "
+    RT_AT(275, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, ln_mean_h_9_ln_2,
                      ln_rstd_h_9_ln_2, d_layernorm_h_9_ln_2, d_residual_linear_h_9_proj,
                      d_residual_attn_out_h_9_attn, G_h_9_ln_2_weight, G_h_9_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(279, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
+    RT_AT(276, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
           "h.9.ln_2.weight's gradient is final");
     rt_grad_ready(e, 105574656, 768);
-    RT_AT(280, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
+    RT_AT(277, "$.model.layers[2].body[1].body[0] #9 + $.model.layers[2].body[0] #9: "
           "h.9.ln_2.bias's gradient is final");
     rt_grad_ready(e, 105575424, 768);
-    RT_AT(282, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(279, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_9_attn, 768,
             P_h_9_attn_proj_weight, 768, 0.0f, d_attn_y_h_9_attn, 768);
-    RT_AT(283, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and "
+    RT_AT(280, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.proj.weight and "
           "h.9.attn.proj.bias are written from here on");
     rt_grad_begin(e, 104984064, 590592);
-    RT_AT(284, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
+    RT_AT(281, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_9_attn, 768,
                   attn_y_h_9_attn, 768, 1.0f, G_h_9_attn_proj_weight, 768, G_h_9_attn_proj_bias, 1);
-    RT_AT(285, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.weight's gradient is final");
+    RT_AT(282, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 104984064, 589824);
-    RT_AT(286, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.bias's gradient is final");
+    RT_AT(283, "$.model.layers[2].body[0].body[1] #9: h.9.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 105573888, 768);
-    RT_AT(288, "$.model.layers[2].body[0].body[1] #9: attention backward: d(qkv), probabilities "
+    RT_AT(285, "$.model.layers[2].body[0].body[1] #9: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_9_attn, lse_h_9_attn, attn_y_h_9_attn, d_attn_y_h_9_attn,
                      d_qkv_h_9_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(289, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(286, "$.model.layers[2].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_9_attn, 2304, P_h_9_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_9_ln_1, 768);
-    RT_AT(290, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.qkv.weight and "
+    RT_AT(287, "$.model.layers[2].body[0].body[1] #9: the gradients of h.9.attn.qkv.weight and "
           "h.9.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 103212288, 1771776);
-    RT_AT(291, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
+    RT_AT(288, "$.model.layers[2].body[0].body[1] #9: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_9_attn, 2304, layernorm_h_9_ln_1,
                   768, 1.0f, G_h_9_attn_qkv_weight, 768, G_h_9_attn_qkv_bias, 1);
-    RT_AT(292, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.weight's gradient is final");
+    RT_AT(289, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 103212288, 1769472);
-    RT_AT(293, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.bias's gradient is final");
+    RT_AT(290, "$.model.layers[2].body[0].body[1] #9: h.9.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 104981760, 2304);
-    RT_AT(295, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: the "
+    RT_AT(292, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: the "
           "gradients of h.9.ln_1.weight and h.9.ln_1.bias are written from here on");
     rt_grad_begin(e, 103210752, 1536);
-    RT_AT(296, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm "
+    RT_AT(293, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, ln_mean_h_9_ln_1,
                      ln_rstd_h_9_ln_1, d_layernorm_h_9_ln_1, d_residual_attn_out_h_9_attn,
                      d_residual_linear_h_8_proj, G_h_9_ln_1_weight, G_h_9_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(297, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
+    RT_AT(294, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
           "h.9.ln_1.weight's gradient is final");
     rt_grad_ready(e, 103210752, 768);
-    RT_AT(298, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
+    RT_AT(295, "$.model.layers[2].body[0].body[0] #9 + $.model.layers[2].body[1] #8: "
           "h.9.ln_1.bias's gradient is final");
     rt_grad_ready(e, 103211520, 768);
-    RT_AT(301, "$.model.layers[2].body[1].body[3] #8: the gradients of h.8.proj.weight and "
+    RT_AT(298, "$.model.layers[2].body[1].body[3] #8: the gradients of h.8.proj.weight and "
           "h.8.proj.bias are written from here on");
     rt_grad_begin(e, 100850688, 2360064);
-    RT_AT(302, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += "
+    RT_AT(299, "$.model.layers[2].body[1].body[3] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_8_proj, 768,
                   gelu_h_8_2, 3072, 1.0f, G_h_8_proj_weight, 3072, G_h_8_proj_bias, 1);
-    RT_AT(303, "$.model.layers[2].body[1].body[3] #8: h.8.proj.weight's gradient is final");
+    RT_AT(300, "$.model.layers[2].body[1].body[3] #8: h.8.proj.weight's gradient is final");
     rt_grad_ready(e, 100850688, 2359296);
-    RT_AT(304, "$.model.layers[2].body[1].body[3] #8: h.8.proj.bias's gradient is final");
+    RT_AT(301, "$.model.layers[2].body[1].body[3] #8: h.8.proj.bias's gradient is final");
     rt_grad_ready(e, 103209984, 768);
-    RT_AT(306, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: "
+    RT_AT(303, "$.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1].body[2] #8: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_8_proj, 768,
                   P_h_8_proj_weight, 3072, d_linear_h_8_fc, 3072, linear_h_8_fc);
-    RT_AT(307, "$.model.layers[2].body[1].body[1] #8: linear backward: dx = dy W");
+    RT_AT(304, "$.model.layers[2].body[1].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_8_fc, 3072, P_h_8_fc_weight, 768,
             0.0f, d_layernorm_h_8_ln_2, 768);
-    RT_AT(308, "$.model.layers[2].body[1].body[1] #8: the gradients of h.8.fc.weight and "
+    RT_AT(305, "$.model.layers[2].body[1].body[1] #8: the gradients of h.8.fc.weight and "
           "h.8.fc.bias are written from here on");
     rt_grad_begin(e, 98488320, 2362368);
-    RT_AT(309, "$.model.layers[2].body[1].body[1] #8: linear backward: dW += dy^T x, and db += "
+    RT_AT(306, "$.model.layers[2].body[1].body[1] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_8_fc, 3072, layernorm_h_8_ln_2,
                   768, 1.0f, G_h_8_fc_weight, 768, G_h_8_fc_bias, 1);
-    RT_AT(310, "$.model.layers[2].body[1].body[1] #8: h.8.fc.weight's gradient is final");
+    RT_AT(307, "$.model.layers[2].body[1].body[1] #8: h.8.fc.weight's gradient is final");
     rt_grad_ready(e, 98488320, 2359296);
-    RT_AT(311, "$.model.layers[2].body[1].body[1] #8: h.8.fc.bias's gradient is final");
+    RT_AT(308, "$.model.layers[2].body[1].body[1] #8: h.8.fc.bias's gradient is final");
     rt_grad_ready(e, 100847616, 3072);
-    RT_AT(313, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: the "
+    RT_AT(310, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: the "
           "gradients of h.8.ln_2.weight and h.8.ln_2.bias are written from here on");
     rt_grad_begin(e, 98486784, 1536);
-    RT_AT(314, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm "
+    RT_AT(311, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, ln_mean_h_8_ln_2,
                      ln_rstd_h_8_ln_2, d_layernorm_h_8_ln_2, d_residual_linear_h_8_proj,
                      d_residual_attn_out_h_8_attn, G_h_8_ln_2_weight, G_h_8_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(315, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
+    RT_AT(312, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
           "h.8.ln_2.weight's gradient is final");
     rt_grad_ready(e, 98486784, 768);
-    RT_AT(316, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
+    RT_AT(313, "$.model.layers[2].body[1].body[0] #8 + $.model.layers[2].body[0] #8: "
           "h.8.ln_2.bias's gradient is final");
     rt_grad_ready(e, 98487552, 768);
-    RT_AT(318, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(315, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_8_attn, 768,
             P_h_8_attn_proj_weight, 768, 0.0f, d_attn_y_h_8_attn, 768);
-    RT_AT(319, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and "
+    RT_AT(316, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.proj.weight and "
           "h.8.attn.proj.bias are written from here on");
     rt_grad_begin(e, 97896192, 590592);
-    RT_AT(320, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
+    RT_AT(317, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_8_attn, 768,
                   attn_y_h_8_attn, 768, 1.0f, G_h_8_attn_proj_weight, 768, G_h_8_attn_proj_bias, 1);
-    RT_AT(321, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.weight's gradient is final");
+    RT_AT(318, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 97896192, 589824);
-    RT_AT(322, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.bias's gradient is final");
+    RT_AT(319, "$.model.layers[2].body[0].body[1] #8: h.8.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 98486016, 768);
-    RT_AT(324, "$.model.layers[2].body[0].body[1] #8: attention backward: d(qkv), probabilities "
+    RT_AT(321, "$.model.layers[2].body[0].body[1] #8: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_8_attn, lse_h_8_attn, attn_y_h_8_attn, d_attn_y_h_8_attn,
                      d_qkv_h_8_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(325, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(322, "$.model.layers[2].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_8_attn, 2304, P_h_8_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_8_ln_1, 768);
-    RT_AT(326, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.qkv.weight and "
+    RT_AT(323, "$.model.layers[2].body[0].body[1] #8: the gradients of h.8.attn.qkv.weight and "
           "h.8.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 96124416, 1771776);
-    RT_AT(327, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
+    RT_AT(324, "$.model.layers[2].body[0].body[1] #8: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_8_attn, 2304, layernorm_h_8_ln_1,
                   768, 1.0f, G_h_8_attn_qkv_weight, 768, G_h_8_attn_qkv_bias, 1);
-    RT_AT(328, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.weight's gradient is final");
+    RT_AT(325, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 96124416, 1769472);
-    RT_AT(329, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.bias's gradient is final");
+    RT_AT(326, "$.model.layers[2].body[0].body[1] #8: h.8.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 97893888, 2304);
-    RT_AT(331, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: the "
+    RT_AT(328, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: the "
           "gradients of h.8.ln_1.weight and h.8.ln_1.bias are written from here on");
     rt_grad_begin(e, 96122880, 1536);
-    RT_AT(332, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm "
+    RT_AT(329, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, ln_mean_h_8_ln_1,
                      ln_rstd_h_8_ln_1, d_layernorm_h_8_ln_1, d_residual_attn_out_h_8_attn,
                      d_residual_linear_h_7_proj, G_h_8_ln_1_weight, G_h_8_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(333, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
+    RT_AT(330, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
           "h.8.ln_1.weight's gradient is final");
     rt_grad_ready(e, 96122880, 768);
-    RT_AT(334, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
+    RT_AT(331, "$.model.layers[2].body[0].body[0] #8 + $.model.layers[2].body[1] #7: "
           "h.8.ln_1.bias's gradient is final");
     rt_grad_ready(e, 96123648, 768);
-    RT_AT(337, "$.model.layers[2].body[1].body[3] #7: the gradients of h.7.proj.weight and "
+    RT_AT(334, "$.model.layers[2].body[1].body[3] #7: the gradients of h.7.proj.weight and "
           "h.7.proj.bias are written from here on");
     rt_grad_begin(e, 93762816, 2360064);
-    RT_AT(338, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += "
+    RT_AT(335, "$.model.layers[2].body[1].body[3] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_7_proj, 768,
                   gelu_h_7_2, 3072, 1.0f, G_h_7_proj_weight, 3072, G_h_7_proj_bias, 1);
-    RT_AT(339, "$.model.layers[2].body[1].body[3] #7: h.7.proj.weight's gradient is final");
+    RT_AT(336, "$.model.layers[2].body[1].body[3] #7: h.7.proj.weight's gradient is final");
     rt_grad_ready(e, 93762816, 2359296);
-    RT_AT(340, "$.model.layers[2].body[1].body[3] #7: h.7.proj.bias's gradient is final");
+    RT_AT(337, "$.model.layers[2].body[1].body[3] #7: h.7.proj.bias's gradient is final");
     rt_grad_ready(e, 96122112, 768);
-    RT_AT(342, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: "
+    RT_AT(339, "$.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1].body[2] #7: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_7_proj, 768,
                   P_h_7_proj_weight, 3072, d_linear_h_7_fc, 3072, linear_h_7_fc);
-    RT_AT(343, "$.model.layers[2].body[1].body[1] #7: linear backward: dx = dy W");
+    RT_AT(340, "$.model.layers[2].body[1].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_7_fc, 3072, P_h_7_fc_weight, 768,
             0.0f, d_layernorm_h_7_ln_2, 768);
-    RT_AT(344, "$.model.layers[2].body[1].body[1] #7: the gradients of h.7.fc.weight and "
+    RT_AT(341, "$.model.layers[2].body[1].body[1] #7: the gradients of h.7.fc.weight and "
           "h.7.fc.bias are written from here on");
     rt_grad_begin(e, 91400448, 2362368);
-    RT_AT(345, "$.model.layers[2].body[1].body[1] #7: linear backward: dW += dy^T x, and db += "
+    RT_AT(342, "$.model.layers[2].body[1].body[1] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_7_fc, 3072, layernorm_h_7_ln_2,
                   768, 1.0f, G_h_7_fc_weight, 768, G_h_7_fc_bias, 1);
-    RT_AT(346, "$.model.layers[2].body[1].body[1] #7: h.7.fc.weight's gradient is final");
+    RT_AT(343, "$.model.layers[2].body[1].body[1] #7: h.7.fc.weight's gradient is final");
     rt_grad_ready(e, 91400448, 2359296);
-    RT_AT(347, "$.model.layers[2].body[1].body[1] #7: h.7.fc.bias's gradient is final");
+    RT_AT(344, "$.model.layers[2].body[1].body[1] #7: h.7.fc.bias's gradient is final");
     rt_grad_ready(e, 93759744, 3072);
-    RT_AT(349, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: the "
+    RT_AT(346, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: the "
           "gradients of h.7.ln_2.weight and h.7.ln_2.bias are written from here on");
     rt_grad_begin(e, 91398912, 1536);
-    RT_AT(350, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm "
+    RT_AT(347, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, ln_mean_h_7_ln_2,
                      ln_rstd_h_7_ln_2, d_layernorm_h_7_ln_2, d_residual_linear_h_7_proj,
                      d_residual_attn_out_h_7_attn, G_h_7_ln_2_weight, G_h_7_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(351, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
+    RT_AT(348, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
           "h.7.ln_2.weight's gradient is final");
     rt_grad_ready(e, 91398912, 768);
-    RT_AT(352, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
+    RT_AT(349, "$.model.layers[2].body[1].body[0] #7 + $.model.layers[2].body[0] #7: "
           "h.7.ln_2.bias's gradient is final");
     rt_grad_ready(e, 91399680, 768);
-    RT_AT(354, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(351, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_7_attn, 768,
             P_h_7_attn_proj_weight, 768, 0.0f, d_attn_y_h_7_attn, 768);
-    RT_AT(355, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and "
+    RT_AT(352, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.proj.weight and "
           "h.7.attn.proj.bias are written from here on");
     rt_grad_begin(e, 90808320, 590592);
-    RT_AT(356, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
+    RT_AT(353, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_7_attn, 768,
                   attn_y_h_7_attn, 768, 1.0f, G_h_7_attn_proj_weight, 768, G_h_7_attn_proj_bias, 1);
-    RT_AT(357, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.weight's gradient is final");
+    RT_AT(354, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 90808320, 589824);
-    RT_AT(358, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.bias's gradient is final");
+    RT_AT(355, "$.model.layers[2].body[0].body[1] #7: h.7.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 91398144, 768);
-    RT_AT(360, "$.model.layers[2].body[0].body[1] #7: attention backward: d(qkv), probabilities "
+    RT_AT(357, "$.model.layers[2].body[0].body[1] #7: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_7_attn, lse_h_7_attn, attn_y_h_7_attn, d_attn_y_h_7_attn,
                      d_qkv_h_7_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(361, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(358, "$.model.layers[2].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_7_attn, 2304, P_h_7_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_7_ln_1, 768);
-    RT_AT(362, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.qkv.weight and "
+    RT_AT(359, "$.model.layers[2].body[0].body[1] #7: the gradients of h.7.attn.qkv.weight and "
           "h.7.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 89036544, 1771776);
-    RT_AT(363, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
+    RT_AT(360, "$.model.layers[2].body[0].body[1] #7: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_7_attn, 2304, layernorm_h_7_ln_1,
                   768, 1.0f, G_h_7_attn_qkv_weight, 768, G_h_7_attn_qkv_bias, 1);
-    RT_AT(364, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.weight's gradient is final");
+    RT_AT(361, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 89036544, 1769472);
-    RT_AT(365, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.bias's gradient is final");
+    RT_AT(362, "$.model.layers[2].body[0].body[1] #7: h.7.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 90806016, 2304);
-    RT_AT(367, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: the "
+    RT_AT(364, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: the "
           "gradients of h.7.ln_1.weight and h.7.ln_1.bias are written from here on");
     rt_grad_begin(e, 89035008, 1536);
-    RT_AT(368, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm "
+    RT_AT(365, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, ln_mean_h_7_ln_1,
                      ln_rstd_h_7_ln_1, d_layernorm_h_7_ln_1, d_residual_attn_out_h_7_attn,
                      d_residual_linear_h_6_proj, G_h_7_ln_1_weight, G_h_7_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(369, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
+    RT_AT(366, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
           "h.7.ln_1.weight's gradient is final");
     rt_grad_ready(e, 89035008, 768);
-    RT_AT(370, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
+    RT_AT(367, "$.model.layers[2].body[0].body[0] #7 + $.model.layers[2].body[1] #6: "
           "h.7.ln_1.bias's gradient is final");
     rt_grad_ready(e, 89035776, 768);
-    RT_AT(373, "$.model.layers[2].body[1].body[3] #6: the gradients of h.6.proj.weight and "
+    RT_AT(370, "$.model.layers[2].body[1].body[3] #6: the gradients of h.6.proj.weight and "
           "h.6.proj.bias are written from here on");
     rt_grad_begin(e, 86674944, 2360064);
-    RT_AT(374, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += "
+    RT_AT(371, "$.model.layers[2].body[1].body[3] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_6_proj, 768,
                   gelu_h_6_2, 3072, 1.0f, G_h_6_proj_weight, 3072, G_h_6_proj_bias, 1);
-    RT_AT(375, "$.model.layers[2].body[1].body[3] #6: h.6.proj.weight's gradient is final");
+    RT_AT(372, "$.model.layers[2].body[1].body[3] #6: h.6.proj.weight's gradient is final");
     rt_grad_ready(e, 86674944, 2359296);
-    RT_AT(376, "$.model.layers[2].body[1].body[3] #6: h.6.proj.bias's gradient is final");
+    RT_AT(373, "$.model.layers[2].body[1].body[3] #6: h.6.proj.bias's gradient is final");
     rt_grad_ready(e, 89034240, 768);
-    RT_AT(378, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: "
+    RT_AT(375, "$.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1].body[2] #6: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_6_proj, 768,
                   P_h_6_proj_weight, 3072, d_linear_h_6_fc, 3072, linear_h_6_fc);
-    RT_AT(379, "$.model.layers[2].body[1].body[1] #6: linear backward: dx = dy W");
+    RT_AT(376, "$.model.layers[2].body[1].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_6_fc, 3072, P_h_6_fc_weight, 768,
             0.0f, d_layernorm_h_6_ln_2, 768);
-    RT_AT(380, "$.model.layers[2].body[1].body[1] #6: the gradients of h.6.fc.weight and "
+    RT_AT(377, "$.model.layers[2].body[1].body[1] #6: the gradients of h.6.fc.weight and "
           "h.6.fc.bias are written from here on");
     rt_grad_begin(e, 84312576, 2362368);
-    RT_AT(381, "$.model.layers[2].body[1].body[1] #6: linear backward: dW += dy^T x, and db += "
+    RT_AT(378, "$.model.layers[2].body[1].body[1] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_6_fc, 3072, layernorm_h_6_ln_2,
                   768, 1.0f, G_h_6_fc_weight, 768, G_h_6_fc_bias, 1);
-    RT_AT(382, "$.model.layers[2].body[1].body[1] #6: h.6.fc.weight's gradient is final");
+    RT_AT(379, "$.model.layers[2].body[1].body[1] #6: h.6.fc.weight's gradient is final");
     rt_grad_ready(e, 84312576, 2359296);
-    RT_AT(383, "$.model.layers[2].body[1].body[1] #6: h.6.fc.bias's gradient is final");
+    RT_AT(380, "$.model.layers[2].body[1].body[1] #6: h.6.fc.bias's gradient is final");
     rt_grad_ready(e, 86671872, 3072);
-    RT_AT(385, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: the "
+    RT_AT(382, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: the "
           "gradients of h.6.ln_2.weight and h.6.ln_2.bias are written from here on");
     rt_grad_begin(e, 84311040, 1536);
-    RT_AT(386, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm "
+    RT_AT(383, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, ln_mean_h_6_ln_2,
                      ln_rstd_h_6_ln_2, d_layernorm_h_6_ln_2, d_residual_linear_h_6_proj,
                      d_residual_attn_out_h_6_attn, G_h_6_ln_2_weight, G_h_6_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(387, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
+    RT_AT(384, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
           "h.6.ln_2.weight's gradient is final");
     rt_grad_ready(e, 84311040, 768);
-    RT_AT(388, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
+    RT_AT(385, "$.model.layers[2].body[1].body[0] #6 + $.model.layers[2].body[0] #6: "
           "h.6.ln_2.bias's gradient is final");
     rt_grad_ready(e, 84311808, 768);
-    RT_AT(390, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(387, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_6_attn, 768,
             P_h_6_attn_proj_weight, 768, 0.0f, d_attn_y_h_6_attn, 768);
-    RT_AT(391, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and "
+    RT_AT(388, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.proj.weight and "
           "h.6.attn.proj.bias are written from here on");
     rt_grad_begin(e, 83720448, 590592);
-    RT_AT(392, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
+    RT_AT(389, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_6_attn, 768,
                   attn_y_h_6_attn, 768, 1.0f, G_h_6_attn_proj_weight, 768, G_h_6_attn_proj_bias, 1);
-    RT_AT(393, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.weight's gradient is final");
+    RT_AT(390, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 83720448, 589824);
-    RT_AT(394, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.bias's gradient is final");
+    RT_AT(391, "$.model.layers[2].body[0].body[1] #6: h.6.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 84310272, 768);
-    RT_AT(396, "$.model.layers[2].body[0].body[1] #6: attention backward: d(qkv), probabilities "
+    RT_AT(393, "$.model.layers[2].body[0].body[1] #6: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_6_attn, lse_h_6_attn, attn_y_h_6_attn, d_attn_y_h_6_attn,
                      d_qkv_h_6_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(397, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(394, "$.model.layers[2].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_6_attn, 2304, P_h_6_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_6_ln_1, 768);
-    RT_AT(398, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.qkv.weight and "
+    RT_AT(395, "$.model.layers[2].body[0].body[1] #6: the gradients of h.6.attn.qkv.weight and "
           "h.6.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 81948672, 1771776);
-    RT_AT(399, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
+    RT_AT(396, "$.model.layers[2].body[0].body[1] #6: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_6_attn, 2304, layernorm_h_6_ln_1,
                   768, 1.0f, G_h_6_attn_qkv_weight, 768, G_h_6_attn_qkv_bias, 1);
-    RT_AT(400, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.weight's gradient is final");
+    RT_AT(397, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 81948672, 1769472);
-    RT_AT(401, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.bias's gradient is final");
+    RT_AT(398, "$.model.layers[2].body[0].body[1] #6: h.6.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 83718144, 2304);
-    RT_AT(403, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: the "
+    RT_AT(400, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: the "
           "gradients of h.6.ln_1.weight and h.6.ln_1.bias are written from here on");
     rt_grad_begin(e, 81947136, 1536);
-    RT_AT(404, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm "
+    RT_AT(401, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, ln_mean_h_6_ln_1,
                      ln_rstd_h_6_ln_1, d_layernorm_h_6_ln_1, d_residual_attn_out_h_6_attn,
                      d_residual_linear_h_5_proj, G_h_6_ln_1_weight, G_h_6_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(405, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
+    RT_AT(402, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
           "h.6.ln_1.weight's gradient is final");
     rt_grad_ready(e, 81947136, 768);
-    RT_AT(406, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
+    RT_AT(403, "$.model.layers[2].body[0].body[0] #6 + $.model.layers[2].body[1] #5: "
           "h.6.ln_1.bias's gradient is final");
     rt_grad_ready(e, 81947904, 768);
-    RT_AT(409, "$.model.layers[2].body[1].body[3] #5: the gradients of h.5.proj.weight and "
+    RT_AT(406, "$.model.layers[2].body[1].body[3] #5: the gradients of h.5.proj.weight and "
           "h.5.proj.bias are written from here on");
     rt_grad_begin(e, 79587072, 2360064);
-    RT_AT(410, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += "
+    RT_AT(407, "$.model.layers[2].body[1].body[3] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_5_proj, 768,
                   gelu_h_5_2, 3072, 1.0f, G_h_5_proj_weight, 3072, G_h_5_proj_bias, 1);
-    RT_AT(411, "$.model.layers[2].body[1].body[3] #5: h.5.proj.weight's gradient is final");
+    RT_AT(408, "$.model.layers[2].body[1].body[3] #5: h.5.proj.weight's gradient is final");
     rt_grad_ready(e, 79587072, 2359296);
-    RT_AT(412, "$.model.layers[2].body[1].body[3] #5: h.5.proj.bias's gradient is final");
+    RT_AT(409, "$.model.layers[2].body[1].body[3] #5: h.5.proj.bias's gradient is final");
     rt_grad_ready(e, 81946368, 768);
-    RT_AT(414, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: "
+    RT_AT(411, "$.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1].body[2] #5: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_5_proj, 768,
                   P_h_5_proj_weight, 3072, d_linear_h_5_fc, 3072, linear_h_5_fc);
-    RT_AT(415, "$.model.layers[2].body[1].body[1] #5: linear backward: dx = dy W");
+    RT_AT(412, "$.model.layers[2].body[1].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_5_fc, 3072, P_h_5_fc_weight, 768,
             0.0f, d_layernorm_h_5_ln_2, 768);
-    RT_AT(416, "$.model.layers[2].body[1].body[1] #5: the gradients of h.5.fc.weight and "
+    RT_AT(413, "$.model.layers[2].body[1].body[1] #5: the gradients of h.5.fc.weight and "
           "h.5.fc.bias are written from here on");
     rt_grad_begin(e, 77224704, 2362368);
-    RT_AT(417, "$.model.layers[2].body[1].body[1] #5: linear backward: dW += dy^T x, and db += "
+    RT_AT(414, "$.model.layers[2].body[1].body[1] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_5_fc, 3072, layernorm_h_5_ln_2,
                   768, 1.0f, G_h_5_fc_weight, 768, G_h_5_fc_bias, 1);
-    RT_AT(418, "$.model.layers[2].body[1].body[1] #5: h.5.fc.weight's gradient is final");
+    RT_AT(415, "$.model.layers[2].body[1].body[1] #5: h.5.fc.weight's gradient is final");
     rt_grad_ready(e, 77224704, 2359296);
-    RT_AT(419, "$.model.layers[2].body[1].body[1] #5: h.5.fc.bias's gradient is final");
+    RT_AT(416, "$.model.layers[2].body[1].body[1] #5: h.5.fc.bias's gradient is final");
     rt_grad_ready(e, 79584000, 3072);
-    RT_AT(421, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: the "
+    RT_AT(418, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: the "
           "gradients of h.5.ln_2.weight and h.5.ln_2.bias are written from here on");
     rt_grad_begin(e, 77223168, 1536);
-    RT_AT(422, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm "
+    RT_AT(419, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, ln_mean_h_5_ln_2,
                      ln_rstd_h_5_ln_2, d_layernorm_h_5_ln_2, d_residual_linear_h_5_proj,
                      d_residual_attn_out_h_5_attn, G_h_5_ln_2_weight, G_h_5_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(423, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
+    RT_AT(420, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
           "h.5.ln_2.weight's gradient is final");
     rt_grad_ready(e, 77223168, 768);
-    RT_AT(424, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
+    RT_AT(421, "$.model.layers[2].body[1].body[0] #5 + $.model.layers[2].body[0] #5: "
           "h.5.ln_2.bias's gradient is final");
     rt_grad_ready(e, 77223936, 768);
-    RT_AT(426, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(423, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_5_attn, 768,
             P_h_5_attn_proj_weight, 768, 0.0f, d_attn_y_h_5_attn, 768);
-    RT_AT(427, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and "
+    RT_AT(424, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.proj.weight and "
           "h.5.attn.proj.bias are written from here on");
     rt_grad_begin(e, 76632576, 590592);
-    RT_AT(428, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
+    RT_AT(425, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_5_attn, 768,
                   attn_y_h_5_attn, 768, 1.0f, G_h_5_attn_proj_weight, 768, G_h_5_attn_proj_bias, 1);
-    RT_AT(429, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.weight's gradient is final");
+    RT_AT(426, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 76632576, 589824);
-    RT_AT(430, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.bias's gradient is final");
+    RT_AT(427, "$.model.layers[2].body[0].body[1] #5: h.5.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 77222400, 768);
-    RT_AT(432, "$.model.layers[2].body[0].body[1] #5: attention backward: d(qkv), probabilities "
+    RT_AT(429, "$.model.layers[2].body[0].body[1] #5: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_5_attn, lse_h_5_attn, attn_y_h_5_attn, d_attn_y_h_5_attn,
                      d_qkv_h_5_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(433, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(430, "$.model.layers[2].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_5_attn, 2304, P_h_5_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_5_ln_1, 768);
-    RT_AT(434, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.qkv.weight and "
+    RT_AT(431, "$.model.layers[2].body[0].body[1] #5: the gradients of h.5.attn.qkv.weight and "
           "h.5.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 74860800, 1771776);
-    RT_AT(435, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
+    RT_AT(432, "$.model.layers[2].body[0].body[1] #5: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_5_attn, 2304, layernorm_h_5_ln_1,
                   768, 1.0f, G_h_5_attn_qkv_weight, 768, G_h_5_attn_qkv_bias, 1);
-    RT_AT(436, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.weight's gradient is final");
+    RT_AT(433, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 74860800, 1769472);
-    RT_AT(437, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.bias's gradient is final");
+    RT_AT(434, "$.model.layers[2].body[0].body[1] #5: h.5.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 76630272, 2304);
-    RT_AT(439, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: the "
+    RT_AT(436, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: the "
           "gradients of h.5.ln_1.weight and h.5.ln_1.bias are written from here on");
     rt_grad_begin(e, 74859264, 1536);
-    RT_AT(440, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm "
+    RT_AT(437, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, ln_mean_h_5_ln_1,
                      ln_rstd_h_5_ln_1, d_layernorm_h_5_ln_1, d_residual_attn_out_h_5_attn,
                      d_residual_linear_h_4_proj, G_h_5_ln_1_weight, G_h_5_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(441, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
+    RT_AT(438, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
           "h.5.ln_1.weight's gradient is final");
     rt_grad_ready(e, 74859264, 768);
-    RT_AT(442, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
+    RT_AT(439, "$.model.layers[2].body[0].body[0] #5 + $.model.layers[2].body[1] #4: "
           "h.5.ln_1.bias's gradient is final");
     rt_grad_ready(e, 74860032, 768);
-    RT_AT(445, "$.model.layers[2].body[1].body[3] #4: the gradients of h.4.proj.weight and "
+    RT_AT(442, "$.model.layers[2].body[1].body[3] #4: the gradients of h.4.proj.weight and "
           "h.4.proj.bias are written from here on");
     rt_grad_begin(e, 72499200, 2360064);
-    RT_AT(446, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += "
+    RT_AT(443, "$.model.layers[2].body[1].body[3] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_4_proj, 768,
                   gelu_h_4_2, 3072, 1.0f, G_h_4_proj_weight, 3072, G_h_4_proj_bias, 1);
-    RT_AT(447, "$.model.layers[2].body[1].body[3] #4: h.4.proj.weight's gradient is final");
+    RT_AT(444, "$.model.layers[2].body[1].body[3] #4: h.4.proj.weight's gradient is final");
     rt_grad_ready(e, 72499200, 2359296);
-    RT_AT(448, "$.model.layers[2].body[1].body[3] #4: h.4.proj.bias's gradient is final");
+    RT_AT(445, "$.model.layers[2].body[1].body[3] #4: h.4.proj.bias's gradient is final");
     rt_grad_ready(e, 74858496, 768);
-    RT_AT(450, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: "
+    RT_AT(447, "$.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1].body[2] #4: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_4_proj, 768,
                   P_h_4_proj_weight, 3072, d_linear_h_4_fc, 3072, linear_h_4_fc);
-    RT_AT(451, "$.model.layers[2].body[1].body[1] #4: linear backward: dx = dy W");
+    RT_AT(448, "$.model.layers[2].body[1].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_4_fc, 3072, P_h_4_fc_weight, 768,
             0.0f, d_layernorm_h_4_ln_2, 768);
-    RT_AT(452, "$.model.layers[2].body[1].body[1] #4: the gradients of h.4.fc.weight and "
+    RT_AT(449, "$.model.layers[2].body[1].body[1] #4: the gradients of h.4.fc.weight and "
           "h.4.fc.bias are written from here on");
     rt_grad_begin(e, 70136832, 2362368);
-    RT_AT(453, "$.model.layers[2].body[1].body[1] #4: linear backward: dW += dy^T x, and db += "
+    RT_AT(450, "$.model.layers[2].body[1].body[1] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_4_fc, 3072, layernorm_h_4_ln_2,
                   768, 1.0f, G_h_4_fc_weight, 768, G_h_4_fc_bias, 1);
-    RT_AT(454, "$.model.layers[2].body[1].body[1] #4: h.4.fc.weight's gradient is final");
+    RT_AT(451, "$.model.layers[2].body[1].body[1] #4: h.4.fc.weight's gradient is final");
     rt_grad_ready(e, 70136832, 2359296);
-    RT_AT(455, "$.model.layers[2].body[1].body[1] #4: h.4.fc.bias's gradient is final");
+    RT_AT(452, "$.model.layers[2].body[1].body[1] #4: h.4.fc.bias's gradient is final");
     rt_grad_ready(e, 72496128, 3072);
-    RT_AT(457, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: the "
+    RT_AT(454, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: the "
           "gradients of h.4.ln_2.weight and h.4.ln_2.bias are written from here on");
     rt_grad_begin(e, 70135296, 1536);
-    RT_AT(458, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm "
+    RT_AT(455, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, ln_mean_h_4_ln_2,
                      ln_rstd_h_4_ln_2, d_layernorm_h_4_ln_2, d_residual_linear_h_4_proj,
                      d_residual_attn_out_h_4_attn, G_h_4_ln_2_weight, G_h_4_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(459, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
+    RT_AT(456, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
           "h.4.ln_2.weight's gradient is final");
     rt_grad_ready(e, 70135296, 768);
-    RT_AT(460, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
+    RT_AT(457, "$.model.layers[2].body[1].body[0] #4 + $.model.layers[2].body[0] #4: "
           "h.4.ln_2.bias's gradient is final");
     rt_grad_ready(e, 70136064, 768);
-    RT_AT(462, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(459, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_4_attn, 768,
             P_h_4_attn_proj_weight, 768, 0.0f, d_attn_y_h_4_attn, 768);
-    RT_AT(463, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and "
+    RT_AT(460, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.proj.weight and "
           "h.4.attn.proj.bias are written from here on");
     rt_grad_begin(e, 69544704, 590592);
-    RT_AT(464, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
+    RT_AT(461, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_4_attn, 768,
                   attn_y_h_4_attn, 768, 1.0f, G_h_4_attn_proj_weight, 768, G_h_4_attn_proj_bias, 1);
-    RT_AT(465, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.weight's gradient is final");
+    RT_AT(462, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 69544704, 589824);
-    RT_AT(466, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.bias's gradient is final");
+    RT_AT(463, "$.model.layers[2].body[0].body[1] #4: h.4.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 70134528, 768);
-    RT_AT(468, "$.model.layers[2].body[0].body[1] #4: attention backward: d(qkv), probabilities "
+    RT_AT(465, "$.model.layers[2].body[0].body[1] #4: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_4_attn, lse_h_4_attn, attn_y_h_4_attn, d_attn_y_h_4_attn,
                      d_qkv_h_4_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(469, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(466, "$.model.layers[2].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_4_attn, 2304, P_h_4_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_4_ln_1, 768);
-    RT_AT(470, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.qkv.weight and "
+    RT_AT(467, "$.model.layers[2].body[0].body[1] #4: the gradients of h.4.attn.qkv.weight and "
           "h.4.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 67772928, 1771776);
-    RT_AT(471, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
+    RT_AT(468, "$.model.layers[2].body[0].body[1] #4: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_4_attn, 2304, layernorm_h_4_ln_1,
                   768, 1.0f, G_h_4_attn_qkv_weight, 768, G_h_4_attn_qkv_bias, 1);
-    RT_AT(472, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.weight's gradient is final");
+    RT_AT(469, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 67772928, 1769472);
-    RT_AT(473, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.bias's gradient is final");
+    RT_AT(470, "$.model.layers[2].body[0].body[1] #4: h.4.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 69542400, 2304);
-    RT_AT(475, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: the "
+    RT_AT(472, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: the "
           "gradients of h.4.ln_1.weight and h.4.ln_1.bias are written from here on");
     rt_grad_begin(e, 67771392, 1536);
-    RT_AT(476, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm "
+    RT_AT(473, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, ln_mean_h_4_ln_1,
                      ln_rstd_h_4_ln_1, d_layernorm_h_4_ln_1, d_residual_attn_out_h_4_attn,
                      d_residual_linear_h_3_proj, G_h_4_ln_1_weight, G_h_4_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(477, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
+    RT_AT(474, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
           "h.4.ln_1.weight's gradient is final");
     rt_grad_ready(e, 67771392, 768);
-    RT_AT(478, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
+    RT_AT(475, "$.model.layers[2].body[0].body[0] #4 + $.model.layers[2].body[1] #3: "
           "h.4.ln_1.bias's gradient is final");
     rt_grad_ready(e, 67772160, 768);
-    RT_AT(481, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and "
+    RT_AT(478, "$.model.layers[2].body[1].body[3] #3: the gradients of h.3.proj.weight and "
           "h.3.proj.bias are written from here on");
     rt_grad_begin(e, 65411328, 2360064);
-    RT_AT(482, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += "
+    RT_AT(479, "$.model.layers[2].body[1].body[3] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_3_proj, 768,
                   gelu_h_3_2, 3072, 1.0f, G_h_3_proj_weight, 3072, G_h_3_proj_bias, 1);
-    RT_AT(483, "$.model.layers[2].body[1].body[3] #3: h.3.proj.weight's gradient is final");
+    RT_AT(480, "$.model.layers[2].body[1].body[3] #3: h.3.proj.weight's gradient is final");
     rt_grad_ready(e, 65411328, 2359296);
-    RT_AT(484, "$.model.layers[2].body[1].body[3] #3: h.3.proj.bias's gradient is final");
+    RT_AT(481, "$.model.layers[2].body[1].body[3] #3: h.3.proj.bias's gradient is final");
     rt_grad_ready(e, 67770624, 768);
-    RT_AT(486, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: "
+    RT_AT(483, "$.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1].body[2] #3: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_3_proj, 768,
                   P_h_3_proj_weight, 3072, d_linear_h_3_fc, 3072, linear_h_3_fc);
-    RT_AT(487, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
+    RT_AT(484, "$.model.layers[2].body[1].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_3_fc, 3072, P_h_3_fc_weight, 768,
             0.0f, d_layernorm_h_3_ln_2, 768);
-    RT_AT(488, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and "
+    RT_AT(485, "$.model.layers[2].body[1].body[1] #3: the gradients of h.3.fc.weight and "
           "h.3.fc.bias are written from here on");
     rt_grad_begin(e, 63048960, 2362368);
-    RT_AT(489, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += "
+    RT_AT(486, "$.model.layers[2].body[1].body[1] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_3_fc, 3072, layernorm_h_3_ln_2,
                   768, 1.0f, G_h_3_fc_weight, 768, G_h_3_fc_bias, 1);
-    RT_AT(490, "$.model.layers[2].body[1].body[1] #3: h.3.fc.weight's gradient is final");
+    RT_AT(487, "$.model.layers[2].body[1].body[1] #3: h.3.fc.weight's gradient is final");
     rt_grad_ready(e, 63048960, 2359296);
-    RT_AT(491, "$.model.layers[2].body[1].body[1] #3: h.3.fc.bias's gradient is final");
+    RT_AT(488, "$.model.layers[2].body[1].body[1] #3: h.3.fc.bias's gradient is final");
     rt_grad_ready(e, 65408256, 3072);
-    RT_AT(493, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the "
+    RT_AT(490, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: the "
           "gradients of h.3.ln_2.weight and h.3.ln_2.bias are written from here on");
     rt_grad_begin(e, 63047424, 1536);
-    RT_AT(494, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm "
+    RT_AT(491, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, ln_mean_h_3_ln_2,
                      ln_rstd_h_3_ln_2, d_layernorm_h_3_ln_2, d_residual_linear_h_3_proj,
                      d_residual_attn_out_h_3_attn, G_h_3_ln_2_weight, G_h_3_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(495, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+    RT_AT(492, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
           "h.3.ln_2.weight's gradient is final");
     rt_grad_ready(e, 63047424, 768);
-    RT_AT(496, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
+    RT_AT(493, "$.model.layers[2].body[1].body[0] #3 + $.model.layers[2].body[0] #3: "
           "h.3.ln_2.bias's gradient is final");
     rt_grad_ready(e, 63048192, 768);
-    RT_AT(498, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(495, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_3_attn, 768,
             P_h_3_attn_proj_weight, 768, 0.0f, d_attn_y_h_3_attn, 768);
-    RT_AT(499, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
+    RT_AT(496, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.proj.weight and "
           "h.3.attn.proj.bias are written from here on");
     rt_grad_begin(e, 62456832, 590592);
-    RT_AT(500, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+    RT_AT(497, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_3_attn, 768,
                   attn_y_h_3_attn, 768, 1.0f, G_h_3_attn_proj_weight, 768, G_h_3_attn_proj_bias, 1);
-    RT_AT(501, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
+    RT_AT(498, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 62456832, 589824);
-    RT_AT(502, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.bias's gradient is final");
+    RT_AT(499, "$.model.layers[2].body[0].body[1] #3: h.3.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 63046656, 768);
-    RT_AT(504, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities "
+    RT_AT(501, "$.model.layers[2].body[0].body[1] #3: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_3_attn, lse_h_3_attn, attn_y_h_3_attn, d_attn_y_h_3_attn,
                      d_qkv_h_3_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(505, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(502, "$.model.layers[2].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_3_attn, 2304, P_h_3_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_3_ln_1, 768);
-    RT_AT(506, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and "
+    RT_AT(503, "$.model.layers[2].body[0].body[1] #3: the gradients of h.3.attn.qkv.weight and "
           "h.3.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 60685056, 1771776);
-    RT_AT(507, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
+    RT_AT(504, "$.model.layers[2].body[0].body[1] #3: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_3_attn, 2304, layernorm_h_3_ln_1,
                   768, 1.0f, G_h_3_attn_qkv_weight, 768, G_h_3_attn_qkv_bias, 1);
-    RT_AT(508, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.weight's gradient is final");
+    RT_AT(505, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 60685056, 1769472);
-    RT_AT(509, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.bias's gradient is final");
+    RT_AT(506, "$.model.layers[2].body[0].body[1] #3: h.3.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 62454528, 2304);
-    RT_AT(511, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the "
+    RT_AT(508, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: the "
           "gradients of h.3.ln_1.weight and h.3.ln_1.bias are written from here on");
     rt_grad_begin(e, 60683520, 1536);
-    RT_AT(512, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
+    RT_AT(509, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, ln_mean_h_3_ln_1,
                      ln_rstd_h_3_ln_1, d_layernorm_h_3_ln_1, d_residual_attn_out_h_3_attn,
                      d_residual_linear_h_2_proj, G_h_3_ln_1_weight, G_h_3_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(513, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+    RT_AT(510, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
           "h.3.ln_1.weight's gradient is final");
     rt_grad_ready(e, 60683520, 768);
-    RT_AT(514, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
+    RT_AT(511, "$.model.layers[2].body[0].body[0] #3 + $.model.layers[2].body[1] #2: "
           "h.3.ln_1.bias's gradient is final");
     rt_grad_ready(e, 60684288, 768);
-    RT_AT(517, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and "
+    RT_AT(514, "$.model.layers[2].body[1].body[3] #2: the gradients of h.2.proj.weight and "
           "h.2.proj.bias are written from here on");
     rt_grad_begin(e, 58323456, 2360064);
-    RT_AT(518, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
+    RT_AT(515, "$.model.layers[2].body[1].body[3] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_2_proj, 768,
                   gelu_h_2_2, 3072, 1.0f, G_h_2_proj_weight, 3072, G_h_2_proj_bias, 1);
-    RT_AT(519, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
+    RT_AT(516, "$.model.layers[2].body[1].body[3] #2: h.2.proj.weight's gradient is final");
     rt_grad_ready(e, 58323456, 2359296);
-    RT_AT(520, "$.model.layers[2].body[1].body[3] #2: h.2.proj.bias's gradient is final");
+    RT_AT(517, "$.model.layers[2].body[1].body[3] #2: h.2.proj.bias's gradient is final");
     rt_grad_ready(e, 60682752, 768);
-    RT_AT(522, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
+    RT_AT(519, "$.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1].body[2] #2: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_2_proj, 768,
                   P_h_2_proj_weight, 3072, d_linear_h_2_fc, 3072, linear_h_2_fc);
-    RT_AT(523, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
+    RT_AT(520, "$.model.layers[2].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_2_fc, 3072, P_h_2_fc_weight, 768,
             0.0f, d_layernorm_h_2_ln_2, 768);
-    RT_AT(524, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and "
+    RT_AT(521, "$.model.layers[2].body[1].body[1] #2: the gradients of h.2.fc.weight and "
           "h.2.fc.bias are written from here on");
     rt_grad_begin(e, 55961088, 2362368);
-    RT_AT(525, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += "
+    RT_AT(522, "$.model.layers[2].body[1].body[1] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_2_fc, 3072, layernorm_h_2_ln_2,
                   768, 1.0f, G_h_2_fc_weight, 768, G_h_2_fc_bias, 1);
-    RT_AT(526, "$.model.layers[2].body[1].body[1] #2: h.2.fc.weight's gradient is final");
+    RT_AT(523, "$.model.layers[2].body[1].body[1] #2: h.2.fc.weight's gradient is final");
     rt_grad_ready(e, 55961088, 2359296);
-    RT_AT(527, "$.model.layers[2].body[1].body[1] #2: h.2.fc.bias's gradient is final");
+    RT_AT(524, "$.model.layers[2].body[1].body[1] #2: h.2.fc.bias's gradient is final");
     rt_grad_ready(e, 58320384, 3072);
-    RT_AT(529, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the "
+    RT_AT(526, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: the "
           "gradients of h.2.ln_2.weight and h.2.ln_2.bias are written from here on");
     rt_grad_begin(e, 55959552, 1536);
-    RT_AT(530, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
+    RT_AT(527, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, ln_mean_h_2_ln_2,
                      ln_rstd_h_2_ln_2, d_layernorm_h_2_ln_2, d_residual_linear_h_2_proj,
                      d_residual_attn_out_h_2_attn, G_h_2_ln_2_weight, G_h_2_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(531, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+    RT_AT(528, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
           "h.2.ln_2.weight's gradient is final");
     rt_grad_ready(e, 55959552, 768);
-    RT_AT(532, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
+    RT_AT(529, "$.model.layers[2].body[1].body[0] #2 + $.model.layers[2].body[0] #2: "
           "h.2.ln_2.bias's gradient is final");
     rt_grad_ready(e, 55960320, 768);
-    RT_AT(534, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(531, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_2_attn, 768,
             P_h_2_attn_proj_weight, 768, 0.0f, d_attn_y_h_2_attn, 768);
-    RT_AT(535, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
+    RT_AT(532, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.proj.weight and "
           "h.2.attn.proj.bias are written from here on");
     rt_grad_begin(e, 55368960, 590592);
-    RT_AT(536, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+    RT_AT(533, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_2_attn, 768,
                   attn_y_h_2_attn, 768, 1.0f, G_h_2_attn_proj_weight, 768, G_h_2_attn_proj_bias, 1);
-    RT_AT(537, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
+    RT_AT(534, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 55368960, 589824);
-    RT_AT(538, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.bias's gradient is final");
+    RT_AT(535, "$.model.layers[2].body[0].body[1] #2: h.2.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 55958784, 768);
-    RT_AT(540, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities "
+    RT_AT(537, "$.model.layers[2].body[0].body[1] #2: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_2_attn, lse_h_2_attn, attn_y_h_2_attn, d_attn_y_h_2_attn,
                      d_qkv_h_2_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(541, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(538, "$.model.layers[2].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_2_attn, 2304, P_h_2_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_2_ln_1, 768);
-    RT_AT(542, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and "
+    RT_AT(539, "$.model.layers[2].body[0].body[1] #2: the gradients of h.2.attn.qkv.weight and "
           "h.2.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 53597184, 1771776);
-    RT_AT(543, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
+    RT_AT(540, "$.model.layers[2].body[0].body[1] #2: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_2_attn, 2304, layernorm_h_2_ln_1,
                   768, 1.0f, G_h_2_attn_qkv_weight, 768, G_h_2_attn_qkv_bias, 1);
-    RT_AT(544, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.weight's gradient is final");
+    RT_AT(541, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 53597184, 1769472);
-    RT_AT(545, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.bias's gradient is final");
+    RT_AT(542, "$.model.layers[2].body[0].body[1] #2: h.2.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 55366656, 2304);
-    RT_AT(547, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the "
+    RT_AT(544, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: the "
           "gradients of h.2.ln_1.weight and h.2.ln_1.bias are written from here on");
     rt_grad_begin(e, 53595648, 1536);
-    RT_AT(548, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
+    RT_AT(545, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, ln_mean_h_2_ln_1,
                      ln_rstd_h_2_ln_1, d_layernorm_h_2_ln_1, d_residual_attn_out_h_2_attn,
                      d_residual_linear_h_1_proj, G_h_2_ln_1_weight, G_h_2_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(549, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+    RT_AT(546, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
           "h.2.ln_1.weight's gradient is final");
     rt_grad_ready(e, 53595648, 768);
-    RT_AT(550, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
+    RT_AT(547, "$.model.layers[2].body[0].body[0] #2 + $.model.layers[2].body[1] #1: "
           "h.2.ln_1.bias's gradient is final");
     rt_grad_ready(e, 53596416, 768);
-    RT_AT(553, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and "
+    RT_AT(550, "$.model.layers[2].body[1].body[3] #1: the gradients of h.1.proj.weight and "
           "h.1.proj.bias are written from here on");
     rt_grad_begin(e, 51235584, 2360064);
-    RT_AT(554, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
+    RT_AT(551, "$.model.layers[2].body[1].body[3] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_1_proj, 768,
                   gelu_h_1_2, 3072, 1.0f, G_h_1_proj_weight, 3072, G_h_1_proj_bias, 1);
-    RT_AT(555, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
+    RT_AT(552, "$.model.layers[2].body[1].body[3] #1: h.1.proj.weight's gradient is final");
     rt_grad_ready(e, 51235584, 2359296);
-    RT_AT(556, "$.model.layers[2].body[1].body[3] #1: h.1.proj.bias's gradient is final");
+    RT_AT(553, "$.model.layers[2].body[1].body[3] #1: h.1.proj.bias's gradient is final");
     rt_grad_ready(e, 53594880, 768);
-    RT_AT(558, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
+    RT_AT(555, "$.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1].body[2] #1: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_1_proj, 768,
                   P_h_1_proj_weight, 3072, d_linear_h_1_fc, 3072, linear_h_1_fc);
-    RT_AT(559, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
+    RT_AT(556, "$.model.layers[2].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_1_fc, 3072, P_h_1_fc_weight, 768,
             0.0f, d_layernorm_h_1_ln_2, 768);
-    RT_AT(560, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and "
+    RT_AT(557, "$.model.layers[2].body[1].body[1] #1: the gradients of h.1.fc.weight and "
           "h.1.fc.bias are written from here on");
     rt_grad_begin(e, 48873216, 2362368);
-    RT_AT(561, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += "
+    RT_AT(558, "$.model.layers[2].body[1].body[1] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_1_fc, 3072, layernorm_h_1_ln_2,
                   768, 1.0f, G_h_1_fc_weight, 768, G_h_1_fc_bias, 1);
-    RT_AT(562, "$.model.layers[2].body[1].body[1] #1: h.1.fc.weight's gradient is final");
+    RT_AT(559, "$.model.layers[2].body[1].body[1] #1: h.1.fc.weight's gradient is final");
     rt_grad_ready(e, 48873216, 2359296);
-    RT_AT(563, "$.model.layers[2].body[1].body[1] #1: h.1.fc.bias's gradient is final");
+    RT_AT(560, "$.model.layers[2].body[1].body[1] #1: h.1.fc.bias's gradient is final");
     rt_grad_ready(e, 51232512, 3072);
-    RT_AT(565, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the "
+    RT_AT(562, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: the "
           "gradients of h.1.ln_2.weight and h.1.ln_2.bias are written from here on");
     rt_grad_begin(e, 48871680, 1536);
-    RT_AT(566, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
+    RT_AT(563, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, ln_mean_h_1_ln_2,
                      ln_rstd_h_1_ln_2, d_layernorm_h_1_ln_2, d_residual_linear_h_1_proj,
                      d_residual_attn_out_h_1_attn, G_h_1_ln_2_weight, G_h_1_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(567, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+    RT_AT(564, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
           "h.1.ln_2.weight's gradient is final");
     rt_grad_ready(e, 48871680, 768);
-    RT_AT(568, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
+    RT_AT(565, "$.model.layers[2].body[1].body[0] #1 + $.model.layers[2].body[0] #1: "
           "h.1.ln_2.bias's gradient is final");
     rt_grad_ready(e, 48872448, 768);
-    RT_AT(570, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(567, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_1_attn, 768,
             P_h_1_attn_proj_weight, 768, 0.0f, d_attn_y_h_1_attn, 768);
-    RT_AT(571, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
+    RT_AT(568, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.proj.weight and "
           "h.1.attn.proj.bias are written from here on");
     rt_grad_begin(e, 48281088, 590592);
-    RT_AT(572, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+    RT_AT(569, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_1_attn, 768,
                   attn_y_h_1_attn, 768, 1.0f, G_h_1_attn_proj_weight, 768, G_h_1_attn_proj_bias, 1);
-    RT_AT(573, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
+    RT_AT(570, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 48281088, 589824);
-    RT_AT(574, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.bias's gradient is final");
+    RT_AT(571, "$.model.layers[2].body[0].body[1] #1: h.1.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 48870912, 768);
-    RT_AT(576, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities "
+    RT_AT(573, "$.model.layers[2].body[0].body[1] #1: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_1_attn, lse_h_1_attn, attn_y_h_1_attn, d_attn_y_h_1_attn,
                      d_qkv_h_1_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(577, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(574, "$.model.layers[2].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_1_attn, 2304, P_h_1_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_1_ln_1, 768);
-    RT_AT(578, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and "
+    RT_AT(575, "$.model.layers[2].body[0].body[1] #1: the gradients of h.1.attn.qkv.weight and "
           "h.1.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 46509312, 1771776);
-    RT_AT(579, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
+    RT_AT(576, "$.model.layers[2].body[0].body[1] #1: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_1_attn, 2304, layernorm_h_1_ln_1,
                   768, 1.0f, G_h_1_attn_qkv_weight, 768, G_h_1_attn_qkv_bias, 1);
-    RT_AT(580, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.weight's gradient is final");
+    RT_AT(577, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 46509312, 1769472);
-    RT_AT(581, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.bias's gradient is final");
+    RT_AT(578, "$.model.layers[2].body[0].body[1] #1: h.1.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 48278784, 2304);
-    RT_AT(583, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the "
+    RT_AT(580, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: the "
           "gradients of h.1.ln_1.weight and h.1.ln_1.bias are written from here on");
     rt_grad_begin(e, 46507776, 1536);
-    RT_AT(584, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
+    RT_AT(581, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, ln_mean_h_1_ln_1,
                      ln_rstd_h_1_ln_1, d_layernorm_h_1_ln_1, d_residual_attn_out_h_1_attn,
                      d_residual_linear_h_0_proj, G_h_1_ln_1_weight, G_h_1_ln_1_bias, e->B * 1024,
                      768);
-    RT_AT(585, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+    RT_AT(582, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
           "h.1.ln_1.weight's gradient is final");
     rt_grad_ready(e, 46507776, 768);
-    RT_AT(586, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
+    RT_AT(583, "$.model.layers[2].body[0].body[0] #1 + $.model.layers[2].body[1] #0: "
           "h.1.ln_1.bias's gradient is final");
     rt_grad_ready(e, 46508544, 768);
-    RT_AT(589, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and "
+    RT_AT(586, "$.model.layers[2].body[1].body[3] #0: the gradients of h.0.proj.weight and "
           "h.0.proj.bias are written from here on");
     rt_grad_begin(e, 44147712, 2360064);
-    RT_AT(590, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
+    RT_AT(587, "$.model.layers[2].body[1].body[3] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 3072, e->B * 1024, 1.0f, d_residual_linear_h_0_proj, 768,
                   gelu_h_0_2, 3072, 1.0f, G_h_0_proj_weight, 3072, G_h_0_proj_bias, 1);
-    RT_AT(591, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
+    RT_AT(588, "$.model.layers[2].body[1].body[3] #0: h.0.proj.weight's gradient is final");
     rt_grad_ready(e, 44147712, 2359296);
-    RT_AT(592, "$.model.layers[2].body[1].body[3] #0: h.0.proj.bias's gradient is final");
+    RT_AT(589, "$.model.layers[2].body[1].body[3] #0: h.0.proj.bias's gradient is final");
     rt_grad_ready(e, 46507008, 768);
-    RT_AT(594, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
+    RT_AT(591, "$.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1].body[2] #0: "
           "linear backward: dx = dy W, then the GELU (tanh) backward, in the GEMM's epilogue");
     rt_gemm_dgelu(e, 0, 0, e->B * 1024, 3072, 768, 1.0f, d_residual_linear_h_0_proj, 768,
                   P_h_0_proj_weight, 3072, d_linear_h_0_fc, 3072, linear_h_0_fc);
-    RT_AT(595, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
+    RT_AT(592, "$.model.layers[2].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 3072, 1.0f, d_linear_h_0_fc, 3072, P_h_0_fc_weight, 768,
             0.0f, d_layernorm_h_0_ln_2, 768);
-    RT_AT(596, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and "
+    RT_AT(593, "$.model.layers[2].body[1].body[1] #0: the gradients of h.0.fc.weight and "
           "h.0.fc.bias are written from here on");
     rt_grad_begin(e, 41785344, 2362368);
-    RT_AT(597, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += "
+    RT_AT(594, "$.model.layers[2].body[1].body[1] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 3072, 768, e->B * 1024, 1.0f, d_linear_h_0_fc, 3072, layernorm_h_0_ln_2,
                   768, 1.0f, G_h_0_fc_weight, 768, G_h_0_fc_bias, 1);
-    RT_AT(598, "$.model.layers[2].body[1].body[1] #0: h.0.fc.weight's gradient is final");
+    RT_AT(595, "$.model.layers[2].body[1].body[1] #0: h.0.fc.weight's gradient is final");
     rt_grad_ready(e, 41785344, 2359296);
-    RT_AT(599, "$.model.layers[2].body[1].body[1] #0: h.0.fc.bias's gradient is final");
+    RT_AT(596, "$.model.layers[2].body[1].body[1] #0: h.0.fc.bias's gradient is final");
     rt_grad_ready(e, 44144640, 3072);
-    RT_AT(601, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the "
+    RT_AT(598, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: the "
           "gradients of h.0.ln_2.weight and h.0.ln_2.bias are written from here on");
     rt_grad_begin(e, 41783808, 1536);
-    RT_AT(602, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
+    RT_AT(599, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: layernorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, ln_mean_h_0_ln_2,
                      ln_rstd_h_0_ln_2, d_layernorm_h_0_ln_2, d_residual_linear_h_0_proj,
                      d_residual_attn_out_h_0_attn, G_h_0_ln_2_weight, G_h_0_ln_2_bias, e->B * 1024,
                      768);
-    RT_AT(603, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+    RT_AT(600, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
           "h.0.ln_2.weight's gradient is final");
     rt_grad_ready(e, 41783808, 768);
-    RT_AT(604, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
+    RT_AT(601, "$.model.layers[2].body[1].body[0] #0 + $.model.layers[2].body[0] #0: "
           "h.0.ln_2.bias's gradient is final");
     rt_grad_ready(e, 41784576, 768);
-    RT_AT(606, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(603, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_h_0_attn, 768,
             P_h_0_attn_proj_weight, 768, 0.0f, d_attn_y_h_0_attn, 768);
-    RT_AT(607, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
+    RT_AT(604, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.proj.weight and "
           "h.0.attn.proj.bias are written from here on");
     rt_grad_begin(e, 41193216, 590592);
-    RT_AT(608, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+    RT_AT(605, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_h_0_attn, 768,
                   attn_y_h_0_attn, 768, 1.0f, G_h_0_attn_proj_weight, 768, G_h_0_attn_proj_bias, 1);
-    RT_AT(609, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
+    RT_AT(606, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.weight's gradient is final");
     rt_grad_ready(e, 41193216, 589824);
-    RT_AT(610, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.bias's gradient is final");
+    RT_AT(607, "$.model.layers[2].body[0].body[1] #0: h.0.attn.proj.bias's gradient is final");
     rt_grad_ready(e, 41783040, 768);
-    RT_AT(612, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities "
+    RT_AT(609, "$.model.layers[2].body[0].body[1] #0: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_bwd(e, qkv_h_0_attn, lse_h_0_attn, attn_y_h_0_attn, d_attn_y_h_0_attn,
                      d_qkv_h_0_attn, e->B, 1024, 768, 12, 1);
-    RT_AT(613, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(610, "$.model.layers[2].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 2304, 1.0f, d_qkv_h_0_attn, 2304, P_h_0_attn_qkv_weight, 768,
             0.0f, d_layernorm_h_0_ln_1, 768);
-    RT_AT(614, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and "
+    RT_AT(611, "$.model.layers[2].body[0].body[1] #0: the gradients of h.0.attn.qkv.weight and "
           "h.0.attn.qkv.bias are written from here on");
     rt_grad_begin(e, 39421440, 1771776);
-    RT_AT(615, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
+    RT_AT(612, "$.model.layers[2].body[0].body[1] #0: linear backward: dW += dy^T x, and db += "
           "column sums of dy in the GEMM's epilogue");
     rt_gemm_dbias(e, 1, 0, 2304, 768, e->B * 1024, 1.0f, d_qkv_h_0_attn, 2304, layernorm_h_0_ln_1,
                   768, 1.0f, G_h_0_attn_qkv_weight, 768, G_h_0_attn_qkv_bias, 1);
-    RT_AT(616, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.weight's gradient is final");
+    RT_AT(613, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.weight's gradient is final");
     rt_grad_ready(e, 39421440, 1769472);
-    RT_AT(617, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.bias's gradient is final");
+    RT_AT(614, "$.model.layers[2].body[0].body[1] #0: h.0.attn.qkv.bias's gradient is final");
     rt_grad_ready(e, 41190912, 2304);
-    RT_AT(619, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of "
+    RT_AT(616, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: the gradients of "
           "h.0.ln_1.weight and h.0.ln_1.bias are written from here on");
     rt_grad_begin(e, 39419904, 1536);
-    RT_AT(620, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
+    RT_AT(617, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: layernorm backward, "
           "plus the other gradient contributions (their sum folded in)");
     rt_layernorm_bwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1,
                      d_layernorm_h_0_ln_1, d_residual_attn_out_h_0_attn, d_pos_embedding_wpe,
                      G_h_0_ln_1_weight, G_h_0_ln_1_bias, e->B * 1024, 768);
-    RT_AT(621, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
+    RT_AT(618, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.weight's "
           "gradient is final");
     rt_grad_ready(e, 39419904, 768);
-    RT_AT(622, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's "
+    RT_AT(619, "$.model.layers[2].body[0].body[0] #0 + $.model.layers[1]: h.0.ln_1.bias's "
           "gradient is final");
     rt_grad_ready(e, 39420672, 768);
-    RT_AT(624, "$.model.layers[1]: wpe.weight's gradient is written from here on");
+    RT_AT(621, "$.model.layers[1]: wpe.weight's gradient is written from here on");
     rt_grad_begin(e, 38633472, 786432);
-    RT_AT(625, "$.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t]");
+    RT_AT(622, "$.model.layers[1]: pos_embedding backward: dW[t] += sum over the batch of dy[t]");
     rt_colsum_add(e, d_pos_embedding_wpe, G_wpe_weight, e->B, 786432);
-    RT_AT(626, "$.model.layers[1]: wpe.weight's gradient is final");
+    RT_AT(623, "$.model.layers[1]: wpe.weight's gradient is final");
     rt_grad_ready(e, 38633472, 786432);
-    RT_AT(627, "$.model.layers[0]: embedding backward: dW[id] += dy");
+    RT_AT(624, "$.model.layers[0]: embedding backward: dW[id] += dy");
     rt_embedding_bwd(e, in_x, d_pos_embedding_wpe, G_wte_weight, e->B * 1024, 50257, 768);
-    RT_AT(628, "$.model.layers[0]: wte.weight's gradient is final");
+    RT_AT(625, "$.model.layers[0]: wte.weight's gradient is final");
     rt_grad_ready(e, 0, 38633472);
 }
 
@@ -3250,17 +3238,18 @@ const rt_model trainc_model = {
     .param_floats = 124475904,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 410525696,
-    .noreuse_row_bytes = 600842240,
+    .arena_row_bytes = 333258752,
+    .noreuse_row_bytes = 523575296,
     .eval_arena_row_bytes = 104595456,
     .flops_per_sample = 817773481984,
-    .n_instructions = 629,
+    .n_instructions = 626,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1024,
     .has_dropout = 0,
     .pred_offset = 0,
     .pred_numel = 51463168,
     .pred_ld = 50304,
+    .pred_eval = 1,
     .gpu_scratch_row_bytes = 49152,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

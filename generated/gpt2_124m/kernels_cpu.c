@@ -10,9 +10,9 @@
  *     from $.model.layers[1] */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_wte = ACT(310640640); /* [B, 1024, 768] */
+    const float *embedding_wte = ACT(233373696); /* [B, 1024, 768] */
     const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
-    float *pos_embedding_wpe = ACT(310640640); /* [B, 1024, 768] */
+    float *pos_embedding_wpe = ACT(233373696); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_wte[i] + P_wpe_weight[i % 786432]; /* pos_embedding: + position rows */
         pos_embedding_wpe[i] = v0;
@@ -23,8 +23,8 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     from $.model.layers[2].body[1].body[2] #0 */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_0_fc = ACT(103022592); /* [B, 1024, 3072] */
-    float *gelu_h_0_2 = ACT(109314048); /* [B, 1024, 3072] */
+    const float *linear_h_0_fc = ACT(25755648); /* [B, 1024, 3072] */
+    float *gelu_h_0_2 = ACT(32047104); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_0_2 + lo, linear_h_0_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -33,8 +33,8 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_1_fc = ACT(115605504); /* [B, 1024, 3072] */
-    float *gelu_h_1_2 = ACT(121896960); /* [B, 1024, 3072] */
+    const float *linear_h_1_fc = ACT(38338560); /* [B, 1024, 3072] */
+    float *gelu_h_1_2 = ACT(44630016); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_1_2 + lo, linear_h_1_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -43,8 +43,8 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_2_fc = ACT(128188416); /* [B, 1024, 3072] */
-    float *gelu_h_2_2 = ACT(134479872); /* [B, 1024, 3072] */
+    const float *linear_h_2_fc = ACT(50921472); /* [B, 1024, 3072] */
+    float *gelu_h_2_2 = ACT(57212928); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_2_2 + lo, linear_h_2_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -53,8 +53,8 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_3_fc = ACT(140771328); /* [B, 1024, 3072] */
-    float *gelu_h_3_2 = ACT(147062784); /* [B, 1024, 3072] */
+    const float *linear_h_3_fc = ACT(63504384); /* [B, 1024, 3072] */
+    float *gelu_h_3_2 = ACT(69795840); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_3_2 + lo, linear_h_3_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -63,8 +63,8 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_4_fc = ACT(153354240); /* [B, 1024, 3072] */
-    float *gelu_h_4_2 = ACT(159645696); /* [B, 1024, 3072] */
+    const float *linear_h_4_fc = ACT(76087296); /* [B, 1024, 3072] */
+    float *gelu_h_4_2 = ACT(82378752); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_4_2 + lo, linear_h_4_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -73,8 +73,8 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_5_fc = ACT(165937152); /* [B, 1024, 3072] */
-    float *gelu_h_5_2 = ACT(172228608); /* [B, 1024, 3072] */
+    const float *linear_h_5_fc = ACT(88670208); /* [B, 1024, 3072] */
+    float *gelu_h_5_2 = ACT(94961664); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_5_2 + lo, linear_h_5_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -83,8 +83,8 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_6_fc = ACT(178520064); /* [B, 1024, 3072] */
-    float *gelu_h_6_2 = ACT(184811520); /* [B, 1024, 3072] */
+    const float *linear_h_6_fc = ACT(101253120); /* [B, 1024, 3072] */
+    float *gelu_h_6_2 = ACT(107544576); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_6_2 + lo, linear_h_6_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -93,8 +93,8 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_7_fc = ACT(191102976); /* [B, 1024, 3072] */
-    float *gelu_h_7_2 = ACT(197394432); /* [B, 1024, 3072] */
+    const float *linear_h_7_fc = ACT(113836032); /* [B, 1024, 3072] */
+    float *gelu_h_7_2 = ACT(120127488); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_7_2 + lo, linear_h_7_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -103,8 +103,8 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_8_fc = ACT(203685888); /* [B, 1024, 3072] */
-    float *gelu_h_8_2 = ACT(209977344); /* [B, 1024, 3072] */
+    const float *linear_h_8_fc = ACT(126418944); /* [B, 1024, 3072] */
+    float *gelu_h_8_2 = ACT(132710400); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_8_2 + lo, linear_h_8_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -113,8 +113,8 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_9_fc = ACT(216268800); /* [B, 1024, 3072] */
-    float *gelu_h_9_2 = ACT(222560256); /* [B, 1024, 3072] */
+    const float *linear_h_9_fc = ACT(139001856); /* [B, 1024, 3072] */
+    float *gelu_h_9_2 = ACT(145293312); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_9_2 + lo, linear_h_9_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -123,8 +123,8 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_10_fc = ACT(228851712); /* [B, 1024, 3072] */
-    float *gelu_h_10_2 = ACT(235143168); /* [B, 1024, 3072] */
+    const float *linear_h_10_fc = ACT(151584768); /* [B, 1024, 3072] */
+    float *gelu_h_10_2 = ACT(157876224); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_10_2 + lo, linear_h_10_fc + lo, hi - lo); /* gelu (tanh) */
 }
 
@@ -133,8 +133,8 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_h_11_fc = ACT(241434624); /* [B, 1024, 3072] */
-    float *gelu_h_11_2 = ACT(247726080); /* [B, 1024, 3072] */
+    const float *linear_h_11_fc = ACT(164167680); /* [B, 1024, 3072] */
+    float *gelu_h_11_2 = ACT(170459136); /* [B, 1024, 3072] */
     rt_gelu_tanh_rows(gelu_h_11_2 + lo, linear_h_11_fc + lo, hi - lo); /* gelu (tanh) */
 }
 

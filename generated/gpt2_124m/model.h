@@ -2,328 +2,326 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 410525696 bytes (without reuse: Bmax * 600842240; the most live at
- * once: Bmax * 410525696). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 333258752 bytes (without reuse: Bmax * 523575296; the most live at
+ * once: Bmax * 333258752). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   310640640   1572864      0-620  embedding_wte               [B, 1024, 768]  embedding rows
- *   312213504   1572864      2-615  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
- *   410320896   4096         2-620  ln_mean_h_0_ln_1            [B, 1024]
+ *   233373696   1572864      0-617  embedding_wte               [B, 1024, 768]  embedding rows
+ *   234946560   1572864      2-612  layernorm_h_0_ln_1          [B, 1024, 768]  layernorm output
+ *   333053952   4096         2-617  ln_mean_h_0_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410324992   4096         2-620  ln_rstd_h_0_ln_1            [B, 1024]
+ *   333058048   4096         2-617  ln_rstd_h_0_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   254017536   4718592      3-612  qkv_h_0_attn                [B, 1024, 2304]
+ *   176750592   4718592      3-609  qkv_h_0_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409731072   49152        5-612  lse_h_0_attn                [B, 12, 1024]
+ *   332464128   49152        5-609  lse_h_0_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   313786368   1572864      5-612  attn_y_h_0_attn             [B, 1024, 768]
+ *   236519424   1572864      5-609  attn_y_h_0_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   315359232   1572864      6-602  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
- *   316932096   1572864      9-597  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
- *   410329088   4096         9-602  ln_mean_h_0_ln_2            [B, 1024]
+ *   238092288   1572864      6-599  residual_attn_out_h_0_attn  [B, 1024, 768]  x + body(x)
+ *   239665152   1572864      9-594  layernorm_h_0_ln_2          [B, 1024, 768]  layernorm output
+ *   333062144   4096         9-599  ln_mean_h_0_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410333184   4096         9-602  ln_rstd_h_0_ln_2            [B, 1024]
+ *   333066240   4096         9-599  ln_rstd_h_0_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   103022592   6291456     10-594  linear_h_0_fc               [B, 1024, 3072]  linear output
- *   109314048   6291456     12-590  gelu_h_0_2                  [B, 1024, 3072]  gelu
- *   318504960   1572864     14-584  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
- *   320077824   1572864     17-579  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
- *   410337280   4096        17-584  ln_mean_h_1_ln_1            [B, 1024]
+ *   25755648    6291456     10-591  linear_h_0_fc               [B, 1024, 3072]  linear output
+ *   32047104    6291456     12-587  gelu_h_0_2                  [B, 1024, 3072]  gelu
+ *   241238016   1572864     14-581  residual_linear_h_0_proj    [B, 1024, 768]  x + body(x)
+ *   242810880   1572864     17-576  layernorm_h_1_ln_1          [B, 1024, 768]  layernorm output
+ *   333070336   4096        17-581  ln_mean_h_1_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410341376   4096        17-584  ln_rstd_h_1_ln_1            [B, 1024]
+ *   333074432   4096        17-581  ln_rstd_h_1_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   258736128   4718592     18-576  qkv_h_1_attn                [B, 1024, 2304]
+ *   181469184   4718592     18-573  qkv_h_1_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409780224   49152       20-576  lse_h_1_attn                [B, 12, 1024]
+ *   332513280   49152       20-573  lse_h_1_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   321650688   1572864     20-576  attn_y_h_1_attn             [B, 1024, 768]
+ *   244383744   1572864     20-573  attn_y_h_1_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   323223552   1572864     21-566  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
- *   324796416   1572864     24-561  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
- *   410345472   4096        24-566  ln_mean_h_1_ln_2            [B, 1024]
+ *   245956608   1572864     21-563  residual_attn_out_h_1_attn  [B, 1024, 768]  x + body(x)
+ *   247529472   1572864     24-558  layernorm_h_1_ln_2          [B, 1024, 768]  layernorm output
+ *   333078528   4096        24-563  ln_mean_h_1_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410349568   4096        24-566  ln_rstd_h_1_ln_2            [B, 1024]
+ *   333082624   4096        24-563  ln_rstd_h_1_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   115605504   6291456     25-558  linear_h_1_fc               [B, 1024, 3072]  linear output
- *   121896960   6291456     27-554  gelu_h_1_2                  [B, 1024, 3072]  gelu
- *   326369280   1572864     29-548  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
- *   327942144   1572864     32-543  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
- *   410353664   4096        32-548  ln_mean_h_2_ln_1            [B, 1024]
+ *   38338560    6291456     25-555  linear_h_1_fc               [B, 1024, 3072]  linear output
+ *   44630016    6291456     27-551  gelu_h_1_2                  [B, 1024, 3072]  gelu
+ *   249102336   1572864     29-545  residual_linear_h_1_proj    [B, 1024, 768]  x + body(x)
+ *   250675200   1572864     32-540  layernorm_h_2_ln_1          [B, 1024, 768]  layernorm output
+ *   333086720   4096        32-545  ln_mean_h_2_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410357760   4096        32-548  ln_rstd_h_2_ln_1            [B, 1024]
+ *   333090816   4096        32-545  ln_rstd_h_2_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   263454720   4718592     33-540  qkv_h_2_attn                [B, 1024, 2304]
+ *   186187776   4718592     33-537  qkv_h_2_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409829376   49152       35-540  lse_h_2_attn                [B, 12, 1024]
+ *   332562432   49152       35-537  lse_h_2_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   329515008   1572864     35-540  attn_y_h_2_attn             [B, 1024, 768]
+ *   252248064   1572864     35-537  attn_y_h_2_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   331087872   1572864     36-530  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
- *   332660736   1572864     39-525  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
- *   410361856   4096        39-530  ln_mean_h_2_ln_2            [B, 1024]
+ *   253820928   1572864     36-527  residual_attn_out_h_2_attn  [B, 1024, 768]  x + body(x)
+ *   255393792   1572864     39-522  layernorm_h_2_ln_2          [B, 1024, 768]  layernorm output
+ *   333094912   4096        39-527  ln_mean_h_2_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410365952   4096        39-530  ln_rstd_h_2_ln_2            [B, 1024]
+ *   333099008   4096        39-527  ln_rstd_h_2_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   128188416   6291456     40-522  linear_h_2_fc               [B, 1024, 3072]  linear output
- *   134479872   6291456     42-518  gelu_h_2_2                  [B, 1024, 3072]  gelu
- *   334233600   1572864     44-512  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
- *   335806464   1572864     47-507  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
- *   410370048   4096        47-512  ln_mean_h_3_ln_1            [B, 1024]
+ *   50921472    6291456     40-519  linear_h_2_fc               [B, 1024, 3072]  linear output
+ *   57212928    6291456     42-515  gelu_h_2_2                  [B, 1024, 3072]  gelu
+ *   256966656   1572864     44-509  residual_linear_h_2_proj    [B, 1024, 768]  x + body(x)
+ *   258539520   1572864     47-504  layernorm_h_3_ln_1          [B, 1024, 768]  layernorm output
+ *   333103104   4096        47-509  ln_mean_h_3_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410374144   4096        47-512  ln_rstd_h_3_ln_1            [B, 1024]
+ *   333107200   4096        47-509  ln_rstd_h_3_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   268173312   4718592     48-504  qkv_h_3_attn                [B, 1024, 2304]
+ *   190906368   4718592     48-501  qkv_h_3_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409878528   49152       50-504  lse_h_3_attn                [B, 12, 1024]
+ *   332611584   49152       50-501  lse_h_3_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   337379328   1572864     50-504  attn_y_h_3_attn             [B, 1024, 768]
+ *   260112384   1572864     50-501  attn_y_h_3_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   338952192   1572864     51-494  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
- *   340525056   1572864     54-489  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
- *   410378240   4096        54-494  ln_mean_h_3_ln_2            [B, 1024]
+ *   261685248   1572864     51-491  residual_attn_out_h_3_attn  [B, 1024, 768]  x + body(x)
+ *   263258112   1572864     54-486  layernorm_h_3_ln_2          [B, 1024, 768]  layernorm output
+ *   333111296   4096        54-491  ln_mean_h_3_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410382336   4096        54-494  ln_rstd_h_3_ln_2            [B, 1024]
+ *   333115392   4096        54-491  ln_rstd_h_3_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   140771328   6291456     55-486  linear_h_3_fc               [B, 1024, 3072]  linear output
- *   147062784   6291456     57-482  gelu_h_3_2                  [B, 1024, 3072]  gelu
- *   342097920   1572864     59-476  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
- *   343670784   1572864     62-471  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
- *   410386432   4096        62-476  ln_mean_h_4_ln_1            [B, 1024]
+ *   63504384    6291456     55-483  linear_h_3_fc               [B, 1024, 3072]  linear output
+ *   69795840    6291456     57-479  gelu_h_3_2                  [B, 1024, 3072]  gelu
+ *   264830976   1572864     59-473  residual_linear_h_3_proj    [B, 1024, 768]  x + body(x)
+ *   266403840   1572864     62-468  layernorm_h_4_ln_1          [B, 1024, 768]  layernorm output
+ *   333119488   4096        62-473  ln_mean_h_4_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410390528   4096        62-476  ln_rstd_h_4_ln_1            [B, 1024]
+ *   333123584   4096        62-473  ln_rstd_h_4_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   272891904   4718592     63-468  qkv_h_4_attn                [B, 1024, 2304]
+ *   195624960   4718592     63-465  qkv_h_4_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409927680   49152       65-468  lse_h_4_attn                [B, 12, 1024]
+ *   332660736   49152       65-465  lse_h_4_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   345243648   1572864     65-468  attn_y_h_4_attn             [B, 1024, 768]
+ *   267976704   1572864     65-465  attn_y_h_4_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   346816512   1572864     66-458  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
- *   348389376   1572864     69-453  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
- *   410394624   4096        69-458  ln_mean_h_4_ln_2            [B, 1024]
+ *   269549568   1572864     66-455  residual_attn_out_h_4_attn  [B, 1024, 768]  x + body(x)
+ *   271122432   1572864     69-450  layernorm_h_4_ln_2          [B, 1024, 768]  layernorm output
+ *   333127680   4096        69-455  ln_mean_h_4_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410398720   4096        69-458  ln_rstd_h_4_ln_2            [B, 1024]
+ *   333131776   4096        69-455  ln_rstd_h_4_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   153354240   6291456     70-450  linear_h_4_fc               [B, 1024, 3072]  linear output
- *   159645696   6291456     72-446  gelu_h_4_2                  [B, 1024, 3072]  gelu
- *   349962240   1572864     74-440  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
- *   351535104   1572864     77-435  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
- *   410402816   4096        77-440  ln_mean_h_5_ln_1            [B, 1024]
+ *   76087296    6291456     70-447  linear_h_4_fc               [B, 1024, 3072]  linear output
+ *   82378752    6291456     72-443  gelu_h_4_2                  [B, 1024, 3072]  gelu
+ *   272695296   1572864     74-437  residual_linear_h_4_proj    [B, 1024, 768]  x + body(x)
+ *   274268160   1572864     77-432  layernorm_h_5_ln_1          [B, 1024, 768]  layernorm output
+ *   333135872   4096        77-437  ln_mean_h_5_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410406912   4096        77-440  ln_rstd_h_5_ln_1            [B, 1024]
+ *   333139968   4096        77-437  ln_rstd_h_5_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   277610496   4718592     78-432  qkv_h_5_attn                [B, 1024, 2304]
+ *   200343552   4718592     78-429  qkv_h_5_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   409976832   49152       80-432  lse_h_5_attn                [B, 12, 1024]
+ *   332709888   49152       80-429  lse_h_5_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   353107968   1572864     80-432  attn_y_h_5_attn             [B, 1024, 768]
+ *   275841024   1572864     80-429  attn_y_h_5_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   354680832   1572864     81-422  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
- *   356253696   1572864     84-417  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
- *   410411008   4096        84-422  ln_mean_h_5_ln_2            [B, 1024]
+ *   277413888   1572864     81-419  residual_attn_out_h_5_attn  [B, 1024, 768]  x + body(x)
+ *   278986752   1572864     84-414  layernorm_h_5_ln_2          [B, 1024, 768]  layernorm output
+ *   333144064   4096        84-419  ln_mean_h_5_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410415104   4096        84-422  ln_rstd_h_5_ln_2            [B, 1024]
+ *   333148160   4096        84-419  ln_rstd_h_5_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   165937152   6291456     85-414  linear_h_5_fc               [B, 1024, 3072]  linear output
- *   172228608   6291456     87-410  gelu_h_5_2                  [B, 1024, 3072]  gelu
- *   357826560   1572864     89-404  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
- *   359399424   1572864     92-399  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
- *   410419200   4096        92-404  ln_mean_h_6_ln_1            [B, 1024]
+ *   88670208    6291456     85-411  linear_h_5_fc               [B, 1024, 3072]  linear output
+ *   94961664    6291456     87-407  gelu_h_5_2                  [B, 1024, 3072]  gelu
+ *   280559616   1572864     89-401  residual_linear_h_5_proj    [B, 1024, 768]  x + body(x)
+ *   282132480   1572864     92-396  layernorm_h_6_ln_1          [B, 1024, 768]  layernorm output
+ *   333152256   4096        92-401  ln_mean_h_6_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410423296   4096        92-404  ln_rstd_h_6_ln_1            [B, 1024]
+ *   333156352   4096        92-401  ln_rstd_h_6_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   282329088   4718592     93-396  qkv_h_6_attn                [B, 1024, 2304]
+ *   205062144   4718592     93-393  qkv_h_6_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410025984   49152       95-396  lse_h_6_attn                [B, 12, 1024]
+ *   332759040   49152       95-393  lse_h_6_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   360972288   1572864     95-396  attn_y_h_6_attn             [B, 1024, 768]
+ *   283705344   1572864     95-393  attn_y_h_6_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   362545152   1572864     96-386  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
- *   364118016   1572864     99-381  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
- *   410427392   4096        99-386  ln_mean_h_6_ln_2            [B, 1024]
+ *   285278208   1572864     96-383  residual_attn_out_h_6_attn  [B, 1024, 768]  x + body(x)
+ *   286851072   1572864     99-378  layernorm_h_6_ln_2          [B, 1024, 768]  layernorm output
+ *   333160448   4096        99-383  ln_mean_h_6_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410431488   4096        99-386  ln_rstd_h_6_ln_2            [B, 1024]
+ *   333164544   4096        99-383  ln_rstd_h_6_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   178520064   6291456    100-378  linear_h_6_fc               [B, 1024, 3072]  linear output
- *   184811520   6291456    102-374  gelu_h_6_2                  [B, 1024, 3072]  gelu
- *   365690880   1572864    104-368  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
- *   367263744   1572864    107-363  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
- *   410435584   4096       107-368  ln_mean_h_7_ln_1            [B, 1024]
+ *   101253120   6291456    100-375  linear_h_6_fc               [B, 1024, 3072]  linear output
+ *   107544576   6291456    102-371  gelu_h_6_2                  [B, 1024, 3072]  gelu
+ *   288423936   1572864    104-365  residual_linear_h_6_proj    [B, 1024, 768]  x + body(x)
+ *   289996800   1572864    107-360  layernorm_h_7_ln_1          [B, 1024, 768]  layernorm output
+ *   333168640   4096       107-365  ln_mean_h_7_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410439680   4096       107-368  ln_rstd_h_7_ln_1            [B, 1024]
+ *   333172736   4096       107-365  ln_rstd_h_7_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   287047680   4718592    108-360  qkv_h_7_attn                [B, 1024, 2304]
+ *   209780736   4718592    108-357  qkv_h_7_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410075136   49152      110-360  lse_h_7_attn                [B, 12, 1024]
+ *   332808192   49152      110-357  lse_h_7_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   368836608   1572864    110-360  attn_y_h_7_attn             [B, 1024, 768]
+ *   291569664   1572864    110-357  attn_y_h_7_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   370409472   1572864    111-350  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
- *   371982336   1572864    114-345  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
- *   410443776   4096       114-350  ln_mean_h_7_ln_2            [B, 1024]
+ *   293142528   1572864    111-347  residual_attn_out_h_7_attn  [B, 1024, 768]  x + body(x)
+ *   294715392   1572864    114-342  layernorm_h_7_ln_2          [B, 1024, 768]  layernorm output
+ *   333176832   4096       114-347  ln_mean_h_7_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410447872   4096       114-350  ln_rstd_h_7_ln_2            [B, 1024]
+ *   333180928   4096       114-347  ln_rstd_h_7_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   191102976   6291456    115-342  linear_h_7_fc               [B, 1024, 3072]  linear output
- *   197394432   6291456    117-338  gelu_h_7_2                  [B, 1024, 3072]  gelu
- *   373555200   1572864    119-332  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
- *   375128064   1572864    122-327  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
- *   410451968   4096       122-332  ln_mean_h_8_ln_1            [B, 1024]
+ *   113836032   6291456    115-339  linear_h_7_fc               [B, 1024, 3072]  linear output
+ *   120127488   6291456    117-335  gelu_h_7_2                  [B, 1024, 3072]  gelu
+ *   296288256   1572864    119-329  residual_linear_h_7_proj    [B, 1024, 768]  x + body(x)
+ *   297861120   1572864    122-324  layernorm_h_8_ln_1          [B, 1024, 768]  layernorm output
+ *   333185024   4096       122-329  ln_mean_h_8_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410456064   4096       122-332  ln_rstd_h_8_ln_1            [B, 1024]
+ *   333189120   4096       122-329  ln_rstd_h_8_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   291766272   4718592    123-324  qkv_h_8_attn                [B, 1024, 2304]
+ *   214499328   4718592    123-321  qkv_h_8_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410124288   49152      125-324  lse_h_8_attn                [B, 12, 1024]
+ *   332857344   49152      125-321  lse_h_8_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   376700928   1572864    125-324  attn_y_h_8_attn             [B, 1024, 768]
+ *   299433984   1572864    125-321  attn_y_h_8_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   378273792   1572864    126-314  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
- *   379846656   1572864    129-309  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
- *   410460160   4096       129-314  ln_mean_h_8_ln_2            [B, 1024]
+ *   301006848   1572864    126-311  residual_attn_out_h_8_attn  [B, 1024, 768]  x + body(x)
+ *   302579712   1572864    129-306  layernorm_h_8_ln_2          [B, 1024, 768]  layernorm output
+ *   333193216   4096       129-311  ln_mean_h_8_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410464256   4096       129-314  ln_rstd_h_8_ln_2            [B, 1024]
+ *   333197312   4096       129-311  ln_rstd_h_8_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   203685888   6291456    130-306  linear_h_8_fc               [B, 1024, 3072]  linear output
- *   209977344   6291456    132-302  gelu_h_8_2                  [B, 1024, 3072]  gelu
- *   381419520   1572864    134-296  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
- *   382992384   1572864    137-291  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
- *   410468352   4096       137-296  ln_mean_h_9_ln_1            [B, 1024]
+ *   126418944   6291456    130-303  linear_h_8_fc               [B, 1024, 3072]  linear output
+ *   132710400   6291456    132-299  gelu_h_8_2                  [B, 1024, 3072]  gelu
+ *   304152576   1572864    134-293  residual_linear_h_8_proj    [B, 1024, 768]  x + body(x)
+ *   305725440   1572864    137-288  layernorm_h_9_ln_1          [B, 1024, 768]  layernorm output
+ *   333201408   4096       137-293  ln_mean_h_9_ln_1            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410472448   4096       137-296  ln_rstd_h_9_ln_1            [B, 1024]
+ *   333205504   4096       137-293  ln_rstd_h_9_ln_1            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   296484864   4718592    138-288  qkv_h_9_attn                [B, 1024, 2304]
+ *   219217920   4718592    138-285  qkv_h_9_attn                [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410173440   49152      140-288  lse_h_9_attn                [B, 12, 1024]
+ *   332906496   49152      140-285  lse_h_9_attn                [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   384565248   1572864    140-288  attn_y_h_9_attn             [B, 1024, 768]
+ *   307298304   1572864    140-285  attn_y_h_9_attn             [B, 1024, 768]
  *                                   attention heads' outputs
- *   386138112   1572864    141-278  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
- *   387710976   1572864    144-273  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
- *   410476544   4096       144-278  ln_mean_h_9_ln_2            [B, 1024]
+ *   308871168   1572864    141-275  residual_attn_out_h_9_attn  [B, 1024, 768]  x + body(x)
+ *   310444032   1572864    144-270  layernorm_h_9_ln_2          [B, 1024, 768]  layernorm output
+ *   333209600   4096       144-275  ln_mean_h_9_ln_2            [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410480640   4096       144-278  ln_rstd_h_9_ln_2            [B, 1024]
+ *   333213696   4096       144-275  ln_rstd_h_9_ln_2            [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   216268800   6291456    145-270  linear_h_9_fc               [B, 1024, 3072]  linear output
- *   222560256   6291456    147-266  gelu_h_9_2                  [B, 1024, 3072]  gelu
- *   389283840   1572864    149-260  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
- *   390856704   1572864    152-255  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
- *   410484736   4096       152-260  ln_mean_h_10_ln_1           [B, 1024]
+ *   139001856   6291456    145-267  linear_h_9_fc               [B, 1024, 3072]  linear output
+ *   145293312   6291456    147-263  gelu_h_9_2                  [B, 1024, 3072]  gelu
+ *   312016896   1572864    149-257  residual_linear_h_9_proj    [B, 1024, 768]  x + body(x)
+ *   313589760   1572864    152-252  layernorm_h_10_ln_1         [B, 1024, 768]  layernorm output
+ *   333217792   4096       152-257  ln_mean_h_10_ln_1           [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410488832   4096       152-260  ln_rstd_h_10_ln_1           [B, 1024]
+ *   333221888   4096       152-257  ln_rstd_h_10_ln_1           [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   301203456   4718592    153-252  qkv_h_10_attn               [B, 1024, 2304]
+ *   223936512   4718592    153-249  qkv_h_10_attn               [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410222592   49152      155-252  lse_h_10_attn               [B, 12, 1024]
+ *   332955648   49152      155-249  lse_h_10_attn               [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   392429568   1572864    155-252  attn_y_h_10_attn            [B, 1024, 768]
+ *   315162624   1572864    155-249  attn_y_h_10_attn            [B, 1024, 768]
  *                                   attention heads' outputs
- *   394002432   1572864    156-242  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
- *   395575296   1572864    159-237  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
- *   410492928   4096       159-242  ln_mean_h_10_ln_2           [B, 1024]
+ *   316735488   1572864    156-239  residual_attn_out_h_10_attn  [B, 1024, 768]  x + body(x)
+ *   318308352   1572864    159-234  layernorm_h_10_ln_2         [B, 1024, 768]  layernorm output
+ *   333225984   4096       159-239  ln_mean_h_10_ln_2           [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410497024   4096       159-242  ln_rstd_h_10_ln_2           [B, 1024]
+ *   333230080   4096       159-239  ln_rstd_h_10_ln_2           [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   228851712   6291456    160-234  linear_h_10_fc              [B, 1024, 3072]  linear output
- *   235143168   6291456    162-230  gelu_h_10_2                 [B, 1024, 3072]  gelu
- *   397148160   1572864    164-224  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
- *   398721024   1572864    167-219  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
- *   410501120   4096       167-224  ln_mean_h_11_ln_1           [B, 1024]
+ *   151584768   6291456    160-231  linear_h_10_fc              [B, 1024, 3072]  linear output
+ *   157876224   6291456    162-227  gelu_h_10_2                 [B, 1024, 3072]  gelu
+ *   319881216   1572864    164-221  residual_linear_h_10_proj   [B, 1024, 768]  x + body(x)
+ *   321454080   1572864    167-216  layernorm_h_11_ln_1         [B, 1024, 768]  layernorm output
+ *   333234176   4096       167-221  ln_mean_h_11_ln_1           [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410505216   4096       167-224  ln_rstd_h_11_ln_1           [B, 1024]
+ *   333238272   4096       167-221  ln_rstd_h_11_ln_1           [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   305922048   4718592    168-216  qkv_h_11_attn               [B, 1024, 2304]
+ *   228655104   4718592    168-213  qkv_h_11_attn               [B, 1024, 2304]
  *                                   q, k, v side by side
- *   410271744   49152      170-216  lse_h_11_attn               [B, 12, 1024]
+ *   333004800   49152      170-213  lse_h_11_attn               [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   400293888   1572864    170-216  attn_y_h_11_attn            [B, 1024, 768]
+ *   323026944   1572864    170-213  attn_y_h_11_attn            [B, 1024, 768]
  *                                   attention heads' outputs
- *   401866752   1572864    171-206  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
- *   403439616   1572864    174-201  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
- *   410509312   4096       174-206  ln_mean_h_11_ln_2           [B, 1024]
+ *   324599808   1572864    171-203  residual_attn_out_h_11_attn  [B, 1024, 768]  x + body(x)
+ *   326172672   1572864    174-198  layernorm_h_11_ln_2         [B, 1024, 768]  layernorm output
+ *   333242368   4096       174-203  ln_mean_h_11_ln_2           [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410513408   4096       174-206  ln_rstd_h_11_ln_2           [B, 1024]
+ *   333246464   4096       174-203  ln_rstd_h_11_ln_2           [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   241434624   6291456    175-198  linear_h_11_fc              [B, 1024, 3072]  linear output
- *   247726080   6291456    177-194  gelu_h_11_2                 [B, 1024, 3072]  gelu
- *   405012480   1572864    179-189  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
- *   406585344   1572864    182-187  layernorm_ln_f              [B, 1024, 768]  layernorm output
- *   410517504   4096       182-189  ln_mean_ln_f                [B, 1024]
+ *   164167680   6291456    175-195  linear_h_11_fc              [B, 1024, 3072]  linear output
+ *   170459136   6291456    177-191  gelu_h_11_2                 [B, 1024, 3072]  gelu
+ *   327745536   1572864    179-186  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
+ *   329318400   1572864    182-184  layernorm_ln_f              [B, 1024, 768]  layernorm output
+ *   333250560   4096       182-186  ln_mean_ln_f                [B, 1024]
  *                                   layernorm mean, saved for backward (fp32)
- *   410521600   4096       182-189  ln_rstd_ln_f                [B, 1024]
+ *   333254656   4096       182-186  ln_rstd_ln_f                [B, 1024]
  *                                   layernorm 1/std, saved for backward (fp32)
- *   0           103022592  183-187  linear_lm_head              [B, 1024, 50257]
- *                                   linear output (rows 50304 apart: aligned for the GEMMs)
- *   408158208   1572864    185-189  d_layernorm_ln_f            [B, 1024, 768]  gradient
- *   406585344   1572864    189-627  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
- *   0           6291456    198-201  d_linear_h_11_fc            [B, 1024, 3072]  gradient
- *   405012480   1572864    199-206  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
- *   401866752   1572864    210-216  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
- *   241434624   4718592    216-219  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
- *   305922048   1572864    217-224  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    234-237  d_linear_h_10_fc            [B, 1024, 3072]  gradient
- *   305922048   1572864    235-242  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
- *   305922048   1572864    246-252  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
- *   228851712   4718592    252-255  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
- *   301203456   1572864    253-260  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
- *   0           6291456    270-273  d_linear_h_9_fc             [B, 1024, 3072]  gradient
- *   301203456   1572864    271-278  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
- *   301203456   1572864    282-288  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
- *   216268800   4718592    288-291  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
- *   296484864   1572864    289-296  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    306-309  d_linear_h_8_fc             [B, 1024, 3072]  gradient
- *   296484864   1572864    307-314  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
- *   296484864   1572864    318-324  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
- *   203685888   4718592    324-327  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
- *   291766272   1572864    325-332  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    342-345  d_linear_h_7_fc             [B, 1024, 3072]  gradient
- *   291766272   1572864    343-350  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
- *   291766272   1572864    354-360  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
- *   191102976   4718592    360-363  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
- *   287047680   1572864    361-368  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    378-381  d_linear_h_6_fc             [B, 1024, 3072]  gradient
- *   287047680   1572864    379-386  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
- *   287047680   1572864    390-396  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
- *   178520064   4718592    396-399  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
- *   282329088   1572864    397-404  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    414-417  d_linear_h_5_fc             [B, 1024, 3072]  gradient
- *   282329088   1572864    415-422  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
- *   282329088   1572864    426-432  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
- *   165937152   4718592    432-435  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
- *   277610496   1572864    433-440  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    450-453  d_linear_h_4_fc             [B, 1024, 3072]  gradient
- *   277610496   1572864    451-458  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
- *   277610496   1572864    462-468  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
- *   153354240   4718592    468-471  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
- *   272891904   1572864    469-476  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    486-489  d_linear_h_3_fc             [B, 1024, 3072]  gradient
- *   272891904   1572864    487-494  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
- *   272891904   1572864    498-504  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
- *   0           4718592    504-507  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
- *   268173312   1572864    505-512  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    522-525  d_linear_h_2_fc             [B, 1024, 3072]  gradient
- *   268173312   1572864    523-530  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
- *   268173312   1572864    534-540  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
- *   0           4718592    540-543  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
- *   263454720   1572864    541-548  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    558-561  d_linear_h_1_fc             [B, 1024, 3072]  gradient
- *   263454720   1572864    559-566  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
- *   263454720   1572864    570-576  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
- *   0           4718592    576-579  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
- *   258736128   1572864    577-584  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
- *   0           6291456    594-597  d_linear_h_0_fc             [B, 1024, 3072]  gradient
- *   258736128   1572864    595-602  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
- *   258736128   1572864    606-612  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
- *   0           4718592    612-615  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
- *   313786368   1572864    613-620  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
+ *   330891264   1572864    184-186  d_layernorm_ln_f            [B, 1024, 768]  gradient
+ *   329318400   1572864    186-624  d_residual_linear_h_11_proj  [B, 1024, 768]  gradient
+ *   0           6291456    195-198  d_linear_h_11_fc            [B, 1024, 3072]  gradient
+ *   327745536   1572864    196-203  d_layernorm_h_11_ln_2       [B, 1024, 768]  gradient
+ *   324599808   1572864    207-213  d_attn_y_h_11_attn          [B, 1024, 768]  gradient
+ *   164167680   4718592    213-216  d_qkv_h_11_attn             [B, 1024, 2304]  gradient
+ *   228655104   1572864    214-221  d_layernorm_h_11_ln_1       [B, 1024, 768]  gradient
+ *   0           6291456    231-234  d_linear_h_10_fc            [B, 1024, 3072]  gradient
+ *   228655104   1572864    232-239  d_layernorm_h_10_ln_2       [B, 1024, 768]  gradient
+ *   228655104   1572864    243-249  d_attn_y_h_10_attn          [B, 1024, 768]  gradient
+ *   151584768   4718592    249-252  d_qkv_h_10_attn             [B, 1024, 2304]  gradient
+ *   223936512   1572864    250-257  d_layernorm_h_10_ln_1       [B, 1024, 768]  gradient
+ *   0           6291456    267-270  d_linear_h_9_fc             [B, 1024, 3072]  gradient
+ *   223936512   1572864    268-275  d_layernorm_h_9_ln_2        [B, 1024, 768]  gradient
+ *   223936512   1572864    279-285  d_attn_y_h_9_attn           [B, 1024, 768]  gradient
+ *   0           4718592    285-288  d_qkv_h_9_attn              [B, 1024, 2304]  gradient
+ *   219217920   1572864    286-293  d_layernorm_h_9_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    303-306  d_linear_h_8_fc             [B, 1024, 3072]  gradient
+ *   219217920   1572864    304-311  d_layernorm_h_8_ln_2        [B, 1024, 768]  gradient
+ *   219217920   1572864    315-321  d_attn_y_h_8_attn           [B, 1024, 768]  gradient
+ *   0           4718592    321-324  d_qkv_h_8_attn              [B, 1024, 2304]  gradient
+ *   214499328   1572864    322-329  d_layernorm_h_8_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    339-342  d_linear_h_7_fc             [B, 1024, 3072]  gradient
+ *   214499328   1572864    340-347  d_layernorm_h_7_ln_2        [B, 1024, 768]  gradient
+ *   214499328   1572864    351-357  d_attn_y_h_7_attn           [B, 1024, 768]  gradient
+ *   0           4718592    357-360  d_qkv_h_7_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    358-365  d_layernorm_h_7_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    375-378  d_linear_h_6_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    376-383  d_layernorm_h_6_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    387-393  d_attn_y_h_6_attn           [B, 1024, 768]  gradient
+ *   0           4718592    393-396  d_qkv_h_6_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    394-401  d_layernorm_h_6_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    411-414  d_linear_h_5_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    412-419  d_layernorm_h_5_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    423-429  d_attn_y_h_5_attn           [B, 1024, 768]  gradient
+ *   0           4718592    429-432  d_qkv_h_5_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    430-437  d_layernorm_h_5_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    447-450  d_linear_h_4_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    448-455  d_layernorm_h_4_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    459-465  d_attn_y_h_4_attn           [B, 1024, 768]  gradient
+ *   0           4718592    465-468  d_qkv_h_4_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    466-473  d_layernorm_h_4_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    483-486  d_linear_h_3_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    484-491  d_layernorm_h_3_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    495-501  d_attn_y_h_3_attn           [B, 1024, 768]  gradient
+ *   0           4718592    501-504  d_qkv_h_3_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    502-509  d_layernorm_h_3_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    519-522  d_linear_h_2_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    520-527  d_layernorm_h_2_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    531-537  d_attn_y_h_2_attn           [B, 1024, 768]  gradient
+ *   0           4718592    537-540  d_qkv_h_2_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    538-545  d_layernorm_h_2_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    555-558  d_linear_h_1_fc             [B, 1024, 3072]  gradient
+ *   6291456     1572864    556-563  d_layernorm_h_1_ln_2        [B, 1024, 768]  gradient
+ *   4718592     1572864    567-573  d_attn_y_h_1_attn           [B, 1024, 768]  gradient
+ *   0           4718592    573-576  d_qkv_h_1_attn              [B, 1024, 2304]  gradient
+ *   4718592     1572864    574-581  d_layernorm_h_1_ln_1        [B, 1024, 768]  gradient
+ *   0           6291456    591-594  d_linear_h_0_fc             [B, 1024, 3072]  gradient
+ *   181469184   1572864    592-599  d_layernorm_h_0_ln_2        [B, 1024, 768]  gradient
+ *   181469184   1572864    603-609  d_attn_y_h_0_attn           [B, 1024, 768]  gradient
+ *   0           4718592    609-612  d_qkv_h_0_attn              [B, 1024, 2304]  gradient
+ *   236519424   1572864    610-617  d_layernorm_h_0_ln_1        [B, 1024, 768]  gradient
+ *   0           25755648   184-184  linear_lm_head_chunk        [B, 256, 50257]
+ *                                   256 rows of each sample's logits, then their gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]
  *                                   written over embedding_wte
- *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]
- *                                   written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_h_11_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_h_11_proj
  *   (in place)  -                   d_residual_linear_h_10_proj  [B, 1024, 768]

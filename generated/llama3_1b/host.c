@@ -40,317 +40,318 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 2048] */
     const float *P_embed_weight = e->params + 0; /* [128256, 2048] */
-    float *embedding_embed = ACT(2337275904); /* [B, 2048, 2048], bf16 on a GPU */
+    float *embedding_embed = ACT(1943273472); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_0_attn_norm_weight = e->params + 262668288; /* [2048] */
-    float *rmsnorm_layers_0_attn_norm = ACT(2345664512); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_0_attn_norm = ACT(3037724672); /* [B, 2048] */
+    float *rmsnorm_layers_0_attn_norm = ACT(1951662080); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_norm = ACT(2643722240); /* [B, 2048] */
     const float *P_layers_0_attn_qkv_weight = e->params + 262670336; /* [3072, 2048] */
-    float *qkv_layers_0_attn = ACT(2135949312); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_0_attn = ACT(3033530368); /* [B, 32, 2048] */
-    float *attn_y_layers_0_attn = ACT(2354053120); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_0_attn = ACT(1741946880); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_0_attn = ACT(2639527936); /* [B, 32, 2048] */
+    float *attn_y_layers_0_attn = ACT(1960050688); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_0_attn_proj_weight = e->params + 268961792; /* [2048, 2048] */
-    float *attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_0_mlp_norm_weight = e->params + 273156096; /* [2048] */
-    float *rmsnorm_layers_0_mlp_norm = ACT(2370830336); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_0_mlp_norm = ACT(3037732864); /* [B, 2048] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(1976827904); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_norm = ACT(2643730432); /* [B, 2048] */
     const float *P_layers_0_gate_up_weight = e->params + 273158144; /* [16384, 2048] */
-    float *linear_layers_0_gate_up = ACT(525336576); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_0_2 = ACT(1599078400); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_0_gate_up = ACT(131334144); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_0_2 = ACT(1205075968); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_0_down_weight = e->params + 306712576; /* [2048, 8192] */
-    float *linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_1_attn_norm_weight = e->params + 323489792; /* [2048] */
-    float *rmsnorm_layers_1_attn_norm = ACT(2387607552); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_1_attn_norm = ACT(3037741056); /* [B, 2048] */
+    float *rmsnorm_layers_1_attn_norm = ACT(1993605120); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_norm = ACT(2643738624); /* [B, 2048] */
     const float *P_layers_1_attn_qkv_weight = e->params + 323491840; /* [3072, 2048] */
-    float *qkv_layers_1_attn = ACT(2148532224); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_1_attn = ACT(3033792512); /* [B, 32, 2048] */
-    float *attn_y_layers_1_attn = ACT(2395996160); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_1_attn = ACT(1754529792); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_1_attn = ACT(2639790080); /* [B, 32, 2048] */
+    float *attn_y_layers_1_attn = ACT(2001993728); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_1_attn_proj_weight = e->params + 329783296; /* [2048, 2048] */
-    float *attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_1_mlp_norm_weight = e->params + 333977600; /* [2048] */
-    float *rmsnorm_layers_1_mlp_norm = ACT(2412773376); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_1_mlp_norm = ACT(3037749248); /* [B, 2048] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(2018770944); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_norm = ACT(2643746816); /* [B, 2048] */
     const float *P_layers_1_gate_up_weight = e->params + 333979648; /* [16384, 2048] */
-    float *linear_layers_1_gate_up = ACT(592445440); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_1_2 = ACT(1632632832); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_1_gate_up = ACT(198443008); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_1_2 = ACT(1238630400); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_1_down_weight = e->params + 367534080; /* [2048, 8192] */
-    float *linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_2_attn_norm_weight = e->params + 384311296; /* [2048] */
-    float *rmsnorm_layers_2_attn_norm = ACT(2429550592); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_2_attn_norm = ACT(3037757440); /* [B, 2048] */
+    float *rmsnorm_layers_2_attn_norm = ACT(2035548160); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_norm = ACT(2643755008); /* [B, 2048] */
     const float *P_layers_2_attn_qkv_weight = e->params + 384313344; /* [3072, 2048] */
-    float *qkv_layers_2_attn = ACT(2161115136); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_2_attn = ACT(3034054656); /* [B, 32, 2048] */
-    float *attn_y_layers_2_attn = ACT(2437939200); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_2_attn = ACT(1767112704); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_2_attn = ACT(2640052224); /* [B, 32, 2048] */
+    float *attn_y_layers_2_attn = ACT(2043936768); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_2_attn_proj_weight = e->params + 390604800; /* [2048, 2048] */
-    float *attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_2_mlp_norm_weight = e->params + 394799104; /* [2048] */
-    float *rmsnorm_layers_2_mlp_norm = ACT(2454716416); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_2_mlp_norm = ACT(3037765632); /* [B, 2048] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(2060713984); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_norm = ACT(2643763200); /* [B, 2048] */
     const float *P_layers_2_gate_up_weight = e->params + 394801152; /* [16384, 2048] */
-    float *linear_layers_2_gate_up = ACT(659554304); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_2_2 = ACT(1666187264); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_2_gate_up = ACT(265551872); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_2_2 = ACT(1272184832); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_2_down_weight = e->params + 428355584; /* [2048, 8192] */
-    float *linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_3_attn_norm_weight = e->params + 445132800; /* [2048] */
-    float *rmsnorm_layers_3_attn_norm = ACT(2471493632); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_3_attn_norm = ACT(3037773824); /* [B, 2048] */
+    float *rmsnorm_layers_3_attn_norm = ACT(2077491200); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_norm = ACT(2643771392); /* [B, 2048] */
     const float *P_layers_3_attn_qkv_weight = e->params + 445134848; /* [3072, 2048] */
-    float *qkv_layers_3_attn = ACT(2173698048); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_3_attn = ACT(3034316800); /* [B, 32, 2048] */
-    float *attn_y_layers_3_attn = ACT(2479882240); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_3_attn = ACT(1779695616); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_3_attn = ACT(2640314368); /* [B, 32, 2048] */
+    float *attn_y_layers_3_attn = ACT(2085879808); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_3_attn_proj_weight = e->params + 451426304; /* [2048, 2048] */
-    float *attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_3_mlp_norm_weight = e->params + 455620608; /* [2048] */
-    float *rmsnorm_layers_3_mlp_norm = ACT(2496659456); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_3_mlp_norm = ACT(3037782016); /* [B, 2048] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(2102657024); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_norm = ACT(2643779584); /* [B, 2048] */
     const float *P_layers_3_gate_up_weight = e->params + 455622656; /* [16384, 2048] */
-    float *linear_layers_3_gate_up = ACT(726663168); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_3_2 = ACT(1699741696); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_3_gate_up = ACT(332660736); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_3_2 = ACT(1305739264); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_3_down_weight = e->params + 489177088; /* [2048, 8192] */
-    float *linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_4_attn_norm_weight = e->params + 505954304; /* [2048] */
-    float *rmsnorm_layers_4_attn_norm = ACT(2513436672); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_4_attn_norm = ACT(3037790208); /* [B, 2048] */
+    float *rmsnorm_layers_4_attn_norm = ACT(2119434240); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_norm = ACT(2643787776); /* [B, 2048] */
     const float *P_layers_4_attn_qkv_weight = e->params + 505956352; /* [3072, 2048] */
-    float *qkv_layers_4_attn = ACT(2186280960); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_4_attn = ACT(3034578944); /* [B, 32, 2048] */
-    float *attn_y_layers_4_attn = ACT(2521825280); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_4_attn = ACT(1792278528); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_4_attn = ACT(2640576512); /* [B, 32, 2048] */
+    float *attn_y_layers_4_attn = ACT(2127822848); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_4_attn_proj_weight = e->params + 512247808; /* [2048, 2048] */
-    float *attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_4_mlp_norm_weight = e->params + 516442112; /* [2048] */
-    float *rmsnorm_layers_4_mlp_norm = ACT(2538602496); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_4_mlp_norm = ACT(3037798400); /* [B, 2048] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(2144600064); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_norm = ACT(2643795968); /* [B, 2048] */
     const float *P_layers_4_gate_up_weight = e->params + 516444160; /* [16384, 2048] */
-    float *linear_layers_4_gate_up = ACT(793772032); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_4_2 = ACT(1733296128); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_4_gate_up = ACT(399769600); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_4_2 = ACT(1339293696); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_4_down_weight = e->params + 549998592; /* [2048, 8192] */
-    float *linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_5_attn_norm_weight = e->params + 566775808; /* [2048] */
-    float *rmsnorm_layers_5_attn_norm = ACT(2555379712); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_5_attn_norm = ACT(3037806592); /* [B, 2048] */
+    float *rmsnorm_layers_5_attn_norm = ACT(2161377280); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_norm = ACT(2643804160); /* [B, 2048] */
     const float *P_layers_5_attn_qkv_weight = e->params + 566777856; /* [3072, 2048] */
-    float *qkv_layers_5_attn = ACT(2198863872); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_5_attn = ACT(3034841088); /* [B, 32, 2048] */
-    float *attn_y_layers_5_attn = ACT(2563768320); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_5_attn = ACT(1804861440); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_5_attn = ACT(2640838656); /* [B, 32, 2048] */
+    float *attn_y_layers_5_attn = ACT(2169765888); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_5_attn_proj_weight = e->params + 573069312; /* [2048, 2048] */
-    float *attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_5_mlp_norm_weight = e->params + 577263616; /* [2048] */
-    float *rmsnorm_layers_5_mlp_norm = ACT(2580545536); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_5_mlp_norm = ACT(3037814784); /* [B, 2048] */
+    float *rmsnorm_layers_5_mlp_norm = ACT(2186543104); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_norm = ACT(2643812352); /* [B, 2048] */
     const float *P_layers_5_gate_up_weight = e->params + 577265664; /* [16384, 2048] */
-    float *linear_layers_5_gate_up = ACT(860880896); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_5_2 = ACT(1766850560); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_5_gate_up = ACT(466878464); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_5_2 = ACT(1372848128); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_5_down_weight = e->params + 610820096; /* [2048, 8192] */
-    float *linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_6_attn_norm_weight = e->params + 627597312; /* [2048] */
-    float *rmsnorm_layers_6_attn_norm = ACT(2597322752); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_6_attn_norm = ACT(3037822976); /* [B, 2048] */
+    float *rmsnorm_layers_6_attn_norm = ACT(2203320320); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_norm = ACT(2643820544); /* [B, 2048] */
     const float *P_layers_6_attn_qkv_weight = e->params + 627599360; /* [3072, 2048] */
-    float *qkv_layers_6_attn = ACT(2211446784); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_6_attn = ACT(3035103232); /* [B, 32, 2048] */
-    float *attn_y_layers_6_attn = ACT(2605711360); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_6_attn = ACT(1817444352); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_6_attn = ACT(2641100800); /* [B, 32, 2048] */
+    float *attn_y_layers_6_attn = ACT(2211708928); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_6_attn_proj_weight = e->params + 633890816; /* [2048, 2048] */
-    float *attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_6_mlp_norm_weight = e->params + 638085120; /* [2048] */
-    float *rmsnorm_layers_6_mlp_norm = ACT(2622488576); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_6_mlp_norm = ACT(3037831168); /* [B, 2048] */
+    float *rmsnorm_layers_6_mlp_norm = ACT(2228486144); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_norm = ACT(2643828736); /* [B, 2048] */
     const float *P_layers_6_gate_up_weight = e->params + 638087168; /* [16384, 2048] */
-    float *linear_layers_6_gate_up = ACT(927989760); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_6_2 = ACT(1800404992); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_6_gate_up = ACT(533987328); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_6_2 = ACT(1406402560); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_6_down_weight = e->params + 671641600; /* [2048, 8192] */
-    float *linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_7_attn_norm_weight = e->params + 688418816; /* [2048] */
-    float *rmsnorm_layers_7_attn_norm = ACT(2639265792); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_7_attn_norm = ACT(3037839360); /* [B, 2048] */
+    float *rmsnorm_layers_7_attn_norm = ACT(2245263360); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_norm = ACT(2643836928); /* [B, 2048] */
     const float *P_layers_7_attn_qkv_weight = e->params + 688420864; /* [3072, 2048] */
-    float *qkv_layers_7_attn = ACT(2224029696); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_7_attn = ACT(3035365376); /* [B, 32, 2048] */
-    float *attn_y_layers_7_attn = ACT(2647654400); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_7_attn = ACT(1830027264); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_7_attn = ACT(2641362944); /* [B, 32, 2048] */
+    float *attn_y_layers_7_attn = ACT(2253651968); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_7_attn_proj_weight = e->params + 694712320; /* [2048, 2048] */
-    float *attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_7_mlp_norm_weight = e->params + 698906624; /* [2048] */
-    float *rmsnorm_layers_7_mlp_norm = ACT(2664431616); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_7_mlp_norm = ACT(3037847552); /* [B, 2048] */
+    float *rmsnorm_layers_7_mlp_norm = ACT(2270429184); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_norm = ACT(2643845120); /* [B, 2048] */
     const float *P_layers_7_gate_up_weight = e->params + 698908672; /* [16384, 2048] */
-    float *linear_layers_7_gate_up = ACT(995098624); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_7_2 = ACT(1833959424); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_7_gate_up = ACT(601096192); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_7_2 = ACT(1439956992); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_7_down_weight = e->params + 732463104; /* [2048, 8192] */
-    float *linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_8_attn_norm_weight = e->params + 749240320; /* [2048] */
-    float *rmsnorm_layers_8_attn_norm = ACT(2681208832); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_8_attn_norm = ACT(3037855744); /* [B, 2048] */
+    float *rmsnorm_layers_8_attn_norm = ACT(2287206400); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_norm = ACT(2643853312); /* [B, 2048] */
     const float *P_layers_8_attn_qkv_weight = e->params + 749242368; /* [3072, 2048] */
-    float *qkv_layers_8_attn = ACT(2236612608); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_8_attn = ACT(3035627520); /* [B, 32, 2048] */
-    float *attn_y_layers_8_attn = ACT(2689597440); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_8_attn = ACT(1842610176); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_8_attn = ACT(2641625088); /* [B, 32, 2048] */
+    float *attn_y_layers_8_attn = ACT(2295595008); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_8_attn_proj_weight = e->params + 755533824; /* [2048, 2048] */
-    float *attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_8_mlp_norm_weight = e->params + 759728128; /* [2048] */
-    float *rmsnorm_layers_8_mlp_norm = ACT(2706374656); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_8_mlp_norm = ACT(3037863936); /* [B, 2048] */
+    float *rmsnorm_layers_8_mlp_norm = ACT(2312372224); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_norm = ACT(2643861504); /* [B, 2048] */
     const float *P_layers_8_gate_up_weight = e->params + 759730176; /* [16384, 2048] */
-    float *linear_layers_8_gate_up = ACT(1062207488); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_8_2 = ACT(1867513856); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_8_gate_up = ACT(668205056); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_8_2 = ACT(1473511424); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_8_down_weight = e->params + 793284608; /* [2048, 8192] */
-    float *linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_9_attn_norm_weight = e->params + 810061824; /* [2048] */
-    float *rmsnorm_layers_9_attn_norm = ACT(2723151872); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_9_attn_norm = ACT(3037872128); /* [B, 2048] */
+    float *rmsnorm_layers_9_attn_norm = ACT(2329149440); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_norm = ACT(2643869696); /* [B, 2048] */
     const float *P_layers_9_attn_qkv_weight = e->params + 810063872; /* [3072, 2048] */
-    float *qkv_layers_9_attn = ACT(2249195520); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_9_attn = ACT(3035889664); /* [B, 32, 2048] */
-    float *attn_y_layers_9_attn = ACT(2731540480); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_9_attn = ACT(1855193088); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_9_attn = ACT(2641887232); /* [B, 32, 2048] */
+    float *attn_y_layers_9_attn = ACT(2337538048); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_9_attn_proj_weight = e->params + 816355328; /* [2048, 2048] */
-    float *attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_9_mlp_norm_weight = e->params + 820549632; /* [2048] */
-    float *rmsnorm_layers_9_mlp_norm = ACT(2748317696); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_9_mlp_norm = ACT(3037880320); /* [B, 2048] */
+    float *rmsnorm_layers_9_mlp_norm = ACT(2354315264); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_norm = ACT(2643877888); /* [B, 2048] */
     const float *P_layers_9_gate_up_weight = e->params + 820551680; /* [16384, 2048] */
-    float *linear_layers_9_gate_up = ACT(1129316352); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_9_2 = ACT(1901068288); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_9_gate_up = ACT(735313920); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_9_2 = ACT(1507065856); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_9_down_weight = e->params + 854106112; /* [2048, 8192] */
-    float *linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_10_attn_norm_weight = e->params + 870883328; /* [2048] */
-    float *rmsnorm_layers_10_attn_norm = ACT(2765094912); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_10_attn_norm = ACT(3037888512); /* [B, 2048] */
+    float *rmsnorm_layers_10_attn_norm = ACT(2371092480); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_norm = ACT(2643886080); /* [B, 2048] */
     const float *P_layers_10_attn_qkv_weight = e->params + 870885376; /* [3072, 2048] */
-    float *qkv_layers_10_attn = ACT(2261778432); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_10_attn = ACT(3036151808); /* [B, 32, 2048] */
-    float *attn_y_layers_10_attn = ACT(2773483520); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_10_attn = ACT(1867776000); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_10_attn = ACT(2642149376); /* [B, 32, 2048] */
+    float *attn_y_layers_10_attn = ACT(2379481088); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_10_attn_proj_weight = e->params + 877176832; /* [2048, 2048] */
-    float *attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_10_mlp_norm_weight = e->params + 881371136; /* [2048] */
-    float *rmsnorm_layers_10_mlp_norm = ACT(2790260736); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_10_mlp_norm = ACT(3037896704); /* [B, 2048] */
+    float *rmsnorm_layers_10_mlp_norm = ACT(2396258304); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_norm = ACT(2643894272); /* [B, 2048] */
     const float *P_layers_10_gate_up_weight = e->params + 881373184; /* [16384, 2048] */
-    float *linear_layers_10_gate_up = ACT(1196425216); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_10_2 = ACT(1934622720); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_10_gate_up = ACT(802422784); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_10_2 = ACT(1540620288); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_10_down_weight = e->params + 914927616; /* [2048, 8192] */
-    float *linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_11_attn_norm_weight = e->params + 931704832; /* [2048] */
-    float *rmsnorm_layers_11_attn_norm = ACT(2807037952); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_11_attn_norm = ACT(3037904896); /* [B, 2048] */
+    float *rmsnorm_layers_11_attn_norm = ACT(2413035520); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_norm = ACT(2643902464); /* [B, 2048] */
     const float *P_layers_11_attn_qkv_weight = e->params + 931706880; /* [3072, 2048] */
-    float *qkv_layers_11_attn = ACT(2274361344); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_11_attn = ACT(3036413952); /* [B, 32, 2048] */
-    float *attn_y_layers_11_attn = ACT(2815426560); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_11_attn = ACT(1880358912); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_11_attn = ACT(2642411520); /* [B, 32, 2048] */
+    float *attn_y_layers_11_attn = ACT(2421424128); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_11_attn_proj_weight = e->params + 937998336; /* [2048, 2048] */
-    float *attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_11_mlp_norm_weight = e->params + 942192640; /* [2048] */
-    float *rmsnorm_layers_11_mlp_norm = ACT(2832203776); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_11_mlp_norm = ACT(3037913088); /* [B, 2048] */
+    float *rmsnorm_layers_11_mlp_norm = ACT(2438201344); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_norm = ACT(2643910656); /* [B, 2048] */
     const float *P_layers_11_gate_up_weight = e->params + 942194688; /* [16384, 2048] */
-    float *linear_layers_11_gate_up = ACT(1263534080); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_11_2 = ACT(1968177152); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_11_gate_up = ACT(869531648); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_11_2 = ACT(1574174720); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_11_down_weight = e->params + 975749120; /* [2048, 8192] */
-    float *linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_12_attn_norm_weight = e->params + 992526336; /* [2048] */
-    float *rmsnorm_layers_12_attn_norm = ACT(2848980992); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_12_attn_norm = ACT(3037921280); /* [B, 2048] */
+    float *rmsnorm_layers_12_attn_norm = ACT(2454978560); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_12_attn_norm = ACT(2643918848); /* [B, 2048] */
     const float *P_layers_12_attn_qkv_weight = e->params + 992528384; /* [3072, 2048] */
-    float *qkv_layers_12_attn = ACT(2286944256); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_12_attn = ACT(3036676096); /* [B, 32, 2048] */
-    float *attn_y_layers_12_attn = ACT(2857369600); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_12_attn = ACT(1892941824); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_12_attn = ACT(2642673664); /* [B, 32, 2048] */
+    float *attn_y_layers_12_attn = ACT(2463367168); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_12_attn_proj_weight = e->params + 998819840; /* [2048, 2048] */
-    float *attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_12_mlp_norm_weight = e->params + 1003014144; /* [2048] */
-    float *rmsnorm_layers_12_mlp_norm = ACT(2874146816); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_12_mlp_norm = ACT(3037929472); /* [B, 2048] */
+    float *rmsnorm_layers_12_mlp_norm = ACT(2480144384); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_12_mlp_norm = ACT(2643927040); /* [B, 2048] */
     const float *P_layers_12_gate_up_weight = e->params + 1003016192; /* [16384, 2048] */
-    float *linear_layers_12_gate_up = ACT(1330642944); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_12_2 = ACT(2001731584); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_12_gate_up = ACT(936640512); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_12_2 = ACT(1607729152); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_12_down_weight = e->params + 1036570624; /* [2048, 8192] */
-    float *linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_13_attn_norm_weight = e->params + 1053347840; /* [2048] */
-    float *rmsnorm_layers_13_attn_norm = ACT(2890924032); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_13_attn_norm = ACT(3037937664); /* [B, 2048] */
+    float *rmsnorm_layers_13_attn_norm = ACT(2496921600); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_13_attn_norm = ACT(2643935232); /* [B, 2048] */
     const float *P_layers_13_attn_qkv_weight = e->params + 1053349888; /* [3072, 2048] */
-    float *qkv_layers_13_attn = ACT(2299527168); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_13_attn = ACT(3036938240); /* [B, 32, 2048] */
-    float *attn_y_layers_13_attn = ACT(2899312640); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_13_attn = ACT(1905524736); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_13_attn = ACT(2642935808); /* [B, 32, 2048] */
+    float *attn_y_layers_13_attn = ACT(2505310208); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_13_attn_proj_weight = e->params + 1059641344; /* [2048, 2048] */
-    float *attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_13_mlp_norm_weight = e->params + 1063835648; /* [2048] */
-    float *rmsnorm_layers_13_mlp_norm = ACT(2916089856); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_13_mlp_norm = ACT(3037945856); /* [B, 2048] */
+    float *rmsnorm_layers_13_mlp_norm = ACT(2522087424); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_13_mlp_norm = ACT(2643943424); /* [B, 2048] */
     const float *P_layers_13_gate_up_weight = e->params + 1063837696; /* [16384, 2048] */
-    float *linear_layers_13_gate_up = ACT(1397751808); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_13_2 = ACT(2035286016); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_13_gate_up = ACT(1003749376); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_13_2 = ACT(1641283584); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_13_down_weight = e->params + 1097392128; /* [2048, 8192] */
-    float *linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_14_attn_norm_weight = e->params + 1114169344; /* [2048] */
-    float *rmsnorm_layers_14_attn_norm = ACT(2932867072); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_14_attn_norm = ACT(3037954048); /* [B, 2048] */
+    float *rmsnorm_layers_14_attn_norm = ACT(2538864640); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_14_attn_norm = ACT(2643951616); /* [B, 2048] */
     const float *P_layers_14_attn_qkv_weight = e->params + 1114171392; /* [3072, 2048] */
-    float *qkv_layers_14_attn = ACT(2312110080); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_14_attn = ACT(3037200384); /* [B, 32, 2048] */
-    float *attn_y_layers_14_attn = ACT(2941255680); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_14_attn = ACT(1918107648); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_14_attn = ACT(2643197952); /* [B, 32, 2048] */
+    float *attn_y_layers_14_attn = ACT(2547253248); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_14_attn_proj_weight = e->params + 1120462848; /* [2048, 2048] */
-    float *attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_14_mlp_norm_weight = e->params + 1124657152; /* [2048] */
-    float *rmsnorm_layers_14_mlp_norm = ACT(2958032896); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_14_mlp_norm = ACT(3037962240); /* [B, 2048] */
+    float *rmsnorm_layers_14_mlp_norm = ACT(2564030464); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_14_mlp_norm = ACT(2643959808); /* [B, 2048] */
     const float *P_layers_14_gate_up_weight = e->params + 1124659200; /* [16384, 2048] */
-    float *linear_layers_14_gate_up = ACT(1464860672); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_14_2 = ACT(2068840448); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_14_gate_up = ACT(1070858240); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_14_2 = ACT(1674838016); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_14_down_weight = e->params + 1158213632; /* [2048, 8192] */
-    float *linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_15_attn_norm_weight = e->params + 1174990848; /* [2048] */
-    float *rmsnorm_layers_15_attn_norm = ACT(2974810112); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_15_attn_norm = ACT(3037970432); /* [B, 2048] */
+    float *rmsnorm_layers_15_attn_norm = ACT(2580807680); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_15_attn_norm = ACT(2643968000); /* [B, 2048] */
     const float *P_layers_15_attn_qkv_weight = e->params + 1174992896; /* [3072, 2048] */
-    float *qkv_layers_15_attn = ACT(2324692992); /* [B, 2048, 3072], bf16 on a GPU */
-    float *lse_layers_15_attn = ACT(3037462528); /* [B, 32, 2048] */
-    float *attn_y_layers_15_attn = ACT(2983198720); /* [B, 2048, 2048], bf16 on a GPU */
+    float *qkv_layers_15_attn = ACT(1930690560); /* [B, 2048, 3072], bf16 on a GPU */
+    float *lse_layers_15_attn = ACT(2643460096); /* [B, 32, 2048] */
+    float *attn_y_layers_15_attn = ACT(2589196288); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_15_attn_proj_weight = e->params + 1181284352; /* [2048, 2048] */
-    float *attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048], bf16 on a GPU */
+    float *attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_15_mlp_norm_weight = e->params + 1185478656; /* [2048] */
-    float *rmsnorm_layers_15_mlp_norm = ACT(2999975936); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_layers_15_mlp_norm = ACT(3037978624); /* [B, 2048] */
+    float *rmsnorm_layers_15_mlp_norm = ACT(2605973504); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_15_mlp_norm = ACT(2643976192); /* [B, 2048] */
     const float *P_layers_15_gate_up_weight = e->params + 1185480704; /* [16384, 2048] */
-    float *linear_layers_15_gate_up = ACT(1531969536); /* [B, 2048, 16384], bf16 on a GPU */
-    float *glu_layers_15_2 = ACT(2102394880); /* [B, 2048, 8192], bf16 on a GPU */
+    float *linear_layers_15_gate_up = ACT(1137967104); /* [B, 2048, 16384], bf16 on a GPU */
+    float *glu_layers_15_2 = ACT(1708392448); /* [B, 2048, 8192], bf16 on a GPU */
     const float *P_layers_15_down_weight = e->params + 1219035136; /* [2048, 8192] */
-    float *linear_layers_15_down = ACT(3008364544); /* [B, 2048, 2048], bf16 on a GPU */
-    float *residual_linear_layers_15_down = ACT(3008364544); /* [B, 2048, 2048], bf16 on a GPU */
+    float *linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048], bf16 on a GPU */
+    float *residual_linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_norm_weight = e->params + 1235812352; /* [2048] */
-    float *rmsnorm_norm = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_norm = ACT(3037986816); /* [B, 2048] */
-    float *linear_lm_head = ACT(0); /* [B, 2048, 128256], bf16 on a GPU */
+    float *rmsnorm_norm = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(2643984384); /* [B, 2048] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B, 2048] */
-    float *d_linear_lm_head = ACT(0); /* [B, 2048, 128256], bf16 on a GPU */
+    float *linear_lm_head_chunk = ACT(0); /* [B, 512, 128256], bf16 on a GPU */
+    float *d_rmsnorm_norm = ACT(2631139328); /* [B, 2048, 2048], bf16 on a GPU */
+    float *G_embed_weight = e->grads + 0; /* [128256, 2048] */
 
     RT_AT(0, "$.model.layers[0]: embedding: rows of the weight picked by the ids");
     rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B * 2048, 128256, 2048);
@@ -905,1797 +906,1787 @@ static void forward(rt_exec *e, int train)
     RT_AT(161, "$.model.layers[2]: rmsnorm");
     rt_rmsnorm_fwd(e, residual_linear_layers_15_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
                    e->B * 2048, 2048, 9.99999975e-06f);
-    RT_AT(162, "$.model.layers[3]: linear: y = x W^T; W is embed.weight (tied)");
-    rt_gemm(e, 0, 1, e->B * 2048, 128256, 2048, 1.0f, rmsnorm_norm, 2048, P_embed_weight, 2048,
-            0.0f, linear_lm_head, 128256);
-    RT_AT(163, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 2048,
-                     128256, 128256);
+    RT_AT(162, "$.model.loss: embed.weight's gradient is written from here on");
+    rt_grad_begin(e, 0, 262668288);
+    RT_AT(163, "$.model.loss: the head and cross entropy, 512 rows of each sample at a time: "
+          "logits = x W^T, loss and accuracy; in training d(logits) in place, dx = d(logits) W, "
+          "dW += d(logits)^T x; W is embed.weight");
+    rt_head_cross_entropy(e, rmsnorm_norm, P_embed_weight, in_y, e->train ? d_rmsnorm_norm : NULL,
+                          e->train ? G_embed_weight : NULL, linear_lm_head_chunk, e->B * 2048,
+                          e->B * 512, 2048, 128256, 128256, 128256, 0.0f);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_lm_head = ACT(0); /* [B, 2048, 128256], bf16 on a GPU */
-    const float *P_embed_weight = e->params + 0; /* [128256, 2048] */
-    float *d_rmsnorm_norm = ACT(3025141760); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_norm = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
-    float *G_embed_weight = e->grads + 0; /* [128256, 2048] */
-    const float *residual_linear_layers_15_down = ACT(3008364544); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_norm_weight = e->params + 1235812352; /* [2048] */
-    const float *rms_rstd_norm = ACT(3037986816); /* [B, 2048] */
-    float *d_residual_linear_layers_15_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_norm = ACT(2643984384); /* [B, 2048] */
+    const float *d_rmsnorm_norm = ACT(2631139328); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_residual_linear_layers_15_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_norm_weight = e->grads + 1235812352; /* [2048] */
     const float *P_layers_15_down_weight = e->params + 1219035136; /* [2048, 8192] */
     float *d_glu_layers_15_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_15_2 = ACT(2102394880); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_15_2 = ACT(1708392448); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_15_down_weight = e->grads + 1219035136; /* [2048, 8192] */
-    const float *linear_layers_15_gate_up = ACT(1531969536); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_15_gate_up = ACT(1137967104); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_15_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_15_gate_up_weight = e->params + 1185480704; /* [16384, 2048] */
-    float *d_rmsnorm_layers_15_mlp_norm = ACT(3008364544); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_15_mlp_norm = ACT(2999975936); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_15_mlp_norm = ACT(2614362112); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_15_mlp_norm = ACT(2605973504); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_15_gate_up_weight = e->grads + 1185480704; /* [16384, 2048] */
-    const float *residual_attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_15_mlp_norm_weight = e->params + 1185478656; /* [2048] */
-    const float *rms_rstd_layers_15_mlp_norm = ACT(3037978624); /* [B, 2048] */
-    float *d_residual_attn_out_layers_15_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_15_mlp_norm = ACT(2643976192); /* [B, 2048] */
+    float *d_residual_attn_out_layers_15_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_15_mlp_norm_weight = e->grads + 1185478656; /* [2048] */
     const float *P_layers_15_attn_proj_weight = e->params + 1181284352; /* [2048, 2048] */
-    float *d_attn_y_layers_15_attn = ACT(2114977792); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_15_attn = ACT(2983198720); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_15_attn = ACT(1720975360); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_15_attn = ACT(2589196288); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_15_attn_proj_weight = e->grads + 1181284352; /* [2048, 2048] */
-    const float *qkv_layers_15_attn = ACT(2324692992); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_15_attn = ACT(3037462528); /* [B, 32, 2048] */
-    float *d_qkv_layers_15_attn = ACT(2102394880); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_15_attn = ACT(1930690560); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_15_attn = ACT(2643460096); /* [B, 32, 2048] */
+    float *d_qkv_layers_15_attn = ACT(1708392448); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_15_attn_qkv_weight = e->params + 1174992896; /* [3072, 2048] */
-    float *d_rmsnorm_layers_15_attn_norm = ACT(2324692992); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_15_attn_norm = ACT(2974810112); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_15_attn_norm = ACT(1930690560); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_15_attn_norm = ACT(2580807680); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_15_attn_qkv_weight = e->grads + 1174992896; /* [3072, 2048] */
-    const float *residual_linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_15_attn_norm_weight = e->params + 1174990848; /* [2048] */
-    const float *rms_rstd_layers_15_attn_norm = ACT(3037970432); /* [B, 2048] */
-    float *d_residual_linear_layers_14_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_15_attn_norm = ACT(2643968000); /* [B, 2048] */
+    float *d_residual_linear_layers_14_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_15_attn_norm_weight = e->grads + 1174990848; /* [2048] */
     const float *P_layers_14_down_weight = e->params + 1158213632; /* [2048, 8192] */
-    float *d_glu_layers_14_2 = ACT(1531969536); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_14_2 = ACT(2068840448); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_14_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_14_2 = ACT(1674838016); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_14_down_weight = e->grads + 1158213632; /* [2048, 8192] */
-    const float *linear_layers_14_gate_up = ACT(1464860672); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_14_gate_up = ACT(1070858240); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_14_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_14_gate_up_weight = e->params + 1124659200; /* [16384, 2048] */
-    float *d_rmsnorm_layers_14_mlp_norm = ACT(2324692992); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_14_mlp_norm = ACT(2958032896); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_14_mlp_norm = ACT(1930690560); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_14_mlp_norm = ACT(2564030464); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_14_gate_up_weight = e->grads + 1124659200; /* [16384, 2048] */
-    const float *residual_attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_14_mlp_norm_weight = e->params + 1124657152; /* [2048] */
-    const float *rms_rstd_layers_14_mlp_norm = ACT(3037962240); /* [B, 2048] */
-    float *d_residual_attn_out_layers_14_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_14_mlp_norm = ACT(2643959808); /* [B, 2048] */
+    float *d_residual_attn_out_layers_14_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_14_mlp_norm_weight = e->grads + 1124657152; /* [2048] */
     const float *P_layers_14_attn_proj_weight = e->params + 1120462848; /* [2048, 2048] */
-    float *d_attn_y_layers_14_attn = ACT(2324692992); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_14_attn = ACT(2941255680); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_14_attn = ACT(1930690560); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_14_attn = ACT(2547253248); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_14_attn_proj_weight = e->grads + 1120462848; /* [2048, 2048] */
-    const float *qkv_layers_14_attn = ACT(2312110080); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_14_attn = ACT(3037200384); /* [B, 32, 2048] */
-    float *d_qkv_layers_14_attn = ACT(2068840448); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_14_attn = ACT(1918107648); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_14_attn = ACT(2643197952); /* [B, 32, 2048] */
+    float *d_qkv_layers_14_attn = ACT(1674838016); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_14_attn_qkv_weight = e->params + 1114171392; /* [3072, 2048] */
-    float *d_rmsnorm_layers_14_attn_norm = ACT(2312110080); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_14_attn_norm = ACT(2932867072); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_14_attn_norm = ACT(1918107648); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_14_attn_norm = ACT(2538864640); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_14_attn_qkv_weight = e->grads + 1114171392; /* [3072, 2048] */
-    const float *residual_linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_14_attn_norm_weight = e->params + 1114169344; /* [2048] */
-    const float *rms_rstd_layers_14_attn_norm = ACT(3037954048); /* [B, 2048] */
-    float *d_residual_linear_layers_13_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_14_attn_norm = ACT(2643951616); /* [B, 2048] */
+    float *d_residual_linear_layers_13_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_14_attn_norm_weight = e->grads + 1114169344; /* [2048] */
     const float *P_layers_13_down_weight = e->params + 1097392128; /* [2048, 8192] */
-    float *d_glu_layers_13_2 = ACT(1464860672); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_13_2 = ACT(2035286016); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_13_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_13_2 = ACT(1641283584); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_13_down_weight = e->grads + 1097392128; /* [2048, 8192] */
-    const float *linear_layers_13_gate_up = ACT(1397751808); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_13_gate_up = ACT(1003749376); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_13_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_13_gate_up_weight = e->params + 1063837696; /* [16384, 2048] */
-    float *d_rmsnorm_layers_13_mlp_norm = ACT(2312110080); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_13_mlp_norm = ACT(2916089856); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_13_mlp_norm = ACT(1918107648); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_13_mlp_norm = ACT(2522087424); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_13_gate_up_weight = e->grads + 1063837696; /* [16384, 2048] */
-    const float *residual_attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_13_mlp_norm_weight = e->params + 1063835648; /* [2048] */
-    const float *rms_rstd_layers_13_mlp_norm = ACT(3037945856); /* [B, 2048] */
-    float *d_residual_attn_out_layers_13_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_13_mlp_norm = ACT(2643943424); /* [B, 2048] */
+    float *d_residual_attn_out_layers_13_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_13_mlp_norm_weight = e->grads + 1063835648; /* [2048] */
     const float *P_layers_13_attn_proj_weight = e->params + 1059641344; /* [2048, 2048] */
-    float *d_attn_y_layers_13_attn = ACT(2312110080); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_13_attn = ACT(2899312640); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_13_attn = ACT(1918107648); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_13_attn = ACT(2505310208); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_13_attn_proj_weight = e->grads + 1059641344; /* [2048, 2048] */
-    const float *qkv_layers_13_attn = ACT(2299527168); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_13_attn = ACT(3036938240); /* [B, 32, 2048] */
-    float *d_qkv_layers_13_attn = ACT(2035286016); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_13_attn = ACT(1905524736); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_13_attn = ACT(2642935808); /* [B, 32, 2048] */
+    float *d_qkv_layers_13_attn = ACT(1641283584); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_13_attn_qkv_weight = e->params + 1053349888; /* [3072, 2048] */
-    float *d_rmsnorm_layers_13_attn_norm = ACT(2299527168); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_13_attn_norm = ACT(2890924032); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_13_attn_norm = ACT(1905524736); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_13_attn_norm = ACT(2496921600); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_13_attn_qkv_weight = e->grads + 1053349888; /* [3072, 2048] */
-    const float *residual_linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_13_attn_norm_weight = e->params + 1053347840; /* [2048] */
-    const float *rms_rstd_layers_13_attn_norm = ACT(3037937664); /* [B, 2048] */
-    float *d_residual_linear_layers_12_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_13_attn_norm = ACT(2643935232); /* [B, 2048] */
+    float *d_residual_linear_layers_12_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_13_attn_norm_weight = e->grads + 1053347840; /* [2048] */
     const float *P_layers_12_down_weight = e->params + 1036570624; /* [2048, 8192] */
-    float *d_glu_layers_12_2 = ACT(1397751808); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_12_2 = ACT(2001731584); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_12_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_12_2 = ACT(1607729152); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_12_down_weight = e->grads + 1036570624; /* [2048, 8192] */
-    const float *linear_layers_12_gate_up = ACT(1330642944); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_12_gate_up = ACT(936640512); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_12_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_12_gate_up_weight = e->params + 1003016192; /* [16384, 2048] */
-    float *d_rmsnorm_layers_12_mlp_norm = ACT(2299527168); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_12_mlp_norm = ACT(2874146816); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_12_mlp_norm = ACT(1905524736); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_12_mlp_norm = ACT(2480144384); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_12_gate_up_weight = e->grads + 1003016192; /* [16384, 2048] */
-    const float *residual_attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_12_mlp_norm_weight = e->params + 1003014144; /* [2048] */
-    const float *rms_rstd_layers_12_mlp_norm = ACT(3037929472); /* [B, 2048] */
-    float *d_residual_attn_out_layers_12_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_12_mlp_norm = ACT(2643927040); /* [B, 2048] */
+    float *d_residual_attn_out_layers_12_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_12_mlp_norm_weight = e->grads + 1003014144; /* [2048] */
     const float *P_layers_12_attn_proj_weight = e->params + 998819840; /* [2048, 2048] */
-    float *d_attn_y_layers_12_attn = ACT(2299527168); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_12_attn = ACT(2857369600); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_12_attn = ACT(1905524736); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_12_attn = ACT(2463367168); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_12_attn_proj_weight = e->grads + 998819840; /* [2048, 2048] */
-    const float *qkv_layers_12_attn = ACT(2286944256); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_12_attn = ACT(3036676096); /* [B, 32, 2048] */
-    float *d_qkv_layers_12_attn = ACT(2001731584); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_12_attn = ACT(1892941824); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_12_attn = ACT(2642673664); /* [B, 32, 2048] */
+    float *d_qkv_layers_12_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_12_attn_qkv_weight = e->params + 992528384; /* [3072, 2048] */
-    float *d_rmsnorm_layers_12_attn_norm = ACT(2286944256); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_12_attn_norm = ACT(2848980992); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_12_attn_norm = ACT(1892941824); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_12_attn_norm = ACT(2454978560); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_12_attn_qkv_weight = e->grads + 992528384; /* [3072, 2048] */
-    const float *residual_linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_12_attn_norm_weight = e->params + 992526336; /* [2048] */
-    const float *rms_rstd_layers_12_attn_norm = ACT(3037921280); /* [B, 2048] */
-    float *d_residual_linear_layers_11_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_12_attn_norm = ACT(2643918848); /* [B, 2048] */
+    float *d_residual_linear_layers_11_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_12_attn_norm_weight = e->grads + 992526336; /* [2048] */
     const float *P_layers_11_down_weight = e->params + 975749120; /* [2048, 8192] */
-    float *d_glu_layers_11_2 = ACT(1330642944); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_11_2 = ACT(1968177152); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_11_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_11_2 = ACT(1574174720); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_11_down_weight = e->grads + 975749120; /* [2048, 8192] */
-    const float *linear_layers_11_gate_up = ACT(1263534080); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_11_gate_up = ACT(869531648); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_11_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_11_gate_up_weight = e->params + 942194688; /* [16384, 2048] */
-    float *d_rmsnorm_layers_11_mlp_norm = ACT(2286944256); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_11_mlp_norm = ACT(2832203776); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_11_mlp_norm = ACT(1892941824); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_11_mlp_norm = ACT(2438201344); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_11_gate_up_weight = e->grads + 942194688; /* [16384, 2048] */
-    const float *residual_attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_11_mlp_norm_weight = e->params + 942192640; /* [2048] */
-    const float *rms_rstd_layers_11_mlp_norm = ACT(3037913088); /* [B, 2048] */
-    float *d_residual_attn_out_layers_11_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_11_mlp_norm = ACT(2643910656); /* [B, 2048] */
+    float *d_residual_attn_out_layers_11_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_11_mlp_norm_weight = e->grads + 942192640; /* [2048] */
     const float *P_layers_11_attn_proj_weight = e->params + 937998336; /* [2048, 2048] */
-    float *d_attn_y_layers_11_attn = ACT(2286944256); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_11_attn = ACT(2815426560); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_11_attn = ACT(1892941824); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_11_attn = ACT(2421424128); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_11_attn_proj_weight = e->grads + 937998336; /* [2048, 2048] */
-    const float *qkv_layers_11_attn = ACT(2274361344); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_11_attn = ACT(3036413952); /* [B, 32, 2048] */
-    float *d_qkv_layers_11_attn = ACT(1968177152); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_11_attn = ACT(1880358912); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_11_attn = ACT(2642411520); /* [B, 32, 2048] */
+    float *d_qkv_layers_11_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_11_attn_qkv_weight = e->params + 931706880; /* [3072, 2048] */
-    float *d_rmsnorm_layers_11_attn_norm = ACT(2274361344); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_11_attn_norm = ACT(2807037952); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_11_attn_norm = ACT(1880358912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_11_attn_norm = ACT(2413035520); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_11_attn_qkv_weight = e->grads + 931706880; /* [3072, 2048] */
-    const float *residual_linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_11_attn_norm_weight = e->params + 931704832; /* [2048] */
-    const float *rms_rstd_layers_11_attn_norm = ACT(3037904896); /* [B, 2048] */
-    float *d_residual_linear_layers_10_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_11_attn_norm = ACT(2643902464); /* [B, 2048] */
+    float *d_residual_linear_layers_10_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_11_attn_norm_weight = e->grads + 931704832; /* [2048] */
     const float *P_layers_10_down_weight = e->params + 914927616; /* [2048, 8192] */
-    float *d_glu_layers_10_2 = ACT(1263534080); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_10_2 = ACT(1934622720); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_10_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_10_2 = ACT(1540620288); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_10_down_weight = e->grads + 914927616; /* [2048, 8192] */
-    const float *linear_layers_10_gate_up = ACT(1196425216); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_10_gate_up = ACT(802422784); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_10_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_10_gate_up_weight = e->params + 881373184; /* [16384, 2048] */
-    float *d_rmsnorm_layers_10_mlp_norm = ACT(2274361344); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_10_mlp_norm = ACT(2790260736); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_10_mlp_norm = ACT(1880358912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_10_mlp_norm = ACT(2396258304); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_10_gate_up_weight = e->grads + 881373184; /* [16384, 2048] */
-    const float *residual_attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_10_mlp_norm_weight = e->params + 881371136; /* [2048] */
-    const float *rms_rstd_layers_10_mlp_norm = ACT(3037896704); /* [B, 2048] */
-    float *d_residual_attn_out_layers_10_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_10_mlp_norm = ACT(2643894272); /* [B, 2048] */
+    float *d_residual_attn_out_layers_10_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_10_mlp_norm_weight = e->grads + 881371136; /* [2048] */
     const float *P_layers_10_attn_proj_weight = e->params + 877176832; /* [2048, 2048] */
-    float *d_attn_y_layers_10_attn = ACT(2274361344); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_10_attn = ACT(2773483520); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_10_attn = ACT(1880358912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_10_attn = ACT(2379481088); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_10_attn_proj_weight = e->grads + 877176832; /* [2048, 2048] */
-    const float *qkv_layers_10_attn = ACT(2261778432); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_10_attn = ACT(3036151808); /* [B, 32, 2048] */
-    float *d_qkv_layers_10_attn = ACT(1934622720); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_10_attn = ACT(1867776000); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_10_attn = ACT(2642149376); /* [B, 32, 2048] */
+    float *d_qkv_layers_10_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_10_attn_qkv_weight = e->params + 870885376; /* [3072, 2048] */
-    float *d_rmsnorm_layers_10_attn_norm = ACT(2261778432); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_10_attn_norm = ACT(2765094912); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_10_attn_norm = ACT(1867776000); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_10_attn_norm = ACT(2371092480); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_10_attn_qkv_weight = e->grads + 870885376; /* [3072, 2048] */
-    const float *residual_linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_10_attn_norm_weight = e->params + 870883328; /* [2048] */
-    const float *rms_rstd_layers_10_attn_norm = ACT(3037888512); /* [B, 2048] */
-    float *d_residual_linear_layers_9_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_10_attn_norm = ACT(2643886080); /* [B, 2048] */
+    float *d_residual_linear_layers_9_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_10_attn_norm_weight = e->grads + 870883328; /* [2048] */
     const float *P_layers_9_down_weight = e->params + 854106112; /* [2048, 8192] */
-    float *d_glu_layers_9_2 = ACT(1196425216); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_9_2 = ACT(1901068288); /* [B, 2048, 8192], bf16 on a GPU */
+    float *d_glu_layers_9_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_9_2 = ACT(1507065856); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_9_down_weight = e->grads + 854106112; /* [2048, 8192] */
-    const float *linear_layers_9_gate_up = ACT(1129316352); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_9_gate_up = ACT(735313920); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_9_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_9_gate_up_weight = e->params + 820551680; /* [16384, 2048] */
-    float *d_rmsnorm_layers_9_mlp_norm = ACT(2261778432); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_9_mlp_norm = ACT(2748317696); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_9_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_9_mlp_norm = ACT(2354315264); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_9_gate_up_weight = e->grads + 820551680; /* [16384, 2048] */
-    const float *residual_attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_9_mlp_norm_weight = e->params + 820549632; /* [2048] */
-    const float *rms_rstd_layers_9_mlp_norm = ACT(3037880320); /* [B, 2048] */
-    float *d_residual_attn_out_layers_9_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_9_mlp_norm = ACT(2643877888); /* [B, 2048] */
+    float *d_residual_attn_out_layers_9_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_9_mlp_norm_weight = e->grads + 820549632; /* [2048] */
     const float *P_layers_9_attn_proj_weight = e->params + 816355328; /* [2048, 2048] */
-    float *d_attn_y_layers_9_attn = ACT(2261778432); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_9_attn = ACT(2731540480); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_9_attn = ACT(1867776000); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_9_attn = ACT(2337538048); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_9_attn_proj_weight = e->grads + 816355328; /* [2048, 2048] */
-    const float *qkv_layers_9_attn = ACT(2249195520); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_9_attn = ACT(3035889664); /* [B, 32, 2048] */
-    float *d_qkv_layers_9_attn = ACT(1901068288); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_9_attn = ACT(1855193088); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_9_attn = ACT(2641887232); /* [B, 32, 2048] */
+    float *d_qkv_layers_9_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_9_attn_qkv_weight = e->params + 810063872; /* [3072, 2048] */
-    float *d_rmsnorm_layers_9_attn_norm = ACT(2249195520); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_9_attn_norm = ACT(2723151872); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_9_attn_norm = ACT(1855193088); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_9_attn_norm = ACT(2329149440); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_9_attn_qkv_weight = e->grads + 810063872; /* [3072, 2048] */
-    const float *residual_linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_9_attn_norm_weight = e->params + 810061824; /* [2048] */
-    const float *rms_rstd_layers_9_attn_norm = ACT(3037872128); /* [B, 2048] */
-    float *d_residual_linear_layers_8_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_9_attn_norm = ACT(2643869696); /* [B, 2048] */
+    float *d_residual_linear_layers_8_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_9_attn_norm_weight = e->grads + 810061824; /* [2048] */
     const float *P_layers_8_down_weight = e->params + 793284608; /* [2048, 8192] */
     float *d_glu_layers_8_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_8_2 = ACT(1867513856); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_8_2 = ACT(1473511424); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_8_down_weight = e->grads + 793284608; /* [2048, 8192] */
-    const float *linear_layers_8_gate_up = ACT(1062207488); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_8_gate_up = ACT(668205056); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_8_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_8_gate_up_weight = e->params + 759730176; /* [16384, 2048] */
-    float *d_rmsnorm_layers_8_mlp_norm = ACT(2249195520); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_8_mlp_norm = ACT(2706374656); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_8_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_8_mlp_norm = ACT(2312372224); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_8_gate_up_weight = e->grads + 759730176; /* [16384, 2048] */
-    const float *residual_attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_8_mlp_norm_weight = e->params + 759728128; /* [2048] */
-    const float *rms_rstd_layers_8_mlp_norm = ACT(3037863936); /* [B, 2048] */
-    float *d_residual_attn_out_layers_8_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_8_mlp_norm = ACT(2643861504); /* [B, 2048] */
+    float *d_residual_attn_out_layers_8_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_8_mlp_norm_weight = e->grads + 759728128; /* [2048] */
     const float *P_layers_8_attn_proj_weight = e->params + 755533824; /* [2048, 2048] */
-    float *d_attn_y_layers_8_attn = ACT(2249195520); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_8_attn = ACT(2689597440); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_8_attn = ACT(1855193088); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_8_attn = ACT(2295595008); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_8_attn_proj_weight = e->grads + 755533824; /* [2048, 2048] */
-    const float *qkv_layers_8_attn = ACT(2236612608); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_8_attn = ACT(3035627520); /* [B, 32, 2048] */
-    float *d_qkv_layers_8_attn = ACT(1867513856); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_8_attn = ACT(1842610176); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_8_attn = ACT(2641625088); /* [B, 32, 2048] */
+    float *d_qkv_layers_8_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_8_attn_qkv_weight = e->params + 749242368; /* [3072, 2048] */
-    float *d_rmsnorm_layers_8_attn_norm = ACT(2236612608); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_8_attn_norm = ACT(2681208832); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_8_attn_norm = ACT(1842610176); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_8_attn_norm = ACT(2287206400); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_8_attn_qkv_weight = e->grads + 749242368; /* [3072, 2048] */
-    const float *residual_linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_8_attn_norm_weight = e->params + 749240320; /* [2048] */
-    const float *rms_rstd_layers_8_attn_norm = ACT(3037855744); /* [B, 2048] */
-    float *d_residual_linear_layers_7_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_8_attn_norm = ACT(2643853312); /* [B, 2048] */
+    float *d_residual_linear_layers_7_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_8_attn_norm_weight = e->grads + 749240320; /* [2048] */
     const float *P_layers_7_down_weight = e->params + 732463104; /* [2048, 8192] */
     float *d_glu_layers_7_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_7_2 = ACT(1833959424); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_7_2 = ACT(1439956992); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_7_down_weight = e->grads + 732463104; /* [2048, 8192] */
-    const float *linear_layers_7_gate_up = ACT(995098624); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_7_gate_up = ACT(601096192); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_7_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_7_gate_up_weight = e->params + 698908672; /* [16384, 2048] */
-    float *d_rmsnorm_layers_7_mlp_norm = ACT(2236612608); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_7_mlp_norm = ACT(2664431616); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_7_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_7_mlp_norm = ACT(2270429184); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_7_gate_up_weight = e->grads + 698908672; /* [16384, 2048] */
-    const float *residual_attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_7_mlp_norm_weight = e->params + 698906624; /* [2048] */
-    const float *rms_rstd_layers_7_mlp_norm = ACT(3037847552); /* [B, 2048] */
-    float *d_residual_attn_out_layers_7_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_7_mlp_norm = ACT(2643845120); /* [B, 2048] */
+    float *d_residual_attn_out_layers_7_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_7_mlp_norm_weight = e->grads + 698906624; /* [2048] */
     const float *P_layers_7_attn_proj_weight = e->params + 694712320; /* [2048, 2048] */
-    float *d_attn_y_layers_7_attn = ACT(2236612608); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_7_attn = ACT(2647654400); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_7_attn = ACT(1842610176); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_7_attn = ACT(2253651968); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_7_attn_proj_weight = e->grads + 694712320; /* [2048, 2048] */
-    const float *qkv_layers_7_attn = ACT(2224029696); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_7_attn = ACT(3035365376); /* [B, 32, 2048] */
-    float *d_qkv_layers_7_attn = ACT(1833959424); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_7_attn = ACT(1830027264); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_7_attn = ACT(2641362944); /* [B, 32, 2048] */
+    float *d_qkv_layers_7_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_7_attn_qkv_weight = e->params + 688420864; /* [3072, 2048] */
-    float *d_rmsnorm_layers_7_attn_norm = ACT(2224029696); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_7_attn_norm = ACT(2639265792); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_7_attn_norm = ACT(1830027264); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_7_attn_norm = ACT(2245263360); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_7_attn_qkv_weight = e->grads + 688420864; /* [3072, 2048] */
-    const float *residual_linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_7_attn_norm_weight = e->params + 688418816; /* [2048] */
-    const float *rms_rstd_layers_7_attn_norm = ACT(3037839360); /* [B, 2048] */
-    float *d_residual_linear_layers_6_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_7_attn_norm = ACT(2643836928); /* [B, 2048] */
+    float *d_residual_linear_layers_6_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_7_attn_norm_weight = e->grads + 688418816; /* [2048] */
     const float *P_layers_6_down_weight = e->params + 671641600; /* [2048, 8192] */
     float *d_glu_layers_6_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_6_2 = ACT(1800404992); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_6_2 = ACT(1406402560); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_6_down_weight = e->grads + 671641600; /* [2048, 8192] */
-    const float *linear_layers_6_gate_up = ACT(927989760); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_6_gate_up = ACT(533987328); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_6_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_6_gate_up_weight = e->params + 638087168; /* [16384, 2048] */
-    float *d_rmsnorm_layers_6_mlp_norm = ACT(2224029696); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_6_mlp_norm = ACT(2622488576); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_6_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_6_mlp_norm = ACT(2228486144); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_6_gate_up_weight = e->grads + 638087168; /* [16384, 2048] */
-    const float *residual_attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_6_mlp_norm_weight = e->params + 638085120; /* [2048] */
-    const float *rms_rstd_layers_6_mlp_norm = ACT(3037831168); /* [B, 2048] */
-    float *d_residual_attn_out_layers_6_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_6_mlp_norm = ACT(2643828736); /* [B, 2048] */
+    float *d_residual_attn_out_layers_6_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_6_mlp_norm_weight = e->grads + 638085120; /* [2048] */
     const float *P_layers_6_attn_proj_weight = e->params + 633890816; /* [2048, 2048] */
-    float *d_attn_y_layers_6_attn = ACT(2224029696); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_6_attn = ACT(2605711360); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_6_attn = ACT(1830027264); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_6_attn = ACT(2211708928); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_6_attn_proj_weight = e->grads + 633890816; /* [2048, 2048] */
-    const float *qkv_layers_6_attn = ACT(2211446784); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_6_attn = ACT(3035103232); /* [B, 32, 2048] */
-    float *d_qkv_layers_6_attn = ACT(1800404992); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_6_attn = ACT(1817444352); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_6_attn = ACT(2641100800); /* [B, 32, 2048] */
+    float *d_qkv_layers_6_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_6_attn_qkv_weight = e->params + 627599360; /* [3072, 2048] */
-    float *d_rmsnorm_layers_6_attn_norm = ACT(2211446784); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_6_attn_norm = ACT(2597322752); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_6_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_6_attn_norm = ACT(2203320320); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_6_attn_qkv_weight = e->grads + 627599360; /* [3072, 2048] */
-    const float *residual_linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_6_attn_norm_weight = e->params + 627597312; /* [2048] */
-    const float *rms_rstd_layers_6_attn_norm = ACT(3037822976); /* [B, 2048] */
-    float *d_residual_linear_layers_5_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_6_attn_norm = ACT(2643820544); /* [B, 2048] */
+    float *d_residual_linear_layers_5_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_6_attn_norm_weight = e->grads + 627597312; /* [2048] */
     const float *P_layers_5_down_weight = e->params + 610820096; /* [2048, 8192] */
     float *d_glu_layers_5_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_5_2 = ACT(1766850560); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_5_2 = ACT(1372848128); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_5_down_weight = e->grads + 610820096; /* [2048, 8192] */
-    const float *linear_layers_5_gate_up = ACT(860880896); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_5_gate_up = ACT(466878464); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_5_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_5_gate_up_weight = e->params + 577265664; /* [16384, 2048] */
-    float *d_rmsnorm_layers_5_mlp_norm = ACT(2211446784); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_5_mlp_norm = ACT(2580545536); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_5_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_5_mlp_norm = ACT(2186543104); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_5_gate_up_weight = e->grads + 577265664; /* [16384, 2048] */
-    const float *residual_attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_5_mlp_norm_weight = e->params + 577263616; /* [2048] */
-    const float *rms_rstd_layers_5_mlp_norm = ACT(3037814784); /* [B, 2048] */
-    float *d_residual_attn_out_layers_5_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_5_mlp_norm = ACT(2643812352); /* [B, 2048] */
+    float *d_residual_attn_out_layers_5_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_5_mlp_norm_weight = e->grads + 577263616; /* [2048] */
     const float *P_layers_5_attn_proj_weight = e->params + 573069312; /* [2048, 2048] */
-    float *d_attn_y_layers_5_attn = ACT(2211446784); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_5_attn = ACT(2563768320); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_5_attn = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_5_attn = ACT(2169765888); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_5_attn_proj_weight = e->grads + 573069312; /* [2048, 2048] */
-    const float *qkv_layers_5_attn = ACT(2198863872); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_5_attn = ACT(3034841088); /* [B, 32, 2048] */
-    float *d_qkv_layers_5_attn = ACT(1766850560); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_5_attn = ACT(1804861440); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_5_attn = ACT(2640838656); /* [B, 32, 2048] */
+    float *d_qkv_layers_5_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_5_attn_qkv_weight = e->params + 566777856; /* [3072, 2048] */
-    float *d_rmsnorm_layers_5_attn_norm = ACT(2198863872); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_5_attn_norm = ACT(2555379712); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_5_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_5_attn_norm = ACT(2161377280); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_5_attn_qkv_weight = e->grads + 566777856; /* [3072, 2048] */
-    const float *residual_linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_5_attn_norm_weight = e->params + 566775808; /* [2048] */
-    const float *rms_rstd_layers_5_attn_norm = ACT(3037806592); /* [B, 2048] */
-    float *d_residual_linear_layers_4_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_5_attn_norm = ACT(2643804160); /* [B, 2048] */
+    float *d_residual_linear_layers_4_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_5_attn_norm_weight = e->grads + 566775808; /* [2048] */
     const float *P_layers_4_down_weight = e->params + 549998592; /* [2048, 8192] */
     float *d_glu_layers_4_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_4_2 = ACT(1733296128); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_4_2 = ACT(1339293696); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_4_down_weight = e->grads + 549998592; /* [2048, 8192] */
-    const float *linear_layers_4_gate_up = ACT(793772032); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_4_gate_up = ACT(399769600); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_4_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_4_gate_up_weight = e->params + 516444160; /* [16384, 2048] */
-    float *d_rmsnorm_layers_4_mlp_norm = ACT(2198863872); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_4_mlp_norm = ACT(2538602496); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_4_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_4_mlp_norm = ACT(2144600064); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_4_gate_up_weight = e->grads + 516444160; /* [16384, 2048] */
-    const float *residual_attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_4_mlp_norm_weight = e->params + 516442112; /* [2048] */
-    const float *rms_rstd_layers_4_mlp_norm = ACT(3037798400); /* [B, 2048] */
-    float *d_residual_attn_out_layers_4_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_4_mlp_norm = ACT(2643795968); /* [B, 2048] */
+    float *d_residual_attn_out_layers_4_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_4_mlp_norm_weight = e->grads + 516442112; /* [2048] */
     const float *P_layers_4_attn_proj_weight = e->params + 512247808; /* [2048, 2048] */
-    float *d_attn_y_layers_4_attn = ACT(2198863872); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_4_attn = ACT(2521825280); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_4_attn = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_4_attn = ACT(2127822848); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_4_attn_proj_weight = e->grads + 512247808; /* [2048, 2048] */
-    const float *qkv_layers_4_attn = ACT(2186280960); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_4_attn = ACT(3034578944); /* [B, 32, 2048] */
-    float *d_qkv_layers_4_attn = ACT(1733296128); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_4_attn = ACT(1792278528); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_4_attn = ACT(2640576512); /* [B, 32, 2048] */
+    float *d_qkv_layers_4_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_4_attn_qkv_weight = e->params + 505956352; /* [3072, 2048] */
-    float *d_rmsnorm_layers_4_attn_norm = ACT(2186280960); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_4_attn_norm = ACT(2513436672); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_4_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_4_attn_norm = ACT(2119434240); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_4_attn_qkv_weight = e->grads + 505956352; /* [3072, 2048] */
-    const float *residual_linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_4_attn_norm_weight = e->params + 505954304; /* [2048] */
-    const float *rms_rstd_layers_4_attn_norm = ACT(3037790208); /* [B, 2048] */
-    float *d_residual_linear_layers_3_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_4_attn_norm = ACT(2643787776); /* [B, 2048] */
+    float *d_residual_linear_layers_3_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_4_attn_norm_weight = e->grads + 505954304; /* [2048] */
     const float *P_layers_3_down_weight = e->params + 489177088; /* [2048, 8192] */
     float *d_glu_layers_3_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_3_2 = ACT(1699741696); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_3_2 = ACT(1305739264); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_3_down_weight = e->grads + 489177088; /* [2048, 8192] */
-    const float *linear_layers_3_gate_up = ACT(726663168); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_3_gate_up = ACT(332660736); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_3_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_3_gate_up_weight = e->params + 455622656; /* [16384, 2048] */
-    float *d_rmsnorm_layers_3_mlp_norm = ACT(2186280960); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_3_mlp_norm = ACT(2496659456); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_3_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_3_mlp_norm = ACT(2102657024); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_3_gate_up_weight = e->grads + 455622656; /* [16384, 2048] */
-    const float *residual_attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_3_mlp_norm_weight = e->params + 455620608; /* [2048] */
-    const float *rms_rstd_layers_3_mlp_norm = ACT(3037782016); /* [B, 2048] */
-    float *d_residual_attn_out_layers_3_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_3_mlp_norm = ACT(2643779584); /* [B, 2048] */
+    float *d_residual_attn_out_layers_3_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_3_mlp_norm_weight = e->grads + 455620608; /* [2048] */
     const float *P_layers_3_attn_proj_weight = e->params + 451426304; /* [2048, 2048] */
-    float *d_attn_y_layers_3_attn = ACT(2186280960); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_3_attn = ACT(2479882240); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_3_attn = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_3_attn = ACT(2085879808); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_3_attn_proj_weight = e->grads + 451426304; /* [2048, 2048] */
-    const float *qkv_layers_3_attn = ACT(2173698048); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_3_attn = ACT(3034316800); /* [B, 32, 2048] */
-    float *d_qkv_layers_3_attn = ACT(1699741696); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_3_attn = ACT(1779695616); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_3_attn = ACT(2640314368); /* [B, 32, 2048] */
+    float *d_qkv_layers_3_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_3_attn_qkv_weight = e->params + 445134848; /* [3072, 2048] */
-    float *d_rmsnorm_layers_3_attn_norm = ACT(2173698048); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_3_attn_norm = ACT(2471493632); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_3_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_3_attn_norm = ACT(2077491200); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_3_attn_qkv_weight = e->grads + 445134848; /* [3072, 2048] */
-    const float *residual_linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_3_attn_norm_weight = e->params + 445132800; /* [2048] */
-    const float *rms_rstd_layers_3_attn_norm = ACT(3037773824); /* [B, 2048] */
-    float *d_residual_linear_layers_2_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_3_attn_norm = ACT(2643771392); /* [B, 2048] */
+    float *d_residual_linear_layers_2_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_3_attn_norm_weight = e->grads + 445132800; /* [2048] */
     const float *P_layers_2_down_weight = e->params + 428355584; /* [2048, 8192] */
     float *d_glu_layers_2_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_2_2 = ACT(1666187264); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_2_2 = ACT(1272184832); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_2_down_weight = e->grads + 428355584; /* [2048, 8192] */
-    const float *linear_layers_2_gate_up = ACT(659554304); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_2_gate_up = ACT(265551872); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_2_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_2_gate_up_weight = e->params + 394801152; /* [16384, 2048] */
-    float *d_rmsnorm_layers_2_mlp_norm = ACT(2173698048); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_2_mlp_norm = ACT(2454716416); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_2_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_2_mlp_norm = ACT(2060713984); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_2_gate_up_weight = e->grads + 394801152; /* [16384, 2048] */
-    const float *residual_attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_2_mlp_norm_weight = e->params + 394799104; /* [2048] */
-    const float *rms_rstd_layers_2_mlp_norm = ACT(3037765632); /* [B, 2048] */
-    float *d_residual_attn_out_layers_2_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_2_mlp_norm = ACT(2643763200); /* [B, 2048] */
+    float *d_residual_attn_out_layers_2_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_2_mlp_norm_weight = e->grads + 394799104; /* [2048] */
     const float *P_layers_2_attn_proj_weight = e->params + 390604800; /* [2048, 2048] */
-    float *d_attn_y_layers_2_attn = ACT(2173698048); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_2_attn = ACT(2437939200); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_2_attn = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_2_attn = ACT(2043936768); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_2_attn_proj_weight = e->grads + 390604800; /* [2048, 2048] */
-    const float *qkv_layers_2_attn = ACT(2161115136); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_2_attn = ACT(3034054656); /* [B, 32, 2048] */
-    float *d_qkv_layers_2_attn = ACT(1666187264); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_2_attn = ACT(1767112704); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_2_attn = ACT(2640052224); /* [B, 32, 2048] */
+    float *d_qkv_layers_2_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_2_attn_qkv_weight = e->params + 384313344; /* [3072, 2048] */
-    float *d_rmsnorm_layers_2_attn_norm = ACT(2161115136); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_2_attn_norm = ACT(2429550592); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_2_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_2_attn_norm = ACT(2035548160); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_2_attn_qkv_weight = e->grads + 384313344; /* [3072, 2048] */
-    const float *residual_linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_2_attn_norm_weight = e->params + 384311296; /* [2048] */
-    const float *rms_rstd_layers_2_attn_norm = ACT(3037757440); /* [B, 2048] */
-    float *d_residual_linear_layers_1_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_2_attn_norm = ACT(2643755008); /* [B, 2048] */
+    float *d_residual_linear_layers_1_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_2_attn_norm_weight = e->grads + 384311296; /* [2048] */
     const float *P_layers_1_down_weight = e->params + 367534080; /* [2048, 8192] */
     float *d_glu_layers_1_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_1_2 = ACT(1632632832); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_1_2 = ACT(1238630400); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_1_down_weight = e->grads + 367534080; /* [2048, 8192] */
-    const float *linear_layers_1_gate_up = ACT(592445440); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_1_gate_up = ACT(198443008); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_1_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_1_gate_up_weight = e->params + 333979648; /* [16384, 2048] */
-    float *d_rmsnorm_layers_1_mlp_norm = ACT(2161115136); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_1_mlp_norm = ACT(2412773376); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_1_mlp_norm = ACT(67108864); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_1_mlp_norm = ACT(2018770944); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_1_gate_up_weight = e->grads + 333979648; /* [16384, 2048] */
-    const float *residual_attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_1_mlp_norm_weight = e->params + 333977600; /* [2048] */
-    const float *rms_rstd_layers_1_mlp_norm = ACT(3037749248); /* [B, 2048] */
-    float *d_residual_attn_out_layers_1_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_1_mlp_norm = ACT(2643746816); /* [B, 2048] */
+    float *d_residual_attn_out_layers_1_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_1_mlp_norm_weight = e->grads + 333977600; /* [2048] */
     const float *P_layers_1_attn_proj_weight = e->params + 329783296; /* [2048, 2048] */
-    float *d_attn_y_layers_1_attn = ACT(2161115136); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_1_attn = ACT(2395996160); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_1_attn = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_1_attn = ACT(2001993728); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_1_attn_proj_weight = e->grads + 329783296; /* [2048, 2048] */
-    const float *qkv_layers_1_attn = ACT(2148532224); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_1_attn = ACT(3033792512); /* [B, 32, 2048] */
-    float *d_qkv_layers_1_attn = ACT(1632632832); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *qkv_layers_1_attn = ACT(1754529792); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_1_attn = ACT(2639790080); /* [B, 32, 2048] */
+    float *d_qkv_layers_1_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_1_attn_qkv_weight = e->params + 323491840; /* [3072, 2048] */
-    float *d_rmsnorm_layers_1_attn_norm = ACT(2148532224); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_1_attn_norm = ACT(2387607552); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_1_attn_norm = ACT(12582912); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_1_attn_norm = ACT(1993605120); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_1_attn_qkv_weight = e->grads + 323491840; /* [3072, 2048] */
-    const float *residual_linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_1_attn_norm_weight = e->params + 323489792; /* [2048] */
-    const float *rms_rstd_layers_1_attn_norm = ACT(3037741056); /* [B, 2048] */
-    float *d_residual_linear_layers_0_down = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_1_attn_norm = ACT(2643738624); /* [B, 2048] */
+    float *d_residual_linear_layers_0_down = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_1_attn_norm_weight = e->grads + 323489792; /* [2048] */
     const float *P_layers_0_down_weight = e->params + 306712576; /* [2048, 8192] */
     float *d_glu_layers_0_2 = ACT(67108864); /* [B, 2048, 8192], bf16 on a GPU */
-    const float *glu_layers_0_2 = ACT(1599078400); /* [B, 2048, 8192], bf16 on a GPU */
+    const float *glu_layers_0_2 = ACT(1205075968); /* [B, 2048, 8192], bf16 on a GPU */
     float *G_layers_0_down_weight = e->grads + 306712576; /* [2048, 8192] */
-    const float *linear_layers_0_gate_up = ACT(525336576); /* [B, 2048, 16384], bf16 on a GPU */
+    const float *linear_layers_0_gate_up = ACT(131334144); /* [B, 2048, 16384], bf16 on a GPU */
     float *d_linear_layers_0_gate_up = ACT(0); /* [B, 2048, 16384], bf16 on a GPU */
     const float *P_layers_0_gate_up_weight = e->params + 273158144; /* [16384, 2048] */
-    float *d_rmsnorm_layers_0_mlp_norm = ACT(2148532224); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_0_mlp_norm = ACT(2370830336); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_0_mlp_norm = ACT(1754529792); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_0_mlp_norm = ACT(1976827904); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_0_gate_up_weight = e->grads + 273158144; /* [16384, 2048] */
-    const float *residual_attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *residual_attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_0_mlp_norm_weight = e->params + 273156096; /* [2048] */
-    const float *rms_rstd_layers_0_mlp_norm = ACT(3037732864); /* [B, 2048] */
-    float *d_residual_attn_out_layers_0_attn = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_0_mlp_norm = ACT(2643730432); /* [B, 2048] */
+    float *d_residual_attn_out_layers_0_attn = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_0_mlp_norm_weight = e->grads + 273156096; /* [2048] */
     const float *P_layers_0_attn_proj_weight = e->params + 268961792; /* [2048, 2048] */
-    float *d_attn_y_layers_0_attn = ACT(2148532224); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *attn_y_layers_0_attn = ACT(2354053120); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_attn_y_layers_0_attn = ACT(1754529792); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *attn_y_layers_0_attn = ACT(1960050688); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_0_attn_proj_weight = e->grads + 268961792; /* [2048, 2048] */
-    const float *qkv_layers_0_attn = ACT(2135949312); /* [B, 2048, 3072], bf16 on a GPU */
-    const float *lse_layers_0_attn = ACT(3033530368); /* [B, 32, 2048] */
+    const float *qkv_layers_0_attn = ACT(1741946880); /* [B, 2048, 3072], bf16 on a GPU */
+    const float *lse_layers_0_attn = ACT(2639527936); /* [B, 32, 2048] */
     float *d_qkv_layers_0_attn = ACT(0); /* [B, 2048, 3072], bf16 on a GPU */
     const float *P_layers_0_attn_qkv_weight = e->params + 262670336; /* [3072, 2048] */
-    float *d_rmsnorm_layers_0_attn_norm = ACT(2354053120); /* [B, 2048, 2048], bf16 on a GPU */
-    const float *rmsnorm_layers_0_attn_norm = ACT(2345664512); /* [B, 2048, 2048], bf16 on a GPU */
+    float *d_rmsnorm_layers_0_attn_norm = ACT(1960050688); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rmsnorm_layers_0_attn_norm = ACT(1951662080); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_0_attn_qkv_weight = e->grads + 262670336; /* [3072, 2048] */
-    const float *embedding_embed = ACT(2337275904); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *embedding_embed = ACT(1943273472); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_layers_0_attn_norm_weight = e->params + 262668288; /* [2048] */
-    const float *rms_rstd_layers_0_attn_norm = ACT(3037724672); /* [B, 2048] */
-    float *d_embedding_embed = ACT(3016753152); /* [B, 2048, 2048], bf16 on a GPU */
+    const float *rms_rstd_layers_0_attn_norm = ACT(2643722240); /* [B, 2048] */
+    float *d_embedding_embed = ACT(2622750720); /* [B, 2048, 2048], bf16 on a GPU */
     float *G_layers_0_attn_norm_weight = e->grads + 262668288; /* [2048] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 2048] */
+    float *G_embed_weight = e->grads + 0; /* [128256, 2048] */
 
-    RT_AT(164, "$.model.layers[3]: linear backward: dx = dy W; W is embed.weight (tied)");
-    rt_gemm(e, 0, 0, e->B * 2048, 2048, 128256, 1.0f, d_linear_lm_head, 128256, P_embed_weight,
-            2048, 0.0f, d_rmsnorm_norm, 2048);
-    RT_AT(165, "$.model.layers[3]: embed.weight's gradient is written from here on");
-    rt_grad_begin(e, 0, 262668288);
-    RT_AT(166, "$.model.layers[3]: linear backward: dW += dy^T x; W is embed.weight (tied: the "
-          "embedding's backward adds to the same gradient)");
-    rt_gemm(e, 1, 0, 128256, 2048, e->B * 2048, 1.0f, d_linear_lm_head, 128256, rmsnorm_norm, 2048,
-            1.0f, G_embed_weight, 2048);
-    RT_AT(167, "$.model.layers[2]: norm.weight's gradient is written from here on");
+    RT_AT(164, "$.model.layers[2]: norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1235812352, 2048);
-    RT_AT(168, "$.model.layers[2]: rmsnorm backward");
+    RT_AT(165, "$.model.layers[2]: rmsnorm backward");
     rt_rmsnorm_bwd(e, residual_linear_layers_15_down, P_norm_weight, rms_rstd_norm, d_rmsnorm_norm,
                    NULL, d_residual_linear_layers_15_down, G_norm_weight, e->B * 2048, 2048);
-    RT_AT(169, "$.model.layers[2]: norm.weight's gradient is final");
+    RT_AT(166, "$.model.layers[2]: norm.weight's gradient is final");
     rt_grad_ready(e, 1235812352, 2048);
-    RT_AT(170, "$.model.layers[1].body[1].body[3] #15: linear backward: dx = dy W");
+    RT_AT(167, "$.model.layers[1].body[1].body[3] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_15_down, 2048,
             P_layers_15_down_weight, 8192, 0.0f, d_glu_layers_15_2, 8192);
-    RT_AT(171, "$.model.layers[1].body[1].body[3] #15: layers.15.down.weight's gradient is "
+    RT_AT(168, "$.model.layers[1].body[1].body[3] #15: layers.15.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1219035136, 16777216);
-    RT_AT(172, "$.model.layers[1].body[1].body[3] #15: linear backward: dW += dy^T x");
+    RT_AT(169, "$.model.layers[1].body[1].body[3] #15: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_15_down, 2048,
             glu_layers_15_2, 8192, 1.0f, G_layers_15_down_weight, 8192);
-    RT_AT(173, "$.model.layers[1].body[1].body[3] #15: layers.15.down.weight's gradient is final");
+    RT_AT(170, "$.model.layers[1].body[1].body[3] #15: layers.15.down.weight's gradient is final");
     rt_grad_ready(e, 1219035136, 16777216);
-    RT_AT(174, "$.model.layers[1].body[1].body[2] #15: glu (silu) backward");
+    RT_AT(171, "$.model.layers[1].body[1].body[2] #15: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_15_gate_up, d_glu_layers_15_2, d_linear_layers_15_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(175, "$.model.layers[1].body[1].body[1] #15: linear backward: dx = dy W");
+    RT_AT(172, "$.model.layers[1].body[1].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_15_gate_up, 16384,
             P_layers_15_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_15_mlp_norm, 2048);
-    RT_AT(176, "$.model.layers[1].body[1].body[1] #15: layers.15.gate_up.weight's gradient is "
+    RT_AT(173, "$.model.layers[1].body[1].body[1] #15: layers.15.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1185480704, 33554432);
-    RT_AT(177, "$.model.layers[1].body[1].body[1] #15: linear backward: dW += dy^T x");
+    RT_AT(174, "$.model.layers[1].body[1].body[1] #15: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_15_gate_up, 16384,
             rmsnorm_layers_15_mlp_norm, 2048, 1.0f, G_layers_15_gate_up_weight, 2048);
-    RT_AT(178, "$.model.layers[1].body[1].body[1] #15: layers.15.gate_up.weight's gradient is "
+    RT_AT(175, "$.model.layers[1].body[1].body[1] #15: layers.15.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 1185480704, 33554432);
-    RT_AT(179, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: "
+    RT_AT(176, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: "
           "layers.15.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1185478656, 2048);
-    RT_AT(180, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: rmsnorm "
+    RT_AT(177, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_15_attn, P_layers_15_mlp_norm_weight,
                    rms_rstd_layers_15_mlp_norm, d_rmsnorm_layers_15_mlp_norm,
                    d_residual_linear_layers_15_down, d_residual_attn_out_layers_15_attn,
                    G_layers_15_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(181, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: "
+    RT_AT(178, "$.model.layers[1].body[1].body[0] #15 + $.model.layers[1].body[0] #15: "
           "layers.15.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 1185478656, 2048);
-    RT_AT(183, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
+    RT_AT(180, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_15_attn, 2048);
-    RT_AT(184, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.proj.weight's gradient is "
+    RT_AT(181, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1181284352, 4194304);
-    RT_AT(185, "$.model.layers[1].body[0].body[1] #15: linear backward: dW += dy^T x");
+    RT_AT(182, "$.model.layers[1].body[0].body[1] #15: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_15_attn, 2048,
             attn_y_layers_15_attn, 2048, 1.0f, G_layers_15_attn_proj_weight, 2048);
-    RT_AT(186, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.proj.weight's gradient is "
+    RT_AT(183, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 1181284352, 4194304);
-    RT_AT(187, "$.model.layers[1].body[0].body[1] #15: attention backward: d(qkv), probabilities "
+    RT_AT(184, "$.model.layers[1].body[0].body[1] #15: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, d_attn_y_layers_15_attn, d_qkv_layers_15_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(188, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
+    RT_AT(185, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_15_attn, 3072,
             P_layers_15_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_15_attn_norm, 2048);
-    RT_AT(189, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.qkv.weight's gradient is "
+    RT_AT(186, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1174992896, 6291456);
-    RT_AT(190, "$.model.layers[1].body[0].body[1] #15: linear backward: dW += dy^T x");
+    RT_AT(187, "$.model.layers[1].body[0].body[1] #15: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_15_attn, 3072,
             rmsnorm_layers_15_attn_norm, 2048, 1.0f, G_layers_15_attn_qkv_weight, 2048);
-    RT_AT(191, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.qkv.weight's gradient is "
+    RT_AT(188, "$.model.layers[1].body[0].body[1] #15: layers.15.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 1174992896, 6291456);
-    RT_AT(192, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: "
+    RT_AT(189, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: "
           "layers.15.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1174990848, 2048);
-    RT_AT(193, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: rmsnorm "
+    RT_AT(190, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_14_down, P_layers_15_attn_norm_weight,
                    rms_rstd_layers_15_attn_norm, d_rmsnorm_layers_15_attn_norm,
                    d_residual_attn_out_layers_15_attn, d_residual_linear_layers_14_down,
                    G_layers_15_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(194, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: "
+    RT_AT(191, "$.model.layers[1].body[0].body[0] #15 + $.model.layers[1].body[1] #14: "
           "layers.15.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 1174990848, 2048);
-    RT_AT(196, "$.model.layers[1].body[1].body[3] #14: linear backward: dx = dy W");
+    RT_AT(193, "$.model.layers[1].body[1].body[3] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_14_down, 2048,
             P_layers_14_down_weight, 8192, 0.0f, d_glu_layers_14_2, 8192);
-    RT_AT(197, "$.model.layers[1].body[1].body[3] #14: layers.14.down.weight's gradient is "
+    RT_AT(194, "$.model.layers[1].body[1].body[3] #14: layers.14.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1158213632, 16777216);
-    RT_AT(198, "$.model.layers[1].body[1].body[3] #14: linear backward: dW += dy^T x");
+    RT_AT(195, "$.model.layers[1].body[1].body[3] #14: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_14_down, 2048,
             glu_layers_14_2, 8192, 1.0f, G_layers_14_down_weight, 8192);
-    RT_AT(199, "$.model.layers[1].body[1].body[3] #14: layers.14.down.weight's gradient is final");
+    RT_AT(196, "$.model.layers[1].body[1].body[3] #14: layers.14.down.weight's gradient is final");
     rt_grad_ready(e, 1158213632, 16777216);
-    RT_AT(200, "$.model.layers[1].body[1].body[2] #14: glu (silu) backward");
+    RT_AT(197, "$.model.layers[1].body[1].body[2] #14: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_14_gate_up, d_glu_layers_14_2, d_linear_layers_14_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(201, "$.model.layers[1].body[1].body[1] #14: linear backward: dx = dy W");
+    RT_AT(198, "$.model.layers[1].body[1].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_14_gate_up, 16384,
             P_layers_14_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_14_mlp_norm, 2048);
-    RT_AT(202, "$.model.layers[1].body[1].body[1] #14: layers.14.gate_up.weight's gradient is "
+    RT_AT(199, "$.model.layers[1].body[1].body[1] #14: layers.14.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1124659200, 33554432);
-    RT_AT(203, "$.model.layers[1].body[1].body[1] #14: linear backward: dW += dy^T x");
+    RT_AT(200, "$.model.layers[1].body[1].body[1] #14: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_14_gate_up, 16384,
             rmsnorm_layers_14_mlp_norm, 2048, 1.0f, G_layers_14_gate_up_weight, 2048);
-    RT_AT(204, "$.model.layers[1].body[1].body[1] #14: layers.14.gate_up.weight's gradient is "
+    RT_AT(201, "$.model.layers[1].body[1].body[1] #14: layers.14.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 1124659200, 33554432);
-    RT_AT(205, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: "
+    RT_AT(202, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: "
           "layers.14.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1124657152, 2048);
-    RT_AT(206, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: rmsnorm "
+    RT_AT(203, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_14_attn, P_layers_14_mlp_norm_weight,
                    rms_rstd_layers_14_mlp_norm, d_rmsnorm_layers_14_mlp_norm,
                    d_residual_linear_layers_14_down, d_residual_attn_out_layers_14_attn,
                    G_layers_14_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(207, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: "
+    RT_AT(204, "$.model.layers[1].body[1].body[0] #14 + $.model.layers[1].body[0] #14: "
           "layers.14.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 1124657152, 2048);
-    RT_AT(209, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
+    RT_AT(206, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_14_attn, 2048);
-    RT_AT(210, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.proj.weight's gradient is "
+    RT_AT(207, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1120462848, 4194304);
-    RT_AT(211, "$.model.layers[1].body[0].body[1] #14: linear backward: dW += dy^T x");
+    RT_AT(208, "$.model.layers[1].body[0].body[1] #14: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_14_attn, 2048,
             attn_y_layers_14_attn, 2048, 1.0f, G_layers_14_attn_proj_weight, 2048);
-    RT_AT(212, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.proj.weight's gradient is "
+    RT_AT(209, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 1120462848, 4194304);
-    RT_AT(213, "$.model.layers[1].body[0].body[1] #14: attention backward: d(qkv), probabilities "
+    RT_AT(210, "$.model.layers[1].body[0].body[1] #14: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, d_attn_y_layers_14_attn, d_qkv_layers_14_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(214, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
+    RT_AT(211, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_14_attn, 3072,
             P_layers_14_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_14_attn_norm, 2048);
-    RT_AT(215, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.qkv.weight's gradient is "
+    RT_AT(212, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1114171392, 6291456);
-    RT_AT(216, "$.model.layers[1].body[0].body[1] #14: linear backward: dW += dy^T x");
+    RT_AT(213, "$.model.layers[1].body[0].body[1] #14: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_14_attn, 3072,
             rmsnorm_layers_14_attn_norm, 2048, 1.0f, G_layers_14_attn_qkv_weight, 2048);
-    RT_AT(217, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.qkv.weight's gradient is "
+    RT_AT(214, "$.model.layers[1].body[0].body[1] #14: layers.14.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 1114171392, 6291456);
-    RT_AT(218, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: "
+    RT_AT(215, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: "
           "layers.14.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1114169344, 2048);
-    RT_AT(219, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: rmsnorm "
+    RT_AT(216, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_13_down, P_layers_14_attn_norm_weight,
                    rms_rstd_layers_14_attn_norm, d_rmsnorm_layers_14_attn_norm,
                    d_residual_attn_out_layers_14_attn, d_residual_linear_layers_13_down,
                    G_layers_14_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(220, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: "
+    RT_AT(217, "$.model.layers[1].body[0].body[0] #14 + $.model.layers[1].body[1] #13: "
           "layers.14.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 1114169344, 2048);
-    RT_AT(222, "$.model.layers[1].body[1].body[3] #13: linear backward: dx = dy W");
+    RT_AT(219, "$.model.layers[1].body[1].body[3] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_13_down, 2048,
             P_layers_13_down_weight, 8192, 0.0f, d_glu_layers_13_2, 8192);
-    RT_AT(223, "$.model.layers[1].body[1].body[3] #13: layers.13.down.weight's gradient is "
+    RT_AT(220, "$.model.layers[1].body[1].body[3] #13: layers.13.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1097392128, 16777216);
-    RT_AT(224, "$.model.layers[1].body[1].body[3] #13: linear backward: dW += dy^T x");
+    RT_AT(221, "$.model.layers[1].body[1].body[3] #13: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_13_down, 2048,
             glu_layers_13_2, 8192, 1.0f, G_layers_13_down_weight, 8192);
-    RT_AT(225, "$.model.layers[1].body[1].body[3] #13: layers.13.down.weight's gradient is final");
+    RT_AT(222, "$.model.layers[1].body[1].body[3] #13: layers.13.down.weight's gradient is final");
     rt_grad_ready(e, 1097392128, 16777216);
-    RT_AT(226, "$.model.layers[1].body[1].body[2] #13: glu (silu) backward");
+    RT_AT(223, "$.model.layers[1].body[1].body[2] #13: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_13_gate_up, d_glu_layers_13_2, d_linear_layers_13_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(227, "$.model.layers[1].body[1].body[1] #13: linear backward: dx = dy W");
+    RT_AT(224, "$.model.layers[1].body[1].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_13_gate_up, 16384,
             P_layers_13_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_13_mlp_norm, 2048);
-    RT_AT(228, "$.model.layers[1].body[1].body[1] #13: layers.13.gate_up.weight's gradient is "
+    RT_AT(225, "$.model.layers[1].body[1].body[1] #13: layers.13.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1063837696, 33554432);
-    RT_AT(229, "$.model.layers[1].body[1].body[1] #13: linear backward: dW += dy^T x");
+    RT_AT(226, "$.model.layers[1].body[1].body[1] #13: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_13_gate_up, 16384,
             rmsnorm_layers_13_mlp_norm, 2048, 1.0f, G_layers_13_gate_up_weight, 2048);
-    RT_AT(230, "$.model.layers[1].body[1].body[1] #13: layers.13.gate_up.weight's gradient is "
+    RT_AT(227, "$.model.layers[1].body[1].body[1] #13: layers.13.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 1063837696, 33554432);
-    RT_AT(231, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: "
+    RT_AT(228, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: "
           "layers.13.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1063835648, 2048);
-    RT_AT(232, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: rmsnorm "
+    RT_AT(229, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_13_attn, P_layers_13_mlp_norm_weight,
                    rms_rstd_layers_13_mlp_norm, d_rmsnorm_layers_13_mlp_norm,
                    d_residual_linear_layers_13_down, d_residual_attn_out_layers_13_attn,
                    G_layers_13_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(233, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: "
+    RT_AT(230, "$.model.layers[1].body[1].body[0] #13 + $.model.layers[1].body[0] #13: "
           "layers.13.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 1063835648, 2048);
-    RT_AT(235, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
+    RT_AT(232, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_13_attn, 2048);
-    RT_AT(236, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.proj.weight's gradient is "
+    RT_AT(233, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1059641344, 4194304);
-    RT_AT(237, "$.model.layers[1].body[0].body[1] #13: linear backward: dW += dy^T x");
+    RT_AT(234, "$.model.layers[1].body[0].body[1] #13: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_13_attn, 2048,
             attn_y_layers_13_attn, 2048, 1.0f, G_layers_13_attn_proj_weight, 2048);
-    RT_AT(238, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.proj.weight's gradient is "
+    RT_AT(235, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 1059641344, 4194304);
-    RT_AT(239, "$.model.layers[1].body[0].body[1] #13: attention backward: d(qkv), probabilities "
+    RT_AT(236, "$.model.layers[1].body[0].body[1] #13: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, d_attn_y_layers_13_attn, d_qkv_layers_13_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(240, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
+    RT_AT(237, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_13_attn, 3072,
             P_layers_13_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_13_attn_norm, 2048);
-    RT_AT(241, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.qkv.weight's gradient is "
+    RT_AT(238, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1053349888, 6291456);
-    RT_AT(242, "$.model.layers[1].body[0].body[1] #13: linear backward: dW += dy^T x");
+    RT_AT(239, "$.model.layers[1].body[0].body[1] #13: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_13_attn, 3072,
             rmsnorm_layers_13_attn_norm, 2048, 1.0f, G_layers_13_attn_qkv_weight, 2048);
-    RT_AT(243, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.qkv.weight's gradient is "
+    RT_AT(240, "$.model.layers[1].body[0].body[1] #13: layers.13.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 1053349888, 6291456);
-    RT_AT(244, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: "
+    RT_AT(241, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: "
           "layers.13.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1053347840, 2048);
-    RT_AT(245, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: rmsnorm "
+    RT_AT(242, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_12_down, P_layers_13_attn_norm_weight,
                    rms_rstd_layers_13_attn_norm, d_rmsnorm_layers_13_attn_norm,
                    d_residual_attn_out_layers_13_attn, d_residual_linear_layers_12_down,
                    G_layers_13_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(246, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: "
+    RT_AT(243, "$.model.layers[1].body[0].body[0] #13 + $.model.layers[1].body[1] #12: "
           "layers.13.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 1053347840, 2048);
-    RT_AT(248, "$.model.layers[1].body[1].body[3] #12: linear backward: dx = dy W");
+    RT_AT(245, "$.model.layers[1].body[1].body[3] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_12_down, 2048,
             P_layers_12_down_weight, 8192, 0.0f, d_glu_layers_12_2, 8192);
-    RT_AT(249, "$.model.layers[1].body[1].body[3] #12: layers.12.down.weight's gradient is "
+    RT_AT(246, "$.model.layers[1].body[1].body[3] #12: layers.12.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1036570624, 16777216);
-    RT_AT(250, "$.model.layers[1].body[1].body[3] #12: linear backward: dW += dy^T x");
+    RT_AT(247, "$.model.layers[1].body[1].body[3] #12: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_12_down, 2048,
             glu_layers_12_2, 8192, 1.0f, G_layers_12_down_weight, 8192);
-    RT_AT(251, "$.model.layers[1].body[1].body[3] #12: layers.12.down.weight's gradient is final");
+    RT_AT(248, "$.model.layers[1].body[1].body[3] #12: layers.12.down.weight's gradient is final");
     rt_grad_ready(e, 1036570624, 16777216);
-    RT_AT(252, "$.model.layers[1].body[1].body[2] #12: glu (silu) backward");
+    RT_AT(249, "$.model.layers[1].body[1].body[2] #12: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_12_gate_up, d_glu_layers_12_2, d_linear_layers_12_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(253, "$.model.layers[1].body[1].body[1] #12: linear backward: dx = dy W");
+    RT_AT(250, "$.model.layers[1].body[1].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_12_gate_up, 16384,
             P_layers_12_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_12_mlp_norm, 2048);
-    RT_AT(254, "$.model.layers[1].body[1].body[1] #12: layers.12.gate_up.weight's gradient is "
+    RT_AT(251, "$.model.layers[1].body[1].body[1] #12: layers.12.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 1003016192, 33554432);
-    RT_AT(255, "$.model.layers[1].body[1].body[1] #12: linear backward: dW += dy^T x");
+    RT_AT(252, "$.model.layers[1].body[1].body[1] #12: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_12_gate_up, 16384,
             rmsnorm_layers_12_mlp_norm, 2048, 1.0f, G_layers_12_gate_up_weight, 2048);
-    RT_AT(256, "$.model.layers[1].body[1].body[1] #12: layers.12.gate_up.weight's gradient is "
+    RT_AT(253, "$.model.layers[1].body[1].body[1] #12: layers.12.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 1003016192, 33554432);
-    RT_AT(257, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: "
+    RT_AT(254, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: "
           "layers.12.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 1003014144, 2048);
-    RT_AT(258, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: rmsnorm "
+    RT_AT(255, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_12_attn, P_layers_12_mlp_norm_weight,
                    rms_rstd_layers_12_mlp_norm, d_rmsnorm_layers_12_mlp_norm,
                    d_residual_linear_layers_12_down, d_residual_attn_out_layers_12_attn,
                    G_layers_12_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(259, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: "
+    RT_AT(256, "$.model.layers[1].body[1].body[0] #12 + $.model.layers[1].body[0] #12: "
           "layers.12.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 1003014144, 2048);
-    RT_AT(261, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
+    RT_AT(258, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_12_attn, 2048);
-    RT_AT(262, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.proj.weight's gradient is "
+    RT_AT(259, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 998819840, 4194304);
-    RT_AT(263, "$.model.layers[1].body[0].body[1] #12: linear backward: dW += dy^T x");
+    RT_AT(260, "$.model.layers[1].body[0].body[1] #12: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_12_attn, 2048,
             attn_y_layers_12_attn, 2048, 1.0f, G_layers_12_attn_proj_weight, 2048);
-    RT_AT(264, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.proj.weight's gradient is "
+    RT_AT(261, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 998819840, 4194304);
-    RT_AT(265, "$.model.layers[1].body[0].body[1] #12: attention backward: d(qkv), probabilities "
+    RT_AT(262, "$.model.layers[1].body[0].body[1] #12: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, d_attn_y_layers_12_attn, d_qkv_layers_12_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(266, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
+    RT_AT(263, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_12_attn, 3072,
             P_layers_12_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_12_attn_norm, 2048);
-    RT_AT(267, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.qkv.weight's gradient is "
+    RT_AT(264, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 992528384, 6291456);
-    RT_AT(268, "$.model.layers[1].body[0].body[1] #12: linear backward: dW += dy^T x");
+    RT_AT(265, "$.model.layers[1].body[0].body[1] #12: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_12_attn, 3072,
             rmsnorm_layers_12_attn_norm, 2048, 1.0f, G_layers_12_attn_qkv_weight, 2048);
-    RT_AT(269, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.qkv.weight's gradient is "
+    RT_AT(266, "$.model.layers[1].body[0].body[1] #12: layers.12.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 992528384, 6291456);
-    RT_AT(270, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: "
+    RT_AT(267, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: "
           "layers.12.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 992526336, 2048);
-    RT_AT(271, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: rmsnorm "
+    RT_AT(268, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_11_down, P_layers_12_attn_norm_weight,
                    rms_rstd_layers_12_attn_norm, d_rmsnorm_layers_12_attn_norm,
                    d_residual_attn_out_layers_12_attn, d_residual_linear_layers_11_down,
                    G_layers_12_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(272, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: "
+    RT_AT(269, "$.model.layers[1].body[0].body[0] #12 + $.model.layers[1].body[1] #11: "
           "layers.12.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 992526336, 2048);
-    RT_AT(274, "$.model.layers[1].body[1].body[3] #11: linear backward: dx = dy W");
+    RT_AT(271, "$.model.layers[1].body[1].body[3] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_11_down, 2048,
             P_layers_11_down_weight, 8192, 0.0f, d_glu_layers_11_2, 8192);
-    RT_AT(275, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is "
+    RT_AT(272, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 975749120, 16777216);
-    RT_AT(276, "$.model.layers[1].body[1].body[3] #11: linear backward: dW += dy^T x");
+    RT_AT(273, "$.model.layers[1].body[1].body[3] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_11_down, 2048,
             glu_layers_11_2, 8192, 1.0f, G_layers_11_down_weight, 8192);
-    RT_AT(277, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is final");
+    RT_AT(274, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is final");
     rt_grad_ready(e, 975749120, 16777216);
-    RT_AT(278, "$.model.layers[1].body[1].body[2] #11: glu (silu) backward");
+    RT_AT(275, "$.model.layers[1].body[1].body[2] #11: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_11_gate_up, d_glu_layers_11_2, d_linear_layers_11_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(279, "$.model.layers[1].body[1].body[1] #11: linear backward: dx = dy W");
+    RT_AT(276, "$.model.layers[1].body[1].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_11_gate_up, 16384,
             P_layers_11_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_11_mlp_norm, 2048);
-    RT_AT(280, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
+    RT_AT(277, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 942194688, 33554432);
-    RT_AT(281, "$.model.layers[1].body[1].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(278, "$.model.layers[1].body[1].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_11_gate_up, 16384,
             rmsnorm_layers_11_mlp_norm, 2048, 1.0f, G_layers_11_gate_up_weight, 2048);
-    RT_AT(282, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
+    RT_AT(279, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 942194688, 33554432);
-    RT_AT(283, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
+    RT_AT(280, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
           "layers.11.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 942192640, 2048);
-    RT_AT(284, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: rmsnorm "
+    RT_AT(281, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
                    rms_rstd_layers_11_mlp_norm, d_rmsnorm_layers_11_mlp_norm,
                    d_residual_linear_layers_11_down, d_residual_attn_out_layers_11_attn,
                    G_layers_11_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(285, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
+    RT_AT(282, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
           "layers.11.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 942192640, 2048);
-    RT_AT(287, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(284, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_11_attn, 2048);
-    RT_AT(288, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
+    RT_AT(285, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 937998336, 4194304);
-    RT_AT(289, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(286, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_11_attn, 2048,
             attn_y_layers_11_attn, 2048, 1.0f, G_layers_11_attn_proj_weight, 2048);
-    RT_AT(290, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
+    RT_AT(287, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 937998336, 4194304);
-    RT_AT(291, "$.model.layers[1].body[0].body[1] #11: attention backward: d(qkv), probabilities "
+    RT_AT(288, "$.model.layers[1].body[0].body[1] #11: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(292, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(289, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_11_attn, 3072,
             P_layers_11_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_11_attn_norm, 2048);
-    RT_AT(293, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
+    RT_AT(290, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 931706880, 6291456);
-    RT_AT(294, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(291, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_11_attn, 3072,
             rmsnorm_layers_11_attn_norm, 2048, 1.0f, G_layers_11_attn_qkv_weight, 2048);
-    RT_AT(295, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
+    RT_AT(292, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 931706880, 6291456);
-    RT_AT(296, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
+    RT_AT(293, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
           "layers.11.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 931704832, 2048);
-    RT_AT(297, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: rmsnorm "
+    RT_AT(294, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
                    rms_rstd_layers_11_attn_norm, d_rmsnorm_layers_11_attn_norm,
                    d_residual_attn_out_layers_11_attn, d_residual_linear_layers_10_down,
                    G_layers_11_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(298, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
+    RT_AT(295, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
           "layers.11.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 931704832, 2048);
-    RT_AT(300, "$.model.layers[1].body[1].body[3] #10: linear backward: dx = dy W");
+    RT_AT(297, "$.model.layers[1].body[1].body[3] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_10_down, 2048,
             P_layers_10_down_weight, 8192, 0.0f, d_glu_layers_10_2, 8192);
-    RT_AT(301, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is "
+    RT_AT(298, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 914927616, 16777216);
-    RT_AT(302, "$.model.layers[1].body[1].body[3] #10: linear backward: dW += dy^T x");
+    RT_AT(299, "$.model.layers[1].body[1].body[3] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_10_down, 2048,
             glu_layers_10_2, 8192, 1.0f, G_layers_10_down_weight, 8192);
-    RT_AT(303, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is final");
+    RT_AT(300, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is final");
     rt_grad_ready(e, 914927616, 16777216);
-    RT_AT(304, "$.model.layers[1].body[1].body[2] #10: glu (silu) backward");
+    RT_AT(301, "$.model.layers[1].body[1].body[2] #10: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_10_gate_up, d_glu_layers_10_2, d_linear_layers_10_gate_up,
                e->B * 2048, 8192, RT_GLU_SILU);
-    RT_AT(305, "$.model.layers[1].body[1].body[1] #10: linear backward: dx = dy W");
+    RT_AT(302, "$.model.layers[1].body[1].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_10_gate_up, 16384,
             P_layers_10_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_10_mlp_norm, 2048);
-    RT_AT(306, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
+    RT_AT(303, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 881373184, 33554432);
-    RT_AT(307, "$.model.layers[1].body[1].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(304, "$.model.layers[1].body[1].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_10_gate_up, 16384,
             rmsnorm_layers_10_mlp_norm, 2048, 1.0f, G_layers_10_gate_up_weight, 2048);
-    RT_AT(308, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
+    RT_AT(305, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 881373184, 33554432);
-    RT_AT(309, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
+    RT_AT(306, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
           "layers.10.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 881371136, 2048);
-    RT_AT(310, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: rmsnorm "
+    RT_AT(307, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
                    rms_rstd_layers_10_mlp_norm, d_rmsnorm_layers_10_mlp_norm,
                    d_residual_linear_layers_10_down, d_residual_attn_out_layers_10_attn,
                    G_layers_10_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(311, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
+    RT_AT(308, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
           "layers.10.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 881371136, 2048);
-    RT_AT(313, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(310, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_10_attn, 2048);
-    RT_AT(314, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
+    RT_AT(311, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 877176832, 4194304);
-    RT_AT(315, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(312, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_10_attn, 2048,
             attn_y_layers_10_attn, 2048, 1.0f, G_layers_10_attn_proj_weight, 2048);
-    RT_AT(316, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
+    RT_AT(313, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 877176832, 4194304);
-    RT_AT(317, "$.model.layers[1].body[0].body[1] #10: attention backward: d(qkv), probabilities "
+    RT_AT(314, "$.model.layers[1].body[0].body[1] #10: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(318, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(315, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_10_attn, 3072,
             P_layers_10_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_10_attn_norm, 2048);
-    RT_AT(319, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
+    RT_AT(316, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 870885376, 6291456);
-    RT_AT(320, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(317, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_10_attn, 3072,
             rmsnorm_layers_10_attn_norm, 2048, 1.0f, G_layers_10_attn_qkv_weight, 2048);
-    RT_AT(321, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
+    RT_AT(318, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 870885376, 6291456);
-    RT_AT(322, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
+    RT_AT(319, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
           "layers.10.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 870883328, 2048);
-    RT_AT(323, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: rmsnorm "
+    RT_AT(320, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
                    rms_rstd_layers_10_attn_norm, d_rmsnorm_layers_10_attn_norm,
                    d_residual_attn_out_layers_10_attn, d_residual_linear_layers_9_down,
                    G_layers_10_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(324, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
+    RT_AT(321, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
           "layers.10.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 870883328, 2048);
-    RT_AT(326, "$.model.layers[1].body[1].body[3] #9: linear backward: dx = dy W");
+    RT_AT(323, "$.model.layers[1].body[1].body[3] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_9_down, 2048,
             P_layers_9_down_weight, 8192, 0.0f, d_glu_layers_9_2, 8192);
-    RT_AT(327, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is written "
+    RT_AT(324, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 854106112, 16777216);
-    RT_AT(328, "$.model.layers[1].body[1].body[3] #9: linear backward: dW += dy^T x");
+    RT_AT(325, "$.model.layers[1].body[1].body[3] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_9_down, 2048,
             glu_layers_9_2, 8192, 1.0f, G_layers_9_down_weight, 8192);
-    RT_AT(329, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is final");
+    RT_AT(326, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is final");
     rt_grad_ready(e, 854106112, 16777216);
-    RT_AT(330, "$.model.layers[1].body[1].body[2] #9: glu (silu) backward");
+    RT_AT(327, "$.model.layers[1].body[1].body[2] #9: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_9_gate_up, d_glu_layers_9_2, d_linear_layers_9_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(331, "$.model.layers[1].body[1].body[1] #9: linear backward: dx = dy W");
+    RT_AT(328, "$.model.layers[1].body[1].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_9_gate_up, 16384,
             P_layers_9_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_9_mlp_norm, 2048);
-    RT_AT(332, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is "
+    RT_AT(329, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 820551680, 33554432);
-    RT_AT(333, "$.model.layers[1].body[1].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(330, "$.model.layers[1].body[1].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_9_gate_up, 16384,
             rmsnorm_layers_9_mlp_norm, 2048, 1.0f, G_layers_9_gate_up_weight, 2048);
-    RT_AT(334, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is final");
+    RT_AT(331, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is final");
     rt_grad_ready(e, 820551680, 33554432);
-    RT_AT(335, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
+    RT_AT(332, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
           "layers.9.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 820549632, 2048);
-    RT_AT(336, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: rmsnorm "
+    RT_AT(333, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
                    rms_rstd_layers_9_mlp_norm, d_rmsnorm_layers_9_mlp_norm,
                    d_residual_linear_layers_9_down, d_residual_attn_out_layers_9_attn,
                    G_layers_9_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(337, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
+    RT_AT(334, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
           "layers.9.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 820549632, 2048);
-    RT_AT(339, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(336, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_9_attn, 2048);
-    RT_AT(340, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
+    RT_AT(337, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 816355328, 4194304);
-    RT_AT(341, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(338, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_9_attn, 2048,
             attn_y_layers_9_attn, 2048, 1.0f, G_layers_9_attn_proj_weight, 2048);
-    RT_AT(342, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
+    RT_AT(339, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 816355328, 4194304);
-    RT_AT(343, "$.model.layers[1].body[0].body[1] #9: attention backward: d(qkv), probabilities "
+    RT_AT(340, "$.model.layers[1].body[0].body[1] #9: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(344, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(341, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_9_attn, 3072,
             P_layers_9_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_9_attn_norm, 2048);
-    RT_AT(345, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
+    RT_AT(342, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 810063872, 6291456);
-    RT_AT(346, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(343, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_9_attn, 3072,
             rmsnorm_layers_9_attn_norm, 2048, 1.0f, G_layers_9_attn_qkv_weight, 2048);
-    RT_AT(347, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
+    RT_AT(344, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 810063872, 6291456);
-    RT_AT(348, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
+    RT_AT(345, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
           "layers.9.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 810061824, 2048);
-    RT_AT(349, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: rmsnorm "
+    RT_AT(346, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
                    rms_rstd_layers_9_attn_norm, d_rmsnorm_layers_9_attn_norm,
                    d_residual_attn_out_layers_9_attn, d_residual_linear_layers_8_down,
                    G_layers_9_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(350, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
+    RT_AT(347, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
           "layers.9.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 810061824, 2048);
-    RT_AT(352, "$.model.layers[1].body[1].body[3] #8: linear backward: dx = dy W");
+    RT_AT(349, "$.model.layers[1].body[1].body[3] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_8_down, 2048,
             P_layers_8_down_weight, 8192, 0.0f, d_glu_layers_8_2, 8192);
-    RT_AT(353, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is written "
+    RT_AT(350, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 793284608, 16777216);
-    RT_AT(354, "$.model.layers[1].body[1].body[3] #8: linear backward: dW += dy^T x");
+    RT_AT(351, "$.model.layers[1].body[1].body[3] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_8_down, 2048,
             glu_layers_8_2, 8192, 1.0f, G_layers_8_down_weight, 8192);
-    RT_AT(355, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is final");
+    RT_AT(352, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is final");
     rt_grad_ready(e, 793284608, 16777216);
-    RT_AT(356, "$.model.layers[1].body[1].body[2] #8: glu (silu) backward");
+    RT_AT(353, "$.model.layers[1].body[1].body[2] #8: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_8_gate_up, d_glu_layers_8_2, d_linear_layers_8_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(357, "$.model.layers[1].body[1].body[1] #8: linear backward: dx = dy W");
+    RT_AT(354, "$.model.layers[1].body[1].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_8_gate_up, 16384,
             P_layers_8_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_8_mlp_norm, 2048);
-    RT_AT(358, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is "
+    RT_AT(355, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 759730176, 33554432);
-    RT_AT(359, "$.model.layers[1].body[1].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(356, "$.model.layers[1].body[1].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_8_gate_up, 16384,
             rmsnorm_layers_8_mlp_norm, 2048, 1.0f, G_layers_8_gate_up_weight, 2048);
-    RT_AT(360, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is final");
+    RT_AT(357, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is final");
     rt_grad_ready(e, 759730176, 33554432);
-    RT_AT(361, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
+    RT_AT(358, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
           "layers.8.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 759728128, 2048);
-    RT_AT(362, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: rmsnorm "
+    RT_AT(359, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
                    rms_rstd_layers_8_mlp_norm, d_rmsnorm_layers_8_mlp_norm,
                    d_residual_linear_layers_8_down, d_residual_attn_out_layers_8_attn,
                    G_layers_8_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(363, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
+    RT_AT(360, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
           "layers.8.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 759728128, 2048);
-    RT_AT(365, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(362, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_8_attn, 2048);
-    RT_AT(366, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
+    RT_AT(363, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 755533824, 4194304);
-    RT_AT(367, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(364, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_8_attn, 2048,
             attn_y_layers_8_attn, 2048, 1.0f, G_layers_8_attn_proj_weight, 2048);
-    RT_AT(368, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
+    RT_AT(365, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 755533824, 4194304);
-    RT_AT(369, "$.model.layers[1].body[0].body[1] #8: attention backward: d(qkv), probabilities "
+    RT_AT(366, "$.model.layers[1].body[0].body[1] #8: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(370, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(367, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_8_attn, 3072,
             P_layers_8_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_8_attn_norm, 2048);
-    RT_AT(371, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
+    RT_AT(368, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 749242368, 6291456);
-    RT_AT(372, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(369, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_8_attn, 3072,
             rmsnorm_layers_8_attn_norm, 2048, 1.0f, G_layers_8_attn_qkv_weight, 2048);
-    RT_AT(373, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
+    RT_AT(370, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 749242368, 6291456);
-    RT_AT(374, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
+    RT_AT(371, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
           "layers.8.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 749240320, 2048);
-    RT_AT(375, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: rmsnorm "
+    RT_AT(372, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
                    rms_rstd_layers_8_attn_norm, d_rmsnorm_layers_8_attn_norm,
                    d_residual_attn_out_layers_8_attn, d_residual_linear_layers_7_down,
                    G_layers_8_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(376, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
+    RT_AT(373, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
           "layers.8.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 749240320, 2048);
-    RT_AT(378, "$.model.layers[1].body[1].body[3] #7: linear backward: dx = dy W");
+    RT_AT(375, "$.model.layers[1].body[1].body[3] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_7_down, 2048,
             P_layers_7_down_weight, 8192, 0.0f, d_glu_layers_7_2, 8192);
-    RT_AT(379, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is written "
+    RT_AT(376, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 732463104, 16777216);
-    RT_AT(380, "$.model.layers[1].body[1].body[3] #7: linear backward: dW += dy^T x");
+    RT_AT(377, "$.model.layers[1].body[1].body[3] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_7_down, 2048,
             glu_layers_7_2, 8192, 1.0f, G_layers_7_down_weight, 8192);
-    RT_AT(381, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is final");
+    RT_AT(378, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is final");
     rt_grad_ready(e, 732463104, 16777216);
-    RT_AT(382, "$.model.layers[1].body[1].body[2] #7: glu (silu) backward");
+    RT_AT(379, "$.model.layers[1].body[1].body[2] #7: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_7_gate_up, d_glu_layers_7_2, d_linear_layers_7_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(383, "$.model.layers[1].body[1].body[1] #7: linear backward: dx = dy W");
+    RT_AT(380, "$.model.layers[1].body[1].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_7_gate_up, 16384,
             P_layers_7_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_7_mlp_norm, 2048);
-    RT_AT(384, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is "
+    RT_AT(381, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 698908672, 33554432);
-    RT_AT(385, "$.model.layers[1].body[1].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(382, "$.model.layers[1].body[1].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_7_gate_up, 16384,
             rmsnorm_layers_7_mlp_norm, 2048, 1.0f, G_layers_7_gate_up_weight, 2048);
-    RT_AT(386, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is final");
+    RT_AT(383, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is final");
     rt_grad_ready(e, 698908672, 33554432);
-    RT_AT(387, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
+    RT_AT(384, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
           "layers.7.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 698906624, 2048);
-    RT_AT(388, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: rmsnorm "
+    RT_AT(385, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
                    rms_rstd_layers_7_mlp_norm, d_rmsnorm_layers_7_mlp_norm,
                    d_residual_linear_layers_7_down, d_residual_attn_out_layers_7_attn,
                    G_layers_7_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(389, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
+    RT_AT(386, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
           "layers.7.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 698906624, 2048);
-    RT_AT(391, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(388, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_7_attn, 2048);
-    RT_AT(392, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
+    RT_AT(389, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 694712320, 4194304);
-    RT_AT(393, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(390, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_7_attn, 2048,
             attn_y_layers_7_attn, 2048, 1.0f, G_layers_7_attn_proj_weight, 2048);
-    RT_AT(394, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
+    RT_AT(391, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 694712320, 4194304);
-    RT_AT(395, "$.model.layers[1].body[0].body[1] #7: attention backward: d(qkv), probabilities "
+    RT_AT(392, "$.model.layers[1].body[0].body[1] #7: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(396, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(393, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_7_attn, 3072,
             P_layers_7_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_7_attn_norm, 2048);
-    RT_AT(397, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
+    RT_AT(394, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 688420864, 6291456);
-    RT_AT(398, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(395, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_7_attn, 3072,
             rmsnorm_layers_7_attn_norm, 2048, 1.0f, G_layers_7_attn_qkv_weight, 2048);
-    RT_AT(399, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
+    RT_AT(396, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 688420864, 6291456);
-    RT_AT(400, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
+    RT_AT(397, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
           "layers.7.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 688418816, 2048);
-    RT_AT(401, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: rmsnorm "
+    RT_AT(398, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
                    rms_rstd_layers_7_attn_norm, d_rmsnorm_layers_7_attn_norm,
                    d_residual_attn_out_layers_7_attn, d_residual_linear_layers_6_down,
                    G_layers_7_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(402, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
+    RT_AT(399, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
           "layers.7.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 688418816, 2048);
-    RT_AT(404, "$.model.layers[1].body[1].body[3] #6: linear backward: dx = dy W");
+    RT_AT(401, "$.model.layers[1].body[1].body[3] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_6_down, 2048,
             P_layers_6_down_weight, 8192, 0.0f, d_glu_layers_6_2, 8192);
-    RT_AT(405, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is written "
+    RT_AT(402, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 671641600, 16777216);
-    RT_AT(406, "$.model.layers[1].body[1].body[3] #6: linear backward: dW += dy^T x");
+    RT_AT(403, "$.model.layers[1].body[1].body[3] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_6_down, 2048,
             glu_layers_6_2, 8192, 1.0f, G_layers_6_down_weight, 8192);
-    RT_AT(407, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is final");
+    RT_AT(404, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is final");
     rt_grad_ready(e, 671641600, 16777216);
-    RT_AT(408, "$.model.layers[1].body[1].body[2] #6: glu (silu) backward");
+    RT_AT(405, "$.model.layers[1].body[1].body[2] #6: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_6_gate_up, d_glu_layers_6_2, d_linear_layers_6_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(409, "$.model.layers[1].body[1].body[1] #6: linear backward: dx = dy W");
+    RT_AT(406, "$.model.layers[1].body[1].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_6_gate_up, 16384,
             P_layers_6_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_6_mlp_norm, 2048);
-    RT_AT(410, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is "
+    RT_AT(407, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 638087168, 33554432);
-    RT_AT(411, "$.model.layers[1].body[1].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(408, "$.model.layers[1].body[1].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_6_gate_up, 16384,
             rmsnorm_layers_6_mlp_norm, 2048, 1.0f, G_layers_6_gate_up_weight, 2048);
-    RT_AT(412, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is final");
+    RT_AT(409, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is final");
     rt_grad_ready(e, 638087168, 33554432);
-    RT_AT(413, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
+    RT_AT(410, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
           "layers.6.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 638085120, 2048);
-    RT_AT(414, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: rmsnorm "
+    RT_AT(411, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
                    rms_rstd_layers_6_mlp_norm, d_rmsnorm_layers_6_mlp_norm,
                    d_residual_linear_layers_6_down, d_residual_attn_out_layers_6_attn,
                    G_layers_6_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(415, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
+    RT_AT(412, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
           "layers.6.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 638085120, 2048);
-    RT_AT(417, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(414, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_6_attn, 2048);
-    RT_AT(418, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
+    RT_AT(415, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 633890816, 4194304);
-    RT_AT(419, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(416, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_6_attn, 2048,
             attn_y_layers_6_attn, 2048, 1.0f, G_layers_6_attn_proj_weight, 2048);
-    RT_AT(420, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
+    RT_AT(417, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 633890816, 4194304);
-    RT_AT(421, "$.model.layers[1].body[0].body[1] #6: attention backward: d(qkv), probabilities "
+    RT_AT(418, "$.model.layers[1].body[0].body[1] #6: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(422, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(419, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_6_attn, 3072,
             P_layers_6_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_6_attn_norm, 2048);
-    RT_AT(423, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
+    RT_AT(420, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 627599360, 6291456);
-    RT_AT(424, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(421, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_6_attn, 3072,
             rmsnorm_layers_6_attn_norm, 2048, 1.0f, G_layers_6_attn_qkv_weight, 2048);
-    RT_AT(425, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
+    RT_AT(422, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 627599360, 6291456);
-    RT_AT(426, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
+    RT_AT(423, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
           "layers.6.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 627597312, 2048);
-    RT_AT(427, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: rmsnorm "
+    RT_AT(424, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
                    rms_rstd_layers_6_attn_norm, d_rmsnorm_layers_6_attn_norm,
                    d_residual_attn_out_layers_6_attn, d_residual_linear_layers_5_down,
                    G_layers_6_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(428, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
+    RT_AT(425, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
           "layers.6.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 627597312, 2048);
-    RT_AT(430, "$.model.layers[1].body[1].body[3] #5: linear backward: dx = dy W");
+    RT_AT(427, "$.model.layers[1].body[1].body[3] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_5_down, 2048,
             P_layers_5_down_weight, 8192, 0.0f, d_glu_layers_5_2, 8192);
-    RT_AT(431, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is written "
+    RT_AT(428, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 610820096, 16777216);
-    RT_AT(432, "$.model.layers[1].body[1].body[3] #5: linear backward: dW += dy^T x");
+    RT_AT(429, "$.model.layers[1].body[1].body[3] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_5_down, 2048,
             glu_layers_5_2, 8192, 1.0f, G_layers_5_down_weight, 8192);
-    RT_AT(433, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is final");
+    RT_AT(430, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is final");
     rt_grad_ready(e, 610820096, 16777216);
-    RT_AT(434, "$.model.layers[1].body[1].body[2] #5: glu (silu) backward");
+    RT_AT(431, "$.model.layers[1].body[1].body[2] #5: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_5_gate_up, d_glu_layers_5_2, d_linear_layers_5_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(435, "$.model.layers[1].body[1].body[1] #5: linear backward: dx = dy W");
+    RT_AT(432, "$.model.layers[1].body[1].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_5_gate_up, 16384,
             P_layers_5_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_5_mlp_norm, 2048);
-    RT_AT(436, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is "
+    RT_AT(433, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 577265664, 33554432);
-    RT_AT(437, "$.model.layers[1].body[1].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(434, "$.model.layers[1].body[1].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_5_gate_up, 16384,
             rmsnorm_layers_5_mlp_norm, 2048, 1.0f, G_layers_5_gate_up_weight, 2048);
-    RT_AT(438, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is final");
+    RT_AT(435, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is final");
     rt_grad_ready(e, 577265664, 33554432);
-    RT_AT(439, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
+    RT_AT(436, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
           "layers.5.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 577263616, 2048);
-    RT_AT(440, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: rmsnorm "
+    RT_AT(437, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
                    rms_rstd_layers_5_mlp_norm, d_rmsnorm_layers_5_mlp_norm,
                    d_residual_linear_layers_5_down, d_residual_attn_out_layers_5_attn,
                    G_layers_5_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(441, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
+    RT_AT(438, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
           "layers.5.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 577263616, 2048);
-    RT_AT(443, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(440, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_5_attn, 2048);
-    RT_AT(444, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
+    RT_AT(441, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 573069312, 4194304);
-    RT_AT(445, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(442, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_5_attn, 2048,
             attn_y_layers_5_attn, 2048, 1.0f, G_layers_5_attn_proj_weight, 2048);
-    RT_AT(446, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
+    RT_AT(443, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 573069312, 4194304);
-    RT_AT(447, "$.model.layers[1].body[0].body[1] #5: attention backward: d(qkv), probabilities "
+    RT_AT(444, "$.model.layers[1].body[0].body[1] #5: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(448, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(445, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_5_attn, 3072,
             P_layers_5_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_5_attn_norm, 2048);
-    RT_AT(449, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
+    RT_AT(446, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 566777856, 6291456);
-    RT_AT(450, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(447, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_5_attn, 3072,
             rmsnorm_layers_5_attn_norm, 2048, 1.0f, G_layers_5_attn_qkv_weight, 2048);
-    RT_AT(451, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
+    RT_AT(448, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 566777856, 6291456);
-    RT_AT(452, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
+    RT_AT(449, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
           "layers.5.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 566775808, 2048);
-    RT_AT(453, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: rmsnorm "
+    RT_AT(450, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
                    rms_rstd_layers_5_attn_norm, d_rmsnorm_layers_5_attn_norm,
                    d_residual_attn_out_layers_5_attn, d_residual_linear_layers_4_down,
                    G_layers_5_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(454, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
+    RT_AT(451, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
           "layers.5.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 566775808, 2048);
-    RT_AT(456, "$.model.layers[1].body[1].body[3] #4: linear backward: dx = dy W");
+    RT_AT(453, "$.model.layers[1].body[1].body[3] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_4_down, 2048,
             P_layers_4_down_weight, 8192, 0.0f, d_glu_layers_4_2, 8192);
-    RT_AT(457, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is written "
+    RT_AT(454, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 549998592, 16777216);
-    RT_AT(458, "$.model.layers[1].body[1].body[3] #4: linear backward: dW += dy^T x");
+    RT_AT(455, "$.model.layers[1].body[1].body[3] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_4_down, 2048,
             glu_layers_4_2, 8192, 1.0f, G_layers_4_down_weight, 8192);
-    RT_AT(459, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is final");
+    RT_AT(456, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is final");
     rt_grad_ready(e, 549998592, 16777216);
-    RT_AT(460, "$.model.layers[1].body[1].body[2] #4: glu (silu) backward");
+    RT_AT(457, "$.model.layers[1].body[1].body[2] #4: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_4_gate_up, d_glu_layers_4_2, d_linear_layers_4_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(461, "$.model.layers[1].body[1].body[1] #4: linear backward: dx = dy W");
+    RT_AT(458, "$.model.layers[1].body[1].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_4_gate_up, 16384,
             P_layers_4_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_4_mlp_norm, 2048);
-    RT_AT(462, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is "
+    RT_AT(459, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 516444160, 33554432);
-    RT_AT(463, "$.model.layers[1].body[1].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(460, "$.model.layers[1].body[1].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_4_gate_up, 16384,
             rmsnorm_layers_4_mlp_norm, 2048, 1.0f, G_layers_4_gate_up_weight, 2048);
-    RT_AT(464, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is final");
+    RT_AT(461, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is final");
     rt_grad_ready(e, 516444160, 33554432);
-    RT_AT(465, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
+    RT_AT(462, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
           "layers.4.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 516442112, 2048);
-    RT_AT(466, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: rmsnorm "
+    RT_AT(463, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
                    rms_rstd_layers_4_mlp_norm, d_rmsnorm_layers_4_mlp_norm,
                    d_residual_linear_layers_4_down, d_residual_attn_out_layers_4_attn,
                    G_layers_4_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(467, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
+    RT_AT(464, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
           "layers.4.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 516442112, 2048);
-    RT_AT(469, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(466, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_4_attn, 2048);
-    RT_AT(470, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
+    RT_AT(467, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 512247808, 4194304);
-    RT_AT(471, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(468, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_4_attn, 2048,
             attn_y_layers_4_attn, 2048, 1.0f, G_layers_4_attn_proj_weight, 2048);
-    RT_AT(472, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
+    RT_AT(469, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 512247808, 4194304);
-    RT_AT(473, "$.model.layers[1].body[0].body[1] #4: attention backward: d(qkv), probabilities "
+    RT_AT(470, "$.model.layers[1].body[0].body[1] #4: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(474, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(471, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_4_attn, 3072,
             P_layers_4_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_4_attn_norm, 2048);
-    RT_AT(475, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
+    RT_AT(472, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 505956352, 6291456);
-    RT_AT(476, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(473, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_4_attn, 3072,
             rmsnorm_layers_4_attn_norm, 2048, 1.0f, G_layers_4_attn_qkv_weight, 2048);
-    RT_AT(477, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
+    RT_AT(474, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 505956352, 6291456);
-    RT_AT(478, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
+    RT_AT(475, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
           "layers.4.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 505954304, 2048);
-    RT_AT(479, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: rmsnorm "
+    RT_AT(476, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
                    rms_rstd_layers_4_attn_norm, d_rmsnorm_layers_4_attn_norm,
                    d_residual_attn_out_layers_4_attn, d_residual_linear_layers_3_down,
                    G_layers_4_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(480, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
+    RT_AT(477, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
           "layers.4.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 505954304, 2048);
-    RT_AT(482, "$.model.layers[1].body[1].body[3] #3: linear backward: dx = dy W");
+    RT_AT(479, "$.model.layers[1].body[1].body[3] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_3_down, 2048,
             P_layers_3_down_weight, 8192, 0.0f, d_glu_layers_3_2, 8192);
-    RT_AT(483, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is written "
+    RT_AT(480, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 489177088, 16777216);
-    RT_AT(484, "$.model.layers[1].body[1].body[3] #3: linear backward: dW += dy^T x");
+    RT_AT(481, "$.model.layers[1].body[1].body[3] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_3_down, 2048,
             glu_layers_3_2, 8192, 1.0f, G_layers_3_down_weight, 8192);
-    RT_AT(485, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is final");
+    RT_AT(482, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is final");
     rt_grad_ready(e, 489177088, 16777216);
-    RT_AT(486, "$.model.layers[1].body[1].body[2] #3: glu (silu) backward");
+    RT_AT(483, "$.model.layers[1].body[1].body[2] #3: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_3_gate_up, d_glu_layers_3_2, d_linear_layers_3_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(487, "$.model.layers[1].body[1].body[1] #3: linear backward: dx = dy W");
+    RT_AT(484, "$.model.layers[1].body[1].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_3_gate_up, 16384,
             P_layers_3_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_3_mlp_norm, 2048);
-    RT_AT(488, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is "
+    RT_AT(485, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 455622656, 33554432);
-    RT_AT(489, "$.model.layers[1].body[1].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(486, "$.model.layers[1].body[1].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_3_gate_up, 16384,
             rmsnorm_layers_3_mlp_norm, 2048, 1.0f, G_layers_3_gate_up_weight, 2048);
-    RT_AT(490, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is final");
+    RT_AT(487, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is final");
     rt_grad_ready(e, 455622656, 33554432);
-    RT_AT(491, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
+    RT_AT(488, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
           "layers.3.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 455620608, 2048);
-    RT_AT(492, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: rmsnorm "
+    RT_AT(489, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
                    rms_rstd_layers_3_mlp_norm, d_rmsnorm_layers_3_mlp_norm,
                    d_residual_linear_layers_3_down, d_residual_attn_out_layers_3_attn,
                    G_layers_3_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(493, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
+    RT_AT(490, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
           "layers.3.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 455620608, 2048);
-    RT_AT(495, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(492, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_3_attn, 2048);
-    RT_AT(496, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
+    RT_AT(493, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 451426304, 4194304);
-    RT_AT(497, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(494, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_3_attn, 2048,
             attn_y_layers_3_attn, 2048, 1.0f, G_layers_3_attn_proj_weight, 2048);
-    RT_AT(498, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
+    RT_AT(495, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 451426304, 4194304);
-    RT_AT(499, "$.model.layers[1].body[0].body[1] #3: attention backward: d(qkv), probabilities "
+    RT_AT(496, "$.model.layers[1].body[0].body[1] #3: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(500, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(497, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_3_attn, 3072,
             P_layers_3_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_3_attn_norm, 2048);
-    RT_AT(501, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
+    RT_AT(498, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 445134848, 6291456);
-    RT_AT(502, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(499, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_3_attn, 3072,
             rmsnorm_layers_3_attn_norm, 2048, 1.0f, G_layers_3_attn_qkv_weight, 2048);
-    RT_AT(503, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
+    RT_AT(500, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 445134848, 6291456);
-    RT_AT(504, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
+    RT_AT(501, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
           "layers.3.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 445132800, 2048);
-    RT_AT(505, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: rmsnorm "
+    RT_AT(502, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
                    rms_rstd_layers_3_attn_norm, d_rmsnorm_layers_3_attn_norm,
                    d_residual_attn_out_layers_3_attn, d_residual_linear_layers_2_down,
                    G_layers_3_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(506, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
+    RT_AT(503, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
           "layers.3.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 445132800, 2048);
-    RT_AT(508, "$.model.layers[1].body[1].body[3] #2: linear backward: dx = dy W");
+    RT_AT(505, "$.model.layers[1].body[1].body[3] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_2_down, 2048,
             P_layers_2_down_weight, 8192, 0.0f, d_glu_layers_2_2, 8192);
-    RT_AT(509, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is written "
+    RT_AT(506, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 428355584, 16777216);
-    RT_AT(510, "$.model.layers[1].body[1].body[3] #2: linear backward: dW += dy^T x");
+    RT_AT(507, "$.model.layers[1].body[1].body[3] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_2_down, 2048,
             glu_layers_2_2, 8192, 1.0f, G_layers_2_down_weight, 8192);
-    RT_AT(511, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is final");
+    RT_AT(508, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is final");
     rt_grad_ready(e, 428355584, 16777216);
-    RT_AT(512, "$.model.layers[1].body[1].body[2] #2: glu (silu) backward");
+    RT_AT(509, "$.model.layers[1].body[1].body[2] #2: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_2_gate_up, d_glu_layers_2_2, d_linear_layers_2_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(513, "$.model.layers[1].body[1].body[1] #2: linear backward: dx = dy W");
+    RT_AT(510, "$.model.layers[1].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_2_gate_up, 16384,
             P_layers_2_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_2_mlp_norm, 2048);
-    RT_AT(514, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is "
+    RT_AT(511, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 394801152, 33554432);
-    RT_AT(515, "$.model.layers[1].body[1].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(512, "$.model.layers[1].body[1].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_2_gate_up, 16384,
             rmsnorm_layers_2_mlp_norm, 2048, 1.0f, G_layers_2_gate_up_weight, 2048);
-    RT_AT(516, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is final");
+    RT_AT(513, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is final");
     rt_grad_ready(e, 394801152, 33554432);
-    RT_AT(517, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
+    RT_AT(514, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
           "layers.2.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 394799104, 2048);
-    RT_AT(518, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: rmsnorm "
+    RT_AT(515, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
                    rms_rstd_layers_2_mlp_norm, d_rmsnorm_layers_2_mlp_norm,
                    d_residual_linear_layers_2_down, d_residual_attn_out_layers_2_attn,
                    G_layers_2_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(519, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
+    RT_AT(516, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
           "layers.2.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 394799104, 2048);
-    RT_AT(521, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(518, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_2_attn, 2048);
-    RT_AT(522, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
+    RT_AT(519, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 390604800, 4194304);
-    RT_AT(523, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(520, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_2_attn, 2048,
             attn_y_layers_2_attn, 2048, 1.0f, G_layers_2_attn_proj_weight, 2048);
-    RT_AT(524, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
+    RT_AT(521, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 390604800, 4194304);
-    RT_AT(525, "$.model.layers[1].body[0].body[1] #2: attention backward: d(qkv), probabilities "
+    RT_AT(522, "$.model.layers[1].body[0].body[1] #2: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(526, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(523, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_2_attn, 3072,
             P_layers_2_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_2_attn_norm, 2048);
-    RT_AT(527, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
+    RT_AT(524, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 384313344, 6291456);
-    RT_AT(528, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(525, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_2_attn, 3072,
             rmsnorm_layers_2_attn_norm, 2048, 1.0f, G_layers_2_attn_qkv_weight, 2048);
-    RT_AT(529, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
+    RT_AT(526, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 384313344, 6291456);
-    RT_AT(530, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
+    RT_AT(527, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
           "layers.2.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 384311296, 2048);
-    RT_AT(531, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: rmsnorm "
+    RT_AT(528, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
                    rms_rstd_layers_2_attn_norm, d_rmsnorm_layers_2_attn_norm,
                    d_residual_attn_out_layers_2_attn, d_residual_linear_layers_1_down,
                    G_layers_2_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(532, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
+    RT_AT(529, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
           "layers.2.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 384311296, 2048);
-    RT_AT(534, "$.model.layers[1].body[1].body[3] #1: linear backward: dx = dy W");
+    RT_AT(531, "$.model.layers[1].body[1].body[3] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_1_down, 2048,
             P_layers_1_down_weight, 8192, 0.0f, d_glu_layers_1_2, 8192);
-    RT_AT(535, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is written "
+    RT_AT(532, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 367534080, 16777216);
-    RT_AT(536, "$.model.layers[1].body[1].body[3] #1: linear backward: dW += dy^T x");
+    RT_AT(533, "$.model.layers[1].body[1].body[3] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_1_down, 2048,
             glu_layers_1_2, 8192, 1.0f, G_layers_1_down_weight, 8192);
-    RT_AT(537, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is final");
+    RT_AT(534, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is final");
     rt_grad_ready(e, 367534080, 16777216);
-    RT_AT(538, "$.model.layers[1].body[1].body[2] #1: glu (silu) backward");
+    RT_AT(535, "$.model.layers[1].body[1].body[2] #1: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_1_gate_up, d_glu_layers_1_2, d_linear_layers_1_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(539, "$.model.layers[1].body[1].body[1] #1: linear backward: dx = dy W");
+    RT_AT(536, "$.model.layers[1].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_1_gate_up, 16384,
             P_layers_1_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_1_mlp_norm, 2048);
-    RT_AT(540, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is "
+    RT_AT(537, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 333979648, 33554432);
-    RT_AT(541, "$.model.layers[1].body[1].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(538, "$.model.layers[1].body[1].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_1_gate_up, 16384,
             rmsnorm_layers_1_mlp_norm, 2048, 1.0f, G_layers_1_gate_up_weight, 2048);
-    RT_AT(542, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is final");
+    RT_AT(539, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is final");
     rt_grad_ready(e, 333979648, 33554432);
-    RT_AT(543, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
+    RT_AT(540, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
           "layers.1.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 333977600, 2048);
-    RT_AT(544, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: rmsnorm "
+    RT_AT(541, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
                    rms_rstd_layers_1_mlp_norm, d_rmsnorm_layers_1_mlp_norm,
                    d_residual_linear_layers_1_down, d_residual_attn_out_layers_1_attn,
                    G_layers_1_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(545, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
+    RT_AT(542, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
           "layers.1.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 333977600, 2048);
-    RT_AT(547, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(544, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_1_attn, 2048);
-    RT_AT(548, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
+    RT_AT(545, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 329783296, 4194304);
-    RT_AT(549, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(546, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_1_attn, 2048,
             attn_y_layers_1_attn, 2048, 1.0f, G_layers_1_attn_proj_weight, 2048);
-    RT_AT(550, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
+    RT_AT(547, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 329783296, 4194304);
-    RT_AT(551, "$.model.layers[1].body[0].body[1] #1: attention backward: d(qkv), probabilities "
+    RT_AT(548, "$.model.layers[1].body[0].body[1] #1: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(552, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(549, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_1_attn, 3072,
             P_layers_1_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_1_attn_norm, 2048);
-    RT_AT(553, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
+    RT_AT(550, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 323491840, 6291456);
-    RT_AT(554, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(551, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_1_attn, 3072,
             rmsnorm_layers_1_attn_norm, 2048, 1.0f, G_layers_1_attn_qkv_weight, 2048);
-    RT_AT(555, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
+    RT_AT(552, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 323491840, 6291456);
-    RT_AT(556, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
+    RT_AT(553, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
           "layers.1.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 323489792, 2048);
-    RT_AT(557, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: rmsnorm "
+    RT_AT(554, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
                    rms_rstd_layers_1_attn_norm, d_rmsnorm_layers_1_attn_norm,
                    d_residual_attn_out_layers_1_attn, d_residual_linear_layers_0_down,
                    G_layers_1_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(558, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
+    RT_AT(555, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
           "layers.1.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 323489792, 2048);
-    RT_AT(560, "$.model.layers[1].body[1].body[3] #0: linear backward: dx = dy W");
+    RT_AT(557, "$.model.layers[1].body[1].body[3] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 8192, 2048, 1.0f, d_residual_linear_layers_0_down, 2048,
             P_layers_0_down_weight, 8192, 0.0f, d_glu_layers_0_2, 8192);
-    RT_AT(561, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is written "
+    RT_AT(558, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 306712576, 16777216);
-    RT_AT(562, "$.model.layers[1].body[1].body[3] #0: linear backward: dW += dy^T x");
+    RT_AT(559, "$.model.layers[1].body[1].body[3] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 8192, e->B * 2048, 1.0f, d_residual_linear_layers_0_down, 2048,
             glu_layers_0_2, 8192, 1.0f, G_layers_0_down_weight, 8192);
-    RT_AT(563, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is final");
+    RT_AT(560, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is final");
     rt_grad_ready(e, 306712576, 16777216);
-    RT_AT(564, "$.model.layers[1].body[1].body[2] #0: glu (silu) backward");
+    RT_AT(561, "$.model.layers[1].body[1].body[2] #0: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_0_gate_up, d_glu_layers_0_2, d_linear_layers_0_gate_up, e->B * 2048,
                8192, RT_GLU_SILU);
-    RT_AT(565, "$.model.layers[1].body[1].body[1] #0: linear backward: dx = dy W");
+    RT_AT(562, "$.model.layers[1].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 16384, 1.0f, d_linear_layers_0_gate_up, 16384,
             P_layers_0_gate_up_weight, 2048, 0.0f, d_rmsnorm_layers_0_mlp_norm, 2048);
-    RT_AT(566, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is "
+    RT_AT(563, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 273158144, 33554432);
-    RT_AT(567, "$.model.layers[1].body[1].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(564, "$.model.layers[1].body[1].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 16384, 2048, e->B * 2048, 1.0f, d_linear_layers_0_gate_up, 16384,
             rmsnorm_layers_0_mlp_norm, 2048, 1.0f, G_layers_0_gate_up_weight, 2048);
-    RT_AT(568, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is final");
+    RT_AT(565, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is final");
     rt_grad_ready(e, 273158144, 33554432);
-    RT_AT(569, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
+    RT_AT(566, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
           "layers.0.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 273156096, 2048);
-    RT_AT(570, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: rmsnorm "
+    RT_AT(567, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
                    rms_rstd_layers_0_mlp_norm, d_rmsnorm_layers_0_mlp_norm,
                    d_residual_linear_layers_0_down, d_residual_attn_out_layers_0_attn,
                    G_layers_0_mlp_norm_weight, e->B * 2048, 2048);
-    RT_AT(571, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
+    RT_AT(568, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
           "layers.0.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 273156096, 2048);
-    RT_AT(573, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(570, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 2048, 1.0f, d_residual_attn_out_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, d_attn_y_layers_0_attn, 2048);
-    RT_AT(574, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
+    RT_AT(571, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 268961792, 4194304);
-    RT_AT(575, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(572, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 2048, 2048, e->B * 2048, 1.0f, d_residual_attn_out_layers_0_attn, 2048,
             attn_y_layers_0_attn, 2048, 1.0f, G_layers_0_attn_proj_weight, 2048);
-    RT_AT(576, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
+    RT_AT(573, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 268961792, 4194304);
-    RT_AT(577, "$.model.layers[1].body[0].body[1] #0: attention backward: d(qkv), probabilities "
+    RT_AT(574, "$.model.layers[1].body[0].body[1] #0: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 2048, 2048,
                          32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
-    RT_AT(578, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(575, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_0_attn, 3072,
             P_layers_0_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_0_attn_norm, 2048);
-    RT_AT(579, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
+    RT_AT(576, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 262670336, 6291456);
-    RT_AT(580, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(577, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 3072, 2048, e->B * 2048, 1.0f, d_qkv_layers_0_attn, 3072,
             rmsnorm_layers_0_attn_norm, 2048, 1.0f, G_layers_0_attn_qkv_weight, 2048);
-    RT_AT(581, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
+    RT_AT(578, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 262670336, 6291456);
-    RT_AT(582, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
+    RT_AT(579, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
           "layers.0.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 262668288, 2048);
-    RT_AT(583, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: rmsnorm backward, plus "
+    RT_AT(580, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: rmsnorm backward, plus "
           "the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, embedding_embed, P_layers_0_attn_norm_weight, rms_rstd_layers_0_attn_norm,
                    d_rmsnorm_layers_0_attn_norm, d_residual_attn_out_layers_0_attn,
                    d_embedding_embed, G_layers_0_attn_norm_weight, e->B * 2048, 2048);
-    RT_AT(584, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
+    RT_AT(581, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
           "layers.0.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 262668288, 2048);
-    RT_AT(586, "$.model.layers[0]: embedding backward: dW[id] += dy");
+    RT_AT(583, "$.model.layers[0]: embedding backward: dW[id] += dy");
     rt_embedding_bwd(e, in_x, d_embedding_embed, G_embed_weight, e->B * 2048, 128256, 2048);
-    RT_AT(587, "$.model.layers[0]: embed.weight's gradient is final");
+    RT_AT(584, "$.model.layers[0]: embed.weight's gradient is final");
     rt_grad_ready(e, 0, 262668288);
 }
 
@@ -3728,17 +3719,18 @@ const rt_model trainc_model = {
     .param_floats = 1235814400,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 3037995008,
-    .noreuse_row_bytes = 5260976128,
+    .arena_row_bytes = 2643992576,
+    .noreuse_row_bytes = 4866973696,
     .eval_arena_row_bytes = 533725184,
     .flops_per_sample = 16014215479296,
-    .n_instructions = 588,
+    .n_instructions = 585,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 2048,
     .has_dropout = 0,
     .pred_offset = 0,
     .pred_numel = 262668288,
     .pred_ld = 128256,
+    .pred_eval = 1,
     .gpu_scratch_row_bytes = 10747904,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

@@ -10,9 +10,9 @@
  *     from $.model.layers[1].body[0] #0 */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_embed = ACT(2337275904); /* [B, 2048, 2048] */
-    const float *attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048] */
+    const float *embedding_embed = ACT(1943273472); /* [B, 2048, 2048] */
+    const float *attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_embed[i] + attn_out_layers_0_attn[i]; /* residual: x + body(x) */
         residual_attn_out_layers_0_attn[i] = v0;
@@ -24,9 +24,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_0_attn = ACT(2362441728); /* [B, 2048, 2048] */
-    const float *linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048] */
-    float *residual_linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048] */
+    const float *linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048] */
+    float *residual_linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_0_attn[i] + linear_layers_0_down[i];
@@ -39,9 +39,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_0_down = ACT(2379218944); /* [B, 2048, 2048] */
-    const float *attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048] */
+    const float *attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_0_down[i] + attn_out_layers_1_attn[i];
@@ -54,9 +54,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_1_attn = ACT(2404384768); /* [B, 2048, 2048] */
-    const float *linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048] */
-    float *residual_linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048] */
+    const float *linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048] */
+    float *residual_linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_1_attn[i] + linear_layers_1_down[i];
@@ -69,9 +69,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_1_down = ACT(2421161984); /* [B, 2048, 2048] */
-    const float *attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048] */
+    const float *attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_1_down[i] + attn_out_layers_2_attn[i];
@@ -84,9 +84,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_2_attn = ACT(2446327808); /* [B, 2048, 2048] */
-    const float *linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048] */
-    float *residual_linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048] */
+    const float *linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048] */
+    float *residual_linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_2_attn[i] + linear_layers_2_down[i];
@@ -99,9 +99,9 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_2_down = ACT(2463105024); /* [B, 2048, 2048] */
-    const float *attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048] */
+    const float *attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_2_down[i] + attn_out_layers_3_attn[i];
@@ -114,9 +114,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_3_attn = ACT(2488270848); /* [B, 2048, 2048] */
-    const float *linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048] */
-    float *residual_linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048] */
+    const float *linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048] */
+    float *residual_linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_3_attn[i] + linear_layers_3_down[i];
@@ -129,9 +129,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_3_down = ACT(2505048064); /* [B, 2048, 2048] */
-    const float *attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048] */
+    const float *attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_3_down[i] + attn_out_layers_4_attn[i];
@@ -144,9 +144,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_4_attn = ACT(2530213888); /* [B, 2048, 2048] */
-    const float *linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048] */
-    float *residual_linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048] */
+    const float *linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048] */
+    float *residual_linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_4_attn[i] + linear_layers_4_down[i];
@@ -159,9 +159,9 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_4_down = ACT(2546991104); /* [B, 2048, 2048] */
-    const float *attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048] */
+    const float *attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_4_down[i] + attn_out_layers_5_attn[i];
@@ -174,9 +174,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_5_attn = ACT(2572156928); /* [B, 2048, 2048] */
-    const float *linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048] */
-    float *residual_linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048] */
+    const float *linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048] */
+    float *residual_linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_5_attn[i] + linear_layers_5_down[i];
@@ -189,9 +189,9 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_5_down = ACT(2588934144); /* [B, 2048, 2048] */
-    const float *attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048] */
+    const float *attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_5_down[i] + attn_out_layers_6_attn[i];
@@ -204,9 +204,9 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_6_attn = ACT(2614099968); /* [B, 2048, 2048] */
-    const float *linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048] */
-    float *residual_linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048] */
+    const float *linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048] */
+    float *residual_linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_6_attn[i] + linear_layers_6_down[i];
@@ -219,9 +219,9 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_6_down = ACT(2630877184); /* [B, 2048, 2048] */
-    const float *attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048] */
+    const float *attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_6_down[i] + attn_out_layers_7_attn[i];
@@ -234,9 +234,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_7_attn = ACT(2656043008); /* [B, 2048, 2048] */
-    const float *linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048] */
-    float *residual_linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048] */
+    const float *linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048] */
+    float *residual_linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_7_attn[i] + linear_layers_7_down[i];
@@ -249,9 +249,9 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_7_down = ACT(2672820224); /* [B, 2048, 2048] */
-    const float *attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048] */
+    const float *attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_7_down[i] + attn_out_layers_8_attn[i];
@@ -264,9 +264,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_8_attn = ACT(2697986048); /* [B, 2048, 2048] */
-    const float *linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048] */
-    float *residual_linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048] */
+    const float *linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048] */
+    float *residual_linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_8_attn[i] + linear_layers_8_down[i];
@@ -279,9 +279,9 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_8_down = ACT(2714763264); /* [B, 2048, 2048] */
-    const float *attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048] */
+    const float *attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_8_down[i] + attn_out_layers_9_attn[i];
@@ -294,9 +294,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_9_attn = ACT(2739929088); /* [B, 2048, 2048] */
-    const float *linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048] */
-    float *residual_linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048] */
+    const float *linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048] */
+    float *residual_linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_9_attn[i] + linear_layers_9_down[i];
@@ -309,9 +309,9 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_9_down = ACT(2756706304); /* [B, 2048, 2048] */
-    const float *attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048] */
+    const float *attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_9_down[i] + attn_out_layers_10_attn[i];
@@ -324,9 +324,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_10_attn = ACT(2781872128); /* [B, 2048, 2048] */
-    const float *linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048] */
-    float *residual_linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048] */
+    const float *linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048] */
+    float *residual_linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_10_attn[i] + linear_layers_10_down[i];
@@ -339,9 +339,9 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_10_down = ACT(2798649344); /* [B, 2048, 2048] */
-    const float *attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048] */
+    const float *attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_10_down[i] + attn_out_layers_11_attn[i];
@@ -354,9 +354,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_11_attn = ACT(2823815168); /* [B, 2048, 2048] */
-    const float *linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048] */
-    float *residual_linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048] */
+    const float *linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048] */
+    float *residual_linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_11_attn[i] + linear_layers_11_down[i];
@@ -369,9 +369,9 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_11_down = ACT(2840592384); /* [B, 2048, 2048] */
-    const float *attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048] */
+    const float *attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_11_down[i] + attn_out_layers_12_attn[i];
@@ -384,9 +384,9 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_12_attn = ACT(2865758208); /* [B, 2048, 2048] */
-    const float *linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048] */
-    float *residual_linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048] */
+    const float *linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048] */
+    float *residual_linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_12_attn[i] + linear_layers_12_down[i];
@@ -399,9 +399,9 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_12_down = ACT(2882535424); /* [B, 2048, 2048] */
-    const float *attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048] */
+    const float *attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_12_down[i] + attn_out_layers_13_attn[i];
@@ -414,9 +414,9 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_13_attn = ACT(2907701248); /* [B, 2048, 2048] */
-    const float *linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048] */
-    float *residual_linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048] */
+    const float *linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048] */
+    float *residual_linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_13_attn[i] + linear_layers_13_down[i];
@@ -429,9 +429,9 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_13_down = ACT(2924478464); /* [B, 2048, 2048] */
-    const float *attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048] */
+    const float *attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_13_down[i] + attn_out_layers_14_attn[i];
@@ -444,9 +444,9 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_14_attn = ACT(2949644288); /* [B, 2048, 2048] */
-    const float *linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048] */
-    float *residual_linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048] */
+    const float *linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048] */
+    float *residual_linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_14_attn[i] + linear_layers_14_down[i];
@@ -459,9 +459,9 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_14_down = ACT(2966421504); /* [B, 2048, 2048] */
-    const float *attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048] */
-    float *residual_attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048] */
+    const float *residual_linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048] */
+    const float *attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048] */
+    float *residual_attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_14_down[i] + attn_out_layers_15_attn[i];
@@ -474,9 +474,9 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_15_attn = ACT(2991587328); /* [B, 2048, 2048] */
-    const float *linear_layers_15_down = ACT(3008364544); /* [B, 2048, 2048] */
-    float *residual_linear_layers_15_down = ACT(3008364544); /* [B, 2048, 2048] */
+    const float *residual_attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048] */
+    const float *linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048] */
+    float *residual_linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_15_attn[i] + linear_layers_15_down[i];

@@ -2,389 +2,390 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 3037995008 bytes (without reuse: Bmax * 5260976128; the most live at
- * once: Bmax * 3037995008). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 2643992576 bytes (without reuse: Bmax * 4866973696; the most live at
+ * once: Bmax * 2643992576). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   2337275904  8388608      0-583  embedding_embed             [B, 2048, 2048]  embedding rows
- *   2345664512  8388608      1-580  rmsnorm_layers_0_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037724672  8192         1-583  rms_rstd_layers_0_attn_norm  [B, 2048]
+ *   1943273472  8388608      0-580  embedding_embed             [B, 2048, 2048]  embedding rows
+ *   1951662080  8388608      1-577  rmsnorm_layers_0_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643722240  8192         1-580  rms_rstd_layers_0_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2135949312  12582912     2-577  qkv_layers_0_attn           [B, 2048, 3072]
+ *   1741946880  12582912     2-574  qkv_layers_0_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3033530368  262144       3-577  lse_layers_0_attn           [B, 32, 2048]
+ *   2639527936  262144       3-574  lse_layers_0_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2354053120  8388608      3-577  attn_y_layers_0_attn        [B, 2048, 2048]
+ *   1960050688  8388608      3-574  attn_y_layers_0_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2362441728  8388608      4-570  attn_out_layers_0_attn      [B, 2048, 2048]
+ *   1968439296  8388608      4-567  attn_out_layers_0_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2370830336  8388608      6-567  rmsnorm_layers_0_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037732864  8192         6-570  rms_rstd_layers_0_mlp_norm  [B, 2048]
+ *   1976827904  8388608      6-564  rmsnorm_layers_0_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643730432  8192         6-567  rms_rstd_layers_0_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   525336576   67108864     7-564  linear_layers_0_gate_up     [B, 2048, 16384]  linear output
- *   1599078400  33554432     8-562  glu_layers_0_2              [B, 2048, 8192]  glu output
- *   2379218944  8388608      9-557  linear_layers_0_down        [B, 2048, 2048]  linear output
- *   2387607552  8388608     11-554  rmsnorm_layers_1_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037741056  8192        11-557  rms_rstd_layers_1_attn_norm  [B, 2048]
+ *   131334144   67108864     7-561  linear_layers_0_gate_up     [B, 2048, 16384]  linear output
+ *   1205075968  33554432     8-559  glu_layers_0_2              [B, 2048, 8192]  glu output
+ *   1985216512  8388608      9-554  linear_layers_0_down        [B, 2048, 2048]  linear output
+ *   1993605120  8388608     11-551  rmsnorm_layers_1_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643738624  8192        11-554  rms_rstd_layers_1_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2148532224  12582912    12-551  qkv_layers_1_attn           [B, 2048, 3072]
+ *   1754529792  12582912    12-548  qkv_layers_1_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3033792512  262144      13-551  lse_layers_1_attn           [B, 32, 2048]
+ *   2639790080  262144      13-548  lse_layers_1_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2395996160  8388608     13-551  attn_y_layers_1_attn        [B, 2048, 2048]
+ *   2001993728  8388608     13-548  attn_y_layers_1_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2404384768  8388608     14-544  attn_out_layers_1_attn      [B, 2048, 2048]
+ *   2010382336  8388608     14-541  attn_out_layers_1_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2412773376  8388608     16-541  rmsnorm_layers_1_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037749248  8192        16-544  rms_rstd_layers_1_mlp_norm  [B, 2048]
+ *   2018770944  8388608     16-538  rmsnorm_layers_1_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643746816  8192        16-541  rms_rstd_layers_1_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   592445440   67108864    17-538  linear_layers_1_gate_up     [B, 2048, 16384]  linear output
- *   1632632832  33554432    18-536  glu_layers_1_2              [B, 2048, 8192]  glu output
- *   2421161984  8388608     19-531  linear_layers_1_down        [B, 2048, 2048]  linear output
- *   2429550592  8388608     21-528  rmsnorm_layers_2_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037757440  8192        21-531  rms_rstd_layers_2_attn_norm  [B, 2048]
+ *   198443008   67108864    17-535  linear_layers_1_gate_up     [B, 2048, 16384]  linear output
+ *   1238630400  33554432    18-533  glu_layers_1_2              [B, 2048, 8192]  glu output
+ *   2027159552  8388608     19-528  linear_layers_1_down        [B, 2048, 2048]  linear output
+ *   2035548160  8388608     21-525  rmsnorm_layers_2_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643755008  8192        21-528  rms_rstd_layers_2_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2161115136  12582912    22-525  qkv_layers_2_attn           [B, 2048, 3072]
+ *   1767112704  12582912    22-522  qkv_layers_2_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3034054656  262144      23-525  lse_layers_2_attn           [B, 32, 2048]
+ *   2640052224  262144      23-522  lse_layers_2_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2437939200  8388608     23-525  attn_y_layers_2_attn        [B, 2048, 2048]
+ *   2043936768  8388608     23-522  attn_y_layers_2_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2446327808  8388608     24-518  attn_out_layers_2_attn      [B, 2048, 2048]
+ *   2052325376  8388608     24-515  attn_out_layers_2_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2454716416  8388608     26-515  rmsnorm_layers_2_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037765632  8192        26-518  rms_rstd_layers_2_mlp_norm  [B, 2048]
+ *   2060713984  8388608     26-512  rmsnorm_layers_2_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643763200  8192        26-515  rms_rstd_layers_2_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   659554304   67108864    27-512  linear_layers_2_gate_up     [B, 2048, 16384]  linear output
- *   1666187264  33554432    28-510  glu_layers_2_2              [B, 2048, 8192]  glu output
- *   2463105024  8388608     29-505  linear_layers_2_down        [B, 2048, 2048]  linear output
- *   2471493632  8388608     31-502  rmsnorm_layers_3_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037773824  8192        31-505  rms_rstd_layers_3_attn_norm  [B, 2048]
+ *   265551872   67108864    27-509  linear_layers_2_gate_up     [B, 2048, 16384]  linear output
+ *   1272184832  33554432    28-507  glu_layers_2_2              [B, 2048, 8192]  glu output
+ *   2069102592  8388608     29-502  linear_layers_2_down        [B, 2048, 2048]  linear output
+ *   2077491200  8388608     31-499  rmsnorm_layers_3_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643771392  8192        31-502  rms_rstd_layers_3_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2173698048  12582912    32-499  qkv_layers_3_attn           [B, 2048, 3072]
+ *   1779695616  12582912    32-496  qkv_layers_3_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3034316800  262144      33-499  lse_layers_3_attn           [B, 32, 2048]
+ *   2640314368  262144      33-496  lse_layers_3_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2479882240  8388608     33-499  attn_y_layers_3_attn        [B, 2048, 2048]
+ *   2085879808  8388608     33-496  attn_y_layers_3_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2488270848  8388608     34-492  attn_out_layers_3_attn      [B, 2048, 2048]
+ *   2094268416  8388608     34-489  attn_out_layers_3_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2496659456  8388608     36-489  rmsnorm_layers_3_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037782016  8192        36-492  rms_rstd_layers_3_mlp_norm  [B, 2048]
+ *   2102657024  8388608     36-486  rmsnorm_layers_3_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643779584  8192        36-489  rms_rstd_layers_3_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   726663168   67108864    37-486  linear_layers_3_gate_up     [B, 2048, 16384]  linear output
- *   1699741696  33554432    38-484  glu_layers_3_2              [B, 2048, 8192]  glu output
- *   2505048064  8388608     39-479  linear_layers_3_down        [B, 2048, 2048]  linear output
- *   2513436672  8388608     41-476  rmsnorm_layers_4_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037790208  8192        41-479  rms_rstd_layers_4_attn_norm  [B, 2048]
+ *   332660736   67108864    37-483  linear_layers_3_gate_up     [B, 2048, 16384]  linear output
+ *   1305739264  33554432    38-481  glu_layers_3_2              [B, 2048, 8192]  glu output
+ *   2111045632  8388608     39-476  linear_layers_3_down        [B, 2048, 2048]  linear output
+ *   2119434240  8388608     41-473  rmsnorm_layers_4_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643787776  8192        41-476  rms_rstd_layers_4_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2186280960  12582912    42-473  qkv_layers_4_attn           [B, 2048, 3072]
+ *   1792278528  12582912    42-470  qkv_layers_4_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3034578944  262144      43-473  lse_layers_4_attn           [B, 32, 2048]
+ *   2640576512  262144      43-470  lse_layers_4_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2521825280  8388608     43-473  attn_y_layers_4_attn        [B, 2048, 2048]
+ *   2127822848  8388608     43-470  attn_y_layers_4_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2530213888  8388608     44-466  attn_out_layers_4_attn      [B, 2048, 2048]
+ *   2136211456  8388608     44-463  attn_out_layers_4_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2538602496  8388608     46-463  rmsnorm_layers_4_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037798400  8192        46-466  rms_rstd_layers_4_mlp_norm  [B, 2048]
+ *   2144600064  8388608     46-460  rmsnorm_layers_4_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643795968  8192        46-463  rms_rstd_layers_4_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   793772032   67108864    47-460  linear_layers_4_gate_up     [B, 2048, 16384]  linear output
- *   1733296128  33554432    48-458  glu_layers_4_2              [B, 2048, 8192]  glu output
- *   2546991104  8388608     49-453  linear_layers_4_down        [B, 2048, 2048]  linear output
- *   2555379712  8388608     51-450  rmsnorm_layers_5_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037806592  8192        51-453  rms_rstd_layers_5_attn_norm  [B, 2048]
+ *   399769600   67108864    47-457  linear_layers_4_gate_up     [B, 2048, 16384]  linear output
+ *   1339293696  33554432    48-455  glu_layers_4_2              [B, 2048, 8192]  glu output
+ *   2152988672  8388608     49-450  linear_layers_4_down        [B, 2048, 2048]  linear output
+ *   2161377280  8388608     51-447  rmsnorm_layers_5_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643804160  8192        51-450  rms_rstd_layers_5_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2198863872  12582912    52-447  qkv_layers_5_attn           [B, 2048, 3072]
+ *   1804861440  12582912    52-444  qkv_layers_5_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3034841088  262144      53-447  lse_layers_5_attn           [B, 32, 2048]
+ *   2640838656  262144      53-444  lse_layers_5_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2563768320  8388608     53-447  attn_y_layers_5_attn        [B, 2048, 2048]
+ *   2169765888  8388608     53-444  attn_y_layers_5_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2572156928  8388608     54-440  attn_out_layers_5_attn      [B, 2048, 2048]
+ *   2178154496  8388608     54-437  attn_out_layers_5_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2580545536  8388608     56-437  rmsnorm_layers_5_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037814784  8192        56-440  rms_rstd_layers_5_mlp_norm  [B, 2048]
+ *   2186543104  8388608     56-434  rmsnorm_layers_5_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643812352  8192        56-437  rms_rstd_layers_5_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   860880896   67108864    57-434  linear_layers_5_gate_up     [B, 2048, 16384]  linear output
- *   1766850560  33554432    58-432  glu_layers_5_2              [B, 2048, 8192]  glu output
- *   2588934144  8388608     59-427  linear_layers_5_down        [B, 2048, 2048]  linear output
- *   2597322752  8388608     61-424  rmsnorm_layers_6_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037822976  8192        61-427  rms_rstd_layers_6_attn_norm  [B, 2048]
+ *   466878464   67108864    57-431  linear_layers_5_gate_up     [B, 2048, 16384]  linear output
+ *   1372848128  33554432    58-429  glu_layers_5_2              [B, 2048, 8192]  glu output
+ *   2194931712  8388608     59-424  linear_layers_5_down        [B, 2048, 2048]  linear output
+ *   2203320320  8388608     61-421  rmsnorm_layers_6_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643820544  8192        61-424  rms_rstd_layers_6_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2211446784  12582912    62-421  qkv_layers_6_attn           [B, 2048, 3072]
+ *   1817444352  12582912    62-418  qkv_layers_6_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3035103232  262144      63-421  lse_layers_6_attn           [B, 32, 2048]
+ *   2641100800  262144      63-418  lse_layers_6_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2605711360  8388608     63-421  attn_y_layers_6_attn        [B, 2048, 2048]
+ *   2211708928  8388608     63-418  attn_y_layers_6_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2614099968  8388608     64-414  attn_out_layers_6_attn      [B, 2048, 2048]
+ *   2220097536  8388608     64-411  attn_out_layers_6_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2622488576  8388608     66-411  rmsnorm_layers_6_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037831168  8192        66-414  rms_rstd_layers_6_mlp_norm  [B, 2048]
+ *   2228486144  8388608     66-408  rmsnorm_layers_6_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643828736  8192        66-411  rms_rstd_layers_6_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   927989760   67108864    67-408  linear_layers_6_gate_up     [B, 2048, 16384]  linear output
- *   1800404992  33554432    68-406  glu_layers_6_2              [B, 2048, 8192]  glu output
- *   2630877184  8388608     69-401  linear_layers_6_down        [B, 2048, 2048]  linear output
- *   2639265792  8388608     71-398  rmsnorm_layers_7_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037839360  8192        71-401  rms_rstd_layers_7_attn_norm  [B, 2048]
+ *   533987328   67108864    67-405  linear_layers_6_gate_up     [B, 2048, 16384]  linear output
+ *   1406402560  33554432    68-403  glu_layers_6_2              [B, 2048, 8192]  glu output
+ *   2236874752  8388608     69-398  linear_layers_6_down        [B, 2048, 2048]  linear output
+ *   2245263360  8388608     71-395  rmsnorm_layers_7_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643836928  8192        71-398  rms_rstd_layers_7_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2224029696  12582912    72-395  qkv_layers_7_attn           [B, 2048, 3072]
+ *   1830027264  12582912    72-392  qkv_layers_7_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3035365376  262144      73-395  lse_layers_7_attn           [B, 32, 2048]
+ *   2641362944  262144      73-392  lse_layers_7_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2647654400  8388608     73-395  attn_y_layers_7_attn        [B, 2048, 2048]
+ *   2253651968  8388608     73-392  attn_y_layers_7_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2656043008  8388608     74-388  attn_out_layers_7_attn      [B, 2048, 2048]
+ *   2262040576  8388608     74-385  attn_out_layers_7_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2664431616  8388608     76-385  rmsnorm_layers_7_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037847552  8192        76-388  rms_rstd_layers_7_mlp_norm  [B, 2048]
+ *   2270429184  8388608     76-382  rmsnorm_layers_7_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643845120  8192        76-385  rms_rstd_layers_7_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   995098624   67108864    77-382  linear_layers_7_gate_up     [B, 2048, 16384]  linear output
- *   1833959424  33554432    78-380  glu_layers_7_2              [B, 2048, 8192]  glu output
- *   2672820224  8388608     79-375  linear_layers_7_down        [B, 2048, 2048]  linear output
- *   2681208832  8388608     81-372  rmsnorm_layers_8_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037855744  8192        81-375  rms_rstd_layers_8_attn_norm  [B, 2048]
+ *   601096192   67108864    77-379  linear_layers_7_gate_up     [B, 2048, 16384]  linear output
+ *   1439956992  33554432    78-377  glu_layers_7_2              [B, 2048, 8192]  glu output
+ *   2278817792  8388608     79-372  linear_layers_7_down        [B, 2048, 2048]  linear output
+ *   2287206400  8388608     81-369  rmsnorm_layers_8_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643853312  8192        81-372  rms_rstd_layers_8_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2236612608  12582912    82-369  qkv_layers_8_attn           [B, 2048, 3072]
+ *   1842610176  12582912    82-366  qkv_layers_8_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3035627520  262144      83-369  lse_layers_8_attn           [B, 32, 2048]
+ *   2641625088  262144      83-366  lse_layers_8_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2689597440  8388608     83-369  attn_y_layers_8_attn        [B, 2048, 2048]
+ *   2295595008  8388608     83-366  attn_y_layers_8_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2697986048  8388608     84-362  attn_out_layers_8_attn      [B, 2048, 2048]
+ *   2303983616  8388608     84-359  attn_out_layers_8_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2706374656  8388608     86-359  rmsnorm_layers_8_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037863936  8192        86-362  rms_rstd_layers_8_mlp_norm  [B, 2048]
+ *   2312372224  8388608     86-356  rmsnorm_layers_8_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643861504  8192        86-359  rms_rstd_layers_8_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1062207488  67108864    87-356  linear_layers_8_gate_up     [B, 2048, 16384]  linear output
- *   1867513856  33554432    88-354  glu_layers_8_2              [B, 2048, 8192]  glu output
- *   2714763264  8388608     89-349  linear_layers_8_down        [B, 2048, 2048]  linear output
- *   2723151872  8388608     91-346  rmsnorm_layers_9_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037872128  8192        91-349  rms_rstd_layers_9_attn_norm  [B, 2048]
+ *   668205056   67108864    87-353  linear_layers_8_gate_up     [B, 2048, 16384]  linear output
+ *   1473511424  33554432    88-351  glu_layers_8_2              [B, 2048, 8192]  glu output
+ *   2320760832  8388608     89-346  linear_layers_8_down        [B, 2048, 2048]  linear output
+ *   2329149440  8388608     91-343  rmsnorm_layers_9_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643869696  8192        91-346  rms_rstd_layers_9_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2249195520  12582912    92-343  qkv_layers_9_attn           [B, 2048, 3072]
+ *   1855193088  12582912    92-340  qkv_layers_9_attn           [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3035889664  262144      93-343  lse_layers_9_attn           [B, 32, 2048]
+ *   2641887232  262144      93-340  lse_layers_9_attn           [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2731540480  8388608     93-343  attn_y_layers_9_attn        [B, 2048, 2048]
+ *   2337538048  8388608     93-340  attn_y_layers_9_attn        [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2739929088  8388608     94-336  attn_out_layers_9_attn      [B, 2048, 2048]
+ *   2345926656  8388608     94-333  attn_out_layers_9_attn      [B, 2048, 2048]
  *                                   attention output projection
- *   2748317696  8388608     96-333  rmsnorm_layers_9_mlp_norm   [B, 2048, 2048]  rmsnorm output
- *   3037880320  8192        96-336  rms_rstd_layers_9_mlp_norm  [B, 2048]
+ *   2354315264  8388608     96-330  rmsnorm_layers_9_mlp_norm   [B, 2048, 2048]  rmsnorm output
+ *   2643877888  8192        96-333  rms_rstd_layers_9_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1129316352  67108864    97-330  linear_layers_9_gate_up     [B, 2048, 16384]  linear output
- *   1901068288  33554432    98-328  glu_layers_9_2              [B, 2048, 8192]  glu output
- *   2756706304  8388608     99-323  linear_layers_9_down        [B, 2048, 2048]  linear output
- *   2765094912  8388608    101-320  rmsnorm_layers_10_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037888512  8192       101-323  rms_rstd_layers_10_attn_norm  [B, 2048]
+ *   735313920   67108864    97-327  linear_layers_9_gate_up     [B, 2048, 16384]  linear output
+ *   1507065856  33554432    98-325  glu_layers_9_2              [B, 2048, 8192]  glu output
+ *   2362703872  8388608     99-320  linear_layers_9_down        [B, 2048, 2048]  linear output
+ *   2371092480  8388608    101-317  rmsnorm_layers_10_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643886080  8192       101-320  rms_rstd_layers_10_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2261778432  12582912   102-317  qkv_layers_10_attn          [B, 2048, 3072]
+ *   1867776000  12582912   102-314  qkv_layers_10_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3036151808  262144     103-317  lse_layers_10_attn          [B, 32, 2048]
+ *   2642149376  262144     103-314  lse_layers_10_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2773483520  8388608    103-317  attn_y_layers_10_attn       [B, 2048, 2048]
+ *   2379481088  8388608    103-314  attn_y_layers_10_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2781872128  8388608    104-310  attn_out_layers_10_attn     [B, 2048, 2048]
+ *   2387869696  8388608    104-307  attn_out_layers_10_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2790260736  8388608    106-307  rmsnorm_layers_10_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037896704  8192       106-310  rms_rstd_layers_10_mlp_norm  [B, 2048]
+ *   2396258304  8388608    106-304  rmsnorm_layers_10_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643894272  8192       106-307  rms_rstd_layers_10_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1196425216  67108864   107-304  linear_layers_10_gate_up    [B, 2048, 16384]  linear output
- *   1934622720  33554432   108-302  glu_layers_10_2             [B, 2048, 8192]  glu output
- *   2798649344  8388608    109-297  linear_layers_10_down       [B, 2048, 2048]  linear output
- *   2807037952  8388608    111-294  rmsnorm_layers_11_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037904896  8192       111-297  rms_rstd_layers_11_attn_norm  [B, 2048]
+ *   802422784   67108864   107-301  linear_layers_10_gate_up    [B, 2048, 16384]  linear output
+ *   1540620288  33554432   108-299  glu_layers_10_2             [B, 2048, 8192]  glu output
+ *   2404646912  8388608    109-294  linear_layers_10_down       [B, 2048, 2048]  linear output
+ *   2413035520  8388608    111-291  rmsnorm_layers_11_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643902464  8192       111-294  rms_rstd_layers_11_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2274361344  12582912   112-291  qkv_layers_11_attn          [B, 2048, 3072]
+ *   1880358912  12582912   112-288  qkv_layers_11_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3036413952  262144     113-291  lse_layers_11_attn          [B, 32, 2048]
+ *   2642411520  262144     113-288  lse_layers_11_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2815426560  8388608    113-291  attn_y_layers_11_attn       [B, 2048, 2048]
+ *   2421424128  8388608    113-288  attn_y_layers_11_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2823815168  8388608    114-284  attn_out_layers_11_attn     [B, 2048, 2048]
+ *   2429812736  8388608    114-281  attn_out_layers_11_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2832203776  8388608    116-281  rmsnorm_layers_11_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037913088  8192       116-284  rms_rstd_layers_11_mlp_norm  [B, 2048]
+ *   2438201344  8388608    116-278  rmsnorm_layers_11_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643910656  8192       116-281  rms_rstd_layers_11_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1263534080  67108864   117-278  linear_layers_11_gate_up    [B, 2048, 16384]  linear output
- *   1968177152  33554432   118-276  glu_layers_11_2             [B, 2048, 8192]  glu output
- *   2840592384  8388608    119-271  linear_layers_11_down       [B, 2048, 2048]  linear output
- *   2848980992  8388608    121-268  rmsnorm_layers_12_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037921280  8192       121-271  rms_rstd_layers_12_attn_norm  [B, 2048]
+ *   869531648   67108864   117-275  linear_layers_11_gate_up    [B, 2048, 16384]  linear output
+ *   1574174720  33554432   118-273  glu_layers_11_2             [B, 2048, 8192]  glu output
+ *   2446589952  8388608    119-268  linear_layers_11_down       [B, 2048, 2048]  linear output
+ *   2454978560  8388608    121-265  rmsnorm_layers_12_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643918848  8192       121-268  rms_rstd_layers_12_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2286944256  12582912   122-265  qkv_layers_12_attn          [B, 2048, 3072]
+ *   1892941824  12582912   122-262  qkv_layers_12_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3036676096  262144     123-265  lse_layers_12_attn          [B, 32, 2048]
+ *   2642673664  262144     123-262  lse_layers_12_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2857369600  8388608    123-265  attn_y_layers_12_attn       [B, 2048, 2048]
+ *   2463367168  8388608    123-262  attn_y_layers_12_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2865758208  8388608    124-258  attn_out_layers_12_attn     [B, 2048, 2048]
+ *   2471755776  8388608    124-255  attn_out_layers_12_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2874146816  8388608    126-255  rmsnorm_layers_12_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037929472  8192       126-258  rms_rstd_layers_12_mlp_norm  [B, 2048]
+ *   2480144384  8388608    126-252  rmsnorm_layers_12_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643927040  8192       126-255  rms_rstd_layers_12_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1330642944  67108864   127-252  linear_layers_12_gate_up    [B, 2048, 16384]  linear output
- *   2001731584  33554432   128-250  glu_layers_12_2             [B, 2048, 8192]  glu output
- *   2882535424  8388608    129-245  linear_layers_12_down       [B, 2048, 2048]  linear output
- *   2890924032  8388608    131-242  rmsnorm_layers_13_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037937664  8192       131-245  rms_rstd_layers_13_attn_norm  [B, 2048]
+ *   936640512   67108864   127-249  linear_layers_12_gate_up    [B, 2048, 16384]  linear output
+ *   1607729152  33554432   128-247  glu_layers_12_2             [B, 2048, 8192]  glu output
+ *   2488532992  8388608    129-242  linear_layers_12_down       [B, 2048, 2048]  linear output
+ *   2496921600  8388608    131-239  rmsnorm_layers_13_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643935232  8192       131-242  rms_rstd_layers_13_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2299527168  12582912   132-239  qkv_layers_13_attn          [B, 2048, 3072]
+ *   1905524736  12582912   132-236  qkv_layers_13_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3036938240  262144     133-239  lse_layers_13_attn          [B, 32, 2048]
+ *   2642935808  262144     133-236  lse_layers_13_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2899312640  8388608    133-239  attn_y_layers_13_attn       [B, 2048, 2048]
+ *   2505310208  8388608    133-236  attn_y_layers_13_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2907701248  8388608    134-232  attn_out_layers_13_attn     [B, 2048, 2048]
+ *   2513698816  8388608    134-229  attn_out_layers_13_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2916089856  8388608    136-229  rmsnorm_layers_13_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037945856  8192       136-232  rms_rstd_layers_13_mlp_norm  [B, 2048]
+ *   2522087424  8388608    136-226  rmsnorm_layers_13_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643943424  8192       136-229  rms_rstd_layers_13_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1397751808  67108864   137-226  linear_layers_13_gate_up    [B, 2048, 16384]  linear output
- *   2035286016  33554432   138-224  glu_layers_13_2             [B, 2048, 8192]  glu output
- *   2924478464  8388608    139-219  linear_layers_13_down       [B, 2048, 2048]  linear output
- *   2932867072  8388608    141-216  rmsnorm_layers_14_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037954048  8192       141-219  rms_rstd_layers_14_attn_norm  [B, 2048]
+ *   1003749376  67108864   137-223  linear_layers_13_gate_up    [B, 2048, 16384]  linear output
+ *   1641283584  33554432   138-221  glu_layers_13_2             [B, 2048, 8192]  glu output
+ *   2530476032  8388608    139-216  linear_layers_13_down       [B, 2048, 2048]  linear output
+ *   2538864640  8388608    141-213  rmsnorm_layers_14_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643951616  8192       141-216  rms_rstd_layers_14_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2312110080  12582912   142-213  qkv_layers_14_attn          [B, 2048, 3072]
+ *   1918107648  12582912   142-210  qkv_layers_14_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3037200384  262144     143-213  lse_layers_14_attn          [B, 32, 2048]
+ *   2643197952  262144     143-210  lse_layers_14_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2941255680  8388608    143-213  attn_y_layers_14_attn       [B, 2048, 2048]
+ *   2547253248  8388608    143-210  attn_y_layers_14_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2949644288  8388608    144-206  attn_out_layers_14_attn     [B, 2048, 2048]
+ *   2555641856  8388608    144-203  attn_out_layers_14_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2958032896  8388608    146-203  rmsnorm_layers_14_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037962240  8192       146-206  rms_rstd_layers_14_mlp_norm  [B, 2048]
+ *   2564030464  8388608    146-200  rmsnorm_layers_14_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643959808  8192       146-203  rms_rstd_layers_14_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1464860672  67108864   147-200  linear_layers_14_gate_up    [B, 2048, 16384]  linear output
- *   2068840448  33554432   148-198  glu_layers_14_2             [B, 2048, 8192]  glu output
- *   2966421504  8388608    149-193  linear_layers_14_down       [B, 2048, 2048]  linear output
- *   2974810112  8388608    151-190  rmsnorm_layers_15_attn_norm  [B, 2048, 2048]  rmsnorm output
- *   3037970432  8192       151-193  rms_rstd_layers_15_attn_norm  [B, 2048]
+ *   1070858240  67108864   147-197  linear_layers_14_gate_up    [B, 2048, 16384]  linear output
+ *   1674838016  33554432   148-195  glu_layers_14_2             [B, 2048, 8192]  glu output
+ *   2572419072  8388608    149-190  linear_layers_14_down       [B, 2048, 2048]  linear output
+ *   2580807680  8388608    151-187  rmsnorm_layers_15_attn_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643968000  8192       151-190  rms_rstd_layers_15_attn_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   2324692992  12582912   152-187  qkv_layers_15_attn          [B, 2048, 3072]
+ *   1930690560  12582912   152-184  qkv_layers_15_attn          [B, 2048, 3072]
  *                                   q, k, v side by side
- *   3037462528  262144     153-187  lse_layers_15_attn          [B, 32, 2048]
+ *   2643460096  262144     153-184  lse_layers_15_attn          [B, 32, 2048]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   2983198720  8388608    153-187  attn_y_layers_15_attn       [B, 2048, 2048]
+ *   2589196288  8388608    153-184  attn_y_layers_15_attn       [B, 2048, 2048]
  *                                   attention heads' outputs
- *   2991587328  8388608    154-180  attn_out_layers_15_attn     [B, 2048, 2048]
+ *   2597584896  8388608    154-177  attn_out_layers_15_attn     [B, 2048, 2048]
  *                                   attention output projection
- *   2999975936  8388608    156-177  rmsnorm_layers_15_mlp_norm  [B, 2048, 2048]  rmsnorm output
- *   3037978624  8192       156-180  rms_rstd_layers_15_mlp_norm  [B, 2048]
+ *   2605973504  8388608    156-174  rmsnorm_layers_15_mlp_norm  [B, 2048, 2048]  rmsnorm output
+ *   2643976192  8192       156-177  rms_rstd_layers_15_mlp_norm  [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   1531969536  67108864   157-174  linear_layers_15_gate_up    [B, 2048, 16384]  linear output
- *   2102394880  33554432   158-172  glu_layers_15_2             [B, 2048, 8192]  glu output
- *   3008364544  8388608    159-168  linear_layers_15_down       [B, 2048, 2048]  linear output
- *   3016753152  8388608    161-166  rmsnorm_norm                [B, 2048, 2048]  rmsnorm output
- *   3037986816  8192       161-168  rms_rstd_norm               [B, 2048]
+ *   1137967104  67108864   157-171  linear_layers_15_gate_up    [B, 2048, 16384]  linear output
+ *   1708392448  33554432   158-169  glu_layers_15_2             [B, 2048, 8192]  glu output
+ *   2614362112  8388608    159-165  linear_layers_15_down       [B, 2048, 2048]  linear output
+ *   2622750720  8388608    161-163  rmsnorm_norm                [B, 2048, 2048]  rmsnorm output
+ *   2643984384  8192       161-165  rms_rstd_norm               [B, 2048]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   0           525336576  162-166  linear_lm_head              [B, 2048, 128256]  linear output
- *   3025141760  8388608    164-168  d_rmsnorm_norm              [B, 2048, 2048]  gradient
- *   3016753152  8388608    168-586  d_residual_linear_layers_15_down  [B, 2048, 2048]  gradient
- *   67108864    33554432   170-174  d_glu_layers_15_2           [B, 2048, 8192]  gradient
- *   0           67108864   174-177  d_linear_layers_15_gate_up  [B, 2048, 16384]  gradient
- *   3008364544  8388608    175-180  d_rmsnorm_layers_15_mlp_norm  [B, 2048, 2048]  gradient
- *   2114977792  8388608    183-187  d_attn_y_layers_15_attn     [B, 2048, 2048]  gradient
- *   2102394880  12582912   187-190  d_qkv_layers_15_attn        [B, 2048, 3072]  gradient
- *   2324692992  8388608    188-193  d_rmsnorm_layers_15_attn_norm  [B, 2048, 2048]  gradient
- *   1531969536  33554432   196-200  d_glu_layers_14_2           [B, 2048, 8192]  gradient
- *   0           67108864   200-203  d_linear_layers_14_gate_up  [B, 2048, 16384]  gradient
- *   2324692992  8388608    201-206  d_rmsnorm_layers_14_mlp_norm  [B, 2048, 2048]  gradient
- *   2324692992  8388608    209-213  d_attn_y_layers_14_attn     [B, 2048, 2048]  gradient
- *   2068840448  12582912   213-216  d_qkv_layers_14_attn        [B, 2048, 3072]  gradient
- *   2312110080  8388608    214-219  d_rmsnorm_layers_14_attn_norm  [B, 2048, 2048]  gradient
- *   1464860672  33554432   222-226  d_glu_layers_13_2           [B, 2048, 8192]  gradient
- *   0           67108864   226-229  d_linear_layers_13_gate_up  [B, 2048, 16384]  gradient
- *   2312110080  8388608    227-232  d_rmsnorm_layers_13_mlp_norm  [B, 2048, 2048]  gradient
- *   2312110080  8388608    235-239  d_attn_y_layers_13_attn     [B, 2048, 2048]  gradient
- *   2035286016  12582912   239-242  d_qkv_layers_13_attn        [B, 2048, 3072]  gradient
- *   2299527168  8388608    240-245  d_rmsnorm_layers_13_attn_norm  [B, 2048, 2048]  gradient
- *   1397751808  33554432   248-252  d_glu_layers_12_2           [B, 2048, 8192]  gradient
- *   0           67108864   252-255  d_linear_layers_12_gate_up  [B, 2048, 16384]  gradient
- *   2299527168  8388608    253-258  d_rmsnorm_layers_12_mlp_norm  [B, 2048, 2048]  gradient
- *   2299527168  8388608    261-265  d_attn_y_layers_12_attn     [B, 2048, 2048]  gradient
- *   2001731584  12582912   265-268  d_qkv_layers_12_attn        [B, 2048, 3072]  gradient
- *   2286944256  8388608    266-271  d_rmsnorm_layers_12_attn_norm  [B, 2048, 2048]  gradient
- *   1330642944  33554432   274-278  d_glu_layers_11_2           [B, 2048, 8192]  gradient
- *   0           67108864   278-281  d_linear_layers_11_gate_up  [B, 2048, 16384]  gradient
- *   2286944256  8388608    279-284  d_rmsnorm_layers_11_mlp_norm  [B, 2048, 2048]  gradient
- *   2286944256  8388608    287-291  d_attn_y_layers_11_attn     [B, 2048, 2048]  gradient
- *   1968177152  12582912   291-294  d_qkv_layers_11_attn        [B, 2048, 3072]  gradient
- *   2274361344  8388608    292-297  d_rmsnorm_layers_11_attn_norm  [B, 2048, 2048]  gradient
- *   1263534080  33554432   300-304  d_glu_layers_10_2           [B, 2048, 8192]  gradient
- *   0           67108864   304-307  d_linear_layers_10_gate_up  [B, 2048, 16384]  gradient
- *   2274361344  8388608    305-310  d_rmsnorm_layers_10_mlp_norm  [B, 2048, 2048]  gradient
- *   2274361344  8388608    313-317  d_attn_y_layers_10_attn     [B, 2048, 2048]  gradient
- *   1934622720  12582912   317-320  d_qkv_layers_10_attn        [B, 2048, 3072]  gradient
- *   2261778432  8388608    318-323  d_rmsnorm_layers_10_attn_norm  [B, 2048, 2048]  gradient
- *   1196425216  33554432   326-330  d_glu_layers_9_2            [B, 2048, 8192]  gradient
- *   0           67108864   330-333  d_linear_layers_9_gate_up   [B, 2048, 16384]  gradient
- *   2261778432  8388608    331-336  d_rmsnorm_layers_9_mlp_norm  [B, 2048, 2048]  gradient
- *   2261778432  8388608    339-343  d_attn_y_layers_9_attn      [B, 2048, 2048]  gradient
- *   1901068288  12582912   343-346  d_qkv_layers_9_attn         [B, 2048, 3072]  gradient
- *   2249195520  8388608    344-349  d_rmsnorm_layers_9_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   352-356  d_glu_layers_8_2            [B, 2048, 8192]  gradient
- *   0           67108864   356-359  d_linear_layers_8_gate_up   [B, 2048, 16384]  gradient
- *   2249195520  8388608    357-362  d_rmsnorm_layers_8_mlp_norm  [B, 2048, 2048]  gradient
- *   2249195520  8388608    365-369  d_attn_y_layers_8_attn      [B, 2048, 2048]  gradient
- *   1867513856  12582912   369-372  d_qkv_layers_8_attn         [B, 2048, 3072]  gradient
- *   2236612608  8388608    370-375  d_rmsnorm_layers_8_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   378-382  d_glu_layers_7_2            [B, 2048, 8192]  gradient
- *   0           67108864   382-385  d_linear_layers_7_gate_up   [B, 2048, 16384]  gradient
- *   2236612608  8388608    383-388  d_rmsnorm_layers_7_mlp_norm  [B, 2048, 2048]  gradient
- *   2236612608  8388608    391-395  d_attn_y_layers_7_attn      [B, 2048, 2048]  gradient
- *   1833959424  12582912   395-398  d_qkv_layers_7_attn         [B, 2048, 3072]  gradient
- *   2224029696  8388608    396-401  d_rmsnorm_layers_7_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   404-408  d_glu_layers_6_2            [B, 2048, 8192]  gradient
- *   0           67108864   408-411  d_linear_layers_6_gate_up   [B, 2048, 16384]  gradient
- *   2224029696  8388608    409-414  d_rmsnorm_layers_6_mlp_norm  [B, 2048, 2048]  gradient
- *   2224029696  8388608    417-421  d_attn_y_layers_6_attn      [B, 2048, 2048]  gradient
- *   1800404992  12582912   421-424  d_qkv_layers_6_attn         [B, 2048, 3072]  gradient
- *   2211446784  8388608    422-427  d_rmsnorm_layers_6_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   430-434  d_glu_layers_5_2            [B, 2048, 8192]  gradient
- *   0           67108864   434-437  d_linear_layers_5_gate_up   [B, 2048, 16384]  gradient
- *   2211446784  8388608    435-440  d_rmsnorm_layers_5_mlp_norm  [B, 2048, 2048]  gradient
- *   2211446784  8388608    443-447  d_attn_y_layers_5_attn      [B, 2048, 2048]  gradient
- *   1766850560  12582912   447-450  d_qkv_layers_5_attn         [B, 2048, 3072]  gradient
- *   2198863872  8388608    448-453  d_rmsnorm_layers_5_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   456-460  d_glu_layers_4_2            [B, 2048, 8192]  gradient
- *   0           67108864   460-463  d_linear_layers_4_gate_up   [B, 2048, 16384]  gradient
- *   2198863872  8388608    461-466  d_rmsnorm_layers_4_mlp_norm  [B, 2048, 2048]  gradient
- *   2198863872  8388608    469-473  d_attn_y_layers_4_attn      [B, 2048, 2048]  gradient
- *   1733296128  12582912   473-476  d_qkv_layers_4_attn         [B, 2048, 3072]  gradient
- *   2186280960  8388608    474-479  d_rmsnorm_layers_4_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   482-486  d_glu_layers_3_2            [B, 2048, 8192]  gradient
- *   0           67108864   486-489  d_linear_layers_3_gate_up   [B, 2048, 16384]  gradient
- *   2186280960  8388608    487-492  d_rmsnorm_layers_3_mlp_norm  [B, 2048, 2048]  gradient
- *   2186280960  8388608    495-499  d_attn_y_layers_3_attn      [B, 2048, 2048]  gradient
- *   1699741696  12582912   499-502  d_qkv_layers_3_attn         [B, 2048, 3072]  gradient
- *   2173698048  8388608    500-505  d_rmsnorm_layers_3_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   508-512  d_glu_layers_2_2            [B, 2048, 8192]  gradient
- *   0           67108864   512-515  d_linear_layers_2_gate_up   [B, 2048, 16384]  gradient
- *   2173698048  8388608    513-518  d_rmsnorm_layers_2_mlp_norm  [B, 2048, 2048]  gradient
- *   2173698048  8388608    521-525  d_attn_y_layers_2_attn      [B, 2048, 2048]  gradient
- *   1666187264  12582912   525-528  d_qkv_layers_2_attn         [B, 2048, 3072]  gradient
- *   2161115136  8388608    526-531  d_rmsnorm_layers_2_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   534-538  d_glu_layers_1_2            [B, 2048, 8192]  gradient
- *   0           67108864   538-541  d_linear_layers_1_gate_up   [B, 2048, 16384]  gradient
- *   2161115136  8388608    539-544  d_rmsnorm_layers_1_mlp_norm  [B, 2048, 2048]  gradient
- *   2161115136  8388608    547-551  d_attn_y_layers_1_attn      [B, 2048, 2048]  gradient
- *   1632632832  12582912   551-554  d_qkv_layers_1_attn         [B, 2048, 3072]  gradient
- *   2148532224  8388608    552-557  d_rmsnorm_layers_1_attn_norm  [B, 2048, 2048]  gradient
- *   67108864    33554432   560-564  d_glu_layers_0_2            [B, 2048, 8192]  gradient
- *   0           67108864   564-567  d_linear_layers_0_gate_up   [B, 2048, 16384]  gradient
- *   2148532224  8388608    565-570  d_rmsnorm_layers_0_mlp_norm  [B, 2048, 2048]  gradient
- *   2148532224  8388608    573-577  d_attn_y_layers_0_attn      [B, 2048, 2048]  gradient
- *   0           12582912   577-580  d_qkv_layers_0_attn         [B, 2048, 3072]  gradient
- *   2354053120  8388608    578-583  d_rmsnorm_layers_0_attn_norm  [B, 2048, 2048]  gradient
+ *   2631139328  8388608    163-165  d_rmsnorm_norm              [B, 2048, 2048]  gradient
+ *   2622750720  8388608    165-583  d_residual_linear_layers_15_down  [B, 2048, 2048]  gradient
+ *   67108864    33554432   167-171  d_glu_layers_15_2           [B, 2048, 8192]  gradient
+ *   0           67108864   171-174  d_linear_layers_15_gate_up  [B, 2048, 16384]  gradient
+ *   2614362112  8388608    172-177  d_rmsnorm_layers_15_mlp_norm  [B, 2048, 2048]  gradient
+ *   1720975360  8388608    180-184  d_attn_y_layers_15_attn     [B, 2048, 2048]  gradient
+ *   1708392448  12582912   184-187  d_qkv_layers_15_attn        [B, 2048, 3072]  gradient
+ *   1930690560  8388608    185-190  d_rmsnorm_layers_15_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   193-197  d_glu_layers_14_2           [B, 2048, 8192]  gradient
+ *   0           67108864   197-200  d_linear_layers_14_gate_up  [B, 2048, 16384]  gradient
+ *   1930690560  8388608    198-203  d_rmsnorm_layers_14_mlp_norm  [B, 2048, 2048]  gradient
+ *   1930690560  8388608    206-210  d_attn_y_layers_14_attn     [B, 2048, 2048]  gradient
+ *   1674838016  12582912   210-213  d_qkv_layers_14_attn        [B, 2048, 3072]  gradient
+ *   1918107648  8388608    211-216  d_rmsnorm_layers_14_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   219-223  d_glu_layers_13_2           [B, 2048, 8192]  gradient
+ *   0           67108864   223-226  d_linear_layers_13_gate_up  [B, 2048, 16384]  gradient
+ *   1918107648  8388608    224-229  d_rmsnorm_layers_13_mlp_norm  [B, 2048, 2048]  gradient
+ *   1918107648  8388608    232-236  d_attn_y_layers_13_attn     [B, 2048, 2048]  gradient
+ *   1641283584  12582912   236-239  d_qkv_layers_13_attn        [B, 2048, 3072]  gradient
+ *   1905524736  8388608    237-242  d_rmsnorm_layers_13_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   245-249  d_glu_layers_12_2           [B, 2048, 8192]  gradient
+ *   0           67108864   249-252  d_linear_layers_12_gate_up  [B, 2048, 16384]  gradient
+ *   1905524736  8388608    250-255  d_rmsnorm_layers_12_mlp_norm  [B, 2048, 2048]  gradient
+ *   1905524736  8388608    258-262  d_attn_y_layers_12_attn     [B, 2048, 2048]  gradient
+ *   0           12582912   262-265  d_qkv_layers_12_attn        [B, 2048, 3072]  gradient
+ *   1892941824  8388608    263-268  d_rmsnorm_layers_12_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   271-275  d_glu_layers_11_2           [B, 2048, 8192]  gradient
+ *   0           67108864   275-278  d_linear_layers_11_gate_up  [B, 2048, 16384]  gradient
+ *   1892941824  8388608    276-281  d_rmsnorm_layers_11_mlp_norm  [B, 2048, 2048]  gradient
+ *   1892941824  8388608    284-288  d_attn_y_layers_11_attn     [B, 2048, 2048]  gradient
+ *   0           12582912   288-291  d_qkv_layers_11_attn        [B, 2048, 3072]  gradient
+ *   1880358912  8388608    289-294  d_rmsnorm_layers_11_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   297-301  d_glu_layers_10_2           [B, 2048, 8192]  gradient
+ *   0           67108864   301-304  d_linear_layers_10_gate_up  [B, 2048, 16384]  gradient
+ *   1880358912  8388608    302-307  d_rmsnorm_layers_10_mlp_norm  [B, 2048, 2048]  gradient
+ *   1880358912  8388608    310-314  d_attn_y_layers_10_attn     [B, 2048, 2048]  gradient
+ *   0           12582912   314-317  d_qkv_layers_10_attn        [B, 2048, 3072]  gradient
+ *   1867776000  8388608    315-320  d_rmsnorm_layers_10_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   323-327  d_glu_layers_9_2            [B, 2048, 8192]  gradient
+ *   0           67108864   327-330  d_linear_layers_9_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    328-333  d_rmsnorm_layers_9_mlp_norm  [B, 2048, 2048]  gradient
+ *   1867776000  8388608    336-340  d_attn_y_layers_9_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   340-343  d_qkv_layers_9_attn         [B, 2048, 3072]  gradient
+ *   1855193088  8388608    341-346  d_rmsnorm_layers_9_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   349-353  d_glu_layers_8_2            [B, 2048, 8192]  gradient
+ *   0           67108864   353-356  d_linear_layers_8_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    354-359  d_rmsnorm_layers_8_mlp_norm  [B, 2048, 2048]  gradient
+ *   1855193088  8388608    362-366  d_attn_y_layers_8_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   366-369  d_qkv_layers_8_attn         [B, 2048, 3072]  gradient
+ *   1842610176  8388608    367-372  d_rmsnorm_layers_8_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   375-379  d_glu_layers_7_2            [B, 2048, 8192]  gradient
+ *   0           67108864   379-382  d_linear_layers_7_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    380-385  d_rmsnorm_layers_7_mlp_norm  [B, 2048, 2048]  gradient
+ *   1842610176  8388608    388-392  d_attn_y_layers_7_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   392-395  d_qkv_layers_7_attn         [B, 2048, 3072]  gradient
+ *   1830027264  8388608    393-398  d_rmsnorm_layers_7_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   401-405  d_glu_layers_6_2            [B, 2048, 8192]  gradient
+ *   0           67108864   405-408  d_linear_layers_6_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    406-411  d_rmsnorm_layers_6_mlp_norm  [B, 2048, 2048]  gradient
+ *   1830027264  8388608    414-418  d_attn_y_layers_6_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   418-421  d_qkv_layers_6_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    419-424  d_rmsnorm_layers_6_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   427-431  d_glu_layers_5_2            [B, 2048, 8192]  gradient
+ *   0           67108864   431-434  d_linear_layers_5_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    432-437  d_rmsnorm_layers_5_mlp_norm  [B, 2048, 2048]  gradient
+ *   12582912    8388608    440-444  d_attn_y_layers_5_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   444-447  d_qkv_layers_5_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    445-450  d_rmsnorm_layers_5_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   453-457  d_glu_layers_4_2            [B, 2048, 8192]  gradient
+ *   0           67108864   457-460  d_linear_layers_4_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    458-463  d_rmsnorm_layers_4_mlp_norm  [B, 2048, 2048]  gradient
+ *   12582912    8388608    466-470  d_attn_y_layers_4_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   470-473  d_qkv_layers_4_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    471-476  d_rmsnorm_layers_4_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   479-483  d_glu_layers_3_2            [B, 2048, 8192]  gradient
+ *   0           67108864   483-486  d_linear_layers_3_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    484-489  d_rmsnorm_layers_3_mlp_norm  [B, 2048, 2048]  gradient
+ *   12582912    8388608    492-496  d_attn_y_layers_3_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   496-499  d_qkv_layers_3_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    497-502  d_rmsnorm_layers_3_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   505-509  d_glu_layers_2_2            [B, 2048, 8192]  gradient
+ *   0           67108864   509-512  d_linear_layers_2_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    510-515  d_rmsnorm_layers_2_mlp_norm  [B, 2048, 2048]  gradient
+ *   12582912    8388608    518-522  d_attn_y_layers_2_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   522-525  d_qkv_layers_2_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    523-528  d_rmsnorm_layers_2_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   531-535  d_glu_layers_1_2            [B, 2048, 8192]  gradient
+ *   0           67108864   535-538  d_linear_layers_1_gate_up   [B, 2048, 16384]  gradient
+ *   67108864    8388608    536-541  d_rmsnorm_layers_1_mlp_norm  [B, 2048, 2048]  gradient
+ *   12582912    8388608    544-548  d_attn_y_layers_1_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   548-551  d_qkv_layers_1_attn         [B, 2048, 3072]  gradient
+ *   12582912    8388608    549-554  d_rmsnorm_layers_1_attn_norm  [B, 2048, 2048]  gradient
+ *   67108864    33554432   557-561  d_glu_layers_0_2            [B, 2048, 8192]  gradient
+ *   0           67108864   561-564  d_linear_layers_0_gate_up   [B, 2048, 16384]  gradient
+ *   1754529792  8388608    562-567  d_rmsnorm_layers_0_mlp_norm  [B, 2048, 2048]  gradient
+ *   1754529792  8388608    570-574  d_attn_y_layers_0_attn      [B, 2048, 2048]  gradient
+ *   0           12582912   574-577  d_qkv_layers_0_attn         [B, 2048, 3072]  gradient
+ *   1960050688  8388608    575-580  d_rmsnorm_layers_0_attn_norm  [B, 2048, 2048]  gradient
+ *   0           131334144  163-163  linear_lm_head_chunk        [B, 512, 128256]
+ *                                   512 rows of each sample's logits, then their gradient
  *   (in place)  -                   residual_attn_out_layers_0_attn  [B, 2048, 2048]
  *                                   written over attn_out_layers_0_attn
  *   (in place)  -                   residual_linear_layers_0_down  [B, 2048, 2048]
@@ -449,8 +450,6 @@
  *                                   written over attn_out_layers_15_attn
  *   (in place)  -                   residual_linear_layers_15_down  [B, 2048, 2048]
  *                                   written over linear_layers_15_down
- *   (in place)  -                   d_linear_lm_head            [B, 2048, 128256]
- *                                   written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_layers_15_attn  [B, 2048, 2048]
  *                                   written over d_residual_linear_layers_15_down
  *   (in place)  -                   d_residual_linear_layers_14_down  [B, 2048, 2048]

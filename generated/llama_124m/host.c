@@ -40,242 +40,243 @@ static void forward(rt_exec *e, int train)
     e->train = train; /* read by dropout and the loss */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
     const float *P_embed_weight = e->params + 0; /* [50257, 768] */
-    float *embedding_embed = ACT(285474816); /* [B, 1024, 768], bf16 on a GPU */
+    float *embedding_embed = ACT(208207872); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_0_attn_norm_weight = e->params + 38597376; /* [768] */
-    float *rmsnorm_layers_0_attn_norm = ACT(287047680); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_0_attn_norm = ACT(385155072); /* [B, 1024] */
+    float *rmsnorm_layers_0_attn_norm = ACT(209780736); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_norm = ACT(307888128); /* [B, 1024] */
     const float *P_layers_0_attn_qkv_weight = e->params + 38598144; /* [1280, 768] */
-    float *qkv_layers_0_attn = ACT(254017536); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_0_attn = ACT(384565248); /* [B, 12, 1024] */
-    float *attn_y_layers_0_attn = ACT(288620544); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_0_attn = ACT(176750592); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_0_attn = ACT(307298304); /* [B, 12, 1024] */
+    float *attn_y_layers_0_attn = ACT(211353600); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_0_attn_proj_weight = e->params + 39581184; /* [768, 768] */
-    float *attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_0_mlp_norm_weight = e->params + 40171008; /* [768] */
-    float *rmsnorm_layers_0_mlp_norm = ACT(291766272); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_0_mlp_norm = ACT(385159168); /* [B, 1024] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(214499328); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_norm = ACT(307892224); /* [B, 1024] */
     const float *P_layers_0_gate_up_weight = e->params + 40171776; /* [4096, 768] */
-    float *linear_layers_0_gate_up = ACT(103022592); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_0_2 = ACT(203685888); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_0_gate_up = ACT(25755648); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_0_2 = ACT(126418944); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_0_down_weight = e->params + 43317504; /* [768, 2048] */
-    float *linear_layers_0_down = ACT(293339136); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_0_down = ACT(293339136); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_0_down = ACT(216072192); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_0_down = ACT(216072192); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_1_attn_norm_weight = e->params + 44890368; /* [768] */
-    float *rmsnorm_layers_1_attn_norm = ACT(294912000); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_1_attn_norm = ACT(385163264); /* [B, 1024] */
+    float *rmsnorm_layers_1_attn_norm = ACT(217645056); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_norm = ACT(307896320); /* [B, 1024] */
     const float *P_layers_1_attn_qkv_weight = e->params + 44891136; /* [1280, 768] */
-    float *qkv_layers_1_attn = ACT(256638976); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_1_attn = ACT(384614400); /* [B, 12, 1024] */
-    float *attn_y_layers_1_attn = ACT(296484864); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_1_attn = ACT(179372032); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_1_attn = ACT(307347456); /* [B, 12, 1024] */
+    float *attn_y_layers_1_attn = ACT(219217920); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_1_attn_proj_weight = e->params + 45874176; /* [768, 768] */
-    float *attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_1_mlp_norm_weight = e->params + 46464000; /* [768] */
-    float *rmsnorm_layers_1_mlp_norm = ACT(299630592); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_1_mlp_norm = ACT(385167360); /* [B, 1024] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(222363648); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_norm = ACT(307900416); /* [B, 1024] */
     const float *P_layers_1_gate_up_weight = e->params + 46464768; /* [4096, 768] */
-    float *linear_layers_1_gate_up = ACT(111411200); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_1_2 = ACT(207880192); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_1_gate_up = ACT(34144256); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_1_2 = ACT(130613248); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_1_down_weight = e->params + 49610496; /* [768, 2048] */
-    float *linear_layers_1_down = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_1_down = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_1_down = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_1_down = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_2_attn_norm_weight = e->params + 51183360; /* [768] */
-    float *rmsnorm_layers_2_attn_norm = ACT(302776320); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_2_attn_norm = ACT(385171456); /* [B, 1024] */
+    float *rmsnorm_layers_2_attn_norm = ACT(225509376); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_norm = ACT(307904512); /* [B, 1024] */
     const float *P_layers_2_attn_qkv_weight = e->params + 51184128; /* [1280, 768] */
-    float *qkv_layers_2_attn = ACT(259260416); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_2_attn = ACT(384663552); /* [B, 12, 1024] */
-    float *attn_y_layers_2_attn = ACT(304349184); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_2_attn = ACT(181993472); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_2_attn = ACT(307396608); /* [B, 12, 1024] */
+    float *attn_y_layers_2_attn = ACT(227082240); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_2_attn_proj_weight = e->params + 52167168; /* [768, 768] */
-    float *attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_2_mlp_norm_weight = e->params + 52756992; /* [768] */
-    float *rmsnorm_layers_2_mlp_norm = ACT(307494912); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_2_mlp_norm = ACT(385175552); /* [B, 1024] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(230227968); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_norm = ACT(307908608); /* [B, 1024] */
     const float *P_layers_2_gate_up_weight = e->params + 52757760; /* [4096, 768] */
-    float *linear_layers_2_gate_up = ACT(119799808); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_2_2 = ACT(212074496); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_2_gate_up = ACT(42532864); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_2_2 = ACT(134807552); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_2_down_weight = e->params + 55903488; /* [768, 2048] */
-    float *linear_layers_2_down = ACT(309067776); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_2_down = ACT(309067776); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_2_down = ACT(231800832); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_2_down = ACT(231800832); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_3_attn_norm_weight = e->params + 57476352; /* [768] */
-    float *rmsnorm_layers_3_attn_norm = ACT(310640640); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_3_attn_norm = ACT(385179648); /* [B, 1024] */
+    float *rmsnorm_layers_3_attn_norm = ACT(233373696); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_norm = ACT(307912704); /* [B, 1024] */
     const float *P_layers_3_attn_qkv_weight = e->params + 57477120; /* [1280, 768] */
-    float *qkv_layers_3_attn = ACT(261881856); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_3_attn = ACT(384712704); /* [B, 12, 1024] */
-    float *attn_y_layers_3_attn = ACT(312213504); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_3_attn = ACT(184614912); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_3_attn = ACT(307445760); /* [B, 12, 1024] */
+    float *attn_y_layers_3_attn = ACT(234946560); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_3_attn_proj_weight = e->params + 58460160; /* [768, 768] */
-    float *attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_3_mlp_norm_weight = e->params + 59049984; /* [768] */
-    float *rmsnorm_layers_3_mlp_norm = ACT(315359232); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_3_mlp_norm = ACT(385183744); /* [B, 1024] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(238092288); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_norm = ACT(307916800); /* [B, 1024] */
     const float *P_layers_3_gate_up_weight = e->params + 59050752; /* [4096, 768] */
-    float *linear_layers_3_gate_up = ACT(128188416); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_3_2 = ACT(216268800); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_3_gate_up = ACT(50921472); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_3_2 = ACT(139001856); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_3_down_weight = e->params + 62196480; /* [768, 2048] */
-    float *linear_layers_3_down = ACT(316932096); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_3_down = ACT(316932096); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_3_down = ACT(239665152); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_3_down = ACT(239665152); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_4_attn_norm_weight = e->params + 63769344; /* [768] */
-    float *rmsnorm_layers_4_attn_norm = ACT(318504960); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_4_attn_norm = ACT(385187840); /* [B, 1024] */
+    float *rmsnorm_layers_4_attn_norm = ACT(241238016); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_norm = ACT(307920896); /* [B, 1024] */
     const float *P_layers_4_attn_qkv_weight = e->params + 63770112; /* [1280, 768] */
-    float *qkv_layers_4_attn = ACT(264503296); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_4_attn = ACT(384761856); /* [B, 12, 1024] */
-    float *attn_y_layers_4_attn = ACT(320077824); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_4_attn = ACT(187236352); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_4_attn = ACT(307494912); /* [B, 12, 1024] */
+    float *attn_y_layers_4_attn = ACT(242810880); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_4_attn_proj_weight = e->params + 64753152; /* [768, 768] */
-    float *attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_4_mlp_norm_weight = e->params + 65342976; /* [768] */
-    float *rmsnorm_layers_4_mlp_norm = ACT(323223552); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_4_mlp_norm = ACT(385191936); /* [B, 1024] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(245956608); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_norm = ACT(307924992); /* [B, 1024] */
     const float *P_layers_4_gate_up_weight = e->params + 65343744; /* [4096, 768] */
-    float *linear_layers_4_gate_up = ACT(136577024); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_4_2 = ACT(220463104); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_4_gate_up = ACT(59310080); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_4_2 = ACT(143196160); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_4_down_weight = e->params + 68489472; /* [768, 2048] */
-    float *linear_layers_4_down = ACT(324796416); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_4_down = ACT(324796416); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_4_down = ACT(247529472); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_4_down = ACT(247529472); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_5_attn_norm_weight = e->params + 70062336; /* [768] */
-    float *rmsnorm_layers_5_attn_norm = ACT(326369280); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_5_attn_norm = ACT(385196032); /* [B, 1024] */
+    float *rmsnorm_layers_5_attn_norm = ACT(249102336); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_norm = ACT(307929088); /* [B, 1024] */
     const float *P_layers_5_attn_qkv_weight = e->params + 70063104; /* [1280, 768] */
-    float *qkv_layers_5_attn = ACT(267124736); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_5_attn = ACT(384811008); /* [B, 12, 1024] */
-    float *attn_y_layers_5_attn = ACT(327942144); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_5_attn = ACT(189857792); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_5_attn = ACT(307544064); /* [B, 12, 1024] */
+    float *attn_y_layers_5_attn = ACT(250675200); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_5_attn_proj_weight = e->params + 71046144; /* [768, 768] */
-    float *attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_5_mlp_norm_weight = e->params + 71635968; /* [768] */
-    float *rmsnorm_layers_5_mlp_norm = ACT(331087872); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_5_mlp_norm = ACT(385200128); /* [B, 1024] */
+    float *rmsnorm_layers_5_mlp_norm = ACT(253820928); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_norm = ACT(307933184); /* [B, 1024] */
     const float *P_layers_5_gate_up_weight = e->params + 71636736; /* [4096, 768] */
-    float *linear_layers_5_gate_up = ACT(144965632); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_5_2 = ACT(224657408); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_5_gate_up = ACT(67698688); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_5_2 = ACT(147390464); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_5_down_weight = e->params + 74782464; /* [768, 2048] */
-    float *linear_layers_5_down = ACT(332660736); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_5_down = ACT(332660736); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_5_down = ACT(255393792); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_5_down = ACT(255393792); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_6_attn_norm_weight = e->params + 76355328; /* [768] */
-    float *rmsnorm_layers_6_attn_norm = ACT(334233600); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_6_attn_norm = ACT(385204224); /* [B, 1024] */
+    float *rmsnorm_layers_6_attn_norm = ACT(256966656); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_norm = ACT(307937280); /* [B, 1024] */
     const float *P_layers_6_attn_qkv_weight = e->params + 76356096; /* [1280, 768] */
-    float *qkv_layers_6_attn = ACT(269746176); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_6_attn = ACT(384860160); /* [B, 12, 1024] */
-    float *attn_y_layers_6_attn = ACT(335806464); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_6_attn = ACT(192479232); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_6_attn = ACT(307593216); /* [B, 12, 1024] */
+    float *attn_y_layers_6_attn = ACT(258539520); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_6_attn_proj_weight = e->params + 77339136; /* [768, 768] */
-    float *attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_6_mlp_norm_weight = e->params + 77928960; /* [768] */
-    float *rmsnorm_layers_6_mlp_norm = ACT(338952192); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_6_mlp_norm = ACT(385208320); /* [B, 1024] */
+    float *rmsnorm_layers_6_mlp_norm = ACT(261685248); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_norm = ACT(307941376); /* [B, 1024] */
     const float *P_layers_6_gate_up_weight = e->params + 77929728; /* [4096, 768] */
-    float *linear_layers_6_gate_up = ACT(153354240); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_6_2 = ACT(228851712); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_6_gate_up = ACT(76087296); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_6_2 = ACT(151584768); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_6_down_weight = e->params + 81075456; /* [768, 2048] */
-    float *linear_layers_6_down = ACT(340525056); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_6_down = ACT(340525056); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_6_down = ACT(263258112); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_6_down = ACT(263258112); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_7_attn_norm_weight = e->params + 82648320; /* [768] */
-    float *rmsnorm_layers_7_attn_norm = ACT(342097920); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_7_attn_norm = ACT(385212416); /* [B, 1024] */
+    float *rmsnorm_layers_7_attn_norm = ACT(264830976); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_norm = ACT(307945472); /* [B, 1024] */
     const float *P_layers_7_attn_qkv_weight = e->params + 82649088; /* [1280, 768] */
-    float *qkv_layers_7_attn = ACT(272367616); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_7_attn = ACT(384909312); /* [B, 12, 1024] */
-    float *attn_y_layers_7_attn = ACT(343670784); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_7_attn = ACT(195100672); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_7_attn = ACT(307642368); /* [B, 12, 1024] */
+    float *attn_y_layers_7_attn = ACT(266403840); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_7_attn_proj_weight = e->params + 83632128; /* [768, 768] */
-    float *attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_7_mlp_norm_weight = e->params + 84221952; /* [768] */
-    float *rmsnorm_layers_7_mlp_norm = ACT(346816512); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_7_mlp_norm = ACT(385216512); /* [B, 1024] */
+    float *rmsnorm_layers_7_mlp_norm = ACT(269549568); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_norm = ACT(307949568); /* [B, 1024] */
     const float *P_layers_7_gate_up_weight = e->params + 84222720; /* [4096, 768] */
-    float *linear_layers_7_gate_up = ACT(161742848); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_7_2 = ACT(233046016); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_7_gate_up = ACT(84475904); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_7_2 = ACT(155779072); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_7_down_weight = e->params + 87368448; /* [768, 2048] */
-    float *linear_layers_7_down = ACT(348389376); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_7_down = ACT(348389376); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_7_down = ACT(271122432); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_7_down = ACT(271122432); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_8_attn_norm_weight = e->params + 88941312; /* [768] */
-    float *rmsnorm_layers_8_attn_norm = ACT(349962240); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_8_attn_norm = ACT(385220608); /* [B, 1024] */
+    float *rmsnorm_layers_8_attn_norm = ACT(272695296); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_norm = ACT(307953664); /* [B, 1024] */
     const float *P_layers_8_attn_qkv_weight = e->params + 88942080; /* [1280, 768] */
-    float *qkv_layers_8_attn = ACT(274989056); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_8_attn = ACT(384958464); /* [B, 12, 1024] */
-    float *attn_y_layers_8_attn = ACT(351535104); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_8_attn = ACT(197722112); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_8_attn = ACT(307691520); /* [B, 12, 1024] */
+    float *attn_y_layers_8_attn = ACT(274268160); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_8_attn_proj_weight = e->params + 89925120; /* [768, 768] */
-    float *attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_8_mlp_norm_weight = e->params + 90514944; /* [768] */
-    float *rmsnorm_layers_8_mlp_norm = ACT(354680832); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_8_mlp_norm = ACT(385224704); /* [B, 1024] */
+    float *rmsnorm_layers_8_mlp_norm = ACT(277413888); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_norm = ACT(307957760); /* [B, 1024] */
     const float *P_layers_8_gate_up_weight = e->params + 90515712; /* [4096, 768] */
-    float *linear_layers_8_gate_up = ACT(170131456); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_8_2 = ACT(237240320); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_8_gate_up = ACT(92864512); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_8_2 = ACT(159973376); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_8_down_weight = e->params + 93661440; /* [768, 2048] */
-    float *linear_layers_8_down = ACT(356253696); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_8_down = ACT(356253696); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_8_down = ACT(278986752); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_8_down = ACT(278986752); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_9_attn_norm_weight = e->params + 95234304; /* [768] */
-    float *rmsnorm_layers_9_attn_norm = ACT(357826560); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_9_attn_norm = ACT(385228800); /* [B, 1024] */
+    float *rmsnorm_layers_9_attn_norm = ACT(280559616); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_norm = ACT(307961856); /* [B, 1024] */
     const float *P_layers_9_attn_qkv_weight = e->params + 95235072; /* [1280, 768] */
-    float *qkv_layers_9_attn = ACT(277610496); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_9_attn = ACT(385007616); /* [B, 12, 1024] */
-    float *attn_y_layers_9_attn = ACT(359399424); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_9_attn = ACT(200343552); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_9_attn = ACT(307740672); /* [B, 12, 1024] */
+    float *attn_y_layers_9_attn = ACT(282132480); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_9_attn_proj_weight = e->params + 96218112; /* [768, 768] */
-    float *attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_9_mlp_norm_weight = e->params + 96807936; /* [768] */
-    float *rmsnorm_layers_9_mlp_norm = ACT(362545152); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_9_mlp_norm = ACT(385232896); /* [B, 1024] */
+    float *rmsnorm_layers_9_mlp_norm = ACT(285278208); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_norm = ACT(307965952); /* [B, 1024] */
     const float *P_layers_9_gate_up_weight = e->params + 96808704; /* [4096, 768] */
-    float *linear_layers_9_gate_up = ACT(178520064); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_9_2 = ACT(241434624); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_9_gate_up = ACT(101253120); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_9_2 = ACT(164167680); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_9_down_weight = e->params + 99954432; /* [768, 2048] */
-    float *linear_layers_9_down = ACT(364118016); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_9_down = ACT(364118016); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_9_down = ACT(286851072); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_9_down = ACT(286851072); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_10_attn_norm_weight = e->params + 101527296; /* [768] */
-    float *rmsnorm_layers_10_attn_norm = ACT(365690880); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_10_attn_norm = ACT(385236992); /* [B, 1024] */
+    float *rmsnorm_layers_10_attn_norm = ACT(288423936); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_norm = ACT(307970048); /* [B, 1024] */
     const float *P_layers_10_attn_qkv_weight = e->params + 101528064; /* [1280, 768] */
-    float *qkv_layers_10_attn = ACT(280231936); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_10_attn = ACT(385056768); /* [B, 12, 1024] */
-    float *attn_y_layers_10_attn = ACT(367263744); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_10_attn = ACT(202964992); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_10_attn = ACT(307789824); /* [B, 12, 1024] */
+    float *attn_y_layers_10_attn = ACT(289996800); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_10_attn_proj_weight = e->params + 102511104; /* [768, 768] */
-    float *attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_10_mlp_norm_weight = e->params + 103100928; /* [768] */
-    float *rmsnorm_layers_10_mlp_norm = ACT(370409472); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_10_mlp_norm = ACT(385241088); /* [B, 1024] */
+    float *rmsnorm_layers_10_mlp_norm = ACT(293142528); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_norm = ACT(307974144); /* [B, 1024] */
     const float *P_layers_10_gate_up_weight = e->params + 103101696; /* [4096, 768] */
-    float *linear_layers_10_gate_up = ACT(186908672); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_10_2 = ACT(245628928); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_10_gate_up = ACT(109641728); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_10_2 = ACT(168361984); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_10_down_weight = e->params + 106247424; /* [768, 2048] */
-    float *linear_layers_10_down = ACT(371982336); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_10_down = ACT(371982336); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_10_down = ACT(294715392); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_10_down = ACT(294715392); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_11_attn_norm_weight = e->params + 107820288; /* [768] */
-    float *rmsnorm_layers_11_attn_norm = ACT(373555200); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_11_attn_norm = ACT(385245184); /* [B, 1024] */
+    float *rmsnorm_layers_11_attn_norm = ACT(296288256); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_norm = ACT(307978240); /* [B, 1024] */
     const float *P_layers_11_attn_qkv_weight = e->params + 107821056; /* [1280, 768] */
-    float *qkv_layers_11_attn = ACT(282853376); /* [B, 1024, 1280], bf16 on a GPU */
-    float *lse_layers_11_attn = ACT(385105920); /* [B, 12, 1024] */
-    float *attn_y_layers_11_attn = ACT(375128064); /* [B, 1024, 768], bf16 on a GPU */
+    float *qkv_layers_11_attn = ACT(205586432); /* [B, 1024, 1280], bf16 on a GPU */
+    float *lse_layers_11_attn = ACT(307838976); /* [B, 12, 1024] */
+    float *attn_y_layers_11_attn = ACT(297861120); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_11_attn_proj_weight = e->params + 108804096; /* [768, 768] */
-    float *attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768], bf16 on a GPU */
+    float *attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_11_mlp_norm_weight = e->params + 109393920; /* [768] */
-    float *rmsnorm_layers_11_mlp_norm = ACT(378273792); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_layers_11_mlp_norm = ACT(385249280); /* [B, 1024] */
+    float *rmsnorm_layers_11_mlp_norm = ACT(301006848); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_norm = ACT(307982336); /* [B, 1024] */
     const float *P_layers_11_gate_up_weight = e->params + 109394688; /* [4096, 768] */
-    float *linear_layers_11_gate_up = ACT(195297280); /* [B, 1024, 4096], bf16 on a GPU */
-    float *glu_layers_11_2 = ACT(249823232); /* [B, 1024, 2048], bf16 on a GPU */
+    float *linear_layers_11_gate_up = ACT(118030336); /* [B, 1024, 4096], bf16 on a GPU */
+    float *glu_layers_11_2 = ACT(172556288); /* [B, 1024, 2048], bf16 on a GPU */
     const float *P_layers_11_down_weight = e->params + 112540416; /* [768, 2048] */
-    float *linear_layers_11_down = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
-    float *residual_linear_layers_11_down = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
+    float *linear_layers_11_down = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
+    float *residual_linear_layers_11_down = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_norm_weight = e->params + 114113280; /* [768] */
-    float *rmsnorm_norm = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
-    float *rms_rstd_norm = ACT(385253376); /* [B, 1024] */
+    float *rmsnorm_norm = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(307986432); /* [B, 1024] */
     const float *P_lm_head_weight = e->params + 114114048; /* [50257, 768], then 47 zero rows */
-    float *linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B, 1024] */
-    float *d_linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
+    float *linear_lm_head_chunk = ACT(0); /* [B, 256, 50257], rows 50304 apart, bf16 on a GPU */
+    float *d_rmsnorm_norm = ACT(305725440); /* [B, 1024, 768], bf16 on a GPU */
+    float *G_lm_head_weight = e->grads + 114114048; /* [50257, 768], then 47 zero rows */
 
     RT_AT(0, "$.model.layers[0]: embedding: rows of the weight picked by the ids");
     rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B * 1024, 50257, 768);
@@ -690,1364 +691,1351 @@ static void forward(rt_exec *e, int train)
     RT_AT(121, "$.model.layers[2]: rmsnorm");
     rt_rmsnorm_fwd(e, residual_linear_layers_11_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
                    e->B * 1024, 768, 9.99999975e-06f);
-    RT_AT(122, "$.model.layers[3]: linear: y = x W^T over W's 47 zero rows too (the padded "
-          "vocabulary: y's padding comes out 0)");
-    rt_gemm(e, 0, 1, e->B * 1024, 50304, 768, 1.0f, rmsnorm_norm, 768, P_lm_head_weight, 768, 0.0f,
-            linear_lm_head, 50304);
-    RT_AT(123, "$.model.loss: cross entropy: loss, accuracy and d(logits) in one pass");
-    rt_cross_entropy(e, linear_lm_head, in_y, e->train ? d_linear_lm_head : NULL, e->B * 1024,
-                     50257, 50304);
+    RT_AT(122, "$.model.loss: lm_head.weight's gradient is written from here on");
+    rt_grad_begin(e, 114114048, 38633472);
+    RT_AT(123, "$.model.loss: the head and cross entropy, 256 rows of each sample at a time: "
+          "logits = x W^T, loss and accuracy; in training d(logits) in place, dx = d(logits) W, "
+          "dW += d(logits)^T x");
+    rt_head_cross_entropy(e, rmsnorm_norm, P_lm_head_weight, in_y, e->train ? d_rmsnorm_norm : NULL,
+                          e->train ? G_lm_head_weight : NULL, linear_lm_head_chunk, e->B * 1024,
+                          e->B * 256, 768, 50304, 50257, 50304, 0.0f);
+    RT_AT(124, "$.model.loss: lm_head.weight's gradient is final");
+    rt_grad_ready(e, 114114048, 38633472);
 }
 
 /* The backward pass: activation gradients written, parameter gradients accumulated. */
 static void backward(rt_exec *e)
 {
-    const float *d_linear_lm_head = ACT(0); /* [B, 1024, 50257], rows 50304 apart, bf16 on a GPU */
-    const float *P_lm_head_weight = e->params + 114114048; /* [50257, 768], then 47 zero rows */
-    float *d_rmsnorm_norm = ACT(382992384); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_norm = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
-    float *G_lm_head_weight = e->grads + 114114048; /* [50257, 768], then 47 zero rows */
-    const float *residual_linear_layers_11_down = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_11_down = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_norm_weight = e->params + 114113280; /* [768] */
-    const float *rms_rstd_norm = ACT(385253376); /* [B, 1024] */
-    float *d_residual_linear_layers_11_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_norm = ACT(307986432); /* [B, 1024] */
+    const float *d_rmsnorm_norm = ACT(305725440); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_residual_linear_layers_11_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_norm_weight = e->grads + 114113280; /* [768] */
     const float *P_layers_11_down_weight = e->params + 112540416; /* [768, 2048] */
     float *d_glu_layers_11_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_11_2 = ACT(249823232); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_11_2 = ACT(172556288); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_11_down_weight = e->grads + 112540416; /* [768, 2048] */
-    const float *linear_layers_11_gate_up = ACT(195297280); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_11_gate_up = ACT(118030336); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_11_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_11_gate_up_weight = e->params + 109394688; /* [4096, 768] */
-    float *d_rmsnorm_layers_11_mlp_norm = ACT(379846656); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_11_mlp_norm = ACT(378273792); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_11_mlp_norm = ACT(302579712); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_11_mlp_norm = ACT(301006848); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_11_gate_up_weight = e->grads + 109394688; /* [4096, 768] */
-    const float *residual_attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_11_mlp_norm_weight = e->params + 109393920; /* [768] */
-    const float *rms_rstd_layers_11_mlp_norm = ACT(385249280); /* [B, 1024] */
-    float *d_residual_attn_out_layers_11_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_11_mlp_norm = ACT(307982336); /* [B, 1024] */
+    float *d_residual_attn_out_layers_11_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_11_mlp_norm_weight = e->grads + 109393920; /* [768] */
     const float *P_layers_11_attn_proj_weight = e->params + 108804096; /* [768, 768] */
-    float *d_attn_y_layers_11_attn = ACT(252444672); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_11_attn = ACT(375128064); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_11_attn = ACT(175177728); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_11_attn = ACT(297861120); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_11_attn_proj_weight = e->grads + 108804096; /* [768, 768] */
-    const float *qkv_layers_11_attn = ACT(282853376); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_11_attn = ACT(385105920); /* [B, 12, 1024] */
-    float *d_qkv_layers_11_attn = ACT(249823232); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_11_attn = ACT(205586432); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_11_attn = ACT(307838976); /* [B, 12, 1024] */
+    float *d_qkv_layers_11_attn = ACT(172556288); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_11_attn_qkv_weight = e->params + 107821056; /* [1280, 768] */
-    float *d_rmsnorm_layers_11_attn_norm = ACT(252444672); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_11_attn_norm = ACT(373555200); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_11_attn_norm = ACT(175177728); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_11_attn_norm = ACT(296288256); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_11_attn_qkv_weight = e->grads + 107821056; /* [1280, 768] */
-    const float *residual_linear_layers_10_down = ACT(371982336); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_10_down = ACT(294715392); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_11_attn_norm_weight = e->params + 107820288; /* [768] */
-    const float *rms_rstd_layers_11_attn_norm = ACT(385245184); /* [B, 1024] */
-    float *d_residual_linear_layers_10_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_11_attn_norm = ACT(307978240); /* [B, 1024] */
+    float *d_residual_linear_layers_10_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_11_attn_norm_weight = e->grads + 107820288; /* [768] */
     const float *P_layers_10_down_weight = e->params + 106247424; /* [768, 2048] */
-    float *d_glu_layers_10_2 = ACT(195297280); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_10_2 = ACT(245628928); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_10_2 = ACT(118030336); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_10_2 = ACT(168361984); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_10_down_weight = e->grads + 106247424; /* [768, 2048] */
-    const float *linear_layers_10_gate_up = ACT(186908672); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_10_gate_up = ACT(109641728); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_10_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_10_gate_up_weight = e->params + 103101696; /* [4096, 768] */
-    float *d_rmsnorm_layers_10_mlp_norm = ACT(282853376); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_10_mlp_norm = ACT(370409472); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_10_mlp_norm = ACT(205586432); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_10_mlp_norm = ACT(293142528); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_10_gate_up_weight = e->grads + 103101696; /* [4096, 768] */
-    const float *residual_attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_10_mlp_norm_weight = e->params + 103100928; /* [768] */
-    const float *rms_rstd_layers_10_mlp_norm = ACT(385241088); /* [B, 1024] */
-    float *d_residual_attn_out_layers_10_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_10_mlp_norm = ACT(307974144); /* [B, 1024] */
+    float *d_residual_attn_out_layers_10_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_10_mlp_norm_weight = e->grads + 103100928; /* [768] */
     const float *P_layers_10_attn_proj_weight = e->params + 102511104; /* [768, 768] */
-    float *d_attn_y_layers_10_attn = ACT(282853376); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_10_attn = ACT(367263744); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_10_attn = ACT(205586432); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_10_attn = ACT(289996800); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_10_attn_proj_weight = e->grads + 102511104; /* [768, 768] */
-    const float *qkv_layers_10_attn = ACT(280231936); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_10_attn = ACT(385056768); /* [B, 12, 1024] */
-    float *d_qkv_layers_10_attn = ACT(245628928); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_10_attn = ACT(202964992); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_10_attn = ACT(307789824); /* [B, 12, 1024] */
+    float *d_qkv_layers_10_attn = ACT(168361984); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_10_attn_qkv_weight = e->params + 101528064; /* [1280, 768] */
-    float *d_rmsnorm_layers_10_attn_norm = ACT(280231936); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_10_attn_norm = ACT(365690880); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_10_attn_norm = ACT(202964992); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_10_attn_norm = ACT(288423936); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_10_attn_qkv_weight = e->grads + 101528064; /* [1280, 768] */
-    const float *residual_linear_layers_9_down = ACT(364118016); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_9_down = ACT(286851072); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_10_attn_norm_weight = e->params + 101527296; /* [768] */
-    const float *rms_rstd_layers_10_attn_norm = ACT(385236992); /* [B, 1024] */
-    float *d_residual_linear_layers_9_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_10_attn_norm = ACT(307970048); /* [B, 1024] */
+    float *d_residual_linear_layers_9_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_10_attn_norm_weight = e->grads + 101527296; /* [768] */
     const float *P_layers_9_down_weight = e->params + 99954432; /* [768, 2048] */
-    float *d_glu_layers_9_2 = ACT(186908672); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_9_2 = ACT(241434624); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_9_2 = ACT(109641728); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_9_2 = ACT(164167680); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_9_down_weight = e->grads + 99954432; /* [768, 2048] */
-    const float *linear_layers_9_gate_up = ACT(178520064); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_9_gate_up = ACT(101253120); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_9_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_9_gate_up_weight = e->params + 96808704; /* [4096, 768] */
-    float *d_rmsnorm_layers_9_mlp_norm = ACT(280231936); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_9_mlp_norm = ACT(362545152); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_9_mlp_norm = ACT(202964992); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_9_mlp_norm = ACT(285278208); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_9_gate_up_weight = e->grads + 96808704; /* [4096, 768] */
-    const float *residual_attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_9_mlp_norm_weight = e->params + 96807936; /* [768] */
-    const float *rms_rstd_layers_9_mlp_norm = ACT(385232896); /* [B, 1024] */
-    float *d_residual_attn_out_layers_9_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_9_mlp_norm = ACT(307965952); /* [B, 1024] */
+    float *d_residual_attn_out_layers_9_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_9_mlp_norm_weight = e->grads + 96807936; /* [768] */
     const float *P_layers_9_attn_proj_weight = e->params + 96218112; /* [768, 768] */
-    float *d_attn_y_layers_9_attn = ACT(280231936); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_9_attn = ACT(359399424); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_9_attn = ACT(202964992); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_9_attn = ACT(282132480); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_9_attn_proj_weight = e->grads + 96218112; /* [768, 768] */
-    const float *qkv_layers_9_attn = ACT(277610496); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_9_attn = ACT(385007616); /* [B, 12, 1024] */
-    float *d_qkv_layers_9_attn = ACT(241434624); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_9_attn = ACT(200343552); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_9_attn = ACT(307740672); /* [B, 12, 1024] */
+    float *d_qkv_layers_9_attn = ACT(164167680); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_9_attn_qkv_weight = e->params + 95235072; /* [1280, 768] */
-    float *d_rmsnorm_layers_9_attn_norm = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_9_attn_norm = ACT(357826560); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_9_attn_norm = ACT(200343552); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_9_attn_norm = ACT(280559616); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_9_attn_qkv_weight = e->grads + 95235072; /* [1280, 768] */
-    const float *residual_linear_layers_8_down = ACT(356253696); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_8_down = ACT(278986752); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_9_attn_norm_weight = e->params + 95234304; /* [768] */
-    const float *rms_rstd_layers_9_attn_norm = ACT(385228800); /* [B, 1024] */
-    float *d_residual_linear_layers_8_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_9_attn_norm = ACT(307961856); /* [B, 1024] */
+    float *d_residual_linear_layers_8_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_9_attn_norm_weight = e->grads + 95234304; /* [768] */
     const float *P_layers_8_down_weight = e->params + 93661440; /* [768, 2048] */
-    float *d_glu_layers_8_2 = ACT(178520064); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_8_2 = ACT(237240320); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_8_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_8_2 = ACT(159973376); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_8_down_weight = e->grads + 93661440; /* [768, 2048] */
-    const float *linear_layers_8_gate_up = ACT(170131456); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_8_gate_up = ACT(92864512); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_8_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_8_gate_up_weight = e->params + 90515712; /* [4096, 768] */
-    float *d_rmsnorm_layers_8_mlp_norm = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_8_mlp_norm = ACT(354680832); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_8_mlp_norm = ACT(200343552); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_8_mlp_norm = ACT(277413888); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_8_gate_up_weight = e->grads + 90515712; /* [4096, 768] */
-    const float *residual_attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_8_mlp_norm_weight = e->params + 90514944; /* [768] */
-    const float *rms_rstd_layers_8_mlp_norm = ACT(385224704); /* [B, 1024] */
-    float *d_residual_attn_out_layers_8_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_8_mlp_norm = ACT(307957760); /* [B, 1024] */
+    float *d_residual_attn_out_layers_8_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_8_mlp_norm_weight = e->grads + 90514944; /* [768] */
     const float *P_layers_8_attn_proj_weight = e->params + 89925120; /* [768, 768] */
-    float *d_attn_y_layers_8_attn = ACT(277610496); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_8_attn = ACT(351535104); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_8_attn = ACT(200343552); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_8_attn = ACT(274268160); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_8_attn_proj_weight = e->grads + 89925120; /* [768, 768] */
-    const float *qkv_layers_8_attn = ACT(274989056); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_8_attn = ACT(384958464); /* [B, 12, 1024] */
-    float *d_qkv_layers_8_attn = ACT(237240320); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_8_attn = ACT(197722112); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_8_attn = ACT(307691520); /* [B, 12, 1024] */
+    float *d_qkv_layers_8_attn = ACT(159973376); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_8_attn_qkv_weight = e->params + 88942080; /* [1280, 768] */
-    float *d_rmsnorm_layers_8_attn_norm = ACT(274989056); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_8_attn_norm = ACT(349962240); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_8_attn_norm = ACT(197722112); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_8_attn_norm = ACT(272695296); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_8_attn_qkv_weight = e->grads + 88942080; /* [1280, 768] */
-    const float *residual_linear_layers_7_down = ACT(348389376); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_7_down = ACT(271122432); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_8_attn_norm_weight = e->params + 88941312; /* [768] */
-    const float *rms_rstd_layers_8_attn_norm = ACT(385220608); /* [B, 1024] */
-    float *d_residual_linear_layers_7_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_8_attn_norm = ACT(307953664); /* [B, 1024] */
+    float *d_residual_linear_layers_7_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_8_attn_norm_weight = e->grads + 88941312; /* [768] */
     const float *P_layers_7_down_weight = e->params + 87368448; /* [768, 2048] */
-    float *d_glu_layers_7_2 = ACT(170131456); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_7_2 = ACT(233046016); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_7_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_7_2 = ACT(155779072); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_7_down_weight = e->grads + 87368448; /* [768, 2048] */
-    const float *linear_layers_7_gate_up = ACT(161742848); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_7_gate_up = ACT(84475904); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_7_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_7_gate_up_weight = e->params + 84222720; /* [4096, 768] */
-    float *d_rmsnorm_layers_7_mlp_norm = ACT(274989056); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_7_mlp_norm = ACT(346816512); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_7_mlp_norm = ACT(197722112); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_7_mlp_norm = ACT(269549568); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_7_gate_up_weight = e->grads + 84222720; /* [4096, 768] */
-    const float *residual_attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_7_mlp_norm_weight = e->params + 84221952; /* [768] */
-    const float *rms_rstd_layers_7_mlp_norm = ACT(385216512); /* [B, 1024] */
-    float *d_residual_attn_out_layers_7_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_7_mlp_norm = ACT(307949568); /* [B, 1024] */
+    float *d_residual_attn_out_layers_7_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_7_mlp_norm_weight = e->grads + 84221952; /* [768] */
     const float *P_layers_7_attn_proj_weight = e->params + 83632128; /* [768, 768] */
-    float *d_attn_y_layers_7_attn = ACT(274989056); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_7_attn = ACT(343670784); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_7_attn = ACT(197722112); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_7_attn = ACT(266403840); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_7_attn_proj_weight = e->grads + 83632128; /* [768, 768] */
-    const float *qkv_layers_7_attn = ACT(272367616); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_7_attn = ACT(384909312); /* [B, 12, 1024] */
-    float *d_qkv_layers_7_attn = ACT(233046016); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_7_attn = ACT(195100672); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_7_attn = ACT(307642368); /* [B, 12, 1024] */
+    float *d_qkv_layers_7_attn = ACT(155779072); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_7_attn_qkv_weight = e->params + 82649088; /* [1280, 768] */
-    float *d_rmsnorm_layers_7_attn_norm = ACT(272367616); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_7_attn_norm = ACT(342097920); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_7_attn_norm = ACT(195100672); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_7_attn_norm = ACT(264830976); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_7_attn_qkv_weight = e->grads + 82649088; /* [1280, 768] */
-    const float *residual_linear_layers_6_down = ACT(340525056); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_6_down = ACT(263258112); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_7_attn_norm_weight = e->params + 82648320; /* [768] */
-    const float *rms_rstd_layers_7_attn_norm = ACT(385212416); /* [B, 1024] */
-    float *d_residual_linear_layers_6_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_7_attn_norm = ACT(307945472); /* [B, 1024] */
+    float *d_residual_linear_layers_6_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_7_attn_norm_weight = e->grads + 82648320; /* [768] */
     const float *P_layers_6_down_weight = e->params + 81075456; /* [768, 2048] */
-    float *d_glu_layers_6_2 = ACT(161742848); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_6_2 = ACT(228851712); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_6_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_6_2 = ACT(151584768); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_6_down_weight = e->grads + 81075456; /* [768, 2048] */
-    const float *linear_layers_6_gate_up = ACT(153354240); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_6_gate_up = ACT(76087296); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_6_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_6_gate_up_weight = e->params + 77929728; /* [4096, 768] */
-    float *d_rmsnorm_layers_6_mlp_norm = ACT(272367616); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_6_mlp_norm = ACT(338952192); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_6_mlp_norm = ACT(195100672); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_6_mlp_norm = ACT(261685248); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_6_gate_up_weight = e->grads + 77929728; /* [4096, 768] */
-    const float *residual_attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_6_mlp_norm_weight = e->params + 77928960; /* [768] */
-    const float *rms_rstd_layers_6_mlp_norm = ACT(385208320); /* [B, 1024] */
-    float *d_residual_attn_out_layers_6_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_6_mlp_norm = ACT(307941376); /* [B, 1024] */
+    float *d_residual_attn_out_layers_6_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_6_mlp_norm_weight = e->grads + 77928960; /* [768] */
     const float *P_layers_6_attn_proj_weight = e->params + 77339136; /* [768, 768] */
-    float *d_attn_y_layers_6_attn = ACT(272367616); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_6_attn = ACT(335806464); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_6_attn = ACT(195100672); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_6_attn = ACT(258539520); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_6_attn_proj_weight = e->grads + 77339136; /* [768, 768] */
-    const float *qkv_layers_6_attn = ACT(269746176); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_6_attn = ACT(384860160); /* [B, 12, 1024] */
-    float *d_qkv_layers_6_attn = ACT(228851712); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_6_attn = ACT(192479232); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_6_attn = ACT(307593216); /* [B, 12, 1024] */
+    float *d_qkv_layers_6_attn = ACT(151584768); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_6_attn_qkv_weight = e->params + 76356096; /* [1280, 768] */
-    float *d_rmsnorm_layers_6_attn_norm = ACT(269746176); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_6_attn_norm = ACT(334233600); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_6_attn_norm = ACT(192479232); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_6_attn_norm = ACT(256966656); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_6_attn_qkv_weight = e->grads + 76356096; /* [1280, 768] */
-    const float *residual_linear_layers_5_down = ACT(332660736); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_5_down = ACT(255393792); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_6_attn_norm_weight = e->params + 76355328; /* [768] */
-    const float *rms_rstd_layers_6_attn_norm = ACT(385204224); /* [B, 1024] */
-    float *d_residual_linear_layers_5_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_6_attn_norm = ACT(307937280); /* [B, 1024] */
+    float *d_residual_linear_layers_5_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_6_attn_norm_weight = e->grads + 76355328; /* [768] */
     const float *P_layers_5_down_weight = e->params + 74782464; /* [768, 2048] */
-    float *d_glu_layers_5_2 = ACT(153354240); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_5_2 = ACT(224657408); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_5_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_5_2 = ACT(147390464); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_5_down_weight = e->grads + 74782464; /* [768, 2048] */
-    const float *linear_layers_5_gate_up = ACT(144965632); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_5_gate_up = ACT(67698688); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_5_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_5_gate_up_weight = e->params + 71636736; /* [4096, 768] */
-    float *d_rmsnorm_layers_5_mlp_norm = ACT(269746176); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_5_mlp_norm = ACT(331087872); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_5_mlp_norm = ACT(192479232); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_5_mlp_norm = ACT(253820928); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_5_gate_up_weight = e->grads + 71636736; /* [4096, 768] */
-    const float *residual_attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_5_mlp_norm_weight = e->params + 71635968; /* [768] */
-    const float *rms_rstd_layers_5_mlp_norm = ACT(385200128); /* [B, 1024] */
-    float *d_residual_attn_out_layers_5_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_5_mlp_norm = ACT(307933184); /* [B, 1024] */
+    float *d_residual_attn_out_layers_5_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_5_mlp_norm_weight = e->grads + 71635968; /* [768] */
     const float *P_layers_5_attn_proj_weight = e->params + 71046144; /* [768, 768] */
-    float *d_attn_y_layers_5_attn = ACT(269746176); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_5_attn = ACT(327942144); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_5_attn = ACT(192479232); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_5_attn = ACT(250675200); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_5_attn_proj_weight = e->grads + 71046144; /* [768, 768] */
-    const float *qkv_layers_5_attn = ACT(267124736); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_5_attn = ACT(384811008); /* [B, 12, 1024] */
-    float *d_qkv_layers_5_attn = ACT(224657408); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_5_attn = ACT(189857792); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_5_attn = ACT(307544064); /* [B, 12, 1024] */
+    float *d_qkv_layers_5_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_5_attn_qkv_weight = e->params + 70063104; /* [1280, 768] */
-    float *d_rmsnorm_layers_5_attn_norm = ACT(267124736); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_5_attn_norm = ACT(326369280); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_5_attn_norm = ACT(189857792); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_5_attn_norm = ACT(249102336); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_5_attn_qkv_weight = e->grads + 70063104; /* [1280, 768] */
-    const float *residual_linear_layers_4_down = ACT(324796416); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_4_down = ACT(247529472); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_5_attn_norm_weight = e->params + 70062336; /* [768] */
-    const float *rms_rstd_layers_5_attn_norm = ACT(385196032); /* [B, 1024] */
-    float *d_residual_linear_layers_4_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_5_attn_norm = ACT(307929088); /* [B, 1024] */
+    float *d_residual_linear_layers_4_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_5_attn_norm_weight = e->grads + 70062336; /* [768] */
     const float *P_layers_4_down_weight = e->params + 68489472; /* [768, 2048] */
-    float *d_glu_layers_4_2 = ACT(144965632); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_4_2 = ACT(220463104); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_4_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_4_2 = ACT(143196160); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_4_down_weight = e->grads + 68489472; /* [768, 2048] */
-    const float *linear_layers_4_gate_up = ACT(136577024); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_4_gate_up = ACT(59310080); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_4_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_4_gate_up_weight = e->params + 65343744; /* [4096, 768] */
-    float *d_rmsnorm_layers_4_mlp_norm = ACT(267124736); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_4_mlp_norm = ACT(323223552); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_4_mlp_norm = ACT(8388608); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_4_mlp_norm = ACT(245956608); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_4_gate_up_weight = e->grads + 65343744; /* [4096, 768] */
-    const float *residual_attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_4_mlp_norm_weight = e->params + 65342976; /* [768] */
-    const float *rms_rstd_layers_4_mlp_norm = ACT(385191936); /* [B, 1024] */
-    float *d_residual_attn_out_layers_4_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_4_mlp_norm = ACT(307924992); /* [B, 1024] */
+    float *d_residual_attn_out_layers_4_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_4_mlp_norm_weight = e->grads + 65342976; /* [768] */
     const float *P_layers_4_attn_proj_weight = e->params + 64753152; /* [768, 768] */
-    float *d_attn_y_layers_4_attn = ACT(267124736); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_4_attn = ACT(320077824); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_4_attn = ACT(189857792); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_4_attn = ACT(242810880); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_4_attn_proj_weight = e->grads + 64753152; /* [768, 768] */
-    const float *qkv_layers_4_attn = ACT(264503296); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_4_attn = ACT(384761856); /* [B, 12, 1024] */
-    float *d_qkv_layers_4_attn = ACT(220463104); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_4_attn = ACT(187236352); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_4_attn = ACT(307494912); /* [B, 12, 1024] */
+    float *d_qkv_layers_4_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_4_attn_qkv_weight = e->params + 63770112; /* [1280, 768] */
-    float *d_rmsnorm_layers_4_attn_norm = ACT(264503296); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_4_attn_norm = ACT(318504960); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_4_attn_norm = ACT(187236352); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_4_attn_norm = ACT(241238016); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_4_attn_qkv_weight = e->grads + 63770112; /* [1280, 768] */
-    const float *residual_linear_layers_3_down = ACT(316932096); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_3_down = ACT(239665152); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_4_attn_norm_weight = e->params + 63769344; /* [768] */
-    const float *rms_rstd_layers_4_attn_norm = ACT(385187840); /* [B, 1024] */
-    float *d_residual_linear_layers_3_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_4_attn_norm = ACT(307920896); /* [B, 1024] */
+    float *d_residual_linear_layers_3_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_4_attn_norm_weight = e->grads + 63769344; /* [768] */
     const float *P_layers_3_down_weight = e->params + 62196480; /* [768, 2048] */
-    float *d_glu_layers_3_2 = ACT(136577024); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_3_2 = ACT(216268800); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_3_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_3_2 = ACT(139001856); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_3_down_weight = e->grads + 62196480; /* [768, 2048] */
-    const float *linear_layers_3_gate_up = ACT(128188416); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_3_gate_up = ACT(50921472); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_3_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_3_gate_up_weight = e->params + 59050752; /* [4096, 768] */
-    float *d_rmsnorm_layers_3_mlp_norm = ACT(264503296); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_3_mlp_norm = ACT(315359232); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_3_mlp_norm = ACT(8388608); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_3_mlp_norm = ACT(238092288); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_3_gate_up_weight = e->grads + 59050752; /* [4096, 768] */
-    const float *residual_attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_3_mlp_norm_weight = e->params + 59049984; /* [768] */
-    const float *rms_rstd_layers_3_mlp_norm = ACT(385183744); /* [B, 1024] */
-    float *d_residual_attn_out_layers_3_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_3_mlp_norm = ACT(307916800); /* [B, 1024] */
+    float *d_residual_attn_out_layers_3_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_3_mlp_norm_weight = e->grads + 59049984; /* [768] */
     const float *P_layers_3_attn_proj_weight = e->params + 58460160; /* [768, 768] */
-    float *d_attn_y_layers_3_attn = ACT(264503296); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_3_attn = ACT(312213504); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_3_attn = ACT(187236352); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_3_attn = ACT(234946560); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_3_attn_proj_weight = e->grads + 58460160; /* [768, 768] */
-    const float *qkv_layers_3_attn = ACT(261881856); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_3_attn = ACT(384712704); /* [B, 12, 1024] */
-    float *d_qkv_layers_3_attn = ACT(216268800); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_3_attn = ACT(184614912); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_3_attn = ACT(307445760); /* [B, 12, 1024] */
+    float *d_qkv_layers_3_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_3_attn_qkv_weight = e->params + 57477120; /* [1280, 768] */
-    float *d_rmsnorm_layers_3_attn_norm = ACT(261881856); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_3_attn_norm = ACT(310640640); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_3_attn_norm = ACT(2621440); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_3_attn_norm = ACT(233373696); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_3_attn_qkv_weight = e->grads + 57477120; /* [1280, 768] */
-    const float *residual_linear_layers_2_down = ACT(309067776); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_2_down = ACT(231800832); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_3_attn_norm_weight = e->params + 57476352; /* [768] */
-    const float *rms_rstd_layers_3_attn_norm = ACT(385179648); /* [B, 1024] */
-    float *d_residual_linear_layers_2_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_3_attn_norm = ACT(307912704); /* [B, 1024] */
+    float *d_residual_linear_layers_2_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_3_attn_norm_weight = e->grads + 57476352; /* [768] */
     const float *P_layers_2_down_weight = e->params + 55903488; /* [768, 2048] */
-    float *d_glu_layers_2_2 = ACT(128188416); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_2_2 = ACT(212074496); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_2_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_2_2 = ACT(134807552); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_2_down_weight = e->grads + 55903488; /* [768, 2048] */
-    const float *linear_layers_2_gate_up = ACT(119799808); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_2_gate_up = ACT(42532864); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_2_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_2_gate_up_weight = e->params + 52757760; /* [4096, 768] */
-    float *d_rmsnorm_layers_2_mlp_norm = ACT(261881856); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_2_mlp_norm = ACT(307494912); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_2_mlp_norm = ACT(8388608); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_2_mlp_norm = ACT(230227968); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_2_gate_up_weight = e->grads + 52757760; /* [4096, 768] */
-    const float *residual_attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_2_mlp_norm_weight = e->params + 52756992; /* [768] */
-    const float *rms_rstd_layers_2_mlp_norm = ACT(385175552); /* [B, 1024] */
-    float *d_residual_attn_out_layers_2_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_2_mlp_norm = ACT(307908608); /* [B, 1024] */
+    float *d_residual_attn_out_layers_2_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_2_mlp_norm_weight = e->grads + 52756992; /* [768] */
     const float *P_layers_2_attn_proj_weight = e->params + 52167168; /* [768, 768] */
-    float *d_attn_y_layers_2_attn = ACT(261881856); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_2_attn = ACT(304349184); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_2_attn = ACT(2621440); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_2_attn = ACT(227082240); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_2_attn_proj_weight = e->grads + 52167168; /* [768, 768] */
-    const float *qkv_layers_2_attn = ACT(259260416); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_2_attn = ACT(384663552); /* [B, 12, 1024] */
-    float *d_qkv_layers_2_attn = ACT(212074496); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_2_attn = ACT(181993472); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_2_attn = ACT(307396608); /* [B, 12, 1024] */
+    float *d_qkv_layers_2_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_2_attn_qkv_weight = e->params + 51184128; /* [1280, 768] */
-    float *d_rmsnorm_layers_2_attn_norm = ACT(259260416); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_2_attn_norm = ACT(302776320); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_2_attn_norm = ACT(2621440); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_2_attn_norm = ACT(225509376); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_2_attn_qkv_weight = e->grads + 51184128; /* [1280, 768] */
-    const float *residual_linear_layers_1_down = ACT(301203456); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_1_down = ACT(223936512); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_2_attn_norm_weight = e->params + 51183360; /* [768] */
-    const float *rms_rstd_layers_2_attn_norm = ACT(385171456); /* [B, 1024] */
-    float *d_residual_linear_layers_1_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_2_attn_norm = ACT(307904512); /* [B, 1024] */
+    float *d_residual_linear_layers_1_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_2_attn_norm_weight = e->grads + 51183360; /* [768] */
     const float *P_layers_1_down_weight = e->params + 49610496; /* [768, 2048] */
-    float *d_glu_layers_1_2 = ACT(119799808); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_1_2 = ACT(207880192); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_1_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_1_2 = ACT(130613248); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_1_down_weight = e->grads + 49610496; /* [768, 2048] */
-    const float *linear_layers_1_gate_up = ACT(111411200); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_1_gate_up = ACT(34144256); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_1_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_1_gate_up_weight = e->params + 46464768; /* [4096, 768] */
-    float *d_rmsnorm_layers_1_mlp_norm = ACT(259260416); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_1_mlp_norm = ACT(299630592); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_1_mlp_norm = ACT(8388608); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_1_mlp_norm = ACT(222363648); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_1_gate_up_weight = e->grads + 46464768; /* [4096, 768] */
-    const float *residual_attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_1_mlp_norm_weight = e->params + 46464000; /* [768] */
-    const float *rms_rstd_layers_1_mlp_norm = ACT(385167360); /* [B, 1024] */
-    float *d_residual_attn_out_layers_1_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_1_mlp_norm = ACT(307900416); /* [B, 1024] */
+    float *d_residual_attn_out_layers_1_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_1_mlp_norm_weight = e->grads + 46464000; /* [768] */
     const float *P_layers_1_attn_proj_weight = e->params + 45874176; /* [768, 768] */
-    float *d_attn_y_layers_1_attn = ACT(259260416); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_1_attn = ACT(296484864); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_1_attn = ACT(2621440); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_1_attn = ACT(219217920); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_1_attn_proj_weight = e->grads + 45874176; /* [768, 768] */
-    const float *qkv_layers_1_attn = ACT(256638976); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_1_attn = ACT(384614400); /* [B, 12, 1024] */
-    float *d_qkv_layers_1_attn = ACT(207880192); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *qkv_layers_1_attn = ACT(179372032); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_1_attn = ACT(307347456); /* [B, 12, 1024] */
+    float *d_qkv_layers_1_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_1_attn_qkv_weight = e->params + 44891136; /* [1280, 768] */
-    float *d_rmsnorm_layers_1_attn_norm = ACT(256638976); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_1_attn_norm = ACT(294912000); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_1_attn_norm = ACT(2621440); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_1_attn_norm = ACT(217645056); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_1_attn_qkv_weight = e->grads + 44891136; /* [1280, 768] */
-    const float *residual_linear_layers_0_down = ACT(293339136); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_linear_layers_0_down = ACT(216072192); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_1_attn_norm_weight = e->params + 44890368; /* [768] */
-    const float *rms_rstd_layers_1_attn_norm = ACT(385163264); /* [B, 1024] */
-    float *d_residual_linear_layers_0_down = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_1_attn_norm = ACT(307896320); /* [B, 1024] */
+    float *d_residual_linear_layers_0_down = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_1_attn_norm_weight = e->grads + 44890368; /* [768] */
     const float *P_layers_0_down_weight = e->params + 43317504; /* [768, 2048] */
-    float *d_glu_layers_0_2 = ACT(111411200); /* [B, 1024, 2048], bf16 on a GPU */
-    const float *glu_layers_0_2 = ACT(203685888); /* [B, 1024, 2048], bf16 on a GPU */
+    float *d_glu_layers_0_2 = ACT(8388608); /* [B, 1024, 2048], bf16 on a GPU */
+    const float *glu_layers_0_2 = ACT(126418944); /* [B, 1024, 2048], bf16 on a GPU */
     float *G_layers_0_down_weight = e->grads + 43317504; /* [768, 2048] */
-    const float *linear_layers_0_gate_up = ACT(103022592); /* [B, 1024, 4096], bf16 on a GPU */
+    const float *linear_layers_0_gate_up = ACT(25755648); /* [B, 1024, 4096], bf16 on a GPU */
     float *d_linear_layers_0_gate_up = ACT(0); /* [B, 1024, 4096], bf16 on a GPU */
     const float *P_layers_0_gate_up_weight = e->params + 40171776; /* [4096, 768] */
-    float *d_rmsnorm_layers_0_mlp_norm = ACT(256638976); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_0_mlp_norm = ACT(291766272); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_0_mlp_norm = ACT(179372032); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_0_mlp_norm = ACT(214499328); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_0_gate_up_weight = e->grads + 40171776; /* [4096, 768] */
-    const float *residual_attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768], bf16 on a GPU */
+    const float *residual_attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_0_mlp_norm_weight = e->params + 40171008; /* [768] */
-    const float *rms_rstd_layers_0_mlp_norm = ACT(385159168); /* [B, 1024] */
-    float *d_residual_attn_out_layers_0_attn = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_0_mlp_norm = ACT(307892224); /* [B, 1024] */
+    float *d_residual_attn_out_layers_0_attn = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_0_mlp_norm_weight = e->grads + 40171008; /* [768] */
     const float *P_layers_0_attn_proj_weight = e->params + 39581184; /* [768, 768] */
-    float *d_attn_y_layers_0_attn = ACT(256638976); /* [B, 1024, 768], bf16 on a GPU */
-    const float *attn_y_layers_0_attn = ACT(288620544); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_attn_y_layers_0_attn = ACT(179372032); /* [B, 1024, 768], bf16 on a GPU */
+    const float *attn_y_layers_0_attn = ACT(211353600); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_0_attn_proj_weight = e->grads + 39581184; /* [768, 768] */
-    const float *qkv_layers_0_attn = ACT(254017536); /* [B, 1024, 1280], bf16 on a GPU */
-    const float *lse_layers_0_attn = ACT(384565248); /* [B, 12, 1024] */
+    const float *qkv_layers_0_attn = ACT(176750592); /* [B, 1024, 1280], bf16 on a GPU */
+    const float *lse_layers_0_attn = ACT(307298304); /* [B, 12, 1024] */
     float *d_qkv_layers_0_attn = ACT(0); /* [B, 1024, 1280], bf16 on a GPU */
     const float *P_layers_0_attn_qkv_weight = e->params + 38598144; /* [1280, 768] */
-    float *d_rmsnorm_layers_0_attn_norm = ACT(288620544); /* [B, 1024, 768], bf16 on a GPU */
-    const float *rmsnorm_layers_0_attn_norm = ACT(287047680); /* [B, 1024, 768], bf16 on a GPU */
+    float *d_rmsnorm_layers_0_attn_norm = ACT(211353600); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rmsnorm_layers_0_attn_norm = ACT(209780736); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_0_attn_qkv_weight = e->grads + 38598144; /* [1280, 768] */
-    const float *embedding_embed = ACT(285474816); /* [B, 1024, 768], bf16 on a GPU */
+    const float *embedding_embed = ACT(208207872); /* [B, 1024, 768], bf16 on a GPU */
     const float *P_layers_0_attn_norm_weight = e->params + 38597376; /* [768] */
-    const float *rms_rstd_layers_0_attn_norm = ACT(385155072); /* [B, 1024] */
-    float *d_embedding_embed = ACT(381419520); /* [B, 1024, 768], bf16 on a GPU */
+    const float *rms_rstd_layers_0_attn_norm = ACT(307888128); /* [B, 1024] */
+    float *d_embedding_embed = ACT(304152576); /* [B, 1024, 768], bf16 on a GPU */
     float *G_layers_0_attn_norm_weight = e->grads + 38597376; /* [768] */
     const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1024] */
     float *G_embed_weight = e->grads + 0; /* [50257, 768] */
 
-    RT_AT(124, "$.model.layers[3]: linear backward: dx = dy W (over the padded vocabulary: dy's "
-          "padding is 0)");
-    rt_gemm(e, 0, 0, e->B * 1024, 768, 50304, 1.0f, d_linear_lm_head, 50304, P_lm_head_weight, 768,
-            0.0f, d_rmsnorm_norm, 768);
-    RT_AT(125, "$.model.layers[3]: lm_head.weight's gradient is written from here on");
-    rt_grad_begin(e, 114114048, 38633472);
-    RT_AT(126, "$.model.layers[3]: linear backward: dW += dy^T x (the zero rows' gradient: 0, "
-          "from dy's zero padding)");
-    rt_gemm(e, 1, 0, 50304, 768, e->B * 1024, 1.0f, d_linear_lm_head, 50304, rmsnorm_norm, 768,
-            1.0f, G_lm_head_weight, 768);
-    RT_AT(127, "$.model.layers[3]: lm_head.weight's gradient is final");
-    rt_grad_ready(e, 114114048, 38633472);
-    RT_AT(128, "$.model.layers[2]: norm.weight's gradient is written from here on");
+    RT_AT(125, "$.model.layers[2]: norm.weight's gradient is written from here on");
     rt_grad_begin(e, 114113280, 768);
-    RT_AT(129, "$.model.layers[2]: rmsnorm backward");
+    RT_AT(126, "$.model.layers[2]: rmsnorm backward");
     rt_rmsnorm_bwd(e, residual_linear_layers_11_down, P_norm_weight, rms_rstd_norm, d_rmsnorm_norm,
                    NULL, d_residual_linear_layers_11_down, G_norm_weight, e->B * 1024, 768);
-    RT_AT(130, "$.model.layers[2]: norm.weight's gradient is final");
+    RT_AT(127, "$.model.layers[2]: norm.weight's gradient is final");
     rt_grad_ready(e, 114113280, 768);
-    RT_AT(131, "$.model.layers[1].body[1].body[3] #11: linear backward: dx = dy W");
+    RT_AT(128, "$.model.layers[1].body[1].body[3] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_11_down, 768,
             P_layers_11_down_weight, 2048, 0.0f, d_glu_layers_11_2, 2048);
-    RT_AT(132, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is "
+    RT_AT(129, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 112540416, 1572864);
-    RT_AT(133, "$.model.layers[1].body[1].body[3] #11: linear backward: dW += dy^T x");
+    RT_AT(130, "$.model.layers[1].body[1].body[3] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_11_down, 768,
             glu_layers_11_2, 2048, 1.0f, G_layers_11_down_weight, 2048);
-    RT_AT(134, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is final");
+    RT_AT(131, "$.model.layers[1].body[1].body[3] #11: layers.11.down.weight's gradient is final");
     rt_grad_ready(e, 112540416, 1572864);
-    RT_AT(135, "$.model.layers[1].body[1].body[2] #11: glu (silu) backward");
+    RT_AT(132, "$.model.layers[1].body[1].body[2] #11: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_11_gate_up, d_glu_layers_11_2, d_linear_layers_11_gate_up,
                e->B * 1024, 2048, RT_GLU_SILU);
-    RT_AT(136, "$.model.layers[1].body[1].body[1] #11: linear backward: dx = dy W");
+    RT_AT(133, "$.model.layers[1].body[1].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_11_gate_up, 4096,
             P_layers_11_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_11_mlp_norm, 768);
-    RT_AT(137, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
+    RT_AT(134, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 109394688, 3145728);
-    RT_AT(138, "$.model.layers[1].body[1].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(135, "$.model.layers[1].body[1].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_11_gate_up, 4096,
             rmsnorm_layers_11_mlp_norm, 768, 1.0f, G_layers_11_gate_up_weight, 768);
-    RT_AT(139, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
+    RT_AT(136, "$.model.layers[1].body[1].body[1] #11: layers.11.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 109394688, 3145728);
-    RT_AT(140, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
+    RT_AT(137, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
           "layers.11.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 109393920, 768);
-    RT_AT(141, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: rmsnorm "
+    RT_AT(138, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
                    rms_rstd_layers_11_mlp_norm, d_rmsnorm_layers_11_mlp_norm,
                    d_residual_linear_layers_11_down, d_residual_attn_out_layers_11_attn,
                    G_layers_11_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(142, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
+    RT_AT(139, "$.model.layers[1].body[1].body[0] #11 + $.model.layers[1].body[0] #11: "
           "layers.11.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 109393920, 768);
-    RT_AT(144, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(141, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_11_attn, 768,
             P_layers_11_attn_proj_weight, 768, 0.0f, d_attn_y_layers_11_attn, 768);
-    RT_AT(145, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
+    RT_AT(142, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 108804096, 589824);
-    RT_AT(146, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(143, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_11_attn, 768,
             attn_y_layers_11_attn, 768, 1.0f, G_layers_11_attn_proj_weight, 768);
-    RT_AT(147, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
+    RT_AT(144, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 108804096, 589824);
-    RT_AT(148, "$.model.layers[1].body[0].body[1] #11: attention backward: d(qkv), probabilities "
+    RT_AT(145, "$.model.layers[1].body[0].body[1] #11: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
                          NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(149, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
+    RT_AT(146, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_11_attn, 1280,
             P_layers_11_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_11_attn_norm, 768);
-    RT_AT(150, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
+    RT_AT(147, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 107821056, 983040);
-    RT_AT(151, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
+    RT_AT(148, "$.model.layers[1].body[0].body[1] #11: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_11_attn, 1280,
             rmsnorm_layers_11_attn_norm, 768, 1.0f, G_layers_11_attn_qkv_weight, 768);
-    RT_AT(152, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
+    RT_AT(149, "$.model.layers[1].body[0].body[1] #11: layers.11.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 107821056, 983040);
-    RT_AT(153, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
+    RT_AT(150, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
           "layers.11.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 107820288, 768);
-    RT_AT(154, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: rmsnorm "
+    RT_AT(151, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
                    rms_rstd_layers_11_attn_norm, d_rmsnorm_layers_11_attn_norm,
                    d_residual_attn_out_layers_11_attn, d_residual_linear_layers_10_down,
                    G_layers_11_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(155, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
+    RT_AT(152, "$.model.layers[1].body[0].body[0] #11 + $.model.layers[1].body[1] #10: "
           "layers.11.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 107820288, 768);
-    RT_AT(157, "$.model.layers[1].body[1].body[3] #10: linear backward: dx = dy W");
+    RT_AT(154, "$.model.layers[1].body[1].body[3] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_10_down, 768,
             P_layers_10_down_weight, 2048, 0.0f, d_glu_layers_10_2, 2048);
-    RT_AT(158, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is "
+    RT_AT(155, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 106247424, 1572864);
-    RT_AT(159, "$.model.layers[1].body[1].body[3] #10: linear backward: dW += dy^T x");
+    RT_AT(156, "$.model.layers[1].body[1].body[3] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_10_down, 768,
             glu_layers_10_2, 2048, 1.0f, G_layers_10_down_weight, 2048);
-    RT_AT(160, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is final");
+    RT_AT(157, "$.model.layers[1].body[1].body[3] #10: layers.10.down.weight's gradient is final");
     rt_grad_ready(e, 106247424, 1572864);
-    RT_AT(161, "$.model.layers[1].body[1].body[2] #10: glu (silu) backward");
+    RT_AT(158, "$.model.layers[1].body[1].body[2] #10: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_10_gate_up, d_glu_layers_10_2, d_linear_layers_10_gate_up,
                e->B * 1024, 2048, RT_GLU_SILU);
-    RT_AT(162, "$.model.layers[1].body[1].body[1] #10: linear backward: dx = dy W");
+    RT_AT(159, "$.model.layers[1].body[1].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_10_gate_up, 4096,
             P_layers_10_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_10_mlp_norm, 768);
-    RT_AT(163, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
+    RT_AT(160, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 103101696, 3145728);
-    RT_AT(164, "$.model.layers[1].body[1].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(161, "$.model.layers[1].body[1].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_10_gate_up, 4096,
             rmsnorm_layers_10_mlp_norm, 768, 1.0f, G_layers_10_gate_up_weight, 768);
-    RT_AT(165, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
+    RT_AT(162, "$.model.layers[1].body[1].body[1] #10: layers.10.gate_up.weight's gradient is "
           "final");
     rt_grad_ready(e, 103101696, 3145728);
-    RT_AT(166, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
+    RT_AT(163, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
           "layers.10.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 103100928, 768);
-    RT_AT(167, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: rmsnorm "
+    RT_AT(164, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
                    rms_rstd_layers_10_mlp_norm, d_rmsnorm_layers_10_mlp_norm,
                    d_residual_linear_layers_10_down, d_residual_attn_out_layers_10_attn,
                    G_layers_10_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(168, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
+    RT_AT(165, "$.model.layers[1].body[1].body[0] #10 + $.model.layers[1].body[0] #10: "
           "layers.10.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 103100928, 768);
-    RT_AT(170, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(167, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_10_attn, 768,
             P_layers_10_attn_proj_weight, 768, 0.0f, d_attn_y_layers_10_attn, 768);
-    RT_AT(171, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
+    RT_AT(168, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 102511104, 589824);
-    RT_AT(172, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(169, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_10_attn, 768,
             attn_y_layers_10_attn, 768, 1.0f, G_layers_10_attn_proj_weight, 768);
-    RT_AT(173, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
+    RT_AT(170, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 102511104, 589824);
-    RT_AT(174, "$.model.layers[1].body[0].body[1] #10: attention backward: d(qkv), probabilities "
+    RT_AT(171, "$.model.layers[1].body[0].body[1] #10: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
                          NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(175, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
+    RT_AT(172, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_10_attn, 1280,
             P_layers_10_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_10_attn_norm, 768);
-    RT_AT(176, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
+    RT_AT(173, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 101528064, 983040);
-    RT_AT(177, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
+    RT_AT(174, "$.model.layers[1].body[0].body[1] #10: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_10_attn, 1280,
             rmsnorm_layers_10_attn_norm, 768, 1.0f, G_layers_10_attn_qkv_weight, 768);
-    RT_AT(178, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
+    RT_AT(175, "$.model.layers[1].body[0].body[1] #10: layers.10.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 101528064, 983040);
-    RT_AT(179, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
+    RT_AT(176, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
           "layers.10.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 101527296, 768);
-    RT_AT(180, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: rmsnorm "
+    RT_AT(177, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
                    rms_rstd_layers_10_attn_norm, d_rmsnorm_layers_10_attn_norm,
                    d_residual_attn_out_layers_10_attn, d_residual_linear_layers_9_down,
                    G_layers_10_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(181, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
+    RT_AT(178, "$.model.layers[1].body[0].body[0] #10 + $.model.layers[1].body[1] #9: "
           "layers.10.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 101527296, 768);
-    RT_AT(183, "$.model.layers[1].body[1].body[3] #9: linear backward: dx = dy W");
+    RT_AT(180, "$.model.layers[1].body[1].body[3] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_9_down, 768,
             P_layers_9_down_weight, 2048, 0.0f, d_glu_layers_9_2, 2048);
-    RT_AT(184, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is written "
+    RT_AT(181, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 99954432, 1572864);
-    RT_AT(185, "$.model.layers[1].body[1].body[3] #9: linear backward: dW += dy^T x");
+    RT_AT(182, "$.model.layers[1].body[1].body[3] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_9_down, 768,
             glu_layers_9_2, 2048, 1.0f, G_layers_9_down_weight, 2048);
-    RT_AT(186, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is final");
+    RT_AT(183, "$.model.layers[1].body[1].body[3] #9: layers.9.down.weight's gradient is final");
     rt_grad_ready(e, 99954432, 1572864);
-    RT_AT(187, "$.model.layers[1].body[1].body[2] #9: glu (silu) backward");
+    RT_AT(184, "$.model.layers[1].body[1].body[2] #9: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_9_gate_up, d_glu_layers_9_2, d_linear_layers_9_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(188, "$.model.layers[1].body[1].body[1] #9: linear backward: dx = dy W");
+    RT_AT(185, "$.model.layers[1].body[1].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_9_gate_up, 4096,
             P_layers_9_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_9_mlp_norm, 768);
-    RT_AT(189, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is "
+    RT_AT(186, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 96808704, 3145728);
-    RT_AT(190, "$.model.layers[1].body[1].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(187, "$.model.layers[1].body[1].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_9_gate_up, 4096,
             rmsnorm_layers_9_mlp_norm, 768, 1.0f, G_layers_9_gate_up_weight, 768);
-    RT_AT(191, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is final");
+    RT_AT(188, "$.model.layers[1].body[1].body[1] #9: layers.9.gate_up.weight's gradient is final");
     rt_grad_ready(e, 96808704, 3145728);
-    RT_AT(192, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
+    RT_AT(189, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
           "layers.9.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 96807936, 768);
-    RT_AT(193, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: rmsnorm "
+    RT_AT(190, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
                    rms_rstd_layers_9_mlp_norm, d_rmsnorm_layers_9_mlp_norm,
                    d_residual_linear_layers_9_down, d_residual_attn_out_layers_9_attn,
                    G_layers_9_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(194, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
+    RT_AT(191, "$.model.layers[1].body[1].body[0] #9 + $.model.layers[1].body[0] #9: "
           "layers.9.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 96807936, 768);
-    RT_AT(196, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(193, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_9_attn, 768,
             P_layers_9_attn_proj_weight, 768, 0.0f, d_attn_y_layers_9_attn, 768);
-    RT_AT(197, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
+    RT_AT(194, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 96218112, 589824);
-    RT_AT(198, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(195, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_9_attn, 768,
             attn_y_layers_9_attn, 768, 1.0f, G_layers_9_attn_proj_weight, 768);
-    RT_AT(199, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
+    RT_AT(196, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 96218112, 589824);
-    RT_AT(200, "$.model.layers[1].body[0].body[1] #9: attention backward: d(qkv), probabilities "
+    RT_AT(197, "$.model.layers[1].body[0].body[1] #9: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(201, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
+    RT_AT(198, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_9_attn, 1280,
             P_layers_9_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_9_attn_norm, 768);
-    RT_AT(202, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
+    RT_AT(199, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 95235072, 983040);
-    RT_AT(203, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
+    RT_AT(200, "$.model.layers[1].body[0].body[1] #9: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_9_attn, 1280,
             rmsnorm_layers_9_attn_norm, 768, 1.0f, G_layers_9_attn_qkv_weight, 768);
-    RT_AT(204, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
+    RT_AT(201, "$.model.layers[1].body[0].body[1] #9: layers.9.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 95235072, 983040);
-    RT_AT(205, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
+    RT_AT(202, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
           "layers.9.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 95234304, 768);
-    RT_AT(206, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: rmsnorm "
+    RT_AT(203, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
                    rms_rstd_layers_9_attn_norm, d_rmsnorm_layers_9_attn_norm,
                    d_residual_attn_out_layers_9_attn, d_residual_linear_layers_8_down,
                    G_layers_9_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(207, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
+    RT_AT(204, "$.model.layers[1].body[0].body[0] #9 + $.model.layers[1].body[1] #8: "
           "layers.9.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 95234304, 768);
-    RT_AT(209, "$.model.layers[1].body[1].body[3] #8: linear backward: dx = dy W");
+    RT_AT(206, "$.model.layers[1].body[1].body[3] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_8_down, 768,
             P_layers_8_down_weight, 2048, 0.0f, d_glu_layers_8_2, 2048);
-    RT_AT(210, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is written "
+    RT_AT(207, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 93661440, 1572864);
-    RT_AT(211, "$.model.layers[1].body[1].body[3] #8: linear backward: dW += dy^T x");
+    RT_AT(208, "$.model.layers[1].body[1].body[3] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_8_down, 768,
             glu_layers_8_2, 2048, 1.0f, G_layers_8_down_weight, 2048);
-    RT_AT(212, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is final");
+    RT_AT(209, "$.model.layers[1].body[1].body[3] #8: layers.8.down.weight's gradient is final");
     rt_grad_ready(e, 93661440, 1572864);
-    RT_AT(213, "$.model.layers[1].body[1].body[2] #8: glu (silu) backward");
+    RT_AT(210, "$.model.layers[1].body[1].body[2] #8: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_8_gate_up, d_glu_layers_8_2, d_linear_layers_8_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(214, "$.model.layers[1].body[1].body[1] #8: linear backward: dx = dy W");
+    RT_AT(211, "$.model.layers[1].body[1].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_8_gate_up, 4096,
             P_layers_8_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_8_mlp_norm, 768);
-    RT_AT(215, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is "
+    RT_AT(212, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 90515712, 3145728);
-    RT_AT(216, "$.model.layers[1].body[1].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(213, "$.model.layers[1].body[1].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_8_gate_up, 4096,
             rmsnorm_layers_8_mlp_norm, 768, 1.0f, G_layers_8_gate_up_weight, 768);
-    RT_AT(217, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is final");
+    RT_AT(214, "$.model.layers[1].body[1].body[1] #8: layers.8.gate_up.weight's gradient is final");
     rt_grad_ready(e, 90515712, 3145728);
-    RT_AT(218, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
+    RT_AT(215, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
           "layers.8.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 90514944, 768);
-    RT_AT(219, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: rmsnorm "
+    RT_AT(216, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
                    rms_rstd_layers_8_mlp_norm, d_rmsnorm_layers_8_mlp_norm,
                    d_residual_linear_layers_8_down, d_residual_attn_out_layers_8_attn,
                    G_layers_8_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(220, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
+    RT_AT(217, "$.model.layers[1].body[1].body[0] #8 + $.model.layers[1].body[0] #8: "
           "layers.8.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 90514944, 768);
-    RT_AT(222, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(219, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_8_attn, 768,
             P_layers_8_attn_proj_weight, 768, 0.0f, d_attn_y_layers_8_attn, 768);
-    RT_AT(223, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
+    RT_AT(220, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 89925120, 589824);
-    RT_AT(224, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(221, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_8_attn, 768,
             attn_y_layers_8_attn, 768, 1.0f, G_layers_8_attn_proj_weight, 768);
-    RT_AT(225, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
+    RT_AT(222, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 89925120, 589824);
-    RT_AT(226, "$.model.layers[1].body[0].body[1] #8: attention backward: d(qkv), probabilities "
+    RT_AT(223, "$.model.layers[1].body[0].body[1] #8: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(227, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
+    RT_AT(224, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_8_attn, 1280,
             P_layers_8_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_8_attn_norm, 768);
-    RT_AT(228, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
+    RT_AT(225, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 88942080, 983040);
-    RT_AT(229, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
+    RT_AT(226, "$.model.layers[1].body[0].body[1] #8: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_8_attn, 1280,
             rmsnorm_layers_8_attn_norm, 768, 1.0f, G_layers_8_attn_qkv_weight, 768);
-    RT_AT(230, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
+    RT_AT(227, "$.model.layers[1].body[0].body[1] #8: layers.8.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 88942080, 983040);
-    RT_AT(231, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
+    RT_AT(228, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
           "layers.8.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 88941312, 768);
-    RT_AT(232, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: rmsnorm "
+    RT_AT(229, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
                    rms_rstd_layers_8_attn_norm, d_rmsnorm_layers_8_attn_norm,
                    d_residual_attn_out_layers_8_attn, d_residual_linear_layers_7_down,
                    G_layers_8_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(233, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
+    RT_AT(230, "$.model.layers[1].body[0].body[0] #8 + $.model.layers[1].body[1] #7: "
           "layers.8.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 88941312, 768);
-    RT_AT(235, "$.model.layers[1].body[1].body[3] #7: linear backward: dx = dy W");
+    RT_AT(232, "$.model.layers[1].body[1].body[3] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_7_down, 768,
             P_layers_7_down_weight, 2048, 0.0f, d_glu_layers_7_2, 2048);
-    RT_AT(236, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is written "
+    RT_AT(233, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 87368448, 1572864);
-    RT_AT(237, "$.model.layers[1].body[1].body[3] #7: linear backward: dW += dy^T x");
+    RT_AT(234, "$.model.layers[1].body[1].body[3] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_7_down, 768,
             glu_layers_7_2, 2048, 1.0f, G_layers_7_down_weight, 2048);
-    RT_AT(238, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is final");
+    RT_AT(235, "$.model.layers[1].body[1].body[3] #7: layers.7.down.weight's gradient is final");
     rt_grad_ready(e, 87368448, 1572864);
-    RT_AT(239, "$.model.layers[1].body[1].body[2] #7: glu (silu) backward");
+    RT_AT(236, "$.model.layers[1].body[1].body[2] #7: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_7_gate_up, d_glu_layers_7_2, d_linear_layers_7_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(240, "$.model.layers[1].body[1].body[1] #7: linear backward: dx = dy W");
+    RT_AT(237, "$.model.layers[1].body[1].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_7_gate_up, 4096,
             P_layers_7_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_7_mlp_norm, 768);
-    RT_AT(241, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is "
+    RT_AT(238, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 84222720, 3145728);
-    RT_AT(242, "$.model.layers[1].body[1].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(239, "$.model.layers[1].body[1].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_7_gate_up, 4096,
             rmsnorm_layers_7_mlp_norm, 768, 1.0f, G_layers_7_gate_up_weight, 768);
-    RT_AT(243, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is final");
+    RT_AT(240, "$.model.layers[1].body[1].body[1] #7: layers.7.gate_up.weight's gradient is final");
     rt_grad_ready(e, 84222720, 3145728);
-    RT_AT(244, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
+    RT_AT(241, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
           "layers.7.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 84221952, 768);
-    RT_AT(245, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: rmsnorm "
+    RT_AT(242, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
                    rms_rstd_layers_7_mlp_norm, d_rmsnorm_layers_7_mlp_norm,
                    d_residual_linear_layers_7_down, d_residual_attn_out_layers_7_attn,
                    G_layers_7_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(246, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
+    RT_AT(243, "$.model.layers[1].body[1].body[0] #7 + $.model.layers[1].body[0] #7: "
           "layers.7.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 84221952, 768);
-    RT_AT(248, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(245, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_7_attn, 768,
             P_layers_7_attn_proj_weight, 768, 0.0f, d_attn_y_layers_7_attn, 768);
-    RT_AT(249, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
+    RT_AT(246, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 83632128, 589824);
-    RT_AT(250, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(247, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_7_attn, 768,
             attn_y_layers_7_attn, 768, 1.0f, G_layers_7_attn_proj_weight, 768);
-    RT_AT(251, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
+    RT_AT(248, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 83632128, 589824);
-    RT_AT(252, "$.model.layers[1].body[0].body[1] #7: attention backward: d(qkv), probabilities "
+    RT_AT(249, "$.model.layers[1].body[0].body[1] #7: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(253, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
+    RT_AT(250, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_7_attn, 1280,
             P_layers_7_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_7_attn_norm, 768);
-    RT_AT(254, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
+    RT_AT(251, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 82649088, 983040);
-    RT_AT(255, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
+    RT_AT(252, "$.model.layers[1].body[0].body[1] #7: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_7_attn, 1280,
             rmsnorm_layers_7_attn_norm, 768, 1.0f, G_layers_7_attn_qkv_weight, 768);
-    RT_AT(256, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
+    RT_AT(253, "$.model.layers[1].body[0].body[1] #7: layers.7.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 82649088, 983040);
-    RT_AT(257, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
+    RT_AT(254, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
           "layers.7.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 82648320, 768);
-    RT_AT(258, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: rmsnorm "
+    RT_AT(255, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
                    rms_rstd_layers_7_attn_norm, d_rmsnorm_layers_7_attn_norm,
                    d_residual_attn_out_layers_7_attn, d_residual_linear_layers_6_down,
                    G_layers_7_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(259, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
+    RT_AT(256, "$.model.layers[1].body[0].body[0] #7 + $.model.layers[1].body[1] #6: "
           "layers.7.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 82648320, 768);
-    RT_AT(261, "$.model.layers[1].body[1].body[3] #6: linear backward: dx = dy W");
+    RT_AT(258, "$.model.layers[1].body[1].body[3] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_6_down, 768,
             P_layers_6_down_weight, 2048, 0.0f, d_glu_layers_6_2, 2048);
-    RT_AT(262, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is written "
+    RT_AT(259, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 81075456, 1572864);
-    RT_AT(263, "$.model.layers[1].body[1].body[3] #6: linear backward: dW += dy^T x");
+    RT_AT(260, "$.model.layers[1].body[1].body[3] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_6_down, 768,
             glu_layers_6_2, 2048, 1.0f, G_layers_6_down_weight, 2048);
-    RT_AT(264, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is final");
+    RT_AT(261, "$.model.layers[1].body[1].body[3] #6: layers.6.down.weight's gradient is final");
     rt_grad_ready(e, 81075456, 1572864);
-    RT_AT(265, "$.model.layers[1].body[1].body[2] #6: glu (silu) backward");
+    RT_AT(262, "$.model.layers[1].body[1].body[2] #6: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_6_gate_up, d_glu_layers_6_2, d_linear_layers_6_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(266, "$.model.layers[1].body[1].body[1] #6: linear backward: dx = dy W");
+    RT_AT(263, "$.model.layers[1].body[1].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_6_gate_up, 4096,
             P_layers_6_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_6_mlp_norm, 768);
-    RT_AT(267, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is "
+    RT_AT(264, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 77929728, 3145728);
-    RT_AT(268, "$.model.layers[1].body[1].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(265, "$.model.layers[1].body[1].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_6_gate_up, 4096,
             rmsnorm_layers_6_mlp_norm, 768, 1.0f, G_layers_6_gate_up_weight, 768);
-    RT_AT(269, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is final");
+    RT_AT(266, "$.model.layers[1].body[1].body[1] #6: layers.6.gate_up.weight's gradient is final");
     rt_grad_ready(e, 77929728, 3145728);
-    RT_AT(270, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
+    RT_AT(267, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
           "layers.6.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 77928960, 768);
-    RT_AT(271, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: rmsnorm "
+    RT_AT(268, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
                    rms_rstd_layers_6_mlp_norm, d_rmsnorm_layers_6_mlp_norm,
                    d_residual_linear_layers_6_down, d_residual_attn_out_layers_6_attn,
                    G_layers_6_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(272, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
+    RT_AT(269, "$.model.layers[1].body[1].body[0] #6 + $.model.layers[1].body[0] #6: "
           "layers.6.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 77928960, 768);
-    RT_AT(274, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(271, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_6_attn, 768,
             P_layers_6_attn_proj_weight, 768, 0.0f, d_attn_y_layers_6_attn, 768);
-    RT_AT(275, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
+    RT_AT(272, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 77339136, 589824);
-    RT_AT(276, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(273, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_6_attn, 768,
             attn_y_layers_6_attn, 768, 1.0f, G_layers_6_attn_proj_weight, 768);
-    RT_AT(277, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
+    RT_AT(274, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 77339136, 589824);
-    RT_AT(278, "$.model.layers[1].body[0].body[1] #6: attention backward: d(qkv), probabilities "
+    RT_AT(275, "$.model.layers[1].body[0].body[1] #6: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(279, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
+    RT_AT(276, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_6_attn, 1280,
             P_layers_6_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_6_attn_norm, 768);
-    RT_AT(280, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
+    RT_AT(277, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 76356096, 983040);
-    RT_AT(281, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
+    RT_AT(278, "$.model.layers[1].body[0].body[1] #6: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_6_attn, 1280,
             rmsnorm_layers_6_attn_norm, 768, 1.0f, G_layers_6_attn_qkv_weight, 768);
-    RT_AT(282, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
+    RT_AT(279, "$.model.layers[1].body[0].body[1] #6: layers.6.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 76356096, 983040);
-    RT_AT(283, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
+    RT_AT(280, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
           "layers.6.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 76355328, 768);
-    RT_AT(284, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: rmsnorm "
+    RT_AT(281, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
                    rms_rstd_layers_6_attn_norm, d_rmsnorm_layers_6_attn_norm,
                    d_residual_attn_out_layers_6_attn, d_residual_linear_layers_5_down,
                    G_layers_6_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(285, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
+    RT_AT(282, "$.model.layers[1].body[0].body[0] #6 + $.model.layers[1].body[1] #5: "
           "layers.6.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 76355328, 768);
-    RT_AT(287, "$.model.layers[1].body[1].body[3] #5: linear backward: dx = dy W");
+    RT_AT(284, "$.model.layers[1].body[1].body[3] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_5_down, 768,
             P_layers_5_down_weight, 2048, 0.0f, d_glu_layers_5_2, 2048);
-    RT_AT(288, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is written "
+    RT_AT(285, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 74782464, 1572864);
-    RT_AT(289, "$.model.layers[1].body[1].body[3] #5: linear backward: dW += dy^T x");
+    RT_AT(286, "$.model.layers[1].body[1].body[3] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_5_down, 768,
             glu_layers_5_2, 2048, 1.0f, G_layers_5_down_weight, 2048);
-    RT_AT(290, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is final");
+    RT_AT(287, "$.model.layers[1].body[1].body[3] #5: layers.5.down.weight's gradient is final");
     rt_grad_ready(e, 74782464, 1572864);
-    RT_AT(291, "$.model.layers[1].body[1].body[2] #5: glu (silu) backward");
+    RT_AT(288, "$.model.layers[1].body[1].body[2] #5: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_5_gate_up, d_glu_layers_5_2, d_linear_layers_5_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(292, "$.model.layers[1].body[1].body[1] #5: linear backward: dx = dy W");
+    RT_AT(289, "$.model.layers[1].body[1].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_5_gate_up, 4096,
             P_layers_5_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_5_mlp_norm, 768);
-    RT_AT(293, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is "
+    RT_AT(290, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 71636736, 3145728);
-    RT_AT(294, "$.model.layers[1].body[1].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(291, "$.model.layers[1].body[1].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_5_gate_up, 4096,
             rmsnorm_layers_5_mlp_norm, 768, 1.0f, G_layers_5_gate_up_weight, 768);
-    RT_AT(295, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is final");
+    RT_AT(292, "$.model.layers[1].body[1].body[1] #5: layers.5.gate_up.weight's gradient is final");
     rt_grad_ready(e, 71636736, 3145728);
-    RT_AT(296, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
+    RT_AT(293, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
           "layers.5.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 71635968, 768);
-    RT_AT(297, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: rmsnorm "
+    RT_AT(294, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
                    rms_rstd_layers_5_mlp_norm, d_rmsnorm_layers_5_mlp_norm,
                    d_residual_linear_layers_5_down, d_residual_attn_out_layers_5_attn,
                    G_layers_5_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(298, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
+    RT_AT(295, "$.model.layers[1].body[1].body[0] #5 + $.model.layers[1].body[0] #5: "
           "layers.5.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 71635968, 768);
-    RT_AT(300, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(297, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_5_attn, 768,
             P_layers_5_attn_proj_weight, 768, 0.0f, d_attn_y_layers_5_attn, 768);
-    RT_AT(301, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
+    RT_AT(298, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 71046144, 589824);
-    RT_AT(302, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(299, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_5_attn, 768,
             attn_y_layers_5_attn, 768, 1.0f, G_layers_5_attn_proj_weight, 768);
-    RT_AT(303, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
+    RT_AT(300, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 71046144, 589824);
-    RT_AT(304, "$.model.layers[1].body[0].body[1] #5: attention backward: d(qkv), probabilities "
+    RT_AT(301, "$.model.layers[1].body[0].body[1] #5: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(305, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
+    RT_AT(302, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_5_attn, 1280,
             P_layers_5_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_5_attn_norm, 768);
-    RT_AT(306, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
+    RT_AT(303, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 70063104, 983040);
-    RT_AT(307, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
+    RT_AT(304, "$.model.layers[1].body[0].body[1] #5: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_5_attn, 1280,
             rmsnorm_layers_5_attn_norm, 768, 1.0f, G_layers_5_attn_qkv_weight, 768);
-    RT_AT(308, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
+    RT_AT(305, "$.model.layers[1].body[0].body[1] #5: layers.5.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 70063104, 983040);
-    RT_AT(309, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
+    RT_AT(306, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
           "layers.5.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 70062336, 768);
-    RT_AT(310, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: rmsnorm "
+    RT_AT(307, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
                    rms_rstd_layers_5_attn_norm, d_rmsnorm_layers_5_attn_norm,
                    d_residual_attn_out_layers_5_attn, d_residual_linear_layers_4_down,
                    G_layers_5_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(311, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
+    RT_AT(308, "$.model.layers[1].body[0].body[0] #5 + $.model.layers[1].body[1] #4: "
           "layers.5.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 70062336, 768);
-    RT_AT(313, "$.model.layers[1].body[1].body[3] #4: linear backward: dx = dy W");
+    RT_AT(310, "$.model.layers[1].body[1].body[3] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_4_down, 768,
             P_layers_4_down_weight, 2048, 0.0f, d_glu_layers_4_2, 2048);
-    RT_AT(314, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is written "
+    RT_AT(311, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 68489472, 1572864);
-    RT_AT(315, "$.model.layers[1].body[1].body[3] #4: linear backward: dW += dy^T x");
+    RT_AT(312, "$.model.layers[1].body[1].body[3] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_4_down, 768,
             glu_layers_4_2, 2048, 1.0f, G_layers_4_down_weight, 2048);
-    RT_AT(316, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is final");
+    RT_AT(313, "$.model.layers[1].body[1].body[3] #4: layers.4.down.weight's gradient is final");
     rt_grad_ready(e, 68489472, 1572864);
-    RT_AT(317, "$.model.layers[1].body[1].body[2] #4: glu (silu) backward");
+    RT_AT(314, "$.model.layers[1].body[1].body[2] #4: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_4_gate_up, d_glu_layers_4_2, d_linear_layers_4_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(318, "$.model.layers[1].body[1].body[1] #4: linear backward: dx = dy W");
+    RT_AT(315, "$.model.layers[1].body[1].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_4_gate_up, 4096,
             P_layers_4_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_4_mlp_norm, 768);
-    RT_AT(319, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is "
+    RT_AT(316, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 65343744, 3145728);
-    RT_AT(320, "$.model.layers[1].body[1].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(317, "$.model.layers[1].body[1].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_4_gate_up, 4096,
             rmsnorm_layers_4_mlp_norm, 768, 1.0f, G_layers_4_gate_up_weight, 768);
-    RT_AT(321, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is final");
+    RT_AT(318, "$.model.layers[1].body[1].body[1] #4: layers.4.gate_up.weight's gradient is final");
     rt_grad_ready(e, 65343744, 3145728);
-    RT_AT(322, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
+    RT_AT(319, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
           "layers.4.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 65342976, 768);
-    RT_AT(323, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: rmsnorm "
+    RT_AT(320, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
                    rms_rstd_layers_4_mlp_norm, d_rmsnorm_layers_4_mlp_norm,
                    d_residual_linear_layers_4_down, d_residual_attn_out_layers_4_attn,
                    G_layers_4_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(324, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
+    RT_AT(321, "$.model.layers[1].body[1].body[0] #4 + $.model.layers[1].body[0] #4: "
           "layers.4.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 65342976, 768);
-    RT_AT(326, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(323, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_4_attn, 768,
             P_layers_4_attn_proj_weight, 768, 0.0f, d_attn_y_layers_4_attn, 768);
-    RT_AT(327, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
+    RT_AT(324, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 64753152, 589824);
-    RT_AT(328, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(325, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_4_attn, 768,
             attn_y_layers_4_attn, 768, 1.0f, G_layers_4_attn_proj_weight, 768);
-    RT_AT(329, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
+    RT_AT(326, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 64753152, 589824);
-    RT_AT(330, "$.model.layers[1].body[0].body[1] #4: attention backward: d(qkv), probabilities "
+    RT_AT(327, "$.model.layers[1].body[0].body[1] #4: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(331, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
+    RT_AT(328, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_4_attn, 1280,
             P_layers_4_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_4_attn_norm, 768);
-    RT_AT(332, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
+    RT_AT(329, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 63770112, 983040);
-    RT_AT(333, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
+    RT_AT(330, "$.model.layers[1].body[0].body[1] #4: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_4_attn, 1280,
             rmsnorm_layers_4_attn_norm, 768, 1.0f, G_layers_4_attn_qkv_weight, 768);
-    RT_AT(334, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
+    RT_AT(331, "$.model.layers[1].body[0].body[1] #4: layers.4.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 63770112, 983040);
-    RT_AT(335, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
+    RT_AT(332, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
           "layers.4.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 63769344, 768);
-    RT_AT(336, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: rmsnorm "
+    RT_AT(333, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
                    rms_rstd_layers_4_attn_norm, d_rmsnorm_layers_4_attn_norm,
                    d_residual_attn_out_layers_4_attn, d_residual_linear_layers_3_down,
                    G_layers_4_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(337, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
+    RT_AT(334, "$.model.layers[1].body[0].body[0] #4 + $.model.layers[1].body[1] #3: "
           "layers.4.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 63769344, 768);
-    RT_AT(339, "$.model.layers[1].body[1].body[3] #3: linear backward: dx = dy W");
+    RT_AT(336, "$.model.layers[1].body[1].body[3] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_3_down, 768,
             P_layers_3_down_weight, 2048, 0.0f, d_glu_layers_3_2, 2048);
-    RT_AT(340, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is written "
+    RT_AT(337, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 62196480, 1572864);
-    RT_AT(341, "$.model.layers[1].body[1].body[3] #3: linear backward: dW += dy^T x");
+    RT_AT(338, "$.model.layers[1].body[1].body[3] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_3_down, 768,
             glu_layers_3_2, 2048, 1.0f, G_layers_3_down_weight, 2048);
-    RT_AT(342, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is final");
+    RT_AT(339, "$.model.layers[1].body[1].body[3] #3: layers.3.down.weight's gradient is final");
     rt_grad_ready(e, 62196480, 1572864);
-    RT_AT(343, "$.model.layers[1].body[1].body[2] #3: glu (silu) backward");
+    RT_AT(340, "$.model.layers[1].body[1].body[2] #3: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_3_gate_up, d_glu_layers_3_2, d_linear_layers_3_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(344, "$.model.layers[1].body[1].body[1] #3: linear backward: dx = dy W");
+    RT_AT(341, "$.model.layers[1].body[1].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_3_gate_up, 4096,
             P_layers_3_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_3_mlp_norm, 768);
-    RT_AT(345, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is "
+    RT_AT(342, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 59050752, 3145728);
-    RT_AT(346, "$.model.layers[1].body[1].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(343, "$.model.layers[1].body[1].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_3_gate_up, 4096,
             rmsnorm_layers_3_mlp_norm, 768, 1.0f, G_layers_3_gate_up_weight, 768);
-    RT_AT(347, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is final");
+    RT_AT(344, "$.model.layers[1].body[1].body[1] #3: layers.3.gate_up.weight's gradient is final");
     rt_grad_ready(e, 59050752, 3145728);
-    RT_AT(348, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
+    RT_AT(345, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
           "layers.3.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 59049984, 768);
-    RT_AT(349, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: rmsnorm "
+    RT_AT(346, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
                    rms_rstd_layers_3_mlp_norm, d_rmsnorm_layers_3_mlp_norm,
                    d_residual_linear_layers_3_down, d_residual_attn_out_layers_3_attn,
                    G_layers_3_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(350, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
+    RT_AT(347, "$.model.layers[1].body[1].body[0] #3 + $.model.layers[1].body[0] #3: "
           "layers.3.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 59049984, 768);
-    RT_AT(352, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(349, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_3_attn, 768,
             P_layers_3_attn_proj_weight, 768, 0.0f, d_attn_y_layers_3_attn, 768);
-    RT_AT(353, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
+    RT_AT(350, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 58460160, 589824);
-    RT_AT(354, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(351, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_3_attn, 768,
             attn_y_layers_3_attn, 768, 1.0f, G_layers_3_attn_proj_weight, 768);
-    RT_AT(355, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
+    RT_AT(352, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 58460160, 589824);
-    RT_AT(356, "$.model.layers[1].body[0].body[1] #3: attention backward: d(qkv), probabilities "
+    RT_AT(353, "$.model.layers[1].body[0].body[1] #3: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(357, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
+    RT_AT(354, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_3_attn, 1280,
             P_layers_3_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_3_attn_norm, 768);
-    RT_AT(358, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
+    RT_AT(355, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 57477120, 983040);
-    RT_AT(359, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
+    RT_AT(356, "$.model.layers[1].body[0].body[1] #3: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_3_attn, 1280,
             rmsnorm_layers_3_attn_norm, 768, 1.0f, G_layers_3_attn_qkv_weight, 768);
-    RT_AT(360, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
+    RT_AT(357, "$.model.layers[1].body[0].body[1] #3: layers.3.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 57477120, 983040);
-    RT_AT(361, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
+    RT_AT(358, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
           "layers.3.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 57476352, 768);
-    RT_AT(362, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: rmsnorm "
+    RT_AT(359, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
                    rms_rstd_layers_3_attn_norm, d_rmsnorm_layers_3_attn_norm,
                    d_residual_attn_out_layers_3_attn, d_residual_linear_layers_2_down,
                    G_layers_3_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(363, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
+    RT_AT(360, "$.model.layers[1].body[0].body[0] #3 + $.model.layers[1].body[1] #2: "
           "layers.3.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 57476352, 768);
-    RT_AT(365, "$.model.layers[1].body[1].body[3] #2: linear backward: dx = dy W");
+    RT_AT(362, "$.model.layers[1].body[1].body[3] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_2_down, 768,
             P_layers_2_down_weight, 2048, 0.0f, d_glu_layers_2_2, 2048);
-    RT_AT(366, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is written "
+    RT_AT(363, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 55903488, 1572864);
-    RT_AT(367, "$.model.layers[1].body[1].body[3] #2: linear backward: dW += dy^T x");
+    RT_AT(364, "$.model.layers[1].body[1].body[3] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_2_down, 768,
             glu_layers_2_2, 2048, 1.0f, G_layers_2_down_weight, 2048);
-    RT_AT(368, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is final");
+    RT_AT(365, "$.model.layers[1].body[1].body[3] #2: layers.2.down.weight's gradient is final");
     rt_grad_ready(e, 55903488, 1572864);
-    RT_AT(369, "$.model.layers[1].body[1].body[2] #2: glu (silu) backward");
+    RT_AT(366, "$.model.layers[1].body[1].body[2] #2: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_2_gate_up, d_glu_layers_2_2, d_linear_layers_2_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(370, "$.model.layers[1].body[1].body[1] #2: linear backward: dx = dy W");
+    RT_AT(367, "$.model.layers[1].body[1].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_2_gate_up, 4096,
             P_layers_2_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_2_mlp_norm, 768);
-    RT_AT(371, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is "
+    RT_AT(368, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 52757760, 3145728);
-    RT_AT(372, "$.model.layers[1].body[1].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(369, "$.model.layers[1].body[1].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_2_gate_up, 4096,
             rmsnorm_layers_2_mlp_norm, 768, 1.0f, G_layers_2_gate_up_weight, 768);
-    RT_AT(373, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is final");
+    RT_AT(370, "$.model.layers[1].body[1].body[1] #2: layers.2.gate_up.weight's gradient is final");
     rt_grad_ready(e, 52757760, 3145728);
-    RT_AT(374, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
+    RT_AT(371, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
           "layers.2.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 52756992, 768);
-    RT_AT(375, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: rmsnorm "
+    RT_AT(372, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
                    rms_rstd_layers_2_mlp_norm, d_rmsnorm_layers_2_mlp_norm,
                    d_residual_linear_layers_2_down, d_residual_attn_out_layers_2_attn,
                    G_layers_2_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(376, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
+    RT_AT(373, "$.model.layers[1].body[1].body[0] #2 + $.model.layers[1].body[0] #2: "
           "layers.2.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 52756992, 768);
-    RT_AT(378, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(375, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_2_attn, 768,
             P_layers_2_attn_proj_weight, 768, 0.0f, d_attn_y_layers_2_attn, 768);
-    RT_AT(379, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
+    RT_AT(376, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 52167168, 589824);
-    RT_AT(380, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(377, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_2_attn, 768,
             attn_y_layers_2_attn, 768, 1.0f, G_layers_2_attn_proj_weight, 768);
-    RT_AT(381, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
+    RT_AT(378, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 52167168, 589824);
-    RT_AT(382, "$.model.layers[1].body[0].body[1] #2: attention backward: d(qkv), probabilities "
+    RT_AT(379, "$.model.layers[1].body[0].body[1] #2: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(383, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
+    RT_AT(380, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_2_attn, 1280,
             P_layers_2_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_2_attn_norm, 768);
-    RT_AT(384, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
+    RT_AT(381, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 51184128, 983040);
-    RT_AT(385, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
+    RT_AT(382, "$.model.layers[1].body[0].body[1] #2: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_2_attn, 1280,
             rmsnorm_layers_2_attn_norm, 768, 1.0f, G_layers_2_attn_qkv_weight, 768);
-    RT_AT(386, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
+    RT_AT(383, "$.model.layers[1].body[0].body[1] #2: layers.2.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 51184128, 983040);
-    RT_AT(387, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
+    RT_AT(384, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
           "layers.2.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 51183360, 768);
-    RT_AT(388, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: rmsnorm "
+    RT_AT(385, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
                    rms_rstd_layers_2_attn_norm, d_rmsnorm_layers_2_attn_norm,
                    d_residual_attn_out_layers_2_attn, d_residual_linear_layers_1_down,
                    G_layers_2_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(389, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
+    RT_AT(386, "$.model.layers[1].body[0].body[0] #2 + $.model.layers[1].body[1] #1: "
           "layers.2.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 51183360, 768);
-    RT_AT(391, "$.model.layers[1].body[1].body[3] #1: linear backward: dx = dy W");
+    RT_AT(388, "$.model.layers[1].body[1].body[3] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_1_down, 768,
             P_layers_1_down_weight, 2048, 0.0f, d_glu_layers_1_2, 2048);
-    RT_AT(392, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is written "
+    RT_AT(389, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 49610496, 1572864);
-    RT_AT(393, "$.model.layers[1].body[1].body[3] #1: linear backward: dW += dy^T x");
+    RT_AT(390, "$.model.layers[1].body[1].body[3] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_1_down, 768,
             glu_layers_1_2, 2048, 1.0f, G_layers_1_down_weight, 2048);
-    RT_AT(394, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is final");
+    RT_AT(391, "$.model.layers[1].body[1].body[3] #1: layers.1.down.weight's gradient is final");
     rt_grad_ready(e, 49610496, 1572864);
-    RT_AT(395, "$.model.layers[1].body[1].body[2] #1: glu (silu) backward");
+    RT_AT(392, "$.model.layers[1].body[1].body[2] #1: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_1_gate_up, d_glu_layers_1_2, d_linear_layers_1_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(396, "$.model.layers[1].body[1].body[1] #1: linear backward: dx = dy W");
+    RT_AT(393, "$.model.layers[1].body[1].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_1_gate_up, 4096,
             P_layers_1_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_1_mlp_norm, 768);
-    RT_AT(397, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is "
+    RT_AT(394, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 46464768, 3145728);
-    RT_AT(398, "$.model.layers[1].body[1].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(395, "$.model.layers[1].body[1].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_1_gate_up, 4096,
             rmsnorm_layers_1_mlp_norm, 768, 1.0f, G_layers_1_gate_up_weight, 768);
-    RT_AT(399, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is final");
+    RT_AT(396, "$.model.layers[1].body[1].body[1] #1: layers.1.gate_up.weight's gradient is final");
     rt_grad_ready(e, 46464768, 3145728);
-    RT_AT(400, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
+    RT_AT(397, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
           "layers.1.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 46464000, 768);
-    RT_AT(401, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: rmsnorm "
+    RT_AT(398, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
                    rms_rstd_layers_1_mlp_norm, d_rmsnorm_layers_1_mlp_norm,
                    d_residual_linear_layers_1_down, d_residual_attn_out_layers_1_attn,
                    G_layers_1_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(402, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
+    RT_AT(399, "$.model.layers[1].body[1].body[0] #1 + $.model.layers[1].body[0] #1: "
           "layers.1.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 46464000, 768);
-    RT_AT(404, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(401, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_1_attn, 768,
             P_layers_1_attn_proj_weight, 768, 0.0f, d_attn_y_layers_1_attn, 768);
-    RT_AT(405, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
+    RT_AT(402, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 45874176, 589824);
-    RT_AT(406, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(403, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_1_attn, 768,
             attn_y_layers_1_attn, 768, 1.0f, G_layers_1_attn_proj_weight, 768);
-    RT_AT(407, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
+    RT_AT(404, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 45874176, 589824);
-    RT_AT(408, "$.model.layers[1].body[0].body[1] #1: attention backward: d(qkv), probabilities "
+    RT_AT(405, "$.model.layers[1].body[0].body[1] #1: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(409, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
+    RT_AT(406, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_1_attn, 1280,
             P_layers_1_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_1_attn_norm, 768);
-    RT_AT(410, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
+    RT_AT(407, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 44891136, 983040);
-    RT_AT(411, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
+    RT_AT(408, "$.model.layers[1].body[0].body[1] #1: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_1_attn, 1280,
             rmsnorm_layers_1_attn_norm, 768, 1.0f, G_layers_1_attn_qkv_weight, 768);
-    RT_AT(412, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
+    RT_AT(409, "$.model.layers[1].body[0].body[1] #1: layers.1.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 44891136, 983040);
-    RT_AT(413, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
+    RT_AT(410, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
           "layers.1.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 44890368, 768);
-    RT_AT(414, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: rmsnorm "
+    RT_AT(411, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
                    rms_rstd_layers_1_attn_norm, d_rmsnorm_layers_1_attn_norm,
                    d_residual_attn_out_layers_1_attn, d_residual_linear_layers_0_down,
                    G_layers_1_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(415, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
+    RT_AT(412, "$.model.layers[1].body[0].body[0] #1 + $.model.layers[1].body[1] #0: "
           "layers.1.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 44890368, 768);
-    RT_AT(417, "$.model.layers[1].body[1].body[3] #0: linear backward: dx = dy W");
+    RT_AT(414, "$.model.layers[1].body[1].body[3] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 2048, 768, 1.0f, d_residual_linear_layers_0_down, 768,
             P_layers_0_down_weight, 2048, 0.0f, d_glu_layers_0_2, 2048);
-    RT_AT(418, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is written "
+    RT_AT(415, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is written "
           "from here on");
     rt_grad_begin(e, 43317504, 1572864);
-    RT_AT(419, "$.model.layers[1].body[1].body[3] #0: linear backward: dW += dy^T x");
+    RT_AT(416, "$.model.layers[1].body[1].body[3] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 2048, e->B * 1024, 1.0f, d_residual_linear_layers_0_down, 768,
             glu_layers_0_2, 2048, 1.0f, G_layers_0_down_weight, 2048);
-    RT_AT(420, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is final");
+    RT_AT(417, "$.model.layers[1].body[1].body[3] #0: layers.0.down.weight's gradient is final");
     rt_grad_ready(e, 43317504, 1572864);
-    RT_AT(421, "$.model.layers[1].body[1].body[2] #0: glu (silu) backward");
+    RT_AT(418, "$.model.layers[1].body[1].body[2] #0: glu (silu) backward");
     rt_glu_bwd(e, linear_layers_0_gate_up, d_glu_layers_0_2, d_linear_layers_0_gate_up, e->B * 1024,
                2048, RT_GLU_SILU);
-    RT_AT(422, "$.model.layers[1].body[1].body[1] #0: linear backward: dx = dy W");
+    RT_AT(419, "$.model.layers[1].body[1].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 4096, 1.0f, d_linear_layers_0_gate_up, 4096,
             P_layers_0_gate_up_weight, 768, 0.0f, d_rmsnorm_layers_0_mlp_norm, 768);
-    RT_AT(423, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is "
+    RT_AT(420, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 40171776, 3145728);
-    RT_AT(424, "$.model.layers[1].body[1].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(421, "$.model.layers[1].body[1].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 4096, 768, e->B * 1024, 1.0f, d_linear_layers_0_gate_up, 4096,
             rmsnorm_layers_0_mlp_norm, 768, 1.0f, G_layers_0_gate_up_weight, 768);
-    RT_AT(425, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is final");
+    RT_AT(422, "$.model.layers[1].body[1].body[1] #0: layers.0.gate_up.weight's gradient is final");
     rt_grad_ready(e, 40171776, 3145728);
-    RT_AT(426, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
+    RT_AT(423, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
           "layers.0.mlp_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 40171008, 768);
-    RT_AT(427, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: rmsnorm "
+    RT_AT(424, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: rmsnorm "
           "backward, plus the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
                    rms_rstd_layers_0_mlp_norm, d_rmsnorm_layers_0_mlp_norm,
                    d_residual_linear_layers_0_down, d_residual_attn_out_layers_0_attn,
                    G_layers_0_mlp_norm_weight, e->B * 1024, 768);
-    RT_AT(428, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
+    RT_AT(425, "$.model.layers[1].body[1].body[0] #0 + $.model.layers[1].body[0] #0: "
           "layers.0.mlp_norm.weight's gradient is final");
     rt_grad_ready(e, 40171008, 768);
-    RT_AT(430, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(427, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 768, 1.0f, d_residual_attn_out_layers_0_attn, 768,
             P_layers_0_attn_proj_weight, 768, 0.0f, d_attn_y_layers_0_attn, 768);
-    RT_AT(431, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
+    RT_AT(428, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 39581184, 589824);
-    RT_AT(432, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(429, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 768, 768, e->B * 1024, 1.0f, d_residual_attn_out_layers_0_attn, 768,
             attn_y_layers_0_attn, 768, 1.0f, G_layers_0_attn_proj_weight, 768);
-    RT_AT(433, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
+    RT_AT(430, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.proj.weight's gradient is "
           "final");
     rt_grad_ready(e, 39581184, 589824);
-    RT_AT(434, "$.model.layers[1].body[0].body[1] #0: attention backward: d(qkv), probabilities "
+    RT_AT(431, "$.model.layers[1].body[0].body[1] #0: attention backward: d(qkv), probabilities "
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 1024, 768,
                          12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0);
-    RT_AT(435, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
+    RT_AT(432, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_0_attn, 1280,
             P_layers_0_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_0_attn_norm, 768);
-    RT_AT(436, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
+    RT_AT(433, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
           "written from here on");
     rt_grad_begin(e, 38598144, 983040);
-    RT_AT(437, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
+    RT_AT(434, "$.model.layers[1].body[0].body[1] #0: linear backward: dW += dy^T x");
     rt_gemm(e, 1, 0, 1280, 768, e->B * 1024, 1.0f, d_qkv_layers_0_attn, 1280,
             rmsnorm_layers_0_attn_norm, 768, 1.0f, G_layers_0_attn_qkv_weight, 768);
-    RT_AT(438, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
+    RT_AT(435, "$.model.layers[1].body[0].body[1] #0: layers.0.attn.qkv.weight's gradient is "
           "final");
     rt_grad_ready(e, 38598144, 983040);
-    RT_AT(439, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
+    RT_AT(436, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
           "layers.0.attn_norm.weight's gradient is written from here on");
     rt_grad_begin(e, 38597376, 768);
-    RT_AT(440, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: rmsnorm backward, plus "
+    RT_AT(437, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: rmsnorm backward, plus "
           "the other gradient contributions (their sum folded in)");
     rt_rmsnorm_bwd(e, embedding_embed, P_layers_0_attn_norm_weight, rms_rstd_layers_0_attn_norm,
                    d_rmsnorm_layers_0_attn_norm, d_residual_attn_out_layers_0_attn,
                    d_embedding_embed, G_layers_0_attn_norm_weight, e->B * 1024, 768);
-    RT_AT(441, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
+    RT_AT(438, "$.model.layers[1].body[0].body[0] #0 + $.model.layers[0]: "
           "layers.0.attn_norm.weight's gradient is final");
     rt_grad_ready(e, 38597376, 768);
-    RT_AT(443, "$.model.layers[0]: embed.weight's gradient is written from here on");
+    RT_AT(440, "$.model.layers[0]: embed.weight's gradient is written from here on");
     rt_grad_begin(e, 0, 38597376);
-    RT_AT(444, "$.model.layers[0]: embedding backward: dW[id] += dy");
+    RT_AT(441, "$.model.layers[0]: embedding backward: dW[id] += dy");
     rt_embedding_bwd(e, in_x, d_embedding_embed, G_embed_weight, e->B * 1024, 50257, 768);
-    RT_AT(445, "$.model.layers[0]: embed.weight's gradient is final");
+    RT_AT(442, "$.model.layers[0]: embed.weight's gradient is final");
     rt_grad_ready(e, 0, 38597376);
 }
 
@@ -2847,17 +2835,18 @@ const rt_model trainc_model = {
     .param_floats = 152747520,
     .n_inputs = 2,
     .inputs = inputs,
-    .arena_row_bytes = 385257472,
-    .noreuse_row_bytes = 625905664,
+    .arena_row_bytes = 307990528,
+    .noreuse_row_bytes = 548638720,
     .eval_arena_row_bytes = 104595456,
     .flops_per_sample = 759617622016,
-    .n_instructions = 446,
+    .n_instructions = 443,
     .loss = RT_LOSS_CROSS_ENTROPY,
     .loss_terms = 1024,
     .has_dropout = 0,
     .pred_offset = 0,
     .pred_numel = 51463168,
     .pred_ld = 50304,
+    .pred_eval = 1,
     .gpu_scratch_row_bytes = 2146304,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

@@ -10,9 +10,9 @@
  *     from $.model.layers[1].body[0] #0 */
 void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *embedding_embed = ACT(285474816); /* [B, 1024, 768] */
-    const float *attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768] */
+    const float *embedding_embed = ACT(208207872); /* [B, 1024, 768] */
+    const float *attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = embedding_embed[i] + attn_out_layers_0_attn[i]; /* residual: x + body(x) */
         residual_attn_out_layers_0_attn[i] = v0;
@@ -24,9 +24,9 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_0_attn = ACT(290193408); /* [B, 1024, 768] */
-    const float *linear_layers_0_down = ACT(293339136); /* [B, 1024, 768] */
-    float *residual_linear_layers_0_down = ACT(293339136); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768] */
+    const float *linear_layers_0_down = ACT(216072192); /* [B, 1024, 768] */
+    float *residual_linear_layers_0_down = ACT(216072192); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_0_attn[i] + linear_layers_0_down[i];
@@ -39,9 +39,9 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_0_down = ACT(293339136); /* [B, 1024, 768] */
-    const float *attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768] */
+    const float *residual_linear_layers_0_down = ACT(216072192); /* [B, 1024, 768] */
+    const float *attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_0_down[i] + attn_out_layers_1_attn[i];
@@ -54,9 +54,9 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_1_attn = ACT(298057728); /* [B, 1024, 768] */
-    const float *linear_layers_1_down = ACT(301203456); /* [B, 1024, 768] */
-    float *residual_linear_layers_1_down = ACT(301203456); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768] */
+    const float *linear_layers_1_down = ACT(223936512); /* [B, 1024, 768] */
+    float *residual_linear_layers_1_down = ACT(223936512); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_1_attn[i] + linear_layers_1_down[i];
@@ -69,9 +69,9 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_1_down = ACT(301203456); /* [B, 1024, 768] */
-    const float *attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768] */
+    const float *residual_linear_layers_1_down = ACT(223936512); /* [B, 1024, 768] */
+    const float *attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_1_down[i] + attn_out_layers_2_attn[i];
@@ -84,9 +84,9 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_2_attn = ACT(305922048); /* [B, 1024, 768] */
-    const float *linear_layers_2_down = ACT(309067776); /* [B, 1024, 768] */
-    float *residual_linear_layers_2_down = ACT(309067776); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768] */
+    const float *linear_layers_2_down = ACT(231800832); /* [B, 1024, 768] */
+    float *residual_linear_layers_2_down = ACT(231800832); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_2_attn[i] + linear_layers_2_down[i];
@@ -99,9 +99,9 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_2_down = ACT(309067776); /* [B, 1024, 768] */
-    const float *attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768] */
+    const float *residual_linear_layers_2_down = ACT(231800832); /* [B, 1024, 768] */
+    const float *attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_2_down[i] + attn_out_layers_3_attn[i];
@@ -114,9 +114,9 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_3_attn = ACT(313786368); /* [B, 1024, 768] */
-    const float *linear_layers_3_down = ACT(316932096); /* [B, 1024, 768] */
-    float *residual_linear_layers_3_down = ACT(316932096); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768] */
+    const float *linear_layers_3_down = ACT(239665152); /* [B, 1024, 768] */
+    float *residual_linear_layers_3_down = ACT(239665152); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_3_attn[i] + linear_layers_3_down[i];
@@ -129,9 +129,9 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_3_down = ACT(316932096); /* [B, 1024, 768] */
-    const float *attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768] */
+    const float *residual_linear_layers_3_down = ACT(239665152); /* [B, 1024, 768] */
+    const float *attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_3_down[i] + attn_out_layers_4_attn[i];
@@ -144,9 +144,9 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_4_attn = ACT(321650688); /* [B, 1024, 768] */
-    const float *linear_layers_4_down = ACT(324796416); /* [B, 1024, 768] */
-    float *residual_linear_layers_4_down = ACT(324796416); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768] */
+    const float *linear_layers_4_down = ACT(247529472); /* [B, 1024, 768] */
+    float *residual_linear_layers_4_down = ACT(247529472); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_4_attn[i] + linear_layers_4_down[i];
@@ -159,9 +159,9 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_4_down = ACT(324796416); /* [B, 1024, 768] */
-    const float *attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768] */
+    const float *residual_linear_layers_4_down = ACT(247529472); /* [B, 1024, 768] */
+    const float *attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_4_down[i] + attn_out_layers_5_attn[i];
@@ -174,9 +174,9 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_5_attn = ACT(329515008); /* [B, 1024, 768] */
-    const float *linear_layers_5_down = ACT(332660736); /* [B, 1024, 768] */
-    float *residual_linear_layers_5_down = ACT(332660736); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768] */
+    const float *linear_layers_5_down = ACT(255393792); /* [B, 1024, 768] */
+    float *residual_linear_layers_5_down = ACT(255393792); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_5_attn[i] + linear_layers_5_down[i];
@@ -189,9 +189,9 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_5_down = ACT(332660736); /* [B, 1024, 768] */
-    const float *attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768] */
+    const float *residual_linear_layers_5_down = ACT(255393792); /* [B, 1024, 768] */
+    const float *attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_5_down[i] + attn_out_layers_6_attn[i];
@@ -204,9 +204,9 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_6_attn = ACT(337379328); /* [B, 1024, 768] */
-    const float *linear_layers_6_down = ACT(340525056); /* [B, 1024, 768] */
-    float *residual_linear_layers_6_down = ACT(340525056); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768] */
+    const float *linear_layers_6_down = ACT(263258112); /* [B, 1024, 768] */
+    float *residual_linear_layers_6_down = ACT(263258112); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_6_attn[i] + linear_layers_6_down[i];
@@ -219,9 +219,9 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_6_down = ACT(340525056); /* [B, 1024, 768] */
-    const float *attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768] */
+    const float *residual_linear_layers_6_down = ACT(263258112); /* [B, 1024, 768] */
+    const float *attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_6_down[i] + attn_out_layers_7_attn[i];
@@ -234,9 +234,9 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_7_attn = ACT(345243648); /* [B, 1024, 768] */
-    const float *linear_layers_7_down = ACT(348389376); /* [B, 1024, 768] */
-    float *residual_linear_layers_7_down = ACT(348389376); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768] */
+    const float *linear_layers_7_down = ACT(271122432); /* [B, 1024, 768] */
+    float *residual_linear_layers_7_down = ACT(271122432); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_7_attn[i] + linear_layers_7_down[i];
@@ -249,9 +249,9 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_7_down = ACT(348389376); /* [B, 1024, 768] */
-    const float *attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768] */
+    const float *residual_linear_layers_7_down = ACT(271122432); /* [B, 1024, 768] */
+    const float *attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_7_down[i] + attn_out_layers_8_attn[i];
@@ -264,9 +264,9 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_8_attn = ACT(353107968); /* [B, 1024, 768] */
-    const float *linear_layers_8_down = ACT(356253696); /* [B, 1024, 768] */
-    float *residual_linear_layers_8_down = ACT(356253696); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768] */
+    const float *linear_layers_8_down = ACT(278986752); /* [B, 1024, 768] */
+    float *residual_linear_layers_8_down = ACT(278986752); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_8_attn[i] + linear_layers_8_down[i];
@@ -279,9 +279,9 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_8_down = ACT(356253696); /* [B, 1024, 768] */
-    const float *attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768] */
+    const float *residual_linear_layers_8_down = ACT(278986752); /* [B, 1024, 768] */
+    const float *attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_8_down[i] + attn_out_layers_9_attn[i];
@@ -294,9 +294,9 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_9_attn = ACT(360972288); /* [B, 1024, 768] */
-    const float *linear_layers_9_down = ACT(364118016); /* [B, 1024, 768] */
-    float *residual_linear_layers_9_down = ACT(364118016); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768] */
+    const float *linear_layers_9_down = ACT(286851072); /* [B, 1024, 768] */
+    float *residual_linear_layers_9_down = ACT(286851072); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_9_attn[i] + linear_layers_9_down[i];
@@ -309,9 +309,9 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_9_down = ACT(364118016); /* [B, 1024, 768] */
-    const float *attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768] */
+    const float *residual_linear_layers_9_down = ACT(286851072); /* [B, 1024, 768] */
+    const float *attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_9_down[i] + attn_out_layers_10_attn[i];
@@ -324,9 +324,9 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_10_attn = ACT(368836608); /* [B, 1024, 768] */
-    const float *linear_layers_10_down = ACT(371982336); /* [B, 1024, 768] */
-    float *residual_linear_layers_10_down = ACT(371982336); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768] */
+    const float *linear_layers_10_down = ACT(294715392); /* [B, 1024, 768] */
+    float *residual_linear_layers_10_down = ACT(294715392); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_10_attn[i] + linear_layers_10_down[i];
@@ -339,9 +339,9 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_linear_layers_10_down = ACT(371982336); /* [B, 1024, 768] */
-    const float *attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768] */
-    float *residual_attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768] */
+    const float *residual_linear_layers_10_down = ACT(294715392); /* [B, 1024, 768] */
+    const float *attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768] */
+    float *residual_attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_linear_layers_10_down[i] + attn_out_layers_11_attn[i];
@@ -354,9 +354,9 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *residual_attn_out_layers_11_attn = ACT(376700928); /* [B, 1024, 768] */
-    const float *linear_layers_11_down = ACT(379846656); /* [B, 1024, 768] */
-    float *residual_linear_layers_11_down = ACT(379846656); /* [B, 1024, 768] */
+    const float *residual_attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768] */
+    const float *linear_layers_11_down = ACT(302579712); /* [B, 1024, 768] */
+    float *residual_linear_layers_11_down = ACT(302579712); /* [B, 1024, 768] */
     for (int64_t i = lo; i < hi; i++) {
         /* residual: x + body(x) */
         float v0 = residual_attn_out_layers_11_attn[i] + linear_layers_11_down[i];

@@ -2,298 +2,298 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 385257472 bytes (without reuse: Bmax * 625905664; the most live at
- * once: Bmax * 385257472). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 307990528 bytes (without reuse: Bmax * 548638720; the most live at
+ * once: Bmax * 307990528). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
  * statistics marked (fp32) in fp32; the CPU runs it at twice the offsets.
  *
  *   offset      bytes/row  live     buffer                      shape
- *   285474816   1572864      0-440  embedding_embed             [B, 1024, 768]  embedding rows
- *   287047680   1572864      1-437  rmsnorm_layers_0_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385155072   4096         1-440  rms_rstd_layers_0_attn_norm  [B, 1024]
+ *   208207872   1572864      0-437  embedding_embed             [B, 1024, 768]  embedding rows
+ *   209780736   1572864      1-434  rmsnorm_layers_0_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307888128   4096         1-437  rms_rstd_layers_0_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   254017536   2621440      2-434  qkv_layers_0_attn           [B, 1024, 1280]
+ *   176750592   2621440      2-431  qkv_layers_0_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384565248   49152        3-434  lse_layers_0_attn           [B, 12, 1024]
+ *   307298304   49152        3-431  lse_layers_0_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   288620544   1572864      3-434  attn_y_layers_0_attn        [B, 1024, 768]
+ *   211353600   1572864      3-431  attn_y_layers_0_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   290193408   1572864      4-427  attn_out_layers_0_attn      [B, 1024, 768]
+ *   212926464   1572864      4-424  attn_out_layers_0_attn      [B, 1024, 768]
  *                                   attention output projection
- *   291766272   1572864      6-424  rmsnorm_layers_0_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385159168   4096         6-427  rms_rstd_layers_0_mlp_norm  [B, 1024]
+ *   214499328   1572864      6-421  rmsnorm_layers_0_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307892224   4096         6-424  rms_rstd_layers_0_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   103022592   8388608      7-421  linear_layers_0_gate_up     [B, 1024, 4096]  linear output
- *   203685888   4194304      8-419  glu_layers_0_2              [B, 1024, 2048]  glu output
- *   293339136   1572864      9-414  linear_layers_0_down        [B, 1024, 768]  linear output
- *   294912000   1572864     11-411  rmsnorm_layers_1_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385163264   4096        11-414  rms_rstd_layers_1_attn_norm  [B, 1024]
+ *   25755648    8388608      7-418  linear_layers_0_gate_up     [B, 1024, 4096]  linear output
+ *   126418944   4194304      8-416  glu_layers_0_2              [B, 1024, 2048]  glu output
+ *   216072192   1572864      9-411  linear_layers_0_down        [B, 1024, 768]  linear output
+ *   217645056   1572864     11-408  rmsnorm_layers_1_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307896320   4096        11-411  rms_rstd_layers_1_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   256638976   2621440     12-408  qkv_layers_1_attn           [B, 1024, 1280]
+ *   179372032   2621440     12-405  qkv_layers_1_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384614400   49152       13-408  lse_layers_1_attn           [B, 12, 1024]
+ *   307347456   49152       13-405  lse_layers_1_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   296484864   1572864     13-408  attn_y_layers_1_attn        [B, 1024, 768]
+ *   219217920   1572864     13-405  attn_y_layers_1_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   298057728   1572864     14-401  attn_out_layers_1_attn      [B, 1024, 768]
+ *   220790784   1572864     14-398  attn_out_layers_1_attn      [B, 1024, 768]
  *                                   attention output projection
- *   299630592   1572864     16-398  rmsnorm_layers_1_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385167360   4096        16-401  rms_rstd_layers_1_mlp_norm  [B, 1024]
+ *   222363648   1572864     16-395  rmsnorm_layers_1_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307900416   4096        16-398  rms_rstd_layers_1_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   111411200   8388608     17-395  linear_layers_1_gate_up     [B, 1024, 4096]  linear output
- *   207880192   4194304     18-393  glu_layers_1_2              [B, 1024, 2048]  glu output
- *   301203456   1572864     19-388  linear_layers_1_down        [B, 1024, 768]  linear output
- *   302776320   1572864     21-385  rmsnorm_layers_2_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385171456   4096        21-388  rms_rstd_layers_2_attn_norm  [B, 1024]
+ *   34144256    8388608     17-392  linear_layers_1_gate_up     [B, 1024, 4096]  linear output
+ *   130613248   4194304     18-390  glu_layers_1_2              [B, 1024, 2048]  glu output
+ *   223936512   1572864     19-385  linear_layers_1_down        [B, 1024, 768]  linear output
+ *   225509376   1572864     21-382  rmsnorm_layers_2_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307904512   4096        21-385  rms_rstd_layers_2_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   259260416   2621440     22-382  qkv_layers_2_attn           [B, 1024, 1280]
+ *   181993472   2621440     22-379  qkv_layers_2_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384663552   49152       23-382  lse_layers_2_attn           [B, 12, 1024]
+ *   307396608   49152       23-379  lse_layers_2_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   304349184   1572864     23-382  attn_y_layers_2_attn        [B, 1024, 768]
+ *   227082240   1572864     23-379  attn_y_layers_2_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   305922048   1572864     24-375  attn_out_layers_2_attn      [B, 1024, 768]
+ *   228655104   1572864     24-372  attn_out_layers_2_attn      [B, 1024, 768]
  *                                   attention output projection
- *   307494912   1572864     26-372  rmsnorm_layers_2_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385175552   4096        26-375  rms_rstd_layers_2_mlp_norm  [B, 1024]
+ *   230227968   1572864     26-369  rmsnorm_layers_2_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307908608   4096        26-372  rms_rstd_layers_2_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   119799808   8388608     27-369  linear_layers_2_gate_up     [B, 1024, 4096]  linear output
- *   212074496   4194304     28-367  glu_layers_2_2              [B, 1024, 2048]  glu output
- *   309067776   1572864     29-362  linear_layers_2_down        [B, 1024, 768]  linear output
- *   310640640   1572864     31-359  rmsnorm_layers_3_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385179648   4096        31-362  rms_rstd_layers_3_attn_norm  [B, 1024]
+ *   42532864    8388608     27-366  linear_layers_2_gate_up     [B, 1024, 4096]  linear output
+ *   134807552   4194304     28-364  glu_layers_2_2              [B, 1024, 2048]  glu output
+ *   231800832   1572864     29-359  linear_layers_2_down        [B, 1024, 768]  linear output
+ *   233373696   1572864     31-356  rmsnorm_layers_3_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307912704   4096        31-359  rms_rstd_layers_3_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   261881856   2621440     32-356  qkv_layers_3_attn           [B, 1024, 1280]
+ *   184614912   2621440     32-353  qkv_layers_3_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384712704   49152       33-356  lse_layers_3_attn           [B, 12, 1024]
+ *   307445760   49152       33-353  lse_layers_3_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   312213504   1572864     33-356  attn_y_layers_3_attn        [B, 1024, 768]
+ *   234946560   1572864     33-353  attn_y_layers_3_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   313786368   1572864     34-349  attn_out_layers_3_attn      [B, 1024, 768]
+ *   236519424   1572864     34-346  attn_out_layers_3_attn      [B, 1024, 768]
  *                                   attention output projection
- *   315359232   1572864     36-346  rmsnorm_layers_3_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385183744   4096        36-349  rms_rstd_layers_3_mlp_norm  [B, 1024]
+ *   238092288   1572864     36-343  rmsnorm_layers_3_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307916800   4096        36-346  rms_rstd_layers_3_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   128188416   8388608     37-343  linear_layers_3_gate_up     [B, 1024, 4096]  linear output
- *   216268800   4194304     38-341  glu_layers_3_2              [B, 1024, 2048]  glu output
- *   316932096   1572864     39-336  linear_layers_3_down        [B, 1024, 768]  linear output
- *   318504960   1572864     41-333  rmsnorm_layers_4_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385187840   4096        41-336  rms_rstd_layers_4_attn_norm  [B, 1024]
+ *   50921472    8388608     37-340  linear_layers_3_gate_up     [B, 1024, 4096]  linear output
+ *   139001856   4194304     38-338  glu_layers_3_2              [B, 1024, 2048]  glu output
+ *   239665152   1572864     39-333  linear_layers_3_down        [B, 1024, 768]  linear output
+ *   241238016   1572864     41-330  rmsnorm_layers_4_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307920896   4096        41-333  rms_rstd_layers_4_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   264503296   2621440     42-330  qkv_layers_4_attn           [B, 1024, 1280]
+ *   187236352   2621440     42-327  qkv_layers_4_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384761856   49152       43-330  lse_layers_4_attn           [B, 12, 1024]
+ *   307494912   49152       43-327  lse_layers_4_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   320077824   1572864     43-330  attn_y_layers_4_attn        [B, 1024, 768]
+ *   242810880   1572864     43-327  attn_y_layers_4_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   321650688   1572864     44-323  attn_out_layers_4_attn      [B, 1024, 768]
+ *   244383744   1572864     44-320  attn_out_layers_4_attn      [B, 1024, 768]
  *                                   attention output projection
- *   323223552   1572864     46-320  rmsnorm_layers_4_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385191936   4096        46-323  rms_rstd_layers_4_mlp_norm  [B, 1024]
+ *   245956608   1572864     46-317  rmsnorm_layers_4_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307924992   4096        46-320  rms_rstd_layers_4_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   136577024   8388608     47-317  linear_layers_4_gate_up     [B, 1024, 4096]  linear output
- *   220463104   4194304     48-315  glu_layers_4_2              [B, 1024, 2048]  glu output
- *   324796416   1572864     49-310  linear_layers_4_down        [B, 1024, 768]  linear output
- *   326369280   1572864     51-307  rmsnorm_layers_5_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385196032   4096        51-310  rms_rstd_layers_5_attn_norm  [B, 1024]
+ *   59310080    8388608     47-314  linear_layers_4_gate_up     [B, 1024, 4096]  linear output
+ *   143196160   4194304     48-312  glu_layers_4_2              [B, 1024, 2048]  glu output
+ *   247529472   1572864     49-307  linear_layers_4_down        [B, 1024, 768]  linear output
+ *   249102336   1572864     51-304  rmsnorm_layers_5_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307929088   4096        51-307  rms_rstd_layers_5_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   267124736   2621440     52-304  qkv_layers_5_attn           [B, 1024, 1280]
+ *   189857792   2621440     52-301  qkv_layers_5_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384811008   49152       53-304  lse_layers_5_attn           [B, 12, 1024]
+ *   307544064   49152       53-301  lse_layers_5_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   327942144   1572864     53-304  attn_y_layers_5_attn        [B, 1024, 768]
+ *   250675200   1572864     53-301  attn_y_layers_5_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   329515008   1572864     54-297  attn_out_layers_5_attn      [B, 1024, 768]
+ *   252248064   1572864     54-294  attn_out_layers_5_attn      [B, 1024, 768]
  *                                   attention output projection
- *   331087872   1572864     56-294  rmsnorm_layers_5_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385200128   4096        56-297  rms_rstd_layers_5_mlp_norm  [B, 1024]
+ *   253820928   1572864     56-291  rmsnorm_layers_5_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307933184   4096        56-294  rms_rstd_layers_5_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   144965632   8388608     57-291  linear_layers_5_gate_up     [B, 1024, 4096]  linear output
- *   224657408   4194304     58-289  glu_layers_5_2              [B, 1024, 2048]  glu output
- *   332660736   1572864     59-284  linear_layers_5_down        [B, 1024, 768]  linear output
- *   334233600   1572864     61-281  rmsnorm_layers_6_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385204224   4096        61-284  rms_rstd_layers_6_attn_norm  [B, 1024]
+ *   67698688    8388608     57-288  linear_layers_5_gate_up     [B, 1024, 4096]  linear output
+ *   147390464   4194304     58-286  glu_layers_5_2              [B, 1024, 2048]  glu output
+ *   255393792   1572864     59-281  linear_layers_5_down        [B, 1024, 768]  linear output
+ *   256966656   1572864     61-278  rmsnorm_layers_6_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307937280   4096        61-281  rms_rstd_layers_6_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   269746176   2621440     62-278  qkv_layers_6_attn           [B, 1024, 1280]
+ *   192479232   2621440     62-275  qkv_layers_6_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384860160   49152       63-278  lse_layers_6_attn           [B, 12, 1024]
+ *   307593216   49152       63-275  lse_layers_6_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   335806464   1572864     63-278  attn_y_layers_6_attn        [B, 1024, 768]
+ *   258539520   1572864     63-275  attn_y_layers_6_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   337379328   1572864     64-271  attn_out_layers_6_attn      [B, 1024, 768]
+ *   260112384   1572864     64-268  attn_out_layers_6_attn      [B, 1024, 768]
  *                                   attention output projection
- *   338952192   1572864     66-268  rmsnorm_layers_6_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385208320   4096        66-271  rms_rstd_layers_6_mlp_norm  [B, 1024]
+ *   261685248   1572864     66-265  rmsnorm_layers_6_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307941376   4096        66-268  rms_rstd_layers_6_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   153354240   8388608     67-265  linear_layers_6_gate_up     [B, 1024, 4096]  linear output
- *   228851712   4194304     68-263  glu_layers_6_2              [B, 1024, 2048]  glu output
- *   340525056   1572864     69-258  linear_layers_6_down        [B, 1024, 768]  linear output
- *   342097920   1572864     71-255  rmsnorm_layers_7_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385212416   4096        71-258  rms_rstd_layers_7_attn_norm  [B, 1024]
+ *   76087296    8388608     67-262  linear_layers_6_gate_up     [B, 1024, 4096]  linear output
+ *   151584768   4194304     68-260  glu_layers_6_2              [B, 1024, 2048]  glu output
+ *   263258112   1572864     69-255  linear_layers_6_down        [B, 1024, 768]  linear output
+ *   264830976   1572864     71-252  rmsnorm_layers_7_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307945472   4096        71-255  rms_rstd_layers_7_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   272367616   2621440     72-252  qkv_layers_7_attn           [B, 1024, 1280]
+ *   195100672   2621440     72-249  qkv_layers_7_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384909312   49152       73-252  lse_layers_7_attn           [B, 12, 1024]
+ *   307642368   49152       73-249  lse_layers_7_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   343670784   1572864     73-252  attn_y_layers_7_attn        [B, 1024, 768]
+ *   266403840   1572864     73-249  attn_y_layers_7_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   345243648   1572864     74-245  attn_out_layers_7_attn      [B, 1024, 768]
+ *   267976704   1572864     74-242  attn_out_layers_7_attn      [B, 1024, 768]
  *                                   attention output projection
- *   346816512   1572864     76-242  rmsnorm_layers_7_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385216512   4096        76-245  rms_rstd_layers_7_mlp_norm  [B, 1024]
+ *   269549568   1572864     76-239  rmsnorm_layers_7_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307949568   4096        76-242  rms_rstd_layers_7_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   161742848   8388608     77-239  linear_layers_7_gate_up     [B, 1024, 4096]  linear output
- *   233046016   4194304     78-237  glu_layers_7_2              [B, 1024, 2048]  glu output
- *   348389376   1572864     79-232  linear_layers_7_down        [B, 1024, 768]  linear output
- *   349962240   1572864     81-229  rmsnorm_layers_8_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385220608   4096        81-232  rms_rstd_layers_8_attn_norm  [B, 1024]
+ *   84475904    8388608     77-236  linear_layers_7_gate_up     [B, 1024, 4096]  linear output
+ *   155779072   4194304     78-234  glu_layers_7_2              [B, 1024, 2048]  glu output
+ *   271122432   1572864     79-229  linear_layers_7_down        [B, 1024, 768]  linear output
+ *   272695296   1572864     81-226  rmsnorm_layers_8_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307953664   4096        81-229  rms_rstd_layers_8_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   274989056   2621440     82-226  qkv_layers_8_attn           [B, 1024, 1280]
+ *   197722112   2621440     82-223  qkv_layers_8_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   384958464   49152       83-226  lse_layers_8_attn           [B, 12, 1024]
+ *   307691520   49152       83-223  lse_layers_8_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   351535104   1572864     83-226  attn_y_layers_8_attn        [B, 1024, 768]
+ *   274268160   1572864     83-223  attn_y_layers_8_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   353107968   1572864     84-219  attn_out_layers_8_attn      [B, 1024, 768]
+ *   275841024   1572864     84-216  attn_out_layers_8_attn      [B, 1024, 768]
  *                                   attention output projection
- *   354680832   1572864     86-216  rmsnorm_layers_8_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385224704   4096        86-219  rms_rstd_layers_8_mlp_norm  [B, 1024]
+ *   277413888   1572864     86-213  rmsnorm_layers_8_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307957760   4096        86-216  rms_rstd_layers_8_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   170131456   8388608     87-213  linear_layers_8_gate_up     [B, 1024, 4096]  linear output
- *   237240320   4194304     88-211  glu_layers_8_2              [B, 1024, 2048]  glu output
- *   356253696   1572864     89-206  linear_layers_8_down        [B, 1024, 768]  linear output
- *   357826560   1572864     91-203  rmsnorm_layers_9_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385228800   4096        91-206  rms_rstd_layers_9_attn_norm  [B, 1024]
+ *   92864512    8388608     87-210  linear_layers_8_gate_up     [B, 1024, 4096]  linear output
+ *   159973376   4194304     88-208  glu_layers_8_2              [B, 1024, 2048]  glu output
+ *   278986752   1572864     89-203  linear_layers_8_down        [B, 1024, 768]  linear output
+ *   280559616   1572864     91-200  rmsnorm_layers_9_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307961856   4096        91-203  rms_rstd_layers_9_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   277610496   2621440     92-200  qkv_layers_9_attn           [B, 1024, 1280]
+ *   200343552   2621440     92-197  qkv_layers_9_attn           [B, 1024, 1280]
  *                                   q, k, v side by side
- *   385007616   49152       93-200  lse_layers_9_attn           [B, 12, 1024]
+ *   307740672   49152       93-197  lse_layers_9_attn           [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   359399424   1572864     93-200  attn_y_layers_9_attn        [B, 1024, 768]
+ *   282132480   1572864     93-197  attn_y_layers_9_attn        [B, 1024, 768]
  *                                   attention heads' outputs
- *   360972288   1572864     94-193  attn_out_layers_9_attn      [B, 1024, 768]
+ *   283705344   1572864     94-190  attn_out_layers_9_attn      [B, 1024, 768]
  *                                   attention output projection
- *   362545152   1572864     96-190  rmsnorm_layers_9_mlp_norm   [B, 1024, 768]  rmsnorm output
- *   385232896   4096        96-193  rms_rstd_layers_9_mlp_norm  [B, 1024]
+ *   285278208   1572864     96-187  rmsnorm_layers_9_mlp_norm   [B, 1024, 768]  rmsnorm output
+ *   307965952   4096        96-190  rms_rstd_layers_9_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   178520064   8388608     97-187  linear_layers_9_gate_up     [B, 1024, 4096]  linear output
- *   241434624   4194304     98-185  glu_layers_9_2              [B, 1024, 2048]  glu output
- *   364118016   1572864     99-180  linear_layers_9_down        [B, 1024, 768]  linear output
- *   365690880   1572864    101-177  rmsnorm_layers_10_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385236992   4096       101-180  rms_rstd_layers_10_attn_norm  [B, 1024]
+ *   101253120   8388608     97-184  linear_layers_9_gate_up     [B, 1024, 4096]  linear output
+ *   164167680   4194304     98-182  glu_layers_9_2              [B, 1024, 2048]  glu output
+ *   286851072   1572864     99-177  linear_layers_9_down        [B, 1024, 768]  linear output
+ *   288423936   1572864    101-174  rmsnorm_layers_10_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307970048   4096       101-177  rms_rstd_layers_10_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   280231936   2621440    102-174  qkv_layers_10_attn          [B, 1024, 1280]
+ *   202964992   2621440    102-171  qkv_layers_10_attn          [B, 1024, 1280]
  *                                   q, k, v side by side
- *   385056768   49152      103-174  lse_layers_10_attn          [B, 12, 1024]
+ *   307789824   49152      103-171  lse_layers_10_attn          [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   367263744   1572864    103-174  attn_y_layers_10_attn       [B, 1024, 768]
+ *   289996800   1572864    103-171  attn_y_layers_10_attn       [B, 1024, 768]
  *                                   attention heads' outputs
- *   368836608   1572864    104-167  attn_out_layers_10_attn     [B, 1024, 768]
+ *   291569664   1572864    104-164  attn_out_layers_10_attn     [B, 1024, 768]
  *                                   attention output projection
- *   370409472   1572864    106-164  rmsnorm_layers_10_mlp_norm  [B, 1024, 768]  rmsnorm output
- *   385241088   4096       106-167  rms_rstd_layers_10_mlp_norm  [B, 1024]
+ *   293142528   1572864    106-161  rmsnorm_layers_10_mlp_norm  [B, 1024, 768]  rmsnorm output
+ *   307974144   4096       106-164  rms_rstd_layers_10_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   186908672   8388608    107-161  linear_layers_10_gate_up    [B, 1024, 4096]  linear output
- *   245628928   4194304    108-159  glu_layers_10_2             [B, 1024, 2048]  glu output
- *   371982336   1572864    109-154  linear_layers_10_down       [B, 1024, 768]  linear output
- *   373555200   1572864    111-151  rmsnorm_layers_11_attn_norm  [B, 1024, 768]  rmsnorm output
- *   385245184   4096       111-154  rms_rstd_layers_11_attn_norm  [B, 1024]
+ *   109641728   8388608    107-158  linear_layers_10_gate_up    [B, 1024, 4096]  linear output
+ *   168361984   4194304    108-156  glu_layers_10_2             [B, 1024, 2048]  glu output
+ *   294715392   1572864    109-151  linear_layers_10_down       [B, 1024, 768]  linear output
+ *   296288256   1572864    111-148  rmsnorm_layers_11_attn_norm  [B, 1024, 768]  rmsnorm output
+ *   307978240   4096       111-151  rms_rstd_layers_11_attn_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   282853376   2621440    112-148  qkv_layers_11_attn          [B, 1024, 1280]
+ *   205586432   2621440    112-145  qkv_layers_11_attn          [B, 1024, 1280]
  *                                   q, k, v side by side
- *   385105920   49152      113-148  lse_layers_11_attn          [B, 12, 1024]
+ *   307838976   49152      113-145  lse_layers_11_attn          [B, 12, 1024]
  *                                   each query's log-sum-exp, saved for backward (fp32)
- *   375128064   1572864    113-148  attn_y_layers_11_attn       [B, 1024, 768]
+ *   297861120   1572864    113-145  attn_y_layers_11_attn       [B, 1024, 768]
  *                                   attention heads' outputs
- *   376700928   1572864    114-141  attn_out_layers_11_attn     [B, 1024, 768]
+ *   299433984   1572864    114-138  attn_out_layers_11_attn     [B, 1024, 768]
  *                                   attention output projection
- *   378273792   1572864    116-138  rmsnorm_layers_11_mlp_norm  [B, 1024, 768]  rmsnorm output
- *   385249280   4096       116-141  rms_rstd_layers_11_mlp_norm  [B, 1024]
+ *   301006848   1572864    116-135  rmsnorm_layers_11_mlp_norm  [B, 1024, 768]  rmsnorm output
+ *   307982336   4096       116-138  rms_rstd_layers_11_mlp_norm  [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   195297280   8388608    117-135  linear_layers_11_gate_up    [B, 1024, 4096]  linear output
- *   249823232   4194304    118-133  glu_layers_11_2             [B, 1024, 2048]  glu output
- *   379846656   1572864    119-129  linear_layers_11_down       [B, 1024, 768]  linear output
- *   381419520   1572864    121-126  rmsnorm_norm                [B, 1024, 768]  rmsnorm output
- *   385253376   4096       121-129  rms_rstd_norm               [B, 1024]
+ *   118030336   8388608    117-132  linear_layers_11_gate_up    [B, 1024, 4096]  linear output
+ *   172556288   4194304    118-130  glu_layers_11_2             [B, 1024, 2048]  glu output
+ *   302579712   1572864    119-126  linear_layers_11_down       [B, 1024, 768]  linear output
+ *   304152576   1572864    121-123  rmsnorm_norm                [B, 1024, 768]  rmsnorm output
+ *   307986432   4096       121-126  rms_rstd_norm               [B, 1024]
  *                                   rmsnorm 1/rms, saved for backward (fp32)
- *   0           103022592  122-126  linear_lm_head              [B, 1024, 50257]
- *                                   linear output (rows 50304 apart: aligned for the GEMMs)
- *   382992384   1572864    124-129  d_rmsnorm_norm              [B, 1024, 768]  gradient
- *   381419520   1572864    129-444  d_residual_linear_layers_11_down  [B, 1024, 768]  gradient
- *   8388608     4194304    131-135  d_glu_layers_11_2           [B, 1024, 2048]  gradient
- *   0           8388608    135-138  d_linear_layers_11_gate_up  [B, 1024, 4096]  gradient
- *   379846656   1572864    136-141  d_rmsnorm_layers_11_mlp_norm  [B, 1024, 768]  gradient
- *   252444672   1572864    144-148  d_attn_y_layers_11_attn     [B, 1024, 768]  gradient
- *   249823232   2621440    148-151  d_qkv_layers_11_attn        [B, 1024, 1280]  gradient
- *   252444672   1572864    149-154  d_rmsnorm_layers_11_attn_norm  [B, 1024, 768]  gradient
- *   195297280   4194304    157-161  d_glu_layers_10_2           [B, 1024, 2048]  gradient
- *   0           8388608    161-164  d_linear_layers_10_gate_up  [B, 1024, 4096]  gradient
- *   282853376   1572864    162-167  d_rmsnorm_layers_10_mlp_norm  [B, 1024, 768]  gradient
- *   282853376   1572864    170-174  d_attn_y_layers_10_attn     [B, 1024, 768]  gradient
- *   245628928   2621440    174-177  d_qkv_layers_10_attn        [B, 1024, 1280]  gradient
- *   280231936   1572864    175-180  d_rmsnorm_layers_10_attn_norm  [B, 1024, 768]  gradient
- *   186908672   4194304    183-187  d_glu_layers_9_2            [B, 1024, 2048]  gradient
- *   0           8388608    187-190  d_linear_layers_9_gate_up   [B, 1024, 4096]  gradient
- *   280231936   1572864    188-193  d_rmsnorm_layers_9_mlp_norm  [B, 1024, 768]  gradient
- *   280231936   1572864    196-200  d_attn_y_layers_9_attn      [B, 1024, 768]  gradient
- *   241434624   2621440    200-203  d_qkv_layers_9_attn         [B, 1024, 1280]  gradient
- *   277610496   1572864    201-206  d_rmsnorm_layers_9_attn_norm  [B, 1024, 768]  gradient
- *   178520064   4194304    209-213  d_glu_layers_8_2            [B, 1024, 2048]  gradient
- *   0           8388608    213-216  d_linear_layers_8_gate_up   [B, 1024, 4096]  gradient
- *   277610496   1572864    214-219  d_rmsnorm_layers_8_mlp_norm  [B, 1024, 768]  gradient
- *   277610496   1572864    222-226  d_attn_y_layers_8_attn      [B, 1024, 768]  gradient
- *   237240320   2621440    226-229  d_qkv_layers_8_attn         [B, 1024, 1280]  gradient
- *   274989056   1572864    227-232  d_rmsnorm_layers_8_attn_norm  [B, 1024, 768]  gradient
- *   170131456   4194304    235-239  d_glu_layers_7_2            [B, 1024, 2048]  gradient
- *   0           8388608    239-242  d_linear_layers_7_gate_up   [B, 1024, 4096]  gradient
- *   274989056   1572864    240-245  d_rmsnorm_layers_7_mlp_norm  [B, 1024, 768]  gradient
- *   274989056   1572864    248-252  d_attn_y_layers_7_attn      [B, 1024, 768]  gradient
- *   233046016   2621440    252-255  d_qkv_layers_7_attn         [B, 1024, 1280]  gradient
- *   272367616   1572864    253-258  d_rmsnorm_layers_7_attn_norm  [B, 1024, 768]  gradient
- *   161742848   4194304    261-265  d_glu_layers_6_2            [B, 1024, 2048]  gradient
- *   0           8388608    265-268  d_linear_layers_6_gate_up   [B, 1024, 4096]  gradient
- *   272367616   1572864    266-271  d_rmsnorm_layers_6_mlp_norm  [B, 1024, 768]  gradient
- *   272367616   1572864    274-278  d_attn_y_layers_6_attn      [B, 1024, 768]  gradient
- *   228851712   2621440    278-281  d_qkv_layers_6_attn         [B, 1024, 1280]  gradient
- *   269746176   1572864    279-284  d_rmsnorm_layers_6_attn_norm  [B, 1024, 768]  gradient
- *   153354240   4194304    287-291  d_glu_layers_5_2            [B, 1024, 2048]  gradient
- *   0           8388608    291-294  d_linear_layers_5_gate_up   [B, 1024, 4096]  gradient
- *   269746176   1572864    292-297  d_rmsnorm_layers_5_mlp_norm  [B, 1024, 768]  gradient
- *   269746176   1572864    300-304  d_attn_y_layers_5_attn      [B, 1024, 768]  gradient
- *   224657408   2621440    304-307  d_qkv_layers_5_attn         [B, 1024, 1280]  gradient
- *   267124736   1572864    305-310  d_rmsnorm_layers_5_attn_norm  [B, 1024, 768]  gradient
- *   144965632   4194304    313-317  d_glu_layers_4_2            [B, 1024, 2048]  gradient
- *   0           8388608    317-320  d_linear_layers_4_gate_up   [B, 1024, 4096]  gradient
- *   267124736   1572864    318-323  d_rmsnorm_layers_4_mlp_norm  [B, 1024, 768]  gradient
- *   267124736   1572864    326-330  d_attn_y_layers_4_attn      [B, 1024, 768]  gradient
- *   220463104   2621440    330-333  d_qkv_layers_4_attn         [B, 1024, 1280]  gradient
- *   264503296   1572864    331-336  d_rmsnorm_layers_4_attn_norm  [B, 1024, 768]  gradient
- *   136577024   4194304    339-343  d_glu_layers_3_2            [B, 1024, 2048]  gradient
- *   0           8388608    343-346  d_linear_layers_3_gate_up   [B, 1024, 4096]  gradient
- *   264503296   1572864    344-349  d_rmsnorm_layers_3_mlp_norm  [B, 1024, 768]  gradient
- *   264503296   1572864    352-356  d_attn_y_layers_3_attn      [B, 1024, 768]  gradient
- *   216268800   2621440    356-359  d_qkv_layers_3_attn         [B, 1024, 1280]  gradient
- *   261881856   1572864    357-362  d_rmsnorm_layers_3_attn_norm  [B, 1024, 768]  gradient
- *   128188416   4194304    365-369  d_glu_layers_2_2            [B, 1024, 2048]  gradient
- *   0           8388608    369-372  d_linear_layers_2_gate_up   [B, 1024, 4096]  gradient
- *   261881856   1572864    370-375  d_rmsnorm_layers_2_mlp_norm  [B, 1024, 768]  gradient
- *   261881856   1572864    378-382  d_attn_y_layers_2_attn      [B, 1024, 768]  gradient
- *   212074496   2621440    382-385  d_qkv_layers_2_attn         [B, 1024, 1280]  gradient
- *   259260416   1572864    383-388  d_rmsnorm_layers_2_attn_norm  [B, 1024, 768]  gradient
- *   119799808   4194304    391-395  d_glu_layers_1_2            [B, 1024, 2048]  gradient
- *   0           8388608    395-398  d_linear_layers_1_gate_up   [B, 1024, 4096]  gradient
- *   259260416   1572864    396-401  d_rmsnorm_layers_1_mlp_norm  [B, 1024, 768]  gradient
- *   259260416   1572864    404-408  d_attn_y_layers_1_attn      [B, 1024, 768]  gradient
- *   207880192   2621440    408-411  d_qkv_layers_1_attn         [B, 1024, 1280]  gradient
- *   256638976   1572864    409-414  d_rmsnorm_layers_1_attn_norm  [B, 1024, 768]  gradient
- *   111411200   4194304    417-421  d_glu_layers_0_2            [B, 1024, 2048]  gradient
- *   0           8388608    421-424  d_linear_layers_0_gate_up   [B, 1024, 4096]  gradient
- *   256638976   1572864    422-427  d_rmsnorm_layers_0_mlp_norm  [B, 1024, 768]  gradient
- *   256638976   1572864    430-434  d_attn_y_layers_0_attn      [B, 1024, 768]  gradient
- *   0           2621440    434-437  d_qkv_layers_0_attn         [B, 1024, 1280]  gradient
- *   288620544   1572864    435-440  d_rmsnorm_layers_0_attn_norm  [B, 1024, 768]  gradient
+ *   305725440   1572864    123-126  d_rmsnorm_norm              [B, 1024, 768]  gradient
+ *   304152576   1572864    126-441  d_residual_linear_layers_11_down  [B, 1024, 768]  gradient
+ *   8388608     4194304    128-132  d_glu_layers_11_2           [B, 1024, 2048]  gradient
+ *   0           8388608    132-135  d_linear_layers_11_gate_up  [B, 1024, 4096]  gradient
+ *   302579712   1572864    133-138  d_rmsnorm_layers_11_mlp_norm  [B, 1024, 768]  gradient
+ *   175177728   1572864    141-145  d_attn_y_layers_11_attn     [B, 1024, 768]  gradient
+ *   172556288   2621440    145-148  d_qkv_layers_11_attn        [B, 1024, 1280]  gradient
+ *   175177728   1572864    146-151  d_rmsnorm_layers_11_attn_norm  [B, 1024, 768]  gradient
+ *   118030336   4194304    154-158  d_glu_layers_10_2           [B, 1024, 2048]  gradient
+ *   0           8388608    158-161  d_linear_layers_10_gate_up  [B, 1024, 4096]  gradient
+ *   205586432   1572864    159-164  d_rmsnorm_layers_10_mlp_norm  [B, 1024, 768]  gradient
+ *   205586432   1572864    167-171  d_attn_y_layers_10_attn     [B, 1024, 768]  gradient
+ *   168361984   2621440    171-174  d_qkv_layers_10_attn        [B, 1024, 1280]  gradient
+ *   202964992   1572864    172-177  d_rmsnorm_layers_10_attn_norm  [B, 1024, 768]  gradient
+ *   109641728   4194304    180-184  d_glu_layers_9_2            [B, 1024, 2048]  gradient
+ *   0           8388608    184-187  d_linear_layers_9_gate_up   [B, 1024, 4096]  gradient
+ *   202964992   1572864    185-190  d_rmsnorm_layers_9_mlp_norm  [B, 1024, 768]  gradient
+ *   202964992   1572864    193-197  d_attn_y_layers_9_attn      [B, 1024, 768]  gradient
+ *   164167680   2621440    197-200  d_qkv_layers_9_attn         [B, 1024, 1280]  gradient
+ *   200343552   1572864    198-203  d_rmsnorm_layers_9_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    206-210  d_glu_layers_8_2            [B, 1024, 2048]  gradient
+ *   0           8388608    210-213  d_linear_layers_8_gate_up   [B, 1024, 4096]  gradient
+ *   200343552   1572864    211-216  d_rmsnorm_layers_8_mlp_norm  [B, 1024, 768]  gradient
+ *   200343552   1572864    219-223  d_attn_y_layers_8_attn      [B, 1024, 768]  gradient
+ *   159973376   2621440    223-226  d_qkv_layers_8_attn         [B, 1024, 1280]  gradient
+ *   197722112   1572864    224-229  d_rmsnorm_layers_8_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    232-236  d_glu_layers_7_2            [B, 1024, 2048]  gradient
+ *   0           8388608    236-239  d_linear_layers_7_gate_up   [B, 1024, 4096]  gradient
+ *   197722112   1572864    237-242  d_rmsnorm_layers_7_mlp_norm  [B, 1024, 768]  gradient
+ *   197722112   1572864    245-249  d_attn_y_layers_7_attn      [B, 1024, 768]  gradient
+ *   155779072   2621440    249-252  d_qkv_layers_7_attn         [B, 1024, 1280]  gradient
+ *   195100672   1572864    250-255  d_rmsnorm_layers_7_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    258-262  d_glu_layers_6_2            [B, 1024, 2048]  gradient
+ *   0           8388608    262-265  d_linear_layers_6_gate_up   [B, 1024, 4096]  gradient
+ *   195100672   1572864    263-268  d_rmsnorm_layers_6_mlp_norm  [B, 1024, 768]  gradient
+ *   195100672   1572864    271-275  d_attn_y_layers_6_attn      [B, 1024, 768]  gradient
+ *   151584768   2621440    275-278  d_qkv_layers_6_attn         [B, 1024, 1280]  gradient
+ *   192479232   1572864    276-281  d_rmsnorm_layers_6_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    284-288  d_glu_layers_5_2            [B, 1024, 2048]  gradient
+ *   0           8388608    288-291  d_linear_layers_5_gate_up   [B, 1024, 4096]  gradient
+ *   192479232   1572864    289-294  d_rmsnorm_layers_5_mlp_norm  [B, 1024, 768]  gradient
+ *   192479232   1572864    297-301  d_attn_y_layers_5_attn      [B, 1024, 768]  gradient
+ *   0           2621440    301-304  d_qkv_layers_5_attn         [B, 1024, 1280]  gradient
+ *   189857792   1572864    302-307  d_rmsnorm_layers_5_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    310-314  d_glu_layers_4_2            [B, 1024, 2048]  gradient
+ *   0           8388608    314-317  d_linear_layers_4_gate_up   [B, 1024, 4096]  gradient
+ *   8388608     1572864    315-320  d_rmsnorm_layers_4_mlp_norm  [B, 1024, 768]  gradient
+ *   189857792   1572864    323-327  d_attn_y_layers_4_attn      [B, 1024, 768]  gradient
+ *   0           2621440    327-330  d_qkv_layers_4_attn         [B, 1024, 1280]  gradient
+ *   187236352   1572864    328-333  d_rmsnorm_layers_4_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    336-340  d_glu_layers_3_2            [B, 1024, 2048]  gradient
+ *   0           8388608    340-343  d_linear_layers_3_gate_up   [B, 1024, 4096]  gradient
+ *   8388608     1572864    341-346  d_rmsnorm_layers_3_mlp_norm  [B, 1024, 768]  gradient
+ *   187236352   1572864    349-353  d_attn_y_layers_3_attn      [B, 1024, 768]  gradient
+ *   0           2621440    353-356  d_qkv_layers_3_attn         [B, 1024, 1280]  gradient
+ *   2621440     1572864    354-359  d_rmsnorm_layers_3_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    362-366  d_glu_layers_2_2            [B, 1024, 2048]  gradient
+ *   0           8388608    366-369  d_linear_layers_2_gate_up   [B, 1024, 4096]  gradient
+ *   8388608     1572864    367-372  d_rmsnorm_layers_2_mlp_norm  [B, 1024, 768]  gradient
+ *   2621440     1572864    375-379  d_attn_y_layers_2_attn      [B, 1024, 768]  gradient
+ *   0           2621440    379-382  d_qkv_layers_2_attn         [B, 1024, 1280]  gradient
+ *   2621440     1572864    380-385  d_rmsnorm_layers_2_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    388-392  d_glu_layers_1_2            [B, 1024, 2048]  gradient
+ *   0           8388608    392-395  d_linear_layers_1_gate_up   [B, 1024, 4096]  gradient
+ *   8388608     1572864    393-398  d_rmsnorm_layers_1_mlp_norm  [B, 1024, 768]  gradient
+ *   2621440     1572864    401-405  d_attn_y_layers_1_attn      [B, 1024, 768]  gradient
+ *   0           2621440    405-408  d_qkv_layers_1_attn         [B, 1024, 1280]  gradient
+ *   2621440     1572864    406-411  d_rmsnorm_layers_1_attn_norm  [B, 1024, 768]  gradient
+ *   8388608     4194304    414-418  d_glu_layers_0_2            [B, 1024, 2048]  gradient
+ *   0           8388608    418-421  d_linear_layers_0_gate_up   [B, 1024, 4096]  gradient
+ *   179372032   1572864    419-424  d_rmsnorm_layers_0_mlp_norm  [B, 1024, 768]  gradient
+ *   179372032   1572864    427-431  d_attn_y_layers_0_attn      [B, 1024, 768]  gradient
+ *   0           2621440    431-434  d_qkv_layers_0_attn         [B, 1024, 1280]  gradient
+ *   211353600   1572864    432-437  d_rmsnorm_layers_0_attn_norm  [B, 1024, 768]  gradient
+ *   0           25755648   123-123  linear_lm_head_chunk        [B, 256, 50257]
+ *                                   256 rows of each sample's logits, then their gradient
  *   (in place)  -                   residual_attn_out_layers_0_attn  [B, 1024, 768]
  *                                   written over attn_out_layers_0_attn
  *   (in place)  -                   residual_linear_layers_0_down  [B, 1024, 768]
@@ -342,8 +342,6 @@
  *                                   written over attn_out_layers_11_attn
  *   (in place)  -                   residual_linear_layers_11_down  [B, 1024, 768]
  *                                   written over linear_layers_11_down
- *   (in place)  -                   d_linear_lm_head            [B, 1024, 50257]
- *                                   written over linear_lm_head
  *   (in place)  -                   d_residual_attn_out_layers_11_attn  [B, 1024, 768]
  *                                   written over d_residual_linear_layers_11_down
  *   (in place)  -                   d_residual_linear_layers_10_down  [B, 1024, 768]
