@@ -463,6 +463,23 @@ static void emit_gan_passes(Buf *b, Program *p)
 }
 
 /* rt_model's GAN fields (trainc_rt.h). */
+/* A chunked head's model fields (ops/loss.c): --sample computes the logits of the row
+ * it draws from, x's row times W^T, into row 0 of validation's chunk scratch, which
+ * pred_offset names. */
+static void emit_head_model(Buf *b, const Graph *ev, const Tensor *pred)
+{
+    const Node *h = ev->head;
+    const Tensor *x = tensor_base(h->in[0]);
+    int64_t C = pred->shape[pred->rank - 1], ld = tensor_ld(pred);
+    int64_t wrows = ld >= C + h->w->pad_rows ? C + h->w->pad_rows : C;
+    buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
+               (long long)ev->head_z->offset, (long long)pred->numel, (long long)ld);
+    buf_printf(b, "    .head_x_offset = %lld,\n    .head_w_offset = %lld,\n    .head_d = %lld,\n"
+                  "    .head_wrows = %lld,\n",
+               (long long)x->offset, (long long)h->w->offset, (long long)x->shape[x->rank - 1],
+               (long long)wrows);
+}
+
 static void emit_gan_model(Buf *b, const Graph *g)
 {
     const Spec *s = g->spec;
@@ -589,7 +606,7 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     }
     buf_puts(b, "};\n\n");
     /* a GAN's: the samples --sample reads, from validation's program (G alone); a
-     * chunked head's logits, also from validation's (training never holds them whole) */
+     * chunked head's input, also from validation's */
     int pred_eval = g->gan || g->head;
     Tensor *pred = pred_eval ? ev->g->pred : g->pred;
     int64_t terms = g->gan ? 1 : pred->numel;
@@ -619,13 +636,15 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                : s->loss == LOSS_GAN_BCE     ? "RT_LOSS_GAN_BCE"
                                              : "RT_LOSS_GAN_HINGE",
                (long long)terms, g->has_dropout);
-    {
+    if (g->head)
+        emit_head_model(b, ev->g, pred);
+    else {
         Tensor *pt = tensor_base(pred);
         buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
                    (long long)pt->offset, (long long)pred->numel, (long long)tensor_ld(pred));
-        if (pred_eval)
-            buf_puts(b, "    .pred_eval = 1,\n");
     }
+    if (pred_eval)
+        buf_puts(b, "    .pred_eval = 1,\n");
     if (g->gan)
         emit_gan_model(b, g);
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);

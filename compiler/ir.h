@@ -193,6 +193,7 @@ typedef struct Graph {
     Node *head;              /* the linear layer whose logits the loss reads, when training
                                 runs the two as one chunked call (ops/loss.c); else NULL */
     int64_t head_chunk;      /* its chunk: rows of each sample a call's pass covers */
+    Tensor *head_z;          /* the call's logits scratch ([head_chunk, C] a row), once lowered */
     int64_t flops_fwd, flops_bwd; /* per sample */
     int n_layers_total;
     int has_dropout;

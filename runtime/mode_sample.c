@@ -99,6 +99,21 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
     fputc('\n', stderr);
 }
 
+/* A chunked head (rt_model.head_d > 0), whose programs never hold the logits whole:
+ * position pos's, x's row times W^T (the GEMM the head's call makes), into row 0 of
+ * validation's chunk scratch after its pass. Returns that row, 0. */
+static int64_t head_row(Run *r, int64_t pos)
+{
+    const rt_model *m = r->m;
+    int64_t scale = r->gpu ? 1 : r->e.arena_scale;
+    size_t es = r->gpu && m->act16 ? 2 : 4;   /* an activation's bytes */
+    const char *x = r->e.arena + r->e.Bmax * m->head_x_offset * scale + (size_t)(pos * m->head_d) * es;
+    float *z = (float *)(r->e.arena + r->e.Bmax * m->pred_offset * scale);
+    rt_gemm(&r->e, 0, 1, 1, m->head_wrows, m->head_d, 1.0f, (const float *)x, m->head_d,
+            r->e.params + m->head_w_offset, m->head_d, 0.0f, z, m->pred_ld);
+    return 0;
+}
+
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are sampled with the
  * temperature, and the id is appended (the window slides once full). Without a
@@ -222,26 +237,29 @@ void rt_sample(Run *r)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         rt_batch one = {.rows = 1, .in = {ctx, tgt}};
         rt_bind_batch(r, &one, -1);
+        int64_t at_row = n - 1;   /* the last position's logits: pred's row */
         if (m->pred_eval)
             m->evaluate(&r->e);
         else
             m->forward(&r->e, 0);
+        if (m->head_d > 0)
+            at_row = head_row(r, n - 1);
         rt_end_pass(r);
         const float *logits;
         if (r->gpu && m->act16) {   /* the last position's logits, from the device */
-            const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * ld;
+            const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + at_row * ld;
             uint16_t *h = (uint16_t *)prob;   /* free until the loop below */
             rt_cu_download(h, dptr(at), (size_t)V * sizeof *h);
             for (int64_t v = 0; v < V; v++)
                 row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
             logits = row;
         } else if (r->gpu) {
-            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + (n - 1) * ld;
+            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + at_row * ld;
             rt_cu_download(row, dptr(logits), (size_t)V * sizeof *row);
             logits = row;
         } else {
             logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
-                     (n - 1) * ld;
+                     at_row * ld;
         }
         double mx = -INFINITY, sum = 0;
         int64_t top = 0;

@@ -129,8 +129,12 @@ typedef struct rt_model {
     int64_t pred_numel;        /* its elements per sample */
     int64_t pred_ld;           /* its last axis's rows this many elements apart */
     int pred_eval;             /* 1: the prediction is validation's program's (a GAN's
-                                  samples; a language model whose training step holds its
-                                  logits a chunk at a time): --sample runs evaluate */
+                                  samples; a chunked head's logits): --sample runs evaluate */
+    /* A language model whose head and loss run a chunk of rows at a time (head_d > 0):
+     * no program holds the logits whole; --sample computes the row it draws from, x's
+     * row (head_x_offset, in validation's plan) times W^T (W: head_wrows rows of head_d
+     * at params + head_w_offset), into pred_offset's row 0 (pred_ld apart). */
+    int64_t head_x_offset, head_w_offset, head_d, head_wrows;
     int64_t gpu_scratch_row_bytes; /* scratch the GPU's calls need per batch row */
     const char *const *train_defaults; /* "key=value" lines of the training spec */
     int n_train_defaults;

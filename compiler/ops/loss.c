@@ -91,14 +91,15 @@ static void pad_logits(GraphCtx *c, Tensor *pred, Tensor *dpred)
     }
 }
 
-/* A language model's head and its cross entropy in training: one call a chunk of rows
- * at a time (rt_head_cross_entropy: the chunk's logits by a GEMM, the loss and their
- * gradient in place, then dx = d(logits) W and dW += d(logits)^T x), so the step never
- * holds the [B, T, vocab] logits: a chunk of them, B x head_chunk rows. Where the head
- * is a linear layer without bias over at least 1024 classes and a sample has rows
- * enough: TRAINC_HEAD_CHUNKS (default 4) chunks of each sample's rows; 1 or 0 keeps the
- * logits whole (the head's GEMMs and the loss apart, as validation always runs them).
- * The shape alone decides, so every recompute policy runs the same sums. */
+/* A language model's head and its cross entropy: one call a chunk of rows at a time
+ * (rt_head_cross_entropy: the chunk's logits by a GEMM, the loss, and in training their
+ * gradient in place, dx = d(logits) W and dW += d(logits)^T x), so neither training
+ * nor validation holds the [B, T, vocab] logits: a chunk of them, B x head_chunk rows
+ * (--sample computes the one row it draws from: mode_sample.c). Where the head is a
+ * linear layer without bias over at least 1024 classes and a sample has rows enough:
+ * TRAINC_HEAD_CHUNKS (default 4) chunks of each sample's rows; 1 or 0 keeps the logits
+ * whole (the head's GEMMs and the loss apart). The shape alone decides, so every
+ * recompute policy runs the same sums. */
 static void chunk_head(GraphCtx *c, Tensor *pred)
 {
     Graph *g = c->g;
@@ -178,8 +179,9 @@ static void lower_gan_loss(Program *p, Node *nd)
     instr_writes(a, nd->out2);
 }
 
-/* Training's head and loss as one call (chunk_head): x and W the head's, dx what its
- * backward node would write, the chunk's logits scratch with the logits' row stride. */
+/* The head and loss as one call (chunk_head): x and W the head's, dx what its backward
+ * node would write (training's program), the chunk's logits scratch with the logits'
+ * row stride. */
 static void lower_head_loss(Program *p, Node *nd)
 {
     Graph *g = p->g;
@@ -196,22 +198,32 @@ static void lower_head_loss(Program *p, Node *nd)
     z->origin = pred->origin;
     z->what = xasprintf("%lld rows of each sample's logits, then their gradient",
                         (long long)g->head_chunk);
+    g->head_z = z;
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->flops = 6 * rows * d * wrows;
-    a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
-                        "logits = x W^T, loss and accuracy; in training d(logits) in place, "
-                        "dx = d(logits) W, dW += d(logits)^T x%s%s",
-                        (long long)g->head_chunk, h->layer && h->layer->tie ? "; W is " : "",
-                        h->layer && h->layer->tie ? h->w->name : "");
-    SET_CALL(a, CALL_HEAD_CE, arg_t(x), arg_t(h->w->t), arg_t(t), dx ? arg_train(dx) : arg_null(),
-             arg_train(h->w->g), arg_t(z), arg_rows(rows), arg_rows(g->head_chunk), arg_int(d),
-             arg_int(wrows), arg_int(C), arg_int(ld), arg_float(nd->p));
+    a->flops = (p->eval ? 2 : 6) * rows * d * wrows;
+    const char *tie = h->layer && h->layer->tie ? "; W is " : "";
+    if (p->eval)
+        a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
+                            "logits = x W^T, loss and accuracy (no gradient in validation)%s%s",
+                            (long long)g->head_chunk, tie, *tie ? h->w->name : "");
+    else
+        a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
+                            "logits = x W^T, loss and accuracy; in training d(logits) in place, "
+                            "dx = d(logits) W, dW += d(logits)^T x%s%s",
+                            (long long)g->head_chunk, tie, *tie ? h->w->name : "");
+    Arg adx = p->eval || !dx ? arg_null() : arg_train(dx);
+    Arg adw = p->eval ? arg_null() : arg_train(h->w->g);
+    SET_CALL(a, CALL_HEAD_CE, arg_t(x), arg_t(h->w->t), arg_t(t), adx, adw, arg_t(z),
+             arg_rows(rows), arg_rows(g->head_chunk), arg_int(d), arg_int(wrows), arg_int(C),
+             arg_int(ld), arg_float(nd->p));
     instr_reads(a, x);
     instr_reads(a, h->w->t);
     instr_reads(a, t);
     instr_writes(a, z);
-    instr_writes(a, dx);
-    instr_writes(a, h->w->g);
+    if (!p->eval) {
+        instr_writes(a, dx);
+        instr_writes(a, h->w->g);
+    }
 }
 
 /* The loss, and in training the gradient of the prediction. */
@@ -221,7 +233,7 @@ static void lower_loss(Program *p, Node *nd)
         lower_gan_loss(p, nd);
         return;
     }
-    if (!p->eval && p->g->head) {
+    if (p->g->head) {
         lower_head_loss(p, nd);
         return;
     }

@@ -372,8 +372,8 @@
  *                                   written over d_residual_linear_h_11_proj
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 104595456 bytes (without reuse: Bmax * 333455360; the most live at
- * once: Bmax * 104595456). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 27328512 bytes (without reuse: Bmax * 256188416; the most live at
+ * once: Bmax * 27328512). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
@@ -609,13 +609,13 @@
  *                                   layernorm 1/std (validation: written, not read) (fp32)
  *   0           6291456    164-167  gelu_h_11_2                 [B, 1024, 3072]  gelu
  *   6291456     1572864    167-170  residual_linear_h_11_proj   [B, 1024, 768]  x + body(x)
- *   103022592   1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
+ *   25755648    1572864    170-171  layernorm_ln_f              [B, 1024, 768]  layernorm output
  *   0           4096       170-170  ln_mean_ln_f                [B, 1024]
  *                                   layernorm mean (validation: written, not read) (fp32)
  *   4096        4096       170-170  ln_rstd_ln_f                [B, 1024]
  *                                   layernorm 1/std (validation: written, not read) (fp32)
- *   0           103022592  171-172  linear_lm_head              [B, 1024, 50257]
- *                                   linear output (rows 50304 apart: aligned for the GEMMs)
+ *   0           25755648   171-171  linear_lm_head_chunk        [B, 256, 50257]
+ *                                   256 rows of each sample's logits, then their gradient
  *   (in place)  -                   pos_embedding_wpe           [B, 1024, 768]
  *                                   written over embedding_wte
  */

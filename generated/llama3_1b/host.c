@@ -3002,10 +3002,10 @@ static void evaluate(rt_exec *e)
     float *linear_layers_15_down = ACT(0); /* [B, 2048, 2048], bf16 on a GPU */
     float *residual_linear_layers_15_down = ACT(100663296); /* [B, 2048, 2048], bf16 on a GPU */
     const float *P_norm_weight = e->params + 1235812352; /* [2048] */
-    float *rmsnorm_norm = ACT(525336576); /* [B, 2048, 2048], bf16 on a GPU */
-    float *rms_rstd_norm = ACT(0); /* [B, 2048] */
-    float *linear_lm_head = ACT(0); /* [B, 2048, 128256], bf16 on a GPU */
+    float *rmsnorm_norm = ACT(131334144); /* [B, 2048, 2048], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(109051904); /* [B, 2048] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B, 2048] */
+    float *linear_lm_head_chunk = ACT(0); /* [B, 512, 128256], bf16 on a GPU */
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B * 2048, 128256, 2048);
@@ -3544,11 +3544,10 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_15_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
                    e->B * 2048, 2048, 9.99999975e-06f);
-    /* $.model.layers[3]: linear: y = x W^T; W is embed.weight (tied) */
-    rt_gemm(e, 0, 1, e->B * 2048, 128256, 2048, 1.0f, rmsnorm_norm, 2048, P_embed_weight, 2048,
-            0.0f, linear_lm_head, 128256);
-    /* $.model.loss: cross entropy: loss and accuracy (no gradient in validation) */
-    rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 2048, 128256, 128256);
+    /* $.model.loss: the head and cross entropy, 512 rows of each sample at a time: logits = x W^T,
+     * loss and accuracy (no gradient in validation); W is embed.weight */
+    rt_head_cross_entropy(e, rmsnorm_norm, P_embed_weight, in_y, NULL, NULL, linear_lm_head_chunk,
+                          e->B * 2048, e->B * 512, 2048, 128256, 128256, 128256, 0.0f);
 }
 
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
@@ -3721,7 +3720,7 @@ const rt_model trainc_model = {
     .inputs = inputs,
     .arena_row_bytes = 2643992576,
     .noreuse_row_bytes = 4866973696,
-    .eval_arena_row_bytes = 533725184,
+    .eval_arena_row_bytes = 139722752,
     .flops_per_sample = 16014215479296,
     .n_instructions = 585,
     .loss = RT_LOSS_CROSS_ENTROPY,
@@ -3730,6 +3729,10 @@ const rt_model trainc_model = {
     .pred_offset = 0,
     .pred_numel = 262668288,
     .pred_ld = 128256,
+    .head_x_offset = 131334144,
+    .head_w_offset = 0,
+    .head_d = 2048,
+    .head_wrows = 128256,
     .pred_eval = 1,
     .gpu_scratch_row_bytes = 10747904,
     .act16 = RT_PREC_BF16,

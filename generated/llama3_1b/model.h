@@ -516,8 +516,8 @@
  *                                   written over d_residual_linear_layers_15_down
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 533725184 bytes (without reuse: Bmax * 3029606400; the most live at
- * once: Bmax * 533725184). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 139722752 bytes (without reuse: Bmax * 2635603968; the most live at
+ * once: Bmax * 139722752). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
@@ -797,10 +797,11 @@
  *   0           67108864   157-158  linear_layers_15_gate_up    [B, 2048, 16384]  linear output
  *   67108864    33554432   158-159  glu_layers_15_2             [B, 2048, 8192]  glu output
  *   0           8388608    159-160  linear_layers_15_down       [B, 2048, 2048]  linear output
- *   525336576   8388608    161-162  rmsnorm_norm                [B, 2048, 2048]  rmsnorm output
- *   0           8192       161-161  rms_rstd_norm               [B, 2048]
+ *   131334144   8388608    161-162  rmsnorm_norm                [B, 2048, 2048]  rmsnorm output
+ *   109051904   8192       161-161  rms_rstd_norm               [B, 2048]
  *                                   rmsnorm 1/rms (validation: written, not read) (fp32)
- *   0           525336576  162-163  linear_lm_head              [B, 2048, 128256]  linear output
+ *   0           131334144  162-162  linear_lm_head_chunk        [B, 512, 128256]
+ *                                   512 rows of each sample's logits, then their gradient
  *   (in place)  -                   residual_attn_out_layers_0_attn  [B, 2048, 2048]
  *                                   written over embedding_embed
  *   (in place)  -                   residual_linear_layers_0_down  [B, 2048, 2048]

@@ -392,8 +392,8 @@
  *                                   written over d_residual_linear_layers_11_down
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 104595456 bytes (without reuse: Bmax * 383684608; the most live at
- * once: Bmax * 104595456). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 27328512 bytes (without reuse: Bmax * 306417664; the most live at
+ * once: Bmax * 27328512). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  * bf16-mixed: the GPU's plan, activations in bf16 (2 bytes), the saved
@@ -605,11 +605,11 @@
  *   0           8388608    117-118  linear_layers_11_gate_up    [B, 1024, 4096]  linear output
  *   8388608     4194304    118-119  glu_layers_11_2             [B, 1024, 2048]  glu output
  *   0           1572864    119-120  linear_layers_11_down       [B, 1024, 768]  linear output
- *   103022592   1572864    121-122  rmsnorm_norm                [B, 1024, 768]  rmsnorm output
- *   0           4096       121-121  rms_rstd_norm               [B, 1024]
+ *   25755648    1572864    121-122  rmsnorm_norm                [B, 1024, 768]  rmsnorm output
+ *   14155776    4096       121-121  rms_rstd_norm               [B, 1024]
  *                                   rmsnorm 1/rms (validation: written, not read) (fp32)
- *   0           103022592  122-123  linear_lm_head              [B, 1024, 50257]
- *                                   linear output (rows 50304 apart: aligned for the GEMMs)
+ *   0           25755648   122-122  linear_lm_head_chunk        [B, 256, 50257]
+ *                                   256 rows of each sample's logits, then their gradient
  *   (in place)  -                   residual_attn_out_layers_0_attn  [B, 1024, 768]
  *                                   written over embedding_embed
  *   (in place)  -                   residual_linear_layers_0_down  [B, 1024, 768]
