@@ -16,8 +16,12 @@
 #     80 tokens (the sample reads the last position's logits at the padded stride).
 # (tests/gradcheck.sh checks the padded head's gradients by finite differences, and
 # tests/fake_gpu.sh trains this model on the fake GPU against the CPU.)
-# The head here runs unchunked (TRAINC_HEAD_CHUNKS=1), as validation always does:
-# tests/head_chunks.sh checks the chunked training head against this one.
+# The head runs unchunked here (TRAINC_HEAD_CHUNKS=1) up to the last part, which
+# checks the chunked head (ops/loss.c: its GEMMs and loss one call over 4 rows of each
+# sample at a time, in training and validation) against it: the plan holds a chunk of
+# the logits, not all; 30 steps' records (validation's included) and final weights
+# within 1e-6; from the same weights the same --sample 80 (computed from the head's
+# input for the one row drawn from).
 set -eu
 cd "$(dirname "$0")/.."
 export TRAINC_HEAD_CHUNKS=1
@@ -128,3 +132,50 @@ for x, y in zip(a, b):
             assert abs(x[k] - y[k]) <= 1e-6 * max(1.0, abs(y[k])), (k, x, y)
 PY
 echo "ok   tied_twice: a second linear tied to the padded head weight runs over the true rows; padded and contiguous train alike (10 steps within 1e-6)"
+
+# the chunked head (the default: 4 chunks of each sample's 16 rows) against the
+# unchunked padded one above
+export TRAINC_HEAD_CHUNKS=4
+"$TRAINC" plan "$spec" --json > "$d/plan_chunks.json"
+"$PY" - "$d/plan_chunks.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+names = [b["name"] for b in p["buffers"]]
+z = [b for b in p["buffers"] if b["name"] == "linear_lm_head_chunk"]
+assert "linear_lm_head" not in names and "d_linear_lm_head" not in names and z, names
+assert z[0]["row_bytes"] == 4 * 1088 * 4, z   # 4 of each sample's 16 rows, 1088 apart
+PY
+"$TRAINC" emit "$spec" -o "$d/emit_chunks" >/dev/null
+joined "$d/emit_chunks"
+grep -q 'rt_head_cross_entropy(e, layernorm_ln_f, P_wte_weight, in_y, e->train ? d_layernorm_ln_f : NULL, e->train ? G_wte_weight : NULL, linear_lm_head_chunk, e->B \* 16, e->B \* 4, 32, 1088, 1030, 1088, 0.0f);' "$d/emit_chunks/host.joined"
+grep -q 'rt_head_cross_entropy(e, layernorm_ln_f, P_wte_weight, in_y, NULL, NULL, linear_lm_head_chunk, e->B \* 16, e->B \* 4, 32, 1088, 1030, 1088, 0.0f);' "$d/emit_chunks/host.joined"
+! grep -q 'rt_cross_entropy(' "$d/emit_chunks/host.joined"
+"$TRAINC" build "$spec" -o "$d/chunks" 2>/dev/null
+O=(--set max_steps=30 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2
+   --threads 2 --quiet)
+"$d/chunks" "${O[@]}" --out "$d/chunks.run" 2>/dev/null
+"$PY" - "$d/chunks.run" "$d/pad.run" <<'PY'
+import json, sys
+def recs(run):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
+            for l in open(run + "/metrics.jsonl") if '"event"' not in l]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert len(a) >= 30 and sum("val_loss" in r for r in a) == 3 and len(a) == len(b), (a, b)
+for x, y in zip(a, b):
+    assert x.keys() == y.keys(), (x, y)
+    for k in x:
+        assert abs(x[k] - y[k]) <= 1e-6 * max(1.0, abs(y[k])), (k, x, y)
+PY
+"$PY" - "$d/chunks.run/model.safetensors" "$d/pad.run/model.safetensors" <<'PY'
+import sys
+import numpy as np
+sys.path.insert(0, "tests")
+from st_check import load
+a, b = load(sys.argv[1]), load(sys.argv[2])
+assert a.keys() == b.keys()
+for k in a:
+    assert np.abs(a[k] - b[k]).max() <= 1e-6, k
+PY
+"$d/chunks" "${S[@]}" --out "$d/chunks.s" > "$d/chunks.sample" 2>/dev/null
+[ -s "$d/chunks.sample" ] && cmp -s "$d/chunks.sample" "$d/pad.sample"
+echo "ok   tiny_vocab: the head and loss a chunk of 4 rows a sample (training and validation) as the whole logits (30 steps' records and weights within 1e-6; the same --sample 80)"
