@@ -147,6 +147,10 @@ PY
         [ "${LLMC:-1}" != 0 ] && llmc_run cudnn "$B" $((WARM + TIMED)) "$WARM" "b$B" | tag $r
     done
     [ "${LLMC:-1}" != 0 ] && [ "${LLMC_EXTRA:-1}" != 0 ] && llmc_run nocudnn "$B" $((WARM + TIMED)) "$WARM" "b$B" | tag extra
+    # the head and loss over the whole logits (TRAINC_HEAD_CHUNKS=1): what the chunked
+    # head (a quarter of each sample's rows at a time, its weight gradient added four
+    # times) costs or saves in time; its memory is the plan's
+    trainc_run extra gpt2_124m_whole
     if [ "${EXTRAS:-0}" = 1 ]; then
         # cuBLASLt's epilogues (bias, GELU, residual; backward DGELU and BGRADB) off: the
         # GEMMs, then epilogue.cuh's kernels

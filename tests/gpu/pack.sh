@@ -30,6 +30,10 @@ done
 # bench/gpu_gpt2_b16.sh: the logits' rows 50257 apart instead of 50304, for the A/B
 TRAINC_PAD_LOGITS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
     --bundle "$P/ship" -o gpt2_124m_nopad 2>>"$P/build.log"
+# bench/gpu_gpt2_b16.sh: the head and loss over the whole logits (one GEMM each, as
+# before they ran a quarter of each sample's rows at a time), for the A/B
+TRAINC_HEAD_CHUNKS=1 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
+    --bundle "$P/ship" -o gpt2_124m_whole 2>>"$P/build.log"
 # bench/gpu_gpt2_b16.sh: the cross-entropy's three passes (the kernel before the row
 # was kept in registers), for the A/B
 TRAINC_CE_REGS=0 "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" \
