@@ -710,7 +710,7 @@ static void dbias_epilogues(Program *p)
             continue;
         Tensor *db = s->writes[0];
         int fresh = 1;
-        for (int k = p->n_forward; k < i && fresh; k++)
+        for (int k = 0; k < i && fresh; k++)   /* (a chunked head writes in the forward) */
             for (int w = 0; !p->ins[k]->dead && w < p->ins[k]->n_writes; w++)
                 fresh &= tensor_base(p->ins[k]->writes[w]) != tensor_base(db);
         SET_CALL(g, CALL_GEMM_DBIAS, a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], a[8], a[9],

@@ -100,7 +100,7 @@ int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int w
     s.next = g->n_params - 1;
     s.bucket_end = g->param_floats;
     s.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
-    for (int i = p->n_forward; i < p->n_ins; i++) {
+    for (int i = 0; i < p->n_ins; i++) {   /* (a chunked head's hooks: in the forward) */
         const Instr *in = p->ins[i];
         int64_t off, n;
         if (in->dead)

@@ -2,7 +2,8 @@
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
-# with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; and an MLP with
+# with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; a chunked
+# untied language-model head under the three; and an MLP with
 # dropout, shuffled: each rank draws the one rank's masks of its rows), with one
 # gradient bucket and with many (overlapped with backward); only rank 0 writes.
 # Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
@@ -61,6 +62,27 @@ S=(--set loader.shuffle=false --set max_steps=8 --set log_every=1 --set data.val
 for st in ddp zero1 zero2; do
     "${MPIRUN[@]}" "$d/gpt_opts" --out "$d/opts.$st" "${S[@]}" --set batch_size=4 --set distributed.strategy=$st
     echo "ok   gpt_char with attention's options, $st: 2 ranks x 4 = 1 rank x 8: $(compare "$d/opts.1" "$d/opts.$st")"
+done
+
+# a chunked language-model head (ops/loss.c: its weight's gradient written by the loss
+# call in the forward pass, declared ready there), untied, over 1030 classes: DDP,
+# ZeRO-1 and ZeRO-2 with small buckets and accumulate 2, 2 ranks x 4 = 1 rank x 8
+$PY - "$d/untied.json" "$PWD/data/text" <<'PY'
+import json, sys
+spec = json.load(open("tests/vocab/tiny_vocab.json"))
+spec["model"]["name"] = "tiny_untied"
+spec["model"]["layers"][-1] = {"op": "linear", "name": "lm_head", "out": 1030, "bias": False}
+spec["train"]["data"] = {"train": {"tokens": sys.argv[2] + "/train_*.bin"}}
+json.dump(spec, open(sys.argv[1], "w"))
+PY
+"$TRAINC" build "$d/untied.json" -o "$d/untied" 2>/dev/null
+S=(--set loader.shuffle=false --set max_steps=8 --set log_every=1 --set data.val=null --set accumulate=2
+   --threads 1 --quiet)
+"$d/untied" --out "$d/untied.1" "${S[@]}" --set batch_size=8
+for st in ddp zero1 zero2; do
+    "${MPIRUN[@]}" "$d/untied" --out "$d/untied.$st" "${S[@]}" --set batch_size=4 --set distributed.strategy=$st \
+        --set distributed.bucket_mb=0.01
+    echo "ok   a chunked untied head, $st, accumulate 2: 2 ranks x 4 = 1 rank x 8: $(compare "$d/untied.1" "$d/untied.$st")"
 done
 
 # dropout: rank r draws the masks of rows r, r + 2, ... of the one rank's batch of 2B
