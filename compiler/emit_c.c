@@ -462,7 +462,6 @@ static void emit_gan_passes(Buf *b, Program *p)
     }
 }
 
-/* rt_model's GAN fields (trainc_rt.h). */
 /* A chunked head's model fields (ops/loss.c): --sample computes the logits of the row
  * it draws from, x's row times W^T, into row 0 of validation's chunk scratch, which
  * pred_offset names. */
@@ -480,6 +479,7 @@ static void emit_head_model(Buf *b, const Graph *ev, const Tensor *pred)
                (long long)wrows);
 }
 
+/* rt_model's GAN fields (trainc_rt.h). */
 static void emit_gan_model(Buf *b, const Graph *g)
 {
     const Spec *s = g->spec;

@@ -190,8 +190,9 @@ typedef struct Graph {
                                              (the logits' width, given or not) */
     Tensor *pred;            /* what the loss reads */
     Tensor *dpred;           /* its gradient, written by the loss node */
-    Node *head;              /* the linear layer whose logits the loss reads, when training
-                                runs the two as one chunked call (ops/loss.c); else NULL */
+    Node *head;              /* the linear layer whose logits the loss reads, when the two
+                                run as one call a chunk of rows at a time (ops/loss.c);
+                                else NULL */
     int64_t head_chunk;      /* its chunk: rows of each sample a call's pass covers */
     Tensor *head_z;          /* the call's logits scratch ([head_chunk, C] a row), once lowered */
     int64_t flops_fwd, flops_bwd; /* per sample */

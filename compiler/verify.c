@@ -13,8 +13,9 @@
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
  *   - once the gradient hooks are in: each parameter whose gradient the step writes
- *     (in the backward pass, or a chunked head's loss call in the forward) has an rt_grad_begin covering it before its first write and one
- *     rt_grad_ready of exactly its range after its last, and nothing writes it after;
+ *     (in the backward pass, or a chunked head's loss call in the forward) has an
+ *     rt_grad_begin covering it before its first write and one rt_grad_ready of
+ *     exactly its range after its last, and nothing writes it after;
  *   - once memory is planned: every buffer an instruction touches has an offset, lives
  *     over that instruction, lies inside the arena at a 16-byte boundary, and no two
  *     buffers whose lives overlap share a byte.
