@@ -492,10 +492,10 @@ static void emit_gan_model(Buf *b, const Graph *g)
                (long long)g->gen_floats, s->latent_input, (long long)z);
 }
 
-static void emit_host_c(Program *p, Program *ev, Buf *b)
+/* host.c's heading comment: what the file holds and how to read it. */
+static void emit_host_heading(Program *p, Buf *b)
 {
     Graph *g = p->g;
-    const Spec *s = g->spec;
     int64_t nparams = 0;
     for (int i = 0; i < g->n_params; i++)
         nparams += g->params[i]->numel;
@@ -531,30 +531,35 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                : "\n *\n * fp8-mixed: bf16-mixed's plan; the rt_gemm*_fp8 calls are the linear layers'\n"
                  " * GEMMs (the classifier's aside), their operands cast to FP8 on a GPU that has\n"
                  " * FP8 tensor cores; elsewhere the same calls without _fp8.");
-    buf_puts(b, "#include \"model.h\"\n\n");
-    buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
-    buf_printf(b, "#define TRAINC_DATA_DIR ");
-    c_string(b, s->data_dir);
-    buf_puts(b, " /* trainc build and trainc run pass the absolute folder */\n#endif\n");
-    buf_puts(b, "#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */\n"
-                "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
+}
 
+/* forward(), backward() and evaluate() (a GAN's passes: gan.c's order). */
+static void emit_host_passes(Program *p, Program *ev, Buf *b)
+{
+    Graph *g = p->g;
     if (g->gan)
         emit_gan_passes(b, p);
     else {
-    emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
-              "The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)\n"
-              " * names instruction i of plan.json's list (for --profile and errors); the numbers\n"
-              " * skip the instructions that fusion merged into others.",
-              "    e->train = train; /* read by dropout and the loss */\n");
-    emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
-              "The backward pass: activation gradients written, parameter gradients accumulated.", "");
+        emit_pass(b, p, 0, p->n_forward, "static void forward(rt_exec *e, int train)",
+                  "The forward pass: the loss, and in training d(loss)/d(prediction). RT_AT(i, ...)\n"
+                  " * names instruction i of plan.json's list (for --profile and errors); the numbers\n"
+                  " * skip the instructions that fusion merged into others.",
+                  "    e->train = train; /* read by dropout and the loss */\n");
+        emit_pass(b, p, p->n_forward, p->n_ins, "static void backward(rt_exec *e)",
+                  "The backward pass: activation gradients written, parameter gradients accumulated.", "");
     }
     emit_pass(b, ev, 0, ev->n_ins, "static void evaluate(rt_exec *e)",
               g->gan ? "The generator alone in evaluation mode, from z to samples: what --sample runs."
                      : "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
               "    e->train = 0;\n");
+}
 
+/* The tables rt_model points at: parameters (and state), inputs, the training spec's
+ * defaults. */
+static void emit_host_tables(Program *p, Buf *b)
+{
+    Graph *g = p->g;
+    const Spec *s = g->spec;
     buf_puts(b, "/* name, rank, shape, numel, offset (floats into the parameter region), init,\n"
                 " * init_a (the uniform bound, the normal std or the constant) */\n"
                 "static const rt_param params[] = {\n");
@@ -605,6 +610,13 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
         buf_puts(b, ",\n");
     }
     buf_puts(b, "};\n\n");
+}
+
+/* trainc_model, the rt_model the runtime trains (trainc_rt.h). */
+static void emit_host_model(Program *p, Program *ev, Buf *b)
+{
+    Graph *g = p->g;
+    const Spec *s = g->spec;
     /* a GAN's: the samples --sample reads, from validation's program (G alone); a
      * chunked head's input, also from validation's */
     int pred_eval = g->gan || g->head;
@@ -657,6 +669,22 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
                s->n_train_lines);
     buf_puts(b, "    .forward = forward,\n    .backward = backward,\n    .evaluate = evaluate,\n"
                 "    .devices = TRAINC_DEVICES,\n    .cuda = TRAINC_CUDA_IMAGE,\n};\n\n");
+}
+
+static void emit_host_c(Program *p, Program *ev, Buf *b)
+{
+    emit_host_heading(p, b);
+    buf_puts(b, "#include \"model.h\"\n\n");
+    buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
+    buf_printf(b, "#define TRAINC_DATA_DIR ");
+    c_string(b, p->g->spec->data_dir);
+    buf_puts(b, " /* trainc build and trainc run pass the absolute folder */\n#endif\n");
+    buf_puts(b, "#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */\n"
+                "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
+
+    emit_host_passes(p, ev, b);
+    emit_host_tables(p, b);
+    emit_host_model(p, ev, b);
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 
