@@ -114,6 +114,65 @@ static int64_t head_row(Run *r, int64_t pos)
     return 0;
 }
 
+/* One forward pass over the context ctx (n ids, the rest 0) and the logits of its last
+ * position, as host floats: in the arena on the CPU, else downloaded into row (16-bit
+ * values widened, through scratch, V doubles' room). */
+static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
+                                int64_t V, float *row, void *scratch)
+{
+    const rt_model *m = r->m;
+    int64_t T = m->inputs[0].shape[0];
+    int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
+    rt_batch one = {.rows = 1, .in = {ctx, tgt}};
+    rt_bind_batch(r, &one, -1);
+    int64_t at_row = n - 1;   /* the last position's logits: pred's row */
+    if (m->pred_eval)
+        m->evaluate(&r->e);
+    else
+        m->forward(&r->e, 0);
+    if (m->head_d > 0)
+        at_row = head_row(r, n - 1);
+    rt_end_pass(r);
+    if (!r->gpu)
+        return (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
+               at_row * ld;
+    const char *at = r->e.arena + r->e.Bmax * m->pred_offset;
+    if (!m->act16) {
+        rt_cu_download(row, dptr((const float *)at + at_row * ld), (size_t)V * sizeof *row);
+        return row;
+    }
+    uint16_t *h = scratch;
+    rt_cu_download(h, dptr((const uint16_t *)at + at_row * ld), (size_t)V * sizeof *h);
+    for (int64_t v = 0; v < V; v++)
+        row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
+    return row;
+}
+
+/* An id drawn from softmax(logits / temperature) by rng (prob: V doubles of scratch);
+ * the argmax where logit / temperature overflows. */
+static int64_t draw(const float *logits, int64_t V, double temperature, rt_rng *rng,
+                    double *prob)
+{
+    double mx = -INFINITY, sum = 0;
+    int64_t top = 0;
+    for (int64_t v = 0; v < V; v++) {
+        mx = fmax(mx, (double)logits[v] / temperature);
+        if (logits[v] > logits[top])
+            top = v;   /* the argmax (T > 0), for when logit / T overflows */
+    }
+    for (int64_t v = 0; v < V; v++)
+        sum += prob[v] = exp((double)logits[v] / temperature - mx);
+    double u = rt_rng_uniform(rng) * sum, acc = 0;   /* (drawn in either case) */
+    if (isinf(mx))   /* a temperature so small that logit / T overflows: greedy */
+        return top;
+    for (int64_t v = 0; v < V; v++) {
+        acc += prob[v];
+        if (u < acc)
+            return v;
+    }
+    return V - 1;
+}
+
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are sampled with the
  * temperature, and the id is appended (the window slides once full). Without a
@@ -210,7 +269,6 @@ void rt_sample(Run *r)
     const rt_input *in = &m->inputs[0];
     int64_t T = in->shape[0];
     int64_t V = rt_sample_vocab(m, &r->o);
-    int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
     int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
     int64_t n = 0;
     rt_ids ids = {0};
@@ -235,52 +293,8 @@ void rt_sample(Run *r)
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
-        rt_batch one = {.rows = 1, .in = {ctx, tgt}};
-        rt_bind_batch(r, &one, -1);
-        int64_t at_row = n - 1;   /* the last position's logits: pred's row */
-        if (m->pred_eval)
-            m->evaluate(&r->e);
-        else
-            m->forward(&r->e, 0);
-        if (m->head_d > 0)
-            at_row = head_row(r, n - 1);
-        rt_end_pass(r);
-        const float *logits;
-        if (r->gpu && m->act16) {   /* the last position's logits, from the device */
-            const uint16_t *at = (const uint16_t *)(r->e.arena + r->e.Bmax * m->pred_offset) + at_row * ld;
-            uint16_t *h = (uint16_t *)prob;   /* free until the loop below */
-            rt_cu_download(h, dptr(at), (size_t)V * sizeof *h);
-            for (int64_t v = 0; v < V; v++)
-                row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
-            logits = row;
-        } else if (r->gpu) {
-            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset) + at_row * ld;
-            rt_cu_download(row, dptr(logits), (size_t)V * sizeof *row);
-            logits = row;
-        } else {
-            logits = (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
-                     at_row * ld;
-        }
-        double mx = -INFINITY, sum = 0;
-        int64_t top = 0;
-        for (int64_t v = 0; v < V; v++) {
-            mx = fmax(mx, (double)logits[v] / r->o.temperature);
-            if (logits[v] > logits[top])
-                top = v;   /* the argmax (T > 0), for when logit / T overflows */
-        }
-        for (int64_t v = 0; v < V; v++)
-            sum += prob[v] = exp((double)logits[v] / r->o.temperature - mx);
-        double u = rt_rng_uniform(&rng) * sum, acc = 0;
-        int64_t pick = V - 1;
-        for (int64_t v = 0; v < V; v++) {
-            acc += prob[v];
-            if (u < acc) {
-                pick = v;
-                break;
-            }
-        }
-        if (isinf(mx))   /* a temperature so small that logit / T overflows: greedy */
-            pick = top;
+        const float *logits = last_logits(r, ctx, tgt, n, V, row, prob);
+        int64_t pick = draw(logits, V, r->o.temperature, &rng, prob);
         put_id(&r->o, pick, k, V);
         if (r->o.tokenizer)
             rt_ids_push(&ids, (uint32_t)pick);
