@@ -19,6 +19,7 @@
 #   - llama3_1b at T=2048: PyTorch's largest batch (predicted from its peaks at
 #     batches 1 and 2, then searched), then trainc, eager and compiled at that batch,
 #     ROUNDS alternating runs
+#   - trainc with selective recomputation (llama3_1b_sel) at PyTorch's batch, twice
 #   - the memory goal: trainc with recompute auto at twice PyTorch's batch (the pack's
 #     llama3_1b_autoN planned for batch N), against trainc none at PyTorch's batch
 # MFU = tokens/s x FLOPs per token / rate, FLOPs per token = 6 N + 6 L d T: N the
@@ -89,6 +90,10 @@ print(2 + int((r[1]['total_bytes'] - r[1]['other_bytes'] - p2) // max(1, p2 - p1
         echo "{\"impl\":\"torch+bf16\",\"model\":\"1b\",\"largest_batch\":$tb}"
         if [ "$tb" -gt 0 ]; then
             rounds 1b llama3_1b llama3 "$tb" llama3_1b_torch_batch
+            # selective recomputation at the same batch: its memory and what it costs
+            for ((i = 0; i < 2; i++)); do
+                trainc_llama llama3_1b_sel llama3 "$tb" llama3_1b_torch_batch
+            done
             g=$((2 * tb))
             if [ -x "$S/llama3_1b_auto$g" ]; then
                 for ((i = 0; i < 2; i++)); do

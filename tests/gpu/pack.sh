@@ -63,6 +63,10 @@ if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
     for spec in llama_124m llama3_1b; do
         "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
     done
+    # and with selective recomputation (the norms and SwiGLU products replayed): the
+    # memory goal's row at PyTorch's batch beside none's
+    "$TRAINC" build specs/llama3_1b.json --set recompute=selective --device both --arch "$ARCH" \
+        --bundle "$P/ship" -o llama3_1b_sel 2>>"$P/build.log"
     for b in 16 20 24 28 32 36 40; do
         "$TRAINC" build specs/llama3_1b.json --set batch_size=$b --set memory_budget_mb=142500 --set recompute=auto \
             --device both --arch "$ARCH" --bundle "$P/ship" -o llama3_1b_auto$b 2>>"$P/build.log"
