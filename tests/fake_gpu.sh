@@ -361,7 +361,9 @@ for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p
     "$TRAINC" build specs/$m.json --device both --arch sm_90 --set precision=$p-mixed -o "$t" 2>"$t.build.log"
-    O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20)
+    # (close16 compares training losses: the end's validation, two batches)
+    O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20
+       --set validate.batches=2)
     [ $m = mlp_fashion ] && O+=(--set max_steps=200)
     [ $m = gpt_char ] && O+=(--set batch_size=2 --set max_steps=5)
     gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
@@ -418,7 +420,8 @@ for p in fp32 bf16; do
     P=(--set precision=fp32)
     if [ $p = bf16 ]; then
         ref=$d/gpt_char.bf16.gpu
-        O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=5 --set batch_size=2)
+        O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=5 --set batch_size=2
+           --set validate.batches=2)
         P=(--set precision=bf16-mixed)
     fi
     for pol in selective full; do
