@@ -58,7 +58,7 @@ for bm in 376:142500 210:80500; do   # batch:budget; the plan's choice beside ea
 done
 # bench/gpu_llama.sh: the Llama benchmark's trainers (bf16-mixed, as the specs say), and
 # llama3_1b with recompute auto planned at twice the batches PyTorch might fit (its
-# largest is measured there: 2 x 8 .. 2 x 20 in an H200's 142500 MiB)
+# largest is measured there: 2 x 8 .. 2 x 32 in an H200's 142500 MiB)
 if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
     for spec in llama_124m llama3_1b; do
         "$TRAINC" build specs/$spec.json --device both --arch "$ARCH" --bundle "$P/ship" -o $spec 2>>"$P/build.log"
@@ -67,7 +67,7 @@ if [ -f specs/llama_124m.json ] && [ -f specs/llama3_1b.json ]; then
     # memory goal's row at PyTorch's batch beside none's
     "$TRAINC" build specs/llama3_1b.json --set recompute=selective --device both --arch "$ARCH" \
         --bundle "$P/ship" -o llama3_1b_sel 2>>"$P/build.log"
-    for b in 16 20 24 28 32 36 40; do
+    for b in 16 20 24 28 32 36 40 44 48 52 56 60 64; do
         "$TRAINC" build specs/llama3_1b.json --set batch_size=$b --set memory_budget_mb=142500 --set recompute=auto \
             --device both --arch "$ARCH" --bundle "$P/ship" -o llama3_1b_auto$b 2>>"$P/build.log"
     done
