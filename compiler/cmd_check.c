@@ -121,6 +121,12 @@ int cmd_check(int argc, char **argv)
            (long long)(B * c->prog->arena_row_bytes), (long long)B, a, b);
     printf("  validation   %lld bytes at batch %lld (forward only, its own plan)\n",
            (long long)(B * c->eval->arena_row_bytes), (long long)B);
+    if (g->head) {   /* ops/loss.c: the head and its loss a chunk of rows at a time */
+        const Tensor *pred = g->pred;
+        printf("  logits       %lld of each sample's %lld rows at a time (the head and loss one call; "
+               "TRAINC_HEAD_CHUNKS)\n",
+               (long long)g->head_chunk, (long long)(pred->numel / pred->shape[pred->rank - 1]));
+    }
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
     if (g->fp8)
         check_fp8(c->prog);

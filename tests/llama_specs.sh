@@ -68,4 +68,5 @@ assert not [b for b in p["buffers"] if b["name"] == "linear_lm_head"]   # never 
 head = [b for b in p["buffers"] if b["name"] == "linear_lm_head_chunk"][0]
 assert head["row_bytes"] == 512 * 128256 * 2, head   # bf16-mixed logits, a quarter of T 2048, unpadded
 PY
-echo "ok   llama3_1b: the tied head over 128256 rows unpadded, its logits a chunk of 512 rows a sample"
+"$TRAINC" check specs/llama3_1b.json | grep -q "^  logits       512 of each sample's 2048 rows at a time"
+echo "ok   llama3_1b: the tied head over 128256 rows unpadded, its logits a chunk of 512 rows a sample (the plan, trainc check)"
