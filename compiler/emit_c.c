@@ -469,8 +469,7 @@ static void emit_head_model(Buf *b, const Graph *ev, const Tensor *pred)
 {
     const Node *h = ev->head;
     const Tensor *x = tensor_base(h->in[0]);
-    int64_t C = pred->shape[pred->rank - 1], ld = tensor_ld(pred);
-    int64_t wrows = ld >= C + h->w->pad_rows ? C + h->w->pad_rows : C;
+    int64_t C = pred->shape[pred->rank - 1], ld = tensor_ld(pred), wrows = gemm_rows(h->w, C, pred);
     buf_printf(b, "    .pred_offset = %lld,\n    .pred_numel = %lld,\n    .pred_ld = %lld,\n",
                (long long)ev->head_z->offset, (long long)pred->numel, (long long)ld);
     buf_printf(b, "    .head_x_offset = %lld,\n    .head_w_offset = %lld,\n    .head_d = %lld,\n"

@@ -230,6 +230,15 @@ static inline int ident_char(char c)
 }
 /* the distance between rows of the last axis, and the elements a batch row stores */
 static inline int64_t tensor_ld(const Tensor *t) { return t->ld ? t->ld : t->shape[t->rank - 1]; }
+/* The rows a linear layer's GEMMs run over for weight w and output y of out rows: with
+ * the weight's zero rows too (a padded vocabulary: Param.pad_rows, ops/loss.c) where
+ * y's rows (the logits, or their gradient) have room for them, else out. Another linear
+ * tied to the same weight, whose output is not the padded logits, runs over the true
+ * rows. */
+static inline int64_t gemm_rows(const Param *w, int64_t out, const Tensor *y)
+{
+    return w->pad_rows && tensor_ld(y) >= out + w->pad_rows ? out + w->pad_rows : out;
+}
 /* The floats of a parameter (and of its gradient) its instructions may write: its own
  * and a padded vocabulary's zero rows after them (Param.pad_rows) */
 static inline int64_t param_extent(const Param *p)

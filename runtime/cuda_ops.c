@@ -673,8 +673,7 @@ static int64_t att_batch_chunk(int64_t B)
  * precisions), or of float for the fp32-only tensors (f32 = 1) */
 static void *att_adv(rt_exec *e, const void *p, int64_t n, int f32)
 {
-    size_t es = !f32 && rt_cu_act16(e) ? 2 : 4;
-    return (void *)((uintptr_t)p + (size_t)n * es);
+    return f32 ? (void *)((uintptr_t)p + (size_t)n * sizeof(float)) : rt_act_adv(e, p, n);
 }
 
 /* Whether the forward takes sm90_attention.cuh's kernel, plain or with the Llama-family

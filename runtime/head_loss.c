@@ -5,15 +5,6 @@
 #include "rt.h"
 #include "rt_cuda.h"
 
-/* The bytes of one activation element: 16-bit ones in a mixed-precision arena on a
- * GPU, fp32 everywhere else (the CPU runs such a plan in fp32 at twice the offsets). */
-static size_t act_bytes(rt_exec *e) { return e->dev && rt_cu_act16(e) ? 2 : 4; }
-
-static const float *rows_at(rt_exec *e, const float *p, int64_t row, int64_t width)
-{
-    return (const float *)((const char *)p + (size_t)(row * width) * act_bytes(e));
-}
-
 void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int32_t *target,
                            float *dx, float *dw, float *z, int64_t rows, int64_t chunk,
                            int64_t d, int64_t wrows, int64_t C, int64_t ld, float ls)
@@ -22,7 +13,7 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
         rt_die("rt_head_cross_entropy: chunks of %lld rows", (long long)chunk);
     for (int64_t r = 0; r < rows; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
-        const float *xr = rows_at(e, x, r, d);
+        const float *xr = rt_act_adv(e, x, r * d);
         float *dz = dw ? z : NULL;
         rt_gemm(e, 0, 1, n, wrows, d, 1.0f, xr, d, w, d, 0.0f, z, ld);
         if (ls > 0.0f)
@@ -32,8 +23,7 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
         if (!dz)
             continue;
         if (dx)
-            rt_gemm(e, 0, 0, n, d, wrows, 1.0f, z, ld, w, d, 0.0f, (float *)rows_at(e, dx, r, d),
-                    d);
+            rt_gemm(e, 0, 0, n, d, wrows, 1.0f, z, ld, w, d, 0.0f, rt_act_adv(e, dx, r * d), d);
         rt_gemm(e, 1, 0, wrows, d, n, 1.0f, z, ld, xr, d, 1.0f, dw, d);
     }
 }

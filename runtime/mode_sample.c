@@ -101,17 +101,16 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
 
 /* A chunked head (rt_model.head_d > 0), whose programs never hold the logits whole:
  * position pos's, x's row times W^T (the GEMM the head's call makes), into row 0 of
- * validation's chunk scratch after its pass. Returns that row, 0. */
-static int64_t head_row(Run *r, int64_t pos)
+ * validation's chunk scratch after its pass. */
+static void head_row(Run *r, int64_t pos)
 {
     const rt_model *m = r->m;
     int64_t scale = r->gpu ? 1 : r->e.arena_scale;
-    size_t es = r->gpu && m->act16 ? 2 : 4;   /* an activation's bytes */
-    const char *x = r->e.arena + r->e.Bmax * m->head_x_offset * scale + (size_t)(pos * m->head_d) * es;
+    const float *x = rt_act_adv(&r->e, r->e.arena + r->e.Bmax * m->head_x_offset * scale,
+                                pos * m->head_d);
     float *z = (float *)(r->e.arena + r->e.Bmax * m->pred_offset * scale);
-    rt_gemm(&r->e, 0, 1, 1, m->head_wrows, m->head_d, 1.0f, (const float *)x, m->head_d,
+    rt_gemm(&r->e, 0, 1, 1, m->head_wrows, m->head_d, 1.0f, x, m->head_d,
             r->e.params + m->head_w_offset, m->head_d, 0.0f, z, m->pred_ld);
-    return 0;
 }
 
 /* One forward pass over the context ctx (n ids, the rest 0) and the logits of its last
@@ -130,8 +129,10 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
         m->evaluate(&r->e);
     else
         m->forward(&r->e, 0);
-    if (m->head_d > 0)
-        at_row = head_row(r, n - 1);
+    if (m->head_d > 0) {   /* computed into row 0 */
+        head_row(r, n - 1);
+        at_row = 0;
+    }
     rt_end_pass(r);
     if (!r->gpu)
         return (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +

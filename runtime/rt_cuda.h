@@ -114,6 +114,10 @@ rt_dptr rt_cu_state(rt_exec *e);
 rt_dptr rt_cu_param_copy(rt_exec *e);
 /* The module's activation storage: RT_PREC_BF16 or RT_PREC_FP16 (16 bits), 0 (fp32). */
 int rt_cu_act16(rt_exec *e);
+/* An arena pointer p advanced by n activation elements: 16-bit ones in a mixed-precision
+ * arena on a GPU, fp32 everywhere else (the CPU runs such a plan in fp32 at twice the
+ * offsets); e->dev NULL: the CPU. */
+void *rt_act_adv(rt_exec *e, const void *p, int64_t n);
 /* Storage of a device pointer the generated code passes as a GEMM operand: RT_CU_F32
  * (parameter gradients, fp32 inputs, fp32 arenas) or RT_CU_BF16 / RT_CU_F16 (a
  * mixed-precision arena, and parameters, whose 16-bit copy *p is made to point at). */

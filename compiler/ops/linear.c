@@ -66,20 +66,8 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-/* Whether a linear layer's GEMMs run over its weight's zero rows too (a padded
- * vocabulary: Param.pad_rows, ops/loss.c): where y's rows (the logits, or their gradient)
- * have room for them. Another linear tied to the same weight, whose output is not the
- * padded logits, runs over the true rows. */
-static int pads(const Param *w, int64_t out, const Tensor *y)
-{
-    return w->pad_rows && tensor_ld(y) >= out + w->pad_rows;
-}
-
-/* The rows of a linear layer's weight its GEMMs run over (pads()). */
-static int64_t padded_rows(const Param *w, int64_t out, const Tensor *y)
-{
-    return pads(w, out, y) ? out + w->pad_rows : out;
-}
+/* Whether a linear layer's GEMMs run over its weight's zero rows too (ir.h's gemm_rows) */
+static int pads(const Param *w, int64_t out, const Tensor *y) { return gemm_rows(w, out, y) != out; }
 
 /* A linear layer's description, saying when W is another layer's weight ("tie"): its
  * name (P_wte_weight in the call) alone would not tell the reader why. */
@@ -122,7 +110,7 @@ static void lower_linear(Program *p, Node *nd)
                               nd->b ? " (+ b in the loop after it, the linear epilogue)" : "");
     a->what = tied_note(a->what, nd, 0);
     SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(1), arg_rows(rows),
-             arg_int(padded_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
+             arg_int(gemm_rows(nd->w, out, y)), arg_int(in), arg_float(1), arg_t(x),
              arg_int(in), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
              arg_int(tensor_ld(y)));
     a->fp8 = fp8_gemm(p, nd);
@@ -150,7 +138,7 @@ static void lower_linear_bwd(Program *p, Node *nd)
                                           : "linear backward: dx = dy W");
         a->what = tied_note(a->what, nd, 0);
         SET_CALL(a, CALL_GEMM, arg_int(0), arg_int(0), arg_rows(rows), arg_int(in),
-                 arg_int(padded_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
+                 arg_int(gemm_rows(nd->w, out, dy)), arg_float(1), arg_t(dy),
                  arg_int(tensor_ld(dy)), arg_t(nd->w->t), arg_int(in), arg_float(0), arg_t(y),
                  arg_int(in));
         a->fp8 = fp8_gemm(p, nd->fwd);
@@ -163,7 +151,7 @@ static void lower_linear_bwd(Program *p, Node *nd)
                                         "gradient: 0, from dy's zero padding)"
                                       : "linear backward: dW += dy^T x");
     b->what = tied_note(b->what, nd, 1);
-    SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(padded_rows(nd->w, out, dy)),
+    SET_CALL(b, CALL_GEMM, arg_int(1), arg_int(0), arg_int(gemm_rows(nd->w, out, dy)),
              arg_int(in), arg_rows(rows), arg_float(1), arg_t(dy), arg_int(tensor_ld(dy)),
              arg_t(x), arg_int(in), arg_float(1), arg_t(nd->w->g), arg_int(in));
     b->fp8 = fp8_gemm(p, nd->fwd);

@@ -191,7 +191,7 @@ static void lower_head_loss(Program *p, Node *nd)
             hb = g->nodes[i];
     Tensor *pred = nd->in[0], *t = nd->in[1], *x = h->in[0], *dx = hb ? hb->out : NULL;
     int64_t C = pred->shape[pred->rank - 1], d = x->shape[x->rank - 1], rows = x->numel / d;
-    int64_t ld = tensor_ld(pred), wrows = ld >= C + h->w->pad_rows ? C + h->w->pad_rows : C;
+    int64_t ld = tensor_ld(pred), wrows = gemm_rows(h->w, C, pred);
     int64_t shape[2] = {g->head_chunk, C};
     Tensor *z = graph_tensor(g, T_TEMP, xasprintf("%s_chunk", pred->name), 2, shape);
     z->ld = ld;
@@ -202,15 +202,12 @@ static void lower_head_loss(Program *p, Node *nd)
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     a->flops = (p->eval ? 2 : 6) * rows * d * wrows;
     const char *tie = h->layer && h->layer->tie ? "; W is " : "";
-    if (p->eval)
-        a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
-                            "logits = x W^T, loss and accuracy (no gradient in validation)%s%s",
-                            (long long)g->head_chunk, tie, *tie ? h->w->name : "");
-    else
-        a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
-                            "logits = x W^T, loss and accuracy; in training d(logits) in place, "
-                            "dx = d(logits) W, dW += d(logits)^T x%s%s",
-                            (long long)g->head_chunk, tie, *tie ? h->w->name : "");
+    a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
+                        "logits = x W^T, loss and accuracy%s%s%s", (long long)g->head_chunk,
+                        p->eval ? " (no gradient in validation)"
+                                : "; in training d(logits) in place, dx = d(logits) W, "
+                                  "dW += d(logits)^T x",
+                        tie, *tie ? h->w->name : "");
     Arg adx = p->eval || !dx ? arg_null() : arg_train(dx);
     Arg adw = p->eval ? arg_null() : arg_train(h->w->g);
     SET_CALL(a, CALL_HEAD_CE, arg_t(x), arg_t(h->w->t), arg_t(t), adx, adw, arg_t(z),
