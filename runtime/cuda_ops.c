@@ -669,6 +669,12 @@ static int64_t att_batch_chunk(int64_t B)
     return B < chunk ? B : chunk;
 }
 
+void *rt_act_adv(rt_exec *e, const void *p, int64_t n)
+{
+    size_t es = e->dev && rt_cu_act16(e) ? 2 : 4;
+    return (void *)((uintptr_t)p + (size_t)n * es);
+}
+
 /* p advanced by n elements of the activations' type (fp32, or bf16/fp16 in the mixed
  * precisions), or of float for the fp32-only tensors (f32 = 1) */
 static void *att_adv(rt_exec *e, const void *p, int64_t n, int f32)

@@ -803,12 +803,6 @@ rt_dptr rt_cu_state(rt_exec *e) { return dev_of(e)->state; }
 rt_dptr rt_cu_param_copy(rt_exec *e) { return dev_of(e)->pcopy; }
 int rt_cu_act16(rt_exec *e) { return dev_of(e)->act16; }
 
-void *rt_act_adv(rt_exec *e, const void *p, int64_t n)
-{
-    size_t es = e->dev && rt_cu_act16(e) ? 2 : 4;
-    return (void *)((uintptr_t)p + (size_t)n * es);
-}
-
 int rt_cu_operand(rt_exec *e, const void **p)
 {
     rt_cu *d = dev_of(e);
