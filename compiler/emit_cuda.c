@@ -78,14 +78,11 @@ static int emit_body(Buf *b, const Graph *g, Instr *in, Tensor **t, const int *v
     return uses_i;
 }
 
-void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
+/* The kernel's comment under its heading: its tensors' shapes, lines under 90 wide. */
+static void kernel_shapes(Buf *b, Tensor **t, int n)
 {
-    Tensor *t[64];
-    char w[64];
-    int n = kernel_tensors(in, t, w, 64);
-    kernel_head(b, name, in);
     buf_puts(b, "\n *    ");
-    for (int q = 0, col = 6; q < n; q++) {   /* the tensors' shapes, lines under 90 wide */
+    for (int q = 0, col = 6; q < n; q++) {
         char *sh = tensor_shape_text(t[q]);
         int w = (int)(strlen(t[q]->name) + strlen(sh)) + 3;
         if (q && col + w > 90) {
@@ -97,19 +94,32 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         free(sh);
     }
     buf_puts(b, " */\n");
+}
+
+/* Whether instruction in reads tensor t through one of its operations. */
+static int ops_read(const Instr *in, const Tensor *t)
+{
+    for (int k = 0; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++)
+            if (in->ops[k].arg[j].t == t)
+                return 1;
+    return 0;
+}
+
+/* The kernel's signature: its tensors (w: written), then the launch's scalars. */
+static void kernel_signature(Buf *b, const Graph *g, Instr *in, const char *name, Tensor **t,
+                             const char *w, int n)
+{
     Buf sig = {0};
     buf_printf(&sig, "extern \"C\" __global__ void %s(", name);
     for (int q = 0; q < n; q++) {
         /* pointers to the same storage (an in-place update, or a loop the memory
          * plan runs over its dead input) must not be __restrict__ */
         Tensor *bq = tensor_base(t[q]);
-        int both = 0;
+        int both = w[q] && ops_read(in, t[q]);
         for (int o = 0; o < n; o++)
             if (o != q && tensor_base(t[o]) == bq)
                 both = 1;
-        for (int k = 0; k < in->n_ops && w[q]; k++)
-            for (int j = 0; j < in->ops[k].n_arg; j++)
-                both |= in->ops[k].arg[j].t == t[q];
         buf_printf(&sig, "%s%s%s *%s%s", q ? ", " : "", w[q] ? "" : "const ",
                    tensor_half(g, t[q]) ? "act_t" : c_type(t[q]->dtype), both ? "" : "__restrict__ ",
                    t[q]->name);
@@ -127,12 +137,16 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
     buf_wrapped(b, "", sig.s);
     buf_puts(b, "{\n");
     free(sig.s);
-    /* the fp32 (and act_t) tensors read or written at i go through vector accesses
-     * (rt_vec, common.cuh) when all of them are 16-byte aligned: 4 elements a thread,
-     * 8 when one of them is stored in 16 bits, so that each access moves 16 bytes (two
-     * for the floats). The rest (broadcast operands like a bias, raw inputs) is read
-     * element by element. */
-    int vec[64] = {0}, nvec = 0, lanes = 4;
+}
+
+/* The fp32 (and act_t) tensors read or written at i go through vector accesses
+ * (rt_vec, common.cuh) when all of them are 16-byte aligned: 4 elements a thread, 8
+ * when one of them is stored in 16 bits, so that each access moves 16 bytes (two for
+ * the floats). The rest (broadcast operands like a bias, raw inputs) is read element
+ * by element. Sets vec[q] for those tensors; returns the lanes, 0 for none. */
+static int vector_operands(const Graph *g, const Instr *in, Tensor **t, int n, int *vec)
+{
+    int nvec = 0, lanes = 4;
     for (int q = 0; q < n; q++) {
         if (t[q]->dtype != RT_F32)
             continue;
@@ -146,50 +160,65 @@ void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
         if (at_i && tensor_half(g, t[q]))
             lanes = 8;
     }
+    return nvec ? lanes : 0;
+}
+
+/* The vector loop over the first n & ~(lanes - 1) elements, where every vec[] tensor
+ * is 16-byte aligned. */
+static void vector_loop(Buf *b, const Graph *g, Instr *in, Tensor **t, const char *w, const int *vec,
+                        int n, int lanes)
+{
+    Buf cond = {0};
+    buf_puts(&cond, "if (rt_aligned16(");
+    for (int q = 0, c = 0; q < n; q++)
+        if (vec[q])
+            buf_printf(&cond, "%s%s", c++ ? ", " : "", t[q]->name);
+    buf_puts(&cond, ")) {");
+    buf_wrapped(b, "    ", cond.s);
+    free(cond.s);
+    buf_printf(b, "        done = n & ~(int64_t)%d;\n"
+                  "        for (int64_t q = first; q < n / %d; q += stride) {\n", lanes - 1, lanes);
+    for (int q = 0; q < n; q++) {
+        if (!vec[q])
+            continue;
+        if (!w[q] || ops_read(in, t[q]))
+            buf_printf(b, "            const rt_vec<%d> r_%s = rt_ldv<%d>(%s + %d * q);\n", lanes,
+                       t[q]->name, lanes, t[q]->name, lanes);
+        if (w[q])
+            buf_printf(b, "            rt_vec<%d> w_%s;\n", lanes, t[q]->name);
+    }
+    Buf lane = {0};
+    int uses_i = emit_body(&lane, g, in, t, vec, n, "                ", 1);
+    buf_printf(b, "#pragma unroll\n            for (int l = 0; l < %d; l++) {\n", lanes);
+    if (uses_i)   /* a broadcast operand, or dropout's counter */
+        buf_printf(b, "                const int64_t i = %d * q + l;\n", lanes);
+    buf_puts(b, lane.s);
+    free(lane.s);
+    buf_puts(b, "            }\n");
+    for (int q = 0; q < n; q++)
+        if (vec[q] && w[q])
+            buf_printf(b, "            rt_stv(%s + %d * q, w_%s);\n", t[q]->name, lanes, t[q]->name);
+    buf_puts(b, "        }\n    }\n");
+}
+
+void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name)
+{
+    Tensor *t[64];
+    char w[64];
+    int n = kernel_tensors(in, t, w, 64);
+    kernel_head(b, name, in);
+    kernel_shapes(b, t, n);
+    kernel_signature(b, g, in, name, t, w, n);
+    int vec[64] = {0};
+    int lanes = vector_operands(g, in, t, n, vec);
     buf_puts(b, "    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;\n"
                 "    const int64_t stride = (int64_t)gridDim.x * blockDim.x;\n"
                 "    int64_t done = 0;\n");
     if (in->fp8_fold)
         buf_printf(b, "    float amax_m = 0.0f; /* fp8-mixed: %s's maximum as stored */\n",
                    in->fp8_fold_t->name);
-    if (nvec) {
-        Buf cond = {0};
-        buf_puts(&cond, "if (rt_aligned16(");
-        for (int q = 0, c = 0; q < n; q++)
-            if (vec[q])
-                buf_printf(&cond, "%s%s", c++ ? ", " : "", t[q]->name);
-        buf_puts(&cond, ")) {");
-        buf_wrapped(b, "    ", cond.s);
-        free(cond.s);
-        buf_printf(b, "        done = n & ~(int64_t)%d;\n"
-                      "        for (int64_t q = first; q < n / %d; q += stride) {\n", lanes - 1, lanes);
-        for (int q = 0; q < n; q++)
-            if (vec[q] && !w[q])
-                buf_printf(b, "            const rt_vec<%d> r_%s = rt_ldv<%d>(%s + %d * q);\n", lanes,
-                           t[q]->name, lanes, t[q]->name, lanes);
-            else if (vec[q]) {
-                int read = 0;
-                for (int k = 0; k < in->n_ops; k++)
-                    for (int j = 0; j < in->ops[k].n_arg; j++)
-                        read |= in->ops[k].arg[j].t == t[q];
-                if (read)
-                    buf_printf(b, "            const rt_vec<%d> r_%s = rt_ldv<%d>(%s + %d * q);\n", lanes,
-                               t[q]->name, lanes, t[q]->name, lanes);
-                buf_printf(b, "            rt_vec<%d> w_%s;\n", lanes, t[q]->name);
-            }
-        Buf lane = {0};
-        int uses_i = emit_body(&lane, g, in, t, vec, n, "                ", 1);
-        buf_printf(b, "#pragma unroll\n            for (int l = 0; l < %d; l++) {\n", lanes);
-        if (uses_i)   /* a broadcast operand, or dropout's counter */
-            buf_printf(b, "                const int64_t i = %d * q + l;\n", lanes);
-        buf_puts(b, lane.s);
-        free(lane.s);
-        buf_puts(b, "            }\n");
-        for (int q = 0; q < n; q++)
-            if (vec[q] && w[q])
-                buf_printf(b, "            rt_stv(%s + %d * q, w_%s);\n", t[q]->name, lanes, t[q]->name);
-        buf_puts(b, "        }\n    }\n");
-    }
+    if (lanes)
+        vector_loop(b, g, in, t, w, vec, n, lanes);
     buf_puts(b, "    for (int64_t i = done + first; i < n; i += stride) {\n");
     emit_body(b, g, in, t, vec, n, "        ", 0);
     buf_puts(b, "    }\n");

@@ -262,7 +262,8 @@ static int cheap(const Instr *in)
     return in->kind == I_CALL && call_cheap(in->call);
 }
 
-void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap)
+/* p's block counts under the policy: n_blocks, and the blocks full and selective take. */
+static void set_blocks(Program *p, int policy, int full_blocks, int sel_blocks)
 {
     p->policy = policy;
     p->n_blocks = 0;
@@ -276,121 +277,148 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
     p->sel_blocks = policy == RT_RECOMPUTE_NONE ? 0 : p->n_blocks;
     if (policy == RT_RECOMPUTE_SELECTIVE && sel_blocks > 0 && sel_blocks < p->n_blocks)
         p->sel_blocks = sel_blocks > p->full_blocks ? sel_blocks : p->full_blocks;
-    if (policy == RT_RECOMPUTE_NONE)
-        return;
-    Graph *g = p->g;
-    Ctx c = {.p = p, .n = p->n_ins, .nf = p->n_forward, .jit_cheap = jit_cheap};
-    int nt = g->n_tensors;
-    c.saved = xcalloc((size_t)nt, 1);
-    c.drop = xcalloc((size_t)nt, 1);
-    c.last_writer = xcalloc((size_t)nt, sizeof *c.last_writer);
+}
+
+/* c->last_writer (each tensor's last forward writer) and c->saved (what the backward
+ * pass reads of the forward's activations and temporaries). */
+static void find_saved(Ctx *c, int nt)
+{
+    Program *p = c->p;
     for (int i = 0; i < nt; i++)
-        c.last_writer[i] = -1;
-    for (int i = 0; i < c.nf; i++) {
+        c->last_writer[i] = -1;
+    for (int i = 0; i < c->nf; i++) {
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
         for (int k = 0; k < in->n_writes; k++)
-            c.last_writer[tensor_base(in->writes[k])->id] = i;
+            c->last_writer[tensor_base(in->writes[k])->id] = i;
     }
-    for (int i = c.nf; i < c.n; i++) {
+    for (int i = c->nf; i < c->n; i++) {
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
         for (int k = 0; k < in->n_reads; k++) {
             Tensor *b = tensor_base(in->reads[k]);
-            if ((b->kind == T_ACT || b->kind == T_TEMP) && b->id < nt && c.last_writer[b->id] >= 0)
-                c.saved[b->id] = 1;
+            if ((b->kind == T_ACT || b->kind == T_TEMP) && b->id < nt && c->last_writer[b->id] >= 0)
+                c->saved[b->id] = 1;
         }
     }
-    /* the drop set */
-    for (int id = 0; id < nt; id++) {
-        if (!c.saved[id])
+}
+
+/* Whether a forward instruction after saved tensor id's last writer, in another
+ * block, reads it (full keeps what crosses a block boundary). */
+static int crosses_block(const Ctx *c, int id)
+{
+    Instr *w = c->p->ins[c->last_writer[id]];
+    for (int i = c->last_writer[id] + 1; i < c->nf; i++) {
+        Instr *in = c->p->ins[i];
+        if (in->dead || in->block == w->block)
             continue;
-        Instr *w = p->ins[c.last_writer[id]];
+        for (int k = 0; k < in->n_reads; k++)
+            if (tensor_base(in->reads[k])->id == id)
+                return 1;
+    }
+    return 0;
+}
+
+/* Whether selective may drop saved tensor id: a cheap producer whose inputs are all
+ * kept as they were when it ran. */
+static int cheap_replay(Ctx *c, int id)
+{
+    Instr *w = c->p->ins[c->last_writer[id]];
+    if (w->block >= c->p->sel_blocks || !cheap(w))
+        return 0;
+    for (int k = 0; k < w->n_reads; k++) {
+        Tensor *r = w->reads[k];
+        if (r->kind == T_PARAM || r->kind == T_INPUT)
+            continue;
+        Tensor *b = tensor_base(r);
+        int wb = writer_before(c, b, c->last_writer[id]);
+        if (!(c->saved[b->id] && c->last_writer[b->id] == wb && b->id != id))
+            return 0;
+    }
+    return 1;
+}
+
+/* c->drop: the saved tensors the policy replays instead of keeping. */
+static void choose_drops(Ctx *c, int nt)
+{
+    Program *p = c->p;
+    for (int id = 0; id < nt; id++) {
+        if (!c->saved[id])
+            continue;
+        Instr *w = p->ins[c->last_writer[id]];
         if (w->block < 0)
             continue;           /* the loss's gradient, the input conversion */
-        if (w->block < p->full_blocks) {
-            /* full: keep what a later block reads, the block's output */
-            int crosses = 0;
-            for (int i = c.last_writer[id] + 1; i < c.nf && !crosses; i++) {
-                Instr *in = p->ins[i];
-                if (in->dead || in->block == w->block)
-                    continue;
-                for (int k = 0; k < in->n_reads; k++)
-                    if (tensor_base(in->reads[k])->id == id)
-                        crosses = 1;
-            }
-            if (!crosses)
-                c.drop[id] = 1;
-            continue;
-        }
-        /* selective: cheap producers whose inputs are all kept as they were */
-        if (w->block >= p->sel_blocks || !cheap(w))
-            continue;
-        int ok = 1;
-        for (int k = 0; k < w->n_reads && ok; k++) {
-            Tensor *r = w->reads[k];
-            if (r->kind == T_PARAM || r->kind == T_INPUT)
-                continue;
-            Tensor *b = tensor_base(r);
-            int wb = writer_before(&c, b, c.last_writer[id]);
-            ok = c.saved[b->id] && c.last_writer[b->id] == wb && b->id != id;
-        }
-        if (ok)
-            c.drop[id] = 1;
+        if (w->block < p->full_blocks)
+            c->drop[id] = !crosses_block(c, id);
+        else
+            c->drop[id] = cheap_replay(c, id);
     }
     /* selective: a producer's other saved outputs go with it (layernorm's statistics) */
-    if (policy == RT_RECOMPUTE_SELECTIVE)
+    if (p->policy == RT_RECOMPUTE_SELECTIVE)
         for (int id = 0; id < nt; id++)
-            if (c.drop[id] && p->ins[c.last_writer[id]]->block >= p->full_blocks) {
-                Instr *w = p->ins[c.last_writer[id]];
+            if (c->drop[id] && p->ins[c->last_writer[id]]->block >= p->full_blocks) {
+                Instr *w = p->ins[c->last_writer[id]];
                 for (int k = 0; k < w->n_writes; k++)
-                    if (c.saved[tensor_base(w->writes[k])->id])
-                        c.drop[tensor_base(w->writes[k])->id] = 1;
+                    if (c->saved[tensor_base(w->writes[k])->id])
+                        c->drop[tensor_base(w->writes[k])->id] = 1;
             }
-    /* rebuild the backward pass with replays in front of their first readers */
-    Instr **ins = xcalloc((size_t)c.n * 4 + 64, sizeof *ins);
-    int n = 0, cap = c.n * 4 + 64;
-    for (int i = 0; i < c.nf; i++)
+}
+
+/* Appends in to the instruction list ins[*n] of capacity *cap, growing it. */
+static Instr **push_instr(Instr **ins, int *n, int *cap, Instr *in)
+{
+    if (*n + 1 >= *cap) {
+        *cap *= 2;
+        ins = realloc(ins, (size_t)*cap * sizeof *ins);
+        if (!ins)
+            die("out of memory");
+    }
+    ins[(*n)++] = in;
+    return ins;
+}
+
+/* Backward instruction i reads the replayed copies of the dropped tensors it reads;
+ * the replays it needs are left in c->out. */
+static void redirect_reads(Ctx *c, int i, int nt)
+{
+    Instr *in = c->p->ins[i];
+    c->n_out = 0;
+    c->gen = i;
+    for (int k = 0; k < in->n_reads; k++) {
+        Tensor *r = in->reads[k], *b = tensor_base(r);
+        if (b->id >= nt || !c->drop[b->id])
+            continue;
+        Tensor *v = value_at(c, r, c->nf);
+        if (in->kind == I_EW) {
+            for (int q = 0; q < in->n_ops; q++)
+                for (int j = 0; j < in->ops[q].n_arg; j++)
+                    if (in->ops[q].arg[j].t == r)
+                        in->ops[q].arg[j].t = v;
+        } else {
+            call_rename(in, r, v);
+        }
+        in->reads[k] = v;
+    }
+}
+
+/* Rebuilds the backward pass with the replays in front of their first readers. */
+static void rebuild_backward(Ctx *c, int nt)
+{
+    Program *p = c->p;
+    int n = 0, cap = c->n * 4 + 64;
+    Instr **ins = xcalloc((size_t)cap, sizeof *ins);
+    for (int i = 0; i < c->nf; i++)
         ins[n++] = p->ins[i];
-    for (int i = c.nf; i < c.n; i++) {
+    for (int i = c->nf; i < c->n; i++) {
         Instr *in = p->ins[i];
         if (!in->dead) {
-            c.n_out = 0;
-            c.gen = i;
-            for (int k = 0; k < in->n_reads; k++) {
-                Tensor *r = in->reads[k], *b = tensor_base(r);
-                if (b->id >= nt || !c.drop[b->id])
-                    continue;
-                Tensor *v = value_at(&c, r, c.nf);
-                if (in->kind == I_EW) {
-                    for (int q = 0; q < in->n_ops; q++)
-                        for (int j = 0; j < in->ops[q].n_arg; j++)
-                            if (in->ops[q].arg[j].t == r)
-                                in->ops[q].arg[j].t = v;
-                } else {
-                    call_rename(in, r, v);
-                }
-                in->reads[k] = v;
-            }
-            for (int k = 0; k < c.n_out; k++) {
-                if (n + 1 >= cap) {
-                    cap *= 2;
-                    ins = realloc(ins, (size_t)cap * sizeof *ins);
-                    if (!ins)
-                        die("out of memory");
-                }
-                ins[n++] = c.out[k];
-            }
+            redirect_reads(c, i, nt);
+            for (int k = 0; k < c->n_out; k++)
+                ins = push_instr(ins, &n, &cap, c->out[k]);
         }
-        if (n + 1 >= cap) {
-            cap *= 2;
-            ins = realloc(ins, (size_t)cap * sizeof *ins);
-            if (!ins)
-                die("out of memory");
-        }
-        ins[n++] = in;
+        ins = push_instr(ins, &n, &cap, in);
     }
     p->ins = ins;
     p->n_ins = n;
@@ -398,6 +426,21 @@ void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_
     for (int i = 0; i < n; i++)
         if (ins[i]->recompute)
             p->recompute_flops += ins[i]->flops;
+}
+
+void recompute(Program *p, int policy, int full_blocks, int sel_blocks, int jit_cheap)
+{
+    set_blocks(p, policy, full_blocks, sel_blocks);
+    if (policy == RT_RECOMPUTE_NONE)
+        return;
+    int nt = p->g->n_tensors;
+    Ctx c = {.p = p, .n = p->n_ins, .nf = p->n_forward, .jit_cheap = jit_cheap};
+    c.saved = xcalloc((size_t)nt, 1);
+    c.drop = xcalloc((size_t)nt, 1);
+    c.last_writer = xcalloc((size_t)nt, sizeof *c.last_writer);
+    find_saved(&c, nt);
+    choose_drops(&c, nt);
+    rebuild_backward(&c, nt);
     free(c.saved);
     free(c.drop);
     free(c.last_writer);

@@ -292,7 +292,17 @@ static void sb_add(char **s, size_t *len, size_t *cap, const char *fmt, ...)
     va_end(ap);
     *len += (size_t)n;
 }
-#define ADD(...) sb_add(&svg, &len, &cap, __VA_ARGS__)
+/* An SVG being written, and where its plot area and axes are. */
+typedef struct svg_buf {
+    char *s;
+    size_t len, cap;
+} svg_buf;
+typedef struct plot {
+    axis ax, ay;
+    int logy;                   /* y drawn at log10 of the value */
+    double x0, x1, y0, y1;      /* the plot area; y grows downward */
+} plot;
+#define ADD(...) sb_add(&sv->s, &sv->len, &sv->cap, __VA_ARGS__)
 
 /* Draws every stride-th point and always the last: index after i, or n at the end. */
 static int64_t next_drawn(const series *s, int64_t i)
@@ -320,10 +330,31 @@ static void range_of(const series *s, double *xlo, double *xhi, double *ylo, dou
     }
 }
 
-static char *draw_svg(const rt_metrics *mt, size_t *out_len)
+/* The SVG's head: its size, a white page and the title. */
+static void svg_head(svg_buf *sv, const char *title)
 {
-    char *svg = NULL;
-    size_t len = 0, cap = 0;
+    ADD("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
+        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
+        "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
+        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">%s</text>\n",
+        W, H, W, H, W, H, W / 2, title);
+}
+
+/* The plot area's frame and the x axis's name under it. */
+static void svg_frame(svg_buf *sv, const plot *pl, const char *xname)
+{
+    ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+        "stroke=\"black\"/>\n"
+        "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%s</text>\n",
+        pl->x0, pl->y1, pl->x1 - pl->x0, pl->y0 - pl->y1, (pl->x0 + pl->x1) / 2, H - 14, xname);
+}
+
+/* The loss plot's axes over the finite points of both series. Log scale when the
+ * losses span more than two decades (all positive): a y of v is drawn at log10(v),
+ * with ticks at powers of ten (and 2 and 5 times them when few). */
+static plot loss_axes(const rt_metrics *mt)
+{
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     range_of(&mt->train, &xlo, &xhi, &ylo, &yhi);
     range_of(&mt->val, &xlo, &xhi, &ylo, &yhi);
@@ -333,96 +364,96 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
         ylo = 0;
         yhi = 1;
     }
-    /* Log scale when the losses span more than two decades (all positive): a y of v is
-     * drawn at log10(v), with ticks at powers of ten (and 2 and 5 times them when few) */
-    const int logy = ylo > 0 && yhi / ylo > 100;
-    axis ax = nice_axis(xlo, xhi, 1), ay;
-    if (logy) {
+    plot pl = {.logy = ylo > 0 && yhi / ylo > 100, .x0 = ML, .x1 = W - MR, .y0 = H - MB, .y1 = MT};
+    pl.ax = nice_axis(xlo, xhi, 1);
+    if (pl.logy) {
         double lo = floor(log10(ylo)), hi = ceil(log10(yhi)), step = ceil((hi - lo) / 8);
-        ay = (axis){floor(lo / step) * step, ceil(hi / step) * step, step};
+        pl.ay = (axis){floor(lo / step) * step, ceil(hi / step) * step, step};
     } else
-        ay = nice_axis(ylo, yhi, 0);
-#define YV(v) (logy ? log10(v) : (v))
-    const double x0 = ML, x1 = W - MR, y0 = H - MB, y1 = MT;   /* y grows downward */
-    const char *tc = "#1f77b4", *vc = "#ff7f0e";
+        pl.ay = nice_axis(ylo, yhi, 0);
+    return pl;
+}
 
-    ADD("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-        "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
-        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">loss%s</text>\n",
-        W, H, W, H, W, H, W / 2, logy ? " (log scale)" : "");
+static double plot_x(const plot *pl, int64_t step)
+{
+    return map(&pl->ax, (double)step, pl->x0, pl->x1);
+}
 
-    /* Grid, ticks and labels. The loops count ticks rather than add steps, so rounding
-     * cannot add or drop one; 40 bounds them whatever the axis. */
+static double plot_y(const plot *pl, double v)
+{
+    return map(&pl->ay, pl->logy ? log10(v) : v, pl->y0, pl->y1);
+}
+
+/* The loss plot's grid, ticks and labels. The loops count ticks rather than add steps,
+ * so rounding cannot add or drop one; 40 bounds them whatever the axis. */
+static void loss_ticks(svg_buf *sv, const plot *pl)
+{
+    const axis *ax = &pl->ax, *ay = &pl->ay;
     for (int i = 0; i <= 40; i++) {
-        double v = ax.lo + i * ax.step;
-        if (v > ax.hi + ax.step * 1e-9)
+        double v = ax->lo + i * ax->step;
+        if (v > ax->hi + ax->step * 1e-9)
             break;
-        double x = map(&ax, v, x0, x1);
+        double x = map(ax, v, pl->x0, pl->x1);
         char lab[32];
-        tick_label(lab, sizeof lab, v, ax.step, 1);
+        tick_label(lab, sizeof lab, v, ax->step, 1);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
             "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%s</text>\n",
-            x, y0, x, y1, x, y0, x, y0 + 5, x, y0 + 19, lab);
+            x, pl->y0, x, pl->y1, x, pl->y0, x, pl->y0 + 5, x, pl->y0 + 19, lab);
     }
     /* y ticks at nice numbers; on a log scale at powers of ten, and 2 and 5 times them
      * when the axis spans at most three decades */
     static const double mult[] = {1, 2, 5};
-    const int nm = logy && ay.step == 1 && ay.hi - ay.lo <= 3 ? 3 : 1;
+    const int nm = pl->logy && ay->step == 1 && ay->hi - ay->lo <= 3 ? 3 : 1;
     for (int i = 0; i <= 40; i++) {
-        double base = ay.lo + i * ay.step;
-        if (base > ay.hi + ay.step * 1e-9)
+        double base = ay->lo + i * ay->step;
+        if (base > ay->hi + ay->step * 1e-9)
             break;
         for (int k = 0; k < nm; k++) {
-            double v = logy ? base + log10(mult[k]) : base;
-            if (v > ay.hi + ay.step * 1e-9)
+            double v = pl->logy ? base + log10(mult[k]) : base;
+            if (v > ay->hi + ay->step * 1e-9)
                 break;
             char lab[32];
-            if (logy)
+            if (pl->logy)
                 snprintf(lab, sizeof lab, "%g", mult[k] * pow(10, base));
             else
-                tick_label(lab, sizeof lab, v, ay.step, 0);
-            double y = map(&ay, v, y0, y1);
+                tick_label(lab, sizeof lab, v, ay->step, 0);
+            double y = map(ay, v, pl->y0, pl->y1);
             ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
                 "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>"
                 "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-                x0, y, x1, y, x0 - 5, y, x0, y, x0 - 8, y + 4, lab);
+                pl->x0, y, pl->x1, y, pl->x0 - 5, y, pl->x0, y, pl->x0 - 8, y + 4, lab);
         }
     }
-    ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-        "stroke=\"black\"/>\n"
-        "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">step</text>\n",
-        x0, y1, x1 - x0, y0 - y1, (x0 + x1) / 2, H - 14);
+}
 
-    /* Training loss: a line; a lone point gets a dot so it shows. */
-    ADD("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", tc);
+/* A series as a line in colour c; a lone point gets a dot so it shows (dot: its
+ * radius), and with marks every point gets a marker. */
+static void loss_line(svg_buf *sv, const plot *pl, const series *s, const char *c, int marks)
+{
+    ADD("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", c);
     int64_t drawn = 0;
     double lx = 0, ly = 0;
-    FOR_DRAWN(&mt->train, i) {
-        lx = map(&ax, (double)mt->train.p[i].step, x0, x1);
-        ly = map(&ay, YV(mt->train.p[i].v), y0, y1);
+    FOR_DRAWN(s, i) {
+        lx = plot_x(pl, s->p[i].step);
+        ly = plot_y(pl, s->p[i].v);
         ADD("%s%.1f,%.1f", drawn++ ? " " : "", lx, ly);
     }
     ADD("\"/>\n");
-    if (drawn == 1)
-        ADD("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n", lx, ly, tc);
+    if (marks) {
+        ADD("<g fill=\"%s\">", c);
+        FOR_DRAWN(s, i)
+            ADD("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>", plot_x(pl, s->p[i].step),
+                plot_y(pl, s->p[i].v));
+        ADD("</g>\n");
+    } else if (drawn == 1)
+        ADD("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"2\" fill=\"%s\"/>\n", lx, ly, c);
+}
 
-    /* Validation loss: a line with a marker at each point. */
-    ADD("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", vc);
-    drawn = 0;
-    FOR_DRAWN(&mt->val, i)
-        ADD("%s%.1f,%.1f", drawn++ ? " " : "", map(&ax, (double)mt->val.p[i].step, x0, x1),
-            map(&ay, YV(mt->val.p[i].v), y0, y1));
-    ADD("\"/>\n<g fill=\"%s\">", vc);
-    FOR_DRAWN(&mt->val, i)
-        ADD("<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\"/>", map(&ax, (double)mt->val.p[i].step, x0, x1),
-            map(&ay, YV(mt->val.p[i].v), y0, y1));
-    ADD("</g>\n");
-
-    /* Legend, top right inside the plot. */
-    double lgx = x1 - 130, lgy = y1 + 10;
+/* The legend, top right inside the plot, and the SVG's end. */
+static void loss_legend(svg_buf *sv, const plot *pl, const char *tc, const char *vc, int gan)
+{
+    double lgx = pl->x1 - 130, lgy = pl->y1 + 10;
     ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"120\" height=\"44\" fill=\"white\" "
         "stroke=\"#888\"/>\n"
         "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" stroke-width=\"1.5\"/>"
@@ -431,11 +462,25 @@ static char *draw_svg(const rt_metrics *mt, size_t *out_len)
         "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>"
         "<text x=\"%.1f\" y=\"%.1f\">%s</text>\n</svg>\n",
         lgx, lgy, lgx + 8, lgy + 14, lgx + 32, lgy + 14, tc, lgx + 40, lgy + 18,
-        mt->gan ? "d_loss" : "train", lgx + 8, lgy + 32, lgx + 32, lgy + 32, vc, lgx + 20,
-        lgy + 32, vc, lgx + 40, lgy + 36, mt->gan ? "g_loss" : "validation");
-#undef YV
-    *out_len = len;
-    return svg;
+        gan ? "d_loss" : "train", lgx + 8, lgy + 32, lgx + 32, lgy + 32, vc, lgx + 20,
+        lgy + 32, vc, lgx + 40, lgy + 36, gan ? "g_loss" : "validation");
+}
+
+/* loss.svg: the training loss as a line, the validation loss as a line with markers
+ * (a GAN's d_loss and g_loss in their places). */
+static char *draw_svg(const rt_metrics *mt, size_t *out_len)
+{
+    svg_buf b = {0}, *sv = &b;
+    const plot pl = loss_axes(mt);
+    const char *tc = "#1f77b4", *vc = "#ff7f0e";
+    svg_head(sv, pl.logy ? "loss (log scale)" : "loss");
+    loss_ticks(sv, &pl);
+    svg_frame(sv, &pl, "step");
+    loss_line(sv, &pl, &mt->train, tc, 0);
+    loss_line(sv, &pl, &mt->val, vc, 1);
+    loss_legend(sv, &pl, tc, vc, mt->gan);
+    *out_len = b.len;
+    return b.s;
 }
 
 /* Writes an SVG (temporary name, renamed); the plots are a convenience: a failure is
@@ -461,11 +506,9 @@ void rt_metrics_plot(rt_metrics *mt)
     free(svg);
 }
 
-void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int64_t n,
-                     double suggested)
+/* The range test's axes: x the log10 of the rate, ticks at whole decades. */
+static plot lr_axes(const double *lr, const double *loss, int64_t n)
 {
-    char *svg = NULL;
-    size_t len = 0, cap = 0;
     double xlo = INFINITY, xhi = -INFINITY, ylo = INFINITY, yhi = -INFINITY;
     for (int64_t i = 0; i < n; i++)
         if (lr[i] > 0 && isfinite(loss[i])) {
@@ -480,63 +523,68 @@ void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int6
         ylo = 0;
         yhi = 1;
     }
-    /* x: log10 of the rate, ticks at whole decades */
-    axis ax = {floor(xlo), ceil(xhi), 1}, ay = nice_axis(ylo, yhi, 0);
-    if (ax.hi == ax.lo)
-        ax.hi = ax.lo + 1;
-    if (ax.hi - ax.lo > 12)
-        ax.step = ceil((ax.hi - ax.lo) / 12);
-    const double x0 = ML, x1 = W - MR, y0 = H - MB, y1 = MT;
-    const char *tc = "#1f77b4", *sc = "#d62728";
-    ADD("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" "
-        "viewBox=\"0 0 %d %d\" font-family=\"sans-serif\" font-size=\"12\">\n"
-        "<rect width=\"%d\" height=\"%d\" fill=\"white\"/>\n"
-        "<text x=\"%d\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">learning-rate range "
-        "test: smoothed loss</text>\n",
-        W, H, W, H, W, H, W / 2);
+    plot pl = {.ax = {floor(xlo), ceil(xhi), 1}, .ay = nice_axis(ylo, yhi, 0),
+               .x0 = ML, .x1 = W - MR, .y0 = H - MB, .y1 = MT};
+    if (pl.ax.hi == pl.ax.lo)
+        pl.ax.hi = pl.ax.lo + 1;
+    if (pl.ax.hi - pl.ax.lo > 12)
+        pl.ax.step = ceil((pl.ax.hi - pl.ax.lo) / 12);
+    return pl;
+}
+
+/* The range test's grid and labels: decades on x, nice numbers on y. */
+static void lr_ticks(svg_buf *sv, const plot *pl)
+{
+    const axis *ax = &pl->ax, *ay = &pl->ay;
     for (int i = 0; i <= 40; i++) {
-        double v = ax.lo + i * ax.step;
-        if (v > ax.hi + 1e-9)
+        double v = ax->lo + i * ax->step;
+        if (v > ax->hi + 1e-9)
             break;
-        double x = map(&ax, v, x0, x1);
+        double x = map(ax, v, pl->x0, pl->x1);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">1e%g</text>\n",
-            x, y0, x, y1, x, y0 + 19, v);
+            x, pl->y0, x, pl->y1, x, pl->y0 + 19, v);
     }
     for (int i = 0; i <= 40; i++) {
-        double v = ay.lo + i * ay.step;
-        if (v > ay.hi + ay.step * 1e-9)
+        double v = ay->lo + i * ay->step;
+        if (v > ay->hi + ay->step * 1e-9)
             break;
         char lab[32];
-        tick_label(lab, sizeof lab, v, ay.step, 0);
-        double y = map(&ay, v, y0, y1);
+        tick_label(lab, sizeof lab, v, ay->step, 0);
+        double y = map(ay, v, pl->y0, pl->y1);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>"
             "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n",
-            x0, y, x1, y, x0 - 8, y + 4, lab);
+            pl->x0, y, pl->x1, y, pl->x0 - 8, y + 4, lab);
     }
-    ADD("<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-        "stroke=\"black\"/>\n"
-        "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">learning rate (log scale)</text>\n",
-        x0, y1, x1 - x0, y0 - y1, (x0 + x1) / 2, H - 14);
+}
+
+void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int64_t n,
+                     double suggested)
+{
+    svg_buf b = {0}, *sv = &b;
+    const plot pl = lr_axes(lr, loss, n);
+    const char *tc = "#1f77b4", *sc = "#d62728";
+    svg_head(sv, "learning-rate range test: smoothed loss");
+    lr_ticks(sv, &pl);
+    svg_frame(sv, &pl, "learning rate (log scale)");
     ADD("<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"1.5\" points=\"", tc);
     int drawn = 0;
     for (int64_t i = 0; i < n; i++)
         if (lr[i] > 0 && isfinite(loss[i]))
-            ADD("%s%.1f,%.1f", drawn++ ? " " : "", map(&ax, log10(lr[i]), x0, x1),
-                map(&ay, loss[i], y0, y1));
+            ADD("%s%.1f,%.1f", drawn++ ? " " : "", map(&pl.ax, log10(lr[i]), pl.x0, pl.x1),
+                map(&pl.ay, loss[i], pl.y0, pl.y1));
     ADD("\"/>\n");
     if (suggested > 0 && isfinite(suggested)) {
-        double x = map(&ax, log10(suggested), x0, x1);
+        double x = map(&pl.ax, log10(suggested), pl.x0, pl.x1);
         ADD("<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
             "stroke-dasharray=\"6 4\"/><text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">suggested %.3g</text>\n",
-            x, y0, x, y1, sc, x + 6, y1 + 16, sc, suggested);
+            x, pl.y0, x, pl.y1, sc, x + 6, pl.y1 + 16, sc, suggested);
     }
     ADD("</svg>\n");
     char path[RT_PATH_MAX + 16];
     snprintf(path, sizeof path, "%s/lr_find.svg", dir);
-    write_svg(path, svg, len);
-    free(svg);
+    write_svg(path, b.s, b.len);
+    free(b.s);
 }
 
 /* ---- the progress line ---------------------------------------------------------- */

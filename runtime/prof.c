@@ -164,6 +164,118 @@ static void json_str(FILE *f, const char *s)
     fputc('"', f);
 }
 
+/* What rt_prof_report adds up: the passes' and the step's times a step, the
+ * instructions seen (order), and their kinds (korder, each kind's first instruction;
+ * kms and kn by that index: the kind's time and its instructions). */
+typedef struct report {
+    rt_prof *p;
+    double n, step, rest, pass_ms[3];
+    int m, *order;
+    int nk, *korder, *kind, *kn;
+    double *kms;
+} report;
+
+static void report_gather(report *r, rt_prof *p)
+{
+    r->p = p;
+    r->n = (double)p->steps;
+    const size_t cap = (size_t)p->cap;   /* >= 1 (rt_prof_new) */
+    r->order = rt_xmalloc(cap * sizeof *r->order);
+    for (int i = 0; i < p->cap; i++)
+        if (p->pass[i] >= 0) {
+            r->pass_ms[p->pass[i]] += p->ms[i] / r->n;
+            r->order[r->m++] = i;
+        }
+    r->step = p->step_ms / r->n;
+    r->rest = r->step - r->pass_ms[0] - r->pass_ms[1] - r->pass_ms[2];
+    r->kind = rt_xmalloc(cap * sizeof *r->kind);
+    r->kn = rt_xmalloc(cap * sizeof *r->kn);
+    r->kms = rt_xmalloc(cap * sizeof *r->kms);
+    group_kinds(p, r->order, r->m, r->kind, r->kms, r->kn);
+    r->korder = rt_xmalloc(cap * sizeof *r->korder);
+    for (int k = 0; k < r->m; k++)
+        if (r->kind[r->order[k]] == r->order[k])
+            r->korder[r->nk++] = r->order[k];
+}
+
+/* profile.json: every instruction in plan.json's order, then the kinds, in order of
+ * first appearance, their instructions summed. -1 when it cannot be written. */
+static int write_profile_json(const report *r, const char *dir)
+{
+    const rt_prof *p = r->p;
+    char path[RT_PATH_MAX + 32], a[32], b[32];
+    snprintf(path, sizeof path, "%s/profile.json", dir);
+    FILE *f = rt_tmp_open(path);
+    if (f) {
+        fprintf(f, "{\"device\":\"%s\",\"steps\":%lld,\"step_ms\":%s,\"forward_ms\":%s,", p->gpu ? "cuda" : "cpu",
+                (long long)p->steps, rt_json_num(a, r->step), rt_json_num(b, r->pass_ms[0]));
+        fprintf(f, "\"backward_ms\":%s,\"optimizer_ms\":%s,", rt_json_num(a, r->pass_ms[1]),
+                rt_json_num(b, r->pass_ms[2]));
+        fprintf(f, "\"other_ms\":%s,\"instructions\":[\n", rt_json_num(a, r->rest));
+        for (int k = 0; k < r->m; k++) {
+            int i = r->order[k];
+            if (i == p->cap - 1)
+                fprintf(f, "{\"index\":null,");   /* not in plan.json's list */
+            else
+                fprintf(f, "{\"index\":%d,", i);
+            fprintf(f, "\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":",
+                    pass_name[p->pass[i]], rt_json_num(a, p->ms[i] / r->n),
+                    rt_json_num(b, (double)p->calls[i] / r->n));
+            json_str(f, p->label[i]);
+            fprintf(f, "}%s\n", k + 1 < r->m ? "," : "");
+        }
+        fprintf(f, "],\"kinds\":[\n");
+        for (int k = 0; k < r->nk; k++) {
+            int i = r->korder[k];
+            fprintf(f, "{\"pass\":\"%s\",\"instructions\":%d,\"ms\":%s,\"what\":",
+                    pass_name[p->pass[i]], r->kn[i], rt_json_num(a, r->kms[i] / r->n));
+            json_str(f, what_of(p->label[i]));
+            fprintf(f, "}%s\n", k + 1 < r->nk ? "," : "");
+        }
+        fprintf(f, "]}\n");
+    }
+    return !f || rt_tmp_commit(f, path) != 0 ? -1 : 0;
+}
+
+/* The table on stderr: the totals, the 15 instructions that take the most, then (when
+ * some kind has several instructions: a repeat's blocks) the 10 largest kinds. */
+static void print_profile(report *r, const char *dir)
+{
+    const rt_prof *p = r->p;
+    const double n = r->n, step = r->step;
+    qsort_r(r->order, (size_t)r->m, sizeof *r->order, by_ms, p->ms);
+    fprintf(stderr, "trainc: profile of %lld steps (%s time): %.3f ms a step = forward %.3f + "
+                    "backward %.3f + optimizer %.3f + the rest %.3f (data, host%s)\n",
+            (long long)p->steps, p->gpu ? "GPU" : "CPU", step, r->pass_ms[0], r->pass_ms[1],
+            r->pass_ms[2], r->rest, p->gpu ? ", the GPU idle" : "");
+    fprintf(stderr, "   ms/step   share  index  where: what\n");
+    for (int k = 0; k < r->m && k < 15; k++) {
+        int i = r->order[k];
+        char idx[16];
+        if (i == p->cap - 1)
+            snprintf(idx, sizeof idx, "-");
+        else
+            snprintf(idx, sizeof idx, "%d", i);
+        fprintf(stderr, "  %8.3f  %5.1f%%  %5s  %s%s\n", p->ms[i] / n,
+                step > 0 ? 100.0 * p->ms[i] / n / step : 0.0, idx,
+                p->pass[i] == 1 ? "(backward) " : "", p->label[i]);
+    }
+    if (r->m > 15)
+        fprintf(stderr, "  (%d more in %s/profile.json)\n", r->m - 15, dir);
+    if (r->nk == r->m)
+        return;
+    qsort_r(r->korder, (size_t)r->nk, sizeof *r->korder, by_ms, r->kms);
+    fprintf(stderr, "   ms/step   share  count  what (the same work summed over the model)\n");
+    for (int k = 0; k < r->nk && k < 10; k++) {
+        int i = r->korder[k];
+        fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", r->kms[i] / n,
+                step > 0 ? 100.0 * r->kms[i] / n / step : 0.0, r->kn[i],
+                p->pass[i] == 1 ? "(backward) " : "", what_of(p->label[i]));
+    }
+    if (r->nk > 10)
+        fprintf(stderr, "  (%d more kinds in %s/profile.json)\n", r->nk - 10, dir);
+}
+
 int rt_prof_report(rt_prof *p, const char *dir, int rank0)
 {
     if (!p->steps) {
@@ -172,98 +284,18 @@ int rt_prof_report(rt_prof *p, const char *dir, int rank0)
                             "not: run 3 or more)\n");
         return 0;
     }
-    double n = (double)p->steps, pass_ms[3] = {0, 0, 0};
-    int m = 0, *order = rt_xmalloc((size_t)(p->cap ? p->cap : 1) * sizeof *order);
-    for (int i = 0; i < p->cap; i++)
-        if (p->pass[i] >= 0) {
-            pass_ms[p->pass[i]] += p->ms[i] / n;
-            order[m++] = i;
-        }
-    double step = p->step_ms / n, rest = step - pass_ms[0] - pass_ms[1] - pass_ms[2];
-    const size_t cap = (size_t)p->cap;   /* >= 1 (rt_prof_new) */
-    int *kind = rt_xmalloc(cap * sizeof *kind), *kn = rt_xmalloc(cap * sizeof *kn);
-    double *kms = rt_xmalloc(cap * sizeof *kms);
-    group_kinds(p, order, m, kind, kms, kn);
-    int nk = 0, *korder = rt_xmalloc(cap * sizeof *korder);
-    for (int k = 0; k < m; k++)
-        if (kind[order[k]] == order[k])
-            korder[nk++] = order[k];
+    report r = {0};
+    report_gather(&r, p);
     int rc = 0;
     if (rank0) {
-        /* profile.json: every instruction in plan.json's order, then the totals */
-        char path[RT_PATH_MAX + 32], a[32], b[32];
-        snprintf(path, sizeof path, "%s/profile.json", dir);
-        FILE *f = rt_tmp_open(path);
-        if (f) {
-            fprintf(f, "{\"device\":\"%s\",\"steps\":%lld,\"step_ms\":%s,\"forward_ms\":%s,", p->gpu ? "cuda" : "cpu",
-                    (long long)p->steps, rt_json_num(a, step), rt_json_num(b, pass_ms[0]));
-            fprintf(f, "\"backward_ms\":%s,\"optimizer_ms\":%s,", rt_json_num(a, pass_ms[1]),
-                    rt_json_num(b, pass_ms[2]));
-            fprintf(f, "\"other_ms\":%s,\"instructions\":[\n", rt_json_num(a, rest));
-            for (int k = 0; k < m; k++) {
-                int i = order[k];
-                if (i == p->cap - 1)
-                    fprintf(f, "{\"index\":null,");   /* not in plan.json's list */
-                else
-                    fprintf(f, "{\"index\":%d,", i);
-                fprintf(f, "\"pass\":\"%s\",\"ms\":%s,\"calls_per_step\":%s,\"label\":",
-                        pass_name[p->pass[i]], rt_json_num(a, p->ms[i] / n),
-                        rt_json_num(b, (double)p->calls[i] / n));
-                json_str(f, p->label[i]);
-                fprintf(f, "}%s\n", k + 1 < m ? "," : "");
-            }
-            /* then the kinds, in order of first appearance, their instructions summed */
-            fprintf(f, "],\"kinds\":[\n");
-            for (int k = 0; k < nk; k++) {
-                int i = korder[k];
-                fprintf(f, "{\"pass\":\"%s\",\"instructions\":%d,\"ms\":%s,\"what\":",
-                        pass_name[p->pass[i]], kn[i], rt_json_num(a, kms[i] / n));
-                json_str(f, what_of(p->label[i]));
-                fprintf(f, "}%s\n", k + 1 < nk ? "," : "");
-            }
-            fprintf(f, "]}\n");
-        }
-        if (!f || rt_tmp_commit(f, path) != 0)
-            rc = -1;
-        /* the table: the instructions that take the most, then the totals */
-        qsort_r(order, (size_t)m, sizeof *order, by_ms, p->ms);
-        fprintf(stderr, "trainc: profile of %lld steps (%s time): %.3f ms a step = forward %.3f + "
-                        "backward %.3f + optimizer %.3f + the rest %.3f (data, host%s)\n",
-                (long long)p->steps, p->gpu ? "GPU" : "CPU", step, pass_ms[0], pass_ms[1],
-                pass_ms[2], rest, p->gpu ? ", the GPU idle" : "");
-        fprintf(stderr, "   ms/step   share  index  where: what\n");
-        for (int k = 0; k < m && k < 15; k++) {
-            int i = order[k];
-            char idx[16];
-            if (i == p->cap - 1)
-                snprintf(idx, sizeof idx, "-");
-            else
-                snprintf(idx, sizeof idx, "%d", i);
-            fprintf(stderr, "  %8.3f  %5.1f%%  %5s  %s%s\n", p->ms[i] / n,
-                    step > 0 ? 100.0 * p->ms[i] / n / step : 0.0, idx,
-                    p->pass[i] == 1 ? "(backward) " : "", p->label[i]);
-        }
-        if (m > 15)
-            fprintf(stderr, "  (%d more in %s/profile.json)\n", m - 15, dir);
-        /* by kind, when some kind has several instructions (a repeat's blocks) */
-        if (nk < m) {
-            qsort_r(korder, (size_t)nk, sizeof *korder, by_ms, kms);
-            fprintf(stderr, "   ms/step   share  count  what (the same work summed over the model)\n");
-            for (int k = 0; k < nk && k < 10; k++) {
-                int i = korder[k];
-                fprintf(stderr, "  %8.3f  %5.1f%%  %5d  %s%s\n", kms[i] / n,
-                        step > 0 ? 100.0 * kms[i] / n / step : 0.0, kn[i],
-                        p->pass[i] == 1 ? "(backward) " : "", what_of(p->label[i]));
-            }
-            if (nk > 10)
-                fprintf(stderr, "  (%d more kinds in %s/profile.json)\n", nk - 10, dir);
-        }
+        rc = write_profile_json(&r, dir);
+        print_profile(&r, dir);
     }
-    free(kind);
-    free(kn);
-    free(kms);
-    free(korder);
-    free(order);
+    free(r.kind);
+    free(r.kn);
+    free(r.kms);
+    free(r.korder);
+    free(r.order);
     return rc;
 }
 
