@@ -4,10 +4,11 @@
 # tests/gpu/instances.cu, in the order trainc writes them into a kernels_cuda.cu:
 # prelude.cuh, common.cuh, the other templates by name, then the instance lines;
 # with fp32 activations, and with bf16-mixed's and fp16-mixed's 16-bit ones (where
-# attention takes the tensor cores), the 16-bit ones for sm_90a too (sm90.cuh's
-# primitives, sm90_attention.cuh's forward and sm90_attention_bwd.cuh's backward exist
-# only there); fp8.cuh (fp8-mixed's casts) for sm_89 and sm_90 too, and all of them as
-# fp8-mixed's (bf16 and RT_FP8) for sm_80, sm_89 and sm_90a. Then, where the toolkit has
+# attention takes the tensor cores; fp16's not for sm_90, which tests/nvrtc.sh covers),
+# the 16-bit ones for sm_90a too (sm90.cuh's primitives, sm90_attention.cuh's forward
+# and sm90_attention_bwd.cuh's backward exist only there); fp8.cuh (fp8-mixed's casts)
+# for sm_89 and sm_90 too, and all of them as fp8-mixed's (bf16 and RT_FP8) for sm_80,
+# sm_89 and sm_90a. Then, where the toolkit has
 # nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by nvcc -c for sm_80, and
 # ptxas's account of the tensor-core attention kernels (bf16, sm_80, sm_90 and sm_90a,
 # where the Hopper forward rt_attention_fwd90_* and backward rt_attention_bwd90_* join
@@ -26,7 +27,9 @@ rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' 
 for v in fp32 bf16 fp16; do
     { case $v in bf16) echo "#define RT_ACT_BF16 1";; fp16) echo "#define RT_ACT_F16 1";; esac
       cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_$v.cu"
-    archs="sm_80 sm_90"; [ $v = fp32 ] || archs="$archs sm_90a"
+    # fp16 for sm_90 is bf16's text with another type, and tests/nvrtc.sh compiles every
+    # spec's fp16-mixed kernels (these templates with their instances) for sm_90
+    case $v in fp32) archs="sm_80 sm_90";; bf16) archs="sm_80 sm_90 sm_90a";; fp16) archs="sm_80 sm_90a";; esac
     "$d/nvrtc_check" "$d/templates_$v.cu" $archs
 done
 # fp8-mixed's casts (fp8.cuh, bf16 operands) for the GPUs with FP8 tensor cores too

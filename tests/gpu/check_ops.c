@@ -33,13 +33,14 @@
  * memory calls: chunks mapped and zeroed under a write, given back after a reduction's
  * event, reused) on one GPU, the only part of zero2 a single GPU can run.
  *
- * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [TEMPLATE_DIR]   (default
+ * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [--lean] [TEMPLATE_DIR]   (default
  * templates/cuda, from the repository root). The kernels are the templates, read at run time
  * in the order trainc writes them, plus the instances below for the shapes tested here.
  * --short, for the emulators (tests/gpu_emu.sh, tests/fake_gpu.sh): with 16-bit activations,
  * attention at T 128 where a GPU takes T 1024 (the tensor-core kernels' tiles, the causal
  * skip and the online softmax over 4 key tiles, not 32; emulated, T 1024 cost more than
- * half of gpu_emu.sh's time). */
+ * half of gpu_emu.sh's time). --lean, for tests/fake_gpu.sh (the device layer, after
+ * tests/gpu_emu.sh held every kernel on every shape): one attention shape a path. */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -102,6 +103,7 @@ static const char *const instances[] = {
 #define TOL_RED 1e-4           /* reductions */
 static int half;               /* --bf16 (1), --fp16 (2): activations stored in 16 bits (act_t) */
 static int short_att;          /* --short: 16-bit attention at T 128, not 1024 (the emulators) */
+static int lean;               /* --lean: one attention shape a path (the fake GPU) */
 static int fp8_only;           /* --fp8: fp8-mixed's kernels (bf16 and RT_FP8), their maxima */
 /* The tolerance of an activation output: plus the rounding of 16-bit storage (half a
  * unit in the last place: 2^-8 of the value for bf16, 2^-11 for fp16, at most). */
@@ -2508,6 +2510,75 @@ static void t_fp8_folds(void)
     t_fp8_weights();
 }
 
+/* Attention on every shape: the plain kernels (heads 16 to 128 wide, one-row tiles,
+ * the tensor-core kernels' partial tiles), then the Llama-family options. */
+static void all_attention(void)
+{
+    t_attention(2, 17, 96, 2, 1);
+    t_attention(2, 17, 96, 2, 0);
+    t_attention(3, 128, 128, 4, 1);
+    t_attention(2, 64, 128, 2, 0);
+    t_attention(1, 40, 256, 2, 1);
+    if (half && short_att) {
+        t_attention(1, 128, 128, 2, 1);
+        t_attention(1, 128, 64, 1, 0);
+    } else {
+        t_attention(1, 1024, 128, 2, 1);
+        t_attention(1, 1024, 64, 1, 0);
+    }
+    t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
+    /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
+    /* sm90_attention.cuh's forward where the kernels are built for sm_90a (16-bit, heads
+     * 64 and 128): two query tiles of 128 (the last partial), three key tiles (the
+     * two-stage ring wraps), several batch rows and heads */
+    t_attention(2, 200, 256, 2, 1);
+    t_attention(2, 150, 192, 3, 0);
+    t_attention(1, 300, 128, 2, 1);
+    t_attention(1, 260, 256, 2, 0);
+    t_attention(1, 200, 160, 2, 0);
+    t_attention(2, 100, 384, 3, 1);
+    /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
+     * scaling) and together; a group of 3 heads leaves a query tile a row short */
+    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0);
+    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0);
+    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0);
+    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0);
+    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0);
+    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1);
+    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);   /* heads 128 wide */
+    /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
+     * every option, the window skipping whole tiles on both sides of the backward; a
+     * group of 2 without the causal mask, a window of 20 */
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
+    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0);
+    /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
+     * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
+     * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
+     * without rope or the causal mask, a window of 70; a group of 1 */
+    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1);
+    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0);
+    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0);
+    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0);
+    /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
+}
+
+/* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
+ * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
+ * heads 8, 64 and 128), for a run through the device layer after tests/gpu_emu.sh has
+ * held every shape against the CPU. */
+static void lean_attention(void)
+{
+    t_attention(2, 17, 96, 2, 1);
+    t_attention(3, 128, 128, 4, 1);
+    t_attention(1, 128, 128, 2, 1);
+    t_attention(2, 100, 384, 3, 1);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);
+}
+
 int main(int argc, char **argv)
 {
     int a = 1;
@@ -2518,6 +2589,8 @@ int main(int argc, char **argv)
             half = 2;
         else if (!strcmp(argv[a], "--short"))
             short_att = 1;
+        else if (!strcmp(argv[a], "--lean"))
+            lean = 1;
         else if (!strcmp(argv[a], "--fp8"))
             half = 1, fp8_only = 1;
         else {
@@ -2665,54 +2738,10 @@ int main(int argc, char **argv)
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);
 
-    t_attention(2, 17, 96, 2, 1);
-    t_attention(2, 17, 96, 2, 0);
-    t_attention(3, 128, 128, 4, 1);
-    t_attention(2, 64, 128, 2, 0);
-    t_attention(1, 40, 256, 2, 1);
-    if (half && short_att) {
-        t_attention(1, 128, 128, 2, 1);
-        t_attention(1, 128, 64, 1, 0);
-    } else {
-        t_attention(1, 1024, 128, 2, 1);
-        t_attention(1, 1024, 64, 1, 0);
-    }
-    t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
-    /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
-    /* sm90_attention.cuh's forward where the kernels are built for sm_90a (16-bit, heads
-     * 64 and 128): two query tiles of 128 (the last partial), three key tiles (the
-     * two-stage ring wraps), several batch rows and heads */
-    t_attention(2, 200, 256, 2, 1);
-    t_attention(2, 150, 192, 3, 0);
-    t_attention(1, 300, 128, 2, 1);
-    t_attention(1, 260, 256, 2, 0);
-    t_attention(1, 200, 160, 2, 0);
-    t_attention(2, 100, 384, 3, 1);
-    /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
-     * scaling) and together; a group of 3 heads leaves a query tile a row short */
-    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0);
-    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0);
-    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0);
-    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0);
-    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0);
-    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1);
-    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);   /* heads 128 wide */
-    /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
-     * every option, the window skipping whole tiles on both sides of the backward; a
-     * group of 2 without the causal mask, a window of 20 */
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
-    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0);
-    /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
-     * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
-     * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
-     * without rope or the causal mask, a window of 70; a group of 1 */
-    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1);
-    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0);
-    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0);
-    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0);
-    /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
+    if (lean)
+        lean_attention();
+    else
+        all_attention();
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);
