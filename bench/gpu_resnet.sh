@@ -35,7 +35,10 @@
 #      fp32 first (the row that stood at 0.87x torch.compile), then resnet_fashion at
 #      4096 and 512, fp32 and bf16-mixed. The same recipe on both sides (the spec's
 #      optimizer, augmentation and loss; no validation); PyTorch eager with --graph at
-#      batches up to GRAPH_MAX_BATCH (512, the smaller batch).
+#      batches up to GRAPH_MAX_BATCH (512, the smaller batch). Then trainc's
+#      resnet_fashion_bf16 once at each batch with TRAINC_CONV_KERNELS=0 (im2col and
+#      GEMMs, not the tensor cores' implicit-GEMM forward the rules pick): kind
+#      "speed_ab", printed beside the default's median.
 # Budget: with PART_LIMIT (seconds, as tests/gpu/measure.sh passes its part's limit) a
 # run starts only with MIN_LEFT (20) seconds left before it, and is stopped at it, so the
 # table is printed in time; what is cut is the last of the list above.
@@ -150,12 +153,14 @@ trainc_run() {  # trainc_run KIND TRAINER PRECISION ARGS...: the trainer (built 
     rc=$?
     cat "$o.log" >>"$ERR"
     "$PY" - "$kind" "$exe" "$o/metrics.jsonl" "$t0" "$(date +%s.%N)" "$rc" "$WARM" "$TARGET" "$DEVICE_NAME" "$prec" <<'PY'
-import json, sys
+import json, os, sys
 kind, exe, path = sys.argv[1], sys.argv[2], sys.argv[3]
 t0, t1, rc, warm, target = float(sys.argv[4]), float(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), float(sys.argv[8])
 # precision: the trainer's (a CPU runs bf16-mixed in fp32: ran_precision says so)
 r = {"side": "trainc", "impl": "trainc", "trainer": exe, "kind": kind, "precision": sys.argv[10],
      "wall_s": round(t1 - t0, 3), "device": sys.argv[9]}
+if os.environ.get("AB_ENV"):   # an A/B run's setting (speed_ab)
+    r["env"] = os.environ["AB_ENV"]
 try:
     recs = [json.loads(l) for l in open(path)]
     start, end = recs[0], recs[-1]
@@ -226,6 +231,18 @@ speed() {       # ROUNDS rounds over the rows, so a budget cut leaves every row 
             speed_once resnet_fashion resnet_fashion_bf16 bf16-mixed "$LARGE" &&
             speed_once resnet_fashion resnet_fashion fp32 "$SMALL" &&
             speed_once resnet_fashion resnet_fashion_bf16 bf16-mixed "$SMALL" || return
+    done
+    speed_ab
+}
+speed_ab() {    # trainc's bf16-mixed ResNet with the convolutions as im2col and GEMMs
+                # (TRAINC_CONV_KERNELS=0) beside the default rules' tensor-core implicit
+                # GEMM forward: one run at each batch, kind "speed_ab"
+    local b
+    for b in "$LARGE" "$SMALL"; do
+        budget "speed_ab resnet_fashion_bf16 $b" || return 1
+        TRAINC_CONV_KERNELS=0 AB_ENV=TRAINC_CONV_KERNELS=0 trainc_run speed_ab resnet_fashion_bf16 bf16-mixed \
+            --set batch_size="$b" --set max_steps=$((WARM + STEPS)) --set epochs=100000 \
+            --set log_every=$LOG --set data.val=null
     done
 }
 

@@ -99,6 +99,13 @@ def speed_rows(rows, meta):
         mem = f"{ours / 1e6:.1f} MB vs {theirs / 1e6:.1f} MB" if ours and theirs else ""
         print(f"| {model} | {batch} | {prec} | {cells[0]} | {cells[1]} | {cells[2]} | | {ratio('eager')} | "
               f"{ratio('compile')} | {mem} | {meta.get('date', '?')}, {meta.get('commit', '?')} |")
+    for r in rows:   # trainc with another setting (speed_ab) against its default runs
+        if r.get("kind") == "speed_ab" and r.get("samples_per_s"):
+            base = [x["samples_per_s"] for x in rows if x.get("kind") == "speed" and side(x) == "trainc"
+                    and x.get("trainer") == r.get("trainer") and x.get("batch") == r.get("batch")
+                    and x.get("samples_per_s")]
+            vs = f", {r['samples_per_s'] / statistics.median(base):.2f}x the default's median" if base else ""
+            print(f"A/B: {r['trainer']} at {r['batch']} with {r.get('env')}: {r['samples_per_s']:,.1f} samples/s{vs}")
     first = [r for r in rows if r.get("kind") == "speed" and r.get("first_step_s") is not None]
     if first:
         print("PyTorch's first step (launch to its end, compilation included), the slowest run of each:")

@@ -187,17 +187,23 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
  *     estimates for an H100/H200-class GPU, to be replaced by measured ones; with them
  *     fp32 takes the kernel for Cout*k*k*waste up to about 580 (32 channels in and out
  *     at 3x3), 16-bit almost never.
+ *   - with 16-bit activations, the forward of the other shapes (any stride) and the
+ *     input gradient at stride 1 as implicit GEMMs on the tensor cores where
+ *     conv_tc_pays says so: up to about 100 output channels (the forward's Cout, the
+ *     gradient's C) by the same estimates (IG_TC_FLOPS, those kernels' rate, unmeasured).
  * TRAINC_CONV_KERNELS=0 turns the kernels off (the GEMM path everywhere), =all on for
  * every shape they can take, the cost model ignored (tests compare the two paths). */
 #define IG_FLOPS 20e12
 #define SGEMM_FLOPS 40e12
 #define TC_FLOPS 300e12
+#define IG_TC_FLOPS 100e12
 #define BW 3e12
 #define RT_CONV_DIRECT_KK 32   /* conv.cuh's */
 #define RT_CONV_DIRECT_W 4096
 #define RT_CONV_DIRECT_CO 8
 
-static int conv_mode = -1;   /* 0 off, 1 by the rules, 2 wherever they apply */
+static int conv_mode = -1;   /* 0 off, 1 by the rules, 2 wherever they apply, 3 as 2
+                                but for the tensor cores' (check_ops: the others' shapes) */
 
 void rt_cu_conv_kernels(int mode) { conv_mode = mode; }
 
@@ -221,7 +227,7 @@ static int conv_igemm_pays(rt_exec *e, int64_t C, int64_t k, int64_t s, int64_t 
 {
     if (conv_kernels() == 0 || s != 1)
         return 0;
-    if (conv_kernels() == 2)
+    if (conv_kernels() >= 2)
         return 1;
     int act16 = rt_cu_act16(e) != 0;
     double f = 2.0 * (double)(Cout * k * k), waste = (double)(cdiv(C, 32) * 32) / (double)C;
@@ -230,12 +236,45 @@ static int conv_igemm_pays(rt_exec *e, int64_t C, int64_t k, int64_t s, int64_t 
     return igemm < gemm;
 }
 
+/* A tensor-core implicit GEMM (16-bit activations) of M output channels over K against
+ * the GEMM path, per output position: 2 M K flops at IG_TC_FLOPS (its tiles of 64
+ * channels counted whole) against the GEMM's at TC_FLOPS plus the columns' ncol 16-bit
+ * values a position written and read at BW (the forward's col: C k k; the input
+ * gradient's dcol: C k k too). The kernel for M up to about 100. */
+static int conv_tc_pays(rt_exec *e, int64_t M, int64_t K, int64_t ncol)
+{
+    if (conv_kernels() == 0 || conv_kernels() == 3 || !rt_cu_act16(e))
+        return 0;
+    if (conv_kernels() == 2)
+        return 1;
+    double f = 2.0 * (double)M * (double)K;
+    double igemm = 2.0 * (double)(cdiv(M, 64) * 64) * (double)K / IG_TC_FLOPS;
+    return igemm < f / TC_FLOPS + 2.0 * 2.0 * (double)ncol / BW;
+}
+
+int rt_cu_conv_igemm_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
+                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                         int64_t OH, int64_t OW, int64_t Cout)
+{
+    if (!conv_tc_pays(e, Cout, C * k * k, C * k * k))
+        return 0;
+    int64_t np = B * OH * OW;
+    if (np <= 0 || Cout <= 0)
+        return 1;
+    void *args[] = {&x, &w, &yt, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout};
+    rt_cu_launch(e, "rt_conv_igemm_fwd_tc", gdim(cdiv(np, 128), GX, "conv_igemm_fwd"),
+                 gdim(cdiv(Cout, 64), GYZ, "conv_igemm_fwd"), 1, 128, 1, 0, args);
+    return 1;
+}
+
+/* The forward without columns: the direct kernel where a window is small, else the
+ * tensor cores' implicit GEMM where it pays; 0 leaves the GEMM path to the caller. */
 int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                           int64_t OH, int64_t OW, int64_t Cout)
 {
     if (!conv_direct_fits(C, H, W, k, Cout))
-        return 0;
+        return rt_cu_conv_igemm_fwd(e, x, w, yt, B, C, H, W, k, s, pad, OH, OW, Cout);
     int64_t n = cdiv(Cout, RT_CONV_DIRECT_CO) * B * OH * OW;
     if (n <= 0)
         return 1;
@@ -271,10 +310,29 @@ int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw
     return 1;
 }
 
+/* conv.cuh's rt_conv_igemm_dx_tc (stride 1, 16-bit activations); always launches. */
+int rt_cu_conv_igemm_dx_tc(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
+                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t pad, int64_t OH,
+                           int64_t OW, int64_t Cout)
+{
+    int64_t np = B * H * W;
+    if (np <= 0 || C <= 0)
+        return 1;
+    void *args[] = {&w, &dyt, &dx, &B, &C, &H, &W, &k, &pad, &OH, &OW, &Cout};
+    rt_cu_launch(e, "rt_conv_igemm_dx_tc", gdim(cdiv(np, 128), GX, "conv_igemm_dx"),
+                 gdim(cdiv(C, 64), GYZ, "conv_igemm_dx"), 1, 128, 1, 0, args);
+    return 1;
+}
+
+/* The input gradient at stride 1 without dcol: on the tensor cores where that pays
+ * (16-bit), else the CUDA cores' kernel where its cost model says so; 0 leaves the
+ * dcol GEMM and col2im to the caller. */
 int rt_cu_conv_igemm_dx(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                         int64_t OH, int64_t OW, int64_t Cout)
 {
+    if (s == 1 && conv_tc_pays(e, C, Cout * k * k, C * k * k))
+        return rt_cu_conv_igemm_dx_tc(e, w, dyt, dx, B, C, H, W, k, pad, OH, OW, Cout);
     if (!conv_igemm_pays(e, C, k, s, Cout))
         return 0;
     int64_t np = B * H * W;

@@ -400,14 +400,21 @@ void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
                          int64_t rows, int64_t C, int64_t ld);
 /* conv2d with groups 1 without columns (rt.h's conv_*: 0 where the shape is not theirs);
  * rt_cu_conv_kernels sets TRAINC_CONV_KERNELS's mode: 0 off, 1 by shape, 2 wherever a
- * kernel can take the shape (tests/gpu/check_ops) */
+ * kernel can take the shape, 3 as 2 but for the tensor cores' implicit GEMMs
+ * (tests/gpu/check_ops) */
 void rt_cu_conv_kernels(int mode);
+int rt_cu_conv_igemm_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
+                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                         int64_t OH, int64_t OW, int64_t Cout);
 int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B,
                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                           int64_t OH, int64_t OW, int64_t Cout);
 int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                          int64_t OH, int64_t OW, int64_t Cout);
+int rt_cu_conv_igemm_dx_tc(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
+                           int64_t C, int64_t H, int64_t W, int64_t k, int64_t pad, int64_t OH,
+                           int64_t OW, int64_t Cout);
 int rt_cu_conv_igemm_dx(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                         int64_t OH, int64_t OW, int64_t Cout);

@@ -243,74 +243,10 @@ __host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd
 /* rows of the tiles a tensor-core kernel streams through shared memory */
 __host__ __device__ constexpr int rt_att_tc_stream(int hd) { return hd > 64 ? 32 : 64; }
 
-/* D += A B on one m16n8k16 tile (the emulator has a twin of the instruction) */
-__device__ __forceinline__ void att_mma(float c[4], const unsigned a[4], const unsigned b[2])
-{
-#if defined(RT_EMU)
-    emu_mma_16816(c, a, b, rt_act16_float);
-#elif defined(RT_ACT_BF16)
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#else
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
-                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-#endif
-}
-
 /* two 16-bit values, the first in the low half */
 __device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short hi)
 {
     return (unsigned)lo | (unsigned)hi << 16;
-}
-
-/* ldmatrix .x4 from shared memory: lane l gives the address of row l % 8 of matrix
- * l / 8 (8 16-bit values, 16-byte aligned); register r of lane l gets matrix r's row
- * l / 4, columns 2 (l % 4) (low half) and 2 (l % 4) + 1. att_ldsm4t (.trans): column
- * l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. (The emulator has a twin of each.) */
-__device__ __forceinline__ void att_ldsm4(unsigned r[4], const unsigned short *p)
-{
-#if defined(RT_EMU)
-    emu_ldmatrix_x4(r, p, false);
-#else
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#endif
-}
-__device__ __forceinline__ void att_ldsm4t(unsigned r[4], const unsigned short *p)
-{
-#if defined(RT_EMU)
-    emu_ldmatrix_x4(r, p, true);
-#else
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-#endif
-}
-
-/* B fragments of n-tiles n and n + 1 (b[0..1], b[2..3]) for k-step s of a product
- * with M^T, M a shared tile whose rows are the n index and columns the k index (K in
- * S = Q K^T): matrices (rows 8n, columns 16s), (8n, 16s + 8), (8n + 8, 16s),
- * (8n + 8, 16s + 8). */
-template <int W>
-__device__ __forceinline__ void att_bfrag(unsigned b[4], unsigned short (*M)[W], int n, int s, int lane)
-{
-    att_ldsm4(b, &M[8 * n + (lane & 7) + ((lane >> 4) << 3)][16 * s + (lane & 8)]);
-}
-
-/* B fragments of n-tiles n and n + 1 for k-step j of a product with M, M a shared
- * tile whose rows are the k index and columns the n index (V in P V): transposed
- * matrices (rows 16j, columns 8n), (16j + 8, 8n), (16j, 8n + 8), (16j + 8, 8n + 8). */
-template <int W>
-__device__ __forceinline__ void att_bfrag_t(unsigned b[4], unsigned short (*M)[W], int j, int n, int lane)
-{
-    att_ldsm4t(b, &M[16 * j + (lane & 7) + (lane & 8)][8 * n + ((lane >> 4) << 3)]);
 }
 
 /* A fragments (16 rows from r0, all HD columns: KS k-steps) of a matrix of rows of
@@ -489,9 +425,9 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                     sc[n][r] = sc[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4];
-                    att_bfrag<W>(kb, ks[cb], n, s, lane);
-                    att_mma(sc[n], qa[s], kb);
-                    att_mma(sc[n + 1], qa[s], kb + 2);
+                    rt_bfrag<W>(kb, ks[cb], n, s, lane);
+                    rt_mma16816(sc[n], qa[s], kb);
+                    rt_mma16816(sc[n + 1], qa[s], kb + 2);
                 }
             }
             /* scale (to log2 units), mask (only a tile that reaches past the diagonal
@@ -531,9 +467,9 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned vb[4];
-                    att_bfrag_t<W>(vb, vs[cb], j, n, lane);
-                    att_mma(o[n], pa, vb);
-                    att_mma(o[n + 1], pa, vb + 2);
+                    rt_bfrag_t<W>(vb, vs[cb], j, n, lane);
+                    rt_mma16816(o[n], pa, vb);
+                    rt_mma16816(o[n + 1], pa, vb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
@@ -881,12 +817,12 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                     sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4], vb[4];
-                    att_bfrag<W>(kb, ks[cb], n, s, lane);
-                    att_bfrag<W>(vb, vs[cb], n, s, lane);
-                    att_mma(sc[n], qa[s], kb);
-                    att_mma(dp[n], da[s], vb);
-                    att_mma(sc[n + 1], qa[s], kb + 2);
-                    att_mma(dp[n + 1], da[s], vb + 2);
+                    rt_bfrag<W>(kb, ks[cb], n, s, lane);
+                    rt_bfrag<W>(vb, vs[cb], n, s, lane);
+                    rt_mma16816(sc[n], qa[s], kb);
+                    rt_mma16816(dp[n], da[s], vb);
+                    rt_mma16816(sc[n + 1], qa[s], kb + 2);
+                    rt_mma16816(dp[n + 1], da[s], vb + 2);
                 }
                 for (int c = n; c < n + 2; c++)
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
@@ -904,9 +840,9 @@ __device__ __forceinline__ void attention_bwd_q_tc(const act_t *qkv, const float
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned kb[4];
-                    att_bfrag_t<W>(kb, ks[cb], j, n, lane);
-                    att_mma(acc[n], sa, kb);
-                    att_mma(acc[n + 1], sa, kb + 2);
+                    rt_bfrag_t<W>(kb, ks[cb], j, n, lane);
+                    rt_mma16816(acc[n], sa, kb);
+                    rt_mma16816(acc[n + 1], sa, kb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
@@ -986,12 +922,12 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                     st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {   /* n-tiles 2j (c = 0) and 2j + 1 (c = 1) */
                     unsigned qb[4], db[4];
-                    att_bfrag<W>(qb, qs[cb], 2 * j, s, lane);
-                    att_bfrag<W>(db, dys[cb], 2 * j, s, lane);
-                    att_mma(st[0], ka[s], qb);
-                    att_mma(dpt[0], va[s], db);
-                    att_mma(st[1], ka[s], qb + 2);
-                    att_mma(dpt[1], va[s], db + 2);
+                    rt_bfrag<W>(qb, qs[cb], 2 * j, s, lane);
+                    rt_bfrag<W>(db, dys[cb], 2 * j, s, lane);
+                    rt_mma16816(st[0], ka[s], qb);
+                    rt_mma16816(dpt[0], va[s], db);
+                    rt_mma16816(st[1], ka[s], qb + 2);
+                    rt_mma16816(dpt[1], va[s], db + 2);
                 }
                 for (int c = 0; c < 2; c++) {
                     const int n = 2 * j + c;
@@ -1012,12 +948,12 @@ __device__ __forceinline__ void attention_bwd_kv_tc(const act_t *qkv, const floa
                 }
                 for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
                     unsigned yb[4], qb[4];
-                    att_bfrag_t<W>(yb, dys[cb], j, n, lane);
-                    att_bfrag_t<W>(qb, qs[cb], j, n, lane);
-                    att_mma(gv[n], pa, yb);
-                    att_mma(gk[n], sa, qb);
-                    att_mma(gv[n + 1], pa, yb + 2);
-                    att_mma(gk[n + 1], sa, qb + 2);
+                    rt_bfrag_t<W>(yb, dys[cb], j, n, lane);
+                    rt_bfrag_t<W>(qb, qs[cb], j, n, lane);
+                    rt_mma16816(gv[n], pa, yb);
+                    rt_mma16816(gk[n], sa, qb);
+                    rt_mma16816(gv[n + 1], pa, yb + 2);
+                    rt_mma16816(gk[n + 1], sa, qb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
@@ -1868,9 +1804,9 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
                     sc[n][r] = sc[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4];
-                    att_bfrag<WD>(kb, ks[cb], n, s, lane);
-                    att_mma(sc[n], qa[s], kb);
-                    att_mma(sc[n + 1], qa[s], kb + 2);
+                    rt_bfrag<WD>(kb, ks[cb], n, s, lane);
+                    rt_mma16816(sc[n], qa[s], kb);
+                    rt_mma16816(sc[n + 1], qa[s], kb + 2);
                 }
             }
             /* only a tile that reaches past a row's diagonal or window start, past T,
@@ -1908,9 +1844,9 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned vb[4];
-                    att_bfrag_t<WD>(vb, vs[cb], j, n, lane);
-                    att_mma(o[n], pa, vb);
-                    att_mma(o[n + 1], pa, vb + 2);
+                    rt_bfrag_t<WD>(vb, vs[cb], j, n, lane);
+                    rt_mma16816(o[n], pa, vb);
+                    rt_mma16816(o[n + 1], pa, vb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
@@ -2033,12 +1969,12 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
                     sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned kb[4], vb[4];
-                    att_bfrag<WD>(kb, ks[cb], n, s, lane);
-                    att_bfrag<WD>(vb, vs[cb], n, s, lane);
-                    att_mma(sc[n], qa[s], kb);
-                    att_mma(dp[n], da[s], vb);
-                    att_mma(sc[n + 1], qa[s], kb + 2);
-                    att_mma(dp[n + 1], da[s], vb + 2);
+                    rt_bfrag<WD>(kb, ks[cb], n, s, lane);
+                    rt_bfrag<WD>(vb, vs[cb], n, s, lane);
+                    rt_mma16816(sc[n], qa[s], kb);
+                    rt_mma16816(dp[n], da[s], vb);
+                    rt_mma16816(sc[n + 1], qa[s], kb + 2);
+                    rt_mma16816(dp[n + 1], da[s], vb + 2);
                 }
                 for (int c = n; c < n + 2; c++)
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
@@ -2057,9 +1993,9 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
                 }
                 for (int n = 0; n < DN; n += 2) {
                     unsigned kb[4];
-                    att_bfrag_t<WD>(kb, ks[cb], j, n, lane);
-                    att_mma(acc[n], sa, kb);
-                    att_mma(acc[n + 1], sa, kb + 2);
+                    rt_bfrag_t<WD>(kb, ks[cb], j, n, lane);
+                    rt_mma16816(acc[n], sa, kb);
+                    rt_mma16816(acc[n + 1], sa, kb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
@@ -2189,12 +2125,12 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                     st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
                     unsigned qb[4], db[4];
-                    att_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
-                    att_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
-                    att_mma(st[0], ka[s], qb);
-                    att_mma(dpt[0], va[s], db);
-                    att_mma(st[1], ka[s], qb + 2);
-                    att_mma(dpt[1], va[s], db + 2);
+                    rt_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
+                    rt_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
+                    rt_mma16816(st[0], ka[s], qb);
+                    rt_mma16816(dpt[0], va[s], db);
+                    rt_mma16816(st[1], ka[s], qb + 2);
+                    rt_mma16816(dpt[1], va[s], db + 2);
                 }
                 for (int c = 0; c < 2; c++) {
                     const int n = 2 * j + c;
@@ -2215,12 +2151,12 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                 }
                 for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
                     unsigned yb[4], qb[4];
-                    att_bfrag_t<WD>(yb, dys[cb], j, n, lane);
-                    att_bfrag_t<WD>(qb, qs[cb], j, n, lane);
-                    att_mma(gv[n], pa, yb);
-                    att_mma(gk[n], sa, qb);
-                    att_mma(gv[n + 1], pa, yb + 2);
-                    att_mma(gk[n + 1], sa, qb + 2);
+                    rt_bfrag_t<WD>(yb, dys[cb], j, n, lane);
+                    rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
+                    rt_mma16816(gv[n], pa, yb);
+                    rt_mma16816(gk[n], sa, qb);
+                    rt_mma16816(gv[n + 1], pa, yb + 2);
+                    rt_mma16816(gk[n + 1], sa, qb + 2);
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */

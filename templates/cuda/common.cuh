@@ -500,3 +500,76 @@ rt_loss_total(const double *loss, const double *correct, int64_t n, rt_cu_stat *
         stats->correct += (unsigned long long)c;
     }
 }
+
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* ---- tensor-core primitives (16-bit activations): attention.cuh's and conv.cuh's -------
+ * mma.sync m16n8k16 with 16-bit operands and fp32 accumulators, and ldmatrix. Fragments
+ * (PTX ISA, mma.m16n8k16, g = lane / 4, t = lane % 4): A's four registers hold rows g,
+ * g + 8, g, g + 8 and columns 2t, 2t, 2t + 8, 2t + 8 (and the next column); B's two hold
+ * rows 2t and 2t + 8 (and the next) of column g; C's four are (g, 2t), (g, 2t + 1),
+ * (g + 8, 2t), (g + 8, 2t + 1). */
+/* D += A B on one m16n8k16 tile (the emulator has a twin of the instruction) */
+__device__ __forceinline__ void rt_mma16816(float c[4], const unsigned a[4], const unsigned b[2])
+{
+#if defined(RT_EMU)
+    emu_mma_16816(c, a, b, rt_act16_float);
+#elif defined(RT_ACT_BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#endif
+}
+
+/* ldmatrix .x4 from shared memory: lane l gives the address of row l % 8 of matrix
+ * l / 8 (8 16-bit values, 16-byte aligned); register r of lane l gets matrix r's row
+ * l / 4, columns 2 (l % 4) (low half) and 2 (l % 4) + 1. rt_ldsm4t (.trans): column
+ * l / 4, rows 2 (l % 4) and 2 (l % 4) + 1. (The emulator has a twin of each.) */
+__device__ __forceinline__ void rt_ldsm4(unsigned r[4], const unsigned short *p)
+{
+#if defined(RT_EMU)
+    emu_ldmatrix_x4(r, p, false);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+__device__ __forceinline__ void rt_ldsm4t(unsigned r[4], const unsigned short *p)
+{
+#if defined(RT_EMU)
+    emu_ldmatrix_x4(r, p, true);
+#else
+    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+#endif
+}
+
+/* B fragments of n-tiles n and n + 1 (b[0..1], b[2..3]) for k-step s of a product
+ * with M^T, M a shared tile whose rows are the n index and columns the k index (K in
+ * S = Q K^T): matrices (rows 8n, columns 16s), (8n, 16s + 8), (8n + 8, 16s),
+ * (8n + 8, 16s + 8). */
+template <int W>
+__device__ __forceinline__ void rt_bfrag(unsigned b[4], unsigned short (*M)[W], int n, int s, int lane)
+{
+    rt_ldsm4(b, &M[8 * n + (lane & 7) + ((lane >> 4) << 3)][16 * s + (lane & 8)]);
+}
+
+/* B fragments of n-tiles n and n + 1 for k-step j of a product with M, M a shared
+ * tile whose rows are the k index and columns the n index (V in P V): transposed
+ * matrices (rows 16j, columns 8n), (16j + 8, 8n), (16j, 8n + 8), (16j + 8, 8n + 8). */
+template <int W>
+__device__ __forceinline__ void rt_bfrag_t(unsigned b[4], unsigned short (*M)[W], int j, int n, int lane)
+{
+    rt_ldsm4t(b, &M[16 * j + (lane & 7) + (lane & 8)][8 * n + ((lane >> 4) << 3)]);
+}
+
+#endif

@@ -709,3 +709,138 @@ rt_conv_igemm_dx(const float *w, const act_t *dyt, act_t *dx, int64_t B, int64_t
         }
     }
 }
+
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* Implicit GEMMs on the tensor cores (16-bit activations). The forward: the GEMM path's
+ * yt [Cout, P] = w [Cout, K] col [K, P] (K = C*k*k, P = B*OH*OW, any stride) without
+ * col. The input gradient at stride 1: dx [B, C, H, W] = the convolution of dyt with
+ * the weights' taps reversed and their two channel axes swapped, padding k - 1 - pad
+ * (dx[b, c, ih, iw] = sum over (co, t') of w[co, c, k*k - 1 - t'] dyt[co, (b, ih - k + 1
+ * + pad + ki', iw - k + 1 + pad + kj')]), without dcol and col2im. Both are M output
+ * channels x P positions of one gather: a block takes RT_TG_M channels x RT_TG_N
+ * positions and walks K in chunks of RT_TG_K, the chunk of w rounded to 16 bits (the
+ * GEMM path's operand: the parameter's 16-bit copy holds the same values) and the
+ * positions' window values, both in shared memory as 16-bit rows (K contiguous, 8
+ * values of padding: the eight rows an ldmatrix reads hit distinct banks), then
+ * mma.sync m16n8k16 with fp32 accumulators (common.cuh's rt_mma16816). Four warps,
+ * 2 x 2 over the tile: each 32 channels x 64 positions. A thread gathers one
+ * position's window: (channel, ki, kj) advanced with carries along the chunk, no
+ * division an element. The sums run in the tensor cores' order: within rounding of
+ * the CPU's, as cuBLASLt's are.
+ * in: the gathered tensor, images ims apart, its Cg channels chs apart, each Hg x Wg;
+ * out: [M, P] (the forward's yt) or [B, M, Ho, Wo] (dx). */
+#define RT_TG_M 64
+#define RT_TG_N 128
+#define RT_TG_K 32
+template <bool DX>
+__device__ __forceinline__ void conv_tc(const act_t *in, const float *w, act_t *out, int64_t B,
+                                        int64_t Cg, int64_t Hg, int64_t Wg, int64_t k, int64_t s,
+                                        int64_t pad, int64_t Ho, int64_t Wo, int64_t M,
+                                        int64_t chs, int64_t ims)
+{
+    __shared__ __align__(16) unsigned short as[RT_TG_M][RT_TG_K + 8];
+    __shared__ __align__(16) unsigned short bs[RT_TG_N][RT_TG_K + 8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    const int64_t ohw = Ho * Wo, np = B * ohw, kk = k * k, K = Cg * kk;
+    const int64_t p0 = (int64_t)blockIdx.x * RT_TG_N, c0 = (int64_t)blockIdx.y * RT_TG_M;
+    /* this thread's position (tid < RT_TG_N): its window's corner and image */
+    const int64_t p = p0 + tid, b = p / ohw, q = p - b * ohw, oh = q / Wo, ow = q - oh * Wo;
+    const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
+    const unsigned short *xb = (const unsigned short *)in + b * ims;
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[i][j][r] = 0.0f;
+    for (int64_t j0 = 0; j0 < K; j0 += RT_TG_K) {
+        __syncthreads();   /* the last chunk's readers are done */
+        for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
+            const int r = e / RT_TG_K, c = e - r * RT_TG_K;
+            const int64_t m = c0 + r, j = j0 + c;
+            float v = 0.0f;
+            if (m < M && j < K) {
+                if (DX) {   /* j = (co, t'): w[co, m, k*k - 1 - t'] */
+                    const int64_t co = j / kk, t = j - co * kk;
+                    v = w[(co * M + m) * kk + kk - 1 - t];
+                } else {
+                    v = w[m * K + j];
+                }
+            }
+            as[r][c] = rt_float_act16(v);
+        }
+        /* position tid's window values j0 .. j0 + RT_TG_K - 1 */
+        int64_t ci = j0 / kk, ki = (j0 - ci * kk) / k, kj = j0 - ci * kk - ki * k;
+        for (int c = 0; c < RT_TG_K; c++) {
+            const int64_t ih = ih0 + ki, iw = iw0 + kj;
+            bs[tid][c] = p < np && ci < Cg && ih >= 0 && ih < Hg && iw >= 0 && iw < Wg
+                             ? xb[ci * chs + ih * Wg + iw]
+                             : (unsigned short)0;
+            if (++kj == k) {
+                kj = 0;
+                if (++ki == k) {
+                    ki = 0;
+                    ci++;
+                }
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < RT_TG_K / 16; ks++) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                rt_ldsm4(a[i], &as[32 * wm + 16 * i + (lane & 7) + (lane & 8)][16 * ks + ((lane >> 4) << 3)]);
+#pragma unroll
+            for (int n = 0; n < 8; n += 2) {
+                unsigned bf[4];
+                rt_bfrag(bf, bs + 64 * wn, n, ks, lane);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    rt_mma16816(acc[i][n], a[i], bf);
+                    rt_mma16816(acc[i][n + 1], a[i], bf + 2);
+                }
+            }
+        }
+    }
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int n = 0; n < 8; n++)
+#pragma unroll
+        for (int u = 0; u < 2; u++) {
+            const int64_t pp = p0 + 64 * wn + 8 * n + 2 * t4 + u;
+            if (pp >= np)
+                continue;
+            const int64_t pb = pp / ohw, o = DX ? pb * M * ohw + (pp - pb * ohw) : pp;
+            const int64_t ld = DX ? ohw : np;   /* between two channels of out */
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t m = c0 + 32 * wm + 16 * i + g + 8 * h;
+                    if (m < M)
+                        rt_st(out + m * ld + o, acc[i][n][2 * h + u]);
+                }
+        }
+}
+
+/* Launch: grid (ceil(B*OH*OW / RT_TG_N), ceil(Cout / RT_TG_M)), 128 threads. Overwrites yt. */
+extern "C" __global__ void __launch_bounds__(128)
+rt_conv_igemm_fwd_tc(const act_t *x, const float *w, act_t *yt, int64_t B, int64_t C, int64_t H,
+                     int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+                     int64_t Cout)
+{
+    conv_tc<false>(x, w, yt, B, C, H, W, k, s, pad, OH, OW, Cout, H * W, C * H * W);
+}
+
+/* Stride 1. Launch: grid (ceil(B*H*W / RT_TG_N), ceil(C / RT_TG_M)), 128 threads.
+ * Overwrites dx. */
+extern "C" __global__ void __launch_bounds__(128)
+rt_conv_igemm_dx_tc(const float *w, const act_t *dyt, act_t *dx, int64_t B, int64_t C, int64_t H,
+                    int64_t W, int64_t k, int64_t pad, int64_t OH, int64_t OW, int64_t Cout)
+{
+    conv_tc<true>(dyt, w, dx, B, Cout, OH, OW, k, 1, k - 1 - pad, H, W, C, B * OH * OW, OH * OW);
+}
+#endif

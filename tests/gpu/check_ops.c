@@ -531,6 +531,16 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
           (long long)H, (long long)W, (long long)k, (long long)s, (long long)pad, (long long)Cout);
     float *x = avec(nx), *w = fvec(nw), *dyt = avec(ny), *col = nans(ncol);
     float *yt = nans(ny), *dx = nans(nx), *dw0 = fvec(nw), *dw = fcopy(dw0, nw);
+    /* 16-bit: the tensor cores' implicit GEMMs (the forward; the input gradient at
+     * stride 1), against the GEMM path on the weights rounded as the GPU's GEMMs take
+     * them (the parameters' 16-bit copy) */
+    float *wr = fcopy(w, nw), *ytr = nans(ny), *dxr = nans(nx);
+    round_act(wr, nw);
+    if (half) {
+        rt_conv_fwd(&C, x, wr, col, ytr, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+        if (igemm)
+            rt_conv_bwd_data(&C, wr, dyt, col, dxr, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+    }
     if (direct) {
         rt_conv_fwd(&C, x, w, col, yt, B, Ch, H, W, k, s, pad, OH, OW, Cout);
         rt_conv_bwd_weight(&C, x, dyt, col, dw, B, Ch, H, W, k, s, pad, OH, OW, Cout);
@@ -539,8 +549,9 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
         rt_conv_bwd_data(&C, w, dyt, col, dx, B, Ch, H, W, k, s, pad, OH, OW, Cout);
     float *gx = up_a(x, nx), *gdyt = up_a(dyt, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
     float *gw = up32(w, nw), *gdw = up32(dw0, nw), *py = nans(ny), *px = nans(nx);
-    out_t o[3] = {{"yt", yt, {0}, ny}, {"dw", dw, {0}, nw}, {"dx", dx, {0}, nx}};
-    rt_cu_conv_kernels(2);
+    out_t o[5] = {{"yt", yt, {0}, ny}, {"dw", dw, {0}, nw}, {"dx", dx, {0}, nx}, {"yt", ytr, {0}, ny},
+                  {"dx", dxr, {0}, nx}};
+    rt_cu_conv_kernels(3);   /* the CUDA cores' kernels; the tensor cores' called by name */
     for (int rep = 0; rep < 2; rep++) {
         int ran = 1;
         if (direct) {
@@ -556,6 +567,18 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
             ran &= rt_cu_conv_igemm_dx(G, gw, gdyt, gdx, B, Ch, H, W, k, s, pad, OH, OW, Cout);
             o[2].gpu[rep] = down_a(gdx, nx);
         }
+        if (half) {
+            rt_cu_conv_kernels(2);
+            upload_a(gy, py, ny);
+            ran &= rt_cu_conv_igemm_fwd(G, gx, gw, gy, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+            o[3].gpu[rep] = down_a(gy, ny);
+            rt_cu_conv_kernels(3);
+        }
+        if (half && igemm) {
+            upload_a(gdx, px, nx);
+            ran &= rt_cu_conv_igemm_dx_tc(G, gw, gdyt, gdx, B, Ch, H, W, k, pad, OH, OW, Cout);
+            o[4].gpu[rep] = down_a(gdx, nx);
+        }
         if (!ran)
             report("conv_nocol", INFINITY, TOL_RED, " (a kernel refused the shape)");
     }
@@ -566,7 +589,12 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
     }
     if (igemm)
         judge("conv_igemm_dx", TA(TOL_RED), &o[2], 1);
+    if (half)
+        judge("conv_igemm_fwd_tc", TA(TOL_RED), &o[3], 1);
+    if (half && igemm)
+        judge("conv_igemm_dx_tc", TA(TOL_RED), &o[4], 1);
     free(x), free(w), free(dyt), free(col), free(yt), free(dx), free(dw0), free(dw), free(py);
+    free(wr), free(ytr), free(dxr);
     free(px), reset();
 }
 
@@ -2678,6 +2706,9 @@ int main(int argc, char **argv)
     t_conv_nocol(2, 32, 14, 14, 3, 1, 1, 32);   /* a ResNet stage's */
     t_conv_nocol(2, 24, 5, 7, 1, 1, 0, 17);     /* 1x1 */
     t_conv_nocol(2, 8, 9, 9, 5, 1, 0, 5);       /* no padding: OH < H */
+    t_conv_nocol(2, 8, 6, 7, 3, 2, 1, 70);      /* 16-bit forward: two channel tiles */
+    t_conv_nocol(2, 70, 6, 5, 3, 1, 1, 9);      /* 16-bit input gradient: two channel tiles */
+    t_conv_nocol(2, 5, 7, 6, 3, 1, 0, 12);      /* no padding: the gradient's pad k - 1 */
     t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
     t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
     t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */

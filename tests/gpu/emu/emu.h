@@ -85,7 +85,7 @@ inline int __popc(unsigned x) { return __builtin_popcount(x); }
 inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned long long)a * b) >> 32); }
 
 /* The kernels' one use of inline PTX, mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
- * (attention.cuh's att_mma), as the warp executes it: each lane's A (4 registers) and
+ * (common.cuh's rt_mma16816), as the warp executes it: each lane's A (4 registers) and
  * B (2) fragments are exchanged, the 16 x 16 and 16 x 8 tiles rebuilt with the PTX
  * ISA's fragment layout (g = lane / 4, t = lane % 4), and each lane adds its four
  * products (rows g, g + 8; columns 2t, 2t + 1) to c, in k order, in fp32. */
@@ -131,7 +131,7 @@ void emu_mma_16816(float c[4], const unsigned a[4], const unsigned b[2], Cvt cvt
         c[r] = s;
     }
 }
-/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (attention.cuh's att_ldsm4, _4t): lane
+/* ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16 (common.cuh's rt_ldsm4, rt_ldsm4t): lane
  * l gives the address of row l % 8 of matrix l / 8; the addresses are exchanged, and
  * lane l's register r gets matrix r's row l / 4, columns 2 (l % 4) and 2 (l % 4) + 1
  * (trans: column l / 4, rows 2 (l % 4) and 2 (l % 4) + 1), the first in the low half.
