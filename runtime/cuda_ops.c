@@ -187,9 +187,9 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
  *     estimates for an H100/H200-class GPU, to be replaced by measured ones; with them
  *     fp32 takes the kernel for Cout*k*k*waste up to about 580 (32 channels in and out
  *     at 3x3), 16-bit almost never.
- *   - with 16-bit activations, the forward of the other shapes (any stride) and the
- *     input gradient at stride 1 as implicit GEMMs on the tensor cores where
- *     conv_tc_pays says so: up to about 100 output channels (the forward's Cout, the
+ *   - with 16-bit activations, the forward and the weight gradient of the other shapes
+ *     (any stride) and the input gradient at stride 1 as implicit GEMMs on the tensor
+ *     cores where conv_tc_pays says so: up to about 100 output channels (the forward's Cout, the
  *     gradient's C) by the same estimates (IG_TC_FLOPS, those kernels' rate, unmeasured).
  * TRAINC_CONV_KERNELS=0 turns the kernels off (the GEMM path everywhere), =all on for
  * every shape they can take, the cost model ignored (tests compare the two paths). */
@@ -286,12 +286,40 @@ int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt,
 /* Slices of L positions: at least 4096 (a block's 256 threads 16 each), more where
  * the partials (Cout * slices * C*k*k doubles) would pass PART_BYTES; from the shape
  * alone, as the order of the sums. */
+/* The tensor cores' weight gradient (16-bit activations) where conv_tc_pays says so
+ * (the backward's im2col saved) and a slice's partials fit PART_BYTES; slices of L
+ * positions as the direct kernel's, from the shape alone. */
+int rt_cu_conv_igemm_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
+                        int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                        int64_t OH, int64_t OW, int64_t Cout)
+{
+    int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
+    if (!conv_tc_pays(e, Cout, ckk, ckk) || (size_t)(8 * n) > PART_BYTES)
+        return 0;
+    if (np <= 0 || n <= 0)
+        return 1;
+    int64_t per = (int64_t)(PART_BYTES / (size_t)(8 * n)), L = 4096;
+    if (cdiv(np, L) > per)
+        L = cdiv(np, per);
+    int64_t S = cdiv(np, L);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(S * n) * sizeof(double));
+    void *a1[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &L};
+    rt_cu_launch(e, "rt_conv_igemm_dw_tc", gdim(S, GX, "conv_igemm_dw"),
+                 gdim(cdiv(ckk, 128), GYZ, "conv_igemm_dw"), gdim(cdiv(Cout, 64), GYZ, "conv_igemm_dw"),
+                 128, 1, 0, a1);
+    void *a2[] = {&part, &dw, &n, &ckk, &S};
+    rt_cu_launch(e, "rt_conv_direct_dw_sum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a2);
+    return 1;
+}
+
+/* The weight gradient without columns: the direct kernel where a window is small, else
+ * the tensor cores' where that pays; 0 leaves im2col and the GEMM to the caller. */
 int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                          int64_t OH, int64_t OW, int64_t Cout)
 {
     if (!conv_direct_fits(C, H, W, k, Cout))
-        return 0;
+        return rt_cu_conv_igemm_dw(e, x, dyt, dw, B, C, H, W, k, s, pad, OH, OW, Cout);
     int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
     if (np <= 0 || n <= 0)
         return 1;

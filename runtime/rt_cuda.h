@@ -412,6 +412,9 @@ int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt,
 int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                          int64_t OH, int64_t OW, int64_t Cout);
+int rt_cu_conv_igemm_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B,
+                        int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                        int64_t OH, int64_t OW, int64_t Cout);
 int rt_cu_conv_igemm_dx_tc(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
                            int64_t C, int64_t H, int64_t W, int64_t k, int64_t pad, int64_t OH,
                            int64_t OW, int64_t Cout);

@@ -60,7 +60,8 @@ for v in fp32 bf16 fp16 fp8; do
     # the kernels of 16-bit activations alone (defined under RT_ACT_BF16 or RT_ACT_F16)
     # are not in the fp32 build's table
     mkdir -p "$d/$v"
-    if [ $v = fp32 ]; then grep -v -x -e 'K(rt_conv_igemm_fwd_tc)' -e 'K(rt_conv_igemm_dx_tc)' "$d/kernels_list.inc"; else cat "$d/kernels_list.inc"; fi \
+    if [ $v = fp32 ]; then grep -v -x -e 'K(rt_conv_igemm_fwd_tc)' -e 'K(rt_conv_igemm_dx_tc)' \
+        -e 'K(rt_conv_igemm_dw_tc)' "$d/kernels_list.inc"; else cat "$d/kernels_list.inc"; fi \
         > "$d/$v/kernels_list.inc"
     g++ -std=c++17 $CFLAGS $def -D__CUDA_ARCH_FEAT_SM90_ALL=1 -fno-strict-aliasing -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi -I"$d/$v" -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc \
         -o "$d/emu_kernels.$v.o"

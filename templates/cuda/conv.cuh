@@ -826,6 +826,99 @@ __device__ __forceinline__ void conv_tc(const act_t *in, const float *w, act_t *
         }
 }
 
+/* The weight gradient on the tensor cores: dw [Cout, K] += dyt [Cout, P] col^T [P, K]
+ * without col, P split into slices of L positions (the host's choice from the shape
+ * alone, as rt_conv_direct_dw_part's). Block (slice, n tile, m tile) takes RT_TG_M
+ * output channels x RT_TG_N window values j and walks its slice in chunks of RT_TG_K
+ * positions: dyt's rows (16-bit, copied) and the positions' values x_p[j] gathered
+ * from x, both in shared memory with the positions contiguous, then mma.sync into fp32
+ * accumulators; the slice's sums go to part[(co * S + slice) * K + j] (double, the
+ * direct kernels' layout), which rt_conv_direct_dw_sum adds into dw in slice order. A
+ * warp of the gather takes one chunk's 32 positions (lane = position, so a warp's
+ * loads of one j run along a row of x) and 32 of the tile's j, (ci, ki, kj) advanced
+ * with carries. Launch: grid (S, ceil(K / RT_TG_N), ceil(Cout / RT_TG_M)), 128
+ * threads. */
+extern "C" __global__ void __launch_bounds__(128)
+rt_conv_igemm_dw_tc(const act_t *x, const act_t *dyt, double *part, int64_t B, int64_t C,
+                    int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                    int64_t OW, int64_t Cout, int64_t L)
+{
+    __shared__ __align__(16) unsigned short as[RT_TG_M][RT_TG_K + 8];
+    __shared__ __align__(16) unsigned short bs[RT_TG_N][RT_TG_K + 8];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    const int64_t ohw = OH * OW, np = B * ohw, kk = k * k, K = C * kk, hw = H * W;
+    const int64_t S = gridDim.x, pa = (int64_t)blockIdx.x * L, pz = pa + L < np ? pa + L : np;
+    const int64_t n0 = (int64_t)blockIdx.y * RT_TG_N, c0 = (int64_t)blockIdx.z * RT_TG_M;
+    const unsigned short *dy = (const unsigned short *)dyt, *xs = (const unsigned short *)x;
+    /* this thread's 32 window values j of the tile, from (ci, ki, kj) of its first */
+    const int64_t jf = n0 + 32 * warp, ci0 = jf / kk, ki0 = (jf - ci0 * kk) / k;
+    const int64_t kj0 = jf - ci0 * kk - ki0 * k;
+    float acc[2][8][4];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[i][j][r] = 0.0f;
+    for (int64_t q0 = pa; q0 < pz; q0 += RT_TG_K) {
+        __syncthreads();   /* the last chunk's readers are done */
+        for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
+            const int r = e / RT_TG_K, c = e - r * RT_TG_K;
+            const int64_t co = c0 + r, pp = q0 + c;
+            as[r][c] = co < Cout && pp < pz ? dy[co * np + pp] : (unsigned short)0;
+        }
+        /* position q0 + lane's window corner, then its values for this warp's j */
+        const int64_t p = q0 + lane, b = p / ohw, q = p - b * ohw, oh = q / OW, ow = q - oh * OW;
+        const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
+        const unsigned short *xb = xs + b * C * hw;
+        int64_t ci = ci0, ki = ki0, kj = kj0;
+        for (int c = 0; c < 32; c++) {
+            const int64_t ih = ih0 + ki, iw = iw0 + kj;
+            bs[32 * warp + c][lane] = p < pz && ci < C && ih >= 0 && ih < H && iw >= 0 && iw < W
+                                          ? xb[ci * hw + ih * W + iw]
+                                          : (unsigned short)0;
+            if (++kj == k) {
+                kj = 0;
+                if (++ki == k) {
+                    ki = 0;
+                    ci++;
+                }
+            }
+        }
+        __syncthreads();
+#pragma unroll
+        for (int ks = 0; ks < RT_TG_K / 16; ks++) {
+            unsigned a[2][4];
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+                rt_ldsm4(a[i], &as[32 * wm + 16 * i + (lane & 7) + (lane & 8)][16 * ks + ((lane >> 4) << 3)]);
+#pragma unroll
+            for (int n = 0; n < 8; n += 2) {
+                unsigned bf[4];
+                rt_bfrag(bf, bs + 64 * wn, n, ks, lane);
+#pragma unroll
+                for (int i = 0; i < 2; i++) {
+                    rt_mma16816(acc[i][n], a[i], bf);
+                    rt_mma16816(acc[i][n + 1], a[i], bf + 2);
+                }
+            }
+        }
+    }
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int r = 0; r < 4; r++) {
+                const int64_t co = c0 + 32 * wm + 16 * i + g + 8 * (r >> 1);
+                const int64_t j = n0 + 64 * wn + 8 * n + 2 * t4 + (r & 1);
+                if (co < Cout && j < K)
+                    part[(co * S + blockIdx.x) * K + j] = acc[i][n][r];
+            }
+}
+
 /* Launch: grid (ceil(B*OH*OW / RT_TG_N), ceil(Cout / RT_TG_M)), 128 threads. Overwrites yt. */
 extern "C" __global__ void __launch_bounds__(128)
 rt_conv_igemm_fwd_tc(const act_t *x, const float *w, act_t *yt, int64_t B, int64_t C, int64_t H,

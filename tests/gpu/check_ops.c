@@ -534,10 +534,11 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
     /* 16-bit: the tensor cores' implicit GEMMs (the forward; the input gradient at
      * stride 1), against the GEMM path on the weights rounded as the GPU's GEMMs take
      * them (the parameters' 16-bit copy) */
-    float *wr = fcopy(w, nw), *ytr = nans(ny), *dxr = nans(nx);
+    float *wr = fcopy(w, nw), *ytr = nans(ny), *dxr = nans(nx), *dwr = fcopy(dw0, nw);
     round_act(wr, nw);
     if (half) {
         rt_conv_fwd(&C, x, wr, col, ytr, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+        rt_conv_bwd_weight(&C, x, dyt, col, dwr, B, Ch, H, W, k, s, pad, OH, OW, Cout);
         if (igemm)
             rt_conv_bwd_data(&C, wr, dyt, col, dxr, B, Ch, H, W, k, s, pad, OH, OW, Cout);
     }
@@ -549,8 +550,8 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
         rt_conv_bwd_data(&C, w, dyt, col, dx, B, Ch, H, W, k, s, pad, OH, OW, Cout);
     float *gx = up_a(x, nx), *gdyt = up_a(dyt, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
     float *gw = up32(w, nw), *gdw = up32(dw0, nw), *py = nans(ny), *px = nans(nx);
-    out_t o[5] = {{"yt", yt, {0}, ny}, {"dw", dw, {0}, nw}, {"dx", dx, {0}, nx}, {"yt", ytr, {0}, ny},
-                  {"dx", dxr, {0}, nx}};
+    out_t o[6] = {{"yt", yt, {0}, ny}, {"dw", dw, {0}, nw}, {"dx", dx, {0}, nx}, {"yt", ytr, {0}, ny},
+                  {"dx", dxr, {0}, nx}, {"dw", dwr, {0}, nw}};
     rt_cu_conv_kernels(3);   /* the CUDA cores' kernels; the tensor cores' called by name */
     for (int rep = 0; rep < 2; rep++) {
         int ran = 1;
@@ -572,6 +573,9 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
             upload_a(gy, py, ny);
             ran &= rt_cu_conv_igemm_fwd(G, gx, gw, gy, B, Ch, H, W, k, s, pad, OH, OW, Cout);
             o[3].gpu[rep] = down_a(gy, ny);
+            upload(gdw, dw0, (size_t)nw * 4);
+            ran &= rt_cu_conv_igemm_dw(G, gx, gdyt, gdw, B, Ch, H, W, k, s, pad, OH, OW, Cout);
+            o[5].gpu[rep] = down(gdw, nw);
             rt_cu_conv_kernels(3);
         }
         if (half && igemm) {
@@ -593,8 +597,10 @@ static void t_conv_nocol(int64_t B, int64_t Ch, int64_t H, int64_t W, int64_t k,
         judge("conv_igemm_fwd_tc", TA(TOL_RED), &o[3], 1);
     if (half && igemm)
         judge("conv_igemm_dx_tc", TA(TOL_RED), &o[4], 1);
+    if (half)
+        judge("conv_igemm_dw_tc", TOL_RED, &o[5], 1);
     free(x), free(w), free(dyt), free(col), free(yt), free(dx), free(dw0), free(dw), free(py);
-    free(wr), free(ytr), free(dxr);
+    free(wr), free(ytr), free(dxr), free(dwr);
     free(px), reset();
 }
 
