@@ -46,7 +46,9 @@
 #              max-autotune (once each, PyTorch's stopped at 2.2x trainc's time), then
 #              samples/s of cnn_fashion
 #              at 4096 fp32 and resnet_fashion at 4096 and 512 in fp32 and bf16-mixed,
-#              3 alternating runs of 10 + 50 steps; the script stops starting runs
+#              3 alternating runs of 10 + 50 steps, then the bf16 ResNet once at each
+#              batch with TRAINC_CONV_KERNELS=0 (the tensor cores' convolutions'
+#              A/B against im2col and cuBLASLt); the script stops starting runs
 #              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
 #              in the environment: one half; TORCH_MODE: another compile mode)       300
 #   dcgan      bench/gpu_dcgan.sh: specs/dcgan_fashion.json at batches 128 and 1024, fp32
