@@ -189,14 +189,16 @@ void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C
  *     at 3x3), 16-bit almost never.
  *   - with 16-bit activations, the forward and the weight gradient of the other shapes
  *     (any stride) and the input gradient at stride 1 as implicit GEMMs on the tensor
- *     cores where conv_tc_pays says so: up to about 100 output channels (the forward's Cout, the
- *     gradient's C) by the same estimates (IG_TC_FLOPS, those kernels' rate, unmeasured).
+ *     cores where conv_tc_pays says so: up to about 100 output channels (the forward's
+ *     Cout, the gradient's C) by the same estimates (IG_TC_FLOPS, those kernels' rate,
+ *     unmeasured), where the columns would not stay in the L2 cache (COL_L2_BYTES).
  * TRAINC_CONV_KERNELS=0 turns the kernels off (the GEMM path everywhere), =all on for
  * every shape they can take, the cost model ignored (tests compare the two paths). */
 #define IG_FLOPS 20e12
 #define SGEMM_FLOPS 40e12
 #define TC_FLOPS 300e12
 #define IG_TC_FLOPS 100e12
+#define COL_L2_BYTES 16e6
 #define BW 3e12
 #define RT_CONV_DIRECT_KK 32   /* conv.cuh's */
 #define RT_CONV_DIRECT_W 4096
@@ -240,13 +242,18 @@ static int conv_igemm_pays(rt_exec *e, int64_t C, int64_t k, int64_t s, int64_t 
  * the GEMM path, per output position: 2 M K flops at IG_TC_FLOPS (its tiles of 64
  * channels counted whole) against the GEMM's at TC_FLOPS plus the columns' ncol 16-bit
  * values a position written and read at BW (the forward's col: C k k; the input
- * gradient's dcol: C k k too). The kernel for M up to about 100. */
-static int conv_tc_pays(rt_exec *e, int64_t M, int64_t K, int64_t ncol)
+ * gradient's dcol: C k k too). The kernel for M up to about 100, where the columns of
+ * np positions pass COL_L2_BYTES: smaller ones stay in the L2 cache (50 MB on an
+ * H100) between the kernel that writes them and the GEMM that reads them, which then
+ * costs little more than its flops. */
+static int conv_tc_pays(rt_exec *e, int64_t M, int64_t K, int64_t ncol, int64_t np)
 {
     if (conv_kernels() == 0 || conv_kernels() == 3 || !rt_cu_act16(e))
         return 0;
     if (conv_kernels() == 2)
         return 1;
+    if (2.0 * (double)ncol * (double)np < COL_L2_BYTES)
+        return 0;
     double f = 2.0 * (double)M * (double)K;
     double igemm = 2.0 * (double)(cdiv(M, 64) * 64) * (double)K / IG_TC_FLOPS;
     return igemm < f / TC_FLOPS + 2.0 * 2.0 * (double)ncol / BW;
@@ -256,7 +263,7 @@ int rt_cu_conv_igemm_fwd(rt_exec *e, const float *x, const float *w, float *yt, 
                          int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                          int64_t OH, int64_t OW, int64_t Cout)
 {
-    if (!conv_tc_pays(e, Cout, C * k * k, C * k * k))
+    if (!conv_tc_pays(e, Cout, C * k * k, C * k * k, B * OH * OW))
         return 0;
     int64_t np = B * OH * OW;
     if (np <= 0 || Cout <= 0)
@@ -294,7 +301,7 @@ int rt_cu_conv_igemm_dw(rt_exec *e, const float *x, const float *dyt, float *dw,
                         int64_t OH, int64_t OW, int64_t Cout)
 {
     int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
-    if (!conv_tc_pays(e, Cout, ckk, ckk) || (size_t)(8 * n) > PART_BYTES)
+    if (!conv_tc_pays(e, Cout, ckk, ckk, np) || (size_t)(8 * n) > PART_BYTES)
         return 0;
     if (np <= 0 || n <= 0)
         return 1;
@@ -359,7 +366,7 @@ int rt_cu_conv_igemm_dx(rt_exec *e, const float *w, const float *dyt, float *dx,
                         int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                         int64_t OH, int64_t OW, int64_t Cout)
 {
-    if (s == 1 && conv_tc_pays(e, C, Cout * k * k, C * k * k))
+    if (s == 1 && conv_tc_pays(e, C, Cout * k * k, C * k * k, B * H * W))
         return rt_cu_conv_igemm_dx_tc(e, w, dyt, dx, B, C, H, W, k, pad, OH, OW, Cout);
     if (!conv_igemm_pays(e, C, k, s, Cout))
         return 0;

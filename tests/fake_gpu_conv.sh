@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # conv2d's kernels without im2col's columns (templates/cuda/conv.cuh's rt_conv_direct_*
-# and rt_conv_igemm_dx, chosen by runtime/cuda_ops.c's shape rules) in whole training
+# and rt_conv_igemm_dx, the tensor cores' rt_conv_igemm_*_tc in 16 bits, chosen by
+# runtime/cuda_ops.c's shape rules) in whole training
 # runs on the fake GPU (tests/fake_gpu/: the generated CUDA code in an emulator, GEMMs in
 # OpenBLAS), against the CPU's im2col + GEMM + col2im:
 #   - cnn_fashion in fp32 under the default rules (its first layer direct, forward and
@@ -13,8 +14,11 @@
 #     amplify the GEMMs' other summation order);
 #   - a checkpoint after 6 steps and --resume to 12 under =all: records and weights
 #     bit-identical to the uninterrupted run (the kernels' sums have a fixed order);
-#   - cnn_fashion in bf16-mixed and fp16-mixed under =all: the first loss within 1e-3 of
-#     the CPU's fp32 one, the last within 2e-2 (tests/fake_gpu.sh's 16-bit rule);
+#   - cnn_fashion in bf16-mixed and fp16-mixed under =all (the second layer's forward,
+#     weight and input gradients on the tensor cores: rt_conv_igemm_*_tc), and in
+#     bf16-mixed under the default rules (columns that small stay GEMMs): the first
+#     loss within 1e-3 of the CPU's fp32 one, the last within 2e-2 (tests/fake_gpu.sh's
+#     16-bit rule);
 #   - resnet_fashion_cpu (batchnorm, stride-2 stages, 1x1 projections) in fp32 under the
 #     default rules: the stem direct, the 32-channel stride-1 convolution's input
 #     gradient an implicit GEMM, the 64-channel one's a GEMM and col2im; within 1e-4 of
@@ -70,16 +74,20 @@ else:
     print("%d records and the weights bit-identical" % len(strip(ra)))
 PY
 }
-# launches LOG: how many times each of the kernels ran, "fwd/dw/igemm/col2im"
+# launches LOG: how many times each of the kernels ran, "fwd/dw/igemm/col2im/tc": the
+# direct forward and weight gradient, the CUDA cores' implicit-GEMM input gradient,
+# col2im, and the tensor cores' forward, weight gradient and input gradient (16-bit)
+KS="rt_conv_direct_fwd rt_conv_direct_dw_part rt_conv_igemm_dx rt_col2im rt_conv_igemm_fwd_tc
+    rt_conv_igemm_dw_tc rt_conv_igemm_dx_tc"
 launches() {
     local n=()
-    for k in rt_conv_direct_fwd rt_conv_direct_dw_part rt_conv_igemm_dx rt_col2im; do
+    for k in $KS; do
         n+=("$(grep -c "run $k\b" "$1" || true)")
     done
     (IFS=/; echo "${n[*]}")
 }
 want() {   # want NAME GOT WANTED
-    [ "$2" = "$3" ] || { echo "FAIL: $1: kernel launches fwd/dw/igemm/col2im $2, want $3"; exit 1; }
+    [ "$2" = "$3" ] || { echo "FAIL: $1: kernel launches fwd/dw/igemm/col2im/tc $2, want $3"; exit 1; }
 }
 
 m=cnn_fashion
@@ -94,12 +102,12 @@ for mode in rules all 0; do
         --out "$d/$m.$mode" 2>"$d/$m.$mode.log"
     n=$(launches "$d/$m.$mode.log")
     case $mode in
-        rules) want "$m, default rules" "$n" 13/12/0/12 ;;
-        all) want "$m, TRAINC_CONV_KERNELS=all" "$n" 13/12/12/0 ;;
-        0) want "$m, TRAINC_CONV_KERNELS=0" "$n" 0/0/0/12 ;;
+        rules) want "$m, default rules" "$n" 13/12/0/12/0/0/0 ;;
+        all) want "$m, TRAINC_CONV_KERNELS=all" "$n" 13/12/12/0/0/0/0 ;;
+        0) want "$m, TRAINC_CONV_KERNELS=0" "$n" 0/0/0/12/0/0/0 ;;
     esac
     r=$(compare close "$d/$m.cpu" "$d/$m.$mode" 1e-5 1e-3 9)
-    echo "ok   $m fp32, conv kernels $mode (launches fwd/dw/igemm/col2im $n) vs the CPU: $r"
+    echo "ok   $m fp32, conv kernels $mode (launches fwd/dw/igemm/col2im/tc $n) vs the CPU: $r"
 done
 
 # a checkpoint at step 6, then --resume to 12: the uninterrupted run's bits
@@ -110,16 +118,28 @@ gpu "$d/$m" --device cuda "${O[@]}" --set checkpoint.every_steps=6 --resume "$d/
 r=$(compare same "$d/$m.all" "$d/$m.resumed")
 echo "ok   $m fp32, conv kernels all: --resume from step 6: $r"
 
+# (4 steps at batch 16: the emulated tensor cores are slow)
+O16=(--set max_steps=4 --set log_every=1 --set loader.shuffle=false --threads 1 --set batch_size=16
+     --set validate.every_steps=4 --set validate.batches=1 --quiet)
+"$d/$m" --device cpu "${O16[@]}" --out "$d/$m.cpu16" >/dev/null 2>&1
 for p in bf16 fp16; do
     "$TRAINC" build specs/$m.json --device both --arch sm_90 --set precision=$p-mixed \
         -o "$d/$m.$p" 2>"$d/$m.$p.build.log"
-    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.$p" --device cuda "${O[@]}" --out "$d/$m.$p.gpu" 2>"$d/$m.$p.log"
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.$p" --device cuda "${O16[@]}" --out "$d/$m.$p.gpu" 2>"$d/$m.$p.log"
     n=$(launches "$d/$m.$p.log")
-    want "$m $p-mixed, TRAINC_CONV_KERNELS=all" "$n" 13/12/12/0
-    r=$(compare first_last "$d/$m.cpu" "$d/$m.$p.gpu" 1e-3 2e-2)
-    echo "ok   $m $p-mixed, conv kernels all, vs the CPU's fp32: $r"
+    # the second layer's three products on the tensor cores
+    want "$m $p-mixed, TRAINC_CONV_KERNELS=all" "$n" 5/4/0/0/5/4/4
+    r=$(compare first_last "$d/$m.cpu16" "$d/$m.$p.gpu" 1e-3 2e-2)
+    echo "ok   $m $p-mixed, conv kernels all (launches $n), vs the CPU's fp32: $r"
 done
 unset TRAINC_CONV_KERNELS
+# bf16 under the default rules: at batch 32 the second layer's columns (1.8 MB) stay in
+# the L2 cache, so its products stay GEMMs (cuda_ops.c's conv_tc_pays)
+TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.bf16" --device cuda "${O[@]}" --out "$d/$m.bf16.rules" 2>"$d/$m.bf16.rules.log"
+n=$(launches "$d/$m.bf16.rules.log")
+want "$m bf16-mixed, default rules" "$n" 13/12/0/12/0/0/0
+r=$(compare first_last "$d/$m.cpu" "$d/$m.bf16.rules" 1e-3 2e-2)
+echo "ok   $m bf16-mixed, default rules (launches $n), vs the CPU's fp32: $r"
 
 m=resnet_fashion_cpu
 "$TRAINC" build specs/$m.json --device both --arch sm_90 -o "$d/$m" 2>"$d/$m.build.log"
@@ -131,6 +151,6 @@ TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m" --device cuda "${O[@]}" --out "$d/$m.gpu" 2>
 # 32-channel stride-1 convolution's input gradient an implicit GEMM, col2im for the
 # 64-channel one and the four strided ones (5 a step)
 n=$(launches "$d/$m.gpu.log")
-want "$m, default rules" "$n" 18/18/6/30
+want "$m, default rules" "$n" 18/18/6/30/0/0/0
 r=$(compare close "$d/$m.cpu" "$d/$m.gpu" 1e-4)
-echo "ok   $m fp32, default rules (launches fwd/dw/igemm/col2im $n) vs the CPU: $r"
+echo "ok   $m fp32, default rules (launches fwd/dw/igemm/col2im/tc $n) vs the CPU: $r"
