@@ -290,9 +290,27 @@ int rt_cu_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt,
     return 1;
 }
 
-/* Slices of L positions: at least 4096 (a block's 256 threads 16 each), more where
- * the partials (Cout * slices * C*k*k doubles) would pass PART_BYTES; from the shape
- * alone, as the order of the sums. */
+/* A weight gradient's slices of positions (the direct and the tensor cores' kernels):
+ * L positions, at least 4096 (a block's 256 threads 16 each), more where the partials
+ * (n weights x slices doubles) would pass PART_BYTES; from the shape alone, as the
+ * order of the sums. */
+static int64_t dw_slice(int64_t np, int64_t n)
+{
+    int64_t per = (int64_t)(PART_BYTES / (size_t)(8 * n)), L = 4096;
+    if (per < 1)
+        per = 1;
+    if (cdiv(np, L) > per)
+        L = cdiv(np, per);
+    return L;
+}
+
+/* dw += the S slices' partials, in slice order (conv.cuh's rt_conv_direct_dw_sum) */
+static void dw_sum(rt_exec *e, rt_dptr part, float *dw, int64_t n, int64_t ckk, int64_t S)
+{
+    void *args[] = {&part, &dw, &n, &ckk, &S};
+    rt_cu_launch(e, "rt_conv_direct_dw_sum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 /* The tensor cores' weight gradient (16-bit activations) where conv_tc_pays says so
  * (the backward's im2col saved) and a slice's partials fit PART_BYTES; slices of L
  * positions as the direct kernel's, from the shape alone. */
@@ -305,17 +323,13 @@ int rt_cu_conv_igemm_dw(rt_exec *e, const float *x, const float *dyt, float *dw,
         return 0;
     if (np <= 0 || n <= 0)
         return 1;
-    int64_t per = (int64_t)(PART_BYTES / (size_t)(8 * n)), L = 4096;
-    if (cdiv(np, L) > per)
-        L = cdiv(np, per);
-    int64_t S = cdiv(np, L);
+    int64_t L = dw_slice(np, n), S = cdiv(np, L);
     rt_dptr part = rt_cu_scratch(e, (size_t)(S * n) * sizeof(double));
-    void *a1[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &L};
+    void *args[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &L};
     rt_cu_launch(e, "rt_conv_igemm_dw_tc", gdim(S, GX, "conv_igemm_dw"),
                  gdim(cdiv(ckk, 128), GYZ, "conv_igemm_dw"), gdim(cdiv(Cout, 64), GYZ, "conv_igemm_dw"),
-                 128, 1, 0, a1);
-    void *a2[] = {&part, &dw, &n, &ckk, &S};
-    rt_cu_launch(e, "rt_conv_direct_dw_sum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a2);
+                 128, 1, 0, args);
+    dw_sum(e, part, dw, n, ckk, S);
     return 1;
 }
 
@@ -330,18 +344,12 @@ int rt_cu_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw
     int64_t np = B * OH * OW, ckk = C * k * k, n = Cout * ckk;
     if (np <= 0 || n <= 0)
         return 1;
-    int64_t per = (int64_t)(PART_BYTES / (size_t)(8 * n)), L = 4096;
-    if (per < 1)
-        per = 1;
-    if (cdiv(np, L) > per)
-        L = cdiv(np, per);
-    int64_t S = cdiv(np, L);
+    int64_t L = dw_slice(np, n), S = cdiv(np, L);
     rt_dptr part = rt_cu_scratch(e, (size_t)(S * n) * sizeof(double));
-    void *a1[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &L};
+    void *args[] = {&x, &dyt, &part, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &L};
     rt_cu_launch(e, "rt_conv_direct_dw_part", gdim(S, GX, "conv_direct_dw"),
-                 gdim(Cout, GYZ, "conv_direct_dw"), 1, 256, 1, 0, a1);
-    void *a2[] = {&part, &dw, &n, &ckk, &S};
-    rt_cu_launch(e, "rt_conv_direct_dw_sum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a2);
+                 gdim(Cout, GYZ, "conv_direct_dw"), 1, 256, 1, 0, args);
+    dw_sum(e, part, dw, n, ckk, S);
     return 1;
 }
 
