@@ -59,6 +59,8 @@ int main(int argc, char **argv)
     const char *cmd = argv[1];
     if (!strcmp(cmd, "--version") || !strcmp(cmd, "version")) {
         printf("trainc %s\n", TRAINC_VERSION);
+        rt_blas_setup();
+        printf("CPU GEMMs: OpenBLAS %s\n", rt_blas_core());
         return 0;
     }
     if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h"))

@@ -112,7 +112,7 @@ static inline void st4_part(float *p, int64_t n, v4f v)
 /* ---- attention -------------------------------------------------------------- */
 
 /* Row-major C += alpha op(A) op(B) on the calling thread (OpenBLAS is kept
- * single-threaded by rt_blas_threads). Sizes fit int: att_setup checks. Callers zero C
+ * single-threaded by rt_blas_setup). Sizes fit int: att_setup checks. Callers zero C
  * first rather than pass beta = 0: OpenBLAS's own zeroing pass is slower than memset
  * at these sizes (about 10% of the backward at T = 128), and 0 + x is x. */
 static void mm_acc(int ta, int tb, int64_t M, int64_t N, int64_t K, float alpha,

@@ -24,9 +24,6 @@
 #include <unistd.h>
 #include "rt.h"
 
-/* Not in every cblas.h (netlib's lacks it); OpenBLAS always exports it. */
-extern void openblas_set_num_threads(int num_threads);
-
 /* ---- the thread pool ------------------------------------------------------ */
 
 /* Items per chunk for rt_parallel_for, whose items are light (elementwise loops). */
@@ -195,13 +192,6 @@ void rt_pool_free(rt_pool *p)
     free(p->scratch);
     rt_xfree(p->w);
     rt_xfree(p);
-}
-
-/* The pool splits big GEMMs itself (rt_gemm); OpenBLAS stays on the calling thread. */
-void rt_blas_threads(int threads)
-{
-    (void)threads;
-    openblas_set_num_threads(1);
 }
 
 static rt_pool *pool_of(const rt_exec *e)
@@ -415,12 +405,12 @@ typedef struct {
     float alpha, beta;
     const float *A, *B;
     float *C;
+    int64_t width;   /* the slices' rows or columns (rt_gemm) */
 } gemm_job;
 
 /* One slice of C: rows [lo, hi) (split_m) or columns [lo, hi), single-threaded BLAS. */
-static void gemm_slice(void *ctx, int64_t lo, int64_t hi)
+static void gemm_part(const gemm_job *j, int64_t lo, int64_t hi)
 {
-    const gemm_job *j = ctx;
     const float *A = j->A, *B = j->B;
     float *C = j->C;
     int64_t M = j->M, N = j->N;
@@ -438,9 +428,25 @@ static void gemm_slice(void *ctx, int64_t lo, int64_t hi)
                 (int)j->ldc);
 }
 
-/* OpenBLAS runs single-threaded (rt_blas_threads); big GEMMs are split into slices of
- * C over this pool instead, so one set of threads owns the cores: OpenBLAS's own
- * threads would spin after each GEMM while the pool's elementwise kernels run. */
+/* Slices [lo, hi) of j->width rows or columns each (the last one shorter), one BLAS call
+ * a slice: never merged, so every call has the same shape on any number of threads. */
+static void gemm_slices(void *ctx, int64_t lo, int64_t hi)
+{
+    const gemm_job *j = ctx;
+    int64_t n = j->split_m ? j->M : j->N;
+    for (int64_t t = lo; t < hi; t++)
+        gemm_part(j, t * j->width, (t + 1) * j->width < n ? (t + 1) * j->width : n);
+}
+
+/* OpenBLAS runs single-threaded (rt_blas_setup); big GEMMs are cut into slices of C over
+ * this pool instead, so one set of threads owns the cores: OpenBLAS's own threads would
+ * spin after each GEMM while the pool's elementwise kernels run. The cut depends on the
+ * shape alone (GEMM_SLICES slices of at least GEMM_SLICE_MIN rows or columns, a multiple
+ * of 16), never on the thread count: BLAS libraries pick kernels by a call's size
+ * (OpenBLAS's SkylakeX small-matrix kernel sums in another order than its blocked one),
+ * so a slice's bits depend on its shape. */
+#define GEMM_SLICES 64
+#define GEMM_SLICE_MIN 64
 void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t K,
              float alpha, const float *A, int64_t lda, const float *B, int64_t ldb,
              float beta, float *C, int64_t ldc)
@@ -462,16 +468,17 @@ void rt_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int64_t
                 C[i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[i * ldc + j];
         return;
     }
-    gemm_job j = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C};
-    int threads = e && e->rt ? rt_pool_threads(e->rt) : 1;
+    gemm_job j = {trans_a, trans_b, M >= N, M, N, K, lda, ldb, ldc, alpha, beta, A, B, C, 0};
     double flops = 2.0 * (double)M * (double)N * (double)K;
     int64_t n = j.split_m ? M : N;
-    if (threads > 1 && flops >= 4e6 && n >= 32) {
-        /* slices of at least 16 rows/columns keep the micro-kernels efficient */
-        launch(e->rt, n, 16, gemm_slice, &j);
+    if (flops < 4e6 || n < 2 * GEMM_SLICE_MIN) {
+        gemm_part(&j, 0, n);
         return;
     }
-    gemm_slice(&j, 0, n);
+    int64_t w = (n + GEMM_SLICES - 1) / GEMM_SLICES;
+    w = w < GEMM_SLICE_MIN ? GEMM_SLICE_MIN : (w + 15) / 16 * 16;
+    j.width = w;
+    rt_pool_run(e->rt, (n + w - 1) / w, 1, gemm_slices, &j);
 }
 
 /* ---- column sums ----------------------------------------------------------- */
@@ -801,30 +808,58 @@ static void valid_cols(const conv_ctx *c, int64_t kj, int64_t *ow0, int64_t *ow1
     rt_conv_span(kj, c->s, c->pad, c->W, c->OW, ow0, ow1);
 }
 
-/* One image plane into its OH*OW segment of col row (ki, kj). */
-static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *restrict dst,
-                         int64_t ki, int64_t kj)
+/* The valid outputs [ow0, ow1) of each kernel column kj (im2col's per-plane spans) */
+#define IM2COL_KMAX 16
+typedef struct { int64_t ow0[IM2COL_KMAX], ow1[IM2COL_KMAX]; } col_spans;
+
+static void spans_of(const conv_ctx *c, col_spans *sp)
 {
-    int64_t ow0, ow1, s = c->s;
-    valid_cols(c, kj, &ow0, &ow1);
+    for (int64_t kj = 0; kj < c->k && kj < IM2COL_KMAX; kj++)
+        valid_cols(c, kj, &sp->ow0[kj], &sp->ow1[kj]);
+}
+
+/* d[j] = src[2 j] for j < n (reads src[0 .. 2n - 2] only) */
+static void copy_stride2(float *restrict d, const float *restrict src, int64_t n)
+{
+    int64_t j = 0;
+    for (; j + 4 < n; j += 4) {
+        v4f a = ld4(src + 2 * j), b = ld4(src + 2 * j + 4);
+        st4(d + j, __builtin_shuffle(a, b, (v4i){0, 2, 4, 6}));
+    }
+    for (; j < n; j++)
+        d[j] = src[2 * j];
+}
+
+/* "Same" padding at stride 1: the segment is the plane shifted by a constant offset, so
+ * the valid span is one copy; then zero the padding, which between two rows is one
+ * contiguous gap (right edge of a row + left edge of the next). */
+static void im2col_same(const conv_ctx *c, const float *restrict xp, float *restrict dst,
+                        int64_t ki, int64_t kj, int64_t ow0, int64_t ow1)
+{
+    int64_t W = c->W, oh0 = ki < c->pad ? c->pad - ki : 0;
+    int64_t oh1 = c->H + c->pad - ki < c->OH ? c->H + c->pad - ki : c->OH;
+    if (oh0 >= oh1 || ow0 == ow1) {
+        memset(dst, 0, (size_t)(c->OH * W) * sizeof(float));
+        return;
+    }
+    int64_t first = oh0 * W + ow0, last = (oh1 - 1) * W + ow1;
+    memset(dst, 0, (size_t)first * sizeof(float));
+    memcpy(dst + first, xp + first + (ki - c->pad) * W + (kj - c->pad),
+           (size_t)(last - first) * sizeof(float));
+    memset(dst + last, 0, (size_t)(c->OH * W - last) * sizeof(float));
+    for (int64_t oh = oh0; oh + 1 < oh1; oh++)
+        for (int64_t j = oh * W + ow1; j < (oh + 1) * W + ow0; j++)
+            dst[j] = 0.0f;
+}
+
+/* One image plane into its OH*OW segment of col row (ki, kj); [ow0, ow1) its valid
+ * outputs (col_spans). */
+static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *restrict dst,
+                         int64_t ki, int64_t kj, int64_t ow0, int64_t ow1)
+{
+    int64_t s = c->s;
     if (s == 1 && c->OW == c->W) {
-        /* "Same" padding: the segment is the plane shifted by a constant offset, so the
-         * valid span is one copy; then zero the padding, which between two rows is one
-         * contiguous gap (right edge of a row + left edge of the next). */
-        int64_t W = c->W, oh0 = ki < c->pad ? c->pad - ki : 0;
-        int64_t oh1 = c->H + c->pad - ki < c->OH ? c->H + c->pad - ki : c->OH;
-        if (oh0 >= oh1 || ow0 == ow1) {
-            memset(dst, 0, (size_t)(c->OH * W) * sizeof(float));
-            return;
-        }
-        int64_t first = oh0 * W + ow0, last = (oh1 - 1) * W + ow1;
-        memset(dst, 0, (size_t)first * sizeof(float));
-        memcpy(dst + first, xp + first + (ki - c->pad) * W + (kj - c->pad),
-               (size_t)(last - first) * sizeof(float));
-        memset(dst + last, 0, (size_t)(c->OH * W - last) * sizeof(float));
-        for (int64_t oh = oh0; oh + 1 < oh1; oh++)
-            for (int64_t j = oh * W + ow1; j < (oh + 1) * W + ow0; j++)
-                dst[j] = 0.0f;
+        im2col_same(c, xp, dst, ki, kj, ow0, ow1);
         return;
     }
     for (int64_t oh = 0; oh < c->OH; oh++, dst += c->OW) {
@@ -845,6 +880,8 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
                 st4(d + j, ld4(src + j));
             for (; j < n; j++)
                 d[j] = src[j];
+        } else if (s == 2) {
+            copy_stride2(d, src, n);
         } else {
             for (; j < n; j++)
                 d[j] = src[j * s];
@@ -853,16 +890,36 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
 }
 
 /* Task t = ((ch * B + b) * k + ki) * k + kj: consecutive tasks reuse one input plane
- * from L1, and a run of tasks writes k*k long streams (one per col row). */
+ * from L1, and a run of tasks writes k*k long streams (one per col row). The place is
+ * split once and then stepped. */
 static void im2col_task(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_ctx *c = ctx;
-    int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
+    int64_t k = c->k, kk = k * k, ohw = c->OH * c->OW, hw = c->H * c->W, n = c->B * ohw;
+    col_spans sp;
+    spans_of(c, &sp);
+    int64_t kidx = lo % kk, b = lo / kk % c->B, ch = lo / kk / c->B;
+    int64_t ki = kidx / k, kj = kidx % k;
     for (int64_t t = lo; t < hi; t++) {
-        int64_t kidx = t % kk, b = t / kk % c->B, ch = t / kk / c->B;
-        im2col_plane(c, c->x + (b * c->C + ch) * hw,
-                     c->col + (ch * kk + kidx) * (c->B * ohw) + b * ohw, kidx / c->k,
-                     kidx % c->k);
+        int64_t o0, o1;
+        if (kj < IM2COL_KMAX) {
+            o0 = sp.ow0[kj];
+            o1 = sp.ow1[kj];
+        } else {
+            valid_cols(c, kj, &o0, &o1);
+        }
+        im2col_plane(c, c->x + (b * c->C + ch) * hw, c->col + (ch * kk + ki * k + kj) * n + b * ohw,
+                     ki, kj, o0, o1);
+        if (++kj == k) {
+            kj = 0;
+            if (++ki == k) {
+                ki = 0;
+                if (++b == c->B) {
+                    b = 0;
+                    ch++;
+                }
+            }
+        }
     }
 }
 
@@ -875,6 +932,14 @@ void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int
     }
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
     launch(pool_of(e), C * B * k * k, rt_grain_for(OH * OW), im2col_task, &c);
+}
+
+/* im2col of B images on the calling thread (runtime/conv.c's tasks) */
+void rt_im2col_serial(const float *x, float *col, int64_t B, int64_t C, int64_t H, int64_t W,
+                      int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
+    im2col_task(&c, 0, C * B * k * k);
 }
 
 /* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
@@ -919,6 +984,14 @@ static void col2im_task(void *ctx, int64_t lo, int64_t hi)
             col2im_plane(c, c->dcol + (ch * kk + kidx) * (c->B * ohw) + b * ohw, dp,
                          kidx / c->k, kidx % c->k);
     }
+}
+
+/* col2im of B images on the calling thread (runtime/conv.c's tasks) */
+void rt_col2im_serial(const float *dcol, float *dx, int64_t B, int64_t C, int64_t H, int64_t W,
+                      int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
+{
+    conv_ctx c = {NULL, NULL, dcol, dx, B, C, H, W, k, stride, pad, OH, OW};
+    col2im_task(&c, 0, C * B);
 }
 
 void rt_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,

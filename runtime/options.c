@@ -349,6 +349,8 @@ void rt_opts_parse(const rt_model *m, int argc, char **argv, Opts *o)
         if (op->does == VERSION) {
             printf("%s trainer (spec hash %s), built by trainc %s\n", m->name, m->spec_hash,
                    TRAINC_VERSION);
+            rt_blas_setup();
+            printf("CPU GEMMs: OpenBLAS %s\n", rt_blas_core());
             exit(0);
         }
         op->read(o, op->value ? need(argc, argv, &i, inl) : NULL);

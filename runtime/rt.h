@@ -664,8 +664,17 @@ double *rt_pool_scratch(rt_pool *p, size_t n);
  * kernel offset kj: [*o0, *o1) (kernels.c; the loops over them need no bounds test). */
 void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
                   int64_t *o1);
-/* Sets the BLAS library's thread count (OpenBLAS). */
-void rt_blas_threads(int threads);
+/* im2col and col2im of B images ([C*k*k, B*OH*OW] columns) on the calling thread
+ * (kernels.c; rt_im2col and rt_col2im spread the same work over the pool) */
+void rt_im2col_serial(const float *x, float *col, int64_t B, int64_t C, int64_t H, int64_t W,
+                      int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+void rt_col2im_serial(const float *dcol, float *dx, int64_t B, int64_t C, int64_t H, int64_t W,
+                      int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
+/* OpenBLAS before its first call: kernels for this CPU where it fell back to a core
+ * without AVX2, and one thread (blas.c). */
+void rt_blas_setup(void);
+/* the OpenBLAS core that runs, and the one it took by itself when rt_blas_setup chose */
+const char *rt_blas_core(void);
 /* The parameters' initial values from the model's init rules and the seed, on the
  * pool's threads; the same bits on any number of threads (init.c). */
 void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed);

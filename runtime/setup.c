@@ -175,7 +175,7 @@ void rt_run_memory(Run *r)
     r->state = sf ? rt_xmalloc((size_t)sf * sizeof(float)) : NULL;
     r->state_floats = sf;
     r->e.rt = rt_pool_new(r->threads);
-    rt_blas_threads(r->threads);
+    rt_blas_setup();
     if (r->o.init)
         read_init(r);
     else if (!r->o.resume) {  /* a resume reads every parameter from its checkpoint */

@@ -310,6 +310,20 @@ v=$("$d/trainer" --version) && echo "$v" | grep -q "^mlp_fashion trainer (spec h
     ! "$d/trainer" --help | grep -q -- "--sample" && "$TRAINC" help run | grep -q -- "--sample N" &&
     ok "trainer --version ($v); --help without --sample for a non-token model" ||
     bad "trainer --version / --help: '$v'"
+# --version names the OpenBLAS core the CPU's GEMMs run on: on a CPU with AVX2 and FMA
+# never one without them (runtime/blas.c chooses again where OpenBLAS fell back to
+# one: Debian 12's on Intel's Emerald Rapids took Prescott); OPENBLAS_CORETYPE rules
+core=$("$d/trainer" --version | sed -n 's/^CPU GEMMs: OpenBLAS //p')
+want=$(OPENBLAS_CORETYPE=Haswell "$d/trainer" --version | sed -n 's/^CPU GEMMs: OpenBLAS //p')
+old='^(Unknown|Katmai|Coppermine|Northwood|Prescott|Banias|Atom|Core2|Penryn|Dunnington|Nehalem|Athlon|Opteron|Barcelona|Nano|Sandybridge|Bobcat|Bulldozer|Piledriver|Steamroller)( |$)'
+if grep -qw avx2 /proc/cpuinfo && grep -qw fma /proc/cpuinfo; then
+    [ -n "$core" ] && ! echo "$core" | grep -Eq "$old" && [ "$want" = Haswell ] &&
+        [ "$("$TRAINC" --version | sed -n 's/^CPU GEMMs: OpenBLAS //p')" = "$core" ] &&
+        ok "--version: CPU GEMMs on OpenBLAS $core; OPENBLAS_CORETYPE=Haswell gives $want" ||
+        bad "--version: CPU GEMMs on '$core' (a core without AVX2 on an AVX2 CPU?), OPENBLAS_CORETYPE=Haswell gave '$want'"
+else
+    echo "skip --version's OpenBLAS core: this CPU has no AVX2 and FMA"
+fi
 # --help's usage line names the command as it was typed: the trainer's path, or
 # trainc run with its spec
 u=$("$d/trainer" --help | head -1) && r=$("$TRAINC" run specs/mlp_fashion.json --help | head -1) &&

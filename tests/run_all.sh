@@ -150,7 +150,7 @@ check set_order           bash tests/set_order.sh
 check auto_ranks          bash tests/auto_ranks.sh
 
 # unit tests of the runtime, under AddressSanitizer and UBSan
-check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/augment.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/augment.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
 check unit/data           --after=unit/build_data $T/test_data
 check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
@@ -160,9 +160,9 @@ check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtim
 check unit/io             --after=unit/build_io $T/test_io
 check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
 check unit/half           --after=unit/build_half $T/test_half
-check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
+check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/conv.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
 check unit/kernels        --after=unit/build_kernels $T/test_kernels
-check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
+check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
 check unit/attention      --after=unit/build_attention $T/test_attention
 check unit/attention_torch --after=unit/build_attention $PYTHON tests/attention_ref.py $T/attention_ref.bin $T/test_attention
 check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
@@ -180,13 +180,13 @@ check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compil
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
 check unit/build_expr     $UCC tests/unit/test_expr.c compiler/expr.c compiler/kernel.c compiler/call.c compiler/util.c compiler/buf.c -lm -o $T/test_expr
 check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=0 $T/test_expr
-check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
+check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
 check unit/losses         --after=unit/build_losses $T/test_losses
 # the attention's scratch grows with T, not T^2 (malloc wrapped and measured), and
 # the blocked unmasked path on the unit test's small shapes (ATT_FLOATS lowered)
-check unit/build_attention_scratch $UCC tests/unit/test_attention_scratch.c runtime/attention.c runtime/kernels.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm -o $T/test_attention_scratch
+check unit/build_attention_scratch $UCC tests/unit/test_attention_scratch.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm -o $T/test_attention_scratch
 check unit/attention_scratch --after=unit/build_attention_scratch $T/test_attention_scratch
-check unit/build_attention_blocks $UCC -DATT_FLOATS=256 tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention_blocks
+check unit/build_attention_blocks $UCC -DATT_FLOATS=256 tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention_blocks
 check unit/attention_blocks --after=unit/build_attention_blocks $T/test_attention_blocks
 
 # ---- which checks: TESTS and TIER, and what they need ------------------------------

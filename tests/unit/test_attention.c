@@ -521,7 +521,7 @@ int main(int argc, char **argv)
 {
     if (argc == 3 && !strcmp(argv[1], "--bad-index-child"))
         return bad_index_child(atoi(argv[2]));
-    rt_blas_threads(1);
+    rt_blas_setup();
     pools[0] = rt_pool_new(1);
     pools[1] = rt_pool_new(3);
     if (argc == 3 && !strcmp(argv[1], "--torch")) {

@@ -66,7 +66,7 @@ static size_t scratch_bytes(rt_pool *pool, int64_t T, int causal)
 int main(void)
 {
     int failures = 0;
-    rt_blas_threads(1);
+    rt_blas_setup();
     rt_pool *pool = rt_pool_new(2);
     for (int causal = 0; causal < 2; causal++) {
         size_t small = scratch_bytes(pool, 512, causal), big = scratch_bytes(pool, 2048, causal);

@@ -1,10 +1,12 @@
-/* test_kernels.c: every kernel of runtime/kernels.c against a naive C reference (double
- * precision where it sums), on odd shapes, with 1 and 3 threads; run-to-run and
- * thread-count determinism; finite-difference checks of the backward kernels.
+/* test_kernels.c: every kernel of runtime/kernels.c and conv2d's three calls
+ * (runtime/conv.c) against a naive C reference (double precision where it sums), on odd
+ * shapes, with 1 and 3 threads; run-to-run and thread-count determinism;
+ * finite-difference checks of the backward kernels.
  *
  * Build (from the repository root):
  *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_kernels.c \
- *      runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm -o build/test_kernels
+ *      runtime/conv.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread \
+ *      -lm -o build/test_kernels
  * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed. */
 #include <math.h>
 #include <stdatomic.h>
@@ -260,6 +262,32 @@ static void test_gemm(void)
                         fail(nm, "wrote outside the N columns");
                     free(A), free(B), free(C0), free(C), free(ref), free(got);
                 }
+}
+
+/* GEMMs big enough to be cut into slices over the pool: the slices depend on the shape
+ * alone, so 1 and 3 threads give the same bits (BLAS may sum a slice of another size in
+ * another order: OpenBLAS's SkylakeX kernels do) */
+static void test_gemm_threads(void)
+{
+    char nm[160];
+    const int64_t shapes[][5] = {{6, 300, 20000, 0, 1}, {300, 40, 3000, 1, 0},
+                                 {32, 5000, 288, 0, 0}, {288, 3000, 32, 1, 0},
+                                 {6, 72, 5184, 0, 1}};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        int64_t M = shapes[si][0], N = shapes[si][1], K = shapes[si][2];
+        int ta = (int)shapes[si][3], tb = (int)shapes[si][4];
+        int64_t lda = ta ? M : K, ldb = tb ? K : N;
+        float *A = fvec(M * K), *B = fvec(K * N), *C[2];
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pi, 1);
+            C[pi] = fvec(M * N);
+            rt_gemm(&e, ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C[pi], N);
+        }
+        check_same(NAME("gemm M=%lld N=%lld K=%lld ta=%d tb=%d t=1 vs t=3", (long long)M,
+                        (long long)N, (long long)K, ta, tb),
+                   C[0], C[1], (size_t)(M * N) * sizeof(float));
+        free(A), free(B), free(C[0]), free(C[1]);
+    }
 }
 
 /* ---- rt_gemm_bias ------------------------------------------------------------- */
@@ -581,6 +609,94 @@ static void test_conv(void)
         for (int pi = 0; pi < 2; pi++)
             for (int rep = 0; rep < 2; rep++)
                 free(col[pi][rep]), free(dx[pi][rep]);
+    }
+}
+
+/* ---- conv2d's three products (runtime/conv.c) ------------------------------------------ */
+
+typedef struct { int64_t B, C, H, W, k, s, pad, Cout; } conv3_shape;
+
+/* the paths conv.c's cut takes (CONV_TASK_BYTES 384 KiB of columns a task) */
+static const conv3_shape conv3_shapes[] = {
+    {2, 3, 9, 9, 3, 1, 1, 5},      /* one task: im2col and a GEMM over the whole batch */
+    {9, 8, 24, 24, 3, 1, 1, 6},    /* 5 tasks of 2 images, the last of 1 */
+    {7, 16, 32, 32, 3, 2, 1, 4},   /* stride 2: 4 tasks */
+    {200, 4, 20, 20, 3, 1, 1, 3},  /* 34 tasks in 32 partial groups (dW) */
+    {40, 5, 16, 16, 1, 2, 0, 7},   /* 1x1 at stride 2: 1 task */
+};
+
+/* out = x's correlation with w at every (b, co, oh, ow); dw = dw0 + the sums; dx alike */
+static void conv3_ref(const conv3_shape *c, int64_t OH, int64_t OW, const float *x,
+                      const float *w, const float *dyt, const float *dw0, double *yt,
+                      double *dw, double *dx)
+{
+    int64_t kk = c->k * c->k, ckk = c->C * kk, n = c->B * OH * OW;
+    for (int64_t i = 0; i < c->Cout * ckk; i++)
+        dw[i] = dw0[i];
+    for (int64_t co = 0; co < c->Cout; co++)
+        for (int64_t b = 0; b < c->B; b++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t q = (b * OH + oh) * OW + ow;
+                    double acc = 0, g = dyt[co * n + q];
+                    for (int64_t ch = 0; ch < c->C; ch++)
+                        for (int64_t ki = 0; ki < c->k; ki++)
+                            for (int64_t kj = 0; kj < c->k; kj++) {
+                                int64_t ih = oh * c->s - c->pad + ki, iw = ow * c->s - c->pad + kj;
+                                if (ih < 0 || ih >= c->H || iw < 0 || iw >= c->W)
+                                    continue;
+                                int64_t xi = ((b * c->C + ch) * c->H + ih) * c->W + iw;
+                                int64_t wi = co * ckk + (ch * c->k + ki) * c->k + kj;
+                                acc += (double)w[wi] * x[xi];
+                                dw[wi] += g * x[xi];
+                                dx[xi] += g * w[wi];
+                            }
+                    yt[co * n + q] = acc;
+                }
+}
+
+static void test_conv_calls(void)
+{
+    char nm[160];
+    for (size_t si = 0; si < sizeof conv3_shapes / sizeof conv3_shapes[0]; si++) {
+        const conv3_shape *c = &conv3_shapes[si];
+        int64_t OH = (c->H + 2 * c->pad - c->k) / c->s + 1, OW = (c->W + 2 * c->pad - c->k) / c->s + 1;
+        int64_t nx = c->B * c->C * c->H * c->W, ckk = c->C * c->k * c->k, n = c->B * OH * OW;
+        int64_t nw = c->Cout * ckk;
+        char tag[96];
+        snprintf(tag, sizeof tag, "B%lld C%lld %lldx%lld k%lld s%lld out%lld", (long long)c->B,
+                 (long long)c->C, (long long)c->H, (long long)c->W, (long long)c->k,
+                 (long long)c->s, (long long)c->Cout);
+        float *x = fvec(nx), *w = fvec(nw), *dyt = fvec(c->Cout * n), *dw0 = fvec(nw);
+        double *ryt = dvec(c->Cout * n), *rdw = dvec(nw), *rdx = dvec(nx);
+        conv3_ref(c, OH, OW, x, w, dyt, dw0, ryt, rdw, rdx);
+        float *col = malloc((size_t)(ckk * n) * sizeof(float)), *yt[2], *dw[2], *dx[2];
+        for (int pi = 0; pi < 2; pi++) {
+            rt_exec e = exec_on(pi, 1);
+            yt[pi] = malloc((size_t)(c->Cout * n) * sizeof(float));
+            dx[pi] = malloc((size_t)nx * sizeof(float));
+            dw[pi] = malloc((size_t)nw * sizeof(float));
+            fill_nan(yt[pi], c->Cout * n);   /* every element must be written */
+            fill_nan(dx[pi], nx);
+            memcpy(dw[pi], dw0, (size_t)nw * sizeof(float));   /* dW accumulates */
+            fill_nan(col, ckk * n);
+            rt_conv_fwd(&e, x, w, col, yt[pi], c->B, c->C, c->H, c->W, c->k, c->s, c->pad, OH,
+                        OW, c->Cout);
+            rt_conv_bwd_weight(&e, x, dyt, col, dw[pi], c->B, c->C, c->H, c->W, c->k, c->s,
+                               c->pad, OH, OW, c->Cout);
+            rt_conv_bwd_data(&e, w, dyt, col, dx[pi], c->B, c->C, c->H, c->W, c->k, c->s, c->pad,
+                             OH, OW, c->Cout);
+            check_close(NAME("conv fwd %s t=%d", tag, pool_threads[pi]), yt[pi], ryt,
+                        c->Cout * n, 1e-5);
+            check_close(NAME("conv dW %s t=%d", tag, pool_threads[pi]), dw[pi], rdw, nw, 1e-5);
+            check_close(NAME("conv dx %s t=%d", tag, pool_threads[pi]), dx[pi], rdx, nx, 1e-5);
+        }
+        check_same(NAME("conv fwd %s t=1 vs t=3", tag), yt[0], yt[1], (size_t)(c->Cout * n) * 4);
+        check_same(NAME("conv dW %s t=1 vs t=3", tag), dw[0], dw[1], (size_t)nw * 4);
+        check_same(NAME("conv dx %s t=1 vs t=3", tag), dx[0], dx[1], (size_t)nx * 4);
+        free(x), free(w), free(dyt), free(dw0), free(ryt), free(rdw), free(rdx), free(col);
+        for (int pi = 0; pi < 2; pi++)
+            free(yt[pi]), free(dw[pi]), free(dx[pi]);
     }
 }
 
@@ -1379,19 +1495,21 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && !strcmp(argv[1], "--bad-label-child"))
         return bad_label_child();
-    rt_blas_threads(1);
+    rt_blas_setup();
     pools[0] = rt_pool_new(1);
     pools[1] = rt_pool_new(3);
     if (rt_pool_threads(pools[0]) != 1 || rt_pool_threads(pools[1]) != 3)
         fail("rt_pool_threads", "wrong thread counts");
     test_parallel_for();
     test_gemm();
+    test_gemm_threads();
     test_tanh();
     test_gemm_bias();
     test_grad_epilogues();
     test_colsum();
     test_rowsum();
     test_conv();
+    test_conv_calls();
     test_pools();
     test_layernorm();
     test_layernorm_addend();

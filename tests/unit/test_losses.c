@@ -137,7 +137,7 @@ static void test_mse(rt_pool *pool, int64_t n)
 
 int main(void)
 {
-    rt_blas_threads(1);
+    rt_blas_setup();
     rt_pool *pools[2] = {rt_pool_new(1), rt_pool_new(3)};
     for (int p = 0; p < 2; p++) {
         test_cross_entropy(pools[p], 37, 10, 10, 0);
