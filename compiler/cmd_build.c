@@ -73,7 +73,7 @@ static char **link_command(const Compiled *c, const char *tmp, const char *devic
     add_words(args, &na, 16, getenv("CC"));
     if (na == 0)
         args[na++] = "cc";
-    char *const fixed[] = {"-std=gnu11", "-O2", "-ffp-contract=off", "-w", inc, ddef, host, kern};
+    char *const fixed[] = {"-std=gnu11", "-O3", "-ffp-contract=off", "-w", inc, ddef, host, kern};
     for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
         args[na++] = fixed[k];
     /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */

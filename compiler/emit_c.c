@@ -140,7 +140,7 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
         buf_printf(b, "\n *     (on a GPU this loop runs %s%d's kernel, the same code, on its own tensors)",
                    in->same_gpu_ev ? "ke" : "k", in->same_gpu->id);
     buf_puts(b, " */\n");
-    buf_printf(b, "void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
+    buf_printf(b, "RT_KERNEL void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i], NULL);
     int64_t run = kernel_run(in);

@@ -120,8 +120,9 @@ static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* the int range cblas takes, for the tasks' strides (the whole-batch path checks its own) */
-static int conv_fits_int(const conv_job *j)
+/* whether the tasks run: enough of them, and their strides in the int range cblas takes
+ * (the whole-batch path checks its own) */
+static int conv_tasks_run(const conv_job *j)
 {
     return j->tasks >= CONV_MIN_TASKS && j->B * j->OH * j->OW <= INT32_MAX &&
            j->C * j->k * j->k <= INT32_MAX && j->Cout <= INT32_MAX;
@@ -134,7 +135,7 @@ void rt_conv_fwd(rt_exec *e, const float *x, const float *w, float *col, float *
     if (e->dev && RT_GPU(e)->conv_direct_fwd(e, x, w, yt, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
     conv_job j = conv_cut(x, w, NULL, col, yt, B, C, H, W, k, s, pad, OH, OW, Cout);
-    if (!e->dev && conv_fits_int(&j)) {
+    if (!e->dev && conv_tasks_run(&j)) {
         rt_pool_run(e->rt, j.tasks, 1, fwd_tasks, &j);
         return;
     }
@@ -154,7 +155,7 @@ void rt_conv_bwd_weight(rt_exec *e, const float *x, const float *dyt, float *col
     conv_job j = conv_cut(x, NULL, dyt, col, dw, B, C, H, W, k, s, pad, OH, OW, Cout);
     int64_t wn = Cout * C * k * k;
     j.groups = j.tasks < CONV_GROUPS ? j.tasks : CONV_GROUPS;
-    if (!e->dev && e->rt && conv_fits_int(&j) && j.groups * wn * (int64_t)sizeof(float) <= CONV_PART_BYTES) {
+    if (!e->dev && e->rt && conv_tasks_run(&j) && j.groups * wn * (int64_t)sizeof(float) <= CONV_PART_BYTES) {
         j.part = (float *)rt_pool_scratch(e->rt, (size_t)(j.groups * wn + 1) / 2);
         rt_pool_run(e->rt, j.groups, 1, dw_groups, &j);
         rt_pool_run(e->rt, wn, rt_grain_for(j.groups), dw_sum, &j);
@@ -172,7 +173,7 @@ void rt_conv_bwd_data(rt_exec *e, const float *w, const float *dyt, float *dcol,
     if (e->dev && RT_GPU(e)->conv_igemm_dx(e, w, dyt, dx, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
     conv_job j = conv_cut(NULL, w, dyt, dcol, dx, B, C, H, W, k, s, pad, OH, OW, Cout);
-    if (!e->dev && conv_fits_int(&j)) {
+    if (!e->dev && conv_tasks_run(&j)) {
         rt_pool_run(e->rt, j.tasks, 1, dx_tasks, &j);
         return;
     }

@@ -889,37 +889,82 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
     }
 }
 
-/* Task t = ((ch * B + b) * k + ki) * k + kj: consecutive tasks reuse one input plane
- * from L1, and a run of tasks writes k*k long streams (one per col row). The place is
- * split once and then stepped. */
+/* d[j] = src[j s] for j < n */
+static inline void copy_strided(float *restrict d, const float *restrict src, int64_t n, int64_t s)
+{
+    int64_t j = 0;
+    if (s == 1) {
+        for (; j + 4 <= n; j += 4)
+            st4(d + j, ld4(src + j));
+        for (; j < n; j++)
+            d[j] = src[j];
+    } else if (s == 2) {
+        copy_stride2(d, src, n);
+    } else {
+        for (; j < n; j++)
+            d[j] = src[j * s];
+    }
+}
+
+/* An image plane whose zero-padded copy fits IM2COL_PAD floats: the copy once, then
+ * each of the k*k col rows' segments as OH row copies out of it (no bounds, no
+ * memsets: the small planes of a CNN's later stages pay per call, not per value). */
+#define IM2COL_PAD 8192
+
+static int im2col_pads(const conv_ctx *c)
+{
+    return (c->H + 2 * c->pad) * (c->W + 2 * c->pad) <= IM2COL_PAD;
+}
+
+static void im2col_padded(const conv_ctx *c, const float *restrict xp, float *restrict dst,
+                          int64_t rowstride)
+{
+    float pad[IM2COL_PAD];
+    int64_t p = c->pad, PW = c->W + 2 * p, PH = c->H + 2 * p;
+    memset(pad, 0, (size_t)(p * PW) * sizeof(float));
+    for (int64_t h = 0; h < c->H; h++) {
+        float *r = pad + (h + p) * PW;
+        for (int64_t j = 0; j < p; j++)
+            r[j] = r[p + c->W + j] = 0.0f;
+        copy_strided(r + p, xp + h * c->W, c->W, 1);
+    }
+    memset(pad + (p + c->H) * PW, 0, (size_t)((PH - p - c->H) * PW) * sizeof(float));
+    for (int64_t ki = 0; ki < c->k; ki++)
+        for (int64_t kj = 0; kj < c->k; kj++, dst += rowstride) {
+            float *d = dst;
+            for (int64_t oh = 0; oh < c->OH; oh++, d += c->OW)
+                copy_strided(d, pad + (oh * c->s + ki) * PW + kj, c->OW, c->s);
+        }
+}
+
+/* Task t = ch * B + b: the k*k col rows' segments of image plane (b, ch), from its
+ * padded copy (im2col_padded) or segment by segment. */
 static void im2col_task(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_ctx *c = ctx;
     int64_t k = c->k, kk = k * k, ohw = c->OH * c->OW, hw = c->H * c->W, n = c->B * ohw;
+    int pads = im2col_pads(c);
     col_spans sp;
     spans_of(c, &sp);
-    int64_t kidx = lo % kk, b = lo / kk % c->B, ch = lo / kk / c->B;
-    int64_t ki = kidx / k, kj = kidx % k;
     for (int64_t t = lo; t < hi; t++) {
-        int64_t o0, o1;
-        if (kj < IM2COL_KMAX) {
-            o0 = sp.ow0[kj];
-            o1 = sp.ow1[kj];
-        } else {
-            valid_cols(c, kj, &o0, &o1);
+        int64_t b = t % c->B, ch = t / c->B;
+        const float *xp = c->x + (b * c->C + ch) * hw;
+        float *dst = c->col + ch * kk * n + b * ohw;
+        if (pads) {
+            im2col_padded(c, xp, dst, n);
+            continue;
         }
-        im2col_plane(c, c->x + (b * c->C + ch) * hw, c->col + (ch * kk + ki * k + kj) * n + b * ohw,
-                     ki, kj, o0, o1);
-        if (++kj == k) {
-            kj = 0;
-            if (++ki == k) {
-                ki = 0;
-                if (++b == c->B) {
-                    b = 0;
-                    ch++;
+        for (int64_t ki = 0; ki < k; ki++)
+            for (int64_t kj = 0; kj < k; kj++) {
+                int64_t o0, o1;
+                if (kj < IM2COL_KMAX) {
+                    o0 = sp.ow0[kj];
+                    o1 = sp.ow1[kj];
+                } else {
+                    valid_cols(c, kj, &o0, &o1);
                 }
+                im2col_plane(c, xp, dst + (ki * k + kj) * n, ki, kj, o0, o1);
             }
-        }
     }
 }
 
@@ -931,7 +976,7 @@ void rt_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, int
         return;
     }
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
-    launch(pool_of(e), C * B * k * k, rt_grain_for(OH * OW), im2col_task, &c);
+    launch(pool_of(e), C * B, rt_grain_for(k * k * OH * OW), im2col_task, &c);
 }
 
 /* im2col of B images on the calling thread (runtime/conv.c's tasks) */
@@ -939,7 +984,7 @@ void rt_im2col_serial(const float *x, float *col, int64_t B, int64_t C, int64_t 
                       int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW)
 {
     conv_ctx c = {x, col, NULL, NULL, B, C, H, W, k, stride, pad, OH, OW};
-    im2col_task(&c, 0, C * B * k * k);
+    im2col_task(&c, 0, C * B);
 }
 
 /* col2im for one image plane and one kernel offset: dp += the (ki, kj) segment src. */
@@ -972,17 +1017,48 @@ static void col2im_plane(const conv_ctx *c, const float *restrict src, float *re
 /* Task t = ch * B + b owns dx plane (b, ch): no two tasks write the same element, and
  * each element sums its contributions in the fixed (ki, kj, oh) order. A run of tasks
  * reads k*k col rows as long streams. */
+/* col2im into a zero-padded plane (im2col_pads), the k*k segments added in the same
+ * (ki, kj, oh) order as col2im_plane adds them, then the plane's inside copied out: the
+ * same bits without a bounds check per segment. */
+static void col2im_padded(const conv_ctx *c, const float *restrict src, float *restrict dp,
+                          int64_t rowstride)
+{
+    float pad[IM2COL_PAD];
+    int64_t p = c->pad, PW = c->W + 2 * p, s = c->s;
+    memset(pad, 0, (size_t)((c->H + 2 * p) * PW) * sizeof(float));
+    for (int64_t ki = 0; ki < c->k; ki++)
+        for (int64_t kj = 0; kj < c->k; kj++, src += rowstride) {
+            const float *restrict sr = src;
+            for (int64_t oh = 0; oh < c->OH; oh++, sr += c->OW) {
+                float *restrict d = pad + (oh * s + ki) * PW + kj;
+                int64_t j = 0;
+                if (s == 1)
+                    for (; j + 4 <= c->OW; j += 4)
+                        st4(d + j, ld4(d + j) + ld4(sr + j));
+                for (; j < c->OW; j++)
+                    d[j * s] += sr[j];
+            }
+        }
+    for (int64_t h = 0; h < c->H; h++)
+        copy_strided(dp + h * c->W, pad + (h + p) * PW + p, c->W, 1);
+}
+
 static void col2im_task(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_ctx *c = ctx;
-    int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W;
+    int64_t kk = c->k * c->k, ohw = c->OH * c->OW, hw = c->H * c->W, n = c->B * ohw;
+    int pads = im2col_pads(c);
     for (int64_t t = lo; t < hi; t++) {
         int64_t b = t % c->B, ch = t / c->B;
         float *dp = c->dx + (b * c->C + ch) * hw;
+        const float *src = c->dcol + ch * kk * n + b * ohw;
+        if (pads) {
+            col2im_padded(c, src, dp, n);
+            continue;
+        }
         memset(dp, 0, (size_t)hw * sizeof(float));
         for (int64_t kidx = 0; kidx < kk; kidx++)
-            col2im_plane(c, c->dcol + (ch * kk + kidx) * (c->B * ohw) + b * ohw, dp,
-                         kidx / c->k, kidx % c->k);
+            col2im_plane(c, src + kidx * n, dp, kidx / c->k, kidx % c->k);
     }
 }
 

@@ -85,6 +85,16 @@ typedef struct rt_exec {
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
+/* A generated CPU kernel's definition starts with RT_KERNEL. Built by gcc on x86-64
+ * (trainc build) it is three functions, for AVX-512 (x86-64-v4), AVX2 (v3) and the
+ * baseline, and the loader picks the one the CPU runs; the loops are elementwise, built
+ * without contraction into fused multiply-adds, so all three give the same bits.
+ * libtcc (trainc run) and other compilers build the one plain function. */
+#if defined(__GNUC__) && !defined(__clang__) && !defined(__TINYC__) && defined(__x86_64__)
+#define RT_KERNEL __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define RT_KERNEL
+#endif
 
 /* The CUDA kernels of a trainer (trainc build --device cuda|both, trainc run). */
 typedef struct rt_cubin {
