@@ -8,7 +8,7 @@
 
 /* k0: input to f32
  *     from $.model.inputs.x */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(200704); /* [B, 1, 28, 28] */
@@ -20,7 +20,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[0] + $.model.layers[1] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_0 = ACT(0); /* [16, B*784] */
     const float *P_0_bias = e->params + 144; /* [16] */
@@ -43,7 +43,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[3] + $.model.layers[4] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_3 = ACT(163072); /* [32, B*196] */
     const float *P_3_bias = e->params + 4768; /* [32] */
@@ -66,7 +66,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k3: relu backward
  *     from $.model.layers[8] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_8 = ACT(175616); /* [B, 128] */
     const float *relu_8 = ACT(169344); /* [B, 128] */
@@ -80,7 +80,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
  *     its operands in the new order)
  *     from $.model.layers[4] + $.model.layers[3] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(25088); /* [B, 32, 14, 14] */
     const float *relu_4 = ACT(0); /* [B, 32, 14, 14] */
@@ -106,7 +106,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first reads
  *     its operands in the new order)
  *     from $.model.layers[1] + $.model.layers[0] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_1 = ACT(0); /* [B, 16, 28, 28] */
     const float *relu_1 = ACT(112896); /* [B, 16, 28, 28] */
@@ -135,7 +135,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: input to f32
  *     from $.model.inputs.x
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(28224); /* [B, 1, 28, 28] */
@@ -148,7 +148,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 /* ke1: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[0] + $.model.layers[1]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_0 = ACT(50176); /* [16, B*784] */
     const float *P_0_bias = e->params + 144; /* [16] */
@@ -172,7 +172,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 /* ke2: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + relu
  *     from $.model.layers[3] + $.model.layers[4]
  *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_3 = ACT(112896); /* [32, B*196] */
     const float *P_3_bias = e->params + 4768; /* [32] */

@@ -8,7 +8,7 @@
 
 /* k0: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[0] */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *in_z = (const float *)e->in[1]; /* [B, 100, 1, 1] */
     float *gemm_in_convt_generator_0 = ACT(50176); /* [100, B*1] */
@@ -28,7 +28,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: batchnorm: y = x * scale + shift + relu
  *     from $.model.gan.generator[1] + $.model.gan.generator[2] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *convt_generator_0 = ACT(602112); /* [B, 256, 7, 7] */
     const float *bn_scale_generator_1 = ACT(702464); /* [B, 256] */
@@ -53,7 +53,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k2: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[3] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_2 = ACT(652288); /* [B, 256, 7, 7] */
     float *gemm_in_convt_generator_3 = ACT(401408); /* [256, B*49] */
@@ -73,7 +73,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k3: batchnorm: y = x * scale + shift + relu
  *     from $.model.gan.generator[4] + $.model.gan.generator[5] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *convt_generator_3 = ACT(401408); /* [B, 128, 14, 14] */
     const float *bn_scale_generator_4 = ACT(301056); /* [B, 128] */
@@ -98,7 +98,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k4: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[6] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_5 = ACT(200704); /* [B, 128, 14, 14] */
     float *gemm_in_convt_generator_6 = ACT(301056); /* [128, B*196] */
@@ -118,7 +118,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k5: conv_transpose2d: bias + tanh
  *     from $.model.gan.generator[6] + $.model.gan.generator[7] */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *raw_convt_generator_6 = ACT(514304); /* [B, 784] */
     const float *P_generator_6_bias = e->params + 1781504; /* [1] */
@@ -140,7 +140,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k6: input to f32
  *     from $.model.inputs.x */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(805952); /* [B, 1, 28, 28] */
@@ -152,7 +152,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k7: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[0] */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_0 = ACT(351232); /* [64, B*196] */
     const float *P_discriminator_0_bias = e->params + 1782544; /* [64] */
@@ -174,7 +174,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k8: leaky relu, from conv_discriminator_0 as stored for the backward pass
  *     from $.model.gan.discriminator[1] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_discriminator_0 = ACT(301056); /* [B, 64, 14, 14] */
     float *leaky_relu_discriminator_1 = ACT(351232); /* [B, 64, 14, 14] */
@@ -187,7 +187,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k9: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[2] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_2 = ACT(501760); /* [128, B*49] */
     float *conv_discriminator_2 = ACT(702464); /* [B, 128, 7, 7] */
@@ -207,7 +207,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k10: batchnorm: y = x * scale + shift
  *     from $.model.gan.discriminator[3] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_discriminator_2 = ACT(702464); /* [B, 128, 7, 7] */
     const float *bn_scale_discriminator_3 = ACT(752640); /* [B, 128] */
@@ -232,7 +232,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 /* k11: leaky relu, from batchnorm_discriminator_3 as stored for the backward pass
  *     from $.model.gan.discriminator[4]
  *     (on a GPU this loop runs k8's kernel, the same code, on its own tensors) */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *batchnorm_discriminator_3 = ACT(727552); /* [B, 128, 7, 7] */
     float *leaky_relu_discriminator_4 = ACT(752640); /* [B, 128, 7, 7] */
@@ -245,7 +245,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k12: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[5] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_5 = ACT(777744); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
@@ -268,7 +268,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* k13: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[0]
  *     (on a GPU this loop runs k7's kernel, the same code, on its own tensors) */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_0_70 = ACT(551936); /* [64, B*196] */
     const float *P_discriminator_0_bias = e->params + 1782544; /* [64] */
@@ -291,7 +291,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 /* k14: leaky relu, from conv_discriminator_0_2 as stored for the backward pass
  *     from $.model.gan.discriminator[1]
  *     (on a GPU this loop runs k8's kernel, the same code, on its own tensors) */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_discriminator_0_2 = ACT(501760); /* [B, 64, 14, 14] */
     float *leaky_relu_discriminator_1_2 = ACT(551936); /* [B, 64, 14, 14] */
@@ -305,7 +305,7 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
 /* k15: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[2]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_2_72 = ACT(777728); /* [128, B*49] */
     float *conv_discriminator_2_2 = ACT(0); /* [B, 128, 7, 7] */
@@ -326,7 +326,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 /* k16: batchnorm: y = x * scale + shift
  *     from $.model.gan.discriminator[3]
  *     (on a GPU this loop runs k10's kernel, the same code, on its own tensors) */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_discriminator_2_2 = ACT(0); /* [B, 128, 7, 7] */
     const float *bn_scale_discriminator_3_2 = ACT(778752); /* [B, 128] */
@@ -351,7 +351,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 /* k17: leaky relu, from batchnorm_discriminator_3_2 as stored for the backward pass
  *     from $.model.gan.discriminator[4]
  *     (on a GPU this loop runs k8's kernel, the same code, on its own tensors) */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *batchnorm_discriminator_3_2 = ACT(25088); /* [B, 128, 7, 7] */
     float *leaky_relu_discriminator_4_2 = ACT(50176); /* [B, 128, 7, 7] */
@@ -365,7 +365,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 /* k18: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[5]
  *     (on a GPU this loop runs k12's kernel, the same code, on its own tensors) */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_5_79 = ACT(778768); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
@@ -387,7 +387,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k19: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[5] */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_5_79 = ACT(778768); /* [B, 1, 1, 1] */
     float *d_gemm_conv_discriminator_5_79 = ACT(778752); /* [1, B*1] */
@@ -407,7 +407,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k20: leaky relu backward
  *     from $.model.gan.discriminator[4] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_4_78 = ACT(50176); /* [B, 128, 7, 7] */
     const float *batchnorm_discriminator_3_2 = ACT(25088); /* [B, 128, 7, 7] */
@@ -421,7 +421,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k21: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[2] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_2_72 = ACT(25088); /* [B, 128, 7, 7] */
     float *d_gemm_conv_discriminator_2_72 = ACT(777728); /* [128, B*49] */
@@ -442,7 +442,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 /* k22: leaky relu backward, then conv2d backward: [B, out, HW] -> [out, B, HW] (one pass: the first
  *     reads its operands in the new order)
  *     from $.model.gan.discriminator[1] + $.model.gan.discriminator[0] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_1_71 = ACT(551936); /* [B, 64, 14, 14] */
     const float *conv_discriminator_0_2 = ACT(501760); /* [B, 64, 14, 14] */
@@ -468,7 +468,7 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
 /* k23: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[5]
  *     (on a GPU this loop runs k19's kernel, the same code, on its own tensors) */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_5 = ACT(813184); /* [B, 1, 1, 1] */
     float *d_gemm_conv_discriminator_5 = ACT(777728); /* [1, B*1] */
@@ -489,7 +489,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 /* k24: leaky relu backward
  *     from $.model.gan.discriminator[4]
  *     (on a GPU this loop runs k20's kernel, the same code, on its own tensors) */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_4 = ACT(501760); /* [B, 128, 7, 7] */
     const float *batchnorm_discriminator_3 = ACT(727552); /* [B, 128, 7, 7] */
@@ -504,7 +504,7 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
 /* k25: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[2]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_2 = ACT(526848); /* [B, 128, 7, 7] */
     float *d_gemm_conv_discriminator_2 = ACT(501760); /* [128, B*49] */
@@ -526,7 +526,7 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
  *     reads its operands in the new order)
  *     from $.model.gan.discriminator[1] + $.model.gan.discriminator[0]
  *     (on a GPU this loop runs k22's kernel, the same code, on its own tensors) */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_1 = ACT(351232); /* [B, 64, 14, 14] */
     const float *conv_discriminator_0 = ACT(301056); /* [B, 64, 14, 14] */
@@ -551,7 +551,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k27: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW] + leaky relu
  *     from $.model.gan.discriminator[0] + $.model.gan.discriminator[1] */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_0_82 = ACT(501760); /* [64, B*196] */
     const float *P_discriminator_0_bias = e->params + 1782544; /* [64] */
@@ -577,7 +577,7 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
 /* k28: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[2]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
     float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
@@ -597,7 +597,7 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k29: batchnorm: y = x * scale + shift + leaky relu
  *     from $.model.gan.discriminator[3] + $.model.gan.discriminator[4] */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_discriminator_2_3 = ACT(351232); /* [B, 128, 7, 7] */
     const float *bn_scale_discriminator_3_3 = ACT(806976); /* [B, 128] */
@@ -625,7 +625,7 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
 /* k30: conv2d epilogue: bias, [out, B, HW] -> [B, out, HW]
  *     from $.model.gan.discriminator[5]
  *     (on a GPU this loop runs k12's kernel, the same code, on its own tensors) */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_discriminator_5_91 = ACT(806992); /* [1, B*1] */
     const float *P_discriminator_5_bias = e->params + 1920208; /* [1] */
@@ -648,7 +648,7 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
 /* k31: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[5]
  *     (on a GPU this loop runs k19's kernel, the same code, on its own tensors) */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_5_91 = ACT(806992); /* [B, 1, 1, 1] */
     float *d_gemm_conv_discriminator_5_91 = ACT(806976); /* [1, B*1] */
@@ -669,7 +669,7 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
 /* k32: leaky relu backward
  *     from $.model.gan.discriminator[4]
  *     (on a GPU this loop runs k20's kernel, the same code, on its own tensors) */
-void k32(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_4_90 = ACT(501760); /* [B, 128, 7, 7] */
     const float *batchnorm_discriminator_3_3 = ACT(376320); /* [B, 128, 7, 7] */
@@ -684,7 +684,7 @@ void k32(rt_exec *e, int64_t lo, int64_t hi)
 /* k33: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.gan.discriminator[2]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k33(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k33(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_discriminator_2_84 = ACT(376320); /* [B, 128, 7, 7] */
     float *d_gemm_conv_discriminator_2_84 = ACT(501760); /* [128, B*49] */
@@ -706,7 +706,7 @@ void k33(rt_exec *e, int64_t lo, int64_t hi)
  *     reads its operands in the new order)
  *     from $.model.gan.discriminator[1] + $.model.gan.discriminator[0]
  *     (on a GPU this loop runs k22's kernel, the same code, on its own tensors) */
-void k34(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_leaky_relu_discriminator_1_83 = ACT(351232); /* [B, 64, 14, 14] */
     const float *conv_discriminator_0_3 = ACT(301056); /* [B, 64, 14, 14] */
@@ -731,7 +731,7 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k35: tanh backward
  *     from $.model.gan.generator[7] */
-void k35(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k35(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_tanh_generator_7 = ACT(564480); /* [B, 1, 28, 28] */
     const float *tanh_generator_7 = ACT(802816); /* [B, 1, 28, 28] */
@@ -745,7 +745,7 @@ void k35(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k36: conv_transpose2d backward: [B, out, OHW] -> [out, B, OHW]
  *     from $.model.gan.generator[6] */
-void k36(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_convt_generator_6 = ACT(564480); /* [B, 1, 28, 28] */
     float *d_gemm_convt_generator_6 = ACT(567616); /* [1, B*784] */
@@ -766,7 +766,7 @@ void k36(rt_exec *e, int64_t lo, int64_t hi)
 /* k37: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] again
  *     from $.model.gan.generator[6]
  *     (on a GPU this loop runs k4's kernel, the same code, on its own tensors) */
-void k37(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k37(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_5 = ACT(200704); /* [B, 128, 14, 14] */
     float *gemm_in_convt_generator_6_again = ACT(301056); /* [128, B*196] */
@@ -786,7 +786,7 @@ void k37(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k38: conv_transpose2d backward: [in, B, HW] -> [B, in, HW] + relu backward
  *     from $.model.gan.generator[6] + $.model.gan.generator[5] */
-void k38(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k38(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gemm_in_convt_generator_6 = ACT(301056); /* [128, B*196] */
     const float *relu_generator_5 = ACT(200704); /* [B, 128, 14, 14] */
@@ -809,7 +809,7 @@ void k38(rt_exec *e, int64_t lo, int64_t hi)
 /* k39: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] again
  *     from $.model.gan.generator[3]
  *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-void k39(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k39(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_2 = ACT(652288); /* [B, 256, 7, 7] */
     float *gemm_in_convt_generator_3_again = ACT(401408); /* [256, B*49] */
@@ -829,7 +829,7 @@ void k39(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k40: conv_transpose2d backward: [in, B, HW] -> [B, in, HW] + relu backward
  *     from $.model.gan.generator[3] + $.model.gan.generator[2] */
-void k40(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k40(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_gemm_in_convt_generator_3 = ACT(401408); /* [256, B*49] */
     const float *relu_generator_2 = ACT(652288); /* [B, 256, 7, 7] */
@@ -852,7 +852,7 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
 /* k41: conv_transpose2d backward: [B, in, HW] -> [in, B, HW] again
  *     from $.model.gan.generator[0]
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k41(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k41(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *in_z = (const float *)e->in[1]; /* [B, 100, 1, 1] */
     float *gemm_in_convt_generator_0_again = ACT(0); /* [100, B*1] */
@@ -876,7 +876,7 @@ void k41(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[0]
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *in_z = (const float *)e->in[1]; /* [B, 100, 1, 1] */
     float *gemm_in_convt_generator_0 = ACT(0); /* [100, B*1] */
@@ -896,7 +896,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke1: batchnorm: y = x * scale + shift + relu
  *     from $.model.gan.generator[1] + $.model.gan.generator[2] */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *convt_generator_0 = ACT(0); /* [B, 256, 7, 7] */
     const float *bn_scale_generator_1 = ACT(50176); /* [B, 256] */
@@ -922,7 +922,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 /* ke2: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[3]
  *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_2 = ACT(0); /* [B, 256, 7, 7] */
     float *gemm_in_convt_generator_3 = ACT(401408); /* [256, B*49] */
@@ -942,7 +942,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke3: batchnorm: y = x * scale + shift + relu
  *     from $.model.gan.generator[4] + $.model.gan.generator[5] */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *convt_generator_3 = ACT(401408); /* [B, 128, 14, 14] */
     const float *bn_scale_generator_4 = ACT(0); /* [B, 128] */
@@ -968,7 +968,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 /* ke4: conv_transpose2d: [B, in, HW] -> [in, B, HW]
  *     from $.model.gan.generator[6]
  *     (on a GPU this loop runs k4's kernel, the same code, on its own tensors) */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *relu_generator_5 = ACT(401408); /* [B, 128, 14, 14] */
     float *gemm_in_convt_generator_6 = ACT(0); /* [128, B*196] */
@@ -989,7 +989,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: conv_transpose2d: bias + tanh
  *     from $.model.gan.generator[6] + $.model.gan.generator[7]
  *     (on a GPU this loop runs k5's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *raw_convt_generator_6 = ACT(3136); /* [B, 784] */
     const float *P_generator_6_bias = e->params + 1781504; /* [1] */

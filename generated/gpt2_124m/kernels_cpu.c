@@ -8,7 +8,7 @@
 
 /* k0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(233373696); /* [B, 1024, 768] */
     const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
@@ -21,7 +21,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0 */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_fc = ACT(25755648); /* [B, 1024, 3072] */
     float *gelu_h_0_2 = ACT(32047104); /* [B, 1024, 3072] */
@@ -31,7 +31,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: gelu (tanh), from linear_h_1_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #1
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(38338560); /* [B, 1024, 3072] */
     float *gelu_h_1_2 = ACT(44630016); /* [B, 1024, 3072] */
@@ -41,7 +41,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: gelu (tanh), from linear_h_2_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #2
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(50921472); /* [B, 1024, 3072] */
     float *gelu_h_2_2 = ACT(57212928); /* [B, 1024, 3072] */
@@ -51,7 +51,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: gelu (tanh), from linear_h_3_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #3
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(63504384); /* [B, 1024, 3072] */
     float *gelu_h_3_2 = ACT(69795840); /* [B, 1024, 3072] */
@@ -61,7 +61,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: gelu (tanh), from linear_h_4_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #4
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_4_fc = ACT(76087296); /* [B, 1024, 3072] */
     float *gelu_h_4_2 = ACT(82378752); /* [B, 1024, 3072] */
@@ -71,7 +71,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 /* k6: gelu (tanh), from linear_h_5_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #5
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_5_fc = ACT(88670208); /* [B, 1024, 3072] */
     float *gelu_h_5_2 = ACT(94961664); /* [B, 1024, 3072] */
@@ -81,7 +81,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: gelu (tanh), from linear_h_6_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #6
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_6_fc = ACT(101253120); /* [B, 1024, 3072] */
     float *gelu_h_6_2 = ACT(107544576); /* [B, 1024, 3072] */
@@ -91,7 +91,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 /* k8: gelu (tanh), from linear_h_7_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #7
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_7_fc = ACT(113836032); /* [B, 1024, 3072] */
     float *gelu_h_7_2 = ACT(120127488); /* [B, 1024, 3072] */
@@ -101,7 +101,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 /* k9: gelu (tanh), from linear_h_8_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #8
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_8_fc = ACT(126418944); /* [B, 1024, 3072] */
     float *gelu_h_8_2 = ACT(132710400); /* [B, 1024, 3072] */
@@ -111,7 +111,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 /* k10: gelu (tanh), from linear_h_9_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #9
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_9_fc = ACT(139001856); /* [B, 1024, 3072] */
     float *gelu_h_9_2 = ACT(145293312); /* [B, 1024, 3072] */
@@ -121,7 +121,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 /* k11: gelu (tanh), from linear_h_10_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #10
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_10_fc = ACT(151584768); /* [B, 1024, 3072] */
     float *gelu_h_10_2 = ACT(157876224); /* [B, 1024, 3072] */
@@ -131,7 +131,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 /* k12: gelu (tanh), from linear_h_11_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #11
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_11_fc = ACT(164167680); /* [B, 1024, 3072] */
     float *gelu_h_11_2 = ACT(170459136); /* [B, 1024, 3072] */
@@ -144,7 +144,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1]
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(4718592); /* [B, 1024, 768] */
     const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */

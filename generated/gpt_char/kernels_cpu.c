@@ -8,7 +8,7 @@
 
 /* k0: pos_embedding: + position rows
  *     from $.model.layers[1] */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(3014656); /* [B, 128, 128] */
     const float *P_wpe_weight = e->params + 32768; /* [128, 128] */
@@ -21,7 +21,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: gelu (tanh), from linear_h_0_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #0 */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_0_fc = ACT(0); /* [B, 128, 512] */
     float *gelu_h_0_2 = ACT(262144); /* [B, 128, 512] */
@@ -31,7 +31,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: gelu (tanh), from linear_h_1_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #1
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_1_fc = ACT(524288); /* [B, 128, 512] */
     float *gelu_h_1_2 = ACT(786432); /* [B, 128, 512] */
@@ -41,7 +41,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: gelu (tanh), from linear_h_2_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #2
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_2_fc = ACT(1048576); /* [B, 128, 512] */
     float *gelu_h_2_2 = ACT(1310720); /* [B, 128, 512] */
@@ -51,7 +51,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: gelu (tanh), from linear_h_3_fc as stored for the backward pass
  *     from $.model.layers[2].body[1].body[2] #3
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *linear_h_3_fc = ACT(1572864); /* [B, 128, 512] */
     float *gelu_h_3_2 = ACT(1835008); /* [B, 128, 512] */
@@ -64,7 +64,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: pos_embedding: + position rows
  *     from $.model.layers[1]
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_wte = ACT(196608); /* [B, 128, 128] */
     const float *P_wpe_weight = e->params + 32768; /* [128, 128] */

@@ -8,7 +8,7 @@
 
 /* k0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(1943273472); /* [B, 2048, 2048] */
     const float *attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048] */
@@ -22,7 +22,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 /* k1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(1968439296); /* [B, 2048, 2048] */
     const float *linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048] */
@@ -37,7 +37,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(1985216512); /* [B, 2048, 2048] */
     const float *attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048] */
@@ -52,7 +52,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(2010382336); /* [B, 2048, 2048] */
     const float *linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048] */
@@ -67,7 +67,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(2027159552); /* [B, 2048, 2048] */
     const float *attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048] */
@@ -82,7 +82,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(2052325376); /* [B, 2048, 2048] */
     const float *linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048] */
@@ -97,7 +97,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 /* k6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(2069102592); /* [B, 2048, 2048] */
     const float *attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048] */
@@ -112,7 +112,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(2094268416); /* [B, 2048, 2048] */
     const float *linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048] */
@@ -127,7 +127,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 /* k8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(2111045632); /* [B, 2048, 2048] */
     const float *attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048] */
@@ -142,7 +142,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 /* k9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(2136211456); /* [B, 2048, 2048] */
     const float *linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048] */
@@ -157,7 +157,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 /* k10: residual: x + body(x)
  *     from $.model.layers[1].body[0] #5
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(2152988672); /* [B, 2048, 2048] */
     const float *attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048] */
@@ -172,7 +172,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 /* k11: residual: x + body(x)
  *     from $.model.layers[1].body[1] #5
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(2178154496); /* [B, 2048, 2048] */
     const float *linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048] */
@@ -187,7 +187,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 /* k12: residual: x + body(x)
  *     from $.model.layers[1].body[0] #6
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(2194931712); /* [B, 2048, 2048] */
     const float *attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048] */
@@ -202,7 +202,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* k13: residual: x + body(x)
  *     from $.model.layers[1].body[1] #6
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(2220097536); /* [B, 2048, 2048] */
     const float *linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048] */
@@ -217,7 +217,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 /* k14: residual: x + body(x)
  *     from $.model.layers[1].body[0] #7
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(2236874752); /* [B, 2048, 2048] */
     const float *attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048] */
@@ -232,7 +232,7 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
 /* k15: residual: x + body(x)
  *     from $.model.layers[1].body[1] #7
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(2262040576); /* [B, 2048, 2048] */
     const float *linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048] */
@@ -247,7 +247,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 /* k16: residual: x + body(x)
  *     from $.model.layers[1].body[0] #8
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(2278817792); /* [B, 2048, 2048] */
     const float *attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048] */
@@ -262,7 +262,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 /* k17: residual: x + body(x)
  *     from $.model.layers[1].body[1] #8
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(2303983616); /* [B, 2048, 2048] */
     const float *linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048] */
@@ -277,7 +277,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 /* k18: residual: x + body(x)
  *     from $.model.layers[1].body[0] #9
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(2320760832); /* [B, 2048, 2048] */
     const float *attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048] */
@@ -292,7 +292,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 /* k19: residual: x + body(x)
  *     from $.model.layers[1].body[1] #9
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(2345926656); /* [B, 2048, 2048] */
     const float *linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048] */
@@ -307,7 +307,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 /* k20: residual: x + body(x)
  *     from $.model.layers[1].body[0] #10
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(2362703872); /* [B, 2048, 2048] */
     const float *attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048] */
@@ -322,7 +322,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 /* k21: residual: x + body(x)
  *     from $.model.layers[1].body[1] #10
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(2387869696); /* [B, 2048, 2048] */
     const float *linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048] */
@@ -337,7 +337,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 /* k22: residual: x + body(x)
  *     from $.model.layers[1].body[0] #11
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(2404646912); /* [B, 2048, 2048] */
     const float *attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048] */
@@ -352,7 +352,7 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
 /* k23: residual: x + body(x)
  *     from $.model.layers[1].body[1] #11
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(2429812736); /* [B, 2048, 2048] */
     const float *linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048] */
@@ -367,7 +367,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 /* k24: residual: x + body(x)
  *     from $.model.layers[1].body[0] #12
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_11_down = ACT(2446589952); /* [B, 2048, 2048] */
     const float *attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048] */
@@ -382,7 +382,7 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
 /* k25: residual: x + body(x)
  *     from $.model.layers[1].body[1] #12
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_12_attn = ACT(2471755776); /* [B, 2048, 2048] */
     const float *linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048] */
@@ -397,7 +397,7 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
 /* k26: residual: x + body(x)
  *     from $.model.layers[1].body[0] #13
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_12_down = ACT(2488532992); /* [B, 2048, 2048] */
     const float *attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048] */
@@ -412,7 +412,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 /* k27: residual: x + body(x)
  *     from $.model.layers[1].body[1] #13
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_13_attn = ACT(2513698816); /* [B, 2048, 2048] */
     const float *linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048] */
@@ -427,7 +427,7 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
 /* k28: residual: x + body(x)
  *     from $.model.layers[1].body[0] #14
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_13_down = ACT(2530476032); /* [B, 2048, 2048] */
     const float *attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048] */
@@ -442,7 +442,7 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
 /* k29: residual: x + body(x)
  *     from $.model.layers[1].body[1] #14
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_14_attn = ACT(2555641856); /* [B, 2048, 2048] */
     const float *linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048] */
@@ -457,7 +457,7 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
 /* k30: residual: x + body(x)
  *     from $.model.layers[1].body[0] #15
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_14_down = ACT(2572419072); /* [B, 2048, 2048] */
     const float *attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048] */
@@ -472,7 +472,7 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
 /* k31: residual: x + body(x)
  *     from $.model.layers[1].body[1] #15
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_15_attn = ACT(2597584896); /* [B, 2048, 2048] */
     const float *linear_layers_15_down = ACT(2614362112); /* [B, 2048, 2048] */
@@ -489,7 +489,7 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_0_attn = ACT(0); /* [B, 2048, 2048] */
@@ -503,7 +503,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 /* ke1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_0_down = ACT(0); /* [B, 2048, 2048] */
@@ -518,7 +518,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 /* ke2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_1_attn = ACT(0); /* [B, 2048, 2048] */
@@ -533,7 +533,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 /* ke3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_1_down = ACT(0); /* [B, 2048, 2048] */
@@ -548,7 +548,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 /* ke4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_2_attn = ACT(0); /* [B, 2048, 2048] */
@@ -563,7 +563,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_2_down = ACT(0); /* [B, 2048, 2048] */
@@ -578,7 +578,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
 /* ke6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_3_attn = ACT(0); /* [B, 2048, 2048] */
@@ -593,7 +593,7 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
 /* ke7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_3_down = ACT(0); /* [B, 2048, 2048] */
@@ -608,7 +608,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 /* ke8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_4_attn = ACT(0); /* [B, 2048, 2048] */
@@ -623,7 +623,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
 /* ke9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_4_down = ACT(0); /* [B, 2048, 2048] */
@@ -638,7 +638,7 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
 /* ke10: residual: x + body(x)
  *     from $.model.layers[1].body[0] #5
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_5_attn = ACT(0); /* [B, 2048, 2048] */
@@ -653,7 +653,7 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
 /* ke11: residual: x + body(x)
  *     from $.model.layers[1].body[1] #5
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_5_down = ACT(0); /* [B, 2048, 2048] */
@@ -668,7 +668,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 /* ke12: residual: x + body(x)
  *     from $.model.layers[1].body[0] #6
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_6_attn = ACT(0); /* [B, 2048, 2048] */
@@ -683,7 +683,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
 /* ke13: residual: x + body(x)
  *     from $.model.layers[1].body[1] #6
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_6_down = ACT(0); /* [B, 2048, 2048] */
@@ -698,7 +698,7 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
 /* ke14: residual: x + body(x)
  *     from $.model.layers[1].body[0] #7
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_7_attn = ACT(0); /* [B, 2048, 2048] */
@@ -713,7 +713,7 @@ void ke14(rt_exec *e, int64_t lo, int64_t hi)
 /* ke15: residual: x + body(x)
  *     from $.model.layers[1].body[1] #7
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_7_down = ACT(0); /* [B, 2048, 2048] */
@@ -728,7 +728,7 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
 /* ke16: residual: x + body(x)
  *     from $.model.layers[1].body[0] #8
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_8_attn = ACT(0); /* [B, 2048, 2048] */
@@ -743,7 +743,7 @@ void ke16(rt_exec *e, int64_t lo, int64_t hi)
 /* ke17: residual: x + body(x)
  *     from $.model.layers[1].body[1] #8
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_8_down = ACT(0); /* [B, 2048, 2048] */
@@ -758,7 +758,7 @@ void ke17(rt_exec *e, int64_t lo, int64_t hi)
 /* ke18: residual: x + body(x)
  *     from $.model.layers[1].body[0] #9
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_9_attn = ACT(0); /* [B, 2048, 2048] */
@@ -773,7 +773,7 @@ void ke18(rt_exec *e, int64_t lo, int64_t hi)
 /* ke19: residual: x + body(x)
  *     from $.model.layers[1].body[1] #9
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_9_down = ACT(0); /* [B, 2048, 2048] */
@@ -788,7 +788,7 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
 /* ke20: residual: x + body(x)
  *     from $.model.layers[1].body[0] #10
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_10_attn = ACT(0); /* [B, 2048, 2048] */
@@ -803,7 +803,7 @@ void ke20(rt_exec *e, int64_t lo, int64_t hi)
 /* ke21: residual: x + body(x)
  *     from $.model.layers[1].body[1] #10
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_10_down = ACT(0); /* [B, 2048, 2048] */
@@ -818,7 +818,7 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi)
 /* ke22: residual: x + body(x)
  *     from $.model.layers[1].body[0] #11
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_11_attn = ACT(0); /* [B, 2048, 2048] */
@@ -833,7 +833,7 @@ void ke22(rt_exec *e, int64_t lo, int64_t hi)
 /* ke23: residual: x + body(x)
  *     from $.model.layers[1].body[1] #11
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_11_down = ACT(0); /* [B, 2048, 2048] */
@@ -848,7 +848,7 @@ void ke23(rt_exec *e, int64_t lo, int64_t hi)
 /* ke24: residual: x + body(x)
  *     from $.model.layers[1].body[0] #12
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_11_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_12_attn = ACT(0); /* [B, 2048, 2048] */
@@ -863,7 +863,7 @@ void ke24(rt_exec *e, int64_t lo, int64_t hi)
 /* ke25: residual: x + body(x)
  *     from $.model.layers[1].body[1] #12
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_12_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_12_down = ACT(0); /* [B, 2048, 2048] */
@@ -878,7 +878,7 @@ void ke25(rt_exec *e, int64_t lo, int64_t hi)
 /* ke26: residual: x + body(x)
  *     from $.model.layers[1].body[0] #13
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_12_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_13_attn = ACT(0); /* [B, 2048, 2048] */
@@ -893,7 +893,7 @@ void ke26(rt_exec *e, int64_t lo, int64_t hi)
 /* ke27: residual: x + body(x)
  *     from $.model.layers[1].body[1] #13
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke27(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_13_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_13_down = ACT(0); /* [B, 2048, 2048] */
@@ -908,7 +908,7 @@ void ke27(rt_exec *e, int64_t lo, int64_t hi)
 /* ke28: residual: x + body(x)
  *     from $.model.layers[1].body[0] #14
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke28(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_13_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_14_attn = ACT(0); /* [B, 2048, 2048] */
@@ -923,7 +923,7 @@ void ke28(rt_exec *e, int64_t lo, int64_t hi)
 /* ke29: residual: x + body(x)
  *     from $.model.layers[1].body[1] #14
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke29(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_14_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_14_down = ACT(0); /* [B, 2048, 2048] */
@@ -938,7 +938,7 @@ void ke29(rt_exec *e, int64_t lo, int64_t hi)
 /* ke30: residual: x + body(x)
  *     from $.model.layers[1].body[0] #15
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke30(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_14_down = ACT(100663296); /* [B, 2048, 2048] */
     const float *attn_out_layers_15_attn = ACT(0); /* [B, 2048, 2048] */
@@ -953,7 +953,7 @@ void ke30(rt_exec *e, int64_t lo, int64_t hi)
 /* ke31: residual: x + body(x)
  *     from $.model.layers[1].body[1] #15
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke31(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_15_attn = ACT(100663296); /* [B, 2048, 2048] */
     const float *linear_layers_15_down = ACT(0); /* [B, 2048, 2048] */

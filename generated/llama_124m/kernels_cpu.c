@@ -8,7 +8,7 @@
 
 /* k0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(208207872); /* [B, 1024, 768] */
     const float *attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768] */
@@ -22,7 +22,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 /* k1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(212926464); /* [B, 1024, 768] */
     const float *linear_layers_0_down = ACT(216072192); /* [B, 1024, 768] */
@@ -37,7 +37,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(216072192); /* [B, 1024, 768] */
     const float *attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768] */
@@ -52,7 +52,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(220790784); /* [B, 1024, 768] */
     const float *linear_layers_1_down = ACT(223936512); /* [B, 1024, 768] */
@@ -67,7 +67,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(223936512); /* [B, 1024, 768] */
     const float *attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768] */
@@ -82,7 +82,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(228655104); /* [B, 1024, 768] */
     const float *linear_layers_2_down = ACT(231800832); /* [B, 1024, 768] */
@@ -97,7 +97,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 /* k6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(231800832); /* [B, 1024, 768] */
     const float *attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768] */
@@ -112,7 +112,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(236519424); /* [B, 1024, 768] */
     const float *linear_layers_3_down = ACT(239665152); /* [B, 1024, 768] */
@@ -127,7 +127,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 /* k8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(239665152); /* [B, 1024, 768] */
     const float *attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768] */
@@ -142,7 +142,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 /* k9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(244383744); /* [B, 1024, 768] */
     const float *linear_layers_4_down = ACT(247529472); /* [B, 1024, 768] */
@@ -157,7 +157,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 /* k10: residual: x + body(x)
  *     from $.model.layers[1].body[0] #5
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(247529472); /* [B, 1024, 768] */
     const float *attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768] */
@@ -172,7 +172,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 /* k11: residual: x + body(x)
  *     from $.model.layers[1].body[1] #5
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(252248064); /* [B, 1024, 768] */
     const float *linear_layers_5_down = ACT(255393792); /* [B, 1024, 768] */
@@ -187,7 +187,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 /* k12: residual: x + body(x)
  *     from $.model.layers[1].body[0] #6
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(255393792); /* [B, 1024, 768] */
     const float *attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768] */
@@ -202,7 +202,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* k13: residual: x + body(x)
  *     from $.model.layers[1].body[1] #6
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(260112384); /* [B, 1024, 768] */
     const float *linear_layers_6_down = ACT(263258112); /* [B, 1024, 768] */
@@ -217,7 +217,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 /* k14: residual: x + body(x)
  *     from $.model.layers[1].body[0] #7
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(263258112); /* [B, 1024, 768] */
     const float *attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768] */
@@ -232,7 +232,7 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
 /* k15: residual: x + body(x)
  *     from $.model.layers[1].body[1] #7
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(267976704); /* [B, 1024, 768] */
     const float *linear_layers_7_down = ACT(271122432); /* [B, 1024, 768] */
@@ -247,7 +247,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 /* k16: residual: x + body(x)
  *     from $.model.layers[1].body[0] #8
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(271122432); /* [B, 1024, 768] */
     const float *attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768] */
@@ -262,7 +262,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 /* k17: residual: x + body(x)
  *     from $.model.layers[1].body[1] #8
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(275841024); /* [B, 1024, 768] */
     const float *linear_layers_8_down = ACT(278986752); /* [B, 1024, 768] */
@@ -277,7 +277,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 /* k18: residual: x + body(x)
  *     from $.model.layers[1].body[0] #9
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(278986752); /* [B, 1024, 768] */
     const float *attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768] */
@@ -292,7 +292,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 /* k19: residual: x + body(x)
  *     from $.model.layers[1].body[1] #9
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(283705344); /* [B, 1024, 768] */
     const float *linear_layers_9_down = ACT(286851072); /* [B, 1024, 768] */
@@ -307,7 +307,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 /* k20: residual: x + body(x)
  *     from $.model.layers[1].body[0] #10
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(286851072); /* [B, 1024, 768] */
     const float *attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768] */
@@ -322,7 +322,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 /* k21: residual: x + body(x)
  *     from $.model.layers[1].body[1] #10
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(291569664); /* [B, 1024, 768] */
     const float *linear_layers_10_down = ACT(294715392); /* [B, 1024, 768] */
@@ -337,7 +337,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 /* k22: residual: x + body(x)
  *     from $.model.layers[1].body[0] #11
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(294715392); /* [B, 1024, 768] */
     const float *attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768] */
@@ -352,7 +352,7 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
 /* k23: residual: x + body(x)
  *     from $.model.layers[1].body[1] #11
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(299433984); /* [B, 1024, 768] */
     const float *linear_layers_11_down = ACT(302579712); /* [B, 1024, 768] */
@@ -369,7 +369,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_0_attn = ACT(0); /* [B, 1024, 768] */
@@ -383,7 +383,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 /* ke1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_0_down = ACT(0); /* [B, 1024, 768] */
@@ -398,7 +398,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 /* ke2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_1_attn = ACT(0); /* [B, 1024, 768] */
@@ -413,7 +413,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 /* ke3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_1_down = ACT(0); /* [B, 1024, 768] */
@@ -428,7 +428,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 /* ke4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_2_attn = ACT(0); /* [B, 1024, 768] */
@@ -443,7 +443,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_2_down = ACT(0); /* [B, 1024, 768] */
@@ -458,7 +458,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
 /* ke6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_3_attn = ACT(0); /* [B, 1024, 768] */
@@ -473,7 +473,7 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
 /* ke7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_3_down = ACT(0); /* [B, 1024, 768] */
@@ -488,7 +488,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 /* ke8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_4_attn = ACT(0); /* [B, 1024, 768] */
@@ -503,7 +503,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
 /* ke9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_4_down = ACT(0); /* [B, 1024, 768] */
@@ -518,7 +518,7 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
 /* ke10: residual: x + body(x)
  *     from $.model.layers[1].body[0] #5
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_5_attn = ACT(0); /* [B, 1024, 768] */
@@ -533,7 +533,7 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
 /* ke11: residual: x + body(x)
  *     from $.model.layers[1].body[1] #5
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_5_down = ACT(0); /* [B, 1024, 768] */
@@ -548,7 +548,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 /* ke12: residual: x + body(x)
  *     from $.model.layers[1].body[0] #6
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_6_attn = ACT(0); /* [B, 1024, 768] */
@@ -563,7 +563,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
 /* ke13: residual: x + body(x)
  *     from $.model.layers[1].body[1] #6
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_6_down = ACT(0); /* [B, 1024, 768] */
@@ -578,7 +578,7 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
 /* ke14: residual: x + body(x)
  *     from $.model.layers[1].body[0] #7
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_7_attn = ACT(0); /* [B, 1024, 768] */
@@ -593,7 +593,7 @@ void ke14(rt_exec *e, int64_t lo, int64_t hi)
 /* ke15: residual: x + body(x)
  *     from $.model.layers[1].body[1] #7
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_7_down = ACT(0); /* [B, 1024, 768] */
@@ -608,7 +608,7 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
 /* ke16: residual: x + body(x)
  *     from $.model.layers[1].body[0] #8
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_8_attn = ACT(0); /* [B, 1024, 768] */
@@ -623,7 +623,7 @@ void ke16(rt_exec *e, int64_t lo, int64_t hi)
 /* ke17: residual: x + body(x)
  *     from $.model.layers[1].body[1] #8
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_8_down = ACT(0); /* [B, 1024, 768] */
@@ -638,7 +638,7 @@ void ke17(rt_exec *e, int64_t lo, int64_t hi)
 /* ke18: residual: x + body(x)
  *     from $.model.layers[1].body[0] #9
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_9_attn = ACT(0); /* [B, 1024, 768] */
@@ -653,7 +653,7 @@ void ke18(rt_exec *e, int64_t lo, int64_t hi)
 /* ke19: residual: x + body(x)
  *     from $.model.layers[1].body[1] #9
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_9_down = ACT(0); /* [B, 1024, 768] */
@@ -668,7 +668,7 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
 /* ke20: residual: x + body(x)
  *     from $.model.layers[1].body[0] #10
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_10_attn = ACT(0); /* [B, 1024, 768] */
@@ -683,7 +683,7 @@ void ke20(rt_exec *e, int64_t lo, int64_t hi)
 /* ke21: residual: x + body(x)
  *     from $.model.layers[1].body[1] #10
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_10_down = ACT(0); /* [B, 1024, 768] */
@@ -698,7 +698,7 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi)
 /* ke22: residual: x + body(x)
  *     from $.model.layers[1].body[0] #11
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(12582912); /* [B, 1024, 768] */
     const float *attn_out_layers_11_attn = ACT(0); /* [B, 1024, 768] */
@@ -713,7 +713,7 @@ void ke22(rt_exec *e, int64_t lo, int64_t hi)
 /* ke23: residual: x + body(x)
  *     from $.model.layers[1].body[1] #11
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(12582912); /* [B, 1024, 768] */
     const float *linear_layers_11_down = ACT(0); /* [B, 1024, 768] */

@@ -8,7 +8,7 @@
 
 /* k0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(3997696); /* [B, 128, 128] */
     const float *attn_out_layers_0_attn = ACT(4194304); /* [B, 128, 128] */
@@ -22,7 +22,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 /* k1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(4194304); /* [B, 128, 128] */
     const float *linear_layers_0_down = ACT(4325376); /* [B, 128, 128] */
@@ -37,7 +37,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(4325376); /* [B, 128, 128] */
     const float *attn_out_layers_1_attn = ACT(4521984); /* [B, 128, 128] */
@@ -52,7 +52,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(4521984); /* [B, 128, 128] */
     const float *linear_layers_1_down = ACT(4653056); /* [B, 128, 128] */
@@ -67,7 +67,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(4653056); /* [B, 128, 128] */
     const float *attn_out_layers_2_attn = ACT(4849664); /* [B, 128, 128] */
@@ -82,7 +82,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(4849664); /* [B, 128, 128] */
     const float *linear_layers_2_down = ACT(4980736); /* [B, 128, 128] */
@@ -97,7 +97,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 /* k6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(4980736); /* [B, 128, 128] */
     const float *attn_out_layers_3_attn = ACT(5177344); /* [B, 128, 128] */
@@ -112,7 +112,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(5177344); /* [B, 128, 128] */
     const float *linear_layers_3_down = ACT(5308416); /* [B, 128, 128] */
@@ -127,7 +127,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 /* k8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(5308416); /* [B, 128, 128] */
     const float *attn_out_layers_4_attn = ACT(5505024); /* [B, 128, 128] */
@@ -142,7 +142,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 /* k9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(5505024); /* [B, 128, 128] */
     const float *linear_layers_4_down = ACT(2293760); /* [B, 128, 128] */
@@ -159,7 +159,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke0: residual: x + body(x)
  *     from $.model.layers[1].body[0] #0 */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(589824); /* [B, 128, 128] */
     const float *attn_out_layers_0_attn = ACT(0); /* [B, 128, 128] */
@@ -173,7 +173,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 /* ke1: residual: x + body(x)
  *     from $.model.layers[1].body[1] #0
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(589824); /* [B, 128, 128] */
     const float *linear_layers_0_down = ACT(0); /* [B, 128, 128] */
@@ -188,7 +188,7 @@ void ke1(rt_exec *e, int64_t lo, int64_t hi)
 /* ke2: residual: x + body(x)
  *     from $.model.layers[1].body[0] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(589824); /* [B, 128, 128] */
     const float *attn_out_layers_1_attn = ACT(0); /* [B, 128, 128] */
@@ -203,7 +203,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 /* ke3: residual: x + body(x)
  *     from $.model.layers[1].body[1] #1
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(589824); /* [B, 128, 128] */
     const float *linear_layers_1_down = ACT(0); /* [B, 128, 128] */
@@ -218,7 +218,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 /* ke4: residual: x + body(x)
  *     from $.model.layers[1].body[0] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(589824); /* [B, 128, 128] */
     const float *attn_out_layers_2_attn = ACT(0); /* [B, 128, 128] */
@@ -233,7 +233,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: residual: x + body(x)
  *     from $.model.layers[1].body[1] #2
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(589824); /* [B, 128, 128] */
     const float *linear_layers_2_down = ACT(0); /* [B, 128, 128] */
@@ -248,7 +248,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
 /* ke6: residual: x + body(x)
  *     from $.model.layers[1].body[0] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(589824); /* [B, 128, 128] */
     const float *attn_out_layers_3_attn = ACT(0); /* [B, 128, 128] */
@@ -263,7 +263,7 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
 /* ke7: residual: x + body(x)
  *     from $.model.layers[1].body[1] #3
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(589824); /* [B, 128, 128] */
     const float *linear_layers_3_down = ACT(0); /* [B, 128, 128] */
@@ -278,7 +278,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 /* ke8: residual: x + body(x)
  *     from $.model.layers[1].body[0] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(589824); /* [B, 128, 128] */
     const float *attn_out_layers_4_attn = ACT(0); /* [B, 128, 128] */
@@ -293,7 +293,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
 /* ke9: residual: x + body(x)
  *     from $.model.layers[1].body[1] #4
  *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(589824); /* [B, 128, 128] */
     const float *linear_layers_4_down = ACT(0); /* [B, 128, 128] */

@@ -8,7 +8,7 @@
 
 /* k0: input to f32
  *     from $.model.inputs.x */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(0); /* [B, 1, 28, 28] */
@@ -20,7 +20,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: relu backward
  *     from $.model.layers[4] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4 = ACT(5184); /* [B, 256] */
     const float *relu_4 = ACT(4160); /* [B, 256] */
@@ -34,7 +34,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 /* k2: relu backward
  *     from $.model.layers[2]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_2 = ACT(4160); /* [B, 256] */
     const float *relu_2 = ACT(3136); /* [B, 256] */

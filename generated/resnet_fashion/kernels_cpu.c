@@ -8,7 +8,7 @@
 
 /* k0: input to f32
  *     from $.model.inputs.x */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(2007040); /* [B, 1, 28, 28] */
@@ -20,7 +20,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[0] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_0 = ACT(0); /* [32, B*784] */
     float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
@@ -40,7 +40,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k2: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *bn_scale_1 = ACT(0); /* [B, 32] */
@@ -65,7 +65,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 /* k3: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[0]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_0 = ACT(1204224); /* [32, B*784] */
     float *conv_stage1_1_0 = ACT(1103872); /* [B, 32, 28, 28] */
@@ -86,7 +86,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 /* k4: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[3].body[1] + $.model.layers[3].body[2]
  *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(1103872); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_1_1 = ACT(1304576); /* [B, 32] */
@@ -112,7 +112,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_3 = ACT(1404928); /* [32, B*784] */
     float *conv_stage1_1_3 = ACT(1304576); /* [B, 32, 28, 28] */
@@ -132,7 +132,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k6: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[3].body[4] + $.model.layers[3] + $.model.layers[4] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_3 = ACT(1304576); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_1_4 = ACT(1505280); /* [B, 32] */
@@ -160,7 +160,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[0]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_2_0 = ACT(1605632); /* [32, B*784] */
     float *conv_stage1_2_0 = ACT(1505280); /* [B, 32, 28, 28] */
@@ -181,7 +181,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 /* k8: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[5].body[1] + $.model.layers[5].body[2]
  *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_0 = ACT(1505280); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_2_1 = ACT(1705984); /* [B, 32] */
@@ -207,7 +207,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 /* k9: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[3]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_2_3 = ACT(1705984); /* [32, B*784] */
     float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
@@ -228,7 +228,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 /* k10: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[5].body[4] + $.model.layers[5] + $.model.layers[6]
  *     (on a GPU this loop runs k6's kernel, the same code, on its own tensors) */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_2_4 = ACT(1959680); /* [B, 32] */
@@ -255,7 +255,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k11: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].body[0] */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_0 = ACT(702464); /* [64, B*196] */
     float *conv_stage2_1_0 = ACT(652288); /* [B, 64, 14, 14] */
@@ -275,7 +275,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k12: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[7].body[1] + $.model.layers[7].body[2] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(652288); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_1 = ACT(1957376); /* [B, 64] */
@@ -301,7 +301,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* k13: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].body[3]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_3 = ACT(802816); /* [64, B*196] */
     float *conv_stage2_1_3 = ACT(752640); /* [B, 64, 14, 14] */
@@ -321,7 +321,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k14: batchnorm: y = x * scale + shift
  *     from $.model.layers[7].body[4] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_3 = ACT(752640); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_4 = ACT(1957888); /* [B, 64] */
@@ -346,7 +346,7 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
 /* k15: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].shortcut[0]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_shortcut_0 = ACT(0); /* [64, B*196] */
     float *conv_stage2_1_shortcut_0 = ACT(852992); /* [B, 64, 14, 14] */
@@ -366,7 +366,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k16: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[7].shortcut[1] + $.model.layers[7] + $.model.layers[8] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_shortcut_0 = ACT(852992); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_shortcut_1 = ACT(1958400); /* [B, 64] */
@@ -394,7 +394,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 /* k17: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[9].body[0]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_2_0 = ACT(1756160); /* [64, B*196] */
     float *conv_stage2_2_0 = ACT(1705984); /* [B, 64, 14, 14] */
@@ -415,7 +415,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 /* k18: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[9].body[1] + $.model.layers[9].body[2]
  *     (on a GPU this loop runs k12's kernel, the same code, on its own tensors) */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_0 = ACT(1705984); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_2_1 = ACT(1958912); /* [B, 64] */
@@ -441,7 +441,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 /* k19: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[9].body[3]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_2_3 = ACT(1806336); /* [64, B*196] */
     float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
@@ -461,7 +461,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k20: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[9].body[4] + $.model.layers[9] + $.model.layers[10] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_2_4 = ACT(1937408); /* [B, 64] */
@@ -488,7 +488,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k21: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].body[0] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_0 = ACT(351232); /* [128, B*49] */
     float *conv_stage3_1_0 = ACT(326144); /* [B, 128, 7, 7] */
@@ -508,7 +508,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k22: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[11].body[1] + $.model.layers[11].body[2] */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_0 = ACT(326144); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_1 = ACT(1932800); /* [B, 128] */
@@ -534,7 +534,7 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
 /* k23: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].body[3]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_3 = ACT(401408); /* [128, B*49] */
     float *conv_stage3_1_3 = ACT(376320); /* [B, 128, 7, 7] */
@@ -554,7 +554,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k24: batchnorm: y = x * scale + shift
  *     from $.model.layers[11].body[4] */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_3 = ACT(376320); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_4 = ACT(426496); /* [B, 128] */
@@ -579,7 +579,7 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
 /* k25: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].shortcut[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_shortcut_0 = ACT(0); /* [128, B*49] */
     float *conv_stage3_1_shortcut_0 = ACT(426496); /* [B, 128, 7, 7] */
@@ -599,7 +599,7 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k26: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[11].shortcut[1] + $.model.layers[11] + $.model.layers[12] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_shortcut_0 = ACT(426496); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_shortcut_1 = ACT(1934848); /* [B, 128] */
@@ -627,7 +627,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 /* k27: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[13].body[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k27(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_2_0 = ACT(1831424); /* [128, B*49] */
     float *conv_stage3_2_0 = ACT(1806336); /* [B, 128, 7, 7] */
@@ -648,7 +648,7 @@ void k27(rt_exec *e, int64_t lo, int64_t hi)
 /* k28: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[13].body[1] + $.model.layers[13].body[2]
  *     (on a GPU this loop runs k22's kernel, the same code, on its own tensors) */
-void k28(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_0 = ACT(1806336); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_2_1 = ACT(1935872); /* [B, 128] */
@@ -674,7 +674,7 @@ void k28(rt_exec *e, int64_t lo, int64_t hi)
 /* k29: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[13].body[3]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k29(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_2_3 = ACT(1856512); /* [128, B*49] */
     float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
@@ -694,7 +694,7 @@ void k29(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k30: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[13].body[4] + $.model.layers[13] + $.model.layers[14] */
-void k30(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_2_4 = ACT(1856512); /* [B, 128] */
@@ -721,7 +721,7 @@ void k30(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k31: relu backward
  *     from $.model.layers[14] */
-void k31(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_14 = ACT(1856512); /* [B, 128, 7, 7] */
     const float *relu_14 = ACT(25088); /* [B, 128, 7, 7] */
@@ -734,7 +734,7 @@ void k31(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k32: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[13].body[3] */
-void k32(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k32(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_2_3 = ACT(25088); /* [B, 128, 7, 7] */
     float *d_gemm_conv_stage3_2_3 = ACT(1906688); /* [128, B*49] */
@@ -755,7 +755,7 @@ void k32(rt_exec *e, int64_t lo, int64_t hi)
 /* k33: relu backward
  *     from $.model.layers[13].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k33(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k33(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage3_2_2 = ACT(1881600); /* [B, 128, 7, 7] */
     const float *relu_stage3_2_2 = ACT(1831424); /* [B, 128, 7, 7] */
@@ -769,7 +769,7 @@ void k33(rt_exec *e, int64_t lo, int64_t hi)
 /* k34: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[13].body[0]
  *     (on a GPU this loop runs k32's kernel, the same code, on its own tensors) */
-void k34(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k34(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_2_0 = ACT(1831424); /* [B, 128, 7, 7] */
     float *d_gemm_conv_stage3_2_0 = ACT(1881600); /* [128, B*49] */
@@ -789,7 +789,7 @@ void k34(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k35: sum of gradient contributions + relu backward
  *     from $.model.layers[12] */
-void k35(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k35(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_stage3_2 = ACT(1856512); /* [B, 128, 7, 7] */
     const float *d_relu_12_part = ACT(1806336); /* [B, 128, 7, 7] */
@@ -805,7 +805,7 @@ void k35(rt_exec *e, int64_t lo, int64_t hi)
 /* k36: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[11].shortcut[0]
  *     (on a GPU this loop runs k32's kernel, the same code, on its own tensors) */
-void k36(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k36(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_1_shortcut_0 = ACT(401408); /* [B, 128, 7, 7] */
     float *d_gemm_conv_stage3_1_shortcut_0 = ACT(426496); /* [128, B*49] */
@@ -826,7 +826,7 @@ void k36(rt_exec *e, int64_t lo, int64_t hi)
 /* k37: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[11].body[3]
  *     (on a GPU this loop runs k32's kernel, the same code, on its own tensors) */
-void k37(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k37(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_1_3 = ACT(401408); /* [B, 128, 7, 7] */
     float *d_gemm_conv_stage3_1_3 = ACT(426496); /* [128, B*49] */
@@ -847,7 +847,7 @@ void k37(rt_exec *e, int64_t lo, int64_t hi)
 /* k38: relu backward
  *     from $.model.layers[11].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k38(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k38(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage3_1_2 = ACT(376320); /* [B, 128, 7, 7] */
     const float *relu_stage3_1_2 = ACT(351232); /* [B, 128, 7, 7] */
@@ -861,7 +861,7 @@ void k38(rt_exec *e, int64_t lo, int64_t hi)
 /* k39: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[11].body[0]
  *     (on a GPU this loop runs k32's kernel, the same code, on its own tensors) */
-void k39(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k39(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage3_1_0 = ACT(351232); /* [B, 128, 7, 7] */
     float *d_gemm_conv_stage3_1_0 = ACT(326144); /* [128, B*49] */
@@ -882,7 +882,7 @@ void k39(rt_exec *e, int64_t lo, int64_t hi)
 /* k40: sum of gradient contributions + relu backward
  *     from $.model.layers[10]
  *     (on a GPU this loop runs k35's kernel, the same code, on its own tensors) */
-void k40(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k40(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_10_part = ACT(1806336); /* [B, 64, 14, 14] */
     const float *d_relu_10_part_2 = ACT(112896); /* [B, 64, 14, 14] */
@@ -897,7 +897,7 @@ void k40(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k41: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[9].body[3] */
-void k41(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k41(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_2_3 = ACT(275968); /* [B, 64, 14, 14] */
     float *d_gemm_conv_stage2_2_3 = ACT(1906688); /* [64, B*196] */
@@ -918,7 +918,7 @@ void k41(rt_exec *e, int64_t lo, int64_t hi)
 /* k42: relu backward
  *     from $.model.layers[9].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k42(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k42(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage2_2_2 = ACT(1856512); /* [B, 64, 14, 14] */
     const float *relu_stage2_2_2 = ACT(1756160); /* [B, 64, 14, 14] */
@@ -932,7 +932,7 @@ void k42(rt_exec *e, int64_t lo, int64_t hi)
 /* k43: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[9].body[0]
  *     (on a GPU this loop runs k41's kernel, the same code, on its own tensors) */
-void k43(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k43(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_2_0 = ACT(1756160); /* [B, 64, 14, 14] */
     float *d_gemm_conv_stage2_2_0 = ACT(1856512); /* [64, B*196] */
@@ -953,7 +953,7 @@ void k43(rt_exec *e, int64_t lo, int64_t hi)
 /* k44: sum of gradient contributions + relu backward
  *     from $.model.layers[8]
  *     (on a GPU this loop runs k35's kernel, the same code, on its own tensors) */
-void k44(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k44(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_stage2_2 = ACT(1806336); /* [B, 64, 14, 14] */
     const float *d_relu_8_part = ACT(1705984); /* [B, 64, 14, 14] */
@@ -969,7 +969,7 @@ void k44(rt_exec *e, int64_t lo, int64_t hi)
 /* k45: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[7].shortcut[0]
  *     (on a GPU this loop runs k41's kernel, the same code, on its own tensors) */
-void k45(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k45(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_shortcut_0 = ACT(802816); /* [B, 64, 14, 14] */
     float *d_gemm_conv_stage2_1_shortcut_0 = ACT(852992); /* [64, B*196] */
@@ -990,7 +990,7 @@ void k45(rt_exec *e, int64_t lo, int64_t hi)
 /* k46: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[7].body[3]
  *     (on a GPU this loop runs k41's kernel, the same code, on its own tensors) */
-void k46(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k46(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_3 = ACT(802816); /* [B, 64, 14, 14] */
     float *d_gemm_conv_stage2_1_3 = ACT(852992); /* [64, B*196] */
@@ -1011,7 +1011,7 @@ void k46(rt_exec *e, int64_t lo, int64_t hi)
 /* k47: relu backward
  *     from $.model.layers[7].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k47(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k47(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage2_1_2 = ACT(752640); /* [B, 64, 14, 14] */
     const float *relu_stage2_1_2 = ACT(702464); /* [B, 64, 14, 14] */
@@ -1025,7 +1025,7 @@ void k47(rt_exec *e, int64_t lo, int64_t hi)
 /* k48: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[7].body[0]
  *     (on a GPU this loop runs k41's kernel, the same code, on its own tensors) */
-void k48(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k48(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_0 = ACT(702464); /* [B, 64, 14, 14] */
     float *d_gemm_conv_stage2_1_0 = ACT(652288); /* [64, B*196] */
@@ -1046,7 +1046,7 @@ void k48(rt_exec *e, int64_t lo, int64_t hi)
 /* k49: sum of gradient contributions + relu backward
  *     from $.model.layers[6]
  *     (on a GPU this loop runs k35's kernel, the same code, on its own tensors) */
-void k49(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k49(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_6_part = ACT(1705984); /* [B, 32, 28, 28] */
     const float *d_relu_6_part_2 = ACT(225792); /* [B, 32, 28, 28] */
@@ -1061,7 +1061,7 @@ void k49(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k50: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[5].body[3] */
-void k50(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k50(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_2_3 = ACT(551936); /* [B, 32, 28, 28] */
     float *d_gemm_conv_stage1_2_3 = ACT(1906688); /* [32, B*784] */
@@ -1082,7 +1082,7 @@ void k50(rt_exec *e, int64_t lo, int64_t hi)
 /* k51: relu backward
  *     from $.model.layers[5].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k51(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k51(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage1_2_2 = ACT(1806336); /* [B, 32, 28, 28] */
     const float *relu_stage1_2_2 = ACT(1605632); /* [B, 32, 28, 28] */
@@ -1096,7 +1096,7 @@ void k51(rt_exec *e, int64_t lo, int64_t hi)
 /* k52: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[5].body[0]
  *     (on a GPU this loop runs k50's kernel, the same code, on its own tensors) */
-void k52(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k52(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_2_0 = ACT(1605632); /* [B, 32, 28, 28] */
     float *d_gemm_conv_stage1_2_0 = ACT(1806336); /* [32, B*784] */
@@ -1117,7 +1117,7 @@ void k52(rt_exec *e, int64_t lo, int64_t hi)
 /* k53: sum of gradient contributions + relu backward
  *     from $.model.layers[4]
  *     (on a GPU this loop runs k35's kernel, the same code, on its own tensors) */
-void k53(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k53(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_stage1_2 = ACT(1705984); /* [B, 32, 28, 28] */
     const float *d_relu_4_part = ACT(1505280); /* [B, 32, 28, 28] */
@@ -1133,7 +1133,7 @@ void k53(rt_exec *e, int64_t lo, int64_t hi)
 /* k54: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k50's kernel, the same code, on its own tensors) */
-void k54(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k54(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_3 = ACT(1404928); /* [B, 32, 28, 28] */
     float *d_gemm_conv_stage1_1_3 = ACT(1505280); /* [32, B*784] */
@@ -1154,7 +1154,7 @@ void k54(rt_exec *e, int64_t lo, int64_t hi)
 /* k55: relu backward
  *     from $.model.layers[3].body[2]
  *     (on a GPU this loop runs k31's kernel, the same code, on its own tensors) */
-void k55(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k55(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage1_1_2 = ACT(1304576); /* [B, 32, 28, 28] */
     const float *relu_stage1_1_2 = ACT(1204224); /* [B, 32, 28, 28] */
@@ -1168,7 +1168,7 @@ void k55(rt_exec *e, int64_t lo, int64_t hi)
 /* k56: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3].body[0]
  *     (on a GPU this loop runs k50's kernel, the same code, on its own tensors) */
-void k56(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k56(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_0 = ACT(1204224); /* [B, 32, 28, 28] */
     float *d_gemm_conv_stage1_1_0 = ACT(1304576); /* [32, B*784] */
@@ -1189,7 +1189,7 @@ void k56(rt_exec *e, int64_t lo, int64_t hi)
 /* k57: sum of gradient contributions + relu backward
  *     from $.model.layers[2]
  *     (on a GPU this loop runs k35's kernel, the same code, on its own tensors) */
-void k57(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k57(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_residual_stage1_1 = ACT(1705984); /* [B, 32, 28, 28] */
     const float *d_relu_2_part = ACT(1103872); /* [B, 32, 28, 28] */
@@ -1205,7 +1205,7 @@ void k57(rt_exec *e, int64_t lo, int64_t hi)
 /* k58: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[0]
  *     (on a GPU this loop runs k50's kernel, the same code, on its own tensors) */
-void k58(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k58(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_0 = ACT(1003520); /* [B, 32, 28, 28] */
     float *d_gemm_conv_0 = ACT(0); /* [32, B*784] */
@@ -1229,7 +1229,7 @@ void k58(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: input to f32
  *     from $.model.inputs.x
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(128576); /* [B, 1, 28, 28] */
@@ -1241,7 +1241,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke2: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *bn_scale_1 = ACT(0); /* [B, 32] */
@@ -1266,7 +1266,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 /* ke3: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[0]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_0 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_1_0 = ACT(1003520); /* [B, 32, 28, 28] */
@@ -1287,7 +1287,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 /* ke4: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[3].body[1] + $.model.layers[3].body[2]
  *     (on a GPU this loop runs ke2's kernel, the same code, on its own tensors) */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(1003520); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_1_1 = ACT(0); /* [B, 32] */
@@ -1313,7 +1313,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_3 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_1_3 = ACT(1003520); /* [B, 32, 28, 28] */
@@ -1333,7 +1333,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke6: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[3].body[4] + $.model.layers[3] + $.model.layers[4] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_3 = ACT(1003520); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_1_4 = ACT(0); /* [B, 32] */
@@ -1361,7 +1361,7 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
 /* ke7: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[0]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_2_0 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_2_0 = ACT(903168); /* [B, 32, 28, 28] */
@@ -1382,7 +1382,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 /* ke8: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[5].body[1] + $.model.layers[5].body[2]
  *     (on a GPU this loop runs ke2's kernel, the same code, on its own tensors) */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_0 = ACT(903168); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_2_1 = ACT(0); /* [B, 32] */
@@ -1408,7 +1408,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
 /* ke9: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[3]
  *     (on a GPU this loop runs k1's kernel, the same code, on its own tensors) */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_2_3 = ACT(1103872); /* [32, B*784] */
     float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
@@ -1429,7 +1429,7 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
 /* ke10: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[5].body[4] + $.model.layers[5] + $.model.layers[6]
  *     (on a GPU this loop runs ke6's kernel, the same code, on its own tensors) */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_2_3 = ACT(451584); /* [B, 32, 28, 28] */
     const float *bn_scale_stage1_2_4 = ACT(0); /* [B, 32] */
@@ -1457,7 +1457,7 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
 /* ke11: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].body[0]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_0 = ACT(225792); /* [64, B*196] */
     float *conv_stage2_1_0 = ACT(551936); /* [B, 64, 14, 14] */
@@ -1477,7 +1477,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke12: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[7].body[1] + $.model.layers[7].body[2] */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(551936); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_1 = ACT(0); /* [B, 64] */
@@ -1503,7 +1503,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
 /* ke13: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].body[3]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_3 = ACT(602112); /* [64, B*196] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 14, 14] */
@@ -1523,7 +1523,7 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke14: batchnorm: y = x * scale + shift
  *     from $.model.layers[7].body[4] */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_3 = ACT(0); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_4 = ACT(50176); /* [B, 64] */
@@ -1548,7 +1548,7 @@ void ke14(rt_exec *e, int64_t lo, int64_t hi)
 /* ke15: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[7].shortcut[0]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void ke15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_shortcut_0 = ACT(50176); /* [64, B*196] */
     float *conv_stage2_1_shortcut_0 = ACT(451584); /* [B, 64, 14, 14] */
@@ -1568,7 +1568,7 @@ void ke15(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke16: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[7].shortcut[1] + $.model.layers[7] + $.model.layers[8] */
-void ke16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_shortcut_0 = ACT(451584); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_1_shortcut_1 = ACT(50176); /* [B, 64] */
@@ -1596,7 +1596,7 @@ void ke16(rt_exec *e, int64_t lo, int64_t hi)
 /* ke17: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[9].body[0]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void ke17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_2_0 = ACT(551936); /* [64, B*196] */
     float *conv_stage2_2_0 = ACT(501760); /* [B, 64, 14, 14] */
@@ -1617,7 +1617,7 @@ void ke17(rt_exec *e, int64_t lo, int64_t hi)
 /* ke18: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[9].body[1] + $.model.layers[9].body[2]
  *     (on a GPU this loop runs ke12's kernel, the same code, on its own tensors) */
-void ke18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_0 = ACT(501760); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_2_1 = ACT(0); /* [B, 64] */
@@ -1643,7 +1643,7 @@ void ke18(rt_exec *e, int64_t lo, int64_t hi)
 /* ke19: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[9].body[3]
  *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-void ke19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_2_3 = ACT(551936); /* [64, B*196] */
     float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
@@ -1663,7 +1663,7 @@ void ke19(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke20: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[9].body[4] + $.model.layers[9] + $.model.layers[10] */
-void ke20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_2_3 = ACT(225792); /* [B, 64, 14, 14] */
     const float *bn_scale_stage2_2_4 = ACT(275968); /* [B, 64] */
@@ -1691,7 +1691,7 @@ void ke20(rt_exec *e, int64_t lo, int64_t hi)
 /* ke21: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].body[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void ke21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_0 = ACT(112896); /* [128, B*49] */
     float *conv_stage3_1_0 = ACT(275968); /* [B, 128, 7, 7] */
@@ -1711,7 +1711,7 @@ void ke21(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke22: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[11].body[1] + $.model.layers[11].body[2] */
-void ke22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_0 = ACT(275968); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_1 = ACT(0); /* [B, 128] */
@@ -1737,7 +1737,7 @@ void ke22(rt_exec *e, int64_t lo, int64_t hi)
 /* ke23: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].body[3]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void ke23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_3 = ACT(301056); /* [128, B*49] */
     float *conv_stage3_1_3 = ACT(0); /* [B, 128, 7, 7] */
@@ -1757,7 +1757,7 @@ void ke23(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke24: batchnorm: y = x * scale + shift
  *     from $.model.layers[11].body[4] */
-void ke24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_4 = ACT(25088); /* [B, 128] */
@@ -1782,7 +1782,7 @@ void ke24(rt_exec *e, int64_t lo, int64_t hi)
 /* ke25: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[11].shortcut[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void ke25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_1_shortcut_0 = ACT(25088); /* [128, B*49] */
     float *conv_stage3_1_shortcut_0 = ACT(225792); /* [B, 128, 7, 7] */
@@ -1802,7 +1802,7 @@ void ke25(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke26: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[11].shortcut[1] + $.model.layers[11] + $.model.layers[12] */
-void ke26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_1_shortcut_0 = ACT(225792); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_1_shortcut_1 = ACT(25088); /* [B, 128] */
@@ -1830,7 +1830,7 @@ void ke26(rt_exec *e, int64_t lo, int64_t hi)
 /* ke27: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[13].body[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void ke27(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_2_0 = ACT(275968); /* [128, B*49] */
     float *conv_stage3_2_0 = ACT(250880); /* [B, 128, 7, 7] */
@@ -1851,7 +1851,7 @@ void ke27(rt_exec *e, int64_t lo, int64_t hi)
 /* ke28: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[13].body[1] + $.model.layers[13].body[2]
  *     (on a GPU this loop runs ke22's kernel, the same code, on its own tensors) */
-void ke28(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_0 = ACT(250880); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_2_1 = ACT(0); /* [B, 128] */
@@ -1877,7 +1877,7 @@ void ke28(rt_exec *e, int64_t lo, int64_t hi)
 /* ke29: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[13].body[3]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void ke29(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage3_2_3 = ACT(275968); /* [128, B*49] */
     float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
@@ -1897,7 +1897,7 @@ void ke29(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke30: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[13].body[4] + $.model.layers[13] + $.model.layers[14] */
-void ke30(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage3_2_3 = ACT(0); /* [B, 128, 7, 7] */
     const float *bn_scale_stage3_2_4 = ACT(25088); /* [B, 128] */

@@ -8,7 +8,7 @@
 
 /* k0: input to f32
  *     from $.model.inputs.x */
-void k0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(476672); /* [B, 1, 28, 28] */
@@ -20,7 +20,7 @@ void k0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k1: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[0] */
-void k1(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_0 = ACT(0); /* [16, B*784] */
     float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
@@ -40,7 +40,7 @@ void k1(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k2: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-void k2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
     const float *bn_scale_1 = ACT(479808); /* [B, 16] */
@@ -64,7 +64,7 @@ void k2(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k3: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[0] */
-void k3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_0 = ACT(326144); /* [32, B*196] */
     float *conv_stage1_1_0 = ACT(376320); /* [B, 32, 14, 14] */
@@ -84,7 +84,7 @@ void k3(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k4: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[3].body[1] + $.model.layers[3].body[2] */
-void k4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(376320); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_1 = ACT(326144); /* [B, 32] */
@@ -110,7 +110,7 @@ void k4(rt_exec *e, int64_t lo, int64_t hi)
 /* k5: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-void k5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_3 = ACT(326144); /* [32, B*196] */
     float *conv_stage1_1_3 = ACT(112896); /* [B, 32, 14, 14] */
@@ -130,7 +130,7 @@ void k5(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k6: batchnorm: y = x * scale + shift
  *     from $.model.layers[3].body[4] */
-void k6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_3 = ACT(112896); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_4 = ACT(426496); /* [B, 32] */
@@ -155,7 +155,7 @@ void k6(rt_exec *e, int64_t lo, int64_t hi)
 /* k7: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].shortcut[0]
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-void k7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_shortcut_0 = ACT(137984); /* [32, B*196] */
     float *conv_stage1_1_shortcut_0 = ACT(351232); /* [B, 32, 14, 14] */
@@ -175,7 +175,7 @@ void k7(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k8: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[3].shortcut[1] + $.model.layers[3] + $.model.layers[4] */
-void k8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_shortcut_0 = ACT(351232); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_shortcut_1 = ACT(426496); /* [B, 32] */
@@ -202,7 +202,7 @@ void k8(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k9: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[0] */
-void k9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_0 = ACT(137984); /* [64, B*49] */
     float *conv_stage2_1_0 = ACT(163072); /* [B, 64, 7, 7] */
@@ -222,7 +222,7 @@ void k9(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k10: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[5].body[1] + $.model.layers[5].body[2] */
-void k10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(163072); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_1 = ACT(137984); /* [B, 64] */
@@ -248,7 +248,7 @@ void k10(rt_exec *e, int64_t lo, int64_t hi)
 /* k11: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[3]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void k11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_3 = ACT(137984); /* [64, B*49] */
     float *conv_stage2_1_3 = ACT(188160); /* [B, 64, 7, 7] */
@@ -268,7 +268,7 @@ void k11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k12: batchnorm: y = x * scale + shift
  *     from $.model.layers[5].body[4] */
-void k12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_3 = ACT(188160); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_4 = ACT(150528); /* [B, 64] */
@@ -293,7 +293,7 @@ void k12(rt_exec *e, int64_t lo, int64_t hi)
 /* k13: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].shortcut[0]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void k13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_shortcut_0 = ACT(200704); /* [64, B*49] */
     float *conv_stage2_1_shortcut_0 = ACT(150528); /* [B, 64, 7, 7] */
@@ -313,7 +313,7 @@ void k13(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k14: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[5].shortcut[1] + $.model.layers[5] + $.model.layers[6] */
-void k14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_shortcut_0 = ACT(150528); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_shortcut_1 = ACT(213760); /* [B, 64] */
@@ -340,7 +340,7 @@ void k14(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k15: relu backward
  *     from $.model.layers[6] */
-void k15(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_6 = ACT(200704); /* [B, 64, 7, 7] */
     const float *relu_6 = ACT(137984); /* [B, 64, 7, 7] */
@@ -353,7 +353,7 @@ void k15(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k16: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[5].shortcut[0] */
-void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_shortcut_0 = ACT(137984); /* [B, 64, 7, 7] */
     float *d_gemm_conv_stage2_1_shortcut_0 = ACT(213248); /* [64, B*49] */
@@ -374,7 +374,7 @@ void k16(rt_exec *e, int64_t lo, int64_t hi)
 /* k17: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[5].body[3]
  *     (on a GPU this loop runs k16's kernel, the same code, on its own tensors) */
-void k17(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_3 = ACT(213248); /* [B, 64, 7, 7] */
     float *d_gemm_conv_stage2_1_3 = ACT(200704); /* [64, B*49] */
@@ -395,7 +395,7 @@ void k17(rt_exec *e, int64_t lo, int64_t hi)
 /* k18: relu backward
  *     from $.model.layers[5].body[2]
  *     (on a GPU this loop runs k15's kernel, the same code, on its own tensors) */
-void k18(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage2_1_2 = ACT(188160); /* [B, 64, 7, 7] */
     const float *relu_stage2_1_2 = ACT(175616); /* [B, 64, 7, 7] */
@@ -409,7 +409,7 @@ void k18(rt_exec *e, int64_t lo, int64_t hi)
 /* k19: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[5].body[0]
  *     (on a GPU this loop runs k16's kernel, the same code, on its own tensors) */
-void k19(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage2_1_0 = ACT(175616); /* [B, 64, 7, 7] */
     float *d_gemm_conv_stage2_1_0 = ACT(163072); /* [64, B*49] */
@@ -429,7 +429,7 @@ void k19(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k20: sum of gradient contributions + relu backward
  *     from $.model.layers[4] */
-void k20(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_4_part = ACT(137984); /* [B, 32, 14, 14] */
     const float *d_relu_4_part_2 = ACT(56448); /* [B, 32, 14, 14] */
@@ -444,7 +444,7 @@ void k20(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k21: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3].shortcut[0] */
-void k21(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_shortcut_0 = ACT(326144); /* [B, 32, 14, 14] */
     float *d_gemm_conv_stage1_1_shortcut_0 = ACT(163072); /* [32, B*196] */
@@ -465,7 +465,7 @@ void k21(rt_exec *e, int64_t lo, int64_t hi)
 /* k22: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k22(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_3 = ACT(163072); /* [B, 32, 14, 14] */
     float *d_gemm_conv_stage1_1_3 = ACT(451584); /* [32, B*196] */
@@ -486,7 +486,7 @@ void k22(rt_exec *e, int64_t lo, int64_t hi)
 /* k23: relu backward
  *     from $.model.layers[3].body[2]
  *     (on a GPU this loop runs k15's kernel, the same code, on its own tensors) */
-void k23(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_stage1_1_2 = ACT(426496); /* [B, 32, 14, 14] */
     const float *relu_stage1_1_2 = ACT(401408); /* [B, 32, 14, 14] */
@@ -500,7 +500,7 @@ void k23(rt_exec *e, int64_t lo, int64_t hi)
 /* k24: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[3].body[0]
  *     (on a GPU this loop runs k21's kernel, the same code, on its own tensors) */
-void k24(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_stage1_1_0 = ACT(401408); /* [B, 32, 14, 14] */
     float *d_gemm_conv_stage1_1_0 = ACT(376320); /* [32, B*196] */
@@ -521,7 +521,7 @@ void k24(rt_exec *e, int64_t lo, int64_t hi)
 /* k25: sum of gradient contributions + relu backward
  *     from $.model.layers[2]
  *     (on a GPU this loop runs k20's kernel, the same code, on its own tensors) */
-void k25(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_relu_2_part = ACT(326144); /* [B, 16, 28, 28] */
     const float *d_relu_2_part_2 = ACT(112896); /* [B, 16, 28, 28] */
@@ -536,7 +536,7 @@ void k25(rt_exec *e, int64_t lo, int64_t hi)
 
 /* k26: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[0] */
-void k26(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *d_conv_0 = ACT(275968); /* [B, 16, 28, 28] */
     float *d_gemm_conv_0 = ACT(0); /* [16, B*784] */
@@ -560,7 +560,7 @@ void k26(rt_exec *e, int64_t lo, int64_t hi)
 /* ke0: input to f32
  *     from $.model.inputs.x
  *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
-void ke0(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
     float *x_f32 = ACT(78400); /* [B, 1, 28, 28] */
@@ -572,7 +572,7 @@ void ke0(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke2: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[1] + $.model.layers[2] */
-void ke2(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_0 = ACT(225792); /* [B, 16, 28, 28] */
     const float *bn_scale_1 = ACT(0); /* [B, 16] */
@@ -597,7 +597,7 @@ void ke2(rt_exec *e, int64_t lo, int64_t hi)
 /* ke3: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[0]
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-void ke3(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_0 = ACT(112896); /* [32, B*196] */
     float *conv_stage1_1_0 = ACT(275968); /* [B, 32, 14, 14] */
@@ -617,7 +617,7 @@ void ke3(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke4: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[3].body[1] + $.model.layers[3].body[2] */
-void ke4(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_0 = ACT(275968); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_1 = ACT(0); /* [B, 32] */
@@ -643,7 +643,7 @@ void ke4(rt_exec *e, int64_t lo, int64_t hi)
 /* ke5: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].body[3]
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-void ke5(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_3 = ACT(301056); /* [32, B*196] */
     float *conv_stage1_1_3 = ACT(0); /* [B, 32, 14, 14] */
@@ -663,7 +663,7 @@ void ke5(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke6: batchnorm: y = x * scale + shift
  *     from $.model.layers[3].body[4] */
-void ke6(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_3 = ACT(0); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_4 = ACT(25088); /* [B, 32] */
@@ -688,7 +688,7 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi)
 /* ke7: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[3].shortcut[0]
  *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-void ke7(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage1_1_shortcut_0 = ACT(25088); /* [32, B*196] */
     float *conv_stage1_1_shortcut_0 = ACT(112896); /* [B, 32, 14, 14] */
@@ -708,7 +708,7 @@ void ke7(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke8: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[3].shortcut[1] + $.model.layers[3] + $.model.layers[4] */
-void ke8(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage1_1_shortcut_0 = ACT(112896); /* [B, 32, 14, 14] */
     const float *bn_scale_stage1_1_shortcut_1 = ACT(25088); /* [B, 32] */
@@ -736,7 +736,7 @@ void ke8(rt_exec *e, int64_t lo, int64_t hi)
 /* ke9: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[0]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void ke9(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_0 = ACT(56448); /* [64, B*49] */
     float *conv_stage2_1_0 = ACT(137984); /* [B, 64, 7, 7] */
@@ -756,7 +756,7 @@ void ke9(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke10: batchnorm: y = x * scale + shift + relu
  *     from $.model.layers[5].body[1] + $.model.layers[5].body[2] */
-void ke10(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_0 = ACT(137984); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_1 = ACT(0); /* [B, 64] */
@@ -782,7 +782,7 @@ void ke10(rt_exec *e, int64_t lo, int64_t hi)
 /* ke11: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].body[3]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void ke11(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_3 = ACT(150528); /* [64, B*49] */
     float *conv_stage2_1_3 = ACT(0); /* [B, 64, 7, 7] */
@@ -802,7 +802,7 @@ void ke11(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke12: batchnorm: y = x * scale + shift
  *     from $.model.layers[5].body[4] */
-void ke12(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_3 = ACT(0); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_4 = ACT(12544); /* [B, 64] */
@@ -827,7 +827,7 @@ void ke12(rt_exec *e, int64_t lo, int64_t hi)
 /* ke13: conv2d epilogue: [out, B, HW] -> [B, out, HW]
  *     from $.model.layers[5].shortcut[0]
  *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-void ke13(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *gemm_conv_stage2_1_shortcut_0 = ACT(25088); /* [64, B*49] */
     float *conv_stage2_1_shortcut_0 = ACT(12544); /* [B, 64, 7, 7] */
@@ -847,7 +847,7 @@ void ke13(rt_exec *e, int64_t lo, int64_t hi)
 
 /* ke14: batchnorm: y = x * scale + shift + residual: x + body(x) + relu
  *     from $.model.layers[5].shortcut[1] + $.model.layers[5] + $.model.layers[6] */
-void ke14(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void ke14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_stage2_1_shortcut_0 = ACT(12544); /* [B, 64, 7, 7] */
     const float *bn_scale_stage2_1_shortcut_1 = ACT(25088); /* [B, 64] */
