@@ -830,6 +830,23 @@ static void copy_stride2(float *restrict d, const float *restrict src, int64_t n
         d[j] = src[2 * j];
 }
 
+/* d[j] = src[j s] for j < n */
+static inline void copy_strided(float *restrict d, const float *restrict src, int64_t n, int64_t s)
+{
+    int64_t j = 0;
+    if (s == 1) {
+        for (; j + 4 <= n; j += 4)
+            st4(d + j, ld4(src + j));
+        for (; j < n; j++)
+            d[j] = src[j];
+    } else if (s == 2) {
+        copy_stride2(d, src, n);
+    } else {
+        for (; j < n; j++)
+            d[j] = src[j * s];
+    }
+}
+
 /* "Same" padding at stride 1: the segment is the plane shifted by a constant offset, so
  * the valid span is one copy; then zero the padding, which between two rows is one
  * contiguous gap (right edge of a row + left edge of the next). */
@@ -872,37 +889,7 @@ static void im2col_plane(const conv_ctx *c, const float *restrict xp, float *res
             dst[ow] = 0.0f;
         for (int64_t ow = ow1; ow < c->OW; ow++)
             dst[ow] = 0.0f;
-        const float *restrict src = xp + ih * c->W + ow0 * s - c->pad + kj;
-        float *restrict d = dst + ow0;
-        int64_t n = ow1 - ow0, j = 0;
-        if (s == 1) {
-            for (; j + 4 <= n; j += 4)
-                st4(d + j, ld4(src + j));
-            for (; j < n; j++)
-                d[j] = src[j];
-        } else if (s == 2) {
-            copy_stride2(d, src, n);
-        } else {
-            for (; j < n; j++)
-                d[j] = src[j * s];
-        }
-    }
-}
-
-/* d[j] = src[j s] for j < n */
-static inline void copy_strided(float *restrict d, const float *restrict src, int64_t n, int64_t s)
-{
-    int64_t j = 0;
-    if (s == 1) {
-        for (; j + 4 <= n; j += 4)
-            st4(d + j, ld4(src + j));
-        for (; j < n; j++)
-            d[j] = src[j];
-    } else if (s == 2) {
-        copy_stride2(d, src, n);
-    } else {
-        for (; j < n; j++)
-            d[j] = src[j * s];
+        copy_strided(dst + ow0, xp + ih * c->W + ow0 * s - c->pad + kj, ow1 - ow0, s);
     }
 }
 
