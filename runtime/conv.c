@@ -43,17 +43,19 @@ static conv_job conv_cut(const float *x, const float *w, const float *dyt, float
     return j;
 }
 
-/* Task t's images [*b0, *b1), their columns at col + C*k*k * b0*OH*OW ([C*k*k, n]) */
-static float *conv_task(const conv_job *j, int64_t t, int64_t *b0, int64_t *b1)
+/* Task t's images [*b0, *b0 + *nb) and its n = nb*OH*OW columns, at col + C*k*k * b0*OH*OW
+ * ([C*k*k, n]) */
+static float *conv_task(const conv_job *j, int64_t t, int64_t *b0, int64_t *nb, int64_t *n)
 {
     *b0 = t * j->per;
-    *b1 = *b0 + j->per < j->B ? *b0 + j->per : j->B;
+    *nb = *b0 + j->per < j->B ? j->per : j->B - *b0;
+    *n = *nb * j->OH * j->OW;
     return j->col + j->C * j->k * j->k * *b0 * j->OH * j->OW;
 }
 
-static void im2col_task_images(const conv_job *j, float *col, int64_t b0, int64_t b1)
+static void im2col_task_images(const conv_job *j, float *col, int64_t b0, int64_t nb)
 {
-    rt_im2col_serial(j->x + b0 * j->C * j->H * j->W, col, b1 - b0, j->C, j->H, j->W, j->k, j->s,
+    rt_im2col_serial(j->x + b0 * j->C * j->H * j->W, col, nb, j->C, j->H, j->W, j->k, j->s,
                      j->pad, j->OH, j->OW);
 }
 
@@ -61,11 +63,10 @@ static void im2col_task_images(const conv_job *j, float *col, int64_t b0, int64_
 static void fwd_tasks(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_job *j = ctx;
-    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, b1;
+    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, nb, n;
     for (int64_t t = lo; t < hi; t++) {
-        float *col = conv_task(j, t, &b0, &b1);
-        int64_t n = (b1 - b0) * ohw;
-        im2col_task_images(j, col, b0, b1);
+        float *col = conv_task(j, t, &b0, &nb, &n);
+        im2col_task_images(j, col, b0, nb);
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)j->Cout, (int)n, (int)ckk,
                     1.0f, j->w, (int)ckk, col, (int)n, 0.0f, j->out + b0 * ohw,
                     (int)(j->B * ohw));
@@ -76,14 +77,13 @@ static void fwd_tasks(void *ctx, int64_t lo, int64_t hi)
 static void dw_groups(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_job *j = ctx;
-    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, b1;
+    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, nb, n;
     for (int64_t g = lo; g < hi; g++) {
         float *part = j->part + g * j->Cout * ckk;
         int64_t t0 = g * j->tasks / j->groups, t1 = (g + 1) * j->tasks / j->groups;
         for (int64_t t = t0; t < t1; t++) {
-            float *col = conv_task(j, t, &b0, &b1);
-            int64_t n = (b1 - b0) * ohw;
-            im2col_task_images(j, col, b0, b1);
+            float *col = conv_task(j, t, &b0, &nb, &n);
+            im2col_task_images(j, col, b0, nb);
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)j->Cout, (int)ckk, (int)n,
                         1.0f, j->dyt + b0 * ohw, (int)(j->B * ohw), col, (int)n,
                         t == t0 ? 0.0f : 1.0f, part, (int)ckk);
@@ -108,14 +108,13 @@ static void dw_sum(void *ctx, int64_t lo, int64_t hi)
 static void dx_tasks(void *ctx, int64_t lo, int64_t hi)
 {
     const conv_job *j = ctx;
-    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, b1;
+    int64_t ckk = j->C * j->k * j->k, ohw = j->OH * j->OW, b0, nb, n;
     for (int64_t t = lo; t < hi; t++) {
-        float *col = conv_task(j, t, &b0, &b1);
-        int64_t n = (b1 - b0) * ohw;
+        float *col = conv_task(j, t, &b0, &nb, &n);
         cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (int)ckk, (int)n, (int)j->Cout,
                     1.0f, j->w, (int)ckk, j->dyt + b0 * ohw, (int)(j->B * ohw), 0.0f, col,
                     (int)n);
-        rt_col2im_serial(col, j->out + b0 * j->C * j->H * j->W, b1 - b0, j->C, j->H, j->W, j->k,
+        rt_col2im_serial(col, j->out + b0 * j->C * j->H * j->W, nb, j->C, j->H, j->W, j->k,
                          j->s, j->pad, j->OH, j->OW);
     }
 }
@@ -155,7 +154,8 @@ void rt_conv_bwd_weight(rt_exec *e, const float *x, const float *dyt, float *col
     conv_job j = conv_cut(x, NULL, dyt, col, dw, B, C, H, W, k, s, pad, OH, OW, Cout);
     int64_t wn = Cout * C * k * k;
     j.groups = j.tasks < CONV_GROUPS ? j.tasks : CONV_GROUPS;
-    if (!e->dev && e->rt && conv_tasks_run(&j) && j.groups * wn * (int64_t)sizeof(float) <= CONV_PART_BYTES) {
+    if (!e->dev && e->rt && conv_tasks_run(&j) &&
+        j.groups * wn * (int64_t)sizeof(float) <= CONV_PART_BYTES) {
         j.part = (float *)rt_pool_scratch(e->rt, (size_t)(j.groups * wn + 1) / 2);
         rt_pool_run(e->rt, j.groups, 1, dw_groups, &j);
         rt_pool_run(e->rt, wn, rt_grain_for(j.groups), dw_sum, &j);
