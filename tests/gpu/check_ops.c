@@ -2632,6 +2632,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
+    rt_blas_setup();   /* the CPU twins' GEMMs: OpenBLAS's kernels for this CPU, one thread */
     char *body = kernel_source(a < argc ? argv[a] : "templates/cuda");
     char *src = body;
     if (half) {   /* as trainc writes a mixed-precision model's kernels_cuda.cu */
