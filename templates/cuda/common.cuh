@@ -512,7 +512,7 @@ rt_loss_total(const double *loss, const double *correct, int64_t n, rt_cu_stat *
 __device__ __forceinline__ void rt_mma16816(float c[4], const unsigned a[4], const unsigned b[2])
 {
 #if defined(RT_EMU)
-    emu_mma_16816(c, a, b, rt_act16_float);
+    emu_mma_16816<rt_act16_float>(c, a, b);
 #elif defined(RT_ACT_BF16)
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
                  "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"

@@ -52,32 +52,35 @@ inline float2 make_float2(float x, float y) { return float2{x, y}; }
 void emu_syncthreads();
 void emu_syncwarp();
 unsigned emu_lane_id();
-void *emu_slot();              /* this thread's 8-byte exchange slot */
-void *emu_slot_of(unsigned lane);
+/* A warp exchange: this lane posts n bytes (at most 32), waits for the warp's other lanes
+ * to post theirs, and gets the warp's 32 posts (lane l's at [l]). Two buffers serve in
+ * turn, so a lane may post the next exchange while the others still read this one (and
+ * none can post the one after before all have read this). */
+struct emu_post {
+    unsigned char b[32];
+};
+const emu_post *emu_exchange(const void *v, size_t n);
 #define __syncthreads() emu_syncthreads()
 
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o)
 {
-    memcpy(emu_slot(), &v, sizeof v);
-    emu_syncwarp();
+    static_assert(sizeof(T) <= sizeof(emu_post), "a shuffle of at most 32 bytes");
+    const emu_post *p = emu_exchange(&v, sizeof v);
     T r;
-    memcpy(&r, emu_slot_of(emu_lane_id() ^ (unsigned)o), sizeof r);
-    emu_syncwarp();
+    memcpy(&r, p[emu_lane_id() ^ (unsigned)o].b, sizeof r);
     return r;
 }
 
 inline unsigned __ballot_sync(unsigned, int pred)
 {
-    int p = pred != 0;
-    memcpy(emu_slot(), &p, sizeof p);
-    emu_syncwarp();
+    const int v = pred != 0;
+    const emu_post *p = emu_exchange(&v, sizeof v);
     unsigned m = 0;
     for (unsigned l = 0; l < 32; l++) {
         int q;
-        memcpy(&q, emu_slot_of(l), sizeof q);
+        memcpy(&q, p[l].b, sizeof q);
         m |= (unsigned)(q != 0) << l;
     }
-    emu_syncwarp();
     return m;
 }
 
@@ -86,48 +89,40 @@ inline unsigned __umulhi(unsigned a, unsigned b) { return (unsigned)(((unsigned 
 
 /* The kernels' one use of inline PTX, mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}
  * (common.cuh's rt_mma16816), as the warp executes it: each lane's A (4 registers) and
- * B (2) fragments are exchanged, the 16 x 16 and 16 x 8 tiles rebuilt with the PTX
- * ISA's fragment layout (g = lane / 4, t = lane % 4), and each lane adds its four
- * products (rows g, g + 8; columns 2t, 2t + 1) to c, in k order, in fp32. */
+ * B (2) fragments are exchanged, and each lane takes, with the PTX ISA's fragment
+ * layout (lane l holds A's rows l / 4 and l / 4 + 8 at k = 2 (l % 4) + {0, 1, 8, 9},
+ * and B's column l / 4 at the same k), its rows g, g + 8 of A and columns 2t, 2t + 1
+ * of B (g = lane / 4, t = lane % 4), and adds its four products to c, in k order, in
+ * fp32. (The emulator's own indices: no bounds checks.) */
 #define RT_EMU 1
-template <typename Cvt>
-void emu_mma_16816(float c[4], const unsigned a[4], const unsigned b[2], Cvt cvt)
+template <float (*cvt)(unsigned short)>
+__attribute__((no_sanitize("bounds"))) void emu_mma_16816(float c[4], const unsigned a[4], const unsigned b[2])
 {
-    unsigned A[32][4], B[32][2];
-    for (int round = 0; round < 3; round++) {
-        unsigned v[2] = {round < 2 ? a[2 * round] : b[0], round < 2 ? a[2 * round + 1] : b[1]};
-        memcpy(emu_slot(), v, sizeof v);
-        emu_syncwarp();
-        for (unsigned l = 0; l < 32; l++) {
-            unsigned w[2];
-            memcpy(w, emu_slot_of(l), sizeof w);
-            if (round < 2)
-                A[l][2 * round] = w[0], A[l][2 * round + 1] = w[1];
-            else
-                B[l][0] = w[0], B[l][1] = w[1];
-        }
-        emu_syncwarp();
-    }
-    float Am[16][16], Bm[16][8];
-    for (unsigned l = 0; l < 32; l++) {
-        unsigned g = l >> 2, t = l & 3;
+    const unsigned v[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+    const emu_post *p = emu_exchange(v, sizeof v);
+    const unsigned g = emu_lane_id() >> 2, t = emu_lane_id() & 3;
+    float A[2][16], B[2][16];   /* rows g, g + 8; columns 2t, 2t + 1 */
+    for (unsigned q = 0; q < 4; q++) {
+        unsigned x[4], y[2];
+        memcpy(x, p[4 * g + q].b, sizeof x);
         for (unsigned r = 0; r < 4; r++) {
-            unsigned row = g + 8 * (r & 1), k = 2 * t + 8 * (r >> 1);
-            Am[row][k] = cvt((unsigned short)(A[l][r] & 0xffff));
-            Am[row][k + 1] = cvt((unsigned short)(A[l][r] >> 16));
+            const unsigned k = 2 * q + 8 * (r >> 1);
+            A[r & 1][k] = cvt((unsigned short)(x[r] & 0xffff));
+            A[r & 1][k + 1] = cvt((unsigned short)(x[r] >> 16));
         }
-        for (unsigned r = 0; r < 2; r++) {
-            unsigned k = 2 * t + 8 * r;
-            Bm[k][g] = cvt((unsigned short)(B[l][r] & 0xffff));
-            Bm[k + 1][g] = cvt((unsigned short)(B[l][r] >> 16));
+        for (unsigned j = 0; j < 2; j++) {
+            memcpy(y, p[4 * (2 * t + j) + q].b + sizeof x, sizeof y);
+            for (unsigned r = 0; r < 2; r++) {
+                const unsigned k = 2 * q + 8 * r;
+                B[j][k] = cvt((unsigned short)(y[r] & 0xffff));
+                B[j][k + 1] = cvt((unsigned short)(y[r] >> 16));
+            }
         }
     }
-    unsigned g = emu_lane_id() >> 2, t = emu_lane_id() & 3;
     for (unsigned r = 0; r < 4; r++) {
-        unsigned row = g + 8 * (r >> 1), col = 2 * t + (r & 1);
         float s = c[r];
         for (int k = 0; k < 16; k++)
-            s += Am[row][k] * Bm[k][col];
+            s += A[r >> 1][k] * B[r & 1][k];
         c[r] = s;
     }
 }
@@ -143,11 +138,9 @@ inline void emu_ldmatrix_x4(unsigned r[4], const unsigned short *p, bool trans)
         abort();
     }
     const unsigned short *rows[32];
-    memcpy(emu_slot(), &p, sizeof p);
-    emu_syncwarp();
+    const emu_post *x = emu_exchange(&p, sizeof p);
     for (unsigned l = 0; l < 32; l++)
-        memcpy(&rows[l], emu_slot_of(l), sizeof p);
-    emu_syncwarp();
+        memcpy(&rows[l], x[l].b, sizeof p);
     const unsigned g = emu_lane_id() >> 2, t = emu_lane_id() & 3;
     for (unsigned m = 0; m < 4; m++) {
         const unsigned short *const *M = rows + 8 * m;

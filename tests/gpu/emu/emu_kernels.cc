@@ -90,7 +90,7 @@ bool at_barrier[MAXT];          /* waiting in __syncthreads for barrier wait_gen
 unsigned long wait_gen[MAXT];
 unsigned long warp_gen[MAXT / 32];
 int warp_arrived[MAXT / 32];
-unsigned long long slots[MAXT];
+emu_post posts[2][MAXT];         /* emu_exchange's two buffers */
 void (*g_call)(void **);
 void **g_args;
 
@@ -104,6 +104,40 @@ struct Copy {
 std::vector<Copy> in_flight[MAXT];
 unsigned long committed[MAXT];
 
+bool greedy();
+
+/* The fiber after `i` in the default schedule's round (the next not done, wrapping
+ * around), or -1 when every fiber is done. */
+int next_alive(int i)
+{
+    for (int j = i + 1; j < nthreads; j++)
+        if (!fib[j].done)
+            return j;
+    for (int j = 0; j <= i; j++)
+        if (!fib[j].done)
+            return j;
+    return -1;
+}
+
+/* Leave fiber `cur` for the next in the default schedule's round, directly: one switch
+ * instead of two through the scheduler, the same order as run_block's loop. When none
+ * is left, back to the scheduler. */
+#if EMU_FAST_SWITCH
+void switch_to_next()
+{
+    const int i = cur, j = next_alive(i);
+    if (j == i)
+        return;
+    if (j < 0) {
+        emu_switch(&fib[i].sp, sched_sp);
+        return;
+    }
+    cur = j;
+    threadIdx = fib[j].tid;
+    emu_switch(&fib[i].sp, fib[j].sp);
+}
+#endif
+
 void yield()
 {
     if (++spins > 100ul * (unsigned long)nthreads + 1000) {
@@ -111,7 +145,10 @@ void yield()
         abort();
     }
 #if EMU_FAST_SWITCH
-    emu_switch(&fib[cur].sp, sched_sp);
+    if (!greedy())
+        switch_to_next();
+    else
+        emu_switch(&fib[cur].sp, sched_sp);
 #else
     swapcontext(&fib[cur].ctx, &sched);
 #endif
@@ -130,8 +167,10 @@ void entry()
     fib[cur].done = true;
     note_progress();
 #if EMU_FAST_SWITCH
-    void *dead;
-    emu_switch(&dead, sched_sp);   /* never resumed */
+    if (!greedy())
+        switch_to_next();   /* never resumed */
+    else
+        emu_switch(&fib[cur].sp, sched_sp);
     __builtin_unreachable();
 #endif
 }
@@ -215,8 +254,6 @@ void emu_cp_async_wait(int n)
     }
     f.resize(keep);
 }
-void *emu_slot() { return &slots[cur]; }
-void *emu_slot_of(unsigned lane) { return &slots[(cur & ~31) + (int)lane]; }
 
 void emu_syncthreads()
 {
@@ -254,7 +291,7 @@ void run_fiber(int i)
  * one warp's writes (a cp.async's too) and another's reads of the same shared memory
  * shows. A thread in a spin-wait (an mbarrier, a named barrier: emu_spin) counts as
  * waiting unless something happened meanwhile. The default runs every thread in turn,
- * switching at each warp exchange. */
+ * switching at each warp exchange (from one fiber straight to the next: yield). */
 bool greedy()
 {
     static int g = -1;
@@ -317,6 +354,18 @@ void emu_syncwarp()
     }
     while (warp_gen[w] == g)
         yield();
+}
+
+const emu_post *emu_exchange(const void *v, size_t n)
+{
+    emu_post *warp = posts[warp_gen[cur >> 5] & 1] + (cur & ~31);
+    if (n > sizeof warp->b) {
+        fprintf(stderr, "emu: a warp exchange of %zu bytes (at most %zu)\n", n, sizeof warp->b);
+        abort();
+    }
+    memcpy(warp[cur & 31].b, v, n);
+    emu_syncwarp();
+    return warp;
 }
 
 #include "emu_sm90.inc"
