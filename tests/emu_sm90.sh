@@ -13,5 +13,6 @@ printf 'K(sm90_check_mma)\nK(sm90_check_box)\nK(sm90_check_bad)\n' > "$d/kernels
 CFLAGS="-O1 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-errno -fno-strict-aliasing"
 g++ -std=c++17 $CFLAGS -D__CUDA_ARCH_FEAT_SM90_ALL=1 -Wno-unused-function -Wno-unknown-pragmas -Wno-psabi \
     -I"$d" -Itests/gpu/emu -c tests/gpu/emu/emu_kernels.cc -o "$d/emu_kernels.o"
-g++ -std=c++17 $CFLAGS -Itests/gpu/emu tests/gpu/emu/sm90_check.cc "$d/emu_kernels.o" -o "$d/sm90_check"
+g++ -std=c++17 $CFLAGS -Wno-psabi -Itests/gpu/emu -c tests/gpu/emu/emu_fibers.cc -o "$d/emu_fibers.o"
+g++ -std=c++17 $CFLAGS -Itests/gpu/emu tests/gpu/emu/sm90_check.cc "$d/emu_kernels.o" "$d/emu_fibers.o" -o "$d/sm90_check"
 "$d/sm90_check"

@@ -54,6 +54,9 @@ for f in tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c run
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) -c "$f" -o "$d/host/$(basename "$f" .c).o"
 done
+# the emulator's machine (fibers, scheduler, instructions), the same for the four
+g++ -std=c++17 $CFLAGS -fno-strict-aliasing -Wno-psabi -Itests/gpu/emu -c tests/gpu/emu/emu_fibers.cc \
+    -o "$d/host/emu_fibers.o"
 for v in fp32 bf16 fp16 fp8; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
     [ $v = fp8 ] && def="-DRT_ACT_BF16=1 -DRT_FP8=1"

@@ -23,7 +23,8 @@
  * compute_XX (PTX) fails with NVRTC_ERROR_INVALID_OPTION, as does any option the fake
  * does not know (it could change the arithmetic). The version is 13.0. The compiler is
  * $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
- * tests/gpu/emu; TRAINC_FAKE_NVRTC_KEEP=1 keeps the work folder (its path in the log). */
+ * tests/gpu/emu, FAKE_EMU_OBJ its emu_fibers.cc compiled (tests/fake_gpu/build.sh), linked
+ * into every module; TRAINC_FAKE_NVRTC_KEEP=1 keeps the work folder (its path in the log). */
 #include <nvrtc.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -34,8 +35,8 @@
 #include <unistd.h>
 #include "fake_gpu.h"
 
-#ifndef FAKE_EMU_DIR
-#error "build with -DFAKE_EMU_DIR=\"/path/to/tests/gpu/emu\""
+#if !defined(FAKE_EMU_DIR) || !defined(FAKE_EMU_OBJ)
+#error "build with -DFAKE_EMU_DIR=\"/path/to/tests/gpu/emu\" -DFAKE_EMU_OBJ=\"/path/to/emu_fibers.o\""
 #endif
 
 struct _nvrtcProgram {
@@ -388,8 +389,8 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
     snprintf(cmd, sizeof cmd,
              "%s -std=c++17 -O2 -fPIC -shared -ffp-contract=off -fno-math-errno -fno-strict-aliasing "
              "-fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds "
-             "-w%s -I. -I'%s'%s '%s/emu_kernels.cc' -o module.so",
-             cxx, feat, FAKE_EMU_DIR, incs, FAKE_EMU_DIR);
+             "-w%s -I. -I'%s'%s '%s/emu_kernels.cc' '%s' -o module.so",
+             cxx, feat, FAKE_EMU_DIR, incs, FAKE_EMU_DIR, FAKE_EMU_OBJ);
     if (run(p, dir, cmd) != 0)
         goto out;
     snprintf(path, sizeof path, "%s/module.so", dir);

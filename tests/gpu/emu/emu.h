@@ -61,6 +61,10 @@ struct emu_post {
 };
 const emu_post *emu_exchange(const void *v, size_t n);
 #define __syncthreads() emu_syncthreads()
+/* a kernel by name (emu_kernels.cc's table; nullptr if none), taking cuLaunchKernel's
+ * argument pointers; emu_launch (emu_fibers.cc) runs it */
+typedef void (*emu_kernel_fn)(void **);
+extern "C" emu_kernel_fn emu_kernel(const char *name);
 
 template <typename T> T __shfl_xor_sync(unsigned, T v, int o)
 {
