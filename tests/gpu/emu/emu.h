@@ -1,9 +1,10 @@
 /* emu.h: just enough of CUDA to run the runtime's kernels (templates/cuda/) on the
- * CPU, for tests/gpu_emu.sh. Each CUDA thread of a block is a fiber (ucontext); the
- * fibers of one block run in turn on one OS thread, switching at __syncthreads and at
- * warp-level exchanges, and blocks run one after the other. So __shared__ variables
- * can be plain statics, and a run is deterministic. Slow, but it executes the real
- * kernel source, barriers and shuffles included. */
+ * CPU, for tests/gpu_emu.sh and the fake GPU (tests/fake_gpu/). Each CUDA thread of a
+ * block is a fiber (emu_fibers.cc); the fibers of one block run in turn on one OS
+ * thread, switching at __syncthreads and at warp-level exchanges, and blocks run one
+ * after the other. So __shared__ variables can be plain statics, and a run is
+ * deterministic. Slow, but it executes the real kernel source, barriers and shuffles
+ * included. */
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
