@@ -1,7 +1,13 @@
-/* nvrtc_check [-I DIR] FILE.cu ARCH...: compiles a generated CUDA file with NVRTC to a
- * cubin for each architecture (sm_80, sm_90, ...), as trainc's CUDA path will at build
- * time; -I: where its #include "x.cuh" lines are found (templates/cuda). Fails on a
- * compile error and on any warning; needs no GPU. */
+/* nvrtc_check [-I DIR] [--fast] [--ptxas-log PREFIX] FILE.cu ARCH...: compiles a
+ * generated CUDA file with NVRTC to a cubin for each architecture (sm_80, sm_90, ...),
+ * as trainc's CUDA path will at build time; needs no GPU. Fails on a compile error and
+ * on any warning.
+ *   -I DIR               where its #include "x.cuh" lines are found (templates/cuda)
+ *   --fast               NVRTC's fast compile (-Ofc=max): the front end and ptxas whole,
+ *                        little optimization; 5-10x quicker. It checks that the code
+ *                        compiles, not what it compiles to (registers, spills)
+ *   --ptxas-log PREFIX   ptxas's account of each kernel (-Xptxas -v), written to
+ *                        PREFIX_ARCH.log */
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,47 +33,82 @@ static char *slurp(const char *path)
     return s;
 }
 
+static void write_log(const char *prefix, const char *arch, const char *log)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s_%s.log", prefix, arch);
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(log, f) < 0 || fclose(f) != 0) {
+        perror(path);
+        exit(1);
+    }
+}
+
+/* one compile: 0 if it gave a cubin without a warning */
+static int compile(const char *src, const char *name, const char *arch, const char *const *extra,
+                   int n_extra, int fast, const char *ptxas_log)
+{
+    nvrtcProgram prog;
+    if (nvrtcCreateProgram(&prog, src, name, 0, NULL, NULL) != NVRTC_SUCCESS) {
+        fprintf(stderr, "nvrtcCreateProgram failed\n");
+        exit(1);
+    }
+    char opt_arch[64];
+    snprintf(opt_arch, sizeof opt_arch, "--gpu-architecture=%s", arch);
+    const char *opts[8] = {opt_arch, "--std=c++17", "-default-device"};
+    int n = 3;
+    for (int i = 0; i < n_extra; i++)
+        opts[n++] = extra[i];
+    nvrtcResult r = nvrtcCompileProgram(prog, n, opts);
+    size_t logn = 0;
+    nvrtcGetProgramLogSize(prog, &logn);
+    char *log = calloc(logn + 1, 1);
+    nvrtcGetProgramLog(prog, log);
+    size_t cubin = 0;
+    if (r == NVRTC_SUCCESS)
+        nvrtcGetCUBINSize(prog, &cubin);
+    int bad = r != NVRTC_SUCCESS || strstr(log, "warning") != NULL || cubin == 0;
+    if (bad)
+        fprintf(stderr, "FAIL %s %s: %s\n%s\n", name, arch, nvrtcGetErrorString(r), log);
+    else
+        printf("ok   %s %s%s: cubin %zu bytes\n", name, arch, fast ? " (fast)" : "", cubin);
+    if (!bad && ptxas_log)
+        write_log(ptxas_log, arch, log);
+    free(log);
+    nvrtcDestroyProgram(&prog);
+    return bad;
+}
+
 int main(int argc, char **argv)
 {
-    char inc[4096] = "";
-    if (argc > 2 && !strcmp(argv[1], "-I")) {
-        snprintf(inc, sizeof inc, "--include-path=%s", argv[2]);
-        argv += 2;
-        argc -= 2;
+    char inc[4096];
+    const char *extra[4], *ptxas_log = NULL;
+    int n_extra = 0, fast = 0;
+    for (; argc > 1 && argv[1][0] == '-'; argv++, argc--) {
+        if (!strcmp(argv[1], "-I") && argc > 2) {
+            snprintf(inc, sizeof inc, "--include-path=%s", argv[2]);
+            extra[n_extra++] = inc;
+            argv++, argc--;
+        } else if (!strcmp(argv[1], "--ptxas-log") && argc > 2) {
+            ptxas_log = argv[2];
+            extra[n_extra++] = "--ptxas-options=-v";
+            argv++, argc--;
+        } else if (!strcmp(argv[1], "--fast")) {
+            fast = 1;
+        } else {
+            break;
+        }
     }
     if (argc < 3) {
-        fprintf(stderr, "usage: nvrtc_check [-I DIR] FILE.cu ARCH...\n");
+        fprintf(stderr, "usage: nvrtc_check [-I DIR] [--fast] [--ptxas-log PREFIX] FILE.cu ARCH...\n");
         return 2;
     }
+    if (fast)
+        extra[n_extra++] = "-Ofc=max";
     char *src = slurp(argv[1]);
     int bad = 0;
-    for (int a = 2; a < argc; a++) {
-        nvrtcProgram prog;
-        if (nvrtcCreateProgram(&prog, src, argv[1], 0, NULL, NULL) != NVRTC_SUCCESS) {
-            fprintf(stderr, "nvrtcCreateProgram failed\n");
-            return 1;
-        }
-        char arch[64];
-        snprintf(arch, sizeof arch, "--gpu-architecture=%s", argv[a]);
-        const char *opts[] = {arch, "--std=c++17", "-default-device", inc};
-        nvrtcResult r = nvrtcCompileProgram(prog, *inc ? 4 : 3, opts);
-        size_t logn = 0;
-        nvrtcGetProgramLogSize(prog, &logn);
-        char *log = calloc(logn + 1, 1);
-        nvrtcGetProgramLog(prog, log);
-        size_t cubin = 0;
-        if (r == NVRTC_SUCCESS)
-            nvrtcGetCUBINSize(prog, &cubin);
-        int warn = strstr(log, "warning") != NULL;
-        if (r != NVRTC_SUCCESS || warn || cubin == 0) {
-            fprintf(stderr, "FAIL %s %s: %s\n%s\n", argv[1], argv[a], nvrtcGetErrorString(r), log);
-            bad = 1;
-        } else {
-            printf("ok   %s %s: cubin %zu bytes\n", argv[1], argv[a], cubin);
-        }
-        free(log);
-        nvrtcDestroyProgram(&prog);
-    }
+    for (int a = 2; a < argc; a++)
+        bad |= compile(src, argv[1], argv[a], extra, n_extra, fast, ptxas_log);
     free(src);
     return bad;
 }
