@@ -50,10 +50,9 @@
 #   - steps without a wait (the host reads losses only when a step needs them) against
 #     a wait every step (TRAINC_STEP_WAIT=1): bit-identical, fewer waits; a divergence
 #     between waits and a max_time stop + --resume as with waits;
-# tests/gpu/check_ops (every kernel against its CPU twin) through the real device layer,
-# the 16-bit runs' attention forward the sm_90a one (the device is 9.0: NVRTC for sm_90a);
-# and a GPU too small for the model is "out of GPU memory", exit 2, as is one older
-# than sm_80.
+# a GPU too small for the model is "out of GPU memory", exit 2, as is one older
+# than sm_80. (tests/fake_gpu_ops.sh runs tests/gpu/check_ops, every kernel against its
+# CPU twin, on the fake GPU.)
 # By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
 # TRAINC_CACHE_DIR=/tmp/x TRAINER --device cuda ... (TRAINC_FAKE_GPU_SCHEDULE, _SMS,
 # _MEM_MB, _TRACE, _PROFILE; TRAINC_FAKE_CC=8.9, the compute capability: see
@@ -69,7 +68,6 @@ d=build/tests/fake_gpu
 lib=$d/lib
 rm -rf "$d"; mkdir -p "$lib"
 bash tests/fake_gpu/build.sh "$lib"
-CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
 echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13, libnccl.so.2 built"
@@ -826,36 +824,6 @@ gpu "$TRAINC" run "$d/att_wide.json" --device auto "${W[@]}" --out "$d/att_wide.
 grep -q '"device":"cpu"' "$d/att_wide.auto/metrics.jsonl" && grep -q "heads 136 wide.*training on the CPU" "$d/att_wide.auto.log" ||
     { echo "FAIL: trainc run --device auto, heads 136 wide: not the CPU, or not said"; cat "$d/att_wide.auto.log"; exit 1; }
 echo "ok   trainc run, heads 136 wide: --device cuda exits 1 naming them, nothing written; auto trains on the CPU, saying why"
-
-# tests/gpu/check_ops (every kernel against its CPU twin, on odd and large shapes)
-# through the real device layer, the lazy schedule: unlike tests/gpu_emu.sh's
-# synchronous stand-in for device_cuda.c, it finds missing waits between streams
-cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -ffp-contract=off -fno-math-errno \
-    -Iruntime -I"$CUDA_INC" tests/gpu/check_ops.c build/librt.a -lcjson -lopenblas -lz -lm -lpthread -ldl \
-    $(mpicc --showme:link) -o "$d/check_ops"
-# fp32, bf16 and fp16 activations (16-bit: attention at T 128, --short); fp16 as real
-# cuBLASLt takes a bias beside a 16-bit output (TRAINC_FAKE_LT_BIAS=as-d): the
-# parameter's 16-bit copy, or, where a bias has none, the fallback kernel; bf16 where the
-# fake takes an fp32 bias; fp8-mixed's producers' folded maxima (--fp8). The fake device
-# is compute capability 9.0: the kernels are compiled for sm_90a, and the 16-bit runs'
-# attention forward at heads 64 and 128 is sm90_attention.cuh's (wgmma, TMA through
-# cuTensorMapEncodeTiled): the trace's launches of it are counted. Attention takes one
-# shape a path (--lean): tests/gpu_emu.sh holds every shape against the CPU, in every
-# precision and under both of its schedules
-for v in "" --bf16 --fp16 --fp8; do
-    lt=; [ "$v" = --fp16 ] && lt=as-d
-    TRAINC_FAKE_GPU_TRACE=${v:+1} TRAINC_FAKE_LT_BIAS=$lt gpu "$d/check_ops" --lean $v ${v:+--short} \
-        >"$d/check_ops$v.log" 2>&1 ||
-        { echo "FAIL: check_ops $v on the fake GPU:"; grep -v "^ok" "$d/check_ops$v.log" | grep -v "^fake" | tail -40; exit 1; }
-    n90=$(grep -c "launch rt_attention_fwd90_" "$d/check_ops$v.log" || true)
-    case $v in   # the 16-bit runs must take the sm_90a forward
-    --bf16 | --fp16) [ "$n90" -gt 0 ] ||
-        { echo "FAIL: check_ops $v on the fake GPU (9.0) never launched rt_attention_fwd90_*"; exit 1; } ;;
-    esac
-    echo "ok   check_ops${v:+ $v}${lt:+ (bias as-d)} on the fake GPU: $(grep -v '^fake' "$d/check_ops$v.log" | tail -1)${v:+, $n90 launches of the sm_90a attention forward}"
-done
-grep -q "the bias is the parameter's 16-bit copy" "$d/check_ops--fp16.log" ||
-    { echo "FAIL: check_ops --fp16 (bias as-d) never took a bias's 16-bit copy"; exit 1; }
 
 # a GPU without room for the model: exit 2, "out of GPU memory", nothing written
 set +e

@@ -14,7 +14,7 @@
 #     gpt_char with no maximum pass either (attention's backward folds its dqkv's); a
 #     GAN of linear layers trains in fp8-mixed as in bf16-mixed (within 2%).
 # The casts' kernels and the FP8 GEMMs against their C twins are check_ops's (run by
-# fake_gpu and gpu_emu).
+# tests/fake_gpu_ops.sh).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}

@@ -7,18 +7,28 @@
 # loads and stores through pointers not aligned for their type, which a GPU faults on
 # and x86 forgives, and indices past a shared tile's bounds), not the GPU's arithmetic
 # or memory model (nor cuBLASLt's epilogues: CHECK_OPS_EMU leaves those checks to the
-# fake GPU and a real one). Four times: with fp32 activations, with bf16-mixed's bf16
-# ones and with fp16-mixed's fp16 ones, and fp8-mixed's instances (bf16, RT_FP8: the
-# maxima its producers fold, check_ops --fp8); then all but fp16 again under the
-# emulator's other schedule (EMU_SCHEDULE=greedy). The 16-bit runs take attention at T
-# 128 where the GPU takes T 1024 (--short: the same tiles, a small part of the emulated
-# time). The kernels are compiled as for sm_90a, so the 16-bit runs' attention at heads
-# 64 and 128 is sm90_attention.cuh's and sm90_attention_bwd.cuh's (the emulator's wgmma,
-# TMA and mbarriers: emu_sm90.h), the Llama-family options without qk_norm included;
-# each run must launch them (EMU_COUNT). check_ops runs attention.cuh's tensor-core
-# kernels on those shapes too (TRAINC_ATT_SM90=0: "attention_fwd80", ...).
+# fake GPU and a real one). For fp32 activations, bf16-mixed's bf16 ones and
+# fp16-mixed's fp16 ones (--bf16, --fp16: attention at T 128 where the GPU takes T 1024,
+# --short: the same tiles, a small part of the emulated time), and fp8-mixed's
+# instances (bf16, RT_FP8: the maxima its producers fold, check_ops --fp8). The kernels
+# are compiled as for sm_90a, so the 16-bit runs' attention at heads 64 and 128 is
+# sm90_attention.cuh's and sm90_attention_bwd.cuh's (the emulator's wgmma, TMA and
+# mbarriers: emu_sm90.h), the Llama-family options without qk_norm included; each run
+# must launch them (EMU_COUNT). check_ops runs attention.cuh's tensor-core kernels on
+# those shapes too (TRAINC_ATT_SM90=0: "attention_fwd80", ...).
+#
+# Usage: tests/gpu_emu.sh [fp32|bf16|fp16|fp8]... (default all four); EMU_SCHEDULE=greedy
+# runs them under the emulator's other schedule (emu_fibers.cc). make test runs fp32
+# here, and all four under both schedules through the device layer on the fake GPU
+# (tests/fake_gpu_ops.sh); this script, without the fake driver (its synchronous
+# stand-in, tests/gpu/emu/emu_device.c; UBSan on the host side too), is the quicker
+# loop while working on a kernel.
 set -eu
 cd "$(dirname "$0")/.."
+variants=${*:-fp32 bf16 fp16 fp8}
+for v in $variants; do
+    case $v in fp32 | bf16 | fp16 | fp8) ;; *) echo "usage: tests/gpu_emu.sh [fp32|bf16|fp16|fp8]..."; exit 2 ;; esac
+done
 d=build/tests/gpu_emu
 rm -rf "$d"; mkdir -p "$d"
 rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' | LC_ALL=C sort)
@@ -57,7 +67,7 @@ done
 # the emulator's machine (fibers, scheduler, instructions), the same for the four
 g++ -std=c++17 $CFLAGS -fno-strict-aliasing -Wno-psabi -Itests/gpu/emu -c tests/gpu/emu/emu_fibers.cc \
     -o "$d/host/emu_fibers.o"
-for v in fp32 bf16 fp16 fp8; do
+for v in $variants; do
     def=""; [ $v = bf16 ] && def="-DRT_ACT_BF16=1"; [ $v = fp16 ] && def="-DRT_ACT_F16=1"
     [ $v = fp8 ] && def="-DRT_ACT_BF16=1 -DRT_FP8=1"
     # the kernels of 16-bit activations alone (defined under RT_ACT_BF16 or RT_ACT_F16)
@@ -84,15 +94,10 @@ run90() {
             { echo "FAIL: $*: no launch of $k (sm_90a)"; exit 1; }
     done
 }
-"$d/check_ops.fp32" "${@}"
-run90 "$d/check_ops.bf16" --bf16 --short "${@}"
-run90 "$d/check_ops.fp16" --fp16 --short "${@}"
-K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 "${@}"
-# again with the other schedule: each warp runs from one __syncthreads to the next
-# before the next warp starts (a barrier missing between one warp's shared-memory
-# writes, cp.async copies included, and another's reads shows there); fp16's kernels
-# are bf16's with another 16-bit type (the same barriers), so bf16 stands for both
-echo "-- EMU_SCHEDULE=greedy"
-EMU_SCHEDULE=greedy "$d/check_ops.fp32" "${@}"
-EMU_SCHEDULE=greedy run90 "$d/check_ops.bf16" --bf16 --short "${@}"
-EMU_SCHEDULE=greedy K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 "${@}"
+for v in $variants; do
+    case $v in
+    fp32) "$d/check_ops.fp32" ;;
+    bf16 | fp16) run90 "$d/check_ops.$v" --$v --short ;;
+    fp8) K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 ;;
+    esac
+done

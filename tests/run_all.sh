@@ -56,9 +56,10 @@ UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 # (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
 check fake_gpu            --timeout=2400 bash tests/fake_gpu.sh
 check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
-check gpu_emu             bash tests/gpu_emu.sh
+check gpu_emu             bash tests/gpu_emu.sh fp32
 check emu_sm90            bash tests/emu_sm90.sh
 check fake_ddp            bash tests/fake_ddp.sh
+check fake_gpu/ops        bash tests/fake_gpu_ops.sh
 check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
 check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 check fake_gpu/attn16     bash tests/fake_gpu_attn16.sh

@@ -17,8 +17,9 @@
  *   - the two GPU runs differ in a single bit (every reduction has a fixed order);
  *   - the loss statistics (loss sum, correct count, e->terms) differ.
  * Without a GPU it exits 2 with the runtime's "no CUDA device found" message;
- * tests/gpu_emu.sh runs this same program on the CPU, the kernels emulated
- * (tests/gpu/emu/), which checks their logic everywhere.
+ * tests/fake_gpu_ops.sh runs this same program on the fake GPU, the kernels emulated
+ * (tests/gpu/emu/), which checks their logic everywhere (tests/gpu_emu.sh: without the
+ * fake driver).
  *
  * With --bf16 (--fp16) the kernels are compiled for bf16-mixed (fp16-mixed): RT_ACT_BF16
  * (RT_ACT_F16), activations and their gradients stored in 16 bits, common.cuh's act_t.
@@ -36,11 +37,12 @@
  * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [--lean] [TEMPLATE_DIR]   (default
  * templates/cuda, from the repository root). The kernels are the templates, read at run time
  * in the order trainc writes them, plus the instances below for the shapes tested here.
- * --short, for the emulators (tests/gpu_emu.sh, tests/fake_gpu.sh): with 16-bit activations,
+ * --short, for the emulator (tests/fake_gpu_ops.sh, tests/gpu_emu.sh): with 16-bit activations,
  * attention at T 128 where a GPU takes T 1024 (the tensor-core kernels' tiles, the causal
  * skip and the online softmax over 4 key tiles, not 32; emulated, T 1024 cost more than
- * half of gpu_emu.sh's time). --lean, for tests/fake_gpu.sh (the device layer, after
- * tests/gpu_emu.sh held every kernel on every shape): one attention shape a path. */
+ * half of the emulated time). --lean, for tests/fake_gpu_ops.sh's runs under the
+ * emulator's other schedule (after the first held every kernel on every shape): one
+ * attention shape a path. */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -2600,8 +2602,8 @@ static void all_attention(void)
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
- * heads 8, 64 and 128), for a run through the device layer after tests/gpu_emu.sh has
- * held every shape against the CPU. */
+ * heads 8, 64 and 128), for a run under the emulator's other schedule after one held
+ * every shape against the CPU (tests/fake_gpu_ops.sh). */
 static void lean_attention(void)
 {
     t_attention(2, 17, 96, 2, 1);
