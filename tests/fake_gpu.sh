@@ -3,8 +3,10 @@
 # NVRTC and cuBLASLt (tests/fake_gpu/, built here into build/tests/fake_gpu/lib and
 # found through LD_LIBRARY_PATH) run device memory as host memory, streams as queues
 # (run in one of three legal orders), the kernels of kernels_cuda.cu in tests/gpu/emu/'s
-# emulator (compiled by the fake NVRTC with g++) and GEMMs with cblas_sgemm. For
-# mlp_fashion, cnn_fashion and gpt_char built with --device both --arch sm_90:
+# emulator (compiled by the fake NVRTC with g++) and GEMMs with cblas_sgemm. The
+# trainers after the first three are built with the fake NVRTC (fbuild below): they
+# start with their kernels compiled. For mlp_fashion, cnn_fashion and gpt_char built
+# with --device both --arch sm_90 by the real NVRTC:
 #   - --device cuda and --device cpu, same options: per-step losses, gradient norms and
 #     validation numbers agree within TOL (relative). The arithmetic is the same fp32;
 #     the GEMMs are the same OpenBLAS calls; what differs is the order of the kernels'
@@ -70,6 +72,11 @@ rm -rf "$d"; mkdir -p "$lib"
 bash tests/fake_gpu/build.sh "$lib"
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+# fbuild SPEC ARGS...: a trainer for both devices whose kernels the fake NVRTC compiled
+# at build time for sm_90a (what NVRTC compiles on the fake's 9.0 at a first start; the
+# source's own real NVRTC compiles are tests/nvrtc.sh's): it starts without compiling.
+# The three models below start with NVRTC, then the cache.
+fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
 echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13, libnccl.so.2 built"
 
 # compare KIND A B [TOL [LATE_TOL FROM]]: metrics of run A (cpu or gpu) and run B (gpu);
@@ -216,7 +223,7 @@ PY
 # loss kernel RT_CROSS_ENTROPY(1030, 1088), --sample at that stride), fp32 and bf16-mixed
 # on the GPU against the CPU (tests/vocab_pad.sh: padded = contiguous on the CPU)
 t="$d/tiny_vocab"
-"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 -o "$t" 2>"$t.build.log"
+fbuild tests/vocab/tiny_vocab.json -o "$t" 2>"$t.build.log"
 O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2 --threads 1 --quiet)
 gpu "$t" --device cuda "${O[@]}" --sample 40 --out "$t.gpu" >"$t.gpu.out" 2>"$t.gpu.log"
 "$t" --device cpu "${O[@]}" --sample 40 --out "$t.cpu" >"$t.cpu.out" 2>"$t.cpu.log"
@@ -245,7 +252,7 @@ for k in ("train", "val"):
     s["train"]["data"][k]["tokens"] = "../../../data/text/%s_*.bin" % k
 json.dump(s, open(sys.argv[1], "w"), indent=1)
 PY
-"$TRAINC" build "$t.json" --device both --arch sm_90 -o "$t" 2>"$t.build.log"
+fbuild "$t.json" -o "$t" 2>"$t.build.log"
 O=(--set max_steps=10 --set log_every=1 --set validate.every_steps=5 --set validate.batches=2 --threads 1 --quiet)
 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
 "$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
@@ -283,7 +290,7 @@ for xdt, ydt in (("i32", "i32"), ("u8", "u16")):
                          "loader": {"drop_last": False}, "validate": {"every_steps": 2}}},
               open(f"{d}/{xdt}.json", "w"))
 PY
-for v in i32 u8; do "$TRAINC" build "$i/$v.json" --device both --arch sm_90 -o "$i/t_$v" 2>"$i/$v.build.log"; done
+for v in i32 u8; do fbuild "$i/$v.json" -o "$i/t_$v" 2>"$i/$v.build.log"; done
 for og in never always; do
     for v in i32 u8; do
         gpu "$i/t_$v" --device cuda --set loader.on_gpu=$og --quiet --out "$i/$v.$og" 2>"$i/$v.$og.log"
@@ -328,7 +335,7 @@ PY
 }
 # tiny_vocab (logits rows 1088 apart, above) in bf16-mixed, by the same bar
 t=$d/tiny_vocab
-"$TRAINC" build tests/vocab/tiny_vocab.json --device both --arch sm_90 --set precision=bf16-mixed \
+fbuild tests/vocab/tiny_vocab.json --set precision=bf16-mixed \
     -o "$t.bf16" 2>"$t.bf16.build.log"
 O=(--set max_steps=20 --set log_every=1 --set validate.every_steps=10 --set validate.batches=2 --threads 1 --quiet)
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
@@ -343,7 +350,7 @@ t=$d/llama_tiny
 O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
    --threads 1 --quiet)
 for pol in none selective; do
-    "$TRAINC" build "$t.json" --device both --arch sm_90 --set recompute=$pol -o "$t.$pol" 2>"$t.$pol.build.log"
+    fbuild "$t.json" --set recompute=$pol -o "$t.$pol" 2>"$t.$pol.build.log"
     gpu "$t.$pol" --device cuda "${O[@]}" --out "$t.$pol.gpu" 2>"$t.$pol.gpu.log"
 done
 "$t.none" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
@@ -351,14 +358,14 @@ r=$(compare close "$t.cpu" "$t.none.gpu" $TOL)
 echo "ok   llama_tiny (rmsnorm, glu, squared_relu): --device cuda vs cpu: $r"
 r=$(compare same "$t.none.gpu" "$t.selective.gpu")
 echo "ok   llama_tiny recompute selective on the GPU: none's numbers: $r"
-"$TRAINC" build "$t.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
+fbuild "$t.json" --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
 echo "ok   llama_tiny bf16-mixed on the GPU against fp32 on the CPU: $r"
 for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p
-    "$TRAINC" build specs/$m.json --device both --arch sm_90 --set precision=$p-mixed -o "$t" 2>"$t.build.log"
+    fbuild specs/$m.json --set precision=$p-mixed -o "$t" 2>"$t.build.log"
     # (close16 compares training losses: the end's validation, two batches)
     O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=20
        --set validate.batches=2)
@@ -395,7 +402,7 @@ O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_st
 for c in "64 bf16" "128 fp16"; do
     set -- $c
     t=$d/gpt_char_hd$1.$2
-    "$TRAINC" build "$d/gpt_char_hd$1.json" --device both --arch sm_90 --set precision=$2-mixed -o "$t" 2>"$t.build.log"
+    fbuild "$d/gpt_char_hd$1.json" --set precision=$2-mixed -o "$t" 2>"$t.build.log"
     TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
     "$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
     r=$(close16 "$t.cpu" "$t.gpu" $2-mixed)
@@ -424,7 +431,7 @@ for p in fp32 bf16; do
     fi
     for pol in selective full; do
         t=$d/gpt_char.$p.$pol
-        "$TRAINC" build specs/gpt_char.json --device both --arch sm_90 "${P[@]}" --set recompute=$pol -o "$t" 2>"$t.build.log"
+        fbuild specs/gpt_char.json "${P[@]}" --set recompute=$pol -o "$t" 2>"$t.build.log"
         gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
         r=$(compare same "$ref" "$t.gpu")
         echo "ok   gpt_char $p, recompute $pol on the GPU: none's numbers: $r"
@@ -457,7 +464,7 @@ PY
 O=(--set max_steps=30 --set log_every=1 --set accumulate=2 --threads 1 --set validate.every_steps=15
    --set validate.batches=2 --quiet)
 for pol in none selective full; do
-    "$TRAINC" build "$d/mlp_dropout.json" --device both --arch sm_90 --set recompute=$pol -o "$d/mlp_dropout_$pol" 2>"$d/mlp_dropout_$pol.build.log"
+    fbuild "$d/mlp_dropout.json" --set recompute=$pol -o "$d/mlp_dropout_$pol" 2>"$d/mlp_dropout_$pol.build.log"
     gpu "$d/mlp_dropout_$pol" --device cuda "${O[@]}" --out "$d/mlp_dropout_$pol.gpu" 2>/dev/null
 done
 "$d/mlp_dropout_none" --device cpu "${O[@]}" --out "$d/mlp_dropout.cpu" 2>/dev/null
@@ -705,7 +712,7 @@ echo "ok   $m: stopped by max_time after step $n (log_every 8), resumed: $r"
 # a finite loss whose gradients are not (tests/control.sh's data: one sample 3e22 times
 # the others) in a step the host did not wait for, and with a wait every step: both
 # end diverged at that step, and the checkpoint after it is not written
-"$TRAINC" build bench/wide_mlp.json --device both --arch sm_90 -o "$d/wide" 2>/dev/null
+fbuild bench/wide_mlp.json -o "$d/wide" 2>/dev/null
 "$PY" - "$d" <<'PY'
 import numpy as np, sys
 r = np.random.default_rng(0)
@@ -772,7 +779,7 @@ spec["model"]["layers"][0]["dim"] = 136   # wider than the kernels' 128 (below)
 json.dump(spec, open(sys.argv[1] + "/att_wide.json", "w"))
 PY
 for p in fp32 bf16-mixed; do
-    "$TRAINC" build "$d/att_batch.json" --device both --arch sm_90 --set precision=$p -o "$d/att_batch.$p" 2>/dev/null
+    fbuild "$d/att_batch.json" --set precision=$p -o "$d/att_batch.$p" 2>/dev/null
 done
 gpu "$d/att_batch.fp32" --device cuda --eval --quiet >"$d/att_batch.eval.gpu" 2>"$d/att_batch.eval.log" ||
     { echo "FAIL: attention over a batch of 65537 on the GPU:"; cat "$d/att_batch.eval.log"; exit 1; }

@@ -28,6 +28,9 @@ lib=${1:-$d/lib}
 lib=$(cd "$lib" && pwd)
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+# the trainers' kernels compiled by the fake NVRTC at build time, for sm_90a (what NVRTC
+# compiles on the fake's 9.0 at a first start): they start without compiling
+fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
 "$PY" - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]
@@ -80,7 +83,7 @@ for c in g2 g4 hd64; do
     hd=32; [ $c = hd64 ] && hd=64
     for p in bf16 fp16; do
         t=$d/$c.$p
-        "$TRAINC" build "$d/$c.json" --device both --arch sm_90 --set precision=$p-mixed -o "$t" 2>"$t.build.log"
+        fbuild "$d/$c.json" --set precision=$p-mixed -o "$t" 2>"$t.build.log"
         TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
         [ $p = bf16 ] && "$t" --device cpu "${O[@]}" --out "$d/$c.cpu" 2>"$d/$c.cpu.log"
         grep -q "run rt_attention_ext_bwd_kv_160_${hd}_1 grid 3,[0-9]*,2 " "$t.gpu.log" ||
@@ -108,7 +111,7 @@ rep["body"][1]["body"][3]["out"] = 128
 json.dump(s, open(sys.argv[1], "w"), indent=1)
 PY
 O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=3 --set batch_size=2 --set data.val=null)
-"$TRAINC" build "$t.json" --device both --arch sm_90 --set precision=bf16-mixed -o "$t" 2>"$t.build.log"
+fbuild "$t.json" --set precision=bf16-mixed -o "$t" 2>"$t.build.log"
 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
 "$t" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
 r=$(close16 "$t.cpu" "$t.gpu" bf16-mixed)

@@ -35,6 +35,9 @@ rm -rf "$d"; mkdir -p "$lib"
 bash tests/fake_gpu/build.sh "$lib"
 export TRAINC_CACHE_DIR=$PWD/$d/cache
 gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+# the trainers' kernels compiled by the fake NVRTC at build time, for sm_90a (what NVRTC
+# compiles on the fake's 9.0 at a first start): they start without compiling
+fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
 
 # compare KIND A B [TOL [LATE_TOL FROM]]: "close": the numbers of runs A and B within TOL
 # relative (from step FROM on LATE_TOL); "same": records less times and the weights
@@ -91,7 +94,7 @@ want() {   # want NAME GOT WANTED
 }
 
 m=cnn_fashion
-"$TRAINC" build specs/$m.json --device both --arch sm_90 -o "$d/$m" 2>"$d/$m.build.log"
+fbuild specs/$m.json -o "$d/$m" 2>"$d/$m.build.log"
 O=(--set max_steps=12 --set log_every=1 --set loader.shuffle=false --threads 1 --set batch_size=32
    --set validate.every_steps=12 --set validate.batches=1 --quiet)
 "$d/$m" --device cpu "${O[@]}" --out "$d/$m.cpu" >/dev/null 2>&1
@@ -123,7 +126,7 @@ O16=(--set max_steps=4 --set log_every=1 --set loader.shuffle=false --threads 1 
      --set validate.every_steps=4 --set validate.batches=1 --quiet)
 "$d/$m" --device cpu "${O16[@]}" --out "$d/$m.cpu16" >/dev/null 2>&1
 for p in bf16 fp16; do
-    "$TRAINC" build specs/$m.json --device both --arch sm_90 --set precision=$p-mixed \
+    fbuild specs/$m.json --set precision=$p-mixed \
         -o "$d/$m.$p" 2>"$d/$m.$p.build.log"
     TRAINC_FAKE_GPU_TRACE=1 gpu "$d/$m.$p" --device cuda "${O16[@]}" --out "$d/$m.$p.gpu" 2>"$d/$m.$p.log"
     n=$(launches "$d/$m.$p.log")
@@ -142,7 +145,7 @@ r=$(compare first_last "$d/$m.cpu" "$d/$m.bf16.rules" 1e-3 2e-2)
 echo "ok   $m bf16-mixed, default rules (launches $n), vs the CPU's fp32: $r"
 
 m=resnet_fashion_cpu
-"$TRAINC" build specs/$m.json --device both --arch sm_90 -o "$d/$m" 2>"$d/$m.build.log"
+fbuild specs/$m.json -o "$d/$m" 2>"$d/$m.build.log"
 O=(--set max_steps=6 --set log_every=1 --set loader.shuffle=false --threads 1 --set batch_size=16
    --set data.val=null --quiet)
 "$d/$m" --device cpu "${O[@]}" --out "$d/$m.cpu" >/dev/null 2>&1

@@ -175,7 +175,8 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
     export TRAINC_CACHE_DIR=$d/cache
     gpu() { LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
     for p in fp32 bf16-mixed fp16-mixed; do
-        "$TRAINC" build "$d/tiny.json" --device both --arch sm_90 --set precision=$p -o "$d/tg_$p" 2>/dev/null
+        # the kernels compiled by the fake NVRTC at build time, for the fake's 9.0
+        gpu "$TRAINC" build "$d/tiny.json" --device both --arch sm_90a --set precision=$p -o "$d/tg_$p" 2>/dev/null
         gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
     done
     # each turn a CUDA graph from the second step on (6 steps x 2 micro-batches x 2

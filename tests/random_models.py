@@ -31,9 +31,10 @@ its masks are trainc's own, so such a model is compared only with itself under t
 three policies (the masks made again alike) and on the fake GPU. With
 RANDOM_MODELS_ASAN=TRAINC every third model also goes through that sanitized trainc
 (check, plan, emit) and a sanitized build of its trainer. With
---fake-gpu=K the first K are also built with --device both (real NVRTC for sm_90)
-and trained on the fake GPU (tests/fake_gpu/: the generated CUDA kernels run in the
-emulator): fp32 within 1e-5 of the CPU's records, and every other one in bf16-mixed
+--fake-gpu=K the first K are also built with --device both, their kernels compiled
+for sm_90a by the fake NVRTC (and by real NVRTC's fast compile, tests/nvrtc_check.c,
+which must take them without a warning), and trained on the fake GPU (tests/fake_gpu/:
+the generated CUDA kernels run in the emulator): fp32 within 1e-5 of the CPU's records, and every other one in bf16-mixed
 (one in four of the rest in fp16-mixed, with loss scaling) within 5e-2 (losses) and
 1e-1 (gradient norms) of them. With --odd the widths, sequence lengths, heads and
 vocabularies are drawn from sizes at the GPU kernels' edges instead (widths 1, 2, 5,
@@ -64,6 +65,7 @@ OUT = os.path.join(ROOT, "build", "tests", "random_models", "seed%d%s" % (SEED, 
 # against the CPU run, and every other one in bf16-mixed too
 FAKE_GPU = max([int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--fake-gpu=")] + [0])
 FAKE_LIB = os.path.join(OUT, "fake_lib")
+NVRTC_CHECK = os.path.join(OUT, "nvrtc_check")
 # RANDOM_MODELS_ASAN=TRAINC (trainc built with AddressSanitizer + UBSan, as make test's
 # asan/build makes it): every third model also goes through its check, plan and emit
 # (emit's bytes the same as the plain trainc's), and is built with the sanitizers
@@ -503,15 +505,24 @@ def fake_gpu(d, spec_path, init, threads, ours, precision):
     """the model built for both devices, trained on the fake GPU in `precision`: its
     records against the CPU's fp32 ones (fp32: 1e-5 relative, the order of the
     kernels' sums; bf16-mixed: 5e-2 and 1e-1, the rounding of the activations)"""
-    exe = os.path.join(d, "trainer_" + precision)
-    p = subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90",
-                        "--set", "precision=" + precision, "-o", exe], capture_output=True, text=True)
+    src = os.path.join(d, "emit_" + precision)
+    p = subprocess.run([TRAINC, "emit", spec_path, "-o", src, "--set", "precision=" + precision],
+                       capture_output=True, text=True)
+    if p.returncode == 0:
+        p = subprocess.run([NVRTC_CHECK, "--fast", "-I", os.path.join(ROOT, "templates", "cuda"),
+                            os.path.join(src, "kernels_cuda.cu"), "sm_90a"], capture_output=True, text=True)
     if p.returncode != 0:
-        return ["trainc build --device both (%s) failed:\n%s" % (precision, p.stderr[-3000:])]
-    out = os.path.join(d, "gpu_" + precision)
+        return ["the kernels (%s) with real NVRTC:\n%s" % (precision, (p.stdout + p.stderr)[-3000:])]
     env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB + (":" + os.environ["LD_LIBRARY_PATH"]
                                                        if os.environ.get("LD_LIBRARY_PATH") else ""),
                TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    # the fake NVRTC compiles them at build time, for what NVRTC compiles on the fake's 9.0
+    exe = os.path.join(d, "trainer_" + precision)
+    p = subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a",
+                        "--set", "precision=" + precision, "-o", exe], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return ["trainc build --device both (%s) failed:\n%s" % (precision, p.stderr[-3000:])]
+    out = os.path.join(d, "gpu_" + precision)
     # fp16-mixed: a loss scale of 1024, not 65536, so that no step of these small models
     # overflows and is skipped (the CPU's fp32 run skips none)
     sets = ["--set", "loss_scale.init=1024"] if precision == "fp16-mixed" else []
@@ -685,6 +696,9 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     if FAKE_GPU:
         subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
+        cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
+        subprocess.run(["cc", "-std=gnu11", "-O1", "-I" + cuda + "/include", "tests/nvrtc_check.c", "-L" + cuda + "/lib64",
+                        "-Wl,-rpath," + cuda + "/lib64", "-lnvrtc", "-o", NVRTC_CHECK], check=True, cwd=ROOT)
     r = np.random.default_rng(SEED)
     failed = 0
     for i in range(N_MODELS):

@@ -5,6 +5,8 @@
  *                      tests/gpu/emu/'s fiber emulator
  *   libnvrtc.so.13     fake_nvrtc.c: "compiles" kernels_cuda.cu for the CPU with g++
  *                      and the emulator; the "cubin" is a header + that shared object
+ *                      (at a trainer's start, or in trainc build run with it on the
+ *                      library path: the trainer then starts without compiling)
  *   libcublasLt.so.13  fake_cublaslt.c: cublasLtMatmul with cblas_sgemm, queued on the
  *                      stream through the driver's hooks below
  *   libnccl.so.2       fake_nccl.c: ncclAllReduce among the processes of one machine

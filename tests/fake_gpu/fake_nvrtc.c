@@ -20,9 +20,12 @@
  * the fake driver loads it only where a real cubin of it would run; for sm_90a the
  * source sees __CUDA_ARCH_FEAT_SM90_ALL, as with NVRTC (templates/cuda/sm90.cuh).
  *
- * compute_XX (PTX) fails with NVRTC_ERROR_INVALID_OPTION, as does any option the fake
- * does not know (it could change the arithmetic). The version is 13.0. The compiler is
- * $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
+ * compute_XX (PTX) gives a stub that the fake driver refuses (it has no PTX JIT): what
+ * trainc build needs to run on the fake NVRTC, embedding the "cubins" beside its PTX, so
+ * that a test's trainer starts with its kernels compiled; the same source's sm_XX
+ * compile is what checks it. An option the fake does not know fails with
+ * NVRTC_ERROR_INVALID_OPTION (it could change the arithmetic). The version is 13.0.
+ * The compiler is $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
  * tests/gpu/emu, FAKE_EMU_OBJ its emu_fibers.cc compiled (tests/fake_gpu/build.sh), linked
  * into every module; TRAINC_FAKE_NVRTC_KEEP=1 keeps the work folder (its path in the log). */
 #include <nvrtc.h>
@@ -44,6 +47,7 @@ struct _nvrtcProgram {
     char *log;
     unsigned char *cubin;
     size_t cubin_size;
+    char *ptx;
 };
 
 nvrtcResult nvrtcVersion(int *major, int *minor)
@@ -110,6 +114,7 @@ nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog)
     free((*prog)->name);
     free((*prog)->log);
     free((*prog)->cubin);
+    free((*prog)->ptx);
     free(*prog);
     *prog = NULL;
     return NVRTC_SUCCESS;
@@ -417,6 +422,18 @@ out:
     return r;
 }
 
+/* compute_XX: PTX that the fake driver refuses (".version" and ".target": PTX, and it
+ * has no JIT) */
+static nvrtcResult stub_ptx(nvrtcProgram p, const char *sm)
+{
+    if (asprintf(&p->ptx, "// trainc fake NVRTC: a stub for compute_%s; the fake driver "
+                          "has no PTX JIT\n.version 9.0\n.target sm_%s\n", sm, sm) < 0) {
+        p->ptx = NULL;
+        return NVRTC_ERROR_OUT_OF_MEMORY;
+    }
+    return NVRTC_SUCCESS;
+}
+
 nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
 {
     if (!p)
@@ -424,8 +441,10 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
     if (n < 0 || (n > 0 && !opts))
         return NVRTC_ERROR_INVALID_INPUT;
     free(p->cubin);
+    free(p->ptx);
     p->cubin = NULL;
     p->cubin_size = 0;
+    p->ptx = NULL;
     const char *arch = NULL;
     char incs[4096] = "";
     size_t inc_len = 0;
@@ -455,12 +474,16 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
             inc_len += (size_t)k;
         }
     }
-    if (!arch || strncmp(arch, "sm_", 3) != 0 || !arch[3] || strspn(arch + 3, "0123456789") < 2 ||
-        strspn(arch + 3, "0123456789af") != strlen(arch + 3)) {
-        logf_(p, "fake NVRTC: --gpu-architecture=%s: only sm_XX (a \"cubin\" for the CPU); no PTX\n",
-              arch ? arch : "(none)");
+    /* the number after sm_ or compute_ */
+    size_t at = arch && !strncmp(arch, "compute_", 8) ? 8 : 3;
+    if (!arch || (at == 3 && strncmp(arch, "sm_", 3) != 0) || strspn(arch + at, "0123456789") < 2 ||
+        strspn(arch + at, "0123456789af") != strlen(arch + at)) {
+        logf_(p, "fake NVRTC: --gpu-architecture=%s: only sm_XX (a \"cubin\" for the CPU) and "
+              "compute_XX (a stub PTX)\n", arch ? arch : "(none)");
         return NVRTC_ERROR_INVALID_OPTION;
     }
+    if (at == 8)
+        return stub_ptx(p, arch + at);
     return compile(p, arch, incs);
 }
 
@@ -504,15 +527,23 @@ nvrtcResult nvrtcGetCUBIN(nvrtcProgram p, char *cubin)
     return NVRTC_SUCCESS;
 }
 
-/* never any PTX */
+/* compute_XX's stub (stub_ptx), with its NUL as NVRTC counts it */
 nvrtcResult nvrtcGetPTXSize(nvrtcProgram p, size_t *n)
 {
-    (void)n;
-    return p ? NVRTC_ERROR_INVALID_INPUT : NVRTC_ERROR_INVALID_PROGRAM;
+    if (!p)
+        return NVRTC_ERROR_INVALID_PROGRAM;
+    if (!n || !p->ptx)
+        return NVRTC_ERROR_INVALID_INPUT;
+    *n = strlen(p->ptx) + 1;
+    return NVRTC_SUCCESS;
 }
 
 nvrtcResult nvrtcGetPTX(nvrtcProgram p, char *ptx)
 {
-    (void)ptx;
-    return p ? NVRTC_ERROR_INVALID_INPUT : NVRTC_ERROR_INVALID_PROGRAM;
+    if (!p)
+        return NVRTC_ERROR_INVALID_PROGRAM;
+    if (!ptx || !p->ptx)
+        return NVRTC_ERROR_INVALID_INPUT;
+    memcpy(ptx, p->ptx, strlen(p->ptx) + 1);
+    return NVRTC_SUCCESS;
 }
