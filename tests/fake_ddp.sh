@@ -28,17 +28,12 @@ cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=$PWD/build/tests/fake_ddp
-lib=$d/lib
-rm -rf "$d"; mkdir -p "$lib"
-bash tests/fake_gpu/build.sh "$lib"
-# the trainers' kernels compiled by the fake NVRTC at build time, for sm_90a (what NVRTC
-# compiles on the fake's 9.0 at a first start): the ranks start without compiling
-fbuild() { LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TRAINC" build "$@" --device both --arch sm_90a; }
+lib=
+. tests/fake_gpu/env.sh   # fbuild: the ranks start without compiling
 for spec in mlp_fashion gpt_char; do
     fbuild specs/$spec.json -o "$d/$spec" 2>"$d/$spec.build.log"
 done
 fbuild specs/mlp_fashion.json --set precision=bf16-mixed -o "$d/mlp_fashion.bf16" 2>"$d/mlp_fashion.bf16.build.log"
-export TRAINC_CACHE_DIR=$d/cache
 # containers often forbid the cross-process reads Open MPI's shared memory uses
 export OMPI_MCA_btl_vader_single_copy_mechanism=none
 export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"

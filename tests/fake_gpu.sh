@@ -67,16 +67,8 @@ cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/fake_gpu
-lib=$d/lib
-rm -rf "$d"; mkdir -p "$lib"
-bash tests/fake_gpu/build.sh "$lib"
-export TRAINC_CACHE_DIR=$PWD/$d/cache
-gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-# fbuild SPEC ARGS...: a trainer for both devices whose kernels the fake NVRTC compiled
-# at build time for sm_90a (what NVRTC compiles on the fake's 9.0 at a first start; the
-# source's own real NVRTC compiles are tests/nvrtc.sh's): it starts without compiling.
-# The three models below start with NVRTC, then the cache.
-fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
+lib=
+. tests/fake_gpu/env.sh   # gpu, fbuild (the three models below start with NVRTC, then the cache)
 echo "ok   fake libcuda.so.1, libnvrtc.so.13, libcublasLt.so.13, libnccl.so.2 built"
 
 # compare KIND A B [TOL [LATE_TOL FROM]]: metrics of run A (cpu or gpu) and run B (gpu);

@@ -22,15 +22,8 @@ cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/fake_gpu_attn16
-rm -rf "$d"; mkdir -p "$d"
-lib=${1:-$d/lib}
-[ $# -ge 1 ] || bash tests/fake_gpu/build.sh "$lib"
-lib=$(cd "$lib" && pwd)
-export TRAINC_CACHE_DIR=$PWD/$d/cache
-gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-# the trainers' kernels compiled by the fake NVRTC at build time, for sm_90a (what NVRTC
-# compiles on the fake's 9.0 at a first start): they start without compiling
-fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
+lib=${1:-}
+. tests/fake_gpu/env.sh   # gpu, fbuild
 "$PY" - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]

@@ -30,14 +30,8 @@ cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/fake_gpu_conv
-lib=$d/lib
-rm -rf "$d"; mkdir -p "$lib"
-bash tests/fake_gpu/build.sh "$lib"
-export TRAINC_CACHE_DIR=$PWD/$d/cache
-gpu() { env LD_LIBRARY_PATH="$PWD/$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-# the trainers' kernels compiled by the fake NVRTC at build time, for sm_90a (what NVRTC
-# compiles on the fake's 9.0 at a first start): they start without compiling
-fbuild() { gpu "$TRAINC" build "$@" --device both --arch sm_90a; }
+lib=
+. tests/fake_gpu/env.sh   # gpu, fbuild
 
 # compare KIND A B [TOL [LATE_TOL FROM]]: "close": the numbers of runs A and B within TOL
 # relative (from step FROM on LATE_TOL); "same": records less times and the weights
@@ -101,7 +95,7 @@ O=(--set max_steps=12 --set log_every=1 --set loader.shuffle=false --threads 1 -
 # 12 steps and a validation batch: 13 forward passes, 12 backward
 for mode in rules all 0; do
     e=(); [ $mode = rules ] || e=(TRAINC_CONV_KERNELS=$mode)
-    env "${e[@]}" TRAINC_FAKE_GPU_TRACE=1 LD_LIBRARY_PATH="$PWD/$lib" "$d/$m" --device cuda "${O[@]}" \
+    env "${e[@]}" TRAINC_FAKE_GPU_TRACE=1 LD_LIBRARY_PATH="$lib" "$d/$m" --device cuda "${O[@]}" \
         --out "$d/$m.$mode" 2>"$d/$m.$mode.log"
     n=$(launches "$d/$m.$mode.log")
     case $mode in

@@ -33,12 +33,8 @@
 set -eu
 cd "$(dirname "$0")/.."
 d=build/tests/fake_gpu_ops
-rm -rf "$d"; mkdir -p "$d"
-lib=${1:-$d/lib}
-[ $# -ge 1 ] || bash tests/fake_gpu/build.sh "$lib"
-lib=$(cd "$lib" && pwd)
-export TRAINC_CACHE_DIR=$PWD/$d/cache
-gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+lib=${1:-}
+. tests/fake_gpu/env.sh   # gpu
 CUDA_INC=${CUDA_HOME:-/usr/local/cuda}/include
 cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -ffp-contract=off -fno-math-errno \
     -Iruntime -I"$CUDA_INC" tests/gpu/check_ops.c build/librt.a -lcjson -lopenblas -lz -lm -lpthread -ldl \

@@ -131,6 +131,16 @@ void switch_to_next()
     threadIdx = fib[j].tid;
     emu_switch(&fib[i].sp, fib[j].sp);
 }
+
+/* Leave fiber `cur`: under the default schedule for the next fiber of the round, under
+ * the greedy one back to the scheduler. */
+void leave()
+{
+    if (!greedy())
+        switch_to_next();
+    else
+        emu_switch(&fib[cur].sp, sched_sp);
+}
 #endif
 
 void yield()
@@ -140,10 +150,7 @@ void yield()
         abort();
     }
 #if EMU_FAST_SWITCH
-    if (!greedy())
-        switch_to_next();
-    else
-        emu_switch(&fib[cur].sp, sched_sp);
+    leave();
 #else
     swapcontext(&fib[cur].ctx, &sched);
 #endif
@@ -162,10 +169,7 @@ void entry()
     fib[cur].done = true;
     note_progress();
 #if EMU_FAST_SWITCH
-    if (!greedy())
-        switch_to_next();   /* never resumed */
-    else
-        emu_switch(&fib[cur].sp, sched_sp);
+    leave();   /* never resumed */
     __builtin_unreachable();
 #endif
 }
