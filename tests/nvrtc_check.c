@@ -81,17 +81,15 @@ static int compile(const char *src, const char *name, const char *arch, const ch
 
 int main(int argc, char **argv)
 {
-    char inc[4096];
-    const char *extra[4], *ptxas_log = NULL;
-    int n_extra = 0, fast = 0;
+    char inc[4096] = "";
+    const char *ptxas_log = NULL;
+    int fast = 0;
     for (; argc > 1 && argv[1][0] == '-'; argv++, argc--) {
         if (!strcmp(argv[1], "-I") && argc > 2) {
             snprintf(inc, sizeof inc, "--include-path=%s", argv[2]);
-            extra[n_extra++] = inc;
             argv++, argc--;
         } else if (!strcmp(argv[1], "--ptxas-log") && argc > 2) {
             ptxas_log = argv[2];
-            extra[n_extra++] = "--ptxas-options=-v";
             argv++, argc--;
         } else if (!strcmp(argv[1], "--fast")) {
             fast = 1;
@@ -103,6 +101,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: nvrtc_check [-I DIR] [--fast] [--ptxas-log PREFIX] FILE.cu ARCH...\n");
         return 2;
     }
+    /* the options after --gpu-architecture, --std and -default-device */
+    const char *extra[3];
+    int n_extra = 0;
+    if (*inc)
+        extra[n_extra++] = inc;
+    if (ptxas_log)
+        extra[n_extra++] = "--ptxas-options=-v";
     if (fast)
         extra[n_extra++] = "-Ofc=max";
     char *src = slurp(argv[1]);
