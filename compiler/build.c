@@ -282,6 +282,7 @@ int build_run(char *const *argv, Buf *out, int quiet)
 
 typedef struct Job {
     const char *src, *arch;
+    int threads;               /* NVRTC's split compile: this job's share of the CPUs */
     void *image;
     size_t size;
     char *log;
@@ -291,7 +292,8 @@ typedef struct Job {
 static void *compile_job(void *p)
 {
     Job *j = p;
-    j->rc = rt_nvrtc_compile(j->src, "kernels_cuda.cu", j->arch, &j->image, &j->size, &j->log);
+    j->rc = rt_nvrtc_compile(j->src, "kernels_cuda.cu", j->arch, j->threads, &j->image, &j->size,
+                             &j->log);
     return NULL;
 }
 
@@ -320,8 +322,8 @@ static int nvrtc_compiles_for(const char *arch)
     void *image = NULL;
     size_t size = 0;
     char *log = NULL;
-    int rc = rt_nvrtc_compile("extern \"C\" __global__ void k() {}\n", "probe.cu", arch, &image,
-                              &size, &log);
+    int rc = rt_nvrtc_compile("extern \"C\" __global__ void k() {}\n", "probe.cu", arch, 1,
+                              &image, &size, &log);
     free(image);
     free(log);
     return rc == 0;
@@ -433,6 +435,8 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
     /* PTX of the lowest: the driver compiles it for GPUs newer than every cubin */
     jobs[n++] = (Job){.src = src, .arch = xasprintf("compute_%d", lowest)};
     pthread_t th[17];
+    for (int i = 0; i < n; i++)
+        jobs[i].threads = rt_cpus_usable() / n;
     for (int i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, compile_job, &jobs[i]) != 0)
             compile_job(&jobs[i]), th[i] = 0;

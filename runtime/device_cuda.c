@@ -368,7 +368,8 @@ static void load_module(rt_cu *d, const rt_cuda_image *img)
         }
         char *log = NULL;
         double t = rt_now();
-        if (rt_nvrtc_compile(img->source, "kernels_cuda.cu", arch, &image, &size, &log) == 0) {
+        if (rt_nvrtc_compile(img->source, "kernels_cuda.cu", arch, rt_cpus_usable(), &image,
+                             &size, &log) == 0) {
             if (try_load(d, image, "nvrtc", why, sizeof why) == 0) {
                 rt_kcache_put(img->source, arch, image, size);
                 if (!d->quiet)

@@ -254,6 +254,7 @@ enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 /* trainc's cache folder (compiled kernels, token shards' scans): $TRAINC_CACHE_DIR,
  * else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc; -1 when none can be named. */
 int rt_cache_dir(char *dir, size_t n);
+int rt_cpus_usable(void);   /* the affinity mask's CPUs, at least 1 */
 uint64_t rt_fnv1a(const void *p, size_t n);   /* FNV-1a, 64 bits (util.c) */
 void rt_config_defaults(rt_train_config *c);
 /* One optimizer's fields (optimizer, or a GAN discriminator's optimizer_d). */

@@ -273,10 +273,11 @@ void rt_nccl_close(void);
 int rt_nvrtc_load(char *why, size_t n);
 int rt_nvrtc_supports(int sm, char *list, size_t n);
 int rt_nvrtc_version(int *major, int *minor);
-/* `src` for `arch`: "sm_90" gives a cubin, "compute_80" PTX. 0 and a malloc'd image, or
- * -1; *log (malloc'd, may be NULL) holds NVRTC's messages either way. */
-int rt_nvrtc_compile(const char *src, const char *name, const char *arch, void **image,
-                     size_t *size, char **log);
+/* `src` for `arch`: "sm_90" gives a cubin, "compute_80" PTX; NVRTC splits the work
+ * over `threads` threads. 0 and a malloc'd image, or -1; *log (malloc'd, may be NULL)
+ * holds NVRTC's messages either way. */
+int rt_nvrtc_compile(const char *src, const char *name, const char *arch, int threads,
+                     void **image, size_t *size, char **log);
 /* The cache (TRAINC_CACHE_DIR, else ~/.cache/trainc): keyed by source hash, arch and
  * NVRTC version. get: 0 and a malloc'd image, or -1. put: best effort, atomic. */
 int rt_kcache_get(const char *src, const char *arch, void **image, size_t *size);

@@ -4,7 +4,6 @@
  * the host memory (parameters initialized or read with --init, gradients, optimizer
  * state), and the device's buffers, all allocated before the first step; and the GPU
  * communicator closed at the end. */
-#include <sched.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,10 +39,7 @@ int rt_run_pick_gpu(const Run *r)
  * this node when they are not bound apart. */
 static int default_threads(void)
 {
-    int all = (int)sysconf(_SC_NPROCESSORS_ONLN), n = all;
-    cpu_set_t set;
-    if (sched_getaffinity(0, sizeof set, &set) == 0)
-        n = CPU_COUNT(&set);
+    int all = (int)sysconf(_SC_NPROCESSORS_ONLN), n = rt_cpus_usable();
     if (n >= all && rt_dist_local_world() > 1)
         n /= rt_dist_local_world();
     return n < 1 ? 1 : n;

@@ -1,6 +1,8 @@
+#define _GNU_SOURCE
 /* util.c: the runtime's error tiers, allocation, clocks and folders. */
 #include <errno.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -358,6 +360,17 @@ const char *rt_dtype_name(int dt)
     case RT_I64: return "i64";
     }
     return "?";
+}
+
+/* The CPUs this process may run on (its affinity mask: mpirun binds ranks, containers
+ * limit them), at least 1. */
+int rt_cpus_usable(void)
+{
+    int n = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0)
+        n = CPU_COUNT(&set);
+    return n < 1 ? 1 : n;
 }
 
 /* $TRAINC_CACHE_DIR, else $XDG_CACHE_HOME/trainc, else ~/.cache/trainc. */

@@ -461,7 +461,8 @@ nvrtcResult nvrtcCompileProgram(nvrtcProgram p, int n, const char *const *opts)
         else if (strncmp(o, "-I", 2) == 0)
             dir = o + 2;
         else if (strcmp(o, "--std=c++17") != 0 && strcmp(o, "-std=c++17") != 0 &&
-                 strcmp(o, "-default-device") != 0 && strcmp(o, "--device-as-default-execution-space") != 0) {
+                 strcmp(o, "-default-device") != 0 && strcmp(o, "--device-as-default-execution-space") != 0 &&
+                 strncmp(o, "-split-compile=", 15) != 0) {   /* (threads: same arithmetic) */
             logf_(p, "fake NVRTC: option %s is not emulated\n", o);
             return NVRTC_ERROR_INVALID_OPTION;
         }
