@@ -195,8 +195,8 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
 
-static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
-                      const char *prologue)
+/* What a pass's instructions read and write (its local declarations). */
+static Uses pass_uses(const Program *p, int from, int to)
 {
     Uses u = {0};
     for (int i = from; i < to; i++) {
@@ -212,6 +212,87 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         for (int k = 0; k < in->n_writes; k++)
             uses_add(&u, in->writes[k], 1);
     }
+    return u;
+}
+
+/* The line above an instruction: training's name themselves for --profile (RT_AT: the
+ * index of plan.json's list and what the comment would say); evaluation's are comments,
+ * a shared kernel's naming the training kernel whose code it runs. */
+static void instr_label(Buf *b, const Program *p, const Instr *in, int i)
+{
+    char *c;
+    if (p->eval && (in->same_cpu || in->same_gpu))
+        c = in->same_cpu || !in->same_gpu_ev
+                ? xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
+                            in->same_cpu ? "" : "on the GPU, ",
+                            (in->same_cpu ? in->same_cpu : in->same_gpu)->id)
+                : xasprintf("%s: %s (on the GPU, ke%d's code on these tensors)", in->origin,
+                            in->what, in->same_gpu->id);
+    else
+        c = xasprintf("%s: %s", in->origin, in->what);
+    if (p->eval) {
+        buf_comment(b, "    ", c);
+    } else {
+        Buf at = {0};
+        buf_printf(&at, "RT_AT(%d, ", i);
+        c_string(&at, c);
+        buf_puts(&at, ");");
+        buf_wrapped(b, "    ", at.s);
+        free(at.s);
+    }
+    free(c);
+}
+
+/* A fused elementwise loop's launch: rt_launch with its GPU and CPU kernels. */
+static void ew_launch(Buf *b, Program *p, Instr *in)
+{
+    Uses k = {0};
+    kernel_uses(&k, in);
+    char gpu[32], cpu[32];
+    kernel_names(p, in, cpu, gpu);
+    if (!p->eval && in->same_gpu)
+        buf_printf(b, "    /* on a GPU: %s's code, on these tensors */\n", gpu);
+    Buf call = {0};
+    /* rows of one per sample (an MLP's) read as the batch size itself */
+    char *n = in->n == 1 ? xstrdup("e->B") : xasprintf("e->B * %lld", (long long)in->n);
+    buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n,
+               k.n + !!in->fp8_fold);
+    free(n);
+    for (int j = 0; j < k.n; j++)
+        buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
+    if (in->fp8_fold)   /* fp8-mixed: the slot it folds a maximum into (GPU only) */
+        buf_printf(&call, "%s&(unsigned *){rt_fp8_amax_slot(e, %d)}", k.n ? ", " : "",
+                   in->fp8_fold - 1);
+    buf_puts(&call, "});");
+    buf_wrapped(b, "    ", call.s);
+    free(call.s);
+    free(k.t);
+    free(k.w);
+}
+
+/* A runtime call, after fp8-mixed's lines for its maxima where it has them. */
+static void runtime_call(Buf *b, Program *p, Instr *in, int i, int to)
+{
+    if (cuda_fp8_pair_first(p, i, to)) {
+        char *pair = xasprintf("rt_fp8_dy_pair(e, %s);", in->args[6].t->name);
+        buf_wrapped(b, "    ", pair);
+        free(pair);
+    }
+    if (in->fp8_a || in->fp8_b || in->fp8_out) {   /* fp8-mixed: the maxima's slots */
+        char *use = xasprintf("rt_fp8_amax_use(e, %d, %d, %d);", in->fp8_a - 1, in->fp8_b - 1,
+                              in->fp8_out - 1);
+        buf_wrapped(b, "    ", use);
+        free(use);
+    }
+    char *call = call_text(in);
+    buf_wrapped(b, "    ", call);
+    free(call);
+}
+
+static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, const char *doc,
+                      const char *prologue)
+{
+    Uses u = pass_uses(p, from, to);
     buf_printf(b, "/* %s */\n%s\n{\n%s", doc, sig, prologue);
     for (int i = 0; i < u.n; i++)
         declare(b, u.t[i], u.w[i], p->g);
@@ -225,71 +306,11 @@ static void emit_pass(Buf *b, Program *p, int from, int to, const char *sig, con
         Instr *in = p->ins[i];
         if (in->dead)
             continue;
-        if (p->eval && (in->same_cpu || in->same_gpu)) {
-            char *c = in->same_cpu || !in->same_gpu_ev
-                          ? xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
-                                      in->same_cpu ? "" : "on the GPU, ",
-                                      (in->same_cpu ? in->same_cpu : in->same_gpu)->id)
-                          : xasprintf("%s: %s (on the GPU, ke%d's code on these tensors)", in->origin,
-                                      in->what, in->same_gpu->id);
-            buf_comment(b, "    ", c);
-            free(c);
-        }
-        else if (!p->eval) {
-            /* training's instructions name themselves for --profile: the index of
-             * plan.json's list and what the comment would say */
-            char *label = xasprintf("%s: %s", in->origin, in->what);
-            Buf at = {0};
-            buf_printf(&at, "RT_AT(%d, ", i);
-            c_string(&at, label);
-            buf_puts(&at, ");");
-            buf_wrapped(b, "    ", at.s);
-            free(at.s);
-            free(label);
-        } else {
-            char *c = xasprintf("%s: %s", in->origin, in->what);
-            buf_comment(b, "    ", c);
-            free(c);
-        }
-        if (in->kind == I_EW) {
-            Uses k = {0};
-            kernel_uses(&k, in);
-            char gpu[32], cpu[32];
-            kernel_names(p, in, cpu, gpu);
-            if (!p->eval && in->same_gpu)
-                buf_printf(b, "    /* on a GPU: %s's code, on these tensors */\n", gpu);
-            Buf call = {0};
-            /* rows of one per sample (an MLP's) read as the batch size itself */
-            char *n = in->n == 1 ? xstrdup("e->B") : xasprintf("e->B * %lld", (long long)in->n);
-            buf_printf(&call, "rt_launch(e, \"%s\", %s, %s, %d, (void *[]){", gpu, cpu, n,
-                       k.n + !!in->fp8_fold);
-            free(n);
-            for (int j = 0; j < k.n; j++)
-                buf_printf(&call, "%s&%s", j ? ", " : "", k.t[j]->name);
-            if (in->fp8_fold)   /* fp8-mixed: the slot it folds a maximum into (GPU only) */
-                buf_printf(&call, "%s&(unsigned *){rt_fp8_amax_slot(e, %d)}", k.n ? ", " : "",
-                           in->fp8_fold - 1);
-            buf_puts(&call, "});");
-            buf_wrapped(b, "    ", call.s);
-            free(call.s);
-            free(k.t);
-            free(k.w);
-        } else {
-            if (cuda_fp8_pair_first(p, i, to)) {
-                char *pair = xasprintf("rt_fp8_dy_pair(e, %s);", in->args[6].t->name);
-                buf_wrapped(b, "    ", pair);
-                free(pair);
-            }
-            if (in->fp8_a || in->fp8_b || in->fp8_out) {   /* fp8-mixed: the maxima's slots */
-                char *use = xasprintf("rt_fp8_amax_use(e, %d, %d, %d);", in->fp8_a - 1,
-                                      in->fp8_b - 1, in->fp8_out - 1);
-                buf_wrapped(b, "    ", use);
-                free(use);
-            }
-            char *call = call_text(in);
-            buf_wrapped(b, "    ", call);
-            free(call);
-        }
+        instr_label(b, p, in, i);
+        if (in->kind == I_EW)
+            ew_launch(b, p, in);
+        else
+            runtime_call(b, p, in, i, to);
     }
     buf_puts(b, "}\n\n");
     free(u.t);

@@ -910,12 +910,9 @@ int rt_ckpt_configs(const char *ck, char ***spec, int *n_spec, char ***run, int 
     return 0;
 }
 
-void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
-                  float *params, float *layer_state, float *state, rt_state_part part,
-                  char *const *lines, int nlines)
+/* The checkpoint's origin: its format, the model that wrote it, the number of ranks. */
+static void check_origin(const cJSON *j, const char *ck, const char *f, const rt_model *m)
 {
-    char f[RT_PATH_MAX + 64];
-    cJSON *j = read_state(ck, f, sizeof f);
     const cJSON *ver = cJSON_GetObjectItemCaseSensitive(j, "trainc_checkpoint");
     if (!cJSON_IsNumber(ver) || ver->valuedouble != 1)
         rt_input_error("%s: %s; this trainer reads checkpoints of format 1", f,
@@ -948,48 +945,45 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                            nr->valuedouble);
         exit(RT_EXIT_INPUT);
     }
-    /* the training config: every field that changes the numbers must match */
-    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "train");
-    if (!cJSON_IsArray(tl))
-        rt_input_error("%s: missing field 'train'", f);
-    char diffs[1024] = "";
-    int nd = 0, es_changed = 0;   /* es_changed: an early_stopping line differs */
+}
+
+/* One training config line that differs, added to the list of them. */
+static void add_diff(char *diffs, size_t n, int *nd, const char *key, const char *then,
+                     const char *now)
+{
+    size_t used = strlen(diffs);
+    snprintf(diffs + used, n - used, "\n  %s: checkpoint %s, now %s", key, then ? then : "(absent)",
+             now ? now : "(absent)");
+    (*nd)++;
+}
+
+/* The training config's lines then (tl, the checkpoint's) and now: every field that
+ * changes the numbers must match. Whether an early_stopping line differs. */
+static int check_train(const cJSON *tl, const char *ck, const char *f, char *const *lines,
+                       int nlines)
+{
+    char diffs[1024] = "", key[256];
+    int nd = 0, es_changed = 0;
     const cJSON *it;
     cJSON_ArrayForEach(it, tl) {
-        if (!cJSON_IsString(it))
-            rt_input_error("%s: bad field 'train'", f);
-        const char *eq = strchr(it->valuestring, '=');
+        const char *eq = cJSON_IsString(it) ? strchr(it->valuestring, '=') : NULL;
         if (!eq)
-            rt_input_error("%s: bad line in 'train'", f);
+            rt_input_error("%s: bad %s 'train'", f, cJSON_IsString(it) ? "line in" : "field");
         size_t kl = (size_t)(eq - it->valuestring);
-        char key[256];
         snprintf(key, sizeof key, "%.*s", (int)kl, it->valuestring);
         const char *now = line_value(lines, nlines, key, kl);
         int differs = !now || strcmp(now, eq + 1);
         es_changed |= differs && !strncmp(key, "early_stopping", 14);
-        if (may_differ(key))
-            continue;
-        if (differs) {
-            nd++;
-            size_t used = strlen(diffs);
-            snprintf(diffs + used, sizeof diffs - used, "\n  %s: checkpoint %s, now %s", key, eq + 1,
-                     now ? now : "(absent)");
-        }
+        if (differs && !may_differ(key))
+            add_diff(diffs, sizeof diffs, &nd, key, eq + 1, now);
     }
     for (int i = 0; i < nlines; i++) {
         const char *eq = strchr(lines[i], '=');
-        size_t kl = (size_t)(eq - lines[i]);
-        char key[256];
-        snprintf(key, sizeof key, "%.*s", (int)kl, lines[i]);
+        snprintf(key, sizeof key, "%.*s", (int)(eq - lines[i]), lines[i]);
         int found = array_value(tl, key) != NULL;
         es_changed |= !found && !strncmp(key, "early_stopping", 14);
-        if (may_differ(key))
-            continue;
-        if (!found) {
-            nd++;
-            size_t used = strlen(diffs);
-            snprintf(diffs + used, sizeof diffs - used, "\n  %s: checkpoint (absent), now %s", key, eq + 1);
-        }
+        if (!found && !may_differ(key))
+            add_diff(diffs, sizeof diffs, &nd, key, NULL, eq + 1);
     }
     if (nd)
         rt_input_error("%s: this checkpoint was made with a different training spec; %d field%s "
@@ -1011,17 +1005,31 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                        "would by %s (early_stopping's monitor and mode, or val_loss and min "
                        "without early stopping): they cannot change on resume", ck, then_mon,
                        now_mon);
-    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(j, "loop");
+    return es_changed;
+}
+
+/* A field of the loop state that checkpoints written before it was recorded lack: dflt. */
+static int64_t opt_int(const cJSON *ls, const char *k, const char *f, int64_t dflt)
+{
+    return cJSON_GetObjectItemCaseSensitive(ls, k) ? get_int(ls, k, f) : dflt;
+}
+static double opt_num(const cJSON *ls, const char *k, const char *f, double dflt)
+{
+    return cJSON_GetObjectItemCaseSensitive(ls, k) ? get_num(ls, k, f) : dflt;
+}
+
+/* The loop's counters and values (ls: the checkpoint's "loop"); es_changed: an
+ * early_stopping setting differs now. */
+static void read_loop(const cJSON *ls, const char *f, rt_loop_state *s, int es_changed)
+{
     if (!cJSON_IsObject(ls))
         rt_input_error("%s: missing field 'loop'", f);
 #define X(fld) s->fld = get_int(ls, #fld, f);
     LOOP_INTS(X)
 #undef X
     /* (checkpoints written before it was recorded do not have it: not stopped) */
-    s->es_stopped =
-        cJSON_GetObjectItemCaseSensitive(ls, "es_stopped") ? get_int(ls, "es_stopped", f) : 0;
-    s->es_pending =
-        cJSON_GetObjectItemCaseSensitive(ls, "es_pending") ? get_int(ls, "es_pending", f) : 0;
+    s->es_stopped = opt_int(ls, "es_stopped", f, 0);
+    s->es_pending = opt_int(ls, "es_pending", f, 0);
     if (s->es_pending && es_changed)
         s->es_pending = 0;   /* (as es_stopped below: the next check decides again) */
     if (s->es_stopped && es_changed) {
@@ -1033,8 +1041,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
                     "settings differ now, so training goes on (the checks without an "
                     "improvement so far count)\n", (long long)s->step);
     }
-    s->data_rows =
-        cJSON_GetObjectItemCaseSensitive(ls, "data_rows") ? get_int(ls, "data_rows", f) : 0;
+    s->data_rows = opt_int(ls, "data_rows", f, 0);
     const cJSON *fp = cJSON_GetObjectItemCaseSensitive(ls, "data_fingerprint");
     s->data_fp = 0;
     if (fp) {
@@ -1046,13 +1053,24 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
 #define X(fld) s->fld = get_num(ls, #fld, f);
     LOOP_REALS(X)
 #undef X
-    s->log_g_loss =
-        cJSON_GetObjectItemCaseSensitive(ls, "log_g_loss") ? get_num(ls, "log_g_loss", f) : 0;
-    s->loss_scale_d = cJSON_GetObjectItemCaseSensitive(ls, "loss_scale_d")
-                          ? get_num(ls, "loss_scale_d", f) : s->loss_scale;
-    s->scale_growth_d = cJSON_GetObjectItemCaseSensitive(ls, "scale_growth_d")
-                            ? get_int(ls, "scale_growth_d", f) : 0;
-    s->skipped_d = cJSON_GetObjectItemCaseSensitive(ls, "skipped_d") ? get_int(ls, "skipped_d", f) : 0;
+    s->log_g_loss = opt_num(ls, "log_g_loss", f, 0);
+    s->loss_scale_d = opt_num(ls, "loss_scale_d", f, s->loss_scale);
+    s->scale_growth_d = opt_int(ls, "scale_growth_d", f, 0);
+    s->skipped_d = opt_int(ls, "skipped_d", f, 0);
+}
+
+void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, rt_loop_state *s,
+                  float *params, float *layer_state, float *state, rt_state_part part,
+                  char *const *lines, int nlines)
+{
+    char f[RT_PATH_MAX + 64];
+    cJSON *j = read_state(ck, f, sizeof f);
+    check_origin(j, ck, f, m);
+    const cJSON *tl = cJSON_GetObjectItemCaseSensitive(j, "train");
+    if (!cJSON_IsArray(tl))
+        rt_input_error("%s: missing field 'train'", f);
+    int es_changed = check_train(tl, ck, f, lines, nlines);
+    read_loop(cJSON_GetObjectItemCaseSensitive(j, "loop"), f, s, es_changed);
     cJSON_Delete(j);
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);

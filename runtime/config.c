@@ -595,25 +595,52 @@ static int is_null(const char *v) { return !strcmp(v, "null"); }
 static void reset_prefix(rt_train_config *c, const char *prefix, const char *keep1,
                          const char *keep2);
 
+/* null into a nullable field: 0, or -1 where null means nothing for its type. */
+static int set_null(rt_train_config *c, const Field *f)
+{
+    switch (f->type) {
+    case F_INT: *AT(c, f, int64_t) = -1; return 0;
+    case F_REAL: case F_DURATION: *AT(c, f, double) = NAN; return 0;
+    case F_PATH: memset(AT(c, f, char), 0, RT_PATH_MAX); return 0;
+    case F_SECTION:
+        /* disabled: the subkeys go back to their defaults, so a disabled section
+         * dumps as one line and still round-trips exactly */
+        *AT(c, f, int) = 0;
+        reset_prefix(c, f->key, NULL, NULL);
+        return 0;
+    }
+    return -1;
+}
+
+/* "X,Y" (two reals in the field's range) into a pair field: 0, or -1. */
+static int set_pair(rt_train_config *c, const Field *f, const char *v)
+{
+    const char *comma = strchr(v, ',');
+    char a[64], b[64];
+    if (!comma || strchr(comma + 1, ',') || (size_t)(comma - v) >= sizeof a ||
+        strlen(comma + 1) >= sizeof b)
+        return -1;
+    snprintf(a, sizeof a, "%.*s", (int)(comma - v), v);
+    const char *pb = comma + 1;
+    while (*pb == ' ')
+        pb++;     /* "0.9, 0.999" on a command line */
+    snprintf(b, sizeof b, "%s", pb);
+    double x, y;
+    if (parse_real(a, &x) || parse_real(b, &y) || !in_range(x, f->range) || !in_range(y, f->range))
+        return -1;
+    *AT(c, f, double) = x;
+    *(double *)((char *)c + f->off2) = y;
+    return 0;
+}
+
 /* Parses v into the field; no side effects on other fields except a section reset. */
 static int set_field(rt_train_config *c, const Field *f, int jtype, const char *v, char *err,
                      size_t errlen)
 {
     if (!type_ok(f, jtype))
         return bad_value(f, jtype, v, err, errlen);
-    if (is_null(v) && f->nullable && f->type != F_DATA) {
-        switch (f->type) {
-        case F_INT: *AT(c, f, int64_t) = -1; return 0;
-        case F_REAL: case F_DURATION: *AT(c, f, double) = NAN; return 0;
-        case F_PATH: memset(AT(c, f, char), 0, RT_PATH_MAX); return 0;
-        case F_SECTION:
-            /* disabled: the subkeys go back to their defaults, so a disabled section
-             * dumps as one line and still round-trips exactly */
-            *AT(c, f, int) = 0;
-            reset_prefix(c, f->key, NULL, NULL);
-            return 0;
-        }
-    }
+    if (is_null(v) && f->nullable && f->type != F_DATA && set_null(c, f) == 0)
+        return 0;
     switch (f->type) {
     case F_DATA:
         if (!is_null(v))
@@ -661,25 +688,8 @@ static int set_field(rt_train_config *c, const Field *f, int jtype, const char *
         *AT(c, f, double) = x;
         return 0;
     }
-    case F_PAIR: {
-        const char *comma = strchr(v, ',');
-        char a[64], b[64];
-        if (!comma || strchr(comma + 1, ',') || (size_t)(comma - v) >= sizeof a ||
-            strlen(comma + 1) >= sizeof b)
-            return bad_value(f, jtype, v, err, errlen);
-        snprintf(a, sizeof a, "%.*s", (int)(comma - v), v);
-        const char *pb = comma + 1;
-        while (*pb == ' ')
-            pb++;     /* "0.9, 0.999" on a command line */
-        snprintf(b, sizeof b, "%s", pb);
-        double x, y;
-        if (parse_real(a, &x) || parse_real(b, &y) || !in_range(x, f->range) ||
-            !in_range(y, f->range))
-            return bad_value(f, jtype, v, err, errlen);
-        *AT(c, f, double) = x;
-        *(double *)((char *)c + f->off2) = y;
-        return 0;
-    }
+    case F_PAIR:
+        return set_pair(c, f, v) == 0 ? 0 : bad_value(f, jtype, v, err, errlen);
     case F_PATH: {
         size_t n = strlen(v);
         if (n == 0 || n >= RT_PATH_MAX || strchr(v, '\n'))

@@ -292,6 +292,24 @@ set -e
 [ $rc -eq 1 ] && grep -q "optimizer.lr" "$d/refuse.err" || { echo "FAIL refuse: rc=$rc"; cat "$d/refuse.err"; exit 1; }
 echo "ok   refuse a different training spec"
 
+# a field the checkpoint lacks (one written before the field was recorded, its seal
+# removed as a hand edit would) is a difference too, named as absent there
+rm -rf "$d/absent"; cp -r "$d/shuffle_dropout.cut" "$d/absent"
+python3 - "$d/absent/checkpoints/step_00000400/state.json" <<'EOF_PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+j['train'] = [l for l in j['train'] if not l.startswith('optimizer.eps=')]
+del j['state_xxh64']
+json.dump(j, open(sys.argv[1], 'w'), indent=1)
+EOF_PY
+set +e
+"$d/trainer" --resume "$d/absent" --quiet 2>"$d/absent.err"
+rc=$?
+set -e
+[ $rc -eq 1 ] && grep -q "optimizer.eps: checkpoint (absent), now 1e-08" "$d/absent.err" ||
+    { echo "FAIL refuse absent: rc=$rc"; cat "$d/absent.err"; exit 1; }
+echo "ok   refuse a checkpoint without a field the training spec has"
+
 # --resume DIR alone under an edited spec (trainc run): the run's --set options hold
 # (optimizer.lr, max_steps), the spec's edit (log_every 50 -> 5) takes effect
 cp "$d/mlp_dropout.json" "$d/edit.json"
