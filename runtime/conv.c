@@ -133,6 +133,8 @@ void rt_conv_fwd(rt_exec *e, const float *x, const float *w, float *col, float *
 {
     if (e->dev && RT_GPU(e)->conv_direct_fwd(e, x, w, yt, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
+    if (rt_conv_direct_fwd(e, x, w, yt, B, C, H, W, k, s, pad, OH, OW, Cout))
+        return;   /* the CPU's direct path (conv_direct.c) */
     conv_job j = conv_cut(x, w, NULL, col, yt, B, C, H, W, k, s, pad, OH, OW, Cout);
     if (!e->dev && conv_tasks_run(&j)) {
         rt_pool_run(e->rt, j.tasks, 1, fwd_tasks, &j);
@@ -171,6 +173,8 @@ void rt_conv_bwd_data(rt_exec *e, const float *w, const float *dyt, float *dcol,
                       int64_t pad, int64_t OH, int64_t OW, int64_t Cout)
 {
     if (e->dev && RT_GPU(e)->conv_igemm_dx(e, w, dyt, dx, B, C, H, W, k, s, pad, OH, OW, Cout))
+        return;
+    if (rt_conv_direct_dx(e, w, dyt, dx, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
     conv_job j = conv_cut(NULL, w, dyt, dcol, dx, B, C, H, W, k, s, pad, OH, OW, Cout);
     if (!e->dev && conv_tasks_run(&j)) {

@@ -161,7 +161,7 @@ check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtim
 check unit/io             --after=unit/build_io $T/test_io
 check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
 check unit/half           --after=unit/build_half $T/test_half
-check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/conv.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
+check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/conv.c runtime/conv_direct.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
 check unit/kernels        --after=unit/build_kernels $T/test_kernels
 check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
 check unit/attention      --after=unit/build_attention $T/test_attention

@@ -1,0 +1,191 @@
+/* conv_direct.c: conv2d with stride 1 on the CPU as a direct convolution, without
+ * columns, where the CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it
+ * off). It serves the forward product (x -> yt) and the input gradient (dyt -> dx, the
+ * same product of dY padded by k - 1 - pad with the kernel flipped and its channels
+ * swapped), for output channels in multiples of 16.
+ *
+ * A task is one image: its input channels copied once into a zero-padded buffer, then
+ * for each block of 16 output channels, each output row, each run of up to 8 outputs
+ * of the row: 8 accumulators of 16 channels (one AVX-512 register each), a fused
+ * multiply-add for every input channel, kernel row and column, the input value
+ * broadcast and the 16 channels' weights loaded once for the 8. The weights are first
+ * laid out as [block][in][ki][kj][16] (conv_direct_pack). Each output is one thread's
+ * sum in a fixed order (input channel, ki, kj), so any number of threads gives the
+ * same bits. im2col with OpenBLAS wrote every input value k*k times into columns and
+ * its GEMM packed them again: most of a ResNet's CPU step (bench/RESULTS.md). */
+#define _GNU_SOURCE
+#include <immintrin.h>
+#include <stdlib.h>
+#include <string.h>
+#include "rt.h"
+
+#define DIRECT_CO 16   /* output channels a block: one register */
+#define DIRECT_RUN 8   /* outputs of a row a run */
+#define DIRECT_BLOCKS 2   /* blocks of 16 channels a run: 16 accumulators */
+
+typedef struct {
+    const float *in, *wp;      /* input; weights as [Cout/16][Cin][k][k][16] */
+    float *out;
+    int64_t Cin, Cout, H, W, k, pad, OH, OW;
+    int64_t in_img, in_ch;     /* strides of an image and a channel plane (floats) */
+    int64_t out_img, out_ch;
+} direct_job;
+
+int rt_conv_direct_cpu(void)
+{
+    static int ok = -1;
+    if (ok < 0) {
+        const char *env = getenv("TRAINC_CONV_DIRECT");
+        __builtin_cpu_init();
+        ok = !(env && !strcmp(env, "0")) && __builtin_cpu_supports("avx512f");
+    }
+    return ok;
+}
+
+/* w [Cout][Cin][k][k] as [Cout/16][Cin][k][k][16]; flip: the input gradient's kernel,
+ * w [Cin'][Cout'][k][k] read as [Cout'][Cin'] turned by 180 degrees. */
+static void pack_weights(const float *w, float *wp, int64_t Cout, int64_t Cin, int64_t k, int flip)
+{
+    int64_t kk = k * k;
+    for (int64_t co = 0; co < Cout; co++)
+        for (int64_t ci = 0; ci < Cin; ci++)
+            for (int64_t t = 0; t < kk; t++) {
+                float v = flip ? w[(ci * Cout + co) * kk + (kk - 1 - t)] : w[(co * Cin + ci) * kk + t];
+                wp[(((co / DIRECT_CO) * Cin + ci) * kk + t) * DIRECT_CO + co % DIRECT_CO] = v;
+            }
+}
+
+/* One image's input channels into xp, [Cin][PH][PW] with pad zeros around. */
+static void pad_image(const direct_job *j, const float *x, float *xp)
+{
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
+    memset(xp, 0, (size_t)(j->Cin * PH * PW) * sizeof(float));
+    for (int64_t ci = 0; ci < j->Cin; ci++)
+        for (int64_t h = 0; h < j->H; h++)
+            memcpy(xp + (ci * PH + h + j->pad) * PW + j->pad, x + ci * j->in_ch + h * j->W,
+                   (size_t)j->W * sizeof(float));
+}
+
+/* n outputs of row oh from ow0, nb blocks of 16 channels (weights wb: [nb][Cin][k][k]
+ * [16], blocks wstride floats apart), into tile [nb][n][16]; n and nb constants where
+ * it is inlined */
+__attribute__((target("avx512f"), always_inline)) static inline void
+run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t oh,
+            int64_t ow0, int n, int nb, float *tile)
+{
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, k = j->k;
+    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            acc[b][i] = _mm512_setzero_ps();
+    for (int64_t ci = 0; ci < j->Cin; ci++)
+        for (int64_t ki = 0; ki < k; ki++) {
+            const float *r = xp + (ci * PH + oh + ki) * PW + ow0;
+            const float *wv = wb + (ci * k + ki) * k * DIRECT_CO;
+            for (int64_t kj = 0; kj < k; kj++) {
+                __m512 w[DIRECT_BLOCKS];
+                for (int b = 0; b < nb; b++)
+                    w[b] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
+                for (int i = 0; i < n; i++) {
+                    __m512 v = _mm512_set1_ps(r[i + kj]);
+                    for (int b = 0; b < nb; b++)
+                        acc[b][i] = _mm512_fmadd_ps(v, w[b], acc[b][i]);
+                }
+            }
+        }
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+}
+
+#define RUN_N(n)                                                                             \
+    __attribute__((target("avx512f"))) static void run_##n(const direct_job *j,              \
+        const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
+        float *tile)                                                                         \
+    {                                                                                        \
+        if (nb == 2)                                                                         \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, tile);                                 \
+        else                                                                                 \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, tile);                                 \
+    }
+RUN_N(1) RUN_N(2) RUN_N(3) RUN_N(4) RUN_N(5) RUN_N(6) RUN_N(7) RUN_N(8)
+typedef void run_fn(const direct_job *, const float *, const float *, int64_t, int64_t, int64_t,
+                    int, float *);
+static run_fn *const runs[DIRECT_RUN + 1] = {NULL, run_1, run_2, run_3, run_4,
+                                             run_5, run_6, run_7, run_8};
+
+/* Images [lo, hi): every output of each */
+static void direct_images(void *ctx, int64_t lo, int64_t hi)
+{
+    const direct_job *j = ctx;
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
+    float *xp = malloc((size_t)(j->Cin * PH * PW) * sizeof(float));
+    if (!xp)
+        rt_fail("out of memory");
+    float tile[DIRECT_BLOCKS * DIRECT_RUN * DIRECT_CO];
+    int64_t ws = j->Cin * j->k * j->k * DIRECT_CO, blocks = j->Cout / DIRECT_CO;
+    int64_t nruns = (j->OW + DIRECT_RUN - 1) / DIRECT_RUN;
+    int n;
+    for (int64_t b = lo; b < hi; b++) {
+        pad_image(j, j->in + b * j->in_img, xp);
+        for (int64_t cb = 0; cb < blocks; cb += DIRECT_BLOCKS) {
+            int nb = blocks - cb < DIRECT_BLOCKS ? (int)(blocks - cb) : DIRECT_BLOCKS;
+            float *o = j->out + cb * DIRECT_CO * j->out_ch + b * j->out_img;
+            for (int64_t oh = 0; oh < j->OH; oh++)
+                for (int64_t r = 0, ow = 0; r < nruns; r++, ow += n) {
+                    /* the row's runs differ in length by at most one (14: 7 + 7) */
+                    n = (int)((r + 1) * j->OW / nruns - ow);
+                    runs[n](j, xp, j->wp + cb * ws, ws, oh, ow, nb, tile);
+                    for (int l = 0; l < nb * DIRECT_CO; l++)
+                        for (int i = 0; i < n; i++)
+                            o[l * j->out_ch + oh * j->OW + ow + i] =
+                                tile[((l / DIRECT_CO) * n + i) * DIRECT_CO + l % DIRECT_CO];
+                }
+        }
+    }
+    free(xp);
+}
+
+static void run_job(rt_exec *e, direct_job *j, const float *w, int flip, int64_t B)
+{
+    size_t n = (size_t)(j->Cout * j->Cin * j->k * j->k);
+    float *wp = (float *)rt_pool_scratch(e->rt, (n + 1) / 2);
+    pack_weights(w, wp, j->Cout, j->Cin, j->k, flip);
+    j->wp = wp;
+    rt_pool_run(e->rt, B, 1, direct_images, j);
+}
+
+/* Whether the direct path takes this shape: stride 1, output channels in blocks of 16,
+ * an image's padded input within 4 MiB. */
+static int direct_fits(int64_t Cin, int64_t Cout, int64_t H, int64_t W, int64_t pad, int64_t k)
+{
+    return rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k &&
+           Cin * (H + 2 * pad) * (W + 2 * pad) <= (1 << 20);
+}
+
+int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B, int64_t C,
+                       int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                       int64_t OW, int64_t Cout)
+{
+    if (e->dev || !e->rt || s != 1 || !direct_fits(C, Cout, H, W, pad, k))
+        return 0;
+    direct_job j = {x, NULL, yt, C, Cout, H, W, k, pad, OH, OW,
+                    C * H * W, H * W, OH * OW, B * OH * OW};
+    run_job(e, &j, w, 0, B);
+    return 1;
+}
+
+int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
+                      int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
+                      int64_t OH, int64_t OW, int64_t Cout)
+{
+    /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
+     * channels in, C out; dyt is [Cout, B, OH*OW] */
+    int64_t p = k - 1 - pad;
+    if (e->dev || !e->rt || s != 1 || p < 0 || !direct_fits(Cout, C, OH, OW, p, k))
+        return 0;
+    direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, p, H, W,
+                    OH * OW, B * OH * OW, C * H * W, H * W};
+    run_job(e, &j, w, 1, B);
+    return 1;
+}
