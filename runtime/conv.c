@@ -153,6 +153,8 @@ void rt_conv_bwd_weight(rt_exec *e, const float *x, const float *dyt, float *col
         return;   /* a frozen layer's (the compiler emits none; NULL means not wanted) */
     if (e->dev && RT_GPU(e)->conv_direct_dw(e, x, dyt, dw, B, C, H, W, k, s, pad, OH, OW, Cout))
         return;
+    if (rt_conv_direct_dw(e, x, dyt, dw, B, C, H, W, k, s, pad, OH, OW, Cout))
+        return;
     conv_job j = conv_cut(x, NULL, dyt, col, dw, B, C, H, W, k, s, pad, OH, OW, Cout);
     int64_t wn = Cout * C * k * k;
     j.groups = j.tasks < CONV_GROUPS ? j.tasks : CONV_GROUPS;

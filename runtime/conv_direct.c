@@ -2,7 +2,8 @@
  * columns, where the CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it
  * off). It serves the forward product (x -> yt) and the input gradient (dyt -> dx, the
  * same product of dY padded by k - 1 - pad with the kernel flipped and its channels
- * swapped), for output channels in multiples of 16.
+ * swapped), for output channels in multiples of 16; and, for 3x3 kernels, the weight
+ * gradient (dw_direct below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
  * for each block of 16 output channels, each output row, each run of up to 8 outputs
@@ -187,5 +188,133 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, p, H, W,
                     OH * OW, B * OH * OW, C * H * W, H * W};
     run_job(e, &j, w, 1, B);
+    return 1;
+}
+
+/* ---- the weight gradient (3x3) -------------------------------------------------------
+ * dW[co][ci][ki][kj] += the sum over images and output positions of dY[co] times the
+ * input at (ci, oh + ki, ow + kj). The batch is cut into DW_GROUPS groups of whole
+ * images by the shapes alone; a group's images add into its partial one after another
+ * (16 output channels by the 9 taps of 2 input channels, 18 registers, summed over an
+ * image's positions, then added in), and the partials are added in group order: the
+ * same bits on any number of threads. dY is [Cout, B, OH*OW]: each image's is first laid
+ * out as [Cout/16][OH*OW][16], so a position's 16 channels are one load. */
+#define DW_GROUPS 32
+#define DW_PART_BYTES (16 << 20)
+
+typedef struct {
+    direct_job g;              /* in: x; Cin, Cout, H, W, pad, OH, OW; out: dw */
+    const float *dyt;
+    float *part;               /* [groups][Cout/16][Cin*9][16] */
+    int64_t B, groups;
+} dw_job;
+
+/* part [Cin*9][16] += image's sums for channels ci0 .. ci0 + nc (dyi: [OH*OW][16]) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int nc, float *part)
+{
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
+    __m512 acc[2][9];
+    for (int c = 0; c < nc; c++)
+        for (int t = 0; t < 9; t++)
+            acc[c][t] = _mm512_setzero_ps();
+    for (int64_t oh = 0; oh < j->OH; oh++) {
+        const float *r[2][3];
+        for (int c = 0; c < nc; c++)
+            for (int ki = 0; ki < 3; ki++)
+                r[c][ki] = xp + ((ci0 + c) * PH + oh + ki) * PW;
+        for (int64_t ow = 0; ow < j->OW; ow++) {
+            __m512 v = _mm512_loadu_ps(dyi + (oh * j->OW + ow) * DIRECT_CO);
+            for (int c = 0; c < nc; c++)
+                for (int ki = 0; ki < 3; ki++)
+                    for (int kj = 0; kj < 3; kj++)
+                        acc[c][ki * 3 + kj] = _mm512_fmadd_ps(
+                            v, _mm512_set1_ps(r[c][ki][ow + kj]), acc[c][ki * 3 + kj]);
+        }
+    }
+    for (int c = 0; c < nc; c++)
+        for (int t = 0; t < 9; t++) {
+            float *p = part + ((ci0 + c) * 9 + t) * DIRECT_CO;
+            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), acc[c][t]));
+        }
+}
+
+__attribute__((target("avx512f"))) static void dw_taps2(const direct_job *j, const float *xp,
+                                                        const float *dyi, int64_t ci0, float *part)
+{
+    dw_taps(j, xp, dyi, ci0, 2, part);
+}
+__attribute__((target("avx512f"))) static void dw_taps1(const direct_job *j, const float *xp,
+                                                        const float *dyi, int64_t ci0, float *part)
+{
+    dw_taps(j, xp, dyi, ci0, 1, part);
+}
+
+/* image b's dY as [Cout/16][OH*OW][16] */
+static void dy_image(const dw_job *d, int64_t b, float *dyi)
+{
+    int64_t ohw = d->g.OH * d->g.OW;
+    for (int64_t co = 0; co < d->g.Cout; co++) {
+        const float *src = d->dyt + (co * d->B + b) * ohw;
+        float *dst = dyi + (co / DIRECT_CO) * ohw * DIRECT_CO + co % DIRECT_CO;
+        for (int64_t q = 0; q < ohw; q++)
+            dst[q * DIRECT_CO] = src[q];
+    }
+}
+
+/* groups [lo, hi): each group's partial, its images in order */
+static void dw_groups(void *ctx, int64_t lo, int64_t hi)
+{
+    const dw_job *d = ctx;
+    const direct_job *j = &d->g;
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, ohw = j->OH * j->OW;
+    int64_t taps = j->Cin * 9 * DIRECT_CO, n = j->Cout * j->Cin * 9;
+    float *xp = malloc((size_t)(j->Cin * PH * PW + j->Cout * ohw) * sizeof(float));
+    if (!xp)
+        rt_fail("out of memory");
+    float *dyi = xp + j->Cin * PH * PW;
+    for (int64_t g = lo; g < hi; g++) {
+        float *part = d->part + g * n;
+        memset(part, 0, (size_t)n * sizeof(float));
+        for (int64_t b = g * d->B / d->groups; b < (g + 1) * d->B / d->groups; b++) {
+            pad_image(j, j->in + b * j->in_img, xp);
+            dy_image(d, b, dyi);
+            for (int64_t cb = 0; cb < j->Cout / DIRECT_CO; cb++)
+                for (int64_t ci = 0; ci < j->Cin; ci += 2)
+                    (j->Cin - ci >= 2 ? dw_taps2 : dw_taps1)(j, xp, dyi + cb * ohw * DIRECT_CO, ci,
+                                                             part + cb * taps);
+        }
+    }
+    free(xp);
+}
+
+/* dw[i] += the partials' sums for weight i, added in group order */
+static void dw_sum(void *ctx, int64_t lo, int64_t hi)
+{
+    const dw_job *d = ctx;
+    int64_t u_n = d->g.Cin * 9, n = d->g.Cout * u_n;
+    for (int64_t i = lo; i < hi; i++) {
+        int64_t co = i / u_n, u = i % u_n;
+        int64_t at = ((co / DIRECT_CO) * u_n + u) * DIRECT_CO + co % DIRECT_CO;
+        float v = d->part[at];
+        for (int64_t g = 1; g < d->groups; g++)
+            v += d->part[g * n + at];
+        d->g.out[i] += v;
+    }
+}
+
+int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B, int64_t C,
+                      int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                      int64_t OW, int64_t Cout)
+{
+    int64_t groups = B < DW_GROUPS ? B : DW_GROUPS, n = Cout * C * 9;
+    if (e->dev || !e->rt || s != 1 || k != 3 || !direct_fits(C, Cout, H, W, pad, k) ||
+        groups * n * (int64_t)sizeof(float) > DW_PART_BYTES)
+        return 0;
+    dw_job d = {{x, NULL, dw, C, Cout, H, W, k, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
+                NULL, B, groups};
+    d.part = (float *)rt_pool_scratch(e->rt, (size_t)(groups * n + 1) / 2);
+    rt_pool_run(e->rt, groups, 1, dw_groups, &d);
+    rt_pool_run(e->rt, n, rt_grain_for(groups), dw_sum, &d);
     return 1;
 }

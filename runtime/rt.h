@@ -672,6 +672,9 @@ int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, in
 int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, int64_t B,
                       int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad,
                       int64_t OH, int64_t OW, int64_t Cout);
+int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B, int64_t C,
+                      int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
+                      int64_t OW, int64_t Cout);
 void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
                   int64_t *o1);
 /* im2col and col2im of B images ([C*k*k, B*OH*OW] columns) on the calling thread

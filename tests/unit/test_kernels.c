@@ -631,6 +631,8 @@ static const conv3_shape conv3_shapes[] = {
     {2, 16, 6, 11, 5, 1, 2, 16},   /* 5x5, pad 2 */
     {4, 16, 8, 8, 3, 1, 0, 16},    /* no padding: dx pads dY by 2 */
     {3, 3, 20, 20, 3, 1, 1, 16},   /* 3 input channels: the forward direct, dx not */
+    {4, 16, 9, 9, 3, 2, 1, 32},    /* stride 2: the forward and dW direct, dx not */
+    {3, 3, 15, 15, 3, 2, 1, 16},   /* stride 2, an odd count of input channels */
 };
 
 /* out = x's correlation with w at every (b, co, oh, ow); dw = dw0 + the sums; dx alike */
