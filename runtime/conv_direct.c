@@ -1,9 +1,9 @@
-/* conv_direct.c: conv2d with stride 1 on the CPU as a direct convolution, without
- * columns, where the CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it
- * off). It serves the forward product (x -> yt) and the input gradient (dyt -> dx, the
- * same product of dY padded by k - 1 - pad with the kernel flipped and its channels
- * swapped), for output channels in multiples of 16; and, for 3x3 kernels, the weight
- * gradient (dw_direct below).
+/* conv_direct.c: conv2d on the CPU as a direct convolution, without columns, where the
+ * CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it off). It serves the
+ * forward product (x -> yt, stride 1 or 2) and the input gradient (dyt -> dx, stride 1:
+ * the same product of dY padded by k - 1 - pad with the kernel flipped and its channels
+ * swapped), for output channels in multiples of 16; and, for 3x3 kernels of stride 1
+ * or 2, the weight gradient (below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
  * for each block of 16 output channels, each output row, each run of up to 8 outputs
@@ -27,7 +27,7 @@
 typedef struct {
     const float *in, *wp;      /* input; weights as [Cout/16][Cin][k][k][16] */
     float *out;
-    int64_t Cin, Cout, H, W, k, pad, OH, OW;
+    int64_t Cin, Cout, H, W, k, s, pad, OH, OW;   /* s: the stride, 1 or 2 */
     int64_t in_img, in_ch;     /* strides of an image and a channel plane (floats) */
     int64_t out_img, out_ch;
 } direct_job;
@@ -51,7 +51,8 @@ static void pack_weights(const float *w, float *wp, int64_t Cout, int64_t Cin, i
     for (int64_t co = 0; co < Cout; co++)
         for (int64_t ci = 0; ci < Cin; ci++)
             for (int64_t t = 0; t < kk; t++) {
-                float v = flip ? w[(ci * Cout + co) * kk + (kk - 1 - t)] : w[(co * Cin + ci) * kk + t];
+                float v = flip ? w[(ci * Cout + co) * kk + (kk - 1 - t)]
+                               : w[(co * Cin + ci) * kk + t];
                 wp[(((co / DIRECT_CO) * Cin + ci) * kk + t) * DIRECT_CO + co % DIRECT_CO] = v;
             }
 }
@@ -68,11 +69,11 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
 }
 
 /* n outputs of row oh from ow0, nb blocks of 16 channels (weights wb: [nb][Cin][k][k]
- * [16], blocks wstride floats apart), into tile [nb][n][16]; n and nb constants where
- * it is inlined */
+ * [16], blocks wstride floats apart), into tile [nb][n][16]; n, nb and the stride s
+ * constants where it is inlined */
 __attribute__((target("avx512f"), always_inline)) static inline void
 run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t oh,
-            int64_t ow0, int n, int nb, float *tile)
+            int64_t ow0, int n, int nb, int s, float *tile)
 {
     int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, k = j->k;
     __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
@@ -81,14 +82,14 @@ run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstri
             acc[b][i] = _mm512_setzero_ps();
     for (int64_t ci = 0; ci < j->Cin; ci++)
         for (int64_t ki = 0; ki < k; ki++) {
-            const float *r = xp + (ci * PH + oh + ki) * PW + ow0;
+            const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
             const float *wv = wb + (ci * k + ki) * k * DIRECT_CO;
             for (int64_t kj = 0; kj < k; kj++) {
                 __m512 w[DIRECT_BLOCKS];
                 for (int b = 0; b < nb; b++)
                     w[b] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
                 for (int i = 0; i < n; i++) {
-                    __m512 v = _mm512_set1_ps(r[i + kj]);
+                    __m512 v = _mm512_set1_ps(r[i * s + kj]);
                     for (int b = 0; b < nb; b++)
                         acc[b][i] = _mm512_fmadd_ps(v, w[b], acc[b][i]);
                 }
@@ -104,10 +105,14 @@ run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstri
         const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
         float *tile)                                                                         \
     {                                                                                        \
-        if (nb == 2)                                                                         \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, tile);                                 \
+        if (j->s == 2 && nb == 2)                                                            \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, 2, tile);                              \
+        else if (j->s == 2)                                                                  \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, 2, tile);                              \
+        else if (nb == 2)                                                                    \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, 1, tile);                              \
         else                                                                                 \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, tile);                                 \
+            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, 1, tile);                              \
     }
 RUN_N(1) RUN_N(2) RUN_N(3) RUN_N(4) RUN_N(5) RUN_N(6) RUN_N(7) RUN_N(8)
 typedef void run_fn(const direct_job *, const float *, const float *, int64_t, int64_t, int64_t,
@@ -156,8 +161,8 @@ static void run_job(rt_exec *e, direct_job *j, const float *w, int flip, int64_t
     rt_pool_run(e->rt, B, 1, direct_images, j);
 }
 
-/* Whether the direct path takes this shape: stride 1, output channels in blocks of 16,
- * an image's padded input within 4 MiB. */
+/* Whether the direct path takes this shape: output channels in blocks of 16, an
+ * image's padded input within 4 MiB (the stride: each caller's). */
 static int direct_fits(int64_t Cin, int64_t Cout, int64_t H, int64_t W, int64_t pad, int64_t k)
 {
     return rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k &&
@@ -168,9 +173,9 @@ int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, in
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                        int64_t OW, int64_t Cout)
 {
-    if (e->dev || !e->rt || s != 1 || !direct_fits(C, Cout, H, W, pad, k))
+    if (e->dev || !e->rt || (s != 1 && s != 2) || !direct_fits(C, Cout, H, W, pad, k))
         return 0;
-    direct_job j = {x, NULL, yt, C, Cout, H, W, k, pad, OH, OW,
+    direct_job j = {x, NULL, yt, C, Cout, H, W, k, s, pad, OH, OW,
                     C * H * W, H * W, OH * OW, B * OH * OW};
     run_job(e, &j, w, 0, B);
     return 1;
@@ -185,13 +190,13 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     int64_t p = k - 1 - pad;
     if (e->dev || !e->rt || s != 1 || p < 0 || !direct_fits(Cout, C, OH, OW, p, k))
         return 0;
-    direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, p, H, W,
+    direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, 1, p, H, W,
                     OH * OW, B * OH * OW, C * H * W, H * W};
     run_job(e, &j, w, 1, B);
     return 1;
 }
 
-/* ---- the weight gradient (3x3) -------------------------------------------------------
+/* ---- the weight gradient (3x3, stride 1 or 2) ----------------------------------------
  * dW[co][ci][ki][kj] += the sum over images and output positions of dY[co] times the
  * input at (ci, oh + ki, ow + kj). The batch is cut into DW_GROUPS groups of whole
  * images by the shapes alone; a group's images add into its partial one after another
@@ -209,9 +214,11 @@ typedef struct {
     int64_t B, groups;
 } dw_job;
 
-/* part [Cin*9][16] += image's sums for channels ci0 .. ci0 + nc (dyi: [OH*OW][16]) */
+/* part [Cin*9][16] += image's sums for channels ci0 .. ci0 + nc (dyi: [OH*OW][16]); nc
+ * and the stride s constants where it is inlined */
 __attribute__((target("avx512f"), always_inline)) static inline void
-dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int nc, float *part)
+dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int nc, int s,
+        float *part)
 {
     int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
     __m512 acc[2][9];
@@ -222,14 +229,14 @@ dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int
         const float *r[2][3];
         for (int c = 0; c < nc; c++)
             for (int ki = 0; ki < 3; ki++)
-                r[c][ki] = xp + ((ci0 + c) * PH + oh + ki) * PW;
+                r[c][ki] = xp + ((ci0 + c) * PH + oh * s + ki) * PW;
         for (int64_t ow = 0; ow < j->OW; ow++) {
             __m512 v = _mm512_loadu_ps(dyi + (oh * j->OW + ow) * DIRECT_CO);
             for (int c = 0; c < nc; c++)
                 for (int ki = 0; ki < 3; ki++)
                     for (int kj = 0; kj < 3; kj++)
                         acc[c][ki * 3 + kj] = _mm512_fmadd_ps(
-                            v, _mm512_set1_ps(r[c][ki][ow + kj]), acc[c][ki * 3 + kj]);
+                            v, _mm512_set1_ps(r[c][ki][ow * s + kj]), acc[c][ki * 3 + kj]);
         }
     }
     for (int c = 0; c < nc; c++)
@@ -239,15 +246,20 @@ dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int
         }
 }
 
-__attribute__((target("avx512f"))) static void dw_taps2(const direct_job *j, const float *xp,
-                                                        const float *dyi, int64_t ci0, float *part)
+/* channels ci0 and ci0 + 1 where both are (else ci0 alone) */
+__attribute__((target("avx512f"))) static void dw_channels(const direct_job *j, const float *xp,
+                                                           const float *dyi, int64_t ci0,
+                                                           float *part)
 {
-    dw_taps(j, xp, dyi, ci0, 2, part);
-}
-__attribute__((target("avx512f"))) static void dw_taps1(const direct_job *j, const float *xp,
-                                                        const float *dyi, int64_t ci0, float *part)
-{
-    dw_taps(j, xp, dyi, ci0, 1, part);
+    int two = j->Cin - ci0 >= 2;
+    if (j->s == 2 && two)
+        dw_taps(j, xp, dyi, ci0, 2, 2, part);
+    else if (j->s == 2)
+        dw_taps(j, xp, dyi, ci0, 1, 2, part);
+    else if (two)
+        dw_taps(j, xp, dyi, ci0, 2, 1, part);
+    else
+        dw_taps(j, xp, dyi, ci0, 1, 1, part);
 }
 
 /* image b's dY as [Cout/16][OH*OW][16] */
@@ -281,8 +293,7 @@ static void dw_groups(void *ctx, int64_t lo, int64_t hi)
             dy_image(d, b, dyi);
             for (int64_t cb = 0; cb < j->Cout / DIRECT_CO; cb++)
                 for (int64_t ci = 0; ci < j->Cin; ci += 2)
-                    (j->Cin - ci >= 2 ? dw_taps2 : dw_taps1)(j, xp, dyi + cb * ohw * DIRECT_CO, ci,
-                                                             part + cb * taps);
+                    dw_channels(j, xp, dyi + cb * ohw * DIRECT_CO, ci, part + cb * taps);
         }
     }
     free(xp);
@@ -308,10 +319,10 @@ int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, i
                       int64_t OW, int64_t Cout)
 {
     int64_t groups = B < DW_GROUPS ? B : DW_GROUPS, n = Cout * C * 9;
-    if (e->dev || !e->rt || s != 1 || k != 3 || !direct_fits(C, Cout, H, W, pad, k) ||
+    if (e->dev || !e->rt || (s != 1 && s != 2) || k != 3 || !direct_fits(C, Cout, H, W, pad, k) ||
         groups * n * (int64_t)sizeof(float) > DW_PART_BYTES)
         return 0;
-    dw_job d = {{x, NULL, dw, C, Cout, H, W, k, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
+    dw_job d = {{x, NULL, dw, C, Cout, H, W, k, s, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
                 NULL, B, groups};
     d.part = (float *)rt_pool_scratch(e->rt, (size_t)(groups * n + 1) / 2);
     rt_pool_run(e->rt, groups, 1, dw_groups, &d);
