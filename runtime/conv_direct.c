@@ -23,6 +23,7 @@
 #define DIRECT_CO 16   /* output channels a block: one register */
 #define DIRECT_RUN 8   /* outputs of a row a run */
 #define DIRECT_BLOCKS 2   /* blocks of 16 channels a run: 16 accumulators */
+#define DIRECT_PLANE 1024 /* the largest output plane of the forward and dx */
 
 typedef struct {
     const float *in, *wp;      /* input; weights as [Cout/16][Cin][k][k][16] */
@@ -161,19 +162,24 @@ static void run_job(rt_exec *e, direct_job *j, const float *w, int flip, int64_t
     rt_pool_run(e->rt, B, 1, direct_images, j);
 }
 
-/* Whether the direct path takes this shape: output channels in blocks of 16, an
- * image's padded input within 4 MiB (the stride: each caller's). */
-static int direct_fits(int64_t Cin, int64_t Cout, int64_t H, int64_t W, int64_t pad, int64_t k)
+/* Whether the direct path takes this shape (the stride: each caller's): output
+ * channels in blocks of 16, an image's padded input within 4 MiB, and where it beats
+ * im2col and OpenBLAS (bench/conv_cpu.c, one core): a kernel wider than 1x1, at least 8
+ * input channels, and for the forward and the input gradient an output plane of at
+ * most 1024 positions (at 56 x 56 the GEMMs' N is large enough for OpenBLAS to catch
+ * up; the weight gradient stays ahead there). */
+static int direct_fits(int64_t Cin, int64_t Cout, int64_t H, int64_t W, int64_t pad, int64_t k,
+                       int64_t plane)
 {
-    return rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k &&
-           Cin * (H + 2 * pad) * (W + 2 * pad) <= (1 << 20);
+    return rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k && k > 1 && Cin >= 8 &&
+           plane <= DIRECT_PLANE && Cin * (H + 2 * pad) * (W + 2 * pad) <= (1 << 20);
 }
 
 int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B, int64_t C,
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                        int64_t OW, int64_t Cout)
 {
-    if (e->dev || !e->rt || (s != 1 && s != 2) || !direct_fits(C, Cout, H, W, pad, k))
+    if (e->dev || !e->rt || (s != 1 && s != 2) || !direct_fits(C, Cout, H, W, pad, k, OH * OW))
         return 0;
     direct_job j = {x, NULL, yt, C, Cout, H, W, k, s, pad, OH, OW,
                     C * H * W, H * W, OH * OW, B * OH * OW};
@@ -188,7 +194,7 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
      * channels in, C out; dyt is [Cout, B, OH*OW] */
     int64_t p = k - 1 - pad;
-    if (e->dev || !e->rt || s != 1 || p < 0 || !direct_fits(Cout, C, OH, OW, p, k))
+    if (e->dev || !e->rt || s != 1 || p < 0 || !direct_fits(Cout, C, OH, OW, p, k, H * W))
         return 0;
     direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, 1, p, H, W,
                     OH * OW, B * OH * OW, C * H * W, H * W};
@@ -319,8 +325,9 @@ int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, i
                       int64_t OW, int64_t Cout)
 {
     int64_t groups = B < DW_GROUPS ? B : DW_GROUPS, n = Cout * C * 9;
-    if (e->dev || !e->rt || (s != 1 && s != 2) || k != 3 || !direct_fits(C, Cout, H, W, pad, k) ||
-        groups * n * (int64_t)sizeof(float) > DW_PART_BYTES)
+    int64_t part_bytes = groups * n * (int64_t)sizeof(float);
+    if (e->dev || !e->rt || (s != 1 && s != 2) || k != 3 ||
+        !direct_fits(C, Cout, H, W, pad, k, 0) || part_bytes > DW_PART_BYTES)
         return 0;
     dw_job d = {{x, NULL, dw, C, Cout, H, W, k, s, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
                 NULL, B, groups};

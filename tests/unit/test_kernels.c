@@ -630,9 +630,10 @@ static const conv3_shape conv3_shapes[] = {
     {3, 32, 7, 13, 3, 1, 1, 48},   /* blocks 2 + 1, rows of 13 as runs of 7 and 6 */
     {2, 16, 6, 11, 5, 1, 2, 16},   /* 5x5, pad 2 */
     {4, 16, 8, 8, 3, 1, 0, 16},    /* no padding: dx pads dY by 2 */
-    {3, 3, 20, 20, 3, 1, 1, 16},   /* 3 input channels: the forward direct, dx not */
+    {3, 9, 20, 20, 3, 1, 1, 16},   /* 9 input channels: the forward and dW direct, dx not */
     {4, 16, 9, 9, 3, 2, 1, 32},    /* stride 2: the forward and dW direct, dx not */
-    {3, 3, 15, 15, 3, 2, 1, 16},   /* stride 2, an odd count of input channels */
+    {3, 9, 15, 15, 3, 2, 1, 16},   /* stride 2, an odd count of input channels */
+    {2, 16, 33, 33, 3, 1, 1, 16},  /* a plane past 1024: dW direct, the forward and dx not */
 };
 
 /* out = x's correlation with w at every (b, co, oh, ow); dw = dw0 + the sums; dx alike */
