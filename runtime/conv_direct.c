@@ -6,14 +6,16 @@
  * or 2, the weight gradient (below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
- * for each block of 16 output channels, each output row, each run of up to 8 outputs
- * of the row: 8 accumulators of 16 channels (one AVX-512 register each), a fused
- * multiply-add for every input channel, kernel row and column, the input value
- * broadcast and the 16 channels' weights loaded once for the 8. The weights are first
- * laid out as [block][in][ki][kj][16] (conv_direct_pack). Each output is one thread's
- * sum in a fixed order (input channel, ki, kj), so any number of threads gives the
- * same bits. im2col with OpenBLAS wrote every input value k*k times into columns and
- * its GEMM packed them again: most of a ResNet's CPU step (bench/RESULTS.md). */
+ * for each pair of blocks of 16 output channels, each output row, each run of up to 8
+ * outputs of the row: 16 accumulators (2 blocks x 8 outputs, one AVX-512 register
+ * each), a fused multiply-add for every input channel, kernel row and column, the
+ * input value broadcast once for both blocks and each block's weights loaded once for
+ * the 8. The weights are first laid out as [block][in][ki][kj][16] (pack_weights).
+ * Each output is one thread's sum in a fixed order (input channel, ki, kj), so any
+ * number of threads gives the same bits. im2col wrote every input value k*k times into
+ * columns and OpenBLAS packed them again: a third of a ResNet's CPU step, and the
+ * GEMMs on an image's few hundred columns ran at half the speed of these loops
+ * (bench/RESULTS.md, which also has the shapes where im2col wins: direct_fits). */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdlib.h>

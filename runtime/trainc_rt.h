@@ -312,9 +312,9 @@ void rt_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *dw,
  * dw [Cout, C*k*k], yt and dyt [Cout, B*OH*OW], col and dcol [C*k*k, B*OH*OW] (scratch).
  * rt_conv_fwd: yt = w im2col(x); rt_conv_bwd_weight: dw += dyt im2col(x)^T;
  * rt_conv_bwd_data: dx = col2im(w^T dyt) (overwrites dx). On the CPU im2col (col2im)
- * and a GEMM, or for stride 1 with AVX-512 the forward and dx as a direct convolution
- * (runtime/conv_direct.c); on a GPU, for the shapes runtime/cuda_ops.c's rules pick, a
- * direct or implicit-GEMM kernel. The direct kernels leave col and dcol alone. */
+ * and a GEMM, or with AVX-512, for the shapes runtime/conv_direct.c takes, a direct
+ * convolution; on a GPU, for the shapes runtime/cuda_ops.c's rules pick, a direct or
+ * implicit-GEMM kernel. The direct kernels leave col and dcol alone. */
 void rt_conv_fwd(rt_exec *e, const float *x, const float *w, float *col, float *yt, int64_t B,
                  int64_t C, int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                  int64_t OW, int64_t Cout);
