@@ -206,7 +206,7 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
 
 /* ---- the weight gradient (3x3, stride 1 or 2) ----------------------------------------
  * dW[co][ci][ki][kj] += the sum over images and output positions of dY[co] times the
- * input at (ci, oh + ki, ow + kj). The batch is cut into DW_GROUPS groups of whole
+ * input at (ci, oh s + ki, ow s + kj), padded. The batch is cut into DW_GROUPS groups of whole
  * images by the shapes alone; a group's images add into its partial one after another
  * (16 output channels by the 9 taps of 2 input channels, 18 registers, summed over an
  * image's positions, then added in), and the partials are added in group order: the
