@@ -435,8 +435,9 @@ char *build_cuda_image(const char *src, const char *archs, const char *dir)
     /* PTX of the lowest: the driver compiles it for GPUs newer than every cubin */
     jobs[n++] = (Job){.src = src, .arch = xasprintf("compute_%d", lowest)};
     pthread_t th[17];
+    int threads = rt_cpus_usable() / n;   /* each compile's share of the CPUs */
     for (int i = 0; i < n; i++)
-        jobs[i].threads = rt_cpus_usable() / n;
+        jobs[i].threads = threads;
     for (int i = 0; i < n; i++)
         if (pthread_create(&th[i], NULL, compile_job, &jobs[i]) != 0)
             compile_job(&jobs[i]), th[i] = 0;

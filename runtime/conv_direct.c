@@ -164,16 +164,16 @@ static void run_job(rt_exec *e, direct_job *j, const float *w, int flip, int64_t
     rt_pool_run(e->rt, B, 1, direct_images, j);
 }
 
-/* Whether the direct path takes this shape (the stride: each caller's): output
- * channels in blocks of 16, an image's padded input within 4 MiB, and where it beats
+/* Whether the direct path takes this call (the stride: each caller's): on the CPU,
+ * with the pool, output channels in blocks of 16, an image's padded input within 4 MiB, and where it beats
  * im2col and OpenBLAS (bench/conv_cpu.c, one core): a kernel wider than 1x1, at least 8
  * input channels, and for the forward and the input gradient an output plane of at
  * most 1024 positions (at 56 x 56 the GEMMs' N is large enough for OpenBLAS to catch
  * up; the weight gradient stays ahead there). */
-static int direct_fits(int64_t Cin, int64_t Cout, int64_t H, int64_t W, int64_t pad, int64_t k,
-                       int64_t plane)
+static int direct_fits(const rt_exec *e, int64_t Cin, int64_t Cout, int64_t H, int64_t W,
+                       int64_t pad, int64_t k, int64_t plane)
 {
-    return rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k && k > 1 && Cin >= 8 &&
+    return !e->dev && e->rt && rt_conv_direct_cpu() && Cout % DIRECT_CO == 0 && pad < k && k > 1 && Cin >= 8 &&
            plane <= DIRECT_PLANE && Cin * (H + 2 * pad) * (W + 2 * pad) <= (1 << 20);
 }
 
@@ -181,7 +181,7 @@ int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, in
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                        int64_t OW, int64_t Cout)
 {
-    if (e->dev || !e->rt || (s != 1 && s != 2) || !direct_fits(C, Cout, H, W, pad, k, OH * OW))
+    if ((s != 1 && s != 2) || !direct_fits(e, C, Cout, H, W, pad, k, OH * OW))
         return 0;
     direct_job j = {x, NULL, yt, C, Cout, H, W, k, s, pad, OH, OW,
                     C * H * W, H * W, OH * OW, B * OH * OW};
@@ -196,7 +196,7 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
      * channels in, C out; dyt is [Cout, B, OH*OW] */
     int64_t p = k - 1 - pad;
-    if (e->dev || !e->rt || s != 1 || p < 0 || !direct_fits(Cout, C, OH, OW, p, k, H * W))
+    if (s != 1 || p < 0 || !direct_fits(e, Cout, C, OH, OW, p, k, H * W))
         return 0;
     direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, 1, p, H, W,
                     OH * OW, B * OH * OW, C * H * W, H * W};
@@ -328,8 +328,8 @@ int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, i
 {
     int64_t groups = B < DW_GROUPS ? B : DW_GROUPS, n = Cout * C * 9;
     int64_t part_bytes = groups * n * (int64_t)sizeof(float);
-    if (e->dev || !e->rt || (s != 1 && s != 2) || k != 3 ||
-        !direct_fits(C, Cout, H, W, pad, k, 0) || part_bytes > DW_PART_BYTES)
+    if ((s != 1 && s != 2) || k != 3 || !direct_fits(e, C, Cout, H, W, pad, k, 0) ||
+        part_bytes > DW_PART_BYTES)
         return 0;
     dw_job d = {{x, NULL, dw, C, Cout, H, W, k, s, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
                 NULL, B, groups};

@@ -663,8 +663,10 @@ int64_t rt_grain_for(int64_t work_per_item);
 double *rt_pool_scratch(rt_pool *p, size_t n);
 /* A convolution's outputs o in [0, OW) whose input o s - pad + kj lies in [0, W), for
  * kernel offset kj: [*o0, *o1) (kernels.c; the loops over them need no bounds test). */
-/* conv_direct.c: the CPU's direct convolution (stride 1, AVX-512); 1 when it took the
- * call, 0 when the shape or the CPU is not its (then im2col and a GEMM). */
+void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
+                  int64_t *o1);
+/* conv_direct.c: the CPU's direct convolution (AVX-512; the shapes its direct_fits
+ * takes); 1 when it took the call, 0 when not (then im2col and a GEMM). */
 int rt_conv_direct_cpu(void);
 int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B, int64_t C,
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
@@ -675,8 +677,6 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
 int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, int64_t B, int64_t C,
                       int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                       int64_t OW, int64_t Cout);
-void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
-                  int64_t *o1);
 /* im2col and col2im of B images ([C*k*k, B*OH*OW] columns) on the calling thread
  * (kernels.c; rt_im2col and rt_col2im spread the same work over the pool) */
 void rt_im2col_serial(const float *x, float *col, int64_t B, int64_t C, int64_t H, int64_t W,

@@ -625,7 +625,8 @@ static const conv3_shape conv3_shapes[] = {
     {7, 16, 32, 32, 3, 2, 1, 4},   /* stride 2: 4 tasks */
     {200, 4, 20, 20, 3, 1, 1, 3},  /* 34 tasks in 32 partial groups (dW) */
     {40, 5, 16, 16, 1, 2, 0, 7},   /* 1x1 at stride 2: 1 task */
-    /* with AVX-512, runtime/conv_direct.c's forward (out in 16s) and dx (C in 16s) */
+    /* with AVX-512, runtime/conv_direct.c's kernels (its direct_fits: output channels in
+     * 16s, 8 or more input channels, kernels wider than 1x1) */
     {5, 16, 9, 9, 3, 1, 1, 32},    /* forward: two blocks a run; dx: one */
     {3, 32, 7, 13, 3, 1, 1, 48},   /* blocks 2 + 1, rows of 13 as runs of 7 and 6 */
     {2, 16, 6, 11, 5, 1, 2, 16},   /* 5x5, pad 2 */
@@ -670,7 +671,7 @@ static void test_conv_calls(void)
 {
     char nm[160];
     printf("note conv: runtime/conv_direct.c's path is %s\n",
-           rt_conv_direct_cpu() ? "on (AVX-512): the shapes with 16s of channels take it"
+           rt_conv_direct_cpu() ? "on (AVX-512): the shapes its direct_fits takes"
                                 : "off (no AVX-512, or TRAINC_CONV_DIRECT=0)");
     for (size_t si = 0; si < sizeof conv3_shapes / sizeof conv3_shapes[0]; si++) {
         const conv3_shape *c = &conv3_shapes[si];
