@@ -2,9 +2,9 @@
  * twins are in templates/cuda/batchnorm.cuh), PyTorch's BatchNorm1d/2d and, with sync,
  * SyncBatchNorm.
  *
- * x is [B, C, HW]: channel c's values are B runs of HW floats, C * HW apart. One task a
- * channel walks them in order, so every sum has the same bits whatever the thread
- * count. The statistics take one pass: the sum and the sum of squares in double (a
+ * x is [B, C, HW]: channel c's values are B runs of HW floats, C * HW apart. A task
+ * takes whole channels and adds each channel's values image by image, in the same order
+ * whatever the thread count, so every sum has the same bits. The statistics take one pass: the sum and the sum of squares in double (a
  * float's square is exact in double, and the cancellation in sumsq / N - mean^2 costs
  * at most mean^2 / var units of 2^-52); the normalization y = x scale + shift is the
  * generated code's elementwise loop (fused with what follows): this file works out scale
@@ -30,38 +30,150 @@ typedef struct {
 } bn_ctx;
 
 /* The channel sums run in BN_LANES interleaved partial sums (element i of an image plane
- * goes to lane i % BN_LANES), added in lane order at the end: independent additions
- * instead of one chain, in an order fixed by the shape. */
-#define BN_LANES 4
+ * goes to lane i % BN_LANES), added pairwise at the end (lane i with i + 8, then + 4,
+ * + 2, + 1): independent additions
+ * instead of one chain, in an order fixed by the shape. The loops over a channel are
+ * built twice, for the baseline x86-64 and for AVX2 (taken when the CPU has it): the
+ * same operations in the same order (no FMA: -ffp-contract=off), so the same bits. */
+#define BN_LANES 16
 
 static double lanes_sum(const double *l)
 {
-    return (l[0] + l[1]) + (l[2] + l[3]);
+    double h[BN_LANES / 2];
+    for (int w = BN_LANES / 2; w >= 1; w /= 2)
+        for (int i = 0; i < w; i++)
+            h[i] = (w == BN_LANES / 2 ? l[i] + l[i + w] : h[i] + h[i + w]);
+    return h[0];
 }
+
+/* One block of BN_LANES values of channel ch added into its lanes, as BN_LANES / 4
+ * vectors of 4 doubles (lane 4 k + j is element j of vector k); a plane's last,
+ * shorter block is first copied into a block padded with values that add nothing (x: 0;
+ * dy: 0 and x: the mean, so x - mean is 0). */
+typedef float bn_v4f __attribute__((vector_size(16)));
+typedef double bn_v4d __attribute__((vector_size(32)));
+#define BN_VECS (BN_LANES / 4)
+
+static inline __attribute__((always_inline)) bn_v4f ld4f(const float *p)
+{
+    bn_v4f v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* 4 floats as 4 doubles (a macro: a function returning an AVX vector would change the
+ * ABI of the baseline build) */
+#define LD4(p) __builtin_convertvector(ld4f(p), bn_v4d)
+
+static inline __attribute__((always_inline)) void stats_block(const float *x, bn_v4d *s,
+                                                              bn_v4d *q)
+{
+    for (int k = 0; k < BN_VECS; k++) {
+        bn_v4d v = LD4(x + 4 * k);
+        s[k] += v;
+        q[k] += v * v;
+    }
+}
+
+static inline __attribute__((always_inline)) void bwd_block(const float *x, const float *dy,
+                                                            float m, bn_v4d *s, bn_v4d *p)
+{
+    for (int k = 0; k < BN_VECS; k++) {
+        bn_v4d d = LD4(dy + 4 * k);
+        bn_v4f xm = ld4f(x + 4 * k) - m;
+        s[k] += d;
+        p[k] += __builtin_convertvector(xm, bn_v4d) * d;
+    }
+}
+
+/* The tail of a plane: n < BN_LANES values of x, then pad */
+static inline __attribute__((always_inline)) void tail_block(float *t, const float *x, int64_t n,
+                                                             float pad)
+{
+    for (int l = 0; l < BN_LANES; l++)
+        t[l] = l < n ? x[l] : pad;
+}
+
+static double vecs_sum(const bn_v4d *v)
+{
+    double l[BN_LANES];
+    memcpy(l, v, sizeof l);
+    return lanes_sum(l);
+}
+
+/* A task's channels [lo, hi) are walked BN_CHUNK at a time, image by image (each
+ * image's planes of the chunk are consecutive in memory), their lanes kept in the
+ * chunk's arrays: every lane still adds its values in the order of the images. */
+#define BN_CHUNK 16
+
+/* The two sums of one plane of n values (x and, for the backward, dy) into s and q */
+static inline __attribute__((always_inline)) void plane_sums(const float *x, const float *dy,
+                                                             float m, int64_t n, bn_v4d *s,
+                                                             bn_v4d *q)
+{
+    int64_t full = n / BN_LANES * BN_LANES;
+    for (int64_t i = 0; i < full; i += BN_LANES)
+        dy ? bwd_block(x + i, dy + i, m, s, q) : stats_block(x + i, s, q);
+    if (full < n) {
+        float tx[BN_LANES], td[BN_LANES];
+        tail_block(tx, x + full, n - full, dy ? m : 0.0f);
+        if (dy) {
+            tail_block(td, dy + full, n - full, 0.0f);
+            bwd_block(tx, td, m, s, q);
+        } else {
+            stats_block(tx, s, q);
+        }
+    }
+}
+
+#define BN_LOOPS(suffix, attr)                                                               \
+    /* sums[2 ch], sums[2 ch + 1] for channels [lo, hi): (sum x, sum x^2), or with dy       \
+     * (sum dy, sum (x - mean) dy) */                                                        \
+    attr static void chan_sums_##suffix(const bn_ctx *c, const float *dy, int64_t lo,         \
+                                        int64_t hi)                                           \
+    {                                                                                         \
+        bn_v4d s[BN_CHUNK][BN_VECS], q[BN_CHUNK][BN_VECS];                                    \
+        for (int64_t c0 = lo; c0 < hi; c0 += BN_CHUNK) {                                      \
+            int64_t nc = hi - c0 < BN_CHUNK ? hi - c0 : BN_CHUNK;                             \
+            memset(s, 0, sizeof s);                                                           \
+            memset(q, 0, sizeof q);                                                           \
+            for (int64_t b = 0; b < c->B; b++)                                                \
+                for (int64_t u = 0; u < nc; u++) {                                            \
+                    int64_t at = (b * c->C + c0 + u) * c->HW;                                 \
+                    plane_sums(c->x + at, dy ? dy + at : NULL, dy ? c->mean[c0 + u] : 0.0f,   \
+                               c->HW, s[u], q[u]);                                            \
+                }                                                                             \
+            for (int64_t u = 0; u < nc; u++) {                                                \
+                c->sums[2 * (c0 + u)] = vecs_sum(s[u]);                                       \
+                c->sums[2 * (c0 + u) + 1] = vecs_sum(q[u]);                                   \
+            }                                                                                 \
+        }                                                                                     \
+    }                                                                                         \
+    /* dx = (dy - grad_mean - (x - mean) k) rstd w for channels [lo, hi) */                   \
+    attr static void chan_dx_##suffix(const bn_ctx *c, int64_t lo, int64_t hi)                \
+    {                                                                                         \
+        for (int64_t b = 0; b < c->B; b++)                                                    \
+            for (int64_t ch = lo; ch < hi; ch++) {                                            \
+                float m = c->mean[ch], gm = c->gk[2 * ch], k = c->gk[2 * ch + 1];             \
+                float sc = c->rstd[ch] * (c->w ? c->w[ch] : 1.0f);                            \
+                const float *restrict x = c->x + (b * c->C + ch) * c->HW;                     \
+                const float *restrict dy = c->dy + (b * c->C + ch) * c->HW;                   \
+                float *restrict dx = c->dx + (b * c->C + ch) * c->HW;                         \
+                for (int64_t i = 0; i < c->HW; i++)                                           \
+                    dx[i] = (dy[i] - gm - (x[i] - m) * k) * sc;                               \
+            }                                                                                 \
+    }
+BN_LOOPS(base, )
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__TINYC__)
+BN_LOOPS(avx2, __attribute__((target("avx2"))))
+#define BN_LOOP(name) (rt_have_avx2() ? name##_avx2 : name##_base)
+#else
+#define BN_LOOP(name) name##_base
+#endif
 
 static void bn_stats_task(void *ctx, int64_t lo, int64_t hi)
 {
-    const bn_ctx *c = ctx;
-    for (int64_t ch = lo; ch < hi; ch++) {
-        double s[BN_LANES] = {0}, q[BN_LANES] = {0};
-        for (int64_t b = 0; b < c->B; b++) {
-            const float *restrict x = c->x + (b * c->C + ch) * c->HW;
-            int64_t i = 0;
-            for (; i + BN_LANES <= c->HW; i += BN_LANES)
-                for (int l = 0; l < BN_LANES; l++) {
-                    double v = x[i + l];
-                    s[l] += v;
-                    q[l] += v * v;
-                }
-            for (int l = 0; i < c->HW; i++, l++) {
-                double v = x[i];
-                s[l] += v;
-                q[l] += v * v;
-            }
-        }
-        c->sums[2 * ch] = lanes_sum(s);
-        c->sums[2 * ch + 1] = lanes_sum(q);
-    }
+    BN_LOOP(chan_sums)(ctx, NULL, lo, hi);
 }
 
 /* The per-channel sums [C, 2] (and the count, sums[2 C], for the all-reduce), then
@@ -159,47 +271,15 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
                    scale, shift);
 }
 
-/* sums[c] = (sum dy, sum (x - mean) dy) over channel c */
 static void bn_bwd_sums_task(void *ctx, int64_t lo, int64_t hi)
 {
     const bn_ctx *c = ctx;
-    for (int64_t ch = lo; ch < hi; ch++) {
-        float m = c->mean[ch];
-        double s[BN_LANES] = {0}, p[BN_LANES] = {0};
-        for (int64_t b = 0; b < c->B; b++) {
-            const float *restrict x = c->x + (b * c->C + ch) * c->HW;
-            const float *restrict dy = c->dy + (b * c->C + ch) * c->HW;
-            int64_t i = 0;
-            for (; i + BN_LANES <= c->HW; i += BN_LANES)
-                for (int l = 0; l < BN_LANES; l++) {
-                    s[l] += dy[i + l];
-                    p[l] += (double)(x[i + l] - m) * dy[i + l];
-                }
-            for (int l = 0; i < c->HW; i++, l++) {
-                s[l] += dy[i];
-                p[l] += (double)(x[i] - m) * dy[i];
-            }
-        }
-        c->sums[2 * ch] = lanes_sum(s);
-        c->sums[2 * ch + 1] = lanes_sum(p);
-    }
+    BN_LOOP(chan_sums)(c, c->dy, lo, hi);
 }
 
-/* dx = (dy - grad_mean - (x - mean) k) rstd w, alpha = (grad_mean, k) by channel */
 static void bn_dx_task(void *ctx, int64_t lo, int64_t hi)
 {
-    const bn_ctx *c = ctx;
-    for (int64_t ch = lo; ch < hi; ch++) {
-        float m = c->mean[ch], gm = c->gk[2 * ch], k = c->gk[2 * ch + 1];
-        float sc = c->rstd[ch] * (c->w ? c->w[ch] : 1.0f);
-        for (int64_t b = 0; b < c->B; b++) {
-            const float *restrict x = c->x + (b * c->C + ch) * c->HW;
-            const float *restrict dy = c->dy + (b * c->C + ch) * c->HW;
-            float *restrict dx = c->dx + (b * c->C + ch) * c->HW;
-            for (int64_t i = 0; i < c->HW; i++)
-                dx[i] = (dy[i] - gm - (x[i] - m) * k) * sc;
-        }
-    }
+    BN_LOOP(chan_dx)(ctx, lo, hi);
 }
 
 void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
