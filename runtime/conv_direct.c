@@ -2,15 +2,16 @@
  * CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it off). It serves the
  * forward product (x -> yt, stride 1 or 2) and the input gradient (dyt -> dx, stride 1:
  * the same product of dY padded by k - 1 - pad with the kernel flipped and its channels
- * swapped), for output channels in multiples of 16; and, for 3x3 kernels of stride 1
- * or 2, the weight gradient (below).
+ * swapped; 3x3 of stride 2: dx2_outputs), for output channels in multiples of 16; and,
+ * for 3x3 kernels of stride 1 or 2, the weight gradient (below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
  * for each pair of blocks of 16 output channels, each output row, each run of up to 8
  * outputs of the row: 16 accumulators (2 blocks x 8 outputs, one AVX-512 register
  * each), a fused multiply-add for every input channel, kernel row and column, the
  * input value broadcast once for both blocks and each block's weights loaded once for
- * the 8. The weights are first laid out as [block][in][ki][kj][16] (pack_weights).
+ * the 8 (3x3 kernels: run3_outputs, each input value broadcast once for the outputs it
+ * reaches). The weights are first laid out as [block][in][ki][kj][16] (pack_weights).
  * Each output is one thread's sum in a fixed order (input channel, ki, kj), so any
  * number of threads gives the same bits. im2col wrote every input value k*k times into
  * columns and OpenBLAS packed them again: a third of a ResNet's CPU step, and the
@@ -33,6 +34,7 @@ typedef struct {
     int64_t Cin, Cout, H, W, k, s, pad, OH, OW;   /* s: the stride, 1 or 2 */
     int64_t in_img, in_ch;     /* strides of an image and a channel plane (floats) */
     int64_t out_img, out_ch;
+    int dx2;                   /* the input gradient of a 3x3 stride-2 conv (dx2_outputs) */
 } direct_job;
 
 int rt_conv_direct_cpu(void)
@@ -103,12 +105,58 @@ run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstri
             _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
 }
 
+/* run_outputs for 3x3 kernels: for each input channel and kernel row, each block's three
+ * weight vectors loaded once and each input value of the row broadcast once, then
+ * multiplied into every output it reaches. An output's products still arrive in the
+ * order (input channel, ki, kj), so its bits are run_outputs'. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+run3_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t oh,
+             int64_t ow0, int n, int nb, int s, float *tile)
+{
+    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
+    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            acc[b][i] = _mm512_setzero_ps();
+    for (int64_t ci = 0; ci < j->Cin; ci++)
+        for (int64_t ki = 0; ki < 3; ki++) {
+            const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
+            const float *wv = wb + (ci * 3 + ki) * 3 * DIRECT_CO;
+            __m512 w[DIRECT_BLOCKS][3];
+            for (int b = 0; b < nb; b++)
+                for (int kj = 0; kj < 3; kj++)
+                    w[b][kj] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
+#pragma GCC unroll 24
+            for (int x = 0; x < (n - 1) * s + 3; x++) {
+                __m512 v = _mm512_set1_ps(r[x]);
+                for (int kj = 0; kj < 3; kj++) {
+                    int i = (x - kj) / s;
+                    if (x - kj < 0 || (x - kj) % s || i >= n)
+                        continue;
+                    for (int b = 0; b < nb; b++)
+                        acc[b][i] = _mm512_fmadd_ps(v, w[b][kj], acc[b][i]);
+                }
+            }
+        }
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+}
+
 #define RUN_N(n)                                                                             \
     __attribute__((target("avx512f"))) static void run_##n(const direct_job *j,              \
         const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
         float *tile)                                                                         \
     {                                                                                        \
-        if (j->s == 2 && nb == 2)                                                            \
+        if (j->k == 3 && j->s == 2 && nb == 2)                                               \
+            run3_outputs(j, xp, wb, ws, oh, ow0, n, 2, 2, tile);                             \
+        else if (j->k == 3 && j->s == 2)                                                     \
+            run3_outputs(j, xp, wb, ws, oh, ow0, n, 1, 2, tile);                             \
+        else if (j->k == 3 && nb == 2)                                                       \
+            run3_outputs(j, xp, wb, ws, oh, ow0, n, 2, 1, tile);                             \
+        else if (j->k == 3)                                                                  \
+            run3_outputs(j, xp, wb, ws, oh, ow0, n, 1, 1, tile);                             \
+        else if (j->s == 2 && nb == 2)                                                       \
             run_outputs(j, xp, wb, ws, oh, ow0, n, 2, 2, tile);                              \
         else if (j->s == 2)                                                                  \
             run_outputs(j, xp, wb, ws, oh, ow0, n, 1, 2, tile);                              \
@@ -122,6 +170,71 @@ typedef void run_fn(const direct_job *, const float *, const float *, int64_t, i
                     int, float *);
 static run_fn *const runs[DIRECT_RUN + 1] = {NULL, run_1, run_2, run_3, run_4,
                                              run_5, run_6, run_7, run_8};
+
+/* The input gradient of a 3x3 convolution of stride 2 and padding 1, without the zeros
+ * a stride-1 product over dY dilated by 2 would multiply: output (h, w) of dx takes the
+ * taps ki = 1 (h even) or ki = 0 and 2 (h odd), and likewise kj, from dY's row
+ * (h + 1 - ki) / 2 and column (w + 1 - kj) / 2. xp is dY padded by 1 (rows and columns
+ * -1 and OH, OW read as zeros); the weights are packed flipped (tap (2 - ki, 2 - kj)).
+ * A run of n outputs starts at an even w0, so which kj reaches which output is known
+ * when the run is compiled: dY's value at column w0 / 2 + t - 1 goes to output
+ * i = 2 t - 3 + kj. */
+__attribute__((target("avx512f"), always_inline)) static inline void
+dx2_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t h,
+            int64_t w0, int n, int nb, float *tile)
+{
+    int64_t PH = j->H + 2, PW = j->W + 2;
+    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            acc[b][i] = _mm512_setzero_ps();
+    for (int64_t co = 0; co < j->Cin; co++)
+        for (int64_t ki = h % 2 ? 0 : 1; ki < 3; ki += 2) {
+            const float *r = xp + (co * PH + (h + 1 - ki) / 2 + 1) * PW + w0 / 2;
+            const float *wv = wb + (co * 9 + (2 - ki) * 3) * DIRECT_CO;
+            __m512 w[DIRECT_BLOCKS][3];
+            for (int b = 0; b < nb; b++)
+                for (int kj = 0; kj < 3; kj++)
+                    w[b][kj] = _mm512_loadu_ps(wv + b * wstride + (2 - kj) * DIRECT_CO);
+#pragma GCC unroll 8
+            for (int t = 1; t <= (n + 2) / 2; t++) {
+                __m512 v = _mm512_set1_ps(r[t]);
+                for (int kj = 0; kj < 3; kj++) {
+                    int i = 2 * t - 3 + kj;
+                    if (i < 0 || i >= n)
+                        continue;
+                    for (int b = 0; b < nb; b++)
+                        acc[b][i] = _mm512_fmadd_ps(v, w[b][kj], acc[b][i]);
+                }
+            }
+        }
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+}
+
+#define DX2_N(n)                                                                             \
+    __attribute__((target("avx512f"))) static void dx2_##n(const direct_job *j,              \
+        const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
+        float *tile)                                                                         \
+    {                                                                                        \
+        if (nb == 2)                                                                         \
+            dx2_outputs(j, xp, wb, ws, oh, ow0, n, 2, tile);                                 \
+        else                                                                                 \
+            dx2_outputs(j, xp, wb, ws, oh, ow0, n, 1, tile);                                 \
+    }
+DX2_N(1) DX2_N(2) DX2_N(3) DX2_N(4) DX2_N(5) DX2_N(6) DX2_N(7) DX2_N(8)
+static run_fn *const dx2_runs[DIRECT_RUN + 1] = {NULL, dx2_1, dx2_2, dx2_3, dx2_4,
+                                                 dx2_5, dx2_6, dx2_7, dx2_8};
+
+/* Run r of an output row: its length, from *ow (advanced). A row's runs differ in length
+ * by at most one (14: 7 + 7); dx2's start at even columns, 8 wide but the last. */
+static int run_length(const direct_job *j, int64_t r, int64_t nruns, int64_t ow)
+{
+    if (j->dx2)
+        return (int)(j->OW - ow < DIRECT_RUN ? j->OW - ow : DIRECT_RUN);
+    return (int)((r + 1) * j->OW / nruns - ow);
+}
 
 /* Images [lo, hi): every output of each */
 static void direct_images(void *ctx, int64_t lo, int64_t hi)
@@ -142,9 +255,8 @@ static void direct_images(void *ctx, int64_t lo, int64_t hi)
             float *o = j->out + cb * DIRECT_CO * j->out_ch + b * j->out_img;
             for (int64_t oh = 0; oh < j->OH; oh++)
                 for (int64_t r = 0, ow = 0; r < nruns; r++, ow += n) {
-                    /* the row's runs differ in length by at most one (14: 7 + 7) */
-                    n = (int)((r + 1) * j->OW / nruns - ow);
-                    runs[n](j, xp, j->wp + cb * ws, ws, oh, ow, nb, tile);
+                    n = run_length(j, r, nruns, ow);
+                    (j->dx2 ? dx2_runs : runs)[n](j, xp, j->wp + cb * ws, ws, oh, ow, nb, tile);
                     for (int l = 0; l < nb * DIRECT_CO; l++)
                         for (int i = 0; i < n; i++)
                             o[l * j->out_ch + oh * j->OW + ow + i] =
@@ -184,7 +296,7 @@ int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, in
     if ((s != 1 && s != 2) || !direct_fits(e, C, Cout, H, W, pad, k, OH * OW))
         return 0;
     direct_job j = {x, NULL, yt, C, Cout, H, W, k, s, pad, OH, OW,
-                    C * H * W, H * W, OH * OW, B * OH * OW};
+                    C * H * W, H * W, OH * OW, B * OH * OW, 0};
     run_job(e, &j, w, 0, B);
     return 1;
 }
@@ -195,11 +307,12 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
 {
     /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
      * channels in, C out; dyt is [Cout, B, OH*OW] */
-    int64_t p = k - 1 - pad;
-    if (s != 1 || p < 0 || !direct_fits(e, Cout, C, OH, OW, p, k, H * W))
+    int64_t p = s == 2 ? 1 : k - 1 - pad;   /* stride 2: dY's padding (dx2_outputs) */
+    if (!(s == 1 || (s == 2 && k == 3 && pad == 1)) || p < 0 ||
+        !direct_fits(e, Cout, C, OH, OW, p, k, H * W))
         return 0;
-    direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, 1, p, H, W,
-                    OH * OW, B * OH * OW, C * H * W, H * W};
+    direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, s, p, H, W,
+                    OH * OW, B * OH * OW, C * H * W, H * W, s == 2};
     run_job(e, &j, w, 1, B);
     return 1;
 }
@@ -331,7 +444,7 @@ int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, i
     if ((s != 1 && s != 2) || k != 3 || !direct_fits(e, C, Cout, H, W, pad, k, 0) ||
         part_bytes > DW_PART_BYTES)
         return 0;
-    dw_job d = {{x, NULL, dw, C, Cout, H, W, k, s, pad, OH, OW, C * H * W, H * W, 0, 0}, dyt,
+    dw_job d = {{x, NULL, dw, C, Cout, H, W, k, s, pad, OH, OW, C * H * W, H * W, 0, 0, 0}, dyt,
                 NULL, B, groups};
     d.part = (float *)rt_pool_scratch(e->rt, (size_t)(groups * n + 1) / 2);
     rt_pool_run(e->rt, groups, 1, dw_groups, &d);

@@ -632,8 +632,10 @@ static const conv3_shape conv3_shapes[] = {
     {2, 16, 6, 11, 5, 1, 2, 16},   /* 5x5, pad 2 */
     {4, 16, 8, 8, 3, 1, 0, 16},    /* no padding: dx pads dY by 2 */
     {3, 9, 20, 20, 3, 1, 1, 16},   /* 9 input channels: the forward and dW direct, dx not */
-    {4, 16, 9, 9, 3, 2, 1, 32},    /* stride 2: the forward and dW direct, dx not */
-    {3, 9, 15, 15, 3, 2, 1, 16},   /* stride 2, an odd count of input channels */
+    {4, 16, 9, 9, 3, 2, 1, 32},    /* stride 2: all three direct, dx from odd H and W */
+    {3, 32, 14, 18, 3, 2, 1, 16},  /* stride 2: dx in two blocks, rows of 18 as 8 + 8 + 2 */
+    {2, 16, 12, 11, 3, 2, 1, 16},  /* stride 2: dx rows of 11 as 8 + 3 */
+    {3, 9, 15, 15, 3, 2, 1, 16},   /* stride 2, an odd count of input channels (dx not) */
     {2, 16, 33, 33, 3, 1, 1, 16},  /* a plane past 1024: dW direct, the forward and dx not */
 };
 
