@@ -8,14 +8,6 @@
 #include <unistd.h>
 #include "cmd.h"
 
-/* The words of s (split at spaces and tabs) appended to args[*na ..], up to args[max - 1]. */
-static void add_words(char **args, int *na, int max, const char *s)
-{
-    char *copy = s ? xstrdup(s) : NULL;
-    for (char *w = copy ? strtok(copy, " \t") : NULL; w && *na < max; w = strtok(NULL, " \t"))
-        args[(*na)++] = w;
-}
-
 /* build -o FILE: checked before compiling, so a wrong path fails at once and clearly
  * (the linker's own message would follow minutes of NVRTC otherwise). The folder must
  * take a new file: the executable is linked there under a temporary name (tried here). */
@@ -73,7 +65,7 @@ static char **link_command(const Compiled *c, const char *tmp, const char *devic
     add_words(args, &na, 16, getenv("CC"));
     if (na == 0)
         args[na++] = "cc";
-    char *const fixed[] = {"-std=gnu11", "-O3", "-ffp-contract=off", "-w", inc, ddef, host, kern};
+    char *const fixed[] = {TRAINC_CC_FLAGS, inc, ddef, host, kern};
     for (size_t k = 0; k < sizeof fixed / sizeof *fixed; k++)
         args[na++] = fixed[k];
     /* TRAINC_CFLAGS: more compiler flags (-march=native, sanitizers) */

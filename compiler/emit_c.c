@@ -708,7 +708,8 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 
-static void emit_kernels_c(Program *p, Program *ev, Buf *b)
+/* kernels_cpu.c into b, and its kernels' names into names, one a line */
+static void emit_kernels_c(Program *p, Program *ev, Buf *b, Buf *names)
 {
     emit_header(b, p, "kernels_cpu.c");
     buf_puts(b, " *\n * The fused elementwise kernels for the CPU. Each runs over [lo, hi) of its index\n"
@@ -721,6 +722,7 @@ static void emit_kernels_c(Program *p, Program *ev, Buf *b)
         if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
             snprintf(name, sizeof name, "k%d", p->ins[i]->id);
             emit_kernel(b, p->ins[i], name);
+            buf_printf(names, "%s\n", name);
         }
     for (int i = 0; i < ev->n_ins; i++)
         own += !ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu;
@@ -732,6 +734,7 @@ static void emit_kernels_c(Program *p, Program *ev, Buf *b)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu) {
             snprintf(name, sizeof name, "ke%d", ev->ins[i]->id);
             emit_kernel(b, ev->ins[i], name);
+            buf_printf(names, "%s\n", name);
         }
 }
 
@@ -808,6 +811,6 @@ void emit_c(Program *p, Program *ev, Emitted *out)
 {
     emit_model_h(p, ev, &out->model_h);
     emit_host_c(p, ev, &out->host_c);
-    emit_kernels_c(p, ev, &out->kernels_c);
+    emit_kernels_c(p, ev, &out->kernels_c, &out->cpu_kernel_names);
     emit_plan_json(p, &out->plan_json);
 }

@@ -678,6 +678,7 @@ char *shape_of(const Tensor *t, int batch);
  * printed. */
 typedef struct Emitted {
     Buf model_h, host_c, kernels_c, plan_json;   /* emit_c */
+    Buf cpu_kernel_names;  /* kernels_c's functions, one a line (jit_cc.c) */
     Buf kernels_cu;        /* emit_cuda: what NVRTC compiles, the templates inlined */
     Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
@@ -759,6 +760,12 @@ void compile_train(Compiled *c, int policy, int full_blocks, int sel_blocks);
 void recompute_auto(Compiled *c);
 void plan_totals(Compiled *c);
 int jit_run(Compiled *c, const char *incdir, int argc, char **argv);
+/* jit_cc.c: trainc run's CPU kernels rebuilt by the system's C compiler, from the
+ * cache or in the background (begin, after libtcc linked them), until the run ends */
+struct TCCState;
+void jit_cc_begin(const Emitted *em, const char *kern_src, const char *incdir,
+                  struct TCCState *s);
+void jit_cc_end(void);
 
 /* build.c: trainc build's programs, temporary files, CUDA image and bundle. */
 void build_temp_setup(void);            /* atexit and signal handlers; once */

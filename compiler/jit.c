@@ -1,8 +1,9 @@
 /* jit.c: `trainc run`. The generated host code and CPU kernels are compiled in memory
  * by libtcc and linked against the runtime already inside this process (trainc is
- * linked with -rdynamic, so rt_* and libm resolve from here): no compiler process
- * is started and nothing is written to disk (but the kernel cache, when a GPU is
- * there: NVRTC compiles kernels_cuda.cu for it once). */
+ * linked with -rdynamic, so rt_* and libm resolve from here): the run starts without
+ * a compiler process and without writing to disk. The kernel caches are the
+ * exceptions: NVRTC compiles kernels_cuda.cu once for a GPU, and a long CPU run has
+ * the C compiler rebuild the CPU kernels in the background (jit_cc.c). */
 #include <libtcc.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,7 +65,9 @@ int jit_run(Compiled *c, const char *incdir, int argc, char **argv)
     const rt_model *m = tcc_get_symbol(s, "trainc_model");
     if (!m)
         die("generated code has no trainc_model");
+    jit_cc_begin(&c->em, kern, incdir, s);
     int rc = rt_main(m, argc, argv);
+    jit_cc_end();
     tcc_delete(s);
     free(abs);
     return rc;

@@ -27,6 +27,11 @@ char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 char *path_tidy(const char *path); /* "./a//b" -> "a/b", lexically; ".." kept */
 char *path_canonical(const char *path); /* realpath, relative to the cwd if under it */
+/* The words of s (split at spaces and tabs) appended to args[*na ..], up to args[max - 1]. */
+void add_words(char **args, int *na, int max, const char *s);
+/* How trainc build (and trainc run's rebuild, jit_cc.c) compile the generated C: no
+ * contraction into fused multiply-adds, so every compiler gives libtcc's bits. */
+#define TRAINC_CC_FLAGS "-std=gnu11", "-O3", "-ffp-contract=off", "-w"
 
 /* ---- the spec (spec.c) --------------------------------------------------- */
 

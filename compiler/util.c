@@ -53,6 +53,13 @@ char *xstrdup(const char *s)
     return p;
 }
 
+void add_words(char **args, int *na, int max, const char *s)
+{
+    char *copy = s ? xstrdup(s) : NULL;
+    for (char *w = copy ? strtok(copy, " \t") : NULL; w && *na < max; w = strtok(NULL, " \t"))
+        args[(*na)++] = w;
+}
+
 /* The same file spelled one way: "./specs//a.json" and "specs/./a.json" are both
  * "specs/a.json". Only "." and empty components go; ".." stays, since "x/.." is not
  * the folder above x when x is a symbolic link. */

@@ -273,12 +273,46 @@ static void pfor_task(void *ctx, int64_t lo, int64_t hi)
     c->fn(c->e, lo, hi);
 }
 
+/* trainc run's CPU kernels rebuilt by the system's C compiler (compiler/jit_cc.c): once
+ * set, rt_launch runs each libtcc kernel's twin. Both are the same C built without
+ * contraction, so they give the same bits; a launch reads the table once. */
+static _Atomic(const rt_kernel_swap *) kernel_swap;
+static atomic_llong cpu_launches;
+
+void rt_kernel_swap_set(const rt_kernel_swap *t)
+{
+    atomic_store(&kernel_swap, t);
+}
+
+int64_t rt_cpu_launches(void)
+{
+    return atomic_load_explicit(&cpu_launches, memory_order_relaxed);
+}
+
+static rt_kernel_fn swapped(rt_kernel_fn fn)
+{
+    const rt_kernel_swap *t = atomic_load_explicit(&kernel_swap, memory_order_acquire);
+    for (int lo = 0, hi = t ? t->n : 0; lo < hi;) {   /* t->from ascending */
+        int mid = lo + (hi - lo) / 2;
+        uintptr_t a = (uintptr_t)t->from[mid], f = (uintptr_t)fn;
+        if (a == f)
+            return t->to[mid];
+        if (a < f)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return fn;
+}
+
 void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nargs, void **args)
 {
-    if (e->dev)
+    if (e->dev) {
         RT_GPU(e)->launch_ew(e, name, n, nargs, args);
-    else
-        rt_parallel_for(e, n, fn);
+        return;
+    }
+    atomic_fetch_add_explicit(&cpu_launches, 1, memory_order_relaxed);
+    rt_parallel_for(e, n, swapped(fn));
 }
 
 void rt_parallel_for(rt_exec *e, int64_t n, rt_kernel_fn fn)

@@ -98,6 +98,7 @@ check vocab_pad           bash tests/vocab_pad.sh
 # whole runs
 check parity/random       --after=asan/build env RANDOM_MODELS_ASAN=build/asan/trainc $PYTHON tests/random_models.py 90 1
 check jit_vs_build        bash tests/jit_vs_build.sh
+check jit_cc              bash tests/jit_cc.sh
 check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
