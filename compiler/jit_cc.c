@@ -205,10 +205,11 @@ static void *compile_main(void *arg)
     *strrchr(dir, '/') = 0;
     int made = rt_mkdir_p(dir) == 0;
     free(dir);
-    int ok = made && run_cc() == 0 && !atomic_load(&J.stop) && rename(J.tmp_so, J.so) == 0;
+    /* a compile that ended with the run is still kept for the next one */
+    int ok = made && run_cc() == 0 && rename(J.tmp_so, J.so) == 0;
     unlink(J.tmp_c);
     unlink(J.tmp_so);
-    rt_kernel_swap *t = ok ? load_twins(J.so) : NULL;
+    rt_kernel_swap *t = ok && !atomic_load(&J.stop) ? load_twins(J.so) : NULL;
     if (t && !atomic_load(&J.stop)) {
         rt_kernel_swap_set(t);
         if (J.loud)
