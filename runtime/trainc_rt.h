@@ -503,7 +503,23 @@ static inline float rt_tanhf(float x)
     float t = e / (e + 2.0f);
     return x < 0.0f ? -t : t;
 }
-static inline float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* e^x in plain float arithmetic, as rt_tanhf (within 1.5 units in the last place,
+ * tests/unit/test_kernels.c): 2^n e^r with n = round(x / ln 2), r the remainder, e^r
+ * Cephes' minimax polynomial for expf; x clamped to [-104, 89], past which e^x is 0 or
+ * inf in float; 2^n applied in two halves, so results below FLT_MIN round once, as
+ * subnormals; NaN stays NaN (n is 0 then). The GPU's kernels use CUDA's expf. */
+static inline float rt_expf(float x)
+{
+    float c = x < -104.0f ? -104.0f : x > 89.0f ? 89.0f : x;
+    float n = (c * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+    float r = (c - n * 0.693145751953125f) - n * 1.42860682030941723e-6f;
+    float p = r * r * (5.0000001201e-1f + r * (1.6666665459e-1f + r * (4.1665795894e-2f +
+              r * (8.3334519073e-3f + r * (1.3981999507e-3f + r * 1.9875691500e-4f))))) + r + 1.0f;
+    int32_t k = n == n ? (int32_t)n : 0, k1 = k / 2, k2 = k - k1;
+    union { uint32_t i; float f; } s1 = {(uint32_t)(k1 + 127) << 23}, s2 = {(uint32_t)(k2 + 127) << 23};
+    return p * s1.f * s2.f;
+}
+static inline float rt_sigmoidf(float x) { return 1.0f / (1.0f + rt_expf(-x)); }
 static inline float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 static inline float rt_gelu_bwd(float x, float dy)
 {
@@ -523,7 +539,7 @@ static inline float rt_gelu_tanh_bwd(float x, float dy)
     float du = 0.79788456080286536f * (1.0f + 3.0f * 0.044715f * x * x);
     return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * du);
 }
-static inline float rt_silu(float x) { return x / (1.0f + expf(-x)); }
+static inline float rt_silu(float x) { return x / (1.0f + rt_expf(-x)); }
 static inline float rt_silu_bwd(float x, float dy)
 {
     float s = rt_sigmoidf(x);

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `trainc run` (libtcc, in memory) and `trainc build` (system cc) give identical losses
 # with threads=1: same spec, same seed, shuffle and dropout on. The third spec, an MLP
-# with a GELU (tanh) before a dropout and a tanh, keeps both in generated loops, so
-# trainc_rt.h's rt_tanhf is compiled by libtcc in one and by cc in the other (and
-# vectorized in the runtime's GEMM epilogue in both).
+# with a GELU (tanh) before a dropout, a tanh, a silu and a sigmoid, keeps them in
+# generated loops, so trainc_rt.h's rt_tanhf and rt_expf are compiled by libtcc in one
+# and by cc in the other (and vectorized in the runtime's GEMM epilogue in both).
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -15,7 +15,8 @@ spec = json.load(open("specs/mlp_fashion.json"))
 spec["model"]["name"] = "mlp_tanh"
 spec["model"]["layers"] = [{"op": "flatten"}, {"op": "linear", "out": 64}, {"op": "gelu", "approximate": "tanh"},
                            {"op": "dropout", "p": 0.1}, {"op": "linear", "out": 32}, {"op": "tanh"},
-                           {"op": "linear", "out": 10}]
+                           {"op": "linear", "out": 32}, {"op": "silu"}, {"op": "linear", "out": 16},
+                           {"op": "sigmoid"}, {"op": "linear", "out": 10}]
 for part, files in (("train", ("train_x", "train_y")), ("val", ("test_x", "test_y"))):
     spec["train"]["data"][part] = {"x": f"{sys.argv[2]}/{files[0]}.npy", "y": f"{sys.argv[2]}/{files[1]}.npy"}
 json.dump(spec, open(sys.argv[1], "w"), indent=1)
