@@ -174,11 +174,15 @@ static int run_cc(void)
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-    /* a process group of its own: the driver and its cc1 are killed together */
+    /* a process group of its own (the driver and its cc1 are killed together), with
+     * this thread's blocked signals unblocked */
     posix_spawnattr_t at;
+    sigset_t none;
+    sigemptyset(&none);
     posix_spawnattr_init(&at);
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
     posix_spawnattr_setpgroup(&at, 0);
+    posix_spawnattr_setsigmask(&at, &none);
     pid_t pid;
     int rc = posix_spawnp(&pid, J.argv[0], &fa, &at, J.argv, environ);
     posix_spawn_file_actions_destroy(&fa);
@@ -253,7 +257,14 @@ void jit_cc_begin(const Emitted *em, const char *kern_src, const char *incdir, T
     J.tmp_c = xasprintf("%s.%d.c", J.so, (int)getpid());
     J.tmp_so = xasprintf("%s.%d.tmp", J.so, (int)getpid());
     J.argv = cc_argv(incdir, J.tmp_c, J.tmp_so);
-    if (pthread_create(&J.thread, NULL, compile_main, NULL) != 0)
+    /* the thread blocks every signal, as the pool's workers do: SIGINT and friends go
+     * to the main thread */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int rc = pthread_create(&J.thread, NULL, compile_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0)
         return;
     J.started = 1;
     atexit(jit_cc_end);
