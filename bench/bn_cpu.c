@@ -9,22 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include "micro.h"
 #include "rt.h"
-
-static double now(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static float *filled(int64_t n, int mod)
-{
-    float *p = malloc((size_t)n * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        p[i] = 0.01f * (float)(i % mod);
-    return p;
-}
 
 int main(int argc, char **argv)
 {

@@ -73,6 +73,48 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
                    (size_t)j->W * sizeof(float));
 }
 
+/* A run's accumulators: nb blocks of 16 channels by n outputs, zeroed, and stored into
+ * tile [nb][n][16] (nb and n constants where these are inlined) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+acc_zero(__m512 (*acc)[DIRECT_RUN], int n, int nb)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            acc[b][i] = _mm512_setzero_ps();
+}
+
+__attribute__((target("avx512f"), always_inline)) static inline void
+acc_store(__m512 (*acc)[DIRECT_RUN], int n, int nb, float *tile)
+{
+    for (int b = 0; b < nb; b++)
+        for (int i = 0; i < n; i++)
+            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+}
+
+/* A 3x3 kernel row's three weight vectors of each block (blocks wstride floats apart) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+row_weights(__m512 (*w)[3], const float *wv, int64_t wstride, int nb)
+{
+    for (int b = 0; b < nb; b++)
+        for (int kj = 0; kj < 3; kj++)
+            w[b][kj] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
+}
+
+/* One broadcast value v at position pos of a kernel row, multiplied into the outputs it
+ * reaches: output i = (pos - kj) / s by tap kj, where that divides and is in the run
+ * (everything but v constant where it is inlined) */
+__attribute__((target("avx512f"), always_inline)) static inline void
+reach(__m512 v, __m512 (*w)[3], int pos, int s, int n, int nb, __m512 (*acc)[DIRECT_RUN])
+{
+    for (int kj = 0; kj < 3; kj++) {
+        int d = pos - kj;
+        if (d < 0 || d % s || d / s >= n)
+            continue;
+        for (int b = 0; b < nb; b++)
+            acc[b][d / s] = _mm512_fmadd_ps(v, w[b][kj], acc[b][d / s]);
+    }
+}
+
 /* n outputs of row oh from ow0, nb blocks of 16 channels (weights wb: [nb][Cin][k][k]
  * [16], blocks wstride floats apart), into tile [nb][n][16]; n, nb and the stride s
  * constants where it is inlined */
@@ -82,9 +124,7 @@ run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstri
 {
     int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, k = j->k;
     __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            acc[b][i] = _mm512_setzero_ps();
+    acc_zero(acc, n, nb);
     for (int64_t ci = 0; ci < j->Cin; ci++)
         for (int64_t ki = 0; ki < k; ki++) {
             const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
@@ -100,9 +140,7 @@ run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstri
                 }
             }
         }
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+    acc_store(acc, n, nb, tile);
 }
 
 /* run_outputs for 3x3 kernels: for each input channel and kernel row, each block's three
@@ -114,33 +152,17 @@ run3_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstr
              int64_t ow0, int n, int nb, int s, float *tile)
 {
     int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
-    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            acc[b][i] = _mm512_setzero_ps();
+    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN], w[DIRECT_BLOCKS][3];
+    acc_zero(acc, n, nb);
     for (int64_t ci = 0; ci < j->Cin; ci++)
         for (int64_t ki = 0; ki < 3; ki++) {
             const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
-            const float *wv = wb + (ci * 3 + ki) * 3 * DIRECT_CO;
-            __m512 w[DIRECT_BLOCKS][3];
-            for (int b = 0; b < nb; b++)
-                for (int kj = 0; kj < 3; kj++)
-                    w[b][kj] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
+            row_weights(w, wb + (ci * 3 + ki) * 3 * DIRECT_CO, wstride, nb);
 #pragma GCC unroll 24
-            for (int x = 0; x < (n - 1) * s + 3; x++) {
-                __m512 v = _mm512_set1_ps(r[x]);
-                for (int kj = 0; kj < 3; kj++) {
-                    int i = (x - kj) / s;
-                    if (x - kj < 0 || (x - kj) % s || i >= n)
-                        continue;
-                    for (int b = 0; b < nb; b++)
-                        acc[b][i] = _mm512_fmadd_ps(v, w[b][kj], acc[b][i]);
-                }
-            }
+            for (int x = 0; x < (n - 1) * s + 3; x++)
+                reach(_mm512_set1_ps(r[x]), w, x, s, n, nb, acc);
         }
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+    acc_store(acc, n, nb, tile);
 }
 
 #define RUN_N(n)                                                                             \
@@ -178,39 +200,24 @@ static run_fn *const runs[DIRECT_RUN + 1] = {NULL, run_1, run_2, run_3, run_4,
  * -1 and OH, OW read as zeros); the weights are packed flipped (tap (2 - ki, 2 - kj)).
  * A run of n outputs starts at an even w0, so which kj reaches which output is known
  * when the run is compiled: dY's value at column w0 / 2 + t - 1 goes to output
- * i = 2 t - 3 + kj. */
+ * i = 2 t - 3 + kj, which is reach's 2 t - 1 - m for the packed tap m = 2 - kj. */
 __attribute__((target("avx512f"), always_inline)) static inline void
 dx2_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t h,
             int64_t w0, int n, int nb, float *tile)
 {
     int64_t PH = j->H + 2, PW = j->W + 2;
-    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            acc[b][i] = _mm512_setzero_ps();
+    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN], w[DIRECT_BLOCKS][3];
+    acc_zero(acc, n, nb);
     for (int64_t co = 0; co < j->Cin; co++)
         for (int64_t ki = h % 2 ? 0 : 1; ki < 3; ki += 2) {
             const float *r = xp + (co * PH + (h + 1 - ki) / 2 + 1) * PW + w0 / 2;
-            const float *wv = wb + (co * 9 + (2 - ki) * 3) * DIRECT_CO;
-            __m512 w[DIRECT_BLOCKS][3];
-            for (int b = 0; b < nb; b++)
-                for (int kj = 0; kj < 3; kj++)
-                    w[b][kj] = _mm512_loadu_ps(wv + b * wstride + (2 - kj) * DIRECT_CO);
+            /* w[m]: the packed tap (2 - ki, m), kj = 2 - m */
+            row_weights(w, wb + (co * 9 + (2 - ki) * 3) * DIRECT_CO, wstride, nb);
 #pragma GCC unroll 8
-            for (int t = 1; t <= (n + 2) / 2; t++) {
-                __m512 v = _mm512_set1_ps(r[t]);
-                for (int kj = 0; kj < 3; kj++) {
-                    int i = 2 * t - 3 + kj;
-                    if (i < 0 || i >= n)
-                        continue;
-                    for (int b = 0; b < nb; b++)
-                        acc[b][i] = _mm512_fmadd_ps(v, w[b][kj], acc[b][i]);
-                }
-            }
+            for (int t = 1; t <= (n + 2) / 2; t++)
+                reach(_mm512_set1_ps(r[t]), w, 2 * t - 1, 1, n, nb, acc);
         }
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
+    acc_store(acc, n, nb, tile);
 }
 
 #define DX2_N(n)                                                                             \
