@@ -1,5 +1,5 @@
 /* jit_cc.c: `trainc run`'s CPU kernels rebuilt by the system's C compiler. libtcc
- * starts a run at once but does not vectorize: a ResNet's elementwise loops ran 5-10x
+ * starts a run at once but does not vectorize: a ResNet's elementwise loops ran 7-19x
  * slower than `trainc build`'s. So a run that is still launching CPU kernels after
  * JIT_CC_DELAY_S seconds compiles kernels_cpu.c as `trainc build` does ($CC, -O3, no
  * contraction, $TRAINC_CFLAGS) into a shared library in the cache folder
