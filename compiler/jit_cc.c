@@ -152,7 +152,7 @@ static rt_kernel_swap *load_twins(const char *so)
  * ended first */
 static int wait_start(double s)
 {
-    for (double t = 0; t < s || rt_cpu_launches() == 0; t += 0.05) {
+    for (double t = 0; t < s || !rt_cpu_launched(); t += 0.05) {
         if (atomic_load(&J.stop))
             return 0;
         usleep(50000);

@@ -31,6 +31,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rt.h"
+#include "rt_vec.h"
 
 /* Rows (queries) per block of the products. */
 #ifndef ATT_NB
@@ -45,29 +46,7 @@
 #define ATT_FLOATS 65536
 #endif
 
-/* ---- short vectors (as in kernels.c) ------------------------------------------ */
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-typedef uint32_t v4u __attribute__((vector_size(16)));
-typedef double v2d __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef struct { v2d lo, hi; } d4;
-
-static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-static inline v4f splat4(float a) { return (v4f){a, a, a, a}; }
-
-static inline d4 cvt4(v4f v)
-{
-    v4d w = __builtin_convertvector(v, v4d);
-    d4 r;
-    memcpy(&r, &w, sizeof r);
-    return r;
-}
-
-static inline d4 add4d(d4 a, d4 b) { return (d4){a.lo + b.lo, a.hi + b.hi}; }
-static inline double hsum4d(d4 a) { return (a.lo[0] + a.lo[1]) + (a.hi[0] + a.hi[1]); }
+/* ---- short vectors (rt_vec.h) ------------------------------------------------ */
 
 /* exp(x) for x <= 0 (scores minus their row maximum) on four lanes: Cephes's expf as in
  * kernels.c's exp4 (2^n * p(r), |r| <= ln2/2, within 2 ulp of expf), with n rounded by

@@ -4,14 +4,14 @@
  *
  * x is [B, C, HW]: channel c's values are B runs of HW floats, C * HW apart. A task
  * takes whole channels and adds each channel's values image by image, in the same order
- * whatever the thread count, so every sum has the same bits. The statistics take one pass: the sum and the sum of squares in double (a
- * float's square is exact in double, and the cancellation in sumsq / N - mean^2 costs
- * at most mean^2 / var units of 2^-52); the normalization y = x scale + shift is the
- * generated code's elementwise loop (fused with what follows): this file works out scale
- * and shift. The backward pass's
- * two reductions (sum dy, sum (x - mean) dy) take one pass, dx a second, in the form
- * PyTorch's CPU kernel uses. With sync and several ranks the per-channel sums (and the
- * counts) are all-reduced between the passes; dw and db stay this rank's own (DDP
+ * whatever the thread count, so every sum has the same bits. The statistics take one
+ * pass: the sum and the sum of squares in double (a float's square is exact in double,
+ * and the cancellation in sumsq / N - mean^2 costs at most mean^2 / var units of
+ * 2^-52); the normalization y = x scale + shift is the generated code's elementwise
+ * loop (fused with what follows): this file works out scale and shift. The backward
+ * pass's two reductions (sum dy, sum (x - mean) dy) take one pass, dx a second, in the
+ * form PyTorch's CPU kernel uses. With sync and several ranks the per-channel sums (and
+ * the counts) are all-reduced between the passes; dw and db stay this rank's own (DDP
  * averages them as it does every gradient), as in SyncBatchNorm. The per-channel sums
  * and dx's factors live in the thread pool's scratch, kept from step to step; chunks
  * take kernels.c's rt_grain_for. */
@@ -19,6 +19,7 @@
 #include <string.h>
 #include "rt.h"
 #include "rt_dist.h"
+#include "rt_vec.h"
 
 typedef struct {
     const float *x, *dy, *w;      /* [B, C, HW], [B, C, HW], [C] (w may be NULL) */
@@ -31,10 +32,10 @@ typedef struct {
 
 /* The channel sums run in BN_LANES interleaved partial sums (element i of an image plane
  * goes to lane i % BN_LANES), added pairwise at the end (lane i with i + 8, then + 4,
- * + 2, + 1): independent additions
- * instead of one chain, in an order fixed by the shape. The loops over a channel are
- * built twice, for the baseline x86-64 and for AVX2 (taken when the CPU has it): the
- * same operations in the same order (no FMA: -ffp-contract=off), so the same bits. */
+ * + 2, + 1): independent additions instead of one chain, in an order fixed by the
+ * shape. The loops over a channel are built twice, for the baseline x86-64 and for AVX2
+ * (taken when the CPU has it): the same operations in the same order (no FMA:
+ * -ffp-contract=off), so the same bits. */
 #define BN_LANES 16
 
 static double lanes_sum(const double *l)
@@ -50,39 +51,30 @@ static double lanes_sum(const double *l)
  * vectors of 4 doubles (lane 4 k + j is element j of vector k); a plane's last,
  * shorter block is first copied into a block padded with values that add nothing (x: 0;
  * dy: 0 and x: the mean, so x - mean is 0). */
-typedef float bn_v4f __attribute__((vector_size(16)));
-typedef double bn_v4d __attribute__((vector_size(32)));
 #define BN_VECS (BN_LANES / 4)
 
-static inline __attribute__((always_inline)) bn_v4f ld4f(const float *p)
-{
-    bn_v4f v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
+/* 4 floats as 4 doubles, a whole v4d (a macro: a function returning an AVX vector
+ * would change the ABI of the baseline build) */
+#define LD4(p) __builtin_convertvector(ld4(p), v4d)
 
-/* 4 floats as 4 doubles (a macro: a function returning an AVX vector would change the
- * ABI of the baseline build) */
-#define LD4(p) __builtin_convertvector(ld4f(p), bn_v4d)
-
-static inline __attribute__((always_inline)) void stats_block(const float *x, bn_v4d *s,
-                                                              bn_v4d *q)
+static inline __attribute__((always_inline)) void stats_block(const float *x, v4d *s,
+                                                              v4d *q)
 {
     for (int k = 0; k < BN_VECS; k++) {
-        bn_v4d v = LD4(x + 4 * k);
+        v4d v = LD4(x + 4 * k);
         s[k] += v;
         q[k] += v * v;
     }
 }
 
 static inline __attribute__((always_inline)) void bwd_block(const float *x, const float *dy,
-                                                            float m, bn_v4d *s, bn_v4d *p)
+                                                            float m, v4d *s, v4d *p)
 {
     for (int k = 0; k < BN_VECS; k++) {
-        bn_v4d d = LD4(dy + 4 * k);
-        bn_v4f xm = ld4f(x + 4 * k) - m;
+        v4d d = LD4(dy + 4 * k);
+        v4f xm = ld4(x + 4 * k) - m;
         s[k] += d;
-        p[k] += __builtin_convertvector(xm, bn_v4d) * d;
+        p[k] += __builtin_convertvector(xm, v4d) * d;
     }
 }
 
@@ -94,7 +86,7 @@ static inline __attribute__((always_inline)) void tail_block(float *t, const flo
         t[l] = l < n ? x[l] : pad;
 }
 
-static double vecs_sum(const bn_v4d *v)
+static double vecs_sum(const v4d *v)
 {
     double l[BN_LANES];
     memcpy(l, v, sizeof l);
@@ -108,8 +100,8 @@ static double vecs_sum(const bn_v4d *v)
 
 /* The two sums of one plane of n values (x and, for the backward, dy) into s and q */
 static inline __attribute__((always_inline)) void plane_sums(const float *x, const float *dy,
-                                                             float m, int64_t n, bn_v4d *s,
-                                                             bn_v4d *q)
+                                                             float m, int64_t n, v4d *s,
+                                                             v4d *q)
 {
     int64_t full = n / BN_LANES * BN_LANES;
     for (int64_t i = 0; i < full; i += BN_LANES)
@@ -132,7 +124,7 @@ static inline __attribute__((always_inline)) void plane_sums(const float *x, con
     attr static void chan_sums_##suffix(const bn_ctx *c, const float *dy, int64_t lo,         \
                                         int64_t hi)                                           \
     {                                                                                         \
-        bn_v4d s[BN_CHUNK][BN_VECS], q[BN_CHUNK][BN_VECS];                                    \
+        v4d s[BN_CHUNK][BN_VECS], q[BN_CHUNK][BN_VECS];                                    \
         for (int64_t c0 = lo; c0 < hi; c0 += BN_CHUNK) {                                      \
             int64_t nc = hi - c0 < BN_CHUNK ? hi - c0 : BN_CHUNK;                             \
             memset(s, 0, sizeof s);                                                           \

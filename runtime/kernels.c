@@ -23,6 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "rt.h"
+#include "rt_vec.h"
 
 /* ---- the thread pool ------------------------------------------------------ */
 
@@ -277,16 +278,16 @@ static void pfor_task(void *ctx, int64_t lo, int64_t hi)
  * set, rt_launch runs each libtcc kernel's twin. Both are the same C built without
  * contraction, so they give the same bits; a launch reads the table once. */
 static _Atomic(const rt_kernel_swap *) kernel_swap;
-static atomic_llong cpu_launches;
+static atomic_int cpu_launched;   /* set at the first CPU launch */
 
 void rt_kernel_swap_set(const rt_kernel_swap *t)
 {
     atomic_store(&kernel_swap, t);
 }
 
-int64_t rt_cpu_launches(void)
+int rt_cpu_launched(void)
 {
-    return atomic_load_explicit(&cpu_launches, memory_order_relaxed);
+    return atomic_load_explicit(&cpu_launched, memory_order_relaxed);
 }
 
 static rt_kernel_fn swapped(rt_kernel_fn fn)
@@ -311,7 +312,8 @@ void rt_launch(rt_exec *e, const char *name, rt_kernel_fn fn, int64_t n, int nar
         RT_GPU(e)->launch_ew(e, name, n, nargs, args);
         return;
     }
-    atomic_fetch_add_explicit(&cpu_launches, 1, memory_order_relaxed);
+    if (!atomic_load_explicit(&cpu_launched, memory_order_relaxed))
+        atomic_store_explicit(&cpu_launched, 1, memory_order_relaxed);
     rt_parallel_for(e, n, swapped(fn));
 }
 
@@ -329,38 +331,7 @@ int64_t rt_grain_for(int64_t work_per_item)
 
 static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-/* ---- short vectors ---------------------------------------------------------- *
- * The runtime is built with -O2 and no -march, where gcc vectorizes almost nothing, so
- * the hot loops use GCC vector types (SSE2 on x86-64, NEON on arm64). Elementwise
- * vector arithmetic rounds exactly as the scalar code would; only sums are reordered,
- * always in the same way for a given length. */
-
-typedef float v4f __attribute__((vector_size(16)));
-typedef int32_t v4i __attribute__((vector_size(16)));
-typedef uint32_t v4u __attribute__((vector_size(16)));
-typedef double v2d __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-/* Four doubles as two 16-byte halves: gcc keeps these in registers, where a v4d
- * without AVX would live in memory. */
-typedef struct { v2d lo, hi; } d4;
-
-static inline v4f ld4(const float *p) { v4f v; memcpy(&v, p, sizeof v); return v; }
-static inline void st4(float *p, v4f v) { memcpy(p, &v, sizeof v); }
-static inline v4f splat4(float a) { return (v4f){a, a, a, a}; }
-static inline d4 ld4d(const double *p) { d4 v; memcpy(&v, p, sizeof v); return v; }
-static inline void st4d(double *p, d4 v) { memcpy(p, &v, sizeof v); }
-
-static inline d4 cvt4(v4f v)   /* cvtps2pd twice */
-{
-    v4d w = __builtin_convertvector(v, v4d);
-    d4 r;
-    memcpy(&r, &w, sizeof r);
-    return r;
-}
-
-static inline d4 add4d(d4 a, d4 b) { return (d4){a.lo + b.lo, a.hi + b.hi}; }
-static inline d4 mul4d(d4 a, d4 b) { return (d4){a.lo * b.lo, a.hi * b.hi}; }
-static inline double hsum4d(d4 a) { return (a.lo[0] + a.lo[1]) + (a.hi[0] + a.hi[1]); }
+/* ---- short vectors (rt_vec.h) ------------------------------------------------ */
 
 /* acc[j] += x[j], j < n, in double. */
 static inline void add_f64(double *restrict acc, const float *restrict x, int64_t n)
@@ -1672,49 +1643,49 @@ static inline float glu_act_bwd(int act, float a, float g, float *y)
     }
 }
 
-/* The rows' loops, built for the baseline x86-64 and for AVX2 as GELU_ROWS are (the
- * same operations: the same bits). SwiGLU's silu has a loop of its own, which
- * vectorizes (rt_expf is plain arithmetic); the other activations share one. */
+/* One row of h outputs; act a constant where the caller passes one, so the silu row's
+ * loop vectorizes (rt_expf is plain arithmetic) */
+static inline __attribute__((always_inline)) void
+glu_fwd_row(int act, const float *restrict a, const float *restrict u, float *restrict y,
+            int64_t h)
+{
+    for (int64_t j = 0; j < h; j++)
+        y[j] = glu_act(act, a[j]) * u[j];
+}
+
+static inline __attribute__((always_inline)) void
+glu_bwd_row(int act, const float *restrict a, const float *restrict u,
+            const float *restrict dy, float *restrict da, float *restrict du, int64_t h)
+{
+    for (int64_t j = 0; j < h; j++) {
+        float g = dy[j], y;
+        da[j] = glu_act_bwd(act, a[j], g * u[j], &y);
+        du[j] = y * g;
+    }
+}
+
+/* The rows, built for the baseline x86-64 and for AVX2 as GELU_ROWS are (the same
+ * operations: the same bits); SwiGLU's silu rows apart, the others sharing one loop. */
 #define GLU_ROWS(suffix, attr)                                                               \
     attr static void glu_fwd_rows_##suffix(const glu_ctx *c, int64_t lo, int64_t hi)         \
     {                                                                                         \
-        int64_t h = c->h;                                                                     \
         for (int64_t r = lo; r < hi; r++) {                                                   \
-            const float *restrict a = c->x + r * 2 * h, *restrict u = a + h;                  \
-            float *restrict y = c->y + r * h;                                                 \
-            switch (c->act) {                                                                 \
-            case RT_GLU_SILU:                                                                 \
-                for (int64_t j = 0; j < h; j++)                                               \
-                    y[j] = glu_act(RT_GLU_SILU, a[j]) * u[j];                                 \
-                break;                                                                        \
-            default:                                                                          \
-                for (int64_t j = 0; j < h; j++)                                               \
-                    y[j] = glu_act(c->act, a[j]) * u[j];                                      \
-            }                                                                                 \
+            const float *a = c->x + r * 2 * c->h;                                             \
+            if (c->act == RT_GLU_SILU)                                                        \
+                glu_fwd_row(RT_GLU_SILU, a, a + c->h, c->y + r * c->h, c->h);                 \
+            else                                                                              \
+                glu_fwd_row(c->act, a, a + c->h, c->y + r * c->h, c->h);                      \
         }                                                                                     \
     }                                                                                         \
     attr static void glu_bwd_rows_##suffix(const glu_ctx *c, int64_t lo, int64_t hi)         \
     {                                                                                         \
-        int64_t h = c->h;                                                                     \
         for (int64_t r = lo; r < hi; r++) {                                                   \
-            const float *restrict a = c->x + r * 2 * h, *restrict u = a + h;                  \
-            const float *restrict dy = c->dy + r * h;                                         \
-            float *restrict da = c->dx + r * 2 * h, *restrict du = da + h;                    \
-            switch (c->act) {                                                                 \
-            case RT_GLU_SILU:                                                                 \
-                for (int64_t j = 0; j < h; j++) {                                             \
-                    float g = dy[j], y;                                                       \
-                    da[j] = glu_act_bwd(RT_GLU_SILU, a[j], g * u[j], &y);                     \
-                    du[j] = y * g;                                                            \
-                }                                                                             \
-                break;                                                                        \
-            default:                                                                          \
-                for (int64_t j = 0; j < h; j++) {                                             \
-                    float g = dy[j], y;                                                       \
-                    da[j] = glu_act_bwd(c->act, a[j], g * u[j], &y);                          \
-                    du[j] = y * g;                                                            \
-                }                                                                             \
-            }                                                                                 \
+            const float *a = c->x + r * 2 * c->h, *dy = c->dy + r * c->h;                     \
+            float *da = c->dx + r * 2 * c->h;                                                 \
+            if (c->act == RT_GLU_SILU)                                                        \
+                glu_bwd_row(RT_GLU_SILU, a, a + c->h, dy, da, da + c->h, c->h);               \
+            else                                                                              \
+                glu_bwd_row(c->act, a, a + c->h, dy, da, da + c->h, c->h);                    \
         }                                                                                     \
     }
 GLU_ROWS(base, )

@@ -256,13 +256,13 @@ enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
 int rt_cache_dir(char *dir, size_t n);
 /* trainc run's CPU kernels, rebuilt by the system's C compiler (compiler/jit_cc.c):
  * from[i] (ascending addresses) runs as to[i] in every later rt_launch (kernels.c);
- * the table must outlive the run. rt_cpu_launches: CPU kernel launches so far. */
+ * the table must outlive the run. rt_cpu_launched: whether a CPU kernel was launched. */
 typedef struct rt_kernel_swap {
     int n;
     rt_kernel_fn *from, *to;
 } rt_kernel_swap;
 void rt_kernel_swap_set(const rt_kernel_swap *t);
-int64_t rt_cpu_launches(void);
+int rt_cpu_launched(void);
 int rt_cpus_usable(void);   /* the affinity mask's CPUs, at least 1 */
 uint64_t rt_fnv1a(const void *p, size_t n);   /* FNV-1a, 64 bits (util.c) */
 void rt_config_defaults(rt_train_config *c);
