@@ -37,6 +37,7 @@ $(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc/o
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
 $(B)/cc/data_cmd.o $(B)/rt/tokenizer.o $(B)/rt/mode_sample.o: runtime/tokenizer.h
+$(B)/rt/conv_direct.o: runtime/conv_direct_isa.h
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)
 $(B)/cc/cmd_build.o: override CFLAGS += -DTRAINC_LINK_EXTRA='"$(MPI_LIBS)"'

@@ -5,10 +5,12 @@
  *
  *   cc -O2 -Iruntime bench/conv_cpu.c build/librt.a -lopenblas -lcjson -lm -lpthread -ldl \
  *       -o build/conv_cpu
- *   OPENBLAS_CORETYPE=SkylakeX TRAINC_CONV_DIRECT=0|1 build/conv_cpu C HW COUT STRIDE T [K]
+ *   OPENBLAS_CORETYPE=SkylakeX TRAINC_CONV_DIRECT=0|1|avx2 build/conv_cpu C HW COUT STRIDE T [K]
  *
  * (OPENBLAS_CORETYPE: the core a trainer chooses on this CPU, see trainc --version;
- * TRAINC_CONV_DIRECT=0: im2col and OpenBLAS GEMMs instead of runtime/conv_direct.c.) */
+ * TRAINC_CONV_DIRECT=0: im2col and OpenBLAS GEMMs instead of runtime/conv_direct.c; avx2:
+ * its AVX2 kernels on a CPU with AVX-512, beside OPENBLAS_CORETYPE=Haswell, as a CPU
+ * without AVX-512 runs. "direct" in the line: the level, 0 off, 1 AVX2, 2 AVX-512.) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

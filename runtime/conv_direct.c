@@ -1,31 +1,34 @@
 /* conv_direct.c: conv2d on the CPU as a direct convolution, without columns, where the
- * CPU has AVX-512 (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it off). It serves the
- * forward product (x -> yt, stride 1 or 2) and the input gradient (dyt -> dx, stride 1:
- * the same product of dY padded by k - 1 - pad with the kernel flipped and its channels
- * swapped; 3x3 of stride 2: dx2_outputs), for output channels in multiples of 16; and,
- * for 3x3 kernels of stride 1 or 2, the weight gradient (below).
+ * CPU has AVX-512 or AVX2 with FMA (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it off,
+ * =avx2 keeps to AVX2). It serves the forward product (x -> yt, stride 1 or 2) and the
+ * input gradient (dyt -> dx, stride 1: the same product of dY padded by k - 1 - pad with
+ * the kernel flipped and its channels swapped; 3x3 of stride 2: dx2_outputs), for output
+ * channels in multiples of 16; and, for 3x3 kernels of stride 1 or 2, the weight
+ * gradient (below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
- * for each pair of blocks of 16 output channels, each output row, each run of up to 8
- * outputs of the row: 16 accumulators (2 blocks x 8 outputs, one AVX-512 register
- * each), a fused multiply-add for every input channel, kernel row and column, the
- * input value broadcast once for both blocks and each block's weights loaded once for
- * the 8 (3x3 kernels: run3_outputs, each input value broadcast once for the outputs it
+ * for each pass over blocks of 16 output channels, each output row, each run of outputs
+ * of the row: accumulators for the run's channels and outputs in registers (AVX-512: 2
+ * blocks x 8 outputs, a register each; AVX2: 1 block as 2 registers x 4 outputs), a
+ * fused multiply-add for every input channel, kernel row and column, the input value
+ * broadcast once for all the run's channels and their weights loaded once for the run
+ * (3x3 kernels: run3_outputs, each input value broadcast once for the outputs it
  * reaches). The weights are first laid out as [block][in][ki][kj][16] (pack_weights).
- * Each output is one thread's sum in a fixed order (input channel, ki, kj), so any
- * number of threads gives the same bits. im2col wrote every input value k*k times into
- * columns and OpenBLAS packed them again: a third of a ResNet's CPU step, and the
- * GEMMs on an image's few hundred columns ran at half the speed of these loops
- * (bench/RESULTS.md, which also has the shapes where im2col wins: direct_fits). */
+ * The kernels are conv_direct_isa.h's, built once for each instruction set. Each output
+ * is one thread's sum in a fixed order (input channel, ki, kj), so any number of
+ * threads, and either instruction set, gives the same bits. im2col wrote every input
+ * value k*k times into columns and OpenBLAS packed them again: a third of a ResNet's
+ * CPU step, and the GEMMs on an image's few hundred columns ran at half the speed of
+ * these loops (bench/RESULTS.md, which also has the shapes where im2col wins:
+ * direct_fits). */
 #define _GNU_SOURCE
 #include <immintrin.h>
 #include <stdlib.h>
 #include <string.h>
 #include "rt.h"
 
-#define DIRECT_CO 16   /* output channels a block: one register */
-#define DIRECT_RUN 8   /* outputs of a row a run */
-#define DIRECT_BLOCKS 2   /* blocks of 16 channels a run: 16 accumulators */
+#define DIRECT_CO 16     /* output channels a block */
+#define DIRECT_MAXRUN 8  /* the most outputs of a row a run (AVX-512's) */
 #define DIRECT_PLANE 1024 /* the largest output plane of the forward and dx */
 
 typedef struct {
@@ -37,15 +40,52 @@ typedef struct {
     int dx2;                   /* the input gradient of a 3x3 stride-2 conv (dx2_outputs) */
 } direct_job;
 
+/* A run of n outputs of row oh from column ow0, nb blocks, into tile [nb][n][16] */
+typedef void run_fn(const direct_job *j, const float *xp, const float *wb, int64_t ws,
+                    int64_t oh, int64_t ow0, int nb, float *tile);
+/* part += one image's weight-gradient sums of input channels ci0 and ci0 + 1 */
+typedef void dw_fn(const direct_job *j, const float *xp, const float *dyi, int64_t ci0,
+                   float *part);
+
+/* One instruction set's kernels: runs[n] and dx2_runs[n] for n up to `run`, `blocks`
+ * blocks of 16 channels a run */
+typedef struct {
+    run_fn *runs[DIRECT_MAXRUN + 1], *dx2_runs[DIRECT_MAXRUN + 1];
+    dw_fn *dw_channels;
+    int run, blocks;
+} direct_isa;
+
+/* 0: off; 1: AVX2 and FMA; 2: AVX-512 (the most the CPU has, TRAINC_CONV_DIRECT and
+ * rt_conv_direct_limit allow) */
+static int direct_level = -1;
+
+static int direct_detect(void)
+{
+    const char *env = getenv("TRAINC_CONV_DIRECT");
+    __builtin_cpu_init();
+    int l = __builtin_cpu_supports("avx512f") ? 2
+          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    if (env && !strcmp(env, "0"))
+        return 0;
+    if (env && !strcmp(env, "avx2") && l > 1)
+        return 1;
+    return l;
+}
+
 int rt_conv_direct_cpu(void)
 {
-    static int ok = -1;
-    if (ok < 0) {
-        const char *env = getenv("TRAINC_CONV_DIRECT");
-        __builtin_cpu_init();
-        ok = !(env && !strcmp(env, "0")) && __builtin_cpu_supports("avx512f");
+    int l = __atomic_load_n(&direct_level, __ATOMIC_RELAXED);
+    if (l < 0) {   /* every thread computes the same value */
+        l = direct_detect();
+        __atomic_store_n(&direct_level, l, __ATOMIC_RELAXED);
     }
-    return ok;
+    return l;
+}
+
+void rt_conv_direct_limit(int level)
+{
+    int l = direct_detect();
+    __atomic_store_n(&direct_level, level < l ? level : l, __ATOMIC_RELAXED);
 }
 
 /* w [Cout][Cin][k][k] as [Cout/16][Cin][k][k][16]; flip: the input gradient's kernel,
@@ -73,173 +113,51 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
                    (size_t)j->W * sizeof(float));
 }
 
-/* A run's accumulators: nb blocks of 16 channels by n outputs, zeroed, and stored into
- * tile [nb][n][16] (nb and n constants where these are inlined) */
-__attribute__((target("avx512f"), always_inline)) static inline void
-acc_zero(__m512 (*acc)[DIRECT_RUN], int n, int nb)
+/* AVX-512: 32 registers, 16 of them a run's accumulators */
+#define ISA avx512
+#define TARGET __attribute__((target("avx512f")))
+#define VEC __m512
+#define VL 16
+#define RUN 8
+#define BLOCKS 2
+#define DW_NC 2
+#define V_ZERO() _mm512_setzero_ps()
+#define V_LOAD(p) _mm512_loadu_ps(p)
+#define V_STORE(p, v) _mm512_storeu_ps(p, v)
+#define V_SET1(x) _mm512_set1_ps(x)
+#define V_FMA(a, b, c) _mm512_fmadd_ps(a, b, c)
+#define V_ADD(a, b) _mm512_add_ps(a, b)
+#include "conv_direct_isa.h"
+
+/* AVX2: 16 registers, so a run is one block (two registers) by 4 outputs, and the weight
+ * gradient takes one input channel at a time */
+#define ISA avx2
+#define TARGET __attribute__((target("avx2,fma")))
+#define VEC __m256
+#define VL 8
+#define RUN 4
+#define BLOCKS 1
+#define DW_NC 1
+#define V_ZERO() _mm256_setzero_ps()
+#define V_LOAD(p) _mm256_loadu_ps(p)
+#define V_STORE(p, v) _mm256_storeu_ps(p, v)
+#define V_SET1(x) _mm256_set1_ps(x)
+#define V_FMA(a, b, c) _mm256_fmadd_ps(a, b, c)
+#define V_ADD(a, b) _mm256_add_ps(a, b)
+#include "conv_direct_isa.h"
+
+/* the kernels of the CPU's level */
+static const direct_isa *direct_kernels(void)
 {
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            acc[b][i] = _mm512_setzero_ps();
+    return rt_conv_direct_cpu() == 2 ? &direct_isa_avx512 : &direct_isa_avx2;
 }
-
-__attribute__((target("avx512f"), always_inline)) static inline void
-acc_store(__m512 (*acc)[DIRECT_RUN], int n, int nb, float *tile)
-{
-    for (int b = 0; b < nb; b++)
-        for (int i = 0; i < n; i++)
-            _mm512_storeu_ps(tile + (b * n + i) * DIRECT_CO, acc[b][i]);
-}
-
-/* A 3x3 kernel row's three weight vectors of each block (blocks wstride floats apart) */
-__attribute__((target("avx512f"), always_inline)) static inline void
-row_weights(__m512 (*w)[3], const float *wv, int64_t wstride, int nb)
-{
-    for (int b = 0; b < nb; b++)
-        for (int kj = 0; kj < 3; kj++)
-            w[b][kj] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
-}
-
-/* One broadcast value v at position pos of a kernel row, multiplied into the outputs it
- * reaches: output i = (pos - kj) / s by tap kj, where that divides and is in the run
- * (everything but v constant where it is inlined) */
-__attribute__((target("avx512f"), always_inline)) static inline void
-reach(__m512 v, __m512 (*w)[3], int pos, int s, int n, int nb, __m512 (*acc)[DIRECT_RUN])
-{
-    for (int kj = 0; kj < 3; kj++) {
-        int d = pos - kj;
-        if (d < 0 || d % s || d / s >= n)
-            continue;
-        for (int b = 0; b < nb; b++)
-            acc[b][d / s] = _mm512_fmadd_ps(v, w[b][kj], acc[b][d / s]);
-    }
-}
-
-/* n outputs of row oh from ow0, nb blocks of 16 channels (weights wb: [nb][Cin][k][k]
- * [16], blocks wstride floats apart), into tile [nb][n][16]; n, nb and the stride s
- * constants where it is inlined */
-__attribute__((target("avx512f"), always_inline)) static inline void
-run_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t oh,
-            int64_t ow0, int n, int nb, int s, float *tile)
-{
-    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, k = j->k;
-    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN];
-    acc_zero(acc, n, nb);
-    for (int64_t ci = 0; ci < j->Cin; ci++)
-        for (int64_t ki = 0; ki < k; ki++) {
-            const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
-            const float *wv = wb + (ci * k + ki) * k * DIRECT_CO;
-            for (int64_t kj = 0; kj < k; kj++) {
-                __m512 w[DIRECT_BLOCKS];
-                for (int b = 0; b < nb; b++)
-                    w[b] = _mm512_loadu_ps(wv + b * wstride + kj * DIRECT_CO);
-                for (int i = 0; i < n; i++) {
-                    __m512 v = _mm512_set1_ps(r[i * s + kj]);
-                    for (int b = 0; b < nb; b++)
-                        acc[b][i] = _mm512_fmadd_ps(v, w[b], acc[b][i]);
-                }
-            }
-        }
-    acc_store(acc, n, nb, tile);
-}
-
-/* run_outputs for 3x3 kernels: for each input channel and kernel row, each block's three
- * weight vectors loaded once and each input value of the row broadcast once, then
- * multiplied into every output it reaches. An output's products still arrive in the
- * order (input channel, ki, kj), so its bits are run_outputs'. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-run3_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t oh,
-             int64_t ow0, int n, int nb, int s, float *tile)
-{
-    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
-    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN], w[DIRECT_BLOCKS][3];
-    acc_zero(acc, n, nb);
-    for (int64_t ci = 0; ci < j->Cin; ci++)
-        for (int64_t ki = 0; ki < 3; ki++) {
-            const float *r = xp + (ci * PH + oh * s + ki) * PW + ow0 * s;
-            row_weights(w, wb + (ci * 3 + ki) * 3 * DIRECT_CO, wstride, nb);
-#pragma GCC unroll 24
-            for (int x = 0; x < (n - 1) * s + 3; x++)
-                reach(_mm512_set1_ps(r[x]), w, x, s, n, nb, acc);
-        }
-    acc_store(acc, n, nb, tile);
-}
-
-#define RUN_N(n)                                                                             \
-    __attribute__((target("avx512f"))) static void run_##n(const direct_job *j,              \
-        const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
-        float *tile)                                                                         \
-    {                                                                                        \
-        if (j->k == 3 && j->s == 2 && nb == 2)                                               \
-            run3_outputs(j, xp, wb, ws, oh, ow0, n, 2, 2, tile);                             \
-        else if (j->k == 3 && j->s == 2)                                                     \
-            run3_outputs(j, xp, wb, ws, oh, ow0, n, 1, 2, tile);                             \
-        else if (j->k == 3 && nb == 2)                                                       \
-            run3_outputs(j, xp, wb, ws, oh, ow0, n, 2, 1, tile);                             \
-        else if (j->k == 3)                                                                  \
-            run3_outputs(j, xp, wb, ws, oh, ow0, n, 1, 1, tile);                             \
-        else if (j->s == 2 && nb == 2)                                                       \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, 2, tile);                              \
-        else if (j->s == 2)                                                                  \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, 2, tile);                              \
-        else if (nb == 2)                                                                    \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 2, 1, tile);                              \
-        else                                                                                 \
-            run_outputs(j, xp, wb, ws, oh, ow0, n, 1, 1, tile);                              \
-    }
-RUN_N(1) RUN_N(2) RUN_N(3) RUN_N(4) RUN_N(5) RUN_N(6) RUN_N(7) RUN_N(8)
-typedef void run_fn(const direct_job *, const float *, const float *, int64_t, int64_t, int64_t,
-                    int, float *);
-static run_fn *const runs[DIRECT_RUN + 1] = {NULL, run_1, run_2, run_3, run_4,
-                                             run_5, run_6, run_7, run_8};
-
-/* The input gradient of a 3x3 convolution of stride 2 and padding 1, without the zeros
- * a stride-1 product over dY dilated by 2 would multiply: output (h, w) of dx takes the
- * taps ki = 1 (h even) or ki = 0 and 2 (h odd), and likewise kj, from dY's row
- * (h + 1 - ki) / 2 and column (w + 1 - kj) / 2. xp is dY padded by 1 (rows and columns
- * -1 and OH, OW read as zeros); the weights are packed flipped (tap (2 - ki, 2 - kj)).
- * A run of n outputs starts at an even w0, so which kj reaches which output is known
- * when the run is compiled: dY's value at column w0 / 2 + t - 1 goes to output
- * i = 2 t - 3 + kj, which is reach's 2 t - 1 - m for the packed tap m = 2 - kj. */
-__attribute__((target("avx512f"), always_inline)) static inline void
-dx2_outputs(const direct_job *j, const float *xp, const float *wb, int64_t wstride, int64_t h,
-            int64_t w0, int n, int nb, float *tile)
-{
-    int64_t PH = j->H + 2, PW = j->W + 2;
-    __m512 acc[DIRECT_BLOCKS][DIRECT_RUN], w[DIRECT_BLOCKS][3];
-    acc_zero(acc, n, nb);
-    for (int64_t co = 0; co < j->Cin; co++)
-        for (int64_t ki = h % 2 ? 0 : 1; ki < 3; ki += 2) {
-            const float *r = xp + (co * PH + (h + 1 - ki) / 2 + 1) * PW + w0 / 2;
-            /* w[m]: the packed tap (2 - ki, m), kj = 2 - m */
-            row_weights(w, wb + (co * 9 + (2 - ki) * 3) * DIRECT_CO, wstride, nb);
-#pragma GCC unroll 8
-            for (int t = 1; t <= (n + 2) / 2; t++)
-                reach(_mm512_set1_ps(r[t]), w, 2 * t - 1, 1, n, nb, acc);
-        }
-    acc_store(acc, n, nb, tile);
-}
-
-#define DX2_N(n)                                                                             \
-    __attribute__((target("avx512f"))) static void dx2_##n(const direct_job *j,              \
-        const float *xp, const float *wb, int64_t ws, int64_t oh, int64_t ow0, int nb,        \
-        float *tile)                                                                         \
-    {                                                                                        \
-        if (nb == 2)                                                                         \
-            dx2_outputs(j, xp, wb, ws, oh, ow0, n, 2, tile);                                 \
-        else                                                                                 \
-            dx2_outputs(j, xp, wb, ws, oh, ow0, n, 1, tile);                                 \
-    }
-DX2_N(1) DX2_N(2) DX2_N(3) DX2_N(4) DX2_N(5) DX2_N(6) DX2_N(7) DX2_N(8)
-static run_fn *const dx2_runs[DIRECT_RUN + 1] = {NULL, dx2_1, dx2_2, dx2_3, dx2_4,
-                                                 dx2_5, dx2_6, dx2_7, dx2_8};
 
 /* Run r of an output row: its length, from *ow (advanced). A row's runs differ in length
- * by at most one (14: 7 + 7); dx2's start at even columns, 8 wide but the last. */
-static int run_length(const direct_job *j, int64_t r, int64_t nruns, int64_t ow)
+ * by at most one (14: 7 + 7); dx2's start at even columns, `run` wide but the last. */
+static int run_length(const direct_job *j, int run, int64_t r, int64_t nruns, int64_t ow)
 {
     if (j->dx2)
-        return (int)(j->OW - ow < DIRECT_RUN ? j->OW - ow : DIRECT_RUN);
+        return (int)(j->OW - ow < run ? j->OW - ow : run);
     return (int)((r + 1) * j->OW / nruns - ow);
 }
 
@@ -251,19 +169,21 @@ static void direct_images(void *ctx, int64_t lo, int64_t hi)
     float *xp = malloc((size_t)(j->Cin * PH * PW) * sizeof(float));
     if (!xp)
         rt_fail("out of memory");
-    float tile[DIRECT_BLOCKS * DIRECT_RUN * DIRECT_CO];
+    const direct_isa *isa = direct_kernels();
+    float tile[2 * DIRECT_MAXRUN * DIRECT_CO];   /* the most blocks a run: 2 */
     int64_t ws = j->Cin * j->k * j->k * DIRECT_CO, blocks = j->Cout / DIRECT_CO;
-    int64_t nruns = (j->OW + DIRECT_RUN - 1) / DIRECT_RUN;
+    int64_t nruns = (j->OW + isa->run - 1) / isa->run;
     int n;
     for (int64_t b = lo; b < hi; b++) {
         pad_image(j, j->in + b * j->in_img, xp);
-        for (int64_t cb = 0; cb < blocks; cb += DIRECT_BLOCKS) {
-            int nb = blocks - cb < DIRECT_BLOCKS ? (int)(blocks - cb) : DIRECT_BLOCKS;
+        for (int64_t cb = 0; cb < blocks; cb += isa->blocks) {
+            int nb = blocks - cb < isa->blocks ? (int)(blocks - cb) : isa->blocks;
             float *o = j->out + cb * DIRECT_CO * j->out_ch + b * j->out_img;
             for (int64_t oh = 0; oh < j->OH; oh++)
                 for (int64_t r = 0, ow = 0; r < nruns; r++, ow += n) {
-                    n = run_length(j, r, nruns, ow);
-                    (j->dx2 ? dx2_runs : runs)[n](j, xp, j->wp + cb * ws, ws, oh, ow, nb, tile);
+                    n = run_length(j, isa->run, r, nruns, ow);
+                    (j->dx2 ? isa->dx2_runs : isa->runs)[n](j, xp, j->wp + cb * ws, ws, oh, ow,
+                                                            nb, tile);
                     for (int l = 0; l < nb * DIRECT_CO; l++)
                         for (int i = 0; i < n; i++)
                             o[l * j->out_ch + oh * j->OW + ow + i] =
@@ -342,54 +262,6 @@ typedef struct {
     int64_t B, groups;
 } dw_job;
 
-/* part [Cin*9][16] += image's sums for channels ci0 .. ci0 + nc (dyi: [OH*OW][16]); nc
- * and the stride s constants where it is inlined */
-__attribute__((target("avx512f"), always_inline)) static inline void
-dw_taps(const direct_job *j, const float *xp, const float *dyi, int64_t ci0, int nc, int s,
-        float *part)
-{
-    int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad;
-    __m512 acc[2][9];
-    for (int c = 0; c < nc; c++)
-        for (int t = 0; t < 9; t++)
-            acc[c][t] = _mm512_setzero_ps();
-    for (int64_t oh = 0; oh < j->OH; oh++) {
-        const float *r[2][3];
-        for (int c = 0; c < nc; c++)
-            for (int ki = 0; ki < 3; ki++)
-                r[c][ki] = xp + ((ci0 + c) * PH + oh * s + ki) * PW;
-        for (int64_t ow = 0; ow < j->OW; ow++) {
-            __m512 v = _mm512_loadu_ps(dyi + (oh * j->OW + ow) * DIRECT_CO);
-            for (int c = 0; c < nc; c++)
-                for (int ki = 0; ki < 3; ki++)
-                    for (int kj = 0; kj < 3; kj++)
-                        acc[c][ki * 3 + kj] = _mm512_fmadd_ps(
-                            v, _mm512_set1_ps(r[c][ki][ow * s + kj]), acc[c][ki * 3 + kj]);
-        }
-    }
-    for (int c = 0; c < nc; c++)
-        for (int t = 0; t < 9; t++) {
-            float *p = part + ((ci0 + c) * 9 + t) * DIRECT_CO;
-            _mm512_storeu_ps(p, _mm512_add_ps(_mm512_loadu_ps(p), acc[c][t]));
-        }
-}
-
-/* channels ci0 and ci0 + 1 where both are (else ci0 alone) */
-__attribute__((target("avx512f"))) static void dw_channels(const direct_job *j, const float *xp,
-                                                           const float *dyi, int64_t ci0,
-                                                           float *part)
-{
-    int two = j->Cin - ci0 >= 2;
-    if (j->s == 2 && two)
-        dw_taps(j, xp, dyi, ci0, 2, 2, part);
-    else if (j->s == 2)
-        dw_taps(j, xp, dyi, ci0, 1, 2, part);
-    else if (two)
-        dw_taps(j, xp, dyi, ci0, 2, 1, part);
-    else
-        dw_taps(j, xp, dyi, ci0, 1, 1, part);
-}
-
 /* image b's dY as [Cout/16][OH*OW][16] */
 static void dy_image(const dw_job *d, int64_t b, float *dyi)
 {
@@ -409,6 +281,7 @@ static void dw_groups(void *ctx, int64_t lo, int64_t hi)
     const direct_job *j = &d->g;
     int64_t PH = j->H + 2 * j->pad, PW = j->W + 2 * j->pad, ohw = j->OH * j->OW;
     int64_t taps = j->Cin * 9 * DIRECT_CO, n = j->Cout * j->Cin * 9;
+    dw_fn *dw = direct_kernels()->dw_channels;
     float *xp = malloc((size_t)(j->Cin * PH * PW + j->Cout * ohw) * sizeof(float));
     if (!xp)
         rt_fail("out of memory");
@@ -421,7 +294,7 @@ static void dw_groups(void *ctx, int64_t lo, int64_t hi)
             dy_image(d, b, dyi);
             for (int64_t cb = 0; cb < j->Cout / DIRECT_CO; cb++)
                 for (int64_t ci = 0; ci < j->Cin; ci += 2)
-                    dw_channels(j, xp, dyi + cb * ohw * DIRECT_CO, ci, part + cb * taps);
+                    dw(j, xp, dyi + cb * ohw * DIRECT_CO, ci, part + cb * taps);
         }
     }
     free(xp);

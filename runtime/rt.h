@@ -674,9 +674,12 @@ double *rt_pool_scratch(rt_pool *p, size_t n);
  * kernel offset kj: [*o0, *o1) (kernels.c; the loops over them need no bounds test). */
 void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
                   int64_t *o1);
-/* conv_direct.c: the CPU's direct convolution (AVX-512; the shapes its direct_fits
- * takes); 1 when it took the call, 0 when not (then im2col and a GEMM). */
+/* conv_direct.c: the CPU's direct convolution (AVX-512 or AVX2; the shapes its
+ * direct_fits takes); rt_conv_direct_fwd/dx/dw return 1 when it took the call, 0 when not
+ * (then im2col and a GEMM). rt_conv_direct_cpu: the level in use, 0 (off), 1 (AVX2 and
+ * FMA) or 2 (AVX-512); rt_conv_direct_limit caps it at a level (tests, benchmarks). */
 int rt_conv_direct_cpu(void);
+void rt_conv_direct_limit(int level);
 int rt_conv_direct_fwd(rt_exec *e, const float *x, const float *w, float *yt, int64_t B, int64_t C,
                        int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                        int64_t OW, int64_t Cout);

@@ -712,12 +712,16 @@ static void conv3_ref(const conv3_shape *c, int64_t OH, int64_t OW, const float 
                 }
 }
 
+/* Each shape three times: 1 and 3 threads at the CPU's direct level, then 3 threads with
+ * AVX2's kernels where the CPU has AVX-512 (the same bits: each output's sum keeps its
+ * order) */
 static void test_conv_calls(void)
 {
     char nm[160];
-    printf("note conv: runtime/conv_direct.c's path is %s\n",
-           rt_conv_direct_cpu() ? "on (AVX-512): the shapes its direct_fits takes"
-                                : "off (no AVX-512, or TRAINC_CONV_DIRECT=0)");
+    int top = rt_conv_direct_cpu(), second = top == 2 ? 1 : top;
+    static const char *level[] = {"off (no AVX2, or TRAINC_CONV_DIRECT=0)", "AVX2", "AVX-512"};
+    printf("note conv: runtime/conv_direct.c's path: %s, then %s (the shapes its direct_fits "
+           "takes)\n", level[top], level[second]);
     for (size_t si = 0; si < sizeof conv3_shapes / sizeof conv3_shapes[0]; si++) {
         const conv3_shape *c = &conv3_shapes[si];
         int64_t OH = (c->H + 2 * c->pad - c->k) / c->s + 1, OW = (c->W + 2 * c->pad - c->k) / c->s + 1;
@@ -730,9 +734,10 @@ static void test_conv_calls(void)
         float *x = fvec(nx), *w = fvec(nw), *dyt = fvec(c->Cout * n), *dw0 = fvec(nw);
         double *ryt = dvec(c->Cout * n), *rdw = dvec(nw), *rdx = dvec(nx);
         conv3_ref(c, OH, OW, x, w, dyt, dw0, ryt, rdw, rdx);
-        float *col = malloc((size_t)(ckk * n) * sizeof(float)), *yt[2], *dw[2], *dx[2];
-        for (int pi = 0; pi < 2; pi++) {
-            rt_exec e = exec_on(pi, 1);
+        float *col = malloc((size_t)(ckk * n) * sizeof(float)), *yt[3], *dw[3], *dx[3];
+        for (int pi = 0; pi < 3; pi++) {
+            rt_exec e = exec_on(pi > 0, 1);
+            rt_conv_direct_limit(pi == 2 ? second : top);
             yt[pi] = malloc((size_t)(c->Cout * n) * sizeof(float));
             dx[pi] = malloc((size_t)nx * sizeof(float));
             dw[pi] = malloc((size_t)nw * sizeof(float));
@@ -746,16 +751,21 @@ static void test_conv_calls(void)
                                c->pad, OH, OW, c->Cout);
             rt_conv_bwd_data(&e, w, dyt, col, dx[pi], c->B, c->C, c->H, c->W, c->k, c->s, c->pad,
                              OH, OW, c->Cout);
-            check_close(NAME("conv fwd %s t=%d", tag, pool_threads[pi]), yt[pi], ryt,
-                        c->Cout * n, 1e-5);
-            check_close(NAME("conv dW %s t=%d", tag, pool_threads[pi]), dw[pi], rdw, nw, 1e-5);
-            check_close(NAME("conv dx %s t=%d", tag, pool_threads[pi]), dx[pi], rdx, nx, 1e-5);
+            int t = pool_threads[pi > 0], l = pi == 2 ? second : top;
+            check_close(NAME("conv fwd %s t=%d l%d", tag, t, l), yt[pi], ryt, c->Cout * n, 1e-5);
+            check_close(NAME("conv dW %s t=%d l%d", tag, t, l), dw[pi], rdw, nw, 1e-5);
+            check_close(NAME("conv dx %s t=%d l%d", tag, t, l), dx[pi], rdx, nx, 1e-5);
         }
+        rt_conv_direct_limit(top);
+        check_same(NAME("conv fwd %s l%d vs l%d", tag, second, top), yt[2], yt[1],
+                   (size_t)(c->Cout * n) * 4);
+        check_same(NAME("conv dW %s l%d vs l%d", tag, second, top), dw[2], dw[1], (size_t)nw * 4);
+        check_same(NAME("conv dx %s l%d vs l%d", tag, second, top), dx[2], dx[1], (size_t)nx * 4);
         check_same(NAME("conv fwd %s t=1 vs t=3", tag), yt[0], yt[1], (size_t)(c->Cout * n) * 4);
         check_same(NAME("conv dW %s t=1 vs t=3", tag), dw[0], dw[1], (size_t)nw * 4);
         check_same(NAME("conv dx %s t=1 vs t=3", tag), dx[0], dx[1], (size_t)nx * 4);
         free(x), free(w), free(dyt), free(dw0), free(ryt), free(rdw), free(rdx), free(col);
-        for (int pi = 0; pi < 2; pi++)
+        for (int pi = 0; pi < 3; pi++)
             free(yt[pi]), free(dw[pi]), free(dx[pi]);
     }
 }
