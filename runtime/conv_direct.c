@@ -121,6 +121,7 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
 #define RUN 8
 #define BLOCKS 2
 #define DW_NC 2
+#define DX2 1
 #define V_ZERO() _mm512_setzero_ps()
 #define V_LOAD(p) _mm512_loadu_ps(p)
 #define V_STORE(p, v) _mm512_storeu_ps(p, v)
@@ -130,7 +131,9 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
 #include "conv_direct_isa.h"
 
 /* AVX2: 16 registers, so a run is one block (two registers) by 4 outputs, and the weight
- * gradient takes one input channel at a time */
+ * gradient takes one input channel at a time. No dx2_outputs: with 8 accumulators its
+ * chains of 2 and 4 dependent multiply-adds left it slower than im2col at 14 x 14
+ * (bench/RESULTS.md), so the input gradient of a stride-2 convolution is im2col's. */
 #define ISA avx2
 #define TARGET __attribute__((target("avx2,fma")))
 #define VEC __m256
@@ -138,6 +141,7 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
 #define RUN 4
 #define BLOCKS 1
 #define DW_NC 1
+#define DX2 0
 #define V_ZERO() _mm256_setzero_ps()
 #define V_LOAD(p) _mm256_loadu_ps(p)
 #define V_STORE(p, v) _mm256_storeu_ps(p, v)
@@ -235,7 +239,7 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
      * channels in, C out; dyt is [Cout, B, OH*OW] */
     int64_t p = s == 2 ? 1 : k - 1 - pad;   /* stride 2: dY's padding (dx2_outputs) */
-    if (!(s == 1 || (s == 2 && k == 3 && pad == 1)) || p < 0 ||
+    if (!(s == 1 || (s == 2 && k == 3 && pad == 1 && direct_kernels()->dx2_runs[1])) || p < 0 ||
         !direct_fits(e, Cout, C, OH, OW, p, k, H * W))
         return 0;
     direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, s, p, H, W,

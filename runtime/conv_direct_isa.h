@@ -8,6 +8,7 @@
  *   RUN        the most outputs of a row a run (an even number)
  *   BLOCKS     blocks of 16 channels a run (acc's rows: BLOCKS * 16 / VL lane groups)
  *   DW_NC      input channels a weight-gradient call (dw_taps' 9 * DW_NC accumulators)
+ *   DX2        1: the set has dx2_outputs (the input gradient of 3x3 stride-2 convolutions)
  *   V_ZERO(), V_LOAD(p), V_STORE(p, v), V_SET1(x), V_FMA(a, b, c) (a b + c, one rounding),
  *   V_ADD(a, b)
  *
@@ -119,6 +120,38 @@ F(run3_outputs)(const direct_job *j, const float *xp, const float *wb, int64_t w
     F(acc_store)(acc, n, ng, tile);
 }
 
+/* run_N (and dx2_N below): a run of N outputs over nb blocks (nb * G lane groups: where a
+ * set's BLOCKS is 1, always NG), the kernel's shape and stride made constants */
+#define RUN_N(n)                                                                             \
+    TARGET static void F(run_##n)(const direct_job *j, const float *xp, const float *wb,      \
+                                  int64_t ws, int64_t oh, int64_t ow0, int nb, float *tile)  \
+    {                                                                                        \
+        int full = BLOCKS == 1 || nb == BLOCKS;                                              \
+        if (j->k == 3 && j->s == 2 && full)                                                  \
+            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 2, tile);                         \
+        else if (j->k == 3 && j->s == 2)                                                     \
+            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, G, 2, tile);                          \
+        else if (j->k == 3 && full)                                                          \
+            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 1, tile);                         \
+        else if (j->k == 3)                                                                  \
+            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, G, 1, tile);                          \
+        else if (j->s == 2 && full)                                                          \
+            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 2, tile);                          \
+        else if (j->s == 2)                                                                  \
+            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, G, 2, tile);                           \
+        else if (full)                                                                       \
+            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 1, tile);                          \
+        else                                                                                 \
+            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, G, 1, tile);                           \
+    }
+
+RUN_N(1) RUN_N(2) RUN_N(3) RUN_N(4)
+#if RUN == 8
+RUN_N(5) RUN_N(6) RUN_N(7) RUN_N(8)
+#endif
+#undef RUN_N
+
+#if DX2
 /* The input gradient of a 3x3 convolution of stride 2 and padding 1, without the zeros
  * a stride-1 product over dY dilated by 2 would multiply: output (h, w) of dx takes the
  * taps ki = 1 (h even) or ki = 0 and 2 (h odd), and likewise kj, from dY's row
@@ -146,30 +179,7 @@ F(dx2_outputs)(const direct_job *j, const float *xp, const float *wb, int64_t ws
     F(acc_store)(acc, n, ng, tile);
 }
 
-/* run_N and dx2_N: a run of N outputs over nb blocks (nb * G lane groups: where a set's
- * BLOCKS is 1, always NG), the kernel's shape and stride made constants */
-#define RUN_N(n)                                                                             \
-    TARGET static void F(run_##n)(const direct_job *j, const float *xp, const float *wb,      \
-                                  int64_t ws, int64_t oh, int64_t ow0, int nb, float *tile)  \
-    {                                                                                        \
-        int full = BLOCKS == 1 || nb == BLOCKS;                                              \
-        if (j->k == 3 && j->s == 2 && full)                                                  \
-            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 2, tile);                         \
-        else if (j->k == 3 && j->s == 2)                                                     \
-            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, G, 2, tile);                          \
-        else if (j->k == 3 && full)                                                          \
-            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 1, tile);                         \
-        else if (j->k == 3)                                                                  \
-            F(run3_outputs)(j, xp, wb, ws, oh, ow0, n, G, 1, tile);                          \
-        else if (j->s == 2 && full)                                                          \
-            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 2, tile);                          \
-        else if (j->s == 2)                                                                  \
-            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, G, 2, tile);                           \
-        else if (full)                                                                       \
-            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, NG, 1, tile);                          \
-        else                                                                                 \
-            F(run_outputs)(j, xp, wb, ws, oh, ow0, n, G, 1, tile);                           \
-    }                                                                                        \
+#define DX2_N(n)                                                                             \
     TARGET static void F(dx2_##n)(const direct_job *j, const float *xp, const float *wb,      \
                                   int64_t ws, int64_t oh, int64_t ow0, int nb, float *tile)  \
     {                                                                                        \
@@ -178,11 +188,12 @@ F(dx2_outputs)(const direct_job *j, const float *xp, const float *wb, int64_t ws
         else                                                                                 \
             F(dx2_outputs)(j, xp, wb, ws, oh, ow0, n, G, tile);                              \
     }
-RUN_N(1) RUN_N(2) RUN_N(3) RUN_N(4)
+DX2_N(1) DX2_N(2) DX2_N(3) DX2_N(4)
 #if RUN == 8
-RUN_N(5) RUN_N(6) RUN_N(7) RUN_N(8)
+DX2_N(5) DX2_N(6) DX2_N(7) DX2_N(8)
 #endif
-#undef RUN_N
+#undef DX2_N
+#endif
 
 /* part [Cin*9][16] += one image's sums for lane group lo (0, VL, ...) of channels ci0 ..
  * ci0 + nc (dyi: [OH*OW][16]); nc and the stride s constants where it is inlined */
@@ -241,11 +252,13 @@ static const direct_isa F(direct_isa) = {
              F(run_5), F(run_6), F(run_7), F(run_8)
 #endif
     },
+#if DX2
     .dx2_runs = {NULL, F(dx2_1), F(dx2_2), F(dx2_3), F(dx2_4),
 #if RUN == 8
                  F(dx2_5), F(dx2_6), F(dx2_7), F(dx2_8)
 #endif
     },
+#endif
     .dw_channels = F(dw_channels),
     .run = RUN,
     .blocks = BLOCKS,
@@ -265,6 +278,7 @@ static const direct_isa F(direct_isa) = {
 #undef RUN
 #undef BLOCKS
 #undef DW_NC
+#undef DX2
 #undef V_ZERO
 #undef V_LOAD
 #undef V_STORE

@@ -714,7 +714,7 @@ static void conv3_ref(const conv3_shape *c, int64_t OH, int64_t OW, const float 
 
 /* Each shape three times: 1 and 3 threads at the CPU's direct level, then 3 threads with
  * AVX2's kernels where the CPU has AVX-512 (the same bits: each output's sum keeps its
- * order) */
+ * order; but for dx at stride 2, which AVX2 leaves to im2col) */
 static void test_conv_calls(void)
 {
     char nm[160];
@@ -760,7 +760,9 @@ static void test_conv_calls(void)
         check_same(NAME("conv fwd %s l%d vs l%d", tag, second, top), yt[2], yt[1],
                    (size_t)(c->Cout * n) * 4);
         check_same(NAME("conv dW %s l%d vs l%d", tag, second, top), dw[2], dw[1], (size_t)nw * 4);
-        check_same(NAME("conv dx %s l%d vs l%d", tag, second, top), dx[2], dx[1], (size_t)nx * 4);
+        if (c->s == 1)
+            check_same(NAME("conv dx %s l%d vs l%d", tag, second, top), dx[2], dx[1],
+                       (size_t)nx * 4);
         check_same(NAME("conv fwd %s t=1 vs t=3", tag), yt[0], yt[1], (size_t)(c->Cout * n) * 4);
         check_same(NAME("conv dW %s t=1 vs t=3", tag), dw[0], dw[1], (size_t)nw * 4);
         check_same(NAME("conv dx %s t=1 vs t=3", tag), dx[0], dx[1], (size_t)nx * 4);
