@@ -22,7 +22,10 @@
  * these loops (bench/RESULTS.md, which also has the shapes where im2col wins:
  * direct_fits). */
 #define _GNU_SOURCE
+#if defined(__x86_64__) && defined(__GNUC__)
+#define DIRECT_X86 1   /* elsewhere (arm64) the level is 0: im2col and GEMMs */
 #include <immintrin.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include "rt.h"
@@ -62,9 +65,12 @@ static int direct_level = -1;
 static int direct_detect(void)
 {
     const char *env = getenv("TRAINC_CONV_DIRECT");
+    int l = 0;
+#ifdef DIRECT_X86
     __builtin_cpu_init();
-    int l = __builtin_cpu_supports("avx512f") ? 2
-          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+    l = __builtin_cpu_supports("avx512f") ? 2
+      : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+#endif
     if (env && !strcmp(env, "0"))
         return 0;
     if (env && !strcmp(env, "avx2") && l > 1)
@@ -113,6 +119,7 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
                    (size_t)j->W * sizeof(float));
 }
 
+#ifdef DIRECT_X86
 /* AVX-512: 32 registers, 16 of them a run's accumulators */
 #define ISA avx512
 #define TARGET __attribute__((target("avx512f")))
@@ -150,11 +157,14 @@ static void pad_image(const direct_job *j, const float *x, float *xp)
 #define V_ADD(a, b) _mm256_add_ps(a, b)
 #include "conv_direct_isa.h"
 
-/* the kernels of the CPU's level */
+/* the kernels of the CPU's level (called where it is 1 or 2) */
 static const direct_isa *direct_kernels(void)
 {
     return rt_conv_direct_cpu() == 2 ? &direct_isa_avx512 : &direct_isa_avx2;
 }
+#else
+static const direct_isa *direct_kernels(void) { return NULL; }
+#endif
 
 /* Run r of an output row: its length, from *ow (advanced). A row's runs differ in length
  * by at most one (14: 7 + 7); dx2's start at even columns, `run` wide but the last. */
@@ -239,8 +249,9 @@ int rt_conv_direct_dx(rt_exec *e, const float *w, const float *dyt, float *dx, i
     /* dx = dY padded by k - 1 - pad, correlated with the flipped kernel: dY's Cout
      * channels in, C out; dyt is [Cout, B, OH*OW] */
     int64_t p = s == 2 ? 1 : k - 1 - pad;   /* stride 2: dY's padding (dx2_outputs) */
-    if (!(s == 1 || (s == 2 && k == 3 && pad == 1 && direct_kernels()->dx2_runs[1])) || p < 0 ||
-        !direct_fits(e, Cout, C, OH, OW, p, k, H * W))
+    if (!(s == 1 || (s == 2 && k == 3 && pad == 1)) || p < 0 ||
+        !direct_fits(e, Cout, C, OH, OW, p, k, H * W) ||
+        (s == 2 && !direct_kernels()->dx2_runs[1]))   /* (AVX2 has no dx2_outputs) */
         return 0;
     direct_job j = {dyt, NULL, dx, Cout, C, OH, OW, k, s, p, H, W,
                     OH * OW, B * OH * OW, C * H * W, H * W, s == 2};
