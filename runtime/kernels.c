@@ -376,32 +376,6 @@ static double sqdev_f64(const float *restrict x, int64_t n, double mu)
     return t;
 }
 
-/* expf on four lanes (Cephes: 2^n * p(r), |r| <= ln2/2), within 2 ulp of exp; 0 below
- * -103.97 and inf above 88.72 as for expf, NaN stays NaN. */
-static inline v4f exp4(v4f x)
-{
-    const v4f hi = splat4(88.7228391f), lo = splat4(-103.972084f);
-    v4i big = x > hi, small = x < lo;
-    v4f xc = (v4f)(((v4i)x & ~(big | small)) | ((v4i)hi & big) | ((v4i)lo & small));
-    /* n = floor(x * log2(e) + 0.5) */
-    v4f t = xc * splat4(1.44269504088896341f) + splat4(0.5f);
-    v4f n = __builtin_convertvector(__builtin_convertvector(t, v4i), v4f);
-    n += __builtin_convertvector((v4i)(n > t), v4f);      /* -1 where truncation rounded up */
-    v4f r = xc - n * splat4(0.693359375f) - n * splat4(-2.12194440e-4f);
-    v4f p = splat4(1.9875691500e-4f);
-    p = p * r + splat4(1.3981999507e-3f);
-    p = p * r + splat4(8.3334519073e-3f);
-    p = p * r + splat4(4.1665795894e-2f);
-    p = p * r + splat4(1.6666665459e-1f);
-    p = p * r + splat4(5.0000001201e-1f);
-    p = p * (r * r) + r + splat4(1.0f);
-    /* times 2^n as 2^n1 * 2^n2, both normal, so that the result may be subnormal or
-     * near FLT_MAX and still rounds once */
-    v4i ni = __builtin_convertvector(n, v4i), n1 = ni >> 1, n2 = ni - n1;
-    v4f y = p * (v4f)((v4u)(n1 + 127) << 23) * (v4f)((v4u)(n2 + 127) << 23);
-    return (v4f)(((v4i)y & ~(big | small)) | ((v4i)splat4(INFINITY) & big));
-}
-
 /* ---- GEMM ------------------------------------------------------------------ */
 
 typedef struct {
@@ -1826,7 +1800,7 @@ static double ce_ls_row(const ce_ctx *c, const float *z, float *g, int32_t tg, i
     }
     double se = 0.0;
     for (int64_t j = 0; j < C; j++) {
-        float ev = expf(z[j] - m);
+        float ev = rt_expf(z[j] - m);
         se += (double)ev;
         if (g)
             g[j] = ev;

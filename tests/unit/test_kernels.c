@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include "rt.h"
+#include "rt_vec.h"
 
 static int failures;
 static rt_pool *pools[2];      /* 1 and 3 threads */
@@ -409,6 +410,33 @@ static void test_tanh(void)
  * both signs where e^x is a normal float, the subnormal results within one unit of
  * 2^-149; 0 below, inf above, NaN stays NaN; silu(-inf) NaN as in PyTorch (-inf
  * times 0). */
+/* rt_vec.h's exp4 (the runtime's softmax and cross-entropy) gives rt_expf's bits, on
+ * every 29th float and the specials, in each lane */
+static void test_exp4(void)
+{
+    static const float special[] = {NAN, INFINITY, -INFINITY, 89.0f, 88.72f, -104.0f,
+                                    -103.97f, -87.34f, 0.0f, -0.0f, 1e-30f, -1e-30f};
+    int64_t bad = 0;
+    float at = 0.0f;
+    for (uint64_t b = 0; b < 0x100000000ull + 12 * 29; b += 29) {
+        float x;
+        if (b < 0x100000000ull) {
+            uint32_t u = (uint32_t)b;
+            memcpy(&x, &u, sizeof x);
+        } else {
+            x = special[(b - 0x100000000ull) / 29];
+        }
+        v4f v = exp4((v4f){x, -x, x * 0.5f, 0.0f});
+        float want[4] = {rt_expf(x), rt_expf(-x), rt_expf(x * 0.5f), 1.0f};
+        if (memcmp(&v, want, sizeof want) && bad++ == 0)
+            at = x;
+    }
+    if (!bad)
+        pass("exp4 gives rt_expf's bits");
+    else
+        fail("exp4", "%lld inputs differ from rt_expf, the first %.9g", (long long)bad, at);
+}
+
 static void test_expf(void)
 {
     double worst = 0.0, worst_sub = 0.0;
@@ -431,6 +459,7 @@ static void test_expf(void)
             worst = e, at = x;
     }
     printf("note rt_expf: %.2f ulp at %.9g, subnormal %.2f\n", worst, at, worst_sub);
+    test_exp4();
     if (worst <= 1.5 && worst_sub <= 1.0)
         pass("rt_expf within 1.5 ulp of exp (subnormals within 2^-149)");
     else
