@@ -2,9 +2,9 @@
  * CPU has AVX-512 or AVX2 with FMA (conv.c chooses; TRAINC_CONV_DIRECT=0 turns it off,
  * =avx2 keeps to AVX2). It serves the forward product (x -> yt, stride 1 or 2) and the
  * input gradient (dyt -> dx, stride 1: the same product of dY padded by k - 1 - pad with
- * the kernel flipped and its channels swapped; 3x3 of stride 2: dx2_outputs), for output
- * channels in multiples of 16; and, for 3x3 kernels of stride 1 or 2, the weight
- * gradient (below).
+ * the kernel flipped and its channels swapped; 3x3 of stride 2, with AVX-512 only:
+ * dx2_outputs), for output channels in multiples of 16; and, for 3x3 kernels of stride
+ * 1 or 2, the weight gradient (below).
  *
  * A task is one image: its input channels copied once into a zero-padded buffer, then
  * for each pass over blocks of 16 output channels, each output row, each run of outputs
@@ -16,11 +16,11 @@
  * reaches). The weights are first laid out as [block][in][ki][kj][16] (pack_weights).
  * The kernels are conv_direct_isa.h's, built once for each instruction set. Each output
  * is one thread's sum in a fixed order (input channel, ki, kj), so any number of
- * threads, and either instruction set, gives the same bits. im2col wrote every input
- * value k*k times into columns and OpenBLAS packed them again: a third of a ResNet's
- * CPU step, and the GEMMs on an image's few hundred columns ran at half the speed of
- * these loops (bench/RESULTS.md, which also has the shapes where im2col wins:
- * direct_fits). */
+ * threads gives the same bits, and so does either instruction set where both take a
+ * call. im2col wrote every input value k*k times into columns and OpenBLAS packed them
+ * again: a third of a ResNet's CPU step, and the GEMMs on an image's few hundred columns
+ * ran at half the speed of these loops (bench/RESULTS.md, which also has the shapes
+ * where im2col wins: direct_fits). */
 #define _GNU_SOURCE
 #if defined(__x86_64__) && defined(__GNUC__)
 #define DIRECT_X86 1   /* elsewhere (arm64) the level is 0: im2col and GEMMs */
