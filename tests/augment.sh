@@ -83,13 +83,11 @@ echo "ok   --eval: the same numbers with and without loader.augment"
 # tests/fake_gpu.sh (kernels emulated on the CPU, GEMMs by OpenBLAS in another order):
 # every loss and validation number within 1e-6 of the CPU's (other images would be
 # off by 1e-3 and more: without augmentation the first loss moves by 1e-3)
-bash tests/fake_gpu/build.sh "$d/lib"
-export TRAINC_CACHE_DIR=$d/cache
-# (its kernels compiled by the fake NVRTC at build time, for the fake's 9.0)
-env LD_LIBRARY_PATH="$d/lib" "$TRAINC" build "$d/aug.json" -o "$d/trainer_both" --device both --arch sm_90a
+. tests/fake_gpu/libs.sh   # gpu, fbuild
+fbuild "$d/aug.json" -o "$d/trainer_both"
 sets=(--threads 1 --quiet --set max_steps=10 --set validate.every_steps=5)
 "$d/trainer_both" --device cpu --out "$d/cpu" "${sets[@]}"
-env LD_LIBRARY_PATH="$d/lib" "$d/trainer_both" --device cuda --out "$d/gpu" "${sets[@]}" \
+gpu "$d/trainer_both" --device cuda --out "$d/gpu" "${sets[@]}" \
     --set loader.on_gpu=always
 $PY - "$d" <<'PY'
 import json, sys

@@ -146,14 +146,9 @@ echo "ok   2 ranks x 16 with sync = 1 rank x 32"
 # the GPU path on the fake GPU (tests/fake_gpu/: the kernels of batchnorm.cuh in the CPU
 # emulator): --device cuda against --device cpu, the running statistics too; a resume
 # on the GPU bit for bit; bf16-mixed (16-bit activations) against the CPU's fp32
-lib=$d/fake_lib
-mkdir -p "$lib"
-bash tests/fake_gpu/build.sh "$lib" >/dev/null
-export TRAINC_CACHE_DIR=$d/cache
-gpu() { env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
-# the kernels compiled by the fake NVRTC at build time, for the fake's 9.0
-gpu "$TRAINC" build "$d/bn.json" --device both --arch sm_90a -o "$d/gpu_trainer" 2>/dev/null
-gpu "$TRAINC" build "$d/bn.json" --device both --arch sm_90a --set precision=bf16-mixed -o "$d/gpu_bf16" 2>/dev/null
+. tests/fake_gpu/libs.sh >/dev/null   # gpu, fbuild
+fbuild "$d/bn.json" -o "$d/gpu_trainer" 2>/dev/null
+fbuild "$d/bn.json" --set precision=bf16-mixed -o "$d/gpu_bf16" 2>/dev/null
 G=(--threads 1 --quiet --set max_steps=12 --set validate.every_steps=6 --set checkpoint.every_steps=6)
 "$d/gpu_trainer" --device cpu --out "$d/g.cpu" "${G[@]}"
 gpu "$d/gpu_trainer" --device cuda --out "$d/g.gpu" "${G[@]}"

@@ -19,8 +19,7 @@ cd "$(dirname "$0")/.."
 CUDA=${CUDA_HOME:-/usr/local/cuda}
 d=build/tests/fake_fp8
 rm -rf "$d"; mkdir -p "$d"
-bash tests/fake_gpu/build.sh "$d/lib"
-gpu() { env LD_LIBRARY_PATH="$PWD/$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+. tests/fake_gpu/libs.sh   # gpu
 W="-O2 -g -Wall -Wextra -Werror -ffp-contract=off"
 
 tk=()

@@ -83,9 +83,7 @@ assert a == b and len(a) >= 6, (a, b)
 PY
 echo "ok   gpt_char fp8-mixed on the CPU: fp32, said once, bf16-mixed's records bit for bit"
 
-bash tests/fake_gpu/build.sh "$d/lib"
-export TRAINC_CACHE_DIR=$PWD/$d/cache
-gpu() { env LD_LIBRARY_PATH="$PWD/$d/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+. tests/fake_gpu/libs.sh   # gpu
 G=(--set max_steps=12 --set log_every=1 --set loader.shuffle=false --threads 1
    --set validate.every_steps=6 --set validate.batches=2 --device cuda --quiet)
 for p in bf16-mixed fp8-mixed; do

@@ -171,12 +171,9 @@ fi
 # the GPU path on the fake GPU: fp32 against the CPU's run a, bf16-mixed close to it,
 # a resume from step 3's checkpoint the same bits as the whole GPU run
 if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
-    bash tests/fake_gpu/build.sh "$d/fake_lib"
-    export TRAINC_CACHE_DIR=$d/cache
-    gpu() { LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; }
+    . tests/fake_gpu/libs.sh   # gpu, fbuild
     for p in fp32 bf16-mixed fp16-mixed; do
-        # the kernels compiled by the fake NVRTC at build time, for the fake's 9.0
-        gpu "$TRAINC" build "$d/tiny.json" --device both --arch sm_90a --set precision=$p -o "$d/tg_$p" 2>/dev/null
+        fbuild "$d/tiny.json" --set precision=$p -o "$d/tg_$p" 2>/dev/null
         gpu "$d/tg_$p" --device cuda --out "$d/g_$p" "${q[@]}" --sample 10 2>/dev/null
     done
     # each turn a CUDA graph from the second step on (6 steps x 2 micro-batches x 2

@@ -189,15 +189,12 @@ fi
 # steps between validations are queued without a wait (step.c's step_needs_wait): it
 # validates and ends held runs at the same steps as the CPU
 if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
-    bash tests/fake_gpu/build.sh "$d/fake_lib"
-    # the kernels compiled by the fake NVRTC at build time, for the fake's 9.0
-    LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TRAINC" build "$d/tiny.json" \
-        --device both --arch sm_90a -o "$d/tg" 2>"$d/tg.build.log"
-    export TRAINC_CACHE_DIR=$d/cache
+    . tests/fake_gpu/libs.sh   # gpu, fbuild
+    fbuild "$d/tiny.json" -o "$d/tg" 2>"$d/tg.build.log"
     gpu_expect() {  # gpu_expect NAME WANT SETS...
         local name=$1 want=$2; shift 2
-        LD_LIBRARY_PATH="$d/fake_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$d/tg" --device cuda \
-            --out "$d/$name" "${q[@]}" --set log_every=1000 "$@" 2>"$d/$name.err" || true
+        gpu "$d/tg" --device cuda --out "$d/$name" "${q[@]}" --set log_every=1000 "$@" \
+            2>"$d/$name.err" || true
         local got; got=$(ends "$d/$name")
         grep -q '"device":"cuda"' "$d/$name/metrics.jsonl" && [ "$got" = "$want" ] ||
             { echo "FAIL $name: '$got', want '$want'"; cat "$d/$name.err"; exit 1; }

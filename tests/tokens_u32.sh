@@ -134,14 +134,11 @@ PY
 # the CPU): both models built for both devices, the same windows uploaded as i32 and
 # the head's GEMMs and the loss over 70016 (padded) and 128256 rows: every step's loss
 # within 1e-5 of the CPU's
-lib=$d/fake_gpu_lib
-bash tests/fake_gpu/build.sh "$lib"
+. tests/fake_gpu/libs.sh   # gpu, fbuild (the kernel cache: $d/cache, as above)
 for m in "spec trainer" "spec_l3 trainer_l3"; do
     set -- $m
-    # the kernels compiled by the fake NVRTC at build time, for the fake's 9.0
-    env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$TRAINC" build "$d/$1.json" \
-        --device both --arch sm_90a -o "$d/$2_both" 2>/dev/null
-    env LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$d/$2_both" --device cuda \
+    fbuild "$d/$1.json" -o "$d/$2_both" 2>/dev/null
+    gpu "$d/$2_both" --device cuda \
         --init "$d/$2.safetensors" --out "$d/$2.gpu" --threads 1 --quiet 2>/dev/null
     $PY - "$d/$2.run/metrics.jsonl" "$d/$2.gpu/metrics.jsonl" <<'PY'
 import json, sys
