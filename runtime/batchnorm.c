@@ -118,13 +118,13 @@ static inline __attribute__((always_inline)) void plane_sums(const float *x, con
     }
 }
 
-#define BN_LOOPS(suffix, attr)                                                               \
-    /* sums[2 ch], sums[2 ch + 1] for channels [lo, hi): (sum x, sum x^2), or with dy       \
-     * (sum dy, sum (x - mean) dy) */                                                        \
+#define BN_LOOPS(suffix, attr)                                                                \
+    /* sums[2 ch], sums[2 ch + 1] for channels [lo, hi): (sum x, sum x^2), or with dy         \
+     * (sum dy, sum (x - mean) dy) */                                                         \
     attr static void chan_sums_##suffix(const bn_ctx *c, const float *dy, int64_t lo,         \
                                         int64_t hi)                                           \
     {                                                                                         \
-        v4d s[BN_CHUNK][BN_VECS], q[BN_CHUNK][BN_VECS];                                    \
+        v4d s[BN_CHUNK][BN_VECS], q[BN_CHUNK][BN_VECS];                                       \
         for (int64_t c0 = lo; c0 < hi; c0 += BN_CHUNK) {                                      \
             int64_t nc = hi - c0 < BN_CHUNK ? hi - c0 : BN_CHUNK;                             \
             memset(s, 0, sizeof s);                                                           \

@@ -123,7 +123,7 @@ F(run3_outputs)(const direct_job *j, const float *xp, const float *wb, int64_t w
 /* run_N (and dx2_N below): a run of N outputs over nb blocks (nb * G lane groups: where a
  * set's BLOCKS is 1, always NG), the kernel's shape and stride made constants */
 #define RUN_N(n)                                                                             \
-    TARGET static void F(run_##n)(const direct_job *j, const float *xp, const float *wb,      \
+    TARGET static void F(run_##n)(const direct_job *j, const float *xp, const float *wb,     \
                                   int64_t ws, int64_t oh, int64_t ow0, int nb, float *tile)  \
     {                                                                                        \
         int full = BLOCKS == 1 || nb == BLOCKS;                                              \
@@ -180,7 +180,7 @@ F(dx2_outputs)(const direct_job *j, const float *xp, const float *wb, int64_t ws
 }
 
 #define DX2_N(n)                                                                             \
-    TARGET static void F(dx2_##n)(const direct_job *j, const float *xp, const float *wb,      \
+    TARGET static void F(dx2_##n)(const direct_job *j, const float *xp, const float *wb,     \
                                   int64_t ws, int64_t oh, int64_t ow0, int nb, float *tile)  \
     {                                                                                        \
         if (BLOCKS == 1 || nb == BLOCKS)                                                     \
