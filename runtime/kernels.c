@@ -803,7 +803,7 @@ static void copy_stride2(float *restrict d, const float *restrict src, int64_t n
     int64_t j = 0;
     for (; j + 4 < n; j += 4) {
         v4f a = ld4(src + 2 * j), b = ld4(src + 2 * j + 4);
-        st4(d + j, __builtin_shuffle(a, b, (v4i){0, 2, 4, 6}));
+        st4(d + j, __builtin_shufflevector(a, b, 0, 2, 4, 6));
     }
     for (; j < n; j++)
         d[j] = src[2 * j];
