@@ -274,8 +274,9 @@ int64_t hf_cfg_int(HfCfg *c, const char *key, int64_t dflt)
         hf_cfg_error(c, key, "missing (trainc needs it)");
     if (!v)
         return dflt;
-    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1)
-        hf_cfg_error(c, key, "a positive integer expected");
+    if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble) || v->valuedouble < 1 ||
+        v->valuedouble > 0x1p40)
+        hf_cfg_error(c, key, "a positive integer (at most 2^40) expected");
     return (int64_t)v->valuedouble;
 }
 

@@ -1,0 +1,81 @@
+"""Writes fuzz_hf's seeds into fuzz/corpus/hf/: tiny random-weight Hugging Face
+folders (save_pretrained, no hub) flattened as fuzz_hf reads them, config.json, then
+"HF|" and model.safetensors, or "HF|" model.safetensors.index.json and each shard
+(named s1.safetensors, s2.safetensors, ...). A GPT-2 (tied), a Llama (GQA, untied), a
+Mistral with a sliding window, a Llama with Llama 3's rope_scaling, a Qwen3 config over
+the Llama's tensors with q_norm and k_norm, and the Llama in bf16 in two shards.
+
+    .venv/hf/bin/python fuzz/seeds_hf.py
+"""
+import json
+import os
+
+import torch
+from safetensors.torch import save_file
+from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
+                          MistralConfig, MistralForCausalLM)
+
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
+SEP = b"HF|"
+
+
+def tensors(model, dtype=torch.float32):
+    """the state dict as save_pretrained writes it: a tied head left out"""
+    tied = model.config.tie_word_embeddings
+    return {n: t.detach().to(dtype).clone() for n, t in model.state_dict().items()
+            if not (tied and n == "lm_head.weight")}
+
+
+def st_bytes(ts):
+    path = OUT + "/.tmp.safetensors"
+    save_file(ts, path, metadata={"format": "pt"})
+    data = open(path, "rb").read()
+    os.remove(path)
+    assert SEP not in data, "the separator inside a safetensors file: change the seed"
+    return data
+
+
+def config_bytes(model, extra=None):
+    cfg = model.config.to_dict()
+    cfg.update(extra or {})
+    return json.dumps(cfg, indent=1).encode()
+
+
+def seed(name, parts):
+    open(os.path.join(OUT, name), "wb").write(SEP.join(parts))
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    torch.manual_seed(0)
+    small = dict(vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+                 num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)
+    gpt2 = GPT2LMHeadModel(GPT2Config(vocab_size=16, n_embd=8, n_layer=1, n_head=2,
+                                      n_positions=16))
+    seed("gpt2", [config_bytes(gpt2), st_bytes(tensors(gpt2))])
+    llama = LlamaForCausalLM(LlamaConfig(tie_word_embeddings=False, **small))
+    seed("llama", [config_bytes(llama), st_bytes(tensors(llama))])
+    mistral = MistralForCausalLM(MistralConfig(sliding_window=4, **small))
+    seed("mistral", [config_bytes(mistral), st_bytes(tensors(mistral))])
+    rope = {"rope_theta": 500000.0, "rope_scaling": {
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 16}}
+    seed("llama3_rope", [config_bytes(llama, rope), st_bytes(tensors(llama))])
+    qwen3 = {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
+             "head_dim": 4, "use_sliding_window": False, "sliding_window": None,
+             "max_window_layers": 1}
+    ts = tensors(llama)
+    ts.update({"model.layers.0.self_attn.%s_norm.weight" % c: torch.ones(4) for c in "qk"})
+    seed("qwen3", [config_bytes(llama, qwen3), st_bytes(ts)])
+    ts = tensors(llama, torch.bfloat16)
+    names = sorted(ts)
+    shards = [names[:len(names) // 2], names[len(names) // 2:]]
+    index = {"metadata": {"total_size": sum(t.numel() * 2 for t in ts.values())},
+             "weight_map": {n: "s%d.safetensors" % (k + 1)
+                            for k, part in enumerate(shards) for n in part}}
+    seed("llama_bf16_sharded", [config_bytes(llama), json.dumps(index, indent=1).encode()] +
+         [st_bytes({n: ts[n] for n in part}) for part in shards])
+
+
+if __name__ == "__main__":
+    main()
