@@ -37,15 +37,28 @@ typedef struct Imp {
     int gpt2;                  /* GPT-2's names (gpt2_names), else Llama's */
 } Imp;
 
-/* config keys that change nothing trainc computes (ids, dtypes, dropouts, defaults of
- * other heads, the cache) */
+/* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
+ * other heads and tasks, generation's settings, transformers' output switches (all of
+ * PretrainedConfig's keys but three, which decoder_only checks), GPT-2's relics of
+ * OpenAI GPT (n_special, predict_special_tokens: its modeling code reads neither). A
+ * config written whole (to_dict, older transformers) holds them all. */
 static const char *const ignored_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
-    "pad_token_id", "initializer_range", "use_cache", "attention_dropout", "pretraining_tp",
-    "attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_type", "summary_use_proj",
-    "summary_activation", "summary_proj_to_labels", "summary_first_dropout",
-    "task_specific_params", "n_ctx", "output_past", "reorder_and_upcast_attn", "tokenizer_class",
-    "max_window_layers", "id2label", "label2id", NULL};
+    "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "use_cache",
+    "attention_dropout", "pretraining_tp", "attn_pdrop", "embd_pdrop", "resid_pdrop",
+    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
+    "summary_first_dropout", "task_specific_params", "n_ctx", "output_past",
+    "reorder_and_upcast_attn", "tokenizer_class", "max_window_layers", "id2label", "label2id",
+    "num_labels", "_num_labels", "finetuning_task", "problem_type", "prefix",
+    "return_dict", "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16",
+    "tf_legacy_loss", "chunk_size_feed_forward", "gradient_checkpointing", "is_decoder",
+    "tie_encoder_decoder", "cross_attention_hidden_size", "n_special", "predict_special_tokens",
+    "max_length", "min_length", "do_sample", "early_stopping", "num_beams", "num_beam_groups",
+    "diversity_penalty", "temperature", "top_k", "top_p", "typical_p", "repetition_penalty",
+    "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
+    "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
+    "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
+    "suppress_tokens", "begin_suppress_tokens", NULL};
 
 /* ---- config ------------------------------------------------------------------- */
 
@@ -75,8 +88,18 @@ static void gpt2_config(HfCfg *c, Arch *a)
     if (hf_cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
         hf_cfg_error(c, "scale_attn_by_inverse_layer_idx", "true: trainc's attention scales "
                      "every layer alike");
+}
+
+/* PretrainedConfig's keys that would change the model when not at their defaults */
+static void decoder_only(HfCfg *c)
+{
+    if (hf_cfg_bool(c, "is_encoder_decoder", 0))
+        hf_cfg_error(c, "is_encoder_decoder", "true: trainc imports decoder-only language models");
     if (hf_cfg_bool(c, "add_cross_attention", 0))
         hf_cfg_error(c, "add_cross_attention", "true: trainc has no cross-attention");
+    const cJSON *p = hf_cfg_get(c, "pruned_heads");
+    if (p && !(cJSON_IsObject(p) && !p->child))
+        hf_cfg_error(c, "pruned_heads", "not empty: trainc's layers all have the same heads");
 }
 
 /* rope_scaling: null, or llama3's (SPEC's "scaling"); any other type is refused. */
@@ -188,6 +211,7 @@ static void read_config(Imp *im, Arch *a)
             hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's head)",
                          cJSON_IsString(e) ? e->valuestring : "a non-string",
                          cJSON_IsString(e) ? "" : " entry", archs[k][1]);
+    decoder_only(c);
     if (!strcmp(a->type, "gpt2"))
         gpt2_config(c, a);
     else

@@ -50,8 +50,8 @@ import llama_torch as lt
 
 try:
     import transformers
-    from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig,
-                              LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+    from transformers import (AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
+                              LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -249,7 +249,10 @@ def bad_configs(src):
             ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
             ("model_type qwen2", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
              ["qwen2", "o_proj"]),
-            ("unknown key", {"rope_wobble": 1}, ["rope_wobble"])]:
+            ("unknown key", {"rope_wobble": 1}, ["rope_wobble"]),
+            ("encoder-decoder", {"is_encoder_decoder": True}, ["is_encoder_decoder"]),
+            ("pruned heads", {"pruned_heads": {"0": [1]}}, ["pruned_heads"]),
+            ("a size past 2^40", {"hidden_size": 1e300}, ["hidden_size", "2^40"])]:
         d = os.path.join(OUT, "bad")
         shutil.rmtree(d, ignore_errors=True)
         shutil.copytree(src, d)
@@ -257,6 +260,27 @@ def bad_configs(src):
         cfg.update(edit)
         json.dump(cfg, open(d + "/config.json", "w"))
         refused("import " + name, ["import", "hf", d, "-o", d + "/out"], words, d + "/out")
+
+
+def whole_configs():
+    """config.json written whole (PretrainedConfig.to_dict(), as older transformers and
+    some tools write it: every output switch and generation setting at its default), with
+    GPT-2's relics of OpenAI GPT as gpt2-medium's file holds them: the same import."""
+    for name, relics in [("gpt2", {"n_special": 0, "predict_special_tokens": True}),
+                         ("llama", {})]:
+        src, d = OUT + "/hf_" + name, OUT + "/whole_" + name
+        shutil.rmtree(d, ignore_errors=True)
+        shutil.copytree(src, d)
+        cfg = AutoConfig.from_pretrained(src).to_dict()
+        cfg.update(relics)
+        json.dump(cfg, open(d + "/config.json", "w"), indent=1)
+        trainc("import", "hf", d, "-o", d + "/out", "--seq-len", T)
+        a, b = load_file(OUT + "/%s/init.safetensors" % name), load_file(d + "/out/init.safetensors")
+        same = a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+        la = json.load(open(OUT + "/%s/model.json" % name))["model"]["layers"]
+        lb = json.load(open(d + "/out/model.json"))["model"]["layers"]
+        check(same and la == lb, "%s with a whole config.json (%d keys): the same layers and "
+              "%d tensors" % (name, len(cfg), len(a)))
 
 
 def special_tokenizer(path, specials, bos=None):
@@ -352,6 +376,7 @@ def main():
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
+    whole_configs()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)
