@@ -78,13 +78,15 @@ static void attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "causal false: a causal language model's attention is causal");
     e->d.H = l->heads;
     e->d.KV = l->kv_heads ? l->kv_heads : l->heads;
+    e->d.HD = l->head_dim && l->head_dim * l->heads != e->d.D ? l->head_dim : 0;
     e->d.bias = l->bias;
     e->d.qk_norm = l->qk_norm;
     e->window = l->window;
     int rope = l->rope_theta > 0;
-    if (e->gpt2 && (rope || e->d.KV != e->d.H || !e->d.bias || e->d.qk_norm || e->window))
-        refuse(e, NULL, l, "rope, kv_heads, bias false, qk_norm and window have no place in "
-                           "GPT-2 (with learned positions)");
+    if (e->gpt2 && (rope || e->d.KV != e->d.H || !e->d.bias || e->d.qk_norm || e->window ||
+                    e->d.HD))
+        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias false, qk_norm and window have no "
+                           "place in GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = l->rope_theta;
@@ -329,10 +331,10 @@ static cJSON *config(const Ex *e)
             cJSON_AddBoolToObject(c, "attention_bias", e->d.bias);
         if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
             cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
-        if (e->d.qk_norm) {
-            cJSON_AddNumberToObject(c, "head_dim", (double)(e->d.D / e->d.H));
+        if (e->d.qk_norm || e->d.HD)   /* Llama and Mistral: read by transformers 4.45 on */
+            cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+        if (e->d.qk_norm)
             cJSON_AddFalseToObject(c, "use_sliding_window");
-        }
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

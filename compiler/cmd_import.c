@@ -136,6 +136,23 @@ static cJSON *rope_scaling(HfCfg *c)
     return o;
 }
 
+/* The heads' widths: kv heads dividing heads; head_dim (transformers 4.45 and later
+ * read it for Llama and Mistral), else hidden_size / num_attention_heads; even for rope. */
+static void head_dims(HfCfg *c, Arch *a)
+{
+    if (a->d.H % a->d.KV)
+        hf_cfg_error(c, "num_key_value_heads", "%lld over %lld heads: trainc needs kv heads to "
+                     "divide heads", (long long)a->d.KV, (long long)a->d.H);
+    int64_t hd = hf_cfg_get(c, "head_dim") ? hf_cfg_int(c, "head_dim", -1) : 0;
+    if (!hd && a->d.D % a->d.H)
+        hf_cfg_error(c, "num_attention_heads", "%lld heads do not divide hidden_size %lld "
+                     "(and there is no head_dim)", (long long)a->d.H, (long long)a->d.D);
+    a->d.HD = hd && hd != a->d.D / a->d.H ? hd : 0;
+    if (hf_head_dim(&a->d) % 2)
+        hf_cfg_error(c, hd ? "head_dim" : "num_attention_heads", "heads %lld wide: rope rotates "
+                     "pairs of a head's dimensions", (long long)hf_head_dim(&a->d));
+}
+
 static void llama_config(HfCfg *c, Arch *a)
 {
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -151,14 +168,7 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
     a->d.bias = hf_cfg_bool(c, "attention_bias", 0);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
-    if (a->d.H % a->d.KV || a->d.D % a->d.H)
-        hf_cfg_error(c, "num_key_value_heads", "%lld heads of %lld over %lld key/value heads: "
-                     "trainc needs heads to divide hidden_size and kv heads to divide heads",
-                     (long long)a->d.H, (long long)a->d.D, (long long)a->d.KV);
-    if (hf_cfg_get(c, "head_dim") && hf_cfg_int(c, "head_dim", -1) != a->d.D / a->d.H)
-        hf_cfg_error(c, "head_dim", "%lld: trainc's heads are hidden_size / num_attention_heads "
-                     "(%lld) wide", (long long)hf_cfg_int(c, "head_dim", -1),
-                     (long long)(a->d.D / a->d.H));
+    head_dims(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
     const char *act = hf_cfg_str(c, "hidden_act", "silu");
@@ -254,6 +264,8 @@ static void attention(cJSON *list, const Arch *a)
     cJSON_AddNumberToObject(l, "heads", (double)a->d.H);
     if (a->d.KV != a->d.H)
         cJSON_AddNumberToObject(l, "kv_heads", (double)a->d.KV);
+    if (a->d.HD)
+        cJSON_AddNumberToObject(l, "head_dim", (double)a->d.HD);
     if (!a->d.bias)
         cJSON_AddFalseToObject(l, "bias");
     if (!a->gpt2) {

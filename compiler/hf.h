@@ -52,8 +52,8 @@ rt_st_out *hf_out_open(const HfOut *o, const char *path);
 /* The layers of a family's model that own parameters; a block's are under its index. */
 enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, HF_HEAD,
        HF_N_SLOTS };
-/* The sizes shapes are made of; HF_KD = kv_heads * hd. */
-enum { HF_NONE, HF_D, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
+/* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd. */
+enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
 /* When a parameter exists. */
 enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
 
@@ -79,8 +79,10 @@ extern const HfFamily hf_gpt2, hf_llama;
 /* What a model's shapes and optional tensors depend on. */
 typedef struct HfDims {
     int64_t V, D, L, H, KV, FF, max_pos;
+    int64_t HD;                /* a head's width when not D / H (config's head_dim), else 0 */
     int bias, qk_norm, tie;
 } HfDims;
+int64_t hf_head_dim(const HfDims *d);
 
 typedef struct HfPart {
     char *name;                /* in full: prefix, block prefix, name */

@@ -33,11 +33,11 @@ static const HfMap llama_map[] = {
     {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
     {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,
      {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
-     {HF_D, HF_KD, HF_KD}, HF_D},
+     {HF_QD, HF_KD, HF_KD}, HF_D},
     {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0,
      {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
-     {HF_D, HF_KD, HF_KD}, 0},
-    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_D},
+     {HF_QD, HF_KD, HF_KD}, 0},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},
     {1, HF_ATTN, "proj.bias", HF_IF_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0},
     {1, HF_ATTN, "q_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.q_norm.weight"}, {HF_HD}, 0},
     {1, HF_ATTN, "k_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.k_norm.weight"}, {HF_HD}, 0},
@@ -52,11 +52,14 @@ static const HfMap llama_map[] = {
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map};
 
+int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
+
 static int64_t dim(const HfDims *d, int code)
 {
-    int64_t hd = d->D / d->H;
+    int64_t hd = hf_head_dim(d);
     switch (code) {
     case HF_D: return d->D;
+    case HF_QD: return d->H * hd;
     case HF_KD: return d->KV * hd;
     case HF_FF: return d->FF;
     case HF_V: return d->V;

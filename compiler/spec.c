@@ -892,6 +892,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->causal = get_bool(c, v, path);
     else if (!strcmp(key, "kv_heads"))
         l->kv_heads = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "head_dim"))
+        l->head_dim = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "qk_norm"))
         l->qk_norm = get_bool(c, v, path);
     else if (!strcmp(key, "window"))

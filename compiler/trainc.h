@@ -65,10 +65,10 @@ struct Layer {
     int affine;               /* batchnorm: weight and bias; default 1 */
     int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
-    /* attention: kv_heads (0: heads), qk_norm, window (0: none) and rope (theta 0: none;
-     * rope_factor 0: no llama3 scaling, else its factor, low and high frequency factors
-     * and original context length) */
-    int64_t kv_heads, window;
+    /* attention: kv_heads (0: heads), head_dim (0: d / heads), qk_norm, window (0: none)
+     * and rope (theta 0: none; rope_factor 0: no llama3 scaling, else its factor, low and
+     * high frequency factors and original context length) */
+    int64_t kv_heads, head_dim, window;
     int qk_norm;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig;
     Layer **body;             /* residual, repeat */

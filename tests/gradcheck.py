@@ -125,18 +125,20 @@ cases += [
     tok("attention_causal", [E(), {"op": "attention", "heads": 2}, L(7)]),
     tok("attention_full", [E(), {"op": "attention", "heads": 3, "causal": False}, L(7)]),
     # attention's Llama-family options, each alone and all together (hd 4: rope pairs
-    # dims (0, 2) and (1, 3); the llama3 scaling with a short original context divides
-    # one frequency by the factor and smooths the other)
+    # dims (0, 2) and (1, 3); all together heads 6 wide, where the llama3 scaling with a
+    # short original context smooths one frequency and divides the other two by the factor)
     tok("attention_gqa", [E(dim=8), {"op": "attention", "heads": 4, "kv_heads": 2}, L(7)]),
     tok("attention_nobias", [E(), {"op": "attention", "heads": 2, "bias": False}, L(7)]),
     tok("attention_rope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {"theta": 10000}}, L(7)]),
     tok("attention_qk_norm", [E(dim=8), {"op": "attention", "heads": 2, "qk_norm": True}, L(7)]),
     tok("attention_window", [E(), {"op": "attention", "heads": 2, "window": 2}, L(7)]),
+    # head_dim apart from d / heads: the core 3 x 6 = 18 wide over d 8, GPT-2's core
+    tok("attention_head_dim", [E(dim=8), {"op": "attention", "heads": 3, "head_dim": 6}, L(7)]),
     tok("attention_llama", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "bias": False,
                                        "rope": {"theta": 10000, "scaling": {
                                            "rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
                                            "high_freq_factor": 4, "original_max_position_embeddings": 8}},
-                                       "qk_norm": True, "window": 3}, L(7)]),
+                                       "qk_norm": True, "window": 3, "head_dim": 6}, L(7)]),
     # named: unnamed, its tanh would be "2" like the head (an error, SPEC.md section 2)
     tok("residual", [E(), {"op": "residual", "name": "r", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
     tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,

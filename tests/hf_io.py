@@ -19,11 +19,16 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 - import then export without training gives back every tensor of the source folder,
   bit for bit, under its name;
 - a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
-  tensors plus q_norm and k_norm) and a Llama with Llama 3's rope_scaling import to the
-  loss tests/llama_torch.py's SPEC reference computes from the folder's tensors mapped
-  here by name (the spec's qk_norm and rope scaling as config.json says);
+  tensors plus q_norm and k_norm), one whose head_dim is not hidden_size / heads (as
+  Qwen3-0.6B's: its projections made here) and a Llama with Llama 3's rope_scaling
+  import to the loss tests/llama_torch.py's SPEC reference computes from the folder's
+  tensors mapped here by name (the spec's qk_norm, head_dim and rope scaling as
+  config.json says), and export back to the same tensors and head_dim;
+- a config.json written whole (to_dict: every output switch and generation setting,
+  GPT-2's n_special) imports as the one save_pretrained writes;
 - config.json with rope_scaling type "yarn", with model_type "bert", with model_type
-  "qwen2", and a spec with a dropout layer for export: exit 1 naming the key or layer,
+  "qwen2", is_encoder_decoder, pruned heads or a size past 2^40, and a spec with a
+  dropout layer for export: exit 1 naming the key or layer,
   nothing written; GPT-2's tensors without the "transformer." prefix (the original
   checkpoints' names) import alike; export's --tokenizer copies the file;
 - export --tokenizer with a GPT-2-like and a Llama-3-like tokenizer.json (made here with
@@ -201,14 +206,18 @@ def reference_case(name, src, edit, extra, val):
     want_rope = {"theta": cfg["rope_theta"]}
     if cfg.get("rope_scaling"):
         want_rope["scaling"] = cfg["rope_scaling"]
-    spec_ok = att["rope"] == want_rope and bool(att.get("qk_norm")) == (cfg["model_type"] == "qwen3")
+    hd = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+    spec_ok = att["rope"] == want_rope and bool(att.get("qk_norm")) == (cfg["model_type"] == "qwen3") \
+        and att.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]) == hd
     check(spec_ok and rel(ours, ref) <= 1e-5, "%s imported: attention %s; trainc --eval %.7f, "
           "reference %.7f (%.1e)" % (name, json.dumps(att), ours, ref, rel(ours, ref)))
     trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
            o + "/init.safetensors", "-o", o + "/same")
-    check(same_tensors(d, o + "/same/model.safetensors") and
-          json.load(open(o + "/same/config.json"))["model_type"] == cfg["model_type"],
-          "%s imported and exported: %s, its tensors bit for bit" % (name, cfg["model_type"]))
+    back = json.load(open(o + "/same/config.json"))
+    check(same_tensors(d, o + "/same/model.safetensors") and back["model_type"] == cfg["model_type"]
+          and back.get("head_dim", hd) == hd,
+          "%s imported and exported: %s, heads %d wide, its tensors bit for bit" % (
+              name, cfg["model_type"], hd))
 
 
 def models():
@@ -371,6 +380,19 @@ def main():
                    {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
                     "head_dim": 16, "use_sliding_window": False, "sliding_window": None,
                     "max_window_layers": 2}, norms, val)
+    # Qwen3-0.6B's heads are 128 wide over hidden_size 1024 and 16 heads: head_dim apart
+    # from hidden_size / heads (here 24 over 64 / 4), the projections shaped by it
+    hd = 24
+    wide = {"model.layers.%d.self_attn.%s" % (i, n): s * torch.randn(*shape, generator=g)
+            for i in range(2) for n, shape, s in [
+                ("q_proj.weight", (4 * hd, 64), 0.1), ("k_proj.weight", (2 * hd, 64), 0.1),
+                ("v_proj.weight", (2 * hd, 64), 0.1), ("o_proj.weight", (64, 4 * hd), 0.1)]}
+    wide.update({"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(hd, generator=g)
+                 for i in range(2) for c in "qk"})
+    reference_case("qwen3_head_dim", OUT + "/hf_llama",
+                   {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
+                    "head_dim": hd, "use_sliding_window": False, "sliding_window": None,
+                    "max_window_layers": 2}, wide, val)
     reference_case("llama3_rope", OUT + "/hf_llama",
                    {"rope_theta": 500000.0, "rope_scaling": {
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,

@@ -6,13 +6,14 @@ Three tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same 
 weights on both sides, each trained 40 AdamW steps with warmup, cosine decay and
 gradient clipping on the same windows of data/text, fp32, one thread; every step's
 loss within 1e-4 relative:
-  - options: GQA (2 KV heads), attention biases, qk_norm, a window of 8, RoPE with
-    llama3 scaling (factor 8, original context 64: one frequency kept, two
-    interpolated, the rest divided), SwiGLU, untied;
+  - options: GQA (2 KV heads), heads 32 wide (head_dim: a core of 128 over d 64),
+    attention biases, qk_norm, a window of 8, RoPE with llama3 scaling (factor 8,
+    original context 64: one frequency kept, two interpolated, the rest divided),
+    SwiGLU, untied;
   - squared_relu_tied: one KV head, biases, plain RoPE, a squared_relu MLP (4d), a
     head tied to the embedding, RMSNorm's default eps;
-  - glu_gelu_window: multi-head (kv_heads left out), qk_norm without RoPE, a window
-    of 3, a GeGLU MLP (glu act gelu_tanh).
+  - glu_gelu_window: multi-head (kv_heads left out), heads 12 wide (a core of 48),
+    qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh).
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -63,13 +64,14 @@ SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_f
            "original_max_position_embeddings": 64}
 MODELS = {
     "options": model("options", {"kv_heads": 2, "bias": True, "qk_norm": True, "window": 8,
-                                 "rope": {"theta": 10000, "scaling": SCALING}},
+                                 "head_dim": 32, "rope": {"theta": 10000, "scaling": SCALING}},
                      swiglu("silu", 128), norm={"eps": 1e-5}),
     "squared_relu_tied": model("squared_relu_tied", {"kv_heads": 1, "bias": True, "rope": {"theta": 10000}},
                                [{"op": "linear", "name": "fc", "out": 4 * D},
                                 {"op": "squared_relu"},
                                 {"op": "linear", "name": "proj", "out": D}], tie=True),
-    "glu_gelu_window": model("glu_gelu_window", {"bias": False, "qk_norm": True, "window": 3},
+    "glu_gelu_window": model("glu_gelu_window", {"bias": False, "qk_norm": True, "window": 3,
+                                                 "head_dim": 12},
                              swiglu("gelu_tanh", 96)),
 }
 

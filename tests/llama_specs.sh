@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # The shipped Llama specs are the models they say they are: `trainc check` counts
 # llama_char's 1,049,984 parameters, llama_124m's 152,711,424 and llama3_1b's
-# 1,235,814,400 (Llama-3.2-1B's), and each count is also the sum of the shapes the
-# spec implies, computed here from the JSON alone (embedding V x d; attention's qkv
-# (heads + 2 kv_heads) x hd x d and proj d x d; rmsnorm d; a linear out x in, none
-# when tied; glu halving the width). llama3_1b's tied head over its 128256 rows (a
+# 1,235,814,400 (Llama-3.2-1B's); and a Qwen3-0.6B-shaped spec written here from
+# llama3_1b's (heads 128 wide by head_dim over d 1024 and 16 heads, qk_norm) its
+# 596,049,920. Each count is also the sum of the shapes the spec implies, computed
+# here from the JSON alone (embedding V x d; attention's qkv (heads + 2 kv_heads) x hd
+# x d, proj d x heads hd, qk_norm's 2 hd; rmsnorm d; a linear out x in, none when tied;
+# glu halving the width). llama3_1b's tied head over its 128256 rows (a
 # multiple of 64) needs no padding: the plan's parameter region is exactly the
 # parameters, the logits rows 128256 apart.
 set -eu
@@ -13,12 +15,28 @@ TRAINC=${TRAINC:-build/trainc}
 PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/llama_specs
 rm -rf "$d"; mkdir -p "$d"
-for spec in llama_char:1049984 llama_124m:152711424 llama3_1b:1235814400; do
-    name=${spec%%:*} want=${spec##*:}
-    "$TRAINC" check "specs/$name.json" > "$d/$name.txt"
+$PY - specs/llama3_1b.json "$d/qwen3_0.6b.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+m = s["model"]
+m["name"] = "qwen3_0_6b"
+m["inputs"]["y"]["classes"] = m["layers"][0]["vocab"] = 151936
+m["layers"][0]["dim"] = 1024
+rep = m["layers"][1]
+rep["count"] = 28
+att = rep["body"][0]["body"][1]
+att.update(heads=16, kv_heads=8, head_dim=128, qk_norm=True, rope={"theta": 1000000})
+rep["body"][1]["body"][1]["out"] = 2 * 3072
+rep["body"][1]["body"][3]["out"] = 1024
+json.dump(s, open(sys.argv[2], "w"), indent=1)
+PY
+for spec in specs/llama_char.json:1049984 specs/llama_124m.json:152711424 \
+            specs/llama3_1b.json:1235814400 "$d/qwen3_0.6b.json":596049920; do
+    path=${spec%%:*} want=${spec##*:} name=$(basename "${spec%%:*}" .json)
+    "$TRAINC" check "$path" > "$d/$name.txt"
     got=$(sed -n 's/^  parameters *\([0-9]*\) .*/\1/p' "$d/$name.txt")
     [ "$got" = "$want" ] || { echo "FAIL $name: trainc check counts $got parameters, not $want"; exit 1; }
-    $PY - "specs/$name.json" "$want" <<'PY'
+    $PY - "$path" "$want" <<'PY'
 import json, sys
 m = json.load(open(sys.argv[1]))["model"]
 
@@ -42,9 +60,9 @@ def count(layers, d):
         elif op == "glu":
             d //= 2
         elif op == "attention":
-            hd, kv = d // l["heads"], l.get("kv_heads", l["heads"])
+            hd, kv = l.get("head_dim", d // l["heads"]), l.get("kv_heads", l["heads"])
             rows = (l["heads"] + 2 * kv) * hd
-            n += rows * d + d * d + (rows + d if l.get("bias", True) else 0)
+            n += rows * d + d * l["heads"] * hd + (rows + d if l.get("bias", True) else 0)
             n += 2 * hd if l.get("qk_norm") else 0
         elif op == "residual":
             n += count(l["body"], d)[0]

@@ -84,11 +84,12 @@ class Params:
 
 
 def attention(h, l, P, name):
-    """[B, T, d] -> [B, T, d] (SPEC's attention row)."""
+    """[B, T, d] -> [B, T, d] (SPEC's attention row; head_dim, trainc's extension, a head's
+    width apart from d / heads)."""
     B, T, d = h.shape
     H = l["heads"]
     KV = l.get("kv_heads", H)
-    hd, g = d // H, H // KV
+    hd, g = l.get("head_dim", d // H), H // KV
     bias = l.get("bias", True)
     rows = (H + 2 * KV) * hd
     w = P(name + ".qkv.weight", (rows, d), "w")
@@ -121,7 +122,7 @@ def attention(h, l, P, name):
     s = s.masked_fill(~seen, torch.finfo(s.dtype).min)
     a = F.softmax(s, dim=-1, dtype=torch.float32)
     o = torch.matmul(a, v).transpose(1, 2).reshape(B, T, H * hd)
-    return F.linear(o, P(name + ".proj.weight", (d, d), "w"),
+    return F.linear(o, P(name + ".proj.weight", (d, H * hd), "w"),
                     P(name + ".proj.bias", (d,), "b") if bias else None)
 
 

@@ -52,9 +52,37 @@ static void add_qk_norm(GraphCtx *c, const LayerArgs *a, Node *core, int64_t hd)
     core->b = add_param(c->g, kn, "weight", 1, &hd, RT_INIT_CONST, 1.0, a->l->path);
 }
 
-/* [T, d] -> [T, d], heads dividing d (hd = d / heads), kv_heads dividing heads: x -> qkv
- * [T, (heads + 2 kv_heads) hd] (linear) -> the core [T, d] -> the output projection
- * [T, d] (linear). */
+/* An attention layer's widths: the head's hd (head_dim, or d / heads), the core's
+ * dc = heads hd (d without head_dim), qkv's wq = (heads + 2 kv_heads) hd. */
+typedef struct AttDims {
+    int64_t T, d, KV, hd, dc, wq;
+} AttDims;
+
+static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
+{
+    if (x->rank != 2)
+        layer_error(c, l, "attention needs a [T, d] input, got %s", shape_str(x->rank, x->shape));
+    AttDims a = {.T = x->shape[0], .d = x->shape[1], .KV = kv_heads(l)};
+    if (!l->head_dim && a.d % l->heads)
+        layer_error(c, l, "heads %lld does not divide the model width %lld (or give head_dim)",
+                    (long long)l->heads, (long long)a.d);
+    a.hd = l->head_dim ? l->head_dim : a.d / l->heads;
+    if (l->rope_theta > 0 && a.hd % 2)
+        layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
+                    "(%s) must be even", (long long)a.hd, l->head_dim ? "head_dim" : "d / heads");
+    a.dc = l->heads * a.hd;   /* at most 2^62: no overflow before the check */
+    gemm_dim(c->g, l->path, "attention", "heads' width (heads times head_dim)", a.dc);
+    a.wq = (l->heads + 2 * a.KV) * a.hd;
+    gemm_dim(c->g, l->path, "attention",
+             a.KV == l->heads && !l->head_dim ? "qkv width (3 times the model width)"
+                                              : "qkv width ((heads + 2 kv_heads) head widths)",
+             a.wq);
+    gemm_dim(c->g, l->path, "attention", "sequence length", a.T);
+    return a;
+}
+
+/* [T, d] -> [T, d], kv_heads dividing heads: x -> qkv [T, wq] (linear) -> the core
+ * [T, dc] -> the output projection [T, d] (linear). */
 static void build_attention(GraphCtx *c, const LayerArgs *a)
 {
     Graph *g = c->g;
@@ -63,29 +91,17 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Init init = a->init;
     const char *at = a->at;
     const char *pfx = a->pfx;
-    if (x->rank != 2)
-        layer_error(c, l, "attention needs a [T, d] input, got %s", shape_str(x->rank, x->shape));
-    int64_t T = x->shape[0], d = x->shape[1], KV = kv_heads(l), hd = d / l->heads;
-    if (d % l->heads)
-        layer_error(c, l, "heads %lld does not divide the model width %lld", (long long)l->heads,
-                    (long long)d);
-    if (l->rope_theta > 0 && hd % 2)
-        layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
-                    "(d / heads) must be even", (long long)hd);
-    int64_t wq = (l->heads + 2 * KV) * hd;   /* qkv's width: 3 d without kv_heads */
-    gemm_dim(g, l->path, "attention",
-             KV == l->heads ? "qkv width (3 times the model width)"
-                            : "qkv width ((heads + 2 kv_heads) head widths)", wq);
-    gemm_dim(g, l->path, "attention", "sequence length", T);
+    AttDims m = att_dims(c, l, x);
+    int64_t T = m.T, d = m.d, KV = m.KV, hd = m.hd, dc = m.dc, wq = m.wq;
     /* qkv projection, the attention core, the output projection */
-    int64_t s3[2] = {T, wq}, s1[2] = {T, d};
+    int64_t s3[2] = {T, wq}, s1[2] = {T, d}, sc[2] = {T, dc};
     char *qp = xasprintf("%s.qkv", pfx), *pp = xasprintf("%s.proj", pfx);
     Tensor *qkv = act_tensor(c, l->path, layer_ident("qkv", pfx), 2, s3);
     qkv->origin = at;
     qkv->what = "q, k, v side by side";
     Node *n1 = layer_node(c, a, N_LINEAR, x, qkv);
-    int64_t w1[2] = {wq, d}, w2[2] = {d, d};
-    double bound = 1.0 / sqrt((double)d);
+    int64_t w1[2] = {wq, d}, w2[2] = {d, dc};
+    double bound = 1.0 / sqrt((double)d), bound2 = 1.0 / sqrt((double)dc);   /* 1/sqrt(fan_in) */
     int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
     int bi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST;
     double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
@@ -96,13 +112,13 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     att->origin = at;
     att->keep32 = 1;
     att->what = "each query's log-sum-exp, saved for backward";
-    Tensor *y = act_tensor(c, l->path, layer_ident("attn_y", pfx), 2, s1);
+    Tensor *y = act_tensor(c, l->path, layer_ident("attn_y", pfx), 2, sc);
     y->origin = at;
     y->what = "attention heads' outputs";
     Node *n2 = layer_node(c, a, N_ATTENTION, qkv, y);
     n2->tmp[0] = att;
     n2->conv[0] = T;
-    n2->conv[1] = d;
+    n2->conv[1] = dc;   /* the core's width: the kernels' d, hd = d / H */
     n2->conv[2] = l->heads;
     n2->conv[3] = l->causal;
     n2->conv[4] = KV;
@@ -115,11 +131,12 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     o->what = "attention output projection";
     Node *n3 = layer_node(c, a, N_LINEAR, y, o);
     n3->w = add_param(g, pp, "weight", 2, w2, wi,
-                      init.kind == INIT_DEFAULT ? bound : init_std(c, init, c->resid_out), l->path);
+                      init.kind == INIT_DEFAULT ? bound2 : init_std(c, init, c->resid_out), l->path);
     if (l->bias)
-        n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, ba, l->path);
-    double proj = 2.0 * T * d * wq + 2.0 * T * d * d;
-    double core = core_flops(l, T, d);
+        n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
+                          l->path);
+    double proj = 2.0 * T * d * wq + 2.0 * T * d * dc;
+    double core = core_flops(l, T, dc);
     add_flops(c, l->path, proj + core, 2 * (proj + core));
     c->cur = o;
 }
