@@ -1,6 +1,7 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
- * window makes it Mistral, qk_norm Qwen3) as DIR/config.json and DIR/model.safetensors
+ * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2) as
+ * DIR/config.json and DIR/model.safetensors
  * that transformers' from_pretrained loads; with --tokenizer, config.json's
  * bos_token_id and eos_token_id (the generation config's) come from the tokenizer's
  * special tokens. A layer such a model has no place for exits 1 naming it, before
@@ -79,14 +80,14 @@ static void attention(Ex *e, const Layer *l)
     e->d.H = l->heads;
     e->d.KV = l->kv_heads ? l->kv_heads : l->heads;
     e->d.HD = l->head_dim && l->head_dim * l->heads != e->d.D ? l->head_dim : 0;
-    e->d.bias = l->bias;
+    e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
     e->window = l->window;
     int rope = l->rope_theta > 0;
-    if (e->gpt2 && (rope || e->d.KV != e->d.H || !e->d.bias || e->d.qk_norm || e->window ||
-                    e->d.HD))
-        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias false, qk_norm and window have no "
-                           "place in GPT-2 (with learned positions)");
+    if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
+                    e->window || e->d.HD))
+        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias other than true, qk_norm and window "
+                           "have no place in GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = l->rope_theta;
@@ -95,6 +96,9 @@ static void attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither");
     if (e->d.qk_norm && e->window)
         refuse(e, NULL, l, "qk_norm with a window: Qwen3 windows only some layers");
+    if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
+        refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
+                           "and o or none");
 }
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
@@ -290,14 +294,23 @@ static cJSON *rope_scaling(const Layer *l)
     return r;
 }
 
+/* The family the layers make: model_type and architecture. */
+static const char *const *family(const Ex *e)
+{
+    static const char *const f[][2] = {{"gpt2", "GPT2LMHeadModel"},
+                                       {"qwen3", "Qwen3ForCausalLM"},
+                                       {"mistral", "MistralForCausalLM"},
+                                       {"qwen2", "Qwen2ForCausalLM"},
+                                       {"llama", "LlamaForCausalLM"}};
+    return f[e->gpt2 ? 0 : e->d.qk_norm ? 1 : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+}
+
 static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
-    const char *arch = e->gpt2 ? "GPT2LMHeadModel" : e->d.qk_norm ? "Qwen3ForCausalLM"
-                     : e->window ? "MistralForCausalLM" : "LlamaForCausalLM";
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
-    cJSON_AddStringToObject(c, "model_type", e->gpt2 ? "gpt2" : e->d.qk_norm ? "qwen3"
-                                             : e->window ? "mistral" : "llama");
+    const char *const *fam = family(e);
+    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&fam[1], 1));
+    cJSON_AddStringToObject(c, "model_type", fam[0]);
     cJSON_AddNumberToObject(c, "vocab_size", (double)e->d.V);
     if (e->bos >= 0)
         cJSON_AddNumberToObject(c, "bos_token_id", (double)e->bos);
@@ -327,13 +340,13 @@ static cJSON *config(const Ex *e)
         cJSON_AddStringToObject(c, "hidden_act", e->act);
         if (e->scaled)
             cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
-        if (!e->window)
-            cJSON_AddBoolToObject(c, "attention_bias", e->d.bias);
+        if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
+            cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
         if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
             cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
         if (e->d.qk_norm || e->d.HD)   /* Llama and Mistral: read by transformers 4.45 on */
             cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
-        if (e->d.qk_norm)
+        if (e->d.qk_norm || e->d.bias == HF_BIAS_QKV)
             cJSON_AddFalseToObject(c, "use_sliding_window");
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
@@ -444,7 +457,6 @@ int cmd_export(int argc, char **argv)
     if (tok && copy_file(tok, xasprintf("%s/tokenizer.json", out)) != 0)
         cannot_write("export", xasprintf("%s/tokenizer.json", out));
     printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)\n",
-           weights, out, e.gpt2 ? "gpt2" : e.d.qk_norm ? "qwen3" : e.window ? "mistral" : "llama",
-           out, e.out.n);
+           weights, out, family(&e)[0], out, e.out.n);
     return 0;
 }

@@ -1,9 +1,9 @@
 /* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T]: a Hugging Face model folder
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
- * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral and Qwen3;
- * a config key or tensor the spec cannot express exits 1 naming it, before anything is
- * written. */
+ * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Qwen2 and
+ * Qwen3; a config key or tensor the spec cannot express exits 1 naming it, before
+ * anything is written. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -74,7 +74,7 @@ static void gpt2_config(HfCfg *c, Arch *a)
     a->d.FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->d.D;
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
-    a->d.bias = 1;
+    a->d.bias = HF_BIAS_ALL;
     const char *act = hf_cfg_str(c, "activation_function", "gelu_new");
     if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
         a->act = "tanh";
@@ -166,7 +166,9 @@ static void llama_config(HfCfg *c, Arch *a)
     a->theta = hf_cfg_num(c, "rope_theta", 10000);
     a->scaling = rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
-    a->d.bias = hf_cfg_bool(c, "attention_bias", 0);
+    int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
+    a->d.bias = qwen2 ? HF_BIAS_QKV : hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
+                                    : HF_BIAS_NONE;
     a->d.qk_norm = !strcmp(a->type, "qwen3");
     head_dims(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
@@ -187,10 +189,11 @@ static void llama_config(HfCfg *c, Arch *a)
     if (a->d.qk_norm && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: Qwen3's q_norm and k_norm use it, trainc's qk_norm "
                      "uses 1e-6", a->eps);
-    if (a->d.qk_norm && hf_cfg_bool(c, "use_sliding_window", 0))
-        hf_cfg_error(c, "use_sliding_window", "true: Qwen3 then windows only the layers from "
-                     "max_window_layers on; trainc's window is every layer's");
-    if (a->d.qk_norm)   /* Qwen3 writes it; it counts only with use_sliding_window */
+    if ((a->d.qk_norm || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
+        hf_cfg_error(c, "use_sliding_window", "true: %s then windows only the layers from "
+                     "max_window_layers on; trainc's window is every layer's",
+                     qwen2 ? "Qwen2" : "Qwen3");
+    if (a->d.qk_norm || qwen2)   /* Qwen writes it; it counts only with use_sliding_window */
         hf_cfg_get(c, "sliding_window");
 }
 
@@ -204,16 +207,14 @@ static void read_config(Imp *im, Arch *a)
     static const char *const archs[][3] = {{"gpt2", "GPT2LMHeadModel", "GPT2Model"},
                                            {"llama", "LlamaForCausalLM", "LlamaModel"},
                                            {"mistral", "MistralForCausalLM", "MistralModel"},
+                                           {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
-    if (!strcmp(a->type, "qwen2"))
-        hf_cfg_error(c, "model_type", "\"qwen2\": Qwen2 has biases on q, k and v but not on "
-                     "o_proj, and trainc's attention bias is both or neither");
     if (k == n)
-        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral and qwen3",
-                     a->type);
+        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, qwen2 and "
+                     "qwen3", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -266,8 +267,10 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddNumberToObject(l, "kv_heads", (double)a->d.KV);
     if (a->d.HD)
         cJSON_AddNumberToObject(l, "head_dim", (double)a->d.HD);
-    if (!a->d.bias)
+    if (a->d.bias == HF_BIAS_NONE)
         cJSON_AddFalseToObject(l, "bias");
+    if (a->d.bias == HF_BIAS_QKV)
+        cJSON_AddStringToObject(l, "bias", "qkv");
     if (!a->gpt2) {
         cJSON *r = cJSON_AddObjectToObject(l, "rope");
         cJSON_AddNumberToObject(r, "theta", a->theta);

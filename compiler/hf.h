@@ -54,8 +54,10 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
        HF_N_SLOTS };
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd. */
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
-/* When a parameter exists. */
-enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
+/* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's. */
+enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
+/* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
+enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV };
 
 /* One of trainc's parameters: slot's layer, suffix `ours`; made of the transformers
  * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector), their rows one after
@@ -80,7 +82,7 @@ extern const HfFamily hf_gpt2, hf_llama;
 typedef struct HfDims {
     int64_t V, D, L, H, KV, FF, max_pos;
     int64_t HD;                /* a head's width when not D / H (config's head_dim), else 0 */
-    int bias, qk_norm, tie;
+    int bias, qk_norm, tie;    /* bias: HF_BIAS_* */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 

@@ -27,7 +27,8 @@ static const HfMap gpt2_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
-/* Llama, Mistral, Qwen3: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj, up_proj. */
+/* Llama, Mistral, Qwen2, Qwen3: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj,
+ * up_proj. */
 static const HfMap llama_map[] = {
     {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
     {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
@@ -38,7 +39,7 @@ static const HfMap llama_map[] = {
      {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
      {HF_QD, HF_KD, HF_KD}, 0},
     {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},
-    {1, HF_ATTN, "proj.bias", HF_IF_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0},
     {1, HF_ATTN, "q_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.q_norm.weight"}, {HF_HD}, 0},
     {1, HF_ATTN, "k_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.k_norm.weight"}, {HF_HD}, 0},
     {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
@@ -73,6 +74,7 @@ static int64_t dim(const HfDims *d, int code)
 static int wanted(const HfDims *d, int cond)
 {
     return cond == HF_ALWAYS || (cond == HF_IF_BIAS && d->bias) ||
+           (cond == HF_IF_O_BIAS && d->bias == HF_BIAS_ALL) ||
            (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
 }
 

@@ -69,6 +69,7 @@ struct Layer {
      * and rope (theta 0: none; rope_factor 0: no llama3 scaling, else its factor, low and
      * high frequency factors and original context length) */
     int64_t kv_heads, head_dim, window;
+    int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
     int qk_norm;
     double rope_theta, rope_factor, rope_low, rope_high, rope_orig;
     Layer **body;             /* residual, repeat */

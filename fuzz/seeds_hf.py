@@ -2,7 +2,7 @@
 folders (save_pretrained, no hub) flattened as fuzz_hf reads them, config.json, then
 "HF|" and model.safetensors, or "HF|" model.safetensors.index.json and each shard
 (named s1.safetensors, s2.safetensors, ...). A GPT-2 (tied), a Llama (GQA, untied), a
-Mistral with a sliding window, a Llama with Llama 3's rope_scaling, a Qwen3 config over
+Mistral with a sliding window, a Qwen2, a Llama with Llama 3's rope_scaling, a Qwen3 config over
 the Llama's tensors with q_norm and k_norm, and the Llama in bf16 in two shards.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
@@ -13,7 +13,7 @@ import os
 import torch
 from safetensors.torch import save_file
 from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM)
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -57,6 +57,8 @@ def main():
     seed("llama", [config_bytes(llama), st_bytes(tensors(llama))])
     mistral = MistralForCausalLM(MistralConfig(sliding_window=4, **small))
     seed("mistral", [config_bytes(mistral), st_bytes(tensors(mistral))])
+    qwen2 = Qwen2ForCausalLM(Qwen2Config(**small))
+    seed("qwen2", [config_bytes(qwen2), st_bytes(tensors(qwen2))])
     rope = {"rope_theta": 500000.0, "rope_scaling": {
         "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
         "original_max_position_embeddings": 16}}

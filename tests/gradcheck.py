@@ -129,6 +129,8 @@ cases += [
     # short original context smooths one frequency and divides the other two by the factor)
     tok("attention_gqa", [E(dim=8), {"op": "attention", "heads": 4, "kv_heads": 2}, L(7)]),
     tok("attention_nobias", [E(), {"op": "attention", "heads": 2, "bias": False}, L(7)]),
+    tok("attention_bias_qkv", [E(dim=8), {"op": "attention", "heads": 4, "kv_heads": 2, "bias": "qkv",
+                                          "rope": {"theta": 10000}}, L(7)]),
     tok("attention_rope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {"theta": 10000}}, L(7)]),
     tok("attention_qk_norm", [E(dim=8), {"op": "attention", "heads": 2, "qk_norm": True}, L(7)]),
     tok("attention_window", [E(), {"op": "attention", "heads": 2, "window": 2}, L(7)]),

@@ -4,8 +4,10 @@ HF_PYTHON (the venv `make deps` makes, transformers 4.40.2 over Debian's torch) 
 this; without transformers it exits 77 (a skip). Random-weight models are made here
 with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 
-- a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM (GQA 4/2, untied) and one with
-  attention biases and a tied head are imported;
+- a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM
+  (GQA 4/2, untied), one with attention biases and a tied head, and a
+  Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) are
+  imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -26,9 +28,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   config.json says), and export back to the same tensors and head_dim;
 - a config.json written whole (to_dict: every output switch and generation setting,
   GPT-2's n_special) imports as the one save_pretrained writes;
-- config.json with rope_scaling type "yarn", with model_type "bert", with model_type
-  "qwen2", is_encoder_decoder, pruned heads or a size past 2^40, and a spec with a
-  dropout layer for export: exit 1 naming the key or layer,
+- config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
+  use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
+  with a dropout layer for export: exit 1 naming the key or layer,
   nothing written; GPT-2's tensors without the "transformer." prefix (the original
   checkpoints' names) import alike; export's --tokenizer copies the file;
 - export --tokenizer with a GPT-2-like and a Llama-3-like tokenizer.json (made here with
@@ -56,7 +58,8 @@ import llama_torch as lt
 try:
     import transformers
     from transformers import (AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
-                              LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM)
+                              LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                              Qwen2Config, Qwen2ForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -236,13 +239,14 @@ def models():
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
-    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias):
+    qwen2 = Qwen2ForCausalLM(Qwen2Config(**kw))   # q, k, v biased, o not; tied as Qwen2.5-0.5B
+    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, gpt2_untied, llama, mistral, llama_bias
+    return gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2
 
 
 def refused(name, args, words, out):
@@ -256,8 +260,9 @@ def bad_configs(src):
             ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
              ["rope_scaling", "yarn"]),
             ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
-            ("model_type qwen2", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"]},
-             ["qwen2", "o_proj"]),
+            ("qwen2 windowed", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
+                                "use_sliding_window": True, "sliding_window": 8},
+             ["use_sliding_window", "max_window_layers"]),
             ("unknown key", {"rope_wobble": 1}, ["rope_wobble"]),
             ("encoder-decoder", {"is_encoder_decoder": True}, ["is_encoder_decoder"]),
             ("pruned heads", {"pruned_heads": {"0": [1]}}, ["pruned_heads"]),
@@ -354,10 +359,10 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, gpt2_untied, llama, mistral, llama_bias = models()
+    gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2 = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("mistral", mistral, {}),
-                        ("llama_bias_tied", llama_bias, {}),
+                        ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)

@@ -28,7 +28,7 @@ static int attention_params(const Layer *l, const char **out)
         out[n++] = "k_norm.weight";
     }
     out[n++] = "proj.weight";
-    if (l->bias)
+    if (l->bias && !l->bias_qkv)
         out[n++] = "proj.bias";
     return n;
 }
@@ -132,7 +132,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Node *n3 = layer_node(c, a, N_LINEAR, y, o);
     n3->w = add_param(g, pp, "weight", 2, w2, wi,
                       init.kind == INIT_DEFAULT ? bound2 : init_std(c, init, c->resid_out), l->path);
-    if (l->bias)
+    if (l->bias && !l->bias_qkv)
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
                           l->path);
     double proj = 2.0 * T * d * wq + 2.0 * T * d * dc;
