@@ -1,9 +1,9 @@
 /* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T]: a Hugging Face model folder
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
- * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Qwen2 and
- * Qwen3; a config key or tensor the spec cannot express exits 1 naming it, before
- * anything is written. */
+ * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
+ * Qwen2 and Qwen3; a config key or tensor the spec cannot express exits 1 naming it,
+ * before anything is written. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,8 +12,9 @@
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
-    const char *type;          /* config's model_type: gpt2, llama, mistral, qwen3 */
+    const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3 */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
+    const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
     const char *act;           /* gpt2: gelu's approximate ("tanh", "none"); else glu's act */
@@ -153,6 +154,18 @@ static void head_dims(HfCfg *c, Arch *a)
                      "pairs of a head's dimensions", (long long)hf_head_dim(&a->d));
 }
 
+/* Phi-3's own keys: a rope over whole heads; its original context length counts only
+ * with a rope_scaling (su, longrope), which rope_scaling refuses; its modeling code
+ * has no attention biases whatever attention_bias says. */
+static void phi3_config(HfCfg *c)
+{
+    hf_cfg_get(c, "attention_bias");
+    if (hf_cfg_num(c, "partial_rotary_factor", 1) != 1)
+        hf_cfg_error(c, "partial_rotary_factor", "%g: trainc's rope rotates every dimension of "
+                     "a head", hf_cfg_num(c, "partial_rotary_factor", 1));
+    hf_cfg_get(c, "original_max_position_embeddings");
+}
+
 static void llama_config(HfCfg *c, Arch *a)
 {
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -167,8 +180,11 @@ static void llama_config(HfCfg *c, Arch *a)
     a->scaling = rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
-    a->d.bias = qwen2 ? HF_BIAS_QKV : hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
+    int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
+    a->d.bias = qwen2 ? HF_BIAS_QKV : !phi3 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
                                     : HF_BIAS_NONE;
+    if (phi3)
+        phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
     head_dims(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
@@ -182,7 +198,7 @@ static void llama_config(HfCfg *c, Arch *a)
                      "relu or sigmoid", act);
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
-    if (!strcmp(a->type, "mistral") && hf_cfg_get(c, "sliding_window"))
+    if ((!strcmp(a->type, "mistral") || phi3) && hf_cfg_get(c, "sliding_window"))
         /* transformers 4.40's mask lets a query see sliding_window positions before
          * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
         a->window = hf_cfg_int(c, "sliding_window", -1) + 1;
@@ -207,14 +223,15 @@ static void read_config(Imp *im, Arch *a)
     static const char *const archs[][3] = {{"gpt2", "GPT2LMHeadModel", "GPT2Model"},
                                            {"llama", "LlamaForCausalLM", "LlamaModel"},
                                            {"mistral", "MistralForCausalLM", "MistralModel"},
+                                           {"phi3", "Phi3ForCausalLM", "Phi3Model"},
                                            {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
-        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, qwen2 and "
-                     "qwen3", a->type);
+        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2 "
+                     "and qwen3", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -227,6 +244,7 @@ static void read_config(Imp *im, Arch *a)
         gpt2_config(c, a);
     else
         llama_config(c, a);
+    a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3 : &hf_llama;
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
@@ -439,7 +457,7 @@ static int extra(const Arch *a, const char *name)
 static void plan_weights(Imp *im, const Arch *a)
 {
     im->gpt2 = a->gpt2;
-    const HfFamily *f = a->gpt2 ? &hf_gpt2 : &hf_llama;
+    const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer." */
     const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
     hf_walk(f, prefix, &a->d, plan, im);

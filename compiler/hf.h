@@ -52,8 +52,9 @@ rt_st_out *hf_out_open(const HfOut *o, const char *path);
 /* The layers of a family's model that own parameters; a block's are under its index. */
 enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, HF_HEAD,
        HF_N_SLOTS };
-/* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd. */
-enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_FF, HF_V, HF_HD, HF_POSN, HF_3D };
+/* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
+ * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
+enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
 /* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's. */
 enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
 /* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
@@ -76,7 +77,7 @@ typedef struct HfFamily {
     const char *block;         /* a block's prefix, a printf format of its index */
     const HfMap *map;          /* ended by an entry without `ours` */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_llama;
+extern const HfFamily hf_gpt2, hf_llama, hf_phi3;
 
 /* What a model's shapes and optional tensors depend on. */
 typedef struct HfDims {

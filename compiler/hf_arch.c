@@ -50,8 +50,23 @@ static const HfMap llama_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
+/* Phi-3: Llama's layers with q, k, v in one qkv_proj and gate, up in one gate_up_proj,
+ * in trainc's order already. */
+static const HfMap phi3_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
+    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0, {"self_attn.qkv_proj.weight"}, {HF_QKV}, HF_D},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_up_proj.weight"}, {HF_2FF}, HF_D},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map};
+const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map};
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
 
@@ -62,7 +77,9 @@ static int64_t dim(const HfDims *d, int code)
     case HF_D: return d->D;
     case HF_QD: return d->H * hd;
     case HF_KD: return d->KV * hd;
+    case HF_QKV: return (d->H + 2 * d->KV) * hd;
     case HF_FF: return d->FF;
+    case HF_2FF: return 2 * d->FF;
     case HF_V: return d->V;
     case HF_HD: return hd;
     case HF_POSN: return d->max_pos;

@@ -2,8 +2,9 @@
 folders (save_pretrained, no hub) flattened as fuzz_hf reads them, config.json, then
 "HF|" and model.safetensors, or "HF|" model.safetensors.index.json and each shard
 (named s1.safetensors, s2.safetensors, ...). A GPT-2 (tied), a Llama (GQA, untied), a
-Mistral with a sliding window, a Qwen2, a Llama with Llama 3's rope_scaling, a Qwen3 config over
-the Llama's tensors with q_norm and k_norm, and the Llama in bf16 in two shards.
+Mistral with a sliding window, a Qwen2, a Llama with Llama 3's rope_scaling, a Qwen3
+config over the Llama's tensors with q_norm and k_norm, a Phi-3 config over them fused,
+and the Llama in bf16 in two shards.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -69,6 +70,13 @@ def main():
     ts = tensors(llama)
     ts.update({"model.layers.0.self_attn.%s_norm.weight" % c: torch.ones(4) for c in "qk"})
     seed("qwen3", [config_bytes(llama, qwen3), st_bytes(ts)])
+    ts = tensors(llama)
+    a, m = "model.layers.0.self_attn.", "model.layers.0.mlp."
+    ts[a + "qkv_proj.weight"] = torch.cat([ts.pop(a + c + "_proj.weight") for c in "qkv"])
+    ts[m + "gate_up_proj.weight"] = torch.cat([ts.pop(m + c + "_proj.weight") for c in ("gate", "up")])
+    phi3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "sliding_window": 8,
+            "original_max_position_embeddings": 16, "embd_pdrop": 0.0}
+    seed("phi3", [config_bytes(llama, phi3), st_bytes(ts)])
     ts = tensors(llama, torch.bfloat16)
     names = sorted(ts)
     shards = [names[:len(names) // 2], names[len(names) // 2:]]

@@ -28,6 +28,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   config.json says), and export back to the same tensors and head_dim;
 - a config.json written whole (to_dict: every output switch and generation setting,
   GPT-2's n_special) imports as the one save_pretrained writes;
+- a Phi-3 folder (transformers 4.40 has no Phi-3: the Llama's tensors fused into
+  qkv_proj and gate_up_proj, a Phi-3 config.json) imports to the Llama's layers and
+  tensors bit for bit;
 - config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
   use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
   with a dropout layer for export: exit 1 naming the key or layer,
@@ -297,6 +300,39 @@ def whole_configs():
               "%d tensors" % (name, len(cfg), len(a)))
 
 
+def phi3_case():
+    """Phi-3 (transformers 4.40 has none): the Llama's tensors with q, k, v fused into
+    qkv_proj and gate, up into gate_up_proj, as Phi-3 stores them, under a Phi-3
+    config.json: the same model.json layers and init tensors, bit for bit, as the
+    Llama's import; its sliding_window becomes the attention's window as Mistral's."""
+    src, d = OUT + "/hf_llama", OUT + "/hf_phi3"
+    os.makedirs(d)
+    sd = source_tensors(src)
+    for i in range(2):
+        a, m = "model.layers.%d.self_attn." % i, "model.layers.%d.mlp." % i
+        sd[a + "qkv_proj.weight"] = torch.cat([sd.pop(a + c + "_proj.weight") for c in "qkv"])
+        sd[m + "gate_up_proj.weight"] = torch.cat([sd.pop(m + c + "_proj.weight") for c in ("gate", "up")])
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    cfg = json.load(open(src + "/config.json"))
+    cfg.pop("attention_bias")   # Phi3Config has none: ignored if there
+    cfg.update({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "embd_pdrop": 0.0,
+                "resid_pdrop": 0.0, "original_max_position_embeddings": 64, "sliding_window": None})
+    json.dump(cfg, open(d + "/config.json", "w"))
+    o = OUT + "/phi3"
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    a, b = load_file(OUT + "/llama/init.safetensors"), load_file(o + "/init.safetensors")
+    same = a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+    la = json.load(open(OUT + "/llama/model.json"))["model"]["layers"]
+    lb = json.load(open(o + "/model.json"))["model"]["layers"]
+    check(same and la == lb, "phi3 imported: the Llama's layers and %d tensors bit for bit" % len(a))
+    cfg["sliding_window"] = 7
+    json.dump(cfg, open(d + "/config.json", "w"))
+    trainc("import", "hf", d, "-o", o + "_window", "--seq-len", T)
+    att = json.load(open(o + "_window/model.json"))["model"]["layers"][1]["body"][0]["body"][1]
+    check(att.get("window") == 8, "phi3 with sliding_window 7: the attention's window %s (8, "
+          "as Mistral's)" % att.get("window"))
+
+
 def special_tokenizer(path, specials, bos=None):
     """A byte-level BPE tokenizer.json of V ids, specials last (GPT-2's <|endoftext|> is
     its last id; Llama 3's begin at 128000), with bos a template's BOS."""
@@ -404,6 +440,7 @@ def main():
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
     whole_configs()
+    phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)
