@@ -1,8 +1,9 @@
 /* fuzz_tokenizer.c: runtime/tokenizer.c on any bytes. An input whose first byte is 'J'
  * is a tokenizer.json for rt_tok_load (the loader's checks); any other is a text for
  * small byte-level BPEs with each pattern (GPT-2's, Llama 3's, Qwen2's) and an added
- * token, and each must decode back to the text and give the whole text's ids when cut
- * at its safe cut (a difference aborts: a crash for the fuzzer). */
+ * token, and a small SentencePiece-style one (Metaspace, byte_fallback), and each must
+ * decode back to the text and give the whole text's ids when cut at its safe cut (a
+ * difference aborts: a crash for the fuzzer). */
 #include "fuzz.h"
 #include "tokenizer.h"
 
@@ -13,6 +14,20 @@ static const char *const patterns[] = {
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
     "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
 };
+
+/* The tokenizer.json text json[0, n) loaded (a failure aborts: the file is the target's) */
+static rt_tokenizer *load_or_abort(char *json, int n)
+{
+    char err[1024];
+    rt_tokenizer *t = rt_tok_load(fuzz_file((const uint8_t *)json, (size_t)n, ".json"), err,
+                                  sizeof err);
+    if (!t) {
+        fprintf(stderr, "fuzz_tokenizer: %s\n", err);
+        abort();
+    }
+    free(json);
+    return t;
+}
 
 /* A tokenizer.json: the 256 bytes (GPT-2's byte map), a few merges, one added token. */
 static rt_tokenizer *small(const char *pattern)
@@ -48,22 +63,35 @@ static rt_tokenizer *small(const char *pattern)
         n += sprintf(json + n, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
                                "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\"}, "
                                "{\"type\": \"ByteLevel\", \"use_regex\": false}]}}", pattern);
-    char err[1024];
-    rt_tokenizer *t = rt_tok_load(fuzz_file((const uint8_t *)json, (size_t)n, ".json"), err,
-                                  sizeof err);
-    if (!t) {
-        fprintf(stderr, "fuzz_tokenizer: %s\n", err);
-        abort();
-    }
-    free(json);
-    return t;
+    return load_or_abort(json, n);
+}
+
+/* A SentencePiece-style tokenizer.json: the 256 <0xXX> tokens, U+2581 and a few
+ * letters and merges, one added token, Metaspace without a prepended U+2581 (so that
+ * the ids decode to the text as it is). */
+static rt_tokenizer *small_sp(void)
+{
+    static const char json[] =
+        "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"fuse_unk\": true, "
+        "\"vocab\": {%s\"\\u2581\": 256, \"t\": 257, \"h\": 258, \"e\": 259, \"\\u2581t\": 260, "
+        "\"th\": 261, \"the\": 262, \"\\u2581the\": 263, \"\\u2581\\u2581\": 264, \"<x>\": 265}, "
+        "\"merges\": [\"t h\", \"th e\", \"\\u2581 t\", \"\\u2581 the\", \"\\u2581 \\u2581\"]}, "
+        "\"added_tokens\": [{\"id\": 265, \"content\": \"<x>\", \"special\": true, "
+        "\"normalized\": false}], \"pre_tokenizer\": {\"type\": \"Metaspace\", "
+        "\"replacement\": \"\\u2581\", \"prepend_scheme\": \"never\", \"split\": false}}";
+    char bytes[256 * 16], *b = bytes;
+    for (int i = 0; i < 256; i++)
+        b += sprintf(b, "\"<0x%02X>\": %d, ", i, i);
+    char *text = malloc(sizeof json + sizeof bytes);
+    return load_or_abort(text, sprintf(text, json, bytes));
 }
 
 /* The two sides of the safe cut give the whole's ids; strict: the ids decode to the
  * text (every byte has its id, as in the small tokenizers). */
 static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict)
 {
-    rt_ids whole = {0}, two = {0};
+    rt_ids whole = {0}, two = {0}, bos = {0};
+    rt_tok_prefix(t, &bos);   /* a text starts */
     rt_tok_encode_part(t, s, n, &whole);
     size_t at = 0, len;
     for (int64_t i = 0; strict && i < whole.n; i++) {
@@ -76,6 +104,7 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict)
         abort();
     size_t cut = rt_tok_safe_cut(t, s, n);
     if (cut) {
+        rt_tok_prefix(t, &bos);
         rt_tok_encode_part(t, s, cut, &two);
         rt_tok_encode_part(t, s + cut, n - cut, &two);
         if (two.n != whole.n || memcmp(two.v, whole.v, (size_t)two.n * sizeof *two.v) != 0)
@@ -83,14 +112,17 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict)
     }
     rt_ids_free(&whole);
     rt_ids_free(&two);
+    rt_ids_free(&bos);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static rt_tokenizer *small_t[3];
-    if (!small_t[0])
+    static rt_tokenizer *small_t[4];
+    if (!small_t[0]) {
         for (int k = 0; k < 3; k++)
             small_t[k] = small(patterns[k]);
+        small_t[3] = small_sp();
+    }
     if (size > 0 && data[0] == 'J') {
         char err[1024];
         rt_tokenizer *t = rt_tok_load(fuzz_file(data + 1, size - 1, ".json"), err, sizeof err);
@@ -100,7 +132,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         return 0;
     }
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         check_text(small_t[k], (const char *)data, size, 1);
     return 0;
 }

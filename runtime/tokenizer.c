@@ -1,14 +1,19 @@
-/* tokenizer.c: the byte-level BPE of a Hugging Face tokenizer.json (tokenizer.h says
- * what is read and what is refused): loading, the pre-tokenizer patterns as
- * hand-written matchers, the added-token split, the merges with a bounded word cache,
- * and the safe cut that lets a long text be encoded a part at a time.
+/* tokenizer.c: the BPE of a Hugging Face tokenizer.json, byte-level (GPT-2, Llama 3,
+ * Qwen2) or SentencePiece-style (Llama 2, Mistral; tokenizer.h says what is read and
+ * what is refused): loading, the pre-tokenizer patterns as hand-written matchers, the
+ * added-token split, the merges with a bounded word cache, and the safe cut that lets
+ * a long text be encoded a part at a time.
  *
  * Ids are computed as `tokenizers` 0.19 computes them: the text is split on the added
  * tokens (the unnormalized ones first, then the normalized ones in what remains; each
  * leftmost-longest), each remaining part is cut into words by the pattern, each word's
  * bytes start as one symbol a byte (GPT-2's bytes_to_unicode names them in the
  * vocabulary), and the adjacent pair of the lowest merge rank, leftmost on ties, is
- * merged until none is left. */
+ * merged until none is left. SentencePiece-style: each part between added tokens has
+ * its spaces written U+2581 (and one prepended, as the file says), is one word (or a
+ * word from each U+2581 on, with Metaspace's split), and its symbols are characters;
+ * a character the vocabulary lacks is its bytes' <0xXX> tokens (byte_fallback) or the
+ * unk token. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +23,14 @@
 
 /* The patterns, by the exact string each file writes. */
 typedef enum { PT_NONE, PT_GPT2, PT_LLAMA3, PT_QWEN2 } Pattern;
+
+/* SentencePiece-style BPE, by where a U+2581 is prepended to a part of the text between
+ * added tokens: SP_PREPEND, the normalizer Sequence[Prepend, Replace] (Llama 2's file):
+ * every non-empty part; Metaspace's prepend_scheme: SP_FIRST, the part at the text's
+ * start; SP_ALWAYS, every part; SP_NEVER, none (Metaspace's only where the part does not
+ * already start with one). SP_OFF: byte-level. */
+typedef enum { SP_OFF, SP_PREPEND, SP_FIRST, SP_ALWAYS, SP_NEVER } SpMode;
+static const char meta[] = "\xE2\x96\x81";   /* U+2581, SentencePiece's space */
 
 static const char re_gpt2[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
@@ -78,6 +91,14 @@ struct rt_tokenizer {
     size_t merges_cap;
     AddedSet raw_set, norm_set;  /* unnormalized, then normalized added tokens */
     int cut_ok;                  /* no added token holds a newline */
+    SpMode sp;
+    int sp_split;                /* Metaspace's split: a word from each U+2581 on */
+    int byte_fallback, fuse_unk;
+    int64_t fallback_id[256];    /* <0xXX>'s id, -1 when none */
+    int nl_barrier;              /* SentencePiece-style: a newline merges with nothing */
+    int cont;                    /* the next part continues a text: no U+2581 at its start */
+    char *norm;                  /* scratch: a part with its spaces written U+2581 */
+    size_t norm_cap;
     rt_ids prefix, suffix;       /* the post-processor's ids */
     int64_t n_ids;
     char **piece;                /* [n_ids] the bytes of each id, NULL for none */
@@ -435,6 +456,46 @@ static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
     return m;
 }
 
+/* SentencePiece-style: the word's characters as symbols, sym[0, m). A character the
+ * vocabulary lacks: its bytes' <0xXX> ids with byte_fallback (when all exist), else the
+ * unk id, one for a run of them with fuse_unk, or dropped when there is none. As in
+ * `tokenizers`, a pending unk is written when the next character in the vocabulary
+ * comes (or the word ends), not before a byte-fallback character. */
+static size_t sp_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
+{
+    if (10 * n > t->sym_cap) {
+        t->sym_cap = 10 * n + 64;
+        t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
+    }
+    size_t m = 0, len;
+    int unk = 0;   /* an unk pending */
+    for (size_t i = 0; i < n; i += len) {
+        utf8_at(w, i, n, &len);
+        const Slot *s = map_find(&t->vocab, w + i, len);
+        if (s) {
+            if (unk)
+                t->sym[m++] = (uint32_t)t->unk;
+            unk = 0;
+            t->sym[m++] = s->val;
+            continue;
+        }
+        size_t k = 0;
+        while (t->byte_fallback && k < len && t->fallback_id[w[i + k]] >= 0)
+            k++;
+        if (t->byte_fallback && k == len) {
+            for (k = 0; k < len; k++)
+                t->sym[m++] = (uint32_t)t->fallback_id[w[i + k]];
+            continue;
+        }
+        if (t->unk >= 0 && unk && !t->fuse_unk)
+            t->sym[m++] = (uint32_t)t->unk;
+        unk = t->unk >= 0;
+    }
+    if (unk)
+        t->sym[m++] = (uint32_t)t->unk;
+    return m;
+}
+
 /* A candidate merge of a long word: the pair starting at symbol pos. */
 typedef struct {
     uint32_t rank, pos;
@@ -520,7 +581,7 @@ static void bpe_merge_long(rt_tokenizer *t, size_t m, rt_ids *out)
  * rank and merged id of the pair (sym[i], sym[i + 1]). */
 static void bpe_merge(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
 {
-    size_t m = bpe_symbols(t, w, n);
+    size_t m = t->sp ? sp_symbols(t, w, n) : bpe_symbols(t, w, n);
     if (m >= BPE_LONG) {
         bpe_merge_long(t, m, out);
         return;
@@ -569,6 +630,10 @@ static void cache_put(rt_tokenizer *t, const unsigned char *w, size_t n, const u
 /* The vocabulary's id of the word as a whole (its bytes mapped), or -1. */
 static int64_t whole_word(rt_tokenizer *t, const unsigned char *w, size_t n)
 {
+    if (t->sp) {   /* no byte map */
+        Slot *s = map_find(&t->vocab, w, n);
+        return s ? (int64_t)s->val : -1;
+    }
     if (2 * n > t->mapped_cap) {
         t->mapped_cap = 2 * n + 64;
         t->mapped = xrealloc(t->mapped, t->mapped_cap);
@@ -589,7 +654,7 @@ static int64_t whole_word(rt_tokenizer *t, const unsigned char *w, size_t n)
 
 static void encode_word(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
 {
-    if (n == 1 && t->byte_id[w[0]] >= 0) {
+    if (n == 1 && !t->sp && t->byte_id[w[0]] >= 0) {
         rt_ids_push(out, (uint32_t)t->byte_id[w[0]]);
         return;
     }
@@ -657,22 +722,75 @@ static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n,
     }
 }
 
+/* SentencePiece-style: does a part between added tokens, s[0, n), get a U+2581 before
+ * it? start: it starts a part (not the continuation of one across a cut); first: at
+ * the text's start. */
+static int sp_prepends(const rt_tokenizer *t, const unsigned char *s, size_t n, int start,
+                       int first)
+{
+    int has = n >= 3 && memcmp(s, meta, 3) == 0;   /* before spaces are written U+2581 */
+    if (n == 0 || !start)
+        return 0;
+    switch (t->sp) {
+    case SP_PREPEND: return 1;
+    case SP_FIRST: return first && s[0] != ' ' && !has;
+    case SP_ALWAYS: return s[0] != ' ' && !has;
+    default: return 0;
+    }
+}
+
+/* SentencePiece-style: a part between added tokens with its spaces written U+2581 (and
+ * one prepended when sp_prepends says), as one word or, with split, a word from each
+ * U+2581 on. */
+static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int start, int first,
+                      rt_ids *out)
+{
+    if (4 * n + 3 > t->norm_cap)
+        t->norm = xrealloc(t->norm, t->norm_cap = 4 * n + 64);
+    size_t k = 0;
+    if (sp_prepends(t, s, n, start, first)) {
+        memcpy(t->norm, meta, 3);
+        k = 3;
+    }
+    for (size_t i = 0; i < n; i++)
+        if (s[i] == ' ') {
+            memcpy(t->norm + k, meta, 3);
+            k += 3;
+        } else {
+            t->norm[k++] = (char)s[i];
+        }
+    const unsigned char *w = (const unsigned char *)t->norm;
+    size_t b = 0;   /* the current word's start */
+    for (size_t i = 1; t->sp_split && i + 3 <= k; i++)
+        if (memcmp(w + i, meta, 3) == 0) {
+            encode_word(t, w + b, i - b, out);
+            b = i;
+        }
+    if (k > b)
+        encode_word(t, w + b, k - b, out);
+}
+
 void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
 {
     const unsigned char *s = (const unsigned char *)text;
     for (size_t i = 0; i < n;) {
         const Added *a = NULL;
         size_t at = added_find(&t->raw_set, s, i, n, &a);
-        encode_normalized(t, s + i, at - i, out);
+        if (t->sp)   /* a continued part's first piece gets no U+2581 */
+            sp_encode(t, s + i, at - i, i > 0 || !t->cont, i == 0 && !t->cont, out);
+        else
+            encode_normalized(t, s + i, at - i, out);
         if (at == n)
             break;
         rt_ids_push(out, a->id);
         i = at + a->len;
     }
+    t->cont = 1;
 }
 
-void rt_tok_prefix(const rt_tokenizer *t, rt_ids *out)
+void rt_tok_prefix(rt_tokenizer *t, rt_ids *out)
 {
+    t->cont = 0;   /* a text starts */
     for (int64_t i = 0; i < t->prefix.n; i++)
         rt_ids_push(out, t->prefix.v[i]);
 }
@@ -694,10 +812,20 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
  * pattern ends a word at the newline whatever follows it (the newline is a word of
  * its own, or ends one of punctuation), and starts the next word at the character
  * after it, which no pattern joins to a newline before it. No added token spans it
- * (none holds a newline: cut_ok). */
+ * (none holds a newline: cut_ok). SentencePiece-style: after any newline whose symbol
+ * is in no merge (nl_barrier): the merges on either side of it are those of the
+ * whole, and the part after it is a continuation (no U+2581 prepended). */
 size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
+    if (t->sp) {   /* after a newline that merges with nothing (nl_barrier) */
+        if (!t->cut_ok || !t->nl_barrier)
+            return 0;
+        for (size_t p = n ? n - 1 : 0; p >= 1; p--)
+            if (s[p - 1] == '\n')
+                return p;
+        return 0;
+    }
     if (!t->cut_ok || t->pat == PT_NONE || n < 3)
         return 0;
     for (size_t p = n - 1; p >= 2; p--)
@@ -769,6 +897,12 @@ static int is_false(const cJSON *o, const char *key)
     return !v || cJSON_IsNull(v) || cJSON_IsFalse(v);
 }
 
+static int is_str(const cJSON *o, const char *key, const char *want)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) && strcmp(v->valuestring, want) == 0;
+}
+
 static int is_empty_str(const cJSON *o, const char *key)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
@@ -830,8 +964,8 @@ static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t err
         return FAIL("model.dropout: BPE dropout is not supported (random ids)");
     if (!is_empty_str(model, "continuing_subword_prefix") || !is_empty_str(model, "end_of_word_suffix"))
         return FAIL("model: continuing_subword_prefix and end_of_word_suffix are not supported");
-    if (!is_false(model, "byte_fallback"))
-        return FAIL("model.byte_fallback is not supported (a byte-level BPE needs none)");
+    t->byte_fallback = !is_false(model, "byte_fallback");
+    t->fuse_unk = !is_false(model, "fuse_unk");
     t->ignore_merges = !is_false(model, "ignore_merges");
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
@@ -843,6 +977,9 @@ static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t err
         if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= 0x7FFFFFFF ||
             e->valuedouble != (double)(int64_t)e->valuedouble)
             return FAIL("model.vocab['%s']: the id must be an integer in [0, 2^31)", e->string);
+        if (!*e->string)   /* JSON's "\u0000" reads as an empty C string */
+            return FAIL("model.vocab: token %d is empty or holds U+0000, which trainc does not "
+                        "read", (int)e->valuedouble);
         map_put(&t->vocab, e->string, strlen(e->string))->val = (uint32_t)e->valuedouble;
         if ((int64_t)e->valuedouble >= t->n_ids)
             t->n_ids = (int64_t)e->valuedouble + 1;
@@ -869,6 +1006,9 @@ static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t err
             c[1] = (char)(0x80 | (u & 0x3F));
         }
         vocab_id(t, c, &t->byte_id[b]);
+        char fb[8];
+        snprintf(fb, sizeof fb, "<0x%02X>", b);
+        vocab_id(t, fb, &t->fallback_id[b]);
     }
     return 0;
 }
@@ -986,14 +1126,47 @@ static int split_pattern(rt_tokenizer *t, const cJSON *sp, char *err, size_t err
     return 0;
 }
 
+/* Metaspace with replacement U+2581: prepend_scheme (or the older add_prefix_space),
+ * split (true unless it says otherwise). */
+static int metaspace(rt_tokenizer *t, const cJSON *ms, char *err, size_t errlen)
+{
+    if (!is_str(ms, "replacement", meta))
+        return FAIL("pre_tokenizer Metaspace: only the replacement U+2581 is supported");
+    const cJSON *scheme = cJSON_GetObjectItemCaseSensitive(ms, "prepend_scheme");
+    if (cJSON_IsString(scheme)) {
+        static const char *const names[] = {"first", "always", "never"};
+        static const SpMode modes[] = {SP_FIRST, SP_ALWAYS, SP_NEVER};
+        for (int k = 0; k < 3; k++)
+            if (strcmp(scheme->valuestring, names[k]) == 0)
+                t->sp = modes[k];
+        if (!t->sp)
+            return FAIL("pre_tokenizer Metaspace: prepend_scheme '%s' is not supported",
+                        scheme->valuestring);
+    } else {
+        t->sp = is_false(ms, "add_prefix_space") ? SP_NEVER : SP_ALWAYS;
+    }
+    const cJSON *split = cJSON_GetObjectItemCaseSensitive(ms, "split");
+    t->sp_split = !split || cJSON_IsTrue(split);
+    return 0;
+}
+
 /* ByteLevel (GPT-2), or Sequence[Split(Regex), ByteLevel(use_regex false)] (Llama 3,
- * Qwen2), or Sequence[ByteLevel]. */
+ * Qwen2), or Sequence[ByteLevel]; none after Llama 2's normalizer, Metaspace without a
+ * normalizer (SentencePiece-style). */
 static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
 {
     int use_regex = 0;
+    if (t->sp && (!pt || cJSON_IsNull(pt)))
+        return 0;
+    if (t->sp)
+        return FAIL("pre_tokenizer type '%s' after Llama 2's normalizer is not supported "
+                    "(none)", type_of(pt));
+    if (cJSON_IsObject(pt) && strcmp(type_of(pt), "Metaspace") == 0)
+        return t->nfc ? FAIL("pre_tokenizer Metaspace after a normalizer is not supported")
+                      : metaspace(t, pt, err, errlen);
     if (!cJSON_IsObject(pt))
-        return FAIL("pre_tokenizer: none (only byte-level BPE is supported: a ByteLevel "
-                    "pre-tokenizer)");
+        return FAIL("pre_tokenizer: none (a ByteLevel pre-tokenizer, Metaspace, or Llama 2's "
+                    "normalizer is needed)");
     if (strcmp(type_of(pt), "ByteLevel") == 0) {
         if (byte_level(pt, &use_regex, err, errlen))
             return -1;
@@ -1028,8 +1201,18 @@ static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
     return 0;
 }
 
-/* None, or NFC (Qwen2), alone or as a Sequence's one member: NFC is applied only
- * where it is the identity (rt_tok_unnormalized). */
+/* Llama 2's normalizer: Sequence[Prepend("▁"), Replace(String " ", "▁")]. */
+static int sp_normalizer(const cJSON *list)
+{
+    const cJSON *pre = cJSON_GetArrayItem(list, 0), *rep = cJSON_GetArrayItem(list, 1);
+    return cJSON_GetArraySize(list) == 2 && strcmp(type_of(pre), "Prepend") == 0 &&
+           is_str(pre, "prepend", meta) && strcmp(type_of(rep), "Replace") == 0 &&
+           is_str(cJSON_GetObjectItemCaseSensitive(rep, "pattern"), "String", " ") &&
+           is_str(rep, "content", meta);
+}
+
+/* None, NFC (Qwen2), alone or as a Sequence's one member (NFC is applied only where it
+ * is the identity: rt_tok_unnormalized), or Llama 2's (SentencePiece-style, SP_PREPEND). */
 static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t errlen)
 {
     if (!nm || cJSON_IsNull(nm))
@@ -1040,12 +1223,17 @@ static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t e
             return 0;
         if (cJSON_GetArraySize(list) == 1)
             return load_normalizer(t, cJSON_GetArrayItem(list, 0), err, errlen);
+        if (sp_normalizer(list)) {
+            t->sp = SP_PREPEND;
+            return 0;
+        }
     }
     if (strcmp(type_of(nm), "NFC") == 0) {
         t->nfc = 1;
         return 0;
     }
-    return FAIL("normalizer type '%s' is not supported (only none and NFC)", type_of(nm));
+    return FAIL("normalizer type '%s' is not supported (none, NFC, or Llama 2's Prepend and "
+                "Replace of spaces by U+2581)", type_of(nm));
 }
 
 /* TemplateProcessing's "single": the special tokens before and after $A. */
@@ -1096,6 +1284,36 @@ static int load_post(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
                 type_of(pp));
 }
 
+/* Is id in a merge, either side? */
+static int in_merge(const rt_tokenizer *t, uint32_t id)
+{
+    for (size_t i = 0; i < t->merges_cap; i++) {
+        uint64_t k = t->merges[i].key - 1;
+        if (t->merges[i].key && ((uint32_t)(k >> 32) == id || (uint32_t)k == id))
+            return 1;
+    }
+    return 0;
+}
+
+/* What SentencePiece-style asks of the rest: byte_fallback only there, added tokens
+ * unnormalized (matched in the text as written); whether a newline is a barrier for
+ * the safe cut (its symbol, a vocabulary entry or <0x0A>, in no merge; no ignore_merges,
+ * whose whole-word lookup could span it). */
+static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
+{
+    if (!t->sp)
+        return t->byte_fallback ? FAIL("model.byte_fallback with a byte-level pre-tokenizer is "
+                                       "not supported (SentencePiece-style BPE has it)") : 0;
+    if (t->norm_set.n > 0)
+        return FAIL("added_tokens: '%s' is normalized, which a SentencePiece-style tokenizer "
+                    "does not support (only normalized false)", t->norm_set.a[0].s);
+    int64_t nl;
+    if (!vocab_id(t, "\n", &nl) && t->byte_fallback)
+        nl = t->fallback_id['\n'];
+    t->nl_barrier = nl >= 0 && !t->ignore_merges && !in_merge(t, (uint32_t)nl);
+    return 0;
+}
+
 static void set_piece(rt_tokenizer *t, uint32_t id, const char *s, size_t len)
 {
     free(t->piece[id]);
@@ -1105,8 +1323,31 @@ static void set_piece(rt_tokenizer *t, uint32_t id, const char *s, size_t len)
     t->piece_len[id] = (uint32_t)len;
 }
 
+/* A SentencePiece-style vocabulary entry's bytes into buf: <0xXX> (with byte_fallback)
+ * its byte, U+2581 a space, the rest as written. */
+static size_t sp_piece(const rt_tokenizer *t, const char *p, size_t n, char *buf)
+{
+    static const char hex[] = "0123456789ABCDEF";
+    const char *hi = n == 6 && p[5] == '>' ? memchr(hex, p[3], 16) : NULL;
+    const char *lo = hi ? memchr(hex, p[4], 16) : NULL;
+    if (t->byte_fallback && lo && memcmp(p, "<0x", 3) == 0) {
+        buf[0] = (char)((hi - hex) << 4 | (lo - hex));
+        return 1;
+    }
+    size_t k = 0;
+    for (size_t j = 0; j < n; j++)
+        if (j + 3 <= n && memcmp(p + j, meta, 3) == 0) {
+            buf[k++] = ' ';
+            j += 2;
+        } else {
+            buf[k++] = p[j];
+        }
+    return k;
+}
+
 /* Each id's bytes: a vocabulary entry with the byte map undone (a character outside
- * the map kept as it is), an added token's content as written. */
+ * the map kept as it is; SentencePiece-style, sp_piece), an added token's content as
+ * written. */
 static void build_pieces(rt_tokenizer *t)
 {
     t->piece = xrealloc(NULL, (size_t)t->n_ids * sizeof *t->piece);
@@ -1121,6 +1362,10 @@ static void build_pieces(rt_tokenizer *t)
         const unsigned char *p = (const unsigned char *)t->vocab.pool + s->off;
         if (s->len + 1 > cap)
             buf = xrealloc(buf, cap = s->len + 1);
+        if (t->sp) {
+            set_piece(t, s->val, buf, sp_piece(t, (const char *)p, s->len, buf));
+            continue;
+        }
         size_t k = 0, len;
         for (size_t j = 0; j < s->len; j += len) {
             uint32_t c = utf8_at(p, j, s->len, &len);
@@ -1185,7 +1430,8 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
               load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"), msg, sizeof msg) ||
               load_normalizer(t, cJSON_GetObjectItemCaseSensitive(root, "normalizer"), msg, sizeof msg) ||
               load_pre(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), msg, sizeof msg) ||
-              load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), msg, sizeof msg);
+              load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), msg, sizeof msg) ||
+              sp_check(t, msg, sizeof msg);
     cJSON_Delete(root);
     if (bad) {
         snprintf(err, errlen, "%s: %s", path, msg);
@@ -1220,5 +1466,6 @@ void rt_tok_free(rt_tokenizer *t)
     free(t->cache_ids);
     free(t->sym);
     free(t->mapped);
+    free(t->norm);
     free(t);
 }

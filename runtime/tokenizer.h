@@ -1,13 +1,20 @@
-/* tokenizer.h: the byte-level BPE tokenizer of a Hugging Face tokenizer.json, shared
- * by `trainc data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
+/* tokenizer.h: the BPE tokenizer of a Hugging Face tokenizer.json, shared by `trainc
+ * data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
  *
  * What it reads: model BPE (vocab, merges as "a b" strings or [a, b] pairs,
- * ignore_merges, unk_token), added_tokens (matched in the text before
- * pre-tokenization, leftmost-longest, special ones too), the pre-tokenizer as GPT-2
- * (ByteLevel with its regex), Llama 3 and Qwen2 (Sequence[Split(Regex), ByteLevel])
- * write it, a TemplateProcessing post-processor (a BOS before the text), and an NFC
- * normalizer on text it leaves as it is. Anything else (another normalizer, pattern or
- * model type, lstrip/rstrip tokens) is refused at load, named. Encoding gives the ids of `tokenizers`' Tokenizer.encode(text).ids. */
+ * ignore_merges, unk_token, fuse_unk), added_tokens (matched in the text before
+ * pre-tokenization, leftmost-longest, special ones too), a TemplateProcessing
+ * post-processor (a BOS before the text), and either
+ * - byte-level BPE: the pre-tokenizer as GPT-2 (ByteLevel with its regex), Llama 3 and
+ *   Qwen2 (Sequence[Split(Regex), ByteLevel]) write it, and an NFC normalizer on text
+ *   it leaves as it is; or
+ * - SentencePiece-style BPE (Llama 2, Mistral): the normalizer Sequence[Prepend("▁"),
+ *   Replace(" ", "▁")] with no pre-tokenizer, or a Metaspace pre-tokenizer ("▁", any
+ *   prepend_scheme, split or not) with no normalizer; byte_fallback; added tokens
+ *   unnormalized.
+ * Anything else (another normalizer, pattern or model type, lstrip/rstrip tokens) is
+ * refused at load, named. Encoding gives the ids of `tokenizers`'
+ * Tokenizer.encode(text).ids. */
 #ifndef RT_TOKENIZER_H
 #define RT_TOKENIZER_H
 #include <stddef.h>
@@ -32,8 +39,10 @@ int64_t rt_tok_vocab(const rt_tokenizer *t);
  * longer text contributes when cut where rt_tok_safe_cut says. */
 void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
 
-/* The post-processor's ids before (prefix) and after (suffix) a whole text. */
-void rt_tok_prefix(const rt_tokenizer *t, rt_ids *out);
+/* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix
+ * also marks a text's start (a SentencePiece-style tokenizer prepends its U+2581 at
+ * the start of a text, not of a part that continues one). */
+void rt_tok_prefix(rt_tokenizer *t, rt_ids *out);
 void rt_tok_suffix(const rt_tokenizer *t, rt_ids *out);
 
 /* Prefix, part, suffix: Tokenizer.encode(text).ids. */
@@ -41,7 +50,8 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
 
 /* The largest p in (0, n) at which text[0, p) and text[p, n) encode to the ids of
  * text[0, n) (a newline between two printable ASCII characters, where every supported
- * pattern splits whatever follows), or 0 when there is none. */
+ * pattern splits whatever follows; SentencePiece-style, a newline whose symbol is in no
+ * merge), or 0 when there is none. */
 size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n);
 
 /* With an NFC normalizer (Qwen2's): the offset of the first character in text[0, n)
@@ -51,8 +61,9 @@ size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n);
  * normalizer: n. */
 size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, uint32_t *cp);
 
-/* The bytes id stands for: the byte-level map undone, an added token's content as
- * written; NULL for an id that names no token. */
+/* The bytes id stands for: the byte-level map undone (SentencePiece-style: U+2581 as a
+ * space, <0xXX> as its byte), an added token's content as written; NULL for an id that
+ * names no token. */
 const char *rt_tok_piece(const rt_tokenizer *t, uint32_t id, size_t *len);
 
 void rt_ids_push(rt_ids *a, uint32_t id);

@@ -7,8 +7,9 @@ tokens, over Debian's license texts. Then tokenizes the license texts and a text
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
 tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
-compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. Also: a
-vocabulary over 65536 gives uint32 shards; unsupported parts are refused by name.
+compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. The same for
+SentencePiece-style BPEs (sp_cases). Also: a vocabulary over 65536 gives uint32
+shards; unsupported parts are refused by name.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 usage: HF_PYTHON tests/tokenizer_hf.py [OUTDIR]
@@ -107,6 +108,46 @@ def trained(kind, corpus, vocab):
     return tok
 
 
+SP_SPECIALS = ["<unk>", "<s>", "</s>"]
+
+
+def sp_trained(corpus, vocab):
+    """A SentencePiece-style BPE as Llama 2's tokenizer.json has it, trained over corpus:
+    the normalizer Prepend("▁") and Replace(" ", "▁"), no pre-tokenizer, byte_fallback
+    with the 256 <0xXX> tokens in the vocabulary (ids 3-258, not added tokens), unk
+    fused, a BOS template, Llama 2's decoder."""
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
+                                           normalizers.Replace(" ", "\u2581")])
+    tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
+                                     decoders.Fuse(), decoders.Strip(" ", 1, 0)])
+    specials = SP_SPECIALS + ["<0x%02X>" % b for b in range(256)]
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=vocab, special_tokens=specials,
+                                                        show_progress=False))
+    tok.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
+    j = json.loads(tok.to_str())
+    j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] in SP_SPECIALS]
+    return j
+
+
+def sp_variants(base):
+    """Llama 2's file, and the other spellings of SentencePiece-style BPE over the same
+    vocabulary: Metaspace (no normalizer) with prepend_scheme first, always with split,
+    never; and without byte_fallback (unknown characters one fused unk)."""
+    def meta(scheme, split):
+        j = json.loads(json.dumps(base))
+        j["normalizer"] = None
+        j["pre_tokenizer"] = {"type": "Metaspace", "replacement": "\u2581",
+                              "prepend_scheme": scheme, "split": split}
+        return j
+    unk = json.loads(json.dumps(base))
+    unk["model"]["byte_fallback"] = False
+    return {"sp_llama2": base, "sp_first": meta("first", False),
+            "sp_always_split": meta("always", True), "sp_never": meta("never", False),
+            "sp_unk": unk}
+
+
 def shard_ids(path):
     with open(path, "rb") as f:
         data = f.read()
@@ -189,6 +230,35 @@ def refused(tok_json, edit, want, name):
     print("ok   refused: %s" % r.stderr.strip())
 
 
+def sp_cases(lic, files):
+    """SentencePiece-style BPE: each variant over the texts (with <s> and </s> inline, where
+    the prepended U+2581 differs), whole and in parts; trained without newlines, so that a
+    newline is <0x0A> and the parts are cut after it, and with them (a newline in the
+    vocabulary and its merges: no cut, one part)."""
+    # without U+0000: a vocabulary entry of it reads as an empty string (refused); Llama 2's
+    # vocabulary has none (<0x00>)
+    tail = "\n<s>at start</s> after\n</s>x <s> y\n  two lead\n\u2581meta lead <s>\u2581\n"
+    sp_files = {"licenses": lic, "hard": TEXT.replace("\x00", "") + tail, "long": LONG,
+                "random": RANDOM.replace("\x00", "") + tail}
+    for k, v in sp_files.items():
+        with open(os.path.join(OUT, "sp_" + k + ".txt"), "w", encoding="utf-8", newline="") as f:
+            f.write(v)
+    corpus = lic.split("\n\n") + [HARD.replace("\x00", "")]
+    flat = sp_trained([c.replace("\n", " ") for c in corpus], 1200)
+    with_nl = sp_trained(corpus, 1200)
+    cases = sp_variants(flat)
+    cases["sp_newlines"] = with_nl
+    for kind, j in cases.items():
+        tj = os.path.join(OUT, kind + ".json")
+        with open(tj, "w", encoding="utf-8") as f:
+            json.dump(j, f, ensure_ascii=False)
+        tok = Tokenizer.from_file(tj)
+        for name, text in sp_files.items():
+            tf = os.path.join(OUT, "sp_" + name + ".txt")
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name))
+            compare(tok, tj, text, tf, "%s/%s" % (kind, name), chunk=61 if name == "licenses" else 3)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -224,6 +294,7 @@ def main():
         for name in names:
             compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
                     "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
+    sp_cases(lic, files)
     # validation: the last tenth of the ids; shards of at most 10000 ids
     tj = os.path.join(OUT, "gpt2.json")
     want = Tokenizer.from_file(tj).encode(lic).ids

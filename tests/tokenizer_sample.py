@@ -1,7 +1,7 @@
 """The trainer's --tokenizer: --prompt encoded, --sample's output decoded.
 
-Trains a GPT-2-style and a Llama-3-style tokenizer (tests/tokenizer_hf.py's) over the
-license texts, tokenizes them with `trainc data text --tokenizer`, trains a tiny GPT
+Trains a GPT-2-style, a Llama-3-style and a Llama-2-style (SentencePiece BPE) tokenizer
+(tests/tokenizer_hf.py's) over the license texts, tokenizes them with `trainc data text --tokenizer`, trains a tiny GPT
 over the tokenizer's vocabulary for a few steps with `trainc run`, and samples with
 --prompt and --tokenizer: the prompt's ids (printed on stderr) are those of
 `tokenizers`' encode (the Llama 3 one's BOS included), the printed text is
@@ -57,12 +57,29 @@ def ids_line(stderr, what):
     return ids
 
 
+def sp_bytes(tok, ids):
+    """What trainc prints for ids of a SentencePiece-style tokenizer: each token's bytes,
+    <0xXX> its byte, "▁" a space (tokenizers' decode but for its Strip of the first
+    space and its U+FFFD for bytes that are not UTF-8)."""
+    out = b""
+    for i in ids:
+        s = tok.id_to_token(i)
+        m = re.fullmatch(r"<0x([0-9A-F]{2})>", s)
+        out += bytes([int(m.group(1), 16)]) if m else s.replace("\u2581", " ").encode()
+    return out
+
+
 def run(kind, vocab):
     d = os.path.join(OUT, kind)
     os.makedirs(d, exist_ok=True)
     lic = th.license_text()
     tj = os.path.join(d, "tokenizer.json")
-    th.trained(kind, lic.split("\n\n"), vocab).save(tj)
+    if kind == "sp_llama2":
+        with open(tj, "w", encoding="utf-8") as f:
+            json.dump(th.sp_trained([c.replace("\n", " ") for c in lic.split("\n\n")], vocab), f,
+                      ensure_ascii=False)
+    else:
+        th.trained(kind, lic.split("\n\n"), vocab).save(tj)
     tok = Tokenizer.from_file(tj)
     text = os.path.join(d, "licenses.txt")
     with open(text, "w", encoding="utf-8") as f:
@@ -84,6 +101,13 @@ def run(kind, vocab):
     if prompt != want:
         sys.exit("FAIL: %s: the prompt's ids %s, tokenizers' %s" % (kind, prompt, want))
     sample = ids_line(err, "sample")
+    if kind == "sp_llama2":   # bytes as they come: no Strip, no U+FFFD
+        got, want = r.stdout[:-1], sp_bytes(tok, sample)
+        if len(sample) != 40 or got != want:
+            sys.exit("FAIL: %s: the sample printed %r, its tokens' bytes are %r" % (kind, got, want))
+        print("ok   %s (vocabulary %d): prompt %d ids as tokenizers'; sample %r" %
+              (kind, V, len(prompt), got[:60]))
+        return
     text_out = r.stdout.decode("utf-8", "replace")
     assert text_out.endswith("\n")
     decoded = tok.decode(sample, skip_special_tokens=False)
@@ -107,3 +131,4 @@ def run(kind, vocab):
 shutil.rmtree(OUT, ignore_errors=True)
 run("gpt2", 600)
 run("llama3", 700)
+run("sp_llama2", 700)
