@@ -8,7 +8,8 @@
 # the last steps' within 2e-2):
 #   - g2: 4 heads on 2 key/value heads 32 wide, no biases, qk_norm, rope with llama3
 #     scaling, a window of 40 (whole tiles skipped on both sides of the backward);
-#   - g4: 4 heads on 1 key/value head 32 wide, biases, rope without scaling;
+#   - g4: 3 heads on 1 key/value head 32 wide (head_dim: a core of 96 over d 128),
+#     biases on q, k and v alone ("qkv"), rope without scaling;
 #   - hd64: 2 heads on 1 key/value head 64 wide, qk_norm, no rope, a window of 100;
 # and that the tensor-core grids ran (the key-side backward's 64 keys a block: 3 blocks
 # along T where the CUDA-core kernel takes 5 at heads 32 wide, 10 at 64). The fake GPU
@@ -32,7 +33,7 @@ llama3 = {"rope_type": "llama3", "factor": 8, "low_freq_factor": 1, "high_freq_f
 cases = {
     "g2": {"heads": 4, "kv_heads": 2, "bias": False, "qk_norm": True, "window": 40,
            "rope": {"theta": 10000, "scaling": llama3}},
-    "g4": {"heads": 4, "kv_heads": 1, "rope": {"theta": 10000}},
+    "g4": {"heads": 3, "kv_heads": 1, "head_dim": 32, "bias": "qkv", "rope": {"theta": 10000}},
     "hd64": {"heads": 2, "kv_heads": 1, "qk_norm": True, "window": 100},
 }
 for name, att in cases.items():
