@@ -93,6 +93,8 @@ struct rt_tokenizer {
     int cut_ok;                  /* no added token holds a newline */
     SpMode sp;
     int sp_split;                /* Metaspace's split: a word from each U+2581 on */
+    int sp_runs;                 /* no token holds another character then U+2581: a word
+                                  * may start at each run of U+2581s, whatever the file */
     int byte_fallback, fuse_unk;
     int64_t fallback_id[256];    /* <0xXX>'s id, -1 when none */
     int nl_barrier;              /* SentencePiece-style: a newline merges with nothing */
@@ -739,9 +741,17 @@ static int sp_prepends(const rt_tokenizer *t, const unsigned char *s, size_t n, 
     }
 }
 
+/* Does a U+2581 start at w[i], after a character other than U+2581? */
+static int run_start(const unsigned char *w, size_t i)
+{
+    return memcmp(w + i, meta, 3) == 0 && !(i >= 3 && memcmp(w + i - 3, meta, 3) == 0);
+}
+
 /* SentencePiece-style: a part between added tokens with its spaces written U+2581 (and
  * one prepended when sp_prepends says), as one word or, with split, a word from each
- * U+2581 on. */
+ * U+2581 on. Without split, when no token holds another character then a U+2581
+ * (sp_runs: so no merge joins the two), a word from each run of U+2581s on gives the
+ * merges of the whole, in words short enough for the cache. */
 static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int start, int first,
                       rt_ids *out)
 {
@@ -761,8 +771,8 @@ static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int sta
         }
     const unsigned char *w = (const unsigned char *)t->norm;
     size_t b = 0;   /* the current word's start */
-    for (size_t i = 1; t->sp_split && i + 3 <= k; i++)
-        if (memcmp(w + i, meta, 3) == 0) {
+    for (size_t i = 1; (t->sp_split || t->sp_runs) && i + 3 <= k; i++)
+        if (t->sp_split ? memcmp(w + i, meta, 3) == 0 : run_start(w, i)) {
             encode_word(t, w + b, i - b, out);
             b = i;
         }
@@ -1311,6 +1321,14 @@ static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
     if (!vocab_id(t, "\n", &nl) && t->byte_fallback)
         nl = t->fallback_id['\n'];
     t->nl_barrier = nl >= 0 && !t->ignore_merges && !in_merge(t, (uint32_t)nl);
+    int64_t id;
+    t->sp_runs = !t->ignore_merges && vocab_id(t, meta, &id);   /* no unk for a U+2581 */
+    for (size_t i = 0; t->sp_runs && i < t->vocab.cap; i++) {
+        const Slot *s = &t->vocab.s[i];
+        const unsigned char *p = (const unsigned char *)t->vocab.pool + s->off;
+        for (size_t j = 1; s->h && j + 3 <= s->len && t->sp_runs; j++)
+            t->sp_runs = !run_start(p, j);
+    }
     return 0;
 }
 

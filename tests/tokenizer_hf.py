@@ -111,14 +111,19 @@ def trained(kind, corpus, vocab):
 SP_SPECIALS = ["<unk>", "<s>", "</s>"]
 
 
-def sp_trained(corpus, vocab):
+def sp_trained(corpus, vocab, words=False):
     """A SentencePiece-style BPE as Llama 2's tokenizer.json has it, trained over corpus:
     the normalizer Prepend("▁") and Replace(" ", "▁"), no pre-tokenizer, byte_fallback
     with the 256 <0xXX> tokens in the vocabulary (ids 3-258, not added tokens), unk
-    fused, a BOS template, Llama 2's decoder."""
+    fused, a BOS template, Llama 2's decoder. words: trained on words cut before each
+    run of "▁" as SentencePiece cuts them (no token then holds another character and a
+    "▁", as in Llama 2's vocabulary, but "▁▁" and "▁▁x" are tokens); else on whole
+    texts (tokens such as "e▁")."""
     tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
     tok.normalizer = normalizers.Sequence([normalizers.Prepend("\u2581"),
                                            normalizers.Replace(" ", "\u2581")])
+    if words:   # a run of "▁" and the characters after it, as SentencePiece keeps "▁▁▁x"
+        tok.pre_tokenizer = pre_tokenizers.Split(Regex("\u2581*[^\u2581]+|\u2581+"), "isolated")
     tok.decoder = decoders.Sequence([decoders.Replace("\u2581", " "), decoders.ByteFallback(),
                                      decoders.Fuse(), decoders.Strip(" ", 1, 0)])
     specials = SP_SPECIALS + ["<0x%02X>" % b for b in range(256)]
@@ -128,6 +133,7 @@ def sp_trained(corpus, vocab):
         single="<s> $A", special_tokens=[("<s>", tok.token_to_id("<s>"))])
     j = json.loads(tok.to_str())
     j["added_tokens"] = [a for a in j["added_tokens"] if a["content"] in SP_SPECIALS]
+    j["pre_tokenizer"] = None
     return j
 
 
@@ -234,7 +240,8 @@ def sp_cases(lic, files):
     """SentencePiece-style BPE: each variant over the texts (with <s> and </s> inline, where
     the prepended U+2581 differs), whole and in parts; trained without newlines, so that a
     newline is <0x0A> and the parts are cut after it, and with them (a newline in the
-    vocabulary and its merges: no cut, one part)."""
+    vocabulary and its merges: no cut, one part); trained on words as SentencePiece
+    cuts them (trainc then cuts each part into words at each run of "▁")."""
     # without U+0000: a vocabulary entry of it reads as an empty string (refused); Llama 2's
     # vocabulary has none (<0x00>)
     tail = "\n<s>at start</s> after\n</s>x <s> y\n  two lead\n\u2581meta lead <s>\u2581\n"
@@ -248,6 +255,7 @@ def sp_cases(lic, files):
     with_nl = sp_trained(corpus, 1200)
     cases = sp_variants(flat)
     cases["sp_newlines"] = with_nl
+    cases["sp_words"] = sp_trained([c.replace("\n", " ") for c in corpus], 1200, words=True)
     for kind, j in cases.items():
         tj = os.path.join(OUT, kind + ".json")
         with open(tj, "w", encoding="utf-8") as f:
