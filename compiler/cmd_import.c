@@ -148,7 +148,7 @@ static void head_dims(HfCfg *c, Arch *a)
     if (!hd && a->d.D % a->d.H)
         hf_cfg_error(c, "num_attention_heads", "%lld heads do not divide hidden_size %lld "
                      "(and there is no head_dim)", (long long)a->d.H, (long long)a->d.D);
-    a->d.HD = hd && hd != a->d.D / a->d.H ? hd : 0;
+    a->d.HD = hd && hd * a->d.H != a->d.D ? hd : 0;
     if (hf_head_dim(&a->d) % 2)
         hf_cfg_error(c, hd ? "head_dim" : "num_attention_heads", "heads %lld wide: rope rotates "
                      "pairs of a head's dimensions", (long long)hf_head_dim(&a->d));
