@@ -1,8 +1,9 @@
 """trainc's BPE against Hugging Face `tokenizers`, single-threaded, on one file.
 
 Builds a text of about MB megabytes (Debian's license texts, concatenated as often as
-it takes), trains a GPT-2-style and a Llama-3-style tokenizer on the license texts
-(tests/tokenizer_hf.py's), then for each: the wall time of
+it takes), trains a GPT-2-style, a Llama-3-style and a Llama-2-style (SentencePiece
+BPE, byte_fallback) tokenizer on the license texts (tests/tokenizer_hf.py's), then for
+each: the wall time of
 `trainc data text TEXT DIR --tokenizer T --val-frac 0` (reading, tokenizing and
 writing the shard) against `Tokenizer.from_file(T).encode(text)` on the text already
 in memory, and against encode_batch of its lines (other ids, what `tokenizers` does
@@ -11,6 +12,7 @@ of input text, and checks that trainc's ids equal encode(text)'s.
 
 usage: bench/tokenizer.sh [MB [REPS]]   (runs this under HF_PYTHON)
 """
+import json
 import os
 import sys
 import time
@@ -47,9 +49,14 @@ def main():
     size = os.path.getsize(path)
     print("text: %s, %.1f MB (the license texts x %d)" % (path, size / 1e6, len(text) // len(lic)))
     lines = text.splitlines(keepends=True)
-    for kind, vocab in (("gpt2", 5000), ("llama3", 5000)):
+    for kind, vocab in (("gpt2", 5000), ("llama3", 5000), ("sp_llama2", 5000)):
         tj = os.path.join(OUT, kind + ".json")
-        th.trained(kind, lic.split("\n\n"), vocab).save(tj)
+        if kind == "sp_llama2":   # as Llama 2's: a newline is <0x0A>, words as SentencePiece's
+            flat = [c.replace("\n", " ") for c in lic.split("\n\n")]
+            with open(tj, "w", encoding="utf-8") as f:
+                json.dump(th.sp_trained(flat, vocab, words=True), f, ensure_ascii=False)
+        else:
+            th.trained(kind, lic.split("\n\n"), vocab).save(tj)
         tok = Tokenizer.from_file(tj)
         t_tc, (got, _) = best(lambda: th.trainc_ids(tj, path, kind), reps)
         t_hf, enc = best(lambda: tok.encode(text), reps)
