@@ -1,13 +1,12 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2) as
- * DIR/config.json and DIR/model.safetensors
- * that transformers' from_pretrained loads; with --tokenizer, config.json's
- * bos_token_id and eos_token_id (the generation config's) come from the tokenizer's
- * special tokens. A layer such a model has no place for exits 1 naming it, before
- * anything is written. The layers are spec_load's (its defaults, its input the
- * embedding reads), never the file read again. The tensors come from the family's
- * table (hf_arch.c), the one import walks. */
+ * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
+ * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
+ * config's) come from the tokenizer's special tokens. A layer such a model has no place
+ * for exits 1 naming it, before anything is written. The layers are spec_load's (its
+ * defaults, its input the embedding reads), never the file read again. The tensors
+ * come from the family's table (hf_arch.c), the one import walks. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

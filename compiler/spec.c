@@ -886,8 +886,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->output_padding = get_int(c, v, path, 0, MAX_DIM);
     else if (!strcmp(key, "negative_slope"))
         l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
-    else if (!strcmp(key, "bias") && l->op == OP_ATTENTION && cJSON_IsString(v)) {
-        if (strcmp(v->valuestring, "qkv"))
+    else if (!strcmp(key, "bias") && l->op == OP_ATTENTION && !cJSON_IsBool(v)) {
+        if (!cJSON_IsString(v) || strcmp(v->valuestring, "qkv"))
             error_at(c->file, path, "expected true, false or \"qkv\" (q, k and v's biases "
                      "alone), got %s", got(v, b, sizeof b));
         l->bias = l->bias_qkv = 1;

@@ -63,6 +63,17 @@ static const char *fuzz_file(const uint8_t *data, size_t size, const char *suffi
     return path;
 }
 
+/* The first occurrence of the separator sep in [at, end), or end: where an input's
+ * part ends (the targets that make several files of one input) */
+static inline const uint8_t *fuzz_cut(const uint8_t *at, const uint8_t *end, const char *sep)
+{
+    size_t k = strlen(sep);
+    for (; at + k <= end; at++)
+        if (memcmp(at, sep, k) == 0)
+            return at;
+    return end;
+}
+
 /* Runs body with exit() caught: FUZZ_RUN({ ... }); then fuzz_jumped says whether it
  * exited (the targets unmap what a rejected file left mapped: the real program would
  * have exited, and thousands of stale mappings slow the fuzzer down) */

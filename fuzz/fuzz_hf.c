@@ -50,11 +50,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     const uint8_t *at = data, *end = data + size;
     int index = 0;
     for (int k = 0; k < 8 && at <= end; k++) {
-        const uint8_t *cut = at;
-        while (cut + 3 <= end && memcmp(cut, "HF|", 3))
-            cut++;
-        if (cut + 3 > end)
-            cut = end;
+        const uint8_t *cut = fuzz_cut(at, end, "HF|");
         size_t n = (size_t)(cut - at);
         char name[64];
         if (k == 0)

@@ -41,11 +41,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     const uint8_t *at = data, *end = data + size;
     for (int k = 0; k < 4 && at <= end; k++) {
-        const uint8_t *cut = at;
-        while (cut + 4 <= end && memcmp(cut, "IDX|", 4))
-            cut++;
-        if (cut + 4 > end)
-            cut = end;
+        const uint8_t *cut = fuzz_cut(at, end, "IDX|");
         size_t n = (size_t)(cut - at);
         int gz = n >= 2 && at[0] == 0x1f && at[1] == 0x8b;
         path_of(p, sizeof p, src, names[k], gz ? ".gz" : "");
