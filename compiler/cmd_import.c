@@ -160,9 +160,10 @@ static void head_dims(HfCfg *c, Arch *a)
 static void phi3_config(HfCfg *c)
 {
     hf_cfg_get(c, "attention_bias");
-    if (hf_cfg_num(c, "partial_rotary_factor", 1) != 1)
+    double partial = hf_cfg_num(c, "partial_rotary_factor", 1);
+    if (partial != 1)
         hf_cfg_error(c, "partial_rotary_factor", "%g: trainc's rope rotates every dimension of "
-                     "a head", hf_cfg_num(c, "partial_rotary_factor", 1));
+                     "a head", partial);
     hf_cfg_get(c, "original_max_position_embeddings");
 }
 

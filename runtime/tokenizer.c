@@ -440,15 +440,21 @@ static uint32_t pair_rank(const rt_tokenizer *t, uint32_t a, uint32_t b, uint32_
     return p->rank;
 }
 
-/* The word's bytes as symbols, sym[0, m): a byte with no vocabulary entry is the unk
- * id, or dropped when there is none (as `tokenizers` does). t->sym has room for 10 n ids:
- * bpe_merge_long's lists and heap. */
-static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
+/* t->sym with room for 10 n ids: a word of n bytes' symbols, and bpe_merge_long's
+ * lists and heap over them */
+static void sym_reserve(rt_tokenizer *t, size_t n)
 {
     if (10 * n > t->sym_cap) {
         t->sym_cap = 10 * n + 64;
         t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
     }
+}
+
+/* The word's bytes as symbols, sym[0, m): a byte with no vocabulary entry is the unk
+ * id, or dropped when there is none (as `tokenizers` does). */
+static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
+{
+    sym_reserve(t, n);
     size_t m = 0;
     for (size_t i = 0; i < n; i++) {
         int64_t id = t->byte_id[w[i]];
@@ -465,10 +471,7 @@ static size_t bpe_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
  * comes (or the word ends), not before a byte-fallback character. */
 static size_t sp_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
 {
-    if (10 * n > t->sym_cap) {
-        t->sym_cap = 10 * n + 64;
-        t->sym = xrealloc(t->sym, t->sym_cap * sizeof *t->sym);
-    }
+    sym_reserve(t, n);
     size_t m = 0, len;
     int unk = 0;   /* an unk pending */
     for (size_t i = 0; i < n; i += len) {

@@ -258,6 +258,14 @@ def refused(name, args, words, out):
     check(said and not os.path.exists(out), "%s: exit 1, %s" % (name, r.stderr.strip()[:150]))
 
 
+def same_import(ref, out):
+    """Do two imports hold the same model.json layers and init tensors, bit for bit?
+    (and how many tensors)"""
+    a, b = load_file(ref + "/init.safetensors"), load_file(out + "/init.safetensors")
+    la, lb = (json.load(open(x + "/model.json"))["model"]["layers"] for x in (ref, out))
+    return a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a) and la == lb, len(a)
+
+
 def bad_configs(src):
     for name, edit, words in [
             ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
@@ -292,12 +300,9 @@ def whole_configs():
         cfg.update(relics)
         json.dump(cfg, open(d + "/config.json", "w"), indent=1)
         trainc("import", "hf", d, "-o", d + "/out", "--seq-len", T)
-        a, b = load_file(OUT + "/%s/init.safetensors" % name), load_file(d + "/out/init.safetensors")
-        same = a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
-        la = json.load(open(OUT + "/%s/model.json" % name))["model"]["layers"]
-        lb = json.load(open(d + "/out/model.json"))["model"]["layers"]
-        check(same and la == lb, "%s with a whole config.json (%d keys): the same layers and "
-              "%d tensors" % (name, len(cfg), len(a)))
+        same, n = same_import(OUT + "/" + name, d + "/out")
+        check(same, "%s with a whole config.json (%d keys): the same layers and %d tensors" %
+              (name, len(cfg), n))
 
 
 def phi3_case():
@@ -320,11 +325,8 @@ def phi3_case():
     json.dump(cfg, open(d + "/config.json", "w"))
     o = OUT + "/phi3"
     trainc("import", "hf", d, "-o", o, "--seq-len", T)
-    a, b = load_file(OUT + "/llama/init.safetensors"), load_file(o + "/init.safetensors")
-    same = a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
-    la = json.load(open(OUT + "/llama/model.json"))["model"]["layers"]
-    lb = json.load(open(o + "/model.json"))["model"]["layers"]
-    check(same and la == lb, "phi3 imported: the Llama's layers and %d tensors bit for bit" % len(a))
+    same, n = same_import(OUT + "/llama", o)
+    check(same, "phi3 imported: the Llama's layers and %d tensors bit for bit" % n)
     cfg["sliding_window"] = 7
     json.dump(cfg, open(d + "/config.json", "w"))
     trainc("import", "hf", d, "-o", o + "_window", "--seq-len", T)
