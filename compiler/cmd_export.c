@@ -1,6 +1,7 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
- * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2) as
+ * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, the
+ * embedding scaled by sqrt(d) Gemma) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -8,6 +9,7 @@
  * defaults, its input the embedding reads), never the file read again. The tensors
  * come from the family's table (hf_arch.c), the one import walks. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,8 +24,9 @@ typedef struct Ex {
     const HfTensor **src;      /* per output tensor: its trainc tensor */
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
     int *tr;                   /* 1: transposed (GPT-2's Conv1D) */
+    float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
     /* what the layers say */
-    int gpt2;
+    int gpt2, gemma;
     HfDims d;
     int64_t T, window;
     double eps, theta;
@@ -98,6 +101,9 @@ static void attention(Ex *e, const Layer *l)
     if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
         refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
                            "and o or none");
+    if (e->gemma && (e->window || e->d.qk_norm || e->d.bias == HF_BIAS_QKV || e->scaled))
+        refuse(e, NULL, l, "window, qk_norm, bias \"qkv\" and rope scaling have no place in "
+                           "Gemma (the embedding's scale by sqrt(d) makes the model Gemma)");
 }
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
@@ -168,7 +174,14 @@ static void match(Ex *e, const Spec *s)
     e->d.D = l->dim;
     e->names[HF_EMBED] = lname(l, 0, "");
     l = at(ls, n, ++i);
-    e->gpt2 = l && l->op == OP_POS_EMBEDDING;
+    e->gemma = l && l->op == OP_SCALE;
+    if (e->gemma) {
+        if ((float)l->by != (float)sqrt((double)e->d.D))
+            refuse(e, NULL, l, xasprintf("by %g: Gemma scales its embedding by sqrt(d) = %g, "
+                                         "and no other model does", l->by, sqrt((double)e->d.D)));
+        l = at(ls, n, ++i);
+    }
+    e->gpt2 = !e->gemma && l && l->op == OP_POS_EMBEDDING;
     if (e->gpt2) {
         e->d.max_pos = l->max_len;
         e->names[HF_POS] = lname(l, i, "");
@@ -198,6 +211,11 @@ static void match(Ex *e, const Spec *s)
 
 /* ---- the weights ----------------------------------------------------------------- */
 
+static const HfFamily *family_tables(const Ex *e)
+{
+    return e->gpt2 ? &hf_gpt2 : e->gemma ? &hf_gemma : &hf_llama;
+}
+
 /* HF tensor THEIRS: rows [row0, row0 + rows) of our OURS (shape [d0, d1], d1 0 for a
  * vector), or with tr all of it transposed. */
 static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t d1, int64_t row0,
@@ -214,11 +232,13 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     e->src = realloc(e->src, (size_t)(k + 1) * sizeof *e->src);
     e->row0 = realloc(e->row0, (size_t)(k + 1) * sizeof *e->row0);
     e->tr = realloc(e->tr, (size_t)(k + 1) * sizeof *e->tr);
-    if (!e->src || !e->row0 || !e->tr)
+    e->offset = realloc(e->offset, (size_t)(k + 1) * sizeof *e->offset);
+    if (!e->src || !e->row0 || !e->tr || !e->offset)
         die("out of memory");
     e->src[k] = t;
     e->row0[k] = row0;
     e->tr[k] = tr;
+    e->offset[k] = 0;
     int64_t shape[2] = {tr ? d1 : rows, tr ? d0 : d1};
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
@@ -241,11 +261,12 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
         add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
         row0 += parts[k].shape[0];
     }
+    e->offset[e->out.n - 1] = hf_offset(family_tables(e), m);   /* a norm: one part */
 }
 
 static void plan_tensors(Ex *e)
 {
-    const HfFamily *f = e->gpt2 ? &hf_gpt2 : &hf_llama;
+    const HfFamily *f = family_tables(e);
     hf_walk(f, f->prefix, &e->d, place, e);
     for (int i = 0; i < e->w.n; i++)
         if (!e->w.t[i].used)
@@ -271,7 +292,10 @@ static void write_tensors(const Ex *e, const char *path)
             free(y);
         } else {
             int64_t cols = t->rank > 1 ? t->shape[1] : 1;
-            rt_st_put(o, x + e->row0[k] * cols, p->numel);
+            float *rows = x + e->row0[k] * cols;
+            for (int64_t i = 0; e->offset[k] != 0 && i < p->numel; i++)
+                rows[i] -= e->offset[k];
+            rt_st_put(o, rows, p->numel);
         }
         free(x);
     }
@@ -300,8 +324,10 @@ static const char *const *family(const Ex *e)
                                        {"qwen3", "Qwen3ForCausalLM"},
                                        {"mistral", "MistralForCausalLM"},
                                        {"qwen2", "Qwen2ForCausalLM"},
-                                       {"llama", "LlamaForCausalLM"}};
-    return f[e->gpt2 ? 0 : e->d.qk_norm ? 1 : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+                                       {"llama", "LlamaForCausalLM"},
+                                       {"gemma", "GemmaForCausalLM"}};
+    return f[e->gpt2 ? 0 : e->gemma ? 5 : e->d.qk_norm ? 1 : e->window ? 2
+             : e->d.bias == HF_BIAS_QKV ? 3 : 4];
 }
 
 static cJSON *config(const Ex *e)
@@ -337,13 +363,16 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
         cJSON_AddNumberToObject(c, "rope_theta", e->theta);
         cJSON_AddStringToObject(c, "hidden_act", e->act);
+        if (e->gemma)   /* the one Gemma reads; hidden_act only for older transformers */
+            cJSON_AddStringToObject(c, "hidden_activation", e->act);
         if (e->scaled)
             cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
         if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
             cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
         if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
             cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
-        if (e->d.qk_norm || e->d.HD)   /* Llama and Mistral: read by transformers 4.45 on */
+        /* Llama and Mistral: read by transformers 4.45 on; Gemma's is 256 when absent */
+        if (e->d.qk_norm || e->d.HD || e->gemma)
             cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
         if (e->d.qk_norm || e->d.bias == HF_BIAS_QKV)
             cJSON_AddFalseToObject(c, "use_sliding_window");

@@ -2,9 +2,10 @@
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2 and Qwen3; a config key or tensor the spec cannot express exits 1 naming it,
- * before anything is written. */
+ * Qwen2, Qwen3 and Gemma; a config key or tensor the spec cannot express exits 1
+ * naming it, before anything is written. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"
@@ -12,7 +13,8 @@
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
-    const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3 */
+    const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
+                                  gemma */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
@@ -21,12 +23,14 @@ typedef struct Arch {
     double theta;
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
+    double embed_scale;        /* Gemma's sqrt(hidden_size), or 0: no scale layer */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
 typedef struct Recipe {
     const HfTensor *src[3];
     int n, transpose;
+    float offset;              /* added to each element (Gemma's norms: 1 + weight) */
 } Recipe;
 
 typedef struct Imp {
@@ -36,6 +40,7 @@ typedef struct Imp {
     HfOut out;
     Recipe *r;
     int gpt2;                  /* GPT-2's names (gpt2_names), else Llama's */
+    const HfFamily *family;
 } Imp;
 
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
@@ -138,13 +143,14 @@ static cJSON *rope_scaling(HfCfg *c)
 }
 
 /* The heads' widths: kv heads dividing heads; head_dim (transformers 4.45 and later
- * read it for Llama and Mistral), else hidden_size / num_attention_heads; even for rope. */
-static void head_dims(HfCfg *c, Arch *a)
+ * read it for Llama and Mistral; Gemma's is 256 when absent), else hidden_size /
+ * num_attention_heads; even for rope. */
+static void head_dims(HfCfg *c, Arch *a, int64_t dflt)
 {
     if (a->d.H % a->d.KV)
         hf_cfg_error(c, "num_key_value_heads", "%lld over %lld heads: trainc needs kv heads to "
                      "divide heads", (long long)a->d.KV, (long long)a->d.H);
-    int64_t hd = hf_cfg_get(c, "head_dim") ? hf_cfg_int(c, "head_dim", -1) : 0;
+    int64_t hd = hf_cfg_get(c, "head_dim") ? hf_cfg_int(c, "head_dim", -1) : dflt;
     if (!hd && a->d.D % a->d.H)
         hf_cfg_error(c, "num_attention_heads", "%lld heads do not divide hidden_size %lld "
                      "(and there is no head_dim)", (long long)a->d.H, (long long)a->d.D);
@@ -167,6 +173,33 @@ static void phi3_config(HfCfg *c)
     hf_cfg_get(c, "original_max_position_embeddings");
 }
 
+/* Gemma's own keys: the MLP's activation is hidden_activation, or gelu_pytorch_tanh
+ * when that is absent or null (transformers 4.40 on then ignore hidden_act, warning);
+ * its modeling code reads no rope_scaling, so one given is refused rather than dropped.
+ * The embedding is scaled by sqrt(hidden_size) (the norms' 1 + weight: hf_gemma). */
+static const char *gemma_config(HfCfg *c, Arch *a)
+{
+    if (hf_cfg_get(c, "rope_scaling"))
+        hf_cfg_error(c, "rope_scaling", "Gemma's modeling code does not read it: trainc "
+                     "would not know what the model computes");
+    a->embed_scale = sqrt((double)a->d.D);
+    hf_cfg_get(c, "hidden_act");
+    return hf_cfg_get(c, "hidden_activation") ? "hidden_activation" : NULL;
+}
+
+/* The MLP's glu act from config key KEY (NULL: gelu_pytorch_tanh, Gemma's default). */
+static const char *glu_act(HfCfg *c, const char *key)
+{
+    const char *act = key ? hf_cfg_str(c, key, "silu") : "gelu_pytorch_tanh";
+    const char *a = !strcmp(act, "silu") ? "silu" : !strcmp(act, "gelu") ? "gelu"
+                  : !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new") ? "gelu_tanh"
+                  : !strcmp(act, "relu") ? "relu" : !strcmp(act, "sigmoid") ? "sigmoid" : NULL;
+    if (!a)
+        hf_cfg_error(c, key, "\"%s\": trainc's glu takes silu, gelu, gelu_pytorch_tanh, relu "
+                     "or sigmoid", act);
+    return a;
+}
+
 static void llama_config(HfCfg *c, Arch *a)
 {
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -175,11 +208,13 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
     a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    int gemma = !strcmp(a->type, "gemma");
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", gemma ? 8192 : 2048);
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", 10000);
-    a->scaling = rope_scaling(c);
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    const char *act_key = gemma ? gemma_config(c, a) : "hidden_act";
+    a->scaling = gemma ? NULL : rope_scaling(c);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", gemma);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
     a->d.bias = qwen2 ? HF_BIAS_QKV : !phi3 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
@@ -187,16 +222,10 @@ static void llama_config(HfCfg *c, Arch *a)
     if (phi3)
         phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
-    head_dims(c, a);
+    head_dims(c, a, gemma ? 256 : 0);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
-    const char *act = hf_cfg_str(c, "hidden_act", "silu");
-    a->act = !strcmp(act, "silu") ? "silu" : !strcmp(act, "gelu") ? "gelu"
-           : !strcmp(act, "gelu_pytorch_tanh") || !strcmp(act, "gelu_new") ? "gelu_tanh"
-           : !strcmp(act, "relu") ? "relu" : !strcmp(act, "sigmoid") ? "sigmoid" : NULL;
-    if (!a->act)
-        hf_cfg_error(c, "hidden_act", "\"%s\": trainc's glu takes silu, gelu, gelu_pytorch_tanh, "
-                     "relu or sigmoid", act);
+    a->act = glu_act(c, act_key);
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
     if ((!strcmp(a->type, "mistral") || phi3) && hf_cfg_get(c, "sliding_window"))
@@ -226,13 +255,14 @@ static void read_config(Imp *im, Arch *a)
                                            {"mistral", "MistralForCausalLM", "MistralModel"},
                                            {"phi3", "Phi3ForCausalLM", "Phi3Model"},
                                            {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
-                                           {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"}};
+                                           {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
+                                           {"gemma", "GemmaForCausalLM", "GemmaModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
-        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2 "
-                     "and qwen3", a->type);
+        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
+                     "qwen3 and gemma", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -245,7 +275,8 @@ static void read_config(Imp *im, Arch *a)
         gpt2_config(c, a);
     else
         llama_config(c, a);
-    a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3 : &hf_llama;
+    a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3
+              : !strcmp(a->type, "gemma") ? &hf_gemma : &hf_llama;
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
@@ -341,6 +372,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON_AddNumberToObject(e, "vocab", (double)a->d.V);
     cJSON_AddNumberToObject(e, "dim", (double)a->d.D);
     cJSON_AddStringToObject(e, "input", "x");
+    if (a->embed_scale)
+        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->embed_scale);
     if (a->gpt2)
         cJSON_AddNumberToObject(layer(ls, "pos_embedding", N[HF_POS]), "max_len", (double)a->d.max_pos);
     cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
@@ -430,6 +463,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     }
     r->n = n;
     r->transpose = m->transpose;
+    r->offset = hf_offset(im->family, m);
     if (m->transpose) {
         shape[0] = parts[0].shape[1];
         shape[1] = parts[0].shape[0];
@@ -458,6 +492,7 @@ static int extra(const Arch *a, const char *name)
 static void plan_weights(Imp *im, const Arch *a)
 {
     im->gpt2 = a->gpt2;
+    im->family = a->family;
     const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer." */
     const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
@@ -491,6 +526,8 @@ static void write_weights(const Imp *im, const char *path)
             at += r->src[k]->numel;
             free(x);
         }
+        for (int64_t i = 0; r->offset != 0 && i < p->numel; i++)
+            dst[i] += r->offset;
         rt_st_put(o, dst, p->numel);
         free(dst);
     }

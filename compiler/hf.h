@@ -76,8 +76,12 @@ typedef struct HfFamily {
     const char *prefix;        /* the model's tensors' prefix: "transformer.", "model." */
     const char *block;         /* a block's prefix, a printf format of its index */
     const HfMap *map;          /* ended by an entry without `ours` */
+    float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_llama, hf_phi3;
+extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_gemma;
+/* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
+ * for a norm's weight, else 0. */
+float hf_offset(const HfFamily *f, const HfMap *m);
 
 /* What a model's shapes and optional tensors depend on. */
 typedef struct HfDims {

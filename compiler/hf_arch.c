@@ -27,7 +27,7 @@ static const HfMap gpt2_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
-/* Llama, Mistral, Qwen2, Qwen3: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj,
+/* Llama, Mistral, Qwen2, Qwen3, Gemma: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj,
  * up_proj. */
 static const HfMap llama_map[] = {
     {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
@@ -64,9 +64,17 @@ static const HfMap phi3_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
-const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map};
-const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map};
-const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map};
+const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f};
+const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
+const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
+/* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
+const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f};
+
+float hf_offset(const HfFamily *f, const HfMap *m)
+{
+    int norm = m->slot == HF_NORM1 || m->slot == HF_NORM2 || m->slot == HF_FINAL;
+    return norm && !strcmp(m->ours, "weight") ? f->norm_offset : 0.0f;
+}
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
 

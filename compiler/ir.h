@@ -108,7 +108,7 @@ enum {
     N_MAXPOOL,
     N_AVGPOOL,
     N_FLATTEN,     /* a view */
-    N_ACT,         /* relu, gelu, silu, tanh, sigmoid, squared_relu, leaky_relu (act field) */
+    N_ACT,         /* relu, gelu, silu, tanh, sigmoid, squared_relu, leaky_relu, scale (act) */
     N_DROPOUT,
     N_LAYERNORM,
     N_RMSNORM,
@@ -139,7 +139,7 @@ enum {
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU,
-       ACT_LEAKY_RELU /* slope in Node.p */ };
+       ACT_LEAKY_RELU /* slope in Node.p */, ACT_SCALE /* the factor in Node.p */ };
 
 typedef struct Node {
     int kind;                /* N_* */

@@ -9,6 +9,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -886,6 +887,12 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->output_padding = get_int(c, v, path, 0, MAX_DIM);
     else if (!strcmp(key, "negative_slope"))
         l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
+    else if (!strcmp(key, "by")) {
+        l->by = get_number(c, v, path);
+        if (fabs(l->by) > FLT_MAX)
+            error_at(c->file, path, "expected a number within float's range, got %s",
+                     got(v, b, sizeof b));
+    }
     else if (!strcmp(key, "bias") && l->op == OP_ATTENTION && !cJSON_IsBool(v)) {
         if (!cJSON_IsString(v) || strcmp(v->valuestring, "qkv"))
             error_at(c->file, path, "expected true, false or \"qkv\" (q, k and v's biases "

@@ -55,6 +55,7 @@ struct Layer {
     int64_t groups;           /* conv2d; default 1 */
     int64_t output_padding;   /* conv_transpose2d; default 0, below the stride */
     double negative_slope;    /* leaky_relu; default 0.01 */
+    double by;                /* scale: the factor (required) */
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */

@@ -1214,18 +1214,25 @@ static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
     return 0;
 }
 
-/* Llama 2's normalizer: Sequence[Prepend("▁"), Replace(String " ", "▁")]. */
-static int sp_normalizer(const cJSON *list)
+/* Replace(String " ", "▁"): SentencePiece's spaces. */
+static int sp_replace(const cJSON *rep)
 {
-    const cJSON *pre = cJSON_GetArrayItem(list, 0), *rep = cJSON_GetArrayItem(list, 1);
-    return cJSON_GetArraySize(list) == 2 && strcmp(type_of(pre), "Prepend") == 0 &&
-           is_str(pre, "prepend", meta) && strcmp(type_of(rep), "Replace") == 0 &&
+    return strcmp(type_of(rep), "Replace") == 0 &&
            is_str(cJSON_GetObjectItemCaseSensitive(rep, "pattern"), "String", " ") &&
            is_str(rep, "content", meta);
 }
 
+/* Llama 2's normalizer: Sequence[Prepend("▁"), Replace(String " ", "▁")]. */
+static int sp_normalizer(const cJSON *list)
+{
+    const cJSON *pre = cJSON_GetArrayItem(list, 0);
+    return cJSON_GetArraySize(list) == 2 && strcmp(type_of(pre), "Prepend") == 0 &&
+           is_str(pre, "prepend", meta) && sp_replace(cJSON_GetArrayItem(list, 1));
+}
+
 /* None, NFC (Qwen2), alone or as a Sequence's one member (NFC is applied only where it
- * is the identity: rt_tok_unnormalized), or Llama 2's (SentencePiece-style, SP_PREPEND). */
+ * is the identity: rt_tok_unnormalized), Llama 2's (SentencePiece-style, SP_PREPEND), or
+ * its Replace alone (Gemma's: nothing prepended, SP_NEVER). */
 static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t errlen)
 {
     if (!nm || cJSON_IsNull(nm))
@@ -1245,8 +1252,12 @@ static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t e
         t->nfc = 1;
         return 0;
     }
+    if (sp_replace(nm)) {
+        t->sp = SP_NEVER;
+        return 0;
+    }
     return FAIL("normalizer type '%s' is not supported (none, NFC, or Llama 2's Prepend and "
-                "Replace of spaces by U+2581)", type_of(nm));
+                "Replace of spaces by U+2581, or that Replace alone)", type_of(nm));
 }
 
 /* TemplateProcessing's "single": the special tokens before and after $A. */

@@ -216,6 +216,16 @@ cases.append(case("conv_transpose2d_nobias", [2, 4, 4], [Ct(3, 4, stride=2, padd
 # leaky_relu: the default slope and a custom one
 cases.append(case("leaky_relu", [8], [L(6), {"op": "leaky_relu"}, L(4)]))
 cases.append(case("leaky_relu_slope", [8], [L(6), {"op": "leaky_relu", "negative_slope": 0.2}, L(4)]))
+# scale by a constant (Gemma's embedding times sqrt(d)), alone and in a Gemma-shaped model:
+# the scaled embedding, heads wider than d / heads, GeGLU, the head tied
+cases.append(case("scale", [8], [L(6), {"op": "scale", "by": -2.5}, {"op": "tanh"}, L(4)]))
+cases.append(tok("gemma_block", [E(), {"op": "scale", "by": 6 ** 0.5}, {"op": "repeat", "name": "h", "count": 2, "body": [
+    {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_1"},
+                                {"op": "attention", "name": "attn", "heads": 2, "kv_heads": 1, "head_dim": 4,
+                                 "bias": False, "rope": {"theta": 10000}}]},
+    {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, L(16, name="fc", bias=False),
+                                {"op": "glu", "act": "gelu_tanh"}, L(6, name="proj", bias=False)]}]},
+    {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "tie": "wte", "bias": False}]))
 
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""

@@ -6,8 +6,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 
 - a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM
   (GQA 4/2, untied), one with attention biases and a tied head, and a
-  Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) are
-  imported;
+  Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) and a
+  GemmaForCausalLM (one kv head, heads wider than hidden_size / heads, GeGLU, the
+  embedding scaled by sqrt(d), norms by 1 + weight, tied) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -19,7 +20,8 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   window shorter than T imports to its loss (SPEC's window is transformers 4.40's
   sliding_window + 1);
 - import then export without training gives back every tensor of the source folder,
-  bit for bit, under its name;
+  bit for bit, under its name (Gemma's norm weights as (1 + w) - 1 in fp32: trainc
+  holds 1 + w);
 - a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
   tensors plus q_norm and k_norm), one whose head_dim is not hidden_size / heads (as
   Qwen3-0.6B's: its projections made here) and a Llama with Llama 3's rope_scaling
@@ -31,6 +33,8 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 - a Phi-3 folder (transformers 4.40 has no Phi-3: the Llama's tensors fused into
   qkv_proj and gate_up_proj, a Phi-3 config.json) imports to the Llama's layers and
   tensors bit for bit;
+- Gemma's config as published (hidden_act "gelu" alone) imports to transformers'
+  gelu_pytorch_tanh and its loss; a Gemma rope_scaling is refused;
 - config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
   use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
   with a dropout layer for export: exit 1 naming the key or layer,
@@ -62,7 +66,7 @@ try:
     import transformers
     from transformers import (AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
                               LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM)
+                              Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -142,7 +146,7 @@ def roundtrip(name, m, src, val):
            d + "/run/model.safetensors", "-o", d + "/export")
     trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
            d + "/init.safetensors", "-o", d + "/same")
-    check(same_tensors(src, d + "/same/model.safetensors"),
+    check(same_tensors(src, d + "/same/model.safetensors", gemma=isinstance(m, GemmaForCausalLM)),
           "%s imported and exported untrained: the source's tensors bit for bit" % name)
     back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
     back.eval()
@@ -162,8 +166,11 @@ def source_tensors(src):
     return sd
 
 
-def same_tensors(src, path):
+def same_tensors(src, path, gemma=False):
+    """gemma: a norm's weight w comes back as (1 + w) - 1, rounded as fp32 rounds."""
     a, b = source_tensors(src), load_file(path)
+    if gemma:
+        a = {n: (t + 1) - 1 if "norm" in n else t for n, t in a.items()}
     if set(a) != set(b):
         print("  names differ: %s / %s" % (sorted(set(a) - set(b)), sorted(set(b) - set(a))))
         return False
@@ -243,13 +250,19 @@ def models():
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
     qwen2 = Qwen2ForCausalLM(Qwen2Config(**kw))   # q, k, v biased, o not; tied as Qwen2.5-0.5B
-    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2):
+    # Gemma-2B's shape in small: one kv head, heads wider than hidden_size / heads (24 over
+    # 48 / 4, as its 256 over 2048 / 8), GeGLU, the embedding times sqrt(48) (a float
+    # rounded: 6.92820323), tied
+    kw.update(hidden_size=48, num_key_value_heads=1, head_dim=24, rms_norm_eps=1e-6,
+              hidden_activation="gelu_pytorch_tanh")
+    gemma = GemmaForCausalLM(GemmaConfig(**kw))
+    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2
+    return gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma
 
 
 def refused(name, args, words, out):
@@ -266,8 +279,8 @@ def same_import(ref, out):
     return a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a) and la == lb, len(a)
 
 
-def bad_configs(src):
-    for name, edit, words in [
+def bad_configs(src, cases=None):
+    for name, edit, words in cases or [
             ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
              ["rope_scaling", "yarn"]),
             ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
@@ -285,6 +298,30 @@ def bad_configs(src):
         cfg.update(edit)
         json.dump(cfg, open(d + "/config.json", "w"))
         refused("import " + name, ["import", "hf", d, "-o", d + "/out"], words, d + "/out")
+
+
+def gemma_configs(val):
+    """Gemma's config as the published checkpoints write it (hidden_act "gelu", no
+    hidden_activation: transformers computes gelu_pytorch_tanh, and so does the import);
+    a rope_scaling, which Gemma's modeling code would ignore, refused."""
+    src, d = OUT + "/hf_gemma", OUT + "/hf_gemma_legacy"
+    shutil.copytree(src, d)
+    cfg = json.load(open(d + "/config.json"))
+    del cfg["hidden_activation"]
+    cfg["hidden_act"] = "gelu"
+    json.dump(cfg, open(d + "/config.json", "w"))
+    o = OUT + "/gemma_legacy"
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    m = GemmaForCausalLM.from_pretrained(d, attn_implementation="eager")
+    m.eval()
+    mlp = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][1]["body"]
+    ours, theirs = trainc_eval(o, o + "/init.safetensors"), hf_loss(m, val)
+    check(mlp[2] == {"op": "glu", "act": "gelu_tanh"} and rel(ours, theirs) <= 1e-5,
+          "gemma with hidden_act gelu alone: %s, trainc --eval %.7f, transformers %.7f" %
+          (json.dumps(mlp[2]), ours, theirs))
+    bad_configs(src, [("gemma rope_scaling", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+                       ["rope_scaling", "Gemma"])])
 
 
 def whole_configs():
@@ -397,10 +434,11 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2 = models()
+    gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
+                        ("gemma", gemma, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -441,6 +479,7 @@ def main():
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
+    gemma_configs(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix

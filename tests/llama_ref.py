@@ -10,8 +10,9 @@ loss within 1e-4 relative:
     attention biases, qk_norm, a window of 8, RoPE with llama3 scaling (factor 8,
     original context 64: one frequency kept, two interpolated, the rest divided),
     SwiGLU, untied;
-  - squared_relu_tied: one KV head, biases, plain RoPE, a squared_relu MLP (4d), a
-    head tied to the embedding, RMSNorm's default eps;
+  - squared_relu_tied: the embedding scaled by sqrt(d) (Gemma's), one KV head, biases,
+    plain RoPE, a squared_relu MLP (4d), a head tied to the embedding, RMSNorm's
+    default eps;
   - glu_gelu_window: multi-head (kv_heads left out), heads 12 wide (a core of 48),
     qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh).
 Before that, the reference's own consistency: a window of T is no window, llama3
@@ -34,17 +35,18 @@ V, D, L, H, T, B, STEPS = 256, 64, 2, 4, 32, 8, 40
 torch.set_num_threads(1)
 
 
-def model(name, att, mlp, tie=False, norm=None):
+def model(name, att, mlp, tie=False, norm=None, scale=None):
     norm = norm or {}
     head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
     if tie:
         head["tie"] = "embed"
+    scaled = [{"op": "scale", "by": scale}] if scale else []
     return {
         "name": name,
         "inputs": {"x": {"shape": [T], "dtype": "i32"},
                    "y": {"shape": [T], "dtype": "i32", "classes": V}},
         "layers": [
-            {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"},
+            {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"}] + scaled + [
             {"op": "repeat", "name": "layers", "count": L, "body": [
                 {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "attn_norm"}, **norm),
                                             dict({"op": "attention", "name": "attn", "heads": H}, **att)]},
@@ -69,7 +71,8 @@ MODELS = {
     "squared_relu_tied": model("squared_relu_tied", {"kv_heads": 1, "bias": True, "rope": {"theta": 10000}},
                                [{"op": "linear", "name": "fc", "out": 4 * D},
                                 {"op": "squared_relu"},
-                                {"op": "linear", "name": "proj", "out": D}], tie=True),
+                                {"op": "linear", "name": "proj", "out": D}], tie=True,
+                               scale=D ** 0.5),
     "glu_gelu_window": model("glu_gelu_window", {"bias": False, "qk_norm": True, "window": 3,
                                                  "head_dim": 12},
                              swiglu("gelu_tanh", 96)),

@@ -5,11 +5,13 @@ attention (4 heads), rmsnorm and a SwiGLU MLP (a linear of 2h without bias, glu,
 linear back), then rmsnorm and a bias-free head; data paths as seen from
 build/tests/NAME/.
 
-    /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--T N]
+    /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
+                                         [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
-through squared_relu after the blocks; --T sets the inputs' length.
+through squared_relu after the blocks; --scale scales the embedding by sqrt(64) as Gemma
+does; --T sets the inputs' length.
 """
 import json
 import os
@@ -21,7 +23,7 @@ LLAMA_ATTENTION = {"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, 
                                 "high_freq_factor": 4, "original_max_position_embeddings": 64}}}
 
 
-def spec(llama_attention=False, squared_relu=False, T=None):
+def spec(llama_attention=False, squared_relu=False, T=None, scale=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -38,6 +40,8 @@ def spec(llama_attention=False, squared_relu=False, T=None):
                                         {"op": "linear", "name": "fc", "out": 256, "bias": False},
                                         {"op": "glu"},
                                         {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]}]
+    if scale:
+        m["layers"].insert(1, {"op": "scale", "by": 8})
     if squared_relu:
         m["layers"].append(
             {"op": "residual", "name": "sq", "body": [
@@ -53,7 +57,7 @@ def spec(llama_attention=False, squared_relu=False, T=None):
 def main():
     args = sys.argv[1:]
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
-    s = spec("--llama-attention" in args, "--squared-relu" in args, T)
+    s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

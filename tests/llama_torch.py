@@ -167,6 +167,8 @@ def run_layers(layers, h, x, P, prefix, embeds):
             h = GLU_ACTS[l.get("act", "silu")](a) * b
         elif op == "squared_relu":
             h = F.relu(h).square()
+        elif op == "scale":   # the factor as a float, as torch's tensor * python float
+            h = h * l["by"]
         elif op == "relu":
             h = F.relu(h)
         elif op == "silu":

@@ -140,7 +140,8 @@ def sp_trained(corpus, vocab, words=False):
 def sp_variants(base):
     """Llama 2's file, and the other spellings of SentencePiece-style BPE over the same
     vocabulary: Metaspace (no normalizer) with prepend_scheme first, always with split,
-    never; and without byte_fallback (unknown characters one fused unk)."""
+    never; Gemma's normalizer (Replace(" ", "▁") alone: nothing prepended); and without
+    byte_fallback (unknown characters one fused unk)."""
     def meta(scheme, split):
         j = json.loads(json.dumps(base))
         j["normalizer"] = None
@@ -149,9 +150,11 @@ def sp_variants(base):
         return j
     unk = json.loads(json.dumps(base))
     unk["model"]["byte_fallback"] = False
+    gemma = json.loads(json.dumps(base))
+    gemma["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
     return {"sp_llama2": base, "sp_first": meta("first", False),
             "sp_always_split": meta("always", True), "sp_never": meta("never", False),
-            "sp_unk": unk}
+            "sp_gemma": gemma, "sp_unk": unk}
 
 
 def shard_ids(path):

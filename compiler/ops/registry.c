@@ -7,7 +7,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
-extern const OpDef op_conv_transpose2d, op_leaky_relu;
+extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -33,6 +33,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_REPEAT] = &op_repeat,
     [OP_CONV_TRANSPOSE2D] = &op_conv_transpose2d,
     [OP_LEAKY_RELU] = &op_leaky_relu,
+    [OP_SCALE] = &op_scale,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
