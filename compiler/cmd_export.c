@@ -85,15 +85,15 @@ static void attention(Ex *e, const Layer *l)
     e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
     e->window = l->window;
-    int rope = l->rope_theta > 0;
+    int rope = l->rope.theta > 0;
     if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
                     e->window || e->d.HD))
         refuse(e, NULL, l, "rope, kv_heads, head_dim, bias other than true, qk_norm and window "
                            "have no place in GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
-    e->theta = l->rope_theta;
-    e->scaled = l->rope_factor ? l : NULL;
+    e->theta = l->rope.theta;
+    e->scaled = l->rope.factor ? l : NULL;
     if (e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither");
     if (e->d.qk_norm && e->window)
@@ -310,10 +310,10 @@ static cJSON *rope_scaling(const Layer *l)
 {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "rope_type", "llama3");
-    cJSON_AddNumberToObject(r, "factor", l->rope_factor);
-    cJSON_AddNumberToObject(r, "low_freq_factor", l->rope_low);
-    cJSON_AddNumberToObject(r, "high_freq_factor", l->rope_high);
-    cJSON_AddNumberToObject(r, "original_max_position_embeddings", l->rope_orig);
+    cJSON_AddNumberToObject(r, "factor", l->rope.factor);
+    cJSON_AddNumberToObject(r, "low_freq_factor", l->rope.low);
+    cJSON_AddNumberToObject(r, "high_freq_factor", l->rope.high);
+    cJSON_AddNumberToObject(r, "original_max_position_embeddings", l->rope.orig);
     return r;
 }
 

@@ -159,7 +159,8 @@ typedef struct Node {
     double scale, shift;     /* N_CONVERT */
     int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW (conv_transpose2d: of the
                                 conv2d it is the data gradient of); attention: T, d, H, causal,
-                                KV, window (0: none), the options call (ops/attention.c) */
+                                KV, window (0: none), the options call, a global layer
+                                (ops/attention.c) */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
     struct Node *fwd;        /* backward node: its forward node */

@@ -807,7 +807,7 @@ static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const
 /* attention's "scaling": HF's rope_scaling of type llama3 (transformers'
  * _compute_llama3_parameters): factor, low_freq_factor, high_freq_factor,
  * original_max_position_embeddings, all required; "rope_type" (or "type") llama3. */
-static void parse_rope_scaling(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
                                        "high_freq_factor", "original_max_position_embeddings",
@@ -822,24 +822,24 @@ static void parse_rope_scaling(const Ctx *c, Layer *l, const cJSON *v, const cha
         if (!strcmp(ch->string, "rope_type") || !strcmp(ch->string, "type"))
             get_choice(c, ch, kp, types);
     }
-    double *to[4] = {&l->rope_factor, &l->rope_low, &l->rope_high, &l->rope_orig};
+    double *to[4] = {&r->factor, &r->low, &r->high, &r->orig};
     for (int k = 0; k < 4; k++) {
         char *kp = keep(path_key(path, keys[k + 2]));
         *to[k] = get_number(c, require(c, v, path, keys[k + 2]), kp);
         if (!(*to[k] > 0))
             error_at(c->file, kp, "expected a number > 0, got %g", *to[k]);
     }
-    if (l->rope_factor < 1)
+    if (r->factor < 1)
         error_at(c->file, keep(path_key(path, "factor")), "expected a factor >= 1, got %g",
-                 l->rope_factor);
-    if (!(l->rope_high > l->rope_low))
+                 r->factor);
+    if (!(r->high > r->low))
         error_at(c->file, keep(path_key(path, "high_freq_factor")),
-                 "expected high_freq_factor > low_freq_factor (%g), got %g", l->rope_low,
-                 l->rope_high);
+                 "expected high_freq_factor > low_freq_factor (%g), got %g", r->low,
+                 r->high);
 }
 
 /* attention's "rope": null, or {"theta": T} with an optional llama3 "scaling". */
-static void parse_rope(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"theta", "scaling", NULL};
     if (cJSON_IsNull(v))
@@ -850,12 +850,30 @@ static void parse_rope(const Ctx *c, Layer *l, const cJSON *v, const char *path)
         if (!in_list(ch->string, keys))
             unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
     char *tp = keep(path_key(path, "theta"));
-    l->rope_theta = get_number(c, require(c, v, path, "theta"), tp);
-    if (!(l->rope_theta > 1))
-        error_at(c->file, tp, "expected a number > 1, got %g", l->rope_theta);
+    r->theta = get_number(c, require(c, v, path, "theta"), tp);
+    if (!(r->theta > 1))
+        error_at(c->file, tp, "expected a number > 1, got %g", r->theta);
     const cJSON *sc = member(v, "scaling");
     if (sc && !cJSON_IsNull(sc))
-        parse_rope_scaling(c, l, sc, keep(path_key(path, "scaling")));
+        parse_rope_scaling(c, r, sc, keep(path_key(path, "scaling")));
+}
+
+/* attention's "global": {"every": N, "rope": ...}: in a repeat, iterations N - 1,
+ * 2N - 1, ... see every earlier position (no window), with their own rope if given
+ * (Gemma 2 and 3's interleaved local and global layers). */
+static void parse_global(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"every", "rope", NULL};
+    need_object(c, v, path, "an object {\"every\": N, \"rope\": {\"theta\": ...}}");
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v)
+        if (!in_list(ch->string, keys))
+            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    l->global_every = get_int(c, require(c, v, path, "every"), keep(path_key(path, "every")), 1,
+                              MAX_DIM);
+    const cJSON *r = member(v, "rope");
+    if (r)
+        parse_rope(c, &l->global_rope, r, keep(path_key(path, "rope")));
 }
 
 /* One op key of layer l (the key is known to be the op's). */
@@ -911,7 +929,9 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
     else if (!strcmp(key, "window"))
         l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "rope"))
-        parse_rope(c, l, v, path);
+        parse_rope(c, &l->rope, v, path);
+    else if (!strcmp(key, "global"))
+        parse_global(c, l, v, path);
     else if (!strcmp(key, "approximate")) {
         static const char *const modes[] = {"none", "tanh", NULL};
         l->gelu_tanh = get_choice(c, v, path, modes) == 1;
@@ -957,6 +977,12 @@ static void check_attention_keys(const Ctx *c, const Layer *l, const char *path)
     if (l->window && !l->causal)
         error_at(c->file, keep(path_key(path, "window")), "a window needs causal attention "
                  "(a query sees the W most recent positions, itself included)");
+    if (l->global_every && !l->window)
+        error_at(c->file, keep(path_key(path, "global")), "global layers need a window on the "
+                 "others (\"window\": W)");
+    if (l->global_rope.theta > 0 && !(l->rope.theta > 0))
+        error_at(c->file, keep(path_key(path, "global")), "a global rope needs a rope on the "
+                 "other layers");
 }
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)

@@ -43,6 +43,12 @@ typedef struct Init {
 } Init;
 
 typedef struct Layer Layer;
+/* attention's rope: theta 0: none; factor 0: no llama3 scaling, else its factor, low and
+ * high frequency factors and original context length */
+typedef struct Rope {
+    double theta, factor, low, high, orig;
+} Rope;
+
 struct Layer {
     int op;                   /* OP_* */
     char *path;               /* "$.model.layers[3]" or "$.model.layers[2].body[0]" */
@@ -66,13 +72,13 @@ struct Layer {
     int affine;               /* batchnorm: weight and bias; default 1 */
     int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
-    /* attention: kv_heads (0: heads), head_dim (0: d / heads), qk_norm, window (0: none)
-     * and rope (theta 0: none; rope_factor 0: no llama3 scaling, else its factor, low and
-     * high frequency factors and original context length) */
-    int64_t kv_heads, head_dim, window;
+    /* attention: kv_heads (0: heads), head_dim (0: d / heads), qk_norm, window (0: none),
+     * rope; global_every (0: none): in a repeat, iterations every - 1, 2 every - 1, ...
+     * have no window and global_rope (its theta 0: rope) */
+    int64_t kv_heads, head_dim, window, global_every;
     int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
     int qk_norm;
-    double rope_theta, rope_factor, rope_low, rope_high, rope_orig;
+    Rope rope, global_rope;
     Layer **body;             /* residual, repeat */
     int n_body;
     Layer **shortcut;         /* residual: applied to its input in place of the identity */

@@ -141,6 +141,11 @@ cases += [
                                            "rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
                                            "high_freq_factor": 4, "original_max_position_embeddings": 8}},
                                        "qk_norm": True, "window": 3, "head_dim": 6}, L(7)]),
+    # global layers (Gemma 2 and 3's): in a repeat, the second of each two has no window
+    # and its own rope theta
+    tok("attention_global", [E(dim=8), {"op": "repeat", "name": "h", "count": 2, "body": [
+        {"op": "attention", "name": "attn", "heads": 2, "window": 2, "rope": {"theta": 10000},
+         "global": {"every": 2, "rope": {"theta": 100}}}]}, L(7)]),
     # named: unnamed, its tanh would be "2" like the head (an error, SPEC.md section 2)
     tok("residual", [E(), {"op": "residual", "name": "r", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
     tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,

@@ -2,7 +2,7 @@
 PyTorch reference of tests/llama_torch.py (written from SPEC.md; tests/llama_hf.py
 checks it against HF where HF has the op).
 
-Three tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
+Four tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
 weights on both sides, each trained 40 AdamW steps with warmup, cosine decay and
 gradient clipping on the same windows of data/text, fp32, one thread; every step's
 loss within 1e-4 relative:
@@ -14,7 +14,11 @@ loss within 1e-4 relative:
     plain RoPE, a squared_relu MLP (4d), a head tied to the embedding, RMSNorm's
     default eps;
   - glu_gelu_window: multi-head (kv_heads left out), heads 12 wide (a core of 48),
-    qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh).
+    qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh);
+  - gemma3: Gemma 3's layout: the embedding scaled by sqrt(d), a norm after each
+    branch as well as before it, one KV head 24 wide, qk_norm, a window of 5 on the
+    first layer and none on the second (global every 2) with its own RoPE theta,
+    GeGLU, tied.
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -35,8 +39,9 @@ V, D, L, H, T, B, STEPS = 256, 64, 2, 4, 32, 8, 40
 torch.set_num_threads(1)
 
 
-def model(name, att, mlp, tie=False, norm=None, scale=None):
+def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False):
     norm = norm or {}
+    post = lambda n: [dict({"op": "rmsnorm", "name": n}, **norm)] if post_norms else []
     head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
     if tie:
         head["tie"] = "embed"
@@ -49,8 +54,10 @@ def model(name, att, mlp, tie=False, norm=None, scale=None):
             {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"}] + scaled + [
             {"op": "repeat", "name": "layers", "count": L, "body": [
                 {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "attn_norm"}, **norm),
-                                            dict({"op": "attention", "name": "attn", "heads": H}, **att)]},
-                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "mlp_norm"}, **norm)] + mlp}]},
+                                            dict({"op": "attention", "name": "attn", "heads": H}, **att)]
+                 + post("attn_post_norm")},
+                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "mlp_norm"}, **norm)] + mlp
+                 + post("mlp_post_norm")}]},
             dict({"op": "rmsnorm", "name": "norm"}, **norm),
             head],
         "loss": {"op": "cross_entropy", "target": "y"}}
@@ -76,6 +83,10 @@ MODELS = {
     "glu_gelu_window": model("glu_gelu_window", {"bias": False, "qk_norm": True, "window": 3,
                                                  "head_dim": 12},
                              swiglu("gelu_tanh", 96)),
+    "gemma3": model("gemma3", {"kv_heads": 1, "bias": False, "qk_norm": True, "head_dim": 24,
+                               "window": 5, "rope": {"theta": 10000},
+                               "global": {"every": 2, "rope": {"theta": 1000000}}},
+                    swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True),
 }
 
 

@@ -83,10 +83,14 @@ class Params:
         return self.t[name]
 
 
-def attention(h, l, P, name):
+def attention(h, l, P, name, it=None):
     """[B, T, d] -> [B, T, d] (SPEC's attention row; head_dim, trainc's extension, a head's
-    width apart from d / heads)."""
+    width apart from d / heads; global, trainc's extension: iteration it of the innermost
+    repeat, when (it + 1) % every == 0, has no window and global's rope if it has one)."""
     B, T, d = h.shape
+    glob = l.get("global")
+    if glob and (it + 1) % glob["every"] == 0:
+        l = dict(l, window=None, rope=glob.get("rope", l.get("rope")))
     H = l["heads"]
     KV = l.get("kv_heads", H)
     hd, g = l.get("head_dim", d // H), H // KV
@@ -130,9 +134,10 @@ def layer_name(l, idx, prefix):
     return ".".join(prefix + [l.get("name", str(idx))])
 
 
-def run_layers(layers, h, x, P, prefix, embeds):
+def run_layers(layers, h, x, P, prefix, embeds, it=None):
     """The layers of a list applied in order to h; x the token ids; embeds: an
-    embedding's name -> its weight (for a linear's tie)."""
+    embedding's name -> its weight (for a linear's tie); it: the innermost repeat's
+    iteration."""
     for idx, l in enumerate(layers):
         glu_next = idx + 1 < len(layers) and layers[idx + 1]["op"] == "glu"
         op, name = l["op"], layer_name(l, idx, prefix)
@@ -161,7 +166,7 @@ def run_layers(layers, h, x, P, prefix, embeds):
             h = F.layer_norm(h, (d,), P(name + ".weight", (d,), "norm"), P(name + ".bias", (d,), "b"),
                              l.get("eps", 1e-5))
         elif op == "attention":
-            h = attention(h, l, P, name)
+            h = attention(h, l, P, name, it)
         elif op == "glu":
             a, b = h.chunk(2, dim=-1)
             h = GLU_ACTS[l.get("act", "silu")](a) * b
@@ -176,10 +181,10 @@ def run_layers(layers, h, x, P, prefix, embeds):
         elif op == "gelu":
             h = F.gelu(h, approximate=l.get("approximate", "none"))
         elif op == "residual":
-            h = h + run_layers(l["body"], h, x, P, own, embeds)
+            h = h + run_layers(l["body"], h, x, P, own, embeds, it)
         elif op == "repeat":
-            for it in range(l["count"]):
-                h = run_layers(l["body"], h, x, P, own + [str(it)], embeds)
+            for k in range(l["count"]):
+                h = run_layers(l["body"], h, x, P, own + [str(k)], embeds, k)
         else:
             raise ValueError("llama_torch.py has no op " + op)
     return h

@@ -6,6 +6,7 @@
  * (kv_heads, rope, qk_norm, window) to rt_attention_ext_fwd/_bwd, which apply qk_norm
  * and rope inside the core (qk_norm's weights are the core node's w and b). */
 #include <math.h>
+#include <stdlib.h>
 #include "op.h"
 
 /* Key/value heads: kv_heads, or heads when not given (multi-head attention). */
@@ -14,7 +15,7 @@ static int64_t kv_heads(const Layer *l) { return l->kv_heads ? l->kv_heads : l->
 /* Does the layer take the options call (rt_attention_ext_*) rather than GPT-2's? */
 static int uses_options(const Layer *l)
 {
-    return kv_heads(l) != l->heads || l->rope_theta > 0 || l->qk_norm || l->window;
+    return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm || l->window;
 }
 
 static int attention_params(const Layer *l, const char **out)
@@ -36,12 +37,26 @@ static int attention_params(const Layer *l, const char **out)
 /* The core's FLOPs a sample (forward): 4 hd H per (query, visible key) pair, the causal
  * triangle counted as T^2 / 2; a window of w < T keys leaves T w - w^2 / 2 pairs (the
  * blocks the kernels skip are not counted). */
-static double core_flops(const Layer *l, int64_t T, int64_t d)
+static double core_flops(const Layer *l, int64_t window, int64_t T, int64_t d)
 {
-    if (!l->window || l->window >= T)
+    if (!window || window >= T)
         return 4.0 * T * T * d / (l->causal ? 2 : 1);
-    double w = (double)l->window;
+    double w = (double)window;
     return 4.0 * d * ((double)T * w - w * w / 2);
+}
+
+/* Is this one of the layers "global" exempts from the window (every - 1, 2 every - 1,
+ * ... of the innermost repeat's iterations)? */
+static int is_global(GraphCtx *c, const Layer *l)
+{
+    if (!l->global_every)
+        return 0;
+    if (!c->iter)
+        layer_error(c, l, "\"global\" picks layers of a repeat by their index: this attention "
+                    "is in no repeat");
+    const char *last = strrchr(c->iter, '.');
+    long long it = atoll(last ? last + 1 : c->iter);
+    return (it + 1) % l->global_every == 0;
 }
 
 /* qk_norm's weights [hd], ones: the first goes to the core node's w, the second to its b */
@@ -67,7 +82,7 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
         layer_error(c, l, "heads %lld does not divide the model width %lld (or give head_dim)",
                     (long long)l->heads, (long long)a.d);
     a.hd = l->head_dim ? l->head_dim : a.d / l->heads;
-    if (l->rope_theta > 0 && a.hd % 2)
+    if (l->rope.theta > 0 && a.hd % 2)
         layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
                     "(%s) must be even", (long long)a.hd, l->head_dim ? "head_dim" : "d / heads");
     a.dc = l->heads * a.hd;   /* at most 2^62: no overflow before the check */
@@ -122,7 +137,8 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n2->conv[2] = l->heads;
     n2->conv[3] = l->causal;
     n2->conv[4] = KV;
-    n2->conv[5] = l->window;
+    n2->conv[7] = is_global(c, l);
+    n2->conv[5] = n2->conv[7] ? 0 : l->window;
     n2->conv[6] = uses_options(l);
     if (l->qk_norm)
         add_qk_norm(c, a, n2, hd);
@@ -136,16 +152,18 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
                           l->path);
     double proj = 2.0 * T * d * wq + 2.0 * T * d * dc;
-    double core = core_flops(l, T, dc);
+    double core = core_flops(l, n2->conv[5], T, dc);
     add_flops(c, l->path, proj + core, 2 * (proj + core));
     c->cur = o;
 }
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
- * theta, factor, low and high frequency factors, original context length. */
+ * theta, factor, low and high frequency factors, original context length (a global
+ * layer's own rope where it has one). */
 static int options_args(const Node *nd, Arg *a)
 {
     const Layer *l = nd->layer;
+    const Rope *r = nd->conv[7] && l->global_rope.theta > 0 ? &l->global_rope : &l->rope;
     int n = 0;
     a[n++] = arg_rows(1);
     a[n++] = arg_int(nd->conv[0]);   /* T */
@@ -154,11 +172,11 @@ static int options_args(const Node *nd, Arg *a)
     a[n++] = arg_int(nd->conv[4]);   /* KV */
     a[n++] = arg_int(nd->conv[3]);   /* causal */
     a[n++] = arg_int(nd->conv[5]);   /* window */
-    a[n++] = arg_float(l->rope_theta);
-    a[n++] = arg_float(l->rope_factor);
-    a[n++] = arg_float(l->rope_low);
-    a[n++] = arg_float(l->rope_high);
-    a[n++] = arg_int((int64_t)l->rope_orig);
+    a[n++] = arg_float(r->theta);
+    a[n++] = arg_float(r->factor);
+    a[n++] = arg_float(r->low);
+    a[n++] = arg_float(r->high);
+    a[n++] = arg_int((int64_t)r->orig);
     return n;
 }
 
