@@ -1,7 +1,7 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, the
- * embedding scaled by sqrt(d) Gemma) as
+ * embedding scaled by sqrt(d) Gemma, and with a norm after each branch Gemma 3) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -27,9 +27,10 @@ typedef struct Ex {
     float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
     /* what the layers say */
     int gpt2, gemma;
+    int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
-    int64_t T, window;
-    double eps, theta;
+    int64_t T, window, global_every;
+    double eps, theta, global_theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
     const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
@@ -93,25 +94,53 @@ static void attention(Ex *e, const Layer *l)
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = l->rope.theta;
-    e->scaled = l->rope.factor ? l : NULL;
-    if (e->window && (e->d.bias || e->d.qk_norm))
-        refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither");
-    if (e->d.qk_norm && e->window)
-        refuse(e, NULL, l, "qk_norm with a window: Qwen3 windows only some layers");
+    e->scaled = l->rope.factor || l->global_rope.factor ? l : NULL;
+    e->global_every = l->global_every;
+    e->global_theta = l->global_rope.theta > 0 ? l->global_rope.theta : l->rope.theta;
+    if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
+        refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
+                           "which windows only some layers)");
     if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
         refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
                            "and o or none");
-    if (e->gemma && (e->window || e->d.qk_norm || e->d.bias == HF_BIAS_QKV || e->scaled))
-        refuse(e, NULL, l, "window, qk_norm, bias \"qkv\" and rope scaling have no place in "
-                           "Gemma (the embedding's scale by sqrt(d) makes the model Gemma)");
+    if (e->global_every && !(e->gemma && e->post_norms))
+        refuse(e, NULL, l, "global layers: only Gemma 3 (the embedding scaled by sqrt(d), a "
+                           "norm after each branch) has them here");
+    if (e->gemma && e->post_norms && !(e->window && e->d.qk_norm))
+        refuse(e, NULL, l, "Gemma 3 (the norms after each branch) has a window and qk_norm");
+    if (e->gemma && !e->post_norms && (e->window || e->d.qk_norm))
+        refuse(e, NULL, l, "window and qk_norm have no place in Gemma (with them and a norm "
+                           "after each branch it would be Gemma 3)");
+    if (e->gemma && (e->d.bias == HF_BIAS_QKV || e->scaled))
+        refuse(e, NULL, l, "bias \"qkv\" and rope scaling have no place in Gemma (the "
+                           "embedding's scale by sqrt(d) makes the model Gemma)");
+}
+
+/* A branch's last layer past N_MAIN: a norm after it (Gemma 3's), the same in both
+ * branches; its name in e->names[SLOT]. */
+static void post_norm(Ex *e, const Layer *r, int n_main, int slot, const char *prefix)
+{
+    int has = r->n_body > n_main;
+    if (slot == HF_POST1)
+        e->post_norms = has;
+    else if (has != e->post_norms)
+        refuse(e, xasprintf("%s.body", r->path), NULL, "a norm after one branch and not the "
+               "other: Gemma 3 has one after each");
+    if (has) {
+        if (r->n_body > n_main + 1 || e->gpt2)
+            refuse(e, NULL, r->body[n_main], slot == HF_POST1
+                   ? "the attention branch holds a norm, the attention and (Gemma 3) a norm"
+                   : "the MLP branch ends with its linear back or (Gemma 3) a norm after it");
+        e->names[slot] = norm(e, r->body[n_main], n_main, prefix);
+    }
 }
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
 static void mlp(Ex *e, const Layer *r, const char *prefix)
 {
-    if (r->n_body != 4)
+    if (r->n_body < 4)
         refuse(e, xasprintf("%s.body", r->path), NULL, "the MLP branch holds a norm, a linear, "
-               "the activation and a linear, and nothing else");
+               "the activation and a linear (and, in Gemma 3, a norm)");
     const Layer *up = r->body[1], *act = r->body[2], *down = r->body[3];
     if (up->op != OP_LINEAR || up->tie)
         refuse(e, NULL, up, "a linear expected here");
@@ -152,13 +181,13 @@ static void blocks(Ex *e, const Layer *rep)
             refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
         e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, prefix);
         if (k == 0) {
-            if (r->n_body != 2)
-                refuse(e, NULL, r->body[2],
-                       "the attention branch holds a norm and the attention, nothing else");
+            post_norm(e, r, 2, HF_POST1, prefix);
             attention(e, r->body[1]);
             e->names[HF_ATTN] = lname(r->body[1], 1, prefix);
-        } else
+        } else {
             mlp(e, r, prefix);
+            post_norm(e, r, 4, HF_POST2, prefix);
+        }
     }
 }
 
@@ -213,7 +242,8 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return e->gpt2 ? &hf_gpt2 : e->gemma ? &hf_gemma : &hf_llama;
+    return e->gpt2 ? &hf_gpt2 : e->gemma && e->post_norms ? &hf_gemma3
+         : e->gemma ? &hf_gemma : &hf_llama;
 }
 
 /* HF tensor THEIRS: rows [row0, row0 + rows) of our OURS (shape [d0, d1], d1 0 for a
@@ -325,9 +355,68 @@ static const char *const *family(const Ex *e)
                                        {"mistral", "MistralForCausalLM"},
                                        {"qwen2", "Qwen2ForCausalLM"},
                                        {"llama", "LlamaForCausalLM"},
-                                       {"gemma", "GemmaForCausalLM"}};
-    return f[e->gpt2 ? 0 : e->gemma ? 5 : e->d.qk_norm ? 1 : e->window ? 2
-             : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+                                       {"gemma", "GemmaForCausalLM"},
+                                       {"gemma3_text", "Gemma3ForCausalLM"}};
+    return f[e->gpt2 ? 0 : e->gemma && e->post_norms ? 6 : e->gemma ? 5 : e->d.qk_norm ? 1
+             : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+}
+
+static void gpt2_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
+    cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
+    cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
+    cJSON_AddNumberToObject(c, "n_positions", (double)e->d.max_pos);
+    cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
+    cJSON_AddStringToObject(c, "activation_function", e->act);
+    /* trainc's spec has no dropout layer here: none in transformers either */
+    cJSON_AddNumberToObject(c, "attn_pdrop", 0);
+    cJSON_AddNumberToObject(c, "embd_pdrop", 0);
+    cJSON_AddNumberToObject(c, "resid_pdrop", 0);
+}
+
+/* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
+static void llama_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    if (e->gemma)   /* the one Gemma reads; hidden_act only for older transformers */
+        cJSON_AddStringToObject(c, "hidden_activation", e->act);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
+    if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
+        cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
+        cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
+    /* Llama and Mistral: read by transformers 4.45 on; Gemma's is 256 when absent */
+    if (e->d.qk_norm || e->d.HD || e->gemma)
+        cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    if (e->d.qk_norm || e->d.bias == HF_BIAS_QKV)
+        cJSON_AddFalseToObject(c, "use_sliding_window");
+}
+
+/* Gemma 3's keys beside the sizes: the local layers' rope and window (a query sees
+ * sliding_window positions, itself included: SPEC's window), every N-th layer global
+ * (sliding_window_pattern for transformers 4.50, layer_types for 4.53 on). */
+static void gemma3_keys(cJSON *c, const Ex *e)
+{
+    int64_t every = e->global_every ? e->global_every : e->d.L + 1, hd = hf_head_dim(&e->d);
+    cJSON_AddNumberToObject(c, "head_dim", (double)hd);
+    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)hd);
+    cJSON_AddStringToObject(c, "hidden_activation", e->act);
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddNumberToObject(c, "rope_theta", e->global_theta);
+    cJSON_AddNumberToObject(c, "rope_local_base_freq", e->theta);
+    cJSON_AddNullToObject(c, "rope_scaling");
+    cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+    cJSON_AddNumberToObject(c, "sliding_window_pattern", (double)every);
+    cJSON *types = cJSON_AddArrayToObject(c, "layer_types");
+    for (int64_t i = 0; i < e->d.L; i++)
+        cJSON_AddItemToArray(types, cJSON_CreateString((i + 1) % every ? "sliding_attention"
+                                                                        : "full_attention"));
+    cJSON_AddNullToObject(c, "final_logit_softcapping");
+    cJSON_AddNullToObject(c, "attn_logit_softcapping");
 }
 
 static cJSON *config(const Ex *e)
@@ -342,17 +431,7 @@ static cJSON *config(const Ex *e)
     if (e->eos >= 0)
         cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (e->gpt2) {
-        cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
-        cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
-        cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
-        cJSON_AddNumberToObject(c, "n_positions", (double)e->d.max_pos);
-        cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
-        cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
-        cJSON_AddStringToObject(c, "activation_function", e->act);
-        /* trainc's spec has no dropout layer here: none in transformers either */
-        cJSON_AddNumberToObject(c, "attn_pdrop", 0);
-        cJSON_AddNumberToObject(c, "embd_pdrop", 0);
-        cJSON_AddNumberToObject(c, "resid_pdrop", 0);
+        gpt2_keys(c, e);
     } else {
         cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
         cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
@@ -361,21 +440,10 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
         cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
-        cJSON_AddNumberToObject(c, "rope_theta", e->theta);
-        cJSON_AddStringToObject(c, "hidden_act", e->act);
-        if (e->gemma)   /* the one Gemma reads; hidden_act only for older transformers */
-            cJSON_AddStringToObject(c, "hidden_activation", e->act);
-        if (e->scaled)
-            cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
-        if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
-            cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
-        if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
-            cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
-        /* Llama and Mistral: read by transformers 4.45 on; Gemma's is 256 when absent */
-        if (e->d.qk_norm || e->d.HD || e->gemma)
-            cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
-        if (e->d.qk_norm || e->d.bias == HF_BIAS_QKV)
-            cJSON_AddFalseToObject(c, "use_sliding_window");
+        if (e->gemma && e->post_norms)
+            gemma3_keys(c, e);
+        else
+            llama_keys(c, e);
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

@@ -2,8 +2,8 @@
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2, Qwen3 and Gemma; a config key or tensor the spec cannot express exits 1
- * naming it, before anything is written. */
+ * Qwen2, Qwen3, Gemma and Gemma 3 (text); a config key or tensor the spec cannot
+ * express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -24,6 +24,9 @@ typedef struct Arch {
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
     double embed_scale;        /* Gemma's sqrt(hidden_size), or 0: no scale layer */
+    int post_norms;            /* Gemma 3: a norm after each branch too */
+    int64_t global_every;      /* Gemma 3: every N-th layer global (no window), or 0 */
+    double global_theta;       /* its rope theta */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
@@ -64,7 +67,7 @@ static const char *const ignored_keys[] = {
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", NULL};
+    "suppress_tokens", "begin_suppress_tokens", "cache_implementation", NULL};
 
 /* ---- config ------------------------------------------------------------------- */
 
@@ -187,6 +190,90 @@ static const char *gemma_config(HfCfg *c, Arch *a)
     return hf_cfg_get(c, "hidden_activation") ? "hidden_activation" : NULL;
 }
 
+/* Which of Gemma 3's layers are global: layer_types (transformers 4.53 on), else every
+ * sliding_window_pattern-th ((i + 1) % N == 0), as N (past L when none is). A list that
+ * no N describes is refused. */
+static int64_t layer_pattern(HfCfg *c, int64_t L)
+{
+    const char *key = hf_cfg_get(c, "_sliding_window_pattern") ? "_sliding_window_pattern"
+                                                                 : "sliding_window_pattern";
+    int64_t n = hf_cfg_int(c, key, 6);
+    const cJSON *types = hf_cfg_get(c, "layer_types");
+    if (!types)
+        return n;
+    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != L)
+        hf_cfg_error(c, "layer_types", "a list of num_hidden_layers (%lld) layer types expected",
+                     (long long)L);
+    int64_t i = 0, first = -1;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, types) {
+        int full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
+        if (!full && !(cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")))
+            hf_cfg_error(c, "layer_types", "entry %lld: \"full_attention\" or "
+                         "\"sliding_attention\" expected", (long long)i);
+        if (full && first < 0)
+            first = i;
+        i++;
+    }
+    n = first < 0 ? L + 1 : first + 1;
+    i = 0;
+    cJSON_ArrayForEach(e, types) {
+        if (!strcmp(e->valuestring, "full_attention") != ((i + 1) % n == 0))
+            hf_cfg_error(c, "layer_types", "layer %lld breaks the pattern of one global layer "
+                         "in %lld: trainc's global layers are every N-th", (long long)i,
+                         (long long)n);
+        i++;
+    }
+    return n;
+}
+
+/* rope_parameters (transformers 5): each layer type's default rope, its theta. */
+static void rope_parameters(HfCfg *c, const cJSON *rp, double *local, double *global)
+{
+    static const char *const kinds[] = {"sliding_attention", "full_attention"};
+    double *to[] = {local, global};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *p = cJSON_GetObjectItemCaseSensitive(rp, kinds[k]);
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
+        const cJSON *th = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
+        if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th) ||
+            cJSON_GetArraySize(p) != 2)
+            hf_cfg_error(c, xasprintf("rope_parameters.%s", kinds[k]), "{\"rope_type\": "
+                         "\"default\", \"rope_theta\": T} expected: trainc's rope has no "
+                         "scaling of this kind here");
+        *to[k] = th->valuedouble;
+    }
+}
+
+/* Gemma 3's text model: Gemma's, with a norm after each branch as well, qk_norm (by
+ * 1 + weight), and windowed (local) layers interleaved with global ones, each kind
+ * with its rope theta; attention scaled by query_pre_attn_scalar, which must be the
+ * head width. Soft-capping and bidirectional attention are refused. */
+static void gemma3_config(HfCfg *c, Arch *a)
+{
+    a->post_norms = 1;
+    a->d.qk_norm = 1;
+    a->window = hf_cfg_int(c, "sliding_window", 4096);
+    a->global_every = layer_pattern(c, a->d.L);
+    a->global_theta = hf_cfg_num(c, "rope_theta", 1e6);
+    a->theta = hf_cfg_num(c, "rope_local_base_freq", 1e4);
+    const cJSON *rp = hf_cfg_get(c, "rope_parameters");
+    if (rp)
+        rope_parameters(c, rp, &a->theta, &a->global_theta);
+    int64_t hd = hf_head_dim(&a->d);
+    if (hf_cfg_num(c, "query_pre_attn_scalar", 256) != (double)hd)
+        hf_cfg_error(c, "query_pre_attn_scalar", "%g: trainc's attention scales by "
+                     "1/sqrt(head width), here 1/sqrt(%lld)",
+                     hf_cfg_num(c, "query_pre_attn_scalar", 256), (long long)hd);
+    static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
+    for (int k = 0; k < 2; k++)
+        if (hf_cfg_get(c, caps[k]))
+            hf_cfg_error(c, caps[k], "trainc does not soft-cap (Gemma 3's checkpoints have null)");
+    if (hf_cfg_bool(c, "use_bidirectional_attention", 0))
+        hf_cfg_error(c, "use_bidirectional_attention", "true: trainc's language models are "
+                     "causal");
+}
+
 /* The MLP's glu act from config key KEY (NULL: gelu_pytorch_tanh, Gemma's default). */
 static const char *glu_act(HfCfg *c, const char *key)
 {
@@ -208,8 +295,8 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
     a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
-    int gemma = !strcmp(a->type, "gemma");
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", gemma ? 8192 : 2048);
+    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma = gemma3 || !strcmp(a->type, "gemma");
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", gemma3 ? 131072 : gemma ? 8192 : 2048);
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", 10000);
     const char *act_key = gemma ? gemma_config(c, a) : "hidden_act";
@@ -223,6 +310,8 @@ static void llama_config(HfCfg *c, Arch *a)
         phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
     head_dims(c, a, gemma ? 256 : 0);
+    if (gemma3)
+        gemma3_config(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
     a->act = glu_act(c, act_key);
@@ -233,9 +322,9 @@ static void llama_config(HfCfg *c, Arch *a)
          * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
         a->window = hf_cfg_int(c, "sliding_window", -1) + 1;
     if (a->d.qk_norm && a->eps != 1e-6)
-        hf_cfg_error(c, "rms_norm_eps", "%g: Qwen3's q_norm and k_norm use it, trainc's qk_norm "
-                     "uses 1e-6", a->eps);
-    if ((a->d.qk_norm || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
+        hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
+                     "uses 1e-6", a->eps, gemma3 ? "Gemma 3" : "Qwen3");
+    if (((a->d.qk_norm && !gemma3) || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
         hf_cfg_error(c, "use_sliding_window", "true: %s then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's",
                      qwen2 ? "Qwen2" : "Qwen3");
@@ -256,13 +345,14 @@ static void read_config(Imp *im, Arch *a)
                                            {"phi3", "Phi3ForCausalLM", "Phi3Model"},
                                            {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
-                                           {"gemma", "GemmaForCausalLM", "GemmaModel"}};
+                                           {"gemma", "GemmaForCausalLM", "GemmaModel"},
+                                           {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
-                     "qwen3 and gemma", a->type);
+                     "qwen3, gemma and gemma3_text (Gemma 3's text models: 270m, 1b)", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -276,7 +366,8 @@ static void read_config(Imp *im, Arch *a)
     else
         llama_config(c, a);
     a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3
-              : !strcmp(a->type, "gemma") ? &hf_gemma : &hf_llama;
+              : !strcmp(a->type, "gemma") ? &hf_gemma
+              : !strcmp(a->type, "gemma3_text") ? &hf_gemma3 : &hf_llama;
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
@@ -288,7 +379,8 @@ static const char *const gpt2_names[HF_N_SLOTS] = {"wte", "wpe", "ln_1", "attn",
                                                    "proj", "ln_f", "lm_head"};
 static const char *const llama_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", "attn",
                                                     "mlp_norm", "gate_up", "down", "norm",
-                                                    "lm_head"};
+                                                    "lm_head", "attn_post_norm",
+                                                    "mlp_post_norm"};
 
 /* ---- the spec ------------------------------------------------------------------ */
 
@@ -331,6 +423,11 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddTrueToObject(l, "qk_norm");
     if (a->window)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
+    if (a->global_every && a->global_every <= a->d.L) {
+        cJSON *g = cJSON_AddObjectToObject(l, "global");
+        cJSON_AddNumberToObject(g, "every", (double)a->global_every);
+        cJSON_AddNumberToObject(cJSON_AddObjectToObject(g, "rope"), "theta", a->global_theta);
+    }
 }
 
 /* The MLP branch's layers after its norm. */
@@ -382,9 +479,13 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
     norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
+    if (a->post_norms)
+        norm(b1, a, N[HF_POST1]);
     cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
     norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
+    if (a->post_norms)
+        norm(b2, a, N[HF_POST2]);
     norm(ls, a, N[HF_FINAL]);
     cJSON *head = layer(ls, "linear", N[HF_HEAD]);
     if (a->d.tie)

@@ -49,9 +49,10 @@ rt_st_out *hf_out_open(const HfOut *o, const char *path);
 
 /* ---- the families' tensor tables (hf_arch.c) ---- */
 
-/* The layers of a family's model that own parameters; a block's are under its index. */
+/* The layers of a family's model that own parameters; a block's are under its index
+ * (HF_POST1, HF_POST2: the norms after the attention and the MLP, Gemma 2's and 3's). */
 enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, HF_HEAD,
-       HF_N_SLOTS };
+       HF_POST1, HF_POST2, HF_N_SLOTS };
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
  * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
@@ -78,9 +79,9 @@ typedef struct HfFamily {
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_gemma;
+extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
- * for a norm's weight, else 0. */
+ * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
 
 /* What a model's shapes and optional tensors depend on. */

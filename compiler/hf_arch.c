@@ -27,53 +27,72 @@ static const HfMap gpt2_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
-/* Llama, Mistral, Qwen2, Qwen3, Gemma: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj,
- * up_proj. */
+/* The rows Llama's kin share: qkv = q_proj, k_proj, v_proj; gate_up = gate_proj, up_proj. */
+#define EMBED_ROW {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D}
+#define INPUT_NORM_ROW \
+    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0}
+#define QKV_ROWS                                                                            \
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,                                                \
+     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},     \
+     {HF_QD, HF_KD, HF_KD}, HF_D},                                                          \
+    {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0,                                                 \
+     {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},           \
+     {HF_QD, HF_KD, HF_KD}, 0}
+#define O_ROWS                                                                              \
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},  \
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0}
+#define QK_NORM_ROWS                                                                        \
+    {1, HF_ATTN, "q_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.q_norm.weight"}, {HF_HD}, 0}, \
+    {1, HF_ATTN, "k_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.k_norm.weight"}, {HF_HD}, 0}
+#define MLP_ROWS                                                                            \
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_proj.weight", "mlp.up_proj.weight"},      \
+     {HF_FF, HF_FF}, HF_D},                                                                 \
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF}
+#define HEAD_ROWS                                                                           \
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},                      \
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},              \
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}
+
+/* Llama, Mistral, Qwen2, Qwen3, Gemma */
 static const HfMap llama_map[] = {
-    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
-    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
-    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,
-     {"self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"},
-     {HF_QD, HF_KD, HF_KD}, HF_D},
-    {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0,
-     {"self_attn.q_proj.bias", "self_attn.k_proj.bias", "self_attn.v_proj.bias"},
-     {HF_QD, HF_KD, HF_KD}, 0},
-    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},
-    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.o_proj.bias"}, {HF_D}, 0},
-    {1, HF_ATTN, "q_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.q_norm.weight"}, {HF_HD}, 0},
-    {1, HF_ATTN, "k_norm.weight", HF_IF_QK_NORM, 0, {"self_attn.k_norm.weight"}, {HF_HD}, 0},
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS, QK_NORM_ROWS,
     {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
-    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_proj.weight", "mlp.up_proj.weight"},
-     {HF_FF, HF_FF}, HF_D},
-    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
-    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
-    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
-    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+    MLP_ROWS, HEAD_ROWS};
 
 /* Phi-3: Llama's layers with q, k, v in one qkv_proj and gate, up in one gate_up_proj,
  * in trainc's order already. */
 static const HfMap phi3_map[] = {
-    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
-    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"input_layernorm.weight"}, {HF_D}, 0},
+    EMBED_ROW, INPUT_NORM_ROW,
     {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0, {"self_attn.qkv_proj.weight"}, {HF_QKV}, HF_D},
     {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.o_proj.weight"}, {HF_D}, HF_QD},
     {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
     {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_up_proj.weight"}, {HF_2FF}, HF_D},
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
-    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
-    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
-    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+    HEAD_ROWS};
+
+/* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
+ * attention's output norm, not the MLP's input norm as Llama's). */
+static const HfMap gemma3_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS, QK_NORM_ROWS,
+    {1, HF_POST1, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"pre_feedforward_layernorm.weight"}, {HF_D}, 0},
+    MLP_ROWS,
+    {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
+    HEAD_ROWS};
 
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
 const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f};
+const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f};
 
 float hf_offset(const HfFamily *f, const HfMap *m)
 {
-    int norm = m->slot == HF_NORM1 || m->slot == HF_NORM2 || m->slot == HF_FINAL;
-    return norm && !strcmp(m->ours, "weight") ? f->norm_offset : 0.0f;
+    int norm = m->slot == HF_NORM1 || m->slot == HF_NORM2 || m->slot == HF_FINAL ||
+               m->slot == HF_POST1 || m->slot == HF_POST2;
+    int qk = m->slot == HF_ATTN && strstr(m->ours, "_norm.weight");
+    return (norm && !strcmp(m->ours, "weight")) || qk ? f->norm_offset : 0.0f;
 }
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }

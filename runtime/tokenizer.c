@@ -1163,13 +1163,22 @@ static int metaspace(rt_tokenizer *t, const cJSON *ms, char *err, size_t errlen)
     return 0;
 }
 
+/* A Split on the string " ", not inverted: after a normalizer that wrote every space as
+ * U+2581 (transformers' later Gemma files) it finds nothing to split. */
+static int space_split(const cJSON *pt)
+{
+    return cJSON_IsObject(pt) && strcmp(type_of(pt), "Split") == 0 &&
+           is_str(cJSON_GetObjectItemCaseSensitive(pt, "pattern"), "String", " ") &&
+           is_false(pt, "invert");
+}
+
 /* ByteLevel (GPT-2), or Sequence[Split(Regex), ByteLevel(use_regex false)] (Llama 3,
- * Qwen2), or Sequence[ByteLevel]; none after Llama 2's normalizer, Metaspace without a
- * normalizer (SentencePiece-style). */
+ * Qwen2), or Sequence[ByteLevel]; none (or a Split on " ", which finds none) after a
+ * SentencePiece-style normalizer, Metaspace without a normalizer. */
 static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
 {
     int use_regex = 0;
-    if (t->sp && (!pt || cJSON_IsNull(pt)))
+    if (t->sp && (!pt || cJSON_IsNull(pt) || space_split(pt)))
         return 0;
     if (t->sp)
         return FAIL("pre_tokenizer type '%s' after Llama 2's normalizer is not supported "

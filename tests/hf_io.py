@@ -324,6 +324,141 @@ def gemma_configs(val):
                        ["rope_scaling", "Gemma"])])
 
 
+GEMMA3 = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "vocab_size": V,
+          "hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 24,
+          "query_pre_attn_scalar": 24, "hidden_activation": "gelu_pytorch_tanh",
+          "max_position_embeddings": 64, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+          "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 5,
+          "sliding_window_pattern": 3, "final_logit_softcapping": None,
+          "attn_logit_softcapping": None, "attention_bias": False, "attention_dropout": 0.0,
+          "tie_word_embeddings": True, "cache_implementation": "hybrid", "use_cache": True,
+          "initializer_range": 0.02, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+          "torch_dtype": "float32", "transformers_version": "4.50.0"}
+
+
+def gemma3_tensors(cfg, g):
+    """Random Gemma 3 tensors under transformers' names (norm weights near 0: 1 + w)."""
+    D, hd, F_ = cfg["hidden_size"], cfg["head_dim"], cfg["intermediate_size"]
+    H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    sd = {"model.embed_tokens.weight": torch.randn(V, D, generator=g) * 0.1,
+          "model.norm.weight": 0.1 * torch.randn(D, generator=g)}
+    shapes = {"self_attn.q_proj.weight": (H * hd, D), "self_attn.k_proj.weight": (KV * hd, D),
+              "self_attn.v_proj.weight": (KV * hd, D), "self_attn.o_proj.weight": (D, H * hd),
+              "mlp.gate_proj.weight": (F_, D), "mlp.up_proj.weight": (F_, D),
+              "mlp.down_proj.weight": (D, F_)}
+    norms = {"input_layernorm.weight": D, "post_attention_layernorm.weight": D,
+             "pre_feedforward_layernorm.weight": D, "post_feedforward_layernorm.weight": D,
+             "self_attn.q_norm.weight": hd, "self_attn.k_norm.weight": hd}
+    for i in range(cfg["num_hidden_layers"]):
+        p = "model.layers.%d." % i
+        sd.update({p + n: 0.15 * torch.randn(*s, generator=g) for n, s in shapes.items()})
+        sd.update({p + n: 0.1 * torch.randn(w, generator=g) for n, w in norms.items()})
+    return sd
+
+
+def gemma3_loss(cfg, sd, tokens):
+    """Gemma3ForCausalLM's loss, written here from transformers' modeling_gemma3.py (4.50):
+    the embedding times sqrt(d) as a float32, RMSNorm by 1 + weight, q_norm and k_norm
+    before rope, local layers ((i + 1) % sliding_window_pattern != 0) with
+    rope_local_base_freq and a window of sliding_window positions (the query's own
+    included), global ones with rope_theta and no window, scores times
+    query_pre_attn_scalar^-0.5, a norm after each branch, GeGLU, the head tied."""
+    D, hd, H, KV = cfg["hidden_size"], cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    eps, W, n_pat = cfg["rms_norm_eps"], cfg["sliding_window"], cfg["sliding_window_pattern"]
+    n = (len(tokens) - 1) // T
+    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
+    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    B = x.shape[0]
+
+    def norm(h, w):
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
+
+    def rope(t, theta):
+        inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+        f = torch.arange(T).float()[:, None] * inv[None, :]
+        emb = torch.cat((f, f), dim=-1)
+        half = torch.cat((-t[..., hd // 2:], t[..., :hd // 2]), dim=-1)
+        return t * emb.cos() + half * emb.sin()
+
+    i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
+    with torch.no_grad():
+        h = F.embedding(x, sd["model.embed_tokens.weight"]) * torch.tensor(D ** 0.5)
+        for layer in range(cfg["num_hidden_layers"]):
+            w = {n[len("model.layers.%d." % layer):]: t for n, t in sd.items()
+                 if n.startswith("model.layers.%d." % layer)}
+            local = (layer + 1) % n_pat != 0
+            theta = cfg["rope_local_base_freq"] if local else cfg["rope_theta"]
+            a = norm(h, w["input_layernorm.weight"])
+            q = F.linear(a, w["self_attn.q_proj.weight"]).view(B, T, H, hd).transpose(1, 2)
+            k = F.linear(a, w["self_attn.k_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
+            v = F.linear(a, w["self_attn.v_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
+            q = rope(norm(q, w["self_attn.q_norm.weight"]), theta)
+            k = rope(norm(k, w["self_attn.k_norm.weight"]), theta)
+            k = k.repeat_interleave(H // KV, dim=1)
+            v = v.repeat_interleave(H // KV, dim=1)
+            s = torch.matmul(q, k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5
+            seen = (j <= i) & ((j > i - W) if local else True)
+            s = s.masked_fill(~seen, torch.finfo(s.dtype).min)
+            o = torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32), v)
+            o = F.linear(o.transpose(1, 2).reshape(B, T, H * hd), w["self_attn.o_proj.weight"])
+            h = h + norm(o, w["post_attention_layernorm.weight"])
+            m = norm(h, w["pre_feedforward_layernorm.weight"])
+            m = F.linear(F.gelu(F.linear(m, w["mlp.gate_proj.weight"]), approximate="tanh") *
+                         F.linear(m, w["mlp.up_proj.weight"]), w["mlp.down_proj.weight"])
+            h = h + norm(m, w["post_feedforward_layernorm.weight"])
+        h = norm(h, sd["model.norm.weight"])
+        logits = F.linear(h, sd["model.embed_tokens.weight"]).double()
+    return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)).item()
+
+
+def gemma3_case(val):
+    """A Gemma 3 text folder (transformers 4.40 has no Gemma 3: config.json as 4.50 saves
+    it, random tensors): trainc's --eval of its import against gemma3_loss; export and
+    import again gives the same layers and tensors bit for bit; layer_types in place of
+    sliding_window_pattern imports alike; a list no period describes, soft-capping and a
+    query_pre_attn_scalar apart from head_dim are refused."""
+    d = OUT + "/hf_gemma3"
+    os.makedirs(d)
+    sd = gemma3_tensors(GEMMA3, torch.Generator().manual_seed(3))
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    json.dump(GEMMA3, open(d + "/config.json", "w"))
+    o = OUT + "/gemma3"
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
+    ours, theirs = trainc_eval(o, o + "/init.safetensors"), gemma3_loss(GEMMA3, sd, val)
+    check(rel(ours, theirs) <= 1e-5, "gemma3 imported: attention %s; trainc --eval %.7f, "
+          "Gemma 3 from its modeling code %.7f (%.1e)" % (json.dumps(att), ours, theirs,
+                                                          rel(ours, theirs)))
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/export")
+    back = json.load(open(o + "/export/config.json"))
+    trainc("import", "hf", o + "/export", "-o", o + "/again", "--seq-len", T)
+    same, n = same_import(o, o + "/again")
+    check(same and back["model_type"] == "gemma3_text",
+          "gemma3 exported (%s, sliding_window %s, layer_types %s) and imported again: the "
+          "same layers and %d tensors" % (back["model_type"], back.get("sliding_window"),
+                                          back.get("layer_types"), n))
+    typed = dict(GEMMA3, layer_types=["sliding_attention", "sliding_attention", "full_attention",
+                                      "sliding_attention"])
+    del typed["sliding_window_pattern"]
+    shutil.copy(d + "/model.safetensors", OUT + "/typed.safetensors")
+    d2 = OUT + "/hf_gemma3_typed"
+    os.makedirs(d2)
+    shutil.move(OUT + "/typed.safetensors", d2 + "/model.safetensors")
+    json.dump(typed, open(d2 + "/config.json", "w"))
+    trainc("import", "hf", d2, "-o", OUT + "/gemma3_typed", "--seq-len", T)
+    same, n = same_import(o, OUT + "/gemma3_typed")
+    check(same, "gemma3 with layer_types: the same layers and %d tensors" % n)
+    bad_configs(d, [
+        ("gemma3 layer_types off the period",
+         {"layer_types": ["sliding_attention", "full_attention", "sliding_attention",
+                          "sliding_attention"]}, ["layer_types", "layer 3"]),
+        ("gemma3 soft-capping", {"final_logit_softcapping": 30.0}, ["final_logit_softcapping"]),
+        ("gemma3 query_pre_attn_scalar", {"query_pre_attn_scalar": 48}, ["query_pre_attn_scalar"])])
+
+
 def whole_configs():
     """config.json written whole (PretrainedConfig.to_dict(), as older transformers and
     some tools write it: every output switch and generation setting at its default), with
@@ -480,6 +615,7 @@ def main():
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
     bad_configs(OUT + "/hf_llama")
     gemma_configs(val)
+    gemma3_case(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix

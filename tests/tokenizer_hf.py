@@ -140,7 +140,8 @@ def sp_trained(corpus, vocab, words=False):
 def sp_variants(base):
     """Llama 2's file, and the other spellings of SentencePiece-style BPE over the same
     vocabulary: Metaspace (no normalizer) with prepend_scheme first, always with split,
-    never; Gemma's normalizer (Replace(" ", "▁") alone: nothing prepended); and without
+    never; Gemma's normalizer (Replace(" ", "▁") alone: nothing prepended), also with a
+    Split on " " (which finds none); and without
     byte_fallback (unknown characters one fused unk)."""
     def meta(scheme, split):
         j = json.loads(json.dumps(base))
@@ -152,9 +153,13 @@ def sp_variants(base):
     unk["model"]["byte_fallback"] = False
     gemma = json.loads(json.dumps(base))
     gemma["normalizer"] = {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}
+    # transformers' later Gemma files: a Split on " ", which finds none after the normalizer
+    gemma_split = json.loads(json.dumps(gemma))
+    gemma_split["pre_tokenizer"] = {"type": "Split", "pattern": {"String": " "},
+                                    "behavior": "MergedWithPrevious", "invert": False}
     return {"sp_llama2": base, "sp_first": meta("first", False),
             "sp_always_split": meta("always", True), "sp_never": meta("never", False),
-            "sp_gemma": gemma, "sp_unk": unk}
+            "sp_gemma": gemma, "sp_gemma_split": gemma_split, "sp_unk": unk}
 
 
 def shard_ids(path):
