@@ -1,7 +1,8 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
- * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, the
- * embedding scaled by sqrt(d) Gemma, and with a norm after each branch Gemma 3) as
+ * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
+ * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, and with a norm after
+ * each branch Gemma 3) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -29,7 +30,9 @@ typedef struct Ex {
     int gpt2, gemma;
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
-    int64_t T, window, global_every;
+    int64_t T, window;
+    int64_t global_every;      /* Gemma 3: every N-th layer without the window, or 0 */
+    int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
     double eps, theta, global_theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
     const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
@@ -74,6 +77,48 @@ static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
     return lname(l, idx, prefix);
 }
 
+/* What an interleave says: Gemma 3's global layers (window null, a rope of their own
+ * without scaling) or SmolLM3's layers without rope (rope null alone); no other. */
+static void interleave(Ex *e, const Layer *l)
+{
+    const Interleave *il = &l->il;
+    if (!il->every)
+        return;
+    if (il->set_window && !il->window && il->set_rope && il->rope.theta > 0 && !il->rope.factor) {
+        e->global_every = il->every;
+        e->global_theta = il->rope.theta;
+    } else if (!il->set_window && il->set_rope && !(il->rope.theta > 0))
+        e->nope_every = il->every;
+    else
+        refuse(e, NULL, l, "interleave: Gemma 3's (window null and a rope without scaling) or "
+                           "SmolLM3's (rope null alone) only");
+}
+
+/* The combinations of attention options the families have; any other is refused. */
+static void attention_family(Ex *e, const Layer *l)
+{
+    if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
+        refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
+                           "which windows only some layers)");
+    if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
+        refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
+                           "and o or none");
+    if (e->global_every && !(e->gemma && e->post_norms))
+        refuse(e, NULL, l, "global layers: only Gemma 3 (the embedding scaled by sqrt(d), a "
+                           "norm after each branch) has them here");
+    if (e->nope_every && (e->gemma || e->window || e->d.qk_norm || e->scaled))
+        refuse(e, NULL, l, "layers without rope: SmolLM3 has them, without a window, qk_norm "
+                           "or rope scaling");
+    if (e->gemma && e->post_norms && !(e->window && e->d.qk_norm))
+        refuse(e, NULL, l, "Gemma 3 (the norms after each branch) has a window and qk_norm");
+    if (e->gemma && !e->post_norms && (e->window || e->d.qk_norm))
+        refuse(e, NULL, l, "window and qk_norm have no place in Gemma (with them and a norm "
+                           "after each branch it would be Gemma 3)");
+    if (e->gemma && (e->d.bias == HF_BIAS_QKV || e->scaled))
+        refuse(e, NULL, l, "bias \"qkv\" and rope scaling have no place in Gemma (the "
+                           "embedding's scale by sqrt(d) makes the model Gemma)");
+}
+
 static void attention(Ex *e, const Layer *l)
 {
     if (l->op != OP_ATTENTION)
@@ -94,26 +139,9 @@ static void attention(Ex *e, const Layer *l)
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = l->rope.theta;
-    e->scaled = l->rope.factor || l->global_rope.factor ? l : NULL;
-    e->global_every = l->global_every;
-    e->global_theta = l->global_rope.theta > 0 ? l->global_rope.theta : l->rope.theta;
-    if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
-        refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
-                           "which windows only some layers)");
-    if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
-        refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
-                           "and o or none");
-    if (e->global_every && !(e->gemma && e->post_norms))
-        refuse(e, NULL, l, "global layers: only Gemma 3 (the embedding scaled by sqrt(d), a "
-                           "norm after each branch) has them here");
-    if (e->gemma && e->post_norms && !(e->window && e->d.qk_norm))
-        refuse(e, NULL, l, "Gemma 3 (the norms after each branch) has a window and qk_norm");
-    if (e->gemma && !e->post_norms && (e->window || e->d.qk_norm))
-        refuse(e, NULL, l, "window and qk_norm have no place in Gemma (with them and a norm "
-                           "after each branch it would be Gemma 3)");
-    if (e->gemma && (e->d.bias == HF_BIAS_QKV || e->scaled))
-        refuse(e, NULL, l, "bias \"qkv\" and rope scaling have no place in Gemma (the "
-                           "embedding's scale by sqrt(d) makes the model Gemma)");
+    e->scaled = l->rope.factor ? l : NULL;
+    interleave(e, l);
+    attention_family(e, l);
 }
 
 /* A branch's last layer past N_MAIN: a norm after it (Gemma 3's), the same in both
@@ -356,9 +384,10 @@ static const char *const *family(const Ex *e)
                                        {"qwen2", "Qwen2ForCausalLM"},
                                        {"llama", "LlamaForCausalLM"},
                                        {"gemma", "GemmaForCausalLM"},
-                                       {"gemma3_text", "Gemma3ForCausalLM"}};
-    return f[e->gpt2 ? 0 : e->gemma && e->post_norms ? 6 : e->gemma ? 5 : e->d.qk_norm ? 1
-             : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+                                       {"gemma3_text", "Gemma3ForCausalLM"},
+                                       {"smollm3", "SmolLM3ForCausalLM"}};
+    return f[e->gpt2 ? 0 : e->gemma && e->post_norms ? 6 : e->gemma ? 5 : e->nope_every ? 7
+             : e->d.qk_norm ? 1 : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
 }
 
 static void gpt2_keys(cJSON *c, const Ex *e)
@@ -419,6 +448,17 @@ static void gemma3_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "attn_logit_softcapping");
 }
 
+/* SmolLM3's layers without rope: every N-th (no_rope_layer_interval, and the list of
+ * no_rope_layers: 0 for those, 1 for the others); no window. */
+static void smollm3_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "no_rope_layer_interval", (double)e->nope_every);
+    cJSON *rope = cJSON_AddArrayToObject(c, "no_rope_layers");
+    for (int64_t i = 0; i < e->d.L; i++)
+        cJSON_AddItemToArray(rope, cJSON_CreateNumber((i + 1) % e->nope_every != 0));
+    cJSON_AddFalseToObject(c, "use_sliding_window");
+}
+
 static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
@@ -444,6 +484,8 @@ static cJSON *config(const Ex *e)
             gemma3_keys(c, e);
         else
             llama_keys(c, e);
+        if (e->nope_every)
+            smollm3_keys(c, e);
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

@@ -2,8 +2,8 @@
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2, Qwen3, Gemma and Gemma 3 (text); a config key or tensor the spec cannot
- * express exits 1 naming it, before anything is written. */
+ * Qwen2, Qwen3, Gemma, Gemma 3 (text) and SmolLM3; a config key or tensor the spec
+ * cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +27,7 @@ typedef struct Arch {
     int post_norms;            /* Gemma 3: a norm after each branch too */
     int64_t global_every;      /* Gemma 3: every N-th layer global (no window), or 0 */
     double global_theta;       /* its rope theta */
+    int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
@@ -190,41 +191,76 @@ static const char *gemma_config(HfCfg *c, Arch *a)
     return hf_cfg_get(c, "hidden_activation") ? "hidden_activation" : NULL;
 }
 
+/* A per-layer list KEY of L entries, each SPECIAL or OTHER (JSON strings or numbers, as
+ * cJSON prints them): the N whose every N-th entry ((i + 1) % N == 0) is SPECIAL and the
+ * rest OTHER (past L when none is); a list no N describes is refused. */
+static int64_t list_period(HfCfg *c, const char *key, int64_t L, const char *special,
+                           const char *other)
+{
+    const cJSON *list = hf_cfg_get(c, key);
+    if (!cJSON_IsArray(list) || cJSON_GetArraySize(list) != L)
+        hf_cfg_error(c, key, "a list of num_hidden_layers (%lld) entries expected", (long long)L);
+    int64_t i = 0, n = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, list) {
+        char *v = cJSON_PrintUnformatted(e);
+        int is = !strcmp(v, special);
+        if (!is && strcmp(v, other))
+            hf_cfg_error(c, key, "entry %lld: %s or %s expected, got %s", (long long)i, special,
+                         other, v);
+        if (is && !n)
+            n = i + 1;
+        free(v);
+        i++;
+    }
+    n = n ? n : L + 1;
+    i = 0;
+    cJSON_ArrayForEach(e, list) {
+        char *v = cJSON_PrintUnformatted(e);
+        if (!strcmp(v, special) != ((i + 1) % n == 0))
+            hf_cfg_error(c, key, "layer %lld breaks the pattern of one %s in %lld: trainc's "
+                         "interleave sets apart every N-th layer", (long long)i, special,
+                         (long long)n);
+        free(v);
+        i++;
+    }
+    return n;
+}
+
 /* Which of Gemma 3's layers are global: layer_types (transformers 4.53 on), else every
- * sliding_window_pattern-th ((i + 1) % N == 0), as N (past L when none is). A list that
- * no N describes is refused. */
+ * sliding_window_pattern-th, as N. */
 static int64_t layer_pattern(HfCfg *c, int64_t L)
 {
     const char *key = hf_cfg_get(c, "_sliding_window_pattern") ? "_sliding_window_pattern"
                                                                  : "sliding_window_pattern";
     int64_t n = hf_cfg_int(c, key, 6);
-    const cJSON *types = hf_cfg_get(c, "layer_types");
-    if (!types)
+    if (!hf_cfg_get(c, "layer_types"))
         return n;
-    if (!cJSON_IsArray(types) || cJSON_GetArraySize(types) != L)
-        hf_cfg_error(c, "layer_types", "a list of num_hidden_layers (%lld) layer types expected",
-                     (long long)L);
-    int64_t i = 0, first = -1;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, types) {
-        int full = cJSON_IsString(e) && !strcmp(e->valuestring, "full_attention");
-        if (!full && !(cJSON_IsString(e) && !strcmp(e->valuestring, "sliding_attention")))
-            hf_cfg_error(c, "layer_types", "entry %lld: \"full_attention\" or "
-                         "\"sliding_attention\" expected", (long long)i);
-        if (full && first < 0)
-            first = i;
-        i++;
-    }
-    n = first < 0 ? L + 1 : first + 1;
-    i = 0;
-    cJSON_ArrayForEach(e, types) {
-        if (!strcmp(e->valuestring, "full_attention") != ((i + 1) % n == 0))
-            hf_cfg_error(c, "layer_types", "layer %lld breaks the pattern of one global layer "
-                         "in %lld: trainc's global layers are every N-th", (long long)i,
-                         (long long)n);
-        i++;
-    }
-    return n;
+    return list_period(c, "layer_types", L, "\"full_attention\"", "\"sliding_attention\"");
+}
+
+/* SmolLM3: Llama's layers, every no_rope_layer_interval-th (or as no_rope_layers, 0 for
+ * no rope, lists them) without rope; its tied default, rope_parameters (transformers 5)
+ * read; windows (use_sliding_window) refused. */
+static void smollm3_config(HfCfg *c, Arch *a)
+{
+    a->nope_every = hf_cfg_int(c, "no_rope_layer_interval", 4);
+    if (hf_cfg_get(c, "no_rope_layers"))
+        a->nope_every = list_period(c, "no_rope_layers", a->d.L, "0", "1");
+    if (hf_cfg_bool(c, "use_sliding_window", 0))
+        hf_cfg_error(c, "use_sliding_window", "true: SmolLM3 then windows only its layers "
+                     "without rope; trainc's window is every layer's");
+    hf_cfg_get(c, "sliding_window");
+    if (hf_cfg_get(c, "layer_types"))
+        list_period(c, "layer_types", a->d.L, "\"sliding_attention\"", "\"full_attention\"");
+    const cJSON *rp = hf_cfg_get(c, "rope_parameters");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(rp, "rope_theta");
+    if (rp && (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th)))
+        hf_cfg_error(c, "rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": T} "
+                     "expected: trainc's rope has no scaling of this kind here");
+    if (rp)
+        a->theta = th->valuedouble;
 }
 
 /* rope_parameters (transformers 5): each layer type's default rope, its theta. */
@@ -287,6 +323,24 @@ static const char *glu_act(HfCfg *c, const char *key)
     return a;
 }
 
+/* The config classes' defaults for keys a config.json may leave out. */
+typedef struct Defaults {
+    const char *type;
+    int64_t max_pos;
+    double theta;
+    int tie;
+} Defaults;
+
+static Defaults defaults_of(const char *type)
+{
+    static const Defaults d[] = {{"gemma", 8192, 1e4, 1}, {"gemma3_text", 131072, 1e6, 1},
+                                 {"smollm3", 32768, 2e6, 1}, {NULL, 2048, 1e4, 0}};
+    int k = 0;
+    while (d[k].type && strcmp(d[k].type, type))
+        k++;
+    return d[k];
+}
+
 static void llama_config(HfCfg *c, Arch *a)
 {
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -296,12 +350,13 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
     int gemma3 = !strcmp(a->type, "gemma3_text"), gemma = gemma3 || !strcmp(a->type, "gemma");
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", gemma3 ? 131072 : gemma ? 8192 : 2048);
+    Defaults dflt = defaults_of(a->type);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
-    a->theta = hf_cfg_num(c, "rope_theta", 10000);
+    a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a) : "hidden_act";
     a->scaling = gemma ? NULL : rope_scaling(c);
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", gemma);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
     a->d.bias = qwen2 ? HF_BIAS_QKV : !phi3 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
@@ -312,6 +367,8 @@ static void llama_config(HfCfg *c, Arch *a)
     head_dims(c, a, gemma ? 256 : 0);
     if (gemma3)
         gemma3_config(c, a);
+    if (!strcmp(a->type, "smollm3"))
+        smollm3_config(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
     a->act = glu_act(c, act_key);
@@ -346,13 +403,14 @@ static void read_config(Imp *im, Arch *a)
                                            {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
                                            {"gemma", "GemmaForCausalLM", "GemmaModel"},
-                                           {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"}};
+                                           {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
+                                           {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
-                     "qwen3, gemma and gemma3_text (Gemma 3's text models: 270m, 1b)", a->type);
+                     "qwen3, gemma, gemma3_text (Gemma 3's text models: 270m, 1b) and smollm3", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -424,9 +482,15 @@ static void attention(cJSON *list, const Arch *a)
     if (a->window)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
     if (a->global_every && a->global_every <= a->d.L) {
-        cJSON *g = cJSON_AddObjectToObject(l, "global");
+        cJSON *g = cJSON_AddObjectToObject(l, "interleave");
         cJSON_AddNumberToObject(g, "every", (double)a->global_every);
+        cJSON_AddNullToObject(g, "window");
         cJSON_AddNumberToObject(cJSON_AddObjectToObject(g, "rope"), "theta", a->global_theta);
+    }
+    if (a->nope_every && a->nope_every <= a->d.L) {
+        cJSON *g = cJSON_AddObjectToObject(l, "interleave");
+        cJSON_AddNumberToObject(g, "every", (double)a->nope_every);
+        cJSON_AddNullToObject(g, "rope");
     }
 }
 

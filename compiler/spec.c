@@ -858,22 +858,33 @@ static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
         parse_rope_scaling(c, r, sc, keep(path_key(path, "scaling")));
 }
 
-/* attention's "global": {"every": N, "rope": ...}: in a repeat, iterations N - 1,
- * 2N - 1, ... see every earlier position (no window), with their own rope if given
- * (Gemma 2 and 3's interleaved local and global layers). */
-static void parse_global(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+/* attention's "interleave": {"every": N, "window": ..., "rope": ...}: in a repeat,
+ * iterations N - 1, 2N - 1, ... take the window and rope given (null: none) in place of
+ * the layer's (Gemma 2 and 3's global layers among windowed ones, SmolLM3's layers
+ * without rope). */
+static void parse_interleave(const Ctx *c, Layer *l, const cJSON *v, const char *path)
 {
-    static const char *const keys[] = {"every", "rope", NULL};
-    need_object(c, v, path, "an object {\"every\": N, \"rope\": {\"theta\": ...}}");
+    static const char *const keys[] = {"every", "window", "rope", NULL};
+    need_object(c, v, path, "an object {\"every\": N, \"window\": ..., \"rope\": ...}");
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v)
         if (!in_list(ch->string, keys))
             unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
-    l->global_every = get_int(c, require(c, v, path, "every"), keep(path_key(path, "every")), 1,
-                              MAX_DIM);
-    const cJSON *r = member(v, "rope");
-    if (r)
-        parse_rope(c, &l->global_rope, r, keep(path_key(path, "rope")));
+    Interleave *il = &l->il;
+    il->every = get_int(c, require(c, v, path, "every"), keep(path_key(path, "every")), 1,
+                        MAX_DIM);
+    const cJSON *w = member(v, "window"), *r = member(v, "rope");
+    if (!w && !r)
+        error_at(c->file, path, "interleave changes nothing: give \"window\" or \"rope\" (null "
+                 "for none)");
+    if (w) {
+        il->set_window = 1;
+        il->window = cJSON_IsNull(w) ? 0 : get_int(c, w, keep(path_key(path, "window")), 1, MAX_DIM);
+    }
+    if (r) {
+        il->set_rope = 1;
+        parse_rope(c, &il->rope, r, keep(path_key(path, "rope")));
+    }
 }
 
 /* One op key of layer l (the key is known to be the op's). */
@@ -930,8 +941,8 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "rope"))
         parse_rope(c, &l->rope, v, path);
-    else if (!strcmp(key, "global"))
-        parse_global(c, l, v, path);
+    else if (!strcmp(key, "interleave"))
+        parse_interleave(c, l, v, path);
     else if (!strcmp(key, "approximate")) {
         static const char *const modes[] = {"none", "tanh", NULL};
         l->gelu_tanh = get_choice(c, v, path, modes) == 1;
@@ -974,15 +985,10 @@ static void check_attention_keys(const Ctx *c, const Layer *l, const char *path)
         error_at(c->file, keep(path_key(path, "kv_heads")), "kv_heads %lld does not divide "
                  "heads %lld (each key/value head serves heads / kv_heads query heads)",
                  (long long)l->kv_heads, (long long)l->heads);
-    if (l->window && !l->causal)
-        error_at(c->file, keep(path_key(path, "window")), "a window needs causal attention "
-                 "(a query sees the W most recent positions, itself included)");
-    if (l->global_every && !l->window)
-        error_at(c->file, keep(path_key(path, "global")), "global layers need a window on the "
-                 "others (\"window\": W)");
-    if (l->global_rope.theta > 0 && !(l->rope.theta > 0))
-        error_at(c->file, keep(path_key(path, "global")), "a global rope needs a rope on the "
-                 "other layers");
+    if ((l->window || l->il.window) && !l->causal)
+        error_at(c->file, keep(path_key(path, l->window ? "window" : "interleave")), "a window "
+                 "needs causal attention (a query sees the W most recent positions, itself "
+                 "included)");
 }
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)

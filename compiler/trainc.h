@@ -49,6 +49,15 @@ typedef struct Rope {
     double theta, factor, low, high, orig;
 } Rope;
 
+/* attention's "interleave": iterations every - 1, 2 every - 1, ... of the innermost
+ * repeat take window (when set_window) and rope (when set_rope) in place of the layer's */
+typedef struct Interleave {
+    int64_t every;            /* 0: none */
+    int set_window, set_rope;
+    int64_t window;
+    Rope rope;
+} Interleave;
+
 struct Layer {
     int op;                   /* OP_* */
     char *path;               /* "$.model.layers[3]" or "$.model.layers[2].body[0]" */
@@ -73,12 +82,12 @@ struct Layer {
     int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
     /* attention: kv_heads (0: heads), head_dim (0: d / heads), qk_norm, window (0: none),
-     * rope; global_every (0: none): in a repeat, iterations every - 1, 2 every - 1, ...
-     * have no window and global_rope (its theta 0: rope) */
-    int64_t kv_heads, head_dim, window, global_every;
+     * rope, interleave */
+    int64_t kv_heads, head_dim, window;
     int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
     int qk_norm;
-    Rope rope, global_rope;
+    Rope rope;
+    Interleave il;
     Layer **body;             /* residual, repeat */
     int n_body;
     Layer **shortcut;         /* residual: applied to its input in place of the identity */

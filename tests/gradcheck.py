@@ -141,11 +141,6 @@ cases += [
                                            "rope_type": "llama3", "factor": 8, "low_freq_factor": 1,
                                            "high_freq_factor": 4, "original_max_position_embeddings": 8}},
                                        "qk_norm": True, "window": 3, "head_dim": 6}, L(7)]),
-    # global layers (Gemma 2 and 3's): in a repeat, the second of each two has no window
-    # and its own rope theta
-    tok("attention_global", [E(dim=8), {"op": "repeat", "name": "h", "count": 2, "body": [
-        {"op": "attention", "name": "attn", "heads": 2, "window": 2, "rope": {"theta": 10000},
-         "global": {"every": 2, "rope": {"theta": 100}}}]}, L(7)]),
     # named: unnamed, its tanh would be "2" like the head (an error, SPEC.md section 2)
     tok("residual", [E(), {"op": "residual", "name": "r", "body": [{"op": "layernorm"}, L(6), {"op": "tanh"}]}, L(7)]),
     tok("repeat", [E(), {"op": "repeat", "name": "h", "count": 2,
@@ -231,6 +226,19 @@ cases.append(tok("gemma_block", [E(), {"op": "scale", "by": 6 ** 0.5}, {"op": "r
     {"op": "residual", "body": [{"op": "rmsnorm", "name": "ln_2"}, L(16, name="fc", bias=False),
                                 {"op": "glu", "act": "gelu_tanh"}, L(6, name="proj", bias=False)]}]},
     {"op": "rmsnorm", "name": "ln_f"}, {"op": "linear", "tie": "wte", "bias": False}]))
+
+# interleave: in a repeat, the second of each two has no window and its own rope theta
+# (Gemma 3's global layers); the third of three no rope (SmolLM3's). (New cases go last:
+# each case's data comes from one generator in order, so a case put earlier changes the
+# data of those after it.)
+cases += [
+    tok("attention_interleave", [E(dim=8), {"op": "repeat", "name": "h", "count": 2, "body": [
+        {"op": "attention", "name": "attn", "heads": 2, "window": 2, "rope": {"theta": 10000},
+         "interleave": {"every": 2, "window": None, "rope": {"theta": 100}}}]}, L(7)]),
+    tok("attention_nope", [E(dim=8), {"op": "repeat", "name": "h", "count": 3, "body": [
+        {"op": "attention", "name": "attn", "heads": 2, "kv_heads": 1, "rope": {"theta": 10000},
+         "interleave": {"every": 3, "rope": None}}]}, L(7)]),
+]
 
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""

@@ -35,6 +35,11 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   tensors bit for bit;
 - Gemma's config as published (hidden_act "gelu" alone) imports to transformers'
   gelu_pytorch_tanh and its loss; a Gemma rope_scaling is refused;
+- SmolLM3 folders (transformers 4.40 has no SmolLM3: the Llama's tensors) with
+  no_rope_layer_interval and with the no_rope_layers list import to interleave every 2
+  without rope and the SPEC reference's loss, and export back to their tensors; a Gemma
+  3 text folder (config.json as transformers 4.50 writes it, random tensors) imports
+  to the loss of a Gemma 3 forward written here from transformers' modeling code;
 - config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
   use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
   with a dropout layer for export: exit 1 naming the key or layer,
@@ -179,9 +184,10 @@ def same_tensors(src, path, gemma=False):
     return not bad
 
 
-def reference_case(name, src, edit, extra, val):
+def reference_case(name, src, edit, extra, val, interleave=None):
     """A hand-made folder: src's Llama tensors plus extra, config.json edited; trainc's
-    --eval of its import against the SPEC reference on the tensors mapped by name."""
+    --eval of its import against the SPEC reference on the tensors mapped by name (the
+    attention's interleave as given)."""
     d = os.path.join(OUT, "hf_" + name)
     os.makedirs(d)
     sd = source_tensors(src)
@@ -221,7 +227,8 @@ def reference_case(name, src, edit, extra, val):
         want_rope["scaling"] = cfg["rope_scaling"]
     hd = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     spec_ok = att["rope"] == want_rope and bool(att.get("qk_norm")) == (cfg["model_type"] == "qwen3") \
-        and att.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]) == hd
+        and att.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"]) == hd \
+        and att.get("interleave") == interleave
     check(spec_ok and rel(ours, ref) <= 1e-5, "%s imported: attention %s; trainc --eval %.7f, "
           "reference %.7f (%.1e)" % (name, json.dumps(att), ours, ref, rel(ours, ref)))
     trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
@@ -613,6 +620,19 @@ def main():
                    {"rope_theta": 500000.0, "rope_scaling": {
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                        "high_freq_factor": 4.0, "original_max_position_embeddings": 16}}, {}, val)
+    # SmolLM3 (transformers 4.40 has none): Llama's tensors, every second layer without
+    # rope, as no_rope_layer_interval and as the no_rope_layers list say it
+    smol = {"model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
+            "use_sliding_window": False, "sliding_window": None, "max_window_layers": 2}
+    reference_case("smollm3", OUT + "/hf_llama", dict(smol, no_rope_layer_interval=2), {}, val,
+                   interleave={"every": 2, "rope": None})
+    reference_case("smollm3_list", OUT + "/hf_llama", dict(smol, no_rope_layers=[1, 0]), {}, val,
+                   interleave={"every": 2, "rope": None})
+    bad_configs(OUT + "/hf_llama", [
+        ("smollm3 no_rope_layers off the period", dict(smol, no_rope_layers=[0, 1]),
+         ["no_rope_layers", "layer 1"]),
+        ("smollm3 windowed", dict(smol, use_sliding_window=True, sliding_window=8),
+         ["use_sliding_window"])])
     bad_configs(OUT + "/hf_llama")
     gemma_configs(val)
     gemma3_case(val)

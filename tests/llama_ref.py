@@ -2,7 +2,7 @@
 PyTorch reference of tests/llama_torch.py (written from SPEC.md; tests/llama_hf.py
 checks it against HF where HF has the op).
 
-Four tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
+Five tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
 weights on both sides, each trained 40 AdamW steps with warmup, cosine decay and
 gradient clipping on the same windows of data/text, fp32, one thread; every step's
 loss within 1e-4 relative:
@@ -17,8 +17,12 @@ loss within 1e-4 relative:
     qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh);
   - gemma3: Gemma 3's layout: the embedding scaled by sqrt(d), a norm after each
     branch as well as before it, one KV head 24 wide, qk_norm, a window of 5 on the
-    first layer and none on the second (global every 2) with its own RoPE theta,
-    GeGLU, tied.
+    first layer and none on the second (interleave every 2) with its own RoPE theta,
+    GeGLU, tied;
+  - smollm3: SmolLM3's layout: Llama's with the second layer of two without RoPE
+    (interleave every 2), tied; with qk_norm and RoPE theta 100 here, so that the
+    positions count from the first step (at 0.02 init, q k^T is too small for a
+    RoPE dropped to change 40 steps' losses by 1e-4).
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -85,8 +89,11 @@ MODELS = {
                              swiglu("gelu_tanh", 96)),
     "gemma3": model("gemma3", {"kv_heads": 1, "bias": False, "qk_norm": True, "head_dim": 24,
                                "window": 5, "rope": {"theta": 10000},
-                               "global": {"every": 2, "rope": {"theta": 1000000}}},
+                               "interleave": {"every": 2, "window": None, "rope": {"theta": 1000000}}},
                     swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True),
+    "smollm3": model("smollm3", {"kv_heads": 2, "bias": False, "qk_norm": True, "rope": {"theta": 100},
+                                 "interleave": {"every": 2, "rope": None}},
+                     swiglu("silu", 128), tie=True),
 }
 
 

@@ -4,7 +4,7 @@
 # 1,235,814,400 (Llama-3.2-1B's); and a Qwen3-0.6B-shaped spec written here from
 # llama3_1b's (heads 128 wide by head_dim over d 1024 and 16 heads, qk_norm) its
 # 596,049,920; and a Gemma-3-270M-shaped one (the embedding scaled, heads 256 wide
-# over d 640, a norm after each branch, every sixth layer global) its 268,098,176
+# over d 640, a norm after each branch, every sixth layer global by interleave) its 268,098,176
 # (the 268M its model card gives). Each count is also the sum of the shapes the spec implies, computed
 # here from the JSON alone (embedding V x d; attention's qkv (heads + 2 kv_heads) x hd
 # x d, proj d x heads hd, qk_norm's 2 hd; rmsnorm d; a linear out x in, none when tied;
@@ -43,7 +43,7 @@ s = from_1b("gemma3_270m", 262144, 640, 18)
 rep = s["model"]["layers"][1]
 rep["body"][0]["body"][1].update(heads=4, kv_heads=1, head_dim=256, qk_norm=True, window=512,
                                  rope={"theta": 10000},
-                                 **{"global": {"every": 6, "rope": {"theta": 1000000}}})
+                                 interleave={"every": 6, "window": None, "rope": {"theta": 1000000}})
 mlp = rep["body"][1]["body"]
 mlp[1]["out"], mlp[2]["act"], mlp[3]["out"] = 2 * 2048, "gelu_tanh", 640
 for b, name in ((rep["body"][0]["body"], "attn_post_norm"), (mlp, "mlp_post_norm")):

@@ -6,12 +6,13 @@ linear back), then rmsnorm and a bias-free head; data paths as seen from
 build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
-                                         [--T N]
+                                         [--interleave] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
 through squared_relu after the blocks; --scale scales the embedding by sqrt(64) as Gemma
-does; --T sets the inputs' length.
+does; --interleave gives the attention rope and a window of 8 with the second block
+global (no window, another rope theta) as Gemma 3's are; --T sets the inputs' length.
 """
 import json
 import os
@@ -23,7 +24,11 @@ LLAMA_ATTENTION = {"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, 
                                 "high_freq_factor": 4, "original_max_position_embeddings": 64}}}
 
 
-def spec(llama_attention=False, squared_relu=False, T=None, scale=False):
+INTERLEAVE = {"rope": {"theta": 10000}, "window": 8,
+              "interleave": {"every": 2, "window": None, "rope": {"theta": 100}}}
+
+
+def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -32,6 +37,8 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False):
     attn = {"op": "attention", "name": "attn", "heads": 4}
     if llama_attention:
         attn.update(LLAMA_ATTENTION)
+    if interleave:
+        attn.update(INTERLEAVE)
     m["layers"] = [
         {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
         {"op": "repeat", "name": "h", "count": 2, "body": [
@@ -57,7 +64,8 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False):
 def main():
     args = sys.argv[1:]
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
-    s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args)
+    s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
+             "--interleave" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

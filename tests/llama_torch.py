@@ -85,12 +85,12 @@ class Params:
 
 def attention(h, l, P, name, it=None):
     """[B, T, d] -> [B, T, d] (SPEC's attention row; head_dim, trainc's extension, a head's
-    width apart from d / heads; global, trainc's extension: iteration it of the innermost
-    repeat, when (it + 1) % every == 0, has no window and global's rope if it has one)."""
+    width apart from d / heads; interleave, trainc's extension: iteration it of the
+    innermost repeat, when (it + 1) % every == 0, takes interleave's window and rope)."""
     B, T, d = h.shape
-    glob = l.get("global")
-    if glob and (it + 1) % glob["every"] == 0:
-        l = dict(l, window=None, rope=glob.get("rope", l.get("rope")))
+    il = l.get("interleave")
+    if il and (it + 1) % il["every"] == 0:
+        l = dict(l, **{k: il[k] for k in ("window", "rope") if k in il})
     H = l["heads"]
     KV = l.get("kv_heads", H)
     hd, g = l.get("head_dim", d // H), H // KV

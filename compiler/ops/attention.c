@@ -12,10 +12,12 @@
 /* Key/value heads: kv_heads, or heads when not given (multi-head attention). */
 static int64_t kv_heads(const Layer *l) { return l->kv_heads ? l->kv_heads : l->heads; }
 
-/* Does the layer take the options call (rt_attention_ext_*) rather than GPT-2's? */
+/* Does the layer take the options call (rt_attention_ext_*) rather than GPT-2's? (All
+ * its layers do when interleave sets some apart.) */
 static int uses_options(const Layer *l)
 {
-    return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm || l->window;
+    return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm || l->window ||
+           l->il.every;
 }
 
 static int attention_params(const Layer *l, const char **out)
@@ -45,18 +47,31 @@ static double core_flops(const Layer *l, int64_t window, int64_t T, int64_t d)
     return 4.0 * d * ((double)T * w - w * w / 2);
 }
 
-/* Is this one of the layers "global" exempts from the window (every - 1, 2 every - 1,
- * ... of the innermost repeat's iterations)? */
-static int is_global(GraphCtx *c, const Layer *l)
+/* Is this one of the layers "interleave" sets apart (every - 1, 2 every - 1, ... of the
+ * innermost repeat's iterations)? */
+static int interleaved(GraphCtx *c, const Layer *l)
 {
-    if (!l->global_every)
+    if (!l->il.every)
         return 0;
     if (!c->iter)
-        layer_error(c, l, "\"global\" picks layers of a repeat by their index: this attention "
-                    "is in no repeat");
+        layer_error(c, l, "\"interleave\" picks layers of a repeat by their index: this "
+                    "attention is in no repeat");
     const char *last = strrchr(c->iter, '.');
     long long it = atoll(last ? last + 1 : c->iter);
-    return (it + 1) % l->global_every == 0;
+    return (it + 1) % l->il.every == 0;
+}
+
+/* The window and rope of a core node (conv[7]: one interleave sets apart). */
+static int64_t node_window(const Node *nd)
+{
+    const Layer *l = nd->layer;
+    return nd->conv[7] && l->il.set_window ? l->il.window : l->window;
+}
+
+static const Rope *node_rope(const Node *nd)
+{
+    const Layer *l = nd->layer;
+    return nd->conv[7] && l->il.set_rope ? &l->il.rope : &l->rope;
 }
 
 /* qk_norm's weights [hd], ones: the first goes to the core node's w, the second to its b */
@@ -82,7 +97,7 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
         layer_error(c, l, "heads %lld does not divide the model width %lld (or give head_dim)",
                     (long long)l->heads, (long long)a.d);
     a.hd = l->head_dim ? l->head_dim : a.d / l->heads;
-    if (l->rope.theta > 0 && a.hd % 2)
+    if ((l->rope.theta > 0 || l->il.rope.theta > 0) && a.hd % 2)
         layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
                     "(%s) must be even", (long long)a.hd, l->head_dim ? "head_dim" : "d / heads");
     a.dc = l->heads * a.hd;   /* at most 2^62: no overflow before the check */
@@ -137,8 +152,8 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n2->conv[2] = l->heads;
     n2->conv[3] = l->causal;
     n2->conv[4] = KV;
-    n2->conv[7] = is_global(c, l);
-    n2->conv[5] = n2->conv[7] ? 0 : l->window;
+    n2->conv[7] = interleaved(c, l);
+    n2->conv[5] = node_window(n2);
     n2->conv[6] = uses_options(l);
     if (l->qk_norm)
         add_qk_norm(c, a, n2, hd);
@@ -162,8 +177,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
  * layer's own rope where it has one). */
 static int options_args(const Node *nd, Arg *a)
 {
-    const Layer *l = nd->layer;
-    const Rope *r = nd->conv[7] && l->global_rope.theta > 0 ? &l->global_rope : &l->rope;
+    const Rope *r = node_rope(nd);
     int n = 0;
     a[n++] = arg_rows(1);
     a[n++] = arg_int(nd->conv[0]);   /* T */
