@@ -435,7 +435,7 @@ static void gemma3_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)hd);
     cJSON_AddStringToObject(c, "hidden_activation", e->act);
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
-    cJSON_AddNumberToObject(c, "rope_theta", e->global_theta);
+    cJSON_AddNumberToObject(c, "rope_theta", e->global_every ? e->global_theta : e->theta);
     cJSON_AddNumberToObject(c, "rope_local_base_freq", e->theta);
     cJSON_AddNullToObject(c, "rope_scaling");
     cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);

@@ -14,7 +14,7 @@
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
-                                  gemma */
+                                  gemma, gemma3_text, smollm3 */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
@@ -191,6 +191,19 @@ static const char *gemma_config(HfCfg *c, Arch *a)
     return hf_cfg_get(c, "hidden_activation") ? "hidden_activation" : NULL;
 }
 
+/* rope_parameters (transformers 5), or one of its entries by layer type, at KEY:
+ * {"rope_type": "default", "rope_theta": T}, whose T it returns; any other rope is refused. */
+static double default_rope(HfCfg *c, const cJSON *p, const char *key)
+{
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
+    const cJSON *th = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
+    if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th) ||
+        cJSON_GetArraySize(p) != 2)
+        hf_cfg_error(c, key, "{\"rope_type\": \"default\", \"rope_theta\": T} expected: "
+                     "trainc's rope has no scaling of this kind here");
+    return th->valuedouble;
+}
+
 /* A per-layer list KEY of L entries, each SPECIAL or OTHER (JSON strings or numbers, as
  * cJSON prints them): the N whose every N-th entry ((i + 1) % N == 0) is SPECIAL and the
  * rest OTHER (past L when none is); a list no N describes is refused. */
@@ -254,31 +267,8 @@ static void smollm3_config(HfCfg *c, Arch *a)
     if (hf_cfg_get(c, "layer_types"))
         list_period(c, "layer_types", a->d.L, "\"sliding_attention\"", "\"full_attention\"");
     const cJSON *rp = hf_cfg_get(c, "rope_parameters");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(rp, "rope_type");
-    const cJSON *th = cJSON_GetObjectItemCaseSensitive(rp, "rope_theta");
-    if (rp && (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th)))
-        hf_cfg_error(c, "rope_parameters", "{\"rope_type\": \"default\", \"rope_theta\": T} "
-                     "expected: trainc's rope has no scaling of this kind here");
     if (rp)
-        a->theta = th->valuedouble;
-}
-
-/* rope_parameters (transformers 5): each layer type's default rope, its theta. */
-static void rope_parameters(HfCfg *c, const cJSON *rp, double *local, double *global)
-{
-    static const char *const kinds[] = {"sliding_attention", "full_attention"};
-    double *to[] = {local, global};
-    for (int k = 0; k < 2; k++) {
-        const cJSON *p = cJSON_GetObjectItemCaseSensitive(rp, kinds[k]);
-        const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
-        const cJSON *th = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
-        if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th) ||
-            cJSON_GetArraySize(p) != 2)
-            hf_cfg_error(c, xasprintf("rope_parameters.%s", kinds[k]), "{\"rope_type\": "
-                         "\"default\", \"rope_theta\": T} expected: trainc's rope has no "
-                         "scaling of this kind here");
-        *to[k] = th->valuedouble;
-    }
+        a->theta = default_rope(c, rp, "rope_parameters");
 }
 
 /* Gemma 3's text model: Gemma's, with a norm after each branch as well, qk_norm (by
@@ -294,8 +284,12 @@ static void gemma3_config(HfCfg *c, Arch *a)
     a->global_theta = hf_cfg_num(c, "rope_theta", 1e6);
     a->theta = hf_cfg_num(c, "rope_local_base_freq", 1e4);
     const cJSON *rp = hf_cfg_get(c, "rope_parameters");
-    if (rp)
-        rope_parameters(c, rp, &a->theta, &a->global_theta);
+    if (rp) {
+        a->theta = default_rope(c, cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention"),
+                                "rope_parameters.sliding_attention");
+        a->global_theta = default_rope(c, cJSON_GetObjectItemCaseSensitive(rp, "full_attention"),
+                                       "rope_parameters.full_attention");
+    }
     int64_t hd = hf_head_dim(&a->d);
     if (hf_cfg_num(c, "query_pre_attn_scalar", 256) != (double)hd)
         hf_cfg_error(c, "query_pre_attn_scalar", "%g: trainc's attention scales by "
@@ -329,12 +323,13 @@ typedef struct Defaults {
     int64_t max_pos;
     double theta;
     int tie;
+    int64_t head_dim;          /* 0: hidden_size / num_attention_heads */
 } Defaults;
 
 static Defaults defaults_of(const char *type)
 {
-    static const Defaults d[] = {{"gemma", 8192, 1e4, 1}, {"gemma3_text", 131072, 1e6, 1},
-                                 {"smollm3", 32768, 2e6, 1}, {NULL, 2048, 1e4, 0}};
+    static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma3_text", 131072, 1e6, 1, 256},
+                                 {"smollm3", 32768, 2e6, 1, 0}, {NULL, 2048, 1e4, 0, 0}};
     int k = 0;
     while (d[k].type && strcmp(d[k].type, type))
         k++;
@@ -364,7 +359,7 @@ static void llama_config(HfCfg *c, Arch *a)
     if (phi3)
         phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
-    head_dims(c, a, gemma ? 256 : 0);
+    head_dims(c, a, dflt.head_dim);
     if (gemma3)
         gemma3_config(c, a);
     if (!strcmp(a->type, "smollm3"))

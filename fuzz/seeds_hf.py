@@ -4,7 +4,9 @@ folders (save_pretrained, no hub) flattened as fuzz_hf reads them, config.json, 
 (named s1.safetensors, s2.safetensors, ...). A GPT-2 (tied), a Llama (GQA, untied), a
 Mistral with a sliding window, a Qwen2, a Llama with Llama 3's rope_scaling, a Qwen3
 config over the Llama's tensors with q_norm and k_norm, a Phi-3 config over them fused,
-and the Llama in bf16 in two shards.
+a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 config
+over the Gemma's tensors with its four norms a layer and q_norm, k_norm, and the Llama in
+bf16 in two shards.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -13,8 +15,9 @@ import os
 
 import torch
 from safetensors.torch import save_file
-from transformers import (GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,
-                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
+from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
+                          LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
+                          Qwen2Config, Qwen2ForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -77,6 +80,21 @@ def main():
     phi3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "sliding_window": 8,
             "original_max_position_embeddings": 16, "embd_pdrop": 0.0}
     seed("phi3", [config_bytes(llama, phi3), st_bytes(ts)])
+    smol = {"model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
+            "no_rope_layers": [0], "use_sliding_window": False}
+    seed("smollm3", [config_bytes(llama, smol), st_bytes(tensors(llama))])
+    gemma = GemmaForCausalLM(GemmaConfig(head_dim=8, hidden_activation="gelu_pytorch_tanh", **small))
+    seed("gemma", [config_bytes(gemma), st_bytes(tensors(gemma))])
+    ts = tensors(gemma)
+    p = "model.layers.0."
+    ts[p + "pre_feedforward_layernorm.weight"] = ts[p + "post_attention_layernorm.weight"].clone()
+    ts[p + "post_feedforward_layernorm.weight"] = torch.zeros(8)
+    ts.update({p + "self_attn.%s_norm.weight" % c: torch.zeros(8) for c in "qk"})
+    gemma3 = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"],
+              "query_pre_attn_scalar": 8, "sliding_window": 4, "sliding_window_pattern": 2,
+              "rope_local_base_freq": 10000.0, "final_logit_softcapping": None,
+              "attn_logit_softcapping": None, "hidden_act": None}
+    seed("gemma3", [config_bytes(gemma, gemma3), st_bytes(ts)])
     ts = tensors(llama, torch.bfloat16)
     names = sorted(ts)
     shards = [names[:len(names) // 2], names[len(names) // 2:]]

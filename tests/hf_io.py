@@ -458,6 +458,15 @@ def gemma3_case(val):
     trainc("import", "hf", d2, "-o", OUT + "/gemma3_typed", "--seq-len", T)
     same, n = same_import(o, OUT + "/gemma3_typed")
     check(same, "gemma3 with layer_types: the same layers and %d tensors" % n)
+    # transformers 5 writes the two thetas as rope_parameters
+    v5 = dict(typed, rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": GEMMA3["rope_local_base_freq"]},
+        "full_attention": {"rope_type": "default", "rope_theta": GEMMA3["rope_theta"]}})
+    del v5["rope_theta"], v5["rope_local_base_freq"]
+    json.dump(v5, open(d2 + "/config.json", "w"))
+    trainc("import", "hf", d2, "-o", OUT + "/gemma3_v5", "--seq-len", T)
+    same, n = same_import(o, OUT + "/gemma3_v5")
+    check(same, "gemma3 with rope_parameters: the same layers and %d tensors" % n)
     bad_configs(d, [
         ("gemma3 layer_types off the period",
          {"layer_types": ["sliding_attention", "full_attention", "sliding_attention",
@@ -632,7 +641,9 @@ def main():
         ("smollm3 no_rope_layers off the period", dict(smol, no_rope_layers=[0, 1]),
          ["no_rope_layers", "layer 1"]),
         ("smollm3 windowed", dict(smol, use_sliding_window=True, sliding_window=8),
-         ["use_sliding_window"])])
+         ["use_sliding_window"]),
+        ("smollm3 yarn rope_parameters", dict(smol, rope_parameters={
+            "rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}), ["rope_parameters"])])
     bad_configs(OUT + "/hf_llama")
     gemma_configs(val)
     gemma3_case(val)

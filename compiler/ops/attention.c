@@ -173,8 +173,8 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
 }
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
- * theta, factor, low and high frequency factors, original context length (a global
- * layer's own rope where it has one). */
+ * theta, factor, low and high frequency factors, original context length (the rope
+ * interleave sets on the layers it sets apart). */
 static int options_args(const Node *nd, Arg *a)
 {
     const Rope *r = node_rope(nd);
