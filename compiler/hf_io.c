@@ -38,6 +38,15 @@ char *hf_slurp(const char *path, size_t *len)
     return s;
 }
 
+/* A JSON file parsed (NULL when it is not JSON); its text freed. */
+static cJSON *parse_file(const char *path)
+{
+    char *text = hf_slurp(path, NULL);
+    cJSON *root = cJSON_Parse(text);
+    free(text);
+    return root;
+}
+
 static void read_exact(int fd, void *buf, size_t n, uint64_t at, const char *path)
 {
     size_t got = 0;
@@ -153,7 +162,7 @@ void hf_weights_dir(HfWeights *w, const char *dir)
                                              "not read: save the model with safe_serialization)"
                                            : "");
     }
-    cJSON *root = cJSON_Parse(hf_slurp(index, NULL));
+    cJSON *root = parse_file(index);
     const cJSON *map = cJSON_GetObjectItemCaseSensitive(root, "weight_map");
     if (!cJSON_IsObject(map))
         error_input("%s: no \"weight_map\" object", index);
@@ -238,7 +247,7 @@ void hf_cfg_load(HfCfg *c, const char *path)
     c->file = path;
     if (access(path, F_OK) != 0)
         error_input("%s: no such file (a Hugging Face model folder holds config.json)", path);
-    c->root = cJSON_Parse(hf_slurp(path, NULL));
+    c->root = parse_file(path);
     if (!cJSON_IsObject(c->root))
         error_input("%s: not a JSON object", path);
     c->seen = xcalloc((size_t)cJSON_GetArraySize(c->root) + 1, sizeof *c->seen);
