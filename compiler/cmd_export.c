@@ -363,14 +363,20 @@ static void write_tensors(const Ex *e, const char *path)
 
 /* ---- config.json and the command ---------------------------------------------------- */
 
-/* Llama 3's rope scaling of attention L as transformers 4.43's rope_scaling. */
+/* The rope scaling of attention L as transformers' rope_scaling: llama3's as 4.43 and
+ * later read it, linear's as 4.40 does too (type and a float factor alone). */
 static cJSON *rope_scaling(const Layer *l)
 {
     cJSON *r = cJSON_CreateObject();
+    if (l->rope.linear) {
+        cJSON_AddStringToObject(r, "type", "linear");
+        cJSON_AddItemToObject(r, "factor", hf_float(l->rope.factor));
+        return r;
+    }
     cJSON_AddStringToObject(r, "rope_type", "llama3");
-    cJSON_AddNumberToObject(r, "factor", l->rope.factor);
-    cJSON_AddNumberToObject(r, "low_freq_factor", l->rope.low);
-    cJSON_AddNumberToObject(r, "high_freq_factor", l->rope.high);
+    cJSON_AddItemToObject(r, "factor", hf_float(l->rope.factor));
+    cJSON_AddItemToObject(r, "low_freq_factor", hf_float(l->rope.low));
+    cJSON_AddItemToObject(r, "high_freq_factor", hf_float(l->rope.high));
     cJSON_AddNumberToObject(r, "original_max_position_embeddings", l->rope.orig);
     return r;
 }

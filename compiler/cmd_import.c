@@ -112,7 +112,8 @@ static void decoder_only(HfCfg *c)
         hf_cfg_error(c, "pruned_heads", "not empty: trainc's layers all have the same heads");
 }
 
-/* rope_scaling: null, or llama3's (SPEC's "scaling"); any other type is refused. */
+/* rope_scaling: null, or llama3's or linear's (SPEC's "scaling"); any other type is
+ * refused. */
 static cJSON *rope_scaling(HfCfg *c)
 {
     const cJSON *s = hf_cfg_get(c, "rope_scaling");
@@ -121,14 +122,17 @@ static cJSON *rope_scaling(HfCfg *c)
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "rope_type");
     if (!t)
         t = cJSON_GetObjectItemCaseSensitive(s, "type");
-    if (!cJSON_IsString(t) || strcmp(t->valuestring, "llama3"))
-        hf_cfg_error(c, "rope_scaling", "type %s%s%s: trainc's rope takes llama3 scaling only",
-                     cJSON_IsString(t) ? "\"" : "", cJSON_IsString(t) ? t->valuestring : "missing",
-                     cJSON_IsString(t) ? "\"" : "");
+    int linear = cJSON_IsString(t) && !strcmp(t->valuestring, "linear");
+    if (!linear && !(cJSON_IsString(t) && !strcmp(t->valuestring, "llama3")))
+        hf_cfg_error(c, "rope_scaling", "type %s%s%s: trainc's rope takes llama3 and linear "
+                     "scaling only", cJSON_IsString(t) ? "\"" : "",
+                     cJSON_IsString(t) ? t->valuestring : "missing", cJSON_IsString(t) ? "\"" : "");
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "rope_type", "llama3");
-    static const char *const keys[] = {"factor", "low_freq_factor", "high_freq_factor",
-                                       "original_max_position_embeddings", NULL};
+    cJSON_AddStringToObject(o, "rope_type", linear ? "linear" : "llama3");
+    static const char *const llama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                         "original_max_position_embeddings", NULL};
+    static const char *const lin[] = {"factor", NULL};
+    const char *const *keys = linear ? lin : llama3;
     for (int k = 0; keys[k]; k++) {
         const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[k]);
         if (!cJSON_IsNumber(v))
@@ -140,8 +144,8 @@ static cJSON *rope_scaling(HfCfg *c)
         for (int k = 0; keys[k]; k++)
             known |= !strcmp(e->string, keys[k]);
         if (!known)
-            hf_cfg_error(c, xasprintf("rope_scaling.%s", e->string), "not a key of llama3 "
-                         "scaling");
+            hf_cfg_error(c, xasprintf("rope_scaling.%s", e->string), "not a key of %s scaling",
+                         linear ? "linear" : "llama3");
     }
     return o;
 }

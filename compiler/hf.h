@@ -125,6 +125,8 @@ _Noreturn void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ..
  * "layers" and "body" lists an element a line, the rest on one line; numbers in the
  * fewest digits that read back the same double. */
 void hf_print_json(FILE *f, const cJSON *v);
+/* X as a JSON number Python reads as a float (2.0, not 2): a config's float keys. */
+cJSON *hf_float(double x);
 /* Writes text to PATH atomically (PATH.tmp, renamed); exits as cannot_write does. */
 void hf_write_text(const char *cmd, const char *path, const char *text);
 

@@ -329,6 +329,25 @@ const char *hf_cfg_rest(const HfCfg *c, const char *const *ignored)
 
 /* ---- JSON out ------------------------------------------------------------------ */
 
+/* X in the fewest digits that read back the same double, into s[40]. */
+static void shortest(char *s, double x)
+{
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, 40, "%.*g", prec, x);
+        if (strtod(s, NULL) == x)
+            break;
+    }
+}
+
+cJSON *hf_float(double x)
+{
+    char s[44];
+    shortest(s, x);
+    if (!strpbrk(s, ".e"))
+        strcat(s, ".0");
+    return cJSON_CreateRaw(s);
+}
+
 static void print_number(FILE *f, double x)
 {
     char s[40];
@@ -336,11 +355,7 @@ static void print_number(FILE *f, double x)
         fprintf(f, "%.0f", x);
         return;
     }
-    for (int prec = 1; prec <= 17; prec++) {
-        snprintf(s, sizeof s, "%.*g", prec, x);
-        if (strtod(s, NULL) == x)
-            break;
-    }
+    shortest(s, x);
     fputs(s, f);
 }
 
@@ -388,6 +403,8 @@ static void print_value(FILE *f, const cJSON *v, int depth, int indent, int open
         print_number(f, v->valuedouble);
     else if (cJSON_IsString(v))
         print_string(f, v->valuestring);
+    else if (cJSON_IsRaw(v))
+        fputs(v->valuestring, f);
     else
         fputs(cJSON_IsTrue(v) ? "true" : cJSON_IsFalse(v) ? "false" : "null", f);
 }

@@ -804,16 +804,46 @@ static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const
     }
 }
 
+/* attention's "scaling" of type linear: {"rope_type": "linear", "factor": F}, every
+ * frequency divided by F (transformers' inv_freq / factor). It runs as llama3 scaling
+ * with original_max_position_embeddings 1 and low_freq_factor 1, whose rule divides
+ * each frequency whose wavelength is past 1 / 1 by the factor: all of them (the
+ * shortest is 2 pi), with nothing smoothed (high_freq_factor 2). */
+static void parse_linear_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"rope_type", "type", "factor", NULL};
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v)
+        if (!in_list(ch->string, keys))
+            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    char *fp = keep(path_key(path, "factor"));
+    r->factor = get_number(c, require(c, v, path, "factor"), fp);
+    if (!(r->factor >= 1))
+        error_at(c->file, fp, "expected a factor >= 1, got %g", r->factor);
+    r->linear = 1;
+    r->low = 1;
+    r->high = 2;
+    r->orig = 1;
+}
+
 /* attention's "scaling": HF's rope_scaling of type llama3 (transformers'
  * _compute_llama3_parameters): factor, low_freq_factor, high_freq_factor,
- * original_max_position_embeddings, all required; "rope_type" (or "type") llama3. */
+ * original_max_position_embeddings, all required; "rope_type" (or "type") llama3; or
+ * of type linear. */
 static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
                                        "high_freq_factor", "original_max_position_embeddings",
                                        NULL};
-    static const char *const types[] = {"llama3", NULL};
+    static const char *const types[] = {"llama3", "linear", NULL};
     need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
+    const cJSON *t = member(v, "rope_type") ? member(v, "rope_type") : member(v, "type");
+    if (!t)
+        error_at(c->file, path, "missing key 'rope_type' (llama3 or linear)");
+    if (get_choice(c, t, keep(path_key(path, t->string)), types) == 1) {
+        parse_linear_scaling(c, r, v, path);
+        return;
+    }
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
         char *kp = keep(path_key(path, ch->string));

@@ -44,9 +44,11 @@ typedef struct Init {
 
 typedef struct Layer Layer;
 /* attention's rope: theta 0: none; factor 0: no llama3 scaling, else its factor, low and
- * high frequency factors and original context length */
+ * high frequency factors and original context length (linear: the spec said linear
+ * scaling, which runs as llama3's with low 1, high 2, original context 1; spec.c) */
 typedef struct Rope {
     double theta, factor, low, high, orig;
+    int linear;
 } Rope;
 
 /* attention's "interleave": iterations every - 1, 2 every - 1, ... of the innermost

@@ -238,6 +238,9 @@ cases += [
     tok("attention_nope", [E(dim=8), {"op": "repeat", "name": "h", "count": 3, "body": [
         {"op": "attention", "name": "attn", "heads": 2, "kv_heads": 1, "rope": {"theta": 10000},
          "interleave": {"every": 3, "rope": None}}]}, L(7)]),
+    # rope with linear scaling (every frequency divided by the factor)
+    tok("attention_rope_linear", [E(dim=8), {"op": "attention", "heads": 2, "rope": {
+        "theta": 100, "scaling": {"rope_type": "linear", "factor": 4}}}, L(7)]),
 ]
 
 def fd_check(name, path):

@@ -5,7 +5,8 @@ this; without transformers it exits 77 (a skip). Random-weight models are made h
 with save_pretrained (no hub), tiny, fp32, CPU, one thread:
 
 - a GPT2LMHeadModel (tied head; and untied with the exact gelu), a LlamaForCausalLM
-  (GQA 4/2, untied), one with attention biases and a tied head, and a
+  (GQA 4/2, untied; and with linear rope scaling, factor 2, its q and k made large
+  enough that positions move the loss), one with attention biases and a tied head, and a
   Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) and a
   GemmaForCausalLM (one kv head, heads wider than hidden_size / heads, GeGLU, the
   embedding scaled by sqrt(d), norms by 1 + weight, tied) are imported;
@@ -253,6 +254,12 @@ def models():
                                              tie_word_embeddings=False,
                                              attn_implementation="eager"))
     llama = LlamaForCausalLM(LlamaConfig(**kw))
+    # linear rope scaling, q and k made large enough that positions move the loss
+    llama_linear = LlamaForCausalLM(LlamaConfig(rope_scaling={"type": "linear", "factor": 2.0}, **kw))
+    with torch.no_grad():
+        for n, p in llama_linear.named_parameters():
+            if "q_proj" in n or "k_proj" in n:
+                p.mul_(30)
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
@@ -263,13 +270,13 @@ def models():
     kw.update(hidden_size=48, num_key_value_heads=1, head_dim=24, rms_norm_eps=1e-6,
               hidden_activation="gelu_pytorch_tanh")
     gemma = GemmaForCausalLM(GemmaConfig(**kw))
-    for m in (gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma):
+    for m in (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma
+    return gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma
 
 
 def refused(name, args, words, out):
@@ -585,9 +592,10 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, gpt2_untied, llama, mistral, llama_bias, qwen2, gemma = models()
+    gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
-                        ("llama", llama, {}), ("mistral", mistral, {}),
+                        ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
+                        ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
                         ("gemma", gemma, {}),
                         ("llama_bf16_sharded", llama,

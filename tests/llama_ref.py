@@ -20,9 +20,9 @@ loss within 1e-4 relative:
     first layer and none on the second (interleave every 2) with its own RoPE theta,
     GeGLU, tied;
   - smollm3: SmolLM3's layout: Llama's with the second layer of two without RoPE
-    (interleave every 2), tied; with qk_norm and RoPE theta 100 here, so that the
-    positions count from the first step (at 0.02 init, q k^T is too small for a
-    RoPE dropped to change 40 steps' losses by 1e-4).
+    (interleave every 2), tied; RoPE with linear scaling (factor 2); with qk_norm and
+    RoPE theta 100 here, so that the positions count from the first step (at 0.02
+    init, q k^T is too small for a RoPE dropped to change 40 steps' losses by 1e-4).
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -91,7 +91,8 @@ MODELS = {
                                "window": 5, "rope": {"theta": 10000},
                                "interleave": {"every": 2, "window": None, "rope": {"theta": 1000000}}},
                     swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True),
-    "smollm3": model("smollm3", {"kv_heads": 2, "bias": False, "qk_norm": True, "rope": {"theta": 100},
+    "smollm3": model("smollm3", {"kv_heads": 2, "bias": False, "qk_norm": True,
+                                 "rope": {"theta": 100, "scaling": {"rope_type": "linear", "factor": 2}},
                                  "interleave": {"every": 2, "rope": None}},
                      swiglu("silu", 128), tie=True),
 }

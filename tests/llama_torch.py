@@ -42,10 +42,13 @@ def rmsnorm(x, w, eps):
 def rope_inv_freq(rope, hd):
     """Frequencies theta^(-2i/hd), i < hd/2 (HF LlamaRotaryEmbedding), with "scaling"
     {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters
-    (attention_ref.py's)."""
+    (attention_ref.py's), or {"rope_type": "linear", "factor": F}: divided by F, as
+    transformers' _compute_linear_scaling_rope_parameters."""
     sc = rope.get("scaling")
-    if sc:
-        assert sc.get("rope_type", sc.get("type")) == "llama3", sc
+    kind = sc.get("rope_type", sc.get("type")) if sc else None
+    if kind == "linear":
+        return attention_ref.inv_freq(hd, float(rope["theta"]), None) / sc["factor"]
+    assert kind in (None, "llama3"), sc
     return attention_ref.inv_freq(hd, float(rope["theta"]), sc or None)
 
 
