@@ -384,16 +384,16 @@ static cJSON *rope_scaling(const Layer *l)
 /* The family the layers make: model_type and architecture. */
 static const char *const *family(const Ex *e)
 {
-    static const char *const f[][2] = {{"gpt2", "GPT2LMHeadModel"},
-                                       {"qwen3", "Qwen3ForCausalLM"},
-                                       {"mistral", "MistralForCausalLM"},
-                                       {"qwen2", "Qwen2ForCausalLM"},
-                                       {"llama", "LlamaForCausalLM"},
-                                       {"gemma", "GemmaForCausalLM"},
-                                       {"gemma3_text", "Gemma3ForCausalLM"},
-                                       {"smollm3", "SmolLM3ForCausalLM"}};
-    return f[e->gpt2 ? 0 : e->gemma && e->post_norms ? 6 : e->gemma ? 5 : e->nope_every ? 7
-             : e->d.qk_norm ? 1 : e->window ? 2 : e->d.bias == HF_BIAS_QKV ? 3 : 4];
+    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA3, SMOLLM3 };
+    static const char *const f[][2] = {
+        [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
+        [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
+        [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
+        [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
+        [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}};
+    return f[e->gpt2 ? GPT2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
+             : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
+             : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
 }
 
 static void gpt2_keys(cJSON *c, const Ex *e)

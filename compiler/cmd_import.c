@@ -295,10 +295,10 @@ static void gemma3_config(HfCfg *c, Arch *a)
                                        "rope_parameters.full_attention");
     }
     int64_t hd = hf_head_dim(&a->d);
-    if (hf_cfg_num(c, "query_pre_attn_scalar", 256) != (double)hd)
+    double qs = hf_cfg_num(c, "query_pre_attn_scalar", 256);
+    if (qs != (double)hd)
         hf_cfg_error(c, "query_pre_attn_scalar", "%g: trainc's attention scales by "
-                     "1/sqrt(head width), here 1/sqrt(%lld)",
-                     hf_cfg_num(c, "query_pre_attn_scalar", 256), (long long)hd);
+                     "1/sqrt(head width), here 1/sqrt(%lld)", qs, (long long)hd);
     static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
     for (int k = 0; k < 2; k++)
         if (hf_cfg_get(c, caps[k]))

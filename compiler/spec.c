@@ -812,10 +812,7 @@ static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const
 static void parse_linear_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", NULL};
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, v)
-        if (!in_list(ch->string, keys))
-            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    check_keys(c, v, path, keys);
     char *fp = keep(path_key(path, "factor"));
     r->factor = get_number(c, require(c, v, path, "factor"), fp);
     if (!(r->factor >= 1))
@@ -875,10 +872,7 @@ static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
     if (cJSON_IsNull(v))
         return;
     need_object(c, v, path, "null or an object {\"theta\": 10000}");
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, v)
-        if (!in_list(ch->string, keys))
-            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    check_keys(c, v, path, keys);
     char *tp = keep(path_key(path, "theta"));
     r->theta = get_number(c, require(c, v, path, "theta"), tp);
     if (!(r->theta > 1))
@@ -896,10 +890,7 @@ static void parse_interleave(const Ctx *c, Layer *l, const cJSON *v, const char 
 {
     static const char *const keys[] = {"every", "window", "rope", NULL};
     need_object(c, v, path, "an object {\"every\": N, \"window\": ..., \"rope\": ...}");
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, v)
-        if (!in_list(ch->string, keys))
-            unknown(c, keep(path_key(path, ch->string)), "key", ch->string, keys, NULL);
+    check_keys(c, v, path, keys);
     Interleave *il = &l->il;
     il->every = get_int(c, require(c, v, path, "every"), keep(path_key(path, "every")), 1,
                         MAX_DIM);

@@ -6,7 +6,6 @@
  * (kv_heads, rope, qk_norm, window) to rt_attention_ext_fwd/_bwd, which apply qk_norm
  * and rope inside the core (qk_norm's weights are the core node's w and b). */
 #include <math.h>
-#include <stdlib.h>
 #include "op.h"
 
 /* Key/value heads: kv_heads, or heads when not given (multi-head attention). */
@@ -56,9 +55,7 @@ static int interleaved(GraphCtx *c, const Layer *l)
     if (!c->iter)
         layer_error(c, l, "\"interleave\" picks layers of a repeat by their index: this "
                     "attention is in no repeat");
-    const char *last = strrchr(c->iter, '.');
-    long long it = atoll(last ? last + 1 : c->iter);
-    return (it + 1) % l->il.every == 0;
+    return (c->inner_iter + 1) % l->il.every == 0;
 }
 
 /* The window and rope of a core node (conv[7]: one interleave sets apart). */
