@@ -10,8 +10,8 @@ CUDA events over ITERS calls after 3. Inputs are [B, H, T, hd] views of one pack
 [B, T, 3, H, hd] tensor, as a model's QKV projection produces them (and as trainc's
 kernels read qkv). A backend that refuses a shape gives a row with "error".
 
-Then the Llama-family rows of bench_attn.c (llama3_1b's and llama_124m's attention:
-grouped-query heads, rope, causal): rope applied to q and k as Hugging Face's Llama does
+Then the Llama-family rows of bench_attn.c (llama3_1b's, llama_124m's and a global
+layer of Gemma 3 1B's attention: grouped-query heads, rope, causal): rope applied to q and k as Hugging Face's Llama does
 (rotate_half with cos and sin tables made beforehand, in the timed region, forward and
 backward), then SDPA with enable_gqa where this torch has it, else k and v repeated to
 every query head (Hugging Face's repeat_kv, also timed).
@@ -111,7 +111,8 @@ def shape_row(name, ctx, T, hd, causal):
     return time_row(row, ctx, lambda: SDPA(q, k, v, is_causal=causal), (q, k, v), dy, flop)
 
 
-GQA = (("llama3_1b", 2048, 32, 8, 500000.0), ("llama_124m", 1024, 12, 4, 10000.0))
+GQA = (("llama3_1b", 2048, 32, 8, 64, 500000.0), ("llama_124m", 1024, 12, 4, 64, 10000.0),
+       ("gemma3_1b", 2048, 4, 1, 256, 1000000.0))
 
 
 def rope_tables(T, hd, theta):
@@ -136,8 +137,8 @@ def gqa_attention(q, k, v, G):
 
 
 def gqa_row(name, ctx, shape):
-    label, T, H, KV, theta = shape
-    hd, T = 64, 64 if TINY else T
+    label, T, H, KV, hd, theta = shape
+    T = 64 if TINY else T
     B = (128 if TINY else 16384) // T
     row = {"impl": "torch", "backend": name, "shape": label, "dtype": "fp16" if DT == torch.float16 else "bf16",
            "B": B, "T": T, "H": H, "KV": KV, "hd": hd, "causal": True, "rope_theta": theta,

@@ -282,15 +282,24 @@ static Instance instance_of(const Instr *in)
     return x;
 }
 
-/* The query rows of attention.cuh's backward tile for heads hd wide (16 rt_att_br(hd)):
+/* The query rows of attention.cuh's backward tile for heads hd wide (16 rt_att_br(hd);
+ * heads wider than 128 take the tensor-core kernels alone, 64 rows a tile):
  * attention_ext_*'s tile holds rows of each head of a group, so a group takes at most
  * that many query heads. */
-static int64_t att_tile_rows(int64_t hd) { return 16 * (hd > 64 ? 1 : 2); }
+static int64_t att_tile_rows(int64_t hd) { return hd > 128 ? 64 : 16 * (hd > 64 ? 1 : 2); }
+
+/* the widest head attention.cuh has kernels for: 128, or 256 (a multiple of 16) on the
+ * tensor cores, which take the Llama-family options' calls (ext) in 16-bit activations */
+static int att_width_fits(const Program *p, int64_t hd, int ext)
+{
+    return hd <= 128 || (ext && p->g->act16 && hd <= 256 && hd % 16 == 0);
+}
 
 /* One line per distinct instance, e.g. "RT_LAYERNORM_FWD(128)": the kernels whose
  * shapes are compile-time constants (templates/cuda/), into line[160] ("" for none).
- * attention.cuh's kernels take heads up to 128 wide (shared memory); a wider head gets
- * a comment instead, and the runtime says so if the model runs on a GPU. */
+ * attention.cuh's kernels take heads up to 128 wide, 256 on the tensor cores
+ * (att_width_fits); a wider head gets a comment instead, and the runtime says so if the
+ * model runs on a GPU. */
 static void instance_line(Program *p, const Instance *x, char *line)
 {
     int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
@@ -317,11 +326,13 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->b > 128) {
-            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for heads %lld wide (up to 128) */",
-                     ext, fb, x->b);
-            p->cuda_unsupported = xasprintf("attention heads %lld wide: the GPU kernels take up "
-                                            "to 128", x->b);
+        if (!att_width_fits(p, x->b, ext[0] != 0)) {
+            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for heads %lld wide */", ext, fb,
+                     x->b);
+            p->cuda_unsupported = xasprintf(
+                "attention heads %lld wide: the GPU kernels take up to 128, or 256 (a multiple "
+                "of 16) with bf16-mixed or fp16-mixed and rope, kv_heads, qk_norm or a window",
+                x->b);
         } else if (x->g > att_tile_rows(x->b)) {
             snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for %lld query heads a key/value "
                                 "head */", ext, fb, x->g);

@@ -727,18 +727,26 @@ static int64_t att_head(int64_t d, int64_t H)
         rt_die("attention: d = %lld is not a multiple of H = %lld", (long long)d, (long long)H);
     if (H > GYZ)
         rt_die("attention: %lld heads exceed the grid", (long long)H);
-    if (d / H > 128)
-        rt_fail("attention heads %lld wide are not supported on the GPU yet (the kernels take "
-                "up to 128)\n  hint: --device cpu", (long long)(d / H));
     return d / H;
 }
 
-/* Whether attention.cuh takes its tensor-core kernels (rt_att_tc: 16-bit activations,
- * heads a multiple of 16 wide up to 128). Those read and write rows 16 bytes at a time:
- * the tensors given must be 16-byte aligned (the arena's are). */
-static int att_tc(rt_exec *e, int64_t hd, const void *a, const void *b, const void *c)
+/* heads up to max wide (the compiler emits no kernel for wider ones: one here is a module
+ * built otherwise) */
+static void att_width(int64_t hd, int64_t max)
 {
-    if (!rt_cu_act16(e) || hd % 16 != 0 || hd > 128)
+    if (hd > max)
+        rt_fail("attention heads %lld wide: the GPU kernels take up to %lld here\n  hint: "
+                "--device cpu", (long long)hd, (long long)max);
+}
+
+/* Whether attention.cuh takes its tensor-core kernels (16-bit activations, heads a
+ * multiple of 16 wide up to max: 128, rt_att_tc, or with the Llama-family options 256,
+ * rt_att_tc_ext). Those read and write rows 16 bytes at a time: the tensors given must be
+ * 16-byte aligned (the arena's are). */
+static int att_tc(rt_exec *e, int64_t hd, int64_t max, const void *a, const void *b,
+                  const void *c)
+{
+    if (!rt_cu_act16(e) || hd % 16 != 0 || hd > max)
         return 0;
     if (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c) % 16 != 0)
         rt_die("attention: tensor-core operands %p, %p, %p are not 16-byte aligned", a, b, c);
@@ -851,7 +859,8 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H);
-    att_tc(e, hd, qkv, y, y);
+    att_width(hd, 128);
+    att_tc(e, hd, 128, qkv, y, y);
     if (att90_use(e, hd, qkv, T, 3 * d)) {
         att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
                    0.0f, 0, 0);
@@ -910,9 +919,10 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H);
+    att_width(hd, 128);
     int h = (int)H;
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
-    if (att_tc(e, hd, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
+    if (att_tc(e, hd, 128, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
         att90x_bwd(e, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d, H, H, hd, causal, 0,
                    0.0f, 0.0f, 0.0f, 0.0f, 0, slot, 0);
         return;
@@ -922,7 +932,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     char name[96], name_kv[96];
     unsigned gx = gdim(cdiv(T, att_bwd_rows(hd)), GX, "attention");
     /* on the tensor cores both kernels take 64 rows (queries, keys) a block */
-    int tc = att_tc(e, hd, qkv, dy, dqkv);
+    int tc = att_tc(e, hd, 128, qkv, dy, dqkv);
     unsigned gq = tc ? gdim(cdiv(T, 64), GX, "attention") : gx;
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(gq, H, bc);
@@ -955,6 +965,13 @@ static int64_t att_ext_group(int64_t H, int64_t KV, int64_t rows)
         rt_fail("attention: %lld query heads a key/value head: the GPU kernels take up to %lld "
                 "at this head width\n  hint: --device cpu", (long long)(H / KV), (long long)rows);
     return rows / (H / KV);   /* positions a tile */
+}
+
+/* the dynamic shared memory of attention.cuh's tensor-core backward (tc) at heads wider
+ * than 128: dY's (query side) or V's (key side) 64 rows of hd + 8 16-bit values */
+static unsigned att_ext_tc_smem(int64_t hd, int tc)
+{
+    return tc && hd > 128 ? (unsigned)(64 * (hd + 8) * 2) : 0;
 }
 
 /* the grids of rt_attention_ext_bwd's two kernels (x: query tiles, key tiles), and the
@@ -1041,9 +1058,11 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
+    /* the tensor-core kernel (attention.cuh's rt_att_tc_ext) takes 64 query rows a tile
+     * and heads up to 256 wide, the CUDA-core one up to 128 */
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
-    /* the tensor-core kernel (attention.cuh's rt_att_tc) takes 64 query rows a tile */
-    int tc = att_tc(e, hd, qkv, y, y);
+    int tc = att_tc(e, hd, 256, qkv, y, y);
+    att_width(hd, tc ? 256 : 128);
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     if (att90_use(e, hd, qkv, T, ld)) {
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
@@ -1146,7 +1165,8 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
-    int norm = qn != NULL, tc = att_tc(e, hd, qkv, dy, dqkv);
+    int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
+    att_width(hd, tc ? 256 : 128);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
     if (att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
@@ -1179,8 +1199,8 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         void *args[] = {&q,   &qn, &kn, &l, &out,   &g,      &dq,  &Dc,   &pqc,
                         &pkc, &h,  &kv, &w, &theta, &factor, &low, &high, &o, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
-        rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);
-        rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, 0, args);
+        rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
+        rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
     }
     if (!norm)
         return;

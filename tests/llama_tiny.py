@@ -6,13 +6,15 @@ linear back), then rmsnorm and a bias-free head; data paths as seen from
 build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
-                                         [--interleave] [--T N]
+                                         [--interleave] [--gemma-heads] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
 through squared_relu after the blocks; --scale scales the embedding by sqrt(64) as Gemma
 does; --interleave gives the attention rope and a window of 8 with the second block
-global (no window, another rope theta) as Gemma 3's are; --T sets the inputs' length.
+global (no window, another rope theta) as Gemma 3's are; --gemma-heads gives it Gemma 3
+1B's heads: 4 of them 256 wide (head_dim) over one key/value head, with qk_norm; --T sets
+the inputs' length.
 """
 import json
 import os
@@ -26,9 +28,11 @@ LLAMA_ATTENTION = {"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, 
 
 INTERLEAVE = {"rope": {"theta": 10000}, "window": 8,
               "interleave": {"every": 2, "window": None, "rope": {"theta": 100}}}
+GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bias": False}
 
 
-def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False):
+def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,
+         gemma_heads=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -39,6 +43,8 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interle
         attn.update(LLAMA_ATTENTION)
     if interleave:
         attn.update(INTERLEAVE)
+    if gemma_heads:
+        attn.update(GEMMA_HEADS)
     m["layers"] = [
         {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
         {"op": "repeat", "name": "h", "count": 2, "body": [
@@ -65,7 +71,7 @@ def main():
     args = sys.argv[1:]
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
     s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
-             "--interleave" in args)
+             "--interleave" in args, "--gemma-heads" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

@@ -21,7 +21,7 @@
  * HD + 1 (or width + 1) floats: the reads above hit distinct banks or broadcast.
  * Everything adds in a fixed order (row sums across the eight lanes by a butterfly):
  * the results do not change from run to run. No atomics: dq and dk/dv are two kernels.
- * Heads up to 128 wide (the compiler refuses wider ones for the GPU).
+ * Heads up to 128 wide (the compiler refuses wider ones for these kernels).
  *
  * Where NVRTC compiles for sm_90a, each RT_ATTENTION_FWD instance also emits the Hopper
  * forward rt_attention_fwd90_T_HD_CAUSAL (sm90_attention.cuh: wgmma, TMA, warp
@@ -238,10 +238,12 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
  * arena's 16-byte aligned tensors (cuda_ops.c checks the pointers).
  * Heads whose width is a multiple of 16, up to 128; other widths use the kernel above.
  * Heads wider than 64 stream tiles of 32 keys (32 queries in the key-side backward)
- * instead of 64, so that the two tiles of each operand fit in 48 KiB of shared memory. */
+ * instead of 64, heads wider than 128 (the Llama-family kernels' alone) tiles of 16, so
+ * that the two tiles of each operand fit in 48 KiB of shared memory. */
 __host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 128; }
+__host__ __device__ constexpr bool rt_att_tc_ext(int hd) { return hd % 16 == 0 && hd <= 256; }
 /* rows of the tiles a tensor-core kernel streams through shared memory */
-__host__ __device__ constexpr int rt_att_tc_stream(int hd) { return hd > 64 ? 32 : 64; }
+__host__ __device__ constexpr int rt_att_tc_stream(int hd) { return hd > 128 ? 16 : hd > 64 ? 32 : 64; }
 
 /* two 16-bit values, the first in the low half */
 __device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short hi)
@@ -493,6 +495,7 @@ __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, a
 }
 #else
 __host__ __device__ constexpr bool rt_att_tc(int hd) { return false; }
+__host__ __device__ constexpr bool rt_att_tc_ext(int hd) { return false; }
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd_tc(const act_t *qkv, float *lse, act_t *y,
                                                  int H RT_FP8_SLOT) {}
@@ -1548,7 +1551,8 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
  * through the inverse rotation and the norm (atx_tc_bwd) in the accumulators' layout,
  * the norm weights' gradients summed a column a thread, then over the block in a fixed
  * order, into the same partials as the CUDA-core kernels (block slot = its tile0).
- * Heads a multiple of 16 wide up to 128 (rt_att_tc); others take the kernels above. */
+ * Heads a multiple of 16 wide up to 256 (rt_att_tc_ext); others take the kernels above,
+ * which take heads up to 128 wide (the compiler refuses wider ones in fp32). */
 
 /* a thread's values of its two rows: v[n][u][e] at row g + 8u, column 8n + 2t + e */
 template <int DN> struct atx_rows2 {
@@ -1574,6 +1578,17 @@ __device__ __forceinline__ void atx_tc_frag(unsigned (*a)[4], const atx_rows2<DN
             const int n = 2 * s + (r >> 1), u = r & 1;
             a[s][r] = att_pack2(x.v[n][u][0], x.v[n][u][1]);
         }
+}
+
+/* x's two rows into rows g and g + 8 of a warp's shared 16-bit tile M (rows of W
+ * values), rounded as atx_tc_frag rounds them: rt_afrag reads its fragments back */
+template <int DN, int W>
+__device__ __forceinline__ void atx_tc_st(unsigned short (*M)[W], const atx_rows2<DN> &x, int g,
+                                          int t4)
+{
+    for (int u = 0; u < 2; u++)
+        for (int n = 0; n < DN; n++)
+            *(unsigned *)&M[g + 8 * u][8 * n + 2 * t4] = att_pack2(x.v[n][u][0], x.v[n][u][1]);
 }
 
 /* a row's sum over its four lanes (the lanes of one g) */
@@ -1652,14 +1667,14 @@ __device__ __forceinline__ void atx_tc_bwd(atx_rows2<DN> &g, const atx_rows2<DN>
 
 /* qk_norm (w, or NULL) then rope (f, or NULL) on the R rows of a shared 16-bit tile
  * (rows of W values), row i at position pos0 + i (rows past T hold zeros: they stay
- * zeros); 128 / R threads a row, each the column pairs (j, j + HD / 2) with
- * j = its lane in the row's group, then every 128 / R'th */
+ * zeros); 128 / R threads a row (2, 4 or 8, neighbouring lanes), each the column pairs
+ * (j, j + HD / 2) with j = its lane in the row's group, then every 128 / R'th */
 template <int R, int HD, int W>
 __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, const float *w,
                                             const float *f)
 {
     constexpr int TPR = RT_ATT_THREADS / R;
-    static_assert(TPR * R == RT_ATT_THREADS && (TPR == 2 || TPR == 4), "tile rows");
+    static_assert(TPR * R == RT_ATT_THREADS && (TPR == 2 || TPR == 4 || TPR == 8), "tile rows");
     const int i = threadIdx.x / TPR, j0 = threadIdx.x % TPR, pos = pos0 + i;
     act_t *row = (act_t *)M[i];
     if (w) {
@@ -1668,9 +1683,8 @@ __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, co
             const float v = rt_ld(row + c);
             ss += v * v;
         }
-        ss += __shfl_xor_sync(0xffffffffu, ss, 1);
-        if (TPR == 4)
-            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+        for (int o = 1; o < TPR; o <<= 1)
+            ss += __shfl_xor_sync(0xffffffffu, ss, o);
         const float r = 1.0f / sqrtf(ss / (float)HD + 1e-6f);
         for (int c = j0; c < HD; c += TPR)
             rt_st(row + c, rt_ld(row + c) * r * w[c]);
@@ -1720,8 +1734,8 @@ __device__ __forceinline__ void atx_dw_warp(const float (*dw)[2], float *red, in
 
 /* a tile's norm-weight gradient (dw: a thread's columns over its rows, zeroed here)
  * summed over a column's lanes and then the warps in a fixed order into acc[c], the
- * running sum of column c (thread c's alone; in shared memory, not a register, since
- * the backward kernels have none to spare). Every thread calls it. */
+ * running sum of column c (thread c mod 128's alone; in shared memory, not a register,
+ * since the backward kernels have none to spare). Every thread calls it. */
 template <int DN>
 __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int lane, int warp)
 {
@@ -1731,9 +1745,9 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
     for (int n = 0; n < DN; n++)
         dw[n][0] = dw[n][1] = 0.0f;
     __syncthreads();
-    if (threadIdx.x < HD)
+    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
         for (int w = 0; w < RT_ATT_THREADS / 32; w++)
-            acc[threadIdx.x] += (double)red[w][threadIdx.x];
+            acc[c] += (double)red[w][c];
     __syncthreads();   /* red read: the next tile may write it */
 }
 
@@ -1871,7 +1885,10 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
  * S = Q K^T and dP = dY V^T, P = exp(scale S - lse), dS = P (dP - D), dQ += dS K;
  * D_i = dy_i . y_i (double over a thread's columns, then its row's four lanes) to
  * D [B, H, T]; dq through atx_tc_bwd when q was transformed, the q_norm weight's
- * gradient into partq [B, KV, gridDim.x, HD] (slot tile0). */
+ * gradient into partq [B, KV, gridDim.x, HD] (slot tile0). Heads wider than 128 (WIDE)
+ * keep dY's fragments in dynamic shared memory (64 rows of HD + 8 16-bit values, the
+ * launch's: cuda_ops.c's att_ext_tc_smem), not in registers: Q's, dY's and dQ's would
+ * need 256 of them a thread. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
@@ -1880,9 +1897,11 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
+    constexpr bool WIDE = HD > 128;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
     __shared__ float fr[HD / 2], Lt[BQ], Dt[BQ];   /* the tile's rows' lse (log2 units), D */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    unsigned short (*dyw)[WD] = WIDE ? (unsigned short (*)[WD])rt_dyn_smem() + 16 * warp : nullptr;
     int b, kh, tile0;
     att_block_order(b, kh, tile0);
     const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
@@ -1894,9 +1913,9 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     const float scale = (float)(1.0 / sqrt((double)HD));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
-    __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c's */
-    if (threadIdx.x < HD)
-        dwc[threadIdx.x] = 0.0;
+    __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
+    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
+        dwc[c] = 0.0;
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     __syncthreads();
@@ -1912,7 +1931,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
         auto qrow = [&](int u) -> const act_t * {
             return pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
         };
-        unsigned qa[KS][4], da[KS][4];   /* Q and dY fragments of the thread's rows */
+        unsigned qa[KS][4], da[WIDE ? 1 : KS][4];   /* Q and dY fragments of the thread's rows */
         {
             atx_rows2<DN> x, dyr;
             const act_t *pq[2] = {qrow(0), qrow(1)}, *pd[2];
@@ -1943,7 +1962,12 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
             atx_tc_ld(dyr, pd, t4);
             atx_tc_fwd(x, pos, qn, f, t4);
             atx_tc_frag(qa, x);
-            atx_tc_frag(da, dyr);
+            if constexpr (WIDE) {
+                atx_tc_st(dyw, dyr, g, t4);
+                __syncwarp();
+            } else {
+                atx_tc_frag(da, dyr);
+            }
         }
         float acc[DN][4];
         for (int n = 0; n < DN; n++)
@@ -1968,13 +1992,18 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
                 for (int r = 0; r < 4; r++)
                     sc[n][r] = dp[n][r] = sc[n + 1][r] = dp[n + 1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
-                    unsigned kb[4], vb[4];
+                    unsigned kb[4], vb[4], ad[4];
                     rt_bfrag<WD>(kb, ks[cb], n, s, lane);
                     rt_bfrag<WD>(vb, vs[cb], n, s, lane);
+                    if constexpr (WIDE)
+                        rt_afrag<WD>(ad, dyw, s, lane);
+                    else
+                        for (int r = 0; r < 4; r++)
+                            ad[r] = da[s][r];
                     rt_mma16816(sc[n], qa[s], kb);
-                    rt_mma16816(dp[n], da[s], vb);
+                    rt_mma16816(dp[n], ad, vb);
                     rt_mma16816(sc[n + 1], qa[s], kb + 2);
-                    rt_mma16816(dp[n + 1], da[s], vb + 2);
+                    rt_mma16816(dp[n + 1], ad, vb + 2);
                 }
                 for (int c = n; c < n + 2; c++)
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
@@ -2020,8 +2049,8 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
         if (qn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
-    if (qn && threadIdx.x < HD)
-        partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+    for (int c = threadIdx.x; qn && c < HD; c += RT_ATT_THREADS)
+        partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
     RT_FP8_FOLD_END();
 }
 
@@ -2031,7 +2060,11 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
  * first key to its last key's window end: per 16 queries S^T = K Q^T and dP^T = V dY^T,
  * P^T = exp(scale S^T - lse), dS^T = P^T (dP^T - D), dV += P^T dY, dK += dS^T Q (Q
  * through atx_tc_tile in shared memory). dk through atx_tc_bwd when k was transformed,
- * the k_norm weight's gradient into partk [B, KV, gridDim.x, HD] (slot tile0). */
+ * the k_norm weight's gradient into partk [B, KV, gridDim.x, HD] (slot tile0). Heads
+ * wider than 128 (WIDE) walk the query tiles twice, dV's pass then dK's (S^T computed
+ * in both), in one set of accumulators, and keep V's fragments in dynamic shared memory
+ * (64 rows of HD + 8 16-bit values, the launch's): K's, V's, dK's and dV's would need
+ * 384 registers a thread. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
@@ -2041,10 +2074,13 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
+    constexpr bool WIDE = HD > 128;
+    constexpr int NPASS = WIDE ? 2 : 1;
     __shared__ __align__(16) unsigned short qs[2][BQ][WD], dys[2][BQ][WD];
     __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
     __shared__ float fr[HD / 2];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
+    unsigned short (*vw)[WD] = WIDE ? (unsigned short (*)[WD])rt_dyn_smem() + 16 * warp : nullptr;
     int b, kh, tile0;
     att_block_order(b, kh, tile0);
     const int G = H / KV;
@@ -2055,9 +2091,9 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     const float scale = (float)(1.0 / sqrt((double)HD));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
-    __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c's */
-    if (threadIdx.x < HD)
-        dwc[threadIdx.x] = 0.0;
+    __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
+    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
+        dwc[c] = 0.0;
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     __syncthreads();
@@ -2081,13 +2117,12 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
         const int qlo = CAUSAL ? k0 : 0;
         const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
         const int NQ = (qhi - qlo + BQ - 1) / BQ;   /* query tiles a head */
-        tiles(0, kh * G, qlo);
         /* the thread's key rows j0 + 8u (v: KV HD further), NULL past T */
         auto krow = [&](int u) -> const act_t * {
             const int j = j0 + 8 * u;
             return j < T ? base + (int64_t)j * ld + (int64_t)(H + kh) * HD : nullptr;
         };
-        unsigned ka[KS][4], va[KS][4];
+        unsigned ka[KS][4], va[WIDE ? 1 : KS][4];
         {
             const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
             atx_rows2<DN> x, vr;
@@ -2098,12 +2133,29 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
             atx_tc_ld(vr, pv, t4);
             atx_tc_fwd(x, pos, kn, f, t4);
             atx_tc_frag(ka, x);
-            atx_tc_frag(va, vr);
+            if constexpr (WIDE) {
+                atx_tc_st(vw, vr, g, t4);
+                __syncwarp();
+            } else {
+                atx_tc_frag(va, vr);
+            }
         }
-        float gk[DN][4], gv[DN][4];
+        /* dK's accumulators, and dV's (WIDE: dK's, in dV's pass) */
+        float gk[DN][4], gv_[WIDE ? 1 : DN][4];
+        auto gv = [&](int n) -> float * {
+            if constexpr (WIDE)
+                return gk[n];
+            else
+                return gv_[n];
+        };
+        const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+#pragma unroll 1
+        for (int pass = 0; pass < NPASS; pass++) {
+        const bool dov = !WIDE || pass == 0, dok = !WIDE || pass == 1;
         for (int n = 0; n < DN; n++)
             for (int r = 0; r < 4; r++)
-                gk[n][r] = gv[n][r] = 0.0f;
+                gk[n][r] = gv(n)[r] = 0.0f;
+        tiles(0, kh * G, qlo);
         for (int it = 0, cb = 0; it < G * NQ; it++, cb ^= 1) {   /* (head, query tile) */
             const int i0 = qlo + it % NQ * BQ;
             if (it + 1 < G * NQ) {   /* the next tile in, then this one waited for */
@@ -2124,13 +2176,21 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                 for (int r = 0; r < 4; r++)
                     st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
                 for (int s = 0; s < KS; s++) {
-                    unsigned qb[4], db[4];
+                    unsigned qb[4];
                     rt_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
-                    rt_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
                     rt_mma16816(st[0], ka[s], qb);
-                    rt_mma16816(dpt[0], va[s], db);
                     rt_mma16816(st[1], ka[s], qb + 2);
-                    rt_mma16816(dpt[1], va[s], db + 2);
+                    if (!dok)
+                        continue;
+                    unsigned db[4], av[4];
+                    rt_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
+                    if constexpr (WIDE)
+                        rt_afrag<WD>(av, vw, s, lane);
+                    else
+                        for (int r = 0; r < 4; r++)
+                            av[r] = va[s][r];
+                    rt_mma16816(dpt[0], av, db);
+                    rt_mma16816(dpt[1], av, db + 2);
                 }
                 for (int c = 0; c < 2; c++) {
                     const int n = 2 * j + c;
@@ -2150,24 +2210,29 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                     sa[r] = att_pack2(dpt[c][2 * u], dpt[c][2 * u + 1]);
                 }
                 for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
-                    unsigned yb[4], qb[4];
-                    rt_bfrag_t<WD>(yb, dys[cb], j, n, lane);
-                    rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
-                    rt_mma16816(gv[n], pa, yb);
-                    rt_mma16816(gk[n], sa, qb);
-                    rt_mma16816(gv[n + 1], pa, yb + 2);
-                    rt_mma16816(gk[n + 1], sa, qb + 2);
+                    if (dov) {
+                        unsigned yb[4];
+                        rt_bfrag_t<WD>(yb, dys[cb], j, n, lane);
+                        rt_mma16816(gv(n), pa, yb);
+                        rt_mma16816(gv(n + 1), pa, yb + 2);
+                    }
+                    if (dok) {
+                        unsigned qb[4];
+                        rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
+                        rt_mma16816(gk[n], sa, qb);
+                        rt_mma16816(gk[n + 1], sa, qb + 2);
+                    }
                 }
             }
             __syncthreads();   /* tile cb read by all: the next pass may copy into it */
         }
-        const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
-        for (int u = 0; u < 2; u++)   /* dv, then dk */
+        for (int u = 0; dov && u < 2; u++)   /* dv, then dk */
             if (pos[u] >= 0) {
                 act_t *dv = dbase + (int64_t)pos[u] * ld + (int64_t)(H + KV + kh) * HD;
                 for (int n = 0; n < DN; n++)
-                    att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv[n][2 * u]), RT_FP8_FOLDED(gv[n][2 * u + 1]));
+                    att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv(n)[2 * u]), RT_FP8_FOLDED(gv(n)[2 * u + 1]));
             }
+        }
         atx_rows2<DN> gr, x;
         for (int n = 0; n < DN; n++)
             for (int u = 0; u < 2; u++)
@@ -2188,8 +2253,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
         if (kn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
-    if (kn && threadIdx.x < HD)
-        partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + threadIdx.x] = dwc[threadIdx.x];
+    for (int c = threadIdx.x; kn && c < HD; c += RT_ATT_THREADS)
+        partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
     RT_FP8_FOLD_END();
 }
 #else
@@ -2205,8 +2270,10 @@ template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {}
 #endif
 
-/* the tensor-core kernels where they apply (rt_att_tc), else the CUDA-core ones; the
- * launch's grid follows (cuda_ops.c: 64 rows a tile on the tensor cores) */
+/* the tensor-core kernels where they apply (rt_att_tc_ext), else the CUDA-core ones (heads
+ * up to 128 wide: a wider instance in fp32, which the compiler never emits, is empty and
+ * the runtime refuses it); the launch's grid follows (cuda_ops.c: 64 rows a tile on the
+ * tensor cores) */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_fwd_any(const act_t *qkv, const float *qn,
                                                       const float *kn, float *lse, act_t *y,
@@ -2214,27 +2281,27 @@ __device__ __forceinline__ void attention_ext_fwd_any(const act_t *qkv, const fl
                                                       float factor, float low, float high,
                                                       int orig RT_FP8_SLOT)
 {
-    if constexpr (rt_att_tc(HD))
+    if constexpr (rt_att_tc_ext(HD))
         attention_ext_fwd_tc<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,
                                             high, orig RT_FP8_SLOT_ARG);
-    else
+    else if constexpr (HD <= 128)
         attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high,
                                          orig RT_FP8_SLOT_ARG);
 }
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
 {
-    if constexpr (rt_att_tc(HD))
+    if constexpr (rt_att_tc_ext(HD))
         attention_ext_bwd_q_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
-    else
+    else if constexpr (HD <= 128)
         attention_ext_bwd_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
 }
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 {
-    if constexpr (rt_att_tc(HD))
+    if constexpr (rt_att_tc_ext(HD))
         attention_ext_bwd_kv_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
-    else
+    else if constexpr (HD <= 128)
         attention_ext_bwd_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
 }
 

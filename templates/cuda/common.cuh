@@ -572,4 +572,24 @@ __device__ __forceinline__ void rt_bfrag_t(unsigned b[4], unsigned short (*M)[W]
     rt_ldsm4t(b, &M[16 * j + (lane & 7) + (lane & 8)][8 * n + ((lane >> 4) << 3)]);
 }
 
+/* The A fragment (a[0..3]) for k-step s of a product with M, a shared tile of 16 rows
+ * (the m index) whose columns are the k index (dY in dP = dY V^T): matrices (rows 0,
+ * columns 16s), (8, 16s), (0, 16s + 8), (8, 16s + 8). */
+template <int W>
+__device__ __forceinline__ void rt_afrag(unsigned a[4], unsigned short (*M)[W], int s, int lane)
+{
+    rt_ldsm4(a, &M[lane & 15][16 * s + ((lane >> 4) << 3)]);
+}
+
+/* the block's dynamic shared memory (the launch's bytes of it), 16-byte aligned */
+__device__ __forceinline__ unsigned char *rt_dyn_smem()
+{
+#if defined(RT_EMU)
+    return (unsigned char *)emu_dyn_smem();
+#else
+    extern __shared__ __align__(16) unsigned char rt_dyn[];
+    return rt_dyn;
+#endif
+}
+
 #endif

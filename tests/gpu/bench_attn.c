@@ -11,9 +11,10 @@
  * used for PyTorch, so the ratio is one of times.
  *
  * Then the Llama-family attention (rt_cu_attention_ext_fwd and _bwd: grouped-query heads,
- * rope) at two models' shapes, causal, 16k tokens a call: llama3_1b's (T 2048, 32 heads
- * on 8 key/value heads of 64, rope theta 500000 with llama3 scaling) and llama_124m's (T
- * 1024, 12 heads on 4, theta 10000); "shape" names them. Their FLOPs are counted as
+ * rope) at three models' shapes, causal, 16k tokens a call: llama3_1b's (T 2048, 32 heads
+ * on 8 key/value heads of 64, rope theta 500000 with llama3 scaling), llama_124m's (T
+ * 1024, 12 heads on 4, theta 10000) and a global layer of Gemma 3 1B's (T 2048, 4 heads
+ * on one, 256 wide, theta 1000000); "shape" names them. Their FLOPs are counted as
  * above (the rope and qk_norm pass of the sm_90a kernels is in the time, not the count).
  *
  * Usage: build/tests/gpu/bench_attn [--fp16] [--tiny] [--iters N] [TEMPLATE_DIR]
@@ -30,15 +31,16 @@
 static int fp16, tiny, iters = 20;
 static rt_exec *G;
 
-/* the Llama-family shapes (heads 64 wide, causal) */
+/* the Llama-family shapes (causal) */
 static const struct gqa_shape {
     const char *name;
-    int T, H, KV;
+    int T, H, KV, hd;
     float theta, factor, low, high;
     int orig;   /* llama3 scaling's original_max_position_embeddings (factor 0: none) */
 } gqa[] = {
-    {"llama3_1b", 2048, 32, 8, 500000.0f, 32.0f, 1.0f, 4.0f, 8192},
-    {"llama_124m", 1024, 12, 4, 10000.0f, 0.0f, 1.0f, 1.0f, 0},
+    {"llama3_1b", 2048, 32, 8, 64, 500000.0f, 32.0f, 1.0f, 4.0f, 8192},
+    {"llama_124m", 1024, 12, 4, 64, 10000.0f, 0.0f, 1.0f, 1.0f, 0},
+    {"gemma3_1b", 2048, 4, 1, 256, 1000000.0f, 0.0f, 1.0f, 1.0f, 0},
 };
 #define N_GQA (int)(sizeof gqa / sizeof gqa[0])
 
@@ -114,11 +116,13 @@ static char *kernel_source(const char *dir, const int *Ts, int nT)
                                         "\nRT_ATTENTION_FWD(%d, %d, %d)\nRT_ATTENTION_BWD(%d, %d, %d)\n",
                                         Ts[t], hd, c, Ts[t], hd, c);
     for (int k = 0; k < N_GQA; k++) {
-        int T = tiny ? 64 : gqa[k].T;
-        if (k > 0 && (tiny || gqa[k - 1].T == T))   /* one instance a length */
-            continue;
-        len += (size_t)snprintf(src + len, cap - len,
-                                "\nRT_ATTENTION_EXT_FWD(%d, 64, 1)\nRT_ATTENTION_EXT_BWD(%d, 64, 1)\n", T, T);
+        int T = tiny ? 64 : gqa[k].T, seen = 0;
+        for (int j = 0; j < k; j++)   /* one instance a (length, head width) */
+            seen |= (tiny ? 64 : gqa[j].T) == T && gqa[j].hd == gqa[k].hd;
+        if (!seen)
+            len += (size_t)snprintf(src + len, cap - len,
+                                    "\nRT_ATTENTION_EXT_FWD(%d, %d, 1)\nRT_ATTENTION_EXT_BWD(%d, %d, 1)\n",
+                                    T, gqa[k].hd, T, gqa[k].hd);
     }
     return src;
 }
@@ -178,7 +182,7 @@ static void bench_shape(rt_dptr base, int64_t T, int64_t hd, int causal)
 static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const float *qkv, float *lse,
                        float *y, const float *dy, float *dqkv, int64_t B)
 {
-    const int64_t d = (int64_t)g->H * 64;
+    const int64_t d = (int64_t)g->H * g->hd;
     for (int i = 0; i < 3 + iters; i++) {
         if (i == 3)
             rt_cu_prof_event(G, 0);
@@ -197,7 +201,7 @@ static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const floa
 
 static void bench_gqa(rt_dptr base, const struct gqa_shape *g)
 {
-    const int64_t T = tiny ? 64 : g->T, hd = 64, H = g->H, KV = g->KV, B = (tiny ? 128 : 16384) / T;
+    const int64_t T = tiny ? 64 : g->T, hd = g->hd, H = g->H, KV = g->KV, B = (tiny ? 128 : 16384) / T;
     const int64_t nq = B * T * (H + 2 * KV) * hd, ny = B * T * H * hd;
     rt_dptr q = base, yv = q + (rt_dptr)nq * 2, gr = yv + (rt_dptr)ny * 2, dq = gr + (rt_dptr)ny * 2;
     rt_dptr l = dq + (rt_dptr)nq * 2;

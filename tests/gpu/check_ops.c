@@ -96,6 +96,8 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(150, 128, 1)", "RT_ATTENTION_EXT_BWD(150, 128, 1)",
     "RT_ATTENTION_EXT_FWD(37, 32, 1)", "RT_ATTENTION_EXT_BWD(37, 32, 1)",
     "RT_ATTENTION_EXT_FWD(20, 8, 1)", "RT_ATTENTION_EXT_BWD(20, 8, 1)",
+    "RT_ATTENTION_EXT_FWD(100, 256, 1)", "RT_ATTENTION_EXT_BWD(100, 256, 1)",
+    "RT_ATTENTION_EXT_FWD(70, 256, 0)", "RT_ATTENTION_EXT_BWD(70, 256, 0)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
@@ -1278,7 +1280,7 @@ static const char *ext_name(const char *op, const char *tag, const char *what)
 /* t_attention_ext's verdicts on one pass's outputs (tag: "" or "80", the sm_80 kernels) */
 static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *of, out_t *ob)
 {
-    if (half && hd % 16 == 0 && hd <= 128 && (qkn || theta > 0.0f)) {
+    if (half && hd % 16 == 0 && hd <= 256 && (qkn || theta > 0.0f)) {
         /* 16 bits on the tensor cores, q and k transformed: the kernels round q and k after
          * qk_norm and rope to 16 bits for their products (as a 16-bit model stores them),
          * where the CPU keeps them in fp32; a score's error is then that rounding times
@@ -2598,11 +2600,18 @@ static void all_attention(void)
     t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
+    /* heads 256 wide (Gemma's): the tensor-core kernels alone, in 16 bits (fp32 has no
+     * kernel for them), streaming tiles of 16 rows: a group of 4 with every option but
+     * llama3's scaling, seven query tiles; a group of 2 without the causal mask */
+    if (half) {
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0);
+        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1);
+    }
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
- * heads 8, 64 and 128), for a run under the emulator's other schedule after one held
+ * heads 8, 64, 128 and, in 16 bits, 256), for a run under the emulator's other schedule after one held
  * every shape against the CPU (tests/fake_gpu_ops.sh). */
 static void lean_attention(void)
 {
@@ -2613,6 +2622,8 @@ static void lean_attention(void)
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
     t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
     t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);
+    if (half)
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0);
 }
 
 int main(int argc, char **argv)

@@ -62,6 +62,7 @@ struct emu_post {
 };
 const emu_post *emu_exchange(const void *v, size_t n);
 #define __syncthreads() emu_syncthreads()
+#define __syncwarp() emu_syncwarp()
 /* a kernel by name (emu_kernels.cc's table; nullptr if none), taking cuLaunchKernel's
  * argument pointers; emu_launch (emu_fibers.cc) runs it */
 typedef void (*emu_kernel_fn)(void **);
