@@ -32,6 +32,7 @@ typedef struct Ex {
     HfDims d;
     int64_t T, window;
     int64_t global_every;      /* Gemma 3: every N-th layer without the window, or 0 */
+    const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
     double eps, theta, global_theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
@@ -77,20 +78,21 @@ static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
     return lname(l, idx, prefix);
 }
 
-/* What an interleave says: Gemma 3's global layers (window null, a rope of their own
- * without scaling) or SmolLM3's layers without rope (rope null alone); no other. */
+/* What an interleave says: Gemma 3's global layers (window null, a rope of their own,
+ * scaled or not) or SmolLM3's layers without rope (rope null alone); no other. */
 static void interleave(Ex *e, const Layer *l)
 {
     const Interleave *il = &l->il;
     if (!il->every)
         return;
-    if (il->set_window && !il->window && il->set_rope && il->rope.theta > 0 && !il->rope.factor) {
+    if (il->set_window && !il->window && il->set_rope && il->rope.theta > 0) {
         e->global_every = il->every;
         e->global_theta = il->rope.theta;
+        e->global_scaled = il->rope.factor ? &il->rope : NULL;
     } else if (!il->set_window && il->set_rope && !(il->rope.theta > 0))
         e->nope_every = il->every;
     else
-        refuse(e, NULL, l, "interleave: Gemma 3's (window null and a rope without scaling) or "
+        refuse(e, NULL, l, "interleave: Gemma 3's (window null and a rope of its own) or "
                            "SmolLM3's (rope null alone) only");
 }
 
@@ -363,21 +365,21 @@ static void write_tensors(const Ex *e, const char *path)
 
 /* ---- config.json and the command ---------------------------------------------------- */
 
-/* The rope scaling of attention L as transformers' rope_scaling: llama3's as 4.43 and
- * later read it, linear's as 4.40 does too (type and a float factor alone). */
-static cJSON *rope_scaling(const Layer *l)
+/* A rope's scaling as transformers' rope_scaling: llama3's as 4.43 and later read it,
+ * linear's as 4.40 does too (type and a float factor alone). */
+static cJSON *rope_scaling(const Rope *rope)
 {
     cJSON *r = cJSON_CreateObject();
-    if (l->rope.linear) {
+    if (rope->linear) {
         cJSON_AddStringToObject(r, "type", "linear");
-        cJSON_AddItemToObject(r, "factor", hf_float(l->rope.factor));
+        cJSON_AddItemToObject(r, "factor", hf_float(rope->factor));
         return r;
     }
     cJSON_AddStringToObject(r, "rope_type", "llama3");
-    cJSON_AddItemToObject(r, "factor", hf_float(l->rope.factor));
-    cJSON_AddItemToObject(r, "low_freq_factor", hf_float(l->rope.low));
-    cJSON_AddItemToObject(r, "high_freq_factor", hf_float(l->rope.high));
-    cJSON_AddNumberToObject(r, "original_max_position_embeddings", l->rope.orig);
+    cJSON_AddItemToObject(r, "factor", hf_float(rope->factor));
+    cJSON_AddItemToObject(r, "low_freq_factor", hf_float(rope->low));
+    cJSON_AddItemToObject(r, "high_freq_factor", hf_float(rope->high));
+    cJSON_AddNumberToObject(r, "original_max_position_embeddings", rope->orig);
     return r;
 }
 
@@ -419,7 +421,7 @@ static void llama_keys(cJSON *c, const Ex *e)
     if (e->gemma)   /* the one Gemma reads; hidden_act only for older transformers */
         cJSON_AddStringToObject(c, "hidden_activation", e->act);
     if (e->scaled)
-        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->scaled));
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
     if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
         cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
@@ -433,7 +435,8 @@ static void llama_keys(cJSON *c, const Ex *e)
 
 /* Gemma 3's keys beside the sizes: the local layers' rope and window (a query sees
  * sliding_window positions, itself included: SPEC's window), every N-th layer global
- * (sliding_window_pattern for transformers 4.50, layer_types for 4.53 on). */
+ * (sliding_window_pattern for transformers 4.50, layer_types for 4.53 on), their rope
+ * scaling (rope_scaling: the global layers'). */
 static void gemma3_keys(cJSON *c, const Ex *e)
 {
     int64_t every = e->global_every ? e->global_every : e->d.L + 1, hd = hf_head_dim(&e->d);
@@ -443,7 +446,10 @@ static void gemma3_keys(cJSON *c, const Ex *e)
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     cJSON_AddNumberToObject(c, "rope_theta", e->global_every ? e->global_theta : e->theta);
     cJSON_AddNumberToObject(c, "rope_local_base_freq", e->theta);
-    cJSON_AddNullToObject(c, "rope_scaling");
+    if (e->global_scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->global_scaled));
+    else
+        cJSON_AddNullToObject(c, "rope_scaling");
     cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
     cJSON_AddNumberToObject(c, "sliding_window_pattern", (double)every);
     cJSON *types = cJSON_AddArrayToObject(c, "layer_types");

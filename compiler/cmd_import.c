@@ -2,8 +2,9 @@
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2, Qwen3, Gemma, Gemma 3 (text) and SmolLM3; a config key or tensor the spec
- * cannot express exits 1 naming it, before anything is written. */
+ * Qwen2, Qwen3, Gemma, Gemma 3 (the text models, and the text model of the multimodal
+ * checkpoints) and SmolLM3; a config key or tensor the spec cannot express exits 1
+ * naming it, before anything is written. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +28,8 @@ typedef struct Arch {
     int post_norms;            /* Gemma 3: a norm after each branch too */
     int64_t global_every;      /* Gemma 3: every N-th layer global (no window), or 0 */
     double global_theta;       /* its rope theta */
+    cJSON *global_scaling;     /* and its rope scaling (the 4B and larger), or NULL */
+    int multimodal;            /* Gemma 3's text model in an image-text checkpoint */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
 } Arch;
 
@@ -40,6 +43,7 @@ typedef struct Recipe {
 typedef struct Imp {
     const char *dir;
     HfCfg cfg;
+    HfCfg text;                /* a multimodal checkpoint's text_config */
     HfWeights w;
     HfOut out;
     Recipe *r;
@@ -183,11 +187,12 @@ static void phi3_config(HfCfg *c)
 
 /* Gemma's own keys: the MLP's activation is hidden_activation, or gelu_pytorch_tanh
  * when that is absent or null (transformers 4.40 on then ignore hidden_act, warning);
- * its modeling code reads no rope_scaling, so one given is refused rather than dropped.
- * The embedding is scaled by sqrt(hidden_size) (the norms' 1 + weight: hf_gemma). */
-static const char *gemma_config(HfCfg *c, Arch *a)
+ * Gemma's modeling code reads no rope_scaling, so one given is refused rather than
+ * dropped (Gemma 3's global layers take it: gemma3_config). The embedding is scaled by
+ * sqrt(hidden_size) (the norms' 1 + weight: hf_gemma). */
+static const char *gemma_config(HfCfg *c, Arch *a, int gemma3)
 {
-    if (hf_cfg_get(c, "rope_scaling"))
+    if (!gemma3 && hf_cfg_get(c, "rope_scaling"))
         hf_cfg_error(c, "rope_scaling", "Gemma's modeling code does not read it: trainc "
                      "would not know what the model computes");
     a->embed_scale = sqrt((double)a->d.D);
@@ -196,15 +201,30 @@ static const char *gemma_config(HfCfg *c, Arch *a)
 }
 
 /* rope_parameters (transformers 5), or one of its entries by layer type, at KEY:
- * {"rope_type": "default", "rope_theta": T}, whose T it returns; any other rope is refused. */
-static double default_rope(HfCfg *c, const cJSON *p, const char *key)
+ * {"rope_type": "default", "rope_theta": T}, whose T it returns, or where `linear` is
+ * given, {"rope_type": "linear", "factor": F, "rope_theta": T} too, F as SPEC's linear
+ * scaling in *linear (else NULL); any other rope is refused. */
+static double default_rope(HfCfg *c, const cJSON *p, const char *key, cJSON **linear)
 {
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "rope_type");
     const cJSON *th = cJSON_GetObjectItemCaseSensitive(p, "rope_theta");
-    if (!cJSON_IsString(t) || strcmp(t->valuestring, "default") || !cJSON_IsNumber(th) ||
-        cJSON_GetArraySize(p) != 2)
-        hf_cfg_error(c, key, "{\"rope_type\": \"default\", \"rope_theta\": T} expected: "
-                     "trainc's rope has no scaling of this kind here");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(p, "factor");
+    int lin = linear && cJSON_IsString(t) && !strcmp(t->valuestring, "linear") &&
+              cJSON_IsNumber(f) && f->valuedouble >= 1 && cJSON_GetArraySize(p) == 3;
+    if (!lin && (!cJSON_IsString(t) || strcmp(t->valuestring, "default") ||
+                 cJSON_GetArraySize(p) != 2))
+        hf_cfg_error(c, key, "{\"rope_type\": \"default\", \"rope_theta\": T}%s expected: "
+                     "trainc's rope has no scaling of this kind here",
+                     linear ? " or linear's with a factor of at least 1" : "");
+    if (!cJSON_IsNumber(th))
+        hf_cfg_error(c, key, "rope_theta: a number expected");
+    if (linear)
+        *linear = NULL;
+    if (lin) {
+        *linear = cJSON_CreateObject();
+        cJSON_AddStringToObject(*linear, "rope_type", "linear");
+        cJSON_AddNumberToObject(*linear, "factor", f->valuedouble);
+    }
     return th->valuedouble;
 }
 
@@ -272,13 +292,14 @@ static void smollm3_config(HfCfg *c, Arch *a)
         list_period(c, "layer_types", a->d.L, "\"sliding_attention\"", "\"full_attention\"");
     const cJSON *rp = hf_cfg_get(c, "rope_parameters");
     if (rp)
-        a->theta = default_rope(c, rp, "rope_parameters");
+        a->theta = default_rope(c, rp, "rope_parameters", NULL);
 }
 
 /* Gemma 3's text model: Gemma's, with a norm after each branch as well, qk_norm (by
  * 1 + weight), and windowed (local) layers interleaved with global ones, each kind
- * with its rope theta; attention scaled by query_pre_attn_scalar, which must be the
- * head width. Soft-capping and bidirectional attention are refused. */
+ * with its rope theta, the global ones' scaled by rope_scaling (the 4B and larger:
+ * linear, factor 8); attention scaled by query_pre_attn_scalar, which must be the head
+ * width. Soft-capping and bidirectional attention are refused. */
 static void gemma3_config(HfCfg *c, Arch *a)
 {
     a->post_norms = 1;
@@ -286,13 +307,14 @@ static void gemma3_config(HfCfg *c, Arch *a)
     a->window = hf_cfg_int(c, "sliding_window", 4096);
     a->global_every = layer_pattern(c, a->d.L);
     a->global_theta = hf_cfg_num(c, "rope_theta", 1e6);
+    a->global_scaling = rope_scaling(c);
     a->theta = hf_cfg_num(c, "rope_local_base_freq", 1e4);
     const cJSON *rp = hf_cfg_get(c, "rope_parameters");
     if (rp) {
         a->theta = default_rope(c, cJSON_GetObjectItemCaseSensitive(rp, "sliding_attention"),
-                                "rope_parameters.sliding_attention");
+                                "rope_parameters.sliding_attention", NULL);
         a->global_theta = default_rope(c, cJSON_GetObjectItemCaseSensitive(rp, "full_attention"),
-                                       "rope_parameters.full_attention");
+                                       "rope_parameters.full_attention", &a->global_scaling);
     }
     int64_t hd = hf_head_dim(&a->d);
     double qs = hf_cfg_num(c, "query_pre_attn_scalar", 256);
@@ -330,6 +352,19 @@ typedef struct Defaults {
     int64_t head_dim;          /* 0: hidden_size / num_attention_heads */
 } Defaults;
 
+/* Gemma3TextConfig's defaults for the sizes: a multimodal checkpoint's text_config
+ * lists only what differs from them (transformers fills in the rest) */
+static void gemma3_text_defaults(HfCfg *c)
+{
+    static const struct {
+        const char *key;
+        double v;
+    } d[] = {{"vocab_size", 262208}, {"hidden_size", 2304}, {"intermediate_size", 9216},
+             {"num_hidden_layers", 26}, {"num_attention_heads", 8}, {"num_key_value_heads", 4}};
+    for (size_t k = 0; k < sizeof d / sizeof *d; k++)
+        hf_cfg_default(c, d[k].key, d[k].v);
+}
+
 static Defaults defaults_of(const char *type)
 {
     static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma3_text", 131072, 1e6, 1, 256},
@@ -342,18 +377,20 @@ static Defaults defaults_of(const char *type)
 
 static void llama_config(HfCfg *c, Arch *a)
 {
+    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma = gemma3 || !strcmp(a->type, "gemma");
+    if (gemma3)
+        gemma3_text_defaults(c);
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
     a->d.D = hf_cfg_int(c, "hidden_size", -1);
     a->d.L = hf_cfg_int(c, "num_hidden_layers", -1);
     a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
     a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
-    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma = gemma3 || !strcmp(a->type, "gemma");
     Defaults dflt = defaults_of(a->type);
     a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
-    const char *act_key = gemma ? gemma_config(c, a) : "hidden_act";
+    const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
     a->scaling = gemma ? NULL : rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
@@ -388,6 +425,39 @@ static void llama_config(HfCfg *c, Arch *a)
         hf_cfg_get(c, "sliding_window");
 }
 
+/* Gemma 3's multimodal checkpoints (model_type gemma3: the 4B, 12B and 27B): the text
+ * model's config is text_config (a Gemma3TextConfig, which the published files give
+ * only where it differs from the class's defaults: gemma3_text_defaults); the vision
+ * tower's keys are read past, as its tensors are (extra): trainc imports the text model
+ * alone. Its head is tied. Returns the config to read on. */
+static HfCfg *text_config(Imp *im, Arch *a)
+{
+    static const char *const vision[] = {"vision_config", "mm_tokens_per_image",
+                                         "boi_token_index", "eoi_token_index", "image_token_index",
+                                         "boi_token_id", "eoi_token_id", "image_token_id"};
+    HfCfg *c = &im->cfg, *t = &im->text;
+    for (size_t k = 0; k < sizeof vision / sizeof *vision; k++)
+        hf_cfg_get(c, vision[k]);
+    if (!hf_cfg_bool(c, "tie_word_embeddings", 1))
+        hf_cfg_error(c, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints tie "
+                     "their head to the embedding");
+    hf_cfg_sub(t, c, "text_config");
+    const char *rest = hf_cfg_rest(c, ignored_keys);
+    if (rest)
+        hf_cfg_error(c, rest, "a key trainc does not know for gemma3: it cannot tell whether "
+                     "the model computes what trainc would");
+    const char *type = hf_cfg_str(t, "model_type", "gemma3_text");
+    if (strcmp(type, "gemma3_text"))
+        hf_cfg_error(t, "model_type", "\"%s\": Gemma 3's text model is gemma3_text", type);
+    if (!hf_cfg_bool(t, "tie_word_embeddings", 1))
+        hf_cfg_error(t, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints tie "
+                     "their head to the embedding");
+    decoder_only(t);
+    a->type = "gemma3_text";
+    a->multimodal = 1;
+    return t;
+}
+
 /* model_type and architectures: which of the supported families, or exit 1 naming it. */
 static void read_config(Imp *im, Arch *a)
 {
@@ -403,13 +473,15 @@ static void read_config(Imp *im, Arch *a)
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
                                            {"gemma", "GemmaForCausalLM", "GemmaModel"},
                                            {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
+                                           {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
                                            {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
-                     "qwen3, gemma, gemma3_text (Gemma 3's text models: 270m, 1b) and smollm3", a->type);
+                     "qwen3, gemma, gemma3_text (Gemma 3's text models: 270m, 1b), gemma3 (the "
+                     "text model of the 4b and 12b) and smollm3", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -418,6 +490,8 @@ static void read_config(Imp *im, Arch *a)
                          cJSON_IsString(e) ? e->valuestring : "a non-string",
                          cJSON_IsString(e) ? "" : " entry", archs[k][1]);
     decoder_only(c);
+    if (!strcmp(a->type, "gemma3"))
+        c = text_config(im, a);
     if (!strcmp(a->type, "gpt2"))
         gpt2_config(c, a);
     else
@@ -484,7 +558,10 @@ static void attention(cJSON *list, const Arch *a)
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
         cJSON_AddNumberToObject(g, "every", (double)a->global_every);
         cJSON_AddNullToObject(g, "window");
-        cJSON_AddNumberToObject(cJSON_AddObjectToObject(g, "rope"), "theta", a->global_theta);
+        cJSON *r = cJSON_AddObjectToObject(g, "rope");
+        cJSON_AddNumberToObject(r, "theta", a->global_theta);
+        if (a->global_scaling)
+            cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->global_scaling, 1));
     }
     if (a->nope_every && a->nope_every <= a->d.L) {
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
@@ -642,14 +719,27 @@ static int ends(const char *s, const char *tail)
     return n >= k && !strcmp(s + n - k, tail);
 }
 
+static int starts(const char *s, const char *head) { return !strncmp(s, head, strlen(head)); }
+
+/* A multimodal Gemma 3's image side: its vision tower and projector (transformers 4.50's
+ * names, then 4.52's) */
+static int vision(const Arch *a, const char *name)
+{
+    return a->multimodal && (starts(name, "vision_tower.") || starts(name, "multi_modal_projector.") ||
+                             starts(name, "model.vision_tower.") ||
+                             starts(name, "model.multi_modal_projector."));
+}
+
 /* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
  * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
- * tied head saved anyway. */
+ * tied head saved anyway, a multimodal model's image side. */
 static int extra(const Arch *a, const char *name)
 {
     return (a->gpt2 && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
            (!a->gpt2 && ends(name, ".self_attn.rotary_emb.inv_freq")) ||
-           (a->d.tie && !strcmp(name, "lm_head.weight"));
+           (a->d.tie && (!strcmp(name, "lm_head.weight") ||
+                         (a->multimodal && !strcmp(name, "language_model.lm_head.weight")))) ||
+           vision(a, name);
 }
 
 /* The whole plan: the family's table walked, and nothing left over. */
@@ -658,8 +748,13 @@ static void plan_weights(Imp *im, const Arch *a)
     im->gpt2 = a->gpt2;
     im->family = a->family;
     const HfFamily *f = a->family;
-    /* the original GPT-2 files name their tensors without "transformer." */
+    /* the original GPT-2 files name their tensors without "transformer."; a multimodal
+     * Gemma 3's text model sits under "language_model.model." (transformers 4.50) or
+     * "model.language_model." (4.52 on) */
     const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
+    if (a->multimodal)
+        prefix = hf_find(&im->w, "language_model.model.embed_tokens.weight") ? "language_model.model."
+                                                                             : "model.language_model.";
     hf_walk(f, prefix, &a->d, plan, im);
     for (int i = 0; i < im->w.n; i++)
         if (!im->w.t[i].used && !extra(a, im->w.t[i].name))
@@ -761,7 +856,11 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), train_defaults);
-    printf("trainc: import: %s (%s, %lld layers, %d tensors) -> %s/model.json, %s/train.json, "
-           "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n, out, out, out);
+    int skipped = 0;
+    for (int i = 0; i < im.w.n; i++)
+        skipped += vision(&a, im.w.t[i].name);
+    printf("trainc: import: %s (%s, %lld layers, %d tensors%s) -> %s/model.json, %s/train.json, "
+           "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
+           a.multimodal ? xasprintf("; the image side's %d left out", skipped) : "", out, out, out);
     return 0;
 }

@@ -107,11 +107,17 @@ void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn
  * is not in `ignored` (NULL-terminated), for the caller's error. */
 typedef struct HfCfg {
     const char *file;
+    const char *at;            /* the keys' JSON path: "" or a sub-config's ("text_config.") */
     cJSON *root;
     const char **seen;
     int n_seen;
 } HfCfg;
 void hf_cfg_load(HfCfg *c, const char *path);
+/* The object at KEY of C (marked read) as a config of its own (exits 1 if not one). */
+void hf_cfg_sub(HfCfg *sub, HfCfg *c, const char *key);
+/* KEY as V where the config leaves it out: a config class's default that code reading
+ * the key would not know (transformers fills it in the same way) */
+void hf_cfg_default(HfCfg *c, const char *key, double v);
 const cJSON *hf_cfg_get(HfCfg *c, const char *key);            /* NULL when absent or null */
 int64_t hf_cfg_int(HfCfg *c, const char *key, int64_t dflt);   /* dflt < 0: required */
 double hf_cfg_num(HfCfg *c, const char *key, double dflt);

@@ -250,7 +250,30 @@ void hf_cfg_load(HfCfg *c, const char *path)
     c->root = parse_file(path);
     if (!cJSON_IsObject(c->root))
         error_input("%s: not a JSON object", path);
+    c->at = "";
     c->seen = xcalloc((size_t)cJSON_GetArraySize(c->root) + 1, sizeof *c->seen);
+}
+
+void hf_cfg_sub(HfCfg *sub, HfCfg *c, const char *key)
+{
+    const cJSON *v = hf_cfg_get(c, key);
+    if (!cJSON_IsObject(v))
+        hf_cfg_error(c, key, "an object expected");
+    memset(sub, 0, sizeof *sub);
+    sub->file = c->file;
+    sub->at = xasprintf("%s%s.", c->at, key);
+    sub->root = (cJSON *)v;
+    sub->seen = xcalloc((size_t)cJSON_GetArraySize(v) + 1, sizeof *sub->seen);
+}
+
+void hf_cfg_default(HfCfg *c, const char *key, double v)
+{
+    if (cJSON_GetObjectItemCaseSensitive(c->root, key))
+        return;
+    cJSON_AddNumberToObject(c->root, key, v);
+    c->seen = realloc(c->seen, (size_t)(cJSON_GetArraySize(c->root) + 1) * sizeof *c->seen);
+    if (!c->seen)
+        die("out of memory");
 }
 
 void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ...)
@@ -260,7 +283,7 @@ void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ...)
     char msg[1024];
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    error_at(c->file, xasprintf("$.%s", key), "%s", msg);
+    error_at(c->file, xasprintf("$.%s%s", c->at, key), "%s", msg);
 }
 
 const cJSON *hf_cfg_get(HfCfg *c, const char *key)

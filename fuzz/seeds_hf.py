@@ -95,6 +95,18 @@ def main():
               "rope_local_base_freq": 10000.0, "final_logit_softcapping": None,
               "attn_logit_softcapping": None, "hidden_act": None}
     seed("gemma3", [config_bytes(gemma, gemma3), st_bytes(ts)])
+    # the multimodal checkpoint (Gemma 3 4B's form): the text config nested and sparse,
+    # the global layers' rope scaled, the text model under language_model.model., a
+    # vision tensor beside it
+    text = json.loads(config_bytes(gemma, dict(gemma3, rope_scaling={"rope_type": "linear",
+                                                                        "factor": 8.0})))
+    for k in ("architectures", "torch_dtype", "transformers_version"):
+        text.pop(k, None)
+    mm = {"model_type": "gemma3", "architectures": ["Gemma3ForConditionalGeneration"],
+          "text_config": text, "vision_config": {"hidden_size": 8}, "mm_tokens_per_image": 4}
+    mts = {"language_model." + n: t for n, t in ts.items()}
+    mts["vision_tower.vision_model.post_layernorm.weight"] = torch.zeros(8)
+    seed("gemma3_mm", [json.dumps(mm, indent=1).encode(), st_bytes(mts)])
     ts = tensors(llama, torch.bfloat16)
     names = sorted(ts)
     shards = [names[:len(names) // 2], names[len(names) // 2:]]

@@ -40,7 +40,10 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   no_rope_layer_interval and with the no_rope_layers list import to interleave every 2
   without rope and the SPEC reference's loss, and export back to their tensors; a Gemma
   3 text folder (config.json as transformers 4.50 writes it, random tensors) imports
-  to the loss of a Gemma 3 forward written here from transformers' modeling code;
+  to the loss of a Gemma 3 forward written here from transformers' modeling code, and
+  so does one shaped as the 4B (linear rope scaling on the global layers), whose
+  multimodal checkpoint (Gemma3ForConditionalGeneration, a sparse text_config, a
+  vision tower) imports to the same layers and tensors;
 - config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
   use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
   with a dropout layer for export: exit 1 naming the key or layer,
@@ -376,8 +379,9 @@ def gemma3_loss(cfg, sd, tokens):
     the embedding times sqrt(d) as a float32, RMSNorm by 1 + weight, q_norm and k_norm
     before rope, local layers ((i + 1) % sliding_window_pattern != 0) with
     rope_local_base_freq and a window of sliding_window positions (the query's own
-    included), global ones with rope_theta and no window, scores times
-    query_pre_attn_scalar^-0.5, a norm after each branch, GeGLU, the head tied."""
+    included), global ones with rope_theta (its frequencies divided by rope_scaling's
+    factor where that is linear, as the 4B and larger have it) and no window, scores
+    times query_pre_attn_scalar^-0.5, a norm after each branch, GeGLU, the head tied."""
     D, hd, H, KV = cfg["hidden_size"], cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     eps, W, n_pat = cfg["rms_norm_eps"], cfg["sliding_window"], cfg["sliding_window_pattern"]
     n = (len(tokens) - 1) // T
@@ -388,8 +392,8 @@ def gemma3_loss(cfg, sd, tokens):
     def norm(h, w):
         return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps) * (1.0 + w)
 
-    def rope(t, theta):
-        inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    def rope(t, theta, factor=1.0):
+        inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd)) / factor
         f = torch.arange(T).float()[:, None] * inv[None, :]
         emb = torch.cat((f, f), dim=-1)
         half = torch.cat((-t[..., hd // 2:], t[..., :hd // 2]), dim=-1)
@@ -403,12 +407,13 @@ def gemma3_loss(cfg, sd, tokens):
                  if n.startswith("model.layers.%d." % layer)}
             local = (layer + 1) % n_pat != 0
             theta = cfg["rope_local_base_freq"] if local else cfg["rope_theta"]
+            factor = 1.0 if local or not cfg.get("rope_scaling") else cfg["rope_scaling"]["factor"]
             a = norm(h, w["input_layernorm.weight"])
             q = F.linear(a, w["self_attn.q_proj.weight"]).view(B, T, H, hd).transpose(1, 2)
             k = F.linear(a, w["self_attn.k_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
             v = F.linear(a, w["self_attn.v_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
-            q = rope(norm(q, w["self_attn.q_norm.weight"]), theta)
-            k = rope(norm(k, w["self_attn.k_norm.weight"]), theta)
+            q = rope(norm(q, w["self_attn.q_norm.weight"]), theta, factor)
+            k = rope(norm(k, w["self_attn.k_norm.weight"]), theta, factor)
             k = k.repeat_interleave(H // KV, dim=1)
             v = v.repeat_interleave(H // KV, dim=1)
             s = torch.matmul(q, k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5
@@ -480,6 +485,74 @@ def gemma3_case(val):
                           "sliding_attention"]}, ["layer_types", "layer 3"]),
         ("gemma3 soft-capping", {"final_logit_softcapping": 30.0}, ["final_logit_softcapping"]),
         ("gemma3 query_pre_attn_scalar", {"query_pre_attn_scalar": 48}, ["query_pre_attn_scalar"])])
+
+
+def folder(d, cfg, sd):
+    os.makedirs(d)
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    json.dump(cfg, open(d + "/config.json", "w"))
+
+
+def gemma3_4b_case(val):
+    """Gemma 3 4B's shape in small (8 heads on 4, linear rope scaling on the global
+    layers): its text folder imports to gemma3_loss and exports back to the same layers;
+    the multimodal checkpoint the 4B ships as (model_type gemma3, text_config listing only
+    what differs from Gemma3TextConfig's defaults, the text model's tensors under
+    language_model.model. or, as transformers 4.52 saves, model.language_model., a vision
+    tower beside them) imports to the same layers and tensors, the image side left out;
+    its unknown keys, an untied head and another text model_type are refused."""
+    cfg = dict(GEMMA3, num_attention_heads=8, num_key_value_heads=4,
+               rope_scaling={"rope_type": "linear", "factor": 8.0})
+    sd = gemma3_tensors(cfg, torch.Generator().manual_seed(4))
+    d, o = OUT + "/hf_gemma3_4b", OUT + "/gemma3_4b"
+    folder(d, cfg, sd)
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
+    ours, theirs = trainc_eval(o, o + "/init.safetensors"), gemma3_loss(cfg, sd, val)
+    plain = gemma3_loss(dict(cfg, rope_scaling=None), sd, val)
+    check(rel(ours, theirs) <= 1e-5 and rel(plain, theirs) > 1e-4,
+          "gemma3 4b-shaped (global rope scaled): interleave %s; trainc --eval %.7f, Gemma 3 "
+          "from its modeling code %.7f (%.1e; unscaled %.7f)" % (
+              json.dumps(att["interleave"]), ours, theirs, rel(ours, theirs), plain))
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/export")
+    back = json.load(open(o + "/export/config.json"))
+    trainc("import", "hf", o + "/export", "-o", o + "/again", "--seq-len", T)
+    same, n = same_import(o, o + "/again")
+    check(same and back["rope_scaling"] == {"type": "linear", "factor": 8.0},
+          "gemma3 4b-shaped exported (rope_scaling %s) and imported again: the same layers "
+          "and %d tensors" % (json.dumps(back["rope_scaling"]), n))
+    # the multimodal checkpoint: Gemma3Config around the text model's
+    text = {k: v for k, v in cfg.items() if k not in (
+        "architectures", "num_attention_heads", "num_key_value_heads", "torch_dtype",
+        "transformers_version", "bos_token_id", "eos_token_id", "pad_token_id",
+        "initializer_range", "use_cache", "cache_implementation", "tie_word_embeddings")}
+    mm = {"architectures": ["Gemma3ForConditionalGeneration"], "model_type": "gemma3",
+          "text_config": text, "boi_token_index": 255999, "eoi_token_index": 256000,
+          "image_token_index": 262144, "mm_tokens_per_image": 256, "initializer_range": 0.02,
+          "eos_token_id": [1, 106], "torch_dtype": "bfloat16", "transformers_version": "4.50.0",
+          "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 8,
+                            "num_hidden_layers": 1, "patch_size": 14}}
+    g = torch.Generator().manual_seed(5)
+    vis = {"vision_tower.vision_model.embeddings.patch_embedding.weight": torch.randn(8, 3, 14, 14, generator=g),
+           "multi_modal_projector.mm_input_projection_weight": torch.randn(8, 48, generator=g)}
+    for pre, vpre in (("language_model.model.", ""), ("model.language_model.", "model.")):
+        d = OUT + "/hf_gemma3_mm_" + pre.split(".")[0]
+        msd = {pre + n[len("model."):]: t for n, t in sd.items()}
+        msd.update({vpre + n: t for n, t in vis.items()})
+        folder(d, mm, msd)
+        r = trainc("import", "hf", d, "-o", d + "_out", "--seq-len", T)
+        same, n = same_import(o, d + "_out")
+        check(same and "image side's 2 left out" in r.stdout,
+              "gemma3 multimodal (%s...): the text folder's layers and %d tensors; %s" % (
+                  pre, n, r.stdout.strip()[:160]))
+    d = OUT + "/hf_gemma3_mm_language_model"
+    bad_configs(d, [
+        ("gemma3 multimodal, an unknown key", {"audio_config": {}}, ["audio_config"]),
+        ("gemma3 multimodal, untied", {"tie_word_embeddings": False}, ["tie_word_embeddings"]),
+        ("gemma3 multimodal, another text model", {"text_config": dict(text, model_type="gemma2")},
+         ["text_config.model_type", "gemma2"])])
 
 
 def whole_configs():
@@ -655,6 +728,7 @@ def main():
     bad_configs(OUT + "/hf_llama")
     gemma_configs(val)
     gemma3_case(val)
+    gemma3_4b_case(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
