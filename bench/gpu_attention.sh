@@ -14,8 +14,9 @@
 # can force (flash, cuDNN, memory-efficient). Same shapes (d 2048, 16k tokens a call; T
 # 1024, 2048, 4096; head dims 64 and 128; causal and full), same FLOP count (forward
 # 4 B H T^2 hd, halved when causal; backward 2.5 times it), bf16, ROUNDS alternating
-# rounds (../BENCHMARKING.md). Then the Llama-family attention at llama3_1b's and
-# llama_124m's shapes (grouped-query heads, rope, causal): trainc both ways (do the
+# rounds (../BENCHMARKING.md). Then the Llama-family attention at llama3_1b's,
+# llama_124m's and Gemma 3 1B's shapes (grouped-query heads, rope, causal; Gemma's heads
+# 256 wide, the sm_80 kernels alone): trainc both ways (do the
 # sm_90a kernels with their qk_norm/rope pass beat the sm_80 ones that fuse it?) and
 # PyTorch's rope then SDPA with enable_gqa, each backend.
 # Under tests/gpu/measure.sh, PART_LIMIT bounds the script (no round starts with under

@@ -2,7 +2,9 @@
 
 Builds a text of about MB megabytes (Debian's license texts, concatenated as often as
 it takes), trains a GPT-2-style, a Llama-3-style and a Llama-2-style (SentencePiece
-BPE, byte_fallback) tokenizer on the license texts (tests/tokenizer_hf.py's), then for
+BPE, byte_fallback) tokenizer on the license texts (tests/tokenizer_hf.py's), and takes
+the Llama 2 one's vocabulary in Gemma's spelling (Replace(" ", "▁") alone, nothing
+prepended, no pre-tokenizer: the whole text one piece for `tokenizers`), then for
 each: the wall time of
 `trainc data text TEXT DIR --tokenizer T --val-frac 0` (reading, tokenizing and
 writing the shard) against `Tokenizer.from_file(T).encode(text)` on the text already
@@ -49,12 +51,14 @@ def main():
     size = os.path.getsize(path)
     print("text: %s, %.1f MB (the license texts x %d)" % (path, size / 1e6, len(text) // len(lic)))
     lines = text.splitlines(keepends=True)
-    for kind, vocab in (("gpt2", 5000), ("llama3", 5000), ("sp_llama2", 5000)):
+    for kind, vocab in (("gpt2", 5000), ("llama3", 5000), ("sp_llama2", 5000), ("sp_gemma", 5000)):
         tj = os.path.join(OUT, kind + ".json")
-        if kind == "sp_llama2":   # as Llama 2's: a newline is <0x0A>, words as SentencePiece's
+        if kind.startswith("sp_"):   # as Llama 2's: a newline is <0x0A>, words as SentencePiece's
             flat = [c.replace("\n", " ") for c in lic.split("\n\n")]
+            sp = th.sp_trained(flat, vocab, words=True)
             with open(tj, "w", encoding="utf-8") as f:
-                json.dump(th.sp_trained(flat, vocab, words=True), f, ensure_ascii=False)
+                json.dump(th.sp_variants(sp)[kind] if kind != "sp_llama2" else sp, f,
+                          ensure_ascii=False)
         else:
             th.trained(kind, lic.split("\n\n"), vocab).save(tj)
         tok = Tokenizer.from_file(tj)

@@ -16,11 +16,12 @@
 # rt_attention_fwd90_* and backward rt_attention_bwd90_* among them on sm_90a (the
 # key-side backward at heads 128 wide uses 254-255 of the 255 registers a thread may
 # have; spilling its accumulators would cost more than the tensor cores win). Heads 256
-# wide (Gemma's; the Llama-family kernels, _2048_256_) are bounded at 1024 bytes: their
+# wide (Gemma's; the Llama-family kernels, _2048_256_) are bounded at 512 bytes: their
 # backward keeps dY's or V's fragments in shared memory and walks the key side twice,
 # yet 128 accumulators and 64 fragment registers a thread leave ptxas short, and
 # qk_norm's backward over rows 256 wide (two rows, their gradients and the weight's:
-# 320 values a thread) spills once a tile (sm_80, 2026-11-30: 888 and 312 bytes). Then,
+# 320 values a thread) spills once a tile (2026-11-30: 312 and 316 bytes on sm_80, 308
+# and 316 on sm_90a). Then,
 # where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by
 # nvcc -c for sm_80. Needs no GPU.
 set -eu
@@ -60,7 +61,7 @@ for a in sm_80 sm_90a; do
         }' "$d/ptxas_$a.log" > "$d/regs_$a.txt"
     n=$(wc -l < "$d/regs_$a.txt")
     [ "$n" -ge 30 ] || { echo "FAIL ptxas $a: $n attention kernels read from the log"; exit 1; }
-    if awk '$2 == "" || $2 > ($1 ~ /_256_[01]$/ ? 1024 : 16) {bad = 1; print "FAIL ptxas " a ": " $1 " spills " $2 " bytes"} END {exit bad}' a=$a "$d/regs_$a.txt"; then
+    if awk '$2 == "" || $2 > ($1 ~ /_256_[01]$/ ? 512 : 16) {bad = 1; print "FAIL ptxas " a ": " $1 " spills " $2 " bytes"} END {exit bad}' a=$a "$d/regs_$a.txt"; then
         echo "ok   ptxas $a: $n attention kernels (bf16), spills at most $(grep -v '_256_[01] ' "$d/regs_$a.txt" | awk '{print $2}' | sort -n | tail -1) bytes (heads 256 wide: $(grep '_256_[01] ' "$d/regs_$a.txt" | awk '{print $2}' | sort -n | paste -sd, -)), registers $(awk '{print $3}' "$d/regs_$a.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)"
     else
         exit 1

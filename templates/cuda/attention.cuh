@@ -243,7 +243,10 @@ __device__ __forceinline__ void attention_fwd(const act_t *qkv, float *lse, act_
 __host__ __device__ constexpr bool rt_att_tc(int hd) { return hd % 16 == 0 && hd <= 128; }
 __host__ __device__ constexpr bool rt_att_tc_ext(int hd) { return hd % 16 == 0 && hd <= 256; }
 /* rows of the tiles a tensor-core kernel streams through shared memory */
-__host__ __device__ constexpr int rt_att_tc_stream(int hd) { return hd > 128 ? 16 : hd > 64 ? 32 : 64; }
+__host__ __device__ constexpr int rt_att_tc_stream(int hd)
+{
+    return hd > 128 ? 16 : hd > 64 ? 32 : 64;
+}
 
 /* two 16-bit values, the first in the low half */
 __device__ __forceinline__ unsigned att_pack(unsigned short lo, unsigned short hi)
@@ -1717,6 +1720,17 @@ __device__ __forceinline__ void atx_tc_qrows(int pos[2], int hq[2], int p0, int 
     }
 }
 
+/* f(c) for each column c < HD a thread of the block owns: threadIdx.x, then 128 further
+ * on (unrolled: heads up to 128 wide take the one test, and no register for a loop) */
+template <int HD, typename F>
+__device__ __forceinline__ void atx_cols(F f)
+{
+#pragma unroll
+    for (int k = 0; k < (HD + RT_ATT_THREADS - 1) / RT_ATT_THREADS; k++)
+        if (threadIdx.x + k * RT_ATT_THREADS < HD)
+            f((int)threadIdx.x + k * RT_ATT_THREADS);
+}
+
 /* a warp's column sums of a norm weight's gradient (dw: a thread's columns 8 n + 2 t4 + e
  * over its rows) over the lanes of its rows, into red[8 n + 2 t4 + e] by lanes 0-3 */
 template <int DN>
@@ -1745,9 +1759,10 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
     for (int n = 0; n < DN; n++)
         dw[n][0] = dw[n][1] = 0.0f;
     __syncthreads();
-    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
+    atx_cols<HD>([&](int c) {
         for (int w = 0; w < RT_ATT_THREADS / 32; w++)
             acc[c] += (double)red[w][c];
+    });
     __syncthreads();   /* red read: the next tile may write it */
 }
 
@@ -1914,8 +1929,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
     const float scale = (float)(1.0 / sqrt((double)HD));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
-    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
-        dwc[c] = 0.0;
+    atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     __syncthreads();
@@ -2049,8 +2063,10 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
         if (qn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
-    for (int c = threadIdx.x; qn && c < HD; c += RT_ATT_THREADS)
-        partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
+    if (qn)
+        atx_cols<HD>([&](int c) {
+            partq[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
+        });
     RT_FP8_FOLD_END();
 }
 
@@ -2075,7 +2091,6 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
     constexpr bool WIDE = HD > 128;
-    constexpr int NPASS = WIDE ? 2 : 1;
     __shared__ __align__(16) unsigned short qs[2][BQ][WD], dys[2][BQ][WD];
     __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
     __shared__ float fr[HD / 2];
@@ -2092,8 +2107,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     const float scale = (float)(1.0 / sqrt((double)HD));
     const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
-    for (int c = threadIdx.x; c < HD; c += RT_ATT_THREADS)
-        dwc[c] = 0.0;
+    atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     __syncthreads();
@@ -2117,14 +2131,17 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
         const int qlo = CAUSAL ? k0 : 0;
         const int qhi = W > 0 && k0 + nk - 1 + W < T ? k0 + nk - 1 + W : T;
         const int NQ = (qhi - qlo + BQ - 1) / BQ;   /* query tiles a head */
+        tiles(0, kh * G, qlo);
         /* the thread's key rows j0 + 8u (v: KV HD further), NULL past T */
         auto krow = [&](int u) -> const act_t * {
             const int j = j0 + 8 * u;
             return j < T ? base + (int64_t)j * ld + (int64_t)(H + kh) * HD : nullptr;
         };
+        /* the positions of those rows (-1: none); recomputed where needed, not held */
+        auto kpos = [&](int u) { return j0 + 8 * u < T ? j0 + 8 * u : -1; };
         unsigned ka[KS][4], va[WIDE ? 1 : KS][4];
         {
-            const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+            const int pos[2] = {kpos(0), kpos(1)};
             atx_rows2<DN> x, vr;
             const act_t *pk[2] = {krow(0), krow(1)};
             const act_t *pv[2] = {pk[0] ? pk[0] + (int64_t)KV * HD : nullptr,
@@ -2140,7 +2157,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                 atx_tc_frag(va, vr);
             }
         }
-        /* dK's accumulators, and dV's (WIDE: dK's, in dV's pass) */
+        /* dK's accumulators, and dV's (WIDE: dV's pass uses dK's) */
         float gk[DN][4], gv_[WIDE ? 1 : DN][4];
         auto gv = [&](int n) -> float * {
             if constexpr (WIDE)
@@ -2148,91 +2165,110 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
             else
                 return gv_[n];
         };
-        const int pos[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
-#pragma unroll 1
-        for (int pass = 0; pass < NPASS; pass++) {
-        const bool dov = !WIDE || pass == 0, dok = !WIDE || pass == 1;
-        for (int n = 0; n < DN; n++)
-            for (int r = 0; r < 4; r++)
-                gk[n][r] = gv(n)[r] = 0.0f;
-        tiles(0, kh * G, qlo);
-        for (int it = 0, cb = 0; it < G * NQ; it++, cb ^= 1) {   /* (head, query tile) */
-            const int i0 = qlo + it % NQ * BQ;
-            if (it + 1 < G * NQ) {   /* the next tile in, then this one waited for */
-                tiles(cb ^ 1, kh * G + (it + 1) / NQ, qlo + (it + 1) % NQ * BQ);
-                att_cp_wait<1>();
-            } else {
-                att_cp_wait<0>();
-            }
-            __syncthreads();
-            if (trq) {
-                atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f);
-                __syncthreads();
-            }
-            const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T ||
-                              (W > 0 && k0 <= i0 + BQ - 1 - W);
-            for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
-                float st[2][4], dpt[2][4];
-                for (int r = 0; r < 4; r++)
-                    st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
-                for (int s = 0; s < KS; s++) {
-                    unsigned qb[4];
-                    rt_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
-                    rt_mma16816(st[0], ka[s], qb);
-                    rt_mma16816(st[1], ka[s], qb + 2);
-                    if (!dok)
-                        continue;
-                    unsigned db[4], av[4];
-                    rt_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
-                    if constexpr (WIDE)
-                        rt_afrag<WD>(av, vw, s, lane);
-                    else
-                        for (int r = 0; r < 4; r++)
-                            av[r] = va[s][r];
-                    rt_mma16816(dpt[0], av, db);
-                    rt_mma16816(dpt[1], av, db + 2);
-                }
-                for (int c = 0; c < 2; c++) {
-                    const int n = 2 * j + c;
-                    for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
-                        const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il, kj = j0 + 8 * (r >> 1);
-                        const bool masked = edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W));
-                        const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
-                        const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[c][r] - lt);
-                        st[c][r] = p;
-                        dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
-                    }
-                }
-                unsigned pa[4], sa[4];
+        /* The (head, query tile) pairs from the one in flight in buffer 0: dV += P^T dY
+         * (dov), dK += dS^T Q (dok), from zero. */
+        auto walk = [&](bool dov, bool dok) {
+            for (int n = 0; n < DN; n++)
                 for (int r = 0; r < 4; r++) {
-                    const int c = r >> 1, u = r & 1;
-                    pa[r] = att_pack2(st[c][2 * u], st[c][2 * u + 1]);
-                    sa[r] = att_pack2(dpt[c][2 * u], dpt[c][2 * u + 1]);
+                    if (dok)
+                        gk[n][r] = 0.0f;
+                    if (dov)
+                        gv(n)[r] = 0.0f;
                 }
-                for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
-                    if (dov) {
-                        unsigned yb[4];
-                        rt_bfrag_t<WD>(yb, dys[cb], j, n, lane);
-                        rt_mma16816(gv(n), pa, yb);
-                        rt_mma16816(gv(n + 1), pa, yb + 2);
+            for (int it = 0, cb = 0; it < G * NQ; it++, cb ^= 1) {
+                const int i0 = qlo + it % NQ * BQ;
+                if (it + 1 < G * NQ) {   /* the next tile in, then this one waited for */
+                    tiles(cb ^ 1, kh * G + (it + 1) / NQ, qlo + (it + 1) % NQ * BQ);
+                    att_cp_wait<1>();
+                } else {
+                    att_cp_wait<0>();
+                }
+                __syncthreads();
+                if (trq) {
+                    atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f);
+                    __syncthreads();
+                }
+                const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T ||
+                                  (W > 0 && k0 <= i0 + BQ - 1 - W);
+                for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
+                    float st[2][4], dpt[2][4];
+                    for (int r = 0; r < 4; r++)
+                        st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
+                    for (int s = 0; s < KS; s++) {   /* S^T = K Q^T; dP^T = V dY^T (dok) */
+                        unsigned qb[4], db[4], av[4];
+                        rt_bfrag<WD>(qb, qs[cb], 2 * j, s, lane);
+                        if (dok) {
+                            rt_bfrag<WD>(db, dys[cb], 2 * j, s, lane);
+                            if constexpr (WIDE)
+                                rt_afrag<WD>(av, vw, s, lane);
+                            else
+                                for (int r = 0; r < 4; r++)
+                                    av[r] = va[s][r];
+                        }
+                        rt_mma16816(st[0], ka[s], qb);
+                        if (dok)
+                            rt_mma16816(dpt[0], av, db);
+                        rt_mma16816(st[1], ka[s], qb + 2);
+                        if (dok)
+                            rt_mma16816(dpt[1], av, db + 2);
                     }
-                    if (dok) {
-                        unsigned qb[4];
-                        rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
-                        rt_mma16816(gk[n], sa, qb);
-                        rt_mma16816(gk[n + 1], sa, qb + 2);
+                    for (int c = 0; c < 2; c++) {
+                        const int n = 2 * j + c;
+                        for (int r = 0; r < 4; r++) {   /* P^T into st, dS^T into dpt */
+                            const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il;
+                            const int kj = j0 + 8 * (r >> 1);
+                            const bool masked =
+                                edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W));
+                            const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
+                            const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[c][r] - lt);
+                            st[c][r] = p;
+                            dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
+                        }
+                    }
+                    unsigned pa[4], sa[4];
+                    for (int r = 0; r < 4; r++) {
+                        const int c = r >> 1, u = r & 1;
+                        pa[r] = att_pack2(st[c][2 * u], st[c][2 * u + 1]);
+                        sa[r] = att_pack2(dpt[c][2 * u], dpt[c][2 * u + 1]);
+                    }
+                    for (int n = 0; n < DN; n += 2) {   /* dV += P^T dY, dK += dS^T Q */
+                        unsigned yb[4], qb[4];
+                        if (dov)
+                            rt_bfrag_t<WD>(yb, dys[cb], j, n, lane);
+                        if (dok)
+                            rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
+                        if (dov)
+                            rt_mma16816(gv(n), pa, yb);
+                        if (dok)
+                            rt_mma16816(gk[n], sa, qb);
+                        if (dov)
+                            rt_mma16816(gv(n + 1), pa, yb + 2);
+                        if (dok)
+                            rt_mma16816(gk[n + 1], sa, qb + 2);
                     }
                 }
+                __syncthreads();   /* tile cb read by all: the next pass may copy into it */
             }
-            __syncthreads();   /* tile cb read by all: the next pass may copy into it */
+        };
+        auto store_dv = [&]() {
+            for (int u = 0; u < 2; u++)
+                if (kpos(u) >= 0) {
+                    act_t *dv = dbase + (int64_t)kpos(u) * ld + (int64_t)(H + KV + kh) * HD;
+                    for (int n = 0; n < DN; n++)
+                        att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv(n)[2 * u]),
+                                RT_FP8_FOLDED(gv(n)[2 * u + 1]));
+                }
+        };
+        if constexpr (WIDE) {   /* dV's walk, then dK's from the first tile again */
+            walk(true, false);
+            store_dv();
+            tiles(0, kh * G, qlo);
+            walk(false, true);
+        } else {
+            walk(true, true);
+            store_dv();
         }
-        for (int u = 0; dov && u < 2; u++)   /* dv, then dk */
-            if (pos[u] >= 0) {
-                act_t *dv = dbase + (int64_t)pos[u] * ld + (int64_t)(H + KV + kh) * HD;
-                for (int n = 0; n < DN; n++)
-                    att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv(n)[2 * u]), RT_FP8_FOLDED(gv(n)[2 * u + 1]));
-            }
-        }
+        const int pos[2] = {kpos(0), kpos(1)};
         atx_rows2<DN> gr, x;
         for (int n = 0; n < DN; n++)
             for (int u = 0; u < 2; u++)
@@ -2253,8 +2289,10 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
         if (kn)
             atx_tc_dw_add<DN>(dw, dwc, lane, warp);
     }
-    for (int c = threadIdx.x; kn && c < HD; c += RT_ATT_THREADS)
-        partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
+    if (kn)
+        atx_cols<HD>([&](int c) {
+            partk[(((int64_t)b * KV + kh) * gridDim.x + tile0) * HD + c] = dwc[c];
+        });
     RT_FP8_FOLD_END();
 }
 #else

@@ -29,7 +29,8 @@
 #   attn       bench/gpu_attention.sh: the attention kernels alone (tests/gpu/bench_attn.c)
 #              against every SDPA backend PyTorch can force, T 1024-4096, head dims 64
 #              and 128, causal and full, TFLOP/s forward and backward, 3 rounds; and
-#              the Llama-family attention (GQA, rope): trainc both ways, SDPA        120
+#              the Llama-family attention (GQA, rope; Gemma 3 1B's heads 256 wide):
+#              trainc both ways, SDPA                                               120
 #   hf         bench/gpu_hf.sh: a Llama-3.2-1B-shaped HF checkpoint (random weights)
 #              imported, its tokenizer's shards, 30 steps of bf16-mixed fine-tuning
 #              (tokens/s), its validation, export, and transformers' loss on the export
