@@ -438,10 +438,11 @@ static HfCfg *text_config(Imp *im, Arch *a)
     HfCfg *c = &im->cfg, *t = &im->text;
     for (size_t k = 0; k < sizeof vision / sizeof *vision; k++)
         hf_cfg_get(c, vision[k]);
-    if (!hf_cfg_bool(c, "tie_word_embeddings", 1))
-        hf_cfg_error(c, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints tie "
-                     "their head to the embedding");
     hf_cfg_sub(t, c, "text_config");
+    for (HfCfg *x = c; x; x = x == c ? t : NULL)   /* either may say it */
+        if (!hf_cfg_bool(x, "tie_word_embeddings", 1))
+            hf_cfg_error(x, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints "
+                         "tie their head to the embedding");
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for gemma3: it cannot tell whether "
@@ -449,9 +450,6 @@ static HfCfg *text_config(Imp *im, Arch *a)
     const char *type = hf_cfg_str(t, "model_type", "gemma3_text");
     if (strcmp(type, "gemma3_text"))
         hf_cfg_error(t, "model_type", "\"%s\": Gemma 3's text model is gemma3_text", type);
-    if (!hf_cfg_bool(t, "tie_word_embeddings", 1))
-        hf_cfg_error(t, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints tie "
-                     "their head to the embedding");
     decoder_only(t);
     a->type = "gemma3_text";
     a->multimodal = 1;

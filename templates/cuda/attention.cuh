@@ -2158,13 +2158,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
             }
         }
         /* dK's accumulators, and dV's (WIDE: dV's pass uses dK's) */
-        float gk[DN][4], gv_[WIDE ? 1 : DN][4];
-        auto gv = [&](int n) -> float * {
-            if constexpr (WIDE)
-                return gk[n];
-            else
-                return gv_[n];
-        };
+        float acc[WIDE ? 1 : 2][DN][4];
+        float (&gk)[DN][4] = acc[0], (&gv)[DN][4] = acc[WIDE ? 0 : 1];
         /* The (head, query tile) pairs from the one in flight in buffer 0: dV += P^T dY
          * (dov), dK += dS^T Q (dok), from zero. */
         auto walk = [&](bool dov, bool dok) {
@@ -2173,7 +2168,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                     if (dok)
                         gk[n][r] = 0.0f;
                     if (dov)
-                        gv(n)[r] = 0.0f;
+                        gv[n][r] = 0.0f;
                 }
             for (int it = 0, cb = 0; it < G * NQ; it++, cb ^= 1) {
                 const int i0 = qlo + it % NQ * BQ;
@@ -2238,11 +2233,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                         if (dok)
                             rt_bfrag_t<WD>(qb, qs[cb], j, n, lane);
                         if (dov)
-                            rt_mma16816(gv(n), pa, yb);
+                            rt_mma16816(gv[n], pa, yb);
                         if (dok)
                             rt_mma16816(gk[n], sa, qb);
                         if (dov)
-                            rt_mma16816(gv(n + 1), pa, yb + 2);
+                            rt_mma16816(gv[n + 1], pa, yb + 2);
                         if (dok)
                             rt_mma16816(gk[n + 1], sa, qb + 2);
                     }
@@ -2255,8 +2250,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
                 if (kpos(u) >= 0) {
                     act_t *dv = dbase + (int64_t)kpos(u) * ld + (int64_t)(H + KV + kh) * HD;
                     for (int n = 0; n < DN; n++)
-                        att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv(n)[2 * u]),
-                                RT_FP8_FOLDED(gv(n)[2 * u + 1]));
+                        att_st2(dv + 8 * n + 2 * t4, RT_FP8_FOLDED(gv[n][2 * u]),
+                                RT_FP8_FOLDED(gv[n][2 * u + 1]));
                 }
         };
         if constexpr (WIDE) {   /* dV's walk, then dK's from the first tile again */
