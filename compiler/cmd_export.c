@@ -31,6 +31,7 @@ typedef struct Ex {
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
+    double att_scale;          /* the attention's scale, or 0: 1 / sqrt(head width) */
     int64_t global_every;      /* Gemma 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
@@ -96,9 +97,23 @@ static void interleave(Ex *e, const Layer *l)
                            "SmolLM3's (rope null alone) only");
 }
 
+/* Gemma 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power (the head
+ * width, or what the attention's scale says: an integer where it is one to 1e-9) */
+static double query_pre_attn_scalar(const Ex *e)
+{
+    double hd = (double)hf_head_dim(&e->d);
+    if (!(e->att_scale > 0) || (float)e->att_scale == (float)(1.0 / sqrt(hd)))
+        return hd;
+    double q = 1.0 / (e->att_scale * e->att_scale);
+    return fabs(q - round(q)) <= 1e-9 * q ? round(q) : q;
+}
+
 /* The combinations of attention options the families have; any other is refused. */
 static void attention_family(Ex *e, const Layer *l)
 {
+    if (!(e->gemma && e->post_norms) && query_pre_attn_scalar(e) != (double)hf_head_dim(&e->d))
+        refuse(e, NULL, l, "scale other than 1 / sqrt(head width): only Gemma 3 (its "
+                           "query_pre_attn_scalar) has one");
     if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
                            "which windows only some layers)");
@@ -133,6 +148,7 @@ static void attention(Ex *e, const Layer *l)
     e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
     e->window = l->window;
+    e->att_scale = l->att_scale;
     int rope = l->rope.theta > 0;
     if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
                     e->window || e->d.HD))
@@ -441,7 +457,7 @@ static void gemma3_keys(cJSON *c, const Ex *e)
 {
     int64_t every = e->global_every ? e->global_every : e->d.L + 1, hd = hf_head_dim(&e->d);
     cJSON_AddNumberToObject(c, "head_dim", (double)hd);
-    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", (double)hd);
+    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", query_pre_attn_scalar(e));
     cJSON_AddStringToObject(c, "hidden_activation", e->act);
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     cJSON_AddNumberToObject(c, "rope_theta", e->global_every ? e->global_theta : e->theta);

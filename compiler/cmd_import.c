@@ -6,6 +6,7 @@
  * checkpoints) and SmolLM3; a config key or tensor the spec cannot express exits 1
  * naming it, before anything is written. */
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@ typedef struct Arch {
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
     double embed_scale;        /* Gemma's sqrt(hidden_size), or 0: no scale layer */
+    double att_scale;          /* the attention's scale (Gemma 3's query_pre_attn_scalar^-1/2),
+                                  or 0: 1 / sqrt(head width) */
     int post_norms;            /* Gemma 3: a norm after each branch too */
     int64_t global_every;      /* Gemma 3: every N-th layer global (no window), or 0 */
     double global_theta;       /* its rope theta */
@@ -298,8 +301,9 @@ static void smollm3_config(HfCfg *c, Arch *a)
 /* Gemma 3's text model: Gemma's, with a norm after each branch as well, qk_norm (by
  * 1 + weight), and windowed (local) layers interleaved with global ones, each kind
  * with its rope theta, the global ones' scaled by rope_scaling (the 4B and larger:
- * linear, factor 8); attention scaled by query_pre_attn_scalar, which must be the head
- * width. Soft-capping and bidirectional attention are refused. */
+ * linear, factor 8); the scores scaled by query_pre_attn_scalar^-1/2 (the head width's,
+ * but the 27B's 168 over heads 128 wide: the attention's scale). Soft-capping and
+ * bidirectional attention are refused. */
 static void gemma3_config(HfCfg *c, Arch *a)
 {
     a->post_norms = 1;
@@ -318,9 +322,11 @@ static void gemma3_config(HfCfg *c, Arch *a)
     }
     int64_t hd = hf_head_dim(&a->d);
     double qs = hf_cfg_num(c, "query_pre_attn_scalar", 256);
+    if (!(qs > 0) || 1.0 / sqrt(qs) < FLT_MIN || 1.0 / sqrt(qs) > FLT_MAX)
+        hf_cfg_error(c, "query_pre_attn_scalar", "%g: expected a number > 0 (the scores are "
+                     "scaled by its -1/2 power)", qs);
     if (qs != (double)hd)
-        hf_cfg_error(c, "query_pre_attn_scalar", "%g: trainc's attention scales by "
-                     "1/sqrt(head width), here 1/sqrt(%lld)", qs, (long long)hd);
+        a->att_scale = 1.0 / sqrt(qs);
     static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
     for (int k = 0; k < 2; k++)
         if (hf_cfg_get(c, caps[k]))
@@ -552,6 +558,8 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddTrueToObject(l, "qk_norm");
     if (a->window)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
+    if (a->att_scale)
+        cJSON_AddNumberToObject(l, "scale", a->att_scale);
     if (a->global_every && a->global_every <= a->d.L) {
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
         cJSON_AddNumberToObject(g, "every", (double)a->global_every);

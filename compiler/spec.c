@@ -960,7 +960,12 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->qk_norm = get_bool(c, v, path);
     else if (!strcmp(key, "window"))
         l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "rope"))
+    else if (!strcmp(key, "scale") && l->op == OP_ATTENTION) {
+        l->att_scale = cJSON_IsNull(v) ? 0 : get_number(c, v, path);
+        if (!cJSON_IsNull(v) && (!(l->att_scale >= FLT_MIN) || l->att_scale > FLT_MAX))
+            error_at(c->file, path, "expected a number > 0 within float's range (the scores' "
+                     "factor, 1 / sqrt(head width) when absent), got %s", got(v, b, sizeof b));
+    } else if (!strcmp(key, "rope"))
         parse_rope(c, &l->rope, v, path);
     else if (!strcmp(key, "interleave"))
         parse_interleave(c, l, v, path);

@@ -529,16 +529,18 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
     return c;
 }
 
-/* The options of rt_attention_ext_*: the window, qk_norm's weights and rope's table
+/* The options of rt_attention_ext_*: the window, qk_norm's weights, the scores' factor
+ * and rope's table
  * (malloc'd into c->cos, c->sin; att_done frees it). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
-                        float theta, float factor, float low, float high, int64_t orig)
+                        float theta, float factor, float low, float high, int64_t orig,
+                        float scale)
 {
-    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2))
+    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) || !(scale > 0))
         rt_die("attention: bad options (qk_norm weights %p, %p; window %lld; rope with hd "
-               "%lld)", (const void *)qn, (const void *)kn, (long long)window,
-               (long long)c->hd);
-    c->qn = qn, c->kn = kn, c->window = window;
+               "%lld; scale %g)", (const void *)qn, (const void *)kn, (long long)window,
+               (long long)c->hd, (double)scale);
+    c->qn = qn, c->kn = kn, c->window = window, c->scale = scale;
     if (theta > 0) {
         size_t n = (size_t)(c->T * (c->hd / 2));
         float *t = malloc(2 * n * sizeof(float) + 1);
@@ -587,20 +589,20 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig)
+                          float low, float high, int64_t orig, float scale)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_fwd)
-            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
-                    "this build: run it with --device cpu");
+            rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
+                    "kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                                 factor, low, high, orig);
+                                     factor, low, high, orig, scale);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -612,20 +614,20 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig)
+                          float low, float high, int64_t orig, float scale)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_bwd)
-            rt_fail("attention with kv_heads, rope, qk_norm or a window has no GPU kernel in "
-                    "this build: run it with --device cpu");
+            rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
+                    "kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
-                                 causal, window, theta, factor, low, high, orig);
+                                     causal, window, theta, factor, low, high, orig, scale);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

@@ -851,7 +851,7 @@ static const void *att90_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, i
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, int ext);
+                       float high, int64_t orig, float scale, int ext);
 
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
@@ -863,7 +863,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     att_tc(e, hd, 128, qkv, y, y);
     if (att90_use(e, hd, qkv, T, 3 * d)) {
         att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
-                   0.0f, 0, 0);
+                   0.0f, 0, 0.0f, 0);   /* the plain kernel: no options, its own scale */
         return;
     }
     int h = (int)H;
@@ -910,7 +910,7 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
-                       float low, float high, int64_t orig, rt_dptr slot, int ext);
+                       float low, float high, int64_t orig, float scale, rt_dptr slot, int ext);
 
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
                          const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
@@ -924,7 +924,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     if (att_tc(e, hd, 128, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
         att90x_bwd(e, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d, H, H, hd, causal, 0,
-                   0.0f, 0.0f, 0.0f, 0.0f, 0, slot, 0);
+                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0.0f, slot, 0);   /* the plain kernels */
         return;
     }
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
@@ -1020,12 +1020,16 @@ static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int
              : *mv;
 }
 
+/* the scores' factor times log2(e): the tensor-core kernels take the scores to exp2 in
+ * log2 units, and take this product as an argument beside the scale */
+static float att_sl2(float scale) { return (float)(1.4426950408889634 * (double)scale); }
+
 /* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext), or
  * plain attention's (KV = H, no window, no qk_norm or rope) */
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, int ext)
+                       float high, int64_t orig, float scale, int ext)
 {
     rt_dptr qk = 0;
     if (theta > 0.0f || qn || kn) {
@@ -1033,6 +1037,7 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
         att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
     }
     int h = (int)H, kv = (int)KV, w = (int)window;
+    float sl2 = att_sl2(scale);
     char name[96];
     snprintf(name, sizeof name, "rt_attention%s_fwd90_%lld_%lld_%d", ext ? "_ext" : "",
              (long long)T, (long long)hd, causal != 0);
@@ -1044,7 +1049,7 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
         const void *mq, *mv;
         att90x_maps(e, qkv, qk, b0, nb, T, H, KV, hd, RT_ATT90_ROWS, &mq, &mv);
         void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *ext_args[] = {(void *)mq, (void *)mv, &l, &o, &h, &kv, &w, &slot};
+        void *ext_args[] = {(void *)mq, (void *)mv, &l, &o, &h, &kv, &w, &sl2, &slot};
         void *args[] = {(void *)mq, &l, &o, &h, &slot};   /* rt_attention_fwd90_*: one map */
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
                      RT_ATT90_THREADS, 1, att90_smem(hd), ext ? ext_args : args);
@@ -1054,7 +1059,7 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
 void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig)
+                             float low, float high, int64_t orig, float scale)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
@@ -1066,10 +1071,11 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     if (att90_use(e, hd, qkv, T, ld)) {
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
-                   high, orig, 1);
+                   high, orig, scale, 1);
         return;
     }
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    float sl2 = att_sl2(scale);
     char name[96];
     snprintf(name, sizeof name, "rt_attention_ext_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
              causal != 0);
@@ -1081,7 +1087,7 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
         void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o,
-                        &slot};
+                        &scale, &sl2, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }
@@ -1112,13 +1118,14 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
-                       float low, float high, int64_t orig, rt_dptr slot, int ext)
+                       float low, float high, int64_t orig, float scale, rt_dptr slot, int ext)
 {
     int norm = qn || kn;
     att90x_scratch sc = att90x_carve(e, B, T, H, KV, hd, theta > 0.0f || norm, norm);
     if (sc.qk)
         att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
     snprintf(name, sizeof name, "rt_attention%s_%lld_%lld_%d", ext ? "_ext_bwd90_q" : "_bwd90",
              (long long)T, (long long)hd, causal != 0);
@@ -1136,9 +1143,10 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         rt_dptr Dc = sc.D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = sc.pq + (rt_dptr)(norm ? b0 * H * tiles * hd * 8 : 0);
         rt_dptr pkc = sc.pk + (rt_dptr)(norm ? b0 * KV * tiles * hd * 8 : 0);
-        void *ext_args[] = {(void *)mq, (void *)mv, (void *)mg, &l,   &out, &g,   &dq,  &Dc,
-                            &h,         &kv,        &w,         &theta, &factor, &low, &high, &o,
-                            &x,         &qn,        &kn,        &pqc, &pkc,    &slot};
+        void *ext_args[] = {(void *)mq, (void *)mv, (void *)mg, &l,     &out,   &g,    &dq,
+                            &Dc,        &h,         &kv,        &w,     &scale, &sl2,  &theta,
+                            &factor,    &low,       &high,      &o,     &x,     &qn,   &kn,
+                            &pqc,       &pkc,       &slot};
         /* rt_attention_bwd90_*: one map of qkv, no options */
         void *args[] = {(void *)mq, (void *)mg, &l, &out, &g, &dq, &Dc, &h, &slot};
         void **a = ext ? ext_args : args;
@@ -1160,7 +1168,7 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
                              const float *lse, const float *y, const float *dy, float *dqkv,
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig)
+                             float low, float high, int64_t orig, float scale)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
@@ -1171,7 +1179,7 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
     if (att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
-                   theta, factor, low, high, orig, slot, 1);
+                   theta, factor, low, high, orig, scale, slot, 1);
         return;
     }
     unsigned gq, gk;
@@ -1181,6 +1189,7 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     rt_dptr pq = sc, pk = pq + (rt_dptr)(norm ? B * KV * gq * hd * 8 : 0);
     rt_dptr D = pk + (rt_dptr)(norm ? B * KV * gk * hd * 8 : 0);
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
+    float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
     snprintf(name, sizeof name, "rt_attention_ext_bwd_q_%lld_%lld_%d", (long long)T,
              (long long)hd, causal != 0);
@@ -1196,8 +1205,8 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
         rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
-        void *args[] = {&q,   &qn, &kn, &l, &out,   &g,      &dq,  &Dc,   &pqc,
-                        &pkc, &h,  &kv, &w, &theta, &factor, &low, &high, &o, &slot};
+        void *args[] = {&q, &qn, &kn, &l,     &out,   &g,      &dq,  &Dc,   &pqc, &pkc, &h,
+                        &kv, &w, &theta, &factor, &low, &high, &o, &scale, &sl2, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
         rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);

@@ -437,17 +437,18 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
  * [hd] (RMSNorm eps 1e-6 over each head's q and k), or NULL; theta > 0: rope on q and k
  * after qk_norm (dims j, j + hd/2 rotated by t / theta^(2j/hd)), its llama3 scaling when
  * factor > 0 (low and high frequency factors, the original context length orig); window
- * > 0: query t sees keys t - window + 1 .. t (with causal). dqn, dkn (may be NULL) get
- * the weights' gradients added. */
+ * > 0: query t sees keys t - window + 1 .. t (with causal); scale: the scores' factor
+ * (softmax(q k^T scale); 1 / sqrt(hd) is the usual one). dqn, dkn (may be NULL) get the
+ * weights' gradients added. */
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig);
+                          float low, float high, int64_t orig, float scale);
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig);
+                          float low, float high, int64_t orig, float scale);
 /* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                       int64_t V, int64_t dim);

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch reference for runtime/attention.c: causal and full multi-head attention, and
 the options of docs/spec.md's attention row (grouped-query attention, rope with and
-without llama3 scaling, qk_norm, a sliding window), alone and together; forward (each
+without llama3 scaling, qk_norm, a sliding window, the scores' scale), alone and together; forward (each
 query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
 qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
-causal, window, qk_norm, rope, orig; float64 theta, factor, low, high; then float32
+causal, window, qk_norm, rope, orig; float64 theta, factor, low, high, scale; then float32
 qkv, [qn, kn,] dy, lse, y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
@@ -17,8 +17,9 @@ it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RM
 (eps 1e-6) over each head's hd on q and k; rope rotates q and k (after qk_norm) as
 LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
 as transformers' _compute_llama3_parameters); key/value heads are repeated as
-repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, mask -inf above the diagonal and,
-with a window W, at keys W or more positions back.
+repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
+case gives one, mask -inf above the diagonal and, with a window W, at keys W or more
+positions back.
 """
 import math
 import subprocess
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 # B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling or None)
+# [, scale: the scores' factor, 1 / sqrt(hd) when absent]
 LLAMA3 = lambda factor, orig: {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                "original_max_position_embeddings": orig}
 CASES = [
@@ -44,6 +46,8 @@ CASES = [
     (2, 40, 32, 2, 2, 1, 0, 0, (10000.0, None)),
     (1, 50, 64, 4, 4, 1, 0, 0, (500000.0, LLAMA3(32.0, 16))),
     (2, 100, 64, 8, 2, 1, 40, 1, (10000.0, LLAMA3(8.0, 32))),   # all of them
+    (2, 33, 16, 2, 2, 1, 0, 0, None, 0.7),                      # a scale alone
+    (2, 60, 32, 4, 2, 1, 25, 1, (10000.0, None), 0.05),         # a scale with the rest
 ]
 
 
@@ -72,7 +76,7 @@ def rms(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
 
-def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope):
+def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale):
     hd = d // H
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=2)
     q = q.view(B, T, H, hd).transpose(1, 2)                                 # [B, H, T, hd]
@@ -85,7 +89,7 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope):
         cos, sin = emb.cos(), emb.sin()
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))           # repeat_kv
-    s = (q @ k.transpose(-2, -1)) * (1.0 / hd ** 0.5)
+    s = (q @ k.transpose(-2, -1)) * scale
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     masked = torch.zeros(T, T, dtype=torch.bool)
     if causal:
@@ -103,22 +107,23 @@ def main():
     out = sys.argv[1]
     g = torch.Generator().manual_seed(1234)
     with open(out, "wb") as f:
-        for B, T, d, H, KV, causal, window, qk_norm, rope in CASES:
+        for B, T, d, H, KV, causal, window, qk_norm, rope, *given in CASES:
             hd = d // H
+            scale = given[0] if given else 1.0 / hd ** 0.5
             qkv = (torch.rand(B, T, (H + 2 * KV) * hd, generator=g) * 4 - 2).requires_grad_()
             qn = kn = None
             if qk_norm:
                 qn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
                 kn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
             dy = torch.rand(B, T, d, generator=g) * 2 - 1
-            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope)
+            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale)
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
                               sc["original_max_position_embeddings"] if sc else 0],
                              dtype="<i8").tobytes())
             f.write(np.array([theta, sc["factor"] if sc else 0.0, sc["low_freq_factor"] if sc else 0.0,
-                              sc["high_freq_factor"] if sc else 0.0], dtype="<f8").tobytes())
+                              sc["high_freq_factor"] if sc else 0.0, scale], dtype="<f8").tobytes())
             ts = [qkv] + ([qn, kn] if qk_norm else []) + [dy, lse, y, qkv.grad]
             ts += [qn.grad, kn.grad] if qk_norm else []
             for t in ts:

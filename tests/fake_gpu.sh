@@ -356,7 +356,8 @@ fbuild "$t.json" --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
 echo "ok   llama_tiny bf16-mixed on the GPU against fp32 on the CPU: $r"
-# the same with Gemma 3 1B's heads (four 256 wide over one key/value head, qk_norm):
+# the same with Gemma 3 1B's heads (four 256 wide over one key/value head, qk_norm, a
+# scale of their own):
 # bf16-mixed on the GPU (the tensor-core kernels alone take such heads) against fp32
 # on the CPU by the same bar; fp32 on the GPU is refused, naming the heads
 t=$d/gemma_tiny

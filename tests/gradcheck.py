@@ -134,6 +134,8 @@ cases += [
     tok("attention_rope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {"theta": 10000}}, L(7)]),
     tok("attention_qk_norm", [E(dim=8), {"op": "attention", "heads": 2, "qk_norm": True}, L(7)]),
     tok("attention_window", [E(), {"op": "attention", "heads": 2, "window": 2}, L(7)]),
+    # the scores' factor given (0.9 where 1 / sqrt(4) would be 0.5), nothing else on
+    tok("attention_scale", [E(dim=8), {"op": "attention", "heads": 2, "scale": 0.9}, L(7)]),
     # head_dim apart from d / heads: the core 3 x 6 = 18 wide over d 8, GPT-2's core
     tok("attention_head_dim", [E(dim=8), {"op": "attention", "heads": 3, "head_dim": 6}, L(7)]),
     tok("attention_llama", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "bias": False,

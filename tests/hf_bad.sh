@@ -115,6 +115,19 @@ refused "export of an MLP" "layers[0]" "flatten" -- export hf specs/mlp_fashion.
 refused "export with the weights of another model" "embed.weight" "the spec's model has it" -- \
     export hf "$g/model.json" "$g/train.json" --weights "$d/good/model.safetensors" -o "$d/out"
 refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/train.json" -o "$d/out"
+$PY - "$g/model.json" "$g/scaled.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+def walk(layers):
+    for l in layers:
+        if l["op"] == "attention":
+            l["scale"] = 0.3
+        walk(l.get("body", []))
+walk(s["model"]["layers"])
+json.dump(s, open(sys.argv[2], "w"))
+PY
+refused "export of a Llama with an attention scale" "scale" "Gemma 3" -- \
+    export hf "$g/scaled.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

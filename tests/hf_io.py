@@ -436,25 +436,13 @@ def gemma3_case(val):
     it, random tensors): trainc's --eval of its import against gemma3_loss; export and
     import again gives the same layers and tensors bit for bit; layer_types in place of
     sliding_window_pattern imports alike; a list no period describes, soft-capping and a
-    query_pre_attn_scalar apart from head_dim are refused."""
+    query_pre_attn_scalar not above 0 are refused."""
+    o, sd, att, ours, theirs = gemma3_import("gemma3", GEMMA3, 3, val)
     d = OUT + "/hf_gemma3"
-    os.makedirs(d)
-    sd = gemma3_tensors(GEMMA3, torch.Generator().manual_seed(3))
-    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
-    json.dump(GEMMA3, open(d + "/config.json", "w"))
-    o = OUT + "/gemma3"
-    trainc("import", "hf", d, "-o", o, "--seq-len", T)
-    train_spec(o + "/eval.json", 1)
-    att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
-    ours, theirs = trainc_eval(o, o + "/init.safetensors"), gemma3_loss(GEMMA3, sd, val)
     check(rel(ours, theirs) <= 1e-5, "gemma3 imported: attention %s; trainc --eval %.7f, "
           "Gemma 3 from its modeling code %.7f (%.1e)" % (json.dumps(att), ours, theirs,
                                                           rel(ours, theirs)))
-    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
-           o + "/init.safetensors", "-o", o + "/export")
-    back = json.load(open(o + "/export/config.json"))
-    trainc("import", "hf", o + "/export", "-o", o + "/again", "--seq-len", T)
-    same, n = same_import(o, o + "/again")
+    back, same, n = export_again(o)
     check(same and back["model_type"] == "gemma3_text",
           "gemma3 exported (%s, sliding_window %s, layer_types %s) and imported again: the "
           "same layers and %d tensors" % (back["model_type"], back.get("sliding_window"),
@@ -484,13 +472,55 @@ def gemma3_case(val):
          {"layer_types": ["sliding_attention", "full_attention", "sliding_attention",
                           "sliding_attention"]}, ["layer_types", "layer 3"]),
         ("gemma3 soft-capping", {"final_logit_softcapping": 30.0}, ["final_logit_softcapping"]),
-        ("gemma3 query_pre_attn_scalar", {"query_pre_attn_scalar": 48}, ["query_pre_attn_scalar"])])
+        ("gemma3 query_pre_attn_scalar", {"query_pre_attn_scalar": 0}, ["query_pre_attn_scalar"])])
 
 
 def folder(d, cfg, sd):
     os.makedirs(d)
     save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
     json.dump(cfg, open(d + "/config.json", "w"))
+
+
+def gemma3_import(name, cfg, seed, val):
+    """A Gemma 3 text folder OUT/hf_NAME (cfg, random tensors from seed) imported into
+    OUT/NAME: that folder, its tensors, the third layer's attention, trainc's --eval and
+    gemma3_loss on val."""
+    sd = gemma3_tensors(cfg, torch.Generator().manual_seed(seed))
+    d, o = OUT + "/hf_" + name, OUT + "/" + name
+    folder(d, cfg, sd)
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
+    return o, sd, att, trainc_eval(o, o + "/init.safetensors"), gemma3_loss(cfg, sd, val)
+
+
+def export_again(o):
+    """Import O's export again: the config.json written, whether O/again has O's layers
+    and tensors bit for bit, and how many tensors."""
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/export")
+    back = json.load(open(o + "/export/config.json"))
+    trainc("import", "hf", o + "/export", "-o", o + "/again", "--seq-len", T)
+    return (back,) + same_import(o, o + "/again")
+
+
+def gemma3_27b_case(val):
+    """Gemma 3 27B's attention in small: query_pre_attn_scalar 40 over heads 24 wide (the
+    27B's 168 over 128), the global layers' rope scaled: the import's attention has the
+    scale 40^-1/2, trainc's --eval equals gemma3_loss (and not what 1/sqrt(24) gives), and
+    the export writes query_pre_attn_scalar 40 back."""
+    cfg = dict(GEMMA3, num_attention_heads=4, num_key_value_heads=2, query_pre_attn_scalar=40,
+               rope_scaling={"rope_type": "linear", "factor": 8.0})
+    o, sd, att, ours, theirs = gemma3_import("gemma3_27b", cfg, 6, val)
+    plain = gemma3_loss(dict(cfg, query_pre_attn_scalar=24), sd, val)
+    check(att.get("scale") == 40 ** -0.5 and rel(ours, theirs) <= 1e-5 and rel(plain, theirs) > 1e-4,
+          "gemma3 27b-shaped: attention scale %s; trainc --eval %.7f, Gemma 3 from its modeling "
+          "code %.7f (%.1e; by 1/sqrt(24) %.7f)" % (att.get("scale"), ours, theirs,
+                                                    rel(ours, theirs), plain))
+    back, same, n = export_again(o)
+    check(same and back["query_pre_attn_scalar"] == 40,
+          "gemma3 27b-shaped exported (query_pre_attn_scalar %s) and imported again: the same "
+          "layers and %d tensors" % (back["query_pre_attn_scalar"], n))
 
 
 def gemma3_4b_case(val):
@@ -503,23 +533,13 @@ def gemma3_4b_case(val):
     its unknown keys, an untied head and another text model_type are refused."""
     cfg = dict(GEMMA3, num_attention_heads=8, num_key_value_heads=4,
                rope_scaling={"rope_type": "linear", "factor": 8.0})
-    sd = gemma3_tensors(cfg, torch.Generator().manual_seed(4))
-    d, o = OUT + "/hf_gemma3_4b", OUT + "/gemma3_4b"
-    folder(d, cfg, sd)
-    trainc("import", "hf", d, "-o", o, "--seq-len", T)
-    train_spec(o + "/eval.json", 1)
-    att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
-    ours, theirs = trainc_eval(o, o + "/init.safetensors"), gemma3_loss(cfg, sd, val)
+    o, sd, att, ours, theirs = gemma3_import("gemma3_4b", cfg, 4, val)
     plain = gemma3_loss(dict(cfg, rope_scaling=None), sd, val)
     check(rel(ours, theirs) <= 1e-5 and rel(plain, theirs) > 1e-4,
           "gemma3 4b-shaped (global rope scaled): interleave %s; trainc --eval %.7f, Gemma 3 "
           "from its modeling code %.7f (%.1e; unscaled %.7f)" % (
               json.dumps(att["interleave"]), ours, theirs, rel(ours, theirs), plain))
-    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
-           o + "/init.safetensors", "-o", o + "/export")
-    back = json.load(open(o + "/export/config.json"))
-    trainc("import", "hf", o + "/export", "-o", o + "/again", "--seq-len", T)
-    same, n = same_import(o, o + "/again")
+    back, same, n = export_again(o)
     check(same and back["rope_scaling"] == {"type": "linear", "factor": 8.0},
           "gemma3 4b-shaped exported (rope_scaling %s) and imported again: the same layers "
           "and %d tensors" % (json.dumps(back["rope_scaling"]), n))
@@ -729,6 +749,7 @@ def main():
     gemma_configs(val)
     gemma3_case(val)
     gemma3_4b_case(val)
+    gemma3_27b_case(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix

@@ -18,7 +18,8 @@ loss within 1e-4 relative:
   - gemma3: Gemma 3's layout: the embedding scaled by sqrt(d), a norm after each
     branch as well as before it, one KV head 24 wide, qk_norm, a window of 5 on the
     first layer and none on the second (interleave every 2) with its own RoPE theta,
-    GeGLU, tied;
+    the scores scaled by 0.25 rather than 1 / sqrt(24) (Gemma 3 27B's
+    query_pre_attn_scalar), GeGLU, tied;
   - smollm3: SmolLM3's layout: Llama's with the second layer of two without RoPE
     (interleave every 2), tied; RoPE with linear scaling (factor 2); with qk_norm and
     RoPE theta 100 here, so that the positions count from the first step (at 0.02
@@ -88,7 +89,7 @@ MODELS = {
                                                  "head_dim": 12},
                              swiglu("gelu_tanh", 96)),
     "gemma3": model("gemma3", {"kv_heads": 1, "bias": False, "qk_norm": True, "head_dim": 24,
-                               "window": 5, "rope": {"theta": 10000},
+                               "window": 5, "rope": {"theta": 10000}, "scale": 0.25,
                                "interleave": {"every": 2, "window": None, "rope": {"theta": 1000000}}},
                     swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True),
     "smollm3": model("smollm3", {"kv_heads": 2, "bias": False, "qk_norm": True,

@@ -13,8 +13,9 @@ qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
 through squared_relu after the blocks; --scale scales the embedding by sqrt(64) as Gemma
 does; --interleave gives the attention rope and a window of 8 with the second block
 global (no window, another rope theta) as Gemma 3's are; --gemma-heads gives it Gemma 3
-1B's heads: 4 of them 256 wide (head_dim) over one key/value head, with qk_norm; --T sets
-the inputs' length.
+1B's heads: 4 of them 256 wide (head_dim) over one key/value head, with qk_norm, and a
+scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets one); --T
+sets the inputs' length.
 """
 import json
 import os
@@ -28,7 +29,8 @@ LLAMA_ATTENTION = {"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, 
 
 INTERLEAVE = {"rope": {"theta": 10000}, "window": 8,
               "interleave": {"every": 2, "window": None, "rope": {"theta": 100}}}
-GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bias": False}
+GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bias": False,
+               "scale": 0.08}
 
 
 def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,

@@ -1,6 +1,6 @@
 """llama_torch.py: a PyTorch reference of a trainc model spec, written from SPEC.md
 section 2 for the Llama-family ops (rmsnorm, glu, squared_relu, attention with
-kv_heads, bias, rope with llama3 scaling, qk_norm and window) and the ones they sit
+kv_heads, bias, rope with llama3 scaling, qk_norm, window and scale) and the ones they sit
 between (embedding, pos_embedding, linear with tie, layernorm, the activations,
 residual, repeat, cross_entropy), with trainc's parameter names; and what
 tests/llama_hf.py and tests/llama_ref.py share: the token windows, the training loop
@@ -118,7 +118,9 @@ def attention(h, l, P, name, it=None):
     # query head j reads key/value head j // g (HF's repeat_kv)
     k = k[:, :, None].expand(B, KV, g, T, hd).reshape(B, H, T, hd)
     v = v[:, :, None].expand(B, KV, g, T, hd).reshape(B, H, T, hd)
-    s = torch.matmul(q, k.transpose(2, 3)) / math.sqrt(hd)
+    s = torch.matmul(q, k.transpose(2, 3))
+    # scale, trainc's extension: the scores' factor (Gemma 3 27B's query_pre_attn_scalar^-1/2)
+    s = s * l["scale"] if "scale" in l else s / math.sqrt(hd)
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     seen = torch.ones(T, T, dtype=torch.bool)

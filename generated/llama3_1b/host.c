@@ -364,7 +364,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(3, "$.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -397,7 +397,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(13, "$.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -431,7 +431,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(23, "$.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -465,7 +465,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(33, "$.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -499,7 +499,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(43, "$.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -533,7 +533,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(53, "$.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(54, "$.model.layers[1].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -567,7 +567,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(63, "$.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(64, "$.model.layers[1].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -601,7 +601,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(73, "$.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(74, "$.model.layers[1].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -635,7 +635,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(83, "$.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(84, "$.model.layers[1].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -669,7 +669,7 @@ static void forward(rt_exec *e, int train)
     RT_AT(93, "$.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(94, "$.model.layers[1].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -704,7 +704,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(104, "$.model.layers[1].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -739,7 +739,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(114, "$.model.layers[1].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -774,7 +774,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(124, "$.model.layers[1].body[0].body[1] #12: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -809,7 +809,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(134, "$.model.layers[1].body[0].body[1] #13: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -844,7 +844,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(144, "$.model.layers[1].body[0].body[1] #14: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -879,7 +879,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     RT_AT(154, "$.model.layers[1].body[0].body[1] #15: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);
@@ -1485,7 +1485,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, d_attn_y_layers_15_attn, d_qkv_layers_15_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(185, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_15_attn, 3072,
             P_layers_15_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_15_attn_norm, 2048);
@@ -1564,7 +1565,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, d_attn_y_layers_14_attn, d_qkv_layers_14_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(211, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_14_attn, 3072,
             P_layers_14_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_14_attn_norm, 2048);
@@ -1643,7 +1645,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, d_attn_y_layers_13_attn, d_qkv_layers_13_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(237, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_13_attn, 3072,
             P_layers_13_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_13_attn_norm, 2048);
@@ -1722,7 +1725,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, d_attn_y_layers_12_attn, d_qkv_layers_12_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(263, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_12_attn, 3072,
             P_layers_12_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_12_attn_norm, 2048);
@@ -1801,7 +1805,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(289, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_11_attn, 3072,
             P_layers_11_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_11_attn_norm, 2048);
@@ -1880,7 +1885,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
-                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
+                         0.125f);
     RT_AT(315, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_10_attn, 3072,
             P_layers_10_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_10_attn_norm, 2048);
@@ -1958,7 +1964,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(341, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_9_attn, 3072,
             P_layers_9_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_9_attn_norm, 2048);
@@ -2036,7 +2042,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(367, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_8_attn, 3072,
             P_layers_8_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_8_attn_norm, 2048);
@@ -2114,7 +2120,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(393, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_7_attn, 3072,
             P_layers_7_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_7_attn_norm, 2048);
@@ -2192,7 +2198,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(419, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_6_attn, 3072,
             P_layers_6_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_6_attn_norm, 2048);
@@ -2270,7 +2276,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(445, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_5_attn, 3072,
             P_layers_5_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_5_attn_norm, 2048);
@@ -2348,7 +2354,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(471, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_4_attn, 3072,
             P_layers_4_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_4_attn_norm, 2048);
@@ -2426,7 +2432,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(497, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_3_attn, 3072,
             P_layers_3_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_3_attn_norm, 2048);
@@ -2504,7 +2510,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(523, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_2_attn, 3072,
             P_layers_2_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_2_attn_norm, 2048);
@@ -2582,7 +2588,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(549, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_1_attn, 3072,
             P_layers_1_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_1_attn_norm, 2048);
@@ -2660,7 +2666,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     RT_AT(575, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_0_attn, 3072,
             P_layers_0_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_0_attn_norm, 2048);
@@ -3017,7 +3023,7 @@ static void evaluate(rt_exec *e)
             P_layers_0_attn_qkv_weight, 2048, 0.0f, qkv_layers_0_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -3049,7 +3055,7 @@ static void evaluate(rt_exec *e)
             P_layers_1_attn_qkv_weight, 2048, 0.0f, qkv_layers_1_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -3082,7 +3088,7 @@ static void evaluate(rt_exec *e)
             P_layers_2_attn_qkv_weight, 2048, 0.0f, qkv_layers_2_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -3115,7 +3121,7 @@ static void evaluate(rt_exec *e)
             P_layers_3_attn_qkv_weight, 2048, 0.0f, qkv_layers_3_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -3148,7 +3154,7 @@ static void evaluate(rt_exec *e)
             P_layers_4_attn_qkv_weight, 2048, 0.0f, qkv_layers_4_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -3181,7 +3187,7 @@ static void evaluate(rt_exec *e)
             P_layers_5_attn_qkv_weight, 2048, 0.0f, qkv_layers_5_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -3214,7 +3220,7 @@ static void evaluate(rt_exec *e)
             P_layers_6_attn_qkv_weight, 2048, 0.0f, qkv_layers_6_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -3247,7 +3253,7 @@ static void evaluate(rt_exec *e)
             P_layers_7_attn_qkv_weight, 2048, 0.0f, qkv_layers_7_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -3280,7 +3286,7 @@ static void evaluate(rt_exec *e)
             P_layers_8_attn_qkv_weight, 2048, 0.0f, qkv_layers_8_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -3313,7 +3319,7 @@ static void evaluate(rt_exec *e)
             P_layers_9_attn_qkv_weight, 2048, 0.0f, qkv_layers_9_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -3347,7 +3353,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -3381,7 +3387,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -3415,7 +3421,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #12: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -3449,7 +3455,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #13: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -3483,7 +3489,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #14: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -3517,7 +3523,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #15: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192);
+                         1.0f, 4.0f, 8192, 0.125f);
     /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);

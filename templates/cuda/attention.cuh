@@ -1042,7 +1042,28 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * position) pairs of all its G query heads, NP = BQ / G positions each (row i: head
  * G k + i / NP, position p0 + i % NP), so each K/V tile brought into shared memory
  * serves the whole group; the key-side backward keeps its K/V tile while it walks the
- * G heads' queries. The launches: grid (tiles, KV, B), 128 threads. */
+ * G heads' queries. The launches: grid (tiles, KV, B), 128 threads. The scores' factor
+ * is an argument, `scale` (1 / sqrt(HD) unless the attention gives one). */
+
+/* The kernels' arguments after the tensors: H, KV, the window W, rope's theta, factor,
+ * low, high and orig, the scores' factor (the attention's scale) and that factor times
+ * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
+ * here, which ptxas would hold in a register through the loops: an argument is read
+ * from the constant bank where used) */
+#define RT_ATTENTION_EXT_FWD_ARGS                                                              \
+    const act_t *qkv, const float *qn, const float *kn, float *lse, act_t *y, int H, int KV,    \
+        int W, float theta, float factor, float low, float high, int orig, float scale,        \
+        float sl2 RT_FP8_SLOT
+#define RT_ATTENTION_EXT_FWD_PASS                                                              \
+    qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, scale, sl2 RT_FP8_SLOT_ARG
+#define RT_ATTENTION_EXT_ARGS                                                                  \
+    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
+        const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
+        int W, float theta, float factor, float low, float high, int orig, float scale,        \
+        float sl2 RT_FP8_SLOT
+#define RT_ATTENTION_EXT_PASS                                                                  \
+    qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
+        orig, scale, sl2 RT_FP8_SLOT_ARG
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
  * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work) */
@@ -1200,10 +1221,7 @@ __device__ __forceinline__ bool atx_masked(int p, int kj, int W)
 /* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
  * tile sees run from its first position's window start to its last position. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float *qn,
-                                                  const float *kn, float *lse, act_t *y, int H,
-                                                  int KV, int W, float theta, float factor,
-                                                  float low, float high, int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
@@ -1218,7 +1236,7 @@ __device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float 
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
-    const float scale = (float)(1.0 / sqrt((double)HD)), ninf = -rt_inf();
+    const float ninf = -rt_inf();
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
@@ -1291,10 +1309,7 @@ __device__ __forceinline__ void attention_ext_fwd(const act_t *qkv, const float 
  * to D [B, H, T]; dq through atx_bwd_rows when q was transformed, the rows' q_norm
  * weight gradient summed into partq [B, KV, gridDim.x, HD] (a block's rows in order). */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_bwd_q(
-    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
-    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
@@ -1312,7 +1327,6 @@ __device__ __forceinline__ void attention_ext_bwd_q(
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool tr = qn != nullptr || f != nullptr;
-    const float scale = (float)(1.0 / sqrt((double)HD));
     double dw = 0.0;
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
@@ -1401,10 +1415,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(
  * dk through atx_bwd_rows when k was transformed, the k_norm weight gradient into
  * partk [B, KV, gridDim.x, HD]. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_bwd_kv(
-    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
-    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
@@ -1421,7 +1432,6 @@ __device__ __forceinline__ void attention_ext_bwd_kv(
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool tr = kn != nullptr || f != nullptr;
-    const float scale = (float)(1.0 / sqrt((double)HD));
     double dw = 0.0;
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
@@ -1526,14 +1536,6 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
         dw[c] += (float)s;
     }
 }
-
-#define RT_ATTENTION_EXT_ARGS                                                                  \
-    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
-        const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
-        int W, float theta, float factor, float low, float high, int orig RT_FP8_SLOT
-#define RT_ATTENTION_EXT_PASS                                                                  \
-    qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
-        orig RT_FP8_SLOT_ARG
 
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
 /* ---- the Llama-family options on the tensor cores (16-bit activations) --------------------
@@ -1770,11 +1772,7 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
  * p0 .. p0 + NP - 1 (the last tile first), its keys from the first position's window
  * start (down to a tile boundary) to the last position. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const float *qn,
-                                                     const float *kn, float *lse, act_t *y,
-                                                     int H, int KV, int W, float theta,
-                                                     float factor, float low, float high,
-                                                     int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
@@ -1789,7 +1787,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
     const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr;
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
+    const float ninf = -rt_inf();
     if (f)
         atx_freqs<HD>(fr, theta, factor, low, high, orig);
     __syncthreads();
@@ -1905,10 +1903,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const flo
  * launch's: cuda_ops.c's att_ext_tc_smem), not in registers: Q's, dY's and dQ's would
  * need 256 of them a thread. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_bwd_q_tc(
-    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
-    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
@@ -1926,8 +1921,6 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
-    const float scale = (float)(1.0 / sqrt((double)HD));
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
     atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
@@ -2082,10 +2075,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(
  * (64 rows of HD + 8 16-bit values, the launch's): K's, V's, dK's and dV's would need
  * 384 registers a thread. */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_bwd_kv_tc(
-    const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,
-    const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV, int W,
-    float theta, float factor, float low, float high, int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
@@ -2104,8 +2094,6 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
-    const float scale = (float)(1.0 / sqrt((double)HD));
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
     atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
@@ -2292,11 +2280,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(
 }
 #else
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_fwd_tc(const act_t *qkv, const float *qn,
-                                                     const float *kn, float *lse, act_t *y,
-                                                     int H, int KV, int W, float theta,
-                                                     float factor, float low, float high,
-                                                     int orig RT_FP8_SLOT) {}
+__device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS) {}
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS) {}
 template <int T, int HD, int CAUSAL>
@@ -2308,18 +2292,12 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {
  * the runtime refuses it); the launch's grid follows (cuda_ops.c: 64 rows a tile on the
  * tensor cores) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_ext_fwd_any(const act_t *qkv, const float *qn,
-                                                      const float *kn, float *lse, act_t *y,
-                                                      int H, int KV, int W, float theta,
-                                                      float factor, float low, float high,
-                                                      int orig RT_FP8_SLOT)
+__device__ __forceinline__ void attention_ext_fwd_any(RT_ATTENTION_EXT_FWD_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_fwd_tc<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low,
-                                            high, orig RT_FP8_SLOT_ARG);
+        attention_ext_fwd_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_fwd<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high,
-                                         orig RT_FP8_SLOT_ARG);
+        attention_ext_fwd<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);
 }
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
@@ -2340,14 +2318,9 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 
 #define RT_ATTENTION_EXT_FWD(T, HD, CAUSAL)                                                    \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
-        rt_attention_ext_fwd_##T##_##HD##_##CAUSAL(const act_t *qkv, const float *qn,           \
-                                                   const float *kn, float *lse, act_t *y,       \
-                                                   int H, int KV, int W, float theta,           \
-                                                   float factor, float low, float high,         \
-                                                   int orig RT_FP8_SLOT)                        \
+        rt_attention_ext_fwd_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_FWD_ARGS)                   \
     {                                                                                          \
-        attention_ext_fwd_any<T, HD, CAUSAL>(qkv, qn, kn, lse, y, H, KV, W, theta, factor,      \
-                                             low, high, orig RT_FP8_SLOT_ARG);                 \
+        attention_ext_fwd_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);                       \
     }                                                                                          \
     RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
 

@@ -6,7 +6,7 @@
  * attention.cuh's kernels.
  *
  *   rt_attention_fwd90_T_HD_CAUSAL(map, lse, y, H)   map: a CUtensorMap of qkv (below)
- *   rt_attention_ext_fwd90_T_HD_CAUSAL(mq, mv, lse, y, H, KV, W)   the Llama-family
+ *   rt_attention_ext_fwd90_T_HD_CAUSAL(mq, mv, lse, y, H, KV, W, sl2)   the Llama-family
  *     options of attention.cuh's rt_attention_ext_fwd_*: KV key/value heads (query head
  *     h reads h / (H / KV)), a window W > 0 (keys W or more positions back masked, key
  *     tiles wholly before every row's window never loaded); qk_norm and rope applied
@@ -155,8 +155,8 @@ __device__ __forceinline__ void att90_produce(const att90_src &src, unsigned bas
 /* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int jb, int nkt,
-                                              int W, float *L, act_t *y, int64_t d, int h,
-                                              int b RT_FP8_SLOT)
+                                              int W, float sl2, float *L, act_t *y, int64_t d,
+                                              int h, int b RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90_STAGES, BK = RT_ATT90_BK, NS = BK / 2, NO = HD / 2;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = BK * HD * 2;
@@ -164,7 +164,7 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
     const unsigned bars = base + QB + 2 * S * KB;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int r0 = q0 + 64 * c + 16 * w + g;   /* this thread's rows r0, r0 + 8 */
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD)), ninf = -rt_inf();
+    const float ninf = -rt_inf();
     float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[NO];
     for (int i = 0; i < NO; i++)
         o[i] = 0.0f;
@@ -253,8 +253,8 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
 /* A block: grid (ceil(T / 128), heads, B) as att_block_order takes it; src.mq, src.mv,
  * src.H, src.KV as att90_src says, W the window (0: none) */
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y,
-                                                int W RT_FP8_SLOT)
+__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y, int W,
+                                                float sl2 RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a forward takes heads 64 or 128 wide");
     constexpr int S = RT_ATT90_STAGES, NQT = (T + RT_ATT90_BQ - 1) / RT_ATT90_BQ;
@@ -286,15 +286,15 @@ __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t
         return;
     }
     sm90_setmaxnreg_inc<232>();
-    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, src.jb, src.nkt, W,
+    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, src.jb, src.nkt, W, sl2,
                                  lse + ((int64_t)src.b * src.H + src.h) * T, y, d, src.h,
                                  src.b RT_FP8_SLOT_ARG);
 }
 
 #else
 template <int T, int HD, int CAUSAL>
-__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y,
-                                                int W RT_FP8_SLOT) {}
+__device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y, int W,
+                                                float sl2 RT_FP8_SLOT) {}
 #endif
 
 /* Emitted with each RT_ATTENTION_FWD (RT_ATTENTION_EXT_FWD) instance (attention.cuh)
@@ -302,10 +302,10 @@ __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t
  * and heads of 64 or 128. */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void attention_fwd90_any(const att90_src &src, float *lse, act_t *y,
-                                                    int W RT_FP8_SLOT)
+                                                    int W, float sl2 RT_FP8_SLOT)
 {
     if constexpr (HD == 64 || HD == 128)
-        attention_fwd90<T, HD, CAUSAL>(src, lse, y, W RT_FP8_SLOT_ARG);
+        attention_fwd90<T, HD, CAUSAL>(src, lse, y, W, sl2 RT_FP8_SLOT_ARG);
 }
 #if RT_SM90A
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)                                                       \
@@ -314,16 +314,17 @@ __device__ __forceinline__ void attention_fwd90_any(const att90_src &src, float 
                                                  act_t *y, int H RT_FP8_SLOT)                   \
     {                                                                                           \
         attention_fwd90_any<T, HD, CAUSAL>(att90_src{&map, &map, 0, 0, H, H, 0, 0, 0}, lse, y,  \
-                                           0 RT_FP8_SLOT_ARG);                                  \
+                                           0, (float)(1.4426950408889634 / sqrt((double)HD))    \
+                                                  RT_FP8_SLOT_ARG);                             \
     }
 #define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)                                                   \
     extern "C" __global__ void __launch_bounds__(RT_ATT90_THREADS, 1)                           \
         rt_attention_ext_fwd90_##T##_##HD##_##CAUSAL(                                           \
             const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv, float *lse, \
-            act_t *y, int H, int KV, int W RT_FP8_SLOT)                                         \
+            act_t *y, int H, int KV, int W, float sl2 RT_FP8_SLOT)                              \
     {                                                                                           \
         attention_fwd90_any<T, HD, CAUSAL>(att90_src{&mq, &mv, 0, 0, H, KV, 0, 0, 0}, lse, y,   \
-                                           W RT_FP8_SLOT_ARG);                                  \
+                                           W, sl2 RT_FP8_SLOT_ARG);                             \
     }
 #else
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)

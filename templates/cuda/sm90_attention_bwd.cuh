@@ -14,8 +14,8 @@
  * The Llama-family options (attention.cuh's rt_attention_ext_bwd_q_* and _kv_*):
  *
  *   rt_attention_ext_bwd90_q_T_HD_CAUSAL(mq, mv, mdy, lse, y, dy, dqkv, D, H, KV, W,
- *                                        theta, factor, low, high, orig, qkv, qn, kn,
- *                                        partq, partk)
+ *                                        scale, sl2, theta, factor, low, high, orig, qkv,
+ *                                        qn, kn, partq, partk)
  *   rt_attention_ext_bwd90_kv_T_HD_CAUSAL(same arguments)
  *
  * qkv and dqkv [B, T, (H + 2 KV) HD]; Q and K read through mq (query head h at column
@@ -91,6 +91,7 @@ __host__ __device__ constexpr int rt_att90b_smem(int hd)
 struct att90b_geo {
     const rt_tmap *mq, *mv, *mdy;
     int H, KV, W;
+    float scale, sl2;   /* the scores' factor, and it times log2(e) */
     float theta, factor, low, high;
     int orig;
     const act_t *qkv;   /* the raw rows qk_norm's backward reads (NULL without it) */
@@ -283,7 +284,9 @@ __device__ __forceinline__ void att90b_rows_dot(float Dr[2], const act_t *dyh, c
  * tiles jb .. nkt - 1 (W: the window, 0 none; fr: rope's frequencies, or NULL) */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, int q0, int jb,
-                                                 int nkt, int W, const float *fr, const float *wn,
+                                                 int nkt, int W, float scale, float sl2,
+                                                 const float *fr,
+                                                 const float *wn,
                                                  const act_t *xq, double *part,
                                                  const float *Lh, float *Dh, const act_t *dyh,
                                                  const act_t *yh, act_t *dq, int64_t d,
@@ -292,8 +295,6 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     constexpr int S = RT_ATT90B_STAGES, BK = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int rb = q0 + 64 * c, r0 = rb + 16 * w + g;   /* this thread's rows r0, r0 + 8 */
-    const float scale = (float)(1.0 / sqrt((double)HD));
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     float Lr[2], Dr[2], acc[HD / 2];
     att90b_rows_dot<T, HD>(Dr, dyh, yh, d, r0, t4);
     for (int u = 0; u < 2; u++) {
@@ -361,14 +362,14 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
 }
 
 /* One streamed query tile (stage s, queries from i0) for the key side's warpgroup c (keys
- * from kb, this thread's j0 and j0 + 8): dV += P^T dY, dK += dS^T Q */
+ * from kb, this thread's j0 and j0 + 8; sl2 the scores' factor times log2(e)):
+ * dV += P^T dY, dK += dS^T Q */
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, int c, int i0, int kb,
-                                               int j0, int t4, int W, const float *Lh,
+                                               int j0, int t4, int W, float sl2, const float *Lh,
                                                const float *Dh, float *gk, float *gv)
 {
     constexpr int BQ = RT_ATT90B_STR;
-    const float sl2 = (float)(1.4426950408889634 / sqrt((double)HD));
     float st[BQ / 2], dpt[BQ / 2];
     sm90_wgmma_fence();
     att90b_ss<RT_ATT90B_RES, HD>(st, sm.res(0), 64 * c, sm.str(s, 0));    /* S^T = K Q^T */
@@ -405,6 +406,7 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
 template <int T, int HD, int CAUSAL>
 __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const att90b_src &src,
                                                   int c, int k0, int i00, int nqt, int G, int W,
+                                                  float scale, float sl2,
                                                   const float *fr, const float *wn,
                                                   const act_t *xk, double *part, const float *Lh,
                                                   const float *Dh, act_t *dk, act_t *dv,
@@ -413,7 +415,6 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
     constexpr int S = RT_ATT90B_STAGES, BQ = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int kb = k0 + 64 * c, j0 = kb + 16 * w + g;   /* this thread's keys j0, j0 + 8 */
-    const float scale = (float)(1.0 / sqrt((double)HD));
     float gk[HD / 2], gv[HD / 2];
     for (int i = 0; i < HD / 2; i++)
         gk[i] = gv[i] = 0.0f;
@@ -424,7 +425,7 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
         sm90_mbar_wait(sm.full(s), ph);
         /* else every query is before these keys, or past all their windows */
         if ((!CAUSAL || i0 + BQ - 1 >= kb) && !(W > 0 && i0 - W >= kb + 63))
-            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, W, Lh + (int64_t)g * T,
+            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, W, sl2, Lh + (int64_t)g * T,
                                           Dh + (int64_t)g * T, gk, gv);
         sm90_mbar_arrive(sm.empty(s));   /* Q and dY read */
         if (threadIdx.x < 32 && j + S < G * nqt) {   /* warp 0 waits, its first thread copies */
@@ -516,7 +517,8 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
     }
     const int64_t ld = (int64_t)(H + 2 * KV) * HD, bh = (int64_t)b * H + h;
     double *part = geo.qn ? geo.partq + (bh * gridDim.x + tile0) * HD : nullptr;
-    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, jb, nkt, W, fr, geo.qn,
+    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, jb, nkt, W, geo.scale, geo.sl2,
+                                    fr, geo.qn,
                                     geo.qkv + (int64_t)b * T * ld + h * HD, part, lse + bh * T,
                                     D + bh * T, dy + (int64_t)b * T * d + h * HD,
                                     y + (int64_t)b * T * d + h * HD,
@@ -554,7 +556,8 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     const int64_t at = (int64_t)b * T * ld + (int64_t)(H + kh) * HD;
     act_t *dk = dqkv + at;
     double *part = geo.kn ? geo.partk + (((int64_t)b * KV + kh) * gridDim.x + tile0) * HD : nullptr;
-    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, G, W, fr, geo.kn,
+    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, G, W, geo.scale,
+                                     geo.sl2, fr, geo.kn,
                                      geo.qkv + at, part, lse + bh * T, D + bh * T, dk, dk + (int64_t)KV * HD,
                                      ld RT_FP8_SLOT_ARG);
 }
@@ -582,8 +585,10 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
             attention_bwd90_q<T, HD, CAUSAL>(                                                     \
-                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, nullptr, nullptr,    \
-                           nullptr, nullptr, nullptr}, lse, y, dy,   \
+                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
+                           (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr},                 \
+                lse, y, dy,                                                                       \
                 dqkv, D RT_FP8_SLOT_ARG);                                                         \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_KV_THREADS, 1)                         \
@@ -594,19 +599,24 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
             attention_bwd90_kv<T, HD, CAUSAL>(                                                    \
-                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, nullptr, nullptr,    \
-                           nullptr, nullptr, nullptr}, lse, dqkv,    \
+                att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
+                           (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr},                 \
+                lse, dqkv,                                                                        \
                 D RT_FP8_SLOT_ARG);                                                               \
     }
 /* the Llama-family options (the header's second pair) */
 #define RT_ATTENTION_EXT_BWD90_ARGS                                                               \
     const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv,                       \
         const __grid_constant__ rt_tmap mdy, const float *lse, const act_t *y, const act_t *dy,   \
-        act_t *dqkv, float *D, int H, int KV, int W, float theta, float factor, float low,        \
-        float high, int orig, const act_t *qkv, const float *qn, const float *kn, double *partq,  \
-        double *partk RT_FP8_SLOT
+        act_t *dqkv, float *D, int H, int KV, int W, float scale, float sl2, float theta,         \
+        float factor, float low, float high, int orig, const act_t *qkv, const float *qn,         \
+        const float *kn, double *partq, double *partk RT_FP8_SLOT
 #define RT_ATTENTION_EXT_BWD90_GEO                                                                \
-    att90b_geo { &mq, &mv, &mdy, H, KV, W, theta, factor, low, high, orig, qkv, qn, kn, partq, partk }
+    att90b_geo {                                                                                  \
+        &mq, &mv, &mdy, H, KV, W, scale, sl2, theta, factor, low, high, orig, qkv, qn, kn, partq,  \
+            partk                                                                                 \
+    }
 #define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)                                                     \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \
         rt_attention_ext_bwd90_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)               \

@@ -183,16 +183,17 @@ static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const floa
                        float *y, const float *dy, float *dqkv, int64_t B)
 {
     const int64_t d = (int64_t)g->H * g->hd;
+    const float scale = (float)(1.0 / sqrt((double)g->hd));
     for (int i = 0; i < 3 + iters; i++) {
         if (i == 3)
             rt_cu_prof_event(G, 0);
         if (bwd)
             rt_cu_attention_ext_bwd(G, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d,
                                     g->H, g->KV, 1, 0, g->theta, g->factor, g->low, g->high,
-                                    g->orig);
+                                    g->orig, scale);
         else
             rt_cu_attention_ext_fwd(G, qkv, NULL, NULL, lse, y, B, T, d, g->H, g->KV, 1, 0,
-                                    g->theta, g->factor, g->low, g->high, g->orig);
+                                    g->theta, g->factor, g->low, g->high, g->orig, scale);
     }
     float ms[1];
     rt_cu_prof_elapsed(G, 1, ms);

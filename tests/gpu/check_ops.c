@@ -1302,14 +1302,16 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
 }
 
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
- * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3) */
+ * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3), the scores'
+ * factor (scale; 0: 1 / sqrt(hd)) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
-                            int64_t W, int qkn, float theta, int l3)
+                            int64_t W, int qkn, float theta, int l3, float scale)
 {
-    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s", (long long)B, (long long)T,
-          (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full", (long long)W,
-          qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "");
     int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, nl = B * H * T, ny = B * T * d;
+    float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g", (long long)B,
+          (long long)T, (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full",
+          (long long)W, qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "", (double)sc);
     float fac = l3 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 ? T / 4 + 1 : 0;
     float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
@@ -1318,11 +1320,11 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
     rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                         orig);
+                         orig, sc);
     float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
     round_act(yr, ny);
     rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
-                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig);
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, sc);
     float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
     float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
@@ -1341,13 +1343,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
             upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
             upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
             rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
-                                    lo, hi, orig);
+                                    lo, hi, orig, sc);
             of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
             /* the backward from the CPU's lse and y */
             upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
             rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
                                     qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                    hi, orig);
+                                    hi, orig, sc);
             ob[0].gpu[rep] = down_a(gdq, nq);
             ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
         }
@@ -2411,12 +2413,13 @@ static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int6
     float *gdqn = dalloc(hd * 4), *gdkn = dalloc(hd * 4);
     const float *wq = qkn ? gw : NULL;
     void *slot = fold_next();
+    float sc = (float)(1.0 / sqrt((double)hd));
     rt_cu_attention_ext_fwd(G, gq, wq, wq, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
-                            4.0f, 0);
+                            4.0f, 0, sc);
     fold_judge("fp8 fold attention_ext", slot, gy, ny);
     slot = fold_next();
     rt_cu_attention_ext_bwd(G, gq, wq, wq, gl, gy, gdy, gdq, qkn ? gdqn : NULL, qkn ? gdkn : NULL,
-                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0);
+                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0, sc);
     fold_judge("fp8 fold attention_ext_bwd", slot, gdq, nq);
     free(qkv), free(dy), free(w), reset();
 }
@@ -2577,36 +2580,44 @@ static void all_attention(void)
     t_attention(2, 100, 384, 3, 1);
     /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
      * scaling) and together; a group of 3 heads leaves a query tile a row short */
-    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0);
-    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0);
-    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0);
-    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0);
-    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0);
-    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1);
-    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);   /* heads 128 wide */
+    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0, 0.0f);
+    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0, 0.0f);
+    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0, 0.0f);
+    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0, 0.0f);
+    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f);
+    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1, 0.0f);
+    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1, 0.0f);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f);   /* heads 128 wide */
     /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
      * every option, the window skipping whole tiles on both sides of the backward; a
      * group of 2 without the causal mask, a window of 20 */
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
-    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0);
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f);
+    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f);
     /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
      * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
      * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
      * without rope or the causal mask, a window of 70; a group of 1 */
-    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1);
-    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0);
-    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0);
-    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0);
+    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f);
+    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f);
+    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f);
+    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f);
     /* heads 256 wide (Gemma's): the tensor-core kernels alone, in 16 bits (fp32 has no
      * kernel for them), streaming tiles of 16 rows: a group of 4 with every option but
      * llama3's scaling, seven query tiles; a group of 2 without the causal mask */
     if (half) {
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0);
-        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1);
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f);
+        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f);
     }
+    /* a scale of the attention's own (Gemma 3 27B's 168^-1/2 over heads 128 wide, ...):
+     * the CUDA cores at heads 8; heads 64 and 128 (sm_90a's and the sm_80 tensor cores'
+     * kernels in 16 bits); heads 256 in 16 bits */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f);
+    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f);
+    t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f);
+    if (half)
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 1, 10000.0f, 0, 0.1f);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
@@ -2619,11 +2630,11 @@ static void lean_attention(void)
     t_attention(3, 128, 128, 4, 1);
     t_attention(1, 128, 128, 2, 1);
     t_attention(2, 100, 384, 3, 1);
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1);
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f);
     if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0);
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f);
 }
 
 int main(int argc, char **argv)
