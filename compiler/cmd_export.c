@@ -32,8 +32,11 @@ typedef struct Ex {
     HfDims d;
     int64_t T, window;
     double att_scale;          /* the attention's scale, or 0: 1 / sqrt(head width) */
-    int64_t global_every;      /* Gemma 3: every N-th layer without the window, or 0 */
+    double att_softcap;        /* the attention's soft-cap (Gemma 2), or 0 */
+    double final_cap;          /* the logits' soft-cap after the head (Gemma 2), or 0 */
+    int64_t global_every;      /* Gemma 2 and 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
+                               /* global_theta: their rope's theta, or 0: the layers' own */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
     double eps, theta, global_theta;
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
@@ -79,23 +82,27 @@ static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
     return lname(l, idx, prefix);
 }
 
-/* What an interleave says: Gemma 3's global layers (window null, a rope of their own,
- * scaled or not) or SmolLM3's layers without rope (rope null alone); no other. */
+/* What an interleave says: Gemma 2 and 3's global layers (window null; in Gemma 3 a
+ * rope of their own, scaled or not) or SmolLM3's layers without rope (rope null alone);
+ * no other. */
 static void interleave(Ex *e, const Layer *l)
 {
     const Interleave *il = &l->il;
     if (!il->every)
         return;
-    if (il->set_window && !il->window && il->set_rope && il->rope.theta > 0) {
+    if (il->set_window && !il->window && (!il->set_rope || il->rope.theta > 0)) {
         e->global_every = il->every;
-        e->global_theta = il->rope.theta;
-        e->global_scaled = il->rope.factor ? &il->rope : NULL;
+        e->global_theta = il->set_rope ? il->rope.theta : 0;
+        e->global_scaled = il->set_rope && il->rope.factor ? &il->rope : NULL;
     } else if (!il->set_window && il->set_rope && !(il->rope.theta > 0))
         e->nope_every = il->every;
     else
-        refuse(e, NULL, l, "interleave: Gemma 3's (window null and a rope of its own) or "
-                           "SmolLM3's (rope null alone) only");
+        refuse(e, NULL, l, "interleave: Gemma 2 and 3's (window null, and in Gemma 3 a rope of "
+                           "its own) or SmolLM3's (rope null alone) only");
 }
+
+/* Gemma 2: Gemma's layers with a norm after each branch (Gemma 3's) and no qk_norm */
+static int gemma2(const Ex *e) { return e->gemma && e->post_norms && !e->d.qk_norm; }
 
 /* Gemma 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power (the head
  * width, or what the attention's scale says: an integer where it is one to 1e-9) */
@@ -112,8 +119,15 @@ static double query_pre_attn_scalar(const Ex *e)
 static void attention_family(Ex *e, const Layer *l)
 {
     if (!(e->gemma && e->post_norms) && query_pre_attn_scalar(e) != (double)hf_head_dim(&e->d))
-        refuse(e, NULL, l, "scale other than 1 / sqrt(head width): only Gemma 3 (its "
-                           "query_pre_attn_scalar) has one");
+        refuse(e, NULL, l, "scale other than 1 / sqrt(head width): only Gemma 2 and 3 (their "
+                           "query_pre_attn_scalar) have one");
+    if (e->att_softcap > 0 && !gemma2(e))
+        refuse(e, NULL, l, "softcap: only Gemma 2 (a norm after each branch, no qk_norm) "
+                           "soft-caps its scores");
+    if (gemma2(e) && (!e->window || e->global_every != 2 || e->global_theta || e->scaled))
+        refuse(e, NULL, l, "Gemma 2 (a norm after each branch, no qk_norm) has a window, "
+                           "\"interleave\": {\"every\": 2, \"window\": null} and one rope "
+                           "without scaling");
     if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
                            "which windows only some layers)");
@@ -126,8 +140,8 @@ static void attention_family(Ex *e, const Layer *l)
     if (e->nope_every && (e->gemma || e->window || e->d.qk_norm || e->scaled))
         refuse(e, NULL, l, "layers without rope: SmolLM3 has them, without a window, qk_norm "
                            "or rope scaling");
-    if (e->gemma && e->post_norms && !(e->window && e->d.qk_norm))
-        refuse(e, NULL, l, "Gemma 3 (the norms after each branch) has a window and qk_norm");
+    if (e->gemma && e->post_norms && e->d.qk_norm && !e->window)
+        refuse(e, NULL, l, "Gemma 3 (the norms after each branch, qk_norm) has a window");
     if (e->gemma && !e->post_norms && (e->window || e->d.qk_norm))
         refuse(e, NULL, l, "window and qk_norm have no place in Gemma (with them and a norm "
                            "after each branch it would be Gemma 3)");
@@ -149,6 +163,7 @@ static void attention(Ex *e, const Layer *l)
     e->d.qk_norm = l->qk_norm;
     e->window = l->window;
     e->att_scale = l->att_scale;
+    e->att_softcap = l->att_softcap;
     int rope = l->rope.theta > 0;
     if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
                     e->window || e->d.HD))
@@ -237,7 +252,23 @@ static void blocks(Ex *e, const Layer *rep)
     }
 }
 
-/* The model's layers: embedding, [pos_embedding], repeat, norm, head linear. */
+/* The n layers after the head: none, or Gemma 2's soft-cap of the logits: scale by
+ * 1 / cap, tanh, scale by cap. */
+static void final_cap(Ex *e, Layer *const *ls, int n)
+{
+    if (n == 3 && ls[0]->op == OP_SCALE && ls[1]->op == OP_TANH && ls[2]->op == OP_SCALE &&
+        ls[2]->by > 0 && (float)ls[0]->by == (float)(1.0 / ls[2]->by))
+        e->final_cap = ls[2]->by;
+    else if (n)
+        refuse(e, NULL, ls[0], "after the blocks come the final norm and the head, and only in "
+                               "Gemma 2 the logits' soft-cap (scale by 1 / cap, tanh, scale by cap)");
+    if (e->final_cap && !gemma2(e))
+        refuse(e, NULL, ls[0], "a soft-cap of the logits: only Gemma 2 (a norm after each "
+                               "branch, no qk_norm) has one");
+}
+
+/* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
+ * soft-cap]. */
 static void match(Ex *e, const Spec *s)
 {
     Layer *const *ls = s->layers;
@@ -275,8 +306,7 @@ static void match(Ex *e, const Spec *s)
     if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
     e->names[HF_HEAD] = lname(l, i + 2, "");
-    if (i + 3 < n)
-        refuse(e, NULL, ls[i + 3], "after the blocks come the final norm and the head, nothing else");
+    final_cap(e, ls + i + 3, n - i - 3);
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -402,14 +432,14 @@ static cJSON *rope_scaling(const Rope *rope)
 /* The family the layers make: model_type and architecture. */
 static const char *const *family(const Ex *e)
 {
-    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA3, SMOLLM3 };
+    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3 };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
         [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
-        [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
+        [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
         [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}};
-    return f[e->gpt2 ? GPT2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
+    return f[e->gpt2 ? GPT2 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
              : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
              : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
 }
@@ -460,7 +490,7 @@ static void gemma3_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "query_pre_attn_scalar", query_pre_attn_scalar(e));
     cJSON_AddStringToObject(c, "hidden_activation", e->act);
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
-    cJSON_AddNumberToObject(c, "rope_theta", e->global_every ? e->global_theta : e->theta);
+    cJSON_AddNumberToObject(c, "rope_theta", e->global_theta ? e->global_theta : e->theta);
     cJSON_AddNumberToObject(c, "rope_local_base_freq", e->theta);
     if (e->global_scaled)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->global_scaled));
@@ -474,6 +504,24 @@ static void gemma3_keys(cJSON *c, const Ex *e)
                                                                         : "full_attention"));
     cJSON_AddNullToObject(c, "final_logit_softcapping");
     cJSON_AddNullToObject(c, "attn_logit_softcapping");
+}
+
+/* Gemma 2's keys beside the sizes: Gemma 3's windows in their fixed pattern (the even
+ * layers windowed), one rope, the soft-caps (null: none). */
+static void gemma2_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    cJSON_AddNumberToObject(c, "query_pre_attn_scalar", query_pre_attn_scalar(e));
+    cJSON_AddStringToObject(c, "hidden_activation", e->act);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+    cJSON *caps[2] = {e->att_softcap > 0 ? hf_float(e->att_softcap) : cJSON_CreateNull(),
+                      e->final_cap > 0 ? hf_float(e->final_cap) : cJSON_CreateNull()};
+    cJSON_AddItemToObject(c, "attn_logit_softcapping", caps[0]);
+    cJSON_AddItemToObject(c, "final_logit_softcapping", caps[1]);
+    cJSON_AddStringToObject(c, "cache_implementation", "hybrid");
 }
 
 /* SmolLM3's layers without rope: every N-th (no_rope_layer_interval, and the list of
@@ -508,7 +556,9 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
         cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
-        if (e->gemma && e->post_norms)
+        if (gemma2(e))
+            gemma2_keys(c, e);
+        else if (e->gemma && e->post_norms)
             gemma3_keys(c, e);
         else
             llama_keys(c, e);

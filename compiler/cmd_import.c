@@ -16,7 +16,7 @@
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
-                                  gemma, gemma3_text, smollm3 */
+                                  gemma, gemma2, gemma3_text, smollm3 */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
@@ -26,11 +26,13 @@ typedef struct Arch {
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
     double embed_scale;        /* Gemma's sqrt(hidden_size), or 0: no scale layer */
-    double att_scale;          /* the attention's scale (Gemma 3's query_pre_attn_scalar^-1/2),
-                                  or 0: 1 / sqrt(head width) */
-    int post_norms;            /* Gemma 3: a norm after each branch too */
-    int64_t global_every;      /* Gemma 3: every N-th layer global (no window), or 0 */
-    double global_theta;       /* its rope theta */
+    double att_scale;          /* the attention's scale (Gemma 2 and 3's
+                                  query_pre_attn_scalar^-1/2), or 0: 1 / sqrt(head width) */
+    double att_softcap;        /* Gemma 2: the scores' soft-cap, or 0: none */
+    double final_cap;          /* Gemma 2: the logits' soft-cap, or 0: none */
+    int post_norms;            /* Gemma 2 and 3: a norm after each branch too */
+    int64_t global_every;      /* Gemma 2 and 3: every N-th layer global (no window), or 0 */
+    double global_theta;       /* Gemma 3: its rope theta (Gemma 2: 0, the layers' own) */
     cJSON *global_scaling;     /* and its rope scaling (the 4B and larger), or NULL */
     int multimodal;            /* Gemma 3's text model in an image-text checkpoint */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
@@ -298,6 +300,49 @@ static void smollm3_config(HfCfg *c, Arch *a)
         a->theta = default_rope(c, rp, "rope_parameters", NULL);
 }
 
+/* Gemma 2 and 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power, the
+ * attention's scale where that is not the head width's */
+static void query_scalar(HfCfg *c, Arch *a, double dflt)
+{
+    int64_t hd = hf_head_dim(&a->d);
+    double qs = hf_cfg_num(c, "query_pre_attn_scalar", dflt);
+    if (!(qs > 0) || 1.0 / sqrt(qs) < FLT_MIN || 1.0 / sqrt(qs) > FLT_MAX)
+        hf_cfg_error(c, "query_pre_attn_scalar", "%g: expected a number > 0 (the scores are "
+                     "scaled by its -1/2 power)", qs);
+    if (qs != (double)hd)
+        a->att_scale = 1.0 / sqrt(qs);
+}
+
+/* A soft-cap key of Gemma 2's: absent, the class's default; null, none (0); else a
+ * number > 0 in float's range. */
+static double softcap_key(HfCfg *c, const char *key, double dflt)
+{
+    const cJSON *v = hf_cfg_get(c, key);
+    if (cJSON_IsNull(v))
+        return 0;
+    double cap = hf_cfg_num(c, key, dflt);
+    if (!(cap >= FLT_MIN && cap <= FLT_MAX))
+        hf_cfg_error(c, key, "%g: a soft-cap > 0 (or null: none) expected", cap);
+    return cap;
+}
+
+/* Gemma 2: Gemma's layers with a norm after each branch as well (no qk_norm), the even
+ * layers windowed and the odd ones global (or as layer_types lists them), one rope; the
+ * scores scaled by query_pre_attn_scalar^-1/2 and soft-capped at attn_logit_softcapping,
+ * the logits at final_logit_softcapping (Gemma2Config's defaults: 4096, 256, 50, 30). */
+static void gemma2_config(HfCfg *c, Arch *a)
+{
+    a->post_norms = 1;
+    a->window = hf_cfg_int(c, "sliding_window", 4096);
+    a->global_every = 2;
+    if (hf_cfg_get(c, "layer_types"))
+        a->global_every = list_period(c, "layer_types", a->d.L, "\"full_attention\"",
+                                      "\"sliding_attention\"");
+    query_scalar(c, a, 256);
+    a->att_softcap = softcap_key(c, "attn_logit_softcapping", 50.0);
+    a->final_cap = softcap_key(c, "final_logit_softcapping", 30.0);
+}
+
 /* Gemma 3's text model: Gemma's, with a norm after each branch as well, qk_norm (by
  * 1 + weight), and windowed (local) layers interleaved with global ones, each kind
  * with its rope theta, the global ones' scaled by rope_scaling (the 4B and larger:
@@ -320,13 +365,7 @@ static void gemma3_config(HfCfg *c, Arch *a)
         a->global_theta = default_rope(c, cJSON_GetObjectItemCaseSensitive(rp, "full_attention"),
                                        "rope_parameters.full_attention", &a->global_scaling);
     }
-    int64_t hd = hf_head_dim(&a->d);
-    double qs = hf_cfg_num(c, "query_pre_attn_scalar", 256);
-    if (!(qs > 0) || 1.0 / sqrt(qs) < FLT_MIN || 1.0 / sqrt(qs) > FLT_MAX)
-        hf_cfg_error(c, "query_pre_attn_scalar", "%g: expected a number > 0 (the scores are "
-                     "scaled by its -1/2 power)", qs);
-    if (qs != (double)hd)
-        a->att_scale = 1.0 / sqrt(qs);
+    query_scalar(c, a, 256);
     static const char *const caps[] = {"final_logit_softcapping", "attn_logit_softcapping"};
     for (int k = 0; k < 2; k++)
         if (hf_cfg_get(c, caps[k]))
@@ -373,7 +412,8 @@ static void gemma3_text_defaults(HfCfg *c)
 
 static Defaults defaults_of(const char *type)
 {
-    static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma3_text", 131072, 1e6, 1, 256},
+    static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma2", 8192, 1e4, 1, 256},
+                                 {"gemma3_text", 131072, 1e6, 1, 256},
                                  {"smollm3", 32768, 2e6, 1, 0}, {NULL, 2048, 1e4, 0, 0}};
     int k = 0;
     while (d[k].type && strcmp(d[k].type, type))
@@ -383,7 +423,8 @@ static Defaults defaults_of(const char *type)
 
 static void llama_config(HfCfg *c, Arch *a)
 {
-    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma = gemma3 || !strcmp(a->type, "gemma");
+    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma2 = !strcmp(a->type, "gemma2");
+    int gemma = gemma3 || gemma2 || !strcmp(a->type, "gemma");
     if (gemma3)
         gemma3_text_defaults(c);
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -409,6 +450,8 @@ static void llama_config(HfCfg *c, Arch *a)
     head_dims(c, a, dflt.head_dim);
     if (gemma3)
         gemma3_config(c, a);
+    if (gemma2)
+        gemma2_config(c, a);
     if (!strcmp(a->type, "smollm3"))
         smollm3_config(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
@@ -476,6 +519,7 @@ static void read_config(Imp *im, Arch *a)
                                            {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
                                            {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
                                            {"gemma", "GemmaForCausalLM", "GemmaModel"},
+                                           {"gemma2", "Gemma2ForCausalLM", "Gemma2Model"},
                                            {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
                                            {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
                                            {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"}};
@@ -484,8 +528,8 @@ static void read_config(Imp *im, Arch *a)
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
-                     "qwen3, gemma, gemma3_text (Gemma 3's text models: 270m, 1b), gemma3 (the "
-                     "text model of the 4b and 12b) and smollm3", a->type);
+                     "qwen3, gemma, gemma2, gemma3_text (Gemma 3's text models: 270m, 1b), "
+                     "gemma3 (the text model of the 4b to 27b) and smollm3", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -502,7 +546,7 @@ static void read_config(Imp *im, Arch *a)
         llama_config(c, a);
     a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3
               : !strcmp(a->type, "gemma") ? &hf_gemma
-              : !strcmp(a->type, "gemma3_text") ? &hf_gemma3 : &hf_llama;
+              : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
@@ -560,14 +604,18 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
     if (a->att_scale)
         cJSON_AddNumberToObject(l, "scale", a->att_scale);
+    if (a->att_softcap)
+        cJSON_AddNumberToObject(l, "softcap", a->att_softcap);
     if (a->global_every && a->global_every <= a->d.L) {
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
         cJSON_AddNumberToObject(g, "every", (double)a->global_every);
         cJSON_AddNullToObject(g, "window");
-        cJSON *r = cJSON_AddObjectToObject(g, "rope");
-        cJSON_AddNumberToObject(r, "theta", a->global_theta);
-        if (a->global_scaling)
-            cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->global_scaling, 1));
+        if (a->global_theta) {   /* Gemma 3's global rope (Gemma 2's layers share one) */
+            cJSON *r = cJSON_AddObjectToObject(g, "rope");
+            cJSON_AddNumberToObject(r, "theta", a->global_theta);
+            if (a->global_scaling)
+                cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->global_scaling, 1));
+        }
     }
     if (a->nope_every && a->nope_every <= a->d.L) {
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
@@ -639,6 +687,11 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     else
         cJSON_AddNumberToObject(head, "out", (double)a->d.V);
     cJSON_AddFalseToObject(head, "bias");
+    if (a->final_cap) {   /* Gemma 2's logits: / cap, tanh, * cap */
+        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->final_cap);
+        layer(ls, "tanh", NULL);
+        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->final_cap);
+    }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
     cJSON_AddStringToObject(loss, "target", "y");

@@ -243,6 +243,7 @@ typedef struct {
     long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride
                             (cross entropy); T, head width, causal (attention) */
     long long g;         /* attention with kv_heads: query heads a key/value head */
+    double cap;          /* attention's soft-cap (no GPU kernel has one), or 0 */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -269,13 +270,13 @@ static Instance instance_of(const Instr *in)
         break;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
-    case CALL_ATTENTION_EXT_FWD:   /* after its 5 tensors: B, T, d, H, KV, causal */
+    case CALL_ATTENTION_EXT_FWD:   /* after its 5 tensors: B, T, d, H, KV, causal; last the cap */
         x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 10);
-        x.g = num(in, 8) / num(in, 9);
+        x.g = num(in, 8) / num(in, 9), x.cap = in->args[in->n_args - 1].f;
         break;
     case CALL_ATTENTION_EXT_BWD:   /* after its 9 tensors */
         x.a = num(in, 10), x.b = num(in, 11) / num(in, 12), x.c = num(in, 14);
-        x.g = num(in, 12) / num(in, 13);
+        x.g = num(in, 12) / num(in, 13), x.cap = in->args[in->n_args - 1].f;
         break;
     default: x.call = -1;
     }
@@ -326,7 +327,11 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (!att_width_fits(p, x->b, ext[0] != 0)) {
+        if (x->cap > 0) {
+            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel soft-caps the scores */", ext, fb);
+            p->cuda_unsupported = xasprintf("attention soft-capped at %g (Gemma 2's): the GPU "
+                                            "kernels have no soft-cap", x->cap);
+        } else if (!att_width_fits(p, x->b, ext[0] != 0)) {
             snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for heads %lld wide */", ext, fb,
                      x->b);
             p->cuda_unsupported = xasprintf(
@@ -363,7 +368,7 @@ static char *instance_doc(const Instance *x)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->b > 128 || x->g > att_tile_rows(x->b))
+        if (x->b > 128 || x->g > att_tile_rows(x->b) || x->cap > 0)
             return xstrdup("");
         return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
     }

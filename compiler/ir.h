@@ -442,9 +442,9 @@ enum {
     CALL_ATTENTION_BWD,  /* qkv, lse, y, dy, dqkv, B, T, d, H, causal */
     /* with kv_heads, qk_norm (qn, kn weights or NULL), a window (0: none), rope (theta
      * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig), the scores'
-     * factor (scale) */
+     * factor (scale) and soft-cap (0: none) */
     CALL_ATTENTION_EXT_FWD, /* qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                               factor, low, high, orig, scale */
+                               factor, low, high, orig, scale, softcap */
     CALL_ATTENTION_EXT_BWD, /* qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, ... as _FWD */
     CALL_COLSUM_ADD,     /* x, out, rows, cols: out += column sums */
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */

@@ -965,6 +965,11 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         if (!cJSON_IsNull(v) && (!(l->att_scale >= FLT_MIN) || l->att_scale > FLT_MAX))
             error_at(c->file, path, "expected a number > 0 within float's range (the scores' "
                      "factor, 1 / sqrt(head width) when absent), got %s", got(v, b, sizeof b));
+    } else if (!strcmp(key, "softcap") && l->op == OP_ATTENTION) {
+        l->att_softcap = cJSON_IsNull(v) ? 0 : get_number(c, v, path);
+        if (!cJSON_IsNull(v) && (!(l->att_softcap >= FLT_MIN) || l->att_softcap > FLT_MAX))
+            error_at(c->file, path, "expected a number > 0 within float's range (the scores "
+                     "become softcap tanh(s / softcap)), got %s", got(v, b, sizeof b));
     } else if (!strcmp(key, "rope"))
         parse_rope(c, &l->rope, v, path);
     else if (!strcmp(key, "interleave"))

@@ -84,9 +84,9 @@ struct Layer {
     int sync;                 /* batchnorm: statistics over all ranks; default 0 */
     char *tie;                /* linear: the name of an embedding, or NULL */
     /* attention: kv_heads (0: heads), head_dim (0: d / heads), qk_norm, window (0: none),
-     * scale (0: 1 / sqrt(head width)), rope, interleave */
+     * scale (0: 1 / sqrt(head width)), softcap (0: none), rope, interleave */
     int64_t kv_heads, head_dim, window;
-    double att_scale;
+    double att_scale, att_softcap;
     int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
     int qk_norm;
     Rope rope;

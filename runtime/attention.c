@@ -193,6 +193,18 @@ static void softmax_bwd_row(float *restrict g, const float *restrict p, float do
         memset(g + len, 0, (size_t)(n - len) * sizeof(float));
 }
 
+/* Soft-capping of a row's scores in place (Gemma 2's): s = cap tanh(s / cap); with dt,
+ * each one's derivative 1 - tanh^2 as well, for the backward's dS. */
+static void softcap_row(float *restrict s, float *restrict dt, float cap, int64_t len)
+{
+    for (int64_t j = 0; j < len; j++) {
+        float t = tanhf(s[j] / cap);
+        s[j] = cap * t;
+        if (dt)
+            dt[j] = 1.0f - t * t;
+    }
+}
+
 typedef struct {
     const float *qkv;          /* [B, T, ld]: H query heads, then KV key, then KV value heads */
     const float *qn, *kn;      /* qk_norm's weights [hd], or NULL */
@@ -208,6 +220,7 @@ typedef struct {
     int64_t window;            /* 0: none */
     int causal;
     float scale;
+    float cap;                 /* the scores' soft-cap, or 0: none */
 } att_ctx;
 
 /* Does q or k go through qk_norm or rope before the products (into scratch)? */
@@ -336,6 +349,8 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
         int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
         float *row = P + r * T;
         memset(row, 0, (size_t)a * sizeof(float));
+        if (c->cap > 0)
+            softcap_row(row + a, NULL, c->cap, len - a);
         it->lse[j * T + i] = softmax_row(row + a, len - a, n - a);
     }
     if (!st) {
@@ -382,17 +397,18 @@ static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
 }
 
 /* Backward of an item's row block [r0, r1) (the keys [k0, k0 + n) it sees), all the
- * group's query rows at once, with scratch P, dS [g nb, T] and, for stacked rows, S
- * [3 g nb, hd] (q, dy, dq):
+ * group's query rows at once, with scratch P, dS [g nb, T], for stacked rows S
+ * [3 g nb, hd] (q, dy, dq) and with a soft-cap G [g nb, T] (its derivative):
  *   P = exp(q k^T * scale - lse)                                     (recomputed)
  *   dP = dy v^T, dS = P * (dP - dy . y), dq = dS k * scale
+ *   (soft-capped: P = exp(cap tanh(q k^T scale / cap) - lse), dS times G = 1 - tanh^2)
  *   dv[k0, k0 + n) += P^T dy, dk[k0, k0 + n) += dS^T q * scale       (summed over blocks)
  * so the scratch grows with T, not T^2 (Llama-length sequences, T = 2048 to 8192, would
  * otherwise take 8 T^2 bytes a thread outside the memory plan). dk and dv add the row
  * blocks in order: a fixed order, whatever the thread count. Stacked dq goes back
  * through the transforms (att_unload_row; q_norm's weight gradient into dw). */
 static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int64_t r1,
-                          float *P, float *dS, float *S, double *dw)
+                          float *P, float *dS, float *G, float *S, double *dw)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
     int64_t k0 = att_first(c, r0), n = (c->causal ? r1 : T) - k0;
@@ -410,6 +426,8 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
         int64_t j = r / m, i = r0 + r % m;
         int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
         memset(P + r * T, 0, (size_t)f * sizeof(float));
+        if (c->cap > 0)
+            softcap_row(P + r * T + f, G + r * T + f, c->cap, len - f);
         probs_row(P + r * T + f, it->plse[j * T + i], len - f, n - f);
     }
     zero_rows(dS, M, n, T);
@@ -421,6 +439,8 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
         softmax_bwd_row(dS + r * T + f, P + r * T + f,
                         dot_row(it->dy + j * hd + i * d, it->py + j * hd + i * d, hd), len - f,
                         n - f);
+        for (int64_t k = f; c->cap > 0 && k < len; k++)
+            dS[r * T + k] *= G[r * T + k];
     }
     float *dq = st ? S + 2 * M * hd : it->dq + r0 * ld;
     int64_t lddq = st ? hd : ld;
@@ -444,13 +464,14 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const att_ctx *c = ctx;
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, g = c->g, tr = att_transforms(c);
-    int64_t ns = att_stacked(c) ? 3 * g * c->nb * hd : 0;
-    size_t floats = (size_t)(2 * g * c->nb * T + ns + (tr ? 2 * T * hd : 0));
-    float *P = malloc(floats * sizeof(float)), *dS = P + g * c->nb * T;
+    int64_t ns = att_stacked(c) ? 3 * g * c->nb * hd : 0, np = g * c->nb * T;
+    size_t floats = (size_t)((c->cap > 0 ? 3 : 2) * np + ns + (tr ? 2 * T * hd : 0));
+    float *P = malloc(floats * sizeof(float)), *dS = P + np;
     if (!P)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
                 (long long)(floats * 4));
-    float *S = dS + g * c->nb * T, *kt = S + ns, *dkt = kt + T * hd;
+    float *S = dS + np, *kt = S + ns, *dkt = kt + T * hd;
+    float *G = S + ns + (tr ? 2 * T * hd : 0);   /* with a soft-cap */
     double *dw = tr ? calloc((size_t)(2 * hd), sizeof(double)) : NULL;
     if (tr && !dw)
         rt_fail("out of memory allocating attention scratch");
@@ -472,7 +493,7 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
         zero_rows(it.dk, T, hd, it.ldk);
         zero_rows(it.dv, T, hd, ld);
         for (int64_t r0 = 0; r0 < T; r0 += c->nb)
-            att_bwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, dS, S, dw);
+            att_bwd_block(c, &it, r0, r0 + c->nb < T ? r0 + c->nb : T, P, dS, G, S, dw);
         if (!tr)
             continue;
         for (int64_t t = 0; t < T; t++)
@@ -534,13 +555,14 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
  * (malloc'd into c->cos, c->sin; att_done frees it). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
                         float theta, float factor, float low, float high, int64_t orig,
-                        float scale)
+                        float scale, float cap)
 {
-    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) || !(scale > 0))
+    if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) ||
+        !(scale > 0) || !(cap >= 0))
         rt_die("attention: bad options (qk_norm weights %p, %p; window %lld; rope with hd "
-               "%lld; scale %g)", (const void *)qn, (const void *)kn, (long long)window,
-               (long long)c->hd, (double)scale);
-    c->qn = qn, c->kn = kn, c->window = window, c->scale = scale;
+               "%lld; scale %g; soft-cap %g)", (const void *)qn, (const void *)kn,
+               (long long)window, (long long)c->hd, (double)scale, (double)cap);
+    c->qn = qn, c->kn = kn, c->window = window, c->scale = scale, c->cap = cap;
     if (theta > 0) {
         size_t n = (size_t)(c->T * (c->hd / 2));
         float *t = malloc(2 * n * sizeof(float) + 1);
@@ -589,20 +611,21 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale)
+                          float low, float high, int64_t orig, float scale,
+                          float softcap)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_fwd)
             rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
                     "kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                                     factor, low, high, orig, scale);
+                                     factor, low, high, orig, scale, softcap);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale, softcap);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -614,20 +637,22 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale)
+                          float low, float high, int64_t orig, float scale,
+                          float softcap)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_bwd)
             rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
                     "kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
-                                     causal, window, theta, factor, low, high, orig, scale);
+                                     causal, window, theta, factor, low, high, orig, scale,
+                                     softcap);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale, softcap);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

@@ -739,6 +739,15 @@ static void att_width(int64_t hd, int64_t max)
                 "--device cpu", (long long)hd, (long long)max);
 }
 
+/* The GPU's attention kernels do not soft-cap the scores (the CPU's do): said once more
+ * here for a trainer whose compiler did not refuse it */
+static void att_no_softcap(float softcap)
+{
+    if (softcap > 0.0f)
+        rt_fail("attention soft-capped at %g: the GPU kernels have no soft-cap\n  hint: "
+                "--device cpu", (double)softcap);
+}
+
 /* Whether attention.cuh takes its tensor-core kernels (16-bit activations, heads a
  * multiple of 16 wide up to max: 128, rt_att_tc, or with the Llama-family options 256,
  * rt_att_tc_ext). Those read and write rows 16 bytes at a time: the tensors given must be
@@ -1059,10 +1068,12 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
 void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale)
+                             float low, float high, int64_t orig, float scale,
+                             float softcap)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
+    att_no_softcap(softcap);
     /* the tensor-core kernel (attention.cuh's rt_att_tc_ext) takes 64 query rows a tile
      * and heads up to 256 wide, the CUDA-core one up to 128 */
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
@@ -1168,10 +1179,12 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
                              const float *lse, const float *y, const float *dy, float *dqkv,
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale)
+                             float low, float high, int64_t orig, float scale,
+                             float softcap)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
+    att_no_softcap(softcap);
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
     att_width(hd, tc ? 256 : 128);

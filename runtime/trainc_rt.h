@@ -443,12 +443,14 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale);
+                          float low, float high, int64_t orig, float scale,
+                          float softcap);
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale);
+                          float low, float high, int64_t orig, float scale,
+                          float softcap);
 /* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                       int64_t V, int64_t dim);

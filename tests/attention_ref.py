@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """PyTorch reference for runtime/attention.c: causal and full multi-head attention, and
 the options of docs/spec.md's attention row (grouped-query attention, rope with and
-without llama3 scaling, qk_norm, a sliding window, the scores' scale), alone and together; forward (each
+without llama3 scaling, qk_norm, a sliding window, the scores' scale and soft-cap), alone and together; forward (each
 query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
 qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
-causal, window, qk_norm, rope, orig; float64 theta, factor, low, high, scale; then float32
+causal, window, qk_norm, rope, orig; float64 theta, factor, low, high, scale, softcap; then float32
 qkv, [qn, kn,] dy, lse, y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
@@ -18,8 +18,8 @@ it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RM
 LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
 as transformers' _compute_llama3_parameters); key/value heads are repeated as
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
-case gives one, mask -inf above the diagonal and, with a window W, at keys W or more
-positions back.
+case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
+cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
 """
 import math
 import subprocess
@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 # B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling or None)
-# [, scale: the scores' factor, 1 / sqrt(hd) when absent]
+# [, scale: the scores' factor, 1 / sqrt(hd) when None or absent[, softcap: None or a cap]]
 LLAMA3 = lambda factor, orig: {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                "original_max_position_embeddings": orig}
 CASES = [
@@ -48,6 +48,8 @@ CASES = [
     (2, 100, 64, 8, 2, 1, 40, 1, (10000.0, LLAMA3(8.0, 32))),   # all of them
     (2, 33, 16, 2, 2, 1, 0, 0, None, 0.7),                      # a scale alone
     (2, 60, 32, 4, 2, 1, 25, 1, (10000.0, None), 0.05),         # a scale with the rest
+    (2, 40, 16, 2, 2, 1, 0, 0, None, 1.5, 2.0),                 # a soft-cap that bites
+    (2, 70, 32, 4, 1, 1, 20, 0, (10000.0, None), None, 3.0),    # Gemma 2's options
 ]
 
 
@@ -76,7 +78,7 @@ def rms(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
 
-def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale):
+def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None):
     hd = d // H
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=2)
     q = q.view(B, T, H, hd).transpose(1, 2)                                 # [B, H, T, hd]
@@ -90,6 +92,8 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale):
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))           # repeat_kv
     s = (q @ k.transpose(-2, -1)) * scale
+    if cap:
+        s = torch.tanh(s / cap) * cap
     i, j = torch.arange(T)[:, None], torch.arange(T)[None, :]
     masked = torch.zeros(T, T, dtype=torch.bool)
     if causal:
@@ -109,21 +113,23 @@ def main():
     with open(out, "wb") as f:
         for B, T, d, H, KV, causal, window, qk_norm, rope, *given in CASES:
             hd = d // H
-            scale = given[0] if given else 1.0 / hd ** 0.5
+            scale = given[0] if given and given[0] else 1.0 / hd ** 0.5
+            cap = given[1] if len(given) > 1 else None
             qkv = (torch.rand(B, T, (H + 2 * KV) * hd, generator=g) * 4 - 2).requires_grad_()
             qn = kn = None
             if qk_norm:
                 qn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
                 kn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
             dy = torch.rand(B, T, d, generator=g) * 2 - 1
-            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale)
+            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap)
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
                               sc["original_max_position_embeddings"] if sc else 0],
                              dtype="<i8").tobytes())
             f.write(np.array([theta, sc["factor"] if sc else 0.0, sc["low_freq_factor"] if sc else 0.0,
-                              sc["high_freq_factor"] if sc else 0.0, scale], dtype="<f8").tobytes())
+                              sc["high_freq_factor"] if sc else 0.0, scale, cap or 0.0],
+                             dtype="<f8").tobytes())
             ts = [qkv] + ([qn, kn] if qk_norm else []) + [dy, lse, y, qkv.grad]
             ts += [qn.grad, kn.grad] if qk_norm else []
             for t in ts:

@@ -134,8 +134,6 @@ cases += [
     tok("attention_rope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {"theta": 10000}}, L(7)]),
     tok("attention_qk_norm", [E(dim=8), {"op": "attention", "heads": 2, "qk_norm": True}, L(7)]),
     tok("attention_window", [E(), {"op": "attention", "heads": 2, "window": 2}, L(7)]),
-    # the scores' factor given (0.9 where 1 / sqrt(4) would be 0.5), nothing else on
-    tok("attention_scale", [E(dim=8), {"op": "attention", "heads": 2, "scale": 0.9}, L(7)]),
     # head_dim apart from d / heads: the core 3 x 6 = 18 wide over d 8, GPT-2's core
     tok("attention_head_dim", [E(dim=8), {"op": "attention", "heads": 3, "head_dim": 6}, L(7)]),
     tok("attention_llama", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "bias": False,
@@ -243,6 +241,12 @@ cases += [
     # rope with linear scaling (every frequency divided by the factor)
     tok("attention_rope_linear", [E(dim=8), {"op": "attention", "heads": 2, "rope": {
         "theta": 100, "scaling": {"rope_type": "linear", "factor": 4}}}, L(7)]),
+    # (cases added from here on draw their data after the others': those stay as they were)
+    # the scores' factor given (0.9 where 1 / sqrt(4) would be 0.5), nothing else on
+    tok("attention_scale", [E(dim=8), {"op": "attention", "heads": 2, "scale": 0.9}, L(7)]),
+    # soft-capped scores (cap tanh(s / cap)) at a cap that bends them, with a window
+    tok("attention_softcap", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "scale": 1.5,
+                                         "softcap": 1.0, "window": 3}, L(7)]),
 ]
 
 def fd_check(name, path):

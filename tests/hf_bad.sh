@@ -115,19 +115,23 @@ refused "export of an MLP" "layers[0]" "flatten" -- export hf specs/mlp_fashion.
 refused "export with the weights of another model" "embed.weight" "the spec's model has it" -- \
     export hf "$g/model.json" "$g/train.json" --weights "$d/good/model.safetensors" -o "$d/out"
 refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/train.json" -o "$d/out"
-$PY - "$g/model.json" "$g/scaled.json" <<'PY'
+# an attention option only Gemma 2 or 3 has, on the Llama: its scale, its soft-cap
+$PY - "$g/model.json" "$g/scaled.json" "$g/capped.json" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
-def walk(layers):
-    for l in layers:
-        if l["op"] == "attention":
-            l["scale"] = 0.3
-        walk(l.get("body", []))
-walk(s["model"]["layers"])
-json.dump(s, open(sys.argv[2], "w"))
+for key, value, out in (("scale", 0.3, sys.argv[2]), ("softcap", 50, sys.argv[3])):
+    s = json.load(open(sys.argv[1]))
+    def walk(layers):
+        for l in layers:
+            if l["op"] == "attention":
+                l[key] = value
+            walk(l.get("body", []))
+    walk(s["model"]["layers"])
+    json.dump(s, open(out, "w"))
 PY
-refused "export of a Llama with an attention scale" "scale" "Gemma 3" -- \
+refused "export of a Llama with an attention scale" "scale" "Gemma 2 and 3" -- \
     export hf "$g/scaled.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of a Llama with a soft-cap" "softcap" "Gemma 2" -- \
+    export hf "$g/capped.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

@@ -354,8 +354,9 @@ GEMMA3 = {"model_type": "gemma3_text", "architectures": ["Gemma3ForCausalLM"], "
           "torch_dtype": "float32", "transformers_version": "4.50.0"}
 
 
-def gemma3_tensors(cfg, g):
-    """Random Gemma 3 tensors under transformers' names (norm weights near 0: 1 + w)."""
+def gemma_tensors(cfg, g):
+    """Random Gemma 2 or 3 tensors under transformers' names (norm weights near 0: 1 + w;
+    q_norm and k_norm Gemma 3's alone)."""
     D, hd, F_ = cfg["hidden_size"], cfg["head_dim"], cfg["intermediate_size"]
     H, KV = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     sd = {"model.embed_tokens.weight": torch.randn(V, D, generator=g) * 0.1,
@@ -365,8 +366,9 @@ def gemma3_tensors(cfg, g):
               "mlp.gate_proj.weight": (F_, D), "mlp.up_proj.weight": (F_, D),
               "mlp.down_proj.weight": (D, F_)}
     norms = {"input_layernorm.weight": D, "post_attention_layernorm.weight": D,
-             "pre_feedforward_layernorm.weight": D, "post_feedforward_layernorm.weight": D,
-             "self_attn.q_norm.weight": hd, "self_attn.k_norm.weight": hd}
+             "pre_feedforward_layernorm.weight": D, "post_feedforward_layernorm.weight": D}
+    if cfg["model_type"] != "gemma2":
+        norms.update({"self_attn.q_norm.weight": hd, "self_attn.k_norm.weight": hd})
     for i in range(cfg["num_hidden_layers"]):
         p = "model.layers.%d." % i
         sd.update({p + n: 0.15 * torch.randn(*s, generator=g) for n, s in shapes.items()})
@@ -374,16 +376,22 @@ def gemma3_tensors(cfg, g):
     return sd
 
 
-def gemma3_loss(cfg, sd, tokens):
+def gemma_loss(cfg, sd, tokens):
     """Gemma3ForCausalLM's loss, written here from transformers' modeling_gemma3.py (4.50):
     the embedding times sqrt(d) as a float32, RMSNorm by 1 + weight, q_norm and k_norm
     before rope, local layers ((i + 1) % sliding_window_pattern != 0) with
     rope_local_base_freq and a window of sliding_window positions (the query's own
     included), global ones with rope_theta (its frequencies divided by rope_scaling's
     factor where that is linear, as the 4B and larger have it) and no window, scores
-    times query_pre_attn_scalar^-0.5, a norm after each branch, GeGLU, the head tied."""
+    times query_pre_attn_scalar^-0.5, a norm after each branch, GeGLU, the head tied.
+    And Gemma2ForCausalLM's, from modeling_gemma2.py (4.42): the same without q_norm and
+    k_norm, the even layers local, one rope_theta, the scores soft-capped at
+    attn_logit_softcapping (s / cap, tanh, * cap) before the mask, the logits at
+    final_logit_softcapping."""
     D, hd, H, KV = cfg["hidden_size"], cfg["head_dim"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
-    eps, W, n_pat = cfg["rms_norm_eps"], cfg["sliding_window"], cfg["sliding_window_pattern"]
+    eps, W = cfg["rms_norm_eps"], cfg["sliding_window"]
+    n_pat = cfg.get("sliding_window_pattern", 2)   # Gemma 2: every other layer local
+    cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
     n = (len(tokens) - 1) // T
     x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
     y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
@@ -406,17 +414,20 @@ def gemma3_loss(cfg, sd, tokens):
             w = {n[len("model.layers.%d." % layer):]: t for n, t in sd.items()
                  if n.startswith("model.layers.%d." % layer)}
             local = (layer + 1) % n_pat != 0
-            theta = cfg["rope_local_base_freq"] if local else cfg["rope_theta"]
+            theta = cfg.get("rope_local_base_freq", cfg["rope_theta"]) if local else cfg["rope_theta"]
             factor = 1.0 if local or not cfg.get("rope_scaling") else cfg["rope_scaling"]["factor"]
             a = norm(h, w["input_layernorm.weight"])
             q = F.linear(a, w["self_attn.q_proj.weight"]).view(B, T, H, hd).transpose(1, 2)
             k = F.linear(a, w["self_attn.k_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
             v = F.linear(a, w["self_attn.v_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
-            q = rope(norm(q, w["self_attn.q_norm.weight"]), theta, factor)
-            k = rope(norm(k, w["self_attn.k_norm.weight"]), theta, factor)
+            if "self_attn.q_norm.weight" in w:
+                q, k = norm(q, w["self_attn.q_norm.weight"]), norm(k, w["self_attn.k_norm.weight"])
+            q, k = rope(q, theta, factor), rope(k, theta, factor)
             k = k.repeat_interleave(H // KV, dim=1)
             v = v.repeat_interleave(H // KV, dim=1)
             s = torch.matmul(q, k.transpose(2, 3)) * cfg["query_pre_attn_scalar"] ** -0.5
+            if cap:
+                s = torch.tanh(s / cap) * cap
             seen = (j <= i) & ((j > i - W) if local else True)
             s = s.masked_fill(~seen, torch.finfo(s.dtype).min)
             o = torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32), v)
@@ -427,17 +438,20 @@ def gemma3_loss(cfg, sd, tokens):
                          F.linear(m, w["mlp.up_proj.weight"]), w["mlp.down_proj.weight"])
             h = h + norm(m, w["post_feedforward_layernorm.weight"])
         h = norm(h, sd["model.norm.weight"])
-        logits = F.linear(h, sd["model.embed_tokens.weight"]).double()
+        logits = F.linear(h, sd["model.embed_tokens.weight"])
+        if final_cap:
+            logits = torch.tanh(logits / final_cap) * final_cap
+        logits = logits.double()
     return F.cross_entropy(logits.reshape(-1, V), y.reshape(-1)).item()
 
 
 def gemma3_case(val):
     """A Gemma 3 text folder (transformers 4.40 has no Gemma 3: config.json as 4.50 saves
-    it, random tensors): trainc's --eval of its import against gemma3_loss; export and
+    it, random tensors): trainc's --eval of its import against gemma_loss; export and
     import again gives the same layers and tensors bit for bit; layer_types in place of
     sliding_window_pattern imports alike; a list no period describes, soft-capping and a
     query_pre_attn_scalar not above 0 are refused."""
-    o, sd, att, ours, theirs = gemma3_import("gemma3", GEMMA3, 3, val)
+    o, sd, att, ours, theirs = gemma_import("gemma3", GEMMA3, 3, val)
     d = OUT + "/hf_gemma3"
     check(rel(ours, theirs) <= 1e-5, "gemma3 imported: attention %s; trainc --eval %.7f, "
           "Gemma 3 from its modeling code %.7f (%.1e)" % (json.dumps(att), ours, theirs,
@@ -481,17 +495,17 @@ def folder(d, cfg, sd):
     json.dump(cfg, open(d + "/config.json", "w"))
 
 
-def gemma3_import(name, cfg, seed, val):
-    """A Gemma 3 text folder OUT/hf_NAME (cfg, random tensors from seed) imported into
+def gemma_import(name, cfg, seed, val):
+    """A Gemma 2 or 3 text folder OUT/hf_NAME (cfg, random tensors from seed) imported into
     OUT/NAME: that folder, its tensors, the third layer's attention, trainc's --eval and
-    gemma3_loss on val."""
-    sd = gemma3_tensors(cfg, torch.Generator().manual_seed(seed))
+    gemma_loss on val."""
+    sd = gemma_tensors(cfg, torch.Generator().manual_seed(seed))
     d, o = OUT + "/hf_" + name, OUT + "/" + name
     folder(d, cfg, sd)
     trainc("import", "hf", d, "-o", o, "--seq-len", T)
     train_spec(o + "/eval.json", 1)
     att = json.load(open(o + "/model.json"))["model"]["layers"][2]["body"][0]["body"][1]
-    return o, sd, att, trainc_eval(o, o + "/init.safetensors"), gemma3_loss(cfg, sd, val)
+    return o, sd, att, trainc_eval(o, o + "/init.safetensors"), gemma_loss(cfg, sd, val)
 
 
 def export_again(o):
@@ -507,12 +521,12 @@ def export_again(o):
 def gemma3_27b_case(val):
     """Gemma 3 27B's attention in small: query_pre_attn_scalar 40 over heads 24 wide (the
     27B's 168 over 128), the global layers' rope scaled: the import's attention has the
-    scale 40^-1/2, trainc's --eval equals gemma3_loss (and not what 1/sqrt(24) gives), and
+    scale 40^-1/2, trainc's --eval equals gemma_loss (and not what 1/sqrt(24) gives), and
     the export writes query_pre_attn_scalar 40 back."""
     cfg = dict(GEMMA3, num_attention_heads=4, num_key_value_heads=2, query_pre_attn_scalar=40,
                rope_scaling={"rope_type": "linear", "factor": 8.0})
-    o, sd, att, ours, theirs = gemma3_import("gemma3_27b", cfg, 6, val)
-    plain = gemma3_loss(dict(cfg, query_pre_attn_scalar=24), sd, val)
+    o, sd, att, ours, theirs = gemma_import("gemma3_27b", cfg, 6, val)
+    plain = gemma_loss(dict(cfg, query_pre_attn_scalar=24), sd, val)
     check(att.get("scale") == 40 ** -0.5 and rel(ours, theirs) <= 1e-5 and rel(plain, theirs) > 1e-4,
           "gemma3 27b-shaped: attention scale %s; trainc --eval %.7f, Gemma 3 from its modeling "
           "code %.7f (%.1e; by 1/sqrt(24) %.7f)" % (att.get("scale"), ours, theirs,
@@ -523,9 +537,59 @@ def gemma3_27b_case(val):
           "layers and %d tensors" % (back["query_pre_attn_scalar"], n))
 
 
+GEMMA2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"], "vocab_size": V,
+          "hidden_size": 48, "intermediate_size": 96, "num_hidden_layers": 4,
+          "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24,
+          "query_pre_attn_scalar": 40, "hidden_act": "gelu_pytorch_tanh",
+          "hidden_activation": "gelu_pytorch_tanh", "max_position_embeddings": 64,
+          "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "sliding_window": 5,
+          "final_logit_softcapping": 0.5, "attn_logit_softcapping": 2.0, "attention_bias": False,
+          "attention_dropout": 0.0, "cache_implementation": "hybrid", "use_cache": True,
+          "initializer_range": 0.02, "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0,
+          "torch_dtype": "float32", "transformers_version": "4.42.4"}
+
+
+def gemma2_case(val):
+    """A Gemma 2 folder (transformers 4.40 has none: config.json as 4.42 saves it, caps
+    small enough to bend this init's scores and logits): trainc's --eval of its import
+    equals gemma_loss and not what it gives without either cap; export and import again
+    give the same layers and tensors; Gemma2Config's default caps (the keys absent) and
+    layer_types import alike; caps not above 0 are refused."""
+    o, sd, att, ours, theirs = gemma_import("gemma2", GEMMA2, 7, val)
+    plain = [gemma_loss(dict(GEMMA2, **{k: None}), sd, val)
+             for k in ("attn_logit_softcapping", "final_logit_softcapping")]
+    layers = json.load(open(o + "/model.json"))["model"]["layers"]
+    check(rel(ours, theirs) <= 1e-5 and min(rel(p, theirs) for p in plain) > 1e-4,
+          "gemma2 imported: attention %s, after the head %s; trainc --eval %.7f, Gemma 2 from "
+          "its modeling code %.7f (%.1e; uncapped %.7f, %.7f)" % (
+              json.dumps(att), [l["op"] for l in layers[-3:]], ours, theirs, rel(ours, theirs),
+              *plain))
+    back, same, n = export_again(o)
+    check(same and back["model_type"] == "gemma2" and back["attn_logit_softcapping"] == 2.0 and
+          back["final_logit_softcapping"] == 0.5,
+          "gemma2 exported (%s, caps %s and %s) and imported again: the same layers and %d "
+          "tensors" % (back["model_type"], back["attn_logit_softcapping"],
+                       back["final_logit_softcapping"], n))
+    dflt = {k: v for k, v in GEMMA2.items() if k not in ("attn_logit_softcapping",
+                                                          "final_logit_softcapping")}
+    dflt["layer_types"] = ["sliding_attention", "full_attention"] * 2
+    folder(OUT + "/hf_gemma2_dflt", dflt, sd)
+    trainc("import", "hf", OUT + "/hf_gemma2_dflt", "-o", OUT + "/gemma2_dflt", "--seq-len", T)
+    got = json.load(open(OUT + "/gemma2_dflt/model.json"))["model"]["layers"]
+    att2 = got[2]["body"][0]["body"][1]
+    check(att2.get("softcap") == 50 and got[-1].get("by") == 30 and
+          att2["interleave"] == {"every": 2, "window": None},
+          "gemma2 with the default caps and layer_types: softcap %s, the logits' %s, "
+          "interleave %s" % (att2.get("softcap"), got[-1].get("by"), att2["interleave"]))
+    bad_configs(OUT + "/hf_gemma2", [
+        ("gemma2 attn_logit_softcapping 0", {"attn_logit_softcapping": 0}, ["attn_logit_softcapping"]),
+        ("gemma2 rope_scaling", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
+         ["rope_scaling"])])
+
+
 def gemma3_4b_case(val):
     """Gemma 3 4B's shape in small (8 heads on 4, linear rope scaling on the global
-    layers): its text folder imports to gemma3_loss and exports back to the same layers;
+    layers): its text folder imports to gemma_loss and exports back to the same layers;
     the multimodal checkpoint the 4B ships as (model_type gemma3, text_config listing only
     what differs from Gemma3TextConfig's defaults, the text model's tensors under
     language_model.model. or, as transformers 4.52 saves, model.language_model., a vision
@@ -533,8 +597,8 @@ def gemma3_4b_case(val):
     its unknown keys, an untied head and another text model_type are refused."""
     cfg = dict(GEMMA3, num_attention_heads=8, num_key_value_heads=4,
                rope_scaling={"rope_type": "linear", "factor": 8.0})
-    o, sd, att, ours, theirs = gemma3_import("gemma3_4b", cfg, 4, val)
-    plain = gemma3_loss(dict(cfg, rope_scaling=None), sd, val)
+    o, sd, att, ours, theirs = gemma_import("gemma3_4b", cfg, 4, val)
+    plain = gemma_loss(dict(cfg, rope_scaling=None), sd, val)
     check(rel(ours, theirs) <= 1e-5 and rel(plain, theirs) > 1e-4,
           "gemma3 4b-shaped (global rope scaled): interleave %s; trainc --eval %.7f, Gemma 3 "
           "from its modeling code %.7f (%.1e; unscaled %.7f)" % (
@@ -750,6 +814,7 @@ def main():
     gemma3_case(val)
     gemma3_4b_case(val)
     gemma3_27b_case(val)
+    gemma2_case(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix

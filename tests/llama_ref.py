@@ -20,6 +20,9 @@ loss within 1e-4 relative:
     first layer and none on the second (interleave every 2) with its own RoPE theta,
     the scores scaled by 0.25 rather than 1 / sqrt(24) (Gemma 3 27B's
     query_pre_attn_scalar), GeGLU, tied;
+  - gemma2: Gemma 2's layout: Gemma 3's without qk_norm, the attention's scores and the
+    logits soft-capped (caps of 0.2 over scores scaled by 4, and 0.5: tight enough to bend
+    them at this init), the second layer global;
   - smollm3: SmolLM3's layout: Llama's with the second layer of two without RoPE
     (interleave every 2), tied; RoPE with linear scaling (factor 2); with qk_norm and
     RoPE theta 100 here, so that the positions count from the first step (at 0.02
@@ -44,8 +47,10 @@ V, D, L, H, T, B, STEPS = 256, 64, 2, 4, 32, 8, 40
 torch.set_num_threads(1)
 
 
-def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False):
+def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False, cap=None):
     norm = norm or {}
+    # the logits soft-capped (Gemma 2's final_logit_softcapping): / cap, tanh, * cap
+    capped = [{"op": "scale", "by": 1 / cap}, {"op": "tanh"}, {"op": "scale", "by": cap}] if cap else []
     post = lambda n: [dict({"op": "rmsnorm", "name": n}, **norm)] if post_norms else []
     head = {"op": "linear", "name": "lm_head", "out": V, "bias": False}
     if tie:
@@ -64,7 +69,7 @@ def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False):
                 {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "mlp_norm"}, **norm)] + mlp
                  + post("mlp_post_norm")}]},
             dict({"op": "rmsnorm", "name": "norm"}, **norm),
-            head],
+            head] + capped,
         "loss": {"op": "cross_entropy", "target": "y"}}
 
 
@@ -92,6 +97,10 @@ MODELS = {
                                "window": 5, "rope": {"theta": 10000}, "scale": 0.25,
                                "interleave": {"every": 2, "window": None, "rope": {"theta": 1000000}}},
                     swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True),
+    "gemma2": model("gemma2", {"kv_heads": 2, "bias": False, "head_dim": 24, "window": 5,
+                               "rope": {"theta": 10000}, "scale": 4.0, "softcap": 0.2,
+                               "interleave": {"every": 2, "window": None}},
+                    swiglu("gelu_tanh", 96), tie=True, scale=D ** 0.5, post_norms=True, cap=0.5),
     "smollm3": model("smollm3", {"kv_heads": 2, "bias": False, "qk_norm": True,
                                  "rope": {"theta": 100, "scaling": {"rope_type": "linear", "factor": 2}},
                                  "interleave": {"every": 2, "rope": None}},

@@ -1,7 +1,7 @@
 """llama_torch.py: a PyTorch reference of a trainc model spec, written from SPEC.md
 section 2 for the Llama-family ops (rmsnorm, glu, squared_relu, attention with
-kv_heads, bias, rope with llama3 scaling, qk_norm, window and scale) and the ones they sit
-between (embedding, pos_embedding, linear with tie, layernorm, the activations,
+kv_heads, bias, rope with llama3 scaling, qk_norm, window, scale and softcap) and the
+ones they sit between (embedding, pos_embedding, linear with tie, layernorm, the activations,
 residual, repeat, cross_entropy), with trainc's parameter names; and what
 tests/llama_hf.py and tests/llama_ref.py share: the token windows, the training loop
 (torch.optim.AdamW, decay on rank >= 2 only, warmup then cosine, gradient clipping:
@@ -121,6 +121,8 @@ def attention(h, l, P, name, it=None):
     s = torch.matmul(q, k.transpose(2, 3))
     # scale, trainc's extension: the scores' factor (Gemma 3 27B's query_pre_attn_scalar^-1/2)
     s = s * l["scale"] if "scale" in l else s / math.sqrt(hd)
+    if l.get("softcap"):   # Gemma 2's, as its modeling code: s / cap, tanh, * cap
+        s = torch.tanh(s / l["softcap"]) * l["softcap"]
     i = torch.arange(T)[:, None]
     j = torch.arange(T)[None, :]
     seen = torch.ones(T, T, dtype=torch.bool)
@@ -181,6 +183,8 @@ def run_layers(layers, h, x, P, prefix, embeds, it=None):
             h = h * l["by"]
         elif op == "relu":
             h = F.relu(h)
+        elif op == "tanh":
+            h = torch.tanh(h)
         elif op == "silu":
             h = F.silu(h)
         elif op == "gelu":

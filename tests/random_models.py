@@ -9,10 +9,10 @@ a residual around a shape-keeping conv, flatten, linear), vectors (linear, the f
 activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
 attention blocks, causal or not, in about 3 of 5 with some of attention's Llama-family
-options (kv_heads, bias false, rope with or without llama3 scaling, qk_norm, a window),
-a tied or untied classifier; or f32 [T, d] input with an MSE target). Then, from a
-generator of its own (so the draws above, and every model of a seed but these swaps,
-stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
+options (kv_heads, bias false, rope with or without llama3 scaling, qk_norm, a window,
+a scale), a tied or untied classifier; or f32 [T, d] input with an MSE target). Then,
+from a generator of its own (so the draws above, and every model of a seed but these
+swaps, stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
 and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu;
 from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -188,6 +188,8 @@ def attention_options(att, T, d, heads, causal, V, tokens):
         att["qk_norm"] = True
     if causal and o.random() < 0.4:
         att["window"] = int(o.integers(1, T + 1))
+    if o.random() < 0.3:   # drawn last: the draws before stay what they were
+        att["scale"] = float(o.choice([0.3, 1.0]))
 
 
 def sequence_model(r):
@@ -389,7 +391,8 @@ def reference(model, P, xin):
             elif op == "pos_embedding":
                 w = param(pfx + ".weight", (l["max_len"], x.shape[-1]), "emb")
                 x = x + w[: x.shape[1]]
-            elif op == "attention" and set(l) & {"kv_heads", "bias", "rope", "qk_norm", "window"}:
+            elif op == "attention" and set(l) & {"kv_heads", "bias", "rope", "qk_norm", "window",
+                                                 "scale"}:
                 x = attention_with_options(l, x, pfx, param)
             elif op == "attention":
                 b_, t, d = x.shape
@@ -416,7 +419,7 @@ def reference(model, P, xin):
 
 
 def attention_with_options(l, x, pfx, param):
-    """attention with kv_heads, bias, rope, qk_norm or window: tests/attention_ref.py's
+    """attention with kv_heads, bias, rope, qk_norm, window or scale: tests/attention_ref.py's
     core, written from SPEC.md, between the qkv and output projections."""
     b_, t, d = x.shape
     H = l["heads"]
@@ -429,7 +432,7 @@ def attention_with_options(l, x, pfx, param):
         kn = param(pfx + ".k_norm.weight", (hd,), "lnw")
     rope = (l["rope"]["theta"], l["rope"].get("scaling")) if l.get("rope") else None
     _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,
-                                   qn, kn, rope)
+                                   qn, kn, rope, l.get("scale", 1.0 / hd ** 0.5))
     y = y @ param(pfx + ".proj.weight", (d, d), "w").t()
     return y + param(pfx + ".proj.bias", (d,), "b") if bias else y
 

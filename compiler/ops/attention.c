@@ -3,7 +3,7 @@
  * backward rule and lowering are here (runtime calls; each query's log-sum-exp is kept
  * so the backward pass recomputes the probabilities instead of storing them).
  * GPT-2's attention lowers to rt_attention_fwd/_bwd; with the Llama-family options
- * (kv_heads, rope, qk_norm, window, scale) to rt_attention_ext_fwd/_bwd, which apply qk_norm
+ * (kv_heads, rope, qk_norm, window, scale, softcap) to rt_attention_ext_fwd/_bwd, which apply qk_norm
  * and rope inside the core (qk_norm's weights are the core node's w and b). */
 #include <math.h>
 #include "op.h"
@@ -16,7 +16,7 @@ static int64_t kv_heads(const Layer *l) { return l->kv_heads ? l->kv_heads : l->
 static int uses_options(const Layer *l)
 {
     return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm || l->window ||
-           l->att_scale > 0 || l->il.every;
+           l->att_scale > 0 || l->att_softcap > 0 || l->il.every;
 }
 
 static int attention_params(const Layer *l, const char **out)
@@ -178,7 +178,7 @@ static double node_scale(const Node *nd)
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
  * theta, factor, low and high frequency factors, original context length (the rope
- * interleave sets on the layers it sets apart), the scores' factor. */
+ * interleave sets on the layers it sets apart), the scores' factor and soft-cap. */
 static int options_args(const Node *nd, Arg *a)
 {
     const Rope *r = node_rope(nd);
@@ -196,6 +196,7 @@ static int options_args(const Node *nd, Arg *a)
     a[n++] = arg_float(r->high);
     a[n++] = arg_int((int64_t)r->orig);
     a[n++] = arg_float(node_scale(nd));
+    a[n++] = arg_float(nd->layer->att_softcap);
     return n;
 }
 
@@ -215,11 +216,14 @@ static void lower_attention(Program *p, Node *nd)
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     int64_t T = nd->conv[0], w = nd->conv[5] && nd->conv[5] < T ? nd->conv[5] : T;
     a->flops = 4 * T * w * nd->conv[1];
-    char s[40] = "/ sqrt(hd)";
+    char s[40] = "q k^T / sqrt(hd)", cs[80];
     if (nd->layer->att_scale > 0)
-        snprintf(s, sizeof s, "* %.6g", nd->layer->att_scale);
-    a->what = xasprintf("attention: softmax(q k^T %s) v per head%s", s,
-                        p->eval ? "" : ", log-sum-exp kept");
+        snprintf(s, sizeof s, "q k^T * %.6g", nd->layer->att_scale);
+    if (nd->layer->att_softcap > 0)
+        snprintf(cs, sizeof cs, "%g tanh(%s / %g)", nd->layer->att_softcap, s,
+                 nd->layer->att_softcap);
+    a->what = xasprintf("attention: softmax(%s) v per head%s",
+                        nd->layer->att_softcap > 0 ? cs : s, p->eval ? "" : ", log-sum-exp kept");
     if (p->eval)
         nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
     if (nd->conv[6]) {

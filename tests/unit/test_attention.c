@@ -396,8 +396,8 @@ static void test_embedding_bad_index(void)
 
 /* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
  * FILE holds cases, each: int64 B, T, d, H, KV, causal, window, qk_norm, rope, orig;
- * float64 theta, factor, low, high (rope and its llama3 scaling), scale (the scores'
- * factor): rt_attention_ext_fwd's arguments; then float32 qkv [B,T,(H+2KV)hd], with
+ * float64 theta, factor, low, high (rope and its llama3 scaling), scale and softcap
+ * (the scores' factor and soft-cap, 0: none): rt_attention_ext_fwd's arguments; then float32 qkv [B,T,(H+2KV)hd], with
  * qk_norm qn, kn [hd], dy [B,T,d], and PyTorch's lse [B,H,T] (torch.logsumexp of the
  * scores), y [B,T,d], dqkv, with qk_norm dqn, dkn; up to EOF. */
 
@@ -415,7 +415,7 @@ static float *read_floats(FILE *f, int64_t n)
 
 typedef struct {
     int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig;
-    double theta, factor, low, high, scale;
+    double theta, factor, low, high, scale, softcap;
 } ext_case;
 
 /* One case's forward and backward on pool pi: GPT-2's calls without options (and the
@@ -428,10 +428,10 @@ static void ext_run(const ext_case *c, int pi, const float *qkv, const float *qn
     float th = c->rope ? (float)c->theta : 0.0f;
     rt_attention_ext_fwd(&e, qkv, qn, kn, lse, y, c->B, c->T, c->d, c->H, c->KV, (int)c->causal,
                          c->window, th, (float)c->factor, (float)c->low, (float)c->high,
-                         c->orig, (float)c->scale);
+                         c->orig, (float)c->scale, (float)c->softcap);
     rt_attention_ext_bwd(&e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, c->B, c->T, c->d, c->H,
                          c->KV, (int)c->causal, c->window, th, (float)c->factor, (float)c->low,
-                         (float)c->high, c->orig, (float)c->scale);
+                         (float)c->high, c->orig, (float)c->scale, (float)c->softcap);
 }
 
 /* elementwise absolute error against torch's float32 results within 1e-4 */
@@ -457,11 +457,12 @@ static void torch_case(FILE *f, const ext_case *c)
     int64_t hd = c->d / c->H, nqkv = c->B * c->T * (c->H + 2 * c->KV) * hd;
     int64_t ny = c->B * c->T * c->d, nlse = c->B * c->H * c->T, nw = c->qk_norm ? hd : 0;
     int plain_scale = (float)c->scale == (float)(1.0 / sqrt((double)hd));
-    snprintf(tag, sizeof tag, "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s scale %g",
+    snprintf(tag, sizeof tag,
+             "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s scale %g softcap %g",
              (long long)c->B, (long long)c->T, (long long)c->d, (long long)c->H,
              (long long)c->KV, c->causal ? "causal" : "full", (long long)c->window,
              c->qk_norm ? " qk_norm" : "", c->rope ? " rope" : "",
-             c->rope && c->factor > 0 ? " llama3" : "", c->scale);
+             c->rope && c->factor > 0 ? " llama3" : "", c->scale, c->softcap);
     float *qkv = read_floats(f, nqkv), *qn = read_floats(f, nw), *kn = read_floats(f, nw);
     float *dy = read_floats(f, ny), *tl = read_floats(f, nlse), *ty = read_floats(f, ny);
     float *td = read_floats(f, nqkv), *tdq = read_floats(f, nw), *tdk = read_floats(f, nw);
@@ -482,7 +483,7 @@ static void torch_case(FILE *f, const ext_case *c)
     check_same(NAME("ext threads 1 vs 3 y %s", tag), y[0], y[1], (size_t)ny * 4);
     check_same(NAME("ext threads 1 vs 3 dqkv %s", tag), dqkv[0], dqkv[1], (size_t)nqkv * 4);
     check_same(NAME("ext threads 1 vs 3 d norms %s", tag), dqn[0], dqn[1], (size_t)hd * 4);
-    if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale) {
+    if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale && !c->softcap) {
         /* without options the options call is GPT-2's, bit for bit */
         rt_exec e = exec_on(pools[1]);
         rt_attention_fwd(&e, qkv, lse[1], y[1], c->B, c->T, c->d, c->H, (int)c->causal);
@@ -504,14 +505,14 @@ static int torch_check(const char *path)
         return 2;
     }
     int64_t hdr[10];
-    double fl[5];
+    double fl[6];
     while (read_all(f, hdr, sizeof hdr)) {
         if (!read_all(f, fl, sizeof fl)) {
             fprintf(stderr, "truncated reference file\n");
             exit(2);
         }
         ext_case c = {hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7], hdr[8],
-                      hdr[9], fl[0], fl[1], fl[2], fl[3], fl[4]};
+                      hdr[9], fl[0], fl[1], fl[2], fl[3], fl[4], fl[5]};
         torch_case(f, &c);
     }
     fclose(f);
