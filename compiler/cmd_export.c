@@ -33,6 +33,9 @@ typedef struct Ex {
     int64_t T, window;
     double att_scale;          /* the attention's scale, or 0: 1 / sqrt(head width) */
     double att_softcap;        /* the attention's soft-cap (Gemma 2), or 0 */
+    double embed_mult;         /* the embedding's scale layer (Gemma's sqrt(d)), or 0 */
+    double residual_mult;      /* Granite: the scale closing each branch, or 0 */
+    double logits_div;         /* Granite: 1 / the scale after the head, or 0 */
     double final_cap;          /* the logits' soft-cap after the head (Gemma 2), or 0 */
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
@@ -60,8 +63,8 @@ static char *lname(const Layer *l, int idx, const char *prefix)
 /* Exits 1 naming PATH (L's own, or where a layer is missing when L is NULL). */
 _Noreturn static void refuse(const Ex *e, const char *path, const Layer *l, const char *why)
 {
-    error_at(e->file, l ? l->path : path, "%s%s%s: %s", l ? "op '" : "", l ? op(l) : "",
-             l ? "'" : "", why);
+    error_at(e->file, l ? l->path : path, "%s%s%s%s", l ? "op '" : "", l ? op(l) : "",
+             l ? "': " : "", why);
 }
 
 static void same_eps(Ex *e, const Layer *l)
@@ -104,6 +107,16 @@ static void interleave(Ex *e, const Layer *l)
 /* Gemma 2: Gemma's layers with a norm after each branch (Gemma 3's) and no qk_norm */
 static int gemma2(const Ex *e) { return e->gemma && e->post_norms && !e->d.qk_norm; }
 
+/* Granite: Llama's layers with a factor of its own (a scale after the embedding other
+ * than Gemma's sqrt(d), closing the branches or after the head; the attention's scale) */
+static int granite(const Ex *e)
+{
+    return !e->gemma && !e->gpt2 &&
+           (e->embed_mult || e->residual_mult || e->logits_div ||
+            (e->att_scale > 0 &&
+             (float)e->att_scale != (float)(1.0 / sqrt((double)hf_head_dim(&e->d)))));
+}
+
 /* Gemma 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power (the head
  * width, or what the attention's scale says: an integer where it is one to 1e-9) */
 static double query_pre_attn_scalar(const Ex *e)
@@ -118,9 +131,9 @@ static double query_pre_attn_scalar(const Ex *e)
 /* The combinations of attention options the families have; any other is refused. */
 static void attention_family(Ex *e, const Layer *l)
 {
-    if (!(e->gemma && e->post_norms) && query_pre_attn_scalar(e) != (double)hf_head_dim(&e->d))
-        refuse(e, NULL, l, "scale other than 1 / sqrt(head width): only Gemma 2 and 3 (their "
-                           "query_pre_attn_scalar) have one");
+    if (e->gemma && !e->post_norms && query_pre_attn_scalar(e) != (double)hf_head_dim(&e->d))
+        refuse(e, NULL, l, "scale other than 1 / sqrt(head width): Gemma has none (Gemma 2 "
+                           "and 3 and Granite have one)");
     if (e->att_softcap > 0 && !gemma2(e))
         refuse(e, NULL, l, "softcap: only Gemma 2 (a norm after each branch, no qk_norm) "
                            "soft-caps its scores");
@@ -166,9 +179,9 @@ static void attention(Ex *e, const Layer *l)
     e->att_softcap = l->att_softcap;
     int rope = l->rope.theta > 0;
     if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
-                    e->window || e->d.HD))
-        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias other than true, qk_norm and window "
-                           "have no place in GPT-2 (with learned positions)");
+                    e->window || e->d.HD || e->att_scale || e->att_softcap))
+        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias other than true, qk_norm, window, "
+                           "scale and softcap have no place in GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     e->theta = l->rope.theta;
@@ -177,23 +190,28 @@ static void attention(Ex *e, const Layer *l)
     attention_family(e, l);
 }
 
-/* A branch's last layer past N_MAIN: a norm after it (Gemma 3's), the same in both
- * branches; its name in e->names[SLOT]. */
-static void post_norm(Ex *e, const Layer *r, int n_main, int slot, const char *prefix)
+/* A branch's last layer past N_MAIN: a norm after it (Gemma 2 and 3's) or a scale
+ * (Granite's residual_multiplier), alike in both branches; a norm's name in
+ * e->names[SLOT]. */
+static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *prefix)
 {
-    int has = r->n_body > n_main;
-    if (slot == HF_POST1)
-        e->post_norms = has;
-    else if (has != e->post_norms)
-        refuse(e, xasprintf("%s.body", r->path), NULL, "a norm after one branch and not the "
-               "other: Gemma 3 has one after each");
-    if (has) {
-        if (r->n_body > n_main + 1 || e->gpt2)
-            refuse(e, NULL, r->body[n_main], slot == HF_POST1
-                   ? "the attention branch holds a norm, the attention and (Gemma 3) a norm"
-                   : "the MLP branch ends with its linear back or (Gemma 3) a norm after it");
-        e->names[slot] = norm(e, r->body[n_main], n_main, prefix);
-    }
+    const Layer *x = r->n_body > n_main ? r->body[n_main] : NULL;
+    if (r->n_body > n_main + 1 || (x && (e->gpt2 || (x->op == OP_SCALE && e->gemma))))
+        refuse(e, NULL, r->body[n_main], slot == HF_POST1
+               ? "the attention branch holds a norm, the attention and (Gemma 2 and 3) a norm "
+                 "or (Granite) a scale"
+               : "the MLP branch ends with its linear back, (Gemma 2 and 3) a norm or "
+                 "(Granite) a scale after it");
+    int normed = x && x->op != OP_SCALE;
+    double mult = x && x->op == OP_SCALE ? x->by : 0;
+    if (slot == HF_POST1) {
+        e->post_norms = normed;
+        e->residual_mult = mult;
+    } else if (normed != e->post_norms || (float)mult != (float)e->residual_mult)
+        refuse(e, xasprintf("%s.body", r->path), NULL, "the branches end alike: with a norm "
+               "(Gemma 2 and 3), a scale by one factor (Granite) or their last layer");
+    if (normed)
+        e->names[slot] = norm(e, x, n_main, prefix);
 }
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
@@ -242,29 +260,58 @@ static void blocks(Ex *e, const Layer *rep)
             refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
         e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, prefix);
         if (k == 0) {
-            post_norm(e, r, 2, HF_POST1, prefix);
+            branch_end(e, r, 2, HF_POST1, prefix);
             attention(e, r->body[1]);
             e->names[HF_ATTN] = lname(r->body[1], 1, prefix);
         } else {
             mlp(e, r, prefix);
-            post_norm(e, r, 4, HF_POST2, prefix);
+            branch_end(e, r, 4, HF_POST2, prefix);
         }
     }
 }
 
-/* The n layers after the head: none, or Gemma 2's soft-cap of the logits: scale by
- * 1 / cap, tanh, scale by cap. */
-static void final_cap(Ex *e, Layer *const *ls, int n)
+/* 1 / X in the fewest digits whose inverse is X again (the config's divisor for a scale
+ * layer's factor, which the import takes back as 1 / divisor) */
+static double inverse(double x)
+{
+    char s[40];
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(s, sizeof s, "%.*g", prec, 1.0 / x);
+        if (1.0 / strtod(s, NULL) == x)
+            return strtod(s, NULL);
+    }
+    return 1.0 / x;
+}
+
+/* The n layers after the head: none, Gemma 2's soft-cap of the logits (scale by
+ * 1 / cap, tanh, scale by cap) or Granite's logits_scaling (scale by its inverse). */
+static void after_head(Ex *e, Layer *const *ls, int n)
 {
     if (n == 3 && ls[0]->op == OP_SCALE && ls[1]->op == OP_TANH && ls[2]->op == OP_SCALE &&
         ls[2]->by > 0 && (float)ls[0]->by == (float)(1.0 / ls[2]->by))
         e->final_cap = ls[2]->by;
+    else if (n == 1 && ls[0]->op == OP_SCALE && ls[0]->by > 0)
+        e->logits_div = inverse(ls[0]->by);
     else if (n)
-        refuse(e, NULL, ls[0], "after the blocks come the final norm and the head, and only in "
-                               "Gemma 2 the logits' soft-cap (scale by 1 / cap, tanh, scale by cap)");
+        refuse(e, NULL, ls[0], "after the blocks come the final norm and the head, then only "
+                               "Gemma 2's soft-cap of the logits (scale by 1 / cap, tanh, scale by "
+                               "cap) or Granite's scale");
     if (e->final_cap && !gemma2(e))
         refuse(e, NULL, ls[0], "a soft-cap of the logits: only Gemma 2 (a norm after each "
                                "branch, no qk_norm) has one");
+    if (e->logits_div && e->gemma)
+        refuse(e, NULL, ls[0], "a scale after the head: Gemma has none (Granite has one)");
+}
+
+/* Granite has Llama's attention and nothing else of the other families' */
+static void granite_only(Ex *e)
+{
+    if (granite(e) && (e->window || e->d.qk_norm || e->d.bias == HF_BIAS_QKV || e->nope_every ||
+                       e->att_softcap || e->post_norms || e->global_every))
+        refuse(e, "$.model.layers", NULL, "Granite's factors (the scales after the embedding, "
+               "closing the branches or after the head; the attention's scale) come with "
+               "Llama's layers alone: no window, qk_norm, bias \"qkv\", interleave, softcap or "
+               "norm closing a branch");
 }
 
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
@@ -280,14 +327,15 @@ static void match(Ex *e, const Spec *s)
     e->d.D = l->dim;
     e->names[HF_EMBED] = lname(l, 0, "");
     l = at(ls, n, ++i);
-    e->gemma = l && l->op == OP_SCALE;
-    if (e->gemma) {
-        if ((float)l->by != (float)sqrt((double)e->d.D))
-            refuse(e, NULL, l, xasprintf("by %g: Gemma scales its embedding by sqrt(d) = %g, "
-                                         "and no other model does", l->by, sqrt((double)e->d.D)));
+    if (l && l->op == OP_SCALE) {   /* Gemma's sqrt(d), or Granite's embedding_multiplier */
+        e->embed_mult = l->by;
+        e->gemma = (float)l->by == (float)sqrt((double)e->d.D);
+        if (!(l->by > 0))
+            refuse(e, NULL, l, "a scale by a number > 0 (Granite's embedding_multiplier) or by "
+                               "sqrt(d) (Gemma's) expected");
         l = at(ls, n, ++i);
     }
-    e->gpt2 = !e->gemma && l && l->op == OP_POS_EMBEDDING;
+    e->gpt2 = !e->embed_mult && l && l->op == OP_POS_EMBEDDING;
     if (e->gpt2) {
         e->d.max_pos = l->max_len;
         e->names[HF_POS] = lname(l, i, "");
@@ -306,7 +354,8 @@ static void match(Ex *e, const Spec *s)
     if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
     e->names[HF_HEAD] = lname(l, i + 2, "");
-    final_cap(e, ls + i + 3, n - i - 3);
+    after_head(e, ls + i + 3, n - i - 3);
+    granite_only(e);
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -432,15 +481,15 @@ static cJSON *rope_scaling(const Rope *rope)
 /* The family the layers make: model_type and architecture. */
 static const char *const *family(const Ex *e)
 {
-    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3 };
+    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
         [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
         [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
-        [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}};
+        [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"}};
     return f[e->gpt2 ? GPT2 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
-             : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
+             : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
              : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
 }
 
@@ -524,6 +573,18 @@ static void gemma2_keys(cJSON *c, const Ex *e)
     cJSON_AddStringToObject(c, "cache_implementation", "hybrid");
 }
 
+/* Granite's four factors beside Llama's keys (each 1 where the spec has no layer for it;
+ * the attention's, 1 / sqrt(head width) where the attention has no scale) */
+static void granite_keys(cJSON *c, const Ex *e)
+{
+    double am = e->att_scale > 0 ? e->att_scale : 1.0 / sqrt((double)hf_head_dim(&e->d));
+    cJSON_AddNumberToObject(c, "attention_multiplier", am);
+    cJSON_AddNumberToObject(c, "embedding_multiplier", e->embed_mult ? e->embed_mult : 1.0);
+    cJSON_AddNumberToObject(c, "residual_multiplier", e->residual_mult ? e->residual_mult : 1.0);
+    cJSON_AddNumberToObject(c, "logits_scaling", e->logits_div ? e->logits_div : 1.0);
+    cJSON_AddFalseToObject(c, "mlp_bias");
+}
+
 /* SmolLM3's layers without rope: every N-th (no_rope_layer_interval, and the list of
  * no_rope_layers: 0 for those, 1 for the others); no window. */
 static void smollm3_keys(cJSON *c, const Ex *e)
@@ -564,6 +625,8 @@ static cJSON *config(const Ex *e)
             llama_keys(c, e);
         if (e->nope_every)
             smollm3_keys(c, e);
+        if (granite(e))
+            granite_keys(c, e);
     }
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

@@ -79,8 +79,9 @@ static const struct {
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the files\n"
                "model.safetensors.index.json names (F32, F16 or BF16, read as fp32). GPT-2\n"
                "(GPT2LMHeadModel), Llama (LlamaForCausalLM, Llama 3's rope scaling included),\n"
-               "Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3's text models (gemma3_text)\n"
-               "and SmolLM3; a config key or a tensor trainc cannot express exits 1 naming it, and nothing is written. Writes OUT/model.json (the model\n"
+               "Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3's text models (gemma3_text),\n"
+               "SmolLM3 and Granite; a config key or a tensor trainc cannot express exits 1\n"
+               "naming it, and nothing is written. Writes OUT/model.json (the model\n"
                "spec), OUT/train.json (training defaults to edit: data paths, steps, learning rate)\n"
                "and OUT/init.safetensors (the weights under trainc's names). --seq-len T: the\n"
                "windows' length (default the model's maximum, at most 1024). Then:\n"
@@ -92,8 +93,9 @@ static const struct {
                "layernorm), Llama (rope, rmsnorm, a glu MLP), Mistral (Llama with a window),\n"
                "Qwen2 (Llama with bias \"qkv\"), Qwen3 (Llama with qk_norm), SmolLM3 (Llama with\n"
                "layers without rope), Gemma (Llama with its embedding scaled by sqrt(d)), Gemma 2\n"
-               "(Gemma with a norm after each branch, soft-caps, a window every other layer) or Gemma\n"
-               "3 (Gemma with a norm after each branch, qk_norm, a window and global layers). A layer\n"
+               "(Gemma with a norm after each branch, soft-caps, a window every other layer), Gemma\n"
+               "3 (Gemma with a norm after each branch, qk_norm, a window and global layers) or\n"
+               "Granite (Llama with scale layers and the attention's scale). A layer\n"
                "such a model has no place for exits 1 naming it. --tokenizer FILE is copied to\n"
                "DIR/tokenizer.json.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},

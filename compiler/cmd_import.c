@@ -16,7 +16,7 @@
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
-                                  gemma, gemma2, gemma3_text, smollm3 */
+                                  gemma, gemma2, gemma3_text, smollm3, granite */
     int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
@@ -25,7 +25,12 @@ typedef struct Arch {
     double theta;
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
-    double embed_scale;        /* Gemma's sqrt(hidden_size), or 0: no scale layer */
+    double embed_scale;        /* Gemma's sqrt(hidden_size) (Granite's embedding_multiplier),
+                                  or 0: no scale layer */
+    double residual_scale;     /* Granite: each branch's output times residual_multiplier
+                                  (a scale layer closing it), or 0: none */
+    double logits_div;         /* Granite: the logits divided by logits_scaling (a scale
+                                  layer after the head), or 0: none */
     double att_scale;          /* the attention's scale (Gemma 2 and 3's
                                   query_pre_attn_scalar^-1/2), or 0: 1 / sqrt(head width) */
     double att_softcap;        /* Gemma 2: the scores' soft-cap, or 0: none */
@@ -188,6 +193,30 @@ static void phi3_config(HfCfg *c)
         hf_cfg_error(c, "partial_rotary_factor", "%g: trainc's rope rotates every dimension of "
                      "a head", partial);
     hf_cfg_get(c, "original_max_position_embeddings");
+}
+
+/* A Granite multiplier KEY (GraniteConfig's default 1): a number > 0 in float's range */
+static double multiplier(HfCfg *c, const char *key)
+{
+    double m = hf_cfg_num(c, key, 1.0);
+    if (!(m >= FLT_MIN && m <= FLT_MAX))
+        hf_cfg_error(c, key, "%g: a number > 0 expected", m);
+    return m;
+}
+
+/* Granite: Llama's layers with four factors, each a layer where it is not 1: the
+ * embedding times embedding_multiplier, the scores times attention_multiplier (the
+ * attention's scale; 1, not 1 / sqrt(head width), when absent), each branch's output
+ * times residual_multiplier, the logits divided by logits_scaling. */
+static void granite_config(HfCfg *c, Arch *a)
+{
+    double em = multiplier(c, "embedding_multiplier"), am = multiplier(c, "attention_multiplier");
+    double rm = multiplier(c, "residual_multiplier"), ls = multiplier(c, "logits_scaling");
+    a->embed_scale = em != 1 ? em : 0;
+    a->residual_scale = rm != 1 ? rm : 0;
+    a->logits_div = ls != 1 ? ls : 0;
+    if ((float)am != (float)(1.0 / sqrt((double)hf_head_dim(&a->d))))
+        a->att_scale = am;
 }
 
 /* Gemma's own keys: the MLP's activation is hidden_activation, or gelu_pytorch_tanh
@@ -454,6 +483,8 @@ static void llama_config(HfCfg *c, Arch *a)
         gemma2_config(c, a);
     if (!strcmp(a->type, "smollm3"))
         smollm3_config(c, a);
+    if (!strcmp(a->type, "granite"))
+        granite_config(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
     a->act = glu_act(c, act_key);
@@ -522,14 +553,15 @@ static void read_config(Imp *im, Arch *a)
                                            {"gemma2", "Gemma2ForCausalLM", "Gemma2Model"},
                                            {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
                                            {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
-                                           {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"}};
+                                           {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"},
+                                           {"granite", "GraniteForCausalLM", "GraniteModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
                      "qwen3, gemma, gemma2, gemma3_text (Gemma 3's text models: 270m, 1b), "
-                     "gemma3 (the text model of the 4b to 27b) and smollm3", a->type);
+                     "gemma3 (the text model of the 4b to 27b), smollm3 and granite", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -642,6 +674,16 @@ static void mlp(cJSON *list, const Arch *a)
     cJSON_AddFalseToObject(l, "bias");
 }
 
+/* What closes a branch: Gemma 2 and 3's norm (named NAME), Granite's residual
+ * multiplier, or nothing */
+static void branch_end(cJSON *list, const Arch *a, const char *name)
+{
+    if (a->post_norms)
+        norm(list, a, name);
+    if (a->residual_scale)
+        cJSON_AddNumberToObject(layer(list, "scale", NULL), "by", a->residual_scale);
+}
+
 /* The model spec: GPT-2's layout under GPT-2's names (specs/gpt2_124m.json), Llama's
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
@@ -673,13 +715,11 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
     norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
-    if (a->post_norms)
-        norm(b1, a, N[HF_POST1]);
+    branch_end(b1, a, N[HF_POST1]);
     cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
     norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
-    if (a->post_norms)
-        norm(b2, a, N[HF_POST2]);
+    branch_end(b2, a, N[HF_POST2]);
     norm(ls, a, N[HF_FINAL]);
     cJSON *head = layer(ls, "linear", N[HF_HEAD]);
     if (a->d.tie)
@@ -687,6 +727,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     else
         cJSON_AddNumberToObject(head, "out", (double)a->d.V);
     cJSON_AddFalseToObject(head, "bias");
+    if (a->logits_div)   /* Granite's logits: / logits_scaling */
+        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->logits_div);
     if (a->final_cap) {   /* Gemma 2's logits: / cap, tanh, * cap */
         cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->final_cap);
         layer(ls, "tanh", NULL);

@@ -115,20 +115,21 @@ refused "export of an MLP" "layers[0]" "flatten" -- export hf specs/mlp_fashion.
 refused "export with the weights of another model" "embed.weight" "the spec's model has it" -- \
     export hf "$g/model.json" "$g/train.json" --weights "$d/good/model.safetensors" -o "$d/out"
 refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/train.json" -o "$d/out"
-# an attention option only Gemma 2 or 3 has, on the Llama: its scale, its soft-cap
+# attention options no family has together: a scale (Granite's) with a window
+# (Mistral's); a soft-cap (Gemma 2's) on the Llama
 $PY - "$g/model.json" "$g/scaled.json" "$g/capped.json" <<'PY'
 import json, sys
-for key, value, out in (("scale", 0.3, sys.argv[2]), ("softcap", 50, sys.argv[3])):
+for opts, out in (({"scale": 0.3, "window": 8}, sys.argv[2]), ({"softcap": 50}, sys.argv[3])):
     s = json.load(open(sys.argv[1]))
     def walk(layers):
         for l in layers:
             if l["op"] == "attention":
-                l[key] = value
+                l.update(opts)
             walk(l.get("body", []))
     walk(s["model"]["layers"])
     json.dump(s, open(out, "w"))
 PY
-refused "export of a Llama with an attention scale" "scale" "Gemma 2 and 3" -- \
+refused "export of a windowed attention with a scale" "Granite" "window" -- \
     export hf "$g/scaled.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a Llama with a soft-cap" "softcap" "Gemma 2" -- \
     export hf "$g/capped.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"

@@ -587,6 +587,91 @@ def gemma2_case(val):
          ["rope_scaling"])])
 
 
+def granite_loss(cfg, sd, tokens):
+    """GraniteForCausalLM's loss, written here from transformers' modeling_granite.py
+    (4.45): Llama's layers (RMSNorm by weight, rope, GQA, SwiGLU), the embedding times
+    embedding_multiplier, the scores times attention_multiplier (not 1 / sqrt(hd)), each
+    branch's output times residual_multiplier before it is added, the logits divided by
+    logits_scaling."""
+    D, H, KV, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
+    hd = D // H
+    n = (len(tokens) - 1) // T
+    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
+    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    B = x.shape[0]
+
+    def norm(h, w):
+        return w * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps))
+
+    inv = 1.0 / (cfg["rope_theta"] ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    f = torch.arange(T).float()[:, None] * inv[None, :]
+    cos, sin = torch.cat((f, f), -1).cos(), torch.cat((f, f), -1).sin()
+    rope = lambda t: t * cos + torch.cat((-t[..., hd // 2:], t[..., :hd // 2]), -1) * sin
+    causal = torch.arange(T)[None, :] <= torch.arange(T)[:, None]
+    with torch.no_grad():
+        h = F.embedding(x, sd["model.embed_tokens.weight"]) * cfg["embedding_multiplier"]
+        for layer in range(cfg["num_hidden_layers"]):
+            w = {k[len("model.layers.%d." % layer):]: t for k, t in sd.items()
+                 if k.startswith("model.layers.%d." % layer)}
+            a = norm(h, w["input_layernorm.weight"])
+            q = rope(F.linear(a, w["self_attn.q_proj.weight"]).view(B, T, H, hd).transpose(1, 2))
+            k = rope(F.linear(a, w["self_attn.k_proj.weight"]).view(B, T, KV, hd).transpose(1, 2))
+            v = F.linear(a, w["self_attn.v_proj.weight"]).view(B, T, KV, hd).transpose(1, 2)
+            k, v = k.repeat_interleave(H // KV, dim=1), v.repeat_interleave(H // KV, dim=1)
+            s = torch.matmul(q, k.transpose(2, 3)) * cfg["attention_multiplier"]
+            s = s.masked_fill(~causal, torch.finfo(s.dtype).min)
+            o = torch.matmul(F.softmax(s, dim=-1, dtype=torch.float32), v)
+            o = F.linear(o.transpose(1, 2).reshape(B, T, D), w["self_attn.o_proj.weight"])
+            h = h + o * cfg["residual_multiplier"]
+            m = norm(h, w["post_attention_layernorm.weight"])
+            m = F.linear(F.silu(F.linear(m, w["mlp.gate_proj.weight"])) *
+                         F.linear(m, w["mlp.up_proj.weight"]), w["mlp.down_proj.weight"])
+            h = h + m * cfg["residual_multiplier"]
+        h = norm(h, sd["model.norm.weight"])
+        logits = F.linear(h, sd["lm_head.weight"]) / cfg["logits_scaling"]
+    return F.cross_entropy(logits.double().reshape(-1, V), y.reshape(-1)).item()
+
+
+def granite_case(val):
+    """A Granite folder (transformers 4.40 has none: config.json as 4.45 saves it, the
+    Llama folder's tensors, the attention's and the MLP's outputs scaled up): trainc's --eval of its import equals granite_loss, and not
+    what it gives with any one factor 1; export and import again give the same layers and
+    tensors; Granite's factors on another family's layers are refused."""
+    src, d, o = OUT + "/hf_llama", OUT + "/hf_granite", OUT + "/granite"
+    cfg = json.load(open(src + "/config.json"))
+    cfg.update(model_type="granite", architectures=["GraniteForCausalLM"], embedding_multiplier=3.0,
+               attention_multiplier=0.4, residual_multiplier=0.22, logits_scaling=3.0,
+               mlp_bias=False, transformers_version="4.45.0")
+    # q and k large enough that the scores, and so the attention's factor, move the loss,
+    # the branches' outputs that the embedding's factor does, the logits that all do
+    big = {"q_proj": 30, "k_proj": 30, "v_proj": 10, "o_proj": 10, "down_proj": 10, "lm_head": 30}
+    sd = {k: t * next((f for p, f in big.items() if p in k), 1)
+          for k, t in source_tensors(src).items()}
+    folder(d, cfg, sd)
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    ours, theirs = trainc_eval(o, o + "/init.safetensors"), granite_loss(cfg, sd, val)
+    ones = [granite_loss(dict(cfg, **{k: 1.0}), sd, val) for k in
+            ("embedding_multiplier", "attention_multiplier", "residual_multiplier", "logits_scaling")]
+    layers = json.load(open(o + "/model.json"))["model"]["layers"]
+    check(rel(ours, theirs) <= 1e-5 and min(rel(x, theirs) for x in ones) > 1e-4,
+          "granite imported: %s after the embedding, %s closing the branches, %s after the "
+          "head, attention scale %s; trainc --eval %.7f, Granite from its modeling code %.7f "
+          "(%.1e; with a factor 1: %s)" % (
+              layers[1], layers[2]["body"][1]["body"][-1], layers[-1],
+              layers[2]["body"][0]["body"][1].get("scale"), ours, theirs, rel(ours, theirs),
+              ", ".join("%.1e" % rel(x, theirs) for x in ones)))
+    back, same, n = export_again(o)
+    check(same and back["model_type"] == "granite" and back["logits_scaling"] == 3.0 and
+          back["residual_multiplier"] == 0.22,
+          "granite exported (%s: multipliers %s, %s, %s, logits_scaling %s) and imported again: "
+          "the same layers and %d tensors" % (
+              back["model_type"], back["embedding_multiplier"], back["attention_multiplier"],
+              back["residual_multiplier"], back["logits_scaling"], n))
+    bad_configs(d, [("granite embedding_multiplier 0", {"embedding_multiplier": 0},
+                     ["embedding_multiplier"])])
+
+
 def gemma3_4b_case(val):
     """Gemma 3 4B's shape in small (8 heads on 4, linear rope scaling on the global
     layers): its text folder imports to gemma_loss and exports back to the same layers;
@@ -815,6 +900,7 @@ def main():
     gemma3_4b_case(val)
     gemma3_27b_case(val)
     gemma2_case(val)
+    granite_case(val)
     whole_configs()
     phi3_case()
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
