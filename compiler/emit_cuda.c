@@ -243,7 +243,7 @@ typedef struct {
     long long a, b, c;   /* rows (layernorm, rmsnorm, embedding); classes, row stride
                             (cross entropy); T, head width, causal (attention) */
     long long g;         /* attention with kv_heads: query heads a key/value head */
-    double cap;          /* attention's soft-cap (no GPU kernel has one), or 0 */
+    double cap;          /* attention's soft-cap (its own kernels: RT_ATTENTION_EXT_CAP_*), or 0 */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -307,7 +307,7 @@ static void instance_line(Program *p, const Instance *x, char *line)
               x->call == CALL_ATTENTION_FWD || x->call == CALL_ATTENTION_EXT_FWD ||
               x->call == CALL_RMSNORM_FWD;
     const char *ext = x->call == CALL_ATTENTION_EXT_FWD || x->call == CALL_ATTENTION_EXT_BWD
-                          ? "EXT_" : "";
+                          ? (x->cap > 0 ? "EXT_CAP_" : "EXT_") : "";
     const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
@@ -327,11 +327,7 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->cap > 0) {
-            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel soft-caps the scores */", ext, fb);
-            p->cuda_unsupported = xasprintf("attention soft-capped at %g (Gemma 2's): the GPU "
-                                            "kernels have no soft-cap", x->cap);
-        } else if (!att_width_fits(p, x->b, ext[0] != 0)) {
+        if (!att_width_fits(p, x->b, ext[0] != 0)) {
             snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for heads %lld wide */", ext, fb,
                      x->b);
             p->cuda_unsupported = xasprintf(
@@ -368,9 +364,10 @@ static char *instance_doc(const Instance *x)
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
     case CALL_ATTENTION_EXT_BWD:
-        if (x->b > 128 || x->g > att_tile_rows(x->b) || x->cap > 0)
+        if (x->b > 128 || x->g > att_tile_rows(x->b))
             return xstrdup("");
-        return xasprintf("T %lld, heads %lld wide, %s", x->a, x->b, x->c ? "causal" : "not causal");
+        return xasprintf("T %lld, heads %lld wide, %s%s", x->a, x->b, x->c ? "causal" : "not causal",
+                         x->cap > 0 ? ", scores soft-capped" : "");
     }
     return xstrdup("");
 }

@@ -739,15 +739,6 @@ static void att_width(int64_t hd, int64_t max)
                 "--device cpu", (long long)hd, (long long)max);
 }
 
-/* The GPU's attention kernels do not soft-cap the scores (the CPU's do): said once more
- * here for a trainer whose compiler did not refuse it */
-static void att_no_softcap(float softcap)
-{
-    if (softcap > 0.0f)
-        rt_fail("attention soft-capped at %g: the GPU kernels have no soft-cap\n  hint: "
-                "--device cpu", (double)softcap);
-}
-
 /* Whether attention.cuh takes its tensor-core kernels (16-bit activations, heads a
  * multiple of 16 wide up to max: 128, rt_att_tc, or with the Llama-family options 256,
  * rt_att_tc_ext). Those read and write rows 16 bytes at a time: the tensors given must be
@@ -1033,6 +1024,10 @@ static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int
  * log2 units, and take this product as an argument beside the scale */
 static float att_sl2(float scale) { return (float)(1.4426950408889634 * (double)scale); }
 
+/* the kernels' name part for soft-capped scores (attention.cuh's RT_ATTENTION_EXT_CAP_*:
+ * the sm_80 kernels, which sm_90a runs too) */
+static const char *att_cap_name(float softcap) { return softcap > 0.0f ? "_cap" : ""; }
+
 /* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext), or
  * plain attention's (KV = H, no window, no qk_norm or rope) */
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
@@ -1073,14 +1068,13 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_no_softcap(softcap);
     /* the tensor-core kernel (attention.cuh's rt_att_tc_ext) takes 64 query rows a tile
      * and heads up to 256 wide, the CUDA-core one up to 128 */
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int tc = att_tc(e, hd, 256, qkv, y, y);
     att_width(hd, tc ? 256 : 128);
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
-    if (att90_use(e, hd, qkv, T, ld)) {
+    if (!(softcap > 0.0f) && att90_use(e, hd, qkv, T, ld)) {   /* sm_90a's kernels: no cap */
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
                    high, orig, scale, 1);
         return;
@@ -1088,8 +1082,8 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96];
-    snprintf(name, sizeof name, "rt_attention_ext_fwd_%lld_%lld_%d", (long long)T, (long long)hd,
-             causal != 0);
+    snprintf(name, sizeof name, "rt_attention_ext%s_fwd_%lld_%lld_%d", att_cap_name(softcap),
+             (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(tiles, KV, bc);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
@@ -1098,7 +1092,7 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
         void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o,
-                        &scale, &sl2, &slot};
+                        &scale, &sl2, &softcap, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }
@@ -1184,13 +1178,12 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    att_no_softcap(softcap);
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
     att_width(hd, tc ? 256 : 128);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
-    if (att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
+    if (!(softcap > 0.0f) && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
                    theta, factor, low, high, orig, scale, slot, 1);
         return;
@@ -1204,10 +1197,10 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention_ext_bwd_q_%lld_%lld_%d", (long long)T,
-             (long long)hd, causal != 0);
-    snprintf(name_kv, sizeof name_kv, "rt_attention_ext_bwd_kv_%lld_%lld_%d", (long long)T,
-             (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention_ext%s_bwd_q_%lld_%lld_%d", att_cap_name(softcap),
+             (long long)T, (long long)hd, causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention_ext%s_bwd_kv_%lld_%lld_%d",
+             att_cap_name(softcap), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(gq > gk ? gq : gk, KV, bc);
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
@@ -1219,7 +1212,7 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
         rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
         void *args[] = {&q, &qn, &kn, &l,     &out,   &g,      &dq,  &Dc,   &pqc, &pkc, &h,
-                        &kv, &w, &theta, &factor, &low, &high, &o, &scale, &sl2, &slot};
+                        &kv, &w, &theta, &factor, &low, &high, &o, &scale, &sl2, &softcap, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
         rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);

@@ -357,11 +357,11 @@ gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
 echo "ok   llama_tiny bf16-mixed on the GPU against fp32 on the CPU: $r"
 # the same with Gemma 3 1B's heads (four 256 wide over one key/value head, qk_norm, a
-# scale of their own):
+# scale of their own) and Gemma 2's soft-capped scores (the CAP kernels):
 # bf16-mixed on the GPU (the tensor-core kernels alone take such heads) against fp32
 # on the CPU by the same bar; fp32 on the GPU is refused, naming the heads
 t=$d/gemma_tiny
-"$PY" tests/llama_tiny.py "$t.json" --scale --interleave --gemma-heads --T 32
+"$PY" tests/llama_tiny.py "$t.json" --scale --interleave --gemma-heads --softcap --T 32
 fbuild "$t.json" --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 "$t.bf16" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
@@ -372,7 +372,10 @@ rc=$?
 set -e
 [ $rc = 1 ] && grep -q "attention heads 256 wide: the GPU kernels take up to 128, or 256" "$t.fp32.build.log" &&
     [ ! -e "$t.fp32" ] || { echo "FAIL: gemma_tiny fp32 --device cuda: exit $rc"; cat "$t.fp32.build.log"; exit 1; }
-echo "ok   gemma_tiny (heads 256 wide) bf16-mixed on the GPU against fp32 on the CPU: $r; fp32 refused"
+"$TRAINC" emit "$t.json" --set precision=bf16-mixed -o "$t.emit" >/dev/null
+grep -q "^RT_ATTENTION_EXT_CAP_FWD(32, 256, 1)" "$t.emit/kernels_cuda.cu" ||
+    { echo "FAIL: gemma_tiny: not the soft-capped attention's kernels"; exit 1; }
+echo "ok   gemma_tiny (heads 256 wide, soft-capped) bf16-mixed on the GPU against fp32 on the CPU: $r; fp32 refused"
 for p in bf16 fp16; do
   for m in mlp_fashion cnn_fashion gpt_char; do
     t=$d/$m.$p

@@ -6,7 +6,7 @@ linear back), then rmsnorm and a bias-free head; data paths as seen from
 build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
-                                         [--interleave] [--gemma-heads] [--T N]
+                                         [--interleave] [--gemma-heads] [--softcap] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
@@ -14,8 +14,9 @@ through squared_relu after the blocks; --scale scales the embedding by sqrt(64) 
 does; --interleave gives the attention rope and a window of 8 with the second block
 global (no window, another rope theta) as Gemma 3's are; --gemma-heads gives it Gemma 3
 1B's heads: 4 of them 256 wide (head_dim) over one key/value head, with qk_norm, and a
-scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets one); --T
-sets the inputs' length.
+scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets one);
+--softcap soft-caps the attention's scores at 2 (Gemma 2's attn_logit_softcapping, small
+enough to bend them); --T sets the inputs' length.
 """
 import json
 import os
@@ -34,7 +35,7 @@ GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bia
 
 
 def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,
-         gemma_heads=False):
+         gemma_heads=False, softcap=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -47,6 +48,8 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interle
         attn.update(INTERLEAVE)
     if gemma_heads:
         attn.update(GEMMA_HEADS)
+    if softcap:
+        attn["softcap"] = 2.0
     m["layers"] = [
         {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
         {"op": "repeat", "name": "h", "count": 2, "body": [
@@ -73,7 +76,7 @@ def main():
     args = sys.argv[1:]
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
     s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
-             "--interleave" in args, "--gemma-heads" in args)
+             "--interleave" in args, "--gemma-heads" in args, "--softcap" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

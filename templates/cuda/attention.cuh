@@ -1046,24 +1046,41 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * is an argument, `scale` (1 / sqrt(HD) unless the attention gives one). */
 
 /* The kernels' arguments after the tensors: H, KV, the window W, rope's theta, factor,
- * low, high and orig, the scores' factor (the attention's scale) and that factor times
+ * low, high and orig, the scores' factor (the attention's scale), that factor times
  * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
  * here, which ptxas would hold in a register through the loops: an argument is read
- * from the constant bank where used) */
+ * from the constant bank where used), and the scores' soft-cap (the CAP kernels') */
 #define RT_ATTENTION_EXT_FWD_ARGS                                                              \
     const act_t *qkv, const float *qn, const float *kn, float *lse, act_t *y, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, float scale,        \
-        float sl2 RT_FP8_SLOT
+        float sl2, float cap RT_FP8_SLOT
 #define RT_ATTENTION_EXT_FWD_PASS                                                              \
-    qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, scale, sl2 RT_FP8_SLOT_ARG
+    qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, scale, sl2,                 \
+        cap RT_FP8_SLOT_ARG
 #define RT_ATTENTION_EXT_ARGS                                                                  \
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
         const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, float scale,        \
-        float sl2 RT_FP8_SLOT
+        float sl2, float cap RT_FP8_SLOT
 #define RT_ATTENTION_EXT_PASS                                                                  \
     qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
-        orig, scale, sl2 RT_FP8_SLOT_ARG
+        orig, scale, sl2, cap RT_FP8_SLOT_ARG
+
+/* A score of the soft-capped kernels (CAP: Gemma 2's attn_logit_softcapping) from
+ * x = scale q.k: cap tanh(x / cap), and *g its derivative 1 - tanh^2 (the factor of
+ * the backward's dS); without CAP, x and 1. As the CPU's softcap_row. */
+template <bool CAP>
+__device__ __forceinline__ float att_score(float x, float cap, float *g)
+{
+    if constexpr (CAP) {
+        const float t = tanhf(x / cap);
+        *g = 1.0f - t * t;
+        return cap * t;
+    } else {
+        *g = 1.0f;
+        return x;
+    }
+}
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
  * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work) */
@@ -1220,7 +1237,7 @@ __device__ __forceinline__ bool atx_masked(int p, int kj, int W)
 
 /* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
  * tile sees run from its first position's window start to its last position. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
@@ -1270,7 +1287,9 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
                 float mx = ninf;
                 for (int j = 0; j < CS; j++) {
                     const int kj = k0 + tx + 8 * j;
-                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W) ? ninf : scale * s[r][j];
+                    float g;
+                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W)
+                                  ? ninf : att_score<CAP>(scale * s[r][j], cap, &g);
                     mx = fmaxf(mx, s[r][j]);
                 }
                 const float mn = fmaxf(m[r], att_max8(mx));
@@ -1308,7 +1327,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
 /* Backward, query side: as attention_bwd_q over (head, position) rows; D_i = dy_i . y_i
  * to D [B, H, T]; dq through atx_bwd_rows when q was transformed, the rows' q_norm
  * weight gradient summed into partq [B, KV, gridDim.x, HD] (a block's rows in order). */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
@@ -1375,9 +1394,11 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
             for (int r = 0; r < RS; r++)
                 for (int j = 0; j < CS; j++) {
                     const int i = ty + 16 * r, kj = k0 + tx + 8 * j;
+                    float g;
+                    const float z = att_score<CAP>(scale * s[r][j], cap, &g);
                     ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W)
                                             ? 0.0f
-                                            : expf(scale * s[r][j] - Lt[i]) * (dp[r][j] - Dt[i]);
+                                            : expf(z - Lt[i]) * (dp[r][j] - Dt[i]) * g;
                 }
             __syncthreads();
             att_acc<RS, CO, BK, HD>(acc, ds, ks);
@@ -1414,7 +1435,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
  *   dv_j = sum_i P_ij dy_i,  dk_j = scale * sum_i dS_ij q_i
  * dk through atx_bwd_rows when k was transformed, the k_norm weight gradient into
  * partk [B, KV, gridDim.x, HD]. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
@@ -1475,9 +1496,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                     for (int j = 0; j < CS; j++) {
                         const int kj = k0 + ty + 16 * r, i = tx + 8 * j;
                         const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W);
-                        const float p = masked ? 0.0f : expf(scale * s[r][j] - Lt[i]);
+                        float g;
+                        const float z = att_score<CAP>(scale * s[r][j], cap, &g);
+                        const float p = masked ? 0.0f : expf(z - Lt[i]);
                         ps[ty + 16 * r][i] = p;
-                        ds[ty + 16 * r][i] = masked ? 0.0f : p * (dp[r][j] - Dt[i]);
+                        ds[ty + 16 * r][i] = masked ? 0.0f : p * (dp[r][j] - Dt[i]) * g;
                     }
                 __syncthreads();
                 for (int i = 0; i < BQ; i++) {
@@ -1558,6 +1581,18 @@ rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
  * order, into the same partials as the CUDA-core kernels (block slot = its tile0).
  * Heads a multiple of 16 wide up to 256 (rt_att_tc_ext); others take the kernels above,
  * which take heads up to 128 wide (the compiler refuses wider ones in fp32). */
+
+/* The tensor-core kernels' score in log2 units from the product acc = q.k: sl2 acc
+ * (= scale log2(e) acc), or soft-capped (CAP) log2(e) cap tanh(scale acc / cap) */
+template <bool CAP>
+__device__ __forceinline__ float att_score2(float acc, float scale, float sl2, float cap,
+                                            float *g)
+{
+    if constexpr (CAP)
+        return RT_LOG2E * att_score<true>(scale * acc, cap, g);
+    *g = 1.0f;
+    return sl2 * acc;
+}
 
 /* a thread's values of its two rows: v[n][u][e] at row g + 8u, column 8n + 2t + e */
 template <int DN> struct atx_rows2 {
@@ -1771,7 +1806,7 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
 /* The forward: grid (ceil(T / NP), KV, B), NP = 64 / G; query tile t covers positions
  * p0 .. p0 + NP - 1 (the last tile first), its keys from the first position's window
  * start (down to a tile boundary) to the last position. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
@@ -1844,7 +1879,9 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
             for (int n = 0; n < BK / 8; n++)
                 for (int r = 0; r < 4; r++) {
                     const int kj = k0 + 8 * n + 2 * t4 + (r & 1), u = r >> 1;
-                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W) ? ninf : sl2 * sc[n][r];
+                    float g;
+                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W)
+                                   ? ninf : att_score2<CAP>(sc[n][r], scale, sl2, cap, &g);
                     mx[u] = fmaxf(mx[u], sc[n][r]);
                 }
             float al[2], ms[2];
@@ -1902,7 +1939,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
  * keep dY's fragments in dynamic shared memory (64 rows of HD + 8 16-bit values, the
  * launch's: cuda_ops.c's att_ext_tc_smem), not in registers: Q's, dY's and dQ's would
  * need 256 of them a thread. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
@@ -2017,8 +2054,10 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), u = r >> 1;
                         const int i = 16 * warp + g + 8 * u;
                         const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W);
-                        const float p = rt_exp2_approx(sl2 * sc[c][r] - Lt[i]);
-                        sc[c][r] = masked ? 0.0f : p * (dp[c][r] - Dt[i]);
+                        float gc;
+                        const float z = att_score2<CAP>(sc[c][r], scale, sl2, cap, &gc);
+                        const float p = rt_exp2_approx(z - Lt[i]);
+                        sc[c][r] = masked ? 0.0f : p * (dp[c][r] - Dt[i]) * gc;
                     }
             }
             for (int j = 0; j < BK / 16; j++) {   /* dQ += dS K */
@@ -2074,7 +2113,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
  * in both), in one set of accumulators, and keep V's fragments in dynamic shared memory
  * (64 rows of HD + 8 16-bit values, the launch's): K's, V's, dK's and dV's would need
  * 384 registers a thread. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
 {
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
@@ -2203,9 +2242,13 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                             const bool masked =
                                 edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W));
                             const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
-                            const float p = masked ? 0.0f : rt_exp2_approx(sl2 * st[c][r] - lt);
+                            float gc = 1.0f;   /* the cap's derivative (CAP) */
+                            const float p =
+                                masked ? 0.0f
+                                       : rt_exp2_approx(
+                                             att_score2<CAP>(st[c][r], scale, sl2, cap, &gc) - lt);
                             st[c][r] = p;
-                            dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]);
+                            dpt[c][r] = p * (dpt[c][r] - Dt[cb][il]) * gc;
                         }
                     }
                     unsigned pa[4], sa[4];
@@ -2279,11 +2322,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     RT_FP8_FOLD_END();
 }
 #else
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS) {}
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS) {}
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {}
 #endif
 
@@ -2291,48 +2334,57 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {
  * up to 128 wide: a wider instance in fp32, which the compiler never emits, is empty and
  * the runtime refuses it); the launch's grid follows (cuda_ops.c: 64 rows a tile on the
  * tensor cores) */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_fwd_any(RT_ATTENTION_EXT_FWD_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_fwd_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);
+        attention_ext_fwd_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_fwd<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);
+        attention_ext_fwd<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);
 }
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_bwd_q_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_q_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_bwd_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_q<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
 }
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool CAP>
 __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_bwd_kv_tc<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_kv_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_bwd_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_kv<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
 }
 
+/* The kernels of an instance: NAME is rt_attention_ext (plain) or rt_attention_ext_cap
+ * (soft-capped scores, CAP; no sm_90a kernels, cuda_ops.c sends those to these) */
+#define RT_ATTENTION_EXT_FWD_K(NAME, CAP, T, HD, CAUSAL)                                       \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        NAME##_fwd_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_FWD_ARGS)                             \
+    {                                                                                          \
+        attention_ext_fwd_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);                  \
+    }
+#define RT_ATTENTION_EXT_BWD_K(NAME, CAP, T, HD, CAUSAL)                                       \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        NAME##_bwd_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                               \
+    {                                                                                          \
+        attention_ext_bwd_q_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);                    \
+    }                                                                                          \
+    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
+        NAME##_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                              \
+    {                                                                                          \
+        attention_ext_bwd_kv_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);                   \
+    }
 #define RT_ATTENTION_EXT_FWD(T, HD, CAUSAL)                                                    \
-    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
-        rt_attention_ext_fwd_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_FWD_ARGS)                   \
-    {                                                                                          \
-        attention_ext_fwd_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_FWD_PASS);                       \
-    }                                                                                          \
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext, false, T, HD, CAUSAL)                             \
     RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
-
 #define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \
-    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
-        rt_attention_ext_bwd_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                     \
-    {                                                                                          \
-        attention_ext_bwd_q_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                         \
-    }                                                                                          \
-    extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
-        rt_attention_ext_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                    \
-    {                                                                                          \
-        attention_ext_bwd_kv_any<T, HD, CAUSAL>(RT_ATTENTION_EXT_PASS);                        \
-    }                                                                                          \
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext, false, T, HD, CAUSAL)                             \
     RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_CAP_FWD(T, HD, CAUSAL)                                                \
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_cap, true, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_CAP_BWD(T, HD, CAUSAL)                                                \
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_cap, true, T, HD, CAUSAL)

@@ -98,6 +98,9 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(20, 8, 1)", "RT_ATTENTION_EXT_BWD(20, 8, 1)",
     "RT_ATTENTION_EXT_FWD(100, 256, 1)", "RT_ATTENTION_EXT_BWD(100, 256, 1)",
     "RT_ATTENTION_EXT_FWD(70, 256, 0)", "RT_ATTENTION_EXT_BWD(70, 256, 0)",
+    "RT_ATTENTION_EXT_CAP_FWD(37, 8, 1)", "RT_ATTENTION_EXT_CAP_BWD(37, 8, 1)",
+    "RT_ATTENTION_EXT_CAP_FWD(200, 64, 1)", "RT_ATTENTION_EXT_CAP_BWD(200, 64, 1)",
+    "RT_ATTENTION_EXT_CAP_FWD(100, 256, 1)", "RT_ATTENTION_EXT_CAP_BWD(100, 256, 1)",
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
@@ -1303,15 +1306,16 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
 
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
  * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3), the scores'
- * factor (scale; 0: 1 / sqrt(hd)) */
+ * factor (scale; 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
-                            int64_t W, int qkn, float theta, int l3, float scale)
+                            int64_t W, int qkn, float theta, int l3, float scale, float cap)
 {
     int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, nl = B * H * T, ny = B * T * d;
     float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
-    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g", (long long)B,
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g cap %g", (long long)B,
           (long long)T, (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full",
-          (long long)W, qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "", (double)sc);
+          (long long)W, qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "", (double)sc,
+          (double)cap);
     float fac = l3 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 ? T / 4 + 1 : 0;
     float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
@@ -1320,11 +1324,11 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
     rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                         orig, sc, 0.0f);
+                         orig, sc, cap);
     float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
     round_act(yr, ny);
     rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
-                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, sc, 0.0f);
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, sc, cap);
     float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
     float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
@@ -1335,7 +1339,7 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     /* 16-bit heads of 64 or 128 take the sm_90a kernels where the module is built for
      * them (the emulator's): the sm_80 tensor-core ones, which other GPUs take, again with
      * TRAINC_ATT_SM90=0 ("attention_ext_fwd80", ...) */
-    int both = half && (hd == 64 || hd == 128);
+    int both = half && (hd == 64 || hd == 128) && !(cap > 0.0f);   /* no sm_90a kernel caps */
     for (int pass = 0; pass < 1 + both; pass++) {
         if (pass)
             setenv("TRAINC_ATT_SM90", "0", 1);
@@ -1343,13 +1347,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
             upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
             upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
             rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
-                                    lo, hi, orig, sc, 0.0f);
+                                    lo, hi, orig, sc, cap);
             of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
             /* the backward from the CPU's lse and y */
             upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
             rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
                                     qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                    hi, orig, sc, 0.0f);
+                                    hi, orig, sc, cap);
             ob[0].gpu[rep] = down_a(gdq, nq);
             ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
         }
@@ -2580,44 +2584,51 @@ static void all_attention(void)
     t_attention(2, 100, 384, 3, 1);
     /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
      * scaling) and together; a group of 3 heads leaves a query tile a row short */
-    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0, 0.0f);
-    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0, 0.0f);
-    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0, 0.0f);
-    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0, 0.0f);
-    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f);
-    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1, 0.0f);
-    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1, 0.0f);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f);   /* heads 128 wide */
+    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
+    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);   /* heads 128 wide */
     /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
      * every option, the window skipping whole tiles on both sides of the backward; a
      * group of 2 without the causal mask, a window of 20 */
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f);
-    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f, 0.0f);
     /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
      * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
      * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
      * without rope or the causal mask, a window of 70; a group of 1 */
-    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f);
-    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f);
-    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f);
-    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f);
+    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f, 0.0f);
+    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
     /* heads 256 wide (Gemma's): the tensor-core kernels alone, in 16 bits (fp32 has no
      * kernel for them), streaming tiles of 16 rows: a group of 4 with every option but
      * llama3's scaling, seven query tiles; a group of 2 without the causal mask */
     if (half) {
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f);
-        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f);
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
+        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f, 0.0f);
     }
     /* a scale of the attention's own (Gemma 3 27B's 168^-1/2 over heads 128 wide, ...):
      * the CUDA cores at heads 8; heads 64 and 128 (sm_90a's and the sm_80 tensor cores'
      * kernels in 16 bits); heads 256 in 16 bits */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f);
-    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f);
-    t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f, 0.0f);
+    t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f, 0.0f);
     if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 1, 10000.0f, 0, 0.1f);
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 1, 10000.0f, 0, 0.1f, 0.0f);
+    /* soft-capped scores (Gemma 2's), caps that bend them: the CUDA cores at heads 8 with
+     * every option; heads 64 (the sm_80 tensor cores in 16 bits, sm_90a's kernels having
+     * no cap) with a window; heads 256 in 16 bits */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f, 1.0f);
+    t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
+    if (half)
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
@@ -2630,11 +2641,11 @@ static void lean_attention(void)
     t_attention(3, 128, 128, 4, 1);
     t_attention(1, 128, 128, 2, 1);
     t_attention(2, 100, 384, 3, 1);
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f);
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
+    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);
     if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f);
+        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
 }
 
 int main(int argc, char **argv)
