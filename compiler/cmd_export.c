@@ -1,8 +1,9 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
- * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, and with a norm after
- * each branch Gemma 3) as
+ * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
+ * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
+ * scale Granite) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -39,9 +40,9 @@ typedef struct Ex {
     double final_cap;          /* the logits' soft-cap after the head (Gemma 2), or 0 */
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
-                               /* global_theta: their rope's theta, or 0: the layers' own */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
-    double eps, theta, global_theta;
+    double eps, theta;
+    double global_theta;       /* the global layers' rope theta, or 0: the layers' own */
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
     const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
@@ -117,7 +118,7 @@ static int granite(const Ex *e)
              (float)e->att_scale != (float)(1.0 / sqrt((double)hf_head_dim(&e->d)))));
 }
 
-/* Gemma 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power (the head
+/* Gemma 2 and 3's query_pre_attn_scalar: the scores are scaled by its -1/2 power (the head
  * width, or what the attention's scale says: an integer where it is one to 1e-9) */
 static double query_pre_attn_scalar(const Ex *e)
 {
@@ -204,6 +205,9 @@ static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *
                  "(Granite) a scale after it");
     int normed = x && x->op != OP_SCALE;
     double mult = x && x->op == OP_SCALE ? x->by : 0;
+    if (normed && !e->gemma)
+        refuse(e, NULL, x, "a norm closing a branch: only Gemma 2 and 3 (the embedding scaled "
+                           "by sqrt(d)) have one");
     if (slot == HF_POST1) {
         e->post_norms = normed;
         e->residual_mult = mult;

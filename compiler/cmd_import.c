@@ -2,8 +2,8 @@
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2, Qwen3, Gemma, Gemma 3 (the text models, and the text model of the multimodal
- * checkpoints) and SmolLM3; a config key or tensor the spec cannot express exits 1
+ * Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text model of the
+ * multimodal checkpoints), SmolLM3 and Granite; a config key or tensor the spec cannot express exits 1
  * naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -346,9 +346,10 @@ static void query_scalar(HfCfg *c, Arch *a, double dflt)
  * number > 0 in float's range. */
 static double softcap_key(HfCfg *c, const char *key, double dflt)
 {
-    const cJSON *v = hf_cfg_get(c, key);
-    if (cJSON_IsNull(v))
+    if (cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(c->root, key))) {
+        hf_cfg_get(c, key);   /* read: null, no cap */
         return 0;
+    }
     double cap = hf_cfg_num(c, key, dflt);
     if (!(cap >= FLT_MIN && cap <= FLT_MAX))
         hf_cfg_error(c, key, "%g: a soft-cap > 0 (or null: none) expected", cap);

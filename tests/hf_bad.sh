@@ -133,6 +133,16 @@ refused "export of a windowed attention with a scale" "Granite" "window" -- \
     export hf "$g/scaled.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a Llama with a soft-cap" "softcap" "Gemma 2" -- \
     export hf "$g/capped.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+# a norm closing each branch without Gemma's embedding scale: no family has that
+$PY - "$g/model.json" "$g/postnorm.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for r in s["model"]["layers"][1]["body"]:
+    r["body"].append({"op": "rmsnorm"})
+json.dump(s, open(sys.argv[2], "w"))
+PY
+refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
+    export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

@@ -581,6 +581,12 @@ def gemma2_case(val):
           att2["interleave"] == {"every": 2, "window": None},
           "gemma2 with the default caps and layer_types: softcap %s, the logits' %s, "
           "interleave %s" % (att2.get("softcap"), got[-1].get("by"), att2["interleave"]))
+    folder(OUT + "/hf_gemma2_null", dict(GEMMA2, attn_logit_softcapping=None,
+                                         final_logit_softcapping=None), sd)
+    trainc("import", "hf", OUT + "/hf_gemma2_null", "-o", OUT + "/gemma2_null", "--seq-len", T)
+    got = json.load(open(OUT + "/gemma2_null/model.json"))["model"]["layers"]
+    check("softcap" not in got[2]["body"][0]["body"][1] and got[-1]["op"] == "linear",
+          "gemma2 with null caps: no softcap, the head last (%s)" % got[-1]["op"])
     bad_configs(OUT + "/hf_gemma2", [
         ("gemma2 attn_logit_softcapping 0", {"attn_logit_softcapping": 0}, ["attn_logit_softcapping"]),
         ("gemma2 rope_scaling", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
