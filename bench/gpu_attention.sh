@@ -18,7 +18,9 @@
 # llama_124m's and Gemma 3 1B's shapes (grouped-query heads, rope, causal; Gemma's heads
 # 256 wide, the sm_80 kernels alone): trainc both ways (do the
 # sm_90a kernels with their qk_norm/rope pass beat the sm_80 ones that fuse it?) and
-# PyTorch's rope then SDPA with enable_gqa, each backend.
+# PyTorch's rope then SDPA with enable_gqa, each backend; and Gemma 2 2B's (its scores
+# soft-capped at 50: trainc's CAP kernels, PyTorch's compiled flex_attention with the
+# cap as its score_mod and Gemma 2's eager attention, SDPA having no cap).
 # Under tests/gpu/measure.sh, PART_LIMIT bounds the script (no round starts with under
 # 60 s left).
 set -u

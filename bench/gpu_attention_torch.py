@@ -16,6 +16,11 @@ layer of Gemma 3 1B's attention: grouped-query heads, rope, causal): rope applie
 backward), then SDPA with enable_gqa where this torch has it, else k and v repeated to
 every query head (Hugging Face's repeat_kv, also timed).
 
+Then a layer of Gemma 2 2B's (the scores soft-capped at 50, which SDPA cannot do): rope,
+then flex_attention compiled with the cap as its score_mod and a causal block mask
+(torch 2.5 on; "flex"), and the eager attention Gemma 2's modeling code runs ("eager":
+repeat_kv, the scores in fp32, / cap, tanh, * cap, the mask, softmax).
+
 usage: gpu_attention_torch.py [--fp16] [--iters N] [--tiny]
 prints one JSON line a (backend, shape).
 """
@@ -154,6 +159,57 @@ def gqa_row(name, ctx, shape):
     return time_row(row, ctx, fwd, (q, k, v), dy, flop)
 
 
+CAPPED = (("gemma2_2b", 2048, 8, 4, 256, 10000.0, 50.0),)
+
+
+def capped_eager(q, k, v, G, cap):
+    """Gemma 2's eager attention: repeat_kv, scores scaled, soft-capped, masked"""
+    k, v = k.repeat_interleave(G, 1), v.repeat_interleave(G, 1)
+    s = (q @ k.transpose(-1, -2)).float() * q.shape[-1] ** -0.5
+    s = torch.tanh(s / cap) * cap
+    T = q.shape[-2]
+    s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1), float("-inf"))
+    return s.softmax(-1).to(q.dtype) @ v
+
+
+def capped_impls(T, cap):
+    """(name, attention(q, k, v, G)): flex_attention compiled with the cap as its score_mod
+    where this torch has it, and the eager one"""
+    out = [("eager", lambda q, k, v, G: capped_eager(q, k, v, G, cap))]
+    try:   # torch >= 2.5
+        from torch.nn.attention.flex_attention import flex_attention, create_block_mask
+    except ImportError:
+        return out
+    flex = torch.compile(flex_attention)
+    mask = create_block_mask(lambda b, h, qi, ki: qi >= ki, None, None, T, T, device=DEV)
+    softcap = lambda score, b, h, qi, ki: cap * torch.tanh(score / cap)
+    return [("flex", lambda q, k, v, G: flex(q, k, v, score_mod=softcap, block_mask=mask,
+                                             enable_gqa=True))] + out
+
+
+def capped_rows(shape):
+    """a row a capped implementation: its time and TFLOP/s, counted as gqa_row's"""
+    label, T, H, KV, hd, theta, cap = shape
+    T = 64 if TINY else T
+    B = (128 if TINY else 16384) // T
+    rows = []
+    for name, attn in capped_impls(T, cap):
+        row = {"impl": "torch", "backend": name, "shape": label,
+               "dtype": "fp16" if DT == torch.float16 else "bf16", "B": B, "T": T, "H": H,
+               "KV": KV, "hd": hd, "causal": True, "rope_theta": theta, "softcap": cap,
+               "iters": ITERS, "torch": torch.__version__,
+               "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu"}
+        g = torch.Generator(device=DEV).manual_seed(T + 9)
+        qkv = (torch.rand(B, T, H + 2 * KV, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+        q, k, v = (x.transpose(1, 2).detach().requires_grad_() for x in qkv.split((H, KV, KV), 2))
+        dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
+        cos, sin = rope_tables(T, hd, theta)
+        flop = 4.0 * B * H * T * T * hd * 0.5
+        fwd = lambda: attn(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
+        rows.append(time_row(row, __import__("contextlib").nullcontext, fwd, (q, k, v), dy, flop))
+    return rows
+
+
 def main():
     Ts = (64,) if TINY else (1024, 2048, 4096)
     for T in Ts:
@@ -164,6 +220,9 @@ def main():
     for shape in GQA:
         for name, ctx in backends():
             print(json.dumps(gqa_row(name, ctx, shape)), flush=True)
+    for shape in CAPPED:
+        for row in capped_rows(shape):
+            print(json.dumps(row), flush=True)
 
 
 if __name__ == "__main__":

@@ -11,11 +11,13 @@
  * used for PyTorch, so the ratio is one of times.
  *
  * Then the Llama-family attention (rt_cu_attention_ext_fwd and _bwd: grouped-query heads,
- * rope) at three models' shapes, causal, 16k tokens a call: llama3_1b's (T 2048, 32 heads
+ * rope) at four models' shapes, causal, 16k tokens a call: llama3_1b's (T 2048, 32 heads
  * on 8 key/value heads of 64, rope theta 500000 with llama3 scaling), llama_124m's (T
- * 1024, 12 heads on 4, theta 10000) and a global layer of Gemma 3 1B's (T 2048, 4 heads
- * on one, 256 wide, theta 1000000); "shape" names them. Their FLOPs are counted as
- * above (the rope and qk_norm pass of the sm_90a kernels is in the time, not the count).
+ * 1024, 12 heads on 4, theta 10000), a global layer of Gemma 3 1B's (T 2048, 4 heads
+ * on one, 256 wide, theta 1000000) and one of Gemma 2 2B's (T 2048, 8 heads on 4, 256
+ * wide, the scores soft-capped at 50: the CAP kernels); "shape" names them. Their FLOPs
+ * are counted as above (the rope and qk_norm pass of the sm_90a kernels and the cap's
+ * tanh are in the time, not the count).
  *
  * Usage: build/tests/gpu/bench_attn [--fp16] [--tiny] [--iters N] [TEMPLATE_DIR]
  * --tiny: T 64, B 2, one iteration, for a dry run on tests/fake_gpu (the numbers
@@ -36,11 +38,13 @@ static const struct gqa_shape {
     const char *name;
     int T, H, KV, hd;
     float theta, factor, low, high;
-    int orig;   /* llama3 scaling's original_max_position_embeddings (factor 0: none) */
+    int orig;    /* llama3 scaling's original_max_position_embeddings (factor 0: none) */
+    float cap;   /* the scores' soft-cap (Gemma 2's; the CAP kernels), or 0 */
 } gqa[] = {
-    {"llama3_1b", 2048, 32, 8, 64, 500000.0f, 32.0f, 1.0f, 4.0f, 8192},
-    {"llama_124m", 1024, 12, 4, 64, 10000.0f, 0.0f, 1.0f, 1.0f, 0},
-    {"gemma3_1b", 2048, 4, 1, 256, 1000000.0f, 0.0f, 1.0f, 1.0f, 0},
+    {"llama3_1b", 2048, 32, 8, 64, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.0f},
+    {"llama_124m", 1024, 12, 4, 64, 10000.0f, 0.0f, 1.0f, 1.0f, 0, 0.0f},
+    {"gemma3_1b", 2048, 4, 1, 256, 1000000.0f, 0.0f, 1.0f, 1.0f, 0, 0.0f},
+    {"gemma2_2b", 2048, 8, 4, 256, 10000.0f, 0.0f, 1.0f, 1.0f, 0, 50.0f},
 };
 #define N_GQA (int)(sizeof gqa / sizeof gqa[0])
 
@@ -117,12 +121,15 @@ static char *kernel_source(const char *dir, const int *Ts, int nT)
                                         Ts[t], hd, c, Ts[t], hd, c);
     for (int k = 0; k < N_GQA; k++) {
         int T = tiny ? 64 : gqa[k].T, seen = 0;
-        for (int j = 0; j < k; j++)   /* one instance a (length, head width) */
-            seen |= (tiny ? 64 : gqa[j].T) == T && gqa[j].hd == gqa[k].hd;
+        const char *c = gqa[k].cap > 0.0f ? "CAP_" : "";
+        for (int j = 0; j < k; j++)   /* one instance a (length, head width, cap or not) */
+            seen |= (tiny ? 64 : gqa[j].T) == T && gqa[j].hd == gqa[k].hd &&
+                    (gqa[j].cap > 0.0f) == (gqa[k].cap > 0.0f);
         if (!seen)
             len += (size_t)snprintf(src + len, cap - len,
-                                    "\nRT_ATTENTION_EXT_FWD(%d, %d, 1)\nRT_ATTENTION_EXT_BWD(%d, %d, 1)\n",
-                                    T, gqa[k].hd, T, gqa[k].hd);
+                                    "\nRT_ATTENTION_EXT_%sFWD(%d, %d, 1)"
+                                    "\nRT_ATTENTION_EXT_%sBWD(%d, %d, 1)\n",
+                                    c, T, gqa[k].hd, c, T, gqa[k].hd);
     }
     return src;
 }
@@ -190,11 +197,11 @@ static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const floa
         if (bwd)
             rt_cu_attention_ext_bwd(G, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d,
                                     g->H, g->KV, 1, 0, g->theta, g->factor, g->low, g->high,
-                                    g->orig, scale, 0.0f);
+                                    g->orig, scale, g->cap);
         else
             rt_cu_attention_ext_fwd(G, qkv, NULL, NULL, lse, y, B, T, d, g->H, g->KV, 1, 0,
                                     g->theta, g->factor, g->low, g->high, g->orig, scale,
-                                    0.0f);
+                                    g->cap);
     }
     float ms[1];
     rt_cu_prof_elapsed(G, 1, ms);
@@ -215,10 +222,11 @@ static void bench_gqa(rt_dptr base, const struct gqa_shape *g)
     double flop = 4.0 * (double)B * (double)H * (double)T * (double)T * (double)hd * 0.5;
     printf("{\"impl\":\"trainc\",\"kernels\":\"%s\",\"shape\":\"%s\",\"dtype\":\"%s\",\"B\":%lld,"
            "\"T\":%lld,\"H\":%lld,\"KV\":%lld,\"hd\":%lld,\"causal\":true,\"rope_theta\":%g,"
-           "\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.2f,\"bwd_tflops\":%.2f,"
+           "\"softcap\":%g,\"fwd_ms\":%.4f,\"bwd_ms\":%.4f,\"fwd_tflops\":%.2f,\"bwd_tflops\":%.2f,"
            "\"device\":\"%s\",\"arch\":\"%s\",\"iters\":%d}\n",
            rt_cu_kernels_from(G), g->name, fp16 ? "fp16" : "bf16", (long long)B, (long long)T,
-           (long long)H, (long long)KV, (long long)hd, (double)g->theta, fwd_ms, bwd_ms,
+           (long long)H, (long long)KV, (long long)hd, (double)g->theta, (double)g->cap, fwd_ms,
+           bwd_ms,
            flop / fwd_ms * 1e-9, 2.5 * flop / bwd_ms * 1e-9, rt_cu_name(G), rt_cu_arch(G), iters);
     fflush(stdout);
 }
