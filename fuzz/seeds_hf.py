@@ -5,8 +5,10 @@ folders (save_pretrained, no hub) flattened as fuzz_hf reads them, config.json, 
 Mistral with a sliding window, a Qwen2, a Llama with Llama 3's rope_scaling, a Qwen3
 config over the Llama's tensors with q_norm and k_norm, a Phi-3 config over them fused,
 a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 config
-over the Gemma's tensors with its four norms a layer and q_norm, k_norm, and the Llama in
-bf16 in two shards.
+over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma 2 config
+over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
+config over the Llama's tensors (its four multipliers), and the Llama in bf16 in two
+shards.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -95,6 +97,17 @@ def main():
               "rope_local_base_freq": 10000.0, "final_logit_softcapping": None,
               "attn_logit_softcapping": None, "hidden_act": None}
     seed("gemma3", [config_bytes(gemma, gemma3), st_bytes(ts)])
+    # Gemma 2: Gemma 3's tensors without q_norm and k_norm, its caps and scalar
+    ts2 = {n: t for n, t in ts.items() if "_norm.weight" not in n or "self_attn" not in n}
+    gemma2 = {"model_type": "gemma2", "architectures": ["Gemma2ForCausalLM"],
+              "query_pre_attn_scalar": 6, "sliding_window": 4, "attn_logit_softcapping": 50.0,
+              "final_logit_softcapping": 30.0, "cache_implementation": "hybrid"}
+    seed("gemma2", [config_bytes(gemma, gemma2), st_bytes(ts2)])
+    # Granite: Llama's tensors and its four factors
+    granite = {"model_type": "granite", "architectures": ["GraniteForCausalLM"],
+               "embedding_multiplier": 12.0, "attention_multiplier": 0.015625,
+               "residual_multiplier": 0.22, "logits_scaling": 8.0}
+    seed("granite", [config_bytes(llama, granite), st_bytes(tensors(llama))])
     # the multimodal checkpoint (Gemma 3 4B's form): the text config nested and sparse,
     # the global layers' rope scaled, the text model under language_model.model., a
     # vision tensor beside it
