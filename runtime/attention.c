@@ -551,8 +551,7 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
 }
 
 /* The options of rt_attention_ext_*: the window, qk_norm's weights, the scores' factor
- * and rope's table
- * (malloc'd into c->cos, c->sin; att_done frees it). */
+ * and soft-cap, and rope's table (malloc'd into c->cos, c->sin; att_done frees it). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
                         float theta, float factor, float low, float high, int64_t orig,
                         float scale, float cap)
@@ -616,8 +615,8 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_fwd)
-            rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
-                    "kernel in this build: run it with --device cpu");
+            rt_fail("attention with kv_heads, rope, qk_norm, a window, a scale or a soft-cap has "
+                    "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
                                      factor, low, high, orig, scale, softcap);
         return;
@@ -642,8 +641,8 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_bwd)
-            rt_fail("attention with kv_heads, rope, qk_norm, a window or a scale has no GPU "
-                    "kernel in this build: run it with --device cpu");
+            rt_fail("attention with kv_heads, rope, qk_norm, a window, a scale or a soft-cap has "
+                    "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
                                      causal, window, theta, factor, low, high, orig, scale,
                                      softcap);

@@ -438,8 +438,9 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
  * after qk_norm (dims j, j + hd/2 rotated by t / theta^(2j/hd)), its llama3 scaling when
  * factor > 0 (low and high frequency factors, the original context length orig); window
  * > 0: query t sees keys t - window + 1 .. t (with causal); scale: the scores' factor
- * (softmax(q k^T scale); 1 / sqrt(hd) is the usual one). dqn, dkn (may be NULL) get the
- * weights' gradients added. */
+ * (softmax(q k^T scale); 1 / sqrt(hd) is the usual one); softcap > 0: each score s
+ * becomes softcap tanh(s / softcap) (0: none). dqn, dkn (may be NULL) get the weights'
+ * gradients added. */
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
