@@ -2614,14 +2614,11 @@ static void all_attention(void)
         t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
         t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f, 0.0f);
     }
-    /* a scale of the attention's own (Gemma 3 27B's 168^-1/2 over heads 128 wide, ...):
-     * the CUDA cores at heads 8; heads 64 and 128 (sm_90a's and the sm_80 tensor cores'
-     * kernels in 16 bits); heads 256 in 16 bits */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f, 0.0f);
+    /* a scale of the attention's own (Gemma 3 27B's 168^-1/2 over heads 128 wide, ...) at
+     * heads 64 and 128 (sm_90a's and the sm_80 tensor cores' kernels in 16 bits); the
+     * capped cases below scale too, on the CUDA cores and at heads 256 */
     t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f, 0.0f);
     t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f, 0.0f);
-    if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 1, 10000.0f, 0, 0.1f, 0.0f);
     /* soft-capped scores (Gemma 2's), caps that bend them: the CUDA cores at heads 8 with
      * every option; heads 64 (the sm_80 tensor cores in 16 bits, sm_90a's kernels having
      * no cap) with a window; heads 256 in 16 bits */
