@@ -24,7 +24,7 @@ repeat_kv, the scores in fp32, / cap, tanh, * cap, the mask, softmax).
 usage: gpu_attention_torch.py [--fp16] [--iters N] [--tiny]
 prints one JSON line a (backend, shape).
 """
-import json, sys
+import contextlib, json, sys
 import torch
 import torch.nn.functional as F
 
@@ -141,21 +141,23 @@ def gqa_attention(q, k, v, G):
         return SDPA(q, k.repeat_interleave(G, 1), v.repeat_interleave(G, 1), is_causal=True)
 
 
-def gqa_row(name, ctx, shape):
+def gqa_row(name, ctx, shape, attn=gqa_attention, extra=None, seed=7):
+    """a row of the Llama-family shape: rope on q and k, then attn(q, k, v, G) (SDPA with
+    GQA, or a capped implementation, whose keys extra adds to the row)"""
     label, T, H, KV, hd, theta = shape
     T = 64 if TINY else T
     B = (128 if TINY else 16384) // T
     row = {"impl": "torch", "backend": name, "shape": label, "dtype": "fp16" if DT == torch.float16 else "bf16",
            "B": B, "T": T, "H": H, "KV": KV, "hd": hd, "causal": True, "rope_theta": theta,
            "iters": ITERS, "torch": torch.__version__,
-           "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu"}
-    g = torch.Generator(device=DEV).manual_seed(T + 7)
+           "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu", **(extra or {})}
+    g = torch.Generator(device=DEV).manual_seed(T + seed)
     qkv = (torch.rand(B, T, H + 2 * KV, hd, device=DEV, generator=g) * 2 - 1).to(DT)
     q, k, v = (x.transpose(1, 2).detach().requires_grad_() for x in qkv.split((H, KV, KV), 2))
     dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
     cos, sin = rope_tables(T, hd, theta)
     flop = 4.0 * B * H * T * T * hd * 0.5
-    fwd = lambda: gqa_attention(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
+    fwd = lambda: attn(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
     return time_row(row, ctx, fwd, (q, k, v), dy, flop)
 
 
@@ -188,26 +190,10 @@ def capped_impls(T, cap):
 
 
 def capped_rows(shape):
-    """a row a capped implementation: its time and TFLOP/s, counted as gqa_row's"""
-    label, T, H, KV, hd, theta, cap = shape
-    T = 64 if TINY else T
-    B = (128 if TINY else 16384) // T
-    rows = []
-    for name, attn in capped_impls(T, cap):
-        row = {"impl": "torch", "backend": name, "shape": label,
-               "dtype": "fp16" if DT == torch.float16 else "bf16", "B": B, "T": T, "H": H,
-               "KV": KV, "hd": hd, "causal": True, "rope_theta": theta, "softcap": cap,
-               "iters": ITERS, "torch": torch.__version__,
-               "device": torch.cuda.get_device_name() if DEV == "cuda" else "cpu"}
-        g = torch.Generator(device=DEV).manual_seed(T + 9)
-        qkv = (torch.rand(B, T, H + 2 * KV, hd, device=DEV, generator=g) * 2 - 1).to(DT)
-        q, k, v = (x.transpose(1, 2).detach().requires_grad_() for x in qkv.split((H, KV, KV), 2))
-        dy = (torch.rand(B, H, T, hd, device=DEV, generator=g) * 2 - 1).to(DT)
-        cos, sin = rope_tables(T, hd, theta)
-        flop = 4.0 * B * H * T * T * hd * 0.5
-        fwd = lambda: attn(rope(q, cos, sin), rope(k, cos, sin), v, H // KV)
-        rows.append(time_row(row, __import__("contextlib").nullcontext, fwd, (q, k, v), dy, flop))
-    return rows
+    """a row a capped implementation: gqa_row's, its attention capped"""
+    cap, T = shape[6], 64 if TINY else shape[1]
+    return [gqa_row(name, contextlib.nullcontext, shape[:6], attn, {"softcap": cap}, seed=9)
+            for name, attn in capped_impls(T, cap)]
 
 
 def main():
