@@ -80,28 +80,40 @@ install: $(B)/trainc
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
             python3 python3-torch python3-numpy python3-venv dataset-fashion-mnist \
             openmpi-bin libopenmpi-dev patchelf xxhash
-# The Hugging Face oracle of the Llama parity tests: transformers from PyPI in a venv
-# over Debian's torch (--system-site-packages; 4.40.2 runs on Debian's torch 1.13).
-# Made once; the stamp names the version, so a new pin installs again. Tests find the
-# interpreter through HF_PYTHON (given on the command line, it is used as it is).
-HF_VENV      ?= .venv/hf
-HF_PYTHON    ?= $(HF_VENV)/bin/python
-TRANSFORMERS := 4.40.2
-HF_STAMP     := $(HF_VENV)/.transformers-$(TRANSFORMERS)
+# The Hugging Face oracles: transformers from PyPI in venvs over Debian's torch
+# (--system-site-packages). 4.40.2, the parity tests' (HF_PYTHON), runs on Debian's torch
+# 1.13; so does 4.45.2 (HF_NEW_PYTHON), the newest that does, whose Gemma 2, Granite and
+# Phi-3 classes tests/hf_io.py --newer loads. Each made once; its stamp names the version,
+# so a new pin installs again. An interpreter given on the command line is used as it is.
+HF_VENV          ?= .venv/hf
+HF_PYTHON        ?= $(HF_VENV)/bin/python
+TRANSFORMERS     := 4.40.2
+HF_NEW_VENV      ?= .venv/hf-new
+HF_NEW_PYTHON    ?= $(HF_NEW_VENV)/bin/python
+TRANSFORMERS_NEW := 4.45.2
+HF_DEPS :=
 ifeq ($(HF_PYTHON),$(HF_VENV)/bin/python)
-deps: deps-deb $(HF_STAMP)
-else
-deps: deps-deb   # HF_PYTHON given: used as it is
+HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS)
 endif
-$(HF_STAMP): | deps-deb
-	@echo "deps: transformers==$(TRANSFORMERS) into $(HF_VENV)"
-	@rm -f $(HF_VENV)/.transformers-*
-	/usr/bin/python3 -m venv --system-site-packages $(HF_VENV)
-	@$(HF_VENV)/bin/pip install -q --disable-pip-version-check 'transformers==$(TRANSFORMERS)' || \
-	  { echo "deps: pip could not install transformers==$(TRANSFORMERS) (no network?): run" \
-	    "make deps again, or set HF_PYTHON to a Python that has it"; exit 1; }
-	@$(HF_VENV)/bin/python -c 'import torch, transformers; assert transformers.__version__ == "$(TRANSFORMERS)"'
-	@touch $@
+ifeq ($(HF_NEW_PYTHON),$(HF_NEW_VENV)/bin/python)
+HF_DEPS += $(HF_NEW_VENV)/.transformers-$(TRANSFORMERS_NEW)
+endif
+deps: deps-deb $(HF_DEPS)
+
+# hf_venv VENV VERSION: the rule that makes VENV with transformers==VERSION
+define hf_venv
+$(1)/.transformers-$(2): | deps-deb
+	@echo "deps: transformers==$(2) into $(1)"
+	@rm -f $(1)/.transformers-*
+	/usr/bin/python3 -m venv --system-site-packages $(1)
+	@$(1)/bin/pip install -q --disable-pip-version-check 'transformers==$(2)' || \
+	  { echo "deps: pip could not install transformers==$(2) (no network?): run" \
+	    "make deps again, or set the interpreter (HF_PYTHON, HF_NEW_PYTHON) to one that has it"; exit 1; }
+	@$(1)/bin/python -c 'import torch, transformers; assert transformers.__version__ == "$(2)"'
+	@touch $$@
+endef
+$(eval $(call hf_venv,$(HF_VENV),$(TRANSFORMERS)))
+$(eval $(call hf_venv,$(HF_NEW_VENV),$(TRANSFORMERS_NEW)))
 deps-deb:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \
@@ -132,12 +144,14 @@ JOBS ?= 2
 test: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
-	JOBS='$(JOBS)' TESTS='$(TESTS)' HF_PYTHON='$(HF_PYTHON)' bash tests/run_all.sh
+	JOBS='$(JOBS)' TESTS='$(TESTS)' HF_PYTHON='$(HF_PYTHON)' HF_NEW_PYTHON='$(HF_NEW_PYTHON)' \
+	  bash tests/run_all.sh
 
 check: deps
 	$(MAKE) all
 	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
-	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check HF_PYTHON='$(HF_PYTHON)' bash tests/run_all.sh
+	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check HF_PYTHON='$(HF_PYTHON)' \
+	  HF_NEW_PYTHON='$(HF_NEW_PYTHON)' bash tests/run_all.sh
 
 bench: all data/fashion/train_x.npy
 	bash bench/run.sh
@@ -152,7 +166,7 @@ clean:
 
 help:
 	@echo "make          build build/trainc"
-	@echo "make deps     the Debian packages (as root), transformers in .venv/hf (HF_PYTHON)"
+	@echo "make deps     the Debian packages (as root), transformers 4.40.2 and 4.45.2 in .venv/hf, .venv/hf-new"
 	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
 	@echo "make test     the whole test suite (JOBS=2 at a time, TESTS='PATTERN ...' for some)"
 	@echo "make check    its quick tier: unit, golden, verify, bad input, cli, a parity"

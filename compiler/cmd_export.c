@@ -523,8 +523,8 @@ static void llama_keys(cJSON *c, const Ex *e)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
     if (!e->window && e->d.bias != HF_BIAS_QKV)   /* Qwen2's biases are fixed */
         cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
-    if (e->window)   /* transformers 4.40: a query sees sliding_window positions before it */
-        cJSON_AddNumberToObject(c, "sliding_window", (double)(e->window - 1));
+    if (e->window)   /* transformers 4.42 on: a query sees that many, itself included */
+        cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
     /* Llama and Mistral: read by transformers 4.45 on; Gemma's is 256 when absent */
     if (e->d.qk_norm || e->d.HD || e->gemma)
         cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));

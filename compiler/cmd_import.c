@@ -492,9 +492,10 @@ static void llama_config(HfCfg *c, Arch *a)
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
     if ((!strcmp(a->type, "mistral") || phi3) && hf_cfg_get(c, "sliding_window"))
-        /* transformers 4.40's mask lets a query see sliding_window positions before
-         * itself (tests/llama_hf.py checks it): SPEC's window counts the query too */
-        a->window = hf_cfg_int(c, "sliding_window", -1) + 1;
+        /* a query sees sliding_window positions, itself included, as SPEC's window
+         * counts: transformers 4.42 on (4.40 and 4.41 let it see that many before itself,
+         * one more; tests/hf_io.py) */
+        a->window = hf_cfg_int(c, "sliding_window", -1);
     if (a->d.qk_norm && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
                      "uses 1e-6", a->eps, gemma3 ? "Gemma 3" : "Qwen3");

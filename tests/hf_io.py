@@ -18,8 +18,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   for those weights, within 1e-5;
 - a Llama saved in bf16 and sharded (a model.safetensors.index.json) imports to the
   same loss as transformers' fp32 load of it; a MistralForCausalLM with a sliding
-  window shorter than T imports to its loss (SPEC's window is transformers 4.40's
-  sliding_window + 1);
+  window shorter than T imports to its loss as transformers 4.42 and later compute it
+  (a query sees sliding_window positions, itself included: SPEC's window; 4.40 computes
+  that from sliding_window - 1);
 - import then export without training gives back every tensor of the source folder,
   bit for bit, under its name (Gemma's norm weights as (1 + w) - 1 in fp32: trainc
   holds 1 + w);
@@ -55,7 +56,15 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   hold them, GPT-2's AutoTokenizer agrees; without --tokenizer there are none; a
   tokenizer whose special ids are past the model's vocabulary is refused.
 
+With --newer (HF_NEW_PYTHON: transformers 4.45.2, the newest release that runs on
+Debian's torch 1.13), the same checks run in build/tests/hf_io_newer and transformers'
+own classes load what 4.40 lacks: the Gemma 2 and Granite folders and their exports
+compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemma 2's
+default caps and null caps too), and so does the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
+window before 4.50).
+
     $HF_PYTHON tests/hf_io.py
+    $HF_NEW_PYTHON tests/hf_io.py --newer
 """
 import json
 import os
@@ -81,9 +90,17 @@ except ImportError:
           "it; HF_PYTHON names its python)" % sys.executable)
     sys.exit(77)
 
+NEWER = "--newer" in sys.argv[1:]
+if NEWER:
+    try:
+        from transformers import Gemma2ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM
+    except ImportError:
+        raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.45 or "
+                         "later needed (make deps installs 4.45.2 as HF_NEW_PYTHON)"
+                         % transformers.__version__)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
-OUT = os.path.join(ROOT, "build", "tests", "hf_io")
+OUT = os.path.join(ROOT, "build", "tests", "hf_io_newer" if NEWER else "hf_io")
 V, T, NWIN = 256, 32, 12
 torch.set_num_threads(1)
 ok = True
@@ -104,13 +121,25 @@ def shard(path, tokens):
         f.write(np.asarray(tokens, dtype="<u2").tobytes())
 
 
+# transformers 4.42 on let a Mistral query see sliding_window positions, itself included
+# (SPEC's window, what the import reads); 4.40 and 4.41 let it see that many before
+# itself, so here they compute 4.42's loss from sliding_window - 1
+SHIFT_WINDOW = tuple(int(x) for x in transformers.__version__.split(".")[:2]) < (4, 42)
+
+
 def hf_loss(m, tokens):
-    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..."""
+    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..., as
+    transformers 4.42 and later compute it."""
     n = (len(tokens) - 1) // T
     x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
     y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    W = m.config.sliding_window if isinstance(m, MistralForCausalLM) else None
+    if W and SHIFT_WINDOW:
+        m.config.sliding_window = W - 1
     with torch.no_grad():
         logits = m(input_ids=x).logits.double()
+    if W:
+        m.config.sliding_window = W
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
 
 
@@ -138,6 +167,20 @@ def trainc_eval(d, weights):
 
 def rel(a, b):
     return abs(a - b) / abs(b)
+
+
+def transformers_agree(name, folders, ours, val):
+    """--newer: each folder, loaded by transformers' own class for it, computes ours."""
+    if not NEWER:
+        return
+    for d in folders:
+        m = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager")
+        m.eval()
+        m.config.use_cache = False   # Gemma 2's cache needs torch 2's dynamo
+        theirs = hf_loss(m, val)
+        check(rel(ours, theirs) <= 1e-5, "%s in transformers %s: %s from %s, loss %.7f, trainc "
+              "--eval %.7f (%.1e)" % (name, transformers.__version__, type(m).__name__,
+                                      os.path.relpath(d, OUT), theirs, ours, rel(ours, theirs)))
 
 
 def roundtrip(name, m, src, val):
@@ -565,6 +608,7 @@ def gemma2_case(val):
               json.dumps(att), [l["op"] for l in layers[-3:]], ours, theirs, rel(ours, theirs),
               *plain))
     back, same, n = export_again(o)
+    transformers_agree("gemma2", [OUT + "/hf_gemma2", o + "/export"], ours, val)
     check(same and back["model_type"] == "gemma2" and back["attn_logit_softcapping"] == 2.0 and
           back["final_logit_softcapping"] == 0.5,
           "gemma2 exported (%s, caps %s and %s) and imported again: the same layers and %d "
@@ -587,6 +631,11 @@ def gemma2_case(val):
     got = json.load(open(OUT + "/gemma2_null/model.json"))["model"]["layers"]
     check("softcap" not in got[2]["body"][0]["body"][1] and got[-1]["op"] == "linear",
           "gemma2 with null caps: no softcap, the head last (%s)" % got[-1]["op"])
+    if NEWER:   # Gemma2Config's defaults and null caps, as transformers reads them
+        for o2 in ("gemma2_dflt", "gemma2_null"):
+            train_spec(OUT + "/" + o2 + "/eval.json", 1)
+            transformers_agree(o2, [OUT + "/hf_" + o2], trainc_eval(OUT + "/" + o2, OUT + "/" +
+                                                                     o2 + "/init.safetensors"), val)
     bad_configs(OUT + "/hf_gemma2", [
         ("gemma2 attn_logit_softcapping 0", {"attn_logit_softcapping": 0}, ["attn_logit_softcapping"]),
         ("gemma2 rope_scaling", {"rope_scaling": {"rope_type": "linear", "factor": 2.0}},
@@ -668,6 +717,7 @@ def granite_case(val):
               layers[2]["body"][0]["body"][1].get("scale"), ours, theirs, rel(ours, theirs),
               ", ".join("%.1e" % rel(x, theirs) for x in ones)))
     back, same, n = export_again(o)
+    transformers_agree("granite", [d, o + "/export"], ours, val)
     check(same and back["model_type"] == "granite" and back["logits_scaling"] == 3.0 and
           back["residual_multiplier"] == 0.22,
           "granite exported (%s: multipliers %s, %s, %s, logits_scaling %s) and imported again: "
@@ -748,7 +798,7 @@ def whole_configs():
               (name, len(cfg), n))
 
 
-def phi3_case():
+def phi3_case(val):
     """Phi-3 (transformers 4.40 has none): the Llama's tensors with q, k, v fused into
     qkv_proj and gate, up into gate_up_proj, as Phi-3 stores them, under a Phi-3
     config.json: the same model.json layers and init tensors, bit for bit, as the
@@ -764,17 +814,20 @@ def phi3_case():
     cfg = json.load(open(src + "/config.json"))
     cfg.pop("attention_bias")   # Phi3Config has none: ignored if there
     cfg.update({"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "embd_pdrop": 0.0,
-                "resid_pdrop": 0.0, "original_max_position_embeddings": 64, "sliding_window": None})
+                "resid_pdrop": 0.0, "original_max_position_embeddings": 64, "sliding_window": None,
+                "pad_token_id": V - 1})   # Phi3Config's default 32000 is past V
     json.dump(cfg, open(d + "/config.json", "w"))
     o = OUT + "/phi3"
     trainc("import", "hf", d, "-o", o, "--seq-len", T)
     same, n = same_import(OUT + "/llama", o)
     check(same, "phi3 imported: the Llama's layers and %d tensors bit for bit" % n)
+    train_spec(o + "/eval.json", 1)
+    transformers_agree("phi3", [d], trainc_eval(o, o + "/init.safetensors"), val)
     cfg["sliding_window"] = 7
     json.dump(cfg, open(d + "/config.json", "w"))
     trainc("import", "hf", d, "-o", o + "_window", "--seq-len", T)
     att = json.load(open(o + "_window/model.json"))["model"]["layers"][1]["body"][0]["body"][1]
-    check(att.get("window") == 8, "phi3 with sliding_window 7: the attention's window %s (8, "
+    check(att.get("window") == 7, "phi3 with sliding_window 7: the attention's window %s (7, "
           "as Mistral's)" % att.get("window"))
 
 
@@ -908,7 +961,7 @@ def main():
     gemma2_case(val)
     granite_case(val)
     whole_configs()
-    phi3_case()
+    phi3_case(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)

@@ -26,6 +26,9 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 # without one, the checks that need it skip (exit 77)
 export HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
+# and a newer transformers (4.45.2) for the families 4.40 lacks (tests/hf_io.py --newer)
+export HF_NEW_PYTHON=${HF_NEW_PYTHON:-.venv/hf-new/bin/python}
+command -v "$HF_NEW_PYTHON" >/dev/null || HF_NEW_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
 JOBS=${JOBS:-2}
@@ -135,6 +138,7 @@ check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16
 # sharded checkpoint; refused configs and layers
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
+check parity/hf_io_newer  $HF_NEW_PYTHON tests/hf_io.py --newer
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py
 check parity/gan          $PYTHON tests/gan_parity.py
