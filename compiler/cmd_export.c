@@ -3,7 +3,7 @@
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
  * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
- * scale Granite) as
+ * scale Granite; layernorms without learned positions StarCoder2) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -29,6 +29,7 @@ typedef struct Ex {
     float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
     /* what the layers say */
     int gpt2, gemma;
+    int layernorm;             /* GPT-2 and StarCoder2: layernorms and a gelu MLP */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
@@ -77,11 +78,17 @@ static void same_eps(Ex *e, const Layer *l)
                                      "one", l->eps, e->eps));
 }
 
-/* One norm layer: layernorm for GPT-2, rmsnorm for Llama. */
+/* StarCoder2: layernorms without learned positions (Llama's attention, GPT-2's blocks) */
+static int starcoder2(const Ex *e) { return e->layernorm && !e->gpt2; }
+
+/* One norm layer: layernorm for GPT-2 and StarCoder2, rmsnorm for Llama. */
 static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
 {
-    if (l->op != (e->gpt2 ? OP_LAYERNORM : OP_RMSNORM))
-        refuse(e, NULL, l, e->gpt2 ? "GPT-2 has a layernorm here" : "Llama has an rmsnorm here");
+    if (l->op != (e->layernorm ? OP_LAYERNORM : OP_RMSNORM))
+        refuse(e, NULL, l, e->gpt2 ? "GPT-2 has a layernorm here"
+                           : e->layernorm ? "StarCoder2 (the first norm a layernorm, no learned "
+                                            "positions) has a layernorm here"
+                                          : "Llama has an rmsnorm here");
     same_eps(e, l);
     return lname(l, idx, prefix);
 }
@@ -112,7 +119,7 @@ static int gemma2(const Ex *e) { return e->gemma && e->post_norms && !e->d.qk_no
  * than Gemma's sqrt(d), closing the branches or after the head; the attention's scale) */
 static int granite(const Ex *e)
 {
-    return !e->gemma && !e->gpt2 &&
+    return !e->gemma && !e->layernorm &&
            (e->embed_mult || e->residual_mult || e->logits_div ||
             (e->att_scale > 0 &&
              (float)e->att_scale != (float)(1.0 / sqrt((double)hf_head_dim(&e->d)))));
@@ -142,7 +149,7 @@ static void attention_family(Ex *e, const Layer *l)
         refuse(e, NULL, l, "Gemma 2 (a norm after each branch, no qk_norm) has a window, "
                            "\"interleave\": {\"every\": 2, \"window\": null} and one rope "
                            "without scaling");
-    if (!e->gemma && e->window && (e->d.bias || e->d.qk_norm))
+    if (!e->gemma && !starcoder2(e) && e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
                            "which windows only some layers)");
     if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
@@ -185,6 +192,11 @@ static void attention(Ex *e, const Layer *l)
                            "scale and softcap have no place in GPT-2 (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
+    if (starcoder2(e) && (e->d.bias == HF_BIAS_QKV || e->d.qk_norm || e->d.HD || e->att_scale ||
+                          e->att_softcap || l->il.every || l->rope.factor))
+        refuse(e, NULL, l, "bias \"qkv\", qk_norm, head_dim, scale, softcap, interleave and "
+                           "rope scaling have no place in StarCoder2 (layernorms without "
+                           "learned positions)");
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     interleave(e, l);
@@ -197,7 +209,7 @@ static void attention(Ex *e, const Layer *l)
 static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *prefix)
 {
     const Layer *x = r->n_body > n_main ? r->body[n_main] : NULL;
-    if (r->n_body > n_main + 1 || (x && (e->gpt2 || (x->op == OP_SCALE && e->gemma))))
+    if (r->n_body > n_main + 1 || (x && (e->layernorm || (x->op == OP_SCALE && e->gemma))))
         refuse(e, NULL, r->body[n_main], slot == HF_POST1
                ? "the attention branch holds a norm, the attention and (Gemma 2 and 3) a norm "
                  "or (Granite) a scale"
@@ -218,7 +230,8 @@ static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *
         e->names[slot] = norm(e, x, n_main, prefix);
 }
 
-/* The MLP branch R after its norm: fc, gelu, proj (GPT-2) or gate_up, glu, down. */
+/* The MLP branch R after its norm: fc, gelu, proj (GPT-2; StarCoder2 with biases as its
+ * attention's) or gate_up, glu, down. */
 static void mlp(Ex *e, const Layer *r, const char *prefix)
 {
     if (r->n_body < 4)
@@ -229,13 +242,17 @@ static void mlp(Ex *e, const Layer *r, const char *prefix)
         refuse(e, NULL, up, "a linear expected here");
     if (down->op != OP_LINEAR || down->tie || down->out != e->d.D)
         refuse(e, NULL, down, "a linear back to the model width expected here");
-    if (up->bias != e->gpt2 || down->bias != e->gpt2)
-        refuse(e, up->bias != e->gpt2 ? up->path : down->path, NULL,
-               e->gpt2 ? "GPT-2's MLP linears have biases" : "Llama's MLP linears have no bias");
-    if (e->gpt2) {
+    int bias = e->gpt2 || (starcoder2(e) && e->d.bias == HF_BIAS_ALL);
+    if (up->bias != bias || down->bias != bias)
+        refuse(e, up->bias != bias ? up->path : down->path, NULL,
+               e->gpt2 ? "GPT-2's MLP linears have biases"
+               : e->layernorm ? "StarCoder2's MLP linears have biases where its attention has "
+                                "them (use_bias)"
+                              : "Llama's MLP linears have no bias");
+    if (e->layernorm) {
         if (act->op != OP_GELU)
-            refuse(e, NULL, act, "GPT-2's MLP activation is gelu");
-        e->act = act->gelu_tanh ? "gelu_new" : "gelu";
+            refuse(e, NULL, act, "GPT-2's and StarCoder2's MLP activation is gelu");
+        e->act = !act->gelu_tanh ? "gelu" : e->gpt2 ? "gelu_new" : "gelu_pytorch_tanh";
         e->d.FF = up->out;
     } else {
         if (act->op != OP_GLU)
@@ -347,6 +364,8 @@ static void match(Ex *e, const Spec *s)
     }
     if (!l || l->op != OP_REPEAT)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
+    const Layer *b = l->n_body ? l->body[0] : NULL;   /* its first branch's first layer */
+    e->layernorm = e->gpt2 || (b && b->n_body && b->body[0]->op == OP_LAYERNORM);
     blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
@@ -360,6 +379,9 @@ static void match(Ex *e, const Spec *s)
     e->names[HF_HEAD] = lname(l, i + 2, "");
     after_head(e, ls + i + 3, n - i - 3);
     granite_only(e);
+    if (starcoder2(e) && (e->embed_mult || e->logits_div || e->final_cap))
+        refuse(e, "$.model.layers", NULL, "StarCoder2 (layernorms without learned positions) "
+               "has no scale after its embedding nor anything after its head");
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -371,7 +393,7 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return e->gpt2 ? &hf_gpt2 : e->gemma && e->post_norms ? &hf_gemma3
+    return e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2 : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
 }
 
@@ -485,14 +507,16 @@ static cJSON *rope_scaling(const Rope *rope)
 /* The family the layers make: model_type and architecture. */
 static const char *const *family(const Ex *e)
 {
-    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE };
+    enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
+           STARCODER2 };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
         [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
         [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
-        [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"}};
-    return f[e->gpt2 ? GPT2 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
+        [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"},
+        [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"}};
+    return f[e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
              : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
              : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
 }
@@ -510,6 +534,32 @@ static void gpt2_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "attn_pdrop", 0);
     cJSON_AddNumberToObject(c, "embd_pdrop", 0);
     cJSON_AddNumberToObject(c, "resid_pdrop", 0);
+}
+
+/* The sizes in the Llama family's keys (StarCoder2's too) */
+static void llama_sizes(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
+    cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
+}
+
+/* StarCoder2's keys beside the sizes: its norms' eps, the MLP's gelu, rope, the biases
+ * (use_bias) and the window (a query sees sliding_window positions, itself included, in
+ * transformers 4.50 on; 4.42 to 4.49's eager attention ignores it, 4.40's sees one more) */
+static void starcoder2_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "norm_epsilon", e->eps);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddBoolToObject(c, "use_bias", e->d.bias == HF_BIAS_ALL);
+    if (e->window)
+        cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+    else
+        cJSON_AddNullToObject(c, "sliding_window");
 }
 
 /* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
@@ -613,13 +663,11 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (e->gpt2) {
         gpt2_keys(c, e);
+    } else if (e->layernorm) {
+        llama_sizes(c, e);
+        starcoder2_keys(c, e);
     } else {
-        cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
-        cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
-        cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
-        cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
-        cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
-        cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
+        llama_sizes(c, e);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
         if (gemma2(e))
             gemma2_keys(c, e);

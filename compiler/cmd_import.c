@@ -3,8 +3,8 @@
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
  * Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text model of the
- * multimodal checkpoints), SmolLM3 and Granite; a config key or tensor the spec cannot express exits 1
- * naming it, before anything is written. */
+ * multimodal checkpoints), SmolLM3, Granite and StarCoder2; a config key or tensor the
+ * spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -16,12 +16,14 @@
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
-                                  gemma, gemma2, gemma3_text, smollm3, granite */
-    int gpt2;                  /* GPT-2's layout (layernorm, learned positions, Conv1D) */
+                                  gemma, gemma2, gemma3_text, smollm3, granite, starcoder2 */
+    int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
+    int layernorm;             /* GPT-2 and StarCoder2: layernorms and a gelu MLP (its
+                                  biases as the attention's), else rmsnorms and a glu MLP */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
-    const char *act;           /* gpt2: gelu's approximate ("tanh", "none"); else glu's act */
+    const char *act;           /* layernorm: gelu's approximate ("tanh", "none"); else glu's act */
     double theta;
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
@@ -57,7 +59,8 @@ typedef struct Imp {
     HfWeights w;
     HfOut out;
     Recipe *r;
-    int gpt2;                  /* GPT-2's names (gpt2_names), else Llama's */
+    const char *const *names;  /* trainc's layer names by slot (gpt2_names, ...) */
+    const char *rep;           /* the repeat's name */
     const HfFamily *family;
 } Imp;
 
@@ -69,7 +72,7 @@ typedef struct Imp {
 static const char *const ignored_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
     "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "use_cache",
-    "attention_dropout", "pretraining_tp", "attn_pdrop", "embd_pdrop", "resid_pdrop",
+    "attention_dropout", "residual_dropout", "embedding_dropout", "pretraining_tp", "attn_pdrop", "embd_pdrop", "resid_pdrop",
     "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
     "summary_first_dropout", "task_specific_params", "n_ctx", "output_past",
     "reorder_and_upcast_attn", "tokenizer_class", "max_window_layers", "id2label", "label2id",
@@ -86,6 +89,18 @@ static const char *const ignored_keys[] = {
 
 /* ---- config ------------------------------------------------------------------- */
 
+/* A gelu MLP's activation at config KEY (default DFLT) as the gelu layer's approximate */
+static const char *gelu_approximate(HfCfg *c, const char *key, const char *dflt)
+{
+    const char *act = hf_cfg_str(c, key, dflt);
+    if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
+        return "tanh";
+    if (!strcmp(act, "gelu"))
+        return "none";
+    hf_cfg_error(c, key, "\"%s\": trainc's gelu is exact (gelu) or the tanh approximation "
+                 "(gelu_new, gelu_pytorch_tanh)", act);
+}
+
 static void gpt2_config(HfCfg *c, Arch *a)
 {
     a->gpt2 = 1;
@@ -99,14 +114,8 @@ static void gpt2_config(HfCfg *c, Arch *a)
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
     a->d.bias = HF_BIAS_ALL;
-    const char *act = hf_cfg_str(c, "activation_function", "gelu_new");
-    if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
-        a->act = "tanh";
-    else if (!strcmp(act, "gelu"))
-        a->act = "none";
-    else
-        hf_cfg_error(c, "activation_function", "\"%s\": trainc's gelu is exact (gelu) or the "
-                     "tanh approximation (gelu_new, gelu_pytorch_tanh)", act);
+    a->layernorm = 1;
+    a->act = gelu_approximate(c, "activation_function", "gelu_new");
     if (!hf_cfg_bool(c, "scale_attn_weights", 1))
         hf_cfg_error(c, "scale_attn_weights", "false: trainc's attention scales by 1/sqrt(hd)");
     if (hf_cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
@@ -405,6 +414,26 @@ static void gemma3_config(HfCfg *c, Arch *a)
                      "causal");
 }
 
+/* StarCoder2: Llama's attention (rope, kv heads; biases on q, k, v and o where use_bias
+ * is true; a window as Mistral's) in GPT-2's blocks: layernorms (norm_epsilon), a gelu
+ * MLP (c_fc, c_proj) with biases where use_bias is. Its modeling code in transformers
+ * 4.40 reads no rope_scaling: one given is refused. */
+static void starcoder2_config(HfCfg *c, Arch *a)
+{
+    a->layernorm = 1;
+    a->eps = hf_cfg_num(c, "norm_epsilon", 1e-5);
+    a->d.bias = hf_cfg_bool(c, "use_bias", 1) ? HF_BIAS_ALL : HF_BIAS_NONE;
+    a->act = gelu_approximate(c, "hidden_act", "gelu_pytorch_tanh");
+    if (hf_cfg_get(c, "rope_scaling"))
+        hf_cfg_error(c, "rope_scaling", "StarCoder2's modeling code does not read it: trainc "
+                     "would not know what the model computes");
+    if (hf_cfg_get(c, "sliding_window"))   /* as Mistral's (llama_config) */
+        a->window = hf_cfg_int(c, "sliding_window", -1);
+    if (a->d.HD)
+        hf_cfg_error(c, "head_dim", "StarCoder2's heads are hidden_size / num_attention_heads "
+                     "wide");
+}
+
 /* The MLP's glu act from config key KEY (NULL: gelu_pytorch_tanh, Gemma's default). */
 static const char *glu_act(HfCfg *c, const char *key)
 {
@@ -444,7 +473,8 @@ static Defaults defaults_of(const char *type)
 {
     static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma2", 8192, 1e4, 1, 256},
                                  {"gemma3_text", 131072, 1e6, 1, 256},
-                                 {"smollm3", 32768, 2e6, 1, 0}, {NULL, 2048, 1e4, 0, 0}};
+                                 {"smollm3", 32768, 2e6, 1, 0}, {"starcoder2", 4096, 1e4, 1, 0},
+                                 {NULL, 2048, 1e4, 0, 0}};
     int k = 0;
     while (d[k].type && strcmp(d[k].type, type))
         k++;
@@ -455,6 +485,7 @@ static void llama_config(HfCfg *c, Arch *a)
 {
     int gemma3 = !strcmp(a->type, "gemma3_text"), gemma2 = !strcmp(a->type, "gemma2");
     int gemma = gemma3 || gemma2 || !strcmp(a->type, "gemma");
+    int starcoder2 = !strcmp(a->type, "starcoder2");
     if (gemma3)
         gemma3_text_defaults(c);
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -465,15 +496,16 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
     Defaults dflt = defaults_of(a->type);
     a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
-    a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-6);
+    a->eps = starcoder2 ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
-    a->scaling = gemma ? NULL : rope_scaling(c);
+    a->scaling = gemma || starcoder2 ? NULL : rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
-    a->d.bias = qwen2 ? HF_BIAS_QKV : !phi3 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
-                                    : HF_BIAS_NONE;
+    a->d.bias = qwen2 ? HF_BIAS_QKV
+              : !phi3 && !starcoder2 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
+                                                                          : HF_BIAS_NONE;
     if (phi3)
         phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
@@ -486,9 +518,12 @@ static void llama_config(HfCfg *c, Arch *a)
         smollm3_config(c, a);
     if (!strcmp(a->type, "granite"))
         granite_config(c, a);
+    if (starcoder2)
+        starcoder2_config(c, a);
     if (hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
-    a->act = glu_act(c, act_key);
+    if (!starcoder2)
+        a->act = glu_act(c, act_key);
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
     if ((!strcmp(a->type, "mistral") || phi3) && hf_cfg_get(c, "sliding_window"))
@@ -556,14 +591,15 @@ static void read_config(Imp *im, Arch *a)
                                            {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
                                            {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
                                            {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"},
-                                           {"granite", "GraniteForCausalLM", "GraniteModel"}};
+                                           {"granite", "GraniteForCausalLM", "GraniteModel"},
+                                           {"starcoder2", "Starcoder2ForCausalLM", "Starcoder2Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
                      "qwen3, gemma, gemma2, gemma3_text (Gemma 3's text models: 270m, 1b), "
-                     "gemma3 (the text model of the 4b to 27b), smollm3 and granite", a->type);
+                     "gemma3 (the text model of the 4b to 27b), smollm3, granite and starcoder2", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -579,6 +615,7 @@ static void read_config(Imp *im, Arch *a)
     else
         llama_config(c, a);
     a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3
+              : !strcmp(a->type, "starcoder2") ? &hf_starcoder2
               : !strcmp(a->type, "gemma") ? &hf_gemma
               : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
     const char *rest = hf_cfg_rest(c, ignored_keys);
@@ -594,6 +631,14 @@ static const char *const llama_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", 
                                                     "mlp_norm", "gate_up", "down", "norm",
                                                     "lm_head", "attn_post_norm",
                                                     "mlp_post_norm"};
+static const char *const starcoder2_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", "attn",
+                                                         "mlp_norm", "fc", "proj", "norm",
+                                                         "lm_head"};
+
+static const char *const *slot_names(const Arch *a)
+{
+    return a->gpt2 ? gpt2_names : a->layernorm ? starcoder2_names : llama_names;
+}
 
 /* ---- the spec ------------------------------------------------------------------ */
 
@@ -609,7 +654,7 @@ static cJSON *layer(cJSON *list, const char *op, const char *name)
 
 static cJSON *norm(cJSON *list, const Arch *a, const char *name)
 {
-    cJSON *l = layer(list, a->gpt2 ? "layernorm" : "rmsnorm", name);
+    cJSON *l = layer(list, a->layernorm ? "layernorm" : "rmsnorm", name);
     cJSON_AddNumberToObject(l, "eps", a->eps);
     return l;
 }
@@ -658,22 +703,24 @@ static void attention(cJSON *list, const Arch *a)
     }
 }
 
-/* The MLP branch's layers after its norm. */
+/* The MLP branch's layers after its norm: linear, gelu, linear (GPT-2's and StarCoder2's,
+ * with biases as the attention's) or linear, glu, linear (without). */
 static void mlp(cJSON *list, const Arch *a)
 {
-    if (a->gpt2) {
-        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_UP]), "out", (double)a->d.FF);
+    const char *const *N = slot_names(a);
+    int bias = a->layernorm && a->d.bias == HF_BIAS_ALL;
+    cJSON *up = layer(list, "linear", N[HF_UP]);
+    cJSON_AddNumberToObject(up, "out", (double)(a->layernorm ? a->d.FF : 2 * a->d.FF));
+    if (a->layernorm)
         cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
-        cJSON_AddNumberToObject(layer(list, "linear", gpt2_names[HF_DOWN]), "out", (double)a->d.D);
-        return;
+    else
+        cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
+    cJSON *down = layer(list, "linear", N[HF_DOWN]);
+    cJSON_AddNumberToObject(down, "out", (double)a->d.D);
+    if (!bias) {
+        cJSON_AddFalseToObject(up, "bias");
+        cJSON_AddFalseToObject(down, "bias");
     }
-    cJSON *l = layer(list, "linear", llama_names[HF_UP]);
-    cJSON_AddNumberToObject(l, "out", (double)(2 * a->d.FF));
-    cJSON_AddFalseToObject(l, "bias");
-    cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
-    l = layer(list, "linear", llama_names[HF_DOWN]);
-    cJSON_AddNumberToObject(l, "out", (double)a->d.D);
-    cJSON_AddFalseToObject(l, "bias");
 }
 
 /* What closes a branch: Gemma 2 and 3's norm (named NAME), Granite's residual
@@ -690,7 +737,7 @@ static void branch_end(cJSON *list, const Arch *a, const char *name)
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
 {
-    const char *const *N = a->gpt2 ? gpt2_names : llama_names;
+    const char *const *N = slot_names(a);
     cJSON *root = cJSON_CreateObject();
     cJSON_AddNumberToObject(root, "trainc", 1);
     cJSON *m = cJSON_AddObjectToObject(root, "model");
@@ -791,10 +838,10 @@ static const HfTensor *take(Imp *im, const HfPart *p)
 static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
 {
     Imp *im = ctx;
-    const char *layer = (im->gpt2 ? gpt2_names : llama_names)[m->slot];
+    const char *layer = im->names[m->slot];
     char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
-                           : xasprintf("%s.%lld.%s.%s", im->gpt2 ? "h" : "layers",
-                                       (long long)block, layer, m->ours);
+                           : xasprintf("%s.%lld.%s.%s", im->rep, (long long)block, layer,
+                                       m->ours);
     int64_t shape[2] = {0, parts[0].shape[1]};
     im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
     if (!im->r)
@@ -848,7 +895,8 @@ static int extra(const Arch *a, const char *name)
 /* The whole plan: the family's table walked, and nothing left over. */
 static void plan_weights(Imp *im, const Arch *a)
 {
-    im->gpt2 = a->gpt2;
+    im->names = slot_names(a);
+    im->rep = a->gpt2 ? "h" : "layers";
     im->family = a->family;
     const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer."; a multimodal

@@ -56,7 +56,8 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
  * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
-/* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's. */
+/* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's (and
+ * StarCoder2's MLP's). */
 enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
 /* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
 enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV };
@@ -79,7 +80,7 @@ typedef struct HfFamily {
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_gemma, hf_gemma3;
+extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_starcoder2, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);

@@ -70,6 +70,23 @@ static const HfMap phi3_map[] = {
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
     HEAD_ROWS};
 
+/* StarCoder2: layernorms (with biases), Llama's attention, a gelu MLP c_fc, c_proj; the
+ * linears' biases where use_bias is true (HF_BIAS_ALL) */
+#define LN_ROWS(SLOT, NAME)                                                                 \
+    {1, SLOT, "weight", HF_ALWAYS, 0, {NAME ".weight"}, {HF_D}, 0},                         \
+    {1, SLOT, "bias", HF_ALWAYS, 0, {NAME ".bias"}, {HF_D}, 0}
+static const HfMap starcoder2_map[] = {
+    EMBED_ROW, LN_ROWS(HF_NORM1, "input_layernorm"), QKV_ROWS, O_ROWS,
+    LN_ROWS(HF_NORM2, "post_attention_layernorm"),
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.c_fc.weight"}, {HF_FF}, HF_D},
+    {1, HF_UP, "bias", HF_IF_O_BIAS, 0, {"mlp.c_fc.bias"}, {HF_FF}, 0},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.c_proj.weight"}, {HF_D}, HF_FF},
+    {1, HF_DOWN, "bias", HF_IF_O_BIAS, 0, {"mlp.c_proj.bias"}, {HF_D}, 0},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
+    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"norm.bias"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 /* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
  * attention's output norm, not the MLP's input norm as Llama's). */
 static const HfMap gemma3_map[] = {
@@ -83,6 +100,7 @@ static const HfMap gemma3_map[] = {
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
 const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
+const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f};
 const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f};

@@ -7,8 +7,8 @@ config over the Llama's tensors with q_norm and k_norm, a Phi-3 config over them
 a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 config
 over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma 2 config
 over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
-config over the Llama's tensors (its four multipliers), and the Llama in bf16 in two
-shards.
+config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
+shards, and a StarCoder2 (biases, a window, tied).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -19,7 +19,8 @@ import torch
 from safetensors.torch import save_file
 from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                          Qwen2Config, Qwen2ForCausalLM)
+                          Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
+                          Starcoder2ForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -128,6 +129,8 @@ def main():
                             for k, part in enumerate(shards) for n in part}}
     seed("llama_bf16_sharded", [config_bytes(llama), json.dumps(index, indent=1).encode()] +
          [st_bytes({n: ts[n] for n in part}) for part in shards])
+    starcoder2 = Starcoder2ForCausalLM(Starcoder2Config(sliding_window=4, **small))
+    seed("starcoder2", [config_bytes(starcoder2), st_bytes(tensors(starcoder2))])
 
 
 if __name__ == "__main__":

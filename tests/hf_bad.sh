@@ -4,8 +4,8 @@
 # or F16, and each broken copy of it (a tensor missing, misshapen, left over, stored as
 # I32; no config.json; only pytorch_model.bin; an index naming a shard that is not
 # there; a config value trainc cannot express) exits 1 naming what is wrong, with
-# nothing written; export refuses a spec that is no causal language model and a
-# weights file that does not fit, and gives the folder's tensors back bit for bit,
+# nothing written; export refuses a spec that is no causal language model, layers no
+# family has together and a weights file that does not fit, and gives the folder's tensors back bit for bit,
 # also from a model spec whose embedding reads an input not named x.
 set -u
 cd "$(dirname "$0")/.."
@@ -143,6 +143,20 @@ json.dump(s, open(sys.argv[2], "w"))
 PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+# layernorms without learned positions make the model StarCoder2, whose MLP is a gelu
+$PY - "$g/model.json" "$g/lnorm.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+def walk(layers):
+    for l in layers:
+        if l["op"] == "rmsnorm":
+            l["op"] = "layernorm"
+        walk(l.get("body", []))
+walk(s["model"]["layers"])
+json.dump(s, open(sys.argv[2], "w"))
+PY
+refused "export of a Llama with layernorms (StarCoder2's) and a glu" "StarCoder2" "gelu" -- \
+    export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

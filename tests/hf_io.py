@@ -9,7 +9,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   enough that positions move the loss), one with attention biases and a tied head, and a
   Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) and a
   GemmaForCausalLM (one kv head, heads wider than hidden_size / heads, GeGLU, the
-  embedding scaled by sqrt(d), norms by 1 + weight, tied) are imported;
+  embedding scaled by sqrt(d), norms by 1 + weight, tied) and two Starcoder2ForCausalLM
+  (layernorms, Llama's attention and a gelu MLP with biases, a window, tied; without
+  biases or window, the exact gelu, untied) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -84,7 +86,8 @@ try:
     import transformers
     from transformers import (AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
                               LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
-                              Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM)
+                              Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM,
+                              Starcoder2Config, Starcoder2ForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -123,8 +126,11 @@ def shard(path, tokens):
 
 # transformers 4.42 on let a Mistral query see sliding_window positions, itself included
 # (SPEC's window, what the import reads); 4.40 and 4.41 let it see that many before
-# itself, so here they compute 4.42's loss from sliding_window - 1
-SHIFT_WINDOW = tuple(int(x) for x in transformers.__version__.split(".")[:2]) < (4, 42)
+# itself, so here they compute 4.42's loss from sliding_window - 1. StarCoder2's alike,
+# but 4.42 to 4.49's eager attention ignores its window (4.50 applies it).
+VERSION = tuple(int(x) for x in transformers.__version__.split(".")[:2])
+SHIFT_WINDOW = VERSION < (4, 42)
+WINDOWED = (MistralForCausalLM, Starcoder2ForCausalLM)
 
 
 def hf_loss(m, tokens):
@@ -133,7 +139,7 @@ def hf_loss(m, tokens):
     n = (len(tokens) - 1) // T
     x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
     y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
-    W = m.config.sliding_window if isinstance(m, MistralForCausalLM) else None
+    W = m.config.sliding_window if isinstance(m, WINDOWED) else None
     if W and SHIFT_WINDOW:
         m.config.sliding_window = W - 1
     with torch.no_grad():
@@ -185,6 +191,11 @@ def transformers_agree(name, folders, ours, val):
 
 def roundtrip(name, m, src, val):
     """Import SRC, eval against m; train 5 steps, export, eval against the export."""
+    if isinstance(m, Starcoder2ForCausalLM) and m.config.sliding_window and \
+            (4, 42) <= VERSION < (4, 50):
+        print("     %s: left to transformers 4.40 (parity/hf_io): %s's eager StarCoder2 "
+              "ignores sliding_window" % (name, transformers.__version__))
+        return
     d = os.path.join(OUT, name)
     trainc("import", "hf", src, "-o", d, "--seq-len", T)
     train_spec(d + "/eval.json", 1)
@@ -307,6 +318,13 @@ def models():
             if "q_proj" in n or "k_proj" in n:
                 p.mul_(30)
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
+    # StarCoder2: layernorms, Llama's attention with biases and a window, a gelu MLP with
+    # biases, tied; and without biases (use_bias false) or window, untied
+    sc = {k: v for k, v in kw.items() if k not in ("rms_norm_eps", "tie_word_embeddings")}
+    starcoder2 = Starcoder2ForCausalLM(Starcoder2Config(sliding_window=7, **sc))
+    starcoder2_plain = Starcoder2ForCausalLM(Starcoder2Config(use_bias=False, norm_epsilon=1e-6,
+                                                              hidden_act="gelu",
+                                                              tie_word_embeddings=False, **sc))
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
     qwen2 = Qwen2ForCausalLM(Qwen2Config(**kw))   # q, k, v biased, o not; tied as Qwen2.5-0.5B
@@ -316,13 +334,15 @@ def models():
     kw.update(hidden_size=48, num_key_value_heads=1, head_dim=24, rms_norm_eps=1e-6,
               hidden_activation="gelu_pytorch_tanh")
     gemma = GemmaForCausalLM(GemmaConfig(**kw))
-    for m in (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma):
+    for m in (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma,
+              starcoder2, starcoder2_plain):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
-    return gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma
+    return (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
+            starcoder2_plain)
 
 
 def refused(name, args, words, out):
@@ -893,12 +913,14 @@ def main():
     val = rng.integers(0, V, NWIN * T + 1).tolist()
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
-    gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma = models()
+    (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
+     starcoder2_plain) = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
-                        ("gemma", gemma, {}),
+                        ("gemma", gemma, {}), ("starcoder2", starcoder2, {}),
+                        ("starcoder2_plain", starcoder2_plain, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -954,6 +976,11 @@ def main():
         ("smollm3 yarn rope_parameters", dict(smol, rope_parameters={
             "rope_type": "yarn", "rope_theta": 10000.0, "factor": 2.0}), ["rope_parameters"])])
     bad_configs(OUT + "/hf_llama")
+    bad_configs(OUT + "/hf_starcoder2", [
+        ("starcoder2 rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
+         ["rope_scaling", "StarCoder2"]),
+        ("starcoder2 head_dim", {"head_dim": 8}, ["head_dim", "StarCoder2"]),
+        ("starcoder2 rms_norm_eps", {"rms_norm_eps": 1e-6}, ["rms_norm_eps"])])
     gemma_configs(val)
     gemma3_case(val)
     gemma3_4b_case(val)
