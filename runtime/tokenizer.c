@@ -80,6 +80,8 @@ typedef struct {
 
 struct rt_tokenizer {
     Pattern pat;
+    int digits;                  /* a Digits pre-tokenizer first (StarCoder's): 1, each digit
+                                  * a word (individual_digits); 2, each run of them; 0, none */
     int nfc;                     /* the normalizer is NFC (rt_tok_unnormalized) */
     int ignore_merges;
     int64_t unk;                 /* -1: none; a byte no vocabulary entry names is dropped */
@@ -704,12 +706,28 @@ static size_t added_find(const AddedSet *set, const unsigned char *s, size_t i, 
     return n;
 }
 
+/* The end of the piece Digits cuts from i < n: one digit (\p{N}: Rust's is_numeric),
+ * a run of them, or the run of other characters up to the next digit. */
+static size_t digits_piece(const rt_tokenizer *t, const unsigned char *s, size_t i, size_t n)
+{
+    size_t len;
+    if (class_at(s, i, n, &len) == C_NUMBER)
+        return t->digits == 1 ? i + len : run_of(s, i, n, C_NUMBER, 0);
+    while (i < n && class_at(s, i, n, &len) != C_NUMBER)
+        i += len;
+    return i;
+}
+
 static void encode_words(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
 {
-    for (size_t i = 0; i < n;) {
-        size_t e = next_word(t, s, i, n);
-        encode_word(t, s + i, e - i, out);
-        i = e;
+    for (size_t p = 0; p < n;) {   /* the pattern runs within each of Digits' pieces */
+        size_t q = t->digits ? digits_piece(t, s, p, n) : n;
+        for (size_t i = p; i < q;) {
+            size_t e = next_word(t, s, i, q);
+            encode_word(t, s + i, e - i, out);
+            i = e;
+        }
+        p = q;
     }
 }
 
@@ -1173,8 +1191,10 @@ static int space_split(const cJSON *pt)
 }
 
 /* ByteLevel (GPT-2), or Sequence[Split(Regex), ByteLevel(use_regex false)] (Llama 3,
- * Qwen2), or Sequence[ByteLevel]; none (or a Split on " ", which finds none) after a
- * SentencePiece-style normalizer, Metaspace without a normalizer. */
+ * Qwen2), Sequence[Digits, ByteLevel] (StarCoder's: Digits cuts each digit, or each
+ * run of them with individual_digits false, apart first), or Sequence[ByteLevel]; none
+ * (or a Split on " ", which finds none) after a SentencePiece-style normalizer,
+ * Metaspace without a normalizer. */
 static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
 {
     int use_regex = 0;
@@ -1202,16 +1222,19 @@ static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
     int n = cJSON_GetArraySize(list), split = 0;
     const cJSON *last = cJSON_GetArrayItem(list, n - 1);
     if (n < 1 || n > 2 || strcmp(type_of(last), "ByteLevel") != 0)
-        return FAIL("pre_tokenizer Sequence: only [Split, ByteLevel] or [ByteLevel] is "
-                    "supported");
+        return FAIL("pre_tokenizer Sequence: only [Split, ByteLevel], [Digits, ByteLevel] or "
+                    "[ByteLevel] is supported");
     if (n == 2) {
         const cJSON *first = cJSON_GetArrayItem(list, 0);
-        if (strcmp(type_of(first), "Split") != 0)
-            return FAIL("pre_tokenizer type '%s' is not supported in a Sequence (Split, "
-                        "ByteLevel)", type_of(first));
-        if (split_pattern(t, first, err, errlen))
+        if (strcmp(type_of(first), "Digits") == 0)
+            t->digits = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(first, "individual_digits"))
+                            ? 1 : 2;
+        else if (strcmp(type_of(first), "Split") != 0)
+            return FAIL("pre_tokenizer type '%s' is not supported in a Sequence (Split or "
+                        "Digits, then ByteLevel)", type_of(first));
+        else if (split_pattern(t, first, err, errlen))
             return -1;
-        split = 1;
+        split = !t->digits;
     }
     if (byte_level(last, &use_regex, err, errlen))
         return -1;

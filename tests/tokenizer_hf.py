@@ -2,8 +2,9 @@
 
 Trains small byte-level BPE tokenizers here with `tokenizers` (no hub): GPT-2's
 pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) then
-ByteLevel; Llama 3's with ignore_merges and a BOS template), each with added special
-tokens, over Debian's license texts. Then tokenizes the license texts and a text of
+ByteLevel; Llama 3's with ignore_merges and a BOS template), StarCoder's (Digits with
+individual_digits, then ByteLevel with its regex) and Digits of whole runs, each with
+added special tokens, over Debian's license texts. Then tokenizes the license texts and a text of
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
 tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
@@ -85,10 +86,15 @@ def license_text():
 
 def trained(kind, corpus, vocab):
     """A tokenizer of the given kind trained over corpus (a list of strings)."""
-    specials = ["<|endoftext|>"] if kind == "gpt2" else ["<|begin_of_text|>", "<|end_of_text|>"]
+    specials = (["<|begin_of_text|>", "<|end_of_text|>"] if kind in ("llama3", "qwen2")
+                else ["<|endoftext|>"])
     tok = Tokenizer(models.BPE(ignore_merges=(kind == "llama3")))
     if kind == "gpt2":
         tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    elif kind in ("starcoder", "digit_runs"):   # StarCoder's: Digits, then GPT-2's regex
+        tok.pre_tokenizer = pre_tokenizers.Sequence([
+            pre_tokenizers.Digits(individual_digits=(kind == "starcoder")),
+            pre_tokenizers.ByteLevel(add_prefix_space=False)])
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
             pre_tokenizers.Split(Regex(LLAMA3 if kind == "llama3" else QWEN2), behavior="isolated"),
@@ -284,7 +290,8 @@ def main():
         with open(os.path.join(OUT, k + ".txt"), "w", encoding="utf-8", newline="") as f:
             f.write(v)
     corpus = lic.split("\n\n") + [HARD]
-    for kind, vocab in (("gpt2", 2000), ("llama3", 3000), ("qwen2", 1500)):
+    for kind, vocab in (("gpt2", 2000), ("llama3", 3000), ("qwen2", 1500), ("starcoder", 1500),
+                        ("digit_runs", 1000)):
         tok = trained(kind, corpus, vocab)
         tj = os.path.join(OUT, kind + ".json")
         tok.save(tj)
@@ -292,7 +299,7 @@ def main():
         pj = os.path.join(OUT, kind + "_pairs.json")
         pair_merges(tj, pj)
         for name, text in files.items():
-            if (name == "hard") == (kind == "qwen2"):
+            if name == ("hard" if kind == "qwen2" else "hard_nfc"):
                 continue   # Qwen2's NFC: the NFC text; the others: the text with marks
             tf = os.path.join(OUT, name + ".txt")
             compare(tok, tj, text, tf, "%s/%s" % (kind, name))
@@ -302,7 +309,7 @@ def main():
     # to the vocabulary, with ignore_merges and no merges, so that a word is one id and
     # a word cut elsewhere than tokenizers cuts it shows as its bytes (with trained
     # merges the pieces of two cuts often coincide)
-    for kind in ("gpt2", "llama3", "qwen2"):
+    for kind in ("gpt2", "llama3", "qwen2", "starcoder", "digit_runs"):
         tj = os.path.join(OUT, kind + "_words.json")
         names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long", "random")
         words_tokenizer(os.path.join(OUT, kind + ".json"), [files[n] for n in names], tj)
