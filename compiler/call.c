@@ -7,8 +7,8 @@
 #include "ir.h"
 
 /* Argument classes, one letter each: t a tensor (or NULL, or a tensor only while
- * training), n a count (an integer, or one per batch row), f a float, a an RT_EPI_*,
- * g an RT_GLU_* (an integer, printed by its name).
+ * training), n a count (an integer, or one per batch row), f a float, v constant floats
+ * (or NULL), a an RT_EPI_*, g an RT_GLU_* (an integer, printed by its name).
  * cheap: selective recomputation replays the call (recompute.c) rather than keep
  * what it writes. */
 static const struct {
@@ -37,8 +37,8 @@ static const struct {
     [CALL_EMBEDDING_BWD] = {"rt_embedding_bwd", "tttnnn"},
     [CALL_ATTENTION_FWD] = {"rt_attention_fwd", "tttnnnnn"},
     [CALL_ATTENTION_BWD] = {"rt_attention_bwd", "tttttnnnnn"},
-    [CALL_ATTENTION_EXT_FWD] = {"rt_attention_ext_fwd", "tttttnnnnnnnffffnff"},
-    [CALL_ATTENTION_EXT_BWD] = {"rt_attention_ext_bwd", "tttttttttnnnnnnnffffnff"},
+    [CALL_ATTENTION_EXT_FWD] = {"rt_attention_ext_fwd", "tttttnnnnnnnffffnvff"},
+    [CALL_ATTENTION_EXT_BWD] = {"rt_attention_ext_bwd", "tttttttttnnnnnnnffffnvff"},
     [CALL_COLSUM_ADD] = {"rt_colsum_add", "ttnn"},
     [CALL_ROWSUM_ADD] = {"rt_rowsum_add", "ttnn"},
     [CALL_GRAD_BEGIN] = {"rt_grad_begin", "nn"},
@@ -74,6 +74,7 @@ static int fits(const Arg *a, char cls)
                                                                : a->kind == ARG_NULL;
     case 'n': return a->kind == ARG_INT || a->kind == ARG_ROWS;
     case 'f': return a->kind == ARG_FLOAT;
+    case 'v': return a->kind == ARG_FLOATS || a->kind == ARG_NULL;
     case 'a': return a->kind == ARG_EPI && a->i >= RT_EPI_NONE && a->i <= RT_EPI_GELU_TANH;
     case 'g': return a->kind == ARG_INT && a->i >= RT_GLU_SILU && a->i <= RT_GLU_RELU;
     }
@@ -161,6 +162,15 @@ static void put_arg(Buf *b, const Arg *a)
     case ARG_NULL: buf_puts(b, "NULL"); return;
     case ARG_TRAIN: buf_printf(b, "e->train ? %s : NULL", a->t->name); return;
     case ARG_EPI: buf_puts(b, epi[a->i]); return;
+    case ARG_FLOATS:   /* a compound literal: it lives while the call runs */
+        buf_puts(b, "(const float[]){");
+        for (int64_t k = 0; k < a->i; k++) {
+            char *f = float_literal(a->fs[k]);
+            buf_printf(b, "%s%s", k ? ", " : "", f);
+            free(f);
+        }
+        buf_puts(b, "}");
+        return;
     }
     unreachable();
 }

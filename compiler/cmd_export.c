@@ -3,7 +3,7 @@
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
  * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
- * scale Granite; layernorms without learned positions StarCoder2) as
+ * scale Granite; layernorms without learned positions StarCoder2; longrope Phi-3) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -46,6 +46,7 @@ typedef struct Ex {
     double global_theta;       /* the global layers' rope theta, or 0: the layers' own */
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
     const Layer *scaled;       /* the attention with Llama 3's rope scaling, or NULL */
+    const LongRope *longrope;  /* the attention's longrope scaling (Phi-3), or NULL */
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
     char *rep;                 /* the repeat's prefix ("h." or "") */
     int64_t bos, eos;          /* the tokenizer's, or -1 (none given, or none found) */
@@ -199,6 +200,11 @@ static void attention(Ex *e, const Layer *l)
                            "learned positions)");
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
+    e->longrope = l->rope.lr;
+    if (e->longrope && (e->d.bias || e->d.qk_norm || e->d.HD || e->att_scale ||
+                        e->att_softcap || l->il.every))
+        refuse(e, NULL, l, "longrope comes with Phi-3's attention alone: no bias, qk_norm, "
+                           "head_dim, scale, softcap or interleave");
     interleave(e, l);
     attention_family(e, l);
 }
@@ -379,6 +385,10 @@ static void match(Ex *e, const Spec *s)
     e->names[HF_HEAD] = lname(l, i + 2, "");
     after_head(e, ls + i + 3, n - i - 3);
     granite_only(e);
+    if (e->longrope && (e->layernorm || e->gemma || e->embed_mult || e->residual_mult ||
+                        e->logits_div || e->final_cap))
+        refuse(e, "$.model.layers", NULL, "longrope comes with Phi-3's layers alone: rmsnorms, "
+               "no scale layer or soft-cap");
     if (starcoder2(e) && (e->embed_mult || e->logits_div || e->final_cap))
         refuse(e, "$.model.layers", NULL, "StarCoder2 (layernorms without learned positions) "
                "has no scale after its embedding nor anything after its head");
@@ -393,7 +403,8 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2 : e->gemma && e->post_norms ? &hf_gemma3
+    return e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2 : e->longrope ? &hf_phi3
+         : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
 }
 
@@ -508,15 +519,15 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2 };
+           STARCODER2, PHI3 };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
         [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
         [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
         [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"},
-        [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"}};
-    return f[e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
+        [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"}, [PHI3] = {"phi3", "Phi3ForCausalLM"}};
+    return f[e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
              : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
              : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
 }
@@ -560,6 +571,37 @@ static void starcoder2_keys(cJSON *c, const Ex *e)
         cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
     else
         cJSON_AddNullToObject(c, "sliding_window");
+}
+
+/* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45
+ * validates it: type, short_factor, long_factor; attention_factor where it is not the
+ * default), the original context and the extended one (max_position_embeddings: their
+ * ratio is longrope's factor), the window; no padding id (Phi3Config's 32000 would be
+ * past a smaller vocabulary). */
+static void phi3_keys(const Ex *e, cJSON *c)
+{
+    const LongRope *lr = e->longrope;
+    double ext = lr->factor * lr->orig;
+    if (!(fabs(ext - round(ext)) <= 1e-9 * ext) || ext < 1)
+        refuse(e, "$.model.layers", NULL, xasprintf("longrope's factor %g times its original "
+               "context %g is not a whole context (Phi-3's max_position_embeddings)", lr->factor,
+               lr->orig));
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "max_position_embeddings", cJSON_CreateNumber(round(ext)));
+    cJSON_AddNumberToObject(c, "original_max_position_embeddings", lr->orig);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
+    cJSON_AddStringToObject(r, "type", "longrope");
+    cJSON_AddItemToObject(r, "short_factor", cJSON_CreateDoubleArray(lr->short_f, lr->n));
+    cJSON_AddItemToObject(r, "long_factor", cJSON_CreateDoubleArray(lr->long_f, lr->n));
+    double dflt = lr->factor <= 1 ? 1.0 : sqrt(1 + log(lr->factor) / log(lr->orig));
+    if (lr->has_attn && (float)lr->attn != (float)dflt)
+        cJSON_AddNumberToObject(r, "attention_factor", lr->attn);
+    if (e->window)
+        cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+    else
+        cJSON_AddNullToObject(c, "sliding_window");
+    cJSON_AddNullToObject(c, "pad_token_id");
 }
 
 /* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
@@ -669,7 +711,9 @@ static cJSON *config(const Ex *e)
     } else {
         llama_sizes(c, e);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
-        if (gemma2(e))
+        if (e->longrope)
+            phi3_keys(e, c);
+        else if (gemma2(e))
             gemma2_keys(c, e);
         else if (e->gemma && e->post_norms)
             gemma3_keys(c, e);

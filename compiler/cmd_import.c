@@ -191,17 +191,69 @@ static void head_dims(HfCfg *c, Arch *a, int64_t dflt)
                      "pairs of a head's dimensions", (long long)hf_head_dim(&a->d));
 }
 
-/* Phi-3's own keys: a rope over whole heads; its original context length counts only
- * with a rope_scaling (su, longrope), which rope_scaling refuses; its modeling code
- * has no attention biases whatever attention_bias says. */
-static void phi3_config(HfCfg *c)
+/* A list of the hd / 2 numbers > 0 at rope_scaling.KEY, as a JSON array. */
+static cJSON *longrope_list(HfCfg *c, const cJSON *s, const char *key, int64_t hd)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+    char *at = xasprintf("rope_scaling.%s", key);
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != hd / 2)
+        hf_cfg_error(c, at, "a list of %lld numbers expected (one per pair of a head's "
+                     "dimensions)", (long long)(hd / 2));
+    cJSON *out = cJSON_CreateArray();
+    const cJSON *x;
+    cJSON_ArrayForEach(x, v) {
+        if (!cJSON_IsNumber(x) || !(x->valuedouble > 0))
+            hf_cfg_error(c, at, "numbers > 0 expected");
+        cJSON_AddItemToArray(out, cJSON_CreateNumber(x->valuedouble));
+    }
+    free(at);
+    return out;
+}
+
+/* Phi-3's rope_scaling: null, or longrope's ("su" as transformers 4.40 wrote it): the
+ * short and long factors, the context's factor max_position_embeddings over
+ * original_max_position_embeddings, attention_factor where given (SPEC's longrope) */
+static cJSON *phi3_scaling(HfCfg *c, const Arch *a)
+{
+    int64_t orig = hf_cfg_int(c, "original_max_position_embeddings", 4096);
+    const cJSON *s = hf_cfg_get(c, "rope_scaling");
+    if (!s)
+        return NULL;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "rope_type");
+    t = t ? t : cJSON_GetObjectItemCaseSensitive(s, "type");
+    if (!cJSON_IsString(t) || (strcmp(t->valuestring, "longrope") && strcmp(t->valuestring, "su")))
+        hf_cfg_error(c, "rope_scaling", "type %s: Phi-3's rope scaling in trainc is longrope (su)",
+                     cJSON_IsString(t) ? t->valuestring : "missing");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "rope_type", "longrope");
+    int64_t hd = hf_head_dim(&a->d);
+    cJSON_AddItemToObject(o, "short_factor", longrope_list(c, s, "short_factor", hd));
+    cJSON_AddItemToObject(o, "long_factor", longrope_list(c, s, "long_factor", hd));
+    cJSON_AddNumberToObject(o, "factor", (double)a->d.max_pos / (double)orig);
+    cJSON_AddNumberToObject(o, "original_max_position_embeddings", (double)orig);
+    for (const cJSON *e = s->child; e; e = e->next) {
+        if (!strcmp(e->string, "attention_factor")) {
+            if (!cJSON_IsNumber(e) || !(e->valuedouble > 0))
+                hf_cfg_error(c, "rope_scaling.attention_factor", "a number > 0 expected");
+            cJSON_AddNumberToObject(o, "attention_factor", e->valuedouble);
+        } else if (strcmp(e->string, "type") && strcmp(e->string, "rope_type") &&
+                   strcmp(e->string, "short_factor") && strcmp(e->string, "long_factor"))
+            hf_cfg_error(c, xasprintf("rope_scaling.%s", e->string), "not a key of longrope "
+                         "scaling");
+    }
+    return o;
+}
+
+/* Phi-3's own keys: a rope over whole heads, scaled as longrope (Phi-3's 128k models) or
+ * not; its modeling code has no attention biases whatever attention_bias says. */
+static void phi3_config(HfCfg *c, Arch *a)
 {
     hf_cfg_get(c, "attention_bias");
     double partial = hf_cfg_num(c, "partial_rotary_factor", 1);
     if (partial != 1)
         hf_cfg_error(c, "partial_rotary_factor", "%g: trainc's rope rotates every dimension of "
                      "a head", partial);
-    hf_cfg_get(c, "original_max_position_embeddings");
+    a->scaling = phi3_scaling(c, a);
 }
 
 /* A Granite multiplier KEY (GraniteConfig's default 1): a number > 0 in float's range */
@@ -474,6 +526,7 @@ static Defaults defaults_of(const char *type)
     static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma2", 8192, 1e4, 1, 256},
                                  {"gemma3_text", 131072, 1e6, 1, 256},
                                  {"smollm3", 32768, 2e6, 1, 0}, {"starcoder2", 4096, 1e4, 1, 0},
+                                 {"phi3", 4096, 1e4, 0, 0},
                                  {NULL, 2048, 1e4, 0, 0}};
     int k = 0;
     while (d[k].type && strcmp(d[k].type, type))
@@ -499,17 +552,17 @@ static void llama_config(HfCfg *c, Arch *a)
     a->eps = starcoder2 ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
-    a->scaling = gemma || starcoder2 ? NULL : rope_scaling(c);
+    int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
+    a->scaling = gemma || starcoder2 || phi3 ? NULL : rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
-    int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
     a->d.bias = qwen2 ? HF_BIAS_QKV
               : !phi3 && !starcoder2 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
                                                                           : HF_BIAS_NONE;
-    if (phi3)
-        phi3_config(c);
     a->d.qk_norm = !strcmp(a->type, "qwen3");
     head_dims(c, a, dflt.head_dim);
+    if (phi3)
+        phi3_config(c, a);
     if (gemma3)
         gemma3_config(c, a);
     if (gemma2)

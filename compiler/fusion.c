@@ -442,6 +442,8 @@ static int arg_eq(const Arg *a, const Arg *b)
     case ARG_TENSOR:
     case ARG_TRAIN: return a->t == b->t;
     case ARG_FLOAT: return a->f == b->f;
+    case ARG_FLOATS:
+        return a->i == b->i && !memcmp(a->fs, b->fs, (size_t)a->i * sizeof *a->fs);
     case ARG_NULL: return 1;
     default: return a->i == b->i;
     }

@@ -441,10 +441,10 @@ enum {
     CALL_ATTENTION_FWD,  /* qkv, lse, y, B, T, d, H, causal */
     CALL_ATTENTION_BWD,  /* qkv, lse, y, dy, dqkv, B, T, d, H, causal */
     /* with kv_heads, qk_norm (qn, kn weights or NULL), a window (0: none), rope (theta
-     * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig), the scores'
-     * factor (scale) and soft-cap (0: none) */
+     * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig; ext: longrope's
+     * divisor per frequency, or NULL), the scores' factor (scale) and soft-cap (0: none) */
     CALL_ATTENTION_EXT_FWD, /* qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                               factor, low, high, orig, scale, softcap */
+                               factor, low, high, orig, ext, scale, softcap */
     CALL_ATTENTION_EXT_BWD, /* qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, ... as _FWD */
     CALL_COLSUM_ADD,     /* x, out, rows, cols: out += column sums */
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
@@ -476,7 +476,8 @@ enum {
     ARG_FLOAT,               /* f */
     ARG_NULL,                /* no tensor */
     ARG_TRAIN,               /* t while training, NULL in evaluation (e->train ? t : NULL) */
-    ARG_EPI                  /* i: an RT_EPI_* activation */
+    ARG_EPI,                 /* i: an RT_EPI_* activation */
+    ARG_FLOATS               /* fs[0 .. i): constants, as a float array literal */
 };
 
 typedef struct Arg {
@@ -484,9 +485,10 @@ typedef struct Arg {
     Tensor *t;
     int64_t i;
     double f;
+    const double *fs;
 } Arg;
 
-#define CALL_MAX_ARGS 24   /* attention backward with its options: 21 */
+#define CALL_MAX_ARGS 24   /* attention backward with its options: 24 */
 
 static inline Arg arg_t(Tensor *t) { return (Arg){.kind = ARG_TENSOR, .t = t}; }
 static inline Arg arg_int(int64_t i) { return (Arg){.kind = ARG_INT, .i = i}; }
@@ -495,6 +497,10 @@ static inline Arg arg_float(double f) { return (Arg){.kind = ARG_FLOAT, .f = f};
 static inline Arg arg_null(void) { return (Arg){.kind = ARG_NULL}; }
 static inline Arg arg_train(Tensor *t) { return (Arg){.kind = ARG_TRAIN, .t = t}; }
 static inline Arg arg_epi(int act) { return (Arg){.kind = ARG_EPI, .i = act}; }
+static inline Arg arg_floats(const double *fs, int64_t n)
+{
+    return (Arg){.kind = ARG_FLOATS, .fs = fs, .i = n};
+}
 /* a tensor, or NULL for none */
 static inline Arg arg_opt(Tensor *t) { return t ? arg_t(t) : arg_null(); }
 

@@ -823,22 +823,85 @@ static void parse_linear_scaling(const Ctx *c, Rope *r, const cJSON *v, const ch
     r->orig = 1;
 }
 
+/* A longrope factor list at KEY of V: numbers > 0, as many as the first list has (n,
+ * 0 when this is the first). */
+static double *longrope_list(const Ctx *c, const cJSON *v, const char *path, const char *key,
+                             int *n)
+{
+    char *kp = keep(path_key(path, key));
+    const cJSON *a = require(c, v, path, key);
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) == 0)
+        error_at(c->file, kp, "expected a list of numbers > 0 (one per pair of a head's "
+                 "dimensions)");
+    if (*n && cJSON_GetArraySize(a) != *n)
+        error_at(c->file, kp, "%d numbers, where short_factor has %d", cJSON_GetArraySize(a), *n);
+    *n = cJSON_GetArraySize(a);
+    double *f = keep(xcalloc((size_t)*n, sizeof *f));
+    int i = 0;
+    const cJSON *x;
+    cJSON_ArrayForEach(x, a) {
+        char *ip = keep(path_index(kp, i));
+        f[i] = get_number(c, x, ip);
+        if (!(f[i] > 0))
+            error_at(c->file, ip, "expected a number > 0, got %g", f[i]);
+        i++;
+    }
+    return f;
+}
+
+/* attention's "scaling" of type longrope (Phi-3's 128k models; transformers'
+ * _compute_longrope_parameters): short_factor and long_factor (a divisor per
+ * frequency: the short ones for a context up to original_max_position_embeddings, the
+ * long ones past it), the context's factor over that, and attention_factor (cos and sin
+ * times it; default sqrt(1 + ln(factor) / ln(original)), 1 for a factor up to 1). */
+static void parse_longrope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"rope_type", "type", "short_factor", "long_factor",
+                                       "factor", "original_max_position_embeddings",
+                                       "attention_factor", NULL};
+    check_keys(c, v, path, keys);
+    LongRope *lr = keep(xcalloc(1, sizeof *lr));
+    lr->short_f = longrope_list(c, v, path, "short_factor", &lr->n);
+    lr->long_f = longrope_list(c, v, path, "long_factor", &lr->n);
+    char *fp = keep(path_key(path, "factor")), *op = keep(path_key(path, "original_max_position_embeddings"));
+    lr->factor = get_number(c, require(c, v, path, "factor"), fp);
+    lr->orig = (double)get_int(c, require(c, v, path, "original_max_position_embeddings"), op, 1,
+                               MAX_DIM);
+    if (!(lr->factor > 0))
+        error_at(c->file, fp, "expected a number > 0, got %g", lr->factor);
+    lr->attn = lr->factor <= 1 ? 1.0 : sqrt(1 + log(lr->factor) / log(lr->orig));
+    const cJSON *af = member(v, "attention_factor");
+    if (af) {
+        char *ap = keep(path_key(path, "attention_factor"));
+        lr->attn = get_number(c, af, ap);
+        lr->has_attn = 1;
+        if (!(lr->attn > 0))
+            error_at(c->file, ap, "expected a number > 0, got %g", lr->attn);
+    }
+    r->lr = lr;
+}
+
 /* attention's "scaling": HF's rope_scaling of type llama3 (transformers'
  * _compute_llama3_parameters): factor, low_freq_factor, high_freq_factor,
  * original_max_position_embeddings, all required; "rope_type" (or "type") llama3; or
- * of type linear. */
+ * of type linear or longrope. */
 static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
                                        "high_freq_factor", "original_max_position_embeddings",
                                        NULL};
-    static const char *const types[] = {"llama3", "linear", NULL};
+    static const char *const types[] = {"llama3", "linear", "longrope", NULL};
     need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
     const cJSON *t = member(v, "rope_type") ? member(v, "rope_type") : member(v, "type");
     if (!t)
-        error_at(c->file, path, "missing key 'rope_type' (llama3 or linear)");
-    if (get_choice(c, t, keep(path_key(path, t->string)), types) == 1) {
+        error_at(c->file, path, "missing key 'rope_type' (llama3, linear or longrope)");
+    int type = get_choice(c, t, keep(path_key(path, t->string)), types);
+    if (type == 1) {
         parse_linear_scaling(c, r, v, path);
+        return;
+    }
+    if (type == 2) {
+        parse_longrope(c, r, v, path);
         return;
     }
     const cJSON *ch;

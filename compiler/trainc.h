@@ -43,12 +43,24 @@ typedef struct Init {
 } Init;
 
 typedef struct Layer Layer;
+/* rope's longrope scaling (Phi-3's 128k models; spec.c): per-frequency divisors, short_f
+ * for a context T up to orig, long_f past it (n = head width / 2 each); factor the
+ * context's length over orig; cos and sin times attn (given, or its default) */
+typedef struct LongRope {
+    int n;
+    double *short_f, *long_f;
+    double factor, orig, attn;
+    int has_attn;             /* attention_factor given */
+} LongRope;
+
 /* attention's rope: theta 0: none; factor 0: no llama3 scaling, else its factor, low and
  * high frequency factors and original context length (linear: the spec said linear
- * scaling, which runs as llama3's with low 1, high 2, original context 1; spec.c) */
+ * scaling, which runs as llama3's with low 1, high 2, original context 1; spec.c);
+ * lr: longrope scaling (factor 0 then), or NULL */
 typedef struct Rope {
     double theta, factor, low, high, orig;
     int linear;
+    const LongRope *lr;
 } Rope;
 
 /* attention's "interleave": iterations every - 1, 2 every - 1, ... of the innermost

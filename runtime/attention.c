@@ -509,13 +509,16 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 
 /* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
  * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
- * 1 / theta^(2j / hd), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j]. */
+ * 1 / theta^(2j / hd), scaled for long wavelengths, or 1 / (ext[j] theta^(2j / hd))
+ * (longrope's divisors, Phi3LongRoPEScaledRotaryEmbedding); cos, sin [T, hd/2] of
+ * t inv_freq[j]. */
 static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
-                       float factor, float low, float high, int64_t orig)
+                       float factor, float low, float high, int64_t orig, const float *ext)
 {
     int64_t h2 = hd / 2;
     for (int64_t j = 0; j < h2; j++) {
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)hd);
+        float p = powf(theta, (float)(2 * j) / (float)hd);
+        float inv = 1.0f / (ext ? ext[j] * p : p);
         if (factor > 0) {
             float wavelen = 2.0f * (float)M_PI / inv;
             float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
@@ -554,7 +557,7 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
  * and soft-cap, and rope's table (malloc'd into c->cos, c->sin; att_done frees it). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
                         float theta, float factor, float low, float high, int64_t orig,
-                        float scale, float cap)
+                        const float *ext, float scale, float cap)
 {
     if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) ||
         !(scale > 0) || !(cap >= 0))
@@ -567,7 +570,7 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
         float *t = malloc(2 * n * sizeof(float) + 1);
         if (!t)
             rt_fail("out of memory allocating the rope table (T = %lld)", (long long)c->T);
-        rope_table(t, t + n, c->T, c->hd, theta, factor, low, high, orig);
+        rope_table(t, t + n, c->T, c->hd, theta, factor, low, high, orig, ext);
         c->cos = t, c->sin = t + n;
     }
 }
@@ -610,7 +613,7 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale,
+                          float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
@@ -618,13 +621,13 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
             rt_fail("attention with kv_heads, rope, qk_norm, a window, a scale or a soft-cap has "
                     "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                                     factor, low, high, orig, scale, softcap);
+                                     factor, low, high, orig, ext, scale, softcap);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale, softcap);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -636,7 +639,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale,
+                          float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
@@ -644,14 +647,14 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
             rt_fail("attention with kv_heads, rope, qk_norm, a window, a scale or a soft-cap has "
                     "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
-                                     causal, window, theta, factor, low, high, orig, scale,
+                                     causal, window, theta, factor, low, high, orig, ext, scale,
                                      softcap);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, scale, softcap);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

@@ -851,7 +851,7 @@ static const void *att90_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, i
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, float scale, int ext);
+                       float high, int64_t orig, const float *lr, float scale, int ext);
 
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
@@ -863,7 +863,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     att_tc(e, hd, 128, qkv, y, y);
     if (att90_use(e, hd, qkv, T, 3 * d)) {
         att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
-                   0.0f, 0, 0.0f, 0);   /* the plain kernel: no options, its own scale */
+                   0.0f, 0, NULL, 0.0f, 0);   /* the plain kernel: no options, its own scale */
         return;
     }
     int h = (int)H;
@@ -910,7 +910,8 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
-                       float low, float high, int64_t orig, float scale, rt_dptr slot, int ext);
+                       float low, float high, int64_t orig, const float *lr, float scale,
+                       rt_dptr slot, int ext);
 
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
                          const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
@@ -924,7 +925,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     if (att_tc(e, hd, 128, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
         att90x_bwd(e, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d, H, H, hd, causal, 0,
-                   0.0f, 0.0f, 0.0f, 0.0f, 0, 0.0f, slot, 0);   /* the plain kernels */
+                   0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0f, slot, 0);   /* the plain kernels */
         return;
     }
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
@@ -999,11 +1000,12 @@ static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, i
 #define RT_PREP90_ROWS 16   /* sm90_attention.cuh's rows a block */
 static void att90x_prep(rt_exec *e, const void *qkv, rt_dptr qk, const float *qn, const float *kn,
                         int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
-                        float factor, float low, float high, int64_t orig)
+                        float factor, float low, float high, int64_t orig, const float *lr)
 {
     int64_t rows = B * T;
     int t = (int)T, h = (int)H, kv = (int)KV, ihd = (int)hd, o = (int)orig;
-    void *args[] = {&qkv, &qk, &qn, &kn, &rows, &t, &h, &kv, &ihd, &theta, &factor, &low, &high, &o};
+    void *args[] = {&qkv, &qk,     &qn,  &kn,   &rows, &t, &h, &kv,
+                    &ihd, &theta, &factor, &low, &high, &o, &lr};
     rt_cu_launch(e, "rt_attention_prep90", gdim(cdiv(rows, RT_PREP90_ROWS), GX, "attention prep"),
                  1, 1, RT_ATT_THREADS, 1, 0, args);
 }
@@ -1020,6 +1022,13 @@ static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int
              : *mv;
 }
 
+/* longrope's divisors (hd / 2 floats on the host, or NULL) on the device */
+static const float *att_lr(rt_exec *e, const float *ext, int64_t hd)
+{
+    return ext ? (const float *)(uintptr_t)rt_cu_const(e, ext, (size_t)(hd / 2) * sizeof *ext)
+               : NULL;
+}
+
 /* the scores' factor times log2(e): the tensor-core kernels take the scores to exp2 in
  * log2 units, and take this product as an argument beside the scale */
 static float att_sl2(float scale) { return (float)(1.4426950408889634 * (double)scale); }
@@ -1033,12 +1042,12 @@ static const char *att_cap_name(float softcap) { return softcap > 0.0f ? "_cap" 
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, float scale, int ext)
+                       float high, int64_t orig, const float *lr, float scale, int ext)
 {
     rt_dptr qk = 0;
     if (theta > 0.0f || qn || kn) {
         qk = rt_cu_scratch(e, (size_t)(B * T * (H + KV) * hd * 2));
-        att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
+        att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr);
     }
     int h = (int)H, kv = (int)KV, w = (int)window;
     float sl2 = att_sl2(scale);
@@ -1063,7 +1072,7 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
 void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale,
+                             float low, float high, int64_t orig, const float *ext, float scale,
                              float softcap)
 {
     if (B <= 0 || T <= 0 || d <= 0)
@@ -1074,9 +1083,10 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int tc = att_tc(e, hd, 256, qkv, y, y);
     att_width(hd, tc ? 256 : 128);
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
+    const float *lr = att_lr(e, ext, hd);
     if (!(softcap > 0.0f) && att90_use(e, hd, qkv, T, ld)) {   /* sm_90a's kernels: no cap */
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
-                   high, orig, scale, 1);
+                   high, orig, lr, scale, 1);
         return;
     }
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
@@ -1091,8 +1101,8 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {&q, &qn, &kn, &l, &out, &h, &kv, &w, &theta, &factor, &low, &high, &o,
-                        &scale, &sl2, &softcap, &slot};
+        void *args[] = {&q,   &qn,  &kn, &l,     &out, &h,   &kv,      &w,    &theta,
+                        &factor, &low, &high, &o, &lr, &scale, &sl2, &softcap, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }
@@ -1123,12 +1133,13 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        const void *lse, const void *y, const void *dy, void *dqkv, float *dqn,
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
-                       float low, float high, int64_t orig, float scale, rt_dptr slot, int ext)
+                       float low, float high, int64_t orig, const float *lr, float scale,
+                       rt_dptr slot, int ext)
 {
     int norm = qn || kn;
     att90x_scratch sc = att90x_carve(e, B, T, H, KV, hd, theta > 0.0f || norm, norm);
     if (sc.qk)
-        att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig);
+        att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr);
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
@@ -1150,8 +1161,8 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         rt_dptr pkc = sc.pk + (rt_dptr)(norm ? b0 * KV * tiles * hd * 8 : 0);
         void *ext_args[] = {(void *)mq, (void *)mv, (void *)mg, &l,     &out,   &g,    &dq,
                             &Dc,        &h,         &kv,        &w,     &scale, &sl2,  &theta,
-                            &factor,    &low,       &high,      &o,     &x,     &qn,   &kn,
-                            &pqc,       &pkc,       &slot};
+                            &factor,    &low,       &high,      &o,     &lr,    &x,    &qn,
+                            &kn,        &pqc,       &pkc,       &slot};
         /* rt_attention_bwd90_*: one map of qkv, no options */
         void *args[] = {(void *)mq, (void *)mg, &l, &out, &g, &dq, &Dc, &h, &slot};
         void **a = ext ? ext_args : args;
@@ -1173,19 +1184,20 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
                              const float *lse, const float *y, const float *dy, float *dqkv,
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale,
+                             float low, float high, int64_t orig, const float *ext, float scale,
                              float softcap)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
+    const float *lr = att_lr(e, ext, hd);
     att_width(hd, tc ? 256 : 128);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
     if (!(softcap > 0.0f) && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
-                   theta, factor, low, high, orig, scale, slot, 1);
+                   theta, factor, low, high, orig, lr, scale, slot, 1);
         return;
     }
     unsigned gq, gk;
@@ -1211,8 +1223,9 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
         rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
-        void *args[] = {&q, &qn, &kn, &l,     &out,   &g,      &dq,  &Dc,   &pqc, &pkc, &h,
-                        &kv, &w, &theta, &factor, &low, &high, &o, &scale, &sl2, &softcap, &slot};
+        void *args[] = {&q,  &qn, &kn,    &l,      &out, &g,    &dq, &Dc,  &pqc,   &pkc,
+                        &h,  &kv, &w,     &theta,  &factor, &low, &high, &o, &lr, &scale,
+                        &sl2, &softcap, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
         rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);

@@ -304,7 +304,16 @@ typedef struct rt_cu {
     int capturing;             /* the graph being captured, or -1 */
     CUresult capture_err;      /* a call that failed while capturing */
     uint64_t graph_clock;      /* uses so far (least recently used is replaced) */
+    struct cu_const *consts;   /* rt_cu_const's uploads */
+    int n_consts;
 } rt_cu;
+
+/* One of rt_cu_const's blobs: its bytes on the host (a copy) and on the device. */
+struct cu_const {
+    void *host;
+    size_t bytes;
+    rt_dptr dev;
+};
 
 static rt_cu *dev_of(rt_exec *e)
 {
@@ -645,6 +654,24 @@ rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes)
 {
     dev_of(e)->fixed_bytes += bytes ? bytes : 1;
     return rt_cu_alloc(bytes);
+}
+
+rt_dptr rt_cu_const(rt_exec *e, const void *data, size_t bytes)
+{
+    rt_cu *d = dev_of(e);
+    for (int k = 0; k < d->n_consts; k++)
+        if (d->consts[k].bytes == bytes && !memcmp(d->consts[k].host, data, bytes))
+            return d->consts[k].dev;
+    struct cu_const *c = realloc(d->consts, (size_t)(d->n_consts + 1) * sizeof *c);
+    void *host = malloc(bytes ? bytes : 1);
+    if (!c || !host)
+        rt_fail("out of memory keeping %zu bytes of constants", bytes);
+    d->consts = c;
+    memcpy(host, data, bytes);
+    rt_dptr dev = rt_cu_alloc_fixed(e, bytes);
+    rt_cu_upload(dev, data, bytes);
+    d->consts[d->n_consts++] = (struct cu_const){host, bytes, dev};
+    return dev;
 }
 
 /* Synchronous for real: a copy from pageable memory may return before the DMA ends,

@@ -162,13 +162,13 @@ typedef struct rt_gpu_calls {
     void (*attention_ext_fwd)(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                               float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                               int64_t KV, int causal, int64_t window, float theta, float factor,
-                              float low, float high, int64_t orig, float scale,
+                              float low, float high, int64_t orig, const float *ext, float scale,
                               float softcap);
     void (*attention_ext_bwd)(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                               const float *lse, const float *y, const float *dy, float *dqkv,
                               float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                               int64_t KV, int causal, int64_t window, float theta, float factor,
-                              float low, float high, int64_t orig, float scale,
+                              float low, float high, int64_t orig, const float *ext, float scale,
                               float softcap);
     void (*embedding_fwd)(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                           int64_t V, int64_t dim);

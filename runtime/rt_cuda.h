@@ -312,6 +312,10 @@ rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
  * rt_cu_allocated is every byte the trainer allocated. */
 rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
+/* The device's copy of BYTES of constants the generated code holds (longrope's divisors,
+ * which it passes as a literal): each distinct content is uploaded once, at its first
+ * use (the first pass of each kind runs outside a CUDA graph), and kept. */
+rt_dptr rt_cu_const(rt_exec *e, const void *data, size_t bytes);
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes);       /* synchronous */
 
 /* ---- GEMM (cuda_blas.c) ------------------------------------------------------------ */
@@ -443,13 +447,13 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
 void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale,
+                             float low, float high, int64_t orig, const float *ext, float scale,
                              float softcap);
 void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              const float *lse, const float *y, const float *dy, float *dqkv,
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
-                             float low, float high, int64_t orig, float scale,
+                             float low, float high, int64_t orig, const float *ext, float scale,
                              float softcap);
 void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
                          int64_t rows, int64_t V, int64_t dim);

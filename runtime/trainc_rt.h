@@ -436,7 +436,8 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
  * (hd = d / H); query head h reads key/value head h / (H / KV). qn, kn: qk_norm's weights
  * [hd] (RMSNorm eps 1e-6 over each head's q and k), or NULL; theta > 0: rope on q and k
  * after qk_norm (dims j, j + hd/2 rotated by t / theta^(2j/hd)), its llama3 scaling when
- * factor > 0 (low and high frequency factors, the original context length orig); window
+ * factor > 0 (low and high frequency factors, the original context length orig), each
+ * frequency divided by ext[j] where ext (longrope's, [hd/2]) is not NULL; window
  * > 0: query t sees keys t - window + 1 .. t (with causal); scale: the scores' factor
  * (softmax(q k^T scale); 1 / sqrt(hd) is the usual one); softcap > 0: each score s
  * becomes softcap tanh(s / softcap) (0: none). dqn, dkn (may be NULL) get the weights'
@@ -444,13 +445,13 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale,
+                          float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap);
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
-                          float low, float high, int64_t orig, float scale,
+                          float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap);
 /* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,

@@ -6,8 +6,9 @@ query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
 qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
-causal, window, qk_norm, rope, orig; float64 theta, factor, low, high, scale, softcap; then float32
-qkv, [qn, kn,] dy, lse, y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
+causal, window, qk_norm, rope, orig, n_ext; float64 theta, factor, low, high, scale,
+softcap; float32 ext [n_ext] (longrope's divisors); then float32 qkv, [qn, kn,] dy, lse,
+y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
         build/tests/test_attention
@@ -16,7 +17,8 @@ The attention is written out from SPEC.md, as GPT-2 and Hugging Face's Llama com
 it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RMSNorm
 (eps 1e-6) over each head's hd on q and k; rope rotates q and k (after qk_norm) as
 LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
-as transformers' _compute_llama3_parameters); key/value heads are repeated as
+as transformers' _compute_llama3_parameters, longrope's divisors as
+Phi3LongRoPEScaledRotaryEmbedding's inv_freq); key/value heads are repeated as
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
 cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
@@ -50,12 +52,20 @@ CASES = [
     (2, 60, 32, 4, 2, 1, 25, 1, (10000.0, None), 0.05),         # a scale with the rest
     (2, 40, 16, 2, 2, 1, 0, 0, None, 1.5, 2.0),                 # a soft-cap that bites
     (2, 70, 32, 4, 1, 1, 20, 0, (10000.0, None), None, 3.0),    # Gemma 2's options
+    # longrope's divisors (Phi-3's 128k models), with the scale its attention factor makes
+    (2, 60, 32, 2, 1, 1, 0, 0, (10000.0, {"longrope": [1.0, 1.5, 2.5, 4.0, 7.0, 12.0, 20.0, 31.0]}),
+     1.0 / 4 * 1.19 ** 2),
+    (1, 50, 64, 4, 2, 1, 15, 1, (500000.0, {"longrope": [1.0 + 0.25 * j for j in range(8)]})),
 ]
 
 
 def inv_freq(hd, theta, scaling):
-    """LlamaRotaryEmbedding's float32 frequencies, scaled as llama3's rope_scaling."""
-    inv = 1.0 / (theta ** (torch.arange(0, hd, 2, dtype=torch.int64).float() / hd))
+    """LlamaRotaryEmbedding's float32 frequencies, scaled as llama3's rope_scaling, or
+    Phi3LongRoPEScaledRotaryEmbedding's with longrope's divisors."""
+    shape = torch.arange(0, hd, 2, dtype=torch.int64).float() / hd
+    if scaling is not None and "longrope" in scaling:
+        return 1.0 / (torch.tensor(scaling["longrope"], dtype=torch.float32) * theta ** shape)
+    inv = 1.0 / (theta ** shape)
     if scaling is None:
         return inv
     factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
@@ -124,12 +134,15 @@ def main():
             lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap)
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
+            ext = sc.pop("longrope") if sc and "longrope" in sc else []
+            sc = sc or None
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
-                              sc["original_max_position_embeddings"] if sc else 0],
+                              sc["original_max_position_embeddings"] if sc else 0, len(ext)],
                              dtype="<i8").tobytes())
             f.write(np.array([theta, sc["factor"] if sc else 0.0, sc["low_freq_factor"] if sc else 0.0,
                               sc["high_freq_factor"] if sc else 0.0, scale, cap or 0.0],
                              dtype="<f8").tobytes())
+            f.write(np.array(ext, dtype="<f4").tobytes())
             ts = [qkv] + ([qn, kn] if qk_norm else []) + [dy, lse, y, qkv.grad]
             ts += [qn.grad, kn.grad] if qk_norm else []
             for t in ts:

@@ -247,6 +247,12 @@ cases += [
     # soft-capped scores (cap tanh(s / cap)) at a cap that bends them, with a window
     tok("attention_softcap", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1, "scale": 1.5,
                                          "softcap": 1.0, "window": 3}, L(7)]),
+    # longrope (Phi-3's 128k models): the long divisors past the original context of 2,
+    # the scores times its attention factor sqrt(1 + ln 2 / ln 2) squared
+    tok("attention_longrope", [E(dim=8), {"op": "attention", "heads": 2, "rope": {
+        "theta": 100, "scaling": {"rope_type": "longrope", "short_factor": [1.0, 3.0],
+                                  "long_factor": [2.0, 5.0], "factor": 2,
+                                  "original_max_position_embeddings": 2}}}, L(7)]),
 ]
 
 def fd_check(name, path):

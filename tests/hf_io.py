@@ -36,7 +36,9 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   GPT-2's n_special) imports as the one save_pretrained writes;
 - a Phi-3 folder (transformers 4.40 has no Phi-3: the Llama's tensors fused into
   qkv_proj and gate_up_proj, a Phi-3 config.json) imports to the Llama's layers and
-  tensors bit for bit;
+  tensors bit for bit; with longrope's rope_scaling (Phi-3's 128k models: the short
+  factors and the long ones) to the SPEC reference's loss on its tensors, and exports
+  back as Phi-3;
 - Gemma's config as published (hidden_act "gelu" alone) imports to transformers'
   gelu_pytorch_tanh and its loss; a Gemma rope_scaling is refused;
 - SmolLM3 folders (transformers 4.40 has no SmolLM3: the Llama's tensors) with
@@ -62,7 +64,8 @@ With --newer (HF_NEW_PYTHON: transformers 4.45.2, the newest release that runs o
 Debian's torch 1.13), the same checks run in build/tests/hf_io_newer and transformers'
 own classes load what 4.40 lacks: the Gemma 2 and Granite folders and their exports
 compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemma 2's
-default caps and null caps too), and so does the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
+default caps and null caps too), and so do the Phi-3 folders with longrope and their
+exports and the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
 window before 4.50).
 
     $HF_PYTHON tests/hf_io.py
@@ -849,6 +852,72 @@ def phi3_case(val):
     att = json.load(open(o + "_window/model.json"))["model"]["layers"][1]["body"][0]["body"][1]
     check(att.get("window") == 7, "phi3 with sliding_window 7: the attention's window %s (7, "
           "as Mistral's)" % att.get("window"))
+    phi3_longrope(cfg, sd, val)
+
+
+def spec_loss(o, tokens):
+    """The SPEC reference's loss (tests/llama_torch.py) for import O's model.json on its
+    init.safetensors, over the windows hf_loss takes."""
+    model = json.load(open(o + "/model.json"))["model"]
+    P = lt.Params()
+    P.t = dict(load_file(o + "/init.safetensors"))
+    n = (len(tokens) - 1) // T
+    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
+    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    with torch.no_grad():
+        return F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
+
+
+def phi3_longrope(cfg, sd, val):
+    """Phi-3's 128k models' longrope, in small: the Phi-3 folder's tensors (q and k made
+    large enough that positions move the loss) under a rope_scaling of type longrope, its
+    original context past T (the short factors) and short of it (the long ones): the
+    import's --eval equals the SPEC reference's loss on its tensors and not the unscaled
+    rope's; export writes Phi-3 back (rope_scaling, both contexts) and imports again to
+    the same layers and tensors; with --newer, transformers' Phi3ForCausalLM computes it."""
+    hd = cfg["hidden_size"] // cfg["num_attention_heads"]
+    scaling = {"type": "longrope", "short_factor": [1.0 + 0.1 * j for j in range(hd // 2)],
+               "long_factor": [1.0 + 3.0 * j for j in range(hd // 2)]}
+    big = dict(sd)
+    for k in [k for k in big if k.endswith("qkv_proj.weight")]:
+        big[k] = big[k].clone()
+        big[k][:(cfg["num_attention_heads"] + cfg["num_key_value_heads"]) * hd] *= 30
+    for name, orig, mx in (("phi3_longrope_short", 64, 256), ("phi3_longrope_long", 16, 64)):
+        d, o = OUT + "/hf_" + name, OUT + "/" + name
+        folder(d, dict(cfg, sliding_window=None, original_max_position_embeddings=orig,
+                       max_position_embeddings=mx, rope_scaling=scaling), big)
+        trainc("import", "hf", d, "-o", o, "--seq-len", T)
+        train_spec(o + "/eval.json", 1)
+        ours, ref = trainc_eval(o, o + "/init.safetensors"), spec_loss(o, val)
+        unscaled = json.load(open(o + "/model.json"))
+        unscaled["model"]["layers"][1]["body"][0]["body"][1]["rope"].pop("scaling")
+        json.dump(unscaled, open(o + "/unscaled.json", "w"))
+        r = trainc("run", o + "/unscaled.json", o + "/eval.json", "--init", o + "/init.safetensors",
+                   "--eval", "--threads", 1, "--out", o + "/unscaled_run")
+        flat = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+        check(rel(ours, ref) <= 1e-5 and rel(flat, ref) > 1e-4,
+              "%s (original context %d, T %d): trainc --eval %.7f, SPEC reference %.7f (%.1e; "
+              "unscaled rope %.7f)" % (name, orig, T, ours, ref, rel(ours, ref), flat))
+        back, same, n = export_again(o)
+        check(same and back["model_type"] == "phi3" and back["rope_scaling"]["type"] == "longrope"
+              and back["max_position_embeddings"] == mx and back["original_max_position_embeddings"] == orig,
+              "%s exported (%s, max_position_embeddings %s, original %s) and imported again: the "
+              "same layers and %d tensors" % (name, back["model_type"], back["max_position_embeddings"],
+                                              back.get("original_max_position_embeddings"), n))
+        transformers_agree(name, [d, o + "/export"], ours, val)
+    # transformers 4.40's name for it, "su": the same import
+    d = OUT + "/hf_phi3_su"
+    shutil.copytree(OUT + "/hf_phi3_longrope_short", d)
+    su = json.load(open(d + "/config.json"))
+    su["rope_scaling"]["type"] = "su"
+    json.dump(su, open(d + "/config.json", "w"))
+    trainc("import", "hf", d, "-o", OUT + "/phi3_su", "--seq-len", T)
+    same, n = same_import(OUT + "/phi3_longrope_short", OUT + "/phi3_su")
+    check(same, "phi3 with rope_scaling type su: the same layers and %d tensors" % n)
+    bad_configs(d, [
+        ("phi3 rope_scaling yarn", {"rope_scaling": dict(scaling, type="yarn")}, ["rope_scaling", "longrope"]),
+        ("phi3 short_factor of 3", {"rope_scaling": dict(scaling, short_factor=[1.0] * 3)},
+         ["rope_scaling.short_factor", "8 numbers"])])
 
 
 def special_tokenizer(path, specials, bos=None):

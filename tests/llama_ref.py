@@ -126,8 +126,8 @@ def reference_checks(x):
         d = (a - b).abs().max().item()
         print("%s reference: %s is the plain op (max |difference| %.1e)" % ("ok  " if d < 1e-6 else "FAIL", what, d))
         ok &= d < 1e-6
-    inv = lt.rope_inv_freq({"theta": 10000, "scaling": SCALING}, D // H)
-    plain = lt.rope_inv_freq({"theta": 10000}, D // H)
+    inv = lt.rope_inv_freq({"theta": 10000, "scaling": SCALING}, D // H, T)
+    plain = lt.rope_inv_freq({"theta": 10000}, D // H, T)
     r = (plain / inv).tolist()   # 1 (kept), between 1 and 8 (interpolated), 8 (divided)
     kinds = (r[0] == 1, 1 < r[1] < 8 and 1 < r[2] < 8, all(abs(v - 8) < 1e-5 for v in r[3:]))
     print("%s reference: llama3 scaling divides the frequencies by %s" % (

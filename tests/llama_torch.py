@@ -39,26 +39,42 @@ def rmsnorm(x, w, eps):
     return w * (x * torch.rsqrt(var + eps))
 
 
-def rope_inv_freq(rope, hd):
+def rope_inv_freq(rope, hd, T):
     """Frequencies theta^(-2i/hd), i < hd/2 (HF LlamaRotaryEmbedding), with "scaling"
     {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters
     (attention_ref.py's), or {"rope_type": "linear", "factor": F}: divided by F, as
-    transformers' _compute_linear_scaling_rope_parameters."""
+    transformers' _compute_linear_scaling_rope_parameters, or {"rope_type": "longrope", ...}:
+    divided by long_factor past original_max_position_embeddings, else by short_factor
+    (Phi3LongRoPEScaledRotaryEmbedding, at the context T)."""
     sc = rope.get("scaling")
     kind = sc.get("rope_type", sc.get("type")) if sc else None
     if kind == "linear":
         return attention_ref.inv_freq(hd, float(rope["theta"]), None) / sc["factor"]
+    if kind == "longrope":
+        f = sc["long_factor"] if T > sc["original_max_position_embeddings"] else sc["short_factor"]
+        return attention_ref.inv_freq(hd, float(rope["theta"]), {"longrope": f})
     assert kind in (None, "llama3"), sc
     return attention_ref.inv_freq(hd, float(rope["theta"]), sc or None)
 
 
+def longrope_attention_factor(sc):
+    """longrope's attention factor: given, or sqrt(1 + ln F / ln O) (1 for F up to 1)"""
+    if "attention_factor" in sc:
+        return sc["attention_factor"]
+    F_, O = sc["factor"], sc["original_max_position_embeddings"]
+    return 1.0 if F_ <= 1 else math.sqrt(1 + math.log(F_) / math.log(O))
+
+
 def rope_tables(rope, hd, T):
-    """cos, sin [1, 1, T, hd] for positions 0 .. T-1, built as HF 4.40 builds them."""
-    inv = rope_inv_freq(rope, hd)
+    """cos, sin [1, 1, T, hd] for positions 0 .. T-1, built as HF 4.40 builds them
+    (longrope's: times its attention factor, as Phi-3's)."""
+    inv = rope_inv_freq(rope, hd, T)
     pos = torch.arange(T, dtype=torch.int64)[None, None, :].float()
     freqs = (inv[None, :, None].float() @ pos).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
-    return emb.cos()[:, None], emb.sin()[:, None]
+    sc = rope.get("scaling") or {}
+    m = longrope_attention_factor(sc) if sc.get("rope_type", sc.get("type")) == "longrope" else 1.0
+    return emb.cos()[:, None] * m, emb.sin()[:, None] * m
 
 
 rotate_half = attention_ref.rotate_half

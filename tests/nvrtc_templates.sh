@@ -20,7 +20,7 @@
 # backward keeps dY's or V's fragments in shared memory and walks the key side twice,
 # yet 128 accumulators and 64 fragment registers a thread leave ptxas short, and
 # qk_norm's backward over rows 256 wide (two rows, their gradients and the weight's:
-# 320 values a thread) spills once a tile (2026-11-30: 312 and 316 bytes on sm_80, 308
+# 320 values a thread) spills once a tile (2026-12-01: 308 and 320 bytes on sm_80, 308
 # and 316 on sm_90a). Then,
 # where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by
 # nvcc -c for sm_80. Needs no GPU.

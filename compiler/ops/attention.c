@@ -97,6 +97,11 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
     if ((l->rope.theta > 0 || l->il.rope.theta > 0) && a.hd % 2)
         layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
                     "(%s) must be even", (long long)a.hd, l->head_dim ? "head_dim" : "d / heads");
+    for (const Rope *r = &l->rope; r; r = r == &l->rope ? &l->il.rope : NULL)
+        if (r->lr && r->lr->n != a.hd / 2)
+            layer_error(c, l, "rope's longrope factors: %d each, where the heads %lld wide "
+                        "rotate %lld pairs of dimensions", r->lr->n, (long long)a.hd,
+                        (long long)(a.hd / 2));
     a.dc = l->heads * a.hd;   /* at most 2^62: no overflow before the check */
     gemm_dim(c->g, l->path, "attention", "heads' width (heads times head_dim)", a.dc);
     a.wq = (l->heads + 2 * a.KV) * a.hd;
@@ -169,16 +174,31 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     c->cur = o;
 }
 
-/* The scores' factor: the layer's scale, or 1 / sqrt(hd) (in float, as the kernels had it) */
+/* The scores' factor: the layer's scale, or 1 / sqrt(hd) (in float, as the kernels had
+ * it); times the square of longrope's attention factor (cos and sin times it scale q
+ * and k alike) */
 static double node_scale(const Node *nd)
 {
     int64_t hd = nd->conv[1] / nd->conv[2];
-    return nd->layer->att_scale > 0 ? nd->layer->att_scale : (float)(1.0 / sqrt((double)hd));
+    double s = nd->layer->att_scale > 0 ? nd->layer->att_scale : (float)(1.0 / sqrt((double)hd));
+    const LongRope *lr = node_rope(nd)->lr;
+    return lr ? s * lr->attn * lr->attn : s;
+}
+
+/* longrope's divisor per frequency at the node's context T: the long ones past the
+ * original context, else the short ones; NULL without longrope */
+static Arg longrope_factors(const Node *nd)
+{
+    const LongRope *lr = node_rope(nd)->lr;
+    if (!lr)
+        return arg_null();
+    return arg_floats((double)nd->conv[0] > lr->orig ? lr->long_f : lr->short_f, lr->n);
 }
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
- * theta, factor, low and high frequency factors, original context length (the rope
- * interleave sets on the layers it sets apart), the scores' factor and soft-cap. */
+ * theta, factor, low and high frequency factors, original context length, longrope's
+ * divisors (the rope interleave sets on the layers it sets apart), the scores' factor
+ * and soft-cap. */
 static int options_args(const Node *nd, Arg *a)
 {
     const Rope *r = node_rope(nd);
@@ -195,6 +215,7 @@ static int options_args(const Node *nd, Arg *a)
     a[n++] = arg_float(r->low);
     a[n++] = arg_float(r->high);
     a[n++] = arg_int((int64_t)r->orig);
+    a[n++] = longrope_factors(nd);
     a[n++] = arg_float(node_scale(nd));
     a[n++] = arg_float(nd->layer->att_softcap);
     return n;
@@ -217,8 +238,8 @@ static void lower_attention(Program *p, Node *nd)
     int64_t T = nd->conv[0], w = nd->conv[5] && nd->conv[5] < T ? nd->conv[5] : T;
     a->flops = 4 * T * w * nd->conv[1];
     char s[40] = "q k^T / sqrt(hd)", cs[80];
-    if (nd->layer->att_scale > 0)
-        snprintf(s, sizeof s, "q k^T * %.6g", nd->layer->att_scale);
+    if (nd->layer->att_scale > 0 || node_rope(nd)->lr)
+        snprintf(s, sizeof s, "q k^T * %.6g", node_scale(nd));
     if (nd->layer->att_softcap > 0)
         snprintf(cs, sizeof cs, "%g tanh(%s / %g)", nd->layer->att_softcap, s,
                  nd->layer->att_softcap);

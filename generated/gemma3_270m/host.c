@@ -550,8 +550,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, P_layers_0_attn_q_norm_weight,
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(5, "$.model.layers[2].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_0_attn, 1024,
             P_layers_0_attn_proj_weight, 1024, 0.0f, attn_out_layers_0_attn, 640);
@@ -593,8 +593,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, P_layers_1_attn_q_norm_weight,
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(17, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_1_attn, 1024,
             P_layers_1_attn_proj_weight, 1024, 0.0f, attn_out_layers_1_attn, 640);
@@ -637,8 +637,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, P_layers_2_attn_q_norm_weight,
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(29, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_2_attn, 1024,
             P_layers_2_attn_proj_weight, 1024, 0.0f, attn_out_layers_2_attn, 640);
@@ -681,8 +681,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, P_layers_3_attn_q_norm_weight,
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(41, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_3_attn, 1024,
             P_layers_3_attn_proj_weight, 1024, 0.0f, attn_out_layers_3_attn, 640);
@@ -725,8 +725,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, P_layers_4_attn_q_norm_weight,
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(53, "$.model.layers[2].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_4_attn, 1024,
             P_layers_4_attn_proj_weight, 1024, 0.0f, attn_out_layers_4_attn, 640);
@@ -769,8 +769,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, P_layers_5_attn_q_norm_weight,
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(65, "$.model.layers[2].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_5_attn, 1024,
             P_layers_5_attn_proj_weight, 1024, 0.0f, attn_out_layers_5_attn, 640);
@@ -813,8 +813,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, P_layers_6_attn_q_norm_weight,
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(77, "$.model.layers[2].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_6_attn, 1024,
             P_layers_6_attn_proj_weight, 1024, 0.0f, attn_out_layers_6_attn, 640);
@@ -857,8 +857,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, P_layers_7_attn_q_norm_weight,
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(89, "$.model.layers[2].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_7_attn, 1024,
             P_layers_7_attn_proj_weight, 1024, 0.0f, attn_out_layers_7_attn, 640);
@@ -901,8 +901,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, P_layers_8_attn_q_norm_weight,
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(101, "$.model.layers[2].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_8_attn, 1024,
             P_layers_8_attn_proj_weight, 1024, 0.0f, attn_out_layers_8_attn, 640);
@@ -945,8 +945,8 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, P_layers_9_attn_q_norm_weight,
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(113, "$.model.layers[2].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_9_attn, 1024,
             P_layers_9_attn_proj_weight, 1024, 0.0f, attn_out_layers_9_attn, 640);
@@ -989,8 +989,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, P_layers_10_attn_q_norm_weight,
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(125, "$.model.layers[2].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_10_attn, 1024,
             P_layers_10_attn_proj_weight, 1024, 0.0f, attn_out_layers_10_attn, 640);
@@ -1034,8 +1034,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, P_layers_11_attn_q_norm_weight,
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(137, "$.model.layers[2].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_11_attn, 1024,
             P_layers_11_attn_proj_weight, 1024, 0.0f, attn_out_layers_11_attn, 640);
@@ -1079,8 +1079,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_12_attn, P_layers_12_attn_q_norm_weight,
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(149, "$.model.layers[2].body[0].body[1] #12: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_12_attn, 1024,
             P_layers_12_attn_proj_weight, 1024, 0.0f, attn_out_layers_12_attn, 640);
@@ -1124,8 +1124,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_13_attn, P_layers_13_attn_q_norm_weight,
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(161, "$.model.layers[2].body[0].body[1] #13: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_13_attn, 1024,
             P_layers_13_attn_proj_weight, 1024, 0.0f, attn_out_layers_13_attn, 640);
@@ -1169,8 +1169,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_14_attn, P_layers_14_attn_q_norm_weight,
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(173, "$.model.layers[2].body[0].body[1] #14: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_14_attn, 1024,
             P_layers_14_attn_proj_weight, 1024, 0.0f, attn_out_layers_14_attn, 640);
@@ -1214,8 +1214,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_15_attn, P_layers_15_attn_q_norm_weight,
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(185, "$.model.layers[2].body[0].body[1] #15: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_15_attn, 1024,
             P_layers_15_attn_proj_weight, 1024, 0.0f, attn_out_layers_15_attn, 640);
@@ -1259,8 +1259,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_16_attn, P_layers_16_attn_q_norm_weight,
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(197, "$.model.layers[2].body[0].body[1] #16: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_16_attn, 1024,
             P_layers_16_attn_proj_weight, 1024, 0.0f, attn_out_layers_16_attn, 640);
@@ -1304,8 +1304,8 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_17_attn, P_layers_17_attn_q_norm_weight,
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     RT_AT(209, "$.model.layers[2].body[0].body[1] #17: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_17_attn, 1024,
             P_layers_17_attn_proj_weight, 1024, 0.0f, attn_out_layers_17_attn, 640);
@@ -2264,7 +2264,7 @@ static void backward(rt_exec *e)
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
                          d_attn_y_layers_17_attn, d_qkv_layers_17_attn,
                          G_layers_17_attn_q_norm_weight, G_layers_17_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(249, "$.model.layers[2].body[0].body[1] #17: layers.17.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 263507584, 256);
@@ -2378,7 +2378,7 @@ static void backward(rt_exec *e)
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
                          d_attn_y_layers_16_attn, d_qkv_layers_16_attn,
                          G_layers_16_attn_q_norm_weight, G_layers_16_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(284, "$.model.layers[2].body[0].body[1] #16: layers.16.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 257933952, 256);
@@ -2492,7 +2492,7 @@ static void backward(rt_exec *e)
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
                          d_attn_y_layers_15_attn, d_qkv_layers_15_attn,
                          G_layers_15_attn_q_norm_weight, G_layers_15_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(319, "$.model.layers[2].body[0].body[1] #15: layers.15.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 252360320, 256);
@@ -2606,7 +2606,7 @@ static void backward(rt_exec *e)
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
                          d_attn_y_layers_14_attn, d_qkv_layers_14_attn,
                          G_layers_14_attn_q_norm_weight, G_layers_14_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(354, "$.model.layers[2].body[0].body[1] #14: layers.14.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 246786688, 256);
@@ -2720,7 +2720,7 @@ static void backward(rt_exec *e)
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
                          d_attn_y_layers_13_attn, d_qkv_layers_13_attn,
                          G_layers_13_attn_q_norm_weight, G_layers_13_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(389, "$.model.layers[2].body[0].body[1] #13: layers.13.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 241213056, 256);
@@ -2834,7 +2834,7 @@ static void backward(rt_exec *e)
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
                          d_attn_y_layers_12_attn, d_qkv_layers_12_attn,
                          G_layers_12_attn_q_norm_weight, G_layers_12_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(424, "$.model.layers[2].body[0].body[1] #12: layers.12.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 235639424, 256);
@@ -2948,7 +2948,7 @@ static void backward(rt_exec *e)
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
                          d_attn_y_layers_11_attn, d_qkv_layers_11_attn,
                          G_layers_11_attn_q_norm_weight, G_layers_11_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(459, "$.model.layers[2].body[0].body[1] #11: layers.11.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 230065792, 256);
@@ -3062,7 +3062,7 @@ static void backward(rt_exec *e)
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
                          d_attn_y_layers_10_attn, d_qkv_layers_10_attn,
                          G_layers_10_attn_q_norm_weight, G_layers_10_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(494, "$.model.layers[2].body[0].body[1] #10: layers.10.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 224492160, 256);
@@ -3174,7 +3174,7 @@ static void backward(rt_exec *e)
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, G_layers_9_attn_q_norm_weight,
                          G_layers_9_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(529, "$.model.layers[2].body[0].body[1] #9: layers.9.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 218918528, 256);
@@ -3286,7 +3286,7 @@ static void backward(rt_exec *e)
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, G_layers_8_attn_q_norm_weight,
                          G_layers_8_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(564, "$.model.layers[2].body[0].body[1] #8: layers.8.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 213344896, 256);
@@ -3398,7 +3398,7 @@ static void backward(rt_exec *e)
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, G_layers_7_attn_q_norm_weight,
                          G_layers_7_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(599, "$.model.layers[2].body[0].body[1] #7: layers.7.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 207771264, 256);
@@ -3510,7 +3510,7 @@ static void backward(rt_exec *e)
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, G_layers_6_attn_q_norm_weight,
                          G_layers_6_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(634, "$.model.layers[2].body[0].body[1] #6: layers.6.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 202197632, 256);
@@ -3622,7 +3622,7 @@ static void backward(rt_exec *e)
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, G_layers_5_attn_q_norm_weight,
                          G_layers_5_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(669, "$.model.layers[2].body[0].body[1] #5: layers.5.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 196624000, 256);
@@ -3734,7 +3734,7 @@ static void backward(rt_exec *e)
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, G_layers_4_attn_q_norm_weight,
                          G_layers_4_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(704, "$.model.layers[2].body[0].body[1] #4: layers.4.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 191050368, 256);
@@ -3846,7 +3846,7 @@ static void backward(rt_exec *e)
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, G_layers_3_attn_q_norm_weight,
                          G_layers_3_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(739, "$.model.layers[2].body[0].body[1] #3: layers.3.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 185476736, 256);
@@ -3958,7 +3958,7 @@ static void backward(rt_exec *e)
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, G_layers_2_attn_q_norm_weight,
                          G_layers_2_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(774, "$.model.layers[2].body[0].body[1] #2: layers.2.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 179903104, 256);
@@ -4070,7 +4070,7 @@ static void backward(rt_exec *e)
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, G_layers_1_attn_q_norm_weight,
                          G_layers_1_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(809, "$.model.layers[2].body[0].body[1] #1: layers.1.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 174329472, 256);
@@ -4182,7 +4182,7 @@ static void backward(rt_exec *e)
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, G_layers_0_attn_q_norm_weight,
                          G_layers_0_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
     RT_AT(844, "$.model.layers[2].body[0].body[1] #0: layers.0.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 168755840, 256);
@@ -4734,8 +4734,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, P_layers_0_attn_q_norm_weight,
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_0_attn, 1024,
             P_layers_0_attn_proj_weight, 1024, 0.0f, attn_out_layers_0_attn, 640);
@@ -4777,8 +4777,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, P_layers_1_attn_q_norm_weight,
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_1_attn, 1024,
             P_layers_1_attn_proj_weight, 1024, 0.0f, attn_out_layers_1_attn, 640);
@@ -4821,8 +4821,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, P_layers_2_attn_q_norm_weight,
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_2_attn, 1024,
             P_layers_2_attn_proj_weight, 1024, 0.0f, attn_out_layers_2_attn, 640);
@@ -4865,8 +4865,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, P_layers_3_attn_q_norm_weight,
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_3_attn, 1024,
             P_layers_3_attn_proj_weight, 1024, 0.0f, attn_out_layers_3_attn, 640);
@@ -4909,8 +4909,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, P_layers_4_attn_q_norm_weight,
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_4_attn, 1024,
             P_layers_4_attn_proj_weight, 1024, 0.0f, attn_out_layers_4_attn, 640);
@@ -4953,8 +4953,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, P_layers_5_attn_q_norm_weight,
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_5_attn, 1024,
             P_layers_5_attn_proj_weight, 1024, 0.0f, attn_out_layers_5_attn, 640);
@@ -4998,8 +4998,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, P_layers_6_attn_q_norm_weight,
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_6_attn, 1024,
             P_layers_6_attn_proj_weight, 1024, 0.0f, attn_out_layers_6_attn, 640);
@@ -5043,8 +5043,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, P_layers_7_attn_q_norm_weight,
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_7_attn, 1024,
             P_layers_7_attn_proj_weight, 1024, 0.0f, attn_out_layers_7_attn, 640);
@@ -5088,8 +5088,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, P_layers_8_attn_q_norm_weight,
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_8_attn, 1024,
             P_layers_8_attn_proj_weight, 1024, 0.0f, attn_out_layers_8_attn, 640);
@@ -5133,8 +5133,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, P_layers_9_attn_q_norm_weight,
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_9_attn, 1024,
             P_layers_9_attn_proj_weight, 1024, 0.0f, attn_out_layers_9_attn, 640);
@@ -5178,8 +5178,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, P_layers_10_attn_q_norm_weight,
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_10_attn, 1024,
             P_layers_10_attn_proj_weight, 1024, 0.0f, attn_out_layers_10_attn, 640);
@@ -5223,8 +5223,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, P_layers_11_attn_q_norm_weight,
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_11_attn, 1024,
             P_layers_11_attn_proj_weight, 1024, 0.0f, attn_out_layers_11_attn, 640);
@@ -5268,8 +5268,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #12: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_12_attn, P_layers_12_attn_q_norm_weight,
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_12_attn, 1024,
             P_layers_12_attn_proj_weight, 1024, 0.0f, attn_out_layers_12_attn, 640);
@@ -5313,8 +5313,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #13: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_13_attn, P_layers_13_attn_q_norm_weight,
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_13_attn, 1024,
             P_layers_13_attn_proj_weight, 1024, 0.0f, attn_out_layers_13_attn, 640);
@@ -5358,8 +5358,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #14: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_14_attn, P_layers_14_attn_q_norm_weight,
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_14_attn, 1024,
             P_layers_14_attn_proj_weight, 1024, 0.0f, attn_out_layers_14_attn, 640);
@@ -5403,8 +5403,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #15: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_15_attn, P_layers_15_attn_q_norm_weight,
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_15_attn, 1024,
             P_layers_15_attn_proj_weight, 1024, 0.0f, attn_out_layers_15_attn, 640);
@@ -5448,8 +5448,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #16: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_16_attn, P_layers_16_attn_q_norm_weight,
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #16: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_16_attn, 1024,
             P_layers_16_attn_proj_weight, 1024, 0.0f, attn_out_layers_16_attn, 640);
@@ -5493,8 +5493,8 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[2].body[0].body[1] #17: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_17_attn, P_layers_17_attn_q_norm_weight,
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
-                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, 0.0625f,
-                         0.0f);
+                         e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.0625f, 0.0f);
     /* $.model.layers[2].body[0].body[1] #17: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_17_attn, 1024,
             P_layers_17_attn_proj_weight, 1024, 0.0f, attn_out_layers_17_attn, 640);

@@ -364,8 +364,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(3, "$.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -398,8 +398,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(13, "$.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -433,8 +433,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(23, "$.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -468,8 +468,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(33, "$.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -503,8 +503,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(43, "$.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -538,8 +538,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(53, "$.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(54, "$.model.layers[1].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -573,8 +573,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(63, "$.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(64, "$.model.layers[1].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -608,8 +608,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(73, "$.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(74, "$.model.layers[1].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -643,8 +643,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(83, "$.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(84, "$.model.layers[1].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -678,8 +678,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(93, "$.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     RT_AT(94, "$.model.layers[1].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -714,7 +714,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(104, "$.model.layers[1].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -749,7 +749,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(114, "$.model.layers[1].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -784,7 +784,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(124, "$.model.layers[1].body[0].body[1] #12: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -819,7 +819,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(134, "$.model.layers[1].body[0].body[1] #13: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -854,7 +854,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(144, "$.model.layers[1].body[0].body[1] #14: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -889,7 +889,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(154, "$.model.layers[1].body[0].body[1] #15: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);
@@ -1496,7 +1496,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, d_attn_y_layers_15_attn, d_qkv_layers_15_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(185, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_15_attn, 3072,
             P_layers_15_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_15_attn_norm, 2048);
@@ -1576,7 +1576,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, d_attn_y_layers_14_attn, d_qkv_layers_14_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(211, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_14_attn, 3072,
             P_layers_14_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_14_attn_norm, 2048);
@@ -1656,7 +1656,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, d_attn_y_layers_13_attn, d_qkv_layers_13_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(237, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_13_attn, 3072,
             P_layers_13_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_13_attn_norm, 2048);
@@ -1736,7 +1736,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, d_attn_y_layers_12_attn, d_qkv_layers_12_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(263, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_12_attn, 3072,
             P_layers_12_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_12_attn_norm, 2048);
@@ -1816,7 +1816,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(289, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_11_attn, 3072,
             P_layers_11_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_11_attn_norm, 2048);
@@ -1896,7 +1896,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f);
     RT_AT(315, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_10_attn, 3072,
             P_layers_10_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_10_attn_norm, 2048);
@@ -1974,7 +1974,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(341, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_9_attn, 3072,
             P_layers_9_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_9_attn_norm, 2048);
@@ -2052,7 +2052,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(367, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_8_attn, 3072,
             P_layers_8_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_8_attn_norm, 2048);
@@ -2130,7 +2130,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(393, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_7_attn, 3072,
             P_layers_7_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_7_attn_norm, 2048);
@@ -2208,7 +2208,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(419, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_6_attn, 3072,
             P_layers_6_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_6_attn_norm, 2048);
@@ -2286,7 +2286,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(445, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_5_attn, 3072,
             P_layers_5_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_5_attn_norm, 2048);
@@ -2364,7 +2364,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(471, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_4_attn, 3072,
             P_layers_4_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_4_attn_norm, 2048);
@@ -2442,7 +2442,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(497, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_3_attn, 3072,
             P_layers_3_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_3_attn_norm, 2048);
@@ -2520,7 +2520,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(523, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_2_attn, 3072,
             P_layers_2_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_2_attn_norm, 2048);
@@ -2598,7 +2598,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(549, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_1_attn, 3072,
             P_layers_1_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_1_attn_norm, 2048);
@@ -2676,7 +2676,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     RT_AT(575, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_0_attn, 3072,
             P_layers_0_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_0_attn_norm, 2048);
@@ -3033,8 +3033,8 @@ static void evaluate(rt_exec *e)
             P_layers_0_attn_qkv_weight, 2048, 0.0f, qkv_layers_0_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -3066,8 +3066,8 @@ static void evaluate(rt_exec *e)
             P_layers_1_attn_qkv_weight, 2048, 0.0f, qkv_layers_1_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -3100,8 +3100,8 @@ static void evaluate(rt_exec *e)
             P_layers_2_attn_qkv_weight, 2048, 0.0f, qkv_layers_2_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -3134,8 +3134,8 @@ static void evaluate(rt_exec *e)
             P_layers_3_attn_qkv_weight, 2048, 0.0f, qkv_layers_3_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -3168,8 +3168,8 @@ static void evaluate(rt_exec *e)
             P_layers_4_attn_qkv_weight, 2048, 0.0f, qkv_layers_4_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -3202,8 +3202,8 @@ static void evaluate(rt_exec *e)
             P_layers_5_attn_qkv_weight, 2048, 0.0f, qkv_layers_5_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -3236,8 +3236,8 @@ static void evaluate(rt_exec *e)
             P_layers_6_attn_qkv_weight, 2048, 0.0f, qkv_layers_6_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -3270,8 +3270,8 @@ static void evaluate(rt_exec *e)
             P_layers_7_attn_qkv_weight, 2048, 0.0f, qkv_layers_7_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -3304,8 +3304,8 @@ static void evaluate(rt_exec *e)
             P_layers_8_attn_qkv_weight, 2048, 0.0f, qkv_layers_8_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -3338,8 +3338,8 @@ static void evaluate(rt_exec *e)
             P_layers_9_attn_qkv_weight, 2048, 0.0f, qkv_layers_9_attn, 3072);
     /* $.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, 0.125f,
-                         0.0f);
+                         e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
+                         0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -3373,7 +3373,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -3407,7 +3407,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -3441,7 +3441,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #12: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -3475,7 +3475,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #13: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -3509,7 +3509,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #14: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -3543,7 +3543,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #15: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);

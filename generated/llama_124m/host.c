@@ -289,7 +289,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(3, "$.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_0_attn, 768,
             P_layers_0_attn_proj_weight, 768, 0.0f, attn_out_layers_0_attn, 768);
@@ -322,7 +323,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(13, "$.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_1_attn, 768,
             P_layers_1_attn_proj_weight, 768, 0.0f, attn_out_layers_1_attn, 768);
@@ -356,7 +358,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(23, "$.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_2_attn, 768,
             P_layers_2_attn_proj_weight, 768, 0.0f, attn_out_layers_2_attn, 768);
@@ -390,7 +393,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(33, "$.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_3_attn, 768,
             P_layers_3_attn_proj_weight, 768, 0.0f, attn_out_layers_3_attn, 768);
@@ -424,7 +428,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(43, "$.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_4_attn, 768,
             P_layers_4_attn_proj_weight, 768, 0.0f, attn_out_layers_4_attn, 768);
@@ -458,7 +463,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(53, "$.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(54, "$.model.layers[1].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_5_attn, 768,
             P_layers_5_attn_proj_weight, 768, 0.0f, attn_out_layers_5_attn, 768);
@@ -492,7 +498,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(63, "$.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(64, "$.model.layers[1].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_6_attn, 768,
             P_layers_6_attn_proj_weight, 768, 0.0f, attn_out_layers_6_attn, 768);
@@ -526,7 +533,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(73, "$.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(74, "$.model.layers[1].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_7_attn, 768,
             P_layers_7_attn_proj_weight, 768, 0.0f, attn_out_layers_7_attn, 768);
@@ -560,7 +568,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(83, "$.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(84, "$.model.layers[1].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_8_attn, 768,
             P_layers_8_attn_proj_weight, 768, 0.0f, attn_out_layers_8_attn, 768);
@@ -594,7 +603,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(93, "$.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     RT_AT(94, "$.model.layers[1].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_9_attn, 768,
             P_layers_9_attn_proj_weight, 768, 0.0f, attn_out_layers_9_attn, 768);
@@ -629,7 +639,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(104, "$.model.layers[1].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_10_attn, 768,
             P_layers_10_attn_proj_weight, 768, 0.0f, attn_out_layers_10_attn, 768);
@@ -664,7 +674,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(114, "$.model.layers[1].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_11_attn, 768,
             P_layers_11_attn_proj_weight, 768, 0.0f, attn_out_layers_11_attn, 768);
@@ -1148,8 +1158,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
-                         NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f,
-                         0.0f);
+                         NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.125f, 0.0f);
     RT_AT(146, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_11_attn, 1280,
             P_layers_11_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_11_attn_norm, 768);
@@ -1228,8 +1238,8 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
-                         NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f,
-                         0.0f);
+                         NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.125f, 0.0f);
     RT_AT(172, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_10_attn, 1280,
             P_layers_10_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_10_attn_norm, 768);
@@ -1307,7 +1317,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(198, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_9_attn, 1280,
             P_layers_9_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_9_attn_norm, 768);
@@ -1385,7 +1395,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(224, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_8_attn, 1280,
             P_layers_8_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_8_attn_norm, 768);
@@ -1463,7 +1473,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(250, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_7_attn, 1280,
             P_layers_7_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_7_attn_norm, 768);
@@ -1541,7 +1551,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(276, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_6_attn, 1280,
             P_layers_6_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_6_attn_norm, 768);
@@ -1619,7 +1629,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(302, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_5_attn, 1280,
             P_layers_5_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_5_attn_norm, 768);
@@ -1697,7 +1707,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(328, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_4_attn, 1280,
             P_layers_4_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_4_attn_norm, 768);
@@ -1775,7 +1785,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(354, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_3_attn, 1280,
             P_layers_3_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_3_attn_norm, 768);
@@ -1853,7 +1863,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(380, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_2_attn, 1280,
             P_layers_2_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_2_attn_norm, 768);
@@ -1931,7 +1941,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(406, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_1_attn, 1280,
             P_layers_1_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_1_attn_norm, 768);
@@ -2009,7 +2019,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
     RT_AT(432, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_0_attn, 1280,
             P_layers_0_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_0_attn_norm, 768);
@@ -2293,7 +2303,8 @@ static void evaluate(rt_exec *e)
             P_layers_0_attn_qkv_weight, 768, 0.0f, qkv_layers_0_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_0_attn, 768,
             P_layers_0_attn_proj_weight, 768, 0.0f, attn_out_layers_0_attn, 768);
@@ -2325,7 +2336,8 @@ static void evaluate(rt_exec *e)
             P_layers_1_attn_qkv_weight, 768, 0.0f, qkv_layers_1_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_1_attn, 768,
             P_layers_1_attn_proj_weight, 768, 0.0f, attn_out_layers_1_attn, 768);
@@ -2358,7 +2370,8 @@ static void evaluate(rt_exec *e)
             P_layers_2_attn_qkv_weight, 768, 0.0f, qkv_layers_2_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_2_attn, 768,
             P_layers_2_attn_proj_weight, 768, 0.0f, attn_out_layers_2_attn, 768);
@@ -2391,7 +2404,8 @@ static void evaluate(rt_exec *e)
             P_layers_3_attn_qkv_weight, 768, 0.0f, qkv_layers_3_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_3_attn, 768,
             P_layers_3_attn_proj_weight, 768, 0.0f, attn_out_layers_3_attn, 768);
@@ -2424,7 +2438,8 @@ static void evaluate(rt_exec *e)
             P_layers_4_attn_qkv_weight, 768, 0.0f, qkv_layers_4_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_4_attn, 768,
             P_layers_4_attn_proj_weight, 768, 0.0f, attn_out_layers_4_attn, 768);
@@ -2457,7 +2472,8 @@ static void evaluate(rt_exec *e)
             P_layers_5_attn_qkv_weight, 768, 0.0f, qkv_layers_5_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_5_attn, 768,
             P_layers_5_attn_proj_weight, 768, 0.0f, attn_out_layers_5_attn, 768);
@@ -2490,7 +2506,8 @@ static void evaluate(rt_exec *e)
             P_layers_6_attn_qkv_weight, 768, 0.0f, qkv_layers_6_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_6_attn, 768,
             P_layers_6_attn_proj_weight, 768, 0.0f, attn_out_layers_6_attn, 768);
@@ -2523,7 +2540,8 @@ static void evaluate(rt_exec *e)
             P_layers_7_attn_qkv_weight, 768, 0.0f, qkv_layers_7_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_7_attn, 768,
             P_layers_7_attn_proj_weight, 768, 0.0f, attn_out_layers_7_attn, 768);
@@ -2556,7 +2574,8 @@ static void evaluate(rt_exec *e)
             P_layers_8_attn_qkv_weight, 768, 0.0f, qkv_layers_8_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_8_attn, 768,
             P_layers_8_attn_proj_weight, 768, 0.0f, attn_out_layers_8_attn, 768);
@@ -2589,7 +2608,8 @@ static void evaluate(rt_exec *e)
             P_layers_9_attn_qkv_weight, 768, 0.0f, qkv_layers_9_attn, 1280);
     /* $.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
-                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.125f, 0.0f);
+                         e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
+                         0.0f);
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_9_attn, 768,
             P_layers_9_attn_proj_weight, 768, 0.0f, attn_out_layers_9_attn, 768);
@@ -2623,7 +2643,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_10_attn, 768,
             P_layers_10_attn_proj_weight, 768, 0.0f, attn_out_layers_10_attn, 768);
@@ -2657,7 +2677,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_11_attn, 768,
             P_layers_11_attn_proj_weight, 768, 0.0f, attn_out_layers_11_attn, 768);

@@ -151,8 +151,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(3, "$.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_0_attn, 128,
             P_layers_0_attn_proj_weight, 128, 0.0f, attn_out_layers_0_attn, 128);
@@ -185,8 +185,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(13, "$.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_1_attn, 128,
             P_layers_1_attn_proj_weight, 128, 0.0f, attn_out_layers_1_attn, 128);
@@ -220,8 +220,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(23, "$.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_2_attn, 128,
             P_layers_2_attn_proj_weight, 128, 0.0f, attn_out_layers_2_attn, 128);
@@ -255,8 +255,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(33, "$.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_3_attn, 128,
             P_layers_3_attn_proj_weight, 128, 0.0f, attn_out_layers_3_attn, 128);
@@ -290,8 +290,8 @@ static void forward(rt_exec *e, int train)
     RT_AT(43, "$.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per "
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_4_attn, 128,
             P_layers_4_attn_proj_weight, 128, 0.0f, attn_out_layers_4_attn, 128);
@@ -567,7 +567,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
     RT_AT(79, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_4_attn, 256,
             P_layers_4_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_4_attn_norm, 128);
@@ -644,7 +644,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
     RT_AT(105, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_3_attn, 256,
             P_layers_3_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_3_attn_norm, 128);
@@ -722,7 +722,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
     RT_AT(131, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_2_attn, 256,
             P_layers_2_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_2_attn_norm, 128);
@@ -800,7 +800,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
     RT_AT(157, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_1_attn, 256,
             P_layers_1_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_1_attn_norm, 128);
@@ -878,7 +878,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
     RT_AT(183, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_0_attn, 256,
             P_layers_0_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_0_attn_norm, 128);
@@ -1029,8 +1029,8 @@ static void evaluate(rt_exec *e)
             P_layers_0_attn_qkv_weight, 128, 0.0f, qkv_layers_0_attn, 256);
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_0_attn, 128,
             P_layers_0_attn_proj_weight, 128, 0.0f, attn_out_layers_0_attn, 128);
@@ -1062,8 +1062,8 @@ static void evaluate(rt_exec *e)
             P_layers_1_attn_qkv_weight, 128, 0.0f, qkv_layers_1_attn, 256);
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_1_attn, 128,
             P_layers_1_attn_proj_weight, 128, 0.0f, attn_out_layers_1_attn, 128);
@@ -1096,8 +1096,8 @@ static void evaluate(rt_exec *e)
             P_layers_2_attn_qkv_weight, 128, 0.0f, qkv_layers_2_attn, 256);
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_2_attn, 128,
             P_layers_2_attn_proj_weight, 128, 0.0f, attn_out_layers_2_attn, 128);
@@ -1130,8 +1130,8 @@ static void evaluate(rt_exec *e)
             P_layers_3_attn_qkv_weight, 128, 0.0f, qkv_layers_3_attn, 256);
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_3_attn, 128,
             P_layers_3_attn_proj_weight, 128, 0.0f, attn_out_layers_3_attn, 128);
@@ -1164,8 +1164,8 @@ static void evaluate(rt_exec *e)
             P_layers_4_attn_qkv_weight, 128, 0.0f, qkv_layers_4_attn, 256);
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
-                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, 0.176776692f,
-                         0.0f);
+                         e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
+                         0.176776692f, 0.0f);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_4_attn, 128,
             P_layers_4_attn_proj_weight, 128, 0.0f, attn_out_layers_4_attn, 128);

@@ -1046,25 +1046,26 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * is an argument, `scale` (1 / sqrt(HD) unless the attention gives one). */
 
 /* The kernels' arguments after the tensors: H, KV, the window W, rope's theta, factor,
- * low, high and orig, the scores' factor (the attention's scale), that factor times
+ * low, high and orig, longrope's divisor per frequency ext [HD/2] (NULL: none), the
+ * scores' factor (the attention's scale), that factor times
  * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
  * here, which ptxas would hold in a register through the loops: an argument is read
  * from the constant bank where used), and the scores' soft-cap (the CAP kernels') */
 #define RT_ATTENTION_EXT_FWD_ARGS                                                              \
     const act_t *qkv, const float *qn, const float *kn, float *lse, act_t *y, int H, int KV,    \
-        int W, float theta, float factor, float low, float high, int orig, float scale,        \
-        float sl2, float cap RT_FP8_SLOT
+        int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
+        float scale, float sl2, float cap RT_FP8_SLOT
 #define RT_ATTENTION_EXT_FWD_PASS                                                              \
-    qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, scale, sl2,                 \
+    qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, ext, scale, sl2,            \
         cap RT_FP8_SLOT_ARG
 #define RT_ATTENTION_EXT_ARGS                                                                  \
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
         const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
-        int W, float theta, float factor, float low, float high, int orig, float scale,        \
-        float sl2, float cap RT_FP8_SLOT
+        int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
+        float scale, float sl2, float cap RT_FP8_SLOT
 #define RT_ATTENTION_EXT_PASS                                                                  \
     qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
-        orig, scale, sl2, cap RT_FP8_SLOT_ARG
+        orig, ext, scale, sl2, cap RT_FP8_SLOT_ARG
 
 /* A score of the soft-capped kernels (CAP: Gemma 2's attn_logit_softcapping) from
  * x = scale q.k: cap tanh(x / cap), and *g its derivative 1 - tanh^2 (the factor of
@@ -1083,12 +1084,14 @@ __device__ __forceinline__ float att_score(float x, float cap, float *g)
 }
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
- * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work) */
+ * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work);
+ * ext: longrope's divisors, or NULL */
 __device__ __forceinline__ void atx_freqs_n(float *f, int hd, float theta, float factor,
-                                            float low, float high, int orig)
+                                            float low, float high, int orig, const float *ext)
 {
     for (int j = threadIdx.x; j < hd / 2; j += RT_ATT_THREADS) {
-        float inv = 1.0f / powf(theta, (float)(2 * j) / (float)hd);
+        const float p = powf(theta, (float)(2 * j) / (float)hd);
+        float inv = 1.0f / (ext ? ext[j] * p : p);
         if (factor > 0.0f) {
             const float wavelen = 2.0f * 3.14159265358979323846f / inv;
             const float lo_wl = (float)orig / low, hi_wl = (float)orig / high;
@@ -1105,9 +1108,9 @@ __device__ __forceinline__ void atx_freqs_n(float *f, int hd, float theta, float
 
 template <int HD>
 __device__ __forceinline__ void atx_freqs(float *f, float theta, float factor, float low,
-                                          float high, int orig)
+                                          float high, int orig, const float *ext)
 {
-    atx_freqs_n(f, HD, theta, factor, low, high, orig);
+    atx_freqs_n(f, HD, theta, factor, low, high, orig, ext);
 }
 
 /* rows [0, R) of a tile: row i the HD values at base + off[i] (0 where off[i] < 0) */
@@ -1255,7 +1258,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
     const float *f = theta > 0.0f ? fr : nullptr;
     const float ninf = -rt_inf();
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
         const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
@@ -1348,7 +1351,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
     const bool tr = qn != nullptr || f != nullptr;
     double dw = 0.0;
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
         const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
@@ -1455,7 +1458,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
     const bool tr = kn != nullptr || f != nullptr;
     double dw = 0.0;
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int k0 = blockIdx.x * BK; k0 < T; k0 += gridDim.x * BK) {
         const int nk = T - k0 < BK ? T - k0 : BK;
         const int qlo = CAUSAL ? k0 / BQ * BQ : 0;
@@ -1824,7 +1827,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     const bool trk = kn != nullptr || f != nullptr;
     const float ninf = -rt_inf();
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
@@ -1961,7 +1964,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
     atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
@@ -2136,7 +2139,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
     atx_cols<HD>([&](int c) { dwc[c] = 0.0; });
     if (f)
-        atx_freqs<HD>(fr, theta, factor, low, high, orig);
+        atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     __syncthreads();
     const act_t *dyb = dy + (int64_t)b * T * d;
     const float *Lb = lse + (int64_t)b * H * T, *Db = D + (int64_t)b * H * T;

@@ -57,7 +57,7 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
 }
 
 /* qk_norm (weights qn for the q heads, kn for the k heads; NULL: none) then rope (theta
- * 0: none) as attention.cuh's atx_tc_fwd computes them (fp32, the RMS over the head's
+ * 0: none; ext: longrope's divisors, or NULL) as attention.cuh's atx_tc_fwd computes them (fp32, the RMS over the head's
  * row, rounded to 16 bits once), on the q and k heads of rows [0, rows) of qkv
  * [rows, (H + 2 KV) hd] into qk [rows, (H + KV) hd] (row r at position r % T), for the
  * Hopper kernels' TMA copies (plain CUDA: defined for every target, launched only with
@@ -68,11 +68,11 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
 rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *kn, int64_t rows,
                     int T, int H, int KV, int hd, float theta, float factor, float low,
-                    float high, int orig)
+                    float high, int orig, const float *ext)
 {
     __shared__ float fr[64];
     if (theta > 0.0f)
-        atx_freqs_n(fr, hd, theta, factor, low, high, orig);
+        atx_freqs_n(fr, hd, theta, factor, low, high, orig, ext);
     __syncthreads();
     const int half = hd / 2, lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nh = H + KV;
     const int64_t ldi = (int64_t)(H + 2 * KV) * hd, ldo = (int64_t)nh * hd;

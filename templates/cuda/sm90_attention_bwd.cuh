@@ -14,7 +14,7 @@
  * The Llama-family options (attention.cuh's rt_attention_ext_bwd_q_* and _kv_*):
  *
  *   rt_attention_ext_bwd90_q_T_HD_CAUSAL(mq, mv, mdy, lse, y, dy, dqkv, D, H, KV, W,
- *                                        scale, sl2, theta, factor, low, high, orig, qkv,
+ *                                        scale, sl2, theta, factor, low, high, orig, ext, qkv,
  *                                        qn, kn, partq, partk)
  *   rt_attention_ext_bwd90_kv_T_HD_CAUSAL(same arguments)
  *
@@ -94,6 +94,7 @@ struct att90b_geo {
     float scale, sl2;   /* the scores' factor, and it times log2(e) */
     float theta, factor, low, high;
     int orig;
+    const float *ext;   /* longrope's divisors (NULL: none) */
     const act_t *qkv;   /* the raw rows qk_norm's backward reads (NULL without it) */
     const float *qn, *kn;
     double *partq, *partk;
@@ -482,7 +483,7 @@ __device__ __forceinline__ const float *att90b_freqs(float *fr, const att90b_geo
 {
     if (g.theta <= 0.0f)
         return nullptr;
-    atx_freqs<HD>(fr, g.theta, g.factor, g.low, g.high, g.orig);
+    atx_freqs<HD>(fr, g.theta, g.factor, g.low, g.high, g.orig, g.ext);
     return fr;
 }
 
@@ -587,7 +588,7 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
             attention_bwd90_q<T, HD, CAUSAL>(                                                     \
                 att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
                            (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
-                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr},                 \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},        \
                 lse, y, dy,                                                                       \
                 dqkv, D RT_FP8_SLOT_ARG);                                                         \
     }                                                                                             \
@@ -601,7 +602,7 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
             attention_bwd90_kv<T, HD, CAUSAL>(                                                    \
                 att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
                            (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
-                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr},                 \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},        \
                 lse, dqkv,                                                                        \
                 D RT_FP8_SLOT_ARG);                                                               \
     }
@@ -610,12 +611,12 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv,                       \
         const __grid_constant__ rt_tmap mdy, const float *lse, const act_t *y, const act_t *dy,   \
         act_t *dqkv, float *D, int H, int KV, int W, float scale, float sl2, float theta,         \
-        float factor, float low, float high, int orig, const act_t *qkv, const float *qn,         \
-        const float *kn, double *partq, double *partk RT_FP8_SLOT
+        float factor, float low, float high, int orig, const float *ext, const act_t *qkv,        \
+        const float *qn, const float *kn, double *partq, double *partk RT_FP8_SLOT
 #define RT_ATTENTION_EXT_BWD90_GEO                                                                \
     att90b_geo {                                                                                  \
-        &mq, &mv, &mdy, H, KV, W, scale, sl2, theta, factor, low, high, orig, qkv, qn, kn, partq,  \
-            partk                                                                                 \
+        &mq, &mv, &mdy, H, KV, W, scale, sl2, theta, factor, low, high, orig, ext, qkv, qn, kn,    \
+            partq, partk                                                                          \
     }
 #define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)                                                     \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \

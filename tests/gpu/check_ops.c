@@ -98,6 +98,7 @@ static const char *const instances[] = {
     "RT_ATTENTION_EXT_FWD(20, 8, 1)", "RT_ATTENTION_EXT_BWD(20, 8, 1)",
     "RT_ATTENTION_EXT_FWD(100, 256, 1)", "RT_ATTENTION_EXT_BWD(100, 256, 1)",
     "RT_ATTENTION_EXT_FWD(70, 256, 0)", "RT_ATTENTION_EXT_BWD(70, 256, 0)",
+    "RT_ATTENTION_EXT_FWD(150, 96, 1)", "RT_ATTENTION_EXT_BWD(150, 96, 1)",
     "RT_ATTENTION_EXT_CAP_FWD(37, 8, 1)", "RT_ATTENTION_EXT_CAP_BWD(37, 8, 1)",
     "RT_ATTENTION_EXT_CAP_FWD(200, 64, 1)", "RT_ATTENTION_EXT_CAP_BWD(200, 64, 1)",
     "RT_ATTENTION_EXT_CAP_FWD(100, 256, 1)", "RT_ATTENTION_EXT_CAP_BWD(100, 256, 1)",
@@ -1305,8 +1306,9 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
 }
 
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
- * qk_norm's weights (qkn), rope at theta (0: none) with llama3 scaling (l3), the scores'
- * factor (scale; 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
+ * qk_norm's weights (qkn), rope at theta (0: none) with a scaling (l3: 1 llama3's, 2
+ * longrope's divisors, 1 to 1 + hd / 4 across the frequencies), the scores' factor (scale;
+ * 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
                             int64_t W, int qkn, float theta, int l3, float scale, float cap)
 {
@@ -1314,21 +1316,24 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
     SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g cap %g", (long long)B,
           (long long)T, (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full",
-          (long long)W, qkn ? " qk_norm" : "", (double)theta, l3 ? " llama3" : "", (double)sc,
-          (double)cap);
-    float fac = l3 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
-    int64_t orig = l3 ? T / 4 + 1 : 0;
+          (long long)W, qkn ? " qk_norm" : "", (double)theta,
+          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap);
+    float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
+    int64_t orig = l3 == 1 ? T / 4 + 1 : 0;
+    float *ext = l3 == 2 ? calloc((size_t)hd / 2, 4) : NULL;
+    for (int64_t j = 0; ext && j < hd / 2; j++)
+        ext[j] = 1.0f + 0.5f * (float)j;
     float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
     float *qn = fvec(hd), *kn = fvec(hd), *dqn = calloc((size_t)hd, 4), *dkn = calloc((size_t)hd, 4);
     for (int64_t i = 0; i < hd; i++)
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
     rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                         orig, sc, cap);
+                         orig, ext, sc, cap);
     float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
     round_act(yr, ny);
     rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
-                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, sc, cap);
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, ext, sc, cap);
     float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
     float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
@@ -1347,13 +1352,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
             upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
             upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
             rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
-                                    lo, hi, orig, sc, cap);
+                                    lo, hi, orig, ext, sc, cap);
             of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
             /* the backward from the CPU's lse and y */
             upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
             rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
                                     qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                    hi, orig, sc, cap);
+                                    hi, orig, ext, sc, cap);
             ob[0].gpu[rep] = down_a(gdq, nq);
             ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
         }
@@ -1361,7 +1366,7 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         ext_judge(pass ? "80" : "", qkn, theta, hd, of, ob);
     }
     free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
-    free(qn), free(kn), free(dqn), free(dkn), free(zero);
+    free(qn), free(kn), free(dqn), free(dkn), free(zero), free(ext);
     reset();
 }
 
@@ -2419,11 +2424,11 @@ static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int6
     void *slot = fold_next();
     float sc = (float)(1.0 / sqrt((double)hd));
     rt_cu_attention_ext_fwd(G, gq, wq, wq, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
-                            4.0f, 0, sc, 0.0f);
+                            4.0f, 0, NULL, sc, 0.0f);
     fold_judge("fp8 fold attention_ext", slot, gy, ny);
     slot = fold_next();
     rt_cu_attention_ext_bwd(G, gq, wq, wq, gl, gy, gdy, gdq, qkn ? gdqn : NULL, qkn ? gdkn : NULL,
-                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0, sc, 0.0f);
+                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0, NULL, sc, 0.0f);
     fold_judge("fp8 fold attention_ext_bwd", slot, gdq, nq);
     free(qkv), free(dy), free(w), reset();
 }
@@ -2626,11 +2631,19 @@ static void all_attention(void)
     t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
     if (half)
         t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
+    /* longrope's divisors (Phi-3's 128k models): the CUDA cores at heads 8 and 32; heads 96
+     * (Phi-3's: the sm_80 tensor cores in 16 bits) with a scale (its attention factor
+     * squared); heads 64 (sm_90a's kernels, then the sm_80 ones) with qk_norm */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);
+    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
+    t_attention_ext(1, 150, 384, 4, 2, 1, 0, 0, 10000.0f, 2, 0.1458f, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 2, 0.0f, 0.0f);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
- * heads 8, 64, 128 and, in 16 bits, 256), for a run under the emulator's other schedule after one held
+ * heads 8 (and longrope's divisors, which the device layer uploads), 64, 128 and, in 16
+ * bits, 256), for a run under the emulator's other schedule after one held
  * every shape against the CPU (tests/fake_gpu_ops.sh). */
 static void lean_attention(void)
 {
@@ -2641,6 +2654,7 @@ static void lean_attention(void)
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
     t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
     t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);
+    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);   /* rt_cu_const */
     if (half)
         t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
 }

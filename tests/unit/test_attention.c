@@ -395,9 +395,10 @@ static void test_embedding_bad_index(void)
 }
 
 /* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
- * FILE holds cases, each: int64 B, T, d, H, KV, causal, window, qk_norm, rope, orig;
+ * FILE holds cases, each: int64 B, T, d, H, KV, causal, window, qk_norm, rope, orig, n_ext;
  * float64 theta, factor, low, high (rope and its llama3 scaling), scale and softcap
- * (the scores' factor and soft-cap, 0: none): rt_attention_ext_fwd's arguments; then float32 qkv [B,T,(H+2KV)hd], with
+ * (the scores' factor and soft-cap, 0: none); float32 ext [n_ext] (longrope's divisors):
+ * rt_attention_ext_fwd's arguments; then float32 qkv [B,T,(H+2KV)hd], with
  * qk_norm qn, kn [hd], dy [B,T,d], and PyTorch's lse [B,H,T] (torch.logsumexp of the
  * scores), y [B,T,d], dqkv, with qk_norm dqn, dkn; up to EOF. */
 
@@ -414,8 +415,9 @@ static float *read_floats(FILE *f, int64_t n)
 }
 
 typedef struct {
-    int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig;
+    int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig, n_ext;
     double theta, factor, low, high, scale, softcap;
+    const float *ext;          /* NULL when n_ext is 0 */
 } ext_case;
 
 /* One case's forward and backward on pool pi: GPT-2's calls without options (and the
@@ -428,10 +430,10 @@ static void ext_run(const ext_case *c, int pi, const float *qkv, const float *qn
     float th = c->rope ? (float)c->theta : 0.0f;
     rt_attention_ext_fwd(&e, qkv, qn, kn, lse, y, c->B, c->T, c->d, c->H, c->KV, (int)c->causal,
                          c->window, th, (float)c->factor, (float)c->low, (float)c->high,
-                         c->orig, (float)c->scale, (float)c->softcap);
+                         c->orig, c->ext, (float)c->scale, (float)c->softcap);
     rt_attention_ext_bwd(&e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, c->B, c->T, c->d, c->H,
                          c->KV, (int)c->causal, c->window, th, (float)c->factor, (float)c->low,
-                         (float)c->high, c->orig, (float)c->scale, (float)c->softcap);
+                         (float)c->high, c->orig, c->ext, (float)c->scale, (float)c->softcap);
 }
 
 /* elementwise absolute error against torch's float32 results within 1e-4 */
@@ -458,11 +460,12 @@ static void torch_case(FILE *f, const ext_case *c)
     int64_t ny = c->B * c->T * c->d, nlse = c->B * c->H * c->T, nw = c->qk_norm ? hd : 0;
     int plain_scale = (float)c->scale == (float)(1.0 / sqrt((double)hd));
     snprintf(tag, sizeof tag,
-             "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s scale %g softcap %g",
+             "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s%s scale %g softcap %g",
              (long long)c->B, (long long)c->T, (long long)c->d, (long long)c->H,
              (long long)c->KV, c->causal ? "causal" : "full", (long long)c->window,
              c->qk_norm ? " qk_norm" : "", c->rope ? " rope" : "",
-             c->rope && c->factor > 0 ? " llama3" : "", c->scale, c->softcap);
+             c->rope && c->factor > 0 ? " llama3" : "", c->ext ? " longrope" : "", c->scale,
+             c->softcap);
     float *qkv = read_floats(f, nqkv), *qn = read_floats(f, nw), *kn = read_floats(f, nw);
     float *dy = read_floats(f, ny), *tl = read_floats(f, nlse), *ty = read_floats(f, ny);
     float *td = read_floats(f, nqkv), *tdq = read_floats(f, nw), *tdk = read_floats(f, nw);
@@ -504,16 +507,19 @@ static int torch_check(const char *path)
         perror(path);
         return 2;
     }
-    int64_t hdr[10];
+    int64_t hdr[11];
     double fl[6];
     while (read_all(f, hdr, sizeof hdr)) {
         if (!read_all(f, fl, sizeof fl)) {
             fprintf(stderr, "truncated reference file\n");
             exit(2);
         }
+        float *ext = read_floats(f, hdr[10]);
         ext_case c = {hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7], hdr[8],
-                      hdr[9], fl[0], fl[1], fl[2], fl[3], fl[4], fl[5]};
+                      hdr[9], hdr[10], fl[0], fl[1], fl[2], fl[3], fl[4], fl[5],
+                      hdr[10] ? ext : NULL};
         torch_case(f, &c);
+        free(ext);
     }
     fclose(f);
     return failures ? 1 : 0;

@@ -62,6 +62,14 @@ void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
     memcpy(dst, (const void *)(uintptr_t)src, bytes);
 }
 
+/* a copy of its own each call (the device's keeps one per content) */
+rt_dptr rt_cu_const(rt_exec *e, const void *data, size_t bytes)
+{
+    rt_dptr p = rt_cu_alloc_fixed(e, bytes);
+    rt_cu_upload(p, data, bytes);
+    return p;
+}
+
 /* cuda_ops.c registers its calls with the device layer; check_ops calls them directly
  * here, so the emulator keeps none */
 void rt_cu_zero(rt_exec *e, rt_dptr p, int64_t floats)
