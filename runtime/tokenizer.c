@@ -1,5 +1,5 @@
 /* tokenizer.c: the BPE of a Hugging Face tokenizer.json, byte-level (GPT-2, Llama 3,
- * Qwen2) or SentencePiece-style (Llama 2, Mistral; tokenizer.h says what is read and
+ * Qwen2, GPT-4o, Tekken, StarCoder) or SentencePiece-style (Llama 2, Mistral; tokenizer.h says what is read and
  * what is refused): loading, the pre-tokenizer patterns as hand-written matchers, the
  * added-token split, the merges with a bounded word cache, and the safe cut that lets
  * a long text be encoded a part at a time.
@@ -22,7 +22,7 @@
 #include "tokenizer.h"
 
 /* The patterns, by the exact string each file writes. */
-typedef enum { PT_NONE, PT_GPT2, PT_LLAMA3, PT_QWEN2 } Pattern;
+typedef enum { PT_NONE, PT_GPT2, PT_LLAMA3, PT_QWEN2, PT_O200K, PT_TEKKEN } Pattern;
 
 /* SentencePiece-style BPE, by where a U+2581 is prepended to a part of the text between
  * added tokens: SP_PREPEND, the normalizer Sequence[Prepend, Replace] (Llama 2's file):
@@ -40,6 +40,17 @@ static const char re_llama3[] =
 static const char re_qwen2[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+/* GPT-4o's (o200k; Phi-4-mini's) and Mistral's Tekken (Mistral Nemo, Small 3): words
+ * cut at a lower-case letter after upper-case ones */
+static const char re_o200k[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+"
+    "[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char re_tekken[] =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* String -> value, open addressing; keys live in a pool. */
 typedef struct {
@@ -118,6 +129,8 @@ struct rt_tokenizer {
 
 extern const uint32_t rt_uni_letter[][2], rt_uni_number[][2], rt_uni_nfc_unsafe[][2];
 extern const int rt_uni_letter_n, rt_uni_number_n, rt_uni_nfc_unsafe_n;
+extern const uint32_t rt_uni_upper[][2], rt_uni_lower[][2], rt_uni_mark[][2];
+extern const int rt_uni_upper_n, rt_uni_lower_n, rt_uni_mark_n;
 
 static void *xrealloc(void *p, size_t n)
 {
@@ -388,6 +401,27 @@ static size_t match_gpt2(const unsigned char *s, size_t i, size_t n)
     return space_tail(e, n, last, chars);
 }
 
+/* The alternatives Llama 3's, Qwen2's, GPT-4o's and Tekken's patterns end with, at i (a
+ * character of class k, the next one of k2):  ?[^\s\p{L}\p{N}]+[\r\n]* (with slash,
+ * GPT-4o's and Tekken's: [\r\n/]*)|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t other_or_space(const unsigned char *s, size_t i, size_t n, int k, int k2,
+                             int slash)
+{
+    size_t j = s[i] == ' ' && k2 == C_OTHER ? i + 1 : i, e;
+    if (j > i || k == C_OTHER) {
+        e = run_of(s, j, n, C_OTHER, 0);
+        while (e < n && (s[e] == '\r' || s[e] == '\n' || (slash && s[e] == '/')))
+            e++;
+        return e;
+    }
+    size_t last, chars;
+    e = space_run(s, i, n, &last, &chars);
+    for (size_t p = e; p > i; p--)   /* \s*[\r\n]+: through the run's last newline */
+        if (s[p - 1] == '\r' || s[p - 1] == '\n')
+            return p;
+    return space_tail(e, n, last, chars);
+}
+
 /* Llama 3 (digits 3) and Qwen2 (digits 1):
  * (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
  *  ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
@@ -404,19 +438,75 @@ static size_t match_llama(const unsigned char *s, size_t i, size_t n, int digits
         return run_of(s, i + len, n, C_LETTER, 0);
     if (k == C_NUMBER)
         return run_of(s, i, n, C_NUMBER, digits);
-    size_t j = s[i] == ' ' && k2 == C_OTHER ? i + 1 : i;
-    if (j > i || k == C_OTHER) {
-        e = run_of(s, j, n, C_OTHER, 0);
-        while (e < n && (s[e] == '\r' || s[e] == '\n'))
-            e++;
-        return e;
+    return other_or_space(s, i, n, k, k2, 0);
+}
+
+/* A character's place in GPT-4o's and Tekken's letter classes: K_U for
+ * [\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}], K_W for [\p{Ll}\p{Lm}\p{Lo}\p{M}] (Lm, Lo and marks
+ * in both), 0 for neither (and at the end). */
+enum { K_U = 1, K_W = 2 };
+static int case_at(const unsigned char *s, size_t i, size_t n, size_t *len)
+{
+    if (i >= n) {
+        *len = 0;
+        return 0;
     }
-    size_t last, chars;
-    e = space_run(s, i, n, &last, &chars);
-    for (size_t p = e; p > i; p--)   /* \s*[\r\n]+: through the run's last newline */
-        if (s[p - 1] == '\r' || s[p - 1] == '\n')
-            return p;
-    return space_tail(e, n, last, chars);
+    uint32_t c = utf8_at(s, i, n, len);
+    if (c < 0x80)
+        return c >= 'A' && c <= 'Z' ? K_U : c >= 'a' && c <= 'z' ? K_W : 0;
+    if (in_ranges(c, rt_uni_upper, rt_uni_upper_n))
+        return K_U;
+    if (in_ranges(c, rt_uni_lower, rt_uni_lower_n))
+        return K_W;
+    return in_ranges(c, rt_uni_letter, rt_uni_letter_n) || in_ranges(c, rt_uni_mark, rt_uni_mark_n)
+               ? K_U | K_W : 0;
+}
+
+/* The end of the run of characters of class bit k (K_U, K_W) from i. */
+static size_t case_run(const unsigned char *s, size_t i, size_t n, int k)
+{
+    size_t len;
+    while (case_at(s, i, n, &len) & k)
+        i += len;
+    return i;
+}
+
+/* [U]*[W]+ from j, as a backtracking regex matches it (U* greedy, then given back a
+ * character at a time until a W starts): the end, or 0 for no match. */
+static size_t upper_lower(const unsigned char *s, size_t j, size_t n)
+{
+    size_t len, k = case_run(s, j, n, K_U);
+    for (;;) {
+        if (case_at(s, k, n, &len) & K_W)
+            return case_run(s, k, n, K_W);
+        if (k == j)
+            return 0;
+        do   /* one character back (the run holds whole UTF-8 sequences) */
+            k--;
+        while (k > j && (s[k] & 0xC0) == 0x80);
+    }
+}
+
+/* GPT-4o (digits 3, contractions after a word) and Tekken (digits 1, none):
+ * [^\r\n\p{L}\p{N}]?[U]*[W]+C?|[^\r\n\p{L}\p{N}]?[U]+[W]*C?|\p{N}{1,digits}|
+ *  ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+ */
+static size_t match_cased(const unsigned char *s, size_t i, size_t n, int digits, int contr)
+{
+    size_t len, len2, e;
+    int k = class_at(s, i, n, &len);
+    int lead = k != C_LETTER && k != C_NUMBER && s[i] != '\r' && s[i] != '\n';
+    for (int alt = 1; alt <= 2; alt++)
+        for (int take = lead; take >= 0; take--) {   /* the optional lead, first taken */
+            size_t j = take ? i + len : i, u = case_run(s, j, n, K_U);
+            e = alt == 1 ? upper_lower(s, j, n) : u > j ? case_run(s, u, n, K_W) : 0;
+            if (e && contr && e < n && s[e] == '\'' && (len2 = contraction(s, e, n, 1)))
+                e = len2;
+            if (e)
+                return e;
+        }
+    if (k == C_NUMBER)
+        return run_of(s, i, n, C_NUMBER, digits);
+    return other_or_space(s, i, n, k, class_at(s, i + len, n, &len2), 1);
 }
 
 /* The end of the word that starts at i < n. */
@@ -426,6 +516,8 @@ static size_t next_word(const rt_tokenizer *t, const unsigned char *s, size_t i,
     case PT_GPT2: return match_gpt2(s, i, n);
     case PT_LLAMA3: return match_llama(s, i, n, 3);
     case PT_QWEN2: return match_llama(s, i, n, 1);
+    case PT_O200K: return match_cased(s, i, n, 3, 1);
+    case PT_TEKKEN: return match_cased(s, i, n, 1, 0);
     case PT_NONE: break;
     }
     return n;
@@ -841,8 +933,9 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
 
 /* A cut after a newline that sits between two printable ASCII characters: every
  * pattern ends a word at the newline whatever follows it (the newline is a word of
- * its own, or ends one of punctuation), and starts the next word at the character
- * after it, which no pattern joins to a newline before it. No added token spans it
+ * its own, or ends one of punctuation; GPT-4o's and Tekken's take a '/' after that
+ * newline too: no cut before one), and starts the next word at the character after
+ * it, which no pattern joins to a newline before it. No added token spans it
  * (none holds a newline: cut_ok). SentencePiece-style: after any newline whose symbol
  * is in no merge (nl_barrier): the merges on either side of it are those of the
  * whole, and the part after it is a continuation (no U+2581 prepended). */
@@ -859,8 +952,10 @@ size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n)
     }
     if (!t->cut_ok || t->pat == PT_NONE || n < 3)
         return 0;
+    int slash = t->pat == PT_O200K || t->pat == PT_TEKKEN;   /* [\r\n/]* after punctuation */
     for (size_t p = n - 1; p >= 2; p--)
-        if (s[p - 1] == '\n' && s[p - 2] > 0x20 && s[p - 2] < 0x7F && s[p] > 0x20 && s[p] < 0x7F)
+        if (s[p - 1] == '\n' && s[p - 2] > 0x20 && s[p - 2] < 0x7F && s[p] > 0x20 && s[p] < 0x7F &&
+            !(slash && s[p] == '/'))
             return p;
     return 0;
 }
@@ -1151,9 +1246,13 @@ static int split_pattern(rt_tokenizer *t, const cJSON *sp, char *err, size_t err
         t->pat = PT_LLAMA3;
     else if (strcmp(re->valuestring, re_qwen2) == 0)
         t->pat = PT_QWEN2;
+    else if (strcmp(re->valuestring, re_o200k) == 0)
+        t->pat = PT_O200K;
+    else if (strcmp(re->valuestring, re_tekken) == 0)
+        t->pat = PT_TEKKEN;
     else
         return FAIL("pre_tokenizer Split: the pattern '%s' is not supported (known: GPT-2's, "
-                    "Llama 3's and Qwen2's)", re->valuestring);
+                    "Llama 3's, Qwen2's, GPT-4o's and Tekken's)", re->valuestring);
     return 0;
 }
 

@@ -5,9 +5,10 @@
  * ignore_merges, unk_token, fuse_unk), added_tokens (matched in the text before
  * pre-tokenization, leftmost-longest, special ones too), a TemplateProcessing
  * post-processor (a BOS before the text), and either
- * - byte-level BPE: the pre-tokenizer as GPT-2 (ByteLevel with its regex), Llama 3 and
- *   Qwen2 (Sequence[Split(Regex), ByteLevel]) and StarCoder (Sequence[Digits,
- *   ByteLevel]) write it, and an NFC normalizer on text it leaves as it is; or
+ * - byte-level BPE: the pre-tokenizer as GPT-2 (ByteLevel with its regex), Llama 3,
+ *   Qwen2, GPT-4o and Tekken (Sequence[Split(Regex), ByteLevel]) and StarCoder
+ *   (Sequence[Digits, ByteLevel]) write it, and an NFC normalizer on text it leaves as
+ *   it is; or
  * - SentencePiece-style BPE (Llama 2, Mistral): the normalizer Sequence[Prepend("▁"),
  *   Replace(" ", "▁")] with no pre-tokenizer, or a Metaspace pre-tokenizer ("▁", any
  *   prepend_scheme, split or not) with no normalizer; byte_fallback; added tokens

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Writes runtime/unicode.c: the code point ranges of the Unicode classes \\p{L}
 (categories Lu Ll Lt Lm Lo) and \\p{N} (Nd Nl No) that the tokenizer's pre-tokenizer
-patterns use, and of the characters NFC might change, from Python's unicodedata.
+patterns use, of the letters' cases (Lu and Lt, Ll) and the marks (\\p{M}: Mn Mc Me)
+that GPT-4o's and Tekken's patterns tell apart, and of the characters NFC might
+change, from Python's unicodedata.
 (Checked against tokenizers 0.19.1's Oniguruma, \\p{L} and \\p{N} as Split patterns
 over every code point: the same sets.)  Run from the repository root:
 
@@ -68,6 +70,9 @@ def table(name, rs):
 def main():
     letters = ranges(lambda c: c[0] == "L")
     numbers = ranges(lambda c: c[0] == "N")
+    upper = ranges(lambda c: c in ("Lu", "Lt"))
+    lower = ranges(lambda c: c == "Ll")
+    marks = ranges(lambda c: c[0] == "M")
     unsafe = nfc_unsafe()
     nfc = []
     for cp in sorted(unsafe):
@@ -80,12 +85,16 @@ def main():
       f" * (Unicode {unicodedata.unidata_version}); do not edit, rerun the script:\n"
       " *     python3 runtime/unicode_gen.py > runtime/unicode.c\n"
       " * The sorted, disjoint, inclusive code point ranges of \\p{L} (Lu Ll Lt Lm Lo)\n"
-      " * and \\p{N} (Nd Nl No), for the tokenizer's pre-tokenizer (tokenizer.c), and of\n"
+      " * and \\p{N} (Nd Nl No), of Lu and Lt, of Ll and of \\p{M} (Mn Mc Me), for the\n"
+      " * tokenizer's pre-tokenizer (tokenizer.c), and of\n"
       " * the characters whose presence may make NFC change a text (unicode_gen.py's\n"
       " * nfc_unsafe says which: a text without them is its own NFC). */\n"
       "#include <stdint.h>\n\n")
     w(table("rt_uni_letter", letters) + "\n\n")
     w(table("rt_uni_number", numbers) + "\n\n")
+    w(table("rt_uni_upper", upper) + "\n\n")
+    w(table("rt_uni_lower", lower) + "\n\n")
+    w(table("rt_uni_mark", marks) + "\n\n")
     w(table("rt_uni_nfc_unsafe", nfc) + "\n")
 
 

@@ -2,9 +2,10 @@
 
 Trains small byte-level BPE tokenizers here with `tokenizers` (no hub): GPT-2's
 pre-tokenizer (ByteLevel with its regex), Llama 3's and Qwen2's (Split(Regex) then
-ByteLevel; Llama 3's with ignore_merges and a BOS template), StarCoder's (Digits with
-individual_digits, then ByteLevel with its regex) and Digits of whole runs, each with
-added special tokens, over Debian's license texts. Then tokenizes the license texts and a text of
+ByteLevel; Llama 3's with ignore_merges and a BOS template), GPT-4o's and Tekken's
+(Split(Regex) then ByteLevel: words cut where lower-case letters follow upper-case
+ones), StarCoder's (Digits with individual_digits, then ByteLevel with its regex) and
+Digits of whole runs, each with added special tokens, over Debian's license texts. Then tokenizes the license texts and a text of
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
 tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
@@ -38,6 +39,13 @@ LLAMA3 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[
           r"|\s*[\r\n]+|\s+(?!\S)|\s+")
 QWEN2 = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
          r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+# GPT-4o's (o200k) and Mistral's Tekken: upper-case letters, then lower-case ones
+CASED = (r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+%s|"
+         r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*%s|"
+         r"\p{N}%s| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+")
+O200K = CASED % ((r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?",) * 2 + ("{1,3}",))
+TEKKEN = CASED % ("", "", "")
+SPLIT = {"llama3": LLAMA3, "qwen2": QWEN2, "o200k": O200K, "tekken": TEKKEN}
 
 # the hard cases, each a few times over, so that several parts of a small chunk meet them
 HARD = (
@@ -59,6 +67,8 @@ HARD = (
     "100% a&b a|b a\\b ~!@#$%^&*()_+-=\n"
     "special <|endoftext|> tokens<|begin_of_text|>inline<|end_of_text|>\n"
     "code: if (x == 1) { return y->z[2]; }  // comment\n"
+    "HelloWorld camelCase XMLHttpRequest ABCdef iPhone ǅungla ʰmod Ǆ ÀÉÎõü ΑΒΓδε ДЖзи 日本Ab\n"
+    "a/b ./\n/path/to .\n/x x.\n\n// it's ABC'S Don't WE'LL\n"
     "\x00\x01\x7f control \x1b[0m\n"
     "  \n \n\t\n  x\n"
 )
@@ -72,7 +82,8 @@ LONG = ("=" * 5000 + " " * 3000 + "a" * 4000 + "ab" * 3000 + "\n" + "-" * 777 + 
 # random text from the characters the patterns treat apart (all NFC-stable)
 PALETTE = ["a", "B", "z", "é", "ß", "ſ", "Ω", "日", "1", "²", "٣", "'", "’", " ", "  ", "\t", "\n",
            "\r", "\r\n", "\u00a0", "\u3000", "\u200a", "!", "?", ".", "-", "(", "🙂", "s", "t",
-           "re", "ve", "ll", "d", "m", "S", "T", "RE", "LL", "D", "M", "<|endoftext|>", "\x00"]
+           "re", "ve", "ll", "d", "m", "S", "T", "RE", "LL", "D", "M", "<|endoftext|>", "\x00",
+           "/", "ǅ", "ʰ", "Ab", "aB"]
 _rng = random.Random(5)
 RANDOM = "".join(_rng.choice(PALETTE) for _ in range(20000))
 TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi").replace("\u2000", "\u2002")
@@ -97,7 +108,7 @@ def trained(kind, corpus, vocab):
             pre_tokenizers.ByteLevel(add_prefix_space=False)])
     else:
         tok.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(LLAMA3 if kind == "llama3" else QWEN2), behavior="isolated"),
+            pre_tokenizers.Split(Regex(SPLIT[kind]), behavior="isolated"),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
     if kind == "qwen2":
         tok.normalizer = normalizers.NFC()
@@ -291,7 +302,7 @@ def main():
             f.write(v)
     corpus = lic.split("\n\n") + [HARD]
     for kind, vocab in (("gpt2", 2000), ("llama3", 3000), ("qwen2", 1500), ("starcoder", 1500),
-                        ("digit_runs", 1000)):
+                        ("digit_runs", 1000), ("o200k", 2500), ("tekken", 2000)):
         tok = trained(kind, corpus, vocab)
         tj = os.path.join(OUT, kind + ".json")
         tok.save(tj)
@@ -309,7 +320,7 @@ def main():
     # to the vocabulary, with ignore_merges and no merges, so that a word is one id and
     # a word cut elsewhere than tokenizers cuts it shows as its bytes (with trained
     # merges the pieces of two cuts often coincide)
-    for kind in ("gpt2", "llama3", "qwen2", "starcoder", "digit_runs"):
+    for kind in ("gpt2", "llama3", "qwen2", "starcoder", "digit_runs", "o200k", "tekken"):
         tj = os.path.join(OUT, kind + "_words.json")
         names = ("licenses", "hard_nfc" if kind == "qwen2" else "hard", "long", "random")
         words_tokenizer(os.path.join(OUT, kind + ".json"), [files[n] for n in names], tj)
