@@ -28,10 +28,13 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   holds 1 + w);
 - a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
   tensors plus q_norm and k_norm), one whose head_dim is not hidden_size / heads (as
-  Qwen3-0.6B's: its projections made here) and a Llama with Llama 3's rope_scaling
+  Qwen3-0.6B's: its projections made here), a Mistral whose head_dim is not
+  hidden_size / heads either (Mistral Nemo's) and a Llama with Llama 3's rope_scaling
   import to the loss tests/llama_torch.py's SPEC reference computes from the folder's
   tensors mapped here by name (the spec's qk_norm, head_dim and rope scaling as
-  config.json says), and export back to the same tensors and head_dim;
+  config.json says), and export back to the same tensors and head_dim (with --newer,
+  transformers' LlamaForCausalLM and MistralForCausalLM compute the Llama's and the
+  Mistral's loss too);
 - a config.json written whole (to_dict: every output switch and generation setting,
   GPT-2's n_special) imports as the one save_pretrained writes;
 - a Phi-3 folder (transformers 4.40 has no Phi-3: the Llama's tensors fused into
@@ -295,10 +298,14 @@ def reference_case(name, src, edit, extra, val, interleave=None):
     trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
            o + "/init.safetensors", "-o", o + "/same")
     back = json.load(open(o + "/same/config.json"))
-    check(same_tensors(d, o + "/same/model.safetensors") and back["model_type"] == cfg["model_type"]
+    # a Mistral without a window is Llama's model, and exported as Llama
+    family = "llama" if cfg["model_type"] == "mistral" and not att.get("window") else cfg["model_type"]
+    check(same_tensors(d, o + "/same/model.safetensors") and back["model_type"] == family
           and back.get("head_dim", hd) == hd,
           "%s imported and exported: %s, heads %d wide, its tensors bit for bit" % (
-              name, cfg["model_type"], hd))
+              name, back["model_type"], hd))
+    if cfg["model_type"] in ("llama", "mistral"):   # transformers 4.45's classes (--newer)
+        transformers_agree(name, [d, o + "/same"], ours, val)
 
 
 def models():
@@ -1025,6 +1032,12 @@ def main():
                    {"model_type": "qwen3", "architectures": ["Qwen3ForCausalLM"], "rms_norm_eps": 1e-6,
                     "head_dim": hd, "use_sliding_window": False, "sliding_window": None,
                     "max_window_layers": 2}, wide, val)
+    # Mistral Nemo's heads: 128 wide over hidden_size 5120 and 32 heads (here 24 over 64 / 4),
+    # rope_theta 1e6, no window (transformers reads head_dim from 4.45 on)
+    reference_case("mistral_head_dim", OUT + "/hf_llama",
+                   {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "head_dim": hd,
+                    "sliding_window": None, "rope_theta": 1000000.0},
+                   {k: t for k, t in wide.items() if "_norm" not in k}, val)
     reference_case("llama3_rope", OUT + "/hf_llama",
                    {"rope_theta": 500000.0, "rope_scaling": {
                        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
