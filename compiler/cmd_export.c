@@ -526,10 +526,13 @@ static const char *const *family(const Ex *e)
         [LLAMA] = {"llama", "LlamaForCausalLM"},       [GEMMA] = {"gemma", "GemmaForCausalLM"},
         [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
         [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"},
-        [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"}, [PHI3] = {"phi3", "Phi3ForCausalLM"}};
-    return f[e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
-             : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3 : e->window ? MISTRAL
-             : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA];
+        [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"},
+        [PHI3] = {"phi3", "Phi3ForCausalLM"}};
+    int k = e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3
+          : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
+          : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
+          : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
+    return f[k];
 }
 
 static void gpt2_keys(cJSON *c, const Ex *e)
@@ -586,7 +589,8 @@ static void phi3_keys(const Ex *e, cJSON *c)
         refuse(e, "$.model.layers", NULL, xasprintf("longrope's factor %g times its original "
                "context %g is not a whole context (Phi-3's max_position_embeddings)", lr->factor,
                lr->orig));
-    cJSON_ReplaceItemInObjectCaseSensitive(c, "max_position_embeddings", cJSON_CreateNumber(round(ext)));
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "max_position_embeddings",
+                                           cJSON_CreateNumber(round(ext)));
     cJSON_AddNumberToObject(c, "original_max_position_embeddings", lr->orig);
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
     cJSON_AddStringToObject(c, "hidden_act", e->act);

@@ -72,9 +72,9 @@ typedef struct Imp {
 static const char *const ignored_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
     "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "use_cache",
-    "attention_dropout", "residual_dropout", "embedding_dropout", "pretraining_tp", "attn_pdrop", "embd_pdrop", "resid_pdrop",
-    "summary_type", "summary_use_proj", "summary_activation", "summary_proj_to_labels",
-    "summary_first_dropout", "task_specific_params", "n_ctx", "output_past",
+    "attention_dropout", "residual_dropout", "embedding_dropout", "pretraining_tp", "attn_pdrop",
+    "embd_pdrop", "resid_pdrop", "summary_type", "summary_use_proj", "summary_activation",
+    "summary_proj_to_labels", "summary_first_dropout", "task_specific_params", "n_ctx", "output_past",
     "reorder_and_upcast_attn", "tokenizer_class", "max_window_layers", "id2label", "label2id",
     "num_labels", "_num_labels", "finetuning_task", "problem_type", "prefix",
     "return_dict", "output_hidden_states", "output_attentions", "torchscript", "use_bfloat16",
@@ -549,7 +549,7 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
     Defaults dflt = defaults_of(a->type);
     a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
-    a->eps = starcoder2 ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
+    a->eps = starcoder2 ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);   /* StarCoder2: its own */
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
@@ -645,14 +645,16 @@ static void read_config(Imp *im, Arch *a)
                                            {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
                                            {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"},
                                            {"granite", "GraniteForCausalLM", "GraniteModel"},
-                                           {"starcoder2", "Starcoder2ForCausalLM", "Starcoder2Model"}};
+                                           {"starcoder2", "Starcoder2ForCausalLM",
+                                            "Starcoder2Model"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
                      "qwen3, gemma, gemma2, gemma3_text (Gemma 3's text models: 270m, 1b), "
-                     "gemma3 (the text model of the 4b to 27b), smollm3, granite and starcoder2", a->type);
+                     "gemma3 (the text model of the 4b to 27b), smollm3, granite and starcoder2",
+                     a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&

@@ -863,7 +863,8 @@ static void parse_longrope(const Ctx *c, Rope *r, const cJSON *v, const char *pa
     LongRope *lr = keep(xcalloc(1, sizeof *lr));
     lr->short_f = longrope_list(c, v, path, "short_factor", &lr->n);
     lr->long_f = longrope_list(c, v, path, "long_factor", &lr->n);
-    char *fp = keep(path_key(path, "factor")), *op = keep(path_key(path, "original_max_position_embeddings"));
+    char *fp = keep(path_key(path, "factor"));
+    char *op = keep(path_key(path, "original_max_position_embeddings"));
     lr->factor = get_number(c, require(c, v, path, "factor"), fp);
     lr->orig = (double)get_int(c, require(c, v, path, "original_max_position_embeddings"), op, 1,
                                MAX_DIM);

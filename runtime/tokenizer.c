@@ -1,8 +1,8 @@
 /* tokenizer.c: the BPE of a Hugging Face tokenizer.json, byte-level (GPT-2, Llama 3,
- * Qwen2, GPT-4o, Tekken, StarCoder) or SentencePiece-style (Llama 2, Mistral; tokenizer.h says what is read and
- * what is refused): loading, the pre-tokenizer patterns as hand-written matchers, the
- * added-token split, the merges with a bounded word cache, and the safe cut that lets
- * a long text be encoded a part at a time.
+ * Qwen2, GPT-4o, Tekken, StarCoder) or SentencePiece-style (Llama 2, Mistral;
+ * tokenizer.h says what is read and what is refused): loading, the pre-tokenizer
+ * patterns as hand-written matchers, the added-token split, the merges with a bounded
+ * word cache, and the safe cut that lets a long text be encoded a part at a time.
  *
  * Ids are computed as `tokenizers` 0.19 computes them: the text is split on the added
  * tokens (the unnormalized ones first, then the normalized ones in what remains; each
