@@ -1,7 +1,8 @@
 /* fuzz_tokenizer.c: runtime/tokenizer.c on any bytes. An input whose first byte is 'J'
  * is a tokenizer.json for rt_tok_load (the loader's checks); any other is a text for
- * small byte-level BPEs with each pattern (GPT-2's, Llama 3's, Qwen2's) and an added
- * token, and a small SentencePiece-style one (Metaspace, byte_fallback), and each must
+ * small byte-level BPEs with each pattern (GPT-2's, Llama 3's, Qwen2's, GPT-4o's,
+ * Tekken's; GPT-2's after StarCoder's Digits) and an added token, and a small
+ * SentencePiece-style one (Metaspace, byte_fallback), and each must
  * decode back to the text and give the whole text's ids when cut at its safe cut (a
  * difference aborts: a crash for the fuzzer). */
 #include "fuzz.h"
@@ -13,7 +14,16 @@ static const char *const patterns[] = {
     "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
     "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+"
+    "[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+"
+    "[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+|"
+    "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?[\\\\p{Lu}\\\\p{Lt}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]+[\\\\p{Ll}\\\\p{Lm}\\\\p{Lo}\\\\p{M}]*|"
+    "\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n/]*|\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+",
+    "digits",   /* StarCoder's: Digits (individual_digits), then ByteLevel with its regex */
 };
+enum { N_PATTERNS = sizeof patterns / sizeof *patterns };
 
 /* The tokenizer.json text json[0, n) loaded (a failure aborts: the file is the target's) */
 static rt_tokenizer *load_or_abort(char *json, int n)
@@ -59,6 +69,10 @@ static rt_tokenizer *small(const char *pattern)
                            "\"special\": true, \"normalized\": false}], \"pre_tokenizer\": ", 256 + N_MERGES);
     if (!pattern)
         n += sprintf(json + n, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}}");
+    else if (!strcmp(pattern, "digits"))
+        n += sprintf(json + n, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Digits\", "
+                               "\"individual_digits\": true}, {\"type\": \"ByteLevel\", "
+                               "\"add_prefix_space\": false}]}}");
     else
         n += sprintf(json + n, "{\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", "
                                "\"pattern\": {\"Regex\": \"%s\"}, \"behavior\": \"Isolated\"}, "
@@ -137,11 +151,11 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict, int
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static rt_tokenizer *small_t[4];
+    static rt_tokenizer *small_t[N_PATTERNS + 1];
     if (!small_t[0]) {
-        for (int k = 0; k < 3; k++)
+        for (int k = 0; k < N_PATTERNS; k++)
             small_t[k] = small(patterns[k]);
-        small_t[3] = small_sp();
+        small_t[N_PATTERNS] = small_sp();
     }
     if (size > 0 && data[0] == 'J') {
         char err[1024];
@@ -152,7 +166,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         }
         return 0;
     }
-    for (int k = 0; k < 4; k++)
-        check_text(small_t[k], (const char *)data, size, 1, k == 3);
+    for (int k = 0; k <= N_PATTERNS; k++)
+        check_text(small_t[k], (const char *)data, size, 1, k == N_PATTERNS);
     return 0;
 }
