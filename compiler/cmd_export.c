@@ -3,7 +3,8 @@
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
  * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
- * scale Granite; layernorms without learned positions StarCoder2; longrope Phi-3) as
+ * scale Granite; layernorms without learned positions StarCoder2; longrope Phi-3; GPT-2's
+ * layers with one key/value head GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -78,6 +79,9 @@ static void same_eps(Ex *e, const Layer *l)
         refuse(e, NULL, l, xasprintf("eps %g where an earlier norm has %g: config.json holds "
                                      "one", l->eps, e->eps));
 }
+
+/* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers with one key/value head */
+static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; }
 
 /* StarCoder2: layernorms without learned positions (Llama's attention, GPT-2's blocks) */
 static int starcoder2(const Ex *e) { return e->layernorm && !e->gpt2; }
@@ -187,10 +191,11 @@ static void attention(Ex *e, const Layer *l)
     e->att_scale = l->att_scale;
     e->att_softcap = l->att_softcap;
     int rope = l->rope.theta > 0;
-    if (e->gpt2 && (rope || e->d.KV != e->d.H || e->d.bias != HF_BIAS_ALL || e->d.qk_norm ||
-                    e->window || e->d.HD || e->att_scale || e->att_softcap))
-        refuse(e, NULL, l, "rope, kv_heads, head_dim, bias other than true, qk_norm, window, "
-                           "scale and softcap have no place in GPT-2 (with learned positions)");
+    if (e->gpt2 && (rope || (e->d.KV != e->d.H && e->d.KV != 1) || e->d.bias != HF_BIAS_ALL ||
+                    e->d.qk_norm || e->window || e->d.HD || e->att_scale || e->att_softcap))
+        refuse(e, NULL, l, "rope, kv_heads other than 1 (GPTBigCode's), head_dim, bias other "
+                           "than true, qk_norm, window, scale and softcap have no place in GPT-2 "
+                           "(with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     if (starcoder2(e) && (e->d.bias == HF_BIAS_QKV || e->d.qk_norm || e->d.HD || e->att_scale ||
@@ -258,7 +263,8 @@ static void mlp(Ex *e, const Layer *r, const char *prefix)
     if (e->layernorm) {
         if (act->op != OP_GELU)
             refuse(e, NULL, act, "GPT-2's and StarCoder2's MLP activation is gelu");
-        e->act = !act->gelu_tanh ? "gelu" : e->gpt2 ? "gelu_new" : "gelu_pytorch_tanh";
+        e->act = !act->gelu_tanh                ? "gelu"
+                 : e->gpt2 && !bigcode(e) ? "gelu_new" : "gelu_pytorch_tanh";
         e->d.FF = up->out;
     } else {
         if (act->op != OP_GLU)
@@ -403,7 +409,8 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2 : e->longrope ? &hf_phi3
+    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2
+         : e->longrope ? &hf_phi3
          : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
 }
@@ -519,7 +526,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3 };
+           STARCODER2, PHI3, BIGCODE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -527,8 +534,9 @@ static const char *const *family(const Ex *e)
         [GEMMA2] = {"gemma2", "Gemma2ForCausalLM"},     [GEMMA3] = {"gemma3_text", "Gemma3ForCausalLM"},
         [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"},
         [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"},
-        [PHI3] = {"phi3", "Phi3ForCausalLM"}};
-    int k = e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3
+        [PHI3] = {"phi3", "Phi3ForCausalLM"},
+        [BIGCODE] = {"gpt_bigcode", "GPTBigCodeForCausalLM"}};
+    int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
           : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
@@ -548,6 +556,8 @@ static void gpt2_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "attn_pdrop", 0);
     cJSON_AddNumberToObject(c, "embd_pdrop", 0);
     cJSON_AddNumberToObject(c, "resid_pdrop", 0);
+    if (bigcode(e))
+        cJSON_AddTrueToObject(c, "multi_query");
 }
 
 /* The sizes in the Llama family's keys (StarCoder2's too) */

@@ -1,10 +1,10 @@
 /* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T]: a Hugging Face model folder
  * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
- * names, fp32). GPT2LMHeadModel, and LlamaForCausalLM with its kin Mistral, Phi-3,
- * Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text model of the
- * multimodal checkpoints), SmolLM3, Granite and StarCoder2; a config key or tensor the
- * spec cannot express exits 1 naming it, before anything is written. */
+ * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
+ * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
+ * model of the multimodal checkpoints), SmolLM3, Granite and StarCoder2; a config key or
+ * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -99,6 +99,22 @@ static const char *gelu_approximate(HfCfg *c, const char *key, const char *dflt)
         return "none";
     hf_cfg_error(c, key, "\"%s\": trainc's gelu is exact (gelu) or the tanh approximation "
                  "(gelu_new, gelu_pytorch_tanh)", act);
+}
+
+static void gpt2_config(HfCfg *c, Arch *a);
+
+/* GPTBigCode (StarCoder, SantaCoder, WizardCoder-15B): GPT-2's config and layers with one
+ * key/value head (multi_query; the other layout interleaves each head's q, k and v rows,
+ * refused); its softmax-in-fp32 switches change no fp32 result. */
+static void bigcode_config(HfCfg *c, Arch *a)
+{
+    gpt2_config(c, a);
+    if (!hf_cfg_bool(c, "multi_query", 1))
+        hf_cfg_error(c, "multi_query", "false: GPTBigCode then interleaves each head's q, k "
+                     "and v rows; trainc imports the multi-query models (StarCoder, SantaCoder)");
+    a->d.KV = 1;
+    hf_cfg_get(c, "attention_softmax_in_fp32");
+    hf_cfg_get(c, "scale_attention_softmax_in_fp32");
 }
 
 static void gpt2_config(HfCfg *c, Arch *a)
@@ -634,6 +650,8 @@ static void read_config(Imp *im, Arch *a)
     if (!a->type)
         hf_cfg_error(c, "model_type", "missing");
     static const char *const archs[][3] = {{"gpt2", "GPT2LMHeadModel", "GPT2Model"},
+                                           {"gpt_bigcode", "GPTBigCodeForCausalLM",
+                                            "GPTBigCodeModel"},
                                            {"llama", "LlamaForCausalLM", "LlamaModel"},
                                            {"mistral", "MistralForCausalLM", "MistralModel"},
                                            {"phi3", "Phi3ForCausalLM", "Phi3Model"},
@@ -651,10 +669,10 @@ static void read_config(Imp *im, Arch *a)
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
     if (k == n)
-        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, llama, mistral, phi3, qwen2, "
-                     "qwen3, gemma, gemma2, gemma3_text (Gemma 3's text models: 270m, 1b), "
-                     "gemma3 (the text model of the 4b to 27b), smollm3, granite and starcoder2",
-                     a->type);
+        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
+                     "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
+                     "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
+                     "granite and starcoder2", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -667,9 +685,12 @@ static void read_config(Imp *im, Arch *a)
         c = text_config(im, a);
     if (!strcmp(a->type, "gpt2"))
         gpt2_config(c, a);
+    else if (!strcmp(a->type, "gpt_bigcode"))
+        bigcode_config(c, a);
     else
         llama_config(c, a);
-    a->family = a->gpt2 ? &hf_gpt2 : !strcmp(a->type, "phi3") ? &hf_phi3
+    a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
+              : !strcmp(a->type, "phi3") ? &hf_phi3
               : !strcmp(a->type, "starcoder2") ? &hf_starcoder2
               : !strcmp(a->type, "gemma") ? &hf_gemma
               : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */

@@ -80,7 +80,7 @@ typedef struct HfFamily {
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_llama, hf_phi3, hf_starcoder2, hf_gemma, hf_gemma3;
+extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);

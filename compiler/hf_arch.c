@@ -87,6 +87,26 @@ static const HfMap starcoder2_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
+/* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers as nn.Linear ([out, in], trainc's
+ * layout) and one key/value head (multi_query): c_attn's rows q, k, v as trainc's qkv */
+static const HfMap bigcode_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"wte.weight"}, {HF_V}, HF_D},
+    {0, HF_POS, "weight", HF_ALWAYS, 0, {"wpe.weight"}, {HF_POSN}, HF_D},
+    LN_ROWS(HF_NORM1, "ln_1"),
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0, {"attn.c_attn.weight"}, {HF_QKV}, HF_D},
+    {1, HF_ATTN, "qkv.bias", HF_ALWAYS, 0, {"attn.c_attn.bias"}, {HF_QKV}, 0},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"attn.c_proj.weight"}, {HF_D}, HF_D},
+    {1, HF_ATTN, "proj.bias", HF_ALWAYS, 0, {"attn.c_proj.bias"}, {HF_D}, 0},
+    LN_ROWS(HF_NORM2, "ln_2"),
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.c_fc.weight"}, {HF_FF}, HF_D},
+    {1, HF_UP, "bias", HF_ALWAYS, 0, {"mlp.c_fc.bias"}, {HF_FF}, 0},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.c_proj.weight"}, {HF_D}, HF_FF},
+    {1, HF_DOWN, "bias", HF_ALWAYS, 0, {"mlp.c_proj.bias"}, {HF_D}, 0},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"ln_f.weight"}, {HF_D}, 0},
+    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"ln_f.bias"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 /* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
  * attention's output norm, not the MLP's input norm as Llama's). */
 static const HfMap gemma3_map[] = {
@@ -98,6 +118,7 @@ static const HfMap gemma3_map[] = {
     HEAD_ROWS};
 
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f};
+const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
 const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
 const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f};

@@ -8,7 +8,7 @@ a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 c
 over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma 2 config
 over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
 config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
-shards, and a StarCoder2 (biases, a window, tied).
+shards, a StarCoder2 (biases, a window, tied) and a GPTBigCode (one key/value head).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -20,7 +20,7 @@ from safetensors.torch import save_file
 from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
-                          Starcoder2ForCausalLM)
+                          Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -131,6 +131,10 @@ def main():
          [st_bytes({n: ts[n] for n in part}) for part in shards])
     starcoder2 = Starcoder2ForCausalLM(Starcoder2Config(sliding_window=4, **small))
     seed("starcoder2", [config_bytes(starcoder2), st_bytes(tensors(starcoder2))])
+    torch.manual_seed(1)
+    bigcode = GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=16, n_embd=8, n_layer=1, n_head=2,
+                                                     n_positions=16))
+    seed("gpt_bigcode", [config_bytes(bigcode), st_bytes(tensors(bigcode))])
 
 
 if __name__ == "__main__":

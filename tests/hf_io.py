@@ -9,9 +9,10 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   enough that positions move the loss), one with attention biases and a tied head, and a
   Qwen2ForCausalLM (biases on q, k and v alone: the spec's bias "qkv"; tied) and a
   GemmaForCausalLM (one kv head, heads wider than hidden_size / heads, GeGLU, the
-  embedding scaled by sqrt(d), norms by 1 + weight, tied) and two Starcoder2ForCausalLM
+  embedding scaled by sqrt(d), norms by 1 + weight, tied), two Starcoder2ForCausalLM
   (layernorms, Llama's attention and a gelu MLP with biases, a window, tied; without
-  biases or window, the exact gelu, untied) are imported;
+  biases or window, the exact gelu, untied) and a GPTBigCodeForCausalLM (StarCoder's:
+  GPT-2's layers, one key/value head) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -93,7 +94,8 @@ try:
     from transformers import (AutoConfig, AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel,
                               LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM,
-                              Starcoder2Config, Starcoder2ForCausalLM)
+                              Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
+                              GPTBigCodeForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -328,6 +330,9 @@ def models():
             if "q_proj" in n or "k_proj" in n:
                 p.mul_(30)
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
+    # GPTBigCode (StarCoder's): GPT-2's layers with one key/value head, tied
+    bigcode = GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
+                                                     n_positions=64, attn_implementation="eager"))
     # StarCoder2: layernorms, Llama's attention with biases and a window, a gelu MLP with
     # biases, tied; and without biases (use_bias false) or window, untied
     sc = {k: v for k, v in kw.items() if k not in ("rms_norm_eps", "tie_word_embeddings")}
@@ -345,14 +350,14 @@ def models():
               hidden_activation="gelu_pytorch_tanh")
     gemma = GemmaForCausalLM(GemmaConfig(**kw))
     for m in (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma,
-              starcoder2, starcoder2_plain):
+              starcoder2, starcoder2_plain, bigcode):
         m.eval()
         with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
             for n, p in m.named_parameters():
                 if "norm" in n or "ln" in n or n.endswith(".bias"):
                     p.add_(0.1 * torch.randn(p.shape))
     return (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
-            starcoder2_plain)
+            starcoder2_plain, bigcode)
 
 
 def refused(name, args, words, out):
@@ -990,13 +995,13 @@ def main():
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
     (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
-     starcoder2_plain) = models()
+     starcoder2_plain, bigcode) = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
                         ("gemma", gemma, {}), ("starcoder2", starcoder2, {}),
-                        ("starcoder2_plain", starcoder2_plain, {}),
+                        ("starcoder2_plain", starcoder2_plain, {}), ("gpt_bigcode", bigcode, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1063,6 +1068,8 @@ def main():
          ["rope_scaling", "StarCoder2"]),
         ("starcoder2 head_dim", {"head_dim": 8}, ["head_dim", "StarCoder2"]),
         ("starcoder2 rms_norm_eps", {"rms_norm_eps": 1e-6}, ["rms_norm_eps"])])
+    bad_configs(OUT + "/hf_gpt_bigcode", [
+        ("gpt_bigcode multi_query false", {"multi_query": False}, ["multi_query", "interleaves"])])
     gemma_configs(val)
     gemma3_case(val)
     gemma3_4b_case(val)
