@@ -9,7 +9,7 @@ a residual around a shape-keeping conv, flatten, linear), vectors (linear, the f
 activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
 attention blocks, causal or not, in about 3 of 5 with some of attention's Llama-family
-options (kv_heads, bias false, rope with or without llama3 scaling, qk_norm, a window,
+options (kv_heads, bias false, rope with or without llama3 or longrope scaling, qk_norm, a window,
 a scale), a tied or untied classifier; or f32 [T, d] input with an MSE target). Then,
 from a generator of its own (so the draws above, and every model of a seed but these
 swaps, stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
@@ -190,6 +190,13 @@ def attention_options(att, T, d, heads, causal, V, tokens):
         att["window"] = int(o.integers(1, T + 1))
     if o.random() < 0.3:   # drawn last: the draws before stay what they were
         att["scale"] = float(o.choice([0.3, 1.0]))
+    if att.get("rope") and "scaling" not in att["rope"] and o.random() < 0.3:   # after them all
+        n = hd // 2   # longrope: its divisors, the long ones past the original context
+        att["rope"]["scaling"] = {
+            "rope_type": "longrope", "short_factor": [float(x) for x in 1 + o.random(n)],
+            "long_factor": [float(x) for x in 1 + 8 * o.random(n)],
+            "factor": float(o.choice([1.0, 4.0])),
+            "original_max_position_embeddings": int(o.choice([2, 16]))}
 
 
 def sequence_model(r):
@@ -431,8 +438,14 @@ def attention_with_options(l, x, pfx, param):
         qn = param(pfx + ".q_norm.weight", (hd,), "lnw")
         kn = param(pfx + ".k_norm.weight", (hd,), "lnw")
     rope = (l["rope"]["theta"], l["rope"].get("scaling")) if l.get("rope") else None
+    scale = l.get("scale", 1.0 / hd ** 0.5)
+    sc = rope[1] if rope else None
+    if sc and sc["rope_type"] == "longrope":   # SPEC: the list T picks; scores times A^2
+        O, F_ = sc["original_max_position_embeddings"], sc["factor"]
+        rope = (rope[0], {"longrope": sc["long_factor"] if t > O else sc["short_factor"]})
+        scale *= 1.0 if F_ <= 1 else 1 + math.log(F_) / math.log(O)
     _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,
-                                   qn, kn, rope, l.get("scale", 1.0 / hd ** 0.5))
+                                   qn, kn, rope, scale)
     y = y @ param(pfx + ".proj.weight", (d, d), "w").t()
     return y + param(pfx + ".proj.bias", (d,), "b") if bias else y
 
