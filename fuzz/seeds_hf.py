@@ -8,7 +8,8 @@ a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 c
 over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma 2 config
 over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
 config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
-shards, a StarCoder2 (biases, a window, tied) and a GPTBigCode (one key/value head).
+shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head) and
+the Phi-3 config with longrope's rope_scaling.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -83,6 +84,7 @@ def main():
     phi3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "sliding_window": 8,
             "original_max_position_embeddings": 16, "embd_pdrop": 0.0}
     seed("phi3", [config_bytes(llama, phi3), st_bytes(ts)])
+    phi3_ts = ts
     smol = {"model_type": "smollm3", "architectures": ["SmolLM3ForCausalLM"],
             "no_rope_layers": [0], "use_sliding_window": False}
     seed("smollm3", [config_bytes(llama, smol), st_bytes(tensors(llama))])
@@ -135,6 +137,10 @@ def main():
     bigcode = GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=16, n_embd=8, n_layer=1, n_head=2,
                                                      n_positions=16))
     seed("gpt_bigcode", [config_bytes(bigcode), st_bytes(tensors(bigcode))])
+    # Phi-3's 128k form: longrope's two factor lists (heads 4 wide: 2 each)
+    longrope = dict(phi3, max_position_embeddings=64, rope_scaling={
+        "type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 9.0]})
+    seed("phi3_longrope", [config_bytes(llama, longrope), st_bytes(phi3_ts)])
 
 
 if __name__ == "__main__":
