@@ -608,8 +608,7 @@ static void phi3_keys(const Ex *e, cJSON *c)
     cJSON_AddStringToObject(r, "type", "longrope");
     cJSON_AddItemToObject(r, "short_factor", cJSON_CreateDoubleArray(lr->short_f, lr->n));
     cJSON_AddItemToObject(r, "long_factor", cJSON_CreateDoubleArray(lr->long_f, lr->n));
-    double dflt = lr->factor <= 1 ? 1.0 : sqrt(1 + log(lr->factor) / log(lr->orig));
-    if (lr->has_attn && (float)lr->attn != (float)dflt)
+    if (lr->has_attn && (float)lr->attn != (float)longrope_default_attn(lr->factor, lr->orig))
         cJSON_AddNumberToObject(r, "attention_factor", lr->attn);
     if (e->window)
         cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);

@@ -870,7 +870,7 @@ static void parse_longrope(const Ctx *c, Rope *r, const cJSON *v, const char *pa
                                MAX_DIM);
     if (!(lr->factor > 0))
         error_at(c->file, fp, "expected a number > 0, got %g", lr->factor);
-    lr->attn = lr->factor <= 1 ? 1.0 : sqrt(1 + log(lr->factor) / log(lr->orig));
+    lr->attn = longrope_default_attn(lr->factor, lr->orig);
     const cJSON *af = member(v, "attention_factor");
     if (af) {
         char *ap = keep(path_key(path, "attention_factor"));

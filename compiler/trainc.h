@@ -2,6 +2,7 @@
 #ifndef TRAINC_H
 #define TRAINC_H
 
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <cjson/cJSON.h>
@@ -52,6 +53,13 @@ typedef struct LongRope {
     double factor, orig, attn;
     int has_attn;             /* attention_factor given */
 } LongRope;
+
+/* longrope's attention factor where none is given: sqrt(1 + ln factor / ln orig), 1 for
+ * a factor up to 1 (transformers' _compute_longrope_parameters) */
+static inline double longrope_default_attn(double factor, double orig)
+{
+    return factor <= 1 ? 1.0 : sqrt(1 + log(factor) / log(orig));
+}
 
 /* attention's rope: theta 0: none; factor 0: no llama3 scaling, else its factor, low and
  * high frequency factors and original context length (linear: the spec said linear

@@ -141,12 +141,19 @@ SHIFT_WINDOW = VERSION < (4, 42)
 WINDOWED = (MistralForCausalLM, Starcoder2ForCausalLM)
 
 
-def hf_loss(m, tokens):
-    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..., as
-    transformers 4.42 and later compute it."""
+def windows(tokens):
+    """The windows at 0, T, 2T, ... of tokens: inputs x and targets y [n, T] (what
+    --eval reads of a shard)."""
     n = (len(tokens) - 1) // T
     x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
     y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    return x, y
+
+
+def hf_loss(m, tokens):
+    """Mean cross-entropy over every target of the windows at 0, T, 2T, ..., as
+    transformers 4.42 and later compute it."""
+    x, y = windows(tokens)
     W = m.config.sliding_window if isinstance(m, WINDOWED) else None
     if W and SHIFT_WINDOW:
         m.config.sliding_window = W - 1
@@ -282,9 +289,7 @@ def reference_case(name, src, edit, extra, val, interleave=None):
         w[q + "down.weight"] = sd[p + "mlp.down_proj.weight"]
     P = lt.Params()
     P.t = w
-    n = (len(val) - 1) // T
-    x = torch.tensor([val[k * T:k * T + T] for k in range(n)], dtype=torch.int64)
-    y = torch.tensor([val[k * T + 1:k * T + T + 1] for k in range(n)], dtype=torch.int64)
+    x, y = windows(val)
     with torch.no_grad():
         ref = F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
     ours = trainc_eval(o, o + "/init.safetensors")
@@ -470,9 +475,7 @@ def gemma_loss(cfg, sd, tokens):
     eps, W = cfg["rms_norm_eps"], cfg["sliding_window"]
     n_pat = cfg.get("sliding_window_pattern", 2)   # Gemma 2: every other layer local
     cap, final_cap = cfg.get("attn_logit_softcapping"), cfg.get("final_logit_softcapping")
-    n = (len(tokens) - 1) // T
-    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
-    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    x, y = windows(tokens)
     B = x.shape[0]
 
     def norm(h, w):
@@ -685,9 +688,7 @@ def granite_loss(cfg, sd, tokens):
     logits_scaling."""
     D, H, KV, eps = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["rms_norm_eps"]
     hd = D // H
-    n = (len(tokens) - 1) // T
-    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
-    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    x, y = windows(tokens)
     B = x.shape[0]
 
     def norm(h, w):
@@ -873,9 +874,7 @@ def spec_loss(o, tokens):
     model = json.load(open(o + "/model.json"))["model"]
     P = lt.Params()
     P.t = dict(load_file(o + "/init.safetensors"))
-    n = (len(tokens) - 1) // T
-    x = torch.tensor([tokens[w * T:w * T + T] for w in range(n)], dtype=torch.int64)
-    y = torch.tensor([tokens[w * T + 1:w * T + T + 1] for w in range(n)], dtype=torch.int64)
+    x, y = windows(tokens)
     with torch.no_grad():
         return F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
 

@@ -48,6 +48,7 @@ import torch
 import torch.nn.functional as F
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import attention_ref
+import llama_torch   # its longrope attention factor
 import st_check   # safetensors read and written by hand
 import run_log   # a run's metrics.jsonl: one train record a step (log_every 1)
 
@@ -441,9 +442,9 @@ def attention_with_options(l, x, pfx, param):
     scale = l.get("scale", 1.0 / hd ** 0.5)
     sc = rope[1] if rope else None
     if sc and sc["rope_type"] == "longrope":   # SPEC: the list T picks; scores times A^2
-        O, F_ = sc["original_max_position_embeddings"], sc["factor"]
+        O = sc["original_max_position_embeddings"]
         rope = (rope[0], {"longrope": sc["long_factor"] if t > O else sc["short_factor"]})
-        scale *= 1.0 if F_ <= 1 else 1 + math.log(F_) / math.log(O)
+        scale *= llama_torch.longrope_attention_factor(sc) ** 2
     _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,
                                    qn, kn, rope, scale)
     y = y @ param(pfx + ".proj.weight", (d, d), "w").t()
