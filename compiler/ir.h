@@ -441,8 +441,9 @@ enum {
     CALL_ATTENTION_FWD,  /* qkv, lse, y, B, T, d, H, causal */
     CALL_ATTENTION_BWD,  /* qkv, lse, y, dy, dqkv, B, T, d, H, causal */
     /* with kv_heads, qk_norm (qn, kn weights or NULL), a window (0: none), rope (theta
-     * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig; ext: longrope's
-     * divisor per frequency, or NULL), the scores' factor (scale) and soft-cap (0: none) */
+     * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig; ext: the
+     * inverse frequencies of a partial rope or longrope, or NULL), the scores' factor
+     * (scale) and soft-cap (0: none) */
     CALL_ATTENTION_EXT_FWD, /* qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
                                factor, low, high, orig, ext, scale, softcap */
     CALL_ATTENTION_EXT_BWD, /* qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, ... as _FWD */

@@ -929,10 +929,11 @@ static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char
                  r->high);
 }
 
-/* attention's "rope": null, or {"theta": T} with an optional llama3 "scaling". */
+/* attention's "rope": null, or {"theta": T} with an optional "scaling" and "dims" (a
+ * partial rope: checked against the head width where the layer is built). */
 static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
-    static const char *const keys[] = {"theta", "scaling", NULL};
+    static const char *const keys[] = {"theta", "scaling", "dims", NULL};
     if (cJSON_IsNull(v))
         return;
     need_object(c, v, path, "null or an object {\"theta\": 10000}");
@@ -944,6 +945,9 @@ static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
     const cJSON *sc = member(v, "scaling");
     if (sc && !cJSON_IsNull(sc))
         parse_rope_scaling(c, r, sc, keep(path_key(path, "scaling")));
+    const cJSON *dims = member(v, "dims");
+    if (dims && !cJSON_IsNull(dims))
+        r->dims = get_int(c, dims, keep(path_key(path, "dims")), 2, MAX_DIM);
 }
 
 /* attention's "interleave": {"every": N, "window": ..., "rope": ...}: in a repeat,

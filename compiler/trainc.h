@@ -45,7 +45,7 @@ typedef struct Init {
 
 typedef struct Layer Layer;
 /* rope's longrope scaling (Phi-3's 128k models; spec.c): per-frequency divisors, short_f
- * for a context T up to orig, long_f past it (n = head width / 2 each); factor the
+ * for a context T up to orig, long_f past it (n = the rotated pairs each); factor the
  * context's length over orig; cos and sin times attn (given, or its default) */
 typedef struct LongRope {
     int n;
@@ -64,11 +64,13 @@ static inline double longrope_default_attn(double factor, double orig)
 /* attention's rope: theta 0: none; factor 0: no llama3 scaling, else its factor, low and
  * high frequency factors and original context length (linear: the spec said linear
  * scaling, which runs as llama3's with low 1, high 2, original context 1; spec.c);
- * lr: longrope scaling (factor 0 then), or NULL */
+ * lr: longrope scaling (factor 0 then), or NULL; dims: the dimensions of a head it
+ * rotates (a partial rope: pairs j, j + hd/2 for j < dims/2), 0: all */
 typedef struct Rope {
     double theta, factor, low, high, orig;
     int linear;
     const LongRope *lr;
+    int64_t dims;
 } Rope;
 
 /* attention's "interleave": iterations every - 1, 2 every - 1, ... of the innermost

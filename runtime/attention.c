@@ -509,16 +509,14 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 
 /* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
  * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
- * 1 / theta^(2j / hd), scaled for long wavelengths, or 1 / (ext[j] theta^(2j / hd))
- * (longrope's divisors, Phi3LongRoPEScaledRotaryEmbedding); cos, sin [T, hd/2] of
- * t inv_freq[j]. */
+ * 1 / theta^(2j / hd), or ext[j] where the compiler worked them out (a partial rope's,
+ * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j]. */
 static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
                        float factor, float low, float high, int64_t orig, const float *ext)
 {
     int64_t h2 = hd / 2;
     for (int64_t j = 0; j < h2; j++) {
-        float p = powf(theta, (float)(2 * j) / (float)hd);
-        float inv = 1.0f / (ext ? ext[j] * p : p);
+        float inv = ext ? ext[j] : 1.0f / powf(theta, (float)(2 * j) / (float)hd);
         if (factor > 0) {
             float wavelen = 2.0f * (float)M_PI / inv;
             float lo_wl = (float)orig / low, hi_wl = (float)orig / high;

@@ -1022,7 +1022,7 @@ static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int
              : *mv;
 }
 
-/* longrope's divisors (hd / 2 floats on the host, or NULL) on the device */
+/* the rope's inverse frequencies (hd / 2 floats on the host, or NULL) on the device */
 static const float *att_lr(rt_exec *e, const float *ext, int64_t hd)
 {
     return ext ? (const float *)(uintptr_t)rt_cu_const(e, ext, (size_t)(hd / 2) * sizeof *ext)

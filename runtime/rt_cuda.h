@@ -312,7 +312,7 @@ rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
  * rt_cu_allocated is every byte the trainer allocated. */
 rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
-/* The device's copy of BYTES of constants the generated code holds (longrope's divisors,
+/* The device's copy of BYTES of constants the generated code holds (a rope's inverse frequencies,
  * which it passes as a literal): each distinct content is uploaded once, at its first
  * use (the first pass of each kind runs outside a CUDA graph), and kept. */
 rt_dptr rt_cu_const(rt_exec *e, const void *data, size_t bytes);

@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
 """PyTorch reference for runtime/attention.c: causal and full multi-head attention, and
 the options of docs/spec.md's attention row (grouped-query attention, rope with and
-without llama3 scaling, qk_norm, a sliding window, the scores' scale and soft-cap), alone and together; forward (each
+without llama3 scaling, longrope's frequencies, a partial rope, qk_norm, a sliding
+window, the scores' scale and soft-cap), alone and together; forward (each
 query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
 qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
 causal, window, qk_norm, rope, orig, n_ext; float64 theta, factor, low, high, scale,
-softcap; float32 ext [n_ext] (longrope's divisors); then float32 qkv, [qn, kn,] dy, lse,
+softcap; float32 ext [n_ext] (the inverse frequencies the compiler works out for
+longrope and a partial rope); then float32 qkv, [qn, kn,] dy, lse,
 y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
@@ -18,7 +20,8 @@ it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RM
 (eps 1e-6) over each head's hd on q and k; rope rotates q and k (after qk_norm) as
 LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
 as transformers' _compute_llama3_parameters, longrope's divisors as
-Phi3LongRoPEScaledRotaryEmbedding's inv_freq); key/value heads are repeated as
+Phi3LongRoPEScaledRotaryEmbedding's inv_freq; a partial rope of dims rd rotates the
+pairs j, j + hd/2 for j < rd/2 at theta^(-2j/rd), SPEC's pairing); key/value heads are repeated as
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
 cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
@@ -30,8 +33,10 @@ import sys
 import numpy as np
 import torch
 
-# B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling or None)
-# [, scale: the scores' factor, 1 / sqrt(hd) when None or absent[, softcap: None or a cap]]
+# B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling, longrope's
+# divisors {"longrope": [...]}, a partial rope {"dims": rd} (with longrope's, or alone) or
+# None) [, scale: the scores' factor, 1 / sqrt(hd) when None or absent[, softcap: None or
+# a cap]]
 LLAMA3 = lambda factor, orig: {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                "original_max_position_embeddings": orig}
 CASES = [
@@ -56,12 +61,21 @@ CASES = [
     (2, 60, 32, 2, 1, 1, 0, 0, (10000.0, {"longrope": [1.0, 1.5, 2.5, 4.0, 7.0, 12.0, 20.0, 31.0]}),
      1.0 / 4 * 1.19 ** 2),
     (1, 50, 64, 4, 2, 1, 15, 1, (500000.0, {"longrope": [1.0 + 0.25 * j for j in range(8)]})),
+    # a partial rope (StableLM's quarter, Nemotron's half), alone and with longrope's
+    (2, 45, 64, 4, 2, 1, 0, 0, (10000.0, {"dims": 4})),
+    (2, 60, 32, 2, 1, 1, 20, 1, (10000.0, {"dims": 8})),
+    (1, 50, 64, 4, 4, 1, 0, 0, (10000.0, {"dims": 10, "longrope": [1.0, 2.0, 3.0, 5.0, 8.0]})),
 ]
 
 
 def inv_freq(hd, theta, scaling):
-    """LlamaRotaryEmbedding's float32 frequencies, scaled as llama3's rope_scaling, or
-    Phi3LongRoPEScaledRotaryEmbedding's with longrope's divisors."""
+    """LlamaRotaryEmbedding's float32 frequencies [hd/2], scaled as llama3's rope_scaling,
+    or Phi3LongRoPEScaledRotaryEmbedding's with longrope's divisors; a partial rope's
+    over its dims, 0 for the pairs past them."""
+    if scaling is not None and "dims" in scaling:
+        rest = {k: v for k, v in scaling.items() if k != "dims"}
+        inv = inv_freq(scaling["dims"], theta, rest or None)
+        return torch.cat((inv, torch.zeros(hd // 2 - inv.numel())))
     shape = torch.arange(0, hd, 2, dtype=torch.int64).float() / hd
     if scaling is not None and "longrope" in scaling:
         return 1.0 / (torch.tensor(scaling["longrope"], dtype=torch.float32) * theta ** shape)
@@ -134,8 +148,9 @@ def main():
             lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap)
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
-            ext = sc.pop("longrope") if sc and "longrope" in sc else []
-            sc = sc or None
+            ext = []
+            if sc and ("longrope" in sc or "dims" in sc):   # the compiler's frequencies
+                ext, sc = inv_freq(hd, theta, sc).tolist(), None
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
                               sc["original_max_position_embeddings"] if sc else 0, len(ext)],
                              dtype="<i8").tobytes())

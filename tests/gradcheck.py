@@ -253,6 +253,11 @@ cases += [
         "theta": 100, "scaling": {"rope_type": "longrope", "short_factor": [1.0, 3.0],
                                   "long_factor": [2.0, 5.0], "factor": 2,
                                   "original_max_position_embeddings": 2}}}, L(7)]),
+    # a partial rope: heads 8 wide, the pairs (0, 4) and (1, 5) rotated, the others kept;
+    # with GQA and qk_norm
+    tok("attention_partial_rope", [E(dim=16), {"op": "attention", "heads": 2, "kv_heads": 1,
+                                               "qk_norm": True, "rope": {"theta": 100, "dims": 4}},
+                                   L(7)]),
 ]
 
 def fd_check(name, path):

@@ -11,7 +11,7 @@ loss within 1e-4 relative:
     original context 64: one frequency kept, two interpolated, the rest divided),
     SwiGLU, untied;
   - squared_relu_tied: the embedding scaled by sqrt(d) (Gemma's), one KV head, biases,
-    plain RoPE, a squared_relu MLP (4d), a head tied to the embedding, RMSNorm's
+    a partial RoPE (dims 6 of 16), a squared_relu MLP (4d), a head tied to the embedding, RMSNorm's
     default eps;
   - glu_gelu_window: multi-head (kv_heads left out), heads 12 wide (a core of 48),
     qk_norm without RoPE, a window of 3, a GeGLU MLP (glu act gelu_tanh);
@@ -85,7 +85,8 @@ MODELS = {
     "options": model("options", {"kv_heads": 2, "bias": True, "qk_norm": True, "window": 8,
                                  "head_dim": 32, "rope": {"theta": 10000, "scaling": SCALING}},
                      swiglu("silu", 128), norm={"eps": 1e-5}),
-    "squared_relu_tied": model("squared_relu_tied", {"kv_heads": 1, "bias": True, "rope": {"theta": 10000}},
+    "squared_relu_tied": model("squared_relu_tied", {"kv_heads": 1, "bias": True,
+                                                     "rope": {"theta": 10000, "dims": 6}},
                                [{"op": "linear", "name": "fc", "out": 4 * D},
                                 {"op": "squared_relu"},
                                 {"op": "linear", "name": "proj", "out": D}], tie=True,
@@ -121,6 +122,8 @@ def reference_checks(x):
             return lt.logits(m, P, x)
     same = [("window T", variant(window=T), variant(window=None)),
             ("llama3 factor 1", variant(rope={"theta": 10000, "scaling": dict(SCALING, factor=1.0)}),
+             variant(rope={"theta": 10000})),
+            ("rope dims of the whole head", variant(rope={"theta": 10000, "dims": 32}),
              variant(rope={"theta": 10000}))]
     for what, a, b in same:
         d = (a - b).abs().max().item()

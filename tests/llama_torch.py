@@ -45,16 +45,21 @@ def rope_inv_freq(rope, hd, T):
     (attention_ref.py's), or {"rope_type": "linear", "factor": F}: divided by F, as
     transformers' _compute_linear_scaling_rope_parameters, or {"rope_type": "longrope", ...}:
     divided by long_factor past original_max_position_embeddings, else by short_factor
-    (Phi3LongRoPEScaledRotaryEmbedding, at the context T)."""
+    (Phi3LongRoPEScaledRotaryEmbedding, at the context T). With "dims" rd, those of rd's
+    pairs and 0 for the pairs j >= rd/2 (SPEC's partial rope: they keep their values)."""
+    rd = rope.get("dims") or hd
+    pad = torch.zeros((hd - rd) // 2)
     sc = rope.get("scaling")
     kind = sc.get("rope_type", sc.get("type")) if sc else None
     if kind == "linear":
-        return attention_ref.inv_freq(hd, float(rope["theta"]), None) / sc["factor"]
-    if kind == "longrope":
+        inv = attention_ref.inv_freq(rd, float(rope["theta"]), None) / sc["factor"]
+    elif kind == "longrope":
         f = sc["long_factor"] if T > sc["original_max_position_embeddings"] else sc["short_factor"]
-        return attention_ref.inv_freq(hd, float(rope["theta"]), {"longrope": f})
-    assert kind in (None, "llama3"), sc
-    return attention_ref.inv_freq(hd, float(rope["theta"]), sc or None)
+        inv = attention_ref.inv_freq(rd, float(rope["theta"]), {"longrope": f})
+    else:
+        assert kind in (None, "llama3"), sc
+        inv = attention_ref.inv_freq(rd, float(rope["theta"]), sc or None)
+    return torch.cat((inv, pad))
 
 
 def longrope_attention_factor(sc):

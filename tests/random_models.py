@@ -9,8 +9,8 @@ a residual around a shape-keeping conv, flatten, linear), vectors (linear, the f
 activations, layernorm, dropout, residuals and repeats (one in another), u8 input
 with scale and shift) and sequences (embedding, pos_embedding, repeated pre-norm
 attention blocks, causal or not, in about 3 of 5 with some of attention's Llama-family
-options (kv_heads, bias false, rope with or without llama3 or longrope scaling, qk_norm, a window,
-a scale), a tied or untied classifier; or f32 [T, d] input with an MSE target). Then,
+options (kv_heads, bias false, rope with or without llama3 or longrope scaling, whole or
+partial, qk_norm, a window, a scale), a tied or untied classifier; or f32 [T, d] input with an MSE target). Then,
 from a generator of its own (so the draws above, and every model of a seed but these
 swaps, stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
 and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu;
@@ -198,6 +198,9 @@ def attention_options(att, T, d, heads, causal, V, tokens):
             "long_factor": [float(x) for x in 1 + 8 * o.random(n)],
             "factor": float(o.choice([1.0, 4.0])),
             "original_max_position_embeddings": int(o.choice([2, 16]))}
+    rope = att.get("rope")
+    if rope and hd >= 4 and "longrope" not in str(rope) and o.random() < 0.3:   # after longrope
+        rope["dims"] = int(o.choice(range(2, hd, 2)))   # a partial rope
 
 
 def sequence_model(r):
@@ -445,6 +448,8 @@ def attention_with_options(l, x, pfx, param):
         O = sc["original_max_position_embeddings"]
         rope = (rope[0], {"longrope": sc["long_factor"] if t > O else sc["short_factor"]})
         scale *= llama_torch.longrope_attention_factor(sc) ** 2
+    if rope and l["rope"].get("dims"):   # a partial rope: attention_ref's "dims"
+        rope = (rope[0], dict(rope[1] or {}, dims=l["rope"]["dims"]))
     _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,
                                    qn, kn, rope, scale)
     y = y @ param(pfx + ".proj.weight", (d, d), "w").t()

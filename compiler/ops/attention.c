@@ -79,6 +79,25 @@ static void add_qk_norm(GraphCtx *c, const LayerArgs *a, Node *core, int64_t hd)
     core->b = add_param(c->g, kn, "weight", 1, &hd, RT_INIT_CONST, 1.0, a->l->path);
 }
 
+/* A rope's dims (even, at most the head width HD) and longrope's factors (one per pair
+ * of dimensions rotated); a partial rope does not take longrope's attention factor, which
+ * multiplies the rotated dimensions alone. */
+static void check_rope(GraphCtx *c, const Layer *l, const Rope *r, int64_t hd)
+{
+    if (r->dims && (r->dims % 2 || r->dims > hd))
+        layer_error(c, l, "rope's dims %lld: an even number of dimensions up to the head "
+                    "width %lld", (long long)r->dims, (long long)hd);
+    int64_t rd = r->dims ? r->dims : hd;
+    if (r->lr && r->lr->n != rd / 2)
+        layer_error(c, l, "rope's longrope factors: %d each, where the heads %lld wide "
+                    "rotate %lld pairs of dimensions", r->lr->n, (long long)hd,
+                    (long long)(rd / 2));
+    if (r->lr && rd < hd && (float)r->lr->attn != 1.0f)
+        layer_error(c, l, "rope's longrope attention factor %g with dims %lld of %lld: a "
+                    "factor other than 1 on part of each head is not supported",
+                    r->lr->attn, (long long)r->dims, (long long)hd);
+}
+
 /* An attention layer's widths: the head's hd (head_dim, or d / heads), the core's
  * dc = heads hd (d without head_dim), qkv's wq = (heads + 2 kv_heads) hd. */
 typedef struct AttDims {
@@ -98,10 +117,7 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
         layer_error(c, l, "rope rotates pairs of a head's dimensions: the head width %lld "
                     "(%s) must be even", (long long)a.hd, l->head_dim ? "head_dim" : "d / heads");
     for (const Rope *r = &l->rope; r; r = r == &l->rope ? &l->il.rope : NULL)
-        if (r->lr && r->lr->n != a.hd / 2)
-            layer_error(c, l, "rope's longrope factors: %d each, where the heads %lld wide "
-                        "rotate %lld pairs of dimensions", r->lr->n, (long long)a.hd,
-                        (long long)(a.hd / 2));
+        check_rope(c, l, r, a.hd);
     a.dc = l->heads * a.hd;   /* at most 2^62: no overflow before the check */
     gemm_dim(c->g, l->path, "attention", "heads' width (heads times head_dim)", a.dc);
     a.wq = (l->heads + 2 * a.KV) * a.hd;
@@ -185,19 +201,29 @@ static double node_scale(const Node *nd)
     return lr ? s * lr->attn * lr->attn : s;
 }
 
-/* longrope's divisor per frequency at the node's context T: the long ones past the
- * original context, else the short ones; NULL without longrope */
-static Arg longrope_factors(const Node *nd)
+/* The rope's inverse frequencies [hd/2] where they are not theta^(-2j/hd) (NULL then):
+ * a partial rope's theta^(-2j/dims) for j < dims/2 and 0 past them (those pairs keep
+ * their values), divided by longrope's factors (the long ones past the original context
+ * at the node's T, else the short ones), in float32 as transformers computes them. */
+static Arg rope_freqs(const Node *nd)
 {
-    const LongRope *lr = node_rope(nd)->lr;
-    if (!lr)
+    const Rope *r = node_rope(nd);
+    int64_t hd = nd->conv[1] / nd->conv[2], rd = r->dims ? r->dims : hd;
+    if (!r->lr && rd == hd)
         return arg_null();
-    return arg_floats((double)nd->conv[0] > lr->orig ? lr->long_f : lr->short_f, lr->n);
+    const double *f = !r->lr ? NULL : (double)nd->conv[0] > r->lr->orig ? r->lr->long_f
+                                                                        : r->lr->short_f;
+    double *inv = xcalloc((size_t)(hd / 2), sizeof *inv);
+    for (int64_t j = 0; j < rd / 2; j++) {
+        float p = powf((float)r->theta, (float)(2 * j) / (float)rd);
+        inv[j] = 1.0f / (f ? (float)f[j] * p : p);
+    }
+    return arg_floats(inv, hd / 2);
 }
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
- * theta, factor, low and high frequency factors, original context length, longrope's
- * divisors (the rope interleave sets on the layers it sets apart), the scores' factor
+ * theta, factor, low and high frequency factors, original context length, inverse
+ * frequencies (the rope interleave sets on the layers it sets apart), the scores' factor
  * and soft-cap. */
 static int options_args(const Node *nd, Arg *a)
 {
@@ -215,7 +241,7 @@ static int options_args(const Node *nd, Arg *a)
     a[n++] = arg_float(r->low);
     a[n++] = arg_float(r->high);
     a[n++] = arg_int((int64_t)r->orig);
-    a[n++] = longrope_factors(nd);
+    a[n++] = rope_freqs(nd);
     a[n++] = arg_float(node_scale(nd));
     a[n++] = arg_float(nd->layer->att_softcap);
     return n;

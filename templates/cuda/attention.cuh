@@ -1046,7 +1046,7 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * is an argument, `scale` (1 / sqrt(HD) unless the attention gives one). */
 
 /* The kernels' arguments after the tensors: H, KV, the window W, rope's theta, factor,
- * low, high and orig, longrope's divisor per frequency ext [HD/2] (NULL: none), the
+ * low, high and orig, the inverse frequencies ext [HD/2] (NULL: from theta), the
  * scores' factor (the attention's scale), that factor times
  * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
  * here, which ptxas would hold in a register through the loops: an argument is read
@@ -1085,13 +1085,12 @@ __device__ __forceinline__ float att_score(float x, float cap, float *g)
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
  * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work);
- * ext: longrope's divisors, or NULL */
+ * ext: the compiler's (a partial rope's, longrope's), or NULL: from theta */
 __device__ __forceinline__ void atx_freqs_n(float *f, int hd, float theta, float factor,
                                             float low, float high, int orig, const float *ext)
 {
     for (int j = threadIdx.x; j < hd / 2; j += RT_ATT_THREADS) {
-        const float p = powf(theta, (float)(2 * j) / (float)hd);
-        float inv = 1.0f / (ext ? ext[j] * p : p);
+        float inv = ext ? ext[j] : 1.0f / powf(theta, (float)(2 * j) / (float)hd);
         if (factor > 0.0f) {
             const float wavelen = 2.0f * 3.14159265358979323846f / inv;
             const float lo_wl = (float)orig / low, hi_wl = (float)orig / high;

@@ -94,7 +94,7 @@ struct att90b_geo {
     float scale, sl2;   /* the scores' factor, and it times log2(e) */
     float theta, factor, low, high;
     int orig;
-    const float *ext;   /* longrope's divisors (NULL: none) */
+    const float *ext;   /* the inverse frequencies (NULL: from theta) */
     const act_t *qkv;   /* the raw rows qk_norm's backward reads (NULL without it) */
     const float *qn, *kn;
     double *partq, *partk;

@@ -1306,9 +1306,10 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
 }
 
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
- * qk_norm's weights (qkn), rope at theta (0: none) with a scaling (l3: 1 llama3's, 2
- * longrope's divisors, 1 to 1 + hd / 4 across the frequencies), the scores' factor (scale;
- * 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
+ * qk_norm's weights (qkn), rope at theta (0: none) with a scaling (l3: 1 llama3's) or
+ * inverse frequencies the compiler works out (l3 2: longrope's, divided by 1 to 1 + hd / 4
+ * across the frequencies; 3: a partial rope's, half of each head rotated), the scores'
+ * factor (scale; 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
                             int64_t W, int qkn, float theta, int l3, float scale, float cap)
 {
@@ -1317,12 +1318,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g cap %g", (long long)B,
           (long long)T, (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full",
           (long long)W, qkn ? " qk_norm" : "", (double)theta,
-          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap);
+          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : l3 == 3 ? " partial" : "", (double)sc,
+          (double)cap);
     float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
-    int64_t orig = l3 == 1 ? T / 4 + 1 : 0;
-    float *ext = l3 == 2 ? calloc((size_t)hd / 2, 4) : NULL;
-    for (int64_t j = 0; ext && j < hd / 2; j++)
-        ext[j] = 1.0f + 0.5f * (float)j;
+    int64_t orig = l3 == 1 ? T / 4 + 1 : 0, rd = l3 == 3 ? hd / 4 * 2 : hd;
+    float *ext = l3 >= 2 ? calloc((size_t)hd / 2, 4) : NULL;
+    for (int64_t j = 0; ext && j < rd / 2; j++)
+        ext[j] = 1.0f / (powf(theta, (float)(2 * j) / (float)rd) * (l3 == 2 ? 1.0f + 0.5f * (float)j : 1.0f));
     float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
     float *qn = fvec(hd), *kn = fvec(hd), *dqn = calloc((size_t)hd, 4), *dkn = calloc((size_t)hd, 4);
     for (int64_t i = 0; i < hd; i++)
@@ -2631,18 +2633,23 @@ static void all_attention(void)
     t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
     if (half)
         t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
-    /* longrope's divisors (Phi-3's 128k models): the CUDA cores at heads 8 and 32; heads 96
+    /* longrope's frequencies (Phi-3's 128k models): the CUDA cores at heads 8 and 32; heads 96
      * (Phi-3's: the sm_80 tensor cores in 16 bits) with a scale (its attention factor
      * squared); heads 64 (sm_90a's kernels, then the sm_80 ones) with qk_norm */
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);
     t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
     t_attention_ext(1, 150, 384, 4, 2, 1, 0, 0, 10000.0f, 2, 0.1458f, 0.0f);
     t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 2, 0.0f, 0.0f);
+    /* a partial rope (StableLM's, Nemotron's): the CUDA cores at heads 8; heads 64 (sm_90a's
+     * kernels, then the sm_80 ones) with qk_norm and a window; heads 128 */
+    t_attention_ext(2, 37, 40, 5, 1, 1, 0, 0, 10000.0f, 3, 0.0f, 0.0f);
+    t_attention_ext(1, 200, 256, 4, 2, 1, 60, 1, 10000.0f, 3, 0.0f, 0.0f);
+    t_attention_ext(1, 130, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
- * heads 8 (and longrope's divisors, which the device layer uploads), 64, 128 and, in 16
+ * heads 8 (and the compiler's inverse frequencies, which the device layer uploads), 64, 128 and, in 16
  * bits, 256), for a run under the emulator's other schedule after one held
  * every shape against the CPU (tests/fake_gpu_ops.sh). */
 static void lean_attention(void)

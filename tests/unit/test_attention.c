@@ -397,7 +397,7 @@ static void test_embedding_bad_index(void)
 /* ---- PyTorch results (tests/attention_ref.py) ---------------------------------- *
  * FILE holds cases, each: int64 B, T, d, H, KV, causal, window, qk_norm, rope, orig, n_ext;
  * float64 theta, factor, low, high (rope and its llama3 scaling), scale and softcap
- * (the scores' factor and soft-cap, 0: none); float32 ext [n_ext] (longrope's divisors):
+ * (the scores' factor and soft-cap, 0: none); float32 ext [n_ext] (inverse frequencies):
  * rt_attention_ext_fwd's arguments; then float32 qkv [B,T,(H+2KV)hd], with
  * qk_norm qn, kn [hd], dy [B,T,d], and PyTorch's lse [B,H,T] (torch.logsumexp of the
  * scores), y [B,T,d], dqkv, with qk_norm dqn, dkn; up to EOF. */
@@ -464,7 +464,7 @@ static void torch_case(FILE *f, const ext_case *c)
              (long long)c->B, (long long)c->T, (long long)c->d, (long long)c->H,
              (long long)c->KV, c->causal ? "causal" : "full", (long long)c->window,
              c->qk_norm ? " qk_norm" : "", c->rope ? " rope" : "",
-             c->rope && c->factor > 0 ? " llama3" : "", c->ext ? " longrope" : "", c->scale,
+             c->rope && c->factor > 0 ? " llama3" : "", c->ext ? " inverse frequencies" : "", c->scale,
              c->softcap);
     float *qkv = read_floats(f, nqkv), *qn = read_floats(f, nw), *kn = read_floats(f, nw);
     float *dy = read_floats(f, ny), *tl = read_floats(f, nlse), *ty = read_floats(f, ny);
