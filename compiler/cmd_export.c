@@ -3,8 +3,9 @@
  * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
  * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
- * scale Granite; layernorms without learned positions StarCoder2; longrope Phi-3; GPT-2's
- * layers with one key/value head GPTBigCode) as
+ * scale Granite; layernorms without learned positions StarCoder2 (with a gelu MLP),
+ * StableLM (a gated one) or Nemotron (a squared relu); longrope Phi-3; GPT-2's layers
+ * with one key/value head GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -28,9 +29,11 @@ typedef struct Ex {
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
     int *tr;                   /* 1: transposed (GPT-2's Conv1D) */
     float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
+    int64_t *rope_rows;        /* rows reordered for a partial rope (hf_rope_rows), or 0 */
     /* what the layers say */
     int gpt2, gemma;
-    int layernorm;             /* GPT-2 and StarCoder2: layernorms and a gelu MLP */
+    int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms */
+    int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
@@ -83,16 +86,21 @@ static void same_eps(Ex *e, const Layer *l)
 /* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers with one key/value head */
 static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; }
 
-/* StarCoder2: layernorms without learned positions (Llama's attention, GPT-2's blocks) */
-static int starcoder2(const Ex *e) { return e->layernorm && !e->gpt2; }
+/* The layernorm families without learned positions (Llama's attention), by the MLP's
+ * activation OP: StarCoder2 a gelu, StableLM a glu, Nemotron a squared relu */
+static int ln_family(const Ex *e, int op) { return e->layernorm && !e->gpt2 && e->mlp == op; }
+static int starcoder2(const Ex *e) { return ln_family(e, OP_GELU); }
+static int stablelm(const Ex *e) { return ln_family(e, OP_GLU); }
+static int nemotron(const Ex *e) { return ln_family(e, OP_SQUARED_RELU); }
 
-/* One norm layer: layernorm for GPT-2 and StarCoder2, rmsnorm for Llama. */
+/* One norm layer: layernorm for GPT-2, StarCoder2, StableLM and Nemotron, rmsnorm for
+ * Llama. */
 static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
 {
     if (l->op != (e->layernorm ? OP_LAYERNORM : OP_RMSNORM))
         refuse(e, NULL, l, e->gpt2 ? "GPT-2 has a layernorm here"
-                           : e->layernorm ? "StarCoder2 (the first norm a layernorm, no learned "
-                                            "positions) has a layernorm here"
+                           : e->layernorm ? "the first norm a layernorm (StarCoder2, StableLM, "
+                                            "Nemotron): a layernorm here"
                                           : "Llama has an rmsnorm here");
     same_eps(e, l);
     return lname(l, idx, prefix);
@@ -176,6 +184,26 @@ static void attention_family(Ex *e, const Layer *l)
                            "embedding's scale by sqrt(d) makes the model Gemma)");
 }
 
+/* StableLM's and Nemotron's attention, and a partial rope (theirs alone) */
+static void stablelm_nemotron_attention(Ex *e, const Layer *l)
+{
+    int64_t hd = hf_head_dim(&e->d);
+    e->d.rope_dims = l->rope.dims < hd ? l->rope.dims : 0;
+    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e))
+        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM and Nemotron (layernorms, "
+                           "a gated or a squared relu MLP) rotate part of each head");
+    int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
+                 l->rope.lr;
+    if (stablelm(e) && (others || e->d.bias == HF_BIAS_ALL || e->d.HD ||
+                        (l->rope.factor && !l->rope.linear)))
+        refuse(e, NULL, l, "bias true (StableLM's o has none), qk_norm, window, head_dim, "
+                           "scale, softcap, interleave and rope scaling other than linear have "
+                           "no place in StableLM (layernorms, a gated MLP)");
+    if (nemotron(e) && (others || e->d.bias == HF_BIAS_QKV || l->rope.factor))
+        refuse(e, NULL, l, "bias \"qkv\", qk_norm, window, scale, softcap, interleave and rope "
+                           "scaling have no place in Nemotron (layernorms, a squared relu MLP)");
+}
+
 static void attention(Ex *e, const Layer *l)
 {
     if (l->op != OP_ATTENTION)
@@ -202,7 +230,8 @@ static void attention(Ex *e, const Layer *l)
                           e->att_softcap || l->il.every || l->rope.factor))
         refuse(e, NULL, l, "bias \"qkv\", qk_norm, head_dim, scale, softcap, interleave and "
                            "rope scaling have no place in StarCoder2 (layernorms without "
-                           "learned positions)");
+                           "learned positions, a gelu MLP)");
+    stablelm_nemotron_attention(e, l);
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     e->longrope = l->rope.lr;
@@ -241,8 +270,23 @@ static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *
         e->names[slot] = norm(e, x, n_main, prefix);
 }
 
-/* The MLP branch R after its norm: fc, gelu, proj (GPT-2; StarCoder2 with biases as its
- * attention's) or gate_up, glu, down. */
+/* The MLP's linears' biases: both or neither; GPT-2's have them, StarCoder2's where its
+ * attention has them (use_bias), Nemotron's either way (mlp_bias), the others' none. */
+static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
+{
+    if (up->bias != down->bias)
+        refuse(e, NULL, down, "the MLP's two linears have biases or neither has");
+    e->d.mlp_bias = up->bias;
+    int want = e->gpt2 ? 1 : starcoder2(e) ? e->d.bias == HF_BIAS_ALL : nemotron(e) ? up->bias : 0;
+    if (up->bias != want)
+        refuse(e, NULL, up, e->gpt2 ? "GPT-2's MLP linears have biases"
+                            : starcoder2(e) ? "StarCoder2's MLP linears have biases where its "
+                                              "attention has them (use_bias)"
+                                            : "Llama's and StableLM's MLP linears have no bias");
+}
+
+/* The MLP branch R after its norm: fc, gelu, proj (GPT-2, StarCoder2), fc, squared_relu,
+ * proj (Nemotron) or gate_up, glu, down (Llama, StableLM). */
 static void mlp(Ex *e, const Layer *r, const char *prefix)
 {
     if (r->n_body < 4)
@@ -253,26 +297,23 @@ static void mlp(Ex *e, const Layer *r, const char *prefix)
         refuse(e, NULL, up, "a linear expected here");
     if (down->op != OP_LINEAR || down->tie || down->out != e->d.D)
         refuse(e, NULL, down, "a linear back to the model width expected here");
-    int bias = e->gpt2 || (starcoder2(e) && e->d.bias == HF_BIAS_ALL);
-    if (up->bias != bias || down->bias != bias)
-        refuse(e, up->bias != bias ? up->path : down->path, NULL,
-               e->gpt2 ? "GPT-2's MLP linears have biases"
-               : e->layernorm ? "StarCoder2's MLP linears have biases where its attention has "
-                                "them (use_bias)"
-                              : "Llama's MLP linears have no bias");
-    if (e->layernorm) {
-        if (act->op != OP_GELU)
-            refuse(e, NULL, act, "GPT-2's and StarCoder2's MLP activation is gelu");
+    mlp_bias(e, up, down);
+    e->d.FF = up->out;
+    if (act->op == OP_GELU && e->layernorm) {
         e->act = !act->gelu_tanh                ? "gelu"
                  : e->gpt2 && !bigcode(e) ? "gelu_new" : "gelu_pytorch_tanh";
-        e->d.FF = up->out;
-    } else {
-        if (act->op != OP_GLU)
-            refuse(e, NULL, act, "Llama's MLP activation is a glu");
+    } else if (act->op == OP_SQUARED_RELU && nemotron(e)) {
+        e->act = "relu2";
+    } else if (act->op == OP_GLU && !e->gpt2) {
         const char *a = glu_act_names[act->glu_act];
         e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
         e->d.FF = up->out / 2;
-    }
+    } else
+        refuse(e, NULL, act, e->gpt2 ? "GPT-2's MLP activation is gelu"
+                             : e->layernorm ? "with layernorms the MLP's activation is gelu "
+                                              "(StarCoder2), glu (StableLM) or squared_relu "
+                                              "(Nemotron)"
+                                            : "Llama's MLP activation is a glu");
     e->names[HF_UP] = lname(up, 1, prefix);
     e->names[HF_DOWN] = lname(down, 3, prefix);
 }
@@ -378,6 +419,8 @@ static void match(Ex *e, const Spec *s)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
     const Layer *b = l->n_body ? l->body[0] : NULL;   /* its first branch's first layer */
     e->layernorm = e->gpt2 || (b && b->n_body && b->body[0]->op == OP_LAYERNORM);
+    const Layer *b2 = l->n_body > 1 ? l->body[1] : NULL;   /* the MLP branch: its activation */
+    e->mlp = b2 && b2->n_body > 2 ? b2->body[2]->op : -1;
     blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
@@ -395,9 +438,10 @@ static void match(Ex *e, const Spec *s)
                         e->logits_div || e->final_cap))
         refuse(e, "$.model.layers", NULL, "longrope comes with Phi-3's layers alone: rmsnorms, "
                "no scale layer or soft-cap");
-    if (starcoder2(e) && (e->embed_mult || e->logits_div || e->final_cap))
-        refuse(e, "$.model.layers", NULL, "StarCoder2 (layernorms without learned positions) "
-               "has no scale after its embedding nor anything after its head");
+    if (e->layernorm && !e->gpt2 && (e->embed_mult || e->logits_div || e->final_cap))
+        refuse(e, "$.model.layers", NULL, "StarCoder2, StableLM and Nemotron (layernorms "
+               "without learned positions) have no scale after the embedding nor anything "
+               "after the head");
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -409,7 +453,8 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : e->layernorm ? &hf_starcoder2
+    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : stablelm(e) ? &hf_stablelm
+         : nemotron(e) ? &hf_nemotron : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3
          : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
@@ -432,12 +477,14 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     e->row0 = realloc(e->row0, (size_t)(k + 1) * sizeof *e->row0);
     e->tr = realloc(e->tr, (size_t)(k + 1) * sizeof *e->tr);
     e->offset = realloc(e->offset, (size_t)(k + 1) * sizeof *e->offset);
-    if (!e->src || !e->row0 || !e->tr || !e->offset)
+    e->rope_rows = realloc(e->rope_rows, (size_t)(k + 1) * sizeof *e->rope_rows);
+    if (!e->src || !e->row0 || !e->tr || !e->offset || !e->rope_rows)
         die("out of memory");
     e->src[k] = t;
     e->row0[k] = row0;
     e->tr[k] = tr;
     e->offset[k] = 0;
+    e->rope_rows[k] = 0;
     int64_t shape[2] = {tr ? d1 : rows, tr ? d0 : d1};
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
@@ -458,6 +505,7 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     }
     for (int k = 0; k < n; k++) {
         add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
+        e->rope_rows[e->out.n - 1] = hf_rope_rows(&e->d, m);
         row0 += parts[k].shape[0];
     }
     e->offset[e->out.n - 1] = hf_offset(family_tables(e), m);   /* a norm: one part */
@@ -491,6 +539,8 @@ static void write_tensors(const Ex *e, const char *path)
             free(y);
         } else {
             int64_t cols = t->rank > 1 ? t->shape[1] : 1;
+            if (e->rope_rows[k])   /* the whole parameter, then the part */
+                hf_rope_order(x, e->rope_rows[k], cols, &e->d, 1);
             float *rows = x + e->row0[k] * cols;
             for (int64_t i = 0; e->offset[k] != 0 && i < p->numel; i++)
                 rows[i] -= e->offset[k];
@@ -526,7 +576,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -535,8 +585,11 @@ static const char *const *family(const Ex *e)
         [SMOLLM3] = {"smollm3", "SmolLM3ForCausalLM"}, [GRANITE] = {"granite", "GraniteForCausalLM"},
         [STARCODER2] = {"starcoder2", "Starcoder2ForCausalLM"},
         [PHI3] = {"phi3", "Phi3ForCausalLM"},
-        [BIGCODE] = {"gpt_bigcode", "GPTBigCodeForCausalLM"}};
-    int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : e->layernorm ? STARCODER2 : e->longrope ? PHI3
+        [BIGCODE] = {"gpt_bigcode", "GPTBigCodeForCausalLM"},
+        [STABLELM] = {"stablelm", "StableLmForCausalLM"},
+        [NEMOTRON] = {"nemotron", "NemotronForCausalLM"}};
+    int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
+          : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
           : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
@@ -584,6 +637,46 @@ static void starcoder2_keys(cJSON *c, const Ex *e)
         cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
     else
         cJSON_AddNullToObject(c, "sliding_window");
+}
+
+/* The partial rope's share of a head: dims / hd, nudged up where transformers'
+ * int(hd * factor) would come out one short of dims */
+static double rotary_factor(const Ex *e)
+{
+    int64_t hd = hf_head_dim(&e->d), rd = e->d.rope_dims ? e->d.rope_dims : hd;
+    double f = (double)rd / (double)hd;
+    while ((int64_t)((double)hd * f) < rd)
+        f = nextafter(f, 2.0);
+    return f;
+}
+
+/* StableLM's keys beside the sizes: its norms' eps, the gate's activation, the rope (its
+ * share of each head, linear scaling), the biases on q, k and v (use_qkv_bias), neither
+ * per-head qk layernorms nor the parallel residual */
+static void stablelm_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "layer_norm_eps", e->eps);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddItemToObject(c, "partial_rotary_factor", hf_float(rotary_factor(e)));
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+    cJSON_AddBoolToObject(c, "use_qkv_bias", e->d.bias == HF_BIAS_QKV);
+    cJSON_AddFalseToObject(c, "qk_layernorm");
+    cJSON_AddFalseToObject(c, "use_parallel_residual");
+}
+
+/* Nemotron's keys beside the sizes: its norms' eps, relu2, the rope (its share of each
+ * head), head_dim, the biases (attention_bias on q, k, v and o; mlp_bias) */
+static void nemotron_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "norm_eps", e->eps);
+    cJSON_AddStringToObject(c, "hidden_act", "relu2");
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddItemToObject(c, "partial_rotary_factor", hf_float(rotary_factor(e)));
+    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddBoolToObject(c, "mlp_bias", e->d.mlp_bias);
 }
 
 /* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45
@@ -720,7 +813,12 @@ static cJSON *config(const Ex *e)
         gpt2_keys(c, e);
     } else if (e->layernorm) {
         llama_sizes(c, e);
-        starcoder2_keys(c, e);
+        if (stablelm(e))
+            stablelm_keys(c, e);
+        else if (nemotron(e))
+            nemotron_keys(c, e);
+        else
+            starcoder2_keys(c, e);
     } else {
         llama_sizes(c, e);
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);

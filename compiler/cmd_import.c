@@ -3,7 +3,8 @@
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
  * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
- * model of the multimodal checkpoints), SmolLM3, Granite and StarCoder2; a config key or
+ * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM and
+ * Nemotron; a config key or
  * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -13,17 +14,24 @@
 #include "cmd.h"
 #include "hf.h"
 
+/* The MLP's kind: gated (Llama's glu), a gelu between two linears (GPT-2's, StarCoder2's)
+ * or a squared relu between two linears (Nemotron's relu2) */
+enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
+
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
-                                  gemma, gemma2, gemma3_text, smollm3, granite, starcoder2 */
+                                  gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
+                                  stablelm, nemotron */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
-    int layernorm;             /* GPT-2 and StarCoder2: layernorms and a gelu MLP (its
-                                  biases as the attention's), else rmsnorms and a glu MLP */
+    int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
+                                  rmsnorms */
+    int mlp;                   /* MLP_* */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
-    const char *act;           /* layernorm: gelu's approximate ("tanh", "none"); else glu's act */
+    const char *act;           /* MLP_GELU: gelu's approximate ("tanh", "none"); MLP_GLU:
+                                  glu's act */
     double theta;
     cJSON *scaling;            /* llama3 rope scaling, or NULL */
     int64_t window;            /* SPEC's window, 0 for none */
@@ -50,6 +58,7 @@ typedef struct Recipe {
     const HfTensor *src[3];
     int n, transpose;
     float offset;              /* added to each element (Gemma's norms: 1 + weight) */
+    int64_t rope_rows;         /* rows reordered for a partial rope (hf_rope_rows), or 0 */
 } Recipe;
 
 typedef struct Imp {
@@ -62,6 +71,7 @@ typedef struct Imp {
     const char *const *names;  /* trainc's layer names by slot (gpt2_names, ...) */
     const char *rep;           /* the repeat's name */
     const HfFamily *family;
+    const HfDims *d;
 } Imp;
 
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
@@ -85,7 +95,7 @@ static const char *const ignored_keys[] = {
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "cache_implementation", NULL};
+    "suppress_tokens", "begin_suppress_tokens", "cache_implementation", "hidden_dropout", NULL};
 
 /* ---- config ------------------------------------------------------------------- */
 
@@ -130,7 +140,9 @@ static void gpt2_config(HfCfg *c, Arch *a)
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
     a->d.bias = HF_BIAS_ALL;
+    a->d.mlp_bias = 1;
     a->layernorm = 1;
+    a->mlp = MLP_GELU;
     a->act = gelu_approximate(c, "activation_function", "gelu_new");
     if (!hf_cfg_bool(c, "scale_attn_weights", 1))
         hf_cfg_error(c, "scale_attn_weights", "false: trainc's attention scales by 1/sqrt(hd)");
@@ -266,10 +278,70 @@ static void phi3_config(HfCfg *c, Arch *a)
 {
     hf_cfg_get(c, "attention_bias");
     double partial = hf_cfg_num(c, "partial_rotary_factor", 1);
-    if (partial != 1)
-        hf_cfg_error(c, "partial_rotary_factor", "%g: trainc's rope rotates every dimension of "
-                     "a head", partial);
+    if (partial != 1)   /* Phi-4-mini's: with longrope, whose factor trainc applies to whole heads */
+        hf_cfg_error(c, "partial_rotary_factor", "%g: Phi-3's partial rope (Phi-4-mini) comes "
+                     "with longrope's attention factor on the rotated dimensions alone, which "
+                     "trainc does not have", partial);
     a->scaling = phi3_scaling(c, a);
+}
+
+/* A partial rope's dims from partial_rotary_factor (DFLT where absent), as transformers
+ * counts them: int(head width * factor), which must be even and at least 2 (0: the whole
+ * head) */
+static void rope_dims(HfCfg *c, Arch *a, double dflt)
+{
+    int64_t hd = hf_head_dim(&a->d);
+    double f = hf_cfg_num(c, "partial_rotary_factor", dflt);
+    int64_t rd = f > 0 && f <= 1 ? (int64_t)((double)hd * f) : 0;
+    if (rd < 2 || rd % 2)
+        hf_cfg_error(c, "partial_rotary_factor", "%g of heads %lld wide: trainc's rope rotates "
+                     "pairs of dimensions, an even number of at least 2", f, (long long)hd);
+    a->d.rope_dims = rd < hd ? rd : 0;
+}
+
+/* StableLM (StableLM 2, StableLM-3B-4e1t, StableLM Zephyr): layernorms (layer_norm_eps),
+ * Llama's attention with q, k and v biased where use_qkv_bias is, a partial rope
+ * (partial_rotary_factor, 0.25 where absent) with linear scaling or none, the gated MLP.
+ * Its per-head qk layernorms and the parallel residual are refused. */
+static void stablelm_config(HfCfg *c, Arch *a)
+{
+    a->layernorm = 1;
+    a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
+    a->d.bias = hf_cfg_bool(c, "use_qkv_bias", 0) ? HF_BIAS_QKV : HF_BIAS_NONE;
+    if (hf_cfg_bool(c, "qk_layernorm", 0))
+        hf_cfg_error(c, "qk_layernorm", "true: StableLM's q and k layernorms have weights per "
+                     "head; trainc's qk_norm is an RMSNorm the heads share");
+    if (hf_cfg_bool(c, "use_parallel_residual", 0))
+        hf_cfg_error(c, "use_parallel_residual", "true: trainc's blocks run the attention, then "
+                     "the MLP on its result");
+    if (a->d.HD)
+        hf_cfg_error(c, "head_dim", "StableLM's heads are hidden_size / num_attention_heads wide");
+    const cJSON *t = a->scaling ? cJSON_GetObjectItemCaseSensitive(a->scaling, "rope_type") : NULL;
+    if (t && strcmp(t->valuestring, "linear"))
+        hf_cfg_error(c, "rope_scaling", "type %s: StableLM's rope scaling in trainc is linear",
+                     t->valuestring);
+    rope_dims(c, a, 0.25);
+}
+
+/* Nemotron (Minitron, Nemotron-Mini): layernorms by 1 + weight (norm_eps; hf_nemotron),
+ * Llama's attention (attention_bias on q, k, v and o), a partial rope
+ * (partial_rotary_factor, 0.5 where absent), an MLP up_proj, relu2 (a squared relu),
+ * down_proj, biased where mlp_bias is. Its modeling code reads no rope_scaling: one
+ * given is refused. */
+static void nemotron_config(HfCfg *c, Arch *a)
+{
+    a->layernorm = 1;
+    a->mlp = MLP_RELU2;
+    a->eps = hf_cfg_num(c, "norm_eps", 1e-5);
+    a->d.mlp_bias = hf_cfg_bool(c, "mlp_bias", 0);
+    const char *act = hf_cfg_str(c, "hidden_act", "relu2");
+    if (strcmp(act, "relu2"))
+        hf_cfg_error(c, "hidden_act", "\"%s\": Nemotron's MLP in trainc is relu2 (squared_relu)",
+                     act);
+    if (hf_cfg_get(c, "rope_scaling"))
+        hf_cfg_error(c, "rope_scaling", "Nemotron's modeling code does not read it: trainc "
+                     "would not know what the model computes");
+    rope_dims(c, a, 0.5);
 }
 
 /* A Granite multiplier KEY (GraniteConfig's default 1): a number > 0 in float's range */
@@ -489,8 +561,10 @@ static void gemma3_config(HfCfg *c, Arch *a)
 static void starcoder2_config(HfCfg *c, Arch *a)
 {
     a->layernorm = 1;
+    a->mlp = MLP_GELU;
     a->eps = hf_cfg_num(c, "norm_epsilon", 1e-5);
     a->d.bias = hf_cfg_bool(c, "use_bias", 1) ? HF_BIAS_ALL : HF_BIAS_NONE;
+    a->d.mlp_bias = a->d.bias == HF_BIAS_ALL;
     a->act = gelu_approximate(c, "hidden_act", "gelu_pytorch_tanh");
     if (hf_cfg_get(c, "rope_scaling"))
         hf_cfg_error(c, "rope_scaling", "StarCoder2's modeling code does not read it: trainc "
@@ -542,7 +616,8 @@ static Defaults defaults_of(const char *type)
     static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma2", 8192, 1e4, 1, 256},
                                  {"gemma3_text", 131072, 1e6, 1, 256},
                                  {"smollm3", 32768, 2e6, 1, 0}, {"starcoder2", 4096, 1e4, 1, 0},
-                                 {"phi3", 4096, 1e4, 0, 0},
+                                 {"phi3", 4096, 1e4, 0, 0}, {"stablelm", 4096, 1e4, 0, 0},
+                                 {"nemotron", 4096, 1e4, 0, 0},
                                  {NULL, 2048, 1e4, 0, 0}};
     int k = 0;
     while (d[k].type && strcmp(d[k].type, type))
@@ -554,7 +629,9 @@ static void llama_config(HfCfg *c, Arch *a)
 {
     int gemma3 = !strcmp(a->type, "gemma3_text"), gemma2 = !strcmp(a->type, "gemma2");
     int gemma = gemma3 || gemma2 || !strcmp(a->type, "gemma");
-    int starcoder2 = !strcmp(a->type, "starcoder2");
+    int starcoder2 = !strcmp(a->type, "starcoder2"), stablelm = !strcmp(a->type, "stablelm");
+    int nemotron = !strcmp(a->type, "nemotron");
+    int ln = starcoder2 || stablelm || nemotron;   /* layernorms: eps of their own */
     if (gemma3)
         gemma3_text_defaults(c);
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
@@ -565,16 +642,17 @@ static void llama_config(HfCfg *c, Arch *a)
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
     Defaults dflt = defaults_of(a->type);
     a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
-    a->eps = starcoder2 ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);   /* StarCoder2: its own */
+    a->eps = ln ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
-    a->scaling = gemma || starcoder2 || phi3 ? NULL : rope_scaling(c);
+    a->scaling = gemma || starcoder2 || nemotron || phi3 ? NULL : rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
     a->d.bias = qwen2 ? HF_BIAS_QKV
-              : !phi3 && !starcoder2 && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
-                                                                          : HF_BIAS_NONE;
+              : !phi3 && !starcoder2 && !stablelm && hf_cfg_bool(c, "attention_bias", 0)
+                  ? HF_BIAS_ALL
+                  : HF_BIAS_NONE;
     a->d.qk_norm = !strcmp(a->type, "qwen3");
     head_dims(c, a, dflt.head_dim);
     if (phi3)
@@ -589,9 +667,13 @@ static void llama_config(HfCfg *c, Arch *a)
         granite_config(c, a);
     if (starcoder2)
         starcoder2_config(c, a);
-    if (hf_cfg_bool(c, "mlp_bias", 0))
+    if (stablelm)
+        stablelm_config(c, a);
+    if (nemotron)
+        nemotron_config(c, a);
+    if (!nemotron && hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
-    if (!starcoder2)
+    if (a->mlp == MLP_GLU)
         a->act = glu_act(c, act_key);
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
@@ -664,7 +746,9 @@ static void read_config(Imp *im, Arch *a)
                                            {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"},
                                            {"granite", "GraniteForCausalLM", "GraniteModel"},
                                            {"starcoder2", "Starcoder2ForCausalLM",
-                                            "Starcoder2Model"}};
+                                            "Starcoder2Model"},
+                                           {"stablelm", "StableLmForCausalLM", "StableLmModel"},
+                                           {"nemotron", "NemotronForCausalLM", "NemotronModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
@@ -672,7 +756,7 @@ static void read_config(Imp *im, Arch *a)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
                      "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
                      "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite and starcoder2", a->type);
+                     "granite, starcoder2, stablelm and nemotron", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -692,6 +776,8 @@ static void read_config(Imp *im, Arch *a)
     a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
               : !strcmp(a->type, "phi3") ? &hf_phi3
               : !strcmp(a->type, "starcoder2") ? &hf_starcoder2
+              : !strcmp(a->type, "stablelm") ? &hf_stablelm
+              : !strcmp(a->type, "nemotron") ? &hf_nemotron
               : !strcmp(a->type, "gemma") ? &hf_gemma
               : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
     const char *rest = hf_cfg_rest(c, ignored_keys);
@@ -713,7 +799,7 @@ static const char *const starcoder2_names[HF_N_SLOTS] = {"embed", NULL, "attn_no
 
 static const char *const *slot_names(const Arch *a)
 {
-    return a->gpt2 ? gpt2_names : a->layernorm ? starcoder2_names : llama_names;
+    return a->gpt2 ? gpt2_names : a->mlp == MLP_GLU ? llama_names : starcoder2_names;
 }
 
 /* ---- the spec ------------------------------------------------------------------ */
@@ -752,6 +838,8 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddNumberToObject(r, "theta", a->theta);
         if (a->scaling)
             cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->scaling, 1));
+        if (a->d.rope_dims)
+            cJSON_AddNumberToObject(r, "dims", (double)a->d.rope_dims);
     }
     if (a->d.qk_norm)
         cJSON_AddTrueToObject(l, "qk_norm");
@@ -779,21 +867,23 @@ static void attention(cJSON *list, const Arch *a)
     }
 }
 
-/* The MLP branch's layers after its norm: linear, gelu, linear (GPT-2's and StarCoder2's,
- * with biases as the attention's) or linear, glu, linear (without). */
+/* The MLP branch's layers after its norm: linear, gelu, linear (GPT-2's, StarCoder2's),
+ * linear, squared_relu, linear (Nemotron's) or linear, glu, linear; biased where the
+ * MLP is. */
 static void mlp(cJSON *list, const Arch *a)
 {
     const char *const *N = slot_names(a);
-    int bias = a->layernorm && a->d.bias == HF_BIAS_ALL;
     cJSON *up = layer(list, "linear", N[HF_UP]);
-    cJSON_AddNumberToObject(up, "out", (double)(a->layernorm ? a->d.FF : 2 * a->d.FF));
-    if (a->layernorm)
+    cJSON_AddNumberToObject(up, "out", (double)(a->mlp == MLP_GLU ? 2 * a->d.FF : a->d.FF));
+    if (a->mlp == MLP_GELU)
         cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
+    else if (a->mlp == MLP_RELU2)
+        layer(list, "squared_relu", NULL);
     else
         cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
     cJSON *down = layer(list, "linear", N[HF_DOWN]);
     cJSON_AddNumberToObject(down, "out", (double)a->d.D);
-    if (!bias) {
+    if (!a->d.mlp_bias) {
         cJSON_AddFalseToObject(up, "bias");
         cJSON_AddFalseToObject(down, "bias");
     }
@@ -931,6 +1021,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     r->n = n;
     r->transpose = m->transpose;
     r->offset = hf_offset(im->family, m);
+    r->rope_rows = hf_rope_rows(im->d, m);
     if (m->transpose) {
         shape[0] = parts[0].shape[1];
         shape[1] = parts[0].shape[0];
@@ -974,6 +1065,7 @@ static void plan_weights(Imp *im, const Arch *a)
     im->names = slot_names(a);
     im->rep = a->gpt2 ? "h" : "layers";
     im->family = a->family;
+    im->d = &a->d;
     const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer."; a multimodal
      * Gemma 3's text model sits under "language_model.model." (transformers 4.50) or
@@ -1014,6 +1106,8 @@ static void write_weights(const Imp *im, const char *path)
         }
         for (int64_t i = 0; r->offset != 0 && i < p->numel; i++)
             dst[i] += r->offset;
+        if (r->rope_rows)
+            hf_rope_order(dst, r->rope_rows, p->rank > 1 ? p->shape[1] : 1, im->d, 0);
         rt_st_put(o, dst, p->numel);
         free(dst);
     }

@@ -56,9 +56,9 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
  * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
-/* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's (and
- * StarCoder2's MLP's). */
-enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
+/* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's,
+ * HF_IF_MLP_BIAS the MLP's (StarCoder2's, Nemotron's). */
+enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_MLP_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
 /* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
 enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV };
 
@@ -80,18 +80,30 @@ typedef struct HfFamily {
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
 } HfFamily;
-extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_gemma, hf_gemma3;
+extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
+    hf_nemotron, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
 
-/* What a model's shapes and optional tensors depend on. */
+/* What a model's shapes, optional tensors and row order depend on. */
 typedef struct HfDims {
     int64_t V, D, L, H, KV, FF, max_pos;
     int64_t HD;                /* a head's width when not D / H (config's head_dim), else 0 */
     int bias, qk_norm, tie;    /* bias: HF_BIAS_* */
+    int mlp_bias;              /* the MLP's linears have biases (HF_IF_MLP_BIAS) */
+    int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
+
+/* A partial rope rotates, in transformers, pairs (i, i + rd/2) of a head's first rd
+ * dimensions and keeps the rest; in trainc pairs (j, j + hd/2) for j < rd/2 (SPEC). So a
+ * head's q and k rows are reordered between the two: hf_rope_rows gives the rows of M's
+ * parameter that hold q and k heads (qkv's first (H + KV) hd, a qk norm's hd), 0 where
+ * the rope is whole; hf_rope_order reorders the first ROWS rows of X ([rows, cols]), each
+ * head's, from transformers' order to trainc's (to_hf 0) or back (to_hf 1). */
+int64_t hf_rope_rows(const HfDims *d, const HfMap *m);
+void hf_rope_order(float *x, int64_t rows, int64_t cols, const HfDims *d, int to_hf);
 
 typedef struct HfPart {
     char *name;                /* in full: prefix, block prefix, name */

@@ -70,22 +70,41 @@ static const HfMap phi3_map[] = {
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
     HEAD_ROWS};
 
-/* StarCoder2: layernorms (with biases), Llama's attention, a gelu MLP c_fc, c_proj; the
- * linears' biases where use_bias is true (HF_BIAS_ALL) */
-#define LN_ROWS(SLOT, NAME)                                                                 \
-    {1, SLOT, "weight", HF_ALWAYS, 0, {NAME ".weight"}, {HF_D}, 0},                         \
-    {1, SLOT, "bias", HF_ALWAYS, 0, {NAME ".bias"}, {HF_D}, 0}
+/* The layernorm families' rows: a block's norm (BLOCK 1) or the final one, with biases;
+ * an MLP of one linear up and one down (UP, DOWN: their names), biased where the MLP is */
+#define LN_ROWS_IN(BLOCK, SLOT, NAME)                                                       \
+    {BLOCK, SLOT, "weight", HF_ALWAYS, 0, {NAME ".weight"}, {HF_D}, 0},                     \
+    {BLOCK, SLOT, "bias", HF_ALWAYS, 0, {NAME ".bias"}, {HF_D}, 0}
+#define LN_ROWS(SLOT, NAME) LN_ROWS_IN(1, SLOT, NAME)
+#define UP_DOWN_ROWS(UP, DOWN)                                                              \
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {UP ".weight"}, {HF_FF}, HF_D},                      \
+    {1, HF_UP, "bias", HF_IF_MLP_BIAS, 0, {UP ".bias"}, {HF_FF}, 0},                        \
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {DOWN ".weight"}, {HF_D}, HF_FF},                  \
+    {1, HF_DOWN, "bias", HF_IF_MLP_BIAS, 0, {DOWN ".bias"}, {HF_D}, 0}
+#define LN_HEAD_ROWS                                                                        \
+    LN_ROWS_IN(0, HF_FINAL, "norm"),                                                        \
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},              \
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}
+
+/* StarCoder2: layernorms, Llama's attention, a gelu MLP c_fc, c_proj; the linears'
+ * biases where use_bias is true */
 static const HfMap starcoder2_map[] = {
     EMBED_ROW, LN_ROWS(HF_NORM1, "input_layernorm"), QKV_ROWS, O_ROWS,
-    LN_ROWS(HF_NORM2, "post_attention_layernorm"),
-    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.c_fc.weight"}, {HF_FF}, HF_D},
-    {1, HF_UP, "bias", HF_IF_O_BIAS, 0, {"mlp.c_fc.bias"}, {HF_FF}, 0},
-    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.c_proj.weight"}, {HF_D}, HF_FF},
-    {1, HF_DOWN, "bias", HF_IF_O_BIAS, 0, {"mlp.c_proj.bias"}, {HF_D}, 0},
-    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"norm.weight"}, {HF_D}, 0},
-    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"norm.bias"}, {HF_D}, 0},
-    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
-    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+    LN_ROWS(HF_NORM2, "post_attention_layernorm"), UP_DOWN_ROWS("mlp.c_fc", "mlp.c_proj"),
+    LN_HEAD_ROWS};
+
+/* StableLM: layernorms, Llama's attention (q, k and v biased where use_qkv_bias is) and
+ * gated MLP */
+static const HfMap stablelm_map[] = {
+    EMBED_ROW, LN_ROWS(HF_NORM1, "input_layernorm"), QKV_ROWS, O_ROWS,
+    LN_ROWS(HF_NORM2, "post_attention_layernorm"), MLP_ROWS, LN_HEAD_ROWS};
+
+/* Nemotron: layernorms (by 1 + weight), Llama's attention, an MLP up_proj, down_proj
+ * (a squared relu between), biased where mlp_bias is */
+static const HfMap nemotron_map[] = {
+    EMBED_ROW, LN_ROWS(HF_NORM1, "input_layernorm"), QKV_ROWS, O_ROWS,
+    LN_ROWS(HF_NORM2, "post_attention_layernorm"), UP_DOWN_ROWS("mlp.up_proj", "mlp.down_proj"),
+    LN_HEAD_ROWS};
 
 /* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers as nn.Linear ([out, in], trainc's
  * layout) and one key/value head (multi_query): c_attn's rows q, k, v as trainc's qkv */
@@ -122,6 +141,8 @@ const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
 const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
 const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f};
+const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f};
+const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f};
 const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f};
@@ -135,6 +156,50 @@ float hf_offset(const HfFamily *f, const HfMap *m)
 }
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
+
+int64_t hf_rope_rows(const HfDims *d, const HfMap *m)
+{
+    int64_t hd = hf_head_dim(d);
+    if (!d->rope_dims || d->rope_dims == hd || m->slot != HF_ATTN)
+        return 0;
+    if (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"))
+        return (d->H + d->KV) * hd;
+    return strstr(m->ours, "_norm.weight") ? hd : 0;
+}
+
+/* Where trainc's dimension J of a head (pairs J, J + hd/2 rotated for J < rd/2) is in
+ * transformers' (pairs i, i + rd/2 for i < rd/2, then the hd - rd kept): the rotated
+ * halves first, each followed in trainc by half of the kept ones. */
+static int64_t hf_dim_of(int64_t j, int64_t hd, int64_t rd)
+{
+    int64_t h = hd / 2, r = rd / 2, k = (hd - rd) / 2;
+    if (j < r)
+        return j;
+    if (j < h)
+        return rd + (j - r);
+    if (j < h + r)
+        return r + (j - h);
+    return rd + k + (j - h - r);
+}
+
+void hf_rope_order(float *x, int64_t rows, int64_t cols, const HfDims *d, int to_hf)
+{
+    int64_t hd = hf_head_dim(d);
+    size_t n = (size_t)(hd * cols);
+    float *t = malloc(n * sizeof *t);
+    if (!t)
+        die("out of memory");
+    for (int64_t h = 0; h < rows / hd; h++) {
+        float *head = x + h * hd * cols;
+        memcpy(t, head, n * sizeof *t);
+        for (int64_t j = 0; j < hd; j++) {
+            int64_t i = hf_dim_of(j, hd, d->rope_dims);
+            memcpy(head + (to_hf ? i : j) * cols, t + (to_hf ? j : i) * cols,
+                   (size_t)cols * sizeof *t);
+        }
+    }
+    free(t);
+}
 
 static int64_t dim(const HfDims *d, int code)
 {
@@ -158,6 +223,7 @@ static int wanted(const HfDims *d, int cond)
 {
     return cond == HF_ALWAYS || (cond == HF_IF_BIAS && d->bias) ||
            (cond == HF_IF_O_BIAS && d->bias == HF_BIAS_ALL) ||
+           (cond == HF_IF_MLP_BIAS && d->mlp_bias) ||
            (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
 }
 

@@ -8,8 +8,10 @@ a SmolLM3 config over them, a Gemma (tied, heads 8 wide over 8 / 2), a Gemma 3 c
 over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma 2 config
 over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
 config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
-shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head) and
-the Phi-3 config with longrope's rope_scaling.
+shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head),
+the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k and v
+biased) and a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
+rope, norms by 1 + weight).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -21,7 +23,8 @@ from safetensors.torch import save_file
 from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
-                          Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM)
+                          Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
+                          StableLmConfig, StableLmForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -141,6 +144,16 @@ def main():
     longrope = dict(phi3, max_position_embeddings=64, rope_scaling={
         "type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 9.0]})
     seed("phi3_longrope", [config_bytes(llama, longrope), st_bytes(phi3_ts)])
+    torch.manual_seed(2)
+    stablelm = StableLmForCausalLM(StableLmConfig(use_qkv_bias=True, partial_rotary_factor=0.5,
+                                                  **small))
+    seed("stablelm", [config_bytes(stablelm), st_bytes(tensors(stablelm))])
+    nemotron = dict(small, model_type="nemotron", architectures=["NemotronForCausalLM"],
+                    hidden_act="relu2", partial_rotary_factor=0.5, attention_bias=True,
+                    mlp_bias=True, norm_eps=1e-5, tie_word_embeddings=True)
+    nts = {n.replace("c_fc", "up_proj").replace("c_proj", "down_proj"): t
+           for n, t in tensors(starcoder2).items()}
+    seed("nemotron", [json.dumps(nemotron, indent=1).encode(), st_bytes(nts)])
 
 
 if __name__ == "__main__":

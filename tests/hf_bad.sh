@@ -143,20 +143,27 @@ json.dump(s, open(sys.argv[2], "w"))
 PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
-# layernorms without learned positions make the model StarCoder2, whose MLP is a gelu
-$PY - "$g/model.json" "$g/lnorm.json" <<'PY'
+# layernorms without learned positions and a glu make the model StableLM, which has no
+# window; a partial rope (rope dims) is StableLM's and Nemotron's (layernorms) alone
+$PY - "$g/model.json" "$g/lnorm.json" "$g/partial.json" <<'PY'
 import json, sys
-s = json.load(open(sys.argv[1]))
-def walk(layers):
-    for l in layers:
-        if l["op"] == "rmsnorm":
-            l["op"] = "layernorm"
-        walk(l.get("body", []))
-walk(s["model"]["layers"])
-json.dump(s, open(sys.argv[2], "w"))
+for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
+                       (sys.argv[3], "rmsnorm", {"rope": {"theta": 10000, "dims": 4}})):
+    s = json.load(open(sys.argv[1]))
+    def walk(layers):
+        for l in layers:
+            if l["op"] == "rmsnorm":
+                l["op"] = norm
+            if l["op"] == "attention":
+                l.update(att)
+            walk(l.get("body", []))
+    walk(s["model"]["layers"])
+    json.dump(s, open(out, "w"))
 PY
-refused "export of a Llama with layernorms (StarCoder2's) and a glu" "StarCoder2" "gelu" -- \
+refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of a Llama with a partial rope" "partial rope" "StableLM and Nemotron" -- \
+    export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

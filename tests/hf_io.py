@@ -11,8 +11,11 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   GemmaForCausalLM (one kv head, heads wider than hidden_size / heads, GeGLU, the
   embedding scaled by sqrt(d), norms by 1 + weight, tied), two Starcoder2ForCausalLM
   (layernorms, Llama's attention and a gelu MLP with biases, a window, tied; without
-  biases or window, the exact gelu, untied) and a GPTBigCodeForCausalLM (StarCoder's:
-  GPT-2's layers, one key/value head) are imported;
+  biases or window, the exact gelu, untied), a GPTBigCodeForCausalLM (StarCoder's:
+  GPT-2's layers, one key/value head) and two StableLmForCausalLM (layernorms, a
+  partial rope: a quarter of each head rotated, q, k and v biased, untied; half of each
+  head with linear scaling, tied: its q and k rows reordered to trainc's pairs on import
+  and back on export) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -70,7 +73,8 @@ own classes load what 4.40 lacks: the Gemma 2 and Granite folders and their expo
 compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemma 2's
 default caps and null caps too), and so do the Phi-3 folders with longrope and their
 exports and the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
-window before 4.50).
+window before 4.50); a NemotronForCausalLM (layernorms by 1 + weight, half of each head
+rotated, head_dim, relu2, every bias) round-trips as the 4.40 models do.
 
     $HF_PYTHON tests/hf_io.py
     $HF_NEW_PYTHON tests/hf_io.py --newer
@@ -95,7 +99,7 @@ try:
                               LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM,
                               Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
-                              GPTBigCodeForCausalLM)
+                              GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -104,7 +108,8 @@ except ImportError:
 NEWER = "--newer" in sys.argv[1:]
 if NEWER:
     try:
-        from transformers import Gemma2ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM
+        from transformers import (Gemma2ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM,
+                                  NemotronConfig, NemotronForCausalLM)
     except ImportError:
         raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.45 or "
                          "later needed (make deps installs 4.45.2 as HF_NEW_PYTHON)"
@@ -224,7 +229,8 @@ def roundtrip(name, m, src, val):
            d + "/run/model.safetensors", "-o", d + "/export")
     trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
            d + "/init.safetensors", "-o", d + "/same")
-    check(same_tensors(src, d + "/same/model.safetensors", gemma=isinstance(m, GemmaForCausalLM)),
+    offset = type(m).__name__ in ("GemmaForCausalLM", "NemotronForCausalLM")   # 1 + weight
+    check(same_tensors(src, d + "/same/model.safetensors", offset=offset),
           "%s imported and exported untrained: the source's tensors bit for bit" % name)
     back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
     back.eval()
@@ -244,11 +250,12 @@ def source_tensors(src):
     return sd
 
 
-def same_tensors(src, path, gemma=False):
-    """gemma: a norm's weight w comes back as (1 + w) - 1, rounded as fp32 rounds."""
+def same_tensors(src, path, offset=False):
+    """offset (Gemma's, Nemotron's norms): a norm's weight w comes back as (1 + w) - 1,
+    rounded as fp32 rounds."""
     a, b = source_tensors(src), load_file(path)
-    if gemma:
-        a = {n: (t + 1) - 1 if "norm" in n else t for n, t in a.items()}
+    if offset:
+        a = {n: (t + 1) - 1 if "norm" in n and n.endswith("weight") else t for n, t in a.items()}
     if set(a) != set(b):
         print("  names differ: %s / %s" % (sorted(set(a) - set(b)), sorted(set(b) - set(a))))
         return False
@@ -315,6 +322,70 @@ def reference_case(name, src, edit, extra, val, interleave=None):
         transformers_agree(name, [d, o + "/same"], ours, val)
 
 
+def positions_count(m):
+    """q and k made large enough that positions (the rope) move the loss."""
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "q_proj" in n or "k_proj" in n:
+                p.mul_(30)
+
+
+def off_defaults(m):
+    """Norm weights and biases moved off 1 and 0, so that each one counts."""
+    m.eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if "norm" in n or "ln" in n or n.endswith(".bias"):
+                p.add_(0.1 * torch.randn(p.shape))
+
+
+def stablelm_models(kw):
+    """StableLM 2's layout: layernorms, q, k and v biased, a quarter of each head rotated
+    (transformers' partial rope), a gated MLP, untied; and without biases, half of each
+    head rotated with linear scaling, tied. From a generator of their own: the other
+    models' weights stay as they were."""
+    sl = {k: v for k, v in kw.items() if k not in ("rms_norm_eps",)}
+    with torch.random.fork_rng():
+        torch.manual_seed(5)
+        quarter = StableLmForCausalLM(StableLmConfig(use_qkv_bias=True, partial_rotary_factor=0.25,
+                                                     layer_norm_eps=1e-6, **sl))
+        sl.update(tie_word_embeddings=True, rope_scaling={"type": "linear", "factor": 2.0})
+        half = StableLmForCausalLM(StableLmConfig(partial_rotary_factor=0.5, **sl))
+        for m in (quarter, half):
+            positions_count(m)
+            off_defaults(m)
+    return quarter, half
+
+
+def nemotron_case(val):
+    """--newer: a NemotronForCausalLM (Minitron's layout: layernorms by 1 + weight, half of
+    each head rotated, heads wider than hidden_size / heads, a relu2 MLP; here with every
+    bias) round-trips as roundtrip does."""
+    if not NEWER:
+        return
+    from transformers.models.nemotron import modeling_nemotron as mn
+
+    def ln1p_init(self, shape, eps=1e-5, elementwise_affine=True, bias=True, device=None,
+                  dtype=None):   # torch 1.13's LayerNorm has no bias argument (always biased)
+        torch.nn.LayerNorm.__init__(self, shape, eps, elementwise_affine, device=device, dtype=dtype)
+    mn.NemotronLayerNorm1P.__init__ = ln1p_init
+    with torch.random.fork_rng():
+        torch.manual_seed(6)
+        m = NemotronForCausalLM(NemotronConfig(
+            vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=24, max_position_embeddings=64,
+            partial_rotary_factor=0.5, attention_bias=True, mlp_bias=True, norm_eps=1e-5,
+            attn_implementation="eager"))
+        positions_count(m)
+        off_defaults(m)
+    m.save_pretrained(OUT + "/hf_nemotron", safe_serialization=True)
+    roundtrip("nemotron", m, OUT + "/hf_nemotron", val)
+    bad_configs(OUT + "/hf_nemotron", [
+        ("nemotron hidden_act gelu", {"hidden_act": "gelu"}, ["hidden_act", "relu2"]),
+        ("nemotron rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
+         ["rope_scaling", "Nemotron"])])
+
+
 def models():
     kw = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -330,10 +401,6 @@ def models():
     llama = LlamaForCausalLM(LlamaConfig(**kw))
     # linear rope scaling, q and k made large enough that positions move the loss
     llama_linear = LlamaForCausalLM(LlamaConfig(rope_scaling={"type": "linear", "factor": 2.0}, **kw))
-    with torch.no_grad():
-        for n, p in llama_linear.named_parameters():
-            if "q_proj" in n or "k_proj" in n:
-                p.mul_(30)
     mistral = MistralForCausalLM(MistralConfig(sliding_window=7, **kw))
     # GPTBigCode (StarCoder's): GPT-2's layers with one key/value head, tied
     bigcode = GPTBigCodeForCausalLM(GPTBigCodeConfig(vocab_size=V, n_embd=32, n_layer=2, n_head=4,
@@ -345,6 +412,8 @@ def models():
     starcoder2_plain = Starcoder2ForCausalLM(Starcoder2Config(use_bias=False, norm_epsilon=1e-6,
                                                               hidden_act="gelu",
                                                               tie_word_embeddings=False, **sc))
+    positions_count(llama_linear)
+    stablelm, stablelm_half = stablelm_models(kw)
     kw["tie_word_embeddings"] = True
     llama_bias = LlamaForCausalLM(LlamaConfig(attention_bias=True, **kw))
     qwen2 = Qwen2ForCausalLM(Qwen2Config(**kw))   # q, k, v biased, o not; tied as Qwen2.5-0.5B
@@ -356,13 +425,9 @@ def models():
     gemma = GemmaForCausalLM(GemmaConfig(**kw))
     for m in (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma,
               starcoder2, starcoder2_plain, bigcode):
-        m.eval()
-        with torch.no_grad():   # norm weights and biases off 1 and 0, so each one counts
-            for n, p in m.named_parameters():
-                if "norm" in n or "ln" in n or n.endswith(".bias"):
-                    p.add_(0.1 * torch.randn(p.shape))
+        off_defaults(m)
     return (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
-            starcoder2_plain, bigcode)
+            starcoder2_plain, bigcode, stablelm, stablelm_half)
 
 
 def refused(name, args, words, out):
@@ -994,13 +1059,14 @@ def main():
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
     (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
-     starcoder2_plain, bigcode) = models()
+     starcoder2_plain, bigcode, stablelm, stablelm_half) = models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
                         ("llama_bias_tied", llama_bias, {}), ("qwen2", qwen2, {}),
                         ("gemma", gemma, {}), ("starcoder2", starcoder2, {}),
                         ("starcoder2_plain", starcoder2_plain, {}), ("gpt_bigcode", bigcode, {}),
+                        ("stablelm", stablelm, {}), ("stablelm_half_linear", stablelm_half, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1069,6 +1135,13 @@ def main():
         ("starcoder2 rms_norm_eps", {"rms_norm_eps": 1e-6}, ["rms_norm_eps"])])
     bad_configs(OUT + "/hf_gpt_bigcode", [
         ("gpt_bigcode multi_query false", {"multi_query": False}, ["multi_query", "interleaves"])])
+    bad_configs(OUT + "/hf_stablelm", [
+        ("stablelm qk_layernorm", {"qk_layernorm": True}, ["qk_layernorm", "per head"]),
+        ("stablelm parallel residual", {"use_parallel_residual": True}, ["use_parallel_residual"]),
+        ("stablelm dynamic rope scaling", {"rope_scaling": {"type": "dynamic", "factor": 2.0}},
+         ["rope_scaling", "dynamic"]),
+        ("stablelm rotating 3 of 16", {"partial_rotary_factor": 0.2},
+         ["partial_rotary_factor", "even"])])
     gemma_configs(val)
     gemma3_case(val)
     gemma3_4b_case(val)
@@ -1077,6 +1150,7 @@ def main():
     granite_case(val)
     whole_configs()
     phi3_case(val)
+    nemotron_case(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)

@@ -2644,7 +2644,7 @@ static void all_attention(void)
      * kernels, then the sm_80 ones) with qk_norm and a window; heads 128 */
     t_attention_ext(2, 37, 40, 5, 1, 1, 0, 0, 10000.0f, 3, 0.0f, 0.0f);
     t_attention_ext(1, 200, 256, 4, 2, 1, 60, 1, 10000.0f, 3, 0.0f, 0.0f);
-    t_attention_ext(1, 130, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
+    t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
