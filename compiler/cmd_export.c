@@ -4,8 +4,9 @@
  * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
  * scale Granite; layernorms without learned positions StarCoder2 (with a gelu MLP),
- * StableLM (a gated one) or Nemotron (a squared relu); longrope Phi-3; GPT-2's layers
- * with one key/value head GPTBigCode) as
+ * StableLM (a gated one) or Nemotron (a squared relu), GPT-NeoX with a gelu MLP and a
+ * partial rope or the branches in parallel; longrope Phi-3; GPT-2's layers with one
+ * key/value head GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -29,11 +30,13 @@ typedef struct Ex {
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
     int *tr;                   /* 1: transposed (GPT-2's Conv1D) */
     float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
-    int64_t *rope_rows;        /* rows reordered for a partial rope (hf_rope_rows), or 0 */
+    const HfMap **reorder;     /* its parameter's rows reordered (hf_reorder), or NULL */
     /* what the layers say */
     int gpt2, gemma;
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms */
     int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
+    int parallel;              /* GPT-NeoX's block: the attention's residual the shortcut of
+                                  the MLP's */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
@@ -87,9 +90,11 @@ static void same_eps(Ex *e, const Layer *l)
 static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; }
 
 /* The layernorm families without learned positions (Llama's attention), by the MLP's
- * activation OP: StarCoder2 a gelu, StableLM a glu, Nemotron a squared relu */
+ * activation OP: GPT-NeoX a gelu with a partial rope or the branches in parallel,
+ * StarCoder2 a gelu otherwise, StableLM a glu, Nemotron a squared relu */
 static int ln_family(const Ex *e, int op) { return e->layernorm && !e->gpt2 && e->mlp == op; }
-static int starcoder2(const Ex *e) { return ln_family(e, OP_GELU); }
+static int neox(const Ex *e) { return ln_family(e, OP_GELU) && (e->parallel || e->d.rope_dims); }
+static int starcoder2(const Ex *e) { return ln_family(e, OP_GELU) && !neox(e); }
 static int stablelm(const Ex *e) { return ln_family(e, OP_GLU); }
 static int nemotron(const Ex *e) { return ln_family(e, OP_SQUARED_RELU); }
 
@@ -184,16 +189,21 @@ static void attention_family(Ex *e, const Layer *l)
                            "embedding's scale by sqrt(d) makes the model Gemma)");
 }
 
-/* StableLM's and Nemotron's attention, and a partial rope (theirs alone) */
-static void stablelm_nemotron_attention(Ex *e, const Layer *l)
+/* The attention of the families with a partial rope: StableLM, Nemotron, GPT-NeoX */
+static void partial_rope_attention(Ex *e, const Layer *l)
 {
-    int64_t hd = hf_head_dim(&e->d);
-    e->d.rope_dims = l->rope.dims < hd ? l->rope.dims : 0;
-    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e))
-        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM and Nemotron (layernorms, "
-                           "a gated or a squared relu MLP) rotate part of each head");
+    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e))
+        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron and GPT-NeoX "
+                           "(layernorms; a gated, a squared relu or a gelu MLP) rotate part of "
+                           "each head");
     int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
                  l->rope.lr;
+    if (neox(e) && (others || e->d.KV != e->d.H || e->d.bias == HF_BIAS_QKV || e->d.HD ||
+                    (l->rope.factor && !l->rope.linear)))
+        refuse(e, NULL, l, "kv_heads, bias \"qkv\", qk_norm, window, head_dim, scale, softcap, "
+                           "interleave and rope scaling other than linear have no place in "
+                           "GPT-NeoX (layernorms, a gelu MLP, a partial rope or the branches in "
+                           "parallel)");
     if (stablelm(e) && (others || e->d.bias == HF_BIAS_ALL || e->d.HD ||
                         (l->rope.factor && !l->rope.linear)))
         refuse(e, NULL, l, "bias true (StableLM's o has none), qk_norm, window, head_dim, "
@@ -218,6 +228,7 @@ static void attention(Ex *e, const Layer *l)
     e->window = l->window;
     e->att_scale = l->att_scale;
     e->att_softcap = l->att_softcap;
+    e->d.rope_dims = l->rope.dims < hf_head_dim(&e->d) ? l->rope.dims : 0;
     int rope = l->rope.theta > 0;
     if (e->gpt2 && (rope || (e->d.KV != e->d.H && e->d.KV != 1) || e->d.bias != HF_BIAS_ALL ||
                     e->d.qk_norm || e->window || e->d.HD || e->att_scale || e->att_softcap))
@@ -231,7 +242,7 @@ static void attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "bias \"qkv\", qk_norm, head_dim, scale, softcap, interleave and "
                            "rope scaling have no place in StarCoder2 (layernorms without "
                            "learned positions, a gelu MLP)");
-    stablelm_nemotron_attention(e, l);
+    partial_rope_attention(e, l);
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     e->longrope = l->rope.lr;
@@ -277,9 +288,11 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
     if (up->bias != down->bias)
         refuse(e, NULL, down, "the MLP's two linears have biases or neither has");
     e->d.mlp_bias = up->bias;
-    int want = e->gpt2 ? 1 : starcoder2(e) ? e->d.bias == HF_BIAS_ALL : nemotron(e) ? up->bias : 0;
+    int want = e->gpt2 || neox(e) ? 1 : starcoder2(e) ? e->d.bias == HF_BIAS_ALL
+             : nemotron(e)        ? up->bias
+                                  : 0;
     if (up->bias != want)
-        refuse(e, NULL, up, e->gpt2 ? "GPT-2's MLP linears have biases"
+        refuse(e, NULL, up, e->gpt2 || neox(e) ? "GPT-2's and GPT-NeoX's MLP linears have biases"
                             : starcoder2(e) ? "StarCoder2's MLP linears have biases where its "
                                               "attention has them (use_bias)"
                                             : "Llama's and StableLM's MLP linears have no bias");
@@ -318,30 +331,55 @@ static void mlp(Ex *e, const Layer *r, const char *prefix)
     e->names[HF_DOWN] = lname(down, 3, prefix);
 }
 
-/* The repeat's body: a residual [norm, attention], then a residual [norm, MLP]. */
+/* GPT-NeoX's parallel block: one residual, the MLP branch, whose shortcut is the
+ * attention's residual alone */
+static int parallel_block(const Layer *rep)
+{
+    const Layer *r = rep->n_body == 1 ? rep->body[0] : NULL;
+    return r && r->op == OP_RESIDUAL && r->n_shortcut == 1 && r->shortcut[0]->op == OP_RESIDUAL;
+}
+
+/* Residual branch R: [norm, attention] (k 0) or [norm, MLP] (k 1), its layers named
+ * under PREFIX and R's name; a shortcut only where SHORTCUT (the parallel block's) */
+static void branch(Ex *e, const Layer *r, int k, const char *prefix, int shortcut)
+{
+    if (r->op != OP_RESIDUAL || r->n_shortcut != shortcut)
+        refuse(e, NULL, r, shortcut ? "a residual branch with the attention's as its shortcut "
+                                      "expected here"
+                                    : "a residual branch without shortcut expected here");
+    char *p = r->name ? xasprintf("%s%s.", prefix, r->name) : xstrdup(prefix);
+    if (r->n_body < 2)
+        refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
+    e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, p);
+    if (k == 0) {
+        branch_end(e, r, 2, HF_POST1, p);
+        attention(e, r->body[1]);
+        e->names[HF_ATTN] = lname(r->body[1], 1, p);
+    } else {
+        mlp(e, r, p);
+        branch_end(e, r, 4, HF_POST2, p);
+    }
+}
+
+/* The repeat's body: a residual [norm, attention], then a residual [norm, MLP]; or
+ * GPT-NeoX's parallel block, x + attn(ln1(x)) + mlp(ln2(x)): a residual [norm, MLP]
+ * whose shortcut is a residual [norm, attention]. */
 static void blocks(Ex *e, const Layer *rep)
 {
     e->d.L = rep->count;
     e->rep = rep->name ? xasprintf("%s.", rep->name) : xstrdup("");
-    if (rep->n_body != 2)
-        refuse(e, NULL, rep, "a block holds two residual branches (attention, MLP), nothing else");
-    for (int k = 0; k < 2; k++) {
-        const Layer *r = rep->body[k];
-        if (r->op != OP_RESIDUAL || r->n_shortcut)
-            refuse(e, NULL, r, "a residual branch without shortcut expected here");
-        char *prefix = r->name ? xasprintf("%s.", r->name) : xstrdup("");
-        if (r->n_body < 2)
-            refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
-        e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, prefix);
-        if (k == 0) {
-            branch_end(e, r, 2, HF_POST1, prefix);
-            attention(e, r->body[1]);
-            e->names[HF_ATTN] = lname(r->body[1], 1, prefix);
-        } else {
-            mlp(e, r, prefix);
-            branch_end(e, r, 4, HF_POST2, prefix);
-        }
+    if (e->parallel) {
+        const Layer *r = rep->body[0];
+        char *outer = r->name ? xasprintf("%s.", r->name) : xstrdup("");
+        branch(e, r->shortcut[0], 0, xasprintf("%sshortcut.", outer), 0);
+        branch(e, r, 1, "", 1);
+        return;
     }
+    if (rep->n_body != 2)
+        refuse(e, NULL, rep, "a block holds two residual branches (attention, MLP), or GPT-NeoX's "
+                             "parallel block, nothing else");
+    for (int k = 0; k < 2; k++)
+        branch(e, rep->body[k], k, "", 0);
 }
 
 /* 1 / X in the fewest digits whose inverse is X again (the config's divisor for a scale
@@ -419,7 +457,9 @@ static void match(Ex *e, const Spec *s)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
     const Layer *b = l->n_body ? l->body[0] : NULL;   /* its first branch's first layer */
     e->layernorm = e->gpt2 || (b && b->n_body && b->body[0]->op == OP_LAYERNORM);
-    const Layer *b2 = l->n_body > 1 ? l->body[1] : NULL;   /* the MLP branch: its activation */
+    e->parallel = !e->gpt2 && parallel_block(l);
+    /* the MLP branch: its activation */
+    const Layer *b2 = e->parallel ? l->body[0] : l->n_body > 1 ? l->body[1] : NULL;
     e->mlp = b2 && b2->n_body > 2 ? b2->body[2]->op : -1;
     blocks(e, l);
     if (i + 3 > n)
@@ -439,7 +479,7 @@ static void match(Ex *e, const Spec *s)
         refuse(e, "$.model.layers", NULL, "longrope comes with Phi-3's layers alone: rmsnorms, "
                "no scale layer or soft-cap");
     if (e->layernorm && !e->gpt2 && (e->embed_mult || e->logits_div || e->final_cap))
-        refuse(e, "$.model.layers", NULL, "StarCoder2, StableLM and Nemotron (layernorms "
+        refuse(e, "$.model.layers", NULL, "StarCoder2, StableLM, Nemotron and GPT-NeoX (layernorms "
                "without learned positions) have no scale after the embedding nor anything "
                "after the head");
     if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
@@ -454,7 +494,7 @@ static void match(Ex *e, const Spec *s)
 static const HfFamily *family_tables(const Ex *e)
 {
     return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : stablelm(e) ? &hf_stablelm
-         : nemotron(e) ? &hf_nemotron : e->layernorm ? &hf_starcoder2
+         : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3
          : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
@@ -477,14 +517,14 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     e->row0 = realloc(e->row0, (size_t)(k + 1) * sizeof *e->row0);
     e->tr = realloc(e->tr, (size_t)(k + 1) * sizeof *e->tr);
     e->offset = realloc(e->offset, (size_t)(k + 1) * sizeof *e->offset);
-    e->rope_rows = realloc(e->rope_rows, (size_t)(k + 1) * sizeof *e->rope_rows);
-    if (!e->src || !e->row0 || !e->tr || !e->offset || !e->rope_rows)
+    e->reorder = realloc(e->reorder, (size_t)(k + 1) * sizeof *e->reorder);
+    if (!e->src || !e->row0 || !e->tr || !e->offset || !e->reorder)
         die("out of memory");
     e->src[k] = t;
     e->row0[k] = row0;
     e->tr[k] = tr;
     e->offset[k] = 0;
-    e->rope_rows[k] = 0;
+    e->reorder[k] = NULL;
     int64_t shape[2] = {tr ? d1 : rows, tr ? d0 : d1};
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
@@ -505,7 +545,7 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     }
     for (int k = 0; k < n; k++) {
         add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
-        e->rope_rows[e->out.n - 1] = hf_rope_rows(&e->d, m);
+        e->reorder[e->out.n - 1] = hf_reordered(family_tables(e), &e->d, m) ? m : NULL;
         row0 += parts[k].shape[0];
     }
     e->offset[e->out.n - 1] = hf_offset(family_tables(e), m);   /* a norm: one part */
@@ -539,8 +579,8 @@ static void write_tensors(const Ex *e, const char *path)
             free(y);
         } else {
             int64_t cols = t->rank > 1 ? t->shape[1] : 1;
-            if (e->rope_rows[k])   /* the whole parameter, then the part */
-                hf_rope_order(x, e->rope_rows[k], cols, &e->d, 1);
+            if (e->reorder[k])   /* the whole parameter, then the part */
+                hf_reorder(family_tables(e), &e->d, e->reorder[k], x, cols, 1);
             float *rows = x + e->row0[k] * cols;
             for (int64_t i = 0; e->offset[k] != 0 && i < p->numel; i++)
                 rows[i] -= e->offset[k];
@@ -576,7 +616,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -587,8 +627,10 @@ static const char *const *family(const Ex *e)
         [PHI3] = {"phi3", "Phi3ForCausalLM"},
         [BIGCODE] = {"gpt_bigcode", "GPTBigCodeForCausalLM"},
         [STABLELM] = {"stablelm", "StableLmForCausalLM"},
-        [NEMOTRON] = {"nemotron", "NemotronForCausalLM"}};
+        [NEMOTRON] = {"nemotron", "NemotronForCausalLM"},
+        [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
+          : neox(e) ? NEOX
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -677,6 +719,26 @@ static void nemotron_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     cJSON_AddBoolToObject(c, "mlp_bias", e->d.mlp_bias);
+}
+
+/* GPT-NeoX's keys: the sizes (one key/value head per head), its norms' eps, the gelu,
+ * the rope (rotary_pct its share of each head, rotary_emb_base, linear scaling), the
+ * blocks' form, attention_bias (the MLP's linears are always biased) */
+static void neox_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
+    cJSON_AddNumberToObject(c, "layer_norm_eps", e->eps);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddItemToObject(c, "rotary_pct", hf_float(rotary_factor(e)));
+    cJSON_AddNumberToObject(c, "rotary_emb_base", e->theta);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+    cJSON_AddBoolToObject(c, "use_parallel_residual", e->parallel);
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
 }
 
 /* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45
@@ -811,6 +873,8 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (e->gpt2) {
         gpt2_keys(c, e);
+    } else if (neox(e)) {
+        neox_keys(c, e);
     } else if (e->layernorm) {
         llama_sizes(c, e);
         if (stablelm(e))

@@ -3,8 +3,8 @@
  * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
  * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
  * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
- * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM and
- * Nemotron; a config key or
+ * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM,
+ * Nemotron and GPT-NeoX (Pythia); a config key or
  * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -22,11 +22,13 @@ enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
                                   gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
-                                  stablelm, nemotron */
+                                  stablelm, nemotron, gpt_neox */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
                                   rmsnorms */
     int mlp;                   /* MLP_* */
+    int parallel;              /* GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x)), the attention's
+                                  residual the shortcut of the MLP's */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
@@ -58,7 +60,7 @@ typedef struct Recipe {
     const HfTensor *src[3];
     int n, transpose;
     float offset;              /* added to each element (Gemma's norms: 1 + weight) */
-    int64_t rope_rows;         /* rows reordered for a partial rope (hf_rope_rows), or 0 */
+    const HfMap *reorder;      /* its rows reordered (hf_reorder), or NULL */
 } Recipe;
 
 typedef struct Imp {
@@ -72,6 +74,7 @@ typedef struct Imp {
     const char *rep;           /* the repeat's name */
     const HfFamily *family;
     const HfDims *d;
+    int parallel;              /* the attention branch is the shortcut (Arch.parallel) */
 } Imp;
 
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
@@ -95,7 +98,8 @@ static const char *const ignored_keys[] = {
     "length_penalty", "no_repeat_ngram_size", "encoder_no_repeat_ngram_size", "bad_words_ids",
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
-    "suppress_tokens", "begin_suppress_tokens", "cache_implementation", "hidden_dropout", NULL};
+    "suppress_tokens", "begin_suppress_tokens", "cache_implementation", "hidden_dropout",
+    "classifier_dropout", NULL};
 
 /* ---- config ------------------------------------------------------------------- */
 
@@ -285,18 +289,68 @@ static void phi3_config(HfCfg *c, Arch *a)
     a->scaling = phi3_scaling(c, a);
 }
 
-/* A partial rope's dims from partial_rotary_factor (DFLT where absent), as transformers
- * counts them: int(head width * factor), which must be even and at least 2 (0: the whole
- * head) */
-static void rope_dims(HfCfg *c, Arch *a, double dflt)
+/* A partial rope's dims from the share of each head at KEY (partial_rotary_factor,
+ * GPT-NeoX's rotary_pct; DFLT where absent), as transformers counts them: int(head width
+ * * share), which must be even and at least 2 (0: the whole head) */
+static void rope_dims(HfCfg *c, Arch *a, const char *key, double dflt)
 {
     int64_t hd = hf_head_dim(&a->d);
-    double f = hf_cfg_num(c, "partial_rotary_factor", dflt);
+    double f = hf_cfg_num(c, key, dflt);
     int64_t rd = f > 0 && f <= 1 ? (int64_t)((double)hd * f) : 0;
     if (rd < 2 || rd % 2)
-        hf_cfg_error(c, "partial_rotary_factor", "%g of heads %lld wide: trainc's rope rotates "
-                     "pairs of dimensions, an even number of at least 2", f, (long long)hd);
+        hf_cfg_error(c, key, "%g of heads %lld wide: trainc's rope rotates pairs of "
+                     "dimensions, an even number of at least 2", f, (long long)hd);
     a->d.rope_dims = rd < hd ? rd : 0;
+}
+
+/* rope_scaling where FAMILY's modeling code (transformers 4.40) takes linear scaling
+ * alone of trainc's kinds: rope_scaling(), llama3 refused */
+static cJSON *linear_scaling(HfCfg *c, const char *family)
+{
+    cJSON *s = rope_scaling(c);
+    const cJSON *t = s ? cJSON_GetObjectItemCaseSensitive(s, "rope_type") : NULL;
+    if (t && strcmp(t->valuestring, "linear"))
+        hf_cfg_error(c, "rope_scaling", "type %s: %s's rope scaling in trainc is linear",
+                     t->valuestring, family);
+    return s;
+}
+
+/* KEY's value V again at ALIAS where the config gives both (transformers 4.45 on write
+ * GPT-NeoX's rope as rope_theta and partial_rotary_factor too, and read those) */
+static void alias(HfCfg *c, const char *key, const char *alias, double v)
+{
+    if (hf_cfg_get(c, alias) && hf_cfg_num(c, alias, v) != v)
+        hf_cfg_error(c, alias, "%g where %s is %g: trainc cannot tell which the model uses",
+                     hf_cfg_num(c, alias, v), key, v);
+}
+
+/* GPT-NeoX (Pythia, GPT-NeoX-20B): layernorms, a partial rope (rotary_pct, 0.25 where
+ * absent; rotary_emb_base its theta; linear scaling or none), attention biased where
+ * attention_bias is, a gelu MLP with biases, the attention and the MLP in parallel
+ * (use_parallel_residual, true where absent: x + attn(ln1(x)) + mlp(ln2(x))) or one
+ * after the other; GPTNeoXConfig's defaults where keys are left out. */
+static void neox_config(HfCfg *c, Arch *a)
+{
+    a->d.V = hf_cfg_int(c, "vocab_size", 50432);
+    a->d.D = hf_cfg_int(c, "hidden_size", 6144);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", 44);
+    a->d.H = a->d.KV = hf_cfg_int(c, "num_attention_heads", 64);
+    a->d.FF = hf_cfg_int(c, "intermediate_size", 24576);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.bias = hf_cfg_bool(c, "attention_bias", 1) ? HF_BIAS_ALL : HF_BIAS_NONE;
+    a->d.mlp_bias = 1;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    a->layernorm = 1;
+    a->mlp = MLP_GELU;
+    a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
+    a->act = gelu_approximate(c, "hidden_act", "gelu");
+    a->theta = hf_cfg_num(c, "rotary_emb_base", 10000);
+    alias(c, "rotary_emb_base", "rope_theta", a->theta);
+    alias(c, "rotary_pct", "partial_rotary_factor", hf_cfg_num(c, "rotary_pct", 0.25));
+    a->parallel = hf_cfg_bool(c, "use_parallel_residual", 1);
+    a->scaling = linear_scaling(c, "GPT-NeoX");
+    head_dims(c, a, 0);
+    rope_dims(c, a, "rotary_pct", 0.25);
 }
 
 /* StableLM (StableLM 2, StableLM-3B-4e1t, StableLM Zephyr): layernorms (layer_norm_eps),
@@ -312,15 +366,12 @@ static void stablelm_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "qk_layernorm", "true: StableLM's q and k layernorms have weights per "
                      "head; trainc's qk_norm is an RMSNorm the heads share");
     if (hf_cfg_bool(c, "use_parallel_residual", 0))
-        hf_cfg_error(c, "use_parallel_residual", "true: trainc's blocks run the attention, then "
-                     "the MLP on its result");
+        hf_cfg_error(c, "use_parallel_residual", "true: its one layernorm feeds both branches; "
+                     "trainc imports GPT-NeoX's parallel blocks, whose branches have a norm each");
     if (a->d.HD)
         hf_cfg_error(c, "head_dim", "StableLM's heads are hidden_size / num_attention_heads wide");
-    const cJSON *t = a->scaling ? cJSON_GetObjectItemCaseSensitive(a->scaling, "rope_type") : NULL;
-    if (t && strcmp(t->valuestring, "linear"))
-        hf_cfg_error(c, "rope_scaling", "type %s: StableLM's rope scaling in trainc is linear",
-                     t->valuestring);
-    rope_dims(c, a, 0.25);
+    a->scaling = linear_scaling(c, "StableLM");
+    rope_dims(c, a, "partial_rotary_factor", 0.25);
 }
 
 /* Nemotron (Minitron, Nemotron-Mini): layernorms by 1 + weight (norm_eps; hf_nemotron),
@@ -341,7 +392,7 @@ static void nemotron_config(HfCfg *c, Arch *a)
     if (hf_cfg_get(c, "rope_scaling"))
         hf_cfg_error(c, "rope_scaling", "Nemotron's modeling code does not read it: trainc "
                      "would not know what the model computes");
-    rope_dims(c, a, 0.5);
+    rope_dims(c, a, "partial_rotary_factor", 0.5);
 }
 
 /* A Granite multiplier KEY (GraniteConfig's default 1): a number > 0 in float's range */
@@ -646,7 +697,7 @@ static void llama_config(HfCfg *c, Arch *a)
     a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
     int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
-    a->scaling = gemma || starcoder2 || nemotron || phi3 ? NULL : rope_scaling(c);
+    a->scaling = gemma || starcoder2 || nemotron || phi3 || stablelm ? NULL : rope_scaling(c);
     a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
     int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
     a->d.bias = qwen2 ? HF_BIAS_QKV
@@ -748,7 +799,8 @@ static void read_config(Imp *im, Arch *a)
                                            {"starcoder2", "Starcoder2ForCausalLM",
                                             "Starcoder2Model"},
                                            {"stablelm", "StableLmForCausalLM", "StableLmModel"},
-                                           {"nemotron", "NemotronForCausalLM", "NemotronModel"}};
+                                           {"nemotron", "NemotronForCausalLM", "NemotronModel"},
+                                           {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
@@ -756,7 +808,7 @@ static void read_config(Imp *im, Arch *a)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
                      "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
                      "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite, starcoder2, stablelm and nemotron", a->type);
+                     "granite, starcoder2, stablelm, nemotron and gpt_neox", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -771,6 +823,8 @@ static void read_config(Imp *im, Arch *a)
         gpt2_config(c, a);
     else if (!strcmp(a->type, "gpt_bigcode"))
         bigcode_config(c, a);
+    else if (!strcmp(a->type, "gpt_neox"))
+        neox_config(c, a);
     else
         llama_config(c, a);
     a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
@@ -778,6 +832,7 @@ static void read_config(Imp *im, Arch *a)
               : !strcmp(a->type, "starcoder2") ? &hf_starcoder2
               : !strcmp(a->type, "stablelm") ? &hf_stablelm
               : !strcmp(a->type, "nemotron") ? &hf_nemotron
+              : !strcmp(a->type, "gpt_neox") ? &hf_neox
               : !strcmp(a->type, "gemma") ? &hf_gemma
               : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
     const char *rest = hf_cfg_rest(c, ignored_keys);
@@ -899,6 +954,35 @@ static void branch_end(cJSON *list, const Arch *a, const char *name)
         cJSON_AddNumberToObject(layer(list, "scale", NULL), "by", a->residual_scale);
 }
 
+/* A block's residual branches: the attention's, then the MLP's. */
+static void sequential_block(cJSON *body, const Arch *a)
+{
+    const char *const *N = slot_names(a);
+    cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    norm(b1, a, N[HF_NORM1]);
+    attention(b1, a);
+    branch_end(b1, a, N[HF_POST1]);
+    cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    norm(b2, a, N[HF_NORM2]);
+    mlp(b2, a);
+    branch_end(b2, a, N[HF_POST2]);
+}
+
+/* GPT-NeoX's parallel block, x + attn(ln1(x)) + mlp(ln2(x)): a residual of the MLP
+ * branch whose shortcut is the attention's residual, (x + attn(ln1(x))) + mlp(ln2(x)). */
+static void parallel_block(cJSON *body, const Arch *a)
+{
+    const char *const *N = slot_names(a);
+    cJSON *r = layer(body, "residual", NULL);
+    cJSON *b2 = cJSON_AddArrayToObject(r, "body");
+    norm(b2, a, N[HF_NORM2]);
+    mlp(b2, a);
+    cJSON *sc = cJSON_AddArrayToObject(r, "shortcut");
+    cJSON *b1 = cJSON_AddArrayToObject(layer(sc, "residual", NULL), "body");
+    norm(b1, a, N[HF_NORM1]);
+    attention(b1, a);
+}
+
 /* The model spec: GPT-2's layout under GPT-2's names (specs/gpt2_124m.json), Llama's
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
@@ -927,14 +1011,10 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
     cJSON_AddNumberToObject(rep, "count", (double)a->d.L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b1, a, N[HF_NORM1]);
-    attention(b1, a);
-    branch_end(b1, a, N[HF_POST1]);
-    cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b2, a, N[HF_NORM2]);
-    mlp(b2, a);
-    branch_end(b2, a, N[HF_POST2]);
+    if (a->parallel)
+        parallel_block(body, a);
+    else
+        sequential_block(body, a);
     norm(ls, a, N[HF_FINAL]);
     cJSON *head = layer(ls, "linear", N[HF_HEAD]);
     if (a->d.tie)
@@ -1005,8 +1085,9 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
 {
     Imp *im = ctx;
     const char *layer = im->names[m->slot];
+    const char *sc = im->parallel && (m->slot == HF_NORM1 || m->slot == HF_ATTN) ? "shortcut." : "";
     char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
-                           : xasprintf("%s.%lld.%s.%s", im->rep, (long long)block, layer,
+                           : xasprintf("%s.%lld.%s%s.%s", im->rep, (long long)block, sc, layer,
                                        m->ours);
     int64_t shape[2] = {0, parts[0].shape[1]};
     im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
@@ -1021,7 +1102,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     r->n = n;
     r->transpose = m->transpose;
     r->offset = hf_offset(im->family, m);
-    r->rope_rows = hf_rope_rows(im->d, m);
+    r->reorder = hf_reordered(im->family, im->d, m) ? m : NULL;
     if (m->transpose) {
         shape[0] = parts[0].shape[1];
         shape[1] = parts[0].shape[0];
@@ -1066,6 +1147,7 @@ static void plan_weights(Imp *im, const Arch *a)
     im->rep = a->gpt2 ? "h" : "layers";
     im->family = a->family;
     im->d = &a->d;
+    im->parallel = a->parallel;
     const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer."; a multimodal
      * Gemma 3's text model sits under "language_model.model." (transformers 4.50) or
@@ -1106,8 +1188,8 @@ static void write_weights(const Imp *im, const char *path)
         }
         for (int64_t i = 0; r->offset != 0 && i < p->numel; i++)
             dst[i] += r->offset;
-        if (r->rope_rows)
-            hf_rope_order(dst, r->rope_rows, p->rank > 1 ? p->shape[1] : 1, im->d, 0);
+        if (r->reorder)
+            hf_reorder(im->family, im->d, r->reorder, dst, p->rank > 1 ? p->shape[1] : 1, 0);
         rt_st_put(o, dst, p->numel);
         free(dst);
     }

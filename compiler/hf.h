@@ -79,9 +79,11 @@ typedef struct HfFamily {
     const char *block;         /* a block's prefix, a printf format of its index */
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
+    int qkv_by_head;           /* GPT-NeoX: its fused qkv holds each head's q, k and v rows
+                                  together (trainc's: every q row, then k, then v) */
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
-    hf_nemotron, hf_gemma, hf_gemma3;
+    hf_nemotron, hf_neox, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
@@ -96,14 +98,15 @@ typedef struct HfDims {
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 
-/* A partial rope rotates, in transformers, pairs (i, i + rd/2) of a head's first rd
- * dimensions and keeps the rest; in trainc pairs (j, j + hd/2) for j < rd/2 (SPEC). So a
- * head's q and k rows are reordered between the two: hf_rope_rows gives the rows of M's
- * parameter that hold q and k heads (qkv's first (H + KV) hd, a qk norm's hd), 0 where
- * the rope is whole; hf_rope_order reorders the first ROWS rows of X ([rows, cols]), each
- * head's, from transformers' order to trainc's (to_hf 0) or back (to_hf 1). */
-int64_t hf_rope_rows(const HfDims *d, const HfMap *m);
-void hf_rope_order(float *x, int64_t rows, int64_t cols, const HfDims *d, int to_hf);
+/* Rows that trainc orders apart from transformers: GPT-NeoX's fused qkv (qkv_by_head),
+ * and q and k heads under a partial rope, which transformers rotates as pairs (i, i +
+ * rd/2) of a head's first rd dimensions, keeping the rest, and trainc as pairs (j, j +
+ * hd/2) for j < rd/2 (SPEC). hf_reordered: whether M's parameter has such rows;
+ * hf_reorder turns X (the whole parameter, [rows, cols]) from transformers' order into
+ * trainc's (to_hf 0) or back (to_hf 1). */
+int hf_reordered(const HfFamily *f, const HfDims *d, const HfMap *m);
+void hf_reorder(const HfFamily *f, const HfDims *d, const HfMap *m, float *x, int64_t cols,
+                int to_hf);
 
 typedef struct HfPart {
     char *name;                /* in full: prefix, block prefix, name */

@@ -126,6 +126,22 @@ static const HfMap bigcode_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
+/* GPT-NeoX (Pythia): layernorms, one query_key_value whose rows hold each head's q, k and
+ * v together (qkv_by_head), dense; biased where attention_bias is; an MLP
+ * dense_h_to_4h, dense_4h_to_h, always biased; the head embed_out */
+static const HfMap neox_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_in.weight"}, {HF_V}, HF_D},
+    LN_ROWS(HF_NORM1, "input_layernorm"),
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0, {"attention.query_key_value.weight"}, {HF_QKV}, HF_D},
+    {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0, {"attention.query_key_value.bias"}, {HF_QKV}, 0},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"attention.dense.weight"}, {HF_D}, HF_QD},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"attention.dense.bias"}, {HF_D}, 0},
+    LN_ROWS(HF_NORM2, "post_attention_layernorm"),
+    UP_DOWN_ROWS("mlp.dense_h_to_4h", "mlp.dense_4h_to_h"),
+    LN_ROWS_IN(0, HF_FINAL, "final_layer_norm"),
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"embed_out.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 /* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
  * attention's output norm, not the MLP's input norm as Llama's). */
 static const HfMap gemma3_map[] = {
@@ -136,16 +152,17 @@ static const HfMap gemma3_map[] = {
     {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
     HEAD_ROWS};
 
-const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f};
-const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f};
-const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f};
-const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f};
-const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f};
-const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f};
-const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f};
+const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0};
+const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f, 0};
+const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f, 0};
+const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f, 0};
+const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f, 0};
+const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f, 0};
+const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f, 0};
+const HfFamily hf_neox = {"gpt_neox.", "layers.%lld.", neox_map, 0.0f, 1};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
-const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f};
-const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f};
+const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0};
+const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f, 0};
 
 float hf_offset(const HfFamily *f, const HfMap *m)
 {
@@ -157,7 +174,9 @@ float hf_offset(const HfFamily *f, const HfMap *m)
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
 
-int64_t hf_rope_rows(const HfDims *d, const HfMap *m)
+/* The rows of M's parameter that hold q and k heads under a partial rope (qkv's first
+ * (H + KV) hd, a qk norm's hd), 0 where the rope is whole */
+static int64_t rope_rows(const HfDims *d, const HfMap *m)
 {
     int64_t hd = hf_head_dim(d);
     if (!d->rope_dims || d->rope_dims == hd || m->slot != HF_ATTN)
@@ -165,6 +184,16 @@ int64_t hf_rope_rows(const HfDims *d, const HfMap *m)
     if (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"))
         return (d->H + d->KV) * hd;
     return strstr(m->ours, "_norm.weight") ? hd : 0;
+}
+
+static int is_qkv(const HfMap *m)
+{
+    return m->slot == HF_ATTN && (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"));
+}
+
+int hf_reordered(const HfFamily *f, const HfDims *d, const HfMap *m)
+{
+    return rope_rows(d, m) > 0 || (f->qkv_by_head && is_qkv(m));
 }
 
 /* Where trainc's dimension J of a head (pairs J, J + hd/2 rotated for J < rd/2) is in
@@ -182,23 +211,50 @@ static int64_t hf_dim_of(int64_t j, int64_t hd, int64_t rd)
     return rd + k + (j - h - r);
 }
 
-void hf_rope_order(float *x, int64_t rows, int64_t cols, const HfDims *d, int to_hf)
+/* Where trainc's row R is in transformers' order */
+typedef int64_t (*RowAt)(int64_t r, const HfDims *d);
+
+/* a q or k head's row under a partial rope (hf_dim_of) */
+static int64_t rope_row_at(int64_t r, const HfDims *d)
 {
     int64_t hd = hf_head_dim(d);
-    size_t n = (size_t)(hd * cols);
-    float *t = malloc(n * sizeof *t);
+    return r / hd * hd + hf_dim_of(r % hd, hd, d->rope_dims);
+}
+
+/* qkv's row (q heads, then k heads, then v heads) in GPT-NeoX's (each head's q, k and v
+ * rows together) */
+static int64_t neox_row_at(int64_t r, const HfDims *d)
+{
+    int64_t hd = hf_head_dim(d), part = r / (d->H * hd), h = r % (d->H * hd) / hd;
+    return (h * 3 + part) * hd + r % hd;
+}
+
+/* Rows [0, n) of x [.., cols] moved between the orders AT relates */
+static void move_rows(float *x, int64_t n, int64_t cols, int to_hf, RowAt at, const HfDims *d)
+{
+    size_t row = (size_t)cols * sizeof(float);
+    float *t = malloc((size_t)n * row);
     if (!t)
         die("out of memory");
-    for (int64_t h = 0; h < rows / hd; h++) {
-        float *head = x + h * hd * cols;
-        memcpy(t, head, n * sizeof *t);
-        for (int64_t j = 0; j < hd; j++) {
-            int64_t i = hf_dim_of(j, hd, d->rope_dims);
-            memcpy(head + (to_hf ? i : j) * cols, t + (to_hf ? j : i) * cols,
-                   (size_t)cols * sizeof *t);
-        }
+    memcpy(t, x, (size_t)n * row);
+    for (int64_t r = 0; r < n; r++) {
+        int64_t i = at(r, d);
+        memcpy((char *)x + (size_t)(to_hf ? i : r) * row, (char *)t + (size_t)(to_hf ? r : i) * row,
+               row);
     }
     free(t);
+}
+
+void hf_reorder(const HfFamily *f, const HfDims *d, const HfMap *m, float *x, int64_t cols,
+                int to_hf)
+{
+    int neox = f->qkv_by_head && is_qkv(m);
+    if (neox && !to_hf)
+        move_rows(x, 3 * d->H * hf_head_dim(d), cols, 0, neox_row_at, d);
+    if (rope_rows(d, m))
+        move_rows(x, rope_rows(d, m), cols, to_hf, rope_row_at, d);
+    if (neox && to_hf)
+        move_rows(x, 3 * d->H * hf_head_dim(d), cols, 1, neox_row_at, d);
 }
 
 static int64_t dim(const HfDims *d, int code)

@@ -10,8 +10,8 @@ over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a
 config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
 shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head),
 the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k and v
-biased) and a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
-rope, norms by 1 + weight).
+biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
+rope, norms by 1 + weight) and a GPT-NeoX (the branches in parallel, qkv by head).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -24,7 +24,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
                           Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
-                          StableLmConfig, StableLmForCausalLM)
+                          StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
+                          GPTNeoXForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -154,6 +155,10 @@ def main():
     nts = {n.replace("c_fc", "up_proj").replace("c_proj", "down_proj"): t
            for n, t in tensors(starcoder2).items()}
     seed("nemotron", [json.dumps(nemotron, indent=1).encode(), st_bytes(nts)])
+    neox = GPTNeoXForCausalLM(GPTNeoXConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1,
+                                            num_attention_heads=2, intermediate_size=16,
+                                            max_position_embeddings=16, rotary_pct=0.5))
+    seed("gpt_neox", [config_bytes(neox), st_bytes(tensors(neox))])
 
 
 if __name__ == "__main__":

@@ -144,7 +144,7 @@ PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
-# window; a partial rope (rope dims) is StableLM's and Nemotron's (layernorms) alone
+# window; a partial rope (rope dims) is StableLM's, Nemotron's and GPT-NeoX's (layernorms) alone
 $PY - "$g/model.json" "$g/lnorm.json" "$g/partial.json" <<'PY'
 import json, sys
 for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
@@ -162,7 +162,7 @@ for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
 PY
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
-refused "export of a Llama with a partial rope" "partial rope" "StableLM and Nemotron" -- \
+refused "export of a Llama with a partial rope" "partial rope" "StableLM, Nemotron and GPT-NeoX" -- \
     export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'

@@ -15,7 +15,11 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   GPT-2's layers, one key/value head) and two StableLmForCausalLM (layernorms, a
   partial rope: a quarter of each head rotated, q, k and v biased, untied; half of each
   head with linear scaling, tied: its q and k rows reordered to trainc's pairs on import
-  and back on export) are imported;
+  and back on export) and two GPTNeoXForCausalLM (Pythia's: a quarter of each head
+  rotated, query_key_value's rows per head reordered, every bias, the attention and the
+  MLP in parallel: a residual whose shortcut is the attention's; and one after the
+  other, without attention biases, half of each head rotated with linear scaling) are
+  imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -99,7 +103,8 @@ try:
                               LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                               Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM,
                               Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
-                              GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM)
+                              GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
+                              GPTNeoXConfig, GPTNeoXForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -384,6 +389,31 @@ def nemotron_case(val):
         ("nemotron hidden_act gelu", {"hidden_act": "gelu"}, ["hidden_act", "relu2"]),
         ("nemotron rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
          ["rope_scaling", "Nemotron"])])
+
+
+def neox_models():
+    """GPT-NeoX's (Pythia's): layernorms, a quarter of each head rotated, one
+    query_key_value holding each head's q, k and v rows together, a gelu MLP, every bias,
+    untied; the attention and the MLP in parallel (Pythia's), and one after the other
+    without attention biases and with linear rope scaling. q and k made large enough
+    that positions move the loss; from a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+              intermediate_size=96, max_position_embeddings=64, rotary_pct=0.25,
+              attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        par = GPTNeoXForCausalLM(GPTNeoXConfig(**kw))
+        seq = GPTNeoXForCausalLM(GPTNeoXConfig(use_parallel_residual=False, attention_bias=False,
+                                               rope_scaling={"type": "linear", "factor": 2.0},
+                                               rotary_pct=0.5, **{k: v for k, v in kw.items()
+                                                                  if k != "rotary_pct"}))
+        for m in (par, seq):
+            with torch.no_grad():
+                for n, p in m.named_parameters():
+                    if "query_key_value" in n:   # [heads, (q, k, v), hd] rows: q and k
+                        p.view(4, 3, -1)[:, :2] *= 30
+            off_defaults(m)
+    return par, seq
 
 
 def models():
@@ -1060,6 +1090,7 @@ def main():
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
     (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
      starcoder2_plain, bigcode, stablelm, stablelm_half) = models()
+    neox, neox_seq = neox_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1067,6 +1098,7 @@ def main():
                         ("gemma", gemma, {}), ("starcoder2", starcoder2, {}),
                         ("starcoder2_plain", starcoder2_plain, {}), ("gpt_bigcode", bigcode, {}),
                         ("stablelm", stablelm, {}), ("stablelm_half_linear", stablelm_half, {}),
+                        ("gpt_neox", neox, {}), ("gpt_neox_sequential", neox_seq, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1142,6 +1174,16 @@ def main():
          ["rope_scaling", "dynamic"]),
         ("stablelm rotating 3 of 16", {"partial_rotary_factor": 0.2},
          ["partial_rotary_factor", "even"])])
+    bad_configs(OUT + "/hf_gpt_neox", [
+        ("gpt_neox dynamic rope scaling", {"rope_scaling": {"type": "dynamic", "factor": 2.0}},
+         ["rope_scaling", "dynamic"]),
+        ("gpt_neox llama3 rope scaling", {"rope_scaling": {
+            "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+            "original_max_position_embeddings": 16}}, ["rope_scaling", "linear"]),
+        ("gpt_neox rotary_pct 0.2", {"rotary_pct": 0.2, "partial_rotary_factor": 0.2},
+         ["rotary_pct", "even"]),
+        ("gpt_neox partial_rotary_factor apart from rotary_pct", {"partial_rotary_factor": 0.5},
+         ["partial_rotary_factor", "rotary_pct is 0.25"])])
     gemma_configs(val)
     gemma3_case(val)
     gemma3_4b_case(val)
