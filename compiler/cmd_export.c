@@ -5,8 +5,9 @@
  * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
  * scale Granite; layernorms without learned positions StarCoder2 (with a gelu MLP),
  * StableLM (a gated one) or Nemotron (a squared relu), GPT-NeoX with a gelu MLP and a
- * partial rope or the branches in parallel; longrope Phi-3; GPT-2's layers with one
- * key/value head GPTBigCode) as
+ * partial rope or the branches in parallel (biased), Falcon with them in parallel
+ * without biases, Phi and Falcon 7B with them in parallel off one norm (Phi's head
+ * biased); longrope Phi-3; GPT-2's layers with one key/value head GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -22,6 +23,12 @@
 #include "hf.h"
 #include "ops/op.h"
 
+/* A block's form: the attention's residual, then the MLP's; the two in parallel, a norm
+ * each (GPT-NeoX's, Falcon 40B's: the attention's residual the MLP residual's
+ * shortcut); in parallel off one norm (Phi's, Falcon 7B's: a residual of the norm and
+ * of an MLP residual whose shortcut is the attention) */
+enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
+
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
     HfWeights w;               /* the trainc weights */
@@ -35,8 +42,8 @@ typedef struct Ex {
     int gpt2, gemma;
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms */
     int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
-    int parallel;              /* GPT-NeoX's block: the attention's residual the shortcut of
-                                  the MLP's */
+    int block;                 /* BLOCK_* */
+    int head_bias;             /* the head has a bias (Phi's) */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
@@ -90,11 +97,29 @@ static void same_eps(Ex *e, const Layer *l)
 static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; }
 
 /* The layernorm families without learned positions (Llama's attention), by the MLP's
- * activation OP: GPT-NeoX a gelu with a partial rope or the branches in parallel,
- * StarCoder2 a gelu otherwise, StableLM a glu, Nemotron a squared relu */
+ * activation OP and the block's form: with a gelu, Phi (off one norm, the head biased),
+ * Falcon (off one norm, or in parallel without biases), GPT-NeoX (in parallel, or one
+ * after the other with a partial rope) and StarCoder2 (the rest); StableLM a glu,
+ * Nemotron a squared relu */
 static int ln_family(const Ex *e, int op) { return e->layernorm && !e->gpt2 && e->mlp == op; }
-static int neox(const Ex *e) { return ln_family(e, OP_GELU) && (e->parallel || e->d.rope_dims); }
-static int starcoder2(const Ex *e) { return ln_family(e, OP_GELU) && !neox(e); }
+static int phi(const Ex *e)
+{
+    return ln_family(e, OP_GELU) && e->block == BLOCK_SHARED_NORM && e->head_bias;
+}
+static int falcon(const Ex *e)
+{
+    return ln_family(e, OP_GELU) && ((e->block == BLOCK_SHARED_NORM && !e->head_bias) ||
+                                     (e->block == BLOCK_PARALLEL && !e->d.mlp_bias));
+}
+static int neox(const Ex *e)
+{
+    return ln_family(e, OP_GELU) && !falcon(e) && !phi(e) &&
+           (e->block == BLOCK_PARALLEL || e->d.rope_dims);
+}
+static int starcoder2(const Ex *e)
+{
+    return ln_family(e, OP_GELU) && !neox(e) && !falcon(e) && !phi(e);
+}
 static int stablelm(const Ex *e) { return ln_family(e, OP_GLU); }
 static int nemotron(const Ex *e) { return ln_family(e, OP_SQUARED_RELU); }
 
@@ -189,15 +214,36 @@ static void attention_family(Ex *e, const Layer *l)
                            "embedding's scale by sqrt(d) makes the model Gemma)");
 }
 
-/* The attention of the families with a partial rope: StableLM, Nemotron, GPT-NeoX */
-static void partial_rope_attention(Ex *e, const Layer *l)
+/* Falcon's attention: a whole-head rope, linear scaling or none, biased as its MLP is */
+static void falcon_attention(Ex *e, const Layer *l, int others)
 {
-    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e))
-        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron and GPT-NeoX "
-                           "(layernorms; a gated, a squared relu or a gelu MLP) rotate part of "
-                           "each head");
+    if (others || e->d.rope_dims || e->d.bias == HF_BIAS_QKV || e->d.HD ||
+        (l->rope.factor && !l->rope.linear))
+        refuse(e, NULL, l, "bias \"qkv\", qk_norm, window, head_dim, scale, softcap, "
+                           "interleave, a partial rope and rope scaling other than linear have "
+                           "no place in Falcon (layernorms, a gelu MLP, the branches in parallel)");
+    if ((e->d.bias == HF_BIAS_ALL) != e->d.mlp_bias)
+        refuse(e, NULL, l, "Falcon's attention is biased where its MLP is (`bias`)");
+}
+
+/* The attention of the layernorm families without learned positions but StarCoder2:
+ * StableLM, Nemotron, GPT-NeoX and Phi (a partial rope theirs alone), Falcon */
+static void layernorm_family_attention(Ex *e, const Layer *l)
+{
+    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e) &&
+        !phi(e))
+        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron, GPT-NeoX and "
+                           "Phi (layernorms; a gated, a squared relu or a gelu MLP) rotate part "
+                           "of each head");
     int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
                  l->rope.lr;
+    if (falcon(e))
+        falcon_attention(e, l, others);
+    if (phi(e) && (others || e->d.bias != HF_BIAS_ALL || e->d.HD ||
+                   (l->rope.factor && !l->rope.linear)))
+        refuse(e, NULL, l, "bias other than true, qk_norm, window, head_dim, scale, softcap, "
+                           "interleave and rope scaling other than linear have no place in Phi "
+                           "(layernorms, the branches in parallel off one, the head biased)");
     if (neox(e) && (others || e->d.KV != e->d.H || e->d.bias == HF_BIAS_QKV || e->d.HD ||
                     (l->rope.factor && !l->rope.linear)))
         refuse(e, NULL, l, "kv_heads, bias \"qkv\", qk_norm, window, head_dim, scale, softcap, "
@@ -242,7 +288,7 @@ static void attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "bias \"qkv\", qk_norm, head_dim, scale, softcap, interleave and "
                            "rope scaling have no place in StarCoder2 (layernorms without "
                            "learned positions, a gelu MLP)");
-    partial_rope_attention(e, l);
+    layernorm_family_attention(e, l);
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     e->longrope = l->rope.lr;
@@ -288,11 +334,13 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
     if (up->bias != down->bias)
         refuse(e, NULL, down, "the MLP's two linears have biases or neither has");
     e->d.mlp_bias = up->bias;
-    int want = e->gpt2 || neox(e) ? 1 : starcoder2(e) ? e->d.bias == HF_BIAS_ALL
-             : nemotron(e)        ? up->bias
-                                  : 0;
+    int want = e->gpt2 || neox(e) || phi(e) ? 1
+             : starcoder2(e)                 ? e->d.bias == HF_BIAS_ALL
+             : nemotron(e) || falcon(e)      ? up->bias
+                                             : 0;
     if (up->bias != want)
-        refuse(e, NULL, up, e->gpt2 || neox(e) ? "GPT-2's and GPT-NeoX's MLP linears have biases"
+        refuse(e, NULL, up, e->gpt2 || neox(e) || phi(e)
+                                ? "GPT-2's, GPT-NeoX's and Phi's MLP linears have biases"
                             : starcoder2(e) ? "StarCoder2's MLP linears have biases where its "
                                               "attention has them (use_bias)"
                                             : "Llama's and StableLM's MLP linears have no bias");
@@ -300,12 +348,13 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2, StarCoder2), fc, squared_relu,
  * proj (Nemotron) or gate_up, glu, down (Llama, StableLM). */
-static void mlp(Ex *e, const Layer *r, const char *prefix)
+static void mlp(Ex *e, const Layer *r, int first, const char *prefix)
 {
-    if (r->n_body < 4)
-        refuse(e, xasprintf("%s.body", r->path), NULL, "the MLP branch holds a norm, a linear, "
-               "the activation and a linear (and, in Gemma 3, a norm)");
-    const Layer *up = r->body[1], *act = r->body[2], *down = r->body[3];
+    if (r->n_body < first + 3)
+        refuse(e, xasprintf("%s.body", r->path), NULL, first ? "the MLP branch holds a norm, a "
+               "linear, the activation and a linear (and, in Gemma 3, a norm)"
+               : "the MLP holds a linear, the activation and a linear");
+    const Layer *up = r->body[first], *act = r->body[first + 1], *down = r->body[first + 2];
     if (up->op != OP_LINEAR || up->tie)
         refuse(e, NULL, up, "a linear expected here");
     if (down->op != OP_LINEAR || down->tie || down->out != e->d.D)
@@ -327,16 +376,46 @@ static void mlp(Ex *e, const Layer *r, const char *prefix)
                                               "(StarCoder2), glu (StableLM) or squared_relu "
                                               "(Nemotron)"
                                             : "Llama's MLP activation is a glu");
-    e->names[HF_UP] = lname(up, 1, prefix);
-    e->names[HF_DOWN] = lname(down, 3, prefix);
+    e->names[HF_UP] = lname(up, first, prefix);
+    e->names[HF_DOWN] = lname(down, first + 2, prefix);
 }
 
-/* GPT-NeoX's parallel block: one residual, the MLP branch, whose shortcut is the
- * attention's residual alone */
-static int parallel_block(const Layer *rep)
+/* The block's form (BLOCK_*) in REP's body: GPT-NeoX's parallel block, one residual (the
+ * MLP branch) whose shortcut is the attention's residual alone; the shared norm's, one
+ * residual of the norm and a residual (the MLP) whose shortcut is the attention alone;
+ * else the two branches one after the other. *first: where the MLP's first linear is in
+ * the list *mlp holds (NULL where the form has none). */
+static int block_form(const Layer *rep, const Layer **mlp, int *first)
 {
-    const Layer *r = rep->n_body == 1 ? rep->body[0] : NULL;
-    return r && r->op == OP_RESIDUAL && r->n_shortcut == 1 && r->shortcut[0]->op == OP_RESIDUAL;
+    const Layer *r = rep->n_body == 1 && rep->body[0]->op == OP_RESIDUAL ? rep->body[0] : NULL;
+    const Layer *in = r && !r->n_shortcut && r->n_body == 2 ? r->body[1] : NULL;
+    *first = 1;
+    if (r && r->n_shortcut == 1 && r->shortcut[0]->op == OP_RESIDUAL) {
+        *mlp = r;
+        return BLOCK_PARALLEL;
+    }
+    if (in && in->op == OP_RESIDUAL && in->n_shortcut == 1 && in->shortcut[0]->op == OP_ATTENTION) {
+        *mlp = in;
+        *first = 0;
+        return BLOCK_SHARED_NORM;
+    }
+    *mlp = rep->n_body > 1 ? rep->body[1] : NULL;
+    return BLOCK_SEQUENTIAL;
+}
+
+/* The shared norm's block: [norm, residual [MLP] with the attention as its shortcut] */
+static void shared_norm_block(Ex *e, const Layer *r)
+{
+    const Layer *in = r->body[1], *att = in->shortcut[0];
+    char *p = r->name ? xasprintf("%s.", r->name) : xstrdup("");
+    char *pi = in->name ? xasprintf("%s%s.", p, in->name) : xstrdup(p);
+    e->names[HF_NORM1] = norm(e, r->body[0], 0, p);
+    attention(e, att);
+    e->names[HF_ATTN] = lname(att, 0, xasprintf("%sshortcut.", pi));
+    if (in->n_body != 3)
+        refuse(e, xasprintf("%s.body", in->path), NULL, "the MLP holds a linear, the "
+               "activation and a linear");
+    mlp(e, in, 0, pi);
 }
 
 /* Residual branch R: [norm, attention] (k 0) or [norm, MLP] (k 1), its layers named
@@ -356,7 +435,7 @@ static void branch(Ex *e, const Layer *r, int k, const char *prefix, int shortcu
         attention(e, r->body[1]);
         e->names[HF_ATTN] = lname(r->body[1], 1, p);
     } else {
-        mlp(e, r, p);
+        mlp(e, r, 1, p);
         branch_end(e, r, 4, HF_POST2, p);
     }
 }
@@ -368,7 +447,11 @@ static void blocks(Ex *e, const Layer *rep)
 {
     e->d.L = rep->count;
     e->rep = rep->name ? xasprintf("%s.", rep->name) : xstrdup("");
-    if (e->parallel) {
+    if (e->block == BLOCK_SHARED_NORM) {
+        shared_norm_block(e, rep->body[0]);
+        return;
+    }
+    if (e->block == BLOCK_PARALLEL) {
         const Layer *r = rep->body[0];
         char *outer = r->name ? xasprintf("%s.", r->name) : xstrdup("");
         branch(e, r->shortcut[0], 0, xasprintf("%sshortcut.", outer), 0);
@@ -457,17 +540,26 @@ static void match(Ex *e, const Spec *s)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
     const Layer *b = l->n_body ? l->body[0] : NULL;   /* its first branch's first layer */
     e->layernorm = e->gpt2 || (b && b->n_body && b->body[0]->op == OP_LAYERNORM);
-    e->parallel = !e->gpt2 && parallel_block(l);
-    /* the MLP branch: its activation */
-    const Layer *b2 = e->parallel ? l->body[0] : l->n_body > 1 ? l->body[1] : NULL;
-    e->mlp = b2 && b2->n_body > 2 ? b2->body[2]->op : -1;
+    /* what tells the families apart, read before the layers are: the block's form, the
+     * MLP's activation and biases, the head's bias */
+    const Layer *m = NULL;
+    int first = 1;
+    e->block = block_form(l, &m, &first);
+    if (e->gpt2 && e->block != BLOCK_SEQUENTIAL)
+        refuse(e, NULL, l, "GPT-2's blocks (learned positions) run the attention, then the MLP");
+    e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
+    e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
+    e->head_bias = i + 2 < n && ls[i + 2]->op == OP_LINEAR && ls[i + 2]->bias;
+    if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e))
+        refuse(e, NULL, l, "the branches in parallel: only GPT-NeoX, Falcon and Phi (layernorms, "
+                           "a gelu MLP) have them");
     blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
     e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
     l = ls[i + 2];
-    if (l->op != OP_LINEAR || l->bias)
-        refuse(e, NULL, l, "the head is a linear without bias");
+    if (l->op != OP_LINEAR || (l->bias && !phi(e)))
+        refuse(e, NULL, l, "the head is a linear without bias (Phi's has one)");
     e->d.tie = l->tie != NULL;
     if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
@@ -493,7 +585,10 @@ static void match(Ex *e, const Spec *s)
 
 static const HfFamily *family_tables(const Ex *e)
 {
-    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : stablelm(e) ? &hf_stablelm
+    if (falcon(e))
+        return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
+    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
+         : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3
          : e->gemma && e->post_norms ? &hf_gemma3
@@ -616,7 +711,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -628,9 +723,10 @@ static const char *const *family(const Ex *e)
         [BIGCODE] = {"gpt_bigcode", "GPTBigCodeForCausalLM"},
         [STABLELM] = {"stablelm", "StableLmForCausalLM"},
         [NEMOTRON] = {"nemotron", "NemotronForCausalLM"},
-        [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}};
+        [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
+        [FALCON] = {"falcon", "FalconForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
-          : neox(e) ? NEOX
+          : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -655,15 +751,23 @@ static void gpt2_keys(cJSON *c, const Ex *e)
         cJSON_AddTrueToObject(c, "multi_query");
 }
 
-/* The sizes in the Llama family's keys (StarCoder2's too) */
-static void llama_sizes(cJSON *c, const Ex *e)
+/* The sizes, the MLP's width under key FF and the key/value heads under KV (NULL: none,
+ * GPT-NeoX's) */
+static void sizes(cJSON *c, const Ex *e, const char *ff, const char *kv)
 {
     cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
-    cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, ff, (double)e->d.FF);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
-    cJSON_AddNumberToObject(c, "num_key_value_heads", (double)e->d.KV);
+    if (kv)
+        cJSON_AddNumberToObject(c, kv, (double)e->d.KV);
     cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
+}
+
+/* The sizes in the Llama family's keys (StarCoder2's, StableLM's, Nemotron's, Phi's too) */
+static void llama_sizes(cJSON *c, const Ex *e)
+{
+    sizes(c, e, "intermediate_size", "num_key_value_heads");
 }
 
 /* StarCoder2's keys beside the sizes: its norms' eps, the MLP's gelu, rope, the biases
@@ -692,10 +796,9 @@ static double rotary_factor(const Ex *e)
     return f;
 }
 
-/* StableLM's keys beside the sizes: its norms' eps, the gate's activation, the rope (its
- * share of each head, linear scaling), the biases on q, k and v (use_qkv_bias), neither
- * per-head qk layernorms nor the parallel residual */
-static void stablelm_keys(cJSON *c, const Ex *e)
+/* Phi's keys beside the sizes (StableLM's too): its norms' eps, the MLP's activation, the
+ * rope (its share of each head, linear scaling), no q and k layernorms */
+static void phi_keys(cJSON *c, const Ex *e)
 {
     cJSON_AddNumberToObject(c, "layer_norm_eps", e->eps);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
@@ -703,8 +806,16 @@ static void stablelm_keys(cJSON *c, const Ex *e)
     cJSON_AddItemToObject(c, "partial_rotary_factor", hf_float(rotary_factor(e)));
     if (e->scaled)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
-    cJSON_AddBoolToObject(c, "use_qkv_bias", e->d.bias == HF_BIAS_QKV);
     cJSON_AddFalseToObject(c, "qk_layernorm");
+}
+
+/* StableLM's keys beside the sizes: its norms' eps, the gate's activation, the rope (its
+ * share of each head, linear scaling), the biases on q, k and v (use_qkv_bias), neither
+ * per-head qk layernorms nor the parallel residual */
+static void stablelm_keys(cJSON *c, const Ex *e)
+{
+    phi_keys(c, e);
+    cJSON_AddBoolToObject(c, "use_qkv_bias", e->d.bias == HF_BIAS_QKV);
     cJSON_AddFalseToObject(c, "use_parallel_residual");
 }
 
@@ -726,19 +837,38 @@ static void nemotron_keys(cJSON *c, const Ex *e)
  * blocks' form, attention_bias (the MLP's linears are always biased) */
 static void neox_keys(cJSON *c, const Ex *e)
 {
-    cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
-    cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
-    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)e->d.L);
-    cJSON_AddNumberToObject(c, "num_attention_heads", (double)e->d.H);
-    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->T);
+    sizes(c, e, "intermediate_size", NULL);
     cJSON_AddNumberToObject(c, "layer_norm_eps", e->eps);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
     cJSON_AddItemToObject(c, "rotary_pct", hf_float(rotary_factor(e)));
     cJSON_AddNumberToObject(c, "rotary_emb_base", e->theta);
     if (e->scaled)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
-    cJSON_AddBoolToObject(c, "use_parallel_residual", e->parallel);
+    cJSON_AddBoolToObject(c, "use_parallel_residual", e->block == BLOCK_PARALLEL);
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+}
+
+/* Falcon's keys: the sizes, its norms' eps, the gelu, the rope, `bias`, the block's
+ * form: off one norm the old architecture (multi_query for one key/value head, else one
+ * per head) or, with key/value head groups, the new one with num_ln_in_parallel_attn 1
+ * (transformers 4.44 on); a norm per branch the new one */
+static void falcon_keys(cJSON *c, const Ex *e)
+{
+    int groups = e->d.KV != 1 && e->d.KV != e->d.H;
+    int new = e->block == BLOCK_PARALLEL || groups;
+    sizes(c, e, "ffn_hidden_size", "num_kv_heads");
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
+    cJSON_AddStringToObject(c, "activation", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+    cJSON_AddBoolToObject(c, "bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddFalseToObject(c, "alibi");
+    cJSON_AddBoolToObject(c, "new_decoder_architecture", new);
+    cJSON_AddBoolToObject(c, "multi_query", !new && e->d.KV == 1);
+    cJSON_AddTrueToObject(c, "parallel_attn");
+    if (new)
+        cJSON_AddNumberToObject(c, "num_ln_in_parallel_attn", e->block == BLOCK_PARALLEL ? 2 : 1);
 }
 
 /* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45
@@ -875,10 +1005,14 @@ static cJSON *config(const Ex *e)
         gpt2_keys(c, e);
     } else if (neox(e)) {
         neox_keys(c, e);
+    } else if (falcon(e)) {
+        falcon_keys(c, e);
     } else if (e->layernorm) {
         llama_sizes(c, e);
         if (stablelm(e))
             stablelm_keys(c, e);
+        else if (phi(e))
+            phi_keys(c, e);
         else if (nemotron(e))
             nemotron_keys(c, e);
         else

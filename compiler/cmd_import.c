@@ -4,7 +4,7 @@
  * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
  * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
  * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM,
- * Nemotron and GPT-NeoX (Pythia); a config key or
+ * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2) and Falcon; a config key or
  * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -17,18 +17,23 @@
 /* The MLP's kind: gated (Llama's glu), a gelu between two linears (GPT-2's, StarCoder2's)
  * or a squared relu between two linears (Nemotron's relu2) */
 enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
+/* A block's form: the attention's residual, then the MLP's; the two in parallel, a norm
+ * each (GPT-NeoX's, Falcon 40B's: the attention's residual the MLP residual's
+ * shortcut); in parallel off one norm (Phi's, Falcon 7B's: the attention the shortcut
+ * of an MLP residual inside the norm's) */
+enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
                                   gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
-                                  stablelm, nemotron, gpt_neox */
+                                  stablelm, nemotron, gpt_neox, phi, falcon */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
                                   rmsnorms */
     int mlp;                   /* MLP_* */
-    int parallel;              /* GPT-NeoX: x + attn(ln1(x)) + mlp(ln2(x)), the attention's
-                                  residual the shortcut of the MLP's */
+    int block;                 /* BLOCK_* */
+    int head_bias;             /* Phi: the head has a bias */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
@@ -74,7 +79,7 @@ typedef struct Imp {
     const char *rep;           /* the repeat's name */
     const HfFamily *family;
     const HfDims *d;
-    int parallel;              /* the attention branch is the shortcut (Arch.parallel) */
+    int block;                 /* Arch.block: where the attention's layers are named */
 } Imp;
 
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
@@ -282,7 +287,7 @@ static void phi3_config(HfCfg *c, Arch *a)
 {
     hf_cfg_get(c, "attention_bias");
     double partial = hf_cfg_num(c, "partial_rotary_factor", 1);
-    if (partial != 1)   /* Phi-4-mini's: with longrope, whose factor trainc applies to whole heads */
+    if (partial != 1)   /* Phi-4-mini's, with longrope's factor on the rotated part alone */
         hf_cfg_error(c, "partial_rotary_factor", "%g: Phi-3's partial rope (Phi-4-mini) comes "
                      "with longrope's attention factor on the rotated dimensions alone, which "
                      "trainc does not have", partial);
@@ -324,6 +329,90 @@ static void alias(HfCfg *c, const char *key, const char *alias, double v)
                      hf_cfg_num(c, alias, v), key, v);
 }
 
+/* Phi (Phi-1, Phi-1.5, Phi-2): one layernorm feeding the attention and the MLP in
+ * parallel, a partial rope (partial_rotary_factor, 0.5 where absent; linear scaling or
+ * none), every linear biased, the head too, a gelu MLP fc1, fc2; PhiConfig's defaults
+ * where keys are left out. Its q and k layernorms are refused. */
+static void phi_config(HfCfg *c, Arch *a)
+{
+    a->d.V = hf_cfg_int(c, "vocab_size", 51200);
+    a->d.D = hf_cfg_int(c, "hidden_size", 2048);
+    a->d.FF = hf_cfg_int(c, "intermediate_size", 8192);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", 24);
+    a->d.H = hf_cfg_int(c, "num_attention_heads", 32);
+    a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.bias = HF_BIAS_ALL;
+    a->d.mlp_bias = a->head_bias = 1;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    a->layernorm = 1;
+    a->mlp = MLP_GELU;
+    a->block = BLOCK_SHARED_NORM;
+    a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
+    a->act = gelu_approximate(c, "hidden_act", "gelu_new");
+    a->theta = hf_cfg_num(c, "rope_theta", 10000);
+    a->scaling = linear_scaling(c, "Phi");
+    if (hf_cfg_bool(c, "qk_layernorm", 0))
+        hf_cfg_error(c, "qk_layernorm", "true: Phi's q and k layernorms (weights and biases) are "
+                     "not trainc's qk_norm (an RMSNorm)");
+    head_dims(c, a, 0);
+    rope_dims(c, a, "partial_rotary_factor", 0.5);
+}
+
+/* Falcon's block: with parallel_attn the attention and the MLP in parallel, off one
+ * layernorm (the old architecture; the new one with num_ln_in_parallel_attn 1, as
+ * transformers 4.44 on read it: Falcon 2) or one each (the new architecture's ln_attn
+ * and ln_mlp: Falcon 40B and 180B), else one after the other (the new architecture
+ * then refused: transformers 4.40 reads it as parallel, 4.44 on as sequential) */
+static int falcon_block(HfCfg *c, int new)
+{
+    int par = hf_cfg_bool(c, "parallel_attn", 1);
+    int64_t lns = hf_cfg_get(c, "num_ln_in_parallel_attn")
+                      ? hf_cfg_int(c, "num_ln_in_parallel_attn", -1) : new ? 2 : 1;
+    if (new && !par)
+        hf_cfg_error(c, "parallel_attn", "false with new_decoder_architecture: transformers' "
+                     "releases read it differently");
+    if (lns != 1 && lns != 2)
+        hf_cfg_error(c, "num_ln_in_parallel_attn", "%lld: 1 or 2 expected", (long long)lns);
+    return !par ? BLOCK_SEQUENTIAL : new && lns == 2 ? BLOCK_PARALLEL : BLOCK_SHARED_NORM;
+}
+
+/* Falcon: one query_key_value (each key/value head's rows after its query heads': one
+ * key/value head with multi_query, Falcon 7B's; else one per head, or with
+ * new_decoder_architecture num_kv_heads), a rope over whole heads (rope_theta; linear
+ * scaling or none), biases where `bias` is, a gelu MLP (ffn_hidden_size, 4 hidden_size
+ * where absent), the block falcon_block says; the head tied unless tie_word_embeddings
+ * is false; FalconConfig's defaults where keys are left out. ALiBi is refused. */
+static void falcon_config(HfCfg *c, Arch *a)
+{
+    a->d.V = hf_cfg_int(c, "vocab_size", 65024);
+    a->d.D = hf_cfg_int(c, "hidden_size", 4544);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", 32);
+    a->d.H = hf_cfg_int(c, "num_attention_heads", 71);
+    int new = hf_cfg_bool(c, "new_decoder_architecture", 0);
+    int64_t kv = hf_cfg_int(c, "num_kv_heads", a->d.H);   /* read by the new architecture */
+    int mq = hf_cfg_bool(c, "multi_query", 1);           /* ignored by the new architecture */
+    a->d.KV = new ? kv : mq ? 1 : a->d.H;
+    a->d.FF = hf_cfg_int(c, "ffn_hidden_size", 4 * a->d.D);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.bias = hf_cfg_bool(c, "bias", 0) ? HF_BIAS_ALL : HF_BIAS_NONE;
+    a->d.mlp_bias = a->d.bias == HF_BIAS_ALL;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+    a->layernorm = 1;
+    a->mlp = MLP_GELU;
+    a->block = falcon_block(c, new);
+    a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
+    a->act = gelu_approximate(c, "activation", "gelu");
+    a->theta = hf_cfg_num(c, "rope_theta", 10000);
+    a->scaling = linear_scaling(c, "Falcon");
+    if (hf_cfg_bool(c, "alibi", 0))
+        hf_cfg_error(c, "alibi", "true: trainc's attention takes its positions from rope");
+    if (hf_cfg_bool(c, "apply_residual_connection_post_layernorm", 0))
+        hf_cfg_error(c, "apply_residual_connection_post_layernorm", "true: trainc's residuals "
+                     "add the block's input, not its norm's output");
+    head_dims(c, a, 0);
+}
+
 /* GPT-NeoX (Pythia, GPT-NeoX-20B): layernorms, a partial rope (rotary_pct, 0.25 where
  * absent; rotary_emb_base its theta; linear scaling or none), attention biased where
  * attention_bias is, a gelu MLP with biases, the attention and the MLP in parallel
@@ -347,7 +436,7 @@ static void neox_config(HfCfg *c, Arch *a)
     a->theta = hf_cfg_num(c, "rotary_emb_base", 10000);
     alias(c, "rotary_emb_base", "rope_theta", a->theta);
     alias(c, "rotary_pct", "partial_rotary_factor", hf_cfg_num(c, "rotary_pct", 0.25));
-    a->parallel = hf_cfg_bool(c, "use_parallel_residual", 1);
+    a->block = hf_cfg_bool(c, "use_parallel_residual", 1) ? BLOCK_PARALLEL : BLOCK_SEQUENTIAL;
     a->scaling = linear_scaling(c, "GPT-NeoX");
     head_dims(c, a, 0);
     rope_dims(c, a, "rotary_pct", 0.25);
@@ -800,7 +889,9 @@ static void read_config(Imp *im, Arch *a)
                                             "Starcoder2Model"},
                                            {"stablelm", "StableLmForCausalLM", "StableLmModel"},
                                            {"nemotron", "NemotronForCausalLM", "NemotronModel"},
-                                           {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel"}};
+                                           {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel"},
+                                           {"phi", "PhiForCausalLM", "PhiModel"},
+                                           {"falcon", "FalconForCausalLM", "FalconModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
@@ -808,7 +899,7 @@ static void read_config(Imp *im, Arch *a)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
                      "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
                      "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite, starcoder2, stablelm, nemotron and gpt_neox", a->type);
+                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi and falcon", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -825,6 +916,10 @@ static void read_config(Imp *im, Arch *a)
         bigcode_config(c, a);
     else if (!strcmp(a->type, "gpt_neox"))
         neox_config(c, a);
+    else if (!strcmp(a->type, "phi"))
+        phi_config(c, a);
+    else if (!strcmp(a->type, "falcon"))
+        falcon_config(c, a);
     else
         llama_config(c, a);
     a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
@@ -833,6 +928,10 @@ static void read_config(Imp *im, Arch *a)
               : !strcmp(a->type, "stablelm") ? &hf_stablelm
               : !strcmp(a->type, "nemotron") ? &hf_nemotron
               : !strcmp(a->type, "gpt_neox") ? &hf_neox
+              : !strcmp(a->type, "phi") ? &hf_phi
+              : !strcmp(a->type, "falcon") ? (a->block == BLOCK_SHARED_NORM ? &hf_falcon
+                                              : a->block == BLOCK_PARALLEL ? &hf_falcon_new
+                                                                           : &hf_falcon_seq)
               : !strcmp(a->type, "gemma") ? &hf_gemma
               : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
     const char *rest = hf_cfg_rest(c, ignored_keys);
@@ -852,8 +951,13 @@ static const char *const starcoder2_names[HF_N_SLOTS] = {"embed", NULL, "attn_no
                                                          "mlp_norm", "fc", "proj", "norm",
                                                          "lm_head"};
 
+static const char *const shared_norm_names[HF_N_SLOTS] = {"embed", NULL, "block_norm", "attn",
+                                                          NULL, "fc", "proj", "norm", "lm_head"};
+
 static const char *const *slot_names(const Arch *a)
 {
+    if (a->block == BLOCK_SHARED_NORM)
+        return shared_norm_names;
     return a->gpt2 ? gpt2_names : a->mlp == MLP_GLU ? llama_names : starcoder2_names;
 }
 
@@ -983,6 +1087,18 @@ static void parallel_block(cJSON *body, const Arch *a)
     attention(b1, a);
 }
 
+/* Phi's and Falcon 7B's block, x + attn(ln(x)) + mlp(ln(x)): a residual of the norm and
+ * a residual of the MLP whose shortcut is the attention, x + (attn(h) + mlp(h)). */
+static void shared_norm_block(cJSON *body, const Arch *a)
+{
+    const char *const *N = slot_names(a);
+    cJSON *b = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    norm(b, a, N[HF_NORM1]);
+    cJSON *r = layer(b, "residual", NULL);
+    mlp(cJSON_AddArrayToObject(r, "body"), a);
+    attention(cJSON_AddArrayToObject(r, "shortcut"), a);
+}
+
 /* The model spec: GPT-2's layout under GPT-2's names (specs/gpt2_124m.json), Llama's
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
@@ -1011,8 +1127,10 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
     cJSON_AddNumberToObject(rep, "count", (double)a->d.L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    if (a->parallel)
+    if (a->block == BLOCK_PARALLEL)
         parallel_block(body, a);
+    else if (a->block == BLOCK_SHARED_NORM)
+        shared_norm_block(body, a);
     else
         sequential_block(body, a);
     norm(ls, a, N[HF_FINAL]);
@@ -1021,7 +1139,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
         cJSON_AddStringToObject(head, "tie", N[HF_EMBED]);
     else
         cJSON_AddNumberToObject(head, "out", (double)a->d.V);
-    cJSON_AddFalseToObject(head, "bias");
+    if (!a->head_bias)
+        cJSON_AddFalseToObject(head, "bias");
     if (a->logits_div)   /* Granite's logits: / logits_scaling */
         cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->logits_div);
     if (a->final_cap) {   /* Gemma 2's logits: / cap, tanh, * cap */
@@ -1085,7 +1204,9 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
 {
     Imp *im = ctx;
     const char *layer = im->names[m->slot];
-    const char *sc = im->parallel && (m->slot == HF_NORM1 || m->slot == HF_ATTN) ? "shortcut." : "";
+    /* the attention (and in the parallel block its norm) are a shortcut's layers */
+    int in_sc = m->slot == HF_ATTN || (m->slot == HF_NORM1 && im->block == BLOCK_PARALLEL);
+    const char *sc = im->block != BLOCK_SEQUENTIAL && in_sc ? "shortcut." : "";
     char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
                            : xasprintf("%s.%lld.%s%s.%s", im->rep, (long long)block, sc, layer,
                                        m->ours);
@@ -1147,7 +1268,7 @@ static void plan_weights(Imp *im, const Arch *a)
     im->rep = a->gpt2 ? "h" : "layers";
     im->family = a->family;
     im->d = &a->d;
-    im->parallel = a->parallel;
+    im->block = a->block;
     const HfFamily *f = a->family;
     /* the original GPT-2 files name their tensors without "transformer."; a multimodal
      * Gemma 3's text model sits under "language_model.model." (transformers 4.50) or

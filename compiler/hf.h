@@ -79,11 +79,12 @@ typedef struct HfFamily {
     const char *block;         /* a block's prefix, a printf format of its index */
     const HfMap *map;          /* ended by an entry without `ours` */
     float norm_offset;         /* Gemma's 1: its norms scale by 1 + weight, trainc's by weight */
-    int qkv_by_head;           /* GPT-NeoX: its fused qkv holds each head's q, k and v rows
-                                  together (trainc's: every q row, then k, then v) */
+    int qkv_by_head;           /* GPT-NeoX, Falcon: its fused qkv holds each key/value head's
+                                  rows after its query heads' (trainc's: every q row, then
+                                  k, then v) */
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
-    hf_nemotron, hf_neox, hf_gemma, hf_gemma3;
+    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);

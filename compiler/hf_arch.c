@@ -142,6 +142,40 @@ static const HfMap neox_map[] = {
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"embed_out.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
+/* Phi (Phi-1, 1.5 and 2): one layernorm feeding both branches, q, k, v and dense, fc1
+ * and fc2, all biased; the head biased too */
+static const HfMap phi_map[] = {
+    EMBED_ROW, LN_ROWS(HF_NORM1, "input_layernorm"), QKV_ROWS,
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.dense.weight"}, {HF_D}, HF_QD},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.dense.bias"}, {HF_D}, 0},
+    UP_DOWN_ROWS("mlp.fc1", "mlp.fc2"),
+    LN_ROWS_IN(0, HF_FINAL, "final_layernorm"),
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, HF_HEAD, "bias", HF_ALWAYS, 0, {"lm_head.bias"}, {HF_V}, 0},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+/* Falcon: one query_key_value (each key/value head's rows after its query heads':
+ * qkv_by_head), dense, an MLP dense_h_to_4h, dense_4h_to_h, all biased where `bias` is;
+ * its norms as the block's form has them (the arguments): one before both branches (Falcon 7B),
+ * one before each in parallel (ln_attn, ln_mlp: Falcon 40B and 180B), or one before
+ * each one after the other */
+#define FALCON_ROWS(...)                                                                     \
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"word_embeddings.weight"}, {HF_V}, HF_D}, __VA_ARGS__, \
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0, {"self_attention.query_key_value.weight"},     \
+     {HF_QKV}, HF_D},                                                                       \
+    {1, HF_ATTN, "qkv.bias", HF_IF_BIAS, 0, {"self_attention.query_key_value.bias"},        \
+     {HF_QKV}, 0},                                                                          \
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attention.dense.weight"}, {HF_D}, HF_QD}, \
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attention.dense.bias"}, {HF_D}, 0},    \
+    UP_DOWN_ROWS("mlp.dense_h_to_4h", "mlp.dense_4h_to_h"), LN_ROWS_IN(0, HF_FINAL, "ln_f"), \
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},              \
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}
+static const HfMap falcon_map[] = {FALCON_ROWS(LN_ROWS(HF_NORM1, "input_layernorm"))};
+static const HfMap falcon_seq_map[] = {FALCON_ROWS(
+    LN_ROWS(HF_NORM1, "input_layernorm"), LN_ROWS(HF_NORM2, "post_attention_layernorm"))};
+static const HfMap falcon_new_map[] = {
+    FALCON_ROWS(LN_ROWS(HF_NORM1, "ln_attn"), LN_ROWS(HF_NORM2, "ln_mlp"))};
+
 /* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
  * attention's output norm, not the MLP's input norm as Llama's). */
 static const HfMap gemma3_map[] = {
@@ -160,6 +194,10 @@ const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f, 
 const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f, 0};
 const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f, 0};
 const HfFamily hf_neox = {"gpt_neox.", "layers.%lld.", neox_map, 0.0f, 1};
+const HfFamily hf_phi = {"model.", "layers.%lld.", phi_map, 0.0f, 0};
+const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1};
+const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1};
+const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0};
 const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f, 0};
@@ -221,12 +259,15 @@ static int64_t rope_row_at(int64_t r, const HfDims *d)
     return r / hd * hd + hf_dim_of(r % hd, hd, d->rope_dims);
 }
 
-/* qkv's row (q heads, then k heads, then v heads) in GPT-NeoX's (each head's q, k and v
- * rows together) */
-static int64_t neox_row_at(int64_t r, const HfDims *d)
+/* qkv's row (q heads, then k heads, then v heads) where each key/value head's rows
+ * follow its group's G = H / KV query heads' (GPT-NeoX's and Falcon's q, k, v per head;
+ * Falcon 40B's per group; Falcon 7B's one group, trainc's order) */
+static int64_t grouped_row_at(int64_t r, const HfDims *d)
 {
-    int64_t hd = hf_head_dim(d), part = r / (d->H * hd), h = r % (d->H * hd) / hd;
-    return (h * 3 + part) * hd + r % hd;
+    int64_t hd = hf_head_dim(d), G = d->H / d->KV, head = r / hd, at = r % hd;
+    int64_t g = head < d->H ? head / G : (head - d->H) % d->KV;
+    int64_t in = head < d->H ? head % G : head < d->H + d->KV ? G : G + 1;
+    return (g * (G + 2) + in) * hd + at;
 }
 
 /* Rows [0, n) of x [.., cols] moved between the orders AT relates */
@@ -248,13 +289,14 @@ static void move_rows(float *x, int64_t n, int64_t cols, int to_hf, RowAt at, co
 void hf_reorder(const HfFamily *f, const HfDims *d, const HfMap *m, float *x, int64_t cols,
                 int to_hf)
 {
-    int neox = f->qkv_by_head && is_qkv(m);
-    if (neox && !to_hf)
-        move_rows(x, 3 * d->H * hf_head_dim(d), cols, 0, neox_row_at, d);
+    int grouped = f->qkv_by_head && is_qkv(m);
+    int64_t n = (d->H + 2 * d->KV) * hf_head_dim(d);
+    if (grouped && !to_hf)
+        move_rows(x, n, cols, 0, grouped_row_at, d);
     if (rope_rows(d, m))
         move_rows(x, rope_rows(d, m), cols, to_hf, rope_row_at, d);
-    if (neox && to_hf)
-        move_rows(x, 3 * d->H * hf_head_dim(d), cols, 1, neox_row_at, d);
+    if (grouped && to_hf)
+        move_rows(x, n, cols, 1, grouped_row_at, d);
 }
 
 static int64_t dim(const HfDims *d, int code)

@@ -11,7 +11,9 @@ config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
 shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head),
 the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k and v
 biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
-rope, norms by 1 + weight) and a GPT-NeoX (the branches in parallel, qkv by head).
+rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), a Phi
+(in parallel off one norm, the head biased) and a Falcon of the new architecture (key/value
+head groups).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -25,7 +27,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
                           Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
-                          GPTNeoXForCausalLM)
+                          GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
+                          FalconForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -159,6 +162,14 @@ def main():
                                             num_attention_heads=2, intermediate_size=16,
                                             max_position_embeddings=16, rotary_pct=0.5))
     seed("gpt_neox", [config_bytes(neox), st_bytes(tensors(neox))])
+    phi = PhiForCausalLM(PhiConfig(intermediate_size=16, **{k: v for k, v in small.items()
+                                                              if k != "intermediate_size"}))
+    seed("phi", [config_bytes(phi), st_bytes(tensors(phi))])
+    falcon = FalconForCausalLM(FalconConfig(vocab_size=16, hidden_size=8, num_hidden_layers=1,
+                                            num_attention_heads=2, num_kv_heads=1,
+                                            new_decoder_architecture=True,
+                                            max_position_embeddings=16))
+    seed("falcon", [config_bytes(falcon), st_bytes(tensors(falcon))])
 
 
 if __name__ == "__main__":

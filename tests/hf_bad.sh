@@ -144,7 +144,7 @@ PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
-# window; a partial rope (rope dims) is StableLM's, Nemotron's and GPT-NeoX's (layernorms) alone
+# window; a partial rope (rope dims) is StableLM's, Nemotron's, GPT-NeoX's and Phi's (layernorms) alone
 $PY - "$g/model.json" "$g/lnorm.json" "$g/partial.json" <<'PY'
 import json, sys
 for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
@@ -162,8 +162,20 @@ for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
 PY
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
-refused "export of a Llama with a partial rope" "partial rope" "StableLM, Nemotron and GPT-NeoX" -- \
+refused "export of a Llama with a partial rope" "partial rope" "StableLM, Nemotron, GPT-NeoX and Phi" -- \
     export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+# the branches in parallel (GPT-NeoX's block: the attention's residual the MLP's
+# shortcut) are GPT-NeoX's, Falcon's and Phi's alone: not Llama's
+$PY - "$g/model.json" "$g/parallel.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+rep = s["model"]["layers"][1]
+attn, mlp = rep["body"]
+rep["body"] = [dict(mlp, shortcut=[attn])]
+json.dump(s, open(sys.argv[2], "w"))
+PY
+refused "export of a Llama with its branches in parallel" "in parallel" "GPT-NeoX, Falcon and Phi" -- \
+    export hf "$g/parallel.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

@@ -18,8 +18,12 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   and back on export) and two GPTNeoXForCausalLM (Pythia's: a quarter of each head
   rotated, query_key_value's rows per head reordered, every bias, the attention and the
   MLP in parallel: a residual whose shortcut is the attention's; and one after the
-  other, without attention biases, half of each head rotated with linear scaling) are
-  imported;
+  other, without attention biases, half of each head rotated with linear scaling), a
+  PhiForCausalLM (Phi-2's: the branches in parallel off one layernorm, every linear and
+  the head biased, half of each head rotated) and three FalconForCausalLM (Falcon 7B's:
+  off one norm, one key/value head, tied; the new architecture: a norm per branch, two
+  key/value head groups; the old one with q, k, v per head, biases and the branches one
+  after the other, which export writes as StarCoder2: the same layers) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -78,7 +82,8 @@ compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemm
 default caps and null caps too), and so do the Phi-3 folders with longrope and their
 exports and the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
 window before 4.50); a NemotronForCausalLM (layernorms by 1 + weight, half of each head
-rotated, head_dim, relu2, every bias) round-trips as the 4.40 models do.
+rotated, head_dim, relu2, every bias) and a Falcon 2-shaped FalconForCausalLM (the new
+architecture off one norm, num_ln_in_parallel_attn 1) round-trip as the 4.40 models do.
 
     $HF_PYTHON tests/hf_io.py
     $HF_NEW_PYTHON tests/hf_io.py --newer
@@ -104,7 +109,8 @@ try:
                               Qwen2Config, Qwen2ForCausalLM, GemmaConfig, GemmaForCausalLM,
                               Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
                               GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
-                              GPTNeoXConfig, GPTNeoXForCausalLM)
+                              GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
+                              FalconConfig, FalconForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -214,8 +220,9 @@ def transformers_agree(name, folders, ours, val):
                                       os.path.relpath(d, OUT), theirs, ours, rel(ours, theirs)))
 
 
-def roundtrip(name, m, src, val):
-    """Import SRC, eval against m; train 5 steps, export, eval against the export."""
+def roundtrip(name, m, src, val, exports_as=None):
+    """Import SRC, eval against m; train 5 steps, export, eval against the export (as
+    m's class, or EXPORTS_AS's: the same model in another family's names)."""
     if isinstance(m, Starcoder2ForCausalLM) and m.config.sliding_window and \
             (4, 42) <= VERSION < (4, 50):
         print("     %s: left to transformers 4.40 (parity/hf_io): %s's eager StarCoder2 "
@@ -235,12 +242,13 @@ def roundtrip(name, m, src, val):
     trainc("export", "hf", d + "/model.json", d + "/eval.json", "--weights",
            d + "/init.safetensors", "-o", d + "/same")
     offset = type(m).__name__ in ("GemmaForCausalLM", "NemotronForCausalLM")   # 1 + weight
-    check(same_tensors(src, d + "/same/model.safetensors", offset=offset),
-          "%s imported and exported untrained: the source's tensors bit for bit" % name)
+    if not exports_as:
+        check(same_tensors(src, d + "/same/model.safetensors", offset=offset),
+              "%s imported and exported untrained: the source's tensors bit for bit" % name)
     back = AutoModelForCausalLM.from_pretrained(d + "/export", attn_implementation="eager")
     back.eval()
     ours, theirs = trainc_eval(d, d + "/run/model.safetensors"), hf_loss(back, val)
-    check(rel(ours, theirs) <= 1e-5 and type(back) is type(m),
+    check(rel(ours, theirs) <= 1e-5 and type(back).__name__ == (exports_as or type(m).__name__),
           "%s trained 5 steps, exported: %s, trainc --eval %.7f, transformers %.7f (%.1e)"
           % (name, type(back).__name__, ours, theirs, rel(ours, theirs)))
     return d
@@ -414,6 +422,37 @@ def neox_models():
                         p.view(4, 3, -1)[:, :2] *= 30
             off_defaults(m)
     return par, seq
+
+
+def parallel_models():
+    """The attention and the MLP in parallel off one layernorm: a PhiForCausalLM (Phi-2's
+    layout: half of each head rotated, every linear and the head biased, gelu_new,
+    untied) and a FalconForCausalLM (Falcon 7B's: one key/value head, no biases, tied);
+    a Falcon of the new architecture (a norm per branch, two key/value head groups) and
+    an old-style one (q, k and v rows per head, biases, the branches one after the
+    other); with --newer Falcon 2's (the new architecture off one norm:
+    num_ln_in_parallel_attn 1). q and k made large enough that positions move the loss;
+    from a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+              max_position_embeddings=64, attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(8)
+        ms = [PhiForCausalLM(PhiConfig(intermediate_size=96, partial_rotary_factor=0.5, **kw))]
+        ms += [FalconForCausalLM(FalconConfig(**kw, **f)) for f in (
+            {}, {"new_decoder_architecture": True, "num_kv_heads": 2},
+            {"multi_query": False, "parallel_attn": False, "bias": True})]
+        if NEWER:
+            ms.append(FalconForCausalLM(FalconConfig(**kw, new_decoder_architecture=True,
+                                                     num_kv_heads=2, num_ln_in_parallel_attn=1)))
+        for m in ms:
+            with torch.no_grad():
+                for n, p in m.named_parameters():
+                    if "q_proj" in n or "k_proj" in n:
+                        p.mul_(30)
+                    if "query_key_value.weight" in n:   # every row but v's
+                        p.mul_(30)
+            off_defaults(m)
+    return ms
 
 
 def models():
@@ -1091,6 +1130,7 @@ def main():
     (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
      starcoder2_plain, bigcode, stablelm, stablelm_half) = models()
     neox, neox_seq = neox_models()
+    phi, falcon, falcon_new, falcon_old, *falcon2 = parallel_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1099,6 +1139,10 @@ def main():
                         ("starcoder2_plain", starcoder2_plain, {}), ("gpt_bigcode", bigcode, {}),
                         ("stablelm", stablelm, {}), ("stablelm_half_linear", stablelm_half, {}),
                         ("gpt_neox", neox, {}), ("gpt_neox_sequential", neox_seq, {}),
+                        ("phi", phi, {}), ("falcon", falcon, {}), ("falcon_new", falcon_new, {}),
+                        # export cannot tell it from StarCoder2: the same layers
+                        ("falcon_old_sequential", falcon_old, {"as": "Starcoder2ForCausalLM"})] + \
+                       [("falcon2", m, {}) for m in falcon2] + [
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1113,7 +1157,7 @@ def main():
                       [f for f in os.listdir(src) if f.endswith(".safetensors")]))
         else:
             m.save_pretrained(src, safe_serialization=True)
-        roundtrip(name, m, src, val)
+        roundtrip(name, m, src, val, kw.get("as"))
     g = torch.Generator().manual_seed(1)
     norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
              for i in range(2) for c in "qk"}
@@ -1174,6 +1218,14 @@ def main():
          ["rope_scaling", "dynamic"]),
         ("stablelm rotating 3 of 16", {"partial_rotary_factor": 0.2},
          ["partial_rotary_factor", "even"])])
+    bad_configs(OUT + "/hf_phi", [
+        ("phi qk_layernorm", {"qk_layernorm": True}, ["qk_layernorm", "RMSNorm"])])
+    bad_configs(OUT + "/hf_falcon", [
+        ("falcon alibi", {"alibi": True}, ["alibi", "rope"]),
+        ("falcon new architecture one after the other",
+         {"new_decoder_architecture": True, "parallel_attn": False}, ["parallel_attn", "releases"]),
+        ("falcon residual after the norm", {"apply_residual_connection_post_layernorm": True},
+         ["apply_residual_connection_post_layernorm"])])
     bad_configs(OUT + "/hf_gpt_neox", [
         ("gpt_neox dynamic rope scaling", {"rope_scaling": {"type": "dynamic", "factor": 2.0}},
          ["rope_scaling", "dynamic"]),

@@ -57,9 +57,9 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
 }
 
 /* qk_norm (weights qn for the q heads, kn for the k heads; NULL: none) then rope (theta
- * 0: none; ext: the inverse frequencies, or NULL: from theta) as attention.cuh's atx_tc_fwd computes
- * them (fp32, the RMS over the head's row, rounded to 16 bits once), on the q and k
- * heads of rows [0, rows) of qkv
+ * 0: none; ext: the inverse frequencies, or NULL: from theta) as attention.cuh's
+ * atx_tc_fwd computes them (fp32, the RMS over the head's row, rounded to 16 bits once),
+ * on the q and k heads of rows [0, rows) of qkv
  * [rows, (H + 2 KV) hd] into qk [rows, (H + KV) hd] (row r at position r % T), for the
  * Hopper kernels' TMA copies (plain CUDA: defined for every target, launched only with
  * them). 128 threads, RT_PREP90_ROWS rows a block; warp w takes heads w, w + 4, ..., its
