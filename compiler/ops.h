@@ -25,7 +25,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_SQUARED_RELU, "squared_relu", "", "", OPC_ELEMENTWISE)                       \
     X(OP_GLU, "glu", "act", "", OPC_ELEMENTWISE)                                      \
     X(OP_DROPOUT, "dropout", "p", "", OPC_ELEMENTWISE)                                \
-    X(OP_LAYERNORM, "layernorm", "eps", "", OPC_NORM)                                 \
+    X(OP_LAYERNORM, "layernorm", "eps bias affine", "", OPC_NORM)                     \
     X(OP_RMSNORM, "rmsnorm", "eps", "", OPC_NORM)                                     \
     X(OP_EMBEDDING, "embedding", "vocab dim", "vocab dim", OPC_PARAM)                 \
     X(OP_POS_EMBEDDING, "pos_embedding", "max_len", "max_len", OPC_PARAM)             \

@@ -525,19 +525,23 @@ void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float
 {
     if (rows <= 0 || d <= 0)
         return;
-    /* dw, db partials first: they read x and dy, which dx may overwrite */
+    /* dw, db partials first (none without them: a layernorm's `affine` false): they
+     * read x and dy, which dx may overwrite */
     int64_t rb, nrb = row_blocks(rows, d, 2, &rb);
-    rt_dptr part = rt_cu_scratch(e, (size_t)(2 * nrb * d) * sizeof(double));
+    rt_dptr part = dw || db ? rt_cu_scratch(e, (size_t)(2 * nrb * d) * sizeof(double)) : 0;
     void *a1[] = {&x, &dy, &mean, &rstd, &part, &rows, &d, &rb};
-    rt_cu_launch(e, "rt_layernorm_dwdb", gdim(cdiv(d, 32), GX, "layernorm"),
-                 gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
+    if (part)
+        rt_cu_launch(e, "rt_layernorm_dwdb", gdim(cdiv(d, 32), GX, "layernorm"),
+                     gdim(nrb, GYZ, "layernorm"), 1, 32, 8, 0, a1);
     char name[64];
     snprintf(name, sizeof name, "rt_layernorm_bwd_%lld", (long long)d);
     rt_dptr slot = rt_cu_fp8_out_slot(e);
     void *a2[] = {&x, &w, &mean, &rstd, &dy, &add, &dx, &rows, &slot};
     ln_launch(e, name, rows, d, a2);
-    colsum_finish(e, part, dw, nrb, d);
-    colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
+    if (dw)
+        colsum_finish(e, part, dw, nrb, d);
+    if (db)   /* none for a layernorm whose `bias` is false */
+        colsum_finish(e, part + (rt_dptr)(nrb * d) * sizeof(double), db, nrb, d);
 }
 
 /* ---- RMSNorm and the gated linear unit ------------------------------------------------------ */

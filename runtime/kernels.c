@@ -1290,15 +1290,22 @@ void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, in
 /* ---- LayerNorm ----------------------------------------------------------------- */
 
 typedef struct {
-    const float *x, *w, *b, *dy;   /* [rows, d], [d], [d], [rows, d] */
+    const float *x, *w, *b, *dy;   /* [rows, d], [d] or NULL (1s), [d] or NULL (0s), [rows, d] */
     const float *add;              /* bwd: [rows, d] added to dx, or NULL; may be dx */
     float *y, *dx;                 /* [rows, d] */
     float *mean, *rstd;            /* [rows] */
-    float *dw, *db;                /* [d] */
+    float *dw, *db;                /* [d], or NULL: none (a layernorm without them) */
     double *part;                  /* bwd: [nrb, 2, d] partial dw, db */
     int64_t rows, d, rb, nrb;
     float eps;
 } ln_ctx;
+
+/* A layernorm's weight at [j, j + 4) (ones without one) and bias (zeros without one):
+ * times 1 and plus 0 leave the values as they were */
+static inline v4f ln_w4(const float *w, int64_t j) { return w ? ld4(w + j) : splat4(1.0f); }
+static inline v4f ln_b4(const float *b, int64_t j) { return b ? ld4(b + j) : splat4(0.0f); }
+static inline float ln_w1(const float *w, int64_t j) { return w ? w[j] : 1.0f; }
+static inline float ln_b1(const float *b, int64_t j) { return b ? b[j] : 0.0f; }
 
 static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
@@ -1317,9 +1324,9 @@ static void ln_fwd_task(void *ctx, int64_t lo, int64_t hi)
         v4f mv = splat4(m), rv = splat4(rs);
         int64_t j = 0;
         for (; j + 4 <= d; j += 4)
-            st4(y + j, (ld4(x + j) - mv) * rv * ld4(w + j) + ld4(b + j));
+            st4(y + j, (ld4(x + j) - mv) * rv * ln_w4(w, j) + ln_b4(b, j));
         for (; j < d; j++)
-            y[j] = (x[j] - m) * rs * w[j] + b[j];
+            y[j] = (x[j] - m) * rs * ln_w1(w, j) + ln_b1(b, j);
     }
 }
 
@@ -1362,7 +1369,7 @@ static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
             int64_t j = 0;
             for (; j + 4 <= d; j += 4) {
                 d4 xh = cvt4((ld4(x + j) - mv) * rv);
-                d4 gd = cvt4(ld4(dy + j) * ld4(w + j)), dyd = cvt4(ld4(dy + j));
+                d4 gd = cvt4(ld4(dy + j) * ln_w4(w, j)), dyd = cvt4(ld4(dy + j));
                 s1v = add4d(s1v, gd);
                 s2v = add4d(s2v, mul4d(gd, xh));
                 st4d(pw + j, add4d(ld4d(pw + j), mul4d(dyd, xh)));
@@ -1370,7 +1377,7 @@ static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
             }
             double s1 = hsum4d(s1v), s2 = hsum4d(s2v);
             for (; j < d; j++) {
-                float xh = (x[j] - m) * rs, g = dy[j] * w[j];
+                float xh = (x[j] - m) * rs, g = dy[j] * ln_w1(w, j);
                 s1 += g;
                 s2 += (double)g * xh;
                 pw[j] += (double)dy[j] * xh;
@@ -1381,12 +1388,12 @@ static void ln_bwd_task(void *ctx, int64_t lo, int64_t hi)
             /* with an addend, each element's sum is one more float add (the loop's) */
             for (j = 0; j + 4 <= d; j += 4) {
                 v4f xh = (ld4(x + j) - mv) * rv;
-                v4f g = rv * (ld4(dy + j) * ld4(w + j) - av - xh * bv);
+                v4f g = rv * (ld4(dy + j) * ln_w4(w, j) - av - xh * bv);
                 st4(dx + j, add ? g + ld4(add + j) : g);
             }
             for (; j < d; j++) {
                 float xh = (x[j] - m) * rs;
-                float g = rs * (dy[j] * w[j] - a - xh * bb);
+                float g = rs * (dy[j] * ln_w1(w, j) - a - xh * bb);
                 dx[j] = add ? g + add[j] : g;
             }
         }
@@ -1404,8 +1411,10 @@ static void ln_reduce_task(void *ctx, int64_t lo, int64_t hi)
             sw += c->part[t * 2 * d + j];
             sb += c->part[t * 2 * d + d + j];
         }
-        c->dw[j] += (float)sw;
-        c->db[j] += (float)sb;
+        if (c->dw)
+            c->dw[j] += (float)sw;
+        if (c->db)
+            c->db[j] += (float)sb;
     }
 }
 
@@ -1436,7 +1445,8 @@ void rt_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
     c.nrb = norm_row_blocks(rows, d, &c.rb);
     c.part = rt_pool_scratch(p, (size_t)(c.nrb * 2 * d));
     launch(p, c.nrb, 1, ln_bwd_task, &c);
-    launch(p, d, rt_grain_for(2 * c.nrb), ln_reduce_task, &c);
+    if (dw || db)
+        launch(p, d, rt_grain_for(2 * c.nrb), ln_reduce_task, &c);
 }
 
 /* ---- RMSNorm ------------------------------------------------------------------- */

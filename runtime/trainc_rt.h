@@ -338,7 +338,8 @@ void rt_avgpool2d_fwd(rt_exec *e, const float *x, float *y, int64_t planes, int6
 void rt_avgpool2d_bwd(rt_exec *e, const float *dy, float *dx, int64_t planes, int64_t H,
                       int64_t W, int64_t k, int64_t s, int64_t OH, int64_t OW);
 
-/* LayerNorm over the last axis of [rows, d]; mean and rstd are saved for backward. */
+/* LayerNorm over the last axis of [rows, d]; mean and rstd are saved for backward. w
+ * NULL: no weight (ones), b NULL: no bias (zeros); dw, db NULL where they are absent. */
 void rt_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
                       float *mean, float *rstd, int64_t rows, int64_t d, float eps);
 /* dx = the input gradient, plus add[i] when add is not NULL (overwritten; add may be

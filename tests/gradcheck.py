@@ -258,6 +258,12 @@ cases += [
     tok("attention_partial_rope", [E(dim=16), {"op": "attention", "heads": 2, "kv_heads": 1,
                                                "qk_norm": True, "rope": {"theta": 100, "dims": 4}},
                                    L(7)]),
+    # layernorms without a bias (Cohere's) and without weight and bias (OLMo's), the
+    # residual's gradient folded into the second's backward
+    tok("layernorm_bare", [E(), {"op": "layernorm", "bias": False}, L(6),
+                           {"op": "residual", "name": "r", "body": [{"op": "layernorm", "affine": False},
+                                                                   L(6)]},
+                           L(7)]),
 ]
 
 def fd_check(name, path):

@@ -189,10 +189,12 @@ def run_layers(layers, h, x, P, prefix, embeds, it=None):
                 h = F.linear(h, w, b)
         elif op == "rmsnorm":
             h = rmsnorm(h, P(name + ".weight", (h.shape[-1],), "norm"), l.get("eps", 1e-6))
-        elif op == "layernorm":
+        elif op == "layernorm":   # bias false: the weight alone; affine false: neither
             d = h.shape[-1]
-            h = F.layer_norm(h, (d,), P(name + ".weight", (d,), "norm"), P(name + ".bias", (d,), "b"),
-                             l.get("eps", 1e-5))
+            aff = l.get("affine", True)
+            w = P(name + ".weight", (d,), "norm") if aff else None
+            b = P(name + ".bias", (d,), "b") if aff and l.get("bias", True) else None
+            h = F.layer_norm(h, (d,), w, b, l.get("eps", 1e-5))
         elif op == "attention":
             h = attention(h, l, P, name, it)
         elif op == "glu":

@@ -14,7 +14,8 @@ partial, qk_norm, a window, a scale), a tied or untied classifier; or f32 [T, d]
 from a generator of its own (so the draws above, and every model of a seed but these
 swaps, stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
 and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu;
-from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d.
+from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d;
+from a fourth, a layernorm may lose its bias, or its weight and bias.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -266,6 +267,16 @@ def llama_swaps(r2, layers):
                 layers[k] = {"op": "squared_relu"}
 
 
+def bare_norms(r3, layers):
+    """A layernorm without its bias (1 in 10) or without weight and bias (1 in 10), in
+    place, through containers."""
+    for l in layers:
+        if "body" in l:
+            bare_norms(r3, l["body"])
+        elif l["op"] == "layernorm" and r3.random() < 0.2:
+            l[["bias", "affine"][int(r3.integers(2))]] = False
+
+
 def gan_swaps(r2, layers):
     """A DCGAN's ops, in place, through containers: leaky_relu (1 in 5, half of them at
     slope 0.2) for an activation; conv_transpose2d (1 in 3) for a conv2d of stride 1
@@ -287,6 +298,7 @@ def draw(r, i):
     x, layers, loss = {"image": image_model, "vector": vector_model, "sequence": sequence_model}[kind](r)
     llama_swaps(np.random.default_rng([SEED, i]), layers)
     gan_swaps(np.random.default_rng([SEED, i, 2]), layers)
+    bare_norms(np.random.default_rng([SEED, i, 3]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -389,10 +401,12 @@ def reference(model, P, xin):
                 x = g * x[..., h:]
             elif op == "dropout":
                 pass   # p 0; a model with p > 0 is not compared with this reference
-            elif op == "layernorm":
+            elif op == "layernorm":   # bias false: the weight alone; affine false: neither
                 d = x.shape[-1]
-                x = F.layer_norm(x, (d,), param(pfx + ".weight", (d,), "lnw"),
-                                 param(pfx + ".bias", (d,), "b"), l.get("eps", 1e-5))
+                aff = l.get("affine", True)
+                w = param(pfx + ".weight", (d,), "lnw") if aff else None
+                b = param(pfx + ".bias", (d,), "b") if aff and l.get("bias", True) else None
+                x = F.layer_norm(x, (d,), w, b, l.get("eps", 1e-5))
             elif op == "rmsnorm":
                 d = x.shape[-1]
                 w = param(pfx + ".weight", (d,), "lnw")

@@ -1,14 +1,22 @@
 /* layernorm.c: layer normalization over the last axis, its mean and 1/std saved for
  * the backward pass (fp32 in any precision): graph, backward rule and lowering (runtime
- * calls; fusion.c's layernorm_bwd_sums may fold a gradient sum into the backward call). */
+ * calls; fusion.c's layernorm_bwd_sums may fold a gradient sum into the backward call).
+ * A weight and a bias by default; `bias` false: the weight alone (Cohere's); `affine`
+ * false: neither (OLMo's). */
 #include "op.h"
 
 static int layernorm_params(const Layer *l, const char **out)
 {
-    out[0] = "weight";
-    out[1] = "bias";
-    return 2;
+    int n = 0;
+    if (l->affine)
+        out[n++] = "weight";
+    if (l->affine && l->bias)
+        out[n++] = "bias";
+    return n;
 }
+
+/* A parameter's tensor, or its gradient, or NULL where the layer has none */
+static Arg param_arg(const Param *p, int grad) { return arg_opt(p ? (grad ? p->g : p->t) : NULL); }
 
 /* [..., d] kept; mean and 1/std [rows] saved; W, b [d] */
 static void build_layernorm(GraphCtx *c, const LayerArgs *a)
@@ -35,8 +43,10 @@ static void build_layernorm(GraphCtx *c, const LayerArgs *a)
     nd->p = l->eps;
     nd->tmp[0] = mean;
     nd->tmp[1] = rstd;
-    nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
-    nd->b = add_param(g, pfx, "bias", 1, &d, RT_INIT_CONST, 0.0, l->path);
+    if (l->affine)
+        nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
+    if (l->affine && l->bias)
+        nd->b = add_param(g, pfx, "bias", 1, &d, RT_INIT_CONST, 0.0, l->path);
     add_flops(c, l->path, 8.0 * x->numel, 16.0 * x->numel);
     c->cur = y;
 }
@@ -52,12 +62,14 @@ static void lower_layernorm(Program *p, Node *nd)
         nd->tmp[0]->what = "layernorm mean (validation: written, not read)";
         nd->tmp[1]->what = "layernorm 1/std (validation: written, not read)";
     }
-    SET_CALL(a, CALL_LAYERNORM_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t), arg_t(y),
+    SET_CALL(a, CALL_LAYERNORM_FWD, arg_t(x), param_arg(nd->w, 0), param_arg(nd->b, 0), arg_t(y),
              arg_t(nd->tmp[0]), arg_t(nd->tmp[1]), arg_rows(x->numel / d), arg_int(d),
              arg_float(nd->p));
     instr_reads(a, x);
-    instr_reads(a, nd->w->t);
-    instr_reads(a, nd->b->t);
+    if (nd->w)
+        instr_reads(a, nd->w->t);
+    if (nd->b)
+        instr_reads(a, nd->b->t);
     instr_writes(a, y);
     instr_writes(a, nd->tmp[0]);
     instr_writes(a, nd->tmp[1]);
@@ -74,17 +86,20 @@ static void lower_layernorm_bwd(Program *p, Node *nd)
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("layernorm backward");
     /* NULL: no addend (fusion.c's layernorm_bwd_sums may fold a gradient sum in) */
-    SET_CALL(a, CALL_LAYERNORM_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->tmp[0]),
-             arg_t(nd->tmp[1]), arg_t(dy), arg_null(), arg_t(dx), arg_t(nd->w->g),
-             arg_t(nd->b->g), arg_rows(x->numel / d), arg_int(d));
+    SET_CALL(a, CALL_LAYERNORM_BWD, arg_t(x), param_arg(nd->w, 0), arg_t(nd->tmp[0]),
+             arg_t(nd->tmp[1]), arg_t(dy), arg_null(), arg_t(dx), param_arg(nd->w, 1),
+             param_arg(nd->b, 1), arg_rows(x->numel / d), arg_int(d));
     instr_reads(a, x);
-    instr_reads(a, nd->w->t);
+    if (nd->w)
+        instr_reads(a, nd->w->t);
     instr_reads(a, nd->tmp[0]);
     instr_reads(a, nd->tmp[1]);
     instr_reads(a, dy);
     instr_writes(a, dx);
-    instr_writes(a, nd->w->g);
-    instr_writes(a, nd->b->g);
+    if (nd->w)
+        instr_writes(a, nd->w->g);
+    if (nd->b)
+        instr_writes(a, nd->b->g);
 }
 
 const OpDef op_layernorm = {.build = build_layernorm, .params = layernorm_params};

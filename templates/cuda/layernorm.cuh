@@ -32,11 +32,25 @@ __device__ __forceinline__ int64_t rt_ln_warp_row(int64_t rows)
     return r < rows ? r : -1;
 }
 
+/* G values of a layernorm's weight w (bias b) at j, or G ones (zeros) where it has none
+ * (NULL): times 1 and plus 0 leave the values as they were */
+template <int G>
+__device__ __forceinline__ rt_vec<G> ln_ldv_or(const float *p, int j, float none)
+{
+    if (p)
+        return rt_ldv<G>(p + j);
+    rt_vec<G> o;
+#pragma unroll
+    for (int e = 0; e < G; e++)
+        o.v[e] = none;
+    return o;
+}
+
 /* Launch: grid (rows), block of 32..1024 threads (a multiple of 32); with rt_ln_warp(D)
  * grid (ceil(rows / RT_LN_ROWS)), block of 32 * RT_LN_ROWS.
  *   mean[r] = (float) mean of x[r]            (double sum)
  *   rstd[r] = (float) 1 / sqrt(var + eps)     (biased variance, two passes in double)
- *   y[r, j] = (x[r, j] - mean) * rstd * w[j] + b[j]
+ *   y[r, j] = (x[r, j] - mean) * rstd * w[j] + b[j]   (w NULL: 1, b NULL: 0)
  * y may be x. */
 template <int D>
 __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *w, const float *b,
@@ -73,7 +87,7 @@ __device__ __forceinline__ void layernorm_fwd_warp(const act_t *x, const float *
 #pragma unroll
     for (int k = 0; k < C; k++) {
         const int j = G * (32 * k + lane);
-        const rt_vec<G> wv = rt_ldv<G>(w + j), bv = rt_ldv<G>(b + j);
+        const rt_vec<G> wv = ln_ldv_or<G>(w, j, 1.0f), bv = ln_ldv_or<G>(b, j, 0.0f);
         rt_vec<G> o;
 #pragma unroll
         for (int e = 0; e < G; e++)
@@ -107,7 +121,9 @@ __device__ __forceinline__ void layernorm_fwd_row(const act_t *x, const float *w
     double var = rt_block_sum(q) / (double)D;
     float m = (float)mu, rs = (float)(1.0 / sqrt(var + (double)eps));
     rt_row_map(xr, y + r * D, D,
-               [&](int j, float v) { return RT_FP8_FOLDED((v - m) * rs * w[j] + b[j]); });
+               [&](int j, float v) {
+                   return RT_FP8_FOLDED((v - m) * rs * (w ? w[j] : 1.0f) + (b ? b[j] : 0.0f));
+               });
     if (threadIdx.x == 0) {
         mean[r] = m;
         rstd[r] = rs;
@@ -138,7 +154,7 @@ __device__ __forceinline__ void layernorm_fwd_any(const act_t *x, const float *w
  *
  * Launch: grid (rows), block of 32..1024 threads (a multiple of 32); with rt_ln_warp(D)
  * grid (ceil(rows / RT_LN_ROWS)), block of 32 * RT_LN_ROWS.
- *   xh = (x - mean) * rstd, g = dy * w           (float)
+ *   xh = (x - mean) * rstd, g = dy * w           (float; w NULL: 1)
  *   a  = mean_j g, c = mean_j g * xh             (double sums, rounded to float)
  *   dx = rstd * (g - a - xh * c)  (+ add)        (overwritten; dx may be dy, x or add)
  * add (NULL: none) is another gradient contribution summed in: one float add before
@@ -165,7 +181,7 @@ __device__ __forceinline__ void layernorm_bwd_warp(const act_t *x, const float *
     for (int k = 0; k < C; k++) {   /* x and dy in, before dx (maybe x or dy) is written */
         const int j = G * (32 * k + lane);
         const rt_vec<G> xv = rt_ldv<G>(x + r * D + j), gv = rt_ldv<G>(dy + r * D + j);
-        const rt_vec<G> wv = rt_ldv<G>(w + j);
+        const rt_vec<G> wv = ln_ldv_or<G>(w, j, 1.0f);
 #pragma unroll
         for (int e = 0; e < G; e++) {
             xh[k][e] = (xv.v[e] - m) * rs;
@@ -204,7 +220,7 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
     float m = mean[r], rs = rstd[r];
     double s1 = 0.0, s2 = 0.0;
     rt_row_each(xr, D, [&](int j, float v) {
-        float xh = (v - m) * rs, g = rt_ld(dyr + j) * w[j];
+        float xh = (v - m) * rs, g = rt_ld(dyr + j) * (w ? w[j] : 1.0f);
         s1 += g;
         s2 += (double)g * xh;
     });
@@ -212,7 +228,7 @@ __device__ __forceinline__ void layernorm_bwd_row(const act_t *x, const float *w
     const act_t *addr = add ? add + r * D : NULL;
     rt_row_map(xr, dx + r * D, D, [&](int j, float v) {
         float xh = (v - m) * rs;
-        float gx = rs * (rt_ld(dyr + j) * w[j] - a - xh * c);
+        float gx = rs * (rt_ld(dyr + j) * (w ? w[j] : 1.0f) - a - xh * c);
         return RT_FP8_FOLDED(addr ? gx + rt_ld(addr + j) : gx);
     });
     RT_FP8_FOLD_END();

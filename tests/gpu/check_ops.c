@@ -692,11 +692,15 @@ static void t_pool(int64_t planes, int64_t H, int64_t W, int64_t k, int64_t s, i
 
 /* The backward also with an addend (a gradient sum folded in: dx + g), into its own
  * buffer and in place (g is dx's storage, as memplan lays it out). */
-static void t_layernorm(int64_t rows, int64_t d)
+/* PARTS: 2 a weight and a bias, 1 the weight alone (`bias` false), 0 neither (`affine`
+ * false: NULL for both and their gradients) */
+static void t_layernorm(int64_t rows, int64_t d, int parts)
 {
-    SHAPE("[%lld, %lld]", (long long)rows, (long long)d);
+    SHAPE("[%lld, %lld]%s", (long long)rows, (long long)d,
+          parts == 2 ? "" : parts ? " no bias" : " no weight or bias");
     int64_t n = rows * d;
-    float *x = fvec(n), *w = fvec(d), *b = fvec(d), *dy = fvec(n), *g = avec(n);
+    float *x = fvec(n), *w0 = fvec(d), *b0 = fvec(d), *dy = fvec(n), *g = avec(n);
+    float *w = parts ? w0 : NULL, *b = parts > 1 ? b0 : NULL;
     for (int64_t i = 0; i < n; i++)   /* an offset, so the variance is not trivial */
         x[i] = 3.0f + 2.0f * x[i];
     round_act(x, n);
@@ -704,13 +708,15 @@ static void t_layernorm(int64_t rows, int64_t d)
     float *y = nans(n), *mean = nans(rows), *rstd = nans(rows), *dx = nans(n);
     float *dw0 = fvec(d), *db0 = fvec(d), *dw = fcopy(dw0, d), *db = fcopy(db0, d);
     float *dxa = nans(n), *dxi = fcopy(g, n), *sdw = fcopy(dw0, d), *sdb = fcopy(db0, d);
+    float *dwp = w ? dw : NULL, *dbp = b ? db : NULL, *sdwp = w ? sdw : NULL, *sdbp = b ? sdb : NULL;
     rt_layernorm_fwd(&C, x, w, b, y, mean, rstd, rows, d, 1e-5f);
-    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, NULL, dx, dw, db, rows, d);
-    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, g, dxa, sdw, sdb, rows, d);
-    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, dxi, dxi, sdw, sdb, rows, d);
-    float *gx = up_a(x, n), *gw = up(w, d * 4), *gb = up(b, d * 4), *gdy = up_a(dy, n);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, NULL, dx, dwp, dbp, rows, d);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, g, dxa, sdwp, sdbp, rows, d);
+    rt_layernorm_bwd(&C, x, w, mean, rstd, dy, dxi, dxi, sdwp, sdbp, rows, d);
+    float *gx = up_a(x, n), *gw = w ? up(w, d * 4) : NULL, *gb = b ? up(b, d * 4) : NULL;
     float *gy = dalloc_a(n), *gmean = dalloc(rows * 4), *grstd = dalloc(rows * 4);
-    float *gdx = dalloc_a(n), *gdw = dalloc(d * 4), *gdb = dalloc(d * 4);
+    float *gdx = dalloc_a(n), *gdw = dalloc(d * 4), *gdb = dalloc(d * 4), *gdy = up_a(dy, n);
+    float *gdwp = w ? gdw : NULL, *gdbp = b ? gdb : NULL;
     float *gg = up_a(g, n), *gdxa = dalloc_a(n), *gdxi = dalloc_a(n);
     float *pn = nans(n), *pr = nans(rows);
     out_t of[3] = {{"y", y, {0}, n}, {"mean", mean, {0}, rows}, {"rstd", rstd, {0}, rows}};
@@ -725,20 +731,20 @@ static void t_layernorm(int64_t rows, int64_t d)
         of[1].gpu[rep] = down(gmean, rows), of[2].gpu[rep] = down(grstd, rows);
         /* the backward from the CPU's statistics, so that its check is its own */
         upload(gmean, mean, rows * 4), upload(grstd, rstd, rows * 4);
-        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, NULL, gdx, gdw, gdb, rows, d);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, NULL, gdx, gdwp, gdbp, rows, d);
         ob[0].gpu[rep] = down_a(gdx, n), ob[1].gpu[rep] = down(gdw, d), ob[2].gpu[rep] = down(gdb, d);
         /* with the addend (dw, db accumulate on; checked above) */
-        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gg, gdxa, gdw, gdb, rows, d);
-        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gdxi, gdxi, gdw, gdb, rows, d);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gg, gdxa, gdwp, gdbp, rows, d);
+        rt_cu_layernorm_bwd(G, gx, gw, gmean, grstd, gdy, gdxi, gdxi, gdwp, gdbp, rows, d);
         oa[0].gpu[rep] = down_a(gdxa, n), oa[1].gpu[rep] = down_a(gdxi, n);
     }
     judge("layernorm_fwd", TA(TOL_EW), of, 1);
     judge("layernorm_fwd stats", TOL_EW, of + 1, 2);
     /* dx: a row reduction per element; dw, db: sums over rows */
     judge("layernorm_bwd", TA(TOL_RED), ob, 1);
-    judge("layernorm_bwd dw db", TOL_RED, ob + 1, 2);
+    judge(parts ? "layernorm_bwd dw db" : "layernorm_bwd dw db untouched", TOL_RED, ob + 1, 2);
     judge("layernorm_bwd addend", TA(TOL_RED), oa, 2);
-    free(x), free(w), free(b), free(dy), free(g), free(y), free(mean), free(rstd), free(dx);
+    free(x), free(w0), free(b0), free(dy), free(g), free(y), free(mean), free(rstd), free(dx);
     free(dw0), free(db0), free(dw), free(db), free(dxa), free(dxi), free(sdw), free(sdb);
     free(pn), free(pr), reset();
 }
@@ -2775,14 +2781,19 @@ int main(int argc, char **argv)
     t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
     t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
 
-    t_layernorm(1, 7);
-    t_layernorm(37, 7);
-    t_layernorm(5, 64);
-    t_layernorm(300, 130);
-    t_layernorm(257, 768);    /* a warp a row (layernorm.cuh's rt_ln_warp), 8 rows a block */
-    t_layernorm(9, 128);      /* the same, one group of 4 a lane, a block not full */
-    t_layernorm(45, 1024);    /* the same, 8 groups a lane */
-    t_layernorm(3, 2048);     /* a block a row again (too wide for a warp's registers) */
+    t_layernorm(1, 7, 2);
+    t_layernorm(37, 7, 2);
+    t_layernorm(5, 64, 2);
+    t_layernorm(300, 130, 2);
+    t_layernorm(257, 768, 2);    /* a warp a row (layernorm.cuh's rt_ln_warp), 8 rows a block */
+    t_layernorm(9, 128, 2);      /* the same, one group of 4 a lane, a block not full */
+    t_layernorm(45, 1024, 2);    /* the same, 8 groups a lane */
+    t_layernorm(3, 2048, 2);     /* a block a row again (too wide for a warp's registers) */
+    /* without a bias (Cohere's), without either (OLMo's): a warp a row, a block a row */
+    t_layernorm(37, 128, 1);
+    t_layernorm(300, 130, 1);
+    t_layernorm(37, 128, 0);
+    t_layernorm(300, 130, 0);
 
     t_rmsnorm(1, 7);
     t_rmsnorm(37, 7);
