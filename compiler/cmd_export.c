@@ -7,7 +7,9 @@
  * StableLM (a gated one) or Nemotron (a squared relu), GPT-NeoX with a gelu MLP and a
  * partial rope or the branches in parallel (biased), Falcon with them in parallel
  * without biases, Phi and Falcon 7B with them in parallel off one norm (Phi's head
- * biased); longrope Phi-3; GPT-2's layers with one key/value head GPTBigCode) as
+ * biased), Cohere with them off one norm without biases and a gated MLP; layernorms
+ * without weights OLMo; longrope Phi-3; GPT-2's layers with one key/value head
+ * GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -28,6 +30,8 @@
  * shortcut); in parallel off one norm (Phi's, Falcon 7B's: a residual of the norm and
  * of an MLP residual whose shortcut is the attention) */
 enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
+/* A layernorm's parameters: weight and bias, the weight alone (Cohere's), none (OLMo's) */
+enum { LN_FULL, LN_WEIGHT, LN_BARE };
 
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
@@ -44,6 +48,8 @@ typedef struct Ex {
     int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
     int block;                 /* BLOCK_* */
     int head_bias;             /* the head has a bias (Phi's) */
+    int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
+    double logit_mult;         /* the scale layer after the head (Cohere's logit_scale), or 0 */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
     HfDims d;
     int64_t T, window;
@@ -101,7 +107,26 @@ static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; 
  * Falcon (off one norm, or in parallel without biases), GPT-NeoX (in parallel, or one
  * after the other with a partial rope) and StarCoder2 (the rest); StableLM a glu,
  * Nemotron a squared relu */
-static int ln_family(const Ex *e, int op) { return e->layernorm && !e->gpt2 && e->mlp == op; }
+static int ln_family(const Ex *e, int op)
+{
+    return e->layernorm && !e->gpt2 && e->mlp == op && e->ln_params == LN_FULL;
+}
+
+/* OLMo: Llama's layers, its layernorms without weight or bias; Cohere: a layernorm with a
+ * weight alone before the attention and the gated MLP in parallel */
+static int olmo(const Ex *e)
+{
+    return e->layernorm && e->ln_params == LN_BARE && e->mlp == OP_GLU &&
+           e->block == BLOCK_SEQUENTIAL;
+}
+static int cohere(const Ex *e)
+{
+    return e->layernorm && e->ln_params == LN_WEIGHT && e->mlp == OP_GLU &&
+           e->block == BLOCK_SHARED_NORM;
+}
+
+/* A layernorm's LN_* */
+static int ln_kind(const Layer *l) { return !l->affine ? LN_BARE : !l->bias ? LN_WEIGHT : LN_FULL; }
 static int phi(const Ex *e)
 {
     return ln_family(e, OP_GELU) && e->block == BLOCK_SHARED_NORM && e->head_bias;
@@ -132,6 +157,9 @@ static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
                            : e->layernorm ? "the first norm a layernorm (StarCoder2, StableLM, "
                                             "Nemotron): a layernorm here"
                                           : "Llama has an rmsnorm here");
+    if (e->layernorm && ln_kind(l) != e->ln_params)
+        refuse(e, NULL, l, "the layernorms alike: each with a weight and a bias, with a weight "
+                           "alone (Cohere's) or with neither (OLMo's)");
     same_eps(e, l);
     return lname(l, idx, prefix);
 }
@@ -239,6 +267,11 @@ static void layernorm_family_attention(Ex *e, const Layer *l)
                  l->rope.lr;
     if (falcon(e))
         falcon_attention(e, l, others);
+    if ((olmo(e) || cohere(e)) && (others || e->d.rope_dims || e->d.bias == HF_BIAS_QKV ||
+                                   e->d.HD || (l->rope.factor && (cohere(e) || !l->rope.linear))))
+        refuse(e, NULL, l, "bias \"qkv\", qk_norm, window, head_dim, scale, softcap, interleave, "
+                           "a partial rope and rope scaling (OLMo's linear apart) have no place "
+                           "in OLMo and Cohere (layernorms without bias, a gated MLP)");
     if (phi(e) && (others || e->d.bias != HF_BIAS_ALL || e->d.HD ||
                    (l->rope.factor && !l->rope.linear)))
         refuse(e, NULL, l, "bias other than true, qk_norm, window, head_dim, scale, softcap, "
@@ -486,7 +519,7 @@ static void after_head(Ex *e, Layer *const *ls, int n)
         ls[2]->by > 0 && (float)ls[0]->by == (float)(1.0 / ls[2]->by))
         e->final_cap = ls[2]->by;
     else if (n == 1 && ls[0]->op == OP_SCALE && ls[0]->by > 0)
-        e->logits_div = inverse(ls[0]->by);
+        e->logits_div = inverse(ls[0]->by), e->logit_mult = ls[0]->by;
     else if (n)
         refuse(e, NULL, ls[0], "after the blocks come the final norm and the head, then only "
                                "Gemma 2's soft-cap of the logits (scale by 1 / cap, tanh, scale by "
@@ -507,6 +540,52 @@ static void granite_only(Ex *e)
                "closing the branches or after the head; the attention's scale) come with "
                "Llama's layers alone: no window, qk_norm, bias \"qkv\", interleave, softcap or "
                "norm closing a branch");
+}
+
+/* What tells the families apart, read from the repeat REP before its layers are: the
+ * norms' kind and parameters (its first branch's first layer), the block's form, the
+ * MLP's activation and biases, and HEAD_BIAS (the head's). */
+static void read_ahead(Ex *e, const Layer *rep, int head_bias)
+{
+    const Layer *b = rep->n_body ? rep->body[0] : NULL;
+    const Layer *first_norm = b && b->n_body ? b->body[0] : NULL;
+    e->layernorm = e->gpt2 || (first_norm && first_norm->op == OP_LAYERNORM);
+    e->ln_params = e->layernorm && first_norm ? ln_kind(first_norm) : LN_FULL;
+    const Layer *m = NULL;
+    int first = 1;
+    e->block = block_form(rep, &m, &first);
+    if (e->gpt2 && e->block != BLOCK_SEQUENTIAL)
+        refuse(e, NULL, rep, "GPT-2's blocks (learned positions) run the attention, then the MLP");
+    e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
+    e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
+    e->head_bias = head_bias;
+    if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e) && !cohere(e))
+        refuse(e, NULL, rep, "the branches in parallel: only GPT-NeoX, Falcon, Phi (layernorms, a "
+                             "gelu MLP) and Cohere (layernorms without bias, a gated MLP) have "
+                             "them");
+    if (e->ln_params != LN_FULL && !olmo(e) && !cohere(e))
+        refuse(e, NULL, first_norm, "a layernorm without bias: Cohere's (the branches in "
+                                    "parallel off it, a gated MLP); without weight and bias: "
+                                    "OLMo's (Llama's layers)");
+    e->d.rope_pairs_adjacent = cohere(e);
+}
+
+/* What the families allow of the model as a whole, once its layers are read */
+static void whole_model(Ex *e)
+{
+    granite_only(e);
+    if (e->longrope && (e->layernorm || e->gemma || e->embed_mult || e->residual_mult ||
+                        e->logits_div || e->final_cap))
+        refuse(e, "$.model.layers", NULL, "longrope comes with Phi-3's layers alone: rmsnorms, "
+               "no scale layer or soft-cap");
+    int after = e->embed_mult || (e->logits_div && !cohere(e)) || e->final_cap;
+    if (e->layernorm && !e->gpt2 && after)
+        refuse(e, "$.model.layers", NULL, "the layernorm families without learned positions "
+               "have no scale after the embedding nor anything after the head but Cohere's "
+               "logit_scale");
+    if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
+        refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
+                                          "Qwen3's config holds one eps for all its norms");
 }
 
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
@@ -538,21 +617,8 @@ static void match(Ex *e, const Spec *s)
     }
     if (!l || l->op != OP_REPEAT)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
-    const Layer *b = l->n_body ? l->body[0] : NULL;   /* its first branch's first layer */
-    e->layernorm = e->gpt2 || (b && b->n_body && b->body[0]->op == OP_LAYERNORM);
-    /* what tells the families apart, read before the layers are: the block's form, the
-     * MLP's activation and biases, the head's bias */
-    const Layer *m = NULL;
-    int first = 1;
-    e->block = block_form(l, &m, &first);
-    if (e->gpt2 && e->block != BLOCK_SEQUENTIAL)
-        refuse(e, NULL, l, "GPT-2's blocks (learned positions) run the attention, then the MLP");
-    e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
-    e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
-    e->head_bias = i + 2 < n && ls[i + 2]->op == OP_LINEAR && ls[i + 2]->bias;
-    if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e))
-        refuse(e, NULL, l, "the branches in parallel: only GPT-NeoX, Falcon and Phi (layernorms, "
-                           "a gelu MLP) have them");
+    const Layer *head = i + 2 < n ? ls[i + 2] : NULL;
+    read_ahead(e, l, head && head->op == OP_LINEAR && head->bias);
     blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
@@ -565,18 +631,7 @@ static void match(Ex *e, const Spec *s)
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
     e->names[HF_HEAD] = lname(l, i + 2, "");
     after_head(e, ls + i + 3, n - i - 3);
-    granite_only(e);
-    if (e->longrope && (e->layernorm || e->gemma || e->embed_mult || e->residual_mult ||
-                        e->logits_div || e->final_cap))
-        refuse(e, "$.model.layers", NULL, "longrope comes with Phi-3's layers alone: rmsnorms, "
-               "no scale layer or soft-cap");
-    if (e->layernorm && !e->gpt2 && (e->embed_mult || e->logits_div || e->final_cap))
-        refuse(e, "$.model.layers", NULL, "StarCoder2, StableLM, Nemotron and GPT-NeoX (layernorms "
-               "without learned positions) have no scale after the embedding nor anything "
-               "after the head");
-    if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
-        refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
-                                          "Qwen3's config holds one eps for all its norms");
+    whole_model(e);
     /* T: the length of the input the embedding reads (the first unless it names one) */
     e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
 }
@@ -588,6 +643,7 @@ static const HfFamily *family_tables(const Ex *e)
     if (falcon(e))
         return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
     return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
+         : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3
@@ -711,7 +767,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -724,9 +780,11 @@ static const char *const *family(const Ex *e)
         [STABLELM] = {"stablelm", "StableLmForCausalLM"},
         [NEMOTRON] = {"nemotron", "NemotronForCausalLM"},
         [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
-        [FALCON] = {"falcon", "FalconForCausalLM"}};
+        [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
+        [COHERE] = {"cohere", "CohereForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
-          : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON
+          : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
+          : cohere(e) ? COHERE
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -871,6 +929,32 @@ static void falcon_keys(cJSON *c, const Ex *e)
         cJSON_AddNumberToObject(c, "num_ln_in_parallel_attn", e->block == BLOCK_PARALLEL ? 2 : 1);
 }
 
+/* OLMo's keys beside the sizes: the gate's activation, the rope (linear scaling), the
+ * attention's biases; no clip_qkv (its layernorms' eps is 1e-5 and in no key) */
+static void olmo_keys(cJSON *c, const Ex *e)
+{
+    if (e->eps != 1e-5)
+        refuse(e, "$.model.layers", NULL, xasprintf("layernorm eps %g: OLMo's are 1e-5", e->eps));
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddNullToObject(c, "clip_qkv");
+}
+
+/* Cohere's keys beside the sizes: its norms' eps, the gate's activation, the rope, the
+ * attention's biases, logit_scale (the scale after the head, or 1); no qk norms */
+static void cohere_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "layer_norm_eps", e->eps);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddNumberToObject(c, "logit_scale", e->logit_mult ? e->logit_mult : 1.0);
+    cJSON_AddFalseToObject(c, "use_qk_norm");
+}
+
 /* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45
  * validates it: type, short_factor, long_factor; attention_factor where it is not the
  * default), the original context and the extended one (max_position_embeddings: their
@@ -1009,7 +1093,11 @@ static cJSON *config(const Ex *e)
         falcon_keys(c, e);
     } else if (e->layernorm) {
         llama_sizes(c, e);
-        if (stablelm(e))
+        if (olmo(e))
+            olmo_keys(c, e);
+        else if (cohere(e))
+            cohere_keys(c, e);
+        else if (stablelm(e))
             stablelm_keys(c, e);
         else if (phi(e))
             phi_keys(c, e);

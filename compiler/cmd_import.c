@@ -4,7 +4,7 @@
  * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
  * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
  * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM,
- * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2) and Falcon; a config key or
+ * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2), Falcon, OLMo and Cohere; a config key or
  * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -22,18 +22,23 @@ enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
  * shortcut); in parallel off one norm (Phi's, Falcon 7B's: the attention the shortcut
  * of an MLP residual inside the norm's) */
 enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
+/* A layernorm's parameters: weight and bias, the weight alone (Cohere's), none (OLMo's) */
+enum { LN_FULL, LN_WEIGHT, LN_BARE };
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
                                   gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
-                                  stablelm, nemotron, gpt_neox, phi, falcon */
+                                  stablelm, nemotron, gpt_neox, phi, falcon, olmo, cohere */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
                                   rmsnorms */
     int mlp;                   /* MLP_* */
     int block;                 /* BLOCK_* */
+    int ln_params;             /* LN_*, the layernorms' */
     int head_bias;             /* Phi: the head has a bias */
+    double logit_scale;        /* Cohere: the logits times it (a scale layer after the head),
+                                  or 0: none */
     const HfFamily *family;    /* its tensors' table */
     HfDims d;
     double eps;
@@ -318,6 +323,42 @@ static cJSON *linear_scaling(HfCfg *c, const char *family)
         hf_cfg_error(c, "rope_scaling", "type %s: %s's rope scaling in trainc is linear",
                      t->valuestring, family);
     return s;
+}
+
+/* OLMo (1): Llama's layers with layernorms without weight or bias (eps 1e-5, which the
+ * config does not hold); rope_scaling linear or none. Its clip_qkv is refused. */
+static void olmo_config(HfCfg *c, Arch *a)
+{
+    a->layernorm = 1;
+    a->ln_params = LN_BARE;
+    a->eps = 1e-5;
+    a->scaling = linear_scaling(c, "OLMo");
+    if (hf_cfg_get(c, "clip_qkv"))
+        hf_cfg_error(c, "clip_qkv", "%g: trainc's attention does not clamp q, k and v",
+                     hf_cfg_num(c, "clip_qkv", 0));
+}
+
+/* Cohere (Command R, Aya): the attention and the gated MLP in parallel off one layernorm
+ * with a weight and no bias (layer_norm_eps), a rope over whole heads whose pairs are
+ * adjacent dimensions (their rows reordered), the logits times logit_scale, tied unless
+ * tie_word_embeddings is false. Its q and k layernorms (use_qk_norm) are refused, and a
+ * rope_scaling (transformers 4.40 ignores it, 4.45 applies it). */
+static void cohere_config(HfCfg *c, Arch *a)
+{
+    a->layernorm = 1;
+    a->ln_params = LN_WEIGHT;
+    a->block = BLOCK_SHARED_NORM;
+    a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
+    a->d.rope_pairs_adjacent = 1;
+    a->logit_scale = hf_cfg_num(c, "logit_scale", 0.0625);
+    if (!(a->logit_scale > 0))
+        hf_cfg_error(c, "logit_scale", "%g: a number > 0 expected", a->logit_scale);
+    if (hf_cfg_bool(c, "use_qk_norm", 0))
+        hf_cfg_error(c, "use_qk_norm", "true: Cohere's q and k layernorms have weights per "
+                     "head; trainc's qk_norm is an RMSNorm the heads share");
+    if (hf_cfg_get(c, "rope_scaling"))
+        hf_cfg_error(c, "rope_scaling", "transformers' releases read it differently for Cohere "
+                     "(4.40 ignores it)");
 }
 
 /* KEY's value V again at ALIAS where the config gives both (transformers 4.45 on write
@@ -729,15 +770,6 @@ static const char *glu_act(HfCfg *c, const char *key)
     return a;
 }
 
-/* The config classes' defaults for keys a config.json may leave out. */
-typedef struct Defaults {
-    const char *type;
-    int64_t max_pos;
-    double theta;
-    int tie;
-    int64_t head_dim;          /* 0: hidden_size / num_attention_heads */
-} Defaults;
-
 /* Gemma3TextConfig's defaults for the sizes: a multimodal checkpoint's text_config
  * lists only what differs from them (transformers fills in the rest) */
 static void gemma3_text_defaults(HfCfg *c)
@@ -751,76 +783,67 @@ static void gemma3_text_defaults(HfCfg *c)
         hf_cfg_default(c, d[k].key, d[k].v);
 }
 
-static Defaults defaults_of(const char *type)
+/* What reads a Llama kin's config apart from Llama's: the config class's defaults for
+ * keys a config.json may leave out; OWN_* set: the family reads (or has none of) its
+ * norms' eps, its rope scaling, its biases itself, in place of rms_norm_eps,
+ * rope_scaling and attention_bias; its hook, run after the shared keys. */
+enum { OWN_EPS = 1, OWN_SCALING = 2, OWN_BIAS = 4 };
+typedef struct Kin {
+    const char *type;
+    int64_t max_pos;
+    double theta;
+    int tie;
+    int64_t head_dim;          /* 0: hidden_size / num_attention_heads */
+    int own;                   /* OWN_* */
+    void (*config)(HfCfg *c, Arch *a);
+} Kin;
+
+static const Kin *kin_of(const char *type)
 {
-    static const Defaults d[] = {{"gemma", 8192, 1e4, 1, 256}, {"gemma2", 8192, 1e4, 1, 256},
-                                 {"gemma3_text", 131072, 1e6, 1, 256},
-                                 {"smollm3", 32768, 2e6, 1, 0}, {"starcoder2", 4096, 1e4, 1, 0},
-                                 {"phi3", 4096, 1e4, 0, 0}, {"stablelm", 4096, 1e4, 0, 0},
-                                 {"nemotron", 4096, 1e4, 0, 0},
-                                 {NULL, 2048, 1e4, 0, 0}};
-    int k = 0;
-    while (d[k].type && strcmp(d[k].type, type))
-        k++;
-    return d[k];
+    static const Kin k[] = {
+        {"gemma", 8192, 1e4, 1, 256, OWN_SCALING, NULL},
+        {"gemma2", 8192, 1e4, 1, 256, OWN_SCALING, gemma2_config},
+        {"gemma3_text", 131072, 1e6, 1, 256, OWN_SCALING, gemma3_config},
+        {"smollm3", 32768, 2e6, 1, 0, 0, smollm3_config},
+        {"granite", 2048, 1e4, 0, 0, 0, granite_config},
+        {"phi3", 4096, 1e4, 0, 0, OWN_SCALING | OWN_BIAS, phi3_config},
+        {"starcoder2", 4096, 1e4, 1, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, starcoder2_config},
+        {"stablelm", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, stablelm_config},
+        {"nemotron", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING, nemotron_config},
+        {"olmo", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING, olmo_config},
+        {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
+        {"qwen2", 2048, 1e4, 0, 0, OWN_BIAS, NULL},   /* q, k and v biased, o not */
+        {NULL, 2048, 1e4, 0, 0, 0, NULL}};
+    int n = 0;
+    while (k[n].type && strcmp(k[n].type, type))
+        n++;
+    return &k[n];
 }
 
-static void llama_config(HfCfg *c, Arch *a)
+/* The sizes every Llama kin's config holds under Llama's keys */
+static void llama_sizes(HfCfg *c, Arch *a, const Kin *k)
 {
-    int gemma3 = !strcmp(a->type, "gemma3_text"), gemma2 = !strcmp(a->type, "gemma2");
-    int gemma = gemma3 || gemma2 || !strcmp(a->type, "gemma");
-    int starcoder2 = !strcmp(a->type, "starcoder2"), stablelm = !strcmp(a->type, "stablelm");
-    int nemotron = !strcmp(a->type, "nemotron");
-    int ln = starcoder2 || stablelm || nemotron;   /* layernorms: eps of their own */
-    if (gemma3)
-        gemma3_text_defaults(c);
     a->d.V = hf_cfg_int(c, "vocab_size", -1);
     a->d.D = hf_cfg_int(c, "hidden_size", -1);
     a->d.L = hf_cfg_int(c, "num_hidden_layers", -1);
     a->d.H = hf_cfg_int(c, "num_attention_heads", -1);
     a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
     a->d.FF = hf_cfg_int(c, "intermediate_size", -1);
-    Defaults dflt = defaults_of(a->type);
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", dflt.max_pos);
-    a->eps = ln ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
-    a->theta = hf_cfg_num(c, "rope_theta", dflt.theta);
-    const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
-    int phi3 = !strcmp(a->type, "phi3");     /* no biases, no attention_bias */
-    a->scaling = gemma || starcoder2 || nemotron || phi3 || stablelm ? NULL : rope_scaling(c);
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", dflt.tie);
-    int qwen2 = !strcmp(a->type, "qwen2");   /* q, k and v biased, o not; no attention_bias */
-    a->d.bias = qwen2 ? HF_BIAS_QKV
-              : !phi3 && !starcoder2 && !stablelm && hf_cfg_bool(c, "attention_bias", 0)
-                  ? HF_BIAS_ALL
-                  : HF_BIAS_NONE;
-    a->d.qk_norm = !strcmp(a->type, "qwen3");
-    head_dims(c, a, dflt.head_dim);
-    if (phi3)
-        phi3_config(c, a);
-    if (gemma3)
-        gemma3_config(c, a);
-    if (gemma2)
-        gemma2_config(c, a);
-    if (!strcmp(a->type, "smollm3"))
-        smollm3_config(c, a);
-    if (!strcmp(a->type, "granite"))
-        granite_config(c, a);
-    if (starcoder2)
-        starcoder2_config(c, a);
-    if (stablelm)
-        stablelm_config(c, a);
-    if (nemotron)
-        nemotron_config(c, a);
-    if (!nemotron && hf_cfg_bool(c, "mlp_bias", 0))
-        hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
-    if (a->mlp == MLP_GLU)
-        a->act = glu_act(c, act_key);
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", k->max_pos);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", k->tie);
+}
+
+/* Keys that count for some of Llama's kin alone: Mistral's and Phi-3's window (a query
+ * sees sliding_window positions, itself included, as SPEC's window counts: transformers
+ * 4.42 on; 4.40 and 4.41 let it see that many before itself, one more; tests/hf_io.py),
+ * the qk norms' eps, Qwen's use_sliding_window */
+static void llama_window_keys(HfCfg *c, Arch *a)
+{
+    int qwen2 = !strcmp(a->type, "qwen2"), gemma3 = !strcmp(a->type, "gemma3_text");
     if (!strcmp(a->type, "mistral") && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
-    if ((!strcmp(a->type, "mistral") || phi3) && hf_cfg_get(c, "sliding_window"))
-        /* a query sees sliding_window positions, itself included, as SPEC's window
-         * counts: transformers 4.42 on (4.40 and 4.41 let it see that many before itself,
-         * one more; tests/hf_io.py) */
+    if ((!strcmp(a->type, "mistral") || !strcmp(a->type, "phi3")) &&
+        hf_cfg_get(c, "sliding_window"))
         a->window = hf_cfg_int(c, "sliding_window", -1);
     if (a->d.qk_norm && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
@@ -831,6 +854,32 @@ static void llama_config(HfCfg *c, Arch *a)
                      qwen2 ? "Qwen2" : "Qwen3");
     if (a->d.qk_norm || qwen2)   /* Qwen writes it; it counts only with use_sliding_window */
         hf_cfg_get(c, "sliding_window");
+}
+
+static void llama_config(HfCfg *c, Arch *a)
+{
+    const Kin *k = kin_of(a->type);
+    int gemma3 = !strcmp(a->type, "gemma3_text");
+    int gemma = gemma3 || !strcmp(a->type, "gemma2") || !strcmp(a->type, "gemma");
+    if (gemma3)
+        gemma3_text_defaults(c);
+    llama_sizes(c, a, k);
+    a->eps = k->own & OWN_EPS ? 0 : hf_cfg_num(c, "rms_norm_eps", 1e-6);
+    a->theta = hf_cfg_num(c, "rope_theta", k->theta);
+    const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
+    a->scaling = k->own & OWN_SCALING ? NULL : rope_scaling(c);
+    a->d.bias = !strcmp(a->type, "qwen2") ? HF_BIAS_QKV
+              : !(k->own & OWN_BIAS) && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
+                                                                         : HF_BIAS_NONE;
+    a->d.qk_norm = !strcmp(a->type, "qwen3");
+    head_dims(c, a, k->head_dim);
+    if (k->config)
+        k->config(c, a);
+    if (strcmp(a->type, "nemotron") && hf_cfg_bool(c, "mlp_bias", 0))
+        hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
+    if (a->mlp == MLP_GLU)
+        a->act = glu_act(c, act_key);
+    llama_window_keys(c, a);
 }
 
 /* Gemma 3's multimodal checkpoints (model_type gemma3: the 4B, 12B and 27B): the text
@@ -891,7 +940,9 @@ static void read_config(Imp *im, Arch *a)
                                            {"nemotron", "NemotronForCausalLM", "NemotronModel"},
                                            {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel"},
                                            {"phi", "PhiForCausalLM", "PhiModel"},
-                                           {"falcon", "FalconForCausalLM", "FalconModel"}};
+                                           {"falcon", "FalconForCausalLM", "FalconModel"},
+                                           {"olmo", "OlmoForCausalLM", "OlmoModel"},
+                                           {"cohere", "CohereForCausalLM", "CohereModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
@@ -899,7 +950,8 @@ static void read_config(Imp *im, Arch *a)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
                      "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
                      "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi and falcon", a->type);
+                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi, falcon, olmo and "
+                     "cohere", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -929,6 +981,8 @@ static void read_config(Imp *im, Arch *a)
               : !strcmp(a->type, "nemotron") ? &hf_nemotron
               : !strcmp(a->type, "gpt_neox") ? &hf_neox
               : !strcmp(a->type, "phi") ? &hf_phi
+              : !strcmp(a->type, "olmo") ? &hf_olmo
+              : !strcmp(a->type, "cohere") ? &hf_cohere
               : !strcmp(a->type, "falcon") ? (a->block == BLOCK_SHARED_NORM ? &hf_falcon
                                               : a->block == BLOCK_PARALLEL ? &hf_falcon_new
                                                                            : &hf_falcon_seq)
@@ -953,11 +1007,14 @@ static const char *const starcoder2_names[HF_N_SLOTS] = {"embed", NULL, "attn_no
 
 static const char *const shared_norm_names[HF_N_SLOTS] = {"embed", NULL, "block_norm", "attn",
                                                           NULL, "fc", "proj", "norm", "lm_head"};
+static const char *const shared_glu_names[HF_N_SLOTS] = {"embed", NULL, "block_norm", "attn",
+                                                         NULL, "gate_up", "down", "norm",
+                                                         "lm_head"};
 
 static const char *const *slot_names(const Arch *a)
 {
     if (a->block == BLOCK_SHARED_NORM)
-        return shared_norm_names;
+        return a->mlp == MLP_GLU ? shared_glu_names : shared_norm_names;
     return a->gpt2 ? gpt2_names : a->mlp == MLP_GLU ? llama_names : starcoder2_names;
 }
 
@@ -977,6 +1034,10 @@ static cJSON *norm(cJSON *list, const Arch *a, const char *name)
 {
     cJSON *l = layer(list, a->layernorm ? "layernorm" : "rmsnorm", name);
     cJSON_AddNumberToObject(l, "eps", a->eps);
+    if (a->ln_params == LN_WEIGHT)
+        cJSON_AddFalseToObject(l, "bias");
+    if (a->ln_params == LN_BARE)
+        cJSON_AddFalseToObject(l, "affine");
     return l;
 }
 
@@ -1143,6 +1204,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
         cJSON_AddFalseToObject(head, "bias");
     if (a->logits_div)   /* Granite's logits: / logits_scaling */
         cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->logits_div);
+    if (a->logit_scale)   /* Cohere's: * logit_scale */
+        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->logit_scale);
     if (a->final_cap) {   /* Gemma 2's logits: / cap, tanh, * cap */
         cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->final_cap);
         layer(ls, "tanh", NULL);

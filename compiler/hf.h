@@ -84,7 +84,8 @@ typedef struct HfFamily {
                                   k, then v) */
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
-    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_gemma, hf_gemma3;
+    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_cohere,
+    hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
@@ -96,13 +97,15 @@ typedef struct HfDims {
     int bias, qk_norm, tie;    /* bias: HF_BIAS_* */
     int mlp_bias;              /* the MLP's linears have biases (HF_IF_MLP_BIAS) */
     int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
+    int rope_pairs_adjacent;   /* Cohere: transformers' rope turns pairs (2i, 2i + 1) */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 
 /* Rows that trainc orders apart from transformers: GPT-NeoX's fused qkv (qkv_by_head),
  * and q and k heads under a partial rope, which transformers rotates as pairs (i, i +
- * rd/2) of a head's first rd dimensions, keeping the rest, and trainc as pairs (j, j +
- * hd/2) for j < rd/2 (SPEC). hf_reordered: whether M's parameter has such rows;
+ * rd/2) of a head's first rd dimensions, keeping the rest, or under Cohere's, which it
+ * rotates as pairs (2i, 2i + 1), where trainc rotates pairs (j, j + hd/2) for j < rd/2
+ * (SPEC). hf_reordered: whether M's parameter has such rows;
  * hf_reorder turns X (the whole parameter, [rows, cols]) from transformers' order into
  * trainc's (to_hf 0) or back (to_hf 1). */
 int hf_reordered(const HfFamily *f, const HfDims *d, const HfMap *m);

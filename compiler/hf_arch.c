@@ -176,6 +176,17 @@ static const HfMap falcon_seq_map[] = {FALCON_ROWS(
 static const HfMap falcon_new_map[] = {
     FALCON_ROWS(LN_ROWS(HF_NORM1, "ln_attn"), LN_ROWS(HF_NORM2, "ln_mlp"))};
 
+/* OLMo: Llama's layers, its layernorms without weights (no tensors) */
+static const HfMap olmo_map[] = {
+    EMBED_ROW, QKV_ROWS, O_ROWS, MLP_ROWS,
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+/* Cohere (Command R): one layernorm (a weight, no bias) feeding both branches, Llama's
+ * attention and gated MLP */
+static const HfMap cohere_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS, MLP_ROWS, HEAD_ROWS};
+
 /* Gemma 3: a norm before and after each branch (its post_attention_layernorm is the
  * attention's output norm, not the MLP's input norm as Llama's). */
 static const HfMap gemma3_map[] = {
@@ -198,6 +209,8 @@ const HfFamily hf_phi = {"model.", "layers.%lld.", phi_map, 0.0f, 0};
 const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1};
 const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1};
 const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
+const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0};
+const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0};
 const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f, 0};
@@ -217,7 +230,8 @@ int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
 static int64_t rope_rows(const HfDims *d, const HfMap *m)
 {
     int64_t hd = hf_head_dim(d);
-    if (!d->rope_dims || d->rope_dims == hd || m->slot != HF_ATTN)
+    int partial = d->rope_dims && d->rope_dims < hd;
+    if ((!partial && !d->rope_pairs_adjacent) || m->slot != HF_ATTN)
         return 0;
     if (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"))
         return (d->H + d->KV) * hd;
@@ -252,11 +266,13 @@ static int64_t hf_dim_of(int64_t j, int64_t hd, int64_t rd)
 /* Where trainc's row R is in transformers' order */
 typedef int64_t (*RowAt)(int64_t r, const HfDims *d);
 
-/* a q or k head's row under a partial rope (hf_dim_of) */
+/* a q or k head's row under a partial rope (hf_dim_of) or Cohere's (pairs 2i, 2i + 1) */
 static int64_t rope_row_at(int64_t r, const HfDims *d)
 {
     int64_t hd = hf_head_dim(d);
-    return r / hd * hd + hf_dim_of(r % hd, hd, d->rope_dims);
+    int64_t j = r % hd, at = d->rope_pairs_adjacent ? (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1)
+                                                    : hf_dim_of(j, hd, d->rope_dims);
+    return r / hd * hd + at;
 }
 
 /* qkv's row (q heads, then k heads, then v heads) where each key/value head's rows

@@ -12,8 +12,9 @@ shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head)
 the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k and v
 biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
 rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), a Phi
-(in parallel off one norm, the head biased) and a Falcon of the new architecture (key/value
-head groups).
+(in parallel off one norm, the head biased), a Falcon of the new architecture (key/value
+head groups), an OLMo (layernorms without weights) and a Cohere (a layernorm without
+bias, adjacent rope pairs).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -28,7 +29,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
                           GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
-                          FalconForCausalLM)
+                          FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
+                          CohereForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -170,6 +172,10 @@ def main():
                                             new_decoder_architecture=True,
                                             max_position_embeddings=16))
     seed("falcon", [config_bytes(falcon), st_bytes(tensors(falcon))])
+    olmo = OlmoForCausalLM(OlmoConfig(**small))
+    seed("olmo", [config_bytes(olmo), st_bytes(tensors(olmo))])
+    cohere = CohereForCausalLM(CohereConfig(**small))
+    seed("cohere", [config_bytes(cohere), st_bytes(tensors(cohere))])
 
 
 if __name__ == "__main__":

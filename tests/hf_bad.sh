@@ -165,17 +165,24 @@ refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM"
 refused "export of a Llama with a partial rope" "partial rope" "StableLM, Nemotron, GPT-NeoX and Phi" -- \
     export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # the branches in parallel (GPT-NeoX's block: the attention's residual the MLP's
-# shortcut) are GPT-NeoX's, Falcon's and Phi's alone: not Llama's
-$PY - "$g/model.json" "$g/parallel.json" <<'PY'
+# shortcut) are GPT-NeoX's, Falcon's, Phi's and Cohere's alone: not Llama's; layernorms
+# without bias one after the other are no family's (Cohere's are off one norm)
+$PY - "$g/model.json" "$g/parallel.json" "$g/nobias.json" <<'PY'
 import json, sys
 s = json.load(open(sys.argv[1]))
 rep = s["model"]["layers"][1]
 attn, mlp = rep["body"]
 rep["body"] = [dict(mlp, shortcut=[attn])]
 json.dump(s, open(sys.argv[2], "w"))
+for l in [s["model"]["layers"][2], mlp["body"][0], attn["body"][0]]:
+    l.update(op="layernorm", bias=False)
+rep["body"] = [attn, mlp]
+json.dump(s, open(sys.argv[3], "w"))
 PY
-refused "export of a Llama with its branches in parallel" "in parallel" "GPT-NeoX, Falcon and Phi" -- \
+refused "export of a Llama with its branches in parallel" "in parallel" "GPT-NeoX, Falcon, Phi" -- \
     export hf "$g/parallel.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of layernorms without bias one after the other" "without bias" "Cohere" -- \
+    export hf "$g/nobias.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 if "$TRAINC" export hf "$g/model.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/back" >/dev/null &&
    $PY - "$d/good/model.safetensors" "$d/back/model.safetensors" <<'PY'
 import sys

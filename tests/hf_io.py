@@ -23,7 +23,10 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   the head biased, half of each head rotated) and three FalconForCausalLM (Falcon 7B's:
   off one norm, one key/value head, tied; the new architecture: a norm per branch, two
   key/value head groups; the old one with q, k, v per head, biases and the branches one
-  after the other, which export writes as StarCoder2: the same layers) are imported;
+  after the other, which export writes as StarCoder2: the same layers), an
+  OlmoForCausalLM (layernorms without weight or bias) and a CohereForCausalLM (the
+  branches in parallel off a layernorm with a weight alone, rope pairs of adjacent
+  dimensions reordered, logit_scale) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -110,7 +113,8 @@ try:
                               Starcoder2Config, Starcoder2ForCausalLM, GPTBigCodeConfig,
                               GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
                               GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
-                              FalconConfig, FalconForCausalLM)
+                              FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
+                              CohereConfig, CohereForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -451,6 +455,25 @@ def parallel_models():
                         p.mul_(30)
                     if "query_key_value.weight" in n:   # every row but v's
                         p.mul_(30)
+            off_defaults(m)
+    return ms
+
+
+def bare_norm_models():
+    """Layernorms without bias: an OlmoForCausalLM (Llama's layers, its layernorms
+    without weight or bias; GQA, attention biases, untied) and a CohereForCausalLM (the
+    attention and the gated MLP in parallel off a layernorm with a weight alone, rope
+    pairs of adjacent dimensions, the logits times logit_scale, tied). q and k made large
+    enough that positions move the loss; from a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(9)
+        ms = [OlmoForCausalLM(OlmoConfig(attention_bias=True, **kw)),
+              CohereForCausalLM(CohereConfig(logit_scale=0.25, **kw))]
+        for m in ms:
+            positions_count(m)
             off_defaults(m)
     return ms
 
@@ -1131,6 +1154,7 @@ def main():
      starcoder2_plain, bigcode, stablelm, stablelm_half) = models()
     neox, neox_seq = neox_models()
     phi, falcon, falcon_new, falcon_old, *falcon2 = parallel_models()
+    olmo, cohere = bare_norm_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1143,6 +1167,7 @@ def main():
                         # export cannot tell it from StarCoder2: the same layers
                         ("falcon_old_sequential", falcon_old, {"as": "Starcoder2ForCausalLM"})] + \
                        [("falcon2", m, {}) for m in falcon2] + [
+                        ("olmo", olmo, {}), ("cohere", cohere, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1226,6 +1251,11 @@ def main():
          {"new_decoder_architecture": True, "parallel_attn": False}, ["parallel_attn", "releases"]),
         ("falcon residual after the norm", {"apply_residual_connection_post_layernorm": True},
          ["apply_residual_connection_post_layernorm"])])
+    bad_configs(OUT + "/hf_olmo", [("olmo clip_qkv", {"clip_qkv": 8.0}, ["clip_qkv", "clamp"])])
+    bad_configs(OUT + "/hf_cohere", [
+        ("cohere use_qk_norm", {"use_qk_norm": True}, ["use_qk_norm", "per head"]),
+        ("cohere rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
+         ["rope_scaling", "4.40 ignores it"])])
     bad_configs(OUT + "/hf_gpt_neox", [
         ("gpt_neox dynamic rope scaling", {"rope_scaling": {"type": "dynamic", "factor": 2.0}},
          ["rope_scaling", "dynamic"]),
