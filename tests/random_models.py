@@ -15,7 +15,9 @@ from a generator of its own (so the draws above, and every model of a seed but t
 swaps, stay as they were), a layernorm may become an rmsnorm, and an activation after a norm
 and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_relu;
 from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d;
-from a fourth, a layernorm may lose its bias, or its weight and bias.
+from a fourth, a layernorm may lose its bias, or its weight and bias; from a fifth, the
+attention blocks may run their branches in parallel (GPT-NeoX's and Phi's forms: a
+residual with a shortcut).
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -277,6 +279,22 @@ def bare_norms(r3, layers):
             l[["bias", "affine"][int(r3.integers(2))]] = False
 
 
+def block_forms(r4, layers):
+    """A sequence model's blocks in parallel (1 in 3): GPT-NeoX's, the MLP's residual
+    with the attention's as its shortcut; or (1 in 6) off one norm, Phi's: the norm,
+    then a residual of the MLP with the attention as its shortcut."""
+    for l in layers:
+        b = l.get("body", [])
+        if l["op"] != "repeat" or len(b) != 2 or b[0]["body"][-1]["op"] != "attention":
+            continue
+        c = r4.random()
+        if c < 1 / 3:
+            l["body"] = [dict(b[1], shortcut=[b[0]])]
+        elif c < 1 / 2:
+            mlp = {"op": "residual", "body": b[1]["body"][1:], "shortcut": [b[0]["body"][1]]}
+            l["body"] = [{"op": "residual", "body": [b[0]["body"][0], mlp]}]
+
+
 def gan_swaps(r2, layers):
     """A DCGAN's ops, in place, through containers: leaky_relu (1 in 5, half of them at
     slope 0.2) for an activation; conv_transpose2d (1 in 3) for a conv2d of stride 1
@@ -299,6 +317,7 @@ def draw(r, i):
     llama_swaps(np.random.default_rng([SEED, i]), layers)
     gan_swaps(np.random.default_rng([SEED, i, 2]), layers)
     bare_norms(np.random.default_rng([SEED, i, 3]), layers)
+    block_forms(np.random.default_rng([SEED, i, 4]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -431,8 +450,10 @@ def reference(model, P, xin):
                     s = s.masked_fill(torch.triu(torch.ones(t, t, dtype=torch.bool), 1), float("-inf"))
                 y = (F.softmax(s, dim=-1) @ v).transpose(1, 2).reshape(b_, t, d)
                 x = y @ param(pfx + ".proj.weight", (d, d), "w").t() + param(pfx + ".proj.bias", (d,), "b")
-            elif op == "residual":
-                x = x + run(l["body"], x, pfx + "." if "name" in l else prefix)
+            elif op == "residual":   # x, or shortcut(x), plus body(x)
+                inner = pfx + "." if "name" in l else prefix
+                base = run(l["shortcut"], x, inner + "shortcut.") if "shortcut" in l else x
+                x = base + run(l["body"], x, inner)
             elif op == "repeat":
                 for it in range(l["count"]):
                     x = run(l["body"], x, ("%s.%d." % (pfx, it)) if "name" in l else "%s%d." % (prefix, it))
