@@ -7,7 +7,8 @@
  * StableLM (a gated one) or Nemotron (a squared relu), GPT-NeoX with a gelu MLP and a
  * partial rope or the branches in parallel (biased), Falcon with them in parallel
  * without biases, Phi and Falcon 7B with them in parallel off one norm (Phi's head
- * biased), Cohere with them off one norm without biases and a gated MLP; layernorms
+ * biased; GPT-J's head biased, its attention not), Cohere with them off one norm without
+ * biases and a gated MLP; layernorms
  * without weights OLMo; longrope Phi-3; GPT-2's layers with one key/value head
  * GPTBigCode) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
@@ -129,7 +130,13 @@ static int cohere(const Ex *e)
 static int ln_kind(const Layer *l) { return !l->affine ? LN_BARE : !l->bias ? LN_WEIGHT : LN_FULL; }
 static int phi(const Ex *e)
 {
-    return ln_family(e, OP_GELU) && e->block == BLOCK_SHARED_NORM && e->head_bias;
+    return ln_family(e, OP_GELU) && e->block == BLOCK_SHARED_NORM && e->head_bias &&
+           e->d.bias != HF_BIAS_NONE;
+}
+static int gptj(const Ex *e)
+{
+    return ln_family(e, OP_GELU) && e->block == BLOCK_SHARED_NORM && e->head_bias &&
+           e->d.bias == HF_BIAS_NONE;
 }
 static int falcon(const Ex *e)
 {
@@ -138,12 +145,12 @@ static int falcon(const Ex *e)
 }
 static int neox(const Ex *e)
 {
-    return ln_family(e, OP_GELU) && !falcon(e) && !phi(e) &&
+    return ln_family(e, OP_GELU) && !falcon(e) && !phi(e) && !gptj(e) &&
            (e->block == BLOCK_PARALLEL || e->d.rope_dims);
 }
 static int starcoder2(const Ex *e)
 {
-    return ln_family(e, OP_GELU) && !neox(e) && !falcon(e) && !phi(e);
+    return ln_family(e, OP_GELU) && !neox(e) && !falcon(e) && !phi(e) && !gptj(e);
 }
 static int stablelm(const Ex *e) { return ln_family(e, OP_GLU); }
 static int nemotron(const Ex *e) { return ln_family(e, OP_SQUARED_RELU); }
@@ -259,10 +266,10 @@ static void falcon_attention(Ex *e, const Layer *l, int others)
 static void layernorm_family_attention(Ex *e, const Layer *l)
 {
     if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e) &&
-        !phi(e))
-        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron, GPT-NeoX and "
-                           "Phi (layernorms; a gated, a squared relu or a gelu MLP) rotate part "
-                           "of each head");
+        !phi(e) && !gptj(e))
+        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron, GPT-NeoX, "
+                           "Phi and GPT-J (layernorms; a gated, a squared relu or a gelu MLP) "
+                           "rotate part of each head");
     int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
                  l->rope.lr;
     if (falcon(e))
@@ -272,6 +279,11 @@ static void layernorm_family_attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "bias \"qkv\", qk_norm, window, head_dim, scale, softcap, interleave, "
                            "a partial rope and rope scaling (OLMo's linear apart) have no place "
                            "in OLMo and Cohere (layernorms without bias, a gated MLP)");
+    if (gptj(e) && (others || e->d.KV != e->d.H || e->d.HD || l->rope.factor ||
+                    l->rope.theta != 10000))
+        refuse(e, NULL, l, "kv_heads, qk_norm, window, head_dim, scale, softcap, interleave, "
+                           "rope scaling and a theta other than 10000 have no place in GPT-J "
+                           "(layernorms, the branches in parallel off one, the head biased)");
     if (phi(e) && (others || e->d.bias != HF_BIAS_ALL || e->d.HD ||
                    (l->rope.factor && !l->rope.linear)))
         refuse(e, NULL, l, "bias other than true, qk_norm, window, head_dim, scale, softcap, "
@@ -367,13 +379,13 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
     if (up->bias != down->bias)
         refuse(e, NULL, down, "the MLP's two linears have biases or neither has");
     e->d.mlp_bias = up->bias;
-    int want = e->gpt2 || neox(e) || phi(e) ? 1
+    int want = e->gpt2 || neox(e) || phi(e) || gptj(e) ? 1
              : starcoder2(e)                 ? e->d.bias == HF_BIAS_ALL
              : nemotron(e) || falcon(e)      ? up->bias
                                              : 0;
     if (up->bias != want)
-        refuse(e, NULL, up, e->gpt2 || neox(e) || phi(e)
-                                ? "GPT-2's, GPT-NeoX's and Phi's MLP linears have biases"
+        refuse(e, NULL, up, e->gpt2 || neox(e) || phi(e) || gptj(e)
+                                ? "GPT-2's, GPT-NeoX's, Phi's and GPT-J's MLP linears have biases"
                             : starcoder2(e) ? "StarCoder2's MLP linears have biases where its "
                                               "attention has them (use_bias)"
                                             : "Llama's and StableLM's MLP linears have no bias");
@@ -559,7 +571,12 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
     e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
     e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
     e->head_bias = head_bias;
-    if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e) && !cohere(e))
+    if (e->block == BLOCK_SHARED_NORM) {   /* Phi's attention is biased, GPT-J's not */
+        const Layer *att = rep->body[0]->body[1]->shortcut[0];
+        e->d.bias = !att->bias ? HF_BIAS_NONE : att->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
+    }
+    if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e) && !gptj(e) &&
+        !cohere(e))
         refuse(e, NULL, rep, "the branches in parallel: only GPT-NeoX, Falcon, Phi (layernorms, a "
                              "gelu MLP) and Cohere (layernorms without bias, a gated MLP) have "
                              "them");
@@ -567,7 +584,7 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
         refuse(e, NULL, first_norm, "a layernorm without bias: Cohere's (the branches in "
                                     "parallel off it, a gated MLP); without weight and bias: "
                                     "OLMo's (Llama's layers)");
-    e->d.rope_pairs_adjacent = cohere(e);
+    e->d.rope_pairs_adjacent = cohere(e) || gptj(e);
 }
 
 /* What the families allow of the model as a whole, once its layers are read */
@@ -624,8 +641,8 @@ static void match(Ex *e, const Spec *s)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
     e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
     l = ls[i + 2];
-    if (l->op != OP_LINEAR || (l->bias && !phi(e)))
-        refuse(e, NULL, l, "the head is a linear without bias (Phi's has one)");
+    if (l->op != OP_LINEAR || (l->bias && !phi(e) && !gptj(e)))
+        refuse(e, NULL, l, "the head is a linear without bias (Phi's and GPT-J's have one)");
     e->d.tie = l->tie != NULL;
     if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
@@ -643,7 +660,7 @@ static const HfFamily *family_tables(const Ex *e)
     if (falcon(e))
         return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
     return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
-         : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere
+         : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3
@@ -767,7 +784,7 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -781,10 +798,10 @@ static const char *const *family(const Ex *e)
         [NEMOTRON] = {"nemotron", "NemotronForCausalLM"},
         [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
-        [COHERE] = {"cohere", "CohereForCausalLM"}};
+        [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
-          : cohere(e) ? COHERE
+          : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -927,6 +944,21 @@ static void falcon_keys(cJSON *c, const Ex *e)
     cJSON_AddTrueToObject(c, "parallel_attn");
     if (new)
         cJSON_AddNumberToObject(c, "num_ln_in_parallel_attn", e->block == BLOCK_PARALLEL ? 2 : 1);
+}
+
+/* GPT-J's keys (GPT-2's names): the sizes, its norms' eps, the gelu, rotary_dim */
+static void gptj_keys(cJSON *c, const Ex *e)
+{
+    int64_t hd = hf_head_dim(&e->d);
+    cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
+    cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
+    cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
+    cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, "n_positions", (double)e->T);
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
+    const char *act = !strcmp(e->act, "gelu") ? "gelu" : "gelu_new";
+    cJSON_AddStringToObject(c, "activation_function", act);
+    cJSON_AddNumberToObject(c, "rotary_dim", (double)(e->d.rope_dims ? e->d.rope_dims : hd));
 }
 
 /* OLMo's keys beside the sizes: the gate's activation, the rope (linear scaling), the
@@ -1091,6 +1123,8 @@ static cJSON *config(const Ex *e)
         neox_keys(c, e);
     } else if (falcon(e)) {
         falcon_keys(c, e);
+    } else if (gptj(e)) {
+        gptj_keys(c, e);
     } else if (e->layernorm) {
         llama_sizes(c, e);
         if (olmo(e))

@@ -4,7 +4,8 @@
  * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
  * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
  * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM,
- * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2), Falcon, OLMo and Cohere; a config key or
+ * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2), Falcon, OLMo, Cohere and GPT-J; a config
+ * key or
  * tensor the spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -29,7 +30,8 @@ enum { LN_FULL, LN_WEIGHT, LN_BARE };
 typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
                                   gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
-                                  stablelm, nemotron, gpt_neox, phi, falcon, olmo, cohere */
+                                  stablelm, nemotron, gpt_neox, phi, falcon, olmo, cohere,
+                                  gptj */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
     int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
                                   rmsnorms */
@@ -398,6 +400,37 @@ static void phi_config(HfCfg *c, Arch *a)
                      "not trainc's qk_norm (an RMSNorm)");
     head_dims(c, a, 0);
     rope_dims(c, a, "partial_rotary_factor", 0.5);
+}
+
+/* GPT-J: GPT-2's config keys; one layernorm feeding the attention and the MLP in
+ * parallel, a partial rope (rotary_dim, all of each head where null; theta 10000) whose
+ * pairs are adjacent dimensions, q, k and v without biases, a gelu MLP (n_inner, 4
+ * n_embd where absent) with them, the head biased; GPTJConfig's defaults where keys are
+ * left out. */
+static void gptj_config(HfCfg *c, Arch *a)
+{
+    a->d.V = hf_cfg_int(c, "vocab_size", 50400);
+    a->d.D = hf_cfg_int(c, "n_embd", 4096);
+    a->d.L = hf_cfg_int(c, "n_layer", 28);
+    a->d.H = a->d.KV = hf_cfg_int(c, "n_head", 16);
+    a->d.FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->d.D;
+    a->d.max_pos = hf_cfg_int(c, "n_positions", 2048);
+    a->d.mlp_bias = a->head_bias = 1;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
+    a->d.rope_pairs_adjacent = 1;
+    a->layernorm = 1;
+    a->mlp = MLP_GELU;
+    a->block = BLOCK_SHARED_NORM;
+    a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
+    a->act = gelu_approximate(c, "activation_function", "gelu_new");
+    a->theta = 10000;
+    head_dims(c, a, 0);
+    int64_t hd = hf_head_dim(&a->d);
+    int64_t rd = hf_cfg_get(c, "rotary_dim") ? hf_cfg_int(c, "rotary_dim", -1) : hd;
+    if (rd > hd || rd % 2)
+        hf_cfg_error(c, "rotary_dim", "%lld of heads %lld wide: trainc's rope rotates an even "
+                     "number of a head's dimensions", (long long)rd, (long long)hd);
+    a->d.rope_dims = rd < hd ? rd : 0;
 }
 
 /* Falcon's block: with parallel_attn the attention and the MLP in parallel, off one
@@ -942,7 +975,8 @@ static void read_config(Imp *im, Arch *a)
                                            {"phi", "PhiForCausalLM", "PhiModel"},
                                            {"falcon", "FalconForCausalLM", "FalconModel"},
                                            {"olmo", "OlmoForCausalLM", "OlmoModel"},
-                                           {"cohere", "CohereForCausalLM", "CohereModel"}};
+                                           {"cohere", "CohereForCausalLM", "CohereModel"},
+                                           {"gptj", "GPTJForCausalLM", "GPTJModel"}};
     int k = 0, n = sizeof archs / sizeof *archs;
     while (k < n && strcmp(archs[k][0], a->type))
         k++;
@@ -950,8 +984,8 @@ static void read_config(Imp *im, Arch *a)
         hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
                      "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
                      "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi, falcon, olmo and "
-                     "cohere", a->type);
+                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi, falcon, olmo, "
+                     "cohere and gptj", a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
@@ -972,6 +1006,8 @@ static void read_config(Imp *im, Arch *a)
         phi_config(c, a);
     else if (!strcmp(a->type, "falcon"))
         falcon_config(c, a);
+    else if (!strcmp(a->type, "gptj"))
+        gptj_config(c, a);
     else
         llama_config(c, a);
     a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
@@ -983,6 +1019,7 @@ static void read_config(Imp *im, Arch *a)
               : !strcmp(a->type, "phi") ? &hf_phi
               : !strcmp(a->type, "olmo") ? &hf_olmo
               : !strcmp(a->type, "cohere") ? &hf_cohere
+              : !strcmp(a->type, "gptj") ? &hf_gptj
               : !strcmp(a->type, "falcon") ? (a->block == BLOCK_SHARED_NORM ? &hf_falcon
                                               : a->block == BLOCK_PARALLEL ? &hf_falcon_new
                                                                            : &hf_falcon_seq)
@@ -1313,11 +1350,12 @@ static int vision(const Arch *a, const char *name)
 }
 
 /* What the checkpoint may hold beside the parameters: the causal-mask buffers of older
- * GPT-2 files, rotary frequencies (recomputed from rope_theta, as transformers does), a
- * tied head saved anyway, a multimodal model's image side. */
+ * GPT-2 and GPT-J files, rotary frequencies (recomputed from rope_theta, as transformers
+ * does), a tied head saved anyway, a multimodal model's image side. */
 static int extra(const Arch *a, const char *name)
 {
-    return (a->gpt2 && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
+    int masks = a->gpt2 || !strcmp(a->type, "gptj");   /* older files' causal-mask buffers */
+    return (masks && (ends(name, ".attn.masked_bias") || ends(name, ".attn.bias"))) ||
            (!a->gpt2 && ends(name, ".self_attn.rotary_emb.inv_freq")) ||
            (a->d.tie && (!strcmp(name, "lm_head.weight") ||
                          (a->multimodal && !strcmp(name, "language_model.lm_head.weight")))) ||

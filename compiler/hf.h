@@ -85,7 +85,7 @@ typedef struct HfFamily {
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_cohere,
-    hf_gemma, hf_gemma3;
+    hf_gptj, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
@@ -97,7 +97,7 @@ typedef struct HfDims {
     int bias, qk_norm, tie;    /* bias: HF_BIAS_* */
     int mlp_bias;              /* the MLP's linears have biases (HF_IF_MLP_BIAS) */
     int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
-    int rope_pairs_adjacent;   /* Cohere: transformers' rope turns pairs (2i, 2i + 1) */
+    int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 

@@ -176,6 +176,19 @@ static const HfMap falcon_seq_map[] = {FALCON_ROWS(
 static const HfMap falcon_new_map[] = {
     FALCON_ROWS(LN_ROWS(HF_NORM1, "ln_attn"), LN_ROWS(HF_NORM2, "ln_mlp"))};
 
+/* GPT-J: one layernorm ln_1 feeding both branches, q, k, v and out_proj without
+ * biases, an MLP fc_in, fc_out with them, the head biased */
+static const HfMap gptj_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"wte.weight"}, {HF_V}, HF_D}, LN_ROWS(HF_NORM1, "ln_1"),
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,
+     {"attn.q_proj.weight", "attn.k_proj.weight", "attn.v_proj.weight"}, {HF_QD, HF_KD, HF_KD},
+     HF_D},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"attn.out_proj.weight"}, {HF_D}, HF_QD},
+    UP_DOWN_ROWS("mlp.fc_in", "mlp.fc_out"), LN_ROWS_IN(0, HF_FINAL, "ln_f"),
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, HF_HEAD, "bias", HF_ALWAYS, 0, {"lm_head.bias"}, {HF_V}, 0},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 /* OLMo: Llama's layers, its layernorms without weights (no tensors) */
 static const HfMap olmo_map[] = {
     EMBED_ROW, QKV_ROWS, O_ROWS, MLP_ROWS,
@@ -210,6 +223,7 @@ const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1};
 const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1};
 const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
 const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0};
+const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0};
 const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
 const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0};
@@ -249,30 +263,30 @@ int hf_reordered(const HfFamily *f, const HfDims *d, const HfMap *m)
 }
 
 /* Where trainc's dimension J of a head (pairs J, J + hd/2 rotated for J < rd/2) is in
- * transformers' (pairs i, i + rd/2 for i < rd/2, then the hd - rd kept): the rotated
- * halves first, each followed in trainc by half of the kept ones. */
-static int64_t hf_dim_of(int64_t j, int64_t hd, int64_t rd)
+ * transformers' (its first rd dimensions rotated, the hd - rd after them kept): the
+ * rotated pairs are (i, i + rd/2) there, or with ADJACENT (Cohere's, GPT-J's) (2i, 2i +
+ * 1); in trainc each rotated half is followed by half of the kept ones. */
+static int64_t hf_dim_of(int64_t j, int64_t hd, int64_t rd, int adjacent)
 {
     int64_t h = hd / 2, r = rd / 2, k = (hd - rd) / 2;
     if (j < r)
-        return j;
+        return adjacent ? 2 * j : j;
     if (j < h)
         return rd + (j - r);
     if (j < h + r)
-        return r + (j - h);
+        return adjacent ? 2 * (j - h) + 1 : r + (j - h);
     return rd + k + (j - h - r);
 }
 
 /* Where trainc's row R is in transformers' order */
 typedef int64_t (*RowAt)(int64_t r, const HfDims *d);
 
-/* a q or k head's row under a partial rope (hf_dim_of) or Cohere's (pairs 2i, 2i + 1) */
+/* a q or k head's row under a partial rope or adjacent pairs (hf_dim_of) */
 static int64_t rope_row_at(int64_t r, const HfDims *d)
 {
     int64_t hd = hf_head_dim(d);
-    int64_t j = r % hd, at = d->rope_pairs_adjacent ? (j < hd / 2 ? 2 * j : 2 * (j - hd / 2) + 1)
-                                                    : hf_dim_of(j, hd, d->rope_dims);
-    return r / hd * hd + at;
+    int64_t rd = d->rope_dims ? d->rope_dims : hd;
+    return r / hd * hd + hf_dim_of(r % hd, hd, rd, d->rope_pairs_adjacent);
 }
 
 /* qkv's row (q heads, then k heads, then v heads) where each key/value head's rows

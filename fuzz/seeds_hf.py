@@ -13,8 +13,8 @@ the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k 
 biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
 rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), a Phi
 (in parallel off one norm, the head biased), a Falcon of the new architecture (key/value
-head groups), an OLMo (layernorms without weights) and a Cohere (a layernorm without
-bias, adjacent rope pairs).
+head groups), an OLMo (layernorms without weights), a Cohere (a layernorm without
+bias, adjacent rope pairs) and a GPT-J (a partial rope of adjacent pairs).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -30,7 +30,7 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
                           GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
-                          CohereForCausalLM)
+                          CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -176,6 +176,9 @@ def main():
     seed("olmo", [config_bytes(olmo), st_bytes(tensors(olmo))])
     cohere = CohereForCausalLM(CohereConfig(**small))
     seed("cohere", [config_bytes(cohere), st_bytes(tensors(cohere))])
+    gptj = GPTJForCausalLM(GPTJConfig(vocab_size=16, n_embd=8, n_layer=1, n_head=2, rotary_dim=2,
+                                      n_positions=16))
+    seed("gptj", [config_bytes(gptj), st_bytes(tensors(gptj))])
 
 
 if __name__ == "__main__":

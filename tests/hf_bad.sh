@@ -144,7 +144,7 @@ PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
-# window; a partial rope (rope dims) is StableLM's, Nemotron's, GPT-NeoX's and Phi's (layernorms) alone
+# window; a partial rope (rope dims) belongs to some layernorm families alone (StableLM's, ...)
 $PY - "$g/model.json" "$g/lnorm.json" "$g/partial.json" <<'PY'
 import json, sys
 for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
@@ -162,7 +162,7 @@ for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
 PY
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
-refused "export of a Llama with a partial rope" "partial rope" "StableLM, Nemotron, GPT-NeoX and Phi" -- \
+refused "export of a Llama with a partial rope" "partial rope" "only StableLM" -- \
     export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # the branches in parallel (GPT-NeoX's block: the attention's residual the MLP's
 # shortcut) are GPT-NeoX's, Falcon's, Phi's and Cohere's alone: not Llama's; layernorms
@@ -179,7 +179,7 @@ for l in [s["model"]["layers"][2], mlp["body"][0], attn["body"][0]]:
 rep["body"] = [attn, mlp]
 json.dump(s, open(sys.argv[3], "w"))
 PY
-refused "export of a Llama with its branches in parallel" "in parallel" "GPT-NeoX, Falcon, Phi" -- \
+refused "export of a Llama with its branches in parallel" "in parallel" "only GPT-NeoX" -- \
     export hf "$g/parallel.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of layernorms without bias one after the other" "without bias" "Cohere" -- \
     export hf "$g/nobias.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"

@@ -26,7 +26,8 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   after the other, which export writes as StarCoder2: the same layers), an
   OlmoForCausalLM (layernorms without weight or bias) and a CohereForCausalLM (the
   branches in parallel off a layernorm with a weight alone, rope pairs of adjacent
-  dimensions reordered, logit_scale) are imported;
+  dimensions reordered, logit_scale) and a GPTJForCausalLM (off one layernorm, half of
+  each head rotated as adjacent pairs, the head biased) are imported;
   trainc's `--eval` validation loss on the imported weights equals transformers' mean
   cross-entropy over the same windows (every non-overlapping T window of a val shard
   made with numpy: what --eval reads) within 1e-5 relative;
@@ -114,7 +115,7 @@ try:
                               GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
                               GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
                               FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
-                              CohereConfig, CohereForCausalLM)
+                              CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -434,7 +435,9 @@ def parallel_models():
     untied) and a FalconForCausalLM (Falcon 7B's: one key/value head, no biases, tied);
     a Falcon of the new architecture (a norm per branch, two key/value head groups) and
     an old-style one (q, k and v rows per head, biases, the branches one after the
-    other); with --newer Falcon 2's (the new architecture off one norm:
+    other); a GPTJForCausalLM (off one norm, half of each head rotated as pairs of
+    adjacent dimensions, no attention biases, the head biased); with --newer Falcon 2's
+    (the new architecture off one norm:
     num_ln_in_parallel_attn 1). q and k made large enough that positions move the loss;
     from a generator of their own."""
     kw = dict(vocab_size=V, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -445,6 +448,9 @@ def parallel_models():
         ms += [FalconForCausalLM(FalconConfig(**kw, **f)) for f in (
             {}, {"new_decoder_architecture": True, "num_kv_heads": 2},
             {"multi_query": False, "parallel_attn": False, "bias": True})]
+        ms.append(GPTJForCausalLM(GPTJConfig(vocab_size=V, n_embd=64, n_layer=2, n_head=4,
+                                             rotary_dim=8, n_positions=64,
+                                             attn_implementation="eager")))
         if NEWER:
             ms.append(FalconForCausalLM(FalconConfig(**kw, new_decoder_architecture=True,
                                                      num_kv_heads=2, num_ln_in_parallel_attn=1)))
@@ -1153,7 +1159,7 @@ def main():
     (gpt2, gpt2_untied, llama, llama_linear, mistral, llama_bias, qwen2, gemma, starcoder2,
      starcoder2_plain, bigcode, stablelm, stablelm_half) = models()
     neox, neox_seq = neox_models()
-    phi, falcon, falcon_new, falcon_old, *falcon2 = parallel_models()
+    phi, falcon, falcon_new, falcon_old, gptj, *falcon2 = parallel_models()
     olmo, cohere = bare_norm_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
@@ -1167,7 +1173,7 @@ def main():
                         # export cannot tell it from StarCoder2: the same layers
                         ("falcon_old_sequential", falcon_old, {"as": "Starcoder2ForCausalLM"})] + \
                        [("falcon2", m, {}) for m in falcon2] + [
-                        ("olmo", olmo, {}), ("cohere", cohere, {}),
+                        ("olmo", olmo, {}), ("cohere", cohere, {}), ("gptj", gptj, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1251,6 +1257,8 @@ def main():
          {"new_decoder_architecture": True, "parallel_attn": False}, ["parallel_attn", "releases"]),
         ("falcon residual after the norm", {"apply_residual_connection_post_layernorm": True},
          ["apply_residual_connection_post_layernorm"])])
+    bad_configs(OUT + "/hf_gptj", [("gptj rotary_dim 7", {"rotary_dim": 7},
+                                    ["rotary_dim", "even"])])
     bad_configs(OUT + "/hf_olmo", [("olmo clip_qkv", {"clip_qkv": 8.0}, ["clip_qkv", "clamp"])])
     bad_configs(OUT + "/hf_cohere", [
         ("cohere use_qk_norm", {"use_qk_norm": True}, ["use_qk_norm", "per head"]),
