@@ -266,10 +266,10 @@ static void falcon_attention(Ex *e, const Layer *l, int others)
 static void layernorm_family_attention(Ex *e, const Layer *l)
 {
     if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e) &&
-        !phi(e) && !gptj(e))
+        !phi(e) && !gptj(e) && !l->rope.lr)
         refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron, GPT-NeoX, "
                            "Phi and GPT-J (layernorms; a gated, a squared relu or a gelu MLP) "
-                           "rotate part of each head");
+                           "and Phi-3 with longrope (Phi-4-mini) rotate part of each head");
     int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
                  l->rope.lr;
     if (falcon(e))
@@ -1005,6 +1005,8 @@ static void phi3_keys(const Ex *e, cJSON *c)
     cJSON_AddNumberToObject(c, "original_max_position_embeddings", lr->orig);
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
+    if (e->d.rope_dims)   /* Phi-4-mini's (transformers 4.49 on) */
+        cJSON_AddItemToObject(c, "partial_rotary_factor", hf_float(rotary_factor(e)));
     cJSON *r = cJSON_AddObjectToObject(c, "rope_scaling");
     cJSON_AddStringToObject(r, "type", "longrope");
     cJSON_AddItemToObject(r, "short_factor", cJSON_CreateDoubleArray(lr->short_f, lr->n));

@@ -235,14 +235,15 @@ static void head_dims(HfCfg *c, Arch *a, int64_t dflt)
                      "pairs of a head's dimensions", (long long)hf_head_dim(&a->d));
 }
 
-/* A list of the hd / 2 numbers > 0 at rope_scaling.KEY, as a JSON array. */
-static cJSON *longrope_list(HfCfg *c, const cJSON *s, const char *key, int64_t hd)
+/* A list of the rd / 2 numbers > 0 at rope_scaling.KEY (one per pair of the rotated
+ * dimensions), as a JSON array. */
+static cJSON *longrope_list(HfCfg *c, const cJSON *s, const char *key, int64_t rd)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
     char *at = xasprintf("rope_scaling.%s", key);
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != hd / 2)
-        hf_cfg_error(c, at, "a list of %lld numbers expected (one per pair of a head's "
-                     "dimensions)", (long long)(hd / 2));
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != rd / 2)
+        hf_cfg_error(c, at, "a list of %lld numbers expected (one per pair of the rotated "
+                     "dimensions)", (long long)(rd / 2));
     cJSON *out = cJSON_CreateArray();
     const cJSON *x;
     cJSON_ArrayForEach(x, v) {
@@ -270,9 +271,9 @@ static cJSON *phi3_scaling(HfCfg *c, const Arch *a)
                      cJSON_IsString(t) ? t->valuestring : "missing");
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "rope_type", "longrope");
-    int64_t hd = hf_head_dim(&a->d);
-    cJSON_AddItemToObject(o, "short_factor", longrope_list(c, s, "short_factor", hd));
-    cJSON_AddItemToObject(o, "long_factor", longrope_list(c, s, "long_factor", hd));
+    int64_t rd = a->d.rope_dims ? a->d.rope_dims : hf_head_dim(&a->d);   /* rotated */
+    cJSON_AddItemToObject(o, "short_factor", longrope_list(c, s, "short_factor", rd));
+    cJSON_AddItemToObject(o, "long_factor", longrope_list(c, s, "long_factor", rd));
     cJSON_AddNumberToObject(o, "factor", (double)a->d.max_pos / (double)orig);
     cJSON_AddNumberToObject(o, "original_max_position_embeddings", (double)orig);
     for (const cJSON *e = s->child; e; e = e->next) {
@@ -286,19 +287,6 @@ static cJSON *phi3_scaling(HfCfg *c, const Arch *a)
                          "scaling");
     }
     return o;
-}
-
-/* Phi-3's own keys: a rope over whole heads, scaled as longrope (Phi-3's 128k models) or
- * not; its modeling code has no attention biases whatever attention_bias says. */
-static void phi3_config(HfCfg *c, Arch *a)
-{
-    hf_cfg_get(c, "attention_bias");
-    double partial = hf_cfg_num(c, "partial_rotary_factor", 1);
-    if (partial != 1)   /* Phi-4-mini's, with longrope's factor on the rotated part alone */
-        hf_cfg_error(c, "partial_rotary_factor", "%g: Phi-3's partial rope (Phi-4-mini) comes "
-                     "with longrope's attention factor on the rotated dimensions alone, which "
-                     "trainc does not have", partial);
-    a->scaling = phi3_scaling(c, a);
 }
 
 /* A partial rope's dims from the share of each head at KEY (partial_rotary_factor,
@@ -514,6 +502,17 @@ static void neox_config(HfCfg *c, Arch *a)
     a->scaling = linear_scaling(c, "GPT-NeoX");
     head_dims(c, a, 0);
     rope_dims(c, a, "rotary_pct", 0.25);
+}
+
+/* Phi-3's own keys: a rope over whole heads or (Phi-4-mini) part of each
+ * (partial_rotary_factor), scaled as longrope (Phi-3's 128k models, Phi-4-mini: the
+ * factor lists one number per rotated pair) or not; its modeling code has no attention
+ * biases whatever attention_bias says. */
+static void phi3_config(HfCfg *c, Arch *a)
+{
+    hf_cfg_get(c, "attention_bias");
+    rope_dims(c, a, "partial_rotary_factor", 1.0);
+    a->scaling = phi3_scaling(c, a);
 }
 
 /* StableLM (StableLM 2, StableLM-3B-4e1t, StableLM Zephyr): layernorms (layer_norm_eps),

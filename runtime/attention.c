@@ -510,7 +510,8 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 /* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
  * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
  * 1 / theta^(2j / hd), or ext[j] where the compiler worked them out (a partial rope's,
- * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j]. */
+ * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j], times
+ * the pair's amplitude ext[hd/2 + j] (longrope's attention factor; 1 without ext). */
 static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
                        float factor, float low, float high, int64_t orig, const float *ext)
 {
@@ -527,10 +528,11 @@ static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float th
             }
             inv = scaled;
         }
+        float m = ext ? ext[h2 + j] : 1.0f;
         for (int64_t t = 0; t < T; t++) {
             float a = (float)t * inv;
-            cosv[t * h2 + j] = cosf(a);
-            sinv[t * h2 + j] = sinf(a);
+            cosv[t * h2 + j] = cosf(a) * m;
+            sinv[t * h2 + j] = sinf(a) * m;
         }
     }
 }

@@ -1026,11 +1026,11 @@ static void att90x_maps(rt_exec *e, const void *qkv, rt_dptr qk, int64_t b0, int
              : *mv;
 }
 
-/* the rope's inverse frequencies (hd / 2 floats on the host, or NULL) on the device */
+/* the rope's table (hd floats on the host: inverse frequencies, amplitudes; or NULL) on
+ * the device */
 static const float *att_lr(rt_exec *e, const float *ext, int64_t hd)
 {
-    return ext ? (const float *)(uintptr_t)rt_cu_const(e, ext, (size_t)(hd / 2) * sizeof *ext)
-               : NULL;
+    return ext ? (const float *)(uintptr_t)rt_cu_const(e, ext, (size_t)hd * sizeof *ext) : NULL;
 }
 
 /* the scores' factor times log2(e): the tensor-core kernels take the scores to exp2 in

@@ -436,8 +436,9 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
  * qkv [B, T, (H + 2 KV) hd] holds H query heads, then KV key heads, then KV value heads
  * (hd = d / H); query head h reads key/value head h / (H / KV). qn, kn: qk_norm's weights
  * [hd] (RMSNorm eps 1e-6 over each head's q and k), or NULL; theta > 0: rope on q and k
- * after qk_norm (dims j, j + hd/2 rotated by t inv[j], inv[j] = ext[j] where ext [hd/2]
- * is not NULL (the compiler's: a partial rope's, longrope's), else 1 / theta^(2j/hd)),
+ * after qk_norm (dims j, j + hd/2 rotated by t inv[j], inv[j] = ext[j] where ext [hd] is
+ * not NULL (the compiler's: a partial rope's, longrope's; cos and sin times ext[hd/2 +
+ * j], longrope's attention factor), else 1 / theta^(2j/hd)),
  * its llama3 scaling when factor > 0 (low and high frequency factors, the original
  * context length orig); window
  * > 0: query t sees keys t - window + 1 .. t (with causal); scale: the scores' factor

@@ -8,8 +8,8 @@ qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
 causal, window, qk_norm, rope, orig, n_ext; float64 theta, factor, low, high, scale,
-softcap; float32 ext [n_ext] (the inverse frequencies the compiler works out for
-longrope and a partial rope); then float32 qkv, [qn, kn,] dy, lse,
+softcap; float32 ext [n_ext] (the table the compiler works out for longrope and a
+partial rope: hd/2 inverse frequencies, then hd/2 amplitudes); then float32 qkv, [qn, kn,] dy, lse,
 y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
@@ -20,7 +20,8 @@ it: q, k, v are the (H + 2 KV) hd columns of qkv in that order; qk_norm is an RM
 (eps 1e-6) over each head's hd on q and k; rope rotates q and k (after qk_norm) as
 LlamaRotaryEmbedding and apply_rotary_pos_emb do ("rotate half"; the llama3 scaling
 as transformers' _compute_llama3_parameters, longrope's divisors as
-Phi3LongRoPEScaledRotaryEmbedding's inv_freq; a partial rope of dims rd rotates the
+Phi3LongRoPEScaledRotaryEmbedding's inv_freq, cos and sin times longrope's attention
+factor on the rotated pairs; a partial rope of dims rd rotates the
 pairs j, j + hd/2 for j < rd/2 at theta^(-2j/rd), SPEC's pairing); key/value heads are repeated as
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
@@ -34,9 +35,9 @@ import numpy as np
 import torch
 
 # B, T, d, H, KV, causal, window, qk_norm, rope: None or (theta, llama3 scaling, longrope's
-# divisors {"longrope": [...]}, a partial rope {"dims": rd} (with longrope's, or alone) or
-# None) [, scale: the scores' factor, 1 / sqrt(hd) when None or absent[, softcap: None or
-# a cap]]
+# divisors {"longrope": [...], "amp": its attention factor}, a partial rope {"dims": rd}
+# (with longrope's, or alone) or None) [, scale: the scores' factor, 1 / sqrt(hd) when
+# None or absent[, softcap: None or a cap]]
 LLAMA3 = lambda factor, orig: {"factor": factor, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                "original_max_position_embeddings": orig}
 CASES = [
@@ -57,14 +58,16 @@ CASES = [
     (2, 60, 32, 4, 2, 1, 25, 1, (10000.0, None), 0.05),         # a scale with the rest
     (2, 40, 16, 2, 2, 1, 0, 0, None, 1.5, 2.0),                 # a soft-cap that bites
     (2, 70, 32, 4, 1, 1, 20, 0, (10000.0, None), None, 3.0),    # Gemma 2's options
-    # longrope's divisors (Phi-3's 128k models), with the scale its attention factor makes
-    (2, 60, 32, 2, 1, 1, 0, 0, (10000.0, {"longrope": [1.0, 1.5, 2.5, 4.0, 7.0, 12.0, 20.0, 31.0]}),
-     1.0 / 4 * 1.19 ** 2),
+    # longrope's divisors (Phi-3's 128k models), with its attention factor
+    (2, 60, 32, 2, 1, 1, 0, 0, (10000.0, {"longrope": [1.0, 1.5, 2.5, 4.0, 7.0, 12.0, 20.0, 31.0],
+                                         "amp": 1.19})),
     (1, 50, 64, 4, 2, 1, 15, 1, (500000.0, {"longrope": [1.0 + 0.25 * j for j in range(8)]})),
     # a partial rope (StableLM's quarter, Nemotron's half), alone and with longrope's
     (2, 45, 64, 4, 2, 1, 0, 0, (10000.0, {"dims": 4})),
     (2, 60, 32, 2, 1, 1, 20, 1, (10000.0, {"dims": 8})),
-    (1, 50, 64, 4, 4, 1, 0, 0, (10000.0, {"dims": 10, "longrope": [1.0, 2.0, 3.0, 5.0, 8.0]})),
+    # with longrope's attention factor on the rotated pairs alone (Phi-4-mini's)
+    (1, 50, 64, 4, 4, 1, 0, 0, (10000.0, {"dims": 10, "longrope": [1.0, 2.0, 3.0, 5.0, 8.0],
+                                         "amp": 1.3})),
 ]
 
 
@@ -73,10 +76,12 @@ def inv_freq(hd, theta, scaling):
     or Phi3LongRoPEScaledRotaryEmbedding's with longrope's divisors; a partial rope's
     over its dims, 0 for the pairs past them."""
     if scaling is not None and "dims" in scaling:
-        rest = {k: v for k, v in scaling.items() if k != "dims"}
+        rest = {k: v for k, v in scaling.items() if k not in ("dims", "amp")}
         inv = inv_freq(scaling["dims"], theta, rest or None)
         return torch.cat((inv, torch.zeros(hd // 2 - inv.numel())))
     shape = torch.arange(0, hd, 2, dtype=torch.int64).float() / hd
+    if scaling is not None and "amp" in scaling:
+        scaling = {k: v for k, v in scaling.items() if k != "amp"}
     if scaling is not None and "longrope" in scaling:
         return 1.0 / (torch.tensor(scaling["longrope"], dtype=torch.float32) * theta ** shape)
     inv = 1.0 / (theta ** shape)
@@ -91,6 +96,15 @@ def inv_freq(hd, theta, scaling):
     smoothed = (1 - smooth) * inv_l / factor + smooth * inv_l
     medium = ~(wavelen < high_wl) * ~(wavelen > low_wl)
     return torch.where(medium, smoothed, inv_l)
+
+
+def rope_amp(hd, scaling):
+    """Each pair's amplitude [hd/2]: longrope's attention factor ("amp") on the rotated
+    pairs (all, or a partial rope's dims / 2), 1 elsewhere."""
+    amp = torch.ones(hd // 2)
+    if scaling is not None and "amp" in scaling:
+        amp[:scaling.get("dims", hd) // 2] = scaling["amp"]
+    return amp
 
 
 def rotate_half(x):
@@ -112,7 +126,8 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None
     if rope is not None:
         freqs = torch.outer(torch.arange(T).float(), inv_freq(hd, *rope))
         emb = torch.cat((freqs, freqs), dim=-1)
-        cos, sin = emb.cos(), emb.sin()
+        amp = rope_amp(hd, rope[1]).repeat(2)
+        cos, sin = emb.cos() * amp, emb.sin() * amp
         q, k = q * cos + rotate_half(q) * sin, k * cos + rotate_half(k) * sin
     k, v = (t.repeat_interleave(H // KV, dim=1) for t in (k, v))           # repeat_kv
     s = (q @ k.transpose(-2, -1)) * scale
@@ -149,8 +164,8 @@ def main():
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
             ext = []
-            if sc and ("longrope" in sc or "dims" in sc):   # the compiler's frequencies
-                ext, sc = inv_freq(hd, theta, sc).tolist(), None
+            if sc and ("longrope" in sc or "dims" in sc):   # the compiler's table
+                ext, sc = inv_freq(hd, theta, sc).tolist() + rope_amp(hd, sc).tolist(), None
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
                               sc["original_max_position_embeddings"] if sc else 0, len(ext)],
                              dtype="<i8").tobytes())

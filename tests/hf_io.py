@@ -1048,7 +1048,10 @@ def phi3_longrope(cfg, sd, val):
     original context past T (the short factors) and short of it (the long ones): the
     import's --eval equals the SPEC reference's loss on its tensors and not the unscaled
     rope's; export writes Phi-3 back (rope_scaling, both contexts) and imports again to
-    the same layers and tensors; with --newer, transformers' Phi3ForCausalLM computes it."""
+    the same layers and tensors; with --newer, transformers' Phi3ForCausalLM computes it.
+    Phi-4-mini's form too: half of each head rotated (partial_rotary_factor), a factor
+    per rotated pair, an attention factor (2, given) on those pairs alone (SPEC
+    reference: 4.45's Phi-3 has no partial rope)."""
     hd = cfg["hidden_size"] // cfg["num_attention_heads"]
     scaling = {"type": "longrope", "short_factor": [1.0 + 0.1 * j for j in range(hd // 2)],
                "long_factor": [1.0 + 3.0 * j for j in range(hd // 2)]}
@@ -1056,10 +1059,16 @@ def phi3_longrope(cfg, sd, val):
     for k in [k for k in big if k.endswith("qkv_proj.weight")]:
         big[k] = big[k].clone()
         big[k][:(cfg["num_attention_heads"] + cfg["num_key_value_heads"]) * hd] *= 30
-    for name, orig, mx in (("phi3_longrope_short", 64, 256), ("phi3_longrope_long", 16, 64)):
+    half = {"type": "longrope", "short_factor": scaling["short_factor"][:hd // 4],
+            "long_factor": scaling["long_factor"][:hd // 4], "attention_factor": 2.0}
+    for name, orig, mx, partial in (("phi3_longrope_short", 64, 256, None),
+                                    ("phi3_longrope_long", 16, 64, None),
+                                    ("phi4_mini_longrope", 16, 64, 0.5)):
         d, o = OUT + "/hf_" + name, OUT + "/" + name
+        extra = {"partial_rotary_factor": partial} if partial else {}
         folder(d, dict(cfg, sliding_window=None, original_max_position_embeddings=orig,
-                       max_position_embeddings=mx, rope_scaling=scaling), big)
+                       max_position_embeddings=mx, rope_scaling=half if partial else scaling,
+                       **extra), big)
         trainc("import", "hf", d, "-o", o, "--seq-len", T)
         train_spec(o + "/eval.json", 1)
         ours, ref = trainc_eval(o, o + "/init.safetensors"), spec_loss(o, val)
@@ -1074,11 +1083,13 @@ def phi3_longrope(cfg, sd, val):
               "unscaled rope %.7f)" % (name, orig, T, ours, ref, rel(ours, ref), flat))
         back, same, n = export_again(o)
         check(same and back["model_type"] == "phi3" and back["rope_scaling"]["type"] == "longrope"
-              and back["max_position_embeddings"] == mx and back["original_max_position_embeddings"] == orig,
+              and back["max_position_embeddings"] == mx and back["original_max_position_embeddings"] == orig
+              and back.get("partial_rotary_factor") == partial,
               "%s exported (%s, max_position_embeddings %s, original %s) and imported again: the "
               "same layers and %d tensors" % (name, back["model_type"], back["max_position_embeddings"],
                                               back.get("original_max_position_embeddings"), n))
-        transformers_agree(name, [d, o + "/export"], ours, val)
+        if not partial:   # transformers 4.45's Phi-3 has no partial rope (4.49 on)
+            transformers_agree(name, [d, o + "/export"], ours, val)
     # transformers 4.40's name for it, "su": the same import
     d = OUT + "/hf_phi3_su"
     shutil.copytree(OUT + "/hf_phi3_longrope_short", d)

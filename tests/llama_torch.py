@@ -72,13 +72,16 @@ def longrope_attention_factor(sc):
 
 def rope_tables(rope, hd, T):
     """cos, sin [1, 1, T, hd] for positions 0 .. T-1, built as HF 4.40 builds them
-    (longrope's: times its attention factor, as Phi-3's)."""
+    (longrope's: times its attention factor on the rotated pairs, as Phi-3's)."""
     inv = rope_inv_freq(rope, hd, T)
     pos = torch.arange(T, dtype=torch.int64)[None, None, :].float()
     freqs = (inv[None, :, None].float() @ pos).transpose(1, 2)
     emb = torch.cat((freqs, freqs), dim=-1)
     sc = rope.get("scaling") or {}
-    m = longrope_attention_factor(sc) if sc.get("rope_type", sc.get("type")) == "longrope" else 1.0
+    m = torch.ones(hd // 2)
+    if sc.get("rope_type", sc.get("type")) == "longrope":
+        m[:(rope.get("dims") or hd) // 2] = longrope_attention_factor(sc)
+    m = m.repeat(2)
     return emb.cos()[:, None] * m, emb.sin()[:, None] * m
 
 

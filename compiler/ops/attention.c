@@ -80,8 +80,7 @@ static void add_qk_norm(GraphCtx *c, const LayerArgs *a, Node *core, int64_t hd)
 }
 
 /* A rope's dims (even, at most the head width HD) and longrope's factors (one per pair
- * of dimensions rotated); a partial rope does not take longrope's attention factor, which
- * multiplies the rotated dimensions alone. */
+ * of dimensions rotated). */
 static void check_rope(GraphCtx *c, const Layer *l, const Rope *r, int64_t hd)
 {
     if (r->dims && (r->dims % 2 || r->dims > hd))
@@ -92,10 +91,6 @@ static void check_rope(GraphCtx *c, const Layer *l, const Rope *r, int64_t hd)
         layer_error(c, l, "rope's longrope factors: %d each, where the heads %lld wide "
                     "rotate %lld pairs of dimensions", r->lr->n, (long long)hd,
                     (long long)(rd / 2));
-    if (r->lr && rd < hd && (float)r->lr->attn != 1.0f)
-        layer_error(c, l, "rope's longrope attention factor %g with dims %lld of %lld: a "
-                    "factor other than 1 on part of each head is not supported",
-                    r->lr->attn, (long long)r->dims, (long long)hd);
 }
 
 /* An attention layer's widths: the head's hd (head_dim, or d / heads), the core's
@@ -191,20 +186,19 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
 }
 
 /* The scores' factor: the layer's scale, or 1 / sqrt(hd) (in float, as the kernels had
- * it); times the square of longrope's attention factor (cos and sin times it scale q
- * and k alike) */
+ * it) */
 static double node_scale(const Node *nd)
 {
     int64_t hd = nd->conv[1] / nd->conv[2];
-    double s = nd->layer->att_scale > 0 ? nd->layer->att_scale : (float)(1.0 / sqrt((double)hd));
-    const LongRope *lr = node_rope(nd)->lr;
-    return lr ? s * lr->attn * lr->attn : s;
+    return nd->layer->att_scale > 0 ? nd->layer->att_scale : (float)(1.0 / sqrt((double)hd));
 }
 
-/* The rope's inverse frequencies [hd/2] where they are not theta^(-2j/hd) (NULL then):
- * a partial rope's theta^(-2j/dims) for j < dims/2 and 0 past them (those pairs keep
- * their values), divided by longrope's factors (the long ones past the original context
- * at the node's T, else the short ones), in float32 as transformers computes them. */
+/* The rope's table where its frequencies are not theta^(-2j/hd) (NULL then): [hd/2]
+ * inverse frequencies, a partial rope's theta^(-2j/dims) for j < dims/2 and 0 past them
+ * (those pairs keep their values), divided by longrope's factors (the long ones past the
+ * original context at the node's T, else the short ones), in float32 as transformers
+ * computes them; then [hd/2] amplitudes, cos and sin times them: longrope's attention
+ * factor on the rotated pairs (Phi3LongRoPEScaledRotaryEmbedding's), else 1. */
 static Arg rope_freqs(const Node *nd)
 {
     const Rope *r = node_rope(nd);
@@ -213,12 +207,13 @@ static Arg rope_freqs(const Node *nd)
         return arg_null();
     const double *f = !r->lr ? NULL : (double)nd->conv[0] > r->lr->orig ? r->lr->long_f
                                                                         : r->lr->short_f;
-    double *inv = xcalloc((size_t)(hd / 2), sizeof *inv);
-    for (int64_t j = 0; j < rd / 2; j++) {
+    double *t = xcalloc((size_t)hd, sizeof *t), *amp = t + hd / 2;
+    for (int64_t j = 0; j < hd / 2; j++) {
         float p = powf((float)r->theta, (float)(2 * j) / (float)rd);
-        inv[j] = 1.0f / (f ? (float)f[j] * p : p);
+        t[j] = j < rd / 2 ? 1.0f / (f ? (float)f[j] * p : p) : 0.0f;
+        amp[j] = j < rd / 2 && r->lr ? (float)r->lr->attn : 1.0f;
     }
-    return arg_floats(inv, hd / 2);
+    return arg_floats(t, hd);
 }
 
 /* The options call's arguments after the tensors: B, T, d, H, KV, causal, window, rope's
@@ -264,7 +259,7 @@ static void lower_attention(Program *p, Node *nd)
     int64_t T = nd->conv[0], w = nd->conv[5] && nd->conv[5] < T ? nd->conv[5] : T;
     a->flops = 4 * T * w * nd->conv[1];
     char s[40] = "q k^T / sqrt(hd)", cs[80];
-    if (nd->layer->att_scale > 0 || node_rope(nd)->lr)
+    if (nd->layer->att_scale > 0)
         snprintf(s, sizeof s, "q k^T * %.6g", node_scale(nd));
     if (nd->layer->att_softcap > 0)
         snprintf(cs, sizeof cs, "%g tanh(%s / %g)", nd->layer->att_softcap, s,

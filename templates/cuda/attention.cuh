@@ -1083,13 +1083,16 @@ __device__ __forceinline__ float att_score(float x, float cap, float *g)
     }
 }
 
-/* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table
- * (every thread of the block calls it; threads RT_ATT_THREADS apart share the work);
- * ext: the compiler's (a partial rope's, longrope's), or NULL: from theta */
+/* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table,
+ * then each pair's amplitude f[hd/2 + j] (cos and sin times it: longrope's attention
+ * factor on the rotated pairs, else 1) (every thread of the block calls it; threads
+ * RT_ATT_THREADS apart share the work); ext: the compiler's table of both (a partial
+ * rope's, longrope's), or NULL: from theta, amplitudes 1 */
 __device__ __forceinline__ void atx_freqs_n(float *f, int hd, float theta, float factor,
                                             float low, float high, int orig, const float *ext)
 {
     for (int j = threadIdx.x; j < hd / 2; j += RT_ATT_THREADS) {
+        f[hd / 2 + j] = ext ? ext[hd / 2 + j] : 1.0f;
         float inv = ext ? ext[j] : 1.0f / powf(theta, (float)(2 * j) / (float)hd);
         if (factor > 0.0f) {
             const float wavelen = 2.0f * 3.14159265358979323846f / inv;
@@ -1142,7 +1145,8 @@ __device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos,
         }
         if (f)
             for (int j = 0; j < HD / 2; j++) {
-                const float ang = (float)pos[i] * f[j], cs = cosf(ang), sn = sinf(ang);
+                const float ang = (float)pos[i] * f[j], m = f[HD / 2 + j];
+                const float cs = cosf(ang) * m, sn = sinf(ang) * m;
                 const float a = t[i][j], b = t[i][j + HD / 2];
                 t[i][j] = a * cs - b * sn;
                 t[i][j + HD / 2] = b * cs + a * sn;
@@ -1165,7 +1169,8 @@ __device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD 
             continue;
         if (f)
             for (int j = 0; j < HD / 2; j++) {
-                const float ang = (float)pos[i] * f[j], cs = cosf(ang), sn = sinf(ang);
+                const float ang = (float)pos[i] * f[j], m = f[HD / 2 + j];
+                const float cs = cosf(ang) * m, sn = sinf(ang) * m;
                 const float a = g[i][j], b = g[i][j + HD / 2];
                 g[i][j] = a * cs + b * sn;
                 g[i][j + HD / 2] = b * cs - a * sn;
@@ -1247,7 +1252,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
     __shared__ float qs[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1], ps[BQ][BK + 1];
-    __shared__ float fr[HD / 2 + 1];
+    __shared__ float fr[HD + 1];
     __shared__ long long qoff[BQ], koff[BK];
     __shared__ int qpos[BQ], kpos[BK];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
@@ -1337,7 +1342,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
     __shared__ float qs[BQ][HD + 1], dys[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1];
-    __shared__ float ds[BQ][BK + 1], Lt[BQ], Dt[BQ], fr[HD / 2 + 1];
+    __shared__ float ds[BQ][BK + 1], Lt[BQ], Dt[BQ], fr[HD + 1];
     __shared__ long long qoff[BQ], koff[BK];
     __shared__ int qpos[BQ], kpos[BK];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
@@ -1445,7 +1450,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
     constexpr int CO = (HD + 7) / 8;
     static_assert(HD <= 128, "attention heads wider than 128");
     __shared__ float ks[BK][HD + 1], vs[BK][HD + 1], qs[BQ][HD + 1], dys[BQ][HD + 1];
-    __shared__ float ps[BK][BQ + 1], ds[BK][BQ + 1], Lt[BQ], Dt[BQ], fr[HD / 2 + 1];
+    __shared__ float ps[BK][BQ + 1], ds[BK][BQ + 1], Lt[BQ], Dt[BQ], fr[HD + 1];
     __shared__ long long koff[BK], qoff[BQ];
     __shared__ int kpos[BK], qpos[BQ];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
@@ -1662,6 +1667,8 @@ __device__ __forceinline__ void atx_tc_fwd(atx_rows2<DN> &x, const int pos[2], c
                 for (int e = 0; e < 2; e++) {
                     float sn, cs;
                     sincosf((float)pos[u] * f[8 * n + 2 * t4 + e], &sn, &cs);
+                    const float m = f[HD / 2 + 8 * n + 2 * t4 + e];
+                    sn *= m, cs *= m;
                     const float a = x.v[n][u][e], b = x.v[n + DN / 2][u][e];
                     x.v[n][u][e] = a * cs - b * sn;
                     x.v[n + DN / 2][u][e] = b * cs + a * sn;
@@ -1684,6 +1691,8 @@ __device__ __forceinline__ void atx_tc_bwd(atx_rows2<DN> &g, const atx_rows2<DN>
                 for (int e = 0; e < 2; e++) {
                     float sn, cs;
                     sincosf((float)pos[u] * f[8 * n + 2 * t4 + e], &sn, &cs);
+                    const float m = f[HD / 2 + 8 * n + 2 * t4 + e];
+                    sn *= m, cs *= m;
                     const float a = g.v[n][u][e], b = g.v[n + DN / 2][u][e];
                     g.v[n][u][e] = a * cs + b * sn;
                     g.v[n + DN / 2][u][e] = b * cs - a * sn;
@@ -1735,6 +1744,7 @@ __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, co
         for (int j = j0; j < HD / 2; j += TPR) {
             float sn, cs;
             sincosf((float)pos * f[j], &sn, &cs);
+            sn *= f[HD / 2 + j], cs *= f[HD / 2 + j];
             const float a = rt_ld(row + j), b = rt_ld(row + j + HD / 2);
             rt_st(row + j, a * cs - b * sn);
             rt_st(row + j + HD / 2, b * cs + a * sn);
@@ -1814,7 +1824,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
-    __shared__ float fr[HD / 2];
+    __shared__ float fr[HD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     int b, kh, tile0;
     att_block_order(b, kh, tile0);
@@ -1948,7 +1958,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr bool WIDE = HD > 128;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
-    __shared__ float fr[HD / 2], Lt[BQ], Dt[BQ];   /* the tile's rows' lse (log2 units), D */
+    __shared__ float fr[HD], Lt[BQ], Dt[BQ];   /* the tile's rows' lse (log2 units), D */
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     unsigned short (*dyw)[WD] = WIDE ? (unsigned short (*)[WD])rt_dyn_smem() + 16 * warp : nullptr;
     int b, kh, tile0;
@@ -2124,7 +2134,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     constexpr bool WIDE = HD > 128;
     __shared__ __align__(16) unsigned short qs[2][BQ][WD], dys[2][BQ][WD];
     __shared__ __align__(16) float Lt[2][BQ], Dt[2][BQ];
-    __shared__ float fr[HD / 2];
+    __shared__ float fr[HD];
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t4 = lane & 3;
     unsigned short (*vw)[WD] = WIDE ? (unsigned short (*)[WD])rt_dyn_smem() + 16 * warp : nullptr;
     int b, kh, tile0;

@@ -71,7 +71,7 @@ rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *k
                     int T, int H, int KV, int hd, float theta, float factor, float low,
                     float high, int orig, const float *ext)
 {
-    __shared__ float fr[64];
+    __shared__ float fr[128];   /* the frequencies, then the amplitudes */
     if (theta > 0.0f)
         atx_freqs_n(fr, hd, theta, factor, low, high, orig, ext);
     __syncthreads();
@@ -80,8 +80,10 @@ rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *k
     for (int64_t r = (int64_t)blockIdx.x * RT_PREP90_ROWS, re = r + RT_PREP90_ROWS; r < re && r < rows; r++) {
         float sn[2] = {0.0f, 0.0f}, cs[2] = {1.0f, 1.0f};
         for (int q = 0; q < 2; q++)
-            if (theta > 0.0f && lane + 32 * q < half)
+            if (theta > 0.0f && lane + 32 * q < half) {
                 sincosf((float)(int)(r % T) * fr[lane + 32 * q], &sn[q], &cs[q]);
+                sn[q] *= fr[half + lane + 32 * q], cs[q] *= fr[half + lane + 32 * q];
+            }
         for (int hh = warp; hh < nh; hh += RT_ATT_THREADS / 32) {
             const act_t *x = qkv + r * ldi + (int64_t)hh * hd;
             act_t *o = qk + r * ldo + (int64_t)hh * hd;

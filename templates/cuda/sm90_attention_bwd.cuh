@@ -496,7 +496,7 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a backward takes heads 64 or 128 wide");
     constexpr int BQ = RT_ATT90B_RES, BK = RT_ATT90B_STR, NQT = (T + BQ - 1) / BQ;
-    __shared__ float frs[HD / 2];
+    __shared__ float frs[HD];
     const att90b_smem_map<HD> sm{sm90_smem(sm90_dyn_smem())};
     const int H = geo.H, KV = geo.KV, W = geo.W;
     int b, h, tile0;
@@ -534,7 +534,7 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a backward takes heads 64 or 128 wide");
     constexpr int BK = RT_ATT90B_RES, BQ = RT_ATT90B_STR;
-    __shared__ float frs[HD / 2];
+    __shared__ float frs[HD];
     const att90b_smem_map<HD> sm{sm90_smem(sm90_dyn_smem())};
     const int H = geo.H, KV = geo.KV, W = geo.W, G = H / KV;
     int b, kh, tile0;

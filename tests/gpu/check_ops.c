@@ -1313,9 +1313,10 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
 
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
  * qk_norm's weights (qkn), rope at theta (0: none) with a scaling (l3: 1 llama3's) or
- * inverse frequencies the compiler works out (l3 2: longrope's, divided by 1 to 1 + hd / 4
- * across the frequencies; 3: a partial rope's, half of each head rotated), the scores'
- * factor (scale; 0: 1 / sqrt(hd)) and soft-cap (cap; 0: none) */
+ * the table the compiler works out (l3 2: longrope's, the frequencies divided by 1 to 1 +
+ * hd / 4, the amplitudes 1.2; 3: a partial rope's, half of each head rotated, with
+ * amplitudes 1.1 on those pairs), the scores' factor (scale; 0: 1 / sqrt(hd)) and
+ * soft-cap (cap; 0: none) */
 static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int causal,
                             int64_t W, int qkn, float theta, int l3, float scale, float cap)
 {
@@ -1328,9 +1329,12 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
           (double)cap);
     float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 == 1 ? T / 4 + 1 : 0, rd = l3 == 3 ? hd / 4 * 2 : hd;
-    float *ext = l3 >= 2 ? calloc((size_t)hd / 2, 4) : NULL;
-    for (int64_t j = 0; ext && j < rd / 2; j++)
-        ext[j] = 1.0f / (powf(theta, (float)(2 * j) / (float)rd) * (l3 == 2 ? 1.0f + 0.5f * (float)j : 1.0f));
+    float *ext = l3 >= 2 ? calloc((size_t)hd, 4) : NULL;
+    for (int64_t j = 0; ext && j < hd / 2; j++) {
+        float div = l3 == 2 ? 1.0f + 0.5f * (float)j : 1.0f;
+        ext[j] = j < rd / 2 ? 1.0f / (powf(theta, (float)(2 * j) / (float)rd) * div) : 0.0f;
+        ext[hd / 2 + j] = j >= rd / 2 ? 1.0f : l3 == 2 ? 1.2f : 1.1f;
+    }
     float *qkv = avec(nq), *dy = avec(ny), *lse = nans(nl), *y = nans(ny), *dqkv = nans(nq);
     float *qn = fvec(hd), *kn = fvec(hd), *dqn = calloc((size_t)hd, 4), *dkn = calloc((size_t)hd, 4);
     for (int64_t i = 0; i < hd; i++)
