@@ -9,7 +9,7 @@ over the Gemma's tensors with its four norms a layer and q_norm, k_norm, a Gemma
 over them without q_norm and k_norm (its soft-caps and query_pre_attn_scalar), a Granite
 config over the Llama's tensors (its four multipliers), the Llama in bf16 in two
 shards, a StarCoder2 (biases, a window, tied), a GPTBigCode (one key/value head),
-the Phi-3 config with longrope's rope_scaling, a StableLM (a partial rope, q, k and v
+the Phi-3 config with longrope's rope_scaling (and with Phi-4-mini's partial rope), a StableLM (a partial rope, q, k and v
 biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a partial
 rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), a Phi
 (in parallel off one norm, the head biased), a Falcon of the new architecture (key/value
@@ -150,6 +150,10 @@ def main():
     longrope = dict(phi3, max_position_embeddings=64, rope_scaling={
         "type": "longrope", "short_factor": [1.0, 1.5], "long_factor": [2.0, 9.0]})
     seed("phi3_longrope", [config_bytes(llama, longrope), st_bytes(phi3_ts)])
+    # Phi-4-mini's form: half of each head rotated, a factor per rotated pair
+    phi4 = dict(longrope, partial_rotary_factor=0.5, rope_scaling={
+        "type": "longrope", "short_factor": [1.0], "long_factor": [3.0], "attention_factor": 1.2})
+    seed("phi4_mini", [config_bytes(llama, phi4), st_bytes(phi3_ts)])
     torch.manual_seed(2)
     stablelm = StableLmForCausalLM(StableLmConfig(use_qkv_bias=True, partial_rotary_factor=0.5,
                                                   **small))
