@@ -360,33 +360,23 @@ static void alias(HfCfg *c, const char *key, const char *alias, double v)
                      hf_cfg_num(c, alias, v), key, v);
 }
 
-/* Phi (Phi-1, Phi-1.5, Phi-2): one layernorm feeding the attention and the MLP in
- * parallel, a partial rope (partial_rotary_factor, 0.5 where absent; linear scaling or
- * none), every linear biased, the head too, a gelu MLP fc1, fc2; PhiConfig's defaults
- * where keys are left out. Its q and k layernorms are refused. */
+/* Phi's own keys (Phi-1, Phi-1.5, Phi-2; Llama's for the sizes): one layernorm feeding
+ * the attention and the MLP in parallel, a partial rope (partial_rotary_factor, 0.5
+ * where absent; linear scaling or none), every linear biased, the head too, a gelu MLP
+ * fc1, fc2. Its q and k layernorms are refused. */
 static void phi_config(HfCfg *c, Arch *a)
 {
-    a->d.V = hf_cfg_int(c, "vocab_size", 51200);
-    a->d.D = hf_cfg_int(c, "hidden_size", 2048);
-    a->d.FF = hf_cfg_int(c, "intermediate_size", 8192);
-    a->d.L = hf_cfg_int(c, "num_hidden_layers", 24);
-    a->d.H = hf_cfg_int(c, "num_attention_heads", 32);
-    a->d.KV = hf_cfg_int(c, "num_key_value_heads", a->d.H);
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
     a->d.bias = HF_BIAS_ALL;
     a->d.mlp_bias = a->head_bias = 1;
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 0);
     a->layernorm = 1;
     a->mlp = MLP_GELU;
     a->block = BLOCK_SHARED_NORM;
     a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
     a->act = gelu_approximate(c, "hidden_act", "gelu_new");
-    a->theta = hf_cfg_num(c, "rope_theta", 10000);
     a->scaling = linear_scaling(c, "Phi");
     if (hf_cfg_bool(c, "qk_layernorm", 0))
         hf_cfg_error(c, "qk_layernorm", "true: Phi's q and k layernorms (weights and biases) are "
                      "not trainc's qk_norm (an RMSNorm)");
-    head_dims(c, a, 0);
     rope_dims(c, a, "partial_rotary_factor", 0.5);
 }
 
@@ -844,6 +834,7 @@ static const Kin *kin_of(const char *type)
         {"nemotron", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING, nemotron_config},
         {"olmo", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING, olmo_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
+        {"phi", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, phi_config},
         {"qwen2", 2048, 1e4, 0, 0, OWN_BIAS, NULL},   /* q, k and v biased, o not */
         {NULL, 2048, 1e4, 0, 0, 0, NULL}};
     int n = 0;
@@ -1001,8 +992,6 @@ static void read_config(Imp *im, Arch *a)
         bigcode_config(c, a);
     else if (!strcmp(a->type, "gpt_neox"))
         neox_config(c, a);
-    else if (!strcmp(a->type, "phi"))
-        phi_config(c, a);
     else if (!strcmp(a->type, "falcon"))
         falcon_config(c, a);
     else if (!strcmp(a->type, "gptj"))

@@ -239,22 +239,23 @@ float hf_offset(const HfFamily *f, const HfMap *m)
 
 int64_t hf_head_dim(const HfDims *d) { return d->HD ? d->HD : d->D / d->H; }
 
-/* The rows of M's parameter that hold q and k heads under a partial rope (qkv's first
- * (H + KV) hd, a qk norm's hd), 0 where the rope is whole */
+static int is_qkv(const HfMap *m)
+{
+    return m->slot == HF_ATTN && (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"));
+}
+
+/* The rows of M's parameter that hold q and k heads where transformers pairs a head's
+ * dimensions otherwise (a partial rope, adjacent pairs): qkv's first (H + KV) hd, a qk
+ * norm's hd; else 0 */
 static int64_t rope_rows(const HfDims *d, const HfMap *m)
 {
     int64_t hd = hf_head_dim(d);
     int partial = d->rope_dims && d->rope_dims < hd;
-    if ((!partial && !d->rope_pairs_adjacent) || m->slot != HF_ATTN)
+    if (!partial && !d->rope_pairs_adjacent)
         return 0;
-    if (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"))
+    if (is_qkv(m))
         return (d->H + d->KV) * hd;
-    return strstr(m->ours, "_norm.weight") ? hd : 0;
-}
-
-static int is_qkv(const HfMap *m)
-{
-    return m->slot == HF_ATTN && (!strcmp(m->ours, "qkv.weight") || !strcmp(m->ours, "qkv.bias"));
+    return m->slot == HF_ATTN && strstr(m->ours, "_norm.weight") ? hd : 0;
 }
 
 int hf_reordered(const HfFamily *f, const HfDims *d, const HfMap *m)
