@@ -936,83 +936,78 @@ static HfCfg *text_config(Imp *im, Arch *a)
     return t;
 }
 
-/* model_type and architectures: which of the supported families, or exit 1 naming it. */
+/* The families import reads: model_type, the architectures transformers names for it
+ * (with a language model's head, bare), how its config reads (Gemma 3's image-text
+ * checkpoints: its text_config, as gemma3_text), its tensors' table (NULL: Falcon's,
+ * which its block's form picks) */
+typedef struct Family {
+    const char *type, *arch, *bare;
+    void (*config)(HfCfg *c, Arch *a);
+    const HfFamily *tensors;
+} Family;
+
+static const Family families[] = {
+    {"gpt2", "GPT2LMHeadModel", "GPT2Model", gpt2_config, &hf_gpt2},
+    {"gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeModel", bigcode_config, &hf_bigcode},
+    {"llama", "LlamaForCausalLM", "LlamaModel", llama_config, &hf_llama},
+    {"mistral", "MistralForCausalLM", "MistralModel", llama_config, &hf_llama},
+    {"phi3", "Phi3ForCausalLM", "Phi3Model", llama_config, &hf_phi3},
+    {"qwen2", "Qwen2ForCausalLM", "Qwen2Model", llama_config, &hf_llama},
+    {"qwen3", "Qwen3ForCausalLM", "Qwen3Model", llama_config, &hf_llama},
+    {"gemma", "GemmaForCausalLM", "GemmaModel", llama_config, &hf_gemma},
+    {"gemma2", "Gemma2ForCausalLM", "Gemma2Model", llama_config, &hf_gemma3},
+    {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel", llama_config, &hf_gemma3},
+    {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model", llama_config, &hf_gemma3},
+    {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model", llama_config, &hf_llama},
+    {"granite", "GraniteForCausalLM", "GraniteModel", llama_config, &hf_llama},
+    {"starcoder2", "Starcoder2ForCausalLM", "Starcoder2Model", llama_config, &hf_starcoder2},
+    {"stablelm", "StableLmForCausalLM", "StableLmModel", llama_config, &hf_stablelm},
+    {"nemotron", "NemotronForCausalLM", "NemotronModel", llama_config, &hf_nemotron},
+    {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
+    {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
+    {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
+    {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},
+    {"gptj", "GPTJForCausalLM", "GPTJModel", gptj_config, &hf_gptj},
+    {"falcon", "FalconForCausalLM", "FalconModel", falcon_config, NULL}};
+enum { N_FAMILIES = sizeof families / sizeof *families };
+
+/* The family of model_type TYPE, or exit 1 naming the ones there are */
+static const Family *family_of(HfCfg *c, const char *type)
+{
+    for (int k = 0; k < N_FAMILIES; k++)
+        if (!strcmp(families[k].type, type))
+            return &families[k];
+    char list[512] = "", *at = list;
+    for (int k = 0; k < N_FAMILIES; k++)
+        at += snprintf(at, sizeof list - (size_t)(at - list), "%s%s", k ? k + 1 < N_FAMILIES
+                       ? ", " : " and " : "", families[k].type);
+    hf_cfg_error(c, "model_type", "\"%s\": trainc imports %s (docs/commands.md says which "
+                 "configs of each)", type, list);
+}
+
+/* model_type and architectures: which of the families, or exit 1 naming it. */
 static void read_config(Imp *im, Arch *a)
 {
     HfCfg *c = &im->cfg;
     a->type = hf_cfg_str(c, "model_type", NULL);
     if (!a->type)
         hf_cfg_error(c, "model_type", "missing");
-    static const char *const archs[][3] = {{"gpt2", "GPT2LMHeadModel", "GPT2Model"},
-                                           {"gpt_bigcode", "GPTBigCodeForCausalLM",
-                                            "GPTBigCodeModel"},
-                                           {"llama", "LlamaForCausalLM", "LlamaModel"},
-                                           {"mistral", "MistralForCausalLM", "MistralModel"},
-                                           {"phi3", "Phi3ForCausalLM", "Phi3Model"},
-                                           {"qwen2", "Qwen2ForCausalLM", "Qwen2Model"},
-                                           {"qwen3", "Qwen3ForCausalLM", "Qwen3Model"},
-                                           {"gemma", "GemmaForCausalLM", "GemmaModel"},
-                                           {"gemma2", "Gemma2ForCausalLM", "Gemma2Model"},
-                                           {"gemma3_text", "Gemma3ForCausalLM", "Gemma3TextModel"},
-                                           {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model"},
-                                           {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model"},
-                                           {"granite", "GraniteForCausalLM", "GraniteModel"},
-                                           {"starcoder2", "Starcoder2ForCausalLM",
-                                            "Starcoder2Model"},
-                                           {"stablelm", "StableLmForCausalLM", "StableLmModel"},
-                                           {"nemotron", "NemotronForCausalLM", "NemotronModel"},
-                                           {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel"},
-                                           {"phi", "PhiForCausalLM", "PhiModel"},
-                                           {"falcon", "FalconForCausalLM", "FalconModel"},
-                                           {"olmo", "OlmoForCausalLM", "OlmoModel"},
-                                           {"cohere", "CohereForCausalLM", "CohereModel"},
-                                           {"gptj", "GPTJForCausalLM", "GPTJModel"}};
-    int k = 0, n = sizeof archs / sizeof *archs;
-    while (k < n && strcmp(archs[k][0], a->type))
-        k++;
-    if (k == n)
-        hf_cfg_error(c, "model_type", "\"%s\": trainc imports gpt2, gpt_bigcode, llama, "
-                     "mistral, phi3, qwen2, qwen3, gemma, gemma2, gemma3_text (Gemma 3's text "
-                     "models: 270m, 1b), gemma3 (the text model of the 4b to 27b), smollm3, "
-                     "granite, starcoder2, stablelm, nemotron, gpt_neox, phi, falcon, olmo, "
-                     "cohere and gptj", a->type);
+    const Family *f = family_of(c, a->type);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e) || (strcmp(e->valuestring, archs[k][1]) &&
-                                   strcmp(e->valuestring, archs[k][2])))
+        if (!cJSON_IsString(e) || (strcmp(e->valuestring, f->arch) &&
+                                   strcmp(e->valuestring, f->bare)))
             hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's head)",
                          cJSON_IsString(e) ? e->valuestring : "a non-string",
-                         cJSON_IsString(e) ? "" : " entry", archs[k][1]);
+                         cJSON_IsString(e) ? "" : " entry", f->arch);
     decoder_only(c);
     if (!strcmp(a->type, "gemma3"))
         c = text_config(im, a);
-    if (!strcmp(a->type, "gpt2"))
-        gpt2_config(c, a);
-    else if (!strcmp(a->type, "gpt_bigcode"))
-        bigcode_config(c, a);
-    else if (!strcmp(a->type, "gpt_neox"))
-        neox_config(c, a);
-    else if (!strcmp(a->type, "falcon"))
-        falcon_config(c, a);
-    else if (!strcmp(a->type, "gptj"))
-        gptj_config(c, a);
-    else
-        llama_config(c, a);
-    a->family = !strcmp(a->type, "gpt_bigcode") ? &hf_bigcode : a->gpt2 ? &hf_gpt2
-              : !strcmp(a->type, "phi3") ? &hf_phi3
-              : !strcmp(a->type, "starcoder2") ? &hf_starcoder2
-              : !strcmp(a->type, "stablelm") ? &hf_stablelm
-              : !strcmp(a->type, "nemotron") ? &hf_nemotron
-              : !strcmp(a->type, "gpt_neox") ? &hf_neox
-              : !strcmp(a->type, "phi") ? &hf_phi
-              : !strcmp(a->type, "olmo") ? &hf_olmo
-              : !strcmp(a->type, "cohere") ? &hf_cohere
-              : !strcmp(a->type, "gptj") ? &hf_gptj
-              : !strcmp(a->type, "falcon") ? (a->block == BLOCK_SHARED_NORM ? &hf_falcon
-                                              : a->block == BLOCK_PARALLEL ? &hf_falcon_new
-                                                                           : &hf_falcon_seq)
-              : !strcmp(a->type, "gemma") ? &hf_gemma
-              : a->post_norms ? &hf_gemma3 : &hf_llama;   /* Gemma 2 and 3's norms */
+    f->config(c, a);
+    a->family = f->tensors                      ? f->tensors
+              : a->block == BLOCK_SHARED_NORM ? &hf_falcon
+              : a->block == BLOCK_PARALLEL    ? &hf_falcon_new
+                                              : &hf_falcon_seq;
     const char *rest = hf_cfg_rest(c, ignored_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
