@@ -1,16 +1,11 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
- * model of GPT-2's or Llama's shape (the layouts `trainc import hf` writes; a sliding
- * window makes it Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2, layers
- * without rope SmolLM3, the embedding scaled by sqrt(d) Gemma, with a norm after each
- * branch Gemma 3, or Gemma 2 without qk_norm; other scale layers and the attention's
- * scale Granite; layernorms without learned positions StarCoder2 (with a gelu MLP),
- * StableLM (a gated one) or Nemotron (a squared relu), GPT-NeoX with a gelu MLP and a
- * partial rope or the branches in parallel (biased), Falcon with them in parallel
- * without biases, Phi and Falcon 7B with them in parallel off one norm (Phi's head
- * biased; GPT-J's head biased, its attention not), Cohere with them off one norm without
- * biases and a gated MLP; layernorms
- * without weights OLMo; longrope Phi-3; GPT-2's layers with one key/value head
- * GPTBigCode) as
+ * model in one of the layouts `trainc import hf` writes, whose layers pick the family
+ * (docs/commands.md's table): GPT-2's (learned positions; one key/value head GPTBigCode);
+ * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
+ * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
+ * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, other scale layers
+ * Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
+ * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, OLMo) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -26,14 +21,6 @@
 #include "hf.h"
 #include "ops/op.h"
 
-/* A block's form: the attention's residual, then the MLP's; the two in parallel, a norm
- * each (GPT-NeoX's, Falcon 40B's: the attention's residual the MLP residual's
- * shortcut); in parallel off one norm (Phi's, Falcon 7B's: a residual of the norm and
- * of an MLP residual whose shortcut is the attention) */
-enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
-/* A layernorm's parameters: weight and bias, the weight alone (Cohere's), none (OLMo's) */
-enum { LN_FULL, LN_WEIGHT, LN_BARE };
-
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
     HfWeights w;               /* the trainc weights */
@@ -45,10 +32,10 @@ typedef struct Ex {
     const HfMap **reorder;     /* its parameter's rows reordered (hf_reorder), or NULL */
     /* what the layers say */
     int gpt2, gemma;
-    int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms */
+    int layernorm;             /* the norms are layernorms (GPT-2, the layernorm families) */
     int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
     int block;                 /* BLOCK_* */
-    int head_bias;             /* the head has a bias (Phi's) */
+    int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
     double logit_mult;         /* the scale layer after the head (Cohere's logit_scale), or 0 */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
@@ -155,14 +142,14 @@ static int starcoder2(const Ex *e)
 static int stablelm(const Ex *e) { return ln_family(e, OP_GLU); }
 static int nemotron(const Ex *e) { return ln_family(e, OP_SQUARED_RELU); }
 
-/* One norm layer: layernorm for GPT-2, StarCoder2, StableLM and Nemotron, rmsnorm for
- * Llama. */
+/* One norm layer: a layernorm for GPT-2 and the layernorm families (as the first norm
+ * says), alike in its parameters; an rmsnorm for Llama's. */
 static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
 {
     if (l->op != (e->layernorm ? OP_LAYERNORM : OP_RMSNORM))
         refuse(e, NULL, l, e->gpt2 ? "GPT-2 has a layernorm here"
-                           : e->layernorm ? "the first norm a layernorm (StarCoder2, StableLM, "
-                                            "Nemotron): a layernorm here"
+                           : e->layernorm ? "the first norm a layernorm (a layernorm family's): "
+                                            "a layernorm here"
                                           : "Llama has an rmsnorm here");
     if (e->layernorm && ln_kind(l) != e->ln_params)
         refuse(e, NULL, l, "the layernorms alike: each with a weight and a bias, with a weight "
@@ -261,8 +248,8 @@ static void falcon_attention(Ex *e, const Layer *l, int others)
         refuse(e, NULL, l, "Falcon's attention is biased where its MLP is (`bias`)");
 }
 
-/* The attention of the layernorm families without learned positions but StarCoder2:
- * StableLM, Nemotron, GPT-NeoX and Phi (a partial rope theirs alone), Falcon */
+/* The attention of the layernorm families without learned positions but StarCoder2
+ * (a partial rope theirs alone, and Phi-3's with longrope) */
 static void layernorm_family_attention(Ex *e, const Layer *l)
 {
     if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e) &&

@@ -18,13 +18,6 @@
 /* The MLP's kind: gated (Llama's glu), a gelu between two linears (GPT-2's, StarCoder2's)
  * or a squared relu between two linears (Nemotron's relu2) */
 enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
-/* A block's form: the attention's residual, then the MLP's; the two in parallel, a norm
- * each (GPT-NeoX's, Falcon 40B's: the attention's residual the MLP residual's
- * shortcut); in parallel off one norm (Phi's, Falcon 7B's: the attention the shortcut
- * of an MLP residual inside the norm's) */
-enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
-/* A layernorm's parameters: weight and bias, the weight alone (Cohere's), none (OLMo's) */
-enum { LN_FULL, LN_WEIGHT, LN_BARE };
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
@@ -33,12 +26,11 @@ typedef struct Arch {
                                   stablelm, nemotron, gpt_neox, phi, falcon, olmo, cohere,
                                   gptj */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
-    int layernorm;             /* GPT-2, StarCoder2, StableLM, Nemotron: layernorms, else
-                                  rmsnorms */
+    int layernorm;             /* layernorms (GPT-2, the layernorm families), else rmsnorms */
     int mlp;                   /* MLP_* */
     int block;                 /* BLOCK_* */
     int ln_params;             /* LN_*, the layernorms' */
-    int head_bias;             /* Phi: the head has a bias */
+    int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     double logit_scale;        /* Cohere: the logits times it (a scale layer after the head),
                                   or 0: none */
     const HfFamily *family;    /* its tensors' table */

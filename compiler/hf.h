@@ -90,6 +90,14 @@ extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);
 
+/* A block's form: the attention's residual, then the MLP's; the two in parallel, a norm
+ * each (GPT-NeoX's, Falcon 40B's: a residual of the MLP branch whose shortcut is the
+ * attention's residual); in parallel off one norm (Phi's, Falcon 7B's: a residual of the
+ * norm and of an MLP residual whose shortcut is the attention) */
+enum { BLOCK_SEQUENTIAL, BLOCK_PARALLEL, BLOCK_SHARED_NORM };
+/* A layernorm's parameters: weight and bias, the weight alone (Cohere's), none (OLMo's) */
+enum { LN_FULL, LN_WEIGHT, LN_BARE };
+
 /* What a model's shapes, optional tensors and row order depend on. */
 typedef struct HfDims {
     int64_t V, D, L, H, KV, FF, max_pos;
