@@ -479,10 +479,10 @@ def attention_with_options(l, x, pfx, param):
     rope = (l["rope"]["theta"], l["rope"].get("scaling")) if l.get("rope") else None
     scale = l.get("scale", 1.0 / hd ** 0.5)
     sc = rope[1] if rope else None
-    if sc and sc["rope_type"] == "longrope":   # SPEC: the list T picks; scores times A^2
+    if sc and sc["rope_type"] == "longrope":   # SPEC: the list T picks; cos and sin times A
         O = sc["original_max_position_embeddings"]
-        rope = (rope[0], {"longrope": sc["long_factor"] if t > O else sc["short_factor"]})
-        scale *= llama_torch.longrope_attention_factor(sc) ** 2
+        rope = (rope[0], {"longrope": sc["long_factor"] if t > O else sc["short_factor"],
+                          "amp": llama_torch.longrope_attention_factor(sc)})
     if rope and l["rope"].get("dims"):   # a partial rope: attention_ref's "dims"
         rope = (rope[0], dict(rope[1] or {}, dims=l["rope"]["dims"]))
     _, y = attention_ref.attention(qkv, b_, t, d, H, KV, l.get("causal", True), l.get("window") or 0,

@@ -2643,9 +2643,9 @@ static void all_attention(void)
     t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
     if (half)
         t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
-    /* longrope's frequencies (Phi-3's 128k models): the CUDA cores at heads 8 and 32; heads 96
-     * (Phi-3's: the sm_80 tensor cores in 16 bits) with a scale (its attention factor
-     * squared); heads 64 (sm_90a's kernels, then the sm_80 ones) with qk_norm */
+    /* longrope's frequencies and amplitudes (Phi-3's 128k models): the CUDA cores at heads 8
+     * and 32; heads 96 (Phi-3's: the sm_80 tensor cores in 16 bits) with a scale; heads 64
+     * (sm_90a's kernels, then the sm_80 ones) with qk_norm */
     t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);
     t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
     t_attention_ext(1, 150, 384, 4, 2, 1, 0, 0, 10000.0f, 2, 0.1458f, 0.0f);
