@@ -796,15 +796,22 @@ static const char *const *family(const Ex *e)
     return f[k];
 }
 
-static void gpt2_keys(cJSON *c, const Ex *e)
+/* The sizes under GPT-2's names (GPT-J's too), N_POSITIONS the context, its norms' eps,
+ * the MLP's activation ACT */
+static void gpt2_sizes(cJSON *c, const Ex *e, int64_t n_positions, const char *act)
 {
     cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
     cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
     cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
-    cJSON_AddNumberToObject(c, "n_positions", (double)e->d.max_pos);
+    cJSON_AddNumberToObject(c, "n_positions", (double)n_positions);
     cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
     cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
-    cJSON_AddStringToObject(c, "activation_function", e->act);
+    cJSON_AddStringToObject(c, "activation_function", act);
+}
+
+static void gpt2_keys(cJSON *c, const Ex *e)
+{
+    gpt2_sizes(c, e, e->d.max_pos, e->act);
     /* trainc's spec has no dropout layer here: none in transformers either */
     cJSON_AddNumberToObject(c, "attn_pdrop", 0);
     cJSON_AddNumberToObject(c, "embd_pdrop", 0);
@@ -937,14 +944,7 @@ static void falcon_keys(cJSON *c, const Ex *e)
 static void gptj_keys(cJSON *c, const Ex *e)
 {
     int64_t hd = hf_head_dim(&e->d);
-    cJSON_AddNumberToObject(c, "n_embd", (double)e->d.D);
-    cJSON_AddNumberToObject(c, "n_layer", (double)e->d.L);
-    cJSON_AddNumberToObject(c, "n_head", (double)e->d.H);
-    cJSON_AddNumberToObject(c, "n_inner", (double)e->d.FF);
-    cJSON_AddNumberToObject(c, "n_positions", (double)e->T);
-    cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
-    const char *act = !strcmp(e->act, "gelu") ? "gelu" : "gelu_new";
-    cJSON_AddStringToObject(c, "activation_function", act);
+    gpt2_sizes(c, e, e->T, !strcmp(e->act, "gelu") ? "gelu" : "gelu_new");
     cJSON_AddNumberToObject(c, "rotary_dim", (double)(e->d.rope_dims ? e->d.rope_dims : hd));
 }
 

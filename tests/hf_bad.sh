@@ -117,17 +117,25 @@ refused "export with the weights of another model" "embed.weight" "the spec's mo
 refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/train.json" -o "$d/out"
 # attention options no family has together: a scale (Granite's) with a window
 # (Mistral's); a soft-cap (Gemma 2's) on the Llama
-$PY - "$g/model.json" "$g/scaled.json" "$g/capped.json" <<'PY'
+# the Llama's spec with its norms made NORM and its attention's options updated by ATT:
+# a windowed attention with a scale, a soft-cap; layernorms and a window (StableLM has
+# none); a partial rope on rmsnorms (the layernorm families' alone, StableLM's, ...)
+$PY - "$g/model.json" "$g" <<'PY'
 import json, sys
-for opts, out in (({"scale": 0.3, "window": 8}, sys.argv[2]), ({"softcap": 50}, sys.argv[3])):
+for out, norm, att in (("scaled", "rmsnorm", {"scale": 0.3, "window": 8}),
+                       ("capped", "rmsnorm", {"softcap": 50}),
+                       ("lnorm", "layernorm", {"window": 4}),
+                       ("partial", "rmsnorm", {"rope": {"theta": 10000, "dims": 4}})):
     s = json.load(open(sys.argv[1]))
     def walk(layers):
         for l in layers:
+            if l["op"] == "rmsnorm":
+                l["op"] = norm
             if l["op"] == "attention":
-                l.update(opts)
+                l.update(att)
             walk(l.get("body", []))
     walk(s["model"]["layers"])
-    json.dump(s, open(out, "w"))
+    json.dump(s, open("%s/%s.json" % (sys.argv[2], out), "w"))
 PY
 refused "export of a windowed attention with a scale" "Granite" "window" -- \
     export hf "$g/scaled.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
@@ -144,22 +152,7 @@ PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
-# window; a partial rope (rope dims) belongs to some layernorm families alone (StableLM's, ...)
-$PY - "$g/model.json" "$g/lnorm.json" "$g/partial.json" <<'PY'
-import json, sys
-for out, norm, att in ((sys.argv[2], "layernorm", {"window": 4}),
-                       (sys.argv[3], "rmsnorm", {"rope": {"theta": 10000, "dims": 4}})):
-    s = json.load(open(sys.argv[1]))
-    def walk(layers):
-        for l in layers:
-            if l["op"] == "rmsnorm":
-                l["op"] = norm
-            if l["op"] == "attention":
-                l.update(att)
-            walk(l.get("body", []))
-    walk(s["model"]["layers"])
-    json.dump(s, open(out, "w"))
-PY
+# window; a partial rope (rope dims) belongs to some layernorm families alone
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a Llama with a partial rope" "partial rope" "only StableLM" -- \
