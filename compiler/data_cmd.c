@@ -524,14 +524,11 @@ static int64_t bpe_stream(rt_tokenizer *t, const char *file, FILE *out, int widt
                 error_input("%s: cannot read: %s", file, strerror(errno));
             eof = 1;
         }
-        /* a cut needs the two bytes before it: search from the third-last byte seen */
-        size_t lo = seen > 2 ? seen - 2 : 0;
-        cut = eof ? n : rt_tok_safe_cut(t, buf + lo, n - lo);
+        /* the places up to the third-last byte seen were looked at before */
+        cut = eof ? n : rt_tok_safe_cut(t, buf, n, seen > 2 ? seen - 2 : 0);
         seen = n;
         if (cut == 0)
             continue;
-        if (!eof)
-            cut += lo;
         uint32_t cp;
         size_t at = rt_tok_unnormalized(t, buf, cut, &cp);
         if (at < cut)

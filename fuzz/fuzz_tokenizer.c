@@ -4,7 +4,8 @@
  * Tekken's; GPT-2's after StarCoder's Digits) and an added token, and a small
  * SentencePiece-style one (Metaspace, byte_fallback), and each must
  * decode back to the text and give the whole text's ids when cut at its safe cut (a
- * difference aborts: a crash for the fuzzer). */
+ * difference aborts: a crash for the fuzzer); so must GPT-2's and two SentencePiece-
+ * style ones with added tokens that take white space (lstrip, rstrip), save decoding. */
 #include "fuzz.h"
 #include "tokenizer.h"
 
@@ -39,8 +40,15 @@ static rt_tokenizer *load_or_abort(char *json, int n)
     return t;
 }
 
-/* A tokenizer.json: the 256 bytes (GPT-2's byte map), a few merges, one added token. */
-static rt_tokenizer *small(const char *pattern)
+/* Two more added tokens, for a tokenizer whose ids need not decode to the text: <l>
+ * takes the white space before it (lstrip), <r> that after it (rstrip). */
+static const char strips[] =
+    ", {\"id\": 0, \"content\": \"<l>\", \"lstrip\": true, \"normalized\": false}, "
+    "{\"id\": 0, \"content\": \"<r>\", \"rstrip\": true, \"normalized\": false}";
+
+/* A tokenizer.json: the 256 bytes (GPT-2's byte map), a few merges, one added token
+ * (and the added tokens in extra). */
+static rt_tokenizer *small(const char *pattern, const char *extra)
 {
     static const char *const merges[] = {"t h", "th e", "i n", "in g", "\\u0120 t", "\\u0120t h",
                                          "\\u0120th e", "e r", "a n", "\\u0120 a", "\\u0120a n",
@@ -66,7 +74,8 @@ static rt_tokenizer *small(const char *pattern)
     for (int i = 0; i < N_MERGES; i++)
         n += sprintf(json + n, "%s\"%s\"", i ? ", " : "", merges[i]);
     n += sprintf(json + n, "]}, \"added_tokens\": [{\"id\": %d, \"content\": \"<|x|>\", "
-                           "\"special\": true, \"normalized\": false}], \"pre_tokenizer\": ", 256 + N_MERGES);
+                           "\"special\": true, \"normalized\": false}%s], \"pre_tokenizer\": ",
+                 256 + N_MERGES, extra);
     if (!pattern)
         n += sprintf(json + n, "{\"type\": \"ByteLevel\", \"add_prefix_space\": false}}");
     else if (!strcmp(pattern, "digits"))
@@ -81,9 +90,10 @@ static rt_tokenizer *small(const char *pattern)
 }
 
 /* A SentencePiece-style tokenizer.json: the 256 <0xXX> tokens, U+2581 and a few
- * letters and merges, one added token, Metaspace without a prepended U+2581 (so that
- * the ids decode to the text as it is). */
-static rt_tokenizer *small_sp(void)
+ * letters and merges, one added token (and those in extra), Metaspace without a
+ * prepended U+2581 (so that the ids decode to the text as it is), or with Llama 2's
+ * normalizer (prepend: a U+2581 before each part between added tokens). */
+static rt_tokenizer *small_sp(const char *extra, int prepend)
 {
     static const char json[] =
         "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": true, \"fuse_unk\": true, "
@@ -91,13 +101,19 @@ static rt_tokenizer *small_sp(void)
         "\"th\": 261, \"the\": 262, \"\\u2581the\": 263, \"\\u2581\\u2581\": 264, \"<x>\": 265}, "
         "\"merges\": [\"t h\", \"th e\", \"\\u2581 t\", \"\\u2581 the\", \"\\u2581 \\u2581\"]}, "
         "\"added_tokens\": [{\"id\": 265, \"content\": \"<x>\", \"special\": true, "
-        "\"normalized\": false}], \"pre_tokenizer\": {\"type\": \"Metaspace\", "
-        "\"replacement\": \"\\u2581\", \"prepend_scheme\": \"never\", \"split\": false}}";
+        "\"normalized\": false}%s], %s}";
+    static const char metaspace[] =
+        "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", "
+        "\"prepend_scheme\": \"never\", \"split\": false}";
+    static const char llama2[] =
+        "\"normalizer\": {\"type\": \"Sequence\", \"normalizers\": [{\"type\": \"Prepend\", "
+        "\"prepend\": \"\\u2581\"}, {\"type\": \"Replace\", \"pattern\": {\"String\": \" \"}, "
+        "\"content\": \"\\u2581\"}]}";
     char bytes[256 * 16], *b = bytes;
     for (int i = 0; i < 256; i++)
         b += sprintf(b, "\"<0x%02X>\": %d, ", i, i);
-    char *text = malloc(sizeof json + sizeof bytes);
-    return load_or_abort(text, sprintf(text, json, bytes));
+    char *text = malloc(sizeof json + sizeof bytes + sizeof strips + sizeof llama2);
+    return load_or_abort(text, sprintf(text, json, bytes, extra, prepend ? llama2 : metaspace));
 }
 
 /* s[0, n) with each U+2581 written as a space (what a SentencePiece-style decode
@@ -136,7 +152,7 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict, int
         abort();
     if (sp)
         free((char *)want);
-    size_t cut = rt_tok_safe_cut(t, s, n);
+    size_t cut = rt_tok_safe_cut(t, s, n, 0);
     if (cut) {
         rt_tok_prefix(t, &bos);
         rt_tok_encode_part(t, s, cut, &two);
@@ -151,11 +167,14 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict, int
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static rt_tokenizer *small_t[N_PATTERNS + 1];
+    static rt_tokenizer *small_t[N_PATTERNS + 1], *strip_t[3];
     if (!small_t[0]) {
         for (int k = 0; k < N_PATTERNS; k++)
-            small_t[k] = small(patterns[k]);
-        small_t[N_PATTERNS] = small_sp();
+            small_t[k] = small(patterns[k], "");
+        small_t[N_PATTERNS] = small_sp("", 0);
+        strip_t[0] = small(NULL, strips);
+        strip_t[1] = small_sp(strips, 0);
+        strip_t[2] = small_sp(strips, 1);
     }
     if (size > 0 && data[0] == 'J') {
         char err[1024];
@@ -168,5 +187,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     for (int k = 0; k <= N_PATTERNS; k++)
         check_text(small_t[k], (const char *)data, size, 1, k == N_PATTERNS);
+    for (int k = 0; k < 3; k++)
+        check_text(strip_t[k], (const char *)data, size, 0, k > 0);
     return 0;
 }

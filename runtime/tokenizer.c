@@ -72,10 +72,12 @@ typedef struct {
     uint32_t rank, id;
 } PairSlot;
 
-/* An added token: matched in the raw text before pre-tokenization. */
+/* An added token: matched in the raw text before pre-tokenization; lstrip and rstrip:
+ * its match takes the white space before it and after it. */
 typedef struct {
     char *s;
     uint32_t len, id;
+    uint8_t lstrip, rstrip;
 } Added;
 
 /* The added tokens of one pass, bucketed by first byte, longest first in a bucket. */
@@ -104,6 +106,7 @@ struct rt_tokenizer {
     size_t merges_cap;
     AddedSet raw_set, norm_set;  /* unnormalized, then normalized added tokens */
     int cut_ok;                  /* no added token holds a newline */
+    int strips;                  /* an added token has lstrip or rstrip */
     SpMode sp;
     int sp_split;                /* Metaspace's split: a word from each U+2581 on */
     int sp_runs;                 /* no token holds another character then U+2581: a word
@@ -326,6 +329,20 @@ static int class_at(const unsigned char *s, size_t i, size_t n, size_t *len)
         return -1;
     }
     return char_class(utf8_at(s, i, n, len));
+}
+
+/* The start of the run of white space that ends at s[i], lo at the earliest. */
+static size_t space_before(const unsigned char *s, size_t lo, size_t i)
+{
+    while (i > lo) {
+        size_t j = i - 1, len;
+        while (j > lo && (s[j] & 0xC0) == 0x80)
+            j--;
+        if (!is_space(utf8_at(s, j, i, &len)) || j + len != i)
+            break;
+        i = j;
+    }
+    return i;
 }
 
 /* The end of the run of characters of class k from i (max chars, 0: no limit). */
@@ -798,6 +815,17 @@ static size_t added_find(const AddedSet *set, const unsigned char *s, size_t i, 
     return n;
 }
 
+/* The match of added token a found at s[*at], as tokenizers' find_matches takes it:
+ * with lstrip *at moves back over the white space before it (to lo at the earliest);
+ * its end, after the white space that follows with rstrip. */
+static size_t added_span(const Added *a, const unsigned char *s, size_t lo, size_t *at, size_t n)
+{
+    size_t end = *at + a->len;
+    if (a->lstrip)
+        *at = space_before(s, lo, *at);
+    return a->rstrip ? run_of(s, end, n, C_SPACE, 0) : end;
+}
+
 /* The end of the piece Digits cuts from i < n: one digit (\p{N}: Rust's is_numeric),
  * a run of them, or the run of other characters up to the next digit. */
 static size_t digits_piece(const rt_tokenizer *t, const unsigned char *s, size_t i, size_t n)
@@ -829,11 +857,12 @@ static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n,
     for (size_t i = 0; i < n;) {
         const Added *a = NULL;
         size_t at = added_find(&t->norm_set, s, i, n, &a);
+        size_t end = a ? added_span(a, s, i, &at, n) : n;
         encode_words(t, s + i, at - i, out);
-        if (at == n)
+        if (!a)
             break;
         rt_ids_push(out, a->id);
-        i = at + a->len;
+        i = end;
     }
 }
 
@@ -899,14 +928,15 @@ void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
     for (size_t i = 0; i < n;) {
         const Added *a = NULL;
         size_t at = added_find(&t->raw_set, s, i, n, &a);
+        size_t end = a ? added_span(a, s, i, &at, n) : n;
         if (t->sp)   /* a continued part's first piece gets no U+2581 */
             sp_encode(t, s + i, at - i, i > 0 || !t->cont, i == 0 && !t->cont, out);
         else
             encode_normalized(t, s + i, at - i, out);
-        if (at == n)
+        if (!a)
             break;
         rt_ids_push(out, a->id);
-        i = at + a->len;
+        i = end;
     }
     t->cont = 1;
 }
@@ -931,6 +961,35 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
     rt_tok_suffix(t, out);
 }
 
+/* Does an added token with strip start at s[i] (as far as s[0, n) shows: a prefix of it
+ * at the end counts), or end there? */
+static int strip_token_at(const rt_tokenizer *t, const unsigned char *s, size_t i, size_t n,
+                          int ends)
+{
+    const AddedSet *sets[2] = {&t->raw_set, &t->norm_set};
+    for (int k = 0; k < 2; k++)
+        for (int j = 0; j < sets[k]->n; j++) {
+            const Added *a = &sets[k]->a[j];
+            if (ends ? a->rstrip && a->len <= i && memcmp(s + i - a->len, a->s, a->len) == 0
+                     : a->lstrip && memcmp(s + i, a->s, a->len < n - i ? a->len : n - i) == 0)
+                return 1;
+        }
+    return 0;
+}
+
+/* Is a cut at s[p] (0 < p < n) beyond the reach of the added tokens' lstrip and rstrip?
+ * Not where the white space from p on ends at an lstrip token, which would take it and
+ * what lies before p, nor where the white space before p follows an rstrip token (it
+ * could go on after p; SentencePiece-style, the part after p would start a piece, not
+ * continue one). */
+static int strips_apart(const rt_tokenizer *t, const unsigned char *s, size_t p, size_t n)
+{
+    if (!t->strips)
+        return 1;
+    size_t q = run_of(s, p, n, C_SPACE, 0);
+    return q < n && !strip_token_at(t, s, q, n, 0) && !strip_token_at(t, s, space_before(s, 0, p), n, 1);
+}
+
 /* A cut after a newline that sits between two printable ASCII characters: every
  * pattern ends a word at the newline whatever follows it (the newline is a word of
  * its own, or ends one of punctuation; GPT-4o's and Tekken's take a '/' after that
@@ -939,23 +998,23 @@ void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
  * (none holds a newline: cut_ok). SentencePiece-style: after any newline whose symbol
  * is in no merge (nl_barrier): the merges on either side of it are those of the
  * whole, and the part after it is a continuation (no U+2581 prepended). */
-size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n)
+size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n, size_t from)
 {
     const unsigned char *s = (const unsigned char *)text;
     if (t->sp) {   /* after a newline that merges with nothing (nl_barrier) */
         if (!t->cut_ok || !t->nl_barrier)
             return 0;
-        for (size_t p = n ? n - 1 : 0; p >= 1; p--)
-            if (s[p - 1] == '\n')
+        for (size_t p = n ? n - 1 : 0; p >= 1 && p >= from; p--)
+            if (s[p - 1] == '\n' && strips_apart(t, s, p, n))
                 return p;
         return 0;
     }
     if (!t->cut_ok || t->pat == PT_NONE || n < 3)
         return 0;
     int slash = t->pat == PT_O200K || t->pat == PT_TEKKEN;   /* [\r\n/]* after punctuation */
-    for (size_t p = n - 1; p >= 2; p--)
+    for (size_t p = n - 1; p >= 2 && p >= from; p--)
         if (s[p - 1] == '\n' && s[p - 2] > 0x20 && s[p - 2] < 0x7F && s[p] > 0x20 && s[p] < 0x7F &&
-            !(slash && s[p] == '/'))
+            !(slash && s[p] == '/') && strips_apart(t, s, p, n))
             return p;
     return 0;
 }
@@ -1193,16 +1252,17 @@ static int load_added(rt_tokenizer *t, const cJSON *added, char *err, size_t err
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= 0x7FFFFFFF ||
             !cJSON_IsString(content) || !*content->valuestring)
             return FAIL("added_tokens[%d]: needs an integer \"id\" and a non-empty \"content\"", i);
-        static const char *const unsupported[] = {"single_word", "lstrip", "rstrip"};
-        for (int k = 0; k < 3; k++)
-            if (!is_false(e, unsupported[k]))
-                return FAIL("added_tokens[%d] '%s': %s is not supported", i,
-                            content->valuestring, unsupported[k]);
+        if (!is_false(e, "single_word"))
+            return FAIL("added_tokens[%d] '%s': single_word is not supported", i,
+                        content->valuestring);
         uint32_t tid = added_id(t, content->valuestring, &max_added);
         AddedSet *set = is_false(e, "normalized") ? &t->raw_set : &t->norm_set;
         set->a = xrealloc(set->a, (size_t)(set->n + 1) * sizeof *set->a);
         set->a[set->n++] = (Added){.s = strdup(content->valuestring),
-                                   .len = (uint32_t)strlen(content->valuestring), .id = tid};
+                                   .len = (uint32_t)strlen(content->valuestring), .id = tid,
+                                   .lstrip = !is_false(e, "lstrip"),
+                                   .rstrip = !is_false(e, "rstrip")};
+        t->strips |= !is_false(e, "lstrip") || !is_false(e, "rstrip");
         if (strchr(content->valuestring, '\n'))
             t->cut_ok = 0;
         if ((int64_t)tid >= t->n_ids)

@@ -49,11 +49,12 @@ void rt_tok_suffix(const rt_tokenizer *t, rt_ids *out);
 /* Prefix, part, suffix: Tokenizer.encode(text).ids. */
 void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
 
-/* The largest p in (0, n) at which text[0, p) and text[p, n) encode to the ids of
- * text[0, n) (a newline between two printable ASCII characters, where every supported
- * pattern splits whatever follows; SentencePiece-style, a newline whose symbol is in no
- * merge), or 0 when there is none. */
-size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n);
+/* The largest p in (0, n), p >= from, at which text[0, p) and text[p, n) encode to the
+ * ids of text[0, n) whatever follows text[n] (a newline between two printable ASCII
+ * characters, where every supported pattern splits; SentencePiece-style, a newline
+ * whose symbol is in no merge; either not next to white space an added token's lstrip
+ * or rstrip takes), or 0 when there is none. */
+size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n, size_t from);
 
 /* With an NFC normalizer (Qwen2's): the offset of the first character in text[0, n)
  * whose presence may make NFC change the text (its code point in *cp), or n when

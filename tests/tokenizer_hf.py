@@ -10,7 +10,8 @@ multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace r
 tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
 compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. The same for
-SentencePiece-style BPEs (sp_cases). Also: a vocabulary over 65536 gives uint32
+SentencePiece-style BPEs (sp_cases) and for added tokens with lstrip and rstrip
+(strip_cases). Also: a vocabulary over 65536 gives uint32
 shards; unsupported parts are refused by name.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
@@ -87,6 +88,13 @@ PALETTE = ["a", "B", "z", "é", "ß", "ſ", "Ω", "日", "1", "²", "٣", "'", "
 _rng = random.Random(5)
 RANDOM = "".join(_rng.choice(PALETTE) for _ in range(20000))
 TEXT_NFC = TEXT.replace("e\u0301", "\u00e9").replace("हिन्दी", "Hindi").replace("\u2000", "\u2002")
+# added tokens that take the white space beside them (content, lstrip, rstrip): Phi-3's
+# chat tokens rstrip, RoBERTa's <mask> lstrip; in chat-like text with runs of white space
+STRIPS = [("<|user|>", False, True), ("<|assistant|>", False, True), ("<|end|>", False, True),
+          ("<mask>", True, False), ("<both>", True, True)]
+STRIP_TEXT = ("<|user|>\nhello there<|end|>\n<|assistant|>\n\n  sure thing <|end|>  \n\u3000 x <mask> "
+              "y\n\n<mask>z <both> \n w\na  \n<mask>\n<|assistant|>\u2028\u00a0q\n<|end|>\n<|end|>x\n"
+              "\n <mask><mask> <both><both>\nx\n  <mask>\n<mask>") * 7
 
 
 def license_text():
@@ -292,6 +300,28 @@ def sp_cases(lic, files):
             compare(tok, tj, text, tf, "%s/%s" % (kind, name), chunk=61 if name == "licenses" else 3)
 
 
+def strip_cases():
+    """Added tokens with lstrip and rstrip: a SentencePiece-style BPE with Phi-3's
+    normalizer (every piece after an added token gets its U+2581) and Llama 3's with
+    them unnormalized and normalized, over STRIP_TEXT whole and in parts."""
+    tf = os.path.join(OUT, "strip.txt")
+    with open(tf, "w", encoding="utf-8", newline="") as f:
+        f.write(STRIP_TEXT)
+    for kind, normalized in (("sp_llama2", (False,)), ("llama3", (False, True))):
+        with open(os.path.join(OUT, kind + ".json"), encoding="utf-8") as f:
+            j = json.load(f)
+        for k, (content, lstrip, rstrip) in enumerate(STRIPS):
+            j["added_tokens"].append({"id": 5000 + k, "content": content, "single_word": False,
+                                      "lstrip": lstrip, "rstrip": rstrip, "special": True,
+                                      "normalized": normalized[k % len(normalized)]})
+        tj = os.path.join(OUT, kind + "_strip.json")
+        with open(tj, "w", encoding="utf-8") as f:
+            json.dump(j, f, ensure_ascii=False)
+        tok = Tokenizer.from_file(tj)
+        for chunk in (None, 3, 5, 17):
+            compare(tok, tj, STRIP_TEXT, tf, kind + "/lstrip and rstrip", chunk=chunk)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -329,6 +359,7 @@ def main():
             compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
                     "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
     sp_cases(lic, files)
+    strip_cases()
     # validation: the last tenth of the ids; shards of at most 10000 ids
     tj = os.path.join(OUT, "gpt2.json")
     want = Tokenizer.from_file(tj).encode(lic).ids
@@ -371,6 +402,8 @@ def main():
     refused(tj, lambda j: j["model"].__setitem__("type", "Unigram"), "'Unigram'", "model")
     refused(tj, lambda j: j.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "'Whitespace'",
             "pre_tokenizer")
+    refused(tj, lambda j: j["added_tokens"][0].__setitem__("single_word", True), "single_word",
+            "single_word")
     print("tokenizer_hf: all ids equal")
 
 

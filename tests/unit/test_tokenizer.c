@@ -261,7 +261,7 @@ static int test_safe_cut(const char *pattern, const char *const *want)
         rt_ids whole = {0};
         rt_tok_encode_part(t, s, n, &whole);
         for (size_t len = 1; len <= n; len++) {
-            size_t p = rt_tok_safe_cut(t, s, len);
+            size_t p = rt_tok_safe_cut(t, s, len, 0);
             if (p == 0)
                 continue;
             CHECK(p < len);
@@ -303,8 +303,8 @@ static int test_refusals(void)
     return refused("normalizer", "{\"type\": \"NFKC\"}", "'NFKC'") &&
            refused("model.type", "\"WordPiece\"", "'WordPiece'") &&
            refused("post_processor", "{\"type\": \"BertProcessing\"}", "'BertProcessing'") &&
-           refused("added_tokens", "[{\"id\": 5, \"content\": \"<x>\", \"lstrip\": true}]",
-                   "lstrip");
+           refused("added_tokens", "[{\"id\": 5, \"content\": \"<x>\", \"single_word\": true}]",
+                   "single_word");
 }
 
 int main(void)
