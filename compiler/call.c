@@ -29,6 +29,8 @@ static const struct {
     [CALL_LAYERNORM_BWD] = {"rt_layernorm_bwd", "tttttttttnn"},
     [CALL_RMSNORM_FWD] = {"rt_rmsnorm_fwd", "ttttnnf", .cheap = 1},
     [CALL_RMSNORM_BWD] = {"rt_rmsnorm_bwd", "tttttttnn"},
+    [CALL_QK_NORM_FWD] = {"rt_qk_norm_fwd", "tttttnnnnf", .cheap = 1},
+    [CALL_QK_NORM_BWD] = {"rt_qk_norm_bwd", "ttttttttnnnn"},
     [CALL_GLU_FWD] = {"rt_glu_fwd", "ttnng", .cheap = 1},
     [CALL_GLU_BWD] = {"rt_glu_bwd", "tttnng"},
     [CALL_CROSS_ENTROPY] = {"rt_cross_entropy", "tttnnn"},

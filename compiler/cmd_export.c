@@ -3,8 +3,8 @@
  * (docs/commands.md's table): GPT-2's (learned positions; one key/value head GPTBigCode);
  * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
- * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, other scale layers
- * Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
+ * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
+ * after the branches alone OLMo 2, other scale layers Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
  * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, OLMo) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
@@ -39,6 +39,7 @@ typedef struct Ex {
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
     double logit_mult;         /* the scale layer after the head (Cohere's logit_scale), or 0 */
     int post_norms;            /* a norm after each branch as well (Gemma 3), else 0 */
+    int post_only;             /* the norms after the branches alone (OLMo 2) */
     HfDims d;
     int64_t T, window;
     double att_scale;          /* the attention's scale, or 0: 1 / sqrt(head width) */
@@ -177,6 +178,10 @@ static void interleave(Ex *e, const Layer *l)
                            "its own) or SmolLM3's (rope null alone) only");
 }
 
+/* OLMo 2: Llama's layers with a norm after each branch and none before it, qk_norm over
+ * all heads */
+static int olmo2(const Ex *e) { return e->post_only; }
+
 /* Gemma 2: Gemma's layers with a norm after each branch (Gemma 3's) and no qk_norm */
 static int gemma2(const Ex *e) { return e->gemma && e->post_norms && !e->d.qk_norm; }
 
@@ -234,6 +239,15 @@ static void attention_family(Ex *e, const Layer *l)
     if (e->gemma && (e->d.bias == HF_BIAS_QKV || e->scaled))
         refuse(e, NULL, l, "bias \"qkv\" and rope scaling have no place in Gemma (the "
                            "embedding's scale by sqrt(d) makes the model Gemma)");
+    if ((e->d.qk_norm == QK_NORM_ALL_HEADS) != olmo2(e))
+        refuse(e, NULL, l, olmo2(e) ? "OLMo 2 (a norm after each branch, none before it) has "
+                                      "qk_norm \"all_heads\""
+                                    : "qk_norm \"all_heads\": only OLMo 2 has it (a norm after "
+                                      "each branch, none before it)");
+    if (olmo2(e) && (e->window || e->d.HD || e->att_scale || e->att_softcap || l->il.every ||
+                     e->d.rope_dims || e->d.bias == HF_BIAS_QKV || l->rope.lr))
+        refuse(e, NULL, l, "window, head_dim, scale, softcap, interleave, a partial rope, "
+                           "longrope and bias \"qkv\" have no place in OLMo 2");
 }
 
 /* Falcon's attention: a whole-head rope, linear scaling or none, biased as its MLP is */
@@ -303,6 +317,8 @@ static void attention(Ex *e, const Layer *l)
     e->d.HD = l->head_dim && l->head_dim * l->heads != e->d.D ? l->head_dim : 0;
     e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
+    if (l->qk_norm == QK_NORM_ALL_HEADS && olmo2(e))   /* its eps is the norms' (rms_norm_eps) */
+        same_eps(e, l);
     e->window = l->window;
     e->att_scale = l->att_scale;
     e->att_softcap = l->att_softcap;
@@ -346,9 +362,12 @@ static void branch_end(Ex *e, const Layer *r, int n_main, int slot, const char *
                  "(Granite) a scale after it");
     int normed = x && x->op != OP_SCALE;
     double mult = x && x->op == OP_SCALE ? x->by : 0;
-    if (normed && !e->gemma)
+    if (normed && !e->gemma && !olmo2(e))
         refuse(e, NULL, x, "a norm closing a branch: only Gemma 2 and 3 (the embedding scaled "
-                           "by sqrt(d)) have one");
+                           "by sqrt(d)) and OLMo 2 (no norm before it) have one");
+    if (!normed && olmo2(e))
+        refuse(e, xasprintf("%s.body", r->path), NULL, "OLMo 2's branches (no norm before "
+               "them) end with a norm");
     if (slot == HF_POST1) {
         e->post_norms = normed;
         e->residual_mult = mult;
@@ -459,16 +478,19 @@ static void branch(Ex *e, const Layer *r, int k, const char *prefix, int shortcu
                                       "expected here"
                                     : "a residual branch without shortcut expected here");
     char *p = r->name ? xasprintf("%s%s.", prefix, r->name) : xstrdup(prefix);
+    int pre = !e->post_only;   /* OLMo 2's branches start with the attention, the MLP */
     if (r->n_body < 2)
-        refuse(e, xasprintf("%s.body", r->path), NULL, "a branch starts with a norm");
-    e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, p);
+        refuse(e, xasprintf("%s.body", r->path), NULL, pre ? "a branch starts with a norm"
+                                                           : "a branch ends with a norm");
+    if (pre)
+        e->names[k ? HF_NORM2 : HF_NORM1] = norm(e, r->body[0], 0, p);
     if (k == 0) {
-        branch_end(e, r, 2, HF_POST1, p);
-        attention(e, r->body[1]);
-        e->names[HF_ATTN] = lname(r->body[1], 1, p);
+        branch_end(e, r, pre + 1, HF_POST1, p);   /* first: the attention's checks ask */
+        attention(e, r->body[pre]);
+        e->names[HF_ATTN] = lname(r->body[pre], pre, p);
     } else {
-        mlp(e, r, 1, p);
-        branch_end(e, r, 4, HF_POST2, p);
+        mlp(e, r, pre, p);
+        branch_end(e, r, pre + 3, HF_POST2, p);
     }
 }
 
@@ -548,11 +570,17 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
 {
     const Layer *b = rep->n_body ? rep->body[0] : NULL;
     const Layer *first_norm = b && b->n_body ? b->body[0] : NULL;
+    /* OLMo 2's first branch starts with the attention: its norm closes it */
+    e->post_only = !e->gpt2 && first_norm && first_norm->op == OP_ATTENTION;
+    if (e->post_only)
+        first_norm = b->n_body > 1 ? b->body[1] : NULL;
     e->layernorm = e->gpt2 || (first_norm && first_norm->op == OP_LAYERNORM);
     e->ln_params = e->layernorm && first_norm ? ln_kind(first_norm) : LN_FULL;
     const Layer *m = NULL;
     int first = 1;
     e->block = block_form(rep, &m, &first);
+    if (e->post_only)   /* no norm before the MLP */
+        first = 0;
     if (e->gpt2 && e->block != BLOCK_SEQUENTIAL)
         refuse(e, NULL, rep, "GPT-2's blocks (learned positions) run the attention, then the MLP");
     e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
@@ -587,7 +615,10 @@ static void whole_model(Ex *e)
         refuse(e, "$.model.layers", NULL, "the layernorm families without learned positions "
                "have no scale after the embedding nor anything after the head but Cohere's "
                "logit_scale");
-    if (!e->gpt2 && e->d.qk_norm && e->eps != 1e-6)
+    if (olmo2(e) && (e->layernorm || e->embed_mult || e->logits_div || e->final_cap))
+        refuse(e, "$.model.layers", NULL, "OLMo 2 (a norm after each branch, none before it) "
+               "has rmsnorms and no scale layer or soft-cap");
+    if (!e->gpt2 && e->d.qk_norm == QK_NORM_HEAD && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
 }
@@ -650,7 +681,7 @@ static const HfFamily *family_tables(const Ex *e)
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
-         : e->longrope ? &hf_phi3
+         : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2
          : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
 }
@@ -771,7 +802,8 @@ static cJSON *rope_scaling(const Rope *rope)
 static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
-           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ };
+           STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
+           OLMO2 };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -785,11 +817,12 @@ static const char *const *family(const Ex *e)
         [NEMOTRON] = {"nemotron", "NemotronForCausalLM"},
         [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
-        [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"}};
+        [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
+        [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere(e) ? COHERE : gptj(e) ? GPTJ
-          : e->layernorm ? STARCODER2 : e->longrope ? PHI3
+          : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
           : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
@@ -1007,6 +1040,17 @@ static void phi3_keys(const Ex *e, cJSON *c)
     cJSON_AddNullToObject(c, "pad_token_id");
 }
 
+/* OLMo 2's keys beside the sizes and rms_norm_eps (its q and k norms' too): the gate's
+ * activation, the rope (llama3 or linear scaling), the attention's biases */
+static void olmo2_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+}
+
 /* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
 static void llama_keys(cJSON *c, const Ex *e)
 {
@@ -1133,6 +1177,8 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "rms_norm_eps", e->eps);
         if (e->longrope)
             phi3_keys(e, c);
+        else if (olmo2(e))
+            olmo2_keys(c, e);
         else if (gemma2(e))
             gemma2_keys(c, e);
         else if (e->gemma && e->post_norms)

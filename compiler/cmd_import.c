@@ -51,7 +51,8 @@ typedef struct Arch {
                                   query_pre_attn_scalar^-1/2), or 0: 1 / sqrt(head width) */
     double att_softcap;        /* Gemma 2: the scores' soft-cap, or 0: none */
     double final_cap;          /* Gemma 2: the logits' soft-cap, or 0: none */
-    int post_norms;            /* Gemma 2 and 3: a norm after each branch too */
+    int post_norms;            /* Gemma 2 and 3: a norm after each branch too (OLMo 2: */
+    int no_pre_norms;          /* and none before it) */
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer global (no window), or 0 */
     double global_theta;       /* Gemma 3: its rope theta (Gemma 2: 0, the layers' own) */
     cJSON *global_scaling;     /* and its rope scaling (the 4B and larger), or NULL */
@@ -84,7 +85,8 @@ typedef struct Imp {
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
  * other heads and tasks, generation's settings, transformers' output switches (all of
  * PretrainedConfig's keys but three, which decoder_only checks), GPT-2's relics of
- * OpenAI GPT (n_special, predict_special_tokens: its modeling code reads neither). A
+ * OpenAI GPT (n_special, predict_special_tokens: its modeling code reads neither), the
+ * attention implementation's flag transformers 4.46 to 4.47 save. A
  * config written whole (to_dict, older transformers) holds them all. */
 static const char *const ignored_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
@@ -103,7 +105,7 @@ static const char *const ignored_keys[] = {
     "num_return_sequences", "output_scores", "return_dict_in_generate", "forced_bos_token_id",
     "forced_eos_token_id", "remove_invalid_values", "exponential_decay_length_penalty",
     "suppress_tokens", "begin_suppress_tokens", "cache_implementation", "hidden_dropout",
-    "classifier_dropout", NULL};
+    "classifier_dropout", "_attn_implementation_autoset", NULL};
 
 /* ---- config ------------------------------------------------------------------- */
 
@@ -797,6 +799,19 @@ static void gemma3_text_defaults(HfCfg *c)
         hf_cfg_default(c, d[k].key, d[k].v);
 }
 
+/* OLMo 2: Llama's layers with a norm after each branch and none before it, q_norm and
+ * k_norm over all of q's and k's heads (the attention's qk_norm "all_heads"), all with
+ * rms_norm_eps (Olmo2Config's default 1e-5) */
+static void olmo2_config(HfCfg *c, Arch *a)
+{
+    a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-5);
+    a->post_norms = a->no_pre_norms = 1;
+    a->d.qk_norm = HF_QK_NORM_ALL_HEADS;
+    if (a->d.HD)   /* 4.47's Olmo2Attention reads none; later ones read it */
+        hf_cfg_error(c, "head_dim", "%lld: OLMo 2's heads are hidden_size / num_attention_heads "
+                     "wide (transformers 4.47 reads no head_dim)", (long long)a->d.HD);
+}
+
 /* What reads a Llama kin's config apart from Llama's: the config class's defaults for
  * keys a config.json may leave out; OWN_* set: the family reads (or has none of) its
  * norms' eps, its rope scaling, its biases itself, in place of rms_norm_eps,
@@ -825,6 +840,7 @@ static const Kin *kin_of(const char *type)
         {"stablelm", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, stablelm_config},
         {"nemotron", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING, nemotron_config},
         {"olmo", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING, olmo_config},
+        {"olmo2", 2048, 1e4, 0, 0, 0, olmo2_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
         {"phi", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, phi_config},
         {"qwen2", 2048, 1e4, 0, 0, OWN_BIAS, NULL},   /* q, k and v biased, o not */
@@ -860,14 +876,14 @@ static void llama_window_keys(HfCfg *c, Arch *a)
     if ((!strcmp(a->type, "mistral") || !strcmp(a->type, "phi3")) &&
         hf_cfg_get(c, "sliding_window"))
         a->window = hf_cfg_int(c, "sliding_window", -1);
-    if (a->d.qk_norm && a->eps != 1e-6)
+    if (a->d.qk_norm == 1 && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
                      "uses 1e-6", a->eps, gemma3 ? "Gemma 3" : "Qwen3");
-    if (((a->d.qk_norm && !gemma3) || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
+    if ((!strcmp(a->type, "qwen3") || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
         hf_cfg_error(c, "use_sliding_window", "true: %s then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's",
                      qwen2 ? "Qwen2" : "Qwen3");
-    if (a->d.qk_norm || qwen2)   /* Qwen writes it; it counts only with use_sliding_window */
+    if (!strcmp(a->type, "qwen3") || qwen2)   /* Qwen writes it; it counts only with use_sliding_window */
         hf_cfg_get(c, "sliding_window");
 }
 
@@ -956,6 +972,7 @@ static const Family families[] = {
     {"stablelm", "StableLmForCausalLM", "StableLmModel", llama_config, &hf_stablelm},
     {"nemotron", "NemotronForCausalLM", "NemotronModel", llama_config, &hf_nemotron},
     {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
+    {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
     {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
     {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},
@@ -1073,7 +1090,10 @@ static void attention(cJSON *list, const Arch *a)
         if (a->d.rope_dims)
             cJSON_AddNumberToObject(r, "dims", (double)a->d.rope_dims);
     }
-    if (a->d.qk_norm)
+    if (a->d.qk_norm == HF_QK_NORM_ALL_HEADS) {
+        cJSON_AddStringToObject(l, "qk_norm", "all_heads");
+        cJSON_AddNumberToObject(l, "eps", a->eps);
+    } else if (a->d.qk_norm)
         cJSON_AddTrueToObject(l, "qk_norm");
     if (a->window)
         cJSON_AddNumberToObject(l, "window", (double)a->window);
@@ -1136,11 +1156,13 @@ static void sequential_block(cJSON *body, const Arch *a)
 {
     const char *const *N = slot_names(a);
     cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b1, a, N[HF_NORM1]);
+    if (!a->no_pre_norms)
+        norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
     branch_end(b1, a, N[HF_POST1]);
     cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
-    norm(b2, a, N[HF_NORM2]);
+    if (!a->no_pre_norms)
+        norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
     branch_end(b2, a, N[HF_POST2]);
 }

@@ -714,7 +714,8 @@ static const struct {
                   CALL_AVGPOOL_BWD, CALL_GCONV_FWD, CALL_CONV_FWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
     {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD}},
-    {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD}},
+    {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD,
+                       CALL_QK_NORM_FWD, CALL_QK_NORM_BWD}},
     /* the Hopper primitives: only attention's sm_90a kernels use them */
     {"sm90.cuh", {CALL_ATTENTION_FWD, CALL_ATTENTION_BWD, CALL_ATTENTION_EXT_FWD,
                   CALL_ATTENTION_EXT_BWD}},

@@ -58,6 +58,7 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
 /* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's,
  * HF_IF_MLP_BIAS the MLP's (StarCoder2's, Nemotron's). */
+enum { HF_QK_NORM_ALL_HEADS = 2 };   /* HfDims.qk_norm: OLMo 2's, over all heads */
 enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_MLP_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
 /* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
 enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV };
@@ -84,7 +85,7 @@ typedef struct HfFamily {
                                   k, then v) */
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
-    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_cohere,
+    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_cohere,
     hf_gptj, hf_gemma, hf_gemma3;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
@@ -102,7 +103,7 @@ enum { LN_FULL, LN_WEIGHT, LN_BARE };
 typedef struct HfDims {
     int64_t V, D, L, H, KV, FF, max_pos;
     int64_t HD;                /* a head's width when not D / H (config's head_dim), else 0 */
-    int bias, qk_norm, tie;    /* bias: HF_BIAS_* */
+    int bias, qk_norm, tie;    /* bias: HF_BIAS_*; qk_norm: 1 (per head), HF_QK_NORM_ALL_HEADS */
     int mlp_bias;              /* the MLP's linears have biases (HF_IF_MLP_BIAS) */
     int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
     int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */

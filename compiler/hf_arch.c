@@ -210,6 +210,17 @@ static const HfMap gemma3_map[] = {
     {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
     HEAD_ROWS};
 
+/* OLMo 2: Llama's tensors but the norms: one after each branch (post_attention_layernorm,
+ * post_feedforward_layernorm) and none before it; q_norm and k_norm over all heads */
+static const HfMap olmo2_map[] = {
+    EMBED_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_ATTN, "q_norm.weight", HF_ALWAYS, 0, {"self_attn.q_norm.weight"}, {HF_QD}, 0},
+    {1, HF_ATTN, "k_norm.weight", HF_ALWAYS, 0, {"self_attn.k_norm.weight"}, {HF_KD}, 0},
+    {1, HF_POST1, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    MLP_ROWS,
+    {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
+    HEAD_ROWS};
+
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0};
 const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f, 0};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f, 0};
@@ -223,6 +234,7 @@ const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1};
 const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1};
 const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
 const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0};
+const HfFamily hf_olmo2 = {"model.", "layers.%lld.", olmo2_map, 0.0f, 0};
 const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0};
 const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */

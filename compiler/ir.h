@@ -120,6 +120,7 @@ enum {
     N_ADD,         /* residual: x + body(x); in backward, a sum of gradient contributions */
     N_BATCHNORM,   /* per-channel normalization over (batch, spatial); running statistics */
     N_CONV_T2D,    /* transposed conv: GEMM W^T x + col2im + bias (conv2d's data gradient) */
+    N_QK_NORM,     /* attention's qk_norm "all_heads": qkv -> q, k normalized, v copied */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -135,6 +136,7 @@ enum {
     N_ATTENTION_BWD,
     N_BATCHNORM_BWD,
     N_CONV_T2D_BWD,
+    N_QK_NORM_BWD,
     N__COUNT
 };
 
@@ -434,6 +436,8 @@ enum {
     CALL_RMSNORM_BWD,    /* x, w, rstd, dy, addend|NULL, dx, dw, rows, d */
     CALL_GLU_FWD,        /* x [rows, 2h], y [rows, h], rows, h, RT_GLU_* */
     CALL_GLU_BWD,        /* x, dy, dx, rows, h, RT_GLU_* */
+    CALL_QK_NORM_FWD,    /* qkv, wq, wk, y, rstd [rows, 2], rows, dq, dk, dv, eps */
+    CALL_QK_NORM_BWD,    /* qkv, wq, wk, rstd, dy, dx, dwq, dwk, rows, dq, dk, dv */
     CALL_CROSS_ENTROPY,  /* logits, targets, dlogits (training only)|NULL, rows, C, ld */
     CALL_MSE,            /* pred, targets, dpred (training only)|NULL, n */
     CALL_EMBEDDING_FWD,  /* ids, W, y, n, V, dim */

@@ -29,7 +29,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_RMSNORM, "rmsnorm", "eps", "", OPC_NORM)                                     \
     X(OP_EMBEDDING, "embedding", "vocab dim", "vocab dim", OPC_PARAM)                 \
     X(OP_POS_EMBEDDING, "pos_embedding", "max_len", "max_len", OPC_PARAM)             \
-    X(OP_ATTENTION, "attention", "heads causal kv_heads head_dim bias rope qk_norm window scale softcap interleave", \
+    X(OP_ATTENTION, "attention", "heads causal kv_heads head_dim bias rope qk_norm eps window scale softcap interleave", \
       "heads", OPC_SEQ)                                                               \
     X(OP_BATCHNORM, "batchnorm", "eps momentum affine sync", "", OPC_NORM)             \
     X(OP_RESIDUAL, "residual", "body shortcut", "body", OPC_CONTAINER)                \

@@ -767,8 +767,9 @@ static int takes_init(int op)
 /* The keys layer op `op` takes: the common ones, then the op's own. */
 static const char **layer_keys(int op)
 {
-    static const char *store[OP__COUNT][16];
-    static char words[OP__COUNT][128];
+    enum { MAX_KEYS = 24 };
+    static const char *store[OP__COUNT][MAX_KEYS];
+    static char words[OP__COUNT][160];
     const char **k = store[op];
     if (k[0])
         return k;
@@ -779,8 +780,11 @@ static const char **layer_keys(int op)
     if (takes_init(op))
         k[n++] = "init";
     snprintf(words[op], sizeof words[op], "%s", op_info[op].keys);
-    for (char *w = strtok(words[op], " "); w && n < 15; w = strtok(NULL, " "))
+    for (char *w = strtok(words[op], " "); w; w = strtok(NULL, " ")) {
+        if (n == MAX_KEYS - 1)
+            die("%s: more keys than layer_keys holds", op_info[op].name);
         k[n++] = w;
+    }
     k[n] = NULL;
     return k;
 }
@@ -1024,8 +1028,14 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->kv_heads = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "head_dim"))
         l->head_dim = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "qk_norm"))
-        l->qk_norm = get_bool(c, v, path);
+    else if (!strcmp(key, "qk_norm") && cJSON_IsString(v)) {
+        if (strcmp(v->valuestring, "all_heads"))
+            error_at(c->file, path, "expected true, false or \"all_heads\" (one RMSNorm over "
+                     "all of q's heads and one over all of k's, as OLMo 2), got %s",
+                     got(v, b, sizeof b));
+        l->qk_norm = QK_NORM_ALL_HEADS;
+    } else if (!strcmp(key, "qk_norm"))
+        l->qk_norm = get_bool(c, v, path) ? QK_NORM_HEAD : 0;
     else if (!strcmp(key, "window"))
         l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "scale") && l->op == OP_ATTENTION) {
@@ -1078,7 +1088,7 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
 
 /* attention's keys against each other (those against the input's width are checked
  * when the graph is built: hd even with rope). */
-static void check_attention_keys(const Ctx *c, const Layer *l, const char *path)
+static void check_attention_keys(const Ctx *c, const Layer *l, const cJSON *v, const char *path)
 {
     if (l->kv_heads && l->heads % l->kv_heads)
         error_at(c->file, keep(path_key(path, "kv_heads")), "kv_heads %lld does not divide "
@@ -1088,6 +1098,9 @@ static void check_attention_keys(const Ctx *c, const Layer *l, const char *path)
         error_at(c->file, keep(path_key(path, l->window ? "window" : "interleave")), "a window "
                  "needs causal attention (a query sees the W most recent positions, itself "
                  "included)");
+    if (member(v, "eps") && l->qk_norm != QK_NORM_ALL_HEADS)
+        error_at(c->file, keep(path_key(path, "eps")), "eps is qk_norm \"all_heads\"'s (the "
+                 "per-head qk_norm's is 1e-6)");
 }
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
@@ -1117,7 +1130,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
         unknown(c, opp, "op", opname, names, NULL);
     }
     free(opp);
-    if (l->op == OP_RMSNORM)
+    if (l->op == OP_RMSNORM || l->op == OP_ATTENTION)   /* attention's: qk_norm's */
         l->eps = 1e-6;   /* torch.nn.RMSNorm's and HF Llama's usual; layernorm's is 1e-5 */
 
     const char **keys = layer_keys(l->op);
@@ -1168,7 +1181,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
                  "weight is that of the embedding '%s', and it has no bias)", l->tie);
     }
     if (l->op == OP_ATTENTION)
-        check_attention_keys(c, l, path);
+        check_attention_keys(c, l, v, path);
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
     return l;

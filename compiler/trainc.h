@@ -100,7 +100,8 @@ struct Layer {
     int gelu_tanh;            /* "approximate": "tanh" */
     int glu_act;              /* glu's "act": RT_GLU_* (silu default), glu_act_names[] */
     double p;                 /* dropout; default 0.5 */
-    double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm (default 1e-6) */
+    double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
+                               * qk_norm "all_heads" (default 1e-6) */
     double momentum;          /* batchnorm's running statistics; default 0.1 */
     int affine;               /* batchnorm: weight and bias; default 1 */
     int sync;                 /* batchnorm: statistics over all ranks; default 0 */
@@ -110,7 +111,7 @@ struct Layer {
     int64_t kv_heads, head_dim, window;
     double att_scale, att_softcap;
     int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
-    int qk_norm;
+    int qk_norm;              /* 0, QK_NORM_HEAD or QK_NORM_ALL_HEADS */
     Rope rope;
     Interleave il;
     Layer **body;             /* residual, repeat */
@@ -118,6 +119,10 @@ struct Layer {
     Layer **shortcut;         /* residual: applied to its input in place of the identity */
     int n_shortcut;           /* (a ResNet's projection), or 0 */
 };
+
+/* attention's qk_norm: an RMSNorm over each head's width (Qwen3), or one over all of
+ * q's heads and one over all of k's (OLMo 2), eps the layer's */
+enum { QK_NORM_HEAD = 1, QK_NORM_ALL_HEADS = 2 };
 
 /* glu's "act" words in RT_GLU_*'s order, NULL-terminated (spec.c) */
 extern const char *const glu_act_names[];

@@ -578,6 +578,35 @@ void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *
     colsum_finish(e, part, dw, nrb, d);
 }
 
+/* attention's qk_norm "all_heads" (layernorm.cuh): a block a row */
+void rt_cu_qk_norm_fwd(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
+                       float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv, float eps)
+{
+    if (rows <= 0)
+        return;
+    void *args[] = {&x, &wq, &wk, &y, &rstd, &rows, &dq, &dk, &dv, &eps};
+    rt_cu_launch(e, "rt_qk_norm_fwd", gdim(rows, GX, "qk_norm"), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float *wk,
+                       const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
+                       int64_t rows, int64_t dq, int64_t dk, int64_t dv)
+{
+    if (rows <= 0)
+        return;
+    if (dwq && dwk) {   /* the partials first, as rmsnorm's (a frozen layer's: none) */
+        int64_t rb, nrb = row_blocks(rows, dq + dk, 1, &rb);
+        rt_dptr part = rt_cu_scratch(e, (size_t)(nrb * (dq + dk)) * sizeof(double));
+        void *a1[] = {&x, &dy, &rstd, &part, &rows, &dq, &dk, &dv, &rb, &nrb};
+        rt_cu_launch(e, "rt_qk_norm_dw", gdim(cdiv(dq + dk, 32), GX, "qk_norm"),
+                     gdim(nrb, GYZ, "qk_norm"), 1, 32, 8, 0, a1);
+        colsum_finish(e, part, dwq, nrb, dq);
+        colsum_finish(e, part + (rt_dptr)(nrb * dq) * sizeof(double), dwk, nrb, dk);
+    }
+    void *a2[] = {&x, &wq, &wk, &rstd, &dy, &dx, &rows, &dq, &dk, &dv};
+    rt_cu_launch(e, "rt_qk_norm_bwd", gdim(rows, GX, "qk_norm"), 1, 1, 256, 1, 0, a2);
+}
+
 void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act)
 {
     if (rows <= 0 || h <= 0)
@@ -1676,6 +1705,8 @@ void rt_cu_ops_register(void)
         .layernorm_bwd = rt_cu_layernorm_bwd,
         .rmsnorm_fwd = rt_cu_rmsnorm_fwd,
         .rmsnorm_bwd = rt_cu_rmsnorm_bwd,
+        .qk_norm_fwd = rt_cu_qk_norm_fwd,
+        .qk_norm_bwd = rt_cu_qk_norm_bwd,
         .glu_fwd = rt_cu_glu_fwd,
         .glu_bwd = rt_cu_glu_bwd,
         .batchnorm_fwd = rt_cu_batchnorm_fwd,

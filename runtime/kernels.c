@@ -1462,25 +1462,26 @@ typedef struct {
     float eps;
 } rms_ctx;
 
+/* One row x [d] normalized into y [d] (y may be x); returns its 1/rms. */
+static float rms_row(const float *x, const float *restrict w, float *y, int64_t d, float eps)
+{
+    /* the mean square in double (HF's is fp32: within its rounding) */
+    double ms = sqdev_f64(x, d, 0.0) / (double)d;
+    float rs = (float)(1.0 / sqrt(ms + (double)eps));
+    v4f rv = splat4(rs);
+    int64_t j = 0;
+    for (; j + 4 <= d; j += 4)
+        st4(y + j, ld4(x + j) * rv * ld4(w + j));
+    for (; j < d; j++)
+        y[j] = x[j] * rs * w[j];
+    return rs;
+}
+
 static void rms_fwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const rms_ctx *c = ctx;
-    int64_t d = c->d;
-    const float *restrict w = c->w;
-    for (int64_t r = lo; r < hi; r++) {
-        const float *restrict x = c->x + r * d;
-        float *restrict y = c->y + r * d;
-        /* the mean square in double (HF's is fp32: within its rounding) */
-        double ms = sqdev_f64(x, d, 0.0) / (double)d;
-        float rs = (float)(1.0 / sqrt(ms + (double)c->eps));
-        c->rstd[r] = rs;
-        v4f rv = splat4(rs);
-        int64_t j = 0;
-        for (; j + 4 <= d; j += 4)
-            st4(y + j, ld4(x + j) * rv * ld4(w + j));
-        for (; j < d; j++)
-            y[j] = x[j] * rs * w[j];
-    }
+    for (int64_t r = lo; r < hi; r++)
+        c->rstd[r] = rms_row(c->x + r * c->d, c->w, c->y + r * c->d, c->d, c->eps);
 }
 
 void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
@@ -1496,49 +1497,51 @@ void rt_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float 
     launch(pool_of(e), rows, rt_grain_for(3 * d), rms_fwd_task, &c);
 }
 
+/* One row's dx [d] (+ add, which may be dx: not restrict), its dw terms added to pw [d]:
+ * g = dy * w, xh = x * rstd; dx = rstd * (g - xh * mean(g * xh)). */
+static void rms_row_bwd(const float *restrict x, const float *restrict w, float rs,
+                        const float *restrict dy, const float *add, float *dx,
+                        double *restrict pw, int64_t d)
+{
+    v4f rv = splat4(rs);
+    d4 sv = {{0, 0}, {0, 0}};
+    int64_t j = 0;
+    for (; j + 4 <= d; j += 4) {
+        d4 xh = cvt4(ld4(x + j) * rv);
+        sv = add4d(sv, mul4d(cvt4(ld4(dy + j) * ld4(w + j)), xh));
+        st4d(pw + j, add4d(ld4d(pw + j), mul4d(cvt4(ld4(dy + j)), xh)));
+    }
+    double s = hsum4d(sv);
+    for (; j < d; j++) {
+        float xh = x[j] * rs;
+        s += (double)(dy[j] * w[j]) * xh;
+        pw[j] += (double)dy[j] * xh;
+    }
+    float m = (float)(s / (double)d);
+    v4f mv = splat4(m);
+    for (j = 0; j + 4 <= d; j += 4) {
+        v4f g = rv * (ld4(dy + j) * ld4(w + j) - ld4(x + j) * rv * mv);
+        st4(dx + j, add ? g + ld4(add + j) : g);
+    }
+    for (; j < d; j++) {
+        float g = rs * (dy[j] * w[j] - x[j] * rs * m);
+        dx[j] = add ? g + add[j] : g;
+    }
+}
+
 /* Task t owns rows [t*rb, (t+1)*rb): their dx and its partial dw sums, part[t]. */
 static void rms_bwd_task(void *ctx, int64_t lo, int64_t hi)
 {
     const rms_ctx *c = ctx;
     int64_t d = c->d;
-    const float *restrict w = c->w;
     for (int64_t t = lo; t < hi; t++) {
         double *restrict pw = c->part + t * d;
         for (int64_t j = 0; j < d; j++)
             pw[j] = 0.0;
         int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
-        for (int64_t r = t * c->rb; r < r1; r++) {
-            const float *restrict x = c->x + r * d, *restrict dy = c->dy + r * d;
-            /* not restrict: the addend may be dx itself (read, then written) */
-            const float *add = c->add ? c->add + r * d : NULL;
-            float *dx = c->dx + r * d;
-            float rs = c->rstd[r];
-            /* g = dy * w, xh = x * rstd; dx = rstd * (g - xh * mean(g * xh)) */
-            v4f rv = splat4(rs);
-            d4 sv = {{0, 0}, {0, 0}};
-            int64_t j = 0;
-            for (; j + 4 <= d; j += 4) {
-                d4 xh = cvt4(ld4(x + j) * rv);
-                sv = add4d(sv, mul4d(cvt4(ld4(dy + j) * ld4(w + j)), xh));
-                st4d(pw + j, add4d(ld4d(pw + j), mul4d(cvt4(ld4(dy + j)), xh)));
-            }
-            double s = hsum4d(sv);
-            for (; j < d; j++) {
-                float xh = x[j] * rs;
-                s += (double)(dy[j] * w[j]) * xh;
-                pw[j] += (double)dy[j] * xh;
-            }
-            float m = (float)(s / (double)d);
-            v4f mv = splat4(m);
-            for (j = 0; j + 4 <= d; j += 4) {
-                v4f g = rv * (ld4(dy + j) * ld4(w + j) - ld4(x + j) * rv * mv);
-                st4(dx + j, add ? g + ld4(add + j) : g);
-            }
-            for (; j < d; j++) {
-                float g = rs * (dy[j] * w[j] - x[j] * rs * m);
-                dx[j] = add ? g + add[j] : g;
-            }
-        }
+        for (int64_t r = t * c->rb; r < r1; r++)
+            rms_row_bwd(c->x + r * d, c->w, c->rstd[r], c->dy + r * d,
+                        c->add ? c->add + r * d : NULL, c->dx + r * d, pw, d);
     }
 }
 
@@ -1571,6 +1574,97 @@ void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rst
     c.part = rt_pool_scratch(p, (size_t)(c.nrb * d));
     launch(p, c.nrb, 1, rms_bwd_task, &c);
     launch(p, d, rt_grain_for(c.nrb), rms_reduce_task, &c);
+}
+
+/* ---- qk_norm over all heads (OLMo 2's): rmsnorm's rows on q's and k's columns ----- */
+
+typedef struct {
+    const float *x, *wq, *wk, *dy;   /* [rows, w], [dq], [dk], [rows, w]; w = dq + dk + dv */
+    float *y, *dx;                   /* [rows, w] */
+    float *rstd;                     /* [rows, 2]: q's, then k's */
+    float *dwq, *dwk;                /* [dq], [dk] (either NULL: not wanted) */
+    double *part;                    /* bwd: [nrb, dq + dk] partial sums of dwq, then dwk */
+    int64_t rows, dq, dk, dv, rb, nrb;
+    float eps;
+} qkn_ctx;
+
+static void qkn_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const qkn_ctx *c = ctx;
+    int64_t w = c->dq + c->dk + c->dv;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *x = c->x + r * w;
+        float *y = c->y + r * w;
+        c->rstd[2 * r] = rms_row(x, c->wq, y, c->dq, c->eps);
+        c->rstd[2 * r + 1] = rms_row(x + c->dq, c->wk, y + c->dq, c->dk, c->eps);
+        if (y != x)
+            memcpy(y + c->dq + c->dk, x + c->dq + c->dk, (size_t)c->dv * sizeof *y);
+    }
+}
+
+void rt_qk_norm_fwd(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
+                    float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv, float eps)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->qk_norm_fwd(e, x, wq, wk, y, rstd, rows, dq, dk, dv, eps);
+        return;
+    }
+    qkn_ctx c = {.x = x, .wq = wq, .wk = wk, .y = y, .rstd = rstd, .rows = rows, .dq = dq,
+                 .dk = dk, .dv = dv, .eps = eps};
+    launch(pool_of(e), rows, rt_grain_for(3 * (dq + dk + dv)), qkn_fwd_task, &c);
+}
+
+/* Task t owns rows [t*rb, (t+1)*rb): their dx and the partial sums part[t]. */
+static void qkn_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const qkn_ctx *c = ctx;
+    int64_t dq = c->dq, dk = c->dk, w = dq + dk + c->dv;
+    for (int64_t t = lo; t < hi; t++) {
+        double *restrict pw = c->part + t * (dq + dk);
+        for (int64_t j = 0; j < dq + dk; j++)
+            pw[j] = 0.0;
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            const float *x = c->x + r * w, *dy = c->dy + r * w;
+            float *dx = c->dx + r * w;
+            rms_row_bwd(x, c->wq, c->rstd[2 * r], dy, NULL, dx, pw, dq);
+            rms_row_bwd(x + dq, c->wk, c->rstd[2 * r + 1], dy + dq, NULL, dx + dq, pw + dq, dk);
+            memcpy(dx + dq + dk, dy + dq + dk, (size_t)c->dv * sizeof *dx);
+        }
+    }
+}
+
+/* Column j of dwq, then dwk: the partials added in task order. */
+static void qkn_reduce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const qkn_ctx *c = ctx;
+    for (int64_t j = lo; j < hi; j++) {
+        float *dw = j < c->dq ? c->dwq + j : c->dwk + (j - c->dq);
+        double sw = 0.0;
+        for (int64_t t = 0; t < c->nrb; t++)
+            sw += c->part[t * (c->dq + c->dk) + j];
+        *dw += (float)sw;
+    }
+}
+
+void rt_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float *wk,
+                    const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
+                    int64_t rows, int64_t dq, int64_t dk, int64_t dv)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->qk_norm_bwd(e, x, wq, wk, rstd, dy, dx, dwq, dwk, rows, dq, dk, dv);
+        return;
+    }
+    if (rows <= 0)
+        return;
+    rt_pool *p = pool_of(e);
+    qkn_ctx c = {.x = x, .wq = wq, .wk = wk, .rstd = (float *)rstd, .dy = dy, .dx = dx,
+                 .dwq = dwq, .dwk = dwk, .rows = rows, .dq = dq, .dk = dk, .dv = dv};
+    c.nrb = norm_row_blocks(rows, dq + dk, &c.rb);
+    c.part = rt_pool_scratch(p, (size_t)(c.nrb * (dq + dk)));
+    launch(p, c.nrb, 1, qkn_bwd_task, &c);
+    if (dwq && dwk)   /* both or neither: a frozen layer's are not wanted */
+        launch(p, dq + dk, rt_grain_for(c.nrb), qkn_reduce_task, &c);
 }
 
 /* ---- gated linear unit --------------------------------------------------------- */

@@ -123,6 +123,12 @@ typedef struct rt_gpu_calls {
     void (*rmsnorm_bwd)(rt_exec *e, const float *x, const float *w, const float *rstd,
                         const float *dy, const float *add, float *dx, float *dw, int64_t rows,
                         int64_t d);
+    void (*qk_norm_fwd)(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
+                        float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv,
+                        float eps);
+    void (*qk_norm_bwd)(rt_exec *e, const float *x, const float *wq, const float *wk,
+                        const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
+                        int64_t rows, int64_t dq, int64_t dk, int64_t dv);
     void (*glu_fwd)(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
     void (*glu_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                     int64_t h, int act);

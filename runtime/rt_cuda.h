@@ -397,6 +397,11 @@ void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, flo
 void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,
                        const float *dy, const float *add, float *dx, float *dw, int64_t rows,
                        int64_t d);
+void rt_cu_qk_norm_fwd(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
+                       float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv, float eps);
+void rt_cu_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float *wk,
+                       const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
+                       int64_t rows, int64_t dq, int64_t dk, int64_t dv);
 void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
 void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                    int64_t h, int act);

@@ -361,6 +361,17 @@ void rt_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rst
                     const float *dy, const float *add, float *dx, float *dw, int64_t rows,
                     int64_t d);
 
+/* attention's qk_norm "all_heads" (OLMo 2's) on rows of qkv, [q dq | k dk | v dv]: q's
+ * columns through rmsnorm with weight wq, k's with wk, v's copied (rstd [rows, 2]: q's,
+ * then k's 1/rms). */
+void rt_qk_norm_fwd(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
+                    float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv, float eps);
+/* Its backward: q's and k's columns as rt_rmsnorm_bwd's (no addend), v's gradient
+ * copied; dwq and dwk accumulated (NULL: not wanted). */
+void rt_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float *wk,
+                    const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
+                    int64_t rows, int64_t dq, int64_t dk, int64_t dv);
+
 /* A gated linear unit over rows of 2h: y[r, j] = act(x[r, j]) * x[r, h + j] for j < h
  * (the gate half first, then the up half; SwiGLU with RT_GLU_SILU). */
 enum { RT_GLU_SILU, RT_GLU_GELU, RT_GLU_GELU_TANH, RT_GLU_SIGMOID, RT_GLU_RELU };

@@ -334,13 +334,14 @@ gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)   # (not inside echo: its failure must stop us)
 echo "ok   tiny_vocab bf16-mixed on the GPU against fp32 on the CPU: $r"
 # a tiny Llama (its embedding scaled as Gemma's, a window of 8 on the first block and
-# none with another rope theta on the second as Gemma 3's, rmsnorm with the residual's
+# none with another rope theta on the second as Gemma 3's, OLMo 2's qk_norm over all
+# heads (rt_qk_norm_* in layernorm.cuh) with two key/value heads, rmsnorm with the residual's
 # gradient folded in, a SwiGLU MLP through glu, squared_relu in a second MLP, no
 # biases): fp32 on the GPU against the CPU;
 # recompute selective (its rmsnorms and glus replayed) bit-identical to none on the
 # GPU; bf16-mixed against the CPU's fp32 by the bar above
 t=$d/llama_tiny
-"$PY" tests/llama_tiny.py "$t.json" --squared-relu --scale --interleave --T 32
+"$PY" tests/llama_tiny.py "$t.json" --squared-relu --scale --interleave --all-heads-norm --T 32
 O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
    --threads 1 --quiet)
 for pol in none selective; do
@@ -349,7 +350,7 @@ for pol in none selective; do
 done
 "$t.none" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
 r=$(compare close "$t.cpu" "$t.none.gpu" $TOL)
-echo "ok   llama_tiny (scale, interleave, rmsnorm, glu, squared_relu): --device cuda vs cpu: $r"
+echo "ok   llama_tiny (scale, interleave, qk_norm over all heads, rmsnorm, glu, squared_relu): --device cuda vs cpu: $r"
 r=$(compare same "$t.none.gpu" "$t.selective.gpu")
 echo "ok   llama_tiny recompute selective on the GPU: none's numbers: $r"
 fbuild "$t.json" --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"

@@ -258,6 +258,11 @@ cases += [
     tok("attention_partial_rope", [E(dim=16), {"op": "attention", "heads": 2, "kv_heads": 1,
                                                "qk_norm": True, "rope": {"theta": 100, "dims": 4}},
                                    L(7)]),
+    # OLMo 2's qk_norm: one RMSNorm over all of q's heads, one over all of k's (GQA), eps
+    # not the default, then a rope; and under recomputation
+    tok("attention_qk_norm_all", [E(dim=16), {"op": "attention", "heads": 4, "kv_heads": 2,
+                                              "qk_norm": "all_heads", "eps": 1e-5,
+                                              "rope": {"theta": 100}}, L(7)]),
     # layernorms without a bias (Cohere's) and without weight and bias (OLMo's), the
     # residual's gradient folded into the second's backward
     tok("layernorm_bare", [E(), {"op": "layernorm", "bias": False}, L(6),

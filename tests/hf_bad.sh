@@ -125,7 +125,8 @@ import json, sys
 for out, norm, att in (("scaled", "rmsnorm", {"scale": 0.3, "window": 8}),
                        ("capped", "rmsnorm", {"softcap": 50}),
                        ("lnorm", "layernorm", {"window": 4}),
-                       ("partial", "rmsnorm", {"rope": {"theta": 10000, "dims": 4}})):
+                       ("partial", "rmsnorm", {"rope": {"theta": 10000, "dims": 4}}),
+                       ("allheads", "rmsnorm", {"qk_norm": "all_heads"})):
     s = json.load(open(sys.argv[1]))
     def walk(layers):
         for l in layers:
@@ -151,6 +152,20 @@ json.dump(s, open(sys.argv[2], "w"))
 PY
 refused "export of a Llama with norms closing its branches" "only Gemma 2 and 3" -- \
     export hf "$g/postnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+# qk_norm "all_heads" is OLMo 2's (norms after the branches alone), and OLMo 2's is that
+$PY - "$g/postnorm.json" "$g/olmo2_head.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+for r in s["model"]["layers"][1]["body"]:
+    r["body"] = r["body"][1:]
+    if r["body"][0]["op"] == "attention":
+        r["body"][0]["qk_norm"] = True
+json.dump(s, open(sys.argv[2], "w"))
+PY
+refused "export of a Llama with qk_norm over all heads" "all_heads" "only OLMo 2" -- \
+    export hf "$g/allheads.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of OLMo 2's blocks with a per-head qk_norm" "OLMo 2" "all_heads" -- \
+    export hf "$g/olmo2_head.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
 # window; a partial rope (rope dims) belongs to some layernorm families alone
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \

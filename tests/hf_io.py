@@ -79,15 +79,17 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   hold them, GPT-2's AutoTokenizer agrees; without --tokenizer there are none; a
   tokenizer whose special ids are past the model's vocabulary is refused.
 
-With --newer (HF_NEW_PYTHON: transformers 4.45.2, the newest release that runs on
-Debian's torch 1.13), the same checks run in build/tests/hf_io_newer and transformers'
+With --newer (HF_NEW_PYTHON: transformers 4.47.1, which runs on Debian's torch
+1.13), the same checks run in build/tests/hf_io_newer and transformers'
 own classes load what 4.40 lacks: the Gemma 2 and Granite folders and their exports
 compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemma 2's
 default caps and null caps too), and so do the Phi-3 folders with longrope and their
 exports and the Phi-3 folder without a window (Phi3ForCausalLM; its eager attention ignores a
 window before 4.50); a NemotronForCausalLM (layernorms by 1 + weight, half of each head
 rotated, head_dim, relu2, every bias) and a Falcon 2-shaped FalconForCausalLM (the new
-architecture off one norm, num_ln_in_parallel_attn 1) round-trip as the 4.40 models do.
+architecture off one norm, num_ln_in_parallel_attn 1) round-trip as the 4.40 models do;
+an Olmo2ForCausalLM (norms after the branches alone, q and k norms over all heads)
+round-trips too.
 
     $HF_PYTHON tests/hf_io.py
     $HF_NEW_PYTHON tests/hf_io.py --newer
@@ -127,8 +129,8 @@ if NEWER:
         from transformers import (Gemma2ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM,
                                   NemotronConfig, NemotronForCausalLM)
     except ImportError:
-        raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.45 or "
-                         "later needed (make deps installs 4.45.2 as HF_NEW_PYTHON)"
+        raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.47 or "
+                         "later needed (make deps installs 4.47.1 as HF_NEW_PYTHON)"
                          % transformers.__version__)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -373,6 +375,28 @@ def stablelm_models(kw):
             positions_count(m)
             off_defaults(m)
     return quarter, half
+
+
+def olmo2_case(val):
+    """--newer: an Olmo2ForCausalLM (transformers 4.47 on: a norm after each branch and
+    none before it, q_norm and k_norm over all of q's and k's heads, GQA, rms_norm_eps
+    1e-5) round-trips as roundtrip does; a head_dim apart from hidden_size / heads is
+    refused."""
+    if not NEWER:
+        return
+    from transformers import Olmo2Config, Olmo2ForCausalLM
+    with torch.random.fork_rng():
+        torch.manual_seed(7)
+        m = Olmo2ForCausalLM(Olmo2Config(
+            vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+            rope_theta=500000.0, rms_norm_eps=1e-5, attn_implementation="eager"))
+        positions_count(m)
+        off_defaults(m)
+    m.save_pretrained(OUT + "/hf_olmo2", safe_serialization=True)
+    roundtrip("olmo2", m, OUT + "/hf_olmo2", val)
+    bad_configs(OUT + "/hf_olmo2", [
+        ("olmo2 head_dim", {"head_dim": 8}, ["head_dim", "OLMo 2"])])
 
 
 def nemotron_case(val):
@@ -1305,6 +1329,7 @@ def main():
     whole_configs()
     phi3_case(val)
     nemotron_case(val)
+    olmo2_case(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)

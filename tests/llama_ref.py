@@ -2,7 +2,7 @@
 PyTorch reference of tests/llama_torch.py (written from SPEC.md; tests/llama_hf.py
 checks it against HF where HF has the op).
 
-Five tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
+Seven tiny models (vocabulary 256, d 64, 2 layers, 4 heads, T 32) from the same random
 weights on both sides, each trained 40 AdamW steps with warmup, cosine decay and
 gradient clipping on the same windows of data/text, fp32, one thread; every step's
 loss within 1e-4 relative:
@@ -26,7 +26,10 @@ loss within 1e-4 relative:
   - smollm3: SmolLM3's layout: Llama's with the second layer of two without RoPE
     (interleave every 2), tied; RoPE with linear scaling (factor 2); with qk_norm and
     RoPE theta 100 here, so that the positions count from the first step (at 0.02
-    init, q k^T is too small for a RoPE dropped to change 40 steps' losses by 1e-4).
+    init, q k^T is too small for a RoPE dropped to change 40 steps' losses by 1e-4);
+  - olmo2: OLMo 2's layout: a norm after each branch and none before it, qk_norm
+    "all_heads" (one RMSNorm over all of q's heads, one over all of k's; eps 1e-5) with
+    GQA, RoPE theta 100, SwiGLU, untied.
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -47,8 +50,10 @@ V, D, L, H, T, B, STEPS = 256, 64, 2, 4, 32, 8, 40
 torch.set_num_threads(1)
 
 
-def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False, cap=None):
+def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False, cap=None,
+          pre_norms=True):
     norm = norm or {}
+    pre = lambda n: [dict({"op": "rmsnorm", "name": n}, **norm)] if pre_norms else []
     # the logits soft-capped (Gemma 2's final_logit_softcapping): / cap, tanh, * cap
     capped = [{"op": "scale", "by": 1 / cap}, {"op": "tanh"}, {"op": "scale", "by": cap}] if cap else []
     post = lambda n: [dict({"op": "rmsnorm", "name": n}, **norm)] if post_norms else []
@@ -63,11 +68,9 @@ def model(name, att, mlp, tie=False, norm=None, scale=None, post_norms=False, ca
         "layers": [
             {"op": "embedding", "name": "embed", "vocab": V, "dim": D, "input": "x"}] + scaled + [
             {"op": "repeat", "name": "layers", "count": L, "body": [
-                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "attn_norm"}, **norm),
-                                            dict({"op": "attention", "name": "attn", "heads": H}, **att)]
-                 + post("attn_post_norm")},
-                {"op": "residual", "body": [dict({"op": "rmsnorm", "name": "mlp_norm"}, **norm)] + mlp
-                 + post("mlp_post_norm")}]},
+                {"op": "residual", "body": pre("attn_norm") +
+                 [dict({"op": "attention", "name": "attn", "heads": H}, **att)] + post("attn_post_norm")},
+                {"op": "residual", "body": pre("mlp_norm") + mlp + post("mlp_post_norm")}]},
             dict({"op": "rmsnorm", "name": "norm"}, **norm),
             head] + capped,
         "loss": {"op": "cross_entropy", "target": "y"}}
@@ -106,6 +109,9 @@ MODELS = {
                                  "rope": {"theta": 100, "scaling": {"rope_type": "linear", "factor": 2}},
                                  "interleave": {"every": 2, "rope": None}},
                      swiglu("silu", 128), tie=True),
+    "olmo2": model("olmo2", {"kv_heads": 2, "bias": False, "qk_norm": "all_heads", "eps": 1e-5,
+                             "rope": {"theta": 100}},
+                   swiglu("silu", 128), norm={"eps": 1e-5}, post_norms=True, pre_norms=False),
 }
 
 

@@ -6,7 +6,8 @@ linear back), then rmsnorm and a bias-free head; data paths as seen from
 build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
-                                         [--interleave] [--gemma-heads] [--softcap] [--T N]
+                                         [--interleave] [--gemma-heads] [--softcap]
+                                         [--all-heads-norm] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
@@ -16,7 +17,9 @@ global (no window, another rope theta) as Gemma 3's are; --gemma-heads gives it 
 1B's heads: 4 of them 256 wide (head_dim) over one key/value head, with qk_norm, and a
 scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets one);
 --softcap soft-caps the attention's scores at 2 (Gemma 2's attn_logit_softcapping, small
-enough to bend them); --T sets the inputs' length.
+enough to bend them); --all-heads-norm gives it OLMo 2's qk_norm (one RMSNorm over all
+of q's heads, one over all of k's two key/value heads, eps 1e-5); --T sets the inputs'
+length.
 """
 import json
 import os
@@ -35,7 +38,7 @@ GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bia
 
 
 def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,
-         gemma_heads=False, softcap=False):
+         gemma_heads=False, softcap=False, all_heads=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -50,6 +53,8 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interle
         attn.update(GEMMA_HEADS)
     if softcap:
         attn["softcap"] = 2.0
+    if all_heads:
+        attn.update({"kv_heads": 2, "qk_norm": "all_heads", "eps": 1e-5})
     m["layers"] = [
         {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
         {"op": "repeat", "name": "h", "count": 2, "body": [
@@ -76,7 +81,8 @@ def main():
     args = sys.argv[1:]
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
     s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
-             "--interleave" in args, "--gemma-heads" in args, "--softcap" in args)
+             "--interleave" in args, "--gemma-heads" in args, "--softcap" in args,
+             "--all-heads-norm" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

@@ -129,10 +129,14 @@ def attention(h, l, P, name, it=None):
     # (the same numbers as one GEMM and a split, to the last bit as BLAS goes)
     q, k, v = (F.linear(h, wp, bp) for wp, bp in zip(w.split([H * hd, KV * hd, KV * hd]),
                b.split([H * hd, KV * hd, KV * hd]) if bias else (None,) * 3))
+    if l.get("qk_norm") == "all_heads":   # over all of q's heads, all of k's (OLMo 2)
+        eps = l.get("eps", 1e-6)
+        q = rmsnorm(q, P(name + ".q_norm.weight", (H * hd,), "norm"), eps)
+        k = rmsnorm(k, P(name + ".k_norm.weight", (KV * hd,), "norm"), eps)
     q = q.view(B, T, H, hd).transpose(1, 2)
     k = k.view(B, T, KV, hd).transpose(1, 2)
     v = v.view(B, T, KV, hd).transpose(1, 2)
-    if l.get("qk_norm"):   # over each head's hd, eps 1e-6, before RoPE (Qwen3)
+    if l.get("qk_norm") is True:   # over each head's hd, eps 1e-6, before RoPE (Qwen3)
         q = rmsnorm(q, P(name + ".q_norm.weight", (hd,), "norm"), 1e-6)
         k = rmsnorm(k, P(name + ".k_norm.weight", (hd,), "norm"), 1e-6)
     if l.get("rope"):

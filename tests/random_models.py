@@ -17,7 +17,8 @@ and a linear a glu (the linear's outputs doubled: gate, then up) or a squared_re
 from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_transpose2d;
 from a fourth, a layernorm may lose its bias, or its weight and bias; from a fifth, the
 attention blocks may run their branches in parallel (GPT-NeoX's and Phi's forms: a
-residual with a shortcut).
+residual with a shortcut); from a sixth, an attention's qk_norm may be "all_heads"
+(OLMo 2's, with its eps).
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -295,6 +296,19 @@ def block_forms(r4, layers):
             l["body"] = [{"op": "residual", "body": [b[0]["body"][0], mlp]}]
 
 
+def all_heads_norms(r5, layers):
+    """An attention's qk_norm made OLMo 2's (1 in 3 of those with one): one RMSNorm over
+    all of q's heads and one over all of k's, half of them with eps 1e-5, in place,
+    through containers."""
+    for l in layers:
+        if "body" in l or "shortcut" in l:
+            all_heads_norms(r5, l.get("body", []) + l.get("shortcut", []))
+        elif l["op"] == "attention" and l.get("qk_norm") and r5.random() < 1 / 3:
+            l["qk_norm"] = "all_heads"
+            if r5.random() < 0.5:
+                l["eps"] = 1e-5
+
+
 def gan_swaps(r2, layers):
     """A DCGAN's ops, in place, through containers: leaky_relu (1 in 5, half of them at
     slope 0.2) for an activation; conv_transpose2d (1 in 3) for a conv2d of stride 1
@@ -318,6 +332,7 @@ def draw(r, i):
     gan_swaps(np.random.default_rng([SEED, i, 2]), layers)
     bare_norms(np.random.default_rng([SEED, i, 3]), layers)
     block_forms(np.random.default_rng([SEED, i, 4]), layers)
+    all_heads_norms(np.random.default_rng([SEED, i, 5]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -473,7 +488,13 @@ def attention_with_options(l, x, pfx, param):
     wq = param(pfx + ".qkv.weight", ((H + 2 * KV) * hd, d), "w")
     qkv = x @ wq.t() + (param(pfx + ".qkv.bias", ((H + 2 * KV) * hd,), "b") if bias else 0)
     qn = kn = None
-    if l.get("qk_norm"):
+    if l.get("qk_norm") == "all_heads":   # SPEC: over all of q's heads, all of k's, before rope
+        eps = l.get("eps", 1e-6)
+        cols = qkv.split([H * hd, KV * hd, KV * hd], dim=-1)
+        qkv = torch.cat([llama_torch.rmsnorm(cols[0], param(pfx + ".q_norm.weight", (H * hd,), "lnw"), eps),
+                         llama_torch.rmsnorm(cols[1], param(pfx + ".k_norm.weight", (KV * hd,), "lnw"), eps),
+                         cols[2]], dim=-1)
+    elif l.get("qk_norm"):
         qn = param(pfx + ".q_norm.weight", (hd,), "lnw")
         kn = param(pfx + ".k_norm.weight", (hd,), "lnw")
     rope = (l["rope"]["theta"], l["rope"].get("scaling")) if l.get("rope") else None

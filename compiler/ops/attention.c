@@ -4,7 +4,8 @@
  * so the backward pass recomputes the probabilities instead of storing them).
  * GPT-2's attention lowers to rt_attention_fwd/_bwd; with the Llama-family options
  * (kv_heads, rope, qk_norm, window, scale, softcap) to rt_attention_ext_fwd/_bwd, which apply qk_norm
- * and rope inside the core (qk_norm's weights are the core node's w and b). */
+ * and rope inside the core (qk_norm's weights are the core node's w and b). qk_norm
+ * "all_heads" (OLMo 2's) is a node of its own before the core (ops/qk_norm.c). */
 #include <math.h>
 #include "op.h"
 
@@ -15,7 +16,7 @@ static int64_t kv_heads(const Layer *l) { return l->kv_heads ? l->kv_heads : l->
  * its layers do when interleave sets some apart.) */
 static int uses_options(const Layer *l)
 {
-    return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm || l->window ||
+    return kv_heads(l) != l->heads || l->rope.theta > 0 || l->qk_norm == QK_NORM_HEAD || l->window ||
            l->att_scale > 0 || l->att_softcap > 0 || l->il.every;
 }
 
@@ -158,6 +159,8 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Tensor *y = act_tensor(c, l->path, layer_ident("attn_y", pfx), 2, sc);
     y->origin = at;
     y->what = "attention heads' outputs";
+    if (l->qk_norm == QK_NORM_ALL_HEADS)   /* OLMo 2's: a node of its own before the core */
+        qkv = build_qk_norm_all(c, a, qkv, dc, KV * hd);
     Node *n2 = layer_node(c, a, N_ATTENTION, qkv, y);
     n2->tmp[0] = att;
     n2->conv[0] = T;
@@ -168,7 +171,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n2->conv[7] = interleaved(c, l);
     n2->conv[5] = node_window(n2);
     n2->conv[6] = uses_options(l);
-    if (l->qk_norm)
+    if (l->qk_norm == QK_NORM_HEAD)
         add_qk_norm(c, a, n2, hd);
     Tensor *o = act_tensor(c, l->path, layer_ident("attn_out", pfx), 2, s1);
     o->origin = at;

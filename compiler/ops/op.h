@@ -87,6 +87,9 @@ int64_t param_span(const Param *p);     /* the floats a parameter takes in the r
 Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
 void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
+/* ops/qk_norm.c: attention's qk_norm "all_heads" on qkv (q dq wide, then k dk wide):
+ * its node, from the layer being built; returns the normalized qkv */
+Tensor *build_qk_norm_all(GraphCtx *c, const LayerArgs *a, Tensor *qkv, int64_t dq, int64_t dk);
 /* ops/loss.c: a GAN's loss term (RT_GAN_*) on the discriminator's logits: its node and
  * d(term)/d(logits), which it returns */
 Tensor *build_gan_loss(GraphCtx *c, Tensor *logits, int term);

@@ -44,6 +44,7 @@ extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_
     node_rmsnorm_bwd, node_glu, node_glu_bwd;
 extern const NodeDef node_batchnorm, node_batchnorm_bwd;
 extern const NodeDef node_conv_t2d, node_conv_t2d_bwd;
+extern const NodeDef node_qk_norm, node_qk_norm_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -78,6 +79,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_BATCHNORM_BWD] = &node_batchnorm_bwd,
     [N_CONV_T2D] = &node_conv_t2d,
     [N_CONV_T2D_BWD] = &node_conv_t2d_bwd,
+    [N_QK_NORM] = &node_qk_norm,
+    [N_QK_NORM_BWD] = &node_qk_norm_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

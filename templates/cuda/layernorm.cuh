@@ -1,6 +1,7 @@
 /* layernorm.cuh: LayerNorm and RMSNorm over the last axis of [rows, D] (twins of
  * rt_layernorm_fwd, rt_layernorm_bwd, rt_rmsnorm_fwd and rt_rmsnorm_bwd in
- * runtime/kernels.c). Statistics in double, elementwise arithmetic in float, as on the
+ * runtime/kernels.c), and attention's qk_norm "all_heads" (RMSNorm on the q and k
+ * columns of qkv: rt_qk_norm_fwd, rt_qk_norm_bwd). Statistics in double, elementwise arithmetic in float, as on the
  * CPU. fp8-mixed's instances (RT_FP8) take one more argument, the slot the output's
  * (y's, dx's) absolute maximum is folded into (common.cuh's RT_FP8_SLOT), where the
  * output feeds an FP8 GEMM. */
@@ -472,5 +473,96 @@ rt_rmsnorm_dw(const act_t *x, const act_t *dy, const float *rstd, double *part, 
         for (int k = 1; k < 8; k++)
             pw += sw[k][tx];
         part[blockIdx.y * d + j] = pw;
+    }
+}
+
+/* ---- qk_norm over all heads (twins of rt_qk_norm_fwd and rt_qk_norm_bwd) ------------------
+ * OLMo 2's: in each row of qkv, [q dq | k dk | v dv], RMSNorm over q's columns (weight
+ * wq) and over k's (wk), v copied; rmsnorm's arithmetic, a block a row.
+ *
+ * Launch: grid (rows), block of 256.
+ *   rstd[r, s] = (float) 1 / sqrt(mean_j x_s[j]^2 + eps)   (s: q, then k; double sum)
+ *   y_s[j] = x_s[j] * rstd * w_s[j];  y_v = x_v */
+__device__ __forceinline__ float qkn_fwd_part(const act_t *x, const float *w, act_t *y, int d,
+                                              float eps)
+{
+    double q = 0.0;
+    rt_row_each(x, d, [&](int j, float v) { q += (double)v * (double)v; });
+    const double ms = rt_block_sum(q) / (double)d;
+    const float rs = (float)(1.0 / sqrt(ms + (double)eps));
+    rt_row_map(x, y, d, [&](int j, float v) { return v * rs * w[j]; });
+    return rs;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_qk_norm_fwd(const act_t *x, const float *wq, const float *wk, act_t *y, float *rstd,
+               int64_t rows, int64_t dq, int64_t dk, int64_t dv, float eps)
+{
+    const int64_t r = blockIdx.x, w = dq + dk + dv;
+    const act_t *xr = x + r * w;
+    act_t *yr = y + r * w;
+    const float rq = qkn_fwd_part(xr, wq, yr, (int)dq, eps);
+    const float rk = qkn_fwd_part(xr + dq, wk, yr + dq, (int)dk, eps);
+    rt_row_map(xr + dq + dk, yr + dq + dk, (int)dv, [&](int j, float v) { return v; });
+    if (threadIdx.x == 0) {
+        rstd[2 * r] = rq;
+        rstd[2 * r + 1] = rk;
+    }
+}
+
+/* Launch: as rt_qk_norm_fwd.
+ *   xh = x_s * rstd, g = dy_s * w_s               (float)
+ *   m  = mean_j g * xh                            (double sum, rounded to float)
+ *   dx_s = rstd * (g - xh * m);  dx_v = dy_v      (dx is neither x nor dy)
+ * dwq and dwk come from rt_qk_norm_dw. */
+__device__ __forceinline__ void qkn_bwd_part(const act_t *x, const float *w, float rs,
+                                             const act_t *dy, act_t *dx, int d)
+{
+    double s = 0.0;
+    rt_row_each(x, d, [&](int j, float v) { s += (double)(rt_ld(dy + j) * w[j]) * (v * rs); });
+    const float m = (float)(rt_block_sum(s) / (double)d);
+    rt_row_map(x, dx, d, [&](int j, float v) { return rs * (rt_ld(dy + j) * w[j] - v * rs * m); });
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_qk_norm_bwd(const act_t *x, const float *wq, const float *wk, const float *rstd,
+               const act_t *dy, act_t *dx, int64_t rows, int64_t dq, int64_t dk, int64_t dv)
+{
+    const int64_t r = blockIdx.x, w = dq + dk + dv;
+    const act_t *xr = x + r * w, *dyr = dy + r * w;
+    act_t *dxr = dx + r * w;
+    qkn_bwd_part(xr, wq, rstd[2 * r], dyr, dxr, (int)dq);
+    qkn_bwd_part(xr + dq, wk, rstd[2 * r + 1], dyr + dq, dxr + dq, (int)dk);
+    rt_row_map(dyr + dq + dk, dxr + dq + dk, (int)dv, [&](int j, float v) { return v; });
+}
+
+/* Partial sums of dwq and dwk over blocks of rows, as rt_rmsnorm_dw's, on the q and k
+ * columns of qkv.
+ *
+ * Launch: grid (ceil((dq + dk) / 32), nrb), block (32, 8); rows [by * rb, (by + 1) * rb).
+ *   part[by, j] (j < dq), part[nrb dq + by dk + j - dq] (k's):
+ *     sum over the block's rows of dy[r, j] * (x[r, j] * rstd[r, s])   (double)
+ * rt_colsum_finish adds each part into dwq and dwk. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_qk_norm_dw(const act_t *x, const act_t *dy, const float *rstd, double *part, int64_t rows,
+              int64_t dq, int64_t dk, int64_t dv, int64_t rb, int64_t nrb)
+{
+    __shared__ double sw[8][32];
+    const int tx = threadIdx.x, ty = threadIdx.y;
+    const int64_t j = (int64_t)blockIdx.x * 32 + tx, w = dq + dk + dv, s = j >= dq;
+    const int64_t r0 = (int64_t)blockIdx.y * rb, r1 = r0 + rb < rows ? r0 + rb : rows;
+    double pw = 0.0;
+    if (j < dq + dk)
+        for (int64_t r = r0 + ty; r < r1; r += 8)
+            pw += (double)rt_ld(dy + r * w + j) * (double)(rt_ld(x + r * w + j) * rstd[2 * r + s]);
+    sw[ty][tx] = pw;
+    __syncthreads();
+    if (ty == 0 && j < dq + dk) {
+        for (int k = 1; k < 8; k++)
+            pw += sw[k][tx];
+        if (s)
+            part[nrb * dq + blockIdx.y * dk + (j - dq)] = pw;
+        else
+            part[blockIdx.y * dq + j] = pw;
     }
 }

@@ -798,6 +798,44 @@ static void t_rmsnorm(int64_t rows, int64_t d)
     free(sdw), free(dxa), free(dxi), free(pn), free(pr), reset();
 }
 
+/* attention's qk_norm "all_heads" (OLMo 2's) on rows of qkv [q dq | k dk | v dv]: y, the
+ * two 1/rms of each row, dx (v's copied both ways) and dwq, dwk accumulated. */
+static void t_qk_norm(int64_t rows, int64_t dq, int64_t dk, int64_t dv)
+{
+    SHAPE("[%lld, %lld + %lld + %lld]", (long long)rows, (long long)dq, (long long)dk,
+          (long long)dv);
+    int64_t w = dq + dk + dv, n = rows * w;
+    float *x = fvec(n), *wq = fvec(dq), *wk = fvec(dk), *dy = fvec(n);
+    round_act(x, n);
+    round_act(dy, n);
+    float *y = nans(n), *rstd = nans(2 * rows), *dx = nans(n);
+    float *dwq0 = fvec(dq), *dwk0 = fvec(dk), *dwq = fcopy(dwq0, dq), *dwk = fcopy(dwk0, dk);
+    rt_qk_norm_fwd(&C, x, wq, wk, y, rstd, rows, dq, dk, dv, 1e-5f);
+    rt_qk_norm_bwd(&C, x, wq, wk, rstd, dy, dx, dwq, dwk, rows, dq, dk, dv);
+    float *gx = up_a(x, n), *gwq = up(wq, dq * 4), *gwk = up(wk, dk * 4), *gdy = up_a(dy, n);
+    float *gy = dalloc_a(n), *grstd = dalloc(2 * rows * 4), *gdx = dalloc_a(n);
+    float *gdwq = dalloc(dq * 4), *gdwk = dalloc(dk * 4);
+    float *pn = nans(n), *pr = nans(2 * rows);
+    out_t of[2] = {{"y", y, {0}, n}, {"rstd", rstd, {0}, 2 * rows}};
+    out_t ob[3] = {{"dx", dx, {0}, n}, {"dwq", dwq, {0}, dq}, {"dwk", dwk, {0}, dk}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, pn, n), upload_a(gdx, pn, n), upload(grstd, pr, 2 * rows * 4);
+        upload(gdwq, dwq0, dq * 4), upload(gdwk, dwk0, dk * 4);
+        rt_cu_qk_norm_fwd(G, gx, gwq, gwk, gy, grstd, rows, dq, dk, dv, 1e-5f);
+        of[0].gpu[rep] = down_a(gy, n), of[1].gpu[rep] = down(grstd, 2 * rows);
+        upload(grstd, rstd, 2 * rows * 4);   /* the backward from the CPU's statistics */
+        rt_cu_qk_norm_bwd(G, gx, gwq, gwk, grstd, gdy, gdx, gdwq, gdwk, rows, dq, dk, dv);
+        ob[0].gpu[rep] = down_a(gdx, n), ob[1].gpu[rep] = down(gdwq, dq);
+        ob[2].gpu[rep] = down(gdwk, dk);
+    }
+    judge("qk_norm_fwd", TA(TOL_EW), of, 1);
+    judge("qk_norm_fwd rstd", TOL_EW, of + 1, 1);
+    judge("qk_norm_bwd", TA(TOL_RED), ob, 1);
+    judge("qk_norm_bwd dwq dwk", TOL_RED, ob + 1, 2);
+    free(x), free(wq), free(wk), free(dy), free(y), free(rstd), free(dx), free(dwq0);
+    free(dwk0), free(dwq), free(dwk), free(pn), free(pr), reset();
+}
+
 /* Each activation of glu (RT_GLU_*), forward and backward. */
 static void t_glu(int64_t rows, int64_t h)
 {
@@ -2805,6 +2843,10 @@ int main(int argc, char **argv)
     t_rmsnorm(257, 768);      /* a warp a row, as layernorm's */
     t_rmsnorm(9, 128);
     t_rmsnorm(3, 2048);       /* a block a row */
+    t_qk_norm(1, 8, 4, 4);
+    t_qk_norm(37, 64, 32, 32);    /* OLMo 2's GQA: k and v half q's width */
+    t_qk_norm(300, 130, 66, 66);  /* 16-byte accesses from an odd offset: scalar heads */
+    t_qk_norm(5, 2048, 512, 512);
     t_glu(1, 1);
     t_glu(37, 13);
     t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
