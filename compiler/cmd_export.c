@@ -4,7 +4,7 @@
  * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
- * after the branches alone OLMo 2, other scale layers Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
+ * after the branches alone OLMo 2, a partial rope GLM, other scale layers Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
  * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, OLMo) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
@@ -182,6 +182,12 @@ static void interleave(Ex *e, const Layer *l)
  * all heads */
 static int olmo2(const Ex *e) { return e->post_only; }
 
+/* GLM: Llama's layers with a partial rope (no longrope: that is Phi-4-mini's) */
+static int glm(const Ex *e)
+{
+    return !e->gpt2 && !e->layernorm && e->d.rope_dims && !e->longrope;
+}
+
 /* Gemma 2: Gemma's layers with a norm after each branch (Gemma 3's) and no qk_norm */
 static int gemma2(const Ex *e) { return e->gemma && e->post_norms && !e->d.qk_norm; }
 
@@ -266,11 +272,11 @@ static void falcon_attention(Ex *e, const Layer *l, int others)
  * (a partial rope theirs alone, and Phi-3's with longrope) */
 static void layernorm_family_attention(Ex *e, const Layer *l)
 {
-    if ((e->d.rope_dims || l->il.rope.dims) && !stablelm(e) && !nemotron(e) && !neox(e) &&
-        !phi(e) && !gptj(e) && !l->rope.lr)
-        refuse(e, NULL, l, "rope dims (a partial rope): only StableLM, Nemotron, GPT-NeoX, "
-                           "Phi and GPT-J (layernorms; a gated, a squared relu or a gelu MLP) "
-                           "and Phi-3 with longrope (Phi-4-mini) rotate part of each head");
+    if ((e->d.rope_dims || l->il.rope.dims) && e->layernorm && !stablelm(e) && !nemotron(e) &&
+        !neox(e) && !phi(e) && !gptj(e))
+        refuse(e, NULL, l, "rope dims (a partial rope): of the layernorm families only "
+                           "StableLM, Nemotron, GPT-NeoX, Phi and GPT-J (a gated, a squared "
+                           "relu or a gelu MLP) rotate part of each head");
     int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
                  l->rope.lr;
     if (falcon(e))
@@ -337,6 +343,12 @@ static void attention(Ex *e, const Layer *l)
                            "rope scaling have no place in StarCoder2 (layernorms without "
                            "learned positions, a gelu MLP)");
     layernorm_family_attention(e, l);
+    if (!e->layernorm && !e->gpt2 && (e->d.rope_dims || l->il.rope.dims) && !l->rope.lr &&
+        (e->d.bias == HF_BIAS_ALL || e->d.qk_norm || e->window || e->d.HD || e->att_scale ||
+         e->att_softcap || l->il.every || l->rope.factor))
+        refuse(e, NULL, l, "a partial rope on rmsnorms is GLM's, which has no bias on o "
+                           "(\"bias\": \"qkv\" or false), qk_norm, window, head_dim, scale, "
+                           "softcap, interleave or rope scaling");
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     e->longrope = l->rope.lr;
@@ -615,6 +627,11 @@ static void whole_model(Ex *e)
         refuse(e, "$.model.layers", NULL, "the layernorm families without learned positions "
                "have no scale after the embedding nor anything after the head but Cohere's "
                "logit_scale");
+    if (glm(e) && (e->embed_mult || e->residual_mult || e->logits_div || e->final_cap ||
+                   e->post_norms))
+        refuse(e, "$.model.layers", NULL, "a partial rope on rmsnorms is GLM's, which has no "
+               "scale layer, soft-cap or norm closing a branch");
+    e->d.rope_pairs_adjacent |= glm(e);   /* GLM's rotated pairs: (2i, 2i + 1) */
     if (olmo2(e) && (e->layernorm || e->embed_mult || e->logits_div || e->final_cap))
         refuse(e, "$.model.layers", NULL, "OLMo 2 (a norm after each branch, none before it) "
                "has rmsnorms and no scale layer or soft-cap");
@@ -681,7 +698,7 @@ static const HfFamily *family_tables(const Ex *e)
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
-         : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2
+         : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2 : glm(e) ? &hf_glm
          : e->gemma && e->post_norms ? &hf_gemma3
          : e->gemma ? &hf_gemma : &hf_llama;
 }
@@ -803,7 +820,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2 };
+           OLMO2, GLM };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -818,11 +835,11 @@ static const char *const *family(const Ex *e)
         [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
         [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
-        [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}};
+        [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"}};
     int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere(e) ? COHERE : gptj(e) ? GPTJ
-          : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2
+          : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
           : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
@@ -1051,6 +1068,19 @@ static void olmo2_keys(cJSON *c, const Ex *e)
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
 }
 
+/* GLM's keys beside the sizes and rms_norm_eps: head_dim, the gate's activation, the
+ * rope (its share of each head), the biases on q, k and v (attention_bias); no padding
+ * id (GlmConfig's 151329 would be past a smaller vocabulary) */
+static void glm_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddItemToObject(c, "partial_rotary_factor", hf_float(rotary_factor(e)));
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_QKV);
+    cJSON_AddNullToObject(c, "pad_token_id");
+}
+
 /* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
 static void llama_keys(cJSON *c, const Ex *e)
 {
@@ -1179,6 +1209,8 @@ static cJSON *config(const Ex *e)
             phi3_keys(e, c);
         else if (olmo2(e))
             olmo2_keys(c, e);
+        else if (glm(e))
+            glm_keys(c, e);
         else if (gemma2(e))
             gemma2_keys(c, e);
         else if (e->gemma && e->post_norms)

@@ -81,8 +81,8 @@ static const struct {
                "GPTBigCode (StarCoder), Llama (Llama 3's rope scaling included), Mistral, Phi-3\n"
                "and Phi-4 (longrope, Phi-4-mini's partial rope), Qwen2, Qwen3, Gemma, Gemma 2,\n"
                "Gemma 3, SmolLM3, Granite, StarCoder2, StableLM, Nemotron, GPT-NeoX (Pythia),\n"
-               "Phi-2, Falcon, GPT-J, OLMo, OLMo 2 and Cohere (docs/commands.md says which\n"
-               "configs); a config key or a tensor trainc cannot express exits 1 naming it,\n"
+               "Phi-2, Falcon, GPT-J, OLMo, OLMo 2, GLM and Cohere (docs/commands.md says\n"
+               "which configs); a config key or a tensor trainc cannot express exits 1 naming it,\n"
                "and nothing is written. Writes OUT/model.json (the model spec), OUT/train.json\n"
                "(training defaults to edit: data paths, steps, learning rate) and\n"
                "OUT/init.safetensors (the weights under trainc's names). --seq-len T: the\n"
@@ -96,10 +96,11 @@ static const struct {
                "Mistral with a window, Qwen2 with bias \"qkv\", Qwen3 with qk_norm, SmolLM3,\n"
                "Phi-3 with longrope, Gemma with the embedding scaled by sqrt(d), Gemma 2 and 3\n"
                "with a norm after each branch, OLMo 2 with norms after the branches alone,\n"
-               "Granite with scale layers) or the layernorm families' (StarCoder2, StableLM,\n"
-               "Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, OLMo: by the MLP and whether\n"
-               "the branches run in parallel). A layer such a model has no place for exits 1\n"
-               "naming it. --tokenizer FILE is copied to DIR/tokenizer.json.\n", 0},
+               "GLM with a partial rope, Granite with scale layers) or the layernorm\n"
+               "families' (StarCoder2, StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J,\n"
+               "Cohere, OLMo: by the MLP and whether the branches run in parallel). A layer\n"
+               "such a model has no place for exits 1 naming it. --tokenizer FILE is copied\n"
+               "to DIR/tokenizer.json.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

@@ -812,6 +812,26 @@ static void olmo2_config(HfCfg *c, Arch *a)
                      "wide (transformers 4.47 reads no head_dim)", (long long)a->d.HD);
 }
 
+/* GLM (GLM-4-9B, transformers 4.46 on): Llama's layers with q, k and v biased where
+ * attention_bias is (true where absent: the attention's "bias": "qkv"), the MLP's gate
+ * and up fused, a partial rope (partial_rotary_factor, 0.5 where absent) whose pairs are
+ * adjacent dimensions (their rows reordered, as GPT-J's), GlmConfig's defaults (head_dim
+ * 128, rms_norm_eps 1.5625e-7). transformers 4.47's o_proj takes hidden_size inputs:
+ * heads times head_dim must be hidden_size. Its rope takes no scaling. */
+static void glm_config(HfCfg *c, Arch *a)
+{
+    a->eps = hf_cfg_num(c, "rms_norm_eps", 1.5625e-7);
+    a->d.bias = hf_cfg_bool(c, "attention_bias", 1) ? HF_BIAS_QKV : HF_BIAS_NONE;
+    if (a->d.HD)
+        hf_cfg_error(c, "head_dim", "%lld over %lld heads: GLM's o_proj takes hidden_size %lld "
+                     "inputs (transformers 4.47)", (long long)a->d.HD, (long long)a->d.H,
+                     (long long)a->d.D);
+    rope_dims(c, a, "partial_rotary_factor", 0.5);
+    a->d.rope_pairs_adjacent = 1;
+    if (hf_cfg_get(c, "rope_scaling"))
+        hf_cfg_error(c, "rope_scaling", "GLM's rope takes no scaling (transformers 4.47)");
+}
+
 /* What reads a Llama kin's config apart from Llama's: the config class's defaults for
  * keys a config.json may leave out; OWN_* set: the family reads (or has none of) its
  * norms' eps, its rope scaling, its biases itself, in place of rms_norm_eps,
@@ -841,6 +861,7 @@ static const Kin *kin_of(const char *type)
         {"nemotron", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING, nemotron_config},
         {"olmo", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING, olmo_config},
         {"olmo2", 2048, 1e4, 0, 0, 0, olmo2_config},
+        {"glm", 131072, 1e4, 0, 128, OWN_SCALING | OWN_BIAS, glm_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
         {"phi", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, phi_config},
         {"qwen2", 2048, 1e4, 0, 0, OWN_BIAS, NULL},   /* q, k and v biased, o not */
@@ -973,6 +994,7 @@ static const Family families[] = {
     {"nemotron", "NemotronForCausalLM", "NemotronModel", llama_config, &hf_nemotron},
     {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
+    {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
     {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
     {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},

@@ -70,6 +70,14 @@ static const HfMap phi3_map[] = {
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
     HEAD_ROWS};
 
+/* GLM (GLM-4): Llama's tensors, the MLP's gate and up fused as Phi-3's (gate_up_proj) */
+static const HfMap glm_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"mlp.gate_up_proj.weight"}, {HF_2FF}, HF_D},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
+    HEAD_ROWS};
+
 /* The layernorm families' rows: a block's norm (BLOCK 1) or the final one, with biases;
  * an MLP of one linear up and one down (UP, DOWN: their names), biased where the MLP is */
 #define LN_ROWS_IN(BLOCK, SLOT, NAME)                                                       \
@@ -235,6 +243,7 @@ const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f,
 const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
 const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0};
 const HfFamily hf_olmo2 = {"model.", "layers.%lld.", olmo2_map, 0.0f, 0};
+const HfFamily hf_glm = {"model.", "layers.%lld.", glm_map, 0.0f, 0};
 const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0};
 const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */

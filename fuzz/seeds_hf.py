@@ -183,6 +183,23 @@ def main():
     gptj = GPTJForCausalLM(GPTJConfig(vocab_size=16, n_embd=8, n_layer=1, n_head=2, rotary_dim=2,
                                       n_positions=16))
     seed("gptj", [config_bytes(gptj), st_bytes(tensors(gptj))])
+    # OLMo 2 (transformers 4.47 on): Llama's tensors, a norm after each branch and none
+    # before it, q_norm and k_norm over all heads
+    ts = tensors(llama)
+    p = "model.layers.0."
+    ts[p + "post_feedforward_layernorm.weight"] = ts.pop(p + "input_layernorm.weight")
+    ts[p + "self_attn.q_norm.weight"], ts[p + "self_attn.k_norm.weight"] = torch.ones(8), torch.ones(4)
+    olmo2 = {"model_type": "olmo2", "architectures": ["Olmo2ForCausalLM"], "rms_norm_eps": 1e-5}
+    seed("olmo2", [config_bytes(llama, olmo2), st_bytes(ts)])
+    # GLM (transformers 4.46 on): Llama's tensors with q, k and v biased and the MLP's gate
+    # and up fused, half of each head rotated
+    ts = tensors(llama)
+    a, m = "model.layers.0.self_attn.", "model.layers.0.mlp."
+    ts[m + "gate_up_proj.weight"] = torch.cat([ts.pop(m + c + "_proj.weight") for c in ("gate", "up")])
+    ts.update({a + c + "_proj.bias": torch.zeros(n) for c, n in (("q", 8), ("k", 4), ("v", 4))})
+    glm = {"model_type": "glm", "architectures": ["GlmForCausalLM"], "head_dim": 4,
+           "partial_rotary_factor": 0.5, "attention_bias": True, "pad_token_id": None}
+    seed("glm", [config_bytes(llama, glm), st_bytes(ts)])
 
 
 if __name__ == "__main__":

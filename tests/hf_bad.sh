@@ -119,13 +119,14 @@ refused "export without --weights" "--weights" -- export hf "$g/model.json" "$g/
 # (Mistral's); a soft-cap (Gemma 2's) on the Llama
 # the Llama's spec with its norms made NORM and its attention's options updated by ATT:
 # a windowed attention with a scale, a soft-cap; layernorms and a window (StableLM has
-# none); a partial rope on rmsnorms (the layernorm families' alone, StableLM's, ...)
+# none); a partial rope on rmsnorms with a window (GLM's, which has none); qk_norm over
+# all heads in Llama's blocks (OLMo 2's alone)
 $PY - "$g/model.json" "$g" <<'PY'
 import json, sys
 for out, norm, att in (("scaled", "rmsnorm", {"scale": 0.3, "window": 8}),
                        ("capped", "rmsnorm", {"softcap": 50}),
                        ("lnorm", "layernorm", {"window": 4}),
-                       ("partial", "rmsnorm", {"rope": {"theta": 10000, "dims": 4}}),
+                       ("partial", "rmsnorm", {"rope": {"theta": 10000, "dims": 4}, "window": 8}),
                        ("allheads", "rmsnorm", {"qk_norm": "all_heads"})):
     s = json.load(open(sys.argv[1]))
     def walk(layers):
@@ -167,10 +168,10 @@ refused "export of a Llama with qk_norm over all heads" "all_heads" "only OLMo 2
 refused "export of OLMo 2's blocks with a per-head qk_norm" "OLMo 2" "all_heads" -- \
     export hf "$g/olmo2_head.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
-# window; a partial rope (rope dims) belongs to some layernorm families alone
+# window; a partial rope (rope dims) on rmsnorms is GLM's, which has no window
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \
     export hf "$g/lnorm.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
-refused "export of a Llama with a partial rope" "partial rope" "only StableLM" -- \
+refused "export of a Llama with a partial rope and a window" "partial rope" "GLM" "window" -- \
     export hf "$g/partial.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # the branches in parallel (GPT-NeoX's block: the attention's residual the MLP's
 # shortcut) are GPT-NeoX's, Falcon's, Phi's and Cohere's alone: not Llama's; layernorms

@@ -89,7 +89,8 @@ window before 4.50); a NemotronForCausalLM (layernorms by 1 + weight, half of ea
 rotated, head_dim, relu2, every bias) and a Falcon 2-shaped FalconForCausalLM (the new
 architecture off one norm, num_ln_in_parallel_attn 1) round-trip as the 4.40 models do;
 an Olmo2ForCausalLM (norms after the branches alone, q and k norms over all heads)
-round-trips too.
+and a GlmForCausalLM (a partial rope on adjacent pairs, q, k and v biased) round-trip
+too.
 
     $HF_PYTHON tests/hf_io.py
     $HF_NEW_PYTHON tests/hf_io.py --newer
@@ -397,6 +398,31 @@ def olmo2_case(val):
     roundtrip("olmo2", m, OUT + "/hf_olmo2", val)
     bad_configs(OUT + "/hf_olmo2", [
         ("olmo2 head_dim", {"head_dim": 8}, ["head_dim", "OLMo 2"])])
+
+
+def glm_case(val):
+    """--newer: a GlmForCausalLM (GLM-4-9B's layout, transformers 4.46 on: q, k and v
+    biased, o not, a partial rope of half of each head on adjacent pairs, the MLP's gate
+    and up fused, GQA) round-trips as roundtrip does; rope_scaling and a head_dim apart
+    from hidden_size / heads are refused."""
+    if not NEWER:
+        return
+    from transformers import GlmConfig, GlmForCausalLM
+    with torch.random.fork_rng():
+        torch.manual_seed(8)
+        m = GlmForCausalLM(GlmConfig(
+            vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
+            partial_rotary_factor=0.5, rms_norm_eps=1e-5, pad_token_id=None,
+            attn_implementation="eager"))
+        positions_count(m)
+        off_defaults(m)
+    m.save_pretrained(OUT + "/hf_glm", safe_serialization=True)
+    roundtrip("glm", m, OUT + "/hf_glm", val)
+    bad_configs(OUT + "/hf_glm", [
+        ("glm head_dim", {"head_dim": 8}, ["head_dim", "hidden_size"]),
+        ("glm rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
+         ["rope_scaling", "GLM"])])
 
 
 def nemotron_case(val):
@@ -1330,6 +1356,7 @@ def main():
     phi3_case(val)
     nemotron_case(val)
     olmo2_case(val)
+    glm_case(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)
