@@ -378,6 +378,23 @@ def stablelm_models(kw):
     return quarter, half
 
 
+def newer_case(name, seed, cls, cfg, val, bad):
+    """--newer: a model of class cls with the small sizes and config cfg (its own
+    generator: the other models' weights stay as they were; q and k large, norms and
+    biases off their defaults) round-trips as roundtrip does; the bad config edits are
+    refused."""
+    with torch.random.fork_rng():
+        torch.manual_seed(seed)
+        m = cls(type(cfg)(**dict(cfg.to_dict(), vocab_size=V, hidden_size=64, intermediate_size=96,
+                                 num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                                 max_position_embeddings=64, attn_implementation="eager")))
+        positions_count(m)
+        off_defaults(m)
+    m.save_pretrained(OUT + "/hf_" + name, safe_serialization=True)
+    roundtrip(name, m, OUT + "/hf_" + name, val)
+    bad_configs(OUT + "/hf_" + name, bad)
+
+
 def olmo2_case(val):
     """--newer: an Olmo2ForCausalLM (transformers 4.47 on: a norm after each branch and
     none before it, q_norm and k_norm over all of q's and k's heads, GQA, rms_norm_eps
@@ -386,18 +403,8 @@ def olmo2_case(val):
     if not NEWER:
         return
     from transformers import Olmo2Config, Olmo2ForCausalLM
-    with torch.random.fork_rng():
-        torch.manual_seed(7)
-        m = Olmo2ForCausalLM(Olmo2Config(
-            vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-            rope_theta=500000.0, rms_norm_eps=1e-5, attn_implementation="eager"))
-        positions_count(m)
-        off_defaults(m)
-    m.save_pretrained(OUT + "/hf_olmo2", safe_serialization=True)
-    roundtrip("olmo2", m, OUT + "/hf_olmo2", val)
-    bad_configs(OUT + "/hf_olmo2", [
-        ("olmo2 head_dim", {"head_dim": 8}, ["head_dim", "OLMo 2"])])
+    newer_case("olmo2", 7, Olmo2ForCausalLM, Olmo2Config(rope_theta=500000.0, rms_norm_eps=1e-5), val,
+               [("olmo2 head_dim", {"head_dim": 8}, ["head_dim", "OLMo 2"])])
 
 
 def glm_case(val):
@@ -408,21 +415,11 @@ def glm_case(val):
     if not NEWER:
         return
     from transformers import GlmConfig, GlmForCausalLM
-    with torch.random.fork_rng():
-        torch.manual_seed(8)
-        m = GlmForCausalLM(GlmConfig(
-            vocab_size=V, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=64,
-            partial_rotary_factor=0.5, rms_norm_eps=1e-5, pad_token_id=None,
-            attn_implementation="eager"))
-        positions_count(m)
-        off_defaults(m)
-    m.save_pretrained(OUT + "/hf_glm", safe_serialization=True)
-    roundtrip("glm", m, OUT + "/hf_glm", val)
-    bad_configs(OUT + "/hf_glm", [
-        ("glm head_dim", {"head_dim": 8}, ["head_dim", "hidden_size"]),
-        ("glm rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
-         ["rope_scaling", "GLM"])])
+    newer_case("glm", 8, GlmForCausalLM, GlmConfig(head_dim=16, partial_rotary_factor=0.5,
+                                                   rms_norm_eps=1e-5, pad_token_id=None), val,
+               [("glm head_dim", {"head_dim": 8}, ["head_dim", "hidden_size"]),
+                ("glm rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
+                 ["rope_scaling", "GLM"])])
 
 
 def nemotron_case(val):
