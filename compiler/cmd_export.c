@@ -1,6 +1,7 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model in one of the layouts `trainc import hf` writes, whose layers pick the family
- * (docs/commands.md's table): GPT-2's (learned positions; one key/value head GPTBigCode);
+ * (docs/commands.md's table): GPT-2's (learned positions; one key/value head GPTBigCode,
+ * a relu MLP OPT);
  * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
@@ -30,6 +31,7 @@ typedef struct Ex {
     int *tr;                   /* 1: transposed (GPT-2's Conv1D) */
     float *offset;             /* subtracted from each element (Gemma's norms: 1 + weight) */
     const HfMap **reorder;     /* its parameter's rows reordered (hf_reorder), or NULL */
+    int64_t *lead;             /* zeros written before it (OPT's positions' two rows) */
     /* what the layers say */
     int gpt2, gemma;
     int layernorm;             /* the norms are layernorms (GPT-2, the layernorm families) */
@@ -88,8 +90,11 @@ static void same_eps(Ex *e, const Layer *l)
                                      "one", l->eps, e->eps));
 }
 
+/* OPT: GPT-2's layers (learned positions) with a relu MLP */
+static int opt(const Ex *e) { return e->gpt2 && e->mlp == OP_RELU; }
+
 /* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers with one key/value head */
-static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1; }
+static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1 && !opt(e); }
 
 /* The layernorm families without learned positions (Llama's attention), by the MLP's
  * activation OP and the block's form: with a gelu, Phi (off one norm, the head biased),
@@ -330,11 +335,12 @@ static void attention(Ex *e, const Layer *l)
     e->att_softcap = l->att_softcap;
     e->d.rope_dims = l->rope.dims < hf_head_dim(&e->d) ? l->rope.dims : 0;
     int rope = l->rope.theta > 0;
-    if (e->gpt2 && (rope || (e->d.KV != e->d.H && e->d.KV != 1) || e->d.bias != HF_BIAS_ALL ||
+    if (e->gpt2 && (rope || (e->d.KV != e->d.H && (e->d.KV != 1 || opt(e))) ||
+                    e->d.bias == HF_BIAS_QKV || (e->d.bias == HF_BIAS_NONE && !opt(e)) ||
                     e->d.qk_norm || e->window || e->d.HD || e->att_scale || e->att_softcap))
-        refuse(e, NULL, l, "rope, kv_heads other than 1 (GPTBigCode's), head_dim, bias other "
-                           "than true, qk_norm, window, scale and softcap have no place in GPT-2 "
-                           "(with learned positions)");
+        refuse(e, NULL, l, "rope, kv_heads other than 1 (GPTBigCode's; OPT has none), head_dim, "
+                           "bias other than true (OPT's false too), qk_norm, window, scale and "
+                           "softcap have no place in GPT-2 and OPT (with learned positions)");
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     if (starcoder2(e) && (e->d.bias == HF_BIAS_QKV || e->d.qk_norm || e->d.HD || e->att_scale ||
@@ -397,12 +403,15 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
     if (up->bias != down->bias)
         refuse(e, NULL, down, "the MLP's two linears have biases or neither has");
     e->d.mlp_bias = up->bias;
-    int want = e->gpt2 || neox(e) || phi(e) || gptj(e) ? 1
+    int want = opt(e)                                  ? e->d.bias == HF_BIAS_ALL
+             : e->gpt2 || neox(e) || phi(e) || gptj(e) ? 1
              : starcoder2(e)                 ? e->d.bias == HF_BIAS_ALL
              : nemotron(e) || falcon(e)      ? up->bias
                                              : 0;
     if (up->bias != want)
-        refuse(e, NULL, up, e->gpt2 || neox(e) || phi(e) || gptj(e)
+        refuse(e, NULL, up, opt(e) ? "OPT's MLP linears have biases where its attention has "
+                                     "them (enable_bias)"
+                            : e->gpt2 || neox(e) || phi(e) || gptj(e)
                                 ? "GPT-2's, GPT-NeoX's, Phi's and GPT-J's MLP linears have biases"
                             : starcoder2(e) ? "StarCoder2's MLP linears have biases where its "
                                               "attention has them (use_bias)"
@@ -427,6 +436,8 @@ static void mlp(Ex *e, const Layer *r, int first, const char *prefix)
     if (act->op == OP_GELU && e->layernorm) {
         e->act = !act->gelu_tanh                ? "gelu"
                  : e->gpt2 && !bigcode(e) ? "gelu_new" : "gelu_pytorch_tanh";
+    } else if (act->op == OP_RELU && opt(e)) {
+        e->act = "relu";
     } else if (act->op == OP_SQUARED_RELU && nemotron(e)) {
         e->act = "relu2";
     } else if (act->op == OP_GLU && !e->gpt2) {
@@ -434,7 +445,7 @@ static void mlp(Ex *e, const Layer *r, int first, const char *prefix)
         e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
         e->d.FF = up->out / 2;
     } else
-        refuse(e, NULL, act, e->gpt2 ? "GPT-2's MLP activation is gelu"
+        refuse(e, NULL, act, e->gpt2 ? "GPT-2's MLP activation is gelu (OPT's relu)"
                              : e->layernorm ? "with layernorms the MLP's activation is gelu "
                                               "(StarCoder2), glu (StableLM) or squared_relu "
                                               "(Nemotron)"
@@ -694,7 +705,7 @@ static const HfFamily *family_tables(const Ex *e)
 {
     if (falcon(e))
         return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
-    return bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
+    return opt(e) ? &hf_opt : bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
@@ -721,13 +732,15 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     e->tr = realloc(e->tr, (size_t)(k + 1) * sizeof *e->tr);
     e->offset = realloc(e->offset, (size_t)(k + 1) * sizeof *e->offset);
     e->reorder = realloc(e->reorder, (size_t)(k + 1) * sizeof *e->reorder);
-    if (!e->src || !e->row0 || !e->tr || !e->offset || !e->reorder)
+    e->lead = realloc(e->lead, (size_t)(k + 1) * sizeof *e->lead);
+    if (!e->src || !e->row0 || !e->tr || !e->offset || !e->reorder || !e->lead)
         die("out of memory");
     e->src[k] = t;
     e->row0[k] = row0;
     e->tr[k] = tr;
     e->offset[k] = 0;
     e->reorder[k] = NULL;
+    e->lead[k] = 0;
     int64_t shape[2] = {tr ? d1 : rows, tr ? d0 : d1};
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
@@ -745,6 +758,12 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     if (m->transpose) {   /* ours [out, in], theirs [in, out] */
         d0 = parts[0].shape[1];
         d1 = parts[0].shape[0];
+    }
+    int64_t pad = m->slot == HF_POS ? family_tables(e)->pos_pad : 0;   /* OPT's */
+    if (pad) {
+        add(e, parts[0].name, ours, d0 - pad, d1, 0, parts[0].shape[0], 0);
+        e->lead[e->out.n - 1] = pad * d1;
+        return;
     }
     for (int k = 0; k < n; k++) {
         add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
@@ -785,9 +804,15 @@ static void write_tensors(const Ex *e, const char *path)
             if (e->reorder[k])   /* the whole parameter, then the part */
                 hf_reorder(family_tables(e), &e->d, e->reorder[k], x, cols, 1);
             float *rows = x + e->row0[k] * cols;
-            for (int64_t i = 0; e->offset[k] != 0 && i < p->numel; i++)
+            int64_t n = p->numel - e->lead[k];
+            for (int64_t i = 0; e->offset[k] != 0 && i < n; i++)
                 rows[i] -= e->offset[k];
-            rt_st_put(o, rows, p->numel);
+            float *zeros = calloc((size_t)e->lead[k] + 1, sizeof *zeros);
+            if (!zeros)
+                die("out of memory");
+            rt_st_put(o, zeros, e->lead[k]);
+            rt_st_put(o, rows, n);
+            free(zeros);
         }
         free(x);
     }
@@ -820,7 +845,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM };
+           OLMO2, GLM, OPT };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -835,8 +860,9 @@ static const char *const *family(const Ex *e)
         [NEOX] = {"gpt_neox", "GPTNeoXForCausalLM"}, [PHI] = {"phi", "PhiForCausalLM"},
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
         [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
-        [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"}};
-    int k = bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
+        [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
+        [OPT] = {"opt", "OPTForCausalLM"}};
+    int k = opt(e) ? OPT : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
@@ -988,6 +1014,28 @@ static void falcon_keys(cJSON *c, const Ex *e)
     cJSON_AddTrueToObject(c, "parallel_attn");
     if (new)
         cJSON_AddNumberToObject(c, "num_ln_in_parallel_attn", e->block == BLOCK_PARALLEL ? 2 : 1);
+}
+
+/* OPT's keys: the sizes (ffn_dim), the relu, enable_bias; the pre-norm layout with
+ * the embedding hidden_size wide; no dropout or layerdrop (its layernorms' eps is
+ * torch's 1e-5 and in no key) */
+static void opt_keys(cJSON *c, const Ex *e)
+{
+    if (e->eps != 1e-5)
+        refuse(e, "$.model.layers", NULL, xasprintf("layernorm eps %g: OPT's are 1e-5", e->eps));
+    if (e->ln_params != LN_FULL)
+        refuse(e, "$.model.layers", NULL, "OPT's layernorms have weights and biases");
+    sizes(c, e, "ffn_dim", NULL);
+    cJSON_ReplaceItemInObjectCaseSensitive(c, "max_position_embeddings",
+                                           cJSON_CreateNumber((double)e->d.max_pos));
+    cJSON_AddStringToObject(c, "activation_function", "relu");
+    cJSON_AddBoolToObject(c, "enable_bias", e->d.bias == HF_BIAS_ALL);
+    cJSON_AddTrueToObject(c, "do_layer_norm_before");
+    cJSON_AddNumberToObject(c, "word_embed_proj_dim", (double)e->d.D);
+    cJSON_AddTrueToObject(c, "layer_norm_elementwise_affine");
+    cJSON_AddNumberToObject(c, "dropout", 0);
+    cJSON_AddNumberToObject(c, "attention_dropout", 0);
+    cJSON_AddNumberToObject(c, "layerdrop", 0);
 }
 
 /* GPT-J's keys (GPT-2's names): the sizes, its norms' eps, the gelu, rotary_dim */
@@ -1180,7 +1228,9 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "bos_token_id", (double)e->bos);
     if (e->eos >= 0)
         cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
-    if (e->gpt2) {
+    if (opt(e)) {
+        opt_keys(c, e);
+    } else if (e->gpt2) {
         gpt2_keys(c, e);
     } else if (neox(e)) {
         neox_keys(c, e);

@@ -78,7 +78,7 @@ static const struct {
     {"import", "trainc import hf DIR -o OUT [--seq-len T]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the files\n"
                "model.safetensors.index.json names (F32, F16 or BF16, read as fp32). GPT-2,\n"
-               "GPTBigCode (StarCoder), Llama (Llama 3's rope scaling included), Mistral, Phi-3\n"
+               "OPT, GPTBigCode (StarCoder), Llama (Llama 3's rope scaling included), Mistral, Phi-3\n"
                "and Phi-4 (longrope, Phi-4-mini's partial rope), Qwen2, Qwen3, Gemma, Gemma 2,\n"
                "Gemma 3, SmolLM3, Granite, StarCoder2, StableLM, Nemotron, GPT-NeoX (Pythia),\n"
                "Phi-2, Falcon, GPT-J, OLMo, OLMo 2, GLM and Cohere (docs/commands.md says\n"
@@ -92,15 +92,15 @@ static const struct {
                "Writes DIR/config.json and DIR/model.safetensors (fp32) that transformers'\n"
                "AutoModelForCausalLM.from_pretrained(DIR) loads and that compute the same logits,\n"
                "for a model of a shape trainc import hf writes; its layers pick the family\n"
-               "(docs/commands.md's table): GPT-2's (learned positions), Llama's (rmsnorms:\n"
-               "Mistral with a window, Qwen2 with bias \"qkv\", Qwen3 with qk_norm, SmolLM3,\n"
-               "Phi-3 with longrope, Gemma with the embedding scaled by sqrt(d), Gemma 2 and 3\n"
-               "with a norm after each branch, OLMo 2 with norms after the branches alone,\n"
-               "GLM with a partial rope, Granite with scale layers) or the layernorm\n"
-               "families' (StarCoder2, StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J,\n"
-               "Cohere, OLMo: by the MLP and whether the branches run in parallel). A layer\n"
-               "such a model has no place for exits 1 naming it. --tokenizer FILE is copied\n"
-               "to DIR/tokenizer.json.\n", 0},
+               "(docs/commands.md's table): GPT-2's (learned positions; a relu MLP OPT),\n"
+               "Llama's (rmsnorms: Mistral with a window, Qwen2 with bias \"qkv\", Qwen3 with\n"
+               "qk_norm, SmolLM3, Phi-3 with longrope, Gemma with the embedding scaled by\n"
+               "sqrt(d), Gemma 2 and 3 with a norm after each branch, OLMo 2 with norms after\n"
+               "the branches alone, GLM with a partial rope, Granite with scale layers) or\n"
+               "the layernorm families' (StarCoder2, StableLM, Nemotron, GPT-NeoX, Falcon,\n"
+               "Phi, GPT-J, Cohere, OLMo: by the MLP and whether the branches run in\n"
+               "parallel). A layer such a model has no place for exits 1 naming it.\n"
+               "--tokenizer FILE is copied to DIR/tokenizer.json.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

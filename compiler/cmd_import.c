@@ -17,7 +17,7 @@
 
 /* The MLP's kind: gated (Llama's glu), a gelu between two linears (GPT-2's, StarCoder2's)
  * or a squared relu between two linears (Nemotron's relu2) */
-enum { MLP_GLU, MLP_GELU, MLP_RELU2 };
+enum { MLP_GLU, MLP_GELU, MLP_RELU2, MLP_RELU };
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
@@ -66,6 +66,7 @@ typedef struct Recipe {
     int n, transpose;
     float offset;              /* added to each element (Gemma's norms: 1 + weight) */
     const HfMap *reorder;      /* its rows reordered (hf_reorder), or NULL */
+    int64_t skip;              /* the source's first elements left out (OPT's positions) */
 } Recipe;
 
 typedef struct Imp {
@@ -159,6 +160,49 @@ static void gpt2_config(HfCfg *c, Arch *a)
     if (hf_cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
         hf_cfg_error(c, "scale_attn_by_inverse_layer_idx", "true: trainc's attention scales "
                      "every layer alike");
+}
+
+/* OPT (OPT-125m to 66b): GPT-2's layout (learned positions, layernorms) with a relu MLP
+ * (ffn_dim), q, k, v and out_proj apart, biases where enable_bias is (true where absent),
+ * the layernorms' eps torch's 1e-5; its learned positions start two rows in (the rows
+ * before are dropped: hf_opt's pos_pad). OPT-350m's layout is refused: its norms after
+ * the residual sums (do_layer_norm_before false) and its embeddings projected
+ * (word_embed_proj_dim). layerdrop, a training-time skip of whole layers, is not done. */
+static void opt_config(HfCfg *c, Arch *a)
+{
+    a->gpt2 = 1;
+    a->d.V = hf_cfg_int(c, "vocab_size", 50272);
+    a->d.D = hf_cfg_int(c, "hidden_size", 768);
+    a->d.L = hf_cfg_int(c, "num_hidden_layers", 12);
+    a->d.H = hf_cfg_int(c, "num_attention_heads", 12);
+    a->d.KV = a->d.H;
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.FF = hf_cfg_int(c, "ffn_dim", 3072);
+    a->eps = 1e-5;
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+    int bias = hf_cfg_bool(c, "enable_bias", 1);
+    a->d.bias = bias ? HF_BIAS_ALL : HF_BIAS_NONE;
+    a->d.mlp_bias = bias;
+    a->layernorm = 1;
+    a->mlp = MLP_RELU;
+    if (strcmp(hf_cfg_str(c, "activation_function", "relu"), "relu"))
+        hf_cfg_error(c, "activation_function", "\"%s\": trainc imports OPT's relu MLP",
+                     hf_cfg_str(c, "activation_function", "relu"));
+    if (!hf_cfg_bool(c, "do_layer_norm_before", 1))
+        hf_cfg_error(c, "do_layer_norm_before", "false: OPT-350m's norms come after the residual "
+                     "sums; trainc imports the pre-norm OPTs");
+    if (hf_cfg_bool(c, "_remove_final_layer_norm", 0))
+        hf_cfg_error(c, "_remove_final_layer_norm", "true: trainc's OPT has its final layernorm");
+    if (hf_cfg_int(c, "word_embed_proj_dim", a->d.D) != a->d.D)
+        hf_cfg_error(c, "word_embed_proj_dim", "%lld: OPT-350m projects its embeddings in and "
+                     "out; trainc imports OPTs whose embedding is hidden_size wide",
+                     (long long)hf_cfg_int(c, "word_embed_proj_dim", a->d.D));
+    if (!hf_cfg_bool(c, "layer_norm_elementwise_affine", 1))
+        hf_cfg_error(c, "layer_norm_elementwise_affine", "false: trainc's OPT layernorms have "
+                     "weights and biases");
+    static const char *const ignored[] = {"layerdrop", "init_std", "dropout"};
+    for (int k = 0; k < 3; k++)
+        hf_cfg_get(c, ignored[k]);
 }
 
 /* PretrainedConfig's keys that would change the model when not at their defaults */
@@ -995,6 +1039,7 @@ static const Family families[] = {
     {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
     {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
+    {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
     {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
     {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},
@@ -1153,6 +1198,8 @@ static void mlp(cJSON *list, const Arch *a)
         cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
     else if (a->mlp == MLP_RELU2)
         layer(list, "squared_relu", NULL);
+    else if (a->mlp == MLP_RELU)
+        layer(list, "relu", NULL);
     else
         cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
     cJSON *down = layer(list, "linear", N[HF_DOWN]);
@@ -1340,6 +1387,10 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
         shape[0] += parts[k].shape[0];
     }
     r->n = n;
+    if (m->slot == HF_POS) {   /* OPT's: the rows before position 0's dropped */
+        r->skip = im->family->pos_pad * parts[0].shape[1];
+        shape[0] -= im->family->pos_pad;
+    }
     r->transpose = m->transpose;
     r->offset = hf_offset(im->family, m);
     r->reorder = hf_reordered(im->family, im->d, m) ? m : NULL;
@@ -1393,7 +1444,8 @@ static void plan_weights(Imp *im, const Arch *a)
     /* the original GPT-2 files name their tensors without "transformer."; a multimodal
      * Gemma 3's text model sits under "language_model.model." (transformers 4.50) or
      * "model.language_model." (4.52 on) */
-    const char *prefix = a->gpt2 && !hf_find(&im->w, "transformer.wte.weight") ? "" : f->prefix;
+    const char *prefix = !strcmp(a->type, "gpt2") && !hf_find(&im->w, "transformer.wte.weight")
+                         ? "" : f->prefix;
     if (a->multimodal)
         prefix = hf_find(&im->w, "language_model.model.embed_tokens.weight") ? "language_model.model."
                                                                              : "model.language_model.";
@@ -1423,8 +1475,8 @@ static void write_weights(const Imp *im, const char *path)
             if (r->transpose)   /* src [d0, d1] -> dst [d1, d0] */
                 hf_transpose(dst, x, r->src[k]->shape[0], r->src[k]->shape[1]);
             else
-                memcpy(dst + at, x, (size_t)r->src[k]->numel * sizeof *x);
-            at += r->src[k]->numel;
+                memcpy(dst + at, x + r->skip, (size_t)(r->src[k]->numel - r->skip) * sizeof *x);
+            at += r->src[k]->numel - r->skip;
             free(x);
         }
         for (int64_t i = 0; r->offset != 0 && i < p->numel; i++)

@@ -83,10 +83,12 @@ typedef struct HfFamily {
     int qkv_by_head;           /* GPT-NeoX, Falcon: its fused qkv holds each key/value head's
                                   rows after its query heads' (trainc's: every q row, then
                                   k, then v) */
+    int pos_pad;               /* OPT's 2: the rows its learned positions hold before
+                                  position 0's (trainc's drop them; export writes zeros) */
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
-    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm, hf_cohere,
-    hf_gptj, hf_gemma, hf_gemma3;
+    hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
+    hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);

@@ -78,6 +78,28 @@ static const HfMap glm_map[] = {
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
     HEAD_ROWS};
 
+/* OPT: GPT-2's layers with q, k, v and out_proj apart (nn.Linear, not Conv1D), the MLP
+ * fc1, fc2, biased where enable_bias is; its positions hold two rows before position
+ * 0's (pos_pad) */
+static const HfMap opt_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
+    {0, HF_POS, "weight", HF_ALWAYS, 0, {"embed_positions.weight"}, {HF_POSN}, HF_D},
+    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"self_attn_layer_norm.weight"}, {HF_D}, 0},
+    {1, HF_NORM1, "bias", HF_ALWAYS, 0, {"self_attn_layer_norm.bias"}, {HF_D}, 0},
+    QKV_ROWS,
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.out_proj.weight"}, {HF_D}, HF_QD},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.out_proj.bias"}, {HF_D}, 0},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"final_layer_norm.weight"}, {HF_D}, 0},
+    {1, HF_NORM2, "bias", HF_ALWAYS, 0, {"final_layer_norm.bias"}, {HF_D}, 0},
+    {1, HF_UP, "weight", HF_ALWAYS, 0, {"fc1.weight"}, {HF_FF}, HF_D},
+    {1, HF_UP, "bias", HF_IF_MLP_BIAS, 0, {"fc1.bias"}, {HF_FF}, 0},
+    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"fc2.weight"}, {HF_D}, HF_FF},
+    {1, HF_DOWN, "bias", HF_IF_MLP_BIAS, 0, {"fc2.bias"}, {HF_D}, 0},
+    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"final_layer_norm.weight"}, {HF_D}, 0},
+    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"final_layer_norm.bias"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
 /* The layernorm families' rows: a block's norm (BLOCK 1) or the final one, with biases;
  * an MLP of one linear up and one down (UP, DOWN: their names), biased where the MLP is */
 #define LN_ROWS_IN(BLOCK, SLOT, NAME)                                                       \
@@ -229,26 +251,27 @@ static const HfMap olmo2_map[] = {
     {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
     HEAD_ROWS};
 
-const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0};
-const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f, 0};
-const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f, 0};
-const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f, 0};
-const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f, 0};
-const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f, 0};
-const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f, 0};
-const HfFamily hf_neox = {"gpt_neox.", "layers.%lld.", neox_map, 0.0f, 1};
-const HfFamily hf_phi = {"model.", "layers.%lld.", phi_map, 0.0f, 0};
-const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1};
-const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1};
-const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1};
-const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0};
-const HfFamily hf_olmo2 = {"model.", "layers.%lld.", olmo2_map, 0.0f, 0};
-const HfFamily hf_glm = {"model.", "layers.%lld.", glm_map, 0.0f, 0};
-const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0};
-const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0};
+const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0, 0};
+const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f, 0, 0};
+const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f, 0, 0};
+const HfFamily hf_phi3 = {"model.", "layers.%lld.", phi3_map, 0.0f, 0, 0};
+const HfFamily hf_starcoder2 = {"model.", "layers.%lld.", starcoder2_map, 0.0f, 0, 0};
+const HfFamily hf_stablelm = {"model.", "layers.%lld.", stablelm_map, 0.0f, 0, 0};
+const HfFamily hf_nemotron = {"model.", "layers.%lld.", nemotron_map, 1.0f, 0, 0};
+const HfFamily hf_neox = {"gpt_neox.", "layers.%lld.", neox_map, 0.0f, 1, 0};
+const HfFamily hf_phi = {"model.", "layers.%lld.", phi_map, 0.0f, 0, 0};
+const HfFamily hf_falcon = {"transformer.", "h.%lld.", falcon_map, 0.0f, 1, 0};
+const HfFamily hf_falcon_seq = {"transformer.", "h.%lld.", falcon_seq_map, 0.0f, 1, 0};
+const HfFamily hf_falcon_new = {"transformer.", "h.%lld.", falcon_new_map, 0.0f, 1, 0};
+const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0, 0};
+const HfFamily hf_olmo2 = {"model.", "layers.%lld.", olmo2_map, 0.0f, 0, 0};
+const HfFamily hf_glm = {"model.", "layers.%lld.", glm_map, 0.0f, 0, 0};
+const HfFamily hf_opt = {"model.decoder.", "layers.%lld.", opt_map, 0.0f, 0, 2};
+const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0, 0};
+const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
-const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0};
-const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f, 0};
+const HfFamily hf_gemma = {"model.", "layers.%lld.", llama_map, 1.0f, 0, 0};
+const HfFamily hf_gemma3 = {"model.", "layers.%lld.", gemma3_map, 1.0f, 0, 0};
 
 float hf_offset(const HfFamily *f, const HfMap *m)
 {
@@ -388,7 +411,7 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
         /* the head sits beside the model's prefix, not under it */
         parts[n].name = xasprintf("%s%s%s", m->slot == HF_HEAD ? "" : prefix, at, m->theirs[n]);
         parts[n].rank = m->cols ? 2 : 1;
-        parts[n].shape[0] = dim(d, m->rows[n]);
+        parts[n].shape[0] = dim(d, m->rows[n]) + (m->slot == HF_POS ? f->pos_pad : 0);
         parts[n].shape[1] = dim(d, m->cols);
     }
     free(at);

@@ -30,7 +30,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           StableLmConfig, StableLmForCausalLM, GPTNeoXConfig,
                           GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
-                          CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
+                          CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
+                          OPTForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -200,6 +201,10 @@ def main():
     glm = {"model_type": "glm", "architectures": ["GlmForCausalLM"], "head_dim": 4,
            "partial_rotary_factor": 0.5, "attention_bias": True, "pad_token_id": None}
     seed("glm", [config_bytes(llama, glm), st_bytes(ts)])
+    opt = OPTForCausalLM(OPTConfig(vocab_size=16, hidden_size=8, ffn_dim=16, num_hidden_layers=1,
+                                   num_attention_heads=2, max_position_embeddings=16,
+                                   word_embed_proj_dim=8))
+    seed("opt", [config_bytes(opt), st_bytes(tensors(opt))])
 
 
 if __name__ == "__main__":

@@ -118,6 +118,7 @@ try:
                               GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
                               GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
                               FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
+                              OPTConfig, OPTForCausalLM,
                               CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
@@ -528,6 +529,25 @@ def bare_norm_models():
         for m in ms:
             positions_count(m)
             off_defaults(m)
+    return ms
+
+
+def opt_models():
+    """OPTForCausalLMs (GPT-2's layout with a relu MLP, q, k, v and out_proj apart, the
+    positions two rows in): biased and tied; without biases (enable_bias false) and
+    untied. The two rows before position 0's are zero, as export writes them (no input
+    without padding reads them), so that the untrained round trip gives every tensor
+    back bit for bit. From a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, ffn_dim=96, num_hidden_layers=2,
+              num_attention_heads=4, max_position_embeddings=64, word_embed_proj_dim=64)
+    with torch.random.fork_rng():
+        torch.manual_seed(10)
+        ms = [OPTForCausalLM(OPTConfig(**kw)),
+              OPTForCausalLM(OPTConfig(enable_bias=False, tie_word_embeddings=False, **kw))]
+        for m in ms:
+            off_defaults(m)
+            with torch.no_grad():
+                m.model.decoder.embed_positions.weight[:2] = 0
     return ms
 
 
@@ -1214,6 +1234,7 @@ def roundtrips(val):
     neox, neox_seq = neox_models()
     phi, falcon, falcon_new, falcon_old, gptj, *falcon2 = parallel_models()
     olmo, cohere = bare_norm_models()
+    opt, opt_plain = opt_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1227,6 +1248,7 @@ def roundtrips(val):
                         ("falcon_old_sequential", falcon_old, {"as": "Starcoder2ForCausalLM"})] + \
                        [("falcon2", m, {}) for m in falcon2] + [
                         ("olmo", olmo, {}), ("cohere", cohere, {}), ("gptj", gptj, {}),
+                        ("opt", opt, {}), ("opt_untied_unbiased", opt_plain, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1264,6 +1286,10 @@ def family_bad_configs():
     bad_configs(OUT + "/hf_gptj", [("gptj rotary_dim 7", {"rotary_dim": 7},
                                     ["rotary_dim", "even"])])
     bad_configs(OUT + "/hf_olmo", [("olmo clip_qkv", {"clip_qkv": 8.0}, ["clip_qkv", "clamp"])])
+    bad_configs(OUT + "/hf_opt", [
+        ("opt-350m's post-norm", {"do_layer_norm_before": False}, ["do_layer_norm_before", "350m"]),
+        ("opt-350m's projections", {"word_embed_proj_dim": 32}, ["word_embed_proj_dim", "350m"]),
+        ("opt gelu", {"activation_function": "gelu"}, ["activation_function", "relu"])])
     bad_configs(OUT + "/hf_cohere", [
         ("cohere use_qk_norm", {"use_qk_norm": True}, ["use_qk_norm", "per head"]),
         ("cohere rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
