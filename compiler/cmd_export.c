@@ -1,7 +1,7 @@
 /* cmd_export.c: trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]: a
  * model in one of the layouts `trainc import hf` writes, whose layers pick the family
  * (docs/commands.md's table): GPT-2's (learned positions; one key/value head GPTBigCode,
- * a relu MLP OPT);
+ * a relu MLP OPT, the output projection's bias alone GPT-Neo);
  * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
@@ -53,6 +53,7 @@ typedef struct Ex {
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
+    int *neo_local;            /* GPT-Neo: [L] each layer windowed (its "local" layers) */
     double eps, theta;
     double global_theta;       /* the global layers' rope theta, or 0: the layers' own */
     const char *act;           /* gpt2: activation_function; llama: hidden_act */
@@ -93,8 +94,14 @@ static void same_eps(Ex *e, const Layer *l)
 /* OPT: GPT-2's layers (learned positions) with a relu MLP */
 static int opt(const Ex *e) { return e->gpt2 && e->mlp == OP_RELU; }
 
+/* GPT-Neo: GPT-2's layers with the output projection's bias alone */
+static int neo(const Ex *e) { return e->gpt2 && e->d.bias == HF_BIAS_PROJ; }
+
 /* GPTBigCode (StarCoder, SantaCoder): GPT-2's layers with one key/value head */
-static int bigcode(const Ex *e) { return e->gpt2 && e->d.KV == 1 && e->d.H > 1 && !opt(e); }
+static int bigcode(const Ex *e)
+{
+    return e->gpt2 && e->d.KV == 1 && e->d.H > 1 && !opt(e) && !neo(e);
+}
 
 /* The layernorm families without learned positions (Llama's attention), by the MLP's
  * activation OP and the block's form: with a gelu, Phi (off one norm, the head biased),
@@ -230,7 +237,7 @@ static void attention_family(Ex *e, const Layer *l)
         refuse(e, NULL, l, "Gemma 2 (a norm after each branch, no qk_norm) has a window, "
                            "\"interleave\": {\"every\": 2, \"window\": null} and one rope "
                            "without scaling");
-    if (!e->gemma && !starcoder2(e) && e->window && (e->d.bias || e->d.qk_norm))
+    if (!e->gemma && !starcoder2(e) && !neo(e) && e->window && (e->d.bias || e->d.qk_norm))
         refuse(e, NULL, l, "a window with bias or qk_norm: Mistral has neither (nor Qwen3, "
                            "which windows only some layers)");
     if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
@@ -259,6 +266,52 @@ static void attention_family(Ex *e, const Layer *l)
                      e->d.rope_dims || e->d.bias == HF_BIAS_QKV || l->rope.lr))
         refuse(e, NULL, l, "window, head_dim, scale, softcap, interleave, a partial rope, "
                            "longrope and bias \"qkv\" have no place in OLMo 2");
+}
+
+/* GPT-Neo's windows: each layer's, from the window and the interleave, into
+ * e->neo_local; one width for all (window_size) */
+static void neo_windows(Ex *e, const Layer *l)
+{
+    const Interleave *il = &l->il;
+    if (il->every && (il->set_rope || !il->set_window))
+        refuse(e, NULL, l, "GPT-Neo's interleave sets a window (its local layers) or none (its "
+                           "global ones), nothing else");
+    free(e->neo_local);
+    e->neo_local = xcalloc((size_t)e->d.L, sizeof *e->neo_local);
+    int64_t w = 0;
+    for (int64_t i = 0; i < e->d.L; i++) {
+        int64_t wi = il->every && (i + 1) % il->every == 0 ? il->window : l->window;
+        if (wi && w && wi != w)
+            refuse(e, NULL, l, "GPT-Neo's local layers share one window (window_size)");
+        w = wi ? wi : w;
+        e->neo_local[i] = wi != 0;
+    }
+    e->window = w;
+}
+
+/* The attention with learned positions: GPT-2's (every bias), GPTBigCode's (one
+ * key/value head), OPT's (every bias or none) or GPT-Neo's (the output projection's bias
+ * alone, scores not scaled, windows on its local layers) */
+static void gpt2_attention(Ex *e, const Layer *l, int rope)
+{
+    if (rope || e->d.qk_norm || e->d.HD || e->att_softcap || e->d.bias == HF_BIAS_QKV)
+        refuse(e, NULL, l, "rope, qk_norm, head_dim, softcap and bias \"qkv\" have no place "
+                           "with learned positions (GPT-2, OPT, GPT-Neo)");
+    if (neo(e)) {
+        if ((float)e->att_scale != 1.0f || e->d.KV != e->d.H)
+            refuse(e, NULL, l, "GPT-Neo (the output projection's bias alone) has scale 1 (its "
+                               "scores are not scaled) and no kv_heads");
+        neo_windows(e, l);
+        return;
+    }
+    if (e->window || l->il.every || e->att_scale)
+        refuse(e, NULL, l, "window, interleave and scale have no place in GPT-2 and OPT "
+                           "(GPT-Neo's attention has bias \"proj\" and scale 1)");
+    if (e->d.KV != e->d.H && (e->d.KV != 1 || opt(e)))
+        refuse(e, NULL, l, "kv_heads: only GPTBigCode (GPT-2's layers) has one key/value head");
+    if (e->d.bias == HF_BIAS_NONE && !opt(e))
+        refuse(e, NULL, l, "bias false: only OPT (a relu MLP) has no biases; GPT-2's attention "
+                           "has every one");
 }
 
 /* Falcon's attention: a whole-head rope, linear scaling or none, biased as its MLP is */
@@ -326,7 +379,8 @@ static void attention(Ex *e, const Layer *l)
     e->d.H = l->heads;
     e->d.KV = l->kv_heads ? l->kv_heads : l->heads;
     e->d.HD = l->head_dim && l->head_dim * l->heads != e->d.D ? l->head_dim : 0;
-    e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
+    e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV
+              : l->bias_proj ? HF_BIAS_PROJ : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
     if (l->qk_norm == QK_NORM_ALL_HEADS && olmo2(e))   /* its eps is the norms' (rms_norm_eps) */
         same_eps(e, l);
@@ -335,12 +389,8 @@ static void attention(Ex *e, const Layer *l)
     e->att_softcap = l->att_softcap;
     e->d.rope_dims = l->rope.dims < hf_head_dim(&e->d) ? l->rope.dims : 0;
     int rope = l->rope.theta > 0;
-    if (e->gpt2 && (rope || (e->d.KV != e->d.H && (e->d.KV != 1 || opt(e))) ||
-                    e->d.bias == HF_BIAS_QKV || (e->d.bias == HF_BIAS_NONE && !opt(e)) ||
-                    e->d.qk_norm || e->window || e->d.HD || e->att_scale || e->att_softcap))
-        refuse(e, NULL, l, "rope, kv_heads other than 1 (GPTBigCode's; OPT has none), head_dim, "
-                           "bias other than true (OPT's false too), qk_norm, window, scale and "
-                           "softcap have no place in GPT-2 and OPT (with learned positions)");
+    if (e->gpt2)
+        gpt2_attention(e, l, rope);
     if (!e->gpt2 && !rope)
         refuse(e, NULL, l, "no rope: a Llama-shaped model takes its positions from rope");
     if (starcoder2(e) && (e->d.bias == HF_BIAS_QKV || e->d.qk_norm || e->d.HD || e->att_scale ||
@@ -362,7 +412,8 @@ static void attention(Ex *e, const Layer *l)
                         e->att_softcap || l->il.every))
         refuse(e, NULL, l, "longrope comes with Phi-3's attention alone: no bias, qk_norm, "
                            "head_dim, scale, softcap or interleave");
-    interleave(e, l);
+    if (!neo(e))   /* GPT-Neo's: its local layers (neo_windows) */
+        interleave(e, l);
     attention_family(e, l);
 }
 
@@ -611,7 +662,8 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
     e->head_bias = head_bias;
     if (e->block == BLOCK_SHARED_NORM) {   /* Phi's attention is biased, GPT-J's not */
         const Layer *att = rep->body[0]->body[1]->shortcut[0];
-        e->d.bias = !att->bias ? HF_BIAS_NONE : att->bias_qkv ? HF_BIAS_QKV : HF_BIAS_ALL;
+        e->d.bias = !att->bias ? HF_BIAS_NONE : att->bias_qkv ? HF_BIAS_QKV
+                  : att->bias_proj ? HF_BIAS_PROJ : HF_BIAS_ALL;
     }
     if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e) && !gptj(e) &&
         !cohere(e))
@@ -705,7 +757,7 @@ static const HfFamily *family_tables(const Ex *e)
 {
     if (falcon(e))
         return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
-    return opt(e) ? &hf_opt : bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
+    return opt(e) ? &hf_opt : neo(e) ? &hf_neo : bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
@@ -845,7 +897,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT };
+           OLMO2, GLM, OPT, NEO };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -861,8 +913,8 @@ static const char *const *family(const Ex *e)
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
         [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
         [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
-        [OPT] = {"opt", "OPTForCausalLM"}};
-    int k = opt(e) ? OPT : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
+        [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"}};
+    int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
@@ -1036,6 +1088,32 @@ static void opt_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "dropout", 0);
     cJSON_AddNumberToObject(c, "attention_dropout", 0);
     cJSON_AddNumberToObject(c, "layerdrop", 0);
+}
+
+/* GPT-Neo's keys: the sizes, its norms' eps, the gelu, the layers' kinds (the list, and
+ * as attention_types one pattern of all of them) and the local ones' window; no
+ * dropout */
+static void neo_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "hidden_size", (double)e->d.D);
+    cJSON_AddNumberToObject(c, "num_layers", (double)e->d.L);
+    cJSON_AddNumberToObject(c, "num_heads", (double)e->d.H);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)e->d.FF);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)e->d.max_pos);
+    cJSON_AddNumberToObject(c, "window_size", (double)(e->window ? e->window : 256));
+    cJSON *kinds = cJSON_CreateArray();
+    for (int64_t i = 0; i < e->d.L; i++)
+        cJSON_AddItemToArray(kinds, cJSON_CreateString(e->neo_local[i] ? "local" : "global"));
+    cJSON *types = cJSON_AddArrayToObject(c, "attention_types"), *t = cJSON_CreateArray();
+    cJSON_AddItemToArray(t, cJSON_Duplicate(kinds, 1));
+    cJSON_AddItemToArray(t, cJSON_CreateNumber(1));
+    cJSON_AddItemToArray(types, t);
+    cJSON_AddItemToObject(c, "attention_layers", kinds);
+    cJSON_AddStringToObject(c, "activation_function", e->act);
+    cJSON_AddNumberToObject(c, "layer_norm_epsilon", e->eps);
+    cJSON_AddNumberToObject(c, "embed_dropout", 0);
+    cJSON_AddNumberToObject(c, "resid_dropout", 0);
+    cJSON_AddNumberToObject(c, "attention_dropout", 0);
 }
 
 /* GPT-J's keys (GPT-2's names): the sizes, its norms' eps, the gelu, rotary_dim */
@@ -1230,6 +1308,8 @@ static cJSON *config(const Ex *e)
         cJSON_AddNumberToObject(c, "eos_token_id", (double)e->eos);
     if (opt(e)) {
         opt_keys(c, e);
+    } else if (neo(e)) {
+        neo_keys(c, e);
     } else if (e->gpt2) {
         gpt2_keys(c, e);
     } else if (neox(e)) {

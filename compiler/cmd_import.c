@@ -54,6 +54,8 @@ typedef struct Arch {
     int post_norms;            /* Gemma 2 and 3: a norm after each branch too (OLMo 2: */
     int no_pre_norms;          /* and none before it) */
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer global (no window), or 0 */
+    int64_t local_every;       /* GPT-Neo: every N-th layer windowed (the others not), or 0 */
+    int64_t local_window;      /* and their window */
     double global_theta;       /* Gemma 3: its rope theta (Gemma 2: 0, the layers' own) */
     cJSON *global_scaling;     /* and its rope scaling (the 4B and larger), or NULL */
     int multimodal;            /* Gemma 3's text model in an image-text checkpoint */
@@ -202,6 +204,102 @@ static void opt_config(HfCfg *c, Arch *a)
                      "weights and biases");
     static const char *const ignored[] = {"layerdrop", "init_std", "dropout"};
     for (int k = 0; k < 3; k++)
+        hf_cfg_get(c, ignored[k]);
+}
+
+/* GPT-Neo's layer kinds into is_local[L]: attention_layers ("global", "local"), what its
+ * modeling code reads and transformers saves, or attention_types expanded
+ * ([[["global", "local"], 12]]: the pattern, repeated) */
+static void neo_kinds(HfCfg *c, int64_t L, int *is_local)
+{
+    const cJSON *types = hf_cfg_get(c, "attention_types"), *list = hf_cfg_get(c, "attention_layers");
+    int64_t n = 0;
+    const cJSON *t, *k;
+    if (list)   /* the list itself, as [pattern, 1] */
+        types = NULL;
+    for (t = types ? types->child : NULL; t; t = t->next) {
+        const cJSON *pat = cJSON_GetArrayItem(t, 0), *rep = cJSON_GetArrayItem(t, 1);
+        if (!cJSON_IsArray(pat) || !cJSON_IsNumber(rep) || rep->valuedouble < 0 ||
+            rep->valuedouble > (double)L)
+            hf_cfg_error(c, "attention_types", "a list of [[kinds...], count] expected");
+        for (int64_t r = 0; r < (int64_t)rep->valuedouble; r++)
+            cJSON_ArrayForEach(k, pat) {
+                if (n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
+                                                     strcmp(k->valuestring, "local")))
+                    hf_cfg_error(c, "attention_types", "num_layers (%lld) kinds expected, each "
+                                 "\"global\" or \"local\"", (long long)L);
+                is_local[n++] = !strcmp(k->valuestring, "local");
+            }
+    }
+    cJSON_ArrayForEach(k, list) {
+        if (n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
+                                             strcmp(k->valuestring, "local")))
+            hf_cfg_error(c, "attention_layers", "num_layers (%lld) kinds expected, each "
+                         "\"global\" or \"local\"", (long long)L);
+        is_local[n++] = !strcmp(k->valuestring, "local");
+    }
+    if (n != L)
+        hf_cfg_error(c, list ? "attention_layers" : "attention_types", "%lld layer kinds for "
+                     "num_layers %lld", (long long)n, (long long)L);
+}
+
+/* Does kind k (is_local) fall on every n-th layer alone, n the first such layer's place? */
+static int64_t kind_every(const int *is_local, int64_t L, int k)
+{
+    int64_t n = 0;
+    for (int64_t i = 0; i < L && !n; i++)
+        if (is_local[i] == k)
+            n = i + 1;
+    for (int64_t i = 0; n && i < L; i++)
+        if ((is_local[i] == k) != ((i + 1) % n == 0))
+            return 0;
+    return n;
+}
+
+/* GPT-Neo (125M, 1.3B, 2.7B): GPT-2's layout with q, k and v without biases (the
+ * attention's "bias": "proj"), scores not scaled ("scale": 1), the local layers windowed
+ * (window_size: a query sees that many positions, itself included, as SPEC's window);
+ * the local layers every N-th (an interleave), all, or none of them; or the global ones
+ * every N-th among local ones (the window, and an interleave without it). */
+static void neo_config(HfCfg *c, Arch *a)
+{
+    a->gpt2 = 1;
+    a->d.V = hf_cfg_int(c, "vocab_size", 50257);
+    a->d.D = hf_cfg_int(c, "hidden_size", 2048);
+    a->d.L = hf_cfg_int(c, "num_layers", 24);
+    a->d.H = hf_cfg_int(c, "num_heads", 16);
+    a->d.KV = a->d.H;
+    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    a->d.FF = hf_cfg_get(c, "intermediate_size") ? hf_cfg_int(c, "intermediate_size", -1)
+                                                 : 4 * a->d.D;
+    a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+    a->d.bias = HF_BIAS_PROJ;
+    a->d.mlp_bias = 1;
+    a->layernorm = 1;
+    a->mlp = MLP_GELU;
+    a->act = gelu_approximate(c, "activation_function", "gelu_new");
+    a->att_scale = 1.0;
+    int64_t w = hf_cfg_int(c, "window_size", 256);
+    int *local = xcalloc((size_t)a->d.L, sizeof *local);
+    neo_kinds(c, a->d.L, local);
+    int64_t every_local = kind_every(local, a->d.L, 1), every_global = kind_every(local, a->d.L, 0);
+    free(local);
+    if (every_global == 1)   /* all global: no window */
+        ;
+    else if (every_local == 1)   /* all local */
+        a->window = w;
+    else if (every_local) {
+        a->local_every = every_local;
+        a->local_window = w;
+    } else if (every_global) {
+        a->window = w;
+        a->global_every = every_global;
+    } else
+        hf_cfg_error(c, hf_cfg_get(c, "attention_layers") ? "attention_layers" : "attention_types",
+                     "local layers in no pattern trainc's interleave (every N-th layer) writes");
+    static const char *const ignored[] = {"resid_dropout", "embed_dropout"};
+    for (int k = 0; k < 2; k++)
         hf_cfg_get(c, ignored[k]);
 }
 
@@ -1040,6 +1138,7 @@ static const Family families[] = {
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
     {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
     {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
+    {"gpt_neo", "GPTNeoForCausalLM", "GPTNeoModel", neo_config, &hf_neo},
     {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
     {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},
@@ -1149,6 +1248,8 @@ static void attention(cJSON *list, const Arch *a)
         cJSON_AddFalseToObject(l, "bias");
     if (a->d.bias == HF_BIAS_QKV)
         cJSON_AddStringToObject(l, "bias", "qkv");
+    if (a->d.bias == HF_BIAS_PROJ)
+        cJSON_AddStringToObject(l, "bias", "proj");
     if (!a->gpt2) {
         cJSON *r = cJSON_AddObjectToObject(l, "rope");
         cJSON_AddNumberToObject(r, "theta", a->theta);
@@ -1178,6 +1279,11 @@ static void attention(cJSON *list, const Arch *a)
             if (a->global_scaling)
                 cJSON_AddItemToObject(r, "scaling", cJSON_Duplicate(a->global_scaling, 1));
         }
+    }
+    if (a->local_every) {   /* GPT-Neo's local layers among global ones */
+        cJSON *g = cJSON_AddObjectToObject(l, "interleave");
+        cJSON_AddNumberToObject(g, "every", (double)a->local_every);
+        cJSON_AddNumberToObject(g, "window", (double)a->local_window);
     }
     if (a->nope_every && a->nope_every <= a->d.L) {
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");

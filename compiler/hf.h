@@ -60,8 +60,9 @@ enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN,
  * HF_IF_MLP_BIAS the MLP's (StarCoder2's, Nemotron's). */
 enum { HF_QK_NORM_ALL_HEADS = 2 };   /* HfDims.qk_norm: OLMo 2's, over all heads */
 enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_MLP_BIAS, HF_IF_QK_NORM, HF_IF_UNTIED };
-/* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2) */
-enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV };
+/* HfDims.bias: none, on q, k, v and o (Llama's attention_bias), on q, k and v (Qwen2),
+ * on o alone (GPT-Neo) */
+enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV, HF_BIAS_PROJ };
 
 /* One of trainc's parameters: slot's layer, suffix `ours`; made of the transformers
  * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector), their rows one after
@@ -88,7 +89,7 @@ typedef struct HfFamily {
 } HfFamily;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
-    hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt;
+    hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt, hf_neo;
 /* What trainc's weight of M's parameter adds to the family's tensor: the norm offset
  * for a norm's weight (q_norm's and k_norm's too), else 0. */
 float hf_offset(const HfFamily *f, const HfMap *m);

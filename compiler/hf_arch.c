@@ -78,28 +78,6 @@ static const HfMap glm_map[] = {
     {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"mlp.down_proj.weight"}, {HF_D}, HF_FF},
     HEAD_ROWS};
 
-/* OPT: GPT-2's layers with q, k, v and out_proj apart (nn.Linear, not Conv1D), the MLP
- * fc1, fc2, biased where enable_bias is; its positions hold two rows before position
- * 0's (pos_pad) */
-static const HfMap opt_map[] = {
-    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
-    {0, HF_POS, "weight", HF_ALWAYS, 0, {"embed_positions.weight"}, {HF_POSN}, HF_D},
-    {1, HF_NORM1, "weight", HF_ALWAYS, 0, {"self_attn_layer_norm.weight"}, {HF_D}, 0},
-    {1, HF_NORM1, "bias", HF_ALWAYS, 0, {"self_attn_layer_norm.bias"}, {HF_D}, 0},
-    QKV_ROWS,
-    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.out_proj.weight"}, {HF_D}, HF_QD},
-    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.out_proj.bias"}, {HF_D}, 0},
-    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"final_layer_norm.weight"}, {HF_D}, 0},
-    {1, HF_NORM2, "bias", HF_ALWAYS, 0, {"final_layer_norm.bias"}, {HF_D}, 0},
-    {1, HF_UP, "weight", HF_ALWAYS, 0, {"fc1.weight"}, {HF_FF}, HF_D},
-    {1, HF_UP, "bias", HF_IF_MLP_BIAS, 0, {"fc1.bias"}, {HF_FF}, 0},
-    {1, HF_DOWN, "weight", HF_ALWAYS, 0, {"fc2.weight"}, {HF_D}, HF_FF},
-    {1, HF_DOWN, "bias", HF_IF_MLP_BIAS, 0, {"fc2.bias"}, {HF_D}, 0},
-    {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"final_layer_norm.weight"}, {HF_D}, 0},
-    {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"final_layer_norm.bias"}, {HF_D}, 0},
-    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
-    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
-
 /* The layernorm families' rows: a block's norm (BLOCK 1) or the final one, with biases;
  * an MLP of one linear up and one down (UP, DOWN: their names), biased where the MLP is */
 #define LN_ROWS_IN(BLOCK, SLOT, NAME)                                                       \
@@ -153,6 +131,35 @@ static const HfMap bigcode_map[] = {
     {1, HF_DOWN, "bias", HF_ALWAYS, 0, {"mlp.c_proj.bias"}, {HF_D}, 0},
     {0, HF_FINAL, "weight", HF_ALWAYS, 0, {"ln_f.weight"}, {HF_D}, 0},
     {0, HF_FINAL, "bias", HF_ALWAYS, 0, {"ln_f.bias"}, {HF_D}, 0},
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+/* OPT: GPT-2's layers with q, k, v and out_proj apart (nn.Linear, not Conv1D), the MLP
+ * fc1, fc2, biased where enable_bias is; its positions hold two rows before position
+ * 0's (pos_pad) */
+static const HfMap opt_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"embed_tokens.weight"}, {HF_V}, HF_D},
+    {0, HF_POS, "weight", HF_ALWAYS, 0, {"embed_positions.weight"}, {HF_POSN}, HF_D},
+    LN_ROWS(HF_NORM1, "self_attn_layer_norm"), QKV_ROWS,
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"self_attn.out_proj.weight"}, {HF_D}, HF_QD},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"self_attn.out_proj.bias"}, {HF_D}, 0},
+    LN_ROWS(HF_NORM2, "final_layer_norm"), UP_DOWN_ROWS("fc1", "fc2"),
+    LN_ROWS_IN(0, HF_FINAL, "final_layer_norm"),
+    {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
+    {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
+
+/* GPT-Neo: GPT-2's layers with q, k, v and out_proj apart, out_proj's bias alone, the
+ * MLP's linears nn.Linear (not Conv1D) */
+static const HfMap neo_map[] = {
+    {0, HF_EMBED, "weight", HF_ALWAYS, 0, {"wte.weight"}, {HF_V}, HF_D},
+    {0, HF_POS, "weight", HF_ALWAYS, 0, {"wpe.weight"}, {HF_POSN}, HF_D},
+    LN_ROWS(HF_NORM1, "ln_1"),
+    {1, HF_ATTN, "qkv.weight", HF_ALWAYS, 0,
+     {"attn.attention.q_proj.weight", "attn.attention.k_proj.weight",
+      "attn.attention.v_proj.weight"}, {HF_QD, HF_KD, HF_KD}, HF_D},
+    {1, HF_ATTN, "proj.weight", HF_ALWAYS, 0, {"attn.attention.out_proj.weight"}, {HF_D}, HF_QD},
+    {1, HF_ATTN, "proj.bias", HF_IF_O_BIAS, 0, {"attn.attention.out_proj.bias"}, {HF_D}, 0},
+    LN_ROWS(HF_NORM2, "ln_2"), UP_DOWN_ROWS("mlp.c_fc", "mlp.c_proj"), LN_ROWS_IN(0, HF_FINAL, "ln_f"),
     {0, HF_HEAD, "weight", HF_IF_UNTIED, 0, {"lm_head.weight"}, {HF_V}, HF_D},
     {0, 0, NULL, 0, 0, {NULL}, {0}, 0}};
 
@@ -267,6 +274,7 @@ const HfFamily hf_olmo = {"model.", "layers.%lld.", olmo_map, 0.0f, 0, 0};
 const HfFamily hf_olmo2 = {"model.", "layers.%lld.", olmo2_map, 0.0f, 0, 0};
 const HfFamily hf_glm = {"model.", "layers.%lld.", glm_map, 0.0f, 0, 0};
 const HfFamily hf_opt = {"model.decoder.", "layers.%lld.", opt_map, 0.0f, 0, 2};
+const HfFamily hf_neo = {"transformer.", "h.%lld.", neo_map, 0.0f, 0, 0};
 const HfFamily hf_gptj = {"transformer.", "h.%lld.", gptj_map, 0.0f, 0, 0};
 const HfFamily hf_cohere = {"model.", "layers.%lld.", cohere_map, 0.0f, 0, 0};
 /* Gemma: Llama's tensors; its RMSNorms scale by 1 + weight */
@@ -394,8 +402,9 @@ static int64_t dim(const HfDims *d, int code)
 
 static int wanted(const HfDims *d, int cond)
 {
-    return cond == HF_ALWAYS || (cond == HF_IF_BIAS && d->bias) ||
-           (cond == HF_IF_O_BIAS && d->bias == HF_BIAS_ALL) ||
+    return cond == HF_ALWAYS ||
+           (cond == HF_IF_BIAS && (d->bias == HF_BIAS_ALL || d->bias == HF_BIAS_QKV)) ||
+           (cond == HF_IF_O_BIAS && (d->bias == HF_BIAS_ALL || d->bias == HF_BIAS_PROJ)) ||
            (cond == HF_IF_MLP_BIAS && d->mlp_bias) ||
            (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
 }

@@ -1016,10 +1016,12 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
                      got(v, b, sizeof b));
     }
     else if (!strcmp(key, "bias") && l->op == OP_ATTENTION && !cJSON_IsBool(v)) {
-        if (!cJSON_IsString(v) || strcmp(v->valuestring, "qkv"))
-            error_at(c->file, path, "expected true, false or \"qkv\" (q, k and v's biases "
-                     "alone), got %s", got(v, b, sizeof b));
-        l->bias = l->bias_qkv = 1;
+        if (!cJSON_IsString(v) || (strcmp(v->valuestring, "qkv") && strcmp(v->valuestring, "proj")))
+            error_at(c->file, path, "expected true, false, \"qkv\" (q, k and v's biases alone) "
+                     "or \"proj\" (the output projection's alone), got %s", got(v, b, sizeof b));
+        l->bias = 1;
+        l->bias_qkv = !strcmp(v->valuestring, "qkv");
+        l->bias_proj = !l->bias_qkv;
     } else if (!strcmp(key, "bias"))
         l->bias = get_bool(c, v, path);
     else if (!strcmp(key, "causal"))

@@ -111,6 +111,7 @@ struct Layer {
     int64_t kv_heads, head_dim, window;
     double att_scale, att_softcap;
     int bias_qkv;             /* attention's bias "qkv": qkv.bias alone (Qwen2), no proj.bias */
+    int bias_proj;            /* its bias "proj": proj.bias alone (GPT-Neo), no qkv.bias */
     int qk_norm;              /* 0, QK_NORM_HEAD or QK_NORM_ALL_HEADS */
     Rope rope;
     Interleave il;

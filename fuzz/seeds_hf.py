@@ -31,7 +31,7 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
-                          OPTForCausalLM)
+                          OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -205,6 +205,10 @@ def main():
                                    num_attention_heads=2, max_position_embeddings=16,
                                    word_embed_proj_dim=8))
     seed("opt", [config_bytes(opt), st_bytes(tensors(opt))])
+    neo = GPTNeoForCausalLM(GPTNeoConfig(vocab_size=16, hidden_size=8, num_layers=2, num_heads=2,
+                                         max_position_embeddings=16, window_size=4,
+                                         attention_types=[[["global", "local"], 1]]))
+    seed("gpt_neo", [config_bytes(neo), st_bytes(tensors(neo))])
 
 
 if __name__ == "__main__":

@@ -258,6 +258,12 @@ cases += [
     tok("attention_partial_rope", [E(dim=16), {"op": "attention", "heads": 2, "kv_heads": 1,
                                                "qk_norm": True, "rope": {"theta": 100, "dims": 4}},
                                    L(7)]),
+    # GPT-Neo's attention: the output projection's bias alone, unscaled scores, learned
+    # positions, a window on every second layer
+    tok("attention_neo", [E(dim=16), {"op": "pos_embedding", "max_len": 6},
+                          {"op": "repeat", "count": 2, "body": [
+                              {"op": "attention", "heads": 2, "bias": "proj", "scale": 1.0,
+                               "interleave": {"every": 2, "window": 2}}]}, L(7)]),
     # OLMo 2's qk_norm: one RMSNorm over all of q's heads, one over all of k's (GQA), eps
     # not the default, then a rope; and under recomputation
     tok("attention_qk_norm_all", [E(dim=16), {"op": "attention", "heads": 4, "kv_heads": 2,

@@ -118,7 +118,7 @@ try:
                               GPTBigCodeForCausalLM, StableLmConfig, StableLmForCausalLM,
                               GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
                               FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
-                              OPTConfig, OPTForCausalLM,
+                              OPTConfig, OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM,
                               CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
@@ -548,6 +548,23 @@ def opt_models():
             off_defaults(m)
             with torch.no_grad():
                 m.model.decoder.embed_positions.weight[:2] = 0
+    return ms
+
+
+def neo_models():
+    """GPTNeoForCausalLMs (GPT-2's layout, q, k and v without biases, scores not scaled,
+    windows of 8 on the local layers): global then local (GPT-Neo's own pattern: an
+    interleave sets the window), and local then global (the window, an interleave
+    without it), untied. From a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, num_layers=2, num_heads=4, max_position_embeddings=64,
+              window_size=8)
+    with torch.random.fork_rng():
+        torch.manual_seed(11)
+        ms = [GPTNeoForCausalLM(GPTNeoConfig(attention_types=[[["global", "local"], 1]], **kw)),
+              GPTNeoForCausalLM(GPTNeoConfig(attention_types=[[["local", "global"], 1]],
+                                             tie_word_embeddings=False, **kw))]
+        for m in ms:
+            off_defaults(m)
     return ms
 
 
@@ -1235,6 +1252,7 @@ def roundtrips(val):
     phi, falcon, falcon_new, falcon_old, gptj, *falcon2 = parallel_models()
     olmo, cohere = bare_norm_models()
     opt, opt_plain = opt_models()
+    neo, neo_local_first = neo_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1249,6 +1267,7 @@ def roundtrips(val):
                        [("falcon2", m, {}) for m in falcon2] + [
                         ("olmo", olmo, {}), ("cohere", cohere, {}), ("gptj", gptj, {}),
                         ("opt", opt, {}), ("opt_untied_unbiased", opt_plain, {}),
+                        ("gpt_neo", neo, {}), ("gpt_neo_local_first", neo_local_first, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1290,6 +1309,10 @@ def family_bad_configs():
         ("opt-350m's post-norm", {"do_layer_norm_before": False}, ["do_layer_norm_before", "350m"]),
         ("opt-350m's projections", {"word_embed_proj_dim": 32}, ["word_embed_proj_dim", "350m"]),
         ("opt gelu", {"activation_function": "gelu"}, ["activation_function", "relu"])])
+    bad_configs(OUT + "/hf_gpt_neo", [
+        ("gpt_neo local layers in no pattern",
+         {"attention_types": [[["global", "local", "local"], 1]], "attention_layers": None,
+          "num_layers": 3}, ["attention_types", "pattern"])])
     bad_configs(OUT + "/hf_cohere", [
         ("cohere use_qk_norm", {"use_qk_norm": True}, ["use_qk_norm", "per head"]),
         ("cohere rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},

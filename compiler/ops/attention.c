@@ -24,7 +24,7 @@ static int attention_params(const Layer *l, const char **out)
 {
     int n = 0;
     out[n++] = "qkv.weight";
-    if (l->bias)
+    if (l->bias && !l->bias_proj)
         out[n++] = "qkv.bias";
     if (l->qk_norm) {
         out[n++] = "q_norm.weight";
@@ -150,7 +150,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     int bi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST;
     double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
     n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
-    if (l->bias)
+    if (l->bias && !l->bias_proj)
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
     Tensor *att = act_tensor(c, l->path, layer_ident("lse", pfx), 2, (int64_t[]){l->heads, T});
     att->origin = at;
