@@ -10,8 +10,9 @@ multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace r
 tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
 compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. The same for
-SentencePiece-style BPEs (sp_cases) and for added tokens with lstrip and rstrip
-(strip_cases). Also: a vocabulary over 65536 gives uint32
+SentencePiece-style BPEs (sp_cases), for added tokens with lstrip and rstrip
+(strip_cases) and for GPT-NeoX's (neox_case: NFC, added tokens of spaces matched in the
+normalized text). Also: a vocabulary over 65536 gives uint32
 shards; unsupported parts are refused by name.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
@@ -322,6 +323,26 @@ def strip_cases():
             compare(tok, tj, STRIP_TEXT, tf, kind + "/lstrip and rstrip", chunk=chunk)
 
 
+def neox_case():
+    """GPT-NeoX's tokenizer (Pythia, OLMo): GPT-2's pre-tokenizer after an NFC normalizer,
+    with added tokens for runs of 2 to 24 spaces that match the normalized text, over the
+    NFC text whole and in parts."""
+    with open(os.path.join(OUT, "gpt2.json"), encoding="utf-8") as f:
+        j = json.load(f)
+    j["normalizer"] = {"type": "NFC"}
+    first = max(j["model"]["vocab"].values()) + 1
+    for k, n in enumerate(range(24, 1, -1)):
+        j["added_tokens"].append({"id": first + k, "content": " " * n, "single_word": False,
+                                  "lstrip": False, "rstrip": False, "normalized": True,
+                                  "special": False})
+    tj = os.path.join(OUT, "neox.json")
+    with open(tj, "w", encoding="utf-8") as f:
+        json.dump(j, f, ensure_ascii=False)
+    tok = Tokenizer.from_file(tj)
+    for chunk in (None, 3):
+        compare(tok, tj, TEXT_NFC, os.path.join(OUT, "hard_nfc.txt"), "neox/hard_nfc", chunk=chunk)
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -360,6 +381,7 @@ def main():
                     "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
     sp_cases(lic, files)
     strip_cases()
+    neox_case()
     # validation: the last tenth of the ids; shards of at most 10000 ids
     tj = os.path.join(OUT, "gpt2.json")
     want = Tokenizer.from_file(tj).encode(lic).ids
