@@ -82,15 +82,15 @@ DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-d
             openmpi-bin libopenmpi-dev patchelf xxhash
 # The Hugging Face oracles: transformers from PyPI in venvs over Debian's torch
 # (--system-site-packages). 4.40.2, the parity tests' (HF_PYTHON), runs on Debian's torch
-# 1.13; so does 4.47.1 (HF_NEW_PYTHON), whose Gemma 2, Granite, Phi-3, Nemotron and
-# OLMo 2 classes tests/hf_io.py --newer loads. Each made once; its stamp names the version,
+# 1.13; so does 4.48.3 (HF_NEW_PYTHON), whose Gemma 2, Granite, Phi-3, Nemotron, OLMo 2,
+# GLM and Cohere 2 classes tests/hf_io.py --newer loads (4.50 on need torch 2). Each made once; its stamp names the version,
 # so a new pin installs again. An interpreter given on the command line is used as it is.
 HF_VENV          ?= .venv/hf
 HF_PYTHON        ?= $(HF_VENV)/bin/python
 TRANSFORMERS     := 4.40.2
 HF_NEW_VENV      ?= .venv/hf-new
 HF_NEW_PYTHON    ?= $(HF_NEW_VENV)/bin/python
-TRANSFORMERS_NEW := 4.47.1
+TRANSFORMERS_NEW := 4.48.3
 HF_DEPS :=
 ifeq ($(HF_PYTHON),$(HF_VENV)/bin/python)
 HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS)
@@ -166,7 +166,7 @@ clean:
 
 help:
 	@echo "make          build build/trainc"
-	@echo "make deps     the Debian packages (as root), transformers 4.40.2 and 4.47.1 in .venv/hf, .venv/hf-new"
+	@echo "make deps     the Debian packages (as root), transformers 4.40.2 and 4.48.3 in .venv/hf, .venv/hf-new"
 	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
 	@echo "make test     the whole test suite (JOBS=2 at a time, TESTS='PATTERN ...' for some)"
 	@echo "make check    its quick tier: unit, golden, verify, bad input, cli, a parity"

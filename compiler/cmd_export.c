@@ -6,7 +6,7 @@
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
  * after the branches alone OLMo 2, a partial rope GLM, other scale layers Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
- * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, OLMo) as
+ * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -53,6 +53,7 @@ typedef struct Ex {
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer without the window, or 0 */
     const Rope *global_scaled; /* and their rope, where it has a scaling (the 4B and larger) */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
+    int global_nope;           /* Cohere 2: its global layers without rope too */
     int *neo_local;            /* GPT-Neo: [L] each layer windowed (its "local" layers) */
     double eps, theta;
     double global_theta;       /* the global layers' rope theta, or 0: the layers' own */
@@ -126,6 +127,10 @@ static int cohere(const Ex *e)
            e->block == BLOCK_SHARED_NORM;
 }
 
+/* Cohere 2: Cohere's layers with windows, its global layers (every N-th) without window
+ * and rope */
+static int cohere2(const Ex *e) { return cohere(e) && e->window; }
+
 /* A layernorm's LN_* */
 static int ln_kind(const Layer *l) { return !l->affine ? LN_BARE : !l->bias ? LN_WEIGHT : LN_FULL; }
 static int phi(const Ex *e)
@@ -183,11 +188,15 @@ static void interleave(Ex *e, const Layer *l)
         e->global_every = il->every;
         e->global_theta = il->set_rope ? il->rope.theta : 0;
         e->global_scaled = il->set_rope && il->rope.factor ? &il->rope : NULL;
-    } else if (!il->set_window && il->set_rope && !(il->rope.theta > 0))
+    } else if (!il->set_window && il->set_rope && !(il->rope.theta > 0)) {
         e->nope_every = il->every;
-    else
+    } else if (il->set_window && !il->window && il->set_rope && !(il->rope.theta > 0)) {
+        e->global_every = il->every;   /* Cohere 2's global layers */
+        e->global_nope = 1;
+    } else
         refuse(e, NULL, l, "interleave: Gemma 2 and 3's (window null, and in Gemma 3 a rope of "
-                           "its own) or SmolLM3's (rope null alone) only");
+                           "its own), SmolLM3's (rope null alone) or Cohere 2's (window and rope "
+                           "null) only");
 }
 
 /* OLMo 2: Llama's layers with a norm after each branch and none before it, qk_norm over
@@ -243,7 +252,7 @@ static void attention_family(Ex *e, const Layer *l)
     if (e->d.qk_norm && e->d.bias == HF_BIAS_QKV)
         refuse(e, NULL, l, "bias \"qkv\" with qk_norm: Qwen3's attention_bias is on q, k, v "
                            "and o or none");
-    if (e->global_every && !(e->gemma && e->post_norms))
+    if (e->global_every && !(e->gemma && e->post_norms) && !cohere2(e))
         refuse(e, NULL, l, "global layers: only Gemma 3 (the embedding scaled by sqrt(d), a "
                            "norm after each branch) has them here");
     if (e->nope_every && (e->gemma || e->window || e->d.qk_norm || e->scaled))
@@ -335,15 +344,22 @@ static void layernorm_family_attention(Ex *e, const Layer *l)
         refuse(e, NULL, l, "rope dims (a partial rope): of the layernorm families only "
                            "StableLM, Nemotron, GPT-NeoX, Phi and GPT-J (a gated, a squared "
                            "relu or a gelu MLP) rotate part of each head");
-    int others = e->d.qk_norm || e->window || e->att_scale || e->att_softcap || l->il.every ||
-                 l->rope.lr;
+    int c2 = cohere2(e);   /* its windows and interleave are its own */
+    int others = e->d.qk_norm || (e->window && !c2) || e->att_scale || e->att_softcap ||
+                 (l->il.every && !c2) || l->rope.lr;
     if (falcon(e))
         falcon_attention(e, l, others);
     if ((olmo(e) || cohere(e)) && (others || e->d.rope_dims || e->d.bias == HF_BIAS_QKV ||
-                                   e->d.HD || (l->rope.factor && (cohere(e) || !l->rope.linear))))
+                                   (e->d.HD && !c2) ||
+                                   (l->rope.factor && (cohere(e) || !l->rope.linear))))
         refuse(e, NULL, l, "bias \"qkv\", qk_norm, window, head_dim, scale, softcap, interleave, "
                            "a partial rope and rope scaling (OLMo's linear apart) have no place "
-                           "in OLMo and Cohere (layernorms without bias, a gated MLP)");
+                           "in OLMo and Cohere (layernorms without bias, a gated MLP; Cohere 2 "
+                           "with a window and its global layers' interleave)");
+    if (c2 && l->il.every && (!l->il.set_window || l->il.window || !l->il.set_rope ||
+                              l->il.rope.theta > 0))
+        refuse(e, NULL, l, "Cohere 2's interleave sets its global layers apart: window null and "
+                           "rope null");
     if (gptj(e) && (others || e->d.KV != e->d.H || e->d.HD || l->rope.factor ||
                     l->rope.theta != 10000))
         refuse(e, NULL, l, "kv_heads, qk_norm, window, head_dim, scale, softcap, interleave, "
@@ -897,7 +913,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT, NEO };
+           OLMO2, GLM, OPT, NEO, COHERE2 };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -913,10 +929,11 @@ static const char *const *family(const Ex *e)
         [FALCON] = {"falcon", "FalconForCausalLM"}, [OLMO] = {"olmo", "OlmoForCausalLM"},
         [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
         [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
-        [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"}};
+        [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"},
+        [COHERE2] = {"cohere2", "Cohere2ForCausalLM"}};
     int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
-          : cohere(e) ? COHERE : gptj(e) ? GPTJ
+          : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -1138,6 +1155,21 @@ static void olmo_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "clip_qkv");
 }
 
+/* Cohere 2's head_dim and windows: sliding_window (a query sees that many positions,
+ * itself included: SPEC's window), every N-th layer global (sliding_window_pattern for
+ * transformers 4.48, layer_types for later ones; N past the layers: none) */
+static void cohere2_keys(cJSON *c, const Ex *e)
+{
+    int64_t every = e->global_every ? e->global_every : e->d.L + 1;
+    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+    cJSON_AddNumberToObject(c, "sliding_window_pattern", (double)every);
+    cJSON *types = cJSON_AddArrayToObject(c, "layer_types");
+    for (int64_t i = 0; i < e->d.L; i++)
+        cJSON_AddItemToArray(types, cJSON_CreateString((i + 1) % every ? "sliding_attention"
+                                                                        : "full_attention"));
+}
+
 /* Cohere's keys beside the sizes: its norms' eps, the gate's activation, the rope, the
  * attention's biases, logit_scale (the scale after the head, or 1); no qk norms */
 static void cohere_keys(cJSON *c, const Ex *e)
@@ -1147,7 +1179,10 @@ static void cohere_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     cJSON_AddNumberToObject(c, "logit_scale", e->logit_mult ? e->logit_mult : 1.0);
-    cJSON_AddFalseToObject(c, "use_qk_norm");
+    if (cohere2(e))
+        cohere2_keys(c, e);
+    else
+        cJSON_AddFalseToObject(c, "use_qk_norm");
 }
 
 /* Phi-3's keys beside the sizes: its longrope (both factor lists, as transformers 4.45

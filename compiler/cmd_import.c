@@ -54,6 +54,7 @@ typedef struct Arch {
     int post_norms;            /* Gemma 2 and 3: a norm after each branch too (OLMo 2: */
     int no_pre_norms;          /* and none before it) */
     int64_t global_every;      /* Gemma 2 and 3: every N-th layer global (no window), or 0 */
+    int global_nope;           /* Cohere 2: the global layers have no rope either */
     int64_t local_every;       /* GPT-Neo: every N-th layer windowed (the others not), or 0 */
     int64_t local_window;      /* and their window */
     double global_theta;       /* Gemma 3: its rope theta (Gemma 2: 0, the layers' own) */
@@ -89,7 +90,7 @@ typedef struct Imp {
  * other heads and tasks, generation's settings, transformers' output switches (all of
  * PretrainedConfig's keys but three, which decoder_only checks), GPT-2's relics of
  * OpenAI GPT (n_special, predict_special_tokens: its modeling code reads neither), the
- * attention implementation's flag transformers 4.46 to 4.47 save. A
+ * attention implementation's flag transformers 4.46 to 4.48 save. A
  * config written whole (to_dict, older transformers) holds them all. */
 static const char *const ignored_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
@@ -844,6 +845,28 @@ static double softcap_key(HfCfg *c, const char *key, double dflt)
     return cap;
 }
 
+/* Cohere 2 (Command R7B, Command A; transformers 4.48 on): Cohere's layers with every
+ * sliding_window_pattern-th layer global, without a window and without rope, the
+ * others windowed (sliding_window: a query sees that many positions, itself included,
+ * as SPEC's window): the attention's window and "interleave": {"every": N, "window":
+ * null, "rope": null}. */
+static void cohere2_config(HfCfg *c, Arch *a)
+{
+    cohere_config(c, a);
+    a->window = hf_cfg_int(c, "sliding_window", 4096);
+    a->global_every = hf_cfg_int(c, "sliding_window_pattern", 4);
+    a->global_nope = 1;
+    if (hf_cfg_get(c, "layer_types")) {   /* transformers 4.53 on; 4.48 reads the pattern */
+        int64_t n = list_period(c, "layer_types", a->d.L, "\"full_attention\"",
+                                "\"sliding_attention\"");
+        if (n != a->global_every && (n <= a->d.L || a->global_every <= a->d.L))
+            hf_cfg_error(c, "layer_types", "a global layer every %lld where "
+                         "sliding_window_pattern says every %lld: transformers' releases would "
+                         "read them apart", (long long)n, (long long)a->global_every);
+    }
+    hf_cfg_get(c, "cache_implementation");
+}
+
 /* Gemma 2: Gemma's layers with a norm after each branch as well (no qk_norm), the even
  * layers windowed and the odd ones global (or as layer_types lists them), one rope; the
  * scores scaled by query_pre_attn_scalar^-1/2 and soft-capped at attn_logit_softcapping,
@@ -1005,6 +1028,7 @@ static const Kin *kin_of(const char *type)
         {"olmo2", 2048, 1e4, 0, 0, 0, olmo2_config},
         {"glm", 131072, 1e4, 0, 128, OWN_SCALING | OWN_BIAS, glm_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
+        {"cohere2", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere2_config},
         {"phi", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, phi_config},
         {"qwen2", 2048, 1e4, 0, 0, OWN_BIAS, NULL},   /* q, k and v biased, o not */
         {NULL, 2048, 1e4, 0, 0, 0, NULL}};
@@ -1140,6 +1164,7 @@ static const Family families[] = {
     {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
     {"gpt_neo", "GPTNeoForCausalLM", "GPTNeoModel", neo_config, &hf_neo},
     {"cohere", "CohereForCausalLM", "CohereModel", llama_config, &hf_cohere},
+    {"cohere2", "Cohere2ForCausalLM", "Cohere2Model", llama_config, &hf_cohere},
     {"phi", "PhiForCausalLM", "PhiModel", llama_config, &hf_phi},
     {"gpt_neox", "GPTNeoXForCausalLM", "GPTNeoXModel", neox_config, &hf_neox},
     {"gptj", "GPTJForCausalLM", "GPTJModel", gptj_config, &hf_gptj},
@@ -1273,6 +1298,8 @@ static void attention(cJSON *list, const Arch *a)
         cJSON *g = cJSON_AddObjectToObject(l, "interleave");
         cJSON_AddNumberToObject(g, "every", (double)a->global_every);
         cJSON_AddNullToObject(g, "window");
+        if (a->global_nope)   /* Cohere 2's */
+            cJSON_AddNullToObject(g, "rope");
         if (a->global_theta) {   /* Gemma 3's global rope (Gemma 2's layers share one) */
             cJSON *r = cJSON_AddObjectToObject(g, "rope");
             cJSON_AddNumberToObject(r, "theta", a->global_theta);

@@ -181,6 +181,11 @@ def main():
     seed("olmo", [config_bytes(olmo), st_bytes(tensors(olmo))])
     cohere = CohereForCausalLM(CohereConfig(**small))
     seed("cohere", [config_bytes(cohere), st_bytes(tensors(cohere))])
+    # Cohere 2 (transformers 4.48 on): Cohere's tensors, windows, its global layers every
+    # second without window and rope
+    cohere2 = {"model_type": "cohere2", "architectures": ["Cohere2ForCausalLM"], "head_dim": 4,
+               "sliding_window": 4, "sliding_window_pattern": 2, "cache_implementation": "hybrid"}
+    seed("cohere2", [config_bytes(cohere, cohere2), st_bytes(tensors(cohere))])
     gptj = GPTJForCausalLM(GPTJConfig(vocab_size=16, n_embd=8, n_layer=1, n_head=2, rotary_dim=2,
                                       n_positions=16))
     seed("gptj", [config_bytes(gptj), st_bytes(tensors(gptj))])

@@ -79,7 +79,7 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   hold them, GPT-2's AutoTokenizer agrees; without --tokenizer there are none; a
   tokenizer whose special ids are past the model's vocabulary is refused.
 
-With --newer (HF_NEW_PYTHON: transformers 4.47.1, which runs on Debian's torch
+With --newer (HF_NEW_PYTHON: transformers 4.48.3, which runs on Debian's torch
 1.13), the same checks run in build/tests/hf_io_newer and transformers'
 own classes load what 4.40 lacks: the Gemma 2 and Granite folders and their exports
 compute trainc's --eval within 1e-5 (Gemma2ForCausalLM, GraniteForCausalLM; Gemma 2's
@@ -89,8 +89,8 @@ window before 4.50); a NemotronForCausalLM (layernorms by 1 + weight, half of ea
 rotated, head_dim, relu2, every bias) and a Falcon 2-shaped FalconForCausalLM (the new
 architecture off one norm, num_ln_in_parallel_attn 1) round-trip as the 4.40 models do;
 an Olmo2ForCausalLM (norms after the branches alone, q and k norms over all heads)
-and a GlmForCausalLM (a partial rope on adjacent pairs, q, k and v biased) round-trip
-too.
+a GlmForCausalLM (a partial rope on adjacent pairs, q, k and v biased) and a
+Cohere2ForCausalLM (windows, its global layers without window and rope) round-trip too.
 
     $HF_PYTHON tests/hf_io.py
     $HF_NEW_PYTHON tests/hf_io.py --newer
@@ -131,8 +131,8 @@ if NEWER:
         from transformers import (Gemma2ForCausalLM, GraniteForCausalLM, Phi3ForCausalLM,
                                   NemotronConfig, NemotronForCausalLM)
     except ImportError:
-        raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.47 or "
-                         "later needed (make deps installs 4.47.1 as HF_NEW_PYTHON)"
+        raise SystemExit("hf_io --newer: transformers %s has no Gemma 2 or Granite: 4.48 or "
+                         "later needed (make deps installs 4.48.3 as HF_NEW_PYTHON)"
                          % transformers.__version__)
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -182,8 +182,8 @@ def hf_loss(m, tokens):
     W = m.config.sliding_window if isinstance(m, WINDOWED) else None
     if W and SHIFT_WINDOW:
         m.config.sliding_window = W - 1
-    with torch.no_grad():
-        logits = m(input_ids=x).logits.double()
+    with torch.no_grad():   # no cache: Gemma 2's and Cohere 2's need torch 2's dynamo
+        logits = m(input_ids=x, use_cache=False).logits.double()
     if W:
         m.config.sliding_window = W
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
@@ -421,6 +421,20 @@ def glm_case(val):
                [("glm head_dim", {"head_dim": 8}, ["head_dim", "hidden_size"]),
                 ("glm rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
                  ["rope_scaling", "GLM"])])
+
+
+def cohere2_case(val):
+    """--newer: a Cohere2ForCausalLM (Command R7B's layout, transformers 4.48 on: Cohere's
+    layers with windows of 8, every second layer global, without window and rope)
+    round-trips as roundtrip does; layer_types that disagree with sliding_window_pattern
+    are refused."""
+    if not NEWER:
+        return
+    from transformers import Cohere2Config, Cohere2ForCausalLM
+    newer_case("cohere2", 12, Cohere2ForCausalLM,
+               Cohere2Config(sliding_window=8, sliding_window_pattern=2, logit_scale=0.25), val,
+               [("cohere2 layer_types apart", {"layer_types": ["sliding_attention"] * 2},
+                 ["layer_types", "sliding_window_pattern"])])
 
 
 def nemotron_case(val):
@@ -1403,6 +1417,7 @@ def main():
     nemotron_case(val)
     olmo2_case(val)
     glm_case(val)
+    cohere2_case(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)

@@ -26,7 +26,7 @@ export PYTHON=${PYTHON:-/usr/bin/python3}
 # without one, the checks that need it skip (exit 77)
 export HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
-# and a newer transformers (4.47.1) for the families 4.40 lacks (tests/hf_io.py --newer)
+# and a newer transformers (4.48.3) for the families 4.40 lacks (tests/hf_io.py --newer)
 export HF_NEW_PYTHON=${HF_NEW_PYTHON:-.venv/hf-new/bin/python}
 command -v "$HF_NEW_PYTHON" >/dev/null || HF_NEW_PYTHON=$PYTHON
 T=build/tests
