@@ -1155,19 +1155,27 @@ static void olmo_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "clip_qkv");
 }
 
-/* Cohere 2's head_dim and windows: sliding_window (a query sees that many positions,
- * itself included: SPEC's window), every N-th layer global (sliding_window_pattern for
- * transformers 4.48, layer_types for later ones; N past the layers: none) */
-static void cohere2_keys(cJSON *c, const Ex *e)
+/* The window and the global layers among windowed ones (Gemma 3's, Cohere 2's):
+ * sliding_window, every N-th layer global as sliding_window_pattern and layer_types (N
+ * past the layers: none) */
+static void window_keys(cJSON *c, const Ex *e)
 {
     int64_t every = e->global_every ? e->global_every : e->d.L + 1;
-    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
     cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
     cJSON_AddNumberToObject(c, "sliding_window_pattern", (double)every);
     cJSON *types = cJSON_AddArrayToObject(c, "layer_types");
     for (int64_t i = 0; i < e->d.L; i++)
         cJSON_AddItemToArray(types, cJSON_CreateString((i + 1) % every ? "sliding_attention"
                                                                         : "full_attention"));
+}
+
+/* Cohere 2's head_dim and windows: sliding_window (a query sees that many positions,
+ * itself included: SPEC's window), every N-th layer global (sliding_window_pattern for
+ * transformers 4.48, layer_types for later ones; N past the layers: none) */
+static void cohere2_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    window_keys(c, e);
 }
 
 /* Cohere's keys beside the sizes: its norms' eps, the gate's activation, the rope, the
@@ -1268,7 +1276,7 @@ static void llama_keys(cJSON *c, const Ex *e)
  * scaling (rope_scaling: the global layers'). */
 static void gemma3_keys(cJSON *c, const Ex *e)
 {
-    int64_t every = e->global_every ? e->global_every : e->d.L + 1, hd = hf_head_dim(&e->d);
+    int64_t hd = hf_head_dim(&e->d);
     cJSON_AddNumberToObject(c, "head_dim", (double)hd);
     cJSON_AddNumberToObject(c, "query_pre_attn_scalar", query_pre_attn_scalar(e));
     cJSON_AddStringToObject(c, "hidden_activation", e->act);
@@ -1279,12 +1287,7 @@ static void gemma3_keys(cJSON *c, const Ex *e)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(e->global_scaled));
     else
         cJSON_AddNullToObject(c, "rope_scaling");
-    cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
-    cJSON_AddNumberToObject(c, "sliding_window_pattern", (double)every);
-    cJSON *types = cJSON_AddArrayToObject(c, "layer_types");
-    for (int64_t i = 0; i < e->d.L; i++)
-        cJSON_AddItemToArray(types, cJSON_CreateString((i + 1) % every ? "sliding_attention"
-                                                                        : "full_attention"));
+    window_keys(c, e);
     cJSON_AddNullToObject(c, "final_logit_softcapping");
     cJSON_AddNullToObject(c, "attn_logit_softcapping");
 }
