@@ -208,40 +208,51 @@ static void opt_config(HfCfg *c, Arch *a)
         hf_cfg_get(c, ignored[k]);
 }
 
-/* GPT-Neo's layer kinds into is_local[L]: attention_layers ("global", "local"), what its
+/* One more of GPT-Neo's layer kinds (k, a string in KEY's list) appended to kinds[*n]
+ * (1: local), at most L of them */
+static void neo_kind(HfCfg *c, const char *key, const cJSON *k, int64_t L, int **kinds, int64_t *n)
+{
+    if (*n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
+                                          strcmp(k->valuestring, "local")))
+        hf_cfg_error(c, key, "num_layers (%lld) kinds expected, each \"global\" or \"local\"",
+                     (long long)L);
+    *kinds = realloc(*kinds, (size_t)(*n + 1) * sizeof **kinds);
+    if (!*kinds)
+        die("out of memory");
+    (*kinds)[(*n)++] = !strcmp(k->valuestring, "local");
+}
+
+/* GPT-Neo's L layer kinds (1: local): attention_layers ("global", "local"), what its
  * modeling code reads and transformers saves, or attention_types expanded
- * ([[["global", "local"], 12]]: the pattern, repeated) */
-static void neo_kinds(HfCfg *c, int64_t L, int *is_local)
+ * ([[["global", "local"], 12]]: the pattern, repeated; GPTNeoConfig's where absent) */
+static int *neo_kinds(HfCfg *c, int64_t L)
 {
     const cJSON *types = hf_cfg_get(c, "attention_types"), *list = hf_cfg_get(c, "attention_layers");
+    const char *key = list ? "attention_layers" : "attention_types";
+    int *kinds = NULL;
     int64_t n = 0;
     const cJSON *t, *k;
-    if (list)   /* the list itself, as [pattern, 1] */
-        types = NULL;
-    for (t = types ? types->child : NULL; t; t = t->next) {
+    for (t = list ? NULL : types ? types->child : NULL; t; t = t->next) {
         const cJSON *pat = cJSON_GetArrayItem(t, 0), *rep = cJSON_GetArrayItem(t, 1);
-        if (!cJSON_IsArray(pat) || !cJSON_IsNumber(rep) || rep->valuedouble < 0 ||
+        if (!cJSON_IsArray(pat) || !cJSON_IsNumber(rep) || !(rep->valuedouble >= 0) ||
             rep->valuedouble > (double)L)
-            hf_cfg_error(c, "attention_types", "a list of [[kinds...], count] expected");
+            hf_cfg_error(c, key, "a list of [[kinds...], count] expected");
         for (int64_t r = 0; r < (int64_t)rep->valuedouble; r++)
-            cJSON_ArrayForEach(k, pat) {
-                if (n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
-                                                     strcmp(k->valuestring, "local")))
-                    hf_cfg_error(c, "attention_types", "num_layers (%lld) kinds expected, each "
-                                 "\"global\" or \"local\"", (long long)L);
-                is_local[n++] = !strcmp(k->valuestring, "local");
-            }
+            cJSON_ArrayForEach(k, pat)
+                neo_kind(c, key, k, L, &kinds, &n);
     }
-    cJSON_ArrayForEach(k, list) {
-        if (n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
-                                             strcmp(k->valuestring, "local")))
-            hf_cfg_error(c, "attention_layers", "num_layers (%lld) kinds expected, each "
-                         "\"global\" or \"local\"", (long long)L);
-        is_local[n++] = !strcmp(k->valuestring, "local");
+    cJSON_ArrayForEach(k, list)
+        neo_kind(c, key, k, L, &kinds, &n);
+    if (!types && !list) {   /* GPTNeoConfig's default: global then local, 24 layers */
+        cJSON *dflt = cJSON_CreateString("global"), *local = cJSON_CreateString("local");
+        for (int r = 0; r < 24; r++)
+            neo_kind(c, key, r % 2 ? local : dflt, L, &kinds, &n);
+        cJSON_Delete(dflt);
+        cJSON_Delete(local);
     }
     if (n != L)
-        hf_cfg_error(c, list ? "attention_layers" : "attention_types", "%lld layer kinds for "
-                     "num_layers %lld", (long long)n, (long long)L);
+        hf_cfg_error(c, key, "%lld layer kinds for num_layers %lld", (long long)n, (long long)L);
+    return kinds;
 }
 
 /* Does kind k (is_local) fall on every n-th layer alone, n the first such layer's place? */
@@ -282,8 +293,7 @@ static void neo_config(HfCfg *c, Arch *a)
     a->act = gelu_approximate(c, "activation_function", "gelu_new");
     a->att_scale = 1.0;
     int64_t w = hf_cfg_int(c, "window_size", 256);
-    int *local = xcalloc((size_t)a->d.L, sizeof *local);
-    neo_kinds(c, a->d.L, local);
+    int *local = neo_kinds(c, a->d.L);
     int64_t every_local = kind_every(local, a->d.L, 1), every_global = kind_every(local, a->d.L, 0);
     free(local);
     if (every_global == 1)   /* all global: no window */
