@@ -5,8 +5,9 @@
  * Llama's (rmsnorms: a window Mistral, qk_norm Qwen3, biases on q, k and v alone Qwen2,
  * layers without rope SmolLM3, longrope Phi-3, the embedding scaled by sqrt(d) Gemma,
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
- * after the branches alone OLMo 2, a partial rope GLM, other scale layers Granite); the layernorm families' (by the MLP and the block's form: StarCoder2,
- * StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo) as
+ * after the branches alone OLMo 2, a partial rope GLM, other scale layers Granite); the
+ * layernorm families' (by the MLP and the block's form: StarCoder2, StableLM, Nemotron,
+ * GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo) as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -275,6 +276,11 @@ static void attention_family(Ex *e, const Layer *l)
                      e->d.rope_dims || e->d.bias == HF_BIAS_QKV || l->rope.lr))
         refuse(e, NULL, l, "window, head_dim, scale, softcap, interleave, a partial rope, "
                            "longrope and bias \"qkv\" have no place in OLMo 2");
+    if (glm(e) && (e->d.bias == HF_BIAS_ALL || e->d.qk_norm || e->window || e->d.HD ||
+                   e->att_scale || e->att_softcap || l->il.every || l->rope.factor))
+        refuse(e, NULL, l, "a partial rope on rmsnorms is GLM's, which has no bias on o "
+                           "(\"bias\": \"qkv\" or false), qk_norm, window, head_dim, scale, "
+                           "softcap, interleave or rope scaling");
 }
 
 /* GPT-Neo's windows: each layer's, from the window and the interleave, into
@@ -415,12 +421,6 @@ static void attention(Ex *e, const Layer *l)
                            "rope scaling have no place in StarCoder2 (layernorms without "
                            "learned positions, a gelu MLP)");
     layernorm_family_attention(e, l);
-    if (!e->layernorm && !e->gpt2 && (e->d.rope_dims || l->il.rope.dims) && !l->rope.lr &&
-        (e->d.bias == HF_BIAS_ALL || e->d.qk_norm || e->window || e->d.HD || e->att_scale ||
-         e->att_softcap || l->il.every || l->rope.factor))
-        refuse(e, NULL, l, "a partial rope on rmsnorms is GLM's, which has no bias on o "
-                           "(\"bias\": \"qkv\" or false), qk_norm, window, head_dim, scale, "
-                           "softcap, interleave or rope scaling");
     e->theta = l->rope.theta;
     e->scaled = l->rope.factor ? l : NULL;
     e->longrope = l->rope.lr;
@@ -773,7 +773,8 @@ static const HfFamily *family_tables(const Ex *e)
 {
     if (falcon(e))
         return e->block == BLOCK_SHARED_NORM ? &hf_falcon : &hf_falcon_new;
-    return opt(e) ? &hf_opt : neo(e) ? &hf_neo : bigcode(e) ? &hf_bigcode : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
+    return opt(e) ? &hf_opt : neo(e) ? &hf_neo : bigcode(e) ? &hf_bigcode
+         : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
@@ -931,7 +932,8 @@ static const char *const *family(const Ex *e)
         [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
         [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"},
         [COHERE2] = {"cohere2", "Cohere2ForCausalLM"}};
-    int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2 : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
+    int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2
+          : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM

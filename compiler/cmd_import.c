@@ -227,7 +227,8 @@ static void neo_kind(HfCfg *c, const char *key, const cJSON *k, int64_t L, int *
  * ([[["global", "local"], 12]]: the pattern, repeated; GPTNeoConfig's where absent) */
 static int *neo_kinds(HfCfg *c, int64_t L)
 {
-    const cJSON *types = hf_cfg_get(c, "attention_types"), *list = hf_cfg_get(c, "attention_layers");
+    const cJSON *types = hf_cfg_get(c, "attention_types");
+    const cJSON *list = hf_cfg_get(c, "attention_layers");
     const char *key = list ? "attention_layers" : "attention_types";
     int *kinds = NULL;
     int64_t n = 0;
@@ -1080,7 +1081,7 @@ static void llama_window_keys(HfCfg *c, Arch *a)
         hf_cfg_error(c, "use_sliding_window", "true: %s then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's",
                      qwen2 ? "Qwen2" : "Qwen3");
-    if (!strcmp(a->type, "qwen3") || qwen2)   /* Qwen writes it; it counts only with use_sliding_window */
+    if (!strcmp(a->type, "qwen3") || qwen2)   /* Qwen writes it: only use_sliding_window uses it */
         hf_cfg_get(c, "sliding_window");
 }
 
