@@ -896,6 +896,16 @@ static void write_tensors(const Ex *e, const char *path)
 static cJSON *rope_scaling(const Rope *rope)
 {
     cJSON *r = cJSON_CreateObject();
+    if (rope->yarn) {
+        const Yarn *y = rope->yarn;
+        cJSON_AddStringToObject(r, "rope_type", "yarn");
+        cJSON_AddItemToObject(r, "factor", hf_float(y->factor));   /* orig: max_position_embeddings */
+        cJSON_AddItemToObject(r, "beta_fast", hf_float(y->beta_fast));
+        cJSON_AddItemToObject(r, "beta_slow", hf_float(y->beta_slow));
+        if (y->has_attn)
+            cJSON_AddItemToObject(r, "attention_factor", hf_float(y->attn));
+        return r;
+    }
     if (rope->linear) {
         cJSON_AddStringToObject(r, "type", "linear");
         cJSON_AddItemToObject(r, "factor", hf_float(rope->factor));
@@ -1392,6 +1402,10 @@ static cJSON *config(const Ex *e)
         if (granite(e))
             granite_keys(c, e);
     }
+    const Rope *sc = e->scaled ? &e->scaled->rope : e->global_scaled;
+    if (sc && sc->yarn)   /* transformers 4.48 computes yarn with max_position_embeddings */
+        cJSON_ReplaceItemInObjectCaseSensitive(c, "max_position_embeddings",
+                                               cJSON_CreateNumber(sc->yarn->orig));
     cJSON_AddBoolToObject(c, "tie_word_embeddings", e->d.tie);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     return c;

@@ -327,40 +327,73 @@ static void decoder_only(HfCfg *c)
         hf_cfg_error(c, "pruned_heads", "not empty: trainc's layers all have the same heads");
 }
 
-/* rope_scaling: null, or llama3's or linear's (SPEC's "scaling"); any other type is
- * refused. */
+/* yarn's original context: rope_scaling's original_max_position_embeddings, or the
+ * config's max_position_embeddings, which transformers 4.48 computes with (later ones
+ * with the former): where both are given they must agree. */
+static double yarn_original(HfCfg *c, const cJSON *s)
+{
+    const cJSON *o = cJSON_GetObjectItemCaseSensitive(s, "original_max_position_embeddings");
+    const cJSON *m = hf_cfg_get(c, "max_position_embeddings");
+    if (o && !cJSON_IsNumber(o))
+        hf_cfg_error(c, "rope_scaling.original_max_position_embeddings", "a number expected");
+    if (!o && !m)
+        hf_cfg_error(c, "rope_scaling", "yarn needs original_max_position_embeddings (or the "
+                     "config's max_position_embeddings)");
+    if (o && m && o->valuedouble != (double)hf_cfg_int(c, "max_position_embeddings", -1))
+        hf_cfg_error(c, "rope_scaling.original_max_position_embeddings", "%g where "
+                     "max_position_embeddings is %lld: transformers' releases compute yarn "
+                     "with either", o->valuedouble,
+                     (long long)hf_cfg_int(c, "max_position_embeddings", -1));
+    return o ? o->valuedouble : (double)hf_cfg_int(c, "max_position_embeddings", -1);
+}
+
+/* rope_scaling: null, or llama3's, linear's or yarn's (SPEC's "scaling": the keys each
+ * takes, the required ones first); any other type is refused. */
 static cJSON *rope_scaling(HfCfg *c)
 {
+    static const struct {
+        const char *type;
+        const char *keys[7];
+        int required;
+    } kinds[] = {
+        {"llama3", {"factor", "low_freq_factor", "high_freq_factor",
+                    "original_max_position_embeddings", NULL}, 4},
+        {"linear", {"factor", NULL}, 1},
+        {"yarn", {"factor", "beta_fast", "beta_slow", "attention_factor",
+                  "original_max_position_embeddings", NULL}, 1},
+    };
     const cJSON *s = hf_cfg_get(c, "rope_scaling");
     if (!s)
         return NULL;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(s, "rope_type");
     if (!t)
         t = cJSON_GetObjectItemCaseSensitive(s, "type");
-    int linear = cJSON_IsString(t) && !strcmp(t->valuestring, "linear");
-    if (!linear && !(cJSON_IsString(t) && !strcmp(t->valuestring, "llama3")))
-        hf_cfg_error(c, "rope_scaling", "type %s%s%s: trainc's rope takes llama3 and linear "
-                     "scaling only", cJSON_IsString(t) ? "\"" : "",
+    int k = 0;
+    while (k < 3 && !(cJSON_IsString(t) && !strcmp(t->valuestring, kinds[k].type)))
+        k++;
+    if (k == 3)
+        hf_cfg_error(c, "rope_scaling", "type %s%s%s: trainc's rope takes llama3, linear and "
+                     "yarn scaling only", cJSON_IsString(t) ? "\"" : "",
                      cJSON_IsString(t) ? t->valuestring : "missing", cJSON_IsString(t) ? "\"" : "");
     cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "rope_type", linear ? "linear" : "llama3");
-    static const char *const llama3[] = {"factor", "low_freq_factor", "high_freq_factor",
-                                         "original_max_position_embeddings", NULL};
-    static const char *const lin[] = {"factor", NULL};
-    const char *const *keys = linear ? lin : llama3;
-    for (int k = 0; keys[k]; k++) {
-        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, keys[k]);
-        if (!cJSON_IsNumber(v))
-            hf_cfg_error(c, xasprintf("rope_scaling.%s", keys[k]), "a number expected");
-        cJSON_AddNumberToObject(o, keys[k], v->valuedouble);
+    cJSON_AddStringToObject(o, "rope_type", kinds[k].type);
+    for (int i = 0; kinds[k].keys[i]; i++) {
+        const char *key = kinds[k].keys[i];
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(s, key);
+        if (k == 2 && !strcmp(key, "original_max_position_embeddings"))
+            cJSON_AddNumberToObject(o, key, yarn_original(c, s));
+        else if (cJSON_IsNumber(v))
+            cJSON_AddNumberToObject(o, key, v->valuedouble);
+        else if ((v && !cJSON_IsNull(v)) || i < kinds[k].required)
+            hf_cfg_error(c, xasprintf("rope_scaling.%s", key), "a number expected");
     }
     for (const cJSON *e = s->child; e; e = e->next) {
         int known = !strcmp(e->string, "rope_type") || !strcmp(e->string, "type");
-        for (int k = 0; keys[k]; k++)
-            known |= !strcmp(e->string, keys[k]);
+        for (int i = 0; kinds[k].keys[i]; i++)
+            known |= !strcmp(e->string, kinds[k].keys[i]);
         if (!known)
             hf_cfg_error(c, xasprintf("rope_scaling.%s", e->string), "not a key of %s scaling",
-                         linear ? "linear" : "llama3");
+                         kinds[k].type);
     }
     return o;
 }

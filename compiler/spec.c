@@ -886,20 +886,53 @@ static void parse_longrope(const Ctx *c, Rope *r, const cJSON *v, const char *pa
     r->lr = lr;
 }
 
+/* attention's "scaling" of type yarn: factor (>= 1) and original_max_position_embeddings
+ * required; beta_fast (32), beta_slow (1), attention_factor (0.1 ln factor + 1) */
+static void parse_yarn(const Ctx *c, Rope *r, const cJSON *v, const char *path)
+{
+    static const char *const keys[] = {"rope_type", "type", "factor",
+                                       "original_max_position_embeddings", "beta_fast",
+                                       "beta_slow", "attention_factor", NULL};
+    check_keys(c, v, path, keys);
+    Yarn *y = keep(xcalloc(1, sizeof *y));
+    char *fp = keep(path_key(path, "factor"));
+    y->factor = get_number(c, require(c, v, path, "factor"), fp);
+    if (!(y->factor >= 1))
+        error_at(c->file, fp, "expected a factor >= 1, got %g", y->factor);
+    y->orig = (double)get_int(c, require(c, v, path, "original_max_position_embeddings"),
+                              keep(path_key(path, "original_max_position_embeddings")), 1, MAX_DIM);
+    y->beta_fast = 32;
+    y->beta_slow = 1;
+    y->attn = 0.1 * log(y->factor) + 1.0;
+    double *to[3] = {&y->beta_fast, &y->beta_slow, &y->attn};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *e = member(v, keys[k + 4]);
+        if (!e)
+            continue;
+        char *kp = keep(path_key(path, keys[k + 4]));
+        *to[k] = get_number(c, e, kp);
+        if (!(*to[k] > 0))
+            error_at(c->file, kp, "expected a number > 0, got %g", *to[k]);
+    }
+    y->has_attn = member(v, "attention_factor") != NULL;
+    r->factor = y->factor;
+    r->yarn = y;
+}
+
 /* attention's "scaling": HF's rope_scaling of type llama3 (transformers'
  * _compute_llama3_parameters): factor, low_freq_factor, high_freq_factor,
  * original_max_position_embeddings, all required; "rope_type" (or "type") llama3; or
- * of type linear or longrope. */
+ * of type linear, longrope or yarn. */
 static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", "low_freq_factor",
                                        "high_freq_factor", "original_max_position_embeddings",
                                        NULL};
-    static const char *const types[] = {"llama3", "linear", "longrope", NULL};
+    static const char *const types[] = {"llama3", "linear", "longrope", "yarn", NULL};
     need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
     const cJSON *t = member(v, "rope_type") ? member(v, "rope_type") : member(v, "type");
     if (!t)
-        error_at(c->file, path, "missing key 'rope_type' (llama3, linear or longrope)");
+        error_at(c->file, path, "missing key 'rope_type' (llama3, linear, longrope or yarn)");
     int type = get_choice(c, t, keep(path_key(path, t->string)), types);
     if (type == 1) {
         parse_linear_scaling(c, r, v, path);
@@ -907,6 +940,10 @@ static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char
     }
     if (type == 2) {
         parse_longrope(c, r, v, path);
+        return;
+    }
+    if (type == 3) {
+        parse_yarn(c, r, v, path);
         return;
     }
     const cJSON *ch;

@@ -66,10 +66,19 @@ static inline double longrope_default_attn(double factor, double orig)
  * scaling, which runs as llama3's with low 1, high 2, original context 1; spec.c);
  * lr: longrope scaling (factor 0 then), or NULL; dims: the dimensions of a head it
  * rotates (a partial rope: pairs j, j + hd/2 for j < dims/2), 0: all */
+/* rope's yarn scaling (transformers' _compute_yarn_parameters; spec.c): each frequency
+ * between itself and itself over factor, by a ramp over the pairs that beta_fast and
+ * beta_slow rotations in orig positions bound; cos and sin times attn */
+typedef struct Yarn {
+    double factor, orig, beta_fast, beta_slow, attn;
+    int has_attn;             /* attention_factor given */
+} Yarn;
+
 typedef struct Rope {
-    double theta, factor, low, high, orig;
+    double theta, factor, low, high, orig;   /* factor: llama3's, linear's, yarn's */
     int linear;
     const LongRope *lr;
+    const Yarn *yarn;
     int64_t dims;
 } Rope;
 

@@ -393,7 +393,8 @@ def newer_case(name, seed, cls, cfg, val, bad):
         off_defaults(m)
     m.save_pretrained(OUT + "/hf_" + name, safe_serialization=True)
     roundtrip(name, m, OUT + "/hf_" + name, val)
-    bad_configs(OUT + "/hf_" + name, bad)
+    if bad:
+        bad_configs(OUT + "/hf_" + name, bad)
 
 
 def olmo2_case(val):
@@ -435,6 +436,20 @@ def cohere2_case(val):
                Cohere2Config(sliding_window=8, sliding_window_pattern=2, logit_scale=0.25), val,
                [("cohere2 layer_types apart", {"layer_types": ["sliding_attention"] * 2},
                  ["layer_types", "sliding_window_pattern"])])
+
+
+def yarn_cases(val):
+    """--newer: a LlamaForCausalLM and a Qwen2ForCausalLM with yarn rope scaling
+    (transformers' _compute_yarn_parameters: frequencies ramped between the original
+    ones and those over the factor, cos and sin times the attention factor; the Qwen2
+    with beta_fast, beta_slow and attention_factor given) round-trip as roundtrip does."""
+    if not NEWER:
+        return
+    newer_case("llama_yarn", 13, LlamaForCausalLM, LlamaConfig(
+        tie_word_embeddings=False, rope_scaling={"rope_type": "yarn", "factor": 4.0}), val, [])
+    newer_case("qwen2_yarn", 14, Qwen2ForCausalLM, Qwen2Config(rope_scaling={
+        "type": "yarn", "factor": 8.0, "original_max_position_embeddings": 64, "beta_fast": 16.0,
+        "beta_slow": 2.0, "attention_factor": 1.5}), val, [])
 
 
 def nemotron_case(val):
@@ -642,8 +657,12 @@ def same_import(ref, out):
 
 def bad_configs(src, cases=None):
     for name, edit, words in cases or [
-            ("rope_scaling yarn", {"rope_scaling": {"rope_type": "yarn", "factor": 2.0}},
-             ["rope_scaling", "yarn"]),
+            ("rope_scaling dynamic", {"rope_scaling": {"rope_type": "dynamic", "factor": 2.0}},
+             ["rope_scaling", "dynamic"]),
+            ("rope_scaling yarn's two contexts",
+             {"rope_scaling": {"rope_type": "yarn", "factor": 2.0,
+                               "original_max_position_embeddings": 32}},
+             ["original_max_position_embeddings", "either"]),
             ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
             ("qwen2 windowed", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
                                 "use_sliding_window": True, "sliding_window": 8},
@@ -1418,6 +1437,7 @@ def main():
     olmo2_case(val)
     glm_case(val)
     cohere2_case(val)
+    yarn_cases(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
     os.makedirs(d)

@@ -29,7 +29,8 @@ loss within 1e-4 relative:
     init, q k^T is too small for a RoPE dropped to change 40 steps' losses by 1e-4);
   - olmo2: OLMo 2's layout: a norm after each branch and none before it, qk_norm
     "all_heads" (one RMSNorm over all of q's heads, one over all of k's; eps 1e-5) with
-    GQA, RoPE theta 100, SwiGLU, untied.
+    GQA, RoPE theta 100 with yarn scaling (factor 4: the frequencies ramped, cos and sin
+    times 0.1 ln 4 + 1), SwiGLU, untied.
 Before that, the reference's own consistency: a window of T is no window, llama3
 scaling with factor 1 is none, and qk_norm's output has each head's RMS equal to its
 weight's.
@@ -82,6 +83,9 @@ def swiglu(act, hidden, bias=False):
             {"op": "linear", "name": "down", "out": D, "bias": bias}]
 
 
+# yarn: the ramp from pair 0 to pair 5 of 8 (heads 16 wide, theta 100, an original context
+# of 64), cos and sin times 0.1 ln 4 + 1
+YARN = {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64}
 SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
            "original_max_position_embeddings": 64}
 MODELS = {
@@ -110,7 +114,7 @@ MODELS = {
                                  "interleave": {"every": 2, "rope": None}},
                      swiglu("silu", 128), tie=True),
     "olmo2": model("olmo2", {"kv_heads": 2, "bias": False, "qk_norm": "all_heads", "eps": 1e-5,
-                             "rope": {"theta": 100}},
+                             "rope": {"theta": 100, "scaling": YARN}},
                    swiglu("silu", 128), norm={"eps": 1e-5}, post_norms=True, pre_norms=False),
 }
 

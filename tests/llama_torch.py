@@ -39,11 +39,27 @@ def rmsnorm(x, w, eps):
     return w * (x * torch.rsqrt(var + eps))
 
 
+def yarn_inv_freq(sc, rd, theta):
+    """YaRN's frequencies [rd/2] (SPEC's yarn scaling, as transformers'
+    _compute_yarn_parameters): a ramp over the pairs, from the one that turns beta_fast
+    times in the original context to the one that turns beta_slow times, blends each
+    unscaled frequency into itself over the factor."""
+    F_, O = sc["factor"], sc["original_max_position_embeddings"]
+    fast, slow = sc.get("beta_fast", 32), sc.get("beta_slow", 1)
+    corr = lambda rot: rd * math.log(O / (rot * 2 * math.pi)) / (2 * math.log(theta))
+    lo, hi = max(math.floor(corr(fast)), 0), min(math.ceil(corr(slow)), rd - 1)
+    hi = hi + 0.001 if lo == hi else hi
+    p = theta ** (torch.arange(0, rd, 2, dtype=torch.int64).float() / rd)
+    keep = 1 - torch.clamp((torch.arange(rd // 2, dtype=torch.float32) - lo) / (hi - lo), 0, 1)
+    return 1.0 / (F_ * p) * (1 - keep) + 1.0 / p * keep
+
+
 def rope_inv_freq(rope, hd, T):
     """Frequencies theta^(-2i/hd), i < hd/2 (HF LlamaRotaryEmbedding), with "scaling"
     {"rope_type": "llama3", ...} as transformers' _compute_llama3_parameters
     (attention_ref.py's), or {"rope_type": "linear", "factor": F}: divided by F, as
-    transformers' _compute_linear_scaling_rope_parameters, or {"rope_type": "longrope", ...}:
+    transformers' _compute_linear_scaling_rope_parameters, or yarn's (yarn_inv_freq), or
+    {"rope_type": "longrope", ...}:
     divided by long_factor past original_max_position_embeddings, else by short_factor
     (Phi3LongRoPEScaledRotaryEmbedding, at the context T). With "dims" rd, those of rd's
     pairs and 0 for the pairs j >= rd/2 (SPEC's partial rope: they keep their values)."""
@@ -53,6 +69,8 @@ def rope_inv_freq(rope, hd, T):
     kind = sc.get("rope_type", sc.get("type")) if sc else None
     if kind == "linear":
         inv = attention_ref.inv_freq(rd, float(rope["theta"]), None) / sc["factor"]
+    elif kind == "yarn":
+        inv = yarn_inv_freq(sc, rd, float(rope["theta"]))
     elif kind == "longrope":
         f = sc["long_factor"] if T > sc["original_max_position_embeddings"] else sc["short_factor"]
         inv = attention_ref.inv_freq(rd, float(rope["theta"]), {"longrope": f})
@@ -81,6 +99,9 @@ def rope_tables(rope, hd, T):
     m = torch.ones(hd // 2)
     if sc.get("rope_type", sc.get("type")) == "longrope":
         m[:(rope.get("dims") or hd) // 2] = longrope_attention_factor(sc)
+    if sc.get("rope_type", sc.get("type")) == "yarn":   # 0.1 ln F + 1 where not given
+        m[:(rope.get("dims") or hd) // 2] = sc.get("attention_factor",
+                                                   0.1 * math.log(sc["factor"]) + 1)
     m = m.repeat(2)
     return emb.cos()[:, None] * m, emb.sin()[:, None] * m
 

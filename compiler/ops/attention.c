@@ -196,25 +196,48 @@ static double node_scale(const Node *nd)
     return nd->layer->att_scale > 0 ? nd->layer->att_scale : (float)(1.0 / sqrt((double)hd));
 }
 
+/* Pair j's frequency under yarn (transformers' _compute_yarn_parameters, in float32 as
+ * it computes them, the bounds in double): p = theta^(2j/rd); a ramp over the pairs
+ * from low (the pair that turns beta_fast times in orig positions) to high (beta_slow
+ * times) blends 1/p, kept below low, into 1/(factor p), taken past high. */
+static float yarn_freq(const Yarn *y, float p, int64_t j, int64_t rd, double theta)
+{
+    double d = (double)rd, lb = 2.0 * log(theta);
+    double lo = floor(d * log(y->orig / (y->beta_fast * 2.0 * M_PI)) / lb);
+    double hi = ceil(d * log(y->orig / (y->beta_slow * 2.0 * M_PI)) / lb);
+    lo = lo > 0 ? lo : 0;
+    hi = hi < d - 1 ? hi : d - 1;
+    if (lo == hi)
+        hi += 0.001;   /* as transformers keeps the ramp finite */
+    float ramp = ((float)j - (float)lo) / (float)(hi - lo);
+    ramp = ramp < 0.0f ? 0.0f : ramp > 1.0f ? 1.0f : ramp;
+    float extra = 1.0f - ramp;   /* the share of the unscaled frequency */
+    float ext = 1.0f / p, inter = 1.0f / ((float)y->factor * p);
+    return inter * (1.0f - extra) + ext * extra;
+}
+
 /* The rope's table where its frequencies are not theta^(-2j/hd) (NULL then): [hd/2]
  * inverse frequencies, a partial rope's theta^(-2j/dims) for j < dims/2 and 0 past them
  * (those pairs keep their values), divided by longrope's factors (the long ones past the
  * original context at the node's T, else the short ones), in float32 as transformers
- * computes them; then [hd/2] amplitudes, cos and sin times them: longrope's attention
- * factor on the rotated pairs (Phi3LongRoPEScaledRotaryEmbedding's), else 1. */
+ * computes them; or yarn's (yarn_freq); then [hd/2] amplitudes, cos and sin times them:
+ * longrope's and yarn's attention factor on the rotated pairs
+ * (Phi3LongRoPEScaledRotaryEmbedding's, _compute_yarn_parameters'), else 1. */
 static Arg rope_freqs(const Node *nd)
 {
     const Rope *r = node_rope(nd);
     int64_t hd = nd->conv[1] / nd->conv[2], rd = r->dims ? r->dims : hd;
-    if (!r->lr && rd == hd)
+    if (!r->lr && !r->yarn && rd == hd)
         return arg_null();
     const double *f = !r->lr ? NULL : (double)nd->conv[0] > r->lr->orig ? r->lr->long_f
                                                                         : r->lr->short_f;
+    float attn = r->lr ? (float)r->lr->attn : r->yarn ? (float)r->yarn->attn : 1.0f;
     double *t = xcalloc((size_t)hd, sizeof *t), *amp = t + hd / 2;
     for (int64_t j = 0; j < hd / 2; j++) {
         float p = powf((float)r->theta, (float)(2 * j) / (float)rd);
-        t[j] = j < rd / 2 ? 1.0f / (f ? (float)f[j] * p : p) : 0.0f;
-        amp[j] = j < rd / 2 && r->lr ? (float)r->lr->attn : 1.0f;
+        t[j] = j >= rd / 2 ? 0.0f : r->yarn ? yarn_freq(r->yarn, p, j, rd, r->theta)
+                                            : 1.0f / (f ? (float)f[j] * p : p);
+        amp[j] = j < rd / 2 ? attn : 1.0f;
     }
     return arg_floats(t, hd);
 }
@@ -235,7 +258,7 @@ static int options_args(const Node *nd, Arg *a)
     a[n++] = arg_int(nd->conv[3]);   /* causal */
     a[n++] = arg_int(nd->conv[5]);   /* window */
     a[n++] = arg_float(r->theta);
-    a[n++] = arg_float(r->factor);
+    a[n++] = arg_float(r->yarn ? 0.0 : r->factor);   /* yarn's: in the table */
     a[n++] = arg_float(r->low);
     a[n++] = arg_float(r->high);
     a[n++] = arg_int((int64_t)r->orig);
