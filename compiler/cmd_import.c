@@ -530,6 +530,10 @@ static void cohere_config(HfCfg *c, Arch *a)
     if (hf_cfg_get(c, "rope_scaling"))
         hf_cfg_error(c, "rope_scaling", "transformers' releases read it differently for Cohere "
                      "(4.40 ignores it)");
+    if (!strcmp(a->type, "cohere") && a->d.HD)   /* Cohere 2's is its own */
+        hf_cfg_error(c, "head_dim", "%lld over %lld heads of hidden_size %lld: transformers' "
+                     "releases read it apart for Cohere (4.40 ignores it, 4.48 reads it)",
+                     (long long)a->d.HD, (long long)a->d.H, (long long)a->d.D);
 }
 
 /* KEY's value V again at ALIAS where the config gives both (transformers 4.45 on write

@@ -1348,6 +1348,7 @@ def family_bad_configs():
           "num_layers": 3}, ["attention_types", "pattern"])])
     bad_configs(OUT + "/hf_cohere", [
         ("cohere use_qk_norm", {"use_qk_norm": True}, ["use_qk_norm", "per head"]),
+        ("cohere head_dim", {"head_dim": 8}, ["head_dim", "releases"]),
         ("cohere rope_scaling", {"rope_scaling": {"type": "linear", "factor": 2.0}},
          ["rope_scaling", "4.40 ignores it"])])
     bad_configs(OUT + "/hf_gpt_neox", [
