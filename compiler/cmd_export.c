@@ -876,12 +876,12 @@ static void write_tensors(const Ex *e, const char *path)
             int64_t n = p->numel - e->lead[k];
             for (int64_t i = 0; e->offset[k] != 0 && i < n; i++)
                 rows[i] -= e->offset[k];
-            float *zeros = calloc((size_t)e->lead[k] + 1, sizeof *zeros);
-            if (!zeros)
-                die("out of memory");
-            rt_st_put(o, zeros, e->lead[k]);
+            if (e->lead[k]) {   /* OPT's positions: zero rows first */
+                float *zeros = xcalloc((size_t)e->lead[k], sizeof *zeros);
+                rt_st_put(o, zeros, e->lead[k]);
+                free(zeros);
+            }
             rt_st_put(o, rows, n);
-            free(zeros);
         }
         free(x);
     }

@@ -141,21 +141,37 @@ static void bigcode_config(HfCfg *c, Arch *a)
     hf_cfg_get(c, "scale_attention_softmax_in_fp32");
 }
 
-static void gpt2_config(HfCfg *c, Arch *a)
+/* A config key and its config class's default */
+typedef struct SizeKey {
+    const char *key;
+    int64_t dflt;
+} SizeKey;
+
+/* GPT-2's layout, learned positions and layernorms (GPT-2's, OPT's, GPT-Neo's), with its
+ * sizes under the family's keys: vocabulary, width, layers, heads (one key/value head
+ * each), positions; tied unless tie_word_embeddings is false */
+static void positions_layout(HfCfg *c, Arch *a, const SizeKey k[5])
 {
     a->gpt2 = 1;
-    a->d.V = hf_cfg_int(c, "vocab_size", 50257);
-    a->d.D = hf_cfg_int(c, "n_embd", 768);
-    a->d.L = hf_cfg_int(c, "n_layer", 12);
-    a->d.H = hf_cfg_int(c, "n_head", 12);
+    a->layernorm = 1;
+    a->d.V = hf_cfg_int(c, k[0].key, k[0].dflt);
+    a->d.D = hf_cfg_int(c, k[1].key, k[1].dflt);
+    a->d.L = hf_cfg_int(c, k[2].key, k[2].dflt);
+    a->d.H = hf_cfg_int(c, k[3].key, k[3].dflt);
     a->d.KV = a->d.H;
-    a->d.max_pos = hf_cfg_int(c, "n_positions", 1024);
+    a->d.max_pos = hf_cfg_int(c, k[4].key, k[4].dflt);
+    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
+}
+
+static void gpt2_config(HfCfg *c, Arch *a)
+{
+    static const SizeKey k[5] = {{"vocab_size", 50257}, {"n_embd", 768}, {"n_layer", 12},
+                                 {"n_head", 12}, {"n_positions", 1024}};
+    positions_layout(c, a, k);
     a->d.FF = hf_cfg_get(c, "n_inner") ? hf_cfg_int(c, "n_inner", -1) : 4 * a->d.D;
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
     a->d.bias = HF_BIAS_ALL;
     a->d.mlp_bias = 1;
-    a->layernorm = 1;
     a->mlp = MLP_GELU;
     a->act = gelu_approximate(c, "activation_function", "gelu_new");
     if (!hf_cfg_bool(c, "scale_attn_weights", 1))
@@ -173,20 +189,15 @@ static void gpt2_config(HfCfg *c, Arch *a)
  * (word_embed_proj_dim). layerdrop, a training-time skip of whole layers, is not done. */
 static void opt_config(HfCfg *c, Arch *a)
 {
-    a->gpt2 = 1;
-    a->d.V = hf_cfg_int(c, "vocab_size", 50272);
-    a->d.D = hf_cfg_int(c, "hidden_size", 768);
-    a->d.L = hf_cfg_int(c, "num_hidden_layers", 12);
-    a->d.H = hf_cfg_int(c, "num_attention_heads", 12);
-    a->d.KV = a->d.H;
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    static const SizeKey k[5] = {{"vocab_size", 50272}, {"hidden_size", 768},
+                                 {"num_hidden_layers", 12}, {"num_attention_heads", 12},
+                                 {"max_position_embeddings", 2048}};
+    positions_layout(c, a, k);
     a->d.FF = hf_cfg_int(c, "ffn_dim", 3072);
     a->eps = 1e-5;
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
     int bias = hf_cfg_bool(c, "enable_bias", 1);
     a->d.bias = bias ? HF_BIAS_ALL : HF_BIAS_NONE;
     a->d.mlp_bias = bias;
-    a->layernorm = 1;
     a->mlp = MLP_RELU;
     if (strcmp(hf_cfg_str(c, "activation_function", "relu"), "relu"))
         hf_cfg_error(c, "activation_function", "\"%s\": trainc imports OPT's relu MLP",
@@ -208,18 +219,18 @@ static void opt_config(HfCfg *c, Arch *a)
         hf_cfg_get(c, ignored[k]);
 }
 
-/* One more of GPT-Neo's layer kinds (k, a string in KEY's list) appended to kinds[*n]
- * (1: local), at most L of them */
-static void neo_kind(HfCfg *c, const char *key, const cJSON *k, int64_t L, int **kinds, int64_t *n)
+/* One more of GPT-Neo's layer kinds (KIND, from KEY's list; NULL: not a string)
+ * appended to kinds[*n] (1: local), at most L of them */
+static void neo_kind(HfCfg *c, const char *key, const char *kind, int64_t L, int **kinds,
+                     int64_t *n)
 {
-    if (*n == L || !cJSON_IsString(k) || (strcmp(k->valuestring, "global") &&
-                                          strcmp(k->valuestring, "local")))
+    if (*n == L || !kind || (strcmp(kind, "global") && strcmp(kind, "local")))
         hf_cfg_error(c, key, "num_layers (%lld) kinds expected, each \"global\" or \"local\"",
                      (long long)L);
     *kinds = realloc(*kinds, (size_t)(*n + 1) * sizeof **kinds);
     if (!*kinds)
         die("out of memory");
-    (*kinds)[(*n)++] = !strcmp(k->valuestring, "local");
+    (*kinds)[(*n)++] = !strcmp(kind, "local");
 }
 
 /* GPT-Neo's L layer kinds (1: local): attention_layers ("global", "local"), what its
@@ -240,17 +251,12 @@ static int *neo_kinds(HfCfg *c, int64_t L)
             hf_cfg_error(c, key, "a list of [[kinds...], count] expected");
         for (int64_t r = 0; r < (int64_t)rep->valuedouble; r++)
             cJSON_ArrayForEach(k, pat)
-                neo_kind(c, key, k, L, &kinds, &n);
+                neo_kind(c, key, cJSON_GetStringValue(k), L, &kinds, &n);
     }
     cJSON_ArrayForEach(k, list)
-        neo_kind(c, key, k, L, &kinds, &n);
-    if (!types && !list) {   /* GPTNeoConfig's default: global then local, 24 layers */
-        cJSON *dflt = cJSON_CreateString("global"), *local = cJSON_CreateString("local");
-        for (int r = 0; r < 24; r++)
-            neo_kind(c, key, r % 2 ? local : dflt, L, &kinds, &n);
-        cJSON_Delete(dflt);
-        cJSON_Delete(local);
-    }
+        neo_kind(c, key, cJSON_GetStringValue(k), L, &kinds, &n);
+    for (int r = 0; !types && !list && r < 24; r++)   /* GPTNeoConfig's default */
+        neo_kind(c, key, r % 2 ? "local" : "global", L, &kinds, &n);
     if (n != L)
         hf_cfg_error(c, key, "%lld layer kinds for num_layers %lld", (long long)n, (long long)L);
     return kinds;
@@ -276,20 +282,15 @@ static int64_t kind_every(const int *is_local, int64_t L, int k)
  * every N-th among local ones (the window, and an interleave without it). */
 static void neo_config(HfCfg *c, Arch *a)
 {
-    a->gpt2 = 1;
-    a->d.V = hf_cfg_int(c, "vocab_size", 50257);
-    a->d.D = hf_cfg_int(c, "hidden_size", 2048);
-    a->d.L = hf_cfg_int(c, "num_layers", 24);
-    a->d.H = hf_cfg_int(c, "num_heads", 16);
-    a->d.KV = a->d.H;
-    a->d.max_pos = hf_cfg_int(c, "max_position_embeddings", 2048);
+    static const SizeKey k[5] = {{"vocab_size", 50257}, {"hidden_size", 2048},
+                                 {"num_layers", 24}, {"num_heads", 16},
+                                 {"max_position_embeddings", 2048}};
+    positions_layout(c, a, k);
     a->d.FF = hf_cfg_get(c, "intermediate_size") ? hf_cfg_int(c, "intermediate_size", -1)
                                                  : 4 * a->d.D;
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
-    a->d.tie = hf_cfg_bool(c, "tie_word_embeddings", 1);
     a->d.bias = HF_BIAS_PROJ;
     a->d.mlp_bias = 1;
-    a->layernorm = 1;
     a->mlp = MLP_GELU;
     a->act = gelu_approximate(c, "activation_function", "gelu_new");
     a->att_scale = 1.0;
