@@ -821,6 +821,8 @@ static void train_kernel(Buf *b, Program *p, int i)
 
 void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
 {
+    if (program_calls(p, CALL_MOE_DISPATCH_FWD) || program_calls(ev, CALL_MOE_DISPATCH_FWD))
+        p->cuda_unsupported = xstrdup("moe, the mixture of experts");
     /* the two texts differ only in the templates: inlined in b, #included in file */
     file_head(b, 0, p, ev);
     file_head(file, 1, p, ev);

@@ -121,6 +121,10 @@ enum {
     N_BATCHNORM,   /* per-channel normalization over (batch, spatial); running statistics */
     N_CONV_T2D,    /* transposed conv: GEMM W^T x + col2im + bias (conv2d's data gradient) */
     N_QK_NORM,     /* attention's qk_norm "all_heads": qkv -> q, k normalized, v copied */
+    N_MOE_DISPATCH, /* moe: x -> each token routed to its top_k experts, their rows
+                       gathered by expert, times each expert's up weight (ops/moe.c) */
+    N_MOE_COMBINE, /* moe: the glu's rows times each expert's down weight, summed back
+                      into the tokens by their gate weights */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -137,11 +141,25 @@ enum {
     N_BATCHNORM_BWD,
     N_CONV_T2D_BWD,
     N_QK_NORM_BWD,
+    N_MOE_DISPATCH_BWD,
+    N_MOE_COMBINE_BWD,
     N__COUNT
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU,
        ACT_LEAKY_RELU /* slope in Node.p */, ACT_SCALE /* the factor in Node.p */ };
+
+/* A moe layer's routing, which its two nodes share (ops/moe.c): per sample, probs [T, E]
+ * (the router's softmax), gate [T, k] (the chosen experts' weights), idx [T, 2k] (their
+ * experts, then the rows of the gathered buffer their copies took: integers in
+ * floats), offs [E + 1] (the first row of each expert's group, over the whole batch:
+ * the first sample's row holds them) and dgate [T, k] (the gate weights' gradient, the
+ * combine's backward writes it, the dispatch's reads it) */
+typedef struct MoeRoute {
+    Tensor *probs, *gate, *idx, *offs, *dgate;
+    int64_t experts, top_k, hidden;
+    int norm_topk;
+} MoeRoute;
 
 typedef struct Node {
     int kind;                /* N_* */
@@ -165,6 +183,7 @@ typedef struct Node {
                                 (ops/attention.c) */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
+    const MoeRoute *moe;     /* N_MOE_DISPATCH, N_MOE_COMBINE: the layer's routing */
     struct Node *fwd;        /* backward node: its forward node */
     int block;               /* top-level layer (repeat iterations apart): recompute's unit */
     int backward;            /* part of the backward pass */
@@ -470,6 +489,14 @@ enum {
     CALL_HEAD_CE,        /* x, W, targets, dx|NULL, dW|NULL (training only), logits, rows,
                             chunk rows, d, W's rows, C, ld, label smoothing: a language
                             model's head and cross entropy a chunk of rows at a time */
+    /* moe (MoeRoute's tensors; tokens, d, E, k, the expert's width (2h up, h down)) */
+    CALL_MOE_DISPATCH_FWD, /* x, Wr, Wup, probs, gate, idx, offs, xg, h, tokens, d, E, k, 2h,
+                              norm_topk */
+    CALL_MOE_DISPATCH_BWD, /* x, Wr, Wup, probs, gate, idx, offs, dgate, dh, xg, dlogits, dx,
+                              dWr, dWup, tokens, d, E, k, 2h, norm_topk */
+    CALL_MOE_COMBINE_FWD,  /* a, Wdown, gate, idx, offs, o, y, tokens, d, E, k, h */
+    CALL_MOE_COMBINE_BWD,  /* a, Wdown, gate, idx, offs, dy, g, da, dgate, dWdown, tokens, d,
+                              E, k, h */
     N_CALLS
 };
 

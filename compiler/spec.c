@@ -26,6 +26,7 @@ const OpInfo op_info[OP__COUNT] = {
 #define MAX_TENSORS 100000     /* parameter tensors after expanding repeats */
 #define MAX_LAYERS 100000      /* layers after expanding repeats */
 #define MAX_DIM 2147483647     /* any size or count in the model */
+#define MOE_MAX_EXPERTS 1024   /* moe's experts (and top_k) */
 
 /* The parsed JSON stays alive with the Spec: the model tree feeds the hash. */
 typedef struct Canon {
@@ -1042,6 +1043,14 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->count = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "groups"))
         l->groups = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "experts"))
+        l->experts = get_int(c, v, path, 1, MOE_MAX_EXPERTS);
+    else if (!strcmp(key, "top_k"))
+        l->top_k = get_int(c, v, path, 1, RT_MOE_MAX_K);
+    else if (!strcmp(key, "hidden"))
+        l->hidden = get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "norm_topk"))
+        l->norm_topk = get_bool(c, v, path);
     else if (!strcmp(key, "output_padding"))
         l->output_padding = get_int(c, v, path, 0, MAX_DIM);
     else if (!strcmp(key, "negative_slope"))
@@ -1155,6 +1164,7 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->eps = 1e-5;
     l->momentum = 0.1;
     l->affine = 1;
+    l->norm_topk = 1;
     l->stride = 0;       /* filled below: 1 for conv2d, the kernel for pools */
 
     const cJSON *opv = require(c, v, path, "op");
@@ -1221,6 +1231,10 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     }
     if (l->op == OP_ATTENTION)
         check_attention_keys(c, l, v, path);
+    if (l->op == OP_MOE && l->top_k > l->experts)
+        error_at(c->file, keep(path_key(path, "top_k")), "top_k %lld is more than the %lld "
+                 "experts (each token goes to top_k of them)", (long long)l->top_k,
+                 (long long)l->experts);
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
     return l;

@@ -107,7 +107,11 @@ struct Layer {
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */
-    int glu_act;              /* glu's "act": RT_GLU_* (silu default), glu_act_names[] */
+    int glu_act;              /* glu's and moe's "act": RT_GLU_* (silu default), glu_act_names[] */
+    /* moe: experts, each token's top_k of them, an expert's gated MLP width (hidden);
+     * norm_topk: the top_k gate weights renormalized to sum 1 (default 1, Mixtral's) */
+    int64_t experts, top_k, hidden;
+    int norm_topk;
     double p;                 /* dropout; default 0.5 */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
                                * qk_norm "all_heads" (default 1e-6) */

@@ -420,6 +420,31 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
 void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int32_t *target,
                            float *dx, float *dw, float *z, int64_t rows, int64_t chunk,
                            int64_t d, int64_t wrows, int64_t C, int64_t ld, float ls);
+/* The mixture-of-experts layer (moe.c; compiler/ops/moe.c): n tokens of width d, E
+ * experts, each token's k copies (top_k, at most RT_MOE_MAX_K) grouped by expert in the
+ * gathered buffers ([n k, ...]); probs [n, E], gate [n, k], idx [n, 2k] (experts, then
+ * the copies' rows), offs [E + 1] (each group's first row). dispatch_fwd: the router's
+ * softmax into probs (x Wr^T), each token's top k and their gate weights (over their sum
+ * with norm), the groups, x's copies in xg, h = each group times its expert's slab of
+ * wup ([E, h2, d]). combine_fwd: o = the groups of a times wdown's slabs ([E, d, hid]),
+ * y[t] = sum_j gate[t, j] o[row(t, j)]. combine_bwd: da, dgate, dwdown += (g scratch);
+ * dispatch_bwd: dx, dwr += and dwup += from dh and dgate (xg, dl scratch). */
+#define RT_MOE_MAX_K 64
+void rt_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
+                         float *probs, float *gate, float *idx, float *offs, float *xg, float *h,
+                         int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm);
+void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
+                         const float *probs, const float *gate, const float *idx,
+                         const float *offs, const float *dgate, const float *dh, float *xg,
+                         float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
+                         int64_t E, int64_t k, int64_t h2, int64_t norm);
+void rt_moe_combine_fwd(rt_exec *e, const float *a, const float *wdown, const float *gate,
+                        const float *idx, const float *offs, float *o, float *y, int64_t n,
+                        int64_t d, int64_t E, int64_t k, int64_t hid);
+void rt_moe_combine_bwd(rt_exec *e, const float *a, const float *wdown, const float *gate,
+                        const float *idx, const float *offs, const float *dy, float *g,
+                        float *da, float *dgate, float *dwdown, int64_t n, int64_t d, int64_t E,
+                        int64_t k, int64_t hid);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

@@ -277,6 +277,17 @@ cases += [
                            L(7)]),
 ]
 
+# the mixture of experts: every expert taken (the router's softmax alone, renormalized
+# and not), then 2 of 4 (a choice the data keep away from ties: these rows' top 2 stay
+# the top 2 under every perturbation the checks make)
+MOE = lambda **k: dict({"op": "moe", "experts": 4, "top_k": 2, "hidden": 5}, **k)
+cases += [
+    tok("moe_all", [E(dim=8), MOE(top_k=4), L(7)]),
+    tok("moe_all_unnormed", [E(dim=8), MOE(top_k=4, norm_topk=False, act="gelu"), L(7)]),
+    tok("moe_top2", [E(dim=8), {"op": "residual", "body": [{"op": "rmsnorm"}, MOE()]}, L(7)]),
+    tok("moe_top2_unnormed", [E(dim=8), MOE(norm_topk=False), L(7)]),
+]
+
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""
     d = os.path.join(OUT, name + "_fd")

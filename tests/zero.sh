@@ -108,6 +108,18 @@ for st in ddp zero1 zero2; do
     r=$(compare "$d/llama.1" "$d/llama.$st")
     echo "ok   llama_tiny $st: 2 ranks x 4 = 1 rank x 8: $r"
 done
+# with a mixture of experts for its MLP: each rank routes its own tokens, the experts'
+# gradients summed over the ranks as any parameter's
+$PY tests/llama_tiny.py "$d/llama_moe.json" --moe
+t="$d/llama_moe"
+"$TRAINC" build "$d/llama_moe.json" -o "$t" 2>/dev/null
+"$t" --out "$d/moe.1" "${S[@]}" --set batch_size=8 2>/dev/null
+for st in ddp zero2; do
+    "${MPIRUN[@]}" "$t" --out "$d/moe.$st" "${S[@]}" --set batch_size=4 \
+        --set distributed.strategy=$st --set distributed.bucket_mb=0.05 2>/dev/null
+    r=$(compare "$d/moe.1" "$d/moe.$st")
+    echo "ok   llama_moe $st: 2 ranks x 4 = 1 rank x 8: $r"
+done
 rc=0
 "$TRAINC" plan specs/mlp_fashion.json --ranks 2 --chunk-kb 3 >/dev/null 2>"$d/chunk.err" || rc=$?
 [ $rc = 1 ] && grep -q "chunk-kb expects a multiple of 4" "$d/chunk.err" || { echo "FAIL: --chunk-kb 3: exit $rc"; exit 1; }

@@ -7,7 +7,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
-extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale;
+extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -34,6 +34,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_CONV_TRANSPOSE2D] = &op_conv_transpose2d,
     [OP_LEAKY_RELU] = &op_leaky_relu,
     [OP_SCALE] = &op_scale,
+    [OP_MOE] = &op_moe,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -45,6 +46,8 @@ extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_
 extern const NodeDef node_batchnorm, node_batchnorm_bwd;
 extern const NodeDef node_conv_t2d, node_conv_t2d_bwd;
 extern const NodeDef node_qk_norm, node_qk_norm_bwd;
+extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
+    node_moe_combine_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -81,6 +84,10 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_CONV_T2D_BWD] = &node_conv_t2d_bwd,
     [N_QK_NORM] = &node_qk_norm,
     [N_QK_NORM_BWD] = &node_qk_norm_bwd,
+    [N_MOE_DISPATCH] = &node_moe_dispatch,
+    [N_MOE_DISPATCH_BWD] = &node_moe_dispatch_bwd,
+    [N_MOE_COMBINE] = &node_moe_combine,
+    [N_MOE_COMBINE_BWD] = &node_moe_combine_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

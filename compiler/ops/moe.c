@@ -1,0 +1,217 @@
+/* moe.c: the mixture-of-experts layer (Mixtral's sparse MLP): a router (a linear of E
+ * outputs, no bias) scores each token, the softmax's top_k experts take it, each
+ * expert a gated MLP (an up weight of 2h rows, gate then up as glu's linear, glu, a
+ * down weight of h columns), and the token's output is their outputs weighted by the
+ * chosen probabilities (renormalized to sum 1 with norm_topk). Three nodes:
+ *
+ *   N_MOE_DISPATCH  x [T, d] -> h [T k, 2h]: routing, each token's copies gathered by
+ *                   expert, each group times its expert's up weight
+ *   N_GLU           h -> a [T k, h] (ops/glu.c)
+ *   N_MOE_COMBINE   a -> y [T, d]: each group times its expert's down weight, the copies
+ *                   summed into their tokens by the gate weights
+ *
+ * The routing (MoeRoute, ir.h) is saved for backward; the gate weights' gradient
+ * reaches the router through it (the combine's backward writes dgate, the dispatch's,
+ * which runs after, reads it). Every buffer has a fixed size (a batch's T k copies), so
+ * the memory plan stays static; only the split among experts changes from step to step. */
+#include <math.h>
+#include <stdlib.h>
+#include "op.h"
+
+static int moe_params(const Layer *l, const char **out)
+{
+    (void)l;
+    out[0] = "router.weight";
+    out[1] = "experts.up.weight";
+    out[2] = "experts.down.weight";
+    return 3;
+}
+
+/* A routing tensor of the layer: per sample, rows x cols floats, kept fp32 */
+static Tensor *route_tensor(GraphCtx *c, const LayerArgs *a, const char *name, int64_t rows,
+                            int64_t cols, const char *what)
+{
+    int64_t shape[2] = {rows, cols};
+    Tensor *t = act_tensor(c, a->l->path, layer_ident(name, a->pfx), 2, shape);
+    t->keep32 = 1;
+    t->origin = a->at;
+    t->what = what;
+    return t;
+}
+
+static MoeRoute *build_route(GraphCtx *c, const LayerArgs *a, int64_t tokens)
+{
+    const Layer *l = a->l;
+    MoeRoute *r = xcalloc(1, sizeof *r);
+    r->experts = l->experts;
+    r->top_k = l->top_k;
+    r->hidden = l->hidden;
+    r->norm_topk = l->norm_topk;
+    int64_t E = l->experts, k = l->top_k;
+    r->probs = route_tensor(c, a, "moe_probs", tokens, E, "the router's softmax");
+    r->gate = route_tensor(c, a, "moe_gate", tokens, k, "the chosen experts' gate weights");
+    r->idx = route_tensor(c, a, "moe_idx", tokens, 2 * k,
+                          "the chosen experts, then their copies' rows (integers)");
+    r->offs = route_tensor(c, a, "moe_offs", 1, E + 1,
+                           "each expert's first row of the batch's copies (first sample's)");
+    r->dgate = route_tensor(c, a, "moe_dgate", tokens, k, "the gate weights' gradient");
+    return r;
+}
+
+static Param *expert_param(GraphCtx *c, const LayerArgs *a, const char *what, int64_t E,
+                           int64_t out, int64_t in, int resid_out)
+{
+    int64_t shape[3] = {E, out, in};
+    double std = init_std(c, a->init, resid_out);
+    int def = a->init.kind == INIT_DEFAULT;   /* as a linear's: uniform 1 / sqrt(in) */
+    return add_param(c->g, a->pfx, what, 3, shape, def ? RT_INIT_UNIFORM : RT_INIT_NORMAL,
+                     def ? 1.0 / sqrt((double)in) : std, a->l->path);
+}
+
+/* x [..., d] -> y [..., d]; the glu between the two nodes is glu's own */
+static void build_moe(GraphCtx *c, const LayerArgs *a)
+{
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    if (x->rank < 1)
+        layer_error(c, l, "moe needs an input with at least one axis, got a scalar");
+    int64_t d = x->shape[x->rank - 1], tokens = x->numel / d;
+    int64_t E = l->experts, k = l->top_k, hid = l->hidden;
+    gemm_dim(c->g, l->path, "moe", "input width", d);
+    gemm_dim(c->g, l->path, "moe", "hidden width", 2 * hid);
+    gemm_dim(c->g, l->path, "moe", "tokens a sample times top_k", tokens * k);
+    MoeRoute *r = build_route(c, a, tokens);
+
+    int64_t hs[2] = {tokens * k, 2 * hid};
+    Tensor *h = act_tensor(c, l->path, layer_ident("moe_up", a->pfx), 2, hs);
+    h->origin = a->at;
+    h->what = "each token's copies, grouped by expert, times the expert's up weight";
+    Node *dn = layer_node(c, a, N_MOE_DISPATCH, x, h);
+    dn->moe = r;
+    char *rn = xasprintf("%s.router", a->pfx);
+    int64_t ws[2] = {E, d};
+    dn->w = add_param(c->g, rn, "weight", 2, ws,
+                      a->init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL,
+                      a->init.kind == INIT_DEFAULT ? 1.0 / sqrt((double)d)
+                                                   : init_std(c, a->init, 0), l->path);
+    free(rn);
+    dn->b = expert_param(c, a, "experts.up.weight", E, 2 * hid, d, 0);
+
+    LayerArgs ga = *a;
+    ga.x = h;
+    op_defs[OP_GLU]->build(c, &ga);
+    Tensor *act = c->cur;
+
+    Tensor *y = act_tensor(c, l->path, layer_ident("moe", a->pfx), x->rank, x->shape);
+    y->origin = a->at;
+    y->what = "moe output";
+    Node *cn = layer_node(c, a, N_MOE_COMBINE, act, y);
+    cn->moe = r;
+    cn->w = expert_param(c, a, "experts.down.weight", E, d, hid, c->resid_out);
+
+    /* the router's GEMM and softmax; the experts' two GEMMs over T k rows; the sum */
+    double gemm = 2.0 * tokens * k * d * 3 * hid;
+    add_flops(c, l->path, 2.0 * tokens * d * E + gemm + 2.0 * tokens * k * d,
+              4.0 * tokens * d * E + 2.0 * gemm + 4.0 * tokens * k * d);
+    c->cur = y;
+}
+
+/* The runtime arguments every moe call ends with: tokens, d, E, k */
+#define MOE_DIMS(r, tokens, d) arg_rows(tokens), arg_int(d), arg_int((r)->experts), \
+    arg_int((r)->top_k)
+
+static void reads(Instr *in, Tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        instr_reads(in, ts[i]);
+}
+
+static void writes(Instr *in, Tensor **ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        instr_writes(in, ts[i]);
+}
+
+/* the tokens of a sample, and the width d, of the layer's input x */
+static int64_t tokens_of(const Tensor *x, int64_t *d)
+{
+    *d = x->shape[x->rank - 1];
+    return x->numel / *d;
+}
+
+static void lower_dispatch(Program *p, Node *nd)
+{
+    const MoeRoute *r = nd->moe;
+    Tensor *x = nd->in[0], *h = nd->out;
+    int64_t d, tokens = tokens_of(x, &d), k = r->top_k;
+    Tensor *xg = lower_temp(p->g, xasprintf("%s_xg", h->name), tokens * k * d, nd->origin,
+                            "the tokens' copies, grouped by expert");
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xasprintf("moe: route to %lld of %lld experts, gather, up GEMMs",
+                        (long long)k, (long long)r->experts);
+    SET_CALL(a, CALL_MOE_DISPATCH_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t),
+             arg_t(r->probs), arg_t(r->gate), arg_t(r->idx), arg_t(r->offs), arg_t(xg),
+             arg_t(h), MOE_DIMS(r, tokens, d), arg_int(2 * r->hidden), arg_int(r->norm_topk));
+    reads(a, (Tensor *[]){x, nd->w->t, nd->b->t}, 3);
+    writes(a, (Tensor *[]){r->probs, r->gate, r->idx, r->offs, xg, h}, 6);
+}
+
+/* in[0] = dh, in[1] = x */
+static void lower_dispatch_bwd(Program *p, Node *nd)
+{
+    const MoeRoute *r = nd->fwd->moe;
+    Tensor *dh = nd->in[0], *x = nd->in[1], *dx = dx_or_unused(p->g, nd, x, nd->out);
+    int64_t d, tokens = tokens_of(x, &d), k = r->top_k;
+    Tensor *xg = lower_temp(p->g, xasprintf("%s_xg", dh->name), tokens * k * d, nd->origin,
+                            "the tokens' copies grouped by expert, then their gradient");
+    Tensor *dl = lower_temp(p->g, xasprintf("%s_dlogits", dh->name), tokens * r->experts,
+                            nd->origin, "the router logits' gradient");
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("moe backward: up GEMMs, scatter, router");
+    SET_CALL(a, CALL_MOE_DISPATCH_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t),
+             arg_t(r->probs), arg_t(r->gate), arg_t(r->idx), arg_t(r->offs), arg_t(r->dgate),
+             arg_t(dh), arg_t(xg), arg_t(dl), arg_t(dx), arg_t(nd->w->g), arg_t(nd->b->g),
+             MOE_DIMS(r, tokens, d), arg_int(2 * r->hidden), arg_int(r->norm_topk));
+    reads(a, (Tensor *[]){x, nd->w->t, nd->b->t, r->probs, r->gate, r->idx, r->offs,
+                          r->dgate, dh}, 9);
+    writes(a, (Tensor *[]){xg, dl, dx, nd->w->g, nd->b->g}, 5);
+}
+
+static void lower_combine(Program *p, Node *nd)
+{
+    const MoeRoute *r = nd->moe;
+    Tensor *act = nd->in[0], *y = nd->out;
+    int64_t d, tokens = tokens_of(y, &d);
+    Tensor *o = lower_temp(p->g, xasprintf("%s_o", y->name), tokens * r->top_k * d,
+                           nd->origin, "the copies times their expert's down weight");
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup("moe: down GEMMs, the copies summed by their gate weights");
+    SET_CALL(a, CALL_MOE_COMBINE_FWD, arg_t(act), arg_t(nd->w->t), arg_t(r->gate),
+             arg_t(r->idx), arg_t(r->offs), arg_t(o), arg_t(y), MOE_DIMS(r, tokens, d),
+             arg_int(r->hidden));
+    reads(a, (Tensor *[]){act, nd->w->t, r->gate, r->idx, r->offs}, 5);
+    writes(a, (Tensor *[]){o, y}, 2);
+}
+
+/* in[0] = dy, in[1] = a (the glu's output) */
+static void lower_combine_bwd(Program *p, Node *nd)
+{
+    const MoeRoute *r = nd->fwd->moe;
+    Tensor *dy = nd->in[0], *act = nd->in[1], *da = dx_or_unused(p->g, nd, act, nd->out);
+    int64_t d, tokens = tokens_of(dy, &d);
+    Tensor *gt = lower_temp(p->g, xasprintf("%s_g", dy->name), tokens * r->top_k * d,
+                            nd->origin, "the output gradient's copies, grouped by expert");
+    Instr *a = instr_add(p, I_CALL, nd->origin, 1);
+    a->what = xstrdup("moe backward: down GEMMs, the gate weights' gradient");
+    SET_CALL(a, CALL_MOE_COMBINE_BWD, arg_t(act), arg_t(nd->w->t), arg_t(r->gate),
+             arg_t(r->idx), arg_t(r->offs), arg_t(dy), arg_t(gt), arg_t(da), arg_t(r->dgate),
+             arg_t(nd->w->g), MOE_DIMS(r, tokens, d), arg_int(r->hidden));
+    reads(a, (Tensor *[]){act, nd->w->t, r->gate, r->idx, r->offs, dy}, 6);
+    writes(a, (Tensor *[]){gt, da, r->dgate, nd->w->g}, 4);
+}
+
+const OpDef op_moe = {.build = build_moe, .params = moe_params};
+const NodeDef node_moe_dispatch = {"moe_dispatch", GRAD_NODE, N_MOE_DISPATCH_BWD, lower_dispatch};
+const NodeDef node_moe_dispatch_bwd = {"moe_dispatch_bwd", GRAD_NONE, 0, lower_dispatch_bwd};
+const NodeDef node_moe_combine = {"moe_combine", GRAD_NODE, N_MOE_COMBINE_BWD, lower_combine};
+const NodeDef node_moe_combine_bwd = {"moe_combine_bwd", GRAD_NONE, 0, lower_combine_bwd};
