@@ -36,7 +36,10 @@ typedef struct Ex {
     /* what the layers say */
     int gpt2, gemma;
     int layernorm;             /* the norms are layernorms (GPT-2, the layernorm families) */
-    int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU */
+    int mlp;                   /* the MLP's activation layer: OP_GELU, OP_GLU, OP_SQUARED_RELU;
+                                  OP_MOE: a mixture of experts */
+    int64_t top_k;             /* OP_MOE: each token's experts (d.E the experts) */
+    int norm_topk;             /* and their weights renormalized */
     int block;                 /* BLOCK_* */
     int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
@@ -204,6 +207,11 @@ static void interleave(Ex *e, const Layer *l)
  * all heads */
 static int olmo2(const Ex *e) { return e->post_only; }
 
+/* The mixtures of experts: OLMoE's (Llama's layers, qk_norm over all heads, the experts'
+ * weights renormalized or not), else Mixtral's (Mistral's layers, renormalized) */
+static int olmoe(const Ex *e) { return e->mlp == OP_MOE && e->d.qk_norm == QK_NORM_ALL_HEADS; }
+static int mixtral(const Ex *e) { return e->mlp == OP_MOE && !olmoe(e); }
+
 /* GLM: Llama's layers with a partial rope (no longrope: that is Phi-4-mini's) */
 static int glm(const Ex *e)
 {
@@ -267,11 +275,23 @@ static void attention_family(Ex *e, const Layer *l)
     if (e->gemma && (e->d.bias == HF_BIAS_QKV || e->scaled))
         refuse(e, NULL, l, "bias \"qkv\" and rope scaling have no place in Gemma (the "
                            "embedding's scale by sqrt(d) makes the model Gemma)");
-    if ((e->d.qk_norm == QK_NORM_ALL_HEADS) != olmo2(e))
+    if ((e->d.qk_norm == QK_NORM_ALL_HEADS) != (olmo2(e) || olmoe(e)))
         refuse(e, NULL, l, olmo2(e) ? "OLMo 2 (a norm after each branch, none before it) has "
                                       "qk_norm \"all_heads\""
-                                    : "qk_norm \"all_heads\": only OLMo 2 has it (a norm after "
-                                      "each branch, none before it)");
+                                    : "qk_norm \"all_heads\": only OLMo 2 (a norm after each "
+                                      "branch, none before it) and OLMoE (a mixture of experts) "
+                                      "have it");
+    if (e->mlp == OP_MOE && (e->d.HD || e->att_scale || e->att_softcap || l->il.every ||
+                             e->d.rope_dims || l->rope.lr || e->d.qk_norm == QK_NORM_HEAD))
+        refuse(e, NULL, l, "head_dim, scale, softcap, interleave, a partial rope, longrope and "
+                           "the per-head qk_norm have no place in Mixtral and OLMoE (a mixture "
+                           "of experts)");
+    if (mixtral(e) && (e->d.bias || l->rope.factor))
+        refuse(e, NULL, l, "bias and rope scaling have no place in Mixtral (a mixture of "
+                           "experts, the top_k weights renormalized)");
+    if (olmoe(e) && (e->window || e->d.bias == HF_BIAS_QKV))
+        refuse(e, NULL, l, "window and bias \"qkv\" have no place in OLMoE (a mixture of "
+                           "experts, qk_norm \"all_heads\")");
     if (olmo2(e) && (e->window || e->d.HD || e->att_scale || e->att_softcap || l->il.every ||
                      e->d.rope_dims || e->d.bias == HF_BIAS_QKV || l->rope.lr))
         refuse(e, NULL, l, "window, head_dim, scale, softcap, interleave, a partial rope, "
@@ -404,7 +424,7 @@ static void attention(Ex *e, const Layer *l)
     e->d.bias = !l->bias ? HF_BIAS_NONE : l->bias_qkv ? HF_BIAS_QKV
               : l->bias_proj ? HF_BIAS_PROJ : HF_BIAS_ALL;
     e->d.qk_norm = l->qk_norm;
-    if (l->qk_norm == QK_NORM_ALL_HEADS && olmo2(e))   /* its eps is the norms' (rms_norm_eps) */
+    if (l->qk_norm == QK_NORM_ALL_HEADS && (olmo2(e) || olmoe(e)))   /* rms_norm_eps */
         same_eps(e, l);
     e->window = l->window;
     e->att_scale = l->att_scale;
@@ -485,10 +505,30 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
                                             : "Llama's and StableLM's MLP linears have no bias");
 }
 
-/* The MLP branch R after its norm: fc, gelu, proj (GPT-2, StarCoder2), fc, squared_relu,
- * proj (Nemotron) or gate_up, glu, down (Llama, StableLM). */
-static void mlp(Ex *e, const Layer *r, int first, const char *prefix)
+/* A mixture of experts: Mixtral's (its weights renormalized) or OLMoE's (not) */
+static void moe(Ex *e, const Layer *l, int first, const char *prefix)
 {
+    if (e->gpt2 || e->layernorm || e->post_only || e->block != BLOCK_SEQUENTIAL)
+        refuse(e, NULL, l, "a mixture of experts comes with Mixtral's and OLMoE's layers alone: "
+                           "rmsnorms before the branches, one after the other");
+    if (mixtral(e) && !l->norm_topk)
+        refuse(e, NULL, l, "Mixtral renormalizes its experts' weights: norm_topk true (OLMoE, "
+                           "whose attention has qk_norm \"all_heads\", may not)");
+    e->d.FF = l->hidden;
+    const char *a = glu_act_names[l->glu_act];
+    e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
+    e->names[HF_UP] = lname(l, first, prefix);
+}
+
+/* The MLP branch R after its norm: fc, gelu, proj (GPT-2, StarCoder2), fc, squared_relu,
+ * proj (Nemotron), gate_up, glu, down (Llama, StableLM) or a moe (Mixtral, OLMoE); the
+ * layers it takes. */
+static int mlp(Ex *e, const Layer *r, int first, const char *prefix)
+{
+    if (r->n_body > first && r->body[first]->op == OP_MOE) {
+        moe(e, r->body[first], first, prefix);
+        return 1;
+    }
     if (r->n_body < first + 3)
         refuse(e, xasprintf("%s.body", r->path), NULL, first ? "the MLP branch holds a norm, a "
                "linear, the activation and a linear (and, in Gemma 3, a norm)"
@@ -519,6 +559,7 @@ static void mlp(Ex *e, const Layer *r, int first, const char *prefix)
                                             : "Llama's MLP activation is a glu");
     e->names[HF_UP] = lname(up, first, prefix);
     e->names[HF_DOWN] = lname(down, first + 2, prefix);
+    return 3;
 }
 
 /* The block's form (BLOCK_*) in REP's body: GPT-NeoX's parallel block, one residual (the
@@ -579,8 +620,8 @@ static void branch(Ex *e, const Layer *r, int k, const char *prefix, int shortcu
         attention(e, r->body[pre]);
         e->names[HF_ATTN] = lname(r->body[pre], pre, p);
     } else {
-        mlp(e, r, pre, p);
-        branch_end(e, r, pre + 3, HF_POST2, p);
+        int n = mlp(e, r, pre, p);
+        branch_end(e, r, pre + n, HF_POST2, p);
     }
 }
 
@@ -674,6 +715,13 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
     if (e->gpt2 && e->block != BLOCK_SEQUENTIAL)
         refuse(e, NULL, rep, "GPT-2's blocks (learned positions) run the attention, then the MLP");
     e->mlp = m && m->n_body > first + 1 ? m->body[first + 1]->op : -1;
+    if (m && m->n_body > first && m->body[first]->op == OP_MOE) {
+        const Layer *x = m->body[first];
+        e->mlp = OP_MOE;
+        e->d.E = x->experts;
+        e->top_k = x->top_k;
+        e->norm_topk = x->norm_topk;
+    }
     e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
     e->head_bias = head_bias;
     if (e->block == BLOCK_SHARED_NORM) {   /* Phi's attention is biased, GPT-J's not */
@@ -714,6 +762,11 @@ static void whole_model(Ex *e)
     if (olmo2(e) && (e->layernorm || e->embed_mult || e->logits_div || e->final_cap))
         refuse(e, "$.model.layers", NULL, "OLMo 2 (a norm after each branch, none before it) "
                "has rmsnorms and no scale layer or soft-cap");
+    if (e->mlp == OP_MOE && (e->embed_mult || e->residual_mult || e->logits_div ||
+                             e->final_cap || e->post_norms || e->nope_every || e->global_every))
+        refuse(e, "$.model.layers", NULL, "a mixture of experts comes with Mixtral's and "
+               "OLMoE's layers alone: no scale layer, soft-cap, norm closing a branch or layers "
+               "without window or rope");
     if (!e->gpt2 && e->d.qk_norm == QK_NORM_HEAD && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -776,6 +829,7 @@ static const HfFamily *family_tables(const Ex *e)
     return opt(e) ? &hf_opt : neo(e) ? &hf_neo : bigcode(e) ? &hf_bigcode
          : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
+         : mixtral(e) ? &hf_mixtral : olmoe(e) ? &hf_olmoe
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2 : glm(e) ? &hf_glm
@@ -791,7 +845,9 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     HfTensor *t = hf_find(&e->w, ours);
     if (!t)
         error_input("%s: no tensor '%s' (the spec's model has it)", e->w.paths[0], ours);
-    if (t->rank != (d1 ? 2 : 1) || t->shape[0] != d0 || (d1 && t->shape[1] != d1))
+    int experts = t->rank == 3;   /* [E, rows, cols]: the experts' rows one after another */
+    int64_t t0 = experts ? t->shape[0] * t->shape[1] : t->shape[0];
+    if (t->rank - experts != (d1 ? 2 : 1) || t0 != d0 || (d1 && t->shape[t->rank - 1] != d1))
         error_input("%s: tensor '%s' does not have the shape the spec gives it ([%lld%s%.0lld])",
                     e->w.paths[0], ours, (long long)d0, d1 ? ", " : "", (long long)d1);
     t->used = 1;
@@ -824,7 +880,7 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     int64_t d0 = 0, d1 = parts[0].rank > 1 ? parts[0].shape[1] : 0, row0 = 0;
     for (int k = 0; k < n; k++)
         d0 += parts[k].shape[0];
-    if (m->transpose) {   /* ours [out, in], theirs [in, out] */
+    if (m->form == HF_TRANSPOSED) {   /* ours [out, in], theirs [in, out] */
         d0 = parts[0].shape[1];
         d1 = parts[0].shape[0];
     }
@@ -835,7 +891,7 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
         return;
     }
     for (int k = 0; k < n; k++) {
-        add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->transpose);
+        add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->form == HF_TRANSPOSED);
         e->reorder[e->out.n - 1] = hf_reordered(family_tables(e), &e->d, m) ? m : NULL;
         row0 += parts[k].shape[0];
     }
@@ -857,9 +913,16 @@ static void write_tensors(const Ex *e, const char *path)
     rt_st_out *o = hf_out_open(&e->out, path);
     if (!o)
         cannot_write("export", path);
+    const HfTensor *held = NULL;   /* x's tensor, read once for all its parts (an
+                                      expert's after another's), unless reordered */
+    float *x = NULL;
     for (int k = 0; k < e->out.n; k++) {
         const HfTensor *t = e->src[k];
-        float *x = hf_read(&e->w, t);
+        if (t != held || e->reorder[k]) {
+            free(x);
+            x = hf_read(&e->w, t);
+            held = e->reorder[k] ? NULL : t;
+        }
         const rt_param *p = &e->out.p[k];
         if (e->tr[k]) {   /* ours [d0, d1] -> theirs [d1, d0] */
             float *y = malloc((size_t)t->numel * sizeof *y);
@@ -869,7 +932,7 @@ static void write_tensors(const Ex *e, const char *path)
             rt_st_put(o, y, p->numel);
             free(y);
         } else {
-            int64_t cols = t->rank > 1 ? t->shape[1] : 1;
+            int64_t cols = t->rank > 1 ? t->shape[t->rank - 1] : 1;
             if (e->reorder[k])   /* the whole parameter, then the part */
                 hf_reorder(family_tables(e), &e->d, e->reorder[k], x, cols, 1);
             float *rows = x + e->row0[k] * cols;
@@ -883,8 +946,8 @@ static void write_tensors(const Ex *e, const char *path)
             }
             rt_st_put(o, rows, n);
         }
-        free(x);
     }
+    free(x);
     if (rt_st_close(o) != 0)
         cannot_write("export", path);
 }
@@ -924,7 +987,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT, NEO, COHERE2 };
+           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -941,12 +1004,14 @@ static const char *const *family(const Ex *e)
         [COHERE] = {"cohere", "CohereForCausalLM"}, [GPTJ] = {"gptj", "GPTJForCausalLM"},
         [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
         [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"},
-        [COHERE2] = {"cohere2", "Cohere2ForCausalLM"}};
+        [COHERE2] = {"cohere2", "Cohere2ForCausalLM"},
+        [MIXTRAL] = {"mixtral", "MixtralForCausalLM"}, [OLMOE] = {"olmoe", "OlmoeForCausalLM"}};
     int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2
           : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
-          : e->layernorm ? STARCODER2 : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
+          : e->layernorm ? STARCODER2 : mixtral(e) ? MIXTRAL : olmoe(e) ? OLMOE
+          : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
           : e->window ? MISTRAL : e->d.bias == HF_BIAS_QKV ? QWEN2 : LLAMA;
@@ -1262,6 +1327,30 @@ static void glm_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "pad_token_id");
 }
 
+/* Mixtral's and OLMoE's keys beside the sizes and rms_norm_eps: the experts, the gate's
+ * activation, the rope; Mixtral's window (null: none), OLMoE's biases, rope scaling and
+ * whether its experts' weights are renormalized; transformers' load-balancing loss off
+ * (trainc has none) */
+static void moe_keys(cJSON *c, const Ex *e)
+{
+    cJSON_AddNumberToObject(c, olmoe(e) ? "num_experts" : "num_local_experts", (double)e->d.E);
+    cJSON_AddNumberToObject(c, "num_experts_per_tok", (double)e->top_k);
+    cJSON_AddStringToObject(c, "hidden_act", e->act);
+    cJSON_AddNumberToObject(c, "rope_theta", e->theta);
+    cJSON_AddFalseToObject(c, "output_router_logits");
+    if (mixtral(e)) {
+        if (e->window)
+            cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);
+        else
+            cJSON_AddNullToObject(c, "sliding_window");
+        return;
+    }
+    cJSON_AddBoolToObject(c, "norm_topk_prob", e->norm_topk);
+    cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
+    if (e->scaled)
+        cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));
+}
+
 /* Llama's, Mistral's, Qwen's and Gemma's keys beside the sizes. */
 static void llama_keys(cJSON *c, const Ex *e)
 {
@@ -1389,6 +1478,8 @@ static cJSON *config(const Ex *e)
             phi3_keys(e, c);
         else if (olmo2(e))
             olmo2_keys(c, e);
+        else if (e->mlp == OP_MOE)
+            moe_keys(c, e);
         else if (glm(e))
             glm_keys(c, e);
         else if (gemma2(e))

@@ -17,7 +17,7 @@
 
 /* The MLP's kind: gated (Llama's glu), a gelu between two linears (GPT-2's, StarCoder2's)
  * or a squared relu between two linears (Nemotron's relu2) */
-enum { MLP_GLU, MLP_GELU, MLP_RELU2, MLP_RELU };
+enum { MLP_GLU, MLP_GELU, MLP_RELU2, MLP_RELU, MLP_MOE /* a mixture of glu experts */ };
 
 /* What the spec needs of a config, GPT-2 and Llama alike. */
 typedef struct Arch {
@@ -61,11 +61,13 @@ typedef struct Arch {
     cJSON *global_scaling;     /* and its rope scaling (the 4B and larger), or NULL */
     int multimodal;            /* Gemma 3's text model in an image-text checkpoint */
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
+    int64_t top_k;             /* MLP_MOE: each token's experts (d.E the experts) */
+    int norm_topk;             /* and their weights renormalized to sum 1 */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
 typedef struct Recipe {
-    const HfTensor *src[3];
+    const HfTensor **src;
     int n, transpose;
     float offset;              /* added to each element (Gemma's norms: 1 + weight) */
     const HfMap *reorder;      /* its rows reordered (hf_reorder), or NULL */
@@ -1046,6 +1048,49 @@ static void glm_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "rope_scaling", "GLM's rope takes no scaling (transformers 4.47)");
 }
 
+/* The router's keys of a mixture of experts: transformers' load-balancing loss (added
+ * where output_router_logits is true) and router jitter trainc has neither of */
+static void router_keys(HfCfg *c, Arch *a, const char *experts, int64_t dflt_e, int64_t dflt_k)
+{
+    a->mlp = MLP_MOE;
+    a->d.E = hf_cfg_int(c, experts, dflt_e);
+    a->top_k = hf_cfg_int(c, "num_experts_per_tok", dflt_k);
+    if (a->top_k < 1 || a->top_k > a->d.E || a->top_k > RT_MOE_MAX_K)
+        hf_cfg_error(c, "num_experts_per_tok", "%lld: trainc takes 1 to %d experts a token, "
+                     "at most %s (%lld)", (long long)a->top_k, RT_MOE_MAX_K, experts,
+                     (long long)a->d.E);
+    if (hf_cfg_bool(c, "output_router_logits", 0))
+        hf_cfg_error(c, "output_router_logits", "true: transformers then adds "
+                     "router_aux_loss_coef times its load-balancing loss to the loss, which "
+                     "trainc has no term for");
+    hf_cfg_num(c, "router_aux_loss_coef", 0);   /* read by that loss alone */
+    if (hf_cfg_num(c, "router_jitter_noise", 0) != 0)
+        hf_cfg_error(c, "router_jitter_noise", "trainc's router has no jitter");
+}
+
+/* Mixtral: Mistral's layers, its MLP a mixture of num_local_experts glu experts, each
+ * token's num_experts_per_tok of them, their weights renormalized; MixtralConfig's
+ * defaults (rms_norm_eps 1e-5) */
+static void mixtral_config(HfCfg *c, Arch *a)
+{
+    a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-5);
+    router_keys(c, a, "num_local_experts", 8, 2);
+    a->norm_topk = 1;
+}
+
+/* OLMoE: Llama's layers with OLMo 2's q and k norms (over all heads), its MLP a mixture
+ * of num_experts glu experts whose weights are the router's probabilities as they are
+ * (norm_topk_prob false, OlmoeConfig's default); rms_norm_eps 1e-5 where absent */
+static void olmoe_config(HfCfg *c, Arch *a)
+{
+    a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-5);
+    a->d.qk_norm = HF_QK_NORM_ALL_HEADS;
+    router_keys(c, a, "num_experts", 64, 8);
+    a->norm_topk = hf_cfg_bool(c, "norm_topk_prob", 0);
+    if (hf_cfg_get(c, "clip_qkv"))
+        hf_cfg_error(c, "clip_qkv", "trainc does not clip q, k and v");
+}
+
 /* What reads a Llama kin's config apart from Llama's: the config class's defaults for
  * keys a config.json may leave out; OWN_* set: the family reads (or has none of) its
  * norms' eps, its rope scaling, its biases itself, in place of rms_norm_eps,
@@ -1075,6 +1120,8 @@ static const Kin *kin_of(const char *type)
         {"nemotron", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING, nemotron_config},
         {"olmo", 2048, 1e4, 0, 0, OWN_EPS | OWN_SCALING, olmo_config},
         {"olmo2", 2048, 1e4, 0, 0, 0, olmo2_config},
+        {"mixtral", 131072, 1e6, 0, 0, OWN_EPS, mixtral_config},
+        {"olmoe", 4096, 1e4, 0, 0, OWN_EPS, olmoe_config},
         {"glm", 131072, 1e4, 0, 128, OWN_SCALING | OWN_BIAS, glm_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
         {"cohere2", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere2_config},
@@ -1107,10 +1154,11 @@ static void llama_sizes(HfCfg *c, Arch *a, const Kin *k)
 static void llama_window_keys(HfCfg *c, Arch *a)
 {
     int qwen2 = !strcmp(a->type, "qwen2"), gemma3 = !strcmp(a->type, "gemma3_text");
-    if (!strcmp(a->type, "mistral") && a->d.bias)
-        hf_cfg_error(c, "attention_bias", "true: transformers' Mistral has no attention biases");
-    if ((!strcmp(a->type, "mistral") || !strcmp(a->type, "phi3")) &&
-        hf_cfg_get(c, "sliding_window"))
+    int mistral = !strcmp(a->type, "mistral") || !strcmp(a->type, "mixtral");
+    if (mistral && a->d.bias)
+        hf_cfg_error(c, "attention_bias", "true: transformers' %s has no attention biases",
+                     a->type[2] == 'x' ? "Mixtral" : "Mistral");
+    if ((mistral || !strcmp(a->type, "phi3")) && hf_cfg_get(c, "sliding_window"))
         a->window = hf_cfg_int(c, "sliding_window", -1);
     if (a->d.qk_norm == 1 && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
@@ -1144,7 +1192,7 @@ static void llama_config(HfCfg *c, Arch *a)
         k->config(c, a);
     if (strcmp(a->type, "nemotron") && hf_cfg_bool(c, "mlp_bias", 0))
         hf_cfg_error(c, "mlp_bias", "true: trainc's Llama MLP has no biases");
-    if (a->mlp == MLP_GLU)
+    if (a->mlp == MLP_GLU || a->mlp == MLP_MOE)
         a->act = glu_act(c, act_key);
     llama_window_keys(c, a);
 }
@@ -1195,6 +1243,7 @@ static const Family families[] = {
     {"gpt_bigcode", "GPTBigCodeForCausalLM", "GPTBigCodeModel", bigcode_config, &hf_bigcode},
     {"llama", "LlamaForCausalLM", "LlamaModel", llama_config, &hf_llama},
     {"mistral", "MistralForCausalLM", "MistralModel", llama_config, &hf_llama},
+    {"mixtral", "MixtralForCausalLM", "MixtralModel", llama_config, &hf_mixtral},
     {"phi3", "Phi3ForCausalLM", "Phi3Model", llama_config, &hf_phi3},
     {"qwen2", "Qwen2ForCausalLM", "Qwen2Model", llama_config, &hf_llama},
     {"qwen3", "Qwen3ForCausalLM", "Qwen3Model", llama_config, &hf_llama},
@@ -1209,6 +1258,7 @@ static const Family families[] = {
     {"nemotron", "NemotronForCausalLM", "NemotronModel", llama_config, &hf_nemotron},
     {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
+    {"olmoe", "OlmoeForCausalLM", "OlmoeModel", llama_config, &hf_olmoe},
     {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
     {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
     {"gpt_neo", "GPTNeoForCausalLM", "GPTNeoModel", neo_config, &hf_neo},
@@ -1274,6 +1324,8 @@ static const char *const starcoder2_names[HF_N_SLOTS] = {"embed", NULL, "attn_no
                                                          "mlp_norm", "fc", "proj", "norm",
                                                          "lm_head"};
 
+static const char *const moe_names[HF_N_SLOTS] = {"embed", NULL, "attn_norm", "attn",
+                                                  "mlp_norm", "moe", NULL, "norm", "lm_head"};
 static const char *const shared_norm_names[HF_N_SLOTS] = {"embed", NULL, "block_norm", "attn",
                                                           NULL, "fc", "proj", "norm", "lm_head"};
 static const char *const shared_glu_names[HF_N_SLOTS] = {"embed", NULL, "block_norm", "attn",
@@ -1284,6 +1336,8 @@ static const char *const *slot_names(const Arch *a)
 {
     if (a->block == BLOCK_SHARED_NORM)
         return a->mlp == MLP_GLU ? shared_glu_names : shared_norm_names;
+    if (a->mlp == MLP_MOE)
+        return moe_names;
     return a->gpt2 ? gpt2_names : a->mlp == MLP_GLU ? llama_names : starcoder2_names;
 }
 
@@ -1371,8 +1425,24 @@ static void attention(cJSON *list, const Arch *a)
 /* The MLP branch's layers after its norm: linear, gelu, linear (GPT-2's, StarCoder2's),
  * linear, squared_relu, linear (Nemotron's) or linear, glu, linear; biased where the
  * MLP is. */
+static void moe(cJSON *list, const Arch *a)
+{
+    cJSON *l = layer(list, "moe", slot_names(a)[HF_UP]);
+    cJSON_AddNumberToObject(l, "experts", (double)a->d.E);
+    cJSON_AddNumberToObject(l, "top_k", (double)a->top_k);
+    cJSON_AddNumberToObject(l, "hidden", (double)a->d.FF);
+    if (strcmp(a->act, "silu"))
+        cJSON_AddStringToObject(l, "act", a->act);
+    if (!a->norm_topk)
+        cJSON_AddFalseToObject(l, "norm_topk");
+}
+
 static void mlp(cJSON *list, const Arch *a)
 {
+    if (a->mlp == MLP_MOE) {
+        moe(list, a);
+        return;
+    }
     const char *const *N = slot_names(a);
     cJSON *up = layer(list, "linear", N[HF_UP]);
     cJSON_AddNumberToObject(up, "out", (double)(a->mlp == MLP_GLU ? 2 * a->d.FF : a->d.FF));
@@ -1558,12 +1628,13 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
                            : xasprintf("%s.%lld.%s%s.%s", im->rep, (long long)block, sc, layer,
                                        m->ours);
-    int64_t shape[2] = {0, parts[0].shape[1]};
+    int64_t shape[3] = {0, parts[0].shape[1]};
     im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
     if (!im->r)
         die("out of memory");
     Recipe *r = &im->r[im->out.n];
     memset(r, 0, sizeof *r);
+    r->src = xcalloc((size_t)n, sizeof *r->src);
     for (int k = 0; k < n; k++) {
         r->src[k] = take(im, &parts[k]);
         shape[0] += parts[k].shape[0];
@@ -1573,14 +1644,21 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
         r->skip = im->family->pos_pad * parts[0].shape[1];
         shape[0] -= im->family->pos_pad;
     }
-    r->transpose = m->transpose;
+    r->transpose = m->form == HF_TRANSPOSED;
     r->offset = hf_offset(im->family, m);
     r->reorder = hf_reordered(im->family, im->d, m) ? m : NULL;
-    if (m->transpose) {
+    if (r->transpose) {
         shape[0] = parts[0].shape[1];
         shape[1] = parts[0].shape[0];
     }
-    hf_out_add(&im->out, ours, parts[0].rank, shape);
+    int each = m->form == HF_PER_EXPERT;
+    if (each) {   /* [E, an expert's rows, cols] */
+        int64_t E = im->d->E;
+        shape[2] = shape[1];
+        shape[1] = shape[0] / E;
+        shape[0] = E;
+    }
+    hf_out_add(&im->out, ours, parts[0].rank + each, shape);
     free(ours);
 }
 

@@ -55,7 +55,8 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
        HF_POST1, HF_POST2, HF_N_SLOTS };
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
  * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
-enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D };
+enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D,
+       HF_E /* the experts */ };
 /* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's,
  * HF_IF_MLP_BIAS the MLP's (StarCoder2's, Nemotron's). */
 enum { HF_QK_NORM_ALL_HEADS = 2 };   /* HfDims.qk_norm: OLMo 2's, over all heads */
@@ -65,13 +66,17 @@ enum { HF_ALWAYS, HF_IF_BIAS, HF_IF_O_BIAS, HF_IF_MLP_BIAS, HF_IF_QK_NORM, HF_IF
 enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV, HF_BIAS_PROJ };
 
 /* One of trainc's parameters: slot's layer, suffix `ours`; made of the transformers
- * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector), their rows one after
- * the other, or, with transpose, of the one tensor transposed (GPT-2's Conv1D). */
+ * tensors `theirs` ([rows[k], cols], cols HF_NONE for a vector) as `form` says: their
+ * rows one after the other (HF_ROWS); the one tensor transposed (HF_TRANSPOSED, GPT-2's
+ * Conv1D); or, HF_PER_EXPERT, `theirs` formats of an expert's index and the parameter
+ * [E, rows, cols], expert 0's tensors' rows, then expert 1's, ... (a mixture of
+ * experts' weights). */
+enum { HF_ROWS, HF_TRANSPOSED, HF_PER_EXPERT };
 typedef struct HfMap {
     int block;                 /* 1: in each block, named under the block's prefix */
     int slot;
     const char *ours;
-    int cond, transpose;
+    int cond, form;
     const char *theirs[3];
     int rows[3], cols;
 } HfMap;
@@ -87,6 +92,7 @@ typedef struct HfFamily {
     int pos_pad;               /* OPT's 2: the rows its learned positions hold before
                                   position 0's (trainc's drop them; export writes zeros) */
 } HfFamily;
+extern const HfFamily hf_mixtral, hf_olmoe;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
     hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt, hf_neo;
@@ -110,6 +116,7 @@ typedef struct HfDims {
     int mlp_bias;              /* the MLP's linears have biases (HF_IF_MLP_BIAS) */
     int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
     int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */
+    int64_t E;                 /* a mixture of experts' experts, else 0 */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 
@@ -131,7 +138,7 @@ typedef struct HfPart {
 } HfPart;
 /* Called for each parameter the dims call for, in trainc's order (block -1: outside
  * the blocks); parts are HF's tensors, named under `prefix` (the family's, or "" for
- * checkpoints without it). */
+ * checkpoints without it): n of them, E times the map's `theirs` with experts. */
 typedef void (*hf_visit)(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts);
 void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn, void *ctx);
 

@@ -258,6 +258,31 @@ static const HfMap olmo2_map[] = {
     {1, HF_POST2, "weight", HF_ALWAYS, 0, {"post_feedforward_layernorm.weight"}, {HF_D}, 0},
     HEAD_ROWS};
 
+/* Mixtral: Mistral's layers, the MLP a mixture of experts (w1 the gate, w3 the up, w2
+ * the down projection) */
+#define MOE_ROWS(base, gate, up, down)                                                      \
+    {1, HF_UP, "router.weight", HF_ALWAYS, 0, {base "gate.weight"}, {HF_E}, HF_D},         \
+    {1, HF_UP, "experts.up.weight", HF_ALWAYS, HF_PER_EXPERT,                               \
+     {base "experts.%lld." gate ".weight", base "experts.%lld." up ".weight"},              \
+     {HF_FF, HF_FF}, HF_D},                                                                 \
+    {1, HF_UP, "experts.down.weight", HF_ALWAYS, HF_PER_EXPERT,                             \
+     {base "experts.%lld." down ".weight"}, {HF_D}, HF_FF}
+static const HfMap mixtral_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    MOE_ROWS("block_sparse_moe.", "w1", "w3", "w2"), HEAD_ROWS};
+
+/* OLMoE: Llama's layers with OLMo 2's q and k norms (over all heads), the MLP a mixture
+ * of experts with Llama's projection names */
+static const HfMap olmoe_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_ATTN, "q_norm.weight", HF_ALWAYS, 0, {"self_attn.q_norm.weight"}, {HF_QD}, 0},
+    {1, HF_ATTN, "k_norm.weight", HF_ALWAYS, 0, {"self_attn.k_norm.weight"}, {HF_KD}, 0},
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    MOE_ROWS("mlp.", "gate_proj", "up_proj", "down_proj"), HEAD_ROWS};
+
+const HfFamily hf_mixtral = {"model.", "layers.%lld.", mixtral_map, 0.0f, 0, 0};
+const HfFamily hf_olmoe = {"model.", "layers.%lld.", olmoe_map, 0.0f, 0, 0};
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0, 0};
 const HfFamily hf_bigcode = {"transformer.", "h.%lld.", bigcode_map, 0.0f, 0, 0};
 const HfFamily hf_llama = {"model.", "layers.%lld.", llama_map, 0.0f, 0, 0};
@@ -396,6 +421,7 @@ static int64_t dim(const HfDims *d, int code)
     case HF_HD: return hd;
     case HF_POSN: return d->max_pos;
     case HF_3D: return 3 * d->D;
+    case HF_E: return d->E;
     }
     return 0;
 }
@@ -409,24 +435,34 @@ static int wanted(const HfDims *d, int cond)
            (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
 }
 
-/* One entry for one block (-1 outside the blocks): the transformers names in full. */
+/* One entry for one block (-1 outside the blocks): the transformers names in full, an
+ * expert's after another's. */
 static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const HfMap *m,
                   int64_t block, hf_visit fn, void *ctx)
 {
-    HfPart parts[3];
-    int n = 0;
+    int per = 0;
+    while (per < 3 && m->theirs[per])
+        per++;
+    int each = m->form == HF_PER_EXPERT;
+    int64_t experts = each ? d->E : 1;
+    HfPart *parts = xcalloc((size_t)(experts * per), sizeof *parts);
     char *at = block >= 0 ? xasprintf(f->block, (long long)block) : xstrdup("");
-    for (; n < 3 && m->theirs[n]; n++) {
-        /* the head sits beside the model's prefix, not under it */
-        parts[n].name = xasprintf("%s%s%s", m->slot == HF_HEAD ? "" : prefix, at, m->theirs[n]);
-        parts[n].rank = m->cols ? 2 : 1;
-        parts[n].shape[0] = dim(d, m->rows[n]) + (m->slot == HF_POS ? f->pos_pad : 0);
-        parts[n].shape[1] = dim(d, m->cols);
-    }
+    int n = 0;
+    for (int64_t x = 0; x < experts; x++)
+        for (int k = 0; k < per; k++, n++) {
+            char *theirs = each ? xasprintf(m->theirs[k], (long long)x) : xstrdup(m->theirs[k]);
+            /* the head sits beside the model's prefix, not under it */
+            parts[n].name = xasprintf("%s%s%s", m->slot == HF_HEAD ? "" : prefix, at, theirs);
+            free(theirs);
+            parts[n].rank = m->cols ? 2 : 1;
+            parts[n].shape[0] = dim(d, m->rows[k]) + (m->slot == HF_POS ? f->pos_pad : 0);
+            parts[n].shape[1] = dim(d, m->cols);
+        }
     free(at);
     fn(ctx, m, block, n, parts);
     for (int k = 0; k < n; k++)
         free(parts[k].name);
+    free(parts);
 }
 
 void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn, void *ctx)

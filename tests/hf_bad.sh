@@ -167,6 +167,24 @@ refused "export of a Llama with qk_norm over all heads" "all_heads" "only OLMo 2
     export hf "$g/allheads.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of OLMo 2's blocks with a per-head qk_norm" "OLMo 2" "all_heads" -- \
     export hf "$g/olmo2_head.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+# a mixture of experts is Mixtral's (its weights renormalized, no qk_norm, no bias) or
+# OLMoE's (qk_norm over all heads): not with the weights as the router gives them alone,
+# nor with attention biases
+$PY - "$g/model.json" "$g" <<'PY'
+import json, sys
+for out, moe, att in (("moe_unnormed", {"norm_topk": False}, {}),
+                      ("moe_bias", {}, {"bias": True})):
+    s = json.load(open(sys.argv[1]))
+    rep = s["model"]["layers"][1]
+    attn, mlp = rep["body"]
+    mlp["body"][1:] = [dict({"op": "moe", "name": "moe", "experts": 4, "top_k": 2, "hidden": 8}, **moe)]
+    attn["body"][1].update(att)
+    json.dump(s, open("%s/%s.json" % (sys.argv[2], out), "w"))
+PY
+refused "export of a mixture of experts without renormalized weights or qk_norm" "Mixtral" "norm_topk" -- \
+    export hf "$g/moe_unnormed.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of a mixture of experts with attention biases" "Mixtral" "bias" -- \
+    export hf "$g/moe_bias.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
 # window; a partial rope (rope dims) on rmsnorms is GLM's, which has no window
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \

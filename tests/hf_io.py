@@ -119,7 +119,8 @@ try:
                               GPTNeoXConfig, GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM,
                               FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
                               OPTConfig, OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM,
-                              CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM)
+                              CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM,
+                              MixtralConfig, MixtralForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -163,7 +164,7 @@ def shard(path, tokens):
 # but 4.42 to 4.49's eager attention ignores its window (4.50 applies it).
 VERSION = tuple(int(x) for x in transformers.__version__.split(".")[:2])
 SHIFT_WINDOW = VERSION < (4, 42)
-WINDOWED = (MistralForCausalLM, Starcoder2ForCausalLM)
+WINDOWED = (MistralForCausalLM, MixtralForCausalLM, Starcoder2ForCausalLM)
 
 
 def windows(tokens):
@@ -438,6 +439,26 @@ def cohere2_case(val):
                  ["layer_types", "sliding_window_pattern"])])
 
 
+def olmoe_case(val):
+    """--newer: an OlmoeForCausalLM (transformers 4.45 on: Llama's layers with q and k
+    norms over all heads, a mixture of 4 experts, each token's top 2, their weights the
+    router's probabilities as they are) round-trips as roundtrip does, and so does one
+    whose weights are renormalized (norm_topk_prob) and attention biased; clip_qkv, the
+    load-balancing loss (output_router_logits) and router jitter are refused."""
+    if not NEWER:
+        return
+    from transformers import OlmoeConfig, OlmoeForCausalLM
+    bad = [("olmoe clip_qkv", {"clip_qkv": 8.0}, ["clip_qkv"]),
+           ("olmoe load-balancing loss", {"output_router_logits": True},
+            ["output_router_logits", "router_aux_loss_coef"]),
+           ("olmoe router jitter", {"router_jitter_noise": 0.1}, ["router_jitter_noise"])]
+    newer_case("olmoe", 16, OlmoeForCausalLM, OlmoeConfig(num_experts=4, num_experts_per_tok=2,
+                                                          rms_norm_eps=1e-5), val, bad)
+    newer_case("olmoe_normed_bias", 17, OlmoeForCausalLM,
+               OlmoeConfig(num_experts=4, num_experts_per_tok=3, norm_topk_prob=True,
+                           attention_bias=True), val, [])
+
+
 def yarn_cases(val):
     """--newer: a LlamaForCausalLM and a Qwen2ForCausalLM with yarn rope scaling
     (transformers' _compute_yarn_parameters: frequencies ramped between the original
@@ -593,6 +614,24 @@ def neo_models():
               GPTNeoForCausalLM(GPTNeoConfig(attention_types=[[["local", "global"], 1]],
                                              tie_word_embeddings=False, **kw))]
         for m in ms:
+            off_defaults(m)
+    return ms
+
+
+def mixtral_models():
+    """MixtralForCausalLMs (4 experts 48 wide, each token's top 2, their weights
+    renormalized): GQA, no window, untied; one of 8 experts, top 3, a window of 7 and a
+    gelu gate, tied. From a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(15)
+        ms = [MixtralForCausalLM(MixtralConfig(num_local_experts=4, tie_word_embeddings=False, **kw)),
+              MixtralForCausalLM(MixtralConfig(num_local_experts=8, num_experts_per_tok=3,
+                                               sliding_window=7, hidden_act="gelu", **kw))]
+        for m in ms:
+            positions_count(m)
             off_defaults(m)
     return ms
 
@@ -1286,6 +1325,7 @@ def roundtrips(val):
     olmo, cohere = bare_norm_models()
     opt, opt_plain = opt_models()
     neo, neo_local_first = neo_models()
+    mixtral, mixtral_window = mixtral_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1301,6 +1341,7 @@ def roundtrips(val):
                         ("olmo", olmo, {}), ("cohere", cohere, {}), ("gptj", gptj, {}),
                         ("opt", opt, {}), ("opt_untied_unbiased", opt_plain, {}),
                         ("gpt_neo", neo, {}), ("gpt_neo_local_first", neo_local_first, {}),
+                        ("mixtral", mixtral, {}), ("mixtral_window_top3", mixtral_window, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1319,7 +1360,12 @@ def roundtrips(val):
 
 
 def family_bad_configs():
-    """The layernorm families' configs trainc cannot express, each refused naming it."""
+    """The layernorm families' configs trainc cannot express, each refused naming it; and
+    Mixtral's."""
+    bad_configs(OUT + "/hf_mixtral", [
+        ("mixtral top_k past the experts", {"num_experts_per_tok": 5}, ["num_experts_per_tok", "4"]),
+        ("mixtral load-balancing loss", {"output_router_logits": True}, ["output_router_logits"]),
+        ("mixtral attention_bias", {"attention_bias": True}, ["attention_bias", "Mixtral"])])
     bad_configs(OUT + "/hf_stablelm", [
         ("stablelm qk_layernorm", {"qk_layernorm": True}, ["qk_layernorm", "per head"]),
         ("stablelm parallel residual", {"use_parallel_residual": True}, ["use_parallel_residual"]),
@@ -1438,6 +1484,7 @@ def main():
     olmo2_case(val)
     glm_case(val)
     cohere2_case(val)
+    olmoe_case(val)
     yarn_cases(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix
     d = OUT + "/hf_gpt2_bare"
