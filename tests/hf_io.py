@@ -353,6 +353,17 @@ def positions_count(m):
                 p.mul_(30)
 
 
+def experts_count(m):
+    """A mixture of experts' router and experts made large enough that its choices and
+    weights move the loss (at their init the MLP barely does)."""
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if n.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight")):
+                p.mul_(30)
+            elif ".experts." in n:
+                p.mul_(8)
+
+
 def off_defaults(m):
     """Norm weights and biases moved off 1 and 0, so that each one counts."""
     m.eval()
@@ -380,11 +391,11 @@ def stablelm_models(kw):
     return quarter, half
 
 
-def newer_case(name, seed, cls, cfg, val, bad):
+def newer_case(name, seed, cls, cfg, val, bad, prep=None):
     """--newer: a model of class cls with the small sizes and config cfg (its own
     generator: the other models' weights stay as they were; q and k large, norms and
-    biases off their defaults) round-trips as roundtrip does; the bad config edits are
-    refused."""
+    biases off their defaults; then prep(m)) round-trips as roundtrip does; the bad
+    config edits are refused."""
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         m = cls(type(cfg)(**dict(cfg.to_dict(), vocab_size=V, hidden_size=64, intermediate_size=96,
@@ -392,6 +403,8 @@ def newer_case(name, seed, cls, cfg, val, bad):
                                  max_position_embeddings=64, attn_implementation="eager")))
         positions_count(m)
         off_defaults(m)
+        if prep:
+            prep(m)
     m.save_pretrained(OUT + "/hf_" + name, safe_serialization=True)
     roundtrip(name, m, OUT + "/hf_" + name, val)
     if bad:
@@ -453,10 +466,11 @@ def olmoe_case(val):
             ["output_router_logits", "router_aux_loss_coef"]),
            ("olmoe router jitter", {"router_jitter_noise": 0.1}, ["router_jitter_noise"])]
     newer_case("olmoe", 16, OlmoeForCausalLM, OlmoeConfig(num_experts=4, num_experts_per_tok=2,
-                                                          rms_norm_eps=1e-5), val, bad)
+                                                          rms_norm_eps=1e-5), val, bad,
+               prep=experts_count)
     newer_case("olmoe_normed_bias", 17, OlmoeForCausalLM,
                OlmoeConfig(num_experts=4, num_experts_per_tok=3, norm_topk_prob=True,
-                           attention_bias=True), val, [])
+                           attention_bias=True), val, [], prep=experts_count)
 
 
 def yarn_cases(val):
@@ -621,7 +635,8 @@ def neo_models():
 def mixtral_models():
     """MixtralForCausalLMs (4 experts 48 wide, each token's top 2, their weights
     renormalized): GQA, no window, untied; one of 8 experts, top 3, a window of 7 and a
-    gelu gate, tied. From a generator of their own."""
+    gelu gate, tied. From a generator of their own; the router and experts scaled up
+    (experts_count)."""
     kw = dict(vocab_size=V, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
               attn_implementation="eager")
@@ -633,6 +648,7 @@ def mixtral_models():
         for m in ms:
             positions_count(m)
             off_defaults(m)
+            experts_count(m)
     return ms
 
 
