@@ -714,6 +714,8 @@ static const struct {
                   CALL_AVGPOOL_BWD, CALL_GCONV_FWD, CALL_CONV_FWD}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD}},
     {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD}},
+    {"moe.cuh", {CALL_MOE_DISPATCH_FWD, CALL_MOE_DISPATCH_BWD, CALL_MOE_COMBINE_FWD,
+                 CALL_MOE_COMBINE_BWD}},
     {"layernorm.cuh", {CALL_LAYERNORM_FWD, CALL_LAYERNORM_BWD, CALL_RMSNORM_FWD, CALL_RMSNORM_BWD,
                        CALL_QK_NORM_FWD, CALL_QK_NORM_BWD}},
     /* the Hopper primitives: only attention's sm_90a kernels use them */
@@ -821,8 +823,6 @@ static void train_kernel(Buf *b, Program *p, int i)
 
 void emit_cuda(Program *p, Program *ev, Buf *b, Buf *file)
 {
-    if (program_calls(p, CALL_MOE_DISPATCH_FWD) || program_calls(ev, CALL_MOE_DISPATCH_FWD))
-        p->cuda_unsupported = xstrdup("moe, the mixture of experts");
     /* the two texts differ only in the templates: inlined in b, #included in file */
     file_head(b, 0, p, ev);
     file_head(file, 1, p, ev);

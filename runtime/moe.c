@@ -3,7 +3,7 @@
  * the whole batch, in token order within a group (a counting sort, so the same batch
  * always gives the same rows), and each group goes through its expert's weights as
  * one GEMM (rt_gemm). Integers (experts, rows, group offsets) are stored in floats,
- * exact below 2^24 copies. */
+ * exact below 2^24 copies. On a GPU each call hands over to its twin (cuda_moe.c). */
 #include <math.h>
 #include <string.h>
 #include "rt.h"
@@ -24,12 +24,6 @@ static void check_size(int64_t n, int64_t k)
     if (n * k >= (int64_t)1 << 24)
         rt_die("moe: %lld tokens times top_k %lld is 2^24 copies or more (their rows are "
                "stored in floats); use a smaller batch", (long long)n, (long long)k);
-}
-
-static void cpu_only(rt_exec *e)
-{
-    if (e->dev)
-        rt_die("moe runs on the CPU only (its GPU kernels are not written yet)");
 }
 
 /* ---- routing: the router's softmax, each token's top k, the groups ---------------- */
@@ -169,8 +163,12 @@ void rt_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const floa
                          float *probs, float *gate, float *idx, float *offs, float *xg, float *h,
                          int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm)
 {
-    cpu_only(e);
     check_size(n, k);
+    if (e->dev) { /* on a GPU: cuda_moe.c */
+        RT_GPU(e)->moe_dispatch_fwd(e, x, wr, wup, probs, gate, idx, offs, xg, h, n, d, E, k, h2,
+                                    norm);
+        return;
+    }
     rt_gemm(e, 0, 1, n, E, d, 1.0f, x, d, wr, d, 0.0f, probs, E);
     topk_ctx tc = {.probs = probs, .gate = gate, .idx = idx, .E = E, .k = k, .norm = (int)norm};
     rt_pool_run(e->rt, n, rt_grain_for(E * (k + 3)), topk_task, &tc);
@@ -185,7 +183,10 @@ void rt_moe_combine_fwd(rt_exec *e, const float *a, const float *wdown, const fl
                         const float *idx, const float *offs, float *o, float *y, int64_t n,
                         int64_t d, int64_t E, int64_t k, int64_t hid)
 {
-    cpu_only(e);
+    if (e->dev) {
+        RT_GPU(e)->moe_combine_fwd(e, a, wdown, gate, idx, offs, o, y, n, d, E, k, hid);
+        return;
+    }
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
     group_gemm down = {.tb = 1, .N = d, .K = hid, .lda = hid, .ldb = hid, .ldc = d,
                        .wsz = d * hid};
@@ -227,7 +228,11 @@ void rt_moe_combine_bwd(rt_exec *e, const float *a, const float *wdown, const fl
                         float *da, float *dgate, float *dwdown, int64_t n, int64_t d, int64_t E,
                         int64_t k, int64_t hid)
 {
-    cpu_only(e);
+    if (e->dev) {
+        RT_GPU(e)->moe_combine_bwd(e, a, wdown, gate, idx, offs, dy, g, da, dgate, dwdown, n, d,
+                                   E, k, hid);
+        return;
+    }
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
     gather(e, &r, dy, g);
     group_gemm back = {.N = hid, .K = d, .lda = d, .ldb = hid, .ldc = hid, .wsz = d * hid};
@@ -278,9 +283,13 @@ void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const floa
                          float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
                          int64_t E, int64_t k, int64_t h2, int64_t norm)
 {
-    cpu_only(e);
     if (k > RT_MOE_MAX_K)
         rt_die("moe: top_k %lld is more than %d", (long long)k, RT_MOE_MAX_K);
+    if (e->dev) {
+        RT_GPU(e)->moe_dispatch_bwd(e, x, wr, wup, probs, gate, idx, offs, dgate, dh, xg, dl, dx,
+                                    dwr, dwup, n, d, E, k, h2, norm);
+        return;
+    }
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
     gather(e, &r, x, xg);
     group_gemm dw = {.wgrad = 1, .lda = h2, .ldb = d, .wsz = h2 * d};

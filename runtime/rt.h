@@ -129,6 +129,22 @@ typedef struct rt_gpu_calls {
     void (*qk_norm_bwd)(rt_exec *e, const float *x, const float *wq, const float *wk,
                         const float *rstd, const float *dy, float *dx, float *dwq, float *dwk,
                         int64_t rows, int64_t dq, int64_t dk, int64_t dv);
+    void (*moe_dispatch_fwd)(rt_exec *e, const float *x, const float *wr, const float *wup,
+                             float *probs, float *gate, float *idx, float *offs, float *xg,
+                             float *h, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                             int64_t norm);
+    void (*moe_dispatch_bwd)(rt_exec *e, const float *x, const float *wr, const float *wup,
+                             const float *probs, const float *gate, const float *idx,
+                             const float *offs, const float *dgate, const float *dh, float *xg,
+                             float *dl, float *dx, float *dwr, float *dwup, int64_t n,
+                             int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm);
+    void (*moe_combine_fwd)(rt_exec *e, const float *a, const float *wdown, const float *gate,
+                            const float *idx, const float *offs, float *o, float *y, int64_t n,
+                            int64_t d, int64_t E, int64_t k, int64_t hid);
+    void (*moe_combine_bwd)(rt_exec *e, const float *a, const float *wdown, const float *gate,
+                            const float *idx, const float *offs, const float *dy, float *g,
+                            float *da, float *dgate, float *dwdown, int64_t n, int64_t d,
+                            int64_t E, int64_t k, int64_t hid);
     void (*glu_fwd)(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
     void (*glu_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                     int64_t h, int act);

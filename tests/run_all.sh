@@ -68,6 +68,7 @@ check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 check fake_gpu/attn16     bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        bash tests/fake_fp8.sh
 check fake_gpu/conv       bash tests/fake_gpu_conv.sh
+check fake_gpu/moe        bash tests/fake_gpu_moe.sh
 check fp8_mixed           bash tests/fp8_mixed.sh
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)

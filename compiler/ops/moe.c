@@ -166,6 +166,7 @@ static void lower_dispatch_bwd(Program *p, Node *nd)
                             "the tokens' copies grouped by expert, then their gradient");
     Tensor *dl = lower_temp(p->g, xasprintf("%s_dlogits", dh->name), tokens * r->experts,
                             nd->origin, "the router logits' gradient");
+    dl->keep32 = 1;
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("moe backward: up GEMMs, scatter, router");
     SET_CALL(a, CALL_MOE_DISPATCH_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t),

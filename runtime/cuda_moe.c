@@ -1,0 +1,112 @@
+/* cuda_moe.c: the mixture-of-experts layer's calls on a GPU (rt_cu_moe_*, the twins of
+ * moe.c's CPU calls): each launches templates/cuda/moe.cuh's kernels, whose header
+ * comments say what they compute. The group sizes stay on the device: the groups'
+ * GEMMs read the offsets there, so a step issues the same launches whatever the
+ * routing (and can be one CUDA graph). */
+#include <limits.h>
+#include <stdint.h>
+#include "rt_cuda.h"
+
+static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/* Blocks of a grid-stride loop over n tokens, a block a token at a time */
+static unsigned token_blocks(rt_exec *e, int64_t n)
+{
+    int64_t cap = (int64_t)rt_cu_sm_count(e) * 16;
+    return (unsigned)(n < 1 ? 1 : n < cap ? n : cap);
+}
+
+static unsigned dim(int64_t n, int64_t max, const char *what)
+{
+    if (n < 1 || n > max)
+        rt_die("CUDA: moe's %s needs a grid dimension of %lld (limit %lld)", what, (long long)n,
+               (long long)max);
+    return (unsigned)n;
+}
+
+/* offs and the copies' rows from the copies' experts (idx's first k of each token) */
+static void groups(rt_exec *e, float *idx, float *offs, int64_t n, int64_t E, int64_t k)
+{
+    rt_dptr cnt = rt_cu_scratch(e, (size_t)E * sizeof(int));
+    void *a1[] = {&idx, &cnt, &n, &k};
+    rt_cu_launch(e, "rt_moe_count", dim(E, INT_MAX, "count"), 1, 1, 256, 1, 0, a1);
+    void *a2[] = {&idx, &offs, &cnt, &n, &E, &k};
+    rt_cu_launch(e, "rt_moe_rows", dim(E, INT_MAX, "rows"), 1, 1, 256, 1, 0, a2);
+}
+
+static void gather(rt_exec *e, const float *x, const float *idx, float *xg, int64_t n, int64_t d,
+                   int64_t k)
+{
+    void *a[] = {&x, &idx, &xg, &n, &d, &k};
+    rt_cu_launch(e, "rt_moe_gather", token_blocks(e, n), 1, 1, 256, 1, 0, a);
+}
+
+/* C = A op(W_g) over the groups' rows (kernel rt_moe_gemm_nt or _nn) */
+static void gemm_rows(rt_exec *e, const char *kernel, const float *A, const float *w, float *C,
+                      const float *offs, int64_t R, int64_t N, int64_t K, int64_t E)
+{
+    void *a[] = {&A, &w, &C, &offs, &R, &N, &K, &E};
+    rt_cu_launch(e, kernel, dim(cdiv(R, 64), INT_MAX, "GEMM rows"), dim(cdiv(N, 64), 65535,
+                 "GEMM columns"), 1, 256, 1, 0, a);
+}
+
+/* C_g += A_g^T B_g over groups (offs NULL: one, all R rows; kernel rt_moe_gemm_tn or
+ * _tn_f32a) */
+static void gemm_wgrad(rt_exec *e, const char *kernel, const float *A, const float *B, float *C,
+                       const float *offs, int64_t R, int64_t M, int64_t N, int64_t groups)
+{
+    void *a[] = {&A, &B, &C, &offs, &R, &M, &N};
+    rt_cu_launch(e, kernel, dim(cdiv(N, 64), INT_MAX, "weight GEMM columns"),
+                 dim(cdiv(M, 64), 65535, "weight GEMM rows"), dim(groups, 65535, "experts"), 256,
+                 1, 0, a);
+}
+
+void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
+                            float *probs, float *gate, float *idx, float *offs, float *xg,
+                            float *h, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                            int64_t norm)
+{
+    int nm = (int)norm;
+    void *a[] = {&x, &wr, &probs, &gate, &idx, &n, &d, &E, &k, &nm};
+    rt_cu_launch(e, "rt_moe_route", token_blocks(e, n), 1, 1, 128, 1, 0, a);
+    groups(e, idx, offs, n, E, k);
+    gather(e, x, idx, xg, n, d, k);
+    gemm_rows(e, "rt_moe_gemm_nt", xg, wup, h, offs, n * k, h2, d, E);
+}
+
+void rt_cu_moe_combine_fwd(rt_exec *e, const float *act, const float *wdown, const float *gate,
+                           const float *idx, const float *offs, float *o, float *y, int64_t n,
+                           int64_t d, int64_t E, int64_t k, int64_t hid)
+{
+    gemm_rows(e, "rt_moe_gemm_nt", act, wdown, o, offs, n * k, d, hid, E);
+    void *a[] = {&o, &idx, &gate, &y, &n, &d, &k};
+    rt_cu_launch(e, "rt_moe_sum", token_blocks(e, n), 1, 1, 256, 1, 0, a);
+}
+
+void rt_cu_moe_combine_bwd(rt_exec *e, const float *act, const float *wdown, const float *gate,
+                           const float *idx, const float *offs, const float *dy, float *g,
+                           float *da, float *dgate, float *dwdown, int64_t n, int64_t d,
+                           int64_t E, int64_t k, int64_t hid)
+{
+    gather(e, dy, idx, g, n, d, k);
+    gemm_rows(e, "rt_moe_gemm_nn", g, wdown, da, offs, n * k, hid, d, E);
+    void *a[] = {&act, &gate, &idx, &da, &g, &dgate, &n, &d, &hid, &k};
+    rt_cu_launch(e, "rt_moe_gate_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
+    gemm_wgrad(e, "rt_moe_gemm_tn", g, act, dwdown, offs, n * k, d, hid, E);
+}
+
+void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
+                            const float *probs, const float *gate, const float *idx,
+                            const float *offs, const float *dgate, const float *dh, float *xg,
+                            float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
+                            int64_t E, int64_t k, int64_t h2, int64_t norm)
+{
+    gather(e, x, idx, xg, n, d, k);
+    gemm_wgrad(e, "rt_moe_gemm_tn", dh, xg, dwup, offs, n * k, h2, d, E);
+    gemm_rows(e, "rt_moe_gemm_nn", dh, wup, xg, offs, n * k, d, h2, E);   /* dxg in xg */
+    int nm = (int)norm;
+    void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &dl, &dx, &n, &d, &E, &k, &nm};
+    rt_cu_launch(e, "rt_moe_token_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
+    const float *none = NULL;
+    gemm_wgrad(e, "rt_moe_gemm_tn_f32a", dl, x, dwr, none, n, E, d, 1);
+}

@@ -1,0 +1,380 @@
+/* moe.cuh: the mixture-of-experts layer's kernels, the twins of runtime/moe.c's calls
+ * (their host side is runtime/cuda_moe.c). A token's k copies are grouped by expert
+ * over the batch, in token order within a group; the integers (each copy's expert and
+ * row, each group's first row) are held in fp32, as on the CPU. The groups' products
+ * are tiled SIMT GEMMs that read the group offsets on the device, so no group size
+ * travels to the host and a step stays one CUDA graph: act_t activations, fp32
+ * weights, float sums. Shapes are runtime arguments. */
+
+#define RT_MOE_TILE 64   /* a GEMM block's tile of C: 64 x 64, 4 x 4 a thread */
+#define RT_MOE_MAX_K 64  /* top_k at most (trainc_rt.h's) */
+#define RT_MOE_BK 16     /* the inner dimension's step through shared memory */
+
+/* copy j of token t: its expert, its row of the gathered buffers */
+__device__ __forceinline__ int64_t rt_moe_expert(const float *idx, int64_t k, int64_t t, int64_t j)
+{
+    return (int64_t)idx[t * 2 * k + j];
+}
+__device__ __forceinline__ int64_t rt_moe_row(const float *idx, int64_t k, int64_t t, int64_t j)
+{
+    return (int64_t)idx[t * 2 * k + k + j];
+}
+
+/* The group that holds row r: the last g with offs[g] <= r (an empty group's first row
+ * is its successor's) */
+__device__ __forceinline__ int64_t rt_moe_group_of(const float *offs, int64_t E, int64_t r)
+{
+    int64_t lo = 0, hi = E - 1;
+    while (lo < hi) {
+        const int64_t mid = (lo + hi + 1) / 2;
+        if ((int64_t)offs[mid] <= r)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    return lo;
+}
+
+/* ---- routing ------------------------------------------------------------------------- */
+
+/* p [E] the router's logits, in place their softmax; the k largest (the lower expert on a
+ * tie) into ix [k] and their probabilities into g [k], over their sum with norm. The
+ * arithmetic of moe.c's topk_task. */
+__device__ void rt_moe_topk(float *p, float *g, float *ix, int64_t E, int64_t k, int norm)
+{
+    float mx = p[0];
+    for (int64_t i = 1; i < E; i++)
+        mx = p[i] > mx ? p[i] : mx;
+    double sum = 0.0;
+    for (int64_t i = 0; i < E; i++)
+        sum += (p[i] = expf(p[i] - mx));
+    for (int64_t i = 0; i < E; i++)
+        p[i] = (float)(p[i] / sum);
+    double chosen = 0.0;
+    for (int64_t j = 0; j < k; j++) {
+        int64_t best = -1;
+        for (int64_t i = 0; i < E; i++) {
+            bool taken = false;
+            for (int64_t m = 0; m < j && !taken; m++)
+                taken = (int64_t)ix[m] == i;
+            if (!taken && (best < 0 || p[i] > p[best]))
+                best = i;
+        }
+        ix[j] = (float)best;
+        g[j] = p[best];
+        chosen += p[best];
+    }
+    for (int64_t j = 0; j < k && norm; j++)
+        g[j] = (float)(g[j] / chosen);
+}
+
+/* Launch: grid (min(n, many), grid-stride over tokens), block 128 (4 warps).
+ *   probs[t, e] = x[t] . wr[e]        (a warp an expert, its lanes over d; float)
+ *   then rt_moe_topk on probs[t] (thread 0): gate[t], idx[t]'s experts */
+extern "C" __global__ void __launch_bounds__(128)
+rt_moe_route(const act_t *x, const float *wr, float *probs, float *gate, float *idx, int64_t n,
+             int64_t d, int64_t E, int64_t k, int norm)
+{
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+        const act_t *xt = x + t * d;
+        for (int64_t e = warp; e < E; e += 4) {
+            float s = 0.0f;
+            for (int64_t i = lane; i < d; i += 32)
+                s += rt_ld(xt + i) * wr[e * d + i];
+            for (int o = 16; o; o >>= 1)
+                s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (lane == 0)
+                probs[t * E + e] = s;
+        }
+        __syncthreads();
+        if (threadIdx.x == 0)
+            rt_moe_topk(probs + t * E, gate + t * k, idx + t * 2 * k, E, k, norm);
+        __syncthreads();
+    }
+}
+
+/* Launch: grid (E), block 256: cnt[e] = how many of the n k copies go to expert e. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_count(const float *idx, int *cnt, int64_t n, int64_t k)
+{
+    const int64_t e = blockIdx.x;
+    double c = 0.0;
+    for (int64_t q = threadIdx.x; q < n * k; q += blockDim.x)
+        c += rt_moe_expert(idx, k, q / k, q % k) == e;
+    const double total = rt_block_sum(c);
+    if (threadIdx.x == 0)
+        cnt[e] = (int)total;
+}
+
+/* Launch: grid (E), block 256.
+ *   offs[e] = cnt[0] + ... + cnt[e - 1]   (offs[E] the copies in all)
+ *   each copy of expert e: row offs[e] + how many of e's copies come before it */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_rows(float *idx, float *offs, const int *cnt, int64_t n, int64_t E, int64_t k)
+{
+    __shared__ int tot[8];
+    const int64_t e = blockIdx.x;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int64_t base = 0;
+    for (int64_t x = 0; x < e; x++)
+        base += cnt[x];
+    if (threadIdx.x == 0) {
+        offs[e] = (float)base;
+        if (e == E - 1)
+            offs[E] = (float)(base + cnt[e]);
+    }
+    for (int64_t q0 = 0; q0 < n * k; q0 += 256) {
+        const int64_t q = q0 + threadIdx.x;
+        const bool mine = q < n * k && rt_moe_expert(idx, k, q / k, q % k) == e;
+        const unsigned b = __ballot_sync(0xffffffffu, mine);
+        if (lane == 0)
+            tot[warp] = __popc(b);
+        __syncthreads();
+        int before = __popc(b & ((1u << lane) - 1u)), all = 0;
+        for (int w = 0; w < 8; w++) {
+            before += w < warp ? tot[w] : 0;
+            all += tot[w];
+        }
+        if (mine)
+            idx[q / k * 2 * k + k + q % k] = (float)(base + before);
+        base += all;
+        __syncthreads();
+    }
+}
+
+/* ---- copies gathered and summed ------------------------------------------------------- */
+
+/* Launch: grid (min(n, many), grid-stride over tokens), block 256:
+ * xg[row(t, j)] = x[t] for each of t's k copies. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gather(const act_t *x, const float *idx, act_t *xg, int64_t n, int64_t d, int64_t k)
+{
+    for (int64_t t = blockIdx.x; t < n; t += gridDim.x)
+        for (int64_t j = 0; j < k; j++) {
+            act_t *dst = xg + rt_moe_row(idx, k, t, j) * d;
+            for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+                dst[i] = x[t * d + i];
+        }
+}
+
+/* Launch: grid (min(n, many), grid-stride over tokens), block 256:
+ * y[t] = sum_j w[t, j] src[row(t, j)], j in order, float (w NULL: weights 1). */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_sum(const act_t *src, const float *idx, const float *w, act_t *y, int64_t n, int64_t d,
+           int64_t k)
+{
+    for (int64_t t = blockIdx.x; t < n; t += gridDim.x)
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++) {
+                const float v = rt_ld(src + rt_moe_row(idx, k, t, j) * d + i);
+                const float wj = w ? w[t * k + j] : 1.0f;
+                s = j ? s + wj * v : wj * v;
+            }
+            rt_st(y + t * d + i, s);
+        }
+}
+
+/* ---- the backward's per-token parts --------------------------------------------------- */
+
+/* Launch: grid (min(n, many), grid-stride over tokens), block 256. For each copy (t, j)
+ * at row p, in order (gate_task's arithmetic):
+ *   dgate[t, j] = sum_i da[p, i] a[p, i]   (double sum; da still G W, unweighted)
+ *   da[p] *= gate[t, j];  g[p] *= gate[t, j] */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gate_grad(const act_t *a, const float *gate, const float *idx, act_t *da, act_t *g,
+                 float *dgate, int64_t n, int64_t d, int64_t hid, int64_t k)
+{
+    for (int64_t t = blockIdx.x; t < n; t += gridDim.x)
+        for (int64_t j = 0; j < k; j++) {
+            const int64_t p = rt_moe_row(idx, k, t, j);
+            const float w = gate[t * k + j];
+            act_t *dap = da + p * hid, *gp = g + p * d;
+            double s = 0.0;
+            for (int64_t i = threadIdx.x; i < hid; i += blockDim.x)
+                s += (double)rt_ld(dap + i) * rt_ld(a + p * hid + i);
+            const double dot = rt_block_sum(s);
+            if (threadIdx.x == 0)
+                dgate[t * k + j] = (float)dot;
+            for (int64_t i = threadIdx.x; i < hid; i += blockDim.x)
+                rt_st(dap + i, rt_ld(dap + i) * w);
+            for (int64_t i = threadIdx.x; i < d; i += blockDim.x)
+                rt_st(gp + i, rt_ld(gp + i) * w);
+            __syncthreads();
+        }
+}
+
+/* The router logits' gradient of token t from its gate weights' (router_task's
+ * arithmetic): dp through the renormalization (norm), then the softmax */
+__device__ void rt_moe_router_grad(const float *p, const float *g, const float *w,
+                                   const float *idx, float *dl, int64_t t, int64_t E, int64_t k,
+                                   int norm)
+{
+    double chosen = 0.0, wg = 0.0, pdp = 0.0, dp[RT_MOE_MAX_K];
+    for (int64_t j = 0; j < k; j++) {
+        chosen += p[rt_moe_expert(idx, k, t, j)];
+        wg += (double)w[j] * g[j];
+    }
+    for (int64_t j = 0; j < k; j++) {
+        dp[j] = norm ? (g[j] - wg) / chosen : g[j];
+        pdp += p[rt_moe_expert(idx, k, t, j)] * dp[j];
+    }
+    for (int64_t i = 0; i < E; i++)
+        dl[i] = (float)(-p[i] * pdp);
+    for (int64_t j = 0; j < k; j++) {
+        const int64_t x = rt_moe_expert(idx, k, t, j);
+        dl[x] += (float)(p[x] * dp[j]);
+    }
+}
+
+/* Launch: grid (min(n, many), grid-stride over tokens), block 256.
+ *   dl[t] = rt_moe_router_grad (thread 0)
+ *   dx[t, i] = sum_j dxg[row(t, j), i] + sum_e dl[t, e] wr[e, i]   (float, in that order) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_token_grad(const act_t *dxg, const float *wr, const float *probs, const float *gate,
+                  const float *idx, const float *dgate, float *dl, act_t *dx, int64_t n,
+                  int64_t d, int64_t E, int64_t k, int norm)
+{
+    for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
+        if (threadIdx.x == 0)
+            rt_moe_router_grad(probs + t * E, dgate + t * k, gate + t * k, idx, dl + t * E, t,
+                               E, k, norm);
+        __syncthreads();
+        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++) {
+                const float v = rt_ld(dxg + rt_moe_row(idx, k, t, j) * d + i);
+                s = j ? s + v : v;
+            }
+            for (int64_t e = 0; e < E; e++)
+                s += dl[t * E + e] * wr[e * d + i];
+            rt_st(dx + t * d + i, s);
+        }
+        __syncthreads();
+    }
+}
+
+/* ---- the groups' GEMMs ---------------------------------------------------------------- */
+
+/* C[r, :] = A[r, :] op(W_g) for the rows r of each group g: W_g = w + g N K, [N, K]
+ * transposed (TRANS_W: C = A W_g^T, the forward's) or [K, N] as it is (the input
+ * gradient's). A [R, K], C [R, N], rows contiguous. A block computes a 64 x 64 tile
+ * of C, 4 x 4 a thread, K in steps of 16 through shared memory, float sums in k order;
+ * a tile whose rows span several groups runs once per group, keeping that group's rows.
+ * Launch: grid (cdiv(R, 64), cdiv(N, 64)), block 256. */
+template <bool TRANS_W>
+__device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, act_t *C,
+                                              const float *offs, int64_t R, int64_t N,
+                                              int64_t K, int64_t E)
+{
+    __shared__ float As[RT_MOE_BK][RT_MOE_TILE], Ws[RT_MOE_BK][RT_MOE_TILE];
+    const int64_t r0 = (int64_t)blockIdx.x * RT_MOE_TILE, n0 = (int64_t)blockIdx.y * RT_MOE_TILE;
+    const int64_t r1 = r0 + RT_MOE_TILE < R ? r0 + RT_MOE_TILE : R;
+    const int tr = (threadIdx.x >> 4) * 4, tn = (threadIdx.x & 15) * 4;
+    for (int64_t g = rt_moe_group_of(offs, E, r0); g < E && (int64_t)offs[g] < r1; g++) {
+        const int64_t g0 = (int64_t)offs[g] > r0 ? (int64_t)offs[g] : r0;
+        const int64_t g1 = (int64_t)offs[g + 1] < r1 ? (int64_t)offs[g + 1] : r1;
+        if (g0 >= g1)
+            continue;
+        const float *W = w + g * N * K;
+        float acc[4][4] = {};
+        for (int64_t k0 = 0; k0 < K; k0 += RT_MOE_BK) {
+            for (int q = threadIdx.x; q < RT_MOE_TILE * RT_MOE_BK; q += blockDim.x) {
+                const int rr = q / RT_MOE_BK, kk = q % RT_MOE_BK;
+                const int64_t r = r0 + rr, kx = k0 + kk;
+                As[kk][rr] = r < r1 && kx < K ? rt_ld(A + r * K + kx) : 0.0f;
+                /* W's loads along its contiguous axis */
+                const int nn = TRANS_W ? q / RT_MOE_BK : q % RT_MOE_TILE;
+                const int kw = TRANS_W ? q % RT_MOE_BK : q / RT_MOE_TILE;
+                const int64_t nx = n0 + nn, kwx = k0 + kw;
+                Ws[kw][nn] = nx < N && kwx < K ? (TRANS_W ? W[nx * K + kwx] : W[kwx * N + nx]) : 0.0f;
+            }
+            __syncthreads();
+#pragma unroll
+            for (int kk = 0; kk < RT_MOE_BK; kk++)
+#pragma unroll
+                for (int i = 0; i < 4; i++)
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        acc[i][j] += As[kk][tr + i] * Ws[kk][tn + j];
+            __syncthreads();
+        }
+        for (int i = 0; i < 4; i++)
+            for (int j = 0; j < 4; j++) {
+                const int64_t r = r0 + tr + i, nx = n0 + tn + j;
+                if (r >= g0 && r < g1 && nx < N)
+                    rt_st(C + r * N + nx, acc[i][j]);
+            }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gemm_nt(const act_t *A, const float *w, act_t *C, const float *offs, int64_t R,
+               int64_t N, int64_t K, int64_t E)
+{
+    moe_gemm_rows<true>(A, w, C, offs, R, N, K, E);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gemm_nn(const act_t *A, const float *w, act_t *C, const float *offs, int64_t R,
+               int64_t N, int64_t K, int64_t E)
+{
+    moe_gemm_rows<false>(A, w, C, offs, R, N, K, E);
+}
+
+/* The weights' gradient: C_g[m, n] += sum_{r in g} A[r, m] B[r, n], C_g = c + g M N,
+ * group g = blockIdx.z its rows [offs[g], offs[g + 1]) (offs NULL: one group, all R
+ * rows). A block a 64 x 64 tile of C_g, 4 x 4 a thread, the rows in steps of 16, float
+ * sums in row order. Launch: grid (cdiv(N, 64), cdiv(M, 64), groups), block 256. */
+template <typename TA>
+__device__ __forceinline__ void moe_gemm_wgrad(const TA *A, const act_t *B, float *c,
+                                               const float *offs, int64_t R, int64_t M,
+                                               int64_t N)
+{
+    __shared__ float As[RT_MOE_BK][RT_MOE_TILE], Bs[RT_MOE_BK][RT_MOE_TILE];
+    const int64_t g = blockIdx.z;
+    const int64_t q0 = offs ? (int64_t)offs[g] : 0, q1 = offs ? (int64_t)offs[g + 1] : R;
+    const int64_t n0 = (int64_t)blockIdx.x * RT_MOE_TILE, m0 = (int64_t)blockIdx.y * RT_MOE_TILE;
+    const int tm = (threadIdx.x >> 4) * 4, tn = (threadIdx.x & 15) * 4;
+    float acc[4][4] = {};
+    for (int64_t r0 = q0; r0 < q1; r0 += RT_MOE_BK) {
+        for (int q = threadIdx.x; q < RT_MOE_TILE * RT_MOE_BK; q += blockDim.x) {
+            const int kk = q / RT_MOE_TILE, xx = q % RT_MOE_TILE;
+            const int64_t r = r0 + kk, m = m0 + xx, nx = n0 + xx;
+            As[kk][xx] = r < q1 && m < M ? rt_ld(A + r * M + m) : 0.0f;
+            Bs[kk][xx] = r < q1 && nx < N ? rt_ld(B + r * N + nx) : 0.0f;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < RT_MOE_BK; kk++)
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+#pragma unroll
+                for (int j = 0; j < 4; j++)
+                    acc[i][j] += As[kk][tm + i] * Bs[kk][tn + j];
+        __syncthreads();
+    }
+    float *C = c + g * M * N;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            const int64_t m = m0 + tm + i, nx = n0 + tn + j;
+            if (m < M && nx < N)
+                C[m * N + nx] += acc[i][j];
+        }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gemm_tn(const act_t *A, const act_t *B, float *c, const float *offs, int64_t R, int64_t M,
+               int64_t N)
+{
+    moe_gemm_wgrad(A, B, c, offs, R, M, N);
+}
+
+/* the router's weight gradient: A the logits' gradient, fp32 */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_gemm_tn_f32a(const float *A, const act_t *B, float *c, const float *offs, int64_t R,
+                    int64_t M, int64_t N)
+{
+    moe_gemm_wgrad(A, B, c, offs, R, M, N);
+}

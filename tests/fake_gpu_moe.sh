@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The mixture of experts on the fake GPU (tests/fake_gpu/: the generated CUDA code and
+# templates/cuda/moe.cuh in the emulator), whole training runs of a tiny Llama whose
+# MLPs are `moe` layers (4 experts, top 2; OLMo 2's qk_norm over all heads too),
+# against the CPU:
+#   - fp32: every loss and gradient norm within 1e-5 relative of the CPU's (the routing,
+#     the groups' GEMMs and the weighted sums are the CPU's arithmetic; the sums' order
+#     differs);
+#   - recompute selective and full on the GPU: records and weights bit-identical to none
+#     (a replayed routing takes the same rows);
+#   - bf16-mixed and fp16-mixed: the first loss within 1e-3 of the CPU's fp32 one, the
+#     final within 2e-2 (tests/fake_gpu.sh's 16-bit rule).
+# Each kernel's own check against its CPU twin is tests/gpu/check_ops.c's t_moe.
+set -eu
+cd "$(dirname "$0")/.."
+TRAINC=${TRAINC:-build/trainc}
+PY=${PYTHON:-/usr/bin/python3}
+d=build/tests/fake_gpu_moe
+lib=
+. tests/fake_gpu/env.sh   # gpu, fbuild
+
+# judge KIND CPU GPU: "close" every loss and grad_norm within 1e-5; "same" records and
+# weights equal; "16" the first loss within 1e-3, the last within 2e-2
+judge() {
+    "$PY" - "$@" <<'PY'
+import sys
+sys.path.insert(0, "tests")
+import run_log
+kind, a, b = sys.argv[1:4]
+assert [r for r in run_log.records(b) if r.get("event") == "start"][-1]["device"] == "cuda"
+sa, sb = run_log.steps(a), run_log.steps(b)
+assert [r["step"] for r in sa] == [r["step"] for r in sb] and len(sa) > 1, (len(sa), len(sb))
+rel = lambda x, y: abs(x - y) / max(abs(x), 1e-6)
+if kind == "close":
+    worst = max(rel(x[k], y[k]) for x, y in zip(sa, sb) for k in ("loss", "grad_norm"))
+    assert worst <= 1e-5, "relative difference %.3g" % worst
+    print("%d steps' losses and gradient norms within %.1e" % (len(sa), worst))
+elif kind == "same":
+    drop = lambda rs: [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
+                       for r in rs]
+    assert drop(sa) == drop(sb), "the records differ"
+    assert open(a + "/model.safetensors", "rb").read() == open(b + "/model.safetensors", "rb").read()
+    print("%d records and the weights bit-identical" % len(sa))
+else:
+    f, l = rel(sa[0]["loss"], sb[0]["loss"]), rel(sa[-1]["loss"], sb[-1]["loss"])
+    assert f <= 1e-3 and l <= 2e-2, "first loss %.3g, last %.3g apart" % (f, l)
+    print("first loss within %.1e, last within %.1e of fp32" % (f, l))
+PY
+}
+
+t=$d/llama_moe
+"$PY" tests/llama_tiny.py "$t.json" --moe --all-heads-norm --T 32
+O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
+   --threads 1 --quiet)
+for v in none selective full; do
+    fbuild "$t.json" --set recompute=$v -o "$t.$v" 2>"$t.$v.build.log"
+    gpu "$t.$v" --device cuda "${O[@]}" --out "$t.$v.gpu" 2>"$t.$v.gpu.log"
+done
+"$t.none" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+r=$(judge close "$t.cpu" "$t.none.gpu")   # (not inside echo: its failure must stop us)
+echo "ok   llama_moe fp32 --device cuda vs cpu: $r"
+for v in selective full; do
+    r=$(judge same "$t.none.gpu" "$t.$v.gpu")
+    echo "ok   llama_moe recompute $v on the GPU: $r"
+done
+for p in bf16 fp16; do
+    fbuild "$t.json" --set precision=$p-mixed -o "$t.$p" 2>"$t.$p.build.log"
+    gpu "$t.$p" --device cuda "${O[@]}" --out "$t.$p.gpu" 2>"$t.$p.gpu.log"
+    r=$(judge 16 "$t.cpu" "$t.$p.gpu")
+    echo "ok   llama_moe $p-mixed on the GPU: $r"
+done
