@@ -92,7 +92,8 @@ void rt_cu_moe_combine_bwd(rt_exec *e, const float *act, const float *wdown, con
     gemm_rows(e, "rt_moe_gemm_nn", g, wdown, da, offs, n * k, hid, d, E);
     void *a[] = {&act, &gate, &idx, &da, &g, &dgate, &n, &d, &hid, &k};
     rt_cu_launch(e, "rt_moe_gate_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
-    gemm_wgrad(e, "rt_moe_gemm_tn", g, act, dwdown, offs, n * k, d, hid, E);
+    if (dwdown)   /* NULL: a frozen layer's */
+        gemm_wgrad(e, "rt_moe_gemm_tn", g, act, dwdown, offs, n * k, d, hid, E);
 }
 
 void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
@@ -102,11 +103,13 @@ void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const f
                             int64_t E, int64_t k, int64_t h2, int64_t norm)
 {
     gather(e, x, idx, xg, n, d, k);
-    gemm_wgrad(e, "rt_moe_gemm_tn", dh, xg, dwup, offs, n * k, h2, d, E);
+    if (dwup)
+        gemm_wgrad(e, "rt_moe_gemm_tn", dh, xg, dwup, offs, n * k, h2, d, E);
     gemm_rows(e, "rt_moe_gemm_nn", dh, wup, xg, offs, n * k, d, h2, E);   /* dxg in xg */
     int nm = (int)norm;
     void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &dl, &dx, &n, &d, &E, &k, &nm};
     rt_cu_launch(e, "rt_moe_token_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
     const float *none = NULL;
-    gemm_wgrad(e, "rt_moe_gemm_tn_f32a", dl, x, dwr, none, n, E, d, 1);
+    if (dwr)
+        gemm_wgrad(e, "rt_moe_gemm_tn_f32a", dl, x, dwr, none, n, E, d, 1);
 }

@@ -240,7 +240,8 @@ void rt_moe_combine_bwd(rt_exec *e, const float *a, const float *wdown, const fl
     gate_ctx gc = {.r = &r, .a = a, .da = da, .g = g, .dgate = dgate, .hid = hid};
     rt_pool_run(e->rt, n, rt_grain_for(k * (hid + d)), gate_task, &gc);
     group_gemm dw = {.wgrad = 1, .lda = d, .ldb = hid, .wsz = d * hid};
-    per_expert(e, &r, &dw, g, a, dwdown);
+    if (dwdown)   /* NULL: a frozen layer's (a GAN's discriminator under G's loss) */
+        per_expert(e, &r, &dw, g, a, dwdown);
 }
 
 typedef struct {
@@ -293,12 +294,14 @@ void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const floa
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
     gather(e, &r, x, xg);
     group_gemm dw = {.wgrad = 1, .lda = h2, .ldb = d, .wsz = h2 * d};
-    per_expert(e, &r, &dw, dh, xg, dwup);
+    if (dwup)
+        per_expert(e, &r, &dw, dh, xg, dwup);
     group_gemm back = {.N = d, .K = h2, .lda = h2, .ldb = d, .ldc = d, .wsz = h2 * d};
     per_expert(e, &r, &back, dh, wup, xg);   /* the copies' gradient, in xg's place */
     scatter_sum(e, &r, xg, NULL, dx);
     router_ctx rc = {.r = &r, .probs = probs, .dgate = dgate, .dl = dl, .norm = (int)norm};
     rt_pool_run(e->rt, n, rt_grain_for(E + 4 * k), router_task, &rc);
     rt_gemm(e, 0, 0, n, d, E, 1.0f, dl, E, wr, d, 1.0f, dx, d);
-    rt_gemm(e, 1, 0, E, d, n, 1.0f, dl, E, x, d, 1.0f, dwr, d);
+    if (dwr)
+        rt_gemm(e, 1, 0, E, d, n, 1.0f, dl, E, x, d, 1.0f, dwr, d);
 }

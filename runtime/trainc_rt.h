@@ -428,7 +428,8 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
  * with norm), the groups, x's copies in xg, h = each group times its expert's slab of
  * wup ([E, h2, d]). combine_fwd: o = the groups of a times wdown's slabs ([E, d, hid]),
  * y[t] = sum_j gate[t, j] o[row(t, j)]. combine_bwd: da, dgate, dwdown += (g scratch);
- * dispatch_bwd: dx, dwr += and dwup += from dh and dgate (xg, dl scratch). */
+ * dispatch_bwd: dx, dwr += and dwup += from dh and dgate (xg, dl scratch). The weights'
+ * gradients may be NULL (a frozen layer's: not wanted). */
 #define RT_MOE_MAX_K 64
 void rt_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                          float *probs, float *gate, float *idx, float *offs, float *xg, float *h,
