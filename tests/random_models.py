@@ -18,7 +18,9 @@ from a third, an activation a leaky_relu and a shape-keeping conv2d a conv_trans
 from a fourth, a layernorm may lose its bias, or its weight and bias; from a fifth, the
 attention blocks may run their branches in parallel (GPT-NeoX's and Phi's forms: a
 residual with a shortcut); from a sixth, an attention's qk_norm may be "all_heads"
-(OLMo 2's, with its eps).
+(OLMo 2's, with its eps); from a seventh, a sequence model's MLP (its two linears and
+the activation between them) may become a mixture of experts (`moe`: 2 to 4 experts,
+top 1 to all, renormalized or not).
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -309,6 +311,27 @@ def all_heads_norms(r5, layers):
                 l["eps"] = 1e-5
 
 
+def moe_swaps(r6, layers):
+    """A block's MLP (fc, its activation, proj) made a mixture of experts (1 in 3): 2 to
+    4 experts of 3, 5 or 8 hidden, each token's top 1 to all of them, renormalized or
+    not, a glu activation of its own in half of them; in place, through containers."""
+    for l in layers:
+        for inner in ("body", "shortcut"):
+            if inner in l:
+                moe_swaps(r6, l[inner])
+    for k in range(len(layers) - 2):
+        if layers[k].get("name") == "fc" and layers[k + 2].get("name") == "proj" and r6.random() < 1 / 3:
+            E = int(r6.integers(2, 5))
+            moe = {"op": "moe", "name": "moe", "experts": E, "top_k": int(r6.integers(1, E + 1)),
+                   "hidden": int(r6.choice([3, 5, 8]))}
+            if r6.random() < 0.5:
+                moe["norm_topk"] = False
+            if r6.random() < 0.5:
+                moe["act"] = GLU_ACTS[r6.integers(len(GLU_ACTS))]
+            layers[k:k + 3] = [moe]
+            return
+
+
 def gan_swaps(r2, layers):
     """A DCGAN's ops, in place, through containers: leaky_relu (1 in 5, half of them at
     slope 0.2) for an activation; conv_transpose2d (1 in 3) for a conv2d of stride 1
@@ -333,6 +356,7 @@ def draw(r, i):
     bare_norms(np.random.default_rng([SEED, i, 3]), layers)
     block_forms(np.random.default_rng([SEED, i, 4]), layers)
     all_heads_norms(np.random.default_rng([SEED, i, 5]), layers)
+    moe_swaps(np.random.default_rng([SEED, i, 6]), layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -375,6 +399,8 @@ def reference(model, P, xin):
             g = np.random.default_rng(zlib.crc32(name.encode()))
             if kind == "w":
                 v = g.standard_normal(shape) / math.sqrt(max(1, int(np.prod(shape[1:]))))
+            elif kind == "ew":   # an expert's weight: [E, out, in]
+                v = g.standard_normal(shape) / math.sqrt(shape[-1])
             elif kind == "emb":
                 v = g.standard_normal(shape) * 0.5
             elif kind == "lnw":
@@ -428,11 +454,9 @@ def reference(model, P, xin):
             elif op == "squared_relu":
                 x = F.relu(x) ** 2
             elif op == "glu":
-                h = x.shape[-1] // 2
-                a = l.get("act", "silu")
-                g = F.gelu(x[..., :h], approximate="tanh") if a == "gelu_tanh" else \
-                    {"silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "relu": F.relu}[a](x[..., :h])
-                x = g * x[..., h:]
+                x = glu(x, l.get("act", "silu"))
+            elif op == "moe":
+                x = moe(l, x, pfx, param)
             elif op == "dropout":
                 pass   # p 0; a model with p > 0 is not compared with this reference
             elif op == "layernorm":   # bias false: the weight alone; affine false: neither
@@ -477,6 +501,31 @@ def reference(model, P, xin):
         return x
 
     return run(model["layers"], xin, "")
+
+
+def glu(x, a):
+    h = x.shape[-1] // 2
+    g = F.gelu(x[..., :h], approximate="tanh") if a == "gelu_tanh" else \
+        {"silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "relu": F.relu}[a](x[..., :h])
+    return g * x[..., h:]
+
+
+def moe(l, x, pfx, param):
+    """SPEC's moe: each row's router softmax, its top k experts' glu MLPs weighted by
+    their probabilities (over their sum with norm_topk)."""
+    d, E, k, h = x.shape[-1], l["experts"], l["top_k"], l["hidden"]
+    wr = param(pfx + ".router.weight", (E, d), "w")
+    wu = param(pfx + ".experts.up.weight", (E, 2 * h, d), "ew")
+    wd = param(pfx + ".experts.down.weight", (E, d, h), "ew")
+    xs = x.reshape(-1, d)
+    top = torch.topk(F.softmax(xs @ wr.t(), -1), k, -1)
+    w = top.values / top.values.sum(-1, keepdim=True) if l.get("norm_topk", True) else top.values
+    y = 0
+    for j in range(k):
+        e = top.indices[:, j]
+        a = glu(torch.einsum("nd,nod->no", xs, wu[e]), l.get("act", "silu"))
+        y = y + w[:, j:j + 1] * torch.einsum("nh,ndh->nd", a, wd[e])
+    return y.reshape(x.shape)
 
 
 def attention_with_options(l, x, pfx, param):
