@@ -14,7 +14,9 @@ biased), a Nemotron config over the StarCoder2's tensors renamed (relu2, a parti
 rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), a Phi
 (in parallel off one norm, the head biased), a Falcon of the new architecture (key/value
 head groups), an OLMo (layernorms without weights), a Cohere (a layernorm without
-bias, adjacent rope pairs) and a GPT-J (a partial rope of adjacent pairs).
+bias, adjacent rope pairs), a GPT-J (a partial rope of adjacent pairs), a Mixtral (2
+experts, top 1) and an OLMoE config over its tensors renamed (q and k norms over all
+heads, the experts' weights as the router gives them).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -31,7 +33,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           GPTNeoXForCausalLM, PhiConfig, PhiForCausalLM, FalconConfig,
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
-                          OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM)
+                          OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
+                          MixtralForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -214,6 +217,24 @@ def main():
                                          max_position_embeddings=16, window_size=4,
                                          attention_types=[[["global", "local"], 1]]))
     seed("gpt_neo", [config_bytes(neo), st_bytes(tensors(neo))])
+    mixtral = MixtralForCausalLM(MixtralConfig(num_local_experts=2, num_experts_per_tok=1, **small))
+    seed("mixtral", [config_bytes(mixtral), st_bytes(tensors(mixtral))])
+    # OLMoE (transformers 4.45 on): the Mixtral's tensors under Llama's MLP names, q_norm
+    # and k_norm over all heads
+    ts = {}
+    for n, t in tensors(mixtral).items():
+        n = n.replace("block_sparse_moe.", "mlp.")
+        for a, b in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
+            n = n.replace("." + a + ".", "." + b + ".")
+        ts[n] = t
+    p = "model.layers.0.self_attn."
+    ts[p + "q_norm.weight"], ts[p + "k_norm.weight"] = torch.ones(8), torch.ones(4)
+    olmoe = {"model_type": "olmoe", "architectures": ["OlmoeForCausalLM"], "num_experts": 2,
+             "norm_topk_prob": False, "clip_qkv": None}
+    cfg = {k: v for k, v in mixtral.config.to_dict().items()
+           if k not in ("num_local_experts", "sliding_window")}
+    cfg.update(olmoe)
+    seed("olmoe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
 
 
 if __name__ == "__main__":
