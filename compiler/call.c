@@ -56,10 +56,11 @@ static const struct {
     [CALL_CONV_BWD_WEIGHT] = {"rt_conv_bwd_weight", "ttttnnnnnnnnnn"},
     [CALL_CONV_BWD_DATA] = {"rt_conv_bwd_data", "ttttnnnnnnnnnn"},
     [CALL_HEAD_CE] = {"rt_head_cross_entropy", "ttttttnnnnnnf"},
-    [CALL_MOE_DISPATCH_FWD] = {"rt_moe_dispatch_fwd", "tttttttttnnnnnn"},
-    [CALL_MOE_DISPATCH_BWD] = {"rt_moe_dispatch_bwd", "ttttttttttttttnnnnnn"},
+    [CALL_MOE_DISPATCH_FWD] = {"rt_moe_dispatch_fwd", "ttttttttttnnnnnnn"},
+    [CALL_MOE_DISPATCH_BWD] = {"rt_moe_dispatch_bwd", "tttttttttttttttnnnnnn"},
     [CALL_MOE_COMBINE_FWD] = {"rt_moe_combine_fwd", "tttttttnnnnn"},
     [CALL_MOE_COMBINE_BWD] = {"rt_moe_combine_bwd", "ttttttttttnnnnn"},
+    [CALL_MOE_AUX] = {"rt_moe_aux", "ttnnnf"},
 };
 
 const char *call_name(int call)

@@ -40,6 +40,7 @@ typedef struct Ex {
                                   OP_MOE: a mixture of experts */
     int64_t top_k;             /* OP_MOE: each token's experts (d.E the experts) */
     int norm_topk;             /* and their weights renormalized */
+    double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
     int block;                 /* BLOCK_* */
     int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
@@ -721,6 +722,7 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
         e->d.E = x->experts;
         e->top_k = x->top_k;
         e->norm_topk = x->norm_topk;
+        e->aux_loss = x->aux_loss;
     }
     e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
     e->head_bias = head_bias;
@@ -1328,16 +1330,18 @@ static void glm_keys(cJSON *c, const Ex *e)
 }
 
 /* Mixtral's and OLMoE's keys beside the sizes and rms_norm_eps: the experts, the gate's
- * activation, the rope; Mixtral's window (null: none), OLMoE's biases, rope scaling and
- * whether its experts' weights are renormalized; transformers' load-balancing loss off
- * (trainc has none) */
+ * activation, the rope, the load-balancing loss (output_router_logits and its
+ * coefficient, where the layers have an aux_loss); Mixtral's window (null: none),
+ * OLMoE's biases, rope scaling and whether its experts' weights are renormalized */
 static void moe_keys(cJSON *c, const Ex *e)
 {
     cJSON_AddNumberToObject(c, olmoe(e) ? "num_experts" : "num_local_experts", (double)e->d.E);
     cJSON_AddNumberToObject(c, "num_experts_per_tok", (double)e->top_k);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
-    cJSON_AddFalseToObject(c, "output_router_logits");
+    cJSON_AddBoolToObject(c, "output_router_logits", e->aux_loss > 0);
+    if (e->aux_loss > 0)
+        cJSON_AddNumberToObject(c, "router_aux_loss_coef", e->aux_loss);
     if (mixtral(e)) {
         if (e->window)
             cJSON_AddNumberToObject(c, "sliding_window", (double)e->window);

@@ -63,6 +63,7 @@ typedef struct Arch {
     int64_t nope_every;        /* SmolLM3: every N-th layer without rope, or 0 */
     int64_t top_k;             /* MLP_MOE: each token's experts (d.E the experts) */
     int norm_topk;             /* and their weights renormalized to sum 1 */
+    double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
@@ -1048,9 +1049,11 @@ static void glm_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "rope_scaling", "GLM's rope takes no scaling (transformers 4.47)");
 }
 
-/* The router's keys of a mixture of experts: transformers' load-balancing loss (added
- * where output_router_logits is true) and router jitter trainc has neither of */
-static void router_keys(HfCfg *c, Arch *a, const char *experts, int64_t dflt_e, int64_t dflt_k)
+/* The router's keys of a mixture of experts: transformers' load-balancing loss, added
+ * where output_router_logits is true (router_aux_loss_coef times it: the moe layers'
+ * aux_loss, AUX_DFLT where the key is absent); router jitter, which trainc has not */
+static void router_keys(HfCfg *c, Arch *a, const char *experts, int64_t dflt_e, int64_t dflt_k,
+                        double aux_dflt)
 {
     a->mlp = MLP_MOE;
     a->d.E = hf_cfg_int(c, experts, dflt_e);
@@ -1059,11 +1062,10 @@ static void router_keys(HfCfg *c, Arch *a, const char *experts, int64_t dflt_e, 
         hf_cfg_error(c, "num_experts_per_tok", "%lld: trainc takes 1 to %d experts a token, "
                      "at most %s (%lld)", (long long)a->top_k, RT_MOE_MAX_K, experts,
                      (long long)a->d.E);
-    if (hf_cfg_bool(c, "output_router_logits", 0))
-        hf_cfg_error(c, "output_router_logits", "true: transformers then adds "
-                     "router_aux_loss_coef times its load-balancing loss to the loss, which "
-                     "trainc has no term for");
-    hf_cfg_num(c, "router_aux_loss_coef", 0);   /* read by that loss alone */
+    double coef = hf_cfg_num(c, "router_aux_loss_coef", aux_dflt);
+    a->aux_loss = hf_cfg_bool(c, "output_router_logits", 0) ? coef : 0;
+    if (!(coef >= 0 && coef <= FLT_MAX))
+        hf_cfg_error(c, "router_aux_loss_coef", "%g: a number >= 0 expected", coef);
     if (hf_cfg_num(c, "router_jitter_noise", 0) != 0)
         hf_cfg_error(c, "router_jitter_noise", "trainc's router has no jitter");
 }
@@ -1074,7 +1076,7 @@ static void router_keys(HfCfg *c, Arch *a, const char *experts, int64_t dflt_e, 
 static void mixtral_config(HfCfg *c, Arch *a)
 {
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-5);
-    router_keys(c, a, "num_local_experts", 8, 2);
+    router_keys(c, a, "num_local_experts", 8, 2, 0.001);
     a->norm_topk = 1;
 }
 
@@ -1085,7 +1087,7 @@ static void olmoe_config(HfCfg *c, Arch *a)
 {
     a->eps = hf_cfg_num(c, "rms_norm_eps", 1e-5);
     a->d.qk_norm = HF_QK_NORM_ALL_HEADS;
-    router_keys(c, a, "num_experts", 64, 8);
+    router_keys(c, a, "num_experts", 64, 8, 0.01);
     a->norm_topk = hf_cfg_bool(c, "norm_topk_prob", 0);
     if (hf_cfg_get(c, "clip_qkv"))
         hf_cfg_error(c, "clip_qkv", "trainc does not clip q, k and v");
@@ -1435,6 +1437,8 @@ static void moe(cJSON *list, const Arch *a)
         cJSON_AddStringToObject(l, "act", a->act);
     if (!a->norm_topk)
         cJSON_AddFalseToObject(l, "norm_topk");
+    if (a->aux_loss > 0)
+        cJSON_AddNumberToObject(l, "aux_loss", a->aux_loss);
 }
 
 static void mlp(cJSON *list, const Arch *a)

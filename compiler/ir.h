@@ -125,6 +125,7 @@ enum {
                        gathered by expert, times each expert's up weight (ops/moe.c) */
     N_MOE_COMBINE, /* moe: the glu's rows times each expert's down weight, summed back
                       into the tokens by their gate weights */
+    N_MOE_AUX,     /* after the loss: the moe layers' load-balancing loss (MoeAux) */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -159,7 +160,20 @@ typedef struct MoeRoute {
     Tensor *probs, *gate, *idx, *offs, *dgate;
     int64_t experts, top_k, hidden;
     int norm_topk;
+    int aux_layer;           /* its row of MoeAux.stats, or -1: no load-balancing loss */
 } MoeRoute;
+
+/* The load-balancing loss of the moe layers that have one (transformers' Mixtral's,
+ * over all of them at once: ops/moe.c): each writes its experts' counts and summed
+ * probabilities into its row of stats ([layers, 2E], the first sample's rows), and
+ * after the loss the N_MOE_AUX node adds coef times the loss to the pass's loss and
+ * writes agrad ([E]: d(loss)/d(each token's probability of expert e)), which every
+ * dispatch's backward adds to its router's gradient. */
+typedef struct MoeAux {
+    double coef;
+    int64_t experts, top_k, layers, tokens;   /* tokens: a sample's, each layer's */
+    Tensor *stats, *agrad;
+} MoeAux;
 
 typedef struct Node {
     int kind;                /* N_* */
@@ -237,6 +251,7 @@ typedef struct Graph {
     Tensor *gan_pred[3], *gan_dpred[3]; /* D's logits on x, on G(z) detached, on G(z) */
     Tensor *latent;          /* z as the generator reads it */
     int latent_drawn;        /* z drawn by the runtime into e->in[n_inputs] */
+    MoeAux *moe_aux;         /* the moe layers' load-balancing loss, or NULL */
 } Graph;
 
 /* A GAN's step, in order (gan.c): the discriminator's forward passes (G(z) first), its
@@ -490,13 +505,14 @@ enum {
                             chunk rows, d, W's rows, C, ld, label smoothing: a language
                             model's head and cross entropy a chunk of rows at a time */
     /* moe (MoeRoute's tensors; tokens, d, E, k, the expert's width (2h up, h down)) */
-    CALL_MOE_DISPATCH_FWD, /* x, Wr, Wup, probs, gate, idx, offs, xg, h, tokens, d, E, k, 2h,
-                              norm_topk */
-    CALL_MOE_DISPATCH_BWD, /* x, Wr, Wup, probs, gate, idx, offs, dgate, dh, xg, dlogits, dx,
-                              dWr, dWup, tokens, d, E, k, 2h, norm_topk */
+    CALL_MOE_DISPATCH_FWD, /* x, Wr, Wup, probs, gate, idx, offs, xg, h, stats|NULL, tokens, d,
+                              E, k, 2h, norm_topk, stats row */
+    CALL_MOE_DISPATCH_BWD, /* x, Wr, Wup, probs, gate, idx, offs, dgate, agrad|NULL, dh, xg,
+                              dlogits, dx, dWr, dWup, tokens, d, E, k, 2h, norm_topk */
     CALL_MOE_COMBINE_FWD,  /* a, Wdown, gate, idx, offs, o, y, tokens, d, E, k, h */
     CALL_MOE_COMBINE_BWD,  /* a, Wdown, gate, idx, offs, dy, g, da, dgate, dWdown, tokens, d,
                               E, k, h */
+    CALL_MOE_AUX,          /* stats, agrad, layers, tokens, E, coef: the load-balancing loss */
     N_CALLS
 };
 

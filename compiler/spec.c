@@ -1051,6 +1051,13 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->hidden = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "norm_topk"))
         l->norm_topk = get_bool(c, v, path);
+    else if (!strcmp(key, "aux_loss")) {
+        l->aux_loss = get_number(c, v, path);
+        if (!(l->aux_loss >= 0 && l->aux_loss <= FLT_MAX))
+            error_at(c->file, path, "expected a number >= 0 (the load-balancing loss's "
+                     "coefficient, as transformers' router_aux_loss_coef), got %s",
+                     got(v, b, sizeof b));
+    }
     else if (!strcmp(key, "output_padding"))
         l->output_padding = get_int(c, v, path, 0, MAX_DIM);
     else if (!strcmp(key, "negative_slope"))

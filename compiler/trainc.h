@@ -112,6 +112,7 @@ struct Layer {
      * norm_topk: the top_k gate weights renormalized to sum 1 (default 1, Mixtral's) */
     int64_t experts, top_k, hidden;
     int norm_topk;
+    double aux_loss;          /* moe: the load-balancing loss's coefficient, 0: none */
     double p;                 /* dropout; default 0.5 */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
                                * qk_norm "all_heads" (default 1e-6) */

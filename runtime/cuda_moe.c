@@ -63,13 +63,18 @@ static void gemm_wgrad(rt_exec *e, const char *kernel, const float *A, const flo
 
 void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                             float *probs, float *gate, float *idx, float *offs, float *xg,
-                            float *h, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
-                            int64_t norm)
+                            float *h, float *stats, int64_t n, int64_t d, int64_t E, int64_t k,
+                            int64_t h2, int64_t norm, int64_t row)
 {
     int nm = (int)norm;
     void *a[] = {&x, &wr, &probs, &gate, &idx, &n, &d, &E, &k, &nm};
     rt_cu_launch(e, "rt_moe_route", token_blocks(e, n), 1, 1, 128, 1, 0, a);
     groups(e, idx, offs, n, E, k);
+    if (stats) {
+        float *r = stats + row * 2 * E;
+        void *s[] = {&probs, &offs, &r, &n, &E};
+        rt_cu_launch(e, "rt_moe_stats", dim(E, INT_MAX, "stats"), 1, 1, 256, 1, 0, s);
+    }
     gather(e, x, idx, xg, n, d, k);
     gemm_rows(e, "rt_moe_gemm_nt", xg, wup, h, offs, n * k, h2, d, E);
 }
@@ -98,18 +103,30 @@ void rt_cu_moe_combine_bwd(rt_exec *e, const float *act, const float *wdown, con
 
 void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                             const float *probs, const float *gate, const float *idx,
-                            const float *offs, const float *dgate, const float *dh, float *xg,
-                            float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
-                            int64_t E, int64_t k, int64_t h2, int64_t norm)
+                            const float *offs, const float *dgate, const float *agrad,
+                            const float *dh, float *xg, float *dl, float *dx, float *dwr,
+                            float *dwup, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                            int64_t norm)
 {
     gather(e, x, idx, xg, n, d, k);
     if (dwup)
         gemm_wgrad(e, "rt_moe_gemm_tn", dh, xg, dwup, offs, n * k, h2, d, E);
     gemm_rows(e, "rt_moe_gemm_nn", dh, wup, xg, offs, n * k, d, h2, E);   /* dxg in xg */
     int nm = (int)norm;
-    void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &dl, &dx, &n, &d, &E, &k, &nm};
+    void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &agrad, &dl, &dx, &n, &d, &E, &k, &nm};
     rt_cu_launch(e, "rt_moe_token_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
     const float *none = NULL;
     if (dwr)
         gemm_wgrad(e, "rt_moe_gemm_tn_f32a", dl, x, dwr, none, n, E, d, 1);
+}
+
+void rt_cu_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,
+                   float coef)
+{
+    /* the pass's terms and gradient scale, known on the host (a graph replays them with
+     * the pass it was captured for: its key holds both) */
+    double w = (double)e->grad_scale * (double)e->terms, terms = (double)e->terms;
+    rt_dptr st = rt_cu_stats(e);
+    void *a[] = {&stats, &agrad, &L, &n, &E, &coef, &w, &terms, &st};
+    rt_cu_launch(e, "rt_moe_aux", 1, 1, 1, 32, 1, 0, a);
 }

@@ -1711,6 +1711,7 @@ void rt_cu_ops_register(void)
         .moe_dispatch_bwd = rt_cu_moe_dispatch_bwd,
         .moe_combine_fwd = rt_cu_moe_combine_fwd,
         .moe_combine_bwd = rt_cu_moe_combine_bwd,
+        .moe_aux = rt_cu_moe_aux,
         .glu_fwd = rt_cu_glu_fwd,
         .glu_bwd = rt_cu_glu_bwd,
         .batchnorm_fwd = rt_cu_batchnorm_fwd,

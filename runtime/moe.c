@@ -159,20 +159,36 @@ static void per_expert(rt_exec *e, const moe_route *r, const group_gemm *g, cons
 
 /* ---- the calls -------------------------------------------------------------------- */
 
+/* The load-balancing loss's statistics of this layer: its experts' counts, then their
+ * probabilities summed over the tokens (in token order) */
+static void aux_stats(const float *probs, const float *offs, float *row, int64_t n, int64_t E)
+{
+    for (int64_t x = 0; x < E; x++) {
+        double s = 0;
+        for (int64_t t = 0; t < n; t++)
+            s += probs[t * E + x];
+        row[x] = offs[x + 1] - offs[x];
+        row[E + x] = (float)s;
+    }
+}
+
 void rt_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                          float *probs, float *gate, float *idx, float *offs, float *xg, float *h,
-                         int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm)
+                         float *stats, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                         int64_t norm, int64_t row)
 {
     check_size(n, k);
     if (e->dev) { /* on a GPU: cuda_moe.c */
-        RT_GPU(e)->moe_dispatch_fwd(e, x, wr, wup, probs, gate, idx, offs, xg, h, n, d, E, k, h2,
-                                    norm);
+        RT_GPU(e)->moe_dispatch_fwd(e, x, wr, wup, probs, gate, idx, offs, xg, h, stats, n, d, E,
+                                    k, h2, norm, row);
         return;
     }
     rt_gemm(e, 0, 1, n, E, d, 1.0f, x, d, wr, d, 0.0f, probs, E);
     topk_ctx tc = {.probs = probs, .gate = gate, .idx = idx, .E = E, .k = k, .norm = (int)norm};
     rt_pool_run(e->rt, n, rt_grain_for(E * (k + 3)), topk_task, &tc);
     group_copies(idx, offs, n, E, k);
+    if (stats)
+        aux_stats(probs, offs, stats + row * 2 * E, n, E);
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
     gather(e, &r, x, xg);
     group_gemm up = {.tb = 1, .N = h2, .K = d, .lda = d, .ldb = d, .ldc = h2, .wsz = h2 * d};
@@ -246,13 +262,14 @@ void rt_moe_combine_bwd(rt_exec *e, const float *a, const float *wdown, const fl
 
 typedef struct {
     const moe_route *r;
-    const float *probs, *dgate;
+    const float *probs, *dgate, *agrad;
     float *dl;
     int norm;
 } router_ctx;
 
 /* The router logits' gradient from the gate weights': through the renormalization
- * (norm), then the softmax (the unchosen experts' probabilities have none of their own) */
+ * (norm), then the softmax (the unchosen experts' probabilities have none of their own
+ * but the load-balancing loss's, agrad, where there is one) */
 static void router_task(void *ctx, int64_t lo, int64_t hi)
 {
     const router_ctx *c = ctx;
@@ -270,9 +287,12 @@ static void router_task(void *ctx, int64_t lo, int64_t hi)
             dp[j] = c->norm ? (g[j] - wg) / chosen : g[j];
             pdp += p[expert_of(r, t, j)] * dp[j];
         }
+        double pa = 0;
+        for (int64_t i = 0; c->agrad && i < E; i++)
+            pa += (double)p[i] * c->agrad[i];
         float *dl = c->dl + t * E;
         for (int64_t i = 0; i < E; i++)
-            dl[i] = (float)(-p[i] * pdp);
+            dl[i] = (float)(p[i] * ((c->agrad ? c->agrad[i] : 0.0) - pdp - pa));
         for (int64_t j = 0; j < k; j++)
             dl[expert_of(r, t, j)] += (float)(p[expert_of(r, t, j)] * dp[j]);
     }
@@ -280,15 +300,16 @@ static void router_task(void *ctx, int64_t lo, int64_t hi)
 
 void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                          const float *probs, const float *gate, const float *idx,
-                         const float *offs, const float *dgate, const float *dh, float *xg,
-                         float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
-                         int64_t E, int64_t k, int64_t h2, int64_t norm)
+                         const float *offs, const float *dgate, const float *agrad,
+                         const float *dh, float *xg, float *dl, float *dx, float *dwr,
+                         float *dwup, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                         int64_t norm)
 {
     if (k > RT_MOE_MAX_K)
         rt_die("moe: top_k %lld is more than %d", (long long)k, RT_MOE_MAX_K);
     if (e->dev) {
-        RT_GPU(e)->moe_dispatch_bwd(e, x, wr, wup, probs, gate, idx, offs, dgate, dh, xg, dl, dx,
-                                    dwr, dwup, n, d, E, k, h2, norm);
+        RT_GPU(e)->moe_dispatch_bwd(e, x, wr, wup, probs, gate, idx, offs, dgate, agrad, dh, xg,
+                                    dl, dx, dwr, dwup, n, d, E, k, h2, norm);
         return;
     }
     moe_route r = {.gate = gate, .idx = idx, .offs = offs, .n = n, .d = d, .E = E, .k = k};
@@ -299,9 +320,31 @@ void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const floa
     group_gemm back = {.N = d, .K = h2, .lda = h2, .ldb = d, .ldc = d, .wsz = h2 * d};
     per_expert(e, &r, &back, dh, wup, xg);   /* the copies' gradient, in xg's place */
     scatter_sum(e, &r, xg, NULL, dx);
-    router_ctx rc = {.r = &r, .probs = probs, .dgate = dgate, .dl = dl, .norm = (int)norm};
+    router_ctx rc = {.r = &r, .probs = probs, .dgate = dgate, .agrad = agrad, .dl = dl,
+                     .norm = (int)norm};
     rt_pool_run(e->rt, n, rt_grain_for(E + 4 * k), router_task, &rc);
     rt_gemm(e, 0, 0, n, d, E, 1.0f, dl, E, wr, d, 1.0f, dx, d);
     if (dwr)
         rt_gemm(e, 1, 0, E, d, n, 1.0f, dl, E, x, d, 1.0f, dwr, d);
+}
+
+void rt_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,
+                float coef)
+{
+    if (e->dev) {
+        RT_GPU(e)->moe_aux(e, stats, agrad, L, n, E, coef);
+        return;
+    }
+    double rows = (double)L * (double)n, aux = 0;
+    double scale = (double)coef * (double)E / rows * (double)e->grad_scale * (double)e->terms;
+    for (int64_t x = 0; x < E; x++) {
+        double f = 0, p = 0;
+        for (int64_t l = 0; l < L; l++) {
+            f += stats[l * 2 * E + x];
+            p += stats[l * 2 * E + E + x];
+        }
+        aux += f / rows * (p / rows);
+        agrad[x] = (float)(scale * (f / rows));
+    }
+    e->loss_sum += (double)coef * (double)E * aux * (double)e->terms;
 }

@@ -131,13 +131,16 @@ typedef struct rt_gpu_calls {
                         int64_t rows, int64_t dq, int64_t dk, int64_t dv);
     void (*moe_dispatch_fwd)(rt_exec *e, const float *x, const float *wr, const float *wup,
                              float *probs, float *gate, float *idx, float *offs, float *xg,
-                             float *h, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
-                             int64_t norm);
+                             float *h, float *stats, int64_t n, int64_t d, int64_t E, int64_t k,
+                             int64_t h2, int64_t norm, int64_t row);
     void (*moe_dispatch_bwd)(rt_exec *e, const float *x, const float *wr, const float *wup,
                              const float *probs, const float *gate, const float *idx,
-                             const float *offs, const float *dgate, const float *dh, float *xg,
-                             float *dl, float *dx, float *dwr, float *dwup, int64_t n,
-                             int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm);
+                             const float *offs, const float *dgate, const float *agrad,
+                             const float *dh, float *xg, float *dl, float *dx, float *dwr,
+                             float *dwup, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                             int64_t norm);
+    void (*moe_aux)(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,
+                    float coef);
     void (*moe_combine_fwd)(rt_exec *e, const float *a, const float *wdown, const float *gate,
                             const float *idx, const float *offs, float *o, float *y, int64_t n,
                             int64_t d, int64_t E, int64_t k, int64_t hid);

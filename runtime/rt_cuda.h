@@ -405,13 +405,16 @@ void rt_cu_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float 
 /* the mixture of experts (cuda_moe.c): moe.c's calls' contracts */
 void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                             float *probs, float *gate, float *idx, float *offs, float *xg,
-                            float *h, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
-                            int64_t norm);
+                            float *h, float *stats, int64_t n, int64_t d, int64_t E, int64_t k,
+                            int64_t h2, int64_t norm, int64_t row);
 void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                             const float *probs, const float *gate, const float *idx,
-                            const float *offs, const float *dgate, const float *dh, float *xg,
-                            float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
-                            int64_t E, int64_t k, int64_t h2, int64_t norm);
+                            const float *offs, const float *dgate, const float *agrad,
+                            const float *dh, float *xg, float *dl, float *dx, float *dwr,
+                            float *dwup, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                            int64_t norm);
+void rt_cu_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,
+                   float coef);
 void rt_cu_moe_combine_fwd(rt_exec *e, const float *act, const float *wdown, const float *gate,
                            const float *idx, const float *offs, float *o, float *y, int64_t n,
                            int64_t d, int64_t E, int64_t k, int64_t hid);

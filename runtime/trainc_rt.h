@@ -429,16 +429,25 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
  * wup ([E, h2, d]). combine_fwd: o = the groups of a times wdown's slabs ([E, d, hid]),
  * y[t] = sum_j gate[t, j] o[row(t, j)]. combine_bwd: da, dgate, dwdown += (g scratch);
  * dispatch_bwd: dx, dwr += and dwup += from dh and dgate (xg, dl scratch). The weights'
- * gradients may be NULL (a frozen layer's: not wanted). */
+ * gradients may be NULL (a frozen layer's: not wanted). The load-balancing loss
+ * (transformers' Mixtral's, over the L layers that have it): dispatch_fwd writes its
+ * experts' counts and summed probabilities into stats' row `row` ([L, 2E]; stats NULL:
+ * none); rt_moe_aux, after the loss, adds coef E sum_e F_e P_e (F_e the share of the L n
+ * tokens' choices that went to e, P_e their mean probability of e) to the pass's mean
+ * loss and writes agrad[e] = its gradient by each token's probability of e, in the
+ * loss's scale (e->grad_scale e->terms); dispatch_bwd adds agrad (NULL: none) to the
+ * router's. */
 #define RT_MOE_MAX_K 64
 void rt_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                          float *probs, float *gate, float *idx, float *offs, float *xg, float *h,
-                         int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2, int64_t norm);
+                         float *stats, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                         int64_t norm, int64_t row);
 void rt_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
                          const float *probs, const float *gate, const float *idx,
-                         const float *offs, const float *dgate, const float *dh, float *xg,
-                         float *dl, float *dx, float *dwr, float *dwup, int64_t n, int64_t d,
-                         int64_t E, int64_t k, int64_t h2, int64_t norm);
+                         const float *offs, const float *dgate, const float *agrad,
+                         const float *dh, float *xg, float *dl, float *dx, float *dwr,
+                         float *dwup, int64_t n, int64_t d, int64_t E, int64_t k, int64_t h2,
+                         int64_t norm);
 void rt_moe_combine_fwd(rt_exec *e, const float *a, const float *wdown, const float *gate,
                         const float *idx, const float *offs, float *o, float *y, int64_t n,
                         int64_t d, int64_t E, int64_t k, int64_t hid);
@@ -446,6 +455,8 @@ void rt_moe_combine_bwd(rt_exec *e, const float *a, const float *wdown, const fl
                         const float *idx, const float *offs, const float *dy, float *g,
                         float *da, float *dgate, float *dwdown, int64_t n, int64_t d, int64_t E,
                         int64_t k, int64_t hid);
+void rt_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,
+                float coef);
 /* db[r] += sum_j x[r, j] over cols j (conv bias gradients). */
 void rt_rowsum_add(rt_exec *e, const float *x, float *db, int64_t rows, int64_t cols);
 

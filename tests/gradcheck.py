@@ -115,6 +115,7 @@ cases = [
 cases += [case("glu_" + act, [8], [L(12), {"op": "glu", "act": act}, L(4)])
           for act in ("silu", "gelu", "gelu_tanh", "sigmoid", "relu")]
 TRAIN_MODE = {"batchnorm2d", "batchnorm1d"}
+WHOLE_BATCH = {"moe_aux"}   # (below) the gradient of one batch of 16, not two of 8
 # token models: x holds ids in [0, 7), y the next ids
 E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
 tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
@@ -286,6 +287,12 @@ cases += [
     tok("moe_all_unnormed", [E(dim=8), MOE(top_k=4, norm_topk=False, act="gelu"), L(7)]),
     tok("moe_top2", [E(dim=8), {"op": "residual", "body": [{"op": "rmsnorm"}, MOE()]}, L(7)]),
     tok("moe_top2_unnormed", [E(dim=8), MOE(norm_topk=False), L(7)]),
+    # the load-balancing loss over two layers (its gradient through the probabilities;
+    # the counts are constant under every perturbation the checks make). The loss of a
+    # batch is not the mean of its halves' (its counts and means are the batch's), so
+    # the gradient is one batch of 16's, as --eval's loss is
+    tok("moe_aux", [E(dim=8), {"op": "repeat", "count": 2, "body": [
+        {"op": "residual", "body": [{"op": "rmsnorm"}, MOE(aux_loss=0.5)]}]}, L(7)]),
 ]
 
 def fd_check(name, path):
@@ -308,7 +315,7 @@ def fd_check(name, path):
     # the gradient of the 16 rows as two accumulated batches of 8: the weight
     # gradients' GEMMs must add to what the first batch left (batchnorm: one batch of
     # 16, whose statistics the training loss below normalizes with)
-    acc = [] if name in TRAIN_MODE else ["--set", "batch_size=8", "--set", "accumulate=2"]
+    acc = [] if name in TRAIN_MODE | WHOLE_BATCH else ["--set", "batch_size=8", "--set", "accumulate=2"]
     trainer("--set", "optimizer.lr=1", *acc, "--init", w0_path, "--out", os.path.join(d, "w1"))
     w0 = st_check.load(w0_path)
     w1 = st_check.load(os.path.join(d, "w1", "model.safetensors"))

@@ -178,8 +178,17 @@ def windows(tokens):
 
 def hf_loss(m, tokens):
     """Mean cross-entropy over every target of the windows at 0, T, 2T, ..., as
-    transformers 4.42 and later compute it."""
+    transformers 4.42 and later compute it; a mixture of experts with its load-balancing
+    loss (output_router_logits) adds it as its loss does, batch by batch of 4 windows (a
+    batch's counts and means, as --eval's batches of 4)."""
     x, y = windows(tokens)
+    if getattr(m.config, "output_router_logits", False):
+        with torch.no_grad():
+            outs = [m(input_ids=x[b:b + 4], use_cache=False) for b in range(0, len(x), 4)]
+        return sum(F.cross_entropy(o.logits.double().reshape(-1, o.logits.shape[-1]),
+                                   y[b * 4:b * 4 + 4].reshape(-1)).item() +
+                   m.config.router_aux_loss_coef * o.aux_loss.item()
+                   for b, o in enumerate(outs)) / len(outs)
     W = m.config.sliding_window if isinstance(m, WINDOWED) else None
     if W and SHIFT_WINDOW:
         m.config.sliding_window = W - 1
@@ -457,13 +466,11 @@ def olmoe_case(val):
     norms over all heads, a mixture of 4 experts, each token's top 2, their weights the
     router's probabilities as they are) round-trips as roundtrip does, and so does one
     whose weights are renormalized (norm_topk_prob) and attention biased; clip_qkv, the
-    load-balancing loss (output_router_logits) and router jitter are refused."""
+    router jitter are refused."""
     if not NEWER:
         return
     from transformers import OlmoeConfig, OlmoeForCausalLM
     bad = [("olmoe clip_qkv", {"clip_qkv": 8.0}, ["clip_qkv"]),
-           ("olmoe load-balancing loss", {"output_router_logits": True},
-            ["output_router_logits", "router_aux_loss_coef"]),
            ("olmoe router jitter", {"router_jitter_noise": 0.1}, ["router_jitter_noise"])]
     newer_case("olmoe", 16, OlmoeForCausalLM, OlmoeConfig(num_experts=4, num_experts_per_tok=2,
                                                           rms_norm_eps=1e-5), val, bad,
@@ -635,7 +642,8 @@ def neo_models():
 def mixtral_models():
     """MixtralForCausalLMs (4 experts 48 wide, each token's top 2, their weights
     renormalized): GQA, no window, untied; one of 8 experts, top 3, a window of 7 and a
-    gelu gate, tied. From a generator of their own; the router and experts scaled up
+    gelu gate, tied; one with its load-balancing loss (output_router_logits, coefficient
+    0.05). From a generator of their own; the router and experts scaled up
     (experts_count)."""
     kw = dict(vocab_size=V, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
               num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
@@ -644,7 +652,9 @@ def mixtral_models():
         torch.manual_seed(15)
         ms = [MixtralForCausalLM(MixtralConfig(num_local_experts=4, tie_word_embeddings=False, **kw)),
               MixtralForCausalLM(MixtralConfig(num_local_experts=8, num_experts_per_tok=3,
-                                               sliding_window=7, hidden_act="gelu", **kw))]
+                                               sliding_window=7, hidden_act="gelu", **kw)),
+              MixtralForCausalLM(MixtralConfig(num_local_experts=4, output_router_logits=True,
+                                               router_aux_loss_coef=0.05, **kw))]
         for m in ms:
             positions_count(m)
             off_defaults(m)
@@ -1341,7 +1351,7 @@ def roundtrips(val):
     olmo, cohere = bare_norm_models()
     opt, opt_plain = opt_models()
     neo, neo_local_first = neo_models()
-    mixtral, mixtral_window = mixtral_models()
+    mixtral, mixtral_window, mixtral_aux = mixtral_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1358,6 +1368,7 @@ def roundtrips(val):
                         ("opt", opt, {}), ("opt_untied_unbiased", opt_plain, {}),
                         ("gpt_neo", neo, {}), ("gpt_neo_local_first", neo_local_first, {}),
                         ("mixtral", mixtral, {}), ("mixtral_window_top3", mixtral_window, {}),
+                        ("mixtral_aux_loss", mixtral_aux, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1380,7 +1391,6 @@ def family_bad_configs():
     Mixtral's."""
     bad_configs(OUT + "/hf_mixtral", [
         ("mixtral top_k past the experts", {"num_experts_per_tok": 5}, ["num_experts_per_tok", "4"]),
-        ("mixtral load-balancing loss", {"output_router_logits": True}, ["output_router_logits"]),
         ("mixtral attention_bias", {"attention_bias": True}, ["attention_bias", "Mixtral"])])
     bad_configs(OUT + "/hf_stablelm", [
         ("stablelm qk_layernorm", {"qk_layernorm": True}, ["qk_layernorm", "per head"]),

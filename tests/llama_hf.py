@@ -23,7 +23,9 @@ Then a mixture of experts: a random MixtralForCausalLM (the same attention, the 
 SwiGLU experts 48 wide, each token's top 2, their weights renormalized) against
 trainc's `moe` layer (router.weight = HF's gate, experts.up.weight [E, 2h, d] each
 expert's w1 then w3, experts.down.weight [E, d, h] each expert's w2), 40 steps as
-above: every step's loss within 1e-4 relative.
+above: every step's loss within 1e-4 relative; and with transformers' load-balancing
+loss (output_router_logits, router_aux_loss_coef 0.1: trainc's aux_loss), its loss
+included.
 
     $HF_PYTHON tests/llama_hf.py [--oracle-only]
 """
@@ -51,21 +53,24 @@ EXPERTS, TOP_K, EXPERT_FF = 4, 2, 48
 torch.set_num_threads(1)
 
 
-def moe_spec():
+def moe_spec(aux=0.0):
     """spec() with Mixtral's MLP: a moe layer in place of gate_up, glu and down."""
     sp = spec()
     mlp = sp["model"]["layers"][1]["body"][1]["body"]
     mlp[1:] = [{"op": "moe", "name": "moe", "experts": EXPERTS, "top_k": TOP_K, "hidden": EXPERT_FF}]
+    if aux:
+        mlp[1]["aux_loss"] = aux
     return sp
 
 
-def mixtral_model(seed=0):
+def mixtral_model(seed=0, aux=0.0):
     torch.manual_seed(seed)
     m = MixtralForCausalLM(MixtralConfig(
         vocab_size=V, hidden_size=D, intermediate_size=EXPERT_FF, num_hidden_layers=L,
         num_attention_heads=H, num_key_value_heads=KV, max_position_embeddings=T, rms_norm_eps=EPS,
         rope_theta=THETA, tie_word_embeddings=False, num_local_experts=EXPERTS,
-        num_experts_per_tok=TOP_K, attn_implementation="eager"))
+        num_experts_per_tok=TOP_K, output_router_logits=aux > 0, router_aux_loss_coef=aux,
+        attn_implementation="eager"))
     with torch.no_grad():
         for n, p in m.named_parameters():
             if "norm" in n:
@@ -170,7 +175,11 @@ def trainc_weights(m, bias, tie):
 
 
 def hf_losses(m, sp, x, y):
-    fwd = lambda xb: m(input_ids=xb).logits
+    def fwd(xb):
+        out = m(input_ids=xb)
+        if getattr(m.config, "output_router_logits", False):   # the load-balancing loss
+            return out.logits, m.config.router_aux_loss_coef * out.aux_loss
+        return out.logits
     return lt.train_torch(fwd, list(m.parameters()), sp["train"], x, y, V)
 
 
@@ -217,6 +226,11 @@ def main():
     sp = moe_spec()
     ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe")
     ok &= lt.compare("trainc vs HF MixtralForCausalLM", ours, hf_losses(m, sp, x, y), 1e-4)
+    m = mixtral_model(aux=0.1)
+    sp = moe_spec(aux=0.1)
+    ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe_aux")
+    ok &= lt.compare("trainc vs HF MixtralForCausalLM, load-balancing loss", ours,
+                     hf_losses(m, sp, x, y), 1e-4)
     sys.exit(0 if ok else 1)
 
 

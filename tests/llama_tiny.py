@@ -7,7 +7,7 @@ build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
                                          [--interleave] [--gemma-heads] [--softcap]
-                                         [--all-heads-norm] [--moe] [--T N]
+                                         [--all-heads-norm] [--moe] [--moe-aux] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
@@ -20,7 +20,8 @@ scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets o
 enough to bend them); --all-heads-norm gives it OLMo 2's qk_norm (one RMSNorm over all
 of q's heads, one over all of k's two key/value heads, eps 1e-5); --moe makes the MLP a
 mixture of experts (4 of them, each token's top 2, each expert a SwiGLU MLP 64 wide, as
-Mixtral's); --T sets the inputs' length.
+Mixtral's); --moe-aux gives those its load-balancing loss too (aux_loss 0.02); --T sets
+the inputs' length.
 """
 import json
 import os
@@ -39,7 +40,7 @@ GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bia
 
 
 def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,
-         gemma_heads=False, softcap=False, all_heads=False, moe=False):
+         gemma_heads=False, softcap=False, all_heads=False, moe=False, moe_aux=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -64,9 +65,11 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interle
                                         {"op": "linear", "name": "fc", "out": 256, "bias": False},
                                         {"op": "glu"},
                                         {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]}]
-    if moe:
+    if moe or moe_aux:
         m["layers"][1]["body"][1]["body"][1:] = [
             {"op": "moe", "name": "moe", "experts": 4, "top_k": 2, "hidden": 64}]
+        if moe_aux:
+            m["layers"][1]["body"][1]["body"][1]["aux_loss"] = 0.02
     if scale:
         m["layers"].insert(1, {"op": "scale", "by": 8})
     if squared_relu:
@@ -86,7 +89,7 @@ def main():
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
     s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
              "--interleave" in args, "--gemma-heads" in args, "--softcap" in args,
-             "--all-heads-norm" in args, "--moe" in args)
+             "--all-heads-norm" in args, "--moe" in args, "--moe-aux" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

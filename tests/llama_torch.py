@@ -291,8 +291,9 @@ def train_spec(steps, B, lr=1e-3, warmup=5):
 
 
 def train_torch(forward, params, tr, x, y, vocab):
-    """Trains `params` (a list of tensors, each once) with forward(x) -> logits as
-    trainc trains by tr; returns each step's loss (computed before the update)."""
+    """Trains `params` (a list of tensors, each once) with forward(x) -> logits (or
+    (logits, a loss term added to the cross-entropy)) as trainc trains by tr; returns
+    each step's loss (computed before the update)."""
     params = [p.requires_grad_() for p in params]
     o, sc = tr["optimizer"], tr["schedule"]
     opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
@@ -311,7 +312,10 @@ def train_torch(forward, params, tr, x, y, vocab):
     for step in range(steps):
         xb, yb = x[step * B:(step + 1) * B], y[step * B:(step + 1) * B]
         opt.zero_grad()
-        loss = F.cross_entropy(forward(xb).reshape(-1, vocab), yb.reshape(-1))
+        out, extra = forward(xb), 0.0
+        if isinstance(out, tuple):
+            out, extra = out
+        loss = F.cross_entropy(out.reshape(-1, vocab), yb.reshape(-1)) + extra
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, tr["grad_clip"])
         opt.step()

@@ -143,6 +143,8 @@ void build_loss(GraphCtx *c)
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
+    if (g->moe_aux)
+        build_moe_aux(c);
 }
 
 Tensor *build_gan_loss(GraphCtx *c, Tensor *logits, int term)

@@ -13,7 +13,10 @@
  * The routing (MoeRoute, ir.h) is saved for backward; the gate weights' gradient
  * reaches the router through it (the combine's backward writes dgate, the dispatch's,
  * which runs after, reads it). Every buffer has a fixed size (a batch's T k copies), so
- * the memory plan stays static; only the split among experts changes from step to step. */
+ * the memory plan stays static; only the split among experts changes from step to step.
+ *
+ * The layers with an aux_loss share one load-balancing loss (MoeAux, ir.h: transformers'
+ * Mixtral's, over all of them at once), which N_MOE_AUX computes after the loss. */
 #include <math.h>
 #include <stdlib.h>
 #include "op.h"
@@ -55,7 +58,44 @@ static MoeRoute *build_route(GraphCtx *c, const LayerArgs *a, int64_t tokens)
     r->offs = route_tensor(c, a, "moe_offs", 1, E + 1,
                            "each expert's first row of the batch's copies (first sample's)");
     r->dgate = route_tensor(c, a, "moe_dgate", tokens, k, "the gate weights' gradient");
+    r->aux_layer = -1;
     return r;
+}
+
+/* A layer with an aux_loss joins the graph's load-balancing loss: its row of the stats
+ * (the tensors made with the first such layer, the stats' rows counted as they come).
+ * transformers computes one loss over all the layers, so they share E, k and the
+ * coefficient. */
+static void join_aux(GraphCtx *c, const LayerArgs *a, MoeRoute *r, int64_t tokens)
+{
+    const Layer *l = a->l;
+    Graph *g = c->g;
+    if (g->gan)
+        layer_error(c, l, "aux_loss: a GAN's networks take no load-balancing loss");
+    MoeAux *x = g->moe_aux;
+    if (!x) {
+        x = g->moe_aux = xcalloc(1, sizeof *x);
+        x->coef = l->aux_loss;
+        x->experts = l->experts;
+        x->top_k = l->top_k;
+        x->tokens = tokens;
+        int64_t one[2] = {1, 2 * l->experts}, e[2] = {1, l->experts};
+        x->stats = act_tensor(c, l->path, "moe_aux_stats", 2, one);
+        x->stats->what = "the moe layers' expert counts and summed probabilities (a row each)";
+        x->agrad = act_tensor(c, l->path, "moe_aux_grad", 2, e);
+        x->agrad->what = "the load-balancing loss's gradient by a token's expert probability";
+        x->stats->keep32 = x->agrad->keep32 = 1;
+        x->stats->origin = x->agrad->origin = a->at;
+    } else if (x->coef != l->aux_loss || x->experts != l->experts || x->top_k != l->top_k ||
+               x->tokens != tokens) {
+        layer_error(c, l, "aux_loss: the moe layers with a load-balancing loss share one "
+                    "(transformers' over all of them): the same aux_loss, experts, top_k and "
+                    "tokens a sample as the first (%g, %lld, %lld, %lld)", x->coef,
+                    (long long)x->experts, (long long)x->top_k, (long long)x->tokens);
+    }
+    r->aux_layer = (int)x->layers++;
+    x->stats->shape[0] = x->layers;
+    x->stats->numel = x->layers * 2 * x->experts;
 }
 
 static Param *expert_param(GraphCtx *c, const LayerArgs *a, const char *what, int64_t E,
@@ -81,6 +121,8 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     gemm_dim(c->g, l->path, "moe", "hidden width", 2 * hid);
     gemm_dim(c->g, l->path, "moe", "tokens a sample times top_k", tokens * k);
     MoeRoute *r = build_route(c, a, tokens);
+    if (l->aux_loss > 0)
+        join_aux(c, a, r, tokens);
 
     int64_t hs[2] = {tokens * k, 2 * hid};
     Tensor *h = act_tensor(c, l->path, layer_ident("moe_up", a->pfx), 2, hs);
@@ -149,11 +191,15 @@ static void lower_dispatch(Program *p, Node *nd)
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     a->what = xasprintf("moe: route to %lld of %lld experts, gather, up GEMMs",
                         (long long)k, (long long)r->experts);
+    Tensor *stats = r->aux_layer >= 0 ? p->g->moe_aux->stats : NULL;
     SET_CALL(a, CALL_MOE_DISPATCH_FWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t),
              arg_t(r->probs), arg_t(r->gate), arg_t(r->idx), arg_t(r->offs), arg_t(xg),
-             arg_t(h), MOE_DIMS(r, tokens, d), arg_int(2 * r->hidden), arg_int(r->norm_topk));
+             arg_t(h), arg_opt(stats), MOE_DIMS(r, tokens, d),
+             arg_int(2 * r->hidden), arg_int(r->norm_topk), arg_int(r->aux_layer));
     reads(a, (Tensor *[]){x, nd->w->t, nd->b->t}, 3);
     writes(a, (Tensor *[]){r->probs, r->gate, r->idx, r->offs, xg, h}, 6);
+    if (stats)
+        instr_writes(a, stats);
 }
 
 /* in[0] = dh, in[1] = x */
@@ -169,12 +215,16 @@ static void lower_dispatch_bwd(Program *p, Node *nd)
     dl->keep32 = 1;
     Instr *a = instr_add(p, I_CALL, nd->origin, 1);
     a->what = xstrdup("moe backward: up GEMMs, scatter, router");
+    Tensor *agrad = r->aux_layer >= 0 ? p->g->moe_aux->agrad : NULL;
     SET_CALL(a, CALL_MOE_DISPATCH_BWD, arg_t(x), arg_t(nd->w->t), arg_t(nd->b->t),
              arg_t(r->probs), arg_t(r->gate), arg_t(r->idx), arg_t(r->offs), arg_t(r->dgate),
-             arg_t(dh), arg_t(xg), arg_t(dl), arg_t(dx), arg_t(nd->w->g), arg_t(nd->b->g),
-             MOE_DIMS(r, tokens, d), arg_int(2 * r->hidden), arg_int(r->norm_topk));
+             arg_opt(agrad), arg_t(dh), arg_t(xg), arg_t(dl), arg_t(dx),
+             arg_t(nd->w->g), arg_t(nd->b->g), MOE_DIMS(r, tokens, d), arg_int(2 * r->hidden),
+             arg_int(r->norm_topk));
     reads(a, (Tensor *[]){x, nd->w->t, nd->b->t, r->probs, r->gate, r->idx, r->offs,
                           r->dgate, dh}, 9);
+    if (agrad)
+        instr_reads(a, agrad);
     writes(a, (Tensor *[]){xg, dl, dx, nd->w->g, nd->b->g}, 5);
 }
 
@@ -211,7 +261,28 @@ static void lower_combine_bwd(Program *p, Node *nd)
     writes(a, (Tensor *[]){gt, da, r->dgate, nd->w->g}, 4);
 }
 
+/* The load-balancing loss's node, after the loss (block -1: never replayed) */
+void build_moe_aux(GraphCtx *c)
+{
+    Node *nd = graph_node(c->g, N_MOE_AUX, "$.model.loss");
+    nd->in[nd->n_in++] = c->g->moe_aux->stats;
+    nd->out = c->g->moe_aux->agrad;
+}
+
+static void lower_moe_aux(Program *p, Node *nd)
+{
+    const MoeAux *x = p->g->moe_aux;
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xasprintf("the load-balancing loss of %lld moe layers (times %g)",
+                        (long long)x->layers, x->coef);
+    SET_CALL(a, CALL_MOE_AUX, arg_t(x->stats), arg_t(x->agrad), arg_int(x->layers),
+             arg_rows(x->tokens), arg_int(x->experts), arg_float(x->coef));
+    instr_reads(a, x->stats);
+    instr_writes(a, x->agrad);
+}
+
 const OpDef op_moe = {.build = build_moe, .params = moe_params};
+const NodeDef node_moe_aux = {"moe_aux", GRAD_NONE, 0, lower_moe_aux};
 const NodeDef node_moe_dispatch = {"moe_dispatch", GRAD_NODE, N_MOE_DISPATCH_BWD, lower_dispatch};
 const NodeDef node_moe_dispatch_bwd = {"moe_dispatch_bwd", GRAD_NONE, 0, lower_dispatch_bwd};
 const NodeDef node_moe_combine = {"moe_combine", GRAD_NODE, N_MOE_COMBINE_BWD, lower_combine};

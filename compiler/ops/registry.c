@@ -47,7 +47,7 @@ extern const NodeDef node_batchnorm, node_batchnorm_bwd;
 extern const NodeDef node_conv_t2d, node_conv_t2d_bwd;
 extern const NodeDef node_qk_norm, node_qk_norm_bwd;
 extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
-    node_moe_combine_bwd;
+    node_moe_combine_bwd, node_moe_aux;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -88,6 +88,7 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_MOE_DISPATCH_BWD] = &node_moe_dispatch_bwd,
     [N_MOE_COMBINE] = &node_moe_combine,
     [N_MOE_COMBINE_BWD] = &node_moe_combine_bwd,
+    [N_MOE_AUX] = &node_moe_aux,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

@@ -143,6 +143,49 @@ rt_moe_rows(float *idx, float *offs, const int *cnt, int64_t n, int64_t E, int64
     }
 }
 
+/* ---- the load-balancing loss (over the L layers that have it) --------------------------- */
+
+/* Launch: grid (E), block 256: this layer's row of the loss's statistics,
+ *   row[e] = offs[e + 1] - offs[e] (the copies of e), row[E + e] = sum_t probs[t, e]
+ * (double sum) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_stats(const float *probs, const float *offs, float *row, int64_t n, int64_t E)
+{
+    const int64_t e = blockIdx.x;
+    double s = 0.0;
+    for (int64_t t = threadIdx.x; t < n; t += blockDim.x)
+        s += probs[t * E + e];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0) {
+        row[e] = offs[e + 1] - offs[e];
+        row[E + e] = (float)s;
+    }
+}
+
+/* Launch: grid 1, block 32 (thread 0), after the loss. With F_e and P_e the layers'
+ * counts and summed probabilities of e over the L n tokens (moe.c's rt_moe_aux):
+ *   stats->loss_sum += coef E sum_e F_e P_e terms
+ *   agrad[e] = coef E / (L n) F_e w      (w: the pass's gradient scale times its terms) */
+extern "C" __global__ void __launch_bounds__(32)
+rt_moe_aux(const float *stats, float *agrad, int64_t L, int64_t n, int64_t E, float coef, double w,
+           double terms, rt_cu_stat *st)
+{
+    if (threadIdx.x != 0)
+        return;
+    const double rows = (double)L * (double)n, scale = (double)coef * (double)E / rows * w;
+    double aux = 0.0;
+    for (int64_t x = 0; x < E; x++) {
+        double f = 0.0, p = 0.0;
+        for (int64_t l = 0; l < L; l++) {
+            f += stats[l * 2 * E + x];
+            p += stats[l * 2 * E + E + x];
+        }
+        aux += f / rows * (p / rows);
+        agrad[x] = (float)(scale * (f / rows));
+    }
+    st->loss_sum += (double)coef * (double)E * aux * terms;
+}
+
 /* ---- copies gathered and summed ------------------------------------------------------- */
 
 /* Launch: grid (min(n, many), grid-stride over tokens), block 256:
@@ -206,10 +249,11 @@ rt_moe_gate_grad(const act_t *a, const float *gate, const float *idx, act_t *da,
 }
 
 /* The router logits' gradient of token t from its gate weights' (router_task's
- * arithmetic): dp through the renormalization (norm), then the softmax */
+ * arithmetic): dp through the renormalization (norm), then the softmax; the
+ * load-balancing loss's agrad on every expert (NULL: none) */
 __device__ void rt_moe_router_grad(const float *p, const float *g, const float *w,
-                                   const float *idx, float *dl, int64_t t, int64_t E, int64_t k,
-                                   int norm)
+                                   const float *idx, const float *agrad, float *dl, int64_t t,
+                                   int64_t E, int64_t k, int norm)
 {
     double chosen = 0.0, wg = 0.0, pdp = 0.0, dp[RT_MOE_MAX_K];
     for (int64_t j = 0; j < k; j++) {
@@ -220,8 +264,11 @@ __device__ void rt_moe_router_grad(const float *p, const float *g, const float *
         dp[j] = norm ? (g[j] - wg) / chosen : g[j];
         pdp += p[rt_moe_expert(idx, k, t, j)] * dp[j];
     }
+    double pa = 0.0;
+    for (int64_t i = 0; agrad && i < E; i++)
+        pa += (double)p[i] * agrad[i];
     for (int64_t i = 0; i < E; i++)
-        dl[i] = (float)(-p[i] * pdp);
+        dl[i] = (float)(p[i] * ((agrad ? agrad[i] : 0.0) - pdp - pa));
     for (int64_t j = 0; j < k; j++) {
         const int64_t x = rt_moe_expert(idx, k, t, j);
         dl[x] += (float)(p[x] * dp[j]);
@@ -229,17 +276,17 @@ __device__ void rt_moe_router_grad(const float *p, const float *g, const float *
 }
 
 /* Launch: grid (min(n, many), grid-stride over tokens), block 256.
- *   dl[t] = rt_moe_router_grad (thread 0)
+ *   dl[t] = rt_moe_router_grad (thread 0; agrad the load-balancing loss's, or NULL)
  *   dx[t, i] = sum_j dxg[row(t, j), i] + sum_e dl[t, e] wr[e, i]   (float, in that order) */
 extern "C" __global__ void __launch_bounds__(256)
 rt_moe_token_grad(const act_t *dxg, const float *wr, const float *probs, const float *gate,
-                  const float *idx, const float *dgate, float *dl, act_t *dx, int64_t n,
-                  int64_t d, int64_t E, int64_t k, int norm)
+                  const float *idx, const float *dgate, const float *agrad, float *dl, act_t *dx,
+                  int64_t n, int64_t d, int64_t E, int64_t k, int norm)
 {
     for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
         if (threadIdx.x == 0)
-            rt_moe_router_grad(probs + t * E, dgate + t * k, gate + t * k, idx, dl + t * E, t,
-                               E, k, norm);
+            rt_moe_router_grad(probs + t * E, dgate + t * k, gate + t * k, idx, agrad, dl + t * E,
+                               t, E, k, norm);
         __syncthreads();
         for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
             float s = 0.0f;

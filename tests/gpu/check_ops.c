@@ -836,17 +836,19 @@ static void t_qk_norm(int64_t rows, int64_t dq, int64_t dk, int64_t dv)
     free(dwk0), free(dwq), free(dwk), free(pn), free(pr), reset();
 }
 
-/* The mixture of experts' four calls (moe.cuh): n tokens d wide, E experts, top k, each
+/* The mixture of experts' calls (moe.cuh): n tokens d wide, E experts, top k, each
  * expert hid wide. The routing (probabilities, gate weights, experts and rows, group
  * offsets) and the up GEMMs of the dispatch; then each later call from the CPU's
  * routing and gate gradient, so that its check is its own: the combine's sum, its
  * backward's da, dgate and down-weight gradient (accumulated), the dispatch backward's
- * dx and the router's and up weights' gradients (accumulated). The router weights are
+ * dx and the router's and up weights' gradients (accumulated). With aux, the
+ * load-balancing loss's statistics (as the second of two layers' rows), its gradient
+ * from them (rt_moe_aux) and the router's gradient with it. The router weights are
  * scaled so that the softmax's choices are clear of ties. */
-static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int norm)
+static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int norm, int aux)
 {
-    SHAPE("n %lld d %lld E %lld k %lld h %lld%s", (long long)n, (long long)d, (long long)E,
-          (long long)k, (long long)hid, norm ? "" : " raw");
+    SHAPE("n %lld d %lld E %lld k %lld h %lld%s%s", (long long)n, (long long)d, (long long)E,
+          (long long)k, (long long)hid, norm ? "" : " raw", aux ? " aux" : "");
     int64_t R = n * k, h2 = 2 * hid, nwu = E * h2 * d, nwd = E * d * hid;
     float *x = avec(n * d), *wr = fvec(E * d), *wup = fvec(nwu), *wdn = fvec(nwd);
     float *act = avec(R * hid), *dy = avec(n * d), *dh = avec(R * h2);
@@ -857,11 +859,23 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     float *g = nans(R * d), *da = nans(R * hid), *dgate = nans(n * k), *dl = nans(n * E);
     float *dx = nans(n * d), *dwd0 = fvec(nwd), *dwr0 = fvec(E * d), *dwu0 = fvec(nwu);
     float *dwd = fcopy(dwd0, nwd), *dwr = fcopy(dwr0, E * d), *dwu = fcopy(dwu0, nwu);
-    rt_moe_dispatch_fwd(&C, x, wr, wup, probs, gate, idx, offs, xg, h, n, d, E, k, h2, norm);
+    /* the loss's statistics: a first layer's row made up, then this one's; the pass's
+     * terms and scale as a loss call leaves them */
+    float *st0 = fvec(4 * E), *st = aux ? fcopy(st0, 4 * E) : NULL, *agrad = aux ? nans(E) : NULL;
+    for (int64_t i = 0; i < E; i++)
+        st0[i] = (float)irand(n * k), st0[E + i] = fabsf(st0[E + i]) * (float)n;
+    if (aux)
+        memcpy(st, st0, 4 * E * sizeof *st);
+    C.terms = G->terms = n;
+    C.grad_scale = G->grad_scale = 1.0f / (float)n;
+    rt_moe_dispatch_fwd(&C, x, wr, wup, probs, gate, idx, offs, xg, h, st, n, d, E, k, h2, norm,
+                        1);
+    if (aux)
+        rt_moe_aux(&C, st, agrad, 2, n, E, 0.3f);
     rt_moe_combine_fwd(&C, act, wdn, gate, idx, offs, o, y, n, d, E, k, hid);
     rt_moe_combine_bwd(&C, act, wdn, gate, idx, offs, dy, g, da, dgate, dwd, n, d, E, k, hid);
-    rt_moe_dispatch_bwd(&C, x, wr, wup, probs, gate, idx, offs, dgate, dh, xg, dl, dx, dwr, dwu,
-                        n, d, E, k, h2, norm);
+    rt_moe_dispatch_bwd(&C, x, wr, wup, probs, gate, idx, offs, dgate, agrad, dh, xg, dl, dx, dwr,
+                        dwu, n, d, E, k, h2, norm);
     float *gx = up_a(x, n * d), *gwr = up(wr, E * d * 4), *gwup = up(wup, nwu * 4);
     float *gwdn = up(wdn, nwd * 4), *gact = up_a(act, R * hid), *gdy = up_a(dy, n * d);
     float *gdh = up_a(dh, R * h2), *gprobs = dalloc(n * E * 4), *ggate = dalloc(n * k * 4);
@@ -870,6 +884,8 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     float *gg = dalloc_a(R * d), *gda = dalloc_a(R * hid), *gdgate = dalloc(n * k * 4);
     float *gdl = dalloc(n * E * 4), *gdx = dalloc_a(n * d), *gdwd = dalloc(nwd * 4);
     float *gdwr = dalloc(E * d * 4), *gdwu = dalloc(nwu * 4);
+    float *gst = aux ? dalloc(4 * E * 4) : NULL, *gag = aux ? dalloc(E * 4) : NULL;
+    out_t oa[2] = {{"stats", st, {0}, 4 * E}, {"agrad", agrad, {0}, E}};
     out_t of[5] = {{"probs", probs, {0}, n * E}, {"gate", gate, {0}, n * k},
                    {"idx", idx, {0}, 2 * R}, {"offs", offs, {0}, E + 1}, {"h", h, {0}, R * h2}};
     out_t oc[1] = {{"y", y, {0}, n * d}};
@@ -878,8 +894,15 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     out_t od[3] = {{"dx", dx, {0}, n * d}, {"dwr", dwr, {0}, E * d}, {"dwup", dwu, {0}, nwu}};
     for (int rep = 0; rep < 2; rep++) {
         upload(gdwd, dwd0, nwd * 4), upload(gdwr, dwr0, E * d * 4), upload(gdwu, dwu0, nwu * 4);
-        rt_cu_moe_dispatch_fwd(G, gx, gwr, gwup, gprobs, ggate, gidx, goffs, gxg, gh, n, d, E, k,
-                               h2, norm);
+        if (aux)
+            upload(gst, st0, 4 * E * 4);
+        rt_cu_moe_dispatch_fwd(G, gx, gwr, gwup, gprobs, ggate, gidx, goffs, gxg, gh, gst, n, d, E,
+                               k, h2, norm, 1);
+        if (aux) {
+            rt_cu_moe_aux(G, gst, gag, 2, n, E, 0.3f);
+            oa[0].gpu[rep] = down(gst, 4 * E), oa[1].gpu[rep] = down(gag, E);
+            upload(gag, agrad, E * 4);   /* the backward from the CPU's */
+        }
         of[0].gpu[rep] = down(gprobs, n * E), of[1].gpu[rep] = down(ggate, n * k);
         of[2].gpu[rep] = down(gidx, 2 * R), of[3].gpu[rep] = down(goffs, E + 1);
         of[4].gpu[rep] = down_a(gh, R * h2);
@@ -892,14 +915,16 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
         ob[0].gpu[rep] = down_a(gda, R * hid), ob[1].gpu[rep] = down(gdgate, n * k);
         ob[2].gpu[rep] = down(gdwd, nwd);
         upload(gdgate, dgate, n * k * 4);
-        rt_cu_moe_dispatch_bwd(G, gx, gwr, gwup, gprobs, ggate, gidx, goffs, gdgate, gdh, gxg, gdl,
-                               gdx, gdwr, gdwu, n, d, E, k, h2, norm);
+        rt_cu_moe_dispatch_bwd(G, gx, gwr, gwup, gprobs, ggate, gidx, goffs, gdgate, gag, gdh, gxg,
+                               gdl, gdx, gdwr, gdwu, n, d, E, k, h2, norm);
         od[0].gpu[rep] = down_a(gdx, n * d), od[1].gpu[rep] = down(gdwr, E * d);
         od[2].gpu[rep] = down(gdwu, nwu);
     }
     /* in 16 bits the GPU rounds its intermediates (o, da, g, the copies' gradient) where
      * the CPU keeps fp32: two roundings on the way, over each output's largest value */
     judge("moe_dispatch_fwd route", TOL_EW, of, 4);
+    if (aux)
+        judge("moe_aux stats agrad", TOL_RED, oa, 2);
     judge("moe_dispatch_fwd h", TA(TOL_RED), of + 4, 1);
     judge_scaled("moe_combine_fwd", TEPI(TOL_RED), oc, 1);
     judge_scaled("moe_combine_bwd da", TEPI(TOL_RED), ob, 1);
@@ -907,7 +932,7 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     judge_scaled("moe_dispatch_bwd dx", TEPI(TOL_RED), od, 1);
     judge_scaled("moe_dispatch_bwd dwr dwup", TEPI(TOL_RED), od + 1, 2);
     float *host[] = {x, wr, wup, wdn, act, dy, dh, probs, gate, idx, offs, xg, h, o, y, g, da,
-                     dgate, dl, dx, dwd0, dwr0, dwu0, dwd, dwr, dwu};
+                     dgate, dl, dx, dwd0, dwr0, dwu0, dwd, dwr, dwu, st0, st, agrad};
     for (size_t i = 0; i < sizeof host / sizeof *host; i++)
         free(host[i]);
     reset();
@@ -2924,12 +2949,12 @@ int main(int argc, char **argv)
     t_qk_norm(37, 64, 32, 32);    /* OLMo 2's GQA: k and v half q's width */
     t_qk_norm(300, 130, 66, 66);  /* 16-byte accesses from an odd offset: scalar heads */
     t_qk_norm(5, 2048, 512, 512);
-    t_moe(1, 8, 1, 1, 4, 1);         /* one expert */
-    t_moe(37, 24, 4, 2, 20, 1);      /* Mixtral's top 2 of 4 */
-    t_moe(37, 24, 4, 4, 20, 0);      /* every expert, weights as the router gives them */
-    t_moe(130, 72, 8, 3, 33, 0);     /* groups across the 64-row tiles, odd widths */
-    t_moe(200, 64, 16, 1, 96, 1);    /* a 64-row tile holds several groups */
-    t_moe(5, 16, 16, 2, 8, 1);       /* most experts get no token */
+    t_moe(1, 8, 1, 1, 4, 1, 0);      /* one expert */
+    t_moe(37, 24, 4, 2, 20, 1, 1);   /* Mixtral's top 2 of 4, its load-balancing loss */
+    t_moe(37, 24, 4, 4, 20, 0, 0);   /* every expert, weights as the router gives them */
+    t_moe(130, 72, 8, 3, 33, 0, 1);  /* groups across the 64-row tiles, odd widths */
+    t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
+    t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
     t_glu(1, 1);
     t_glu(37, 13);
     t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
