@@ -209,9 +209,11 @@ static void interleave(Ex *e, const Layer *l)
 static int olmo2(const Ex *e) { return e->post_only; }
 
 /* The mixtures of experts: OLMoE's (Llama's layers, qk_norm over all heads, the experts'
- * weights renormalized or not), else Mixtral's (Mistral's layers, renormalized) */
+ * weights renormalized or not), Qwen3-MoE's (Qwen3's layers: qk_norm per head), else
+ * Mixtral's (Mistral's layers, renormalized) */
 static int olmoe(const Ex *e) { return e->mlp == OP_MOE && e->d.qk_norm == QK_NORM_ALL_HEADS; }
-static int mixtral(const Ex *e) { return e->mlp == OP_MOE && !olmoe(e); }
+static int qwen3_moe(const Ex *e) { return e->mlp == OP_MOE && e->d.qk_norm == QK_NORM_HEAD; }
+static int mixtral(const Ex *e) { return e->mlp == OP_MOE && !e->d.qk_norm; }
 
 /* GLM: Llama's layers with a partial rope (no longrope: that is Phi-4-mini's) */
 static int glm(const Ex *e)
@@ -282,11 +284,14 @@ static void attention_family(Ex *e, const Layer *l)
                                     : "qk_norm \"all_heads\": only OLMo 2 (a norm after each "
                                       "branch, none before it) and OLMoE (a mixture of experts) "
                                       "have it");
-    if (e->mlp == OP_MOE && (e->d.HD || e->att_scale || e->att_softcap || l->il.every ||
-                             e->d.rope_dims || l->rope.lr || e->d.qk_norm == QK_NORM_HEAD))
-        refuse(e, NULL, l, "head_dim, scale, softcap, interleave, a partial rope, longrope and "
-                           "the per-head qk_norm have no place in Mixtral and OLMoE (a mixture "
-                           "of experts)");
+    if (e->mlp == OP_MOE && (e->att_scale || e->att_softcap || l->il.every || e->d.rope_dims ||
+                             l->rope.lr || (e->d.HD && !qwen3_moe(e))))
+        refuse(e, NULL, l, "scale, softcap, interleave, a partial rope and longrope have no "
+                           "place in Mixtral, OLMoE and Qwen3-MoE (a mixture of experts), nor "
+                           "head_dim in the first two");
+    if (qwen3_moe(e) && (e->window || e->d.bias == HF_BIAS_QKV))
+        refuse(e, NULL, l, "window and bias \"qkv\" have no place in Qwen3-MoE (a mixture of "
+                           "experts, qk_norm per head)");
     if (mixtral(e) && (e->d.bias || l->rope.factor))
         refuse(e, NULL, l, "bias and rope scaling have no place in Mixtral (a mixture of "
                            "experts, the top_k weights renormalized)");
@@ -831,7 +836,7 @@ static const HfFamily *family_tables(const Ex *e)
     return opt(e) ? &hf_opt : neo(e) ? &hf_neo : bigcode(e) ? &hf_bigcode
          : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
-         : mixtral(e) ? &hf_mixtral : olmoe(e) ? &hf_olmoe
+         : mixtral(e) ? &hf_mixtral : olmoe(e) ? &hf_olmoe : qwen3_moe(e) ? &hf_qwen3_moe
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2 : glm(e) ? &hf_glm
@@ -989,7 +994,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE };
+           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE, QWEN3_MOE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -1007,12 +1012,14 @@ static const char *const *family(const Ex *e)
         [OLMO2] = {"olmo2", "Olmo2ForCausalLM"}, [GLM] = {"glm", "GlmForCausalLM"},
         [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"},
         [COHERE2] = {"cohere2", "Cohere2ForCausalLM"},
-        [MIXTRAL] = {"mixtral", "MixtralForCausalLM"}, [OLMOE] = {"olmoe", "OlmoeForCausalLM"}};
+        [MIXTRAL] = {"mixtral", "MixtralForCausalLM"}, [OLMOE] = {"olmoe", "OlmoeForCausalLM"},
+        [QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM"}};
     int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2
           : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : mixtral(e) ? MIXTRAL : olmoe(e) ? OLMOE
+          : qwen3_moe(e) ? QWEN3_MOE
           : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -1329,13 +1336,14 @@ static void glm_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "pad_token_id");
 }
 
-/* Mixtral's and OLMoE's keys beside the sizes and rms_norm_eps: the experts, the gate's
- * activation, the rope, the load-balancing loss (output_router_logits and its
- * coefficient, where the layers have an aux_loss); Mixtral's window (null: none),
- * OLMoE's biases, rope scaling and whether its experts' weights are renormalized */
+/* Mixtral's, OLMoE's and Qwen3-MoE's keys beside the sizes and rms_norm_eps: the experts,
+ * the gate's activation, the rope, the load-balancing loss (output_router_logits and
+ * its coefficient, where the layers have an aux_loss); Mixtral's window (null: none);
+ * OLMoE's and Qwen3-MoE's biases, rope scaling and whether the experts' weights are
+ * renormalized; Qwen3-MoE's head_dim, its experts' width and every MLP a mixture */
 static void moe_keys(cJSON *c, const Ex *e)
 {
-    cJSON_AddNumberToObject(c, olmoe(e) ? "num_experts" : "num_local_experts", (double)e->d.E);
+    cJSON_AddNumberToObject(c, mixtral(e) ? "num_local_experts" : "num_experts", (double)e->d.E);
     cJSON_AddNumberToObject(c, "num_experts_per_tok", (double)e->top_k);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
@@ -1350,6 +1358,13 @@ static void moe_keys(cJSON *c, const Ex *e)
         return;
     }
     cJSON_AddBoolToObject(c, "norm_topk_prob", e->norm_topk);
+    if (qwen3_moe(e)) {
+        cJSON_AddNumberToObject(c, "moe_intermediate_size", (double)e->d.FF);
+        cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+        cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
+        cJSON_AddArrayToObject(c, "mlp_only_layers");
+        cJSON_AddFalseToObject(c, "use_sliding_window");
+    }
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     if (e->scaled)
         cJSON_AddItemToObject(c, "rope_scaling", rope_scaling(&e->scaled->rope));

@@ -1093,6 +1093,26 @@ static void olmoe_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "clip_qkv", "trainc does not clip q, k and v");
 }
 
+/* Qwen3-MoE (transformers 4.51 on): Qwen3's layers (q and k norms per head, head_dim),
+ * every MLP a mixture of num_experts glu experts moe_intermediate_size wide, each
+ * token's num_experts_per_tok, renormalized where norm_topk_prob is (Qwen3MoeConfig's
+ * defaults where absent); intermediate_size is the dense MLPs', which trainc's layout
+ * has none of (mlp_only_layers, decoder_sparse_step > 1: refused) */
+static void qwen3_moe_config(HfCfg *c, Arch *a)
+{
+    a->d.qk_norm = 1;
+    router_keys(c, a, "num_experts", 128, 8, 0.001);
+    a->norm_topk = hf_cfg_bool(c, "norm_topk_prob", 0);
+    a->d.FF = hf_cfg_int(c, "moe_intermediate_size", 768);
+    if (hf_cfg_int(c, "decoder_sparse_step", 1) != 1)
+        hf_cfg_error(c, "decoder_sparse_step", "other than 1: Qwen3-MoE then has dense MLPs "
+                     "between its mixtures, and trainc's blocks are alike");
+    const cJSON *dense = hf_cfg_get(c, "mlp_only_layers");
+    if (dense && (!cJSON_IsArray(dense) || cJSON_GetArraySize(dense)))
+        hf_cfg_error(c, "mlp_only_layers", "not empty: Qwen3-MoE then has dense MLPs among "
+                     "its mixtures, and trainc's blocks are alike");
+}
+
 /* What reads a Llama kin's config apart from Llama's: the config class's defaults for
  * keys a config.json may leave out; OWN_* set: the family reads (or has none of) its
  * norms' eps, its rope scaling, its biases itself, in place of rms_norm_eps,
@@ -1124,6 +1144,7 @@ static const Kin *kin_of(const char *type)
         {"olmo2", 2048, 1e4, 0, 0, 0, olmo2_config},
         {"mixtral", 131072, 1e6, 0, 0, OWN_EPS, mixtral_config},
         {"olmoe", 4096, 1e4, 0, 0, OWN_EPS, olmoe_config},
+        {"qwen3_moe", 32768, 1e4, 0, 0, 0, qwen3_moe_config},
         {"glm", 131072, 1e4, 0, 128, OWN_SCALING | OWN_BIAS, glm_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
         {"cohere2", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere2_config},
@@ -1156,6 +1177,7 @@ static void llama_sizes(HfCfg *c, Arch *a, const Kin *k)
 static void llama_window_keys(HfCfg *c, Arch *a)
 {
     int qwen2 = !strcmp(a->type, "qwen2"), gemma3 = !strcmp(a->type, "gemma3_text");
+    int qwen3 = !strcmp(a->type, "qwen3") || !strcmp(a->type, "qwen3_moe");
     int mistral = !strcmp(a->type, "mistral") || !strcmp(a->type, "mixtral");
     if (mistral && a->d.bias)
         hf_cfg_error(c, "attention_bias", "true: transformers' %s has no attention biases",
@@ -1165,11 +1187,11 @@ static void llama_window_keys(HfCfg *c, Arch *a)
     if (a->d.qk_norm == 1 && a->eps != 1e-6)
         hf_cfg_error(c, "rms_norm_eps", "%g: %s's q_norm and k_norm use it, trainc's qk_norm "
                      "uses 1e-6", a->eps, gemma3 ? "Gemma 3" : "Qwen3");
-    if ((!strcmp(a->type, "qwen3") || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
+    if ((qwen3 || qwen2) && hf_cfg_bool(c, "use_sliding_window", 0))
         hf_cfg_error(c, "use_sliding_window", "true: %s then windows only the layers from "
                      "max_window_layers on; trainc's window is every layer's",
                      qwen2 ? "Qwen2" : "Qwen3");
-    if (!strcmp(a->type, "qwen3") || qwen2)   /* Qwen writes it: only use_sliding_window uses it */
+    if (qwen3 || qwen2)   /* Qwen writes it: only use_sliding_window uses it */
         hf_cfg_get(c, "sliding_window");
 }
 
@@ -1261,6 +1283,7 @@ static const Family families[] = {
     {"olmo", "OlmoForCausalLM", "OlmoModel", llama_config, &hf_olmo},
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
     {"olmoe", "OlmoeForCausalLM", "OlmoeModel", llama_config, &hf_olmoe},
+    {"qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3MoeModel", llama_config, &hf_qwen3_moe},
     {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
     {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
     {"gpt_neo", "GPTNeoForCausalLM", "GPTNeoModel", neo_config, &hf_neo},

@@ -92,7 +92,7 @@ typedef struct HfFamily {
     int pos_pad;               /* OPT's 2: the rows its learned positions hold before
                                   position 0's (trainc's drop them; export writes zeros) */
 } HfFamily;
-extern const HfFamily hf_mixtral, hf_olmoe;
+extern const HfFamily hf_mixtral, hf_olmoe, hf_qwen3_moe;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
     hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt, hf_neo;

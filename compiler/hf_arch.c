@@ -281,6 +281,13 @@ static const HfMap olmoe_map[] = {
     {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
     MOE_ROWS("mlp.", "gate_proj", "up_proj", "down_proj"), HEAD_ROWS};
 
+/* Qwen3-MoE: Qwen3's layers (q and k norms per head), the MLP OLMoE's mixture */
+static const HfMap qwen3_moe_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS, QK_NORM_ROWS,
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    MOE_ROWS("mlp.", "gate_proj", "up_proj", "down_proj"), HEAD_ROWS};
+
+const HfFamily hf_qwen3_moe = {"model.", "layers.%lld.", qwen3_moe_map, 0.0f, 0, 0};
 const HfFamily hf_mixtral = {"model.", "layers.%lld.", mixtral_map, 0.0f, 0, 0};
 const HfFamily hf_olmoe = {"model.", "layers.%lld.", olmoe_map, 0.0f, 0, 0};
 const HfFamily hf_gpt2 = {"transformer.", "h.%lld.", gpt2_map, 0.0f, 0, 0};

@@ -15,8 +15,9 @@ rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), 
 (in parallel off one norm, the head biased), a Falcon of the new architecture (key/value
 head groups), an OLMo (layernorms without weights), a Cohere (a layernorm without
 bias, adjacent rope pairs), a GPT-J (a partial rope of adjacent pairs), a Mixtral (2
-experts, top 1) and an OLMoE config over its tensors renamed (q and k norms over all
-heads, the experts' weights as the router gives them).
+experts, top 1), an OLMoE config over its tensors renamed (q and k norms over all
+heads, the experts' weights as the router gives them) and a Qwen3-MoE config over them
+(q and k norms per head).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -235,6 +236,14 @@ def main():
            if k not in ("num_local_experts", "sliding_window")}
     cfg.update(olmoe)
     seed("olmoe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
+    # Qwen3-MoE (transformers 4.51 on): the OLMoE's tensors with per-head q and k norms
+    for c in "qk":
+        ts[p + c + "_norm.weight"] = torch.ones(4)
+    cfg.update({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"],
+                "moe_intermediate_size": 16, "head_dim": 4, "rms_norm_eps": 1e-6,
+                "decoder_sparse_step": 1, "mlp_only_layers": []})
+    del cfg["clip_qkv"]
+    seed("qwen3_moe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   bit for bit, under its name (Gemma's norm weights as (1 + w) - 1 in fp32: trainc
   holds 1 + w);
 - a Qwen3 folder (transformers 4.40 has no Qwen3: config.json written here, the Llama's
-  tensors plus q_norm and k_norm), one whose head_dim is not hidden_size / heads (as
+  tensors plus q_norm and k_norm), a Qwen3-MoE folder (qwen3_moe_case), one whose head_dim is not hidden_size / heads (as
   Qwen3-0.6B's: its projections made here), a Mistral whose head_dim is not
   hidden_size / heads either (Mistral Nemo's) and a Llama with Llama 3's rope_scaling
   import to the loss tests/llama_torch.py's SPEC reference computes from the folder's
@@ -459,6 +459,63 @@ def cohere2_case(val):
                Cohere2Config(sliding_window=8, sliding_window_pattern=2, logit_scale=0.25), val,
                [("cohere2 layer_types apart", {"layer_types": ["sliding_attention"] * 2},
                  ["layer_types", "sliding_window_pattern"])])
+
+
+def qwen3_moe_case(val):
+    """A Qwen3-MoE folder (transformers 4.40 and 4.48 have none: config.json written here,
+    the Mixtral's tensors under Llama's MLP names, q_norm and k_norm per head, head_dim 24
+    over 64 / 4 with the projections made for it, the experts' weights as the router gives
+    them) imports to the loss of tests/llama_torch.py's SPEC reference on the import's
+    tensors and exports back to the folder's tensors and config; dense layers among the
+    mixtures (mlp_only_layers, decoder_sparse_step) are refused."""
+    d, hd = os.path.join(OUT, "hf_qwen3_moe"), 24
+    os.makedirs(d)
+    g = torch.Generator().manual_seed(21)
+    sd = {}
+    for n, t in source_tensors(OUT + "/hf_mixtral").items():
+        n = n.replace("block_sparse_moe.", "mlp.")
+        for a, b in (("w1", "gate_proj"), ("w3", "up_proj"), ("w2", "down_proj")):
+            n = n.replace("." + a + ".", "." + b + ".")
+        sd[n] = t
+    for i in range(2):
+        p = "model.layers.%d.self_attn." % i
+        for c, shape in (("q", (4 * hd, 64)), ("k", (2 * hd, 64)), ("v", (2 * hd, 64)), ("o", (64, 4 * hd))):
+            sd[p + c + "_proj.weight"] = 0.3 * torch.randn(*shape, generator=g)
+        for c in "qk":
+            sd[p + c + "_norm.weight"] = 1 + 0.1 * torch.randn(hd, generator=g)
+    save_file(sd, d + "/model.safetensors", metadata={"format": "pt"})
+    cfg = {k: v for k, v in json.load(open(OUT + "/hf_mixtral/config.json")).items()
+           if k not in ("num_local_experts", "sliding_window", "router_jitter_noise")}
+    cfg.update({"model_type": "qwen3_moe", "architectures": ["Qwen3MoeForCausalLM"], "num_experts": 4,
+                "moe_intermediate_size": 48, "intermediate_size": 96, "norm_topk_prob": False,
+                "head_dim": hd, "rms_norm_eps": 1e-6, "use_sliding_window": False,
+                "sliding_window": None, "max_window_layers": 2, "decoder_sparse_step": 1,
+                "mlp_only_layers": [], "attention_bias": False})
+    json.dump(cfg, open(d + "/config.json", "w"))
+    o = os.path.join(OUT, "qwen3_moe")
+    trainc("import", "hf", d, "-o", o, "--seq-len", T)
+    train_spec(o + "/eval.json", 1)
+    model = json.load(open(o + "/model.json"))["model"]
+    P = lt.Params()
+    P.t = {n: t.float() for n, t in load_file(o + "/init.safetensors").items()}
+    x, y = windows(val)
+    with torch.no_grad():
+        ref = F.cross_entropy(lt.logits(model, P, x).double().reshape(-1, V), y.reshape(-1)).item()
+    ours = trainc_eval(o, o + "/init.safetensors")
+    blk = model["layers"][1]["body"]
+    att, moe = blk[0]["body"][1], blk[1]["body"][1]
+    spec_ok = att.get("qk_norm") is True and att.get("head_dim") == hd and moe == {
+        "op": "moe", "name": "moe", "experts": 4, "top_k": 2, "hidden": 48, "norm_topk": False}
+    check(spec_ok and rel(ours, ref) <= 1e-5, "qwen3_moe imported: %s; trainc --eval %.7f, "
+          "reference %.7f (%.1e)" % (json.dumps(moe), ours, ref, rel(ours, ref)))
+    trainc("export", "hf", o + "/model.json", o + "/eval.json", "--weights",
+           o + "/init.safetensors", "-o", o + "/same")
+    back = json.load(open(o + "/same/config.json"))
+    check(same_tensors(d, o + "/same/model.safetensors") and back["model_type"] == "qwen3_moe" and
+          back["head_dim"] == hd and back["moe_intermediate_size"] == 48 and not back["norm_topk_prob"],
+          "qwen3_moe imported and exported: its tensors and sizes back")
+    bad_configs(d, [("qwen3_moe dense layers", {"mlp_only_layers": [1]}, ["mlp_only_layers"]),
+                    ("qwen3_moe sparse step", {"decoder_sparse_step": 2}, ["decoder_sparse_step"])])
 
 
 def olmoe_case(val):
@@ -1510,6 +1567,7 @@ def main():
     olmo2_case(val)
     glm_case(val)
     cohere2_case(val)
+    qwen3_moe_case(val)
     olmoe_case(val)
     yarn_cases(val)
     # the names of the original GPT-2 checkpoints: no "transformer." prefix

@@ -186,6 +186,25 @@ def attention(h, l, P, name, it=None):
                     P(name + ".proj.bias", (d,), "b") if bias else None)
 
 
+def moe(l, h, P, name):
+    """SPEC's moe over h [..., d]: each row's router softmax, its top k experts' glu MLPs
+    weighted by their probabilities (over their sum with norm_topk)."""
+    d, E, k, hid = h.shape[-1], l["experts"], l["top_k"], l["hidden"]
+    wr = P(name + ".router.weight", (E, d), "w")
+    wu = P(name + ".experts.up.weight", (E, 2 * hid, d), "ew")
+    wd = P(name + ".experts.down.weight", (E, d, hid), "ew")
+    xs = h.reshape(-1, d)
+    top = torch.topk(F.softmax(xs @ wr.t(), -1), k, -1)
+    w = top.values / top.values.sum(-1, keepdim=True) if l.get("norm_topk", True) else top.values
+    y = 0
+    for j in range(k):
+        e = top.indices[:, j]
+        a, b = torch.einsum("nd,nod->no", xs, wu[e]).chunk(2, dim=-1)
+        y = y + w[:, j:j + 1] * torch.einsum("nh,ndh->nd", GLU_ACTS[l.get("act", "silu")](a) * b,
+                                             wd[e])
+    return y.reshape(h.shape)
+
+
 def layer_name(l, idx, prefix):
     return ".".join(prefix + [l.get("name", str(idx))])
 
@@ -228,6 +247,8 @@ def run_layers(layers, h, x, P, prefix, embeds, it=None):
         elif op == "glu":
             a, b = h.chunk(2, dim=-1)
             h = GLU_ACTS[l.get("act", "silu")](a) * b
+        elif op == "moe":
+            h = moe(l, h, P, name)
         elif op == "squared_relu":
             h = F.relu(h).square()
         elif op == "scale":   # the factor as a float, as torch's tensor * python float

@@ -456,7 +456,7 @@ def reference(model, P, xin):
             elif op == "glu":
                 x = glu(x, l.get("act", "silu"))
             elif op == "moe":
-                x = moe(l, x, pfx, param)
+                x = llama_torch.moe(l, x, param, pfx)
             elif op == "dropout":
                 pass   # p 0; a model with p > 0 is not compared with this reference
             elif op == "layernorm":   # bias false: the weight alone; affine false: neither
@@ -508,24 +508,6 @@ def glu(x, a):
     g = F.gelu(x[..., :h], approximate="tanh") if a == "gelu_tanh" else \
         {"silu": F.silu, "gelu": F.gelu, "sigmoid": torch.sigmoid, "relu": F.relu}[a](x[..., :h])
     return g * x[..., h:]
-
-
-def moe(l, x, pfx, param):
-    """SPEC's moe: each row's router softmax, its top k experts' glu MLPs weighted by
-    their probabilities (over their sum with norm_topk)."""
-    d, E, k, h = x.shape[-1], l["experts"], l["top_k"], l["hidden"]
-    wr = param(pfx + ".router.weight", (E, d), "w")
-    wu = param(pfx + ".experts.up.weight", (E, 2 * h, d), "ew")
-    wd = param(pfx + ".experts.down.weight", (E, d, h), "ew")
-    xs = x.reshape(-1, d)
-    top = torch.topk(F.softmax(xs @ wr.t(), -1), k, -1)
-    w = top.values / top.values.sum(-1, keepdim=True) if l.get("norm_topk", True) else top.values
-    y = 0
-    for j in range(k):
-        e = top.indices[:, j]
-        a = glu(torch.einsum("nd,nod->no", xs, wu[e]), l.get("act", "silu"))
-        y = y + w[:, j:j + 1] * torch.einsum("nh,ndh->nd", a, wd[e])
-    return y.reshape(x.shape)
 
 
 def attention_with_options(l, x, pfx, param):
