@@ -81,9 +81,10 @@ static const struct {
                "GPT-2, OPT, GPT-Neo, GPTBigCode (StarCoder), Llama (Llama 3's rope scaling\n"
                "included), Mistral, Phi-3 and Phi-4 (longrope, Phi-4-mini's partial rope),\n"
                "Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3, SmolLM3, Granite, StarCoder2, StableLM,\n"
-               "Nemotron, GPT-NeoX (Pythia), Phi-2, Falcon, GPT-J, OLMo, OLMo 2, GLM, Cohere and\n"
-               "Cohere 2 (docs/commands.md says which configs); a config key or a tensor trainc\n"
-               "cannot express exits 1 naming it, and nothing is written. Writes OUT/model.json\n"
+               "Nemotron, GPT-NeoX (Pythia), Phi-2, Falcon, GPT-J, OLMo, OLMo 2, GLM, Cohere,\n"
+               "Cohere 2 and the mixtures of experts Mixtral, OLMoE and Qwen3-MoE\n"
+               "(docs/commands.md says which configs); a config key or a tensor trainc cannot\n"
+               "express exits 1 naming it, and nothing is written. Writes OUT/model.json\n"
                "(the model spec), OUT/train.json (training defaults to edit: data paths, steps,\n"
                "learning rate) and OUT/init.safetensors (the weights under trainc's names).\n"
                "--seq-len T: the windows' length (default the model's maximum, at most 1024).\n"
@@ -98,10 +99,11 @@ static const struct {
                "\"qkv\", Qwen3 with qk_norm, SmolLM3, Phi-3 with longrope, Gemma with the\n"
                "embedding scaled by sqrt(d), Gemma 2 and 3 with a norm after each branch, OLMo 2\n"
                "with norms after the branches alone, GLM with a partial rope, Granite with scale\n"
-               "layers) or the layernorm families' (StarCoder2, StableLM, Nemotron, GPT-NeoX,\n"
-               "Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo: by the MLP and whether\n"
-               "the branches run in parallel). A layer such a model has no place for exits 1\n"
-               "naming it. --tokenizer FILE is copied to DIR/tokenizer.json.\n", 0},
+               "layers, Mixtral, OLMoE and Qwen3-MoE with a moe MLP) or the layernorm families'\n"
+               "(StarCoder2, StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2\n"
+               "with windows, OLMo: by the MLP and whether the branches run in parallel). A\n"
+               "layer such a model has no place for exits 1 naming it. --tokenizer FILE is\n"
+               "copied to DIR/tokenizer.json.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 
