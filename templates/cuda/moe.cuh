@@ -304,6 +304,21 @@ rt_moe_token_grad(const act_t *dxg, const float *wr, const float *probs, const f
 
 /* ---- the groups' GEMMs ---------------------------------------------------------------- */
 
+/* A thread's 4 x 4 of a tile's sums over the 16 k of the step in shared memory: rows
+ * r0 .. r0 + 3 of A's tile, columns c0 .. c0 + 3 of B's, in k order */
+__device__ __forceinline__ void moe_tile_fma(const float (*As)[RT_MOE_TILE],
+                                             const float (*Bs)[RT_MOE_TILE], float (*acc)[4], int r0,
+                                             int c0)
+{
+#pragma unroll
+    for (int kk = 0; kk < RT_MOE_BK; kk++)
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                acc[i][j] += As[kk][r0 + i] * Bs[kk][c0 + j];
+}
+
 /* C[r, :] = A[r, :] op(W_g) for the rows r of each group g: W_g = w + g N K, [N, K]
  * transposed (TRANS_W: C = A W_g^T, the forward's) or [K, N] as it is (the input
  * gradient's). A [R, K], C [R, N], rows contiguous. A block computes a 64 x 64 tile
@@ -338,13 +353,7 @@ __device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, ac
                 Ws[kw][nn] = nx < N && kwx < K ? (TRANS_W ? W[nx * K + kwx] : W[kwx * N + nx]) : 0.0f;
             }
             __syncthreads();
-#pragma unroll
-            for (int kk = 0; kk < RT_MOE_BK; kk++)
-#pragma unroll
-                for (int i = 0; i < 4; i++)
-#pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        acc[i][j] += As[kk][tr + i] * Ws[kk][tn + j];
+            moe_tile_fma(As, Ws, acc, tr, tn);
             __syncthreads();
         }
         for (int i = 0; i < 4; i++)
@@ -393,13 +402,7 @@ __device__ __forceinline__ void moe_gemm_wgrad(const TA *A, const act_t *B, floa
             Bs[kk][xx] = r < q1 && nx < N ? rt_ld(B + r * N + nx) : 0.0f;
         }
         __syncthreads();
-#pragma unroll
-        for (int kk = 0; kk < RT_MOE_BK; kk++)
-#pragma unroll
-            for (int i = 0; i < 4; i++)
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-                    acc[i][j] += As[kk][tm + i] * Bs[kk][tn + j];
+        moe_tile_fma(As, Bs, acc, tm, tn);
         __syncthreads();
     }
     float *C = c + g * M * N;
