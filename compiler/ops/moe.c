@@ -98,14 +98,15 @@ static void join_aux(GraphCtx *c, const LayerArgs *a, MoeRoute *r, int64_t token
     x->stats->numel = x->layers * 2 * x->experts;
 }
 
-static Param *expert_param(GraphCtx *c, const LayerArgs *a, const char *what, int64_t E,
-                           int64_t out, int64_t in, int resid_out)
+/* One of the layer's weights ([out, in], or [E, out, in]: each expert's), initialized
+ * as a linear's (the default: uniform in 1 / sqrt(in)) */
+static Param *moe_weight(GraphCtx *c, const LayerArgs *a, const char *what, int rank,
+                         const int64_t *shape, int resid_out)
 {
-    int64_t shape[3] = {E, out, in};
-    double std = init_std(c, a->init, resid_out);
-    int def = a->init.kind == INIT_DEFAULT;   /* as a linear's: uniform 1 / sqrt(in) */
-    return add_param(c->g, a->pfx, what, 3, shape, def ? RT_INIT_UNIFORM : RT_INIT_NORMAL,
-                     def ? 1.0 / sqrt((double)in) : std, a->l->path);
+    int def = a->init.kind == INIT_DEFAULT;
+    double in = (double)shape[rank - 1];
+    return add_param(c->g, a->pfx, what, rank, shape, def ? RT_INIT_UNIFORM : RT_INIT_NORMAL,
+                     def ? 1.0 / sqrt(in) : init_std(c, a->init, resid_out), a->l->path);
 }
 
 /* x [..., d] -> y [..., d]; the glu between the two nodes is glu's own */
@@ -130,14 +131,8 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     h->what = "each token's copies, grouped by expert, times the expert's up weight";
     Node *dn = layer_node(c, a, N_MOE_DISPATCH, x, h);
     dn->moe = r;
-    char *rn = xasprintf("%s.router", a->pfx);
-    int64_t ws[2] = {E, d};
-    dn->w = add_param(c->g, rn, "weight", 2, ws,
-                      a->init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL,
-                      a->init.kind == INIT_DEFAULT ? 1.0 / sqrt((double)d)
-                                                   : init_std(c, a->init, 0), l->path);
-    free(rn);
-    dn->b = expert_param(c, a, "experts.up.weight", E, 2 * hid, d, 0);
+    dn->w = moe_weight(c, a, "router.weight", 2, (int64_t[]){E, d}, 0);
+    dn->b = moe_weight(c, a, "experts.up.weight", 3, (int64_t[]){E, 2 * hid, d}, 0);
 
     LayerArgs ga = *a;
     ga.x = h;
@@ -149,7 +144,7 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     y->what = "moe output";
     Node *cn = layer_node(c, a, N_MOE_COMBINE, act, y);
     cn->moe = r;
-    cn->w = expert_param(c, a, "experts.down.weight", E, d, hid, c->resid_out);
+    cn->w = moe_weight(c, a, "experts.down.weight", 3, (int64_t[]){E, d, hid}, c->resid_out);
 
     /* the router's GEMM and softmax; the experts' two GEMMs over T k rows; the sum */
     double gemm = 2.0 * tokens * k * d * 3 * hid;
