@@ -131,14 +131,13 @@ static void scatter_sum(rt_exec *e, const moe_route *r, const float *xg, const f
 
 /* ---- per expert: C_e = op(A_e) op(B_e) (+ C_e), A's rows grouped ------------------- */
 
-/* Each group's GEMM: the group's rows of a (lda wide) times expert e's slab of w (wsz
- * floats each), into the group's rows of c (ldc wide), or with wgrad into expert e's
- * slab of c: c_e += a_e^T b_e, b's rows grouped too. */
+/* Each group's GEMM: the group's rows of a (lda wide) times expert e's slab of b (wsz
+ * floats each; transposed with tb), into the group's rows of c (ldc wide); or, with
+ * wgrad, into expert e's slab of c: c_e [lda, ldb] += a_e^T b_e, b's rows grouped too. */
 typedef struct {
-    int ta, tb, wgrad;
-    int64_t N, K;      /* op(B)'s columns, the inner size (the group's rows: wgrad) */
+    int tb, wgrad;
+    int64_t N, K;      /* op(b)'s columns, the inner size */
     int64_t lda, ldb, ldc, wsz;
-    float beta;
 } group_gemm;
 
 static void per_expert(rt_exec *e, const moe_route *r, const group_gemm *g, const float *a,
@@ -148,12 +147,12 @@ static void per_expert(rt_exec *e, const moe_route *r, const group_gemm *g, cons
         int64_t rows = group_rows(r, x), at = group_start(r, x);
         if (!rows)
             continue;
-        if (g->wgrad)   /* c_e [N?] += a_e^T b_e: a_e [rows, lda], b_e [rows, ldb] */
+        if (g->wgrad)   /* a_e [rows, lda], b_e [rows, ldb] */
             rt_gemm(e, 1, 0, g->lda, g->ldb, rows, 1.0f, a + at * g->lda, g->lda,
                     b + at * g->ldb, g->ldb, 1.0f, c + x * g->wsz, g->ldb);
         else
-            rt_gemm(e, g->ta, g->tb, rows, g->N, g->K, 1.0f, a + at * g->lda, g->lda,
-                    b + x * g->wsz, g->ldb, g->beta, c + at * g->ldc, g->ldc);
+            rt_gemm(e, 0, g->tb, rows, g->N, g->K, 1.0f, a + at * g->lda, g->lda,
+                    b + x * g->wsz, g->ldb, 0.0f, c + at * g->ldc, g->ldc);
     }
 }
 
