@@ -432,8 +432,8 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
  * gradients may be NULL (a frozen layer's: not wanted). The load-balancing loss
  * (transformers' Mixtral's, over the L layers that have it): dispatch_fwd writes its
  * experts' counts and summed probabilities into stats' row `row` ([L, 2E]; stats NULL:
- * none); rt_moe_aux, after the loss, adds coef E sum_e F_e P_e (F_e the share of the L n
- * tokens' choices that went to e, P_e their mean probability of e) to the pass's mean
+ * none); rt_moe_aux, after the loss, adds coef E sum_e F_e P_e (F_e the L n tokens'
+ * choices of e over L n, P_e their mean probability of e) to the pass's mean
  * loss and writes agrad[e] = its gradient by each token's probability of e, in the
  * loss's scale (e->grad_scale e->terms); dispatch_bwd adds agrad (NULL: none) to the
  * router's. */
