@@ -78,6 +78,19 @@ static void check_fp8(const Program *p)
            n8, n);
 }
 
+/* The moe layers' expert weights a token leaves unused: (E - top_k) / E of each */
+static int64_t moe_idle_params(const Graph *g)
+{
+    int64_t idle = 0;
+    for (int i = 0; i < g->n_forward; i++) {
+        const Node *nd = g->nodes[i];
+        const Param *p = nd->kind == N_MOE_DISPATCH ? nd->b : nd->kind == N_MOE_COMBINE ? nd->w : NULL;
+        if (p)
+            idle += p->numel / nd->moe->experts * (nd->moe->experts - nd->moe->top_k);
+    }
+    return idle;
+}
+
 int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
@@ -102,6 +115,10 @@ int cmd_check(int argc, char **argv)
     printf("  model        %s\n", s->name);
     printf("  layers       %d\n", g->n_layers_total);
     printf("  parameters   %lld (%s fp32)\n", (long long)np, pb);
+    int64_t idle = moe_idle_params(g);
+    if (idle)
+        printf("  active       %lld a token (each moe layer's top_k of its experts)\n",
+               (long long)(np - idle));
     if (g->n_state) {   /* batchnorm's running statistics: saved, never trained */
         char sb[32];
         human(sb, sizeof sb, (double)(g->state_floats * 4));

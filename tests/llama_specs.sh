@@ -8,7 +8,8 @@
 # 596,049,920. Each count is also the sum of the shapes the spec implies, computed
 # here from the JSON alone (embedding V x d; attention's qkv (heads + 2 kv_heads) x hd
 # x d, proj d x heads hd, qk_norm's 2 hd; rmsnorm d; a linear out x in, none when tied;
-# glu halving the width). llama3_1b's tied head over its 128256 rows (a
+# glu halving the width); moe_char's 1,789,824, of which 1,052,544 active a token (its
+# top 2 of 4 experts). llama3_1b's tied head over its 128256 rows (a
 # multiple of 64) needs no padding: the plan's parameter region is exactly the
 # parameters, the logits rows 128256 apart.
 set -eu
@@ -100,3 +101,12 @@ assert head["row_bytes"] == 512 * 128256 * 2, head   # bf16-mixed logits, a quar
 PY
 "$TRAINC" check specs/llama3_1b.json | grep -q "^  logits       512 of each sample's 2048 rows at a time"
 echo "ok   llama3_1b: the tied head over 128256 rows unpadded, its logits a chunk of 512 rows a sample (the plan, trainc check)"
+# moe_char: llama_char with 4 experts a layer (each 384 x 128 up and 128 x 192 down, a
+# 4 x 128 router) for its MLP: 1,789,824 parameters, of which a token uses its top 2
+# experts' half of each layer's 5 x 147,456 expert weights less: 1,052,544 active
+"$TRAINC" check specs/moe_char.json > "$d/moe_char.txt"
+grep -q "^  parameters   1789824 " "$d/moe_char.txt" && grep -q "^  active       1052544 a token" "$d/moe_char.txt" ||
+    { echo "FAIL moe_char: trainc check says"; cat "$d/moe_char.txt"; exit 1; }
+! "$TRAINC" check specs/llama_char.json | grep -q "^  active" ||
+    { echo "FAIL llama_char: an active count without a moe layer"; exit 1; }
+echo "ok   moe_char: 1789824 parameters, 1052544 active a token (trainc check)"
