@@ -3,35 +3,20 @@
  * comments say what they compute. The group sizes stay on the device: the groups'
  * GEMMs read the offsets there, so a step issues the same launches whatever the
  * routing (and can be one CUDA graph). */
-#include <limits.h>
 #include <stdint.h>
 #include "rt_cuda.h"
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* Blocks of a grid-stride loop over n tokens, a block a token at a time */
-static unsigned token_blocks(rt_exec *e, int64_t n)
-{
-    int64_t cap = (int64_t)rt_cu_sm_count(e) * 16;
-    return (unsigned)(n < 1 ? 1 : n < cap ? n : cap);
-}
-
-static unsigned dim(int64_t n, int64_t max, const char *what)
-{
-    if (n < 1 || n > max)
-        rt_die("CUDA: moe's %s needs a grid dimension of %lld (limit %lld)", what, (long long)n,
-               (long long)max);
-    return (unsigned)n;
-}
+/* Blocks of a grid-stride loop over n tokens, a block a token at a time (as glu's rows) */
+static unsigned token_blocks(rt_exec *e, int64_t n) { return rt_cu_grid_for(e, n * 256); }
 
 /* offs and the copies' rows from the copies' experts (idx's first k of each token) */
 static void groups(rt_exec *e, float *idx, float *offs, int64_t n, int64_t E, int64_t k)
 {
     rt_dptr cnt = rt_cu_scratch(e, (size_t)E * sizeof(int));
     void *a1[] = {&idx, &cnt, &n, &k};
-    rt_cu_launch(e, "rt_moe_count", dim(E, INT_MAX, "count"), 1, 1, 256, 1, 0, a1);
+    rt_cu_launch(e, "rt_moe_count", gdim(E, GX, "moe count"), 1, 1, 256, 1, 0, a1);
     void *a2[] = {&idx, &offs, &cnt, &n, &E, &k};
-    rt_cu_launch(e, "rt_moe_rows", dim(E, INT_MAX, "rows"), 1, 1, 256, 1, 0, a2);
+    rt_cu_launch(e, "rt_moe_rows", gdim(E, GX, "moe rows"), 1, 1, 256, 1, 0, a2);
 }
 
 static void gather(rt_exec *e, const float *x, const float *idx, float *xg, int64_t n, int64_t d,
@@ -46,8 +31,8 @@ static void gemm_rows(rt_exec *e, const char *kernel, const float *A, const floa
                       const float *offs, int64_t R, int64_t N, int64_t K, int64_t E)
 {
     void *a[] = {&A, &w, &C, &offs, &R, &N, &K, &E};
-    rt_cu_launch(e, kernel, dim(cdiv(R, 64), INT_MAX, "GEMM rows"), dim(cdiv(N, 64), 65535,
-                 "GEMM columns"), 1, 256, 1, 0, a);
+    rt_cu_launch(e, kernel, gdim(cdiv(R, 64), GX, "moe GEMM rows"),
+                 gdim(cdiv(N, 64), GYZ, "moe GEMM columns"), 1, 256, 1, 0, a);
 }
 
 /* C_g += A_g^T B_g over groups (offs NULL: one, all R rows; kernel rt_moe_gemm_tn or
@@ -56,8 +41,8 @@ static void gemm_wgrad(rt_exec *e, const char *kernel, const float *A, const flo
                        const float *offs, int64_t R, int64_t M, int64_t N, int64_t groups)
 {
     void *a[] = {&A, &B, &C, &offs, &R, &M, &N};
-    rt_cu_launch(e, kernel, dim(cdiv(N, 64), INT_MAX, "weight GEMM columns"),
-                 dim(cdiv(M, 64), 65535, "weight GEMM rows"), dim(groups, 65535, "experts"), 256,
+    rt_cu_launch(e, kernel, gdim(cdiv(N, 64), GX, "moe weight GEMM columns"),
+                 gdim(cdiv(M, 64), GYZ, "moe weight GEMM rows"), gdim(groups, GYZ, "moe experts"), 256,
                  1, 0, a);
 }
 
@@ -73,7 +58,7 @@ void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const f
     if (stats) {
         float *r = stats + row * 2 * E;
         void *s[] = {&probs, &offs, &r, &n, &E};
-        rt_cu_launch(e, "rt_moe_stats", dim(E, INT_MAX, "stats"), 1, 1, 256, 1, 0, s);
+        rt_cu_launch(e, "rt_moe_stats", gdim(E, GX, "moe stats"), 1, 1, 256, 1, 0, s);
     }
     gather(e, x, idx, xg, n, d, k);
     gemm_rows(e, "rt_moe_gemm_nt", xg, wup, h, offs, n * k, h2, d, E);

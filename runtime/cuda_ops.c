@@ -30,20 +30,6 @@
  * reserves 16 MiB beyond the per-model needs). */
 #define PART_BYTES (8u << 20)
 
-static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-/* A grid dimension, checked against the hardware's limit (2^31 - 1 for x, 65535 for y
- * and z): a shape beyond it is a bug in trainc's checks, not a user error. */
-static unsigned gdim(int64_t n, int64_t max, const char *what)
-{
-    if (n < 1 || n > max)
-        rt_die("CUDA: %s needs a grid dimension of %lld (limit %lld)", what, (long long)n,
-               (long long)max);
-    return (unsigned)n;
-}
-#define GX INT_MAX
-#define GYZ 65535
-
 unsigned rt_cu_grid_for(rt_exec *e, int64_t n)
 {
     int64_t blocks = cdiv(n, 256), cap = (int64_t)rt_cu_sm_count(e) * 32;

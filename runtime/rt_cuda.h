@@ -57,6 +57,19 @@ int rt_cu_sm_count(rt_exec *e);
 /* Blocks of a grid-stride loop over n items, 256 threads each (cuda_ops.c): enough to
  * fill every SM many times over, never more than the items (and at least one). */
 unsigned rt_cu_grid_for(rt_exec *e, int64_t n);
+/* The ops files' launch arithmetic: a / b rounded up; a grid dimension, checked against
+ * the hardware's limit (GX, 2^31 - 1, for x; GYZ for y and z): a shape beyond it is a
+ * bug in trainc's checks, not a user error. */
+static inline int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+static inline unsigned gdim(int64_t n, int64_t max, const char *what)
+{
+    if (n < 1 || n > max)
+        rt_die("CUDA: %s needs a grid dimension of %lld (limit %lld)", what, (long long)n,
+               (long long)max);
+    return (unsigned)n;
+}
+#define GX 2147483647
+#define GYZ 65535
 /* Wait for the compute stream. */
 void rt_cu_sync(rt_exec *e);
 
