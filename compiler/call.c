@@ -33,6 +33,8 @@ static const struct {
     [CALL_QK_NORM_BWD] = {"rt_qk_norm_bwd", "ttttttttnnnn"},
     [CALL_GLU_FWD] = {"rt_glu_fwd", "ttnng", .cheap = 1},
     [CALL_GLU_BWD] = {"rt_glu_bwd", "tttnng"},
+    [CALL_GLU_GATED_FWD] = {"rt_glu_gated_fwd", "ttnng", .cheap = 1},
+    [CALL_GLU_GATED_BWD] = {"rt_glu_gated_bwd", "tttnng"},
     [CALL_CROSS_ENTROPY] = {"rt_cross_entropy", "tttnnn"},
     [CALL_MSE] = {"rt_mse", "tttn"},
     [CALL_EMBEDDING_FWD] = {"rt_embedding_fwd", "tttnnn"},

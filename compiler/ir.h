@@ -188,6 +188,8 @@ typedef struct Node {
     Param *w, *b;
     Param *state[3];         /* batchnorm: running mean, running var, batches tracked */
     int act;                 /* N_ACT, N_ACT_BWD: ACT_*; N_GLU, N_GLU_BWD: RT_GLU_* */
+    int gated;               /* N_GLU: the input's last column gates each row (its sigmoid
+                                times the row's h outputs: a moe layer's shared expert) */
     double p;                /* dropout probability, layernorm, rmsnorm and batchnorm eps,
                                 leaky_relu's negative slope */
     double scale, shift;     /* N_CONVERT */
@@ -470,6 +472,9 @@ enum {
     CALL_RMSNORM_BWD,    /* x, w, rstd, dy, addend|NULL, dx, dw, rows, d */
     CALL_GLU_FWD,        /* x [rows, 2h], y [rows, h], rows, h, RT_GLU_* */
     CALL_GLU_BWD,        /* x, dy, dx, rows, h, RT_GLU_* */
+    CALL_GLU_GATED_FWD,  /* x [rows, 2h + 1], y [rows, h], rows, h, RT_GLU_*: glu's y times
+                            sigmoid(x[r, 2h]) */
+    CALL_GLU_GATED_BWD,  /* x, dy, dx [rows, 2h + 1], rows, h, RT_GLU_* */
     CALL_QK_NORM_FWD,    /* qkv, wq, wk, y, rstd [rows, 2], rows, dq, dk, dv, eps */
     CALL_QK_NORM_BWD,    /* qkv, wq, wk, rstd, dy, dx, dwq, dwk, rows, dq, dk, dv */
     CALL_CROSS_ENTROPY,  /* logits, targets, dlogits (training only)|NULL, rows, C, ld */

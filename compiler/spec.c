@@ -1051,6 +1051,10 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->hidden = get_int(c, v, path, 1, MAX_DIM);
     else if (!strcmp(key, "norm_topk"))
         l->norm_topk = get_bool(c, v, path);
+    else if (!strcmp(key, "shared"))
+        l->shared = get_int(c, v, path, 0, MAX_DIM);
+    else if (!strcmp(key, "shared_gate"))
+        l->shared_gate = get_bool(c, v, path);
     else if (!strcmp(key, "aux_loss")) {
         l->aux_loss = get_number(c, v, path);
         if (!(l->aux_loss >= 0 && l->aux_loss <= FLT_MAX))
@@ -1242,6 +1246,9 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
         error_at(c->file, keep(path_key(path, "top_k")), "top_k %lld is more than the %lld "
                  "experts (each token goes to top_k of them)", (long long)l->top_k,
                  (long long)l->experts);
+    if (l->op == OP_MOE && l->shared_gate && !l->shared)
+        error_at(c->file, keep(path_key(path, "shared_gate")), "shared_gate gates the shared "
+                 "expert: give its hidden width as \"shared\"");
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
     return l;

@@ -113,6 +113,9 @@ struct Layer {
     int64_t experts, top_k, hidden;
     int norm_topk;
     double aux_loss;          /* moe: the load-balancing loss's coefficient, 0: none */
+    int64_t shared;           /* moe: the shared expert's hidden width (every token's), 0: none */
+    int shared_gate;          /* moe: the shared expert's output times a sigmoid of one more
+                               * row of its up weight (Qwen2-MoE's shared_expert_gate) */
     double p;                 /* dropout; default 0.5 */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
                                * qk_norm "all_heads" (default 1e-6) */

@@ -613,6 +613,24 @@ void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64
     rt_cu_launch(e, "rt_glu_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
+/* the gated variant (a moe layer's shared expert): a block a row, as glu's */
+void rt_cu_glu_gated_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act)
+{
+    if (rows <= 0 || h <= 0)
+        return;
+    void *args[] = {&x, &y, &rows, &h, &act};
+    rt_cu_launch(e, "rt_glu_gated_fwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                         int64_t h, int act)
+{
+    if (rows <= 0 || h <= 0)
+        return;
+    void *args[] = {&x, &dy, &dx, &rows, &h, &act};
+    rt_cu_launch(e, "rt_glu_gated_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
+}
+
 /* ---- BatchNorm ---------------------------------------------------------------------------- */
 
 /* Parts a channel's n = B * HW values are cut into for its reductions: about 16K values
@@ -1700,6 +1718,8 @@ void rt_cu_ops_register(void)
         .moe_aux = rt_cu_moe_aux,
         .glu_fwd = rt_cu_glu_fwd,
         .glu_bwd = rt_cu_glu_bwd,
+        .glu_gated_fwd = rt_cu_glu_gated_fwd,
+        .glu_gated_bwd = rt_cu_glu_gated_bwd,
         .batchnorm_fwd = rt_cu_batchnorm_fwd,
         .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,

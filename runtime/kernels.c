@@ -1809,6 +1809,64 @@ void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t 
     launch(pool_of(e), rows, rt_grain_for(16 * h), glu_bwd_task, &c);
 }
 
+/* The gated variant: rows of 2h + 1, the last column g; y = glu's row times sigmoid(g).
+ * Backward: dy times the sigmoid through glu's rule, and g's gradient sigmoid'(g) times
+ * the sum over the row of dy * glu (glu recomputed). Rows of an odd width: one loop. */
+static void glu_gated_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const glu_ctx *c = ctx;
+    int64_t h = c->h;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *a = c->x + r * (2 * h + 1);
+        float s = rt_sigmoidf(a[2 * h]), *y = c->y + r * h;
+        for (int64_t j = 0; j < h; j++)
+            y[j] = glu_act(c->act, a[j]) * a[h + j] * s;
+    }
+}
+
+static void glu_gated_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const glu_ctx *c = ctx;
+    int64_t h = c->h;
+    for (int64_t r = lo; r < hi; r++) {
+        const float *a = c->x + r * (2 * h + 1), *dy = c->dy + r * h;
+        float *da = c->dx + r * (2 * h + 1);
+        float s = rt_sigmoidf(a[2 * h]), dot = 0.0f;
+        for (int64_t j = 0; j < h; j++) {
+            float g = dy[j] * s, y;
+            da[j] = glu_act_bwd(c->act, a[j], g * a[h + j], &y);
+            da[h + j] = y * g;
+            dot += dy[j] * (y * a[h + j]);
+        }
+        da[2 * h] = dot * s * (1.0f - s);
+    }
+}
+
+void rt_glu_gated_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->glu_gated_fwd(e, x, y, rows, h, act);
+        return;
+    }
+    glu_ctx c = {.x = x, .y = y, .h = h, .act = act};
+    if (h <= 0)
+        return;
+    launch(pool_of(e), rows, rt_grain_for(8 * h), glu_gated_fwd_task, &c);
+}
+
+void rt_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                      int64_t h, int act)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->glu_gated_bwd(e, x, dy, dx, rows, h, act);
+        return;
+    }
+    glu_ctx c = {.x = x, .dy = dy, .dx = dx, .h = h, .act = act};
+    if (h <= 0)
+        return;
+    launch(pool_of(e), rows, rt_grain_for(16 * h), glu_gated_bwd_task, &c);
+}
+
 /* ---- losses -------------------------------------------------------------------- */
 
 typedef struct ce_ctx ce_ctx;

@@ -151,6 +151,10 @@ typedef struct rt_gpu_calls {
     void (*glu_fwd)(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
     void (*glu_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                     int64_t h, int act);
+    void (*glu_gated_fwd)(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h,
+                          int act);
+    void (*glu_gated_bwd)(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                          int64_t h, int act);
     void (*cross_entropy)(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                           int64_t rows, int64_t C, int64_t ld);
     void (*gconv_fwd)(rt_exec *e, const float *x, const float *w, const float *bias, float *y,

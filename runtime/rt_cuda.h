@@ -436,6 +436,10 @@ void rt_cu_moe_combine_bwd(rt_exec *e, const float *act, const float *wdown, con
                            float *da, float *dgate, float *dwdown, int64_t n, int64_t d,
                            int64_t E, int64_t k, int64_t hid);
 void rt_cu_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
+void rt_cu_glu_gated_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h,
+                         int act);
+void rt_cu_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                         int64_t h, int act);
 void rt_cu_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                    int64_t h, int act);
 /* Adds to rt_cu_stats(e); e->terms is counted on the host by the caller's twin rules. */

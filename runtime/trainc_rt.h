@@ -380,6 +380,12 @@ void rt_glu_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, i
  * up half's act(a) * dy (as torch's mul backward, then the activation's). */
 void rt_glu_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                 int64_t h, int act);
+/* Gated: rows of 2h + 1, y[r, j] = glu's y[r, j] * sigmoid(x[r, 2h]) (a moe layer's
+ * shared expert with shared_gate); dx [rows, 2h + 1] overwritten, its last column the
+ * gate's gradient. */
+void rt_glu_gated_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_t h, int act);
+void rt_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
+                      int64_t h, int act);
 
 /* BatchNorm over x [B, C, HW] per channel c, PyTorch's BatchNorm1d/2d: the scale and
  * shift [C] of its normalization y = x * scale + shift, which the generated code applies

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The mixture of experts on the fake GPU (tests/fake_gpu/: the generated CUDA code and
 # templates/cuda/moe.cuh in the emulator), whole training runs of a tiny Llama whose
-# MLPs are `moe` layers (4 experts, top 2, with the load-balancing loss; OLMo 2's qk_norm
-# over all heads too), against the CPU:
+# MLPs are `moe` layers (4 experts, top 2, with the load-balancing loss and a gated
+# shared expert, Qwen2-MoE's; OLMo 2's qk_norm over all heads too), against the CPU:
 #   - fp32: every loss and gradient norm within 1e-5 relative of the CPU's (the routing,
 #     the groups' GEMMs and the weighted sums are the CPU's arithmetic; the sums' order
 #     differs);
@@ -49,7 +49,7 @@ PY
 }
 
 t=$d/llama_moe
-"$PY" tests/llama_tiny.py "$t.json" --moe-aux --all-heads-norm --T 32
+"$PY" tests/llama_tiny.py "$t.json" --moe-aux --moe-shared --all-heads-norm --T 32
 O=(--set max_steps=10 --set log_every=1 --set loader.shuffle=false --set batch_size=4 --set data.val=null
    --threads 1 --quiet)
 for v in none selective full; do

@@ -293,6 +293,11 @@ cases += [
     # the gradient is one batch of 16's, as --eval's loss is
     tok("moe_aux", [E(dim=8), {"op": "repeat", "count": 2, "body": [
         {"op": "residual", "body": [{"op": "rmsnorm"}, MOE(aux_loss=0.5)]}]}, L(7)]),
+    # a shared expert beside the routed ones: plain (DeepSeek's), and gated by the
+    # sigmoid of its up weight's last row (Qwen2-MoE's)
+    tok("moe_shared", [E(dim=8), MOE(shared=6), L(7)]),
+    tok("moe_shared_gate", [E(dim=8), {"op": "residual", "body": [
+        {"op": "rmsnorm"}, MOE(shared=6, shared_gate=True, norm_topk=False)]}, L(7)]),
 ]
 
 def fd_check(name, path):

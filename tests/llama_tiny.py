@@ -7,7 +7,8 @@ build/tests/NAME/.
 
     /usr/bin/python3 tests/llama_tiny.py OUT.json [--llama-attention] [--squared-relu] [--scale]
                                          [--interleave] [--gemma-heads] [--softcap]
-                                         [--all-heads-norm] [--moe] [--moe-aux] [--T N]
+                                         [--all-heads-norm] [--moe] [--moe-aux]
+                                         [--moe-shared] [--T N]
 
 --llama-attention gives the attention every Llama-family option (kv_heads, no biases,
 qk_norm, a window, rope with llama3 scaling); --squared-relu adds a residual MLP
@@ -20,8 +21,9 @@ scale of their own (0.08 for 1/16, as Gemma 3 27B's query_pre_attn_scalar sets o
 enough to bend them); --all-heads-norm gives it OLMo 2's qk_norm (one RMSNorm over all
 of q's heads, one over all of k's two key/value heads, eps 1e-5); --moe makes the MLP a
 mixture of experts (4 of them, each token's top 2, each expert a SwiGLU MLP 64 wide, as
-Mixtral's); --moe-aux gives those its load-balancing loss too (aux_loss 0.02); --T sets
-the inputs' length.
+Mixtral's); --moe-aux gives those its load-balancing loss too (aux_loss 0.02);
+--moe-shared gives them a shared expert 32 wide gated by a sigmoid (Qwen2-MoE's); --T
+sets the inputs' length.
 """
 import json
 import os
@@ -40,7 +42,8 @@ GEMMA_HEADS = {"heads": 4, "kv_heads": 1, "head_dim": 256, "qk_norm": True, "bia
 
 
 def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interleave=False,
-         gemma_heads=False, softcap=False, all_heads=False, moe=False, moe_aux=False):
+         gemma_heads=False, softcap=False, all_heads=False, moe=False, moe_aux=False,
+         moe_shared=False):
     s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
     m = s["model"]
     m["name"] = "llama_tiny"
@@ -65,11 +68,13 @@ def spec(llama_attention=False, squared_relu=False, T=None, scale=False, interle
                                         {"op": "linear", "name": "fc", "out": 256, "bias": False},
                                         {"op": "glu"},
                                         {"op": "linear", "name": "proj", "out": 64, "bias": False}]}]}]
-    if moe or moe_aux:
+    if moe or moe_aux or moe_shared:
         m["layers"][1]["body"][1]["body"][1:] = [
             {"op": "moe", "name": "moe", "experts": 4, "top_k": 2, "hidden": 64}]
         if moe_aux:
             m["layers"][1]["body"][1]["body"][1]["aux_loss"] = 0.02
+        if moe_shared:
+            m["layers"][1]["body"][1]["body"][1].update(shared=32, shared_gate=True)
     if scale:
         m["layers"].insert(1, {"op": "scale", "by": 8})
     if squared_relu:
@@ -89,7 +94,8 @@ def main():
     T = int(args[args.index("--T") + 1]) if "--T" in args else None
     s = spec("--llama-attention" in args, "--squared-relu" in args, T, "--scale" in args,
              "--interleave" in args, "--gemma-heads" in args, "--softcap" in args,
-             "--all-heads-norm" in args, "--moe" in args, "--moe-aux" in args)
+             "--all-heads-norm" in args, "--moe" in args, "--moe-aux" in args,
+             "--moe-shared" in args)
     json.dump(s, open(args[0], "w"), indent=1)
 
 

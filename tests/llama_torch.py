@@ -188,7 +188,8 @@ def attention(h, l, P, name, it=None):
 
 def moe(l, h, P, name):
     """SPEC's moe over h [..., d]: each row's router softmax, its top k experts' glu MLPs
-    weighted by their probabilities (over their sum with norm_topk)."""
+    weighted by their probabilities (over their sum with norm_topk), plus the shared
+    expert's glu MLP where there is one."""
     d, E, k, hid = h.shape[-1], l["experts"], l["top_k"], l["hidden"]
     wr = P(name + ".router.weight", (E, d), "w")
     wu = P(name + ".experts.up.weight", (E, 2 * hid, d), "ew")
@@ -202,6 +203,15 @@ def moe(l, h, P, name):
         a, b = torch.einsum("nd,nod->no", xs, wu[e]).chunk(2, dim=-1)
         y = y + w[:, j:j + 1] * torch.einsum("nh,ndh->nd", GLU_ACTS[l.get("act", "silu")](a) * b,
                                              wd[e])
+    S = l.get("shared", 0)
+    if S:   # the shared expert, times the sigmoid of its up weight's last row with shared_gate
+        gated = int(l.get("shared_gate", False))
+        u = xs @ P(name + ".shared.up.weight", (2 * S + gated, d), "w").t()
+        a, b = u[:, :2 * S].chunk(2, dim=-1)
+        s = GLU_ACTS[l.get("act", "silu")](a) * b
+        if gated:
+            s = s * torch.sigmoid(u[:, 2 * S:])
+        y = y + s @ P(name + ".shared.down.weight", (d, S), "w").t()
     return y.reshape(h.shape)
 
 

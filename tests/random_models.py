@@ -20,7 +20,7 @@ attention blocks may run their branches in parallel (GPT-NeoX's and Phi's forms:
 residual with a shortcut); from a sixth, an attention's qk_norm may be "all_heads"
 (OLMo 2's, with its eps); from a seventh, a sequence model's MLP (its two linears and
 the activation between them) may become a mixture of experts (`moe`: 2 to 4 experts,
-top 1 to all, renormalized or not).
+top 1 to all, renormalized or not, a shared expert gated or not in half of them).
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -314,7 +314,8 @@ def all_heads_norms(r5, layers):
 def moe_swaps(r6, layers):
     """A block's MLP (fc, its activation, proj) made a mixture of experts (1 in 3): 2 to
     4 experts of 3, 5 or 8 hidden, each token's top 1 to all of them, renormalized or
-    not, a glu activation of its own in half of them; in place, through containers."""
+    not, a glu activation of its own in half of them, a shared expert 2 or 4 wide (gated
+    or not) in half; in place, through containers."""
     for l in layers:
         for inner in ("body", "shortcut"):
             if inner in l:
@@ -328,6 +329,9 @@ def moe_swaps(r6, layers):
                 moe["norm_topk"] = False
             if r6.random() < 0.5:
                 moe["act"] = GLU_ACTS[r6.integers(len(GLU_ACTS))]
+            if r6.random() < 0.5:
+                moe["shared"] = int(r6.choice([2, 4]))
+                moe["shared_gate"] = bool(r6.random() < 0.5)
             layers[k:k + 3] = [moe]
             return
 

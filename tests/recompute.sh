@@ -26,9 +26,9 @@ sed -i 's|\.\./data/fashion|../../../data/fashion|g' "$d/mlp_dropout.json"
 # attention with every Llama-family option (kv_heads, no biases, rope with llama3
 # scaling, qk_norm, a window): the options call replays as GPT-2's does
 $PY tests/llama_tiny.py "$d/llama_tiny.json" --llama-attention
-# and with a mixture of experts for its MLP and the load-balancing loss: a replayed
-# routing takes the same rows and adds no statistics twice
-$PY tests/llama_tiny.py "$d/llama_moe.json" --moe-aux
+# and with a mixture of experts for its MLP (a gated shared expert beside), the
+# load-balancing loss: a replayed routing takes the same rows and adds no statistics twice
+$PY tests/llama_tiny.py "$d/llama_moe.json" --moe-aux --moe-shared
 for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json" \
             "$d/llama_tiny.json" "$d/llama_moe.json"; do
     name=$(basename "$spec" .json)

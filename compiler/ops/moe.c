@@ -16,18 +16,26 @@
  * the memory plan stays static; only the split among experts changes from step to step.
  *
  * The layers with an aux_loss share one load-balancing loss (MoeAux, ir.h: transformers'
- * Mixtral's, over all of them at once), which N_MOE_AUX computes after the loss. */
+ * Mixtral's, over all of them at once), which N_MOE_AUX computes after the loss.
+ *
+ * A shared expert (shared: its width S) is a plain gated MLP every token goes through:
+ * a linear node of 2S rows (with shared_gate 2S + 1: the last its gate's, Qwen2-MoE's),
+ * glu (ops/glu.c's gated variant with shared_gate), a linear node down, and an add node
+ * summing its output with the routed experts'. */
 #include <math.h>
 #include <stdlib.h>
 #include "op.h"
 
 static int moe_params(const Layer *l, const char **out)
 {
-    (void)l;
     out[0] = "router.weight";
     out[1] = "experts.up.weight";
     out[2] = "experts.down.weight";
-    return 3;
+    if (!l->shared)
+        return 3;
+    out[3] = "shared.up.weight";
+    out[4] = "shared.down.weight";
+    return 5;
 }
 
 /* A routing tensor of the layer: per sample, rows x cols floats, kept fp32 */
@@ -109,7 +117,61 @@ static Param *moe_weight(GraphCtx *c, const LayerArgs *a, const char *what, int 
                      def ? 1.0 / sqrt(in) : init_std(c, a->init, resid_out), a->l->path);
 }
 
-/* x [..., d] -> y [..., d]; the glu between the two nodes is glu's own */
+/* The shared expert on x [..., d]: a linear of 2S rows (gate, up; with shared_gate one
+ * more, the gate's), glu (gated), a linear down; returns its output [..., d] */
+static Tensor *build_shared(GraphCtx *c, const LayerArgs *a, Tensor *x, int64_t d,
+                            int64_t tokens)
+{
+    const Layer *l = a->l;
+    int64_t S = l->shared, up = 2 * S + l->shared_gate;
+    gemm_dim(c->g, l->path, "moe", "shared expert's width", up);
+    int64_t us[RT_MAX_RANK];
+    for (int k = 0; k < x->rank; k++)
+        us[k] = x->shape[k];
+    us[x->rank - 1] = up;
+    Tensor *u = act_tensor(c, l->path, layer_ident("shared_up", a->pfx), x->rank, us);
+    u->origin = a->at;
+    u->what = l->shared_gate ? "the shared expert's gate and up rows, then its gate's logit"
+                             : "the shared expert's gate and up rows";
+    Node *un = layer_node(c, a, N_LINEAR, x, u);
+    un->w = moe_weight(c, a, "shared.up.weight", 2, (int64_t[]){up, d}, 0);
+
+    LayerArgs ga = *a;
+    ga.x = u;
+    Tensor *g;
+    if (l->shared_gate) {
+        g = build_gated_glu(c, &ga, u);
+    } else {
+        op_defs[OP_GLU]->build(c, &ga);
+        g = c->cur;
+    }
+    Tensor *s = act_tensor(c, l->path, layer_ident("shared", a->pfx), x->rank, x->shape);
+    s->origin = a->at;
+    s->what = "the shared expert's output";
+    Node *dn = layer_node(c, a, N_LINEAR, g, s);
+    dn->w = moe_weight(c, a, "shared.down.weight", 2, (int64_t[]){d, S}, c->resid_out);
+    double gemm = 2.0 * tokens * d * (up + S);
+    add_flops(c, l->path, gemm, 2.0 * gemm);
+    return s;
+}
+
+/* The routed experts' output y plus the shared expert's on x */
+static Tensor *add_shared(GraphCtx *c, const LayerArgs *a, Tensor *x, Tensor *y, int64_t d,
+                          int64_t tokens)
+{
+    const Layer *l = a->l;
+    Tensor *s = build_shared(c, a, x, d, tokens);
+    Tensor *sum = act_tensor(c, l->path, layer_ident("moe", a->pfx), x->rank, x->shape);
+    sum->origin = a->at;
+    sum->what = "moe output: the routed experts' plus the shared expert's";
+    Node *nd = layer_node(c, a, N_ADD, y, sum);
+    nd->in[nd->n_in++] = s;
+    add_flops(c, l->path, (double)y->numel, 0);
+    return sum;
+}
+
+/* x [..., d] -> y [..., d]; the glu between the two nodes is glu's own; with a shared
+ * expert, y its output plus the routed experts' (an add node) */
 static void build_moe(GraphCtx *c, const LayerArgs *a)
 {
     const Layer *l = a->l;
@@ -139,9 +201,10 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     op_defs[OP_GLU]->build(c, &ga);
     Tensor *act = c->cur;
 
-    Tensor *y = act_tensor(c, l->path, layer_ident("moe", a->pfx), x->rank, x->shape);
+    Tensor *y = act_tensor(c, l->path, layer_ident(l->shared ? "moe_routed" : "moe", a->pfx),
+                           x->rank, x->shape);
     y->origin = a->at;
-    y->what = "moe output";
+    y->what = l->shared ? "the routed experts' output" : "moe output";
     Node *cn = layer_node(c, a, N_MOE_COMBINE, act, y);
     cn->moe = r;
     cn->w = moe_weight(c, a, "experts.down.weight", 3, (int64_t[]){E, d, hid}, c->resid_out);
@@ -150,7 +213,7 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     double gemm = 2.0 * tokens * k * d * 3 * hid;
     add_flops(c, l->path, 2.0 * tokens * d * E + gemm + 2.0 * tokens * k * d,
               4.0 * tokens * d * E + 2.0 * gemm + 4.0 * tokens * k * d);
-    c->cur = y;
+    c->cur = l->shared ? add_shared(c, a, x, y, d, tokens) : y;
 }
 
 /* The runtime arguments every moe call ends with: tokens, d, E, k */

@@ -90,6 +90,9 @@ void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the l
 /* ops/qk_norm.c: attention's qk_norm "all_heads" on qkv (q dq wide, then k dk wide):
  * its node, from the layer being built; returns the normalized qkv */
 Tensor *build_qk_norm_all(GraphCtx *c, const LayerArgs *a, Tensor *qkv, int64_t dq, int64_t dk);
+/* ops/glu.c: glu's node over x [..., 2h + 1], its outputs times the sigmoid of the last
+ * column (a moe layer's gated shared expert); returns y [..., h] */
+Tensor *build_gated_glu(GraphCtx *c, const LayerArgs *a, Tensor *x);
 /* ops/moe.c: the moe layers' load-balancing loss (Graph.moe_aux), after the loss */
 void build_moe_aux(GraphCtx *c);
 /* ops/loss.c: a GAN's loss term (RT_GAN_*) on the discriminator's logits: its node and

@@ -114,3 +114,43 @@ rt_glu_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t rows, int64_t h,
     else
         glu_bwd_rows<1>(x, dy, dx, rows, h, act RT_FP8_SLOT_ARG);
 }
+
+/* The gated variant (a moe layer's shared expert with shared_gate): rows of 2h + 1, the
+ * last column g; a block a row at a time, one element a thread (odd rows: no vectors).
+ * Launch: as rt_glu_fwd.
+ *   y[r, j] = act(a) * u * sigmoid(g)             a = x[r, j], u = x[r, h + j] */
+extern "C" __global__ void __launch_bounds__(256)
+rt_glu_gated_fwd(const act_t *x, act_t *y, int64_t rows, int64_t h, int act)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const act_t *a = x + r * (2 * h + 1), *u = a + h;
+        const float s = rt_sigmoidf(rt_ld(a + 2 * h));
+        for (int64_t j = threadIdx.x; j < h; j += blockDim.x)
+            rt_st(y + r * h + j, rt_glu_act(act, rt_ld(a + j)) * rt_ld(u + j) * s);
+    }
+}
+
+/* Launch: as rt_glu_fwd.
+ *   dx[r, j]     = act'(a) * (dy * s * u)         s = sigmoid(x[r, 2h])
+ *   dx[r, h + j] = act(a) * dy * s
+ *   dx[r, 2h]    = s (1 - s) * sum over j of dy * act(a) * u      (rt_block_sum) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_glu_gated_bwd(const act_t *x, const act_t *dy, act_t *dx, int64_t rows, int64_t h, int act)
+{
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        const act_t *a = x + r * (2 * h + 1), *u = a + h, *gr = dy + r * h;
+        act_t *da = dx + r * (2 * h + 1), *du = da + h;
+        const float s = rt_sigmoidf(rt_ld(a + 2 * h));
+        double dot = 0.0;
+        for (int64_t j = threadIdx.x; j < h; j += blockDim.x) {
+            const float av = rt_ld(a + j), uv = rt_ld(u + j), d = rt_ld(gr + j), g = d * s;
+            const float y = rt_glu_act(act, av);
+            rt_st(da + j, rt_glu_act_bwd(act, av, g * uv));
+            rt_st(du + j, y * g);
+            dot += (double)(d * (y * uv));
+        }
+        dot = rt_block_sum(dot);
+        if (threadIdx.x == 0)
+            rt_st(da + 2 * h, (float)dot * s * (1.0f - s));
+    }
+}

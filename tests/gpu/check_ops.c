@@ -938,11 +938,13 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     reset();
 }
 
-/* Each activation of glu (RT_GLU_*), forward and backward. */
-static void t_glu(int64_t rows, int64_t h)
+/* Each activation of glu (RT_GLU_*), forward and backward; gated: rows of 2h + 1, the
+ * last column's sigmoid scaling the row (a moe layer's shared expert), its gradient a
+ * sum over the row. */
+static void t_glu(int64_t rows, int64_t h, int gated)
 {
     static const char *const acts[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu"};
-    int64_t nx = rows * 2 * h, ny = rows * h;
+    int64_t nx = rows * (2 * h + gated), ny = rows * h;
     float *x = fvec(nx), *dy = fvec(ny);
     for (int64_t i = 0; i < nx; i++)   /* gates over [-3, 3): both tails of each act */
         x[i] *= 3.0f;
@@ -951,19 +953,20 @@ static void t_glu(int64_t rows, int64_t h)
     float *gx = up_a(x, nx), *gdy = up_a(dy, ny), *gy = dalloc_a(ny), *gdx = dalloc_a(nx);
     float *py = nans(ny), *px = nans(nx);
     for (int act = RT_GLU_SILU; act <= RT_GLU_RELU; act++) {
-        SHAPE("[%lld, 2 x %lld] %s", (long long)rows, (long long)h, acts[act]);
+        SHAPE("[%lld, 2 x %lld%s] %s", (long long)rows, (long long)h, gated ? " + 1" : "",
+              acts[act]);
         float *y = nans(ny), *dx = nans(nx);
-        rt_glu_fwd(&C, x, y, rows, h, act);
-        rt_glu_bwd(&C, x, dy, dx, rows, h, act);
+        (gated ? rt_glu_gated_fwd : rt_glu_fwd)(&C, x, y, rows, h, act);
+        (gated ? rt_glu_gated_bwd : rt_glu_bwd)(&C, x, dy, dx, rows, h, act);
         out_t o[2] = {{"y", y, {0}, ny}, {"dx", dx, {0}, nx}};
         for (int rep = 0; rep < 2; rep++) {
             upload_a(gy, py, ny), upload_a(gdx, px, nx);
-            rt_cu_glu_fwd(G, gx, gy, rows, h, act);
-            rt_cu_glu_bwd(G, gx, gdy, gdx, rows, h, act);
+            (gated ? rt_cu_glu_gated_fwd : rt_cu_glu_fwd)(G, gx, gy, rows, h, act);
+            (gated ? rt_cu_glu_gated_bwd : rt_cu_glu_bwd)(G, gx, gdy, gdx, rows, h, act);
             o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down_a(gdx, nx);
         }
-        judge("glu_fwd", TA(TOL_EW), o, 1);
-        judge("glu_bwd", TA(TOL_EW), o + 1, 1);
+        judge(gated ? "glu_gated_fwd" : "glu_fwd", TA(TOL_EW), o, 1);
+        judge(gated ? "glu_gated_bwd" : "glu_bwd", gated ? TA(TOL_RED) : TA(TOL_EW), o + 1, 1);
         free(y), free(dx);
     }
     free(x), free(dy), free(py), free(px), reset();
@@ -2955,10 +2958,12 @@ int main(int argc, char **argv)
     t_moe(130, 72, 8, 3, 33, 0, 1);  /* groups across the 64-row tiles, odd widths */
     t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
     t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
-    t_glu(1, 1);
-    t_glu(37, 13);
-    t_glu(64, 512);           /* 16-byte accesses (glu.cuh) */
-    t_glu(5, 24);             /* the same: three vectors of 8 16-bit values a half row */
+    t_glu(1, 1, 0);
+    t_glu(37, 13, 0);
+    t_glu(64, 512, 0);        /* 16-byte accesses (glu.cuh) */
+    t_glu(5, 24, 0);          /* the same: three vectors of 8 16-bit values a half row */
+    t_glu(1, 1, 1);           /* gated (odd rows: one element a thread) */
+    t_glu(37, 300, 1);        /* a row past the block's 256 threads */
     t_batchnorm(4, 3, 25, 1);
     t_batchnorm(32, 16, 196, 1);   /* a conv's [C, H, W], several parts a channel */
     t_batchnorm(7, 33, 1, 1);      /* BatchNorm1d over [C] */
