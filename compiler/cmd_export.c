@@ -41,6 +41,7 @@ typedef struct Ex {
     int64_t top_k;             /* OP_MOE: each token's experts (d.E the experts) */
     int norm_topk;             /* and their weights renormalized */
     double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
+    int shared_gate;           /* and its shared expert (d.SFF wide) gated */
     int block;                 /* BLOCK_* */
     int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
@@ -208,12 +209,15 @@ static void interleave(Ex *e, const Layer *l)
  * all heads */
 static int olmo2(const Ex *e) { return e->post_only; }
 
-/* The mixtures of experts: OLMoE's (Llama's layers, qk_norm over all heads, the experts'
- * weights renormalized or not), Qwen3-MoE's (Qwen3's layers: qk_norm per head), else
- * Mixtral's (Mistral's layers, renormalized) */
-static int olmoe(const Ex *e) { return e->mlp == OP_MOE && e->d.qk_norm == QK_NORM_ALL_HEADS; }
-static int qwen3_moe(const Ex *e) { return e->mlp == OP_MOE && e->d.qk_norm == QK_NORM_HEAD; }
-static int mixtral(const Ex *e) { return e->mlp == OP_MOE && !e->d.qk_norm; }
+/* The mixtures of experts: Qwen2-MoE's (a shared expert beside: moe()'s check), OLMoE's
+ * (Llama's layers, qk_norm over all heads, the experts' weights renormalized or not),
+ * Qwen3-MoE's (Qwen3's layers: qk_norm per head), else Mixtral's (Mistral's layers,
+ * renormalized) */
+static int qwen2_moe(const Ex *e) { return e->mlp == OP_MOE && e->d.SFF; }
+static int routed(const Ex *e) { return e->mlp == OP_MOE && !e->d.SFF; }
+static int olmoe(const Ex *e) { return routed(e) && e->d.qk_norm == QK_NORM_ALL_HEADS; }
+static int qwen3_moe(const Ex *e) { return routed(e) && e->d.qk_norm == QK_NORM_HEAD; }
+static int mixtral(const Ex *e) { return routed(e) && !e->d.qk_norm; }
 
 /* GLM: Llama's layers with a partial rope (no longrope: that is Phi-4-mini's) */
 static int glm(const Ex *e)
@@ -287,14 +291,17 @@ static void attention_family(Ex *e, const Layer *l)
     if (e->mlp == OP_MOE && (e->att_scale || e->att_softcap || l->il.every || e->d.rope_dims ||
                              l->rope.lr || (e->d.HD && !qwen3_moe(e))))
         refuse(e, NULL, l, "scale, softcap, interleave, a partial rope and longrope have no "
-                           "place in Mixtral, OLMoE and Qwen3-MoE (a mixture of experts), nor "
-                           "head_dim in the first two");
+                           "place in Mixtral, OLMoE, Qwen2-MoE and Qwen3-MoE (a mixture of "
+                           "experts), nor head_dim in the first three");
     if (qwen3_moe(e) && (e->window || e->d.bias == HF_BIAS_QKV))
         refuse(e, NULL, l, "window and bias \"qkv\" have no place in Qwen3-MoE (a mixture of "
                            "experts, qk_norm per head)");
     if (mixtral(e) && (e->d.bias || l->rope.factor))
         refuse(e, NULL, l, "bias and rope scaling have no place in Mixtral (a mixture of "
                            "experts, the top_k weights renormalized)");
+    if (qwen2_moe(e) && (e->window || e->d.bias != HF_BIAS_QKV || l->rope.factor))
+        refuse(e, NULL, l, "Qwen2-MoE (a mixture of experts and a shared expert) has bias "
+                           "\"qkv\", no window and no rope scaling");
     if (olmoe(e) && (e->window || e->d.bias == HF_BIAS_QKV))
         refuse(e, NULL, l, "window and bias \"qkv\" have no place in OLMoE (a mixture of "
                            "experts, qk_norm \"all_heads\")");
@@ -517,6 +524,9 @@ static void moe(Ex *e, const Layer *l, int first, const char *prefix)
     if (e->gpt2 || e->layernorm || e->post_only || e->block != BLOCK_SEQUENTIAL)
         refuse(e, NULL, l, "a mixture of experts comes with Mixtral's and OLMoE's layers alone: "
                            "rmsnorms before the branches, one after the other");
+    if (l->shared && (!l->shared_gate || e->d.qk_norm))
+        refuse(e, NULL, l, "a shared expert comes with Qwen2-MoE's layers alone: gated "
+                           "(shared_gate true), the attention without qk_norm");
     if (mixtral(e) && !l->norm_topk)
         refuse(e, NULL, l, "Mixtral renormalizes its experts' weights: norm_topk true (OLMoE, "
                            "whose attention has qk_norm \"all_heads\", may not)");
@@ -728,6 +738,8 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
         e->top_k = x->top_k;
         e->norm_topk = x->norm_topk;
         e->aux_loss = x->aux_loss;
+        e->d.SFF = x->shared;
+        e->shared_gate = x->shared_gate;
     }
     e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
     e->head_bias = head_bias;
@@ -837,6 +849,7 @@ static const HfFamily *family_tables(const Ex *e)
          : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : mixtral(e) ? &hf_mixtral : olmoe(e) ? &hf_olmoe : qwen3_moe(e) ? &hf_qwen3_moe
+         : qwen2_moe(e) ? &hf_qwen2_moe
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2 : glm(e) ? &hf_glm
@@ -994,7 +1007,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE, QWEN3_MOE };
+           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE, QWEN3_MOE, QWEN2_MOE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -1013,13 +1026,14 @@ static const char *const *family(const Ex *e)
         [OPT] = {"opt", "OPTForCausalLM"}, [NEO] = {"gpt_neo", "GPTNeoForCausalLM"},
         [COHERE2] = {"cohere2", "Cohere2ForCausalLM"},
         [MIXTRAL] = {"mixtral", "MixtralForCausalLM"}, [OLMOE] = {"olmoe", "OlmoeForCausalLM"},
-        [QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM"}};
+        [QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM"},
+        [QWEN2_MOE] = {"qwen2_moe", "Qwen2MoeForCausalLM"}};
     int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2
           : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : mixtral(e) ? MIXTRAL : olmoe(e) ? OLMOE
-          : qwen3_moe(e) ? QWEN3_MOE
+          : qwen3_moe(e) ? QWEN3_MOE : qwen2_moe(e) ? QWEN2_MOE
           : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -1336,11 +1350,12 @@ static void glm_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "pad_token_id");
 }
 
-/* Mixtral's, OLMoE's and Qwen3-MoE's keys beside the sizes and rms_norm_eps: the experts,
- * the gate's activation, the rope, the load-balancing loss (output_router_logits and
- * its coefficient, where the layers have an aux_loss); Mixtral's window (null: none);
- * OLMoE's and Qwen3-MoE's biases, rope scaling and whether the experts' weights are
- * renormalized; Qwen3-MoE's head_dim, its experts' width and every MLP a mixture */
+/* Mixtral's, OLMoE's, Qwen2-MoE's and Qwen3-MoE's keys beside the sizes and rms_norm_eps:
+ * the experts, the gate's activation, the rope, the load-balancing loss
+ * (output_router_logits and its coefficient, where the layers have an aux_loss);
+ * Mixtral's window (null: none); the others' biases, rope scaling and whether the
+ * experts' weights are renormalized; Qwen's experts' width and every MLP a mixture;
+ * Qwen3-MoE's head_dim; Qwen2-MoE's shared expert's width */
 static void moe_keys(cJSON *c, const Ex *e)
 {
     cJSON_AddNumberToObject(c, mixtral(e) ? "num_local_experts" : "num_experts", (double)e->d.E);
@@ -1358,12 +1373,17 @@ static void moe_keys(cJSON *c, const Ex *e)
         return;
     }
     cJSON_AddBoolToObject(c, "norm_topk_prob", e->norm_topk);
-    if (qwen3_moe(e)) {
+    if (qwen3_moe(e) || qwen2_moe(e)) {
         cJSON_AddNumberToObject(c, "moe_intermediate_size", (double)e->d.FF);
-        cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
         cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
         cJSON_AddArrayToObject(c, "mlp_only_layers");
         cJSON_AddFalseToObject(c, "use_sliding_window");
+    }
+    if (qwen3_moe(e))
+        cJSON_AddNumberToObject(c, "head_dim", (double)hf_head_dim(&e->d));
+    if (qwen2_moe(e)) {   /* (its attention's biases are q, k and v's: no key) */
+        cJSON_AddNumberToObject(c, "shared_expert_intermediate_size", (double)e->d.SFF);
+        return;
     }
     cJSON_AddBoolToObject(c, "attention_bias", e->d.bias == HF_BIAS_ALL);
     if (e->scaled)

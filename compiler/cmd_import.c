@@ -64,6 +64,7 @@ typedef struct Arch {
     int64_t top_k;             /* MLP_MOE: each token's experts (d.E the experts) */
     int norm_topk;             /* and their weights renormalized to sum 1 */
     double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
+    int shared_gate;           /* and its shared expert (d.SFF wide) gated (Qwen2-MoE's) */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
@@ -1093,24 +1094,45 @@ static void olmoe_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "clip_qkv", "trainc does not clip q, k and v");
 }
 
+/* Qwen's mixtures: every MLP a mixture of num_experts glu experts moe_intermediate_size
+ * wide (DFLT_FF where absent), each token's num_experts_per_tok, renormalized where
+ * norm_topk_prob is; intermediate_size is the dense MLPs', which trainc's layout has
+ * none of (mlp_only_layers, decoder_sparse_step > 1: refused) */
+static void qwen_moe_keys(HfCfg *c, Arch *a, const char *name, int64_t dflt_e, int64_t dflt_k,
+                          int64_t dflt_ff)
+{
+    router_keys(c, a, "num_experts", dflt_e, dflt_k, 0.001);
+    a->norm_topk = hf_cfg_bool(c, "norm_topk_prob", 0);
+    a->d.FF = hf_cfg_int(c, "moe_intermediate_size", dflt_ff);
+    if (hf_cfg_int(c, "decoder_sparse_step", 1) != 1)
+        hf_cfg_error(c, "decoder_sparse_step", "other than 1: %s then has dense MLPs between "
+                     "its mixtures, and trainc's blocks are alike", name);
+    const cJSON *dense = hf_cfg_get(c, "mlp_only_layers");
+    if (dense && (!cJSON_IsArray(dense) || cJSON_GetArraySize(dense)))
+        hf_cfg_error(c, "mlp_only_layers", "not empty: %s then has dense MLPs among its "
+                     "mixtures, and trainc's blocks are alike", name);
+}
+
 /* Qwen3-MoE (transformers 4.51 on): Qwen3's layers (q and k norms per head, head_dim),
- * every MLP a mixture of num_experts glu experts moe_intermediate_size wide, each
- * token's num_experts_per_tok, renormalized where norm_topk_prob is (Qwen3MoeConfig's
- * defaults where absent); intermediate_size is the dense MLPs', which trainc's layout
- * has none of (mlp_only_layers, decoder_sparse_step > 1: refused) */
+ * Qwen's mixture (Qwen3MoeConfig's defaults where absent) */
 static void qwen3_moe_config(HfCfg *c, Arch *a)
 {
     a->d.qk_norm = 1;
-    router_keys(c, a, "num_experts", 128, 8, 0.001);
-    a->norm_topk = hf_cfg_bool(c, "norm_topk_prob", 0);
-    a->d.FF = hf_cfg_int(c, "moe_intermediate_size", 768);
-    if (hf_cfg_int(c, "decoder_sparse_step", 1) != 1)
-        hf_cfg_error(c, "decoder_sparse_step", "other than 1: Qwen3-MoE then has dense MLPs "
-                     "between its mixtures, and trainc's blocks are alike");
-    const cJSON *dense = hf_cfg_get(c, "mlp_only_layers");
-    if (dense && (!cJSON_IsArray(dense) || cJSON_GetArraySize(dense)))
-        hf_cfg_error(c, "mlp_only_layers", "not empty: Qwen3-MoE then has dense MLPs among "
-                     "its mixtures, and trainc's blocks are alike");
+    qwen_moe_keys(c, a, "Qwen3-MoE", 128, 8, 768);
+}
+
+/* Qwen2-MoE (Qwen1.5-MoE, Qwen2-57B-A14B): Qwen2's layers (q, k and v biased), Qwen's
+ * mixture and beside it a shared expert shared_expert_intermediate_size wide, its
+ * output times the sigmoid of shared_expert_gate (Qwen2MoeConfig's defaults where
+ * absent) */
+static void qwen2_moe_config(HfCfg *c, Arch *a)
+{
+    qwen_moe_keys(c, a, "Qwen2-MoE", 60, 4, 1408);
+    a->d.SFF = hf_cfg_int(c, "shared_expert_intermediate_size", 5632);
+    a->shared_gate = 1;
+    if (a->d.SFF < 1)
+        hf_cfg_error(c, "shared_expert_intermediate_size", "%lld: a width >= 1 expected",
+                     (long long)a->d.SFF);
 }
 
 /* What reads a Llama kin's config apart from Llama's: the config class's defaults for
@@ -1145,6 +1167,7 @@ static const Kin *kin_of(const char *type)
         {"mixtral", 131072, 1e6, 0, 0, OWN_EPS, mixtral_config},
         {"olmoe", 4096, 1e4, 0, 0, OWN_EPS, olmoe_config},
         {"qwen3_moe", 32768, 1e4, 0, 0, 0, qwen3_moe_config},
+        {"qwen2_moe", 32768, 1e4, 0, 0, OWN_BIAS, qwen2_moe_config},
         {"glm", 131072, 1e4, 0, 128, OWN_SCALING | OWN_BIAS, glm_config},
         {"cohere", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere_config},
         {"cohere2", 8192, 1e4, 1, 0, OWN_EPS | OWN_SCALING, cohere2_config},
@@ -1176,7 +1199,8 @@ static void llama_sizes(HfCfg *c, Arch *a, const Kin *k)
  * the qk norms' eps, Qwen's use_sliding_window */
 static void llama_window_keys(HfCfg *c, Arch *a)
 {
-    int qwen2 = !strcmp(a->type, "qwen2"), gemma3 = !strcmp(a->type, "gemma3_text");
+    int qwen2 = !strcmp(a->type, "qwen2") || !strcmp(a->type, "qwen2_moe");
+    int gemma3 = !strcmp(a->type, "gemma3_text");
     int qwen3 = !strcmp(a->type, "qwen3") || !strcmp(a->type, "qwen3_moe");
     int mistral = !strcmp(a->type, "mistral") || !strcmp(a->type, "mixtral");
     if (mistral && a->d.bias)
@@ -1207,7 +1231,7 @@ static void llama_config(HfCfg *c, Arch *a)
     a->theta = hf_cfg_num(c, "rope_theta", k->theta);
     const char *act_key = gemma ? gemma_config(c, a, gemma3) : "hidden_act";
     a->scaling = k->own & OWN_SCALING ? NULL : rope_scaling(c);
-    a->d.bias = !strcmp(a->type, "qwen2") ? HF_BIAS_QKV
+    a->d.bias = !strcmp(a->type, "qwen2") || !strcmp(a->type, "qwen2_moe") ? HF_BIAS_QKV
               : !(k->own & OWN_BIAS) && hf_cfg_bool(c, "attention_bias", 0) ? HF_BIAS_ALL
                                                                          : HF_BIAS_NONE;
     a->d.qk_norm = !strcmp(a->type, "qwen3");
@@ -1284,6 +1308,7 @@ static const Family families[] = {
     {"olmo2", "Olmo2ForCausalLM", "Olmo2Model", llama_config, &hf_olmo2},
     {"olmoe", "OlmoeForCausalLM", "OlmoeModel", llama_config, &hf_olmoe},
     {"qwen3_moe", "Qwen3MoeForCausalLM", "Qwen3MoeModel", llama_config, &hf_qwen3_moe},
+    {"qwen2_moe", "Qwen2MoeForCausalLM", "Qwen2MoeModel", llama_config, &hf_qwen2_moe},
     {"glm", "GlmForCausalLM", "GlmModel", llama_config, &hf_glm},
     {"opt", "OPTForCausalLM", "OPTModel", opt_config, &hf_opt},
     {"gpt_neo", "GPTNeoForCausalLM", "GPTNeoModel", neo_config, &hf_neo},
@@ -1462,6 +1487,10 @@ static void moe(cJSON *list, const Arch *a)
         cJSON_AddFalseToObject(l, "norm_topk");
     if (a->aux_loss > 0)
         cJSON_AddNumberToObject(l, "aux_loss", a->aux_loss);
+    if (a->d.SFF)
+        cJSON_AddNumberToObject(l, "shared", (double)a->d.SFF);
+    if (a->shared_gate)
+        cJSON_AddTrueToObject(l, "shared_gate");
 }
 
 static void mlp(cJSON *list, const Arch *a)

@@ -56,7 +56,7 @@ enum { HF_EMBED, HF_POS, HF_NORM1, HF_ATTN, HF_NORM2, HF_UP, HF_DOWN, HF_FINAL, 
 /* The sizes shapes are made of; HF_QD = heads * hd, HF_KD = kv_heads * hd, HF_QKV =
  * (heads + 2 kv_heads) hd, HF_2FF = 2 FF (a fused gate and up projection). */
 enum { HF_NONE, HF_D, HF_QD, HF_KD, HF_QKV, HF_FF, HF_2FF, HF_V, HF_HD, HF_POSN, HF_3D,
-       HF_E /* the experts */ };
+       HF_E /* the experts */, HF_SFF /* the shared expert's width */, HF_ONE };
 /* When a parameter exists: HF_IF_BIAS q, k and v's biases, HF_IF_O_BIAS o's,
  * HF_IF_MLP_BIAS the MLP's (StarCoder2's, Nemotron's). */
 enum { HF_QK_NORM_ALL_HEADS = 2 };   /* HfDims.qk_norm: OLMo 2's, over all heads */
@@ -92,7 +92,7 @@ typedef struct HfFamily {
     int pos_pad;               /* OPT's 2: the rows its learned positions hold before
                                   position 0's (trainc's drop them; export writes zeros) */
 } HfFamily;
-extern const HfFamily hf_mixtral, hf_olmoe, hf_qwen3_moe;
+extern const HfFamily hf_mixtral, hf_olmoe, hf_qwen3_moe, hf_qwen2_moe;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
     hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt, hf_neo;
@@ -117,6 +117,7 @@ typedef struct HfDims {
     int64_t rope_dims;         /* a partial rope's rotated dimensions per head, else 0 */
     int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */
     int64_t E;                 /* a mixture of experts' experts, else 0 */
+    int64_t SFF;               /* and its shared expert's width (Qwen2-MoE's), else 0 */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 

@@ -287,6 +287,21 @@ static const HfMap qwen3_moe_map[] = {
     {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
     MOE_ROWS("mlp.", "gate_proj", "up_proj", "down_proj"), HEAD_ROWS};
 
+/* Qwen2-MoE: Qwen2's layers (q, k and v biased), the MLP OLMoE's mixture and a shared
+ * expert beside it: gate_proj, up_proj and shared_expert_gate (its sigmoid's one row)
+ * as trainc's shared.up, down_proj as shared.down */
+static const HfMap qwen2_moe_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    MOE_ROWS("mlp.", "gate_proj", "up_proj", "down_proj"),
+    {1, HF_UP, "shared.up.weight", HF_ALWAYS, 0,
+     {"mlp.shared_expert.gate_proj.weight", "mlp.shared_expert.up_proj.weight",
+      "mlp.shared_expert_gate.weight"}, {HF_SFF, HF_SFF, HF_ONE}, HF_D},
+    {1, HF_UP, "shared.down.weight", HF_ALWAYS, 0, {"mlp.shared_expert.down_proj.weight"},
+     {HF_D}, HF_SFF},
+    HEAD_ROWS};
+
+const HfFamily hf_qwen2_moe = {"model.", "layers.%lld.", qwen2_moe_map, 0.0f, 0, 0};
 const HfFamily hf_qwen3_moe = {"model.", "layers.%lld.", qwen3_moe_map, 0.0f, 0, 0};
 const HfFamily hf_mixtral = {"model.", "layers.%lld.", mixtral_map, 0.0f, 0, 0};
 const HfFamily hf_olmoe = {"model.", "layers.%lld.", olmoe_map, 0.0f, 0, 0};
@@ -429,6 +444,8 @@ static int64_t dim(const HfDims *d, int code)
     case HF_POSN: return d->max_pos;
     case HF_3D: return 3 * d->D;
     case HF_E: return d->E;
+    case HF_SFF: return d->SFF;
+    case HF_ONE: return 1;
     }
     return 0;
 }

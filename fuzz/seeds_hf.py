@@ -16,8 +16,8 @@ rope, norms by 1 + weight), a GPT-NeoX (the branches in parallel, qkv by head), 
 head groups), an OLMo (layernorms without weights), a Cohere (a layernorm without
 bias, adjacent rope pairs), a GPT-J (a partial rope of adjacent pairs), a Mixtral (2
 experts, top 1), an OLMoE config over its tensors renamed (q and k norms over all
-heads, the experts' weights as the router gives them) and a Qwen3-MoE config over them
-(q and k norms per head).
+heads, the experts' weights as the router gives them), a Qwen3-MoE config over them
+(q and k norms per head) and a Qwen2-MoE (2 experts, top 1, a gated shared expert).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -35,7 +35,7 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
                           OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
-                          MixtralForCausalLM)
+                          MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -244,6 +244,10 @@ def main():
                 "decoder_sparse_step": 1, "mlp_only_layers": []})
     del cfg["clip_qkv"]
     seed("qwen3_moe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
+    qwen2_moe = Qwen2MoeForCausalLM(Qwen2MoeConfig(num_experts=2, num_experts_per_tok=1,
+                                                   moe_intermediate_size=16,
+                                                   shared_expert_intermediate_size=8, **small))
+    seed("qwen2_moe", [config_bytes(qwen2_moe), st_bytes(tensors(qwen2_moe))])
 
 
 if __name__ == "__main__":

@@ -169,11 +169,13 @@ refused "export of OLMo 2's blocks with a per-head qk_norm" "OLMo 2" "all_heads"
     export hf "$g/olmo2_head.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # a mixture of experts is Mixtral's (its weights renormalized, no qk_norm, no bias) or
 # OLMoE's (qk_norm over all heads): not with the weights as the router gives them alone,
-# nor with attention biases
+# nor with attention biases; with a shared expert Qwen2-MoE's (gated, bias "qkv")
 $PY - "$g/model.json" "$g" <<'PY'
 import json, sys
 for out, moe, att in (("moe_unnormed", {"norm_topk": False}, {}),
-                      ("moe_bias", {}, {"bias": True})):
+                      ("moe_bias", {}, {"bias": True}),
+                      ("moe_shared_ungated", {"shared": 8}, {"bias": "qkv"}),
+                      ("moe_shared_unbiased", {"shared": 8, "shared_gate": True}, {})):
     s = json.load(open(sys.argv[1]))
     rep = s["model"]["layers"][1]
     attn, mlp = rep["body"]
@@ -185,6 +187,10 @@ refused "export of a mixture of experts without renormalized weights or qk_norm"
     export hf "$g/moe_unnormed.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a mixture of experts with attention biases" "Mixtral" "bias" -- \
     export hf "$g/moe_bias.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of a shared expert without its gate" "Qwen2-MoE" "shared_gate" -- \
+    export hf "$g/moe_shared_ungated.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of a gated shared expert without q, k and v biases" "Qwen2-MoE" "qkv" -- \
+    export hf "$g/moe_shared_unbiased.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # layernorms without learned positions and a glu make the model StableLM, which has no
 # window; a partial rope (rope dims) on rmsnorms is GLM's, which has no window
 refused "export of a Llama with layernorms (StableLM's) and a window" "StableLM" "window" -- \

@@ -120,7 +120,8 @@ try:
                               FalconConfig, FalconForCausalLM, OlmoConfig, OlmoForCausalLM,
                               OPTConfig, OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM,
                               CohereConfig, CohereForCausalLM, GPTJConfig, GPTJForCausalLM,
-                              MixtralConfig, MixtralForCausalLM)
+                              MixtralConfig, MixtralForCausalLM, Qwen2MoeConfig,
+                              Qwen2MoeForCausalLM)
 except ImportError:
     print("skip hf_io: transformers is not importable from %s (make deps makes a venv with "
           "it; HF_PYTHON names its python)" % sys.executable)
@@ -364,12 +365,14 @@ def positions_count(m):
 
 def experts_count(m):
     """A mixture of experts' router and experts made large enough that its choices and
-    weights move the loss (at their init the MLP barely does)."""
+    weights move the loss (at their init the MLP barely does), and a shared expert's
+    gate too."""
     with torch.no_grad():
         for n, p in m.named_parameters():
-            if n.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight")):
+            if n.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight",
+                           "shared_expert_gate.weight")):
                 p.mul_(30)
-            elif ".experts." in n:
+            elif ".experts." in n or ".shared_expert." in n:
                 p.mul_(8)
 
 
@@ -523,7 +526,7 @@ def olmoe_case(val):
     norms over all heads, a mixture of 4 experts, each token's top 2, their weights the
     router's probabilities as they are) round-trips as roundtrip does, and so does one
     whose weights are renormalized (norm_topk_prob) and attention biased; clip_qkv, the
-    router jitter are refused."""
+    router jitter are refused. A Qwen2MoeForCausalLM (a shared expert) as well."""
     if not NEWER:
         return
     from transformers import OlmoeConfig, OlmoeForCausalLM
@@ -535,6 +538,10 @@ def olmoe_case(val):
     newer_case("olmoe_normed_bias", 17, OlmoeForCausalLM,
                OlmoeConfig(num_experts=4, num_experts_per_tok=3, norm_topk_prob=True,
                            attention_bias=True), val, [], prep=experts_count)
+    # Qwen2-MoE as transformers 4.48 saves it (mlp_only_layers, rope_scaling among its keys)
+    newer_case("qwen2_moe_newer", 18, Qwen2MoeForCausalLM,
+               Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
+                              shared_expert_intermediate_size=40), val, [], prep=experts_count)
 
 
 def yarn_cases(val):
@@ -712,6 +719,30 @@ def mixtral_models():
                                                sliding_window=7, hidden_act="gelu", **kw)),
               MixtralForCausalLM(MixtralConfig(num_local_experts=4, output_router_logits=True,
                                                router_aux_loss_coef=0.05, **kw))]
+        for m in ms:
+            positions_count(m)
+            off_defaults(m)
+            experts_count(m)
+    return ms
+
+
+def qwen2_moe_models():
+    """Qwen2MoeForCausalLMs (q, k and v biased; 4 experts 48 wide, each token's top 2,
+    their weights as the router gives them, and a shared expert 40 wide gated by a
+    sigmoid): untied; and one of 8 experts, top 3, renormalized, with its load-balancing
+    loss (coefficient 0.05), tied. From a generator of their own."""
+    kw = dict(vocab_size=V, hidden_size=64, intermediate_size=48, num_hidden_layers=2,
+              num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+              moe_intermediate_size=48, shared_expert_intermediate_size=40,
+              attn_implementation="eager")
+    with torch.random.fork_rng():
+        torch.manual_seed(19)
+        ms = [Qwen2MoeForCausalLM(Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2,
+                                                 tie_word_embeddings=False, **kw)),
+              Qwen2MoeForCausalLM(Qwen2MoeConfig(num_experts=8, num_experts_per_tok=3,
+                                                 norm_topk_prob=True, output_router_logits=True,
+                                                 router_aux_loss_coef=0.05,
+                                                 tie_word_embeddings=True, **kw))]
         for m in ms:
             positions_count(m)
             off_defaults(m)
@@ -1409,6 +1440,7 @@ def roundtrips(val):
     opt, opt_plain = opt_models()
     neo, neo_local_first = neo_models()
     mixtral, mixtral_window, mixtral_aux = mixtral_models()
+    qwen2_moe, qwen2_moe_aux = qwen2_moe_models()
     for name, m, kw in [("gpt2", gpt2, {}), ("gpt2_untied_exact_gelu", gpt2_untied, {}),
                         ("llama", llama, {}), ("llama_linear_rope", llama_linear, {}),
                         ("mistral", mistral, {}),
@@ -1426,6 +1458,7 @@ def roundtrips(val):
                         ("gpt_neo", neo, {}), ("gpt_neo_local_first", neo_local_first, {}),
                         ("mixtral", mixtral, {}), ("mixtral_window_top3", mixtral_window, {}),
                         ("mixtral_aux_loss", mixtral_aux, {}),
+                        ("qwen2_moe", qwen2_moe, {}), ("qwen2_moe_top3_aux_tied", qwen2_moe_aux, {}),
                         ("llama_bf16_sharded", llama,
                          {"max_shard_size": "40KB", "bf16": True})]:
         src = os.path.join(OUT, "hf_" + name)
@@ -1445,10 +1478,14 @@ def roundtrips(val):
 
 def family_bad_configs():
     """The layernorm families' configs trainc cannot express, each refused naming it; and
-    Mixtral's."""
+    Mixtral's and Qwen2-MoE's."""
     bad_configs(OUT + "/hf_mixtral", [
         ("mixtral top_k past the experts", {"num_experts_per_tok": 5}, ["num_experts_per_tok", "4"]),
         ("mixtral attention_bias", {"attention_bias": True}, ["attention_bias", "Mixtral"])])
+    bad_configs(OUT + "/hf_qwen2_moe", [
+        ("qwen2_moe sparse step", {"decoder_sparse_step": 2}, ["decoder_sparse_step", "Qwen2-MoE"]),
+        ("qwen2_moe dense layers", {"mlp_only_layers": [0]}, ["mlp_only_layers", "Qwen2-MoE"]),
+        ("qwen2_moe windowed", {"use_sliding_window": True}, ["use_sliding_window", "Qwen2"])])
     bad_configs(OUT + "/hf_stablelm", [
         ("stablelm qk_layernorm", {"qk_layernorm": True}, ["qk_layernorm", "per head"]),
         ("stablelm parallel residual", {"use_parallel_residual": True}, ["use_parallel_residual"]),
