@@ -26,24 +26,30 @@ static void gather(rt_exec *e, const float *x, const float *idx, float *xg, int6
     rt_cu_launch(e, "rt_moe_gather", token_blocks(e, n), 1, 1, 256, 1, 0, a);
 }
 
-/* C = A op(W_g) over the groups' rows (kernel rt_moe_gemm_nt or _nn) */
+/* C = A op(W_g) over the groups' rows (kernel rt_moe_gemm_nt or _nn): with 16-bit
+ * activations on the tensor cores, a block a group's 64 rows by 128 columns (the row
+ * tiles cut at the groups' edges: at most cdiv(R, 64) + E); in fp32 a block 64 x 64 */
 static void gemm_rows(rt_exec *e, const char *kernel, const float *A, const float *w, float *C,
                       const float *offs, int64_t R, int64_t N, int64_t K, int64_t E)
 {
     void *a[] = {&A, &w, &C, &offs, &R, &N, &K, &E};
-    rt_cu_launch(e, kernel, gdim(cdiv(R, 64), GX, "moe GEMM rows"),
-                 gdim(cdiv(N, 64), GYZ, "moe GEMM columns"), 1, 256, 1, 0, a);
+    int tc = rt_cu_act16(e) != 0;
+    rt_cu_launch(e, kernel, gdim(tc ? cdiv(R, 64) + E : cdiv(R, 64), GX, "moe GEMM rows"),
+                 gdim(cdiv(N, tc ? 128 : 64), GYZ, "moe GEMM columns"), 1, tc ? 128 : 256, 1, 0, a);
 }
 
-/* C_g += A_g^T B_g over groups (offs NULL: one, all R rows; kernel rt_moe_gemm_tn or
- * _tn_f32a) */
-static void gemm_wgrad(rt_exec *e, const char *kernel, const float *A, const float *B, float *C,
+/* C_g += A_g^T B_g over the groups (rt_moe_gemm_tn: with 16-bit activations on the
+ * tensor cores, a block 64 x 128); f32a: A fp32, one group of all R rows (the router's,
+ * rt_moe_gemm_tn_f32a, SIMT 64 x 64) */
+static void gemm_wgrad(rt_exec *e, int f32a, const float *A, const float *B, float *C,
                        const float *offs, int64_t R, int64_t M, int64_t N, int64_t groups)
 {
     void *a[] = {&A, &B, &C, &offs, &R, &M, &N};
-    rt_cu_launch(e, kernel, gdim(cdiv(N, 64), GX, "moe weight GEMM columns"),
-                 gdim(cdiv(M, 64), GYZ, "moe weight GEMM rows"), gdim(groups, GYZ, "moe experts"), 256,
-                 1, 0, a);
+    int tc = rt_cu_act16(e) != 0 && !f32a;
+    const char *kernel = f32a ? "rt_moe_gemm_tn_f32a" : "rt_moe_gemm_tn";
+    rt_cu_launch(e, kernel, gdim(cdiv(N, tc ? 128 : 64), GX, "moe weight GEMM columns"),
+                 gdim(cdiv(M, 64), GYZ, "moe weight GEMM rows"), gdim(groups, GYZ, "moe experts"),
+                 tc ? 128 : 256, 1, 0, a);
 }
 
 void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const float *wup,
@@ -83,7 +89,7 @@ void rt_cu_moe_combine_bwd(rt_exec *e, const float *act, const float *wdown, con
     void *a[] = {&act, &gate, &idx, &da, &g, &dgate, &n, &d, &hid, &k};
     rt_cu_launch(e, "rt_moe_gate_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
     if (dwdown)   /* NULL: a frozen layer's */
-        gemm_wgrad(e, "rt_moe_gemm_tn", g, act, dwdown, offs, n * k, d, hid, E);
+        gemm_wgrad(e, 0, g, act, dwdown, offs, n * k, d, hid, E);
 }
 
 void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const float *wup,
@@ -95,14 +101,14 @@ void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const f
 {
     gather(e, x, idx, xg, n, d, k);
     if (dwup)
-        gemm_wgrad(e, "rt_moe_gemm_tn", dh, xg, dwup, offs, n * k, h2, d, E);
+        gemm_wgrad(e, 0, dh, xg, dwup, offs, n * k, h2, d, E);
     gemm_rows(e, "rt_moe_gemm_nn", dh, wup, xg, offs, n * k, d, h2, E);   /* dxg in xg */
     int nm = (int)norm;
     void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &agrad, &dl, &dx, &n, &d, &E, &k, &nm};
     rt_cu_launch(e, "rt_moe_token_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
     const float *none = NULL;
     if (dwr)
-        gemm_wgrad(e, "rt_moe_gemm_tn_f32a", dl, x, dwr, none, n, E, d, 1);
+        gemm_wgrad(e, 1, dl, x, dwr, none, n, E, d, 1);
 }
 
 void rt_cu_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t n, int64_t E,

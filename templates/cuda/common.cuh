@@ -581,6 +581,48 @@ __device__ __forceinline__ void rt_afrag(unsigned a[4], unsigned short (*M)[W], 
     rt_ldsm4(a, &M[lane & 15][16 * s + ((lane >> 4) << 3)]);
 }
 
+/* A block tile of RT_TG_M x RT_TG_N sums over chunks of RT_TG_K (two 16-bit tiles in
+ * shared memory, the K axis contiguous, 8 values of padding a row), four warps */
+#define RT_TG_M 64
+#define RT_TG_N 128
+#define RT_TG_K 32
+
+__device__ __forceinline__ void rt_tc_clear(float (*acc)[8][4])
+{
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++)
+#pragma unroll
+            for (int r = 0; r < 4; r++)
+                acc[i][j][r] = 0.0f;
+}
+
+/* acc += the warp's 32 x 64 part of as [RT_TG_M, K chunk] bs [RT_TG_N, K chunk]^T: warp
+ * (wm, wn) of the block's four takes rows 32 wm.. of as and rows 64 wn.. of bs, two m16
+ * tiles by eight n8; acc[i][n][r] is the sum of as's row 32 wm + 16 i + lane / 4 + 8 (r / 2)
+ * with bs's row 64 wn + 8 n + 2 (lane % 4) + r % 2 (conv.cuh's and moe.cuh's tiles) */
+__device__ __forceinline__ void rt_tc_mma(float (*acc)[8][4], unsigned short (*as)[RT_TG_K + 8],
+                                          unsigned short (*bs)[RT_TG_K + 8], int wm, int wn, int lane)
+{
+#pragma unroll
+    for (int ks = 0; ks < RT_TG_K / 16; ks++) {
+        unsigned a[2][4];
+#pragma unroll
+        for (int i = 0; i < 2; i++)
+            rt_ldsm4(a[i], &as[32 * wm + 16 * i + (lane & 7) + (lane & 8)][16 * ks + ((lane >> 4) << 3)]);
+#pragma unroll
+        for (int n = 0; n < 8; n += 2) {
+            unsigned bf[4];
+            rt_bfrag(bf, bs + 64 * wn, n, ks, lane);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                rt_mma16816(acc[i][n], a[i], bf);
+                rt_mma16816(acc[i][n + 1], a[i], bf + 2);
+            }
+        }
+    }
+}
 /* the block's dynamic shared memory (the launch's bytes of it), 16-byte aligned */
 __device__ __forceinline__ unsigned char *rt_dyn_smem()
 {

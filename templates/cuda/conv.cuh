@@ -722,27 +722,13 @@ rt_conv_igemm_dx(const float *w, const act_t *dyt, act_t *dx, int64_t B, int64_t
  * GEMM path's operand: the parameter's 16-bit copy holds the same values) and the
  * positions' window values, both in shared memory as 16-bit rows (K contiguous, 8
  * values of padding: the eight rows an ldmatrix reads hit distinct banks), then
- * mma.sync m16n8k16 with fp32 accumulators (common.cuh's rt_mma16816). Four warps,
+ * mma.sync m16n8k16 with fp32 accumulators (common.cuh's rt_tc_mma). Four warps,
  * 2 x 2 over the tile: each 32 channels x 64 positions. A thread gathers one
  * position's window: (channel, ki, kj) advanced with carries along the chunk, no
  * division an element. The sums run in the tensor cores' order: within rounding of
  * the CPU's, as cuBLASLt's are.
  * in: the gathered tensor, images ims apart, its Cg channels chs apart, each Hg x Wg;
  * out: [M, P] (the forward's yt) or [B, M, Ho, Wo] (dx). */
-#define RT_TG_M 64
-#define RT_TG_N 128
-#define RT_TG_K 32
-
-__device__ __forceinline__ void conv_tc_clear(float (*acc)[8][4])
-{
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int j = 0; j < 8; j++)
-#pragma unroll
-            for (int r = 0; r < 4; r++)
-                acc[i][j][r] = 0.0f;
-}
 
 /* the next window value's (channel, ki, kj) */
 __device__ __forceinline__ void conv_tc_next(int64_t &ci, int64_t &ki, int64_t &kj, int64_t k)
@@ -756,29 +742,6 @@ __device__ __forceinline__ void conv_tc_next(int64_t &ci, int64_t &ki, int64_t &
     }
 }
 
-/* acc += the warp's 32 x 64 part of as [RT_TG_M, K chunk] bs [RT_TG_N, K chunk]^T: warp
- * (wm, wn) takes rows 32 wm.. of as and rows 64 wn.. of bs, two m16 tiles by eight n8 */
-__device__ __forceinline__ void conv_tc_mma(float (*acc)[8][4], unsigned short (*as)[RT_TG_K + 8],
-                                            unsigned short (*bs)[RT_TG_K + 8], int wm, int wn, int lane)
-{
-#pragma unroll
-    for (int ks = 0; ks < RT_TG_K / 16; ks++) {
-        unsigned a[2][4];
-#pragma unroll
-        for (int i = 0; i < 2; i++)
-            rt_ldsm4(a[i], &as[32 * wm + 16 * i + (lane & 7) + (lane & 8)][16 * ks + ((lane >> 4) << 3)]);
-#pragma unroll
-        for (int n = 0; n < 8; n += 2) {
-            unsigned bf[4];
-            rt_bfrag(bf, bs + 64 * wn, n, ks, lane);
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                rt_mma16816(acc[i][n], a[i], bf);
-                rt_mma16816(acc[i][n + 1], a[i], bf + 2);
-            }
-        }
-    }
-}
 template <bool DX>
 __device__ __forceinline__ void conv_tc(const act_t *in, const float *w, act_t *out, int64_t B,
                                         int64_t Cg, int64_t Hg, int64_t Wg, int64_t k, int64_t s,
@@ -795,7 +758,7 @@ __device__ __forceinline__ void conv_tc(const act_t *in, const float *w, act_t *
     const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
     const unsigned short *xb = (const unsigned short *)in + b * ims;
     float acc[2][8][4];
-    conv_tc_clear(acc);
+    rt_tc_clear(acc);
     for (int64_t j0 = 0; j0 < K; j0 += RT_TG_K) {
         __syncthreads();   /* the last chunk's readers are done */
         for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
@@ -822,7 +785,7 @@ __device__ __forceinline__ void conv_tc(const act_t *in, const float *w, act_t *
             conv_tc_next(ci, ki, kj, k);
         }
         __syncthreads();
-        conv_tc_mma(acc, as, bs, wm, wn, lane);
+        rt_tc_mma(acc, as, bs, wm, wn, lane);
     }
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll
@@ -873,7 +836,7 @@ rt_conv_igemm_dw_tc(const act_t *x, const act_t *dyt, double *part, int64_t B, i
     const int64_t jf = n0 + 32 * warp, ci0 = jf / kk, ki0 = (jf - ci0 * kk) / k;
     const int64_t kj0 = jf - ci0 * kk - ki0 * k;
     float acc[2][8][4];
-    conv_tc_clear(acc);
+    rt_tc_clear(acc);
     for (int64_t q0 = pa; q0 < pz; q0 += RT_TG_K) {
         __syncthreads();   /* the last chunk's readers are done */
         for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
@@ -894,7 +857,7 @@ rt_conv_igemm_dw_tc(const act_t *x, const act_t *dyt, double *part, int64_t B, i
             conv_tc_next(ci, ki, kj, k);
         }
         __syncthreads();
-        conv_tc_mma(acc, as, bs, wm, wn, lane);
+        rt_tc_mma(acc, as, bs, wm, wn, lane);
     }
     const int g = lane >> 2, t4 = lane & 3;
 #pragma unroll

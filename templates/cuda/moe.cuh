@@ -2,9 +2,11 @@
  * (their host side is runtime/cuda_moe.c). A token's k copies are grouped by expert
  * over the batch, in token order within a group; the integers (each copy's expert and
  * row, each group's first row) are held in fp32, as on the CPU. The groups' products
- * are tiled SIMT GEMMs that read the group offsets on the device, so no group size
- * travels to the host and a step stays one CUDA graph: act_t activations, fp32
- * weights, float sums. Shapes are runtime arguments. */
+ * read the group offsets on the device, so no group size travels to the host and a
+ * step stays one CUDA graph: act_t activations, fp32 weights, float sums; on the tensor
+ * cores with 16-bit activations (the weights rounded to 16 bits as they load, the
+ * values the parameter's 16-bit copy holds), tiled SIMT products in fp32. Shapes are
+ * runtime arguments. */
 
 #define RT_MOE_TILE 64   /* a GEMM block's tile of C: 64 x 64, 4 x 4 a thread */
 #define RT_MOE_MAX_K 64  /* top_k at most (trainc_rt.h's) */
@@ -365,6 +367,7 @@ __device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, ac
     }
 }
 
+#if !defined(RT_ACT_BF16) && !defined(RT_ACT_F16)
 extern "C" __global__ void __launch_bounds__(256)
 rt_moe_gemm_nt(const act_t *A, const float *w, act_t *C, const float *offs, int64_t R,
                int64_t N, int64_t K, int64_t E)
@@ -378,6 +381,7 @@ rt_moe_gemm_nn(const act_t *A, const float *w, act_t *C, const float *offs, int6
 {
     moe_gemm_rows<false>(A, w, C, offs, R, N, K, E);
 }
+#endif
 
 /* The weights' gradient: C_g[m, n] += sum_{r in g} A[r, m] B[r, n], C_g = c + g M N,
  * group g = blockIdx.z its rows [offs[g], offs[g + 1]) (offs NULL: one group, all R
@@ -414,12 +418,14 @@ __device__ __forceinline__ void moe_gemm_wgrad(const TA *A, const act_t *B, floa
         }
 }
 
+#if !defined(RT_ACT_BF16) && !defined(RT_ACT_F16)
 extern "C" __global__ void __launch_bounds__(256)
 rt_moe_gemm_tn(const act_t *A, const act_t *B, float *c, const float *offs, int64_t R, int64_t M,
                int64_t N)
 {
     moe_gemm_wgrad(A, B, c, offs, R, M, N);
 }
+#endif
 
 /* the router's weight gradient: A the logits' gradient, fp32 */
 extern "C" __global__ void __launch_bounds__(256)
@@ -428,3 +434,142 @@ rt_moe_gemm_tn_f32a(const float *A, const act_t *B, float *c, const float *offs,
 {
     moe_gemm_wgrad(A, B, c, offs, R, M, N);
 }
+
+#if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
+/* ---- the groups' GEMMs on the tensor cores (16-bit activations) -------------------------
+ * The same products as the SIMT ones above (the same names, the same arguments), each
+ * block an RT_TG_M x RT_TG_N tile through common.cuh's rt_tc_mma: both operands in
+ * shared memory as 16-bit rows along the inner dimension, chunks of RT_TG_K, fp32
+ * sums in the tensor cores' order (within rounding of the CPU's, as cuBLASLt's are). */
+
+/* Row tile t of the groups (each group's rows cut into tiles of RT_TG_M from its first
+ * row, group after group: at most cdiv(R, RT_TG_M) + E of them): its group and rows
+ * [r0, r1); false past the last. Every thread of a block walks the offsets alike. */
+__device__ __forceinline__ bool moe_row_tile(const float *offs, int64_t E, int64_t t, int64_t *g,
+                                             int64_t *r0, int64_t *r1)
+{
+    for (int64_t e = 0; e < E; e++) {
+        const int64_t a = (int64_t)offs[e], b = (int64_t)offs[e + 1];
+        const int64_t n = (b - a + RT_TG_M - 1) / RT_TG_M;
+        if (t < n) {
+            *g = e;
+            *r0 = a + t * RT_TG_M;
+            *r1 = *r0 + RT_TG_M < b ? *r0 + RT_TG_M : b;
+            return true;
+        }
+        t -= n;
+    }
+    return false;
+}
+
+/* C[r, :] = A[r, :] op(W_g) as moe_gemm_rows: rows of A (the group's, RT_TG_M of them)
+ * times RT_TG_N columns of W_g, which loads along its contiguous axis (K for TRANS_W's
+ * [N, K], N for [K, N]). Launch: grid (cdiv(R, RT_TG_M) + E, cdiv(N, RT_TG_N)), block 128. */
+template <bool TRANS_W>
+__device__ __forceinline__ void moe_tc_rows(const act_t *A, const float *w, act_t *C,
+                                            const float *offs, int64_t N, int64_t K, int64_t E)
+{
+    __shared__ __align__(16) unsigned short as[RT_TG_M][RT_TG_K + 8];
+    __shared__ __align__(16) unsigned short bs[RT_TG_N][RT_TG_K + 8];
+    int64_t g, r0, r1;
+    if (!moe_row_tile(offs, E, blockIdx.x, &g, &r0, &r1))
+        return;   /* (the whole block) */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    const int64_t n0 = (int64_t)blockIdx.y * RT_TG_N;
+    const unsigned short *a16 = (const unsigned short *)A;
+    const float *W = w + g * N * K;
+    float acc[2][8][4];
+    rt_tc_clear(acc);
+    for (int64_t k0 = 0; k0 < K; k0 += RT_TG_K) {
+        __syncthreads();   /* the last chunk's readers are done */
+        for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
+            const int r = e / RT_TG_K, c = e % RT_TG_K;
+            const int64_t row = r0 + r, kx = k0 + c;
+            as[r][c] = row < r1 && kx < K ? a16[row * K + kx] : (unsigned short)0;
+        }
+        for (int e = tid; e < RT_TG_N * RT_TG_K; e += 128) {
+            const int f = TRANS_W ? e / RT_TG_K : e % RT_TG_N;
+            const int c = TRANS_W ? e % RT_TG_K : e / RT_TG_N;
+            const int64_t nx = n0 + f, kx = k0 + c;
+            const float v = nx < N && kx < K ? (TRANS_W ? W[nx * K + kx] : W[kx * N + nx]) : 0.0f;
+            bs[f][c] = rt_float_act16(v);
+        }
+        __syncthreads();
+        rt_tc_mma(acc, as, bs, wm, wn, lane);
+    }
+    const int gq = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int64_t row = r0 + 32 * wm + 16 * i + gq + 8 * (q >> 1);
+                const int64_t col = n0 + 64 * wn + 8 * n + 2 * t4 + (q & 1);
+                if (row < r1 && col < N)
+                    rt_st(C + row * N + col, acc[i][n][q]);
+            }
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+rt_moe_gemm_nt(const act_t *A, const float *w, act_t *C, const float *offs, int64_t R,
+               int64_t N, int64_t K, int64_t E)
+{
+    moe_tc_rows<true>(A, w, C, offs, N, K, E);
+}
+
+extern "C" __global__ void __launch_bounds__(128)
+rt_moe_gemm_nn(const act_t *A, const float *w, act_t *C, const float *offs, int64_t R,
+               int64_t N, int64_t K, int64_t E)
+{
+    moe_tc_rows<false>(A, w, C, offs, N, K, E);
+}
+
+/* The weights' gradient as moe_gemm_wgrad (group g = blockIdx.z, offs given): an
+ * RT_TG_M x RT_TG_N tile of C_g over the group's rows in chunks of RT_TG_K, A's and B's
+ * rows loaded along m and n and kept with the rows contiguous. Launch: grid (cdiv(N,
+ * RT_TG_N), cdiv(M, RT_TG_M), groups), block 128. */
+extern "C" __global__ void __launch_bounds__(128)
+rt_moe_gemm_tn(const act_t *A, const act_t *B, float *c, const float *offs, int64_t R, int64_t M,
+               int64_t N)
+{
+    __shared__ __align__(16) unsigned short as[RT_TG_M][RT_TG_K + 8];
+    __shared__ __align__(16) unsigned short bs[RT_TG_N][RT_TG_K + 8];
+    const int64_t g = blockIdx.z, q0 = (int64_t)offs[g], q1 = (int64_t)offs[g + 1];
+    if (q0 >= q1)
+        return;   /* no row: nothing to add */
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wm = warp & 1, wn = warp >> 1;
+    const int64_t n0 = (int64_t)blockIdx.x * RT_TG_N, m0 = (int64_t)blockIdx.y * RT_TG_M;
+    const unsigned short *a16 = (const unsigned short *)A, *b16 = (const unsigned short *)B;
+    float acc[2][8][4];
+    rt_tc_clear(acc);
+    for (int64_t r0 = q0; r0 < q1; r0 += RT_TG_K) {
+        __syncthreads();
+        for (int e = tid; e < RT_TG_M * RT_TG_K; e += 128) {
+            const int x = e % RT_TG_M, q = e / RT_TG_M;
+            const int64_t r = r0 + q, m = m0 + x;
+            as[x][q] = r < q1 && m < M ? a16[r * M + m] : (unsigned short)0;
+        }
+        for (int e = tid; e < RT_TG_N * RT_TG_K; e += 128) {
+            const int x = e % RT_TG_N, q = e / RT_TG_N;
+            const int64_t r = r0 + q, nx = n0 + x;
+            bs[x][q] = r < q1 && nx < N ? b16[r * N + nx] : (unsigned short)0;
+        }
+        __syncthreads();
+        rt_tc_mma(acc, as, bs, wm, wn, lane);
+    }
+    float *C = c + g * M * N;
+    const int gq = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int q = 0; q < 4; q++) {
+                const int64_t m = m0 + 32 * wm + 16 * i + gq + 8 * (q >> 1);
+                const int64_t nx = n0 + 64 * wn + 8 * n + 2 * t4 + (q & 1);
+                if (m < M && nx < N)
+                    C[m * N + nx] += acc[i][n][q];
+            }
+}
+#endif

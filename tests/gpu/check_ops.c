@@ -854,6 +854,10 @@ static void t_moe(int64_t n, int64_t d, int64_t E, int64_t k, int64_t hid, int n
     float *act = avec(R * hid), *dy = avec(n * d), *dh = avec(R * h2);
     for (int64_t i = 0; i < E * d; i++)
         wr[i] *= 4.0f;
+    /* the experts' weights as the 16-bit GEMMs read them (moe.cuh rounds them as they
+     * load, as a linear's 16-bit copy holds them); the router reads its own in fp32 */
+    round_act(wup, nwu);
+    round_act(wdn, nwd);
     float *probs = nans(n * E), *gate = nans(n * k), *idx = nans(2 * R), *offs = nans(E + 1);
     float *xg = nans(R * d), *h = nans(R * h2), *o = nans(R * d), *y = nans(n * d);
     float *g = nans(R * d), *da = nans(R * hid), *dgate = nans(n * k), *dl = nans(n * E);
@@ -2958,6 +2962,7 @@ int main(int argc, char **argv)
     t_moe(130, 72, 8, 3, 33, 0, 1);  /* groups across the 64-row tiles, odd widths */
     t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
     t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
+    t_moe(300, 136, 2, 1, 70, 1, 0); /* groups of several 64-row tiles, 2 column tiles */
     t_glu(1, 1, 0);
     t_glu(37, 13, 0);
     t_glu(64, 512, 0);        /* 16-byte accesses (glu.cuh) */
