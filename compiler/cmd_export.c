@@ -211,13 +211,16 @@ static int olmo2(const Ex *e) { return e->post_only; }
 
 /* The mixtures of experts: Qwen2-MoE's (a shared expert beside: moe()'s check), OLMoE's
  * (Llama's layers, qk_norm over all heads, the experts' weights renormalized or not),
- * Qwen3-MoE's (Qwen3's layers: qk_norm per head), else Mixtral's (Mistral's layers,
- * renormalized) */
+ * Qwen3-MoE's (Qwen3's layers: qk_norm per head), Granite-MoE's (Granite's factors),
+ * else Mixtral's (Mistral's layers, renormalized) */
+static int granite(const Ex *e);
 static int qwen2_moe(const Ex *e) { return e->mlp == OP_MOE && e->d.SFF; }
 static int routed(const Ex *e) { return e->mlp == OP_MOE && !e->d.SFF; }
 static int olmoe(const Ex *e) { return routed(e) && e->d.qk_norm == QK_NORM_ALL_HEADS; }
 static int qwen3_moe(const Ex *e) { return routed(e) && e->d.qk_norm == QK_NORM_HEAD; }
-static int mixtral(const Ex *e) { return routed(e) && !e->d.qk_norm; }
+/* Granite-MoE: Mixtral's layers with Granite's factors */
+static int granitemoe(const Ex *e) { return routed(e) && !e->d.qk_norm && granite(e); }
+static int mixtral(const Ex *e) { return routed(e) && !e->d.qk_norm && !granite(e); }
 
 /* GLM: Llama's layers with a partial rope (no longrope: that is Phi-4-mini's) */
 static int glm(const Ex *e)
@@ -288,11 +291,13 @@ static void attention_family(Ex *e, const Layer *l)
                                     : "qk_norm \"all_heads\": only OLMo 2 (a norm after each "
                                       "branch, none before it) and OLMoE (a mixture of experts) "
                                       "have it");
-    if (e->mlp == OP_MOE && (e->att_scale || e->att_softcap || l->il.every || e->d.rope_dims ||
-                             l->rope.lr || (e->d.HD && !qwen3_moe(e))))
-        refuse(e, NULL, l, "scale, softcap, interleave, a partial rope and longrope have no "
-                           "place in Mixtral, OLMoE, Qwen2-MoE and Qwen3-MoE (a mixture of "
-                           "experts), nor head_dim in the first three");
+    if (e->mlp == OP_MOE && ((e->att_scale && !granitemoe(e)) || e->att_softcap ||
+                             l->il.every || e->d.rope_dims || l->rope.lr ||
+                             (e->d.HD && !qwen3_moe(e))))
+        refuse(e, NULL, l, "scale (but Granite-MoE's), softcap, interleave, a partial rope and "
+                           "longrope have no place in a mixture of experts' layers (Mixtral, "
+                           "OLMoE, Granite-MoE, Qwen2-MoE and Qwen3-MoE), nor head_dim but in "
+                           "Qwen3-MoE");
     if (qwen3_moe(e) && (e->window || e->d.bias == HF_BIAS_QKV))
         refuse(e, NULL, l, "window and bias \"qkv\" have no place in Qwen3-MoE (a mixture of "
                            "experts, qk_norm per head)");
@@ -527,6 +532,9 @@ static void moe(Ex *e, const Layer *l, int first, const char *prefix)
     if (l->shared && (!l->shared_gate || e->d.qk_norm))
         refuse(e, NULL, l, "a shared expert comes with Qwen2-MoE's layers alone: gated "
                            "(shared_gate true), the attention without qk_norm");
+    if (granitemoe(e) && !l->norm_topk)
+        refuse(e, NULL, l, "Granite-MoE renormalizes its experts' weights (a softmax over the "
+                           "chosen logits): norm_topk true");
     if (mixtral(e) && !l->norm_topk)
         refuse(e, NULL, l, "Mixtral renormalizes its experts' weights: norm_topk true (OLMoE, "
                            "whose attention has qk_norm \"all_heads\", may not)");
@@ -781,11 +789,13 @@ static void whole_model(Ex *e)
     if (olmo2(e) && (e->layernorm || e->embed_mult || e->logits_div || e->final_cap))
         refuse(e, "$.model.layers", NULL, "OLMo 2 (a norm after each branch, none before it) "
                "has rmsnorms and no scale layer or soft-cap");
-    if (e->mlp == OP_MOE && (e->embed_mult || e->residual_mult || e->logits_div ||
-                             e->final_cap || e->post_norms || e->nope_every || e->global_every))
-        refuse(e, "$.model.layers", NULL, "a mixture of experts comes with Mixtral's and "
-               "OLMoE's layers alone: no scale layer, soft-cap, norm closing a branch or layers "
-               "without window or rope");
+    if (e->mlp == OP_MOE && (((e->embed_mult || e->residual_mult || e->logits_div) &&
+                              !granitemoe(e)) || e->final_cap || e->post_norms ||
+                             e->nope_every || e->global_every))
+        refuse(e, "$.model.layers", NULL, "a mixture of experts comes with Mixtral's, OLMoE's, "
+               "Qwen's and Granite's layers alone: no soft-cap, norm closing a branch or layers "
+               "without window or rope, and scale layers only as Granite-MoE's factors (no "
+               "qk_norm or shared expert)");
     if (!e->gpt2 && e->d.qk_norm == QK_NORM_HEAD && e->eps != 1e-6)
         refuse(e, "$.model.layers", NULL, "qk_norm (Qwen3) with rmsnorm eps other than 1e-6: "
                                           "Qwen3's config holds one eps for all its norms");
@@ -849,7 +859,7 @@ static const HfFamily *family_tables(const Ex *e)
          : e->gpt2 ? &hf_gpt2 : phi(e) ? &hf_phi
          : olmo(e) ? &hf_olmo : cohere(e) ? &hf_cohere : gptj(e) ? &hf_gptj
          : mixtral(e) ? &hf_mixtral : olmoe(e) ? &hf_olmoe : qwen3_moe(e) ? &hf_qwen3_moe
-         : qwen2_moe(e) ? &hf_qwen2_moe
+         : qwen2_moe(e) ? &hf_qwen2_moe : granitemoe(e) ? &hf_granitemoe
          : stablelm(e) ? &hf_stablelm
          : nemotron(e) ? &hf_nemotron : neox(e) ? &hf_neox : e->layernorm ? &hf_starcoder2
          : e->longrope ? &hf_phi3 : olmo2(e) ? &hf_olmo2 : glm(e) ? &hf_glm
@@ -858,9 +868,10 @@ static const HfFamily *family_tables(const Ex *e)
 }
 
 /* HF tensor THEIRS: rows [row0, row0 + rows) of our OURS (shape [d0, d1], d1 0 for a
- * vector), or with tr all of it transposed. */
+ * vector), or with tr all of it transposed; with E, shaped [E, rows / E, d1] (an
+ * expert's after another's, HF_STACKED). */
 static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t d1, int64_t row0,
-                int64_t rows, int tr)
+                int64_t rows, int tr, int64_t E)
 {
     HfTensor *t = hf_find(&e->w, ours);
     if (!t)
@@ -886,7 +897,12 @@ static void add(Ex *e, const char *theirs, const char *ours, int64_t d0, int64_t
     e->offset[k] = 0;
     e->reorder[k] = NULL;
     e->lead[k] = 0;
-    int64_t shape[2] = {tr ? d1 : rows, tr ? d0 : d1};
+    int64_t shape[3] = {tr ? d1 : rows, tr ? d0 : d1};
+    if (E) {
+        shape[0] = E, shape[1] = rows / E, shape[2] = d1;
+        hf_out_add(&e->out, theirs, 3, shape);
+        return;
+    }
     hf_out_add(&e->out, theirs, d1 ? 2 : 1, shape);
 }
 
@@ -904,14 +920,21 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
         d0 = parts[0].shape[1];
         d1 = parts[0].shape[0];
     }
+    int64_t E = m->form == HF_STACKED ? parts[0].shape[0] : 0;
+    if (E) {   /* theirs [E, rows, cols]: ours whole */
+        d0 = E * parts[0].shape[1];
+        d1 = parts[0].shape[2];
+        add(e, parts[0].name, ours, d0, d1, 0, d0, 0, E);
+        return;
+    }
     int64_t pad = m->slot == HF_POS ? family_tables(e)->pos_pad : 0;   /* OPT's */
     if (pad) {
-        add(e, parts[0].name, ours, d0 - pad, d1, 0, parts[0].shape[0], 0);
+        add(e, parts[0].name, ours, d0 - pad, d1, 0, parts[0].shape[0], 0, 0);
         e->lead[e->out.n - 1] = pad * d1;
         return;
     }
     for (int k = 0; k < n; k++) {
-        add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->form == HF_TRANSPOSED);
+        add(e, parts[k].name, ours, d0, d1, row0, parts[k].shape[0], m->form == HF_TRANSPOSED, 0);
         e->reorder[e->out.n - 1] = hf_reordered(family_tables(e), &e->d, m) ? m : NULL;
         row0 += parts[k].shape[0];
     }
@@ -1007,7 +1030,7 @@ static const char *const *family(const Ex *e)
 {
     enum { GPT2, QWEN3, MISTRAL, QWEN2, LLAMA, GEMMA, GEMMA2, GEMMA3, SMOLLM3, GRANITE,
            STARCODER2, PHI3, BIGCODE, STABLELM, NEMOTRON, NEOX, PHI, FALCON, OLMO, COHERE, GPTJ,
-           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE, QWEN3_MOE, QWEN2_MOE };
+           OLMO2, GLM, OPT, NEO, COHERE2, MIXTRAL, OLMOE, QWEN3_MOE, QWEN2_MOE, GRANITEMOE };
     static const char *const f[][2] = {
         [GPT2] = {"gpt2", "GPT2LMHeadModel"},         [QWEN3] = {"qwen3", "Qwen3ForCausalLM"},
         [MISTRAL] = {"mistral", "MistralForCausalLM"}, [QWEN2] = {"qwen2", "Qwen2ForCausalLM"},
@@ -1027,13 +1050,14 @@ static const char *const *family(const Ex *e)
         [COHERE2] = {"cohere2", "Cohere2ForCausalLM"},
         [MIXTRAL] = {"mixtral", "MixtralForCausalLM"}, [OLMOE] = {"olmoe", "OlmoeForCausalLM"},
         [QWEN3_MOE] = {"qwen3_moe", "Qwen3MoeForCausalLM"},
-        [QWEN2_MOE] = {"qwen2_moe", "Qwen2MoeForCausalLM"}};
+        [QWEN2_MOE] = {"qwen2_moe", "Qwen2MoeForCausalLM"},
+        [GRANITEMOE] = {"granitemoe", "GraniteMoeForCausalLM"}};
     int k = opt(e) ? OPT : neo(e) ? NEO : bigcode(e) ? BIGCODE : e->gpt2 ? GPT2
           : stablelm(e) ? STABLELM : nemotron(e) ? NEMOTRON
           : neox(e) ? NEOX : phi(e) ? PHI : falcon(e) ? FALCON : olmo(e) ? OLMO
           : cohere2(e) ? COHERE2 : cohere(e) ? COHERE : gptj(e) ? GPTJ
           : e->layernorm ? STARCODER2 : mixtral(e) ? MIXTRAL : olmoe(e) ? OLMOE
-          : qwen3_moe(e) ? QWEN3_MOE : qwen2_moe(e) ? QWEN2_MOE
+          : qwen3_moe(e) ? QWEN3_MOE : qwen2_moe(e) ? QWEN2_MOE : granitemoe(e) ? GRANITEMOE
           : e->longrope ? PHI3 : olmo2(e) ? OLMO2 : glm(e) ? GLM
           : gemma2(e) ? GEMMA2 : e->gemma && e->post_norms ? GEMMA3 : e->gemma ? GEMMA
           : granite(e) ? GRANITE : e->nope_every ? SMOLLM3 : e->d.qk_norm ? QWEN3
@@ -1350,15 +1374,16 @@ static void glm_keys(cJSON *c, const Ex *e)
     cJSON_AddNullToObject(c, "pad_token_id");
 }
 
-/* Mixtral's, OLMoE's, Qwen2-MoE's and Qwen3-MoE's keys beside the sizes and rms_norm_eps:
- * the experts, the gate's activation, the rope, the load-balancing loss
- * (output_router_logits and its coefficient, where the layers have an aux_loss);
- * Mixtral's window (null: none); the others' biases, rope scaling and whether the
- * experts' weights are renormalized; Qwen's experts' width and every MLP a mixture;
- * Qwen3-MoE's head_dim; Qwen2-MoE's shared expert's width */
+/* The mixtures' keys beside the sizes and rms_norm_eps: the experts, the gate's
+ * activation, the rope, the load-balancing loss (output_router_logits and its
+ * coefficient, where the layers have an aux_loss); Mixtral's window (null: none); the
+ * others' biases, rope scaling and (but Granite-MoE, always) whether the experts'
+ * weights are renormalized; Qwen's experts' width and every MLP a mixture; Qwen3-MoE's
+ * head_dim; Qwen2-MoE's shared expert's width (Granite-MoE's factors: granite_keys) */
 static void moe_keys(cJSON *c, const Ex *e)
 {
-    cJSON_AddNumberToObject(c, mixtral(e) ? "num_local_experts" : "num_experts", (double)e->d.E);
+    cJSON_AddNumberToObject(c, mixtral(e) || granitemoe(e) ? "num_local_experts" : "num_experts",
+                            (double)e->d.E);
     cJSON_AddNumberToObject(c, "num_experts_per_tok", (double)e->top_k);
     cJSON_AddStringToObject(c, "hidden_act", e->act);
     cJSON_AddNumberToObject(c, "rope_theta", e->theta);
@@ -1372,7 +1397,8 @@ static void moe_keys(cJSON *c, const Ex *e)
             cJSON_AddNullToObject(c, "sliding_window");
         return;
     }
-    cJSON_AddBoolToObject(c, "norm_topk_prob", e->norm_topk);
+    if (!granitemoe(e))   /* (Granite-MoE's always renormalized) */
+        cJSON_AddBoolToObject(c, "norm_topk_prob", e->norm_topk);
     if (qwen3_moe(e) || qwen2_moe(e)) {
         cJSON_AddNumberToObject(c, "moe_intermediate_size", (double)e->d.FF);
         cJSON_AddNumberToObject(c, "decoder_sparse_step", 1);
@@ -1459,7 +1485,8 @@ static void granite_keys(cJSON *c, const Ex *e)
     cJSON_AddNumberToObject(c, "embedding_multiplier", e->embed_mult ? e->embed_mult : 1.0);
     cJSON_AddNumberToObject(c, "residual_multiplier", e->residual_mult ? e->residual_mult : 1.0);
     cJSON_AddNumberToObject(c, "logits_scaling", e->logits_div ? e->logits_div : 1.0);
-    cJSON_AddFalseToObject(c, "mlp_bias");
+    if (e->mlp != OP_MOE)   /* (Granite-MoE's config has no such key) */
+        cJSON_AddFalseToObject(c, "mlp_bias");
 }
 
 /* SmolLM3's layers without rope: every N-th (no_rope_layer_interval, and the list of

@@ -24,7 +24,8 @@ typedef struct Arch {
     const char *type;          /* config's model_type: gpt2, llama, mistral, phi3, qwen2, qwen3,
                                   gemma, gemma2, gemma3_text, smollm3, granite, starcoder2,
                                   stablelm, nemotron, gpt_neox, phi, falcon, olmo, cohere,
-                                  gptj */
+                                  gptj, the mixtures (mixtral, olmoe, granitemoe, qwen2_moe,
+                                  qwen3_moe), ... (families[]) */
     int gpt2;                  /* GPT-2's layout (learned positions, Conv1D) */
     int layernorm;             /* layernorms (GPT-2, the layernorm families), else rmsnorms */
     int mlp;                   /* MLP_* */
@@ -1094,6 +1095,16 @@ static void olmoe_config(HfCfg *c, Arch *a)
         hf_cfg_error(c, "clip_qkv", "trainc does not clip q, k and v");
 }
 
+/* Granite-MoE (transformers 4.45 on): Granite's layers and factors, the MLP a mixture of
+ * num_local_experts glu experts intermediate_size wide, each token's num_experts_per_tok,
+ * their weights the softmax of the chosen logits (the renormalized top k) */
+static void granitemoe_config(HfCfg *c, Arch *a)
+{
+    granite_config(c, a);
+    router_keys(c, a, "num_local_experts", 8, 2, 0.001);
+    a->norm_topk = 1;
+}
+
 /* Qwen's mixtures: every MLP a mixture of num_experts glu experts moe_intermediate_size
  * wide (DFLT_FF where absent), each token's num_experts_per_tok, renormalized where
  * norm_topk_prob is; intermediate_size is the dense MLPs', which trainc's layout has
@@ -1158,6 +1169,7 @@ static const Kin *kin_of(const char *type)
         {"gemma3_text", 131072, 1e6, 1, 256, OWN_SCALING, gemma3_config},
         {"smollm3", 32768, 2e6, 1, 0, 0, smollm3_config},
         {"granite", 2048, 1e4, 0, 0, 0, granite_config},
+        {"granitemoe", 2048, 1e4, 0, 0, 0, granitemoe_config},
         {"phi3", 4096, 1e4, 0, 0, OWN_SCALING | OWN_BIAS, phi3_config},
         {"starcoder2", 4096, 1e4, 1, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, starcoder2_config},
         {"stablelm", 4096, 1e4, 0, 0, OWN_EPS | OWN_SCALING | OWN_BIAS, stablelm_config},
@@ -1301,6 +1313,7 @@ static const Family families[] = {
     {"gemma3", "Gemma3ForConditionalGeneration", "Gemma3Model", llama_config, &hf_gemma3},
     {"smollm3", "SmolLM3ForCausalLM", "SmolLM3Model", llama_config, &hf_llama},
     {"granite", "GraniteForCausalLM", "GraniteModel", llama_config, &hf_llama},
+    {"granitemoe", "GraniteMoeForCausalLM", "GraniteMoeModel", llama_config, &hf_granitemoe},
     {"starcoder2", "Starcoder2ForCausalLM", "Starcoder2Model", llama_config, &hf_starcoder2},
     {"stablelm", "StableLmForCausalLM", "StableLmModel", llama_config, &hf_stablelm},
     {"nemotron", "NemotronForCausalLM", "NemotronModel", llama_config, &hf_nemotron},
@@ -1660,14 +1673,17 @@ static const HfTensor *take(Imp *im, const HfPart *p)
     if (!t)
         error_input("%s: no tensor '%s' in the weights (config.json's model needs it)", im->dir,
                     p->name);
-    if (t->rank != p->rank || t->shape[0] != p->shape[0] ||
-        (p->rank > 1 && t->shape[1] != p->shape[1])) {
-        char have[96] = "", *at = have;
+    int same = t->rank == p->rank;
+    for (int d = 0; same && d < p->rank; d++)
+        same = t->shape[d] == p->shape[d];
+    if (!same) {
+        char have[96] = "", need[96] = "", *at = have, *nt = need;
         for (int d = 0; d < t->rank; d++)
             at += snprintf(at, 24, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-        error_input("%s: tensor '%s' has shape [%s], config.json's model needs [%lld%s%.0lld]",
-                    im->dir, p->name, have, (long long)p->shape[0], p->rank > 1 ? ", " : "",
-                    p->rank > 1 ? (long long)p->shape[1] : 0LL);
+        for (int d = 0; d < p->rank; d++)
+            nt += snprintf(nt, 24, "%s%lld", d ? ", " : "", (long long)p->shape[d]);
+        error_input("%s: tensor '%s' has shape [%s], config.json's model needs [%s]", im->dir,
+                    p->name, have, need);
     }
     t->used = 1;
     return t;
@@ -1684,7 +1700,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     char *ours = block < 0 ? xasprintf("%s.%s", layer, m->ours)
                            : xasprintf("%s.%lld.%s%s.%s", im->rep, (long long)block, sc, layer,
                                        m->ours);
-    int64_t shape[3] = {0, parts[0].shape[1]};
+    int64_t shape[3] = {0, parts[0].shape[1], parts[0].shape[2]};
     im->r = realloc(im->r, (size_t)(im->out.n + 1) * sizeof *im->r);
     if (!im->r)
         die("out of memory");

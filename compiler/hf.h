@@ -70,8 +70,9 @@ enum { HF_BIAS_NONE, HF_BIAS_ALL, HF_BIAS_QKV, HF_BIAS_PROJ };
  * rows one after the other (HF_ROWS); the one tensor transposed (HF_TRANSPOSED, GPT-2's
  * Conv1D); or, HF_PER_EXPERT, `theirs` formats of an expert's index and the parameter
  * [E, rows, cols], expert 0's tensors' rows, then expert 1's, ... (a mixture of
- * experts' weights). */
-enum { HF_ROWS, HF_TRANSPOSED, HF_PER_EXPERT };
+ * experts' weights); or, HF_STACKED, the one tensor [E, rows, cols] as it is (Granite-MoE's
+ * experts, already stacked). */
+enum { HF_ROWS, HF_TRANSPOSED, HF_PER_EXPERT, HF_STACKED };
 typedef struct HfMap {
     int block;                 /* 1: in each block, named under the block's prefix */
     int slot;
@@ -92,7 +93,7 @@ typedef struct HfFamily {
     int pos_pad;               /* OPT's 2: the rows its learned positions hold before
                                   position 0's (trainc's drop them; export writes zeros) */
 } HfFamily;
-extern const HfFamily hf_mixtral, hf_olmoe, hf_qwen3_moe, hf_qwen2_moe;
+extern const HfFamily hf_mixtral, hf_olmoe, hf_qwen3_moe, hf_qwen2_moe, hf_granitemoe;
 extern const HfFamily hf_gpt2, hf_bigcode, hf_llama, hf_phi3, hf_starcoder2, hf_stablelm,
     hf_nemotron, hf_neox, hf_phi, hf_falcon, hf_falcon_seq, hf_falcon_new, hf_olmo, hf_olmo2, hf_glm,
     hf_cohere, hf_gptj, hf_gemma, hf_gemma3, hf_opt, hf_neo;
@@ -135,7 +136,7 @@ void hf_reorder(const HfFamily *f, const HfDims *d, const HfMap *m, float *x, in
 typedef struct HfPart {
     char *name;                /* in full: prefix, block prefix, name */
     int rank;
-    int64_t shape[2];
+    int64_t shape[3];          /* rank 3: HF_STACKED's [E, rows, cols] */
 } HfPart;
 /* Called for each parameter the dims call for, in trainc's order (block -1: outside
  * the blocks); parts are HF's tensors, named under `prefix` (the family's, or "" for

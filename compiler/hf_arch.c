@@ -301,6 +301,21 @@ static const HfMap qwen2_moe_map[] = {
      {HF_D}, HF_SFF},
     HEAD_ROWS};
 
+/* Granite-MoE: Granite's layers (its four factors are layers of the spec), the MLP a
+ * mixture whose experts' weights are stacked already: input_linear [E, 2h, d] (gate
+ * rows, then up rows, as trainc's), output_linear [E, d, h], the router's router.layer */
+static const HfMap granitemoe_map[] = {
+    EMBED_ROW, INPUT_NORM_ROW, QKV_ROWS, O_ROWS,
+    {1, HF_NORM2, "weight", HF_ALWAYS, 0, {"post_attention_layernorm.weight"}, {HF_D}, 0},
+    {1, HF_UP, "router.weight", HF_ALWAYS, 0, {"block_sparse_moe.router.layer.weight"}, {HF_E},
+     HF_D},
+    {1, HF_UP, "experts.up.weight", HF_ALWAYS, HF_STACKED, {"block_sparse_moe.input_linear.weight"},
+     {HF_2FF}, HF_D},
+    {1, HF_UP, "experts.down.weight", HF_ALWAYS, HF_STACKED,
+     {"block_sparse_moe.output_linear.weight"}, {HF_D}, HF_FF},
+    HEAD_ROWS};
+
+const HfFamily hf_granitemoe = {"model.", "layers.%lld.", granitemoe_map, 0.0f, 0, 0};
 const HfFamily hf_qwen2_moe = {"model.", "layers.%lld.", qwen2_moe_map, 0.0f, 0, 0};
 const HfFamily hf_qwen3_moe = {"model.", "layers.%lld.", qwen3_moe_map, 0.0f, 0, 0};
 const HfFamily hf_mixtral = {"model.", "layers.%lld.", mixtral_map, 0.0f, 0, 0};
@@ -481,6 +496,12 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
             parts[n].rank = m->cols ? 2 : 1;
             parts[n].shape[0] = dim(d, m->rows[k]) + (m->slot == HF_POS ? f->pos_pad : 0);
             parts[n].shape[1] = dim(d, m->cols);
+            if (m->form == HF_STACKED) {   /* [E, rows, cols] */
+                parts[n].rank = 3;
+                parts[n].shape[2] = parts[n].shape[1];
+                parts[n].shape[1] = parts[n].shape[0];
+                parts[n].shape[0] = d->E;
+            }
         }
     free(at);
     fn(ctx, m, block, n, parts);

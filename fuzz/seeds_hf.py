@@ -17,7 +17,9 @@ head groups), an OLMo (layernorms without weights), a Cohere (a layernorm withou
 bias, adjacent rope pairs), a GPT-J (a partial rope of adjacent pairs), a Mixtral (2
 experts, top 1), an OLMoE config over its tensors renamed (q and k norms over all
 heads, the experts' weights as the router gives them), a Qwen3-MoE config over them
-(q and k norms per head) and a Qwen2-MoE (2 experts, top 1, a gated shared expert).
+(q and k norms per head), a Qwen2-MoE (2 experts, top 1, a gated shared expert) and a
+Granite-MoE config over the Mixtral's tensors stacked (its experts' weights [E, rows,
+cols], Granite's factors).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -248,6 +250,19 @@ def main():
                                                    moe_intermediate_size=16,
                                                    shared_expert_intermediate_size=8, **small))
     seed("qwen2_moe", [config_bytes(qwen2_moe), st_bytes(tensors(qwen2_moe))])
+    # Granite-MoE (transformers 4.45 on): the Mixtral's experts stacked, Granite's factors
+    ts, p = {}, "model.layers.0.block_sparse_moe."
+    for n, t in tensors(mixtral).items():
+        if ".experts." not in n:
+            ts[n.replace(p + "gate.", p + "router.layer.")] = t
+    ex = lambda k, w: tensors(mixtral)["%sexperts.%d.%s.weight" % (p, k, w)]
+    ts[p + "input_linear.weight"] = torch.stack([torch.cat([ex(k, "w1"), ex(k, "w3")]) for k in range(2)])
+    ts[p + "output_linear.weight"] = torch.stack([ex(k, "w2") for k in range(2)])
+    cfg = {k: v for k, v in mixtral.config.to_dict().items() if k != "sliding_window"}
+    cfg.update({"model_type": "granitemoe", "architectures": ["GraniteMoeForCausalLM"],
+                "embedding_multiplier": 12.0, "attention_multiplier": 0.25,
+                "residual_multiplier": 0.22, "logits_scaling": 6.0})
+    seed("granitemoe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
 
 
 if __name__ == "__main__":

@@ -169,13 +169,15 @@ refused "export of OLMo 2's blocks with a per-head qk_norm" "OLMo 2" "all_heads"
     export hf "$g/olmo2_head.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 # a mixture of experts is Mixtral's (its weights renormalized, no qk_norm, no bias) or
 # OLMoE's (qk_norm over all heads): not with the weights as the router gives them alone,
-# nor with attention biases; with a shared expert Qwen2-MoE's (gated, bias "qkv")
+# nor with attention biases; with a shared expert Qwen2-MoE's (gated, bias "qkv"); with
+# Granite's factors (here the attention's scale) Granite-MoE's (renormalized)
 $PY - "$g/model.json" "$g" <<'PY'
 import json, sys
 for out, moe, att in (("moe_unnormed", {"norm_topk": False}, {}),
                       ("moe_bias", {}, {"bias": True}),
                       ("moe_shared_ungated", {"shared": 8}, {"bias": "qkv"}),
-                      ("moe_shared_unbiased", {"shared": 8, "shared_gate": True}, {})):
+                      ("moe_shared_unbiased", {"shared": 8, "shared_gate": True}, {}),
+                      ("moe_granite_unnormed", {"norm_topk": False}, {"scale": 0.4})):
     s = json.load(open(sys.argv[1]))
     rep = s["model"]["layers"][1]
     attn, mlp = rep["body"]
@@ -187,6 +189,8 @@ refused "export of a mixture of experts without renormalized weights or qk_norm"
     export hf "$g/moe_unnormed.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a mixture of experts with attention biases" "Mixtral" "bias" -- \
     export hf "$g/moe_bias.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
+refused "export of Granite's factors over unrenormalized experts" "Granite-MoE" "norm_topk" -- \
+    export hf "$g/moe_granite_unnormed.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a shared expert without its gate" "Qwen2-MoE" "shared_gate" -- \
     export hf "$g/moe_shared_ungated.json" "$g/train.json" --weights "$g/init.safetensors" -o "$d/out"
 refused "export of a gated shared expert without q, k and v biases" "Qwen2-MoE" "qkv" -- \

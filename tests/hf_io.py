@@ -370,9 +370,9 @@ def experts_count(m):
     with torch.no_grad():
         for n, p in m.named_parameters():
             if n.endswith(("mlp.gate.weight", "block_sparse_moe.gate.weight",
-                           "shared_expert_gate.weight")):
+                           "shared_expert_gate.weight", "router.layer.weight")):
                 p.mul_(30)
-            elif ".experts." in n or ".shared_expert." in n:
+            elif ".experts." in n or ".shared_expert." in n or "_linear." in n:
                 p.mul_(8)
 
 
@@ -526,7 +526,8 @@ def olmoe_case(val):
     norms over all heads, a mixture of 4 experts, each token's top 2, their weights the
     router's probabilities as they are) round-trips as roundtrip does, and so does one
     whose weights are renormalized (norm_topk_prob) and attention biased; clip_qkv, the
-    router jitter are refused. A Qwen2MoeForCausalLM (a shared expert) as well."""
+    router jitter are refused. A GraniteMoeForCausalLM (Granite's factors, the experts
+    stacked) and a Qwen2MoeForCausalLM (a shared expert) as well."""
     if not NEWER:
         return
     from transformers import OlmoeConfig, OlmoeForCausalLM
@@ -538,6 +539,14 @@ def olmoe_case(val):
     newer_case("olmoe_normed_bias", 17, OlmoeForCausalLM,
                OlmoeConfig(num_experts=4, num_experts_per_tok=3, norm_topk_prob=True,
                            attention_bias=True), val, [], prep=experts_count)
+    # Granite-MoE: Granite's four factors (here none 1), its experts stacked already
+    from transformers import GraniteMoeConfig, GraniteMoeForCausalLM
+    newer_case("granitemoe", 20, GraniteMoeForCausalLM,
+               GraniteMoeConfig(num_local_experts=4, num_experts_per_tok=2, embedding_multiplier=3.0,
+                                attention_multiplier=0.4, residual_multiplier=0.22,
+                                logits_scaling=3.0), val,
+               [("granitemoe top_k past the experts", {"num_experts_per_tok": 5},
+                 ["num_experts_per_tok", "4"])], prep=experts_count)
     # Qwen2-MoE as transformers 4.48 saves it (mlp_only_layers, rope_scaling among its keys)
     newer_case("qwen2_moe_newer", 18, Qwen2MoeForCausalLM,
                Qwen2MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48,
