@@ -58,8 +58,11 @@ void rt_cu_moe_dispatch_fwd(rt_exec *e, const float *x, const float *wr, const f
                             int64_t h2, int64_t norm, int64_t row)
 {
     int nm = (int)norm;
-    void *a[] = {&x, &wr, &probs, &gate, &idx, &n, &d, &E, &k, &nm};
-    rt_cu_launch(e, "rt_moe_route", token_blocks(e, n), 1, 1, 128, 1, 0, a);
+    void *lg[] = {&x, &wr, &probs, &n, &d, &E};
+    rt_cu_launch(e, "rt_moe_logits", gdim(cdiv(n, 64), GX, "moe router rows"),
+                 gdim(cdiv(E, 64), GYZ, "moe router experts"), 1, 256, 1, 0, lg);
+    void *a[] = {&probs, &gate, &idx, &n, &E, &k, &nm};
+    rt_cu_launch(e, "rt_moe_route", gdim(cdiv(n, 128), GX, "moe route"), 1, 1, 128, 1, 0, a);
     groups(e, idx, offs, n, E, k);
     if (stats) {
         float *r = stats + row * 2 * E;
@@ -104,8 +107,12 @@ void rt_cu_moe_dispatch_bwd(rt_exec *e, const float *x, const float *wr, const f
         gemm_wgrad(e, 0, dh, xg, dwup, offs, n * k, h2, d, E);
     gemm_rows(e, "rt_moe_gemm_nn", dh, wup, xg, offs, n * k, d, h2, E);   /* dxg in xg */
     int nm = (int)norm;
-    void *a[] = {&xg, &wr, &probs, &gate, &idx, &dgate, &agrad, &dl, &dx, &n, &d, &E, &k, &nm};
-    rt_cu_launch(e, "rt_moe_token_grad", token_blocks(e, n), 1, 1, 256, 1, 0, a);
+    void *rg[] = {&probs, &gate, &idx, &dgate, &agrad, &dl, &n, &E, &k, &nm};
+    rt_cu_launch(e, "rt_moe_router_grads", gdim(cdiv(n, 128), GX, "moe router gradients"), 1, 1,
+                 128, 1, 0, rg);
+    void *a[] = {&xg, &wr, &idx, &dl, &dx, &n, &d, &E, &k};
+    rt_cu_launch(e, "rt_moe_token_grad", gdim(cdiv(n, 64), GX, "moe token rows"),
+                 gdim(cdiv(d, 64), GYZ, "moe token columns"), 1, 256, 1, 0, a);
     const float *none = NULL;
     if (dwr)
         gemm_wgrad(e, 1, dl, x, dwr, none, n, E, d, 1);

@@ -70,30 +70,14 @@ __device__ void rt_moe_topk(float *p, float *g, float *ix, int64_t E, int64_t k,
         g[j] = (float)(g[j] / chosen);
 }
 
-/* Launch: grid (min(n, many), grid-stride over tokens), block 128 (4 warps).
- *   probs[t, e] = x[t] . wr[e]        (a warp an expert, its lanes over d; float)
- *   then rt_moe_topk on probs[t] (thread 0): gate[t], idx[t]'s experts */
+/* Launch: grid (cdiv(n, 128)), block 128: rt_moe_topk on probs[t] (the router's logits,
+ * rt_moe_logits's), a thread a token: gate[t], idx[t]'s experts */
 extern "C" __global__ void __launch_bounds__(128)
-rt_moe_route(const act_t *x, const float *wr, float *probs, float *gate, float *idx, int64_t n,
-             int64_t d, int64_t E, int64_t k, int norm)
+rt_moe_route(float *probs, float *gate, float *idx, int64_t n, int64_t E, int64_t k, int norm)
 {
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
-        const act_t *xt = x + t * d;
-        for (int64_t e = warp; e < E; e += 4) {
-            float s = 0.0f;
-            for (int64_t i = lane; i < d; i += 32)
-                s += rt_ld(xt + i) * wr[e * d + i];
-            for (int o = 16; o; o >>= 1)
-                s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (lane == 0)
-                probs[t * E + e] = s;
-        }
-        __syncthreads();
-        if (threadIdx.x == 0)
-            rt_moe_topk(probs + t * E, gate + t * k, idx + t * 2 * k, E, k, norm);
-        __syncthreads();
-    }
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n)
+        rt_moe_topk(probs + t * E, gate + t * k, idx + t * 2 * k, E, k, norm);
 }
 
 /* Launch: grid (E), block 256: cnt[e] = how many of the n k copies go to expert e. */
@@ -277,31 +261,16 @@ __device__ void rt_moe_router_grad(const float *p, const float *g, const float *
     }
 }
 
-/* Launch: grid (min(n, many), grid-stride over tokens), block 256.
- *   dl[t] = rt_moe_router_grad (thread 0; agrad the load-balancing loss's, or NULL)
- *   dx[t, i] = sum_j dxg[row(t, j), i] + sum_e dl[t, e] wr[e, i]   (float, in that order) */
-extern "C" __global__ void __launch_bounds__(256)
-rt_moe_token_grad(const act_t *dxg, const float *wr, const float *probs, const float *gate,
-                  const float *idx, const float *dgate, const float *agrad, float *dl, act_t *dx,
-                  int64_t n, int64_t d, int64_t E, int64_t k, int norm)
+/* Launch: grid (cdiv(n, 128)), block 128: dl[t] = rt_moe_router_grad, a thread a token
+ * (agrad the load-balancing loss's, or NULL) */
+extern "C" __global__ void __launch_bounds__(128)
+rt_moe_router_grads(const float *probs, const float *gate, const float *idx, const float *dgate,
+                    const float *agrad, float *dl, int64_t n, int64_t E, int64_t k, int norm)
 {
-    for (int64_t t = blockIdx.x; t < n; t += gridDim.x) {
-        if (threadIdx.x == 0)
-            rt_moe_router_grad(probs + t * E, dgate + t * k, gate + t * k, idx, agrad, dl + t * E,
-                               t, E, k, norm);
-        __syncthreads();
-        for (int64_t i = threadIdx.x; i < d; i += blockDim.x) {
-            float s = 0.0f;
-            for (int64_t j = 0; j < k; j++) {
-                const float v = rt_ld(dxg + rt_moe_row(idx, k, t, j) * d + i);
-                s = j ? s + v : v;
-            }
-            for (int64_t e = 0; e < E; e++)
-                s += dl[t * E + e] * wr[e * d + i];
-            rt_st(dx + t * d + i, s);
-        }
-        __syncthreads();
-    }
+    const int64_t t = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n)
+        rt_moe_router_grad(probs + t * E, dgate + t * k, gate + t * k, idx, agrad, dl + t * E, t,
+                           E, k, norm);
 }
 
 /* ---- the groups' GEMMs ---------------------------------------------------------------- */
@@ -321,12 +290,40 @@ __device__ __forceinline__ void moe_tile_fma(const float (*As)[RT_MOE_TILE],
                 acc[i][j] += As[kk][r0 + i] * Bs[kk][c0 + j];
 }
 
+/* acc = the 64 x 64 tile (rows r0 .., columns n0 ..) of A W^T (TRANS_W: W [N, K]) or A W
+ * (W [K, N]), A [.., K] read below row r1, 4 x 4 a thread, K in steps of 16 through
+ * shared memory (As, Ws), float sums in k order; every thread of the block calls it */
+template <bool TRANS_W, typename TA>
+__device__ __forceinline__ void moe_tile(const TA *A, const float *W, int64_t r0, int64_t r1,
+                                         int64_t n0, int64_t N, int64_t K, float (*acc)[4],
+                                         float (*As)[RT_MOE_TILE], float (*Ws)[RT_MOE_TILE])
+{
+    const int tr = (threadIdx.x >> 4) * 4, tn = (threadIdx.x & 15) * 4;
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++)
+            acc[i][j] = 0.0f;
+    for (int64_t k0 = 0; k0 < K; k0 += RT_MOE_BK) {
+        for (int q = threadIdx.x; q < RT_MOE_TILE * RT_MOE_BK; q += blockDim.x) {
+            const int rr = q / RT_MOE_BK, kk = q % RT_MOE_BK;
+            const int64_t r = r0 + rr, kx = k0 + kk;
+            As[kk][rr] = r < r1 && kx < K ? rt_ld(A + r * K + kx) : 0.0f;
+            /* W's loads along its contiguous axis */
+            const int nn = TRANS_W ? q / RT_MOE_BK : q % RT_MOE_TILE;
+            const int kw = TRANS_W ? q % RT_MOE_BK : q / RT_MOE_TILE;
+            const int64_t nx = n0 + nn, kwx = k0 + kw;
+            Ws[kw][nn] = nx < N && kwx < K ? (TRANS_W ? W[nx * K + kwx] : W[kwx * N + nx]) : 0.0f;
+        }
+        __syncthreads();
+        moe_tile_fma(As, Ws, acc, tr, tn);
+        __syncthreads();
+    }
+}
+
 /* C[r, :] = A[r, :] op(W_g) for the rows r of each group g: W_g = w + g N K, [N, K]
  * transposed (TRANS_W: C = A W_g^T, the forward's) or [K, N] as it is (the input
  * gradient's). A [R, K], C [R, N], rows contiguous. A block computes a 64 x 64 tile
- * of C, 4 x 4 a thread, K in steps of 16 through shared memory, float sums in k order;
- * a tile whose rows span several groups runs once per group, keeping that group's rows.
- * Launch: grid (cdiv(R, 64), cdiv(N, 64)), block 256. */
+ * of C (moe_tile); a tile whose rows span several groups runs once per group, keeping
+ * that group's rows. Launch: grid (cdiv(R, 64), cdiv(N, 64)), block 256. */
 template <bool TRANS_W>
 __device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, act_t *C,
                                               const float *offs, int64_t R, int64_t N,
@@ -341,23 +338,8 @@ __device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, ac
         const int64_t g1 = (int64_t)offs[g + 1] < r1 ? (int64_t)offs[g + 1] : r1;
         if (g0 >= g1)
             continue;
-        const float *W = w + g * N * K;
-        float acc[4][4] = {};
-        for (int64_t k0 = 0; k0 < K; k0 += RT_MOE_BK) {
-            for (int q = threadIdx.x; q < RT_MOE_TILE * RT_MOE_BK; q += blockDim.x) {
-                const int rr = q / RT_MOE_BK, kk = q % RT_MOE_BK;
-                const int64_t r = r0 + rr, kx = k0 + kk;
-                As[kk][rr] = r < r1 && kx < K ? rt_ld(A + r * K + kx) : 0.0f;
-                /* W's loads along its contiguous axis */
-                const int nn = TRANS_W ? q / RT_MOE_BK : q % RT_MOE_TILE;
-                const int kw = TRANS_W ? q % RT_MOE_BK : q / RT_MOE_TILE;
-                const int64_t nx = n0 + nn, kwx = k0 + kw;
-                Ws[kw][nn] = nx < N && kwx < K ? (TRANS_W ? W[nx * K + kwx] : W[kwx * N + nx]) : 0.0f;
-            }
-            __syncthreads();
-            moe_tile_fma(As, Ws, acc, tr, tn);
-            __syncthreads();
-        }
+        float acc[4][4];
+        moe_tile<TRANS_W>(A, w + g * N * K, r0, r1, n0, N, K, acc, As, Ws);
         for (int i = 0; i < 4; i++)
             for (int j = 0; j < 4; j++) {
                 const int64_t r = r0 + tr + i, nx = n0 + tn + j;
@@ -365,6 +347,51 @@ __device__ __forceinline__ void moe_gemm_rows(const act_t *A, const float *w, ac
                     rt_st(C + r * N + nx, acc[i][j]);
             }
     }
+}
+
+/* ---- the router's products (one weight, fp32: SIMT in every precision) ---------------- */
+
+/* Launch: grid (cdiv(n, 64), cdiv(E, 64)), block 256.
+ *   probs[t, e] = x[t] . wr[e]        (the router's logits, float sums in d order) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_logits(const act_t *x, const float *wr, float *probs, int64_t n, int64_t d, int64_t E)
+{
+    __shared__ float As[RT_MOE_BK][RT_MOE_TILE], Ws[RT_MOE_BK][RT_MOE_TILE];
+    const int64_t r0 = (int64_t)blockIdx.x * RT_MOE_TILE, e0 = (int64_t)blockIdx.y * RT_MOE_TILE;
+    const int tr = (threadIdx.x >> 4) * 4, tn = (threadIdx.x & 15) * 4;
+    float acc[4][4];
+    moe_tile<true>(x, wr, r0, n, e0, E, d, acc, As, Ws);
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 4; j++) {
+            const int64_t t = r0 + tr + i, e = e0 + tn + j;
+            if (t < n && e < E)
+                probs[t * E + e] = acc[i][j];
+        }
+}
+
+/* Launch: grid (cdiv(n, 64), cdiv(d, 64)), block 256.
+ *   dx[t, i] = sum_j dxg[row(t, j), i] (in j order) + sum_e dl[t, e] wr[e, i] */
+extern "C" __global__ void __launch_bounds__(256)
+rt_moe_token_grad(const act_t *dxg, const float *wr, const float *idx, const float *dl,
+                  act_t *dx, int64_t n, int64_t d, int64_t E, int64_t k)
+{
+    __shared__ float As[RT_MOE_BK][RT_MOE_TILE], Ws[RT_MOE_BK][RT_MOE_TILE];
+    const int64_t r0 = (int64_t)blockIdx.x * RT_MOE_TILE, i0 = (int64_t)blockIdx.y * RT_MOE_TILE;
+    const int tr = (threadIdx.x >> 4) * 4, tn = (threadIdx.x & 15) * 4;
+    float acc[4][4];
+    moe_tile<false>(dl, wr, r0, n, i0, d, E, acc, As, Ws);
+    for (int a = 0; a < 4; a++)
+        for (int b = 0; b < 4; b++) {
+            const int64_t t = r0 + tr + a, i = i0 + tn + b;
+            if (t >= n || i >= d)
+                continue;
+            float s = 0.0f;
+            for (int64_t j = 0; j < k; j++) {
+                const float v = rt_ld(dxg + rt_moe_row(idx, k, t, j) * d + i);
+                s = j ? s + v : v;
+            }
+            rt_st(dx + t * d + i, s + acc[a][b]);
+        }
 }
 
 #if !defined(RT_ACT_BF16) && !defined(RT_ACT_F16)

@@ -2963,6 +2963,7 @@ int main(int argc, char **argv)
     t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
     t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
     t_moe(300, 136, 2, 1, 70, 1, 0); /* groups of several 64-row tiles, 2 column tiles */
+    t_moe(70, 24, 72, 3, 8, 0, 1);   /* the router's products over 2 expert tiles */
     t_glu(1, 1, 0);
     t_glu(37, 13, 0);
     t_glu(64, 512, 0);        /* 16-byte accesses (glu.cuh) */
