@@ -41,7 +41,6 @@ typedef struct Ex {
     int64_t top_k;             /* OP_MOE: each token's experts (d.E the experts) */
     int norm_topk;             /* and their weights renormalized */
     double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
-    int shared_gate;           /* and its shared expert (d.SFF wide) gated */
     int block;                 /* BLOCK_* */
     int head_bias;             /* the head has a bias (Phi's, GPT-J's) */
     int ln_params;             /* LN_*: the layernorms' parameters, alike in all */
@@ -527,8 +526,9 @@ static void mlp_bias(Ex *e, const Layer *up, const Layer *down)
 static void moe(Ex *e, const Layer *l, int first, const char *prefix)
 {
     if (e->gpt2 || e->layernorm || e->post_only || e->block != BLOCK_SEQUENTIAL)
-        refuse(e, NULL, l, "a mixture of experts comes with Mixtral's and OLMoE's layers alone: "
-                           "rmsnorms before the branches, one after the other");
+        refuse(e, NULL, l, "a mixture of experts comes with rmsnorms before the branches, one "
+                           "after the other (Mixtral's, OLMoE's, Granite-MoE's and Qwen's "
+                           "layers)");
     if (l->shared && (!l->shared_gate || e->d.qk_norm))
         refuse(e, NULL, l, "a shared expert comes with Qwen2-MoE's layers alone: gated "
                            "(shared_gate true), the attention without qk_norm");
@@ -747,7 +747,6 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
         e->norm_topk = x->norm_topk;
         e->aux_loss = x->aux_loss;
         e->d.SFF = x->shared;
-        e->shared_gate = x->shared_gate;
     }
     e->d.mlp_bias = m && m->n_body > first && m->body[first]->bias;
     e->head_bias = head_bias;

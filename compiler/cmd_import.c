@@ -1106,7 +1106,7 @@ static void granitemoe_config(HfCfg *c, Arch *a)
 }
 
 /* Qwen's mixtures: every MLP a mixture of num_experts glu experts moe_intermediate_size
- * wide (DFLT_FF where absent), each token's num_experts_per_tok, renormalized where
+ * wide (dflt_ff where absent), each token's num_experts_per_tok, renormalized where
  * norm_topk_prob is; intermediate_size is the dense MLPs', which trainc's layout has
  * none of (mlp_only_layers, decoder_sparse_step > 1: refused) */
 static void qwen_moe_keys(HfCfg *c, Arch *a, const char *name, int64_t dflt_e, int64_t dflt_k,

@@ -78,9 +78,12 @@ fi
 "$TRAINC" build specs/resnet_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o resnet_fashion_bf16 2>>"$P/build.log"
 # run.sh checks: the mixture of experts (moe.cuh), a tiny Llama whose MLPs are moe layers
-# with the load-balancing loss
-"${PYTHON:-/usr/bin/python3}" tests/llama_tiny.py build/llama_moe.json --moe-aux
+# with the load-balancing loss and a gated shared expert; in fp32 (SIMT GEMMs) and
+# bf16-mixed (the tensor cores')
+"${PYTHON:-/usr/bin/python3}" tests/llama_tiny.py build/llama_moe.json --moe-aux --moe-shared
 "$TRAINC" build build/llama_moe.json --device both --arch "$ARCH" --bundle "$P/ship" -o llama_moe 2>>"$P/build.log"
+"$TRAINC" build build/llama_moe.json --device both --arch "$ARCH" --set precision=bf16-mixed \
+    --bundle "$P/ship" -o llama_moe_bf16 2>>"$P/build.log"
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

@@ -13,10 +13,11 @@
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
 # validations, GPU vs CPU (the first 25 steps < 1e-3, val losses < 1e-2) and against
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
-# (< 1e-3); a tiny Llama whose MLPs are moe layers (moe.cuh, the load-balancing loss) 100
-# steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16 and --fp16, the MLP and CNN in bf16-mixed
-# and fp16-mixed and gpt_char in bf16-mixed (the mean of the last 50 losses within 2%
-# of the fp32 CPU run's); compute-sanitizer memcheck on a short run.
+# (< 1e-3); a tiny Llama whose MLPs are moe layers (moe.cuh, the load-balancing loss, a
+# gated shared expert) 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
+# bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's);
+# compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
 # and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
 set -u
@@ -146,6 +147,8 @@ PY
     "$S/llama_moe" --device cpu --out "$D/moe.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/llama_moe" --device cuda --out "$D/moe.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
+    "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # memory accounting (README, "How the memory plan is computed"): what the device holds
     # after the first step, less the context measured before trainc allocated anything,
     # against what trainc allocated; the rest is cuBLASLt's own (its kernels, loaded
