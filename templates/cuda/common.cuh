@@ -623,6 +623,22 @@ __device__ __forceinline__ void rt_tc_mma(float (*acc)[8][4], unsigned short (*a
         }
     }
 }
+/* f(m, n, v) for each of the thread's sums v of an rt_tc_mma tile: m its row of as (0 ..
+ * RT_TG_M), n its row of bs (0 .. RT_TG_N), as rt_tc_mma's comment places them */
+template <typename F>
+__device__ __forceinline__ void rt_tc_each(float (*acc)[8][4], int wm, int wn, int lane, F f)
+{
+    const int g = lane >> 2, t4 = lane & 3;
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int n = 0; n < 8; n++)
+#pragma unroll
+            for (int q = 0; q < 4; q++)
+                f(32 * wm + 16 * i + g + 8 * (q >> 1), 64 * wn + 8 * n + 2 * t4 + (q & 1),
+                  acc[i][n][q]);
+}
+
 /* the block's dynamic shared memory (the launch's bytes of it), 16-byte aligned */
 __device__ __forceinline__ unsigned char *rt_dyn_smem()
 {

@@ -859,18 +859,11 @@ rt_conv_igemm_dw_tc(const act_t *x, const act_t *dyt, double *part, int64_t B, i
         __syncthreads();
         rt_tc_mma(acc, as, bs, wm, wn, lane);
     }
-    const int g = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int r = 0; r < 4; r++) {
-                const int64_t co = c0 + 32 * wm + 16 * i + g + 8 * (r >> 1);
-                const int64_t j = n0 + 64 * wn + 8 * n + 2 * t4 + (r & 1);
-                if (co < Cout && j < K)
-                    part[(co * S + blockIdx.x) * K + j] = acc[i][n][r];
-            }
+    rt_tc_each(acc, wm, wn, lane, [&](int m, int n, float v) {
+        const int64_t co = c0 + m, j = n0 + n;
+        if (co < Cout && j < K)
+            part[(co * S + blockIdx.x) * K + j] = v;
+    });
 }
 
 /* Launch: grid (ceil(B*OH*OW / RT_TG_N), ceil(Cout / RT_TG_M)), 128 threads. Overwrites yt. */

@@ -524,18 +524,11 @@ __device__ __forceinline__ void moe_tc_rows(const act_t *A, const float *w, act_
         __syncthreads();
         rt_tc_mma(acc, as, bs, wm, wn, lane);
     }
-    const int gq = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int64_t row = r0 + 32 * wm + 16 * i + gq + 8 * (q >> 1);
-                const int64_t col = n0 + 64 * wn + 8 * n + 2 * t4 + (q & 1);
-                if (row < r1 && col < N)
-                    rt_st(C + row * N + col, acc[i][n][q]);
-            }
+    rt_tc_each(acc, wm, wn, lane, [&](int m, int n, float v) {
+        const int64_t row = r0 + m, col = n0 + n;
+        if (row < r1 && col < N)
+            rt_st(C + row * N + col, v);
+    });
 }
 
 extern "C" __global__ void __launch_bounds__(128)
@@ -586,17 +579,10 @@ rt_moe_gemm_tn(const act_t *A, const act_t *B, float *c, const float *offs, int6
         rt_tc_mma(acc, as, bs, wm, wn, lane);
     }
     float *C = c + g * M * N;
-    const int gq = lane >> 2, t4 = lane & 3;
-#pragma unroll
-    for (int i = 0; i < 2; i++)
-#pragma unroll
-        for (int n = 0; n < 8; n++)
-#pragma unroll
-            for (int q = 0; q < 4; q++) {
-                const int64_t m = m0 + 32 * wm + 16 * i + gq + 8 * (q >> 1);
-                const int64_t nx = n0 + 64 * wn + 8 * n + 2 * t4 + (q & 1);
-                if (m < M && nx < N)
-                    C[m * N + nx] += acc[i][n][q];
-            }
+    rt_tc_each(acc, wm, wn, lane, [&](int mi, int ni, float v) {
+        const int64_t m = m0 + mi, nx = n0 + ni;
+        if (m < M && nx < N)
+            C[m * N + nx] += v;
+    });
 }
 #endif
