@@ -25,7 +25,10 @@ trainc's `moe` layer (router.weight = HF's gate, experts.up.weight [E, 2h, d] ea
 expert's w1 then w3, experts.down.weight [E, d, h] each expert's w2), 40 steps as
 above: every step's loss within 1e-4 relative; and with transformers' load-balancing
 loss (output_router_logits, router_aux_loss_coef 0.1: trainc's aux_loss), its loss
-included.
+included. Then a random Qwen2MoeForCausalLM (q, k and v biased; the same experts, their
+weights the router's probabilities as they are, and a shared expert 40 wide gated by a
+sigmoid: the moe layer's shared and shared_gate, shared.up.weight its gate_proj, up_proj
+and shared_expert_gate rows), 40 steps as above.
 
     $HF_PYTHON tests/llama_hf.py [--oracle-only]
 """
@@ -40,7 +43,7 @@ import llama_torch as lt
 try:
     import transformers
     from transformers import LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM
-    from transformers import MixtralConfig, MixtralForCausalLM
+    from transformers import MixtralConfig, MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM
 except ImportError:
     print("skip llama_hf: transformers is not importable from %s (make deps makes a venv "
           "with it; HF_PYTHON names its python)" % sys.executable)
@@ -49,17 +52,20 @@ except ImportError:
 OUT = os.path.join(lt.ROOT, "build", "tests", "llama_hf")
 V, D, L, H, KV, FF, T, B, STEPS = 256, 64, 2, 4, 2, 128, 32, 8, 40
 THETA, EPS = 10000.0, 1e-5
-EXPERTS, TOP_K, EXPERT_FF = 4, 2, 48
+EXPERTS, TOP_K, EXPERT_FF, SHARED_FF = 4, 2, 48, 40
 torch.set_num_threads(1)
 
 
-def moe_spec(aux=0.0):
-    """spec() with Mixtral's MLP: a moe layer in place of gate_up, glu and down."""
-    sp = spec()
+def moe_spec(aux=0.0, shared=0):
+    """spec() with Mixtral's MLP: a moe layer in place of gate_up, glu and down; with
+    shared, Qwen2-MoE's (q, k and v biased, a gated shared expert, weights unnormalized)."""
+    sp = spec(bias="qkv" if shared else False)
     mlp = sp["model"]["layers"][1]["body"][1]["body"]
     mlp[1:] = [{"op": "moe", "name": "moe", "experts": EXPERTS, "top_k": TOP_K, "hidden": EXPERT_FF}]
     if aux:
         mlp[1]["aux_loss"] = aux
+    if shared:
+        mlp[1].update(shared=shared, shared_gate=True, norm_topk=False)
     return sp
 
 
@@ -96,6 +102,50 @@ def mixtral_weights(m):
         w[q + "moe.experts.up.weight"] = torch.stack([torch.cat([ex(k, "w1"), ex(k, "w3")])
                                                      for k in range(EXPERTS)])
         w[q + "moe.experts.down.weight"] = torch.stack([ex(k, "w2") for k in range(EXPERTS)])
+    w.update({"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
+              "lm_head.weight": sd["lm_head.weight"]})
+    return w
+
+
+def qwen2_moe_model(seed=0):
+    torch.manual_seed(seed)
+    m = Qwen2MoeForCausalLM(Qwen2MoeConfig(
+        vocab_size=V, hidden_size=D, intermediate_size=EXPERT_FF, num_hidden_layers=L,
+        num_attention_heads=H, num_key_value_heads=KV, max_position_embeddings=T, rms_norm_eps=EPS,
+        rope_theta=THETA, tie_word_embeddings=False, num_experts=EXPERTS,
+        num_experts_per_tok=TOP_K, moe_intermediate_size=EXPERT_FF,
+        shared_expert_intermediate_size=SHARED_FF, attn_implementation="eager"))
+    with torch.no_grad():   # the shared expert and its gate large enough to move the loss
+        for n, p in m.named_parameters():
+            if "norm" in n or n.endswith(".bias"):
+                p.add_(0.1 * torch.randn(p.shape))
+            elif "shared_expert" in n:
+                p.mul_(30 if "shared_expert_gate" in n else 8)
+    return m
+
+
+def qwen2_moe_weights(m):
+    """HF's Qwen2-MoE state dict under trainc's names: Mixtral's mapping under Qwen's
+    names, q, k and v's biases, the shared expert's rows with its gate's last."""
+    sd = {n: t.detach().clone() for n, t in m.state_dict().items()}
+    w = {}
+    for i in range(L):
+        p, q = "model.layers.%d." % i, "layers.%d." % i
+        a, e = p + "self_attn.", p + "mlp."
+        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
+        for kind in ("weight", "bias"):
+            w[q + "attn.qkv." + kind] = torch.cat([sd[a + c + "_proj." + kind] for c in "qkv"])
+        w[q + "attn.proj.weight"] = sd[a + "o_proj.weight"]
+        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
+        w[q + "moe.router.weight"] = sd[e + "gate.weight"]
+        ex = lambda k, n: sd["%sexperts.%d.%s.weight" % (e, k, n)]
+        w[q + "moe.experts.up.weight"] = torch.stack([torch.cat([ex(k, "gate_proj"), ex(k, "up_proj")])
+                                                     for k in range(EXPERTS)])
+        w[q + "moe.experts.down.weight"] = torch.stack([ex(k, "down_proj") for k in range(EXPERTS)])
+        s = e + "shared_expert."
+        w[q + "moe.shared.up.weight"] = torch.cat([sd[s + "gate_proj.weight"], sd[s + "up_proj.weight"],
+                                                   sd[e + "shared_expert_gate.weight"]])
+        w[q + "moe.shared.down.weight"] = sd[s + "down_proj.weight"]
     w.update({"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
               "lm_head.weight": sd["lm_head.weight"]})
     return w
@@ -230,6 +280,11 @@ def main():
     sp = moe_spec(aux=0.1)
     ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe_aux")
     ok &= lt.compare("trainc vs HF MixtralForCausalLM, load-balancing loss", ours,
+                     hf_losses(m, sp, x, y), 1e-4)
+    m = qwen2_moe_model()
+    sp = moe_spec(shared=SHARED_FF)
+    ours = lt.run_trainc(sp, qwen2_moe_weights(m), OUT + "_qwen2_moe")
+    ok &= lt.compare("trainc vs HF Qwen2MoeForCausalLM, a gated shared expert", ours,
                      hf_losses(m, sp, x, y), 1e-4)
     sys.exit(0 if ok else 1)
 
