@@ -84,26 +84,38 @@ def mixtral_model(seed=0, aux=0.0):
     return m
 
 
+def moe_layer_weights(sd, i, moe, names, bias=False):
+    """Layer i of an HF mixture's state dict under trainc's names: the attention's as
+    Llama's (q, k and v's biases with bias), the router and each expert's gate, up and
+    down projections (NAMES) stacked; MOE the HF MLP's prefix."""
+    p, q = "model.layers.%d." % i, "layers.%d." % i
+    a, e = p + "self_attn.", p + moe
+    w = {q + "attn_norm.weight": sd[p + "input_layernorm.weight"],
+         q + "attn.proj.weight": sd[a + "o_proj.weight"],
+         q + "mlp_norm.weight": sd[p + "post_attention_layernorm.weight"],
+         q + "moe.router.weight": sd[e + "gate.weight"]}
+    for kind in ("weight", "bias") if bias else ("weight",):
+        w[q + "attn.qkv." + kind] = torch.cat([sd[a + c + "_proj." + kind] for c in "qkv"])
+    ex = lambda k, n: sd["%sexperts.%d.%s.weight" % (e, k, n)]
+    gate, up, down = names
+    w[q + "moe.experts.up.weight"] = torch.stack([torch.cat([ex(k, gate), ex(k, up)])
+                                                 for k in range(EXPERTS)])
+    w[q + "moe.experts.down.weight"] = torch.stack([ex(k, down) for k in range(EXPERTS)])
+    return w
+
+
+def head_weights(sd):
+    return {"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
+            "lm_head.weight": sd["lm_head.weight"]}
+
+
 def mixtral_weights(m):
     """HF's Mixtral state dict under trainc's names: the attention's as Llama's, each
     layer's experts stacked."""
     sd = {n: t.detach().clone() for n, t in m.state_dict().items()}
-    w = {}
+    w = head_weights(sd)
     for i in range(L):
-        p, q = "model.layers.%d." % i, "layers.%d." % i
-        a, e = p + "self_attn.", p + "block_sparse_moe."
-        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
-        w[q + "attn.qkv.weight"] = torch.cat([sd[a + "q_proj.weight"], sd[a + "k_proj.weight"],
-                                              sd[a + "v_proj.weight"]])
-        w[q + "attn.proj.weight"] = sd[a + "o_proj.weight"]
-        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
-        w[q + "moe.router.weight"] = sd[e + "gate.weight"]
-        ex = lambda k, n: sd["%sexperts.%d.%s.weight" % (e, k, n)]
-        w[q + "moe.experts.up.weight"] = torch.stack([torch.cat([ex(k, "w1"), ex(k, "w3")])
-                                                     for k in range(EXPERTS)])
-        w[q + "moe.experts.down.weight"] = torch.stack([ex(k, "w2") for k in range(EXPERTS)])
-    w.update({"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
-              "lm_head.weight": sd["lm_head.weight"]})
+        w.update(moe_layer_weights(sd, i, "block_sparse_moe.", ("w1", "w3", "w2")))
     return w
 
 
@@ -128,26 +140,14 @@ def qwen2_moe_weights(m):
     """HF's Qwen2-MoE state dict under trainc's names: Mixtral's mapping under Qwen's
     names, q, k and v's biases, the shared expert's rows with its gate's last."""
     sd = {n: t.detach().clone() for n, t in m.state_dict().items()}
-    w = {}
+    w = head_weights(sd)
     for i in range(L):
-        p, q = "model.layers.%d." % i, "layers.%d." % i
-        a, e = p + "self_attn.", p + "mlp."
-        w[q + "attn_norm.weight"] = sd[p + "input_layernorm.weight"]
-        for kind in ("weight", "bias"):
-            w[q + "attn.qkv." + kind] = torch.cat([sd[a + c + "_proj." + kind] for c in "qkv"])
-        w[q + "attn.proj.weight"] = sd[a + "o_proj.weight"]
-        w[q + "mlp_norm.weight"] = sd[p + "post_attention_layernorm.weight"]
-        w[q + "moe.router.weight"] = sd[e + "gate.weight"]
-        ex = lambda k, n: sd["%sexperts.%d.%s.weight" % (e, k, n)]
-        w[q + "moe.experts.up.weight"] = torch.stack([torch.cat([ex(k, "gate_proj"), ex(k, "up_proj")])
-                                                     for k in range(EXPERTS)])
-        w[q + "moe.experts.down.weight"] = torch.stack([ex(k, "down_proj") for k in range(EXPERTS)])
+        w.update(moe_layer_weights(sd, i, "mlp.", ("gate_proj", "up_proj", "down_proj"), bias=True))
+        e, q = "model.layers.%d.mlp." % i, "layers.%d.moe.shared." % i
         s = e + "shared_expert."
-        w[q + "moe.shared.up.weight"] = torch.cat([sd[s + "gate_proj.weight"], sd[s + "up_proj.weight"],
-                                                   sd[e + "shared_expert_gate.weight"]])
-        w[q + "moe.shared.down.weight"] = sd[s + "down_proj.weight"]
-    w.update({"embed.weight": sd["model.embed_tokens.weight"], "norm.weight": sd["model.norm.weight"],
-              "lm_head.weight": sd["lm_head.weight"]})
+        w[q + "up.weight"] = torch.cat([sd[s + "gate_proj.weight"], sd[s + "up_proj.weight"],
+                                        sd[e + "shared_expert_gate.weight"]])
+        w[q + "down.weight"] = sd[s + "down_proj.weight"]
     return w
 
 
