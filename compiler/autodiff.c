@@ -77,10 +77,11 @@ static Tensor *view(Graph *g, Tensor *x, Tensor *dy)
 }
 
 /* Does a node's parameter get a gradient in this walk (net: the discriminator's, 1, or
- * the others, 0; -1: every parameter)? */
+ * the others, 0; -1: every parameter)? Not where train.freeze froze all it has. */
 static int differentiated(const Node *n, int net)
 {
-    return n->w && (net < 0 || n->w->disc == net);
+    return n->w && (net < 0 || n->w->disc == net) &&
+           (!n->w->frozen || (n->b && !n->b->frozen));
 }
 
 void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n_seed, int net, int phase)
@@ -142,7 +143,7 @@ void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n_seed, int net,
             continue;               /* no parameter and no input gradient wanted */
         Node *b = graph_node(g, d->bwd, f->origin);
         b->backward = 1;
-        b->frozen = f->w && !want_dw;
+        b->frozen = f->w && !want_dw && net >= 0;   /* (a GAN's; train.freeze's: lower.c) */
         b->fwd = f;
         b->layer = f->layer;
         b->act = f->act;

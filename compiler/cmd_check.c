@@ -115,6 +115,12 @@ int cmd_check(int argc, char **argv)
     printf("  model        %s\n", s->name);
     printf("  layers       %d\n", g->n_layers_total);
     printf("  parameters   %lld (%s fp32)\n", (long long)np, pb);
+    int64_t frozen = 0;
+    for (int i = 0; i < g->n_params; i++)
+        frozen += g->params[i]->frozen ? g->params[i]->numel : 0;
+    if (frozen)
+        printf("  trainable    %lld (train.freeze holds %lld fixed)\n", (long long)(np - frozen),
+               (long long)frozen);
     int64_t idle = moe_idle_params(g);
     if (idle)
         printf("  active       %lld a token (each moe layer's top_k of its experts)\n",

@@ -15,9 +15,10 @@ int cmd_run(int argc, char **argv)
     if (!eval)
         rt_catch_signals();
     Spec *s = spec_load(n, argv + 1);
-    /* the recomputation plan and the precision are compiled: those --set keys shape
-     * the program (auto's choice depends on the batch size too, on the device: a
-     * CPU run has no GPU workspace to count, and on the ranks ZeRO shards over) */
+    /* the recomputation plan, the precision and the frozen parameters are compiled:
+     * those --set keys shape the program (auto's choice depends on the batch size too,
+     * on the device: a CPU run has no GPU workspace to count, and on the ranks ZeRO
+     * shards over) */
     int sets = 0;
     for (int i = 1 + n; i < argc; i++) {   /* --set K=V or --set=K=V; --device D or --device=D */
         const char *kv = !strcmp(argv[i], "--set") && i + 1 < argc ? argv[i + 1]
@@ -27,7 +28,7 @@ int cmd_run(int argc, char **argv)
         if (kv && (!strncmp(kv, "recompute=", 10) || !strncmp(kv, "memory_budget_mb=", 17) ||
                    !strncmp(kv, "batch_size=", 11) || !strncmp(kv, "precision=", 10) ||
                    !strncmp(kv, "device=", 7) || !strncmp(kv, "distributed.strategy=", 21) ||
-                   !strncmp(kv, "distributed.ranks=", 18))) {
+                   !strncmp(kv, "distributed.ranks=", 18) || !strncmp(kv, "freeze=", 7))) {
             spec_set(s, kv);
             sets++;
         } else if (dev && (!strcmp(dev, "cpu") || !strcmp(dev, "cuda"))) {

@@ -3,6 +3,7 @@
  * are the helpers they build with (tensors, parameters named as docs/spec.md
  * says, the size limits, FLOP counts), the walk and the model inputs. */
 #include <math.h>
+#include <fnmatch.h>
 #include <string.h>
 #include "ops/op.h"
 
@@ -421,6 +422,43 @@ static void check_conversions(GraphCtx *c)
     }
 }
 
+/* train.freeze: each pattern (fnmatch's, '*' matching dots too) marks the parameters
+ * whose names it matches frozen; one matching none, or all of them frozen, is an error */
+static void apply_freeze(Graph *g)
+{
+    const Spec *s = g->spec;
+    const char *at = "$.train.freeze";
+    char *list = xstrdup(s->train.freeze);
+    int n = 0;
+    for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat;
+         pat = strtok_r(NULL, ",", &save)) {
+        int hits = 0;
+        for (int k = 0; k < g->n_params; k++)
+            if (!fnmatch(pat, g->params[k]->name, 0)) {
+                g->params[k]->frozen = 1;
+                hits++;
+            }
+        if (!hits) {
+            const char **names = xcalloc((size_t)g->n_params + 1, sizeof *names);
+            for (int k = 0; k < g->n_params; k++)
+                names[k] = g->params[k]->name;
+            const char *near = rt_closest(pat, names);
+            if (near)
+                error_at(s->train_file, at, "'%s' matches no parameter; did you mean '%s'?",
+                         pat, near);
+            error_at(s->train_file, at, "'%s' matches no parameter; the first are %s%s%s%s "
+                     "(%d in all)", pat, names[0], g->n_params > 1 ? ", " : "",
+                     g->n_params > 1 ? names[1] : "", g->n_params > 2 ? ", ..." : "",
+                     g->n_params);
+        }
+    }
+    free(list);
+    for (int k = 0; k < g->n_params; k++)
+        n += !g->params[k]->frozen;
+    if (g->n_params && !n)
+        error_at(s->train_file, at, "every parameter is frozen: nothing is left to train");
+}
+
 Graph *graph_build(const Spec *s, int eval)
 {
     ops_check();
@@ -458,5 +496,6 @@ Graph *graph_build(const Spec *s, int eval)
     build_loss(&c);
     g->n_forward = g->n_nodes;
     check_conversions(&c);
+    apply_freeze(g);
     return g;
 }

@@ -96,6 +96,7 @@ struct Param {
     const char *origin;
     int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
     int disc;                /* a GAN discriminator's (gan.c): its own optimizer */
+    int frozen;              /* matched by train.freeze: no gradient wanted, no update */
 };
 
 /* ---- nodes (forward and backward) ----------------------------------------- */

@@ -126,6 +126,24 @@ static void drop_frozen_grads(Program *p, int from)
     p->n_ins = n;
 }
 
+/* Of the instructions appended from `from`, those that write only gradients of
+ * parameters train.freeze froze go (a frozen weight's dW GEMM). One that writes such a
+ * gradient besides what is wanted (layernorm's dx with its dgamma) keeps writing it:
+ * the optimizer and the gradient norm pass over frozen parameters (rt_param.frozen). */
+static void drop_freeze_grads(Program *p, int from)
+{
+    int n = from;
+    for (int i = from; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        int wanted = in->n_writes == 0;
+        for (int w = 0; w < in->n_writes; w++)
+            wanted |= in->writes[w]->kind != T_PGRAD || !in->writes[w]->param->frozen;
+        if (wanted)
+            p->ins[n++] = in;
+    }
+    p->n_ins = n;
+}
+
 /* One node's instructions, appended to the program: its op file's lowering (a view
  * has none). */
 static void lower_node(Program *p, Node *nd)
@@ -136,6 +154,8 @@ static void lower_node(Program *p, Node *nd)
         d->lower(p, nd);
     if (nd->frozen)
         drop_frozen_grads(p, from);
+    else
+        drop_freeze_grads(p, from);
 }
 
 static Program *lower_prog(Graph *g, int eval)

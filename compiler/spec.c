@@ -1732,6 +1732,8 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
     else if (t->dist != RT_DIST_DDP)
         k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
                                           "shard two optimizers yet)";
+    else if (t->freeze[0])
+        k = "freeze", why = "a GAN trains all of both networks (freeze does not reach them yet)";
     if (!k)
         return 0;
     snprintf(key, keylen, "%s", k);
@@ -1757,6 +1759,12 @@ static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *k
         s->loss != LOSS_CROSS_ENTROPY) {
         snprintf(key, keylen, "early_stopping.monitor");
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
+        return -1;
+    }
+    if (t->freeze[0] && t->dist != RT_DIST_DDP) {
+        snprintf(key, keylen, "freeze");
+        snprintf(err, errlen, "freeze trains with the ddp strategy (ZeRO does not shard a "
+                 "partly frozen model yet)");
         return -1;
     }
     if (t->has_augment)

@@ -28,6 +28,7 @@ enum {
     F_PAIR,      /* two doubles "A,B" (betas), each within `range` */
     F_PATH,      /* char[RT_PATH_MAX]; null is "" */
     F_SECTION,   /* int has_*: an object that may be null; setting a subkey enables it */
+    F_GLOBS,     /* char[RT_PATH_MAX]: patterns joined by ','; [] and null are "" */
 };
 
 enum { R_ANY, R_POS, R_NONNEG, R_UNIT_OPEN, R_UNIT, R_FRAC };   /* ranges of reals */
@@ -38,9 +39,9 @@ typedef struct Field {
     int type;
     size_t off, off2;      /* off2: F_PAIR's second double, F_DATA's count */
     int nullable;
-    int quiet;             /* F_SECTION, F_INT, F_REAL: left out of the dump while null
-                              (a key added after specs were hashed: theirs keep their
-                              hash) */
+    int quiet;             /* F_SECTION, F_INT, F_REAL, F_GLOBS: left out of the dump
+                              while null (a key added after specs were hashed: theirs
+                              keep their hash) */
     int64_t min, max;      /* F_INT */
     int range;             /* F_REAL, F_PAIR */
     const char *names;     /* F_ENUM: values in the order of the RT_ enum, space-separated */
@@ -63,6 +64,7 @@ typedef struct Field {
 #define PATH(f) .type = F_PATH, .off = OFF(f), .nullable = 1
 #define SECTION(f) .type = F_SECTION, .off = OFF(f), .nullable = 1
 #define SECTION_QUIET(f) .type = F_SECTION, .off = OFF(f), .nullable = 1, .quiet = 1
+#define GLOBS_QUIET(f) .type = F_GLOBS, .off = OFF(f), .nullable = 1, .quiet = 1
 
 /* The table: X(key, default, kind). Order is the canonical dump order; a section's
  * subkeys follow it directly. Defaults worth a word:
@@ -118,6 +120,7 @@ typedef struct Field {
     X("schedule.every_steps", "1000", INT(sched_every_steps, 1, BIG))                   \
     X("schedule.gamma", "0.1", REAL(gamma, R_POS))                                      \
     X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
+    X("freeze", "null", GLOBS_QUIET(freeze))                                            \
     X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed fp8-mixed"))     \
     X("loss_scale.init", "65536", REAL(ls_init, R_POS))                                 \
     X("loss_scale.growth_interval", "2000", INT(ls_growth_interval, 1, BIG))            \
@@ -465,6 +468,9 @@ static void expect_text(const Field *f, char *buf, size_t len)
     case F_SECTION:
         snprintf(buf, len, "an object or null");
         return;
+    case F_GLOBS:
+        snprintf(buf, len, "a list of parameter names or patterns (* ? [...]), or null");
+        return;
     }
 }
 
@@ -502,7 +508,7 @@ static void got_text(const Field *f, int jtype, const char *value, char *buf, si
     char shown[4 * 60 + 4];
     const char *v = show(value, shown);
     int stringish = f && (f->type == F_ENUM || f->type == F_PATH || f->type == F_DATA ||
-                          f->type == F_DURATION);
+                          f->type == F_DURATION || f->type == F_GLOBS);
     switch (jtype) {
     case 'o': snprintf(buf, len, "an object"); return;
     case 'a': snprintf(buf, len, "[%s]", v); return;
@@ -574,6 +580,7 @@ static int type_ok(const Field *f, int jtype)
     case F_DURATION: return jtype == 's' || jtype == 'n';
     case F_PAIR: return jtype == 'a';
     case F_SECTION: return jtype == 'o';
+    case F_GLOBS: return jtype == 'a' || jtype == 's';
     }
     return 0;
 }
@@ -601,7 +608,7 @@ static int set_null(rt_train_config *c, const Field *f)
     switch (f->type) {
     case F_INT: *AT(c, f, int64_t) = -1; return 0;
     case F_REAL: case F_DURATION: *AT(c, f, double) = NAN; return 0;
-    case F_PATH: memset(AT(c, f, char), 0, RT_PATH_MAX); return 0;
+    case F_PATH: case F_GLOBS: memset(AT(c, f, char), 0, RT_PATH_MAX); return 0;
     case F_SECTION:
         /* disabled: the subkeys go back to their defaults, so a disabled section
          * dumps as one line and still round-trips exactly */
@@ -630,6 +637,40 @@ static int set_pair(rt_train_config *c, const Field *f, const char *v)
         return -1;
     *AT(c, f, double) = x;
     *(double *)((char *)c + f->off2) = y;
+    return 0;
+}
+
+/* "A,B" (a command line's, a dump's) or "\"A\",\"B\"" (a JSON array's items) into a
+ * patterns field, joined by ',' without quotes: 0, or -1 when an item is empty or
+ * holds a comma, a quote, a backslash or a control character. */
+static int set_globs(rt_train_config *c, const Field *f, const char *v)
+{
+    char out[RT_PATH_MAX];
+    size_t o = 0;
+    for (const char *p = v; *p;) {
+        size_t n = strcspn(p, ",");
+        const char *item = p;
+        while (n && *item == ' ')
+            item++, n--;
+        while (n && item[n - 1] == ' ')
+            n--;
+        if (n >= 2 && item[0] == '"' && item[n - 1] == '"')
+            item++, n -= 2;
+        if (n == 0 || o + n + 1 >= sizeof out)
+            return -1;
+        for (size_t i = 0; i < n; i++)
+            if (item[i] == '"' || item[i] == '\\' || (unsigned char)item[i] < 0x20)
+                return -1;
+        if (o)
+            out[o++] = ',';
+        memcpy(out + o, item, n);
+        o += n;
+        p += strcspn(p, ",");
+        if (*p == ',' && !*++p)
+            return -1;   /* a trailing comma */
+    }
+    memset(AT(c, f, char), 0, RT_PATH_MAX);
+    memcpy(AT(c, f, char), out, o);
     return 0;
 }
 
@@ -712,6 +753,8 @@ static int set_field(rt_train_config *c, const Field *f, int jtype, const char *
             return bad_value(f, jtype, v, err, errlen);
         *AT(c, f, int) = 1;
         return 0;
+    case F_GLOBS:
+        return set_globs(c, f, v) == 0 ? 0 : bad_value(f, jtype, v, err, errlen);
     }
     rt_die("bad field type %d", f->type);
 }
@@ -1063,7 +1106,7 @@ static void fmt_value(const rt_train_config *c, const Field *f, char *buf, size_
         snprintf(buf, len, "%s,%s", a, b);
         return;
     }
-    case F_PATH: {
+    case F_PATH: case F_GLOBS: {
         const char *p = AT(c, f, const char);
         snprintf(buf, len, "%s", p[0] ? p : "null");
         return;
@@ -1107,7 +1150,8 @@ char **rt_config_dump(const rt_train_config *c, int *n)
         if (f->type == F_INT && *AT(c, f, const int64_t) == RT_UNSET)
             continue;   /* left out: its default follows other fields (rt_epochs) */
         if (f->quiet && ((f->type == F_INT && *AT(c, f, const int64_t) == -1) ||
-                         (f->type == F_REAL && isnan(*AT(c, f, const double)))))
+                         (f->type == F_REAL && isnan(*AT(c, f, const double))) ||
+                         (f->type == F_GLOBS && !*AT(c, f, const char))))
             continue;   /* left out while null */
         if (f->type == F_SECTION && f->quiet && !*AT(c, f, const int)) {
             size_t len = strlen(f->key);   /* left out, with its subkeys */

@@ -1316,8 +1316,9 @@ void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, floa
 typedef struct opt_chunk {
     int64_t off;               /* first element in the parameter region */
     int32_t len;               /* elements, <= RT_OPT_CHUNK */
-    int32_t decay;             /* rank >= 2: weight decay applies */
+    int32_t flags;             /* RT_OPT_DECAY (rank >= 2), RT_OPT_FROZEN (train.freeze) */
 } opt_chunk;
+enum { RT_OPT_DECAY = 1, RT_OPT_FROZEN = 2 };   /* optim.cuh's */
 _Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
 
 size_t rt_opt_table_bytes(int n_params, const int64_t *numel)
@@ -1352,7 +1353,8 @@ static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *
         for (int64_t o = a; o < b; o += RT_OPT_CHUNK, k++)
             if (t)
                 t[k] = (opt_chunk){o, (int32_t)(b - o < RT_OPT_CHUNK ? b - o : RT_OPT_CHUNK),
-                                   p->rank >= 2};
+                                   (p->rank >= 2 ? RT_OPT_DECAY : 0) |
+                                       (p->frozen ? RT_OPT_FROZEN : 0)};
     }
     return k;
 }

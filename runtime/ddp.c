@@ -57,6 +57,8 @@ void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi)
     if (!D.sync)
         return;
     memset(D.ready, 0, (size_t)(D.m->n_params ? D.m->n_params : 1));
+    for (int i = 0; i < D.m->n_params; i++)
+        D.ready[i] = (char)D.m->params[i].frozen;   /* no gradient the update reads */
     D.next = D.m->n_params - 1;
     while (D.next >= 0 && D.m->params[D.next].offset >= hi)
         D.next--;

@@ -38,6 +38,8 @@ int rt_gradcheck(Run *r)
     double h = h0;
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
+        if (p->frozen)
+            continue;   /* (train.freeze: no gradient computed) */
         float *w = r->params + p->offset;
         const float *g = grads + p->offset;
         double *v = calloc((size_t)p->numel, sizeof *v);

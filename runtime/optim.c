@@ -31,7 +31,9 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
 
 /* Partial sums over fixed blocks of 16384 elements of each tensor (counted from the
  * tensor's start), added in order: the norm does not depend on the number of
- * threads. A range [lo, hi) of the flat region takes the blocks' parts inside it. */
+ * threads. A range [lo, hi) of the flat region takes the blocks' parts inside it.
+ * Frozen parameters (train.freeze) count for nothing, as PyTorch's clip_grad_norm_
+ * over the optimizer's parameters. */
 #define NORM_BLOCK 16384
 
 /* The two hot loops of a CPU step's update, built twice: for the baseline x86-64 (4
@@ -123,7 +125,7 @@ double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, c
         rt_fail("out of memory");
     for (int i = 0; i < m->n_params; i++) {
         int64_t a, b, n = 0;
-        if (clip_param(&m->params[i], lo, hi, &a, &b))
+        if (!m->params[i].frozen && clip_param(&m->params[i], lo, hi, &a, &b))
             n = (b + NORM_BLOCK - 1) / NORM_BLOCK - a / NORM_BLOCK;
         first[i + 1] = first[i] + n;
     }
@@ -261,7 +263,7 @@ void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_mod
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
         int64_t k0, k1;
-        if (!clip_param(pp, lo, hi, &k0, &k1))
+        if (pp->frozen || !clip_param(pp, lo, hi, &k0, &k1))
             continue;
         int64_t at = pp->offset + k0 - lo;   /* in the range's own arrays */
         opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};

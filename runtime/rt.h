@@ -278,6 +278,8 @@ typedef struct rt_train_config {
     int64_t log_every;
     int device;
     char out_dir[RT_PATH_MAX]; /* "" = none */
+    char freeze[RT_PATH_MAX];  /* the frozen parameters' patterns, ','-joined; "" = none
+                                  (compiled in: rt_param.frozen) */
 } rt_train_config;
 
 enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };

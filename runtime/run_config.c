@@ -95,6 +95,8 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
      * budget may: recompute auto's plan is checked against it below, and the other
      * policies do not read it (as when trainc run compiles) */
     int compiled_policy = c->recompute;
+    char compiled_freeze[RT_PATH_MAX];   /* and so do the frozen parameters */
+    memcpy(compiled_freeze, c->freeze, sizeof compiled_freeze);
     for (int pass = 0; pass < 2; pass++)   /* the type keys first: they reset their group */
         for (int i = 0; i < o->n_sets; i++)
             if (rt_config_set_pass(o->sets[i]) == pass &&
@@ -107,6 +109,11 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "it when compiling)", pol[c->recompute], pol[compiled_policy],
                        pol[c->recompute]);
     }
+    if (strcmp(c->freeze, compiled_freeze))
+        rt_input_error("--set freeze=%s: which parameters this trainer freezes (%s) is compiled "
+                       "into it; rebuild it with trainc build ... --set freeze=... (trainc run "
+                       "applies it when compiling)", c->freeze[0] ? c->freeze : "null",
+                       compiled_freeze[0] ? compiled_freeze : "none");
     char key[256] = "";
     if (rt_config_check(c, err, sizeof err, key, sizeof key) != 0)   /* the key it blames */
         rt_input_error("$.train%s%s: %s", key[0] ? "." : "", key, err);

@@ -37,6 +37,8 @@ typedef struct rt_param {
     float init_a;              /* uniform bound, normal std, or the constant */
     int dtype;                 /* state only (rt_model.state): RT_F32, or RT_I64 (a count
                                   held as an int64 in two floats); parameters: 0 */
+    int frozen;                /* train.freeze matched it: never updated, its gradient
+                                  not computed (or not read) */
 } rt_param;
 
 /* One model input as stored in the data files: per-sample shape and dtype. */

@@ -2,6 +2,7 @@
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
+# with parameters frozen;
 # with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; a chunked
 # untied language-model head under the three; and an MLP with
 # dropout, shuffled: each rank draws the one rank's masks of its rows), with one
@@ -42,6 +43,18 @@ for spec in mlp_fashion gpt_char; do
     cmp "$d/$spec.2/model.safetensors" "$d/$spec.2b/model.safetensors"
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
 done
+
+# train.freeze: gpt_char's embeddings, first block and a layernorm weight frozen (the
+# buckets count the frozen gradients as final from the start)
+"$TRAINC" build specs/gpt_char.json --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' \
+    -o "$d/gpt_freeze" 2>/dev/null
+S=(--set loader.shuffle=false --set max_steps=12 --set log_every=1 --set data.val=null --threads 1 --quiet)
+"$d/gpt_freeze" --out "$d/gpt_freeze.1" "${S[@]}" --set batch_size=8
+"${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2" "${S[@]}" --set batch_size=4
+"${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2b" "${S[@]}" --set batch_size=4 --set distributed.bucket_mb=0.05
+compare "$d/gpt_freeze.1" "$d/gpt_freeze.2"
+cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.2b/model.safetensors"
+echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets"
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's
 # own backward call): DDP, ZeRO-1 and ZeRO-2 on 2 ranks x 4 = 1 rank x 8

@@ -19,34 +19,7 @@ d=build/tests/fake_gpu_moe
 lib=
 . tests/fake_gpu/env.sh   # gpu, fbuild
 
-# judge KIND CPU GPU: "close" every loss and grad_norm within 1e-5; "same" records and
-# weights equal; "16" the first loss within 1e-3, the last within 2e-2
-judge() {
-    "$PY" - "$@" <<'PY'
-import sys
-sys.path.insert(0, "tests")
-import run_log
-kind, a, b = sys.argv[1:4]
-assert [r for r in run_log.records(b) if r.get("event") == "start"][-1]["device"] == "cuda"
-sa, sb = run_log.steps(a), run_log.steps(b)
-assert [r["step"] for r in sa] == [r["step"] for r in sb] and len(sa) > 1, (len(sa), len(sb))
-rel = lambda x, y: abs(x - y) / max(abs(x), 1e-6)
-if kind == "close":
-    worst = max(rel(x[k], y[k]) for x, y in zip(sa, sb) for k in ("loss", "grad_norm"))
-    assert worst <= 1e-5, "relative difference %.3g" % worst
-    print("%d steps' losses and gradient norms within %.1e" % (len(sa), worst))
-elif kind == "same":
-    drop = lambda rs: [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
-                       for r in rs]
-    assert drop(sa) == drop(sb), "the records differ"
-    assert open(a + "/model.safetensors", "rb").read() == open(b + "/model.safetensors", "rb").read()
-    print("%d records and the weights bit-identical" % len(sa))
-else:
-    f, l = rel(sa[0]["loss"], sb[0]["loss"]), rel(sa[-1]["loss"], sb[-1]["loss"])
-    assert f <= 1e-3 and l <= 2e-2, "first loss %.3g, last %.3g apart" % (f, l)
-    print("first loss within %.1e, last within %.1e of fp32" % (f, l))
-PY
-}
+judge() { "$PY" tests/fake_gpu/judge.py "$@"; }   # KIND CPU GPU (close, same, 16)
 
 t=$d/llama_moe
 "$PY" tests/llama_tiny.py "$t.json" --moe-aux --moe-shared --all-heads-norm --T 32

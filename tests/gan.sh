@@ -113,13 +113,14 @@ refuse val "a GAN has no validation" "$TRAINC" check "$d/tiny.json" --set data.v
 refuse es "early_stopping" "$TRAINC" check "$d/tiny.json" --set early_stopping.patience=2
 refuse recompute "recompute none" "$TRAINC" check "$d/tiny.json" --set recompute=full
 refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
+refuse freeze "freeze does not reach them" "$TRAINC" check "$d/tiny.json" --set 'freeze=g.*'
 refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" --weights \
     "$d/a/model.safetensors" -o "$d/hf"
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 [ ! -e "$d/hf" ] || { echo "FAIL export wrote $d/hf"; exit 1; }
-echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, layers beside gan, export hf"
+echo "ok   refused: data.val, early_stopping, recompute, zero1, freeze, --lr-find, layers beside gan, export hf"
 
 # 2 ranks x batch 4 = 1 rank x batch 8: an MLP GAN whose z is a data input (so both
 # read the same z), no batchnorm (each rank normalizes its own batch), accumulate 2

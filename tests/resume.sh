@@ -2,9 +2,10 @@
 # Exact resume: a run stopped by SIGTERM at a random step and resumed with --resume
 # gives the same train/validation records (losses, steps) and a bit-identical
 # model.safetensors as the same run uninterrupted. threads=1; shuffle on; dropout;
-# once with accumulate 2. Also: the interrupted run exits 130 with an end record
-# "interrupted", model.safetensors is the final checkpoint's weights file (a hard
-# link), and a resume with a changed optimizer is refused (exit 1). A bare --resume DIR
+# once with accumulate 2, once with parameters frozen (train.freeze). Also: the
+# interrupted run exits 130 with an end record "interrupted", model.safetensors is the
+# final checkpoint's weights file (a hard link), and a resume with a changed optimizer
+# is refused (exit 1). A bare --resume DIR
 # keeps the run's --set options; where the spec was edited since, the spec wins.
 # SIGKILL too (kill_case): the run and its first resume killed at random, checkpoints
 # every 2 steps, then resumed to the end: the same records and weights.
@@ -49,12 +50,12 @@ PY
     cmp "$1/best.safetensors" "$2/best.safetensors"
 }
 
-run_case() {  # run_case NAME SETS...
-    local name=$1; shift
+run_case() {  # run_case NAME SETS... (TRAINER: another trainer than $d/trainer)
+    local name=$1 trainer=${TRAINER:-$d/trainer}; shift
     local sets=(--threads 1 --quiet --set max_steps=400 --set log_every=1 --set validate.every_steps=100
                 --set validate.batches=20 --set checkpoint.every_steps=30 --set checkpoint.keep=2 "$@")
-    "$d/trainer" --out "$d/$name.ref" "${sets[@]}"
-    "$d/trainer" --out "$d/$name.cut" "${sets[@]}" &
+    "$trainer" --out "$d/$name.ref" "${sets[@]}"
+    "$trainer" --out "$d/$name.cut" "${sets[@]}" &
     local pid=$! k=$((RANDOM % ${CUT_MAX:-100} + 10))
     local n=0
     while [ "$n" -lt $k ]; do
@@ -68,15 +69,18 @@ run_case() {  # run_case NAME SETS...
     [ $rc -eq 130 ] || { echo "FAIL $name: interrupted run exited $rc, expected 130"; exit 1; }
     tail -n 1 "$d/$name.cut/metrics.jsonl" | grep -q '"reason":"interrupted"' || { echo "FAIL $name: no interrupted end record"; exit 1; }
     if [ -n "${BARE:-}" ]; then   # the run's --set options come back from the checkpoint
-        "$d/trainer" --resume "$d/$name.cut" --threads 1 --quiet
+        "$trainer" --resume "$d/$name.cut" --threads 1 --quiet
     else
-        "$d/trainer" --resume "$d/$name.cut" "${sets[@]}"
+        "$trainer" --resume "$d/$name.cut" "${sets[@]}"
     fi
     compare "$d/$name.ref" "$d/$name.cut"
     echo "ok   $name (SIGTERM after ~$k steps)"
 }
 
 CUT_MAX=350 run_case shuffle_dropout
+# train.freeze: the first layer and a bias frozen (no state of theirs moves)
+"$TRAINC" build "$d/mlp_dropout.json" --set 'freeze=1.*,4.bias' -o "$d/trainer_freeze"
+TRAINER=$d/trainer_freeze CUT_MAX=200 run_case freeze
 # batch 512: 117 batches an epoch, so the run crosses epochs (a new shuffle each,
 # validation at each epoch's end) and the cut may land anywhere
 # resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had

@@ -69,6 +69,7 @@ check fake_gpu/attn16     bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        bash tests/fake_fp8.sh
 check fake_gpu/conv       bash tests/fake_gpu_conv.sh
 check fake_gpu/moe        bash tests/fake_gpu_moe.sh
+check fake_gpu/freeze     bash tests/fake_gpu_freeze.sh
 check fp8_mixed           bash tests/fp8_mixed.sh
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
@@ -121,6 +122,7 @@ check batchnorm           bash tests/batchnorm.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
+check parity/mlp_freeze   $PYTHON tests/torch_parity.py mlp sgd --freeze '1.*,3.weight,4.weight,6.bias'
 check parity/cnn_adamw    $PYTHON tests/torch_parity.py cnn adamw
 check parity/batchnorm    $PYTHON tests/batchnorm_parity.py
 check parity/batchnorm_accumulate $PYTHON tests/batchnorm_parity.py --accumulate

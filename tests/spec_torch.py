@@ -7,7 +7,7 @@ and the model is the spec's architecture by construction.
 
 Handles the ops of the Fashion-MNIST CNN and ResNet specs: conv2d (bias, stride,
 padding, groups), batchnorm (eps, momentum, affine; BatchNorm2d over [C, H, W],
-BatchNorm1d over [C] and [C, L]), relu, maxpool2d, avgpool2d, flatten, linear, and a
+BatchNorm1d over [C] and [C, L]), layernorm (eps), relu, maxpool2d, avgpool2d, flatten, linear, and a
 named residual (its body plus the input or, with a shortcut, plus the shortcut's output).
 Anything else raises ValueError. Layers are made in the spec's order (a residual's body
 before its shortcut), so torch.manual_seed(s) before build() draws the same initial
@@ -65,6 +65,8 @@ def make(spec, shape):
         cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
         return cls(shape[0], eps=spec.get("eps", 1e-5), momentum=spec.get("momentum", 0.1),
                    affine=spec.get("affine", True)), shape
+    if op == "layernorm":
+        return nn.LayerNorm(shape[-1], eps=spec.get("eps", 1e-5)), shape
     if op == "relu":
         return nn.ReLU(), shape
     if op in ("maxpool2d", "avgpool2d"):

@@ -133,7 +133,7 @@ rt_fp8_cast(const act_t *x, int64_t rows, int64_t cols, int64_t ld, const float 
 struct rt_fp8_chunk {
     int64_t off;   /* first element, from the start of the parameter region */
     int len;
-    int decay;
+    int flags;
 };
 
 /* Launch: grid (chunks), 256 threads. amax[c] = max |pc| over chunk c: the weights'

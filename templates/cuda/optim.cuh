@@ -14,8 +14,11 @@
 struct rt_opt_chunk {
     int64_t off;               /* first element, from the start of the parameter region */
     int len;                   /* elements, <= RT_OPT_CHUNK */
-    int decay;                 /* weight decay applies (tensors of rank >= 2) */
+    int flags;                 /* RT_OPT_DECAY: weight decay applies (tensors of rank >= 2);
+                                  RT_OPT_FROZEN: train.freeze froze the tensor */
 };
+#define RT_OPT_DECAY 1
+#define RT_OPT_FROZEN 2
 
 /* fp8-mixed (RT_FP8): rt_adamw and rt_sgd take one more argument, amax (NULL: none),
  * where block b stores the absolute maximum of chunk b's 16-bit copy as written:
@@ -85,10 +88,12 @@ rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
          RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    if (ck.flags & RT_OPT_FROZEN)
+        return;   /* (its 16-bit copy and fp8 partial as the weights were loaded) */
     RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
-    float dec = ck.decay ? decay : 1.0f;
+    float dec = ck.flags & RT_OPT_DECAY ? decay : 1.0f;
     p += ck.off, g += ck.off, m += ck.off - slo, v += ck.off - slo;
     if (pc)
         pc += ck.off;
@@ -151,10 +156,12 @@ rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_op
        int nesterov RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    if (ck.flags & RT_OPT_FROZEN)
+        return;
     RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
-    float w = ck.decay ? wd : 0.0f;
+    float w = ck.flags & RT_OPT_DECAY ? wd : 0.0f;
     p += ck.off, g += ck.off;
     float *b = buf ? buf + (ck.off - slo) : 0;
     for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
@@ -179,13 +186,14 @@ rt_param_copy(const float *p, act_t *pc, int64_t n)
 }
 
 /* Launch: grid (chunks), 256 threads.
- *   part[c] = sum of g^2 over chunk c   (double) */
+ *   part[c] = sum of g^2 over chunk c (double), 0 for a frozen tensor's */
 extern "C" __global__ void __launch_bounds__(256)
 rt_grad_norm_part(const float *g, const rt_opt_chunk *chunks, double *part)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     double s = 0.0;
-    rt_row_each(g + ck.off, ck.len, [&](int j, float x) { s += (double)x * (double)x; });
+    if (!(ck.flags & RT_OPT_FROZEN))   /* (a frozen tensor's gradient is not wanted) */
+        rt_row_each(g + ck.off, ck.len, [&](int j, float x) { s += (double)x * (double)x; });
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;

@@ -161,6 +161,7 @@ static const char *other_value(const char *key)
         {"schedule.every_steps", "250"},
         {"schedule.gamma", "0.3333333333333333"},
         {"grad_clip", "1.0"},
+        {"freeze", "wte.weight,h.[0-3].*"},
         {"loss_scale.init", "1024"},
         {"loss_scale.growth_interval", "7"},
         {"precision", "bf16-mixed"},
@@ -589,6 +590,21 @@ static void test_set_arg(void)
           strstr(err, "expected KEY=VALUE"), "no '=': %s", err);
     CHECK(rt_config_set_arg(&c, "batchsize=3", err, sizeof err) == -1 &&
           strstr(err, "--set batchsize: unknown key"), "unknown key: %s", err);
+    /* freeze: a JSON list, A,B or one name, each the same ','-joined patterns */
+    CHECK(rt_config_set_arg(&c, "freeze=[\"wte.*\", \"h.0.*\"]", err, sizeof err) == 0 &&
+          !strcmp(c.freeze, "wte.*,h.0.*"), "freeze as a JSON list: %s %s", err, c.freeze);
+    CHECK(rt_config_set_arg(&c, "freeze= a.b , c", err, sizeof err) == 0 &&
+          !strcmp(c.freeze, "a.b,c"), "freeze as A,B: %s", c.freeze);
+    CHECK(rt_config_set_arg(&c, "freeze=\"h.1.*\"", err, sizeof err) == 0 &&
+          !strcmp(c.freeze, "h.1.*"), "freeze as one JSON string: %s", c.freeze);
+    CHECK(rt_config_set_arg(&c, "freeze=[]", err, sizeof err) == 0 && !c.freeze[0],
+          "freeze []: %s", c.freeze);
+    const char *bad[] = {"freeze=a,", "freeze=a,,b", "freeze=[\"a\", \"\"]", "freeze=a\"b",
+                         "freeze=,"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+        CHECK(rt_config_set_arg(&c, bad[i], err, sizeof err) == -1 &&
+              strstr(err, "expected a list of parameter names or patterns"), "%s: %s", bad[i],
+              err);
 }
 
 /* A resumed run's config: the run's groups where the spec kept them, the spec's where
