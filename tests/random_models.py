@@ -20,7 +20,9 @@ attention blocks may run their branches in parallel (GPT-NeoX's and Phi's forms:
 residual with a shortcut); from a sixth, an attention's qk_norm may be "all_heads"
 (OLMo 2's, with its eps); from a seventh, a sequence model's MLP (its two linears and
 the activation between them) may become a mixture of experts (`moe`: 2 to 4 experts,
-top 1 to all, renormalized or not, a shared expert gated or not in half of them).
+top 1 to all, renormalized or not, a shared expert gated or not in half of them); from
+an eighth, one model in four freezes some of its parameters (`freeze`, never all:
+PyTorch's requires_grad_(False), the optimizer and the clipped norm without them).
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -350,6 +352,15 @@ def gan_swaps(r2, layers):
         elif l["op"] == "conv2d" and l.get("stride", 1) == 1 and l["kernel"] == 2 * l.get("padding", 0) + 1 \
                 and r2.random() < 1 / 3:
             l["op"] = "conv_transpose2d"
+
+
+def freeze_draw(r8, names):
+    """an eighth generator's: in one model in four, some of its parameters (never all)
+    for train.freeze, by name; else none"""
+    if len(names) < 2 or r8.random() >= 0.25:
+        return []
+    k = int(r8.integers(1, len(names)))
+    return sorted(str(n) for n in r8.choice(names, size=k, replace=False))
 
 
 def draw(r, i):
@@ -698,6 +709,12 @@ def one(i, r):
     # the parameters: made by a first forward pass, in the order of first use
     P = {}
     reference(spec["model"], P, input_batch(spec, x[:B]))
+    frozen = freeze_draw(np.random.default_rng([SEED, i, 7]), list(P))
+    if frozen:
+        spec["train"]["freeze"] = frozen
+        json.dump(spec, open(spec_path, "w"), indent=1)
+        for n in frozen:
+            P[n].requires_grad_(False)
     init = os.path.join(d, "init.safetensors")
     st_check.save(init, {n: t.detach().numpy().astype(np.float32) for n, t in P.items()})
     threads = int(r.integers(1, 3))
@@ -727,14 +744,16 @@ def one(i, r):
             problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed")
         if i % 4 == 2:
             problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed")
-    desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s, %d thread%s" % (
+    desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s%s, %d thread%s" % (
         "on the fake GPU too (%s): " % ("fp32, bf16-mixed" if i % 2 else "fp32, fp16-mixed" if i % 4 == 2 else "fp32")
         if i < FAKE_GPU else "",
         "under the sanitizers too: " if ASAN and i % 3 == 0 else "",
         "dropout 0.25 (not against PyTorch): " if dropout else "",
         kind, len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
         t["recompute"], ", clipped" if "grad_clip" in t else "",
-        "" if t["loader"]["drop_last"] else ", a short last batch", threads, "s" if threads > 1 else "")
+        "" if t["loader"]["drop_last"] else ", a short last batch",
+        ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
+        "s" if threads > 1 else "")
     return desc, len(ours), problems
 
 
@@ -743,7 +762,7 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
     validation and weights, against trainc's"""
     t, opt = spec["train"], spec["train"]["optimizer"]
     ys = spec["model"]["inputs"]["y"]
-    params = list(P.values())
+    params = [p for p in P.values() if p.requires_grad]   # (train.freeze: the rest)
     decay = [p for p in params if p.dim() >= 2]
     rest = [p for p in params if p.dim() < 2]
     if opt["type"] == "sgd":
