@@ -14,9 +14,11 @@ so the first 40 steps within 1e-5, all 100 within 2e-3 and the weights within 2e
 
 --freeze: the MLP with a layernorm after its first relu (layers[3]: its backward writes
 dgamma, dbeta and dx in one call), train.freeze with those patterns against torch's
-requires_grad_(False) on the parameters they match (the optimizer and clip_grad_norm_ given the others alone, the
-norm clipped at 0.05 so that every step clips); the frozen tensors must come back bit
-for bit.
+requires_grad_(False) on the parameters they match (the optimizer and clip_grad_norm_
+given the others alone, the norm clipped at 0.05 so that every step clips); the frozen
+tensors must come back bit for bit.
+
+PARITY_STEPS=N runs N steps instead of 100; PARITY_VERBOSE=1 prints every step's pair.
 """
 import fnmatch, json, math, os, subprocess, sys
 import numpy as np
