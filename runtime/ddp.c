@@ -12,7 +12,6 @@
  * also hears of each parameter's first gradient write (rt_grad_begin), so that
  * device_cuda.c backs the region with memory only where it is being written. A GAN's
  * backward passes each reduce their network's range of the region (rt_ddp_begin_range). */
-#include <string.h>
 #include "rt_cuda.h"
 #include "rt_dist.h"
 
@@ -56,9 +55,8 @@ void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi)
     D.sync = sync && rt_dist_world() > 1;
     if (!D.sync)
         return;
-    memset(D.ready, 0, (size_t)(D.m->n_params ? D.m->n_params : 1));
-    for (int i = 0; i < D.m->n_params; i++)
-        D.ready[i] = (char)D.m->params[i].frozen;   /* no gradient the update reads */
+    for (int i = 0; i < D.m->n_params; i++)   /* a frozen one: no gradient the update reads */
+        D.ready[i] = (char)D.m->params[i].frozen;
     D.next = D.m->n_params - 1;
     while (D.next >= 0 && D.m->params[D.next].offset >= hi)
         D.next--;
