@@ -2337,6 +2337,50 @@ static void t_optim_clip(const fake_model *f, const char *label, rt_train_config
     free(p), free(st), reset();
 }
 
+/* train.freeze: tensors 1 and 4 of the odd model frozen (RT_OPT_FROZEN chunks): the
+ * optimizer and the norm against optim.c's, which skip them, and the frozen tensors'
+ * values after the steps the bits they started with, on the GPU */
+static void t_optim_frozen(const int64_t *sizes, const int *rank2, int n)
+{
+    static fake_model mf;
+    make_model(&mf, sizes, rank2, n);
+    mf.p[1].frozen = mf.p[4].frozen = 1;
+    rt_train_config c;
+    rt_config_defaults(&c);
+    c.opt = RT_OPT_ADAMW, c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-8;
+    c.weight_decay = 0.1;
+    t_optim(&mf, "adamw, tensors 1 and 4 frozen", &c, 3, 1e-3, 0.5f, 1, 0, -1);
+    t_optim(&mf, "adamw, tensors 1 and 4 frozen, a shard", &c, 2, 1e-3, 1.0f, 0, 200, 33000);
+    c.grad_clip = 1.0;
+    t_optim_clip(&mf, "adamw, tensors 1 and 4 frozen", &c, 2, 1e-3);
+    c.grad_clip = NAN;
+    c.opt = RT_OPT_SGD, c.weight_decay = 0.01, c.momentum = 0.9, c.nesterov = 1;
+    t_optim(&mf, "sgd, nesterov, tensors 1 and 4 frozen", &c, 3, 0.05, 1.0f, 0, 0, -1);
+    /* the frozen tensors on the GPU, bit for bit */
+    int64_t np = mf.m.param_floats, ns = rt_optim_state_parts(&c) * np;
+    SHAPE("sgd, tensors 1 and 4 frozen, %lld floats, 2 steps", (long long)np);
+    float *p = fvec(np), *st = fvec(ns), *g = fvec(np);
+    float *dp = up(p, np * 4), *dg = up(g, np * 4), *dst = up(st, ns * 4);
+    rt_cu_optim_setup(G, &c, &mf.m, 0, np);
+    for (int64_t t = 1; t <= 2; t++)
+        rt_cu_optim_step(G, &c, &mf.m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
+                         (rt_dptr)(uintptr_t)dst, t, 0.05, 1.0f, 0);
+    float *after = down(dp, np);
+    int64_t moved = 0, kept = 0;
+    for (int i = 0; i < n; i++)
+        for (int64_t k = mf.p[i].offset; k < mf.p[i].offset + mf.p[i].numel; k++) {
+            int same = !memcmp(&after[k], &p[k], sizeof *p);
+            if (mf.p[i].frozen)
+                moved += !same;
+            else
+                kept += same;
+        }
+    report("frozen tensors unchanged", moved || kept ? INFINITY : 0.0, 0.0,
+           moved || kept ? " (%lld frozen values moved, %lld trained ones did not)" : NULL,
+           (long long)moved, (long long)kept);
+    free(after), free(p), free(st), free(g), reset();
+}
+
 static void t_optimizers(void)
 {
     /* odd sizes: chunks of 16384 with tails, offsets not multiples of 4, rank-1 tensors
@@ -2376,6 +2420,7 @@ static void t_optimizers(void)
     t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
     c.grad_clip = NAN;
     t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
+    t_optim_frozen(odd, odd_r2, 6);
 }
 
 /* ---- the kernels' source -------------------------------------------------------------------- */
