@@ -6,6 +6,8 @@ PREFIX  ?= /usr/local
 PYTHON  ?= /usr/bin/python3
 CUDA_HOME ?= /usr/local/cuda
 B       := build
+# the build inside demo, test and check: one compile per core
+NPROC   ?= $(shell nproc 2>/dev/null || echo 2)
 
 RT_SRC  := $(wildcard runtime/*.c)
 RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/rt/%.o)
@@ -132,7 +134,7 @@ data/text/train_000000.bin: $(B)/trainc
 	$(B)/trainc data text $(B)/licenses.txt data/text
 
 demo: deps-deb
-	$(MAKE) all
+	$(MAKE) -j$(NPROC) all
 	$(MAKE) data/fashion/train_x.npy
 	$(B)/trainc build specs/mlp_fashion.json -o $(B)/mlp_fashion
 	$(B)/mlp_fashion --out runs/mlp_fashion
@@ -142,14 +144,14 @@ demo: deps-deb
 # `make check` is its quick tier (the inner loop, under 5 minutes)
 JOBS ?= 2
 test: deps
-	$(MAKE) all
-	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
+	$(MAKE) -j$(NPROC) all
+	$(MAKE) -j$(NPROC) data/fashion/train_x.npy data/text/train_000000.bin
 	JOBS='$(JOBS)' TESTS='$(TESTS)' HF_PYTHON='$(HF_PYTHON)' HF_NEW_PYTHON='$(HF_NEW_PYTHON)' \
 	  bash tests/run_all.sh
 
 check: deps
-	$(MAKE) all
-	$(MAKE) data/fashion/train_x.npy data/text/train_000000.bin
+	$(MAKE) -j$(NPROC) all
+	$(MAKE) -j$(NPROC) data/fashion/train_x.npy data/text/train_000000.bin
 	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check HF_PYTHON='$(HF_PYTHON)' \
 	  HF_NEW_PYTHON='$(HF_NEW_PYTHON)' bash tests/run_all.sh
 

@@ -8,9 +8,10 @@
 # maxima); fp8.cuh (fp8-mixed's casts) alone for sm_89 and sm_90 too. For sm_80, sm_90
 # and sm_90a (sm90.cuh's primitives, sm90_attention.cuh's forward and
 # sm90_attention_bwd.cuh's backward exist only there; fp8-mixed's for sm_89 too). NVRTC's
-# full optimization, what a trainer compiles, for the GPUs trainc is measured on: fp32
-# and bf16 for sm_80 (A100), bf16 for sm_90a (H100); the rest with its fast compile
-# (nvrtc_check --fast: the front end and ptxas whole, little optimization).
+# full optimization, what a trainer compiles, where registers are at stake: bf16 for
+# sm_80 (A100) and sm_90a (H100), the tensor-core attention's; the rest with its fast
+# compile (nvrtc_check --fast: the front end and ptxas whole, little optimization; a
+# full compile of fp32 took 40 s more for nothing a fast one misses, 2026-12-01).
 # ptxas's account of those two bf16 compiles (-Xptxas -v) bounds the tensor-core
 # attention kernels' register spills at 16 bytes a kernel, the Hopper forward
 # rt_attention_fwd90_* and backward rt_attention_bwd90_* among them on sm_90a (the
@@ -35,8 +36,7 @@ for v in fp32 bf16 fp16; do
     { case $v in bf16) echo "#define RT_ACT_BF16 1";; fp16) echo "#define RT_ACT_F16 1";; esac
       cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest tests/gpu/instances.cu; } > "$d/templates_$v.cu"
 done
-"$d/nvrtc_check" "$d/templates_fp32.cu" sm_80
-"$d/nvrtc_check" --fast "$d/templates_fp32.cu" sm_90 sm_90a
+"$d/nvrtc_check" --fast "$d/templates_fp32.cu" sm_80 sm_90 sm_90a
 "$d/nvrtc_check" --ptxas-log "$d/ptxas" "$d/templates_bf16.cu" sm_80 sm_90a
 "$d/nvrtc_check" --fast "$d/templates_bf16.cu" sm_90
 "$d/nvrtc_check" --fast "$d/templates_fp16.cu" sm_80 sm_90 sm_90a
