@@ -52,9 +52,11 @@ S=(--set loader.shuffle=false --set max_steps=12 --set log_every=1 --set data.va
 "$d/gpt_freeze" --out "$d/gpt_freeze.1" "${S[@]}" --set batch_size=8
 "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2" "${S[@]}" --set batch_size=4
 "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2b" "${S[@]}" --set batch_size=4 --set distributed.bucket_mb=0.05
+"${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.z1" "${S[@]}" --set batch_size=4 --set distributed.strategy=zero1
 compare "$d/gpt_freeze.1" "$d/gpt_freeze.2"
 cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.2b/model.safetensors"
-echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets"
+cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.z1/model.safetensors"
+echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 = ddp bit for bit"
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's
 # own backward call): DDP, ZeRO-1 and ZeRO-2 on 2 ranks x 4 = 1 rank x 8

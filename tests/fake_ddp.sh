@@ -9,7 +9,7 @@
 #     1e-5 relative (shuffle off), one bucket and many buckets bit-identical;
 #   - zero1 (each GPU keeps and updates its shard of the optimizer state): the same
 #     losses, ddp's weights bit for bit, half the optimizer bytes; in bf16-mixed too
-#     (the 16-bit parameter copy follows the gathered weights);
+#     (the 16-bit parameter copy follows the gathered weights); and with train.freeze;
 #   - zero2 (the gradient region backed on demand with the driver's virtual memory calls,
 #     chunks of 64 KB here): ddp's losses and weights bit for bit, for both specs, in
 #     bf16-mixed, with accumulate 3, and under the eager and sync schedules; less
@@ -168,6 +168,20 @@ done
 grep -q "16-bit copy, $(($(f param_bytes) / 2)) bytes" "$t.plan" ||
     { echo "FAIL: bf16-mixed plan --ranks 2 does not name the 16-bit copy"; cat "$t.plan"; exit 1; }
 echo "ok   mlp_fashion bf16-mixed: trainc plan --ranks 2 = the start records' bytes under ddp, zero1, zero2"
+
+# train.freeze (gpt_char's embeddings, first block and a layernorm weight): DDP's buckets
+# count the frozen gradients final from the start, zero1's shards skip them in the update
+# (optim.cuh's RT_OPT_FROZEN chunks): 2 GPUs x 2 = 1 GPU x 4, zero1 = ddp bit for bit
+t=$d/gpt_freeze
+fbuild specs/gpt_char.json --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' -o "$t" 2>"$t.build.log"
+S=(--device cuda --set max_steps=8 --set log_every=1 --set loader.shuffle=false
+   --set data.val=null --threads 1 --quiet --set distributed.bucket_mb=0.05)
+"$t" "${S[@]}" --out "$t.1" --set batch_size=4 2>"$t.1.log"
+"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.2" --set batch_size=2 2>"$t.2.log"
+"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z1" --set batch_size=2 --set distributed.strategy=zero1 2>"$t.z1.log"
+r=$(compare "$t.1" "$t.2")
+cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
+echo "ok   gpt_char with train.freeze: 2 GPUs x 2 = 1 GPU x 4 ($r); zero1 = ddp bit for bit"
 
 # signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
 # writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone. 60
