@@ -83,9 +83,31 @@ static int reads_flat_only(const Instr *in, const Tensor *b)
     return 1;
 }
 
+/* Does fused loop `in` read storage r in an op after the one whose value w holds? The
+ * emitters store each op's value as soon as it is computed, so element i of w would be
+ * written before that later op reads element i of r (a conv_transpose2d's dx, turned
+ * to [B, C, HW] and stored, then a leaky_relu backward reading its input x: x's storage
+ * cannot take that dx). Also when no op's value is w. */
+static int read_after_write(const Instr *in, const Tensor *r, const Tensor *w)
+{
+    int kw = -1;
+    for (int k = 0; k < in->n_ops && kw < 0; k++)
+        if (in->ops[k].out == w)
+            kw = k;
+    if (kw < 0)
+        return 1;
+    for (int k = kw + 1; k < in->n_ops; k++)
+        for (int j = 0; j < in->ops[k].n_arg; j++) {
+            const Operand *o = &in->ops[k].arg[j];
+            if (o->t && tensor_base(o->t) == r)
+                return 1;
+        }
+    return 0;
+}
+
 /* In place: a fused elementwise loop whose output is born there and whose input of
  * the same size dies there writes over that input (element i is read before it is
- * written); so does a runtime call over the one read it names (Instr.inplace: a
+ * written: no op after the output's reads the input); so does a runtime call over the one read it names (Instr.inplace: a
  * layernorm or rmsnorm backward's addend). The output becomes a view of the input's
  * storage. */
 static void in_place(Program *p)
@@ -104,7 +126,8 @@ static void in_place(Program *p)
                 if (in->kind != I_EW && r != tensor_base(in->inplace))
                     continue;
                 if (r == w || r->kind != T_ACT || r->last != i || tensor_stored(r) != tensor_stored(w) ||
-                    tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r))
+                    tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r) ||
+                    (in->kind == I_EW && read_after_write(in, r, w)))
                     continue;
                 w->alias = r;
                 for (int t = 0; t < g->n_tensors; t++)

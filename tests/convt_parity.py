@@ -2,7 +2,10 @@
 
 A tiny generator-like stack on random f32 [4, 4, 4] inputs (no op reshapes a vector to
 [C, H, W], so the input is one already): nn.ConvTranspose2d stride 2 (4x4 -> 8x8),
-LeakyReLU 0.2, a second ConvTranspose2d with output_padding and no bias (8x8 -> 16x16),
+LeakyReLU 0.2, a residual block (Conv2d 3x3 and LeakyReLU 0.1: the next layer's input
+gradient, turned from the GEMM's layout, is stored for the skip and read beside the
+conv's output by the LeakyReLU's backward in one fused loop, whose storage cannot then
+be shared), a second ConvTranspose2d with output_padding and no bias (8x8 -> 16x16),
 LeakyReLU at its default slope, a strided Conv2d (16x16 -> 4x4), flatten and a linear
 head; cross entropy. The same initial weights (written here, loaded with --init), the
 same batches in order, SGD with momentum, threads 1: every step's loss within 1e-5
@@ -17,6 +20,7 @@ spread over it (its largest magnitude above 0.9 of the bound; a weight's standar
 deviation within 15% of bound / sqrt(3)).
 """
 import json, math, os, subprocess, sys
+from collections import OrderedDict
 import numpy as np
 import torch
 import torch.nn as nn
@@ -34,6 +38,8 @@ torch.set_num_threads(1)
 LAYERS = [
     {"op": "conv_transpose2d", "out": 6, "kernel": 4, "stride": 2, "padding": 1},
     {"op": "leaky_relu", "negative_slope": 0.2},
+    {"op": "residual", "name": "res", "body": [{"op": "conv2d", "out": 6, "kernel": 3, "padding": 1},
+                                {"op": "leaky_relu", "negative_slope": 0.1}]},
     {"op": "conv_transpose2d", "out": 3, "kernel": 3, "stride": 2, "padding": 1,
      "output_padding": 1, "bias": False},
     {"op": "leaky_relu"},
@@ -42,12 +48,18 @@ LAYERS = [
     {"op": "linear", "out": C},
 ]
 
+class Residual(nn.Sequential):
+    def forward(self, x):
+        return x + super().forward(x)
+
 def torch_model():
-    # nn.Sequential's names are the spec's unnamed layers' (their indices)
-    return nn.Sequential(
-        nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1), nn.LeakyReLU(0.2),
-        nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1, bias=False),
-        nn.LeakyReLU(), nn.Conv2d(3, 4, 4, stride=4), nn.Flatten(), nn.Linear(64, C))
+    # the names are the spec's: an unnamed layer's index, the residual's name
+    layers = [nn.ConvTranspose2d(4, 6, 4, stride=2, padding=1), nn.LeakyReLU(0.2),
+              Residual(nn.Conv2d(6, 6, 3, padding=1), nn.LeakyReLU(0.1)),
+              nn.ConvTranspose2d(6, 3, 3, stride=2, padding=1, output_padding=1, bias=False),
+              nn.LeakyReLU(), nn.Conv2d(3, 4, 4, stride=4), nn.Flatten(), nn.Linear(64, C)]
+    return nn.Sequential(OrderedDict((l.get("name", str(k)), m) for k, (l, m) in
+                                     enumerate(zip(LAYERS, layers))))
 
 def write_spec():
     spec = {"trainc": 1,
@@ -128,7 +140,7 @@ def init_check(path):
                    check=True)
     w = st_check.load(os.path.join(run, "model.safetensors"))
     ok = True
-    for name, out, k in (("0.weight", 6, 4), ("0.bias", 6, 4), ("2.weight", 3, 3)):
+    for name, out, k in (("0.weight", 6, 4), ("0.bias", 6, 4), ("3.weight", 3, 3)):
         t, bound = w[name].astype(np.float64), 1 / math.sqrt(out * k * k)
         amax, std = float(np.abs(t).max()), float(t.std())
         spread = t.size < 100 or abs(std / (bound / math.sqrt(3)) - 1) < 0.15   # a bias: too few
