@@ -96,6 +96,32 @@ Tensor *dx_or_unused(Graph *g, const Node *nd, const Tensor *x, Tensor *dx)
                                 "input gradient nobody reads");
 }
 
+/* Of the instructions appended from `from`, after a dropper took some: those whose
+ * every write is a temporary of the node (T_TEMP) that nothing left reads go too, until
+ * none does (the layout change of dy that fed a frozen bias's row sum). */
+static void drop_dead_temps(Program *p, int from)
+{
+    for (int again = 1; again;) {
+        again = 0;
+        for (int i = p->n_ins - 1; i >= from; i--) {
+            Instr *in = p->ins[i];
+            int dead = in->n_writes > 0;
+            for (int w = 0; w < in->n_writes && dead; w++) {
+                const Tensor *t = in->writes[w];
+                dead = t->kind == T_TEMP;
+                for (int j = from; j < p->n_ins && dead; j++)
+                    for (int r = 0; r < p->ins[j]->n_reads && dead; r++)
+                        dead = j == i || tensor_base(p->ins[j]->reads[r]) != t;
+            }
+            if (!dead)
+                continue;
+            memmove(&p->ins[i], &p->ins[i + 1], (size_t)(p->n_ins - i - 1) * sizeof *p->ins);
+            p->n_ins--;
+            again = 1;
+        }
+    }
+}
+
 /* A frozen backward node (a GAN's discriminator under the generator's loss) computes
  * its input's gradient only: of the instructions its lowering appended from `from`,
  * those that write parameter gradients alone go, and a call that writes them besides
@@ -103,14 +129,16 @@ Tensor *dx_or_unused(Graph *g, const Node *nd, const Tensor *x, Tensor *dx)
  * wanted: batchnorm, layernorm). */
 static void drop_frozen_grads(Program *p, int from)
 {
-    int n = from;
+    int n = from, dropped = 0;
     for (int i = from; i < p->n_ins; i++) {
         Instr *in = p->ins[i];
         int other = 0;
         for (int w = 0; w < in->n_writes; w++)
             other |= in->writes[w]->kind != T_PGRAD;
-        if (!other)
+        if (!other) {
+            dropped = 1;
             continue;            /* dW, db: not wanted */
+        }
         int k = 0;
         for (int w = 0; w < in->n_writes; w++) {
             if (in->writes[w]->kind == T_PGRAD) {
@@ -124,6 +152,8 @@ static void drop_frozen_grads(Program *p, int from)
         p->ins[n++] = in;
     }
     p->n_ins = n;
+    if (dropped)
+        drop_dead_temps(p, from);
 }
 
 /* Of the instructions appended from `from`, those that write only gradients of
@@ -141,7 +171,10 @@ static void drop_freeze_grads(Program *p, int from)
         if (wanted)
             p->ins[n++] = in;
     }
-    p->n_ins = n;
+    if (n < p->n_ins) {
+        p->n_ins = n;
+        drop_dead_temps(p, from);
+    }
 }
 
 /* One node's instructions, appended to the program: its op file's lowering (a view

@@ -7,7 +7,8 @@
  *
  *   - every live instruction is well formed (a kind; a call whose arguments the call
  *     table takes, its tensor arguments exactly its reads and writes; or a loop of ops
- *     whose register operands name earlier ops of the same loop; tensors for its reads
+ *     whose register operands name earlier ops of the same loop and that writes
+ *     something (a loop whose values nobody reads is work thrown away); tensors for its reads
  *     and writes), the forward pass holds no backward instruction, and the validation
  *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
@@ -277,6 +278,8 @@ static void check_form(const Program *p)
         if (in->kind == I_EW) {
             if (in->n_ops <= 0 || in->n <= 0)
                 broken(in, i, "a loop without ops or a count");
+            if (in->n_writes == 0)
+                broken(in, i, "a loop that writes nothing");
             for (int k = 0; k < in->n_ops; k++)
                 for (int j = 0; j < in->ops[k].n_arg; j++)
                     if (!in->ops[k].arg[j].t && (in->ops[k].arg[j].val < 0 || in->ops[k].arg[j].val >= k))

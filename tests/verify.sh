@@ -26,7 +26,23 @@ for spec in specs/*.json; do
     done
 done
 "$TRAINC" check specs/gpt2_124m.json --set recompute=auto --set memory_budget_mb=20000 >/dev/null
-echo "ok   the verifier after every pass: $n spec x policy x precision compiles, and gpt2_124m under auto"
+# train.freeze drops the instructions that write only frozen gradients, and with them
+# what fed them alone (a loop that writes nothing is refused): a conv_transpose2d whose
+# bias is frozen keeps no layout change of dy for the bias's row sum
+cat >"$d/convt_freeze.json" <<'EOF'
+{"trainc": 1,
+ "model": {"name": "convt_freeze",
+           "inputs": {"x": {"shape": [4, 4, 4], "dtype": "f32"}, "y": {"shape": [], "dtype": "i32", "classes": 5}},
+           "layers": [{"op": "conv_transpose2d", "out": 3, "kernel": 3, "stride": 2, "padding": 1},
+                      {"op": "leaky_relu"}, {"op": "flatten"}, {"op": "linear", "out": 5}],
+           "loss": {"op": "cross_entropy", "target": "y"}},
+ "train": {"data": {"train": {"x": "x.npy", "y": "y.npy"}}, "batch_size": 4, "epochs": 1,
+           "optimizer": {"type": "sgd", "lr": 0.1}, "freeze": ["0.bias"]}}
+EOF
+"$TRAINC" check "$d/convt_freeze.json" --dump-after=memplan >/dev/null 2>"$d/convt_freeze.txt"
+! grep -q "conv_transpose2d backward: \[B, out, OHW\] -> \[out, B, OHW\]" "$d/convt_freeze.txt" ||
+    { echo "FAIL: a frozen conv_transpose2d bias: dy still turned to the GEMM's layout"; exit 1; }
+echo "ok   the verifier after every pass: $n spec x policy x precision compiles, gpt2_124m under auto, a frozen conv_transpose2d bias"
 
 passes="graph autodiff lower fusion residual recompute gemm-epilogues layernorm-sums grad-epilogues grad-hooks memplan"
 "$TRAINC" check specs/gpt_char.json --set recompute=selective >"$d/plain"
