@@ -280,7 +280,10 @@ static void set_blocks(Program *p, int policy, int full_blocks, int sel_blocks)
 }
 
 /* c->last_writer (each tensor's last forward writer) and c->saved (what the backward
- * pass reads of the forward's activations and temporaries). */
+ * pass reads of the forward's activations and temporaries, and what an instruction
+ * outside every block, which is never replayed, writes for one inside a block, which
+ * may be: the input's conversion to f32 that an affine-free layernorm reads, whose
+ * backward reads its output and statistics but not its input). */
 static void find_saved(Ctx *c, int nt)
 {
     Program *p = c->p;
@@ -292,6 +295,17 @@ static void find_saved(Ctx *c, int nt)
             continue;
         for (int k = 0; k < in->n_writes; k++)
             c->last_writer[tensor_base(in->writes[k])->id] = i;
+    }
+    for (int i = 0; i < c->nf; i++) {
+        Instr *in = p->ins[i];
+        if (in->dead || in->block < 0)
+            continue;
+        for (int k = 0; k < in->n_reads; k++) {
+            Tensor *b = tensor_base(in->reads[k]);
+            if ((b->kind == T_ACT || b->kind == T_TEMP) && b->id < nt && c->last_writer[b->id] >= 0 &&
+                p->ins[c->last_writer[b->id]]->block < 0)
+                c->saved[b->id] = 1;
+        }
     }
     for (int i = c->nf; i < c->n; i++) {
         Instr *in = p->ins[i];
