@@ -107,9 +107,9 @@ static int read_after_write(const Instr *in, const Tensor *r, const Tensor *w)
 
 /* In place: a fused elementwise loop whose output is born there and whose input of
  * the same size dies there writes over that input (element i is read before it is
- * written: no op after the output's reads the input); so does a runtime call over the one read it names (Instr.inplace: a
- * layernorm or rmsnorm backward's addend). The output becomes a view of the input's
- * storage. */
+ * written: no op after the output's own reads the input); so does a runtime call over
+ * the one read it names (Instr.inplace: a layernorm or rmsnorm backward's addend). The
+ * output becomes a view of the input's storage. */
 static void in_place(Program *p)
 {
     Graph *g = p->g;

@@ -8,8 +8,8 @@
  *   - every live instruction is well formed (a kind; a call whose arguments the call
  *     table takes, its tensor arguments exactly its reads and writes; or a loop of ops
  *     whose register operands name earlier ops of the same loop and that writes
- *     something (a loop whose values nobody reads is work thrown away); tensors for its reads
- *     and writes), the forward pass holds no backward instruction, and the validation
+ *     something: a loop whose values nobody reads is work thrown away; tensors for its
+ *     reads and writes), the forward pass holds no backward instruction, and the validation
  *     program neither a backward one nor a write to a parameter or its gradient;
  *   - an activation or scratch buffer is read only after a live instruction has
  *     written it, or by the instruction that writes it (scratch, accumulation);
