@@ -70,39 +70,29 @@ static void liveness(Program *p)
         touch(g->pred, p->n_ins - 1);
 }
 
-/* Does fused loop `in` read storage b only at its own index (so writing element i
- * after reading element i is safe)? */
-static int reads_flat_only(const Instr *in, const Tensor *b)
+/* Can fused loop `in` store w over storage r? Only if it reads r at its own index alone,
+ * and in no op after the one whose value w holds: the emitters store each op's value as
+ * soon as it is computed, so a later op would read the element already overwritten (a
+ * conv_transpose2d's dx turned to [B, C, HW] and stored, then a leaky_relu backward
+ * reading its input x: x's storage cannot take that dx). A runtime call: yes (its
+ * Instr.inplace read is one it takes in place). */
+static int can_write_over(const Instr *in, const Tensor *r, const Tensor *w)
 {
-    for (int k = 0; k < in->n_ops; k++)
-        for (int j = 0; j < in->ops[k].n_arg; j++) {
-            const Operand *o = &in->ops[k].arg[j];
-            if (o->t && tensor_base(o->t) == b && ix_moved(o->ix))
-                return 0;
-        }
-    return 1;
-}
-
-/* Does fused loop `in` read storage r in an op after the one whose value w holds? The
- * emitters store each op's value as soon as it is computed, so element i of w would be
- * written before that later op reads element i of r (a conv_transpose2d's dx, turned
- * to [B, C, HW] and stored, then a leaky_relu backward reading its input x: x's storage
- * cannot take that dx). Also when no op's value is w. */
-static int read_after_write(const Instr *in, const Tensor *r, const Tensor *w)
-{
+    if (in->kind != I_EW)
+        return 1;
     int kw = -1;
     for (int k = 0; k < in->n_ops && kw < 0; k++)
         if (in->ops[k].out == w)
             kw = k;
     if (kw < 0)
-        return 1;
-    for (int k = kw + 1; k < in->n_ops; k++)
+        return 0;
+    for (int k = 0; k < in->n_ops; k++)
         for (int j = 0; j < in->ops[k].n_arg; j++) {
             const Operand *o = &in->ops[k].arg[j];
-            if (o->t && tensor_base(o->t) == r)
-                return 1;
+            if (o->t && tensor_base(o->t) == r && (ix_moved(o->ix) || k > kw))
+                return 0;
         }
-    return 0;
+    return 1;
 }
 
 /* In place: a fused elementwise loop whose output is born there and whose input of
@@ -126,8 +116,7 @@ static void in_place(Program *p)
                 if (in->kind != I_EW && r != tensor_base(in->inplace))
                     continue;
                 if (r == w || r->kind != T_ACT || r->last != i || tensor_stored(r) != tensor_stored(w) ||
-                    tensor_half(g, r) != tensor_half(g, w) || !reads_flat_only(in, r) ||
-                    (in->kind == I_EW && read_after_write(in, r, w)))
+                    tensor_half(g, r) != tensor_half(g, w) || !can_write_over(in, r, w))
                     continue;
                 w->alias = r;
                 for (int t = 0; t < g->n_tensors; t++)

@@ -1761,12 +1761,6 @@ static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *k
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
         return -1;
     }
-    if (t->freeze[0] && t->dist == RT_DIST_ZERO2) {
-        snprintf(key, keylen, "freeze");
-        snprintf(err, errlen, "freeze trains with the ddp and zero1 strategies (zero2 does "
-                 "not shard a partly frozen model's gradients yet)");
-        return -1;
-    }
     if (t->has_augment)
         return check_augment(s, err, errlen, key, keylen);
     return 0;

@@ -114,9 +114,6 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "into it; rebuild it with trainc build ... --set freeze=... (trainc run "
                        "applies it when compiling)", c->freeze[0] ? c->freeze : "null",
                        compiled_freeze[0] ? compiled_freeze : "none");
-    if (c->freeze[0] && c->dist == RT_DIST_ZERO2)   /* (spec.c's rule, after --set) */
-        rt_input_error("$.train.freeze: freeze trains with the ddp and zero1 strategies (zero2 does "
-                       "not shard a partly frozen model's gradients yet)");
     char key[256] = "";
     if (rt_config_check(c, err, sizeof err, key, sizeof key) != 0)   /* the key it blames */
         rt_input_error("$.train%s%s: %s", key[0] ? "." : "", key, err);
