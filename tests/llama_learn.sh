@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# llama_char learns on the CPU: after 3 of its 6 epochs (about a minute on two cores)
-# the validation loss is below 0.7 x the unigram entropy of the validation text (what
-# a model that ignores context reaches; 1.90 against 3.27 nats a byte when written),
-# falling at every validation, and --sample prints generated text.
+# llama_char learns on the CPU: after 2 of its 6 epochs (the cosine schedule over 2; 51 s
+# on two AMD EPYC cores, 2026-12-01) the validation loss is below 0.7 x the unigram
+# entropy of the validation text (what a model that ignores context reaches; 2.03 against
+# 3.27 nats a byte, the bar at 2.29), falling at every validation, and --sample prints
+# generated text.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -10,7 +11,7 @@ PY=${PYTHON:-/usr/bin/python3}
 d=build/tests/llama_learn
 rm -rf "$d"; mkdir -p "$d"
 "$TRAINC" build specs/llama_char.json -o "$d/trainer" 2>/dev/null
-"$d/trainer" --out "$d/run" --quiet --set epochs=3 --sample 300 --temperature 0.8 > "$d/sample.txt" 2>/dev/null
+"$d/trainer" --out "$d/run" --quiet --set epochs=2 --sample 300 --temperature 0.8 > "$d/sample.txt" 2>/dev/null
 $PY - "$d/run/metrics.jsonl" data/text "$d/sample.txt" <<'PY'
 import glob, json, math, sys
 import numpy as np
@@ -25,7 +26,7 @@ print(f"ok   llama_char: unigram entropy of the val text {H:.3f} nats; val_loss 
       f"{[round(v, 3) for v in val]}")
 sample = open(sys.argv[3], "rb").read()
 print("     sample:", sample[:120])
-assert len(val) == 3 and all(a > b for a, b in zip(val, val[1:])), val
+assert len(val) == 2 and all(a > b for a, b in zip(val, val[1:])), val
 assert val[-1] < 0.7 * H, (val[-1], H)
 assert len(sample) >= 300, len(sample)
 PY
