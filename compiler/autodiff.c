@@ -165,11 +165,32 @@ void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n_seed, int net,
     free(req);
 }
 
+/* The backward pass's FLOPs a sample as autodiff made it (add_flops' parts): a node's
+ * input gradient where its backward writes one (or where that is all its backward is: a
+ * norm's one kernel), its weight's where the weight is trained (a moe layer's router and
+ * experts count as one). No backward runs below the first layer that needs one, none
+ * for an input, and none for train.freeze's weights (lower.c drops their GEMMs). */
+static int64_t backward_flops(const Graph *g)
+{
+    double sum = 0;
+    for (int i = g->n_forward; i < g->n_nodes; i++) {
+        const Node *b = g->nodes[i], *f = b->fwd;
+        if (!f)
+            continue;
+        if (b->out || f->flops_dw == 0)
+            sum += f->flops_dx;
+        if ((f->w && !f->w->frozen) || (f->kind == N_MOE_DISPATCH && f->b && !f->b->frozen))
+            sum += f->flops_dw;
+    }
+    return (int64_t)sum;
+}
+
 void autodiff(Graph *g)
 {
-    if (g->gan) {
+    if (g->gan) {   /* (a GAN's backward FLOPs: every layer's whole, as add_flops counts) */
         gan_autodiff(g);
         return;
     }
     autodiff_from(g, &g->pred, &g->dpred, 1, -1, 1);
+    g->flops_bwd = backward_flops(g);
 }

@@ -247,15 +247,22 @@ Tensor *act_tensor(GraphCtx *c, const char *path, const char *name, int rank,
     return graph_tensor(c->g, T_ACT, name, rank, shape);
 }
 
-/* FLOPs a sample, forward and backward, counted against MAX_FLOPS. */
-void add_flops(GraphCtx *c, const char *path, double fwd, double bwd)
+/* FLOPs a sample of node nd, counted against MAX_FLOPS: fwd its forward's; dx its
+ * backward's for the input's gradient, dw for its weight's (a backward that is one kernel,
+ * a norm's, gives all of it as dx); nd NULL where there is no backward. The graph's
+ * backward total counts them all until autodiff counts what it makes (autodiff.c). */
+void add_flops(GraphCtx *c, Node *nd, const char *path, double fwd, double dx, double dw)
 {
     Graph *g = c->g;
-    if ((double)g->flops_fwd + (double)g->flops_bwd + fwd + bwd >= MAX_FLOPS)
+    if ((double)g->flops_fwd + (double)g->flops_bwd + fwd + dx + dw >= MAX_FLOPS)
         too_big(g, path, "the model needs more than 2^62 FLOPs a sample here; this is "
                 "surely a mistake");
     g->flops_fwd += (int64_t)fwd;
-    g->flops_bwd += (int64_t)bwd;
+    g->flops_bwd += (int64_t)(dx + dw);
+    if (nd) {
+        nd->flops_dx += dx;
+        nd->flops_dw += dw;
+    }
 }
 
 void layer_error(GraphCtx *c, const Layer *l, const char *fmt, ...)

@@ -207,6 +207,7 @@ typedef struct Node {
     int phase;               /* a GAN's step (gan.c: PH_*); else 0 forward, 1 backward */
     int frozen;              /* backward node: the input's gradient only, no parameter's
                                 (a GAN's discriminator seen by the generator's loss) */
+    double flops_dx, flops_dw; /* forward node: its backward's FLOPs a sample (add_flops) */
 } Node;
 
 typedef struct Graph {

@@ -36,7 +36,7 @@ TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
 # line, a short parity with PyTorch
 QUICK=(unit asan/build bad/specs bad/hf bad/runtime cli data/text data/fashion golden verify parity/mlp_sgd
-       dropout_stats schedules max_time set_order auto_ranks attention_opts emu_sm90)
+       dropout_stats schedules max_time set_order auto_ranks attention_opts flops emu_sm90)
 
 names=(); cmds=(); afters=(); limits=()
 check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a check
@@ -97,6 +97,7 @@ check nvrtc_templates     bash tests/nvrtc_templates.sh
 check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
 check attention_opts      $PYTHON tests/attention_opts.py
+check flops               $PYTHON tests/flops.py
 check augment             bash tests/augment.sh
 check vocab_pad           bash tests/vocab_pad.sh
 

@@ -28,7 +28,7 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     Node *nd = layer_node(c, a, N_ACT, x, y);
     nd->act = act;
     nd->p = act == ACT_SCALE ? l->by : l->negative_slope;
-    add_flops(c, l->path, (double)x->numel, 2.0 * x->numel);
+    add_flops(c, nd, l->path, (double)x->numel, 2.0 * x->numel, 0);
     c->cur = y;
 }
 

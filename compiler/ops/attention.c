@@ -182,9 +182,13 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     if (l->bias && !l->bias_qkv)
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
                           l->path);
-    double proj = 2.0 * T * d * wq + 2.0 * T * d * dc;
+    /* the projections' GEMMs (each backward: the input's gradient and the weight's), the
+     * scores and their product with V (backward: twice those, for dq, dk and dv) */
+    double qkv_gemm = 2.0 * T * d * wq, out_gemm = 2.0 * T * d * dc;
     double core = core_flops(l, n2->conv[5], T, dc);
-    add_flops(c, l->path, proj + core, 2 * (proj + core));
+    add_flops(c, n1, l->path, qkv_gemm, qkv_gemm, qkv_gemm);
+    add_flops(c, n2, l->path, core, 2 * core, 0);
+    add_flops(c, n3, l->path, out_gemm, out_gemm, out_gemm);
     c->cur = o;
 }
 

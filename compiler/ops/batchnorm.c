@@ -67,7 +67,7 @@ static void build_batchnorm(GraphCtx *c, const LayerArgs *a)
     nd->state[0] = add_state(g, pfx, "running_mean", 1, &C, 0.0, 0, l->path);
     nd->state[1] = add_state(g, pfx, "running_var", 1, &C, 1.0, 0, l->path);
     nd->state[2] = add_state(g, pfx, "num_batches_tracked", 0, NULL, 0.0, 1, l->path);
-    add_flops(c, l->path, 6.0 * x->numel, 10.0 * x->numel);
+    add_flops(c, nd, l->path, 6.0 * x->numel, 10.0 * x->numel, 0);
     c->cur = y;
 }
 

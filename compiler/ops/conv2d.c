@@ -80,7 +80,7 @@ static void build_conv2d(GraphCtx *c, const LayerArgs *a)
                           init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
                           init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
     double macs = (double)l->out * CKK * HW;
-    add_flops(c, l->path, 2 * macs, 4 * macs);
+    add_flops(c, nd, l->path, 2 * macs, 2 * macs, 2 * macs);
     c->cur = y;
 }
 

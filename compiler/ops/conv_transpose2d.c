@@ -66,7 +66,7 @@ static void build_conv_t2d(GraphCtx *c, const LayerArgs *a)
         nd->b = add_param(g, a->pfx, "bias", 1, &ws[1], def ? RT_INIT_UNIFORM : RT_INIT_CONST,
                           def ? bound : 0.0, l->path);
     double macs = (double)C * OKK * HW;
-    add_flops(c, l->path, 2 * macs, 4 * macs);
+    add_flops(c, nd, l->path, 2 * macs, 2 * macs, 2 * macs);
     c->cur = y;
 }
 

@@ -29,7 +29,7 @@ static Tensor *glu_node(GraphCtx *c, const LayerArgs *a, Tensor *x, int gated)
     nd->gated = gated;
     /* per output element: the activation and the product; backward: the activation's
      * derivative and three products (the gate: one more product each way) */
-    add_flops(c, l->path, (2.0 + gated) * y->numel, (5.0 + 2 * gated) * y->numel);
+    add_flops(c, nd, l->path, (2.0 + gated) * y->numel, (5.0 + 2 * gated) * y->numel, 0);
     return y;
 }
 

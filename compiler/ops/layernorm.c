@@ -47,7 +47,7 @@ static void build_layernorm(GraphCtx *c, const LayerArgs *a)
         nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
     if (l->affine && l->bias)
         nd->b = add_param(g, pfx, "bias", 1, &d, RT_INIT_CONST, 0.0, l->path);
-    add_flops(c, l->path, 8.0 * x->numel, 16.0 * x->numel);
+    add_flops(c, nd, l->path, 8.0 * x->numel, 16.0 * x->numel, 0);
     c->cur = y;
 }
 

@@ -62,7 +62,7 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
                           init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,
                           init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
     int64_t rows = x->numel / in;
-    add_flops(c, l->path, 2.0 * rows * in * out, 4.0 * rows * in * out);
+    add_flops(c, nd, l->path, 2.0 * rows * in * out, 2.0 * rows * in * out, 2.0 * rows * in * out);
     c->cur = y;
 }
 

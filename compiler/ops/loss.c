@@ -29,7 +29,7 @@ static Tensor *class_target(GraphCtx *c, int k, Tensor *pred, const char *path)
     Tensor *target = c->g->inputs[k];
     read_as_i32(target);
     c->g->input_classes[k] = C;
-    add_flops(c, path, 4.0 * pred->numel, 0);
+    add_flops(c, NULL, path, 4.0 * pred->numel, 0, 0);
     return target;
 }
 
@@ -53,7 +53,7 @@ static Tensor *float_target(GraphCtx *c, int k, Tensor *pred, const char *path)
         t = convert_input(c, k, xasprintf("%s_target", tin->name), "the target as f32");
         t->keep32 = 1;
     }
-    add_flops(c, path, 3.0 * pred->numel, 0);
+    add_flops(c, NULL, path, 3.0 * pred->numel, 0, 0);
     return t;
 }
 
@@ -158,7 +158,7 @@ Tensor *build_gan_loss(GraphCtx *c, Tensor *logits, int term)
     nd->act = term;
     nd->in[nd->n_in++] = logits;
     nd->out2 = d;
-    add_flops(c, path, 4.0 * logits->numel, 0);
+    add_flops(c, nd, path, 4.0 * logits->numel, 0, 0);
     return d;
 }
 

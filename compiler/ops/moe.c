@@ -150,8 +150,8 @@ static Tensor *build_shared(GraphCtx *c, const LayerArgs *a, Tensor *x, int64_t 
     s->what = "the shared expert's output";
     Node *dn = layer_node(c, a, N_LINEAR, g, s);
     dn->w = moe_weight(c, a, "shared.down.weight", 2, (int64_t[]){d, S}, c->resid_out);
-    double gemm = 2.0 * tokens * d * (up + S);
-    add_flops(c, l->path, gemm, 2.0 * gemm);
+    add_flops(c, un, l->path, 2.0 * tokens * d * up, 2.0 * tokens * d * up, 2.0 * tokens * d * up);
+    add_flops(c, dn, l->path, 2.0 * tokens * d * S, 2.0 * tokens * d * S, 2.0 * tokens * d * S);
     return s;
 }
 
@@ -166,7 +166,7 @@ static Tensor *add_shared(GraphCtx *c, const LayerArgs *a, Tensor *x, Tensor *y,
     sum->what = "moe output: the routed experts' plus the shared expert's";
     Node *nd = layer_node(c, a, N_ADD, y, sum);
     nd->in[nd->n_in++] = s;
-    add_flops(c, l->path, (double)y->numel, 0);
+    add_flops(c, nd, l->path, (double)y->numel, 0, 0);
     return sum;
 }
 
@@ -209,10 +209,12 @@ static void build_moe(GraphCtx *c, const LayerArgs *a)
     cn->moe = r;
     cn->w = moe_weight(c, a, "experts.down.weight", 3, (int64_t[]){E, d, hid}, c->resid_out);
 
-    /* the router's GEMM and softmax; the experts' two GEMMs over T k rows; the sum */
-    double gemm = 2.0 * tokens * k * d * 3 * hid;
-    add_flops(c, l->path, 2.0 * tokens * d * E + gemm + 2.0 * tokens * k * d,
-              4.0 * tokens * d * E + 2.0 * gemm + 4.0 * tokens * k * d);
+    /* the router's GEMM and softmax and the experts' up GEMM over T k rows; their down
+     * GEMM and the weighted sum (each backward: the input's gradient and the weights') */
+    double router = 2.0 * tokens * d * E, up = 2.0 * tokens * k * d * 2 * hid;
+    double down = 2.0 * tokens * k * d * hid, sum = 2.0 * tokens * k * d;
+    add_flops(c, dn, l->path, router + up, router + up, router + up);
+    add_flops(c, cn, l->path, down + sum, down + sum, down + sum);
     c->cur = l->shared ? add_shared(c, a, x, y, d, tokens) : y;
 }
 

@@ -70,7 +70,7 @@ void gemm_dim(const Graph *g, const char *path, const char *op, const char *what
 void count_act(GraphCtx *c, const char *path, int rank, const int64_t *shape);
 Tensor *act_tensor(GraphCtx *c, const char *path, const char *name, int rank,
                    const int64_t *shape);
-void add_flops(GraphCtx *c, const char *path, double fwd, double bwd);
+void add_flops(GraphCtx *c, Node *nd, const char *path, double fwd, double dx, double dw);
 char *layer_ident(const char *op, const char *prefix);
 Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
                  const int64_t *shape, int init, double a, const char *origin);

@@ -28,7 +28,7 @@ static void build_pool(GraphCtx *c, const LayerArgs *a)
     Node *nd = layer_node(c, a, mx ? N_MAXPOOL : N_AVGPOOL, x, y);
     int64_t cv[8] = {C, H, W, k, s, 0, OH, OW};
     memcpy(nd->conv, cv, sizeof cv);
-    add_flops(c, l->path, (double)C * OH * OW * k * k, (double)C * OH * OW * k * k);
+    add_flops(c, nd, l->path, (double)C * OH * OW * k * k, (double)C * OH * OW * k * k, 0);
     c->cur = y;
 }
 

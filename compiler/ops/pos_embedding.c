@@ -30,7 +30,7 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
     int64_t ws[2] = {l->max_len, x->shape[1]};
     nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
                       init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
-    add_flops(c, l->path, (double)x->numel, 0);
+    add_flops(c, nd, l->path, (double)x->numel, 0, 0);
     c->cur = y;
 }
 

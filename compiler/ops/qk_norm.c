@@ -27,7 +27,7 @@ Tensor *build_qk_norm_all(GraphCtx *c, const LayerArgs *a, Tensor *qkv, int64_t 
     nd->w = add_param(c->g, qn, "weight", 1, &dq, RT_INIT_CONST, 1.0, l->path);
     nd->b = add_param(c->g, kn, "weight", 1, &dk, RT_INIT_CONST, 1.0, l->path);
     /* as rmsnorm's over the q and k columns */
-    add_flops(c, l->path, 4.0 * rows * (dq + dk), 8.0 * rows * (dq + dk));
+    add_flops(c, nd, l->path, 4.0 * rows * (dq + dk), 8.0 * rows * (dq + dk), 0);
     return y;
 }
 

@@ -54,7 +54,7 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
     y->what = l->shortcut ? "shortcut(x) + body(x)" : "x + body(x)";
     Node *nd = layer_node(c, a, N_ADD, in, y);
     nd->in[nd->n_in++] = b;
-    add_flops(c, l->path, (double)b->numel, 0);
+    add_flops(c, nd, l->path, (double)b->numel, 0, 0);
     c->cur = y;
 }
 

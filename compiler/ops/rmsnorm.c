@@ -33,7 +33,7 @@ static void build_rmsnorm(GraphCtx *c, const LayerArgs *a)
     nd->tmp[0] = rstd;
     nd->w = add_param(g, pfx, "weight", 1, &d, RT_INIT_CONST, 1.0, l->path);
     /* forward: square, sum, scale, weight; backward: dy w, its dot with xh, dx, dw */
-    add_flops(c, l->path, 4.0 * x->numel, 8.0 * x->numel);
+    add_flops(c, nd, l->path, 4.0 * x->numel, 8.0 * x->numel, 0);
     c->cur = y;
 }
 
