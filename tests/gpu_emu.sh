@@ -32,7 +32,7 @@ done
 d=build/tests/gpu_emu
 rm -rf "$d"; mkdir -p "$d"
 rest=$(ls templates/cuda/*.cuh | grep -v -e '/prelude\.cuh$' -e '/common\.cuh$' | LC_ALL=C sort)
-inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"')
+inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"' | awk '!seen[$0]++')   # (--fp8's list repeats some)
 { cat templates/cuda/prelude.cuh templates/cuda/common.cuh $rest; echo "$inst"; } |
     sed 's/extern "C"//' > "$d/kernels.inc"
 # one K(name) per kernel: the generic ones (a definition's name at the start of a line),
