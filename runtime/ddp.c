@@ -11,7 +11,14 @@
  * (zero.c) the same buckets are reduce-scattered instead of all-reduced; zero2 on GPUs
  * also hears of each parameter's first gradient write (rt_grad_begin), so that
  * device_cuda.c backs the region with memory only where it is being written. A GAN's
- * backward passes each reduce their network's range of the region (rt_ddp_begin_range). */
+ * backward passes each reduce their network's range of the region (rt_ddp_begin_range).
+ *
+ * train.freeze's parameters have gradients nothing reads (the update and the norm skip
+ * them), so DDP's sums leave out each run of consecutive frozen parameters as long as a
+ * bucket (distributed.bucket_mb) or longer: a fine-tune's frozen embeddings and blocks
+ * cost no communication. A shorter run is summed with its neighbours (cutting a bucket
+ * around it would cost more collectives than its bytes save); ZeRO's reduce-scatter
+ * keeps its contiguous shards. */
 #include "rt_cuda.h"
 #include "rt_dist.h"
 
@@ -27,6 +34,8 @@ static struct {
     int64_t bucket_floats;
     rt_exec *gpu;              /* GPUs: NCCL on the device's communication stream */
     int gpu_zero2;             /* and the gradient region backed on demand (device_cuda.c) */
+    int64_t (*skip)[2];        /* the frozen runs left out, [lo, hi) ascending */
+    int n_skip;
 } D;
 
 void rt_ddp_use_gpu(rt_exec *e, int zero2)
@@ -42,12 +51,46 @@ void rt_grad_begin(rt_exec *e, int64_t off, int64_t n)
         rt_cu_grads_begin(e, off, n);
 }
 
+/* The runs of consecutive frozen parameters of a bucket's floats or more (each to the
+ * next trained parameter's offset: the padding between them too). */
+static void find_frozen_runs(const rt_model *m)
+{
+    D.skip = rt_xmalloc(sizeof *D.skip * (size_t)(m->n_params ? m->n_params : 1));
+    D.n_skip = 0;
+    for (int i = 0; i < m->n_params;) {
+        int j = i;
+        while (j < m->n_params && m->params[j].frozen)
+            j++;
+        if (j > i) {
+            int64_t lo = m->params[i].offset, hi = j < m->n_params ? m->params[j].offset : m->param_floats;
+            if (hi - lo >= D.bucket_floats) {
+                D.skip[D.n_skip][0] = lo;
+                D.skip[D.n_skip++][1] = hi;
+            }
+        }
+        i = j > i ? j : i + 1;
+    }
+}
+
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
 {
     D.m = m;
     D.grads = grads;
     D.ready = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1));
     D.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
+    find_frozen_runs(m);   /* (after bucket_floats) */
+}
+
+/* The bytes of gradients a step's sum over ranks carries (the frozen runs left out). */
+int64_t rt_ddp_reduced_bytes(void)
+{
+    if (!D.m)
+        return 0;
+    int64_t n = D.m->param_floats;
+    if (!rt_zero_on())
+        for (int k = 0; k < D.n_skip; k++)
+            n -= D.skip[k][1] - D.skip[k][0];
+    return 4 * n;
 }
 
 void rt_ddp_begin_range(int sync, int64_t lo, int64_t hi)
@@ -71,6 +114,30 @@ void rt_ddp_begin(int sync)
     rt_ddp_begin_range(sync, 0, D.m ? D.m->param_floats : 0);
 }
 
+/* The sum over ranks of [lo, hi) started: NCCL's on GPUs, MPI's nonblocking on CPUs */
+static void allreduce(int64_t lo, int64_t hi)
+{
+    if (D.gpu)
+        rt_nccl_allreduce(D.gpu, D.grads + lo, hi - lo);
+    else
+        rt_bucket_start(D.grads + lo, hi - lo);
+}
+
+/* [lo, hi) summed but for the frozen runs in it, from its end down (every rank cuts
+ * the same pieces) */
+static void allreduce_trained(int64_t lo, int64_t hi)
+{
+    for (int k = D.n_skip - 1; k >= 0 && hi > lo; k--) {
+        if (D.skip[k][0] >= hi || D.skip[k][1] <= lo)
+            continue;
+        if (D.skip[k][1] < hi)
+            allreduce(D.skip[k][1], hi);
+        hi = D.skip[k][0] > lo ? D.skip[k][0] : lo;
+    }
+    if (hi > lo)
+        allreduce(lo, hi);
+}
+
 static void send(int64_t lo)
 {
     if (D.bucket_end > lo) {
@@ -78,12 +145,10 @@ static void send(int64_t lo)
             rt_nccl_reduce_shards(D.gpu, D.grads, lo, D.bucket_end, rt_zero_counts());
             if (D.gpu_zero2)
                 rt_cu_grads_sent(D.gpu, lo);
-        } else if (D.gpu)
-            rt_nccl_allreduce(D.gpu, D.grads + lo, D.bucket_end - lo);
-        else if (rt_zero_on())
+        } else if (rt_zero_on())
             rt_zero_send(D.grads, lo, D.bucket_end);
         else
-            rt_bucket_start(D.grads + lo, D.bucket_end - lo);
+            allreduce_trained(lo, D.bucket_end);
         D.bucket_end = lo;
     }
 }

@@ -9,7 +9,7 @@ void rt_record_start(Run *r)
 {
     int threads = r->threads;
     int64_t resumed_from = r->resumed_from;
-    char buf[2048], res[128] = "", dev[512] = "\"device\":\"cpu\"";
+    char buf[2048], res[192] = "", dev[512] = "\"device\":\"cpu\"";
     if (r->gpu) {
         size_t pool, arena, fixed, all = rt_cu_allocated(&r->e, &pool, &arena, &fixed);
         snprintf(dev, sizeof dev,
@@ -25,6 +25,9 @@ void rt_record_start(Run *r)
         np += r->m->params[i].numel;
     if (resumed_from >= 0)
         snprintf(res, sizeof res, ",\"resumed_from\":%lld", (long long)resumed_from);
+    if (r->world > 1)   /* what each step's gradient sum over the ranks carries */
+        snprintf(res + strlen(res), sizeof res - strlen(res), ",\"reduced_bytes\":%lld",
+                 (long long)rt_ddp_reduced_bytes());
     if (r->m->n_state)   /* the layers' state (batchnorm's running statistics) */
         snprintf(res + strlen(res), sizeof res - strlen(res), ",\"state_bytes\":%lld",
                  (long long)(r->m->state_floats * 4));

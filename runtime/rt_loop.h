@@ -97,6 +97,9 @@ void rt_prof_free(rt_prof *p);
 
 /* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
+/* the gradient bytes a step's sum over ranks carries (train.freeze's long frozen runs
+ * left out under ddp); 0 before rt_ddp_init */
+int64_t rt_ddp_reduced_bytes(void);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
 /* the same for the gradients [lo, hi) of the region only (a GAN's network: its backward
  * pass writes no other) */

@@ -57,6 +57,19 @@ compare "$d/gpt_freeze.1" "$d/gpt_freeze.2"
 cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.2b/model.safetensors"
 cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.z1/model.safetensors"
 echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 = ddp bit for bit"
+# the sums leave out a frozen run as long as a bucket: wte, wpe and h.0 (247424 floats)
+# under buckets of 0.05 MB, none under the default 25 (h.1.ln_2's 128: never); zero1's
+# reduce-scatter carries every gradient
+"$PY" - "$d" <<'PY'
+import json, sys
+def start(run):
+    return next(json.loads(l) for l in open(f"{sys.argv[1]}/gpt_freeze.{run}/metrics.jsonl") if '"start"' in l)
+a, b, z = start("2"), start("2b"), start("z1")
+assert a["reduced_bytes"] == z["reduced_bytes"] == a["param_bytes"], (a, z)
+assert b["reduced_bytes"] == a["param_bytes"] - 4 * 247424, b
+print(f"ok   the frozen run left out of the sums under 0.05 MB buckets: {b['reduced_bytes']} bytes a step "
+      f"of {a['param_bytes']} (the same bits)")
+PY
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's
 # own backward call): DDP, ZeRO-1 and ZeRO-2 on 2 ranks x 4 = 1 rank x 8

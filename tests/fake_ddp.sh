@@ -182,6 +182,16 @@ S=(--device cuda --set max_steps=8 --set log_every=1 --set loader.shuffle=false
 r=$(compare "$t.1" "$t.2")
 cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
 echo "ok   gpt_char with train.freeze: 2 GPUs x 2 = 1 GPU x 4 ($r); zero1 = ddp bit for bit"
+# NCCL's sums leave out the frozen run as long as a bucket (wte, wpe, h.0: 247424 floats),
+# zero1's reduce-scatter carries every gradient
+"$PY" - "$t" <<'PY'
+import json, sys
+def start(run):
+    return next(json.loads(l) for l in open(f"{sys.argv[1]}.{run}/metrics.jsonl") if '"start"' in l)
+a, z = start("2"), start("z1")
+assert z["reduced_bytes"] == z["param_bytes"] and a["reduced_bytes"] == a["param_bytes"] - 4 * 247424, (a, z)
+print(f"ok   gpt_char with train.freeze: NCCL sums {a['reduced_bytes']} bytes a step of {a['param_bytes']}")
+PY
 
 # signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
 # writes the checkpoint; a 2-rank --resume is bit-identical to the run left alone. 60
