@@ -13,11 +13,13 @@
  * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * the figures are the bytes a trainer's start record reports. */
+ * the figures are the bytes a trainer's start record reports. Under ddp a run of
+ * train.freeze's frozen parameters as long as a bucket is not sent (runtime/ddp.c, the
+ * start record's reduced_bytes). */
 typedef struct RankPlan {
     int N, mixed, adam;
     int64_t np;                               /* the parameter region's floats */
-    double param[3], grad[3], opt[3], sent;   /* ddp, zero1, zero2: bytes a rank */
+    double param[3], grad[3], opt[3], sent[3];   /* ddp, zero1, zero2: bytes a rank */
     int sim;                                  /* ranks replayed for zero2's peaks */
     int64_t unit[2];                          /* CPU pages, GPU chunks */
     int64_t *peak[2];                         /* [sim] zero2's gradient bytes backed */
@@ -26,14 +28,37 @@ typedef struct RankPlan {
 
 static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
 
-static RankPlan rank_plan(const Spec *s, const Program *prog, int64_t np, int N, int64_t chunk)
+/* The floats of the runs of consecutive frozen parameters of `bucket` floats or more,
+ * each to the next trained parameter's offset: what ddp leaves out of its sums, as
+ * runtime/ddp.c's find_frozen_runs cuts them. */
+static int64_t frozen_runs(const Graph *g, int64_t bucket)
 {
+    int64_t n = 0;
+    for (int i = 0; i < g->n_params;) {
+        int j = i;
+        while (j < g->n_params && g->params[j]->frozen)
+            j++;
+        if (j > i) {
+            int64_t hi = j < g->n_params ? g->params[j]->offset : g->param_floats;
+            if (hi - g->params[i]->offset >= bucket)
+                n += hi - g->params[i]->offset;
+        }
+        i = j > i ? j : i + 1;
+    }
+    return n;
+}
+
+static RankPlan rank_plan(const Spec *s, const Compiled *c, int64_t np, int N, int64_t chunk)
+{
+    const Program *prog = c->prog;
     RankPlan r = {.N = N, .np = np, .mixed = s->train.precision != RT_PREC_FP32,
                   .adam = s->train.opt == RT_OPT_ADAMW};
     double shard = (double)((np + N - 1) / N);
     double pb = 4, gb = 4, ob = r.adam ? 8 : s->train.momentum > 0 ? 4 : 0;
-    r.sent = 2.0 * (N - 1) / N * gb * (double)np;
+    int64_t bucket_floats = (int64_t)(s->train.bucket_mb * 1048576.0) / 4;
+    int64_t skipped = frozen_runs(c->graph, bucket_floats > 0 ? bucket_floats : 1);
     for (int k = 0; k < 3; k++) {
+        r.sent[k] = 2.0 * (N - 1) / N * gb * (double)(k == 0 ? np - skipped : np);
         r.param[k] = pb * (double)np;
         r.grad[k] = gb * (k == 2 ? shard : (double)np);
         r.opt[k] = ob * (k >= 1 ? shard : (double)np);
@@ -64,7 +89,7 @@ static void plan_ranks(const Spec *s, const RankPlan *r, int64_t np)
     for (int k = 0; k < 3; k++) {
         double t = r->param[k] + r->grad[k] + r->opt[k];
         printf("  %-9s %14.0f %14.0f %14.0f %14.0f %16.0f   (%.2f bytes/param)\n",
-               rank_strategies[k], r->param[k], r->grad[k], r->opt[k], t, r->sent,
+               rank_strategies[k], r->param[k], r->grad[k], r->opt[k], t, r->sent[k],
                t / (double)np);
     }
     if (r->mixed)
@@ -124,7 +149,7 @@ static void plan_ranks_json(const Spec *s, const RankPlan *r, const char *plan)
     for (int k = 0; k < 3; k++)
         printf("    \"%s\": {\"param_bytes\": %.0f, \"grad_bytes\": %.0f, \"optimizer_bytes\": %.0f, "
                "\"total_bytes\": %.0f, \"sent_bytes_per_step\": %.0f},\n", rank_strategies[k],
-               r->param[k], r->grad[k], r->opt[k], r->param[k] + r->grad[k] + r->opt[k], r->sent);
+               r->param[k], r->grad[k], r->opt[k], r->param[k] + r->grad[k] + r->opt[k], r->sent[k]);
     printf("    \"zero2_grad_peak\": ");
     if (r->N < 2) {
         printf("null\n  }\n}\n");
@@ -261,7 +286,7 @@ int cmd_plan(int argc, char **argv)
     Compiled *c = compile_spec(s);
     RankPlan rp = {0};
     if (ranks > 0)
-        rp = rank_plan(s, c->prog, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
+        rp = rank_plan(s, c, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
     if (json) {
         if (ranks > 0)
             plan_ranks_json(s, &rp, c->em.plan_json.s);

@@ -59,16 +59,25 @@ cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.z1/model.safetensors"
 echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 = ddp bit for bit"
 # the sums leave out a frozen run as long as a bucket: wte, wpe and h.0 (247424 floats)
 # under buckets of 0.05 MB, none under the default 25 (h.1.ln_2's 128: never); zero1's
-# reduce-scatter carries every gradient
+# reduce-scatter carries every gradient; `trainc plan --ranks 2` says what each sends
+F=(--set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight')
+"$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" > "$d/gpt_freeze.plan.json"
+"$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" --set distributed.bucket_mb=0.05 \
+    > "$d/gpt_freeze.plan_b.json"
 "$PY" - "$d" <<'PY'
 import json, sys
+d = sys.argv[1]
 def start(run):
-    return next(json.loads(l) for l in open(f"{sys.argv[1]}/gpt_freeze.{run}/metrics.jsonl") if '"start"' in l)
+    return next(json.loads(l) for l in open(f"{d}/gpt_freeze.{run}/metrics.jsonl") if '"start"' in l)
+def sent(plan, strategy):   # 2 (N - 1) / N of the bytes summed, N = 2
+    return json.load(open(f"{d}/gpt_freeze.{plan}.json"))["ranks"][strategy]["sent_bytes_per_step"]
 a, b, z = start("2"), start("2b"), start("z1")
 assert a["reduced_bytes"] == z["reduced_bytes"] == a["param_bytes"], (a, z)
 assert b["reduced_bytes"] == a["param_bytes"] - 4 * 247424, b
+assert sent("plan", "ddp") == a["reduced_bytes"] and sent("plan_b", "ddp") == b["reduced_bytes"] and \
+    sent("plan_b", "zero1") == z["reduced_bytes"], (sent("plan", "ddp"), sent("plan_b", "ddp"))
 print(f"ok   the frozen run left out of the sums under 0.05 MB buckets: {b['reduced_bytes']} bytes a step "
-      f"of {a['param_bytes']} (the same bits)")
+      f"of {a['param_bytes']} (the same bits), as trainc plan --ranks 2 says")
 PY
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's
