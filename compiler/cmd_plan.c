@@ -18,12 +18,12 @@
  * start record's reduced_bytes). */
 typedef struct RankPlan {
     int N, mixed, adam;
-    int64_t np;                               /* the parameter region's floats */
+    int64_t np;                                  /* the parameter region's floats */
     double param[3], grad[3], opt[3], sent[3];   /* ddp, zero1, zero2: bytes a rank */
-    int sim;                                  /* ranks replayed for zero2's peaks */
-    int64_t unit[2];                          /* CPU pages, GPU chunks */
-    int64_t *peak[2];                         /* [sim] zero2's gradient bytes backed */
-    int64_t whole[2];                         /* the whole region, in units */
+    int sim;                                     /* ranks replayed for zero2's peaks */
+    int64_t unit[2];                             /* CPU pages, GPU chunks */
+    int64_t *peak[2];                            /* [sim] zero2's gradient bytes backed */
+    int64_t whole[2];                            /* the whole region, in units */
 } RankPlan;
 
 static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
@@ -48,9 +48,10 @@ static int64_t frozen_runs(const Graph *g, int64_t bucket)
     return n;
 }
 
-static RankPlan rank_plan(const Spec *s, const Compiled *c, int64_t np, int N, int64_t chunk)
+static RankPlan rank_plan(const Spec *s, const Compiled *c, int N, int64_t chunk)
 {
     const Program *prog = c->prog;
+    int64_t np = c->graph->param_floats;
     RankPlan r = {.N = N, .np = np, .mixed = s->train.precision != RT_PREC_FP32,
                   .adam = s->train.opt == RT_OPT_ADAMW};
     double shard = (double)((np + N - 1) / N);
@@ -286,7 +287,7 @@ int cmd_plan(int argc, char **argv)
     Compiled *c = compile_spec(s);
     RankPlan rp = {0};
     if (ranks > 0)
-        rp = rank_plan(s, c, c->graph->param_floats, (int)ranks, (int64_t)chunk_kb << 10);
+        rp = rank_plan(s, c, (int)ranks, (int64_t)chunk_kb << 10);
     if (json) {
         if (ranks > 0)
             plan_ranks_json(s, &rp, c->em.plan_json.s);
