@@ -31,6 +31,10 @@ export HF_NEW_PYTHON=${HF_NEW_PYTHON:-.venv/hf-new/bin/python}
 command -v "$HF_NEW_PYTHON" >/dev/null || HF_NEW_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
+# the fake NVRTC's modules, shared by the checks on the fake GPU (tests/fake_gpu/
+# fake_nvrtc.c: named by a hash of all that makes them), made anew for each run
+export TRAINC_FAKE_NVRTC_CACHE=$PWD/$T/fake_nvrtc_cache
+rm -rf "$TRAINC_FAKE_NVRTC_CACHE"
 JOBS=${JOBS:-2}
 TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command

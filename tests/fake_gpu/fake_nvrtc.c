@@ -27,7 +27,14 @@
  * NVRTC_ERROR_INVALID_OPTION (it could change the arithmetic). The version is 13.0.
  * The compiler is $TRAINC_FAKE_NVRTC_CXX, else g++; FAKE_EMU_DIR (set when this is built) is
  * tests/gpu/emu, FAKE_EMU_OBJ its emu_fibers.cc compiled (tests/fake_gpu/build.sh), linked
- * into every module; TRAINC_FAKE_NVRTC_KEEP=1 keeps the work folder (its path in the log). */
+ * into every module; TRAINC_FAKE_NVRTC_KEEP=1 keeps the work folder (its path in the log).
+ *
+ * TRAINC_FAKE_NVRTC_CACHE=DIR keeps each module built, named by a hash of everything that
+ * makes it (the preprocessed source, the source given to g++, its command, every file of
+ * the emulator's folder and emu_fibers.o), and takes it from there when the same program
+ * comes again: tests/run_all.sh shares one folder among its checks, whose trainers
+ * compile many of the same kernels. */
+#include <dirent.h>
 #include <nvrtc.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -331,6 +338,94 @@ static void remove_dir(const char *dir)
     rmdir(dir);
 }
 
+/* ---- the modules' cache (TRAINC_FAKE_NVRTC_CACHE) --------------------------------------- */
+
+/* a 128-bit FNV-1a over what makes a module, in two 64-bit halves of different offsets */
+typedef struct {
+    uint64_t h[2];
+} hash128;
+
+static void hash_bytes(hash128 *k, const void *data, size_t n)
+{
+    const unsigned char *b = data;
+    for (size_t i = 0; i < n; i++)
+        for (int j = 0; j < 2; j++)
+            k->h[j] = (k->h[j] ^ b[i]) * 0x100000001b3ull;
+    for (int j = 0; j < 2; j++)   /* the length too: "ab" + "c" is not "a" + "bc" */
+        k->h[j] = (k->h[j] ^ n) * 0x100000001b3ull;
+}
+
+/* every regular file of the emulator's folder (by name, in the folder's order: names and
+ * contents both hashed) and emu_fibers.o: once per process */
+static int hash_emulator(hash128 *k)
+{
+    static hash128 emu;
+    static int done;
+    if (!done) {
+        emu = (hash128){{0x6a09e667f3bcc908ull, 0xbb67ae8584caa73bull}};
+        DIR *dir = opendir(FAKE_EMU_DIR);
+        if (!dir)
+            return -1;
+        struct dirent *e;
+        uint64_t sum[2] = {0, 0};   /* order-free: the files' hashes added up */
+        while ((e = readdir(dir))) {
+            char path[4200];
+            size_t n = 0;
+            snprintf(path, sizeof path, "%s/%s", FAKE_EMU_DIR, e->d_name);
+            struct stat st;
+            if (stat(path, &st) != 0 || !S_ISREG(st.st_mode))
+                continue;
+            char *text = read_file(path, &n);
+            if (!text) {
+                closedir(dir);
+                return -1;
+            }
+            hash128 f = {{0xcbf29ce484222325ull, 0x84222325cbf29ce4ull}};
+            hash_bytes(&f, e->d_name, strlen(e->d_name));
+            hash_bytes(&f, text, n);
+            free(text);
+            sum[0] += f.h[0];
+            sum[1] += f.h[1];
+        }
+        closedir(dir);
+        hash_bytes(&emu, sum, sizeof sum);
+        size_t n = 0;
+        char *obj = read_file(FAKE_EMU_OBJ, &n);
+        if (!obj)
+            return -1;
+        hash_bytes(&emu, obj, n);
+        free(obj);
+        done = 1;
+    }
+    hash_bytes(k, emu.h, sizeof emu.h);
+    return 0;
+}
+
+/* The cache's path for this module in `path` (0), or -1 without a cache */
+static int cache_path(char *path, size_t cap, const char *pre, const char *body, const char *cmd)
+{
+    const char *dir = getenv("TRAINC_FAKE_NVRTC_CACHE");
+    hash128 k = {{0xcbf29ce484222325ull, 0x84222325cbf29ce4ull}};
+    if (!dir || !*dir || hash_emulator(&k) != 0)
+        return -1;
+    hash_bytes(&k, pre, strlen(pre));
+    hash_bytes(&k, body, strlen(body));
+    hash_bytes(&k, cmd, strlen(cmd));
+    snprintf(path, cap, "%s/%016llx%016llx.so", dir, (unsigned long long)k.h[0], (unsigned long long)k.h[1]);
+    return 0;
+}
+
+/* A module built keeps its place in the cache: written under another name, then renamed
+ * (a check running beside this one sees the whole file or none) */
+static void cache_put(const char *path, const char *so, size_t n)
+{
+    char tmp[4400];
+    snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid());
+    mkdir(getenv("TRAINC_FAKE_NVRTC_CACHE"), 0755);
+    if (write_file(tmp, so, n) != 0 || rename(tmp, path) != 0)
+        unlink(tmp);
+}
+
 /* incs: " -I'DIR'" for each --include-path, after the emulator's folder */
 static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
 {
@@ -399,12 +494,18 @@ static nvrtcResult compile(nvrtcProgram p, const char *arch, const char *incs)
              "-fsanitize=alignment,bounds -fno-sanitize-recover=alignment,bounds "
              "-w%s -I. -I'%s'%s '%s/emu_kernels.cc' '%s' -o module.so",
              cxx, feat, FAKE_EMU_DIR, incs, FAKE_EMU_DIR, FAKE_EMU_OBJ);
-    if (run(p, dir, cmd) != 0)
-        goto out;
-    snprintf(path, sizeof path, "%s/module.so", dir);
-    if (!(so = read_file(path, &n))) {
-        logf_(p, "fake NVRTC: no %s\n", path);
-        goto out;
+    char cached[4300];
+    int cache = cache_path(cached, sizeof cached, pre, body, cmd) == 0;
+    if (!cache || !(so = read_file(cached, &n))) {
+        if (run(p, dir, cmd) != 0)
+            goto out;
+        snprintf(path, sizeof path, "%s/module.so", dir);
+        if (!(so = read_file(path, &n))) {
+            logf_(p, "fake NVRTC: no %s\n", path);
+            goto out;
+        }
+        if (cache)
+            cache_put(cached, so, n);
     }
     p->cubin_size = FAKE_CUBIN_MAGIC_LEN + 8 + n;
     p->cubin = malloc(p->cubin_size);
