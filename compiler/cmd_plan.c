@@ -13,9 +13,9 @@
  * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * the figures are the bytes a trainer's start record reports. Under ddp a run of
- * train.freeze's frozen parameters as long as a bucket is not sent (runtime/ddp.c, the
- * start record's reduced_bytes). */
+ * the figures are the bytes a trainer's start record reports. A run of train.freeze's
+ * frozen parameters as long as a bucket is not sent (runtime/ddp.c, the start record's
+ * reduced_bytes): under ddp nor in ZeRO's reduce-scatter. */
 typedef struct RankPlan {
     int N, mixed, adam;
     int64_t np;                                  /* the parameter region's floats */
@@ -28,23 +28,14 @@ typedef struct RankPlan {
 
 static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
 
-/* The floats of the runs of consecutive frozen parameters of `bucket` floats or more,
- * each to the next trained parameter's offset: what ddp leaves out of its sums, as
- * runtime/ddp.c's find_frozen_runs cuts them. */
-static int64_t frozen_runs(const Graph *g, int64_t bucket)
+/* The floats of the runs of frozen parameters that ddp and ZeRO leave out of their sums
+ * (zero2.c's frozen_runs) */
+static int64_t frozen_floats(const Graph *g, int64_t bucket)
 {
-    int64_t n = 0;
-    for (int i = 0; i < g->n_params;) {
-        int j = i;
-        while (j < g->n_params && g->params[j]->frozen)
-            j++;
-        if (j > i) {
-            int64_t hi = j < g->n_params ? g->params[j]->offset : g->param_floats;
-            if (hi - g->params[i]->offset >= bucket)
-                n += hi - g->params[i]->offset;
-        }
-        i = j > i ? j : i + 1;
-    }
+    int64_t(*runs)[2] = xcalloc((size_t)g->n_params + 1, sizeof *runs), n = 0;
+    for (int k = frozen_runs(g, bucket, runs); k-- > 0;)
+        n += runs[k][1] - runs[k][0];
+    free(runs);
     return n;
 }
 
@@ -57,9 +48,12 @@ static RankPlan rank_plan(const Spec *s, const Compiled *c, int N, int64_t chunk
     double shard = (double)((np + N - 1) / N);
     double pb = 4, gb = 4, ob = r.adam ? 8 : s->train.momentum > 0 ? 4 : 0;
     int64_t bucket_floats = (int64_t)(s->train.bucket_mb * 1048576.0) / 4;
-    int64_t skipped = frozen_runs(c->graph, bucket_floats > 0 ? bucket_floats : 1);
+    int64_t skipped = frozen_floats(c->graph, bucket_floats > 0 ? bucket_floats : 1);
     for (int k = 0; k < 3; k++) {
-        r.sent[k] = 2.0 * (N - 1) / N * gb * (double)(k == 0 ? np - skipped : np);
+        /* ddp: an all-reduce of the gradients; zero: their reduce-scatter and the
+         * parameters' all-gather */
+        r.sent[k] = (N - 1.0) / N * gb * (double)(np - skipped) * (k == 0 ? 2 : 1) +
+                    (k == 0 ? 0 : (N - 1.0) / N * pb * (double)np);
         r.param[k] = pb * (double)np;
         r.grad[k] = gb * (k == 2 ? shard : (double)np);
         r.opt[k] = ob * (k >= 1 ? shard : (double)np);

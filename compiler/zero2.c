@@ -10,7 +10,12 @@
  * the region down, once everything above a point is final and at least bucket_floats
  * wait) and counts the units backed at once, in the worst case: no reduction passes
  * before the host must wait for it (a faster one only gives memory back sooner). Both
- * runtimes follow these rules; tests/fake_ddp.sh checks the GPU's peak against it. */
+ * runtimes follow these rules; tests/fake_ddp.sh checks the GPU's peak against it.
+ *
+ * train.freeze: a frozen parameter's gradient is final from the start (no hook names
+ * it), the runs of frozen parameters as long as a bucket are cut out of the sums
+ * (frozen_runs, as runtime/ddp.c cuts them), and a shorter one is backed when its
+ * bucket is sent (the GPU's memory there, which no write has backed, is read). */
 #include <stdlib.h>
 #include "ir.h"
 #include "../runtime/rt_dist.h"   /* rt_dist_shard: the shards the runtime cuts */
@@ -30,7 +35,31 @@ typedef struct {
     char *ready;
     int next;
     int64_t bucket_end, bucket_floats;
+    int64_t (*skip)[2];          /* the frozen runs left out, ascending */
+    int n_skip;
 } Sim;
+
+int frozen_runs(const Graph *g, int64_t bucket, int64_t (*runs)[2])
+{
+    int n = 0;
+    for (int i = 0; i < g->n_params;) {
+        int j = i;
+        while (j < g->n_params && g->params[j]->frozen)
+            j++;
+        if (j > i) {
+            int64_t lo = g->params[i]->offset, hi = j < g->n_params ? g->params[j]->offset : g->param_floats;
+            if (hi - lo >= bucket) {
+                if (runs) {
+                    runs[n][0] = lo;
+                    runs[n][1] = hi;
+                }
+                n++;
+            }
+        }
+        i = j > i ? j : i + 1;
+    }
+    return n;
+}
 
 static int unit_of(const Sim *s, int64_t floats, int up)
 {
@@ -50,11 +79,20 @@ static void give_back_from(Sim *s, int64_t a)
         s->released = c0;
 }
 
-static void send(Sim *s, int64_t lo)
+static void back(Sim *s, int64_t lo, int64_t hi)
 {
-    if (s->bucket_end <= lo)
-        return;
-    s->bucket_end = lo;
+    for (int c = unit_of(s, lo, 0); c < unit_of(s, hi, 1); c++)
+        if (!s->backed[c]) {
+            s->backed[c] = 1;
+            if (++s->now > s->peak)
+                s->peak = s->now;
+        }
+}
+
+/* One piece [lo, hi) of a bucket reduced (its short frozen runs backed first) */
+static void reduce(Sim *s, int64_t lo, int64_t hi)
+{
+    back(s, lo, hi);
     s->out[s->n_out++] = lo;
     while (s->n_out > INFLIGHT) {   /* the host waits for the oldest */
         give_back_from(s, s->out[0]);
@@ -62,6 +100,23 @@ static void send(Sim *s, int64_t lo)
             s->out[k - 1] = s->out[k];
         s->n_out--;
     }
+}
+
+/* The bucket [lo, bucket_end) but for its frozen runs, from its end down */
+static void send(Sim *s, int64_t lo)
+{
+    int64_t hi = s->bucket_end;
+    for (int k = s->n_skip - 1; k >= 0 && hi > lo; k--) {
+        if (s->skip[k][0] >= hi || s->skip[k][1] <= lo)
+            continue;
+        if (s->skip[k][1] < hi)
+            reduce(s, s->skip[k][1], hi);
+        hi = s->skip[k][0] > lo ? s->skip[k][0] : lo;
+    }
+    if (hi > lo)
+        reduce(s, lo, hi);
+    if (s->bucket_end > lo)
+        s->bucket_end = lo;
 }
 
 static void ready(Sim *s, int64_t off)
@@ -97,26 +152,27 @@ int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int w
     s.now = s.peak = s.keep_hi - s.keep_lo;
     s.released = s.n;
     s.ready = xcalloc((size_t)g->n_params + 1, 1);
+    for (int k = 0; k < g->n_params; k++)
+        s.ready[k] = (char)g->params[k]->frozen;
     s.next = g->n_params - 1;
     s.bucket_end = g->param_floats;
     s.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
+    s.skip = xcalloc((size_t)g->n_params + 1, sizeof *s.skip);
+    s.n_skip = frozen_runs(g, s.bucket_floats, s.skip);
     for (int i = 0; i < p->n_ins; i++) {   /* (a chunked head's hooks: in the forward) */
         const Instr *in = p->ins[i];
         int64_t off, n;
         if (in->dead)
             continue;
         if (grad_hook(in, CALL_GRAD_BEGIN, &off, &n)) {
-            for (int c = unit_of(&s, off, 0); c < unit_of(&s, off + n, 1); c++)
-                if (!s.backed[c]) {
-                    s.backed[c] = 1;
-                    if (++s.now > s.peak)
-                        s.peak = s.now;
-                }
+            back(&s, off, off + n);
         } else if (grad_hook(in, CALL_GRAD_READY, &off, &n)) {
             ready(&s, off);
         }
     }
+    send(&s, 0);   /* rt_ddp_finish: the rest (a short frozen run at the bottom backed) */
     free(s.backed);
     free(s.ready);
+    free(s.skip);
     return (int64_t)s.peak * unit;
 }

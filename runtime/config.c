@@ -1396,10 +1396,5 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         fail(key, keylen, "recompute");
         return fail(err, errlen, "recompute auto needs memory_budget_mb");
     }
-    if (c->freeze[0] && c->dist == RT_DIST_ZERO2) {
-        fail(key, keylen, "freeze");
-        return fail(err, errlen, "freeze trains with the ddp and zero1 strategies (zero2 does "
-                    "not shard a partly frozen model's gradients yet)");
-    }
     return 0;
 }

@@ -14,11 +14,12 @@
  * backward passes each reduce their network's range of the region (rt_ddp_begin_range).
  *
  * train.freeze's parameters have gradients nothing reads (the update and the norm skip
- * them), so DDP's sums leave out each run of consecutive frozen parameters as long as a
- * bucket (distributed.bucket_mb) or longer: a fine-tune's frozen embeddings and blocks
- * cost no communication. A shorter run is summed with its neighbours (cutting a bucket
- * around it would cost more collectives than its bytes save); ZeRO's reduce-scatter
- * keeps its contiguous shards. */
+ * them), so the sums (DDP's all-reduce, ZeRO's reduce-scatter) leave out each run of
+ * consecutive frozen parameters as long as a bucket (distributed.bucket_mb) or longer:
+ * a fine-tune's frozen embeddings and blocks cost no communication. A shorter run is
+ * summed with its neighbours (cutting a bucket around it would cost more collectives
+ * than its bytes save); under zero2 on GPUs such a run, which no backward write has
+ * backed with memory, is backed (and zeroed) before its bucket is read. */
 #include "rt_cuda.h"
 #include "rt_dist.h"
 
@@ -87,9 +88,8 @@ int64_t rt_ddp_reduced_bytes(void)
     if (!D.m)
         return 0;
     int64_t n = D.m->param_floats;
-    if (!rt_zero_on())
-        for (int k = 0; k < D.n_skip; k++)
-            n -= D.skip[k][1] - D.skip[k][0];
+    for (int k = 0; k < D.n_skip; k++)
+        n -= D.skip[k][1] - D.skip[k][0];
     return 4 * n;
 }
 
@@ -114,43 +114,41 @@ void rt_ddp_begin(int sync)
     rt_ddp_begin_range(sync, 0, D.m ? D.m->param_floats : 0);
 }
 
-/* The sum over ranks of [lo, hi) started: NCCL's on GPUs, MPI's nonblocking on CPUs */
-static void allreduce(int64_t lo, int64_t hi)
+/* The sum over ranks of [lo, hi) started: all-reduced (ddp) or reduced to each shard's
+ * owner (zero1, zero2); NCCL's on GPUs, MPI's nonblocking on CPUs */
+static void reduce(int64_t lo, int64_t hi)
 {
-    if (D.gpu)
+    if (D.gpu && rt_zero_on()) {
+        if (D.gpu_zero2)   /* a short frozen run in it has no memory yet */
+            rt_cu_grads_begin(D.gpu, lo, hi - lo);
+        rt_nccl_reduce_shards(D.gpu, D.grads, lo, hi, rt_zero_counts());
+        if (D.gpu_zero2)
+            rt_cu_grads_sent(D.gpu, lo);
+    } else if (rt_zero_on()) {
+        rt_zero_send(D.grads, lo, hi);
+    } else if (D.gpu) {
         rt_nccl_allreduce(D.gpu, D.grads + lo, hi - lo);
-    else
+    } else {
         rt_bucket_start(D.grads + lo, hi - lo);
+    }
 }
 
-/* [lo, hi) summed but for the frozen runs in it, from its end down (every rank cuts
- * the same pieces) */
-static void allreduce_trained(int64_t lo, int64_t hi)
+/* The bucket [lo, bucket_end) summed but for the frozen runs in it, from its end down
+ * (every rank cuts the same pieces) */
+static void send(int64_t lo)
 {
+    int64_t hi = D.bucket_end;
     for (int k = D.n_skip - 1; k >= 0 && hi > lo; k--) {
         if (D.skip[k][0] >= hi || D.skip[k][1] <= lo)
             continue;
         if (D.skip[k][1] < hi)
-            allreduce(D.skip[k][1], hi);
+            reduce(D.skip[k][1], hi);
         hi = D.skip[k][0] > lo ? D.skip[k][0] : lo;
     }
     if (hi > lo)
-        allreduce(lo, hi);
-}
-
-static void send(int64_t lo)
-{
-    if (D.bucket_end > lo) {
-        if (D.gpu && rt_zero_on()) {
-            rt_nccl_reduce_shards(D.gpu, D.grads, lo, D.bucket_end, rt_zero_counts());
-            if (D.gpu_zero2)
-                rt_cu_grads_sent(D.gpu, lo);
-        } else if (rt_zero_on())
-            rt_zero_send(D.grads, lo, D.bucket_end);
-        else
-            allreduce_trained(lo, D.bucket_end);
+        reduce(lo, hi);
+    if (D.bucket_end > lo)
         D.bucket_end = lo;
-    }
 }
 
 void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)

@@ -189,13 +189,6 @@ t set_policy_none   "--set recompute=selective: this trainer's recomputation pla
                     --set recompute=selective
 t set_freeze_built  "--set freeze=1.*: which parameters this trainer freezes (none) is compiled into it; rebuild it with trainc build ... --set freeze=..." \
                     --set 'freeze=1.*'
-# a frozen model's trainer refuses zero2 at run time as the compiler does in a spec
-"$TRAINC" build specs/mlp_fashion.json --set device=cpu --set 'freeze=1.*' -o "$d/frozen" \
-    >"$d/build_frozen.log" 2>&1 || { echo "FAIL: build frozen"; cat "$d/build_frozen.log"; fail=$((fail+1)); }
-TR=$d/frozen
-t set_zero2_frozen  "\$.train.freeze: freeze trains with the ddp and zero1 strategies (zero2 does not shard a partly frozen model's gradients yet)" \
-                    --set distributed.strategy=zero2
-unset TR
 # a budget the auto plan fits, and one given to a trainer of another policy (which, as
 # with trainc run, does not read it): they train
 for a in "auto --set memory_budget_mb=7" "trainer --set memory_budget_mb=1"; do

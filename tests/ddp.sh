@@ -2,7 +2,7 @@
 # DDP over MPI on the CPU: 2 ranks with batch B each match 1 rank with batch 2B step by
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
-# with parameters frozen;
+# with parameters frozen, under DDP, ZeRO-1 and ZeRO-2;
 # with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; a chunked
 # untied language-model head under the three; and an MLP with
 # dropout, shuffled: each rank draws the one rank's masks of its rows), with one
@@ -52,14 +52,19 @@ S=(--set loader.shuffle=false --set max_steps=12 --set log_every=1 --set data.va
 "$d/gpt_freeze" --out "$d/gpt_freeze.1" "${S[@]}" --set batch_size=8
 "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2" "${S[@]}" --set batch_size=4
 "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.2b" "${S[@]}" --set batch_size=4 --set distributed.bucket_mb=0.05
-"${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.z1" "${S[@]}" --set batch_size=4 --set distributed.strategy=zero1
+for z in 1 2; do
+    "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.z$z" "${S[@]}" --set batch_size=4 --set distributed.strategy=zero$z
+    "${MPIRUN[@]}" "$d/gpt_freeze" --out "$d/gpt_freeze.z${z}b" "${S[@]}" --set batch_size=4 \
+        --set distributed.strategy=zero$z --set distributed.bucket_mb=0.05
+done
 compare "$d/gpt_freeze.1" "$d/gpt_freeze.2"
-cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.2b/model.safetensors"
-cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.z1/model.safetensors"
-echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 = ddp bit for bit"
+for run in 2b z1 z1b z2 z2b; do
+    cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.$run/model.safetensors"
+done
+echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 and zero2 = ddp bit for bit"
 # the sums leave out a frozen run as long as a bucket: wte, wpe and h.0 (247424 floats)
-# under buckets of 0.05 MB, none under the default 25 (h.1.ln_2's 128: never); zero1's
-# reduce-scatter carries every gradient; `trainc plan --ranks 2` says what each sends
+# under buckets of 0.05 MB, none under the default 25 (h.1.ln_2's 128: never), ZeRO's
+# reduce-scatters as ddp's all-reduce; `trainc plan --ranks 2` says what each sends
 F=(--set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight')
 "$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" > "$d/gpt_freeze.plan.json"
 "$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" --set distributed.bucket_mb=0.05 \
@@ -69,15 +74,21 @@ import json, sys
 d = sys.argv[1]
 def start(run):
     return next(json.loads(l) for l in open(f"{d}/gpt_freeze.{run}/metrics.jsonl") if '"start"' in l)
-def sent(plan, strategy):   # 2 (N - 1) / N of the bytes summed, N = 2
+def sent(plan, strategy):
     return json.load(open(f"{d}/gpt_freeze.{plan}.json"))["ranks"][strategy]["sent_bytes_per_step"]
-a, b, z = start("2"), start("2b"), start("z1")
-assert a["reduced_bytes"] == z["reduced_bytes"] == a["param_bytes"], (a, z)
-assert b["reduced_bytes"] == a["param_bytes"] - 4 * 247424, b
-assert sent("plan", "ddp") == a["reduced_bytes"] and sent("plan_b", "ddp") == b["reduced_bytes"] and \
-    sent("plan_b", "zero1") == z["reduced_bytes"], (sent("plan", "ddp"), sent("plan_b", "ddp"))
-print(f"ok   the frozen run left out of the sums under 0.05 MB buckets: {b['reduced_bytes']} bytes a step "
-      f"of {a['param_bytes']} (the same bits), as trainc plan --ranks 2 says")
+P = start("2")["param_bytes"]
+for run in ("2", "z1", "z2"):
+    assert start(run)["reduced_bytes"] == P, start(run)
+for run in ("2b", "z1b", "z2b"):
+    assert start(run)["reduced_bytes"] == P - 4 * 247424, start(run)
+# N = 2: ddp's ring all-reduce sends 2 (N - 1) / N of the bytes summed; ZeRO's
+# reduce-scatter (N - 1) / N of them and its all-gather (N - 1) / N of the parameters
+for plan, run in (("plan", "2"), ("plan_b", "2b")):
+    r = start(run)["reduced_bytes"]
+    assert sent(plan, "ddp") == r and sent(plan, "zero1") == sent(plan, "zero2") == (r + P) / 2, \
+        (plan, r, P, sent(plan, "ddp"), sent(plan, "zero1"))
+print(f"ok   the frozen run left out of the sums under 0.05 MB buckets: {start('2b')['reduced_bytes']} bytes a "
+      f"step of {P} (the same bits) under ddp, zero1 and zero2, as trainc plan --ranks 2 says")
 PY
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's

@@ -9,7 +9,9 @@
 #     1e-5 relative (shuffle off), one bucket and many buckets bit-identical;
 #   - zero1 (each GPU keeps and updates its shard of the optimizer state): the same
 #     losses, ddp's weights bit for bit, half the optimizer bytes; in bf16-mixed too
-#     (the 16-bit parameter copy follows the gathered weights); and with train.freeze;
+#     (the 16-bit parameter copy follows the gathered weights); and with train.freeze,
+#     as zero2 (a frozen weight shorter than a bucket reduced with it, its chunks mapped
+#     for the read);
 #   - zero2 (the gradient region backed on demand with the driver's virtual memory calls,
 #     chunks of 64 KB here): ddp's losses and weights bit for bit, for both specs, in
 #     bf16-mixed, with accumulate 3, and under the eager and sync schedules; less
@@ -169,28 +171,52 @@ grep -q "16-bit copy, $(($(f param_bytes) / 2)) bytes" "$t.plan" ||
     { echo "FAIL: bf16-mixed plan --ranks 2 does not name the 16-bit copy"; cat "$t.plan"; exit 1; }
 echo "ok   mlp_fashion bf16-mixed: trainc plan --ranks 2 = the start records' bytes under ddp, zero1, zero2"
 
-# train.freeze (gpt_char's embeddings, first block and a layernorm weight): DDP's buckets
-# count the frozen gradients final from the start, zero1's shards skip them in the update
-# (optim.cuh's RT_OPT_FROZEN chunks): 2 GPUs x 2 = 1 GPU x 4, zero1 = ddp bit for bit
+# train.freeze (gpt_char's embeddings, first block, a layernorm weight and the second
+# block's fc weight): DDP's buckets count the frozen gradients final from the start,
+# ZeRO's shards skip them in the update (optim.cuh's RT_OPT_FROZEN chunks): 2 GPUs x 2 =
+# 1 GPU x 4, zero1 and zero2 = ddp bit for bit. Under zero2 with 0.5 MB buckets the
+# fc weight (65536 floats, 4 chunks of 64 KB) is shorter than a bucket, so it is
+# reduced with its neighbours: its chunks, which no gradient write backs, are mapped
+# for it (the fake faults on a read of an unmapped one)
 t=$d/gpt_freeze
-fbuild specs/gpt_char.json --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' -o "$t" 2>"$t.build.log"
+F='freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight,h.1.fc.weight'
+fbuild specs/gpt_char.json --set "$F" -o "$t" 2>"$t.build.log"
 S=(--device cuda --set max_steps=8 --set log_every=1 --set loader.shuffle=false
    --set data.val=null --threads 1 --quiet --set distributed.bucket_mb=0.05)
 "$t" "${S[@]}" --out "$t.1" --set batch_size=4 2>"$t.1.log"
 "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.2" --set batch_size=2 2>"$t.2.log"
-"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z1" --set batch_size=2 --set distributed.strategy=zero1 2>"$t.z1.log"
+for z in 1 2; do
+    "${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z$z" --set batch_size=2 --set distributed.strategy=zero$z 2>"$t.z$z.log"
+done
+"${MPIRUN[@]}" "$t" "${S[@]}" --out "$t.z2b" --set batch_size=2 --set distributed.strategy=zero2 \
+    --set distributed.bucket_mb=0.5 2>"$t.z2b.log"
 r=$(compare "$t.1" "$t.2")
-cmp "$t.2/model.safetensors" "$t.z1/model.safetensors"
-echo "ok   gpt_char with train.freeze: 2 GPUs x 2 = 1 GPU x 4 ($r); zero1 = ddp bit for bit"
-# NCCL's sums leave out the frozen run as long as a bucket (wte, wpe, h.0: 247424 floats),
-# zero1's reduce-scatter carries every gradient
+for z in z1 z2 z2b; do
+    cmp "$t.2/model.safetensors" "$t.$z/model.safetensors"
+done
+echo "ok   gpt_char with train.freeze: 2 GPUs x 2 = 1 GPU x 4 ($r); zero1 and zero2 (a frozen weight in a bucket) = ddp bit for bit"
+# NCCL's sums (ddp's all-reduce, ZeRO's reductions to the shards' owners) leave out the
+# frozen runs as long as a bucket (wte, wpe, h.0: 247424 floats; h.1.fc: 65536 under
+# 0.05 MB buckets); trainc plan's worst case bounds zero2's mapped chunks
+for b in 0.05 0.5; do
+    "$TRAINC" plan specs/gpt_char.json --set "$F" --ranks 2 --chunk-kb 64 --set distributed.bucket_mb=$b >"$t.plan.$b"
+done
 "$PY" - "$t" <<'PY'
 import json, sys
+t = sys.argv[1]
 def start(run):
-    return next(json.loads(l) for l in open(f"{sys.argv[1]}.{run}/metrics.jsonl") if '"start"' in l)
-a, z = start("2"), start("z1")
-assert z["reduced_bytes"] == z["param_bytes"] and a["reduced_bytes"] == a["param_bytes"] - 4 * 247424, (a, z)
-print(f"ok   gpt_char with train.freeze: NCCL sums {a['reduced_bytes']} bytes a step of {a['param_bytes']}")
+    return next(json.loads(l) for l in open(f"{t}.{run}/metrics.jsonl") if '"start"' in l)
+def peak(plan):
+    return int(next(l.split()[4] for l in open(f"{t}.plan.{plan}") if l.startswith("  GPU, 64 KB chunks")))
+P = start("2")["param_bytes"]
+for run in ("2", "z1", "z2"):
+    assert start(run)["reduced_bytes"] == P - 4 * (247424 + 65536), start(run)
+assert start("z2b")["reduced_bytes"] == P - 4 * 247424, start("z2b")
+for run, plan in (("z2", "0.05"), ("z2b", "0.5")):
+    got = [json.loads(l) for l in open(f"{t}.{run}/metrics.jsonl") if '"grad_peak_bytes"' in l][-1]["grad_peak_bytes"]
+    assert 0 < got <= peak(plan) < P, (run, got, peak(plan), P)
+print(f"ok   gpt_char with train.freeze: NCCL sums {start('2')['reduced_bytes']} bytes a step of {P} "
+      f"(0.5 MB buckets: {start('z2b')['reduced_bytes']}); zero2's chunks within trainc plan's worst case")
 PY
 
 # signals: SIGTERM to rank 1 alone; both ranks stop at one step and exit 130, rank 0
