@@ -340,7 +340,8 @@ static void remove_dir(const char *dir)
 
 /* ---- the modules' cache (TRAINC_FAKE_NVRTC_CACHE) --------------------------------------- */
 
-/* a 128-bit FNV-1a over what makes a module, in two 64-bit halves of different offsets */
+/* two 64-bit FNV-1a hashes of different offsets over what makes a module (the inputs are
+ * a test run's own kernels, not an adversary's: no collision to fear at 128 bits) */
 typedef struct {
     uint64_t h[2];
 } hash128;
@@ -355,8 +356,9 @@ static void hash_bytes(hash128 *k, const void *data, size_t n)
         k->h[j] = (k->h[j] ^ n) * 0x100000001b3ull;
 }
 
-/* every regular file of the emulator's folder (by name, in the folder's order: names and
- * contents both hashed) and emu_fibers.o: once per process */
+/* every regular file of the emulator's folder (each file's name and contents hashed, the
+ * files' hashes added up: the folder's order does not count) and emu_fibers.o: once per
+ * process */
 static int hash_emulator(hash128 *k)
 {
     static hash128 emu;
