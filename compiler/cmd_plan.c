@@ -14,8 +14,8 @@
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
  * the figures are the bytes a trainer's start record reports. A run of train.freeze's
- * frozen parameters as long as a bucket is not sent (runtime/ddp.c, the start record's
- * reduced_bytes): under ddp nor in ZeRO's reduce-scatter. */
+ * frozen parameters as long as a bucket is sent neither in ddp's all-reduce nor in
+ * ZeRO's reduce-scatter (runtime/ddp.c, the start record's reduced_bytes). */
 typedef struct RankPlan {
     int N, mixed, adam;
     int64_t np;                                  /* the parameter region's floats */
