@@ -641,10 +641,8 @@ void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first 
  * a backward pass, in units of `unit` bytes (4 KB pages on a CPU, the driver's chunks on
  * a GPU), at worst (no reduction passes before the host must wait for it). */
 int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit);
-/* The runs of consecutive frozen parameters of `bucket` floats or more (each to the next
- * trained parameter's offset), which ddp and ZeRO leave out of their sums as
- * runtime/ddp.c cuts them: their number, and [lo, hi) ascending into runs (NULL: the
- * number alone; room for n_params) */
+/* rt_dist_frozen_runs over the graph's parameters: the runs of frozen parameters that
+ * ddp and ZeRO leave out of their sums (runs: room for n_params, or NULL) */
 int frozen_runs(const Graph *g, int64_t bucket, int64_t (*runs)[2]);
 void fuse(Program *p);
 /* verify.c: after each pass pipeline.c calls passed() (a program) or passed_graph(): the

@@ -14,11 +14,13 @@
  *
  * train.freeze: a frozen parameter's gradient is final from the start (no hook names
  * it), the runs of frozen parameters as long as a bucket are cut out of the sums
- * (frozen_runs, as runtime/ddp.c cuts them), and a shorter one is backed when its
- * bucket is sent (the GPU's memory there, which no write has backed, is read). */
+ * (rt_dist_frozen_runs and rt_dist_pieces, as runtime/ddp.c cuts them), and a shorter
+ * one is backed when its bucket is sent (the GPU's memory there, which no write has
+ * backed, is read). */
 #include <stdlib.h>
 #include "ir.h"
-#include "../runtime/rt_dist.h"   /* rt_dist_shard: the shards the runtime cuts */
+#include "../runtime/rt_dist.h"   /* the runtime's rules: rt_dist_shard, rt_dist_frozen_runs,
+                                     rt_dist_pieces */
 
 #define INFLIGHT 2   /* zero.c's ZERO2_INFLIGHT, device_cuda.c's GR_INFLIGHT */
 
@@ -41,24 +43,17 @@ typedef struct {
 
 int frozen_runs(const Graph *g, int64_t bucket, int64_t (*runs)[2])
 {
-    int n = 0;
-    for (int i = 0; i < g->n_params;) {
-        int j = i;
-        while (j < g->n_params && g->params[j]->frozen)
-            j++;
-        if (j > i) {
-            int64_t lo = g->params[i]->offset, hi = j < g->n_params ? g->params[j]->offset : g->param_floats;
-            if (hi - lo >= bucket) {
-                if (runs) {
-                    runs[n][0] = lo;
-                    runs[n][1] = hi;
-                }
-                n++;
-            }
-        }
-        i = j > i ? j : i + 1;
+    int n = g->n_params;
+    int64_t *offset = xcalloc((size_t)n + 1, sizeof *offset);
+    char *frozen = xcalloc((size_t)n + 1, 1);
+    for (int i = 0; i < n; i++) {
+        offset[i] = g->params[i]->offset;
+        frozen[i] = (char)g->params[i]->frozen;
     }
-    return n;
+    int k = rt_dist_frozen_runs(n, offset, frozen, g->param_floats, bucket, runs);
+    free(frozen);
+    free(offset);
+    return k;
 }
 
 static int unit_of(const Sim *s, int64_t floats, int up)
@@ -90,8 +85,9 @@ static void back(Sim *s, int64_t lo, int64_t hi)
 }
 
 /* One piece [lo, hi) of a bucket reduced (its short frozen runs backed first) */
-static void reduce(Sim *s, int64_t lo, int64_t hi)
+static void reduce(void *ctx, int64_t lo, int64_t hi)
 {
+    Sim *s = ctx;
     back(s, lo, hi);
     s->out[s->n_out++] = lo;
     while (s->n_out > INFLIGHT) {   /* the host waits for the oldest */
@@ -102,21 +98,13 @@ static void reduce(Sim *s, int64_t lo, int64_t hi)
     }
 }
 
-/* The bucket [lo, bucket_end) but for its frozen runs, from its end down */
+/* The bucket [lo, bucket_end) but for its frozen runs */
 static void send(Sim *s, int64_t lo)
 {
-    int64_t hi = s->bucket_end;
-    for (int k = s->n_skip - 1; k >= 0 && hi > lo; k--) {
-        if (s->skip[k][0] >= hi || s->skip[k][1] <= lo)
-            continue;
-        if (s->skip[k][1] < hi)
-            reduce(s, s->skip[k][1], hi);
-        hi = s->skip[k][0] > lo ? s->skip[k][0] : lo;
-    }
-    if (hi > lo)
-        reduce(s, lo, hi);
-    if (s->bucket_end > lo)
+    if (s->bucket_end > lo) {
+        rt_dist_pieces(lo, s->bucket_end, s->skip, s->n_skip, reduce, s);
         s->bucket_end = lo;
+    }
 }
 
 static void ready(Sim *s, int64_t off)

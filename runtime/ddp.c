@@ -52,25 +52,20 @@ void rt_grad_begin(rt_exec *e, int64_t off, int64_t n)
         rt_cu_grads_begin(e, off, n);
 }
 
-/* The runs of consecutive frozen parameters of a bucket's floats or more (each to the
- * next trained parameter's offset: the padding between them too). */
+/* The runs of frozen parameters left out of the sums (rt_dist_frozen_runs' rule) */
 static void find_frozen_runs(const rt_model *m)
 {
-    D.skip = rt_xmalloc(sizeof *D.skip * (size_t)(m->n_params ? m->n_params : 1));
-    D.n_skip = 0;
-    for (int i = 0; i < m->n_params;) {
-        int j = i;
-        while (j < m->n_params && m->params[j].frozen)
-            j++;
-        if (j > i) {
-            int64_t lo = m->params[i].offset, hi = j < m->n_params ? m->params[j].offset : m->param_floats;
-            if (hi - lo >= D.bucket_floats) {
-                D.skip[D.n_skip][0] = lo;
-                D.skip[D.n_skip++][1] = hi;
-            }
-        }
-        i = j > i ? j : i + 1;
+    int n = m->n_params;
+    int64_t *offset = rt_xmalloc(sizeof *offset * (size_t)(n ? n : 1));
+    char *frozen = rt_xmalloc((size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) {
+        offset[i] = m->params[i].offset;
+        frozen[i] = (char)m->params[i].frozen;
     }
+    D.skip = rt_xmalloc(sizeof *D.skip * (size_t)(n ? n : 1));
+    D.n_skip = rt_dist_frozen_runs(n, offset, frozen, m->param_floats, D.bucket_floats, D.skip);
+    rt_xfree(frozen);
+    rt_xfree(offset);
 }
 
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes)
@@ -116,8 +111,9 @@ void rt_ddp_begin(int sync)
 
 /* The sum over ranks of [lo, hi) started: all-reduced (ddp) or reduced to each shard's
  * owner (zero1, zero2); NCCL's on GPUs, MPI's nonblocking on CPUs */
-static void reduce(int64_t lo, int64_t hi)
+static void reduce(void *ctx, int64_t lo, int64_t hi)
 {
+    (void)ctx;
     if (D.gpu && rt_zero_on()) {
         if (D.gpu_zero2)   /* a short frozen run in it has no memory yet */
             rt_cu_grads_begin(D.gpu, lo, hi - lo);
@@ -133,22 +129,14 @@ static void reduce(int64_t lo, int64_t hi)
     }
 }
 
-/* The bucket [lo, bucket_end) summed but for the frozen runs in it, from its end down
- * (every rank cuts the same pieces) */
+/* The bucket [lo, bucket_end) summed but for the frozen runs in it (every rank cuts the
+ * same pieces) */
 static void send(int64_t lo)
 {
-    int64_t hi = D.bucket_end;
-    for (int k = D.n_skip - 1; k >= 0 && hi > lo; k--) {
-        if (D.skip[k][0] >= hi || D.skip[k][1] <= lo)
-            continue;
-        if (D.skip[k][1] < hi)
-            reduce(D.skip[k][1], hi);
-        hi = D.skip[k][0] > lo ? D.skip[k][0] : lo;
-    }
-    if (hi > lo)
-        reduce(lo, hi);
-    if (D.bucket_end > lo)
+    if (D.bucket_end > lo) {
+        rt_dist_pieces(lo, D.bucket_end, D.skip, D.n_skip, reduce, NULL);
         D.bucket_end = lo;
+    }
 }
 
 void rt_grad_ready(rt_exec *e, int64_t off, int64_t n)

@@ -620,3 +620,42 @@ void rt_dist_shard_counts(int64_t n, int world, int64_t *counts)
         counts[r] = hi - lo;
     }
 }
+
+/* ---- frozen runs ---------------------------------------------------------------------- */
+
+int rt_dist_frozen_runs(int n, const int64_t *offset, const char *frozen, int64_t end,
+                        int64_t bucket, int64_t (*runs)[2])
+{
+    int k = 0;
+    for (int i = 0; i < n;) {
+        int j = i;
+        while (j < n && frozen[j])
+            j++;
+        if (j > i) {
+            int64_t lo = offset[i], hi = j < n ? offset[j] : end;
+            if (hi - lo >= bucket) {
+                if (runs) {
+                    runs[k][0] = lo;
+                    runs[k][1] = hi;
+                }
+                k++;
+            }
+        }
+        i = j > i ? j : i + 1;
+    }
+    return k;
+}
+
+void rt_dist_pieces(int64_t lo, int64_t hi, int64_t (*runs)[2], int n_runs,
+                    void (*piece)(void *ctx, int64_t a, int64_t b), void *ctx)
+{
+    for (int k = n_runs - 1; k >= 0 && hi > lo; k--) {
+        if (runs[k][0] >= hi || runs[k][1] <= lo)
+            continue;
+        if (runs[k][1] < hi)
+            piece(ctx, runs[k][1], hi);
+        hi = runs[k][0] > lo ? runs[k][0] : lo;
+    }
+    if (hi > lo)
+        piece(ctx, lo, hi);
+}
