@@ -403,7 +403,9 @@ static int hash_emulator(hash128 *k)
     return 0;
 }
 
-/* The cache's path for this module in `path` (0), or -1 without a cache */
+/* The cache's path for this module in `path` (0), or -1 without a cache. The command is
+ * hashed without emu_fibers.o's path (each check builds the fake libraries in its own
+ * folder; the object's bytes are hashed), so that checks share their modules. */
 static int cache_path(char *path, size_t cap, const char *pre, const char *body, const char *cmd)
 {
     const char *dir = getenv("TRAINC_FAKE_NVRTC_CACHE");
@@ -412,7 +414,11 @@ static int cache_path(char *path, size_t cap, const char *pre, const char *body,
         return -1;
     hash_bytes(&k, pre, strlen(pre));
     hash_bytes(&k, body, strlen(body));
-    hash_bytes(&k, cmd, strlen(cmd));
+    const char *obj = strstr(cmd, FAKE_EMU_OBJ);
+    size_t head = obj ? (size_t)(obj - cmd) : strlen(cmd);
+    hash_bytes(&k, cmd, head);
+    if (obj)
+        hash_bytes(&k, obj + strlen(FAKE_EMU_OBJ), strlen(obj + strlen(FAKE_EMU_OBJ)));
     snprintf(path, cap, "%s/%016llx%016llx.so", dir, (unsigned long long)k.h[0], (unsigned long long)k.h[1]);
     return 0;
 }
