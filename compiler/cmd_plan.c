@@ -13,12 +13,13 @@
  * (ZeRO's paper counts 2-byte parameters and gradients instead: not what runs here).
  * np counts the parameter region's floats (param_floats, with the alignment gaps, as
  * the trainer allocates it) and a shard is rank 0's, the largest (rt_dist_shard), so
- * the figures are the bytes a trainer's start record reports. A run of train.freeze's
- * frozen parameters as long as a bucket is sent neither in ddp's all-reduce nor in
- * ZeRO's reduce-scatter (runtime/ddp.c, the start record's reduced_bytes). */
+ * the figures are the bytes a trainer's start record reports. Gradients, optimizer
+ * state, the sums and ZeRO's shards cover the trained parameters' floats alone (nt:
+ * train.freeze's frozen ones are laid out after them, and have none). */
 typedef struct RankPlan {
     int N, mixed, adam;
-    int64_t np;                                  /* the parameter region's floats */
+    int64_t np, nt;                              /* the parameter region's floats; the
+                                                    trained ones' */
     double param[3], grad[3], opt[3], sent[3];   /* ddp, zero1, zero2: bytes a rank */
     int sim;                                     /* ranks replayed for zero2's peaks */
     int64_t unit[2];                             /* CPU pages, GPU chunks */
@@ -28,35 +29,22 @@ typedef struct RankPlan {
 
 static const char *const rank_strategies[] = {"ddp", "zero1", "zero2"};
 
-/* The floats of the runs of frozen parameters that ddp and ZeRO leave out of their sums
- * (zero2.c's frozen_runs) */
-static int64_t frozen_floats(const Graph *g, int64_t bucket)
-{
-    int64_t(*runs)[2] = xcalloc((size_t)g->n_params + 1, sizeof *runs), n = 0;
-    for (int k = frozen_runs(g, bucket, runs); k-- > 0;)
-        n += runs[k][1] - runs[k][0];
-    free(runs);
-    return n;
-}
-
 static RankPlan rank_plan(const Spec *s, const Compiled *c, int N, int64_t chunk)
 {
     const Program *prog = c->prog;
-    int64_t np = c->graph->param_floats;
-    RankPlan r = {.N = N, .np = np, .mixed = s->train.precision != RT_PREC_FP32,
+    int64_t np = c->graph->param_floats, nt = c->graph->trainable_floats;
+    RankPlan r = {.N = N, .np = np, .nt = nt, .mixed = s->train.precision != RT_PREC_FP32,
                   .adam = s->train.opt == RT_OPT_ADAMW};
-    double shard = (double)((np + N - 1) / N);
+    double shard = (double)((nt + N - 1) / N);
     double pb = 4, gb = 4, ob = r.adam ? 8 : s->train.momentum > 0 ? 4 : 0;
-    int64_t bucket_floats = (int64_t)(s->train.bucket_mb * 1048576.0) / 4;
-    int64_t skipped = frozen_floats(c->graph, bucket_floats > 0 ? bucket_floats : 1);
     for (int k = 0; k < 3; k++) {
         /* ddp: an all-reduce of the gradients; zero: their reduce-scatter and the
-         * parameters' all-gather */
-        r.sent[k] = (N - 1.0) / N * gb * (double)(np - skipped) * (k == 0 ? 2 : 1) +
-                    (k == 0 ? 0 : (N - 1.0) / N * pb * (double)np);
+         * trained parameters' all-gather */
+        r.sent[k] = (N - 1.0) / N * gb * (double)nt * (k == 0 ? 2 : 1) +
+                    (k == 0 ? 0 : (N - 1.0) / N * pb * (double)nt);
         r.param[k] = pb * (double)np;
-        r.grad[k] = gb * (k == 2 ? shard : (double)np);
-        r.opt[k] = ob * (k >= 1 ? shard : (double)np);
+        r.grad[k] = gb * (k == 2 ? shard : (double)nt);
+        r.opt[k] = ob * (k >= 1 ? shard : (double)nt);
     }
     if (N < 2)
         return r;
@@ -68,7 +56,7 @@ static RankPlan rank_plan(const Spec *s, const Compiled *c, int N, int64_t chunk
         r.peak[u] = xcalloc((size_t)r.sim, sizeof(int64_t));
         for (int k = 0; k < r.sim; k++)
             r.peak[u][k] = zero2_peak_bytes(prog, bucket, k, N, r.unit[u]);
-        r.whole[u] = (np * 4 + r.unit[u] - 1) / r.unit[u] * r.unit[u];
+        r.whole[u] = (nt * 4 + r.unit[u] - 1) / r.unit[u] * r.unit[u];
     }
     return r;
 }
@@ -194,7 +182,8 @@ static void plan_table(const Compiled *c)
         np += g->params[i]->numel;
     int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
     int64_t ranks = s->train.ranks > 0 ? s->train.ranks : 1;
-    int64_t opt = (int64_t)rt_opt_state_bytes(&s->train, g->param_floats, ranks);
+    int64_t opt = (int64_t)rt_opt_state_bytes(&s->train, g->trainable_floats, ranks);
+    int64_t gb = g->trainable_floats * 4;   /* train.freeze's: none */
     printf("\n  arena                 %14lld bytes\n", (long long)(B * p->alloc_row_bytes));
     if (p->alloc_row_bytes > p->arena_row_bytes)
         printf("                          (validation's plan, %lld bytes at this batch, is the larger:\n"
@@ -206,7 +195,10 @@ static void plan_table(const Compiled *c)
     printf("  lower bound (peak live) %12lld bytes\n", (long long)(B * p->lower_bound_row_bytes));
     printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
            (long long)pb, (long long)np);
-    printf("  gradients             %14lld bytes\n", (long long)pb);
+    printf("  gradients             %14lld bytes", (long long)gb);
+    if (gb < pb)
+        printf(" (the trained parameters'; the frozen have none)");
+    printf("\n");
     if (g->n_state)
         printf("  layer state           %14lld bytes (%d tensors: running statistics, saved, not\n"
                "                          trained)\n", (long long)(g->state_floats * 4), g->n_state);

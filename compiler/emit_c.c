@@ -45,6 +45,11 @@ static void declare(Buf *b, Tensor *t, int writable, const Graph *g16)
         if (t->kind == T_PARAM)
             buf_printf(b, "    const float *%s = e->params + %lld; /* %s%s */\n", t->name,
                        (long long)t->param->offset, shape, pad);
+        else if (t->param->frozen && t->param->sink_offset < 0)
+            die("%s: the frozen %s's gradient has no place", t->name, t->param->name);
+        else if (t->param->frozen)   /* written beside what is wanted, never read */
+            buf_printf(b, "    float *%s = e->sink + %lld; /* %s%s; frozen: never read */\n",
+                       t->name, (long long)t->param->sink_offset, shape, pad);
         else
             buf_printf(b, "    float *%s = e->grads + %lld; /* %s%s */\n", t->name,
                        (long long)t->param->offset, shape, pad);
@@ -600,6 +605,14 @@ static void emit_host_tables(Program *p, Buf *b)
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");
+    if (g->n_trainable < g->n_params) {   /* frozen ones last: the draws in model order */
+        buf_puts(b, "};\n\n/* the parameters in the model's order (the initial values' draws) */\n"
+                    "static const int init_order[] = {");
+        for (int j = 0; j < g->n_params; j++)
+            for (int i = 0; i < g->n_params; i++)
+                if (g->params[i]->model_index == j)
+                    buf_printf(b, "%s%d", j ? ", " : "", i);
+    }
     if (g->n_state)
         emit_state_table(b, g);
     buf_puts(b, "};\n\n/* name, dtype in the files, rank, shape, numel, classes (labels checked against\n"
@@ -653,6 +666,12 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
     buf_puts(b, ",\n");
     buf_printf(b, "    .n_params = %d,\n    .params = params,\n    .param_floats = %lld,\n",
                g->n_params, (long long)g->param_floats);
+    buf_printf(b, "    .n_trainable = %d,\n    .trainable_floats = %lld,\n", g->n_trainable,
+               (long long)g->trainable_floats);
+    if (g->n_trainable < g->n_params)
+        buf_puts(b, "    .init_order = init_order,\n");
+    if (g->sink_floats)
+        buf_printf(b, "    .sink_floats = %lld,\n", (long long)g->sink_floats);
     if (g->n_state)
         buf_printf(b, "    .n_state = %d,\n    .state = state,\n    .state_floats = %lld,\n",
                    g->n_state, (long long)g->state_floats);

@@ -178,6 +178,7 @@ Param *add_param(Graph *g, const char *prefix, const char *what, int rank,
         p->shape[i] = shape[i];
     p->numel = numel;
     p->offset = g->param_floats;
+    p->model_index = g->n_params;
     /* keep every parameter 64-byte aligned inside the region */
     g->param_floats += param_span(p);
     p->init = init;
@@ -466,6 +467,32 @@ static void apply_freeze(Graph *g)
         error_at(s->train_file, at, "every parameter is frozen: nothing is left to train");
 }
 
+/* The trained parameters first, in the model's order, then the frozen ones (train.freeze)
+ * in theirs, each laid out again after the last: gradients and optimizer state then
+ * cover [0, trainable_floats) and a frozen parameter has neither. Param.model_index
+ * keeps the model's order for the initial values' draws (runtime/init.c). */
+static void lay_out_trainable_first(Graph *g)
+{
+    Param **order = xcalloc((size_t)g->n_params + 1, sizeof *order);
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < g->n_params; k++)
+            if (g->params[k]->frozen == pass)
+                order[n++] = g->params[k];
+    g->param_floats = 0;
+    g->n_trainable = 0;
+    for (int k = 0; k < n; k++) {
+        g->params[k] = order[k];
+        g->params[k]->offset = g->param_floats;
+        g->param_floats += param_span(g->params[k]);
+        if (!order[k]->frozen) {
+            g->n_trainable = k + 1;
+            g->trainable_floats = g->param_floats;
+        }
+    }
+    free(order);
+}
+
 Graph *graph_build(const Spec *s, int eval)
 {
     ops_check();
@@ -492,6 +519,8 @@ Graph *graph_build(const Spec *s, int eval)
         gan_build(&c, eval);
         if (!eval)   /* (validation's reads z alone: the generator, for --sample) */
             check_conversions(&c);
+        g->n_trainable = g->n_params;   /* (no train.freeze: spec.c) */
+        g->trainable_floats = g->param_floats;
         return g;
     }
     /* the first input feeds the first layer unless a layer names its input */
@@ -504,5 +533,6 @@ Graph *graph_build(const Spec *s, int eval)
     g->n_forward = g->n_nodes;
     check_conversions(&c);
     apply_freeze(g);
+    lay_out_trainable_first(g);
     return g;
 }

@@ -97,6 +97,10 @@ struct Param {
     int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
     int disc;                /* a GAN discriminator's (gan.c): its own optimizer */
     int frozen;              /* matched by train.freeze: no gradient wanted, no update */
+    int model_index;         /* its place in the model's order (the initial values' draws
+                                follow it; frozen ones are laid out last: graph.c) */
+    int64_t sink_offset;     /* frozen, yet an instruction writes its gradient (layernorm's
+                                dx with its dgamma): where, in e->sink (lower.c); else -1 */
 };
 
 /* ---- nodes (forward and backward) ----------------------------------------- */
@@ -217,6 +221,10 @@ typedef struct Graph {
     Param **params;
     int n_params, cap_params;
     int64_t param_floats;
+    int n_trainable;         /* params[0 .. n_trainable) are trained, the rest frozen ... */
+    int64_t trainable_floats; /* ... and lie in [trainable_floats, param_floats), so that
+                                gradients and optimizer state cover [0, trainable_floats) */
+    int64_t sink_floats;     /* the frozen gradients still written (Param.sink_offset) */
     Param **state;           /* layers' state (T_STATE): its own region, e->state */
     int n_state, cap_state;
     int64_t state_floats;
@@ -637,13 +645,11 @@ Program *lower(Graph *g);
 Program *lower_eval(Graph *g);   /* a forward-only graph, for validation */
 void add_grad_hooks(Program *p); /* rt_grad_begin before each parameter's first gradient write,
                                     rt_grad_ready after its last */
+void place_frozen_grads(Program *p); /* Param.sink_offset, Graph.sink_floats */
 /* zero2.c: the most gradient bytes rank `rank` of `world` backs at once under zero2 in
  * a backward pass, in units of `unit` bytes (4 KB pages on a CPU, the driver's chunks on
  * a GPU), at worst (no reduction passes before the host must wait for it). */
 int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit);
-/* rt_dist_frozen_runs over the graph's parameters: the runs of frozen parameters that
- * ddp and ZeRO leave out of their sums (runs: room for n_params, or NULL) */
-int frozen_runs(const Graph *g, int64_t bucket, int64_t (*runs)[2]);
 void fuse(Program *p);
 /* verify.c: after each pass pipeline.c calls passed() (a program) or passed_graph(): the
  * verifier's checks (die on a broken rule), and --dump-after's print when PASS is the

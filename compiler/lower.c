@@ -158,8 +158,8 @@ static void drop_frozen_grads(Program *p, int from)
 
 /* Of the instructions appended from `from`, those that write only gradients of
  * parameters train.freeze froze go (a frozen weight's dW GEMM). One that writes such a
- * gradient besides what is wanted (layernorm's dx with its dgamma) keeps writing it:
- * the optimizer and the gradient norm pass over frozen parameters (rt_param.frozen). */
+ * gradient besides what is wanted (layernorm's dx with its dgamma) keeps writing it,
+ * into e->sink (place_frozen_grads): nothing reads it. */
 static void drop_freeze_grads(Program *p, int from)
 {
     int n = from;
@@ -246,6 +246,27 @@ static Instr *hook(const Instr *at, char *what, int call, int64_t off, int64_t n
     return h;
 }
 
+/* The gradients of frozen parameters that an instruction still writes (drop_freeze_grads)
+ * go to e->sink, each its own place there, since the gradient region ends at
+ * trainable_floats (graph.c). The small ones of norm layers, in practice. */
+void place_frozen_grads(Program *p)
+{
+    Graph *g = p->g;
+    g->sink_floats = 0;
+    for (int k = 0; k < g->n_params; k++)
+        g->params[k]->sink_offset = -1;
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        for (int w = 0; !in->dead && w < in->n_writes; w++) {
+            Param *pa = in->writes[w]->kind == T_PGRAD ? in->writes[w]->param : NULL;
+            if (pa && pa->frozen && pa->sink_offset < 0) {
+                pa->sink_offset = g->sink_floats;
+                g->sink_floats += (param_extent(pa) + 15) / 16 * 16;
+            }
+        }
+    }
+}
+
 void add_grad_hooks(Program *p)
 {
     Graph *g = p->g;
@@ -258,7 +279,7 @@ void add_grad_hooks(Program *p)
         if (in->dead)
             continue;
         for (int w = 0; w < in->n_writes; w++)
-            if (in->writes[w]->kind == T_PGRAD)
+            if (in->writes[w]->kind == T_PGRAD && !in->writes[w]->param->frozen)
                 for (int k = 0; k < g->n_params; k++)
                     if (g->params[k] == in->writes[w]->param) {
                         if (first[k] < 0)

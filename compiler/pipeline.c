@@ -33,7 +33,11 @@ static void pass_recompute(Pipeline *x)
 static void pass_gemm_epilogues(Pipeline *x) { gemm_epilogues(x->p); }
 static void pass_layernorm_sums(Pipeline *x) { layernorm_bwd_sums(x->p); }
 static void pass_grad_epilogues(Pipeline *x) { grad_epilogues(x->p); }
-static void pass_grad_hooks(Pipeline *x) { add_grad_hooks(x->p); }
+static void pass_grad_hooks(Pipeline *x)
+{
+    place_frozen_grads(x->p);
+    add_grad_hooks(x->p);
+}
 static void pass_memplan(Pipeline *x) { memplan(x->p); }
 
 static const struct {

@@ -32,9 +32,9 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
     if (s->loss == LOSS_CROSS_ENTROPY)
         terms /= g->pred->shape[g->pred->rank - 1];
     int64_t *numel = xcalloc((size_t)(g->n_params ? g->n_params : 1), sizeof *numel);
-    for (int i = 0; i < g->n_params; i++)
+    for (int i = 0; i < g->n_trainable; i++)   /* (the optimizer's: the trained ones) */
         numel[i] = g->params[i]->numel;
-    size_t table = rt_opt_table_bytes(g->n_params, numel);
+    size_t table = rt_opt_table_bytes(g->n_trainable, numel);
     int64_t fp8 = rt_fp8_scratch_fixed(cuda_fp8_weight_bytes(c->prog));
     free(numel);
     /* (a GAN's step: two passes a micro-batch, gan_step.c) */
@@ -66,9 +66,9 @@ static int64_t plan_ranks(const Spec *s)
 static int64_t total_bytes(const Compiled *c, int64_t B)
 {
     const Graph *g = c->graph;
-    int64_t pf = g->param_floats;
-    int64_t opt = (int64_t)rt_opt_state_bytes(&c->spec->train, pf, plan_ranks(c->spec));
-    return B * alloc_row_bytes(c) + 4 * 2 * pf + opt + (g->act16 ? 2 * pf : 0) +
+    int64_t pf = g->param_floats, tf = g->trainable_floats;   /* (gradients: the trained) */
+    int64_t opt = (int64_t)rt_opt_state_bytes(&c->spec->train, tf, plan_ranks(c->spec));
+    return B * alloc_row_bytes(c) + 4 * (pf + tf) + opt + (g->act16 ? 2 * pf : 0) +
            4 * g->state_floats + workspace_bytes(c, B);
 }
 

@@ -321,12 +321,49 @@ static void check_def_use(const Program *p)
     free(written);
 }
 
+/* train.freeze's parameters after the trained ones (graph.c): the gradient region
+ * [0, trainable_floats) holds every trained one and no frozen one */
+static void check_trainable(const Graph *g)
+{
+    for (int k = 0; k < g->n_params; k++) {
+        const Param *pa = g->params[k];
+        int below = pa->offset + param_extent(pa) <= g->trainable_floats;
+        if ((k < g->n_trainable) != !pa->frozen || (!pa->frozen) != below)
+            broken(NULL, -1, "parameter %s (%s, at %" PRId64 ") is not where the trained ones "
+                   "end (%d of them, %" PRId64 " floats)", pa->name, pa->frozen ? "frozen" : "trained",
+                   pa->offset, g->n_trainable, g->trainable_floats);
+    }
+}
+
+/* A frozen parameter's gradient written anyway (beside what is wanted) goes to the
+ * sink and has no hooks: nothing reduces or reads it */
+static void check_frozen_writes(const Program *p, const Param *pa)
+{
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        int64_t off, n;
+        if (in->dead)
+            continue;
+        if ((grad_hook(in, CALL_GRAD_BEGIN, &off, &n) || grad_hook(in, CALL_GRAD_READY, &off, &n)) &&
+            off < pa->offset + param_extent(pa) && pa->offset < off + n)
+            broken(in, i, "a gradient hook over the frozen %s", pa->name);
+        for (int w = 0; w < in->n_writes; w++)
+            if (in->writes[w]->kind == T_PGRAD && in->writes[w]->param == pa && pa->sink_offset < 0)
+                broken(in, i, "writes the frozen %s's gradient, which has no place", pa->name);
+    }
+}
+
 static void check_hooks(const Program *p)
 {
     Graph *g = p->g;
+    check_trainable(g);
     for (int k = 0; k < g->n_params; k++) {
         const Param *pa = g->params[k];
         int first = -1, last = -1, begun = -1, ready = -1;
+        if (pa->frozen) {
+            check_frozen_writes(p, pa);
+            continue;
+        }
         for (int i = 0; i < p->n_ins; i++) {
             const Instr *in = p->ins[i];
             int64_t off, n;

@@ -11,16 +11,11 @@
  * wait) and counts the units backed at once, in the worst case: no reduction passes
  * before the host must wait for it (a faster one only gives memory back sooner). Both
  * runtimes follow these rules; tests/fake_ddp.sh checks the GPU's peak against it.
- *
- * train.freeze: a frozen parameter's gradient is final from the start (no hook names
- * it), the runs of frozen parameters as long as a bucket are cut out of the sums
- * (rt_dist_frozen_runs and rt_dist_pieces, as runtime/ddp.c cuts them), and a shorter
- * one is backed when its bucket is sent (the GPU's memory there, which no write has
- * backed, is read). */
+ * The region is the trained parameters' [0, trainable_floats): train.freeze's, laid
+ * out after them, have no gradient. */
 #include <stdlib.h>
 #include "ir.h"
-#include "../runtime/rt_dist.h"   /* the runtime's rules: rt_dist_shard, rt_dist_frozen_runs,
-                                     rt_dist_pieces */
+#include "../runtime/rt_dist.h"   /* rt_dist_shard: the shards the runtime cuts */
 
 #define INFLIGHT 2   /* zero.c's ZERO2_INFLIGHT, device_cuda.c's GR_INFLIGHT */
 
@@ -37,24 +32,7 @@ typedef struct {
     char *ready;
     int next;
     int64_t bucket_end, bucket_floats;
-    int64_t (*skip)[2];          /* the frozen runs left out, ascending */
-    int n_skip;
 } Sim;
-
-int frozen_runs(const Graph *g, int64_t bucket, int64_t (*runs)[2])
-{
-    int n = g->n_params;
-    int64_t *offset = xcalloc((size_t)n + 1, sizeof *offset);
-    char *frozen = xcalloc((size_t)n + 1, 1);
-    for (int i = 0; i < n; i++) {
-        offset[i] = g->params[i]->offset;
-        frozen[i] = (char)g->params[i]->frozen;
-    }
-    int k = rt_dist_frozen_runs(n, offset, frozen, g->param_floats, bucket, runs);
-    free(frozen);
-    free(offset);
-    return k;
-}
 
 static int unit_of(const Sim *s, int64_t floats, int up)
 {
@@ -74,21 +52,11 @@ static void give_back_from(Sim *s, int64_t a)
         s->released = c0;
 }
 
-static void back(Sim *s, int64_t lo, int64_t hi)
+static void send(Sim *s, int64_t lo)
 {
-    for (int c = unit_of(s, lo, 0); c < unit_of(s, hi, 1); c++)
-        if (!s->backed[c]) {
-            s->backed[c] = 1;
-            if (++s->now > s->peak)
-                s->peak = s->now;
-        }
-}
-
-/* One piece [lo, hi) of a bucket reduced (its short frozen runs backed first) */
-static void reduce(void *ctx, int64_t lo, int64_t hi)
-{
-    Sim *s = ctx;
-    back(s, lo, hi);
+    if (s->bucket_end <= lo)
+        return;
+    s->bucket_end = lo;
     s->out[s->n_out++] = lo;
     while (s->n_out > INFLIGHT) {   /* the host waits for the oldest */
         give_back_from(s, s->out[0]);
@@ -98,25 +66,16 @@ static void reduce(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
-/* The bucket [lo, bucket_end) but for its frozen runs */
-static void send(Sim *s, int64_t lo)
-{
-    if (s->bucket_end > lo) {
-        rt_dist_pieces(lo, s->bucket_end, s->skip, s->n_skip, reduce, s);
-        s->bucket_end = lo;
-    }
-}
-
 static void ready(Sim *s, int64_t off)
 {
     const Graph *g = s->g;
     int k = 0;
-    while (k + 1 < g->n_params && g->params[k + 1]->offset <= off)
+    while (k + 1 < g->n_trainable && g->params[k + 1]->offset <= off)
         k++;
     s->ready[k] = 1;
     while (s->next >= 0 && s->ready[s->next])
         s->next--;
-    if (s->next + 1 >= g->n_params)
+    if (s->next + 1 >= g->n_trainable)
         return;
     int64_t start = s->next >= 0 ? g->params[s->next + 1]->offset : 0;
     if (s->bucket_end - start >= s->bucket_floats)
@@ -126,8 +85,8 @@ static void ready(Sim *s, int64_t off)
 int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int world, int64_t unit)
 {
     const Graph *g = p->g;
-    int64_t P = g->param_floats > 0 ? g->param_floats : 1, lo, hi;
-    rt_dist_shard(g->param_floats, rank, world, &lo, &hi);
+    int64_t P = g->trainable_floats > 0 ? g->trainable_floats : 1, lo, hi;
+    rt_dist_shard(g->trainable_floats, rank, world, &lo, &hi);
     Sim s = {.g = g, .unit = unit};
     s.n = unit_of(&s, P, 1);
     s.keep_lo = unit_of(&s, lo, 0);
@@ -140,27 +99,26 @@ int64_t zero2_peak_bytes(const Program *p, int64_t bucket_bytes, int rank, int w
     s.now = s.peak = s.keep_hi - s.keep_lo;
     s.released = s.n;
     s.ready = xcalloc((size_t)g->n_params + 1, 1);
-    for (int k = 0; k < g->n_params; k++)
-        s.ready[k] = (char)g->params[k]->frozen;
-    s.next = g->n_params - 1;
-    s.bucket_end = g->param_floats;
+    s.next = g->n_trainable - 1;
+    s.bucket_end = g->trainable_floats;
     s.bucket_floats = bucket_bytes / 4 > 0 ? bucket_bytes / 4 : 1;
-    s.skip = xcalloc((size_t)g->n_params + 1, sizeof *s.skip);
-    s.n_skip = frozen_runs(g, s.bucket_floats, s.skip);
     for (int i = 0; i < p->n_ins; i++) {   /* (a chunked head's hooks: in the forward) */
         const Instr *in = p->ins[i];
         int64_t off, n;
         if (in->dead)
             continue;
         if (grad_hook(in, CALL_GRAD_BEGIN, &off, &n)) {
-            back(&s, off, off + n);
+            for (int c = unit_of(&s, off, 0); c < unit_of(&s, off + n, 1); c++)
+                if (!s.backed[c]) {
+                    s.backed[c] = 1;
+                    if (++s.now > s.peak)
+                        s.peak = s.now;
+                }
         } else if (grad_hook(in, CALL_GRAD_READY, &off, &n)) {
             ready(&s, off);
         }
     }
-    send(&s, 0);   /* rt_ddp_finish: the rest (a short frozen run at the bottom backed) */
     free(s.backed);
     free(s.ready);
-    free(s.skip);
     return (int64_t)s.peak * unit;
 }

@@ -44,9 +44,11 @@ typedef struct StateModel {
 static void state_model(StateModel *s, const rt_model *m, const char *prefix)
 {
     s->m = *m;
-    s->p = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1) * sizeof *s->p);
-    s->names = rt_xmalloc((size_t)(m->n_params ? m->n_params : 1) * sizeof *s->names);
-    for (int i = 0; i < m->n_params; i++) {
+    s->m.n_params = m->n_trainable;   /* (train.freeze's parameters have none) */
+    s->m.param_floats = m->trainable_floats;
+    s->p = rt_xmalloc((size_t)(m->n_trainable ? m->n_trainable : 1) * sizeof *s->p);
+    s->names = rt_xmalloc((size_t)(m->n_trainable ? m->n_trainable : 1) * sizeof *s->names);
+    for (int i = 0; i < m->n_trainable; i++) {
         s->p[i] = m->params[i];
         size_t n = strlen(prefix) + strlen(m->params[i].name) + 2;
         s->names[i] = rt_xmalloc(n);
@@ -336,7 +338,7 @@ static void write_states(const char *tmp, const rt_model *m, const char *const *
         state_model(&sm, m, parts[k]);
         snprintf(f, sizeof f, "%s/%s.safetensors", tmp, parts[k]);
         if (!part.sharded) {
-            if (!*failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)m->param_floats, NULL) != 0) {
+            if (!*failed && rt_safetensors_write(f, &sm.m, state + (size_t)k * (size_t)sm.m.param_floats, NULL) != 0) {
                 *failed = 1;
                 *err = errno;
             }
@@ -487,8 +489,12 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     int np = opt_parts(c, parts);
     int root = rt_dist_rank() == 0;
     if (!root) {                       /* ZeRO: only this rank's shards, to rank 0 */
-        for (int k = 0; part.sharded && k < np; k++)
-            gather_part(NULL, m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
+        for (int k = 0; part.sharded && k < np; k++) {
+            StateModel sm;
+            state_model(&sm, m, parts[k]);
+            gather_part(NULL, &sm.m, state + (size_t)k * (size_t)(part.hi - part.lo), part.lo);
+            state_model_free(&sm);
+        }
         return 0;
     }
     int failed = 0, err = 0;

@@ -1316,9 +1316,9 @@ void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, floa
 typedef struct opt_chunk {
     int64_t off;               /* first element in the parameter region */
     int32_t len;               /* elements, <= RT_OPT_CHUNK */
-    int32_t flags;             /* RT_OPT_DECAY (rank >= 2), RT_OPT_FROZEN (train.freeze) */
+    int32_t flags;             /* RT_OPT_DECAY (rank >= 2) */
 } opt_chunk;
-enum { RT_OPT_DECAY = 1, RT_OPT_FROZEN = 2 };   /* optim.cuh's */
+enum { RT_OPT_DECAY = 1 };   /* optim.cuh's */
 _Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
 
 size_t rt_opt_table_bytes(int n_params, const int64_t *numel)
@@ -1353,8 +1353,7 @@ static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *
         for (int64_t o = a; o < b; o += RT_OPT_CHUNK, k++)
             if (t)
                 t[k] = (opt_chunk){o, (int32_t)(b - o < RT_OPT_CHUNK ? b - o : RT_OPT_CHUNK),
-                                   (p->rank >= 2 ? RT_OPT_DECAY : 0) |
-                                       (p->frozen ? RT_OPT_FROZEN : 0)};
+                                   p->rank >= 2 ? RT_OPT_DECAY : 0};
     }
     return k;
 }
@@ -1386,6 +1385,9 @@ void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, 
     (void)c;
     if (opt.m == m && opt.lo == lo && opt.hi == hi)
         return;
+    if (hi > m->trainable_floats)   /* (train.freeze's parameters lie after, untouched) */
+        rt_die("optimizer: range [%lld, %lld) past the trained parameters' %lld floats",
+               (long long)lo, (long long)hi, (long long)m->trainable_floats);
     table_setup(e, &opt, m, lo, hi);
     if (m->gan) {   /* the generator's parameters, then the discriminator's */
         table_setup(e, &gan_opt[0], m, 0, m->gan_gen_floats);
@@ -1461,9 +1463,10 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
         return;
     double max_norm = c->grad_clip;
     float wd = (float)c->weight_decay;
-    /* the 16-bit copy of the weights: written here for the whole region; a shard's
-     * (zero1) is rebuilt whole after the gather (rt_cu_copy_params16), so not twice */
-    rt_dptr pc = (opt.lo == 0 && opt.hi == m->param_floats) || m->gan ? rt_cu_param_copy(e) : 0;
+    /* the 16-bit copy of the weights: written here for the whole trained region (the
+     * frozen weights' copy is made once, at the upload); a shard's (zero1) is rebuilt
+     * whole after the gather (rt_cu_copy_params16), so not twice */
+    rt_dptr pc = (opt.lo == 0 && opt.hi == m->trainable_floats) || m->gan ? rt_cu_param_copy(e) : 0;
     /* fp8-mixed: the weights' partial maxima (optim.cuh's amax), an argument there only */
     rt_dptr amax = m->fp8 ? fp8_optim_amax(e, tab, m, pc) : 0;
     if (c->opt == RT_OPT_ADAMW) {

@@ -773,12 +773,15 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->act16 = m->act16;
     d->param_bytes = pf;
     size_t copy = d->act16 ? align_up((size_t)m->param_floats * 2) : 0;
-    /* zero2: the gradients outside the pool, in a region backed on demand */
-    int sharded = glo != 0 || ghi != m->param_floats;
-    size_t gb = sharded ? 0 : align_up(pf);
+    /* the gradients of the trained parameters alone (train.freeze's are laid out after
+     * them); zero2's outside the pool, in a region backed on demand */
+    int64_t tf = m->trainable_floats;
+    int sharded = glo != 0 || ghi != tf;
+    size_t gb = sharded ? 0 : align_up((size_t)tf * 4);
     d->lstate_bytes = (size_t)m->state_floats * 4;
+    size_t sink = align_up((size_t)m->sink_floats * 4);   /* (frozen gradients, never read) */
     d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
-                    align_up(d->lstate_bytes) + copy;
+                    align_up(d->lstate_bytes) + sink + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     d->scratch_bytes = scratch_need(Bmax, m->loss_terms, m->param_floats,
@@ -816,7 +819,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     e->arena = (char *)(uintptr_t)d->arena;
     e->params = (float *)(uintptr_t)d->pool;
     if (sharded) {
-        gr_setup(d, m->param_floats, glo, ghi);
+        gr_setup(d, tf, glo, ghi);
         e->grads = (float *)(uintptr_t)d->gr->base;
     } else {
         e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
@@ -825,6 +828,10 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->lstate = d->state + align_up((size_t)state_floats * 4);
     e->state = m->n_state ? (float *)(uintptr_t)d->lstate : NULL;
     d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
+    if (sink) {
+        e->sink = (float *)(uintptr_t)(d->pool + d->pool_bytes - copy - sink);
+        rt_cu_zero(e, (rt_dptr)(uintptr_t)e->sink, m->sink_floats);
+    }
     rt_cu_fp8_setup(e, m);   /* fp8-mixed's maxima (nothing otherwise) */
     CU(p_cuStreamSynchronize(0));
 }

@@ -2,10 +2,11 @@
  * and the seed, on the thread pool.
  *
  * One seeded stream is drawn through the tensors in model order (a uniform value takes
- * one draw, a normal two, a constant none). The elements are cut into one contiguous
- * part per thread; each part jumps the stream to its first draw (rt_rng_jump), so the
- * fill has the one-thread bits on any number of threads (GPT-2's 124M normal values:
- * 3 s on one core). */
+ * one draw, a normal two, a constant none): the table's order, or rt_model.init_order's
+ * where train.freeze laid the frozen tensors last, so freezing changes no value. The
+ * elements are cut into one contiguous part per thread; each part jumps the stream to
+ * each tensor's first draw it fills (rt_rng_jump), so the fill has the one-thread bits
+ * on any number of threads (GPT-2's 124M normal values: 3 s on one core). */
 #include <stdlib.h>
 #include <string.h>
 #include "rt.h"
@@ -15,7 +16,7 @@ typedef struct InitCtx {
     float *params;
     rt_rng seed;          /* the stream's start */
     int64_t *first;       /* [n_params + 1]: element index where each tensor starts */
-    int64_t *draws;       /* [n_params + 1]: draws before each tensor */
+    int64_t *draws;       /* [n_params]: draws before each tensor, in model order */
 } InitCtx;
 
 static int init_draws(int init) { return init == RT_INIT_NORMAL ? 2 : init == RT_INIT_UNIFORM; }
@@ -26,12 +27,12 @@ static void init_part(void *ctx, int64_t lo, int64_t hi)
     int i = 0;
     while (c->first[i + 1] <= lo)
         i++;
-    rt_rng rng = c->seed;
-    rt_rng_jump(&rng, (uint64_t)(c->draws[i] + (lo - c->first[i]) * init_draws(c->m->params[i].init)));
     for (int64_t at = lo; at < hi; i++) {
         const rt_param *p = &c->m->params[i];
         float *w = c->params + p->offset;
         int64_t k0 = at - c->first[i], k1 = (hi < c->first[i + 1] ? hi : c->first[i + 1]) - c->first[i];
+        rt_rng rng = c->seed;
+        rt_rng_jump(&rng, (uint64_t)(c->draws[i] + k0 * init_draws(p->init)));
         for (int64_t k = k0; k < k1; k++) {
             switch (p->init) {
             case RT_INIT_UNIFORM: w[k] = (float)((2.0 * rt_rng_uniform(&rng) - 1.0) * p->init_a); break;
@@ -62,10 +63,14 @@ void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t se
     InitCtx c = {m, params, {{0}}, rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t)),
                  rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t))};
     rt_rng_seed(&c.seed, seed);
-    c.first[0] = c.draws[0] = 0;
-    for (int i = 0; i < m->n_params; i++) {
+    c.first[0] = 0;
+    for (int i = 0; i < m->n_params; i++)
         c.first[i + 1] = c.first[i] + m->params[i].numel;
-        c.draws[i + 1] = c.draws[i] + m->params[i].numel * init_draws(m->params[i].init);
+    int64_t d = 0;
+    for (int j = 0; j < m->n_params; j++) {   /* model order */
+        int i = m->init_order ? m->init_order[j] : j;
+        c.draws[i] = d;
+        d += m->params[i].numel * init_draws(m->params[i].init);
     }
     if (c.first[m->n_params] > 0)
         rt_pool_run(pool, c.first[m->n_params], 1 << 16, init_part, &c);

@@ -22,15 +22,15 @@ int rt_gradcheck(Run *r)
     const rt_batch *b = rt_loader_next(r->tl);
     if (!b)
         rt_input_error("gradcheck: no batch");
-    memset(r->grads, 0, (size_t)m->param_floats * sizeof(float));
+    memset(r->grads, 0, (size_t)m->trainable_floats * sizeof(float));
     loss_at(r, b);
     m->backward(&r->e);
     /* the gradients, kept: the passes below run in training mode, and a chunked head's
      * loss call adds to its weight's gradient in the forward pass */
-    float *grads = malloc((size_t)m->param_floats * sizeof *grads);
+    float *grads = malloc((size_t)(m->trainable_floats ? m->trainable_floats : 1) * sizeof *grads);
     if (!grads)
         rt_fail("gradcheck: out of memory");
-    memcpy(grads, r->grads, (size_t)m->param_floats * sizeof *grads);
+    memcpy(grads, r->grads, (size_t)m->trainable_floats * sizeof *grads);
     rt_rng rng;
     rt_rng_seed(&rng, 99);
     int bad = 0;

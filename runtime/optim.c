@@ -33,7 +33,8 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
  * tensor's start), added in order: the norm does not depend on the number of
  * threads. A range [lo, hi) of the flat region takes the blocks' parts inside it.
  * Frozen parameters (train.freeze) count for nothing, as PyTorch's clip_grad_norm_
- * over the optimizer's parameters. */
+ * over the optimizer's parameters: the ranges lie in [0, trainable_floats), before
+ * them. */
 #define NORM_BLOCK 16384
 
 /* The two hot loops of a CPU step's update, built twice: for the baseline x86-64 (4
@@ -125,7 +126,7 @@ double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, c
         rt_fail("out of memory");
     for (int i = 0; i < m->n_params; i++) {
         int64_t a, b, n = 0;
-        if (!m->params[i].frozen && clip_param(&m->params[i], lo, hi, &a, &b))
+        if (clip_param(&m->params[i], lo, hi, &a, &b))
             n = (b + NORM_BLOCK - 1) / NORM_BLOCK - a / NORM_BLOCK;
         first[i + 1] = first[i] + n;
     }
@@ -145,7 +146,7 @@ double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, c
 
 double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
 {
-    return sqrt(rt_grad_sumsq(pool, m, 0, m->param_floats, grads));
+    return sqrt(rt_grad_sumsq(pool, m, 0, m->trainable_floats, grads));
 }
 
 static int group_parts(const rt_opt_group *g)
@@ -179,7 +180,7 @@ void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out)
 
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m)
 {
-    return rt_optim_state_parts(c) * m->param_floats;
+    return rt_optim_state_parts(c) * m->trainable_floats;
 }
 
 typedef struct {
@@ -260,10 +261,13 @@ void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_mod
                            int64_t hi, float *params, const float *grads, float *state,
                            int64_t stride, int64_t t, double lr, float gscale, int clip)
 {
+    if (hi > m->trainable_floats)   /* (train.freeze's parameters lie after, untouched) */
+        rt_die("optimizer: range [%lld, %lld) past the trained parameters' %lld floats",
+               (long long)lo, (long long)hi, (long long)m->trainable_floats);
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
         int64_t k0, k1;
-        if (pp->frozen || !clip_param(pp, lo, hi, &k0, &k1))
+        if (!clip_param(pp, lo, hi, &k0, &k1))
             continue;
         int64_t at = pp->offset + k0 - lo;   /* in the range's own arrays */
         opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};
@@ -280,6 +284,6 @@ void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_mod
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,
                    const float *grads, float *state, int64_t t, double lr, float gscale, int clip)
 {
-    rt_optim_step_range(pool, c, m, 0, m->param_floats, params, grads, state, t, lr, gscale, clip);
+    rt_optim_step_range(pool, c, m, 0, m->trainable_floats, params, grads, state, t, lr, gscale, clip);
 }
 

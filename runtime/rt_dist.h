@@ -86,17 +86,4 @@ void rt_bucket_wait_all(void);
 void rt_dist_shard(int64_t n, int rank, int world, int64_t *lo, int64_t *hi);
 void rt_dist_shard_counts(int64_t n, int world, int64_t *counts);
 
-/* train.freeze's runs left out of the gradient sums (runtime/ddp.c), the one rule for
- * the trainer and trainc plan (compiler/zero2.c, cmd_plan.c). Tensor i of n starts at
- * offset[i] (ascending; the region ends at `end`), frozen[i] says whether it is frozen:
- * the runs of consecutive frozen tensors of `bucket` floats or more, each to the next
- * trained tensor's offset (the padding between them too), into runs as [lo, hi)
- * ascending (room for n; NULL: counted only); returns their number. */
-int rt_dist_frozen_runs(int n, const int64_t *offset, const char *frozen, int64_t end,
-                        int64_t bucket, int64_t (*runs)[2]);
-/* piece(ctx, a, b) for each part of [lo, hi) outside the runs, from the top down (as
- * the buckets are sent): what every rank sums of a bucket. */
-void rt_dist_pieces(int64_t lo, int64_t hi, int64_t (*runs)[2], int n_runs,
-                    void (*piece)(void *ctx, int64_t a, int64_t b), void *ctx);
-
 #endif

@@ -60,13 +60,13 @@ static void check_budget(const rt_model *m, const rt_train_config *c)
 {
     if (c->recompute != RT_RECOMPUTE_AUTO)
         return;
-    double pf = (double)m->param_floats;
+    double pf = (double)m->param_floats, tf = (double)m->trainable_floats;
     /* the shard of ZeRO's optimizer state for the ranks this run has (the compiler
      * counted distributed.ranks: fewer ranks than that may not fit) */
-    double opt = rt_opt_state_bytes(c, m->param_floats, rt_dist_world()) / 4;
+    double opt = rt_opt_state_bytes(c, m->trainable_floats, rt_dist_world()) / 4;
     double ws = c->device == RT_DEVICE_CPU   /* the GPU's workspace, as the plan counts it */
                     ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate);
-    double need = (double)c->batch_size * (double)rt_arena_row(m) + 4 * (2 * pf + opt) +
+    double need = (double)c->batch_size * (double)rt_arena_row(m) + 4 * (pf + tf + opt) +
                   (m->act16 ? 2 * pf : 0) + 4 * (double)m->state_floats + ws;
     char fewer[200] = "";   /* the plan counted more ranks than this run has */
     if (c->dist != RT_DIST_DDP && c->ranks > rt_dist_world())
@@ -191,7 +191,8 @@ void rt_run_precision(Run *r)
         r->rank == 0) {
         /* auto chose the plan whose GPU total (16-bit activations) fits the budget */
         double all = (double)c->batch_size * (double)m->arena_row_bytes * 2 +
-                     (double)m->param_floats * 4 * (2 + rt_optim_state_parts(c));
+                     (double)m->param_floats * 4 + (double)m->trainable_floats * 4 *
+                     (1 + rt_optim_state_parts(c));
         fprintf(stderr, "trainc: note: recompute auto fit memory_budget_mb (%g MiB) with the GPU's "
                 "16-bit activations; in fp32 here the arena is twice as large: %.1f MiB in all\n",
                 c->memory_budget_mb, all / 1048576.0);

@@ -191,6 +191,10 @@ void rt_run_device(Run *r)
         r->e.params = r->params;
         r->e.grads = r->grads;
         r->e.state = r->layer_state;
+        if (m->sink_floats) {   /* (frozen gradients written, never read) */
+            r->e.sink = rt_xmalloc((size_t)m->sink_floats * sizeof(float));
+            memset(r->e.sink, 0, (size_t)m->sink_floats * sizeof(float));
+        }
         rt_ddp_init(m, r->grads, (int64_t)(c->bucket_mb * 1048576.0));
         return;
     }
@@ -202,7 +206,7 @@ void rt_run_device(Run *r)
     /* (a GAN's step: two passes a micro-batch, each its own statistics) */
     rt_cu_init(&r->e, m, m->cuda, r->e.Bmax, row, r->state_floats, r->step_passes * (m->gan ? 2 : 1),
                rt_dist_local_rank(), zero2 ? rt_zero_part().lo : 0,
-               zero2 ? rt_zero_part().hi : m->param_floats);
+               zero2 ? rt_zero_part().hi : m->trainable_floats);
     rt_cu_optim_setup(&r->e, c, m, rt_zero_part().lo, rt_zero_part().hi);
     if (r->world > 1) {    /* DDP across GPUs: NCCL, bootstrapped by MPI */
         rt_nccl_open(&r->e);

@@ -292,7 +292,7 @@ int64_t rt_step_start(Run *r, const rt_loop_state *s, int64_t *k)
     for (int64_t j = 0; j < *k; j++)
         window += rt_loader_rows(r->tl, s->batch + j);
     if (r->gpu)
-        rt_cu_grads_clear(&r->e, r->m->param_floats);
+        rt_cu_grads_clear(&r->e, r->m->trainable_floats);
     else
         rt_zero_clear_grads(r->grads);
     return window;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 10
+#define RT_ABI_VERSION 11
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -84,6 +84,7 @@ typedef struct rt_exec {
     uint64_t rng_part;         /* dropout with N ranks: (N << 32) | rank, else 0 (rt_drop_index) */
     float *state;              /* the layers' state (rt_model.state: batchnorm's running
                                   statistics), fp32 (int64 counts in two floats) */
+    float *sink;               /* rt_model.sink_floats: frozen gradients written, never read */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -127,6 +128,16 @@ typedef struct rt_model {
     int n_params;
     const rt_param *params;
     int64_t param_floats;
+    /* train.freeze: params[0 .. n_trainable) are trained and lie in [0, trainable_floats);
+     * the frozen ones come after them, so gradients and optimizer state (and DDP's sums,
+     * ZeRO's shards) cover [0, trainable_floats) alone. Without it: n_params and
+     * param_floats. init_order (NULL: the table's order) lists the parameters in the
+     * model's order, which the initial values' draws follow. */
+    int n_trainable;
+    int64_t trainable_floats;
+    const int *init_order;
+    int64_t sink_floats;       /* the frozen gradients an instruction still writes (a norm
+                                  layer's dgamma beside its dx): rt_exec.sink, never read */
     int n_inputs;
     const rt_input *inputs;
     int64_t arena_row_bytes;   /* arena bytes = Bmax * arena_row_bytes */

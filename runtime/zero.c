@@ -1,6 +1,7 @@
 /* zero.c: ZeRO-1 and ZeRO-2 (distributed.strategy zero1, zero2) over MPI.
  *
- * The flat parameter region [0, param_floats) is cut into one contiguous shard per
+ * The trained parameters' region [0, trainable_floats) (train.freeze's frozen ones lie
+ * after it: no gradient, no state, never gathered) is cut into one contiguous shard per
  * rank (rt_dist_shard: near-equal, in rank order; a shard may cut a tensor). Rank r
  * keeps the optimizer state of its shard only, receives its shard of the summed
  * gradients (reduce-scatter), updates its shard, and all-gathers the parameters, so
@@ -50,7 +51,7 @@
 
 static struct {
     int on, stage;              /* sharding in force; 1 or 2 */
-    int64_t P;                  /* param_floats */
+    int64_t P;                  /* trainable_floats */
     int64_t lo, hi;             /* this rank's shard */
     int64_t *counts;            /* [world]: every rank's shard length */
     int64_t *bcounts;           /* [world]: scratch, one bucket's parts */
@@ -72,7 +73,7 @@ static size_t page_size(void) { return (size_t)sysconf(_SC_PAGESIZE); }
 void rt_zero_init(const rt_train_config *c, const rt_model *m)
 {
     int world = rt_dist_world();
-    Z.P = m->param_floats;
+    Z.P = m->trainable_floats;
     Z.lo = 0;
     Z.hi = Z.P;
     Z.on = c->dist != RT_DIST_DDP && world > 1;
@@ -92,7 +93,7 @@ const int64_t *rt_zero_counts(void) { return Z.counts; }
 
 float *rt_zero_alloc_grads(const rt_model *m)
 {
-    size_t bytes = sizeof(float) * (size_t)(m->param_floats ? m->param_floats : 1);
+    size_t bytes = sizeof(float) * (size_t)(m->trainable_floats ? m->trainable_floats : 1);
     if (!Z.on || Z.stage != 2)
         return Z.grads = rt_xmalloc(bytes);
     size_t page = page_size();

@@ -44,8 +44,9 @@ for spec in mlp_fashion gpt_char; do
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
 done
 
-# train.freeze: gpt_char's embeddings, first block and a layernorm weight frozen (the
-# buckets count the frozen gradients as final from the start)
+# train.freeze: gpt_char's embeddings, first block and a layernorm weight frozen (laid out
+# after the trained parameters: no gradient, no optimizer state, not summed; the
+# layernorm's dgamma, written beside its dx, goes to a sink nothing reads)
 "$TRAINC" build specs/gpt_char.json --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' \
     -o "$d/gpt_freeze" 2>/dev/null
 S=(--set loader.shuffle=false --set max_steps=12 --set log_every=1 --set data.val=null --threads 1 --quiet)
@@ -62,33 +63,34 @@ for run in 2b z1 z1b z2 z2b; do
     cmp "$d/gpt_freeze.2/model.safetensors" "$d/gpt_freeze.$run/model.safetensors"
 done
 echo "ok   gpt_char with train.freeze: 2 ranks x 4 = 1 rank x 8; 1 bucket = many buckets; zero1 and zero2 = ddp bit for bit"
-# the sums leave out a frozen run as long as a bucket: wte, wpe and h.0 (247424 floats)
-# under buckets of 0.05 MB, none under the default 25 (h.1.ln_2's 128: never), ZeRO's
-# reduce-scatters as ddp's all-reduce; `trainc plan --ranks 2` says what each sends
+# the frozen 247552 floats (wte, wpe, h.0: 247424; h.1.ln_2.weight: 128) have no gradient
+# and no optimizer state, and are summed by no strategy; `trainc plan --ranks 2` says the
+# same bytes and what each rank sends (ZeRO gathers the trained parameters alone)
 F=(--set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight')
 "$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" > "$d/gpt_freeze.plan.json"
-"$TRAINC" plan specs/gpt_char.json --ranks 2 --json "${F[@]}" --set distributed.bucket_mb=0.05 \
-    > "$d/gpt_freeze.plan_b.json"
 "$PY" - "$d" <<'PY'
 import json, sys
 d = sys.argv[1]
 def start(run):
     return next(json.loads(l) for l in open(f"{d}/gpt_freeze.{run}/metrics.jsonl") if '"start"' in l)
-def sent(plan, strategy):
-    return json.load(open(f"{d}/gpt_freeze.{plan}.json"))["ranks"][strategy]["sent_bytes_per_step"]
+plan = json.load(open(f"{d}/gpt_freeze.plan.json"))["ranks"]
 P = start("2")["param_bytes"]
-for run in ("2", "z1", "z2"):
-    assert start(run)["reduced_bytes"] == P, start(run)
-for run in ("2b", "z1b", "z2b"):
-    assert start(run)["reduced_bytes"] == P - 4 * 247424, start(run)
+T = P - 4 * 247552
+for run in ("2", "2b", "z1", "z1b", "z2", "z2b"):
+    s = start(run)
+    assert s["reduced_bytes"] == T, s
+    assert s["optimizer_bytes"] == (2 * T if run[0] == "2" else T), s   # AdamW; a shard of 2
+    assert s["grad_bytes"] == (T / 2 if run.startswith("z2") else T), s
 # N = 2: ddp's ring all-reduce sends 2 (N - 1) / N of the bytes summed; ZeRO's
-# reduce-scatter (N - 1) / N of them and its all-gather (N - 1) / N of the parameters
-for plan, run in (("plan", "2"), ("plan_b", "2b")):
-    r = start(run)["reduced_bytes"]
-    assert sent(plan, "ddp") == r and sent(plan, "zero1") == sent(plan, "zero2") == (r + P) / 2, \
-        (plan, r, P, sent(plan, "ddp"), sent(plan, "zero1"))
-print(f"ok   the frozen run left out of the sums under 0.05 MB buckets: {start('2b')['reduced_bytes']} bytes a "
-      f"step of {P} (the same bits) under ddp, zero1 and zero2, as trainc plan --ranks 2 says")
+# reduce-scatter (N - 1) / N of them and its all-gather (N - 1) / N of the trained
+# parameters
+assert plan["ddp"]["sent_bytes_per_step"] == T, plan["ddp"]
+for z in ("zero1", "zero2"):
+    assert plan[z]["sent_bytes_per_step"] == T, plan[z]
+    assert plan[z]["optimizer_bytes"] == T and plan[z]["param_bytes"] == P, plan[z]
+assert plan["ddp"]["grad_bytes"] == T and plan["ddp"]["optimizer_bytes"] == 2 * T, plan["ddp"]
+print(f"ok   the frozen parameters: no gradient, optimizer state or sums ({T} bytes summed a step "
+      f"of {P}, AdamW's state {2 * T}) under ddp, zero1 and zero2, as trainc plan --ranks 2 says")
 PY
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's

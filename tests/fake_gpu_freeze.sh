@@ -3,12 +3,15 @@
 # emulator): a tiny Llama with its embedding, its first block and its second block's
 # second RMSNorm weight frozen (no backward below the second block), against the CPU:
 #   - fp32: every loss and gradient norm within 1e-6 relative of the CPU's (the frozen
-#     chunks of optim.cuh's table neither updated nor counted in the norm; the RMSNorm's
-#     backward still writes its frozen weight's gradient beside dx);
+#     tensors, laid out last, outside optim.cuh's table; the RMSNorm's backward still
+#     writes its frozen weight's gradient beside dx, into the sink nothing reads);
 #   - bf16-mixed: the first loss within 1e-3 of the CPU's fp32 one, the last within 2e-2
 #     (tests/fake_gpu.sh's 16-bit rule);
 #   - both: the frozen tensors come back bit for bit as the CPU's, which are the initial
-#     ones (tests/torch_parity.py --freeze checks those against PyTorch).
+#     ones (tests/torch_parity.py --freeze checks those against PyTorch);
+#   - the GPU keeps gradients and AdamW's state for the trained tensors alone (laid out
+#     before the frozen ones), as the CPU does: the start records' grad_bytes are the
+#     trained tensors' floats (each padded to 16), optimizer_bytes twice that.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -35,3 +38,17 @@ r=$(judge close "$t.cpu" "$t.fp32.gpu")   # (not inside echo: its failure must s
 echo "ok   freeze fp32 --device cuda vs cpu: $r"
 r=$(judge 16 "$t.cpu" "$t.bf16-mixed.gpu")
 echo "ok   freeze bf16-mixed on the GPU: $r"
+"$PY" - "$t.cpu" "$t.fp32.gpu" "$t.bf16-mixed.gpu" "$FREEZE" <<'PY'
+import fnmatch, json, sys
+sys.path.insert(0, "tests")
+import st_check
+pats = sys.argv[4].split(",")
+w = st_check.load(sys.argv[1] + "/model.safetensors")
+trained = sum((a.size + 15) // 16 * 16 for n, a in w.items() if not any(fnmatch.fnmatch(n, p) for p in pats))
+for run in sys.argv[1:4]:
+    s = next(json.loads(l) for l in open(run + "/metrics.jsonl") if '"start"' in l)
+    assert s["grad_bytes"] == 4 * trained and s["optimizer_bytes"] == 8 * trained, (run, s, trained)
+    assert s["param_bytes"] > s["grad_bytes"], s
+print(f"ok   gradients and AdamW's state of the {trained} trained floats alone, on the CPU and the GPU "
+      f"(of {s['param_bytes'] // 4})")
+PY

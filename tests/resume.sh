@@ -81,6 +81,22 @@ CUT_MAX=350 run_case shuffle_dropout
 # train.freeze: the first layer and a bias frozen (no state of theirs moves)
 "$TRAINC" build "$d/mlp_dropout.json" --set 'freeze=1.*,4.bias' -o "$d/trainer_freeze"
 TRAINER=$d/trainer_freeze CUT_MAX=200 run_case freeze
+# the frozen tensors are laid out last, yet every initial value is the unfrozen model's
+# (one step at learning rate 0 keeps them: each tensor of the two files equal)
+for t in trainer trainer_freeze; do
+    "$d/$t" --out "$d/init.$t" --quiet --threads 1 --set max_steps=1 --set optimizer.lr=0 --set data.val=null
+done
+$PY - "$d" <<'PY'
+import sys
+sys.path.insert(0, "tests")
+import numpy as np, st_check
+d = sys.argv[1]
+a, b = (st_check.load(f"{d}/init.{t}/model.safetensors") for t in ("trainer", "trainer_freeze"))
+assert list(a) != list(b) and sorted(a) == sorted(b), (list(a), list(b))
+for n in a:
+    assert np.array_equal(a[n], b[n]), n
+print(f"ok   freeze: the same initial values as without it ({len(a)} tensors; file order {list(b)})")
+PY
 # batch 512: 117 batches an epoch, so the run crosses epochs (a new shuffle each,
 # validation at each epoch's end) and the cut may land anywhere
 # resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had

@@ -14,11 +14,9 @@
 struct rt_opt_chunk {
     int64_t off;               /* first element, from the start of the parameter region */
     int len;                   /* elements, <= RT_OPT_CHUNK */
-    int flags;                 /* RT_OPT_DECAY: weight decay applies (tensors of rank >= 2);
-                                  RT_OPT_FROZEN: train.freeze froze the tensor */
+    int flags;                 /* RT_OPT_DECAY: weight decay applies (tensors of rank >= 2) */
 };
 #define RT_OPT_DECAY 1
-#define RT_OPT_FROZEN 2
 
 /* fp8-mixed (RT_FP8): rt_adamw and rt_sgd take one more argument, amax (NULL: none),
  * where block b stores the absolute maximum of chunk b's 16-bit copy as written:
@@ -88,8 +86,6 @@ rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
          RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
-    if (ck.flags & RT_OPT_FROZEN)
-        return;   /* (its 16-bit copy and fp8 partial as the weights were loaded) */
     RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
@@ -156,8 +152,6 @@ rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_op
        int nesterov RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
-    if (ck.flags & RT_OPT_FROZEN)
-        return;
     RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
@@ -192,8 +186,7 @@ rt_grad_norm_part(const float *g, const rt_opt_chunk *chunks, double *part)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
     double s = 0.0;
-    if (!(ck.flags & RT_OPT_FROZEN))   /* (a frozen tensor's gradient is not wanted) */
-        rt_row_each(g + ck.off, ck.len, [&](int j, float x) { s += (double)x * (double)x; });
+    rt_row_each(g + ck.off, ck.len, [&](int j, float x) { s += (double)x * (double)x; });
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
         part[blockIdx.x] = s;
