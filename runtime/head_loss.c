@@ -14,7 +14,7 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
     for (int64_t r = 0; r < rows; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         const float *xr = rt_act_adv(e, x, r * d);
-        float *dz = dw ? z : NULL;
+        float *dz = dw || dx ? z : NULL;   /* (training: a frozen head's dw is NULL) */
         rt_gemm(e, 0, 1, n, wrows, d, 1.0f, xr, d, w, d, 0.0f, z, ld);
         if (ls > 0.0f)
             rt_cross_entropy_ls(e, z, target + r, dz, n, C, ld, ls);
@@ -24,6 +24,7 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
             continue;
         if (dx)
             rt_gemm(e, 0, 0, n, d, wrows, 1.0f, z, ld, w, d, 0.0f, rt_act_adv(e, dx, r * d), d);
-        rt_gemm(e, 1, 0, wrows, d, n, 1.0f, z, ld, xr, d, 1.0f, dw, d);
+        if (dw)
+            rt_gemm(e, 1, 0, wrows, d, n, 1.0f, z, ld, xr, d, 1.0f, dw, d);
     }
 }

@@ -433,9 +433,10 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over
  * rows of x [rows, d], chunk rows at a time through z [chunk, ld]: the chunk's logits,
- * the loss sum and correct count added to e, and where dw != NULL (training) the
+ * the loss sum and correct count added to e, and where dx or dw != NULL (training) the
  * logits' gradient in z's place, dx = d(logits) W (when dx != NULL) and
- * dw += d(logits)^T x. The [rows, C] logits are never stored whole. */
+ * dw += d(logits)^T x (when dw != NULL: not a frozen head's). The [rows, C] logits are
+ * never stored whole. */
 void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int32_t *target,
                            float *dx, float *dw, float *z, int64_t rows, int64_t chunk,
                            int64_t d, int64_t wrows, int64_t C, int64_t ld, float ls);

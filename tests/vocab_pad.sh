@@ -179,3 +179,36 @@ PY
 "$d/chunks" "${S[@]}" --out "$d/chunks.s" > "$d/chunks.sample" 2>/dev/null
 [ -s "$d/chunks.sample" ] && cmp -s "$d/chunks.sample" "$d/pad.sample"
 echo "ok   tiny_vocab: the head and loss a chunk of 4 rows a sample (training and validation) as the whole logits (30 steps' records and weights within 1e-6; the same --sample 80)"
+# the tied head frozen (freeze=wte.weight): the chunked call computes dx and no dW (no
+# gradient of the frozen weight anywhere, not even in the sink), the same records and
+# weights as the unchunked program (whose dW GEMM is dropped) within 1e-6, the embedding
+# the same bits in both (and not the trained one's)
+"$TRAINC" emit "$spec" --set freeze=wte.weight -o "$d/emit_frozen" >/dev/null
+joined "$d/emit_frozen"
+grep -q 'rt_head_cross_entropy(e, layernorm_ln_f, P_wte_weight, in_y, e->train ? d_layernorm_ln_f : NULL, NULL, linear_lm_head_chunk,' "$d/emit_frozen/host.joined"
+! grep -q 'G_wte_weight\|e->sink' "$d/emit_frozen/host.joined"
+"$TRAINC" build "$spec" --set freeze=wte.weight -o "$d/frozen" 2>/dev/null
+TRAINC_HEAD_CHUNKS=1 "$TRAINC" build "$spec" --set freeze=wte.weight -o "$d/frozen1" 2>/dev/null
+"$d/frozen" "${O[@]}" --out "$d/frozen.run" 2>/dev/null
+"$d/frozen1" "${O[@]}" --out "$d/frozen1.run" 2>/dev/null
+"$PY" - "$d/frozen.run" "$d/frozen1.run" "$d/pad.run" <<'PY'
+import json, sys
+import numpy as np
+sys.path.insert(0, "tests")
+from st_check import load
+def recs(run):
+    return [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
+            for l in open(run + "/metrics.jsonl") if '"event"' not in l]
+a, b = recs(sys.argv[1]), recs(sys.argv[2])
+assert len(a) >= 30 and len(a) == len(b), (a, b)
+for x, y in zip(a, b):
+    for k in x:
+        assert abs(x[k] - y[k]) <= 1e-6 * max(1.0, abs(y[k])), (k, x, y)
+wa, wb = load(sys.argv[1] + "/model.safetensors"), load(sys.argv[2] + "/model.safetensors")
+for k in wa:
+    assert np.abs(wa[k] - wb[k]).max() <= 1e-6, k
+trained = load(sys.argv[3] + "/model.safetensors")   # (unfrozen: wte moved there)
+assert np.array_equal(wa["wte.weight"], wb["wte.weight"])
+assert not np.array_equal(wa["wte.weight"], trained["wte.weight"])
+PY
+echo "ok   tiny_vocab with its tied head frozen: the chunked call without dW, as the unchunked program (30 steps within 1e-6)"

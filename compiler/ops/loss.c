@@ -202,16 +202,17 @@ static void lower_head_loss(Program *p, Node *nd)
                         (long long)g->head_chunk);
     g->head_z = z;
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->flops = (p->eval ? 2 : 6) * rows * d * wrows;
+    int want_dx = !p->eval && dx, want_dw = !p->eval && !h->w->frozen;   /* (train.freeze) */
+    a->flops = (2 + 2 * want_dx + 2 * want_dw) * rows * d * wrows;
     const char *tie = h->layer && h->layer->tie ? "; W is " : "";
     a->what = xasprintf("the head and cross entropy, %lld rows of each sample at a time: "
-                        "logits = x W^T, loss and accuracy%s%s%s", (long long)g->head_chunk,
+                        "logits = x W^T, loss and accuracy%s%s%s%s%s", (long long)g->head_chunk,
                         p->eval ? " (no gradient in validation)"
-                                : "; in training d(logits) in place, dx = d(logits) W, "
-                                  "dW += d(logits)^T x",
+                                : want_dx || want_dw ? "; in training d(logits) in place" : "",
+                        want_dx ? ", dx = d(logits) W" : "", want_dw ? ", dW += d(logits)^T x" : "",
                         tie, *tie ? h->w->name : "");
-    Arg adx = p->eval || !dx ? arg_null() : arg_train(dx);
-    Arg adw = p->eval ? arg_null() : arg_train(h->w->g);
+    Arg adx = want_dx ? arg_train(dx) : arg_null();
+    Arg adw = want_dw ? arg_train(h->w->g) : arg_null();
     SET_CALL(a, CALL_HEAD_CE, arg_t(x), arg_t(h->w->t), arg_t(t), adx, adw, arg_t(z),
              arg_rows(rows), arg_rows(g->head_chunk), arg_int(d), arg_int(wrows), arg_int(C),
              arg_int(ld), arg_float(nd->p));
@@ -219,10 +220,10 @@ static void lower_head_loss(Program *p, Node *nd)
     instr_reads(a, h->w->t);
     instr_reads(a, t);
     instr_writes(a, z);
-    if (!p->eval) {
+    if (want_dx)
         instr_writes(a, dx);
+    if (want_dw)
         instr_writes(a, h->w->g);
-    }
 }
 
 /* The loss, and in training the gradient of the prediction. */
