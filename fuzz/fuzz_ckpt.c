@@ -12,7 +12,8 @@ static const rt_param params[] = {
     {.name = "0.bias", .rank = 1, .shape = {4}, .numel = 4, .offset = 12},
 };
 static const rt_model model = {.abi = RT_ABI_VERSION, .name = "fuzz", .model_hash = "0123456789abcdef",
-                               .n_params = 2, .params = params, .param_floats = 16};
+                               .n_params = 2, .params = params, .param_floats = 16,
+                               .n_trainable = 2, .trainable_floats = 16};
 static rt_train_config cfg;
 static char **lines;
 static int nlines;

@@ -9,7 +9,8 @@ static const rt_param params[] = {
     {.name = "h.0.attn.qkv.weight", .rank = 3, .shape = {2, 2, 2}, .numel = 8, .offset = 16},
 };
 static const rt_model model = {.abi = RT_ABI_VERSION, .name = "fuzz", .n_params = 3,
-                               .params = params, .param_floats = 24};
+                               .params = params, .param_floats = 24, .n_trainable = 3,
+                               .trainable_floats = 24};
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

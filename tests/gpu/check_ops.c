@@ -2249,18 +2249,18 @@ static void make_model(fake_model *f, const int64_t *sizes, const int *rank2, in
         off += sizes[i];
     }
     f->m = (rt_model){.abi = RT_ABI_VERSION, .name = "check_ops", .n_params = n,
-                      .params = f->p, .param_floats = off};
+                      .params = f->p, .param_floats = off, .n_trainable = n, .trainable_floats = off};
 }
 
 /* The optimizer over [lo, hi) of the region (all of it, or a ZeRO-1 shard whose state
- * is its own), against optim.c's range versions. hi < 0: the whole region. */
+ * is its own), against optim.c's range versions. hi < 0: the whole trained region. */
 static void t_optim(const fake_model *f, const char *label, rt_train_config *c, int64_t steps,
                     double lr, float gscale, int clip, int64_t lo, int64_t hi)
 {
     const rt_model *m = &f->m;
     int64_t np = m->param_floats;
     if (hi < 0)
-        hi = np;
+        hi = m->trainable_floats;
     int64_t ns = rt_optim_state_parts(c) * (hi - lo);
     SHAPE("%s, %lld floats, [%lld, %lld), %lld steps", label, (long long)np, (long long)lo,
           (long long)hi, (long long)steps);
@@ -2314,13 +2314,13 @@ static void t_optim_clip(const fake_model *f, const char *label, rt_train_config
                          int64_t steps, double lr)
 {
     const rt_model *m = &f->m;
-    int64_t np = m->param_floats, ns = rt_optim_state_parts(c) * np;
+    int64_t np = m->param_floats, nt = m->trainable_floats, ns = rt_optim_state_parts(c) * nt;
     SHAPE("%s, clip at %g, %lld floats, %lld steps", label, c->grad_clip, (long long)np,
           (long long)steps);
     float *p = fvec(np), *st = fvec(ns);
     float *dp = up(p, np * 4), *dp2 = up(p, np * 4), *dg = dalloc(np * 4);
     float *dst = up(st, (ns ? ns : 1) * 4), *dst2 = up(st, (ns ? ns : 1) * 4);
-    rt_cu_optim_setup(G, c, m, 0, np);
+    rt_cu_optim_setup(G, c, m, 0, nt);
     int clipped = 0;
     for (int64_t t = 1; t <= steps; t++) {
         float *g = fvec(np);
@@ -2331,7 +2331,7 @@ static void t_optim_clip(const fake_model *f, const char *label, rt_train_config
         int clip = coef < 1.0f;
         float gs = clip ? coef : 1.0f;
         clipped += clip;
-        rt_optim_step_range(C.rt, c, m, 0, np, p, g, st, t, lr, gs, clip);
+        rt_optim_step_range(C.rt, c, m, 0, nt, p, g, st, t, lr, gs, clip);
         rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
                          (rt_dptr)(uintptr_t)dst, t, lr, gs, clip);
         rt_dptr ss = rt_cu_grad_sumsq_queue(G, m, (rt_dptr)(uintptr_t)dg);
@@ -2351,31 +2351,35 @@ static void t_optim_clip(const fake_model *f, const char *label, rt_train_config
     free(p), free(st), reset();
 }
 
-/* train.freeze: tensors 1 and 4 of the odd model frozen (RT_OPT_FROZEN chunks): the
- * optimizer and the norm against optim.c's, which skip them, and the frozen tensors'
- * values after the steps the bits they started with, on the GPU */
+/* train.freeze: the odd model's last two tensors frozen, laid out after the trained ones
+ * as trainc lays them out (trainable_floats: the optimizer's and the norm's region ends
+ * there): against optim.c's, and the frozen tensors' values after the steps the bits
+ * they started with, on the GPU */
 static void t_optim_frozen(const int64_t *sizes, const int *rank2, int n)
 {
     static fake_model mf;
     make_model(&mf, sizes, rank2, n);
-    mf.p[1].frozen = mf.p[4].frozen = 1;
+    mf.p[n - 2].frozen = mf.p[n - 1].frozen = 1;
+    mf.m.n_trainable = n - 2;
+    mf.m.trainable_floats = mf.p[n - 2].offset;
     rt_train_config c;
     rt_config_defaults(&c);
     c.opt = RT_OPT_ADAMW, c.lr = 1e-3, c.beta1 = 0.9, c.beta2 = 0.999, c.eps = 1e-8;
     c.weight_decay = 0.1;
-    t_optim(&mf, "adamw, tensors 1 and 4 frozen", &c, 3, 1e-3, 0.5f, 1, 0, -1);
-    t_optim(&mf, "adamw, tensors 1 and 4 frozen, a shard", &c, 2, 1e-3, 1.0f, 0, 200, 33000);
+    t_optim(&mf, "adamw, the last 2 tensors frozen", &c, 3, 1e-3, 0.5f, 1, 0, -1);
+    t_optim(&mf, "adamw, the last 2 tensors frozen, a shard", &c, 2, 1e-3, 1.0f, 0, 200, 33000);
     c.grad_clip = 1.0;
-    t_optim_clip(&mf, "adamw, tensors 1 and 4 frozen", &c, 2, 1e-3);
+    t_optim_clip(&mf, "adamw, the last 2 tensors frozen", &c, 2, 1e-3);
     c.grad_clip = NAN;
     c.opt = RT_OPT_SGD, c.weight_decay = 0.01, c.momentum = 0.9, c.nesterov = 1;
-    t_optim(&mf, "sgd, nesterov, tensors 1 and 4 frozen", &c, 3, 0.05, 1.0f, 0, 0, -1);
+    t_optim(&mf, "sgd, nesterov, the last 2 tensors frozen", &c, 3, 0.05, 1.0f, 0, 0, -1);
     /* the frozen tensors on the GPU, bit for bit */
-    int64_t np = mf.m.param_floats, ns = rt_optim_state_parts(&c) * np;
-    SHAPE("sgd, tensors 1 and 4 frozen, %lld floats, 2 steps", (long long)np);
+    int64_t np = mf.m.param_floats, nt = mf.m.trainable_floats;
+    int64_t ns = rt_optim_state_parts(&c) * nt;
+    SHAPE("sgd, the last 2 tensors frozen, %lld floats, 2 steps", (long long)np);
     float *p = fvec(np), *st = fvec(ns), *g = fvec(np);
     float *dp = up(p, np * 4), *dg = up(g, np * 4), *dst = up(st, ns * 4);
-    rt_cu_optim_setup(G, &c, &mf.m, 0, np);
+    rt_cu_optim_setup(G, &c, &mf.m, 0, nt);
     for (int64_t t = 1; t <= 2; t++)
         rt_cu_optim_step(G, &c, &mf.m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
                          (rt_dptr)(uintptr_t)dst, t, 0.05, 1.0f, 0);

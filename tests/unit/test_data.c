@@ -279,7 +279,8 @@ static int test_init_params(void)
         p[i] = (rt_param){.name = "w", .rank = 1, .shape = {t[i].n}, .numel = t[i].n, .offset = off,
                           .init = t[i].init, .init_a = t[i].a};
     }
-    rt_model m = {.n_params = NT, .params = p, .param_floats = total};
+    rt_model m = {.n_params = NT, .params = p, .param_floats = total, .n_trainable = NT,
+                  .trainable_floats = total};
     float *want = malloc((size_t)total * sizeof *want), *got = malloc((size_t)total * sizeof *got);
     rt_rng rng;
     rt_rng_seed(&rng, 1337);

@@ -113,7 +113,8 @@ static const rt_param tm_params[4] = {
     {.name = "ln.w", .rank = 3, .shape = {2, 2, 2}, .numel = 8, .offset = 24},
 };
 static const rt_model tm = {.abi = RT_ABI_VERSION, .name = "tm", .n_params = 4,
-                            .params = tm_params, .param_floats = 40};
+                            .params = tm_params, .param_floats = 40, .n_trainable = 4,
+                            .trainable_floats = 40};
 enum { TM_FLOATS = 40 };
 
 /* A header entry of a hand-made file. */
@@ -441,7 +442,7 @@ static int test_st_dtypes(void)
 #ifdef __FLT16_MAX__
     static const rt_param hp = {.name = "h", .rank = 1, .shape = {65536}, .numel = 65536};
     rt_model hm = {.abi = RT_ABI_VERSION, .name = "h", .n_params = 1, .params = &hp,
-                   .param_floats = 65536};
+                   .param_floats = 65536, .n_trainable = 1, .trainable_floats = 65536};
     unsigned char *all = malloc(2 * 65536);
     float *got = malloc(4 * 65536);
     CHECK(all && got);
