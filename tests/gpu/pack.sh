@@ -23,6 +23,10 @@ for spec in mlp_fashion cnn_fashion gpt_char; do
             --bundle "$P/ship" -o ${spec}_$p 2>>"$P/build.log"
     done
 done
+# tests/gpu/run.sh: gpt_char with its embeddings, first block and a layernorm weight
+# frozen (the pool without their gradients and state; the layernorm's dgamma in the sink)
+"$TRAINC" build specs/gpt_char.json --device both --arch "$ARCH" \
+    --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' --bundle "$P/ship" -o gpt_char_freeze 2>>"$P/build.log"
 for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in (bf16-mixed)
     "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \
         --bundle "$P/ship" -o gpt2_124m_$policy 2>>"$P/build.log"

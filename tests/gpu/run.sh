@@ -13,8 +13,9 @@
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
 # validations, GPU vs CPU (the first 25 steps < 1e-3, val losses < 1e-2) and against
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
-# (< 1e-3); a tiny Llama whose MLPs are moe layers (moe.cuh, the load-balancing loss, a
-# gated shared expert) 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
+# are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
+# vs CPU (< 1e-3); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
 # bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's);
 # compute-sanitizer memcheck on a short run.
@@ -144,6 +145,12 @@ PY
     r=$(curve "$D/gpt.gpu" "$D/gpt.cpu" 1e-3) && note "ok   gpt_char GPU vs CPU fp32: $r" || { note "FAIL gpt_char GPU vs CPU: $r"; fail=1; }
     "$S/gpt_char_bf16" --device cuda --out "$D/gpt.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/gpt.bf16" "$D/gpt.cpu" 1 1) && note "ok   gpt_char bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL gpt_char bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # freeze: the frozen tensors laid out last, no gradient or optimizer state of theirs
+    # in the pool, a layernorm's frozen dgamma in the sink (30 steps)
+    F=("${G[@]}" --set max_steps=30)
+    "$S/gpt_char_freeze" --device cpu --out "$D/gptf.cpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
+    "$S/gpt_char_freeze" --device cuda --out "$D/gptf.gpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/gptf.gpu" "$D/gptf.cpu" 1e-3) && note "ok   gpt_char with freeze GPU vs CPU fp32: $r" || { note "FAIL gpt_char with freeze GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe" --device cpu --out "$D/moe.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/llama_moe" --device cuda --out "$D/moe.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
