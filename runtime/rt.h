@@ -356,8 +356,8 @@ char **rt_config_merge(char *const *spec_then, int n_then, char *const *run, int
                        char *const *spec_now, int n_now, int *n_out);
 /* Checks the cross-field rules; returns 0 or -1 with a message. */
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
-/* The optimizer state one of `ranks` ranks keeps, in bytes (fp32, param_floats as the
- * trainer allocates them): the whole state under ddp or in a world of one, rank 0's
+/* The optimizer state one of `ranks` ranks keeps, in bytes (fp32, over param_floats
+ * floats as the trainer allocates them: its trainable_floats): the whole state under ddp or in a world of one, rank 0's
  * shard (the largest, rt_dist_shard) under zero1 and zero2. What recompute auto and
  * the trainer's start-up check count, and trainc plan --ranks's optimizer column. */
 double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_t ranks);

@@ -104,7 +104,7 @@ _Noreturn void rt_cu_no_device(const char *why);
  * arena of Bmax * arena_row_bytes in another, inputs/stats/scratch/workspace in a
  * third; the loss statistics of up to `passes` passes a step); sets e->dev, e->arena,
  * e->params, e->grads to device addresses. The rank keeps gradient floats [glo, ghi):
- * all of them ([0, param_floats)), or zero2's shard, and then the gradient region is
+ * all of them ([0, trainable_floats)), or zero2's shard, and then the gradient region is
  * outside the block, backed on demand (rt_cu_grads_*). */
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
                 int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
@@ -503,7 +503,7 @@ void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, floa
                          int64_t rows, int64_t V, int64_t dim);
 
 /* The optimizer over the parameters [lo, hi) of the flat region (cuda_ops.c): all of
- * them (0, param_floats), or a ZeRO-1 shard. Set-up uploads the table of chunks
+ * them (0, trainable_floats), or a ZeRO-1 shard. Set-up uploads the table of chunks
  * (offsets, weight decay or not) once; the step is one launch. Same contract as
  * rt_grad_sumsq / rt_optim_step_range in rt_loop.h, on device pointers: params and
  * grads are the whole region, state holds [lo, hi) only. */

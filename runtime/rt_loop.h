@@ -12,7 +12,7 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total);
 double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
 /* The sum of squares of the parameter gradients inside [lo, hi) of the flat region,
  * g[k - lo] holding element k (gaps between tensors are skipped); summed in the same
- * blocks as rt_grad_norm, which is sqrt of it over [0, param_floats). */
+ * blocks as rt_grad_norm, which is sqrt of it over [0, trainable_floats). */
 double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g);
 /* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; else 0),
  * each laid out like the parameter region; floats of it for the whole region. */
@@ -97,8 +97,8 @@ void rt_prof_free(rt_prof *p);
 
 /* Data parallelism (ddp.c): reduce gradients across ranks during backward. */
 void rt_ddp_init(const rt_model *m, float *grads, int64_t bucket_bytes);
-/* the gradient bytes a step's sum over ranks carries (train.freeze's long frozen runs
- * left out under ddp); 0 before rt_ddp_init */
+/* the gradient bytes a step's sum over ranks carries (the trained parameters';
+ * train.freeze's have none); 0 before rt_ddp_init */
 int64_t rt_ddp_reduced_bytes(void);
 void rt_ddp_begin(int sync);   /* before a backward pass; sync: its gradients are reduced */
 /* the same for the gradients [lo, hi) of the region only (a GAN's network: its backward
@@ -111,7 +111,7 @@ void rt_ddp_finish(void);      /* after it: send the rest, wait for all buckets 
 void rt_ddp_use_gpu(rt_exec *e, int zero2);
 
 /* ZeRO-1/2 (zero.c): with strategy zero1 or zero2 on more than one rank ("on"), rank r
- * owns [lo, hi) = rt_dist_shard(param_floats, r, world) of the flat parameter region:
+ * owns [lo, hi) = rt_dist_shard(trainable_floats, r, world) of the trained parameters:
  * the optimizer state of that part only (rt_optim_state_parts x (hi - lo) floats), its
  * reduced gradients, and its update; the parameters are all-gathered after the step.
  * Off, [lo, hi) is the whole region and each function does what the unsharded loop
@@ -128,7 +128,7 @@ typedef struct rt_state_part {
 rt_state_part rt_zero_part(void);
 /* Every rank's shard length, in rank order ([world] floats); NULL when off. */
 const int64_t *rt_zero_counts(void);
-/* The region the backward pass writes gradients into (param_floats floats; zero2: a
+/* The region the backward pass writes gradients into (trainable_floats floats; zero2: a
  * mapping whose pages are returned as buckets are reduced), and zeroing it before the
  * first micro-batch of a step. */
 float *rt_zero_alloc_grads(const rt_model *m);
