@@ -83,12 +83,8 @@ static void pad_logits(GraphCtx *c, Tensor *pred, Tensor *dpred)
     pred->ld = dpred->ld = (C + 63) / 64 * 64;
     pred->what = xasprintf("%s (rows %lld apart: aligned for the GEMMs)",
                            pred->what ? pred->what : "logits", (long long)pred->ld);
-    last->w->pad_rows = pred->ld - C;
-    g->param_floats = 0;   /* the parameters' offsets again, with the zero rows */
-    for (int i = 0; i < g->n_params; i++) {
-        g->params[i]->offset = g->param_floats;
-        g->param_floats += param_span(g->params[i]);
-    }
+    last->w->pad_rows = pred->ld - C;   /* (graph.c lays the region out after the loss:
+                                          the zero rows are in param_span) */
 }
 
 /* A language model's head and its cross entropy: one call a chunk of rows at a time
