@@ -401,6 +401,8 @@ static cJSON *state_json(const rt_model *m, const rt_loop_state *s, char *const 
     cJSON_AddItemToObject(j, "model", cJSON_CreateString(m->name));
     cJSON_AddItemToObject(j, "model_hash", cJSON_CreateString(m->model_hash));
     cJSON_AddItemToObject(j, "ranks", cJSON_CreateNumber(rt_dist_world()));
+    if (m->n_trainable < m->n_params)   /* (a trainc before 2026-12-02 kept frozen state) */
+        cJSON_AddItemToObject(j, "optimizer_state", cJSON_CreateString("trained parameters"));
     cJSON *ls = cJSON_CreateObject();
 #define X(f) put_int(ls, #f, s->f);
     LOOP_INTS(X)
@@ -935,6 +937,15 @@ static void check_origin(const cJSON *j, const char *ck, const char *f, const rt
                        ck, cJSON_IsString(mn) ? mn->valuestring : "?", mh->valuestring, m->name,
                        m->model_hash);
     }
+    /* a checkpoint of a partly frozen model from a trainc before 2026-12-02 kept the
+     * frozen parameters' optimizer state (zeros); this trainer's files leave them out */
+    if (m->n_trainable < m->n_params &&
+        !cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "optimizer_state")))
+        rt_input_error("%s: this checkpoint was written by a trainc before 2026-12-02, whose "
+                       "optimizer files hold the frozen parameters' state too; this trainer's "
+                       "leave them out, so it cannot resume it. Resume it with the trainer that "
+                       "wrote it, or start a new run from its weights (--init %s/model.safetensors)",
+                       ck, ck);
     /* batch_size and the data order are per rank: the rank count is part of the run */
     const cJSON *nr = cJSON_GetObjectItemCaseSensitive(j, "ranks");
     if (cJSON_IsNumber(nr) && !(nr->valuedouble >= 1 && nr->valuedouble <= 1e6 &&

@@ -97,6 +97,20 @@ for n in a:
     assert np.array_equal(a[n], b[n]), n
 print(f"ok   freeze: the same initial values as without it ({len(a)} tensors; file order {list(b)})")
 PY
+# a checkpoint of a frozen model written before its optimizer files left the frozen
+# tensors out (2026-12-02: state.json without "optimizer_state") is refused, said
+ck=$(ls -d "$d/freeze.cut/checkpoints"/step_* | tail -1)
+cp -r "$d/freeze.cut" "$d/freeze.old"
+$PY - "$d/freeze.old/checkpoints/$(basename "$ck")/state.json" <<'PY'
+import json, sys
+j = json.load(open(sys.argv[1]))
+del j["optimizer_state"], j["state_xxh64"]
+json.dump(j, open(sys.argv[1], "w"), indent="\t")
+PY
+rc=0; "$d/trainer_freeze" --resume "$d/freeze.old" --quiet --threads 1 2>"$d/freeze.old.err" || rc=$?
+[ $rc -eq 1 ] && grep -q "written by a trainc before 2026-12-02.*--init" "$d/freeze.old.err" ||
+    { echo "FAIL an old frozen checkpoint: exit $rc"; cat "$d/freeze.old.err"; exit 1; }
+echo "ok   a frozen model's checkpoint from before 2026-12-02 refused: $(head -c 120 "$d/freeze.old.err")..."
 # batch 512: 117 batches an epoch, so the run crosses epochs (a new shuffle each,
 # validation at each epoch's end) and the cut may land anywhere
 # resumed with --resume DIR alone: max_steps, batch_size, accumulate, ... as the run had
