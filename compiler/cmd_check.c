@@ -118,7 +118,14 @@ int cmd_check(int argc, char **argv)
     int64_t frozen = 0;
     for (int i = 0; i < g->n_params; i++)
         frozen += g->params[i]->frozen ? g->params[i]->numel : 0;
-    if (frozen)
+    int64_t adapters = 0;
+    for (int i = 0; i < g->n_params; i++)
+        adapters += g->params[i]->lora == 1 ? g->params[i]->numel : 0;
+    if (adapters)
+        printf("  trainable    %lld (LoRA adapters of rank %lld: %lld; %lld held fixed)\n",
+               (long long)(np - frozen), (long long)s->train.lora_rank, (long long)adapters,
+               (long long)frozen);
+    else if (frozen)
         printf("  trainable    %lld (train.freeze holds %lld fixed)\n", (long long)(np - frozen),
                (long long)frozen);
     int64_t idle = moe_idle_params(g);

@@ -26,6 +26,8 @@
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
     HfWeights w;               /* the trainc weights */
+    int64_t lora_rank;         /* train.lora's rank, its adapters merged; 0: no lora */
+    double lora_scale;         /* and alpha / rank */
     HfOut out;
     const HfTensor **src;      /* per output tensor: its trainc tensor */
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
@@ -940,12 +942,74 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     e->offset[e->out.n - 1] = hf_offset(family_tables(e), m);   /* a norm: one part */
 }
 
+/* A train.lora adapter's name: its weight's prefix ends before `part` ("lora_A") */
+static const char *adapter_part(const char *name)
+{
+    const char *a = strstr(name, ".lora_A.weight"), *b = strstr(name, ".lora_B.weight");
+    const char *at = a ? a : b;
+    return at && strlen(at) == strlen(".lora_A.weight") ? at : NULL;
+}
+
+/* The adapter `part` of weight t, checked against it and the spec's rank; NULL where the
+ * file has none (the weights of a model before lora trained it) */
+static HfTensor *adapter(Ex *e, const HfTensor *t, const char *part)
+{
+    char *name = xasprintf("%.*s.%s.weight", (int)(strlen(t->name) - strlen(".weight")),
+                           t->name, part);
+    HfTensor *a = hf_find(&e->w, name);
+    int64_t want[2] = {part[5] == 'A' ? e->lora_rank : t->shape[0],
+                       part[5] == 'A' ? t->shape[1] : e->lora_rank};
+    if (a && (a->rank != 2 || a->shape[0] != want[0] || a->shape[1] != want[1]))
+        error_input("%s: tensor '%s' is not [%lld, %lld], the adapter train.lora's rank %lld "
+                    "gives '%s'", e->w.paths[0], name, (long long)want[0], (long long)want[1],
+                    (long long)e->lora_rank, t->name);
+    free(name);
+    return a;
+}
+
+/* Weight t (x, [out, in]) with its train.lora adapter merged: x + B A * alpha / rank
+ * (PEFT's merge_and_unload), each element's sum in double */
+static void merge_lora(const Ex *e, const HfTensor *t, float *x)
+{
+    if (!e->lora_rank || t->rank != 2 || adapter_part(t->name))
+        return;
+    HfTensor *ta = adapter((Ex *)e, t, "lora_A"), *tb = adapter((Ex *)e, t, "lora_B");
+    if (!ta || !tb)
+        return;
+    float *a = hf_read(&e->w, ta), *b = hf_read(&e->w, tb);
+    int64_t out = t->shape[0], in = t->shape[1], r = e->lora_rank;
+    for (int64_t o = 0; o < out; o++)
+        for (int64_t i = 0; i < in; i++) {
+            double sum = 0;
+            for (int64_t k = 0; k < r; k++)
+                sum += (double)b[o * r + k] * a[k * in + i];
+            x[o * in + i] = (float)((double)x[o * in + i] + sum * e->lora_scale);
+        }
+    free(a);
+    free(b);
+}
+
 static void plan_tensors(Ex *e)
 {
     const HfFamily *f = family_tables(e);
     hf_walk(f, f->prefix, &e->d, place, e);
+    for (int i = 0; i < e->w.n; i++) {
+        HfTensor *t = &e->w.t[i];
+        if (t->used && e->lora_rank && !adapter_part(t->name)) {   /* its adapters go with it */
+            HfTensor *a = adapter(e, t, "lora_A"), *b = adapter(e, t, "lora_B");
+            if (!a != !b)
+                error_input("%s: '%s' has a LoRA adapter's %s and not its %s", e->w.paths[0],
+                            t->name, a ? "lora_A" : "lora_B", a ? "lora_B" : "lora_A");
+            if (a)
+                a->used = b->used = 1;
+        }
+    }
     for (int i = 0; i < e->w.n; i++)
-        if (!e->w.t[i].used)
+        if (!e->w.t[i].used && adapter_part(e->w.t[i].name) && !e->lora_rank)
+            error_input("%s: tensor '%s' is a LoRA adapter and the spec has no train.lora: give "
+                        "export the spec the run trained with (its adapters are merged into "
+                        "their weights)", e->w.paths[0], e->w.t[i].name);
+        else if (!e->w.t[i].used)
             error_input("%s: tensor '%s' is no parameter of the spec's model", e->w.paths[0],
                         e->w.t[i].name);
 }
@@ -963,6 +1027,7 @@ static void write_tensors(const Ex *e, const char *path)
         if (t != held || e->reorder[k]) {
             free(x);
             x = hf_read(&e->w, t);
+            merge_lora(e, t, x);
             held = e->reorder[k] ? NULL : t;
         }
         const rt_param *p = &e->out.p[k];
@@ -1651,6 +1716,10 @@ int cmd_export(int argc, char **argv)
         error_input("export: --tokenizer %s: %s", tok, strerror(errno));
     const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
     Ex e = {.file = s->model_file};
+    if (s->train.has_lora) {
+        e.lora_rank = s->train.lora_rank;
+        e.lora_scale = s->train.lora_alpha / (double)s->train.lora_rank;
+    }
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");

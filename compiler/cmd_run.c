@@ -28,7 +28,8 @@ int cmd_run(int argc, char **argv)
         if (kv && (!strncmp(kv, "recompute=", 10) || !strncmp(kv, "memory_budget_mb=", 17) ||
                    !strncmp(kv, "batch_size=", 11) || !strncmp(kv, "precision=", 10) ||
                    !strncmp(kv, "device=", 7) || !strncmp(kv, "distributed.strategy=", 21) ||
-                   !strncmp(kv, "distributed.ranks=", 18) || !strncmp(kv, "freeze=", 7))) {
+                   !strncmp(kv, "distributed.ranks=", 18) || !strncmp(kv, "freeze=", 7) ||
+                   !strncmp(kv, "lora=", 5) || !strncmp(kv, "lora.", 5))) {
             spec_set(s, kv);
             sets++;
         } else if (dev && (!strcmp(dev, "cpu") || !strcmp(dev, "cuda"))) {

@@ -600,8 +600,9 @@ static void emit_host_tables(Program *p, Buf *b)
         snprintf(lit, sizeof lit, "%.9g", (double)(float)pa->init_a);
         if (!strpbrk(lit, ".eEn"))
             strcat(lit, ".0");
-        buf_printf(b, "}, %lld, %lld, %s, %sf%s},\n", (long long)pa->numel,
-                   (long long)pa->offset, init[pa->init], lit, pa->frozen ? ", .frozen = 1" : "");
+        buf_printf(b, "}, %lld, %lld, %s, %sf%s%s},\n", (long long)pa->numel,
+                   (long long)pa->offset, init[pa->init], lit, pa->frozen ? ", .frozen = 1" : "",
+                   pa->lora == 1 ? ", .lora = 1" : "");
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");

@@ -532,6 +532,7 @@ Graph *graph_build(const Spec *s, int eval)
     build_loss(&c);
     g->n_forward = g->n_nodes;
     check_conversions(&c);
+    lora_freeze(g);
     apply_freeze(g);
     lay_out_trainable_first(g);
     return g;

@@ -97,6 +97,8 @@ struct Param {
     int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
     int disc;                /* a GAN discriminator's (gan.c): its own optimizer */
     int frozen;              /* matched by train.freeze: no gradient wanted, no update */
+    int lora;                /* train.lora: 1 an adapter (A or B), 2 a weight adapted, 3 one
+                                it could adapt and does not */
     int model_index;         /* its place in the model's order (the initial values' draws
                                 follow it; frozen ones are laid out last: graph.c) */
     int64_t sink_offset;     /* frozen, yet an instruction writes its gradient (layernorm's

@@ -1734,6 +1734,8 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
                                           "shard two optimizers yet)";
     else if (t->freeze[0])
         k = "freeze", why = "a GAN trains all of both networks (freeze does not reach them yet)";
+    else if (t->has_lora)
+        k = "lora", why = "a GAN trains all of both networks (lora does not reach them yet)";
     if (!k)
         return 0;
     snprintf(key, keylen, "%s", k);

@@ -83,6 +83,9 @@ typedef struct Field {
  *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
+ *   lora null; once given: rank 8, alpha 8 (PEFT's LoraConfig's), targets null (every
+ *     linear layer's and attention projection's weight but the model's last layer's),
+ *     train null (no tensor of the model's own trained).
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
  *   distributed.ranks null: recompute auto counts a world of one (no shard of ZeRO's
  *     optimizer state); the trainer's own check counts the ranks it runs on.
@@ -121,6 +124,11 @@ typedef struct Field {
     X("schedule.gamma", "0.1", REAL(gamma, R_POS))                                      \
     X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
     X("freeze", "null", GLOBS_QUIET(freeze))                                            \
+    X("lora", "null", SECTION_QUIET(has_lora))                                          \
+    X("lora.rank", "8", INT(lora_rank, 1, 65536))                                       \
+    X("lora.alpha", "8", REAL(lora_alpha, R_POS))                                       \
+    X("lora.targets", "null", GLOBS_QUIET(lora_targets))                                \
+    X("lora.train", "null", GLOBS_QUIET(lora_train))                                    \
     X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed fp8-mixed"))     \
     X("loss_scale.init", "65536", REAL(ls_init, R_POS))                                 \
     X("loss_scale.growth_interval", "2000", INT(ls_growth_interval, 1, BIG))            \
@@ -1334,6 +1342,11 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
                 return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
                             c->train[i].key);
             }
+    if (c->has_lora && c->freeze[0]) {   /* (which tensors train is lora's to say) */
+        fail(key, keylen, "freeze");
+        return fail(err, errlen, "lora freezes every parameter but its adapters itself; name "
+                    "the model's own tensors to train as well in lora.train, not freeze");
+    }
     if (rt_epochs(c) < 0 && c->max_steps < 0 && isnan(c->max_time))
         return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
     rt_opt_group g = rt_opt_of(c, 0);

@@ -280,6 +280,11 @@ typedef struct rt_train_config {
     char out_dir[RT_PATH_MAX]; /* "" = none */
     char freeze[RT_PATH_MAX];  /* the frozen parameters' patterns, ','-joined; "" = none
                                   (compiled in: rt_param.frozen) */
+    int has_lora;              /* lora given: low-rank adapters on the targets' weights, */
+    int64_t lora_rank;         /* B [out, rank] A [rank, in], added as (alpha / rank) B A x; */
+    double lora_alpha;         /* every other parameter frozen but lora.train's */
+    char lora_targets[RT_PATH_MAX];  /* patterns, ','-joined; "" = every linear but the last */
+    char lora_train[RT_PATH_MAX];    /* patterns; "" = none (compiled in: rt_param.lora) */
 } rt_train_config;
 
 enum { RT_ON_GPU_AUTO, RT_ON_GPU_ALWAYS, RT_ON_GPU_NEVER };
@@ -588,6 +593,9 @@ int rt_safetensors_link(const char *src, const char *path);
  * are converted), every state tensor too (its counts as I64); extra tensors are an
  * error. Exits 1 naming the file and the tensor on any mismatch. */
 void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state);
+/* The same for --init: train.lora's adapters may be missing (they keep what params
+ * holds for them); returns how many were. */
+int rt_safetensors_read_init(const char *path, const rt_model *m, float *params, float *state);
 /* The same checks, but only the elements [lo, hi) of the flat parameter region are
  * read: dst[k - lo] receives element k (gaps between tensors are left alone); the
  * state is checked, not read. */

@@ -582,8 +582,9 @@ static const rt_param *entry_param(const rt_model *m, int k)
 }
 
 /* Matches every header entry with a parameter or state tensor; unknown names and
- * repeats are errors. */
-static void check_entries(st_file *f, const rt_model *m)
+ * repeats are errors, and so are missing tensors but, with `adapters`, train.lora's
+ * (rt_param.lora: they keep the values they have). Returns how many of those. */
+static int check_entries(st_file *f, const rt_model *m, int adapters)
 {
     for (const cJSON *t = f->root->child; t; t = t->next) {
         char buf[128];
@@ -606,9 +607,11 @@ static void check_entries(st_file *f, const rt_model *m)
         f->ent[k].name = entry_param(m, k)->name;
         check_entry(f, entry_param(m, k), &f->ent[k], t);
     }
-    int missing = 0, first = -1;
+    int missing = 0, first = -1, left = 0;
     for (int k = 0; k < m->n_params + m->n_state; k++)
-        if (!f->ent[k].seen) {
+        if (!f->ent[k].seen && adapters && k < m->n_params && m->params[k].lora)
+            left++;
+        else if (!f->ent[k].seen) {
             missing++;
             if (first < 0)
                 first = k;
@@ -618,6 +621,7 @@ static void check_entries(st_file *f, const rt_model *m)
     if (missing > 1)
         rt_input_error("%s: missing tensor '%s' (and %d more)", f->path,
                        entry_param(m, first)->name, missing - 1);
+    return left;
 }
 
 static int by_offsets(const void *a, const void *b)
@@ -634,8 +638,11 @@ static void check_tiling(const st_file *f, int n)
     const st_entry **order = malloc(sizeof *order * (size_t)(n > 0 ? n : 1));
     if (!order)
         rt_fail("out of memory reading %s", f->path);
+    int seen = 0;
     for (int i = 0; i < n; i++)
-        order[i] = &f->ent[i];
+        if (f->ent[i].seen)   /* (a train.lora adapter --init leaves out: none) */
+            order[seen++] = &f->ent[i];
+    n = seen;
     qsort(order, (size_t)n, sizeof *order, by_offsets);
     uint64_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -769,8 +776,8 @@ static void load_i64(const st_file *f, const st_entry *e, float *dst, int64_t nu
 
 /* Parameters [lo, hi) into dst (dst[k - lo]: element k), and with state != NULL the
  * layers' state; every tensor is checked either way. */
-static void read_file(const char *path, const rt_model *m, int64_t lo, int64_t hi, float *dst,
-                      float *state)
+static int read_file(const char *path, const rt_model *m, int64_t lo, int64_t hi, float *dst,
+                     float *state, int adapters)
 {
     st_file f = {.path = path};
     int64_t size;
@@ -787,10 +794,12 @@ static void read_file(const char *path, const rt_model *m, int64_t lo, int64_t h
     f.ent = calloc((size_t)(n > 0 ? n : 1), sizeof *f.ent);
     if (!f.ent)
         rt_fail("out of memory reading %s", path);
-    check_entries(&f, m);
+    int left = check_entries(&f, m, adapters);
     check_tiling(&f, n);
     for (int k = 0; k < m->n_params; k++) {
         const rt_param *p = &m->params[k];
+        if (!f.ent[k].seen)
+            continue;
         int64_t k0 = lo > p->offset ? lo - p->offset : 0;
         int64_t k1 = hi < p->offset + p->numel ? hi - p->offset : p->numel;
         if (k1 > k0)
@@ -809,17 +818,25 @@ static void read_file(const char *path, const rt_model *m, int64_t lo, int64_t h
     free(f.ent);
     if (close(f.fd) != 0)
         rt_input_error("%s: cannot read: %s", path, strerror(errno));
+    return left;
 }
 
 void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, int64_t hi,
                                float *dst)
 {
-    read_file(path, m, lo, hi, dst, NULL);
+    read_file(path, m, lo, hi, dst, NULL, 0);
 }
 
 void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state)
 {
     if (m->n_state && !state)
         rt_die("reading %s: the model has state but no place for it was given", path);
-    read_file(path, m, 0, m->param_floats, params, state);
+    read_file(path, m, 0, m->param_floats, params, state, 0);
+}
+
+int rt_safetensors_read_init(const char *path, const rt_model *m, float *params, float *state)
+{
+    if (m->n_state && !state)
+        rt_die("reading %s: the model has state but no place for it was given", path);
+    return read_file(path, m, 0, m->param_floats, params, state, 1);
 }

@@ -143,7 +143,16 @@ void rt_run_data(Run *r)
 static void read_init(Run *r)
 {
     const rt_model *m = r->m;
-    rt_safetensors_read(r->o.init, m, r->params, r->layer_state);
+    int lora = 0;
+    for (int i = 0; i < m->n_params; i++)
+        lora += m->params[i].lora;
+    if (lora)   /* adapters the file leaves out start as a fresh run's (B zero) */
+        rt_init_params(r->e.rt, m, r->params, r->c.seed);
+    int left = rt_safetensors_read_init(r->o.init, m, r->params, r->layer_state);
+    if (left && rt_dist_rank() == 0)
+        fprintf(stderr, "trainc: %s: %d of the %d LoRA adapter tensors not in it: initialized "
+                "(A random, B zero: the model computes what the file's weights do)\n",
+                r->o.init, left, lora);
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
         for (int64_t j = 0; j < p->numel; j++)

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 11
+#define RT_ABI_VERSION 12
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -39,6 +39,8 @@ typedef struct rt_param {
                                   held as an int64 in two floats); parameters: 0 */
     int frozen;                /* train.freeze matched it: never updated, its gradient
                                   not computed (or not read) */
+    int lora;                  /* a train.lora adapter: --init may leave it out (it keeps
+                                  its initial value) */
 } rt_param;
 
 /* One model input as stored in the data files: per-sample shape and dtype. */

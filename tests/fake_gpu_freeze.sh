@@ -52,3 +52,11 @@ for run in sys.argv[1:4]:
 print(f"ok   gradients and AdamW's state of the {trained} trained floats alone, on the CPU and the GPU "
       f"(of {s['param_bytes'] // 4})")
 PY
+
+# train.lora on the GPU: adapters on every linear weight but the head's (their linear,
+# scale and add nodes; everything else frozen), fp32, against the CPU as above
+fbuild "$t.json" --set precision=fp32 --set lora.rank=4 --set lora.alpha=8 -o "$t.lora" 2>"$t.lora.build.log"
+gpu "$t.lora" --device cuda "${O[@]}" --out "$t.lora.gpu" 2>"$t.lora.gpu.log"
+"$t.lora" --device cpu "${O[@]}" --out "$t.lora.cpu" 2>"$t.lora.cpu.log"
+r=$("$PY" tests/fake_gpu/judge.py close "$t.lora.cpu" "$t.lora.gpu" --close 1e-6)
+echo "ok   lora fp32 --device cuda vs cpu: $r"

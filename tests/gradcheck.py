@@ -52,7 +52,7 @@ def data(name, shape, classes=None, target_shape=None, x_vocab=None):
     np.save(os.path.join(OUT, name + "_y.npy"), y)
 
 def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(), x_dtype="f32",
-         x_vocab=None, init=None, loss_keys=None):
+         x_vocab=None, init=None, loss_keys=None, train=None):
     data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape, x_vocab)
     y = {"shape": list(target_shape), "dtype": "i32", "classes": classes} if loss == "cross_entropy" \
         else {"shape": list(target_shape), "dtype": "f32"}
@@ -69,6 +69,8 @@ def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(
         spec["model"]["init"] = init
     if loss_keys:
         spec["model"]["loss"].update(loss_keys)
+    if train:
+        spec["train"].update(train)
     path = os.path.join(OUT, name + ".json")
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
@@ -78,6 +80,10 @@ L = lambda n, **k: dict({"op": "linear", "out": n}, **k)
 cases = [
     case("linear", [8], [L(6), L(4)]),
     case("linear_nobias", [8], [L(6, bias=False), L(4)]),
+    # train.lora: adapters (rank 2, alpha 3) on the two hidden linears, a bias of the
+    # model's trained too; checked from weights one SGD step on (B is zero at first)
+    case("lora", [8], [L(6), {"op": "relu"}, L(5), L(4)],
+         train={"lora": {"rank": 2, "alpha": 3, "train": ["2.bias"]}}),
     case("relu", [8], [L(6), {"op": "relu"}, L(4)]),
     case("gelu", [8], [L(6), {"op": "gelu"}, L(4)]),
     case("gelu_tanh", [8], [L(6), {"op": "gelu", "approximate": "tanh"}, L(4)]),
@@ -116,6 +122,7 @@ cases += [case("glu_" + act, [8], [L(12), {"op": "glu", "act": act}, L(4)])
           for act in ("silu", "gelu", "gelu_tanh", "sigmoid", "relu")]
 TRAIN_MODE = {"batchnorm2d", "batchnorm1d"}
 WHOLE_BATCH = {"moe_aux"}   # (below) the gradient of one batch of 16, not two of 8
+STEPPED = {"lora"}          # checked from the weights one SGD step (lr 1) on
 # token models: x holds ids in [0, 7), y the next ids
 E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
 tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
@@ -315,7 +322,7 @@ def fd_check(name, path):
         if p.returncode:
             raise SystemExit(f"{name}: trainer {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
         return p.stdout
-    trainer("--set", "optimizer.lr=0", "--out", os.path.join(d, "w0"))
+    trainer("--set", "optimizer.lr=%d" % (name in STEPPED), "--out", os.path.join(d, "w0"))
     w0_path = os.path.join(d, "w0", "model.safetensors")
     # the gradient of the 16 rows as two accumulated batches of 8: the weight
     # gradients' GEMMs must add to what the first batch left (batchnorm: one batch of
@@ -338,6 +345,8 @@ def fd_check(name, path):
     for t in w0:
         if w0[t].dtype == np.int64 or "running_" in t:
             continue   # batchnorm's state: no gradient
+        if name in STEPPED and ".lora_" not in t and t != "2.bias":
+            continue   # lora's frozen tensors: no gradient (lora_parity.py: unchanged)
         base = w0[t].astype(np.float64)
         g = base - w1[t].astype(np.float64)
         gn = float(np.linalg.norm(g))

@@ -1485,6 +1485,41 @@ def roundtrips(val):
         roundtrip(name, m, src, val, kw.get("as"))
 
 
+def lora_case(val):
+    """train.lora on the imported Llama (GQA, untied): the run starts from init.safetensors
+    (no adapters in it: they start at B zero), trains 5 steps, and export merges each
+    adapter into its weight (W + B A alpha / rank): transformers' loss on the export equals
+    trainc's --eval of the run's weights with the adapters apart; the export without the
+    spec's lora refuses the adapters, named."""
+    d = os.path.join(OUT, "llama")
+    for f, steps in (("lora_eval.json", 1), ("lora_train.json", 5)):
+        train_spec(d + "/" + f, steps)
+        sp = json.load(open(d + "/" + f))
+        sp["train"]["lora"] = {"rank": 4, "alpha": 8}
+        sp["train"]["optimizer"]["lr"] = 1e-2
+        json.dump(sp, open(d + "/" + f, "w"))
+    r = trainc("run", d + "/model.json", d + "/lora_train.json", "--init", d + "/init.safetensors",
+               "--threads", 1, "--quiet", "--out", d + "/lora_run")
+    check("16 of the 16 LoRA adapter tensors not in it" in r.stderr,
+          "lora from an import: the adapters start fresh, said: %s" % next(
+              (l for l in r.stderr.splitlines() if "LoRA" in l), "nothing"))
+    trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
+           d + "/lora_run/model.safetensors", "-o", d + "/lora_export")
+    back = AutoModelForCausalLM.from_pretrained(d + "/lora_export", attn_implementation="eager")
+    back.eval()
+    r = trainc("run", d + "/model.json", d + "/lora_eval.json", "--init",
+               d + "/lora_run/model.safetensors", "--eval", "--threads", 1, "--out", d + "/lora_eval")
+    ours = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+    theirs, before = hf_loss(back, val), trainc_eval(d, d + "/init.safetensors")
+    check(rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-4,
+          "llama with lora trained 5 steps, exported merged: trainc --eval %.7f, transformers "
+          "%.7f (%.1e; before training %.7f)" % (ours, theirs, rel(ours, theirs), before))
+    r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+               d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", expect=1)
+    check("is a LoRA adapter" in r.stderr and not os.path.exists(d + "/lora_refused"),
+          "export without the spec's lora: exit 1, %s" % r.stderr.strip())
+
+
 def family_bad_configs():
     """The layernorm families' configs trainc cannot express, each refused naming it; and
     Mixtral's and Qwen2-MoE's."""
@@ -1547,6 +1582,8 @@ def main():
     shard(OUT + "/val_000000.bin", val)
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
     roundtrips(val)
+    if not NEWER:
+        lora_case(val)
     g = torch.Generator().manual_seed(1)
     norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
              for i in range(2) for c in "qk"}

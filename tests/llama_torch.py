@@ -131,6 +131,27 @@ class Params:
         return self.t[name]
 
 
+# train.lora (trainc's extension) as PEFT computes it: None, or {"rank", "alpha",
+# "adapts": weight name -> bool}; an adapted weight W's output gains B(A(x)) * alpha / rank
+LORA = None
+
+
+def lora_delta(x, wname, rows, P):
+    """The adapter's term for weight wname ([rows, x's width]) on input x, or None."""
+    if LORA is None or not LORA["adapts"](wname):
+        return None
+    pre, r = wname[:-len(".weight")], LORA["rank"]
+    a = P(pre + ".lora_A.weight", (r, x.shape[-1]), "w")
+    b = P(pre + ".lora_B.weight", (rows, r), "w")
+    return F.linear(F.linear(x, a), b) * (LORA["alpha"] / r)
+
+
+def adapted(y, x, wname, P):
+    """y = x W^T (+ b), plus lora's term where LORA adapts W."""
+    d = lora_delta(x, wname, y.shape[-1], P)
+    return y if d is None else y + d
+
+
 def attention(h, l, P, name, it=None):
     """[B, T, d] -> [B, T, d] (SPEC's attention row; head_dim, trainc's extension, a head's
     width apart from d / heads; interleave, trainc's extension: iteration it of the
@@ -150,6 +171,9 @@ def attention(h, l, P, name, it=None):
     # (the same numbers as one GEMM and a split, to the last bit as BLAS goes)
     q, k, v = (F.linear(h, wp, bp) for wp, bp in zip(w.split([H * hd, KV * hd, KV * hd]),
                b.split([H * hd, KV * hd, KV * hd]) if bias else (None,) * 3))
+    dl = lora_delta(h, name + ".qkv.weight", rows, P)
+    if dl is not None:   # one adapter over the fused rows (its parts share A)
+        q, k, v = (t + dt for t, dt in zip((q, k, v), dl.split([H * hd, KV * hd, KV * hd], -1)))
     if l.get("qk_norm") == "all_heads":   # over all of q's heads, all of k's (OLMo 2)
         eps = l.get("eps", 1e-6)
         q = rmsnorm(q, P(name + ".q_norm.weight", (H * hd,), "norm"), eps)
@@ -182,8 +206,9 @@ def attention(h, l, P, name, it=None):
     s = s.masked_fill(~seen, torch.finfo(s.dtype).min)
     a = F.softmax(s, dim=-1, dtype=torch.float32)
     o = torch.matmul(a, v).transpose(1, 2).reshape(B, T, H * hd)
-    return F.linear(o, P(name + ".proj.weight", (d, H * hd), "w"),
-                    P(name + ".proj.bias", (d,), "b") if bias else None)
+    return adapted(F.linear(o, P(name + ".proj.weight", (d, H * hd), "w"),
+                            P(name + ".proj.bias", (d,), "b") if bias else None),
+                   o, name + ".proj.weight", P)
 
 
 def moe(l, h, P, name):
@@ -239,11 +264,14 @@ def run_layers(layers, h, x, P, prefix, embeds, it=None):
             else:
                 w = P(name + ".weight", (l["out"], h.shape[-1]), "w")
             b = P(name + ".bias", (l["out"],), "b") if l.get("bias", True) else None
+            x_in = h
             if glu_next:   # the gate rows and the up rows apart, as HF's gate_proj, up_proj
                 h = torch.cat([F.linear(h, wp, bp) for wp, bp in
                                zip(w.chunk(2), b.chunk(2) if b is not None else (None, None))], dim=-1)
             else:
                 h = F.linear(h, w, b)
+            if not l.get("tie"):
+                h = adapted(h, x_in, name + ".weight", P)
         elif op == "rmsnorm":
             h = rmsnorm(h, P(name + ".weight", (h.shape[-1],), "norm"), l.get("eps", 1e-6))
         elif op == "layernorm":   # bias false: the weight alone; affine false: neither

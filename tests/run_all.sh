@@ -141,6 +141,7 @@ check parity/glu          $PYTHON tests/glu_parity.py
 # shipped specs' counts; llama_char learning
 check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
+check parity/lora        $PYTHON tests/lora_parity.py
 check llama_specs          bash tests/llama_specs.sh
 check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16

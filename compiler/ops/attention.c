@@ -152,6 +152,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
     if (l->bias && !l->bias_proj)
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
+    qkv = lora_adapt(c, a, n1);
     Tensor *att = act_tensor(c, l->path, layer_ident("lse", pfx), 2, (int64_t[]){l->heads, T});
     att->origin = at;
     att->keep32 = 1;
@@ -182,6 +183,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     if (l->bias && !l->bias_qkv)
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
                           l->path);
+    o = lora_adapt(c, a, n3);
     /* the projections' GEMMs (each backward: the input's gradient and the weight's), the
      * scores and their product with V (backward: twice those, for dq, dk and dv) */
     double qkv_gemm = 2.0 * T * d * wq, out_gemm = 2.0 * T * d * dc;

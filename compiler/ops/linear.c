@@ -63,7 +63,7 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
                           init.kind == INIT_DEFAULT ? bound : 0.0, l->path);
     int64_t rows = x->numel / in;
     add_flops(c, nd, l->path, 2.0 * rows * in * out, 2.0 * rows * in * out, 2.0 * rows * in * out);
-    c->cur = y;
+    c->cur = lora_adapt(c, a, nd);
 }
 
 /* Whether a linear layer's GEMMs run over its weight's zero rows too (ir.h's gemm_rows) */
@@ -87,8 +87,8 @@ static char *tied_note(char *what, const Node *nd, int dw)
 static int fp8_gemm(const Program *p, const Node *fwd)
 {
     const Graph *g = p->g;
-    if (!g->fp8 || fwd->out == g->pred || (fwd->layer && fwd->layer->tie))
-        return 0;
+    if (!g->fp8 || fwd->out == g->pred || (fwd->layer && fwd->layer->tie) || fwd->w->lora == 1)
+        return 0;   /* (train.lora's adapters: GEMMs too thin for FP8's casts to pay) */
     return !pads(fwd->w, fwd->out->shape[fwd->out->rank - 1], fwd->out);
 }
 

@@ -93,6 +93,11 @@ Tensor *build_qk_norm_all(GraphCtx *c, const LayerArgs *a, Tensor *qkv, int64_t 
 /* ops/glu.c: glu's node over x [..., 2h + 1], its outputs times the sigmoid of the last
  * column (a moe layer's gated shared expert); returns y [..., h] */
 Tensor *build_gated_glu(GraphCtx *c, const LayerArgs *a, Tensor *x);
+/* ops/lora.c: train.lora's adapter on a linear node of the layer being built (its
+ * output, or the adapted sum, for the layer to go on with); after the graph, the
+ * freezing of all but the adapters and lora.train's */
+Tensor *lora_adapt(GraphCtx *c, const LayerArgs *a, Node *base);
+void lora_freeze(Graph *g);
 /* ops/moe.c: the moe layers' load-balancing loss (Graph.moe_aux), after the loss */
 void build_moe_aux(GraphCtx *c);
 /* ops/loss.c: a GAN's loss term (RT_GAN_*) on the discriminator's logits: its node and
