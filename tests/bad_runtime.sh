@@ -189,6 +189,8 @@ t set_policy_none   "--set recompute=selective: this trainer's recomputation pla
                     --set recompute=selective
 t set_freeze_built  "--set freeze=1.*: which parameters this trainer freezes (none) is compiled into it; rebuild it with trainc build ... --set freeze=..." \
                     --set 'freeze=1.*'
+t set_lora_built    "--set lora...: this trainer's LoRA adapters (none) are compiled into it; rebuild it with trainc build ... --set lora.rank=..." \
+                    --set lora.rank=4
 # a budget the auto plan fits, and one given to a trainer of another policy (which, as
 # with trainc run, does not read it): they train
 for a in "auto --set memory_budget_mb=7" "trainer --set memory_budget_mb=1"; do

@@ -117,10 +117,10 @@ static void check_matches(const Graph *g, const char *key, const char *patterns,
         if (near)
             error_at(s->train_file, at, "'%s' matches no %s; did you mean '%s'?", pat,
                      !strcmp(key, "lora.targets") ? "weight lora adapts" : "parameter", near);
-        error_at(s->train_file, at, "'%s' matches no %s (%d in all%s%s)", pat,
+        error_at(s->train_file, at, "'%s' matches no %s%s%s%s", pat,
                  !strcmp(key, "lora.targets") ? "weight lora adapts (a linear layer's or "
-                 "an attention projection's, not the head's)" : "parameter", n,
-                 n ? ", the first " : "", n ? names[0] : "");
+                 "an attention projection's, not the head's)" : "parameter",
+                 n ? "; the first of them is '" : "", n ? names[0] : "", n ? "'" : "");
     }
     free(list);
     free(at);
