@@ -111,8 +111,10 @@ static void check_matches(const Graph *g, const char *key, const char *patterns,
                 names[n++] = g->params[k]->name;
                 hits += !fnmatch(pat, g->params[k]->name, 0);
             }
-        if (hits)
+        if (hits) {
+            free(names);
             continue;
+        }
         const char *near = rt_closest(pat, names);
         if (near)
             error_at(s->train_file, at, "'%s' matches no %s; did you mean '%s'?", pat,
