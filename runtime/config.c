@@ -83,7 +83,7 @@ typedef struct Field {
  *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
- *   lora null; once given: rank 8, alpha 8 (PEFT's LoraConfig's), targets null (every
+ *   lora null; once given: rank 8, alpha 8, dropout 0 (PEFT's LoraConfig's), targets null (every
  *     linear layer's and attention projection's weight but the model's last layer's),
  *     train null (no tensor of the model's own trained).
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
@@ -127,6 +127,7 @@ typedef struct Field {
     X("lora", "null", SECTION_QUIET(has_lora))                                          \
     X("lora.rank", "8", INT(lora_rank, 1, 65536))                                       \
     X("lora.alpha", "8", REAL(lora_alpha, R_POS))                                       \
+    X("lora.dropout", "0", REAL(lora_dropout, R_UNIT_OPEN))                             \
     X("lora.targets", "null", GLOBS_QUIET(lora_targets))                                \
     X("lora.train", "null", GLOBS_QUIET(lora_train))                                    \
     X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed fp8-mixed"))     \

@@ -282,7 +282,8 @@ typedef struct rt_train_config {
                                   (compiled in: rt_param.frozen) */
     int has_lora;              /* lora given: low-rank adapters on the targets' weights, */
     int64_t lora_rank;         /* B [out, rank] A [rank, in], added as (alpha / rank) B A x; */
-    double lora_alpha;         /* every other parameter frozen but lora.train's */
+    double lora_alpha;         /* every other parameter frozen but lora.train's; */
+    double lora_dropout;       /* dropout on x before A, in training */
     char lora_targets[RT_PATH_MAX];  /* patterns, ','-joined; "" = every linear but the last */
     char lora_train[RT_PATH_MAX];    /* patterns; "" = none (compiled in: rt_param.lora) */
 } rt_train_config;

@@ -116,12 +116,13 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "applies it when compiling)", c->freeze[0] ? c->freeze : "null",
                        compiled_freeze[0] ? compiled_freeze : "none");
     if (c->has_lora != compiled.has_lora || c->lora_rank != compiled.lora_rank ||
-        c->lora_alpha != compiled.lora_alpha || strcmp(c->lora_targets, compiled.lora_targets) ||
+        c->lora_alpha != compiled.lora_alpha || c->lora_dropout != compiled.lora_dropout ||
+        strcmp(c->lora_targets, compiled.lora_targets) ||
         strcmp(c->lora_train, compiled.lora_train))
         rt_input_error("--set lora...: this trainer's LoRA adapters (%s) are compiled into it; "
                        "rebuild it with trainc build ... --set lora.rank=... (trainc run applies "
-                       "them when compiling)", compiled.has_lora ? "their rank, alpha, targets "
-                       "and lora.train" : "none");
+                       "them when compiling)", compiled.has_lora ? "their rank, alpha, dropout, "
+                       "targets and lora.train" : "none");
     char key[256] = "";
     if (rt_config_check(c, err, sizeof err, key, sizeof key) != 0)   /* the key it blames */
         rt_input_error("$.train%s%s: %s", key[0] ? "." : "", key, err);

@@ -53,9 +53,11 @@ print(f"ok   gradients and AdamW's state of the {trained} trained floats alone, 
       f"(of {s['param_bytes'] // 4})")
 PY
 
-# train.lora on the GPU: adapters on every linear weight but the head's (their linear,
-# scale and add nodes; everything else frozen), fp32, against the CPU as above
-fbuild "$t.json" --set precision=fp32 --set lora.rank=4 --set lora.alpha=8 -o "$t.lora" 2>"$t.lora.build.log"
+# train.lora on the GPU: adapters on every linear weight but the head's (their dropout,
+# linear, scale and add nodes; everything else frozen), fp32, against the CPU as above
+# (the dropout masks the same on both)
+fbuild "$t.json" --set precision=fp32 --set lora.rank=4 --set lora.alpha=8 --set lora.dropout=0.1 \
+    -o "$t.lora" 2>"$t.lora.build.log"
 gpu "$t.lora" --device cuda "${O[@]}" --out "$t.lora.gpu" 2>"$t.lora.gpu.log"
 "$t.lora" --device cpu "${O[@]}" --out "$t.lora.cpu" 2>"$t.lora.cpu.log"
 r=$("$PY" tests/fake_gpu/judge.py close "$t.lora.cpu" "$t.lora.gpu" --close 1e-6)

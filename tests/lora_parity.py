@@ -12,12 +12,13 @@ one thread; every step's loss within 1e-4 relative:
   - some: lora.targets "*.qkv.weight,*.down.weight", rank 2, alpha 3.
 Then trainc's model.safetensors: every tensor but the trained ones bit for bit the
 initial one, the adapters moved. And `--init` of the base weights alone (no adapter in
-the file): the first loss is the base model's (B starts at zero).
+the file): the first loss is the base model's (B starts at zero). And lora.dropout: in
+training it moves the loss, --eval is the identity.
 
     $PYTHON tests/lora_parity.py
 """
-import copy
 import fnmatch
+import json
 import os
 import subprocess
 import sys
@@ -85,7 +86,6 @@ def base_init(x, y):
     ip = os.path.join(out, "init.safetensors")
     st_check.save(ip, {n: t.numpy().astype(np.float32) for n, t in P.t.items()})
     sp_path = os.path.join(out, "spec.json")
-    import json
     json.dump(sp, open(sp_path, "w"))
     r = subprocess.run([lt.TRAINC, "run", sp_path, "--init", ip, "--out", os.path.join(out, "run"),
                         "--threads", "1", "--quiet"], capture_output=True, text=True)
@@ -99,12 +99,39 @@ def base_init(x, y):
     return ok
 
 
+def dropout_case():
+    """lora.dropout 0.5 (on each adapted layer's input, before A): the first training loss
+    moves off the one without it, the next 2 steps too, and --eval (no dropout) of the
+    same weights gives the loss without it exactly."""
+    lt.LORA = {"rank": 4, "alpha": 8, "adapts": lambda n: n != "lm_head.weight"}
+    P = lt.init_params(MODEL, seed=2)
+    out = {}
+    for p in (0, 0.5):
+        tr = dict(lt.train_spec(3, B), lora={"rank": 4, "alpha": 8, "dropout": p})
+        tr["optimizer"]["lr"] = 0.0   # the same weights all along
+        d = os.path.join(OUT, "dropout_%g" % p)
+        losses = lt.run_trainc({"trainc": 1, "model": MODEL, "train": tr}, P.t, d)
+        r = subprocess.run([lt.TRAINC, "run", os.path.join(d, "spec.json"), "--init",
+                            os.path.join(d, "init.safetensors"), "--eval", "--threads", "1",
+                            "--set", "data.val.tokens=" + tr["data"]["train"]["tokens"],
+                            "--set", "validate.batches=2"], capture_output=True, text=True)
+        ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+        out[p] = (losses, ev)
+    (l0, e0), (l1, e1) = out[0], out[0.5]
+    ok = all(abs(a - b) > 1e-5 * abs(a) for a, b in zip(l0, l1)) and e0 == e1
+    print("%s lora dropout 0.5: training losses %s vs %s without it; --eval %.7f, %.7f without it"
+          % ("ok  " if ok else "FAIL", " ".join("%.5f" % v for v in l1),
+             " ".join("%.5f" % v for v in l0), e1, e0))
+    return ok
+
+
 def main():
     x, y = lt.token_windows(T, STEPS * B)
     ok = True
     for name in CASES:
         ok &= run_case(name, x, y)
     ok &= base_init(x, y)
+    ok &= dropout_case()
     sys.exit(0 if ok else 1)
 
 

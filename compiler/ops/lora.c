@@ -45,6 +45,26 @@ static int targeted(GraphCtx *c, const LayerArgs *a, Param *w)
     return hit;
 }
 
+/* lora.dropout: x through a dropout node of its own (its mask keyed by W's name, which
+ * tells a repeat's iterations apart), the input A sees; x itself without it */
+static Tensor *lora_dropout(GraphCtx *c, const LayerArgs *a, Tensor *x, const Param *w)
+{
+    double p = c->s->train.lora_dropout;
+    if (p <= 0)
+        return x;
+    Tensor *xd = act_tensor(c, a->l->path, layer_ident("lora_dropout", w->name), x->rank,
+                            x->shape);
+    xd->origin = a->at;
+    xd->what = "LoRA: dropout of the adapted layer's input";
+    Node *nd = layer_node(c, a, N_DROPOUT, x, xd);
+    nd->p = p;
+    char *key = xasprintf("lora %s", w->name);
+    nd->key = rt_fnv1a(key, strlen(key));
+    free(key);
+    c->g->has_dropout = 1;
+    return xd;
+}
+
 /* base, a linear node of the layer being built (x -> y, weight W): y itself, or with W
  * adapted the sum y + B(A(x)) * alpha / rank, for the layer to go on with */
 Tensor *lora_adapt(GraphCtx *c, const LayerArgs *a, Node *base)
@@ -72,7 +92,7 @@ Tensor *lora_adapt(GraphCtx *c, const LayerArgs *a, Node *base)
     tb->what = "LoRA: x A^T B^T";
     ts->what = "LoRA: x A^T B^T alpha / rank";
     ty->what = "the adapted layer's output: x W^T (+ b) + LoRA's";
-    Node *na = layer_node(c, a, N_LINEAR, x, ta);
+    Node *na = layer_node(c, a, N_LINEAR, lora_dropout(c, a, x, w), ta);
     na->w = add_param(g, xasprintf("%s.lora_A", pfx), "weight", 2, (int64_t[]){r, in},
                       RT_INIT_UNIFORM, 1.0 / sqrt((double)in), path);
     Node *nb = layer_node(c, a, N_LINEAR, ta, tb);

@@ -165,6 +165,7 @@ static const char *other_value(const char *key)
         {"lora", "true"},
         {"lora.rank", "16"},
         {"lora.alpha", "32"},
+        {"lora.dropout", "0.05"},
         {"lora.targets", "*.qkv.weight,*.proj.weight"},
         {"lora.train", "norm.weight"},
         {"loss_scale.init", "1024"},
