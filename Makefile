@@ -93,9 +93,10 @@ TRANSFORMERS     := 4.40.2
 HF_NEW_VENV      ?= .venv/hf-new
 HF_NEW_PYTHON    ?= $(HF_NEW_VENV)/bin/python
 TRANSFORMERS_NEW := 4.48.3
+PEFT := 0.10.0
 HF_DEPS :=
 ifeq ($(HF_PYTHON),$(HF_VENV)/bin/python)
-HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS)
+HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS) $(HF_VENV)/.peft-$(PEFT)
 endif
 ifeq ($(HF_NEW_PYTHON),$(HF_NEW_VENV)/bin/python)
 HF_DEPS += $(HF_NEW_VENV)/.transformers-$(TRANSFORMERS_NEW)
@@ -115,6 +116,16 @@ $(1)/.transformers-$(2): | deps-deb
 	@touch $$@
 endef
 $(eval $(call hf_venv,$(HF_VENV),$(TRANSFORMERS)))
+# PEFT beside transformers 4.40.2, the oracle of export --adapter's files (tests/hf_io.py):
+# without its dependencies, which would bring a torch 2 over Debian's (accelerate's
+# pinned to one that reads torch 1.13; psutil and yaml come with python3-torch)
+$(HF_VENV)/.peft-$(PEFT): $(HF_VENV)/.transformers-$(TRANSFORMERS)
+	@echo "deps: peft==$(PEFT) into $(HF_VENV)"
+	@rm -f $(HF_VENV)/.peft-*
+	@$(HF_VENV)/bin/pip install -q --disable-pip-version-check --no-deps 'peft==$(PEFT)' \
+	  'accelerate==0.29.3' || { echo "deps: pip could not install peft==$(PEFT) (no network?)"; exit 1; }
+	@$(HF_VENV)/bin/python -c 'import peft, torch; assert peft.__version__ == "$(PEFT)"'
+	@touch $@
 $(eval $(call hf_venv,$(HF_NEW_VENV),$(TRANSFORMERS_NEW)))
 deps-deb:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

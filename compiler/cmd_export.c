@@ -28,6 +28,7 @@ typedef struct Ex {
     HfWeights w;               /* the trainc weights */
     int64_t lora_rank;         /* train.lora's rank, its adapters merged; 0: no lora */
     double lora_scale;         /* and alpha / rank */
+    int adapter;               /* --adapter: the adapters alone, as PEFT's files */
     HfOut out;
     const HfTensor **src;      /* per output tensor: its trainc tensor */
     int64_t *row0;             /* the first of its rows taken (a slice of qkv, gate_up) */
@@ -971,7 +972,7 @@ static HfTensor *adapter(Ex *e, const HfTensor *t, const char *part)
  * (PEFT's merge_and_unload), each element's sum in double */
 static void merge_lora(const Ex *e, const HfTensor *t, float *x)
 {
-    if (!e->lora_rank || t->rank != 2 || adapter_part(t->name))
+    if (!e->lora_rank || e->adapter || t->rank != 2 || adapter_part(t->name))
         return;
     HfTensor *ta = adapter((Ex *)e, t, "lora_A"), *tb = adapter((Ex *)e, t, "lora_B");
     if (!ta || !tb)
@@ -1057,6 +1058,102 @@ static void write_tensors(const Ex *e, const char *path)
     free(x);
     if (rt_st_close(o) != 0)
         cannot_write("export", path);
+}
+
+/* ---- export --adapter: PEFT's adapter files ------------------------------------------ */
+
+/* Output tensor k's module ("model.layers.0.self_attn.q_proj"), when its trainc weight
+ * has an adapter; else NULL */
+static char *adapted_module(Ex *e, int k)
+{
+    const HfTensor *t = e->src[k];
+    const char *theirs = e->out.p[k].name;
+    size_t n = strlen(theirs);
+    if (t->rank != 2 || e->lead[k] || e->out.p[k].rank != 2 || n < 8 ||
+        strcmp(theirs + n - 7, ".weight") || !adapter(e, t, "lora_A"))
+        return NULL;
+    return xasprintf("%.*s", (int)(n - 7), theirs);
+}
+
+/* DIR/adapter_model.safetensors: for each transformers weight made from an adapted one,
+ * PEFT's lora_A (A whole: a fused weight's parts share it) and lora_B (the rows of B that
+ * make that weight, in transformers' order); returns the modules, a JSON array */
+static cJSON *write_adapter_tensors(Ex *e, const char *path)
+{
+    HfOut o = {0};
+    cJSON *mods = cJSON_CreateArray();
+    int64_t r = e->lora_rank;
+    for (int k = 0; k < e->out.n; k++) {
+        char *mod = adapted_module(e, k);
+        if (!mod)
+            continue;
+        int64_t rows = e->tr[k] ? e->src[k]->shape[0] : e->out.p[k].shape[0];
+        hf_out_add(&o, xasprintf("base_model.model.%s.lora_A.weight", mod), 2,
+                   (int64_t[]){r, e->src[k]->shape[1]});
+        hf_out_add(&o, xasprintf("base_model.model.%s.lora_B.weight", mod), 2,
+                   (int64_t[]){rows, r});
+        cJSON_AddItemToArray(mods, cJSON_CreateString(mod));
+        free(mod);
+    }
+    rt_st_out *w = hf_out_open(&o, path);
+    if (!w)
+        cannot_write("export", path);
+    for (int k = 0; k < e->out.n; k++) {
+        char *mod = adapted_module(e, k);
+        if (!mod)
+            continue;
+        free(mod);
+        const HfTensor *t = e->src[k];
+        float *a = hf_read(&e->w, adapter(e, t, "lora_A")), *b = hf_read(&e->w, adapter(e, t, "lora_B"));
+        if (e->reorder[k])   /* B's rows as the weight's (q and k by transformers' rope pairs) */
+            hf_reorder(family_tables(e), &e->d, e->reorder[k], b, r, 1);
+        int64_t rows = e->tr[k] ? t->shape[0] : e->out.p[k].shape[0];
+        rt_st_put(w, a, r * t->shape[1]);
+        rt_st_put(w, b + (e->tr[k] ? 0 : e->row0[k]) * r, rows * r);
+        free(a);
+        free(b);
+    }
+    if (rt_st_close(w) != 0)
+        cannot_write("export", path);
+    return mods;
+}
+
+/* DIR/adapter_config.json: PEFT's LoraConfig for the modules written */
+static char *adapter_config(const Ex *e, cJSON *mods, const rt_train_config *t)
+{
+    int tr = 0;
+    for (int k = 0; k < e->out.n; k++)
+        tr |= e->tr[k];
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "peft_type", "LORA");
+    cJSON_AddStringToObject(c, "task_type", "CAUSAL_LM");
+    cJSON_AddNumberToObject(c, "r", (double)t->lora_rank);
+    cJSON_AddNumberToObject(c, "lora_alpha", t->lora_alpha);
+    cJSON_AddNumberToObject(c, "lora_dropout", t->lora_dropout);
+    cJSON_AddItemToObject(c, "target_modules", mods);
+    cJSON_AddBoolToObject(c, "fan_in_fan_out", tr);   /* GPT-2's Conv1D weights */
+    cJSON_AddStringToObject(c, "bias", "none");
+    cJSON_AddNullToObject(c, "base_model_name_or_path");
+    cJSON_AddBoolToObject(c, "inference_mode", 1);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    hf_print_json(f, c);
+    fclose(f);
+    cJSON_Delete(c);
+    return text;
+}
+
+/* export --adapter's checks: a lora run's weights, nothing of the model's own trained */
+static void check_adapter_export(const Spec *s)
+{
+    if (!s->train.has_lora)
+        error_at(s->train_file, "$.train.lora", "export --adapter writes a lora run's adapters: "
+                 "give the spec the run trained with (this one has no lora)");
+    if (s->train.lora_train[0])
+        error_at(s->train_file, "$.train.lora.train", "export --adapter writes the adapters "
+                 "alone, and lora.train trained the model's own tensors too: export the merged "
+                 "model (without --adapter)");
 }
 
 /* ---- config.json and the command ---------------------------------------------------- */
@@ -1692,13 +1789,36 @@ static int copy_file(const char *src, const char *dst)
     return rt_tmp_commit(out, dst);
 }
 
+/* export --adapter: DIR/adapter_model.safetensors and DIR/adapter_config.json */
+static int export_adapter(Ex *e, const Spec *s, const char *out)
+{
+    int found = 0;
+    for (int k = 0; k < e->out.n && !found; k++) {
+        char *mod = adapted_module(e, k);
+        found = mod != NULL;
+        free(mod);
+    }
+    if (!found)
+        error_input("%s: no LoRA adapter (lora_A, lora_B) of a weight export writes: the "
+                    "weights of a run without lora?", e->w.paths[0]);
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    cJSON *mods = write_adapter_tensors(e, xasprintf("%s/adapter_model.safetensors", out));
+    int n = cJSON_GetArraySize(mods);
+    hf_write_text("export", xasprintf("%s/adapter_config.json", out), adapter_config(e, mods, &s->train));
+    printf("trainc: export: %s -> %s/adapter_config.json (PEFT's LoRA for %s), "
+           "%s/adapter_model.safetensors (%d modules)\n", e->w.paths[0], out, family(e)[0], out, n);
+    return 0;
+}
+
 int cmd_export(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
         error_input("export: usage: trainc export hf SPEC... --weights FILE -o DIR "
-                    "[--tokenizer FILE]");
+                    "[--tokenizer FILE] [--adapter]");
     int n = spec_args(argc, argv, 2, "export");
     const char *weights = NULL, *out = NULL, *tok = NULL;
+    int adapter = 0;
     for (int i = 2 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
@@ -1706,16 +1826,20 @@ int cmd_export(int argc, char **argv)
             weights = opt_value(argc, argv, &i, "--weights");
         else if (!strcmp(argv[i], "--tokenizer"))
             tok = opt_value(argc, argv, &i, "--tokenizer");
+        else if (!strcmp(argv[i], "--adapter"))
+            adapter = 1;
         else
             unknown_arg("export", argv[i]);
     }
     if (!weights || !out)
         error_input("export: usage: trainc export hf SPEC... --weights FILE -o DIR "
-                    "[--tokenizer FILE]");
+                    "[--tokenizer FILE] [--adapter]");
     if (tok && access(tok, R_OK) != 0)
         error_input("export: --tokenizer %s: %s", tok, strerror(errno));
     const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
-    Ex e = {.file = s->model_file};
+    Ex e = {.file = s->model_file, .adapter = adapter};
+    if (adapter)
+        check_adapter_export(s);
     if (s->train.has_lora) {
         e.lora_rank = s->train.lora_rank;
         e.lora_scale = s->train.lora_alpha / (double)s->train.lora_rank;
@@ -1727,6 +1851,8 @@ int cmd_export(int argc, char **argv)
     token_ids(&e, tok);
     hf_weights_file(&e.w, weights);
     plan_tensors(&e);
+    if (adapter)
+        return export_adapter(&e, s, out);
     char *text = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&text, &len);

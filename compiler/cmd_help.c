@@ -20,7 +20,7 @@ void usage(FILE *f)
           "                                  token shards of a text file (bytes, or BPE)\n"
           "  import hf DIR -o OUT [--seq-len T]\n"
           "                                  a Hugging Face model folder as a spec and weights\n"
-          "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]\n"
+          "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n"
           "                                  a spec and weights as a Hugging Face model folder\n"
           "  help [COMMAND], --version\n\n"
           "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
@@ -90,7 +90,7 @@ static const struct {
                "--seq-len T: the windows' length (default the model's maximum, at most 1024).\n"
                "Then:\n"
                "  trainc run OUT/model.json OUT/train.json --init OUT/init.safetensors\n", 0},
-    {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE]\n\n"
+    {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n\n"
                "Writes DIR/config.json and DIR/model.safetensors (fp32) that transformers'\n"
                "AutoModelForCausalLM.from_pretrained(DIR) loads and that compute the same\n"
                "logits, for a model of a shape trainc import hf writes; its layers pick the\n"
@@ -103,7 +103,9 @@ static const struct {
                "(StarCoder2, StableLM, Nemotron, GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2\n"
                "with windows, OLMo: by the MLP and whether the branches run in parallel). A\n"
                "layer such a model has no place for exits 1 naming it. --tokenizer FILE is\n"
-               "copied to DIR/tokenizer.json.\n", 0},
+               "copied to DIR/tokenizer.json. A lora run's adapters (SPEC with its lora) are\n"
+               "merged into their weights; with --adapter, DIR gets them alone, as PEFT's\n"
+               "adapter_config.json and adapter_model.safetensors.\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

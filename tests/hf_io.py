@@ -1485,13 +1485,17 @@ def roundtrips(val):
         roundtrip(name, m, src, val, kw.get("as"))
 
 
-def lora_case(val):
-    """train.lora on the imported Llama (GQA, untied): the run starts from init.safetensors
-    (no adapters in it: they start at B zero), trains 5 steps, and export merges each
-    adapter into its weight (W + B A alpha / rank): transformers' loss on the export equals
-    trainc's --eval of the run's weights with the adapters apart; the export without the
-    spec's lora refuses the adapters, named."""
-    d = os.path.join(OUT, "llama")
+def lora_case(val, name, merged):
+    """train.lora on an imported model (NAME: its folders OUT/NAME and OUT/hf_NAME): the run
+    starts from init.safetensors (no adapters in it: they start at B zero, said) and
+    trains 5 steps. With MERGED, export merges each adapter into its weight (W + B A
+    alpha / rank): transformers' loss on the export equals trainc's --eval of the run's
+    weights with the adapters apart, and the export without the spec's lora refuses the
+    adapters, named. Then export --adapter: PEFT's PeftModel over the source folder loads
+    the adapter files and computes the same loss (a fused weight's adapter as PEFT's on
+    each of its parts; GPT-2's Conv1D as fan_in_fan_out; GPT-J's q and k rows in its rope
+    order)."""
+    d, src = os.path.join(OUT, name), os.path.join(OUT, "hf_" + name)
     for f, steps in (("lora_eval.json", 1), ("lora_train.json", 5)):
         train_spec(d + "/" + f, steps)
         sp = json.load(open(d + "/" + f))
@@ -1500,24 +1504,48 @@ def lora_case(val):
         json.dump(sp, open(d + "/" + f, "w"))
     r = trainc("run", d + "/model.json", d + "/lora_train.json", "--init", d + "/init.safetensors",
                "--threads", 1, "--quiet", "--out", d + "/lora_run")
-    check("16 of the 16 LoRA adapter tensors not in it" in r.stderr,
-          "lora from an import: the adapters start fresh, said: %s" % next(
-              (l for l in r.stderr.splitlines() if "LoRA" in l), "nothing"))
-    trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
-           d + "/lora_run/model.safetensors", "-o", d + "/lora_export")
-    back = AutoModelForCausalLM.from_pretrained(d + "/lora_export", attn_implementation="eager")
-    back.eval()
+    said = next((l for l in r.stderr.splitlines() if "LoRA adapter tensors not in it" in l), None)
+    check(said, "%s with lora from its import: the adapters start fresh, said: %s" % (name, said))
     r = trainc("run", d + "/model.json", d + "/lora_eval.json", "--init",
                d + "/lora_run/model.safetensors", "--eval", "--threads", 1, "--out", d + "/lora_eval")
     ours = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
-    theirs, before = hf_loss(back, val), trainc_eval(d, d + "/init.safetensors")
-    check(rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-4,
-          "llama with lora trained 5 steps, exported merged: trainc --eval %.7f, transformers "
-          "%.7f (%.1e; before training %.7f)" % (ours, theirs, rel(ours, theirs), before))
-    r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
-               d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", expect=1)
-    check("is a LoRA adapter" in r.stderr and not os.path.exists(d + "/lora_refused"),
-          "export without the spec's lora: exit 1, %s" % r.stderr.strip())
+    before = trainc_eval(d, d + "/init.safetensors")
+    if merged:
+        trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
+               d + "/lora_run/model.safetensors", "-o", d + "/lora_export")
+        back = AutoModelForCausalLM.from_pretrained(d + "/lora_export", attn_implementation="eager")
+        back.eval()
+        theirs = hf_loss(back, val)
+        check(rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-4,
+              "%s with lora trained 5 steps, exported merged: trainc --eval %.7f, transformers "
+              "%.7f (%.1e; before training %.7f)" % (name, ours, theirs, rel(ours, theirs), before))
+        r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+                   d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", expect=1)
+        check("is a LoRA adapter" in r.stderr and not os.path.exists(d + "/lora_refused"),
+              "export without the spec's lora: exit 1, %s" % r.stderr.strip())
+        r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+                   d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", "--adapter", expect=1)
+        check("export --adapter writes a lora run's adapters" in r.stderr and
+              not os.path.exists(d + "/lora_refused"),
+              "export --adapter without the spec's lora: exit 1, %s" % r.stderr.strip())
+    trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
+           d + "/lora_run/model.safetensors", "-o", d + "/lora_adapter", "--adapter")
+    try:
+        from peft import PeftModel
+    except ImportError:
+        print("skip %s's export --adapter in PEFT: peft is not importable (make deps installs it)" % name)
+        return
+    base = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager")
+    base.eval()
+    without = hf_loss(base, val)
+    pm = PeftModel.from_pretrained(base, d + "/lora_adapter")
+    pm.eval()
+    theirs = hf_loss(pm, val)
+    mods = json.load(open(d + "/lora_adapter/adapter_config.json"))["target_modules"]
+    check(rel(ours, theirs) <= 1e-5 and rel(theirs, without) > 1e-6,
+          "%s with lora, export --adapter: PEFT %s over the source folder (%d modules: %s, ...) "
+          "%.7f, trainc --eval %.7f (%.1e; the source alone %.7f)" % (
+              name, type(pm).__name__, len(mods), mods[0], theirs, ours, rel(ours, theirs), without))
 
 
 def family_bad_configs():
@@ -1583,7 +1611,8 @@ def main():
     shard(OUT + "/train_000000.bin", rng.integers(0, V, 20 * 4 * T + 1).tolist())
     roundtrips(val)
     if not NEWER:
-        lora_case(val)
+        for name in ("llama", "gpt2", "gptj"):
+            lora_case(val, name, merged=name == "llama")
     g = torch.Generator().manual_seed(1)
     norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
              for i in range(2) for c in "qk"}
