@@ -1815,10 +1815,11 @@ int cmd_export(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
         error_input("export: usage: trainc export hf SPEC... --weights FILE -o DIR "
-                    "[--tokenizer FILE] [--adapter]");
+                    "[--tokenizer FILE] [--adapter] [--set K=V]");
     int n = spec_args(argc, argv, 2, "export");
     const char *weights = NULL, *out = NULL, *tok = NULL;
-    int adapter = 0;
+    int adapter = 0, n_sets = 0;
+    char **sets = xcalloc((size_t)argc, sizeof *sets);
     for (int i = 2 + n; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
@@ -1828,15 +1829,21 @@ int cmd_export(int argc, char **argv)
             tok = opt_value(argc, argv, &i, "--tokenizer");
         else if (!strcmp(argv[i], "--adapter"))
             adapter = 1;
+        else if (!strcmp(argv[i], "--set"))   /* (the run's lora, as trainc run took it) */
+            sets[n_sets++] = (char *)opt_value(argc, argv, &i, "--set");
         else
             unknown_arg("export", argv[i]);
     }
     if (!weights || !out)
         error_input("export: usage: trainc export hf SPEC... --weights FILE -o DIR "
-                    "[--tokenizer FILE] [--adapter]");
+                    "[--tokenizer FILE] [--adapter] [--set K=V]");
     if (tok && access(tok, R_OK) != 0)
         error_input("export: --tokenizer %s: %s", tok, strerror(errno));
-    const Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
+    Spec *s = spec_load(n, argv + 2);   /* every error a spec can have, as check's */
+    for (int i = 0; i < n_sets; i++)
+        spec_set(s, sets[i]);
+    if (n_sets)
+        spec_sets_done(s);
     Ex e = {.file = s->model_file, .adapter = adapter};
     if (adapter)
         check_adapter_export(s);

@@ -20,7 +20,7 @@ void usage(FILE *f)
           "                                  token shards of a text file (bytes, or BPE)\n"
           "  import hf DIR -o OUT [--seq-len T]\n"
           "                                  a Hugging Face model folder as a spec and weights\n"
-          "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n"
+          "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter] [--set K=V]\n"
           "                                  a spec and weights as a Hugging Face model folder\n"
           "  help [COMMAND], --version\n\n"
           "SPEC... is one file with \"model\" and \"train\", or the model file then the train file.\n"
@@ -90,7 +90,8 @@ static const struct {
                "--seq-len T: the windows' length (default the model's maximum, at most 1024).\n"
                "Then:\n"
                "  trainc run OUT/model.json OUT/train.json --init OUT/init.safetensors\n", 0},
-    {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n\n"
+    {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n"
+               "                 [--set K=V]...\n\n"
                "Writes DIR/config.json and DIR/model.safetensors (fp32) that transformers'\n"
                "AutoModelForCausalLM.from_pretrained(DIR) loads and that compute the same\n"
                "logits, for a model of a shape trainc import hf writes; its layers pick the\n"
@@ -105,7 +106,8 @@ static const struct {
                "layer such a model has no place for exits 1 naming it. --tokenizer FILE is\n"
                "copied to DIR/tokenizer.json. A lora run's adapters (SPEC with its lora) are\n"
                "merged into their weights; with --adapter, DIR gets them alone, as PEFT's\n"
-               "adapter_config.json and adapter_model.safetensors.\n", 0},
+               "adapter_config.json and adapter_model.safetensors. --set changes SPEC as trainc\n"
+               "run's does (the run's --set lora.rank=...).\n", 0},
     {"help", "trainc help [COMMAND]\n\nThe commands, or one command's usage.\n", 0},
 };
 

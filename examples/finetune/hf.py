@@ -11,6 +11,9 @@
                             reads: at 0, T, 2T, ... with T = max_position_embeddings)
                             equals LOSS within 1e-5 relative, and samples 40 tokens
                             after PROMPT with model.generate, decoded by the tokenizer
+    hf.py peft BASE ADAPTER SHARD LOSS PROMPT
+                            the same for PEFT's PeftModel: the model folder BASE with the
+                            LoRA adapter folder ADAPTER (trainc export hf --adapter) over it
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
@@ -80,8 +83,13 @@ def shard_tokens(path):
     return ids.astype(np.int64)
 
 
-def check(d, shard, want, prompt):
+def check(d, shard, want, prompt, adapter=None):
     m = AutoModelForCausalLM.from_pretrained(d, attn_implementation="eager")
+    where = d
+    if adapter:
+        from peft import PeftModel
+        m = PeftModel.from_pretrained(m, adapter)
+        where = "%s with %s" % (d, adapter)
     m.eval()
     t = m.config.max_position_embeddings
     ids = torch.from_numpy(shard_tokens(shard))
@@ -93,7 +101,7 @@ def check(d, shard, want, prompt):
     loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y.reshape(-1)).item()
     rel = abs(loss - want) / abs(want)
     print("transformers: %s from %s, loss %.7f over %d windows of %d; trainc --eval %.7f "
-          "(%.1e relative)" % (type(m).__name__, d, loss, n, t, want, rel))
+          "(%.1e relative)" % (type(m).__name__, where, loss, n, t, want, rel))
     if rel > 1e-5:
         sys.exit("FAIL: the losses differ by more than 1e-5 relative")
     tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"))
@@ -118,5 +126,7 @@ if __name__ == "__main__":
         make(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) == 7 and sys.argv[1] == "peft":
+        check(sys.argv[2], sys.argv[4], float(sys.argv[5]), sys.argv[6], adapter=sys.argv[3])
     else:
         sys.exit(__doc__)

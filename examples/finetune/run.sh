@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Fine-tuning a Hugging Face model with trainc, end to end, checking each step
 # (examples/finetune/README.md): a model folder and its tokenizer, import, tokenize a
-# text, fine-tune, sample text, export, load the export in transformers and generate.
+# text, fine-tune, sample text, export, load the export in transformers and generate; then
+# LoRA adapters alone, exported as PEFT's files and loaded by PEFT over the model.
 #
 #   bash examples/finetune/run.sh [OUT]      (OUT: runs/finetune; from the repository root)
 #
@@ -17,7 +18,7 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 PROMPT="This License"
 HF="$HF_PYTHON examples/finetune/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned"   # this script's, from an earlier run
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
@@ -62,3 +63,18 @@ $TRAINC export hf "$M/model.json" "$M/train.json" --weights "$OUT/run/model.safe
 step "7. transformers: from_pretrained, the same loss, generate"
 $HF check "$OUT/hf_tuned" "$M/data/val_000000.bin" "$after" "$PROMPT"
 echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned)"
+
+step "8. LoRA instead: adapters of rank 8 alone, exported as PEFT's files"
+LORA=(--set lora.rank=8 --set lora.alpha=16)
+$TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" --init "$M/init.safetensors" \
+    --out "$OUT/lora" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
+    --set validate.every_steps=60 --set log_every=20
+after_lora=$($TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" \
+             --init "$OUT/lora/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
+echo "validation loss: $before before, $after_lora after LoRA ($after after training every weight)"
+awk -v a="$before" -v b="$after_lora" 'BEGIN { exit !(b < a) }' ||
+    { echo "FAIL: the validation loss did not fall"; exit 1; }
+$TRAINC export hf "$M/model.json" "$M/train.json" "${LORA[@]}" --adapter \
+    --weights "$OUT/lora/model.safetensors" -o "$OUT/hf_lora"
+$HF peft "$OUT/hf" "$OUT/hf_lora" "$M/data/val_000000.bin" "$after_lora" "$PROMPT"
+echo "ok: LoRA adapters trained, exported and loaded by PEFT over the model ($OUT/hf_lora)"
