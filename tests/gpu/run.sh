@@ -151,6 +151,10 @@ PY
     "$S/gpt_char_freeze" --device cpu --out "$D/gptf.cpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
     "$S/gpt_char_freeze" --device cuda --out "$D/gptf.gpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/gptf.gpu" "$D/gptf.cpu" 1e-3) && note "ok   gpt_char with freeze GPU vs CPU fp32: $r" || { note "FAIL gpt_char with freeze GPU vs CPU: $r"; fail=1; }
+    # lora: the adapters' thin GEMMs (rank 8) and their dropout masks, everything else frozen
+    "$S/gpt_char_lora" --device cpu --out "$D/gptl.cpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
+    "$S/gpt_char_lora" --device cuda --out "$D/gptl.gpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/gptl.gpu" "$D/gptl.cpu" 1e-3) && note "ok   gpt_char with lora GPU vs CPU fp32: $r" || { note "FAIL gpt_char with lora GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe" --device cpu --out "$D/moe.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/llama_moe" --device cuda --out "$D/moe.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
