@@ -955,6 +955,9 @@ static const char *adapter_part(const char *name)
  * file has none (the weights of a model before lora trained it) */
 static HfTensor *adapter(Ex *e, const HfTensor *t, const char *part)
 {
+    size_t n = strlen(t->name);
+    if (t->rank != 2 || n < 8 || strcmp(t->name + n - 7, ".weight"))
+        return NULL;   /* (a bias, a norm, the experts: never adapted) */
     char *name = xasprintf("%.*s.%s.weight", (int)(strlen(t->name) - strlen(".weight")),
                            t->name, part);
     HfTensor *a = hf_find(&e->w, name);

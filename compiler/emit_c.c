@@ -766,8 +766,9 @@ void emit_plan_json(Program *p, Buf *b)
     /* what the trainer allocates: each tensor's floats padded to 16 (its start record's
      * param_bytes) */
     int64_t pbytes = g->param_floats * 4;
+    int64_t gbytes = g->trainable_floats * 4;   /* (freeze's and lora's frozen: none) */
     int adam = s->train.opt == RT_OPT_ADAMW;
-    int64_t opt = adam ? 2 * pbytes : (s->train.momentum > 0 ? pbytes : 0);
+    int64_t opt = adam ? 2 * gbytes : (s->train.momentum > 0 ? gbytes : 0);
     buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);
     /* arena_bytes: as allocated, training's plan or validation's if that is larger */
     buf_printf(b, "  \"arena_row_bytes\": %lld,\n  \"arena_bytes\": %lld,\n",
@@ -776,7 +777,7 @@ void emit_plan_json(Program *p, Buf *b)
     buf_printf(b, "  \"noreuse_bytes\": %lld,\n  \"lower_bound_bytes\": %lld,\n",
                (long long)(B * p->noreuse_row_bytes), (long long)(B * p->lower_bound_row_bytes));
     buf_printf(b, "  \"param_bytes\": %lld,\n  \"grad_bytes\": %lld,\n  \"optimizer_bytes\": %lld,\n",
-               (long long)pbytes, (long long)pbytes, (long long)opt);
+               (long long)pbytes, (long long)gbytes, (long long)opt);
     if (g->n_state)   /* batchnorm's running statistics (a start record's state_bytes) */
         buf_printf(b, "  \"state_bytes\": %lld,\n", (long long)(g->state_floats * 4));
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Recomputation changes memory, never the numbers: for the MLP (with dropout), the
-# CNN, gpt_char and a tiny Llama (rmsnorm, SwiGLU, attention's Llama-family options), each policy gives bit-identical per-step losses and final weights
+# CNN, gpt_char and a tiny Llama (rmsnorm, SwiGLU, attention's Llama-family options; and
+# with lora's adapters), each policy gives bit-identical per-step losses and final weights
 # to "none". The plan: arena <= 1.10 x the lower bound for every spec and policy;
 # activation bytes none > selective > full for gpt_char and gpt2_124m; auto picks the
 # least recomputation that fits memory_budget_mb (none, selective in the first k
@@ -33,8 +34,16 @@ $PY tests/llama_tiny.py "$d/llama_tiny.json" --llama-attention
 # and with a mixture of experts for its MLP (a gated shared expert beside), the
 # load-balancing loss: a replayed routing takes the same rows and adds no statistics twice
 $PY tests/llama_tiny.py "$d/llama_moe.json" --moe-aux --moe-shared
+# and the tiny Llama with lora's adapters (their dropout masks replayed too)
+$PY - "$d" <<'PY'
+import json, sys
+spec = json.load(open(sys.argv[1] + "/llama_tiny.json"))
+spec["model"]["name"] = "llama_lora"
+spec["train"]["lora"] = {"rank": 4, "alpha": 8, "dropout": 0.1}
+json.dump(spec, open(sys.argv[1] + "/llama_lora.json", "w"), indent=1)
+PY
 for spec in specs/mlp_fashion.json specs/cnn_fashion.json specs/gpt_char.json "$d/mlp_dropout.json" \
-            "$d/llama_tiny.json" "$d/llama_moe.json"; do
+            "$d/llama_tiny.json" "$d/llama_moe.json" "$d/llama_lora.json"; do
     name=$(basename "$spec" .json)
     for pol in none selective full; do
         "$TRAINC" run "$spec" --set recompute=$pol --set max_steps=6 --set log_every=1 --set data.val=null \
