@@ -6,7 +6,9 @@
  * where train.freeze laid the frozen tensors last, so freezing changes no value. The
  * elements are cut into one contiguous part per thread; each part jumps the stream to
  * each tensor's first draw it fills (rt_rng_jump), so the fill has the one-thread bits
- * on any number of threads (GPT-2's 124M normal values: 3 s on one core). */
+ * on any number of threads (GPT-2's 124M normal values: 3 s on one core). train.lora's
+ * adapters can be drawn alone, as a whole model's draws would give them (--init of a
+ * model's weights without them). */
 #include <stdlib.h>
 #include <string.h>
 #include "rt.h"
@@ -58,14 +60,18 @@ void rt_init_state(const rt_model *m, float *state)
     }
 }
 
-void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed)
+/* The tensors rt_param.lora marks (adapters = 1) or all of them (0): each its values of
+ * the whole stream (a tensor left out takes no element of the parts, and its draws are
+ * jumped over). */
+static void init_some(rt_pool *pool, const rt_model *m, float *params, uint64_t seed,
+                      int adapters)
 {
     InitCtx c = {m, params, {{0}}, rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t)),
                  rt_xmalloc((size_t)(m->n_params + 1) * sizeof(int64_t))};
     rt_rng_seed(&c.seed, seed);
     c.first[0] = 0;
     for (int i = 0; i < m->n_params; i++)
-        c.first[i + 1] = c.first[i] + m->params[i].numel;
+        c.first[i + 1] = c.first[i] + (!adapters || m->params[i].lora ? m->params[i].numel : 0);
     int64_t d = 0;
     for (int j = 0; j < m->n_params; j++) {   /* model order */
         int i = m->init_order ? m->init_order[j] : j;
@@ -76,4 +82,14 @@ void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t se
         rt_pool_run(pool, c.first[m->n_params], 1 << 16, init_part, &c);
     free(c.first);
     free(c.draws);
+}
+
+void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed)
+{
+    init_some(pool, m, params, seed, 0);
+}
+
+void rt_init_adapters(rt_pool *pool, const rt_model *m, float *params, uint64_t seed)
+{
+    init_some(pool, m, params, seed, 1);
 }

@@ -745,6 +745,8 @@ const char *rt_blas_core(void);
 /* The parameters' initial values from the model's init rules and the seed, on the
  * pool's threads; the same bits on any number of threads (init.c). */
 void rt_init_params(rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
+/* train.lora's adapters alone (rt_param.lora), each as rt_init_params draws it */
+void rt_init_adapters(rt_pool *pool, const rt_model *m, float *params, uint64_t seed);
 /* The layers' state at its constants (running mean 0, variance 1, counts 0). */
 void rt_init_state(const rt_model *m, float *state);
 

@@ -147,7 +147,7 @@ static void read_init(Run *r)
     for (int i = 0; i < m->n_params; i++)
         lora += m->params[i].lora;
     if (lora)   /* adapters the file leaves out start as a fresh run's (B zero) */
-        rt_init_params(r->e.rt, m, r->params, r->c.seed);
+        rt_init_adapters(r->e.rt, m, r->params, r->c.seed);
     int left = rt_safetensors_read_init(r->o.init, m, r->params, r->layer_state);
     if (left && rt_dist_rank() == 0)
         fprintf(stderr, "trainc: %s: %d of the %d LoRA adapter tensors not in it: initialized "

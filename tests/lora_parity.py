@@ -73,8 +73,8 @@ def run_case(name, x, y):
 
 
 def base_init(x, y):
-    """--init with the base weights alone: the adapters start as a fresh run's (B zero),
-    so the first loss is the model's without lora."""
+    """--init with the base weights alone: the adapters start as a fresh run's (B zero:
+    the first loss is the model's without lora; A bit for bit a fresh run's draws)."""
     lt.LORA = None
     P = lt.init_params(MODEL, seed=2)
     with torch.no_grad():
@@ -82,6 +82,7 @@ def base_init(x, y):
                                                  y[:B].reshape(-1)).item()
     out = os.path.join(OUT, "base_init")
     sp = {"trainc": 1, "model": MODEL, "train": dict(lt.train_spec(1, B), lora={"rank": 4})}
+    sp["train"]["optimizer"]["lr"] = 0.0   # the initial values come back
     os.makedirs(out, exist_ok=True)
     ip = os.path.join(out, "init.safetensors")
     st_check.save(ip, {n: t.numpy().astype(np.float32) for n, t in P.t.items()})
@@ -91,9 +92,15 @@ def base_init(x, y):
                         "--threads", "1", "--quiet"], capture_output=True, text=True)
     got = run_log.losses(os.path.join(out, "run"))[0] if r.returncode == 0 else float("nan")
     said = "LoRA adapter tensors not in it" in r.stderr
-    ok = r.returncode == 0 and abs(got - want) <= 1e-5 * abs(want) and said
-    print("%s --init without adapters: first loss %.6f, the base model's %.6f; said so: %s"
-          % ("ok  " if ok else "FAIL", got, want, said))
+    subprocess.run([lt.TRAINC, "run", sp_path, "--out", os.path.join(out, "fresh"), "--threads", "1",
+                    "--quiet"], check=True, capture_output=True)
+    a, f = (st_check.load(os.path.join(out, k, "model.safetensors")) for k in ("run", "fresh"))
+    adapters = [n for n in a if ".lora_" in n]
+    same = all(np.array_equal(a[n], f[n]) for n in adapters)
+    ok = r.returncode == 0 and abs(got - want) <= 1e-5 * abs(want) and said and same and len(adapters) > 0
+    print("%s --init without adapters: first loss %.6f, the base model's %.6f; said so: %s; "
+          "the %d adapters a fresh run's bit for bit: %s" % ("ok  " if ok else "FAIL", got, want,
+                                                             said, len(adapters), same))
     if not ok:
         print(r.stderr)
     return ok
