@@ -673,6 +673,8 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
         buf_puts(b, "    .init_order = init_order,\n");
     if (g->sink_floats)
         buf_printf(b, "    .sink_floats = %lld,\n", (long long)g->sink_floats);
+    if (g->gpu_fp32_floats < g->param_floats)   /* (frozen weights in 16 bits alone) */
+        buf_printf(b, "    .gpu_fp32_floats = %lld,\n", (long long)g->gpu_fp32_floats);
     if (g->n_state)
         buf_printf(b, "    .n_state = %d,\n    .state = state,\n    .state_floats = %lld,\n",
                    g->n_state, (long long)g->state_floats);
@@ -783,6 +785,9 @@ void emit_plan_json(Program *p, Buf *b)
     /* bf16-mixed: the plan is the GPU's; the CPU's arena is twice arena_bytes */
     buf_printf(b, "  \"activations\": \"%s\",\n  \"param_copy_bytes\": %lld,\n",
                g->act16 ? half_name(g) : "fp32", (long long)(g->act16 ? pbytes / 2 : 0));
+    /* the fp32 weights a GPU holds: in mixed precision not the frozen ones GEMMs alone read */
+    buf_printf(b, "  \"gpu_fp32_param_bytes\": %lld,\n",
+               (long long)(g->act16 ? g->gpu_fp32_floats * 4 : pbytes));
     /* the GPU's fixed allocations, and the sum that memory_budget_mb counts */
     buf_printf(b, "  \"workspace_bytes\": %lld,\n  \"total_bytes\": %lld,\n",
                (long long)p->workspace_bytes,

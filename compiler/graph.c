@@ -467,22 +467,52 @@ static void apply_freeze(Graph *g)
         error_at(s->train_file, at, "every parameter is frozen: nothing is left to train");
 }
 
+/* Param.copy16_only: the frozen weights that only linear nodes' GEMMs read (through the
+ * GPU's 16-bit copy in mixed precision), never a runtime call (a chunked head's), an
+ * embedding's lookup, a norm or any other node */
+static void mark_copy16_only(Graph *g)
+{
+    for (int k = 0; k < g->n_params; k++)
+        g->params[k]->copy16_only = g->params[k]->frozen;
+    for (int i = 0; i < g->n_nodes; i++) {
+        const Node *nd = g->nodes[i];
+        int gemm = nd->kind == N_LINEAR && nd != g->head && !(nd->layer && nd->layer->tie);
+        if (nd->w && !gemm)
+            nd->w->copy16_only = 0;
+        if (nd->b)
+            nd->b->copy16_only = 0;
+        const Tensor *ts[] = {nd->in[0], nd->in[1], nd->in[2], nd->in[3], nd->out, nd->out2,
+                              nd->tmp[0], nd->tmp[1], nd->tmp2};
+        for (size_t t = 0; t < sizeof ts / sizeof ts[0]; t++)
+            if (ts[t] && ts[t]->param)   /* (a parameter as a tensor operand) */
+                ts[t]->param->copy16_only = 0;
+    }
+}
+
+/* The group a parameter's place is in: trained, frozen, frozen and read by GEMMs alone */
+static int group(const Param *p) { return !p->frozen ? 0 : !p->copy16_only ? 1 : 2; }
+
 /* The trained parameters first, in the model's order, then the frozen ones (train.freeze)
  * in theirs, each laid out again after the last: gradients and optimizer state then
- * cover [0, trainable_floats) and a frozen parameter has neither. Param.model_index
- * keeps the model's order for the initial values' draws (runtime/init.c). */
+ * cover [0, trainable_floats) and a frozen parameter has neither. The frozen weights
+ * only GEMMs read go last: a GPU in mixed precision holds them in 16 bits alone
+ * ([gpu_fp32_floats, param_floats)). Param.model_index keeps the model's order for the
+ * initial values' draws (runtime/init.c). */
 static void lay_out_trainable_first(Graph *g)
 {
     Param **order = xcalloc((size_t)g->n_params + 1, sizeof *order);
     int n = 0;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (int k = 0; k < g->n_params; k++)
-            if (g->params[k]->frozen == pass)
+            if (group(g->params[k]) == pass)
                 order[n++] = g->params[k];
     g->param_floats = 0;
     g->n_trainable = 0;
+    g->gpu_fp32_floats = -1;
     for (int k = 0; k < n; k++) {
         g->params[k] = order[k];
+        if (group(order[k]) == 2 && g->gpu_fp32_floats < 0)
+            g->gpu_fp32_floats = g->param_floats;
         g->params[k]->offset = g->param_floats;
         g->param_floats += param_span(g->params[k]);
         if (!order[k]->frozen) {
@@ -490,6 +520,8 @@ static void lay_out_trainable_first(Graph *g)
             g->trainable_floats = g->param_floats;
         }
     }
+    if (g->gpu_fp32_floats < 0)
+        g->gpu_fp32_floats = g->param_floats;
     free(order);
 }
 
@@ -521,6 +553,7 @@ Graph *graph_build(const Spec *s, int eval)
             check_conversions(&c);
         g->n_trainable = g->n_params;   /* (no train.freeze: spec.c) */
         g->trainable_floats = g->param_floats;
+        g->gpu_fp32_floats = g->param_floats;
         return g;
     }
     /* the first input feeds the first layer unless a layer names its input */
@@ -534,6 +567,7 @@ Graph *graph_build(const Spec *s, int eval)
     check_conversions(&c);
     lora_freeze(g);
     apply_freeze(g);
+    mark_copy16_only(g);
     lay_out_trainable_first(g);
     return g;
 }

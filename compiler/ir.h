@@ -97,6 +97,9 @@ struct Param {
     int i64;                 /* state: an int64 count (num_batches_tracked) in two floats */
     int disc;                /* a GAN discriminator's (gan.c): its own optimizer */
     int frozen;              /* matched by train.freeze: no gradient wanted, no update */
+    int copy16_only;         /* frozen, and read by linear GEMMs alone (not a head's call,
+                                an embedding, a norm): a GPU in mixed precision keeps its
+                                16-bit copy and no fp32 (graph.c) */
     int lora;                /* train.lora: 1 an adapter (A or B), 2 a weight adapted, 3 one
                                 it could adapt and does not */
     int model_index;         /* its place in the model's order (the initial values' draws
@@ -227,6 +230,9 @@ typedef struct Graph {
     int64_t trainable_floats; /* ... and lie in [trainable_floats, param_floats), so that
                                 gradients and optimizer state cover [0, trainable_floats) */
     int64_t sink_floats;     /* the frozen gradients still written (Param.sink_offset) */
+    int64_t gpu_fp32_floats; /* mixed precision on a GPU: [0, this) held in fp32 too; the
+                                frozen weights only GEMMs read, laid out after, in the 16-bit
+                                copy alone (Param.copy16_only); = param_floats: none */
     Param **state;           /* layers' state (T_STATE): its own region, e->state */
     int n_state, cap_state;
     int64_t state_floats;

@@ -67,8 +67,9 @@ static int64_t total_bytes(const Compiled *c, int64_t B)
 {
     const Graph *g = c->graph;
     int64_t pf = g->param_floats, tf = g->trainable_floats;   /* (gradients: the trained) */
+    int64_t f32 = g->act16 ? g->gpu_fp32_floats : pf;   /* (frozen GEMM weights: 16 bits) */
     int64_t opt = (int64_t)rt_opt_state_bytes(&c->spec->train, tf, plan_ranks(c->spec));
-    return B * alloc_row_bytes(c) + 4 * (pf + tf) + opt + (g->act16 ? 2 * pf : 0) +
+    return B * alloc_row_bytes(c) + 4 * (f32 + tf) + opt + (g->act16 ? 2 * pf : 0) +
            4 * g->state_floats + workspace_bytes(c, B);
 }
 

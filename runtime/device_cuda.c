@@ -24,6 +24,7 @@
 #include <string.h>
 #include <time.h>
 #include "rt_cuda.h"
+#include "rt_half.h"
 #include "rt_dist.h"
 
 #define CU_FNS(X)                                                                              \
@@ -289,6 +290,10 @@ typedef struct rt_cu {
     size_t lstate_bytes;
     int act16;                 /* rt_model.act16: the arena's activations are bf16 or fp16 */
     size_t param_bytes;        /* fp32 parameters (the region e->params points to) */
+    rt_dptr params;            /* that region: the pool's start, or a reservation of its own
+                                  backed up to f32_bytes (frozen weights in 16 bits alone) */
+    size_t f32_bytes;          /* the fp32 parameters held: rt_model.gpu_fp32_floats' */
+    size_t params_apart;       /* the bytes backing them apart from the pool, or 0 */
     int watch_comm;            /* NCCL in use: poll the compute stream (cu_wait) */
     size_t context_bytes;      /* the device's used memory once the module was loaded */
     struct grads *gr;          /* zero2: the gradient region backed on demand; else NULL */
@@ -756,6 +761,7 @@ size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
 }
 
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);
+static int params_reserved(rt_cu *d, size_t bytes, size_t held);
 
 void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t Bmax,
                 int64_t arena_row_bytes, int64_t state_floats, int passes, int local_rank,
@@ -772,6 +778,14 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     size_t pf = (size_t)m->param_floats * 4;
     d->act16 = m->act16;
     d->param_bytes = pf;
+    /* mixed precision: the frozen weights only GEMMs read are held in the 16-bit copy
+     * alone; the fp32 region keeps its addresses (rt_cu_operand maps them) in a
+     * reservation of its own, backed as far as fp32 values are held */
+    d->f32_bytes = d->act16 && m->gpu_fp32_floats ? (size_t)m->gpu_fp32_floats * 4 : pf;
+    int apart = d->f32_bytes < pf && params_reserved(d, pf, d->f32_bytes);
+    if (!apart)
+        d->f32_bytes = pf;
+    size_t in_pool = apart ? 0 : align_up(pf);
     size_t copy = d->act16 ? align_up((size_t)m->param_floats * 2) : 0;
     /* the gradients of the trained parameters alone (train.freeze's are laid out after
      * them); zero2's outside the pool, in a region backed on demand */
@@ -780,7 +794,7 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     size_t gb = sharded ? 0 : align_up((size_t)tf * 4);
     d->lstate_bytes = (size_t)m->state_floats * 4;
     size_t sink = align_up((size_t)m->sink_floats * 4);   /* (frozen gradients, never read) */
-    d->pool_bytes = align_up(pf) + gb + align_up((size_t)state_floats * 4) +
+    d->pool_bytes = in_pool + gb + align_up((size_t)state_floats * 4) +
                     align_up(d->lstate_bytes) + sink + copy;
     d->arena_bytes = align_up((size_t)(Bmax * arena_row_bytes));
     int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
@@ -817,14 +831,16 @@ void rt_cu_init(rt_exec *e, const rt_model *m, const rt_cuda_image *img, int64_t
     d->workspace = p;
     pin_stats(d);
     e->arena = (char *)(uintptr_t)d->arena;
-    e->params = (float *)(uintptr_t)d->pool;
+    if (!apart)
+        d->params = d->pool;
+    e->params = (float *)(uintptr_t)d->params;
     if (sharded) {
         gr_setup(d, tf, glo, ghi);
         e->grads = (float *)(uintptr_t)d->gr->base;
     } else {
-        e->grads = (float *)(uintptr_t)(d->pool + align_up(pf));
+        e->grads = (float *)(uintptr_t)(d->pool + in_pool);
     }
-    d->state = d->pool + align_up(pf) + gb;
+    d->state = d->pool + in_pool + gb;
     d->lstate = d->state + align_up((size_t)state_floats * 4);
     e->state = m->n_state ? (float *)(uintptr_t)d->lstate : NULL;
     d->pcopy = d->act16 ? d->pool + d->pool_bytes - copy : 0;
@@ -847,8 +863,8 @@ int rt_cu_operand(rt_exec *e, const void **p)
     int half = d->act16 == RT_PREC_FP16 ? RT_CU_F16 : RT_CU_BF16;
     if (!d->act16)
         return RT_CU_F32;
-    if (a >= d->pool && a < d->pool + d->param_bytes) {
-        *p = (const void *)(uintptr_t)(d->pcopy + (a - d->pool) / 2);
+    if (a >= d->params && a < d->params + d->param_bytes) {
+        *p = (const void *)(uintptr_t)(d->pcopy + (a - d->params) / 2);
         return half;
     }
     if (a >= d->arena && a < d->arena + d->arena_bytes)
@@ -864,6 +880,7 @@ size_t rt_cu_allocated(rt_exec *e, size_t *pool, size_t *arena, size_t *fixed)
     *fixed = d->fixed_bytes;
     if (d->gr)   /* zero2's gradient chunks (the shard's, and those created since) */
         *pool += (size_t)d->gr->created * d->gr->gran;
+    *pool += d->params_apart;   /* (the fp32 parameters, where reserved apart) */
     return *pool + d->arena_bytes + d->fixed_bytes + d->data_bytes;
 }
 
@@ -889,11 +906,31 @@ void rt_cu_mem_info(size_t *free_b, size_t *total)
     CU(p_cuMemGetInfo(free_b, total));
 }
 
+/* The frozen weights held in 16 bits alone ([f32_bytes, param_bytes) of the region):
+ * their 16-bit copy made here, as rt_param_copy rounds (rt_half.h), and uploaded */
+static void upload_copy16_only(rt_cu *d, const rt_model *m, const float *params)
+{
+    enum { CHUNK = 1 << 20 };
+    int64_t lo = (int64_t)(d->f32_bytes / 4), n = m->param_floats - lo;
+    if (n <= 0 || !d->pcopy)
+        return;
+    uint16_t *h = rt_xmalloc((size_t)(n < CHUNK ? n : CHUNK) * sizeof *h);
+    for (int64_t at = 0; at < n; at += CHUNK) {
+        int64_t k = n - at < CHUNK ? n - at : CHUNK;
+        const float *x = params + lo + at;
+        for (int64_t i = 0; i < k; i++)
+            h[i] = d->act16 == RT_PREC_FP16 ? rt_float_to_f16(x[i]) : rt_float_to_bf16(x[i]);
+        rt_cu_upload(d->pcopy + (size_t)(lo + at) * 2, h, (size_t)k * 2);
+    }
+    rt_xfree(h);
+}
+
 void rt_cu_put_params(rt_exec *e, const rt_model *m, const float *params,
                       const float *layer_state, const float *state, int64_t state_floats)
 {
     rt_cu *d = dev_of(e);
-    rt_cu_upload(d->pool, params, (size_t)m->param_floats * 4);
+    rt_cu_upload(d->params, params, d->f32_bytes);
+    upload_copy16_only(d, m, params);
     if (layer_state && d->lstate_bytes)
         rt_cu_upload(d->lstate, layer_state, d->lstate_bytes);
     if (state && state_floats)
@@ -905,8 +942,8 @@ void rt_cu_copy_params16(rt_exec *e, const rt_model *m)
 {
     rt_cu *d = dev_of(e);
     if (d->pcopy) {
-        rt_dptr p = d->pool;
-        int64_t n = m->param_floats;
+        rt_dptr p = d->params;
+        int64_t n = (int64_t)(d->f32_bytes / 4);   /* (the rest: upload_copy16_only's) */
         void *args[] = {&p, &d->pcopy, &n};
         rt_cu_launch(e, "rt_param_copy", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
         if (m->fp8)   /* the FP8 casts' maxima of the weights: the optimizer's from now on */
@@ -919,7 +956,8 @@ void rt_cu_get_params(rt_exec *e, const rt_model *m, float *params, float *layer
 {
     rt_cu *d = dev_of(e);
     cu_wait(d, d->compute);
-    rt_cu_download(params, d->pool, (size_t)m->param_floats * 4);
+    /* (past f32_bytes: frozen weights, which the host's copy holds as they were) */
+    rt_cu_download(params, d->params, d->f32_bytes);
     if (layer_state && d->lstate_bytes)
         rt_cu_download(layer_state, d->lstate, d->lstate_bytes);
     if (state && state_floats)
@@ -1408,6 +1446,37 @@ static size_t gr_granularity(rt_cu *d, CUmemAllocationProp *prop)
     return gran;
 }
 
+/* The parameters' fp32 region apart from the pool: `bytes` of addresses reserved, the
+ * first `held` backed (the frozen weights after them live in the 16-bit copy alone: an
+ * address there is only ever mapped to it by rt_cu_operand, never read). 0 where the
+ * driver has no virtual memory management, or where `held` rounded up to its
+ * granularity (2 MB) saves nothing: the region is then the pool's, whole. */
+static int params_reserved(rt_cu *d, size_t bytes, size_t held)
+{
+    int vmm = 0;
+    CU(p_cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, d->dev));
+    if (!vmm)
+        return 0;
+    CUmemAllocationProp prop;
+    size_t gran = gr_granularity(d, &prop);
+    size_t all = (bytes + gran - 1) / gran * gran, back = (held + gran - 1) / gran * gran;
+    if (back >= bytes)
+        return 0;
+    CU(p_cuMemAddressReserve(&d->params, all, 0, 0, 0));
+    if (!back)
+        return 1;
+    CUmemGenericAllocationHandle h;
+    CUresult r = p_cuMemCreate(&h, back, &prop, 0);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        rt_fail("CUDA: out of device memory for the fp32 parameters (%zu bytes)", back);
+    CU(r);
+    CU(p_cuMemMap(d->params, back, 0, h, 0));
+    CUmemAccessDesc access = {.location = prop.location, .flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE};
+    CU(p_cuMemSetAccess(d->params, back, &access, 1));
+    d->params_apart = back;
+    return 1;
+}
+
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi)
 {
     int vmm = 0;
@@ -1574,7 +1643,7 @@ void rt_cu_test_arena(rt_exec *e, rt_dptr base, size_t bytes, int prec)
 void rt_cu_test_params(rt_exec *e, rt_dptr base, size_t bytes, rt_dptr copy)
 {
     rt_cu *d = dev_of(e);
-    d->pool = base;
-    d->param_bytes = bytes;
+    d->pool = d->params = base;
+    d->param_bytes = d->f32_bytes = bytes;
     d->pcopy = copy;
 }

@@ -61,12 +61,14 @@ static void check_budget(const rt_model *m, const rt_train_config *c)
     if (c->recompute != RT_RECOMPUTE_AUTO)
         return;
     double pf = (double)m->param_floats, tf = (double)m->trainable_floats;
+    /* a GPU in mixed precision holds the frozen weights only GEMMs read in 16 bits alone */
+    double f32 = m->act16 && m->gpu_fp32_floats ? (double)m->gpu_fp32_floats : pf;
     /* the shard of ZeRO's optimizer state for the ranks this run has (the compiler
      * counted distributed.ranks: fewer ranks than that may not fit) */
     double opt = rt_opt_state_bytes(c, m->trainable_floats, rt_dist_world()) / 4;
     double ws = c->device == RT_DEVICE_CPU   /* the GPU's workspace, as the plan counts it */
                     ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate);
-    double need = (double)c->batch_size * (double)rt_arena_row(m) + 4 * (pf + tf + opt) +
+    double need = (double)c->batch_size * (double)rt_arena_row(m) + 4 * (f32 + tf + opt) +
                   (m->act16 ? 2 * pf : 0) + 4 * (double)m->state_floats + ws;
     char fewer[200] = "";   /* the plan counted more ranks than this run has */
     if (c->dist != RT_DIST_DDP && c->ranks > rt_dist_world())

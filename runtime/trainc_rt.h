@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 12
+#define RT_ABI_VERSION 13
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -140,6 +140,9 @@ typedef struct rt_model {
     const int *init_order;
     int64_t sink_floats;       /* the frozen gradients an instruction still writes (a norm
                                   layer's dgamma beside its dx): rt_exec.sink, never read */
+    int64_t gpu_fp32_floats;   /* mixed precision on a GPU: parameters [0, this) kept in fp32
+                                  too; after them the frozen weights that GEMMs alone read,
+                                  kept in the 16-bit copy alone. 0: all in fp32 too */
     int n_inputs;
     const rt_input *inputs;
     int64_t arena_row_bytes;   /* arena bytes = Bmax * arena_row_bytes */
