@@ -93,6 +93,32 @@ print(f"ok   the frozen parameters: no gradient, optimizer state or sums ({T} by
       f"of {P}, AdamW's state {2 * T}) under ddp, zero1 and zero2, as trainc plan --ranks 2 says")
 PY
 
+# train.lora (freeze's layout: the adapters alone trained): 2 ranks x 4 = 1 rank x 8, zero1
+# and zero2 = ddp bit for bit (dropout masks on each rank's rows), the adapters' gradients
+# alone summed
+"$TRAINC" build specs/gpt_char.json --set lora.rank=4 --set lora.dropout=0.1 -o "$d/gpt_lora" 2>/dev/null
+"$d/gpt_lora" --out "$d/gpt_lora.1" "${S[@]}" --set batch_size=8
+for z in "" 1 2; do
+    "${MPIRUN[@]}" "$d/gpt_lora" --out "$d/gpt_lora.2$z" "${S[@]}" --set batch_size=4 \
+        ${z:+--set distributed.strategy=zero$z}
+done
+compare "$d/gpt_lora.1" "$d/gpt_lora.2"
+cmp "$d/gpt_lora.2/model.safetensors" "$d/gpt_lora.21/model.safetensors"
+cmp "$d/gpt_lora.2/model.safetensors" "$d/gpt_lora.22/model.safetensors"
+"$PY" - "$d" <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+import st_check
+d = sys.argv[1]
+w = st_check.load(f"{d}/gpt_lora.2/model.safetensors")
+T = 4 * sum((a.size + 15) // 16 * 16 for n, a in w.items() if ".lora_" in n)
+for run in ("2", "21", "22"):
+    s = next(json.loads(l) for l in open(f"{d}/gpt_lora.{run}/metrics.jsonl") if '"start"' in l)
+    assert s["reduced_bytes"] == T, (run, s, T)
+print(f"ok   gpt_char with lora: 2 ranks x 4 = 1 rank x 8, zero1 and zero2 = ddp bit for bit; "
+      f"{T} bytes summed a step (the adapters') of {s['param_bytes']}")
+PY
+
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's
 # own backward call): DDP, ZeRO-1 and ZeRO-2 on 2 ranks x 4 = 1 rank x 8
 $PY - "$d/gpt_opts.json" "$PWD/data/text" <<'PY'

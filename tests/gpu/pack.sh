@@ -28,8 +28,11 @@ done
 "$TRAINC" build specs/gpt_char.json --device both --arch "$ARCH" \
     --set 'freeze=wte.weight,wpe.weight,h.0.*,h.1.ln_2.weight' --bundle "$P/ship" -o gpt_char_freeze 2>>"$P/build.log"
 # and with lora's adapters (rank 8, dropout 0.05) on every linear but the tied head
-"$TRAINC" build specs/gpt_char.json --device both --arch "$ARCH" --set lora.rank=8 \
-    --set lora.alpha=16 --set lora.dropout=0.05 --bundle "$P/ship" -o gpt_char_lora 2>>"$P/build.log"
+for p in fp32 bf16-mixed; do   # (bf16: the frozen GEMM weights in 16 bits alone)
+    "$TRAINC" build specs/gpt_char.json --device both --arch "$ARCH" --set lora.rank=8 \
+        --set lora.alpha=16 --set lora.dropout=0.05 --set precision=$p --bundle "$P/ship" \
+        -o gpt_char_lora$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+done
 for policy in none selective full; do   # bench/gpu_gpt2.sh: the policy is compiled in (bf16-mixed)
     "$TRAINC" build specs/gpt2_124m.json --device both --arch "$ARCH" --set recompute=$policy \
         --bundle "$P/ship" -o gpt2_124m_$policy 2>>"$P/build.log"

@@ -155,6 +155,11 @@ PY
     "$S/gpt_char_lora" --device cpu --out "$D/gptl.cpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
     "$S/gpt_char_lora" --device cuda --out "$D/gptl.gpu" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/gptl.gpu" "$D/gptl.cpu" 1e-3) && note "ok   gpt_char with lora GPU vs CPU fp32: $r" || { note "FAIL gpt_char with lora GPU vs CPU: $r"; fail=1; }
+    # and in bf16-mixed: the frozen weights only GEMMs read held in the 16-bit copy alone
+    # (the fp32 region a cuMemAddressReserve backed only so far: a stray read faults)
+    "$S/gpt_char_lora_bf16" --device cuda --out "$D/gptl.bf16" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
+    pool=$(grep -o '"device_pool_bytes":[0-9]*' "$D/gptl.bf16/metrics.jsonl" | head -1)
+    r=$(curve "$D/gptl.bf16" "$D/gptl.cpu" 1 1) && note "ok   gpt_char with lora bf16-mixed GPU vs fp32 CPU: $r; $pool" || { note "FAIL gpt_char with lora bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     "$S/llama_moe" --device cpu --out "$D/moe.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/llama_moe" --device cuda --out "$D/moe.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
