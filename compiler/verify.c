@@ -353,6 +353,24 @@ static void check_frozen_writes(const Program *p, const Param *pa)
     }
 }
 
+/* A frozen weight a GPU in mixed precision holds in its 16-bit copy alone (graph.c's
+ * copy16_only, laid out from gpu_fp32_floats) is read by GEMMs alone, which map its
+ * address to the copy: any other reader would read fp32 values that are not there */
+static void check_copy16_only(const Program *p, const Param *pa)
+{
+    if (pa->offset < p->g->gpu_fp32_floats)
+        broken(NULL, -1, "%s is held in 16 bits alone but lies below gpu_fp32_floats", pa->name);
+    for (int i = 0; i < p->n_ins; i++) {
+        const Instr *in = p->ins[i];
+        if (in->dead || in->kind == I_GEMM)
+            continue;
+        for (int r = 0; r < in->n_reads; r++)
+            if (in->reads[r]->param == pa)
+                broken(in, i, "reads %s, which a GPU in mixed precision holds in 16 bits alone "
+                       "(only a GEMM may)", pa->name);
+    }
+}
+
 static void check_hooks(const Program *p)
 {
     Graph *g = p->g;
@@ -360,6 +378,8 @@ static void check_hooks(const Program *p)
     for (int k = 0; k < g->n_params; k++) {
         const Param *pa = g->params[k];
         int first = -1, last = -1, begun = -1, ready = -1;
+        if (pa->copy16_only)
+            check_copy16_only(p, pa);
         if (pa->frozen) {
             check_frozen_writes(p, pa);
             continue;

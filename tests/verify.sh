@@ -5,6 +5,7 @@
 #     every parameter gradient write, no two live buffers sharing arena bytes, ...);
 #     a broken rule aborts, so this fails on one (tried: memplan placing every buffer at
 #     offset 0, and lower.c leaving out one rt_grad_begin, each abort naming the pass);
+#   - the same with train.lora for the specs with linear layers, in bf16-mixed;
 #   - --dump-after=PASS prints the graph or program after each pass to stderr, for
 #     every command that compiles, and leaves stdout as it was;
 #   - an unknown pass: exit 1 naming the passes.
@@ -26,6 +27,17 @@ for spec in specs/*.json; do
     done
 done
 "$TRAINC" check specs/gpt2_124m.json --set recompute=auto --set memory_budget_mb=20000 >/dev/null
+# train.lora on every spec with linear layers to adapt: its nodes through every pass, and
+# the frozen weights a GPU holds in 16 bits alone read by GEMMs alone (tried: an
+# embedding's weight let into that group aborts, naming the embedding's instruction)
+for spec in mlp_fashion gpt_char llama_char moe_char gemma3_270m gpt2_124m llama3_1b; do
+    for pol in none full; do
+        "$TRAINC" check specs/$spec.json --set lora.rank=4 --set lora.dropout=0.1 \
+            --set recompute=$pol --set precision=bf16-mixed >"$d/out" 2>"$d/err" ||
+            { echo "FAIL: $spec lora recompute=$pol:"; cat "$d/err"; exit 1; }
+        n=$((n + 1))
+    done
+done
 # train.freeze drops the instructions that write only frozen gradients, and with them
 # what fed them alone (a loop that writes nothing is refused): a conv_transpose2d whose
 # bias is frozen keeps no layout change of dy for the bias's row sum
