@@ -195,6 +195,10 @@ static void plan_table(const Compiled *c)
     printf("  lower bound (peak live) %12lld bytes\n", (long long)(B * p->lower_bound_row_bytes));
     printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
            (long long)pb, (long long)np);
+    if (g->act16 && g->gpu_fp32_floats < g->param_floats)
+        printf("                          (a GPU holds %lld of them in fp32: the frozen weights\n"
+               "                          only GEMMs read are in the %s copy alone)\n",
+               (long long)(g->gpu_fp32_floats * 4), half_name(g));
     printf("  gradients             %14lld bytes", (long long)gb);
     if (gb < pb)
         printf(" (the trained parameters'; the frozen have none)");
