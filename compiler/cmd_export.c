@@ -27,7 +27,7 @@ typedef struct Ex {
     const char *file;          /* the model spec, for errors */
     HfWeights w;               /* the trainc weights */
     int64_t lora_rank;         /* train.lora's rank, its adapters merged; 0: no lora */
-    double lora_scale;         /* and alpha / rank */
+    double lora_scale;         /* and its factor (rt_lora_scale) */
     int adapter;               /* --adapter: the adapters alone, as PEFT's files */
     HfOut out;
     const HfTensor **src;      /* per output tensor: its trainc tensor */
@@ -1133,6 +1133,7 @@ static char *adapter_config(const Ex *e, cJSON *mods, const rt_train_config *t)
     cJSON_AddNumberToObject(c, "r", (double)t->lora_rank);
     cJSON_AddNumberToObject(c, "lora_alpha", t->lora_alpha);
     cJSON_AddNumberToObject(c, "lora_dropout", t->lora_dropout);
+    cJSON_AddBoolToObject(c, "use_rslora", t->lora_rslora);
     cJSON_AddItemToObject(c, "target_modules", mods);
     cJSON_AddBoolToObject(c, "fan_in_fan_out", tr);   /* GPT-2's Conv1D weights */
     cJSON_AddStringToObject(c, "bias", "none");
@@ -1852,7 +1853,7 @@ int cmd_export(int argc, char **argv)
         check_adapter_export(s);
     if (s->train.has_lora) {
         e.lora_rank = s->train.lora_rank;
-        e.lora_scale = s->train.lora_alpha / (double)s->train.lora_rank;
+        e.lora_scale = rt_lora_scale(&s->train);
     }
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "

@@ -83,7 +83,7 @@ typedef struct Field {
  *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
- *   lora null; once given: rank 8, alpha 8, dropout 0 (PEFT's LoraConfig's), targets null (every
+ *   lora null; once given: rank 8, alpha 8, dropout 0, rslora false (PEFT's LoraConfig's), targets null (every
  *     linear layer's and attention projection's weight but the model's last layer's),
  *     train null (no tensor of the model's own trained).
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
@@ -128,6 +128,7 @@ typedef struct Field {
     X("lora.rank", "8", INT(lora_rank, 1, 65536))                                       \
     X("lora.alpha", "8", REAL(lora_alpha, R_POS))                                       \
     X("lora.dropout", "0", REAL(lora_dropout, R_UNIT_OPEN))                             \
+    X("lora.rslora", "false", BOOL(lora_rslora))                                        \
     X("lora.targets", "null", GLOBS_QUIET(lora_targets))                                \
     X("lora.train", "null", GLOBS_QUIET(lora_train))                                    \
     X("precision", "fp32", ENUM(precision, "fp32 bf16-mixed fp16-mixed fp8-mixed"))     \
@@ -1411,4 +1412,10 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return fail(err, errlen, "recompute auto needs memory_budget_mb");
     }
     return 0;
+}
+
+double rt_lora_scale(const rt_train_config *c)
+{
+    return c->lora_rslora ? c->lora_alpha / sqrt((double)c->lora_rank)
+                          : c->lora_alpha / (double)c->lora_rank;
 }

@@ -284,6 +284,7 @@ typedef struct rt_train_config {
     int64_t lora_rank;         /* B [out, rank] A [rank, in], added as (alpha / rank) B A x; */
     double lora_alpha;         /* every other parameter frozen but lora.train's; */
     double lora_dropout;       /* dropout on x before A, in training */
+    int lora_rslora;           /* the factor alpha / sqrt(rank) (rt_lora_scale) */
     char lora_targets[RT_PATH_MAX];  /* patterns, ','-joined; "" = every linear but the last */
     char lora_train[RT_PATH_MAX];    /* patterns; "" = none (compiled in: rt_param.lora) */
 } rt_train_config;
@@ -367,6 +368,9 @@ int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
  * shard (the largest, rt_dist_shard) under zero1 and zero2. What recompute auto and
  * the trainer's start-up check count, and trainc plan --ranks's optimizer column. */
 double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_t ranks);
+/* train.lora's factor on the adapters' term: alpha / rank, or alpha / sqrt(rank) with
+ * rslora (rank-stabilized LoRA, PEFT's use_rslora) */
+double rt_lora_scale(const rt_train_config *c);
 /* rt_config_validate that also names, in key (when not NULL), the dotted key the
  * broken rule blames ("optimizer.nesterov"; "" when none does, as for a missing stop
  * condition), so that the compiler can point at that key in the spec. */

@@ -119,6 +119,7 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        compiled_freeze[0] ? compiled_freeze : "none");
     if (c->has_lora != compiled.has_lora || c->lora_rank != compiled.lora_rank ||
         c->lora_alpha != compiled.lora_alpha || c->lora_dropout != compiled.lora_dropout ||
+        c->lora_rslora != compiled.lora_rslora ||
         strcmp(c->lora_targets, compiled.lora_targets) ||
         strcmp(c->lora_train, compiled.lora_train))
         rt_input_error("--set lora...: this trainer's LoRA adapters (%s) are compiled into it; "

@@ -1485,7 +1485,7 @@ def roundtrips(val):
         roundtrip(name, m, src, val, kw.get("as"))
 
 
-def lora_case(val, name, merged):
+def lora_case(val, name, merged, rslora=False):
     """train.lora on an imported model (NAME: its folders OUT/NAME and OUT/hf_NAME): the run
     starts from init.safetensors (no adapters in it: they start at B zero, said) and
     trains 5 steps. With MERGED, export merges each adapter into its weight (W + B A
@@ -1494,12 +1494,12 @@ def lora_case(val, name, merged):
     adapters, named. Then export --adapter: PEFT's PeftModel over the source folder loads
     the adapter files and computes the same loss (a fused weight's adapter as PEFT's on
     each of its parts; GPT-2's Conv1D as fan_in_fan_out; GPT-J's q and k rows in its rope
-    order)."""
+    order; with RSLORA, use_rslora's factor alpha / sqrt(rank))."""
     d, src = os.path.join(OUT, name), os.path.join(OUT, "hf_" + name)
     for f, steps in (("lora_eval.json", 1), ("lora_train.json", 5)):
         train_spec(d + "/" + f, steps)
         sp = json.load(open(d + "/" + f))
-        sp["train"]["lora"] = {"rank": 4, "alpha": 8}
+        sp["train"]["lora"] = {"rank": 4, "alpha": 8, "rslora": rslora}
         sp["train"]["optimizer"]["lr"] = 1e-2
         json.dump(sp, open(d + "/" + f, "w"))
     r = trainc("run", d + "/model.json", d + "/lora_train.json", "--init", d + "/init.safetensors",
@@ -1612,7 +1612,7 @@ def main():
     roundtrips(val)
     if not NEWER:
         for name in ("llama", "gpt2", "gptj"):
-            lora_case(val, name, merged=name == "llama")
+            lora_case(val, name, merged=name == "llama", rslora=name == "gptj")
     g = torch.Generator().manual_seed(1)
     norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
              for i in range(2) for c in "qk"}

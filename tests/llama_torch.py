@@ -132,7 +132,8 @@ class Params:
 
 
 # train.lora (trainc's extension) as PEFT computes it: None, or {"rank", "alpha",
-# "adapts": weight name -> bool}; an adapted weight W's output gains B(A(x)) * alpha / rank
+# "adapts": weight name -> bool, "scale" where not alpha / rank (rsLoRA's alpha /
+# sqrt(rank))}; an adapted weight W's output gains B(A(x)) * scale
 LORA = None
 
 
@@ -143,7 +144,7 @@ def lora_delta(x, wname, rows, P):
     pre, r = wname[:-len(".weight")], LORA["rank"]
     a = P(pre + ".lora_A.weight", (r, x.shape[-1]), "w")
     b = P(pre + ".lora_B.weight", (rows, r), "w")
-    return F.linear(F.linear(x, a), b) * (LORA["alpha"] / r)
+    return F.linear(F.linear(x, a), b) * LORA.get("scale", LORA["alpha"] / r)
 
 
 def adapted(y, x, wname, P):

@@ -9,7 +9,9 @@ one thread; every step's loss within 1e-4 relative:
   - all_linear: lora's default targets (every linear layer's and attention projection's
     weight but the head's: the fused qkv and gate_up get one adapter each), rank 4,
     alpha 8, and lora.train the final norm's weight;
-  - some: lora.targets "*.qkv.weight,*.down.weight", rank 2, alpha 3.
+  - some: lora.targets "*.qkv.weight,*.down.weight", rank 2, alpha 3;
+  - rslora: the attention's output projections and gate_up, rank 4, alpha 2, rslora
+    (the factor alpha / sqrt(rank), 1, not alpha / rank).
 Then trainc's model.safetensors: every tensor but the trained ones bit for bit the
 initial one, the adapters moved. And `--init` of the base weights alone (no adapter in
 the file): the first loss is the base model's (B starts at zero). And lora.dropout: in
@@ -42,6 +44,8 @@ CASES = {
                    lambda n: n != "lm_head.weight"),
     "some": ({"rank": 2, "alpha": 3, "targets": ["*.qkv.weight", "*.down.weight"]},
              lambda n: fnmatch.fnmatch(n, "*.qkv.weight") or fnmatch.fnmatch(n, "*.down.weight")),
+    "rslora": ({"rank": 4, "alpha": 2, "rslora": True, "targets": ["*.proj.weight", "*.gate_up.weight"]},
+               lambda n: fnmatch.fnmatch(n, "*.proj.weight") or fnmatch.fnmatch(n, "*.gate_up.weight")),
 }
 
 
@@ -51,7 +55,8 @@ def trained(name, lora):
 
 def run_case(name, x, y):
     lora, adapts = CASES[name]
-    lt.LORA = {"rank": lora["rank"], "alpha": lora["alpha"], "adapts": adapts}
+    lt.LORA = {"rank": lora["rank"], "alpha": lora["alpha"], "adapts": adapts,
+               "scale": lora["alpha"] / (lora["rank"] ** 0.5 if lora.get("rslora") else lora["rank"])}
     P = lt.init_params(MODEL, seed=2)
     init = {n: t.clone() for n, t in P.t.items()}
     sp = {"trainc": 1, "model": MODEL, "train": dict(lt.train_spec(STEPS, B), lora=lora)}

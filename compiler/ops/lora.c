@@ -2,8 +2,9 @@
  * targeted weight W [out, in] of a linear layer or an attention projection gets A [rank,
  * in] (uniform in +-1/sqrt(in), PEFT's kaiming_uniform(a = sqrt(5))) and B [out, rank]
  * (zeros), named after W ("h.0.attn.qkv.lora_A.weight"), and its output y = x W^T (+ b)
- * becomes y + (x A^T) B^T * (alpha / rank); then every parameter but the adapters (and
- * lora.train's) is frozen (train.freeze's machinery: no gradient, no optimizer state).
+ * becomes y + (x A^T) B^T * (alpha / rank, or with rslora alpha / sqrt(rank)); then
+ * every parameter but the adapters (and lora.train's) is frozen (train.freeze's
+ * machinery: no gradient, no optimizer state).
  * The adapters are ordinary linear, scale and add nodes, so every pass and both backends
  * take them as they are. */
 #include <fnmatch.h>
@@ -102,7 +103,7 @@ Tensor *lora_adapt(GraphCtx *c, const LayerArgs *a, Node *base)
     w->lora = 2;
     Node *ns = layer_node(c, a, N_ACT, tb, ts);
     ns->act = ACT_SCALE;
-    ns->p = t->lora_alpha / (double)r;   /* (PEFT's scaling, a float factor) */
+    ns->p = rt_lora_scale(t);   /* (PEFT's scaling, a float factor) */
     Node *nd = layer_node(c, a, N_ADD, y, ty);
     nd->in[nd->n_in++] = ts;
     double rows = (double)(x->numel / in);

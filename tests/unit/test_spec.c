@@ -166,6 +166,7 @@ static const char *other_value(const char *key)
         {"lora.rank", "16"},
         {"lora.alpha", "32"},
         {"lora.dropout", "0.05"},
+        {"lora.rslora", "true"},
         {"lora.targets", "*.qkv.weight,*.proj.weight"},
         {"lora.train", "norm.weight"},
         {"loss_scale.init", "1024"},
