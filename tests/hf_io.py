@@ -1485,10 +1485,10 @@ def roundtrips(val):
         roundtrip(name, m, src, val, kw.get("as"))
 
 
-def lora_case(val, name, merged, rslora=False):
+def lora_case(val, name, rslora=False):
     """train.lora on an imported model (NAME: its folders OUT/NAME and OUT/hf_NAME): the run
     starts from init.safetensors (no adapters in it: they start at B zero, said) and
-    trains 5 steps. With MERGED, export merges each adapter into its weight (W + B A
+    trains 5 steps. Export merges each adapter into its weight (W + B A
     alpha / rank): transformers' loss on the export equals trainc's --eval of the run's
     weights with the adapters apart, and the export without the spec's lora refuses the
     adapters, named. Then export --adapter: PEFT's PeftModel over the source folder loads
@@ -1510,24 +1510,23 @@ def lora_case(val, name, merged, rslora=False):
                d + "/lora_run/model.safetensors", "--eval", "--threads", 1, "--out", d + "/lora_eval")
     ours = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
     before = trainc_eval(d, d + "/init.safetensors")
-    if merged:
-        trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
-               d + "/lora_run/model.safetensors", "-o", d + "/lora_export")
-        back = AutoModelForCausalLM.from_pretrained(d + "/lora_export", attn_implementation="eager")
-        back.eval()
-        theirs = hf_loss(back, val)
-        check(rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-4,
-              "%s with lora trained 5 steps, exported merged: trainc --eval %.7f, transformers "
-              "%.7f (%.1e; before training %.7f)" % (name, ours, theirs, rel(ours, theirs), before))
-        r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
-                   d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", expect=1)
-        check("is a LoRA adapter" in r.stderr and not os.path.exists(d + "/lora_refused"),
-              "export without the spec's lora: exit 1, %s" % r.stderr.strip())
-        r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
-                   d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", "--adapter", expect=1)
-        check("export --adapter writes a lora run's adapters" in r.stderr and
-              not os.path.exists(d + "/lora_refused"),
-              "export --adapter without the spec's lora: exit 1, %s" % r.stderr.strip())
+    trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
+           d + "/lora_run/model.safetensors", "-o", d + "/lora_export")
+    back = AutoModelForCausalLM.from_pretrained(d + "/lora_export", attn_implementation="eager")
+    back.eval()
+    theirs = hf_loss(back, val)
+    check(rel(ours, theirs) <= 1e-5 and rel(ours, before) > 1e-6,
+          "%s with lora trained 5 steps, exported merged: trainc --eval %.7f, transformers "
+          "%.7f (%.1e; before training %.7f)" % (name, ours, theirs, rel(ours, theirs), before))
+    r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+               d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", expect=1)
+    check("is a LoRA adapter" in r.stderr and not os.path.exists(d + "/lora_refused"),
+          "export without the spec's lora: exit 1, %s" % r.stderr.strip())
+    r = trainc("export", "hf", d + "/model.json", d + "/train5.json", "--weights",
+               d + "/lora_run/model.safetensors", "-o", d + "/lora_refused", "--adapter", expect=1)
+    check("export --adapter writes a lora run's adapters" in r.stderr and
+          not os.path.exists(d + "/lora_refused"),
+          "export --adapter without the spec's lora: exit 1, %s" % r.stderr.strip())
     trainc("export", "hf", d + "/model.json", d + "/lora_train.json", "--weights",
            d + "/lora_run/model.safetensors", "-o", d + "/lora_adapter", "--adapter")
     try:
@@ -1612,7 +1611,7 @@ def main():
     roundtrips(val)
     if not NEWER:
         for name in ("llama", "gpt2", "gptj"):
-            lora_case(val, name, merged=name == "llama", rslora=name == "gptj")
+            lora_case(val, name, rslora=name == "gptj")
     g = torch.Generator().manual_seed(1)
     norms = {"model.layers.%d.self_attn.%s_norm.weight" % (i, c): 1 + 0.1 * torch.randn(16, generator=g)
              for i in range(2) for c in "qk"}
