@@ -83,9 +83,9 @@ typedef struct Field {
  *   validate.every_steps null, batches null (= the whole val set).
  *   early_stopping null; once enabled (any subkey, or {}): val_loss, min, patience 3,
  *     min_delta 0, no thresholds, check_finite true.
- *   lora null; once given: rank 8, alpha 8, dropout 0, rslora false (PEFT's LoraConfig's), targets null (every
- *     linear layer's and attention projection's weight but the model's last layer's),
- *     train null (no tensor of the model's own trained).
+ *   lora null; once given: rank 8, alpha 8, dropout 0, rslora false (PEFT's LoraConfig's),
+ *     targets null (every linear layer's and attention projection's weight but the
+ *     head's), train null (no tensor of the model's own trained).
  *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
  *   distributed.ranks null: recompute auto counts a world of one (no shard of ZeRO's
  *     optimizer state); the trainer's own check counts the ranks it runs on.
