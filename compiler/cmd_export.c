@@ -982,13 +982,16 @@ static void merge_lora(const Ex *e, const HfTensor *t, float *x)
         return;
     float *a = hf_read(&e->w, ta), *b = hf_read(&e->w, tb);
     int64_t out = t->shape[0], in = t->shape[1], r = e->lora_rank;
-    for (int64_t o = 0; o < out; o++)
-        for (int64_t i = 0; i < in; i++) {
-            double sum = 0;
-            for (int64_t k = 0; k < r; k++)
-                sum += (double)b[o * r + k] * a[k * in + i];
-            x[o * in + i] = (float)((double)x[o * in + i] + sum * e->lora_scale);
-        }
+    double *row = xcalloc((size_t)in, sizeof *row);   /* (B A)'s row o, over A's rows */
+    for (int64_t o = 0; o < out; o++) {
+        memset(row, 0, (size_t)in * sizeof *row);
+        for (int64_t k = 0; k < r; k++)
+            for (int64_t i = 0; i < in; i++)
+                row[i] += (double)b[o * r + k] * a[k * in + i];
+        for (int64_t i = 0; i < in; i++)
+            x[o * in + i] = (float)((double)x[o * in + i] + row[i] * e->lora_scale);
+    }
+    free(row);
     free(a);
     free(b);
 }
@@ -1078,34 +1081,45 @@ static char *adapted_module(Ex *e, int k)
     return xasprintf("%.*s", (int)(n - 7), theirs);
 }
 
-/* DIR/adapter_model.safetensors: for each transformers weight made from an adapted one,
- * PEFT's lora_A (A whole: a fused weight's parts share it) and lora_B (the rows of B that
- * make that weight, in transformers' order); returns the modules, a JSON array */
-static cJSON *write_adapter_tensors(Ex *e, const char *path)
+/* export --adapter's tensors: for each transformers weight made from an adapted one
+ * (output tensor k[i]), PEFT's lora_A (A whole: a fused weight's parts share it) and
+ * lora_B (the rows of B that make that weight, in transformers' order); mods, the
+ * modules (a JSON array) */
+typedef struct AdapterPlan {
+    HfOut o;
+    int *k, n;
+    cJSON *mods;
+} AdapterPlan;
+
+static void plan_adapters(Ex *e, AdapterPlan *p)
 {
-    HfOut o = {0};
-    cJSON *mods = cJSON_CreateArray();
     int64_t r = e->lora_rank;
+    p->k = xcalloc((size_t)e->out.n + 1, sizeof *p->k);
+    p->mods = cJSON_CreateArray();
     for (int k = 0; k < e->out.n; k++) {
         char *mod = adapted_module(e, k);
         if (!mod)
             continue;
         int64_t rows = e->tr[k] ? e->src[k]->shape[0] : e->out.p[k].shape[0];
-        hf_out_add(&o, xasprintf("base_model.model.%s.lora_A.weight", mod), 2,
+        hf_out_add(&p->o, xasprintf("base_model.model.%s.lora_A.weight", mod), 2,
                    (int64_t[]){r, e->src[k]->shape[1]});
-        hf_out_add(&o, xasprintf("base_model.model.%s.lora_B.weight", mod), 2,
+        hf_out_add(&p->o, xasprintf("base_model.model.%s.lora_B.weight", mod), 2,
                    (int64_t[]){rows, r});
-        cJSON_AddItemToArray(mods, cJSON_CreateString(mod));
+        cJSON_AddItemToArray(p->mods, cJSON_CreateString(mod));
+        p->k[p->n++] = k;
         free(mod);
     }
-    rt_st_out *w = hf_out_open(&o, path);
+}
+
+/* DIR/adapter_model.safetensors, as plan_adapters planned it */
+static void write_adapter_tensors(Ex *e, const AdapterPlan *p, const char *path)
+{
+    int64_t r = e->lora_rank;
+    rt_st_out *w = hf_out_open(&p->o, path);
     if (!w)
         cannot_write("export", path);
-    for (int k = 0; k < e->out.n; k++) {
-        char *mod = adapted_module(e, k);
-        if (!mod)
-            continue;
-        free(mod);
+    for (int i = 0; i < p->n; i++) {
+        int k = p->k[i];
         const HfTensor *t = e->src[k];
         float *a = hf_read(&e->w, adapter(e, t, "lora_A")), *b = hf_read(&e->w, adapter(e, t, "lora_B"));
         if (e->reorder[k])   /* B's rows as the weight's (q and k by transformers' rope pairs) */
@@ -1118,7 +1132,6 @@ static cJSON *write_adapter_tensors(Ex *e, const char *path)
     }
     if (rt_st_close(w) != 0)
         cannot_write("export", path);
-    return mods;
 }
 
 /* DIR/adapter_config.json: PEFT's LoraConfig for the modules written */
@@ -1796,22 +1809,18 @@ static int copy_file(const char *src, const char *dst)
 /* export --adapter: DIR/adapter_model.safetensors and DIR/adapter_config.json */
 static int export_adapter(Ex *e, const Spec *s, const char *out)
 {
-    int found = 0;
-    for (int k = 0; k < e->out.n && !found; k++) {
-        char *mod = adapted_module(e, k);
-        found = mod != NULL;
-        free(mod);
-    }
-    if (!found)
+    AdapterPlan p = {0};
+    plan_adapters(e, &p);
+    if (!p.n)
         error_input("%s: no LoRA adapter (lora_A, lora_B) of a weight export writes: the "
                     "weights of a run without lora?", e->w.paths[0]);
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
-    cJSON *mods = write_adapter_tensors(e, xasprintf("%s/adapter_model.safetensors", out));
-    int n = cJSON_GetArraySize(mods);
-    hf_write_text("export", xasprintf("%s/adapter_config.json", out), adapter_config(e, mods, &s->train));
+    write_adapter_tensors(e, &p, xasprintf("%s/adapter_model.safetensors", out));
+    hf_write_text("export", xasprintf("%s/adapter_config.json", out),
+                  adapter_config(e, p.mods, &s->train));
     printf("trainc: export: %s -> %s/adapter_config.json (PEFT's LoRA for %s), "
-           "%s/adapter_model.safetensors (%d modules)\n", e->w.paths[0], out, family(e)[0], out, n);
+           "%s/adapter_model.safetensors (%d modules)\n", e->w.paths[0], out, family(e)[0], out, p.n);
     return 0;
 }
 

@@ -430,41 +430,66 @@ static void check_conversions(GraphCtx *c)
     }
 }
 
-/* train.freeze: each pattern (fnmatch's, '*' matching dots too) marks the parameters
- * whose names it matches frozen; one matching none, or all of them frozen, is an error */
-static void apply_freeze(Graph *g)
+/* Whether any of the ','-joined shell patterns (fnmatch's, '*' matching dots too)
+ * matches name */
+int matches_any(const char *patterns, const char *name)
+{
+    int hit = 0;
+    char *list = xstrdup(patterns);
+    for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat && !hit;
+         pat = strtok_r(NULL, ",", &save))
+        hit = !fnmatch(pat, name, 0);
+    free(list);
+    return hit;
+}
+
+/* Each of the ','-joined patterns at `at` of the training spec must match a parameter
+ * `want` accepts (all of them: NULL), or it is an error naming the nearest name, or the
+ * first ones; `what` names them ("parameter") */
+void check_patterns(const Graph *g, const char *at, const char *patterns,
+                    int (*want)(const Param *), const char *what)
 {
     const Spec *s = g->spec;
-    const char *at = "$.train.freeze";
-    char *list = xstrdup(s->train.freeze);
+    const char **names = xcalloc((size_t)g->n_params + 1, sizeof *names);
     int n = 0;
+    for (int k = 0; k < g->n_params; k++)
+        if (!want || want(g->params[k]))
+            names[n++] = g->params[k]->name;
+    char *list = xstrdup(patterns);
     for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat;
          pat = strtok_r(NULL, ",", &save)) {
         int hits = 0;
-        for (int k = 0; k < g->n_params; k++)
-            if (!fnmatch(pat, g->params[k]->name, 0)) {
-                g->params[k]->frozen = 1;
-                hits++;
-            }
-        if (!hits) {
-            const char **names = xcalloc((size_t)g->n_params + 1, sizeof *names);
-            for (int k = 0; k < g->n_params; k++)
-                names[k] = g->params[k]->name;
-            const char *near = rt_closest(pat, names);
-            if (near)
-                error_at(s->train_file, at, "'%s' matches no parameter; did you mean '%s'?",
-                         pat, near);
-            error_at(s->train_file, at, "'%s' matches no parameter; the first are %s%s%s%s "
-                     "(%d in all)", pat, names[0], g->n_params > 1 ? ", " : "",
-                     g->n_params > 1 ? names[1] : "", g->n_params > 2 ? ", ..." : "",
-                     g->n_params);
-        }
+        for (int k = 0; k < n && !hits; k++)
+            hits = !fnmatch(pat, names[k], 0);
+        if (hits)
+            continue;
+        const char *near = rt_closest(pat, names);
+        if (near)
+            error_at(s->train_file, at, "'%s' matches no %s; did you mean '%s'?", pat, what,
+                     near);
+        error_at(s->train_file, at, "'%s' matches no %s; the first are %s%s%s%s (%d in all)",
+                 pat, what, n ? names[0] : "none", n > 1 ? ", " : "", n > 1 ? names[1] : "",
+                 n > 2 ? ", ..." : "", n);
     }
     free(list);
-    for (int k = 0; k < g->n_params; k++)
+    free(names);
+}
+
+/* train.freeze: the parameters its patterns match are frozen; a pattern matching none,
+ * or all of them frozen, is an error */
+static void apply_freeze(Graph *g)
+{
+    const char *at = "$.train.freeze", *freeze = g->spec->train.freeze;
+    if (!freeze[0])
+        return;
+    check_patterns(g, at, freeze, NULL, "parameter");
+    int n = 0;
+    for (int k = 0; k < g->n_params; k++) {
+        g->params[k]->frozen |= matches_any(freeze, g->params[k]->name);
         n += !g->params[k]->frozen;
+    }
     if (g->n_params && !n)
-        error_at(s->train_file, at, "every parameter is frozen: nothing is left to train");
+        error_at(g->spec->train_file, at, "every parameter is frozen: nothing is left to train");
 }
 
 /* Param.copy16_only: the frozen weights that only linear nodes' GEMMs read (through the

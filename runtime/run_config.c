@@ -96,27 +96,24 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
     /* the recomputation policy shapes the compiled program: it cannot change here. The
      * budget may: recompute auto's plan is checked against it below, and the other
      * policies do not read it (as when trainc run compiles) */
-    int compiled_policy = c->recompute;
-    char compiled_freeze[RT_PATH_MAX];   /* and so do the frozen parameters */
-    memcpy(compiled_freeze, c->freeze, sizeof compiled_freeze);
-    rt_train_config compiled = *c;       /* and lora's adapters */
+    rt_train_config compiled = *c;   /* (and so do the frozen parameters, lora's adapters) */
     for (int pass = 0; pass < 2; pass++)   /* the type keys first: they reset their group */
         for (int i = 0; i < o->n_sets; i++)
             if (rt_config_set_pass(o->sets[i]) == pass &&
                 rt_config_set_arg(c, o->sets[i], err, sizeof err) != 0)
                 rt_input_error("%s", err);
-    if (c->recompute != compiled_policy) {
+    if (c->recompute != compiled.recompute) {
         static const char *const pol[] = {"none", "selective", "full", "auto"};
         rt_input_error("--set recompute=%s: this trainer's recomputation plan (%s) is compiled into "
                        "it; rebuild it with trainc build ... --set recompute=%s (trainc run applies "
-                       "it when compiling)", pol[c->recompute], pol[compiled_policy],
+                       "it when compiling)", pol[c->recompute], pol[compiled.recompute],
                        pol[c->recompute]);
     }
-    if (strcmp(c->freeze, compiled_freeze))
+    if (strcmp(c->freeze, compiled.freeze))
         rt_input_error("--set freeze=%s: which parameters this trainer freezes (%s) is compiled "
                        "into it; rebuild it with trainc build ... --set freeze=... (trainc run "
                        "applies it when compiling)", c->freeze[0] ? c->freeze : "null",
-                       compiled_freeze[0] ? compiled_freeze : "none");
+                       compiled.freeze[0] ? compiled.freeze : "none");
     if (c->has_lora != compiled.has_lora || c->lora_rank != compiled.lora_rank ||
         c->lora_alpha != compiled.lora_alpha || c->lora_dropout != compiled.lora_dropout ||
         c->lora_rslora != compiled.lora_rslora ||

@@ -827,16 +827,21 @@ void rt_safetensors_read_range(const char *path, const rt_model *m, int64_t lo, 
     read_file(path, m, lo, hi, dst, NULL, 0);
 }
 
-void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state)
+/* The whole file: every parameter and the state (adapters: train.lora's may be missing) */
+static int read_whole(const char *path, const rt_model *m, float *params, float *state,
+                      int adapters)
 {
     if (m->n_state && !state)
         rt_die("reading %s: the model has state but no place for it was given", path);
-    read_file(path, m, 0, m->param_floats, params, state, 0);
+    return read_file(path, m, 0, m->param_floats, params, state, adapters);
+}
+
+void rt_safetensors_read(const char *path, const rt_model *m, float *params, float *state)
+{
+    read_whole(path, m, params, state, 0);
 }
 
 int rt_safetensors_read_init(const char *path, const rt_model *m, float *params, float *state)
 {
-    if (m->n_state && !state)
-        rt_die("reading %s: the model has state but no place for it was given", path);
-    return read_file(path, m, 0, m->param_floats, params, state, 1);
+    return read_whole(path, m, params, state, 1);
 }

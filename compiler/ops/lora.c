@@ -7,7 +7,6 @@
  * machinery: no gradient, no optimizer state).
  * The adapters are ordinary linear, scale and add nodes, so every pass and both backends
  * take them as they are. */
-#include <fnmatch.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,12 +32,7 @@ static int targeted(GraphCtx *c, const LayerArgs *a, Param *w)
         w->lora = 3;           /* (one lora could adapt: lora_freeze's suggestions) */
     if (!t->lora_targets[0])   /* every linear and projection but the head */
         return a->l != head(c->s);
-    int hit = 0;
-    char *list = xstrdup(t->lora_targets);
-    for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat && !hit;
-         pat = strtok_r(NULL, ",", &save))
-        hit = !fnmatch(pat, w->name, 0);
-    free(list);
+    int hit = matches_any(t->lora_targets, w->name);
     if (hit && a->l == head(c->s))
         error_at(c->s->train_file, "$.train.lora.targets", "'%s' is the model's head (its "
                  "last linear layer): lora does not adapt it; train it whole with lora.train",
@@ -115,40 +109,6 @@ Tensor *lora_adapt(GraphCtx *c, const LayerArgs *a, Node *base)
     return ty;
 }
 
-/* A pattern of `key` (lora.targets or lora.train) that matches no parameter `want`
- * accepts: an error naming the nearest name. */
-static void check_matches(const Graph *g, const char *key, const char *patterns,
-                          int (*want)(const Param *))
-{
-    const Spec *s = g->spec;
-    char *at = xasprintf("$.train.%s", key);
-    char *list = xstrdup(patterns);
-    for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat;
-         pat = strtok_r(NULL, ",", &save)) {
-        const char **names = xcalloc((size_t)g->n_params + 1, sizeof *names);
-        int n = 0, hits = 0;
-        for (int k = 0; k < g->n_params; k++)
-            if (want(g->params[k])) {
-                names[n++] = g->params[k]->name;
-                hits += !fnmatch(pat, g->params[k]->name, 0);
-            }
-        if (hits) {
-            free(names);
-            continue;
-        }
-        const char *near = rt_closest(pat, names);
-        if (near)
-            error_at(s->train_file, at, "'%s' matches no %s; did you mean '%s'?", pat,
-                     !strcmp(key, "lora.targets") ? "weight lora adapts" : "parameter", near);
-        error_at(s->train_file, at, "'%s' matches no %s%s%s%s", pat,
-                 !strcmp(key, "lora.targets") ? "weight lora adapts (a linear layer's or "
-                 "an attention projection's, not the head's)" : "parameter",
-                 n ? "; the first of them is '" : "", n ? names[0] : "", n ? "'" : "");
-    }
-    free(list);
-    free(at);
-}
-
 static int adaptable(const Param *p) { return p->lora >= 2; }
 static int own(const Param *p) { return p->lora != 1; }
 
@@ -160,7 +120,9 @@ void lora_freeze(Graph *g)
     if (!t->has_lora)
         return;
     if (t->lora_targets[0])
-        check_matches(g, "lora.targets", t->lora_targets, adaptable);
+        check_patterns(g, "$.train.lora.targets", t->lora_targets, adaptable,
+                       "weight lora adapts (a linear layer's or an attention projection's, "
+                       "not the head's)");
     int adapted = 0;
     for (int k = 0; k < g->n_params; k++)
         adapted += g->params[k]->lora == 2;
@@ -168,15 +130,9 @@ void lora_freeze(Graph *g)
         error_at(g->spec->train_file, "$.train.lora", "lora adapts the weights of linear "
                  "layers and attention projections but the head's; this model has none");
     if (t->lora_train[0])
-        check_matches(g, "lora.train", t->lora_train, own);
+        check_patterns(g, "$.train.lora.train", t->lora_train, own, "parameter");
     for (int k = 0; k < g->n_params; k++) {
         Param *p = g->params[k];
-        int train = p->lora == 1;
-        char *list = xstrdup(t->lora_train);
-        for (char *save = NULL, *pat = strtok_r(list, ",", &save); pat && !train;
-             pat = strtok_r(NULL, ",", &save))
-            train = !fnmatch(pat, p->name, 0);
-        free(list);
-        p->frozen = !train;
+        p->frozen = p->lora != 1 && !matches_any(t->lora_train, p->name);
     }
 }

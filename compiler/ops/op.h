@@ -93,6 +93,12 @@ Tensor *build_qk_norm_all(GraphCtx *c, const LayerArgs *a, Tensor *qkv, int64_t 
 /* ops/glu.c: glu's node over x [..., 2h + 1], its outputs times the sigmoid of the last
  * column (a moe layer's gated shared expert); returns y [..., h] */
 Tensor *build_gated_glu(GraphCtx *c, const LayerArgs *a, Tensor *x);
+/* graph.c: whether any of the ','-joined shell patterns matches name; and each of them
+ * matching a parameter `want` accepts (NULL: any), else an error at `at` naming the
+ * nearest name ("'x' matches no WHAT; did you mean ...") */
+int matches_any(const char *patterns, const char *name);
+void check_patterns(const Graph *g, const char *at, const char *patterns,
+                    int (*want)(const Param *), const char *what);
 /* ops/lora.c: train.lora's adapter on a linear node of the layer being built (its
  * output, or the adapted sum, for the layer to go on with); after the graph, the
  * freezing of all but the adapters and lora.train's */
