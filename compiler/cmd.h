@@ -12,6 +12,11 @@ int cmd_build(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_data(int argc, char **argv);
+int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
+/* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
+ * renamed to their names by data_commit once complete; removed at exit before it. */
+const char *data_stage(const char *final);
+void data_commit(void);
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */
 int cmd_help(int argc, char **argv);

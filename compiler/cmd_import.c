@@ -1638,6 +1638,9 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
     cJSON_AddStringToObject(loss, "target", "y");
+    /* transformers' causal LM loss ignores -100 (its CrossEntropyLoss default): so does
+     * the import's, and `trainc data sft`'s masked prompts train as they are */
+    cJSON_AddNumberToObject(loss, "ignore_index", -100);
     return root;
 }
 

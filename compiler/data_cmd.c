@@ -1,5 +1,6 @@
 /* data_cmd.c: `trainc data fashion-mnist DIR [--from SRC]` and
- * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]`.
+ * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]`
+ * (`trainc data sft`: data_sft.c, with the staged writes below).
  *
  * fashion-mnist converts the four IDX files of Fashion-MNIST (gzip'd as Debian's
  * dataset-fashion-mnist ships them, or plain) into .npy arrays the trainers map:
@@ -33,7 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
-#include "trainc.h"
+#include "cmd.h"
 #include "../runtime/tokenizer.h"
 
 #define FASHION_DEFAULT_SRC "/usr/share/datasets/fashion-mnist"
@@ -43,7 +44,9 @@
 
 static const char data_usage[] =
     "usage: trainc data fashion-mnist DIR [--from SRC]\n"
-    "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]";
+    "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
+    "       trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
+    "[--eos TOKEN]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -67,8 +70,8 @@ static void staged_cleanup(void)
             unlink(staged_part[i]);
 }
 
-/* The name to write `final` under until staged_commit. */
-static const char *stage(const char *final)
+/* The name to write `final` under until data_commit (cmd.h). */
+const char *data_stage(const char *final)
 {
     if (n_staged == 0 && cap_staged == 0)
         atexit(staged_cleanup);
@@ -84,7 +87,7 @@ static const char *stage(const char *final)
     return staged_part[n_staged++];
 }
 
-static void staged_commit(void)
+void data_commit(void)
 {
     for (int i = 0; i < n_staged; i++)
         if (rename(staged_part[i], staged_final[i]) != 0)
@@ -241,7 +244,7 @@ static void write_npy(const char *dir, const char *name, const char *descr,
     pre[10 + hlen - 1] = '\n';
 
     char *path = xasprintf("%s/%s", dir, name);
-    const char *tmp = stage(path);   /* NAME.part: renamed to NAME with the others */
+    const char *tmp = data_stage(path);   /* NAME.part: renamed to NAME with the others */
     FILE *f = fopen(tmp, "wb");
     if (!f)
         error_input("%s: cannot create: %s", tmp, strerror(errno));
@@ -301,7 +304,7 @@ static int fashion_mnist(const char *dir, const char *src)
         error_input("%s: cannot create folder: %s", dir, strerror(errno));
     write_split(dir, "train", &tr_x, &tr_y);
     write_split(dir, "test", &te_x, &te_y);
-    staged_commit();
+    data_commit();
     idx_free(&tr_x);
     idx_free(&tr_y);
     idx_free(&te_x);
@@ -317,7 +320,7 @@ static int fashion_mnist(const char *dir, const char *src)
 #define TEXT_VAL_FRAC_MAX 0.5
 
 /* An option's value: the next argument, or the text after "NAME=". */
-static const char *opt_value(int argc, char **argv, int *i, const char *name)
+static const char *text_opt_value(int argc, char **argv, int *i, const char *name)
 {
     const char *a = argv[*i];
     size_t n = strlen(name);
@@ -390,7 +393,7 @@ static int write_part(const char *dir, const char *prefix, const void *tok, int 
     for (int64_t lo = 0; lo < n; lo += per, k++) {
         int64_t len = n - lo < per ? n - lo : per;
         char *path = xasprintf("%s/%s_%06d.bin", dir, prefix, k);
-        if (rt_shard_write(stage(path), bytes + lo * elem, elem, len) != 0)
+        if (rt_shard_write(data_stage(path), bytes + lo * elem, elem, len) != 0)
             error_input("%s: cannot write: %s (the files written before it are removed: the "
                         "folder is as it was)", path, strerror(errno));
         printf("wrote %s: %" PRId64 " tokens\n", path, len);
@@ -445,7 +448,7 @@ static int text_to_shards(const char *file, const char *dir, double val_frac, in
         error_input("%s: cannot create folder: %s", dir, strerror(errno));
     int nt = write_part(dir, "train", bytes, 1, n_train, per);
     int nv = write_part(dir, "val", bytes + n_train, 1, n_val, per);
-    staged_commit();
+    data_commit();
     printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens "
            "(byte-level, vocabulary 256)\n", file, n, n_train, n_val);
     note_stale(dir, "train", nt);
@@ -603,7 +606,7 @@ static int text_bpe_to_shards(const char *file, const char *dir, double val_frac
     int64_t n_train = n - n_val;
     int nt = write_part(dir, "train", ids, width, n_train, per);
     int nv = write_part(dir, "val", ids + n_train * width, width, n_val, per);
-    staged_commit();
+    data_commit();
     printf("%s: %" PRId64 " bytes -> %" PRId64 " train + %" PRId64 " val tokens (%s, "
            "vocabulary %" PRId64 ", uint%d)\n", file, (int64_t)st.st_size, n_train, n_val,
            tok_path, vocab, 8 * width);
@@ -624,11 +627,11 @@ static int cmd_text(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (is_opt(a, "--val-frac")) {
-            val_frac = parse_val_frac(opt_value(argc, argv, &i, "--val-frac"));
+            val_frac = parse_val_frac(text_opt_value(argc, argv, &i, "--val-frac"));
         } else if (is_opt(a, "--shard-tokens")) {
-            per = parse_shard_tokens(opt_value(argc, argv, &i, "--shard-tokens"));
+            per = parse_shard_tokens(text_opt_value(argc, argv, &i, "--shard-tokens"));
         } else if (is_opt(a, "--tokenizer")) {
-            tok = opt_value(argc, argv, &i, "--tokenizer");
+            tok = text_opt_value(argc, argv, &i, "--tokenizer");
         } else if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) {
             printf("%s\n", data_usage);
             return 0;
@@ -699,7 +702,9 @@ int cmd_data(int argc, char **argv)
         return cmd_fashion(argc, argv);
     if (strcmp(kind, "text") == 0)
         return cmd_text(argc, argv);
+    if (strcmp(kind, "sft") == 0)
+        return data_sft(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text)\n%s\n", kind, data_usage);
+            "text, sft)\n%s\n", kind, data_usage);
     return 1;
 }

@@ -633,8 +633,11 @@ static void emit_host_tables(Program *p, Buf *b)
         /* a cross_entropy target's labels are checked against the logits' width, given
          * as classes or not */
         int64_t classes = g->input_classes[i] ? g->input_classes[i] : in->classes;
-        buf_printf(b, "}, %lld, %lld, %lld, %d},\n", (long long)n, (long long)classes,
+        buf_printf(b, "}, %lld, %lld, %lld, %d", (long long)n, (long long)classes,
                    (long long)g->input_vocab[i], g->inputs[i]->dtype != in->dtype);
+        if (s->has_ignore && !strcmp(in->name, s->loss_target))   /* (ignore_index) */
+            buf_printf(b, ", 1, %d /* ignore_index */", (int)s->ignore_index);
+        buf_puts(b, "},\n");
     }
     buf_puts(b, "};\n\n/* the training spec, as --set would write it; options given at run time win */\n");
     buf_puts(b, "static const char *const train_defaults[] = {\n");
@@ -690,6 +693,8 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
                : s->loss == LOSS_GAN_BCE     ? "RT_LOSS_GAN_BCE"
                                              : "RT_LOSS_GAN_HINGE",
                (long long)terms, g->has_dropout);
+    if (s->has_ignore)
+        buf_printf(b, "    .ce_has_ignore = 1,\n    .ce_ignore_index = %d,\n", (int)s->ignore_index);
     if (g->head)
         emit_head_model(b, ev->g, pred);
     else {

@@ -1468,6 +1468,20 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
         error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
 }
 
+/* $.model.loss.ignore_index: F.cross_entropy's, an integer (no default: every target
+ * counts); targets equal to it add no loss term and no gradient */
+static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
+{
+    const char *path = "$.model.loss.ignore_index";
+    const cJSON *v = member(loss, "ignore_index");
+    if (!v)
+        return;
+    if (s->loss != LOSS_CROSS_ENTROPY)
+        error_at(c->file, path, "ignore_index applies to cross_entropy, not mse");
+    s->has_ignore = 1;
+    s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
+}
+
 /* A non-empty array of layers at path into *out. */
 static void parse_layer_list(const Ctx *c, const cJSON *v, const char *path, Layer ***out, int *n)
 {
@@ -1569,7 +1583,8 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     const char *mp = "$.model";
     parse_layer_list(c, require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = require(c, m, mp, "loss");
-    static const char *const loss_keys[] = {"op", "target", "label_smoothing", NULL};
+    static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
+                                            NULL};
     static const char *const losses[] = {"cross_entropy", "mse", NULL};
     need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     check_keys(c, loss, "$.model.loss", loss_keys);
@@ -1579,6 +1594,7 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
     parse_label_smoothing(c, s, loss);
+    parse_ignore_index(c, s, loss);
     if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
                  "(u8, u16 or i32); input '%s' is f32", s->loss_target);

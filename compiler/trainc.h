@@ -178,6 +178,8 @@ typedef struct Spec {
     int latent_input;         /* the input z is read from, or -1: drawn from (seed, step) */
     int real_input;           /* the input of the real samples */
     double label_smoothing;   /* cross_entropy's; 0 when not given */
+    int has_ignore;           /* cross_entropy's ignore_index given: targets equal to */
+    int32_t ignore_index;     /* it add no loss term and no gradient */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

@@ -122,8 +122,10 @@ void rt_cu_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int6
                    float coef)
 {
     /* the pass's terms and gradient scale, known on the host (a graph replays them with
-     * the pass it was captured for: its key holds both) */
-    double w = (double)e->grad_scale * (double)e->terms, terms = (double)e->terms;
+     * the pass it was captured for: its key holds both); under ignore_index the terms
+     * are the device's count (moe.cuh adds them), the weight the loss's rows */
+    double w = (double)e->grad_scale * (double)(e->ce_has_ignore ? e->loss_rows : e->terms);
+    double terms = (double)e->terms;
     rt_dptr st = rt_cu_stats(e);
     void *a[] = {&stats, &agrad, &L, &n, &E, &coef, &w, &terms, &st};
     rt_cu_launch(e, "rt_moe_aux", 1, 1, 1, 32, 1, 0, a);

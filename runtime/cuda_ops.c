@@ -693,37 +693,57 @@ static void loss_total(rt_exec *e, rt_dptr loss, rt_dptr correct, int64_t n)
     rt_cu_launch(e, "rt_loss_total", 1, 1, 1, 1024, 1, 0, args);
 }
 
-void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
-                         int64_t rows, int64_t C, int64_t ld)
+void rt_cu_ce_count(rt_exec *e, const int32_t *target, int64_t rows)
+{
+    rt_dptr st = rt_cu_stats(e);
+    int ignore = e->ce_ignore;
+    void *args[] = {&target, &rows, &ignore, &st};
+    rt_cu_launch(e, "rt_ce_count", 1, 1, 1, 1024, 1, 0, args);
+}
+
+/* Either cross entropy over rows (ls > 0: label-smoothed). Under ignore_index the
+ * device counts the targets (rt_cu_ce_count; once for a chunked head's calls) and
+ * the kernels read the scale from the statistics, which also hold the count: the host
+ * adds no terms. */
+static void cross_entropy(rt_exec *e, const float *logits, const int32_t *target,
+                          float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls)
 {
     if (rows <= 0)
         return;
     rt_dptr loss = rt_cu_scratch(e, (size_t)rows * 2 * sizeof(double));
     rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
+    rt_dptr st = 0;
+    int ignore = e->ce_ignore;
+    if (e->ce_has_ignore) {
+        if (e->ce_rows <= 0)
+            rt_cu_ce_count(e, target, rows);
+        st = rt_cu_stats(e);
+    }
+    e->loss_rows = e->ce_rows > 0 ? e->ce_rows : rows;
     float gs = e->grad_scale;
     char name[64];
-    snprintf(name, sizeof name, "rt_cross_entropy_%lld_%lld", (long long)C, (long long)ld);
-    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs};
+    snprintf(name, sizeof name, ls > 0 ? "rt_cross_entropy_ls_%lld_%lld" : "rt_cross_entropy_%lld_%lld",
+             (long long)C, (long long)ld);
+    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs, &st, &ignore};
+    void *args_ls[] = {&logits, &target, &dlogits, &loss, &correct, &gs, &ls, &st, &ignore};
     /* (1024 threads for a wide row: loss.cuh then keeps a 16-bit row in registers) */
-    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
+    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0,
+                 ls > 0 ? args_ls : args);
     loss_total(e, loss, correct, rows);
-    e->terms += rows;
+    if (!e->ce_has_ignore)
+        e->terms += rows;
+}
+
+void rt_cu_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C, int64_t ld)
+{
+    cross_entropy(e, logits, target, dlogits, rows, C, ld, 0.0f);
 }
 
 void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls)
 {
-    if (rows <= 0)
-        return;
-    rt_dptr loss = rt_cu_scratch(e, (size_t)rows * 2 * sizeof(double));
-    rt_dptr correct = loss + (rt_dptr)rows * sizeof(double);
-    float gs = e->grad_scale;
-    char name[64];
-    snprintf(name, sizeof name, "rt_cross_entropy_ls_%lld_%lld", (long long)C, (long long)ld);
-    void *args[] = {&logits, &target, &dlogits, &loss, &correct, &gs, &ls};
-    rt_cu_launch(e, name, gdim(rows, GX, name), 1, 1, row_threads(C), 1, 0, args);
-    loss_total(e, loss, correct, rows);
-    e->terms += rows;
+    cross_entropy(e, logits, target, dlogits, rows, C, ld, ls);
 }
 
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
@@ -1729,6 +1749,7 @@ void rt_cu_ops_register(void)
         .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
         .cross_entropy_ls = rt_cu_cross_entropy_ls,
+        .ce_count = rt_cu_ce_count,
         .gconv_fwd = rt_cu_gconv_fwd,
         .gconv_bwd_data = rt_cu_gconv_bwd_data,
         .gconv_bwd_weight = rt_cu_gconv_bwd_weight,

@@ -671,7 +671,8 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
     char at[96];
     for (int64_t j = 0; j < total; j++) {
         int64_t v = npy_int_at(a, j);
-        int bad_label = in->classes > 0 && (v < 0 || v >= in->classes);
+        int bad_label = in->classes > 0 && (v < 0 || v >= in->classes) &&
+                        !(in->has_ignore && v == in->ignore);
         int bad_id = in->vocab > 0 && (v < 0 || v >= in->vocab);
         if (bad_label || bad_id) {
             if (per == 1)

@@ -1209,6 +1209,7 @@ double rt_cu_step_wait(rt_exec *e)
     const rt_cu_stat *st = rt_cu_place_stat(e, d->ring, d->ring_passes[d->ring] - 1);
     e->loss_sum += st->loss_sum;
     e->correct += (int64_t)st->correct;
+    e->terms += (int64_t)st->terms;   /* (0 but under ignore_index: the host counts them) */
     return d->f64_host[d->ring];
 }
 

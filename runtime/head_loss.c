@@ -11,6 +11,7 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
 {
     if (chunk <= 0)
         rt_die("rt_head_cross_entropy: chunks of %lld rows", (long long)chunk);
+    rt_ce_count(e, target, rows);   /* (ignore_index: the mean is over all the rows') */
     for (int64_t r = 0; r < rows; r += chunk) {
         int64_t n = rows - r < chunk ? rows - r : chunk;
         const float *xr = rt_act_adv(e, x, r * d);
@@ -27,4 +28,5 @@ void rt_head_cross_entropy(rt_exec *e, const float *x, const float *w, const int
         if (dw)
             rt_gemm(e, 1, 0, wrows, d, n, 1.0f, z, ld, xr, d, 1.0f, dw, d);
     }
+    rt_ce_done(e);
 }

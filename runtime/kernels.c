@@ -1885,6 +1885,8 @@ struct ce_ctx {
     int64_t ld;                /* rows of logits and dlogits this far apart */
     float ls;                  /* label smoothing (ce_ls_row only) */
     ce_row_fn row;
+    int ign;                   /* 1: rows whose target is `ignore` add nothing */
+    int32_t ignore;
 };
 
 /* the plain cross entropy of one row (dlogits may be the logits themselves, written
@@ -1980,15 +1982,22 @@ static double ce_ls_row(const ce_ctx *c, const float *z, float *g, int32_t tg, i
 }
 
 /* Blocks [lo, hi) of c->rb rows: each row's loss by c->row, summed in double into
- * c->part; a target out of range is not computed but kept in c->bad (the first). */
+ * c->part with the rows counted; a target out of range is not computed but kept in
+ * c->bad (the first); an ignored one adds nothing, its gradient row 0. */
 static void ce_task(void *ctx, int64_t lo, int64_t hi)
 {
     ce_ctx *c = ctx;
     for (int64_t t = lo; t < hi; t++) {
-        double loss = 0.0, correct = 0.0;
+        double loss = 0.0, correct = 0.0, counted = 0.0;
         int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
         for (int64_t r = t * c->rb; r < r1; r++) {
             int32_t tg = c->target[r];
+            if (c->ign && tg == c->ignore) {
+                if (c->dlogits)
+                    memset(c->dlogits + r * c->ld, 0, (size_t)c->ld * sizeof(float));
+                continue;
+            }
+            counted++;
             if (tg < 0 || tg >= c->C) {
                 int64_t old = atomic_load(&c->bad);
                 while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
@@ -2000,35 +2009,79 @@ static void ce_task(void *ctx, int64_t lo, int64_t hi)
                            tg, &hit);
             correct += hit;
         }
-        c->part[2 * t] = loss;
-        c->part[2 * t + 1] = correct;
+        c->part[3 * t] = loss;
+        c->part[3 * t + 1] = correct;
+        c->part[3 * t + 2] = counted;
     }
 }
 
+/* The targets of target[0, rows) not ignored (e->ce_ignore). */
+static int64_t ce_valid(const rt_exec *e, const int32_t *target, int64_t rows)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < rows; r++)
+        n += target[r] != e->ce_ignore;
+    return n;
+}
+
+/* The gradient scale of a loss call under ignore_index: grad_scale * rows / valid, the
+ * call's mean over its targets not ignored (or over those rt_ce_count counted ahead
+ * for a chunked head's calls); 0 where none is. */
+static float ce_ignore_scale(const rt_exec *e, const int32_t *target, int64_t rows)
+{
+    int64_t n = e->ce_rows, valid = e->ce_valid;
+    if (n <= 0) {
+        n = rows;
+        valid = ce_valid(e, target, rows);
+    }
+    return valid ? (float)((double)e->grad_scale * (double)n / (double)valid) : 0.0f;
+}
+
+void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows)
+{
+    if (!e->ce_has_ignore)
+        return;
+    if (e->dev) { /* on a GPU: the count and the scale on the device (cuda_ops.c) */
+        RT_GPU(e)->ce_count(e, target, rows);
+    } else
+        e->ce_valid = ce_valid(e, target, rows);
+    e->ce_rows = rows;
+}
+
+void rt_ce_done(rt_exec *e)
+{
+    e->ce_rows = 0;
+    e->ce_valid = 0;
+}
+
 /* Both losses' CPU driver: blocks of about 4K logits, fixed by C, so the loss sum does
- * not depend on the thread count; the block sums added in order into e. */
+ * not depend on the thread count; the block sums added in order into e (the terms:
+ * the rows counted, all but the ignored ones). */
 static void ce_run(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                    int64_t rows, int64_t C, int64_t ld, float ls, ce_row_fn row)
 {
     if (rows <= 0)
         return;
     rt_pool *p = pool_of(e);
+    float gs = e->ce_has_ignore ? ce_ignore_scale(e, target, rows) : e->grad_scale;
+    e->loss_rows = e->ce_rows > 0 ? e->ce_rows : rows;
     ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
-                e->grad_scale, rows, ld, ls, row};
+                gs, rows, ld, ls, row, e->ce_has_ignore, e->ce_ignore};
     int64_t nblk = ceil_div(rows, c.rb);
-    c.part = rt_pool_scratch(p, (size_t)(2 * nblk));
+    c.part = rt_pool_scratch(p, (size_t)(3 * nblk));
     launch(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
     int64_t bad = atomic_load(&c.bad);
     if (bad < rows)
         rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
-    double loss = 0.0, correct = 0.0;
+    double loss = 0.0, correct = 0.0, counted = 0.0;
     for (int64_t t = 0; t < nblk; t++) {
-        loss += c.part[2 * t];
-        correct += c.part[2 * t + 1];
+        loss += c.part[3 * t];
+        correct += c.part[3 * t + 1];
+        counted += c.part[3 * t + 2];
     }
     e->loss_sum += loss;
     e->correct += (int64_t)correct;
-    e->terms += rows;
+    e->terms += (int64_t)counted;
 }
 
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,

@@ -334,8 +334,11 @@ void rt_moe_aux(rt_exec *e, const float *stats, float *agrad, int64_t L, int64_t
         RT_GPU(e)->moe_aux(e, stats, agrad, L, n, E, coef);
         return;
     }
+    /* the term weighs as the loss's mean does: over all its rows (e->terms counts only those
+     * not ignored, under ignore_index), and adds coef E aux to that mean */
     double rows = (double)L * (double)n, aux = 0;
-    double scale = (double)coef * (double)E / rows * (double)e->grad_scale * (double)e->terms;
+    double n_loss = (double)(e->ce_has_ignore ? e->loss_rows : e->terms);
+    double scale = (double)coef * (double)E / rows * (double)e->grad_scale * n_loss;
     for (int64_t x = 0; x < E; x++) {
         double f = 0, p = 0;
         for (int64_t l = 0; l < L; l++) {

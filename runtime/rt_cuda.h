@@ -29,6 +29,11 @@ typedef CUdeviceptr rt_dptr;
 typedef struct rt_cu_stat {
     double loss_sum;           /* sum of the per-term losses */
     unsigned long long correct;/* correct argmax predictions */
+    unsigned long long terms;  /* cross_entropy's ignore_index: the targets counted, not
+                                  ignored (the host counts the terms otherwise) */
+    float ce_scale;            /* the last count's loss gradient scale, rows / terms (0:
+                                  none counted), read by the loss kernels */
+    unsigned pad;
 } rt_cu_stat;
 
 /* ---- the device layer (device_cuda.c) -------------------------------------------- */
@@ -480,6 +485,8 @@ void rt_cu_gconv_bwd_weight(rt_exec *e, const float *x, const float *dy, float *
 void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
                             float *dlogits, int64_t rows, int64_t C, int64_t ld, float ls);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
+/* rt_ce_count's twin: the count and the scale into the pass's statistics */
+void rt_cu_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
 void rt_cu_gan_loss(rt_exec *e, const float *z, float *dz, int64_t rows, int term);
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal);

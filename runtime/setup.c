@@ -194,6 +194,8 @@ void rt_run_device(Run *r)
     const rt_model *m = r->m;
     const rt_train_config *c = &r->c;
     r->e.Bmax = c->batch_size;
+    r->e.ce_has_ignore = m->ce_has_ignore;
+    r->e.ce_ignore = m->ce_ignore_index;
     int64_t row = rt_arena_row(m);
     if (!r->gpu) {
         r->e.arena = rt_xmalloc((size_t)(r->e.Bmax * row * r->e.arena_scale));

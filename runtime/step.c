@@ -98,6 +98,14 @@ static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop
  * that is not finite ends the run there: 1, with s->step its step (the steps after it
  * ran, but a diverged run saves nothing) and the message in why. *sumsq: the last
  * step's gradients' sum of squares. */
+/* A pass's mean loss from its statistics on the device: over the terms the host counted,
+ * or (cross_entropy's ignore_index) those the device did; 0 where there are none. */
+static double pass_mean(const rt_cu_stat *st, int64_t host_terms)
+{
+    double terms = (double)host_terms + (double)st->terms;
+    return terms > 0 ? st->loss_sum / terms : 0.0;
+}
+
 int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *sumsq)
 {
     int np = r->pend_n;
@@ -107,7 +115,7 @@ int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *sumsq
         const int64_t *terms = r->pend_terms + (size_t)p * (size_t)r->step_passes;
         double sum = 0;
         for (int64_t i = 0; i < q->k; i++)
-            sum += rt_cu_place_stat(&r->e, q->at, (int)i)->loss_sum / (double)terms[i];
+            sum += pass_mean(rt_cu_place_stat(&r->e, q->at, (int)i), terms[i]);
         double ss = rt_cu_place_f64(&r->e, q->at);
         if (!isfinite(sum) || !isfinite(ss)) {
             rt_diverged_why(why, n, isfinite(sum) ? "gradient norm" : "training loss",
@@ -276,7 +284,7 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
     }
     st->gpu_sumsq = rt_cu_step_wait(&r->e);
     for (int64_t i = 0; i < st->k; i++)
-        st->loss += rt_cu_pass_stat(&r->e, (int)i)->loss_sum / (double)r->pass_terms[i];
+        st->loss += pass_mean(rt_cu_pass_stat(&r->e, (int)i), r->pass_terms[i]);
     return 0;
 }
 
@@ -311,8 +319,8 @@ int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     int diverged = 0;
     for (int64_t j = 0; j < k; j++) {
         st->samples += run_pass(r, s, L, st, j, window);
-        if (!r->gpu) {
-            st->loss += r->e.loss_sum / (double)r->e.terms;
+        if (!r->gpu) {   /* (ignore_index: a batch of ignored targets adds 0) */
+            st->loss += r->e.terms ? r->e.loss_sum / (double)r->e.terms : 0.0;
             continue;
         }
         r->pass_terms[j] = r->e.terms;

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 13
+#define RT_ABI_VERSION 14
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -56,6 +56,8 @@ typedef struct rt_input {
     int widen;                 /* 1: u8/u16 ids or class labels that the generated code
                                   reads as i32 (the loader widens them); its batches are
                                   then i32, while the data files hold `dtype` */
+    int has_ignore;            /* 1: a cross_entropy target whose labels may also be */
+    int64_t ignore;            /* the loss's ignore_index (checked as a label otherwise) */
 } rt_input;
 
 /* The state one forward/backward pass works on. The generated code reads its
@@ -87,6 +89,17 @@ typedef struct rt_exec {
     float *state;              /* the layers' state (rt_model.state: batchnorm's running
                                   statistics), fp32 (int64 counts in two floats) */
     float *sink;               /* rt_model.sink_floats: frozen gradients written, never read */
+    /* cross_entropy's ignore_index (rt_model.ce_has_ignore): a target equal to
+     * ce_ignore adds no loss term and no gradient, and a loss call's mean is over the
+     * targets it counts (e->terms adds them) */
+    int ce_has_ignore;
+    int32_t ce_ignore;
+    int64_t ce_rows;           /* > 0: the rows a mean is over, counted ahead of the loss
+                                  calls that take them (rt_head_cross_entropy's chunks) */
+    int64_t ce_valid;          /* with ce_rows: their targets not ignored (the CPU's) */
+    int64_t loss_rows;         /* under ignore_index, the last loss call's rows, counted or
+                                  not (all of a chunked head's): the weight of the
+                                  load-balancing loss (e->terms otherwise) */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -199,6 +212,8 @@ typedef struct rt_model {
                                   copy's bytes), scratch beyond gpu_scratch_row_bytes */
     int fp8_amax_slots;        /* fp8-mixed: the amax slots its passes fold into
                                   (rt_fp8_amax_reset ...) */
+    int ce_has_ignore;         /* cross_entropy's ignore_index given (rt_exec.ce_ignore) */
+    int32_t ce_ignore_index;
 } rt_model;
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
@@ -427,7 +442,10 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
  * padded for aligned GEMMs; the padding is neither read nor written), with i32
  * targets. Adds the loss sum and correct count to e; with dlogits != NULL (same
  * layout; it may be logits) also writes dlogits = (softmax - onehot) * e->grad_scale.
- * Probabilities are never stored. */
+ * Probabilities are never stored. With e->ce_has_ignore, a row whose target is
+ * e->ce_ignore adds nothing (its gradient 0) and the others' gradients are scaled by
+ * rows / (rows not ignored), so that the call's mean is over those (F.cross_entropy's
+ * ignore_index; none counted: no gradient at all). */
 void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                       int64_t rows, int64_t C, int64_t ld);
 /* rt_cross_entropy with label smoothing ls in (0, 1] (F.cross_entropy's
@@ -435,6 +453,11 @@ void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, fl
  * * e->grad_scale and each row's loss is the cross entropy against them. */
 void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
                          int64_t rows, int64_t C, int64_t ld, float ls);
+/* The targets of the next loss calls' rows (rows of them) counted ahead, so that
+ * those calls (a chunk of them each) take the mean over all of them; rt_ce_done ends
+ * it. Nothing without e->ce_has_ignore. */
+void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
+void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over
  * rows of x [rows, d], chunk rows at a time through z [chunk, ld]: the chunk's logits,

@@ -39,9 +39,11 @@ Eval rt_validate(Run *r)
         correct += r->e.correct;
     }
     if (r->gpu && n > 0) {
+        r->e.terms = 0;         /* (ignore_index: the terms the device counted come back) */
         rt_end_pass(r);
         loss = r->e.loss_sum;
         correct = r->e.correct;
+        terms += r->e.terms;
     }
     if (r->world > 1) {           /* every rank sees the same numbers, so they stop together */
         double v[3] = {loss, (double)terms, (double)correct};

@@ -4,7 +4,7 @@
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
 # with parameters frozen, under DDP, ZeRO-1 and ZeRO-2;
 # with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; a chunked
-# untied language-model head under the three; and an MLP with
+# untied language-model head under the three; the loss's ignore_index; and an MLP with
 # dropout, shuffled: each rank draws the one rank's masks of its rows), with one
 # gradient bucket and with many (overlapped with backward); only rank 0 writes.
 # Validation on 3 ranks sees each row once (the 1-rank numbers); ranks that do not
@@ -117,6 +117,38 @@ for run in ("2", "21", "22"):
     assert s["reduced_bytes"] == T, (run, s, T)
 print(f"ok   gpt_char with lora: 2 ranks x 4 = 1 rank x 8, zero1 and zero2 = ddp bit for bit; "
       f"{T} bytes summed a step (the adapters') of {s['param_bytes']}")
+PY
+
+# the loss's ignore_index (masked prompts): each rank's mean is over its own targets, and
+# the ranks' means are averaged, as PyTorch's DDP does; with as many targets counted in
+# every training sample 2 ranks x 4 = 1 rank x 8, and --eval's validation (its terms
+# summed over the ranks) gives the 1-rank numbers with prompts of any length
+$PY - "$d/sft" <<'PY'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, "tests")
+import ignore_parity as ip, llama_torch as lt
+d = sys.argv[1]
+x, y = lt.token_windows(ip.T, 112)
+y[:96, :10] = ip.IGNORE      # training: 10 of each window's 32 targets masked
+tr = dict(lt.train_spec(12, 4), validate={"every_steps": 12})
+tr["data"] = {"train": ip.npy_data(d, x[:96], y[:96]),
+              "val": ip.npy_data(d, x[96:], ip.mask_prompts(y[96:], np.random.default_rng(1)), "val")}
+json.dump({"trainc": 1, "model": ip.model_for(256), "train": tr}, open(d + "/spec.json", "w"))
+PY
+"$TRAINC" build "$d/sft/spec.json" -o "$d/sft_t" 2>/dev/null
+S=(--set log_every=1 --threads 1 --quiet)
+"$d/sft_t" --out "$d/sft.1" "${S[@]}" --set batch_size=8
+"${MPIRUN[@]}" "$d/sft_t" --out "$d/sft.2" "${S[@]}" --set batch_size=4
+compare "$d/sft.1" "$d/sft.2"
+"$d/sft_t" --eval --init "$d/sft.1/model.safetensors" --quiet > "$d/sft.eval1"
+"${MPIRUN[@]}" "$d/sft_t" --eval --init "$d/sft.1/model.safetensors" --quiet > "$d/sft.eval2"
+$PY - "$d/sft.eval1" "$d/sft.eval2" <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read().splitlines()[0]) for f in sys.argv[1:3])
+assert a["terms"] == b["terms"] and abs(a["val_loss"] - b["val_loss"]) <= 1e-6 * a["val_loss"], (a, b)
+print(f"ok   ignore_index: 2 ranks x 4 = 1 rank x 8 (as many targets a sample); --eval on 2 ranks: "
+      f"{b['val_loss']:.7f} over {b['terms']} targets, 1 rank's")
 PY
 
 # attention's Llama-family options (qk_norm's weights: gradients from the attention's

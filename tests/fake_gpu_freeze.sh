@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# train.freeze on the fake GPU (tests/fake_gpu/: the generated CUDA code in the
-# emulator): a tiny Llama with its embedding, its first block and its second block's
-# second RMSNorm weight frozen (no backward below the second block), against the CPU:
+# Fine-tuning's features on the fake GPU (tests/fake_gpu/: the generated CUDA code in the
+# emulator): train.freeze, train.lora (below) and the loss's ignore_index (at the end).
+# A tiny Llama with its embedding, its first block and its second block's second
+# RMSNorm weight frozen (no backward below the second block), against the CPU:
 #   - fp32: every loss and gradient norm within 1e-6 relative of the CPU's (the frozen
 #     tensors, laid out last, outside optim.cuh's table; the RMSNorm's backward still
 #     writes its frozen weight's gradient beside dx, into the sink nothing reads);
@@ -90,3 +91,24 @@ print(f"ok   lora bf16-mixed: fp32 held for {held} of the {whole} parameter byte
       f"weights in 16 bits alone): the pool {saved} bytes smaller, the weights bit for bit the "
       f"whole region's")
 PY
+
+# the loss's ignore_index (tests/ignore_parity.py's cases: a supervised fine-tune's
+# masked prompts) on the GPU against the CPU: the device counts each micro-batch's
+# targets (rt_ce_count) and the loss kernels read the scale from its statistics. sft
+# (accumulate 2, a window wholly ignored) in fp32: the losses, gradient norms and the
+# validation within 1e-6; head_ls (the chunked head: one count for all its chunks,
+# label smoothing) in fp32 by the same bar and in bf16-mixed by the 16-bit rule
+O2=(--set log_every=1 --threads 1 --quiet)
+for c in sft head_ls; do
+    "$PY" tests/ignore_parity.py --spec $c "$d/$c"
+    fbuild "$d/$c/spec.json" -o "$d/$c/t" 2>"$d/$c/build.log"
+    gpu "$d/$c/t" --device cuda "${O2[@]}" --out "$d/$c/gpu" 2>"$d/$c/gpu.log"
+    "$d/$c/t" --device cpu "${O2[@]}" --out "$d/$c/cpu" 2>"$d/$c/cpu.log"
+    r=$("$PY" tests/fake_gpu/judge.py close "$d/$c/cpu" "$d/$c/gpu" --close 1e-6)
+    echo "ok   ignore_index $c fp32 --device cuda vs cpu: $r"
+done
+c=head_ls
+fbuild "$d/$c/spec.json" --set precision=bf16-mixed -o "$d/$c/t16" 2>"$d/$c/build16.log"
+gpu "$d/$c/t16" --device cuda "${O2[@]}" --out "$d/$c/gpu16" 2>"$d/$c/gpu16.log"
+r=$("$PY" tests/fake_gpu/judge.py 16 "$d/$c/cpu" "$d/$c/gpu16")
+echo "ok   ignore_index $c bf16-mixed on the GPU: $r"

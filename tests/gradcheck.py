@@ -39,7 +39,7 @@ os.makedirs(OUT, exist_ok=True)
 
 rng = np.random.default_rng(7)
 
-def data(name, shape, classes=None, target_shape=None, x_vocab=None):
+def data(name, shape, classes=None, target_shape=None, x_vocab=None, ignore=None):
     if x_vocab:
         x = rng.integers(0, x_vocab, size=(16,) + tuple(shape)).astype(np.int32)
     else:
@@ -47,13 +47,21 @@ def data(name, shape, classes=None, target_shape=None, x_vocab=None):
     np.save(os.path.join(OUT, name + "_x.npy"), x)
     if classes:
         y = rng.integers(0, classes, size=(16,) + tuple(target_shape or ())).astype(np.int32)
+        if ignore is not None:
+            # the loss's ignore_index on a third of the targets, the same ones in both
+            # halves (the two accumulated batches count as many: their two means are
+            # then the mean of all 16 rows, which --eval computes)
+            drop = rng.random(y[:8].shape) < 0.35
+            y[:8][drop] = ignore
+            y[8:][drop] = ignore
     else:
         y = rng.standard_normal((16,) + tuple(target_shape)).astype(np.float32)
     np.save(os.path.join(OUT, name + "_y.npy"), y)
 
 def case(name, in_shape, layers, loss="cross_entropy", classes=4, target_shape=(), x_dtype="f32",
          x_vocab=None, init=None, loss_keys=None, train=None):
-    data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape, x_vocab)
+    data(name, in_shape, classes if loss == "cross_entropy" else None, target_shape, x_vocab,
+         (loss_keys or {}).get("ignore_index"))
     y = {"shape": list(target_shape), "dtype": "i32", "classes": classes} if loss == "cross_entropy" \
         else {"shape": list(target_shape), "dtype": "f32"}
     spec = {
@@ -189,6 +197,14 @@ cases.append(case("head_chunks_untied_ls", [5], [
     {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "rmsnorm"},
     {"op": "linear", "out": 1030, "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
     x_vocab=1030, loss_keys={"label_smoothing": 0.1}))
+# cross_entropy's ignore_index: the ignored rows' gradient 0, the others' mean over the
+# rows counted; through the chunked head (its count over all the chunks) and smoothed
+cases.append(case("ignore_index", [5, 8], [L(6), {"op": "tanh"}, L(4)], target_shape=(5,),
+                  loss_keys={"ignore_index": -100}))
+cases.append(case("head_chunks_ignore_ls", [5], [
+    {"op": "embedding", "name": "wte", "vocab": 1030, "dim": 6, "input": "x"}, {"op": "rmsnorm"},
+    {"op": "linear", "out": 1030, "bias": False}], classes=1030, target_shape=(5,), x_dtype="i32",
+    x_vocab=1030, loss_keys={"ignore_index": 7, "label_smoothing": 0.1}))
 # modern CNNs: label smoothing
 cases.append(case("label_smoothing", [8], [L(6), {"op": "tanh"}, L(4)],
                   loss_keys={"label_smoothing": 0.2}))

@@ -25,7 +25,8 @@ trainc's `moe` layer (router.weight = HF's gate, experts.up.weight [E, 2h, d] ea
 expert's w1 then w3, experts.down.weight [E, d, h] each expert's w2), 40 steps as
 above: every step's loss within 1e-4 relative; and with transformers' load-balancing
 loss (output_router_logits, router_aux_loss_coef 0.1: trainc's aux_loss), its loss
-included. Then a random Qwen2MoeForCausalLM (q, k and v biased; the same experts, their
+included; and so with masked prompts (targets -100 before each window's completion:
+the loss's ignore_index, which transformers' loss always has). Then a random Qwen2MoeForCausalLM (q, k and v biased; the same experts, their
 weights the router's probabilities as they are, and a shared expert 40 wide gated by a
 sigmoid: the moe layer's shared and shared_gate, shared.up.weight its gate_proj, up_proj
 and shared_expert_gate rows), 40 steps as above.
@@ -35,9 +36,11 @@ and shared_expert_gate rows), 40 steps as above.
 import os
 import sys
 
+import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import ignore_parity   # noqa: E402  (masked prompts as .npy data)
 import llama_torch as lt
 
 try:
@@ -281,6 +284,16 @@ def main():
     ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe_aux")
     ok &= lt.compare("trainc vs HF MixtralForCausalLM, load-balancing loss", ours,
                      hf_losses(m, sp, x, y), 1e-4)
+    # masked prompts (the loss's ignore_index -100, transformers' own), with the
+    # load-balancing loss: its weight the whole batch's, the mean over the targets counted
+    m = mixtral_model(aux=0.1)
+    sp = moe_spec(aux=0.1)
+    ym = ignore_parity.mask_prompts(y, np.random.default_rng(4))
+    sp["model"]["loss"]["ignore_index"] = -100
+    sp["train"]["data"] = {"train": ignore_parity.npy_data(OUT + "_moe_sft", x, ym)}
+    ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe_sft")
+    ok &= lt.compare("trainc vs HF MixtralForCausalLM, load-balancing loss, masked prompts", ours,
+                     hf_losses(m, sp, x, ym), 1e-4)
     m = qwen2_moe_model()
     sp = moe_spec(shared=SHARED_FF)
     ours = lt.run_trainc(sp, qwen2_moe_weights(m), OUT + "_qwen2_moe")

@@ -350,10 +350,12 @@ def train_spec(steps, B, lr=1e-3, warmup=5):
             "grad_clip": 1.0, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}
 
 
-def train_torch(forward, params, tr, x, y, vocab):
+def train_torch(forward, params, tr, x, y, vocab, ls=0.0):
     """Trains `params` (a list of tensors, each once) with forward(x) -> logits (or
-    (logits, a loss term added to the cross-entropy)) as trainc trains by tr; returns
-    each step's loss (computed before the update)."""
+    (logits, a loss term added to the cross-entropy)) as trainc trains by tr (its
+    `accumulate` micro-batches a step, each one's mean loss over its targets not -100,
+    F.cross_entropy's ignore_index, weighing 1 / accumulate; label smoothing ls);
+    returns each step's loss (computed before the update: the micro-batches' mean)."""
     params = [p.requires_grad_() for p in params]
     o, sc = tr["optimizer"], tr["schedule"]
     opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
@@ -368,19 +370,23 @@ def train_torch(forward, params, tr, x, y, vocab):
         prog = min(max((step - warm) / max(steps - warm, 1), 0.0), 1.0)
         return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
-    losses = []
+    losses, k = [], tr.get("accumulate", 1)
     for step in range(steps):
-        xb, yb = x[step * B:(step + 1) * B], y[step * B:(step + 1) * B]
         opt.zero_grad()
-        out, extra = forward(xb), 0.0
-        if isinstance(out, tuple):
-            out, extra = out
-        loss = F.cross_entropy(out.reshape(-1, vocab), yb.reshape(-1)) + extra
-        loss.backward()
+        total = 0.0
+        for j in range(k):
+            at = (step * k + j) * B
+            xb, yb = x[at:at + B], y[at:at + B]
+            out, extra = forward(xb), 0.0
+            if isinstance(out, tuple):
+                out, extra = out
+            loss = F.cross_entropy(out.reshape(-1, vocab), yb.reshape(-1), label_smoothing=ls) + extra
+            (loss / k if k > 1 else loss).backward()
+            total += loss.item()
         torch.nn.utils.clip_grad_norm_(params, tr["grad_clip"])
         opt.step()
         sched.step()
-        losses.append(loss.item())
+        losses.append(total / k)
     return losses
 
 

@@ -91,6 +91,7 @@ check asan/runtime        --after=asan/build env TRAINC=build/asan/trainc TRAINC
 check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
 check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
+check data/sft           $HF_PYTHON tests/data_sft.py
 check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
 
 # compiler output
@@ -142,6 +143,7 @@ check parity/glu          $PYTHON tests/glu_parity.py
 check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check parity/lora        $PYTHON tests/lora_parity.py
+check parity/ignore      $PYTHON tests/ignore_parity.py
 check llama_specs          bash tests/llama_specs.sh
 check learn/llama_char     bash tests/llama_learn.sh
 # trainc import hf / export hf against transformers: GPT-2, Llama, Mistral, a bf16

@@ -14,10 +14,15 @@
     hf.py peft BASE ADAPTER SHARD LOSS PROMPT
                             the same for PEFT's PeftModel: the model folder BASE with the
                             LoRA adapter folder ADAPTER (trainc export hf --adapter) over it
+    hf.py sft TEXT OUT.jsonl
+                            prompt-completion examples of TEXT's sentences, TRL's form
+                            (trainc data sft's input): "Continue: " and a sentence's first
+                            four words, then the rest of it
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
 import glob
+import json
 import os
 import sys
 
@@ -55,6 +60,21 @@ def tokenizer():
     tok.post_processor = processors.TemplateProcessing(
         single="<|begin_of_text|> $A", special_tokens=[("<|begin_of_text|>", bos)])
     return tok
+
+
+def sft(text, out):
+    """One example a sentence of six words or more: the prompt its first four, the
+    completion the rest (at most 30 words)."""
+    words = " ".join(open(text, encoding="utf-8").read().split())
+    n = 0
+    with open(out, "w") as f:
+        for s in words.split(". "):
+            w = s.split(" ")
+            if len(w) >= 6:
+                f.write(json.dumps({"prompt": "Continue: " + " ".join(w[:4]),
+                                    "completion": " " + " ".join(w[4:34]) + "."}) + "\n")
+                n += 1
+    print("%s: %d examples" % (out, n))
 
 
 def make(d):
@@ -126,6 +146,8 @@ if __name__ == "__main__":
         make(sys.argv[2])
     elif len(sys.argv) == 6 and sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5])
+    elif len(sys.argv) == 4 and sys.argv[1] == "sft":
+        sft(sys.argv[2], sys.argv[3])
     elif len(sys.argv) == 7 and sys.argv[1] == "peft":
         check(sys.argv[2], sys.argv[4], float(sys.argv[5]), sys.argv[6], adapter=sys.argv[3])
     else:

@@ -2,7 +2,8 @@
 # Fine-tuning a Hugging Face model with trainc, end to end, checking each step
 # (examples/finetune/README.md): a model folder and its tokenizer, import, tokenize a
 # text, fine-tune, sample text, export, load the export in transformers and generate; then
-# LoRA adapters alone, exported as PEFT's files and loaded by PEFT over the model.
+# LoRA adapters alone, exported as PEFT's files and loaded by PEFT over the model; then
+# instruction tuning on prompt-completion pairs, the completions alone learned.
 #
 #   bash examples/finetune/run.sh [OUT]      (OUT: runs/finetune; from the repository root)
 #
@@ -18,7 +19,7 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 PROMPT="This License"
 HF="$HF_PYTHON examples/finetune/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora"   # an earlier run's
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora" "$OUT/sft"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
@@ -78,3 +79,25 @@ $TRAINC export hf "$M/model.json" "$M/train.json" "${LORA[@]}" --adapter \
     --weights "$OUT/lora/model.safetensors" -o "$OUT/hf_lora"
 $HF peft "$OUT/hf" "$OUT/hf_lora" "$M/data/val_000000.bin" "$after_lora" "$PROMPT"
 echo "ok: LoRA adapters trained, exported and loaded by PEFT over the model ($OUT/hf_lora)"
+
+step "9. instruction tuning: prompt-completion pairs, the completions alone learned"
+$HF sft "$TEXT" "$OUT/sft.jsonl"
+$TRAINC data sft "$OUT/sft.jsonl" "$M/sft" --tokenizer "$OUT/hf/tokenizer.json" --seq-len 64 \
+    --eos "<|end_of_text|>"
+SFT=(--set data.train.tokens=null --set "data.train.x=$M/sft/train_x.npy" --set "data.train.y=$M/sft/train_y.npy"
+     --set data.val.tokens=null --set "data.val.x=$M/sft/val_x.npy" --set "data.val.y=$M/sft/val_y.npy")
+sft_before=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$M/init.safetensors" \
+             "${EVAL[@]}" --quiet | val_loss)
+$TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$M/init.safetensors" \
+    --out "$OUT/sft" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
+    --set validate.every_steps=60 --set log_every=20
+sft_after=$(sed -n 's/.*"val_loss":\([^,]*\),.*/\1/p' "$OUT/sft/metrics.jsonl" | tail -1)
+echo "validation loss on the completions: $sft_before before, $sft_after after"
+awk -v a="$sft_before" -v b="$sft_after" 'BEGIN { exit !(b < a - 0.5) }' ||
+    { echo "FAIL: the completions' validation loss did not fall by 0.5"; exit 1; }
+SFT_PROMPT="Continue: you may not propagate"
+sample=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$OUT/sft/model.safetensors" \
+         "${EVAL[@]}" --sample 30 --temperature 0.7 --prompt "$SFT_PROMPT" \
+         --tokenizer "$OUT/hf/tokenizer.json" --quiet)
+printf '%s' "$SFT_PROMPT"; printf '%s\n' "$sample" | sed 1d
+echo "ok: instruction-tuned on $(wc -l < "$OUT/sft.jsonl") prompt-completion pairs ($OUT/sft)"

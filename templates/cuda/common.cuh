@@ -10,6 +10,9 @@
 struct rt_cu_stat {
     double loss_sum;
     unsigned long long correct;
+    unsigned long long terms;  /* ignore_index: the targets counted (rt_ce_count) */
+    float ce_scale;            /* and the loss's gradient scale, rows / terms */
+    unsigned pad;
 };
 
 /* ---- storage -------------------------------------------------------------------------- */

@@ -224,12 +224,53 @@ __device__ __forceinline__ void cross_entropy(const act_t *logits, const int32_t
     cross_entropy_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale);
 }
 
+/* cross_entropy's ignore_index (st != NULL: the pass's statistics, where rt_ce_count
+ * left the scale): a row whose target is `ignore` adds a loss and a correct of 0 and
+ * writes a gradient row of 0 (the padding too), the block's threads alike; the others'
+ * grad_scale is times st->ce_scale, so that the mean is over the targets counted.
+ * Returns whether the row is ignored. */
+template <int LD>
+__device__ __forceinline__ bool ce_ignored(const int32_t *target, act_t *dlogits, double *loss,
+                                           double *correct, const rt_cu_stat *st, int ignore,
+                                           float &grad_scale)
+{
+    if (!st)
+        return false;
+    int64_t r = blockIdx.x;
+    if (target[r] != ignore) {
+        grad_scale *= st->ce_scale;
+        return false;
+    }
+    if (dlogits)
+        for (int j = threadIdx.x; j < LD; j += blockDim.x)
+            rt_st(dlogits + r * LD + j, 0.0f);
+    if (threadIdx.x == 0)
+        loss[r] = correct[r] = 0.0;
+    return true;
+}
+
+/* The targets of target[0, rows) other than `ignore` (one block of 1024 threads): added
+ * to st->terms, and st->ce_scale = rows / them (0 for none), the loss kernels' factor. */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_ce_count(const int32_t *target, int64_t rows, int ignore, rt_cu_stat *st)
+{
+    double n = 0.0;
+    for (int64_t i = threadIdx.x; i < rows; i += blockDim.x)
+        n += target[i] != ignore;
+    n = rt_block_sum(n);
+    if (threadIdx.x == 0) {
+        st->terms += (unsigned long long)n;
+        st->ce_scale = n > 0.0 ? (float)((double)rows / n) : 0.0f;
+    }
+}
+
 #define RT_CROSS_ENTROPY(C, LD)                                                               \
     extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_##C##_##LD(           \
         const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
-        double *correct, float grad_scale)                                                    \
+        double *correct, float grad_scale, const rt_cu_stat *st, int ignore)                  \
     {                                                                                         \
-        cross_entropy<C, LD>(logits, target, dlogits, loss, correct, grad_scale);             \
+        if (!ce_ignored<LD>(target, dlogits, loss, correct, st, ignore, grad_scale))          \
+            cross_entropy<C, LD>(logits, target, dlogits, loss, correct, grad_scale);         \
     }
 
 /* Label-smoothed cross entropy (F.cross_entropy's label_smoothing = ls > 0): the twin
@@ -286,9 +327,11 @@ __device__ __forceinline__ void cross_entropy_ls_row(const act_t *logits, const 
 #define RT_CROSS_ENTROPY_LS(C, LD)                                                            \
     extern "C" __global__ void __launch_bounds__(1024) rt_cross_entropy_ls_##C##_##LD(        \
         const act_t *logits, const int32_t *target, act_t *dlogits, double *loss,             \
-        double *correct, float grad_scale, float ls)                                          \
+        double *correct, float grad_scale, float ls, const rt_cu_stat *st, int ignore)        \
     {                                                                                         \
-        cross_entropy_ls_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale, ls);  \
+        if (!ce_ignored<LD>(target, dlogits, loss, correct, st, ignore, grad_scale))          \
+            cross_entropy_ls_row<C, LD>(logits, target, dlogits, loss, correct, grad_scale,   \
+                                        ls);                                                  \
     }
 
 /* Mean squared error terms, RT_MSE_CHUNK elements per block.

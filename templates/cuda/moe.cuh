@@ -150,8 +150,9 @@ rt_moe_stats(const float *probs, const float *offs, float *row, int64_t n, int64
 
 /* Launch: grid 1, block 32 (thread 0), after the loss. With F_e and P_e the layers'
  * counts and summed probabilities of e over the L n tokens (moe.c's rt_moe_aux):
- *   stats->loss_sum += coef E sum_e F_e P_e terms
- *   agrad[e] = coef E / (L n) F_e w      (w: the pass's gradient scale times its terms) */
+ *   stats->loss_sum += coef E sum_e F_e P_e terms   (terms: the host's count, or under
+ *                                                    ignore_index the device's, st->terms)
+ *   agrad[e] = coef E / (L n) F_e w      (w: the pass's gradient scale times its rows) */
 extern "C" __global__ void __launch_bounds__(32)
 rt_moe_aux(const float *stats, float *agrad, int64_t L, int64_t n, int64_t E, float coef, double w,
            double terms, rt_cu_stat *st)
@@ -169,7 +170,7 @@ rt_moe_aux(const float *stats, float *agrad, int64_t L, int64_t n, int64_t E, fl
         aux += f / rows * (p / rows);
         agrad[x] = (float)(scale * (f / rows));
     }
-    st->loss_sum += (double)coef * (double)E * aux * terms;
+    st->loss_sum += (double)coef * (double)E * aux * (terms + (double)st->terms);
 }
 
 /* ---- copies gathered and summed ------------------------------------------------------- */

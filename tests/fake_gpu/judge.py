@@ -1,7 +1,8 @@
 """judge.py KIND CPU GPU [--close TOL] [--frozen P,...]: a training run on the fake GPU
 (folder GPU, its start record's device cuda) against another run (CPU) of the same steps.
 
-KIND close: every step's loss and grad_norm within TOL relative (default 1e-5);
+KIND close: every step's loss and grad_norm within TOL relative (default 1e-5), and
+every validation's loss too (its accuracy equal);
 same: the records (but their times) and model.safetensors bit-identical; 16: the first
 loss within 1e-3 and the last within 2e-2 (a 16-bit run against fp32).
 --frozen: the parameters those patterns match (train.freeze's) equal CPU's bit for bit.
@@ -28,6 +29,14 @@ if a.kind == "close":
     worst = max(rel(x[k], y[k]) for x, y in zip(sa, sb) for k in ("loss", "grad_norm"))
     assert worst <= a.close, "relative difference %.3g" % worst
     said = "%d steps' losses and gradient norms within %.1e" % (len(sa), worst)
+    va, vb = ([r for r in run_log.records(run) if "val_loss" in r] for run in (a.cpu, a.gpu))
+    assert len(va) == len(vb), (len(va), len(vb))
+    if va:
+        vw = max(rel(x["val_loss"], y["val_loss"]) for x, y in zip(va, vb))
+        assert vw <= a.close and all(x.get("val_acc") == y.get("val_acc") for x, y in zip(va, vb)), \
+            "validation: loss %.3g apart, accuracy %s vs %s" % (vw, [x.get("val_acc") for x in va],
+                                                                [y.get("val_acc") for y in vb])
+        said += "; %d validations' losses within %.1e, accuracies equal" % (len(va), vw)
 elif a.kind == "same":
     drop = lambda rs: [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
                        for r in rs]

@@ -1204,6 +1204,63 @@ static void t_cross_entropy_ls(int64_t rows, int64_t Cn, int mode, int64_t ld, f
     free(z), free(tg), free(dz), free(pn), reset();
 }
 
+/* cross_entropy's ignore_index (-100, every third target and, with `all`, every one):
+ * the loss (label-smoothed where ls > 0) with its gradient in a buffer of its own, the
+ * ignored rows 0 (the padding too), the others scaled to the mean over the targets
+ * counted, the statistics' terms those. With `parts` the targets are counted ahead
+ * (rt_ce_count, as the chunked head does) and the rows go in `parts` calls. */
+static void t_cross_entropy_ignore(int64_t rows, int64_t Cn, int64_t ld, float ls, int parts,
+                                   int all)
+{
+    SHAPE("[%lld, %lld] rows %lld apart, smoothing %g, ignore_index -100 on %s, %d call(s)",
+          (long long)rows, (long long)Cn, (long long)ld, ls, all ? "every row" : "a third",
+          parts ? parts : 1);
+    int64_t n = rows * ld;
+    float *z = ce_logits(rows, Cn, ld);
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++) {
+        tg[r] = all || r % 3 == 1 ? -100 : (int32_t)irand(Cn);
+        if (r % 3 == 0 && tg[r] >= 0)
+            z[r * ld + tg[r]] = 9.0f;
+    }
+    round_act(z, n);
+    float gs = (float)Cn / 8.0f, *dz = nans(n), *pn = nans(n);
+    C.grad_scale = G->grad_scale = gs;
+    C.ce_has_ignore = G->ce_has_ignore = 1;
+    C.ce_ignore = G->ce_ignore = -100;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n);
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    out_t o = {"dlogits", dz, {0}, n};
+    stats_t st;
+    int64_t step = parts ? (rows + parts - 1) / parts : rows;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        upload_a(gdz, pn, n);
+        for (rt_exec *e = &C; e; e = e == &C ? G : NULL) {
+            int gpu = e == G;
+            if (parts)
+                rt_ce_count(e, gpu ? gtg : tg, rows);
+            for (int64_t r = 0; r < rows; r += step) {
+                int64_t k = rows - r < step ? rows - r : step;
+                const float *zz = gpu ? rt_act_adv(G, gz, r * ld) : z + r * ld;
+                float *dd = gpu ? rt_act_adv(G, gdz, r * ld) : dz + r * ld;
+                const int32_t *tt = (gpu ? gtg : tg) + r;
+                if (ls > 0)
+                    (gpu ? rt_cu_cross_entropy_ls : rt_cross_entropy_ls)(e, zz, tt, dd, k, Cn, ld, ls);
+                else
+                    (gpu ? rt_cu_cross_entropy : rt_cross_entropy)(e, zz, tt, dd, k, Cn, ld);
+            }
+            rt_ce_done(e);
+        }
+        stats_end(&st, rep);
+        o.gpu[rep] = down_a(gdz, n);
+    }
+    stats_judge("cross_entropy ignore_index stats", &st);
+    judge("cross_entropy ignore_index", TA(TOL_EW), &o, 1);
+    C.ce_has_ignore = G->ce_has_ignore = 0;
+    free(z), free(tg), free(dz), free(pn), reset();
+}
+
 /* The loss with its gradient in a buffer of its own, on the CPU (into dz) and twice on
  * the GPU (o: dz against the two GPU gradients; st: the GPU's statistics). */
 static void ce_twice(const float *z, const int32_t *tg, float *dz, int64_t rows, int64_t Cn,
@@ -3065,6 +3122,10 @@ int main(int argc, char **argv)
     t_cross_entropy_ties(8197, 8200);
     t_cross_entropy_bad_target(50257, 50304);   /* the register path */
     t_cross_entropy_bad_target(50257, 50257);   /* the three passes */
+    t_cross_entropy_ignore(37, 13, 13, 0.0f, 0, 0);
+    t_cross_entropy_ignore(37, 13, 16, 0.1f, 3, 0);
+    t_cross_entropy_ignore(6, 8197, 8200, 0.0f, 2, 0);   /* the register path's rows */
+    t_cross_entropy_ignore(5, 1030, 1088, 0.1f, 0, 1);   /* nothing counted: no gradient */
     t_mse(1, 1);
     t_mse(1000, 0);
     t_mse(3 * 8192 + 5, 1);

@@ -94,6 +94,13 @@ fi
 "$TRAINC" build build/llama_moe.json --device both --arch "$ARCH" --bundle "$P/ship" -o llama_moe 2>>"$P/build.log"
 "$TRAINC" build build/llama_moe.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o llama_moe_bf16 2>>"$P/build.log"
+# run.sh checks: the loss's ignore_index (tests/ignore_parity.py's sft case: masked
+# prompts, accumulate 2), its .npy data in data/sft
+"${PYTHON:-/usr/bin/python3}" tests/ignore_parity.py --spec sft build/sft_ignore
+"$TRAINC" build build/sft_ignore/spec.json --device both --arch "$ARCH" --bundle "$P/ship" \
+    -o sft_ignore 2>>"$P/build.log"
+mkdir -p "$P/data/sft"
+cp build/sft_ignore/*.npy "$P/data/sft/"
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

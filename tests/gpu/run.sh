@@ -160,6 +160,13 @@ PY
     "$S/gpt_char_lora_bf16" --device cuda --out "$D/gptl.bf16" "${TX[@]}" "${F[@]}" 2>>"$OUT/runs.log"
     pool=$(grep -o '"device_pool_bytes":[0-9]*' "$D/gptl.bf16/metrics.jsonl" | head -1)
     r=$(curve "$D/gptl.bf16" "$D/gptl.cpu" 1 1) && note "ok   gpt_char with lora bf16-mixed GPU vs fp32 CPU: $r; $pool" || { note "FAIL gpt_char with lora bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # the loss's ignore_index: the device counts each micro-batch's targets, the loss
+    # kernels read the scale (masked prompts, accumulate 2, a validation)
+    SX=(--set "data.train.x=$D/data/sft/train_x.npy" --set "data.train.y=$D/data/sft/train_y.npy"
+        --set "data.val.x=$D/data/sft/val_x.npy" --set "data.val.y=$D/data/sft/val_y.npy" --quiet)
+    "$S/sft_ignore" --device cpu --out "$D/sft.cpu" "${SX[@]}" 2>>"$OUT/runs.log"
+    "$S/sft_ignore" --device cuda --out "$D/sft.gpu" "${SX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/sft.gpu" "$D/sft.cpu" 1e-3) && note "ok   ignore_index (masked prompts) GPU vs CPU fp32: $r" || { note "FAIL ignore_index GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe" --device cpu --out "$D/moe.cpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     "$S/llama_moe" --device cuda --out "$D/moe.gpu" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }

@@ -1,0 +1,130 @@
+"""`trainc data sft` against Hugging Face `tokenizers` and TRL's masking, row for row.
+
+A Llama-3-style tokenizer trained here (tests/tokenizer_hf.py's, with its BOS template)
+and a JSONL file of prompt-completion examples (multi-byte UTF-8, an empty prompt, a
+completion cut by the sequence length, one left out wholly, a blank line, an added
+token in the text): the .npy arrays equal those built from Tokenizer.encode(prompt +
+completion).ids, the prompt's the first len(encode(prompt).ids) of them, --eos's id
+after each completion and as padding, the targets -100 where the id predicted is the
+prompt's or padding; the last third of the examples in val. Then bad input exits 1 naming
+the line (not JSON, a missing key, a number for a string), nothing written; and a
+model with the loss's ignore_index trains 3 steps on the arrays.
+
+Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import tokenizer_hf as th   # noqa: E402  (exits 77 without tokenizers)
+import numpy as np          # noqa: E402
+
+TRAINC = os.environ.get("TRAINC", "build/trainc")
+OUT = "build/tests/data_sft"
+T, EOS = 24, "<|end_of_text|>"
+EXAMPLES = [
+    ("What is the GPL?", " A copyleft license."),
+    ("", " no prompt at all"),
+    ("Übersetze: naïve café ☕ 🎉", " déjà vu, 42 times"),
+    ("Say it twice:", " copyright copyright " * 8),            # cut at T + 1 ids
+    ("x" * 200, " never seen"),                                # its completion past T: left out
+    ("Second half", " " + "z" * 300),                          # in val, cut
+    ("Q: 1 + 1 =", " 2<|end_of_text|>"),                       # an added token in the text
+    ("Tabs\tand\nnewlines", "\n\n  spaced   out"),
+    ("Last one?", " yes"),
+]
+
+
+def expected(tok, n_val):
+    eos = tok.token_to_id(EOS)
+    rows, cut = [], 0
+    for p, c in EXAMPLES:
+        ids = tok.encode(p + c).ids + [eos]
+        n_prompt = len(tok.encode(p).ids)
+        cut += len(ids) > T + 1
+        x = [ids[i] if i < len(ids) else eos for i in range(T)]
+        y = [ids[i + 1] if i + 1 < len(ids) and i + 1 >= n_prompt else -100 for i in range(T)]
+        rows.append((x, y, any(v != -100 for v in y)))
+    n = len(rows)
+    part = lambda rs: (np.array([r[0] for r in rs if r[2]], np.int32),
+                       np.array([r[1] for r in rs if r[2]], np.int32))
+    return part(rows[:n - n_val]), part(rows[n - n_val:]), cut, sum(not r[2] for r in rows)
+
+
+def run(*args, ok=True):
+    p = subprocess.run([TRAINC, "data", "sft", *args], capture_output=True, text=True)
+    if (p.returncode == 0) != ok:
+        sys.exit("FAIL trainc data sft %s: exit %d\n%s%s" % (" ".join(args), p.returncode,
+                                                              p.stdout, p.stderr))
+    return p
+
+
+def bad_input(tj):
+    cases = [("not JSON", '{"prompt": "a", "completion": ', ":1: error: not a JSON object"),
+             ("a missing key", '{"prompt": "a"}', ":1: error: missing key 'completion'"),
+             ("a number", '{"prompt": "a", "completion": 3}', ":1: error: 'completion' must be a string")]
+    for what, line, want in cases:
+        f, d = os.path.join(OUT, "bad.jsonl"), os.path.join(OUT, "bad")
+        open(f, "w").write(line + "\n")
+        p = run(f, d, "--tokenizer", tj, "--seq-len", str(T), "--val-frac", "0", ok=False)
+        assert p.returncode == 1 and want in p.stderr, (what, p.returncode, p.stderr)
+        assert not os.path.exists(d) or not os.listdir(d), (what, os.listdir(d))
+        print("ok   %s: exit 1, %s" % (what, p.stderr.strip().splitlines()[0]))
+
+
+def train(d, vocab):
+    spec = {"trainc": 1,
+            "model": {"name": "sft_tiny",
+                      "inputs": {"x": {"shape": [T], "dtype": "i32"},
+                                 "y": {"shape": [T], "dtype": "i32", "classes": vocab}},
+                      "layers": [{"op": "embedding", "vocab": vocab, "dim": 16, "input": "x"},
+                                 {"op": "attention", "heads": 2}, {"op": "rmsnorm"},
+                                 {"op": "linear", "out": vocab, "bias": False}],
+                      "loss": {"op": "cross_entropy", "target": "y", "ignore_index": -100}},
+            "train": {"data": {"train": {"x": os.path.abspath(d + "/train_x.npy"),
+                                         "y": os.path.abspath(d + "/train_y.npy")},
+                               "val": {"x": os.path.abspath(d + "/val_x.npy"),
+                                       "y": os.path.abspath(d + "/val_y.npy")}},
+                      "batch_size": 2, "max_steps": 3, "log_every": 1}}
+    sp = os.path.join(OUT, "spec.json")
+    json.dump(spec, open(sp, "w"))
+    subprocess.run([TRAINC, "run", sp, "--out", os.path.join(OUT, "run"), "--quiet"], check=True)
+    recs = [json.loads(l) for l in open(os.path.join(OUT, "run", "metrics.jsonl"))]
+    val = [r for r in recs if "val_loss" in r]
+    assert len([r for r in recs if "loss" in r and "event" not in r]) == 3 and val, recs
+    print("ok   3 steps on the arrays with ignore_index -100: val_loss %.4f" % val[-1]["val_loss"])
+
+
+def main():
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    tok = th.trained("llama3", [th.license_text()], 600)
+    tj = os.path.join(OUT, "tokenizer.json")
+    tok.save(tj)
+    f = os.path.join(OUT, "examples.jsonl")
+    with open(f, "w") as out:
+        for i, (p, c) in enumerate(EXAMPLES):
+            out.write(json.dumps({"prompt": p, "completion": c}, ensure_ascii=i % 2 == 0) + "\n")
+            if i == 3:
+                out.write("\n")
+    d = os.path.join(OUT, "data")
+    p = run(f, d, "--tokenizer", tj, "--seq-len", str(T), "--val-frac", "0.34", "--eos", EOS)
+    print(p.stdout.strip())
+    (tx, ty), (vx, vy), cut, left = expected(tok, 3)
+    for name, want in (("train_x", tx), ("train_y", ty), ("val_x", vx), ("val_y", vy)):
+        got = np.load(os.path.join(d, name + ".npy"))
+        assert got.dtype == np.int32 and got.shape == want.shape, (name, got.dtype, got.shape, want.shape)
+        assert np.array_equal(got, want), (name, np.argwhere(got != want)[:5])
+    assert left and "%d cut at %d tokens, %d left out" % (cut, T + 1, left) in p.stdout, p.stdout
+    print("ok   data sft: %d train and %d val rows equal tokenizers' ids with TRL's masking (-100 on "
+          "the prompts and the padding, %d targets learned)" % (len(tx), len(vx), int((ty != -100).sum())))
+    bad_input(tj)
+    train(d, tok.get_vocab_size())
+    print("data_sft: all checks passed")
+
+
+if __name__ == "__main__":
+    main()
