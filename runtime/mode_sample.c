@@ -42,6 +42,33 @@ static void prompt_ids(const Opts *o, rt_ids *ids)
         rt_ids_push(ids, (unsigned char)*p);
 }
 
+/* --stop's id: with a tokenizer the one id its text encodes to, else the number; -1
+ * without --stop. Exits 1 for text of several ids or an id past the vocabulary V. */
+static int64_t stop_id(const Opts *o, int64_t V)
+{
+    if (!o->stop)
+        return -1;
+    int64_t id = -1;
+    if (o->tokenizer) {
+        rt_ids ids = {0};
+        rt_tok_encode_part(sample_tokenizer(o->tokenizer), o->stop, strlen(o->stop), &ids);
+        if (ids.n != 1)
+            rt_input_error("--stop '%s' is %lld tokens, not one (give an added token's content "
+                           "as tokenizer.json lists it, e.g. \"<|eot_id|>\")", o->stop,
+                           (long long)ids.n);
+        id = ids.v[0];
+        rt_ids_free(&ids);
+    } else {
+        char *end;
+        id = strtoll(o->stop, &end, 10);
+        if (*end || end == o->stop || id < 0)
+            rt_input_error("--stop '%s': without --tokenizer, a token's id (a number)", o->stop);
+    }
+    if (id >= V)
+        rt_input_error("--stop: id %lld is past the model's %lld ids", (long long)id, (long long)V);
+    return id;
+}
+
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
  * input's embedding has fewer rows: the logits past them are not drawn); exits 1 for
  * a model that is not a token model or a prompt id past the vocabulary. Checked
@@ -70,6 +97,7 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
                            "bytes are its ids; --tokenizer encodes text)", ids.v[i], (long long)V);
         }
     rt_ids_free(&ids);
+    stop_id(o, V);   /* (checked now, before training) */
     return V;
 }
 
@@ -290,12 +318,15 @@ void rt_sample(Run *r)
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
     r->e.rng_key = 0;
+    int64_t stop = stop_id(&r->o, V);
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         const float *logits = last_logits(r, ctx, tgt, n, V, row, prob);
         int64_t pick = draw(logits, V, r->o.temperature, &rng, prob);
+        if (pick == stop)
+            break;
         put_id(&r->o, pick, k, V);
         if (r->o.tokenizer)
             rt_ids_push(&ids, (uint32_t)pick);

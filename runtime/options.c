@@ -90,6 +90,12 @@ static void set_prompt(Opts *o, const char *v)
     o->sampling_opt = "--prompt";
 }
 
+static void set_stop(Opts *o, const char *v)
+{
+    o->stop = v;
+    o->sampling_opt = "--stop";
+}
+
 static void set_lr_find_steps(Opts *o, const char *t)
 {
     char *end;
@@ -149,6 +155,9 @@ enum { READ, HELP, VERSION };
     X("--tokenizer", V, "FILE", TOKENS, 1, READ, set_tokenizer,                                \
       "a Hugging Face tokenizer.json: --prompt is encoded with it\n"                           \
       "and the sample decoded, so both are text")                                              \
+    X("--stop", V, "TOKEN", TOKENS, 1, READ, set_stop,                                         \
+      "end the sample at this token (with --tokenizer its text, an\n"                          \
+      "added token's as \"<|eot_id|>\"; else its id), not printed")                            \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

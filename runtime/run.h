@@ -16,6 +16,7 @@
 typedef struct Opts {
     const char *out, *init, *resume, *prompt;
     const char *tokenizer;     /* --tokenizer: --prompt and --sample's output are text */
+    const char *stop;          /* --stop: the token that ends a sample */
     int64_t sample;            /* characters to generate after training */
     double temperature;
     int64_t sample_seed;

@@ -69,6 +69,26 @@ def sp_bytes(tok, ids):
     return out
 
 
+def stop_at(kind, d, sp, tj, tok, sample):
+    """--stop TEXT: the same sample from the trained weights (--eval: the same draws)
+    ends before the first id that is TEXT's one token: the first of the sample's ids
+    that comes back as itself from its own text, not seen before it."""
+    j = next(j for j in range(3, len(sample)) if sample[j] not in sample[:j] and
+             tok.encode(tok.decode([sample[j]]), add_special_tokens=False).ids == [sample[j]])
+    stop = tok.decode([sample[j]])
+    r = subprocess.run([TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors",
+                        "--threads", "1", "--sample", "40", "--prompt", PROMPT, "--tokenizer", tj,
+                        "--stop", stop], capture_output=True)
+    got, want = r.stdout.decode("utf-8", "replace")[:-1], tok.decode(sample[:j], skip_special_tokens=False)
+    if r.returncode != 0 or got != want:   # (no data.val: --eval prints no record)
+        sys.exit("FAIL: %s: --stop %r: exit %d, printed %r, want %r" % (kind, stop, r.returncode, got, want))
+    r2 = subprocess.run([TRAINC, "run", sp, "--eval", "--sample", "5", "--tokenizer", tj,
+                         "--stop", "two words"], capture_output=True, text=True)
+    assert r2.returncode == 1 and "not one" in r2.stderr, (r2.returncode, r2.stderr)
+    print("ok   %s: --stop %r ends the sample before its token %d (%d ids printed); two tokens "
+          "refused" % (kind, stop, j + 1, j))
+
+
 def run(kind, vocab):
     d = os.path.join(OUT, kind)
     os.makedirs(d, exist_ok=True)
@@ -116,6 +136,7 @@ def run(kind, vocab):
                  (kind, text_out, len(sample), decoded))
     print("ok   %s (vocabulary %d): prompt %d ids as tokenizers'; sample %r" %
           (kind, V, len(prompt), text_out[:60]))
+    stop_at(kind, d, sp, tj, tok, sample)
     # a tokenizer whose ids pass the model's: refused before training
     with open(sp, "w") as f:
         json.dump(spec(200, "data"), f)

@@ -98,6 +98,6 @@ awk -v a="$sft_before" -v b="$sft_after" 'BEGIN { exit !(b < a - 0.5) }' ||
 SFT_PROMPT="Continue: you may not propagate"
 sample=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$OUT/sft/model.safetensors" \
          "${EVAL[@]}" --sample 30 --temperature 0.7 --prompt "$SFT_PROMPT" \
-         --tokenizer "$OUT/hf/tokenizer.json" --quiet)
+         --tokenizer "$OUT/hf/tokenizer.json" --stop "<|end_of_text|>" --quiet)
 printf '%s' "$SFT_PROMPT"; printf '%s\n' "$sample" | sed 1d
 echo "ok: instruction-tuned on $(wc -l < "$OUT/sft.jsonl") prompt-completion pairs ($OUT/sft)"
