@@ -78,9 +78,10 @@ install: $(B)/trainc
 	install -m 644 runtime/trainc_rt.h $(PREFIX)/lib/trainc/include/trainc_rt.h
 	cp -r templates/. $(PREFIX)/lib/trainc/templates/
 
-# The Debian packages the project needs: installed when root, else printed.
+# The Debian packages the project needs: installed when root, else printed (jinja2:
+# transformers' chat templates, tests/data_sft.py's oracle).
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
-            python3 python3-torch python3-numpy python3-venv dataset-fashion-mnist \
+            python3 python3-torch python3-numpy python3-venv python3-jinja2 dataset-fashion-mnist \
             openmpi-bin libopenmpi-dev patchelf xxhash
 # The Hugging Face oracles: transformers from PyPI in venvs over Debian's torch
 # (--system-site-packages). 4.40.2, the parity tests' (HF_PYTHON), runs on Debian's torch

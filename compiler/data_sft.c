@@ -11,7 +11,11 @@
  * the prompt's the first len(encode(prompt).ids) of them, as TRL masks them; --eos
  * appends TOKEN's id (an added token's content, say "<|eot_id|>") after each
  * completion, and pads with it (padding is 0 without). An example longer than T + 1
- * ids is cut there; one whose completion starts past that is left out. Both counted.
+ * ids is cut there; one whose completion starts past that is left out (no target is
+ * kept). Both counted.
+ * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
+ * ...}, ...]}, written as FORMAT's chat template writes it (chat_formats below: Llama 3's
+ * and ChatML's), the assistant's contents and their end tokens learned, the rest -100.
  * The file is read twice (the examples counted, then encoded), the rows streamed to
  * NAME.part files that become NAME once all are complete: memory holds one example. */
 #define _GNU_SOURCE
@@ -29,13 +33,40 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN]";
+    "[--eos TOKEN | --chat llama3|chatml]";
+
+/* A chat template: each message is head ROLE mid CONTENT end after, the first after
+ * begin; the assistant's CONTENT and end are learned. As the models' chat_template
+ * writes a conversation (without a system message of its own, or a generation prompt). */
+typedef struct {
+    const char *name;
+    const char *begin, *head, *mid, *end, *after;
+    int trim;                  /* CONTENT without its leading and trailing white space
+                                  (Jinja's trim; ASCII white space) */
+} ChatFormat;
+
+static const ChatFormat chat_formats[] = {
+    /* Llama 3 Instruct's: {{ bos_token }} then '<|start_header_id|>' + role +
+     * '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>' a message */
+    {"llama3", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
+     "", 1},
+    /* ChatML's (Qwen, SmolLM, ...): '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' */
+    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", 0},
+};
 
 typedef struct {
     const char *file, *dir, *tok, *eos;
+    const ChatFormat *chat;
     int64_t T;
     double val_frac;
 } SftArgs;
+
+/* One example's ids, each learned (its target kept) or not. */
+typedef struct {
+    rt_ids ids;
+    unsigned char *learned;
+    int64_t cap;
+} Example;
 
 /* One output pair (x, y), streamed: rows appended, the header written at the end. */
 typedef struct {
@@ -66,7 +97,14 @@ static void parse_args(int argc, char **argv, SftArgs *a)
             a->T = parse_positive(s, opt_value(argc, argv, &i, s), 1 << 20);
         else if (!strcmp(s, "--eos"))
             a->eos = opt_value(argc, argv, &i, s);
-        else if (!strcmp(s, "--val-frac")) {
+        else if (!strcmp(s, "--chat")) {
+            const char *v = opt_value(argc, argv, &i, s);
+            for (size_t k = 0; k < sizeof chat_formats / sizeof *chat_formats; k++)
+                if (!strcmp(v, chat_formats[k].name))
+                    a->chat = &chat_formats[k];
+            if (!a->chat)
+                error_input("data sft: --chat: unknown format '%s' (known: llama3, chatml)", v);
+        } else if (!strcmp(s, "--val-frac")) {
             const char *v = opt_value(argc, argv, &i, s);
             char *end;
             a->val_frac = strtod(v, &end);
@@ -93,6 +131,9 @@ static void parse_args(int argc, char **argv, SftArgs *a)
     if (!a->T)
         error_input("data sft: --seq-len T is required (the model's input length)\n%s",
                     sft_usage);
+    if (a->chat && a->eos)
+        error_input("data sft: --eos is for prompt-completion lines; --chat %s ends each message "
+                    "with its own token", a->chat->name);
 }
 
 /* FILE:LINE: error: MESSAGE, exit 1 (the .part files are removed at exit). */
@@ -132,8 +173,7 @@ static const char *field(const cJSON *o, const char *key, const char *file, int6
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
-        line_error(file, ln, "missing key '%s' (each line is {\"prompt\": ..., "
-                   "\"completion\": ...})", key);
+        line_error(file, ln, "missing key '%s'", key);
     if (!cJSON_IsString(v))
         line_error(file, ln, "'%s' must be a string", key);
     return v->valuestring;
@@ -193,36 +233,145 @@ static void out_row(SftOut *o, const int32_t *x, const int32_t *y, int64_t T)
     o->rows++;
 }
 
-/* The id of the one token `s` encodes to (--eos), or exit 1. */
-static int32_t eos_id(rt_tokenizer *t, const char *s)
+typedef struct {
+    int64_t cut, dropped, tokens;
+} SftCounts;
+
+/* Appends ids (all learned or none) to ex. */
+static void ex_add(Example *ex, const rt_ids *ids, int learned)
+{
+    for (int64_t i = 0; i < ids->n; i++) {
+        if (ex->ids.n == ex->cap) {
+            ex->cap = ex->cap ? 2 * ex->cap : 256;
+            ex->learned = realloc(ex->learned, (size_t)ex->cap);
+            if (!ex->learned)
+                die("out of memory");
+        }
+        ex->learned[ex->ids.n] = (unsigned char)learned;
+        rt_ids_push(&ex->ids, ids->v[i]);
+    }
+}
+
+/* A prompt-completion line: the ids of prompt + completion (+ eos), those past the
+ * prompt's learned. */
+static void completion_example(rt_tokenizer *t, const cJSON *o, int32_t eos, const char *file,
+                               int64_t ln, Example *ex)
+{
+    const char *p = field(o, "prompt", file, ln), *c = field(o, "completion", file, ln);
+    char *both = xasprintf("%s%s", p, c);
+    check_normal(t, both, file, ln);
+    rt_ids pids = {0}, ids = {0};
+    rt_tok_encode(t, p, strlen(p), &pids);
+    rt_tok_encode(t, both, strlen(both), &ids);
+    if (eos >= 0)
+        rt_ids_push(&ids, (uint32_t)eos);
+    int64_t np = pids.n < ids.n ? pids.n : ids.n;
+    rt_ids head = {ids.v, np, np}, rest = {ids.v + np, ids.n - np, ids.n - np};
+    ex_add(ex, &head, 0);
+    ex_add(ex, &rest, 1);
+    rt_ids_free(&pids), rt_ids_free(&ids);
+    free(both);
+}
+
+/* text[0, n) encoded as a part (no post-processor: the template writes its tokens)
+ * into ex, and into the whole text's buffer. */
+static void chat_piece(rt_tokenizer *t, const char *text, size_t n, int learned, Example *ex,
+                       char **whole, size_t *len)
+{
+    rt_ids ids = {0};
+    rt_tok_encode_part(t, text, n, &ids);
+    ex_add(ex, &ids, learned);
+    rt_ids_free(&ids);
+    *whole = realloc(*whole, *len + n + 1);
+    if (!*whole)
+        die("out of memory");
+    memcpy(*whole + *len, text, n);
+    *len += n;
+    (*whole)[*len] = 0;
+}
+
+/* A conversation line, as the chat template writes it: each message's pieces encoded
+ * apart (the assistant's content and end token learned), which must give the ids of the
+ * whole text (every cut falls where the tokenizer splits anyway). */
+static void chat_example(rt_tokenizer *t, const ChatFormat *f, const cJSON *o, const char *file,
+                         int64_t ln, Example *ex)
+{
+    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
+    if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
+        line_error(file, ln, "expected \"messages\": a non-empty list of {\"role\": ..., "
+                   "\"content\": ...}");
+    char *whole = NULL;
+    size_t len = 0;
+    chat_piece(t, f->begin, strlen(f->begin), 0, ex, &whole, &len);
+    const cJSON *m;
+    cJSON_ArrayForEach(m, ms) {
+        if (!cJSON_IsObject(m))
+            line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
+        const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
+        int learned = !strcmp(role, "assistant");
+        size_t n = strlen(c);
+        if (f->trim) {
+            while (n && strchr(" \t\n\r\f\v", c[n - 1]))
+                n--;
+            while (n && strchr(" \t\n\r\f\v", *c))
+                c++, n--;
+        }
+        char *head = xasprintf("%s%s%s", f->head, role, f->mid);
+        chat_piece(t, head, strlen(head), 0, ex, &whole, &len);
+        chat_piece(t, c, n, learned, ex, &whole, &len);
+        chat_piece(t, f->end, strlen(f->end), learned, ex, &whole, &len);
+        chat_piece(t, f->after, strlen(f->after), 0, ex, &whole, &len);
+        free(head);
+    }
+    check_normal(t, whole, file, ln);
+    rt_ids all = {0};
+    rt_tok_encode_part(t, whole, len, &all);
+    if (all.n != ex->ids.n || memcmp(all.v, ex->ids.v, (size_t)all.n * sizeof *all.v))
+        line_error(file, ln, "the conversation's messages tokenize otherwise apart than together "
+                   "(a token across a message's edge): not a text --chat %s can mask", f->name);
+    rt_ids_free(&all);
+    free(whole);
+}
+
+/* One example's row: x the first T ids, y the next T, -100 where that id is not learned
+ * (and past the example: padding). Returns 0 (nothing written) when no target is kept. */
+static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, int32_t *y)
+{
+    int any = 0;
+    int64_t n = ex->ids.n;
+    for (int64_t i = 0; i < T; i++) {
+        x[i] = i < n ? (int32_t)ex->ids.v[i] : pad;
+        int learned = i + 1 < n && ex->learned[i + 1];
+        y[i] = learned ? (int32_t)ex->ids.v[i + 1] : SFT_IGNORE;
+        any |= learned;
+    }
+    return any;
+}
+
+/* The id of one token `what` (--eos, a chat template's own) encodes to, or exit 1. */
+static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
 {
     rt_ids ids = {0};
     rt_tok_encode_part(t, s, strlen(s), &ids);
     if (ids.n != 1)
-        error_input("data sft: --eos '%s' is %" PRId64 " tokens, not one (give an added token's "
-                    "content as tokenizer.json lists it, e.g. \"<|eot_id|>\")", s, ids.n);
+        error_input("data sft: %s '%s' is %" PRId64 " tokens, not one (the tokenizer has no such "
+                    "added token)", what, s, ids.n);
     int32_t id = (int32_t)ids.v[0];
     rt_ids_free(&ids);
     return id;
 }
 
-typedef struct {
-    int64_t cut, dropped, tokens;
-} SftCounts;
-
-/* One example's row: x the first T ids, y the next T with the prompt's and the
- * padding's -100. Returns 0 (nothing written) when no completion id is within it. */
-static int example_row(const uint32_t *ids, int64_t n, int64_t n_prompt, int64_t T, int32_t pad,
-                       int32_t *x, int32_t *y)
+/* The ids of padding: --eos's, a chat template's end token, else 0. */
+static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 {
-    int any = 0;
-    for (int64_t i = 0; i < T; i++) {
-        x[i] = i < n ? (int32_t)ids[i] : pad;
-        int learned = i + 1 < n && i + 1 >= n_prompt;
-        y[i] = learned ? (int32_t)ids[i + 1] : SFT_IGNORE;
-        any |= learned;
+    if (a->chat) {
+        const ChatFormat *f = a->chat;
+        if (*f->begin)
+            one_token(t, f->begin, "--chat's token");
+        one_token(t, f->head, "--chat's token");
+        return one_token(t, f->end, "--chat's token");
     }
-    return any;
+    return a->eos ? one_token(t, a->eos, "--eos") : 0;
 }
 
 /* Encodes each example into train's rows, the last n_val into val's. */
@@ -232,10 +381,10 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
     FILE *f = fopen(a->file, "r");
     if (!f)
         error_input("%s: cannot open: %s", a->file, strerror(errno));
-    int32_t eos = a->eos ? eos_id(t, a->eos) : -1, pad = a->eos ? eos : 0;
+    int32_t pad = pad_id(t, a), eos = a->eos ? pad : -1;
     int32_t *x = xcalloc((size_t)a->T, sizeof *x), *y = xcalloc((size_t)a->T, sizeof *y);
-    rt_ids ids = {0}, pids = {0};
-    char *line = NULL, *both = NULL;
+    Example ex = {0};
+    char *line = NULL;
     size_t cap = 0;
     int64_t ln = 0, k = 0;
     while (getline(&line, &cap, f) >= 0) {
@@ -244,30 +393,27 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
             continue;
         cJSON *o = cJSON_Parse(line);
         if (!cJSON_IsObject(o))
-            line_error(a->file, ln, "not a JSON object (each line is {\"prompt\": ..., "
-                       "\"completion\": ...})");
-        const char *p = field(o, "prompt", a->file, ln), *cpl = field(o, "completion", a->file, ln);
-        free(both);
-        both = xasprintf("%s%s", p, cpl);
-        check_normal(t, both, a->file, ln);
-        ids.n = pids.n = 0;
-        rt_tok_encode(t, p, strlen(p), &pids);
-        rt_tok_encode(t, both, strlen(both), &ids);
-        if (a->eos)
-            rt_ids_push(&ids, (uint32_t)eos);
+            line_error(a->file, ln, "not a JSON object (each line is %s)", a->chat
+                       ? "{\"messages\": [{\"role\": ..., \"content\": ...}, ...]}"
+                       : "{\"prompt\": ..., \"completion\": ...}");
+        ex.ids.n = 0;
+        if (a->chat)
+            chat_example(t, a->chat, o, a->file, ln, &ex);
+        else
+            completion_example(t, o, eos, a->file, ln, &ex);
         cJSON_Delete(o);
-        c->cut += ids.n > a->T + 1;
-        if (!example_row(ids.v, ids.n, pids.n, a->T, pad, x, y)) {
+        c->cut += ex.ids.n > a->T + 1;
+        if (!example_row(&ex, a->T, pad, x, y)) {
             c->dropped++;
             k++;
             continue;
         }
-        c->tokens += ids.n < a->T + 1 ? ids.n : a->T + 1;
+        c->tokens += ex.ids.n < a->T + 1 ? ex.ids.n : a->T + 1;
         out_row(k++ < n - n_val ? tr : va, x, y, a->T);
     }
     fclose(f);
-    free(line), free(both), free(x), free(y);
-    rt_ids_free(&ids), rt_ids_free(&pids);
+    free(line), free(x), free(y), free(ex.learned);
+    rt_ids_free(&ex.ids);
 }
 
 int data_sft(int argc, char **argv)
@@ -299,7 +445,7 @@ int data_sft(int argc, char **argv)
     data_commit();
     printf("%s: %" PRId64 " examples -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
            " (%" PRId64 " tokens; %" PRId64 " cut at %" PRId64 " tokens, %" PRId64
-           " left out: no completion token within them), vocabulary %" PRId64 "\n",
+           " left out: no learned token within them), vocabulary %" PRId64 "\n",
            a.file, n, tr.rows, va.rows, a.T, c.tokens, c.cut, a.T + 1, c.dropped, rt_tok_vocab(t));
     printf("train with the model's loss {\"op\": \"cross_entropy\", \"target\": \"y\", "
            "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"}\n",

@@ -10,6 +10,12 @@ prompt's or padding; the last third of the examples in val. Then bad input exits
 the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
+--chat llama3 and chatml: conversations (a system message, two turns, multi-byte UTF-8,
+white space to trim, one without an answer) against transformers' apply_chat_template
+with Llama 3 Instruct's and ChatML's templates: the ids its text encodes to, and a
+target kept exactly where its token lies in an assistant's content or end token (by
+`tokenizers`' offsets).
+
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 """
 import json
@@ -52,6 +58,74 @@ def expected(tok, n_val):
     part = lambda rs: (np.array([r[0] for r in rs if r[2]], np.int32),
                        np.array([r[1] for r in rs if r[2]], np.int32))
     return part(rows[:n - n_val]), part(rows[n - n_val:]), cut, sum(not r[2] for r in rows)
+
+
+CHATS = [
+    [{"role": "system", "content": "You answer briefly."},
+     {"role": "user", "content": "What is the GPL?"},
+     {"role": "assistant", "content": " A copyleft license. "}],
+    [{"role": "user", "content": "Übersetze: café ☕"}, {"role": "assistant", "content": "déjà vu"},
+     {"role": "user", "content": "Again?\n"}, {"role": "assistant", "content": "Yes,\n twice 🎉"}],
+    [{"role": "user", "content": "no answer here"}],
+    [{"role": "user", "content": "Count:"}, {"role": "assistant", "content": "1 2 3 4 5 6 7 8 9"}],
+]
+TEMPLATES = {   # (begin, head, mid, end, after, trim), and the Jinja its model ships
+    "llama3": (("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", "", True),
+               "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
+               "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
+               "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
+               "{{ content }}{% endfor %}"),
+    "chatml": (("", "<|im_start|>", "\n", "<|im_end|>", "\n", False),
+               "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
+               "+ '<|im_end|>' + '\n'}}{% endfor %}"),
+}
+TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
+SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>"]
+
+
+def chat_expected(tok, fmt):
+    """Each conversation's row by transformers' template and tokenizers' offsets (None: no
+    target kept)."""
+    from transformers import PreTrainedTokenizerFast
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>")
+    (begin, head, mid, end, after, trim), jinja = TEMPLATES[fmt]
+    rows = []
+    for msgs in CHATS:
+        text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
+        parts, spans, at = [begin], [], len(begin)
+        for m in msgs:
+            c = m["content"].strip() if trim else m["content"]
+            h = head + m["role"] + mid
+            if m["role"] == "assistant":
+                spans.append((at + len(h), at + len(h) + len(c) + len(end)))
+            parts += [h, c, end, after]
+            at += len(h) + len(c) + len(end) + len(after)
+        assert "".join(parts) == text, (fmt, "".join(parts), text)
+        enc = tok.encode(text, add_special_tokens=False)
+        assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
+        keep = [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
+        ids, pad = enc.ids, tok.token_to_id(end)
+        x = [ids[i] if i < len(ids) else pad for i in range(TC)]
+        y = [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100 for i in range(TC)]
+        rows.append((x, y) if any(v != -100 for v in y) else None)
+    return rows
+
+
+def chat_case(tok, tj, fmt):
+    f = os.path.join(OUT, "chat_%s.jsonl" % fmt)
+    with open(f, "w") as out:
+        for msgs in CHATS:
+            out.write(json.dumps({"messages": msgs}) + "\n")
+    d = os.path.join(OUT, "chat_" + fmt)
+    run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", fmt)
+    want = [r for r in chat_expected(tok, fmt) if r]
+    gx, gy = np.load(d + "/train_x.npy"), np.load(d + "/train_y.npy")
+    assert gx.tolist() == [r[0] for r in want] and gy.tolist() == [r[1] for r in want], (
+        fmt, gx.tolist(), gy.tolist(), want)
+    assert len(want) == len(CHATS) - 1, len(want)
+    print("ok   data sft --chat %s: %d of %d conversations (one without an answer left out) equal "
+          "transformers' template, the assistants' tokens alone learned (%d targets)"
+          % (fmt, len(want), len(CHATS), int((gy != -100).sum())))
 
 
 def run(*args, ok=True):
@@ -123,6 +197,11 @@ def main():
           "the prompts and the padding, %d targets learned)" % (len(tx), len(vx), int((ty != -100).sum())))
     bad_input(tj)
     train(d, tok.get_vocab_size())
+    tok.add_special_tokens(SPECIALS)
+    tj = os.path.join(OUT, "tokenizer_chat.json")
+    tok.save(tj)
+    for fmt in TEMPLATES:
+        chat_case(tok, tj, fmt)
     print("data_sft: all checks passed")
 
 
