@@ -1238,8 +1238,11 @@ static void t_cross_entropy_ignore(int64_t rows, int64_t Cn, int64_t ld, float l
         upload_a(gdz, pn, n);
         for (rt_exec *e = &C; e; e = e == &C ? G : NULL) {
             int gpu = e == G;
-            if (parts)
-                rt_ce_count(e, gpu ? gtg : tg, rows);
+            if (parts && gpu) {   /* (rt_ce_count's device half, called as the others are) */
+                rt_cu_ce_count(G, gtg, rows);
+                G->ce_rows = rows;
+            } else if (parts)
+                rt_ce_count(e, tg, rows);
             for (int64_t r = 0; r < rows; r += step) {
                 int64_t k = rows - r < step ? rows - r : step;
                 const float *zz = gpu ? rt_act_adv(G, gz, r * ld) : z + r * ld;

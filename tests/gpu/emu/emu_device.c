@@ -103,6 +103,7 @@ void rt_cu_end_pass(rt_exec *e)
 {
     e->loss_sum += stats.loss_sum;
     e->correct += (int64_t)stats.correct;
+    e->terms += (int64_t)stats.terms;   /* (ignore_index's count, as device_cuda.c's) */
 }
 
 /* the kernels are built for sm_90a here too (tests/gpu_emu.sh defines its macro) */
