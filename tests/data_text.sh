@@ -104,10 +104,11 @@ expect_fail shard_tokens   "--shard-tokens must be"          text "$SRC" "${d}_x
 expect_fail unknown_option "unknown option '--vall-frac'"    text "$SRC" "${d}_x" --vall-frac 0.1
 expect_fail no_dir         "missing the output folder"       text "$SRC"
 expect_fail extra_arg      "unexpected argument 'more'"      text "$SRC" "${d}_x" more
-expect_fail unknown_kind   "(known: fashion-mnist, text)"    texts "$SRC" "${d}_x"
+expect_fail unknown_kind   "(known: fashion-mnist, text, sft)" texts "$SRC" "${d}_x"
 [ ! -e "${d}_x" ] && ok "bad input writes nothing" || bad "bad input wrote ${d}_x"
 "$TRAINC" data fashion-mnist --help | grep -q "trainc data text FILE DIR" &&
-    ok "usage lists both kinds" || bad "usage lists both kinds"
+    "$TRAINC" data fashion-mnist --help | grep -q "trainc data sft FILE.jsonl DIR" &&
+    ok "usage lists the kinds" || bad "usage lists the kinds"
 # a write that fails midway (here: shard 1's temporary name is taken by a folder; a
 # full disk alike) leaves the folder as it was: shard 0, written before, is removed
 mkdir -p "${d}_mid/train_000001.bin.part.tmp"
