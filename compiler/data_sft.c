@@ -351,14 +351,11 @@ static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, in
 /* The id of one token `what` (--eos, a chat template's own) encodes to, or exit 1. */
 static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
 {
-    rt_ids ids = {0};
-    rt_tok_encode_part(t, s, strlen(s), &ids);
-    if (ids.n != 1)
+    int64_t n, id = rt_tok_one_id(t, s, &n);
+    if (id < 0)
         error_input("data sft: %s '%s' is %" PRId64 " tokens, not one (the tokenizer has no such "
-                    "added token)", what, s, ids.n);
-    int32_t id = (int32_t)ids.v[0];
-    rt_ids_free(&ids);
-    return id;
+                    "added token)", what, s, n);
+    return (int32_t)id;
 }
 
 /* The ids of padding: --eos's, a chat template's end token, else 0. */

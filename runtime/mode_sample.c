@@ -48,16 +48,13 @@ static int64_t stop_id(const Opts *o, int64_t V)
 {
     if (!o->stop)
         return -1;
-    int64_t id = -1;
+    int64_t id = -1, n;
     if (o->tokenizer) {
-        rt_ids ids = {0};
-        rt_tok_encode_part(sample_tokenizer(o->tokenizer), o->stop, strlen(o->stop), &ids);
-        if (ids.n != 1)
+        id = rt_tok_one_id(sample_tokenizer(o->tokenizer), o->stop, &n);
+        if (id < 0)
             rt_input_error("--stop '%s' is %lld tokens, not one (give an added token's content "
                            "as tokenizer.json lists it, e.g. \"<|eot_id|>\")", o->stop,
-                           (long long)ids.n);
-        id = ids.v[0];
-        rt_ids_free(&ids);
+                           (long long)n);
     } else {
         char *end;
         id = strtoll(o->stop, &end, 10);

@@ -154,6 +154,16 @@ void rt_ids_push(rt_ids *a, uint32_t id)
     a->v[a->n++] = id;
 }
 
+int64_t rt_tok_one_id(rt_tokenizer *t, const char *text, int64_t *n)
+{
+    rt_ids ids = {0};
+    rt_tok_encode_part(t, text, strlen(text), &ids);
+    int64_t id = ids.n == 1 ? (int64_t)ids.v[0] : -1;
+    *n = ids.n;
+    rt_ids_free(&ids);
+    return id;
+}
+
 void rt_ids_free(rt_ids *a)
 {
     free(a->v);

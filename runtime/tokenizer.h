@@ -68,6 +68,10 @@ size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, ui
  * names no token. */
 const char *rt_tok_piece(const rt_tokenizer *t, uint32_t id, size_t *len);
 
+/* The id text encodes to (a part: no post-processor) when it is one token (an added
+ * token's content, "<|eot_id|>"), else -1; *n: how many ids it is. */
+int64_t rt_tok_one_id(rt_tokenizer *t, const char *text, int64_t *n);
+
 void rt_ids_push(rt_ids *a, uint32_t id);
 void rt_ids_free(rt_ids *a);
 
