@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
+#include "sampling.h"
 #include "tokenizer.h"
 
 static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
@@ -174,34 +175,9 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
     return row;
 }
 
-/* An id drawn from softmax(logits / temperature) by rng (prob: V doubles of scratch);
- * the argmax where logit / temperature overflows. */
-static int64_t draw(const float *logits, int64_t V, double temperature, rt_rng *rng,
-                    double *prob)
-{
-    double mx = -INFINITY, sum = 0;
-    int64_t top = 0;
-    for (int64_t v = 0; v < V; v++) {
-        mx = fmax(mx, (double)logits[v] / temperature);
-        if (logits[v] > logits[top])
-            top = v;   /* the argmax (T > 0), for when logit / T overflows */
-    }
-    for (int64_t v = 0; v < V; v++)
-        sum += prob[v] = exp((double)logits[v] / temperature - mx);
-    double u = rt_rng_uniform(rng) * sum, acc = 0;   /* (drawn in either case) */
-    if (isinf(mx))   /* a temperature so small that logit / T overflows: greedy */
-        return top;
-    for (int64_t v = 0; v < V; v++) {
-        acc += prob[v];
-        if (u < acc)
-            return v;
-    }
-    return V - 1;
-}
-
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are sampled with the
- * temperature, and the id is appended (the window slides once full). Without a
+ * temperature, top_k and top_p (sampling.c), and the id is appended (the window slides once full). Without a
  * tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
  * 256 ids is printed as bytes, a larger one as numbers a space apart. */
 /* The first n values of the prediction (pred_offset) into y: from the arena, on a GPU
@@ -314,6 +290,9 @@ void rt_sample(Run *r)
     rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
+    rt_sampler sampler = {.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
+                          .top_p = r->o.top_p, .prob = prob,
+                          .order = rt_xmalloc((size_t)V * sizeof(int32_t))};
     r->e.rng_key = 0;
     int64_t stop = stop_id(&r->o, V);
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
@@ -321,7 +300,7 @@ void rt_sample(Run *r)
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         const float *logits = last_logits(r, ctx, tgt, n, V, row, prob);
-        int64_t pick = draw(logits, V, r->o.temperature, &rng, prob);
+        int64_t pick = rt_sample_draw(&sampler, logits, &rng);
         if (pick == stop)
             break;
         put_id(&r->o, pick, k, V);
@@ -338,6 +317,7 @@ void rt_sample(Run *r)
     if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
         print_ids("sample", ids.v, ids.n);
     rt_ids_free(&ids);
+    rt_xfree(sampler.order);
     rt_xfree(prob);
     rt_xfree(row);
     rt_xfree(ctx);

@@ -82,6 +82,22 @@ static void set_temperature(Opts *o, const char *t)
     o->sampling_opt = "--temperature";
 }
 
+static void set_top_k(Opts *o, const char *t)
+{
+    o->top_k = count_of("--top-k", t, INT32_MAX);
+    o->sampling_opt = "--top-k";
+}
+
+static void set_top_p(Opts *o, const char *t)
+{
+    char *end;
+    double v = strtod(t, &end);
+    if (*end || !*t || !(v > 0 && v <= 1))
+        rt_input_error("--top-p: expected a number in (0, 1], got '%s'", t);
+    o->top_p = v;
+    o->sampling_opt = "--top-p";
+}
+
 static void set_tokenizer(Opts *o, const char *v) { o->tokenizer = v; }
 
 static void set_prompt(Opts *o, const char *v)
@@ -148,6 +164,11 @@ enum { READ, HELP, VERSION };
       "token models: print N generated tokens (bytes) after training")                         \
     X("--temperature", V, "T", TOKENS, 1, READ, set_temperature,                               \
       "sampling temperature (default 1.0)")                                                    \
+    X("--top-k", V, "K", TOKENS, 1, READ, set_top_k,                                            \
+      "draw from the K most likely ids alone (default 0: all)")                                \
+    X("--top-p", V, "P", TOKENS, 1, READ, set_top_p,                                            \
+      "draw from the most likely ids that hold P of the probability\n"                         \
+      "(nucleus sampling; default 1: all), after --top-k")                                     \
     X("--sample-seed", V, "S", TOKENS, 1, READ, set_sample_seed,                               \
       "sampling seed (default: the training seed)")                                            \
     X("--prompt", V, "TEXT", TOKENS, 1, READ, set_prompt,                                      \
@@ -347,6 +368,7 @@ void rt_opts_parse(const rt_model *m, int argc, char **argv, Opts *o)
     memset(o, 0, sizeof *o);
     o->device = -1;
     o->temperature = 1.0;
+    o->top_p = 1.0;
     o->sample_seed = -1;
     for (int i = 1; i < argc; i++) {
         const char *inl;

@@ -19,6 +19,8 @@ typedef struct Opts {
     const char *stop;          /* --stop: the token that ends a sample */
     int64_t sample;            /* characters to generate after training */
     double temperature;
+    int64_t top_k;             /* --top-k: 0, every id */
+    double top_p;              /* --top-p: 1, every id */
     int64_t sample_seed;
     const char *sets[256];
     int n_sets;

@@ -37,6 +37,16 @@ tail -c 41 "$d/t310.txt" > "$d/t310.tail"; tail -c 41 "$d/t300.txt" > "$d/t300.t
 cmp -s "$d/t310.tail" "$d/t300.tail" && ! grep -q $'\xff' "$d/t310.tail" ||
     { echo "FAIL: --temperature 1e-310 is not greedy:"; od -c "$d/t310.tail" | head -3; exit 1; }
 echo "ok   --temperature below what logit / T can take: greedy"
+# --top-k 1 is greedy too, at any temperature; --top-k 5 --top-p 0.9 draws other bytes
+# than the plain softmax from the same seed (the filters' numbers: tests/sampling_check.py)
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 40 --top-k 1 --temperature 2 > "$d/k1.txt" 2>/dev/null
+tail -c 41 "$d/k1.txt" | cmp -s - "$d/t300.tail" ||
+    { echo "FAIL: --top-k 1 is not greedy:"; od -c "$d/k1.txt" | tail -3; exit 1; }
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 200 --temperature 1.5 > "$d/plain.txt" 2>/dev/null
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 200 --temperature 1.5 --top-k 5 --top-p 0.9 > "$d/kp.txt" 2>/dev/null
+[ "$(wc -c < "$d/kp.txt")" -ge 200 ] && ! cmp -s "$d/plain.txt" "$d/kp.txt" ||
+    { echo "FAIL: --top-k 5 --top-p 0.9 drew what the plain softmax drew"; exit 1; }
+echo "ok   --top-k 1: greedy at temperature 2; --top-k 5 --top-p 0.9: another sample than without"
 
 # signals while sampling: --eval exits 130 at once; after training, sampling stops,
 # exit 130, the run's outputs whole

@@ -1,0 +1,76 @@
+/* The next token's draw (runtime/sampling.c): `test_sampling IN OUT` reads cases from
+ * IN (each: int64 V, int64 top_k, float64 top_p, float64 temperature, V float32
+ * logits), writes each case's distribution to OUT (V float64: the kept weights
+ * normalized, 0 for the ids cut), for tests/sampling_check.py to compare with
+ * transformers' TopKLogitsWarper and TopPLogitsWarper. Here: 3000 draws of each case
+ * land on kept ids alone, at their probabilities (each id's count within 5 standard
+ * deviations and 10 of its expectation). Exit 0, or 1 naming the case. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include "sampling.h"
+
+enum { DRAWS = 3000 };
+
+/* draws of case k land where its weights say; 0, or 1 after naming what failed */
+static int check_draws(int k, const rt_sampler *s, const float *logits, const double *p)
+{
+    long *count = calloc((size_t)s->V, sizeof *count);
+    rt_rng rng;
+    rt_rng_seed(&rng, 1234 + (uint64_t)k);
+    for (int i = 0; i < DRAWS; i++)
+        count[rt_sample_draw(s, logits, &rng)]++;
+    int bad = 0;
+    for (int64_t v = 0; v < s->V && !bad; v++) {
+        double want = p[v] * DRAWS, sd = sqrt(want * (1 - p[v]));
+        if ((p[v] == 0 && count[v]) || fabs(count[v] - want) > 5 * sd + 10) {
+            fprintf(stderr, "FAIL case %d: id %lld drawn %ld times of %d, probability %.6g\n",
+                    k, (long long)v, count[v], DRAWS, p[v]);
+            bad = 1;
+        }
+    }
+    free(count);
+    return bad;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 3) {
+        fprintf(stderr, "usage: test_sampling IN OUT\n");
+        return 2;
+    }
+    FILE *in = fopen(argv[1], "rb"), *out = fopen(argv[2], "wb");
+    if (!in || !out) {
+        perror("test_sampling");
+        return 2;
+    }
+    int failures = 0, k = 0;
+    int64_t head[2];
+    double opt[2];
+    for (; fread(head, sizeof head, 1, in) == 1; k++) {
+        if (fread(opt, sizeof opt, 1, in) != 1)
+            return 2;
+        rt_sampler s = {.V = head[0], .top_k = head[1], .top_p = opt[0], .temperature = opt[1]};
+        float *logits = malloc((size_t)s.V * sizeof *logits);
+        double *p = malloc((size_t)s.V * sizeof *p);
+        s.prob = malloc((size_t)s.V * sizeof *s.prob);
+        s.order = malloc((size_t)s.V * sizeof *s.order);
+        if (fread(logits, sizeof *logits, (size_t)s.V, in) != (size_t)s.V)
+            return 2;
+        int64_t top;
+        double sum = rt_sample_weights(&s, logits, &top);
+        for (int64_t v = 0; v < s.V; v++)
+            p[v] = sum > 0 ? s.prob[v] / sum : v == top;
+        fwrite(p, sizeof *p, (size_t)s.V, out);
+        failures += check_draws(k, &s, logits, p);
+        free(logits);
+        free(p);
+        free(s.prob);
+        free(s.order);
+    }
+    fclose(in);
+    if (fclose(out) != 0)
+        return 2;
+    printf("%d cases, %d failed\n", k, failures);
+    return failures != 0;
+}
