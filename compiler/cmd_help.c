@@ -18,7 +18,7 @@ void usage(FILE *f)
           "                                  convert Debian's Fashion-MNIST to .npy\n"
           "  data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
           "                                  token shards of a text file (bytes, or BPE)\n"
-          "  data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--chat llama3|chatml]\n"
+          "  data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--chat llama3|chatml] [--pack]\n"
           "                                  fine-tuning examples, the prompts' targets -100\n"
           "  import hf DIR -o OUT [--seq-len T]\n"
           "                                  a Hugging Face model folder as a spec and weights\n"
@@ -69,7 +69,7 @@ static const struct {
     {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
              "trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
              "trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
-             "                [--eos TOKEN | --chat llama3|chatml]\n\n"
+             "                [--eos TOKEN | --chat llama3|chatml] [--pack]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
@@ -84,7 +84,8 @@ static const struct {
              "as DIR/{train,val}_{x,y}.npy [N, T] i32: the ids, and the next ids with -100 where\n"
              "they are the prompt's (not the assistant's) or padding, for a loss with\n"
              "\"ignore_index\": -100; --eos appends that token to each completion and pads with it;\n"
-             "the last F of the examples (default 0.1) in val.\n", 0},
+             "the last F of the examples (default 0.1) in val; --pack: as many whole examples\n"
+             "a row as fit in its T + 1 ids (attention is not cut between them).\n", 0},
     {"import", "trainc import hf DIR -o OUT [--seq-len T]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"
                "files model.safetensors.index.json names (F32, F16 or BF16, read as fp32).\n"

@@ -16,8 +16,12 @@
  * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
  * ...}, ...]}, written as FORMAT's chat template writes it (chat_formats below: Llama 3's
  * and ChatML's), the assistant's contents and their end tokens learned, the rest -100.
+ * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
+ * (a row ends where the next example does not fit); the targets where an example's ids
+ * are not learned stay -100, the seams included, and attention is not cut there.
  * The file is read twice (the examples counted, then encoded), the rows streamed to
- * NAME.part files that become NAME once all are complete: memory holds one example. */
+ * NAME.part files that become NAME once all are complete: memory holds one example
+ * (and, packing, one row). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdarg.h>
@@ -33,7 +37,7 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN | --chat llama3|chatml]";
+    "[--eos TOKEN | --chat llama3|chatml] [--pack]";
 
 /* A chat template: each message is head ROLE mid CONTENT end after, the first after
  * begin; the assistant's CONTENT and end are learned. As the models' chat_template
@@ -59,6 +63,7 @@ typedef struct {
     const ChatFormat *chat;
     int64_t T;
     double val_frac;
+    int pack;                  /* --pack: whole examples packed into each row */
 } SftArgs;
 
 /* One example's ids, each learned (its target kept) or not. */
@@ -97,6 +102,8 @@ static void parse_args(int argc, char **argv, SftArgs *a)
             a->T = parse_positive(s, opt_value(argc, argv, &i, s), 1 << 20);
         else if (!strcmp(s, "--eos"))
             a->eos = opt_value(argc, argv, &i, s);
+        else if (!strcmp(s, "--pack"))
+            a->pack = 1;
         else if (!strcmp(s, "--chat")) {
             const char *v = opt_value(argc, argv, &i, s);
             for (size_t k = 0; k < sizeof chat_formats / sizeof *chat_formats; k++)
@@ -234,7 +241,7 @@ static void out_row(SftOut *o, const int32_t *x, const int32_t *y, int64_t T)
 }
 
 typedef struct {
-    int64_t cut, dropped, tokens;
+    int64_t cut, dropped, tokens, packed;   /* packed: the examples written */
 } SftCounts;
 
 /* Appends ids (all learned or none) to ex. */
@@ -348,6 +355,35 @@ static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, in
     return any;
 }
 
+/* --pack's row being filled: whole examples' ids (at most T + 1), each learned or not. */
+typedef struct {
+    Example row;
+    SftOut *out;               /* where it goes */
+} Packer;
+
+/* The row as it is (padded) into its output, and a new one begun. */
+static void pack_flush(Packer *p, int64_t T, int32_t pad, int32_t *x, int32_t *y)
+{
+    if (p->row.ids.n && example_row(&p->row, T, pad, x, y))
+        out_row(p->out, x, y, T);
+    p->row.ids.n = 0;
+}
+
+/* ex (its first T + 1 ids) into the row for out: after the examples there if they fit
+ * together in T + 1 ids, else in a row of its own after theirs. */
+static void pack_add(Packer *p, SftOut *out, const Example *ex, int64_t T, int32_t pad, int32_t *x,
+                     int32_t *y)
+{
+    int64_t n = ex->ids.n < T + 1 ? ex->ids.n : T + 1;
+    if (p->out != out || p->row.ids.n + n > T + 1)
+        pack_flush(p, T, pad, x, y);
+    p->out = out;
+    for (int64_t i = 0; i < n; i++) {
+        rt_ids one = {&ex->ids.v[i], 1, 1};
+        ex_add(&p->row, &one, ex->learned[i]);
+    }
+}
+
 /* The id of one token `what` (--eos, a chat template's own) encodes to, or exit 1. */
 static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
 {
@@ -381,6 +417,7 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
     int32_t pad = pad_id(t, a), eos = a->eos ? pad : -1;
     int32_t *x = xcalloc((size_t)a->T, sizeof *x), *y = xcalloc((size_t)a->T, sizeof *y);
     Example ex = {0};
+    Packer pk = {0};
     char *line = NULL;
     size_t cap = 0;
     int64_t ln = 0, k = 0;
@@ -406,11 +443,18 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
             continue;
         }
         c->tokens += ex.ids.n < a->T + 1 ? ex.ids.n : a->T + 1;
-        out_row(k++ < n - n_val ? tr : va, x, y, a->T);
+        c->packed++;
+        SftOut *out = k++ < n - n_val ? tr : va;
+        if (a->pack)
+            pack_add(&pk, out, &ex, a->T, pad, x, y);
+        else
+            out_row(out, x, y, a->T);
     }
+    pack_flush(&pk, a->T, pad, x, y);
     fclose(f);
-    free(line), free(x), free(y), free(ex.learned);
+    free(line), free(x), free(y), free(ex.learned), free(pk.row.learned);
     rt_ids_free(&ex.ids);
+    rt_ids_free(&pk.row.ids);
 }
 
 int data_sft(int argc, char **argv)
@@ -444,6 +488,10 @@ int data_sft(int argc, char **argv)
            " (%" PRId64 " tokens; %" PRId64 " cut at %" PRId64 " tokens, %" PRId64
            " left out: no learned token within them), vocabulary %" PRId64 "\n",
            a.file, n, tr.rows, va.rows, a.T, c.tokens, c.cut, a.T + 1, c.dropped, rt_tok_vocab(t));
+    if (a.pack)
+        printf("packed: %.2f examples a row, %.1f%% of the rows' %" PRId64 " ids an example's\n",
+               (double)c.packed / (double)(tr.rows + va.rows), 100.0 * (double)c.tokens /
+               (double)((tr.rows + va.rows) * (a.T + 1)), (tr.rows + va.rows) * (a.T + 1));
     printf("train with the model's loss {\"op\": \"cross_entropy\", \"target\": \"y\", "
            "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"}\n",
            a.dir, a.dir);

@@ -44,20 +44,53 @@ EXAMPLES = [
 ]
 
 
-def expected(tok, n_val):
+def row(ids, learned, pad):
+    """(x, y) of one row: ids padded to T, y the next ids, -100 where not learned"""
+    x = [ids[i] if i < len(ids) else pad for i in range(T)]
+    y = [ids[i + 1] if i + 1 < len(ids) and learned[i + 1] else -100 for i in range(T)]
+    return x, y
+
+
+def pack(examples):
+    """--pack's rows: the examples (ids, learned) in order, each cut at T + 1 ids, as many
+    a row as fit in T + 1 ids"""
+    rows, ids, learned = [], [], []
+    for e_ids, e_learned in examples:
+        e_ids, e_learned = e_ids[:T + 1], e_learned[:T + 1]
+        if ids and len(ids) + len(e_ids) > T + 1:
+            rows.append((ids, learned))
+            ids, learned = [], []
+        ids, learned = ids + e_ids, learned + e_learned
+    return rows + ([(ids, learned)] if ids else [])
+
+
+def expected(tok, n_val, packed=False, pairs=EXAMPLES):
     eos = tok.token_to_id(EOS)
-    rows, cut = [], 0
-    for p, c in EXAMPLES:
+    examples, cut = [], 0
+    for p, c in pairs:
         ids = tok.encode(p + c).ids + [eos]
         n_prompt = len(tok.encode(p).ids)
         cut += len(ids) > T + 1
-        x = [ids[i] if i < len(ids) else eos for i in range(T)]
-        y = [ids[i + 1] if i + 1 < len(ids) and i + 1 >= n_prompt else -100 for i in range(T)]
-        rows.append((x, y, any(v != -100 for v in y)))
-    n = len(rows)
-    part = lambda rs: (np.array([r[0] for r in rs if r[2]], np.int32),
-                       np.array([r[1] for r in rs if r[2]], np.int32))
-    return part(rows[:n - n_val]), part(rows[n - n_val:]), cut, sum(not r[2] for r in rows)
+        examples.append((ids, [i >= n_prompt for i in range(len(ids))]))
+    kept = [any(e[1][1:T + 1]) for e in examples]   # a target learned within T + 1 ids
+    n = len(examples)
+
+    def part(lo, hi):
+        es = [e for e, k in zip(examples[lo:hi], kept[lo:hi]) if k]
+        rows = [row(i, l, eos) for i, l in (pack(es) if packed else es)]
+        return np.array([r[0] for r in rows], np.int32), np.array([r[1] for r in rows], np.int32)
+    return part(0, n - n_val), part(n - n_val, n), cut, sum(not k for k in kept)
+
+
+def pack_pairs(tok):
+    """--pack's examples: short ones, several to a row of T + 1 ids; a long one (cut, a
+    row alone), then two that fill the next row's T + 1 ids exactly; the last three (val)
+    short, so that the train's last row has room for them (they go to a row of their own)"""
+    size = lambda p, c: len(tok.encode(p + c).ids) + 1   # (+ --eos)
+    a = ("Fill:", " ab ab")
+    fill = next(("Up:", " " + "cd " * k) for k in range(30) if size(a[0], a[1]) + size("Up:", " " + "cd " * k) == T + 1)
+    return ([("Q%d:" % i, " %s" % ("ab " * (i % 4))) for i in range(8)] + [EXAMPLES[3], a, fill] +
+            [("Q:", " z"), ("1 + 1 =", " 2"), ("Und?", " ja"), ("Q:", " y")])
 
 
 CHATS = [
@@ -128,6 +161,33 @@ def chat_case(tok, tj, fmt):
           % (fmt, len(want), len(CHATS), int((gy != -100).sum())))
 
 
+def packed(tok, tj):
+    """--pack against the same examples one a row: the rows as the reference packs them,
+    fewer of them, the same targets learned"""
+    f = os.path.join(OUT, "packed.jsonl")
+    pairs = pack_pairs(tok)
+    with open(f, "w") as out:
+        for p, c in pairs:
+            out.write(json.dumps({"prompt": p, "completion": c}) + "\n")
+    args = ["--tokenizer", tj, "--seq-len", str(T), "--val-frac", "0.2", "--eos", EOS]
+    run(f, os.path.join(OUT, "unpacked"), *args)
+    p = run(f, os.path.join(OUT, "packed"), *args, "--pack")
+    print(p.stdout.strip())
+    rows, targets = {}, {}
+    for how in ("unpacked", "packed"):
+        want = expected(tok, 3, how == "packed", pairs)
+        for (x, y), part in zip(want[:2], ("train", "val")):
+            for a, name in ((x, part + "_x"), (y, part + "_y")):
+                got = np.load(os.path.join(OUT, how, name + ".npy"))
+                assert got.shape == a.shape and np.array_equal(got, a), (how, name, got.shape, a.shape)
+        rows[how] = len(want[0][0]) + len(want[1][0])
+        targets[how] = int((want[0][1] != -100).sum() + (want[1][1] != -100).sum())
+    assert rows["packed"] < rows["unpacked"] and targets["packed"] == targets["unpacked"], (rows, targets)
+    print("ok   data sft --pack: %d examples in %d rows (%d one a row), whole, in order, as many "
+          "a row as fit in T + 1 ids; the same %d targets" % (len(pairs), rows["packed"],
+                                                             rows["unpacked"], targets["packed"]))
+
+
 def run(*args, ok=True):
     p = subprocess.run([TRAINC, "data", "sft", *args], capture_output=True, text=True)
     if (p.returncode == 0) != ok:
@@ -195,6 +255,7 @@ def main():
     assert left and "%d cut at %d tokens, %d left out" % (cut, T + 1, left) in p.stdout, p.stdout
     print("ok   data sft: %d train and %d val rows equal tokenizers' ids with TRL's masking (-100 on "
           "the prompts and the padding, %d targets learned)" % (len(tx), len(vx), int((ty != -100).sum())))
+    packed(tok, tj)
     bad_input(tj)
     train(d, tok.get_vocab_size())
     tok.add_special_tokens(SPECIALS)
