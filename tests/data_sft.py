@@ -6,8 +6,10 @@ completion cut by the sequence length, one left out wholly, a blank line, an add
 token in the text): the .npy arrays equal those built from Tokenizer.encode(prompt +
 completion).ids, the prompt's the first len(encode(prompt).ids) of them, --eos's id
 after each completion and as padding, the targets -100 where the id predicted is the
-prompt's or padding; the last third of the examples in val. Then bad input exits 1 naming
-the line (not JSON, a missing key, a number for a string), nothing written; and a
+prompt's or padding; the last third of the examples in val. --pack: the rows a
+reference packs (whole examples in order, as many a row as fit in T + 1 ids, one row
+filled exactly, train and val apart), the same targets in fewer rows. Then bad input
+exits 1 naming the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
 --chat llama3 and chatml: conversations (a system message, two turns, multi-byte UTF-8,
