@@ -14,8 +14,9 @@
  * ids is cut there; one whose completion starts past that is left out (no target is
  * kept). Both counted.
  * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
- * ...}, ...]}, written as FORMAT's chat template writes it (chat_formats below: Llama 3's
- * and ChatML's), the assistant's contents and their end tokens learned, the rest -100.
+ * ...}, ...]}, written as FORMAT's chat template writes it (chat_formats below: Llama 3's,
+ * ChatML's and Gemma's), the assistant's contents and their end tokens learned, the rest
+ * -100.
  * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
  * (a row ends where the next example does not fit); the targets where an example's ids
  * are not learned stay -100, the seams included, and attention is not cut there.
@@ -37,7 +38,7 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN | --chat llama3|chatml] [--pack]";
+    "[--eos TOKEN | --chat llama3|chatml|gemma] [--pack]";
 
 /* A chat template: each message is head ROLE mid CONTENT end after, the first after
  * begin; the assistant's CONTENT and end are learned. As the models' chat_template
@@ -47,15 +48,21 @@ typedef struct {
     const char *begin, *head, *mid, *end, *after;
     int trim;                  /* CONTENT without its leading and trailing white space
                                   (Jinja's trim; ASCII white space) */
+    const char *assistant;     /* the ROLE written for "assistant" (NULL: itself) */
+    int no_system;             /* the template refuses a system message */
 } ChatFormat;
 
 static const ChatFormat chat_formats[] = {
     /* Llama 3 Instruct's: {{ bos_token }} then '<|start_header_id|>' + role +
      * '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>' a message */
     {"llama3", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
-     "", 1},
+     "", 1, NULL, 0},
     /* ChatML's (Qwen, SmolLM, ...): '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' */
-    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", 0},
+    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", 0, NULL, 0},
+    /* Gemma's (1.1, 2 and 3 instruction-tuned, without a system message): {{ bos_token }}
+     * then '<start_of_turn>' + role + '\n' + content | trim + '<end_of_turn>\n', the
+     * assistant's role written "model" */
+    {"gemma", "<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", 1, "model", 1},
 };
 
 typedef struct {
@@ -110,7 +117,7 @@ static void parse_args(int argc, char **argv, SftArgs *a)
                 if (!strcmp(v, chat_formats[k].name))
                     a->chat = &chat_formats[k];
             if (!a->chat)
-                error_input("data sft: --chat: unknown format '%s' (known: llama3, chatml)", v);
+                error_input("data sft: --chat: unknown format '%s' (known: llama3, chatml, gemma)", v);
         } else if (!strcmp(s, "--val-frac")) {
             const char *v = opt_value(argc, argv, &i, s);
             char *end;
@@ -316,6 +323,11 @@ static void chat_example(rt_tokenizer *t, const ChatFormat *f, const cJSON *o, c
             line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
         const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
         int learned = !strcmp(role, "assistant");
+        if (f->no_system && !strcmp(role, "system"))
+            line_error(file, ln, "--chat %s has no system message (its template refuses one): "
+                       "write it into the first user message", f->name);
+        if (learned && f->assistant)
+            role = f->assistant;
         size_t n = strlen(c);
         if (f->trim) {
             while (n && strchr(" \t\n\r\f\v", c[n - 1]))

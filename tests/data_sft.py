@@ -12,9 +12,10 @@ filled exactly, train and val apart), the same targets in fewer rows. Then bad i
 exits 1 naming the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
---chat llama3 and chatml: conversations (a system message, two turns, multi-byte UTF-8,
-white space to trim, one without an answer) against transformers' apply_chat_template
-with Llama 3 Instruct's and ChatML's templates: the ids its text encodes to, and a
+--chat llama3, chatml and gemma: conversations (a system message but for Gemma's, two
+turns, multi-byte UTF-8, white space to trim, one without an answer) against
+transformers' apply_chat_template with Llama 3 Instruct's, ChatML's and Gemma 2's
+templates: the ids its text encodes to, and a
 target kept exactly where its token lies in an assistant's content or end token (by
 `tokenizers`' offsets).
 
@@ -104,33 +105,48 @@ CHATS = [
     [{"role": "user", "content": "no answer here"}],
     [{"role": "user", "content": "Count:"}, {"role": "assistant", "content": "1 2 3 4 5 6 7 8 9"}],
 ]
-TEMPLATES = {   # (begin, head, mid, end, after, trim), and the Jinja its model ships
-    "llama3": (("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", "", True),
+TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), and the Jinja its model ships
+    "llama3": (("<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>", "", True, "assistant"),
                "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
                "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
                "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
                "{{ content }}{% endfor %}"),
-    "chatml": (("", "<|im_start|>", "\n", "<|im_end|>", "\n", False),
+    "chatml": (("", "<|im_start|>", "\n", "<|im_end|>", "\n", False, "assistant"),
                "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
                "+ '<|im_end|>' + '\n'}}{% endfor %}"),
+    # Gemma 2's (gemma-2-2b-it), which Gemma 3's writes alike without a system message
+    "gemma": (("<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", True, "model"),
+              "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
+              "supported') }}{% endif %}{% for message in messages %}{% if (message['role'] == 'user') != "
+              "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+              "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}"
+              "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
+              "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
+              "{% endfor %}"),
 }
 TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
-SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>"]
+SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
+            "<bos>", "<start_of_turn>", "<end_of_turn>"]
+
+
+def chats(fmt):
+    """the conversations a format takes: Gemma's template has no system message"""
+    return [c[1:] if fmt == "gemma" and c[0]["role"] == "system" else c for c in CHATS]
 
 
 def chat_expected(tok, fmt):
     """Each conversation's row by transformers' template and tokenizers' offsets (None: no
     target kept)."""
     from transformers import PreTrainedTokenizerFast
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<|begin_of_text|>")
-    (begin, head, mid, end, after, trim), jinja = TEMPLATES[fmt]
+    (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>")
     rows = []
-    for msgs in CHATS:
+    for msgs in chats(fmt):
         text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
         parts, spans, at = [begin], [], len(begin)
         for m in msgs:
             c = m["content"].strip() if trim else m["content"]
-            h = head + m["role"] + mid
+            h = head + (assistant if m["role"] == "assistant" else m["role"]) + mid
             if m["role"] == "assistant":
                 spans.append((at + len(h), at + len(h) + len(c) + len(end)))
             parts += [h, c, end, after]
@@ -149,7 +165,7 @@ def chat_expected(tok, fmt):
 def chat_case(tok, tj, fmt):
     f = os.path.join(OUT, "chat_%s.jsonl" % fmt)
     with open(f, "w") as out:
-        for msgs in CHATS:
+        for msgs in chats(fmt):
             out.write(json.dumps({"messages": msgs}) + "\n")
     d = os.path.join(OUT, "chat_" + fmt)
     run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", fmt)
@@ -265,6 +281,12 @@ def main():
     tok.save(tj)
     for fmt in TEMPLATES:
         chat_case(tok, tj, fmt)
+    f, d = os.path.join(OUT, "system.jsonl"), os.path.join(OUT, "system")
+    open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps({"messages": CHATS[0]}) + "\n")
+    p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "gemma", ok=False)
+    assert p.returncode == 1 and "system.jsonl:2: error: --chat gemma has no system message" in p.stderr, p.stderr
+    assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
+    print("ok   --chat gemma and a system message: exit 1 naming the line, nothing written")
     print("data_sft: all checks passed")
 
 
