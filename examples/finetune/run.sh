@@ -97,7 +97,7 @@ awk -v a="$sft_before" -v b="$sft_after" 'BEGIN { exit !(b < a - 0.5) }' ||
     { echo "FAIL: the completions' validation loss did not fall by 0.5"; exit 1; }
 SFT_PROMPT="Continue: you may not propagate"
 sample=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$OUT/sft/model.safetensors" \
-         "${EVAL[@]}" --sample 30 --temperature 0.7 --prompt "$SFT_PROMPT" \
+         "${EVAL[@]}" --sample 30 --temperature 0.7 --top-p 0.9 --prompt "$SFT_PROMPT" \
          --tokenizer "$OUT/hf/tokenizer.json" --stop "<|end_of_text|>" --quiet)
 printf '%s' "$SFT_PROMPT"; printf '%s\n' "$sample" | sed 1d
 echo "ok: instruction-tuned on $(wc -l < "$OUT/sft.jsonl") prompt-completion pairs ($OUT/sft)"
