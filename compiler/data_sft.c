@@ -47,7 +47,7 @@ typedef struct {
     const char *name;
     const char *begin, *head, *mid, *end, *after;
     int trim;                  /* CONTENT without its leading and trailing white space
-                                  (Jinja's trim; ASCII white space) */
+                                  (Jinja's trim: Python's str.strip()) */
     const char *assistant;     /* the ROLE written for "assistant" (NULL: itself) */
     int no_system;             /* the template refuses a system message */
 } ChatFormat;
@@ -330,10 +330,9 @@ static void chat_example(rt_tokenizer *t, const ChatFormat *f, const cJSON *o, c
             role = f->assistant;
         size_t n = strlen(c);
         if (f->trim) {
-            while (n && strchr(" \t\n\r\f\v", c[n - 1]))
-                n--;
-            while (n && strchr(" \t\n\r\f\v", *c))
-                c++, n--;
+            size_t at;
+            n = rt_utf8_strip(c, n, &at);
+            c += at;
         }
         char *head = xasprintf("%s%s%s", f->head, role, f->mid);
         chat_piece(t, head, strlen(head), 0, ex, &whole, &len);

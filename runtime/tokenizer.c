@@ -331,6 +331,27 @@ static uint32_t utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len)
     return v;
 }
 
+/* Python's str.isspace(): White_Space, and the separators U+001C-U+001F. */
+static int py_space(uint32_t c) { return is_space(c) || (c >= 0x1C && c <= 0x1F); }
+
+size_t rt_utf8_strip(const char *text, size_t n, size_t *start)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t lo = 0, hi = n, len;
+    while (lo < hi && py_space(utf8_at(s, lo, hi, &len)))
+        lo += len;
+    while (hi > lo) {
+        size_t at = hi - 1;   /* the last character's first byte */
+        while (at > lo && hi - at < 4 && (s[at] & 0xC0) == 0x80)
+            at--;
+        if (!py_space(utf8_at(s, at, hi, &len)) || at + len != hi)
+            break;
+        hi = at;
+    }
+    *start = lo;
+    return hi - lo;
+}
+
 /* The class of the character at i, or -1 at the end. */
 static int class_at(const unsigned char *s, size_t i, size_t n, size_t *len)
 {

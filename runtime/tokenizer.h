@@ -72,6 +72,11 @@ const char *rt_tok_piece(const rt_tokenizer *t, uint32_t id, size_t *len);
  * token's content, "<|eot_id|>"), else -1; *n: how many ids it is. */
 int64_t rt_tok_one_id(rt_tokenizer *t, const char *text, int64_t *n);
 
+/* s[0, n) without its leading and trailing white space as Python's str.strip() (Jinja's
+ * trim) takes it: Unicode's White_Space and U+001C-U+001F. Returns the length left and
+ * its start in *start. */
+size_t rt_utf8_strip(const char *s, size_t n, size_t *start);
+
 void rt_ids_push(rt_ids *a, uint32_t id);
 void rt_ids_free(rt_ids *a);
 

@@ -129,9 +129,16 @@ SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_star
             "<bos>", "<start_of_turn>", "<end_of_turn>"]
 
 
+# white space Jinja's trim (Python's str.strip()) takes beyond ASCII's: U+3000, U+00A0,
+# U+2003, U+001C, U+2028, U+205F (for the templates that trim)
+TRIMMED = [{"role": "user", "content": "\u3000\xa0wide spaces\u2003"},
+           {"role": "assistant", "content": "\x1c\u2028an answer\xa0\u205f"}]
+
+
 def chats(fmt):
     """the conversations a format takes: Gemma's template has no system message"""
-    return [c[1:] if fmt == "gemma" and c[0]["role"] == "system" else c for c in CHATS]
+    cs = [c[1:] if fmt == "gemma" and c[0]["role"] == "system" else c for c in CHATS]
+    return cs + [TRIMMED] if TEMPLATES[fmt][0][5] else cs
 
 
 def chat_expected(tok, fmt):
@@ -173,10 +180,10 @@ def chat_case(tok, tj, fmt):
     gx, gy = np.load(d + "/train_x.npy"), np.load(d + "/train_y.npy")
     assert gx.tolist() == [r[0] for r in want] and gy.tolist() == [r[1] for r in want], (
         fmt, gx.tolist(), gy.tolist(), want)
-    assert len(want) == len(CHATS) - 1, len(want)
+    assert len(want) == len(chats(fmt)) - 1, len(want)
     print("ok   data sft --chat %s: %d of %d conversations (one without an answer left out) equal "
           "transformers' template, the assistants' tokens alone learned (%d targets)"
-          % (fmt, len(want), len(CHATS), int((gy != -100).sum())))
+          % (fmt, len(want), len(chats(fmt)), int((gy != -100).sum())))
 
 
 def packed(tok, tj):
