@@ -283,16 +283,23 @@ void rt_sample(Run *r)
         print_ids("prompt", ids.v, ids.n);
     for (int64_t i = ids.n > T ? ids.n - T : 0; i < ids.n; i++)   /* the last T */
         ctx[n++] = (int32_t)ids.v[i];
+    /* the ids the repetition penalty falls on: the whole prompt's, then the sample's */
+    unsigned char *seen = rt_xmalloc((size_t)V);
+    memset(seen, 0, (size_t)V);
+    for (int64_t i = 0; i < ids.n; i++)
+        seen[ids.v[i]] = 1;
     ids.n = 0;   /* from here: the sample's ids */
     if (n == 0)
-        ctx[n++] = 10 % (int32_t)V;   /* a newline, where the vocabulary has it */
+        seen[ctx[n++] = 10 % (int32_t)V] = 1;   /* a newline, where the vocabulary has it */
     rt_rng rng;
     rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
     rt_sampler sampler = {.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
-                          .top_p = r->o.top_p, .prob = prob,
-                          .order = rt_xmalloc((size_t)V * sizeof(int32_t))};
+                          .top_p = r->o.top_p, .penalty = r->o.repetition_penalty,
+                          .seen = seen, .prob = prob,
+                          .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
+                          .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     r->e.rng_key = 0;
     int64_t stop = stop_id(&r->o, V);
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
@@ -311,6 +318,7 @@ void rt_sample(Run *r)
             n--;
         }
         ctx[n++] = (int32_t)pick;
+        seen[pick] = 1;
     }
     putchar('\n');
     fflush(stdout);
@@ -318,6 +326,8 @@ void rt_sample(Run *r)
         print_ids("sample", ids.v, ids.n);
     rt_ids_free(&ids);
     rt_xfree(sampler.order);
+    rt_xfree(sampler.adjusted);
+    rt_xfree(seen);
     rt_xfree(prob);
     rt_xfree(row);
     rt_xfree(ctx);

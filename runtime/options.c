@@ -98,6 +98,16 @@ static void set_top_p(Opts *o, const char *t)
     o->sampling_opt = "--top-p";
 }
 
+static void set_repetition_penalty(Opts *o, const char *t)
+{
+    char *end;
+    double v = strtod(t, &end);
+    if (*end || !*t || !(v > 0) || !isfinite(v) || (float)v == 0 || isinf((float)v))
+        rt_input_error("--repetition-penalty: expected a number > 0, got '%s'", t);
+    o->repetition_penalty = v;
+    o->sampling_opt = "--repetition-penalty";
+}
+
 static void set_tokenizer(Opts *o, const char *v) { o->tokenizer = v; }
 
 static void set_prompt(Opts *o, const char *v)
@@ -169,6 +179,9 @@ enum { READ, HELP, VERSION };
     X("--top-p", V, "P", TOKENS, 1, READ, set_top_p,                                            \
       "draw from the most likely ids that hold P of the probability\n"                         \
       "(nucleus sampling; default 1: all), after --top-k")                                     \
+    X("--repetition-penalty", V, "R", TOKENS, 1, READ, set_repetition_penalty,                  \
+      "divide the logits of the ids already in the prompt or the sample\n"                     \
+      "by R (multiply where negative) before the temperature (default 1)")                     \
     X("--sample-seed", V, "S", TOKENS, 1, READ, set_sample_seed,                               \
       "sampling seed (default: the training seed)")                                            \
     X("--prompt", V, "TEXT", TOKENS, 1, READ, set_prompt,                                      \
@@ -369,6 +382,7 @@ void rt_opts_parse(const rt_model *m, int argc, char **argv, Opts *o)
     o->device = -1;
     o->temperature = 1.0;
     o->top_p = 1.0;
+    o->repetition_penalty = 1.0;
     o->sample_seed = -1;
     for (int i = 1; i < argc; i++) {
         const char *inl;

@@ -1,5 +1,7 @@
 /* sampling.c: the next token's draw for --sample, as transformers' sampling computes it
- * in this order: the logits divided by the temperature, cut to the top_k largest
+ * in this order: the logits of the ids seen so far penalized (RepetitionPenaltyLogits-
+ * Processor: divided by the penalty, multiplied where negative, in float), then divided
+ * by the temperature, cut to the top_k largest
  * (TopKLogitsWarper: every id tied with the k-th kept), then to the most likely ids
  * whose probabilities (of what top_k kept) add up to top_p (TopPLogitsWarper: the
  * least likely left out while the mass below them is at most 1 - top_p; the most
@@ -64,9 +66,24 @@ static double cut_top_p(const rt_sampler *s, double sum)
     return kept;
 }
 
+/* The logits with the repetition penalty on the ids seen, in s->adjusted (float, as
+ * transformers computes them); logits itself without a penalty. */
+static const float *penalized(const rt_sampler *s, const float *logits)
+{
+    if (s->penalty == 1.0 || !s->seen)
+        return logits;
+    float p = (float)s->penalty;
+    for (int64_t v = 0; v < s->V; v++) {
+        float z = logits[v];
+        s->adjusted[v] = !s->seen[v] ? z : z < 0 ? z * p : z / p;
+    }
+    return s->adjusted;
+}
+
 double rt_sample_weights(const rt_sampler *s, const float *logits, int64_t *top)
 {
     double mx = -INFINITY, sum = 0;
+    logits = penalized(s, logits);
     *top = 0;
     for (int64_t v = 0; v < s->V; v++) {
         mx = fmax(mx, (double)logits[v] / s->temperature);

@@ -47,6 +47,13 @@ tail -c 41 "$d/k1.txt" | cmp -s - "$d/t300.tail" ||
 [ "$(wc -c < "$d/kp.txt")" -ge 200 ] && ! cmp -s "$d/plain.txt" "$d/kp.txt" ||
     { echo "FAIL: --top-k 5 --top-p 0.9 drew what the plain softmax drew"; exit 1; }
 echo "ok   --top-k 1: greedy at temperature 2; --top-k 5 --top-p 0.9: another sample than without"
+# greedy with --repetition-penalty 1 is greedy; 1.5 turns it from the bytes it repeats
+# (the penalty's numbers: tests/sampling_check.py)
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 40 --top-k 1 --repetition-penalty 1 > "$d/r1.txt" 2>/dev/null
+"$d/trainer" --eval --init "$d/run/model.safetensors" --quiet --sample 40 --top-k 1 --repetition-penalty 1.5 > "$d/r15.txt" 2>/dev/null
+tail -c 41 "$d/r1.txt" | cmp -s - "$d/t300.tail" && ! cmp -s "$d/r1.txt" "$d/r15.txt" ||
+    { echo "FAIL: --repetition-penalty: 1 is not greedy, or 1.5 changed nothing"; exit 1; }
+echo "ok   --repetition-penalty 1: greedy unchanged; 1.5: $(tail -c 41 "$d/r15.txt" | tr '\n' ' ')"
 
 # signals while sampling: --eval exits 130 at once; after training, sampling stops,
 # exit 130, the run's outputs whole

@@ -197,7 +197,7 @@ check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compil
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
 check unit/build_expr     $UCC tests/unit/test_expr.c compiler/expr.c compiler/kernel.c compiler/call.c compiler/util.c compiler/buf.c -lm -o $T/test_expr
 check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=0 $T/test_expr
-# --sample's temperature, top_k and top_p against transformers' warpers (skips without it)
+# --sample's repetition penalty, temperature, top_k and top_p against transformers' (skips without it)
 check unit/build_sampling $UCC tests/unit/test_sampling.c runtime/sampling.c runtime/rng.c runtime/util.c -lm -o $T/test_sampling
 check unit/sampling       --after=unit/build_sampling $HF_PYTHON tests/sampling_check.py $T/test_sampling $T/sampling
 check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses

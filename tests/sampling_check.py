@@ -1,8 +1,10 @@
-"""--sample's --temperature, --top-k and --top-p (runtime/sampling.c) against
-transformers' warpers: `sampling_check.py TEST_SAMPLING DIR` writes cases (random
-logits, logits with ties at the k-th, one dominant id, a vocabulary of 1) into DIR,
-runs tests/unit/test_sampling.c's binary on them and compares each case's distribution
-with softmax(TopPLogitsWarper(TopKLogitsWarper(logits / temperature))) in float64:
+"""--sample's --repetition-penalty, --temperature, --top-k and --top-p
+(runtime/sampling.c) against transformers' processors: `sampling_check.py TEST_SAMPLING
+DIR` writes cases (random logits, logits with ties at the k-th, one dominant id, a
+vocabulary of 1, penalties on ids seen with positive and negative logits) into DIR, runs
+tests/unit/test_sampling.c's binary on them and compares each case's distribution with
+softmax(TopPLogitsWarper(TopKLogitsWarper(RepetitionPenaltyLogitsProcessor(logits) /
+temperature))), the penalty in float32 as transformers computes it, the rest in float64:
 the same ids kept, probabilities within 1e-9. Exits 77 (skip) without transformers."""
 import os
 import subprocess
@@ -12,15 +14,19 @@ import numpy as np
 
 try:
     import torch
-    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+    from transformers.generation.logits_process import (RepetitionPenaltyLogitsProcessor, TopKLogitsWarper,
+                                                        TopPLogitsWarper)
 except ImportError:
     print("skip: no transformers in this Python")
     sys.exit(77)
 
 
-def reference(logits, top_k, top_p, temperature):
-    """what transformers' sample() draws from, in float64"""
-    s = torch.tensor(logits, dtype=torch.float64)[None] / temperature
+def reference(logits, top_k, top_p, temperature, penalty=1.0, seen=()):
+    """what transformers' sample() draws from: the penalty in float32, the rest in float64"""
+    s = torch.tensor(logits, dtype=torch.float32)[None]
+    if penalty != 1.0:
+        s = RepetitionPenaltyLogitsProcessor(penalty)(torch.tensor([list(seen)]), s)
+    s = s.double() / temperature
     if top_k > 0:
         s = TopKLogitsWarper(top_k)(None, s)
     if top_p < 1:
@@ -46,6 +52,10 @@ def cases():
     yield one, 0, 0.9, 1.0
     yield one, 5, 0.01, 1.0
     yield np.array([0.3]), 3, 0.5, 1.0                   # a vocabulary of 1
+    seen = [int(v) for v in rng.choice(1000, 60, replace=False)] + [5, 5]   # (a repeat)
+    yield rng.normal(0, 2, 1000), 0, 1.0, 1.0, 1.3, seen    # logits of both signs
+    yield rng.normal(0, 2, 1000), 40, 0.9, 0.7, 1.2, seen
+    yield rng.normal(0, 2, 1000), 0, 1.0, 1.0, 0.8, seen    # below 1: repeats favoured
 
 
 def main():
@@ -53,12 +63,14 @@ def main():
     os.makedirs(d, exist_ok=True)
     want = []
     with open(f"{d}/cases.bin", "wb") as f:
-        for logits, k, p, t in cases():
+        for logits, k, p, t, *rest in cases():
+            penalty, seen = rest if rest else (1.0, [])
             logits = logits.astype(np.float32)
-            f.write(np.array([len(logits), k], np.int64).tobytes())
-            f.write(np.array([p, t], np.float64).tobytes())
+            f.write(np.array([len(logits), k, len(seen)], np.int64).tobytes())
+            f.write(np.array([p, t, penalty], np.float64).tobytes())
             f.write(logits.tobytes())
-            want.append((reference(logits.astype(np.float64), k, p, t), k, p, t))
+            f.write(np.array(seen, np.int32).tobytes())
+            want.append((reference(logits, k, p, t, penalty, seen), k, p, t, penalty))
     r = subprocess.run([binary, f"{d}/cases.bin", f"{d}/probs.bin"], capture_output=True, text=True)
     sys.stderr.write(r.stderr)
     if r.returncode != 0:
@@ -66,17 +78,17 @@ def main():
         sys.exit(1)
     got = np.fromfile(f"{d}/probs.bin", np.float64)
     at, bad = 0, 0
-    for i, (ref, k, p, t) in enumerate(want):
+    for i, (ref, k, p, t, r) in enumerate(want):
         mine = got[at:at + len(ref)]
         at += len(ref)
         kept, kept_ref = np.flatnonzero(mine), np.flatnonzero(ref)
         err = np.abs(mine - ref).max()
         if not np.array_equal(kept, kept_ref) or err > 1e-9:
-            print(f"FAIL case {i} (V {len(ref)}, top_k {k}, top_p {p}, T {t}): {len(kept)} ids kept "
+            print(f"FAIL case {i} (V {len(ref)}, top_k {k}, top_p {p}, T {t}, penalty {r}): {len(kept)} ids kept "
                   f"against {len(kept_ref)}, worst difference {err:.2e}")
             bad = 1
         else:
-            print(f"ok   case {i} (V {len(ref)}, top_k {k}, top_p {p}, T {t}): {len(kept)} ids kept, "
+            print(f"ok   case {i} (V {len(ref)}, top_k {k}, top_p {p}, T {t}, penalty {r}): {len(kept)} ids kept, "
                   f"within {err:.1e} of transformers; its draws at those probabilities")
     assert at == len(got), (at, len(got))
     sys.exit(bad)

@@ -1,8 +1,9 @@
 /* The next token's draw (runtime/sampling.c): `test_sampling IN OUT` reads cases from
- * IN (each: int64 V, int64 top_k, float64 top_p, float64 temperature, V float32
- * logits), writes each case's distribution to OUT (V float64: the kept weights
- * normalized, 0 for the ids cut), for tests/sampling_check.py to compare with
- * transformers' TopKLogitsWarper and TopPLogitsWarper. Here: 3000 draws of each case
+ * IN (each: int64 V, top_k and S; float64 top_p, temperature and the repetition
+ * penalty; V float32 logits; S int32 ids seen), writes each case's distribution to OUT
+ * (V float64: the kept weights normalized, 0 for the ids cut), for
+ * tests/sampling_check.py to compare with transformers' RepetitionPenaltyLogitsProcessor,
+ * TopKLogitsWarper and TopPLogitsWarper. Here: 3000 draws of each case
  * land on kept ids alone, at their probabilities (each id's count within 5 standard
  * deviations and 10 of its expectation). Exit 0, or 1 naming the case. */
 #include <math.h>
@@ -45,18 +46,28 @@ int main(int argc, char **argv)
         return 2;
     }
     int failures = 0, k = 0;
-    int64_t head[2];
-    double opt[2];
+    int64_t head[3];
+    double opt[3];
     for (; fread(head, sizeof head, 1, in) == 1; k++) {
         if (fread(opt, sizeof opt, 1, in) != 1)
             return 2;
-        rt_sampler s = {.V = head[0], .top_k = head[1], .top_p = opt[0], .temperature = opt[1]};
+        rt_sampler s = {.V = head[0], .top_k = head[1], .top_p = opt[0], .temperature = opt[1],
+                        .penalty = opt[2]};
         float *logits = malloc((size_t)s.V * sizeof *logits);
         double *p = malloc((size_t)s.V * sizeof *p);
+        unsigned char *seen = calloc((size_t)s.V, 1);
+        int32_t id;
         s.prob = malloc((size_t)s.V * sizeof *s.prob);
         s.order = malloc((size_t)s.V * sizeof *s.order);
+        s.adjusted = malloc((size_t)s.V * sizeof *s.adjusted);
+        s.seen = seen;
         if (fread(logits, sizeof *logits, (size_t)s.V, in) != (size_t)s.V)
             return 2;
+        for (int64_t i = 0; i < head[2]; i++) {
+            if (fread(&id, sizeof id, 1, in) != 1 || id < 0 || id >= s.V)
+                return 2;
+            seen[id] = 1;
+        }
         int64_t top;
         double sum = rt_sample_weights(&s, logits, &top);
         for (int64_t v = 0; v < s.V; v++)
@@ -67,6 +78,8 @@ int main(int argc, char **argv)
         free(p);
         free(s.prob);
         free(s.order);
+        free(s.adjusted);
+        free(seen);
     }
     fclose(in);
     if (fclose(out) != 0)
