@@ -175,11 +175,6 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
     return row;
 }
 
-/* Generation from a token model: the context window (at most T ids) goes through the
- * forward pass with B = 1, the logits at its last position are sampled with the
- * temperature, top_k and top_p (sampling.c), and the id is appended (the window slides once full). Without a
- * tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
- * 256 ids is printed as bytes, a larger one as numbers a space apart. */
 /* The first n values of the prediction (pred_offset) into y: from the arena, on a GPU
  * downloaded (16-bit values widened). */
 static void samples_out(Run *r, int64_t n, float *y)
@@ -261,6 +256,12 @@ static void gan_sample(Run *r)
     rt_xfree(out);
 }
 
+/* Generation from a token model: the context window (at most T ids) goes through the
+ * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
+ * the repetition penalty, the temperature, top_k and top_p), and the id is appended
+ * (the window slides once full). Without a tokenizer ids are bytes for `trainc data
+ * text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger one as
+ * numbers a space apart. A GAN's --sample is gan_sample's. */
 void rt_sample(Run *r)
 {
     const rt_model *m = r->m;
