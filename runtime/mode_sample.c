@@ -258,10 +258,10 @@ static void gan_sample(Run *r)
 
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
- * the repetition penalty, the temperature, top_k and top_p), and the id is appended
- * (the window slides once full). Without a tokenizer ids are bytes for `trainc data
- * text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger one as
- * numbers a space apart. A GAN's --sample is gan_sample's. */
+ * the repetition penalty, the temperature, top_k, top_p and min_p), and the id is
+ * appended (the window slides once full). Without a tokenizer ids are bytes for `trainc
+ * data text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger
+ * one as numbers a space apart. A GAN's --sample is gan_sample's. */
 void rt_sample(Run *r)
 {
     const rt_model *m = r->m;
@@ -297,7 +297,8 @@ void rt_sample(Run *r)
     double *prob = rt_xmalloc((size_t)V * sizeof *prob);
     float *row = rt_xmalloc((size_t)V * sizeof *row);
     rt_sampler sampler = {.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
-                          .top_p = r->o.top_p, .penalty = r->o.repetition_penalty,
+                          .top_p = r->o.top_p, .min_p = r->o.min_p,
+                          .penalty = r->o.repetition_penalty,
                           .seen = seen, .prob = prob,
                           .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                           .adjusted = rt_xmalloc((size_t)V * sizeof(float))};

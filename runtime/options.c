@@ -98,6 +98,16 @@ static void set_top_p(Opts *o, const char *t)
     o->sampling_opt = "--top-p";
 }
 
+static void set_min_p(Opts *o, const char *t)
+{
+    char *end;
+    double v = strtod(t, &end);
+    if (*end || !*t || !(v >= 0 && v <= 1))
+        rt_input_error("--min-p: expected a number in [0, 1], got '%s'", t);
+    o->min_p = v;
+    o->sampling_opt = "--min-p";
+}
+
 static void set_repetition_penalty(Opts *o, const char *t)
 {
     char *end;
@@ -179,6 +189,9 @@ enum { READ, HELP, VERSION };
     X("--top-p", V, "P", TOKENS, 1, READ, set_top_p,                                            \
       "draw from the most likely ids that hold P of the probability\n"                         \
       "(nucleus sampling; default 1: all), after --top-k")                                     \
+    X("--min-p", V, "P", TOKENS, 1, READ, set_min_p,                                            \
+      "draw from the ids at least P times as likely as the most likely\n"                      \
+      "(default 0: all), after --top-p")                                                       \
     X("--repetition-penalty", V, "R", TOKENS, 1, READ, set_repetition_penalty,                  \
       "divide the logits of the ids already in the prompt or the sample\n"                     \
       "by R (multiply where negative) before the temperature (default 1)")                     \

@@ -21,6 +21,7 @@ typedef struct Opts {
     double temperature;
     int64_t top_k;             /* --top-k: 0, every id */
     double top_p;              /* --top-p: 1, every id */
+    double min_p;              /* --min-p: 0, every id */
     double repetition_penalty; /* --repetition-penalty: 1, none */
     int64_t sample_seed;
     const char *sets[256];

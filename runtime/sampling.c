@@ -5,7 +5,8 @@
  * (TopKLogitsWarper: every id tied with the k-th kept), then to the most likely ids
  * whose probabilities (of what top_k kept) add up to top_p (TopPLogitsWarper: the
  * least likely left out while the mass below them is at most 1 - top_p; the most
- * likely always kept), then one draw from what is left. Without top_k and top_p the
+ * likely always kept), then to those at least min_p times as likely as the most likely
+ * (MinPLogitsWarper), then one draw from what is left. Without top_k and top_p the
  * draw is the plain softmax's, its numbers unchanged. */
 #include <math.h>
 #include <stdlib.h>
@@ -80,6 +81,22 @@ static const float *penalized(const rt_sampler *s, const float *logits)
     return s->adjusted;
 }
 
+/* min_p: the weights below min_p times the largest zeroed; the kept mass. */
+static double cut_min_p(const rt_sampler *s, double sum)
+{
+    if (!(s->min_p > 0))
+        return sum;
+    double mx = 0;
+    for (int64_t v = 0; v < s->V; v++)
+        mx = fmax(mx, s->prob[v]);
+    for (int64_t v = 0; v < s->V; v++)
+        if (s->prob[v] < s->min_p * mx) {
+            sum -= s->prob[v];
+            s->prob[v] = 0;
+        }
+    return sum;
+}
+
 double rt_sample_weights(const rt_sampler *s, const float *logits, int64_t *top)
 {
     double mx = -INFINITY, sum = 0;
@@ -94,11 +111,12 @@ double rt_sample_weights(const rt_sampler *s, const float *logits, int64_t *top)
         return 0;
     for (int64_t v = 0; v < s->V; v++)
         sum += s->prob[v] = exp((double)logits[v] / s->temperature - mx);
-    if ((s->top_k <= 0 || s->top_k >= s->V) && !(s->top_p < 1))
-        return sum;
-    sort_ids(s, logits);
-    sum = cut_top_k(s, logits, sum);
-    return cut_top_p(s, sum);
+    if ((s->top_k > 0 && s->top_k < s->V) || s->top_p < 1) {
+        sort_ids(s, logits);
+        sum = cut_top_k(s, logits, sum);
+        sum = cut_top_p(s, sum);
+    }
+    return cut_min_p(s, sum);
 }
 
 int64_t rt_sample_draw(const rt_sampler *s, const float *logits, rt_rng *rng)

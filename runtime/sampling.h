@@ -11,6 +11,7 @@ typedef struct rt_sampler {
     double temperature;        /* > 0 */
     int64_t top_k;             /* keep the k most likely ids (ties at the k-th kept); 0: all */
     double top_p;              /* keep the most likely ids holding top_p of the mass; 1: all */
+    double min_p;              /* keep the ids at least min_p times as likely as the most; 0: all */
     double penalty;            /* repetition penalty (> 0; 1: none) on the ids seen marks */
     const unsigned char *seen; /* V flags: the ids of the prompt and the sample so far */
     float *adjusted;           /* V floats of scratch: the logits with the penalty applied */
@@ -19,8 +20,8 @@ typedef struct rt_sampler {
 } rt_sampler;
 
 /* The kept ids' weights exp(logit / T - max) into s->prob (each seen id's logit first
- * divided by the penalty, multiplied where negative), 0 for those top_k and top_p leave
- * out; their sum, or 0 when logit / T overflows (the argmax then in *top). */
+ * divided by the penalty, multiplied where negative), 0 for those top_k, top_p and min_p
+ * leave out; their sum, or 0 when logit / T overflows (the argmax then in *top). */
 double rt_sample_weights(const rt_sampler *s, const float *logits, int64_t *top);
 
 /* An id drawn by rng from the weights rt_sample_weights gives (one uniform draw in

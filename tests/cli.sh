@@ -115,6 +115,7 @@ expect1 flag_with_value   "did you mean '--quiet'"       "$d/trainer" --quiet=1
 expect1 sample_not_tokens "--sample needs a token model"  "$d/trainer" --set max_steps=1 --sample 5
 expect1 sample_opt_alone  "--temperature is an option of --sample" "$d/trainer" --temperature 0.5
 expect1 top_p_range       "--top-p: expected a number in (0, 1], got '0'" "$d/trainer" --sample 1 --top-p 0
+expect1 min_p_range       "--min-p: expected a number in [0, 1], got '1.5'" "$d/trainer" --sample 1 --min-p 1.5
 expect1 penalty_range     "--repetition-penalty: expected a number > 0, got '-1'" "$d/trainer" --sample 1 --repetition-penalty -1
 expect1 top_k_alone       "--top-k is an option of --sample" "$d/trainer" --top-k 5
 expect1 sample_too_many   "from 0 to 100000000"          "$d/trainer" --sample 1000000000

@@ -197,9 +197,10 @@ check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compil
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
 check unit/build_expr     $UCC tests/unit/test_expr.c compiler/expr.c compiler/kernel.c compiler/call.c compiler/util.c compiler/buf.c -lm -o $T/test_expr
 check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=0 $T/test_expr
-# --sample's repetition penalty, temperature, top_k and top_p against transformers' (skips without it)
+# --sample's repetition penalty, temperature, top_k, top_p and min_p against transformers'
+# (the newer one: min_p's warper came with 4.39; skips without transformers)
 check unit/build_sampling $UCC tests/unit/test_sampling.c runtime/sampling.c runtime/rng.c runtime/util.c -lm -o $T/test_sampling
-check unit/sampling       --after=unit/build_sampling $HF_PYTHON tests/sampling_check.py $T/test_sampling $T/sampling
+check unit/sampling       --after=unit/build_sampling $HF_NEW_PYTHON tests/sampling_check.py $T/test_sampling $T/sampling
 check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
 check unit/losses         --after=unit/build_losses $T/test_losses
 # the attention's scratch grows with T, not T^2 (malloc wrapped and measured), and

@@ -1,9 +1,9 @@
 /* The next token's draw (runtime/sampling.c): `test_sampling IN OUT` reads cases from
- * IN (each: int64 V, top_k and S; float64 top_p, temperature and the repetition
- * penalty; V float32 logits; S int32 ids seen), writes each case's distribution to OUT
+ * IN (each: int64 V, top_k and S; float64 top_p, temperature, the repetition penalty
+ * and min_p; V float32 logits; S int32 ids seen), writes each case's distribution to OUT
  * (V float64: the kept weights normalized, 0 for the ids cut), for
  * tests/sampling_check.py to compare with transformers' RepetitionPenaltyLogitsProcessor,
- * TopKLogitsWarper and TopPLogitsWarper. Here: 3000 draws of each case
+ * TopKLogitsWarper, TopPLogitsWarper and MinPLogitsWarper. Here: 3000 draws of each case
  * land on kept ids alone, at their probabilities (each id's count within 5 standard
  * deviations and 10 of its expectation). Exit 0, or 1 naming the case. */
 #include <math.h>
@@ -47,12 +47,12 @@ int main(int argc, char **argv)
     }
     int failures = 0, k = 0;
     int64_t head[3];
-    double opt[3];
+    double opt[4];
     for (; fread(head, sizeof head, 1, in) == 1; k++) {
         if (fread(opt, sizeof opt, 1, in) != 1)
             return 2;
         rt_sampler s = {.V = head[0], .top_k = head[1], .top_p = opt[0], .temperature = opt[1],
-                        .penalty = opt[2]};
+                        .penalty = opt[2], .min_p = opt[3]};
         float *logits = malloc((size_t)s.V * sizeof *logits);
         double *p = malloc((size_t)s.V * sizeof *p);
         unsigned char *seen = calloc((size_t)s.V, 1);
