@@ -37,26 +37,27 @@ tail -c 41 "$d/t310.txt" > "$d/t310.tail"; tail -c 41 "$d/t300.txt" > "$d/t300.t
 cmp -s "$d/t310.tail" "$d/t300.tail" && ! grep -q $'\xff' "$d/t310.tail" ||
     { echo "FAIL: --temperature 1e-310 is not greedy:"; od -c "$d/t310.tail" | head -3; exit 1; }
 echo "ok   --temperature below what logit / T can take: greedy"
-# --top-k 1 and --min-p 1 are greedy too, at any temperature; --top-k 5 --top-p 0.9 draws
-# other bytes than the plain softmax from the same seed (the filters' numbers:
-# tests/sampling_check.py). sample ARGS...: the sampled text alone (not --eval's line)
+# from "The license " greedy decoding loops ("the the the"); --top-k 1, --top-p 1e-9 and
+# --min-p 1 are greedy too, at any temperature; --top-k 5 --top-p 0.9 draws other bytes
+# than the plain softmax from the same seed; --repetition-penalty 1 changes nothing, 2
+# turns the loop from the bytes it has seen (the numbers: tests/sampling_check.py).
+# sample ARGS...: the sampled text alone (not --eval's line)
 sample() { "$d/trainer" --eval --init "$d/run/model.safetensors" --quiet "$@" 2>/dev/null | tail -n +2; }
-greedy=$(sample --sample 40 --temperature 1e-300)
-[ "$(sample --sample 40 --top-k 1 --temperature 2)" = "$greedy" ] &&
-    [ "$(sample --sample 40 --min-p 1 --temperature 2)" = "$greedy" ] ||
-    { echo "FAIL: --top-k 1 or --min-p 1 is not greedy"; exit 1; }
+P=(--sample 40 --prompt "The license ")
+greedy=$(sample "${P[@]}" --temperature 1e-300)
+for o in "--top-k 1" "--top-p 1e-9" "--min-p 1" "--top-k 1 --repetition-penalty 1"; do
+    # shellcheck disable=SC2086
+    [ "$(sample "${P[@]}" $o --temperature 2)" = "$greedy" ] || { echo "FAIL: $o is not greedy"; exit 1; }
+done
 plain=$(sample --sample 200 --temperature 1.5)
 kp=$(sample --sample 200 --temperature 1.5 --top-k 5 --top-p 0.9)
 [ "${#kp}" -ge 200 ] && [ "$kp" != "$plain" ] ||
     { echo "FAIL: --top-k 5 --top-p 0.9 drew what the plain softmax drew"; exit 1; }
-echo "ok   --top-k 1, --min-p 1: greedy at temperature 2; --top-k 5 --top-p 0.9: another sample than without"
-# greedy from "The license " loops ("the the the"); --repetition-penalty 1 changes
-# nothing, 2 turns it from the bytes it has seen (the numbers: tests/sampling_check.py)
-P=(--sample 40 --top-k 1 --prompt "The license ")
-r1=$(sample "${P[@]}" --repetition-penalty 1); r2=$(sample "${P[@]}" --repetition-penalty 2)
-[ "$r1" = "$(sample "${P[@]}")" ] && [[ $r1 == *"the the the"* ]] && [[ $r2 != *"the the the"* ]] ||
-    { echo "FAIL: --repetition-penalty: 1 gave '$r1', 2 gave '$r2'"; exit 1; }
-echo "ok   greedy: '$r1'; --repetition-penalty 2: '${r2//$'\n'/ }'"
+echo "ok   --top-k 1, --top-p 1e-9, --min-p 1, --repetition-penalty 1: greedy at temperature 2; --top-k 5 --top-p 0.9: another sample than without"
+r2=$(sample "${P[@]}" --top-k 1 --repetition-penalty 2)
+[[ $greedy == *"the the the"* ]] && [[ $r2 != *"the the the"* ]] ||
+    { echo "FAIL: --repetition-penalty 2 gave '$r2' where greedy gave '$greedy'"; exit 1; }
+echo "ok   greedy: '$greedy'; --repetition-penalty 2: '${r2//$'\n'/ }'"
 
 # signals while sampling: --eval exits 130 at once; after training, sampling stops,
 # exit 130, the run's outputs whole
