@@ -649,6 +649,25 @@ static void emit_host_tables(Program *p, Buf *b)
     buf_puts(b, "};\n\n");
 }
 
+/* What --predict reads: validation's prediction (pred, kept to the end of its pass),
+ * its storage, its shape per sample, and the loss's target input (not read). */
+static void emit_predict_model(Buf *b, const Spec *s, Tensor *pred, int act16)
+{
+    Tensor *pt = tensor_base(pred);
+    buf_printf(b, "    .eval_pred_offset = %lld,\n    .eval_pred_ld = %lld,\n",
+               (long long)pt->offset, (long long)tensor_ld(pred));
+    if (act16 && !pt->keep32)
+        buf_puts(b, "    .eval_pred16 = 1,\n");
+    buf_printf(b, "    .pred_rank = %d,\n    .pred_shape = {", pred->rank);
+    for (int i = 0; i < pred->rank; i++)
+        buf_printf(b, "%s%lld", i ? ", " : "", (long long)pred->shape[i]);
+    int target = -1;
+    for (int k = 0; k < s->n_inputs; k++)
+        if (!strcmp(s->inputs[k].name, s->loss_target))
+            target = k;
+    buf_printf(b, "},\n    .target_input = %d,\n", target);
+}
+
 /* trainc_model, the rt_model the runtime trains (trainc_rt.h). */
 static void emit_host_model(Program *p, Program *ev, Buf *b)
 {
@@ -704,6 +723,8 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
     }
     if (pred_eval)
         buf_puts(b, "    .pred_eval = 1,\n");
+    if (!g->gan && !g->head)
+        emit_predict_model(b, s, ev->g->pred, g->act16);
     if (g->gan)
         emit_gan_model(b, g);
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);

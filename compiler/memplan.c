@@ -64,9 +64,10 @@ static void liveness(Program *p)
         for (int k = 0; k < in->n_writes; k++)
             touch(in->writes[k], i);
     }
-    /* a GAN's samples (its validation program's output: --sample reads them after the
-     * pass) live to the end, nothing written over them */
-    if (p->eval && g->gan && p->n_ins > 0)
+    /* a GAN's samples and a model's prediction (its validation program's output:
+     * --sample and --predict read them after the pass) live to the end, nothing written
+     * over them; a chunked head has no logits whole */
+    if (p->eval && !g->head && p->n_ins > 0)
         touch(g->pred, p->n_ins - 1);
 }
 

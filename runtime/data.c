@@ -694,6 +694,39 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
     }
 }
 
+/* a (opened) as data of model input `in`: its dtype, its per-sample shape, and its
+ * values (labels, ids, i64 within i32); exits 1 naming a->path and where otherwise. */
+void rt_npy_check_input(const rt_npy *a, const rt_input *in, const char *where)
+{
+    if (a->dtype != in->dtype && !(a->dtype == RT_I64 && in->dtype == RT_I32))
+        rt_input_error("%s: %s: dtype %s does not match model input '%s' (%s)%s", a->path,
+                       where, rt_dtype_name(a->dtype), in->name, rt_dtype_name(in->dtype),
+                       in->dtype == RT_I32 ? "; i64 is also accepted" : "");
+    /* File shape [N, *input shape]; a scalar input wants [N]. One value a sample
+     * is one value however the file's rows are shaped: [N] for a [1] target (a
+     * regression's y), [N, 1] for a scalar one. */
+    int same = a->rank == in->rank + 1;
+    for (int k = 0; same && k < in->rank; k++)
+        same = a->shape[k + 1] == in->shape[k];
+    int64_t file_numel = 1;
+    for (int k = 1; k < a->rank; k++)
+        file_numel *= a->shape[k];
+    if (in->numel == 1 && file_numel == 1)
+        same = 1;
+    if (!same) {
+        char fs[160], is[160];
+        shape_str(fs, sizeof fs, a->shape + 1, a->rank - 1);
+        shape_str(is, sizeof is, in->shape, in->rank);
+        rt_input_error("%s: %s: per-sample shape %s (file shape [N, ...] minus N) does not "
+                       "match model input '%s' shape %s", a->path, where, fs, in->name, is);
+    }
+    if (in->classes > 0 && in->dtype == RT_F32)
+        rt_input_error("%s: %s: model input '%s' has classes but f32 data", a->path, where,
+                       in->name);
+    if (in->classes > 0 || in->vocab > 0 || a->dtype == RT_I64)
+        check_values(a, in, where);
+}
+
 /* base_dir/path unless path is absolute or base_dir empty. */
 static void join_path(char *out, const char *base_dir, const char *path, const char *where)
 {
@@ -883,28 +916,7 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
             rt_input_error("%s: %s: cannot open: %s", path, where, strerror(errno));
         rt_npy_open(a, path);
 
-        if (a->dtype != in->dtype && !(a->dtype == RT_I64 && in->dtype == RT_I32))
-            rt_input_error("%s: %s: dtype %s does not match model input '%s' (%s)%s", path,
-                           where, rt_dtype_name(a->dtype), in->name, rt_dtype_name(in->dtype),
-                           in->dtype == RT_I32 ? "; i64 is also accepted" : "");
-        /* File shape [N, *input shape]; a scalar input wants [N]. One value a sample
-         * is one value however the file's rows are shaped: [N] for a [1] target (a
-         * regression's y), [N, 1] for a scalar one. */
-        int same = a->rank == in->rank + 1;
-        for (int k = 0; same && k < in->rank; k++)
-            same = a->shape[k + 1] == in->shape[k];
-        int64_t file_numel = 1;
-        for (int k = 1; k < a->rank; k++)
-            file_numel *= a->shape[k];
-        if (in->numel == 1 && file_numel == 1)
-            same = 1;
-        if (!same) {
-            char fs[160], is[160];
-            shape_str(fs, sizeof fs, a->shape + 1, a->rank - 1);
-            shape_str(is, sizeof is, in->shape, in->rank);
-            rt_input_error("%s: %s: per-sample shape %s (file shape [N, ...] minus N) does not "
-                           "match model input '%s' shape %s", path, where, fs, in->name, is);
-        }
+        rt_npy_check_input(a, in, where);
         if (a->rows == 0)
             rt_input_error("%s: %s: the array has no rows", path, where);
         if (i > 0 && a->rows != d->rows)
@@ -912,11 +924,6 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
                            "a dataset needs the same number of rows)", path, where, a->rows,
                            d->arr[0].path, d->rows);
         d->rows = a->rows;
-        if (in->classes > 0 && in->dtype == RT_F32)
-            rt_input_error("%s: %s: model input '%s' has classes but f32 data", path, where,
-                           in->name);
-        if (in->classes > 0 || in->vocab > 0 || a->dtype == RT_I64)
-            check_values(a, in, where);
     }
 }
 

@@ -1,19 +1,23 @@
 /* mode_eval.c: --eval, the weights validated (and sampled) without training; the
- * result one JSON line on stdout, nothing written. */
+ * result one JSON line on stdout, nothing written. --predict takes this path too, in
+ * validation's place (mode_predict.c). */
 #include "run.h"
 
 /* --eval: the weights as loaded (--init, --resume's checkpoint, or initialized) are
- * validated once on data.val (validate.batches counts) and, with --sample, sampled;
- * nothing is trained and nothing written: the result is one JSON line on stdout. */
+ * validated once on data.val (validate.batches counts), or with --predict run on its
+ * file, and, with --sample, sampled; nothing is trained and nothing but --predict's
+ * file written: the result is one JSON line on stdout. */
 int rt_eval_mode(Run *r)
 {
     const rt_model *m = r->m;
-    if (!r->has_val && r->o.sample <= 0)
+    if (!r->has_val && r->o.sample <= 0 && !r->o.predict)
         rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
                        "the weights");
     if (r->gpu)
         rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
-    if (r->has_val) {
+    if (r->o.predict)
+        rt_predict(r);
+    else if (r->has_val) {
         double t0 = rt_now();
         Eval ev = rt_validate(r);
         if (r->rank == 0) {

@@ -118,6 +118,12 @@ static void set_repetition_penalty(Opts *o, const char *t)
     o->sampling_opt = "--repetition-penalty";
 }
 
+static void set_predict(Opts *o, const char *v)
+{
+    o->predict = v;
+    o->eval = 1;
+}
+
 static void set_tokenizer(Opts *o, const char *v) { o->tokenizer = v; }
 
 static void set_prompt(Opts *o, const char *v)
@@ -180,6 +186,9 @@ enum { READ, HELP, VERSION };
       "no training: validate the weights (--init FILE, --resume DIR's\n"                       \
       "checkpoint, else the spec's initialization) on data.val, print\n"                       \
       "the result as a JSON line, write nothing")                                              \
+    X("--predict", V, "FILE.npy", SHOWN, 1, READ, set_predict,                                  \
+      "no training: the model's output (evaluation mode) for each row\n"                       \
+      "of FILE (the model's input) into OUT/predictions.npy")                                  \
     X("--sample", V, "N", TOKENS, 1, READ, set_sample,                                         \
       "token models: print N generated tokens (bytes) after training")                         \
     X("--temperature", V, "T", TOKENS, 1, READ, set_temperature,                               \

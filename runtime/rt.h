@@ -414,6 +414,9 @@ void rt_npy_close(rt_npy *a);
 /* Copies `n` rows given by `idx` into dst, converted to dtype `to` (same kind of
  * element; the conversions: i64 narrowed to i32, u8 and u16 widened to i32). */
 void rt_npy_gather(const rt_npy *a, const int64_t *idx, int64_t n, void *dst, int to);
+/* a (opened) as data of model input `in`: its dtype, its per-sample shape, and its
+ * values (labels, ids, i64 within i32); exits 1 naming a->path and where otherwise. */
+void rt_npy_check_input(const rt_npy *a, const rt_input *in, const char *where);
 
 /* The dtype of an input's batches (rt_batch.in, rt_exec.in): its files' dtype, or i32
  * for u8/u16 ids and labels the generated code reads as i32 (rt_input.widen). */

@@ -41,6 +41,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_opts_parse(m, argc, argv, &r->o);
     if (r->o.sample)
         rt_sample_vocab(m, &r->o);
+    rt_predict_check(m, &r->o);
     /* from here a signal stops training after its first step, with a checkpoint and
      * exit 130 (--eval has nothing to keep: a signal ends it at once, exit 130) */
     if (!r->o.eval)

@@ -17,6 +17,7 @@ typedef struct Opts {
     const char *out, *init, *resume, *prompt;
     const char *tokenizer;     /* --tokenizer: --prompt and --sample's output are text */
     const char *stop;          /* --stop: the token that ends a sample */
+    const char *predict;       /* --predict FILE.npy (sets eval: nothing trained) */
     int64_t sample;            /* characters to generate after training */
     double temperature;
     int64_t top_k;             /* --top-k: 0, every id */
@@ -268,6 +269,8 @@ extern const char *const rt_end_names[];
 /* ---- the modes ----------------------------------------------------------------------------- */
 
 int rt_eval_mode(Run *r);                         /* --eval (mode_eval.c) */
+void rt_predict_check(const rt_model *m, const Opts *o);   /* --predict (mode_predict.c) */
+void rt_predict(Run *r);
 int rt_token_model(const rt_model *m);            /* --sample (mode_sample.c) */
 int64_t rt_sample_vocab(const rt_model *m, const Opts *o);
 void rt_sample(Run *r);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 14
+#define RT_ABI_VERSION 15
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -171,6 +171,15 @@ typedef struct rt_model {
     int64_t pred_ld;           /* its last axis's rows this many elements apart */
     int pred_eval;             /* 1: the prediction is validation's program's (a GAN's
                                   samples; a chunked head's logits): --sample runs evaluate */
+    /* --predict (not a GAN, not a chunked head: pred_rank > 0): the prediction of
+     * validation's program, per sample pred_shape, rows of its last axis eval_pred_ld
+     * apart, 16-bit on a GPU where eval_pred16; the loss's target, an input --predict
+     * does not read (-1: none) */
+    int64_t eval_pred_offset, eval_pred_ld;
+    int eval_pred16;
+    int pred_rank;
+    int64_t pred_shape[RT_MAX_RANK];
+    int target_input;
     /* A language model whose head and loss run a chunk of rows at a time (head_d > 0):
      * no program holds the logits whole; --sample computes the row it draws from, x's
      * row (head_x_offset, in validation's plan) times W^T (W: head_wrows rows of head_d

@@ -400,6 +400,25 @@ for p in bf16 fp16; do
     echo "ok   $m $p-mixed trainer on the CPU: losses and weights bit-identical to the fp32 trainer's"
   done
 done
+# --predict on the GPU: validation's prediction downloaded (16-bit logits widened; a
+# language model's [T, V] rows ld apart) against the CPU's, from the same weights
+"$PY" -c "import numpy as np; np.save('$d/pred_x.npy', np.load('data/fashion/test_x.npy')[:100])
+import sys; r = open('data/text/val_000000.bin', 'rb').read()[1024:1024 + 2 * 512]
+np.save('$d/pred_tok.npy', np.frombuffer(r, '<u2').astype(np.int32).reshape(4, 128))"
+for t in mlp_fashion:pred_x:1e-5 mlp_fashion.bf16:pred_x:2e-2 gpt_char:pred_tok:1e-5 gpt_char.bf16:pred_tok:3e-2; do
+    IFS=: read -r m x tol <<<"$t"
+    w=$d/$m.cpu/model.safetensors
+    gpu "$d/$m" --device cuda --init "$w" --predict "$d/$x.npy" --out "$d/$m.pred.gpu" --quiet >/dev/null 2>&1 &&
+        "$d/$m" --device cpu --init "$w" --predict "$d/$x.npy" --out "$d/$m.pred.cpu" --quiet >/dev/null 2>&1 ||
+        { echo "FAIL: $m --predict"; exit 1; }
+    r=$("$PY" -c "
+import numpy as np, sys
+a, b = np.load('$d/$m.pred.cpu/predictions.npy'), np.load('$d/$m.pred.gpu/predictions.npy')
+err = float(np.abs(a - b).max() / np.abs(a).max())
+assert a.shape == b.shape and err <= $tol, (a.shape, b.shape, err)
+print('%s logits within %.1e of the largest' % (list(a.shape), err))") || { echo "FAIL: $m --predict: $r"; exit 1; }
+    echo "ok   $m --predict on the GPU against the CPU: $r"
+done
 # attention's sm_90a backward (sm90_attention_bwd.cuh) in training: the fake device is
 # compute capability 9.0, so gpt_char with heads 64 wide (bf16-mixed) and 128 wide
 # (fp16-mixed) takes it; against the fp32 trainer on the CPU by close16's bar, its

@@ -114,6 +114,9 @@ check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
 check min_steps           bash tests/min_steps.sh
+# --predict: the MLP's and the ResNet's logits against PyTorch in eval mode, a token
+# model's against --eval, bad input
+check predict             $PYTHON tests/predict.py
 check gan                 bash tests/gan.sh
 check int_dtypes          bash tests/int_dtypes.sh
 check tokens_u32          bash tests/tokens_u32.sh

@@ -1214,7 +1214,7 @@ static void evaluate(rt_exec *e)
     const float *P_lm_head_weight = e->params + 1757056; /* [256, 128] */
     float *linear_lm_head = ACT(0); /* [B, 128, 256] */
     const int32_t *in_y = (const int32_t *)e->in[1]; /* [B, 128] */
-    float *moe_aux_grad = ACT(0); /* [B, 1, 4] */
+    float *moe_aux_grad = ACT(131072); /* [B, 1, 4] */
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B * 128, 256, 128);
@@ -1546,6 +1546,11 @@ const rt_model trainc_model = {
     .pred_offset = 2162688,
     .pred_numel = 32768,
     .pred_ld = 256,
+    .eval_pred_offset = 0,
+    .eval_pred_ld = 256,
+    .pred_rank = 2,
+    .pred_shape = {128, 256},
+    .target_input = 1,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 44,

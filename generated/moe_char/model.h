@@ -302,7 +302,7 @@
  *                                   each expert's first row of the batch's copies (first sample's)
  *   660480      160          7-54   moe_aux_stats               [B, 5, 8]
  *                                   the moe layers' expert counts and summed probabilities (a row each)
- *   0           16          54-54   moe_aux_grad                [B, 1, 4]
+ *   131072      16          54-54   moe_aux_grad                [B, 1, 4]
  *                                   the load-balancing loss's gradient by a token's expert probability
  *   0           393216       7-8    moe_up_layers_0_moe         [B, 256, 384]
  *                                   each token's copies, grouped by expert, times the expert's up weight
@@ -407,7 +407,7 @@
  *   131072      65536       51-52   rmsnorm_norm                [B, 128, 128]  rmsnorm output
  *   0           512         51-51   rms_rstd_norm               [B, 128]
  *                                   rmsnorm 1/rms (validation: written, not read)
- *   0           131072      52-53   linear_lm_head              [B, 128, 256]  linear output
+ *   0           131072      52-54   linear_lm_head              [B, 128, 256]  linear output
  *   393216      131072       7-7    moe_up_layers_0_moe_xg      [B, 32768]
  *                                   the tokens' copies, grouped by expert
  *   0           131072       9-9    moe_layers_0_moe_o          [B, 32768]
