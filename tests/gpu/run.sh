@@ -172,6 +172,21 @@ PY
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # --predict: validation's output downloaded (16-bit logits widened) against the CPU's
+    # from the same weights (the fp32 CPU runs' above), 1000 test images
+    python3 -c "import numpy as np; np.save('$D/pred_x.npy', np.load('$D/data/fashion/test_x.npy')[:1000])"
+    for t in mlp_fashion:1e-5 mlp_fashion_bf16:2e-2 cnn_fashion:1e-4 cnn_fashion_bf16:2e-2; do
+        IFS=: read -r m tol <<<"$t"
+        w=$D/${m%_bf16}.cpu/model.safetensors
+        "$S/$m" --device cuda --init "$w" --predict "$D/pred_x.npy" --out "$D/$m.pred.gpu" "${FX[@]}" --quiet >/dev/null 2>>"$OUT/runs.log"
+        "$S/$m" --device cpu --init "$w" --predict "$D/pred_x.npy" --out "$D/$m.pred.cpu" "${FX[@]}" --quiet >/dev/null 2>>"$OUT/runs.log"
+        r=$(python3 -c "
+import numpy as np
+a, b = np.load('$D/$m.pred.cpu/predictions.npy'), np.load('$D/$m.pred.gpu/predictions.npy')
+err = float(np.abs(a - b).max() / np.abs(a).max())
+print('%s logits within %.1e of the largest' % (list(a.shape), err)); assert a.shape == b.shape and err <= $tol" 2>&1) &&
+            note "ok   $m --predict GPU vs CPU: $r" || { note "FAIL $m --predict GPU vs CPU: $r"; fail=1; }
+    done
     # memory accounting (README, "How the memory plan is computed"): what the device holds
     # after the first step, less the context measured before trainc allocated anything,
     # against what trainc allocated; the rest is cuBLASLt's own (its kernels, loaded
