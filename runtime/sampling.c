@@ -12,59 +12,79 @@
 #include <stdlib.h>
 #include "sampling.h"
 
-static const float *sort_logits;   /* (qsort's comparator has no context argument) */
+/* ---- the most likely ids, largest logit first, as many as the cuts ask for --------- */
+/* (a binary heap over s->order: the cuts pop the few ids they keep, where sorting a
+ * vocabulary of 128256 whole took most of a draw's time: bench/sample_draw.sh) */
 
-/* larger logit first, then the smaller id: a total order, so the sort is determined */
-static int by_logit(const void *a, const void *b)
+/* id a comes before id b: the larger logit, then the smaller id (a total order) */
+static int before(const float *l, int32_t a, int32_t b) { return l[a] > l[b] || (l[a] == l[b] && a < b); }
+
+static void sift_down(int32_t *h, int64_t n, int64_t i, const float *l)
 {
-    int32_t i = *(const int32_t *)a, j = *(const int32_t *)b;
-    float x = sort_logits[i], y = sort_logits[j];
-    if (x != y)
-        return x > y ? -1 : 1;
-    return (i > j) - (i < j);
+    for (;;) {
+        int64_t c = 2 * i + 1;
+        if (c >= n)
+            return;
+        if (c + 1 < n && before(l, h[c + 1], h[c]))
+            c++;
+        if (!before(l, h[c], h[i]))
+            return;
+        int32_t t = h[i];
+        h[i] = h[c], h[c] = t;
+        i = c;
+    }
 }
 
-/* s->order: the ids by logit, largest first. */
-static void sort_ids(const rt_sampler *s, const float *logits)
+/* The heap's first id, moved out of it (its n ids less one) to h[n - 1]. */
+static int32_t pop(int32_t *h, int64_t *n, const float *l)
 {
-    for (int64_t v = 0; v < s->V; v++)
-        s->order[v] = (int32_t)v;
-    sort_logits = logits;
-    qsort(s->order, (size_t)s->V, sizeof *s->order, by_logit);
+    int32_t first = h[0];
+    h[0] = h[--*n];
+    h[*n] = first;
+    sift_down(h, *n, 0, l);
+    return first;
 }
 
-/* top_k: the weights of ids below the k-th largest logit zeroed; the kept mass. */
-static double cut_top_k(const rt_sampler *s, const float *logits, double sum)
+static int top_k_on(const rt_sampler *s) { return s->top_k > 0 && s->top_k < s->V; }
+
+/* top_k and then top_p: the kept ids' weights stay, every other's is zeroed; the kept
+ * mass. top_k keeps the k largest logits and every id tied with the k-th; top_p, of
+ * what top_k kept (mass m), the ids from the most likely down while the mass before
+ * them is below top_p m: those TopPLogitsWarper keeps, whose walk from the least
+ * likely up drops an id while the mass up to it is at most (1 - top_p) m. */
+static double cut_top(const rt_sampler *s, const float *l, double sum)
 {
-    if (s->top_k <= 0 || s->top_k >= s->V)
-        return sum;
-    float kth = logits[s->order[s->top_k - 1]];
-    for (int64_t i = s->top_k; i < s->V; i++) {
-        int32_t v = s->order[i];
-        if (logits[v] < kth) {
-            sum -= s->prob[v];
-            s->prob[v] = 0;
+    int32_t *h = s->order;
+    int64_t n = s->V, kept = 0;
+    for (int64_t v = 0; v < n; v++)
+        h[v] = (int32_t)v;
+    for (int64_t i = n / 2 - 1; i >= 0; i--)
+        sift_down(h, n, i, l);
+    double m = sum;   /* what top_k keeps */
+    if (top_k_on(s)) {
+        m = 0;
+        while (n > 0 && (kept < s->top_k || l[h[0]] == l[h[n]])) {   /* (h[n]: the last popped) */
+            m += s->prob[pop(h, &n, l)];
+            kept++;
         }
     }
-    return sum;
-}
-
-/* top_p: from the least likely up, ids zeroed while the normalized mass up to and
- * including them is at most 1 - top_p; the most likely id stays. The kept mass. */
-static double cut_top_p(const rt_sampler *s, double sum)
-{
-    if (!(s->top_p < 1))
-        return sum;
-    double below = 0, kept = sum;
-    for (int64_t i = s->V - 1; i > 0; i--) {
-        int32_t v = s->order[i];
-        below += s->prob[v] / sum;
-        if (below > 1 - s->top_p)
+    /* top_p over the kept ids (at h[V - 1] down, the most likely first), or popping
+     * more of the heap where top_k kept all */
+    double above = 0, mass = 0;
+    int64_t j = 0;
+    for (;; j++) {
+        if (j == kept && (top_k_on(s) || n == 0))
             break;
-        kept -= s->prob[v];
-        s->prob[v] = 0;
+        int32_t v = j < kept ? h[s->V - 1 - j] : (kept++, pop(h, &n, l));
+        if (j > 0 && s->top_p < 1 && !(above < s->top_p * m))
+            break;
+        above += s->prob[v];
+        mass += s->prob[v];
+        s->prob[v] = -s->prob[v];   /* (marked kept) */
     }
-    return kept;
+    for (int64_t v = 0; v < s->V; v++)
+        s->prob[v] = s->prob[v] < 0 ? -s->prob[v] : 0;
+    return mass;
 }
 
 /* The logits with the repetition penalty on the ids seen, in s->adjusted (float, as
@@ -111,11 +131,8 @@ double rt_sample_weights(const rt_sampler *s, const float *logits, int64_t *top)
         return 0;
     for (int64_t v = 0; v < s->V; v++)
         sum += s->prob[v] = exp((double)logits[v] / s->temperature - mx);
-    if ((s->top_k > 0 && s->top_k < s->V) || s->top_p < 1) {
-        sort_ids(s, logits);
-        sum = cut_top_k(s, logits, sum);
-        sum = cut_top_p(s, sum);
-    }
+    if (top_k_on(s) || s->top_p < 1)
+        sum = cut_top(s, logits, sum);
     return cut_min_p(s, sum);
 }
 

@@ -59,6 +59,8 @@ def cases():
     yield one, 0, 0.9, 1.0
     yield one, 5, 0.01, 1.0
     yield np.array([0.3]), 3, 0.5, 1.0                   # a vocabulary of 1
+    yield rng.normal(0, 3, 128256), 50, 0.9, 0.8         # Llama 3's vocabulary
+    yield rng.normal(0, 3, 128256), 0, 0.95, 0.8
     seen = [int(v) for v in rng.choice(1000, 60, replace=False)] + [5, 5]   # (a repeat)
     yield rng.normal(0, 2, 1000), 0, 1.0, 1.0, 1.3, seen    # logits of both signs
     yield rng.normal(0, 2, 1000), 40, 0.9, 0.7, 1.2, seen
