@@ -1,13 +1,12 @@
 /* sampling.c: the next token's draw for --sample, as transformers' sampling computes it
  * in this order: the logits of the ids seen so far penalized (RepetitionPenaltyLogits-
  * Processor: divided by the penalty, multiplied where negative, in float), then divided
- * by the temperature, cut to the top_k largest
- * (TopKLogitsWarper: every id tied with the k-th kept), then to the most likely ids
- * whose probabilities (of what top_k kept) add up to top_p (TopPLogitsWarper: the
- * least likely left out while the mass below them is at most 1 - top_p; the most
- * likely always kept), then to those at least min_p times as likely as the most likely
- * (MinPLogitsWarper), then one draw from what is left. Without top_k and top_p the
- * draw is the plain softmax's, its numbers unchanged. */
+ * by the temperature, cut to the top_k largest (TopKLogitsWarper: every id tied with
+ * the k-th kept), then to the most likely ids whose probabilities (of what top_k kept)
+ * add up to top_p (TopPLogitsWarper: the least likely left out while the mass below
+ * them is at most 1 - top_p; the most likely always kept), then to those at least
+ * min_p times as likely as the most likely (MinPLogitsWarper), then one draw from what
+ * is left. Without the cuts the draw is the plain softmax's, its numbers unchanged. */
 #include <math.h>
 #include <stdlib.h>
 #include "sampling.h"

@@ -16,7 +16,7 @@ typedef struct rt_sampler {
     const unsigned char *seen; /* V flags: the ids of the prompt and the sample so far */
     float *adjusted;           /* V floats of scratch: the logits with the penalty applied */
     double *prob;              /* V doubles of scratch: the kept ids' weights, 0 elsewhere */
-    int32_t *order;            /* V ints of scratch: the ids by logit, largest first */
+    int32_t *order;            /* V ints of scratch: a heap of the ids by logit (sampling.c) */
 } rt_sampler;
 
 /* The kept ids' weights exp(logit / T - max) into s->prob (each seen id's logit first
