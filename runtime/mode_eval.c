@@ -1,7 +1,25 @@
 /* mode_eval.c: --eval, the weights validated (and sampled) without training; the
  * result one JSON line on stdout, nothing written. --predict takes this path too, in
  * validation's place (mode_predict.c). */
+#include <string.h>
 #include "run.h"
+
+void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, float *y)
+{
+    const char *p = r->e.arena + r->e.Bmax * offset * (r->gpu ? 1 : r->e.arena_scale);
+    if (!r->gpu) {
+        memcpy(y, (const float *)p + at, (size_t)n * sizeof *y);
+        return;
+    }
+    if (!half) {
+        rt_cu_download(y, (rt_dptr)(uintptr_t)((const float *)p + at), (size_t)n * sizeof *y);
+        return;
+    }
+    uint16_t *h = (uint16_t *)y;   /* (n halves fit in n floats' room) */
+    rt_cu_download(h, (rt_dptr)(uintptr_t)((const uint16_t *)p + at), (size_t)n * sizeof *h);
+    for (int64_t i = n - 1; i >= 0; i--)   /* widened in place, from the end */
+        y[i] = r->m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
+}
 
 /* --eval: the weights as loaded (--init, --resume's checkpoint, or initialized) are
  * validated once on data.val (validate.batches counts), or with --predict run on its

@@ -8,8 +8,6 @@
 #include <string.h>
 #include "run.h"
 
-static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
-
 /* What --predict cannot do, checked with the options (nothing loaded yet). */
 void rt_predict_check(const rt_model *m, const Opts *o)
 {
@@ -42,30 +40,16 @@ static int predict_input(const rt_model *m)
 }
 
 /* The prediction of the pass's first `rows` samples into out (rows x pred_numel floats,
- * row-major): from the arena, on a GPU downloaded (16-bit values widened), the rows of
- * its last axis eval_pred_ld apart gathered. */
+ * row-major), the rows of its last axis eval_pred_ld apart in the arena gathered. */
 static void prediction_rows(Run *r, int64_t rows, float *out)
 {
     const rt_model *m = r->m;
     int64_t last = m->pred_shape[m->pred_rank - 1], ld = m->eval_pred_ld;
-    int64_t lines = rows * (m->pred_numel / last), n = lines * ld;
-    const char *at = r->e.arena + r->e.Bmax * m->eval_pred_offset * (r->gpu ? 1 : r->e.arena_scale);
-    const float *src = (const float *)at;
-    float *host = NULL;
-    if (r->gpu) {
-        host = rt_xmalloc((size_t)n * sizeof *host);
-        if (m->eval_pred16) {
-            uint16_t *h = (uint16_t *)host;   /* (n halves fit in n floats' room) */
-            rt_cu_download(h, dptr(at), (size_t)n * sizeof *h);
-            for (int64_t i = n - 1; i >= 0; i--)   /* widened in place, from the end */
-                host[i] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
-        } else {
-            rt_cu_download(host, dptr(at), (size_t)n * sizeof *host);
-        }
-        src = host;
-    }
+    int64_t lines = rows * (m->pred_numel / last);
+    float *host = rt_xmalloc((size_t)(lines * ld) * sizeof *host);
+    rt_arena_read(r, m->eval_pred_offset, 0, lines * ld, m->eval_pred16, host);
     for (int64_t j = 0; j < lines; j++)
-        memcpy(out + j * last, src + j * ld, (size_t)last * sizeof *out);
+        memcpy(out + j * last, host + j * ld, (size_t)last * sizeof *out);
     rt_xfree(host);
 }
 

@@ -9,8 +9,6 @@
 #include "sampling.h"
 #include "tokenizer.h"
 
-static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
-
 /* The --tokenizer of this run, loaded once (a bad file exits 1 before training). */
 static rt_tokenizer *sample_tokenizer(const char *path)
 {
@@ -141,9 +139,9 @@ static void head_row(Run *r, int64_t pos)
 
 /* One forward pass over the context ctx (n ids, the rest 0) and the logits of its last
  * position, as host floats: in the arena on the CPU, else downloaded into row (16-bit
- * values widened, through scratch, V doubles' room). */
+ * values widened). */
 static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
-                                int64_t V, float *row, void *scratch)
+                                int64_t V, float *row)
 {
     const rt_model *m = r->m;
     int64_t T = m->inputs[0].shape[0];
@@ -163,37 +161,8 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
     if (!r->gpu)
         return (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
                at_row * ld;
-    const char *at = r->e.arena + r->e.Bmax * m->pred_offset;
-    if (!m->act16) {
-        rt_cu_download(row, dptr((const float *)at + at_row * ld), (size_t)V * sizeof *row);
-        return row;
-    }
-    uint16_t *h = scratch;
-    rt_cu_download(h, dptr((const uint16_t *)at + at_row * ld), (size_t)V * sizeof *h);
-    for (int64_t v = 0; v < V; v++)
-        row[v] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[v]) : rt_f16_to_float(h[v]);
+    rt_arena_read(r, m->pred_offset, at_row * ld, V, m->act16 != 0, row);
     return row;
-}
-
-/* The first n values of the prediction (pred_offset) into y: from the arena, on a GPU
- * downloaded (16-bit values widened). */
-static void samples_out(Run *r, int64_t n, float *y)
-{
-    const rt_model *m = r->m;
-    const char *at = r->e.arena + r->e.Bmax * m->pred_offset * (r->gpu ? 1 : r->e.arena_scale);
-    if (!r->gpu) {
-        memcpy(y, at, (size_t)n * sizeof(float));
-        return;
-    }
-    if (!m->act16) {
-        rt_cu_download(y, dptr(at), (size_t)n * sizeof(float));
-        return;
-    }
-    uint16_t *h = rt_xmalloc((size_t)n * sizeof *h);
-    rt_cu_download(h, dptr(at), (size_t)n * sizeof *h);
-    for (int64_t i = 0; i < n; i++)
-        y[i] = m->act16 == RT_PREC_BF16 ? rt_bf16_to_float(h[i]) : rt_f16_to_float(h[i]);
-    rt_xfree(h);
 }
 
 /* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
@@ -234,7 +203,7 @@ static void gan_sample(Run *r)
             r->e.in[m->n_inputs] = z;
         m->evaluate(&r->e);
         rt_end_pass(r);
-        samples_out(r, rows * per, out + at * per);
+        rt_arena_read(r, m->pred_offset, 0, rows * per, m->act16 != 0, out + at * per);
     }
     char path[RT_PATH_MAX + 32];
     if (rt_mkdir_p(r->out) != 0)   /* (--eval makes no folder of its own) */
@@ -308,7 +277,7 @@ void rt_sample(Run *r)
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
-        const float *logits = last_logits(r, ctx, tgt, n, V, row, prob);
+        const float *logits = last_logits(r, ctx, tgt, n, V, row);
         int64_t pick = rt_sample_draw(&sampler, logits, &rng);
         if (pick == stop)
             break;

@@ -4,6 +4,7 @@
  * names suggested for a misspelt option and rt_trainer_value_options (trainc's own
  * command line splits --NAME=VALUE with it) all come from these rows. */
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -72,13 +73,21 @@ static void set_sample_seed(Opts *o, const char *t)
     o->sampling_opt = "--sample-seed";
 }
 
-static void set_temperature(Opts *o, const char *t)
+/* a number for option `name` in [lo, hi] (lo excluded with lo_open), else exit 1
+ * saying it expected `what` */
+static double number_of(const char *name, const char *t, double lo, int lo_open, double hi,
+                        const char *what)
 {
     char *end;
     double v = strtod(t, &end);
-    if (*end || !(v > 0) || !isfinite(v))
-        rt_input_error("--temperature: expected a number > 0, got '%s'", t);
-    o->temperature = v;
+    if (*end || !*t || !(lo_open ? v > lo : v >= lo) || !(v <= hi))
+        rt_input_error("%s: expected %s, got '%s'", name, what, t);
+    return v;
+}
+
+static void set_temperature(Opts *o, const char *t)
+{
+    o->temperature = number_of("--temperature", t, 0, 1, DBL_MAX, "a number > 0");
     o->sampling_opt = "--temperature";
 }
 
@@ -90,29 +99,21 @@ static void set_top_k(Opts *o, const char *t)
 
 static void set_top_p(Opts *o, const char *t)
 {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end || !*t || !(v > 0 && v <= 1))
-        rt_input_error("--top-p: expected a number in (0, 1], got '%s'", t);
-    o->top_p = v;
+    o->top_p = number_of("--top-p", t, 0, 1, 1, "a number in (0, 1]");
     o->sampling_opt = "--top-p";
 }
 
 static void set_min_p(Opts *o, const char *t)
 {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end || !*t || !(v >= 0 && v <= 1))
-        rt_input_error("--min-p: expected a number in [0, 1], got '%s'", t);
-    o->min_p = v;
+    o->min_p = number_of("--min-p", t, 0, 0, 1, "a number in [0, 1]");
     o->sampling_opt = "--min-p";
 }
 
 static void set_repetition_penalty(Opts *o, const char *t)
 {
-    char *end;
-    double v = strtod(t, &end);
-    if (*end || !*t || !(v > 0) || !isfinite(v) || (float)v == 0 || isinf((float)v))
+    /* (applied in float, as transformers does: a value float rounds to 0 or inf refused) */
+    double v = number_of("--repetition-penalty", t, 0, 1, DBL_MAX, "a number > 0");
+    if ((float)v == 0 || isinf((float)v))
         rt_input_error("--repetition-penalty: expected a number > 0, got '%s'", t);
     o->repetition_penalty = v;
     o->sampling_opt = "--repetition-penalty";

@@ -269,6 +269,9 @@ extern const char *const rt_end_names[];
 /* ---- the modes ----------------------------------------------------------------------------- */
 
 int rt_eval_mode(Run *r);                         /* --eval (mode_eval.c) */
+/* n values of the arena from per-row offset `offset` (elements `at` on) into y as
+ * floats: on the CPU copied, on a GPU downloaded, 16-bit ones (half) widened */
+void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, float *y);
 void rt_predict_check(const rt_model *m, const Opts *o);   /* --predict (mode_predict.c) */
 void rt_predict(Run *r);
 int rt_token_model(const rt_model *m);            /* --sample (mode_sample.c) */
