@@ -63,6 +63,8 @@ static const struct {
     [CALL_MOE_COMBINE_FWD] = {"rt_moe_combine_fwd", "tttttttnnnnn"},
     [CALL_MOE_COMBINE_BWD] = {"rt_moe_combine_bwd", "ttttttttttnnnnn"},
     [CALL_MOE_AUX] = {"rt_moe_aux", "ttnnnf"},
+    [CALL_ATTENTION_DECODE] = {"rt_attention_decode", "ttttnnnnnnnnffffnvff"},
+    [CALL_POS_ROW_ADD] = {"rt_pos_row_add", "tttnn"},
 };
 
 const char *call_name(int call)

@@ -1,6 +1,7 @@
-/* driver.c: the compile driver. A spec becomes a Compiled: validation's program, then
- * training's under the recomputation plan asked for or found by recompute auto (both
- * through pipeline.c's passes), the memory totals, then the sources. */
+/* driver.c: the compile driver. A spec becomes a Compiled: validation's program, the
+ * decode program where the model has one, then training's under the recomputation plan
+ * asked for or found by recompute auto (all through pipeline.c's passes), the memory
+ * totals, then the sources. */
 #include "ir.h"
 
 Compiled *compile_spec(Spec *s)
@@ -10,13 +11,14 @@ Compiled *compile_spec(Spec *s)
     /* validation's own plan: the forward pass alone, without what backward keeps; it
      * shares the arena, so it counts in recompute auto's totals */
     compile_eval(c);
+    compile_decode(c);   /* (--sample's, on the CPU: decode.c) */
     if (s->train.recompute == RT_RECOMPUTE_AUTO)
         recompute_auto(c);
     else
         compile_train(c, s->train.recompute, 0, 0);
     plan_totals(c);
-    emit_prepare(c->prog, c->eval);
-    emit_c(c->prog, c->eval, &c->em);
+    emit_prepare(c->prog, c->eval, c->decode);
+    emit_c(c->prog, c->eval, c->decode, &c->em);
     emit_cuda(c->prog, c->eval, &c->em.kernels_cu, &c->em.kernels_cu_file);
     return c;
 }

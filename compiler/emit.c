@@ -207,11 +207,14 @@ static void tidy_names(Program *p)
     free(seen);
 }
 
-/* What both emitters read, settled once: the names, the loop sizes, the twin kernels. */
-void emit_prepare(Program *p, Program *ev)
+/* What both emitters read, settled once: the names, the loop sizes, the twin kernels
+ * (the decode program's are its own: on the CPU, at its own offsets). */
+void emit_prepare(Program *p, Program *ev, Program *dec)
 {
     tidy_names(p);
     tidy_names(ev);
+    if (dec)
+        tidy_names(dec);
     cuda_fp8_slots(p, ev);   /* (before the twins: a kernel that folds a maximum differs) */
     find_twins(p, ev);
 }

@@ -402,7 +402,7 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
     }
 }
 
-static void emit_model_h(Program *p, Program *ev, Buf *b)
+static void emit_model_h(Program *p, Program *ev, Program *dec, Buf *b)
 {
     emit_header(b, p, "model.h");
     emit_plan_comment(b, p, "The memory plan for training (forward and backward): activations, their\n"
@@ -422,6 +422,9 @@ static void emit_model_h(Program *p, Program *ev, Buf *b)
     for (int i = 0; i < ev->n_ins; i++)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu)
             buf_printf(b, "void ke%d(rt_exec *e, int64_t lo, int64_t hi);\n", ev->ins[i]->id);
+    for (int i = 0; dec && i < dec->n_ins; i++)
+        if (!dec->ins[i]->dead && dec->ins[i]->kind == I_EW)
+            buf_printf(b, "void kd%d(rt_exec *e, int64_t lo, int64_t hi);\n", dec->ins[i]->id);
     buf_puts(b, "\n#endif\n");
 }
 
@@ -518,7 +521,7 @@ static void emit_gan_model(Buf *b, const Graph *g)
 }
 
 /* host.c's heading comment: what the file holds and how to read it. */
-static void emit_host_heading(Program *p, Buf *b)
+static void emit_host_heading(Program *p, const Program *dec, Buf *b)
 {
     Graph *g = p->g;
     int64_t nparams = 0;
@@ -532,7 +535,7 @@ static void emit_host_heading(Program *p, Buf *b)
                   " *   forward()   the layers in the spec's order, then the loss\n"
                   " *   backward()  their gradients, in reverse; the optimizer step that follows is\n"
                   " *               the runtime's, over the params table below\n"
-                  " *   evaluate()  validation's forward pass\n"
+                  " *   evaluate()  validation's forward pass\n%s"
                   " *\n"
                   " * Each call is preceded by RT_AT(i, \"PATH: WHAT\") (a comment in evaluate): i is\n"
                   " * its index in plan.json's instructions, PATH the JSON path in the spec of the\n"
@@ -544,6 +547,9 @@ static void emit_host_heading(Program *p, Buf *b)
                   " * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its\n"
                   " * variants add epilogues (trainc_rt.h).%s%s */\n",
                g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd),
+               dec ? " *   decode()    --sample's forward pass on the CPU: positions of one sequence\n"
+                     " *               as rows, with a key/value cache (no loss: the logits)\n"
+                   : "",
                !g->act16 ? ""
                : g->act16 == RT_PREC_BF16
                ? "\n *\n * bf16-mixed: on a GPU the buffers marked bf16 beside their pointers hold bf16\n"
@@ -558,8 +564,8 @@ static void emit_host_heading(Program *p, Buf *b)
                  " * FP8 tensor cores; elsewhere the same calls without _fp8.");
 }
 
-/* forward(), backward() and evaluate() (a GAN's passes: gan.c's order). */
-static void emit_host_passes(Program *p, Program *ev, Buf *b)
+/* forward(), backward(), evaluate() (a GAN's passes: gan.c's order) and decode(). */
+static void emit_host_passes(Program *p, Program *ev, Program *dec, Buf *b)
 {
     Graph *g = p->g;
     if (g->gan)
@@ -577,6 +583,13 @@ static void emit_host_passes(Program *p, Program *ev, Buf *b)
               g->gan ? "The generator alone in evaluation mode, from z to samples: what --sample runs."
                      : "Validation: the forward pass alone, with its own smaller plan (no gradient buffers).",
               "    e->train = 0;\n");
+    if (dec)
+        emit_pass(b, dec, 0, dec->n_ins, "static void decode(rt_exec *e)",
+                  "Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]\n"
+                  " * at position e->pos + b of one sequence; keys and values are appended to the\n"
+                  " * cache e->kv, attention reads the positions before; the logits are left in the\n"
+                  " * arena. Its own plan, in the same memory.",
+                  "    e->train = 0;\n");
 }
 
 /* The tables rt_model points at: parameters (and state), inputs, the training spec's
@@ -668,8 +681,17 @@ static void emit_predict_model(Buf *b, const Spec *s, Tensor *pred, int act16)
     buf_printf(b, "},\n    .target_input = %d,\n", target);
 }
 
+/* rt_model's decode fields: the program, its logits, its cache's floats. */
+static void emit_decode_model(Buf *b, const Program *dec)
+{
+    Tensor *pred = dec->g->pred, *pt = tensor_base(pred);
+    buf_printf(b, "    .decode = decode,\n    .decode_pred_offset = %lld,\n"
+                  "    .decode_pred_ld = %lld,\n    .kv_floats = %lld,\n",
+               (long long)pt->offset, (long long)tensor_ld(pred), (long long)dec->g->kv_floats);
+}
+
 /* trainc_model, the rt_model the runtime trains (trainc_rt.h). */
-static void emit_host_model(Program *p, Program *ev, Buf *b)
+static void emit_host_model(Program *p, Program *ev, const Program *dec, Buf *b)
 {
     Graph *g = p->g;
     const Spec *s = g->spec;
@@ -727,6 +749,8 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
         emit_predict_model(b, s, ev->g->pred, g->act16);
     if (g->gan)
         emit_gan_model(b, g);
+    if (dec)
+        emit_decode_model(b, dec);
     buf_printf(b, "    .gpu_scratch_row_bytes = %lld,\n", (long long)p->gpu_scratch_row_bytes);
     if (g->act16)
         buf_printf(b, "    .act16 = %s,\n", g->act16 == RT_PREC_BF16 ? "RT_PREC_BF16" : "RT_PREC_FP16");
@@ -739,9 +763,9 @@ static void emit_host_model(Program *p, Program *ev, Buf *b)
                 "    .devices = TRAINC_DEVICES,\n    .cuda = TRAINC_CUDA_IMAGE,\n};\n\n");
 }
 
-static void emit_host_c(Program *p, Program *ev, Buf *b)
+static void emit_host_c(Program *p, Program *ev, Program *dec, Buf *b)
 {
-    emit_host_heading(p, b);
+    emit_host_heading(p, dec, b);
     buf_puts(b, "#include \"model.h\"\n\n");
     buf_puts(b, "#ifndef TRAINC_DATA_DIR\n");
     buf_printf(b, "#define TRAINC_DATA_DIR ");
@@ -750,14 +774,32 @@ static void emit_host_c(Program *p, Program *ev, Buf *b)
     buf_puts(b, "#ifndef TRAINC_DEVICES /* trainc build --device cuda|both and trainc run set these */\n"
                 "#define TRAINC_DEVICES RT_HAS_CPU\n#define TRAINC_CUDA_IMAGE NULL\n#endif\n\n");
 
-    emit_host_passes(p, ev, b);
+    emit_host_passes(p, ev, dec, b);
     emit_host_tables(p, b);
-    emit_host_model(p, ev, b);
+    emit_host_model(p, ev, dec, b);
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 
+/* The decode program's kernels (kd), after the others. */
+static void emit_decode_kernels(Program *dec, Buf *b, Buf *names)
+{
+    int own = 0;
+    for (int i = 0; i < dec->n_ins; i++)
+        own += !dec->ins[i]->dead && dec->ins[i]->kind == I_EW;
+    if (!own)
+        return;
+    buf_puts(b, "/* ---- the decode program's (one position a row: --sample on the CPU) ---- */\n\n");
+    char name[32];
+    for (int i = 0; i < dec->n_ins; i++)
+        if (!dec->ins[i]->dead && dec->ins[i]->kind == I_EW) {
+            snprintf(name, sizeof name, "kd%d", dec->ins[i]->id);
+            emit_kernel(b, dec->ins[i], name);
+            buf_printf(names, "%s\n", name);
+        }
+}
+
 /* kernels_cpu.c into b, and its kernels' names into names, one a line */
-static void emit_kernels_c(Program *p, Program *ev, Buf *b, Buf *names)
+static void emit_kernels_c(Program *p, Program *ev, Program *dec, Buf *b, Buf *names)
 {
     emit_header(b, p, "kernels_cpu.c");
     buf_puts(b, " *\n * The fused elementwise kernels for the CPU. Each runs over [lo, hi) of its index\n"
@@ -774,16 +816,17 @@ static void emit_kernels_c(Program *p, Program *ev, Buf *b, Buf *names)
         }
     for (int i = 0; i < ev->n_ins; i++)
         own += !ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu;
-    if (!own)
-        return;
-    buf_puts(b, "/* ---- validation's own (forward only; it launches the training kernels it\n"
-                " * would repeat word for word) ---- */\n\n");
+    if (own)
+        buf_puts(b, "/* ---- validation's own (forward only; it launches the training kernels it\n"
+                    " * would repeat word for word) ---- */\n\n");
     for (int i = 0; i < ev->n_ins; i++)
         if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu) {
             snprintf(name, sizeof name, "ke%d", ev->ins[i]->id);
             emit_kernel(b, ev->ins[i], name);
             buf_printf(names, "%s\n", name);
         }
+    if (dec)
+        emit_decode_kernels(dec, b, names);
 }
 
 void emit_plan_json(Program *p, Buf *b)
@@ -859,10 +902,10 @@ void emit_plan_json(Program *p, Buf *b)
     buf_puts(b, "\n  ]\n}\n");
 }
 
-void emit_c(Program *p, Program *ev, Emitted *out)
+void emit_c(Program *p, Program *ev, Program *dec, Emitted *out)
 {
-    emit_model_h(p, ev, &out->model_h);
-    emit_host_c(p, ev, &out->host_c);
-    emit_kernels_c(p, ev, &out->kernels_c, &out->cpu_kernel_names);
+    emit_model_h(p, ev, dec, &out->model_h);
+    emit_host_c(p, ev, dec, &out->host_c);
+    emit_kernels_c(p, ev, dec, &out->kernels_c, &out->cpu_kernel_names);
     emit_plan_json(p, &out->plan_json);
 }

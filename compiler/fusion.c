@@ -345,11 +345,12 @@ static void split_saved(Program *p)
     number_kernels(p);
 }
 
-/* A GAN's validation program (the generator alone) ends with what --sample reads: its
- * samples are stored though no instruction reads them (memplan keeps them to the end). */
+/* A GAN's validation program (the generator alone) and the decode program (decode.c)
+ * end with what --sample reads: the samples, the logits are stored though no
+ * instruction reads them (memplan keeps them to the end). */
 static int gan_samples(const Program *p, Tensor *t)
 {
-    return p->eval && p->g->gan && tensor_base(t) == tensor_base(p->g->pred);
+    return p->eval && (p->g->gan || p->decode) && tensor_base(t) == tensor_base(p->g->pred);
 }
 
 void fuse(Program *p)

@@ -555,6 +555,7 @@ Graph *graph_build(const Spec *s, int eval)
     ops_check();
     Graph *g = xcalloc(1, sizeof *g);
     g->spec = s;
+    g->decode_T = s->decode_T;
     /* RT_PREC_FP32 (0), RT_PREC_BF16 or RT_PREC_FP16; fp8-mixed is bf16-mixed's plan */
     g->fp8 = s->train.precision == RT_PREC_FP8;
     g->act16 = g->fp8 ? RT_PREC_BF16 : s->train.precision;

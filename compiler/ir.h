@@ -250,6 +250,9 @@ typedef struct Graph {
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
     int64_t head_chunk;      /* its chunk: rows of each sample a call's pass covers */
+    int64_t decode_T;        /* > 0: the decode program's graph (one position a row; the
+                                spec's window of decode_T positions in its key/value cache) */
+    int64_t kv_floats;       /* the decode program's key/value cache, as lowered */
     Tensor *head_z;          /* the call's logits scratch ([head_chunk, C] a row), once lowered */
     int64_t flops_fwd, flops_bwd; /* per sample */
     int n_layers_total;
@@ -536,6 +539,9 @@ enum {
     CALL_MOE_COMBINE_BWD,  /* a, Wdown, gate, idx, offs, dy, g, da, dgate, dWdown, tokens, d,
                               E, k, h */
     CALL_MOE_AUX,          /* stats, agrad, layers, tokens, E, coef: the load-balancing loss */
+    CALL_ATTENTION_DECODE, /* qkv, qn, kn, y, kv offset, B, T, d, H, KV, window, rope..., scale,
+                              softcap: one position (e->pos) against the key/value cache */
+    CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row e->pos */
     N_CALLS
 };
 
@@ -626,7 +632,8 @@ typedef struct Program {
     int n_forward;           /* ins[0 .. n_forward) run in the forward pass */
     int n_kernels;
     int eval;                /* forward only, no loss gradient: validation's own plan */
-    const char *kprefix;     /* kernel names: "k" (training) or "ke" (evaluation) */
+    int decode;              /* (with eval) the decode program: one position, no loss */
+    const char *kprefix;     /* kernel names: "k" (training), "ke" (evaluation), "kd" (decode) */
     int cur_block;           /* while lowering: the block of the node being lowered */
     int cur_phase;           /* while lowering: the phase of the node being lowered */
     int policy;              /* RT_RECOMPUTE_* applied */
@@ -762,13 +769,14 @@ typedef struct Emitted {
     Buf kernels_cu;        /* emit_cuda: what NVRTC compiles, the templates inlined */
     Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
-void emit_prepare(Program *p, Program *eval);
+void emit_prepare(Program *p, Program *eval, Program *decode);
 /* Writes the files of `out` into dir (created), each via a temporary name. */
 int emit_write(const Emitted *out, const char *dir);
 
 /* emit_c.c: model.h, host.c, kernels_cpu.c and plan.json. `data_dir` is recorded as
- * given (the build and JIT override it with an absolute path). */
-void emit_c(Program *p, Program *eval, Emitted *out);
+ * given (the build and JIT override it with an absolute path). decode: NULL, or the
+ * decode program (the CPU's alone). */
+void emit_c(Program *p, Program *eval, Program *decode, Emitted *out);
 /* One fused kernel as C, named `name` (kernels_cpu.c's). */
 void emit_kernel(Buf *b, Instr *in, const char *name);
 void emit_plan_json(Program *p, Buf *b);
@@ -804,6 +812,8 @@ typedef struct Compiled {
     Program *prog;
     Graph *eval_graph;
     Program *eval;
+    Graph *decode_graph;     /* decode.c's program, or NULL: the model has none */
+    Program *decode;
     Emitted em;
 } Compiled;
 Compiled *compile_spec(Spec *s);
@@ -828,6 +838,13 @@ enum { PASS_TRAIN = 1, PASS_EVAL = 2, PASS_BOTH = 3 };
     X("memplan", pass_memplan, PASS_BOTH)             /* the arena */
 /* Validation's program, into c->eval_graph and c->eval. */
 void compile_eval(Compiled *c);
+/* The decode program (decode.c), into c->decode_graph and c->decode, where the model has
+ * one; after compile_eval. */
+void compile_decode(Compiled *c);
+/* decode.c: the spec's copy for the decode program (NULL: the model has none), and its
+ * graph's parameters laid out as validation's are. */
+Spec *decode_spec(const Spec *s);
+void decode_share_layout(Graph *d, const Graph *ev);
 /* Training's program for one recomputation plan, into c->graph and c->prog: with
  * selective, the first full_blocks blocks recomputed in full, and sel_blocks > 0:
  * blocks from sel_blocks on kept whole. Where blocks are recomputed in full, the smaller

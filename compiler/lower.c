@@ -196,7 +196,8 @@ static Program *lower_prog(Graph *g, int eval)
     Program *p = xcalloc(1, sizeof *p);
     p->g = g;
     p->eval = eval;
-    p->kprefix = eval ? "ke" : "k";
+    p->decode = g->decode_T > 0;
+    p->kprefix = p->decode ? "kd" : eval ? "ke" : "k";
     if (g->gan) {   /* phase by phase (gan.c): the nodes were made in another order */
         for (int ph = 0; ph < PH__COUNT; ph++)
             for (int i = 0; i < g->n_nodes; i++)
@@ -215,7 +216,9 @@ static Program *lower_prog(Graph *g, int eval)
             p->n_forward = p->n_ins;
         p->cur_block = g->nodes[i]->block;
         p->cur_phase = g->nodes[i]->phase;
-        lower_node(p, g->nodes[i]);
+        int loss = g->nodes[i]->kind == N_LOSS || g->nodes[i]->kind == N_MOE_AUX;
+        if (!(p->decode && loss))   /* (decode: the logits are its output) */
+            lower_node(p, g->nodes[i]);
     }
     if (g->n_forward == g->n_nodes)
         p->n_forward = p->n_ins;

@@ -17,11 +17,18 @@ typedef struct Pipeline {
     Graph *g;
     Program *p;              /* NULL until lower */
     int eval;                /* the validation program: forward only */
+    const Graph *layout;     /* the decode program's: validation's graph, whose parameter
+                                layout it takes (decode.c) */
     int policy, full_blocks, sel_blocks, jit_cheap;   /* training's recomputation */
 } Pipeline;
 
 /* Each pass behind one signature, for the table. */
-static void pass_graph(Pipeline *x) { x->g = graph_build(x->spec, x->eval); }
+static void pass_graph(Pipeline *x)
+{
+    x->g = graph_build(x->spec, x->eval);
+    if (x->layout)
+        decode_share_layout(x->g, x->layout);
+}
 static void pass_autodiff(Pipeline *x) { autodiff(x->g); }
 static void pass_lower(Pipeline *x) { x->p = x->eval ? lower_eval(x->g) : lower(x->g); }
 static void pass_fusion(Pipeline *x) { fuse(x->p); }
@@ -104,6 +111,24 @@ void compile_eval(Compiled *c)
     run_passes(&x);
     c->eval_graph = x.g;
     c->eval = x.p;
+}
+
+/* Without --dump-after's dumps: they show training's and validation's programs. */
+void compile_decode(Compiled *c)
+{
+    Spec *s = decode_spec(c->spec);
+    if (!s)
+        return;
+    Pipeline x = {.spec = s, .eval = 1, .layout = c->eval_graph};
+    int paused = dump_pause(1);
+    run_passes(&x);
+    dump_pause(paused);
+    c->decode_graph = x.g;
+    c->decode = x.p;
+    if (x.p->arena_row_bytes > c->eval->arena_row_bytes)
+        die("internal: the decode program's arena (%lld bytes a row) is larger than "
+            "validation's (%lld)", (long long)x.p->arena_row_bytes,
+            (long long)c->eval->arena_row_bytes);
 }
 
 /* compile_pass, where blocks are recomputed in full twice: their cheap replays shared

@@ -185,6 +185,8 @@ typedef struct Spec {
     int n_train_lines;
     char hash[17];            /* FNV-1a 64 of the canonical model JSON and train lines, hex */
     char model_hash[17];      /* FNV-1a 64 of the canonical model JSON alone */
+    int64_t decode_T;         /* > 0: decode.c's copy for the decode program, its token
+                               * input and target [1]; the window it caches is decode_T */
 } Spec;
 
 /* Reads one file (both "model" and "train") or two (model, then train); checks JSON

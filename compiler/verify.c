@@ -171,7 +171,8 @@ static void dump_program(const Program *p, const char *pass, int planned)
     for (int i = 0; i < p->n_ins; i++)
         live += !p->ins[i]->dead;
     fprintf(f, "== after %s: the %s program of %s: %d instructions (%d in the forward pass)",
-            pass, p->eval ? "validation" : "training", p->g->spec->name, live, p->n_forward);
+            pass, p->decode ? "decode" : p->eval ? "validation" : "training", p->g->spec->name,
+            live, p->n_forward);
     if (!p->eval)
         fprintf(f, ", recompute %s", p->policy == RT_RECOMPUTE_NONE ? "none"
                                      : p->policy == RT_RECOMPUTE_SELECTIVE ? "selective" : "full");
@@ -214,7 +215,8 @@ static _Noreturn void broken(const Instr *in, int i, const char *fmt, ...)
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     die("verifier, after %s (%s program of %s): instruction %d (%s, %s): %s", cur_pass,
-        cur_prog->eval ? "validation" : "training", cur_prog->g->spec->name, i,
+        cur_prog->decode ? "decode" : cur_prog->eval ? "validation" : "training",
+        cur_prog->g->spec->name, i,
         in && in->what ? instr_what(in) : "-", in && in->origin ? in->origin : "-", msg);
 }
 

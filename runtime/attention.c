@@ -510,9 +510,10 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
 /* rope's angles, as Hugging Face computes them in float32 (LlamaRotaryEmbedding;
  * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
  * 1 / theta^(2j / hd), or ext[j] where the compiler worked them out (a partial rope's,
- * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j], times
- * the pair's amplitude ext[hd/2 + j] (longrope's attention factor; 1 without ext). */
-static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float theta,
+ * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j] for
+ * the positions t0 .. t0 + T - 1, times the pair's amplitude ext[hd/2 + j] (longrope's
+ * attention factor; 1 without ext). */
+static void rope_table(float *cosv, float *sinv, int64_t t0, int64_t T, int64_t hd, float theta,
                        float factor, float low, float high, int64_t orig, const float *ext)
 {
     int64_t h2 = hd / 2;
@@ -530,7 +531,7 @@ static void rope_table(float *cosv, float *sinv, int64_t T, int64_t hd, float th
         }
         float m = ext ? ext[h2 + j] : 1.0f;
         for (int64_t t = 0; t < T; t++) {
-            float a = (float)t * inv;
+            float a = (float)(t0 + t) * inv;
             cosv[t * h2 + j] = cosf(a) * m;
             sinv[t * h2 + j] = sinf(a) * m;
         }
@@ -554,10 +555,11 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
 }
 
 /* The options of rt_attention_ext_*: the window, qk_norm's weights, the scores' factor
- * and soft-cap, and rope's table (malloc'd into c->cos, c->sin; att_done frees it). */
+ * and soft-cap, and rope's table for positions [t0, t0 + rows) (malloc'd into c->cos,
+ * c->sin; the caller frees c->cos). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
                         float theta, float factor, float low, float high, int64_t orig,
-                        const float *ext, float scale, float cap)
+                        const float *ext, float scale, float cap, int64_t t0, int64_t rows)
 {
     if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) ||
         !(scale > 0) || !(cap >= 0))
@@ -566,11 +568,11 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
                (long long)window, (long long)c->hd, (double)scale, (double)cap);
     c->qn = qn, c->kn = kn, c->window = window, c->scale = scale, c->cap = cap;
     if (theta > 0) {
-        size_t n = (size_t)(c->T * (c->hd / 2));
+        size_t n = (size_t)(rows * (c->hd / 2));
         float *t = malloc(2 * n * sizeof(float) + 1);
         if (!t)
-            rt_fail("out of memory allocating the rope table (T = %lld)", (long long)c->T);
-        rope_table(t, t + n, c->T, c->hd, theta, factor, low, high, orig, ext);
+            rt_fail("out of memory allocating the rope table (T = %lld)", (long long)rows);
+        rope_table(t, t + n, t0, rows, c->hd, theta, factor, low, high, orig, ext);
         c->cos = t, c->sin = t + n;
     }
 }
@@ -627,12 +629,103 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, 0, T);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
     rt_pool_run(e->rt, B * KV, 1, att_fwd_task, &c);
     free((void *)c.cos);
+}
+
+/* The decode program's call: rows b = 0 .. B - 1 are the positions pos + b of one
+ * sequence, against the cache of the positions before them. */
+typedef struct {
+    att_ctx c;                 /* qkv, y [B, ld] and [B, d]; cos, sin: the rows' positions */
+    float *kv;                 /* the layer's cache: K [KV, T, hd], then V */
+    int64_t pos;
+} dec_ctx;
+
+/* Items (b, KV head) in [lo, hi): row b's key (qk_norm, rope) and value into the cache at
+ * position pos + b. */
+static void dec_kv_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const dec_ctx *x = ctx;
+    const att_ctx *c = &x->c;
+    int64_t T = c->T, hd = c->hd;
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + b;
+        const float *row = c->qkv + b * c->ld;
+        float *K = x->kv + kh * T * hd, *V = K + c->KV * T * hd;
+        att_load_row(c, row + (c->H + kh) * hd, c->kn, b, K + t * hd);
+        memcpy(V + t * hd, row + (c->H + c->KV + kh) * hd, (size_t)hd * sizeof(float));
+    }
+}
+
+/* Items (b, KV head) in [lo, hi): each of the group's query heads of row b (position
+ * t = pos + b): scores against the cache's keys in its window up to t, soft-cap, softmax
+ * (softmax_row, as the window's pass), y = p V. */
+static void dec_q_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const dec_ctx *x = ctx;
+    const att_ctx *c = &x->c;
+    int64_t T = c->T, hd = c->hd, most = x->pos + (hi - 1) / c->KV + 1;
+    float *s = malloc((size_t)(most + 2 * hd) * sizeof(float)), *q = s + most, *o = q + hd;
+    if (!s)
+        rt_fail("out of memory allocating %lld bytes of attention scratch",
+                (long long)((most + 2 * hd) * 4));
+    for (int64_t ix = lo; ix < hi; ix++) {
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + b;
+        int64_t first = att_first(c, t), n = t + 1 - first;
+        const float *row = c->qkv + b * c->ld;
+        const float *K = x->kv + kh * T * hd + first * hd, *V = K + c->KV * T * hd;
+        for (int64_t j = 0; j < c->g; j++) {
+            int64_t h = kh * c->g + j;
+            att_load_row(c, row + h * hd, c->qn, b, q);
+            for (int64_t i = 0; i < n; i++)
+                s[i] = c->scale * dot_row(q, K + i * hd, hd);
+            if (c->cap > 0)
+                softcap_row(s, NULL, c->cap, n);
+            softmax_row(s, n, n);
+            memset(o, 0, (size_t)hd * sizeof(float));
+            for (int64_t i = 0; i < n; i++)
+                for (int64_t k = 0; k < hd; k++)
+                    o[k] += s[i] * V[i * hd + k];
+            memcpy(c->y + b * c->d + h * hd, o, (size_t)hd * sizeof(float));
+        }
+    }
+    free(s);
+}
+
+void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                         float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
+                         int64_t KV, int causal, int64_t window, float theta, float factor,
+                         float low, float high, int64_t orig, const float *ext, float scale,
+                         float softcap)
+{
+    if (e->dev)
+        rt_fail("the decode program runs on the CPU alone");
+    if (!causal || e->pos < 0 || e->pos + B > T || !e->kv)
+        rt_die("attention decode: positions %lld + %lld of %lld, cache %p, causal %d",
+               (long long)e->pos, (long long)B, (long long)T, (void *)e->kv, causal);
+    if (B <= 0)
+        return;
+    dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .pos = e->pos};
+    att_options(&x.c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, e->pos,
+                B);
+    x.c.qkv = qkv;
+    x.c.y = y;
+    rt_pool_run(e->rt, B * KV, 1, dec_kv_task, &x);   /* (all rows' keys before any query) */
+    rt_pool_run(e->rt, B * KV, 1, dec_q_task, &x);
+    free((void *)x.c.cos);
+}
+
+void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)
+{
+    if (e->dev)
+        rt_fail("the decode program runs on the CPU alone");
+    const float *r = w + e->pos * d;   /* (row b: position pos + b) */
+    for (int64_t i = 0; i < B * d; i++)
+        y[i] = x[i] + r[i];
 }
 
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
@@ -654,7 +747,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, 0, T);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

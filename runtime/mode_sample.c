@@ -3,6 +3,7 @@
  * training, and the sampling loop. With --tokenizer the prompt is encoded and the
  * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
@@ -165,6 +166,85 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
     return row;
 }
 
+/* The decode program's cache for one sample (decode.c in the compiler): positions
+ * [0, at) of the context are in it. `on` while it serves: the model has the program,
+ * the run is on the CPU, TRAINC_KV_CACHE is not 0, and the window has not slid (a slide
+ * moves every id to another position: from then on each token is the window's pass).
+ * TRAINC_KV_CACHE=check also runs the window's pass for each token the cache serves and
+ * reports the largest difference of the two logits (over the largest logit) at the end. */
+typedef struct {
+    float *kv;
+    int64_t at;
+    int on, check;
+    int64_t served;           /* tokens whose logits came from the cache */
+    float *mine;              /* check: the cache's logits, kept while the window's pass runs */
+    int64_t checked;          /* check: tokens compared */
+    double worst;             /* check: the largest difference over the largest logit */
+} Cache;
+
+static Cache cache_open(const Run *r, int64_t V)
+{
+    const char *v = getenv("TRAINC_KV_CACHE");
+    Cache k = {.on = r->m->decode && !r->gpu && !(v && !strcmp(v, "0")),
+               .check = v && !strcmp(v, "check")};
+    if (k.on)
+        k.kv = rt_xmalloc((size_t)r->m->kv_floats * sizeof(float));
+    if (k.on && k.check)
+        k.mine = rt_xmalloc((size_t)V * sizeof(float));
+    return k;
+}
+
+static void cache_close(Cache *k)
+{
+    if (k->check)
+        fprintf(stderr, "trainc: key/value cache check: %lld tokens, the largest difference "
+                        "%.3g of the largest logit\n", (long long)k->checked, k->worst);
+    rt_xfree(k->kv);
+    rt_xfree(k->mine);
+}
+
+/* check: the cache's logits z against the window's pass on the same context. */
+static const float *cache_check(Run *r, Cache *k, const float *z, int32_t *ctx, int32_t *tgt,
+                                int64_t n, int64_t V, float *row)
+{
+    memcpy(k->mine, z, (size_t)V * sizeof(float));
+    const float *w = last_logits(r, ctx, tgt, n, V, row);
+    double top = 0, diff = 0;
+    for (int64_t i = 0; i < V; i++) {
+        top = fabs(w[i]) > top ? fabs(w[i]) : top;
+        diff = fabs(w[i] - k->mine[i]) > diff ? fabs(w[i] - k->mine[i]) : diff;
+    }
+    diff = top > 0 ? diff / top : diff;
+    k->worst = diff > k->worst || isnan(diff) ? diff : k->worst;
+    k->checked++;
+    return k->mine;
+}
+
+/* The logits after the context ctx[0, n) (n at most T), as last_logits gives them: from
+ * the cache, the positions it lacks through the decode program (Bmax of them a call, as
+ * rows: a prompt's in few passes over the weights), else by the window's pass. */
+static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, int64_t n,
+                                int64_t V, float *row)
+{
+    const rt_model *m = r->m;
+    if (!k->on || k->at >= n)
+        return last_logits(r, ctx, tgt, n, V, row);
+    rt_exec *e = &r->e;
+    int64_t rows = 0;
+    for (; k->at < n; k->at += rows) {
+        rows = n - k->at < e->Bmax ? n - k->at : e->Bmax;
+        rt_batch some = {.rows = rows, .in = {&ctx[k->at], NULL}};
+        rt_bind_batch(r, &some, -1);
+        e->pos = k->at;
+        e->kv = k->kv;
+        m->decode(e);
+    }
+    const float *z = (const float *)(e->arena + e->Bmax * m->decode_pred_offset * e->arena_scale) +
+                     (rows - 1) * m->decode_pred_ld;
+    k->served++;
+    return k->check ? cache_check(r, k, z, ctx, tgt, n, V, row) : z;
+}
+
 /* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
  * on N latent vectors drawn from --sample-seed (else the seed), Bmax at a time, into
  * OUT/samples.npy [N, sample shape] and, for images [C, H, W] with C 1 or 3, OUT/samples.png
@@ -228,7 +308,9 @@ static void gan_sample(Run *r)
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
  * the repetition penalty, the temperature, top_k, top_p and min_p), and the id is
- * appended (the window slides once full). Without a tokenizer ids are bytes for `trainc
+ * appended (the window slides once full). On the CPU a model with a decode program
+ * computes only the new position each token, its keys and values cached, until the
+ * window slides (next_logits). Without a tokenizer ids are bytes for `trainc
  * data text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger
  * one as numbers a space apart. A GAN's --sample is gan_sample's. */
 void rt_sample(Run *r)
@@ -273,20 +355,25 @@ void rt_sample(Run *r)
                           .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     r->e.rng_key = 0;
     int64_t stop = stop_id(&r->o, V);
+    Cache cache = cache_open(r, V);
+    double t0 = rt_now();
+    int64_t drawn = 0;
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
         for (int64_t t = n; t < T; t++)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
-        const float *logits = last_logits(r, ctx, tgt, n, V, row);
+        const float *logits = next_logits(r, &cache, ctx, tgt, n, V, row);
         int64_t pick = rt_sample_draw(&sampler, logits, &rng);
         if (pick == stop)
             break;
         put_id(&r->o, pick, k, V);
+        drawn++;
         if (r->o.tokenizer)
             rt_ids_push(&ids, (uint32_t)pick);
         if (n == T) {
             memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
             n--;
+            cache.on = 0;
         }
         ctx[n++] = (int32_t)pick;
         seen[pick] = 1;
@@ -295,7 +382,14 @@ void rt_sample(Run *r)
     fflush(stdout);
     if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
         print_ids("sample", ids.v, ids.n);
+    if (!r->o.quiet) {
+        double dt = rt_now() - t0;
+        fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "
+                        "key/value cache)\n", (long long)drawn, dt, dt > 0 ? (double)drawn / dt : 0.0,
+                (long long)cache.served);
+    }
     rt_ids_free(&ids);
+    cache_close(&cache);
     rt_xfree(sampler.order);
     rt_xfree(sampler.adjusted);
     rt_xfree(seen);

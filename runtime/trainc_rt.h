@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 15
+#define RT_ABI_VERSION 16
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -100,6 +100,11 @@ typedef struct rt_exec {
     int64_t loss_rows;         /* under ignore_index, the last loss call's rows, counted or
                                   not (all of a chunked head's): the weight of the
                                   load-balancing loss (e->terms otherwise) */
+    /* rt_model.decode's: the position of its first row (row b is position pos + b of one
+     * sequence), and the key/value cache (rt_model.kv_floats), positions [0, pos)
+     * filled */
+    int64_t pos;
+    float *kv;
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -191,6 +196,13 @@ typedef struct rt_model {
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
     void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
+    /* A language model's decode program (NULL: none; the CPU's alone): the tokens
+     * e->in[0] (one i32 a row) at positions e->pos .. e->pos + e->B - 1 of one sequence
+     * through the layers, attention against the key/value cache e->kv (which it extends
+     * by them), the logits left at decode_pred_offset (rows decode_pred_ld apart); the
+     * cache is kv_floats */
+    void (*decode)(rt_exec *e);
+    int64_t decode_pred_offset, decode_pred_ld, kv_floats;
     int devices;               /* RT_HAS_*: what the trainer was built for */
     const rt_cuda_image *cuda; /* with RT_HAS_CUDA */
     int act16;                 /* RT_PREC_BF16 or _FP16 (mixed precision): the plan
@@ -555,6 +567,19 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap);
+/* The decode program's attention: qkv [B, 1, (H + 2 KV) hd], row b position e->pos + b of
+ * one sequence, as rt_attention_ext_fwd's options take it (causal). The rows' keys
+ * (through qk_norm and rope) and values are written into the cache, e->kv + kv_off: K
+ * [KV, T, hd], then V [KV, T, hd]; then row b's queries attend to the cache's positions
+ * up to its own (within the window), y [B, 1, H hd]. */
+void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                         float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
+                         int64_t KV, int causal, int64_t window, float theta, float factor,
+                         float low, float high, int64_t orig, const float *ext, float scale,
+                         float softcap);
+/* pos_embedding in the decode program: y [B, d] = x + w's rows e->pos .. e->pos + B - 1
+ * (in place allowed). */
+void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d);
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           const float *lse, const float *y, const float *dy, float *dqkv,
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,

@@ -93,6 +93,7 @@ check data/fashion        bash tests/data_fashion.sh
 check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
 check data/sft           $HF_PYTHON tests/data_sft.py
 check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
+check sample/kv_cache     $PYTHON tests/kv_cache.py
 
 # compiler output
 check golden              bash tests/golden.sh

@@ -164,7 +164,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
         qkv = build_qk_norm_all(c, a, qkv, dc, KV * hd);
     Node *n2 = layer_node(c, a, N_ATTENTION, qkv, y);
     n2->tmp[0] = att;
-    n2->conv[0] = T;
+    n2->conv[0] = c->g->decode_T ? c->g->decode_T : T;   /* (decode: the cache's positions) */
     n2->conv[1] = dc;   /* the core's width: the kernels' d, hd = d / H */
     n2->conv[2] = l->heads;
     n2->conv[3] = l->causal;
@@ -283,9 +283,45 @@ static void set_options_call(Instr *a, int call, const Node *nd, Tensor **t, int
     call_set(a, call, args, nt + options_args(nd, args + nt));
 }
 
+/* The decode program's core (decode.c): rows that are the positions e->pos, e->pos + 1,
+ * ... of one sequence, their keys and values first written into the cache (the layer's
+ * part of it: K, then V, each [KV, T, hd], at the offset below), then each row's
+ * queries against the cache's positions up to its own. */
+static void lower_attention_decode(Program *p, Node *nd)
+{
+    Graph *g = p->g;
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t T = nd->conv[0], hd = nd->conv[1] / nd->conv[2];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->flops = 4 * T * nd->conv[1];
+    a->what = xasprintf("attention, position by position: keys and values into the cache (%lld "
+                        "floats from %lld), queries against the positions up to their own",
+                        (long long)(2 * nd->conv[4] * T * hd), (long long)g->kv_floats);
+    Arg args[CALL_MAX_ARGS];
+    int n = 0;
+    args[n++] = arg_t(x);
+    args[n++] = nd->w ? arg_t(nd->w->t) : arg_null();
+    args[n++] = nd->b ? arg_t(nd->b->t) : arg_null();
+    args[n++] = arg_t(y);
+    args[n++] = arg_int(g->kv_floats);
+    n += options_args(nd, args + n);
+    call_set(a, CALL_ATTENTION_DECODE, args, n);
+    g->kv_floats += 2 * nd->conv[4] * T * hd;
+    if (nd->w) {
+        instr_reads(a, nd->w->t);
+        instr_reads(a, nd->b->t);
+    }
+    instr_reads(a, x);
+    instr_writes(a, y);
+}
+
 /* The attention core, each query's log-sum-exp kept for the backward pass. */
 static void lower_attention(Program *p, Node *nd)
 {
+    if (p->decode) {
+        lower_attention_decode(p, nd);
+        return;
+    }
     Tensor *x = nd->in[0], *y = nd->out;
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     int64_t T = nd->conv[0], w = nd->conv[5] && nd->conv[5] < T ? nd->conv[5] : T;

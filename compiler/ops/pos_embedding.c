@@ -1,6 +1,7 @@
 /* pos_embedding.c: x + learned position rows over [T, dim] (T at most max_len): graph,
  * backward rule (dx is dy itself; the weight's gradient sums dy over the batch) and
- * lowering (one elementwise add, fused later). */
+ * lowering (one elementwise add, fused later; in the decode program a call that adds
+ * the row of the position it computes). */
 #include "op.h"
 
 static int pos_embedding_params(const Layer *l, const char **out)
@@ -37,6 +38,16 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 static void lower_pos_embedding(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0];
+    if (p->decode) {   /* one position a row (decode.c): e->pos's row */
+        Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+        a->what = xstrdup("pos_embedding: + the position's row (e->pos)");
+        SET_CALL(a, CALL_POS_ROW_ADD, arg_t(x), arg_t(nd->w->t), arg_t(nd->out), arg_rows(1),
+                 arg_int(x->numel));
+        instr_reads(a, x);
+        instr_reads(a, nd->w->t);
+        instr_writes(a, nd->out);
+        return;
+    }
     /* the position rows: one row of x's size, repeated over the batch */
     INSTR_EW(p, nd, "pos_embedding: + position rows", nd->out, EW_ADD, x_add(x_arg(0), x_arg(1)),
              opd(x), opd_at(nd->w->t, ix_mod(x->numel)));

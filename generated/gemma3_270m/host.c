@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -5537,6 +5539,1239 @@ static void evaluate(rt_exec *e)
                           e->B * 2048, e->B * 512, 640, 262144, 262144, 262144, 0.0f);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_embed_weight = e->params + 0; /* [262144, 640] */
+    float *embedding_embed = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    float *scale_1 = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_0_attn_norm_weight = e->params + 167772160; /* [640] */
+    float *rmsnorm_layers_0_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_attn_qkv_weight = e->params + 167772800; /* [1536, 640] */
+    float *qkv_layers_0_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_0_attn_q_norm_weight = e->params + 168755840; /* [256] */
+    const float *P_layers_0_attn_k_norm_weight = e->params + 168756096; /* [256] */
+    float *attn_y_layers_0_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_0_attn_proj_weight = e->params + 168756352; /* [640, 1024] */
+    float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_0_attn_post_norm_weight = e->params + 169411712; /* [640] */
+    float *rmsnorm_layers_0_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_0_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_0_mlp_norm_weight = e->params + 169412352; /* [640] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_0_gate_up_weight = e->params + 169412992; /* [4096, 640] */
+    float *linear_layers_0_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_0_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_0_down_weight = e->params + 172034432; /* [640, 2048] */
+    float *linear_layers_0_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_0_mlp_post_norm_weight = e->params + 173345152; /* [640] */
+    float *rmsnorm_layers_0_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_0_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_1_attn_norm_weight = e->params + 173345792; /* [640] */
+    float *rmsnorm_layers_1_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_attn_qkv_weight = e->params + 173346432; /* [1536, 640] */
+    float *qkv_layers_1_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_1_attn_q_norm_weight = e->params + 174329472; /* [256] */
+    const float *P_layers_1_attn_k_norm_weight = e->params + 174329728; /* [256] */
+    float *attn_y_layers_1_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_1_attn_proj_weight = e->params + 174329984; /* [640, 1024] */
+    float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_1_attn_post_norm_weight = e->params + 174985344; /* [640] */
+    float *rmsnorm_layers_1_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_1_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_1_mlp_norm_weight = e->params + 174985984; /* [640] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_1_gate_up_weight = e->params + 174986624; /* [4096, 640] */
+    float *linear_layers_1_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_1_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_1_down_weight = e->params + 177608064; /* [640, 2048] */
+    float *linear_layers_1_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_1_mlp_post_norm_weight = e->params + 178918784; /* [640] */
+    float *rmsnorm_layers_1_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_1_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_2_attn_norm_weight = e->params + 178919424; /* [640] */
+    float *rmsnorm_layers_2_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_attn_qkv_weight = e->params + 178920064; /* [1536, 640] */
+    float *qkv_layers_2_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_2_attn_q_norm_weight = e->params + 179903104; /* [256] */
+    const float *P_layers_2_attn_k_norm_weight = e->params + 179903360; /* [256] */
+    float *attn_y_layers_2_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_2_attn_proj_weight = e->params + 179903616; /* [640, 1024] */
+    float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_2_attn_post_norm_weight = e->params + 180558976; /* [640] */
+    float *rmsnorm_layers_2_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_2_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_2_mlp_norm_weight = e->params + 180559616; /* [640] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_2_gate_up_weight = e->params + 180560256; /* [4096, 640] */
+    float *linear_layers_2_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_2_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_2_down_weight = e->params + 183181696; /* [640, 2048] */
+    float *linear_layers_2_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_2_mlp_post_norm_weight = e->params + 184492416; /* [640] */
+    float *rmsnorm_layers_2_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_2_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_3_attn_norm_weight = e->params + 184493056; /* [640] */
+    float *rmsnorm_layers_3_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_attn_qkv_weight = e->params + 184493696; /* [1536, 640] */
+    float *qkv_layers_3_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_3_attn_q_norm_weight = e->params + 185476736; /* [256] */
+    const float *P_layers_3_attn_k_norm_weight = e->params + 185476992; /* [256] */
+    float *attn_y_layers_3_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_3_attn_proj_weight = e->params + 185477248; /* [640, 1024] */
+    float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_3_attn_post_norm_weight = e->params + 186132608; /* [640] */
+    float *rmsnorm_layers_3_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_3_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_3_mlp_norm_weight = e->params + 186133248; /* [640] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_3_gate_up_weight = e->params + 186133888; /* [4096, 640] */
+    float *linear_layers_3_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_3_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_3_down_weight = e->params + 188755328; /* [640, 2048] */
+    float *linear_layers_3_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_3_mlp_post_norm_weight = e->params + 190066048; /* [640] */
+    float *rmsnorm_layers_3_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_3_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_4_attn_norm_weight = e->params + 190066688; /* [640] */
+    float *rmsnorm_layers_4_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_attn_qkv_weight = e->params + 190067328; /* [1536, 640] */
+    float *qkv_layers_4_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_4_attn_q_norm_weight = e->params + 191050368; /* [256] */
+    const float *P_layers_4_attn_k_norm_weight = e->params + 191050624; /* [256] */
+    float *attn_y_layers_4_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_4_attn_proj_weight = e->params + 191050880; /* [640, 1024] */
+    float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_4_attn_post_norm_weight = e->params + 191706240; /* [640] */
+    float *rmsnorm_layers_4_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_4_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_4_mlp_norm_weight = e->params + 191706880; /* [640] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_4_gate_up_weight = e->params + 191707520; /* [4096, 640] */
+    float *linear_layers_4_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_4_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_4_down_weight = e->params + 194328960; /* [640, 2048] */
+    float *linear_layers_4_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_4_mlp_post_norm_weight = e->params + 195639680; /* [640] */
+    float *rmsnorm_layers_4_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_4_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_5_attn_norm_weight = e->params + 195640320; /* [640] */
+    float *rmsnorm_layers_5_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_5_attn_qkv_weight = e->params + 195640960; /* [1536, 640] */
+    float *qkv_layers_5_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_5_attn_q_norm_weight = e->params + 196624000; /* [256] */
+    const float *P_layers_5_attn_k_norm_weight = e->params + 196624256; /* [256] */
+    float *attn_y_layers_5_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_5_attn_proj_weight = e->params + 196624512; /* [640, 1024] */
+    float *attn_out_layers_5_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_5_attn_post_norm_weight = e->params + 197279872; /* [640] */
+    float *rmsnorm_layers_5_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_5_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_5_mlp_norm_weight = e->params + 197280512; /* [640] */
+    float *rmsnorm_layers_5_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_5_gate_up_weight = e->params + 197281152; /* [4096, 640] */
+    float *linear_layers_5_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_5_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_5_down_weight = e->params + 199902592; /* [640, 2048] */
+    float *linear_layers_5_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_5_mlp_post_norm_weight = e->params + 201213312; /* [640] */
+    float *rmsnorm_layers_5_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_5_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_6_attn_norm_weight = e->params + 201213952; /* [640] */
+    float *rmsnorm_layers_6_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_6_attn_qkv_weight = e->params + 201214592; /* [1536, 640] */
+    float *qkv_layers_6_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_6_attn_q_norm_weight = e->params + 202197632; /* [256] */
+    const float *P_layers_6_attn_k_norm_weight = e->params + 202197888; /* [256] */
+    float *attn_y_layers_6_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_6_attn_proj_weight = e->params + 202198144; /* [640, 1024] */
+    float *attn_out_layers_6_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_6_attn_post_norm_weight = e->params + 202853504; /* [640] */
+    float *rmsnorm_layers_6_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_6_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_6_mlp_norm_weight = e->params + 202854144; /* [640] */
+    float *rmsnorm_layers_6_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_6_gate_up_weight = e->params + 202854784; /* [4096, 640] */
+    float *linear_layers_6_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_6_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_6_down_weight = e->params + 205476224; /* [640, 2048] */
+    float *linear_layers_6_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_6_mlp_post_norm_weight = e->params + 206786944; /* [640] */
+    float *rmsnorm_layers_6_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_6_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_7_attn_norm_weight = e->params + 206787584; /* [640] */
+    float *rmsnorm_layers_7_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_7_attn_qkv_weight = e->params + 206788224; /* [1536, 640] */
+    float *qkv_layers_7_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_7_attn_q_norm_weight = e->params + 207771264; /* [256] */
+    const float *P_layers_7_attn_k_norm_weight = e->params + 207771520; /* [256] */
+    float *attn_y_layers_7_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_7_attn_proj_weight = e->params + 207771776; /* [640, 1024] */
+    float *attn_out_layers_7_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_7_attn_post_norm_weight = e->params + 208427136; /* [640] */
+    float *rmsnorm_layers_7_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_7_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_7_mlp_norm_weight = e->params + 208427776; /* [640] */
+    float *rmsnorm_layers_7_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_7_gate_up_weight = e->params + 208428416; /* [4096, 640] */
+    float *linear_layers_7_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_7_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_7_down_weight = e->params + 211049856; /* [640, 2048] */
+    float *linear_layers_7_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_7_mlp_post_norm_weight = e->params + 212360576; /* [640] */
+    float *rmsnorm_layers_7_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_7_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_8_attn_norm_weight = e->params + 212361216; /* [640] */
+    float *rmsnorm_layers_8_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_8_attn_qkv_weight = e->params + 212361856; /* [1536, 640] */
+    float *qkv_layers_8_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_8_attn_q_norm_weight = e->params + 213344896; /* [256] */
+    const float *P_layers_8_attn_k_norm_weight = e->params + 213345152; /* [256] */
+    float *attn_y_layers_8_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_8_attn_proj_weight = e->params + 213345408; /* [640, 1024] */
+    float *attn_out_layers_8_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_8_attn_post_norm_weight = e->params + 214000768; /* [640] */
+    float *rmsnorm_layers_8_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_8_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_8_mlp_norm_weight = e->params + 214001408; /* [640] */
+    float *rmsnorm_layers_8_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_8_gate_up_weight = e->params + 214002048; /* [4096, 640] */
+    float *linear_layers_8_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_8_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_8_down_weight = e->params + 216623488; /* [640, 2048] */
+    float *linear_layers_8_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_8_mlp_post_norm_weight = e->params + 217934208; /* [640] */
+    float *rmsnorm_layers_8_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_8_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_9_attn_norm_weight = e->params + 217934848; /* [640] */
+    float *rmsnorm_layers_9_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_9_attn_qkv_weight = e->params + 217935488; /* [1536, 640] */
+    float *qkv_layers_9_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_9_attn_q_norm_weight = e->params + 218918528; /* [256] */
+    const float *P_layers_9_attn_k_norm_weight = e->params + 218918784; /* [256] */
+    float *attn_y_layers_9_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_9_attn_proj_weight = e->params + 218919040; /* [640, 1024] */
+    float *attn_out_layers_9_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_9_attn_post_norm_weight = e->params + 219574400; /* [640] */
+    float *rmsnorm_layers_9_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_9_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_9_mlp_norm_weight = e->params + 219575040; /* [640] */
+    float *rmsnorm_layers_9_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_9_gate_up_weight = e->params + 219575680; /* [4096, 640] */
+    float *linear_layers_9_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_9_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_9_down_weight = e->params + 222197120; /* [640, 2048] */
+    float *linear_layers_9_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_9_mlp_post_norm_weight = e->params + 223507840; /* [640] */
+    float *rmsnorm_layers_9_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_9_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_10_attn_norm_weight = e->params + 223508480; /* [640] */
+    float *rmsnorm_layers_10_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_10_attn_qkv_weight = e->params + 223509120; /* [1536, 640] */
+    float *qkv_layers_10_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_10_attn_q_norm_weight = e->params + 224492160; /* [256] */
+    const float *P_layers_10_attn_k_norm_weight = e->params + 224492416; /* [256] */
+    float *attn_y_layers_10_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_10_attn_proj_weight = e->params + 224492672; /* [640, 1024] */
+    float *attn_out_layers_10_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_10_attn_post_norm_weight = e->params + 225148032; /* [640] */
+    float *rmsnorm_layers_10_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_10_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_10_mlp_norm_weight = e->params + 225148672; /* [640] */
+    float *rmsnorm_layers_10_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_10_gate_up_weight = e->params + 225149312; /* [4096, 640] */
+    float *linear_layers_10_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_10_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_10_down_weight = e->params + 227770752; /* [640, 2048] */
+    float *linear_layers_10_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_10_mlp_post_norm_weight = e->params + 229081472; /* [640] */
+    float *rmsnorm_layers_10_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_10_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_11_attn_norm_weight = e->params + 229082112; /* [640] */
+    float *rmsnorm_layers_11_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_11_attn_qkv_weight = e->params + 229082752; /* [1536, 640] */
+    float *qkv_layers_11_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_11_attn_q_norm_weight = e->params + 230065792; /* [256] */
+    const float *P_layers_11_attn_k_norm_weight = e->params + 230066048; /* [256] */
+    float *attn_y_layers_11_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_11_attn_proj_weight = e->params + 230066304; /* [640, 1024] */
+    float *attn_out_layers_11_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_11_attn_post_norm_weight = e->params + 230721664; /* [640] */
+    float *rmsnorm_layers_11_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_11_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_11_mlp_norm_weight = e->params + 230722304; /* [640] */
+    float *rmsnorm_layers_11_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_11_gate_up_weight = e->params + 230722944; /* [4096, 640] */
+    float *linear_layers_11_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_11_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_11_down_weight = e->params + 233344384; /* [640, 2048] */
+    float *linear_layers_11_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_11_mlp_post_norm_weight = e->params + 234655104; /* [640] */
+    float *rmsnorm_layers_11_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_11_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_12_attn_norm_weight = e->params + 234655744; /* [640] */
+    float *rmsnorm_layers_12_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_12_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_12_attn_qkv_weight = e->params + 234656384; /* [1536, 640] */
+    float *qkv_layers_12_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_12_attn_q_norm_weight = e->params + 235639424; /* [256] */
+    const float *P_layers_12_attn_k_norm_weight = e->params + 235639680; /* [256] */
+    float *attn_y_layers_12_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_12_attn_proj_weight = e->params + 235639936; /* [640, 1024] */
+    float *attn_out_layers_12_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_12_attn_post_norm_weight = e->params + 236295296; /* [640] */
+    float *rmsnorm_layers_12_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_12_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_12_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_12_mlp_norm_weight = e->params + 236295936; /* [640] */
+    float *rmsnorm_layers_12_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_12_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_12_gate_up_weight = e->params + 236296576; /* [4096, 640] */
+    float *linear_layers_12_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_12_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_12_down_weight = e->params + 238918016; /* [640, 2048] */
+    float *linear_layers_12_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_12_mlp_post_norm_weight = e->params + 240228736; /* [640] */
+    float *rmsnorm_layers_12_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_12_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_12_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_13_attn_norm_weight = e->params + 240229376; /* [640] */
+    float *rmsnorm_layers_13_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_13_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_13_attn_qkv_weight = e->params + 240230016; /* [1536, 640] */
+    float *qkv_layers_13_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_13_attn_q_norm_weight = e->params + 241213056; /* [256] */
+    const float *P_layers_13_attn_k_norm_weight = e->params + 241213312; /* [256] */
+    float *attn_y_layers_13_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_13_attn_proj_weight = e->params + 241213568; /* [640, 1024] */
+    float *attn_out_layers_13_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_13_attn_post_norm_weight = e->params + 241868928; /* [640] */
+    float *rmsnorm_layers_13_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_13_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_13_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_13_mlp_norm_weight = e->params + 241869568; /* [640] */
+    float *rmsnorm_layers_13_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_13_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_13_gate_up_weight = e->params + 241870208; /* [4096, 640] */
+    float *linear_layers_13_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_13_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_13_down_weight = e->params + 244491648; /* [640, 2048] */
+    float *linear_layers_13_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_13_mlp_post_norm_weight = e->params + 245802368; /* [640] */
+    float *rmsnorm_layers_13_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_13_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_13_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_14_attn_norm_weight = e->params + 245803008; /* [640] */
+    float *rmsnorm_layers_14_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_14_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_14_attn_qkv_weight = e->params + 245803648; /* [1536, 640] */
+    float *qkv_layers_14_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_14_attn_q_norm_weight = e->params + 246786688; /* [256] */
+    const float *P_layers_14_attn_k_norm_weight = e->params + 246786944; /* [256] */
+    float *attn_y_layers_14_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_14_attn_proj_weight = e->params + 246787200; /* [640, 1024] */
+    float *attn_out_layers_14_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_14_attn_post_norm_weight = e->params + 247442560; /* [640] */
+    float *rmsnorm_layers_14_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_14_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_14_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_14_mlp_norm_weight = e->params + 247443200; /* [640] */
+    float *rmsnorm_layers_14_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_14_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_14_gate_up_weight = e->params + 247443840; /* [4096, 640] */
+    float *linear_layers_14_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_14_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_14_down_weight = e->params + 250065280; /* [640, 2048] */
+    float *linear_layers_14_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_14_mlp_post_norm_weight = e->params + 251376000; /* [640] */
+    float *rmsnorm_layers_14_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_14_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_14_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_15_attn_norm_weight = e->params + 251376640; /* [640] */
+    float *rmsnorm_layers_15_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_15_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_15_attn_qkv_weight = e->params + 251377280; /* [1536, 640] */
+    float *qkv_layers_15_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_15_attn_q_norm_weight = e->params + 252360320; /* [256] */
+    const float *P_layers_15_attn_k_norm_weight = e->params + 252360576; /* [256] */
+    float *attn_y_layers_15_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_15_attn_proj_weight = e->params + 252360832; /* [640, 1024] */
+    float *attn_out_layers_15_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_15_attn_post_norm_weight = e->params + 253016192; /* [640] */
+    float *rmsnorm_layers_15_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_15_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_15_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_15_mlp_norm_weight = e->params + 253016832; /* [640] */
+    float *rmsnorm_layers_15_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_15_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_15_gate_up_weight = e->params + 253017472; /* [4096, 640] */
+    float *linear_layers_15_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_15_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_15_down_weight = e->params + 255638912; /* [640, 2048] */
+    float *linear_layers_15_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_15_mlp_post_norm_weight = e->params + 256949632; /* [640] */
+    float *rmsnorm_layers_15_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_15_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_15_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_16_attn_norm_weight = e->params + 256950272; /* [640] */
+    float *rmsnorm_layers_16_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_16_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_16_attn_qkv_weight = e->params + 256950912; /* [1536, 640] */
+    float *qkv_layers_16_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_16_attn_q_norm_weight = e->params + 257933952; /* [256] */
+    const float *P_layers_16_attn_k_norm_weight = e->params + 257934208; /* [256] */
+    float *attn_y_layers_16_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_16_attn_proj_weight = e->params + 257934464; /* [640, 1024] */
+    float *attn_out_layers_16_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_16_attn_post_norm_weight = e->params + 258589824; /* [640] */
+    float *rmsnorm_layers_16_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_16_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_16_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_16_mlp_norm_weight = e->params + 258590464; /* [640] */
+    float *rmsnorm_layers_16_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_16_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_16_gate_up_weight = e->params + 258591104; /* [4096, 640] */
+    float *linear_layers_16_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_16_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_16_down_weight = e->params + 261212544; /* [640, 2048] */
+    float *linear_layers_16_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_16_mlp_post_norm_weight = e->params + 262523264; /* [640] */
+    float *rmsnorm_layers_16_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_16_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_16_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_17_attn_norm_weight = e->params + 262523904; /* [640] */
+    float *rmsnorm_layers_17_attn_norm = ACT(3072); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_17_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_17_attn_qkv_weight = e->params + 262524544; /* [1536, 640] */
+    float *qkv_layers_17_attn = ACT(0); /* [B, 1, 1536], bf16 on a GPU */
+    const float *P_layers_17_attn_q_norm_weight = e->params + 263507584; /* [256] */
+    const float *P_layers_17_attn_k_norm_weight = e->params + 263507840; /* [256] */
+    float *attn_y_layers_17_attn = ACT(3072); /* [B, 1, 1024], bf16 on a GPU */
+    const float *P_layers_17_attn_proj_weight = e->params + 263508096; /* [640, 1024] */
+    float *attn_out_layers_17_attn = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_17_attn_post_norm_weight = e->params + 264163456; /* [640] */
+    float *rmsnorm_layers_17_attn_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_17_attn_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_17_attn_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_17_mlp_norm_weight = e->params + 264164096; /* [640] */
+    float *rmsnorm_layers_17_mlp_norm = ACT(8192); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_17_mlp_norm = ACT(9472); /* [B, 1] */
+    const float *P_layers_17_gate_up_weight = e->params + 264164736; /* [4096, 640] */
+    float *linear_layers_17_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_17_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_17_down_weight = e->params + 266786176; /* [640, 2048] */
+    float *linear_layers_17_down = ACT(0); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_layers_17_mlp_post_norm_weight = e->params + 268096896; /* [640] */
+    float *rmsnorm_layers_17_mlp_post_norm = ACT(1280); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_layers_17_mlp_post_norm = ACT(2560); /* [B, 1] */
+    float *residual_rmsnorm_layers_17_mlp_post_norm = ACT(12288); /* [B, 1, 640], bf16 on a GPU */
+    const float *P_norm_weight = e->params + 268097536; /* [640] */
+    float *rmsnorm_norm = ACT(524288); /* [B, 1, 640], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(0); /* [B, 1] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 262144], bf16 on a GPU */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 262144, 640);
+    /* $.model.layers[1]: scale */
+    rt_launch(e, "kd0", kd0, e->B * 640, 2, (void *[]){&embedding_embed, &scale_1});
+    /* $.model.layers[2].body[0].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, scale_1, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
+                   rms_rstd_layers_0_attn_norm, e->B, 640, 9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_0_attn_norm, 640,
+            P_layers_0_attn_qkv_weight, 640, 0.0f, qkv_layers_0_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (1048576 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_0_attn, P_layers_0_attn_q_norm_weight,
+                        P_layers_0_attn_k_norm_weight, attn_y_layers_0_attn, 0, e->B, 2048, 1024, 4,
+                        1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_0_attn, 1024, P_layers_0_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_0_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_0_attn, P_layers_0_attn_post_norm_weight,
+                   rmsnorm_layers_0_attn_post_norm, rms_rstd_layers_0_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #0: residual: x + body(x) */
+    rt_launch(e, "kd1", kd1, e->B * 640, 3, (void *[]){&scale_1, &rmsnorm_layers_0_attn_post_norm,
+              &residual_rmsnorm_layers_0_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_0_attn_post_norm, P_layers_0_mlp_norm_weight,
+                   rmsnorm_layers_0_mlp_norm, rms_rstd_layers_0_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_0_mlp_norm, 640,
+            P_layers_0_gate_up_weight, 640, 0.0f, linear_layers_0_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #0: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_0_gate_up, glu_layers_0_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_0_2, 2048, P_layers_0_down_weight, 2048,
+            0.0f, linear_layers_0_down, 640);
+    /* $.model.layers[2].body[1].body[4] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_0_down, P_layers_0_mlp_post_norm_weight,
+                   rmsnorm_layers_0_mlp_post_norm, rms_rstd_layers_0_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #0: residual: x + body(x) */
+    rt_launch(e, "kd2", kd2, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_attn_post_norm,
+              &rmsnorm_layers_0_mlp_post_norm, &residual_rmsnorm_layers_0_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_0_mlp_post_norm, P_layers_1_attn_norm_weight,
+                   rmsnorm_layers_1_attn_norm, rms_rstd_layers_1_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_1_attn_norm, 640,
+            P_layers_1_attn_qkv_weight, 640, 0.0f, qkv_layers_1_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (1048576 floats from 1048576), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_1_attn, P_layers_1_attn_q_norm_weight,
+                        P_layers_1_attn_k_norm_weight, attn_y_layers_1_attn, 1048576, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_1_attn, 1024, P_layers_1_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_1_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_1_attn, P_layers_1_attn_post_norm_weight,
+                   rmsnorm_layers_1_attn_post_norm, rms_rstd_layers_1_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #1: residual: x + body(x) */
+    rt_launch(e, "kd3", kd3, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_mlp_post_norm,
+              &rmsnorm_layers_1_attn_post_norm, &residual_rmsnorm_layers_1_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_1_attn_post_norm, P_layers_1_mlp_norm_weight,
+                   rmsnorm_layers_1_mlp_norm, rms_rstd_layers_1_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_1_mlp_norm, 640,
+            P_layers_1_gate_up_weight, 640, 0.0f, linear_layers_1_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #1: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_1_gate_up, glu_layers_1_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_1_2, 2048, P_layers_1_down_weight, 2048,
+            0.0f, linear_layers_1_down, 640);
+    /* $.model.layers[2].body[1].body[4] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_1_down, P_layers_1_mlp_post_norm_weight,
+                   rmsnorm_layers_1_mlp_post_norm, rms_rstd_layers_1_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #1: residual: x + body(x) */
+    rt_launch(e, "kd4", kd4, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_attn_post_norm,
+              &rmsnorm_layers_1_mlp_post_norm, &residual_rmsnorm_layers_1_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_1_mlp_post_norm, P_layers_2_attn_norm_weight,
+                   rmsnorm_layers_2_attn_norm, rms_rstd_layers_2_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_2_attn_norm, 640,
+            P_layers_2_attn_qkv_weight, 640, 0.0f, qkv_layers_2_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (1048576 floats from 2097152), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_2_attn, P_layers_2_attn_q_norm_weight,
+                        P_layers_2_attn_k_norm_weight, attn_y_layers_2_attn, 2097152, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_2_attn, 1024, P_layers_2_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_2_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_2_attn, P_layers_2_attn_post_norm_weight,
+                   rmsnorm_layers_2_attn_post_norm, rms_rstd_layers_2_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #2: residual: x + body(x) */
+    rt_launch(e, "kd5", kd5, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_mlp_post_norm,
+              &rmsnorm_layers_2_attn_post_norm, &residual_rmsnorm_layers_2_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_2_attn_post_norm, P_layers_2_mlp_norm_weight,
+                   rmsnorm_layers_2_mlp_norm, rms_rstd_layers_2_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_2_mlp_norm, 640,
+            P_layers_2_gate_up_weight, 640, 0.0f, linear_layers_2_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #2: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_2_gate_up, glu_layers_2_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_2_2, 2048, P_layers_2_down_weight, 2048,
+            0.0f, linear_layers_2_down, 640);
+    /* $.model.layers[2].body[1].body[4] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_2_down, P_layers_2_mlp_post_norm_weight,
+                   rmsnorm_layers_2_mlp_post_norm, rms_rstd_layers_2_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #2: residual: x + body(x) */
+    rt_launch(e, "kd6", kd6, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_attn_post_norm,
+              &rmsnorm_layers_2_mlp_post_norm, &residual_rmsnorm_layers_2_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_2_mlp_post_norm, P_layers_3_attn_norm_weight,
+                   rmsnorm_layers_3_attn_norm, rms_rstd_layers_3_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_3_attn_norm, 640,
+            P_layers_3_attn_qkv_weight, 640, 0.0f, qkv_layers_3_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (1048576 floats from 3145728), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_3_attn, P_layers_3_attn_q_norm_weight,
+                        P_layers_3_attn_k_norm_weight, attn_y_layers_3_attn, 3145728, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_3_attn, 1024, P_layers_3_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_3_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_3_attn, P_layers_3_attn_post_norm_weight,
+                   rmsnorm_layers_3_attn_post_norm, rms_rstd_layers_3_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #3: residual: x + body(x) */
+    rt_launch(e, "kd7", kd7, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_mlp_post_norm,
+              &rmsnorm_layers_3_attn_post_norm, &residual_rmsnorm_layers_3_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_3_attn_post_norm, P_layers_3_mlp_norm_weight,
+                   rmsnorm_layers_3_mlp_norm, rms_rstd_layers_3_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_3_mlp_norm, 640,
+            P_layers_3_gate_up_weight, 640, 0.0f, linear_layers_3_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #3: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_3_gate_up, glu_layers_3_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_3_2, 2048, P_layers_3_down_weight, 2048,
+            0.0f, linear_layers_3_down, 640);
+    /* $.model.layers[2].body[1].body[4] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_3_down, P_layers_3_mlp_post_norm_weight,
+                   rmsnorm_layers_3_mlp_post_norm, rms_rstd_layers_3_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #3: residual: x + body(x) */
+    rt_launch(e, "kd8", kd8, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_attn_post_norm,
+              &rmsnorm_layers_3_mlp_post_norm, &residual_rmsnorm_layers_3_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_3_mlp_post_norm, P_layers_4_attn_norm_weight,
+                   rmsnorm_layers_4_attn_norm, rms_rstd_layers_4_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_4_attn_norm, 640,
+            P_layers_4_attn_qkv_weight, 640, 0.0f, qkv_layers_4_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (1048576 floats from 4194304), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_4_attn, P_layers_4_attn_q_norm_weight,
+                        P_layers_4_attn_k_norm_weight, attn_y_layers_4_attn, 4194304, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_4_attn, 1024, P_layers_4_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_4_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_4_attn, P_layers_4_attn_post_norm_weight,
+                   rmsnorm_layers_4_attn_post_norm, rms_rstd_layers_4_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #4: residual: x + body(x) */
+    rt_launch(e, "kd9", kd9, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_mlp_post_norm,
+              &rmsnorm_layers_4_attn_post_norm, &residual_rmsnorm_layers_4_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_4_attn_post_norm, P_layers_4_mlp_norm_weight,
+                   rmsnorm_layers_4_mlp_norm, rms_rstd_layers_4_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_4_mlp_norm, 640,
+            P_layers_4_gate_up_weight, 640, 0.0f, linear_layers_4_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #4: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_4_gate_up, glu_layers_4_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_4_2, 2048, P_layers_4_down_weight, 2048,
+            0.0f, linear_layers_4_down, 640);
+    /* $.model.layers[2].body[1].body[4] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_4_down, P_layers_4_mlp_post_norm_weight,
+                   rmsnorm_layers_4_mlp_post_norm, rms_rstd_layers_4_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #4: residual: x + body(x) */
+    rt_launch(e, "kd10", kd10, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_attn_post_norm,
+              &rmsnorm_layers_4_mlp_post_norm, &residual_rmsnorm_layers_4_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_4_mlp_post_norm, P_layers_5_attn_norm_weight,
+                   rmsnorm_layers_5_attn_norm, rms_rstd_layers_5_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_5_attn_norm, 640,
+            P_layers_5_attn_qkv_weight, 640, 0.0f, qkv_layers_5_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #5: attention, position by position: keys and values into
+     * the cache (1048576 floats from 5242880), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_5_attn, P_layers_5_attn_q_norm_weight,
+                        P_layers_5_attn_k_norm_weight, attn_y_layers_5_attn, 5242880, e->B, 2048,
+                        1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_5_attn, 1024, P_layers_5_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_5_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_5_attn, P_layers_5_attn_post_norm_weight,
+                   rmsnorm_layers_5_attn_post_norm, rms_rstd_layers_5_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #5: residual: x + body(x) */
+    rt_launch(e, "kd11", kd11, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_mlp_post_norm,
+              &rmsnorm_layers_5_attn_post_norm, &residual_rmsnorm_layers_5_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_5_attn_post_norm, P_layers_5_mlp_norm_weight,
+                   rmsnorm_layers_5_mlp_norm, rms_rstd_layers_5_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_5_mlp_norm, 640,
+            P_layers_5_gate_up_weight, 640, 0.0f, linear_layers_5_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #5: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_5_gate_up, glu_layers_5_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_5_2, 2048, P_layers_5_down_weight, 2048,
+            0.0f, linear_layers_5_down, 640);
+    /* $.model.layers[2].body[1].body[4] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_5_down, P_layers_5_mlp_post_norm_weight,
+                   rmsnorm_layers_5_mlp_post_norm, rms_rstd_layers_5_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #5: residual: x + body(x) */
+    rt_launch(e, "kd12", kd12, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_attn_post_norm,
+              &rmsnorm_layers_5_mlp_post_norm, &residual_rmsnorm_layers_5_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_5_mlp_post_norm, P_layers_6_attn_norm_weight,
+                   rmsnorm_layers_6_attn_norm, rms_rstd_layers_6_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_6_attn_norm, 640,
+            P_layers_6_attn_qkv_weight, 640, 0.0f, qkv_layers_6_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #6: attention, position by position: keys and values into
+     * the cache (1048576 floats from 6291456), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_6_attn, P_layers_6_attn_q_norm_weight,
+                        P_layers_6_attn_k_norm_weight, attn_y_layers_6_attn, 6291456, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_6_attn, 1024, P_layers_6_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_6_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_6_attn, P_layers_6_attn_post_norm_weight,
+                   rmsnorm_layers_6_attn_post_norm, rms_rstd_layers_6_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #6: residual: x + body(x) */
+    rt_launch(e, "kd13", kd13, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_mlp_post_norm,
+              &rmsnorm_layers_6_attn_post_norm, &residual_rmsnorm_layers_6_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_6_attn_post_norm, P_layers_6_mlp_norm_weight,
+                   rmsnorm_layers_6_mlp_norm, rms_rstd_layers_6_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_6_mlp_norm, 640,
+            P_layers_6_gate_up_weight, 640, 0.0f, linear_layers_6_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #6: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_6_gate_up, glu_layers_6_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_6_2, 2048, P_layers_6_down_weight, 2048,
+            0.0f, linear_layers_6_down, 640);
+    /* $.model.layers[2].body[1].body[4] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_6_down, P_layers_6_mlp_post_norm_weight,
+                   rmsnorm_layers_6_mlp_post_norm, rms_rstd_layers_6_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #6: residual: x + body(x) */
+    rt_launch(e, "kd14", kd14, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_attn_post_norm,
+              &rmsnorm_layers_6_mlp_post_norm, &residual_rmsnorm_layers_6_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_6_mlp_post_norm, P_layers_7_attn_norm_weight,
+                   rmsnorm_layers_7_attn_norm, rms_rstd_layers_7_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_7_attn_norm, 640,
+            P_layers_7_attn_qkv_weight, 640, 0.0f, qkv_layers_7_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #7: attention, position by position: keys and values into
+     * the cache (1048576 floats from 7340032), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_7_attn, P_layers_7_attn_q_norm_weight,
+                        P_layers_7_attn_k_norm_weight, attn_y_layers_7_attn, 7340032, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_7_attn, 1024, P_layers_7_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_7_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_7_attn, P_layers_7_attn_post_norm_weight,
+                   rmsnorm_layers_7_attn_post_norm, rms_rstd_layers_7_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #7: residual: x + body(x) */
+    rt_launch(e, "kd15", kd15, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_mlp_post_norm,
+              &rmsnorm_layers_7_attn_post_norm, &residual_rmsnorm_layers_7_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_7_attn_post_norm, P_layers_7_mlp_norm_weight,
+                   rmsnorm_layers_7_mlp_norm, rms_rstd_layers_7_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_7_mlp_norm, 640,
+            P_layers_7_gate_up_weight, 640, 0.0f, linear_layers_7_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #7: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_7_gate_up, glu_layers_7_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_7_2, 2048, P_layers_7_down_weight, 2048,
+            0.0f, linear_layers_7_down, 640);
+    /* $.model.layers[2].body[1].body[4] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_7_down, P_layers_7_mlp_post_norm_weight,
+                   rmsnorm_layers_7_mlp_post_norm, rms_rstd_layers_7_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #7: residual: x + body(x) */
+    rt_launch(e, "kd16", kd16, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_attn_post_norm,
+              &rmsnorm_layers_7_mlp_post_norm, &residual_rmsnorm_layers_7_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_7_mlp_post_norm, P_layers_8_attn_norm_weight,
+                   rmsnorm_layers_8_attn_norm, rms_rstd_layers_8_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_8_attn_norm, 640,
+            P_layers_8_attn_qkv_weight, 640, 0.0f, qkv_layers_8_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #8: attention, position by position: keys and values into
+     * the cache (1048576 floats from 8388608), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_8_attn, P_layers_8_attn_q_norm_weight,
+                        P_layers_8_attn_k_norm_weight, attn_y_layers_8_attn, 8388608, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_8_attn, 1024, P_layers_8_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_8_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_8_attn, P_layers_8_attn_post_norm_weight,
+                   rmsnorm_layers_8_attn_post_norm, rms_rstd_layers_8_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #8: residual: x + body(x) */
+    rt_launch(e, "kd17", kd17, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_mlp_post_norm,
+              &rmsnorm_layers_8_attn_post_norm, &residual_rmsnorm_layers_8_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_8_attn_post_norm, P_layers_8_mlp_norm_weight,
+                   rmsnorm_layers_8_mlp_norm, rms_rstd_layers_8_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_8_mlp_norm, 640,
+            P_layers_8_gate_up_weight, 640, 0.0f, linear_layers_8_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #8: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_8_gate_up, glu_layers_8_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_8_2, 2048, P_layers_8_down_weight, 2048,
+            0.0f, linear_layers_8_down, 640);
+    /* $.model.layers[2].body[1].body[4] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_8_down, P_layers_8_mlp_post_norm_weight,
+                   rmsnorm_layers_8_mlp_post_norm, rms_rstd_layers_8_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #8: residual: x + body(x) */
+    rt_launch(e, "kd18", kd18, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_attn_post_norm,
+              &rmsnorm_layers_8_mlp_post_norm, &residual_rmsnorm_layers_8_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_8_mlp_post_norm, P_layers_9_attn_norm_weight,
+                   rmsnorm_layers_9_attn_norm, rms_rstd_layers_9_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_9_attn_norm, 640,
+            P_layers_9_attn_qkv_weight, 640, 0.0f, qkv_layers_9_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #9: attention, position by position: keys and values into
+     * the cache (1048576 floats from 9437184), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_9_attn, P_layers_9_attn_q_norm_weight,
+                        P_layers_9_attn_k_norm_weight, attn_y_layers_9_attn, 9437184, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_9_attn, 1024, P_layers_9_attn_proj_weight,
+            1024, 0.0f, attn_out_layers_9_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_9_attn, P_layers_9_attn_post_norm_weight,
+                   rmsnorm_layers_9_attn_post_norm, rms_rstd_layers_9_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #9: residual: x + body(x) */
+    rt_launch(e, "kd19", kd19, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_mlp_post_norm,
+              &rmsnorm_layers_9_attn_post_norm, &residual_rmsnorm_layers_9_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_9_attn_post_norm, P_layers_9_mlp_norm_weight,
+                   rmsnorm_layers_9_mlp_norm, rms_rstd_layers_9_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_9_mlp_norm, 640,
+            P_layers_9_gate_up_weight, 640, 0.0f, linear_layers_9_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #9: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_9_gate_up, glu_layers_9_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_9_2, 2048, P_layers_9_down_weight, 2048,
+            0.0f, linear_layers_9_down, 640);
+    /* $.model.layers[2].body[1].body[4] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_9_down, P_layers_9_mlp_post_norm_weight,
+                   rmsnorm_layers_9_mlp_post_norm, rms_rstd_layers_9_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #9: residual: x + body(x) */
+    rt_launch(e, "kd20", kd20, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_attn_post_norm,
+              &rmsnorm_layers_9_mlp_post_norm, &residual_rmsnorm_layers_9_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_9_mlp_post_norm, P_layers_10_attn_norm_weight,
+                   rmsnorm_layers_10_attn_norm, rms_rstd_layers_10_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_10_attn_norm, 640,
+            P_layers_10_attn_qkv_weight, 640, 0.0f, qkv_layers_10_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #10: attention, position by position: keys and values into
+     * the cache (1048576 floats from 10485760), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_10_attn, P_layers_10_attn_q_norm_weight,
+                        P_layers_10_attn_k_norm_weight, attn_y_layers_10_attn, 10485760, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_10_attn, 1024,
+            P_layers_10_attn_proj_weight, 1024, 0.0f, attn_out_layers_10_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_10_attn, P_layers_10_attn_post_norm_weight,
+                   rmsnorm_layers_10_attn_post_norm, rms_rstd_layers_10_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #10: residual: x + body(x) */
+    rt_launch(e, "kd21", kd21, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_mlp_post_norm,
+              &rmsnorm_layers_10_attn_post_norm, &residual_rmsnorm_layers_10_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_10_attn_post_norm, P_layers_10_mlp_norm_weight,
+                   rmsnorm_layers_10_mlp_norm, rms_rstd_layers_10_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_10_mlp_norm, 640,
+            P_layers_10_gate_up_weight, 640, 0.0f, linear_layers_10_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #10: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_10_gate_up, glu_layers_10_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_10_2, 2048, P_layers_10_down_weight, 2048,
+            0.0f, linear_layers_10_down, 640);
+    /* $.model.layers[2].body[1].body[4] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_10_down, P_layers_10_mlp_post_norm_weight,
+                   rmsnorm_layers_10_mlp_post_norm, rms_rstd_layers_10_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #10: residual: x + body(x) */
+    rt_launch(e, "kd22", kd22, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_attn_post_norm,
+              &rmsnorm_layers_10_mlp_post_norm, &residual_rmsnorm_layers_10_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_10_mlp_post_norm, P_layers_11_attn_norm_weight,
+                   rmsnorm_layers_11_attn_norm, rms_rstd_layers_11_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_11_attn_norm, 640,
+            P_layers_11_attn_qkv_weight, 640, 0.0f, qkv_layers_11_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #11: attention, position by position: keys and values into
+     * the cache (1048576 floats from 11534336), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_11_attn, P_layers_11_attn_q_norm_weight,
+                        P_layers_11_attn_k_norm_weight, attn_y_layers_11_attn, 11534336, e->B, 2048,
+                        1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_11_attn, 1024,
+            P_layers_11_attn_proj_weight, 1024, 0.0f, attn_out_layers_11_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_11_attn, P_layers_11_attn_post_norm_weight,
+                   rmsnorm_layers_11_attn_post_norm, rms_rstd_layers_11_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #11: residual: x + body(x) */
+    rt_launch(e, "kd23", kd23, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_mlp_post_norm,
+              &rmsnorm_layers_11_attn_post_norm, &residual_rmsnorm_layers_11_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_11_attn_post_norm, P_layers_11_mlp_norm_weight,
+                   rmsnorm_layers_11_mlp_norm, rms_rstd_layers_11_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_11_mlp_norm, 640,
+            P_layers_11_gate_up_weight, 640, 0.0f, linear_layers_11_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #11: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_11_gate_up, glu_layers_11_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_11_2, 2048, P_layers_11_down_weight, 2048,
+            0.0f, linear_layers_11_down, 640);
+    /* $.model.layers[2].body[1].body[4] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_11_down, P_layers_11_mlp_post_norm_weight,
+                   rmsnorm_layers_11_mlp_post_norm, rms_rstd_layers_11_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #11: residual: x + body(x) */
+    rt_launch(e, "kd24", kd24, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_attn_post_norm,
+              &rmsnorm_layers_11_mlp_post_norm, &residual_rmsnorm_layers_11_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_11_mlp_post_norm, P_layers_12_attn_norm_weight,
+                   rmsnorm_layers_12_attn_norm, rms_rstd_layers_12_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_12_attn_norm, 640,
+            P_layers_12_attn_qkv_weight, 640, 0.0f, qkv_layers_12_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #12: attention, position by position: keys and values into
+     * the cache (1048576 floats from 12582912), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_12_attn, P_layers_12_attn_q_norm_weight,
+                        P_layers_12_attn_k_norm_weight, attn_y_layers_12_attn, 12582912, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_12_attn, 1024,
+            P_layers_12_attn_proj_weight, 1024, 0.0f, attn_out_layers_12_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_12_attn, P_layers_12_attn_post_norm_weight,
+                   rmsnorm_layers_12_attn_post_norm, rms_rstd_layers_12_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #12: residual: x + body(x) */
+    rt_launch(e, "kd25", kd25, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_mlp_post_norm,
+              &rmsnorm_layers_12_attn_post_norm, &residual_rmsnorm_layers_12_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_12_attn_post_norm, P_layers_12_mlp_norm_weight,
+                   rmsnorm_layers_12_mlp_norm, rms_rstd_layers_12_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_12_mlp_norm, 640,
+            P_layers_12_gate_up_weight, 640, 0.0f, linear_layers_12_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #12: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_12_gate_up, glu_layers_12_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_12_2, 2048, P_layers_12_down_weight, 2048,
+            0.0f, linear_layers_12_down, 640);
+    /* $.model.layers[2].body[1].body[4] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_12_down, P_layers_12_mlp_post_norm_weight,
+                   rmsnorm_layers_12_mlp_post_norm, rms_rstd_layers_12_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #12: residual: x + body(x) */
+    rt_launch(e, "kd26", kd26, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_attn_post_norm,
+              &rmsnorm_layers_12_mlp_post_norm, &residual_rmsnorm_layers_12_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_12_mlp_post_norm, P_layers_13_attn_norm_weight,
+                   rmsnorm_layers_13_attn_norm, rms_rstd_layers_13_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_13_attn_norm, 640,
+            P_layers_13_attn_qkv_weight, 640, 0.0f, qkv_layers_13_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #13: attention, position by position: keys and values into
+     * the cache (1048576 floats from 13631488), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_13_attn, P_layers_13_attn_q_norm_weight,
+                        P_layers_13_attn_k_norm_weight, attn_y_layers_13_attn, 13631488, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_13_attn, 1024,
+            P_layers_13_attn_proj_weight, 1024, 0.0f, attn_out_layers_13_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_13_attn, P_layers_13_attn_post_norm_weight,
+                   rmsnorm_layers_13_attn_post_norm, rms_rstd_layers_13_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #13: residual: x + body(x) */
+    rt_launch(e, "kd27", kd27, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_mlp_post_norm,
+              &rmsnorm_layers_13_attn_post_norm, &residual_rmsnorm_layers_13_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_13_attn_post_norm, P_layers_13_mlp_norm_weight,
+                   rmsnorm_layers_13_mlp_norm, rms_rstd_layers_13_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_13_mlp_norm, 640,
+            P_layers_13_gate_up_weight, 640, 0.0f, linear_layers_13_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #13: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_13_gate_up, glu_layers_13_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_13_2, 2048, P_layers_13_down_weight, 2048,
+            0.0f, linear_layers_13_down, 640);
+    /* $.model.layers[2].body[1].body[4] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_13_down, P_layers_13_mlp_post_norm_weight,
+                   rmsnorm_layers_13_mlp_post_norm, rms_rstd_layers_13_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #13: residual: x + body(x) */
+    rt_launch(e, "kd28", kd28, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_attn_post_norm,
+              &rmsnorm_layers_13_mlp_post_norm, &residual_rmsnorm_layers_13_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_13_mlp_post_norm, P_layers_14_attn_norm_weight,
+                   rmsnorm_layers_14_attn_norm, rms_rstd_layers_14_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_14_attn_norm, 640,
+            P_layers_14_attn_qkv_weight, 640, 0.0f, qkv_layers_14_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #14: attention, position by position: keys and values into
+     * the cache (1048576 floats from 14680064), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_14_attn, P_layers_14_attn_q_norm_weight,
+                        P_layers_14_attn_k_norm_weight, attn_y_layers_14_attn, 14680064, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_14_attn, 1024,
+            P_layers_14_attn_proj_weight, 1024, 0.0f, attn_out_layers_14_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_14_attn, P_layers_14_attn_post_norm_weight,
+                   rmsnorm_layers_14_attn_post_norm, rms_rstd_layers_14_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #14: residual: x + body(x) */
+    rt_launch(e, "kd29", kd29, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_mlp_post_norm,
+              &rmsnorm_layers_14_attn_post_norm, &residual_rmsnorm_layers_14_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_14_attn_post_norm, P_layers_14_mlp_norm_weight,
+                   rmsnorm_layers_14_mlp_norm, rms_rstd_layers_14_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_14_mlp_norm, 640,
+            P_layers_14_gate_up_weight, 640, 0.0f, linear_layers_14_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #14: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_14_gate_up, glu_layers_14_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_14_2, 2048, P_layers_14_down_weight, 2048,
+            0.0f, linear_layers_14_down, 640);
+    /* $.model.layers[2].body[1].body[4] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_14_down, P_layers_14_mlp_post_norm_weight,
+                   rmsnorm_layers_14_mlp_post_norm, rms_rstd_layers_14_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #14: residual: x + body(x) */
+    rt_launch(e, "kd30", kd30, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_attn_post_norm,
+              &rmsnorm_layers_14_mlp_post_norm, &residual_rmsnorm_layers_14_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_14_mlp_post_norm, P_layers_15_attn_norm_weight,
+                   rmsnorm_layers_15_attn_norm, rms_rstd_layers_15_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_15_attn_norm, 640,
+            P_layers_15_attn_qkv_weight, 640, 0.0f, qkv_layers_15_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #15: attention, position by position: keys and values into
+     * the cache (1048576 floats from 15728640), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_15_attn, P_layers_15_attn_q_norm_weight,
+                        P_layers_15_attn_k_norm_weight, attn_y_layers_15_attn, 15728640, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_15_attn, 1024,
+            P_layers_15_attn_proj_weight, 1024, 0.0f, attn_out_layers_15_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_15_attn, P_layers_15_attn_post_norm_weight,
+                   rmsnorm_layers_15_attn_post_norm, rms_rstd_layers_15_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #15: residual: x + body(x) */
+    rt_launch(e, "kd31", kd31, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_mlp_post_norm,
+              &rmsnorm_layers_15_attn_post_norm, &residual_rmsnorm_layers_15_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_15_attn_post_norm, P_layers_15_mlp_norm_weight,
+                   rmsnorm_layers_15_mlp_norm, rms_rstd_layers_15_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_15_mlp_norm, 640,
+            P_layers_15_gate_up_weight, 640, 0.0f, linear_layers_15_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #15: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_15_gate_up, glu_layers_15_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_15_2, 2048, P_layers_15_down_weight, 2048,
+            0.0f, linear_layers_15_down, 640);
+    /* $.model.layers[2].body[1].body[4] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_15_down, P_layers_15_mlp_post_norm_weight,
+                   rmsnorm_layers_15_mlp_post_norm, rms_rstd_layers_15_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #15: residual: x + body(x) */
+    rt_launch(e, "kd32", kd32, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_attn_post_norm,
+              &rmsnorm_layers_15_mlp_post_norm, &residual_rmsnorm_layers_15_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #16: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_15_mlp_post_norm, P_layers_16_attn_norm_weight,
+                   rmsnorm_layers_16_attn_norm, rms_rstd_layers_16_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #16: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_16_attn_norm, 640,
+            P_layers_16_attn_qkv_weight, 640, 0.0f, qkv_layers_16_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #16: attention, position by position: keys and values into
+     * the cache (1048576 floats from 16777216), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_16_attn, P_layers_16_attn_q_norm_weight,
+                        P_layers_16_attn_k_norm_weight, attn_y_layers_16_attn, 16777216, e->B, 2048,
+                        1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #16: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_16_attn, 1024,
+            P_layers_16_attn_proj_weight, 1024, 0.0f, attn_out_layers_16_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #16: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_16_attn, P_layers_16_attn_post_norm_weight,
+                   rmsnorm_layers_16_attn_post_norm, rms_rstd_layers_16_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #16: residual: x + body(x) */
+    rt_launch(e, "kd33", kd33, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_mlp_post_norm,
+              &rmsnorm_layers_16_attn_post_norm, &residual_rmsnorm_layers_16_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #16: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_16_attn_post_norm, P_layers_16_mlp_norm_weight,
+                   rmsnorm_layers_16_mlp_norm, rms_rstd_layers_16_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #16: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_16_mlp_norm, 640,
+            P_layers_16_gate_up_weight, 640, 0.0f, linear_layers_16_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #16: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_16_gate_up, glu_layers_16_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #16: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_16_2, 2048, P_layers_16_down_weight, 2048,
+            0.0f, linear_layers_16_down, 640);
+    /* $.model.layers[2].body[1].body[4] #16: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_16_down, P_layers_16_mlp_post_norm_weight,
+                   rmsnorm_layers_16_mlp_post_norm, rms_rstd_layers_16_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #16: residual: x + body(x) */
+    rt_launch(e, "kd34", kd34, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_attn_post_norm,
+              &rmsnorm_layers_16_mlp_post_norm, &residual_rmsnorm_layers_16_mlp_post_norm});
+    /* $.model.layers[2].body[0].body[0] #17: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_16_mlp_post_norm, P_layers_17_attn_norm_weight,
+                   rmsnorm_layers_17_attn_norm, rms_rstd_layers_17_attn_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0].body[1] #17: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1536, 640, 1.0f, rmsnorm_layers_17_attn_norm, 640,
+            P_layers_17_attn_qkv_weight, 640, 0.0f, qkv_layers_17_attn, 1536);
+    /* $.model.layers[2].body[0].body[1] #17: attention, position by position: keys and values into
+     * the cache (1048576 floats from 17825792), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_17_attn, P_layers_17_attn_q_norm_weight,
+                        P_layers_17_attn_k_norm_weight, attn_y_layers_17_attn, 17825792, e->B, 2048,
+                        1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #17: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 1024, 1.0f, attn_y_layers_17_attn, 1024,
+            P_layers_17_attn_proj_weight, 1024, 0.0f, attn_out_layers_17_attn, 640);
+    /* $.model.layers[2].body[0].body[2] #17: rmsnorm */
+    rt_rmsnorm_fwd(e, attn_out_layers_17_attn, P_layers_17_attn_post_norm_weight,
+                   rmsnorm_layers_17_attn_post_norm, rms_rstd_layers_17_attn_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[0] #17: residual: x + body(x) */
+    rt_launch(e, "kd35", kd35, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_mlp_post_norm,
+              &rmsnorm_layers_17_attn_post_norm, &residual_rmsnorm_layers_17_attn_post_norm});
+    /* $.model.layers[2].body[1].body[0] #17: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_17_attn_post_norm, P_layers_17_mlp_norm_weight,
+                   rmsnorm_layers_17_mlp_norm, rms_rstd_layers_17_mlp_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1].body[1] #17: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 640, 1.0f, rmsnorm_layers_17_mlp_norm, 640,
+            P_layers_17_gate_up_weight, 640, 0.0f, linear_layers_17_gate_up, 4096);
+    /* $.model.layers[2].body[1].body[2] #17: glu (gelu_tanh) */
+    rt_glu_fwd(e, linear_layers_17_gate_up, glu_layers_17_2, e->B, 2048, RT_GLU_GELU_TANH);
+    /* $.model.layers[2].body[1].body[3] #17: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 640, 2048, 1.0f, glu_layers_17_2, 2048, P_layers_17_down_weight, 2048,
+            0.0f, linear_layers_17_down, 640);
+    /* $.model.layers[2].body[1].body[4] #17: rmsnorm */
+    rt_rmsnorm_fwd(e, linear_layers_17_down, P_layers_17_mlp_post_norm_weight,
+                   rmsnorm_layers_17_mlp_post_norm, rms_rstd_layers_17_mlp_post_norm, e->B, 640,
+                   9.99999997e-07f);
+    /* $.model.layers[2].body[1] #17: residual: x + body(x) */
+    rt_launch(e, "kd36", kd36, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_17_attn_post_norm,
+              &rmsnorm_layers_17_mlp_post_norm, &residual_rmsnorm_layers_17_mlp_post_norm});
+    /* $.model.layers[3]: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_rmsnorm_layers_17_mlp_post_norm, P_norm_weight, rmsnorm_norm,
+                   rms_rstd_norm, e->B, 640, 9.99999997e-07f);
+    /* $.model.layers[4]: linear: y = x W^T; W is embed.weight (tied) */
+    rt_gemm(e, 0, 1, e->B, 262144, 640, 1.0f, rmsnorm_norm, 640, P_embed_weight, 640, 0.0f,
+            linear_lm_head, 262144);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -5807,6 +7042,10 @@ const rt_model trainc_model = {
     .head_d = 640,
     .head_wrows = 262144,
     .pred_eval = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 262144,
+    .kv_floats = 18874368,
     .gpu_scratch_row_bytes = 360448,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

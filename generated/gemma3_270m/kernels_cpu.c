@@ -1125,3 +1125,520 @@ RT_KERNEL void ke36(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+
+/* kd0: scale
+ *     from $.model.layers[1] */
+RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *embedding_embed = ACT(12288); /* [B, 1, 640] */
+    float *scale_1 = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = embedding_embed[i] * 25.2982216f; /* scale */
+        scale_1[i] = v0;
+    }
+}
+
+/* kd1: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #0 */
+RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *scale_1 = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_0_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_0_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = scale_1[i] + rmsnorm_layers_0_attn_post_norm[i]; /* residual: x + body(x) */
+        residual_rmsnorm_layers_0_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd2: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #0 */
+RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_0_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_0_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_0_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_0_attn_post_norm[i] + rmsnorm_layers_0_mlp_post_norm[i];
+        residual_rmsnorm_layers_0_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd3: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #1 */
+RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_0_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_1_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_1_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_0_mlp_post_norm[i] + rmsnorm_layers_1_attn_post_norm[i];
+        residual_rmsnorm_layers_1_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd4: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #1 */
+RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_1_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_1_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_1_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_1_attn_post_norm[i] + rmsnorm_layers_1_mlp_post_norm[i];
+        residual_rmsnorm_layers_1_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd5: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #2 */
+RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_1_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_2_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_2_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_1_mlp_post_norm[i] + rmsnorm_layers_2_attn_post_norm[i];
+        residual_rmsnorm_layers_2_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd6: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #2 */
+RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_2_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_2_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_2_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_2_attn_post_norm[i] + rmsnorm_layers_2_mlp_post_norm[i];
+        residual_rmsnorm_layers_2_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd7: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #3 */
+RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_2_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_3_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_3_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_2_mlp_post_norm[i] + rmsnorm_layers_3_attn_post_norm[i];
+        residual_rmsnorm_layers_3_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd8: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #3 */
+RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_3_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_3_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_3_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_3_attn_post_norm[i] + rmsnorm_layers_3_mlp_post_norm[i];
+        residual_rmsnorm_layers_3_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd9: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #4 */
+RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_3_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_4_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_4_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_3_mlp_post_norm[i] + rmsnorm_layers_4_attn_post_norm[i];
+        residual_rmsnorm_layers_4_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd10: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #4 */
+RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_4_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_4_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_4_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_4_attn_post_norm[i] + rmsnorm_layers_4_mlp_post_norm[i];
+        residual_rmsnorm_layers_4_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd11: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #5 */
+RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_4_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_5_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_5_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_4_mlp_post_norm[i] + rmsnorm_layers_5_attn_post_norm[i];
+        residual_rmsnorm_layers_5_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd12: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #5 */
+RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_5_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_5_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_5_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_5_attn_post_norm[i] + rmsnorm_layers_5_mlp_post_norm[i];
+        residual_rmsnorm_layers_5_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd13: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #6 */
+RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_5_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_6_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_6_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_5_mlp_post_norm[i] + rmsnorm_layers_6_attn_post_norm[i];
+        residual_rmsnorm_layers_6_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd14: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #6 */
+RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_6_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_6_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_6_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_6_attn_post_norm[i] + rmsnorm_layers_6_mlp_post_norm[i];
+        residual_rmsnorm_layers_6_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd15: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #7 */
+RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_6_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_7_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_7_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_6_mlp_post_norm[i] + rmsnorm_layers_7_attn_post_norm[i];
+        residual_rmsnorm_layers_7_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd16: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #7 */
+RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_7_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_7_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_7_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_7_attn_post_norm[i] + rmsnorm_layers_7_mlp_post_norm[i];
+        residual_rmsnorm_layers_7_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd17: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #8 */
+RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_7_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_8_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_8_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_7_mlp_post_norm[i] + rmsnorm_layers_8_attn_post_norm[i];
+        residual_rmsnorm_layers_8_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd18: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #8 */
+RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_8_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_8_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_8_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_8_attn_post_norm[i] + rmsnorm_layers_8_mlp_post_norm[i];
+        residual_rmsnorm_layers_8_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd19: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #9 */
+RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_8_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_9_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_9_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_8_mlp_post_norm[i] + rmsnorm_layers_9_attn_post_norm[i];
+        residual_rmsnorm_layers_9_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd20: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #9 */
+RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_9_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_9_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_9_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_9_attn_post_norm[i] + rmsnorm_layers_9_mlp_post_norm[i];
+        residual_rmsnorm_layers_9_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd21: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #10 */
+RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_9_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_10_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_10_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_9_mlp_post_norm[i] + rmsnorm_layers_10_attn_post_norm[i];
+        residual_rmsnorm_layers_10_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd22: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #10 */
+RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_10_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_10_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_10_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_10_attn_post_norm[i] + rmsnorm_layers_10_mlp_post_norm[i];
+        residual_rmsnorm_layers_10_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd23: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #11 */
+RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_10_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_11_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_11_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_10_mlp_post_norm[i] + rmsnorm_layers_11_attn_post_norm[i];
+        residual_rmsnorm_layers_11_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd24: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #11 */
+RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_11_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_11_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_11_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_11_attn_post_norm[i] + rmsnorm_layers_11_mlp_post_norm[i];
+        residual_rmsnorm_layers_11_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd25: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #12 */
+RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_11_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_12_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_12_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_11_mlp_post_norm[i] + rmsnorm_layers_12_attn_post_norm[i];
+        residual_rmsnorm_layers_12_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd26: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #12 */
+RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_12_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_12_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_12_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_12_attn_post_norm[i] + rmsnorm_layers_12_mlp_post_norm[i];
+        residual_rmsnorm_layers_12_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd27: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #13 */
+RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_12_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_13_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_13_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_12_mlp_post_norm[i] + rmsnorm_layers_13_attn_post_norm[i];
+        residual_rmsnorm_layers_13_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd28: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #13 */
+RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_13_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_13_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_13_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_13_attn_post_norm[i] + rmsnorm_layers_13_mlp_post_norm[i];
+        residual_rmsnorm_layers_13_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd29: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #14 */
+RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_13_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_14_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_14_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_13_mlp_post_norm[i] + rmsnorm_layers_14_attn_post_norm[i];
+        residual_rmsnorm_layers_14_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd30: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #14 */
+RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_14_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_14_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_14_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_14_attn_post_norm[i] + rmsnorm_layers_14_mlp_post_norm[i];
+        residual_rmsnorm_layers_14_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd31: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #15 */
+RT_KERNEL void kd31(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_14_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_15_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_15_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_14_mlp_post_norm[i] + rmsnorm_layers_15_attn_post_norm[i];
+        residual_rmsnorm_layers_15_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd32: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #15 */
+RT_KERNEL void kd32(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_15_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_15_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_15_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_15_attn_post_norm[i] + rmsnorm_layers_15_mlp_post_norm[i];
+        residual_rmsnorm_layers_15_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd33: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #16 */
+RT_KERNEL void kd33(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_15_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_16_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_16_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_15_mlp_post_norm[i] + rmsnorm_layers_16_attn_post_norm[i];
+        residual_rmsnorm_layers_16_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd34: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #16 */
+RT_KERNEL void kd34(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_16_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_16_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_16_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_16_attn_post_norm[i] + rmsnorm_layers_16_mlp_post_norm[i];
+        residual_rmsnorm_layers_16_mlp_post_norm[i] = v0;
+    }
+}
+
+/* kd35: residual: x + body(x)
+ *     from $.model.layers[2].body[0] #17 */
+RT_KERNEL void kd35(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_16_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_17_attn_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_17_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_16_mlp_post_norm[i] + rmsnorm_layers_17_attn_post_norm[i];
+        residual_rmsnorm_layers_17_attn_post_norm[i] = v0;
+    }
+}
+
+/* kd36: residual: x + body(x)
+ *     from $.model.layers[2].body[1] #17 */
+RT_KERNEL void kd36(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_rmsnorm_layers_17_attn_post_norm = ACT(12288); /* [B, 1, 640] */
+    const float *rmsnorm_layers_17_mlp_post_norm = ACT(1280); /* [B, 1, 640] */
+    float *residual_rmsnorm_layers_17_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_rmsnorm_layers_17_attn_post_norm[i] + rmsnorm_layers_17_mlp_post_norm[i];
+        residual_rmsnorm_layers_17_mlp_post_norm[i] = v0;
+    }
+}
+

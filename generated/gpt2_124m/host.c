@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -3018,6 +3020,661 @@ static void evaluate(rt_exec *e)
                           e->B * 1024, e->B * 256, 768, 50304, 50257, 50304, 0.0f);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_wte_weight = e->params + 0; /* [50257, 768], then 47 zero rows */
+    float *embedding_wte = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_wpe_weight = e->params + 38633472; /* [1024, 768] */
+    float *pos_embedding_wpe = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_0_ln_1_weight = e->params + 39419904; /* [768] */
+    const float *P_h_0_ln_1_bias = e->params + 39420672; /* [768] */
+    float *layernorm_h_0_ln_1 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_0_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_0_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_0_attn_qkv_weight = e->params + 39421440; /* [2304, 768] */
+    const float *P_h_0_attn_qkv_bias = e->params + 41190912; /* [2304] */
+    float *qkv_h_0_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_0_attn = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_0_attn_proj_weight = e->params + 41193216; /* [768, 768] */
+    const float *P_h_0_attn_proj_bias = e->params + 41783040; /* [768] */
+    float *residual_attn_out_h_0_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_0_ln_2_weight = e->params + 41783808; /* [768] */
+    const float *P_h_0_ln_2_bias = e->params + 41784576; /* [768] */
+    float *layernorm_h_0_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_0_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_0_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_0_fc_weight = e->params + 41785344; /* [3072, 768] */
+    const float *P_h_0_fc_bias = e->params + 44144640; /* [3072] */
+    float *gelu_h_0_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_0_proj_weight = e->params + 44147712; /* [768, 3072] */
+    const float *P_h_0_proj_bias = e->params + 46507008; /* [768] */
+    float *residual_linear_h_0_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_1_ln_1_weight = e->params + 46507776; /* [768] */
+    const float *P_h_1_ln_1_bias = e->params + 46508544; /* [768] */
+    float *layernorm_h_1_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_1_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_1_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_1_attn_qkv_weight = e->params + 46509312; /* [2304, 768] */
+    const float *P_h_1_attn_qkv_bias = e->params + 48278784; /* [2304] */
+    float *qkv_h_1_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_1_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_1_attn_proj_weight = e->params + 48281088; /* [768, 768] */
+    const float *P_h_1_attn_proj_bias = e->params + 48870912; /* [768] */
+    float *residual_attn_out_h_1_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_1_ln_2_weight = e->params + 48871680; /* [768] */
+    const float *P_h_1_ln_2_bias = e->params + 48872448; /* [768] */
+    float *layernorm_h_1_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_1_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_1_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_1_fc_weight = e->params + 48873216; /* [3072, 768] */
+    const float *P_h_1_fc_bias = e->params + 51232512; /* [3072] */
+    float *gelu_h_1_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_1_proj_weight = e->params + 51235584; /* [768, 3072] */
+    const float *P_h_1_proj_bias = e->params + 53594880; /* [768] */
+    float *residual_linear_h_1_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_2_ln_1_weight = e->params + 53595648; /* [768] */
+    const float *P_h_2_ln_1_bias = e->params + 53596416; /* [768] */
+    float *layernorm_h_2_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_2_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_2_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_2_attn_qkv_weight = e->params + 53597184; /* [2304, 768] */
+    const float *P_h_2_attn_qkv_bias = e->params + 55366656; /* [2304] */
+    float *qkv_h_2_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_2_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_2_attn_proj_weight = e->params + 55368960; /* [768, 768] */
+    const float *P_h_2_attn_proj_bias = e->params + 55958784; /* [768] */
+    float *residual_attn_out_h_2_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_2_ln_2_weight = e->params + 55959552; /* [768] */
+    const float *P_h_2_ln_2_bias = e->params + 55960320; /* [768] */
+    float *layernorm_h_2_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_2_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_2_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_2_fc_weight = e->params + 55961088; /* [3072, 768] */
+    const float *P_h_2_fc_bias = e->params + 58320384; /* [3072] */
+    float *gelu_h_2_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_2_proj_weight = e->params + 58323456; /* [768, 3072] */
+    const float *P_h_2_proj_bias = e->params + 60682752; /* [768] */
+    float *residual_linear_h_2_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_3_ln_1_weight = e->params + 60683520; /* [768] */
+    const float *P_h_3_ln_1_bias = e->params + 60684288; /* [768] */
+    float *layernorm_h_3_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_3_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_3_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_3_attn_qkv_weight = e->params + 60685056; /* [2304, 768] */
+    const float *P_h_3_attn_qkv_bias = e->params + 62454528; /* [2304] */
+    float *qkv_h_3_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_3_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_3_attn_proj_weight = e->params + 62456832; /* [768, 768] */
+    const float *P_h_3_attn_proj_bias = e->params + 63046656; /* [768] */
+    float *residual_attn_out_h_3_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_3_ln_2_weight = e->params + 63047424; /* [768] */
+    const float *P_h_3_ln_2_bias = e->params + 63048192; /* [768] */
+    float *layernorm_h_3_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_3_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_3_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_3_fc_weight = e->params + 63048960; /* [3072, 768] */
+    const float *P_h_3_fc_bias = e->params + 65408256; /* [3072] */
+    float *gelu_h_3_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_3_proj_weight = e->params + 65411328; /* [768, 3072] */
+    const float *P_h_3_proj_bias = e->params + 67770624; /* [768] */
+    float *residual_linear_h_3_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_4_ln_1_weight = e->params + 67771392; /* [768] */
+    const float *P_h_4_ln_1_bias = e->params + 67772160; /* [768] */
+    float *layernorm_h_4_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_4_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_4_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_4_attn_qkv_weight = e->params + 67772928; /* [2304, 768] */
+    const float *P_h_4_attn_qkv_bias = e->params + 69542400; /* [2304] */
+    float *qkv_h_4_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_4_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_4_attn_proj_weight = e->params + 69544704; /* [768, 768] */
+    const float *P_h_4_attn_proj_bias = e->params + 70134528; /* [768] */
+    float *residual_attn_out_h_4_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_4_ln_2_weight = e->params + 70135296; /* [768] */
+    const float *P_h_4_ln_2_bias = e->params + 70136064; /* [768] */
+    float *layernorm_h_4_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_4_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_4_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_4_fc_weight = e->params + 70136832; /* [3072, 768] */
+    const float *P_h_4_fc_bias = e->params + 72496128; /* [3072] */
+    float *gelu_h_4_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_4_proj_weight = e->params + 72499200; /* [768, 3072] */
+    const float *P_h_4_proj_bias = e->params + 74858496; /* [768] */
+    float *residual_linear_h_4_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_5_ln_1_weight = e->params + 74859264; /* [768] */
+    const float *P_h_5_ln_1_bias = e->params + 74860032; /* [768] */
+    float *layernorm_h_5_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_5_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_5_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_5_attn_qkv_weight = e->params + 74860800; /* [2304, 768] */
+    const float *P_h_5_attn_qkv_bias = e->params + 76630272; /* [2304] */
+    float *qkv_h_5_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_5_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_5_attn_proj_weight = e->params + 76632576; /* [768, 768] */
+    const float *P_h_5_attn_proj_bias = e->params + 77222400; /* [768] */
+    float *residual_attn_out_h_5_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_5_ln_2_weight = e->params + 77223168; /* [768] */
+    const float *P_h_5_ln_2_bias = e->params + 77223936; /* [768] */
+    float *layernorm_h_5_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_5_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_5_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_5_fc_weight = e->params + 77224704; /* [3072, 768] */
+    const float *P_h_5_fc_bias = e->params + 79584000; /* [3072] */
+    float *gelu_h_5_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_5_proj_weight = e->params + 79587072; /* [768, 3072] */
+    const float *P_h_5_proj_bias = e->params + 81946368; /* [768] */
+    float *residual_linear_h_5_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_6_ln_1_weight = e->params + 81947136; /* [768] */
+    const float *P_h_6_ln_1_bias = e->params + 81947904; /* [768] */
+    float *layernorm_h_6_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_6_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_6_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_6_attn_qkv_weight = e->params + 81948672; /* [2304, 768] */
+    const float *P_h_6_attn_qkv_bias = e->params + 83718144; /* [2304] */
+    float *qkv_h_6_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_6_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_6_attn_proj_weight = e->params + 83720448; /* [768, 768] */
+    const float *P_h_6_attn_proj_bias = e->params + 84310272; /* [768] */
+    float *residual_attn_out_h_6_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_6_ln_2_weight = e->params + 84311040; /* [768] */
+    const float *P_h_6_ln_2_bias = e->params + 84311808; /* [768] */
+    float *layernorm_h_6_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_6_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_6_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_6_fc_weight = e->params + 84312576; /* [3072, 768] */
+    const float *P_h_6_fc_bias = e->params + 86671872; /* [3072] */
+    float *gelu_h_6_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_6_proj_weight = e->params + 86674944; /* [768, 3072] */
+    const float *P_h_6_proj_bias = e->params + 89034240; /* [768] */
+    float *residual_linear_h_6_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_7_ln_1_weight = e->params + 89035008; /* [768] */
+    const float *P_h_7_ln_1_bias = e->params + 89035776; /* [768] */
+    float *layernorm_h_7_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_7_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_7_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_7_attn_qkv_weight = e->params + 89036544; /* [2304, 768] */
+    const float *P_h_7_attn_qkv_bias = e->params + 90806016; /* [2304] */
+    float *qkv_h_7_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_7_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_7_attn_proj_weight = e->params + 90808320; /* [768, 768] */
+    const float *P_h_7_attn_proj_bias = e->params + 91398144; /* [768] */
+    float *residual_attn_out_h_7_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_7_ln_2_weight = e->params + 91398912; /* [768] */
+    const float *P_h_7_ln_2_bias = e->params + 91399680; /* [768] */
+    float *layernorm_h_7_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_7_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_7_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_7_fc_weight = e->params + 91400448; /* [3072, 768] */
+    const float *P_h_7_fc_bias = e->params + 93759744; /* [3072] */
+    float *gelu_h_7_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_7_proj_weight = e->params + 93762816; /* [768, 3072] */
+    const float *P_h_7_proj_bias = e->params + 96122112; /* [768] */
+    float *residual_linear_h_7_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_8_ln_1_weight = e->params + 96122880; /* [768] */
+    const float *P_h_8_ln_1_bias = e->params + 96123648; /* [768] */
+    float *layernorm_h_8_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_8_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_8_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_8_attn_qkv_weight = e->params + 96124416; /* [2304, 768] */
+    const float *P_h_8_attn_qkv_bias = e->params + 97893888; /* [2304] */
+    float *qkv_h_8_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_8_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_8_attn_proj_weight = e->params + 97896192; /* [768, 768] */
+    const float *P_h_8_attn_proj_bias = e->params + 98486016; /* [768] */
+    float *residual_attn_out_h_8_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_8_ln_2_weight = e->params + 98486784; /* [768] */
+    const float *P_h_8_ln_2_bias = e->params + 98487552; /* [768] */
+    float *layernorm_h_8_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_8_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_8_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_8_fc_weight = e->params + 98488320; /* [3072, 768] */
+    const float *P_h_8_fc_bias = e->params + 100847616; /* [3072] */
+    float *gelu_h_8_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_8_proj_weight = e->params + 100850688; /* [768, 3072] */
+    const float *P_h_8_proj_bias = e->params + 103209984; /* [768] */
+    float *residual_linear_h_8_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_9_ln_1_weight = e->params + 103210752; /* [768] */
+    const float *P_h_9_ln_1_bias = e->params + 103211520; /* [768] */
+    float *layernorm_h_9_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_9_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_9_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_9_attn_qkv_weight = e->params + 103212288; /* [2304, 768] */
+    const float *P_h_9_attn_qkv_bias = e->params + 104981760; /* [2304] */
+    float *qkv_h_9_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_9_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_9_attn_proj_weight = e->params + 104984064; /* [768, 768] */
+    const float *P_h_9_attn_proj_bias = e->params + 105573888; /* [768] */
+    float *residual_attn_out_h_9_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_9_ln_2_weight = e->params + 105574656; /* [768] */
+    const float *P_h_9_ln_2_bias = e->params + 105575424; /* [768] */
+    float *layernorm_h_9_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_9_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_9_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_9_fc_weight = e->params + 105576192; /* [3072, 768] */
+    const float *P_h_9_fc_bias = e->params + 107935488; /* [3072] */
+    float *gelu_h_9_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_9_proj_weight = e->params + 107938560; /* [768, 3072] */
+    const float *P_h_9_proj_bias = e->params + 110297856; /* [768] */
+    float *residual_linear_h_9_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_10_ln_1_weight = e->params + 110298624; /* [768] */
+    const float *P_h_10_ln_1_bias = e->params + 110299392; /* [768] */
+    float *layernorm_h_10_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_10_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_10_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_10_attn_qkv_weight = e->params + 110300160; /* [2304, 768] */
+    const float *P_h_10_attn_qkv_bias = e->params + 112069632; /* [2304] */
+    float *qkv_h_10_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_10_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_10_attn_proj_weight = e->params + 112071936; /* [768, 768] */
+    const float *P_h_10_attn_proj_bias = e->params + 112661760; /* [768] */
+    float *residual_attn_out_h_10_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_10_ln_2_weight = e->params + 112662528; /* [768] */
+    const float *P_h_10_ln_2_bias = e->params + 112663296; /* [768] */
+    float *layernorm_h_10_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_10_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_10_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_10_fc_weight = e->params + 112664064; /* [3072, 768] */
+    const float *P_h_10_fc_bias = e->params + 115023360; /* [3072] */
+    float *gelu_h_10_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_10_proj_weight = e->params + 115026432; /* [768, 3072] */
+    const float *P_h_10_proj_bias = e->params + 117385728; /* [768] */
+    float *residual_linear_h_10_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_11_ln_1_weight = e->params + 117386496; /* [768] */
+    const float *P_h_11_ln_1_bias = e->params + 117387264; /* [768] */
+    float *layernorm_h_11_ln_1 = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_11_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_11_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_11_attn_qkv_weight = e->params + 117388032; /* [2304, 768] */
+    const float *P_h_11_attn_qkv_bias = e->params + 119157504; /* [2304] */
+    float *qkv_h_11_attn = ACT(0); /* [B, 1, 2304], bf16 on a GPU */
+    float *attn_y_h_11_attn = ACT(4608); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_11_attn_proj_weight = e->params + 119159808; /* [768, 768] */
+    const float *P_h_11_attn_proj_bias = e->params + 119749632; /* [768] */
+    float *residual_attn_out_h_11_attn = ACT(7680); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_h_11_ln_2_weight = e->params + 119750400; /* [768] */
+    const float *P_h_11_ln_2_bias = e->params + 119751168; /* [768] */
+    float *layernorm_h_11_ln_2 = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_h_11_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_11_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_11_fc_weight = e->params + 119751936; /* [3072, 768] */
+    const float *P_h_11_fc_bias = e->params + 122111232; /* [3072] */
+    float *gelu_h_11_2 = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    const float *P_h_11_proj_weight = e->params + 122114304; /* [768, 3072] */
+    const float *P_h_11_proj_bias = e->params + 124473600; /* [768] */
+    float *residual_linear_h_11_proj = ACT(6144); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_ln_f_weight = e->params + 124474368; /* [768] */
+    const float *P_ln_f_bias = e->params + 124475136; /* [768] */
+    float *layernorm_ln_f = ACT(100608); /* [B, 1, 768], bf16 on a GPU */
+    float *ln_mean_ln_f = ACT(0); /* [B, 1] */
+    float *ln_rstd_ln_f = ACT(16); /* [B, 1] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 50257], rows 50304 apart, bf16 on a GPU */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B, 50257, 768);
+    /* $.model.layers[1]: pos_embedding: + the position's row (e->pos) */
+    rt_pos_row_add(e, embedding_wte, P_wpe_weight, pos_embedding_wpe, e->B, 768);
+    /* $.model.layers[2].body[0].body[0] #0: layernorm */
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B, 768, 9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_0_ln_1, 768, P_h_0_attn_qkv_weight,
+                 768, qkv_h_0_attn, 2304, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (1572864 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_0_attn, NULL, NULL, attn_y_h_0_attn, 0, e->B, 1024, 768, 12, 12, 1,
+                        0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_0_attn, 768, P_h_0_attn_proj_weight, 768,
+                 residual_attn_out_h_0_attn, 768, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #0: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_0_ln_2, 768, P_h_0_fc_weight, 768,
+                 NULL, 3072, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_0_2, 3072, P_h_0_proj_weight, 3072,
+                 residual_linear_h_0_proj, 768, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #1: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_1_ln_1, 768, P_h_1_attn_qkv_weight,
+                 768, qkv_h_1_attn, 2304, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (1572864 floats from 1572864), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_1_attn, NULL, NULL, attn_y_h_1_attn, 1572864, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_1_attn, 768, P_h_1_attn_proj_weight, 768,
+                 residual_attn_out_h_1_attn, 768, P_h_1_attn_proj_bias, residual_linear_h_0_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #1: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_1_ln_2, 768, P_h_1_fc_weight, 768,
+                 NULL, 3072, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_1_2, 3072, P_h_1_proj_weight, 3072,
+                 residual_linear_h_1_proj, 768, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #2: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_2_ln_1, 768, P_h_2_attn_qkv_weight,
+                 768, qkv_h_2_attn, 2304, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (1572864 floats from 3145728), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_2_attn, NULL, NULL, attn_y_h_2_attn, 3145728, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_2_attn, 768, P_h_2_attn_proj_weight, 768,
+                 residual_attn_out_h_2_attn, 768, P_h_2_attn_proj_bias, residual_linear_h_1_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #2: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_2_ln_2, 768, P_h_2_fc_weight, 768,
+                 NULL, 3072, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_2_2, 3072, P_h_2_proj_weight, 3072,
+                 residual_linear_h_2_proj, 768, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #3: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_3_ln_1, 768, P_h_3_attn_qkv_weight,
+                 768, qkv_h_3_attn, 2304, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (1572864 floats from 4718592), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_3_attn, NULL, NULL, attn_y_h_3_attn, 4718592, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_3_attn, 768, P_h_3_attn_proj_weight, 768,
+                 residual_attn_out_h_3_attn, 768, P_h_3_attn_proj_bias, residual_linear_h_2_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #3: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_3_ln_2, 768, P_h_3_fc_weight, 768,
+                 NULL, 3072, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_3_2, 3072, P_h_3_proj_weight, 3072,
+                 residual_linear_h_3_proj, 768, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #4: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_h_4_ln_1_weight, P_h_4_ln_1_bias,
+                     layernorm_h_4_ln_1, ln_mean_h_4_ln_1, ln_rstd_h_4_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_4_ln_1, 768, P_h_4_attn_qkv_weight,
+                 768, qkv_h_4_attn, 2304, P_h_4_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (1572864 floats from 6291456), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_4_attn, NULL, NULL, attn_y_h_4_attn, 6291456, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #4 + $.model.layers[2].body[0] #4: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_4_attn, 768, P_h_4_attn_proj_weight, 768,
+                 residual_attn_out_h_4_attn, 768, P_h_4_attn_proj_bias, residual_linear_h_3_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #4: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_4_attn, P_h_4_ln_2_weight, P_h_4_ln_2_bias,
+                     layernorm_h_4_ln_2, ln_mean_h_4_ln_2, ln_rstd_h_4_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #4 + $.model.layers[2].body[1].body[2] #4: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_4_ln_2, 768, P_h_4_fc_weight, 768,
+                 NULL, 3072, P_h_4_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_4_2);
+    /* $.model.layers[2].body[1].body[3] #4 + $.model.layers[2].body[1] #4: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_4_2, 3072, P_h_4_proj_weight, 3072,
+                 residual_linear_h_4_proj, 768, P_h_4_proj_bias, residual_attn_out_h_4_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #5: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_4_proj, P_h_5_ln_1_weight, P_h_5_ln_1_bias,
+                     layernorm_h_5_ln_1, ln_mean_h_5_ln_1, ln_rstd_h_5_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_5_ln_1, 768, P_h_5_attn_qkv_weight,
+                 768, qkv_h_5_attn, 2304, P_h_5_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #5: attention, position by position: keys and values into
+     * the cache (1572864 floats from 7864320), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_5_attn, NULL, NULL, attn_y_h_5_attn, 7864320, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #5 + $.model.layers[2].body[0] #5: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_5_attn, 768, P_h_5_attn_proj_weight, 768,
+                 residual_attn_out_h_5_attn, 768, P_h_5_attn_proj_bias, residual_linear_h_4_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #5: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_5_attn, P_h_5_ln_2_weight, P_h_5_ln_2_bias,
+                     layernorm_h_5_ln_2, ln_mean_h_5_ln_2, ln_rstd_h_5_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #5 + $.model.layers[2].body[1].body[2] #5: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_5_ln_2, 768, P_h_5_fc_weight, 768,
+                 NULL, 3072, P_h_5_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_5_2);
+    /* $.model.layers[2].body[1].body[3] #5 + $.model.layers[2].body[1] #5: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_5_2, 3072, P_h_5_proj_weight, 3072,
+                 residual_linear_h_5_proj, 768, P_h_5_proj_bias, residual_attn_out_h_5_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #6: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_5_proj, P_h_6_ln_1_weight, P_h_6_ln_1_bias,
+                     layernorm_h_6_ln_1, ln_mean_h_6_ln_1, ln_rstd_h_6_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_6_ln_1, 768, P_h_6_attn_qkv_weight,
+                 768, qkv_h_6_attn, 2304, P_h_6_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #6: attention, position by position: keys and values into
+     * the cache (1572864 floats from 9437184), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_6_attn, NULL, NULL, attn_y_h_6_attn, 9437184, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #6 + $.model.layers[2].body[0] #6: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_6_attn, 768, P_h_6_attn_proj_weight, 768,
+                 residual_attn_out_h_6_attn, 768, P_h_6_attn_proj_bias, residual_linear_h_5_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #6: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_6_attn, P_h_6_ln_2_weight, P_h_6_ln_2_bias,
+                     layernorm_h_6_ln_2, ln_mean_h_6_ln_2, ln_rstd_h_6_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #6 + $.model.layers[2].body[1].body[2] #6: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_6_ln_2, 768, P_h_6_fc_weight, 768,
+                 NULL, 3072, P_h_6_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_6_2);
+    /* $.model.layers[2].body[1].body[3] #6 + $.model.layers[2].body[1] #6: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_6_2, 3072, P_h_6_proj_weight, 3072,
+                 residual_linear_h_6_proj, 768, P_h_6_proj_bias, residual_attn_out_h_6_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #7: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_6_proj, P_h_7_ln_1_weight, P_h_7_ln_1_bias,
+                     layernorm_h_7_ln_1, ln_mean_h_7_ln_1, ln_rstd_h_7_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_7_ln_1, 768, P_h_7_attn_qkv_weight,
+                 768, qkv_h_7_attn, 2304, P_h_7_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #7: attention, position by position: keys and values into
+     * the cache (1572864 floats from 11010048), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_7_attn, NULL, NULL, attn_y_h_7_attn, 11010048, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #7 + $.model.layers[2].body[0] #7: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_7_attn, 768, P_h_7_attn_proj_weight, 768,
+                 residual_attn_out_h_7_attn, 768, P_h_7_attn_proj_bias, residual_linear_h_6_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #7: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_7_attn, P_h_7_ln_2_weight, P_h_7_ln_2_bias,
+                     layernorm_h_7_ln_2, ln_mean_h_7_ln_2, ln_rstd_h_7_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #7 + $.model.layers[2].body[1].body[2] #7: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_7_ln_2, 768, P_h_7_fc_weight, 768,
+                 NULL, 3072, P_h_7_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_7_2);
+    /* $.model.layers[2].body[1].body[3] #7 + $.model.layers[2].body[1] #7: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_7_2, 3072, P_h_7_proj_weight, 3072,
+                 residual_linear_h_7_proj, 768, P_h_7_proj_bias, residual_attn_out_h_7_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #8: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_7_proj, P_h_8_ln_1_weight, P_h_8_ln_1_bias,
+                     layernorm_h_8_ln_1, ln_mean_h_8_ln_1, ln_rstd_h_8_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_8_ln_1, 768, P_h_8_attn_qkv_weight,
+                 768, qkv_h_8_attn, 2304, P_h_8_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #8: attention, position by position: keys and values into
+     * the cache (1572864 floats from 12582912), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_8_attn, NULL, NULL, attn_y_h_8_attn, 12582912, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #8 + $.model.layers[2].body[0] #8: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_8_attn, 768, P_h_8_attn_proj_weight, 768,
+                 residual_attn_out_h_8_attn, 768, P_h_8_attn_proj_bias, residual_linear_h_7_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #8: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_8_attn, P_h_8_ln_2_weight, P_h_8_ln_2_bias,
+                     layernorm_h_8_ln_2, ln_mean_h_8_ln_2, ln_rstd_h_8_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #8 + $.model.layers[2].body[1].body[2] #8: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_8_ln_2, 768, P_h_8_fc_weight, 768,
+                 NULL, 3072, P_h_8_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_8_2);
+    /* $.model.layers[2].body[1].body[3] #8 + $.model.layers[2].body[1] #8: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_8_2, 3072, P_h_8_proj_weight, 3072,
+                 residual_linear_h_8_proj, 768, P_h_8_proj_bias, residual_attn_out_h_8_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #9: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_8_proj, P_h_9_ln_1_weight, P_h_9_ln_1_bias,
+                     layernorm_h_9_ln_1, ln_mean_h_9_ln_1, ln_rstd_h_9_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_9_ln_1, 768, P_h_9_attn_qkv_weight,
+                 768, qkv_h_9_attn, 2304, P_h_9_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #9: attention, position by position: keys and values into
+     * the cache (1572864 floats from 14155776), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_9_attn, NULL, NULL, attn_y_h_9_attn, 14155776, e->B, 1024, 768, 12,
+                        12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #9 + $.model.layers[2].body[0] #9: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_9_attn, 768, P_h_9_attn_proj_weight, 768,
+                 residual_attn_out_h_9_attn, 768, P_h_9_attn_proj_bias, residual_linear_h_8_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #9: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_9_attn, P_h_9_ln_2_weight, P_h_9_ln_2_bias,
+                     layernorm_h_9_ln_2, ln_mean_h_9_ln_2, ln_rstd_h_9_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #9 + $.model.layers[2].body[1].body[2] #9: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_9_ln_2, 768, P_h_9_fc_weight, 768,
+                 NULL, 3072, P_h_9_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_9_2);
+    /* $.model.layers[2].body[1].body[3] #9 + $.model.layers[2].body[1] #9: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_9_2, 3072, P_h_9_proj_weight, 3072,
+                 residual_linear_h_9_proj, 768, P_h_9_proj_bias, residual_attn_out_h_9_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #10: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_9_proj, P_h_10_ln_1_weight, P_h_10_ln_1_bias,
+                     layernorm_h_10_ln_1, ln_mean_h_10_ln_1, ln_rstd_h_10_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_10_ln_1, 768, P_h_10_attn_qkv_weight,
+                 768, qkv_h_10_attn, 2304, P_h_10_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #10: attention, position by position: keys and values into
+     * the cache (1572864 floats from 15728640), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_10_attn, NULL, NULL, attn_y_h_10_attn, 15728640, e->B, 1024, 768,
+                        12, 12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #10 + $.model.layers[2].body[0] #10: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_10_attn, 768, P_h_10_attn_proj_weight, 768,
+                 residual_attn_out_h_10_attn, 768, P_h_10_attn_proj_bias, residual_linear_h_9_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #10: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_10_attn, P_h_10_ln_2_weight, P_h_10_ln_2_bias,
+                     layernorm_h_10_ln_2, ln_mean_h_10_ln_2, ln_rstd_h_10_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #10 + $.model.layers[2].body[1].body[2] #10: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_10_ln_2, 768, P_h_10_fc_weight, 768,
+                 NULL, 3072, P_h_10_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_10_2);
+    /* $.model.layers[2].body[1].body[3] #10 + $.model.layers[2].body[1] #10: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_10_2, 3072, P_h_10_proj_weight, 3072,
+                 residual_linear_h_10_proj, 768, P_h_10_proj_bias, residual_attn_out_h_10_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #11: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_10_proj, P_h_11_ln_1_weight, P_h_11_ln_1_bias,
+                     layernorm_h_11_ln_1, ln_mean_h_11_ln_1, ln_rstd_h_11_ln_1, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 2304, 768, 1.0f, layernorm_h_11_ln_1, 768, P_h_11_attn_qkv_weight,
+                 768, qkv_h_11_attn, 2304, P_h_11_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #11: attention, position by position: keys and values into
+     * the cache (1572864 floats from 17301504), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_11_attn, NULL, NULL, attn_y_h_11_attn, 17301504, e->B, 1024, 768,
+                        12, 12, 1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #11 + $.model.layers[2].body[0] #11: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_h_11_attn, 768, P_h_11_attn_proj_weight, 768,
+                 residual_attn_out_h_11_attn, 768, P_h_11_attn_proj_bias, residual_linear_h_10_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #11: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_11_attn, P_h_11_ln_2_weight, P_h_11_ln_2_bias,
+                     layernorm_h_11_ln_2, ln_mean_h_11_ln_2, ln_rstd_h_11_ln_2, e->B, 768,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #11 + $.model.layers[2].body[1].body[2] #11: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 3072, 768, 1.0f, layernorm_h_11_ln_2, 768, P_h_11_fc_weight, 768,
+                 NULL, 3072, P_h_11_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_11_2);
+    /* $.model.layers[2].body[1].body[3] #11 + $.model.layers[2].body[1] #11: linear: y = x W^T + b
+     * + residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 768, 3072, 1.0f, gelu_h_11_2, 3072, P_h_11_proj_weight, 3072,
+                 residual_linear_h_11_proj, 768, P_h_11_proj_bias, residual_attn_out_h_11_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[3]: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_11_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B, 768, 9.99999975e-06f);
+    /* $.model.layers[4]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's
+     * padding comes out 0); W is wte.weight (tied) */
+    rt_gemm(e, 0, 1, e->B, 50304, 768, 1.0f, layernorm_ln_f, 768, P_wte_weight, 768, 0.0f,
+            linear_lm_head, 50304);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -3254,6 +3911,10 @@ const rt_model trainc_model = {
     .head_d = 768,
     .head_wrows = 50304,
     .pred_eval = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 50304,
+    .kv_floats = 18874368,
     .gpu_scratch_row_bytes = 49152,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -1102,6 +1104,244 @@ static void evaluate(rt_exec *e)
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256, 256);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_wte_weight = e->params + 0; /* [256, 128] */
+    float *embedding_wte = ACT(0); /* [B, 1, 128] */
+    const float *P_wpe_weight = e->params + 32768; /* [128, 128] */
+    float *pos_embedding_wpe = ACT(1536); /* [B, 1, 128] */
+    const float *P_h_0_ln_1_weight = e->params + 49152; /* [128] */
+    const float *P_h_0_ln_1_bias = e->params + 49280; /* [128] */
+    float *layernorm_h_0_ln_1 = ACT(2048); /* [B, 1, 128] */
+    float *ln_mean_h_0_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_0_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_0_attn_qkv_weight = e->params + 49408; /* [384, 128] */
+    const float *P_h_0_attn_qkv_bias = e->params + 98560; /* [384] */
+    float *qkv_h_0_attn = ACT(0); /* [B, 1, 384] */
+    float *attn_y_h_0_attn = ACT(2048); /* [B, 1, 128] */
+    const float *P_h_0_attn_proj_weight = e->params + 98944; /* [128, 128] */
+    const float *P_h_0_attn_proj_bias = e->params + 115328; /* [128] */
+    float *residual_attn_out_h_0_attn = ACT(2560); /* [B, 1, 128] */
+    const float *P_h_0_ln_2_weight = e->params + 115456; /* [128] */
+    const float *P_h_0_ln_2_bias = e->params + 115584; /* [128] */
+    float *layernorm_h_0_ln_2 = ACT(2048); /* [B, 1, 128] */
+    float *ln_mean_h_0_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_0_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_0_fc_weight = e->params + 115712; /* [512, 128] */
+    const float *P_h_0_fc_bias = e->params + 181248; /* [512] */
+    float *gelu_h_0_2 = ACT(0); /* [B, 1, 512] */
+    const float *P_h_0_proj_weight = e->params + 181760; /* [128, 512] */
+    const float *P_h_0_proj_bias = e->params + 247296; /* [128] */
+    float *residual_linear_h_0_proj = ACT(2048); /* [B, 1, 128] */
+    const float *P_h_1_ln_1_weight = e->params + 247424; /* [128] */
+    const float *P_h_1_ln_1_bias = e->params + 247552; /* [128] */
+    float *layernorm_h_1_ln_1 = ACT(1536); /* [B, 1, 128] */
+    float *ln_mean_h_1_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_1_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_1_attn_qkv_weight = e->params + 247680; /* [384, 128] */
+    const float *P_h_1_attn_qkv_bias = e->params + 296832; /* [384] */
+    float *qkv_h_1_attn = ACT(0); /* [B, 1, 384] */
+    float *attn_y_h_1_attn = ACT(1536); /* [B, 1, 128] */
+    const float *P_h_1_attn_proj_weight = e->params + 297216; /* [128, 128] */
+    const float *P_h_1_attn_proj_bias = e->params + 313600; /* [128] */
+    float *residual_attn_out_h_1_attn = ACT(2560); /* [B, 1, 128] */
+    const float *P_h_1_ln_2_weight = e->params + 313728; /* [128] */
+    const float *P_h_1_ln_2_bias = e->params + 313856; /* [128] */
+    float *layernorm_h_1_ln_2 = ACT(2048); /* [B, 1, 128] */
+    float *ln_mean_h_1_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_1_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_1_fc_weight = e->params + 313984; /* [512, 128] */
+    const float *P_h_1_fc_bias = e->params + 379520; /* [512] */
+    float *gelu_h_1_2 = ACT(0); /* [B, 1, 512] */
+    const float *P_h_1_proj_weight = e->params + 380032; /* [128, 512] */
+    const float *P_h_1_proj_bias = e->params + 445568; /* [128] */
+    float *residual_linear_h_1_proj = ACT(2048); /* [B, 1, 128] */
+    const float *P_h_2_ln_1_weight = e->params + 445696; /* [128] */
+    const float *P_h_2_ln_1_bias = e->params + 445824; /* [128] */
+    float *layernorm_h_2_ln_1 = ACT(1536); /* [B, 1, 128] */
+    float *ln_mean_h_2_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_2_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_2_attn_qkv_weight = e->params + 445952; /* [384, 128] */
+    const float *P_h_2_attn_qkv_bias = e->params + 495104; /* [384] */
+    float *qkv_h_2_attn = ACT(0); /* [B, 1, 384] */
+    float *attn_y_h_2_attn = ACT(1536); /* [B, 1, 128] */
+    const float *P_h_2_attn_proj_weight = e->params + 495488; /* [128, 128] */
+    const float *P_h_2_attn_proj_bias = e->params + 511872; /* [128] */
+    float *residual_attn_out_h_2_attn = ACT(2560); /* [B, 1, 128] */
+    const float *P_h_2_ln_2_weight = e->params + 512000; /* [128] */
+    const float *P_h_2_ln_2_bias = e->params + 512128; /* [128] */
+    float *layernorm_h_2_ln_2 = ACT(2048); /* [B, 1, 128] */
+    float *ln_mean_h_2_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_2_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_2_fc_weight = e->params + 512256; /* [512, 128] */
+    const float *P_h_2_fc_bias = e->params + 577792; /* [512] */
+    float *gelu_h_2_2 = ACT(0); /* [B, 1, 512] */
+    const float *P_h_2_proj_weight = e->params + 578304; /* [128, 512] */
+    const float *P_h_2_proj_bias = e->params + 643840; /* [128] */
+    float *residual_linear_h_2_proj = ACT(2048); /* [B, 1, 128] */
+    const float *P_h_3_ln_1_weight = e->params + 643968; /* [128] */
+    const float *P_h_3_ln_1_bias = e->params + 644096; /* [128] */
+    float *layernorm_h_3_ln_1 = ACT(1536); /* [B, 1, 128] */
+    float *ln_mean_h_3_ln_1 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_3_ln_1 = ACT(16); /* [B, 1] */
+    const float *P_h_3_attn_qkv_weight = e->params + 644224; /* [384, 128] */
+    const float *P_h_3_attn_qkv_bias = e->params + 693376; /* [384] */
+    float *qkv_h_3_attn = ACT(0); /* [B, 1, 384] */
+    float *attn_y_h_3_attn = ACT(1536); /* [B, 1, 128] */
+    const float *P_h_3_attn_proj_weight = e->params + 693760; /* [128, 128] */
+    const float *P_h_3_attn_proj_bias = e->params + 710144; /* [128] */
+    float *residual_attn_out_h_3_attn = ACT(2560); /* [B, 1, 128] */
+    const float *P_h_3_ln_2_weight = e->params + 710272; /* [128] */
+    const float *P_h_3_ln_2_bias = e->params + 710400; /* [128] */
+    float *layernorm_h_3_ln_2 = ACT(2048); /* [B, 1, 128] */
+    float *ln_mean_h_3_ln_2 = ACT(0); /* [B, 1] */
+    float *ln_rstd_h_3_ln_2 = ACT(16); /* [B, 1] */
+    const float *P_h_3_fc_weight = e->params + 710528; /* [512, 128] */
+    const float *P_h_3_fc_bias = e->params + 776064; /* [512] */
+    float *gelu_h_3_2 = ACT(0); /* [B, 1, 512] */
+    const float *P_h_3_proj_weight = e->params + 776576; /* [128, 512] */
+    const float *P_h_3_proj_bias = e->params + 842112; /* [128] */
+    float *residual_linear_h_3_proj = ACT(2048); /* [B, 1, 128] */
+    const float *P_ln_f_weight = e->params + 842240; /* [128] */
+    const float *P_ln_f_bias = e->params + 842368; /* [128] */
+    float *layernorm_ln_f = ACT(1024); /* [B, 1, 128] */
+    float *ln_mean_ln_f = ACT(1536); /* [B, 1] */
+    float *ln_rstd_ln_f = ACT(1552); /* [B, 1] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 256] */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B, 256, 128);
+    /* $.model.layers[1]: pos_embedding: + the position's row (e->pos) */
+    rt_pos_row_add(e, embedding_wte, P_wpe_weight, pos_embedding_wpe, e->B, 128);
+    /* $.model.layers[2].body[0].body[0] #0: layernorm */
+    rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,
+                     ln_mean_h_0_ln_1, ln_rstd_h_0_ln_1, e->B, 128, 9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 384, 128, 1.0f, layernorm_h_0_ln_1, 128, P_h_0_attn_qkv_weight, 128,
+                 qkv_h_0_attn, 384, P_h_0_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (32768 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_0_attn, NULL, NULL, attn_y_h_0_attn, 0, e->B, 128, 128, 4, 4, 1, 0,
+                        0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #0 + $.model.layers[2].body[0] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_h_0_attn, 128, P_h_0_attn_proj_weight, 128,
+                 residual_attn_out_h_0_attn, 128, P_h_0_attn_proj_bias, pos_embedding_wpe,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #0: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_0_attn, P_h_0_ln_2_weight, P_h_0_ln_2_bias,
+                     layernorm_h_0_ln_2, ln_mean_h_0_ln_2, ln_rstd_h_0_ln_2, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #0 + $.model.layers[2].body[1].body[2] #0: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 512, 128, 1.0f, layernorm_h_0_ln_2, 128, P_h_0_fc_weight, 128, NULL,
+                 512, P_h_0_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_0_2);
+    /* $.model.layers[2].body[1].body[3] #0 + $.model.layers[2].body[1] #0: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 512, 1.0f, gelu_h_0_2, 512, P_h_0_proj_weight, 512,
+                 residual_linear_h_0_proj, 128, P_h_0_proj_bias, residual_attn_out_h_0_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #1: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_0_proj, P_h_1_ln_1_weight, P_h_1_ln_1_bias,
+                     layernorm_h_1_ln_1, ln_mean_h_1_ln_1, ln_rstd_h_1_ln_1, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 384, 128, 1.0f, layernorm_h_1_ln_1, 128, P_h_1_attn_qkv_weight, 128,
+                 qkv_h_1_attn, 384, P_h_1_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (32768 floats from 32768), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_1_attn, NULL, NULL, attn_y_h_1_attn, 32768, e->B, 128, 128, 4, 4,
+                        1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #1 + $.model.layers[2].body[0] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_h_1_attn, 128, P_h_1_attn_proj_weight, 128,
+                 residual_attn_out_h_1_attn, 128, P_h_1_attn_proj_bias, residual_linear_h_0_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #1: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_1_attn, P_h_1_ln_2_weight, P_h_1_ln_2_bias,
+                     layernorm_h_1_ln_2, ln_mean_h_1_ln_2, ln_rstd_h_1_ln_2, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #1 + $.model.layers[2].body[1].body[2] #1: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 512, 128, 1.0f, layernorm_h_1_ln_2, 128, P_h_1_fc_weight, 128, NULL,
+                 512, P_h_1_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_1_2);
+    /* $.model.layers[2].body[1].body[3] #1 + $.model.layers[2].body[1] #1: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 512, 1.0f, gelu_h_1_2, 512, P_h_1_proj_weight, 512,
+                 residual_linear_h_1_proj, 128, P_h_1_proj_bias, residual_attn_out_h_1_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #2: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_1_proj, P_h_2_ln_1_weight, P_h_2_ln_1_bias,
+                     layernorm_h_2_ln_1, ln_mean_h_2_ln_1, ln_rstd_h_2_ln_1, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 384, 128, 1.0f, layernorm_h_2_ln_1, 128, P_h_2_attn_qkv_weight, 128,
+                 qkv_h_2_attn, 384, P_h_2_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (32768 floats from 65536), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_2_attn, NULL, NULL, attn_y_h_2_attn, 65536, e->B, 128, 128, 4, 4,
+                        1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #2 + $.model.layers[2].body[0] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_h_2_attn, 128, P_h_2_attn_proj_weight, 128,
+                 residual_attn_out_h_2_attn, 128, P_h_2_attn_proj_bias, residual_linear_h_1_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #2: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_2_attn, P_h_2_ln_2_weight, P_h_2_ln_2_bias,
+                     layernorm_h_2_ln_2, ln_mean_h_2_ln_2, ln_rstd_h_2_ln_2, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #2 + $.model.layers[2].body[1].body[2] #2: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 512, 128, 1.0f, layernorm_h_2_ln_2, 128, P_h_2_fc_weight, 128, NULL,
+                 512, P_h_2_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_2_2);
+    /* $.model.layers[2].body[1].body[3] #2 + $.model.layers[2].body[1] #2: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 512, 1.0f, gelu_h_2_2, 512, P_h_2_proj_weight, 512,
+                 residual_linear_h_2_proj, 128, P_h_2_proj_bias, residual_attn_out_h_2_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[0] #3: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_2_proj, P_h_3_ln_1_weight, P_h_3_ln_1_bias,
+                     layernorm_h_3_ln_1, ln_mean_h_3_ln_1, ln_rstd_h_3_ln_1, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T + b, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 384, 128, 1.0f, layernorm_h_3_ln_1, 128, P_h_3_attn_qkv_weight, 128,
+                 qkv_h_3_attn, 384, P_h_3_attn_qkv_bias, NULL, RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (32768 floats from 98304), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_h_3_attn, NULL, NULL, attn_y_h_3_attn, 98304, e->B, 128, 128, 4, 4,
+                        1, 0, 0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[2].body[0].body[1] #3 + $.model.layers[2].body[0] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_h_3_attn, 128, P_h_3_attn_proj_weight, 128,
+                 residual_attn_out_h_3_attn, 128, P_h_3_attn_proj_bias, residual_linear_h_2_proj,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[2].body[1].body[0] #3: layernorm */
+    rt_layernorm_fwd(e, residual_attn_out_h_3_attn, P_h_3_ln_2_weight, P_h_3_ln_2_bias,
+                     layernorm_h_3_ln_2, ln_mean_h_3_ln_2, ln_rstd_h_3_ln_2, e->B, 128,
+                     9.99999975e-06f);
+    /* $.model.layers[2].body[1].body[1] #3 + $.model.layers[2].body[1].body[2] #3: linear: y =
+     * gelu_tanh(x W^T + b), in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 512, 128, 1.0f, layernorm_h_3_ln_2, 128, P_h_3_fc_weight, 128, NULL,
+                 512, P_h_3_fc_bias, NULL, RT_EPI_GELU_TANH, gelu_h_3_2);
+    /* $.model.layers[2].body[1].body[3] #3 + $.model.layers[2].body[1] #3: linear: y = x W^T + b +
+     * residual, in the GEMM's epilogue */
+    rt_gemm_bias(e, 0, 1, e->B, 128, 512, 1.0f, gelu_h_3_2, 512, P_h_3_proj_weight, 512,
+                 residual_linear_h_3_proj, 128, P_h_3_proj_bias, residual_attn_out_h_3_attn,
+                 RT_EPI_NONE, NULL);
+    /* $.model.layers[3]: layernorm */
+    rt_layernorm_fwd(e, residual_linear_h_3_proj, P_ln_f_weight, P_ln_f_bias, layernorm_ln_f,
+                     ln_mean_ln_f, ln_rstd_ln_f, e->B, 128, 9.99999975e-06f);
+    /* $.model.layers[4]: linear: y = x W^T; W is wte.weight (tied) */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, layernorm_ln_f, 128, P_wte_weight, 128, 0.0f,
+            linear_lm_head, 256);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -1244,6 +1484,10 @@ const rt_model trainc_model = {
     .pred_rank = 2,
     .pred_shape = {128, 256},
     .target_input = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 256,
+    .kv_floats = 131072,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 44,

@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -3576,6 +3578,841 @@ static void evaluate(rt_exec *e)
                           e->B * 2048, e->B * 512, 2048, 128256, 128256, 128256, 0.0f);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_embed_weight = e->params + 0; /* [128256, 2048] */
+    float *embedding_embed = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_0_attn_norm_weight = e->params + 262668288; /* [2048] */
+    float *rmsnorm_layers_0_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_attn_qkv_weight = e->params + 262670336; /* [3072, 2048] */
+    float *qkv_layers_0_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_0_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_0_attn_proj_weight = e->params + 268961792; /* [2048, 2048] */
+    float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_0_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_0_mlp_norm_weight = e->params + 273156096; /* [2048] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_0_gate_up_weight = e->params + 273158144; /* [16384, 2048] */
+    float *linear_layers_0_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_0_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_0_down_weight = e->params + 306712576; /* [2048, 8192] */
+    float *linear_layers_0_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_0_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_1_attn_norm_weight = e->params + 323489792; /* [2048] */
+    float *rmsnorm_layers_1_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_attn_qkv_weight = e->params + 323491840; /* [3072, 2048] */
+    float *qkv_layers_1_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_1_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_1_attn_proj_weight = e->params + 329783296; /* [2048, 2048] */
+    float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_1_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_1_mlp_norm_weight = e->params + 333977600; /* [2048] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_1_gate_up_weight = e->params + 333979648; /* [16384, 2048] */
+    float *linear_layers_1_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_1_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_1_down_weight = e->params + 367534080; /* [2048, 8192] */
+    float *linear_layers_1_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_1_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_2_attn_norm_weight = e->params + 384311296; /* [2048] */
+    float *rmsnorm_layers_2_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_attn_qkv_weight = e->params + 384313344; /* [3072, 2048] */
+    float *qkv_layers_2_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_2_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_2_attn_proj_weight = e->params + 390604800; /* [2048, 2048] */
+    float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_2_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_2_mlp_norm_weight = e->params + 394799104; /* [2048] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_2_gate_up_weight = e->params + 394801152; /* [16384, 2048] */
+    float *linear_layers_2_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_2_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_2_down_weight = e->params + 428355584; /* [2048, 8192] */
+    float *linear_layers_2_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_2_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_3_attn_norm_weight = e->params + 445132800; /* [2048] */
+    float *rmsnorm_layers_3_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_attn_qkv_weight = e->params + 445134848; /* [3072, 2048] */
+    float *qkv_layers_3_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_3_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_3_attn_proj_weight = e->params + 451426304; /* [2048, 2048] */
+    float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_3_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_3_mlp_norm_weight = e->params + 455620608; /* [2048] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_3_gate_up_weight = e->params + 455622656; /* [16384, 2048] */
+    float *linear_layers_3_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_3_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_3_down_weight = e->params + 489177088; /* [2048, 8192] */
+    float *linear_layers_3_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_3_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_4_attn_norm_weight = e->params + 505954304; /* [2048] */
+    float *rmsnorm_layers_4_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_attn_qkv_weight = e->params + 505956352; /* [3072, 2048] */
+    float *qkv_layers_4_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_4_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_4_attn_proj_weight = e->params + 512247808; /* [2048, 2048] */
+    float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_4_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_4_mlp_norm_weight = e->params + 516442112; /* [2048] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_4_gate_up_weight = e->params + 516444160; /* [16384, 2048] */
+    float *linear_layers_4_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_4_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_4_down_weight = e->params + 549998592; /* [2048, 8192] */
+    float *linear_layers_4_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_4_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_5_attn_norm_weight = e->params + 566775808; /* [2048] */
+    float *rmsnorm_layers_5_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_5_attn_qkv_weight = e->params + 566777856; /* [3072, 2048] */
+    float *qkv_layers_5_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_5_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_5_attn_proj_weight = e->params + 573069312; /* [2048, 2048] */
+    float *attn_out_layers_5_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_5_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_5_mlp_norm_weight = e->params + 577263616; /* [2048] */
+    float *rmsnorm_layers_5_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_5_gate_up_weight = e->params + 577265664; /* [16384, 2048] */
+    float *linear_layers_5_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_5_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_5_down_weight = e->params + 610820096; /* [2048, 8192] */
+    float *linear_layers_5_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_5_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_6_attn_norm_weight = e->params + 627597312; /* [2048] */
+    float *rmsnorm_layers_6_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_6_attn_qkv_weight = e->params + 627599360; /* [3072, 2048] */
+    float *qkv_layers_6_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_6_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_6_attn_proj_weight = e->params + 633890816; /* [2048, 2048] */
+    float *attn_out_layers_6_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_6_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_6_mlp_norm_weight = e->params + 638085120; /* [2048] */
+    float *rmsnorm_layers_6_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_6_gate_up_weight = e->params + 638087168; /* [16384, 2048] */
+    float *linear_layers_6_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_6_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_6_down_weight = e->params + 671641600; /* [2048, 8192] */
+    float *linear_layers_6_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_6_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_7_attn_norm_weight = e->params + 688418816; /* [2048] */
+    float *rmsnorm_layers_7_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_7_attn_qkv_weight = e->params + 688420864; /* [3072, 2048] */
+    float *qkv_layers_7_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_7_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_7_attn_proj_weight = e->params + 694712320; /* [2048, 2048] */
+    float *attn_out_layers_7_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_7_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_7_mlp_norm_weight = e->params + 698906624; /* [2048] */
+    float *rmsnorm_layers_7_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_7_gate_up_weight = e->params + 698908672; /* [16384, 2048] */
+    float *linear_layers_7_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_7_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_7_down_weight = e->params + 732463104; /* [2048, 8192] */
+    float *linear_layers_7_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_7_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_8_attn_norm_weight = e->params + 749240320; /* [2048] */
+    float *rmsnorm_layers_8_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_8_attn_qkv_weight = e->params + 749242368; /* [3072, 2048] */
+    float *qkv_layers_8_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_8_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_8_attn_proj_weight = e->params + 755533824; /* [2048, 2048] */
+    float *attn_out_layers_8_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_8_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_8_mlp_norm_weight = e->params + 759728128; /* [2048] */
+    float *rmsnorm_layers_8_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_8_gate_up_weight = e->params + 759730176; /* [16384, 2048] */
+    float *linear_layers_8_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_8_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_8_down_weight = e->params + 793284608; /* [2048, 8192] */
+    float *linear_layers_8_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_8_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_9_attn_norm_weight = e->params + 810061824; /* [2048] */
+    float *rmsnorm_layers_9_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_9_attn_qkv_weight = e->params + 810063872; /* [3072, 2048] */
+    float *qkv_layers_9_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_9_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_9_attn_proj_weight = e->params + 816355328; /* [2048, 2048] */
+    float *attn_out_layers_9_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_9_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_9_mlp_norm_weight = e->params + 820549632; /* [2048] */
+    float *rmsnorm_layers_9_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_9_gate_up_weight = e->params + 820551680; /* [16384, 2048] */
+    float *linear_layers_9_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_9_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_9_down_weight = e->params + 854106112; /* [2048, 8192] */
+    float *linear_layers_9_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_9_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_10_attn_norm_weight = e->params + 870883328; /* [2048] */
+    float *rmsnorm_layers_10_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_10_attn_qkv_weight = e->params + 870885376; /* [3072, 2048] */
+    float *qkv_layers_10_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_10_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_10_attn_proj_weight = e->params + 877176832; /* [2048, 2048] */
+    float *attn_out_layers_10_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_10_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_10_mlp_norm_weight = e->params + 881371136; /* [2048] */
+    float *rmsnorm_layers_10_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_10_gate_up_weight = e->params + 881373184; /* [16384, 2048] */
+    float *linear_layers_10_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_10_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_10_down_weight = e->params + 914927616; /* [2048, 8192] */
+    float *linear_layers_10_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_10_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_11_attn_norm_weight = e->params + 931704832; /* [2048] */
+    float *rmsnorm_layers_11_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_11_attn_qkv_weight = e->params + 931706880; /* [3072, 2048] */
+    float *qkv_layers_11_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_11_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_11_attn_proj_weight = e->params + 937998336; /* [2048, 2048] */
+    float *attn_out_layers_11_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_11_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_11_mlp_norm_weight = e->params + 942192640; /* [2048] */
+    float *rmsnorm_layers_11_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_11_gate_up_weight = e->params + 942194688; /* [16384, 2048] */
+    float *linear_layers_11_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_11_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_11_down_weight = e->params + 975749120; /* [2048, 8192] */
+    float *linear_layers_11_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_11_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_12_attn_norm_weight = e->params + 992526336; /* [2048] */
+    float *rmsnorm_layers_12_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_12_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_12_attn_qkv_weight = e->params + 992528384; /* [3072, 2048] */
+    float *qkv_layers_12_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_12_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_12_attn_proj_weight = e->params + 998819840; /* [2048, 2048] */
+    float *attn_out_layers_12_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_12_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_12_mlp_norm_weight = e->params + 1003014144; /* [2048] */
+    float *rmsnorm_layers_12_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_12_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_12_gate_up_weight = e->params + 1003016192; /* [16384, 2048] */
+    float *linear_layers_12_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_12_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_12_down_weight = e->params + 1036570624; /* [2048, 8192] */
+    float *linear_layers_12_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_12_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_13_attn_norm_weight = e->params + 1053347840; /* [2048] */
+    float *rmsnorm_layers_13_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_13_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_13_attn_qkv_weight = e->params + 1053349888; /* [3072, 2048] */
+    float *qkv_layers_13_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_13_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_13_attn_proj_weight = e->params + 1059641344; /* [2048, 2048] */
+    float *attn_out_layers_13_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_13_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_13_mlp_norm_weight = e->params + 1063835648; /* [2048] */
+    float *rmsnorm_layers_13_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_13_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_13_gate_up_weight = e->params + 1063837696; /* [16384, 2048] */
+    float *linear_layers_13_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_13_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_13_down_weight = e->params + 1097392128; /* [2048, 8192] */
+    float *linear_layers_13_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_13_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_14_attn_norm_weight = e->params + 1114169344; /* [2048] */
+    float *rmsnorm_layers_14_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_14_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_14_attn_qkv_weight = e->params + 1114171392; /* [3072, 2048] */
+    float *qkv_layers_14_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_14_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_14_attn_proj_weight = e->params + 1120462848; /* [2048, 2048] */
+    float *attn_out_layers_14_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_14_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_14_mlp_norm_weight = e->params + 1124657152; /* [2048] */
+    float *rmsnorm_layers_14_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_14_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_14_gate_up_weight = e->params + 1124659200; /* [16384, 2048] */
+    float *linear_layers_14_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_14_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_14_down_weight = e->params + 1158213632; /* [2048, 8192] */
+    float *linear_layers_14_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_14_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_15_attn_norm_weight = e->params + 1174990848; /* [2048] */
+    float *rmsnorm_layers_15_attn_norm = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_15_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_15_attn_qkv_weight = e->params + 1174992896; /* [3072, 2048] */
+    float *qkv_layers_15_attn = ACT(0); /* [B, 1, 3072], bf16 on a GPU */
+    float *attn_y_layers_15_attn = ACT(6144); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_15_attn_proj_weight = e->params + 1181284352; /* [2048, 2048] */
+    float *attn_out_layers_15_attn = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_attn_out_layers_15_attn = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_15_mlp_norm_weight = e->params + 1185478656; /* [2048] */
+    float *rmsnorm_layers_15_mlp_norm = ACT(32768); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_layers_15_mlp_norm = ACT(36864); /* [B, 1] */
+    const float *P_layers_15_gate_up_weight = e->params + 1185480704; /* [16384, 2048] */
+    float *linear_layers_15_gate_up = ACT(0); /* [B, 1, 16384], bf16 on a GPU */
+    float *glu_layers_15_2 = ACT(32768); /* [B, 1, 8192], bf16 on a GPU */
+    const float *P_layers_15_down_weight = e->params + 1219035136; /* [2048, 8192] */
+    float *linear_layers_15_down = ACT(0); /* [B, 1, 2048], bf16 on a GPU */
+    float *residual_linear_layers_15_down = ACT(49152); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_norm_weight = e->params + 1235812352; /* [2048] */
+    float *rmsnorm_norm = ACT(256512); /* [B, 1, 2048], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(0); /* [B, 1] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 128256], bf16 on a GPU */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 128256, 2048);
+    /* $.model.layers[1].body[0].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, embedding_embed, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
+                   rms_rstd_layers_0_attn_norm, e->B, 2048, 9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_0_attn_norm, 2048,
+            P_layers_0_attn_qkv_weight, 2048, 0.0f, qkv_layers_0_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (2097152 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_0_attn, NULL, NULL, attn_y_layers_0_attn, 0, e->B, 2048, 2048,
+                        32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
+            P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
+    rt_launch(e, "kd0", kd0, e->B * 2048, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+              &residual_attn_out_layers_0_attn});
+    /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
+                   rmsnorm_layers_0_mlp_norm, rms_rstd_layers_0_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_0_mlp_norm, 2048,
+            P_layers_0_gate_up_weight, 2048, 0.0f, linear_layers_0_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #0: glu (silu) */
+    rt_glu_fwd(e, linear_layers_0_gate_up, glu_layers_0_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_0_2, 8192, P_layers_0_down_weight, 8192,
+            0.0f, linear_layers_0_down, 2048);
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
+    rt_launch(e, "kd1", kd1, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_0_attn,
+              &linear_layers_0_down, &residual_linear_layers_0_down});
+    /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
+                   rmsnorm_layers_1_attn_norm, rms_rstd_layers_1_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_1_attn_norm, 2048,
+            P_layers_1_attn_qkv_weight, 2048, 0.0f, qkv_layers_1_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (2097152 floats from 2097152), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_1_attn, NULL, NULL, attn_y_layers_1_attn, 2097152, e->B, 2048,
+                        2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
+            P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
+    rt_launch(e, "kd2", kd2, e->B * 2048, 3, (void *[]){&residual_linear_layers_0_down,
+              &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
+    /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
+                   rmsnorm_layers_1_mlp_norm, rms_rstd_layers_1_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_1_mlp_norm, 2048,
+            P_layers_1_gate_up_weight, 2048, 0.0f, linear_layers_1_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #1: glu (silu) */
+    rt_glu_fwd(e, linear_layers_1_gate_up, glu_layers_1_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_1_2, 8192, P_layers_1_down_weight, 8192,
+            0.0f, linear_layers_1_down, 2048);
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
+    rt_launch(e, "kd3", kd3, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_1_attn,
+              &linear_layers_1_down, &residual_linear_layers_1_down});
+    /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
+                   rmsnorm_layers_2_attn_norm, rms_rstd_layers_2_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_2_attn_norm, 2048,
+            P_layers_2_attn_qkv_weight, 2048, 0.0f, qkv_layers_2_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (2097152 floats from 4194304), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_2_attn, NULL, NULL, attn_y_layers_2_attn, 4194304, e->B, 2048,
+                        2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
+            P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
+    rt_launch(e, "kd4", kd4, e->B * 2048, 3, (void *[]){&residual_linear_layers_1_down,
+              &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
+    /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
+                   rmsnorm_layers_2_mlp_norm, rms_rstd_layers_2_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_2_mlp_norm, 2048,
+            P_layers_2_gate_up_weight, 2048, 0.0f, linear_layers_2_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #2: glu (silu) */
+    rt_glu_fwd(e, linear_layers_2_gate_up, glu_layers_2_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_2_2, 8192, P_layers_2_down_weight, 8192,
+            0.0f, linear_layers_2_down, 2048);
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
+    rt_launch(e, "kd5", kd5, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_2_attn,
+              &linear_layers_2_down, &residual_linear_layers_2_down});
+    /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
+                   rmsnorm_layers_3_attn_norm, rms_rstd_layers_3_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_3_attn_norm, 2048,
+            P_layers_3_attn_qkv_weight, 2048, 0.0f, qkv_layers_3_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (2097152 floats from 6291456), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_3_attn, NULL, NULL, attn_y_layers_3_attn, 6291456, e->B, 2048,
+                        2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
+            P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
+    rt_launch(e, "kd6", kd6, e->B * 2048, 3, (void *[]){&residual_linear_layers_2_down,
+              &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
+    /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
+                   rmsnorm_layers_3_mlp_norm, rms_rstd_layers_3_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_3_mlp_norm, 2048,
+            P_layers_3_gate_up_weight, 2048, 0.0f, linear_layers_3_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #3: glu (silu) */
+    rt_glu_fwd(e, linear_layers_3_gate_up, glu_layers_3_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_3_2, 8192, P_layers_3_down_weight, 8192,
+            0.0f, linear_layers_3_down, 2048);
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
+    rt_launch(e, "kd7", kd7, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_3_attn,
+              &linear_layers_3_down, &residual_linear_layers_3_down});
+    /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
+                   rmsnorm_layers_4_attn_norm, rms_rstd_layers_4_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_4_attn_norm, 2048,
+            P_layers_4_attn_qkv_weight, 2048, 0.0f, qkv_layers_4_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (2097152 floats from 8388608), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_4_attn, NULL, NULL, attn_y_layers_4_attn, 8388608, e->B, 2048,
+                        2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
+            P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
+    rt_launch(e, "kd8", kd8, e->B * 2048, 3, (void *[]){&residual_linear_layers_3_down,
+              &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
+    /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
+                   rmsnorm_layers_4_mlp_norm, rms_rstd_layers_4_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_4_mlp_norm, 2048,
+            P_layers_4_gate_up_weight, 2048, 0.0f, linear_layers_4_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #4: glu (silu) */
+    rt_glu_fwd(e, linear_layers_4_gate_up, glu_layers_4_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_4_2, 8192, P_layers_4_down_weight, 8192,
+            0.0f, linear_layers_4_down, 2048);
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
+    rt_launch(e, "kd9", kd9, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_4_attn,
+              &linear_layers_4_down, &residual_linear_layers_4_down});
+    /* $.model.layers[1].body[0].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
+                   rmsnorm_layers_5_attn_norm, rms_rstd_layers_5_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_5_attn_norm, 2048,
+            P_layers_5_attn_qkv_weight, 2048, 0.0f, qkv_layers_5_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #5: attention, position by position: keys and values into
+     * the cache (2097152 floats from 10485760), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_5_attn, NULL, NULL, attn_y_layers_5_attn, 10485760, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
+            P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
+    /* $.model.layers[1].body[0] #5: residual: x + body(x) */
+    rt_launch(e, "kd10", kd10, e->B * 2048, 3, (void *[]){&residual_linear_layers_4_down,
+              &attn_out_layers_5_attn, &residual_attn_out_layers_5_attn});
+    /* $.model.layers[1].body[1].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
+                   rmsnorm_layers_5_mlp_norm, rms_rstd_layers_5_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_5_mlp_norm, 2048,
+            P_layers_5_gate_up_weight, 2048, 0.0f, linear_layers_5_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #5: glu (silu) */
+    rt_glu_fwd(e, linear_layers_5_gate_up, glu_layers_5_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_5_2, 8192, P_layers_5_down_weight, 8192,
+            0.0f, linear_layers_5_down, 2048);
+    /* $.model.layers[1].body[1] #5: residual: x + body(x) */
+    rt_launch(e, "kd11", kd11, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_5_attn,
+              &linear_layers_5_down, &residual_linear_layers_5_down});
+    /* $.model.layers[1].body[0].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
+                   rmsnorm_layers_6_attn_norm, rms_rstd_layers_6_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_6_attn_norm, 2048,
+            P_layers_6_attn_qkv_weight, 2048, 0.0f, qkv_layers_6_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #6: attention, position by position: keys and values into
+     * the cache (2097152 floats from 12582912), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_6_attn, NULL, NULL, attn_y_layers_6_attn, 12582912, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
+            P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
+    /* $.model.layers[1].body[0] #6: residual: x + body(x) */
+    rt_launch(e, "kd12", kd12, e->B * 2048, 3, (void *[]){&residual_linear_layers_5_down,
+              &attn_out_layers_6_attn, &residual_attn_out_layers_6_attn});
+    /* $.model.layers[1].body[1].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
+                   rmsnorm_layers_6_mlp_norm, rms_rstd_layers_6_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_6_mlp_norm, 2048,
+            P_layers_6_gate_up_weight, 2048, 0.0f, linear_layers_6_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #6: glu (silu) */
+    rt_glu_fwd(e, linear_layers_6_gate_up, glu_layers_6_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_6_2, 8192, P_layers_6_down_weight, 8192,
+            0.0f, linear_layers_6_down, 2048);
+    /* $.model.layers[1].body[1] #6: residual: x + body(x) */
+    rt_launch(e, "kd13", kd13, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_6_attn,
+              &linear_layers_6_down, &residual_linear_layers_6_down});
+    /* $.model.layers[1].body[0].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
+                   rmsnorm_layers_7_attn_norm, rms_rstd_layers_7_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_7_attn_norm, 2048,
+            P_layers_7_attn_qkv_weight, 2048, 0.0f, qkv_layers_7_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #7: attention, position by position: keys and values into
+     * the cache (2097152 floats from 14680064), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_7_attn, NULL, NULL, attn_y_layers_7_attn, 14680064, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
+            P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
+    /* $.model.layers[1].body[0] #7: residual: x + body(x) */
+    rt_launch(e, "kd14", kd14, e->B * 2048, 3, (void *[]){&residual_linear_layers_6_down,
+              &attn_out_layers_7_attn, &residual_attn_out_layers_7_attn});
+    /* $.model.layers[1].body[1].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
+                   rmsnorm_layers_7_mlp_norm, rms_rstd_layers_7_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_7_mlp_norm, 2048,
+            P_layers_7_gate_up_weight, 2048, 0.0f, linear_layers_7_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #7: glu (silu) */
+    rt_glu_fwd(e, linear_layers_7_gate_up, glu_layers_7_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_7_2, 8192, P_layers_7_down_weight, 8192,
+            0.0f, linear_layers_7_down, 2048);
+    /* $.model.layers[1].body[1] #7: residual: x + body(x) */
+    rt_launch(e, "kd15", kd15, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_7_attn,
+              &linear_layers_7_down, &residual_linear_layers_7_down});
+    /* $.model.layers[1].body[0].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
+                   rmsnorm_layers_8_attn_norm, rms_rstd_layers_8_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_8_attn_norm, 2048,
+            P_layers_8_attn_qkv_weight, 2048, 0.0f, qkv_layers_8_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #8: attention, position by position: keys and values into
+     * the cache (2097152 floats from 16777216), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_8_attn, NULL, NULL, attn_y_layers_8_attn, 16777216, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
+            P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
+    /* $.model.layers[1].body[0] #8: residual: x + body(x) */
+    rt_launch(e, "kd16", kd16, e->B * 2048, 3, (void *[]){&residual_linear_layers_7_down,
+              &attn_out_layers_8_attn, &residual_attn_out_layers_8_attn});
+    /* $.model.layers[1].body[1].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
+                   rmsnorm_layers_8_mlp_norm, rms_rstd_layers_8_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_8_mlp_norm, 2048,
+            P_layers_8_gate_up_weight, 2048, 0.0f, linear_layers_8_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #8: glu (silu) */
+    rt_glu_fwd(e, linear_layers_8_gate_up, glu_layers_8_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_8_2, 8192, P_layers_8_down_weight, 8192,
+            0.0f, linear_layers_8_down, 2048);
+    /* $.model.layers[1].body[1] #8: residual: x + body(x) */
+    rt_launch(e, "kd17", kd17, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_8_attn,
+              &linear_layers_8_down, &residual_linear_layers_8_down});
+    /* $.model.layers[1].body[0].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
+                   rmsnorm_layers_9_attn_norm, rms_rstd_layers_9_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_9_attn_norm, 2048,
+            P_layers_9_attn_qkv_weight, 2048, 0.0f, qkv_layers_9_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #9: attention, position by position: keys and values into
+     * the cache (2097152 floats from 18874368), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_9_attn, NULL, NULL, attn_y_layers_9_attn, 18874368, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
+            P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
+    /* $.model.layers[1].body[0] #9: residual: x + body(x) */
+    rt_launch(e, "kd18", kd18, e->B * 2048, 3, (void *[]){&residual_linear_layers_8_down,
+              &attn_out_layers_9_attn, &residual_attn_out_layers_9_attn});
+    /* $.model.layers[1].body[1].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
+                   rmsnorm_layers_9_mlp_norm, rms_rstd_layers_9_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_9_mlp_norm, 2048,
+            P_layers_9_gate_up_weight, 2048, 0.0f, linear_layers_9_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #9: glu (silu) */
+    rt_glu_fwd(e, linear_layers_9_gate_up, glu_layers_9_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_9_2, 8192, P_layers_9_down_weight, 8192,
+            0.0f, linear_layers_9_down, 2048);
+    /* $.model.layers[1].body[1] #9: residual: x + body(x) */
+    rt_launch(e, "kd19", kd19, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_9_attn,
+              &linear_layers_9_down, &residual_linear_layers_9_down});
+    /* $.model.layers[1].body[0].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
+                   rmsnorm_layers_10_attn_norm, rms_rstd_layers_10_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_10_attn_norm, 2048,
+            P_layers_10_attn_qkv_weight, 2048, 0.0f, qkv_layers_10_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #10: attention, position by position: keys and values into
+     * the cache (2097152 floats from 20971520), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_10_attn, NULL, NULL, attn_y_layers_10_attn, 20971520, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
+            P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
+    /* $.model.layers[1].body[0] #10: residual: x + body(x) */
+    rt_launch(e, "kd20", kd20, e->B * 2048, 3, (void *[]){&residual_linear_layers_9_down,
+              &attn_out_layers_10_attn, &residual_attn_out_layers_10_attn});
+    /* $.model.layers[1].body[1].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
+                   rmsnorm_layers_10_mlp_norm, rms_rstd_layers_10_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_10_mlp_norm, 2048,
+            P_layers_10_gate_up_weight, 2048, 0.0f, linear_layers_10_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #10: glu (silu) */
+    rt_glu_fwd(e, linear_layers_10_gate_up, glu_layers_10_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_10_2, 8192, P_layers_10_down_weight, 8192,
+            0.0f, linear_layers_10_down, 2048);
+    /* $.model.layers[1].body[1] #10: residual: x + body(x) */
+    rt_launch(e, "kd21", kd21, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_10_attn,
+              &linear_layers_10_down, &residual_linear_layers_10_down});
+    /* $.model.layers[1].body[0].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
+                   rmsnorm_layers_11_attn_norm, rms_rstd_layers_11_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_11_attn_norm, 2048,
+            P_layers_11_attn_qkv_weight, 2048, 0.0f, qkv_layers_11_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #11: attention, position by position: keys and values into
+     * the cache (2097152 floats from 23068672), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_11_attn, NULL, NULL, attn_y_layers_11_attn, 23068672, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
+            P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
+    /* $.model.layers[1].body[0] #11: residual: x + body(x) */
+    rt_launch(e, "kd22", kd22, e->B * 2048, 3, (void *[]){&residual_linear_layers_10_down,
+              &attn_out_layers_11_attn, &residual_attn_out_layers_11_attn});
+    /* $.model.layers[1].body[1].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
+                   rmsnorm_layers_11_mlp_norm, rms_rstd_layers_11_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_11_mlp_norm, 2048,
+            P_layers_11_gate_up_weight, 2048, 0.0f, linear_layers_11_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #11: glu (silu) */
+    rt_glu_fwd(e, linear_layers_11_gate_up, glu_layers_11_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_11_2, 8192, P_layers_11_down_weight, 8192,
+            0.0f, linear_layers_11_down, 2048);
+    /* $.model.layers[1].body[1] #11: residual: x + body(x) */
+    rt_launch(e, "kd23", kd23, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_11_attn,
+              &linear_layers_11_down, &residual_linear_layers_11_down});
+    /* $.model.layers[1].body[0].body[0] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_11_down, P_layers_12_attn_norm_weight,
+                   rmsnorm_layers_12_attn_norm, rms_rstd_layers_12_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_12_attn_norm, 2048,
+            P_layers_12_attn_qkv_weight, 2048, 0.0f, qkv_layers_12_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #12: attention, position by position: keys and values into
+     * the cache (2097152 floats from 25165824), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_12_attn, NULL, NULL, attn_y_layers_12_attn, 25165824, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
+            P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
+    /* $.model.layers[1].body[0] #12: residual: x + body(x) */
+    rt_launch(e, "kd24", kd24, e->B * 2048, 3, (void *[]){&residual_linear_layers_11_down,
+              &attn_out_layers_12_attn, &residual_attn_out_layers_12_attn});
+    /* $.model.layers[1].body[1].body[0] #12: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_12_attn, P_layers_12_mlp_norm_weight,
+                   rmsnorm_layers_12_mlp_norm, rms_rstd_layers_12_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_12_mlp_norm, 2048,
+            P_layers_12_gate_up_weight, 2048, 0.0f, linear_layers_12_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #12: glu (silu) */
+    rt_glu_fwd(e, linear_layers_12_gate_up, glu_layers_12_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #12: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_12_2, 8192, P_layers_12_down_weight, 8192,
+            0.0f, linear_layers_12_down, 2048);
+    /* $.model.layers[1].body[1] #12: residual: x + body(x) */
+    rt_launch(e, "kd25", kd25, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_12_attn,
+              &linear_layers_12_down, &residual_linear_layers_12_down});
+    /* $.model.layers[1].body[0].body[0] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_12_down, P_layers_13_attn_norm_weight,
+                   rmsnorm_layers_13_attn_norm, rms_rstd_layers_13_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_13_attn_norm, 2048,
+            P_layers_13_attn_qkv_weight, 2048, 0.0f, qkv_layers_13_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #13: attention, position by position: keys and values into
+     * the cache (2097152 floats from 27262976), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_13_attn, NULL, NULL, attn_y_layers_13_attn, 27262976, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
+            P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
+    /* $.model.layers[1].body[0] #13: residual: x + body(x) */
+    rt_launch(e, "kd26", kd26, e->B * 2048, 3, (void *[]){&residual_linear_layers_12_down,
+              &attn_out_layers_13_attn, &residual_attn_out_layers_13_attn});
+    /* $.model.layers[1].body[1].body[0] #13: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_13_attn, P_layers_13_mlp_norm_weight,
+                   rmsnorm_layers_13_mlp_norm, rms_rstd_layers_13_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_13_mlp_norm, 2048,
+            P_layers_13_gate_up_weight, 2048, 0.0f, linear_layers_13_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #13: glu (silu) */
+    rt_glu_fwd(e, linear_layers_13_gate_up, glu_layers_13_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #13: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_13_2, 8192, P_layers_13_down_weight, 8192,
+            0.0f, linear_layers_13_down, 2048);
+    /* $.model.layers[1].body[1] #13: residual: x + body(x) */
+    rt_launch(e, "kd27", kd27, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_13_attn,
+              &linear_layers_13_down, &residual_linear_layers_13_down});
+    /* $.model.layers[1].body[0].body[0] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_13_down, P_layers_14_attn_norm_weight,
+                   rmsnorm_layers_14_attn_norm, rms_rstd_layers_14_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_14_attn_norm, 2048,
+            P_layers_14_attn_qkv_weight, 2048, 0.0f, qkv_layers_14_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #14: attention, position by position: keys and values into
+     * the cache (2097152 floats from 29360128), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_14_attn, NULL, NULL, attn_y_layers_14_attn, 29360128, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
+            P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
+    /* $.model.layers[1].body[0] #14: residual: x + body(x) */
+    rt_launch(e, "kd28", kd28, e->B * 2048, 3, (void *[]){&residual_linear_layers_13_down,
+              &attn_out_layers_14_attn, &residual_attn_out_layers_14_attn});
+    /* $.model.layers[1].body[1].body[0] #14: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_14_attn, P_layers_14_mlp_norm_weight,
+                   rmsnorm_layers_14_mlp_norm, rms_rstd_layers_14_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_14_mlp_norm, 2048,
+            P_layers_14_gate_up_weight, 2048, 0.0f, linear_layers_14_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #14: glu (silu) */
+    rt_glu_fwd(e, linear_layers_14_gate_up, glu_layers_14_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #14: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_14_2, 8192, P_layers_14_down_weight, 8192,
+            0.0f, linear_layers_14_down, 2048);
+    /* $.model.layers[1].body[1] #14: residual: x + body(x) */
+    rt_launch(e, "kd29", kd29, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_14_attn,
+              &linear_layers_14_down, &residual_linear_layers_14_down});
+    /* $.model.layers[1].body[0].body[0] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_14_down, P_layers_15_attn_norm_weight,
+                   rmsnorm_layers_15_attn_norm, rms_rstd_layers_15_attn_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 3072, 2048, 1.0f, rmsnorm_layers_15_attn_norm, 2048,
+            P_layers_15_attn_qkv_weight, 2048, 0.0f, qkv_layers_15_attn, 3072);
+    /* $.model.layers[1].body[0].body[1] #15: attention, position by position: keys and values into
+     * the cache (2097152 floats from 31457280), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_15_attn, NULL, NULL, attn_y_layers_15_attn, 31457280, e->B,
+                        2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f,
+                        0.0f);
+    /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
+            P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);
+    /* $.model.layers[1].body[0] #15: residual: x + body(x) */
+    rt_launch(e, "kd30", kd30, e->B * 2048, 3, (void *[]){&residual_linear_layers_14_down,
+              &attn_out_layers_15_attn, &residual_attn_out_layers_15_attn});
+    /* $.model.layers[1].body[1].body[0] #15: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_15_attn, P_layers_15_mlp_norm_weight,
+                   rmsnorm_layers_15_mlp_norm, rms_rstd_layers_15_mlp_norm, e->B, 2048,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 16384, 2048, 1.0f, rmsnorm_layers_15_mlp_norm, 2048,
+            P_layers_15_gate_up_weight, 2048, 0.0f, linear_layers_15_gate_up, 16384);
+    /* $.model.layers[1].body[1].body[2] #15: glu (silu) */
+    rt_glu_fwd(e, linear_layers_15_gate_up, glu_layers_15_2, e->B, 8192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #15: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_15_2, 8192, P_layers_15_down_weight, 8192,
+            0.0f, linear_layers_15_down, 2048);
+    /* $.model.layers[1].body[1] #15: residual: x + body(x) */
+    rt_launch(e, "kd31", kd31, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_15_attn,
+              &linear_layers_15_down, &residual_linear_layers_15_down});
+    /* $.model.layers[2]: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_15_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
+                   e->B, 2048, 9.99999975e-06f);
+    /* $.model.layers[3]: linear: y = x W^T; W is embed.weight (tied) */
+    rt_gemm(e, 0, 1, e->B, 128256, 2048, 1.0f, rmsnorm_norm, 2048, P_embed_weight, 2048, 0.0f,
+            linear_lm_head, 128256);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -3762,6 +4599,10 @@ const rt_model trainc_model = {
     .head_d = 2048,
     .head_wrows = 128256,
     .pred_eval = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 128256,
+    .kv_floats = 33554432,
     .gpu_scratch_row_bytes = 10747904,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

@@ -965,3 +965,452 @@ RT_KERNEL void ke31(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+
+/* kd0: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #0 */
+RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *embedding_embed = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_0_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = embedding_embed[i] + attn_out_layers_0_attn[i]; /* residual: x + body(x) */
+        residual_attn_out_layers_0_attn[i] = v0;
+    }
+}
+
+/* kd1: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #0 */
+RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_0_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_0_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_0_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_0_attn[i] + linear_layers_0_down[i];
+        residual_linear_layers_0_down[i] = v0;
+    }
+}
+
+/* kd2: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #1 */
+RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_0_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_1_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_0_down[i] + attn_out_layers_1_attn[i];
+        residual_attn_out_layers_1_attn[i] = v0;
+    }
+}
+
+/* kd3: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #1 */
+RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_1_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_1_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_1_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_1_attn[i] + linear_layers_1_down[i];
+        residual_linear_layers_1_down[i] = v0;
+    }
+}
+
+/* kd4: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #2 */
+RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_1_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_2_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_1_down[i] + attn_out_layers_2_attn[i];
+        residual_attn_out_layers_2_attn[i] = v0;
+    }
+}
+
+/* kd5: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #2 */
+RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_2_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_2_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_2_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_2_attn[i] + linear_layers_2_down[i];
+        residual_linear_layers_2_down[i] = v0;
+    }
+}
+
+/* kd6: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #3 */
+RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_2_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_3_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_2_down[i] + attn_out_layers_3_attn[i];
+        residual_attn_out_layers_3_attn[i] = v0;
+    }
+}
+
+/* kd7: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #3 */
+RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_3_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_3_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_3_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_3_attn[i] + linear_layers_3_down[i];
+        residual_linear_layers_3_down[i] = v0;
+    }
+}
+
+/* kd8: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #4 */
+RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_3_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_4_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_3_down[i] + attn_out_layers_4_attn[i];
+        residual_attn_out_layers_4_attn[i] = v0;
+    }
+}
+
+/* kd9: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #4 */
+RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_4_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_4_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_4_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_4_attn[i] + linear_layers_4_down[i];
+        residual_linear_layers_4_down[i] = v0;
+    }
+}
+
+/* kd10: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #5 */
+RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_4_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_5_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_5_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_4_down[i] + attn_out_layers_5_attn[i];
+        residual_attn_out_layers_5_attn[i] = v0;
+    }
+}
+
+/* kd11: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #5 */
+RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_5_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_5_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_5_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_5_attn[i] + linear_layers_5_down[i];
+        residual_linear_layers_5_down[i] = v0;
+    }
+}
+
+/* kd12: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #6 */
+RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_5_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_6_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_6_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_5_down[i] + attn_out_layers_6_attn[i];
+        residual_attn_out_layers_6_attn[i] = v0;
+    }
+}
+
+/* kd13: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #6 */
+RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_6_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_6_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_6_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_6_attn[i] + linear_layers_6_down[i];
+        residual_linear_layers_6_down[i] = v0;
+    }
+}
+
+/* kd14: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #7 */
+RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_6_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_7_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_7_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_6_down[i] + attn_out_layers_7_attn[i];
+        residual_attn_out_layers_7_attn[i] = v0;
+    }
+}
+
+/* kd15: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #7 */
+RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_7_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_7_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_7_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_7_attn[i] + linear_layers_7_down[i];
+        residual_linear_layers_7_down[i] = v0;
+    }
+}
+
+/* kd16: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #8 */
+RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_7_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_8_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_8_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_7_down[i] + attn_out_layers_8_attn[i];
+        residual_attn_out_layers_8_attn[i] = v0;
+    }
+}
+
+/* kd17: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #8 */
+RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_8_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_8_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_8_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_8_attn[i] + linear_layers_8_down[i];
+        residual_linear_layers_8_down[i] = v0;
+    }
+}
+
+/* kd18: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #9 */
+RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_8_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_9_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_9_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_8_down[i] + attn_out_layers_9_attn[i];
+        residual_attn_out_layers_9_attn[i] = v0;
+    }
+}
+
+/* kd19: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #9 */
+RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_9_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_9_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_9_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_9_attn[i] + linear_layers_9_down[i];
+        residual_linear_layers_9_down[i] = v0;
+    }
+}
+
+/* kd20: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #10 */
+RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_9_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_10_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_10_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_9_down[i] + attn_out_layers_10_attn[i];
+        residual_attn_out_layers_10_attn[i] = v0;
+    }
+}
+
+/* kd21: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #10 */
+RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_10_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_10_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_10_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_10_attn[i] + linear_layers_10_down[i];
+        residual_linear_layers_10_down[i] = v0;
+    }
+}
+
+/* kd22: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #11 */
+RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_10_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_11_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_11_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_10_down[i] + attn_out_layers_11_attn[i];
+        residual_attn_out_layers_11_attn[i] = v0;
+    }
+}
+
+/* kd23: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #11 */
+RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_11_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_11_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_11_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_11_attn[i] + linear_layers_11_down[i];
+        residual_linear_layers_11_down[i] = v0;
+    }
+}
+
+/* kd24: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #12 */
+RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_11_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_12_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_12_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_11_down[i] + attn_out_layers_12_attn[i];
+        residual_attn_out_layers_12_attn[i] = v0;
+    }
+}
+
+/* kd25: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #12 */
+RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_12_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_12_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_12_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_12_attn[i] + linear_layers_12_down[i];
+        residual_linear_layers_12_down[i] = v0;
+    }
+}
+
+/* kd26: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #13 */
+RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_12_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_13_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_13_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_12_down[i] + attn_out_layers_13_attn[i];
+        residual_attn_out_layers_13_attn[i] = v0;
+    }
+}
+
+/* kd27: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #13 */
+RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_13_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_13_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_13_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_13_attn[i] + linear_layers_13_down[i];
+        residual_linear_layers_13_down[i] = v0;
+    }
+}
+
+/* kd28: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #14 */
+RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_13_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_14_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_14_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_13_down[i] + attn_out_layers_14_attn[i];
+        residual_attn_out_layers_14_attn[i] = v0;
+    }
+}
+
+/* kd29: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #14 */
+RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_14_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_14_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_14_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_14_attn[i] + linear_layers_14_down[i];
+        residual_linear_layers_14_down[i] = v0;
+    }
+}
+
+/* kd30: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #15 */
+RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_14_down = ACT(49152); /* [B, 1, 2048] */
+    const float *attn_out_layers_15_attn = ACT(0); /* [B, 1, 2048] */
+    float *residual_attn_out_layers_15_attn = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_14_down[i] + attn_out_layers_15_attn[i];
+        residual_attn_out_layers_15_attn[i] = v0;
+    }
+}
+
+/* kd31: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #15 */
+RT_KERNEL void kd31(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_15_attn = ACT(49152); /* [B, 1, 2048] */
+    const float *linear_layers_15_down = ACT(0); /* [B, 1, 2048] */
+    float *residual_linear_layers_15_down = ACT(49152); /* [B, 1, 2048] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_15_attn[i] + linear_layers_15_down[i];
+        residual_linear_layers_15_down[i] = v0;
+    }
+}
+

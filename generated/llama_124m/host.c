@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -2710,6 +2712,632 @@ static void evaluate(rt_exec *e)
                           e->B * 1024, e->B * 256, 768, 50304, 50257, 50304, 0.0f);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_embed_weight = e->params + 0; /* [50257, 768] */
+    float *embedding_embed = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_0_attn_norm_weight = e->params + 38597376; /* [768] */
+    float *rmsnorm_layers_0_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_0_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_attn_qkv_weight = e->params + 38598144; /* [1280, 768] */
+    float *qkv_layers_0_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_0_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_0_attn_proj_weight = e->params + 39581184; /* [768, 768] */
+    float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_0_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_0_mlp_norm_weight = e->params + 40171008; /* [768] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_0_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_0_gate_up_weight = e->params + 40171776; /* [4096, 768] */
+    float *linear_layers_0_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_0_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_0_down_weight = e->params + 43317504; /* [768, 2048] */
+    float *linear_layers_0_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_0_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_1_attn_norm_weight = e->params + 44890368; /* [768] */
+    float *rmsnorm_layers_1_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_1_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_attn_qkv_weight = e->params + 44891136; /* [1280, 768] */
+    float *qkv_layers_1_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_1_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_1_attn_proj_weight = e->params + 45874176; /* [768, 768] */
+    float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_1_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_1_mlp_norm_weight = e->params + 46464000; /* [768] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_1_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_1_gate_up_weight = e->params + 46464768; /* [4096, 768] */
+    float *linear_layers_1_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_1_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_1_down_weight = e->params + 49610496; /* [768, 2048] */
+    float *linear_layers_1_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_1_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_2_attn_norm_weight = e->params + 51183360; /* [768] */
+    float *rmsnorm_layers_2_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_2_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_attn_qkv_weight = e->params + 51184128; /* [1280, 768] */
+    float *qkv_layers_2_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_2_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_2_attn_proj_weight = e->params + 52167168; /* [768, 768] */
+    float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_2_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_2_mlp_norm_weight = e->params + 52756992; /* [768] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_2_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_2_gate_up_weight = e->params + 52757760; /* [4096, 768] */
+    float *linear_layers_2_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_2_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_2_down_weight = e->params + 55903488; /* [768, 2048] */
+    float *linear_layers_2_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_2_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_3_attn_norm_weight = e->params + 57476352; /* [768] */
+    float *rmsnorm_layers_3_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_3_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_attn_qkv_weight = e->params + 57477120; /* [1280, 768] */
+    float *qkv_layers_3_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_3_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_3_attn_proj_weight = e->params + 58460160; /* [768, 768] */
+    float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_3_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_3_mlp_norm_weight = e->params + 59049984; /* [768] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_3_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_3_gate_up_weight = e->params + 59050752; /* [4096, 768] */
+    float *linear_layers_3_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_3_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_3_down_weight = e->params + 62196480; /* [768, 2048] */
+    float *linear_layers_3_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_3_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_4_attn_norm_weight = e->params + 63769344; /* [768] */
+    float *rmsnorm_layers_4_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_4_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_attn_qkv_weight = e->params + 63770112; /* [1280, 768] */
+    float *qkv_layers_4_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_4_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_4_attn_proj_weight = e->params + 64753152; /* [768, 768] */
+    float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_4_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_4_mlp_norm_weight = e->params + 65342976; /* [768] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_4_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_4_gate_up_weight = e->params + 65343744; /* [4096, 768] */
+    float *linear_layers_4_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_4_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_4_down_weight = e->params + 68489472; /* [768, 2048] */
+    float *linear_layers_4_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_4_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_5_attn_norm_weight = e->params + 70062336; /* [768] */
+    float *rmsnorm_layers_5_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_5_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_5_attn_qkv_weight = e->params + 70063104; /* [1280, 768] */
+    float *qkv_layers_5_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_5_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_5_attn_proj_weight = e->params + 71046144; /* [768, 768] */
+    float *attn_out_layers_5_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_5_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_5_mlp_norm_weight = e->params + 71635968; /* [768] */
+    float *rmsnorm_layers_5_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_5_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_5_gate_up_weight = e->params + 71636736; /* [4096, 768] */
+    float *linear_layers_5_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_5_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_5_down_weight = e->params + 74782464; /* [768, 2048] */
+    float *linear_layers_5_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_5_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_6_attn_norm_weight = e->params + 76355328; /* [768] */
+    float *rmsnorm_layers_6_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_6_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_6_attn_qkv_weight = e->params + 76356096; /* [1280, 768] */
+    float *qkv_layers_6_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_6_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_6_attn_proj_weight = e->params + 77339136; /* [768, 768] */
+    float *attn_out_layers_6_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_6_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_6_mlp_norm_weight = e->params + 77928960; /* [768] */
+    float *rmsnorm_layers_6_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_6_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_6_gate_up_weight = e->params + 77929728; /* [4096, 768] */
+    float *linear_layers_6_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_6_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_6_down_weight = e->params + 81075456; /* [768, 2048] */
+    float *linear_layers_6_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_6_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_7_attn_norm_weight = e->params + 82648320; /* [768] */
+    float *rmsnorm_layers_7_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_7_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_7_attn_qkv_weight = e->params + 82649088; /* [1280, 768] */
+    float *qkv_layers_7_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_7_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_7_attn_proj_weight = e->params + 83632128; /* [768, 768] */
+    float *attn_out_layers_7_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_7_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_7_mlp_norm_weight = e->params + 84221952; /* [768] */
+    float *rmsnorm_layers_7_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_7_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_7_gate_up_weight = e->params + 84222720; /* [4096, 768] */
+    float *linear_layers_7_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_7_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_7_down_weight = e->params + 87368448; /* [768, 2048] */
+    float *linear_layers_7_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_7_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_8_attn_norm_weight = e->params + 88941312; /* [768] */
+    float *rmsnorm_layers_8_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_8_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_8_attn_qkv_weight = e->params + 88942080; /* [1280, 768] */
+    float *qkv_layers_8_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_8_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_8_attn_proj_weight = e->params + 89925120; /* [768, 768] */
+    float *attn_out_layers_8_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_8_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_8_mlp_norm_weight = e->params + 90514944; /* [768] */
+    float *rmsnorm_layers_8_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_8_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_8_gate_up_weight = e->params + 90515712; /* [4096, 768] */
+    float *linear_layers_8_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_8_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_8_down_weight = e->params + 93661440; /* [768, 2048] */
+    float *linear_layers_8_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_8_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_9_attn_norm_weight = e->params + 95234304; /* [768] */
+    float *rmsnorm_layers_9_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_9_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_9_attn_qkv_weight = e->params + 95235072; /* [1280, 768] */
+    float *qkv_layers_9_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_9_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_9_attn_proj_weight = e->params + 96218112; /* [768, 768] */
+    float *attn_out_layers_9_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_9_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_9_mlp_norm_weight = e->params + 96807936; /* [768] */
+    float *rmsnorm_layers_9_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_9_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_9_gate_up_weight = e->params + 96808704; /* [4096, 768] */
+    float *linear_layers_9_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_9_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_9_down_weight = e->params + 99954432; /* [768, 2048] */
+    float *linear_layers_9_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_9_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_10_attn_norm_weight = e->params + 101527296; /* [768] */
+    float *rmsnorm_layers_10_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_10_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_10_attn_qkv_weight = e->params + 101528064; /* [1280, 768] */
+    float *qkv_layers_10_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_10_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_10_attn_proj_weight = e->params + 102511104; /* [768, 768] */
+    float *attn_out_layers_10_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_10_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_10_mlp_norm_weight = e->params + 103100928; /* [768] */
+    float *rmsnorm_layers_10_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_10_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_10_gate_up_weight = e->params + 103101696; /* [4096, 768] */
+    float *linear_layers_10_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_10_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_10_down_weight = e->params + 106247424; /* [768, 2048] */
+    float *linear_layers_10_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_10_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_11_attn_norm_weight = e->params + 107820288; /* [768] */
+    float *rmsnorm_layers_11_attn_norm = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_11_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_11_attn_qkv_weight = e->params + 107821056; /* [1280, 768] */
+    float *qkv_layers_11_attn = ACT(0); /* [B, 1, 1280], bf16 on a GPU */
+    float *attn_y_layers_11_attn = ACT(2560); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_11_attn_proj_weight = e->params + 108804096; /* [768, 768] */
+    float *attn_out_layers_11_attn = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_attn_out_layers_11_attn = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_layers_11_mlp_norm_weight = e->params + 109393920; /* [768] */
+    float *rmsnorm_layers_11_mlp_norm = ACT(8192); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_layers_11_mlp_norm = ACT(9728); /* [B, 1] */
+    const float *P_layers_11_gate_up_weight = e->params + 109394688; /* [4096, 768] */
+    float *linear_layers_11_gate_up = ACT(0); /* [B, 1, 4096], bf16 on a GPU */
+    float *glu_layers_11_2 = ACT(8192); /* [B, 1, 2048], bf16 on a GPU */
+    const float *P_layers_11_down_weight = e->params + 112540416; /* [768, 2048] */
+    float *linear_layers_11_down = ACT(0); /* [B, 1, 768], bf16 on a GPU */
+    float *residual_linear_layers_11_down = ACT(12288); /* [B, 1, 768], bf16 on a GPU */
+    const float *P_norm_weight = e->params + 114113280; /* [768] */
+    float *rmsnorm_norm = ACT(100608); /* [B, 1, 768], bf16 on a GPU */
+    float *rms_rstd_norm = ACT(0); /* [B, 1] */
+    const float *P_lm_head_weight = e->params + 114114048; /* [50257, 768], then 47 zero rows */
+    float *linear_lm_head = ACT(0); /* [B, 1, 50257], rows 50304 apart, bf16 on a GPU */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 50257, 768);
+    /* $.model.layers[1].body[0].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, embedding_embed, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
+                   rms_rstd_layers_0_attn_norm, e->B, 768, 9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_0_attn_norm, 768,
+            P_layers_0_attn_qkv_weight, 768, 0.0f, qkv_layers_0_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (524288 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_0_attn, NULL, NULL, attn_y_layers_0_attn, 0, e->B, 1024, 768,
+                        12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_0_attn, 768, P_layers_0_attn_proj_weight,
+            768, 0.0f, attn_out_layers_0_attn, 768);
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
+    rt_launch(e, "kd0", kd0, e->B * 768, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+              &residual_attn_out_layers_0_attn});
+    /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
+                   rmsnorm_layers_0_mlp_norm, rms_rstd_layers_0_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_0_mlp_norm, 768,
+            P_layers_0_gate_up_weight, 768, 0.0f, linear_layers_0_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #0: glu (silu) */
+    rt_glu_fwd(e, linear_layers_0_gate_up, glu_layers_0_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_0_2, 2048, P_layers_0_down_weight, 2048,
+            0.0f, linear_layers_0_down, 768);
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
+    rt_launch(e, "kd1", kd1, e->B * 768, 3, (void *[]){&residual_attn_out_layers_0_attn,
+              &linear_layers_0_down, &residual_linear_layers_0_down});
+    /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
+                   rmsnorm_layers_1_attn_norm, rms_rstd_layers_1_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_1_attn_norm, 768,
+            P_layers_1_attn_qkv_weight, 768, 0.0f, qkv_layers_1_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (524288 floats from 524288), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_1_attn, NULL, NULL, attn_y_layers_1_attn, 524288, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_1_attn, 768, P_layers_1_attn_proj_weight,
+            768, 0.0f, attn_out_layers_1_attn, 768);
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
+    rt_launch(e, "kd2", kd2, e->B * 768, 3, (void *[]){&residual_linear_layers_0_down,
+              &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
+    /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
+                   rmsnorm_layers_1_mlp_norm, rms_rstd_layers_1_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_1_mlp_norm, 768,
+            P_layers_1_gate_up_weight, 768, 0.0f, linear_layers_1_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #1: glu (silu) */
+    rt_glu_fwd(e, linear_layers_1_gate_up, glu_layers_1_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_1_2, 2048, P_layers_1_down_weight, 2048,
+            0.0f, linear_layers_1_down, 768);
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
+    rt_launch(e, "kd3", kd3, e->B * 768, 3, (void *[]){&residual_attn_out_layers_1_attn,
+              &linear_layers_1_down, &residual_linear_layers_1_down});
+    /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
+                   rmsnorm_layers_2_attn_norm, rms_rstd_layers_2_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_2_attn_norm, 768,
+            P_layers_2_attn_qkv_weight, 768, 0.0f, qkv_layers_2_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (524288 floats from 1048576), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_2_attn, NULL, NULL, attn_y_layers_2_attn, 1048576, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_2_attn, 768, P_layers_2_attn_proj_weight,
+            768, 0.0f, attn_out_layers_2_attn, 768);
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
+    rt_launch(e, "kd4", kd4, e->B * 768, 3, (void *[]){&residual_linear_layers_1_down,
+              &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
+    /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
+                   rmsnorm_layers_2_mlp_norm, rms_rstd_layers_2_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_2_mlp_norm, 768,
+            P_layers_2_gate_up_weight, 768, 0.0f, linear_layers_2_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #2: glu (silu) */
+    rt_glu_fwd(e, linear_layers_2_gate_up, glu_layers_2_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_2_2, 2048, P_layers_2_down_weight, 2048,
+            0.0f, linear_layers_2_down, 768);
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
+    rt_launch(e, "kd5", kd5, e->B * 768, 3, (void *[]){&residual_attn_out_layers_2_attn,
+              &linear_layers_2_down, &residual_linear_layers_2_down});
+    /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
+                   rmsnorm_layers_3_attn_norm, rms_rstd_layers_3_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_3_attn_norm, 768,
+            P_layers_3_attn_qkv_weight, 768, 0.0f, qkv_layers_3_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (524288 floats from 1572864), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_3_attn, NULL, NULL, attn_y_layers_3_attn, 1572864, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_3_attn, 768, P_layers_3_attn_proj_weight,
+            768, 0.0f, attn_out_layers_3_attn, 768);
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
+    rt_launch(e, "kd6", kd6, e->B * 768, 3, (void *[]){&residual_linear_layers_2_down,
+              &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
+    /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
+                   rmsnorm_layers_3_mlp_norm, rms_rstd_layers_3_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_3_mlp_norm, 768,
+            P_layers_3_gate_up_weight, 768, 0.0f, linear_layers_3_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #3: glu (silu) */
+    rt_glu_fwd(e, linear_layers_3_gate_up, glu_layers_3_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_3_2, 2048, P_layers_3_down_weight, 2048,
+            0.0f, linear_layers_3_down, 768);
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
+    rt_launch(e, "kd7", kd7, e->B * 768, 3, (void *[]){&residual_attn_out_layers_3_attn,
+              &linear_layers_3_down, &residual_linear_layers_3_down});
+    /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
+                   rmsnorm_layers_4_attn_norm, rms_rstd_layers_4_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_4_attn_norm, 768,
+            P_layers_4_attn_qkv_weight, 768, 0.0f, qkv_layers_4_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (524288 floats from 2097152), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_4_attn, NULL, NULL, attn_y_layers_4_attn, 2097152, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_4_attn, 768, P_layers_4_attn_proj_weight,
+            768, 0.0f, attn_out_layers_4_attn, 768);
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
+    rt_launch(e, "kd8", kd8, e->B * 768, 3, (void *[]){&residual_linear_layers_3_down,
+              &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
+    /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
+                   rmsnorm_layers_4_mlp_norm, rms_rstd_layers_4_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_4_mlp_norm, 768,
+            P_layers_4_gate_up_weight, 768, 0.0f, linear_layers_4_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #4: glu (silu) */
+    rt_glu_fwd(e, linear_layers_4_gate_up, glu_layers_4_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_4_2, 2048, P_layers_4_down_weight, 2048,
+            0.0f, linear_layers_4_down, 768);
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
+    rt_launch(e, "kd9", kd9, e->B * 768, 3, (void *[]){&residual_attn_out_layers_4_attn,
+              &linear_layers_4_down, &residual_linear_layers_4_down});
+    /* $.model.layers[1].body[0].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
+                   rmsnorm_layers_5_attn_norm, rms_rstd_layers_5_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_5_attn_norm, 768,
+            P_layers_5_attn_qkv_weight, 768, 0.0f, qkv_layers_5_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #5: attention, position by position: keys and values into
+     * the cache (524288 floats from 2621440), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_5_attn, NULL, NULL, attn_y_layers_5_attn, 2621440, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_5_attn, 768, P_layers_5_attn_proj_weight,
+            768, 0.0f, attn_out_layers_5_attn, 768);
+    /* $.model.layers[1].body[0] #5: residual: x + body(x) */
+    rt_launch(e, "kd10", kd10, e->B * 768, 3, (void *[]){&residual_linear_layers_4_down,
+              &attn_out_layers_5_attn, &residual_attn_out_layers_5_attn});
+    /* $.model.layers[1].body[1].body[0] #5: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
+                   rmsnorm_layers_5_mlp_norm, rms_rstd_layers_5_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_5_mlp_norm, 768,
+            P_layers_5_gate_up_weight, 768, 0.0f, linear_layers_5_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #5: glu (silu) */
+    rt_glu_fwd(e, linear_layers_5_gate_up, glu_layers_5_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #5: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_5_2, 2048, P_layers_5_down_weight, 2048,
+            0.0f, linear_layers_5_down, 768);
+    /* $.model.layers[1].body[1] #5: residual: x + body(x) */
+    rt_launch(e, "kd11", kd11, e->B * 768, 3, (void *[]){&residual_attn_out_layers_5_attn,
+              &linear_layers_5_down, &residual_linear_layers_5_down});
+    /* $.model.layers[1].body[0].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
+                   rmsnorm_layers_6_attn_norm, rms_rstd_layers_6_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_6_attn_norm, 768,
+            P_layers_6_attn_qkv_weight, 768, 0.0f, qkv_layers_6_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #6: attention, position by position: keys and values into
+     * the cache (524288 floats from 3145728), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_6_attn, NULL, NULL, attn_y_layers_6_attn, 3145728, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_6_attn, 768, P_layers_6_attn_proj_weight,
+            768, 0.0f, attn_out_layers_6_attn, 768);
+    /* $.model.layers[1].body[0] #6: residual: x + body(x) */
+    rt_launch(e, "kd12", kd12, e->B * 768, 3, (void *[]){&residual_linear_layers_5_down,
+              &attn_out_layers_6_attn, &residual_attn_out_layers_6_attn});
+    /* $.model.layers[1].body[1].body[0] #6: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
+                   rmsnorm_layers_6_mlp_norm, rms_rstd_layers_6_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_6_mlp_norm, 768,
+            P_layers_6_gate_up_weight, 768, 0.0f, linear_layers_6_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #6: glu (silu) */
+    rt_glu_fwd(e, linear_layers_6_gate_up, glu_layers_6_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #6: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_6_2, 2048, P_layers_6_down_weight, 2048,
+            0.0f, linear_layers_6_down, 768);
+    /* $.model.layers[1].body[1] #6: residual: x + body(x) */
+    rt_launch(e, "kd13", kd13, e->B * 768, 3, (void *[]){&residual_attn_out_layers_6_attn,
+              &linear_layers_6_down, &residual_linear_layers_6_down});
+    /* $.model.layers[1].body[0].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
+                   rmsnorm_layers_7_attn_norm, rms_rstd_layers_7_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_7_attn_norm, 768,
+            P_layers_7_attn_qkv_weight, 768, 0.0f, qkv_layers_7_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #7: attention, position by position: keys and values into
+     * the cache (524288 floats from 3670016), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_7_attn, NULL, NULL, attn_y_layers_7_attn, 3670016, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_7_attn, 768, P_layers_7_attn_proj_weight,
+            768, 0.0f, attn_out_layers_7_attn, 768);
+    /* $.model.layers[1].body[0] #7: residual: x + body(x) */
+    rt_launch(e, "kd14", kd14, e->B * 768, 3, (void *[]){&residual_linear_layers_6_down,
+              &attn_out_layers_7_attn, &residual_attn_out_layers_7_attn});
+    /* $.model.layers[1].body[1].body[0] #7: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
+                   rmsnorm_layers_7_mlp_norm, rms_rstd_layers_7_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_7_mlp_norm, 768,
+            P_layers_7_gate_up_weight, 768, 0.0f, linear_layers_7_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #7: glu (silu) */
+    rt_glu_fwd(e, linear_layers_7_gate_up, glu_layers_7_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #7: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_7_2, 2048, P_layers_7_down_weight, 2048,
+            0.0f, linear_layers_7_down, 768);
+    /* $.model.layers[1].body[1] #7: residual: x + body(x) */
+    rt_launch(e, "kd15", kd15, e->B * 768, 3, (void *[]){&residual_attn_out_layers_7_attn,
+              &linear_layers_7_down, &residual_linear_layers_7_down});
+    /* $.model.layers[1].body[0].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
+                   rmsnorm_layers_8_attn_norm, rms_rstd_layers_8_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_8_attn_norm, 768,
+            P_layers_8_attn_qkv_weight, 768, 0.0f, qkv_layers_8_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #8: attention, position by position: keys and values into
+     * the cache (524288 floats from 4194304), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_8_attn, NULL, NULL, attn_y_layers_8_attn, 4194304, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_8_attn, 768, P_layers_8_attn_proj_weight,
+            768, 0.0f, attn_out_layers_8_attn, 768);
+    /* $.model.layers[1].body[0] #8: residual: x + body(x) */
+    rt_launch(e, "kd16", kd16, e->B * 768, 3, (void *[]){&residual_linear_layers_7_down,
+              &attn_out_layers_8_attn, &residual_attn_out_layers_8_attn});
+    /* $.model.layers[1].body[1].body[0] #8: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
+                   rmsnorm_layers_8_mlp_norm, rms_rstd_layers_8_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_8_mlp_norm, 768,
+            P_layers_8_gate_up_weight, 768, 0.0f, linear_layers_8_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #8: glu (silu) */
+    rt_glu_fwd(e, linear_layers_8_gate_up, glu_layers_8_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #8: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_8_2, 2048, P_layers_8_down_weight, 2048,
+            0.0f, linear_layers_8_down, 768);
+    /* $.model.layers[1].body[1] #8: residual: x + body(x) */
+    rt_launch(e, "kd17", kd17, e->B * 768, 3, (void *[]){&residual_attn_out_layers_8_attn,
+              &linear_layers_8_down, &residual_linear_layers_8_down});
+    /* $.model.layers[1].body[0].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
+                   rmsnorm_layers_9_attn_norm, rms_rstd_layers_9_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_9_attn_norm, 768,
+            P_layers_9_attn_qkv_weight, 768, 0.0f, qkv_layers_9_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #9: attention, position by position: keys and values into
+     * the cache (524288 floats from 4718592), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_9_attn, NULL, NULL, attn_y_layers_9_attn, 4718592, e->B, 1024,
+                        768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_9_attn, 768, P_layers_9_attn_proj_weight,
+            768, 0.0f, attn_out_layers_9_attn, 768);
+    /* $.model.layers[1].body[0] #9: residual: x + body(x) */
+    rt_launch(e, "kd18", kd18, e->B * 768, 3, (void *[]){&residual_linear_layers_8_down,
+              &attn_out_layers_9_attn, &residual_attn_out_layers_9_attn});
+    /* $.model.layers[1].body[1].body[0] #9: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
+                   rmsnorm_layers_9_mlp_norm, rms_rstd_layers_9_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_9_mlp_norm, 768,
+            P_layers_9_gate_up_weight, 768, 0.0f, linear_layers_9_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #9: glu (silu) */
+    rt_glu_fwd(e, linear_layers_9_gate_up, glu_layers_9_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #9: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_9_2, 2048, P_layers_9_down_weight, 2048,
+            0.0f, linear_layers_9_down, 768);
+    /* $.model.layers[1].body[1] #9: residual: x + body(x) */
+    rt_launch(e, "kd19", kd19, e->B * 768, 3, (void *[]){&residual_attn_out_layers_9_attn,
+              &linear_layers_9_down, &residual_linear_layers_9_down});
+    /* $.model.layers[1].body[0].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
+                   rmsnorm_layers_10_attn_norm, rms_rstd_layers_10_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_10_attn_norm, 768,
+            P_layers_10_attn_qkv_weight, 768, 0.0f, qkv_layers_10_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #10: attention, position by position: keys and values into
+     * the cache (524288 floats from 5242880), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_10_attn, NULL, NULL, attn_y_layers_10_attn, 5242880, e->B,
+                        1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_10_attn, 768, P_layers_10_attn_proj_weight,
+            768, 0.0f, attn_out_layers_10_attn, 768);
+    /* $.model.layers[1].body[0] #10: residual: x + body(x) */
+    rt_launch(e, "kd20", kd20, e->B * 768, 3, (void *[]){&residual_linear_layers_9_down,
+              &attn_out_layers_10_attn, &residual_attn_out_layers_10_attn});
+    /* $.model.layers[1].body[1].body[0] #10: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
+                   rmsnorm_layers_10_mlp_norm, rms_rstd_layers_10_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_10_mlp_norm, 768,
+            P_layers_10_gate_up_weight, 768, 0.0f, linear_layers_10_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #10: glu (silu) */
+    rt_glu_fwd(e, linear_layers_10_gate_up, glu_layers_10_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #10: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_10_2, 2048, P_layers_10_down_weight, 2048,
+            0.0f, linear_layers_10_down, 768);
+    /* $.model.layers[1].body[1] #10: residual: x + body(x) */
+    rt_launch(e, "kd21", kd21, e->B * 768, 3, (void *[]){&residual_attn_out_layers_10_attn,
+              &linear_layers_10_down, &residual_linear_layers_10_down});
+    /* $.model.layers[1].body[0].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
+                   rmsnorm_layers_11_attn_norm, rms_rstd_layers_11_attn_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 1280, 768, 1.0f, rmsnorm_layers_11_attn_norm, 768,
+            P_layers_11_attn_qkv_weight, 768, 0.0f, qkv_layers_11_attn, 1280);
+    /* $.model.layers[1].body[0].body[1] #11: attention, position by position: keys and values into
+     * the cache (524288 floats from 5767168), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_11_attn, NULL, NULL, attn_y_layers_11_attn, 5767168, e->B,
+                        1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_11_attn, 768, P_layers_11_attn_proj_weight,
+            768, 0.0f, attn_out_layers_11_attn, 768);
+    /* $.model.layers[1].body[0] #11: residual: x + body(x) */
+    rt_launch(e, "kd22", kd22, e->B * 768, 3, (void *[]){&residual_linear_layers_10_down,
+              &attn_out_layers_11_attn, &residual_attn_out_layers_11_attn});
+    /* $.model.layers[1].body[1].body[0] #11: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
+                   rmsnorm_layers_11_mlp_norm, rms_rstd_layers_11_mlp_norm, e->B, 768,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 4096, 768, 1.0f, rmsnorm_layers_11_mlp_norm, 768,
+            P_layers_11_gate_up_weight, 768, 0.0f, linear_layers_11_gate_up, 4096);
+    /* $.model.layers[1].body[1].body[2] #11: glu (silu) */
+    rt_glu_fwd(e, linear_layers_11_gate_up, glu_layers_11_2, e->B, 2048, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #11: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_11_2, 2048, P_layers_11_down_weight, 2048,
+            0.0f, linear_layers_11_down, 768);
+    /* $.model.layers[1].body[1] #11: residual: x + body(x) */
+    rt_launch(e, "kd23", kd23, e->B * 768, 3, (void *[]){&residual_attn_out_layers_11_attn,
+              &linear_layers_11_down, &residual_linear_layers_11_down});
+    /* $.model.layers[2]: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_11_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
+                   e->B, 768, 9.99999975e-06f);
+    /* $.model.layers[3]: linear: y = x W^T over W's 47 zero rows too (the padded vocabulary: y's
+     * padding comes out 0) */
+    rt_gemm(e, 0, 1, e->B, 50304, 768, 1.0f, rmsnorm_norm, 768, P_lm_head_weight, 768, 0.0f,
+            linear_lm_head, 50304);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -2873,6 +3501,10 @@ const rt_model trainc_model = {
     .head_d = 768,
     .head_wrows = 50304,
     .pred_eval = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 50304,
+    .kv_floats = 6291456,
     .gpu_scratch_row_bytes = 2146304,
     .act16 = RT_PREC_BF16,
     .train_defaults = train_defaults,

@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -1199,6 +1201,281 @@ static void evaluate(rt_exec *e)
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256, 256);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_embed_weight = e->params + 0; /* [256, 128] */
+    float *embedding_embed = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_0_attn_norm_weight = e->params + 32768; /* [128] */
+    float *rmsnorm_layers_0_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_0_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_attn_qkv_weight = e->params + 32896; /* [256, 128] */
+    float *qkv_layers_0_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_0_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_0_attn_proj_weight = e->params + 65664; /* [128, 128] */
+    float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_0_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_0_mlp_norm_weight = e->params + 82048; /* [128] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(3072); /* [B, 1, 128] */
+    float *rms_rstd_layers_0_mlp_norm = ACT(3584); /* [B, 1] */
+    const float *P_layers_0_gate_up_weight = e->params + 82176; /* [768, 128] */
+    float *linear_layers_0_gate_up = ACT(0); /* [B, 1, 768] */
+    float *glu_layers_0_2 = ACT(3072); /* [B, 1, 384] */
+    const float *P_layers_0_down_weight = e->params + 180480; /* [128, 384] */
+    float *linear_layers_0_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_0_down = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_1_attn_norm_weight = e->params + 229632; /* [128] */
+    float *rmsnorm_layers_1_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_1_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_attn_qkv_weight = e->params + 229760; /* [256, 128] */
+    float *qkv_layers_1_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_1_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_1_attn_proj_weight = e->params + 262528; /* [128, 128] */
+    float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_1_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_1_mlp_norm_weight = e->params + 278912; /* [128] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(3072); /* [B, 1, 128] */
+    float *rms_rstd_layers_1_mlp_norm = ACT(3584); /* [B, 1] */
+    const float *P_layers_1_gate_up_weight = e->params + 279040; /* [768, 128] */
+    float *linear_layers_1_gate_up = ACT(0); /* [B, 1, 768] */
+    float *glu_layers_1_2 = ACT(3072); /* [B, 1, 384] */
+    const float *P_layers_1_down_weight = e->params + 377344; /* [128, 384] */
+    float *linear_layers_1_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_1_down = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_2_attn_norm_weight = e->params + 426496; /* [128] */
+    float *rmsnorm_layers_2_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_2_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_attn_qkv_weight = e->params + 426624; /* [256, 128] */
+    float *qkv_layers_2_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_2_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_2_attn_proj_weight = e->params + 459392; /* [128, 128] */
+    float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_2_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_2_mlp_norm_weight = e->params + 475776; /* [128] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(3072); /* [B, 1, 128] */
+    float *rms_rstd_layers_2_mlp_norm = ACT(3584); /* [B, 1] */
+    const float *P_layers_2_gate_up_weight = e->params + 475904; /* [768, 128] */
+    float *linear_layers_2_gate_up = ACT(0); /* [B, 1, 768] */
+    float *glu_layers_2_2 = ACT(3072); /* [B, 1, 384] */
+    const float *P_layers_2_down_weight = e->params + 574208; /* [128, 384] */
+    float *linear_layers_2_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_2_down = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_3_attn_norm_weight = e->params + 623360; /* [128] */
+    float *rmsnorm_layers_3_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_3_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_attn_qkv_weight = e->params + 623488; /* [256, 128] */
+    float *qkv_layers_3_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_3_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_3_attn_proj_weight = e->params + 656256; /* [128, 128] */
+    float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_3_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_3_mlp_norm_weight = e->params + 672640; /* [128] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(3072); /* [B, 1, 128] */
+    float *rms_rstd_layers_3_mlp_norm = ACT(3584); /* [B, 1] */
+    const float *P_layers_3_gate_up_weight = e->params + 672768; /* [768, 128] */
+    float *linear_layers_3_gate_up = ACT(0); /* [B, 1, 768] */
+    float *glu_layers_3_2 = ACT(3072); /* [B, 1, 384] */
+    const float *P_layers_3_down_weight = e->params + 771072; /* [128, 384] */
+    float *linear_layers_3_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_3_down = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_4_attn_norm_weight = e->params + 820224; /* [128] */
+    float *rmsnorm_layers_4_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_4_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_attn_qkv_weight = e->params + 820352; /* [256, 128] */
+    float *qkv_layers_4_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_4_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_4_attn_proj_weight = e->params + 853120; /* [128, 128] */
+    float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_4_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_4_mlp_norm_weight = e->params + 869504; /* [128] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(3072); /* [B, 1, 128] */
+    float *rms_rstd_layers_4_mlp_norm = ACT(3584); /* [B, 1] */
+    const float *P_layers_4_gate_up_weight = e->params + 869632; /* [768, 128] */
+    float *linear_layers_4_gate_up = ACT(0); /* [B, 1, 768] */
+    float *glu_layers_4_2 = ACT(3072); /* [B, 1, 384] */
+    const float *P_layers_4_down_weight = e->params + 967936; /* [128, 384] */
+    float *linear_layers_4_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_4_down = ACT(4608); /* [B, 1, 128] */
+    const float *P_norm_weight = e->params + 1017088; /* [128] */
+    float *rmsnorm_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_norm = ACT(0); /* [B, 1] */
+    const float *P_lm_head_weight = e->params + 1017216; /* [256, 128] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 256] */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 256, 128);
+    /* $.model.layers[1].body[0].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, embedding_embed, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
+                   rms_rstd_layers_0_attn_norm, e->B, 128, 9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_0_attn_norm, 128,
+            P_layers_0_attn_qkv_weight, 128, 0.0f, qkv_layers_0_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (16384 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_0_attn, NULL, NULL, attn_y_layers_0_attn, 0, e->B, 128, 128,
+                        4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_0_attn, 128, P_layers_0_attn_proj_weight,
+            128, 0.0f, attn_out_layers_0_attn, 128);
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
+    rt_launch(e, "kd0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+              &residual_attn_out_layers_0_attn});
+    /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
+                   rmsnorm_layers_0_mlp_norm, rms_rstd_layers_0_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 128, 1.0f, rmsnorm_layers_0_mlp_norm, 128,
+            P_layers_0_gate_up_weight, 128, 0.0f, linear_layers_0_gate_up, 768);
+    /* $.model.layers[1].body[1].body[2] #0: glu (silu) */
+    rt_glu_fwd(e, linear_layers_0_gate_up, glu_layers_0_2, e->B, 384, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_0_2, 384, P_layers_0_down_weight, 384, 0.0f,
+            linear_layers_0_down, 128);
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
+    rt_launch(e, "kd1", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
+              &linear_layers_0_down, &residual_linear_layers_0_down});
+    /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
+                   rmsnorm_layers_1_attn_norm, rms_rstd_layers_1_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_1_attn_norm, 128,
+            P_layers_1_attn_qkv_weight, 128, 0.0f, qkv_layers_1_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (16384 floats from 16384), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_1_attn, NULL, NULL, attn_y_layers_1_attn, 16384, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_1_attn, 128, P_layers_1_attn_proj_weight,
+            128, 0.0f, attn_out_layers_1_attn, 128);
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
+    rt_launch(e, "kd2", kd2, e->B * 128, 3, (void *[]){&residual_linear_layers_0_down,
+              &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
+    /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
+                   rmsnorm_layers_1_mlp_norm, rms_rstd_layers_1_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 128, 1.0f, rmsnorm_layers_1_mlp_norm, 128,
+            P_layers_1_gate_up_weight, 128, 0.0f, linear_layers_1_gate_up, 768);
+    /* $.model.layers[1].body[1].body[2] #1: glu (silu) */
+    rt_glu_fwd(e, linear_layers_1_gate_up, glu_layers_1_2, e->B, 384, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_1_2, 384, P_layers_1_down_weight, 384, 0.0f,
+            linear_layers_1_down, 128);
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
+    rt_launch(e, "kd3", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
+              &linear_layers_1_down, &residual_linear_layers_1_down});
+    /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
+                   rmsnorm_layers_2_attn_norm, rms_rstd_layers_2_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_2_attn_norm, 128,
+            P_layers_2_attn_qkv_weight, 128, 0.0f, qkv_layers_2_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (16384 floats from 32768), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_2_attn, NULL, NULL, attn_y_layers_2_attn, 32768, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_2_attn, 128, P_layers_2_attn_proj_weight,
+            128, 0.0f, attn_out_layers_2_attn, 128);
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
+    rt_launch(e, "kd4", kd4, e->B * 128, 3, (void *[]){&residual_linear_layers_1_down,
+              &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
+    /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
+                   rmsnorm_layers_2_mlp_norm, rms_rstd_layers_2_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 128, 1.0f, rmsnorm_layers_2_mlp_norm, 128,
+            P_layers_2_gate_up_weight, 128, 0.0f, linear_layers_2_gate_up, 768);
+    /* $.model.layers[1].body[1].body[2] #2: glu (silu) */
+    rt_glu_fwd(e, linear_layers_2_gate_up, glu_layers_2_2, e->B, 384, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_2_2, 384, P_layers_2_down_weight, 384, 0.0f,
+            linear_layers_2_down, 128);
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
+    rt_launch(e, "kd5", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
+              &linear_layers_2_down, &residual_linear_layers_2_down});
+    /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
+                   rmsnorm_layers_3_attn_norm, rms_rstd_layers_3_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_3_attn_norm, 128,
+            P_layers_3_attn_qkv_weight, 128, 0.0f, qkv_layers_3_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (16384 floats from 49152), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_3_attn, NULL, NULL, attn_y_layers_3_attn, 49152, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_3_attn, 128, P_layers_3_attn_proj_weight,
+            128, 0.0f, attn_out_layers_3_attn, 128);
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
+    rt_launch(e, "kd6", kd6, e->B * 128, 3, (void *[]){&residual_linear_layers_2_down,
+              &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
+    /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
+                   rmsnorm_layers_3_mlp_norm, rms_rstd_layers_3_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 128, 1.0f, rmsnorm_layers_3_mlp_norm, 128,
+            P_layers_3_gate_up_weight, 128, 0.0f, linear_layers_3_gate_up, 768);
+    /* $.model.layers[1].body[1].body[2] #3: glu (silu) */
+    rt_glu_fwd(e, linear_layers_3_gate_up, glu_layers_3_2, e->B, 384, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_3_2, 384, P_layers_3_down_weight, 384, 0.0f,
+            linear_layers_3_down, 128);
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
+    rt_launch(e, "kd7", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
+              &linear_layers_3_down, &residual_linear_layers_3_down});
+    /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
+                   rmsnorm_layers_4_attn_norm, rms_rstd_layers_4_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_4_attn_norm, 128,
+            P_layers_4_attn_qkv_weight, 128, 0.0f, qkv_layers_4_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (16384 floats from 65536), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_4_attn, NULL, NULL, attn_y_layers_4_attn, 65536, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_4_attn, 128, P_layers_4_attn_proj_weight,
+            128, 0.0f, attn_out_layers_4_attn, 128);
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
+    rt_launch(e, "kd8", kd8, e->B * 128, 3, (void *[]){&residual_linear_layers_3_down,
+              &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
+    /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
+                   rmsnorm_layers_4_mlp_norm, rms_rstd_layers_4_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 768, 128, 1.0f, rmsnorm_layers_4_mlp_norm, 128,
+            P_layers_4_gate_up_weight, 128, 0.0f, linear_layers_4_gate_up, 768);
+    /* $.model.layers[1].body[1].body[2] #4: glu (silu) */
+    rt_glu_fwd(e, linear_layers_4_gate_up, glu_layers_4_2, e->B, 384, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_4_2, 384, P_layers_4_down_weight, 384, 0.0f,
+            linear_layers_4_down, 128);
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
+    rt_launch(e, "kd9", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
+              &linear_layers_4_down, &residual_linear_layers_4_down});
+    /* $.model.layers[2]: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,
+                   e->B, 128, 9.99999975e-06f);
+    /* $.model.layers[3]: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_norm, 128, P_lm_head_weight, 128, 0.0f,
+            linear_lm_head, 256);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -1322,6 +1599,10 @@ const rt_model trainc_model = {
     .pred_rank = 2,
     .pred_shape = {128, 256},
     .target_input = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 256,
+    .kv_floats = 81920,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 44,

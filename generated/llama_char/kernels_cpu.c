@@ -305,3 +305,144 @@ RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
+/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+
+/* kd0: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #0 */
+RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *embedding_embed = ACT(4608); /* [B, 1, 128] */
+    const float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_0_attn = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        float v0 = embedding_embed[i] + attn_out_layers_0_attn[i]; /* residual: x + body(x) */
+        residual_attn_out_layers_0_attn[i] = v0;
+    }
+}
+
+/* kd1: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #0 */
+RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_0_attn = ACT(4608); /* [B, 1, 128] */
+    const float *linear_layers_0_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_0_down = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_0_attn[i] + linear_layers_0_down[i];
+        residual_linear_layers_0_down[i] = v0;
+    }
+}
+
+/* kd2: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #1 */
+RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_0_down = ACT(4608); /* [B, 1, 128] */
+    const float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_1_attn = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_0_down[i] + attn_out_layers_1_attn[i];
+        residual_attn_out_layers_1_attn[i] = v0;
+    }
+}
+
+/* kd3: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #1 */
+RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_1_attn = ACT(4608); /* [B, 1, 128] */
+    const float *linear_layers_1_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_1_down = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_1_attn[i] + linear_layers_1_down[i];
+        residual_linear_layers_1_down[i] = v0;
+    }
+}
+
+/* kd4: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #2 */
+RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_1_down = ACT(4608); /* [B, 1, 128] */
+    const float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_2_attn = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_1_down[i] + attn_out_layers_2_attn[i];
+        residual_attn_out_layers_2_attn[i] = v0;
+    }
+}
+
+/* kd5: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #2 */
+RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_2_attn = ACT(4608); /* [B, 1, 128] */
+    const float *linear_layers_2_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_2_down = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_2_attn[i] + linear_layers_2_down[i];
+        residual_linear_layers_2_down[i] = v0;
+    }
+}
+
+/* kd6: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #3 */
+RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_2_down = ACT(4608); /* [B, 1, 128] */
+    const float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_3_attn = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_2_down[i] + attn_out_layers_3_attn[i];
+        residual_attn_out_layers_3_attn[i] = v0;
+    }
+}
+
+/* kd7: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #3 */
+RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_3_attn = ACT(4608); /* [B, 1, 128] */
+    const float *linear_layers_3_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_3_down = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_3_attn[i] + linear_layers_3_down[i];
+        residual_linear_layers_3_down[i] = v0;
+    }
+}
+
+/* kd8: residual: x + body(x)
+ *     from $.model.layers[1].body[0] #4 */
+RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_linear_layers_3_down = ACT(4608); /* [B, 1, 128] */
+    const float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_4_attn = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_linear_layers_3_down[i] + attn_out_layers_4_attn[i];
+        residual_attn_out_layers_4_attn[i] = v0;
+    }
+}
+
+/* kd9: residual: x + body(x)
+ *     from $.model.layers[1].body[1] #4 */
+RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *residual_attn_out_layers_4_attn = ACT(4608); /* [B, 1, 128] */
+    const float *linear_layers_4_down = ACT(0); /* [B, 1, 128] */
+    float *residual_linear_layers_4_down = ACT(4608); /* [B, 1, 128] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* residual: x + body(x) */
+        float v0 = residual_attn_out_layers_4_attn[i] + linear_layers_4_down[i];
+        residual_linear_layers_4_down[i] = v0;
+    }
+}
+

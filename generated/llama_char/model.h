@@ -309,5 +309,15 @@ void ke6(rt_exec *e, int64_t lo, int64_t hi);
 void ke7(rt_exec *e, int64_t lo, int64_t hi);
 void ke8(rt_exec *e, int64_t lo, int64_t hi);
 void ke9(rt_exec *e, int64_t lo, int64_t hi);
+void kd0(rt_exec *e, int64_t lo, int64_t hi);
+void kd1(rt_exec *e, int64_t lo, int64_t hi);
+void kd2(rt_exec *e, int64_t lo, int64_t hi);
+void kd3(rt_exec *e, int64_t lo, int64_t hi);
+void kd4(rt_exec *e, int64_t lo, int64_t hi);
+void kd5(rt_exec *e, int64_t lo, int64_t hi);
+void kd6(rt_exec *e, int64_t lo, int64_t hi);
+void kd7(rt_exec *e, int64_t lo, int64_t hi);
+void kd8(rt_exec *e, int64_t lo, int64_t hi);
+void kd9(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif

@@ -8,6 +8,8 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
+ *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
  * its index in plan.json's instructions, PATH the JSON path in the spec of the
@@ -1423,6 +1425,342 @@ static void evaluate(rt_exec *e)
     rt_moe_aux(e, moe_aux_stats, moe_aux_grad, 5, e->B * 128, 4, 0.00999999978f);
 }
 
+/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+ * at position e->pos + b of one sequence; keys and values are appended to the
+ * cache e->kv, attention reads the positions before; the logits are left in the
+ * arena. Its own plan, in the same memory. */
+static void decode(rt_exec *e)
+{
+    e->train = 0;
+    const int32_t *in_x = (const int32_t *)e->in[0]; /* [B, 1] */
+    const float *P_embed_weight = e->params + 0; /* [256, 128] */
+    float *embedding_embed = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_0_attn_norm_weight = e->params + 32768; /* [128] */
+    float *rmsnorm_layers_0_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_0_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_attn_qkv_weight = e->params + 32896; /* [256, 128] */
+    float *qkv_layers_0_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_0_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_0_attn_proj_weight = e->params + 65664; /* [128, 128] */
+    float *attn_out_layers_0_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_0_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_0_mlp_norm_weight = e->params + 82048; /* [128] */
+    float *rmsnorm_layers_0_mlp_norm = ACT(4096); /* [B, 1, 128] */
+    float *rms_rstd_layers_0_mlp_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_0_moe_router_weight = e->params + 82176; /* [4, 128] */
+    const float *P_layers_0_moe_experts_up_weight = e->params + 82688; /* [4, 384, 128] */
+    float *moe_probs_layers_0_moe = ACT(5312); /* [B, 1, 4] */
+    float *moe_gate_layers_0_moe = ACT(5328); /* [B, 1, 2] */
+    float *moe_idx_layers_0_moe = ACT(5344); /* [B, 1, 4] */
+    float *moe_offs_layers_0_moe = ACT(5280); /* [B, 1, 5] */
+    float *moe_up_layers_0_moe_xg = ACT(3072); /* [B, 256] */
+    float *moe_up_layers_0_moe = ACT(0); /* [B, 2, 384] */
+    float *moe_aux_stats = ACT(5120); /* [B, 5, 8] */
+    float *glu_layers_0_moe = ACT(3072); /* [B, 2, 192] */
+    const float *P_layers_0_moe_experts_down_weight = e->params + 279296; /* [4, 128, 192] */
+    float *moe_layers_0_moe_o = ACT(0); /* [B, 256] */
+    float *moe_layers_0_moe = ACT(1024); /* [B, 1, 128] */
+    float *residual_moe_layers_0_moe = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_1_attn_norm_weight = e->params + 377600; /* [128] */
+    float *rmsnorm_layers_1_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_1_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_attn_qkv_weight = e->params + 377728; /* [256, 128] */
+    float *qkv_layers_1_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_1_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_1_attn_proj_weight = e->params + 410496; /* [128, 128] */
+    float *attn_out_layers_1_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_1_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_1_mlp_norm_weight = e->params + 426880; /* [128] */
+    float *rmsnorm_layers_1_mlp_norm = ACT(4096); /* [B, 1, 128] */
+    float *rms_rstd_layers_1_mlp_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_1_moe_router_weight = e->params + 427008; /* [4, 128] */
+    const float *P_layers_1_moe_experts_up_weight = e->params + 427520; /* [4, 384, 128] */
+    float *moe_probs_layers_1_moe = ACT(5312); /* [B, 1, 4] */
+    float *moe_gate_layers_1_moe = ACT(5328); /* [B, 1, 2] */
+    float *moe_idx_layers_1_moe = ACT(5344); /* [B, 1, 4] */
+    float *moe_offs_layers_1_moe = ACT(5280); /* [B, 1, 5] */
+    float *moe_up_layers_1_moe_xg = ACT(3072); /* [B, 256] */
+    float *moe_up_layers_1_moe = ACT(0); /* [B, 2, 384] */
+    float *glu_layers_1_moe = ACT(3072); /* [B, 2, 192] */
+    const float *P_layers_1_moe_experts_down_weight = e->params + 624128; /* [4, 128, 192] */
+    float *moe_layers_1_moe_o = ACT(0); /* [B, 256] */
+    float *moe_layers_1_moe = ACT(1024); /* [B, 1, 128] */
+    float *residual_moe_layers_1_moe = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_2_attn_norm_weight = e->params + 722432; /* [128] */
+    float *rmsnorm_layers_2_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_2_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_attn_qkv_weight = e->params + 722560; /* [256, 128] */
+    float *qkv_layers_2_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_2_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_2_attn_proj_weight = e->params + 755328; /* [128, 128] */
+    float *attn_out_layers_2_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_2_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_2_mlp_norm_weight = e->params + 771712; /* [128] */
+    float *rmsnorm_layers_2_mlp_norm = ACT(4096); /* [B, 1, 128] */
+    float *rms_rstd_layers_2_mlp_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_2_moe_router_weight = e->params + 771840; /* [4, 128] */
+    const float *P_layers_2_moe_experts_up_weight = e->params + 772352; /* [4, 384, 128] */
+    float *moe_probs_layers_2_moe = ACT(5312); /* [B, 1, 4] */
+    float *moe_gate_layers_2_moe = ACT(5328); /* [B, 1, 2] */
+    float *moe_idx_layers_2_moe = ACT(5344); /* [B, 1, 4] */
+    float *moe_offs_layers_2_moe = ACT(5280); /* [B, 1, 5] */
+    float *moe_up_layers_2_moe_xg = ACT(3072); /* [B, 256] */
+    float *moe_up_layers_2_moe = ACT(0); /* [B, 2, 384] */
+    float *glu_layers_2_moe = ACT(3072); /* [B, 2, 192] */
+    const float *P_layers_2_moe_experts_down_weight = e->params + 968960; /* [4, 128, 192] */
+    float *moe_layers_2_moe_o = ACT(0); /* [B, 256] */
+    float *moe_layers_2_moe = ACT(1024); /* [B, 1, 128] */
+    float *residual_moe_layers_2_moe = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_3_attn_norm_weight = e->params + 1067264; /* [128] */
+    float *rmsnorm_layers_3_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_3_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_attn_qkv_weight = e->params + 1067392; /* [256, 128] */
+    float *qkv_layers_3_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_3_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_3_attn_proj_weight = e->params + 1100160; /* [128, 128] */
+    float *attn_out_layers_3_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_3_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_3_mlp_norm_weight = e->params + 1116544; /* [128] */
+    float *rmsnorm_layers_3_mlp_norm = ACT(4096); /* [B, 1, 128] */
+    float *rms_rstd_layers_3_mlp_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_3_moe_router_weight = e->params + 1116672; /* [4, 128] */
+    const float *P_layers_3_moe_experts_up_weight = e->params + 1117184; /* [4, 384, 128] */
+    float *moe_probs_layers_3_moe = ACT(5312); /* [B, 1, 4] */
+    float *moe_gate_layers_3_moe = ACT(5328); /* [B, 1, 2] */
+    float *moe_idx_layers_3_moe = ACT(5344); /* [B, 1, 4] */
+    float *moe_offs_layers_3_moe = ACT(5280); /* [B, 1, 5] */
+    float *moe_up_layers_3_moe_xg = ACT(3072); /* [B, 256] */
+    float *moe_up_layers_3_moe = ACT(0); /* [B, 2, 384] */
+    float *glu_layers_3_moe = ACT(3072); /* [B, 2, 192] */
+    const float *P_layers_3_moe_experts_down_weight = e->params + 1313792; /* [4, 128, 192] */
+    float *moe_layers_3_moe_o = ACT(0); /* [B, 256] */
+    float *moe_layers_3_moe = ACT(1024); /* [B, 1, 128] */
+    float *residual_moe_layers_3_moe = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_4_attn_norm_weight = e->params + 1412096; /* [128] */
+    float *rmsnorm_layers_4_attn_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_layers_4_attn_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_attn_qkv_weight = e->params + 1412224; /* [256, 128] */
+    float *qkv_layers_4_attn = ACT(0); /* [B, 1, 256] */
+    float *attn_y_layers_4_attn = ACT(1024); /* [B, 1, 128] */
+    const float *P_layers_4_attn_proj_weight = e->params + 1444992; /* [128, 128] */
+    float *attn_out_layers_4_attn = ACT(0); /* [B, 1, 128] */
+    float *residual_attn_out_layers_4_attn = ACT(4608); /* [B, 1, 128] */
+    const float *P_layers_4_mlp_norm_weight = e->params + 1461376; /* [128] */
+    float *rmsnorm_layers_4_mlp_norm = ACT(4096); /* [B, 1, 128] */
+    float *rms_rstd_layers_4_mlp_norm = ACT(0); /* [B, 1] */
+    const float *P_layers_4_moe_router_weight = e->params + 1461504; /* [4, 128] */
+    const float *P_layers_4_moe_experts_up_weight = e->params + 1462016; /* [4, 384, 128] */
+    float *moe_probs_layers_4_moe = ACT(5312); /* [B, 1, 4] */
+    float *moe_gate_layers_4_moe = ACT(5328); /* [B, 1, 2] */
+    float *moe_idx_layers_4_moe = ACT(5344); /* [B, 1, 4] */
+    float *moe_offs_layers_4_moe = ACT(5280); /* [B, 1, 5] */
+    float *moe_up_layers_4_moe_xg = ACT(3072); /* [B, 256] */
+    float *moe_up_layers_4_moe = ACT(0); /* [B, 2, 384] */
+    float *glu_layers_4_moe = ACT(3072); /* [B, 2, 192] */
+    const float *P_layers_4_moe_experts_down_weight = e->params + 1658624; /* [4, 128, 192] */
+    float *moe_layers_4_moe_o = ACT(0); /* [B, 256] */
+    float *moe_layers_4_moe = ACT(1024); /* [B, 1, 128] */
+    float *residual_moe_layers_4_moe = ACT(4608); /* [B, 1, 128] */
+    const float *P_norm_weight = e->params + 1756928; /* [128] */
+    float *rmsnorm_norm = ACT(1024); /* [B, 1, 128] */
+    float *rms_rstd_norm = ACT(0); /* [B, 1] */
+    const float *P_lm_head_weight = e->params + 1757056; /* [256, 128] */
+    float *linear_lm_head = ACT(0); /* [B, 1, 256] */
+
+    /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
+    rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 256, 128);
+    /* $.model.layers[1].body[0].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, embedding_embed, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
+                   rms_rstd_layers_0_attn_norm, e->B, 128, 9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_0_attn_norm, 128,
+            P_layers_0_attn_qkv_weight, 128, 0.0f, qkv_layers_0_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #0: attention, position by position: keys and values into
+     * the cache (16384 floats from 0), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_0_attn, NULL, NULL, attn_y_layers_0_attn, 0, e->B, 128, 128,
+                        4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_0_attn, 128, P_layers_0_attn_proj_weight,
+            128, 0.0f, attn_out_layers_0_attn, 128);
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
+    rt_launch(e, "kd0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+              &residual_attn_out_layers_0_attn});
+    /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
+                   rmsnorm_layers_0_mlp_norm, rms_rstd_layers_0_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #0: moe: route to 2 of 4 experts, gather, up GEMMs */
+    rt_moe_dispatch_fwd(e, rmsnorm_layers_0_mlp_norm, P_layers_0_moe_router_weight,
+                        P_layers_0_moe_experts_up_weight, moe_probs_layers_0_moe,
+                        moe_gate_layers_0_moe, moe_idx_layers_0_moe, moe_offs_layers_0_moe,
+                        moe_up_layers_0_moe_xg, moe_up_layers_0_moe, moe_aux_stats, e->B, 128, 4, 2,
+                        384, 1, 0);
+    /* $.model.layers[1].body[1].body[1] #0: glu (silu) */
+    rt_glu_fwd(e, moe_up_layers_0_moe, glu_layers_0_moe, e->B * 2, 192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[1] #0: moe: down GEMMs, the copies summed by their gate
+     * weights */
+    rt_moe_combine_fwd(e, glu_layers_0_moe, P_layers_0_moe_experts_down_weight,
+                       moe_gate_layers_0_moe, moe_idx_layers_0_moe, moe_offs_layers_0_moe,
+                       moe_layers_0_moe_o, moe_layers_0_moe, e->B, 128, 4, 2, 192);
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
+    rt_launch(e, "kd1", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
+              &moe_layers_0_moe, &residual_moe_layers_0_moe});
+    /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_moe_layers_0_moe, P_layers_1_attn_norm_weight,
+                   rmsnorm_layers_1_attn_norm, rms_rstd_layers_1_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_1_attn_norm, 128,
+            P_layers_1_attn_qkv_weight, 128, 0.0f, qkv_layers_1_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #1: attention, position by position: keys and values into
+     * the cache (16384 floats from 16384), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_1_attn, NULL, NULL, attn_y_layers_1_attn, 16384, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_1_attn, 128, P_layers_1_attn_proj_weight,
+            128, 0.0f, attn_out_layers_1_attn, 128);
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
+    rt_launch(e, "kd2", kd2, e->B * 128, 3, (void *[]){&residual_moe_layers_0_moe,
+              &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
+    /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
+                   rmsnorm_layers_1_mlp_norm, rms_rstd_layers_1_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #1: moe: route to 2 of 4 experts, gather, up GEMMs */
+    rt_moe_dispatch_fwd(e, rmsnorm_layers_1_mlp_norm, P_layers_1_moe_router_weight,
+                        P_layers_1_moe_experts_up_weight, moe_probs_layers_1_moe,
+                        moe_gate_layers_1_moe, moe_idx_layers_1_moe, moe_offs_layers_1_moe,
+                        moe_up_layers_1_moe_xg, moe_up_layers_1_moe, moe_aux_stats, e->B, 128, 4, 2,
+                        384, 1, 1);
+    /* $.model.layers[1].body[1].body[1] #1: glu (silu) */
+    rt_glu_fwd(e, moe_up_layers_1_moe, glu_layers_1_moe, e->B * 2, 192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[1] #1: moe: down GEMMs, the copies summed by their gate
+     * weights */
+    rt_moe_combine_fwd(e, glu_layers_1_moe, P_layers_1_moe_experts_down_weight,
+                       moe_gate_layers_1_moe, moe_idx_layers_1_moe, moe_offs_layers_1_moe,
+                       moe_layers_1_moe_o, moe_layers_1_moe, e->B, 128, 4, 2, 192);
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
+    rt_launch(e, "kd3", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
+              &moe_layers_1_moe, &residual_moe_layers_1_moe});
+    /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_moe_layers_1_moe, P_layers_2_attn_norm_weight,
+                   rmsnorm_layers_2_attn_norm, rms_rstd_layers_2_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_2_attn_norm, 128,
+            P_layers_2_attn_qkv_weight, 128, 0.0f, qkv_layers_2_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #2: attention, position by position: keys and values into
+     * the cache (16384 floats from 32768), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_2_attn, NULL, NULL, attn_y_layers_2_attn, 32768, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_2_attn, 128, P_layers_2_attn_proj_weight,
+            128, 0.0f, attn_out_layers_2_attn, 128);
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
+    rt_launch(e, "kd4", kd4, e->B * 128, 3, (void *[]){&residual_moe_layers_1_moe,
+              &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
+    /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
+                   rmsnorm_layers_2_mlp_norm, rms_rstd_layers_2_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #2: moe: route to 2 of 4 experts, gather, up GEMMs */
+    rt_moe_dispatch_fwd(e, rmsnorm_layers_2_mlp_norm, P_layers_2_moe_router_weight,
+                        P_layers_2_moe_experts_up_weight, moe_probs_layers_2_moe,
+                        moe_gate_layers_2_moe, moe_idx_layers_2_moe, moe_offs_layers_2_moe,
+                        moe_up_layers_2_moe_xg, moe_up_layers_2_moe, moe_aux_stats, e->B, 128, 4, 2,
+                        384, 1, 2);
+    /* $.model.layers[1].body[1].body[1] #2: glu (silu) */
+    rt_glu_fwd(e, moe_up_layers_2_moe, glu_layers_2_moe, e->B * 2, 192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[1] #2: moe: down GEMMs, the copies summed by their gate
+     * weights */
+    rt_moe_combine_fwd(e, glu_layers_2_moe, P_layers_2_moe_experts_down_weight,
+                       moe_gate_layers_2_moe, moe_idx_layers_2_moe, moe_offs_layers_2_moe,
+                       moe_layers_2_moe_o, moe_layers_2_moe, e->B, 128, 4, 2, 192);
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
+    rt_launch(e, "kd5", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
+              &moe_layers_2_moe, &residual_moe_layers_2_moe});
+    /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_moe_layers_2_moe, P_layers_3_attn_norm_weight,
+                   rmsnorm_layers_3_attn_norm, rms_rstd_layers_3_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_3_attn_norm, 128,
+            P_layers_3_attn_qkv_weight, 128, 0.0f, qkv_layers_3_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #3: attention, position by position: keys and values into
+     * the cache (16384 floats from 49152), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_3_attn, NULL, NULL, attn_y_layers_3_attn, 49152, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_3_attn, 128, P_layers_3_attn_proj_weight,
+            128, 0.0f, attn_out_layers_3_attn, 128);
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
+    rt_launch(e, "kd6", kd6, e->B * 128, 3, (void *[]){&residual_moe_layers_2_moe,
+              &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
+    /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
+                   rmsnorm_layers_3_mlp_norm, rms_rstd_layers_3_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #3: moe: route to 2 of 4 experts, gather, up GEMMs */
+    rt_moe_dispatch_fwd(e, rmsnorm_layers_3_mlp_norm, P_layers_3_moe_router_weight,
+                        P_layers_3_moe_experts_up_weight, moe_probs_layers_3_moe,
+                        moe_gate_layers_3_moe, moe_idx_layers_3_moe, moe_offs_layers_3_moe,
+                        moe_up_layers_3_moe_xg, moe_up_layers_3_moe, moe_aux_stats, e->B, 128, 4, 2,
+                        384, 1, 3);
+    /* $.model.layers[1].body[1].body[1] #3: glu (silu) */
+    rt_glu_fwd(e, moe_up_layers_3_moe, glu_layers_3_moe, e->B * 2, 192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[1] #3: moe: down GEMMs, the copies summed by their gate
+     * weights */
+    rt_moe_combine_fwd(e, glu_layers_3_moe, P_layers_3_moe_experts_down_weight,
+                       moe_gate_layers_3_moe, moe_idx_layers_3_moe, moe_offs_layers_3_moe,
+                       moe_layers_3_moe_o, moe_layers_3_moe, e->B, 128, 4, 2, 192);
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
+    rt_launch(e, "kd7", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
+              &moe_layers_3_moe, &residual_moe_layers_3_moe});
+    /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_moe_layers_3_moe, P_layers_4_attn_norm_weight,
+                   rmsnorm_layers_4_attn_norm, rms_rstd_layers_4_attn_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_layers_4_attn_norm, 128,
+            P_layers_4_attn_qkv_weight, 128, 0.0f, qkv_layers_4_attn, 256);
+    /* $.model.layers[1].body[0].body[1] #4: attention, position by position: keys and values into
+     * the cache (16384 floats from 65536), queries against the positions up to their own */
+    rt_attention_decode(e, qkv_layers_4_attn, NULL, NULL, attn_y_layers_4_attn, 65536, e->B, 128,
+                        128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+    /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_4_attn, 128, P_layers_4_attn_proj_weight,
+            128, 0.0f, attn_out_layers_4_attn, 128);
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
+    rt_launch(e, "kd8", kd8, e->B * 128, 3, (void *[]){&residual_moe_layers_3_moe,
+              &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
+    /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
+                   rmsnorm_layers_4_mlp_norm, rms_rstd_layers_4_mlp_norm, e->B, 128,
+                   9.99999975e-06f);
+    /* $.model.layers[1].body[1].body[1] #4: moe: route to 2 of 4 experts, gather, up GEMMs */
+    rt_moe_dispatch_fwd(e, rmsnorm_layers_4_mlp_norm, P_layers_4_moe_router_weight,
+                        P_layers_4_moe_experts_up_weight, moe_probs_layers_4_moe,
+                        moe_gate_layers_4_moe, moe_idx_layers_4_moe, moe_offs_layers_4_moe,
+                        moe_up_layers_4_moe_xg, moe_up_layers_4_moe, moe_aux_stats, e->B, 128, 4, 2,
+                        384, 1, 4);
+    /* $.model.layers[1].body[1].body[1] #4: glu (silu) */
+    rt_glu_fwd(e, moe_up_layers_4_moe, glu_layers_4_moe, e->B * 2, 192, RT_GLU_SILU);
+    /* $.model.layers[1].body[1].body[1] #4: moe: down GEMMs, the copies summed by their gate
+     * weights */
+    rt_moe_combine_fwd(e, glu_layers_4_moe, P_layers_4_moe_experts_down_weight,
+                       moe_gate_layers_4_moe, moe_idx_layers_4_moe, moe_offs_layers_4_moe,
+                       moe_layers_4_moe_o, moe_layers_4_moe, e->B, 128, 4, 2, 192);
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
+    rt_launch(e, "kd9", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
+              &moe_layers_4_moe, &residual_moe_layers_4_moe});
+    /* $.model.layers[2]: rmsnorm */
+    rt_rmsnorm_fwd(e, residual_moe_layers_4_moe, P_norm_weight, rmsnorm_norm, rms_rstd_norm, e->B,
+                   128, 9.99999975e-06f);
+    /* $.model.layers[3]: linear: y = x W^T */
+    rt_gemm(e, 0, 1, e->B, 256, 128, 1.0f, rmsnorm_norm, 128, P_lm_head_weight, 128, 0.0f,
+            linear_lm_head, 256);
+}
+
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
@@ -1551,6 +1889,10 @@ const rt_model trainc_model = {
     .pred_rank = 2,
     .pred_shape = {128, 256},
     .target_input = 1,
+    .decode = decode,
+    .decode_pred_offset = 0,
+    .decode_pred_ld = 256,
+    .kv_floats = 81920,
     .gpu_scratch_row_bytes = 2048,
     .train_defaults = train_defaults,
     .n_train_defaults = 44,

@@ -1,0 +1,91 @@
+/* decode.c: the decode program, which --sample runs on the CPU to generate from a
+ * language model with a key/value cache. Its graph is the spec's with the token input
+ * and target one position long: every layer then computes one position a batch row,
+ * and the rows are taken as consecutive positions of one sequence (a prompt's, or the
+ * one new token): attention writes their keys and values into the cache and reads
+ * those before each row (rt_attention_decode), a pos_embedding adds each row's
+ * position (rt_pos_row_add), and there is no loss: the logits are what it leaves. The
+ * window's forward pass costs T positions a token, this program one.
+ *
+ * Only a model whose every layer works position by position, apart from causal
+ * attention, has one (decode_spec says why not otherwise): an i32 [T] token input, a
+ * cross-entropy target [T], and layers among those below. Its parameters lie where
+ * validation's do (decode_share_layout). */
+#include <string.h>
+#include "ir.h"
+
+/* Does each layer of the list work on one position at a time (or, for attention,
+ * causally over those before it), reading no input but the tokens x? The first that
+ * does not, else NULL. */
+static const Layer *not_positional(Layer **ls, int n, const char *x)
+{
+    for (int i = 0; i < n; i++) {
+        const Layer *l = ls[i];
+        if (l->input && strcmp(l->input, x))
+            return l;
+        switch (l->op) {
+        case OP_LINEAR: case OP_RELU: case OP_GELU: case OP_SILU: case OP_TANH:
+        case OP_SIGMOID: case OP_SQUARED_RELU: case OP_GLU: case OP_DROPOUT:
+        case OP_LAYERNORM: case OP_RMSNORM: case OP_EMBEDDING: case OP_POS_EMBEDDING:
+        case OP_LEAKY_RELU: case OP_SCALE: case OP_MOE:
+            break;
+        case OP_ATTENTION:
+            if (!l->causal)
+                return l;
+            break;
+        case OP_RESIDUAL: case OP_REPEAT: {
+            const Layer *b = not_positional(l->body, l->n_body, x);
+            if (!b)
+                b = not_positional(l->shortcut, l->n_shortcut, x);
+            if (b)
+                return b;
+            break;
+        }
+        default:
+            return l;
+        }
+    }
+    return NULL;
+}
+
+/* The spec's copy for the decode program, or NULL where the model has none. */
+Spec *decode_spec(const Spec *s)
+{
+    if (s->gan || s->loss != LOSS_CROSS_ENTROPY || s->n_inputs != 2)
+        return NULL;
+    const InputSpec *x = &s->inputs[0], *y = &s->inputs[1];
+    int tgt = !strcmp(y->name, s->loss_target);
+    if (!tgt || x->rank != 1 || y->rank != 1 || x->dtype == RT_F32 || x->shape[0] != y->shape[0] ||
+        x->shape[0] < 2 || not_positional(s->layers, s->n_layers, x->name))
+        return NULL;
+    Spec *d = xcalloc(1, sizeof *d);
+    *d = *s;
+    d->decode_T = x->shape[0];
+    d->inputs[0].shape[0] = 1;
+    d->inputs[1].shape[0] = 1;
+    return d;
+}
+
+/* The decode graph's parameters at the offsets (and padding) validation's graph gave
+ * them: the two are built from one spec, but a chunked head, which only the window has,
+ * may lay a frozen head elsewhere. Each parameter is matched by its place in the model. */
+void decode_share_layout(Graph *d, const Graph *ev)
+{
+    if (d->n_params != ev->n_params)
+        die("internal: the decode graph has %d parameters, validation's %d", d->n_params,
+            ev->n_params);
+    for (int k = 0; k < d->n_params; k++) {
+        Param *p = d->params[k];
+        const Param *q = NULL;
+        for (int j = 0; j < ev->n_params && !q; j++)
+            if (ev->params[j]->model_index == p->model_index)
+                q = ev->params[j];
+        if (!q || strcmp(p->name, q->name) || p->numel != q->numel)
+            die("internal: the decode graph's parameter %s is not validation's", p->name);
+        p->offset = q->offset;
+        p->pad_rows = q->pad_rows;
+    }
+    d->param_floats = ev->param_floats;
+    d->trainable_floats = ev->trainable_floats;
+    d->gpu_fp32_floats = ev->gpu_fp32_floats;
+}

@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""--sample's key/value cache (the decode program, compiler/decode.c) against the window's
+pass, for each attention option and the other layers a language model has.
+
+For each variant of gpt_char (2 blocks) a trainer trains 3 steps, then samples 150 tokens
+from a 15-byte prompt (prefilled 4 positions a pass, batch_size 4) under TRAINC_KV_CACHE=check, which computes every token the cache
+serves by the window's pass too: the cache must serve the 114 tokens before the window
+(T 128) slides, and its logits must be the window's within 1e-5 of the largest logit.
+Without the check the sampled bytes must be those of TRAINC_KV_CACHE=0 (the window's
+pass alone). A model that is not position by position (attention over all positions)
+has no decode program: its host.c has no decode(), and the check serves no token.
+"""
+import copy, json, os, re, subprocess, sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "kv_cache")
+os.makedirs(OUT, exist_ok=True)
+LLAMA3 = {"theta": 500000, "scaling": {"rope_type": "llama3", "factor": 32, "low_freq_factor": 1,
+                                       "high_freq_factor": 4, "original_max_position_embeddings": 64}}
+YARN = {"theta": 10000, "dims": 16, "scaling": {"rope_type": "yarn", "factor": 4,
+                                                "original_max_position_embeddings": 32}}
+LONG = {"theta": 10000, "scaling": {"rope_type": "longrope", "factor": 4, "original_max_position_embeddings": 64,
+                                    "short_factor": [1 + j / 16 for j in range(16)],
+                                    "long_factor": [2 + j / 8 for j in range(16)]}}
+
+def precision(s, p): s["train"]["precision"] = p
+def moe(s):   # the MLP's residual body: a layernorm and a mixture of experts with a shared one
+    s["model"]["layers"][2]["body"][1]["body"] = [
+        {"op": "layernorm", "name": "ln_2"},
+        {"op": "moe", "name": "moe", "experts": 4, "top_k": 2, "hidden": 64, "shared": 32}]
+def scaled_logits(s):   # rmsnorm, squared_relu, and logits that a fused loop writes last
+    mlp = s["model"]["layers"][2]["body"][1]["body"]
+    mlp[0] = {"op": "rmsnorm", "name": "ln_2"}
+    mlp[2] = {"op": "squared_relu"}
+    s["model"]["layers"] += [{"op": "tanh"}, {"op": "scale", "by": 30}]
+
+# name: (attention options, a change to the rest of the spec or None)
+VARIANTS = {
+    "gpt": ({}, None),
+    "gqa_qknorm_window_llama3": ({"kv_heads": 2, "bias": False, "qk_norm": True, "window": 40, "rope": LLAMA3}, None),
+    "softcap_scale_qkvbias_allheads": ({"kv_heads": 1, "bias": "qkv", "qk_norm": "all_heads", "softcap": 20,
+                                        "scale": 0.1, "rope": {"theta": 10000}}, None),
+    "yarn_partial": ({"rope": YARN, "bias": "proj"}, None),
+    "longrope": ({"rope": LONG, "kv_heads": 2}, None),
+    "interleave": ({"window": 16, "rope": {"theta": 10000},
+                    "interleave": {"every": 2, "window": None, "rope": None}}, None),
+    "bf16_mixed": ({"kv_heads": 2, "rope": {"theta": 10000}}, lambda s: precision(s, "bf16-mixed")),
+    "moe": ({"kv_heads": 2, "rope": {"theta": 10000}}, moe),
+    "scaled_logits": ({}, scaled_logits),
+    "full_attention": ({"causal": False}, None),
+}
+
+
+def spec(name, opts, change):
+    s = json.load(open(os.path.join(ROOT, "specs", "gpt_char.json")))
+    s["model"]["name"] = name
+    s["model"]["layers"][2]["count"] = 2
+    s["model"]["layers"][2]["body"][0]["body"][1].update(copy.deepcopy(opts))
+    for k in ("train", "val"):
+        s["train"]["data"][k]["tokens"] = os.path.join(ROOT, "data", "text", k + "_*.bin")
+    if change:
+        change(s)
+    path = os.path.join(OUT, name + ".json")
+    json.dump(s, open(path, "w"), indent=1)
+    return path
+
+
+def sample(path, run, env_value):
+    env = dict(os.environ, TRAINC_KV_CACHE=env_value)
+    p = subprocess.run([TRAINC, "run", path, "--eval", "--init", os.path.join(run, "model.safetensors"),
+                        "--quiet", "--threads", "2", "--sample", "150", "--prompt", "The license is ", "--set", "batch_size=4",
+                        "--temperature", "0.9", "--sample-seed", "5"],
+                       env=env, capture_output=True)
+    if p.returncode != 0:
+        sys.exit("FAIL %s: exit %d: %s" % (path, p.returncode, p.stderr.decode()[-2000:]))
+    return p.stdout.split(b"\n", 1)[1], p.stderr.decode()
+
+
+failed = 0
+def verdict(ok, what):
+    global failed
+    print(("ok   " if ok else "FAIL ") + what)
+    failed += not ok
+
+
+def variant(name, opts, change):
+    path = spec(name, opts, change)
+    run = os.path.join(OUT, name)
+    subprocess.run([TRAINC, "run", path, "--set", "max_steps=3", "--set", "batch_size=4", "--set", "data.val=null",
+                    "--threads", "2", "--quiet", "--out", run], check=True, capture_output=True)
+    emitted = os.path.join(OUT, name + "_src")
+    subprocess.run([TRAINC, "emit", path, "-o", emitted], check=True, capture_output=True)
+    has_decode = "static void decode(rt_exec *e)" in open(os.path.join(emitted, "host.c")).read()
+    text, err = sample(path, run, "check")
+    m = re.search(r"key/value cache check: (\d+) tokens, the largest difference (\S+) of", err)
+    if not m:
+        verdict(False, "%s: no check line in: %s" % (name, err[-500:]))
+        return
+    tokens, worst = int(m.group(1)), float(m.group(2))
+    if name == "full_attention":
+        verdict(not has_decode and tokens == 0, "%s: no decode program, no token from a cache" % name)
+        return
+    verdict(has_decode and tokens == 114 and worst < 1e-5,
+            "%s: the cache served %d tokens, logits within %.2g of the window's" % (name, tokens, worst))
+    plain, _ = sample(path, run, "1")
+    window, _ = sample(path, run, "0")
+    verdict(plain == window and text == plain and len(plain) >= 150,
+            "%s: the same %d sampled bytes with the cache and without" % (name, len(plain)))
+
+
+names = sys.argv[1:] or list(VARIANTS)
+for name in names:
+    variant(name, *VARIANTS[name])
+sys.exit(1 if failed else 0)
