@@ -19,7 +19,7 @@ toks = np.frombuffer(open("data/text/val_000000.bin", "rb").read()[1024:], np.ui
 hdr = np.zeros(256, np.int32); hdr[:3] = (20240520, 1, len(toks))
 open(sys.argv[1], "wb").write(hdr.tobytes() + toks.tobytes())
 PY
-sets=(--set batch_size=1 --set "data.train.tokens=$d/val_000000.bin" --set "data.val.tokens=$d/val_000000.bin")
+sets=(--set batch_size=16 --set loader.drop_last=false --set "data.train.tokens=$d/val_000000.bin" --set "data.val.tokens=$d/val_000000.bin")
 threads=$(nproc)
 for r in $(seq "$rounds"); do
     for kv in 1 0; do
@@ -27,7 +27,7 @@ for r in $(seq "$rounds"); do
                  --sample "$n" --prompt "The license " --temperature 1e-300 2>&1 >/dev/null |
                grep '^trainc: sampled')
         # "trainc: sampled N tokens in S s, R a second (K from the key/value cache)"
-        echo "$line" | awk -v r="$r" -v kv="$kv" '{printf "{\"round\":%d,\"run\":\"trainc %s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", r, kv == 1 ? "cache" : "window", $3, $6, $8, substr($10, 2)}'
+        echo "$line" | awk -v r="$r" -v kv="$kv" '{printf "{\"round\":%d,\"run\":\"trainc %s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", r, kv == 1 ? "cache" : "window", $3, $6, $8, substr($11, 2)}'
     done
     echo "{\"round\":$r,\"run\":\"transformers generate\",\"result\":$("$HF_PYTHON" bench/sample_kv_hf.py 12 "$n" "$threads")}"
 done
