@@ -32,7 +32,9 @@ SPEC.md's semantics, from the same initial weights (random, written by this scri
 and loaded with --init, so the parameter names and shapes are checked too) on the
 same batches. Every step's loss and gradient norm must agree within 1e-4 relative,
 the validation after the last step (6 rows: batches of 4 and 2) too, its accuracy
-but for near ties, and the final weights within 1e-4 of their scale. Every fifth model also runs under all
+but for near ties, and the final weights within 1e-4 of their scale. A token model with
+a decode program then samples T tokens with --sample's key/value cache, each token's
+logits checked against the window's pass (TRAINC_KV_CACHE=check). Every fifth model also runs under all
 three recompute policies, which must give the same numbers bit for bit. With
 Dropout is at p 0, which PyTorch follows, but in about one model in seven at p 0.25:
 its masks are trainc's own, so such a model is compared only with itself under the
@@ -50,7 +52,7 @@ vocabularies are drawn from sizes at the GPU kernels' edges instead (widths 1, 2
 8 to 72 wide, 16 and 72 on the 16-bit tensor-core kernels; vocabularies of 2, 257
 and 1031: logits rows padded; 33 conv channels, 257 classes).
 """
-import json, math, os, struct, subprocess, sys, zlib
+import json, math, os, re, struct, subprocess, sys, zlib
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -597,6 +599,29 @@ def trainc(spec_path, out, init, threads, recompute=None):
     return run_log.steps(out)
 
 
+def cache_check(d, spec_path, threads):
+    """A token model with a decode program (compiler/decode.c: causal attention, every
+    layer position by position): --sample under TRAINC_KV_CACHE=check, T tokens from the
+    trained weights after a one-id prompt; the cache serves all T, and each must have the
+    window's logits within 1e-5 of the largest. Returns (problems, whether it had the program)."""
+    src = os.path.join(d, "src")
+    subprocess.run([TRAINC, "emit", spec_path, "-o", src], check=True, capture_output=True)
+    if "static void decode(rt_exec *e)" not in open(os.path.join(src, "host.c")).read():
+        return [], False
+    T = json.load(open(spec_path))["model"]["inputs"]["x"]["shape"][0]
+    p = subprocess.run([TRAINC, "run", spec_path, "--eval", "--init", os.path.join(d, "run", "model.safetensors"),
+                        "--sample", str(T), "--quiet", "--threads", str(threads)],
+                       env=dict(os.environ, TRAINC_KV_CACHE="check"), capture_output=True, text=True)
+    m = re.search(r"key/value cache check: (\d+) tokens, the largest difference (\S+) of", p.stderr)
+    if p.returncode != 0 or not m:
+        return ["--sample with the cache check: exit %d: %s" % (p.returncode, p.stderr[-2000:])], True
+    n, worst = int(m.group(1)), float(m.group(2))
+    if n != T or not worst < 1e-5:
+        return ["the key/value cache: %d tokens served (want %d), logits within %g of the window's"
+                % (n, T, worst)], True
+    return [], True
+
+
 def sanitized(d, spec_path, init, threads, ours):
     """the compiler and a trainer under the sanitizers (RANDOM_MODELS_ASAN)"""
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:exitcode=86", UBSAN_OPTIONS="exitcode=86")
@@ -736,6 +761,10 @@ def one(i, r):
                 base = (nums, wb)
             elif (nums, wb) != base:
                 problems.append("recompute %s: numbers or weights differ from none's" % pol)
+    cached = False
+    if spec["model"]["loss"]["op"] == "cross_entropy" and xs["dtype"] == "i32" and not problems:
+        more, cached = cache_check(d, spec_path, threads)
+        problems += more
     if ASAN and i % 3 == 0 and not problems:
         problems += sanitized(d, spec_path, init, threads, ours)
     if i < FAKE_GPU and not problems:
@@ -744,7 +773,7 @@ def one(i, r):
             problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed")
         if i % 4 == 2:
             problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed")
-    desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s%s, %d thread%s" % (
+    desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s%s, %d thread%s%s" % (
         "on the fake GPU too (%s): " % ("fp32, bf16-mixed" if i % 2 else "fp32, fp16-mixed" if i % 4 == 2 else "fp32")
         if i < FAKE_GPU else "",
         "under the sanitizers too: " if ASAN and i % 3 == 0 else "",
@@ -753,7 +782,7 @@ def one(i, r):
         t["recompute"], ", clipped" if "grad_clip" in t else "",
         "" if t["loader"]["drop_last"] else ", a short last batch",
         ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
-        "s" if threads > 1 else "")
+        "s" if threads > 1 else "", ", sampled with the key/value cache" if cached else "")
     return desc, len(ours), problems
 
 
