@@ -42,28 +42,35 @@ static void prompt_ids(const Opts *o, rt_ids *ids)
         rt_ids_push(ids, (unsigned char)*p);
 }
 
-/* --stop's id: with a tokenizer the one id its text encodes to, else the number; -1
- * without --stop. Exits 1 for text of several ids or an id past the vocabulary V. */
-static int64_t stop_id(const Opts *o, int64_t V)
+/* A --stop's id: with a tokenizer the one id its text encodes to, else the number.
+ * Exits 1 for text of several ids or an id past the vocabulary V. */
+static int64_t stop_id(const Opts *o, const char *stop, int64_t V)
 {
-    if (!o->stop)
-        return -1;
     int64_t id = -1, n;
     if (o->tokenizer) {
-        id = rt_tok_one_id(sample_tokenizer(o->tokenizer), o->stop, &n);
+        id = rt_tok_one_id(sample_tokenizer(o->tokenizer), stop, &n);
         if (id < 0)
             rt_input_error("--stop '%s' is %lld tokens, not one (give an added token's content "
-                           "as tokenizer.json lists it, e.g. \"<|eot_id|>\")", o->stop,
+                           "as tokenizer.json lists it, e.g. \"<|eot_id|>\")", stop,
                            (long long)n);
     } else {
         char *end;
-        id = strtoll(o->stop, &end, 10);
-        if (*end || end == o->stop || id < 0)
-            rt_input_error("--stop '%s': without --tokenizer, a token's id (a number)", o->stop);
+        id = strtoll(stop, &end, 10);
+        if (*end || end == stop || id < 0)
+            rt_input_error("--stop '%s': without --tokenizer, a token's id (a number)", stop);
     }
     if (id >= V)
         rt_input_error("--stop: id %lld is past the model's %lld ids", (long long)id, (long long)V);
     return id;
+}
+
+/* Is id one of --stop's tokens? */
+static int stops(const Opts *o, const int64_t *ids, int64_t id)
+{
+    for (int i = 0; i < o->n_stop; i++)
+        if (ids[i] == id)
+            return 1;
+    return 0;
 }
 
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
@@ -94,7 +101,8 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
                            "bytes are its ids; --tokenizer encodes text)", ids.v[i], (long long)V);
         }
     rt_ids_free(&ids);
-    stop_id(o, V);   /* (checked now, before training) */
+    for (int i = 0; i < o->n_stop; i++)
+        stop_id(o, o->stop[i], V);   /* (checked now, before training) */
     return V;
 }
 
@@ -354,7 +362,9 @@ void rt_sample(Run *r)
                           .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                           .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     r->e.rng_key = 0;
-    int64_t stop = stop_id(&r->o, V);
+    int64_t stop[RT_MAX_STOPS];
+    for (int i = 0; i < r->o.n_stop; i++)
+        stop[i] = stop_id(&r->o, r->o.stop[i], V);
     Cache cache = cache_open(r, V);
     double t0 = rt_now();
     int64_t drawn = 0;
@@ -364,7 +374,7 @@ void rt_sample(Run *r)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         const float *logits = next_logits(r, &cache, ctx, tgt, n, V, row);
         int64_t pick = rt_sample_draw(&sampler, logits, &rng);
-        if (pick == stop)
+        if (stops(&r->o, stop, pick))
             break;
         put_id(&r->o, pick, k, V);
         drawn++;

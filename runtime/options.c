@@ -135,7 +135,9 @@ static void set_prompt(Opts *o, const char *v)
 
 static void set_stop(Opts *o, const char *v)
 {
-    o->stop = v;
+    if (o->n_stop == RT_MAX_STOPS)
+        rt_input_error("--stop: at most %d tokens", RT_MAX_STOPS);
+    o->stop[o->n_stop++] = v;
     o->sampling_opt = "--stop";
 }
 
@@ -214,7 +216,8 @@ enum { READ, HELP, VERSION };
       "and the sample decoded, so both are text")                                              \
     X("--stop", V, "TOKEN", TOKENS, 1, READ, set_stop,                                         \
       "end the sample at this token (with --tokenizer its text, an\n"                          \
-      "added token's as \"<|eot_id|>\"; else its id), not printed")                            \
+      "added token's as \"<|eot_id|>\"; else its id), not printed;\n"                          \
+      "repeated: at any of them")                                                              \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

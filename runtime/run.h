@@ -13,10 +13,13 @@
 
 /* ---- the command line (options.c) ------------------------------------------------- */
 
+#define RT_MAX_STOPS 8   /* --stop's tokens */
+
 typedef struct Opts {
     const char *out, *init, *resume, *prompt;
     const char *tokenizer;     /* --tokenizer: --prompt and --sample's output are text */
-    const char *stop;          /* --stop: the token that ends a sample */
+    const char *stop[RT_MAX_STOPS]; /* --stop (repeated): the tokens that end a sample */
+    int n_stop;
     const char *predict;       /* --predict FILE.npy (sets eval: nothing trained) */
     int64_t sample;            /* characters to generate after training */
     double temperature;

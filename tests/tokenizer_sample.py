@@ -72,21 +72,26 @@ def sp_bytes(tok, ids):
 def stop_at(kind, d, sp, tj, tok, sample):
     """--stop TEXT: the same sample from the trained weights (--eval: the same draws)
     ends before the first id that is TEXT's one token: the first of the sample's ids
-    that comes back as itself from its own text, not seen before it."""
-    j = next(j for j in range(3, len(sample)) if sample[j] not in sample[:j] and
-             tok.encode(tok.decode([sample[j]]), add_special_tokens=False).ids == [sample[j]])
+    that comes back as itself from its own text, not seen before it. With two --stop
+    (a later such id's text first), before the first of either."""
+    ok = [j for j in range(3, len(sample)) if sample[j] not in sample[:j] and
+          tok.encode(tok.decode([sample[j]]), add_special_tokens=False).ids == [sample[j]]]
+    j = ok[0]
     stop = tok.decode([sample[j]])
-    r = subprocess.run([TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors",
-                        "--threads", "1", "--sample", "40", "--prompt", PROMPT, "--tokenizer", tj,
-                        "--stop", stop], capture_output=True)
-    got, want = r.stdout.decode("utf-8", "replace")[:-1], tok.decode(sample[:j], skip_special_tokens=False)
-    if r.returncode != 0 or got != want:   # (no data.val: --eval prints no record)
-        sys.exit("FAIL: %s: --stop %r: exit %d, printed %r, want %r" % (kind, stop, r.returncode, got, want))
+    later = [tok.decode([sample[k]]) for k in ok[1:]][:1]
+    for stops in ([stop], later + [stop]):
+        r = subprocess.run([TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors",
+                            "--threads", "1", "--sample", "40", "--prompt", PROMPT, "--tokenizer", tj] +
+                           [a for t in stops for a in ("--stop", t)], capture_output=True)
+        got, want = r.stdout.decode("utf-8", "replace")[:-1], tok.decode(sample[:j], skip_special_tokens=False)
+        if r.returncode != 0 or got != want:   # (no data.val: --eval prints no record)
+            sys.exit("FAIL: %s: --stop %r: exit %d, printed %r, want %r" % (kind, stops, r.returncode, got, want))
+    assert later, "no second token to stop at"
     r2 = subprocess.run([TRAINC, "run", sp, "--eval", "--sample", "5", "--tokenizer", tj,
                          "--stop", "two words"], capture_output=True, text=True)
     assert r2.returncode == 1 and "not one" in r2.stderr, (r2.returncode, r2.stderr)
-    print("ok   %s: --stop %r ends the sample before its token %d (%d ids printed); two tokens "
-          "refused" % (kind, stop, j + 1, j))
+    print("ok   %s: --stop %r ends the sample before its token %d (%d ids printed), also as the "
+          "second of two (%r first); two tokens refused" % (kind, stop, j + 1, j, later[0]))
 
 
 def run(kind, vocab):
