@@ -37,35 +37,54 @@ static int npy_header(char *h, int64_t n, int rank, const int64_t *shape)
     return total;
 }
 
-int rt_npy_write_f32(const char *path, const float *x, int64_t n, int rank, const int64_t *shape)
+/* The elements of n rows of shape into *count; -1 (errno) for a bad shape or a size
+ * fwrite's size_t cannot take. */
+static int npy_count(int64_t n, int rank, const int64_t *shape, int64_t *count)
 {
-    if (!path || n < 0 || rank < 0 || rank > 7 || (rank > 0 && !shape)) {
+    if (n < 0 || rank < 0 || rank > 7 || (rank > 0 && !shape)) {
         errno = EINVAL;
         return -1;
     }
-    int64_t count = n;   /* elements, checked against what fwrite's size_t can take */
+    *count = n;
     for (int i = 0; i < rank; i++) {
         if (shape[i] < 0) {
             errno = EINVAL;
             return -1;
         }
-        if (shape[i] > 0 && count > (int64_t)(SIZE_MAX / 8) / shape[i]) {
+        if (shape[i] > 0 && *count > (int64_t)(SIZE_MAX / 8) / shape[i]) {
             errno = EFBIG;
             return -1;
         }
-        count *= shape[i];
+        *count *= shape[i];
     }
+    return 0;
+}
+
+FILE *rt_npy_stream_open(const char *path, int64_t n, int rank, const int64_t *shape)
+{
+    int64_t count;
+    if (!path || npy_count(n, rank, shape, &count) != 0)
+        return NULL;
+    char h[512];
+    int hl = npy_header(h, n, rank, shape);
+    FILE *f = rt_tmp_open(path);
+    if (f)   /* (a short write sets the error rt_tmp_commit reads) */
+        fwrite(h, 1, (size_t)hl, f);
+    return f;
+}
+
+int rt_npy_write_f32(const char *path, const float *x, int64_t n, int rank, const int64_t *shape)
+{
+    int64_t count;
+    if (!path || npy_count(n, rank, shape, &count) != 0)
+        return -1;
     if (count > 0 && !x) {
         errno = EINVAL;
         return -1;
     }
-    char h[512];
-    int hl = npy_header(h, n, rank, shape);
-    FILE *f = rt_tmp_open(path);
+    FILE *f = rt_npy_stream_open(path, n, rank, shape);
     if (!f)
         return -1;
-    /* a short write sets the error rt_tmp_commit reads */
-    fwrite(h, 1, (size_t)hl, f);
     if (count > 0)
         fwrite(x, sizeof *x, (size_t)count, f);
     return rt_tmp_commit(f, path);

@@ -1,8 +1,9 @@
 /* mode_predict.c: --predict FILE.npy, the model's prediction (its last layer's output:
  * a classifier's logits, a regression's values, a language model's logits) for every
  * row of FILE, by validation's program (evaluation mode: no dropout, batchnorm's
- * running statistics), written as OUT/predictions.npy, float32 [N, prediction shape].
- * Nothing is trained; the loss's target is not read. */
+ * running statistics), written as OUT/predictions.npy, float32 [N, prediction shape],
+ * a batch at a time (through predictions.npy.tmp, renamed once whole). Nothing is
+ * trained; the loss's target is not read. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,8 +76,15 @@ void rt_predict(Run *r)
         widest = m->inputs[k].numel > widest ? m->inputs[k].numel : widest;
     void *blank = rt_xmalloc((size_t)(Bmax * widest) * 4);
     memset(blank, 0, (size_t)(Bmax * widest) * 4);
-    float *out = rt_xmalloc((size_t)(N * per) * sizeof *out);
+    float *out = rt_xmalloc((size_t)(Bmax * per) * sizeof *out);
     int64_t *idx = rt_xmalloc((size_t)Bmax * sizeof *idx);
+    char path[RT_PATH_MAX + 32];
+    if (rt_mkdir_p(r->out) != 0)
+        rt_input_error("cannot make %s for the predictions: %s", r->out, strerror(errno));
+    rt_join_path(path, sizeof path, r->out, "predictions.npy");
+    FILE *f = rt_npy_stream_open(path, N, m->pred_rank, m->pred_shape);
+    if (!f)
+        rt_input_error("cannot write %s: %s", path, strerror(errno));
     double t0 = rt_now();
     for (int64_t at = 0; at < N; at += Bmax) {
         int64_t rows = N - at < Bmax ? N - at : Bmax;
@@ -89,13 +97,10 @@ void rt_predict(Run *r)
         rt_bind_batch(r, &one, -1);
         m->evaluate(&r->e);
         rt_end_pass(r);
-        prediction_rows(r, rows, out + at * per);
+        prediction_rows(r, rows, out);
+        fwrite(out, sizeof *out, (size_t)(rows * per), f);   /* (an error: at the commit) */
     }
-    char path[RT_PATH_MAX + 32];
-    if (rt_mkdir_p(r->out) != 0)
-        rt_input_error("cannot make %s for the predictions: %s", r->out, strerror(errno));
-    rt_join_path(path, sizeof path, r->out, "predictions.npy");
-    if (rt_npy_write_f32(path, out, N, m->pred_rank, m->pred_shape) != 0)
+    if (rt_tmp_commit(f, path) != 0)
         rt_input_error("cannot write %s: %s", path, strerror(errno));
     printf("{\"event\":\"predict\",\"rows\":%lld,\"shape\":[", (long long)N);
     for (int i = 0; i < m->pred_rank; i++)

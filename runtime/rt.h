@@ -633,6 +633,10 @@ int rt_st_close(rt_st_out *w);
  * starts at a multiple of 64; rank 0-7 (shape [] gives (n,)). Through PATH.tmp renamed
  * into place. 0, or -1 with errno set (EINVAL: a bad argument). */
 int rt_npy_write_f32(const char *path, const float *x, int64_t n, int rank, const int64_t *shape);
+/* The same file written a part at a time: its header for n rows of shape into PATH.tmp
+ * (NULL, errno set), then the caller's fwrite of the n rows' float32 values in order,
+ * then rt_tmp_commit(f, PATH) renames it into place (or removes it). */
+FILE *rt_npy_stream_open(const char *path, int64_t n, int rank, const int64_t *shape);
 /* Writes n images [C, H, W] (fp32, C 1 or 3) as one PNG, the pixels
  * torchvision's save_image(make_grid(x, nrow, padding=2, normalize=True, pad_value=0))
  * saves (torchvision/utils.py since make_grid's `value_range`; before it, d was
