@@ -35,6 +35,12 @@ def scaled_logits(s):   # rmsnorm, squared_relu, and logits that a fused loop wr
     mlp[2] = {"op": "squared_relu"}
     s["model"]["layers"] += [{"op": "tanh"}, {"op": "scale", "by": 30}]
 
+def lora_chunked_head(s):   # adapters on qkv; the rest frozen, an untied head over 1030 ids
+    s["model"]["layers"][0]["vocab"] = 1030   # (chunked in the window's programs alone: its
+    s["model"]["layers"][-1] = {"op": "linear", "name": "lm_head", "out": 1030, "bias": False}
+    s["model"]["inputs"]["y"]["classes"] = 1030   # frozen weight lies elsewhere there)
+    s["train"]["lora"] = {"rank": 4, "alpha": 8, "targets": ["*.qkv.weight"]}
+
 # name: (attention options, a change to the rest of the spec or None)
 VARIANTS = {
     "gpt": ({}, None),
@@ -48,6 +54,7 @@ VARIANTS = {
     "bf16_mixed": ({"kv_heads": 2, "rope": {"theta": 10000}}, lambda s: precision(s, "bf16-mixed")),
     "moe": ({"kv_heads": 2, "rope": {"theta": 10000}}, moe),
     "scaled_logits": ({}, scaled_logits),
+    "lora_chunked_head": ({"kv_heads": 2, "rope": {"theta": 10000}}, lora_chunked_head),
     "full_attention": ({"causal": False}, None),
 }
 
