@@ -8,9 +8,9 @@
  * window's forward pass costs T positions a token, this program one.
  *
  * Only a model whose every layer works position by position, apart from causal
- * attention, has one (decode_spec says why not otherwise): an i32 [T] token input, a
- * cross-entropy target [T], and layers among those below. Its parameters lie where
- * validation's do (decode_share_layout). */
+ * attention, has one (decode_spec): a token input [T], a cross-entropy target [T], and
+ * layers among those below. Its parameters lie where validation's do
+ * (decode_share_layout). */
 #include <string.h>
 #include "ir.h"
 

@@ -395,8 +395,8 @@ void rt_sample(Run *r)
     if (!r->o.quiet) {
         double dt = rt_now() - t0;
         fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "
-                        "key/value cache)\n", (long long)drawn, dt, dt > 0 ? (double)drawn / dt : 0.0,
-                (long long)cache.served);
+                        "key/value cache)\n", (long long)drawn, dt,
+                dt > 0 ? (double)drawn / dt : 0.0, (long long)cache.served);
     }
     rt_ids_free(&ids);
     cache_close(&cache);
