@@ -83,11 +83,12 @@ static char *tied_note(char *what, const Node *nd, int dw)
  * (Instr.fp8). All but the classifier: the layer whose output the loss reads, or a
  * head tied to an embedding or run over a padded vocabulary. Its logits feed the
  * softmax directly, and torchtitan's float8 training leaves its output layer in bf16
- * too (the forward and backward GEMMs of one layer always agree). */
+ * too (the forward and backward GEMMs of one layer always agree). Never in the decode
+ * program, which runs on the CPU alone. */
 static int fp8_gemm(const Program *p, const Node *fwd)
 {
     const Graph *g = p->g;
-    if (!g->fp8 || fwd->out == g->pred || (fwd->layer && fwd->layer->tie) || fwd->w->lora == 1)
+    if (!g->fp8 || p->decode || fwd->out == g->pred || (fwd->layer && fwd->layer->tie) || fwd->w->lora == 1)
         return 0;   /* (train.lora's adapters: GEMMs too thin for FP8's casts to pay) */
     return !pads(fwd->w, fwd->out->shape[fwd->out->rank - 1], fwd->out);
 }
