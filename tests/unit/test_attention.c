@@ -453,6 +453,34 @@ static void torch_cmp(const char *tag, const char *what, const float *got, const
         pass(nm);
 }
 
+/* The decode program's call (rt_attention_decode) over each batch row's sequence, its
+ * positions in passes of 1, 2, 3, ... rows (the cache filled as --sample fills it, a
+ * prompt's chunks then one token at a time): y into out [B, T, d]. The layer's part of
+ * the cache starts 3 floats in, and nothing before or after it is written: 0, else 1. */
+static int decode_run(const ext_case *c, int pi, const float *qkv, const float *qn,
+                      const float *kn, float *out)
+{
+    int64_t hd = c->d / c->H, ld = (c->H + 2 * c->KV) * hd, off = 3, n_kv = 2 * c->KV * c->T * hd;
+    float *kv = nanvec(off + n_kv + 5);
+    float th = c->rope ? (float)c->theta : 0.0f;
+    rt_exec e = exec_on(pools[pi]);
+    e.kv = kv;
+    for (int64_t b = 0; b < c->B; b++)
+        for (int64_t at = 0, n = 1; at < c->T; at += n, n++) {
+            n = n < c->T - at ? n : c->T - at;
+            e.pos = at;
+            rt_attention_decode(&e, qkv + (b * c->T + at) * ld, qn, kn, out + (b * c->T + at) * c->d,
+                                off, n, c->T, c->d, c->H, c->KV, 1, c->window, th, (float)c->factor,
+                                (float)c->low, (float)c->high, c->orig, c->ext, (float)c->scale,
+                                (float)c->softcap);
+        }
+    int outside = 0;
+    for (int64_t i = 0; i < off + n_kv + 5; i++)
+        outside += (i < off || i >= off + n_kv) && !isnan(kv[i]);
+    free(kv);
+    return outside != 0;
+}
+
 static void torch_case(FILE *f, const ext_case *c)
 {
     char tag[200], nm[300];
@@ -486,6 +514,17 @@ static void torch_case(FILE *f, const ext_case *c)
     check_same(NAME("ext threads 1 vs 3 y %s", tag), y[0], y[1], (size_t)ny * 4);
     check_same(NAME("ext threads 1 vs 3 dqkv %s", tag), dqkv[0], dqkv[1], (size_t)nqkv * 4);
     check_same(NAME("ext threads 1 vs 3 d norms %s", tag), dqn[0], dqn[1], (size_t)hd * 4);
+    if (c->causal) {   /* the decode program's call: torch's y, position by position */
+        float *yd[2] = {nanvec(ny), nanvec(ny)};
+        int outside = 0;
+        for (int pi = 0; pi < 2; pi++)
+            outside += decode_run(c, pi, qkv, nw ? qn : NULL, nw ? kn : NULL, yd[pi]);
+        if (outside)
+            fail(NAME("decode %s", tag), "wrote outside the layer's part of the cache");
+        torch_cmp(tag, "decode y", yd[0], ty, ny);
+        check_same(NAME("decode threads 1 vs 3 y %s", tag), yd[0], yd[1], (size_t)ny * 4);
+        free(yd[0]), free(yd[1]);
+    }
     if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale && !c->softcap) {
         /* without options the options call is GPT-2's, bit for bit */
         rt_exec e = exec_on(pools[1]);
