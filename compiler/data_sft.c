@@ -14,7 +14,7 @@
  * ids is cut there; one whose completion starts past that is left out (no target is
  * kept). Both counted.
  * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
- * ...}, ...]}, written as FORMAT's chat template writes it (chat_formats below: Llama 3's,
+ * ...}, ...]}, written as FORMAT's chat template writes it (runtime/chat.c: Llama 3's,
  * ChatML's and Gemma's), the assistant's contents and their end tokens learned, the rest
  * -100.
  * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
@@ -31,6 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 #include "cmd.h"
+#include "../runtime/chat.h"
 #include "../runtime/tokenizer.h"
 
 #define SFT_IGNORE (-100)
@@ -40,34 +41,9 @@ static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
     "[--eos TOKEN | --chat llama3|chatml|gemma] [--pack]";
 
-/* A chat template: each message is head ROLE mid CONTENT end after, the first after
- * begin; the assistant's CONTENT and end are learned. As the models' chat_template
- * writes a conversation (without a system message of its own, or a generation prompt). */
-typedef struct {
-    const char *name;
-    const char *begin, *head, *mid, *end, *after;
-    int trim;                  /* CONTENT without its leading and trailing white space
-                                  (Jinja's trim: Python's str.strip()) */
-    const char *assistant;     /* the ROLE written for "assistant" (NULL: itself) */
-    int no_system;             /* the template refuses a system message */
-} ChatFormat;
-
-static const ChatFormat chat_formats[] = {
-    /* Llama 3 Instruct's: {{ bos_token }} then '<|start_header_id|>' + role +
-     * '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>' a message */
-    {"llama3", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
-     "", 1, NULL, 0},
-    /* ChatML's (Qwen, SmolLM, ...): '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' */
-    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", 0, NULL, 0},
-    /* Gemma's (1.1, 2 and 3 instruction-tuned, without a system message): {{ bos_token }}
-     * then '<start_of_turn>' + role + '\n' + content | trim + '<end_of_turn>\n', the
-     * assistant's role written "model" */
-    {"gemma", "<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", 1, "model", 1},
-};
-
 typedef struct {
     const char *file, *dir, *tok, *eos;
-    const ChatFormat *chat;
+    const rt_chat_format *chat;   /* --chat (runtime/chat.c) */
     int64_t T;
     double val_frac;
     int pack;                  /* --pack: whole examples packed into each row */
@@ -113,11 +89,9 @@ static void parse_args(int argc, char **argv, SftArgs *a)
             a->pack = 1;
         else if (!strcmp(s, "--chat")) {
             const char *v = opt_value(argc, argv, &i, s);
-            for (size_t k = 0; k < sizeof chat_formats / sizeof *chat_formats; k++)
-                if (!strcmp(v, chat_formats[k].name))
-                    a->chat = &chat_formats[k];
+            a->chat = rt_chat_find(v);
             if (!a->chat)
-                error_input("data sft: --chat: unknown format '%s' (known: llama3, chatml, gemma)", v);
+                error_input("data sft: --chat: unknown format '%s' (known: %s)", v, rt_chat_names());
         } else if (!strcmp(s, "--val-frac")) {
             const char *v = opt_value(argc, argv, &i, s);
             char *end;
@@ -307,7 +281,7 @@ static void chat_piece(rt_tokenizer *t, const char *text, size_t n, int learned,
 /* A conversation line, as the chat template writes it: each message's pieces encoded
  * apart (the assistant's content and end token learned), which must give the ids of the
  * whole text (every cut falls where the tokenizer splits anyway). */
-static void chat_example(rt_tokenizer *t, const ChatFormat *f, const cJSON *o, const char *file,
+static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *o, const char *file,
                          int64_t ln, Example *ex)
 {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
@@ -409,7 +383,7 @@ static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
 static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 {
     if (a->chat) {
-        const ChatFormat *f = a->chat;
+        const rt_chat_format *f = a->chat;
         if (*f->begin)
             one_token(t, f->begin, "--chat's token");
         one_token(t, f->head, "--chat's token");

@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include "chat.h"
 #include "run.h"
 #include "sampling.h"
 #include "tokenizer.h"
@@ -24,10 +25,13 @@ static rt_tokenizer *sample_tokenizer(const char *path)
 }
 
 /* The prompt's ids: its bytes, or with a tokenizer the ids `tokenizers` gives it (its
- * post-processor's BOS included). No prompt: a newline. */
+ * post-processor's BOS included); with --chat, the ids of the user's turn and the
+ * assistant's head as the template writes them (apply_chat_template(tokenize=True),
+ * which adds no post-processor tokens: the template writes its BOS). No prompt: a
+ * newline (with --chat, an empty message). */
 static void prompt_ids(const Opts *o, rt_ids *ids)
 {
-    const char *p = o->prompt ? o->prompt : "\n";
+    const char *p = o->prompt ? o->prompt : o->chat ? "" : "\n";
     if (o->tokenizer) {
         rt_tokenizer *t = sample_tokenizer(o->tokenizer);
         uint32_t cp;
@@ -35,7 +39,14 @@ static void prompt_ids(const Opts *o, rt_ids *ids)
         if (at < strlen(p))
             rt_input_error("--prompt: byte %zu: U+%04X, which the tokenizer's NFC normalizer may "
                            "change; trainc implements NFC only on text it leaves as it is", at, cp);
-        rt_tok_encode(t, p, strlen(p), ids);
+        if (!o->chat) {
+            rt_tok_encode(t, p, strlen(p), ids);
+            return;
+        }
+        size_t n;
+        char *text = rt_chat_prompt(rt_chat_find(o->chat), p, &n);
+        rt_tok_encode_part(t, text, n, ids);
+        rt_xfree(text);
         return;
     }
     for (; *p; p++)
@@ -64,10 +75,27 @@ static int64_t stop_id(const Opts *o, const char *stop, int64_t V)
     return id;
 }
 
-/* Is id one of --stop's tokens? */
-static int stops(const Opts *o, const int64_t *ids, int64_t id)
+/* The ids a sample ends at into ids (RT_MAX_STOPS of room): --stop's, else with --chat
+ * the template's end token; their number. */
+static int stop_ids(const Opts *o, int64_t V, int64_t *ids)
 {
     for (int i = 0; i < o->n_stop; i++)
+        ids[i] = stop_id(o, o->stop[i], V);
+    if (o->n_stop || !o->chat)
+        return o->n_stop;
+    const char *end = rt_chat_find(o->chat)->end;
+    int64_t n;
+    ids[0] = rt_tok_one_id(sample_tokenizer(o->tokenizer), end, &n);
+    if (ids[0] < 0 || ids[0] >= V)
+        rt_input_error("--chat %s: the tokenizer has no token '%s' the model knows (a tokenizer "
+                       "for another template? --stop names the end)", o->chat, end);
+    return 1;
+}
+
+/* Is id one of the n ids? */
+static int stops(const int64_t *ids, int n, int64_t id)
+{
+    for (int i = 0; i < n; i++)
         if (ids[i] == id)
             return 1;
     return 0;
@@ -85,6 +113,8 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
     if (!rt_token_model(m))
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
+    if (o->chat && !o->tokenizer)
+        rt_input_error("--chat writes text in a chat template: it needs --tokenizer");
     int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
         V = in->vocab;
@@ -101,8 +131,8 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
                            "bytes are its ids; --tokenizer encodes text)", ids.v[i], (long long)V);
         }
     rt_ids_free(&ids);
-    for (int i = 0; i < o->n_stop; i++)
-        stop_id(o, o->stop[i], V);   /* (checked now, before training) */
+    int64_t stop[RT_MAX_STOPS];
+    stop_ids(o, V, stop);   /* (checked now, before training) */
     return V;
 }
 
@@ -184,7 +214,8 @@ typedef struct {
     float *kv;
     int64_t at;
     int on, check;
-    int64_t served;           /* tokens whose logits came from the cache */
+    int cached;               /* the last logits came from the cache */
+    int64_t served;           /* tokens drawn from the cache's logits */
     float *mine;              /* check: the cache's logits, kept while the window's pass runs */
     int64_t checked;          /* check: tokens compared */
     double worst;             /* check: the largest difference over the largest logit */
@@ -235,7 +266,8 @@ static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, in
                                 int64_t V, float *row)
 {
     const rt_model *m = r->m;
-    if (!k->on || k->at >= n)
+    k->cached = k->on && k->at < n;
+    if (!k->cached)
         return last_logits(r, ctx, tgt, n, V, row);
     rt_exec *e = &r->e;
     int64_t rows = 0;
@@ -249,7 +281,6 @@ static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, in
     }
     const float *z = (const float *)(e->arena + e->Bmax * m->decode_pred_offset * e->arena_scale) +
                      (rows - 1) * m->decode_pred_ld;
-    k->served++;
     return k->check ? cache_check(r, k, z, ctx, tgt, n, V, row) : z;
 }
 
@@ -363,8 +394,7 @@ void rt_sample(Run *r)
                           .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     r->e.rng_key = 0;
     int64_t stop[RT_MAX_STOPS];
-    for (int i = 0; i < r->o.n_stop; i++)
-        stop[i] = stop_id(&r->o, r->o.stop[i], V);
+    int n_stop = stop_ids(&r->o, V, stop);
     Cache cache = cache_open(r, V);
     double t0 = rt_now();
     int64_t drawn = 0;
@@ -374,10 +404,11 @@ void rt_sample(Run *r)
             ctx[t] = 0;             /* causal attention: later positions do not matter */
         const float *logits = next_logits(r, &cache, ctx, tgt, n, V, row);
         int64_t pick = rt_sample_draw(&sampler, logits, &rng);
-        if (stops(&r->o, stop, pick))
+        if (stops(stop, n_stop, pick))
             break;
         put_id(&r->o, pick, k, V);
         drawn++;
+        cache.served += cache.cached;
         if (r->o.tokenizer)
             rt_ids_push(&ids, (uint32_t)pick);
         if (n == T) {

@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include "chat.h"
 #include "run.h"
 
 /* ---- reading the values ------------------------------------------------------------- */
@@ -141,6 +142,14 @@ static void set_stop(Opts *o, const char *v)
     o->sampling_opt = "--stop";
 }
 
+static void set_chat(Opts *o, const char *v)
+{
+    if (!rt_chat_find(v))
+        rt_input_error("--chat: unknown format '%s' (known: %s)", v, rt_chat_names());
+    o->chat = v;
+    o->sampling_opt = "--chat";
+}
+
 static void set_lr_find_steps(Opts *o, const char *t)
 {
     char *end;
@@ -218,6 +227,10 @@ enum { READ, HELP, VERSION };
       "end the sample at this token (with --tokenizer its text, an\n"                          \
       "added token's as \"<|eot_id|>\"; else its id), not printed;\n"                          \
       "repeated: at any of them")                                                              \
+    X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                         \
+      "write --prompt as a user's turn in this chat template (llama3,\n"                       \
+      "chatml, gemma), the assistant's to follow; the sample ends at\n"                        \
+      "its end token unless --stop says otherwise; needs --tokenizer")                         \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

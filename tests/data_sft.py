@@ -17,12 +17,14 @@ turns, multi-byte UTF-8, white space to trim, one without an answer) against
 transformers' apply_chat_template with Llama 3 Instruct's, ChatML's and Gemma 2's
 templates: the ids its text encodes to, and a
 target kept exactly where its token lies in an assistant's content or end token (by
-`tokenizers`' offsets).
+`tokenizers`' offsets). The trainer's --chat FORMAT: a user's prompt as the template
+writes it with the generation prompt, and the sample's end at its end token.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 """
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -110,10 +112,12 @@ TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), an
                "{% set loop_messages = messages %}{% for message in loop_messages %}{% set content = "
                "'<|start_header_id|>' + message['role'] + '<|end_header_id|>\n\n'+ message['content'] | trim "
                "+ '<|eot_id|>' %}{% if loop.index0 == 0 %}{% set content = bos_token + content %}{% endif %}"
-               "{{ content }}{% endfor %}"),
+               "{{ content }}{% endfor %}{% if add_generation_prompt %}"
+               "{{ '<|start_header_id|>assistant<|end_header_id|>\n\n' }}{% endif %}"),
     "chatml": (("", "<|im_start|>", "\n", "<|im_end|>", "\n", False, "assistant"),
                "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] "
-               "+ '<|im_end|>' + '\n'}}{% endfor %}"),
+               "+ '<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}"
+               "{{ '<|im_start|>assistant\n' }}{% endif %}"),
     # Gemma 2's (gemma-2-2b-it), which Gemma 3's writes alike without a system message
     "gemma": (("<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", True, "model"),
               "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{{ raise_exception('System role not "
@@ -122,7 +126,7 @@ TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), an
               "user/assistant/user/assistant/...') }}{% endif %}{% if (message['role'] == 'assistant') %}"
               "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
               "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
-              "{% endfor %}"),
+              "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"),
 }
 TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
 SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
@@ -213,6 +217,56 @@ def packed(tok, tj):
                                                              rows["unpacked"], targets["packed"]))
 
 
+def sample_chat(tok, tj, fmt, d):
+    """The trainer's --chat FORMAT: the prompt's ids are apply_chat_template's for one user
+    message with the generation prompt; the sample ends at the template's end token (a
+    model whose head's bias makes that token the most likely at every position: nothing
+    printed; with --stop naming another token, the end token printed over and over)."""
+    from transformers import PreTrainedTokenizerFast
+    (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
+    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>")
+    V = tok.get_vocab_size()
+    spec = {"trainc": 1,
+            "model": {"name": "chat_tiny",
+                      "inputs": {"x": {"shape": [T], "dtype": "i32"},
+                                 "y": {"shape": [T], "dtype": "i32", "classes": V}},
+                      "layers": [{"op": "embedding", "name": "emb", "vocab": V, "dim": 16, "input": "x"},
+                                 {"op": "attention", "name": "att", "heads": 2}, {"op": "rmsnorm"},
+                                 {"op": "linear", "name": "head", "out": V}],
+                      "loss": {"op": "cross_entropy", "target": "y", "ignore_index": -100}},
+            "train": {"data": {"train": {"x": os.path.abspath(d + "/train_x.npy"),
+                                         "y": os.path.abspath(d + "/train_y.npy")}},
+                      "batch_size": 2, "max_steps": 1}}
+    sp, run_dir = os.path.join(OUT, "chat_tiny.json"), os.path.join(OUT, "chat_run")
+    json.dump(spec, open(sp, "w"))
+    subprocess.run([TRAINC, "run", sp, "--out", run_dir, "--quiet"], check=True, capture_output=True)
+    import st_check
+    w = {k: v.copy() for k, v in st_check.load(os.path.join(run_dir, "model.safetensors")).items()}
+    eid = tok.token_to_id(end)
+    w["head.weight"][:] = 0
+    w["head.bias"][:] = 0
+    w["head.bias"][eid] = 10
+    init = os.path.join(OUT, "chat_init.safetensors")
+    st_check.save(init, w)
+    user = "  Translate: naïve café ☕\n"
+    base = [TRAINC, "run", sp, "--eval", "--init", init, "--tokenizer", tj, "--sample", "5",
+            "--chat", fmt, "--prompt", user]
+    p = subprocess.run(base, capture_output=True, text=True)
+    m = re.search(r"^prompt: (\d+) tokens:(.*)$", p.stderr, re.M)
+    want = hf.apply_chat_template([{"role": "user", "content": user}], chat_template=jinja,
+                                  add_generation_prompt=True, tokenize=True)
+    got = [int(v) for v in m.group(2).split()] if m else None
+    assert p.returncode == 0 and got == want, (fmt, p.returncode, got, want, p.stderr[-500:])
+    assert p.stdout == "\n", (fmt, p.stdout)   # ended at once, at the end token
+    q = subprocess.run(base + ["--stop", head], capture_output=True, text=True)
+    assert q.returncode == 0 and q.stdout == end * 5 + "\n", (fmt, q.returncode, q.stdout, q.stderr[-500:])
+    no_tok = [x for i, x in enumerate(base) if x != "--tokenizer" and base[i - 1] != "--tokenizer"]
+    r = subprocess.run(no_tok, capture_output=True, text=True)
+    assert r.returncode == 1 and "--chat writes text in a chat template: it needs --tokenizer" in r.stderr, r.stderr
+    print("ok   --chat %s: the prompt's %d ids are apply_chat_template's (add_generation_prompt); "
+          "the sample ends at %s unless --stop names another" % (fmt, len(want), end))
+
+
 def run(*args, ok=True):
     p = subprocess.run([TRAINC, "data", "sft", *args], capture_output=True, text=True)
     if (p.returncode == 0) != ok:
@@ -288,6 +342,8 @@ def main():
     tok.save(tj)
     for fmt in TEMPLATES:
         chat_case(tok, tj, fmt)
+    for fmt in TEMPLATES:
+        sample_chat(tok, tj, fmt, d)
     f, d = os.path.join(OUT, "system.jsonl"), os.path.join(OUT, "system")
     open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps({"messages": CHATS[0]}) + "\n")
     p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "gemma", ok=False)

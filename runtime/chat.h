@@ -1,0 +1,28 @@
+/* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's), for
+ * `trainc data sft --chat` (conversations into training rows) and the trainer's --chat
+ * (a prompt as a user's turn, the assistant's to follow). */
+#ifndef RT_CHAT_H
+#define RT_CHAT_H
+
+/* A chat template: each message is head ROLE mid CONTENT end after, the first after
+ * begin; a generation prompt is head ASSISTANT mid. As the models' chat_template writes
+ * a conversation (without a system message or a date of its own). */
+typedef struct rt_chat_format {
+    const char *name;
+    const char *begin, *head, *mid, *end, *after;
+    int trim;                  /* CONTENT without its leading and trailing white space
+                                  (Jinja's trim: Python's str.strip()) */
+    const char *assistant;     /* the ROLE written for "assistant" (NULL: itself) */
+    int no_system;             /* the template refuses a system message */
+} rt_chat_format;
+
+/* The format named name, or NULL; the names, ", "-joined. */
+const rt_chat_format *rt_chat_find(const char *name);
+const char *rt_chat_names(void);
+
+/* A user's message as the template writes it with a generation prompt
+ * (apply_chat_template([{"role": "user", "content": user}], add_generation_prompt=True)):
+ * begin, the user's turn, then the assistant's head; rt_xmalloc'd, *n its bytes. */
+char *rt_chat_prompt(const rt_chat_format *f, const char *user, size_t *n);
+
+#endif
