@@ -1,5 +1,4 @@
 /* chat.c: the chat templates (chat.h): their table, and a user's prompt written as one. */
-#include <stdlib.h>
 #include <string.h>
 #include "chat.h"
 #include "rt.h"
@@ -28,17 +27,30 @@ const rt_chat_format *rt_chat_find(const char *name)
 
 const char *rt_chat_names(void) { return "llama3, chatml, gemma"; }
 
-char *rt_chat_prompt(const rt_chat_format *f, const char *user, size_t *n)
+/* s (cap bytes) with a appended. */
+static void add(char *s, size_t cap, const char *a, size_t n)
+{
+    size_t at = strlen(s);
+    if (at + n < cap) {
+        memcpy(s + at, a, n);
+        s[at + n] = 0;
+    }
+}
+
+char *rt_chat_turn(const rt_chat_format *f, int first, const char *user, size_t *n)
 {
     size_t at = 0, len = strlen(user);
     if (f->trim)
         len = rt_utf8_strip(user, len, &at);
     const char *as = f->assistant ? f->assistant : "assistant";
-    size_t cap = strlen(f->begin) + 2 * strlen(f->head) + 2 * strlen(f->mid) + strlen(f->end) +
-                 strlen(f->after) + strlen(as) + len + 8;
+    const char *parts[] = {first ? f->begin : f->end, first ? "" : f->after, f->head, "user",
+                           f->mid, NULL, f->end, f->after, f->head, as, f->mid};
+    size_t cap = len + 1;
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        cap += parts[k] ? strlen(parts[k]) : 0;
     char *s = rt_xmalloc(cap);
-    snprintf(s, cap, "%s%suser%s%.*s%s%s%s%s%s", f->begin, f->head, f->mid, (int)len, user + at,
-             f->end, f->after, f->head, as, f->mid);
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
+        add(s, cap, parts[k] ? parts[k] : user + at, parts[k] ? strlen(parts[k]) : len);
     *n = strlen(s);
     return s;
 }

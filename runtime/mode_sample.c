@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "chat.h"
 #include "run.h"
 #include "sampling.h"
@@ -24,6 +25,29 @@ static rt_tokenizer *sample_tokenizer(const char *path)
     return tok;
 }
 
+/* Exits 1 for text the tokenizer's NFC normalizer might change (what names the text). */
+static void check_nfc(rt_tokenizer *t, const char *text, const char *what)
+{
+    uint32_t cp;
+    size_t at = rt_tok_unnormalized(t, text, strlen(text), &cp);
+    if (at < strlen(text))
+        rt_input_error("%s: byte %zu: U+%04X, which the tokenizer's NFC normalizer may change; "
+                       "trainc implements NFC only on text it leaves as it is", what, at, cp);
+}
+
+/* A user's message as --chat's template writes it (the first turn, or one after a
+ * reply), encoded without the post-processor's tokens: the template writes them, as
+ * apply_chat_template(tokenize=True) has it. */
+static void chat_ids(const Opts *o, int first, const char *user, const char *what, rt_ids *ids)
+{
+    rt_tokenizer *t = sample_tokenizer(o->tokenizer);
+    check_nfc(t, user, what);
+    size_t n;
+    char *text = rt_chat_turn(rt_chat_find(o->chat), first, user, &n);
+    rt_tok_encode_part(t, text, n, ids);
+    rt_xfree(text);
+}
+
 /* The prompt's ids: its bytes, or with a tokenizer the ids `tokenizers` gives it (its
  * post-processor's BOS included); with --chat, the ids of the user's turn and the
  * assistant's head as the template writes them (apply_chat_template(tokenize=True),
@@ -32,21 +56,14 @@ static rt_tokenizer *sample_tokenizer(const char *path)
 static void prompt_ids(const Opts *o, rt_ids *ids)
 {
     const char *p = o->prompt ? o->prompt : o->chat ? "" : "\n";
+    if (o->chat) {
+        chat_ids(o, 1, p, "--prompt", ids);
+        return;
+    }
     if (o->tokenizer) {
         rt_tokenizer *t = sample_tokenizer(o->tokenizer);
-        uint32_t cp;
-        size_t at = rt_tok_unnormalized(t, p, strlen(p), &cp);
-        if (at < strlen(p))
-            rt_input_error("--prompt: byte %zu: U+%04X, which the tokenizer's NFC normalizer may "
-                           "change; trainc implements NFC only on text it leaves as it is", at, cp);
-        if (!o->chat) {
-            rt_tok_encode(t, p, strlen(p), ids);
-            return;
-        }
-        size_t n;
-        char *text = rt_chat_prompt(rt_chat_find(o->chat), p, &n);
-        rt_tok_encode_part(t, text, n, ids);
-        rt_xfree(text);
+        check_nfc(t, p, "--prompt");
+        rt_tok_encode(t, p, strlen(p), ids);
         return;
     }
     for (; *p; p++)
@@ -344,6 +361,129 @@ static void gan_sample(Run *r)
     rt_xfree(out);
 }
 
+/* One generation's state: the context window ctx[0, n) (at most T ids), the ids the
+ * repetition penalty falls on (the prompt's, the turns', the sample's), the draws. */
+typedef struct {
+    Run *r;
+    int64_t T, V, n;
+    int32_t *ctx, *tgt;
+    unsigned char *seen;
+    rt_sampler sampler;
+    rt_rng rng;
+    int64_t stop[RT_MAX_STOPS];
+    int n_stop;
+    Cache cache;
+    float *row;
+    int64_t drawn;            /* tokens printed, all replies */
+} Gen;
+
+static void gen_open(Gen *g, Run *r, int64_t V)
+{
+    int64_t T = r->m->inputs[0].shape[0];
+    *g = (Gen){.r = r, .T = T, .V = V};
+    g->ctx = rt_xmalloc((size_t)T * sizeof *g->ctx);
+    g->tgt = rt_xmalloc((size_t)T * sizeof *g->tgt);
+    g->seen = rt_xmalloc((size_t)V);
+    memset(g->seen, 0, (size_t)V);
+    rt_rng_seed(&g->rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
+    g->row = rt_xmalloc((size_t)V * sizeof *g->row);
+    g->sampler = (rt_sampler){.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
+                              .top_p = r->o.top_p, .min_p = r->o.min_p,
+                              .penalty = r->o.repetition_penalty, .seen = g->seen,
+                              .prob = rt_xmalloc((size_t)V * sizeof(double)),
+                              .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
+                              .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
+    r->e.rng_key = 0;
+    g->n_stop = stop_ids(&r->o, V, g->stop);
+    g->cache = cache_open(r, V);
+}
+
+static void gen_close(Gen *g)
+{
+    cache_close(&g->cache);
+    rt_xfree(g->sampler.prob);
+    rt_xfree(g->sampler.order);
+    rt_xfree(g->sampler.adjusted);
+    rt_xfree(g->seen);
+    rt_xfree(g->row);
+    rt_xfree(g->ctx);
+    rt_xfree(g->tgt);
+}
+
+/* id appended to the context (the window slides once full: the cache stops serving)
+ * and to the ids the penalty falls on. */
+static void gen_push(Gen *g, uint32_t id)
+{
+    if (g->n == g->T) {   /* (T >= 1: a token model's) */
+        for (int64_t i = 1; i < g->T; i++)
+            g->ctx[i - 1] = g->ctx[i];
+        g->n--;
+        g->cache.on = 0;
+    }
+    g->ctx[g->n++] = (int32_t)id;
+    g->seen[id] = 1;
+}
+
+/* Up to --sample tokens drawn, printed and appended, until a stop id (not printed),
+ * then a newline; with a tokenizer the drawn ids also into out. */
+static void gen_reply(Gen *g, rt_ids *out)
+{
+    Run *r = g->r;
+    /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
+    for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
+        for (int64_t t = g->n; t < g->T; t++)
+            g->ctx[t] = 0;          /* causal attention: later positions do not matter */
+        const float *logits = next_logits(r, &g->cache, g->ctx, g->tgt, g->n, g->V, g->row);
+        int64_t pick = rt_sample_draw(&g->sampler, logits, &g->rng);
+        if (stops(g->stop, g->n_stop, pick))
+            break;
+        put_id(&r->o, pick, k, g->V);
+        g->drawn++;
+        g->cache.served += g->cache.cached;
+        if (r->o.tokenizer)
+            rt_ids_push(out, (uint32_t)pick);
+        gen_push(g, (uint32_t)pick);
+    }
+    putchar('\n');
+    fflush(stdout);
+}
+
+/* --chat without --prompt: the user's turns from stdin, a line each (a "> " on stderr
+ * where stdin is a terminal), each written as the template writes the next turn (the
+ * assistant's reply closed by its end token, the user's message, the assistant's head)
+ * and answered; until the end of stdin. */
+static void chat_turns(Gen *g)
+{
+    Run *r = g->r;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    for (int first = 1; !rt_signal_seen; first = 0) {
+        if (isatty(0))
+            fputs("> ", stderr);
+        if ((len = getline(&line, &cap, stdin)) < 0)
+            break;
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        rt_ids ids = {0}, reply = {0};
+        chat_ids(&r->o, first, line, "a turn", &ids);
+        if (!r->o.quiet)
+            print_ids("turn", ids.v, ids.n);
+        for (int64_t i = 0; i < ids.n; i++) {
+            if (ids.v[i] >= (uint32_t)g->V)
+                rt_input_error("a turn's token %lld is id %u, past the model's %lld ids", (long long)i,
+                               ids.v[i], (long long)g->V);
+            gen_push(g, ids.v[i]);
+        }
+        gen_reply(g, &reply);
+        if (!r->o.quiet)
+            print_ids("sample", reply.v, reply.n);
+        rt_ids_free(&ids);
+        rt_ids_free(&reply);
+    }
+    free(line);
+}
+
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
  * the repetition penalty, the temperature, top_k, top_p and min_p), and the id is
@@ -351,91 +491,43 @@ static void gan_sample(Run *r)
  * computes only the new position each token, its keys and values cached, until the
  * window slides (next_logits). Without a tokenizer ids are bytes for `trainc
  * data text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger
- * one as numbers a space apart. A GAN's --sample is gan_sample's. */
+ * one as numbers a space apart. --chat without --prompt: a conversation (chat_turns).
+ * A GAN's --sample is gan_sample's. */
 void rt_sample(Run *r)
 {
-    const rt_model *m = r->m;
-    if (m->gan) {
+    if (r->m->gan) {
         gan_sample(r);
         return;
     }
-    const rt_input *in = &m->inputs[0];
-    int64_t T = in->shape[0];
-    int64_t V = rt_sample_vocab(m, &r->o);
-    int32_t *ctx = rt_xmalloc((size_t)T * sizeof *ctx), *tgt = rt_xmalloc((size_t)T * sizeof *tgt);
-    int64_t n = 0;
-    rt_ids ids = {0};
-    /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
-     * vocabulary of 10 or fewer does not have (an embedding index past it: an error on
-     * the CPU, NaN logits and zero bytes on the GPU) */
-    if (r->o.prompt || r->o.tokenizer)
-        prompt_ids(&r->o, &ids);
-    if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
-        print_ids("prompt", ids.v, ids.n);
-    for (int64_t i = ids.n > T ? ids.n - T : 0; i < ids.n; i++)   /* the last T */
-        ctx[n++] = (int32_t)ids.v[i];
-    /* the ids the repetition penalty falls on: the whole prompt's, then the sample's */
-    unsigned char *seen = rt_xmalloc((size_t)V);
-    memset(seen, 0, (size_t)V);
-    for (int64_t i = 0; i < ids.n; i++)
-        seen[ids.v[i]] = 1;
-    ids.n = 0;   /* from here: the sample's ids */
-    if (n == 0)
-        seen[ctx[n++] = 10 % (int32_t)V] = 1;   /* a newline, where the vocabulary has it */
-    rt_rng rng;
-    rt_rng_seed(&rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
-    double *prob = rt_xmalloc((size_t)V * sizeof *prob);
-    float *row = rt_xmalloc((size_t)V * sizeof *row);
-    rt_sampler sampler = {.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
-                          .top_p = r->o.top_p, .min_p = r->o.min_p,
-                          .penalty = r->o.repetition_penalty,
-                          .seen = seen, .prob = prob,
-                          .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
-                          .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
-    r->e.rng_key = 0;
-    int64_t stop[RT_MAX_STOPS];
-    int n_stop = stop_ids(&r->o, V, stop);
-    Cache cache = cache_open(r, V);
+    Gen g;
+    gen_open(&g, r, rt_sample_vocab(r->m, &r->o));
     double t0 = rt_now();
-    int64_t drawn = 0;
-    /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
-    for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
-        for (int64_t t = n; t < T; t++)
-            ctx[t] = 0;             /* causal attention: later positions do not matter */
-        const float *logits = next_logits(r, &cache, ctx, tgt, n, V, row);
-        int64_t pick = rt_sample_draw(&sampler, logits, &rng);
-        if (stops(stop, n_stop, pick))
-            break;
-        put_id(&r->o, pick, k, V);
-        drawn++;
-        cache.served += cache.cached;
-        if (r->o.tokenizer)
-            rt_ids_push(&ids, (uint32_t)pick);
-        if (n == T) {
-            memmove(ctx, ctx + 1, (size_t)(T - 1) * sizeof *ctx);
-            n--;
-            cache.on = 0;
-        }
-        ctx[n++] = (int32_t)pick;
-        seen[pick] = 1;
+    if (r->o.chat && !r->o.prompt)
+        chat_turns(&g);
+    else {
+        rt_ids ids = {0};
+        /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
+         * vocabulary of 10 or fewer does not have (an embedding index past it: an error
+         * on the CPU, NaN logits and zero bytes on the GPU) */
+        if (r->o.prompt || r->o.tokenizer)
+            prompt_ids(&r->o, &ids);
+        if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
+            print_ids("prompt", ids.v, ids.n);
+        for (int64_t i = 0; i < ids.n; i++)
+            gen_push(&g, ids.v[i]);
+        if (g.n == 0)
+            gen_push(&g, 10 % (uint32_t)g.V);   /* a newline, where the vocabulary has it */
+        ids.n = 0;   /* from here: the sample's ids */
+        gen_reply(&g, &ids);
+        if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
+            print_ids("sample", ids.v, ids.n);
+        rt_ids_free(&ids);
     }
-    putchar('\n');
-    fflush(stdout);
-    if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
-        print_ids("sample", ids.v, ids.n);
     if (!r->o.quiet) {
         double dt = rt_now() - t0;
         fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "
-                        "key/value cache)\n", (long long)drawn, dt,
-                dt > 0 ? (double)drawn / dt : 0.0, (long long)cache.served);
+                        "key/value cache)\n", (long long)g.drawn, dt,
+                dt > 0 ? (double)g.drawn / dt : 0.0, (long long)g.cache.served);
     }
-    rt_ids_free(&ids);
-    cache_close(&cache);
-    rt_xfree(sampler.order);
-    rt_xfree(sampler.adjusted);
-    rt_xfree(seen);
-    rt_xfree(prob);
-    rt_xfree(row);
-    rt_xfree(ctx);
-    rt_xfree(tgt);
+    gen_close(&g);
 }

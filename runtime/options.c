@@ -230,7 +230,8 @@ enum { READ, HELP, VERSION };
     X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                         \
       "write --prompt as a user's turn in this chat template (llama3,\n"                       \
       "chatml, gemma), the assistant's to follow; the sample ends at\n"                        \
-      "its end token unless --stop says otherwise; needs --tokenizer")                         \
+      "its end token unless --stop says otherwise; needs --tokenizer;\n"                       \
+      "without --prompt, a conversation: the user's turns from stdin")                         \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

@@ -260,11 +260,22 @@ def sample_chat(tok, tj, fmt, d):
     assert p.stdout == "\n", (fmt, p.stdout)   # ended at once, at the end token
     q = subprocess.run(base + ["--stop", head], capture_output=True, text=True)
     assert q.returncode == 0 and q.stdout == end * 5 + "\n", (fmt, q.returncode, q.stdout, q.stderr[-500:])
+    # a conversation from stdin, a turn a line: the turns' ids are the template's for the
+    # whole conversation (each reply, empty here, closed by the end token)
+    turns = ["first question", "  second, longer one \u3000"]
+    conv = subprocess.run(base[:-2], input="\n".join(turns) + "\n", capture_output=True, text=True)
+    got = [int(v) for m in re.finditer(r"^turn: \d+ tokens:(.*)$", conv.stderr, re.M) for v in m.group(1).split()]
+    msgs = [{"role": "user", "content": turns[0]}, {"role": "assistant", "content": ""},
+            {"role": "user", "content": turns[1]}]
+    want2 = hf.apply_chat_template(msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
+    assert conv.returncode == 0 and got == want2 and conv.stdout == "\n\n", (
+        fmt, conv.returncode, got, want2, conv.stdout, conv.stderr[-500:])
     no_tok = [x for i, x in enumerate(base) if x != "--tokenizer" and base[i - 1] != "--tokenizer"]
     r = subprocess.run(no_tok, capture_output=True, text=True)
     assert r.returncode == 1 and "--chat writes text in a chat template: it needs --tokenizer" in r.stderr, r.stderr
     print("ok   --chat %s: the prompt's %d ids are apply_chat_template's (add_generation_prompt); "
-          "the sample ends at %s unless --stop names another" % (fmt, len(want), end))
+          "the sample ends at %s unless --stop names another; two turns from stdin are the "
+          "conversation's %d ids" % (fmt, len(want), end, len(want2)))
 
 
 def run(*args, ok=True):
