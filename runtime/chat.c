@@ -1,4 +1,5 @@
-/* chat.c: the chat templates (chat.h): their table, and a user's prompt written as one. */
+/* chat.c: the chat templates (chat.h): their table, and a user's message written as a
+ * turn of one. */
 #include <string.h>
 #include "chat.h"
 #include "rt.h"

@@ -471,8 +471,8 @@ static void chat_turns(Gen *g)
             print_ids("turn", ids.v, ids.n);
         for (int64_t i = 0; i < ids.n; i++) {
             if (ids.v[i] >= (uint32_t)g->V)
-                rt_input_error("a turn's token %lld is id %u, past the model's %lld ids", (long long)i,
-                               ids.v[i], (long long)g->V);
+                rt_input_error("a turn's token %lld is id %u, past the model's %lld ids",
+                               (long long)i, ids.v[i], (long long)g->V);
             gen_push(g, ids.v[i]);
         }
         gen_reply(g, &reply);
