@@ -402,6 +402,22 @@ static void emit_plan_comment(Buf *b, Program *p, const char *title)
     }
 }
 
+/* Is in a fused loop that p prints as a kernel of its own (kernels_cpu.c: not one that
+ * launches a training kernel, same_cpu)? */
+static int own_kernel(const Instr *in)
+{
+    return !in->dead && in->kind == I_EW && !in->same_cpu;
+}
+
+/* model.h's declarations of p's own kernels (named by its kprefix). */
+static void declare_kernels(Buf *b, const Program *p)
+{
+    for (int i = 0; p && i < p->n_ins; i++)
+        if (own_kernel(p->ins[i]))
+            buf_printf(b, "void %s%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->kprefix,
+                       p->ins[i]->id);
+}
+
 static void emit_model_h(Program *p, Program *ev, Program *dec, Buf *b)
 {
     emit_header(b, p, "model.h");
@@ -416,15 +432,9 @@ static void emit_model_h(Program *p, Program *ev, Program *dec, Buf *b)
     else
         buf_puts(b, "/* the arena at a per-row offset */\n"
                     "#define ACT(off) ((float *)(e->arena + e->Bmax * (int64_t)(off)))\n\n");
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW)
-            buf_printf(b, "void k%d(rt_exec *e, int64_t lo, int64_t hi);\n", p->ins[i]->id);
-    for (int i = 0; i < ev->n_ins; i++)
-        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu)
-            buf_printf(b, "void ke%d(rt_exec *e, int64_t lo, int64_t hi);\n", ev->ins[i]->id);
-    for (int i = 0; dec && i < dec->n_ins; i++)
-        if (!dec->ins[i]->dead && dec->ins[i]->kind == I_EW)
-            buf_printf(b, "void kd%d(rt_exec *e, int64_t lo, int64_t hi);\n", dec->ins[i]->id);
+    declare_kernels(b, p);
+    declare_kernels(b, ev);
+    declare_kernels(b, dec);
     buf_puts(b, "\n#endif\n");
 }
 
@@ -780,25 +790,26 @@ static void emit_host_c(Program *p, Program *ev, Program *dec, Buf *b)
     buf_puts(b, "#ifndef TRAINC_JIT\nint main(int argc, char **argv) { return rt_main(&trainc_model, argc, argv); }\n#endif\n");
 }
 
-/* The decode program's kernels (kd), after the others. */
-static void emit_decode_kernels(Program *dec, Buf *b, Buf *names)
+/* p's own kernels (named by its kprefix) into b, after heading where p has any (NULL:
+ * none), and their names into names. */
+static void emit_kernel_list(Buf *b, Buf *names, Program *p, const char *heading)
 {
     int own = 0;
-    for (int i = 0; i < dec->n_ins; i++)
-        own += !dec->ins[i]->dead && dec->ins[i]->kind == I_EW;
-    if (!own)
-        return;
-    buf_puts(b, "/* ---- the decode program's (one position a row: --sample on the CPU) ---- */\n\n");
+    for (int i = 0; p && i < p->n_ins; i++)
+        own += own_kernel(p->ins[i]);
+    if (own && heading)
+        buf_puts(b, heading);
     char name[32];
-    for (int i = 0; i < dec->n_ins; i++)
-        if (!dec->ins[i]->dead && dec->ins[i]->kind == I_EW) {
-            snprintf(name, sizeof name, "kd%d", dec->ins[i]->id);
-            emit_kernel(b, dec->ins[i], name);
+    for (int i = 0; p && i < p->n_ins; i++)
+        if (own_kernel(p->ins[i])) {
+            snprintf(name, sizeof name, "%s%d", p->kprefix, p->ins[i]->id);
+            emit_kernel(b, p->ins[i], name);
             buf_printf(names, "%s\n", name);
         }
 }
 
-/* kernels_cpu.c into b, and its kernels' names into names, one a line */
+/* kernels_cpu.c into b, and its kernels' names into names, one a line: training's,
+ * validation's own, the decode program's */
 static void emit_kernels_c(Program *p, Program *ev, Program *dec, Buf *b, Buf *names)
 {
     emit_header(b, p, "kernels_cpu.c");
@@ -806,27 +817,10 @@ static void emit_kernels_c(Program *p, Program *ev, Program *dec, Buf *b, Buf *n
                 " * space; rt_parallel_for splits the space over the thread pool. Values pass\n"
                 " * between fused ops in registers (v0, v1, ...); only what a later kernel reads\n"
                 " * is stored. */\n#include \"model.h\"\n\n");
-    char name[32];
-    int own = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
-            snprintf(name, sizeof name, "k%d", p->ins[i]->id);
-            emit_kernel(b, p->ins[i], name);
-            buf_printf(names, "%s\n", name);
-        }
-    for (int i = 0; i < ev->n_ins; i++)
-        own += !ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu;
-    if (own)
-        buf_puts(b, "/* ---- validation's own (forward only; it launches the training kernels it\n"
-                    " * would repeat word for word) ---- */\n\n");
-    for (int i = 0; i < ev->n_ins; i++)
-        if (!ev->ins[i]->dead && ev->ins[i]->kind == I_EW && !ev->ins[i]->same_cpu) {
-            snprintf(name, sizeof name, "ke%d", ev->ins[i]->id);
-            emit_kernel(b, ev->ins[i], name);
-            buf_printf(names, "%s\n", name);
-        }
-    if (dec)
-        emit_decode_kernels(dec, b, names);
+    emit_kernel_list(b, names, p, NULL);
+    emit_kernel_list(b, names, ev, "/* ---- validation's own (forward only; it launches the training kernels it\n"
+                                   " * would repeat word for word) ---- */\n\n");
+    emit_kernel_list(b, names, dec, "/* ---- the decode program's (one position a row: --sample on the CPU) ---- */\n\n");
 }
 
 void emit_plan_json(Program *p, Buf *b)

@@ -4,9 +4,14 @@
 #include <string.h>
 #include "run.h"
 
+char *rt_arena_at(const Run *r, int64_t offset)
+{
+    return r->e.arena + r->e.Bmax * offset * (r->gpu ? 1 : r->e.arena_scale);
+}
+
 void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, float *y)
 {
-    const char *p = r->e.arena + r->e.Bmax * offset * (r->gpu ? 1 : r->e.arena_scale);
+    const char *p = rt_arena_at(r, offset);
     if (!r->gpu) {
         memcpy(y, (const float *)p + at, (size_t)n * sizeof *y);
         return;

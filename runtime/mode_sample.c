@@ -185,10 +185,8 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
 static void head_row(Run *r, int64_t pos)
 {
     const rt_model *m = r->m;
-    int64_t scale = r->gpu ? 1 : r->e.arena_scale;
-    const float *x = rt_act_adv(&r->e, r->e.arena + r->e.Bmax * m->head_x_offset * scale,
-                                pos * m->head_d);
-    float *z = (float *)(r->e.arena + r->e.Bmax * m->pred_offset * scale);
+    const float *x = rt_act_adv(&r->e, rt_arena_at(r, m->head_x_offset), pos * m->head_d);
+    float *z = (float *)rt_arena_at(r, m->pred_offset);
     rt_gemm(&r->e, 0, 1, 1, m->head_wrows, m->head_d, 1.0f, x, m->head_d,
             r->e.params + m->head_w_offset, m->head_d, 0.0f, z, m->pred_ld);
 }
@@ -215,8 +213,7 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
     }
     rt_end_pass(r);
     if (!r->gpu)
-        return (const float *)(r->e.arena + r->e.Bmax * m->pred_offset * r->e.arena_scale) +
-               at_row * ld;
+        return (const float *)rt_arena_at(r, m->pred_offset) + at_row * ld;
     rt_arena_read(r, m->pred_offset, at_row * ld, V, m->act16 != 0, row);
     return row;
 }
@@ -296,7 +293,7 @@ static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, in
         e->kv = k->kv;
         m->decode(e);
     }
-    const float *z = (const float *)(e->arena + e->Bmax * m->decode_pred_offset * e->arena_scale) +
+    const float *z = (const float *)rt_arena_at(r, m->decode_pred_offset) +
                      (rows - 1) * m->decode_pred_ld;
     return k->check ? cache_check(r, k, z, ctx, tgt, n, V, row) : z;
 }

@@ -273,6 +273,9 @@ extern const char *const rt_end_names[];
 /* ---- the modes ----------------------------------------------------------------------------- */
 
 int rt_eval_mode(Run *r);                         /* --eval (mode_eval.c) */
+/* The arena at a plan's per-row offset (model.h's ACT: a host address on the CPU, a
+ * device one on a GPU) */
+char *rt_arena_at(const Run *r, int64_t offset);
 /* n values of the arena from per-row offset `offset` (elements `at` on) into y as
  * floats: on the CPU copied, on a GPU downloaded, 16-bit ones (half) widened */
 void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, float *y);
