@@ -157,11 +157,10 @@ int cmd_check(int argc, char **argv)
                "TRAINC_HEAD_CHUNKS)\n",
                (long long)g->head_chunk, (long long)(pred->numel / pred->shape[pred->rank - 1]));
     }
-    if (c->decode) {   /* decode.c: --sample's key/value cache on the CPU */
+    if (c->decode) {   /* decode.c: --sample's key/value cache */
         char kb[32];
         human(kb, sizeof kb, (double)(c->decode->g->kv_floats * 4));
-        printf("  sampling     a key/value cache of %s on the CPU (%lld positions; the decode "
-               "program)\n", kb, (long long)c->decode->g->decode_T);
+        printf("  sampling     a key/value cache of %s (%lld positions; the decode program)\n", kb, (long long)c->decode->g->decode_T);
     }
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
     if (g->fp8)

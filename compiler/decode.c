@@ -1,5 +1,5 @@
-/* decode.c: the decode program, which --sample runs on the CPU to generate from a
- * language model with a key/value cache. Its graph is the spec's with the token input
+/* decode.c: the decode program, which --sample runs (on the CPU or a GPU) to generate
+ * from a language model with a key/value cache. Its graph is the spec's with the token input
  * and target one position long: every layer then computes one position a batch row,
  * and the rows are taken as consecutive positions of one sequence (a prompt's, or the
  * one new token): attention writes their keys and values into the cache and reads

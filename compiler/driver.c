@@ -11,7 +11,7 @@ Compiled *compile_spec(Spec *s)
     /* validation's own plan: the forward pass alone, without what backward keeps; it
      * shares the arena, so it counts in recompute auto's totals */
     compile_eval(c);
-    compile_decode(c);   /* (--sample's, on the CPU: decode.c) */
+    compile_decode(c);   /* (--sample's key/value cache: decode.c) */
     if (s->train.recompute == RT_RECOMPUTE_AUTO)
         recompute_auto(c);
     else
@@ -19,6 +19,6 @@ Compiled *compile_spec(Spec *s)
     plan_totals(c);
     emit_prepare(c->prog, c->eval, c->decode);
     emit_c(c->prog, c->eval, c->decode, &c->em);
-    emit_cuda(c->prog, c->eval, &c->em.kernels_cu, &c->em.kernels_cu_file);
+    emit_cuda(c->prog, c->eval, c->decode, &c->em.kernels_cu, &c->em.kernels_cu_file);
     return c;
 }

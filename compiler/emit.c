@@ -62,80 +62,103 @@ static char *gpu_shape_text(const Graph *g, Instr *in)
     return c.s ? c.s : xstrdup("");
 }
 
-/* Kernels printed once. On the GPU a training loop whose kernel, names aside, is an
- * earlier one's (the same ops in each block of a repeat) launches that one with its
- * own pointers (Instr.same_gpu). A validation kernel that reads as a training kernel
- * does (the same fused ops; on the CPU over the same tensors at the same arena offsets
- * too) is not printed twice: validation launches the training one (same_cpu,
- * same_gpu); on the GPU, else an earlier validation kernel that reads as it does
- * (same_gpu_ev). */
-static void find_twins(Program *p, Program *ev)
+/* The GPU kernels printed so far: each one's text (gpu_shape_text), its loop and the
+ * pass it belongs to (TWIN_*). */
+typedef struct {
+    char **text;
+    Instr **ins;
+    int *pass;
+    int n;
+} Printed;
+
+static Printed printed_new(int cap)
 {
-    int n = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        n += !p->ins[i]->dead && p->ins[i]->kind == I_EW;
-    Buf *cpu = calloc(n ? n : 1, sizeof *cpu);
-    char **gpu = calloc(n ? n : 1, sizeof *gpu);
-    Instr **tk = calloc(n ? n : 1, sizeof *tk);
-    if (!cpu || !gpu || !tk)
+    cap = cap ? cap : 1;
+    Printed k = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(Instr *)), calloc(cap, sizeof(int)), 0};
+    if (!k.text || !k.ins || !k.pass)
         die("out of memory");
-    n = 0;
-    for (int i = 0; i < p->n_ins; i++)
-        if (!p->ins[i]->dead && p->ins[i]->kind == I_EW) {
-            Instr *in = tk[n] = p->ins[i];
-            in->same_cpu = in->same_gpu = NULL;
-            emit_kernel(&cpu[n], in, "K");
-            gpu[n] = gpu_shape_text(p->g, in);
-            for (int k = 0; k < n && !in->same_gpu; k++)
-                if (!tk[k]->same_gpu && !strcmp(gpu[n], gpu[k]))
-                    in->same_gpu = tk[k];
-            n++;
+    return k;
+}
+
+/* in's GPU twin among the printed kernels (its pass into in->same_gpu_pass), else in
+ * itself added to them as `pass`'s. */
+static void printed_twin(Printed *k, const Graph *g, Instr *in, int pass)
+{
+    char *text = gpu_shape_text(g, in);
+    for (int j = 0; j < k->n; j++)
+        if (!strcmp(text, k->text[j])) {
+            in->same_gpu = k->ins[j];
+            in->same_gpu_pass = k->pass[j];
+            free(text);
+            return;
         }
-    char **ev_gpu = calloc(ev->n_ins ? ev->n_ins : 1, sizeof *ev_gpu);
-    Instr **ev_ins = calloc(ev->n_ins ? ev->n_ins : 1, sizeof *ev_ins);
-    int n_ev = 0;
-    if (!ev_gpu || !ev_ins)
+    k->text[k->n] = text;
+    k->ins[k->n] = in;
+    k->pass[k->n++] = pass;
+}
+
+static void printed_free(Printed *k)
+{
+    for (int j = 0; j < k->n; j++)
+        free(k->text[j]);
+    free(k->text);
+    free(k->ins);
+    free(k->pass);
+}
+
+const char *twin_prefix(int pass)
+{
+    return pass == TWIN_DECODE ? "kd" : pass == TWIN_EVAL ? "ke" : "k";
+}
+
+/* Kernels printed once. On the GPU a loop whose kernel, names aside, is one printed
+ * before (the same ops in each block of a repeat; validation's and the decode program's
+ * loops that read as training's) launches that one with its own pointers (Instr.same_gpu,
+ * same_gpu_pass: training's, validation's or the decode program's kernel). On the CPU a
+ * validation kernel that reads as a training kernel does (over the same tensors at the
+ * same arena offsets too) launches the training one (same_cpu); the decode program's,
+ * at its own offsets, are its own there. */
+static void find_twins(Program *p, Program *ev, Program *dec)
+{
+    int n = p->n_ins + ev->n_ins + (dec ? dec->n_ins : 0);
+    Printed gpu = printed_new(n);
+    Buf *cpu = calloc(p->n_ins ? p->n_ins : 1, sizeof *cpu);   /* training's C text */
+    if (!cpu)
         die("out of memory");
+    for (int i = 0; i < p->n_ins; i++) {
+        Instr *in = p->ins[i];
+        in->same_cpu = in->same_gpu = NULL;
+        in->same_gpu_pass = TWIN_TRAIN;
+        if (!in->dead && in->kind == I_EW) {
+            emit_kernel(&cpu[i], in, "K");
+            printed_twin(&gpu, p->g, in, TWIN_TRAIN);
+        }
+    }
     for (int i = 0; i < ev->n_ins; i++) {
         Instr *in = ev->ins[i];
         in->same_cpu = in->same_gpu = NULL;
-        in->same_gpu_ev = 0;
+        in->same_gpu_pass = TWIN_TRAIN;
         if (in->dead || in->kind != I_EW)
             continue;
         Buf c = {0};
         emit_kernel(&c, in, "K");
-        char *g = gpu_shape_text(ev->g, in);
-        for (int k = 0; k < n && !(in->same_cpu && in->same_gpu); k++) {
-            if (!in->same_cpu && !strcmp(c.s, cpu[k].s))
-                in->same_cpu = tk[k];
-            if (!in->same_gpu && !strcmp(g, gpu[k]))
-                in->same_gpu = tk[k]->same_gpu ? tk[k]->same_gpu : tk[k];
-        }
+        for (int k = 0; k < p->n_ins && !in->same_cpu; k++)
+            if (cpu[k].s && !strcmp(c.s, cpu[k].s))
+                in->same_cpu = p->ins[k];
         free(c.s);
-        /* else an earlier validation kernel's, names aside (each block's residual add) */
-        for (int k = 0; k < n_ev && !in->same_gpu; k++)
-            if (!strcmp(g, ev_gpu[k])) {
-                in->same_gpu = ev_ins[k];
-                in->same_gpu_ev = 1;
-            }
-        if (in->same_gpu)
-            free(g);
-        else {
-            ev_gpu[n_ev] = g;
-            ev_ins[n_ev++] = in;
-        }
+        printed_twin(&gpu, ev->g, in, TWIN_EVAL);
     }
-    for (int k = 0; k < n; k++) {
-        free(cpu[k].s);
-        free(gpu[k]);
+    for (int i = 0; dec && i < dec->n_ins; i++) {
+        Instr *in = dec->ins[i];
+        in->same_cpu = in->same_gpu = NULL;
+        in->same_gpu_pass = TWIN_TRAIN;
+        if (!in->dead && in->kind == I_EW)
+            printed_twin(&gpu, dec->g, in, TWIN_DECODE);
     }
-    for (int k = 0; k < n_ev; k++)
-        free(ev_gpu[k]);
+    for (int i = 0; i < p->n_ins; i++)
+        free(cpu[i].s);
     free(cpu);
-    free(gpu);
-    free(tk);
-    free(ev_gpu);
-    free(ev_ins);
+    printed_free(&gpu);
 }
 
 /* The names the reader sees. graph_tensor suffixes a repeated name with the tensor's
@@ -207,8 +230,7 @@ static void tidy_names(Program *p)
     free(seen);
 }
 
-/* What both emitters read, settled once: the names, the loop sizes, the twin kernels
- * (the decode program's are its own: on the CPU, at its own offsets). */
+/* What both emitters read, settled once: the names, the loop sizes, the twin kernels. */
 void emit_prepare(Program *p, Program *ev, Program *dec)
 {
     tidy_names(p);
@@ -216,7 +238,7 @@ void emit_prepare(Program *p, Program *ev, Program *dec)
     if (dec)
         tidy_names(dec);
     cuda_fp8_slots(p, ev);   /* (before the twins: a kernel that folds a maximum differs) */
-    find_twins(p, ev);
+    find_twins(p, ev, dec);
 }
 
 /* DIR/NAME.tmp with b's bytes; on a failure nothing of it is left. */

@@ -143,7 +143,7 @@ void emit_kernel(Buf *b, Instr *in, const char *name)
     kernel_head(b, name, in);
     if (in->same_gpu && strcmp(name, "K"))
         buf_printf(b, "\n *     (on a GPU this loop runs %s%d's kernel, the same code, on its own tensors)",
-                   in->same_gpu_ev ? "ke" : "k", in->same_gpu->id);
+                   twin_prefix(in->same_gpu_pass), in->same_gpu->id);
     buf_puts(b, " */\n");
     buf_printf(b, "RT_KERNEL void %s(rt_exec *e, int64_t lo, int64_t hi)\n{\n", name);
     for (int i = 0; i < u.n; i++)
@@ -195,7 +195,7 @@ static void kernel_names(const Program *p, const Instr *in, char cpu[32], char g
     else
         snprintf(cpu, 32, "%s%d", p->kprefix, in->id);
     if (in->same_gpu)
-        snprintf(gpu, 32, "%s%d", in->same_gpu_ev ? "ke" : "k", in->same_gpu->id);
+        snprintf(gpu, 32, "%s%d", twin_prefix(in->same_gpu_pass), in->same_gpu->id);
     else
         snprintf(gpu, 32, "%s%d", p->kprefix, in->id);
 }
@@ -227,12 +227,12 @@ static void instr_label(Buf *b, const Program *p, const Instr *in, int i)
 {
     char *c;
     if (p->eval && (in->same_cpu || in->same_gpu))
-        c = in->same_cpu || !in->same_gpu_ev
+        c = in->same_cpu || in->same_gpu_pass == TWIN_TRAIN
                 ? xasprintf("%s: %s (%straining's k%d, the same code)", in->origin, in->what,
                             in->same_cpu ? "" : "on the GPU, ",
                             (in->same_cpu ? in->same_cpu : in->same_gpu)->id)
-                : xasprintf("%s: %s (on the GPU, ke%d's code on these tensors)", in->origin,
-                            in->what, in->same_gpu->id);
+                : xasprintf("%s: %s (on the GPU, %s%d's code on these tensors)", in->origin,
+                            in->what, twin_prefix(in->same_gpu_pass), in->same_gpu->id);
     else
         c = xasprintf("%s: %s", in->origin, in->what);
     if (p->eval) {
@@ -557,7 +557,7 @@ static void emit_host_heading(Program *p, const Program *dec, Buf *b)
                   " * A, lda, B, ldb, beta, C, ldc) is C = alpha op(A) op(B) + beta C, row-major; its\n"
                   " * variants add epilogues (trainc_rt.h).%s%s */\n",
                g->n_layers_total, (long long)nparams, (long long)(g->flops_fwd + g->flops_bwd),
-               dec ? " *   decode()    --sample's forward pass on the CPU: positions of one sequence\n"
+               dec ? " *   decode()    --sample's forward pass: positions of one sequence\n"
                      " *               as rows, with a key/value cache (no loss: the logits)\n"
                    : "",
                !g->act16 ? ""
@@ -595,7 +595,7 @@ static void emit_host_passes(Program *p, Program *ev, Program *dec, Buf *b)
               "    e->train = 0;\n");
     if (dec)
         emit_pass(b, dec, 0, dec->n_ins, "static void decode(rt_exec *e)",
-                  "Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]\n"
+                  "Generation's forward pass (--sample): row b is the token e->in[0][b]\n"
                   " * at position e->pos + b of one sequence; keys and values are appended to the\n"
                   " * cache e->kv, attention reads the positions before; the logits are left in the\n"
                   " * arena. Its own plan, in the same memory.",
@@ -820,7 +820,7 @@ static void emit_kernels_c(Program *p, Program *ev, Program *dec, Buf *b, Buf *n
     emit_kernel_list(b, names, p, NULL);
     emit_kernel_list(b, names, ev, "/* ---- validation's own (forward only; it launches the training kernels it\n"
                                    " * would repeat word for word) ---- */\n\n");
-    emit_kernel_list(b, names, dec, "/* ---- the decode program's (one position a row: --sample on the CPU) ---- */\n\n");
+    emit_kernel_list(b, names, dec, "/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */\n\n");
 }
 
 void emit_plan_json(Program *p, Buf *b)

@@ -616,13 +616,13 @@ typedef struct Instr {
     int recompute;           /* a forward instruction replayed in the backward pass */
     int phase;               /* its node's (Node.phase): a GAN's emitters split by it */
     int64_t flops;           /* per sample (GEMMs and heavy calls; 0 = negligible) */
-    /* I_EW of the validation program: the training kernel whose text this one's would
-       repeat on the CPU (offsets included) or on the GPU, or NULL; the launch names
-       that kernel and this one is not printed (emit.c, find_twins). On the GPU, a
-       validation kernel no training one repeats may repeat an earlier validation
-       kernel: same_gpu_ev says so (its name is then ke, not k) */
+    /* I_EW: the kernel whose text this one's would repeat, or NULL; the launch names
+       that kernel and this one is not printed (emit.c, find_twins). same_cpu (of
+       validation's loops): a training kernel, offsets included. same_gpu: an earlier
+       kernel of training's, validation's or the decode program's, same_gpu_pass says
+       which (TWIN_*: its name is k, ke or kd and its id) */
     struct Instr *same_cpu, *same_gpu;
-    int same_gpu_ev;
+    int same_gpu_pass;
 } Instr;
 
 typedef struct Program {
@@ -770,6 +770,8 @@ typedef struct Emitted {
     Buf kernels_cu_file;   /* kernels_cuda.cu as written: the templates #included */
 } Emitted;
 void emit_prepare(Program *p, Program *eval, Program *decode);
+enum { TWIN_TRAIN, TWIN_EVAL, TWIN_DECODE };   /* Instr.same_gpu_pass */
+const char *twin_prefix(int pass);             /* a kernel's name prefix: k, ke, kd */
 /* Writes the files of `out` into dir (created), each via a temporary name. */
 int emit_write(const Emitted *out, const char *dir);
 
@@ -782,7 +784,7 @@ void emit_kernel(Buf *b, Instr *in, const char *name);
 void emit_plan_json(Program *p, Buf *b);
 
 /* emit_cuda.c: kernels_cuda.cu, as NVRTC compiles it (b) and as written (file). */
-void emit_cuda(Program *p, Program *eval, Buf *b, Buf *file);
+void emit_cuda(Program *p, Program *eval, Program *decode, Buf *b, Buf *file);
 /* One fused kernel as CUDA, named `name`. */
 void cuda_kernel(Buf *b, const Graph *g, Instr *in, const char *name);
 /* Scratch the GPU's calls need per batch row (attention backward's row sums). */

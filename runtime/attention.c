@@ -702,11 +702,14 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
                          float low, float high, int64_t orig, const float *ext, float scale,
                          float softcap)
 {
-    if (e->dev)
-        rt_fail("the decode program runs on the CPU alone");
     if (!causal || e->pos < 0 || e->pos + B > T || !e->kv)
         rt_die("attention decode: positions %lld + %lld of %lld, cache %p, causal %d",
                (long long)e->pos, (long long)B, (long long)T, (void *)e->kv, causal);
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->attention_decode(e, qkv, qn, kn, y, kv_off, B, T, d, H, KV, window, theta,
+                                    factor, low, high, orig, ext, scale, softcap);
+        return;
+    }
     if (B <= 0)
         return;
     dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .pos = e->pos};
@@ -721,8 +724,10 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
 
 void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)
 {
-    if (e->dev)
-        rt_fail("the decode program runs on the CPU alone");
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->pos_row_add(e, x, w, y, B, d);
+        return;
+    }
     const float *r = w + e->pos * d;   /* (row b: position pos + b) */
     for (int64_t i = 0; i < B * d; i++)
         y[i] = x[i] + r[i];

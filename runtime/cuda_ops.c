@@ -23,6 +23,7 @@
 #define RT_ATT90_THREADS 384   /* sm90_attention.cuh: a producer and two consumer warpgroups */
 #define RT_ATT90_ROWS 128      /* its query and key tiles */
 #define RT_EMB_THREADS 256     /* embedding.cuh: embedding_bwd's list and column stride */
+#define RT_DEC_CHUNK 1024      /* decode.cuh: keys a chunk of the online softmax */
 #define RT_MSE_CHUNK 8192      /* loss.cuh */
 #define RT_OPT_CHUNK 16384     /* optim.cuh */
 #define RT_FP8_PARTS 256       /* fp8.cuh: rt_fp8_amax's blocks at most */
@@ -1299,6 +1300,47 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, ak);
 }
 
+/* ---- the decode program (decode.cuh): --sample's key/value cache -------------------------- */
+
+/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence: their
+ * keys and values into the layer's cache at e->kv + kv_off (a launch over (row, key/value
+ * head)), then their queries against it (one over (row, query head)). */
+void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                            float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
+                            int64_t KV, int64_t window, float theta, float factor, float low,
+                            float high, int64_t orig, const float *ext, float scale,
+                            float softcap)
+{
+    if (B <= 0)
+        return;
+    int64_t hd = att_head(d, H);
+    if (KV <= 0 || H % KV != 0 || hd > 4 * RT_ATT_THREADS || KV > GYZ || H > GYZ)
+        rt_fail("attention decode: %lld heads of %lld, %lld key/value heads: the GPU kernel "
+                "takes heads up to %d wide\n  hint: TRAINC_KV_CACHE=0 samples without the cache",
+                (long long)H, (long long)hd, (long long)KV, 4 * RT_ATT_THREADS);
+    float *kv = e->kv + kv_off;
+    const float *lr = att_lr(e, ext, hd);
+    int pos = (int)e->pos, t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window;
+    int o = (int)orig;
+    void *akv[] = {&qkv, &kn, &kv, &pos, &t, &h, &k, &ihd, &theta, &factor, &low, &high, &o, &lr};
+    void *aq[] = {&qkv, &qn, &kv, &y, &pos, &t, &h, &k, &ihd, &w, &theta, &factor, &low,
+                  &high, &o, &lr, &scale, &softcap};
+    unsigned rows = gdim(B, GX, "attention decode");
+    rt_cu_launch(e, "rt_attention_decode_kv", rows, (unsigned)KV, 1, RT_ATT_THREADS, 1,
+                 (unsigned)(2 * hd * sizeof(float)), akv);
+    rt_cu_launch(e, "rt_attention_decode", rows, (unsigned)H, 1, RT_ATT_THREADS, 1,
+                 (unsigned)((2 * hd + RT_DEC_CHUNK) * sizeof(float)), aq);
+}
+
+void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)
+{
+    int64_t n = B * d, pos = e->pos;
+    if (n <= 0)
+        return;
+    void *args[] = {&x, &w, &y, &pos, &n, &d};
+    rt_cu_launch(e, "rt_pos_row_add", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 /* ---- embedding --------------------------------------------------------------------------- */
 
 void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
@@ -1762,6 +1804,8 @@ void rt_cu_ops_register(void)
         .attention_bwd = rt_cu_attention_bwd,
         .attention_ext_fwd = rt_cu_attention_ext_fwd,
         .attention_ext_bwd = rt_cu_attention_ext_bwd,
+        .attention_decode = rt_cu_attention_decode,
+        .pos_row_add = rt_cu_pos_row_add,
         .embedding_fwd = rt_cu_embedding_fwd,
         .embedding_bwd = rt_cu_embedding_bwd,
     };

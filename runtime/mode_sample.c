@@ -219,13 +219,16 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
 }
 
 /* The decode program's cache for one sample (decode.c in the compiler): positions
- * [0, at) of the context are in it. `on` while it serves: the model has the program,
- * the run is on the CPU, TRAINC_KV_CACHE is not 0, and the window has not slid (a slide
- * moves every id to another position: from then on each token is the window's pass).
- * TRAINC_KV_CACHE=check also runs the window's pass for each token the cache serves and
- * reports the largest difference of the two logits (over the largest logit) at the end. */
+ * [0, at) of the context are in it (in fp32, in the GPU's memory where the run is on
+ * one). `on` while it serves: the model has the program, TRAINC_KV_CACHE is not 0, and
+ * the window has not slid (a slide moves every id to another position: from then on
+ * each token is the window's pass). TRAINC_KV_CACHE=check also runs the window's pass
+ * for each token the cache serves and reports the largest difference of the two logits
+ * (over the largest logit) at the end. */
 typedef struct {
-    float *kv;
+    float *kv;                /* a host pointer, or the device's address */
+    int32_t *ids;             /* on a GPU: a batch of the window's inputs, uploaded whole,
+                                 the rows' ids first (the program reads one a row) */
     int64_t at;
     int on, check;
     int cached;               /* the last logits came from the cache */
@@ -235,13 +238,18 @@ typedef struct {
     double worst;             /* check: the largest difference over the largest logit */
 } Cache;
 
-static Cache cache_open(const Run *r, int64_t V)
+static Cache cache_open(Run *r, int64_t V)
 {
     const char *v = getenv("TRAINC_KV_CACHE");
-    Cache k = {.on = r->m->decode && !r->gpu && !(v && !strcmp(v, "0")),
-               .check = v && !strcmp(v, "check")};
-    if (k.on)
-        k.kv = rt_xmalloc((size_t)r->m->kv_floats * sizeof(float));
+    Cache k = {.on = r->m->decode && !(v && !strcmp(v, "0")), .check = v && !strcmp(v, "check")};
+    size_t bytes = (size_t)r->m->kv_floats * sizeof(float);
+    if (k.on && r->gpu) {   /* (kept for the run: sampling ends it) */
+        k.kv = (float *)(uintptr_t)rt_cu_alloc_fixed(&r->e, bytes);
+        size_t n = (size_t)(r->e.Bmax * r->m->inputs[0].numel);
+        k.ids = rt_xmalloc(n * sizeof(int32_t));
+        memset(k.ids, 0, n * sizeof(int32_t));
+    } else if (k.on)
+        k.kv = rt_xmalloc(bytes);
     if (k.on && k.check)
         k.mine = rt_xmalloc((size_t)V * sizeof(float));
     return k;
@@ -252,7 +260,9 @@ static void cache_close(Cache *k)
     if (k->check)
         fprintf(stderr, "trainc: key/value cache check: %lld tokens, the largest difference "
                         "%.3g of the largest logit\n", (long long)k->checked, k->worst);
-    rt_xfree(k->kv);
+    if (!k->ids)
+        rt_xfree(k->kv);
+    rt_xfree(k->ids);
     rt_xfree(k->mine);
 }
 
@@ -275,7 +285,9 @@ static const float *cache_check(Run *r, Cache *k, const float *z, int32_t *ctx, 
 
 /* The logits after the context ctx[0, n) (n at most T), as last_logits gives them: from
  * the cache, the positions it lacks through the decode program (Bmax of them a call, as
- * rows: a prompt's in few passes over the weights), else by the window's pass. */
+ * rows: a prompt's in few passes over the weights), else by the window's pass. On a
+ * GPU the rows' ids go up in a batch of the window's size (rt_bind_batch copies that
+ * much), the logits come down into row. */
 static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, int64_t n,
                                 int64_t V, float *row)
 {
@@ -288,13 +300,22 @@ static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, in
     for (; k->at < n; k->at += rows) {
         rows = n - k->at < e->Bmax ? n - k->at : e->Bmax;
         rt_batch some = {.rows = rows, .in = {&ctx[k->at], NULL}};
+        if (r->gpu) {
+            memcpy(k->ids, &ctx[k->at], (size_t)rows * sizeof *k->ids);
+            some.in[0] = some.in[1] = k->ids;
+        }
         rt_bind_batch(r, &some, -1);
         e->pos = k->at;
         e->kv = k->kv;
         m->decode(e);
     }
-    const float *z = (const float *)rt_arena_at(r, m->decode_pred_offset) +
-                     (rows - 1) * m->decode_pred_ld;
+    const float *z = row;
+    if (r->gpu) {
+        rt_end_pass(r);
+        rt_arena_read(r, m->decode_pred_offset, (rows - 1) * m->decode_pred_ld, V,
+                      m->act16 != 0, row);
+    } else
+        z = (const float *)rt_arena_at(r, m->decode_pred_offset) + (rows - 1) * m->decode_pred_ld;
     return k->check ? cache_check(r, k, z, ctx, tgt, n, V, row) : z;
 }
 
@@ -484,9 +505,9 @@ static void chat_turns(Gen *g)
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
  * the repetition penalty, the temperature, top_k, top_p and min_p), and the id is
- * appended (the window slides once full). On the CPU a model with a decode program
- * computes only the new position each token, its keys and values cached, until the
- * window slides (next_logits). Without a tokenizer ids are bytes for `trainc
+ * appended (the window slides once full). A model with a decode program computes
+ * only the new position each token, its keys and values cached, until the window
+ * slides (next_logits). Without a tokenizer ids are bytes for `trainc
  * data text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger
  * one as numbers a space apart. --chat without --prompt: a conversation (chat_turns).
  * A GAN's --sample is gan_sample's. */

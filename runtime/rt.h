@@ -202,6 +202,14 @@ typedef struct rt_gpu_calls {
                               int64_t KV, int causal, int64_t window, float theta, float factor,
                               float low, float high, int64_t orig, const float *ext, float scale,
                               float softcap);
+    /* the decode program's (--sample's key/value cache) */
+    void (*attention_decode)(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                             float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d,
+                             int64_t H, int64_t KV, int64_t window, float theta, float factor,
+                             float low, float high, int64_t orig, const float *ext, float scale,
+                             float softcap);
+    void (*pos_row_add)(rt_exec *e, const float *x, const float *w, float *y, int64_t B,
+                        int64_t d);
     void (*embedding_fwd)(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                           int64_t V, int64_t dim);
     void (*embedding_bwd)(rt_exec *e, const int32_t *idx, const float *dout, float *dw,

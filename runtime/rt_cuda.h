@@ -504,6 +504,12 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
                              int64_t KV, int causal, int64_t window, float theta, float factor,
                              float low, float high, int64_t orig, const float *ext, float scale,
                              float softcap);
+void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
+                            float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
+                            int64_t KV, int64_t window, float theta, float factor, float low,
+                            float high, int64_t orig, const float *ext, float scale,
+                            float softcap);
+void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d);
 void rt_cu_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out,
                          int64_t rows, int64_t V, int64_t dim);
 void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, float *dw,

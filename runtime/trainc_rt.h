@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 16
+#define RT_ABI_VERSION 17
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -196,11 +196,12 @@ typedef struct rt_model {
     void (*forward)(rt_exec *e, int train); /* computes the loss; with train, also d(loss)/d(output) */
     void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
-    /* A language model's decode program (NULL: none; the CPU's alone): the tokens
+    /* A language model's decode program (NULL: none): the tokens
      * e->in[0] (one i32 a row) at positions e->pos .. e->pos + e->B - 1 of one sequence
      * through the layers, attention against the key/value cache e->kv (which it extends
      * by them), the logits left at decode_pred_offset (rows decode_pred_ld apart); the
-     * cache is kv_floats */
+     * cache is kv_floats, on the device where the program runs on a GPU (its kernels, kd*,
+     * are in the CUDA image beside validation's) */
     void (*decode)(rt_exec *e);
     int64_t decode_pred_offset, decode_pred_ld, kv_floats;
     int devices;               /* RT_HAS_*: what the trainer was built for */

@@ -9,12 +9,20 @@ serves by the window's pass too: the cache must serve the 114 tokens before the 
 Without the check the sampled bytes must be those of TRAINC_KV_CACHE=0 (the window's
 pass alone). A model that is not position by position (attention over all positions)
 has no decode program: its host.c has no decode(), and the check serves no token.
+
+--fake-gpu=LIB (tests/fake_gpu_kv.sh; LIB: the fake GPU's libraries, tests/fake_gpu/): each
+variant is also built for both devices and samples on the fake GPU (the decode program's
+kernels, templates/cuda/decode.cuh, in the emulator) under the check: the cache serves
+the 114 tokens, its logits the GPU window's within 1e-5 of the largest (bf16-mixed: 2e-2,
+the cache holds fp32 keys where the window's pass reads 16-bit ones), and in fp32 the
+bytes are the CPU's.
 """
 import copy, json, os, re, subprocess, sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
-OUT = os.path.join(ROOT, "build", "tests", "kv_cache")
+FAKE_LIB = ([a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--fake-gpu=")] or [None])[0]
+OUT = os.path.join(ROOT, "build", "tests", "kv_cache_gpu" if FAKE_LIB else "kv_cache")
 os.makedirs(OUT, exist_ok=True)
 LLAMA3 = {"theta": 500000, "scaling": {"rope_type": "llama3", "factor": 32, "low_freq_factor": 1,
                                        "high_freq_factor": 4, "original_max_position_embeddings": 64}}
@@ -73,9 +81,14 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value):
+def sample(path, run, env_value, exe=None):
+    """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
+    on the fake GPU)"""
     env = dict(os.environ, TRAINC_KV_CACHE=env_value)
-    p = subprocess.run([TRAINC, "run", path, "--eval", "--init", os.path.join(run, "model.safetensors"),
+    cmd = [TRAINC, "run", path] if not exe else [exe, "--device", "cuda"]
+    if exe:
+        env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
                         "--quiet", "--threads", "2", "--sample", "150", "--prompt", "The license is ", "--set", "batch_size=4",
                         "--temperature", "0.9", "--sample-seed", "5"],
                        env=env, capture_output=True)
@@ -91,6 +104,33 @@ def verdict(ok, what):
     failed += not ok
 
 
+def check_line(name, err):
+    """the check's (tokens, worst), or None"""
+    m = re.search(r"key/value cache check: (\d+) tokens, the largest difference (\S+) of", err)
+    if not m:
+        verdict(False, "%s: no check line in: %s" % (name, err[-500:]))
+        return None
+    return int(m.group(1)), float(m.group(2))
+
+
+def on_fake_gpu(name, path, run, cpu_text):
+    """the variant's trainer for both devices, sampling on the fake GPU"""
+    exe = os.path.join(OUT, name + "_both")
+    env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    subprocess.run([TRAINC, "build", path, "--device", "both", "--arch", "sm_90a", "-o", exe],
+                   check=True, capture_output=True, env=env)
+    text, err = sample(path, run, "check", exe)
+    got = check_line(name + " on the fake GPU", err)
+    if not got:
+        return
+    tol = 2e-2 if name == "bf16_mixed" else 1e-5
+    verdict(got[0] == 114 and got[1] < tol,
+            "%s on the fake GPU: the cache served %d tokens, logits within %.2g of the window's"
+            % (name, got[0], got[1]))
+    if tol == 1e-5:
+        verdict(text == cpu_text, "%s on the fake GPU: the CPU's %d sampled bytes" % (name, len(text)))
+
+
 def variant(name, opts, change):
     path = spec(name, opts, change)
     run = os.path.join(OUT, name)
@@ -100,23 +140,25 @@ def variant(name, opts, change):
     subprocess.run([TRAINC, "emit", path, "-o", emitted], check=True, capture_output=True)
     has_decode = "static void decode(rt_exec *e)" in open(os.path.join(emitted, "host.c")).read()
     text, err = sample(path, run, "check")
-    m = re.search(r"key/value cache check: (\d+) tokens, the largest difference (\S+) of", err)
-    if not m:
-        verdict(False, "%s: no check line in: %s" % (name, err[-500:]))
+    got = check_line(name, err)
+    if not got:
         return
-    tokens, worst = int(m.group(1)), float(m.group(2))
+    tokens, worst = got
     if name == "full_attention":
         verdict(not has_decode and tokens == 0, "%s: no decode program, no token from a cache" % name)
         return
     verdict(has_decode and tokens == 114 and worst < 1e-5,
             "%s: the cache served %d tokens, logits within %.2g of the window's" % (name, tokens, worst))
+    if FAKE_LIB:   # (the bytes with the cache and without: sample/kv_cache's part)
+        on_fake_gpu(name, path, run, text)
+        return
     plain, _ = sample(path, run, "1")
     window, _ = sample(path, run, "0")
     verdict(plain == window and text == plain and len(plain) >= 150,
             "%s: the same %d sampled bytes with the cache and without" % (name, len(plain)))
 
 
-names = sys.argv[1:] or list(VARIANTS)
+names = [a for a in sys.argv[1:] if not a.startswith("--")] or list(VARIANTS)
 for name in names:
     variant(name, *VARIANTS[name])
 sys.exit(1 if failed else 0)

@@ -101,7 +101,7 @@ assert head["row_bytes"] == 512 * 128256 * 2, head   # bf16-mixed logits, a quar
 PY
 "$TRAINC" check specs/llama3_1b.json | grep -q "^  logits       512 of each sample's 2048 rows at a time"
 # --sample's cache: 16 layers x K and V x 8 key/value heads x 2048 positions x 64 x 4 bytes
-"$TRAINC" check specs/llama3_1b.json | grep -q "^  sampling     a key/value cache of 128.0 MiB on the CPU (2048 positions"
+"$TRAINC" check specs/llama3_1b.json | grep -q "^  sampling     a key/value cache of 128.0 MiB (2048 positions"
 echo "ok   llama3_1b: the tied head over 128256 rows unpadded, its logits a chunk of 512 rows a sample (the plan, trainc check); a 128 MiB key/value cache"
 # moe_char: llama_char with 4 experts a layer (each 384 x 128 up and 128 x 192 down, a
 # 4 x 128 router) for its MLP: 1,789,824 parameters, of which a token uses its top 2

@@ -46,7 +46,9 @@ for sm_90a by the fake NVRTC (and by real NVRTC's fast compile, tests/nvrtc_chec
 which must take them without a warning), and trained on the fake GPU (tests/fake_gpu/:
 the generated CUDA kernels run in the emulator): fp32 within 1e-5 of the CPU's
 records, and every other one in bf16-mixed (one in four of the rest in fp16-mixed, with
-loss scaling) within 5e-2 (losses) and 1e-1 (gradient norms) of them. With --odd the widths, sequence lengths, heads and
+loss scaling) within 5e-2 (losses) and 1e-1 (gradient norms) of them; a token model
+with a decode program samples with its key/value cache on the fake GPU too (fp32, under
+the same check as on the CPU). With --odd the widths, sequence lengths, heads and
 vocabularies are drawn from sizes at the GPU kernels' edges instead (widths 1, 2, 5,
 33, 100, 129: no whole 16-byte vectors; T 1, 2, 17, 65: partial attention tiles; heads
 8 to 72 wide, 16 and 72 on the 16-bit tensor-core kernels; vocabularies of 2, 257
@@ -599,19 +601,20 @@ def trainc(spec_path, out, init, threads, recompute=None):
     return run_log.steps(out)
 
 
-def cache_check(d, spec_path, threads):
+def cache_check(d, spec_path, threads, cmd=None, env=None):
     """A token model with a decode program (compiler/decode.c: causal attention, every
     layer position by position): --sample under TRAINC_KV_CACHE=check, T tokens from the
     trained weights after a one-id prompt; the cache serves all T, and each must have the
-    window's logits within 1e-5 of the largest. Returns (problems, whether it had the program)."""
+    window's logits within 1e-5 of the largest. Returns (problems, whether it had the program).
+    cmd, env: a trainer on the fake GPU's (fake_gpu), else `trainc run`."""
     src = os.path.join(d, "src")
     subprocess.run([TRAINC, "emit", spec_path, "-o", src], check=True, capture_output=True)
     if "static void decode(rt_exec *e)" not in open(os.path.join(src, "host.c")).read():
         return [], False
     T = json.load(open(spec_path))["model"]["inputs"]["x"]["shape"][0]
-    p = subprocess.run([TRAINC, "run", spec_path, "--eval", "--init", os.path.join(d, "run", "model.safetensors"),
+    p = subprocess.run((cmd or [TRAINC, "run", spec_path]) + ["--eval", "--init", os.path.join(d, "run", "model.safetensors"),
                         "--sample", str(T), "--quiet", "--threads", str(threads)],
-                       env=dict(os.environ, TRAINC_KV_CACHE="check"), capture_output=True, text=True)
+                       env=dict(env or os.environ, TRAINC_KV_CACHE="check"), capture_output=True, text=True)
     m = re.search(r"key/value cache check: (\d+) tokens, the largest difference (\S+) of", p.stderr)
     if p.returncode != 0 or not m:
         return ["--sample with the cache check: exit %d: %s" % (p.returncode, p.stderr[-2000:])], True
@@ -663,10 +666,11 @@ def real_nvrtc(d, spec_path, precision):
         ["the kernels (%s) with real NVRTC:\n%s" % (precision, (p.stdout + p.stderr)[-3000:])]
 
 
-def fake_gpu(d, spec_path, init, threads, ours, precision):
+def fake_gpu(d, spec_path, init, threads, ours, precision, cached):
     """the model built for both devices, trained on the fake GPU in `precision`: its
     records against the CPU's fp32 ones (fp32: 1e-5 relative, the order of the
-    kernels' sums; bf16-mixed: 5e-2 and 1e-1, the rounding of the activations)"""
+    kernels' sums; bf16-mixed: 5e-2 and 1e-1, the rounding of the activations); in fp32
+    a model with a decode program (cached) samples with its cache there too"""
     problems = real_nvrtc(d, spec_path, precision)
     if problems:
         return problems
@@ -702,6 +706,9 @@ def fake_gpu(d, spec_path, init, threads, ours, precision):
                                  for a, b in zip(gv, cv)):
         problems.append("fake GPU %s: validation %s, the CPU %s" % (precision, [x["val_loss"] for x in gv],
                                                                      [x["val_loss"] for x in cv]))
+    if cached and precision == "fp32" and not problems:
+        more, _ = cache_check(d, spec_path, threads, [exe, "--device", "cuda"], env)
+        problems += ["on the fake GPU: " + x for x in more]
     return problems
 
 
@@ -768,11 +775,11 @@ def one(i, r):
     if ASAN and i % 3 == 0 and not problems:
         problems += sanitized(d, spec_path, init, threads, ours)
     if i < FAKE_GPU and not problems:
-        problems += fake_gpu(d, spec_path, init, threads, ours, "fp32")
+        problems += fake_gpu(d, spec_path, init, threads, ours, "fp32", cached)
         if i % 2 == 1:
-            problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed")
+            problems += fake_gpu(d, spec_path, init, threads, ours, "bf16-mixed", cached)
         if i % 4 == 2:
-            problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed")
+            problems += fake_gpu(d, spec_path, init, threads, ours, "fp16-mixed", cached)
     desc = "%s%s%s%s, %d layers, %s, %s, accumulate %d, recompute %s%s%s%s, %d thread%s%s" % (
         "on the fake GPU too (%s): " % ("fp32, bf16-mixed" if i % 2 else "fp32, fp16-mixed" if i % 4 == 2 else "fp32")
         if i < FAKE_GPU else "",
@@ -782,7 +789,8 @@ def one(i, r):
         t["recompute"], ", clipped" if "grad_clip" in t else "",
         "" if t["loader"]["drop_last"] else ", a short last batch",
         ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
-        "s" if threads > 1 else "", ", sampled with the key/value cache" if cached else "")
+        "s" if threads > 1 else "", ", sampled with the key/value cache" + (" (on the fake GPU too)" if i < FAKE_GPU else "")
+        if cached else "")
     return desc, len(ours), problems
 
 

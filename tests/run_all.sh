@@ -73,6 +73,7 @@ check fake_gpu/attn16     bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        bash tests/fake_fp8.sh
 check fake_gpu/conv       bash tests/fake_gpu_conv.sh
 check fake_gpu/moe        bash tests/fake_gpu_moe.sh
+check fake_gpu/kv         bash tests/fake_gpu_kv.sh
 check fake_gpu/freeze     bash tests/fake_gpu_freeze.sh
 check fp8_mixed           bash tests/fp8_mixed.sh
 

@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -5539,7 +5539,7 @@ static void evaluate(rt_exec *e)
                           e->B * 2048, e->B * 512, 640, 262144, 262144, 262144, 0.0f);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */
@@ -6025,8 +6025,8 @@ static void decode(rt_exec *e)
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_embed_weight, embedding_embed, e->B, 262144, 640);
-    /* $.model.layers[1]: scale */
-    rt_launch(e, "kd0", kd0, e->B * 640, 2, (void *[]){&embedding_embed, &scale_1});
+    /* $.model.layers[1]: scale (on the GPU, training's k0, the same code) */
+    rt_launch(e, "k0", kd0, e->B * 640, 2, (void *[]){&embedding_embed, &scale_1});
     /* $.model.layers[2].body[0].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, scale_1, P_layers_0_attn_norm_weight, rmsnorm_layers_0_attn_norm,
                    rms_rstd_layers_0_attn_norm, e->B, 640, 9.99999997e-07f);
@@ -6045,8 +6045,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_0_attn, P_layers_0_attn_post_norm_weight,
                    rmsnorm_layers_0_attn_post_norm, rms_rstd_layers_0_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #0: residual: x + body(x) */
-    rt_launch(e, "kd1", kd1, e->B * 640, 3, (void *[]){&scale_1, &rmsnorm_layers_0_attn_post_norm,
+    /* $.model.layers[2].body[0] #0: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd1, e->B * 640, 3, (void *[]){&scale_1, &rmsnorm_layers_0_attn_post_norm,
               &residual_rmsnorm_layers_0_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_0_attn_post_norm, P_layers_0_mlp_norm_weight,
@@ -6064,8 +6065,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_0_down, P_layers_0_mlp_post_norm_weight,
                    rmsnorm_layers_0_mlp_post_norm, rms_rstd_layers_0_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #0: residual: x + body(x) */
-    rt_launch(e, "kd2", kd2, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_attn_post_norm,
+    /* $.model.layers[2].body[1] #0: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd2, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_attn_post_norm,
               &rmsnorm_layers_0_mlp_post_norm, &residual_rmsnorm_layers_0_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_0_mlp_post_norm, P_layers_1_attn_norm_weight,
@@ -6086,8 +6088,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_1_attn, P_layers_1_attn_post_norm_weight,
                    rmsnorm_layers_1_attn_post_norm, rms_rstd_layers_1_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #1: residual: x + body(x) */
-    rt_launch(e, "kd3", kd3, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_mlp_post_norm,
+    /* $.model.layers[2].body[0] #1: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd3, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_0_mlp_post_norm,
               &rmsnorm_layers_1_attn_post_norm, &residual_rmsnorm_layers_1_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_1_attn_post_norm, P_layers_1_mlp_norm_weight,
@@ -6105,8 +6108,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_1_down, P_layers_1_mlp_post_norm_weight,
                    rmsnorm_layers_1_mlp_post_norm, rms_rstd_layers_1_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #1: residual: x + body(x) */
-    rt_launch(e, "kd4", kd4, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_attn_post_norm,
+    /* $.model.layers[2].body[1] #1: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd4, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_attn_post_norm,
               &rmsnorm_layers_1_mlp_post_norm, &residual_rmsnorm_layers_1_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_1_mlp_post_norm, P_layers_2_attn_norm_weight,
@@ -6127,8 +6131,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_2_attn, P_layers_2_attn_post_norm_weight,
                    rmsnorm_layers_2_attn_post_norm, rms_rstd_layers_2_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #2: residual: x + body(x) */
-    rt_launch(e, "kd5", kd5, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_mlp_post_norm,
+    /* $.model.layers[2].body[0] #2: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd5, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_1_mlp_post_norm,
               &rmsnorm_layers_2_attn_post_norm, &residual_rmsnorm_layers_2_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_2_attn_post_norm, P_layers_2_mlp_norm_weight,
@@ -6146,8 +6151,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_2_down, P_layers_2_mlp_post_norm_weight,
                    rmsnorm_layers_2_mlp_post_norm, rms_rstd_layers_2_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #2: residual: x + body(x) */
-    rt_launch(e, "kd6", kd6, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_attn_post_norm,
+    /* $.model.layers[2].body[1] #2: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd6, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_attn_post_norm,
               &rmsnorm_layers_2_mlp_post_norm, &residual_rmsnorm_layers_2_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_2_mlp_post_norm, P_layers_3_attn_norm_weight,
@@ -6168,8 +6174,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_3_attn, P_layers_3_attn_post_norm_weight,
                    rmsnorm_layers_3_attn_post_norm, rms_rstd_layers_3_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #3: residual: x + body(x) */
-    rt_launch(e, "kd7", kd7, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_mlp_post_norm,
+    /* $.model.layers[2].body[0] #3: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd7, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_2_mlp_post_norm,
               &rmsnorm_layers_3_attn_post_norm, &residual_rmsnorm_layers_3_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_3_attn_post_norm, P_layers_3_mlp_norm_weight,
@@ -6187,8 +6194,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_3_down, P_layers_3_mlp_post_norm_weight,
                    rmsnorm_layers_3_mlp_post_norm, rms_rstd_layers_3_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #3: residual: x + body(x) */
-    rt_launch(e, "kd8", kd8, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_attn_post_norm,
+    /* $.model.layers[2].body[1] #3: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd8, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_attn_post_norm,
               &rmsnorm_layers_3_mlp_post_norm, &residual_rmsnorm_layers_3_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_3_mlp_post_norm, P_layers_4_attn_norm_weight,
@@ -6209,8 +6217,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_4_attn, P_layers_4_attn_post_norm_weight,
                    rmsnorm_layers_4_attn_post_norm, rms_rstd_layers_4_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #4: residual: x + body(x) */
-    rt_launch(e, "kd9", kd9, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_mlp_post_norm,
+    /* $.model.layers[2].body[0] #4: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd9, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_3_mlp_post_norm,
               &rmsnorm_layers_4_attn_post_norm, &residual_rmsnorm_layers_4_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_4_attn_post_norm, P_layers_4_mlp_norm_weight,
@@ -6228,8 +6237,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_4_down, P_layers_4_mlp_post_norm_weight,
                    rmsnorm_layers_4_mlp_post_norm, rms_rstd_layers_4_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #4: residual: x + body(x) */
-    rt_launch(e, "kd10", kd10, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_attn_post_norm,
+    /* $.model.layers[2].body[1] #4: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd10, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_attn_post_norm,
               &rmsnorm_layers_4_mlp_post_norm, &residual_rmsnorm_layers_4_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_4_mlp_post_norm, P_layers_5_attn_norm_weight,
@@ -6250,8 +6260,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_5_attn, P_layers_5_attn_post_norm_weight,
                    rmsnorm_layers_5_attn_post_norm, rms_rstd_layers_5_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #5: residual: x + body(x) */
-    rt_launch(e, "kd11", kd11, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_mlp_post_norm,
+    /* $.model.layers[2].body[0] #5: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd11, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_4_mlp_post_norm,
               &rmsnorm_layers_5_attn_post_norm, &residual_rmsnorm_layers_5_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_5_attn_post_norm, P_layers_5_mlp_norm_weight,
@@ -6269,8 +6280,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_5_down, P_layers_5_mlp_post_norm_weight,
                    rmsnorm_layers_5_mlp_post_norm, rms_rstd_layers_5_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #5: residual: x + body(x) */
-    rt_launch(e, "kd12", kd12, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_attn_post_norm,
+    /* $.model.layers[2].body[1] #5: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd12, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_attn_post_norm,
               &rmsnorm_layers_5_mlp_post_norm, &residual_rmsnorm_layers_5_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_5_mlp_post_norm, P_layers_6_attn_norm_weight,
@@ -6291,8 +6303,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_6_attn, P_layers_6_attn_post_norm_weight,
                    rmsnorm_layers_6_attn_post_norm, rms_rstd_layers_6_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #6: residual: x + body(x) */
-    rt_launch(e, "kd13", kd13, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_mlp_post_norm,
+    /* $.model.layers[2].body[0] #6: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd13, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_5_mlp_post_norm,
               &rmsnorm_layers_6_attn_post_norm, &residual_rmsnorm_layers_6_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_6_attn_post_norm, P_layers_6_mlp_norm_weight,
@@ -6310,8 +6323,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_6_down, P_layers_6_mlp_post_norm_weight,
                    rmsnorm_layers_6_mlp_post_norm, rms_rstd_layers_6_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #6: residual: x + body(x) */
-    rt_launch(e, "kd14", kd14, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_attn_post_norm,
+    /* $.model.layers[2].body[1] #6: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd14, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_attn_post_norm,
               &rmsnorm_layers_6_mlp_post_norm, &residual_rmsnorm_layers_6_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_6_mlp_post_norm, P_layers_7_attn_norm_weight,
@@ -6332,8 +6346,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_7_attn, P_layers_7_attn_post_norm_weight,
                    rmsnorm_layers_7_attn_post_norm, rms_rstd_layers_7_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #7: residual: x + body(x) */
-    rt_launch(e, "kd15", kd15, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_mlp_post_norm,
+    /* $.model.layers[2].body[0] #7: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd15, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_6_mlp_post_norm,
               &rmsnorm_layers_7_attn_post_norm, &residual_rmsnorm_layers_7_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_7_attn_post_norm, P_layers_7_mlp_norm_weight,
@@ -6351,8 +6366,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_7_down, P_layers_7_mlp_post_norm_weight,
                    rmsnorm_layers_7_mlp_post_norm, rms_rstd_layers_7_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #7: residual: x + body(x) */
-    rt_launch(e, "kd16", kd16, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_attn_post_norm,
+    /* $.model.layers[2].body[1] #7: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd16, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_attn_post_norm,
               &rmsnorm_layers_7_mlp_post_norm, &residual_rmsnorm_layers_7_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_7_mlp_post_norm, P_layers_8_attn_norm_weight,
@@ -6373,8 +6389,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_8_attn, P_layers_8_attn_post_norm_weight,
                    rmsnorm_layers_8_attn_post_norm, rms_rstd_layers_8_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #8: residual: x + body(x) */
-    rt_launch(e, "kd17", kd17, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_mlp_post_norm,
+    /* $.model.layers[2].body[0] #8: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd17, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_7_mlp_post_norm,
               &rmsnorm_layers_8_attn_post_norm, &residual_rmsnorm_layers_8_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_8_attn_post_norm, P_layers_8_mlp_norm_weight,
@@ -6392,8 +6409,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_8_down, P_layers_8_mlp_post_norm_weight,
                    rmsnorm_layers_8_mlp_post_norm, rms_rstd_layers_8_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #8: residual: x + body(x) */
-    rt_launch(e, "kd18", kd18, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_attn_post_norm,
+    /* $.model.layers[2].body[1] #8: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd18, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_attn_post_norm,
               &rmsnorm_layers_8_mlp_post_norm, &residual_rmsnorm_layers_8_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_8_mlp_post_norm, P_layers_9_attn_norm_weight,
@@ -6414,8 +6432,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_9_attn, P_layers_9_attn_post_norm_weight,
                    rmsnorm_layers_9_attn_post_norm, rms_rstd_layers_9_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #9: residual: x + body(x) */
-    rt_launch(e, "kd19", kd19, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_mlp_post_norm,
+    /* $.model.layers[2].body[0] #9: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd19, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_8_mlp_post_norm,
               &rmsnorm_layers_9_attn_post_norm, &residual_rmsnorm_layers_9_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_9_attn_post_norm, P_layers_9_mlp_norm_weight,
@@ -6433,8 +6452,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_9_down, P_layers_9_mlp_post_norm_weight,
                    rmsnorm_layers_9_mlp_post_norm, rms_rstd_layers_9_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #9: residual: x + body(x) */
-    rt_launch(e, "kd20", kd20, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_attn_post_norm,
+    /* $.model.layers[2].body[1] #9: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd20, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_attn_post_norm,
               &rmsnorm_layers_9_mlp_post_norm, &residual_rmsnorm_layers_9_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_9_mlp_post_norm, P_layers_10_attn_norm_weight,
@@ -6455,8 +6475,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_10_attn, P_layers_10_attn_post_norm_weight,
                    rmsnorm_layers_10_attn_post_norm, rms_rstd_layers_10_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #10: residual: x + body(x) */
-    rt_launch(e, "kd21", kd21, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_mlp_post_norm,
+    /* $.model.layers[2].body[0] #10: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd21, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_9_mlp_post_norm,
               &rmsnorm_layers_10_attn_post_norm, &residual_rmsnorm_layers_10_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_10_attn_post_norm, P_layers_10_mlp_norm_weight,
@@ -6474,8 +6495,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_10_down, P_layers_10_mlp_post_norm_weight,
                    rmsnorm_layers_10_mlp_post_norm, rms_rstd_layers_10_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #10: residual: x + body(x) */
-    rt_launch(e, "kd22", kd22, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_attn_post_norm,
+    /* $.model.layers[2].body[1] #10: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd22, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_attn_post_norm,
               &rmsnorm_layers_10_mlp_post_norm, &residual_rmsnorm_layers_10_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_10_mlp_post_norm, P_layers_11_attn_norm_weight,
@@ -6496,8 +6518,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_11_attn, P_layers_11_attn_post_norm_weight,
                    rmsnorm_layers_11_attn_post_norm, rms_rstd_layers_11_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #11: residual: x + body(x) */
-    rt_launch(e, "kd23", kd23, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_mlp_post_norm,
+    /* $.model.layers[2].body[0] #11: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd23, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_10_mlp_post_norm,
               &rmsnorm_layers_11_attn_post_norm, &residual_rmsnorm_layers_11_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_11_attn_post_norm, P_layers_11_mlp_norm_weight,
@@ -6515,8 +6538,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_11_down, P_layers_11_mlp_post_norm_weight,
                    rmsnorm_layers_11_mlp_post_norm, rms_rstd_layers_11_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #11: residual: x + body(x) */
-    rt_launch(e, "kd24", kd24, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_attn_post_norm,
+    /* $.model.layers[2].body[1] #11: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd24, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_attn_post_norm,
               &rmsnorm_layers_11_mlp_post_norm, &residual_rmsnorm_layers_11_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #12: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_11_mlp_post_norm, P_layers_12_attn_norm_weight,
@@ -6537,8 +6561,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_12_attn, P_layers_12_attn_post_norm_weight,
                    rmsnorm_layers_12_attn_post_norm, rms_rstd_layers_12_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #12: residual: x + body(x) */
-    rt_launch(e, "kd25", kd25, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_mlp_post_norm,
+    /* $.model.layers[2].body[0] #12: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd25, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_11_mlp_post_norm,
               &rmsnorm_layers_12_attn_post_norm, &residual_rmsnorm_layers_12_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #12: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_12_attn_post_norm, P_layers_12_mlp_norm_weight,
@@ -6556,8 +6581,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_12_down, P_layers_12_mlp_post_norm_weight,
                    rmsnorm_layers_12_mlp_post_norm, rms_rstd_layers_12_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #12: residual: x + body(x) */
-    rt_launch(e, "kd26", kd26, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_attn_post_norm,
+    /* $.model.layers[2].body[1] #12: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd26, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_attn_post_norm,
               &rmsnorm_layers_12_mlp_post_norm, &residual_rmsnorm_layers_12_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #13: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_12_mlp_post_norm, P_layers_13_attn_norm_weight,
@@ -6578,8 +6604,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_13_attn, P_layers_13_attn_post_norm_weight,
                    rmsnorm_layers_13_attn_post_norm, rms_rstd_layers_13_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #13: residual: x + body(x) */
-    rt_launch(e, "kd27", kd27, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_mlp_post_norm,
+    /* $.model.layers[2].body[0] #13: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd27, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_12_mlp_post_norm,
               &rmsnorm_layers_13_attn_post_norm, &residual_rmsnorm_layers_13_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #13: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_13_attn_post_norm, P_layers_13_mlp_norm_weight,
@@ -6597,8 +6624,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_13_down, P_layers_13_mlp_post_norm_weight,
                    rmsnorm_layers_13_mlp_post_norm, rms_rstd_layers_13_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #13: residual: x + body(x) */
-    rt_launch(e, "kd28", kd28, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_attn_post_norm,
+    /* $.model.layers[2].body[1] #13: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd28, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_attn_post_norm,
               &rmsnorm_layers_13_mlp_post_norm, &residual_rmsnorm_layers_13_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #14: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_13_mlp_post_norm, P_layers_14_attn_norm_weight,
@@ -6619,8 +6647,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_14_attn, P_layers_14_attn_post_norm_weight,
                    rmsnorm_layers_14_attn_post_norm, rms_rstd_layers_14_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #14: residual: x + body(x) */
-    rt_launch(e, "kd29", kd29, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_mlp_post_norm,
+    /* $.model.layers[2].body[0] #14: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd29, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_13_mlp_post_norm,
               &rmsnorm_layers_14_attn_post_norm, &residual_rmsnorm_layers_14_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #14: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_14_attn_post_norm, P_layers_14_mlp_norm_weight,
@@ -6638,8 +6667,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_14_down, P_layers_14_mlp_post_norm_weight,
                    rmsnorm_layers_14_mlp_post_norm, rms_rstd_layers_14_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #14: residual: x + body(x) */
-    rt_launch(e, "kd30", kd30, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_attn_post_norm,
+    /* $.model.layers[2].body[1] #14: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd30, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_attn_post_norm,
               &rmsnorm_layers_14_mlp_post_norm, &residual_rmsnorm_layers_14_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #15: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_14_mlp_post_norm, P_layers_15_attn_norm_weight,
@@ -6660,8 +6690,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_15_attn, P_layers_15_attn_post_norm_weight,
                    rmsnorm_layers_15_attn_post_norm, rms_rstd_layers_15_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #15: residual: x + body(x) */
-    rt_launch(e, "kd31", kd31, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_mlp_post_norm,
+    /* $.model.layers[2].body[0] #15: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd31, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_14_mlp_post_norm,
               &rmsnorm_layers_15_attn_post_norm, &residual_rmsnorm_layers_15_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #15: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_15_attn_post_norm, P_layers_15_mlp_norm_weight,
@@ -6679,8 +6710,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_15_down, P_layers_15_mlp_post_norm_weight,
                    rmsnorm_layers_15_mlp_post_norm, rms_rstd_layers_15_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #15: residual: x + body(x) */
-    rt_launch(e, "kd32", kd32, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_attn_post_norm,
+    /* $.model.layers[2].body[1] #15: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd32, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_attn_post_norm,
               &rmsnorm_layers_15_mlp_post_norm, &residual_rmsnorm_layers_15_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #16: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_15_mlp_post_norm, P_layers_16_attn_norm_weight,
@@ -6701,8 +6733,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_16_attn, P_layers_16_attn_post_norm_weight,
                    rmsnorm_layers_16_attn_post_norm, rms_rstd_layers_16_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #16: residual: x + body(x) */
-    rt_launch(e, "kd33", kd33, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_mlp_post_norm,
+    /* $.model.layers[2].body[0] #16: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd33, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_15_mlp_post_norm,
               &rmsnorm_layers_16_attn_post_norm, &residual_rmsnorm_layers_16_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #16: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_16_attn_post_norm, P_layers_16_mlp_norm_weight,
@@ -6720,8 +6753,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_16_down, P_layers_16_mlp_post_norm_weight,
                    rmsnorm_layers_16_mlp_post_norm, rms_rstd_layers_16_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #16: residual: x + body(x) */
-    rt_launch(e, "kd34", kd34, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_attn_post_norm,
+    /* $.model.layers[2].body[1] #16: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd34, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_attn_post_norm,
               &rmsnorm_layers_16_mlp_post_norm, &residual_rmsnorm_layers_16_mlp_post_norm});
     /* $.model.layers[2].body[0].body[0] #17: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_16_mlp_post_norm, P_layers_17_attn_norm_weight,
@@ -6742,8 +6776,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, attn_out_layers_17_attn, P_layers_17_attn_post_norm_weight,
                    rmsnorm_layers_17_attn_post_norm, rms_rstd_layers_17_attn_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[0] #17: residual: x + body(x) */
-    rt_launch(e, "kd35", kd35, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_mlp_post_norm,
+    /* $.model.layers[2].body[0] #17: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd35, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_16_mlp_post_norm,
               &rmsnorm_layers_17_attn_post_norm, &residual_rmsnorm_layers_17_attn_post_norm});
     /* $.model.layers[2].body[1].body[0] #17: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_17_attn_post_norm, P_layers_17_mlp_norm_weight,
@@ -6761,8 +6796,9 @@ static void decode(rt_exec *e)
     rt_rmsnorm_fwd(e, linear_layers_17_down, P_layers_17_mlp_post_norm_weight,
                    rmsnorm_layers_17_mlp_post_norm, rms_rstd_layers_17_mlp_post_norm, e->B, 640,
                    9.99999997e-07f);
-    /* $.model.layers[2].body[1] #17: residual: x + body(x) */
-    rt_launch(e, "kd36", kd36, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_17_attn_post_norm,
+    /* $.model.layers[2].body[1] #17: residual: x + body(x) (on the GPU, ke1's code on these
+     * tensors) */
+    rt_launch(e, "ke1", kd36, e->B * 640, 3, (void *[]){&residual_rmsnorm_layers_17_attn_post_norm,
               &rmsnorm_layers_17_mlp_post_norm, &residual_rmsnorm_layers_17_mlp_post_norm});
     /* $.model.layers[3]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_rmsnorm_layers_17_mlp_post_norm, P_norm_weight, rmsnorm_norm,

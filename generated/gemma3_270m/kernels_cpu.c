@@ -1125,10 +1125,11 @@ RT_KERNEL void ke36(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */
 
 /* kd0: scale
- *     from $.model.layers[1] */
+ *     from $.model.layers[1]
+ *     (on a GPU this loop runs k0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(12288); /* [B, 1, 640] */
@@ -1140,7 +1141,8 @@ RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd1: residual: x + body(x)
- *     from $.model.layers[2].body[0] #0 */
+ *     from $.model.layers[2].body[0] #0
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *scale_1 = ACT(12288); /* [B, 1, 640] */
@@ -1153,7 +1155,8 @@ RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd2: residual: x + body(x)
- *     from $.model.layers[2].body[1] #0 */
+ *     from $.model.layers[2].body[1] #0
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_0_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1167,7 +1170,8 @@ RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd3: residual: x + body(x)
- *     from $.model.layers[2].body[0] #1 */
+ *     from $.model.layers[2].body[0] #1
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_0_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1181,7 +1185,8 @@ RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd4: residual: x + body(x)
- *     from $.model.layers[2].body[1] #1 */
+ *     from $.model.layers[2].body[1] #1
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_1_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1195,7 +1200,8 @@ RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd5: residual: x + body(x)
- *     from $.model.layers[2].body[0] #2 */
+ *     from $.model.layers[2].body[0] #2
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_1_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1209,7 +1215,8 @@ RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd6: residual: x + body(x)
- *     from $.model.layers[2].body[1] #2 */
+ *     from $.model.layers[2].body[1] #2
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_2_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1223,7 +1230,8 @@ RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd7: residual: x + body(x)
- *     from $.model.layers[2].body[0] #3 */
+ *     from $.model.layers[2].body[0] #3
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_2_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1237,7 +1245,8 @@ RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd8: residual: x + body(x)
- *     from $.model.layers[2].body[1] #3 */
+ *     from $.model.layers[2].body[1] #3
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_3_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1251,7 +1260,8 @@ RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd9: residual: x + body(x)
- *     from $.model.layers[2].body[0] #4 */
+ *     from $.model.layers[2].body[0] #4
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_3_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1265,7 +1275,8 @@ RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd10: residual: x + body(x)
- *     from $.model.layers[2].body[1] #4 */
+ *     from $.model.layers[2].body[1] #4
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_4_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1279,7 +1290,8 @@ RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd11: residual: x + body(x)
- *     from $.model.layers[2].body[0] #5 */
+ *     from $.model.layers[2].body[0] #5
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_4_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1293,7 +1305,8 @@ RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd12: residual: x + body(x)
- *     from $.model.layers[2].body[1] #5 */
+ *     from $.model.layers[2].body[1] #5
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_5_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1307,7 +1320,8 @@ RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd13: residual: x + body(x)
- *     from $.model.layers[2].body[0] #6 */
+ *     from $.model.layers[2].body[0] #6
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_5_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1321,7 +1335,8 @@ RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd14: residual: x + body(x)
- *     from $.model.layers[2].body[1] #6 */
+ *     from $.model.layers[2].body[1] #6
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_6_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1335,7 +1350,8 @@ RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd15: residual: x + body(x)
- *     from $.model.layers[2].body[0] #7 */
+ *     from $.model.layers[2].body[0] #7
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_6_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1349,7 +1365,8 @@ RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd16: residual: x + body(x)
- *     from $.model.layers[2].body[1] #7 */
+ *     from $.model.layers[2].body[1] #7
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_7_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1363,7 +1380,8 @@ RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd17: residual: x + body(x)
- *     from $.model.layers[2].body[0] #8 */
+ *     from $.model.layers[2].body[0] #8
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_7_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1377,7 +1395,8 @@ RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd18: residual: x + body(x)
- *     from $.model.layers[2].body[1] #8 */
+ *     from $.model.layers[2].body[1] #8
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_8_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1391,7 +1410,8 @@ RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd19: residual: x + body(x)
- *     from $.model.layers[2].body[0] #9 */
+ *     from $.model.layers[2].body[0] #9
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_8_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1405,7 +1425,8 @@ RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd20: residual: x + body(x)
- *     from $.model.layers[2].body[1] #9 */
+ *     from $.model.layers[2].body[1] #9
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_9_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1419,7 +1440,8 @@ RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd21: residual: x + body(x)
- *     from $.model.layers[2].body[0] #10 */
+ *     from $.model.layers[2].body[0] #10
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_9_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1433,7 +1455,8 @@ RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd22: residual: x + body(x)
- *     from $.model.layers[2].body[1] #10 */
+ *     from $.model.layers[2].body[1] #10
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_10_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1447,7 +1470,8 @@ RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd23: residual: x + body(x)
- *     from $.model.layers[2].body[0] #11 */
+ *     from $.model.layers[2].body[0] #11
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_10_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1461,7 +1485,8 @@ RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd24: residual: x + body(x)
- *     from $.model.layers[2].body[1] #11 */
+ *     from $.model.layers[2].body[1] #11
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_11_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1475,7 +1500,8 @@ RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd25: residual: x + body(x)
- *     from $.model.layers[2].body[0] #12 */
+ *     from $.model.layers[2].body[0] #12
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_11_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1489,7 +1515,8 @@ RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd26: residual: x + body(x)
- *     from $.model.layers[2].body[1] #12 */
+ *     from $.model.layers[2].body[1] #12
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_12_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1503,7 +1530,8 @@ RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd27: residual: x + body(x)
- *     from $.model.layers[2].body[0] #13 */
+ *     from $.model.layers[2].body[0] #13
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_12_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1517,7 +1545,8 @@ RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd28: residual: x + body(x)
- *     from $.model.layers[2].body[1] #13 */
+ *     from $.model.layers[2].body[1] #13
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_13_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1531,7 +1560,8 @@ RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd29: residual: x + body(x)
- *     from $.model.layers[2].body[0] #14 */
+ *     from $.model.layers[2].body[0] #14
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_13_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1545,7 +1575,8 @@ RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd30: residual: x + body(x)
- *     from $.model.layers[2].body[1] #14 */
+ *     from $.model.layers[2].body[1] #14
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_14_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1559,7 +1590,8 @@ RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd31: residual: x + body(x)
- *     from $.model.layers[2].body[0] #15 */
+ *     from $.model.layers[2].body[0] #15
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_14_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1573,7 +1605,8 @@ RT_KERNEL void kd31(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd32: residual: x + body(x)
- *     from $.model.layers[2].body[1] #15 */
+ *     from $.model.layers[2].body[1] #15
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd32(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_15_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1587,7 +1620,8 @@ RT_KERNEL void kd32(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd33: residual: x + body(x)
- *     from $.model.layers[2].body[0] #16 */
+ *     from $.model.layers[2].body[0] #16
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd33(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_15_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1601,7 +1635,8 @@ RT_KERNEL void kd33(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd34: residual: x + body(x)
- *     from $.model.layers[2].body[1] #16 */
+ *     from $.model.layers[2].body[1] #16
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd34(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_16_attn_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1615,7 +1650,8 @@ RT_KERNEL void kd34(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd35: residual: x + body(x)
- *     from $.model.layers[2].body[0] #17 */
+ *     from $.model.layers[2].body[0] #17
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd35(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_16_mlp_post_norm = ACT(12288); /* [B, 1, 640] */
@@ -1629,7 +1665,8 @@ RT_KERNEL void kd35(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd36: residual: x + body(x)
- *     from $.model.layers[2].body[1] #17 */
+ *     from $.model.layers[2].body[1] #17
+ *     (on a GPU this loop runs ke1's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd36(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_rmsnorm_layers_17_attn_post_norm = ACT(12288); /* [B, 1, 640] */

@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -3020,7 +3020,7 @@ static void evaluate(rt_exec *e)
                           e->B * 1024, e->B * 256, 768, 50304, 50257, 50304, 0.0f);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */

@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -3578,7 +3578,7 @@ static void evaluate(rt_exec *e)
                           e->B * 2048, e->B * 512, 2048, 128256, 128256, 128256, 0.0f);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */
@@ -3896,8 +3896,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
-    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
-    rt_launch(e, "kd0", kd0, e->B * 2048, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd0, e->B * 2048, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
               &residual_attn_out_layers_0_attn});
     /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
@@ -3911,8 +3912,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_0_2, 8192, P_layers_0_down_weight, 8192,
             0.0f, linear_layers_0_down, 2048);
-    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
-    rt_launch(e, "kd1", kd1, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_0_attn,
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd1, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_0_attn,
               &linear_layers_0_down, &residual_linear_layers_0_down});
     /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
@@ -3928,8 +3930,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
-    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
-    rt_launch(e, "kd2", kd2, e->B * 2048, 3, (void *[]){&residual_linear_layers_0_down,
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd2, e->B * 2048, 3, (void *[]){&residual_linear_layers_0_down,
               &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
     /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
@@ -3943,8 +3946,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_1_2, 8192, P_layers_1_down_weight, 8192,
             0.0f, linear_layers_1_down, 2048);
-    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
-    rt_launch(e, "kd3", kd3, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_1_attn,
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd3, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_1_attn,
               &linear_layers_1_down, &residual_linear_layers_1_down});
     /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
@@ -3960,8 +3964,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
-    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
-    rt_launch(e, "kd4", kd4, e->B * 2048, 3, (void *[]){&residual_linear_layers_1_down,
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd4, e->B * 2048, 3, (void *[]){&residual_linear_layers_1_down,
               &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
     /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
@@ -3975,8 +3980,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_2_2, 8192, P_layers_2_down_weight, 8192,
             0.0f, linear_layers_2_down, 2048);
-    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
-    rt_launch(e, "kd5", kd5, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_2_attn,
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd5, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_2_attn,
               &linear_layers_2_down, &residual_linear_layers_2_down});
     /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
@@ -3992,8 +3998,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
-    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
-    rt_launch(e, "kd6", kd6, e->B * 2048, 3, (void *[]){&residual_linear_layers_2_down,
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd6, e->B * 2048, 3, (void *[]){&residual_linear_layers_2_down,
               &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
     /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
@@ -4007,8 +4014,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_3_2, 8192, P_layers_3_down_weight, 8192,
             0.0f, linear_layers_3_down, 2048);
-    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
-    rt_launch(e, "kd7", kd7, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_3_attn,
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd7, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_3_attn,
               &linear_layers_3_down, &residual_linear_layers_3_down});
     /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
@@ -4024,8 +4032,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
-    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
-    rt_launch(e, "kd8", kd8, e->B * 2048, 3, (void *[]){&residual_linear_layers_3_down,
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd8, e->B * 2048, 3, (void *[]){&residual_linear_layers_3_down,
               &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
     /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
@@ -4039,8 +4048,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_4_2, 8192, P_layers_4_down_weight, 8192,
             0.0f, linear_layers_4_down, 2048);
-    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
-    rt_launch(e, "kd9", kd9, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_4_attn,
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd9, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_4_attn,
               &linear_layers_4_down, &residual_linear_layers_4_down});
     /* $.model.layers[1].body[0].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
@@ -4057,8 +4067,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
-    /* $.model.layers[1].body[0] #5: residual: x + body(x) */
-    rt_launch(e, "kd10", kd10, e->B * 2048, 3, (void *[]){&residual_linear_layers_4_down,
+    /* $.model.layers[1].body[0] #5: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd10, e->B * 2048, 3, (void *[]){&residual_linear_layers_4_down,
               &attn_out_layers_5_attn, &residual_attn_out_layers_5_attn});
     /* $.model.layers[1].body[1].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
@@ -4072,8 +4083,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_5_2, 8192, P_layers_5_down_weight, 8192,
             0.0f, linear_layers_5_down, 2048);
-    /* $.model.layers[1].body[1] #5: residual: x + body(x) */
-    rt_launch(e, "kd11", kd11, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_5_attn,
+    /* $.model.layers[1].body[1] #5: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd11, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_5_attn,
               &linear_layers_5_down, &residual_linear_layers_5_down});
     /* $.model.layers[1].body[0].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
@@ -4090,8 +4102,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
-    /* $.model.layers[1].body[0] #6: residual: x + body(x) */
-    rt_launch(e, "kd12", kd12, e->B * 2048, 3, (void *[]){&residual_linear_layers_5_down,
+    /* $.model.layers[1].body[0] #6: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd12, e->B * 2048, 3, (void *[]){&residual_linear_layers_5_down,
               &attn_out_layers_6_attn, &residual_attn_out_layers_6_attn});
     /* $.model.layers[1].body[1].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
@@ -4105,8 +4118,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_6_2, 8192, P_layers_6_down_weight, 8192,
             0.0f, linear_layers_6_down, 2048);
-    /* $.model.layers[1].body[1] #6: residual: x + body(x) */
-    rt_launch(e, "kd13", kd13, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_6_attn,
+    /* $.model.layers[1].body[1] #6: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd13, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_6_attn,
               &linear_layers_6_down, &residual_linear_layers_6_down});
     /* $.model.layers[1].body[0].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
@@ -4123,8 +4137,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
-    /* $.model.layers[1].body[0] #7: residual: x + body(x) */
-    rt_launch(e, "kd14", kd14, e->B * 2048, 3, (void *[]){&residual_linear_layers_6_down,
+    /* $.model.layers[1].body[0] #7: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd14, e->B * 2048, 3, (void *[]){&residual_linear_layers_6_down,
               &attn_out_layers_7_attn, &residual_attn_out_layers_7_attn});
     /* $.model.layers[1].body[1].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
@@ -4138,8 +4153,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_7_2, 8192, P_layers_7_down_weight, 8192,
             0.0f, linear_layers_7_down, 2048);
-    /* $.model.layers[1].body[1] #7: residual: x + body(x) */
-    rt_launch(e, "kd15", kd15, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_7_attn,
+    /* $.model.layers[1].body[1] #7: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd15, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_7_attn,
               &linear_layers_7_down, &residual_linear_layers_7_down});
     /* $.model.layers[1].body[0].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
@@ -4156,8 +4172,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
-    /* $.model.layers[1].body[0] #8: residual: x + body(x) */
-    rt_launch(e, "kd16", kd16, e->B * 2048, 3, (void *[]){&residual_linear_layers_7_down,
+    /* $.model.layers[1].body[0] #8: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd16, e->B * 2048, 3, (void *[]){&residual_linear_layers_7_down,
               &attn_out_layers_8_attn, &residual_attn_out_layers_8_attn});
     /* $.model.layers[1].body[1].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
@@ -4171,8 +4188,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_8_2, 8192, P_layers_8_down_weight, 8192,
             0.0f, linear_layers_8_down, 2048);
-    /* $.model.layers[1].body[1] #8: residual: x + body(x) */
-    rt_launch(e, "kd17", kd17, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_8_attn,
+    /* $.model.layers[1].body[1] #8: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd17, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_8_attn,
               &linear_layers_8_down, &residual_linear_layers_8_down});
     /* $.model.layers[1].body[0].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
@@ -4189,8 +4207,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
-    /* $.model.layers[1].body[0] #9: residual: x + body(x) */
-    rt_launch(e, "kd18", kd18, e->B * 2048, 3, (void *[]){&residual_linear_layers_8_down,
+    /* $.model.layers[1].body[0] #9: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd18, e->B * 2048, 3, (void *[]){&residual_linear_layers_8_down,
               &attn_out_layers_9_attn, &residual_attn_out_layers_9_attn});
     /* $.model.layers[1].body[1].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
@@ -4204,8 +4223,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_9_2, 8192, P_layers_9_down_weight, 8192,
             0.0f, linear_layers_9_down, 2048);
-    /* $.model.layers[1].body[1] #9: residual: x + body(x) */
-    rt_launch(e, "kd19", kd19, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_9_attn,
+    /* $.model.layers[1].body[1] #9: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd19, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_9_attn,
               &linear_layers_9_down, &residual_linear_layers_9_down});
     /* $.model.layers[1].body[0].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
@@ -4222,8 +4242,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
-    /* $.model.layers[1].body[0] #10: residual: x + body(x) */
-    rt_launch(e, "kd20", kd20, e->B * 2048, 3, (void *[]){&residual_linear_layers_9_down,
+    /* $.model.layers[1].body[0] #10: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd20, e->B * 2048, 3, (void *[]){&residual_linear_layers_9_down,
               &attn_out_layers_10_attn, &residual_attn_out_layers_10_attn});
     /* $.model.layers[1].body[1].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
@@ -4237,8 +4258,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_10_2, 8192, P_layers_10_down_weight, 8192,
             0.0f, linear_layers_10_down, 2048);
-    /* $.model.layers[1].body[1] #10: residual: x + body(x) */
-    rt_launch(e, "kd21", kd21, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_10_attn,
+    /* $.model.layers[1].body[1] #10: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd21, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_10_attn,
               &linear_layers_10_down, &residual_linear_layers_10_down});
     /* $.model.layers[1].body[0].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
@@ -4255,8 +4277,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
-    /* $.model.layers[1].body[0] #11: residual: x + body(x) */
-    rt_launch(e, "kd22", kd22, e->B * 2048, 3, (void *[]){&residual_linear_layers_10_down,
+    /* $.model.layers[1].body[0] #11: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd22, e->B * 2048, 3, (void *[]){&residual_linear_layers_10_down,
               &attn_out_layers_11_attn, &residual_attn_out_layers_11_attn});
     /* $.model.layers[1].body[1].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
@@ -4270,8 +4293,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_11_2, 8192, P_layers_11_down_weight, 8192,
             0.0f, linear_layers_11_down, 2048);
-    /* $.model.layers[1].body[1] #11: residual: x + body(x) */
-    rt_launch(e, "kd23", kd23, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_11_attn,
+    /* $.model.layers[1].body[1] #11: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd23, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_11_attn,
               &linear_layers_11_down, &residual_linear_layers_11_down});
     /* $.model.layers[1].body[0].body[0] #12: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_11_down, P_layers_12_attn_norm_weight,
@@ -4288,8 +4312,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
-    /* $.model.layers[1].body[0] #12: residual: x + body(x) */
-    rt_launch(e, "kd24", kd24, e->B * 2048, 3, (void *[]){&residual_linear_layers_11_down,
+    /* $.model.layers[1].body[0] #12: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd24, e->B * 2048, 3, (void *[]){&residual_linear_layers_11_down,
               &attn_out_layers_12_attn, &residual_attn_out_layers_12_attn});
     /* $.model.layers[1].body[1].body[0] #12: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_12_attn, P_layers_12_mlp_norm_weight,
@@ -4303,8 +4328,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_12_2, 8192, P_layers_12_down_weight, 8192,
             0.0f, linear_layers_12_down, 2048);
-    /* $.model.layers[1].body[1] #12: residual: x + body(x) */
-    rt_launch(e, "kd25", kd25, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_12_attn,
+    /* $.model.layers[1].body[1] #12: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd25, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_12_attn,
               &linear_layers_12_down, &residual_linear_layers_12_down});
     /* $.model.layers[1].body[0].body[0] #13: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_12_down, P_layers_13_attn_norm_weight,
@@ -4321,8 +4347,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
-    /* $.model.layers[1].body[0] #13: residual: x + body(x) */
-    rt_launch(e, "kd26", kd26, e->B * 2048, 3, (void *[]){&residual_linear_layers_12_down,
+    /* $.model.layers[1].body[0] #13: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd26, e->B * 2048, 3, (void *[]){&residual_linear_layers_12_down,
               &attn_out_layers_13_attn, &residual_attn_out_layers_13_attn});
     /* $.model.layers[1].body[1].body[0] #13: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_13_attn, P_layers_13_mlp_norm_weight,
@@ -4336,8 +4363,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_13_2, 8192, P_layers_13_down_weight, 8192,
             0.0f, linear_layers_13_down, 2048);
-    /* $.model.layers[1].body[1] #13: residual: x + body(x) */
-    rt_launch(e, "kd27", kd27, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_13_attn,
+    /* $.model.layers[1].body[1] #13: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd27, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_13_attn,
               &linear_layers_13_down, &residual_linear_layers_13_down});
     /* $.model.layers[1].body[0].body[0] #14: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_13_down, P_layers_14_attn_norm_weight,
@@ -4354,8 +4382,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
-    /* $.model.layers[1].body[0] #14: residual: x + body(x) */
-    rt_launch(e, "kd28", kd28, e->B * 2048, 3, (void *[]){&residual_linear_layers_13_down,
+    /* $.model.layers[1].body[0] #14: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd28, e->B * 2048, 3, (void *[]){&residual_linear_layers_13_down,
               &attn_out_layers_14_attn, &residual_attn_out_layers_14_attn});
     /* $.model.layers[1].body[1].body[0] #14: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_14_attn, P_layers_14_mlp_norm_weight,
@@ -4369,8 +4398,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_14_2, 8192, P_layers_14_down_weight, 8192,
             0.0f, linear_layers_14_down, 2048);
-    /* $.model.layers[1].body[1] #14: residual: x + body(x) */
-    rt_launch(e, "kd29", kd29, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_14_attn,
+    /* $.model.layers[1].body[1] #14: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd29, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_14_attn,
               &linear_layers_14_down, &residual_linear_layers_14_down});
     /* $.model.layers[1].body[0].body[0] #15: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_14_down, P_layers_15_attn_norm_weight,
@@ -4387,8 +4417,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);
-    /* $.model.layers[1].body[0] #15: residual: x + body(x) */
-    rt_launch(e, "kd30", kd30, e->B * 2048, 3, (void *[]){&residual_linear_layers_14_down,
+    /* $.model.layers[1].body[0] #15: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd30, e->B * 2048, 3, (void *[]){&residual_linear_layers_14_down,
               &attn_out_layers_15_attn, &residual_attn_out_layers_15_attn});
     /* $.model.layers[1].body[1].body[0] #15: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_15_attn, P_layers_15_mlp_norm_weight,
@@ -4402,8 +4433,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 2048, 8192, 1.0f, glu_layers_15_2, 8192, P_layers_15_down_weight, 8192,
             0.0f, linear_layers_15_down, 2048);
-    /* $.model.layers[1].body[1] #15: residual: x + body(x) */
-    rt_launch(e, "kd31", kd31, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_15_attn,
+    /* $.model.layers[1].body[1] #15: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd31, e->B * 2048, 3, (void *[]){&residual_attn_out_layers_15_attn,
               &linear_layers_15_down, &residual_linear_layers_15_down});
     /* $.model.layers[2]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_15_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,

@@ -965,10 +965,11 @@ RT_KERNEL void ke31(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */
 
 /* kd0: residual: x + body(x)
- *     from $.model.layers[1].body[0] #0 */
+ *     from $.model.layers[1].body[0] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(49152); /* [B, 1, 2048] */
@@ -981,7 +982,8 @@ RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd1: residual: x + body(x)
- *     from $.model.layers[1].body[1] #0 */
+ *     from $.model.layers[1].body[1] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(49152); /* [B, 1, 2048] */
@@ -995,7 +997,8 @@ RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd2: residual: x + body(x)
- *     from $.model.layers[1].body[0] #1 */
+ *     from $.model.layers[1].body[0] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(49152); /* [B, 1, 2048] */
@@ -1009,7 +1012,8 @@ RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd3: residual: x + body(x)
- *     from $.model.layers[1].body[1] #1 */
+ *     from $.model.layers[1].body[1] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1023,7 +1027,8 @@ RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd4: residual: x + body(x)
- *     from $.model.layers[1].body[0] #2 */
+ *     from $.model.layers[1].body[0] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(49152); /* [B, 1, 2048] */
@@ -1037,7 +1042,8 @@ RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd5: residual: x + body(x)
- *     from $.model.layers[1].body[1] #2 */
+ *     from $.model.layers[1].body[1] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1051,7 +1057,8 @@ RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd6: residual: x + body(x)
- *     from $.model.layers[1].body[0] #3 */
+ *     from $.model.layers[1].body[0] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(49152); /* [B, 1, 2048] */
@@ -1065,7 +1072,8 @@ RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd7: residual: x + body(x)
- *     from $.model.layers[1].body[1] #3 */
+ *     from $.model.layers[1].body[1] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1079,7 +1087,8 @@ RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd8: residual: x + body(x)
- *     from $.model.layers[1].body[0] #4 */
+ *     from $.model.layers[1].body[0] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(49152); /* [B, 1, 2048] */
@@ -1093,7 +1102,8 @@ RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd9: residual: x + body(x)
- *     from $.model.layers[1].body[1] #4 */
+ *     from $.model.layers[1].body[1] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1107,7 +1117,8 @@ RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd10: residual: x + body(x)
- *     from $.model.layers[1].body[0] #5 */
+ *     from $.model.layers[1].body[0] #5
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(49152); /* [B, 1, 2048] */
@@ -1121,7 +1132,8 @@ RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd11: residual: x + body(x)
- *     from $.model.layers[1].body[1] #5 */
+ *     from $.model.layers[1].body[1] #5
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1135,7 +1147,8 @@ RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd12: residual: x + body(x)
- *     from $.model.layers[1].body[0] #6 */
+ *     from $.model.layers[1].body[0] #6
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(49152); /* [B, 1, 2048] */
@@ -1149,7 +1162,8 @@ RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd13: residual: x + body(x)
- *     from $.model.layers[1].body[1] #6 */
+ *     from $.model.layers[1].body[1] #6
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1163,7 +1177,8 @@ RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd14: residual: x + body(x)
- *     from $.model.layers[1].body[0] #7 */
+ *     from $.model.layers[1].body[0] #7
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(49152); /* [B, 1, 2048] */
@@ -1177,7 +1192,8 @@ RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd15: residual: x + body(x)
- *     from $.model.layers[1].body[1] #7 */
+ *     from $.model.layers[1].body[1] #7
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1191,7 +1207,8 @@ RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd16: residual: x + body(x)
- *     from $.model.layers[1].body[0] #8 */
+ *     from $.model.layers[1].body[0] #8
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(49152); /* [B, 1, 2048] */
@@ -1205,7 +1222,8 @@ RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd17: residual: x + body(x)
- *     from $.model.layers[1].body[1] #8 */
+ *     from $.model.layers[1].body[1] #8
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1219,7 +1237,8 @@ RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd18: residual: x + body(x)
- *     from $.model.layers[1].body[0] #9 */
+ *     from $.model.layers[1].body[0] #9
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(49152); /* [B, 1, 2048] */
@@ -1233,7 +1252,8 @@ RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd19: residual: x + body(x)
- *     from $.model.layers[1].body[1] #9 */
+ *     from $.model.layers[1].body[1] #9
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1247,7 +1267,8 @@ RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd20: residual: x + body(x)
- *     from $.model.layers[1].body[0] #10 */
+ *     from $.model.layers[1].body[0] #10
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(49152); /* [B, 1, 2048] */
@@ -1261,7 +1282,8 @@ RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd21: residual: x + body(x)
- *     from $.model.layers[1].body[1] #10 */
+ *     from $.model.layers[1].body[1] #10
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1275,7 +1297,8 @@ RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd22: residual: x + body(x)
- *     from $.model.layers[1].body[0] #11 */
+ *     from $.model.layers[1].body[0] #11
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(49152); /* [B, 1, 2048] */
@@ -1289,7 +1312,8 @@ RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd23: residual: x + body(x)
- *     from $.model.layers[1].body[1] #11 */
+ *     from $.model.layers[1].body[1] #11
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1303,7 +1327,8 @@ RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd24: residual: x + body(x)
- *     from $.model.layers[1].body[0] #12 */
+ *     from $.model.layers[1].body[0] #12
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_11_down = ACT(49152); /* [B, 1, 2048] */
@@ -1317,7 +1342,8 @@ RT_KERNEL void kd24(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd25: residual: x + body(x)
- *     from $.model.layers[1].body[1] #12 */
+ *     from $.model.layers[1].body[1] #12
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_12_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1331,7 +1357,8 @@ RT_KERNEL void kd25(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd26: residual: x + body(x)
- *     from $.model.layers[1].body[0] #13 */
+ *     from $.model.layers[1].body[0] #13
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_12_down = ACT(49152); /* [B, 1, 2048] */
@@ -1345,7 +1372,8 @@ RT_KERNEL void kd26(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd27: residual: x + body(x)
- *     from $.model.layers[1].body[1] #13 */
+ *     from $.model.layers[1].body[1] #13
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_13_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1359,7 +1387,8 @@ RT_KERNEL void kd27(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd28: residual: x + body(x)
- *     from $.model.layers[1].body[0] #14 */
+ *     from $.model.layers[1].body[0] #14
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_13_down = ACT(49152); /* [B, 1, 2048] */
@@ -1373,7 +1402,8 @@ RT_KERNEL void kd28(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd29: residual: x + body(x)
- *     from $.model.layers[1].body[1] #14 */
+ *     from $.model.layers[1].body[1] #14
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_14_attn = ACT(49152); /* [B, 1, 2048] */
@@ -1387,7 +1417,8 @@ RT_KERNEL void kd29(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd30: residual: x + body(x)
- *     from $.model.layers[1].body[0] #15 */
+ *     from $.model.layers[1].body[0] #15
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_14_down = ACT(49152); /* [B, 1, 2048] */
@@ -1401,7 +1432,8 @@ RT_KERNEL void kd30(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd31: residual: x + body(x)
- *     from $.model.layers[1].body[1] #15 */
+ *     from $.model.layers[1].body[1] #15
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd31(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_15_attn = ACT(49152); /* [B, 1, 2048] */

@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -2712,7 +2712,7 @@ static void evaluate(rt_exec *e)
                           e->B * 1024, e->B * 256, 768, 50304, 50257, 50304, 0.0f);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */
@@ -2959,8 +2959,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_0_attn, 768, P_layers_0_attn_proj_weight,
             768, 0.0f, attn_out_layers_0_attn, 768);
-    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
-    rt_launch(e, "kd0", kd0, e->B * 768, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd0, e->B * 768, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
               &residual_attn_out_layers_0_attn});
     /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
@@ -2974,8 +2975,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_0_2, 2048, P_layers_0_down_weight, 2048,
             0.0f, linear_layers_0_down, 768);
-    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
-    rt_launch(e, "kd1", kd1, e->B * 768, 3, (void *[]){&residual_attn_out_layers_0_attn,
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd1, e->B * 768, 3, (void *[]){&residual_attn_out_layers_0_attn,
               &linear_layers_0_down, &residual_linear_layers_0_down});
     /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
@@ -2991,8 +2993,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_1_attn, 768, P_layers_1_attn_proj_weight,
             768, 0.0f, attn_out_layers_1_attn, 768);
-    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
-    rt_launch(e, "kd2", kd2, e->B * 768, 3, (void *[]){&residual_linear_layers_0_down,
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd2, e->B * 768, 3, (void *[]){&residual_linear_layers_0_down,
               &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
     /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
@@ -3006,8 +3009,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_1_2, 2048, P_layers_1_down_weight, 2048,
             0.0f, linear_layers_1_down, 768);
-    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
-    rt_launch(e, "kd3", kd3, e->B * 768, 3, (void *[]){&residual_attn_out_layers_1_attn,
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd3, e->B * 768, 3, (void *[]){&residual_attn_out_layers_1_attn,
               &linear_layers_1_down, &residual_linear_layers_1_down});
     /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
@@ -3023,8 +3027,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_2_attn, 768, P_layers_2_attn_proj_weight,
             768, 0.0f, attn_out_layers_2_attn, 768);
-    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
-    rt_launch(e, "kd4", kd4, e->B * 768, 3, (void *[]){&residual_linear_layers_1_down,
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd4, e->B * 768, 3, (void *[]){&residual_linear_layers_1_down,
               &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
     /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
@@ -3038,8 +3043,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_2_2, 2048, P_layers_2_down_weight, 2048,
             0.0f, linear_layers_2_down, 768);
-    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
-    rt_launch(e, "kd5", kd5, e->B * 768, 3, (void *[]){&residual_attn_out_layers_2_attn,
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd5, e->B * 768, 3, (void *[]){&residual_attn_out_layers_2_attn,
               &linear_layers_2_down, &residual_linear_layers_2_down});
     /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
@@ -3055,8 +3061,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_3_attn, 768, P_layers_3_attn_proj_weight,
             768, 0.0f, attn_out_layers_3_attn, 768);
-    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
-    rt_launch(e, "kd6", kd6, e->B * 768, 3, (void *[]){&residual_linear_layers_2_down,
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd6, e->B * 768, 3, (void *[]){&residual_linear_layers_2_down,
               &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
     /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
@@ -3070,8 +3077,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_3_2, 2048, P_layers_3_down_weight, 2048,
             0.0f, linear_layers_3_down, 768);
-    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
-    rt_launch(e, "kd7", kd7, e->B * 768, 3, (void *[]){&residual_attn_out_layers_3_attn,
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd7, e->B * 768, 3, (void *[]){&residual_attn_out_layers_3_attn,
               &linear_layers_3_down, &residual_linear_layers_3_down});
     /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
@@ -3087,8 +3095,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_4_attn, 768, P_layers_4_attn_proj_weight,
             768, 0.0f, attn_out_layers_4_attn, 768);
-    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
-    rt_launch(e, "kd8", kd8, e->B * 768, 3, (void *[]){&residual_linear_layers_3_down,
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd8, e->B * 768, 3, (void *[]){&residual_linear_layers_3_down,
               &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
     /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
@@ -3102,8 +3111,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_4_2, 2048, P_layers_4_down_weight, 2048,
             0.0f, linear_layers_4_down, 768);
-    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
-    rt_launch(e, "kd9", kd9, e->B * 768, 3, (void *[]){&residual_attn_out_layers_4_attn,
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd9, e->B * 768, 3, (void *[]){&residual_attn_out_layers_4_attn,
               &linear_layers_4_down, &residual_linear_layers_4_down});
     /* $.model.layers[1].body[0].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_layers_5_attn_norm_weight,
@@ -3119,8 +3129,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_5_attn, 768, P_layers_5_attn_proj_weight,
             768, 0.0f, attn_out_layers_5_attn, 768);
-    /* $.model.layers[1].body[0] #5: residual: x + body(x) */
-    rt_launch(e, "kd10", kd10, e->B * 768, 3, (void *[]){&residual_linear_layers_4_down,
+    /* $.model.layers[1].body[0] #5: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd10, e->B * 768, 3, (void *[]){&residual_linear_layers_4_down,
               &attn_out_layers_5_attn, &residual_attn_out_layers_5_attn});
     /* $.model.layers[1].body[1].body[0] #5: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_5_attn, P_layers_5_mlp_norm_weight,
@@ -3134,8 +3145,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_5_2, 2048, P_layers_5_down_weight, 2048,
             0.0f, linear_layers_5_down, 768);
-    /* $.model.layers[1].body[1] #5: residual: x + body(x) */
-    rt_launch(e, "kd11", kd11, e->B * 768, 3, (void *[]){&residual_attn_out_layers_5_attn,
+    /* $.model.layers[1].body[1] #5: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd11, e->B * 768, 3, (void *[]){&residual_attn_out_layers_5_attn,
               &linear_layers_5_down, &residual_linear_layers_5_down});
     /* $.model.layers[1].body[0].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_5_down, P_layers_6_attn_norm_weight,
@@ -3151,8 +3163,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_6_attn, 768, P_layers_6_attn_proj_weight,
             768, 0.0f, attn_out_layers_6_attn, 768);
-    /* $.model.layers[1].body[0] #6: residual: x + body(x) */
-    rt_launch(e, "kd12", kd12, e->B * 768, 3, (void *[]){&residual_linear_layers_5_down,
+    /* $.model.layers[1].body[0] #6: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd12, e->B * 768, 3, (void *[]){&residual_linear_layers_5_down,
               &attn_out_layers_6_attn, &residual_attn_out_layers_6_attn});
     /* $.model.layers[1].body[1].body[0] #6: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_6_attn, P_layers_6_mlp_norm_weight,
@@ -3166,8 +3179,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_6_2, 2048, P_layers_6_down_weight, 2048,
             0.0f, linear_layers_6_down, 768);
-    /* $.model.layers[1].body[1] #6: residual: x + body(x) */
-    rt_launch(e, "kd13", kd13, e->B * 768, 3, (void *[]){&residual_attn_out_layers_6_attn,
+    /* $.model.layers[1].body[1] #6: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd13, e->B * 768, 3, (void *[]){&residual_attn_out_layers_6_attn,
               &linear_layers_6_down, &residual_linear_layers_6_down});
     /* $.model.layers[1].body[0].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_6_down, P_layers_7_attn_norm_weight,
@@ -3183,8 +3197,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_7_attn, 768, P_layers_7_attn_proj_weight,
             768, 0.0f, attn_out_layers_7_attn, 768);
-    /* $.model.layers[1].body[0] #7: residual: x + body(x) */
-    rt_launch(e, "kd14", kd14, e->B * 768, 3, (void *[]){&residual_linear_layers_6_down,
+    /* $.model.layers[1].body[0] #7: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd14, e->B * 768, 3, (void *[]){&residual_linear_layers_6_down,
               &attn_out_layers_7_attn, &residual_attn_out_layers_7_attn});
     /* $.model.layers[1].body[1].body[0] #7: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_7_attn, P_layers_7_mlp_norm_weight,
@@ -3198,8 +3213,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_7_2, 2048, P_layers_7_down_weight, 2048,
             0.0f, linear_layers_7_down, 768);
-    /* $.model.layers[1].body[1] #7: residual: x + body(x) */
-    rt_launch(e, "kd15", kd15, e->B * 768, 3, (void *[]){&residual_attn_out_layers_7_attn,
+    /* $.model.layers[1].body[1] #7: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd15, e->B * 768, 3, (void *[]){&residual_attn_out_layers_7_attn,
               &linear_layers_7_down, &residual_linear_layers_7_down});
     /* $.model.layers[1].body[0].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_7_down, P_layers_8_attn_norm_weight,
@@ -3215,8 +3231,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_8_attn, 768, P_layers_8_attn_proj_weight,
             768, 0.0f, attn_out_layers_8_attn, 768);
-    /* $.model.layers[1].body[0] #8: residual: x + body(x) */
-    rt_launch(e, "kd16", kd16, e->B * 768, 3, (void *[]){&residual_linear_layers_7_down,
+    /* $.model.layers[1].body[0] #8: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd16, e->B * 768, 3, (void *[]){&residual_linear_layers_7_down,
               &attn_out_layers_8_attn, &residual_attn_out_layers_8_attn});
     /* $.model.layers[1].body[1].body[0] #8: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_8_attn, P_layers_8_mlp_norm_weight,
@@ -3230,8 +3247,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_8_2, 2048, P_layers_8_down_weight, 2048,
             0.0f, linear_layers_8_down, 768);
-    /* $.model.layers[1].body[1] #8: residual: x + body(x) */
-    rt_launch(e, "kd17", kd17, e->B * 768, 3, (void *[]){&residual_attn_out_layers_8_attn,
+    /* $.model.layers[1].body[1] #8: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd17, e->B * 768, 3, (void *[]){&residual_attn_out_layers_8_attn,
               &linear_layers_8_down, &residual_linear_layers_8_down});
     /* $.model.layers[1].body[0].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_8_down, P_layers_9_attn_norm_weight,
@@ -3247,8 +3265,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_9_attn, 768, P_layers_9_attn_proj_weight,
             768, 0.0f, attn_out_layers_9_attn, 768);
-    /* $.model.layers[1].body[0] #9: residual: x + body(x) */
-    rt_launch(e, "kd18", kd18, e->B * 768, 3, (void *[]){&residual_linear_layers_8_down,
+    /* $.model.layers[1].body[0] #9: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd18, e->B * 768, 3, (void *[]){&residual_linear_layers_8_down,
               &attn_out_layers_9_attn, &residual_attn_out_layers_9_attn});
     /* $.model.layers[1].body[1].body[0] #9: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_9_attn, P_layers_9_mlp_norm_weight,
@@ -3262,8 +3281,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_9_2, 2048, P_layers_9_down_weight, 2048,
             0.0f, linear_layers_9_down, 768);
-    /* $.model.layers[1].body[1] #9: residual: x + body(x) */
-    rt_launch(e, "kd19", kd19, e->B * 768, 3, (void *[]){&residual_attn_out_layers_9_attn,
+    /* $.model.layers[1].body[1] #9: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd19, e->B * 768, 3, (void *[]){&residual_attn_out_layers_9_attn,
               &linear_layers_9_down, &residual_linear_layers_9_down});
     /* $.model.layers[1].body[0].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_9_down, P_layers_10_attn_norm_weight,
@@ -3279,8 +3299,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_10_attn, 768, P_layers_10_attn_proj_weight,
             768, 0.0f, attn_out_layers_10_attn, 768);
-    /* $.model.layers[1].body[0] #10: residual: x + body(x) */
-    rt_launch(e, "kd20", kd20, e->B * 768, 3, (void *[]){&residual_linear_layers_9_down,
+    /* $.model.layers[1].body[0] #10: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd20, e->B * 768, 3, (void *[]){&residual_linear_layers_9_down,
               &attn_out_layers_10_attn, &residual_attn_out_layers_10_attn});
     /* $.model.layers[1].body[1].body[0] #10: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_10_attn, P_layers_10_mlp_norm_weight,
@@ -3294,8 +3315,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_10_2, 2048, P_layers_10_down_weight, 2048,
             0.0f, linear_layers_10_down, 768);
-    /* $.model.layers[1].body[1] #10: residual: x + body(x) */
-    rt_launch(e, "kd21", kd21, e->B * 768, 3, (void *[]){&residual_attn_out_layers_10_attn,
+    /* $.model.layers[1].body[1] #10: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd21, e->B * 768, 3, (void *[]){&residual_attn_out_layers_10_attn,
               &linear_layers_10_down, &residual_linear_layers_10_down});
     /* $.model.layers[1].body[0].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_10_down, P_layers_11_attn_norm_weight,
@@ -3311,8 +3333,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 768, 1.0f, attn_y_layers_11_attn, 768, P_layers_11_attn_proj_weight,
             768, 0.0f, attn_out_layers_11_attn, 768);
-    /* $.model.layers[1].body[0] #11: residual: x + body(x) */
-    rt_launch(e, "kd22", kd22, e->B * 768, 3, (void *[]){&residual_linear_layers_10_down,
+    /* $.model.layers[1].body[0] #11: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd22, e->B * 768, 3, (void *[]){&residual_linear_layers_10_down,
               &attn_out_layers_11_attn, &residual_attn_out_layers_11_attn});
     /* $.model.layers[1].body[1].body[0] #11: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_11_attn, P_layers_11_mlp_norm_weight,
@@ -3326,8 +3349,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 768, 2048, 1.0f, glu_layers_11_2, 2048, P_layers_11_down_weight, 2048,
             0.0f, linear_layers_11_down, 768);
-    /* $.model.layers[1].body[1] #11: residual: x + body(x) */
-    rt_launch(e, "kd23", kd23, e->B * 768, 3, (void *[]){&residual_attn_out_layers_11_attn,
+    /* $.model.layers[1].body[1] #11: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd23, e->B * 768, 3, (void *[]){&residual_attn_out_layers_11_attn,
               &linear_layers_11_down, &residual_linear_layers_11_down});
     /* $.model.layers[2]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_11_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,

@@ -725,10 +725,11 @@ RT_KERNEL void ke23(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */
 
 /* kd0: residual: x + body(x)
- *     from $.model.layers[1].body[0] #0 */
+ *     from $.model.layers[1].body[0] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(12288); /* [B, 1, 768] */
@@ -741,7 +742,8 @@ RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd1: residual: x + body(x)
- *     from $.model.layers[1].body[1] #0 */
+ *     from $.model.layers[1].body[1] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(12288); /* [B, 1, 768] */
@@ -755,7 +757,8 @@ RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd2: residual: x + body(x)
- *     from $.model.layers[1].body[0] #1 */
+ *     from $.model.layers[1].body[0] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_0_down = ACT(12288); /* [B, 1, 768] */
@@ -769,7 +772,8 @@ RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd3: residual: x + body(x)
- *     from $.model.layers[1].body[1] #1 */
+ *     from $.model.layers[1].body[1] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(12288); /* [B, 1, 768] */
@@ -783,7 +787,8 @@ RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd4: residual: x + body(x)
- *     from $.model.layers[1].body[0] #2 */
+ *     from $.model.layers[1].body[0] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_1_down = ACT(12288); /* [B, 1, 768] */
@@ -797,7 +802,8 @@ RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd5: residual: x + body(x)
- *     from $.model.layers[1].body[1] #2 */
+ *     from $.model.layers[1].body[1] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(12288); /* [B, 1, 768] */
@@ -811,7 +817,8 @@ RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd6: residual: x + body(x)
- *     from $.model.layers[1].body[0] #3 */
+ *     from $.model.layers[1].body[0] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_2_down = ACT(12288); /* [B, 1, 768] */
@@ -825,7 +832,8 @@ RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd7: residual: x + body(x)
- *     from $.model.layers[1].body[1] #3 */
+ *     from $.model.layers[1].body[1] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(12288); /* [B, 1, 768] */
@@ -839,7 +847,8 @@ RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd8: residual: x + body(x)
- *     from $.model.layers[1].body[0] #4 */
+ *     from $.model.layers[1].body[0] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_3_down = ACT(12288); /* [B, 1, 768] */
@@ -853,7 +862,8 @@ RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd9: residual: x + body(x)
- *     from $.model.layers[1].body[1] #4 */
+ *     from $.model.layers[1].body[1] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(12288); /* [B, 1, 768] */
@@ -867,7 +877,8 @@ RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd10: residual: x + body(x)
- *     from $.model.layers[1].body[0] #5 */
+ *     from $.model.layers[1].body[0] #5
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_4_down = ACT(12288); /* [B, 1, 768] */
@@ -881,7 +892,8 @@ RT_KERNEL void kd10(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd11: residual: x + body(x)
- *     from $.model.layers[1].body[1] #5 */
+ *     from $.model.layers[1].body[1] #5
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_5_attn = ACT(12288); /* [B, 1, 768] */
@@ -895,7 +907,8 @@ RT_KERNEL void kd11(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd12: residual: x + body(x)
- *     from $.model.layers[1].body[0] #6 */
+ *     from $.model.layers[1].body[0] #6
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_5_down = ACT(12288); /* [B, 1, 768] */
@@ -909,7 +922,8 @@ RT_KERNEL void kd12(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd13: residual: x + body(x)
- *     from $.model.layers[1].body[1] #6 */
+ *     from $.model.layers[1].body[1] #6
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_6_attn = ACT(12288); /* [B, 1, 768] */
@@ -923,7 +937,8 @@ RT_KERNEL void kd13(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd14: residual: x + body(x)
- *     from $.model.layers[1].body[0] #7 */
+ *     from $.model.layers[1].body[0] #7
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_6_down = ACT(12288); /* [B, 1, 768] */
@@ -937,7 +952,8 @@ RT_KERNEL void kd14(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd15: residual: x + body(x)
- *     from $.model.layers[1].body[1] #7 */
+ *     from $.model.layers[1].body[1] #7
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_7_attn = ACT(12288); /* [B, 1, 768] */
@@ -951,7 +967,8 @@ RT_KERNEL void kd15(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd16: residual: x + body(x)
- *     from $.model.layers[1].body[0] #8 */
+ *     from $.model.layers[1].body[0] #8
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_7_down = ACT(12288); /* [B, 1, 768] */
@@ -965,7 +982,8 @@ RT_KERNEL void kd16(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd17: residual: x + body(x)
- *     from $.model.layers[1].body[1] #8 */
+ *     from $.model.layers[1].body[1] #8
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_8_attn = ACT(12288); /* [B, 1, 768] */
@@ -979,7 +997,8 @@ RT_KERNEL void kd17(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd18: residual: x + body(x)
- *     from $.model.layers[1].body[0] #9 */
+ *     from $.model.layers[1].body[0] #9
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_8_down = ACT(12288); /* [B, 1, 768] */
@@ -993,7 +1012,8 @@ RT_KERNEL void kd18(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd19: residual: x + body(x)
- *     from $.model.layers[1].body[1] #9 */
+ *     from $.model.layers[1].body[1] #9
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_9_attn = ACT(12288); /* [B, 1, 768] */
@@ -1007,7 +1027,8 @@ RT_KERNEL void kd19(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd20: residual: x + body(x)
- *     from $.model.layers[1].body[0] #10 */
+ *     from $.model.layers[1].body[0] #10
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_9_down = ACT(12288); /* [B, 1, 768] */
@@ -1021,7 +1042,8 @@ RT_KERNEL void kd20(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd21: residual: x + body(x)
- *     from $.model.layers[1].body[1] #10 */
+ *     from $.model.layers[1].body[1] #10
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_10_attn = ACT(12288); /* [B, 1, 768] */
@@ -1035,7 +1057,8 @@ RT_KERNEL void kd21(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd22: residual: x + body(x)
- *     from $.model.layers[1].body[0] #11 */
+ *     from $.model.layers[1].body[0] #11
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_linear_layers_10_down = ACT(12288); /* [B, 1, 768] */
@@ -1049,7 +1072,8 @@ RT_KERNEL void kd22(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd23: residual: x + body(x)
- *     from $.model.layers[1].body[1] #11 */
+ *     from $.model.layers[1].body[1] #11
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd23(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_11_attn = ACT(12288); /* [B, 1, 768] */

@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -1201,7 +1201,7 @@ static void evaluate(rt_exec *e)
     rt_cross_entropy(e, linear_lm_head, in_y, NULL, e->B * 128, 256, 256);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */
@@ -1322,8 +1322,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_0_attn, 128, P_layers_0_attn_proj_weight,
             128, 0.0f, attn_out_layers_0_attn, 128);
-    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
-    rt_launch(e, "kd0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
               &residual_attn_out_layers_0_attn});
     /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
@@ -1337,8 +1338,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_0_2, 384, P_layers_0_down_weight, 384, 0.0f,
             linear_layers_0_down, 128);
-    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
-    rt_launch(e, "kd1", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
               &linear_layers_0_down, &residual_linear_layers_0_down});
     /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_0_down, P_layers_1_attn_norm_weight,
@@ -1354,8 +1356,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_1_attn, 128, P_layers_1_attn_proj_weight,
             128, 0.0f, attn_out_layers_1_attn, 128);
-    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
-    rt_launch(e, "kd2", kd2, e->B * 128, 3, (void *[]){&residual_linear_layers_0_down,
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd2, e->B * 128, 3, (void *[]){&residual_linear_layers_0_down,
               &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
     /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
@@ -1369,8 +1372,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_1_2, 384, P_layers_1_down_weight, 384, 0.0f,
             linear_layers_1_down, 128);
-    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
-    rt_launch(e, "kd3", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
               &linear_layers_1_down, &residual_linear_layers_1_down});
     /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_1_down, P_layers_2_attn_norm_weight,
@@ -1386,8 +1390,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_2_attn, 128, P_layers_2_attn_proj_weight,
             128, 0.0f, attn_out_layers_2_attn, 128);
-    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
-    rt_launch(e, "kd4", kd4, e->B * 128, 3, (void *[]){&residual_linear_layers_1_down,
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd4, e->B * 128, 3, (void *[]){&residual_linear_layers_1_down,
               &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
     /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
@@ -1401,8 +1406,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_2_2, 384, P_layers_2_down_weight, 384, 0.0f,
             linear_layers_2_down, 128);
-    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
-    rt_launch(e, "kd5", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
               &linear_layers_2_down, &residual_linear_layers_2_down});
     /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_2_down, P_layers_3_attn_norm_weight,
@@ -1418,8 +1424,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_3_attn, 128, P_layers_3_attn_proj_weight,
             128, 0.0f, attn_out_layers_3_attn, 128);
-    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
-    rt_launch(e, "kd6", kd6, e->B * 128, 3, (void *[]){&residual_linear_layers_2_down,
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd6, e->B * 128, 3, (void *[]){&residual_linear_layers_2_down,
               &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
     /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
@@ -1433,8 +1440,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_3_2, 384, P_layers_3_down_weight, 384, 0.0f,
             linear_layers_3_down, 128);
-    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
-    rt_launch(e, "kd7", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
               &linear_layers_3_down, &residual_linear_layers_3_down});
     /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_3_down, P_layers_4_attn_norm_weight,
@@ -1450,8 +1458,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_4_attn, 128, P_layers_4_attn_proj_weight,
             128, 0.0f, attn_out_layers_4_attn, 128);
-    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
-    rt_launch(e, "kd8", kd8, e->B * 128, 3, (void *[]){&residual_linear_layers_3_down,
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd8, e->B * 128, 3, (void *[]){&residual_linear_layers_3_down,
               &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
     /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
@@ -1465,8 +1474,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[1].body[3] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 384, 1.0f, glu_layers_4_2, 384, P_layers_4_down_weight, 384, 0.0f,
             linear_layers_4_down, 128);
-    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
-    rt_launch(e, "kd9", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
               &linear_layers_4_down, &residual_linear_layers_4_down});
     /* $.model.layers[2]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_linear_layers_4_down, P_norm_weight, rmsnorm_norm, rms_rstd_norm,

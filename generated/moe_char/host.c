@@ -8,7 +8,7 @@
  *   backward()  their gradients, in reverse; the optimizer step that follows is
  *               the runtime's, over the params table below
  *   evaluate()  validation's forward pass
- *   decode()    --sample's forward pass on the CPU: positions of one sequence
+ *   decode()    --sample's forward pass: positions of one sequence
  *               as rows, with a key/value cache (no loss: the logits)
  *
  * Each call is preceded by RT_AT(i, "PATH: WHAT") (a comment in evaluate): i is
@@ -1425,7 +1425,7 @@ static void evaluate(rt_exec *e)
     rt_moe_aux(e, moe_aux_stats, moe_aux_grad, 5, e->B * 128, 4, 0.00999999978f);
 }
 
-/* Generation's forward pass (--sample, on the CPU): row b is the token e->in[0][b]
+/* Generation's forward pass (--sample): row b is the token e->in[0][b]
  * at position e->pos + b of one sequence; keys and values are appended to the
  * cache e->kv, attention reads the positions before; the logits are left in the
  * arena. Its own plan, in the same memory. */
@@ -1582,8 +1582,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_0_attn, 128, P_layers_0_attn_proj_weight,
             128, 0.0f, attn_out_layers_0_attn, 128);
-    /* $.model.layers[1].body[0] #0: residual: x + body(x) */
-    rt_launch(e, "kd0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
+    /* $.model.layers[1].body[0] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd0, e->B * 128, 3, (void *[]){&embedding_embed, &attn_out_layers_0_attn,
               &residual_attn_out_layers_0_attn});
     /* $.model.layers[1].body[1].body[0] #0: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_0_attn, P_layers_0_mlp_norm_weight,
@@ -1602,8 +1603,9 @@ static void decode(rt_exec *e)
     rt_moe_combine_fwd(e, glu_layers_0_moe, P_layers_0_moe_experts_down_weight,
                        moe_gate_layers_0_moe, moe_idx_layers_0_moe, moe_offs_layers_0_moe,
                        moe_layers_0_moe_o, moe_layers_0_moe, e->B, 128, 4, 2, 192);
-    /* $.model.layers[1].body[1] #0: residual: x + body(x) */
-    rt_launch(e, "kd1", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
+    /* $.model.layers[1].body[1] #0: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd1, e->B * 128, 3, (void *[]){&residual_attn_out_layers_0_attn,
               &moe_layers_0_moe, &residual_moe_layers_0_moe});
     /* $.model.layers[1].body[0].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_moe_layers_0_moe, P_layers_1_attn_norm_weight,
@@ -1619,8 +1621,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_1_attn, 128, P_layers_1_attn_proj_weight,
             128, 0.0f, attn_out_layers_1_attn, 128);
-    /* $.model.layers[1].body[0] #1: residual: x + body(x) */
-    rt_launch(e, "kd2", kd2, e->B * 128, 3, (void *[]){&residual_moe_layers_0_moe,
+    /* $.model.layers[1].body[0] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd2, e->B * 128, 3, (void *[]){&residual_moe_layers_0_moe,
               &attn_out_layers_1_attn, &residual_attn_out_layers_1_attn});
     /* $.model.layers[1].body[1].body[0] #1: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_1_attn, P_layers_1_mlp_norm_weight,
@@ -1639,8 +1642,9 @@ static void decode(rt_exec *e)
     rt_moe_combine_fwd(e, glu_layers_1_moe, P_layers_1_moe_experts_down_weight,
                        moe_gate_layers_1_moe, moe_idx_layers_1_moe, moe_offs_layers_1_moe,
                        moe_layers_1_moe_o, moe_layers_1_moe, e->B, 128, 4, 2, 192);
-    /* $.model.layers[1].body[1] #1: residual: x + body(x) */
-    rt_launch(e, "kd3", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
+    /* $.model.layers[1].body[1] #1: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd3, e->B * 128, 3, (void *[]){&residual_attn_out_layers_1_attn,
               &moe_layers_1_moe, &residual_moe_layers_1_moe});
     /* $.model.layers[1].body[0].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_moe_layers_1_moe, P_layers_2_attn_norm_weight,
@@ -1656,8 +1660,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_2_attn, 128, P_layers_2_attn_proj_weight,
             128, 0.0f, attn_out_layers_2_attn, 128);
-    /* $.model.layers[1].body[0] #2: residual: x + body(x) */
-    rt_launch(e, "kd4", kd4, e->B * 128, 3, (void *[]){&residual_moe_layers_1_moe,
+    /* $.model.layers[1].body[0] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd4, e->B * 128, 3, (void *[]){&residual_moe_layers_1_moe,
               &attn_out_layers_2_attn, &residual_attn_out_layers_2_attn});
     /* $.model.layers[1].body[1].body[0] #2: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_2_attn, P_layers_2_mlp_norm_weight,
@@ -1676,8 +1681,9 @@ static void decode(rt_exec *e)
     rt_moe_combine_fwd(e, glu_layers_2_moe, P_layers_2_moe_experts_down_weight,
                        moe_gate_layers_2_moe, moe_idx_layers_2_moe, moe_offs_layers_2_moe,
                        moe_layers_2_moe_o, moe_layers_2_moe, e->B, 128, 4, 2, 192);
-    /* $.model.layers[1].body[1] #2: residual: x + body(x) */
-    rt_launch(e, "kd5", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
+    /* $.model.layers[1].body[1] #2: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd5, e->B * 128, 3, (void *[]){&residual_attn_out_layers_2_attn,
               &moe_layers_2_moe, &residual_moe_layers_2_moe});
     /* $.model.layers[1].body[0].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_moe_layers_2_moe, P_layers_3_attn_norm_weight,
@@ -1693,8 +1699,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_3_attn, 128, P_layers_3_attn_proj_weight,
             128, 0.0f, attn_out_layers_3_attn, 128);
-    /* $.model.layers[1].body[0] #3: residual: x + body(x) */
-    rt_launch(e, "kd6", kd6, e->B * 128, 3, (void *[]){&residual_moe_layers_2_moe,
+    /* $.model.layers[1].body[0] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd6, e->B * 128, 3, (void *[]){&residual_moe_layers_2_moe,
               &attn_out_layers_3_attn, &residual_attn_out_layers_3_attn});
     /* $.model.layers[1].body[1].body[0] #3: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_3_attn, P_layers_3_mlp_norm_weight,
@@ -1713,8 +1720,9 @@ static void decode(rt_exec *e)
     rt_moe_combine_fwd(e, glu_layers_3_moe, P_layers_3_moe_experts_down_weight,
                        moe_gate_layers_3_moe, moe_idx_layers_3_moe, moe_offs_layers_3_moe,
                        moe_layers_3_moe_o, moe_layers_3_moe, e->B, 128, 4, 2, 192);
-    /* $.model.layers[1].body[1] #3: residual: x + body(x) */
-    rt_launch(e, "kd7", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
+    /* $.model.layers[1].body[1] #3: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd7, e->B * 128, 3, (void *[]){&residual_attn_out_layers_3_attn,
               &moe_layers_3_moe, &residual_moe_layers_3_moe});
     /* $.model.layers[1].body[0].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_moe_layers_3_moe, P_layers_4_attn_norm_weight,
@@ -1730,8 +1738,9 @@ static void decode(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B, 128, 128, 1.0f, attn_y_layers_4_attn, 128, P_layers_4_attn_proj_weight,
             128, 0.0f, attn_out_layers_4_attn, 128);
-    /* $.model.layers[1].body[0] #4: residual: x + body(x) */
-    rt_launch(e, "kd8", kd8, e->B * 128, 3, (void *[]){&residual_moe_layers_3_moe,
+    /* $.model.layers[1].body[0] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd8, e->B * 128, 3, (void *[]){&residual_moe_layers_3_moe,
               &attn_out_layers_4_attn, &residual_attn_out_layers_4_attn});
     /* $.model.layers[1].body[1].body[0] #4: rmsnorm */
     rt_rmsnorm_fwd(e, residual_attn_out_layers_4_attn, P_layers_4_mlp_norm_weight,
@@ -1750,8 +1759,9 @@ static void decode(rt_exec *e)
     rt_moe_combine_fwd(e, glu_layers_4_moe, P_layers_4_moe_experts_down_weight,
                        moe_gate_layers_4_moe, moe_idx_layers_4_moe, moe_offs_layers_4_moe,
                        moe_layers_4_moe_o, moe_layers_4_moe, e->B, 128, 4, 2, 192);
-    /* $.model.layers[1].body[1] #4: residual: x + body(x) */
-    rt_launch(e, "kd9", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
+    /* $.model.layers[1].body[1] #4: residual: x + body(x) (on the GPU, ke0's code on these
+     * tensors) */
+    rt_launch(e, "ke0", kd9, e->B * 128, 3, (void *[]){&residual_attn_out_layers_4_attn,
               &moe_layers_4_moe, &residual_moe_layers_4_moe});
     /* $.model.layers[2]: rmsnorm */
     rt_rmsnorm_fwd(e, residual_moe_layers_4_moe, P_norm_weight, rmsnorm_norm, rms_rstd_norm, e->B,

@@ -305,10 +305,11 @@ RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ---- the decode program's (one position a row: --sample on the CPU) ---- */
+/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */
 
 /* kd0: residual: x + body(x)
- *     from $.model.layers[1].body[0] #0 */
+ *     from $.model.layers[1].body[0] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *embedding_embed = ACT(4608); /* [B, 1, 128] */
@@ -321,7 +322,8 @@ RT_KERNEL void kd0(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd1: residual: x + body(x)
- *     from $.model.layers[1].body[1] #0 */
+ *     from $.model.layers[1].body[1] #0
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_0_attn = ACT(4608); /* [B, 1, 128] */
@@ -335,7 +337,8 @@ RT_KERNEL void kd1(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd2: residual: x + body(x)
- *     from $.model.layers[1].body[0] #1 */
+ *     from $.model.layers[1].body[0] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_moe_layers_0_moe = ACT(4608); /* [B, 1, 128] */
@@ -349,7 +352,8 @@ RT_KERNEL void kd2(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd3: residual: x + body(x)
- *     from $.model.layers[1].body[1] #1 */
+ *     from $.model.layers[1].body[1] #1
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_1_attn = ACT(4608); /* [B, 1, 128] */
@@ -363,7 +367,8 @@ RT_KERNEL void kd3(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd4: residual: x + body(x)
- *     from $.model.layers[1].body[0] #2 */
+ *     from $.model.layers[1].body[0] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_moe_layers_1_moe = ACT(4608); /* [B, 1, 128] */
@@ -377,7 +382,8 @@ RT_KERNEL void kd4(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd5: residual: x + body(x)
- *     from $.model.layers[1].body[1] #2 */
+ *     from $.model.layers[1].body[1] #2
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_2_attn = ACT(4608); /* [B, 1, 128] */
@@ -391,7 +397,8 @@ RT_KERNEL void kd5(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd6: residual: x + body(x)
- *     from $.model.layers[1].body[0] #3 */
+ *     from $.model.layers[1].body[0] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_moe_layers_2_moe = ACT(4608); /* [B, 1, 128] */
@@ -405,7 +412,8 @@ RT_KERNEL void kd6(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd7: residual: x + body(x)
- *     from $.model.layers[1].body[1] #3 */
+ *     from $.model.layers[1].body[1] #3
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_3_attn = ACT(4608); /* [B, 1, 128] */
@@ -419,7 +427,8 @@ RT_KERNEL void kd7(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd8: residual: x + body(x)
- *     from $.model.layers[1].body[0] #4 */
+ *     from $.model.layers[1].body[0] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_moe_layers_3_moe = ACT(4608); /* [B, 1, 128] */
@@ -433,7 +442,8 @@ RT_KERNEL void kd8(rt_exec *e, int64_t lo, int64_t hi)
 }
 
 /* kd9: residual: x + body(x)
- *     from $.model.layers[1].body[1] #4 */
+ *     from $.model.layers[1].body[1] #4
+ *     (on a GPU this loop runs ke0's kernel, the same code, on its own tensors) */
 RT_KERNEL void kd9(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *residual_attn_out_layers_4_attn = ACT(4608); /* [B, 1, 128] */

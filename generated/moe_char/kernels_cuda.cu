@@ -14,6 +14,7 @@
 #include "common.cuh"
 #include "attention.cuh"
 #include "data.cuh"
+#include "decode.cuh"
 #include "embedding.cuh"
 #include "epilogue.cuh"
 #include "glu.cuh"

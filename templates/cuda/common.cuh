@@ -504,6 +504,17 @@ rt_loss_total(const double *loss, const double *correct, int64_t n, rt_cu_stat *
     }
 }
 
+/* the block's dynamic shared memory (the launch's bytes of it), 16-byte aligned */
+__device__ __forceinline__ unsigned char *rt_dyn_smem()
+{
+#if defined(RT_EMU)
+    return (unsigned char *)emu_dyn_smem();
+#else
+    extern __shared__ __align__(16) unsigned char rt_dyn[];
+    return rt_dyn;
+#endif
+}
+
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
 /* ---- tensor-core primitives (16-bit activations): attention.cuh's and conv.cuh's -------
  * mma.sync m16n8k16 with 16-bit operands and fp32 accumulators, and ldmatrix. Fragments
@@ -640,17 +651,6 @@ __device__ __forceinline__ void rt_tc_each(float (*acc)[8][4], int wm, int wn, i
             for (int q = 0; q < 4; q++)
                 f(32 * wm + 16 * i + g + 8 * (q >> 1), 64 * wn + 8 * n + 2 * t4 + (q & 1),
                   acc[i][n][q]);
-}
-
-/* the block's dynamic shared memory (the launch's bytes of it), 16-byte aligned */
-__device__ __forceinline__ unsigned char *rt_dyn_smem()
-{
-#if defined(RT_EMU)
-    return (unsigned char *)emu_dyn_smem();
-#else
-    extern __shared__ __align__(16) unsigned char rt_dyn[];
-    return rt_dyn;
-#endif
 }
 
 #endif

@@ -1603,6 +1603,59 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     reset();
 }
 
+/* The decode program's attention (decode.cuh; rt_attention_decode): B rows at positions
+ * pos .. pos + B - 1 of one sequence against a cache whose positions before pos hold
+ * random keys and values (as earlier calls would leave them), in the second layer's part
+ * of a two-layer cache (kv_off). The options as t_attention_ext's (causal always). Both
+ * sides write the rows' keys and values into their cache, then attend: the whole cache
+ * (the first layer's part, and the positions past the rows, left as they were) and y
+ * are judged. */
+static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
+                               int64_t pos, int64_t W, int qkn, float theta, int l3, float scale,
+                               float cap)
+{
+    int64_t hd = d / H, nq = B * (H + 2 * KV) * hd, ny = B * d, layer = 2 * KV * T * hd;
+    float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld pos %lld W%lld%s rope %g%s scale %g cap %g",
+          (long long)B, (long long)T, (long long)d, (long long)H, (long long)KV, (long long)pos,
+          (long long)W, qkn ? " qk_norm" : "", (double)theta,
+          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap);
+    float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
+    int64_t orig = l3 == 1 ? T / 4 + 1 : 0;
+    float *ext = l3 == 2 ? calloc((size_t)hd, 4) : NULL;
+    for (int64_t j = 0; ext && j < hd / 2; j++) {   /* longrope's divided frequencies */
+        ext[j] = 1.0f / (powf(theta, (float)(2 * j) / (float)hd) * (1.0f + 0.5f * (float)j));
+        ext[hd / 2 + j] = 1.2f;
+    }
+    float *qkv = avec(nq), *y = nans(ny), *kv0 = fvec(2 * layer);
+    /* keys that grow with their position, so that the scores' maximum moves up in later
+     * chunks (the running sum and output must be rescaled) */
+    for (int64_t k = 0; k < 2 * layer; k++)
+        if (k % layer < layer / 2)
+            kv0[k] *= 0.5f + 3.0f * (float)(k / hd % T) / (float)T;
+    float *kv = fcopy(kv0, 2 * layer), *qn = fvec(hd), *kn = fvec(hd);
+    for (int64_t i = 0; i < hd; i++)
+        qn[i] += 1.5f, kn[i] += 1.5f;
+    const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
+    C.pos = pos, C.kv = kv;
+    rt_attention_decode(&C, qkv, wq, wk, y, layer, B, T, d, H, KV, 1, W, theta, fac, lo, hi,
+                        orig, ext, sc, cap);
+    float *gq = up_a(qkv, nq), *gy = dalloc_a(ny), *py = nans(ny), *gkv = dalloc32(2 * layer * 4);
+    float *gqn = up(qn, hd * 4), *gkn = up(kn, hd * 4);
+    out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, 2 * layer}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, py, ny), upload(gkv, kv0, 2 * layer * 4);
+        G->pos = pos, G->kv = gkv;
+        rt_cu_attention_decode(G, gq, qkn ? gqn : NULL, qkn ? gkn : NULL, gy, layer, B, T, d, H, KV,
+                               W, theta, fac, lo, hi, orig, ext, sc, cap);
+        o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, 2 * layer);
+    }
+    judge("attention_decode", TATT(TOL_RED), o, 2);
+    C.kv = G->kv = NULL;
+    free(qkv), free(y), free(kv0), free(kv), free(qn), free(kn), free(py), free(ext);
+    reset();
+}
+
 /* ---- embedding ------------------------------------------------------------------------------ */
 
 /* idx in [0, span): span < rows repeats indices, whose gradients add in row order */
@@ -2928,6 +2981,45 @@ static void all_attention(void)
     t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
 }
 
+/* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
+ * table added, into another buffer or in place. */
+static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
+{
+    SHAPE("B%lld d%lld pos %lld%s", (long long)B, (long long)d, (long long)pos,
+          inplace ? " in place" : "");
+    int64_t n = B * d;
+    float *x = avec(n), *w = fvec((pos + B) * d), *y = inplace ? fcopy(x, n) : nans(n);
+    C.pos = pos;
+    rt_pos_row_add(&C, inplace ? y : x, w, y, B, d);
+    float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4), *gy = inplace ? gx : dalloc_a(n);
+    float *py = nans(n);
+    out_t o = {"y", y, {0}, n};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gx, x, n);
+        if (!inplace)
+            upload_a(gy, py, n);
+        G->pos = pos;
+        rt_cu_pos_row_add(G, gx, gw, gy, B, d);
+        o.gpu[rep] = down_a(gy, n);
+    }
+    judge("pos_row_add", TA(TOL_EW), &o, 1);
+    free(x), free(w), free(y), free(py);
+    reset();
+}
+
+/* The decode program's attention: a prompt's rows at position 0 (GPT-2's: no options);
+ * one row late in a long cache, past a chunk of RT_DEC_CHUNK keys (the online softmax's
+ * second chunk), GQA with qk_norm and llama3's rope; a window that starts inside the
+ * cache, a soft-cap and a scale; longrope's table at heads 96; heads 256 (Gemma's) */
+static void decode_attention(void)
+{
+    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f);
+    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f);
+    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f);
+    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
+    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f);
+}
+
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
  * heads 8 (and the compiler's inverse frequencies, which the device layer uploads), 64, 128 and, in 16
@@ -3137,6 +3229,12 @@ int main(int argc, char **argv)
         lean_attention();
     else
         all_attention();
+    if (lean)
+        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f);
+    else
+        decode_attention();
+    t_pos_row_add(1, 768, 1000, 0);
+    t_pos_row_add(7, 130, 3, 1);
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);
