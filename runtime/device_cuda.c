@@ -655,6 +655,17 @@ rt_dptr rt_cu_alloc(size_t bytes)
     return p;
 }
 
+rt_dptr rt_cu_try_alloc(rt_exec *e, size_t bytes)
+{
+    rt_dptr p = 0;
+    CUresult r = p_cuMemAlloc(&p, bytes ? bytes : 1);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY)
+        return 0;
+    CU(r);
+    dev_of(e)->fixed_bytes += bytes ? bytes : 1;
+    return p;
+}
+
 rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes)
 {
     dev_of(e)->fixed_bytes += bytes ? bytes : 1;

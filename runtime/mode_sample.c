@@ -244,7 +244,13 @@ static Cache cache_open(Run *r, int64_t V)
     Cache k = {.on = r->m->decode && !(v && !strcmp(v, "0")), .check = v && !strcmp(v, "check")};
     size_t bytes = (size_t)r->m->kv_floats * sizeof(float);
     if (k.on && r->gpu) {   /* (kept for the run: sampling ends it) */
-        k.kv = (float *)(uintptr_t)rt_cu_alloc_fixed(&r->e, bytes);
+        k.kv = (float *)(uintptr_t)rt_cu_try_alloc(&r->e, bytes);
+        if (!k.kv) {
+            fprintf(stderr, "trainc: no room on the GPU for the key/value cache (%.1f MiB): "
+                            "each token is the window's pass\n", (double)bytes / (1 << 20));
+            k.on = 0;
+            return k;
+        }
         size_t n = (size_t)(r->e.Bmax * r->m->inputs[0].numel);
         k.ids = rt_xmalloc(n * sizeof(int32_t));
         memset(k.ids, 0, n * sizeof(int32_t));

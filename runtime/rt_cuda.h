@@ -329,6 +329,8 @@ rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
  * optimizer's table of tensor chunks): counted with the fixed bytes, so that
  * rt_cu_allocated is every byte the trainer allocated. */
 rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes);
+/* The same, not zeroed, or 0 where the GPU has no room for it. */
+rt_dptr rt_cu_try_alloc(rt_exec *e, size_t bytes);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
 /* The device's copy of BYTES of constants the generated code holds (a rope's inverse frequencies,
  * which it passes as a literal): each distinct content is uploaded once, at its first
