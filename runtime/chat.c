@@ -38,20 +38,41 @@ static void add(char *s, size_t cap, const char *a, size_t n)
     }
 }
 
-char *rt_chat_turn(const rt_chat_format *f, int first, const char *user, size_t *n)
+/* A message's content as the template writes it: *len bytes from the returned pointer
+ * (trimmed where the template trims). */
+static const char *content(const rt_chat_format *f, const char *c, size_t *len)
 {
-    size_t at = 0, len = strlen(user);
+    size_t at = 0;
+    *len = strlen(c);
     if (f->trim)
-        len = rt_utf8_strip(user, len, &at);
+        *len = rt_utf8_strip(c, *len, &at);
+    return c + at;
+}
+
+char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const char *user,
+                   size_t *n)
+{
+    size_t ul, sl = 0;
+    const char *u = content(f, user, &ul), *sys = system && first ? content(f, system, &sl) : NULL;
     const char *as = f->assistant ? f->assistant : "assistant";
-    const char *parts[] = {first ? f->begin : f->end, first ? "" : f->after, f->head, "user",
-                           f->mid, NULL, f->end, f->after, f->head, as, f->mid};
-    size_t cap = len + 1;
+    /* (NULL: the content after it, the system message's or the user's) */
+    const char *parts[] = {first ? f->begin : f->end, first ? "" : f->after,
+                           sys ? f->head : "", sys ? "system" : "", sys ? f->mid : "", NULL,
+                           sys ? f->end : "", sys ? f->after : "",
+                           f->head, "user", f->mid, NULL, f->end, f->after, f->head, as, f->mid};
+    size_t cap = sl + ul + 1;
     for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
         cap += parts[k] ? strlen(parts[k]) : 0;
     char *s = rt_xmalloc(cap);
-    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
-        add(s, cap, parts[k] ? parts[k] : user + at, parts[k] ? strlen(parts[k]) : len);
+    int contents = 0;
+    for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
+        if (parts[k])
+            add(s, cap, parts[k], strlen(parts[k]));
+        else if (contents++ == 0)
+            add(s, cap, sys ? sys : "", sl);
+        else
+            add(s, cap, u, ul);
+    }
     *n = strlen(s);
     return s;
 }

@@ -21,10 +21,12 @@ const rt_chat_format *rt_chat_find(const char *name);
 const char *rt_chat_names(void);
 
 /* A user's message as the template writes it with a generation prompt: begin, the
- * user's turn, then the assistant's head (first: apply_chat_template([{"role": "user",
- * "content": user}], add_generation_prompt=True)); or (not first) what follows an
- * assistant's reply in a conversation: the reply's end token, after, then the same
- * without begin. rt_xmalloc'd, *n its bytes. */
-char *rt_chat_turn(const rt_chat_format *f, int first, const char *user, size_t *n);
+ * system message's turn (system, or NULL: none), the user's turn, then the assistant's
+ * head (first: apply_chat_template([{"role": "system", "content": system}, {"role":
+ * "user", "content": user}], add_generation_prompt=True)); or (not first) what follows
+ * an assistant's reply in a conversation: the reply's end token, after, then the user's
+ * turn and the head. rt_xmalloc'd, *n its bytes. */
+char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const char *user,
+                   size_t *n);
 
 #endif

@@ -35,15 +35,17 @@ static void check_nfc(rt_tokenizer *t, const char *text, const char *what)
                        "trainc implements NFC only on text it leaves as it is", what, at, cp);
 }
 
-/* A user's message as --chat's template writes it (the first turn, or one after a
- * reply), encoded without the post-processor's tokens: the template writes them, as
- * apply_chat_template(tokenize=True) has it. */
+/* A user's message as --chat's template writes it (the first turn, after --system's
+ * message if any, or one after a reply), encoded without the post-processor's tokens:
+ * the template writes them, as apply_chat_template(tokenize=True) has it. */
 static void chat_ids(const Opts *o, int first, const char *user, const char *what, rt_ids *ids)
 {
     rt_tokenizer *t = sample_tokenizer(o->tokenizer);
     check_nfc(t, user, what);
+    if (o->system)
+        check_nfc(t, o->system, "--system");
     size_t n;
-    char *text = rt_chat_turn(rt_chat_find(o->chat), first, user, &n);
+    char *text = rt_chat_turn(rt_chat_find(o->chat), first, o->system, user, &n);
     rt_tok_encode_part(t, text, n, ids);
     rt_xfree(text);
 }
@@ -132,6 +134,11 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
     if (o->chat && !o->tokenizer)
         rt_input_error("--chat writes text in a chat template: it needs --tokenizer");
+    if (o->system && !o->chat)
+        rt_input_error("--system is a chat template's system message: it needs --chat");
+    if (o->system && rt_chat_find(o->chat)->no_system)
+        rt_input_error("--system: --chat %s has no system message (its template refuses one): "
+                       "write it into the prompt", o->chat);
     int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
         V = in->vocab;

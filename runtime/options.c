@@ -150,6 +150,12 @@ static void set_chat(Opts *o, const char *v)
     o->sampling_opt = "--chat";
 }
 
+static void set_system(Opts *o, const char *v)
+{
+    o->system = v;
+    o->sampling_opt = "--system";
+}
+
 static void set_lr_find_steps(Opts *o, const char *t)
 {
     char *end;
@@ -232,6 +238,9 @@ enum { READ, HELP, VERSION };
       "chatml, gemma), the assistant's to follow; the sample ends at\n"                        \
       "its end token unless --stop says otherwise; needs --tokenizer;\n"                       \
       "without --prompt, a conversation: the user's turns from stdin")                         \
+    X("--system", V, "TEXT", TOKENS, 1, READ, set_system,                                      \
+      "with --chat: a system message before the user's first turn\n"                          \
+      "(llama3, chatml; gemma's template has none)")                                          \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

@@ -21,6 +21,7 @@ typedef struct Opts {
     const char *stop[RT_MAX_STOPS]; /* --stop (repeated): the tokens that end a sample */
     int n_stop;
     const char *chat;          /* --chat FORMAT: --prompt as a user's turn (runtime/chat.c) */
+    const char *system;        /* --system TEXT: --chat's system message */
     const char *predict;       /* --predict FILE.npy (sets eval: nothing trained) */
     int64_t sample;            /* characters to generate after training */
     double temperature;

@@ -270,12 +270,34 @@ def sample_chat(tok, tj, fmt, d):
     want2 = hf.apply_chat_template(msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
     assert conv.returncode == 0 and got == want2 and conv.stdout == "\n\n", (
         fmt, conv.returncode, got, want2, conv.stdout, conv.stderr[-500:])
+    # --system: the system message's turn first (its content trimmed where the template
+    # trims), in the prompt and in a conversation's first turn; Gemma's template refuses one
+    sysm = " You answer briefly.\u3000"
+    s = subprocess.run(base + ["--system", sysm], capture_output=True, text=True)
+    sconv = subprocess.run(base[:-2] + ["--system", sysm], input="\n".join(turns) + "\n", capture_output=True,
+                           text=True)
+    if fmt == "gemma":
+        for r in (s, sconv):
+            assert r.returncode == 1 and "--system: --chat gemma has no system message" in r.stderr, r.stderr
+    else:
+        m = re.search(r"^prompt: (\d+) tokens:(.*)$", s.stderr, re.M)
+        got = [int(v) for v in m.group(2).split()] if m else None
+        sm = [{"role": "system", "content": sysm}]
+        want_s = hf.apply_chat_template(sm + [{"role": "user", "content": user}], chat_template=jinja, add_generation_prompt=True, tokenize=True)
+        assert s.returncode == 0 and got == want_s, (fmt, s.returncode, got, want_s, s.stderr[-500:])
+        got = [int(v) for m in re.finditer(r"^turn: \d+ tokens:(.*)$", sconv.stderr, re.M) for v in m.group(1).split()]
+        want_c = hf.apply_chat_template(sm + msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
+        assert sconv.returncode == 0 and got == want_c, (fmt, sconv.returncode, got, want_c, sconv.stderr[-500:])
+    nochat = [x for i, x in enumerate(base) if x != "--chat" and base[i - 1] != "--chat"]
+    r = subprocess.run(nochat + ["--system", sysm], capture_output=True, text=True)
+    assert r.returncode == 1 and "--system is a chat template's system message: it needs --chat" in r.stderr, r.stderr
     no_tok = [x for i, x in enumerate(base) if x != "--tokenizer" and base[i - 1] != "--tokenizer"]
     r = subprocess.run(no_tok, capture_output=True, text=True)
     assert r.returncode == 1 and "--chat writes text in a chat template: it needs --tokenizer" in r.stderr, r.stderr
     print("ok   --chat %s: the prompt's %d ids are apply_chat_template's (add_generation_prompt); "
           "the sample ends at %s unless --stop names another; two turns from stdin are the "
-          "conversation's %d ids" % (fmt, len(want), end, len(want2)))
+          "conversation's %d ids; --system %s" % (fmt, len(want), end, len(want2),
+                                                  "refused" if fmt == "gemma" else "the system turn's ids first"))
 
 
 def run(*args, ok=True):
