@@ -1302,9 +1302,10 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
 
 /* ---- the decode program (decode.cuh): --sample's key/value cache -------------------------- */
 
-/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence: their
- * keys and values into the layer's cache at e->kv + kv_off (a launch over (row, key/value
- * head)), then their queries against it (one over (row, query head)). */
+/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence (the
+ * kernels read pos at e->dpos, on the device): their keys and values into the layer's
+ * cache at e->kv + kv_off (a launch over (row, key/value head)), then their queries
+ * against it (one over (row, query head)). */
 void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                             float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
                             int64_t KV, int64_t window, float theta, float factor, float low,
@@ -1318,10 +1319,12 @@ void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const
         rt_fail("attention decode: %lld heads of %lld, %lld key/value heads: the GPU kernel "
                 "takes heads up to %d wide\n  hint: TRAINC_KV_CACHE=0 samples without the cache",
                 (long long)H, (long long)hd, (long long)KV, 4 * RT_ATT_THREADS);
+    if (!e->dpos)
+        rt_die("attention decode: no device position (e->dpos)");
     float *kv = e->kv + kv_off;
     const float *lr = att_lr(e, ext, hd);
-    int pos = (int)e->pos, t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window;
-    int o = (int)orig;
+    const int *pos = e->dpos;
+    int t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window, o = (int)orig;
     void *akv[] = {&qkv, &kn, &kv, &pos, &t, &h, &k, &ihd, &theta, &factor, &low, &high, &o, &lr};
     void *aq[] = {&qkv, &qn, &kv, &y, &pos, &t, &h, &k, &ihd, &w, &theta, &factor, &low,
                   &high, &o, &lr, &scale, &softcap};
@@ -1334,9 +1337,12 @@ void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const
 
 void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)
 {
-    int64_t n = B * d, pos = e->pos;
+    int64_t n = B * d;
     if (n <= 0)
         return;
+    if (!e->dpos)
+        rt_die("pos_row_add: no device position (e->dpos)");
+    const int *pos = e->dpos;
     void *args[] = {&x, &w, &y, &pos, &n, &d};
     rt_cu_launch(e, "rt_pos_row_add", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }

@@ -306,7 +306,8 @@ typedef struct rt_cu {
                                   used is replaced) */
     int n_graphs;
     int graphs_on;             /* rt_cu_graphs_enable, and none has failed */
-    int capturing;             /* the graph being captured, or -1 */
+    int capturing;             /* the graph being captured (n_graphs: the caller's own,
+                                  rt_cu_capture_begin), or -1 */
     CUresult capture_err;      /* a call that failed while capturing */
     uint64_t graph_clock;      /* uses so far (least recently used is replaced) */
     struct cu_const *consts;   /* rt_cu_const's uploads */
@@ -1382,6 +1383,56 @@ int rt_cu_graph_end(rt_exec *e)
     }
     g->terms = e->terms - g->terms;
     return 1;
+}
+
+/* ---- a pass of the caller's own as a graph ---------------------------------------------
+ * The decode program's one-token pass (mode_sample.c), which no key above describes: the
+ * caller captures it once and launches the graph for each token after. While it is
+ * captured, capturing holds n_graphs (no entry of graphs). */
+
+int rt_cu_capture_begin(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    if (d->capturing >= 0)
+        rt_die("rt_cu_capture_begin while a graph is captured");
+    if (p_cuStreamBeginCapture(d->compute, CU_STREAM_CAPTURE_MODE_RELAXED) != CUDA_SUCCESS)
+        return 0;
+    d->capturing = d->n_graphs;
+    d->capture_err = CUDA_SUCCESS;
+    return 1;
+}
+
+void *rt_cu_capture_end(rt_exec *e)
+{
+    rt_cu *d = dev_of(e);
+    if (d->capturing != d->n_graphs)
+        rt_die("rt_cu_capture_end without rt_cu_capture_begin");
+    d->capturing = -1;
+    CUgraph graph = NULL;
+    CUgraphExec exec = NULL;
+    CUresult r = p_cuStreamEndCapture(d->compute, &graph);
+    if (r == CUDA_SUCCESS)
+        r = d->capture_err;
+    if (r == CUDA_SUCCESS)
+        r = p_cuGraphInstantiateWithFlags(&exec, graph, 0);
+    if (graph)
+        CU(p_cuGraphDestroy(graph));
+    if (r == CUDA_SUCCESS)   /* (the first launch also uploads the graph: it may fail) */
+        r = p_cuGraphLaunch(exec, d->compute);
+    if (r != CUDA_SUCCESS && exec)
+        p_cuGraphExecDestroy(exec);
+    return r == CUDA_SUCCESS ? (void *)exec : NULL;
+}
+
+void rt_cu_graph_run(rt_exec *e, void *graph)
+{
+    CU(p_cuGraphLaunch((CUgraphExec)graph, dev_of(e)->compute));
+}
+
+void rt_cu_graph_free(void *graph)
+{
+    if (graph)
+        CU(p_cuGraphExecDestroy((CUgraphExec)graph));
 }
 
 /* ---- zero2's gradient region ----------------------------------------------------------

@@ -231,11 +231,16 @@ static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
  * the window has not slid (a slide moves every id to another position: from then on
  * each token is the window's pass). TRAINC_KV_CACHE=check also runs the window's pass
  * for each token the cache serves and reports the largest difference of the two logits
- * (over the largest logit) at the end. */
+ * (over the largest logit) at the end. On a GPU a pass of one row (each new token) is a
+ * CUDA graph from the second on, unless TRAINC_CUDA_GRAPH=0. */
 typedef struct {
     float *kv;                /* a host pointer, or the device's address */
-    int32_t *ids;             /* on a GPU: a batch of the window's inputs, uploaded whole,
-                                 the rows' ids first (the program reads one a row) */
+    int32_t *ids;             /* on a GPU: a batch of the window's inputs, uploaded whole:
+                                 the rows' ids (the program reads one a row), then the
+                                 first row's position (where the kernels read it) */
+    int graphs;               /* on a GPU: one-row passes as a graph */
+    int64_t ones;             /* one-row passes so far */
+    void *graph;              /* the one-row pass's, once captured */
     int64_t at;
     int on, check;
     int cached;               /* the last logits came from the cache */
@@ -261,6 +266,8 @@ static Cache cache_open(Run *r, int64_t V)
         size_t n = (size_t)(r->e.Bmax * r->m->inputs[0].numel);
         k.ids = rt_xmalloc(n * sizeof(int32_t));
         memset(k.ids, 0, n * sizeof(int32_t));
+        const char *g = getenv("TRAINC_CUDA_GRAPH");
+        k.graphs = !(g && !strcmp(g, "0"));
     } else if (k.on)
         k.kv = rt_xmalloc(bytes);
     if (k.on && k.check)
@@ -275,6 +282,7 @@ static void cache_close(Cache *k)
                         "%.3g of the largest logit\n", (long long)k->checked, k->worst);
     if (!k->ids)
         rt_xfree(k->kv);
+    rt_cu_graph_free(k->graph);
     rt_xfree(k->ids);
     rt_xfree(k->mine);
 }
@@ -296,11 +304,35 @@ static const float *cache_check(Run *r, Cache *k, const float *z, int32_t *ctx, 
     return k->mine;
 }
 
+/* The decode program's pass over the rows bound. On a GPU a one-row pass runs as
+ * always the first time (which settles what the host decides once: GEMM plans, kernels
+ * loaded, constants uploaded), is captured as a CUDA graph the second, and is that graph
+ * after: one launch a token. A capture that fails leaves graphs off. */
+static void decode_pass(Run *r, Cache *k, int64_t rows)
+{
+    rt_exec *e = &r->e;
+    if (!r->gpu || rows != 1 || !k->graphs || k->ones++ == 0) {
+        r->m->decode(e);
+    } else if (k->graph) {
+        rt_cu_graph_run(e, k->graph);
+    } else if (!rt_cu_capture_begin(e)) {
+        k->graphs = 0;
+        r->m->decode(e);
+    } else {
+        r->m->decode(e);
+        if (!(k->graph = rt_cu_capture_end(e))) {
+            k->graphs = 0;
+            r->m->decode(e);
+        }
+    }
+}
+
 /* The logits after the context ctx[0, n) (n at most T), as last_logits gives them: from
  * the cache, the positions it lacks through the decode program (Bmax of them a call, as
  * rows: a prompt's in few passes over the weights), else by the window's pass. On a
- * GPU the rows' ids go up in a batch of the window's size (rt_bind_batch copies that
- * much), the logits come down into row. */
+ * GPU the rows' ids and the first one's position go up in a batch of the window's size
+ * (rt_bind_batch copies that much: rows T >= rows + 1 ids), the logits come down into
+ * row. */
 static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, int64_t n,
                                 int64_t V, float *row)
 {
@@ -315,12 +347,14 @@ static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, in
         rt_batch some = {.rows = rows, .in = {&ctx[k->at], NULL}};
         if (r->gpu) {
             memcpy(k->ids, &ctx[k->at], (size_t)rows * sizeof *k->ids);
+            k->ids[rows] = (int32_t)k->at;
             some.in[0] = some.in[1] = k->ids;
         }
         rt_bind_batch(r, &some, -1);
         e->pos = k->at;
         e->kv = k->kv;
-        m->decode(e);
+        e->dpos = r->gpu ? (const int32_t *)e->in[0] + rows : NULL;
+        decode_pass(r, k, rows);
     }
     const float *z = row;
     if (r->gpu) {

@@ -331,6 +331,15 @@ rt_dptr rt_cu_alloc(size_t bytes);                 /* set-up only (zeroed) */
 rt_dptr rt_cu_alloc_fixed(rt_exec *e, size_t bytes);
 /* The same, not zeroed, or 0 where the GPU has no room for it. */
 rt_dptr rt_cu_try_alloc(rt_exec *e, size_t bytes);
+/* A pass of the caller's own as a CUDA graph (the decode program's one-token pass):
+ * rt_cu_capture_begin starts capturing the compute stream's calls (0: the driver
+ * refuses); rt_cu_capture_end ends it and launches the graph once: its handle, or NULL
+ * where the capture failed (nothing ran: the caller runs the pass again without one);
+ * rt_cu_graph_run launches it again, rt_cu_graph_free destroys it. */
+int rt_cu_capture_begin(rt_exec *e);
+void *rt_cu_capture_end(rt_exec *e);
+void rt_cu_graph_run(rt_exec *e, void *graph);
+void rt_cu_graph_free(void *graph);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
 /* The device's copy of BYTES of constants the generated code holds (a rope's inverse frequencies,
  * which it passes as a literal): each distinct content is uploaded once, at its first

@@ -105,6 +105,9 @@ typedef struct rt_exec {
      * filled */
     int64_t pos;
     float *kv;
+    const int32_t *dpos;       /* on a GPU: pos in the device's memory, where the decode
+                                  kernels read it (a CUDA graph of the pass replays with
+                                  each call's) */
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);

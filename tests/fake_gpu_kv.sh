@@ -5,8 +5,9 @@
 # positions and biases; GQA, qk_norm, a window and llama3's rope; a soft-cap, a scale,
 # qkv biases and qk_norm over all heads; longrope's table of frequencies; a mixture
 # of experts; bf16-mixed), each sampling 150 tokens on the fake GPU under
-# TRAINC_KV_CACHE=check (kv_cache.py says what is required). Each kernel's own check
-# against its C twin is tests/gpu/check_ops.c's t_attention_decode.
+# TRAINC_KV_CACHE=check, the one-token passes as a CUDA graph (kv_cache.py says what is
+# required). Each kernel's own check against its C twin is tests/gpu/check_ops.c's
+# t_attention_decode.
 set -eu
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-/usr/bin/python3}

@@ -15,7 +15,9 @@ variant is also built for both devices and samples on the fake GPU (the decode p
 kernels, templates/cuda/decode.cuh, in the emulator) under the check: the cache serves
 the 114 tokens, its logits the GPU window's within 1e-5 of the largest (bf16-mixed: 2e-2,
 the cache holds fp32 keys where the window's pass reads 16-bit ones), and in fp32 the
-bytes are the CPU's.
+bytes are the CPU's; the one-token passes after the second are a CUDA graph's launches
+(counted in the fake GPU's trace), and with TRAINC_CUDA_GRAPH=0 there are none and the
+bytes are the same.
 """
 import copy, json, os, re, subprocess, sys
 
@@ -81,13 +83,13 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value, exe=None):
+def sample(path, run, env_value, exe=None, more_env=None):
     """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
-    on the fake GPU)"""
+    on the fake GPU, more_env added to its environment)"""
     env = dict(os.environ, TRAINC_KV_CACHE=env_value)
     cmd = [TRAINC, "run", path] if not exe else [exe, "--device", "cuda"]
     if exe:
-        env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+        env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"), **(more_env or {}))
     p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
                         "--quiet", "--threads", "2", "--sample", "150", "--prompt", "The license is ", "--set", "batch_size=4",
                         "--temperature", "0.9", "--sample-seed", "5"],
@@ -119,7 +121,7 @@ def on_fake_gpu(name, path, run, cpu_text):
     env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
     subprocess.run([TRAINC, "build", path, "--device", "both", "--arch", "sm_90a", "-o", exe],
                    check=True, capture_output=True, env=env)
-    text, err = sample(path, run, "check", exe)
+    text, err = sample(path, run, "check", exe, {"TRAINC_FAKE_GPU_TRACE": "1"})
     got = check_line(name + " on the fake GPU", err)
     if not got:
         return
@@ -127,8 +129,16 @@ def on_fake_gpu(name, path, run, cpu_text):
     verdict(got[0] == 114 and got[1] < tol,
             "%s on the fake GPU: the cache served %d tokens, logits within %.2g of the window's"
             % (name, got[0], got[1]))
+    # the 15-byte prompt in 4 passes gives the first token; the 113 after it are one-row
+    # passes: the first as always, the second captured (and launched), 112 graph launches
+    graphs = err.count("fake GPU: launch graph")
+    verdict(graphs == 112, "%s on the fake GPU: %d one-token passes launched as a CUDA graph" % (name, graphs))
     if tol == 1e-5:
         verdict(text == cpu_text, "%s on the fake GPU: the CPU's %d sampled bytes" % (name, len(text)))
+    if name == "gqa_qknorm_window_llama3":   # and call by call, the same
+        plain, err = sample(path, run, "1", exe, {"TRAINC_CUDA_GRAPH": "0", "TRAINC_FAKE_GPU_TRACE": "1"})
+        verdict(plain == text and "launch graph" not in err,
+                "%s on the fake GPU, TRAINC_CUDA_GRAPH=0: no graph, the same %d bytes" % (name, len(plain)))
 
 
 def variant(name, opts, change):

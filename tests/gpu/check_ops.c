@@ -1642,16 +1642,19 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
                         orig, ext, sc, cap);
     float *gq = up_a(qkv, nq), *gy = dalloc_a(ny), *py = nans(ny), *gkv = dalloc32(2 * layer * 4);
     float *gqn = up(qn, hd * 4), *gkn = up(kn, hd * 4);
+    int32_t p32 = (int32_t)pos;
+    const int32_t *gpos = up(&p32, 4);   /* (the kernels read the position there) */
     out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, 2 * layer}};
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gy, py, ny), upload(gkv, kv0, 2 * layer * 4);
-        G->pos = pos, G->kv = gkv;
+        G->pos = pos, G->kv = gkv, G->dpos = gpos;
         rt_cu_attention_decode(G, gq, qkn ? gqn : NULL, qkn ? gkn : NULL, gy, layer, B, T, d, H, KV,
                                W, theta, fac, lo, hi, orig, ext, sc, cap);
         o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, 2 * layer);
     }
     judge("attention_decode", TATT(TOL_RED), o, 2);
     C.kv = G->kv = NULL;
+    G->dpos = NULL;
     free(qkv), free(y), free(kv0), free(kv), free(qn), free(kn), free(py), free(ext);
     reset();
 }
@@ -2993,16 +2996,19 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
     rt_pos_row_add(&C, inplace ? y : x, w, y, B, d);
     float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4), *gy = inplace ? gx : dalloc_a(n);
     float *py = nans(n);
+    int32_t p32 = (int32_t)pos;
+    const int32_t *gpos = up(&p32, 4);
     out_t o = {"y", y, {0}, n};
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gx, x, n);
         if (!inplace)
             upload_a(gy, py, n);
-        G->pos = pos;
+        G->pos = pos, G->dpos = gpos;
         rt_cu_pos_row_add(G, gx, gw, gy, B, d);
         o.gpu[rep] = down_a(gy, n);
     }
     judge("pos_row_add", TA(TOL_EW), &o, 1);
+    G->dpos = NULL;
     free(x), free(w), free(y), free(py);
     reset();
 }
