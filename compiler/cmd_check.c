@@ -160,7 +160,8 @@ int cmd_check(int argc, char **argv)
     if (c->decode) {   /* decode.c: --sample's key/value cache */
         char kb[32];
         human(kb, sizeof kb, (double)(c->decode->g->kv_floats * 4));
-        printf("  sampling     a key/value cache of %s (%lld positions; the decode program)\n", kb, (long long)c->decode->g->decode_T);
+        printf("  sampling     a key/value cache of %s (%lld positions; the decode program)\n", kb,
+               (long long)c->decode->g->decode_T);
     }
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
     if (g->fp8)

@@ -74,7 +74,8 @@ typedef struct {
 static Printed printed_new(int cap)
 {
     cap = cap ? cap : 1;
-    Printed k = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(Instr *)), calloc(cap, sizeof(int)), 0};
+    Printed k = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(Instr *)),
+                 calloc(cap, sizeof(int)), 0};
     if (!k.text || !k.ins || !k.pass)
         die("out of memory");
     return k;

@@ -820,7 +820,8 @@ static void emit_kernels_c(Program *p, Program *ev, Program *dec, Buf *b, Buf *n
     emit_kernel_list(b, names, p, NULL);
     emit_kernel_list(b, names, ev, "/* ---- validation's own (forward only; it launches the training kernels it\n"
                                    " * would repeat word for word) ---- */\n\n");
-    emit_kernel_list(b, names, dec, "/* ---- the decode program's (one position a row: --sample's key/value cache) ---- */\n\n");
+    emit_kernel_list(b, names, dec, "/* ---- the decode program's (one position a row: --sample's "
+                                    "key/value cache) ---- */\n\n");
 }
 
 void emit_plan_json(Program *p, Buf *b)

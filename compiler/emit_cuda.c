@@ -745,7 +745,8 @@ static int tmpl_needed(const char *file, const Program *p, const Program *ev, co
         if (strcmp(file, tmpl_uses[i].file))
             continue;
         for (int k = 0; k < 8 && tmpl_uses[i].calls[k]; k++)
-            if (program_calls(p, tmpl_uses[i].calls[k]) || program_calls(ev, tmpl_uses[i].calls[k]) ||
+            if (program_calls(p, tmpl_uses[i].calls[k]) ||
+                program_calls(ev, tmpl_uses[i].calls[k]) ||
                 program_calls(dec, tmpl_uses[i].calls[k]))
                 return 1;
         return 0;

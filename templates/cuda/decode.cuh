@@ -62,9 +62,9 @@ __device__ __forceinline__ float dec_warp_sum(float v)
 }
 
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
-rt_attention_decode_kv(const act_t *qkv, const float *kn, float *kv, const int *pos, int T, int H, int KV,
-                       int hd, float theta, float factor, float low, float high, int orig,
-                       const float *ext)
+rt_attention_decode_kv(const act_t *qkv, const float *kn, float *kv, const int *pos, int T, int H,
+                       int KV, int hd, float theta, float factor, float low, float high,
+                       int orig, const float *ext)
 {
     float *f = (float *)rt_dyn_smem(), *k = f + hd;   /* the frequencies [hd], the key [hd] */
     const int b = blockIdx.x, kh = blockIdx.y, t = *pos + b;
@@ -100,8 +100,8 @@ __device__ __forceinline__ void dec_scores(float *s, const float *q, const float
 }
 
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
-rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y, const int *pos, int T,
-                    int H, int KV, int hd, int W, float theta, float factor, float low,
+rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y, const int *pos,
+                    int T, int H, int KV, int hd, int W, float theta, float factor, float low,
                     float high, int orig, const float *ext, float scale, float cap)
 {
     float *f = (float *)rt_dyn_smem(), *q = f + hd, *s = q + hd;   /* frequencies, q, scores */

@@ -2994,7 +2994,8 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
     float *x = avec(n), *w = fvec((pos + B) * d), *y = inplace ? fcopy(x, n) : nans(n);
     C.pos = pos;
     rt_pos_row_add(&C, inplace ? y : x, w, y, B, d);
-    float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4), *gy = inplace ? gx : dalloc_a(n);
+    float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4);
+    float *gy = inplace ? gx : dalloc_a(n);
     float *py = nans(n);
     int32_t p32 = (int32_t)pos;
     const int32_t *gpos = up(&p32, 4);
