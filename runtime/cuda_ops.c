@@ -1302,10 +1302,26 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
 
 /* ---- the decode program (decode.cuh): --sample's key/value cache -------------------------- */
 
+/* decode.cuh's slices of the cached positions: 1 where the rows' heads fill the GPU
+ * twice over, else enough to (at least 256 positions a slice); TRAINC_DECODE_SPLITS=N
+ * asks for N (tests, benchmarks). At most 64, and their partials (hd + 2 floats a row,
+ * head and slice) within 8 MiB of the scratch (which has 16 beyond the model's needs). */
+static int64_t dec_slices(rt_exec *e, int64_t B, int64_t H, int64_t T, int64_t hd)
+{
+    const char *v = getenv("TRAINC_DECODE_SPLITS");
+    int64_t asked = v ? atoll(v) : 0;
+    int64_t S = asked > 0 ? asked : cdiv(2 * (int64_t)rt_cu_sm_count(e), B * H);
+    int64_t most = asked > 0 ? T : cdiv(T, 256), room = (8 << 20) / (B * H * (hd + 2) * 4);
+    most = most < room ? most : room;
+    S = S < most ? S : most;
+    return S < 1 ? 1 : S > 64 ? 64 : S;
+}
+
 /* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence (the
  * kernels read pos at e->dpos, on the device): their keys and values into the layer's
  * cache at e->kv + kv_off (a launch over (row, key/value head)), then their queries
- * against it (one over (row, query head)). */
+ * against it (one over (row, query head, slice of the positions): dec_slices), and
+ * with several slices their merge (one over (row, query head)). */
 void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                             float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
                             int64_t KV, int64_t window, float theta, float factor, float low,
@@ -1324,15 +1340,23 @@ void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const
     float *kv = e->kv + kv_off;
     const float *lr = att_lr(e, ext, hd);
     const int *pos = e->dpos;
+    int64_t S = dec_slices(e, B, H, T, hd);
+    size_t pb = (size_t)(B * H * S * (hd + 2)) * sizeof(float);
+    float *part = S > 1 ? (float *)(uintptr_t)rt_cu_scratch(e, pb) : NULL;
     int t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window, o = (int)orig;
+    int s = (int)S;
     void *akv[] = {&qkv, &kn, &kv, &pos, &t, &h, &k, &ihd, &theta, &factor, &low, &high, &o, &lr};
-    void *aq[] = {&qkv, &qn, &kv, &y, &pos, &t, &h, &k, &ihd, &w, &theta, &factor, &low,
-                  &high, &o, &lr, &scale, &softcap};
+    void *aq[] = {&qkv, &qn, &kv, &y, &part, &pos, &t, &h, &k, &ihd, &w, &theta, &factor,
+                  &low, &high, &o, &lr, &scale, &softcap};
+    void *am[] = {&part, &y, &h, &ihd, &s};
     unsigned rows = gdim(B, GX, "attention decode");
     rt_cu_launch(e, "rt_attention_decode_kv", rows, (unsigned)KV, 1, RT_ATT_THREADS, 1,
                  (unsigned)(2 * hd * sizeof(float)), akv);
-    rt_cu_launch(e, "rt_attention_decode", rows, (unsigned)H, 1, RT_ATT_THREADS, 1,
+    rt_cu_launch(e, "rt_attention_decode", rows, (unsigned)H, (unsigned)S, RT_ATT_THREADS, 1,
                  (unsigned)((2 * hd + RT_DEC_CHUNK) * sizeof(float)), aq);
+    if (S > 1)
+        rt_cu_launch(e, "rt_attention_decode_merge", rows, (unsigned)H, 1, RT_ATT_THREADS, 1, 0,
+                     am);
 }
 
 void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)

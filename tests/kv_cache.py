@@ -135,10 +135,15 @@ def on_fake_gpu(name, path, run, cpu_text):
     verdict(graphs == 112, "%s on the fake GPU: %d one-token passes launched as a CUDA graph" % (name, graphs))
     if tol == 1e-5:
         verdict(text == cpu_text, "%s on the fake GPU: the CPU's %d sampled bytes" % (name, len(text)))
-    if name == "gqa_qknorm_window_llama3":   # and call by call, the same
+    if name == "gqa_qknorm_window_llama3":   # call by call, and over 4 slices of the cache
         plain, err = sample(path, run, "1", exe, {"TRAINC_CUDA_GRAPH": "0", "TRAINC_FAKE_GPU_TRACE": "1"})
         verdict(plain == text and "launch graph" not in err,
                 "%s on the fake GPU, TRAINC_CUDA_GRAPH=0: no graph, the same %d bytes" % (name, len(plain)))
+        split, err = sample(path, run, "check", exe, {"TRAINC_DECODE_SPLITS": "4"})
+        got = check_line(name + " in slices", err)
+        verdict(got and got[1] < 1e-5 and split == text,
+                "%s on the fake GPU, TRAINC_DECODE_SPLITS=4: logits within %.2g of the window's, "
+                "the same bytes" % (name, got[1] if got else float("nan")))
 
 
 def variant(name, opts, change):

@@ -11,16 +11,22 @@
  *   rt_attention_decode_kv   grid (B, KV), 128 threads, 2 hd floats of dynamic shared
  *     memory: row b's key head kh through qk_norm (kn) and rope at its position into K,
  *     its value head into V.
- *   rt_attention_decode   grid (B, H), 128 threads, 2 hd + RT_DEC_CHUNK floats of dynamic
- *     shared memory: query head h of row b (position t; through qn and rope) against the
- *     cached keys of positions first .. t (first: where the window starts), a chunk of
- *     RT_DEC_CHUNK keys at a time: each warp a key's score (scaled, soft-capped), the
- *     chunk's maximum and sum folded into the running ones (the online softmax), then each
- *     thread the weighted sum of V over the chunk for its columns. y = that sum over the
- *     total. Query heads of one key/value head read the same rows, which the L2 serves.
+ *   rt_attention_decode   grid (B, H, S), 128 threads, 2 hd + RT_DEC_CHUNK floats of
+ *     dynamic shared memory: query head h of row b (position t; through qn and rope)
+ *     against the cached keys of positions first .. t (first: where the window starts)
+ *     that fall in slice s of the S slices of ceil(T / S) positions (flash-decoding's
+ *     split, so that a row's few heads still fill the GPU over a long context), a chunk
+ *     of RT_DEC_CHUNK keys at a time: each warp a key's score (scaled, soft-capped), the
+ *     chunk's maximum and sum folded into the running ones (the online softmax), then
+ *     each thread the weighted sum of V over the chunk for its columns. With S = 1, y =
+ *     that sum over the total; else the slice's maximum m, total l and sum o go to
+ *     part[b, h, s] (hd + 2 floats; an empty slice m = -inf, l = 0, o = 0), and
+ *   rt_attention_decode_merge   grid (B, H), 128 threads: y = sum_s o_s e^(m_s - M) /
+ *     sum_s l_s e^(m_s - M), M the slices' largest m.
+ * Query heads of one key/value head read the same rows, which the L2 serves.
  *
- * The first runs before the second on the stream: every row's key is cached before any
- * row's query reads the cache. Sums run in another order than the CPU's, so y agrees
+ * The key kernel runs before the others on the stream: every row's key is cached before
+ * any row's query reads the cache. Sums run in another order than the CPU's, so y agrees
  * with it within rounding. */
 #define RT_DEC_CHUNK 1024
 #define RT_DEC_COLS 4   /* columns a thread: heads up to 4 x 128 = 512 wide */
@@ -100,13 +106,16 @@ __device__ __forceinline__ void dec_scores(float *s, const float *q, const float
 }
 
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
-rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y, const int *pos,
-                    int T, int H, int KV, int hd, int W, float theta, float factor, float low,
-                    float high, int orig, const float *ext, float scale, float cap)
+rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y, float *part,
+                    const int *pos, int T, int H, int KV, int hd, int W, float theta,
+                    float factor, float low, float high, int orig, const float *ext,
+                    float scale, float cap)
 {
     float *f = (float *)rt_dyn_smem(), *q = f + hd, *s = q + hd;   /* frequencies, q, scores */
     const int b = blockIdx.x, h = blockIdx.y, kh = h / (H / KV), t = *pos + b;
+    const int S = gridDim.z, L = (T + S - 1) / S, s0 = blockIdx.z * L;
     const int first = W > 0 && t >= W ? t - W + 1 : 0;
+    const int lo = first > s0 ? first : s0, hi = t + 1 < s0 + L ? t + 1 : s0 + L;   /* [lo, hi) */
     if (theta > 0.0f)
         atx_freqs_n(f, hd, theta, factor, low, high, orig, ext);
     __syncthreads();
@@ -114,8 +123,8 @@ rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y
              theta > 0.0f ? f : NULL, hd, t);
     const float *K = kv + (int64_t)kh * T * hd, *V = kv + (int64_t)(KV + kh) * T * hd;
     float m = -rt_inf(), l = 0.0f, o[RT_DEC_COLS] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int c0 = first; c0 <= t; c0 += RT_DEC_CHUNK) {
-        const int n = t + 1 - c0 < RT_DEC_CHUNK ? t + 1 - c0 : RT_DEC_CHUNK;
+    for (int c0 = lo; c0 < hi; c0 += RT_DEC_CHUNK) {
+        const int n = hi - c0 < RT_DEC_CHUNK ? hi - c0 : RT_DEC_CHUNK;
         dec_scores(s, q, K, c0, n, hd, scale, cap);
         float mc = -rt_inf();
         for (int i = threadIdx.x; i < n; i += RT_ATT_THREADS)
@@ -139,10 +148,37 @@ rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y
         m = mn;
         __syncthreads();   /* (s is the next chunk's) */
     }
+    if (S > 1) {   /* the slice's maximum, total and sum, for the merge */
+        float *p = part + (((int64_t)b * H + h) * S + blockIdx.z) * (hd + 2);
+        if (threadIdx.x == 0)
+            p[0] = m, p[1] = l;
+        for (int k = 0; k < RT_DEC_COLS && (int)threadIdx.x + k * RT_ATT_THREADS < hd; k++)
+            p[2 + threadIdx.x + k * RT_ATT_THREADS] = o[k];
+        return;
+    }
     act_t *out = y + (int64_t)b * H * hd + (int64_t)h * hd;
     for (int k = 0; k < RT_DEC_COLS; k++) {
         const int c = threadIdx.x + k * RT_ATT_THREADS;
         if (c < hd)
             rt_st(out + c, o[k] / l);
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
+rt_attention_decode_merge(const float *part, act_t *y, int H, int hd, int S)
+{
+    const int b = blockIdx.x, h = blockIdx.y;
+    const float *p = part + ((int64_t)b * H + h) * S * (hd + 2);
+    float M = -rt_inf(), L = 0.0f;
+    for (int s = 0; s < S; s++)
+        M = fmaxf(M, p[s * (hd + 2)]);
+    for (int s = 0; s < S; s++)   /* (an empty slice: l = 0, e^-inf = 0) */
+        L += p[s * (hd + 2) + 1] * expf(p[s * (hd + 2)] - M);
+    act_t *out = y + (int64_t)b * H * hd + (int64_t)h * hd;
+    for (int c = threadIdx.x; c < hd; c += RT_ATT_THREADS) {
+        float acc = 0.0f;
+        for (int s = 0; s < S; s++)
+            acc += p[s * (hd + 2) + 2 + c] * expf(p[s * (hd + 2)] - M);
+        rt_st(out + c, acc / L);
     }
 }

@@ -1612,14 +1612,14 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
  * are judged. */
 static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                                int64_t pos, int64_t W, int qkn, float theta, int l3, float scale,
-                               float cap)
+                               float cap, int splits)
 {
     int64_t hd = d / H, nq = B * (H + 2 * KV) * hd, ny = B * d, layer = 2 * KV * T * hd;
     float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
-    SHAPE("B%lld T%lld d%lld H%lld KV%lld pos %lld W%lld%s rope %g%s scale %g cap %g",
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld pos %lld W%lld%s rope %g%s scale %g cap %g S %d",
           (long long)B, (long long)T, (long long)d, (long long)H, (long long)KV, (long long)pos,
           (long long)W, qkn ? " qk_norm" : "", (double)theta,
-          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap);
+          l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap, splits);
     float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 == 1 ? T / 4 + 1 : 0;
     float *ext = l3 == 2 ? calloc((size_t)hd, 4) : NULL;
@@ -1645,6 +1645,9 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
     int32_t p32 = (int32_t)pos;
     const int32_t *gpos = up(&p32, 4);   /* (the kernels read the position there) */
     out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, 2 * layer}};
+    char sv[16];
+    snprintf(sv, sizeof sv, "%d", splits);   /* the position slices (0: the runtime's choice) */
+    setenv("TRAINC_DECODE_SPLITS", sv, 1);
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gy, py, ny), upload(gkv, kv0, 2 * layer * 4);
         G->pos = pos, G->kv = gkv, G->dpos = gpos;
@@ -1652,6 +1655,7 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
                                W, theta, fac, lo, hi, orig, ext, sc, cap);
         o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, 2 * layer);
     }
+    unsetenv("TRAINC_DECODE_SPLITS");
     judge("attention_decode", TATT(TOL_RED), o, 2);
     C.kv = G->kv = NULL;
     G->dpos = NULL;
@@ -3014,17 +3018,22 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
     reset();
 }
 
-/* The decode program's attention: a prompt's rows at position 0 (GPT-2's: no options);
- * one row late in a long cache, past a chunk of RT_DEC_CHUNK keys (the online softmax's
- * second chunk), GQA with qk_norm and llama3's rope; a window that starts inside the
- * cache, a soft-cap and a scale; longrope's table at heads 96; heads 256 (Gemma's) */
+/* The decode program's attention: a prompt's rows at position 0 (GPT-2's: no options),
+ * whole and in 3 slices of which two are empty; one row late in a long cache, in one
+ * slice past a chunk of RT_DEC_CHUNK keys (the online softmax's second chunk) and in 6
+ * (the merge), GQA with qk_norm and llama3's rope; a window that starts inside the
+ * cache, a soft-cap and a scale; a window that leaves the first slices empty; longrope's
+ * table at heads 96; heads 256 (Gemma's) */
 static void decode_attention(void)
 {
-    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f);
-    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f);
-    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f);
-    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
-    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f);
+    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1);
+    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 3);
+    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 1);
+    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6);
+    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f, 0);
+    t_attention_decode(2, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 0, 0.0f, 0.0f, 5);
+    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f, 0);
+    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f, 2);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
@@ -3237,7 +3246,7 @@ int main(int argc, char **argv)
     else
         all_attention();
     if (lean)
-        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f);
+        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6);
     else
         decode_attention();
     t_pos_row_add(1, 768, 1000, 0);
