@@ -17,8 +17,9 @@
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
 # vs CPU (< 1e-3); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
-# bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's);
-# compute-sanitizer memcheck on a short run.
+# bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
+# with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed) against the
+# window's pass; compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
 # and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
 set -u
@@ -172,6 +173,20 @@ PY
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # --sample's key/value cache on the GPU (decode.cuh, the one-token passes as a CUDA
+    # graph): 100 tokens under TRAINC_KV_CACHE=check from the GPU runs' weights, the cache's
+    # logits against the window's pass (fp32 1e-3: the GEMMs of one row against T rows'
+    # may take other cuBLASLt kernels; bf16 2e-2), and again over 4 slices of the cache
+    for t in gpt_char:gpt.gpu:1e-3 gpt_char_bf16:gpt.bf16:2e-2 llama_moe:moe.gpu:1e-3 llama_moe_bf16:moe.bf16:2e-2; do
+        IFS=: read -r m run tol <<<"$t"
+        for splits in 0 4; do
+            line=$(TRAINC_KV_CACHE=check TRAINC_DECODE_SPLITS=$splits "$S/$m" --device cuda --eval \
+                     --init "$D/$run/model.safetensors" "${TX[@]}" --set validate.batches=2 --sample 100 \
+                     --prompt "The license " 2>&1 >/dev/null | tee -a "$OUT/runs.log" | grep "cache check")
+            r=$(echo "$line" | awk -v tol="$tol" '{n = $5; w = $10} END {printf "%s tokens from the cache, logits within %s of the largest", n, w; exit !(n > 50 && w + 0 <= tol + 0)}') &&
+                note "ok   $m --sample on the GPU (slices $splits): $r" || { note "FAIL $m --sample on the GPU (slices $splits): $r ($line)"; fail=1; }
+        done
+    done
     # --predict: validation's output downloaded (16-bit logits widened) against the CPU's
     # from the same weights (the fp32 CPU runs' above), 1000 test images
     python3 -c "import numpy as np; np.save('$D/pred_x.npy', np.load('$D/data/fashion/test_x.npy')[:1000])"
