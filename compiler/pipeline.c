@@ -113,16 +113,13 @@ void compile_eval(Compiled *c)
     c->eval = x.p;
 }
 
-/* Without --dump-after's dumps: they show training's and validation's programs. */
 void compile_decode(Compiled *c)
 {
     Spec *s = decode_spec(c->spec);
     if (!s)
         return;
     Pipeline x = {.spec = s, .eval = 1, .layout = c->eval_graph};
-    int paused = dump_pause(1);
     run_passes(&x);
-    dump_pause(paused);
     c->decode_graph = x.g;
     c->decode = x.p;
     if (x.p->arena_row_bytes > c->eval->arena_row_bytes)
