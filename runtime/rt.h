@@ -42,6 +42,9 @@ void rt_xfree(void *p);
  * write, the close or the rename failed: 0, or -1 with errno set. */
 FILE *rt_tmp_open(const char *path);
 int rt_tmp_commit(FILE *f, const char *path);
+/* The PATH.tmp of the last rt_tmp_open not yet committed (NULL: none), which a signal
+ * that ends --eval or --predict at once removes (signals.c). */
+extern const char *volatile rt_tmp_live;
 /* PATH becomes a second name of file SRC (a hard link, put in place by rename), or,
  * where the file system has no hard links, a copy written whole or not at all: 0, or
  * -1 with errno set. */

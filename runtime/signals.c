@@ -36,10 +36,14 @@ static void on_signal(int sig)
     (void)w;
 }
 
-/* --eval writes nothing: a signal ends it at once, with exit 130 */
+/* --eval writes nothing, --predict one file: a signal ends it at once, with exit 130,
+ * the file's .tmp removed (util.c's rt_tmp_live) */
 static void on_signal_eval(int sig)
 {
     (void)sig;
+    const char *tmp = rt_tmp_live;
+    if (tmp)
+        unlink(tmp);
     static const char msg[] = "\ntrainc: interrupted (nothing was written)\n";
     ssize_t w = write(2, msg, sizeof msg - 1);
     (void)w;

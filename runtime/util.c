@@ -98,20 +98,31 @@ void *rt_xmalloc(size_t n)
 
 void rt_xfree(void *p) { free(p); }
 
+const char *volatile rt_tmp_live;
+
 FILE *rt_tmp_open(const char *path)
 {
+    static char live[RT_PATH_MAX + 48];   /* (rt_tmp_live's: written while it is NULL) */
     char tmp[RT_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
     /* a new file: a stale .tmp may be a second name of a file kept elsewhere */
     if (unlink(tmp) != 0 && errno != ENOENT)
         return NULL;
-    return fopen(tmp, "wx");
+    FILE *f = fopen(tmp, "wx");
+    if (f) {
+        rt_tmp_live = NULL;
+        memcpy(live, tmp, sizeof live);
+        rt_tmp_live = live;
+    }
+    return f;
 }
 
 int rt_tmp_commit(FILE *f, const char *path)
 {
     char tmp[RT_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    if (rt_tmp_live && !strcmp(rt_tmp_live, tmp))
+        rt_tmp_live = NULL;
     int err = ferror(f) ? EIO : 0;
     if (fclose(f) != 0 && !err)
         err = errno;

@@ -7,7 +7,7 @@ rows. A token model
 (gpt_char) predicts [N, T, V] logits whose cross entropy on the windows is --eval's
 val_loss. Bad input exits 1 naming the file and writes nothing: a wrong shape, a wrong
 dtype, a missing file, a GAN, a language-model head that never holds the logits whole
-(llama3_1b's). Runs trainc run (the JIT)."""
+(llama3_1b's); a SIGINT mid-way exits 130 and leaves no file. Runs trainc run (the JIT)."""
 import json
 import os
 import shutil
@@ -118,6 +118,27 @@ def bad_input():
         print("ok   --predict with %s: exit 1, %s" % (what, p.stderr.strip().splitlines()[-1][:110]))
 
 
+def interrupted():
+    """a SIGINT while the predictions are written: exit 130 at once, no file left (not
+    predictions.npy, not its .tmp)"""
+    import signal, time
+    d = os.path.join(OUT, "resnet_fashion_cpu")   # (image_model's weights)
+    out = os.path.join(OUT, "interrupted")
+    tmp = os.path.join(out, "predictions.npy.tmp")
+    p = subprocess.Popen([TRAINC, "run", "specs/resnet_fashion_cpu.json", "--init", os.path.join(d, "model.safetensors"),
+                          "--predict", "data/fashion/test_x.npy", "--out", out, "--quiet"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    t0 = time.time()
+    while not os.path.exists(tmp) and p.poll() is None and time.time() - t0 < 120:
+        time.sleep(0.005)
+    seen = os.path.exists(tmp)
+    p.send_signal(signal.SIGINT)
+    _, err = p.communicate()
+    left = sorted(os.listdir(out)) if os.path.isdir(out) else []
+    assert seen and p.returncode == 130 and left == [], (seen, p.returncode, left, err[-500:])
+    print("ok   --predict interrupted while writing: exit 130, %s" % err.strip().splitlines()[-1])
+
+
 def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
@@ -125,6 +146,7 @@ def main():
     image_model("resnet_fashion_cpu")
     token_model()
     bad_input()
+    interrupted()
     print("predict: all checks passed")
 
 
