@@ -1302,10 +1302,11 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
 
 /* ---- the decode program (decode.cuh): --sample's key/value cache -------------------------- */
 
-/* decode.cuh's slices of the cached positions: 1 where the rows' heads fill the GPU
- * twice over, else enough to (at least 256 positions a slice); TRAINC_DECODE_SPLITS=N
- * asks for N (tests, benchmarks). At most 64, and their partials (hd + 2 floats a row,
- * head and slice) within 8 MiB of the scratch (which has 16 beyond the model's needs). */
+/* decode.cuh's slices of the cached positions: as many as make the blocks (rows x heads
+ * x slices) fill the GPU twice over, none shorter than 256 positions (1 where the rows'
+ * heads alone fill it); TRAINC_DECODE_SPLITS=N asks for N (tests, benchmarks). At most
+ * 64, and their partials (hd + 2 floats a row, head and slice) within 8 MiB of the
+ * scratch (which has 16 beyond the model's needs). */
 static int64_t dec_slices(rt_exec *e, int64_t B, int64_t H, int64_t T, int64_t hd)
 {
     const char *v = getenv("TRAINC_DECODE_SPLITS");
