@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --sample on a GPU (on the device machine, after tests/gpu/pack.sh; tests/gpu/measure.sh's
-# part "sample"): llama3_1b (bf16-mixed, random weights) generating N tokens greedily
-# after a 12-token prompt, ROUNDS alternating rounds (default 3) of
+# part "sample"): llama_124m and llama3_1b (bf16-mixed, random weights) generating N
+# tokens greedily after a 12-token prompt, ROUNDS alternating rounds (default 3) of
 #   - trainc with the key/value cache (the decode program, templates/cuda/decode.cuh);
 #   - trainc by the window's pass each token (TRAINC_KV_CACHE=0), N / 4 tokens;
 #   - PyTorch with a static cache, eager and torch.compile (reduce-overhead: CUDA
@@ -21,53 +21,64 @@ ROUNDS=${ROUNDS:-3}
 RES=$OUT/sample.jsonl
 : >"$RES"
 ERR=$OUT/sample.err
+gpt2_shards
 llama3_shards
-# validation before sampling (--eval): a shard of two windows
-python3 - "$D/data/llama3/val2.bin" "$D/data/llama3/val_000000.bin" <<'PY'
+# validation before sampling (--eval): a shard of two windows of each model's tokens
+two_windows() {   # two_windows SHARDS MAGIC DTYPE T: $D/data/SHARDS/val2.bin
+    python3 - "$D/data/$1/val2.bin" "$D/data/$1/val_000000.bin" "$2" "$3" "$4" <<'PY'
 import sys, numpy as np
-toks = np.frombuffer(open(sys.argv[2], "rb").read()[1024:], np.uint32)[:2 * 2049]
-hdr = np.zeros(256, np.int32); hdr[:3] = (20240801, 7, len(toks))
-open(sys.argv[1], "wb").write(hdr.tobytes() + toks.tobytes())
+out, src, magic, dtype, T = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+toks = np.frombuffer(open(src, "rb").read()[1024:], dtype)[:2 * (T + 1)]
+hdr = np.zeros(256, np.int32); hdr[:3] = (magic, 7 if dtype == "uint32" else 1, len(toks))
+open(out, "wb").write(hdr.tobytes() + toks.tobytes())
 PY
-V2=$D/data/llama3/val2.bin
-SETS=(--set "data.train.tokens=$V2" --set "data.val.tokens=$V2" --set loader.drop_last=false)
+}
+two_windows gpt2 20240520 uint16 1024
+two_windows llama3 20240801 uint32 2048
 
-trainc_sample() {   # trainc_sample KV N ROUND: one JSON line from the trainer's stderr line
-    local kv=$1 n=$2 r=$3 line
-    line=$(TRAINC_KV_CACHE=$kv "$S/llama3_1b" --device cuda --eval "${SETS[@]}" --sample "$n" \
+trainc_sample() {   # trainc_sample TRAINER SHARDS KV N ROUND: a JSON line from its stderr line
+    local exe=$1 v2=$D/data/$2/val2.bin kv=$3 n=$4 r=$5 line
+    line=$(TRAINC_KV_CACHE=$kv "$S/$exe" --device cuda --eval --set "data.train.tokens=$v2" \
+             --set "data.val.tokens=$v2" --set loader.drop_last=false --sample "$n" \
              --prompt "The license " --temperature 1e-300 2>&1 >/dev/null | tee -a "$ERR" |
            grep '^trainc: \(sampled\|key/value cache check\)')
     # "trainc: sampled N tokens in S s, R a second (K from the key/value cache)"
     # "trainc: key/value cache check: K tokens, the largest difference W of the largest logit"
-    echo "$line" | awk -v r="$r" -v kv="$kv" '/sampled/ && kv != "check" {printf "{\"round\":%d,\"impl\":\"trainc %s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", r, kv == 0 ? "window" : "cache", $3, $6, $8, substr($11, 2)}
-        /cache check/ {printf "{\"impl\":\"trainc cache check\",\"tokens\":%d,\"worst\":%s}\n", $5, $10}' >>"$RES"
+    echo "$line" | awk -v m="$exe" -v r="$r" -v kv="$kv" '/sampled/ && kv != "check" {printf "{\"model\":\"%s\",\"round\":%d,\"impl\":\"trainc %s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", m, r, kv == 0 ? "window" : "cache", $3, $6, $8, substr($11, 2)}
+        /cache check/ {printf "{\"model\":\"%s\",\"impl\":\"trainc cache check\",\"tokens\":%d,\"worst\":%s}\n", m, $5, $10}' >>"$RES"
 }
-torch_sample() {    # torch_sample ROUND [--compile]
-    local r=$1; shift
-    (cd bench && python3 gpu_sample_torch.py 1b 12 "$N" "$@" 2>>"$ERR") |
-        python3 -c "import json, sys; x = json.loads(sys.stdin.read()); x['round'] = $r; print(json.dumps(x))" >>"$RES"
+torch_sample() {    # torch_sample TRAINER MODEL ROUND [--compile]
+    local exe=$1 model=$2 r=$3; shift 3
+    (cd bench && python3 gpu_sample_torch.py "$model" 12 "$N" "$@" 2>>"$ERR") |
+        python3 -c "import json, sys; x = json.loads(sys.stdin.read()); x.update(model='$exe', round=$r); print(json.dumps(x))" >>"$RES"
 }
-for ((r = 1; r <= ROUNDS; r++)); do
-    trainc_sample 1 "$N" "$r"
-    trainc_sample 0 $((N / 4)) "$r"
-    torch_sample "$r"
-    torch_sample "$r" --compile
+# llama_124m (GPT-2 small's size: the launches count) and llama3_1b (the weights' reads)
+for m in llama_124m:gpt2:124m llama3_1b:llama3:1b; do
+    IFS=: read -r exe shards model <<<"$m"
+    for ((r = 1; r <= ROUNDS; r++)); do
+        trainc_sample "$exe" "$shards" 1 "$N" "$r"
+        trainc_sample "$exe" "$shards" 0 $((N / 4)) "$r"
+        torch_sample "$exe" "$model" "$r"
+        torch_sample "$exe" "$model" "$r" --compile
+    done
+    trainc_sample "$exe" "$shards" check 32 0
 done
-trainc_sample check 32 0
 
 python3 - "$RES" <<'PY' | tee -a "$OUT/summary.txt"
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-by = {}
-for x in rows:
-    if "tokens_per_s" in x:
-        by.setdefault(x["impl"], []).append(x["tokens_per_s"])
-print("llama3_1b --sample, bf16, greedy, tokens/s (median of the rounds):")
-cache = statistics.median(by.get("trainc cache", [0])) or float("nan")
-for k, v in by.items():
-    m = statistics.median(v)
-    print("  %-22s %9.1f   trainc cache / this %.2fx" % (k, m, cache / m if m else float("nan")))
-for x in rows:
-    if "worst" in x:
-        print("  the cache's logits against the window's over %d tokens: %.3g of the largest" % (x["tokens"], x["worst"]))
+for model in dict.fromkeys(x["model"] for x in rows):
+    by = {}
+    for x in rows:
+        if x["model"] == model and "tokens_per_s" in x:
+            by.setdefault(x["impl"], []).append(x["tokens_per_s"])
+    print("%s --sample, bf16, greedy, tokens/s (median of the rounds):" % model)
+    cache = statistics.median(by.get("trainc cache", [0])) or float("nan")
+    for k, v in by.items():
+        m = statistics.median(v)
+        print("  %-22s %9.1f   trainc cache / this %.2fx" % (k, m, cache / m if m else float("nan")))
+    for x in rows:
+        if x["model"] == model and "worst" in x:
+            print("  the cache's logits against the window's over %d tokens: %.3g of the largest"
+                  % (x["tokens"], x["worst"]))
 PY
