@@ -638,12 +638,17 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
 }
 
 /* The decode program's call: rows b = 0 .. B - 1 are the positions pos + b of one
- * sequence, against the cache of the positions before them. */
+ * sequence, or with seq > 0 sequences of their own at position pos (row b's cache seq
+ * floats after row b - 1's), against the cache of the positions before them. */
 typedef struct {
     att_ctx c;                 /* qkv, y [B, ld] and [B, d]; cos, sin: the rows' positions */
     float *kv;                 /* the layer's cache: K [KV, T, hd], then V */
-    int64_t pos;
+    int64_t pos, seq;
 } dec_ctx;
+
+/* Row b's place in the rope table (its position less pos) and its layer's cache. */
+static int64_t dec_at(const dec_ctx *x, int64_t b) { return x->seq ? 0 : b; }
+static float *dec_cache(const dec_ctx *x, int64_t b) { return x->kv + b * x->seq; }
 
 /* Items (b, KV head) in [lo, hi): row b's key (qk_norm, rope) and value into the cache at
  * position pos + b. */
@@ -653,34 +658,34 @@ static void dec_kv_task(void *ctx, int64_t lo, int64_t hi)
     const att_ctx *c = &x->c;
     int64_t T = c->T, hd = c->hd;
     for (int64_t ix = lo; ix < hi; ix++) {
-        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + b;
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + dec_at(x, b);
         const float *row = c->qkv + b * c->ld;
-        float *K = x->kv + kh * T * hd, *V = K + c->KV * T * hd;
-        att_load_row(c, row + (c->H + kh) * hd, c->kn, b, K + t * hd);
+        float *K = dec_cache(x, b) + kh * T * hd, *V = K + c->KV * T * hd;
+        att_load_row(c, row + (c->H + kh) * hd, c->kn, dec_at(x, b), K + t * hd);
         memcpy(V + t * hd, row + (c->H + c->KV + kh) * hd, (size_t)hd * sizeof(float));
     }
 }
 
 /* Items (b, KV head) in [lo, hi): each of the group's query heads of row b (position
- * t = pos + b): scores against the cache's keys in its window up to t, soft-cap, softmax
+ * t): scores against the cache's keys in its window up to t, soft-cap, softmax
  * (softmax_row, as the window's pass), y = p V. */
 static void dec_q_task(void *ctx, int64_t lo, int64_t hi)
 {
     const dec_ctx *x = ctx;
     const att_ctx *c = &x->c;
-    int64_t T = c->T, hd = c->hd, most = x->pos + (hi - 1) / c->KV + 1;
+    int64_t T = c->T, hd = c->hd, most = x->pos + dec_at(x, (hi - 1) / c->KV) + 1;
     float *s = malloc((size_t)(most + 2 * hd) * sizeof(float)), *q = s + most, *o = q + hd;
     if (!s)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
                 (long long)((most + 2 * hd) * 4));
     for (int64_t ix = lo; ix < hi; ix++) {
-        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + b;
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + dec_at(x, b);
         int64_t first = att_first(c, t), n = t + 1 - first;
         const float *row = c->qkv + b * c->ld;
-        const float *K = x->kv + kh * T * hd + first * hd, *V = K + c->KV * T * hd;
+        const float *K = dec_cache(x, b) + kh * T * hd + first * hd, *V = K + c->KV * T * hd;
         for (int64_t j = 0; j < c->g; j++) {
             int64_t h = kh * c->g + j;
-            att_load_row(c, row + h * hd, c->qn, b, q);
+            att_load_row(c, row + h * hd, c->qn, dec_at(x, b), q);
             for (int64_t i = 0; i < n; i++)
                 s[i] = c->scale * dot_row(q, K + i * hd, hd);
             if (c->cap > 0)
@@ -702,9 +707,10 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
                          float low, float high, int64_t orig, const float *ext, float scale,
                          float softcap)
 {
-    if (!causal || e->pos < 0 || e->pos + B > T || !e->kv)
+    int64_t span = e->kv_seq ? 1 : B;   /* (the positions the rows hold) */
+    if (!causal || e->pos < 0 || e->pos + span > T || !e->kv || e->kv_seq < 0)
         rt_die("attention decode: positions %lld + %lld of %lld, cache %p, causal %d",
-               (long long)e->pos, (long long)B, (long long)T, (void *)e->kv, causal);
+               (long long)e->pos, (long long)span, (long long)T, (void *)e->kv, causal);
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->attention_decode(e, qkv, qn, kn, y, kv_off, B, T, d, H, KV, window, theta,
                                     factor, low, high, orig, ext, scale, softcap);
@@ -712,9 +718,10 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
     }
     if (B <= 0)
         return;
-    dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .pos = e->pos};
+    dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .pos = e->pos,
+                 .seq = e->kv_seq};
     att_options(&x.c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, e->pos,
-                B);
+                span);
     x.c.qkv = qkv;
     x.c.y = y;
     rt_pool_run(e->rt, B * KV, 1, dec_kv_task, &x);   /* (all rows' keys before any query) */
@@ -728,9 +735,9 @@ void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_
         RT_GPU(e)->pos_row_add(e, x, w, y, B, d);
         return;
     }
-    const float *r = w + e->pos * d;   /* (row b: position pos + b) */
+    const float *r = w + e->pos * d;   /* (row b: position pos + b, or pos) */
     for (int64_t i = 0; i < B * d; i++)
-        y[i] = x[i] + r[i];
+        y[i] = x[i] + r[e->kv_seq ? i % d : i];
 }
 
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,

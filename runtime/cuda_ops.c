@@ -1318,8 +1318,9 @@ static int64_t dec_slices(rt_exec *e, int64_t B, int64_t H, int64_t T, int64_t h
     return S < 1 ? 1 : S > 64 ? 64 : S;
 }
 
-/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence (the
- * kernels read pos at e->dpos, on the device): their keys and values into the layer's
+/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence, or
+ * sequences of their own at e->pos (e->kv_seq; the kernels read pos at e->dpos, on the
+ * device): their keys and values into the layer's
  * cache at e->kv + kv_off (a launch over (row, key/value head)), then their queries
  * against it (one over (row, query head, slice of the positions): dec_slices), and
  * with several slices their merge (one over (row, query head)). */
@@ -1346,8 +1347,10 @@ void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const
     float *part = S > 1 ? (float *)(uintptr_t)rt_cu_scratch(e, pb) : NULL;
     int t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window, o = (int)orig;
     int s = (int)S;
-    void *akv[] = {&qkv, &kn, &kv, &pos, &t, &h, &k, &ihd, &theta, &factor, &low, &high, &o, &lr};
-    void *aq[] = {&qkv, &qn, &kv, &y, &part, &pos, &t, &h, &k, &ihd, &w, &theta, &factor,
+    long long seq = e->kv_seq;
+    void *akv[] = {&qkv, &kn, &kv, &pos, &seq, &t, &h, &k, &ihd, &theta, &factor, &low, &high,
+                   &o, &lr};
+    void *aq[] = {&qkv, &qn, &kv, &y, &part, &pos, &seq, &t, &h, &k, &ihd, &w, &theta, &factor,
                   &low, &high, &o, &lr, &scale, &softcap};
     void *am[] = {&part, &y, &h, &ihd, &s};
     unsigned rows = gdim(B, GX, "attention decode");
@@ -1368,7 +1371,8 @@ void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int
     if (!e->dpos)
         rt_die("pos_row_add: no device position (e->dpos)");
     const int *pos = e->dpos;
-    void *args[] = {&x, &w, &y, &pos, &n, &d};
+    int seqs = e->kv_seq > 0;
+    void *args[] = {&x, &w, &y, &pos, &seqs, &n, &d};
     rt_cu_launch(e, "rt_pos_row_add", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 

@@ -126,6 +126,8 @@ static int stops(const int64_t *ids, int n, int64_t id)
  * before training too, so a run is never trained and written, then refused. */
 int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
 {
+    if (m->gan && o->num_samples)
+        rt_input_error("--num-samples is a token model's: a GAN's --sample N draws N samples");
     if (m->gan)
         return 0;   /* a GAN's samples are its generator's (gan_sample) */
     const rt_input *in = &m->inputs[0];
@@ -136,6 +138,9 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
         rt_input_error("--chat writes text in a chat template: it needs --tokenizer");
     if (o->system && !o->chat)
         rt_input_error("--system is a chat template's system message: it needs --chat");
+    if (o->num_samples > 1 && o->chat && !o->prompt)
+        rt_input_error("--num-samples: a conversation (--chat without --prompt) has one reply "
+                       "a turn");
     if (o->system && rt_chat_find(o->chat)->no_system)
         rt_input_error("--system: --chat %s has no system message (its template refuses one): "
                        "write it into the prompt", o->chat);
@@ -158,6 +163,16 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
     int64_t stop[RT_MAX_STOPS];
     stop_ids(o, V, stop);   /* (checked now, before training) */
     return V;
+}
+
+/* --num-samples N: the sequences are a pass's rows, so at most the batch size (checked
+ * before training, once the training spec is read). */
+void rt_sample_rows_check(const Run *r)
+{
+    if (r->o.num_samples > r->c.batch_size)
+        rt_input_error("--num-samples %lld: at most the batch size, %lld (the rows a pass "
+                       "holds; --set batch_size=N changes it)", (long long)r->o.num_samples,
+                       (long long)r->c.batch_size);
 }
 
 /* One sampled id as output: its bytes by the tokenizer (an id it does not name prints
@@ -184,186 +199,6 @@ static void print_ids(const char *what, const uint32_t *v, int64_t n)
     for (int64_t i = 0; i < n; i++)
         fprintf(stderr, " %u", v[i]);
     fputc('\n', stderr);
-}
-
-/* A chunked head (rt_model.head_d > 0), whose programs never hold the logits whole:
- * position pos's, x's row times W^T (the GEMM the head's call makes), into row 0 of
- * validation's chunk scratch after its pass. */
-static void head_row(Run *r, int64_t pos)
-{
-    const rt_model *m = r->m;
-    const float *x = rt_act_adv(&r->e, rt_arena_at(r, m->head_x_offset), pos * m->head_d);
-    float *z = (float *)rt_arena_at(r, m->pred_offset);
-    rt_gemm(&r->e, 0, 1, 1, m->head_wrows, m->head_d, 1.0f, x, m->head_d,
-            r->e.params + m->head_w_offset, m->head_d, 0.0f, z, m->pred_ld);
-}
-
-/* One forward pass over the context ctx (n ids, the rest 0) and the logits of its last
- * position, as host floats: in the arena on the CPU, else downloaded into row (16-bit
- * values widened). */
-static const float *last_logits(Run *r, int32_t *ctx, int32_t *tgt, int64_t n,
-                                int64_t V, float *row)
-{
-    const rt_model *m = r->m;
-    int64_t T = m->inputs[0].shape[0];
-    int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
-    rt_batch one = {.rows = 1, .in = {ctx, tgt}};
-    rt_bind_batch(r, &one, -1);
-    int64_t at_row = n - 1;   /* the last position's logits: pred's row */
-    if (m->pred_eval)
-        m->evaluate(&r->e);
-    else
-        m->forward(&r->e, 0);
-    if (m->head_d > 0) {   /* computed into row 0 */
-        head_row(r, n - 1);
-        at_row = 0;
-    }
-    rt_end_pass(r);
-    if (!r->gpu)
-        return (const float *)rt_arena_at(r, m->pred_offset) + at_row * ld;
-    rt_arena_read(r, m->pred_offset, at_row * ld, V, m->act16 != 0, row);
-    return row;
-}
-
-/* The decode program's cache for one sample (decode.c in the compiler): positions
- * [0, at) of the context are in it (in fp32, in the GPU's memory where the run is on
- * one). `on` while it serves: the model has the program, TRAINC_KV_CACHE is not 0, and
- * the window has not slid (a slide moves every id to another position: from then on
- * each token is the window's pass). TRAINC_KV_CACHE=check also runs the window's pass
- * for each token the cache serves and reports the largest difference of the two logits
- * (over the largest logit) at the end. On a GPU a pass of one row (each new token) is a
- * CUDA graph from the second on, unless TRAINC_CUDA_GRAPH=0. */
-typedef struct {
-    float *kv;                /* a host pointer, or the device's address */
-    int32_t *ids;             /* on a GPU: a batch of the window's inputs, uploaded whole:
-                                 the rows' ids (the program reads one a row), then the
-                                 first row's position (where the kernels read it) */
-    int graphs;               /* on a GPU: one-row passes as a graph */
-    int64_t ones;             /* one-row passes so far */
-    void *graph;              /* the one-row pass's, once captured */
-    int64_t at;
-    int on, check;
-    int cached;               /* the last logits came from the cache */
-    int64_t served;           /* tokens drawn from the cache's logits */
-    float *mine;              /* check: the cache's logits, kept while the window's pass runs */
-    int64_t checked;          /* check: tokens compared */
-    double worst;             /* check: the largest difference over the largest logit */
-} Cache;
-
-static Cache cache_open(Run *r, int64_t V)
-{
-    const char *v = getenv("TRAINC_KV_CACHE");
-    Cache k = {.on = r->m->decode && !(v && !strcmp(v, "0")), .check = v && !strcmp(v, "check")};
-    size_t bytes = (size_t)r->m->kv_floats * sizeof(float);
-    if (k.on && r->gpu) {   /* (kept for the run: sampling ends it) */
-        k.kv = (float *)(uintptr_t)rt_cu_try_alloc(&r->e, bytes);
-        if (!k.kv) {
-            fprintf(stderr, "trainc: no room on the GPU for the key/value cache (%.1f MiB): "
-                            "each token is the window's pass\n", (double)bytes / (1 << 20));
-            k.on = 0;
-            return k;
-        }
-        size_t n = (size_t)(r->e.Bmax * r->m->inputs[0].numel);
-        k.ids = rt_xmalloc(n * sizeof(int32_t));
-        memset(k.ids, 0, n * sizeof(int32_t));
-        const char *g = getenv("TRAINC_CUDA_GRAPH");
-        k.graphs = !(g && !strcmp(g, "0"));
-    } else if (k.on)
-        k.kv = rt_xmalloc(bytes);
-    if (k.on && k.check)
-        k.mine = rt_xmalloc((size_t)V * sizeof(float));
-    return k;
-}
-
-static void cache_close(Cache *k)
-{
-    if (k->check)
-        fprintf(stderr, "trainc: key/value cache check: %lld tokens, the largest difference "
-                        "%.3g of the largest logit\n", (long long)k->checked, k->worst);
-    if (!k->ids)
-        rt_xfree(k->kv);
-    rt_cu_graph_free(k->graph);
-    rt_xfree(k->ids);
-    rt_xfree(k->mine);
-}
-
-/* check: the cache's logits z against the window's pass on the same context. */
-static const float *cache_check(Run *r, Cache *k, const float *z, int32_t *ctx, int32_t *tgt,
-                                int64_t n, int64_t V, float *row)
-{
-    memcpy(k->mine, z, (size_t)V * sizeof(float));
-    const float *w = last_logits(r, ctx, tgt, n, V, row);
-    double top = 0, diff = 0;
-    for (int64_t i = 0; i < V; i++) {
-        top = fabs(w[i]) > top ? fabs(w[i]) : top;
-        diff = fabs(w[i] - k->mine[i]) > diff ? fabs(w[i] - k->mine[i]) : diff;
-    }
-    diff = top > 0 ? diff / top : diff;
-    k->worst = diff > k->worst || isnan(diff) ? diff : k->worst;
-    k->checked++;
-    return k->mine;
-}
-
-/* The decode program's pass over the rows bound. On a GPU a one-row pass runs as
- * always the first time (which settles what the host decides once: GEMM plans, kernels
- * loaded, constants uploaded), is captured as a CUDA graph the second, and is that graph
- * after: one launch a token. A capture that fails leaves graphs off. */
-static void decode_pass(Run *r, Cache *k, int64_t rows)
-{
-    rt_exec *e = &r->e;
-    if (!r->gpu || rows != 1 || !k->graphs || k->ones++ == 0) {
-        r->m->decode(e);
-    } else if (k->graph) {
-        rt_cu_graph_run(e, k->graph);
-    } else if (!rt_cu_capture_begin(e)) {
-        k->graphs = 0;
-        r->m->decode(e);
-    } else {
-        r->m->decode(e);
-        if (!(k->graph = rt_cu_capture_end(e))) {
-            k->graphs = 0;
-            r->m->decode(e);
-        }
-    }
-}
-
-/* The logits after the context ctx[0, n) (n at most T), as last_logits gives them: from
- * the cache, the positions it lacks through the decode program (Bmax of them a call, as
- * rows: a prompt's in few passes over the weights), else by the window's pass. On a
- * GPU the rows' ids and the first one's position go up in a batch of the window's size
- * (rt_bind_batch copies that much: rows T >= rows + 1 ids), the logits come down into
- * row. */
-static const float *next_logits(Run *r, Cache *k, int32_t *ctx, int32_t *tgt, int64_t n,
-                                int64_t V, float *row)
-{
-    const rt_model *m = r->m;
-    k->cached = k->on && k->at < n;
-    if (!k->cached)
-        return last_logits(r, ctx, tgt, n, V, row);
-    rt_exec *e = &r->e;
-    int64_t rows = 0;
-    for (; k->at < n; k->at += rows) {
-        rows = n - k->at < e->Bmax ? n - k->at : e->Bmax;
-        rt_batch some = {.rows = rows, .in = {&ctx[k->at], NULL}};
-        if (r->gpu) {
-            memcpy(k->ids, &ctx[k->at], (size_t)rows * sizeof *k->ids);
-            k->ids[rows] = (int32_t)k->at;
-            some.in[0] = some.in[1] = k->ids;
-        }
-        rt_bind_batch(r, &some, -1);
-        e->pos = k->at;
-        e->kv = k->kv;
-        e->dpos = r->gpu ? (const int32_t *)e->in[0] + rows : NULL;
-        decode_pass(r, k, rows);
-    }
-    const float *z = row;
-    if (r->gpu) {
-        rt_end_pass(r);
-        rt_arena_read(r, m->decode_pred_offset, (rows - 1) * m->decode_pred_ld, V,
-                      m->act16 != 0, row);
-    } else
-        z = (const float *)rt_arena_at(r, m->decode_pred_offset) + (rows - 1) * m->decode_pred_ld;
-    return k->check ? cache_check(r, k, z, ctx, tgt, n, V, row) : z;
 }
 
 /* A GAN's --sample N: the generator in evaluation mode (batchnorm's running statistics)
@@ -426,97 +261,161 @@ static void gan_sample(Run *r)
     rt_xfree(out);
 }
 
-/* One generation's state: the context window ctx[0, n) (at most T ids), the ids the
- * repetition penalty falls on (the prompt's, the turns', the sample's), the draws. */
+/* One generation's state: N sequences (--num-samples) from one prompt, drawn together,
+ * each its context window ctx[b, 0 .. n) (at most T ids; the windows slide together),
+ * the ids its repetition penalty falls on (the prompt's, the turns', its sample's), its
+ * draws (sequence 0's as one sample's) and its sample's ids. */
 typedef struct {
     Run *r;
-    int64_t T, V, n;
-    int32_t *ctx, *tgt;
-    unsigned char *seen;
+    int64_t N, T, V, n;
+    int32_t *ctx, *tgt;       /* [N, T] */
+    unsigned char *seen;      /* [N, V] */
     rt_sampler sampler;
-    rt_rng rng;
+    rt_rng *rng;              /* [N] */
     int64_t stop[RT_MAX_STOPS];
     int n_stop;
-    Cache cache;
-    float *row;
-    int64_t drawn;            /* tokens printed, all replies */
+    rt_next *next;
+    float *logits;            /* [N, V] */
+    uint32_t *pick;           /* [N]: the ids drawn last */
+    unsigned char *done;      /* [N]: ended at a stop id */
+    rt_ids *out;              /* [N]: the sample's ids */
+    int64_t drawn;            /* tokens drawn, all sequences and replies */
+    int64_t served;           /* of those, from the cache's logits */
 } Gen;
 
 static void gen_open(Gen *g, Run *r, int64_t V)
 {
-    int64_t T = r->m->inputs[0].shape[0];
-    *g = (Gen){.r = r, .T = T, .V = V};
-    g->ctx = rt_xmalloc((size_t)T * sizeof *g->ctx);
-    g->tgt = rt_xmalloc((size_t)T * sizeof *g->tgt);
-    g->seen = rt_xmalloc((size_t)V);
-    memset(g->seen, 0, (size_t)V);
-    rt_rng_seed(&g->rng, r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed);
-    g->row = rt_xmalloc((size_t)V * sizeof *g->row);
+    int64_t T = r->m->inputs[0].shape[0], N = r->o.num_samples > 1 ? r->o.num_samples : 1;
+    *g = (Gen){.r = r, .N = N, .T = T, .V = V};
+    g->ctx = rt_xmalloc((size_t)(N * T) * sizeof *g->ctx);
+    g->tgt = rt_xmalloc((size_t)(N * T) * sizeof *g->tgt);
+    memset(g->tgt, 0, (size_t)(N * T) * sizeof *g->tgt);
+    g->seen = rt_xmalloc((size_t)(N * V));
+    memset(g->seen, 0, (size_t)(N * V));
+    g->rng = rt_xmalloc((size_t)N * sizeof *g->rng);
+    uint64_t seed = r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed;
+    for (int64_t b = 0; b < N; b++)
+        rt_rng_seed(&g->rng[b], b ? rt_mix(seed, (uint64_t)b) : seed);
+    g->logits = rt_xmalloc((size_t)(N * V) * sizeof *g->logits);
+    g->pick = rt_xmalloc((size_t)N * sizeof *g->pick);
+    g->done = rt_xmalloc((size_t)N);
+    g->out = rt_xmalloc((size_t)N * sizeof *g->out);
+    memset(g->out, 0, (size_t)N * sizeof *g->out);
     g->sampler = (rt_sampler){.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
                               .top_p = r->o.top_p, .min_p = r->o.min_p,
-                              .penalty = r->o.repetition_penalty, .seen = g->seen,
+                              .penalty = r->o.repetition_penalty,
                               .prob = rt_xmalloc((size_t)V * sizeof(double)),
                               .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                               .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     r->e.rng_key = 0;
     g->n_stop = stop_ids(&r->o, V, g->stop);
-    g->cache = cache_open(r, V);
+    g->next = rt_next_open(r, N, V);
 }
 
 static void gen_close(Gen *g)
 {
-    cache_close(&g->cache);
+    rt_next_close(g->next);
+    for (int64_t b = 0; b < g->N; b++)
+        rt_ids_free(&g->out[b]);
+    rt_xfree(g->out);
+    rt_xfree(g->done);
+    rt_xfree(g->pick);
+    rt_xfree(g->logits);
+    rt_xfree(g->rng);
     rt_xfree(g->sampler.prob);
     rt_xfree(g->sampler.order);
     rt_xfree(g->sampler.adjusted);
     rt_xfree(g->seen);
-    rt_xfree(g->row);
     rt_xfree(g->ctx);
     rt_xfree(g->tgt);
 }
 
-/* id appended to the context (the window slides once full: the cache stops serving)
- * and to the ids the penalty falls on. */
-static void gen_push(Gen *g, uint32_t id)
+/* Each sequence's id (ids[b]; all: ids[0] for every one) appended to its context (the
+ * windows slide once full: the cache stops serving) and to the ids its penalty falls
+ * on. */
+static void gen_push(Gen *g, const uint32_t *ids, int all)
 {
-    if (g->n == g->T) {   /* (T >= 1: a token model's) */
-        for (int64_t i = 1; i < g->T; i++)
-            g->ctx[i - 1] = g->ctx[i];
+    int64_t T = g->T;
+    if (g->n == T) {   /* (T >= 1: a token model's) */
+        for (int64_t b = 0; b < g->N; b++)
+            memmove(g->ctx + b * T, g->ctx + b * T + 1, (size_t)(T - 1) * sizeof *g->ctx);
         g->n--;
-        g->cache.on = 0;
+        rt_next_slid(g->next);
     }
-    g->ctx[g->n++] = (int32_t)id;
-    g->seen[id] = 1;
+    for (int64_t b = 0; b < g->N; b++) {
+        uint32_t id = ids[all ? 0 : b];
+        g->ctx[b * T + g->n] = (int32_t)id;
+        g->seen[b * g->V + id] = 1;
+    }
+    g->n++;
 }
 
-/* Up to --sample tokens drawn, printed and appended, until a stop id (not printed),
- * then a newline; with a tokenizer the drawn ids also into out. */
-static void gen_reply(Gen *g, rt_ids *out)
+/* Each live sequence's next id drawn from its logits; a stop id ends the sequence (not
+ * kept). With one sequence the id is printed as it comes. The sequences still live. */
+static int64_t gen_draw(Gen *g, int64_t k, int cached)
+{
+    int64_t live = 0;
+    for (int64_t b = 0; b < g->N; b++) {
+        if (g->done[b])
+            continue;
+        g->sampler.seen = g->seen + b * g->V;
+        int64_t pick = rt_sample_draw(&g->sampler, g->logits + b * g->V, &g->rng[b]);
+        g->pick[b] = (uint32_t)pick;
+        if (stops(g->stop, g->n_stop, pick)) {
+            g->done[b] = 1;
+            continue;
+        }
+        if (g->N == 1)
+            put_id(&g->r->o, pick, k, g->V);
+        rt_ids_push(&g->out[b], (uint32_t)pick);
+        g->drawn++;
+        g->served += cached;
+        live++;
+    }
+    return live;
+}
+
+/* Several sequences' samples, once all are drawn: each after a line naming it. */
+static void print_samples(Gen *g)
+{
+    for (int64_t b = 0; b < g->N; b++) {
+        printf("--- sample %lld of %lld ---\n", (long long)b + 1, (long long)g->N);
+        for (int64_t k = 0; k < g->out[b].n; k++)
+            put_id(&g->r->o, g->out[b].v[k], k, g->V);
+        putchar('\n');
+    }
+}
+
+/* Up to --sample tokens drawn and appended to each sequence, until each has drawn a
+ * stop id (not printed), then a newline (one sequence: its ids printed as they come;
+ * several: print_samples). The ids into g->out. */
+static void gen_reply(Gen *g)
 {
     Run *r = g->r;
+    memset(g->done, 0, (size_t)g->N);
+    for (int64_t b = 0; b < g->N; b++)
+        g->out[b].n = 0;
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
-        for (int64_t t = g->n; t < g->T; t++)
-            g->ctx[t] = 0;          /* causal attention: later positions do not matter */
-        const float *logits = next_logits(r, &g->cache, g->ctx, g->tgt, g->n, g->V, g->row);
-        int64_t pick = rt_sample_draw(&g->sampler, logits, &g->rng);
-        if (stops(g->stop, g->n_stop, pick))
+        for (int64_t b = 0; b < g->N; b++)   /* causal attention: later positions do not matter */
+            for (int64_t t = g->n; t < g->T; t++)
+                g->ctx[b * g->T + t] = 0;
+        int cached = rt_next_logits(g->next, g->ctx, g->tgt, g->n, g->logits);
+        if (!gen_draw(g, k, cached))
             break;
-        put_id(&r->o, pick, k, g->V);
-        g->drawn++;
-        g->cache.served += g->cache.cached;
-        if (r->o.tokenizer)
-            rt_ids_push(out, (uint32_t)pick);
-        gen_push(g, (uint32_t)pick);
+        gen_push(g, g->pick, 0);   /* (an ended sequence's: not read) */
     }
-    putchar('\n');
+    if (g->N > 1)
+        print_samples(g);
+    else
+        putchar('\n');
     fflush(stdout);
 }
 
 /* --chat without --prompt: the user's turns from stdin, a line each (a "> " on stderr
  * where stdin is a terminal), each written as the template writes the next turn (the
  * assistant's reply closed by its end token, the user's message, the assistant's head)
- * and answered; until the end of stdin. */
+ * and answered; until the end of stdin. One sequence (rt_sample_vocab refuses more). */
 static void chat_turns(Gen *g)
 {
     Run *r = g->r;
@@ -530,7 +429,7 @@ static void chat_turns(Gen *g)
             break;
         while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
             line[--len] = 0;
-        rt_ids ids = {0}, reply = {0};
+        rt_ids ids = {0};
         chat_ids(&r->o, first, line, "a turn", &ids);
         if (!r->o.quiet)
             print_ids("turn", ids.v, ids.n);
@@ -538,26 +437,52 @@ static void chat_turns(Gen *g)
             if (ids.v[i] >= (uint32_t)g->V)
                 rt_input_error("a turn's token %lld is id %u, past the model's %lld ids",
                                (long long)i, ids.v[i], (long long)g->V);
-            gen_push(g, ids.v[i]);
+            gen_push(g, &ids.v[i], 1);
         }
-        gen_reply(g, &reply);
+        gen_reply(g);
         if (!r->o.quiet)
-            print_ids("sample", reply.v, reply.n);
+            print_ids("sample", g->out[0].v, g->out[0].n);
         rt_ids_free(&ids);
-        rt_ids_free(&reply);
     }
     free(line);
 }
 
+/* The prompt (or a newline) into every sequence, then the reply; with a tokenizer the
+ * ids on stderr beside the text. */
+static void prompt_reply(Gen *g)
+{
+    Run *r = g->r;
+    rt_ids ids = {0};
+    /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
+     * vocabulary of 10 or fewer does not have (an embedding index past it: an error on
+     * the CPU, NaN logits and zero bytes on the GPU) */
+    if (r->o.prompt || r->o.tokenizer)
+        prompt_ids(&r->o, &ids);
+    if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
+        print_ids("prompt", ids.v, ids.n);
+    for (int64_t i = 0; i < ids.n; i++)
+        gen_push(g, &ids.v[i], 1);
+    uint32_t nl = 10 % (uint32_t)g->V;   /* a newline, where the vocabulary has it */
+    if (g->n == 0)
+        gen_push(g, &nl, 1);
+    rt_ids_free(&ids);
+    gen_reply(g);
+    for (int64_t b = 0; b < g->N && r->o.tokenizer && !r->o.quiet; b++) {
+        char what[40];   /* the sample's ids, beside its text */
+        snprintf(what, sizeof what, g->N > 1 ? "sample %lld" : "sample", (long long)b + 1);
+        print_ids(what, g->out[b].v, g->out[b].n);
+    }
+}
+
 /* Generation from a token model: the context window (at most T ids) goes through the
- * forward pass with B = 1, the logits at its last position are drawn from (sampling.c:
- * the repetition penalty, the temperature, top_k, top_p and min_p), and the id is
- * appended (the window slides once full). A model with a decode program computes
- * only the new position each token, its keys and values cached, until the window
- * slides (next_logits). Without a tokenizer ids are bytes for `trainc
- * data text` shards, so a vocabulary of at most 256 ids is printed as bytes, a larger
- * one as numbers a space apart. --chat without --prompt: a conversation (chat_turns).
- * A GAN's --sample is gan_sample's. */
+ * forward pass, the logits at its last position are drawn from (sampling.c: the
+ * repetition penalty, the temperature, top_k, top_p and min_p), and the id is appended
+ * (the window slides once full); --num-samples N sequences from one prompt together,
+ * a batch row each. A model with a decode program computes only the new position each
+ * token, its keys and values cached, until the window slides (sample_next.c). Without
+ * a tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
+ * 256 ids is printed as bytes, a larger one as numbers a space apart. --chat without
+ * --prompt: a conversation (chat_turns). A GAN's --sample is gan_sample's. */
 void rt_sample(Run *r)
 {
     if (r->m->gan) {
@@ -569,30 +494,13 @@ void rt_sample(Run *r)
     double t0 = rt_now();
     if (r->o.chat && !r->o.prompt)
         chat_turns(&g);
-    else {
-        rt_ids ids = {0};
-        /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
-         * vocabulary of 10 or fewer does not have (an embedding index past it: an error
-         * on the CPU, NaN logits and zero bytes on the GPU) */
-        if (r->o.prompt || r->o.tokenizer)
-            prompt_ids(&r->o, &ids);
-        if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
-            print_ids("prompt", ids.v, ids.n);
-        for (int64_t i = 0; i < ids.n; i++)
-            gen_push(&g, ids.v[i]);
-        if (g.n == 0)
-            gen_push(&g, 10 % (uint32_t)g.V);   /* a newline, where the vocabulary has it */
-        ids.n = 0;   /* from here: the sample's ids */
-        gen_reply(&g, &ids);
-        if (r->o.tokenizer && !r->o.quiet)   /* the sample's ids, beside its text */
-            print_ids("sample", ids.v, ids.n);
-        rt_ids_free(&ids);
-    }
+    else
+        prompt_reply(&g);
     if (!r->o.quiet) {
         double dt = rt_now() - t0;
         fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "
                         "key/value cache)\n", (long long)g.drawn, dt,
-                dt > 0 ? (double)g.drawn / dt : 0.0, (long long)g.cache.served);
+                dt > 0 ? (double)g.drawn / dt : 0.0, (long long)g.served);
     }
     gen_close(&g);
 }

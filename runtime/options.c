@@ -68,6 +68,14 @@ static void set_sample(Opts *o, const char *t)
     o->sampling = 1;
 }
 
+static void set_num_samples(Opts *o, const char *t)
+{
+    o->num_samples = count_of("--num-samples", t, 1 << 20);
+    if (o->num_samples < 1)
+        rt_input_error("--num-samples: expected an integer from 1, got '%s'", t);
+    o->sampling_opt = "--num-samples";
+}
+
 static void set_sample_seed(Opts *o, const char *t)
 {
     o->sample_seed = count_of("--sample-seed", t, LLONG_MAX);
@@ -209,6 +217,9 @@ enum { READ, HELP, VERSION };
       "of FILE (the model's input) into OUT/predictions.npy")                                  \
     X("--sample", V, "N", TOKENS, 1, READ, set_sample,                                         \
       "token models: print N generated tokens (bytes) after training")                         \
+    X("--num-samples", V, "N", TOKENS, 1, READ, set_num_samples,                               \
+      "draw N samples from the prompt together, a batch row each (at\n"                        \
+      "most batch_size; default 1), printed when all are drawn")                               \
     X("--temperature", V, "T", TOKENS, 1, READ, set_temperature,                               \
       "sampling temperature (default 1.0)")                                                    \
     X("--top-k", V, "K", TOKENS, 1, READ, set_top_k,                                            \

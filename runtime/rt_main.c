@@ -51,6 +51,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.resume && !r->o.eval && !r->o.gradcheck && r->rank == 0)
         rt_out_hold_resumed(r->o.resume, !r->o.out || rt_same_folder(r->o.out, r->o.resume));
     rt_run_configure(r);
+    if (r->o.sample)
+        rt_sample_rows_check(r);
     r->gpu = rt_run_pick_gpu(r);
     if (r->gpu && r->o.gradcheck)
         rt_input_error("--gradcheck runs on the CPU: add --device cpu");

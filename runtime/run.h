@@ -24,6 +24,7 @@ typedef struct Opts {
     const char *system;        /* --system TEXT: --chat's system message */
     const char *predict;       /* --predict FILE.npy (sets eval: nothing trained) */
     int64_t sample;            /* characters to generate after training */
+    int64_t num_samples;       /* --num-samples: sequences drawn together (0: 1) */
     double temperature;
     int64_t top_k;             /* --top-k: 0, every id */
     double top_p;              /* --top-p: 1, every id */
@@ -284,7 +285,15 @@ void rt_predict_check(const rt_model *m, const Opts *o);   /* --predict (mode_pr
 void rt_predict(Run *r);
 int rt_token_model(const rt_model *m);            /* --sample (mode_sample.c) */
 int64_t rt_sample_vocab(const rt_model *m, const Opts *o);
+void rt_sample_rows_check(const Run *r);
 void rt_sample(Run *r);
+/* --sample's logits for N sequences (sample_next.c): the window's pass, or the decode
+ * program with its key/value cache */
+typedef struct rt_next rt_next;
+rt_next *rt_next_open(Run *r, int64_t N, int64_t V);
+int rt_next_logits(rt_next *k, int32_t *ctx, int32_t *tgt, int64_t n, float *z);
+void rt_next_slid(rt_next *k);                    /* the windows slid: no more cache */
+void rt_next_close(rt_next *k);
 void rt_lrfind_start(Run *r);                     /* --lr-find (mode_lrfind.c) */
 int rt_lrfind_end(Run *r, int interrupted);
 int rt_gradcheck(Run *r);                         /* --gradcheck (mode_gradcheck.c) */

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 17
+#define RT_ABI_VERSION 18
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -100,11 +100,13 @@ typedef struct rt_exec {
     int64_t loss_rows;         /* under ignore_index, the last loss call's rows, counted or
                                   not (all of a chunked head's): the weight of the
                                   load-balancing loss (e->terms otherwise) */
-    /* rt_model.decode's: the position of its first row (row b is position pos + b of one
-     * sequence), and the key/value cache (rt_model.kv_floats), positions [0, pos)
-     * filled */
+    /* rt_model.decode's: the position of its first row, and the key/value cache
+     * (rt_model.kv_floats a sequence), positions [0, pos) filled. kv_seq 0: row b is
+     * position pos + b of one sequence; else each row a sequence of its own at position
+     * pos, row b's cache kv_seq floats after row b - 1's (--num-samples) */
     int64_t pos;
     float *kv;
+    int64_t kv_seq;
     const int32_t *dpos;       /* on a GPU: pos in the device's memory, where the decode
                                   kernels read it (a CUDA graph of the pass replays with
                                   each call's) */

@@ -121,6 +121,8 @@ expect1 top_k_alone       "--top-k is an option of --sample" "$d/trainer" --top-
 expect1 chat_unknown      "--chat: unknown format 'llama2' (known: llama3, chatml, gemma)" "$d/trainer" --sample 1 --chat llama2
 expect1 stop_nine         "--stop: at most 8 tokens"     "$d/trainer" --sample 1 $(for i in 1 2 3 4 5 6 7 8 9; do echo --stop $i; done)
 expect1 sample_too_many   "from 0 to 100000000"          "$d/trainer" --sample 1000000000
+expect1 num_samples_zero  "--num-samples: expected an integer from 1, got '0'" "$d/trainer" --sample 1 --num-samples 0
+expect1 num_samples_alone "--num-samples is an option of --sample" "$d/trainer" --num-samples 2
 expect1 sample_seed_range "from 0 to 9223372036854775807" "$d/trainer" --sample 1 --sample-seed 99999999999999999999
 cd - >/dev/null
 [ -z "$(ls -A "$d/cwd")" ] && ok "refused trainer options: no output folder" ||

@@ -291,6 +291,8 @@ def sample_chat(tok, tj, fmt, d):
     nochat = [x for i, x in enumerate(base) if x != "--chat" and base[i - 1] != "--chat"]
     r = subprocess.run(nochat + ["--system", sysm], capture_output=True, text=True)
     assert r.returncode == 1 and "--system is a chat template's system message: it needs --chat" in r.stderr, r.stderr
+    r = subprocess.run(base[:-2] + ["--num-samples", "2"], input="x\n", capture_output=True, text=True)
+    assert r.returncode == 1 and "--num-samples: a conversation (--chat without --prompt)" in r.stderr, r.stderr
     no_tok = [x for i, x in enumerate(base) if x != "--tokenizer" and base[i - 1] != "--tokenizer"]
     r = subprocess.run(no_tok, capture_output=True, text=True)
     assert r.returncode == 1 and "--chat writes text in a chat template: it needs --tokenizer" in r.stderr, r.stderr

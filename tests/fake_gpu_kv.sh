@@ -5,8 +5,9 @@
 # positions and biases; GQA, qk_norm, a window and llama3's rope; a soft-cap, a scale,
 # qkv biases and qk_norm over all heads; a mixture of experts; bf16-mixed; longrope's
 # and a partial rope's tables are check_ops' cases), each sampling 150 tokens on the
-# fake GPU under TRAINC_KV_CACHE=check, the one-token passes as a CUDA graph
-# (kv_cache.py says what is required). Each kernel's own check against its C twin is
+# fake GPU under TRAINC_KV_CACHE=check, the one-token passes as a CUDA graph, and for
+# the second three samples together (--num-samples: a row a sequence, each with its own
+# cache) (kv_cache.py says what is required). Each kernel's own check against its C twin is
 # tests/gpu/check_ops.c's t_attention_decode.
 set -eu
 cd "$(dirname "$0")/.."

@@ -115,12 +115,13 @@ refuse recompute "recompute none" "$TRAINC" check "$d/tiny.json" --set recompute
 refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
 refuse freeze "freeze does not reach them" "$TRAINC" check "$d/tiny.json" --set 'freeze=g.*'
 refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
+refuse num_samples "a GAN's --sample N draws N samples" "$d/t" --out "$d/ns" "${q[@]}" --sample 4 --num-samples 2
 refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" --weights \
     "$d/a/model.safetensors" -o "$d/hf"
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
-[ ! -e "$d/hf" ] || { echo "FAIL export wrote $d/hf"; exit 1; }
-echo "ok   refused: data.val, early_stopping, recompute, zero1, freeze, --lr-find, layers beside gan, export hf"
+[ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] || { echo "FAIL export wrote $d/hf or --num-samples $d/ns"; exit 1; }
+echo "ok   refused: data.val, early_stopping, recompute, zero1, freeze, --lr-find, --num-samples, layers beside gan, export hf"
 
 # 2 ranks x batch 4 = 1 rank x batch 8: an MLP GAN whose z is a data input (so both
 # read the same z), no batchnorm (each rank normalizes its own batch), accumulate 2

@@ -3,12 +3,16 @@
 pass, for each attention option and the other layers a language model has.
 
 For each variant of gpt_char (2 blocks) a trainer trains 3 steps, then samples 150 tokens
-from a 15-byte prompt (prefilled 4 positions a pass, batch_size 4) under TRAINC_KV_CACHE=check, which computes every token the cache
-serves by the window's pass too: the cache must serve the 114 tokens before the window
-(T 128) slides, and its logits must be the window's within 1e-5 of the largest logit.
-Without the check the sampled bytes must be those of TRAINC_KV_CACHE=0 (the window's
-pass alone). A model that is not position by position (attention over all positions)
-has no decode program: its host.c has no decode(), and the check serves no token.
+from a 15-byte prompt (prefilled 4 positions a pass, batch_size 4) under
+TRAINC_KV_CACHE=check, which computes every token the cache serves by the window's pass
+too: the cache must serve the 114 tokens before the window (T 128) slides, and its logits
+must be the window's within 1e-5 of the largest logit. Without the check the sampled
+bytes must be those of TRAINC_KV_CACHE=0 (the window's pass alone). For two variants,
+--num-samples 3 under the check: for each of the 114 tokens the three rows' logits the
+window's over the three contexts, the first sample the one sample's, the bytes the same
+without the cache; --num-samples 5 past batch_size 4 refused before training. A model
+that is not position by position (attention over all positions) has no decode program:
+its host.c has no decode(), and the check serves no token.
 
 --fake-gpu=LIB (tests/fake_gpu_kv.sh; LIB: the fake GPU's libraries, tests/fake_gpu/): each
 variant is also built for both devices and samples on the fake GPU (the decode program's
@@ -17,7 +21,8 @@ the 114 tokens, its logits the GPU window's within 1e-5 of the largest (bf16-mix
 the cache holds fp32 keys where the window's pass reads 16-bit ones), and in fp32 the
 bytes are the CPU's; the one-token passes after the second are a CUDA graph's launches
 (counted in the fake GPU's trace), and with TRAINC_CUDA_GRAPH=0 there are none and the
-bytes are the same.
+bytes are the same. The GQA variant's three samples together are the CPU's bytes, their
+tokens' passes a graph's launches too.
 """
 import copy, json, os, re, subprocess, sys
 
@@ -83,20 +88,25 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value, exe=None, more_env=None):
+def sample(path, run, env_value, exe=None, more_env=None, n=1):
     """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
-    on the fake GPU, more_env added to its environment)"""
+    on the fake GPU, more_env added to its environment); n > 1: --num-samples n"""
     env = dict(os.environ, TRAINC_KV_CACHE=env_value)
     cmd = [TRAINC, "run", path] if not exe else [exe, "--device", "cuda"]
     if exe:
         env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"), **(more_env or {}))
     p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
                         "--quiet", "--threads", "2", "--sample", "150", "--prompt", "The license is ", "--set", "batch_size=4",
-                        "--temperature", "0.9", "--sample-seed", "5"],
+                        "--temperature", "0.9", "--sample-seed", "5"] + (["--num-samples", str(n)] if n > 1 else []),
                        env=env, capture_output=True)
     if p.returncode != 0:
         sys.exit("FAIL %s: exit %d: %s" % (path, p.returncode, p.stderr.decode()[-2000:]))
     return p.stdout.split(b"\n", 1)[1], p.stderr.decode()
+
+
+def samples(text):
+    """--num-samples' output: the samples, each as one sample's output (its bytes, a newline)"""
+    return re.split(rb"--- sample \d+ of \d+ ---\n", text)[1:]
 
 
 failed = 0
@@ -135,7 +145,8 @@ def on_fake_gpu(name, path, run, cpu_text):
     verdict(graphs == 112, "%s on the fake GPU: %d one-token passes launched as a CUDA graph" % (name, graphs))
     if tol == 1e-5:
         verdict(text == cpu_text, "%s on the fake GPU: the CPU's %d sampled bytes" % (name, len(text)))
-    if name == "gqa_qknorm_window_llama3":   # call by call, and over 4 slices of the cache
+    if name == "gqa_qknorm_window_llama3":   # three samples; call by call; over 4 slices of the cache
+        several(name, path, run, text, exe, several(name, path, run, cpu_text))
         plain, err = sample(path, run, "1", exe, {"TRAINC_CUDA_GRAPH": "0", "TRAINC_FAKE_GPU_TRACE": "1"})
         verdict(plain == text and "launch graph" not in err,
                 "%s on the fake GPU, TRAINC_CUDA_GRAPH=0: no graph, the same %d bytes" % (name, len(plain)))
@@ -144,6 +155,39 @@ def on_fake_gpu(name, path, run, cpu_text):
         verdict(got and got[1] < 1e-5 and split == text,
                 "%s on the fake GPU, TRAINC_DECODE_SPLITS=4: logits within %.2g of the window's, "
                 "the same bytes" % (name, got[1] if got else float("nan")))
+
+
+# --num-samples 3: the prompt's cache copied to three sequences, then a pass of three rows
+# (each its own sequence and cache) a token; on the fake GPU the second alone
+SEVERAL = ("gpt", "gqa_qknorm_window_llama3")
+
+def several(name, path, run, one, exe=None, cpu=None):
+    """three samples together under the check (every row's logits the window's over the three
+    contexts), the first the one sample's; on the CPU the three the same without the cache,
+    on the fake GPU the CPU's (cpu) and a token's passes a CUDA graph's launches. The text."""
+    where = " on the fake GPU" if exe else ""
+    text, err = sample(path, run, "check", exe, {"TRAINC_FAKE_GPU_TRACE": "1"} if exe else None, n=3)
+    got = check_line(name + where + " --num-samples 3", err)
+    if not got:
+        return None
+    three = samples(text)
+    verdict(got[0] == 114 and got[1] < 1e-5 and len(three) == 3 and three[0] == one and three[1] != one,
+            "%s%s --num-samples 3: the cache served %d tokens of each, logits within %.2g of the window's, "
+            "the first sample the one sample's" % (name, where, got[0], got[1]))
+    if exe:
+        graphs = err.count("fake GPU: launch graph")
+        verdict(graphs == 112 and text == cpu, "%s%s --num-samples 3: the CPU's %d bytes, %d passes of a "
+                "token launched as a CUDA graph" % (name, where, len(text), graphs))
+        return text
+    window, _ = sample(path, run, "0", n=3)
+    verdict(window == text, "%s --num-samples 3: the same %d bytes without the cache" % (name, len(text)))
+    # more samples than the batch's rows: exit 1 before training, nothing written
+    out = os.path.join(OUT, name + "_five")
+    p = subprocess.run([TRAINC, "run", path, "--set", "batch_size=4", "--quiet", "--out", out, "--sample", "5",
+                        "--num-samples", "5"], capture_output=True, text=True)
+    verdict(p.returncode == 1 and "--num-samples 5: at most the batch size, 4" in p.stderr and not os.path.exists(out),
+            "%s --num-samples 5 at batch_size 4: exit 1 before training (%s)" % (name, p.stderr.strip()[-120:]))
+    return text
 
 
 def variant(name, opts, change):
@@ -171,6 +215,8 @@ def variant(name, opts, change):
     window, _ = sample(path, run, "0")
     verdict(plain == window and text == plain and len(plain) >= 150,
             "%s: the same %d sampled bytes with the cache and without" % (name, len(plain)))
+    if name in SEVERAL:
+        several(name, path, run, text)
 
 
 names = [a for a in sys.argv[1:] if not a.startswith("--")] or list(VARIANTS)

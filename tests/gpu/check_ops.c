@@ -1604,7 +1604,8 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
 }
 
 /* The decode program's attention (decode.cuh; rt_attention_decode): B rows at positions
- * pos .. pos + B - 1 of one sequence against a cache whose positions before pos hold
+ * pos .. pos + B - 1 of one sequence (with seqs: B sequences, each at pos, with a cache
+ * of its own, kv_seq floats apart) against a cache whose positions before pos hold
  * random keys and values (as earlier calls would leave them), in the second layer's part
  * of a two-layer cache (kv_off). The options as t_attention_ext's (causal always). Both
  * sides write the rows' keys and values into their cache, then attend: the whole cache
@@ -1612,13 +1613,14 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
  * are judged. */
 static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                                int64_t pos, int64_t W, int qkn, float theta, int l3, float scale,
-                               float cap, int splits)
+                               float cap, int splits, int seqs)
 {
     int64_t hd = d / H, nq = B * (H + 2 * KV) * hd, ny = B * d, layer = 2 * KV * T * hd;
+    int64_t all = (seqs ? B : 1) * 2 * layer;   /* (the sequences' caches) */
     float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
-    SHAPE("B%lld T%lld d%lld H%lld KV%lld pos %lld W%lld%s rope %g%s scale %g cap %g S %d",
-          (long long)B, (long long)T, (long long)d, (long long)H, (long long)KV, (long long)pos,
-          (long long)W, qkn ? " qk_norm" : "", (double)theta,
+    SHAPE("B%lld%s T%lld d%lld H%lld KV%lld pos %lld W%lld%s rope %g%s scale %g cap %g S %d",
+          (long long)B, seqs ? " sequences" : "", (long long)T, (long long)d, (long long)H,
+          (long long)KV, (long long)pos, (long long)W, qkn ? " qk_norm" : "", (double)theta,
           l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : "", (double)sc, (double)cap, splits);
     float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 == 1 ? T / 4 + 1 : 0;
@@ -1627,37 +1629,38 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
         ext[j] = 1.0f / (powf(theta, (float)(2 * j) / (float)hd) * (1.0f + 0.5f * (float)j));
         ext[hd / 2 + j] = 1.2f;
     }
-    float *qkv = avec(nq), *y = nans(ny), *kv0 = fvec(2 * layer);
+    float *qkv = avec(nq), *y = nans(ny), *kv0 = fvec(all);
     /* keys that grow with their position, so that the scores' maximum moves up in later
      * chunks (the running sum and output must be rescaled) */
-    for (int64_t k = 0; k < 2 * layer; k++)
+    for (int64_t k = 0; k < all; k++)
         if (k % layer < layer / 2)
             kv0[k] *= 0.5f + 3.0f * (float)(k / hd % T) / (float)T;
-    float *kv = fcopy(kv0, 2 * layer), *qn = fvec(hd), *kn = fvec(hd);
+    float *kv = fcopy(kv0, all), *qn = fvec(hd), *kn = fvec(hd);
     for (int64_t i = 0; i < hd; i++)
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
-    C.pos = pos, C.kv = kv;
+    C.pos = pos, C.kv = kv, C.kv_seq = G->kv_seq = seqs ? 2 * layer : 0;
     rt_attention_decode(&C, qkv, wq, wk, y, layer, B, T, d, H, KV, 1, W, theta, fac, lo, hi,
                         orig, ext, sc, cap);
-    float *gq = up_a(qkv, nq), *gy = dalloc_a(ny), *py = nans(ny), *gkv = dalloc32(2 * layer * 4);
+    float *gq = up_a(qkv, nq), *gy = dalloc_a(ny), *py = nans(ny), *gkv = dalloc32(all * 4);
     float *gqn = up(qn, hd * 4), *gkn = up(kn, hd * 4);
     int32_t p32 = (int32_t)pos;
     const int32_t *gpos = up(&p32, 4);   /* (the kernels read the position there) */
-    out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, 2 * layer}};
+    out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, all}};
     char sv[16];
     snprintf(sv, sizeof sv, "%d", splits);   /* the position slices (0: the runtime's choice) */
     setenv("TRAINC_DECODE_SPLITS", sv, 1);
     for (int rep = 0; rep < 2; rep++) {
-        upload_a(gy, py, ny), upload(gkv, kv0, 2 * layer * 4);
+        upload_a(gy, py, ny), upload(gkv, kv0, all * 4);
         G->pos = pos, G->kv = gkv, G->dpos = gpos;
         rt_cu_attention_decode(G, gq, qkn ? gqn : NULL, qkn ? gkn : NULL, gy, layer, B, T, d, H, KV,
                                W, theta, fac, lo, hi, orig, ext, sc, cap);
-        o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, 2 * layer);
+        o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, all);
     }
     unsetenv("TRAINC_DECODE_SPLITS");
     judge("attention_decode", TATT(TOL_RED), o, 2);
     C.kv = G->kv = NULL;
+    C.kv_seq = G->kv_seq = 0;
     G->dpos = NULL;
     free(qkv), free(y), free(kv0), free(kv), free(qn), free(kn), free(py), free(ext);
     reset();
@@ -2989,14 +2992,14 @@ static void all_attention(void)
 }
 
 /* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
- * table added, into another buffer or in place. */
-static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
+ * table added (with seqs, row pos to every row), into another buffer or in place. */
+static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace, int seqs)
 {
-    SHAPE("B%lld d%lld pos %lld%s", (long long)B, (long long)d, (long long)pos,
-          inplace ? " in place" : "");
+    SHAPE("B%lld d%lld pos %lld%s%s", (long long)B, (long long)d, (long long)pos,
+          inplace ? " in place" : "", seqs ? " sequences" : "");
     int64_t n = B * d;
     float *x = avec(n), *w = fvec((pos + B) * d), *y = inplace ? fcopy(x, n) : nans(n);
-    C.pos = pos;
+    C.pos = pos, C.kv_seq = G->kv_seq = seqs ? 1 : 0;
     rt_pos_row_add(&C, inplace ? y : x, w, y, B, d);
     float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4);
     float *gy = inplace ? gx : dalloc_a(n);
@@ -3014,6 +3017,7 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
     }
     judge("pos_row_add", TA(TOL_EW), &o, 1);
     G->dpos = NULL;
+    C.kv_seq = G->kv_seq = 0;
     free(x), free(w), free(y), free(py);
     reset();
 }
@@ -3023,17 +3027,20 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace)
  * slice past a chunk of RT_DEC_CHUNK keys (the online softmax's second chunk) and in 6
  * (the merge), GQA with qk_norm and llama3's rope; a window that starts inside the
  * cache, a soft-cap and a scale; a window that leaves the first slices empty; longrope's
- * table at heads 96; heads 256 (Gemma's) */
+ * table at heads 96; heads 256 (Gemma's); rows as sequences of their own (--num-samples),
+ * GPT-2's in one slice and Llama's options late in a long cache in the runtime's slices */
 static void decode_attention(void)
 {
-    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1);
-    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 3);
-    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 1);
-    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6);
-    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f, 0);
-    t_attention_decode(2, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 0, 0.0f, 0.0f, 5);
-    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f, 0);
-    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f, 2);
+    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 0);
+    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 3, 0);
+    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 1, 0);
+    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
+    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f, 0, 0);
+    t_attention_decode(2, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 0, 0.0f, 0.0f, 5, 0);
+    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f, 0, 0);
+    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f, 2, 0);
+    t_attention_decode(3, 64, 128, 4, 4, 20, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 1);
+    t_attention_decode(4, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 1, 0.0f, 0.0f, 0, 1);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
@@ -3246,11 +3253,12 @@ int main(int argc, char **argv)
     else
         all_attention();
     if (lean)
-        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6);
+        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
     else
         decode_attention();
-    t_pos_row_add(1, 768, 1000, 0);
-    t_pos_row_add(7, 130, 3, 1);
+    t_pos_row_add(1, 768, 1000, 0, 0);
+    t_pos_row_add(7, 130, 3, 1, 0);
+    t_pos_row_add(5, 130, 40, 1, 1);
 
     t_embedding(1, 11, 7, 11);
     t_embedding(100, 300, 7, 20);

@@ -481,6 +481,42 @@ static int decode_run(const ext_case *c, int pi, const float *qkv, const float *
     return outside != 0;
 }
 
+/* The same with the batch rows as sequences of their own (--num-samples): each row's
+ * first T/2 positions in one pass into its own cache, then each later position of all
+ * rows in one call (e->kv_seq: row b's cache n_kv floats after row b - 1's), its rows
+ * gathered from qkv and y scattered into out [B, T, d]. 0, else 1 as decode_run. */
+static int decode_run_seqs(const ext_case *c, int pi, const float *qkv, const float *qn,
+                           const float *kn, float *out)
+{
+    int64_t hd = c->d / c->H, ld = (c->H + 2 * c->KV) * hd, off = 3, n_kv = 2 * c->KV * c->T * hd;
+    int64_t all = c->B * n_kv, p0 = c->T / 2;
+    float *kv = nanvec(off + all + 5), *rows = nanvec(c->B * ld), *ys = nanvec(c->B * c->d);
+    float th = c->rope ? (float)c->theta : 0.0f;
+    rt_exec e = exec_on(pools[pi]);
+    for (int64_t b = 0; b < c->B; b++) {   /* (positions [0, p0) of each) */
+        e.pos = 0, e.kv = kv + b * n_kv, e.kv_seq = 0;
+        rt_attention_decode(&e, qkv + b * c->T * ld, qn, kn, out + b * c->T * c->d, off, p0,
+                            c->T, c->d, c->H, c->KV, 1, c->window, th, (float)c->factor,
+                            (float)c->low, (float)c->high, c->orig, c->ext, (float)c->scale,
+                            (float)c->softcap);
+    }
+    for (int64_t at = p0; at < c->T; at++) {
+        for (int64_t b = 0; b < c->B; b++)
+            memcpy(rows + b * ld, qkv + (b * c->T + at) * ld, (size_t)ld * 4);
+        e.pos = at, e.kv = kv, e.kv_seq = n_kv;
+        rt_attention_decode(&e, rows, qn, kn, ys, off, c->B, c->T, c->d, c->H, c->KV, 1,
+                            c->window, th, (float)c->factor, (float)c->low, (float)c->high,
+                            c->orig, c->ext, (float)c->scale, (float)c->softcap);
+        for (int64_t b = 0; b < c->B; b++)
+            memcpy(out + (b * c->T + at) * c->d, ys + b * c->d, (size_t)c->d * 4);
+    }
+    int outside = 0;
+    for (int64_t i = 0; i < off + all + 5; i++)
+        outside += (i < off || i >= off + all) && !isnan(kv[i]);
+    free(kv), free(rows), free(ys);
+    return outside != 0;
+}
+
 static void torch_case(FILE *f, const ext_case *c)
 {
     char tag[200], nm[300];
@@ -523,6 +559,9 @@ static void torch_case(FILE *f, const ext_case *c)
             fail(NAME("decode %s", tag), "wrote outside the layer's part of the cache");
         torch_cmp(tag, "decode y", yd[0], ty, ny);
         check_same(NAME("decode threads 1 vs 3 y %s", tag), yd[0], yd[1], (size_t)ny * 4);
+        if (decode_run_seqs(c, 1, qkv, nw ? qn : NULL, nw ? kn : NULL, yd[1]))
+            fail(NAME("decode sequences %s", tag), "wrote outside the sequences' caches");
+        torch_cmp(tag, "decode sequences y", yd[1], ty, ny);
         free(yd[0]), free(yd[1]);
     }
     if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale && !c->softcap) {
