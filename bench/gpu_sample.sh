@@ -6,6 +6,8 @@
 #   - trainc by the window's pass each token (TRAINC_KV_CACHE=0), N / 4 tokens;
 #   - PyTorch with a static cache, eager and torch.compile (reduce-overhead: CUDA
 #     graphs), bench/gpu_sample_torch.py: gpt-fast's way, its strongest;
+#   - llama3_1b's four sequences at once: trainc --num-samples 4 with the cache,
+#     PyTorch --batch 4 eager and compiled (tokens counted over the four);
 # then once TRAINC_KV_CACHE=check: the cache's logits against the window's pass, the
 # largest difference over the largest logit. trainc's seconds are its own stderr line's
 # (the prompt's prefill and the tokens; the validation before it not counted), PyTorch's
@@ -36,15 +38,16 @@ PY
 two_windows gpt2 20240520 uint16 1024
 two_windows llama3 20240801 uint32 2048
 
-trainc_sample() {   # trainc_sample TRAINER SHARDS KV N ROUND: a JSON line from its stderr line
-    local exe=$1 v2=$D/data/$2/val2.bin kv=$3 n=$4 r=$5 line
+trainc_sample() {   # trainc_sample TRAINER SHARDS KV N ROUND [SAMPLES]: a JSON line from its stderr line
+    local exe=$1 v2=$D/data/$2/val2.bin kv=$3 n=$4 r=$5 k=${6:-1} line
     line=$(TRAINC_KV_CACHE=$kv "$S/$exe" --device cuda --eval --set "data.train.tokens=$v2" \
              --set "data.val.tokens=$v2" --set loader.drop_last=false --sample "$n" \
-             --prompt "The license " --temperature 1e-300 2>&1 >/dev/null | tee -a "$ERR" |
+             --num-samples "$k" --prompt "The license " --temperature 1e-300 2>&1 >/dev/null |
+           tee -a "$ERR" |
            grep '^trainc: \(sampled\|key/value cache check\)')
     # "trainc: sampled N tokens in S s, R a second (K from the key/value cache)"
     # "trainc: key/value cache check: K tokens, the largest difference W of the largest logit"
-    echo "$line" | awk -v m="$exe" -v r="$r" -v kv="$kv" '/sampled/ && kv != "check" {printf "{\"model\":\"%s\",\"round\":%d,\"impl\":\"trainc %s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", m, r, kv == 0 ? "window" : "cache", $3, $6, $8, substr($11, 2)}
+    echo "$line" | awk -v m="$exe" -v r="$r" -v kv="$kv" -v k="$k" '/sampled/ && kv != "check" {printf "{\"model\":\"%s\",\"round\":%d,\"impl\":\"trainc %s%s\",\"tokens\":%d,\"seconds\":%s,\"tokens_per_s\":%s,\"from_cache\":%d}\n", m, r, kv == 0 ? "window" : "cache", (k > 1 ? " x" k : ""), $3, $6, $8, substr($11, 2)}
         /cache check/ {printf "{\"model\":\"%s\",\"impl\":\"trainc cache check\",\"tokens\":%d,\"worst\":%s}\n", m, $5, $10}' >>"$RES"
 }
 torch_sample() {    # torch_sample TRAINER MODEL ROUND [--compile]
@@ -60,6 +63,10 @@ for m in llama_124m:gpt2:124m llama3_1b:llama3:1b; do
         trainc_sample "$exe" "$shards" 0 $((N / 4)) "$r"
         torch_sample "$exe" "$model" "$r"
         torch_sample "$exe" "$model" "$r" --compile
+        [ "$exe" = llama3_1b ] || continue   # (four at once: where the weights' reads cost)
+        trainc_sample "$exe" "$shards" 1 "$N" "$r" 4
+        torch_sample "$exe" "$model" "$r" --batch 4
+        torch_sample "$exe" "$model" "$r" --compile --batch 4
     done
     trainc_sample "$exe" "$shards" check 32 0
 done
@@ -73,10 +80,11 @@ for model in dict.fromkeys(x["model"] for x in rows):
         if x["model"] == model and "tokens_per_s" in x:
             by.setdefault(x["impl"], []).append(x["tokens_per_s"])
     print("%s --sample, bf16, greedy, tokens/s (median of the rounds):" % model)
-    cache = statistics.median(by.get("trainc cache", [0])) or float("nan")
-    for k, v in by.items():
+    for k, v in by.items():   # (four sequences against trainc's four)
+        x4 = " x4" if k.endswith(" x4") else ""
+        cache = statistics.median(by.get("trainc cache" + x4, [0])) or float("nan")
         m = statistics.median(v)
-        print("  %-22s %9.1f   trainc cache / this %.2fx" % (k, m, cache / m if m else float("nan")))
+        print("  %-22s %9.1f   trainc cache%s / this %.2fx" % (k, m, x4, cache / m if m else float("nan")))
     for x in rows:
         if x["model"] == model and "worst" in x:
             print("  the cache's logits against the window's over %d tokens: %.3g of the largest"

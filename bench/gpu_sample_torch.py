@@ -5,10 +5,12 @@ the prompt in one pass, then each token one position through the blocks, written
 the caches at its position and attending to all T cached positions under a mask (one
 shape for every token). With --compile the one-token step goes through
 torch.compile(mode="reduce-overhead", fullgraph=True): CUDA graphs, one launch a token.
+With --batch B, B sequences from the same prompt at once (a batch row each, as trainc's
+--num-samples B).
 
-usage: gpu_sample_torch.py MODEL PROMPT N [--compile] [--device cpu]
+usage: gpu_sample_torch.py MODEL PROMPT N [--compile] [--batch B] [--device cpu]
        MODEL: 124m or 1b; PROMPT ids (random), then N new ones
-prints one JSON line: tokens (N), seconds (the prompt's pass and the N tokens, after a
+prints one JSON line: tokens (B N), seconds (the prompt's pass and the N tokens, after a
 warm-up generation of the same length), tokens_per_s.
 """
 import json, math, sys, time
@@ -16,7 +18,7 @@ import torch, torch.nn.functional as F
 from gpu_llama_torch import CONFIGS, Llama, rotate
 
 
-def attend(q, k, v, mask):   # q [1, H, t, hd]; k, v [1, KV, T, hd]; mask [t, T]
+def attend(q, k, v, mask):   # q [B, H, t, hd]; k, v [B, KV, T, hd]; mask [t, T]
     H, KV = q.shape[1], k.shape[1]
     if H != KV:
         k, v = (x.repeat_interleave(H // KV, dim=1) for x in (k, v))
@@ -27,7 +29,7 @@ def attend(q, k, v, mask):   # q [1, H, t, hd]; k, v [1, KV, T, hd]; mask [t, T]
 
 
 def step(m, kc, vc, idx, pos):
-    """the ids idx [1, t] at positions pos [t] through the model, their keys and values
+    """the ids idx [B, t] at positions pos [t] through the model, their keys and values
     into the caches: the logits of the last"""
     c, x = m.c, m.emb(idx)
     B, t, D = x.shape
@@ -51,7 +53,8 @@ def generate(m, one, prompt, n):
     """greedy: the prompt's pass, then n - 1 one-token steps (one); the n ids"""
     c, dev = m.c, prompt.device
     hd = c["D"] // c["H"]
-    kc = [torch.zeros(1, c["KV"], c["T"], hd, dtype=m.emb.weight.dtype, device=dev) for _ in m.h]
+    kc = [torch.zeros(prompt.shape[0], c["KV"], c["T"], hd, dtype=m.emb.weight.dtype, device=dev)
+          for _ in m.h]
     vc = [torch.zeros_like(x) for x in kc]
     p = prompt.shape[1]
     nxt = step(m, kc, vc, prompt, torch.arange(p, device=dev)).argmax(-1, keepdim=True)
@@ -68,10 +71,13 @@ def main():
     dev = sys.argv[sys.argv.index("--device") + 1] if "--device" in sys.argv else "cuda"
     if "--device" in sys.argv:
         args.remove(dev)
+    B = int(sys.argv[sys.argv.index("--batch") + 1]) if "--batch" in sys.argv else 1
+    if "--batch" in sys.argv:
+        args.remove(str(B))
     torch.manual_seed(0)
     m = Llama(CONFIGS[name], False).to(dev).to(torch.bfloat16 if dev == "cuda" else torch.float32).eval()
     one = torch.compile(step, mode="reduce-overhead", fullgraph=True) if "--compile" in sys.argv else step
-    prompt = torch.randint(0, CONFIGS[name]["V"], (1, p), device=dev)
+    prompt = torch.randint(0, CONFIGS[name]["V"], (1, p), device=dev).repeat(B, 1)
     sync = torch.cuda.synchronize if dev == "cuda" else (lambda: None)
     with torch.no_grad():
         generate(m, one, prompt, n)   # warm-up (and the compile)
@@ -80,8 +86,9 @@ def main():
         ids = generate(m, one, prompt, n)
         sync()
         dt = time.perf_counter() - t0
-    print(json.dumps({"impl": "pytorch " + ("compile" if "--compile" in sys.argv else "eager"),
-                      "tokens": ids.shape[1], "seconds": round(dt, 4), "tokens_per_s": round(ids.shape[1] / dt, 2)}))
+    impl = "pytorch " + ("compile" if "--compile" in sys.argv else "eager") + (" x%d" % B if B > 1 else "")
+    print(json.dumps({"impl": impl, "tokens": ids.numel(), "seconds": round(dt, 4),
+                      "tokens_per_s": round(ids.numel() / dt, 2)}))
 
 
 if __name__ == "__main__":
