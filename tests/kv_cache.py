@@ -22,7 +22,8 @@ the cache holds fp32 keys where the window's pass reads 16-bit ones), and in fp3
 bytes are the CPU's; the one-token passes after the second are a CUDA graph's launches
 (counted in the fake GPU's trace), and with TRAINC_CUDA_GRAPH=0 there are none and the
 bytes are the same. The GQA variant's three samples together (--num-samples 3, with the
-cache) are the CPU's bytes, their tokens' passes a graph's launches too.
+cache) are the CPU's bytes, their tokens' passes a graph's launches too; where the GPU
+has no room for their caches (TRAINC_FAKE_GPU_OOM_BYTES), the window's pass draws them.
 """
 import copy, json, os, re, subprocess, sys
 
@@ -88,7 +89,7 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value, exe=None, more_env=None, n=1):
+def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150):
     """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
     on the fake GPU, more_env added to its environment); n > 1: --num-samples n"""
     env = dict(os.environ, TRAINC_KV_CACHE=env_value)
@@ -96,7 +97,7 @@ def sample(path, run, env_value, exe=None, more_env=None, n=1):
     if exe:
         env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"), **(more_env or {}))
     p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
-                        "--quiet", "--threads", "2", "--sample", "150", "--prompt", "The license is ", "--set", "batch_size=4",
+                        "--quiet", "--threads", "2", "--sample", str(tokens), "--prompt", "The license is ", "--set", "batch_size=4",
                         "--temperature", "0.9", "--sample-seed", "5"] + (["--num-samples", str(n)] if n > 1 else []),
                        env=env, capture_output=True)
     if p.returncode != 0:
@@ -171,6 +172,14 @@ def several(name, path, run, one, exe=None, cpu=None):
         graphs = err.count("fake GPU: launch graph")
         verdict(graphs == 112 and text == cpu, "%s on the fake GPU --num-samples 3: the CPU's %d bytes, %d passes "
                 "of a token launched as a CUDA graph" % (name, len(text), graphs))
+        # no room for the three caches (2 layers, K and V, 2 heads of 32, T 128, fp32): the
+        # window's pass each token, the same samples (their first 20 tokens)
+        per = 2 * 2 * 2 * 32 * 128 * 4
+        cut, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_OOM_BYTES": str(3 * per)}, n=3, tokens=20)
+        want = [x[:20] + b"\n" for x in samples(cpu)]
+        verdict("no room on the GPU for the key/value cache (0.4 MiB)" in err and samples(cut) == want,
+                "%s on the fake GPU --num-samples 3, no room for the caches: the window's pass, the same "
+                "first 20 bytes of each" % name)
         return text
     text, err = sample(path, run, "check", n=3)
     got = check_line(name + " --num-samples 3", err)

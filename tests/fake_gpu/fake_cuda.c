@@ -13,7 +13,9 @@
  *              major x 10 + minor, is the older spelling of 7.5);
  *              TRAINC_FAKE_GPU_COUNT=N shows N such devices, of which a process may
  *              use one (ranks of one node each take their own, as with NCCL),
- *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc
+ *              16 GiB (TRAINC_FAKE_GPU_MEM_MB to change), checked by cuMemAlloc;
+ *              TRAINC_FAKE_GPU_OOM_BYTES=N: a cuMemAlloc of exactly N bytes is out of
+ *              memory (so that a test reaches what one allocation's failure does)
  *   memory     device pointer = host address. Each allocation is its own mapping with
  *              an inaccessible page right after its end (an overrun faults), filled with
  *              0xff bytes (NaN as floats) as a GPU's memory is not zeroed. Copies and
@@ -123,6 +125,7 @@ static void tr(const char *fmt, ...)
 static int sms = 4, n_devices = 1, ctx_dev = -1;
 static int cc = 90;   /* compute capability x 10 (TRAINC_FAKE_CC=7.5: a Turing GPU) */   /* ctx_dev: the primary context's */
 static size_t total_mem = (size_t)16 << 30, used_mem;
+static size_t oom_bytes;   /* TRAINC_FAKE_GPU_OOM_BYTES (0: none) */
 static size_t gran = (size_t)2 << 20;   /* cuMemGetAllocationGranularity */
 static size_t page_size(void);
 
@@ -167,6 +170,8 @@ CUresult cuInit(unsigned int flags)
     s = getenv("TRAINC_FAKE_GPU_MEM_MB");
     if (s && *s)
         total_mem = (size_t)strtoull(s, NULL, 10) << 20;
+    s = getenv("TRAINC_FAKE_GPU_OOM_BYTES");
+    oom_bytes = s && *s ? (size_t)strtoull(s, NULL, 10) : 0;
     s = getenv("TRAINC_FAKE_GPU_SMS");
     if (s && *s && atoi(s) > 0)
         sms = atoi(s);
@@ -368,10 +373,11 @@ CUresult cuMemAlloc(CUdeviceptr *dp, size_t n)
     if (!dp || n == 0)
         return refuse(CUDA_ERROR_INVALID_VALUE, "cuMemAlloc: %zu bytes", n);
     pthread_mutex_lock(&lock);
-    if (n > total_mem - used_mem) {
+    if (n > total_mem - used_mem || n == oom_bytes) {
         pthread_mutex_unlock(&lock);
-        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc: %zu bytes, %zu of %zu free", n,
-                      total_mem - used_mem, total_mem);
+        return refuse(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc: %zu bytes, %zu of %zu free%s", n,
+                      total_mem - used_mem, total_mem,
+                      n == oom_bytes ? " (TRAINC_FAKE_GPU_OOM_BYTES)" : "");
     }
     size_t pg = page_size(), len = (n + 255) & ~(size_t)255;
     size_t map_len = ((len + pg - 1) & ~(pg - 1)) + pg;
