@@ -18,7 +18,8 @@
 # vs CPU (< 1e-3); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
 # bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
-# with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed) against the
+# with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
+# and three at once) against the
 # window's pass; compute-sanitizer memcheck on a short run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
 # and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
@@ -176,15 +177,18 @@ PY
     # --sample's key/value cache on the GPU (decode.cuh, the one-token passes as a CUDA
     # graph): 100 tokens under TRAINC_KV_CACHE=check from the GPU runs' weights, the cache's
     # logits against the window's pass (fp32 1e-3: the GEMMs of one row against T rows'
-    # may take other cuBLASLt kernels; bf16 2e-2), and again over 4 slices of the cache
+    # may take other cuBLASLt kernels; bf16 2e-2), again over 4 slices of the cache, and
+    # three samples at once (--num-samples 3: a row a sequence, each with its own cache)
     for t in gpt_char:gpt.gpu:1e-3 gpt_char_bf16:gpt.bf16:2e-2 llama_moe:moe.gpu:1e-3 llama_moe_bf16:moe.bf16:2e-2; do
         IFS=: read -r m run tol <<<"$t"
-        for splits in 0 4; do
+        for v in 0:1 4:1 0:3; do
+            splits=${v%:*} k=${v#*:}
             line=$(TRAINC_KV_CACHE=check TRAINC_DECODE_SPLITS=$splits "$S/$m" --device cuda --eval \
                      --init "$D/$run/model.safetensors" "${TX[@]}" --set validate.batches=2 --sample 100 \
-                     --prompt "The license " 2>&1 >/dev/null | tee -a "$OUT/runs.log" | grep "cache check")
+                     --num-samples "$k" --prompt "The license " 2>&1 >/dev/null | tee -a "$OUT/runs.log" |
+                   grep "cache check")
             r=$(echo "$line" | awk -v tol="$tol" '{n = $5; w = $10} END {printf "%s tokens from the cache, logits within %s of the largest", n, w; exit !(n > 50 && w + 0 <= tol + 0)}') &&
-                note "ok   $m --sample on the GPU (slices $splits): $r" || { note "FAIL $m --sample on the GPU (slices $splits): $r ($line)"; fail=1; }
+                note "ok   $m --sample on the GPU (slices $splits, $k samples): $r" || { note "FAIL $m --sample on the GPU (slices $splits, $k samples): $r ($line)"; fail=1; }
         done
     done
     # --predict: validation's output downloaded (16-bit logits widened) against the CPU's
