@@ -19,8 +19,8 @@
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
 # bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
 # with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
-# and three at once) against the
-# window's pass; compute-sanitizer memcheck on a short run.
+# and three at once) against the window's pass; compute-sanitizer memcheck on a short
+# run.
 # bench: samples/s, device memory and time to the first step, trainc vs PyTorch eager
 # and torch.compile (bench/gpu_torch.py) on the same device; trainc: its side alone.
 set -u
