@@ -1320,10 +1320,10 @@ static int64_t dec_slices(rt_exec *e, int64_t B, int64_t H, int64_t T, int64_t h
 
 /* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence, or
  * sequences of their own at e->pos (e->kv_seq; the kernels read pos at e->dpos, on the
- * device): their keys and values into the layer's
- * cache at e->kv + kv_off (a launch over (row, key/value head)), then their queries
- * against it (one over (row, query head, slice of the positions): dec_slices), and
- * with several slices their merge (one over (row, query head)). */
+ * device): their keys and values into the layer's cache at e->kv + kv_off (a launch
+ * over (row, key/value head)), then their queries against it (one over (row, query
+ * head, slice of the positions): dec_slices), and with several slices their merge (one
+ * over (row, query head)). */
 void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                             float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
                             int64_t KV, int64_t window, float theta, float factor, float low,

@@ -468,8 +468,9 @@ static void prompt_reply(Gen *g)
     rt_ids_free(&ids);
     gen_reply(g);
     for (int64_t b = 0; b < g->N && r->o.tokenizer && !r->o.quiet; b++) {
-        char what[40];   /* the sample's ids, beside its text */
-        snprintf(what, sizeof what, g->N > 1 ? "sample %lld" : "sample", (long long)b + 1);
+        char what[40] = "sample";   /* the sample's ids, beside its text */
+        if (g->N > 1)
+            snprintf(what, sizeof what, "sample %lld", (long long)b + 1);
         print_ids(what, g->out[b].v, g->out[b].n);
     }
 }
