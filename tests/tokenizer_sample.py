@@ -73,7 +73,8 @@ def stop_at(kind, d, sp, tj, tok, sample):
     """--stop TEXT: the same sample from the trained weights (--eval: the same draws)
     ends before the first id that is TEXT's one token: the first of the sample's ids
     that comes back as itself from its own text, not seen before it. With two --stop
-    (a later such id's text first), before the first of either."""
+    (a later such id's text first), before the first of either. With --num-samples 2 the
+    first sample is that one, the second its own, each ended at the stop, both decoded."""
     ok = [j for j in range(3, len(sample)) if sample[j] not in sample[:j] and
           tok.encode(tok.decode([sample[j]]), add_special_tokens=False).ids == [sample[j]]]
     j = ok[0]
@@ -87,11 +88,25 @@ def stop_at(kind, d, sp, tj, tok, sample):
         if r.returncode != 0 or got != want:   # (no data.val: --eval prints no record)
             sys.exit("FAIL: %s: --stop %r: exit %d, printed %r, want %r" % (kind, stops, r.returncode, got, want))
     assert later, "no second token to stop at"
+    # --num-samples 2: the first the one sample's, each ended at its own stop, printed in turn
+    r = subprocess.run([TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors", "--threads", "1",
+                        "--sample", "40", "--prompt", PROMPT, "--tokenizer", tj, "--stop", stop,
+                        "--num-samples", "2"], capture_output=True)
+    err = r.stderr.decode("utf-8", "replace")
+    one, two = ids_line(err, "sample 1"), ids_line(err, "sample 2")
+    want = "".join("--- sample %d of 2 ---\n%s\n" % (k + 1, tok.decode(x, skip_special_tokens=False))
+                   for k, x in enumerate((one, two)))
+    stop_id = sample[j]
+    if (r.returncode != 0 or one != sample[:j] or stop_id in two or two == one or
+            r.stdout.decode("utf-8", "replace") != want):
+        sys.exit("FAIL: %s: --num-samples 2: exit %d, ids %s and %s, printed %r" % (kind, r.returncode, one, two,
+                                                                                 r.stdout))
     r2 = subprocess.run([TRAINC, "run", sp, "--eval", "--sample", "5", "--tokenizer", tj,
                          "--stop", "two words"], capture_output=True, text=True)
     assert r2.returncode == 1 and "not one" in r2.stderr, (r2.returncode, r2.stderr)
     print("ok   %s: --stop %r ends the sample before its token %d (%d ids printed), also as the "
-          "second of two (%r first); two tokens refused" % (kind, stop, j + 1, j, later[0]))
+          "second of two (%r first), and each of --num-samples 2 (%d and %d ids); two tokens refused"
+          % (kind, stop, j + 1, j, later[0], len(one), len(two)))
 
 
 def run(kind, vocab):
