@@ -60,7 +60,9 @@
 #   sample     bench/gpu_sample.sh: llama_124m's and llama3_1b's --sample (bf16-mixed,
 #              greedy, 128 tokens) with the key/value cache and by the window's pass,
 #              against PyTorch with a static cache, eager and torch.compile (CUDA
-#              graphs), 2 alternating rounds; the cache's logits against the window's  300
+#              graphs), and llama3_1b's four samples at once against a batch of 4, 2
+#              alternating rounds (no round started in the part's last minute); the
+#              cache's logits against the window's                                  360
 #   profile    bench/gpu_profile.sh: Nsight Compute, by kernel: gpt2_124m_none at batch
 #              8 (the attention kernels and the classifier in detail: stall reasons),
 #              then wide_mlp_bf16 at 65536 with K-sliced weight gradients and with
@@ -151,7 +153,7 @@ for part in "$@"; do
     recompute) lim=400; cmd=(bash bench/gpu_gpt2.sh) ;;
     resnet) lim=300; cmd=(env WARM=10 STEPS=50 bash bench/gpu_resnet.sh) ;;
     dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
-    sample) lim=300; cmd=(env ROUNDS=2 bash bench/gpu_sample.sh) ;;
+    sample) lim=360; cmd=(env ROUNDS=2 bash bench/gpu_sample.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
     *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, attn, hf, llama, bench, recompute, resnet, dcgan, sample, profile)"
        part_row "$name" fail 0 "unknown part"; status=1; continue ;;
