@@ -40,7 +40,7 @@ else
     echo "skip real NVRTC on fp8_kernel.cu (no CUDA toolkit at $CUDA)"
 fi
 
-cc -std=gnu11 $W -I"$CUDA/include" -Iruntime tests/fake_gpu/fp8_lt_check.c -L"$d/lib" \
+cc -std=gnu11 $W -I"$CUDA/include" -Iruntime tests/fake_gpu/fp8_lt_check.c -L"$lib" \
     -l:libcublasLt.so.13 -l:libnvrtc.so.13 -ldl -lm -o "$d/fp8_lt_check"
 cc=$(gpu "$d/fp8_lt_check" --cc)
 [ "$cc" = 9.0 ] || { echo "FAIL the fake device reports $cc, not 9.0, by default"; exit 1; }

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The GPU code path of unmodified trainers, end to end, without a GPU: a fake driver,
-# NVRTC and cuBLASLt (tests/fake_gpu/, built here into build/tests/fake_gpu/lib and
-# found through LD_LIBRARY_PATH) run device memory as host memory, streams as queues
-# (run in one of three legal orders), the kernels of kernels_cuda.cu in tests/gpu/emu/'s
-# emulator (compiled by the fake NVRTC with g++) and GEMMs with cblas_sgemm. The
+# NVRTC and cuBLASLt (tests/fake_gpu/, built into build/tests/fake_gpu/lib, or under
+# make test build/tests/fake_gpu_lib, and found through LD_LIBRARY_PATH) run device
+# memory as host memory, streams as queues (run in one of three legal orders), the
+# kernels of kernels_cuda.cu in tests/gpu/emu/'s emulator (compiled by the fake NVRTC
+# with g++) and GEMMs with cblas_sgemm. The
 # trainers after the first three are built with the fake NVRTC (fbuild below): they
 # start with their kernels compiled. For mlp_fashion, cnn_fashion and gpt_char built
 # with --device both --arch sm_90 by the real NVRTC:
@@ -55,7 +56,7 @@
 # a GPU too small for the model is "out of GPU memory", exit 2, as is one older
 # than sm_80. (tests/fake_gpu_ops.sh runs tests/gpu/check_ops, every kernel against its
 # CPU twin, on the fake GPU.)
-# By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib
+# By hand, after a run of this script: LD_LIBRARY_PATH=build/tests/fake_gpu/lib (or _lib)
 # TRAINC_CACHE_DIR=/tmp/x TRAINER --device cuda ... (TRAINC_FAKE_GPU_SCHEDULE, _SMS,
 # _MEM_MB, _TRACE, _PROFILE; TRAINC_FAKE_CC=8.9, the compute capability: see
 # tests/fake_gpu/fake_cuda.c).

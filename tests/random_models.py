@@ -77,7 +77,7 @@ OUT = os.path.join(ROOT, "build", "tests", "random_models", "seed%d%s" % (SEED, 
 # fake GPU (tests/fake_gpu/: the generated CUDA kernels in the emulator), in fp32
 # against the CPU run, and every other one in bf16-mixed too
 FAKE_GPU = max([int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--fake-gpu=")] + [0])
-FAKE_LIB = os.path.join(OUT, "fake_lib")
+FAKE_LIB = os.environ.get("FAKE_GPU_LIB") or os.path.join(OUT, "fake_lib")   # (run_all.sh's shared build)
 NVRTC_CHECK = os.path.join(OUT, "nvrtc_check")
 # RANDOM_MODELS_ASAN=TRAINC (trainc built with AddressSanitizer + UBSan, as make test's
 # asan/build makes it): every third model also goes through its check, plan and emit
@@ -872,7 +872,8 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
 def main():
     os.makedirs(OUT, exist_ok=True)
     if FAKE_GPU:
-        subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
+        if not os.path.exists(os.path.join(FAKE_LIB, "libcuda.so.1")):
+            subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
         cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
         subprocess.run(["cc", "-std=gnu11", "-O1", "-I" + cuda + "/include", "tests/nvrtc_check.c", "-L" + cuda + "/lib64",
                         "-Wl,-rpath," + cuda + "/lib64", "-lnvrtc", "-o", NVRTC_CHECK], check=True, cwd=ROOT)

@@ -35,6 +35,11 @@ mkdir -p "$T"
 # fake_nvrtc.c: named by a hash of all that makes them), made anew for each run
 export TRAINC_FAKE_NVRTC_CACHE=$PWD/$T/fake_nvrtc_cache
 rm -rf "$TRAINC_FAKE_NVRTC_CACHE"
+# and the fake GPU's libraries, built once (the check fake_gpu/lib) for every check that
+# runs on it (tests/fake_gpu/libs.sh takes them from here): the modules' cache key names
+# them, so the checks share modules too
+export FAKE_GPU_LIB=$PWD/$T/fake_gpu_lib
+rm -rf "$FAKE_GPU_LIB"
 JOBS=${JOBS:-2}
 TIMEOUT=${TIMEOUT:-900}
 # the inner loop's tier: the unit tests, the compiler's output, bad input, the command
@@ -61,21 +66,22 @@ UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
 
 # the long checks first, so that the two jobs end together: the fake GPU
 # (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
-check fake_gpu            --timeout=2400 bash tests/fake_gpu.sh
+check fake_gpu/lib        bash tests/fake_gpu/build.sh "$FAKE_GPU_LIB"
+check fake_gpu            --after=fake_gpu/lib --timeout=2400 bash tests/fake_gpu.sh
 check learn/gpt_char      --timeout=1800 bash tests/gpt_learn.sh
 check gpu_emu             bash tests/gpu_emu.sh fp32
 check emu_sm90            bash tests/emu_sm90.sh
-check fake_ddp            bash tests/fake_ddp.sh
-check fake_gpu/ops        bash tests/fake_gpu_ops.sh
-check fake_gpu/random     $PYTHON tests/random_models.py 24 7 --fake-gpu=24
-check fake_gpu/odd        $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
-check fake_gpu/attn16     bash tests/fake_gpu_attn16.sh
-check fake_gpu/fp8        bash tests/fake_fp8.sh
-check fake_gpu/conv       bash tests/fake_gpu_conv.sh
-check fake_gpu/moe        bash tests/fake_gpu_moe.sh
-check fake_gpu/kv         bash tests/fake_gpu_kv.sh
-check fake_gpu/freeze     bash tests/fake_gpu_freeze.sh
-check fp8_mixed           bash tests/fp8_mixed.sh
+check fake_ddp            --after=fake_gpu/lib bash tests/fake_ddp.sh
+check fake_gpu/ops        --after=fake_gpu/lib bash tests/fake_gpu_ops.sh
+check fake_gpu/random     --after=fake_gpu/lib $PYTHON tests/random_models.py 24 7 --fake-gpu=24
+check fake_gpu/odd        --after=fake_gpu/lib $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
+check fake_gpu/attn16     --after=fake_gpu/lib bash tests/fake_gpu_attn16.sh
+check fake_gpu/fp8        --after=fake_gpu/lib bash tests/fake_fp8.sh
+check fake_gpu/conv       --after=fake_gpu/lib bash tests/fake_gpu_conv.sh
+check fake_gpu/moe        --after=fake_gpu/lib bash tests/fake_gpu_moe.sh
+check fake_gpu/kv         --after=fake_gpu/lib bash tests/fake_gpu_kv.sh
+check fake_gpu/freeze     --after=fake_gpu/lib bash tests/fake_gpu_freeze.sh
+check fp8_mixed           --after=fake_gpu/lib bash tests/fp8_mixed.sh
 
 # the distributed layer and the DistributedSampler, with mpirun (1-3 ranks, a dead peer)
 check dist                bash tests/dist.sh
@@ -105,7 +111,7 @@ check cuda_host           bash tests/cuda_host.sh
 check gradcheck           bash tests/gradcheck.sh
 check attention_opts      $PYTHON tests/attention_opts.py
 check flops               $PYTHON tests/flops.py
-check augment             bash tests/augment.sh
+check augment             --after=fake_gpu/lib bash tests/augment.sh
 check vocab_pad           bash tests/vocab_pad.sh
 
 # whole runs
@@ -115,13 +121,13 @@ check jit_cc              bash tests/jit_cc.sh
 check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
-check min_steps           bash tests/min_steps.sh
+check min_steps           --after=fake_gpu/lib bash tests/min_steps.sh
 # --predict: the MLP's and the ResNet's logits against PyTorch in eval mode, a token
 # model's against --eval, bad input
 check predict             $PYTHON tests/predict.py
-check gan                 bash tests/gan.sh
+check gan                 --after=fake_gpu/lib bash tests/gan.sh
 check int_dtypes          bash tests/int_dtypes.sh
-check tokens_u32          bash tests/tokens_u32.sh
+check tokens_u32          --after=fake_gpu/lib bash tests/tokens_u32.sh
 check lr_find             bash tests/lr_find.sh
 check profile             bash tests/profile.sh
 check scaler              bash tests/scaler.sh
@@ -129,7 +135,7 @@ check recompute           bash tests/recompute.sh
 check dropout_keys        bash tests/dropout_keys.sh
 check init_gpt2           bash tests/init_gpt2.sh
 check ddp                 bash tests/ddp.sh
-check batchnorm           bash tests/batchnorm.sh
+check batchnorm           --after=fake_gpu/lib bash tests/batchnorm.sh
 check zero                bash tests/zero.sh
 check parity/mlp_adamw    $PYTHON tests/torch_parity.py mlp adamw
 check parity/mlp_sgd      $PYTHON tests/torch_parity.py mlp sgd
