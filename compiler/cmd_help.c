@@ -20,7 +20,7 @@ void usage(FILE *f)
           "                                  token shards of a text file (bytes, or BPE)\n"
           "  data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--chat llama3|chatml|gemma] [--pack]\n"
           "                                  fine-tuning examples, the prompts' targets -100\n"
-          "  import hf DIR -o OUT [--seq-len T]\n"
+          "  import hf DIR -o OUT [--seq-len T] [--adapter ADIR]\n"
           "                                  a Hugging Face model folder as a spec and weights\n"
           "  export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter] [--set K=V]\n"
           "                                  a spec and weights as a Hugging Face model folder\n"
@@ -86,7 +86,7 @@ static const struct {
              "\"ignore_index\": -100; --eos appends that token to each completion and pads with it;\n"
              "the last F of the examples (default 0.1) in val; --pack: as many whole examples\n"
              "a row as fit in its T + 1 ids (attention is not cut between them).\n", 0},
-    {"import", "trainc import hf DIR -o OUT [--seq-len T]\n\n"
+    {"import", "trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"
                "files model.safetensors.index.json names (F32, F16 or BF16, read as fp32).\n"
                "GPT-2, OPT, GPT-Neo, GPTBigCode (StarCoder), Llama (Llama 3's rope scaling\n"
@@ -99,6 +99,8 @@ static const struct {
                "(the model spec), OUT/train.json (training defaults to edit: data paths, steps,\n"
                "learning rate) and OUT/init.safetensors (the weights under trainc's names).\n"
                "--seq-len T: the windows' length (default the model's maximum, at most 1024).\n"
+               "--adapter ADIR: PEFT's LoRA adapter files (adapter_config.json,\n"
+               "adapter_model.safetensors) merged into the weights as merge_and_unload does.\n"
                "Then:\n"
                "  trainc run OUT/model.json OUT/train.json --init OUT/init.safetensors\n", 0},
     {"export", "trainc export hf SPEC... --weights FILE -o DIR [--tokenizer FILE] [--adapter]\n"

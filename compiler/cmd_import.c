@@ -1,12 +1,12 @@
-/* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T]: a Hugging Face model folder
- * (config.json and its safetensors) as OUT/model.json (a model spec), OUT/train.json
- * (training defaults to edit) and OUT/init.safetensors (the weights under trainc's
- * names, fp32). GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its
- * kin Mistral, Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text
- * model of the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM,
- * Nemotron, GPT-NeoX (Pythia), Phi (1, 1.5, 2), Falcon, OLMo, Cohere and GPT-J; a config
- * key or
- * tensor the spec cannot express exits 1 naming it, before anything is written. */
+/* cmd_import.c: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]: a Hugging
+ * Face model folder (config.json and its safetensors) as OUT/model.json (a model spec),
+ * OUT/train.json (training defaults to edit) and OUT/init.safetensors (the weights under
+ * trainc's names, fp32; with --adapter, PEFT's LoRA adapters merged in: hf_adapter.c).
+ * GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its kin Mistral,
+ * Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text model of
+ * the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM, Nemotron, GPT-NeoX
+ * (Pythia), Phi (1, 1.5, 2), Falcon, OLMo, Cohere and GPT-J; a config key or tensor the
+ * spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
 #include <math.h>
@@ -75,6 +75,7 @@ typedef struct Recipe {
     float offset;              /* added to each element (Gemma's norms: 1 + weight) */
     const HfMap *reorder;      /* its rows reordered (hf_reorder), or NULL */
     int64_t skip;              /* the source's first elements left out (OPT's positions) */
+    int slot;                  /* its layer's HF_* slot */
 } Recipe;
 
 typedef struct Imp {
@@ -89,6 +90,7 @@ typedef struct Imp {
     const HfFamily *family;
     const HfDims *d;
     int block;                 /* Arch.block: where the attention's layers are named */
+    HfAdapter *adapter;        /* --adapter's, merged into the weights, or NULL */
 } Imp;
 
 /* config keys that change nothing trainc computes: ids, dtypes, dropouts, the cache,
@@ -1715,6 +1717,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
         shape[0] += parts[k].shape[0];
     }
     r->n = n;
+    r->slot = m->slot;
     if (m->slot == HF_POS) {   /* OPT's: the rows before position 0's dropped */
         r->skip = im->family->pos_pad * parts[0].shape[1];
         shape[0] -= im->family->pos_pad;
@@ -1792,6 +1795,23 @@ static void plan_weights(Imp *im, const Arch *a)
                         a->type);
 }
 
+/* --adapter's adapters matched to the weights planned and checked against each one's
+ * layout; a tied embedding may not be adapted (merged, the head would change with it,
+ * where PEFT's unmerged model keeps the head as it was). */
+static void plan_adapter(Imp *im, const Arch *a)
+{
+    HfAdapter *ad = im->adapter;
+    hf_adapter_plan(ad, &im->w);
+    for (int i = 0; i < im->out.n; i++)
+        for (int k = 0; k < im->r[i].n; k++) {
+            const HfTensor *t = im->r[i].src[k];
+            if (hf_adapter_fit(ad, t, im->r[i].transpose) && a->d.tie && im->r[i].slot == HF_EMBED)
+                error_input("%s: an adapter on %s, the embedding, which the head is tied to: "
+                            "merged, it would change the head too (PEFT's unmerged model keeps "
+                            "it)", ad->w.paths[0], t->name);
+        }
+}
+
 /* Each planned tensor read, assembled and appended. */
 static void write_weights(const Imp *im, const char *path)
 {
@@ -1807,6 +1827,8 @@ static void write_weights(const Imp *im, const char *path)
         int64_t at = 0;
         for (int k = 0; k < r->n; k++) {
             float *x = hf_read(&im->w, r->src[k]);
+            if (im->adapter)
+                hf_adapter_merge(im->adapter, r->src[k], x);
             if (r->transpose)   /* src [d0, d1] -> dst [d1, d0] */
                 hf_transpose(dst, x, r->src[k]->shape[0], r->src[k]->shape[1]);
             else
@@ -1845,13 +1867,15 @@ static char *name_of(const char *out, const char *type)
 int cmd_import(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T]%s%s",
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]%s%s",
                     argc >= 2 ? " (the one format is hf, not " : "", argc >= 2 ? "another)" : "");
-    const char *dir = NULL, *out = NULL;
+    const char *dir = NULL, *out = NULL, *adapter = NULL;
     int64_t T = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
+        else if (!strcmp(argv[i], "--adapter"))
+            adapter = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--seq-len")) {
             const char *v = opt_value(argc, argv, &i, "--seq-len");
             char *end;
@@ -1864,8 +1888,9 @@ int cmd_import(int argc, char **argv)
             dir = argv[i];
     }
     if (!dir || !out)
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T]");
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]");
     Imp im = {.dir = dir};
+    HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
     read_config(&im, &a);
@@ -1876,6 +1901,11 @@ int cmd_import(int argc, char **argv)
                     (long long)a.d.max_pos);
     hf_weights_dir(&im.w, dir);
     plan_weights(&im, &a);
+    if (adapter) {
+        hf_adapter_load(&ad, adapter);
+        im.adapter = &ad;
+        plan_adapter(&im, &a);
+    }
     /* everything checked: now the files */
     char *text = NULL;
     size_t len = 0;
@@ -1887,11 +1917,15 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), train_defaults);
-    int skipped = 0;
+    int skipped = 0, adapters = 0;
+    for (int p = 0; adapter && p < ad.n; p++)
+        adapters += !ad.pairs[p].whole;
     for (int i = 0; i < im.w.n; i++)
         skipped += vision(&a, im.w.t[i].name);
-    printf("trainc: import: %s (%s, %lld layers, %d tensors%s) -> %s/model.json, %s/train.json, "
+    printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s) -> %s/model.json, %s/train.json, "
            "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
-           a.multimodal ? xasprintf("; the image side's %d left out", skipped) : "", out, out, out);
+           a.multimodal ? xasprintf("; the image side's %d left out", skipped) : "",
+           adapter ? xasprintf("; %d LoRA adapters of %s merged", adapters, adapter) : "", out, out,
+           out);
     return 0;
 }

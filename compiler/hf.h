@@ -168,6 +168,36 @@ const char *hf_cfg_rest(const HfCfg *c, const char *const *ignored);
 _Noreturn void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ---- PEFT's LoRA adapters merged at import (hf_adapter.c) ---- */
+
+typedef struct HfAdapterPair {
+    const HfTensor *base;      /* the model's weight it adapts */
+    const HfTensor *A, *B;     /* lora_A and lora_B (or lora_embedding_A and _B) */
+    int embed;                 /* an embedding's */
+    int whole;                 /* A is the weight saved whole (B NULL): it replaces BASE */
+    int transposed;            /* the delta B A stored transposed (Conv1D, embeddings):
+                                  set by hf_adapter_fit */
+} HfAdapterPair;
+typedef struct HfAdapter {
+    const char *dir;
+    HfWeights w;               /* adapter_model.safetensors */
+    double alpha;              /* lora_alpha */
+    int rslora;                /* use_rslora: scale alpha / sqrt(r), else alpha / r */
+    HfAdapterPair *pairs;
+    int n;
+} HfAdapter;
+/* DIR's adapter_config.json and adapter_model.safetensors read and the config checked
+ * (exits 1 naming what a merge cannot express). */
+void hf_adapter_load(HfAdapter *a, const char *dir);
+/* Each adapter matched to the weight of W it adapts (one the import writes: `used`). */
+void hf_adapter_plan(HfAdapter *a, HfWeights *w);
+/* BASE's adapters checked against its shape (TRANSPOSED: stored [in, out], Conv1D's);
+ * returns how many there are. */
+int hf_adapter_fit(HfAdapter *a, const HfTensor *base, int transposed);
+/* X, BASE's elements as read (or the adapter's whole weight for it), plus scale B A
+ * of each adapter on it. */
+void hf_adapter_merge(const HfAdapter *a, const HfTensor *base, float *x);
+
 /* JSON as the example specs (specs/) are laid out: objects to depth 2 and "inputs" a member a line,
  * "layers" and "body" lists an element a line, the rest on one line; numbers in the
  * fewest digits that read back the same double. */

@@ -1545,6 +1545,91 @@ def lora_case(val, name, rslora=False):
           "%s with lora, export --adapter: PEFT %s over the source folder (%d modules: %s, ...) "
           "%.7f, trainc --eval %.7f (%.1e; the source alone %.7f)" % (
               name, type(pm).__name__, len(mods), mods[0], theirs, ours, rel(ours, theirs), without))
+    # and back: import --adapter merges the exported adapters into the source's weights
+    trainc("import", "hf", src, "--adapter", d + "/lora_adapter", "-o", d + "/lora_import", "--seq-len", T)
+    back = trainc_eval(d, d + "/lora_import/init.safetensors")
+    check(rel(back, ours) <= 1e-5, "%s: import --adapter of that export, merged: --eval %.7f (%.1e)"
+          % (name, back, rel(back, ours)))
+    peft_adapter_case(d, src, name, val, without, rslora)
+
+
+# PEFT's own adapters for import --adapter: every linear of the blocks (q, k and v
+# apart, where trainc's fused qkv shares one A), the head where untied, the embedding
+# where untied (lora_embedding_A and _B), GPT-2's Conv1D weights (c_proj square), ranks
+# by module (rank_pattern)
+PEFT_TARGETS = {"llama": (["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
+                           "lm_head", "embed_tokens"], {"o_proj": 2}),
+                "gpt2": (["c_attn", "c_proj", "c_fc"], {"c_fc": 3}),
+                "gptj": (["q_proj", "k_proj", "v_proj", "out_proj", "fc_in", "fc_out"], {})}
+
+
+def peft_adapter_case(d, src, name, val, without, rslora):
+    """import --adapter with PEFT's own adapters (random A and B: init_lora_weights false)
+    saved by save_pretrained: trainc's --eval of the merged import equals PeftModel's loss
+    (the adapters unmerged) within 1e-5; then what a merge cannot express is refused,
+    named, nothing written"""
+    from peft import LoraConfig, PeftModel, get_peft_model
+    torch.manual_seed(7)
+    base = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager")
+    targets, ranks = PEFT_TARGETS[name]
+    cfg = LoraConfig(r=4, lora_alpha=16, target_modules=targets, rank_pattern=ranks,
+                     init_lora_weights=False, use_rslora=rslora, fan_in_fan_out=name == "gpt2")
+    pm = get_peft_model(base, cfg)
+    with torch.no_grad():   # adapters large enough to move the loss well past 1e-5
+        for n, p in pm.named_parameters():
+            if "lora_" in n:
+                p.mul_(0.5)
+    pm.save_pretrained(d + "/peft_adapter")
+    pm.eval()
+    theirs = hf_loss(pm, val)
+    trainc("import", "hf", src, "--adapter", d + "/peft_adapter", "-o", d + "/peft_import", "--seq-len", T)
+    ours = trainc_eval(d, d + "/peft_import/init.safetensors")
+    n = len(load_file(d + "/peft_adapter/adapter_model.safetensors")) // 2
+    check(rel(ours, theirs) <= 1e-5 and rel(theirs, without) > 1e-4,
+          "%s: import --adapter of PEFT's adapters (%d modules%s): trainc --eval %.7f, PeftModel "
+          "%.7f (%.1e; the source alone %.7f)" % (name, n, ", rslora" if rslora else "", ours, theirs,
+                                                   rel(ours, theirs), without))
+    if name == "gpt2":   # the tied embedding: merged, the head would change with it
+        bad = d + "/peft_bad"
+        os.makedirs(bad, exist_ok=True)
+        shutil.copy(d + "/peft_adapter/adapter_config.json", bad)
+        D = base.config.n_embd
+        save_file({"base_model.model.transformer.wte.lora_embedding_A": torch.ones(4, V),
+                   "base_model.model.transformer.wte.lora_embedding_B": torch.ones(D, 4)},
+                  bad + "/adapter_model.safetensors")
+        r = trainc("import", "hf", src, "--adapter", bad, "-o", d + "/peft_refused", expect=1)
+        check("the head is tied to" in r.stderr and not os.path.exists(d + "/peft_refused"),
+              "import --adapter on a tied embedding: exit 1, nothing written: %s" % r.stderr.strip())
+    if name != "llama":
+        return
+    a = d + "/peft_adapter"
+    conf = json.load(open(a + "/adapter_config.json"))
+    tensors = load_file(a + "/adapter_model.safetensors")
+    lone = {k: t for k, t in tensors.items() if "layers.0.self_attn.q_proj.lora_B" not in k}
+    wrong = dict(tensors)
+    wrong["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"] = torch.zeros(4, 3)
+    cases = [("use_dora", dict(conf, use_dora=True), tensors, ["use_dora", "DoRA"]),
+             ("bias", dict(conf, bias="all"), tensors, ["bias", "\"none\" expected"]),
+             ("modules_to_save", dict(conf, modules_to_save=["lm_head"]), tensors, ["modules_to_save"]),
+             ("peft_type", dict(conf, peft_type="IA3"), tensors, ["peft_type", "IA3"]),
+             ("unknown key", dict(conf, lora_magic=1), tensors, ["lora_magic"]),
+             ("a lone A", conf, lone, ["q_proj.lora_A.weight", "no lora_B.weight"]),
+             ("a wrong shape", conf, wrong, ["do not fit", "q_proj.weight"]),
+             ("a module the model has not", conf,
+              dict(tensors, **{"base_model.model.model.layers.9.mlp.up_proj.lora_A.weight": torch.zeros(4, 64),
+                               "base_model.model.model.layers.9.mlp.up_proj.lora_B.weight": torch.zeros(64, 4)}),
+              ["layers.9.mlp.up_proj", "which the model has not"])]
+    for what, c, t, words in cases:
+        bad = d + "/peft_bad"
+        shutil.rmtree(bad, ignore_errors=True)
+        os.makedirs(bad)
+        json.dump(c, open(bad + "/adapter_config.json", "w"))
+        save_file(t, bad + "/adapter_model.safetensors")
+        r = trainc("import", "hf", src, "--adapter", bad, "-o", d + "/peft_refused", expect=1)
+        check(all(w in r.stderr for w in words) and not os.path.exists(d + "/peft_refused"),
+              "import --adapter, %s: exit 1, nothing written: %s" % (what, r.stderr.strip()))
+    r = trainc("import", "hf", src, "--adapter", d + "/no_such", "-o", d + "/peft_refused", expect=1)
+    check("adapter_config.json" in r.stderr, "import --adapter of a missing folder: exit 1: %s" % r.stderr.strip())
 
 
 def family_bad_configs():
