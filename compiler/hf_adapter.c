@@ -24,13 +24,17 @@ static const char *const harmless_keys[] = {
     "eva_config", "corda_config", "runtime_config", "qalora_group_size", "peft_version",
     "fan_in_fan_out", NULL};
 
-/* A key whose value must be off (false, null, empty) for a merge to be PEFT's. */
+/* A value that leaves a feature off: absent, null, false, an empty list or object. */
+static int off(const cJSON *v)
+{
+    return !v || cJSON_IsNull(v) || cJSON_IsFalse(v) || (cJSON_IsArray(v) && !cJSON_GetArraySize(v)) ||
+           (cJSON_IsObject(v) && !v->child);
+}
+
+/* A key whose value must be off for a merge to be PEFT's. */
 static void must_be_off(HfCfg *c, const char *key, const char *why)
 {
-    const cJSON *v = hf_cfg_get(c, key);
-    int off = !v || cJSON_IsFalse(v) || (cJSON_IsArray(v) && !cJSON_GetArraySize(v)) ||
-              (cJSON_IsObject(v) && !v->child);
-    if (!off)
+    if (!off(hf_cfg_get(c, key)))
         hf_cfg_error(c, key, "trainc merges plain LoRA adapters: %s", why);
 }
 
@@ -54,12 +58,18 @@ static void read_adapter_config(HfAdapter *a, const char *path)
     must_be_off(&c, "trainable_token_indices", "trained token rows are not merged");
     must_be_off(&c, "target_parameters", "adapters on parameters are not merged");
     must_be_off(&c, "use_qalora", "QALoRA's pooled inputs are not merged");
+    must_be_off(&c, "alora_invocation_tokens", "activated LoRA's invocation is not expressed");
     a->alpha = hf_cfg_num(&c, "lora_alpha", 8);
     a->rslora = hf_cfg_bool(&c, "use_rslora", 0);
     hf_cfg_int(&c, "r", 8);
-    const char *rest = hf_cfg_rest(&c, harmless_keys);
-    if (rest)
-        hf_cfg_error(&c, rest, "a LoraConfig key trainc does not know to change nothing");
+    /* a key of a later PEFT may stand there off (null, false, empty: a feature not
+     * used); set, trainc cannot tell what it changes */
+    for (const char *rest; (rest = hf_cfg_rest(&c, harmless_keys));) {
+        if (!off(cJSON_GetObjectItemCaseSensitive(c.root, rest)))
+            hf_cfg_error(&c, rest, "a LoraConfig key trainc does not know, set: it cannot tell "
+                         "what it changes");
+        hf_cfg_get(&c, rest);   /* off: checked */
+    }
 }
 
 static int ends_with(const char *s, const char *tail)

@@ -1612,7 +1612,7 @@ def peft_adapter_case(d, src, name, val, without, rslora):
              ("bias", dict(conf, bias="all"), tensors, ["bias", "\"none\" expected"]),
              ("modules_to_save", dict(conf, modules_to_save=["lm_head"]), tensors, ["modules_to_save"]),
              ("peft_type", dict(conf, peft_type="IA3"), tensors, ["peft_type", "IA3"]),
-             ("unknown key", dict(conf, lora_magic=1), tensors, ["lora_magic"]),
+             ("an unknown key set", dict(conf, lora_magic=1), tensors, ["lora_magic", "set"]),
              ("a lone A", conf, lone, ["q_proj.lora_A.weight", "no lora_B.weight"]),
              ("a wrong shape", conf, wrong, ["do not fit", "q_proj.weight"]),
              ("a module the model has not", conf,
@@ -1628,6 +1628,16 @@ def peft_adapter_case(d, src, name, val, without, rslora):
         r = trainc("import", "hf", src, "--adapter", bad, "-o", d + "/peft_refused", expect=1)
         check(all(w in r.stderr for w in words) and not os.path.exists(d + "/peft_refused"),
               "import --adapter, %s: exit 1, nothing written: %s" % (what, r.stderr.strip()))
+    # a later PEFT's key, off (null, false, empty), changes nothing: the same weights
+    bad = d + "/peft_later"
+    os.makedirs(bad)
+    json.dump(dict(conf, lora_magic=None, alora_invocation_tokens=None, arrow_config={}, later_flag=False),
+              open(bad + "/adapter_config.json", "w"))
+    shutil.copy(a + "/adapter_model.safetensors", bad)
+    trainc("import", "hf", src, "--adapter", bad, "-o", d + "/peft_later_import", "--seq-len", T)
+    x, y = load_file(d + "/peft_import/init.safetensors"), load_file(d + "/peft_later_import/init.safetensors")
+    check(x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x),
+          "import --adapter with a later PEFT's keys left off: the same %d tensors" % len(x))
     r = trainc("import", "hf", src, "--adapter", d + "/no_such", "-o", d + "/peft_refused", expect=1)
     check("adapter_config.json" in r.stderr, "import --adapter of a missing folder: exit 1: %s" % r.stderr.strip())
 
