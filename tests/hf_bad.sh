@@ -3,8 +3,8 @@
 # folder written here (tests/st_check.py's safetensors writer) imports, stored in F32
 # or F16, and each broken copy of it (a tensor missing, misshapen, left over, stored as
 # I32; no config.json; only pytorch_model.bin; an index naming a shard that is not
-# there; a config value trainc cannot express) exits 1 naming what is wrong, with
-# nothing written; export refuses a spec that is no causal language model, layers no
+# there; a config value trainc cannot express; PEFT adapter files that do not pair or
+# fit, for --adapter) exits 1 naming what is wrong, with nothing written; export refuses a spec that is no causal language model, layers no
 # family has together and a weights file that does not fit, and gives the folder's tensors back bit for bit,
 # also from a model spec whose embedding reads an input not named x.
 set -u
@@ -109,6 +109,55 @@ mkdir -p "$d/empty"
 refused "no config.json" "config.json" -- import hf "$d/empty" -o "$d/out"
 refused "import of another format" "hf" -- import onnx "$d/good" -o "$d/out"
 refused "an unknown option" "--sequence-len" -- import hf "$d/good" -o "$d/out" --sequence-len 8
+
+# import --adapter: PEFT's adapter files (written here: no peft needed) beside the good
+# folder; a merge of B = 0 gives the plain import's bytes; broken ones exit 1
+# adapter NAME EDIT: DIR/NAME with adapter_config.json and adapter_model.safetensors
+# (lora_A [2, 16], lora_B [8, 2] on k_proj, an embedding's pair), EDIT applied to `cfg`
+# and `t`
+adapter() {
+    mkdir -p "$d/$1"
+    $PY - "$d/$1" "$2" <<'PY'
+import json, os, sys
+import numpy as np
+sys.path.insert(0, "tests")
+import st_check
+out, edit = sys.argv[1:3]
+m = "base_model.model.model."
+cfg = {"peft_type": "LORA", "r": 2, "lora_alpha": 4, "bias": "none", "use_rslora": False,
+       "target_modules": ["k_proj", "embed_tokens"], "task_type": "CAUSAL_LM"}
+t = {m + "layers.0.self_attn.k_proj.lora_A.weight": np.ones((2, 16), np.float32),
+     m + "layers.0.self_attn.k_proj.lora_B.weight": np.zeros((8, 2), np.float32),
+     m + "embed_tokens.lora_embedding_A": np.ones((2, 32), np.float32),
+     m + "embed_tokens.lora_embedding_B": np.zeros((16, 2), np.float32)}
+exec(edit)
+json.dump(cfg, open(os.path.join(out, "adapter_config.json"), "w"))
+if t is not None:
+    st_check.save(os.path.join(out, "adapter_model.safetensors"), t)
+PY
+}
+adapter zero ''
+if "$TRAINC" import hf "$d/good" --adapter "$d/zero" -o "$d/zero_out" >/dev/null &&
+   cmp -s "$d/zero_out/init.safetensors" "$d/good_out/init.safetensors"; then
+    ok "import --adapter of adapters with B zero: the plain import's bytes"
+else bad "import --adapter of adapters with B zero did not give the plain import's bytes"; fi
+adapter dora 'cfg["use_dora"] = True'
+refused "--adapter with use_dora" "use_dora" -- import hf "$d/good" --adapter "$d/dora" -o "$d/out"
+adapter lone 'del t[m + "layers.0.self_attn.k_proj.lora_B.weight"]'
+refused "--adapter, an A without its B" "k_proj.lora_A.weight" "no lora_B.weight" -- import hf "$d/good" --adapter "$d/lone" -o "$d/out"
+adapter loneB 'del t[m + "embed_tokens.lora_embedding_A"]'
+refused "--adapter, a B without its A" "lora_embedding_B" "no lora_A" -- import hf "$d/good" --adapter "$d/loneB" -o "$d/out"
+adapter rank 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((8, 3), np.float32)'
+refused "--adapter, ranks apart" "not a rank-r pair" -- import hf "$d/good" --adapter "$d/rank" -o "$d/out"
+adapter shape 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((16, 2), np.float32)'
+refused "--adapter, B for another weight" "do not fit" "k_proj.weight" -- import hf "$d/good" --adapter "$d/shape" -o "$d/out"
+adapter name 't["k_proj.lora_A.weight"] = np.ones((2, 16), np.float32)'
+refused "--adapter, a tensor of no adapter" "k_proj.lora_A.weight" "not a LoRA adapter" -- import hf "$d/good" --adapter "$d/name" -o "$d/out"
+adapter bin 't = None; open(os.path.join(out, "adapter_model.bin"), "w").write("x")'
+refused "--adapter, adapter_model.bin alone" "adapter_model.bin" "safe_serialization" -- import hf "$d/good" --adapter "$d/bin" -o "$d/out"
+adapter notjson 'cfg = []'
+refused "--adapter, a config not an object" "adapter_config.json" -- import hf "$d/good" --adapter "$d/notjson" -o "$d/out"
+refused "--adapter without its folder" "--adapter" -- import hf "$d/good" -o "$d/out" --adapter
 
 g=$d/good_out
 refused "export of an MLP" "layers[0]" "flatten" -- export hf specs/mlp_fashion.json --weights "$g/init.safetensors" -o "$d/out"
