@@ -79,6 +79,13 @@ $TRAINC export hf "$M/model.json" "$M/train.json" "${LORA[@]}" --adapter \
     --weights "$OUT/lora/model.safetensors" -o "$OUT/hf_lora"
 $HF peft "$OUT/hf" "$OUT/hf_lora" "$M/data/val_000000.bin" "$after_lora" "$PROMPT"
 echo "ok: LoRA adapters trained, exported and loaded by PEFT over the model ($OUT/hf_lora)"
+# and an adapter folder (PEFT's files, here the export's) merged into the model at import
+$TRAINC import hf "$OUT/hf" --adapter "$OUT/hf_lora" -o "$OUT/merged"
+merged=$($TRAINC run "$OUT/merged/model.json" "$M/train.json" --init "$OUT/merged/init.safetensors" \
+         "${EVAL[@]}" --quiet | val_loss)
+awk -v a="$after_lora" -v b="$merged" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(d <= 1e-5 * a) }' ||
+    { echo "FAIL: the merged import's validation loss $merged is not the LoRA run's $after_lora"; exit 1; }
+echo "ok: import hf --adapter merged them into the model: validation loss $merged ($OUT/merged)"
 
 step "9. instruction tuning: prompt-completion pairs, the completions alone learned"
 $HF sft "$TEXT" "$OUT/sft.jsonl"
