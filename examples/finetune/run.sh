@@ -2,7 +2,8 @@
 # Fine-tuning a Hugging Face model with trainc, end to end, checking each step
 # (examples/finetune/README.md): a model folder and its tokenizer, import, tokenize a
 # text, fine-tune, sample text, export, load the export in transformers and generate; then
-# LoRA adapters alone, exported as PEFT's files and loaded by PEFT over the model; then
+# LoRA adapters alone, exported as PEFT's files, loaded by PEFT over the model and merged
+# into it by import hf --adapter; then
 # instruction tuning on prompt-completion pairs, the completions alone learned.
 #
 #   bash examples/finetune/run.sh [OUT]      (OUT: runs/finetune; from the repository root)
