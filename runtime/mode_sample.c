@@ -1,7 +1,8 @@
 /* mode_sample.c: --sample, generation from a token model after training (or after
- * --eval): the vocabulary it may draw from and the prompt's ids, checked before
+ * --eval): the vocabulary it may draw from and the prompts' ids, checked before
  * training, and the sampling loop. With --tokenizer the prompt is encoded and the
  * ids decoded by a tokenizer.json's BPE (tokenizer.c); without, ids are bytes. */
+#include <cjson/cJSON.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -50,26 +51,123 @@ static void chat_ids(const Opts *o, int first, const char *user, const char *wha
     rt_xfree(text);
 }
 
-/* The prompt's ids: its bytes, or with a tokenizer the ids `tokenizers` gives it (its
+/* The prompts: --prompt's one (NULL where none is given), or --prompt-file's, a line
+ * each. */
+typedef struct {
+    char **v;
+    int64_t n;
+} Prompts;
+
+static void prompts_add(Prompts *p, const char *text, size_t len)
+{
+    p->v = realloc(p->v, (size_t)(p->n + 1) * sizeof *p->v);
+    if (!p->v)
+        rt_fail("out of memory reading --prompt-file");
+    p->v[p->n] = rt_xmalloc(len + 1);
+    memcpy(p->v[p->n], text, len);
+    p->v[p->n++][len] = 0;
+}
+
+/* A .jsonl line: a JSON string, or an object whose "prompt" is one (TRL's
+ * prompt-completion rows; other keys ignored); NULL for anything else. */
+static const char *json_prompt(cJSON *j)
+{
+    if (cJSON_IsObject(j))
+        j = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+    return cJSON_IsString(j) ? j->valuestring : NULL;
+}
+
+/* --prompt-file's prompts: each line's text (its \n and a \r before it left out; empty
+ * lines skipped), or, for FILE.jsonl, each line's JSON string (which may hold
+ * newlines). Exits 1 for a file that cannot be read, a line with a NUL byte or other
+ * JSON, and a file without prompts. */
+static void prompts_read(const char *path, Prompts *p)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        rt_input_error("--prompt-file %s: %s", path, strerror(errno));
+    size_t n = strlen(path), cap = 0;
+    int jsonl = n >= 6 && !strcmp(path + n - 6, ".jsonl");
+    char *line = NULL;
+    ssize_t len;
+    for (int64_t at = 1; (len = getline(&line, &cap, f)) >= 0; at++) {
+        while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+            line[--len] = 0;
+        if (strlen(line) != (size_t)len)
+            rt_input_error("--prompt-file %s: line %lld holds a NUL byte", path, (long long)at);
+        if (!len)
+            continue;
+        if (!jsonl) {
+            prompts_add(p, line, (size_t)len);
+            continue;
+        }
+        cJSON *j = cJSON_Parse(line);
+        const char *text = json_prompt(j);
+        if (!text)
+            rt_input_error("--prompt-file %s: line %lld: a JSON string or an object with a "
+                           "string \"prompt\" expected", path, (long long)at);
+        prompts_add(p, text, strlen(text));
+        cJSON_Delete(j);
+    }
+    int bad = ferror(f);
+    fclose(f);
+    free(line);
+    if (bad)
+        rt_input_error("--prompt-file %s: cannot read it", path);
+    if (!p->n)
+        rt_input_error("--prompt-file %s: no prompt in it (empty lines are skipped)", path);
+}
+
+static void prompts_open(const Opts *o, Prompts *p)
+{
+    *p = (Prompts){0};
+    if (o->prompt_file)
+        prompts_read(o->prompt_file, p);
+    else if (o->prompt)
+        prompts_add(p, o->prompt, strlen(o->prompt));
+    else {
+        p->v = rt_xmalloc(sizeof *p->v);
+        p->v[0] = NULL;
+        p->n = 1;
+    }
+}
+
+static void prompts_close(Prompts *p)
+{
+    for (int64_t i = 0; i < p->n; i++)
+        rt_xfree(p->v[i]);
+    rt_xfree(p->v);
+}
+
+/* A prompt's ids: its bytes, or with a tokenizer the ids `tokenizers` gives it (its
  * post-processor's BOS included); with --chat, the ids of the user's turn and the
  * assistant's head as the template writes them (apply_chat_template(tokenize=True),
- * which adds no post-processor tokens: the template writes its BOS). No prompt: a
- * newline (with --chat, an empty message). */
-static void prompt_ids(const Opts *o, rt_ids *ids)
+ * which adds no post-processor tokens: the template writes its BOS). No prompt (NULL):
+ * a newline (with --chat, an empty message). WHAT names it in errors. */
+static void prompt_ids(const Opts *o, const char *text, const char *what, rt_ids *ids)
 {
-    const char *p = o->prompt ? o->prompt : o->chat ? "" : "\n";
+    const char *p = text ? text : o->chat ? "" : "\n";
     if (o->chat) {
-        chat_ids(o, 1, p, "--prompt", ids);
+        chat_ids(o, 1, p, what, ids);
         return;
     }
     if (o->tokenizer) {
         rt_tokenizer *t = sample_tokenizer(o->tokenizer);
-        check_nfc(t, p, "--prompt");
+        check_nfc(t, p, what);
         rt_tok_encode(t, p, strlen(p), ids);
         return;
     }
     for (; *p; p++)
         rt_ids_push(ids, (unsigned char)*p);
+}
+
+/* "--prompt", or "--prompt-file's prompt K" where there are several. */
+static const char *prompt_name(const Opts *o, int64_t k, char *buf, size_t len)
+{
+    if (!o->prompt_file)
+        return "--prompt";
+    snprintf(buf, len, "--prompt-file's prompt %lld", (long long)k + 1);
+    return buf;
 }
 
 /* A --stop's id: with a tokenizer the one id its text encodes to, else the number.
@@ -120,6 +218,26 @@ static int stops(const int64_t *ids, int n, int64_t id)
     return 0;
 }
 
+/* Exits 1 for a prompt (the K-th) with an id past the vocabulary V. */
+static void check_prompt(const Opts *o, const char *text, int64_t k, int64_t V)
+{
+    char buf[64];
+    const char *what = prompt_name(o, k, buf, sizeof buf);
+    rt_ids ids = {0};
+    if (text || o->tokenizer || o->chat)
+        prompt_ids(o, text, what, &ids);
+    for (int64_t i = 0; i < ids.n; i++)
+        if (ids.v[i] >= V) {
+            if (o->tokenizer)
+                rt_input_error("%s: its token %lld is id %u, past the model's %lld ids "
+                               "(a tokenizer for another model?)", what, (long long)i, ids.v[i],
+                               (long long)V);
+            rt_input_error("%s: byte 0x%02x is past the model's %lld ids (the prompt's bytes "
+                           "are its ids; --tokenizer encodes text)", what, ids.v[i], (long long)V);
+        }
+    rt_ids_free(&ids);
+}
+
 /* --sample's vocabulary: the ids it may draw (the logits' width, or fewer when the
  * input's embedding has fewer rows: the logits past them are not drawn); exits 1 for
  * a model that is not a token model or a prompt id past the vocabulary. Checked
@@ -138,7 +256,9 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
         rt_input_error("--chat writes text in a chat template: it needs --tokenizer");
     if (o->system && !o->chat)
         rt_input_error("--system is a chat template's system message: it needs --chat");
-    if (o->num_samples > 1 && o->chat && !o->prompt)
+    if (o->prompt && o->prompt_file)
+        rt_input_error("--prompt and --prompt-file: give one of them");
+    if (o->num_samples > 1 && o->chat && !o->prompt && !o->prompt_file)
         rt_input_error("--num-samples: a conversation (--chat without --prompt) has one reply "
                        "a turn");
     if (o->system && rt_chat_find(o->chat)->no_system)
@@ -147,19 +267,11 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
     int64_t V = m->pred_numel / T;
     if (in->vocab > 0 && in->vocab < V)
         V = in->vocab;
-    rt_ids ids = {0};
-    if (o->prompt || o->tokenizer)
-        prompt_ids(o, &ids);
-    for (int64_t i = 0; i < ids.n; i++)
-        if (ids.v[i] >= V) {
-            if (o->tokenizer)
-                rt_input_error("--prompt: its token %lld is id %u, past the model's %lld ids "
-                               "(a tokenizer for another model?)", (long long)i, ids.v[i],
-                               (long long)V);
-            rt_input_error("--prompt: byte 0x%02x is past the model's %lld ids (the prompt's "
-                           "bytes are its ids; --tokenizer encodes text)", ids.v[i], (long long)V);
-        }
-    rt_ids_free(&ids);
+    Prompts ps;
+    prompts_open(o, &ps);
+    for (int64_t k = 0; k < ps.n; k++)
+        check_prompt(o, ps.v[k], k, V);
+    prompts_close(&ps);
     int64_t stop[RT_MAX_STOPS];
     stop_ids(o, V, stop);   /* (checked now, before training) */
     return V;
@@ -293,9 +405,6 @@ static void gen_open(Gen *g, Run *r, int64_t V)
     g->seen = rt_xmalloc((size_t)(N * V));
     memset(g->seen, 0, (size_t)(N * V));
     g->rng = rt_xmalloc((size_t)N * sizeof *g->rng);
-    uint64_t seed = r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed;
-    for (int64_t b = 0; b < N; b++)
-        rt_rng_seed(&g->rng[b], b ? rt_mix(seed, (uint64_t)b) : seed);
     g->logits = rt_xmalloc((size_t)(N * V) * sizeof *g->logits);
     g->pick = rt_xmalloc((size_t)N * sizeof *g->pick);
     g->done = rt_xmalloc((size_t)N);
@@ -307,9 +416,24 @@ static void gen_open(Gen *g, Run *r, int64_t V)
                               .prob = rt_xmalloc((size_t)V * sizeof(double)),
                               .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                               .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
-    r->e.rng_key = 0;
     g->n_stop = stop_ids(&r->o, V, g->stop);
     g->next = rt_next_open(r, N, V);
+}
+
+/* A generation's start (each of --prompt-file's prompts): empty contexts and caches,
+ * nothing seen, each sequence's draws from the seed (sequence 0's from --sample-seed,
+ * else the training seed, as one sample's; sequence b's from that mixed with b), so
+ * that a prompt's samples are the ones --prompt would draw. */
+static void gen_reset(Gen *g)
+{
+    Run *r = g->r;
+    g->n = 0;
+    memset(g->seen, 0, (size_t)(g->N * g->V));
+    uint64_t seed = r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed;
+    for (int64_t b = 0; b < g->N; b++)
+        rt_rng_seed(&g->rng[b], b ? rt_mix(seed, (uint64_t)b) : seed);
+    r->e.rng_key = 0;
+    rt_next_reset(g->next);
 }
 
 static void gen_close(Gen *g)
@@ -447,19 +571,30 @@ static void chat_turns(Gen *g)
     free(line);
 }
 
-/* The prompt (or a newline) into every sequence, then the reply; with a tokenizer the
- * ids on stderr beside the text. */
-static void prompt_reply(Gen *g)
+/* A prompt (TEXT, the K-th of P; NULL: a newline) into every sequence, then the reply;
+ * with a tokenizer the ids on stderr beside the text. Several prompts: a line naming
+ * each before its reply. */
+static void prompt_reply(Gen *g, const char *text, int64_t k, int64_t P)
 {
     Run *r = g->r;
     rt_ids ids = {0};
+    char buf[64], head[48] = "";
+    if (P > 1) {
+        printf("--- prompt %lld of %lld ---\n", (long long)k + 1, (long long)P);
+        snprintf(head, sizeof head, "prompt %lld ", (long long)k + 1);
+    }
+    gen_reset(g);
     /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
      * vocabulary of 10 or fewer does not have (an embedding index past it: an error on
      * the CPU, NaN logits and zero bytes on the GPU) */
-    if (r->o.prompt || r->o.tokenizer)
-        prompt_ids(&r->o, &ids);
-    if (r->o.tokenizer && !r->o.quiet)   /* what the prompt became, for a reader to check */
-        print_ids("prompt", ids.v, ids.n);
+    if (text || r->o.tokenizer)
+        prompt_ids(&r->o, text, prompt_name(&r->o, k, buf, sizeof buf), &ids);
+    if (r->o.tokenizer && !r->o.quiet) {   /* what the prompt became, for a reader to check */
+        snprintf(buf, sizeof buf, "prompt");
+        if (P > 1)
+            snprintf(buf, sizeof buf, "prompt %lld", (long long)k + 1);
+        print_ids(buf, ids.v, ids.n);
+    }
     for (int64_t i = 0; i < ids.n; i++)
         gen_push(g, &ids.v[i], 1);
     uint32_t nl = 10 % (uint32_t)g->V;   /* a newline, where the vocabulary has it */
@@ -468,9 +603,10 @@ static void prompt_reply(Gen *g)
     rt_ids_free(&ids);
     gen_reply(g);
     for (int64_t b = 0; b < g->N && r->o.tokenizer && !r->o.quiet; b++) {
-        char what[40] = "sample";   /* the sample's ids, beside its text */
+        char what[80];   /* the sample's ids, beside its text */
+        snprintf(what, sizeof what, "%ssample", head);
         if (g->N > 1)
-            snprintf(what, sizeof what, "sample %lld", (long long)b + 1);
+            snprintf(what, sizeof what, "%ssample %lld", head, (long long)b + 1);
         print_ids(what, g->out[b].v, g->out[b].n);
     }
 }
@@ -479,7 +615,7 @@ static void prompt_reply(Gen *g)
  * forward pass, the logits at its last position are drawn from (sampling.c: the
  * repetition penalty, the temperature, top_k, top_p and min_p), and the id is appended
  * (the window slides once full); --num-samples N sequences from one prompt together,
- * a batch row each. A model with a decode program computes only the new position each
+ * a batch row each; --prompt-file's prompts one after another, each as --prompt. A model with a decode program computes only the new position each
  * token, its keys and values cached, until the window slides (sample_next.c). Without
  * a tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
  * 256 ids is printed as bytes, a larger one as numbers a space apart. --chat without
@@ -493,10 +629,15 @@ void rt_sample(Run *r)
     Gen g;
     gen_open(&g, r, rt_sample_vocab(r->m, &r->o));
     double t0 = rt_now();
-    if (r->o.chat && !r->o.prompt)
+    Prompts ps;
+    prompts_open(&r->o, &ps);
+    if (r->o.chat && !r->o.prompt && !r->o.prompt_file) {
+        gen_reset(&g);
         chat_turns(&g);
-    else
-        prompt_reply(&g);
+    } else
+        for (int64_t k = 0; k < ps.n && !rt_signal_seen && !ferror(stdout); k++)
+            prompt_reply(&g, ps.v[k], k, ps.n);
+    prompts_close(&ps);
     if (!r->o.quiet) {
         double dt = rt_now() - t0;
         fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "

@@ -142,6 +142,12 @@ static void set_prompt(Opts *o, const char *v)
     o->sampling_opt = "--prompt";
 }
 
+static void set_prompt_file(Opts *o, const char *v)
+{
+    o->prompt_file = v;
+    o->sampling_opt = "--prompt-file";
+}
+
 static void set_stop(Opts *o, const char *v)
 {
     if (o->n_stop == RT_MAX_STOPS)
@@ -237,6 +243,9 @@ enum { READ, HELP, VERSION };
       "sampling seed (default: the training seed)")                                            \
     X("--prompt", V, "TEXT", TOKENS, 1, READ, set_prompt,                                      \
       "text the sample continues (default: a newline)")                                        \
+    X("--prompt-file", V, "FILE", TOKENS, 1, READ, set_prompt_file,                            \
+      "prompts a line each (FILE.jsonl: a JSON string or {\"prompt\": ...}\n"                  \
+      "a line), each continued in turn as --prompt would be")                                  \
     X("--tokenizer", V, "FILE", TOKENS, 1, READ, set_tokenizer,                                \
       "a Hugging Face tokenizer.json: --prompt is encoded with it\n"                           \
       "and the sample decoded, so both are text")                                              \

@@ -17,6 +17,7 @@
 
 typedef struct Opts {
     const char *out, *init, *resume, *prompt;
+    const char *prompt_file;   /* --prompt-file: prompts a line each (mode_sample.c) */
     const char *tokenizer;     /* --tokenizer: --prompt and --sample's output are text */
     const char *stop[RT_MAX_STOPS]; /* --stop (repeated): the tokens that end a sample */
     int n_stop;
@@ -293,6 +294,7 @@ typedef struct rt_next rt_next;
 rt_next *rt_next_open(Run *r, int64_t N, int64_t V);
 int rt_next_logits(rt_next *k, int32_t *ctx, int32_t *tgt, int64_t n, float *z);
 void rt_next_slid(rt_next *k);                    /* the windows slid: no more cache */
+void rt_next_reset(rt_next *k);                   /* a new generation: the cache empty */
 void rt_next_close(rt_next *k);
 void rt_lrfind_start(Run *r);                     /* --lr-find (mode_lrfind.c) */
 int rt_lrfind_end(Run *r, int interrupted);

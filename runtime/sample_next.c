@@ -79,6 +79,15 @@ void rt_next_close(rt_next *k)
 
 void rt_next_slid(rt_next *k) { k->on = 0; }
 
+/* The next prompt's generation (--prompt-file): the caches hold nothing, and serve again
+ * where they were made (a token's graph stays: the same buffers, the position read from
+ * the device). */
+void rt_next_reset(rt_next *k)
+{
+    k->at = 0;
+    k->on = k->kv != NULL;
+}
+
 /* A chunked head (rt_model.head_d > 0), whose programs never hold the logits whole:
  * row `at`'s logits, x's row times W^T (the GEMM the head's call makes), into row 0 of
  * validation's chunk scratch after its pass. */

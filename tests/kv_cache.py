@@ -89,16 +89,18 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150):
+def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150, prompts=None):
     """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
-    on the fake GPU, more_env added to its environment); n > 1: --num-samples n"""
+    on the fake GPU, more_env added to its environment); n > 1: --num-samples n; prompts:
+    --prompt-file's (the output whole)"""
     env = dict(os.environ, TRAINC_KV_CACHE=env_value)
     cmd = [TRAINC, "run", path] if not exe else [exe, "--device", "cuda"]
     if exe:
         env.update(LD_LIBRARY_PATH=FAKE_LIB, TRAINC_CACHE_DIR=os.path.join(OUT, "cache"), **(more_env or {}))
     p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
-                        "--quiet", "--threads", "2", "--sample", str(tokens), "--prompt", "The license is ", "--set", "batch_size=4",
-                        "--temperature", "0.9", "--sample-seed", "5"] + (["--num-samples", str(n)] if n > 1 else []),
+                        "--quiet", "--threads", "2", "--sample", str(tokens), "--set", "batch_size=4",
+                        "--temperature", "0.9", "--sample-seed", "5"] + (["--num-samples", str(n)] if n > 1 else []) +
+                       (["--prompt-file", prompts] if prompts else ["--prompt", "The license is "]),
                        env=env, capture_output=True)
     if p.returncode != 0:
         sys.exit("FAIL %s: exit %d: %s" % (path, p.returncode, p.stderr.decode()[-2000:]))
@@ -180,6 +182,16 @@ def several(name, path, run, one, exe=None, cpu=None):
         verdict("no room on the GPU for the key/value cache (0.4 MiB)" in err and samples(cut) == want,
                 "%s on the fake GPU --num-samples 3, no room for the caches: the window's pass, the same "
                 "first 20 bytes of each" % name)
+        # --prompt-file: three prompts in turn, the caches emptied and the token's graph kept
+        # between them: the CPU's bytes
+        pf = os.path.join(OUT, "prompts.txt")
+        with open(pf, "w") as f:
+            f.write("The license is \nCopy\nYou may not ")
+        gpu, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_TRACE": "1"}, tokens=20, prompts=pf)
+        cpu_pf, _ = sample(path, run, "1", tokens=20, prompts=pf)
+        verdict(gpu == cpu_pf and gpu.count(b"--- prompt") == 3 and "launch graph" in err,
+                "%s on the fake GPU --prompt-file (3 prompts): the CPU's %d bytes, %d token passes as a "
+                "CUDA graph" % (name, len(gpu), err.count("fake GPU: launch graph")))
         return text
     text, err = sample(path, run, "check", n=3)
     got = check_line(name + " --num-samples 3", err)

@@ -109,6 +109,63 @@ def stop_at(kind, d, sp, tj, tok, sample):
           % (kind, stop, j + 1, j, later[0], len(one), len(two)))
 
 
+def prompt_file(kind, d, sp, tj, tok):
+    """--prompt-file: three prompts (gpt2: FILE.jsonl with a JSON string holding a newline,
+    an object's "prompt" and an empty line; llama3: a text file, a line each, one ending in
+    \\r\\n) with --num-samples 2: each prompt's part is its header line, then what --prompt
+    with that text prints, byte for byte; its ids on stderr are tokenizers'; the key/value
+    cache serves as many tokens as for the three prompts apart. --prompt
+    beside it, a bad JSON line and a file without prompts exit 1 before training."""
+    prompts = [PROMPT, "Licensor grants", "THE SOFTWARE IS"]
+    if kind == "gpt2":
+        path = os.path.join(d, "prompts.jsonl")
+        body = "%s\n%s\n\n%s\n" % (json.dumps(prompts[0]), json.dumps({"prompt": prompts[1], "completion": "x"}),
+                                   json.dumps(prompts[2]))
+    else:
+        prompts[0] = prompts[0].strip()
+        path = os.path.join(d, "prompts.txt")
+        body = "%s\n%s\r\n%s" % tuple(prompts)
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(body)
+    base = [TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors", "--threads", "1",
+            "--sample", "20", "--tokenizer", tj, "--num-samples", "2"]
+    r = subprocess.run(base + ["--prompt-file", path], capture_output=True)
+    err = r.stderr.decode("utf-8", "replace")
+    want, served = b"", [0, 0]
+    cache = lambda e: [int(x) for x in re.search(r"sampled (\d+) tokens .*\((\d+) from the key/value cache",
+                                                   e).groups()]
+    for k, p in enumerate(prompts):
+        one = subprocess.run(base + ["--prompt", p], capture_output=True)
+        want += b"--- prompt %d of 3 ---\n" % (k + 1) + one.stdout
+        served = [a + b for a, b in zip(served, cache(one.stderr.decode("utf-8", "replace")))]
+        if ids_line(err, "prompt %d" % (k + 1)) != tok.encode(p).ids:
+            sys.exit("FAIL: %s: --prompt-file's prompt %d: ids %s, tokenizers' %s" % (
+                kind, k + 1, ids_line(err, "prompt %d" % (k + 1)), tok.encode(p).ids))
+    if r.returncode != 0 or r.stdout != want or want.count(b"--- sample") != 6:
+        sys.exit("FAIL: %s: --prompt-file: exit %d, printed %r, want %r" % (kind, r.returncode, r.stdout, want))
+    # each prompt's tokens from a cache of its own, as many as --prompt's
+    if cache(err) != served or served[1] < served[0] // 2:
+        sys.exit("FAIL: %s: --prompt-file: %s tokens drawn, from the cache; each prompt alone: %s" % (
+            kind, cache(err), served))
+    bad = os.path.join(d, "bad.jsonl")
+    empty = os.path.join(d, "empty.txt")
+    with open(bad, "w") as f:
+        f.write('"fine"\n{"completion": "no prompt"}\n')
+    with open(empty, "w") as f:
+        f.write("\n\n")
+    said = []
+    for args, words in ((["--prompt-file", path, "--prompt", "x"], "--prompt and --prompt-file"),
+                        (["--prompt-file", bad], "line 2"), (["--prompt-file", empty], "no prompt in it")):
+        shutil.rmtree(d + "/refused", ignore_errors=True)
+        r = subprocess.run([TRAINC, "run", sp, "--out", d + "/refused", "--sample", "5", "--tokenizer", tj] + args,
+                           capture_output=True, text=True)
+        if r.returncode != 1 or words not in r.stderr or os.path.exists(d + "/refused"):
+            sys.exit("FAIL: %s: %s: exit %d, %r" % (kind, args, r.returncode, r.stderr))
+        said.append(r.stderr.strip())
+    print("ok   %s: --prompt-file (%s) with --num-samples 2: each prompt's samples as --prompt's, its ids "
+          "tokenizers'; refused before training: %s" % (kind, os.path.basename(path), " | ".join(said)))
+
+
 def run(kind, vocab):
     d = os.path.join(OUT, kind)
     os.makedirs(d, exist_ok=True)
@@ -157,6 +214,7 @@ def run(kind, vocab):
     print("ok   %s (vocabulary %d): prompt %d ids as tokenizers'; sample %r" %
           (kind, V, len(prompt), text_out[:60]))
     stop_at(kind, d, sp, tj, tok, sample)
+    prompt_file(kind, d, sp, tj, tok)
     # a tokenizer whose ids pass the model's: refused before training
     with open(sp, "w") as f:
         json.dump(spec(200, "data"), f)
