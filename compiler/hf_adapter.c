@@ -6,9 +6,10 @@
  * lora_alpha / r (use_rslora: lora_alpha / sqrt(r)), r each adapter's rank (its A's
  * rows, so rank_pattern needs nothing more), summed in double and rounded once. An
  * embedding's or head's weight the file holds whole (base_layer.weight: PEFT saves
- * them beside adapters on those layers) replaces the model's first. What such a merge
- * cannot give (DoRA, trained biases, other adapter types, modules_to_save, alpha_pattern,
- * a resized vocabulary) exits 1 naming it, before anything is written. */
+ * them beside adapters on those layers) and a module's tensors saved whole
+ * (modules_to_save) replace the model's first. What such a merge cannot give (DoRA,
+ * trained biases, other adapter types, alpha_pattern, a resized vocabulary) exits 1
+ * naming it, before anything is written. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,7 +51,7 @@ static void read_adapter_config(HfAdapter *a, const char *path)
     if (strcmp(bias, "none"))
         hf_cfg_error(&c, "bias", "\"none\" expected: trained biases (\"%s\") are not merged", bias);
     must_be_off(&c, "use_dora", "DoRA's magnitude vectors are not merged");
-    must_be_off(&c, "modules_to_save", "modules saved whole are not merged");
+    hf_cfg_get(&c, "modules_to_save");   /* (their tensors replace the model's) */
     must_be_off(&c, "alpha_pattern", "an alpha per module is not read");
     must_be_off(&c, "layer_replication", "replicated layers are not expressed");
     must_be_off(&c, "megatron_config", "Megatron's parallel layers are not read");
@@ -78,20 +79,42 @@ static int ends_with(const char *s, const char *tail)
     return n >= k && !strcmp(s + n - k, tail);
 }
 
-/* The kinds of adapter tensor: a module's A or B (Linear, Conv1D), an embedding's, and
- * an embedding's or head's weight saved whole (PEFT's save_embedding_layers, for
- * adapters on them: it replaces the model's) */
-enum { LORA_A, LORA_B, EMBED_A, EMBED_B, WHOLE, N_KINDS };
-static const char *const kinds[N_KINDS] = {".lora_A.weight", ".lora_B.weight", ".lora_embedding_A",
-                                           ".lora_embedding_B", ".base_layer.weight"};
+/* The kinds of adapter tensor: a module's A or B (Linear, Conv1D), an embedding's, an
+ * embedding's or head's weight saved whole (PEFT's save_embedding_layers, for adapters
+ * on them) and a module's weight or bias saved whole (modules_to_save): the last two
+ * replace the model's tensor */
+enum { LORA_A, LORA_B, EMBED_A, EMBED_B, WHOLE, SAVED, N_KINDS };
+static const char *const kinds[SAVED] = {".lora_A.weight", ".lora_B.weight", ".lora_embedding_A",
+                                         ".lora_embedding_B", ".base_layer.weight"};
 
-/* The base weight that adapter tensor T (its module: MOD) adapts: MOD.weight, or for
- * the original GPT-2 files, which name tensors without "transformer.", that name less it */
-static HfTensor *base_of(HfWeights *w, const char *mod)
+/* NAME's kind (N_KINDS: none) and the model's tensor it belongs to, less any
+ * "transformer." the original GPT-2 files leave out (into `of`, malloc'd) */
+static int kind_of(const char *name, char **of)
 {
-    HfTensor *t = hf_find(w, xasprintf("%s.weight", mod));
-    if (!t && !strncmp(mod, "transformer.", 12))
-        t = hf_find(w, xasprintf("%s.weight", mod + 12));
+    *of = NULL;
+    if (strncmp(name, "base_model.model.", 17))
+        return N_KINDS;
+    int k = 0;
+    while (k < SAVED && !ends_with(name, kinds[k]))
+        k++;
+    if (k == SAVED && !ends_with(name, ".weight") && !ends_with(name, ".bias"))
+        return N_KINDS;
+    char *mod = xstrdup(name + 17);
+    if (k < SAVED) {   /* MODULE.weight */
+        mod[strlen(mod) - strlen(kinds[k])] = 0;
+        *of = xasprintf("%s.weight", mod);
+        free(mod);
+    } else
+        *of = mod;
+    return k;
+}
+
+/* The model's tensor NAME, or for the original GPT-2 files NAME less "transformer." */
+static HfTensor *base_of(HfWeights *w, const char *name)
+{
+    HfTensor *t = hf_find(w, name);
+    if (!t && !strncmp(name, "transformer.", 12))
+        t = hf_find(w, name + 12);
     return t;
 }
 
@@ -101,7 +124,7 @@ static void add_pair(HfAdapter *a, HfTensor *base, const HfTensor *A, const HfTe
     if (!a->pairs)
         die("out of memory");
     a->pairs[a->n++] = (HfAdapterPair){.base = base, .A = A, .B = B, .embed = kind == EMBED_A,
-                                       .whole = kind == WHOLE};
+                                       .whole = kind >= WHOLE};
 }
 
 /* Each adapter on BASE checked against its shape, as the import lays it out: a
@@ -168,25 +191,27 @@ void hf_adapter_plan(HfAdapter *a, HfWeights *w)
     const char *file = a->w.paths[0];
     for (int i = 0; i < a->w.n; i++) {
         const HfTensor *t = &a->w.t[i];
-        int k = 0;
-        while (k < N_KINDS && !ends_with(t->name, kinds[k]))
-            k++;
-        if (k == N_KINDS || strncmp(t->name, "base_model.model.", 17))
+        char *of;
+        int k = kind_of(t->name, &of);
+        if (k == N_KINDS)
             error_input("%s: tensor '%s' is not a LoRA adapter's (base_model.model.MODULE.lora_A"
-                        ".weight, lora_B, lora_embedding_A or _B, base_layer.weight)", file, t->name);
+                        ".weight, lora_B, lora_embedding_A or _B) nor a module's saved whole",
+                        file, t->name);
         if (k == LORA_B || k == EMBED_B)
             continue;   /* found from its A */
-        char *mod = xstrdup(t->name + 17);
-        mod[strlen(mod) - strlen(kinds[k])] = 0;
         HfTensor *B = NULL;
-        if (k != WHOLE && !(B = hf_find(&a->w, xasprintf("base_model.model.%s%s", mod, kinds[k + 1]))))
-            error_input("%s: %s has no %s beside it", file, t->name, kinds[k + 1] + 1);
-        HfTensor *base = base_of(w, mod);
+        if (k < WHOLE) {
+            size_t n = strlen(t->name) - strlen(kinds[k]);
+            if (!(B = hf_find(&a->w, xasprintf("%.*s%s", (int)n, t->name, kinds[k + 1]))))
+                error_input("%s: %s has no %s beside it", file, t->name, kinds[k + 1] + 1);
+        }
+        HfTensor *base = base_of(w, of);
         if (!base || !base->used)
-            error_input("%s: %s adapts '%s', %s", file, t->name, mod,
-                        base ? "a tensor the import does not write" : "which the model has not");
+            error_input("%s: %s adapts '%s', %s", file, t->name, of,
+                        base ? "a tensor the import does not write (a tied head's?)"
+                             : "which the model has not");
         add_pair(a, base, t, B, k);
-        free(mod);
+        free(of);
     }
     for (int i = 0; i < a->w.n; i++) {   /* a B without its A */
         const HfTensor *t = &a->w.t[i];

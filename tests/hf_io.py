@@ -1573,22 +1573,28 @@ def peft_adapter_case(d, src, name, val, without, rslora):
     base = AutoModelForCausalLM.from_pretrained(src, attn_implementation="eager")
     targets, ranks = PEFT_TARGETS[name]
     cfg = LoraConfig(r=4, lora_alpha=16, target_modules=targets, rank_pattern=ranks,
-                     init_lora_weights=False, use_rslora=rslora, fan_in_fan_out=name == "gpt2")
+                     init_lora_weights=False, use_rslora=rslora, fan_in_fan_out=name == "gpt2",
+                     modules_to_save=["model.norm"] if name == "llama" else None)
     pm = get_peft_model(base, cfg)
     with torch.no_grad():   # adapters large enough to move the loss well past 1e-5
         for n, p in pm.named_parameters():
             if "lora_" in n:
                 p.mul_(0.5)
+            if "modules_to_save" in n:   # the final norm, trained whole
+                p.add_(0.3 * torch.randn(p.shape))
     pm.save_pretrained(d + "/peft_adapter")
     pm.eval()
     theirs = hf_loss(pm, val)
     trainc("import", "hf", src, "--adapter", d + "/peft_adapter", "-o", d + "/peft_import", "--seq-len", T)
     ours = trainc_eval(d, d + "/peft_import/init.safetensors")
-    n = len(load_file(d + "/peft_adapter/adapter_model.safetensors")) // 2
+    saved = load_file(d + "/peft_adapter/adapter_model.safetensors")
+    n = len([k for k in saved if "lora_" in k]) // 2
+    whole = [k for k in saved if "lora_" not in k]
     check(rel(ours, theirs) <= 1e-5 and rel(theirs, without) > 1e-4,
-          "%s: import --adapter of PEFT's adapters (%d modules%s): trainc --eval %.7f, PeftModel "
-          "%.7f (%.1e; the source alone %.7f)" % (name, n, ", rslora" if rslora else "", ours, theirs,
-                                                   rel(ours, theirs), without))
+          "%s: import --adapter of PEFT's adapters (%d modules%s; %d tensors saved whole%s): trainc --eval "
+          "%.7f, PeftModel %.7f (%.1e; the source alone %.7f)" % (
+              name, n, ", rslora" if rslora else "", len(whole), (": " + ", ".join(whole)) if whole else "",
+              ours, theirs, rel(ours, theirs), without))
     if name == "gpt2":   # the tied embedding: merged, the head would change with it
         bad = d + "/peft_bad"
         os.makedirs(bad, exist_ok=True)
@@ -1610,7 +1616,6 @@ def peft_adapter_case(d, src, name, val, without, rslora):
     wrong["base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight"] = torch.zeros(4, 3)
     cases = [("use_dora", dict(conf, use_dora=True), tensors, ["use_dora", "DoRA"]),
              ("bias", dict(conf, bias="all"), tensors, ["bias", "\"none\" expected"]),
-             ("modules_to_save", dict(conf, modules_to_save=["lm_head"]), tensors, ["modules_to_save"]),
              ("peft_type", dict(conf, peft_type="IA3"), tensors, ["peft_type", "IA3"]),
              ("an unknown key set", dict(conf, lora_magic=1), tensors, ["lora_magic", "set"]),
              ("a lone A", conf, lone, ["q_proj.lora_A.weight", "no lora_B.weight"]),
