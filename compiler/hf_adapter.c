@@ -240,14 +240,23 @@ void hf_adapter_merge(const HfAdapter *a, const HfTensor *base, float *x)
         int64_t r = q->A->shape[0], in = q->A->shape[1], out = q->B->shape[0];
         double scale = a->rslora ? a->alpha / sqrt((double)r) : a->alpha / (double)r;
         float *A = hf_read(&a->w, q->A), *B = hf_read(&a->w, q->B);
-        for (int64_t o = 0; o < out; o++)
-            for (int64_t i = 0; i < in; i++) {
-                double s = 0;
-                for (int64_t k = 0; k < r; k++)
-                    s += (double)B[o * r + k] * A[k * in + i];
-                float *dst = q->transposed ? &x[i * out + o] : &x[o * in + i];
-                *dst = (float)((double)*dst + scale * s);
+        double *row = malloc((size_t)in * sizeof *row);   /* (B A)[o], summed over k in order */
+        if (!row)
+            die("out of memory merging %s", q->A->name);
+        for (int64_t o = 0; o < out; o++) {
+            memset(row, 0, (size_t)in * sizeof *row);
+            for (int64_t k = 0; k < r; k++) {
+                double b = B[o * r + k];
+                const float *ak = A + k * in;
+                for (int64_t i = 0; i < in; i++)
+                    row[i] += b * ak[i];
             }
+            for (int64_t i = 0; i < in; i++) {
+                float *dst = q->transposed ? &x[i * out + o] : &x[o * in + i];
+                *dst = (float)((double)*dst + scale * row[i]);
+            }
+        }
+        free(row);
         free(A);
         free(B);
     }
