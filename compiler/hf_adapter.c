@@ -129,7 +129,8 @@ static void add_pair(HfAdapter *a, HfTensor *base, const HfTensor *A, const HfTe
 
 /* Each adapter on BASE checked against its shape, as the import lays it out: a
  * Linear's weight [out, in] with A [r, in] and B [out, r]; TRANSPOSED (GPT-2's Conv1D)
- * [in, out]; an embedding's [rows, d] with lora_embedding_A [r, rows] and _B [d, r]. */
+ * [in, out]; an embedding's [rows, d] with lora_embedding_A [r, rows] and _B [d, r]; a
+ * tensor saved whole: BASE's shape. */
 int hf_adapter_fit(HfAdapter *a, const HfTensor *base, int transposed)
 {
     int n = 0;
