@@ -590,10 +590,8 @@ static void prompt_reply(Gen *g, const char *text, int64_t k, int64_t P)
     if (text || r->o.tokenizer)
         prompt_ids(&r->o, text, prompt_name(&r->o, k, buf, sizeof buf), &ids);
     if (r->o.tokenizer && !r->o.quiet) {   /* what the prompt became, for a reader to check */
-        snprintf(buf, sizeof buf, "prompt");
-        if (P > 1)
-            snprintf(buf, sizeof buf, "prompt %lld", (long long)k + 1);
-        print_ids(buf, ids.v, ids.n);
+        snprintf(buf, sizeof buf, "prompt %lld", (long long)k + 1);
+        print_ids(P > 1 ? buf : "prompt", ids.v, ids.n);
     }
     for (int64_t i = 0; i < ids.n; i++)
         gen_push(g, &ids.v[i], 1);

@@ -141,22 +141,28 @@ if "$TRAINC" import hf "$d/good" --adapter "$d/zero" -o "$d/zero_out" >/dev/null
    cmp -s "$d/zero_out/init.safetensors" "$d/good_out/init.safetensors"; then
     ok "import --adapter of adapters with B zero: the plain import's bytes"
 else bad "import --adapter of adapters with B zero did not give the plain import's bytes"; fi
-adapter dora 'cfg["use_dora"] = True'
-refused "--adapter with use_dora" "use_dora" -- import hf "$d/good" --adapter "$d/dora" -o "$d/out"
-adapter lone 'del t[m + "layers.0.self_attn.k_proj.lora_B.weight"]'
-refused "--adapter, an A without its B" "k_proj.lora_A.weight" "no lora_B.weight" -- import hf "$d/good" --adapter "$d/lone" -o "$d/out"
-adapter loneB 'del t[m + "embed_tokens.lora_embedding_A"]'
-refused "--adapter, a B without its A" "lora_embedding_B" "no lora_A" -- import hf "$d/good" --adapter "$d/loneB" -o "$d/out"
-adapter rank 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((8, 3), np.float32)'
-refused "--adapter, ranks apart" "not a rank-r pair" -- import hf "$d/good" --adapter "$d/rank" -o "$d/out"
-adapter shape 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((16, 2), np.float32)'
-refused "--adapter, B for another weight" "do not fit" "k_proj.weight" -- import hf "$d/good" --adapter "$d/shape" -o "$d/out"
-adapter name 't["k_proj.lora_A.weight"] = np.ones((2, 16), np.float32)'
-refused "--adapter, a tensor of no adapter" "k_proj.lora_A.weight" "not a LoRA adapter" -- import hf "$d/good" --adapter "$d/name" -o "$d/out"
-adapter bin 't = None; open(os.path.join(out, "adapter_model.bin"), "w").write("x")'
-refused "--adapter, adapter_model.bin alone" "adapter_model.bin" "safe_serialization" -- import hf "$d/good" --adapter "$d/bin" -o "$d/out"
-adapter notjson 'cfg = []'
-refused "--adapter, a config not an object" "adapter_config.json" -- import hf "$d/good" --adapter "$d/notjson" -o "$d/out"
+# bad_adapter NAME EDIT WHAT WORDS...: adapter NAME EDIT, then import --adapter of it refused
+bad_adapter() {
+    local name=$1 edit=$2 what=$3; shift 3
+    adapter "$name" "$edit"
+    refused "$what" "$@" -- import hf "$d/good" --adapter "$d/$name" -o "$d/out"
+}
+bad_adapter dora 'cfg["use_dora"] = True' \
+    "--adapter with use_dora" "use_dora"
+bad_adapter lone 'del t[m + "layers.0.self_attn.k_proj.lora_B.weight"]' \
+    "--adapter, an A without its B" "k_proj.lora_A.weight" "no lora_B.weight"
+bad_adapter loneB 'del t[m + "embed_tokens.lora_embedding_A"]' \
+    "--adapter, a B without its A" "lora_embedding_B" "no lora_A"
+bad_adapter rank 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((8, 3), np.float32)' \
+    "--adapter, ranks apart" "not a rank-r pair"
+bad_adapter shape 't[m + "layers.0.self_attn.k_proj.lora_B.weight"] = np.zeros((16, 2), np.float32)' \
+    "--adapter, B for another weight" "do not fit" "k_proj.weight"
+bad_adapter name 't["k_proj.lora_A.weight"] = np.ones((2, 16), np.float32)' \
+    "--adapter, a tensor of no adapter" "k_proj.lora_A.weight" "not a LoRA adapter"
+bad_adapter bin 't = None; open(os.path.join(out, "adapter_model.bin"), "w").write("x")' \
+    "--adapter, adapter_model.bin alone" "adapter_model.bin" "safe_serialization"
+bad_adapter notjson 'cfg = []' \
+    "--adapter, a config not an object" "adapter_config.json"
 refused "--adapter without its folder" "--adapter" -- import hf "$d/good" -o "$d/out" --adapter
 
 g=$d/good_out
