@@ -191,7 +191,7 @@ help:
 # it anywhere; test-gpu runs it, which needs a GPU (without one it exits 2 with the
 # runtime's "no CUDA device found").
 .PHONY: test-gpu test-gpu-build
-test-gpu-build: $(B)/tests/gpu/check_ops $(B)/tests/gpu/bench_attn
+test-gpu-build: $(B)/tests/gpu/check_ops $(B)/tests/gpu/bench_attn $(B)/tests/gpu/fp8_lt_check
 $(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h runtime/rt.h runtime/trainc_rt.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
@@ -199,6 +199,12 @@ $(B)/tests/gpu/check_ops: tests/gpu/check_ops.c $(B)/librt.a runtime/rt_cuda.h r
 $(B)/tests/gpu/bench_attn: tests/gpu/bench_attn.c $(B)/librt.a runtime/rt_cuda.h runtime/rt.h runtime/rt_half.h
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) -Iruntime -I$(CUDA_HOME)/include $< $(B)/librt.a $(LIBS) -o $@
+# tests/fake_gpu/fp8_lt_check.c against the toolkit's own cuBLASLt: its --probe says on
+# a GPU which FP8 GEMM settings that cuBLASLt takes (bench/gpu_fp8.sh runs it)
+$(B)/tests/gpu/fp8_lt_check: tests/fake_gpu/fp8_lt_check.c tests/gpu/emu/cuda_fp8.h runtime/rt_half.h
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -O2 -Iruntime -I$(CUDA_HOME)/include $< -L$(CUDA_HOME)/lib64 \
+	    -l:libcublasLt.so.13 -l:libnvrtc.so.13 -ldl -lm -o $@
 test-gpu: $(B)/tests/gpu/check_ops
 	$(B)/tests/gpu/check_ops
 

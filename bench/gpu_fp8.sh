@@ -20,6 +20,12 @@
 # bf16-mixed's, tokens/s at least 1.3x (the steps after WARM, timed as
 # bench/trainc_record.py says).
 #
+# First, what the device's cuBLASLt takes: fp8_lt_check --probe (tests/fake_gpu/
+# fp8_lt_check.c) tries the runtime's FP8 GEMMs of the GPT-2 QKV layer and variants of
+# their settings, a line each in $OUT/fp8_probe.txt, cuBLASLt's own trace of it
+# (CUBLASLT_LOG_LEVEL=5) in $OUT/fp8_probe.cublaslt.log; the fp8-mixed run logs
+# cuBLASLt's errors (level 1) to $OUT/fp8.fp8.cublaslt.log.
+#
 # A pack without the fp8 trainer (trainc refused the precision when the pack was made:
 # its message is in ship/gpt2_124m_fp8.refused), a GPU without FP8 (the trainer exits
 # 1), or a pack without the text shards give a row with "skipped" or "error", not a
@@ -45,6 +51,9 @@ run() {   # run NAME TRAINER: one training run, one JSON line
         echo "{\"impl\":\"trainc\",\"label\":\"fp8_vs_bf16\",\"run\":\"$name\",\"skipped\":\"$l s left of the part's limit\"}"
         return
     fi
+    local lvl=0
+    [ "$name" = fp8 ] && lvl=1
+    CUBLASLT_LOG_LEVEL=$lvl CUBLASLT_LOG_FILE="$OUT/fp8.$name.cublaslt.log" \
     timeout -k 5 "$l" "$S/$exe" --device cuda --set "data.train.tokens=$TXT/train_*.bin" \
         --set "data.val.tokens=$TXT/val_*.bin" --set validate.every_steps="$STEPS" --set validate.batches=20 \
         --set checkpoint=null --set log_every=10 --set batch_size="$B" --set max_steps="$STEPS" \
@@ -60,6 +69,12 @@ run() {   # run NAME TRAINER: one training run, one JSON line
     python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$B" 1024 "$WARM" fp8_vs_bf16 run="$name" trainer="$exe"
 }
 
+if [ -x "$S/fp8_lt_check" ]; then
+    CUBLASLT_LOG_LEVEL=5 CUBLASLT_LOG_FILE="$OUT/fp8_probe.cublaslt.log" timeout -k 5 60 \
+        "$S/fp8_lt_check" --probe 1 >"$OUT/fp8_probe.txt" 2>&1
+    echo "fp8_lt_check --probe 1: exit $?" >>"$OUT/fp8_probe.txt"
+    cat "$OUT/fp8_probe.txt"
+fi
 {
     echo "{\"impl\":\"run\",\"label\":\"fp8_vs_bf16\",\"steps\":$STEPS,\"batch\":$B,\"warm\":$WARM,\"commit\":\"$(cat "$D/commit" 2>/dev/null)\",\"device\":\"$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)\",\"text\":$(cat "$TXT/source.json" 2>/dev/null || echo null)}"
     if [ ! -f "$TXT/train_000000.bin" ]; then

@@ -23,7 +23,8 @@
     X(cublasLtMatmulDescDestroy) X(cublasLtMatmulPreferenceDestroy)                            \
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatmulPreferenceCreate)                            \
     X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic)                  \
-    X(cublasLtMatmul) X(cublasLtGetStatusString) X(cublasLtMatrixLayoutSetAttribute)
+    X(cublasLtMatmul) X(cublasLtGetStatusString) X(cublasLtMatrixLayoutSetAttribute)        \
+    X(cublasLtGetVersion)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 LT_FNS(DECLARE)
 
@@ -748,7 +749,8 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  * writes. Types: E4M3 for weights and activations, E5M2 for the gradient dy, which is
  * our A in both backward GEMMs (op(B) untransposed tells them from the forward): never
  * E5M2 x E5M2. C and D are bf16 for an activation, fp32 for a weight gradient; compute
- * fp32 (no fast accumulation); the A and B scale pointers are the casts' 1 / s. A
+ * fp32, without fast accumulation unless cuBLASLt takes a shape only with it (or
+ * TRAINC_FP8_FAST_ACCUM=1 asks for it); the A and B scale pointers are the casts' 1 / s. A
  * forward product without an activation takes the BIAS epilogue (a residual as C, as
  * the bf16 path does); the GELU, its backward and the bias gradient are the fallback
  * kernels' (epilogue.cuh, rt_cu_colsum_add): whether cuBLASLt combines those epilogues
@@ -855,15 +857,54 @@ static void fp8_refused(int kind, int64_t M, int64_t N, int64_t K, const char *w
     static int said[3];
     if (said[kind]++)
         return;
-    fprintf(stderr, "trainc: note: fp8-mixed: %s %lld x %lld x %lld linear GEMM %s: %s (not said "
-            "again for other shapes)\n", kind == 2 ? "the bias of a" : "a", (long long)M,
-            (long long)N, (long long)K, kind == 2 ? "is added by a kernel of its own: cuBLASLt "
-            "refused the BIAS epilogue with FP8" : "runs in bf16", why);
+    fprintf(stderr, "trainc: note: fp8-mixed: %s %lld x %lld x %lld linear GEMM %s: %s (cuBLASLt "
+            "%zu; CUBLASLT_LOG_LEVEL=1 has it say why; not said again for other shapes)\n",
+            kind == 2 ? "the bias of a" : "a", (long long)M, (long long)N, (long long)K,
+            kind == 2 ? "is added by a kernel of its own: cuBLASLt refused the BIAS epilogue with "
+            "FP8" : "runs in bf16", why, p_cublasLtGetVersion());
+}
+
+/* TRAINC_FP8_FAST_ACCUM=1: every FP8 GEMM with cuBLASLt's FAST_ACCUM (on Hopper the
+ * tensor cores' narrower partial sums are not promoted to fp32 along K: faster, less
+ * exact over a long K); unset, only where cuBLASLt takes an FP8 GEMM no other way */
+static int fp8_fast_first(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv("TRAINC_FP8_FAST_ACCUM") && !strcmp(getenv("TRAINC_FP8_FAST_ACCUM"), "1");
+    return on;
+}
+
+/* p's descriptor for FP8 (t: the bias's 16-bit copy, of type c16), with the scale
+ * pointers sa and sb and, with fast, FAST_ACCUM; then the heuristic's algorithm: 0, or
+ * -1 with why set (the descriptor dropped) */
+static int fp8_desc_algo(rt_exec *e, Plan *p, int t, int c16, const void *bias,
+                         const void *bias16, const void *sa, const void *sb, int fast,
+                         const char **why)
+{
+    if (plan_desc(p, t ? lt_types[c16] : CUDA_R_32F, t ? bias16 : bias, NULL) != 0)
+        return -1;
+    int8_t f = 1;
+    if (p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
+                                         sizeof sa) != CUBLAS_STATUS_SUCCESS ||
+        p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
+                                         sizeof sb) != CUBLAS_STATUS_SUCCESS ||
+        (fast && p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &f,
+                                                  sizeof f) != CUBLAS_STATUS_SUCCESS)) {
+        drop_desc(p, CUBLAS_STATUS_NOT_SUPPORTED);
+        return -1;
+    }
+    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
+    if (plan_algo(e, p, &st) == 0)
+        return 0;
+    *why = drop_desc(p, st);
+    return -1;
 }
 
 /* The FP8 plan of a shape (our A of type a8, K-contiguous operands rows K apart; with a
  * bias, the BIAS epilogue), for pointers a8p, b8p, C, D and bias (their alignment): NULL
- * where cuBLASLt refused it (said once; not asked again for the shape). */
+ * where cuBLASLt refused it (said once; not asked again for the shape). Asked without
+ * FAST_ACCUM first (unless TRAINC_FP8_FAST_ACCUM=1), then with it (said once). */
 static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c16, int64_t ldc,
                       int accumulate, rt_dptr scales, const void *a8p, const void *b8p,
                       const void *C, const void *D, const void *bias)
@@ -887,24 +928,20 @@ static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c
     /* cuBLASLt's A is our B (its scale at scales + 12), its B our A (scales + 4) */
     const void *sa = (const void *)(uintptr_t)(scales + 12);
     const void *sb = (const void *)(uintptr_t)(scales + 4);
-    cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     const char *why = "a descriptor attribute refused";
-    for (int t = 0; t < 1 + second; t++) {
-        if (plan_desc(p, t ? lt_types[c16] : CUDA_R_32F, t ? bias16 : bias, NULL) != 0)
-            continue;
-        if (p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sa,
-                                             sizeof sa) != CUBLAS_STATUS_SUCCESS ||
-            p_cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sb,
-                                             sizeof sb) != CUBLAS_STATUS_SUCCESS) {
-            drop_desc(p, CUBLAS_STATUS_NOT_SUPPORTED);
-            continue;
-        }
-        if (plan_algo(e, p, &st) == 0) {
+    for (int fast = fp8_fast_first(); fast <= 1; fast++)
+        for (int t = 0; t < 1 + second; t++) {
+            if (fp8_desc_algo(e, p, t, c16, bias, bias16, sa, sb, fast, &why) != 0)
+                continue;
             p->bias16 = t;
+            static int said;
+            if (fast && !fp8_fast_first() && !said++)
+                fprintf(stderr, "trainc: note: fp8-mixed: cuBLASLt takes the %lld x %lld x %lld "
+                        "linear GEMM in FP8 only with fast accumulation (FAST_ACCUM: partial sums "
+                        "not promoted to fp32 along K), so it runs so (and any other such shape)\n",
+                        (long long)M, (long long)N, (long long)K);
             return p;
         }
-        why = drop_desc(p, st);
-    }
     p->fallback = 1;
     fp8_refused(bias ? 2 : 1, M, N, K, why);
     return NULL;

@@ -66,3 +66,11 @@ for t in "8.0 sm_80 0" "8.0 sm_89 3" "8.9 sm_80 0" "8.9 sm_89 0" "9.0 sm_89 3" "
 done
 echo "ok   modules load where their architecture runs: sm_80 on 8.0 and 8.9, sm_89 on 8.9 (not 8.0 or 9.0), sm_90a on 9.0 (not 10.0), sm_120a on 12.0 (not 12.1)"
 TRAINC_FAKE_CC=8.9 gpu "$d/fp8_lt_check" tests/fake_gpu/fp8_kernel.cu 2>"$d/fp8_lt_check.log"
+# --probe (bench/gpu_fp8.sh runs it on a GPU): the runtime's FP8 GEMMs and their variants
+# at GPT-2's QKV shapes / 16, each D checked; the fake takes all but the fp32 bias
+gpu "$d/fp8_lt_check" --probe 16 >"$d/probe.txt" 2>"$d/probe.log" || { cat "$d/probe.txt"; echo "FAIL --probe: exit 1"; exit 1; }
+n=$(grep -c "heuristic ok, call ok$" "$d/probe.txt")
+refused=$(grep "heuristic NOT_SUPPORTED" "$d/probe.txt" | sed 's/ \[.*//')
+[ "$n" = 13 ] && [ "$refused" = "probe fwd + BIAS, fp32 bias" ] ||
+    { cat "$d/probe.txt"; echo "FAIL --probe: $n of 14 cases ran, refused: $refused"; exit 1; }
+echo "ok   --probe: 13 of its 14 GEMMs run and check, the fp32 bias refused"

@@ -106,6 +106,27 @@ worst = max(abs(x - y) / abs(x) for (_, x), (_, y) in zip(la, lb))
 assert 0 < worst <= 2e-2, "fp8-mixed's losses against bf16-mixed's: largest relative difference %g" % worst
 print("ok   mlp_fashion fp8-mixed on the fake GPU: 12 losses within %.2g of bf16-mixed's (not equal: FP8 ran)" % worst)
 PY
+# FAST_ACCUM: a cuBLASLt that takes FP8 only with it (the fake's TRAINC_FAKE_FP8_FAST_ONLY)
+# gets the GEMMs asked again with it, said once; TRAINC_FP8_FAST_ACCUM=1 asks with it
+# first. The fake's sums do not change with it: the same records as above, bit for bit
+# (where the retry is missing, the GEMMs fall back to bf16 and the records differ).
+TRAINC_FAKE_FP8_FAST_ONLY=1 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/gpu_fast_only" 2>"$d/gpu_fast_only.log" ||
+    { echo "FAIL: mlp_fashion fp8-mixed, FP8 only with FAST_ACCUM:"; cat "$d/gpu_fast_only.log"; exit 1; }
+grep -q "in FP8 only with fast accumulation (FAST_ACCUM" "$d/gpu_fast_only.log" ||
+    { echo "FAIL: no note of the GEMMs asked again with FAST_ACCUM:"; cat "$d/gpu_fast_only.log"; exit 1; }
+TRAINC_FP8_FAST_ACCUM=1 TRAINC_FAKE_FP8_FAST_ONLY=1 gpu "$d/mlp_fp8-mixed" "${G[@]}" --out "$d/gpu_fast" 2>"$d/gpu_fast.log" ||
+    { echo "FAIL: mlp_fashion fp8-mixed, TRAINC_FP8_FAST_ACCUM=1:"; cat "$d/gpu_fast.log"; exit 1; }
+! grep -q "fast accumulation\|runs in bf16" "$d/gpu_fast.log" ||
+    { echo "FAIL: TRAINC_FP8_FAST_ACCUM=1 said a note:"; cat "$d/gpu_fast.log"; exit 1; }
+"$PY" - "$d" <<'PY' || { echo "FAIL: fp8-mixed with FAST_ACCUM gives other records on the fake GPU"; exit 1; }
+import json, sys
+d = sys.argv[1]
+recs = lambda o: [{k: v for k, v in json.loads(l).items() if k not in ("time_s", "samples_per_s")}
+                  for l in open("%s/%s/metrics.jsonl" % (d, o)) if '"event"' not in l]
+base = recs("gpu_fp8-mixed")
+assert len(base) >= 12 and recs("gpu_fast_only") == base and recs("gpu_fast") == base
+PY
+echo "ok   fp8-mixed on a cuBLASLt that takes FP8 only with FAST_ACCUM: asked again with it (said), TRAINC_FP8_FAST_ACCUM=1 first; the same records"
 # casts a step, from runs of 2 and 3 steps (the fake GPU counts launches): 5 FP8 GEMMs
 # (2 forward, dW of the first layer, dx and dW of the second), 10 operands, 9 casts:
 # the second layer's dy is cast once, in both layouts, for its two backward GEMMs. No

@@ -95,6 +95,7 @@ typedef struct Desc {
     const float *scale[3];     /* A_, B_, D_SCALE_POINTER: device floats, read when the GEMM
                                   runs; NULL: 1 */
     float *amax_d;             /* AMAX_D_POINTER: a device float, or NULL */
+    int fast;                  /* FAST_ACCUM */
 } Desc;
 typedef struct Layout {
     uint64_t rows, cols;
@@ -145,6 +146,10 @@ cublasStatus_t cublasLtCreate(cublasLtHandle_t *h)
     *h = &the_handle;
     return CUBLAS_STATUS_SUCCESS;
 }
+
+/* the versions of the toolkit whose rules the fake follows: cuBLASLt 13.0.0, CUDA 13.0 */
+size_t cublasLtGetVersion(void) { return 130000; }
+size_t cublasLtGetCudartVersion(void) { return 13000; }
 
 const char *cublasLtGetStatusString(cublasStatus_t s)
 {
@@ -246,8 +251,10 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t d, cublasLtMa
         if (size != sizeof v)
             return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: FAST_ACCUM is an int8_t");
         memcpy(&v, buf, sizeof v);
-        return v == 0 || v == 1 ? CUBLAS_STATUS_SUCCESS
-                                : refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: FAST_ACCUM 0 or 1");
+        if (v != 0 && v != 1)
+            return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescSetAttribute: FAST_ACCUM 0 or 1");
+        x->fast = v;
+        return CUBLAS_STATUS_SUCCESS;
     }
     case CUBLASLT_MATMUL_DESC_TRANSA:
     case CUBLASLT_MATMUL_DESC_TRANSB:
@@ -394,7 +401,9 @@ static int shape(const Desc *d, const Layout *a, const Layout *b, const Layout *
  * bias bf16 beside an fp32 D, else D's type, C's beside an FP8 D. D_SCALE_POINTER and
  * AMAX_D_POINTER with an FP8 D only: cuBLASLt does not compute amax for another output
  * of FP8 inputs (its maintainers' word, pytorch/pytorch#122821), so the fake refuses
- * both rather than let a runtime rely on them. NULL: a supported FP8 problem. */
+ * both rather than let a runtime rely on them. TRAINC_FAKE_FP8_FAST_ONLY=1: FP8 only
+ * with FAST_ACCUM, as a library might offer (the runtime then asks with it). NULL: a
+ * supported FP8 problem. */
 static const char *fp8_refusal(const Desc *x, const Layout *a, const Layout *b, const Layout *c,
                                const Layout *d, uint64_t m, uint64_t n, uint64_t k)
 {
@@ -421,6 +430,9 @@ static const char *fp8_refusal(const Desc *x, const Layout *a, const Layout *b, 
         return "FP8: epilogues DEFAULT and BIAS only";
     if (!d->fp8 && (x->scale[2] || x->amax_d))
         return "FP8: D_SCALE_POINTER and AMAX_D_POINTER need an FP8 D";
+    const char *fast_only = getenv("TRAINC_FAKE_FP8_FAST_ONLY");
+    if (!x->fast && fast_only && !strcmp(fast_only, "1"))
+        return "FP8 without FAST_ACCUM (TRAINC_FAKE_FP8_FAST_ONLY=1: a library with fast kernels only)";
     return NULL;
 }
 

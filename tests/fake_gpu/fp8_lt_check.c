@@ -18,6 +18,11 @@
  *                        bytes off, an epilogue other than BIAS, an fp32 bias, amax or D's
  *                        scale beside a bf16 D, an E5M2 D from E4M3 inputs, scale pointers
  *                        on a bf16 GEMM.
+ *   --probe DIV          the runtime's FP8 GEMMs (GPT-2 124M's QKV layer at 16 x 1024,
+ *                        every dimension / DIV) and variants of their settings, a line
+ *                        each: whether the heuristic and the call take it, D checked;
+ *                        on a real GPU it says what its cuBLASLt takes (exit 1 only
+ *                        where a GEMM it ran gave a wrong D).
  * Prints "ok   ..." per part; exits 1 at the first that fails. */
 #include <cublasLt.h>
 #include <cuda.h>
@@ -155,6 +160,10 @@ typedef struct Gemm {
     int scales, dscale, amax, off;                /* scale pointers set; D_SCALE; AMAX_D; A this many bytes off */
     float alpha, beta;
     int bias;                                     /* a bias of bias_type (BIAS unless epi) */
+    int slow;                                     /* with scales: FAST_ACCUM left unset */
+    int ws, align;                                /* a 32 MiB workspace; the preferences' minimum
+                                                     alignments set (256, as the runtime's
+                                                     pointers have) */
 } Gemm;
 
 static cublasLtHandle_t lt;
@@ -185,9 +194,103 @@ static void fill(void *p, size_t i, cudaDataType_t t, unsigned *seed)
     }
 }
 
-/* Sets up g on the fake: the heuristic's status, and when it found an algorithm, the
- * call's; with check, D against the double reference */
-static cublasStatus_t gemm(const Gemm *g, int check, const char *what)
+/* The descriptor's attributes beyond the operations: scales (pointers into dsc: A's, B's,
+ * D's, then amax), the epilogue and its bias */
+static void desc_attrs(cublasLtMatmulDesc_t desc, const Gemm *g, CUdeviceptr dsc, CUdeviceptr dbias)
+{
+    void *pa = (void *)(uintptr_t)dsc, *pb = (void *)(uintptr_t)(dsc + 4), *pd = (void *)(uintptr_t)(dsc + 8),
+         *pamax = (void *)(uintptr_t)(dsc + 12), *pbias = (void *)(uintptr_t)dbias;
+    if (g->scales) {
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa));
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb));
+        int8_t fast = 1;
+        if (!g->slow)
+            LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
+    }
+    if (g->dscale)
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &pd, sizeof pd));
+    if (g->amax)
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &pamax, sizeof pamax));
+    cublasLtEpilogue_t epi = g->epi ? g->epi : g->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
+    if (g->bias) {
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof pbias));
+        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type, sizeof g->bias_type));
+    }
+}
+
+/* The preference: with ws, a workspace of that many bytes; with align, every operand's
+ * minimum alignment 256 bytes, as the runtime says of its pointers */
+static cublasLtMatmulPreference_t preference(const Gemm *g)
+{
+    cublasLtMatmulPreference_t pref;
+    LT(cublasLtMatmulPreferenceCreate(&pref));
+    uint64_t ws = g->ws ? 32u << 20 : 0;
+    LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof ws));
+    static const cublasLtMatmulPreferenceAttributes_t al[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    uint32_t v = 256;
+    for (int q = 0; g->align && q < 4; q++)
+        LT(cublasLtMatmulPreferenceSetAttribute(pref, al[q], &v, sizeof v));
+    return pref;
+}
+
+/* D (n columns of m, ldd apart) against the double reference, at every entry or, past
+ * 4096 of them, at 4096 spread by a hash: 1 when right, 0 (said) when not */
+static int check_d(const Gemm *g, const void *A, const void *B, const void *C, const void *bias,
+                   const void *D, const float *sc, const char *what)
+{
+    double s = (double)g->alpha * (g->scales ? (double)0.37f * (double)1.9f : 1.0), amax = 0;
+    int fp8d = g->td == CUDA_R_8F_E4M3 || g->td == CUDA_R_8F_E5M2;
+    size_t all = (size_t)g->m * (size_t)g->n, count = all > 4096 ? 4096 : all;
+    for (size_t e = 0; e < count; e++) {
+        size_t at = count == all ? e : (e * 2654435761u + 12345u) % all;
+        int r = (int)(at % (size_t)g->m), c = (int)(at / (size_t)g->m);
+        double sum = 0, mag = 0;   /* op(A) row r . op(B) column c, exact in double */
+        for (int q = 0; q < g->k; q++) {
+            size_t ia = g->opa == CUBLAS_OP_T ? (size_t)r * (size_t)g->lda + (size_t)q
+                                              : (size_t)q * (size_t)g->lda + (size_t)r;
+            size_t ib = g->opb == CUBLAS_OP_N ? (size_t)c * (size_t)g->ldb + (size_t)q
+                                              : (size_t)q * (size_t)g->ldb + (size_t)c;
+            double p = decode(A, ia, g->ta) * decode(B, ib, g->tb);
+            sum += p;
+            mag += fabs(p);
+        }
+        double v = s * sum + g->beta * decode(C, (size_t)c * (size_t)g->ldc + (size_t)r, g->tc) +
+                   (g->bias ? decode(bias, (size_t)r, g->bias_type) : 0.0);
+        double tol = 1e-5 * (fabs(s) * mag + 1.0);   /* fp32 sums */
+        amax = fmax(amax, fabs(v));
+        double out = decode(D, (size_t)c * (size_t)g->ldd + (size_t)r, g->td);
+        int bad;
+        if (fp8d) {   /* D's code: within one of the reference's, times D's scale */
+            __nv_fp8_interpretation_t f = g->td == CUDA_R_8F_E4M3 ? __NV_E4M3 : __NV_E5M2;
+            double sd = g->dscale ? 0.75 : 1.0;
+            int want = __nv_cvt_double_to_fp8(v * sd, __NV_SATFINITE, f);
+            int have = ((const unsigned char *)D)[(size_t)c * (size_t)g->ldd + (size_t)r];
+            int wi = want & 0x80 ? -(want & 0x7F) : want, hi = have & 0x80 ? -(have & 0x7F) : have;
+            bad = abs(wi - hi) > 1 ||
+                  (abs(wi - hi) == 1 && fabs(v * sd - out) > fabs(v * sd - decode(&want, 0, g->td)) + tol);
+        } else {
+            double rel = g->td == CUDA_R_32F ? 0 : g->td == CUDA_R_16BF ? 0x1p-8 : 0x1p-11;
+            bad = fabs(out - v) > tol + rel * fabs(v);
+        }
+        if (bad) {
+            printf("FAIL %s: D[%d, %d] is %g, the reference %g\n", what, r, c, out, v);
+            return 0;
+        }
+    }
+    if (g->amax && count == all && fabs(sc[3] - amax) > 1e-5 * amax) {
+        printf("FAIL %s: amax of D %g, the reference %g\n", what, (double)sc[3], amax);
+        return 0;
+    }
+    return 1;
+}
+
+/* Sets up g: the heuristic's status (into *heur when not NULL), and when it found an
+ * algorithm, the call's; with check, D against the double reference (wrong: exit 1, or
+ * with check 2 status -1, said) */
+static cublasStatus_t gemm_st(const Gemm *g, int check, const char *what, cublasStatus_t *heur)
 {
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc, ld;
@@ -216,85 +319,46 @@ static cublasStatus_t gemm(const Gemm *g, int check, const char *what)
     float sc[4] = {0.37f, 1.9f, 0.75f, -1.0f};   /* A, B, D's scales; amax (written) */
     CUdeviceptr dA = dev(na * tsize(g->ta) + 16), dB = dev(nb * tsize(g->tb)), dC = dev(nc * tsize(g->tc));
     CUdeviceptr dD = dev(nd * tsize(g->td)), dbias = dev((size_t)g->m * 4), dsc = dev(sizeof sc);
+    CUdeviceptr dws = g->ws ? dev(32u << 20) : 0;
     dA += (CUdeviceptr)g->off;
     CU(p_cuMemcpyHtoD(dA, A, na * tsize(g->ta)));
     CU(p_cuMemcpyHtoD(dB, B, nb * tsize(g->tb)));
     CU(p_cuMemcpyHtoD(dC, C, nc * tsize(g->tc)));
     CU(p_cuMemcpyHtoD(dbias, bias, (size_t)g->m * 4));
     CU(p_cuMemcpyHtoD(dsc, sc, sizeof sc));
-    void *pa = (void *)(uintptr_t)dsc, *pb = (void *)(uintptr_t)(dsc + 4), *pd = (void *)(uintptr_t)(dsc + 8),
-         *pamax = (void *)(uintptr_t)(dsc + 12), *pbias = (void *)(uintptr_t)dbias;
-    if (g->scales) {
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa));
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb));
-        int8_t fast = 1;
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, &fast, sizeof fast));
-    }
-    if (g->dscale)
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, &pd, sizeof pd));
-    if (g->amax)
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, &pamax, sizeof pamax));
-    cublasLtEpilogue_t epi = g->epi ? g->epi : g->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-    LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi));
-    if (g->bias) {
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias, sizeof pbias));
-        LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &g->bias_type, sizeof g->bias_type));
-    }
-    cublasLtMatmulPreference_t pref;
-    LT(cublasLtMatmulPreferenceCreate(&pref));
+    desc_attrs(desc, g, dsc, dbias);
+    cublasLtMatmulPreference_t pref = preference(g);
     cublasLtMatmulHeuristicResult_t res;
     int got = 0;
     cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, ld, pref, 1, &res, &got);
+    if (st == CUBLAS_STATUS_SUCCESS && (got < 1 || res.state != CUBLAS_STATUS_SUCCESS))
+        st = CUBLAS_STATUS_NOT_SUPPORTED;
+    if (heur)
+        *heur = st;
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmul(lt, desc, &g->alpha, (void *)(uintptr_t)dA, la, (void *)(uintptr_t)dB, lb, &g->beta,
-                            (void *)(uintptr_t)dC, lc, (void *)(uintptr_t)dD, ld, &res.algo, NULL, 0, NULL);
+                            (void *)(uintptr_t)dC, lc, (void *)(uintptr_t)dD, ld, &res.algo,
+                            (void *)(uintptr_t)dws, g->ws ? 32u << 20 : 0, NULL);
     if (st == CUBLAS_STATUS_SUCCESS && check) {
         CU(p_cuStreamSynchronize(NULL));
         CU(p_cuMemcpyDtoH(D, dD, nd * tsize(g->td)));
         CU(p_cuMemcpyDtoH(sc, dsc, sizeof sc));
-        double s = (double)g->alpha * (g->scales ? (double)0.37f * (double)1.9f : 1.0), amax = 0, worst = 0;
-        int fp8d = g->td == CUDA_R_8F_E4M3 || g->td == CUDA_R_8F_E5M2;
-        for (int c = 0; c < g->n; c++)
-            for (int r = 0; r < g->m; r++) {
-                double sum = 0, mag = 0;   /* op(A) row r . op(B) column c, exact in double */
-                for (int q = 0; q < g->k; q++) {
-                    size_t ia = g->opa == CUBLAS_OP_T ? (size_t)r * (size_t)g->lda + (size_t)q
-                                                      : (size_t)q * (size_t)g->lda + (size_t)r;
-                    size_t ib = g->opb == CUBLAS_OP_N ? (size_t)c * (size_t)g->ldb + (size_t)q
-                                                      : (size_t)q * (size_t)g->ldb + (size_t)c;
-                    double p = decode(A, ia, g->ta) * decode(B, ib, g->tb);
-                    sum += p;
-                    mag += fabs(p);
-                }
-                double v = s * sum + g->beta * decode(C, (size_t)c * (size_t)g->ldc + (size_t)r, g->tc) +
-                           (g->bias ? decode(bias, (size_t)r, g->bias_type) : 0.0);
-                double tol = 1e-5 * (fabs(s) * mag + 1.0);   /* fp32 sums */
-                amax = fmax(amax, fabs(v));
-                double out = decode(D, (size_t)c * (size_t)g->ldd + (size_t)r, g->td);
-                if (fp8d) {   /* D's code: within one of the reference's, times D's scale */
-                    __nv_fp8_interpretation_t f = g->td == CUDA_R_8F_E4M3 ? __NV_E4M3 : __NV_E5M2;
-                    double sd = g->dscale ? 0.75 : 1.0;
-                    int want = __nv_cvt_double_to_fp8(v * sd, __NV_SATFINITE, f);
-                    int have = ((unsigned char *)D)[(size_t)c * (size_t)g->ldd + (size_t)r];
-                    int wi = want & 0x80 ? -(want & 0x7F) : want, hi = have & 0x80 ? -(have & 0x7F) : have;
-                    if (abs(wi - hi) > 1 || (abs(wi - hi) == 1 && fabs(v * sd - out) > fabs(v * sd - decode(&want, 0, g->td)) + tol))
-                        die(what, (long)(c * g->m + r));
-                } else {
-                    double rel = g->td == CUDA_R_32F ? 0 : g->td == CUDA_R_16BF ? 0x1p-8 : 0x1p-11;
-                    double err = fabs(out - v);
-                    if (err > tol + rel * fabs(v))
-                        die(what, (long)(c * g->m + r));
-                    worst = fmax(worst, err / (tol + rel * fabs(v)));
-                }
-            }
-        if (g->amax && fabs(sc[3] - amax) > 1e-5 * amax)
-            die("amax of D", 0);
-        printf("ok   %s\n", what);
+        if (!check_d(g, A, B, C, bias, D, sc, what)) {
+            if (check == 1)
+                exit(1);
+            st = (cublasStatus_t)-1;
+        } else if (check == 1)
+            printf("ok   %s\n", what);
     }
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatmulDescDestroy(desc);
     free(A), free(B), free(C), free(D), free(bias);
     return st;
+}
+
+static cublasStatus_t gemm(const Gemm *g, int check, const char *what)
+{
+    return gemm_st(g, check, what, NULL);
 }
 
 static void refused(Gemm g, const char *what)
@@ -303,6 +367,83 @@ static void refused(Gemm g, const char *what)
     if (st != CUBLAS_STATUS_NOT_SUPPORTED)
         die(what, (long)st);
     printf("ok   refused: %s\n", what);
+}
+
+/* ---- --probe: what the cuBLASLt at hand takes ----------------------------------------- */
+
+static const char *st_name(cublasStatus_t st)
+{
+    return (int)st == -1 ? "WRONG RESULT" : st == CUBLAS_STATUS_SUCCESS ? "ok"
+           : st == CUBLAS_STATUS_NOT_SUPPORTED ? "NOT_SUPPORTED" : st == CUBLAS_STATUS_INVALID_VALUE ? "INVALID_VALUE"
+           : st == CUBLAS_STATUS_ARCH_MISMATCH ? "ARCH_MISMATCH" : "another status";
+}
+
+/* x / div, at least 16 and a multiple of 16 */
+static int shrink(int x, int div)
+{
+    int v = x / div / 16 * 16;
+    return v < 16 ? 16 : v;
+}
+
+/* The runtime's FP8 GEMMs of GPT-2 124M's QKV layer at B 16 x T 1024 (cuda_blas.c, in
+ * cuBLASLt's column-major terms: its A our B, its m our N), each dimension divided by
+ * div, and variants of each setting: one line a case, "probe NAME: heuristic S, call S"
+ * (S ok or the status), D checked against the double reference at 4096 entries. Real
+ * GPUs say here which FP8 settings their cuBLASLt takes (tests/gpu/measure.sh's fp8
+ * part, with CUBLASLT_LOG_LEVEL's log beside it); the fake's refusals are its rules'. */
+static int probe(int div)
+{
+    int version = (int)cublasLtGetVersion(), rt = (int)cublasLtGetCudartVersion(), major = 0, minor = 0;
+    CU(p_cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, 0));
+    CU(p_cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, 0));
+    printf("probe cuBLASLt %d (CUDA runtime %d), compute capability %d.%d, dimensions / %d\n", version, rt,
+           major, minor, div);
+    int T = shrink(16384, div), C = shrink(768, div), Q = shrink(2304, div);
+    /* the forward y = x W^T: m Q, n T, k C; E4M3 both; bf16 out; the runtime's settings */
+    const Gemm fwd = {.ta = CUDA_R_8F_E4M3, .tb = CUDA_R_8F_E4M3, .tc = CUDA_R_16BF, .td = CUDA_R_16BF,
+                      .m = Q, .n = T, .k = C, .lda = C, .ldb = C, .ldc = Q, .ldd = Q,
+                      .opa = CUBLAS_OP_T, .opb = CUBLAS_OP_N, .scales = 1, .alpha = 1.0f,
+                      .slow = 1, .ws = 1, .align = 1};
+    /* dx = dy W: m C, n T, k Q; W^T's copy E4M3, dy E5M2 */
+    const Gemm dx = {.ta = CUDA_R_8F_E4M3, .tb = CUDA_R_8F_E5M2, .tc = CUDA_R_16BF, .td = CUDA_R_16BF,
+                     .m = C, .n = T, .k = Q, .lda = Q, .ldb = Q, .ldc = C, .ldd = C,
+                     .opa = CUBLAS_OP_T, .opb = CUBLAS_OP_N, .scales = 1, .alpha = 1.0f,
+                     .slow = 1, .ws = 1, .align = 1};
+    /* dW += dy^T x: m C, n Q, k T; x^T's copy E4M3, dy^T's E5M2; fp32, beta 1 */
+    const Gemm dw = {.ta = CUDA_R_8F_E4M3, .tb = CUDA_R_8F_E5M2, .tc = CUDA_R_32F, .td = CUDA_R_32F,
+                     .m = C, .n = Q, .k = T, .lda = T, .ldb = T, .ldc = C, .ldd = C,
+                     .opa = CUBLAS_OP_T, .opb = CUBLAS_OP_N, .scales = 1, .alpha = 1.0f, .beta = 1.0f,
+                     .slow = 1, .ws = 1, .align = 1};
+    struct { const char *name; Gemm g; } cases[16];
+    int n = 0;
+#define CASE(nm, base, ...) do { cases[n].name = nm; cases[n].g = base; { Gemm *g = &cases[n].g; (void)g; __VA_ARGS__; } n++; } while (0)
+    CASE("fwd (the runtime's: scales, no FAST_ACCUM, workspace, alignments)", fwd, );
+    CASE("fwd with FAST_ACCUM", fwd, g->slow = 0);
+    CASE("fwd without the alignment preferences", fwd, g->align = 0);
+    CASE("fwd without a workspace", fwd, g->ws = 0);
+    CASE("fwd without scales", fwd, g->scales = 0);
+    CASE("fwd + BIAS, bf16 bias", fwd, g->bias = 1, g->bias_type = CUDA_R_16BF);
+    CASE("fwd + BIAS, fp32 bias", fwd, g->bias = 1, g->bias_type = CUDA_R_32F);
+    CASE("fwd + C (beta 1)", fwd, g->beta = 1.0f);
+    CASE("fwd -> E4M3 D, D's scale, amax (CUDALibrarySamples' LtFp8Matmul)", fwd, g->td = CUDA_R_8F_E4M3,
+         g->dscale = 1, g->amax = 1);
+    CASE("fwd in bf16 (no FP8, no scales)", fwd, g->ta = g->tb = CUDA_R_16BF, g->scales = 0,
+         g->lda = g->ldb = C);
+    CASE("dx (E4M3 x E5M2 -> bf16)", dx, );
+    CASE("dx with FAST_ACCUM", dx, g->slow = 0);
+    CASE("dW (E4M3 x E5M2 -> fp32, beta 1)", dw, );
+    CASE("dW with FAST_ACCUM", dw, g->slow = 0);
+#undef CASE
+    int wrong = 0;
+    for (int i = 0; i < n; i++) {
+        cublasStatus_t heur = CUBLAS_STATUS_SUCCESS;
+        cublasStatus_t st = gemm_st(&cases[i].g, 2, cases[i].name, &heur);
+        printf("probe %s [%d x %d x %d]: heuristic %s, call %s\n", cases[i].name, cases[i].g.m, cases[i].g.n,
+               cases[i].g.k, st_name(heur), heur == CUBLAS_STATUS_SUCCESS ? st_name(st) : "not made");
+        fflush(stdout);
+        wrong += (int)st == -1;
+    }
+    return wrong ? 1 : 0;
 }
 
 int main(int argc, char **argv)
@@ -341,8 +482,17 @@ int main(int argc, char **argv)
         printf("%d.%d\n", major, minor);
         return 0;
     }
+    if (r == CUDA_SUCCESS && argc == 3 && !strcmp(argv[1], "--probe")) {
+        CUcontext ctx;
+        CUdevice dv;
+        CU(p_cuDeviceGet(&dv, 0));
+        CU(p_cuDevicePrimaryCtxRetain(&ctx, dv));
+        CU(p_cuCtxSetCurrent(ctx));
+        LT(cublasLtCreate(&lt));
+        return probe(atoi(argv[2]) > 0 ? atoi(argv[2]) : 1);
+    }
     if (r != CUDA_SUCCESS || argc != 2)
-        die("usage: fp8_lt_check --cc | fp8_lt_check KERNEL.cu (and cuInit)", (long)r);
+        die("usage: fp8_lt_check --cc | --probe DIV | KERNEL.cu (and cuInit)", (long)r);
     CUcontext ctx;
     CUdevice d;
     CU(p_cuDeviceGet(&d, 0));
@@ -351,7 +501,7 @@ int main(int argc, char **argv)
     kernel_part(argv[1]);
     LT(cublasLtCreate(&lt));
     const Gemm base = {CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_16BF, 0, 32, 48, 64, 64, 64, 32, 32,
-                       CUBLAS_OP_T, CUBLAS_OP_N, 0, 1, 0, 0, 0, 1.0f, 0.0f, 0};
+                       CUBLAS_OP_T, CUBLAS_OP_N, 0, 1, 0, 0, 0, 1.0f, 0.0f, 0, 0, 0, 0};
     Gemm g = base;
     gemm(&g, 1, "E4M3 x E4M3 -> bf16, A and B scales");
     g = base, g.td = g.tc = CUDA_R_32F, g.alpha = 0.5f, g.bias = 1, g.bias_type = CUDA_R_16BF;

@@ -108,7 +108,7 @@ cp build/sft_ignore/*.npy "$P/data/sft/"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --bundle "$P/ship" -o wide_mlp 2>>"$P/build.log"
 "$TRAINC" build bench/wide_mlp.json --device both --arch "$ARCH" --set precision=bf16-mixed \
     --bundle "$P/ship" -o wide_mlp_bf16 2>>"$P/build.log"
-cp build/tests/gpu/check_ops build/tests/gpu/bench_attn "$P/ship/"
+cp build/tests/gpu/check_ops build/tests/gpu/bench_attn build/tests/gpu/fp8_lt_check "$P/ship/"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/check_ops"
 patchelf --set-rpath '$ORIGIN/lib' "$P/ship/bench_attn"   # bench/gpu_attention.sh
 mkdir -p "$P/data/fashion" "$P/data/text" "$P/templates"
