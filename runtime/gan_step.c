@@ -119,42 +119,64 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
 }
 
 /* A turn's two passes (d 1: the discriminator's, 0: the generator's), each network's
- * gradients reduced over ranks on the step's last micro-batch only. */
-static void turn_calls(Run *r, int d, int last)
+ * gradients reduced over ranks on the step's last micro-batch only; with prof (--profile)
+ * timed by instruction as step.c's passes are. */
+static void turn_calls(Run *r, int d, int last, rt_prof *prof)
 {
     const rt_model *m = r->m;
+    if (prof)
+        rt_prof_pass_begin(&r->e, prof, 0);
     if (d)
         m->forward(&r->e, 1);
     else
         m->gan_forward_g(&r->e);
+    if (prof) {
+        rt_prof_pass_end(&r->e);
+        rt_prof_pass_begin(&r->e, prof, 1);
+    }
     rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0, d ? m->param_floats : m->gan_gen_floats);
     if (d)
         m->backward(&r->e);
     else
         m->gan_backward_g(&r->e);
     rt_ddp_finish();
+    if (prof)
+        rt_prof_pass_end(&r->e);
 }
 
 /* A turn: on a GPU as a CUDA graph once a turn of its kind has run (device_cuda.c's
  * graphs of training passes, keyed by the pass statistics it adds into, its input slot
  * and grad_scale); its loss term's mean into *sum on the CPU (a GPU's is read at the
  * step's end, from the pass's statistics). */
-static void turn(Run *r, int d, int last, double *sum, int64_t rows)
+static void turn(Run *r, int d, int last, double *sum, int64_t rows, rt_prof *prof)
 {
     int graph = r->gpu ? rt_cu_graph_begin(&r->e) : RT_CU_GRAPH_NONE;
     if (graph != RT_CU_GRAPH_RAN)
-        turn_calls(r, d, last);
+        turn_calls(r, d, last, prof);
     if (graph == RT_CU_GRAPH_CAPTURE && !rt_cu_graph_end(&r->e))
-        turn_calls(r, d, last);    /* the capture failed and nothing ran */
+        turn_calls(r, d, last, NULL);    /* the capture failed and nothing ran */
     if (!r->gpu)
         *sum += r->e.loss_sum / (double)rows;
+}
+
+/* net_update timed as the step's optimizer part under --profile (prof not NULL) */
+static double timed_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler, rt_prof *prof)
+{
+    if (prof)
+        rt_prof_optimizer_begin(&r->e, prof);
+    double norm = net_update(r, s, d, t, scaler);
+    if (prof)
+        rt_prof_pass_end(&r->e);
+    return norm;
 }
 
 /* Micro-batch j of the step's k: both turns, and after the last one's each the update.
  * Returns the batch's rows. */
 static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t window,
-                        int scaler)
+                        const Loop *L)
 {
+    int scaler = L->scaler;
+    rt_prof *prof = st->profiled ? L->prof : NULL;
     const rt_batch *b = rt_loader_next(r->tl);
     if (!b)
         rt_die("loader ended early");
@@ -166,16 +188,16 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     r->e.grad_scale = (float)(s->loss_scale_d / ((double)window * (double)r->world));
     r->e.grads_zero = j == 0;
     r->e.train = 1;
-    turn(r, 1, j == st->k - 1, &st->gan_d, rows);
+    turn(r, 1, j == st->k - 1, &st->gan_d, rows, prof);
     if (j == st->k - 1)
-        st->norm_d = net_update(r, s, 1, s->updates - s->skipped_d, scaler);
+        st->norm_d = timed_update(r, s, 1, s->updates - s->skipped_d, scaler, prof);
     r->e.loss_sum = 0;
     r->e.grad_scale = (float)(s->loss_scale / ((double)window * (double)r->world));
     if (r->gpu)
         rt_cu_begin_pass(&r->e, (int)(2 * j + 1));
-    turn(r, 0, j == st->k - 1, &st->gan_g, rows);
+    turn(r, 0, j == st->k - 1, &st->gan_g, rows, prof);
     if (j == st->k - 1)
-        st->norm_g = net_update(r, s, 0, s->updates - s->skipped, scaler);
+        st->norm_g = timed_update(r, s, 0, s->updates - s->skipped, scaler, prof);
     if (r->gpu) {   /* the batch's copy done (the loader may refill its buffer); the next
                        batch into the other slot, while this one's passes run */
         rt_cu_upload_done(&r->e);
@@ -206,7 +228,7 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
 {
     const rt_train_config *c = &r->c;
     int64_t k, window = rt_step_start(r, s, &k);
-    *st = (Step){.k = k, .norm = NAN, .t0 = rt_now()};
+    *st = (Step){.k = k, .norm = NAN, .profiled = L->prof && L->run_steps >= 2, .t0 = rt_now()};
     st->lr = rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
     s->updates++;   /* a network's t (AdamW's bias correction): this, less its skipped steps */
     if (r->gpu && !r->gan_norms)
@@ -214,7 +236,7 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     draw_latents(r, s, k);
     int64_t *rows = r->pass_terms;   /* (step_passes of them) */
     for (int64_t j = 0; j < k; j++)
-        st->samples += rows[j] = gan_pass(r, s, st, j, window, L->scaler);
+        st->samples += rows[j] = gan_pass(r, s, st, j, window, L);
     if (r->gpu)
         gpu_step_end(r, st, rows, L->scaler);
     /* the updates are made: what rt_step_update checks */

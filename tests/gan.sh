@@ -187,6 +187,21 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
     cmp "$d/g_graph/model.safetensors" "$d/g_nograph/model.safetensors" ||
         { echo "FAIL the GPU's weights differ without graphs"; exit 1; }
     echo "ok   fake GPU: 20 of 24 turns as CUDA graphs, the bits of none"
+    # --profile on the GPU: the four functions' instructions timed by events (no graphs),
+    # the same bits as the run with graphs
+    gpu "$d/tg_fp32" --device cuda --out "$d/g_prof" "${q[@]}" --profile 2>/dev/null
+    cmp "$d/g_graph/model.safetensors" "$d/g_prof/model.safetensors" ||
+        { echo "FAIL the GPU's weights differ under --profile"; exit 1; }
+    "$TRAINC" emit "$d/tiny.json" -o "$d/tg_emit" >/dev/null
+    $PY - "$d/g_prof/profile.json" "$d/tg_emit/plan.json" <<'PY' || { echo "FAIL the GAN's GPU profile"; exit 1; }
+import json, sys
+prof, plan = (json.load(open(f)) for f in sys.argv[1:])
+got = sorted(i["index"] for i in prof["instructions"] if i["index"] is not None)
+assert prof["device"] == "cuda" and prof["steps"] == 4 and got == sorted(i["index"] for i in plan["instructions"])
+# each instruction twice a step (2 micro-batches), the optimizer's entry twice (two networks)
+assert all(i["calls_per_step"] == 2 for i in prof["instructions"]), prof
+PY
+    echo "ok   fake GPU: --profile times every instruction of the GAN's four functions, the bits of the graphs' run"
     # the queued step under the fake's other orders of the streams: the same bits
     for sch in sync lazy; do
         TRAINC_FAKE_GPU_SCHEDULE=$sch gpu "$d/tg_fp32" --device cuda --out "$d/g_$sch" "${q[@]}" 2>/dev/null

@@ -7,7 +7,7 @@
 # instructions' sum; the gradients' norm and the update one more entry, index null, pass
 # "optimizer"; + other = the step); a profiled run's numbers are an unprofiled
 # one's, bit for bit; too short a run says so and writes no profile; --profile with
-# --eval is refused. (The times themselves are the machine's: not judged here.)
+# --eval is refused; a GAN's four functions are profiled as one step. (The times themselves are the machine's: not judged here.)
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -79,6 +79,18 @@ echo "ok   --profile of gpt_char's 4 blocks: $r; the table by kind printed"
 "$d/t" --out "$d/acc" "${q[@]}" --set max_steps=5 --set accumulate=2 --profile 2>/dev/null
 r=$(check "$d/acc/profile.json" "$d/emit/plan.json" 3 2)
 echo "ok   --profile with accumulate 2: every instruction twice a step ($r)"
+
+# a GAN (runtime/gan_step.c): its four functions' instructions, each once a step, the
+# two networks' updates the optimizer's entry; the numbers an unprofiled run's
+"$TRAINC" build specs/dcgan_fashion.json -o "$d/gan" 2>/dev/null
+"$TRAINC" emit specs/dcgan_fashion.json -o "$d/ganemit" >/dev/null
+gq=(--quiet --threads 2 --set log_every=1 --set checkpoint=null --set batch_size=16 --set max_steps=5)
+"$d/gan" --out "$d/ganplain" "${gq[@]}"
+"$d/gan" --out "$d/ganprof" "${gq[@]}" --profile 2>"$d/ganprof.log"
+r=$(check "$d/ganprof/profile.json" "$d/ganemit/plan.json" 3 1)
+grep -q "trainc: profile of 3 steps (CPU time)" "$d/ganprof.log"
+cmp "$d/ganplain/model.safetensors" "$d/ganprof/model.safetensors"
+echo "ok   --profile of a GAN: $r; the weights an unprofiled run's"
 
 "$d/t" --out "$d/short" "${q[@]}" --set max_steps=2 --profile 2>"$d/short.log"
 grep -q "no step was profiled" "$d/short.log" && [ ! -e "$d/short/profile.json" ]
