@@ -29,6 +29,8 @@
 # torch.compile's caches live in /tmp/dcgan-inductor: a later round's compile finds
 # the first one's kernels and autotuning (compile time is reported apart, warm_s).
 #
+# Before the rounds: trainc's --profile at the first batch in fp32 (PROFILE=0: not).
+#
 # DEADLINE (seconds; tests/gpu/measure.sh's part limit less 15 by default): no run
 # starts after it and none runs past it, so the table is printed before the part's
 # limit. Each record, one JSON line in $OUT/dcgan.jsonl, has its label (dcgan_bB), the
@@ -170,6 +172,17 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}
     "commit": sys.argv[3], "settings": sys.argv[4]}))' "$(date -u +%F)" "$dev" "$commit" \
     "SMOKE=$SMOKE BATCHES=\"$BATCHES\" PRECS=\"$PRECS\" ROWS=\"$ROWS\" ROUNDS=$ROUNDS STEPS=$STEPS WARM=$WARM COMPILE_MODE=$COMPILE_MODE" |
     tee -a "$RES"
+# first, where trainc's step goes: --profile of 30 steps at the first batch in fp32
+# (instruction by instruction, GPU events; PROFILE=0: not), the table in
+# $OUT/dcgan_profile.txt and its JSON in $OUT/dcgan_profile.json
+if [ "${PROFILE:-1}" = 1 ] && [ "$(left)" -gt 30 ]; then
+    pb=${BATCHES%% *}
+    timeout -k 5 60 "$S/dcgan_fashion" --device "$DEV" --out "$OUT/runs/profile" "${TRAINC_CPU[@]}" \
+        --set "data.train.x=$DATA" --set batch_size="$pb" --set max_steps=30 --set epochs=100000 \
+        --set log_every=10 --set checkpoint=null --quiet --profile >"$OUT/dcgan_profile.txt" 2>&1
+    cp "$OUT/runs/profile/profile.json" "$OUT/dcgan_profile.json" 2>/dev/null
+    head -n 30 "$OUT/dcgan_profile.txt"
+fi
 {
     for ((r = 1; r <= ROUNDS; r++)); do
         for b in $BATCHES; do
