@@ -22,10 +22,12 @@
 #              times, start-up, memory (EXTRAS=1: the A/B rows and --profile)        420
 #   gpt2b64    the same at B=64, PyTorch in the faster mode of the gpt2 part's
 #              (its jsonl; the default mode without it)                              240
-#   fp8        bench/gpu_fp8.sh: GPT-2 124M 1000 steps on the pack's Debian text
-#              shards in bf16-mixed and fp8-mixed, the final loss and tokens/s
-#              ratios; a skipped row when the pack has no fp8 trainer (trainc
-#              refused the precision when it was packed)                             150
+#   fp8        bench/gpu_fp8.sh: first fp8_lt_check --probe (which FP8 GEMM settings
+#              the device's cuBLASLt takes, with cuBLASLt's trace), then GPT-2 124M
+#              1000 steps on the pack's Debian text shards in bf16-mixed and
+#              fp8-mixed, the final loss and tokens/s ratios; a skipped row when the
+#              pack has no fp8 trainer (trainc refused the precision when it was
+#              packed)                                                               150
 #   attn       bench/gpu_attention.sh: the attention kernels alone (tests/gpu/bench_attn.c)
 #              against every SDPA backend PyTorch can force, T 1024-4096, head dims 64
 #              and 128, causal and full, TFLOP/s forward and backward, 3 rounds; and
@@ -52,8 +54,9 @@
 #              A/B against im2col and cuBLASLt); the script stops starting runs
 #              20 s before the limit and prints what it has (RESNET_WHAT=tta or speed
 #              in the environment: one half; TORCH_MODE: another compile mode)       300
-#   dcgan      bench/gpu_dcgan.sh: specs/dcgan_fashion.json at batches 128 and 1024, fp32
-#              and bf16-mixed, against PyTorch eager, torch.compile (max-autotune), the
+#   dcgan      bench/gpu_dcgan.sh: trainc's --profile of the DCGAN at batch 128 (where
+#              its step goes, by instruction), then specs/dcgan_fashion.json at
+#              batches 128 and 1024, fp32 and bf16-mixed, against PyTorch eager, torch.compile (max-autotune), the
 #              whole step in a CUDA graph and Lightning's manual-optimization GAN loop,
 #              3 alternating rounds; it starts no run after the part's limit less 15 s
 #              (PART_LIMIT) and prints its table with what it has                   240
