@@ -760,9 +760,9 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  * that cuBLASLt refuses (no algorithm, a descriptor or a call refused) runs the bf16
  * GEMM instead, said once for each kind of reason.
  *
- * Scratch: [the scales, 256 bytes: our A's max and 1 / s, our B's][the partial maxima,
- * RT_CU_FP8_PART_BYTES][A in FP8][B in FP8]; the scale pointers never move, so a plan's
- * descriptor keeps them. The compiler sizes scratch for the largest operands (emit_cuda.c's
+ * Scratch: [the scales, 256 bytes: our A's max and 1 / s, our B's (FP8_SCALE_A, _B)]
+ * [the partial maxima, RT_CU_FP8_PART_BYTES][A in FP8][B in FP8]; the scale pointers
+ * never move, so a plan's descriptor keeps them. The compiler sizes scratch for the largest operands (emit_cuda.c's
  * cuda_scratch_row_bytes, device_cuda.c's scratch_need).
  *
  * A linear layer's two backward GEMMs, dx = dy W and dW = dy^T x, read the same dy, as
@@ -784,6 +784,11 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  * after the GEMM folds it (rt_cu_fp8_fold), so the slot holds it either way. */
 #define FP8_PARTS 256
 #define FP8_DATA (FP8_PARTS + RT_CU_FP8_PART_BYTES)
+/* where in the scales' 256 bytes the casts leave our A's and our B's maximum and 1 / s:
+ * each 1 / s, a scale pointer of the GEMM's, on 64 bytes (the pointers cuBLASLt's own
+ * samples and PyTorch pass are allocations of their own, 256-byte aligned) */
+#define FP8_SCALE_A 60    /* our A's 1 / s at 64: cuBLASLt's B_SCALE_POINTER */
+#define FP8_SCALE_B 124   /* our B's 1 / s at 128: cuBLASLt's A_SCALE_POINTER */
 
 static size_t up256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -925,9 +930,9 @@ static Plan *fp8_plan(rt_exec *e, int64_t M, int64_t N, int64_t K, int a8, int c
                  .N = N, .K = K, .lda = K, .ldb = K, .ldc = ldc, .accumulate = accumulate};
     memcpy(init.align, al, sizeof al);
     Plan *p = plan_new(&init);
-    /* cuBLASLt's A is our B (its scale at scales + 12), its B our A (scales + 4) */
-    const void *sa = (const void *)(uintptr_t)(scales + 12);
-    const void *sb = (const void *)(uintptr_t)(scales + 4);
+    /* cuBLASLt's A is our B (its 1 / s after its maximum), its B our A */
+    const void *sa = (const void *)(uintptr_t)(scales + FP8_SCALE_B + 4);
+    const void *sb = (const void *)(uintptr_t)(scales + FP8_SCALE_A + 4);
     const char *why = "a descriptor attribute refused";
     for (int fast = fp8_fast_first(); fast <= 1; fast++)
         for (int t = 0; t < 1 + second; t++) {
@@ -991,13 +996,13 @@ static int fp8_gemm(rt_exec *e, int ta, int tb, int64_t M, int64_t N, int64_t K,
     int na = operand_part(e, amax_cur.a, A, M * K, lda == (ta ? M : K), s + FP8_PARTS, &pa_max);
     if (!paired)
         rt_cu_fp8_cast(e, da, ta ? K : M, ta ? M : K, lda, a8 == FP8_E5M2, ta, a8p, pa_max, na,
-                       s);
+                       s + FP8_SCALE_A);
     else if (!pair.cast)   /* dy stored [rows, cols] either way: both layouts */
         rt_cu_fp8_cast_both(e, da, ta ? K : M, ta ? M : K, lda, 1, s + FP8_DATA,
-                            s + FP8_DATA + ab, pa_max, na, s);
+                            s + FP8_DATA + ab, pa_max, na, s + FP8_SCALE_A);
     pair.cast = paired == 2;   /* the second GEMM ends the pair */
     int nb = operand_part(e, amax_cur.b, B, N * K, ldb == (tb ? K : N), s + FP8_PARTS, &pb_max);
-    rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, pb_max, nb, s + 8);
+    rt_cu_fp8_cast(e, db, tb ? N : K, tb ? K : N, ldb, 0, !tb, b8p, pb_max, nb, s + FP8_SCALE_B);
     cublasStatus_t st = CUBLAS_STATUS_SUCCESS;
     if (bias) {
         const void *bp = bias;

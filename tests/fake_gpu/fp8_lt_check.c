@@ -161,6 +161,7 @@ typedef struct Gemm {
     float alpha, beta;
     int bias;                                     /* a bias of bias_type (BIAS unless epi) */
     int slow;                                     /* with scales: FAST_ACCUM left unset */
+    int packed;                                   /* the scales 4 bytes apart (else 64) */
     int ws, align;                                /* a 32 MiB workspace; the preferences' minimum
                                                      alignments set (256, as the runtime's
                                                      pointers have) */
@@ -194,12 +195,18 @@ static void fill(void *p, size_t i, cudaDataType_t t, unsigned *seed)
     }
 }
 
-/* The descriptor's attributes beyond the operations: scales (pointers into dsc: A's, B's,
- * D's, then amax), the epilogue and its bias */
+/* The floats of the scales' block (256 bytes) holding A's, B's and D's scale and amax:
+ * 64 bytes apart (as the runtime's, from 2026-12-04), or 4 with packed */
+static int sc_at(const Gemm *g, int which) { return g->packed ? which : 16 * which; }
+
+/* The descriptor's attributes beyond the operations: scales (pointers into the block at
+ * dsc), the epilogue and its bias */
 static void desc_attrs(cublasLtMatmulDesc_t desc, const Gemm *g, CUdeviceptr dsc, CUdeviceptr dbias)
 {
-    void *pa = (void *)(uintptr_t)dsc, *pb = (void *)(uintptr_t)(dsc + 4), *pd = (void *)(uintptr_t)(dsc + 8),
-         *pamax = (void *)(uintptr_t)(dsc + 12), *pbias = (void *)(uintptr_t)dbias;
+    void *pa = (void *)(uintptr_t)(dsc + 4 * (CUdeviceptr)sc_at(g, 0)),
+         *pb = (void *)(uintptr_t)(dsc + 4 * (CUdeviceptr)sc_at(g, 1)),
+         *pd = (void *)(uintptr_t)(dsc + 4 * (CUdeviceptr)sc_at(g, 2)),
+         *pamax = (void *)(uintptr_t)(dsc + 4 * (CUdeviceptr)sc_at(g, 3)), *pbias = (void *)(uintptr_t)dbias;
     if (g->scales) {
         LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &pa, sizeof pa));
         LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &pb, sizeof pb));
@@ -280,8 +287,9 @@ static int check_d(const Gemm *g, const void *A, const void *B, const void *C, c
             return 0;
         }
     }
-    if (g->amax && count == all && fabs(sc[3] - amax) > 1e-5 * amax) {
-        printf("FAIL %s: amax of D %g, the reference %g\n", what, (double)sc[3], amax);
+    float got = sc[sc_at(g, 3)];
+    if (g->amax && count == all && fabs(got - amax) > 1e-5 * amax) {
+        printf("FAIL %s: amax of D %g, the reference %g\n", what, (double)got, amax);
         return 0;
     }
     return 1;
@@ -316,7 +324,8 @@ static cublasStatus_t gemm_st(const Gemm *g, int check, const char *what, cublas
         fill(C, i, g->tc, &seed);
     for (int i = 0; i < g->m && g->bias; i++)
         fill(bias, (size_t)i, g->bias_type, &seed);
-    float sc[4] = {0.37f, 1.9f, 0.75f, -1.0f};   /* A, B, D's scales; amax (written) */
+    float sc[64] = {0};   /* A, B, D's scales 0.37, 1.9, 0.75; amax (written) */
+    sc[sc_at(g, 0)] = 0.37f, sc[sc_at(g, 1)] = 1.9f, sc[sc_at(g, 2)] = 0.75f, sc[sc_at(g, 3)] = -1.0f;
     CUdeviceptr dA = dev(na * tsize(g->ta) + 16), dB = dev(nb * tsize(g->tb)), dC = dev(nc * tsize(g->tc));
     CUdeviceptr dD = dev(nd * tsize(g->td)), dbias = dev((size_t)g->m * 4), dsc = dev(sizeof sc);
     CUdeviceptr dws = g->ws ? dev(32u << 20) : 0;
@@ -414,7 +423,7 @@ static int probe(int div)
                      .m = C, .n = Q, .k = T, .lda = T, .ldb = T, .ldc = C, .ldd = C,
                      .opa = CUBLAS_OP_T, .opb = CUBLAS_OP_N, .scales = 1, .alpha = 1.0f, .beta = 1.0f,
                      .slow = 1, .ws = 1, .align = 1};
-    struct { const char *name; Gemm g; } cases[16];
+    struct { const char *name; Gemm g; } cases[20];
     int n = 0;
 #define CASE(nm, base, ...) do { cases[n].name = nm; cases[n].g = base; { Gemm *g = &cases[n].g; (void)g; __VA_ARGS__; } n++; } while (0)
     CASE("fwd (the runtime's: scales, no FAST_ACCUM, workspace, alignments)", fwd, );
@@ -422,6 +431,7 @@ static int probe(int div)
     CASE("fwd without the alignment preferences", fwd, g->align = 0);
     CASE("fwd without a workspace", fwd, g->ws = 0);
     CASE("fwd without scales", fwd, g->scales = 0);
+    CASE("fwd with the scales 4 bytes apart (the runtime's before 2026-12-04)", fwd, g->packed = 1);
     CASE("fwd + BIAS, bf16 bias", fwd, g->bias = 1, g->bias_type = CUDA_R_16BF);
     CASE("fwd + BIAS, fp32 bias", fwd, g->bias = 1, g->bias_type = CUDA_R_32F);
     CASE("fwd + C (beta 1)", fwd, g->beta = 1.0f);
@@ -501,7 +511,7 @@ int main(int argc, char **argv)
     kernel_part(argv[1]);
     LT(cublasLtCreate(&lt));
     const Gemm base = {CUDA_R_8F_E4M3, CUDA_R_8F_E4M3, CUDA_R_16BF, CUDA_R_16BF, 0, 32, 48, 64, 64, 64, 32, 32,
-                       CUBLAS_OP_T, CUBLAS_OP_N, 0, 1, 0, 0, 0, 1.0f, 0.0f, 0, 0, 0, 0};
+                       CUBLAS_OP_T, CUBLAS_OP_N, 0, 1, 0, 0, 0, 1.0f, 0.0f, 0, 0, 0, 0, 0};
     Gemm g = base;
     gemm(&g, 1, "E4M3 x E4M3 -> bf16, A and B scales");
     g = base, g.td = g.tc = CUDA_R_32F, g.alpha = 0.5f, g.bias = 1, g.bias_type = CUDA_R_16BF;
