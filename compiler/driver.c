@@ -10,12 +10,18 @@ Compiled *compile_spec(Spec *s)
     c->spec = s;
     /* validation's own plan: the forward pass alone, without what backward keeps; it
      * shares the arena, so it counts in recompute auto's totals */
-    compile_eval(c);
-    compile_decode(c);   /* (--sample's key/value cache: decode.c) */
-    if (s->train.recompute == RT_RECOMPUTE_AUTO)
-        recompute_auto(c);
-    else
+    if (s->gan) {   /* (recompute none) the generator's validation graph takes the
+                       places training's graph gives its parameters (gan.c) */
         compile_train(c, s->train.recompute, 0, 0);
+        compile_eval(c);
+    } else {
+        compile_eval(c);
+        compile_decode(c);   /* (--sample's key/value cache: decode.c) */
+        if (s->train.recompute == RT_RECOMPUTE_AUTO)
+            recompute_auto(c);
+        else
+            compile_train(c, s->train.recompute, 0, 0);
+    }
     plan_totals(c);
     emit_prepare(c->prog, c->eval, c->decode);
     emit_c(c->prog, c->eval, c->decode, &c->em);

@@ -12,9 +12,10 @@
  * The three passes of D share its parameters and state (graph.c: share_params) and are
  * nodes of their own, so batchnorm's statistics and running statistics follow
  * PyTorch's three forward calls. G's activations live from PH_D_FWD to PH_G_BWD in the
- * one arena plan. Parameters: G's first ([0, gen_floats)), then D's (Param.disc); each
- * network has its own optimizer in the runtime. Validation's graph is G alone: what
- * --sample runs. */
+ * one arena plan. Parameters: G's trained first ([0, gen_floats)), then D's
+ * (Param.disc), then train.freeze's frozen ones (graph.c); each network has its own
+ * optimizer in the runtime. Validation's graph is G alone, its parameters where
+ * training's has them (gan_share_layout): what --sample runs. */
 #include <string.h>
 #include "ops/op.h"
 
@@ -87,7 +88,6 @@ void gan_build(GraphCtx *c, int eval)
     g->gan = 1;
     g->phase = PH_D_FWD;
     Tensor *fake = generator(c);
-    g->gen_floats = g->param_floats;
     if (eval) {
         g->pred = fake;          /* what --sample reads */
         g->n_forward = g->n_nodes;
@@ -112,4 +112,34 @@ void gan_autodiff(Graph *g)
 {
     autodiff_from(g, g->gan_pred, g->gan_dpred, 2, 1, PH_D_BWD);
     autodiff_from(g, &g->gan_pred[2], &g->gan_dpred[2], 1, 0, PH_G_BWD);
+}
+
+void gan_share_layout(Graph *ev, const Graph *train)
+{
+    for (int k = 0; k < ev->n_params; k++) {
+        Param *p = ev->params[k];
+        const Param *q = NULL;
+        for (int j = 0; j < train->n_params && !q; j++)
+            if (!strcmp(train->params[j]->name, p->name))
+                q = train->params[j];
+        if (!q || p->numel != q->numel)
+            die("internal: the generator's parameter %s is not training's", p->name);
+        p->offset = q->offset;
+        p->frozen = q->frozen;
+        p->copy16_only = q->copy16_only;
+    }
+    /* in the order of their places, the trained first (as graph.c lays them out) */
+    ev->n_trainable = 0;
+    for (int k = 1; k < ev->n_params; k++)
+        for (int j = k; j > 0 && ev->params[j - 1]->offset > ev->params[j]->offset; j--) {
+            Param *t = ev->params[j];
+            ev->params[j] = ev->params[j - 1];
+            ev->params[j - 1] = t;
+        }
+    for (int k = 0; k < ev->n_params; k++)
+        ev->n_trainable += !ev->params[k]->frozen;
+    ev->param_floats = train->param_floats;
+    ev->trainable_floats = train->trainable_floats;
+    ev->gpu_fp32_floats = train->gpu_fp32_floats;
+    ev->gen_floats = train->gen_floats;
 }

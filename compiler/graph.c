@@ -514,32 +514,41 @@ static void mark_copy16_only(Graph *g)
     }
 }
 
-/* The group a parameter's place is in: trained, frozen, frozen and read by GEMMs alone */
-static int group(const Param *p) { return !p->frozen ? 0 : !p->copy16_only ? 1 : 2; }
+/* The group a parameter's place is in: trained (a GAN's generator's, then its
+ * discriminator's), frozen, frozen and read by GEMMs alone */
+static int group(const Graph *g, const Param *p)
+{
+    if (!p->frozen)
+        return g->gan && p->disc;
+    return !p->copy16_only ? 2 : 3;
+}
 
-/* The trained parameters first, in the model's order, then the frozen ones (train.freeze)
- * in theirs, each laid out again after the last: gradients and optimizer state then
- * cover [0, trainable_floats) and a frozen parameter has neither. The frozen weights
- * only GEMMs read go last: a GPU in mixed precision holds them in 16 bits alone
- * ([gpu_fp32_floats, param_floats)). Param.model_index keeps the model's order for the
- * initial values' draws (runtime/init.c). */
+/* The trained parameters first, in the model's order (a GAN's generator's, then its
+ * discriminator's: each network's range of the region), then the frozen ones
+ * (train.freeze) in theirs, each laid out again after the last: gradients and
+ * optimizer state then cover [0, trainable_floats) and a frozen parameter has neither.
+ * The frozen weights only GEMMs read go last: a GPU in mixed precision holds them in 16
+ * bits alone ([gpu_fp32_floats, param_floats)). Param.model_index keeps the model's
+ * order for the initial values' draws (runtime/init.c). */
 static void lay_out_trainable_first(Graph *g)
 {
     Param **order = xcalloc((size_t)g->n_params + 1, sizeof *order);
     int n = 0;
-    for (int pass = 0; pass < 3; pass++)
+    for (int pass = 0; pass < 4; pass++)
         for (int k = 0; k < g->n_params; k++)
-            if (group(g->params[k]) == pass)
+            if (group(g, g->params[k]) == pass)
                 order[n++] = g->params[k];
     g->param_floats = 0;
     g->n_trainable = 0;
     g->gpu_fp32_floats = -1;
     for (int k = 0; k < n; k++) {
         g->params[k] = order[k];
-        if (group(order[k]) == 2 && g->gpu_fp32_floats < 0)
+        if (group(g, order[k]) == 3 && g->gpu_fp32_floats < 0)
             g->gpu_fp32_floats = g->param_floats;
         g->params[k]->offset = g->param_floats;
         g->param_floats += param_span(g->params[k]);
+        if (group(g, order[k]) == 0)
+            g->gen_floats = g->param_floats;   /* (a GAN's generator's range) */
         if (!order[k]->frozen) {
             g->n_trainable = k + 1;
             g->trainable_floats = g->param_floats;
@@ -575,11 +584,14 @@ Graph *graph_build(const Spec *s, int eval)
     }
     if (s->gan) {
         gan_build(&c, eval);
-        if (!eval)   /* (validation's reads z alone: the generator, for --sample) */
-            check_conversions(&c);
-        g->n_trainable = g->n_params;   /* (no train.freeze: spec.c) */
-        g->trainable_floats = g->param_floats;
-        g->gpu_fp32_floats = g->param_floats;
+        if (eval)   /* (validation's reads z alone: the generator, for --sample; its
+                       parameters' places are training's: gan_share_layout) */
+            return g;
+        check_conversions(&c);
+        apply_freeze(g);
+        mark_copy16_only(g);
+        g->gen_floats = 0;
+        lay_out_trainable_first(g);
         return g;
     }
     /* the first input feeds the first layer unless a layer names its input */

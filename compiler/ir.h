@@ -269,8 +269,8 @@ typedef struct Graph {
                                 parameter of that name made before (the discriminator's
                                 later passes) */
     int disc_params;         /* while building: new parameters are the discriminator's */
-    int64_t gen_floats;      /* the generator's parameters are [0, gen_floats), the
-                                discriminator's the rest */
+    int64_t gen_floats;      /* the generator's trained parameters are [0, gen_floats),
+                                the discriminator's [gen_floats, trainable_floats) */
     Tensor *gan_pred[3], *gan_dpred[3]; /* D's logits on x, on G(z) detached, on G(z) */
     Tensor *latent;          /* z as the generator reads it */
     int latent_drawn;        /* z drawn by the runtime into e->in[n_inputs] */
@@ -340,6 +340,8 @@ void autodiff(Graph *g);
 void autodiff_from(Graph *g, Tensor **pred, Tensor **dpred, int n, int net, int phase);
 /* gan.c: a GAN's backward nodes (autodiff's, for a graph that is a GAN) */
 void gan_autodiff(Graph *g);
+/* validation's graph (the generator) takes training's places of its parameters */
+void gan_share_layout(Graph *ev, const Graph *train);
 
 /* ---- the program ---------------------------------------------------------- */
 

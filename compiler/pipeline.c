@@ -19,6 +19,7 @@ typedef struct Pipeline {
     int eval;                /* the validation program: forward only */
     const Graph *layout;     /* the decode program's: validation's graph, whose parameter
                                 layout it takes (decode.c) */
+    const Graph *gan_layout; /* a GAN's validation program's: training's graph (gan.c) */
     int policy, full_blocks, sel_blocks, jit_cheap;   /* training's recomputation */
 } Pipeline;
 
@@ -28,6 +29,8 @@ static void pass_graph(Pipeline *x)
     x->g = graph_build(x->spec, x->eval);
     if (x->layout)
         decode_share_layout(x->g, x->layout);
+    if (x->gan_layout)
+        gan_share_layout(x->g, x->gan_layout);
 }
 static void pass_autodiff(Pipeline *x) { autodiff(x->g); }
 static void pass_lower(Pipeline *x) { x->p = x->eval ? lower_eval(x->g) : lower(x->g); }
@@ -107,7 +110,7 @@ static void compile_pass(Compiled *c, int policy, int full_blocks, int sel_block
 
 void compile_eval(Compiled *c)
 {
-    Pipeline x = {.spec = c->spec, .eval = 1};
+    Pipeline x = {.spec = c->spec, .eval = 1, .gan_layout = c->spec->gan ? c->graph : NULL};
     run_passes(&x);
     c->eval_graph = x.g;
     c->eval = x.p;

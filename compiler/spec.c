@@ -1748,8 +1748,6 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
     else if (t->dist != RT_DIST_DDP)
         k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
                                           "shard two optimizers yet)";
-    else if (t->freeze[0])
-        k = "freeze", why = "a GAN trains all of both networks (freeze does not reach them yet)";
     else if (t->has_lora)
         k = "lora", why = "a GAN trains all of both networks (lora does not reach them yet)";
     if (!k)

@@ -1488,7 +1488,7 @@ void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, 
     table_setup(e, &opt, m, lo, hi);
     if (m->gan) {   /* the generator's parameters, then the discriminator's */
         table_setup(e, &gan_opt[0], m, 0, m->gan_gen_floats);
-        table_setup(e, &gan_opt[1], m, m->gan_gen_floats, m->param_floats);
+        table_setup(e, &gan_opt[1], m, m->gan_gen_floats, m->trainable_floats);
     }
 }
 
@@ -1607,17 +1607,17 @@ void rt_cu_gan_update_queued(rt_exec *e, const rt_train_config *c, const rt_mode
     void *a[] = {&total, &one, &sumsq_out};
     rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a);
     rt_dptr at = state ? state + (rt_dptr)gan_opt[d].lo * sizeof(float) : 0;
-    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->param_floats, t, lr, 1.0f, total);
+    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->trainable_floats, t, lr, 1.0f, total);
 }
 
 void rt_cu_gan_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
                           rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                           float gscale, int clip)
 {
-    /* the state's parts span the whole region (rt_optim_state_parts): this network's
-     * range of each, param_floats apart */
+    /* the state's parts span the trained region (rt_optim_state_parts): this network's
+     * range of each, trainable_floats apart */
     rt_dptr at = state ? state + (rt_dptr)gan_opt[d].lo * sizeof(float) : 0;
-    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->param_floats, t, lr,
+    optim_step(e, &gan_opt[d], c, m, params, grads, at, m->trainable_floats, t, lr,
                clip ? gscale : 1.0f, 0);
 }
 

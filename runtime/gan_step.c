@@ -4,8 +4,9 @@
  * the discriminator's update; then the generator's turn through the discriminator as
  * it is now; on the last one the generator's update. Each network clips its gradients
  * by their own norm and updates with its own optimizer (rt_config_for_net) over its
- * own range of the parameter region; the optimizer state's parts span the whole region
- * (rt_optim_state_parts), each network using its range.
+ * own range of the trained parameters' region (train.freeze's frozen ones lie after);
+ * the optimizer state's parts span that region (rt_optim_state_parts), each network
+ * using its range.
  *
  * On a GPU the same calls run on the device and the host waits once a step, at its
  * end: the step's latent batches are copied before its first pass, each turn adds its
@@ -87,7 +88,7 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
     const rt_model *m = r->m;
     rt_train_config cn;
     rt_config_for_net(&r->c, d, &cn);
-    int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->param_floats : m->gan_gen_floats;
+    int64_t lo = d ? m->gan_gen_floats : 0, hi = d ? m->trainable_floats : m->gan_gen_floats;
     double lr = rt_lr_at(&cn, s->step, r->total_steps > 0 ? r->total_steps : 1);
     if (r->gpu && !scaler) {     /* clipped on the device; the norm read at the step's end */
         rt_cu_gan_update_queued(&r->e, &cn, m, d, dptr(r->e.params), dptr(r->e.grads),
@@ -112,7 +113,7 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
                              rt_cu_state(&r->e), t, lr, gs, clip);
     else
         rt_optim_step_strided(r->e.rt, &cn, m, lo, hi, r->params, r->grads + lo,
-                              r->state ? r->state + lo : NULL, m->param_floats, t, lr, gs, clip);
+                              r->state ? r->state + lo : NULL, m->trainable_floats, t, lr, gs, clip);
     if (scaler)
         scaler_after(r, s, d, 1);
     return norm;
@@ -134,7 +135,7 @@ static void turn_calls(Run *r, int d, int last, rt_prof *prof)
         rt_prof_pass_end(&r->e);
         rt_prof_pass_begin(&r->e, prof, 1);
     }
-    rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0, d ? m->param_floats : m->gan_gen_floats);
+    rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0, d ? m->trainable_floats : m->gan_gen_floats);
     if (d)
         m->backward(&r->e);
     else

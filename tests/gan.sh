@@ -4,8 +4,8 @@
 # bits; a run cut at a checkpoint and resumed ends with the same records and weights
 # as the whole run; --sample writes samples.npy [N, 1, 8, 8] and a PNG grid of the
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
-# nothing else written); loss.svg draws d_loss and g_loss; and what a GAN refuses
-# exits 1 naming it; on the fake GPU (tests/fake_gpu.sh) the same records and samples
+# nothing else written); loss.svg draws d_loss and g_loss; what a GAN refuses
+# exits 1 naming it; train.freeze keeps its tensors and resumes bit for bit; on the fake GPU (tests/fake_gpu.sh) the same records and samples
 # as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
 # network, skipping and halving apart), a resume bit for bit, each turn a CUDA graph
 # from the second step on with the bits of none, the same under the fake's stream orders; with
@@ -113,7 +113,6 @@ refuse val "a GAN has no validation" "$TRAINC" check "$d/tiny.json" --set data.v
 refuse es "early_stopping" "$TRAINC" check "$d/tiny.json" --set early_stopping.patience=2
 refuse recompute "recompute none" "$TRAINC" check "$d/tiny.json" --set recompute=full
 refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
-refuse freeze "freeze does not reach them" "$TRAINC" check "$d/tiny.json" --set 'freeze=g.*'
 refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 refuse num_samples "a GAN's --sample N draws N samples" "$d/t" --out "$d/ns" "${q[@]}" --sample 4 --num-samples 2
 refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" --weights \
@@ -121,7 +120,34 @@ refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" 
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 [ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] || { echo "FAIL export wrote $d/hf or --num-samples $d/ns"; exit 1; }
-echo "ok   refused: data.val, early_stopping, recompute, zero1, freeze, --lr-find, --num-samples, layers beside gan, export hf"
+echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, --num-samples, layers beside gan, export hf"
+
+# train.freeze (FreezeD's fine-tuning: the discriminator's first layer, its logit
+# weight, the generator's first weight), from run a's weights: the frozen tensors as a
+# left them, bit for bit, every other one trained; cut at step 3 and resumed, the
+# whole run's bits (parity against PyTorch: tests/gan_parity.py's freeze case)
+FZ='freeze=discriminator.0.*,discriminator.4.weight,generator.0.weight'
+"$TRAINC" build "$d/tiny.json" --set "$FZ" -o "$d/tf" 2>/dev/null
+"$d/tf" --out "$d/f" "${q[@]}" --init "$d/a/model.safetensors" --sample 10 2>/dev/null
+cp -r "$d/f" "$d/f_cut"
+rm -rf "$d/f_cut/checkpoints/step_00000006" "$d/f_cut/samples."*
+"$d/tf" --resume "$d/f_cut" "${q[@]}" 2>/dev/null
+cmp "$d/f/model.safetensors" "$d/f_cut/model.safetensors" || { echo "FAIL freeze: the resumed weights differ"; exit 1; }
+$PY - "$d" <<'PY' || { echo "FAIL freeze"; exit 1; }
+import sys, numpy as np
+sys.path.insert(0, "tests")
+import st_check
+d = sys.argv[1]
+a, f = st_check.load(d + "/a/model.safetensors"), st_check.load(d + "/f/model.safetensors")
+frozen = ["discriminator.0.weight", "discriminator.0.bias", "discriminator.4.weight", "generator.0.weight"]
+assert sorted(a) == sorted(f)
+moved = [k for k in frozen if not np.array_equal(a[k], f[k])]
+params = [k for k in a if "running" not in k and "num_batches" not in k]
+still = [k for k in params if k not in frozen and np.array_equal(a[k], f[k])]
+assert not moved and not still, (moved, still)
+print("ok   freeze of 4 tensors: as the run they started from left them, bit for bit, the other %d trained; "
+      "cut at step 3 and resumed, the same bits" % (len(params) - 4))
+PY
 
 # 2 ranks x batch 4 = 1 rank x batch 8: an MLP GAN whose z is a data input (so both
 # read the same z), no batchnorm (each rank normalizes its own batch), accumulate 2
@@ -244,6 +270,28 @@ assert all(r["skipped_steps_d"] == r["skipped_steps_g"] == 0 and r["loss_scale_d
 print("ok   fake GPU fp16-mixed: no step skipped at 65536; from 1e30 each network skips and halves its scale")
 PY
     echo "ok   fake GPU: resumed from step 3, the whole run's weights"
+    # train.freeze on the GPU: fp32 the CPU's run within 1e-5, bf16-mixed (the frozen
+    # logit weight in 16 bits alone) within 2e-2
+    for p in fp32 bf16-mixed; do
+        fbuild "$d/tiny.json" --set "$FZ" --set precision=$p -o "$d/tgf_$p" 2>/dev/null
+        gpu "$d/tgf_$p" --device cuda --out "$d/gf_$p" "${q[@]}" --init "$d/a/model.safetensors" 2>/dev/null
+    done
+    $PY - "$d" <<'PY' || { echo "FAIL freeze on the fake GPU"; exit 1; }
+import json, sys, numpy as np
+sys.path.insert(0, "tests")
+import st_check
+d = sys.argv[1]
+recs = lambda run: np.array([(r["d_loss"], r["g_loss"]) for r in map(json.loads, open("%s/%s/metrics.jsonl" % (d, run)))
+                             if "event" not in r])
+c = recs("f")
+a, f = st_check.load(d + "/a/model.safetensors"), st_check.load(d + "/gf_fp32/model.safetensors")
+for run, tol in (("gf_fp32", 1e-5), ("gf_bf16-mixed", 2e-2)):
+    w = float(np.max(np.abs(recs(run) - c) / np.abs(c)))
+    assert recs(run).shape == c.shape and w <= tol, (run, w)
+for k in ("discriminator.0.weight", "discriminator.4.weight", "generator.0.weight"):
+    assert np.array_equal(a[k], f[k]), k
+print("ok   fake GPU freeze: fp32 and bf16-mixed track the CPU's freeze run, the frozen tensors unmoved")
+PY
 else
     echo "skip the fake GPU part: no CUDA headers"
 fi

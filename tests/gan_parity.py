@@ -18,6 +18,9 @@ discriminator (784 -> linear 64, leaky_relu 0.2, linear 1). Cases:
              discriminator's own optimizer (SGD, momentum 0.9, lr 0.01, weight decay),
              grad_clip 1.0 (it scales both nets' gradients at every step, each net's by
              its own norm), accumulate 2, 10 steps
+  freeze     train.freeze of the discriminator's first layer and the generator's last
+             bias (FreezeD's fine-tuning), bce, 10 steps: the frozen tensors as they
+             started, bit for bit
   batchnorm  a batchnorm (momentum 0.2) after the first linear (without bias) of each net, from running
              statistics away from the defaults; bce, 10 steps: also the running
              statistics (D's see three forwards a micro-batch, G's one) and
@@ -66,6 +69,11 @@ CASES = {
     # the linears before the batchnorms have no bias, as DCGAN's convolutions: a bias there
     # has a zero gradient up to rounding, which Adam (dividing by its square root) turns
     # into updates of either sign, so no two implementations agree on it
+    # train.freeze as FreezeD fine-tunes a GAN: the discriminator's first layer frozen
+    # (and one generator tensor): the frozen tensors keep their initial values exactly,
+    # the rest train as torch's with requires_grad off for those
+    "freeze": dict(steps=10, seed=4, g=G_MLP, d=D_MLP, loss="bce",
+                   train={"optimizer": ADAM, "freeze": ["discriminator.0.*", "generator.2.bias"]}),
     "batchnorm": dict(steps=10, seed=3, g=[dict(G_MLP[0], bias=False), BN] + G_MLP[1:],
                       d=[dict(D_MLP[0], bias=False), BN] + D_MLP[1:],
                       loss="bce", train={"optimizer": ADAM}),
@@ -310,7 +318,25 @@ def parity(name, ref):
         return False
     ok, train = check_records(name, run, CASES[name]["steps"])
     ok &= compare_losses(name, train, ref) if train else False
-    return compare_weights(name, os.path.join(run, "model.safetensors"), ref["final"]) and ok
+    ok &= compare_weights(name, os.path.join(run, "model.safetensors"), ref["final"])
+    return ok and frozen_kept(name, run, ref)
+
+
+def frozen_kept(name, run, ref):
+    """train.freeze's tensors: their initial values, bit for bit; every other trained"""
+    pats = CASES[name]["train"].get("freeze")
+    if not pats:
+        return True
+    import fnmatch
+    path = os.path.join(run, "model.safetensors")
+    w = st_check.load(path) if os.path.exists(path) else {}
+    frozen = [k for k in ref["init"] if any(fnmatch.fnmatchcase(k, p) for p in pats)]
+    moved = [k for k in frozen if k not in w or not np.array_equal(w[k], ref["init"][k].numpy())]
+    still = [k for k in ref["init"] if k not in frozen and k in w and np.array_equal(w[k], ref["init"][k].numpy())]
+    ok = frozen and not moved and not still
+    print(f"{'ok  ' if ok else 'FAIL'} {name}: {len(frozen)} frozen tensors as they started, bit for bit"
+          f"{'; moved: ' + ', '.join(moved) if moved else ''}{'; untrained: ' + ', '.join(still) if still else ''}")
+    return bool(ok)
 
 
 def built(ref):

@@ -27,6 +27,7 @@ nesterov false, weight_decay 0.01), weight decay on parameters of rank >= 2 only
 Only the constant schedule. Micro-batch m of step s is rows (s A + m) B .. + B of X and
 Z (the loader with shuffle off); X is the real input already converted to float.
 """
+import fnmatch
 import numpy as np
 import torch
 import torch.nn as nn
@@ -144,6 +145,13 @@ def train(G, D, spec, X, Z, steps, snapshots=()):
     if t.get("schedule", {}).get("type", "constant") != "constant":
         raise ValueError("gan_torch: only the constant schedule")
     B, A, clip = t["batch_size"], t.get("accumulate", 1), t.get("grad_clip")
+    # train.freeze: the parameters its patterns match get no gradient, so no update
+    frozen = set()
+    for net, pre in ((G, "generator."), (D, "discriminator.")):
+        for k, p in net.named_parameters():
+            if any(fnmatch.fnmatchcase(pre + k, pat) for pat in t.get("freeze") or []):
+                p.requires_grad_(False)
+                frozen.add(id(p))
     opt_g = optimizer(G, t.get("optimizer", {}))
     opt_d = optimizer(D, t.get("optimizer_d", t.get("optimizer", {})))
     err_d, err_g = losses(spec["model"]["gan"]["loss"])
@@ -167,7 +175,7 @@ def train(G, D, spec, X, Z, steps, snapshots=()):
             errG = err_g(D(fake))
             (errG / A).backward()
             for p in D.parameters():
-                p.requires_grad_(True)
+                p.requires_grad_(id(p) not in frozen)
             if m == A - 1:
                 out["clipped"]["G"] += _clip(G, clip)
                 opt_g.step()
