@@ -171,10 +171,15 @@ PY
   "grad_clip": 0.5, "checkpoint": null, "log_every": 1, "loader": {"shuffle": true, "workers": 0}}}
 JSON
     $PY -c "import numpy as np; np.save('$d/x64.npy', np.load('$d/x.npy').reshape(48, 64))"
+    # and with train.freeze (the discriminator's first weight, the generator's last bias):
+    # each network's trained range reduced
     "$TRAINC" build "$d/mlp.json" -o "$d/tm" 2>/dev/null
-    "$d/tm" --out "$d/one" "${q[@]}" 2>/dev/null
-    mpirun --oversubscribe --allow-run-as-root -np 2 "$d/tm" --out "$d/two" "${q[@]}" \
-        --set batch_size=4 >"$d/two.log" 2>&1 || { echo "FAIL 2 ranks"; cat "$d/two.log"; exit 1; }
+    "$TRAINC" build "$d/mlp.json" --set 'freeze=discriminator.0.weight,generator.2.bias' -o "$d/tmf" 2>/dev/null
+    for t in tm tmf; do
+        "$d/$t" --out "$d/one_$t" "${q[@]}" 2>/dev/null
+        mpirun --oversubscribe --allow-run-as-root -np 2 "$d/$t" --out "$d/two_$t" "${q[@]}" \
+            --set batch_size=4 >"$d/two.log" 2>&1 || { echo "FAIL 2 ranks ($t)"; cat "$d/two.log"; exit 1; }
+    done
     $PY - "$d" <<'PY'
 import json, sys, numpy as np
 sys.path.insert(0, "tests")
@@ -183,14 +188,16 @@ d = sys.argv[1]
 def recs(run):
     return np.array([(r["d_loss"], r["g_loss"]) for r in map(json.loads, open("%s/%s/metrics.jsonl" % (d, run)))
                      if "event" not in r])
-a, b = recs("one"), recs("two")
-assert a.shape == b.shape == (3, 2), (a.shape, b.shape)
-worst = float(np.max(np.abs(a - b) / np.abs(a)))
-wa, wb = st_check.load(d + "/one/model.safetensors"), st_check.load(d + "/two/model.safetensors")
-assert sorted(wa) == sorted(wb)
-ww = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa)
-assert worst <= 1e-5 and ww <= 1e-5, (worst, ww)
-print("ok   2 ranks x batch 4 = 1 rank x batch 8: losses within %.2g, weights within %.2g" % (worst, ww))
+for t in ("tm", "tmf"):
+    a, b = recs("one_" + t), recs("two_" + t)
+    assert a.shape == b.shape == (3, 2), (a.shape, b.shape)
+    worst = float(np.max(np.abs(a - b) / np.abs(a)))
+    wa, wb = st_check.load(d + "/one_%s/model.safetensors" % t), st_check.load(d + "/two_%s/model.safetensors" % t)
+    assert sorted(wa) == sorted(wb)
+    ww = max(float(np.max(np.abs(wa[k] - wb[k]))) for k in wa)
+    assert worst <= 1e-5 and ww <= 1e-5, (t, worst, ww)
+    print("ok   2 ranks x batch 4 = 1 rank x batch 8%s: losses within %.2g, weights within %.2g"
+          % (", two tensors frozen" if t == "tmf" else "", worst, ww))
 PY
 else
     echo "skip the 2-rank part: no mpirun"
