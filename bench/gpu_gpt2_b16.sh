@@ -151,6 +151,10 @@ PY
     # head (a quarter of each sample's rows at a time, its weight gradient added four
     # times) costs or saves in time; its memory is the plan's
     trainc_run extra gpt2_124m_whole
+    # the sm_80 attention kernels on Hopper (TRAINC_ATT_SM90=0): what the sm_90a kernels
+    # (wgmma, TMA) gain or lose; 2026-12-04's 475k tokens/s with them against 2026-11-27's
+    # 500k with the sm_80 ones, before the Hopper kernels existed
+    trainc_run extra gpt2_124m_none TRAINC_ATT_SM90=0
     if [ "${EXTRAS:-0}" = 1 ]; then
         # cuBLASLt's epilogues (bias, GELU, residual; backward DGELU and BGRADB) off: the
         # GEMMs, then epilogue.cuh's kernels
