@@ -762,8 +762,8 @@ void rt_cu_gemm_dgelu(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N
  *
  * Scratch: [the scales, 256 bytes: our A's max and 1 / s, our B's (FP8_SCALE_A, _B)]
  * [the partial maxima, RT_CU_FP8_PART_BYTES][A in FP8][B in FP8]; the scale pointers
- * never move, so a plan's descriptor keeps them. The compiler sizes scratch for the largest operands (emit_cuda.c's
- * cuda_scratch_row_bytes, device_cuda.c's scratch_need).
+ * never move, so a plan's descriptor keeps them. The compiler sizes scratch for the
+ * largest operands (emit_cuda.c's cuda_scratch_row_bytes, device_cuda.c's scratch_need).
  *
  * A linear layer's two backward GEMMs, dx = dy W and dW = dy^T x, read the same dy, as
  * our A, in E5M2, untransposed and transposed. The compiler marks such a pair where only

@@ -135,7 +135,8 @@ static void turn_calls(Run *r, int d, int last, rt_prof *prof)
         rt_prof_pass_end(&r->e);
         rt_prof_pass_begin(&r->e, prof, 1);
     }
-    rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0, d ? m->trainable_floats : m->gan_gen_floats);
+    rt_ddp_begin_range(last, d ? m->gan_gen_floats : 0,
+                       d ? m->trainable_floats : m->gan_gen_floats);
     if (d)
         m->backward(&r->e);
     else
