@@ -29,7 +29,8 @@
 # torch.compile's caches live in /tmp/dcgan-inductor: a later round's compile finds
 # the first one's kernels and autotuning (compile time is reported apart, warm_s).
 #
-# Before the rounds: trainc's --profile at the first batch in fp32 (PROFILE=0: not).
+# Before the rounds: trainc's --profile at the first batch in fp32, and again with
+# TRAINC_CONV_KERNELS=0 (PROFILE=0: neither).
 #
 # DEADLINE (seconds; tests/gpu/measure.sh's part limit less 15 by default): no run
 # starts after it and none runs past it, so the table is printed before the part's
@@ -174,14 +175,22 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}
     tee -a "$RES"
 # first, where trainc's step goes: --profile of 30 steps at the first batch in fp32
 # (instruction by instruction, GPU events; PROFILE=0: not), the table in
-# $OUT/dcgan_profile.txt and its JSON in $OUT/dcgan_profile.json
-if [ "${PROFILE:-1}" = 1 ] && [ "$(left)" -gt 30 ]; then
-    pb=${BATCHES%% *}
-    timeout -k 5 60 "$S/dcgan_fashion" --device "$DEV" --out "$OUT/runs/profile" "${TRAINC_CPU[@]}" \
-        --set "data.train.x=$DATA" --set batch_size="$pb" --set max_steps=30 --set epochs=100000 \
-        --set log_every=10 --set checkpoint=null --quiet --profile >"$OUT/dcgan_profile.txt" 2>&1
-    cp "$OUT/runs/profile/profile.json" "$OUT/dcgan_profile.json" 2>/dev/null
-    head -n 30 "$OUT/dcgan_profile.txt"
+# $OUT/dcgan_profile.txt and its JSON in $OUT/dcgan_profile.json; then the same with
+# the convolutions as im2col, GEMMs and col2im alone (TRAINC_CONV_KERNELS=0:
+# dcgan_profile.conv0.*), what the direct and implicit-GEMM kernels gain or lose
+profile() {   # profile TAG [ENV...]
+    local tag=$1 pb=${BATCHES%% *}
+    shift
+    timeout -k 5 60 env "$@" "$S/dcgan_fashion" --device "$DEV" --out "$OUT/runs/profile$tag" \
+        "${TRAINC_CPU[@]}" --set "data.train.x=$DATA" --set batch_size="$pb" --set max_steps=30 \
+        --set epochs=100000 --set log_every=10 --set checkpoint=null --quiet --profile \
+        >"$OUT/dcgan_profile$tag.txt" 2>&1
+    cp "$OUT/runs/profile$tag/profile.json" "$OUT/dcgan_profile$tag.json" 2>/dev/null
+    head -n 30 "$OUT/dcgan_profile$tag.txt"
+}
+if [ "${PROFILE:-1}" = 1 ] && [ "$(left)" -gt 40 ]; then
+    profile ""
+    [ "$(left)" -gt 40 ] && profile .conv0 TRAINC_CONV_KERNELS=0
 fi
 {
     for ((r = 1; r <= ROUNDS; r++)); do
