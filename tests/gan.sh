@@ -148,6 +148,27 @@ assert not moved and not still, (moved, still)
 print("ok   freeze of 4 tensors: as the run they started from left them, bit for bit, the other %d trained; "
       "cut at step 3 and resumed, the same bits" % (len(params) - 4))
 PY
+# a whole network frozen: the other trains alone, the frozen one's gradient norm 0
+for z in generator discriminator; do
+    "$TRAINC" run "$d/tiny.json" --set "freeze=$z.*" --out "$d/fz_$z" "${q[@]}" --init "$d/a/model.safetensors" 2>/dev/null
+done
+$PY - "$d" <<'PY' || { echo "FAIL a whole network frozen"; exit 1; }
+import json, sys, numpy as np
+sys.path.insert(0, "tests")
+import st_check
+d = sys.argv[1]
+a = st_check.load(d + "/a/model.safetensors")
+for z, other in (("generator", "discriminator"), ("discriminator", "generator")):
+    w = st_check.load("%s/fz_%s/model.safetensors" % (d, z))
+    recs = [json.loads(l) for l in open("%s/fz_%s/metrics.jsonl" % (d, z)) if '"d_loss"' in l]
+    same = lambda k: np.array_equal(a[k], w[k])
+    trained = [k for k in a if "running" not in k and "num_batches" not in k]
+    assert all(same(k) for k in trained if k.startswith(z)), z
+    # (the other's weights: discriminator.0's bias sits before a batchnorm, its gradient 0)
+    assert not any(same(k) for k in trained if k.startswith(other) and k.endswith(".weight")), z
+    assert len(recs) == 6 and all(r["grad_norm_" + z[0]] == 0 and r["grad_norm_" + other[0]] > 0 for r in recs), z
+print("ok   a whole network frozen (each in turn): it stays as it started, its gradient norm 0; the other's weights train")
+PY
 
 # 2 ranks x batch 4 = 1 rank x batch 8: an MLP GAN whose z is a data input (so both
 # read the same z), no batchnorm (each rank normalizes its own batch), accumulate 2
