@@ -10,9 +10,8 @@
 /* What a GAN cannot do yet (docs/spec.md, "GANs"). */
 static void gan_refusals(const Run *r)
 {
-    if (r->o.lr_find || r->o.gradcheck)
-        rt_input_error("%s is for models with one loss; a GAN has two",
-                       r->o.lr_find ? "--lr-find" : "--gradcheck");
+    if (r->o.lr_find)
+        rt_input_error("--lr-find is for models with one loss; a GAN has two");
 }
 
 int rt_main(const rt_model *m, int argc, char **argv)

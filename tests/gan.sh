@@ -5,7 +5,8 @@
 # as the whole run; --sample writes samples.npy [N, 1, 8, 8] and a PNG grid of the
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
 # nothing else written); loss.svg draws d_loss and g_loss; what a GAN refuses
-# exits 1 naming it; train.freeze keeps its tensors and resumes bit for bit; on the fake GPU (tests/fake_gpu.sh) the same records and samples
+# exits 1 naming it; --gradcheck passes for both networks; train.freeze keeps its
+# tensors and resumes bit for bit; on the fake GPU (tests/fake_gpu.sh) the same records and samples
 # as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
 # network, skipping and halving apart), a resume bit for bit, each turn a CUDA graph
 # from the second step on with the bits of none, the same under the fake's stream orders; with
@@ -121,6 +122,18 @@ sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/bo
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 [ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] || { echo "FAIL export wrote $d/hf or --num-samples $d/ns"; exit 1; }
 echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, --num-samples, layers beside gan, export hf"
+
+# --gradcheck (runtime/mode_gradcheck.c): the discriminator's tensors against d_loss, the
+# generator's against g_loss, each by central differences, on one batch and one drawn
+# z; bce and hinge
+sed 's/"loss": "bce"/"loss": "hinge"/' "$d/tiny.json" >"$d/hinge.json"
+for s in tiny hinge; do
+    "$TRAINC" run "$d/$s.json" --gradcheck --threads 1 >"$d/gc_$s.log" 2>&1 ||
+        { echo "FAIL --gradcheck of the $s GAN:"; cat "$d/gc_$s.log"; exit 1; }
+    [ "$(grep -c '^gradcheck .* ok$' "$d/gc_$s.log")" = 11 ] && grep -q "^gradcheck: ok" "$d/gc_$s.log" ||
+        { echo "FAIL --gradcheck of the $s GAN:"; cat "$d/gc_$s.log"; exit 1; }
+done
+echo "ok   --gradcheck: the 11 tensors of both networks, bce and hinge"
 
 # train.freeze (FreezeD's fine-tuning: the discriminator's first layer, its logit
 # weight, the generator's first weight), from run a's weights: the frozen tensors as a
