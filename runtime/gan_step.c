@@ -9,7 +9,8 @@
  * using its range.
  *
  * On a GPU the same calls run on the device and the host waits once a step, at its
- * end: the step's latent batches are copied before its first pass, each turn adds its
+ * end: the step's latent batches (drawn while the step before ran) are copied before
+ * its first pass, each turn adds its
  * loss into its own pass statistics (2j: the discriminator's, 2j + 1: the
  * generator's), and each update's clip factor is worked out on the device from the
  * sum of squares there; each turn's passes are one CUDA graph from the second step on.
@@ -20,33 +21,64 @@
 
 static rt_dptr dptr(const void *p) { return (rt_dptr)(uintptr_t)p; }
 
-/* The step's drawn latent batches (none when z is a data input): micro-batch j's at
- * r->gan_z + j B n, a function of (seed, step, micro-batch, rank), so the same z on
- * every device and after a resume, each rank its own. On a GPU copied to the device
- * at once (the step before ended with a wait: nothing reads it now). */
+/* Step `step`'s latent batches into z: micro-batch j's at z + j B n, `rows` of them (a
+ * function of (seed, step, micro-batch, rank): the same z on every device and after a
+ * resume, each rank its own). Each is a prefix of its full batch's draw, so a batch
+ * drawn whole serves any number of rows. */
+static void draw_into(Run *r, float *z, int64_t step, int64_t j, int64_t rows)
+{
+    int64_t n = r->m->gan_latent_numel, B = r->c.batch_size;
+    rt_rng g;
+    rt_rng_seed(&g, rt_mix(rt_mix(rt_mix(r->c.seed ^ 0x6A09E667F3BCC909ull, (uint64_t)step),
+                                  (uint64_t)j), (uint64_t)r->rank));
+    for (int64_t i = 0; i < rows * n; i++)
+        z[j * B * n + i] = (float)rt_rng_normal(&g);
+}
+
+/* The step's drawn latent batches (none when z is a data input) in r->gan_z; on a GPU
+ * taken from the batches drawn while the step before ran (draw_ahead) where it drew
+ * them, and copied to the device at once (the step before ended with a wait: nothing
+ * reads it now). */
 static void draw_latents(Run *r, const rt_loop_state *s, int64_t k)
 {
     const rt_model *m = r->m;
     int64_t n = m->gan_latent_numel, B = r->c.batch_size;
     if (m->gan_latent_input >= 0)
         return;
+    size_t bytes = (size_t)(r->step_passes * B * n) * sizeof(float);
     if (!r->gan_z) {
-        r->gan_z = rt_xmalloc((size_t)(r->step_passes * B * n) * sizeof(float));
-        if (r->gpu)
-            r->gan_dz = rt_cu_alloc_fixed(&r->e, (size_t)(r->step_passes * B * n) * sizeof(float));
+        r->gan_z = rt_xmalloc(bytes);
+        r->gan_z_next_step = -1;
+        if (r->gpu) {
+            r->gan_z_next = rt_xmalloc(bytes);
+            r->gan_dz = rt_cu_alloc_fixed(&r->e, bytes);
+        }
     }
-    for (int64_t j = 0; j < k; j++) {
-        rt_rng g;
-        rt_rng_seed(&g, rt_mix(rt_mix(rt_mix(r->c.seed ^ 0x6A09E667F3BCC909ull, (uint64_t)s->step),
-                                      (uint64_t)j), (uint64_t)r->rank));
-        int64_t rows = rt_loader_rows(r->tl, s->batch + j);
-        for (int64_t i = 0; i < rows * n; i++)
-            r->gan_z[j * B * n + i] = (float)rt_rng_normal(&g);
+    if (r->gan_z_next && r->gan_z_next_step == s->step) {
+        float *t = r->gan_z;
+        r->gan_z = r->gan_z_next;
+        r->gan_z_next = t;
+    } else {
+        for (int64_t j = 0; j < k; j++)
+            draw_into(r, r->gan_z, s->step, j, rt_loader_rows(r->tl, s->batch + j));
     }
+    r->gan_z_next_step = -1;
     if (r->gpu) {
         rt_cu_sync(&r->e);
         rt_cu_upload(r->gan_dz, r->gan_z, (size_t)(k * B * n) * sizeof(float));
     }
+}
+
+/* On a GPU, once the step's passes are queued: the next step's latent batches, each of
+ * a full batch (whatever rows the next step's batches have, theirs are a prefix), so
+ * the host draws them while the device runs this step, not while the device waits */
+static void draw_ahead(Run *r, const rt_loop_state *s)
+{
+    if (!r->gan_z_next)
+        return;
+    for (int64_t j = 0; j < r->step_passes; j++)
+        draw_into(r, r->gan_z_next, s->step + 1, j, r->c.batch_size);
+    r->gan_z_next_step = s->step + 1;
 }
 
 /* Micro-batch j's z as input n_inputs (drawn), after its batch is bound. */
@@ -239,8 +271,10 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     int64_t *rows = r->pass_terms;   /* (step_passes of them) */
     for (int64_t j = 0; j < k; j++)
         st->samples += rows[j] = gan_pass(r, s, st, j, window, L);
-    if (r->gpu)
+    if (r->gpu) {
+        draw_ahead(r, s);
         gpu_step_end(r, st, rows, L->scaler);
+    }
     /* the updates are made: what rt_step_update checks */
     st->loss = st->gan_d + st->gan_g;
     st->queued = 1;

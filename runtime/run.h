@@ -100,6 +100,8 @@ typedef struct Run {
     const char *prog;          /* argv[0]: the command a hint gives */
     float *gan_z;              /* a GAN's drawn latent batches (rt_model.gan_latent_input -1),
                                   step_passes of batch_size rows */
+    float *gan_z_next;         /* on a GPU: the next step's, drawn while this one runs */
+    int64_t gan_z_next_step;   /* the step gan_z_next holds (-1: none) */
     rt_dptr gan_dz;            /* on a GPU: their device copy */
     rt_dptr gan_norms;         /* on a GPU: each network's gradients' sum of squares */
 } Run;
