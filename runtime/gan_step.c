@@ -10,10 +10,10 @@
  *
  * On a GPU the same calls run on the device and the host waits once a step, at its
  * end: the step's latent batches (drawn while the step before ran) are copied before
- * its first pass, each turn adds its
- * loss into its own pass statistics (2j: the discriminator's, 2j + 1: the
- * generator's), and each update's clip factor is worked out on the device from the
- * sum of squares there; each turn's passes are one CUDA graph from the second step on.
+ * its first pass, each turn adds its loss into its own pass statistics (2j: the
+ * discriminator's, 2j + 1: the generator's), and each update's clip factor is worked
+ * out on the device from the sum of squares there; each turn's passes are one CUDA
+ * graph from the second step on.
  * In fp16-mixed the host reads each norm before its update (a network's update may be
  * skipped). */
 #include <string.h>
