@@ -66,26 +66,39 @@ Spec *decode_spec(const Spec *s)
     return d;
 }
 
+/* Graph d's parameters at the places graph `from`, built from the same spec, gave them
+ * (offsets and padding, the region's sizes; with flags, whether each is frozen and held
+ * in 16 bits alone), each matched by its place in the model; whose is d's, for the
+ * message of a parameter `from` lacks */
+void take_param_places(Graph *d, const Graph *from, int flags, const char *whose)
+{
+    for (int k = 0; k < d->n_params; k++) {
+        Param *p = d->params[k];
+        const Param *q = NULL;
+        for (int j = 0; j < from->n_params && !q; j++)
+            if (from->params[j]->model_index == p->model_index)
+                q = from->params[j];
+        if (!q || strcmp(p->name, q->name) || p->numel != q->numel)
+            die("internal: %s parameter %s is not the other graph's", whose, p->name);
+        p->offset = q->offset;
+        p->pad_rows = q->pad_rows;
+        if (flags) {
+            p->frozen = q->frozen;
+            p->copy16_only = q->copy16_only;
+        }
+    }
+    d->param_floats = from->param_floats;
+    d->trainable_floats = from->trainable_floats;
+    d->gpu_fp32_floats = from->gpu_fp32_floats;
+}
+
 /* The decode graph's parameters at the offsets (and padding) validation's graph gave
  * them: the two are built from one spec, but a chunked head, which only the window has,
- * may lay a frozen head elsewhere. Each parameter is matched by its place in the model. */
+ * may lay a frozen head elsewhere. */
 void decode_share_layout(Graph *d, const Graph *ev)
 {
     if (d->n_params != ev->n_params)
         die("internal: the decode graph has %d parameters, validation's %d", d->n_params,
             ev->n_params);
-    for (int k = 0; k < d->n_params; k++) {
-        Param *p = d->params[k];
-        const Param *q = NULL;
-        for (int j = 0; j < ev->n_params && !q; j++)
-            if (ev->params[j]->model_index == p->model_index)
-                q = ev->params[j];
-        if (!q || strcmp(p->name, q->name) || p->numel != q->numel)
-            die("internal: the decode graph's parameter %s is not validation's", p->name);
-        p->offset = q->offset;
-        p->pad_rows = q->pad_rows;
-    }
-    d->param_floats = ev->param_floats;
-    d->trainable_floats = ev->trainable_floats;
-    d->gpu_fp32_floats = ev->gpu_fp32_floats;
+    take_param_places(d, ev, 0, "the decode graph's");
 }

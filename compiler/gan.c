@@ -116,30 +116,16 @@ void gan_autodiff(Graph *g)
 
 void gan_share_layout(Graph *ev, const Graph *train)
 {
-    for (int k = 0; k < ev->n_params; k++) {
-        Param *p = ev->params[k];
-        const Param *q = NULL;
-        for (int j = 0; j < train->n_params && !q; j++)
-            if (!strcmp(train->params[j]->name, p->name))
-                q = train->params[j];
-        if (!q || p->numel != q->numel)
-            die("internal: the generator's parameter %s is not training's", p->name);
-        p->offset = q->offset;
-        p->frozen = q->frozen;
-        p->copy16_only = q->copy16_only;
-    }
+    take_param_places(ev, train, 1, "the generator's");
     /* in the order of their places, the trained first (as graph.c lays them out) */
-    ev->n_trainable = 0;
     for (int k = 1; k < ev->n_params; k++)
         for (int j = k; j > 0 && ev->params[j - 1]->offset > ev->params[j]->offset; j--) {
             Param *t = ev->params[j];
             ev->params[j] = ev->params[j - 1];
             ev->params[j - 1] = t;
         }
+    ev->n_trainable = 0;
     for (int k = 0; k < ev->n_params; k++)
         ev->n_trainable += !ev->params[k]->frozen;
-    ev->param_floats = train->param_floats;
-    ev->trainable_floats = train->trainable_floats;
-    ev->gpu_fp32_floats = train->gpu_fp32_floats;
     ev->gen_floats = train->gen_floats;
 }

@@ -541,6 +541,7 @@ static void lay_out_trainable_first(Graph *g)
     g->param_floats = 0;
     g->n_trainable = 0;
     g->gpu_fp32_floats = -1;
+    g->gen_floats = 0;
     for (int k = 0; k < n; k++) {
         g->params[k] = order[k];
         if (group(g, order[k]) == 3 && g->gpu_fp32_floats < 0)
@@ -590,7 +591,6 @@ Graph *graph_build(const Spec *s, int eval)
         check_conversions(&c);
         apply_freeze(g);
         mark_copy16_only(g);
-        g->gen_floats = 0;
         lay_out_trainable_first(g);
         return g;
     }
