@@ -66,32 +66,6 @@ Spec *decode_spec(const Spec *s)
     return d;
 }
 
-/* Graph d's parameters at the places graph `from`, built from the same spec, gave them
- * (offsets and padding, the region's sizes; with flags, whether each is frozen and held
- * in 16 bits alone), each matched by its place in the model; whose is d's, for the
- * message of a parameter `from` lacks */
-void take_param_places(Graph *d, const Graph *from, int flags, const char *whose)
-{
-    for (int k = 0; k < d->n_params; k++) {
-        Param *p = d->params[k];
-        const Param *q = NULL;
-        for (int j = 0; j < from->n_params && !q; j++)
-            if (from->params[j]->model_index == p->model_index)
-                q = from->params[j];
-        if (!q || strcmp(p->name, q->name) || p->numel != q->numel)
-            die("internal: %s parameter %s is not the other graph's", whose, p->name);
-        p->offset = q->offset;
-        p->pad_rows = q->pad_rows;
-        if (flags) {
-            p->frozen = q->frozen;
-            p->copy16_only = q->copy16_only;
-        }
-    }
-    d->param_floats = from->param_floats;
-    d->trainable_floats = from->trainable_floats;
-    d->gpu_fp32_floats = from->gpu_fp32_floats;
-}
-
 /* The decode graph's parameters at the offsets (and padding) validation's graph gave
  * them: the two are built from one spec, but a chunked head, which only the window has,
  * may lay a frozen head elsewhere. */

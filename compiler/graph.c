@@ -560,6 +560,32 @@ static void lay_out_trainable_first(Graph *g)
     free(order);
 }
 
+/* Graph d's parameters at the places graph `from`, built from the same spec, gave them
+ * (offsets and padding, the region's sizes; with flags, whether each is frozen and held
+ * in 16 bits alone), each matched by its place in the model; whose is d's, for the
+ * message of a parameter `from` lacks */
+void take_param_places(Graph *d, const Graph *from, int flags, const char *whose)
+{
+    for (int k = 0; k < d->n_params; k++) {
+        Param *p = d->params[k];
+        const Param *q = NULL;
+        for (int j = 0; j < from->n_params && !q; j++)
+            if (from->params[j]->model_index == p->model_index)
+                q = from->params[j];
+        if (!q || strcmp(p->name, q->name) || p->numel != q->numel)
+            die("internal: %s parameter %s is not the other graph's", whose, p->name);
+        p->offset = q->offset;
+        p->pad_rows = q->pad_rows;
+        if (flags) {
+            p->frozen = q->frozen;
+            p->copy16_only = q->copy16_only;
+        }
+    }
+    d->param_floats = from->param_floats;
+    d->trainable_floats = from->trainable_floats;
+    d->gpu_fp32_floats = from->gpu_fp32_floats;
+}
+
 Graph *graph_build(const Spec *s, int eval)
 {
     ops_check();

@@ -850,7 +850,7 @@ void compile_decode(Compiled *c);
 Spec *decode_spec(const Spec *s);
 void decode_share_layout(Graph *d, const Graph *ev);
 /* graph d's parameters at the places graph `from` gave them (flags: their frozen and
- * 16-bit-only marks too); decode.c */
+ * 16-bit-only marks too); graph.c */
 void take_param_places(Graph *d, const Graph *from, int flags, const char *whose);
 /* Training's program for one recomputation plan, into c->graph and c->prog: with
  * selective, the first full_blocks blocks recomputed in full, and sel_blocks > 0:
