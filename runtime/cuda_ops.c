@@ -139,9 +139,9 @@ void rt_cu_im2col(rt_exec *e, const float *x, float *col, int64_t B, int64_t C, 
     if (n <= 0)
         return;
     int wide = wide_index(n, B * C * H * W);
-    fdiv_t f0 = fdiv(OH * OW), f1 = fdiv(OW);
-    void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW, &wide, &f0, &f1};
-    rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, B * OH * OW), 1, 1, 256, 1, 0, args);
+    fdiv_t f0 = fdiv(OH * OW), f1 = fdiv(OW), f2 = fdiv(B * OH * OW);
+    void *args[] = {&x, &col, &B, &C, &H, &W, &k, &stride, &pad, &OH, &OW, &wide, &f0, &f1, &f2};
+    rt_cu_launch(e, "rt_im2col", rt_cu_grid_for(e, C * B * OH * OW), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_col2im(rt_exec *e, const float *dcol, float *dx, int64_t B, int64_t C, int64_t H,

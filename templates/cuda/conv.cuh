@@ -3,7 +3,7 @@
  * convolution (twins of runtime/conv_grouped.c's); at the end, conv2d's direct and
  * implicit-GEMM kernels that need no columns (twins of runtime/conv.c's calls, which
  * sum in another order than its GEMMs: their section says how). Grid-stride loops, a
- * thread per output element (im2col: per column of outputs; the max-pool backward over
+ * thread per output element (im2col: per channel of a column of outputs; the max-pool backward over
  * windows that tile the input: per window); every output is a gather, so no two
  * threads write one element, and but for the last section each sum runs in the CPU's
  * order: the results are the CPU's bit for bit.
@@ -67,9 +67,11 @@ __device__ __forceinline__ void rt_split3(typename X::I i, int64_t w, rt_fdiv fw
 
 /* col[(ch*k + ki)*k + kj, (b*OH + oh)*OW + ow] = x[b, ch, oh*s - pad + ki, ow*s - pad + kj]
  * (0 outside the image)   x: [B, C, H, W], col: [C*k*k, B*OH*OW]
- * A thread takes a column (an output position) and walks its C*k*k rows: the column's
- * place is split once, not per element, and a warp's stores to a row are consecutive.
- * fd: OH*OW, OW */
+ * A thread takes one channel of a column (an output position) and walks its k*k rows;
+ * a warp's stores to a row are consecutive. (A thread a whole column left a GPU idle
+ * where the positions are few, a 1x1 or 7x7 output at a small batch, each thread then
+ * a chain of C*k*k loads and stores: 12544 for 256 channels at 7x7.)
+ * fd: OH*OW, OW, B*OH*OW */
 template <class X>
 __device__ __forceinline__ void rt_im2col_run(const act_t *x, act_t *col, int64_t B, int64_t C,
                                               int64_t H, int64_t W, int64_t k, int64_t s,
@@ -78,31 +80,33 @@ __device__ __forceinline__ void rt_im2col_run(const act_t *x, act_t *col, int64_
 {
     typedef typename X::I I;
     typedef typename X::S S;
-    const I ncol = (I)(B * OH * OW), ohw = (I)(OH * OW), hw = (I)(H * W);
-    for (I cc = (I)blockIdx.x * blockDim.x + threadIdx.x; cc < ncol;
-         cc += (I)gridDim.x * blockDim.x) {
+    const I ncol = (I)(B * OH * OW), ohw = (I)(OH * OW), hw = (I)(H * W), kk = (I)(k * k);
+    const I n = (I)C * ncol;
+    for (I t = (I)blockIdx.x * blockDim.x + threadIdx.x; t < n; t += (I)gridDim.x * blockDim.x) {
+        I ch = RT_Q(X, t, fd[2], ncol), cc = t - ch * ncol;
         I b = RT_Q(X, cc, fd[0], ohw), p = cc - b * ohw;
         I oh = RT_Q(X, p, fd[1], OW), ow = p - oh * (I)OW;
         const S ih0 = (S)(oh * (I)s) - (S)pad, iw0 = (S)(ow * (I)s) - (S)pad;
-        const act_t *xb = x + (I)b * (I)C * hw;
-        act_t *out = col + cc;
-        for (I ch = 0; ch < (I)C; ch++, xb += hw)
-            for (S ih = ih0; ih < ih0 + (S)k; ih++)
-                for (S iw = iw0; iw < iw0 + (S)k; iw++, out += ncol) {
-                    float v = 0.0f;
-                    if (ih >= 0 && ih < (S)H && iw >= 0 && iw < (S)W)
-                        v = rt_ld(xb + (I)ih * (I)W + (I)iw);
-                    rt_st(out, v);
-                }
+        const act_t *xc = x + ((I)b * (I)C + ch) * hw;
+        act_t *out = col + ch * kk * ncol + cc;
+        for (S ih = ih0; ih < ih0 + (S)k; ih++)
+            for (S iw = iw0; iw < iw0 + (S)k; iw++, out += ncol) {
+                float v = 0.0f;
+                if (ih >= 0 && ih < (S)H && iw >= 0 && iw < (S)W)
+                    v = rt_ld(xc + (I)ih * (I)W + (I)iw);
+                rt_st(out, v);
+            }
     }
 }
 
-/* Launch: grid-stride over the B*OH*OW columns (blocks of 256); fd as rt_im2col_run's. */
+/* Launch: grid-stride over the C*B*OH*OW (channel, column) pairs (blocks of 256); fd as
+ * rt_im2col_run's. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_im2col(const act_t *x, act_t *col, int64_t B, int64_t C, int64_t H, int64_t W, int64_t k,
-          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1)
+          int64_t s, int64_t pad, int64_t OH, int64_t OW, int wide, rt_fdiv f0, rt_fdiv f1,
+          rt_fdiv f2)
 {
-    const rt_fdiv fd[2] = {f0, f1};
+    const rt_fdiv fd[3] = {f0, f1, f2};
     RT_BY_INDEX(rt_im2col_run, x, col, B, C, H, W, k, s, pad, OH, OW, fd);
 }
 

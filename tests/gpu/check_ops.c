@@ -3139,6 +3139,9 @@ int main(int argc, char **argv)
          * kernel 4, stride 3, padding 1, output_padding 2: the last row and column lie in
          * no window, so col2im must write them as zeros */
         t_conv(2, 4, 10, 13, 4, 3, 1);
+        /* a 1x1 output of many channels (a DCGAN's last layer): im2col's threads per
+         * channel of a column */
+        t_conv(3, 40, 7, 7, 7, 1, 0);
         t_pool(6, 8, 8, 2, 2, 0, 0);
         t_pool(5, 9, 7, 3, 2, 0, 0);
         t_pool(3, 5, 6, 3, 1, 1, 0);
