@@ -20,11 +20,25 @@
  * Every sum has a fixed order (rt_block_sum, then the partials in p order), so the bits
  * repeat from run to run; they differ from the CPU's order by rounding only. */
 
-/* channel c's element k (of B * HW) in [B, C, HW] */
-__device__ __forceinline__ int64_t rt_bn_at(int64_t k, int64_t c, int64_t C, int64_t HW)
-{
-    return (k / HW * C + c) * HW + k % HW;
-}
+/* A walk over channel c's elements k (of B * HW) in [B, C, HW], from k by steps of
+ * `step`: the element's sample b and place hw are carried from one to the next, so that
+ * only the first costs divisions (a 64-bit one is a long routine on the GPU; the walk
+ * adds and compares). */
+struct rt_bn_walk {
+    int64_t b, hw, db, dhw;
+    __device__ rt_bn_walk(int64_t k, int64_t step, int64_t HW)
+        : b(k / HW), hw(k % HW), db(step / HW), dhw(step % HW) {}
+    __device__ int64_t at(int64_t c, int64_t C, int64_t HW) const { return (b * C + c) * HW + hw; }
+    __device__ void next(int64_t HW)
+    {
+        b += db;
+        hw += dhw;
+        if (hw >= HW) {
+            hw -= HW;
+            b++;
+        }
+    }
+};
 
 extern "C" __global__ void __launch_bounds__(256)
 rt_bn_stats(const act_t *x, double *part, int64_t B, int64_t C, int64_t HW)
@@ -32,8 +46,9 @@ rt_bn_stats(const act_t *x, double *part, int64_t B, int64_t C, int64_t HW)
     const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, n = B * HW;
     const int64_t chunk = (n + P - 1) / P, k0 = p * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
     double s = 0.0, q = 0.0;
-    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        const double v = rt_ld(x + rt_bn_at(k, c, C, HW));
+    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW);
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x, w.next(HW)) {
+        const double v = rt_ld(x + w.at(c, C, HW));
         s += v;
         q += v * v;
     }
@@ -90,8 +105,9 @@ rt_bn_bwd_stats(const act_t *x, const act_t *dy, const float *mean, double *part
     const int64_t chunk = (n + P - 1) / P, k0 = p * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
     const float m = mean[c];
     double s = 0.0, q = 0.0;
-    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x) {
-        const int64_t at = rt_bn_at(k, c, C, HW);
+    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW);
+    for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x, w.next(HW)) {
+        const int64_t at = w.at(c, C, HW);
         const float g = rt_ld(dy + at);
         s += g;
         q += (double)(rt_ld(x + at) - m) * g;
@@ -129,10 +145,21 @@ extern "C" __global__ void __launch_bounds__(256)
 rt_bn_dx(const act_t *x, const act_t *dy, act_t *dx, const float *mean, const float *rstd,
          const float *w, const float *gk, int64_t C, int64_t HW, int64_t total)
 {
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        const int64_t c = i / HW % C;
+    /* i's channel c carried from one i to the next as rt_bn_walk carries its place */
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    const int64_t dc = stride / HW % C, dhw = stride % HW;
+    int64_t c = first / HW % C, hw = first % HW;
+    for (int64_t i = first; i < total; i += stride) {
         const float sc = rstd[c] * (w ? w[c] : 1.0f);
         rt_st(dx + i, (rt_ld(dy + i) - gk[2 * c] - (rt_ld(x + i) - mean[c]) * gk[2 * c + 1]) * sc);
+        hw += dhw;
+        c += dc;
+        if (hw >= HW) {
+            hw -= HW;
+            c++;
+        }
+        if (c >= C)
+            c -= C;
     }
 }
