@@ -177,7 +177,10 @@ commit=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "${COMMIT:-?}
 # (instruction by instruction, GPU events; PROFILE=0: not), the table in
 # $OUT/dcgan_profile.txt and its JSON in $OUT/dcgan_profile.json; then the same with
 # the convolutions as im2col, GEMMs and col2im alone (TRAINC_CONV_KERNELS=0:
-# dcgan_profile.conv0.*), what the direct and implicit-GEMM kernels gain or lose
+# dcgan_profile.conv0.*), what the direct and implicit-GEMM kernels gain or lose. The
+# first also says what cuBLASLt chose for each GEMM (TRAINC_GEMM_PLANS=1: its lines
+# in dcgan_profile.txt): whether the weight gradients' GEMMs, a few tiles over K =
+# B * 49, split K to fill the GPU
 profile() {   # profile TAG [ENV...]
     local tag=$1 pb=${BATCHES%% *}
     shift
@@ -186,10 +189,10 @@ profile() {   # profile TAG [ENV...]
         --set epochs=100000 --set log_every=10 --set checkpoint=null --quiet --profile \
         >"$OUT/dcgan_profile$tag.txt" 2>&1
     cp "$OUT/runs/profile$tag/profile.json" "$OUT/dcgan_profile$tag.json" 2>/dev/null
-    head -n 30 "$OUT/dcgan_profile$tag.txt"
+    grep -v "^trainc: gemm plan" "$OUT/dcgan_profile$tag.txt" | head -n 30
 }
 if [ "${PROFILE:-1}" = 1 ] && [ "$(left)" -gt 40 ]; then
-    profile ""
+    profile "" TRAINC_GEMM_PLANS=1
     [ "$(left)" -gt 40 ] && profile .conv0 TRAINC_CONV_KERNELS=0
 fi
 {

@@ -24,7 +24,7 @@
     X(cublasLtMatrixLayoutCreate) X(cublasLtMatmulPreferenceCreate)                            \
     X(cublasLtMatmulPreferenceSetAttribute) X(cublasLtMatmulAlgoGetHeuristic)                  \
     X(cublasLtMatmul) X(cublasLtGetStatusString) X(cublasLtMatrixLayoutSetAttribute)        \
-    X(cublasLtGetVersion)
+    X(cublasLtGetVersion) X(cublasLtMatmulAlgoConfigGetAttribute)
 #define DECLARE(fn) static __typeof__(fn) *p_##fn;
 LT_FNS(DECLARE)
 
@@ -179,6 +179,45 @@ static const char *drop_desc(Plan *p, cublasStatus_t st)
     return st == CUBLAS_STATUS_SUCCESS ? "no algorithm" : p_cublasLtGetStatusString(st);
 }
 
+/* TRAINC_GEMM_PLANS=1: a line for each plan made, what cuBLASLt's heuristic chose (its
+ * algorithm, tile and stages as cublasLt.h's enums number them, its split of K, the
+ * waves of the GPU it estimates): whether a GEMM fills the GPU is then read from a run */
+static int plans_said(void)
+{
+    static int on = -1;
+    if (on < 0)
+        on = getenv("TRAINC_GEMM_PLANS") && !strcmp(getenv("TRAINC_GEMM_PLANS"), "1");
+    return on;
+}
+
+static uint32_t algo_config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at)
+{
+    uint32_t v = 0;   /* (each a 32-bit integer) */
+    size_t w = 0;
+    if (p_cublasLtMatmulAlgoConfigGetAttribute(a, at, &v, sizeof v, &w) != CUBLAS_STATUS_SUCCESS)
+        return UINT32_MAX;
+    return v;
+}
+
+static void plan_note(const Plan *p, const cublasLtMatmulHeuristicResult_t *r)
+{
+    static const char *const types[] = {"fp32", "bf16", "fp16"}, *const f8[] = {"", "e4m3", "e5m2"};
+    static const char *const epis[] = {"bias", "relu+bias", "gelu+bias", "gelu+aux+bias",
+                                       "bgradb", "dgelu"};
+    const cublasLtMatmulAlgo_t *a = &r->algo;
+    fprintf(stderr, "trainc: gemm plan %lld x %lld x %lld%s%s%s, %s%s -> %s%s%s: algo %d, tile %u, "
+            "stages %u, split K %d (reduction %u), waves %.2f, workspace %zu\n",
+            (long long)p->M, (long long)p->N, (long long)p->K, p->ta ? " A^T" : "",
+            p->tb ? " B^T" : "", p->slices ? " (K slices)" : "",
+            p->a8 ? f8[p->a8] : types[p->ab16], p->a8 ? " x e4m3" : "", types[p->c16],
+            p->epi >= 0 ? ", " : "", p->epi >= 0 ? epis[p->epi] : "",
+            (int)algo_config(a, CUBLASLT_ALGO_CONFIG_ID), algo_config(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
+            algo_config(a, CUBLASLT_ALGO_CONFIG_STAGES_ID),
+            (int)algo_config(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+            algo_config(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME), (double)r->wavesCount,
+            r->workspaceSize);
+}
+
 /* The heuristic's best algorithm for p's descriptor and layouts: 0, or -1 with the
  * status in *st (an epilogue or shape it does not take; no algorithm: SUCCESS). */
 static int plan_algo(rt_exec *e, Plan *p, cublasStatus_t *st)
@@ -205,6 +244,8 @@ static int plan_algo(rt_exec *e, Plan *p, cublasStatus_t *st)
     if (*st != CUBLAS_STATUS_SUCCESS || found < 1 || res.state != CUBLAS_STATUS_SUCCESS)
         return -1;
     p->algo = res.algo;
+    if (plans_said())
+        plan_note(p, &res);
     return 0;
 }
 

@@ -256,9 +256,16 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
     echo "ok   fake GPU: 20 of 24 turns as CUDA graphs, the bits of none"
     # --profile on the GPU: the four functions' instructions timed by events (no graphs),
     # the same bits as the run with graphs
-    gpu "$d/tg_fp32" --device cuda --out "$d/g_prof" "${q[@]}" --profile 2>/dev/null
+    # (and TRAINC_GEMM_PLANS=1: a line for each GEMM plan, what cuBLASLt chose, the
+    # fake's one algorithm; none without it)
+    TRAINC_GEMM_PLANS=1 gpu "$d/tg_fp32" --device cuda --out "$d/g_prof" "${q[@]}" --profile 2>"$d/g_prof.log"
     cmp "$d/g_graph/model.safetensors" "$d/g_prof/model.safetensors" ||
         { echo "FAIL the GPU's weights differ under --profile"; exit 1; }
+    plan_re='^trainc: gemm plan [0-9]+ x [0-9]+ x [0-9]+( A\^T)?( B\^T)?( \(K slices\))?, fp32 -> fp32(, [a-z+]+)?: algo 0, tile 0, stages 0, split K 1 \(reduction 0\), waves 1\.00, workspace 0$'
+    n_plans=$(grep -c "gemm plan" "$d/g_prof.log" || true)
+    [ "$n_plans" -ge 4 ] && [ "$(grep -cE "$plan_re" "$d/g_prof.log")" = "$n_plans" ] &&
+        ! grep -q "gemm plan" "$d/g_graph.log" ||
+        { echo "FAIL TRAINC_GEMM_PLANS=1's lines:"; grep "gemm plan" "$d/g_prof.log" | head; exit 1; }
     "$TRAINC" emit "$d/tiny.json" -o "$d/tg_emit" >/dev/null
     $PY - "$d/g_prof/profile.json" "$d/tg_emit/plan.json" <<'PY' || { echo "FAIL the GAN's GPU profile"; exit 1; }
 import json, sys
@@ -268,7 +275,7 @@ assert prof["device"] == "cuda" and prof["steps"] == 4 and got == sorted(i["inde
 # each instruction twice a step (2 micro-batches), the optimizer's entry twice (two networks)
 assert all(i["calls_per_step"] == 2 for i in prof["instructions"]), prof
 PY
-    echo "ok   fake GPU: --profile times every instruction of the GAN's four functions, the bits of the graphs' run"
+    echo "ok   fake GPU: --profile times every instruction of the GAN's four functions, the bits of the graphs' run; $n_plans GEMM plans said"
     # the queued step under the fake's other orders of the streams: the same bits
     for sch in sync lazy; do
         TRAINC_FAKE_GPU_SCHEDULE=$sch gpu "$d/tg_fp32" --device cuda --out "$d/g_$sch" "${q[@]}" 2>/dev/null

@@ -695,6 +695,33 @@ static cublasStatus_t fp8_call_refusal(const Desc *x, const Layout *a, const Lay
     return CUBLAS_STATUS_SUCCESS;
 }
 
+/* The fake's one algorithm, as the real library would describe it: ID 0, tile and
+ * stages undefined, K whole (1 split, no reduction), no swizzling or custom option; the
+ * 16-bit attributes (inner shape, cluster) 0 too. Checked as cublasLt.h documents it. */
+cublasStatus_t cublasLtMatmulAlgoConfigGetAttribute(const cublasLtMatmulAlgo_t *algo,
+                                                    cublasLtMatmulAlgoConfigAttributes_t attr,
+                                                    void *buf, size_t size, size_t *written)
+{
+    if (!algo || algo->data[0] != ALGO_TAG)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoConfigGetAttribute: not an algorithm of the heuristic's");
+    size_t need = attr == CUBLASLT_ALGO_CONFIG_INNER_SHAPE_ID || attr == CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID ? 2 : 4;
+    if ((int)attr < 0 || attr > CUBLASLT_ALGO_CONFIG_CLUSTER_SHAPE_ID)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoConfigGetAttribute: no such attribute");
+    if (size == 0) {
+        if (!written)
+            return CUBLAS_STATUS_INVALID_VALUE;
+        *written = need;
+        return CUBLAS_STATUS_SUCCESS;
+    }
+    if (!buf || size != need)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoConfigGetAttribute: a buffer not of the attribute's size");
+    uint32_t v = attr == CUBLASLT_ALGO_CONFIG_SPLITK_NUM ? 1 : 0;
+    memcpy(buf, &v, need);   /* (little-endian: a 16-bit one's value is the low bytes) */
+    if (written)
+        *written = need;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
 cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, const void *alpha,
                               const void *A, cublasLtMatrixLayout_t Ad, const void *B,
                               cublasLtMatrixLayout_t Bd, const void *beta, const void *C,
