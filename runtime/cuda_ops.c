@@ -1228,14 +1228,11 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         rt_cu_launch(e, name, gx, (unsigned)H, gz, RT_ATT90B_THREADS, 1, att90b_smem(hd), a);
         rt_cu_launch(e, name_kv, gx, (unsigned)KV, gz, RT_ATT90B_KV_THREADS, 1, att90b_smem(hd), a);
     }
-    /* the norms' weight gradients: every block's partial, in order */
-    int ihd = (int)hd;
-    int64_t nq = B * H * tiles, nk = B * KV * tiles;
-    void *aq[] = {&sc.pq, &nq, &dqn, &ihd}, *ak[] = {&sc.pk, &nk, &dkn, &ihd};
+    /* the norms' weight gradients: every block's partial (a row of hd), in a fixed order */
     if (qn && dqn)
-        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, aq);
+        colsum_finish(e, sc.pq, dqn, B * H * tiles, hd);
     if (kn && dkn)
-        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, ak);
+        colsum_finish(e, sc.pk, dkn, B * KV * tiles, hd);
 }
 
 void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
@@ -1290,14 +1287,11 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     }
     if (!norm)
         return;
-    /* the norms' weight gradients: every block's partial, in order */
-    int ihd = (int)hd;
-    int64_t nq = B * KV * gq, nk = B * KV * gk;
-    void *aq[] = {&pq, &nq, &dqn, &ihd}, *ak[] = {&pk, &nk, &dkn, &ihd};
+    /* the norms' weight gradients: every block's partial (a row of hd), in a fixed order */
     if (dqn)
-        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, aq);
+        colsum_finish(e, pq, dqn, B * KV * gq, hd);
     if (dkn)
-        rt_cu_launch(e, "rt_attention_ext_dw", 1, 1, 1, RT_ATT_THREADS, 1, 0, ak);
+        colsum_finish(e, pk, dkn, B * KV * gk, hd);
 }
 
 /* ---- the decode program (decode.cuh): --sample's key/value cache -------------------------- */

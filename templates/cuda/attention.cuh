@@ -1554,19 +1554,6 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
     RT_FP8_FOLD_END();
 }
 
-/* dw[c] += the n partials of column c (rows of hd doubles), in row order: qk_norm's
- * weight gradients from the two kernels above (one block) */
-extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
-rt_attention_ext_dw(const double *part, int64_t n, float *dw, int hd)
-{
-    for (int c = threadIdx.x; c < hd; c += RT_ATT_THREADS) {
-        double s = 0.0;
-        for (int64_t i = 0; i < n; i++)
-            s += part[i * hd + c];
-        dw[c] += (float)s;
-    }
-}
-
 #if defined(RT_ACT_BF16) || defined(RT_ACT_F16)
 /* ---- the Llama-family options on the tensor cores (16-bit activations) --------------------
  *
