@@ -3,10 +3,10 @@
  * convolution (twins of runtime/conv_grouped.c's); at the end, conv2d's direct and
  * implicit-GEMM kernels that need no columns (twins of runtime/conv.c's calls, which
  * sum in another order than its GEMMs: their section says how). Grid-stride loops, a
- * thread per output element (im2col: per channel of a column of outputs; the max-pool backward over
- * windows that tile the input: per window); every output is a gather, so no two
- * threads write one element, and but for the last section each sum runs in the CPU's
- * order: the results are the CPU's bit for bit.
+ * thread per output element (im2col: per channel of a column of outputs; the max-pool
+ * backward over windows that tile the input: per window); every output is a gather, so
+ * no two threads write one element, and but for the last section each sum runs in the
+ * CPU's order: the results are the CPU's bit for bit.
  * Shapes are run-time values (the batch size varies).
  *
  * Index arithmetic. Splitting a flat index into (batch, channel, row, column) takes
