@@ -55,6 +55,17 @@ static void lt_load(void)
     LT(p_cublasLtCreate(&lt));
 }
 
+/* VAR=VAL in the environment (a switch: "0" turns a path off, "1" a diagnostic on),
+ * read once into *cache (-1: not read yet) */
+static int env_is(const char *var, const char *val, int *cache)
+{
+    if (*cache < 0) {
+        const char *v = getenv(var);
+        *cache = v && !strcmp(v, val);
+    }
+    return *cache;
+}
+
 typedef struct Plan {
     int ta, tb;
     int epi;                   /* an epilogue: RT_EPI_* or EPI_GELU_AUX (GELU keeping the
@@ -185,9 +196,7 @@ static const char *drop_desc(Plan *p, cublasStatus_t st)
 static int plans_said(void)
 {
     static int on = -1;
-    if (on < 0)
-        on = getenv("TRAINC_GEMM_PLANS") && !strcmp(getenv("TRAINC_GEMM_PLANS"), "1");
-    return on;
+    return env_is("TRAINC_GEMM_PLANS", "1", &on);
 }
 
 static uint32_t algo_config(const cublasLtMatmulAlgo_t *a, cublasLtMatmulAlgoConfigAttributes_t at)
@@ -373,20 +382,10 @@ static int64_t ksplit_runs[2];   /* GEMMs run in slices so far: all, with BGRADB
 
 int64_t rt_cu_ksplit_runs(int bgradb) { return ksplit_runs[bgradb != 0]; }
 
-/* VAR=0 in the environment, read once into *off (-1: not read yet) */
-static int switched_off(const char *var, int *off)
-{
-    if (*off < 0) {
-        const char *v = getenv(var);
-        *off = v && !strcmp(v, "0");
-    }
-    return *off;
-}
-
 static int ksplit_off(void)
 {
     static int off = -1;
-    return switched_off("TRAINC_GEMM_KSPLIT", &off);
+    return env_is("TRAINC_GEMM_KSPLIT", "0", &off);
 }
 
 /* Partials' elements apart: M x N rounded up to 64 floats, so that each partial is as
@@ -577,7 +576,7 @@ void rt_cu_gemm(rt_exec *e, int trans_a, int trans_b, int64_t M, int64_t N, int6
 static int epilogues_off(void)
 {
     static int off = -1;
-    return switched_off("TRAINC_GEMM_EPILOGUE", &off);
+    return env_is("TRAINC_GEMM_EPILOGUE", "0", &off);
 }
 
 /* One call with plan p's epilogue, its bias (or bias gradient; its 16-bit copy where
@@ -851,11 +850,9 @@ static int operand_part(rt_exec *e, int slot, const void *x, int64_t n, int pack
     /* TRAINC_FP8_AMAX_PASS=1 (tests): every operand's maximum from a pass, as before
      * the producers folded them; the same bits either way */
     static int pass = -1;
-    if (pass < 0)
-        pass = getenv("TRAINC_FP8_AMAX_PASS") && !strcmp(getenv("TRAINC_FP8_AMAX_PASS"), "1");
     int np = 0;
     *part = fallback;
-    if (pass)
+    if (env_is("TRAINC_FP8_AMAX_PASS", "1", &pass))
         return 0;
     if (slot >= 0) {
         *part = slot_at(e, slot);
@@ -916,9 +913,7 @@ static void fp8_refused(int kind, int64_t M, int64_t N, int64_t K, const char *w
 static int fp8_fast_first(void)
 {
     static int on = -1;
-    if (on < 0)
-        on = getenv("TRAINC_FP8_FAST_ACCUM") && !strcmp(getenv("TRAINC_FP8_FAST_ACCUM"), "1");
-    return on;
+    return env_is("TRAINC_FP8_FAST_ACCUM", "1", &on);
 }
 
 /* p's descriptor for FP8 (t: the bias's 16-bit copy, of type c16), with the scale

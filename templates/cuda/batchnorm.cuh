@@ -20,23 +20,25 @@
  * Every sum has a fixed order (rt_block_sum, then the partials in p order), so the bits
  * repeat from run to run; they differ from the CPU's order by rounding only. */
 
-/* A walk over channel c's elements k (of B * HW) in [B, C, HW], from k by steps of
- * `step`: the element's sample b and place hw are carried from one to the next, so that
- * only the first costs divisions (a 64-bit one is a long routine on the GPU; the walk
- * adds and compares). */
+/* A walk over the flat indices k, k + step, k + 2 step, ... of a tensor seen as
+ * [n_outer, HW]: the outer index o (mod n_outer) and the place hw are carried from one
+ * to the next, so that only the first costs divisions (a 64-bit one is a long routine
+ * on the GPU; the walk adds and compares). The statistics walk a channel's B * HW
+ * elements (o the sample), rt_bn_dx the whole [B * C, HW] tensor (o the channel). */
 struct rt_bn_walk {
-    int64_t b, hw, db, dhw;
-    __device__ rt_bn_walk(int64_t k, int64_t step, int64_t HW)
-        : b(k / HW), hw(k % HW), db(step / HW), dhw(step % HW) {}
-    __device__ int64_t at(int64_t c, int64_t C, int64_t HW) const { return (b * C + c) * HW + hw; }
+    int64_t o, hw, n, d_o, d_hw;
+    __device__ rt_bn_walk(int64_t k, int64_t step, int64_t HW, int64_t n_outer)
+        : o(k / HW % n_outer), hw(k % HW), n(n_outer), d_o(step / HW % n_outer), d_hw(step % HW) {}
     __device__ void next(int64_t HW)
     {
-        b += db;
-        hw += dhw;
+        o += d_o;
+        hw += d_hw;
         if (hw >= HW) {
             hw -= HW;
-            b++;
+            o++;
         }
+        if (o >= n)
+            o -= n;
     }
 };
 
@@ -46,9 +48,9 @@ rt_bn_stats(const act_t *x, double *part, int64_t B, int64_t C, int64_t HW)
     const int64_t c = blockIdx.x, p = blockIdx.y, P = gridDim.y, n = B * HW;
     const int64_t chunk = (n + P - 1) / P, k0 = p * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
     double s = 0.0, q = 0.0;
-    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW);
+    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW, B);
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x, w.next(HW)) {
-        const double v = rt_ld(x + w.at(c, C, HW));
+        const double v = rt_ld(x + (w.o * C + c) * HW + w.hw);
         s += v;
         q += v * v;
     }
@@ -105,9 +107,9 @@ rt_bn_bwd_stats(const act_t *x, const act_t *dy, const float *mean, double *part
     const int64_t chunk = (n + P - 1) / P, k0 = p * chunk, k1 = k0 + chunk < n ? k0 + chunk : n;
     const float m = mean[c];
     double s = 0.0, q = 0.0;
-    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW);
+    rt_bn_walk w(k0 + threadIdx.x, blockDim.x, HW, B);
     for (int64_t k = k0 + threadIdx.x; k < k1; k += blockDim.x, w.next(HW)) {
-        const int64_t at = w.at(c, C, HW);
+        const int64_t at = (w.o * C + c) * HW + w.hw;
         const float g = rt_ld(dy + at);
         s += g;
         q += (double)(rt_ld(x + at) - m) * g;
@@ -145,21 +147,12 @@ extern "C" __global__ void __launch_bounds__(256)
 rt_bn_dx(const act_t *x, const act_t *dy, act_t *dx, const float *mean, const float *rstd,
          const float *w, const float *gk, int64_t C, int64_t HW, int64_t total)
 {
-    /* i's channel c carried from one i to the next as rt_bn_walk carries its place */
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    const int64_t dc = stride / HW % C, dhw = stride % HW;
-    int64_t c = first / HW % C, hw = first % HW;
-    for (int64_t i = first; i < total; i += stride) {
+    rt_bn_walk at(first, stride, HW, C);   /* at.o: element i's channel */
+    for (int64_t i = first; i < total; i += stride, at.next(HW)) {
+        const int64_t c = at.o;
         const float sc = rstd[c] * (w ? w[c] : 1.0f);
         rt_st(dx + i, (rt_ld(dy + i) - gk[2 * c] - (rt_ld(x + i) - mean[c]) * gk[2 * c + 1]) * sc);
-        hw += dhw;
-        c += dc;
-        if (hw >= HW) {
-            hw -= HW;
-            c++;
-        }
-        if (c >= C)
-            c -= C;
     }
 }
