@@ -10,10 +10,13 @@ Compiled *compile_spec(Spec *s)
     c->spec = s;
     /* validation's own plan: the forward pass alone, without what backward keeps; it
      * shares the arena, so it counts in recompute auto's totals */
-    if (s->gan) {   /* (recompute none) the generator's validation graph takes the
-                       places training's graph gives its parameters (gan.c) */
-        compile_train(c, s->train.recompute, 0, 0);
+    if (s->gan) {   /* the generator's validation graph takes the places training's
+                       graph gives its parameters (gan.c), whatever the recomputation */
+        int autos = s->train.recompute == RT_RECOMPUTE_AUTO;
+        compile_train(c, autos ? RT_RECOMPUTE_NONE : s->train.recompute, 0, 0);
         compile_eval(c);
+        if (autos)
+            recompute_auto(c);
     } else {
         compile_eval(c);
         compile_decode(c);   /* (--sample's key/value cache: decode.c) */

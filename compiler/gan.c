@@ -15,7 +15,13 @@
  * one arena plan. Parameters: G's trained first ([0, gen_floats)), then D's
  * (Param.disc), then train.freeze's frozen ones (graph.c); each network has its own
  * optimizer in the runtime. Validation's graph is G alone, its parameters where
- * training's has them (gan_share_layout): what --sample runs. */
+ * training's has them (gan_share_layout): what --sample runs.
+ *
+ * Blocks (recompute.c): each top-level layer of G, and of each of D's three passes, is
+ * one; z's and the real samples' conversions and the loss terms are in none (never
+ * replayed). A replay runs in the backward phase that reads its value, where the
+ * parameters it reads are as they were when it first ran: D's before D's update in
+ * PH_D_BWD, G's anywhere (G's update ends the step), D's third pass after it. */
 #include <string.h>
 #include "ops/op.h"
 
@@ -55,7 +61,9 @@ static Tensor *disc_pass(GraphCtx *c, Tensor *x, int first)
     c->cur = x;
     c->g->share_params = !first;
     c->g->disc_params = 1;
+    c->top = "discriminator.";
     build_layers(c, s->disc, s->n_disc, "discriminator.", 0);
+    c->top = NULL;
     c->g->share_params = 0;
     c->g->disc_params = 0;
     Tensor *y = c->cur;
@@ -71,7 +79,9 @@ static Tensor *generator(GraphCtx *c)
 {
     const Spec *s = c->s;
     c->cur = latent(c);
+    c->top = "generator.";
     build_layers(c, s->layers, s->n_layers, "generator.", 0);
+    c->top = NULL;
     Tensor *fake = c->cur;
     const InputSpec *x = &s->inputs[s->real_input];
     if (fake->rank != x->rank || memcmp(fake->shape, x->shape, sizeof(int64_t) * (size_t)x->rank))
@@ -79,6 +89,16 @@ static Tensor *generator(GraphCtx *c)
                  "shape %s; the real samples ('%s') have shape %s", shape_str(fake->rank,
                  fake->shape), x->name, shape_str(x->rank, x->shape));
     return fake;
+}
+
+/* A loss term (build_gan_loss), in no block: never replayed */
+static Tensor *loss_term(GraphCtx *c, Tensor *logits, int kind)
+{
+    int block = c->g->cur_block;
+    c->g->cur_block = -1;
+    Tensor *d = build_gan_loss(c, logits, kind);
+    c->g->cur_block = block;
+    return d;
 }
 
 void gan_build(GraphCtx *c, int eval)
@@ -94,15 +114,17 @@ void gan_build(GraphCtx *c, int eval)
         return;
     }
     int hinge = s->loss == LOSS_GAN_HINGE;
+    int block = g->cur_block;    /* (the blocks go on from G's last) */
+    g->cur_block = -1;
     Tensor *x = input_f32(c, s->real_input);
-    g->cur_block = -1;           /* (blocks are recomputation's: a GAN has none) */
+    g->cur_block = block;
     g->gan_pred[0] = disc_pass(c, x, 1);
-    g->gan_dpred[0] = build_gan_loss(c, g->gan_pred[0], hinge ? RT_GAN_HINGE_REAL : RT_GAN_BCE_REAL);
+    g->gan_dpred[0] = loss_term(c, g->gan_pred[0], hinge ? RT_GAN_HINGE_REAL : RT_GAN_BCE_REAL);
     g->gan_pred[1] = disc_pass(c, fake, 0);
-    g->gan_dpred[1] = build_gan_loss(c, g->gan_pred[1], hinge ? RT_GAN_HINGE_FAKE : RT_GAN_BCE_FAKE);
+    g->gan_dpred[1] = loss_term(c, g->gan_pred[1], hinge ? RT_GAN_HINGE_FAKE : RT_GAN_BCE_FAKE);
     g->phase = PH_G_FWD;
     g->gan_pred[2] = disc_pass(c, fake, 0);
-    g->gan_dpred[2] = build_gan_loss(c, g->gan_pred[2], hinge ? RT_GAN_HINGE_GEN : RT_GAN_BCE_REAL);
+    g->gan_dpred[2] = loss_term(c, g->gan_pred[2], hinge ? RT_GAN_HINGE_GEN : RT_GAN_BCE_REAL);
     g->n_forward = g->n_nodes;
 }
 

@@ -373,7 +373,7 @@ void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int re
     for (int i = 0; i < n; i++) {
         const Layer *l = layers[i];
         char *pfx = l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, i);
-        if (!prefix[0] && l->op != OP_REPEAT)
+        if (top_level(c, prefix) && l->op != OP_REPEAT)
             c->g->cur_block++;      /* each top-level layer is a block */
         int saved = c->resid_out;
         c->resid_out = i == out_proj;

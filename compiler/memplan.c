@@ -5,7 +5,8 @@
  * byte offset of a buffer is Bmax * offset. Live ranges are instruction intervals
  * (a buffer written in the forward pass and read in the backward pass lives across
  * both); buffers are placed biggest first, each into the smallest gap among the
- * already placed buffers whose lives overlap its own (best fit). Parameters,
+ * already placed buffers whose lives overlap its own (best fit), and again in two
+ * other orders, the smallest arena kept (place_best). Parameters,
  * their gradients and optimizer state are in their own region, not here.
  *
  * With bf16-mixed the plan is the GPU's: activations take 2 bytes an element, the
@@ -46,6 +47,79 @@ static int by_offset(const void *a, const void *b)
     if (x->offset != y->offset)
         return x->offset < y->offset ? -1 : 1;
     return x->id - y->id;
+}
+
+/* biggest first over longest lived: a buffer's bytes times its instructions */
+static int by_area(const void *a, const void *b)
+{
+    const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
+    int64_t ax = x->row_bytes * (x->last - x->first + 1), ay = y->row_bytes * (y->last - y->first + 1);
+    if (ax != ay)
+        return ax > ay ? -1 : 1;
+    return x->id - y->id;
+}
+
+/* longest lived first, then biggest */
+static int by_life(const void *a, const void *b)
+{
+    const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
+    if (x->last - x->first != y->last - y->first)
+        return x->last - x->first > y->last - y->first ? -1 : 1;
+    return by_size(a, b);
+}
+
+/* Places ts[0, n) in that order, each into the smallest gap among the buffers placed
+ * before it whose lives overlap its own (best fit): the arena's bytes a row */
+static int64_t place(Tensor **ts, int n, Tensor **placed)
+{
+    int64_t arena = 0;
+    for (int i = 0; i < n; i++) {
+        Tensor *t = ts[i];
+        int m = 0;
+        for (int j = 0; j < i; j++)
+            if (ts[j]->first <= t->last && t->first <= ts[j]->last)
+                placed[m++] = ts[j];
+        qsort(placed, (size_t)m, sizeof *placed, by_offset);
+        int64_t best = -1, best_gap = INT64_MAX, at = 0;
+        for (int j = 0; j <= m; j++) {
+            int64_t end = j < m ? placed[j]->offset : INT64_MAX;
+            int64_t gap = end - at;
+            if (gap >= t->row_bytes && (best < 0 || gap < best_gap)) {
+                best = at;
+                best_gap = gap;
+            }
+            if (j < m && placed[j]->offset + placed[j]->row_bytes > at)
+                at = placed[j]->offset + placed[j]->row_bytes;
+        }
+        t->offset = best;
+        t->has_offset = 1;
+        if (t->offset + t->row_bytes > arena)
+            arena = t->offset + t->row_bytes;
+    }
+    return arena;
+}
+
+/* The smallest of the plans placed biggest first, biggest and longest lived first, and
+ * longest lived first (the first of them where they tie): ts ends in its order, with
+ * its offsets */
+static int64_t place_best(Tensor **ts, int n)
+{
+    static int (*const orders[])(const void *, const void *) = {by_size, by_area, by_life};
+    Tensor **placed = xcalloc((size_t)n + 1, sizeof *placed);
+    int64_t best = INT64_MAX;
+    int pick = 0;
+    for (int k = 0; k < 3; k++) {
+        qsort(ts, (size_t)n, sizeof *ts, orders[k]);
+        int64_t a = place(ts, n, placed);
+        if (a < best) {
+            best = a;
+            pick = k;
+        }
+    }
+    qsort(ts, (size_t)n, sizeof *ts, orders[pick]);
+    place(ts, n, placed);
+    free(placed);
+    return best;
 }
 
 static void liveness(Program *p)
@@ -147,32 +221,7 @@ void memplan(Program *p)
         noreuse += t->row_bytes;
         ts[n++] = t;
     }
-    qsort(ts, (size_t)n, sizeof *ts, by_size);
-    Tensor **placed = xcalloc((size_t)n + 1, sizeof *placed);
-    int64_t arena = 0;
-    for (int i = 0; i < n; i++) {
-        Tensor *t = ts[i];
-        int m = 0;
-        for (int j = 0; j < i; j++)
-            if (ts[j]->first <= t->last && t->first <= ts[j]->last)
-                placed[m++] = ts[j];
-        qsort(placed, (size_t)m, sizeof *placed, by_offset);
-        int64_t best = -1, best_gap = INT64_MAX, at = 0;
-        for (int j = 0; j <= m; j++) {
-            int64_t end = j < m ? placed[j]->offset : INT64_MAX;
-            int64_t gap = end - at;
-            if (gap >= t->row_bytes && (best < 0 || gap < best_gap)) {
-                best = at;
-                best_gap = gap;
-            }
-            if (j < m && placed[j]->offset + placed[j]->row_bytes > at)
-                at = placed[j]->offset + placed[j]->row_bytes;
-        }
-        t->offset = best;
-        t->has_offset = 1;
-        if (t->offset + t->row_bytes > arena)
-            arena = t->offset + t->row_bytes;
-    }
+    int64_t arena = place_best(ts, n);
     /* the lower bound: the most bytes live at any one instruction */
     int64_t lb = 0;
     for (int i = 0; i < p->n_ins; i++) {
@@ -187,5 +236,4 @@ void memplan(Program *p)
     p->noreuse_row_bytes = noreuse;
     p->lower_bound_row_bytes = lb;
     free(ts);
-    free(placed);
 }

@@ -26,7 +26,13 @@
  * A replay reads exactly the values the original read (an input overwritten in
  * place since, like a GEMM output its bias epilogue updated, is replayed too), and
  * the kernels are deterministic, so recomputation never changes the numbers. The
- * loss and the input conversion (block -1) are never replayed. */
+ * loss and the input conversion (block -1) are never replayed.
+ *
+ * A GAN's step (gan.c) is two forward phases, each followed by its backward: D's
+ * passes and G's forward, D's backward (then D's update), D's pass on G(z) again, G's
+ * backward. A replay lands in the backward phase of its reader, never in a forward
+ * phase; one in G's backward of an instruction of the first forward phase is G's (its
+ * parameters unchanged until the step's end), never D's (updated in between). */
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -37,6 +43,7 @@ typedef struct Memo {
     int producer;            /* the instruction whose written value it is */
     Tensor *copy;
     int gen;                 /* the backward instruction it was replayed for */
+    int phase;               /* and that instruction's phase */
 } Memo;
 
 typedef struct Ctx {
@@ -50,15 +57,25 @@ typedef struct Ctx {
     Memo *memo;
     int n_memo, cap_memo;
     int gen;                 /* the backward instruction whose reads are being replayed */
+    int phase;               /* and its phase */
     int jit_cheap;           /* memo_usable's rule on */
 } Ctx;
+
+/* Whether instruction i is the forward pass's: before the backward's first, or in a
+ * GAN's forward phases */
+static int forward_at(const Ctx *c, int i)
+{
+    if (!c->p->g->gan)
+        return i < c->nf;
+    return c->p->ins[i]->phase == PH_D_FWD || c->p->ins[i]->phase == PH_G_FWD;
+}
 
 /* The forward instruction before `at` that last wrote base tensor t, or -1. */
 static int writer_before(Ctx *c, Tensor *t, int at)
 {
     for (int i = at - 1; i >= 0; i--) {
         Instr *in = c->p->ins[i];
-        if (in->dead)
+        if (in->dead || !forward_at(c, i))
             continue;
         for (int k = 0; k < in->n_writes; k++)
             if (tensor_base(in->writes[k]) == t)
@@ -129,7 +146,7 @@ static void memo_add(Ctx *c, Tensor *orig, int producer, Tensor *copy)
         if (!c->memo)
             die("out of memory");
     }
-    c->memo[c->n_memo++] = (Memo){orig, producer, copy, c->gen};
+    c->memo[c->n_memo++] = (Memo){orig, producer, copy, c->gen, c->phase};
 }
 
 static int cheap(const Instr *in);
@@ -165,6 +182,8 @@ static int after_gemm(const Ctx *c, int pi)
 static int memo_usable(const Ctx *c, const Memo *m)
 {
     const Instr *o = c->p->ins[m->producer];
+    if (m->phase != c->phase)   /* (a GAN's: each backward phase replays its own) */
+        return 0;
     return !c->jit_cheap || m->gen == c->gen || !cheap(o) || o->block >= c->p->full_blocks ||
            after_gemm(c, m->producer);
 }
@@ -178,10 +197,16 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
     Instr *o = c->p->ins[pi];
     if (o->block < 0)
         die("recompute: %s (block %d) cannot be replayed", o->what, o->block);
+    if (c->phase == PH_G_BWD && o->phase == PH_D_FWD && c->p->g->gan)
+        for (int k = 0; k < o->n_reads; k++)
+            if (o->reads[k]->kind == T_PARAM && o->reads[k]->param->disc)
+                die("recompute: %s reads the discriminator's parameters as they were "
+                    "before its update", o->what);
     Instr *n = xcalloc(1, sizeof *n);
     *n = *o;
     n->backward = 1;
     n->recompute = 1;
+    n->phase = c->phase;
     if (o->what_t)
         n->what_rest = xasprintf("%s (recomputed)", o->what_rest ? o->what_rest : "");
     else
@@ -289,16 +314,16 @@ static void find_saved(Ctx *c, int nt)
     Program *p = c->p;
     for (int i = 0; i < nt; i++)
         c->last_writer[i] = -1;
-    for (int i = 0; i < c->nf; i++) {
+    for (int i = 0; i < c->n; i++) {
         Instr *in = p->ins[i];
-        if (in->dead)
+        if (in->dead || !forward_at(c, i))
             continue;
         for (int k = 0; k < in->n_writes; k++)
             c->last_writer[tensor_base(in->writes[k])->id] = i;
     }
-    for (int i = 0; i < c->nf; i++) {
+    for (int i = 0; i < c->n; i++) {
         Instr *in = p->ins[i];
-        if (in->dead || in->block < 0)
+        if (in->dead || in->block < 0 || !forward_at(c, i))
             continue;
         for (int k = 0; k < in->n_reads; k++) {
             Tensor *b = tensor_base(in->reads[k]);
@@ -307,9 +332,9 @@ static void find_saved(Ctx *c, int nt)
                 c->saved[b->id] = 1;
         }
     }
-    for (int i = c->nf; i < c->n; i++) {
+    for (int i = 0; i < c->n; i++) {
         Instr *in = p->ins[i];
-        if (in->dead)
+        if (in->dead || forward_at(c, i))
             continue;
         for (int k = 0; k < in->n_reads; k++) {
             Tensor *b = tensor_base(in->reads[k]);
@@ -324,9 +349,9 @@ static void find_saved(Ctx *c, int nt)
 static int crosses_block(const Ctx *c, int id)
 {
     Instr *w = c->p->ins[c->last_writer[id]];
-    for (int i = c->last_writer[id] + 1; i < c->nf; i++) {
+    for (int i = c->last_writer[id] + 1; i < c->n; i++) {
         Instr *in = c->p->ins[i];
-        if (in->dead || in->block == w->block)
+        if (in->dead || in->block == w->block || !forward_at(c, i))
             continue;
         for (int k = 0; k < in->n_reads; k++)
             if (tensor_base(in->reads[k])->id == id)
@@ -400,11 +425,12 @@ static void redirect_reads(Ctx *c, int i, int nt)
     Instr *in = c->p->ins[i];
     c->n_out = 0;
     c->gen = i;
+    c->phase = in->phase;
     for (int k = 0; k < in->n_reads; k++) {
         Tensor *r = in->reads[k], *b = tensor_base(r);
         if (b->id >= nt || !c->drop[b->id])
             continue;
-        Tensor *v = value_at(c, r, c->nf);
+        Tensor *v = value_at(c, r, i);   /* (its value as the forward pass left it) */
         if (in->kind == I_EW) {
             for (int q = 0; q < in->n_ops; q++)
                 for (int j = 0; j < in->ops[q].n_arg; j++)
@@ -423,11 +449,9 @@ static void rebuild_backward(Ctx *c, int nt)
     Program *p = c->p;
     int n = 0, cap = c->n * 4 + 64;
     Instr **ins = xcalloc((size_t)cap, sizeof *ins);
-    for (int i = 0; i < c->nf; i++)
-        ins[n++] = p->ins[i];
-    for (int i = c->nf; i < c->n; i++) {
+    for (int i = 0; i < c->n; i++) {
         Instr *in = p->ins[i];
-        if (!in->dead) {
+        if (!in->dead && !forward_at(c, i)) {
             redirect_reads(c, i, nt);
             for (int k = 0; k < c->n_out; k++)
                 ins = push_instr(ins, &n, &cap, c->out[k]);

@@ -1742,9 +1742,6 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
         k = "data.val", why = "a GAN has no validation loss: give data.train only";
     else if (t->has_early_stopping)
         k = "early_stopping", why = "a GAN has no validation to stop on: remove early_stopping";
-    else if (t->recompute != RT_RECOMPUTE_NONE)
-        k = "recompute", why = "a GAN trains with recompute none (recomputation does not "
-                               "reach a GAN's second network yet)";
     else if (t->dist != RT_DIST_DDP)
         k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
                                           "shard two optimizers yet)";

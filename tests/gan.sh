@@ -6,7 +6,8 @@
 # generator in evaluation mode (and --eval --sample the same from the saved weights,
 # nothing else written); loss.svg draws d_loss and g_loss; what a GAN refuses
 # exits 1 naming it; --gradcheck passes for both networks; train.freeze keeps its
-# tensors and resumes bit for bit; on the fake GPU (tests/fake_gpu.sh) the same records and samples
+# tensors and resumes bit for bit; recompute selective, full and auto replay layers of
+# both networks and give the bits of none (on 2 ranks too); on the fake GPU (tests/fake_gpu.sh) the same records and samples
 # as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
 # network, skipping and halving apart), a resume bit for bit, each turn a CUDA graph
 # from the second step on with the bits of none, the same under the fake's stream orders; with
@@ -112,7 +113,6 @@ refuse() {  # name, what the message must say, trainer or spec arguments...
 }
 refuse val "a GAN has no validation" "$TRAINC" check "$d/tiny.json" --set data.val.x="$d/x.npy"
 refuse es "early_stopping" "$TRAINC" check "$d/tiny.json" --set early_stopping.patience=2
-refuse recompute "recompute none" "$TRAINC" check "$d/tiny.json" --set recompute=full
 refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
 refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 refuse num_samples "a GAN's --sample N draws N samples" "$d/t" --out "$d/ns" "${q[@]}" --sample 4 --num-samples 2
@@ -121,7 +121,36 @@ refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" 
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
 [ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] || { echo "FAIL export wrote $d/hf or --num-samples $d/ns"; exit 1; }
-echo "ok   refused: data.val, early_stopping, recompute, zero1, --lr-find, --num-samples, layers beside gan, export hf"
+echo "ok   refused: data.val, early_stopping, zero1, --lr-find, --num-samples, layers beside gan, export hf"
+
+# recomputation (compiler/recompute.c): each policy replays layers of both networks in
+# their backward phases (G's too, in G's backward after D's update) and ends with run
+# a's bits; auto under a budget only a plan with full blocks fits (48.039 MiB: none's
+# total is 48.0425, selective's 48.0398, full's 48.0381)
+for pol in selective full auto; do
+    "$TRAINC" emit "$d/tiny.json" --set recompute=$pol --set memory_budget_mb=48.039 -o "$d/re_$pol" >/dev/null
+    "$TRAINC" build "$d/tiny.json" --set recompute=$pol --set memory_budget_mb=48.039 -o "$d/tr_$pol" 2>/dev/null
+    "$d/tr_$pol" --out "$d/r_$pol" "${q[@]}" 2>/dev/null
+    cmp "$d/a/model.safetensors" "$d/r_$pol/model.safetensors" || { echo "FAIL recompute $pol: other weights"; exit 1; }
+    [ "$(records "$d/a")" = "$(records "$d/r_$pol")" ] || { echo "FAIL recompute $pol: other records"; exit 1; }
+    $PY - "$d/re_$pol/host.c" "$pol" <<'PY' || { echo "FAIL recompute $pol: the replays"; exit 1; }
+import re, sys
+src, pol = open(sys.argv[1]).read(), sys.argv[2]
+fns = dict(re.findall(r"static void (\w+)\(rt_exec \*e[^)]*\)\n\{(.*?)\n\}", src, re.S))
+def replayed(fn):  # the networks whose instructions fn replays
+    ats = ["".join(re.findall(r'"([^"]*)"', a)) for a in re.findall(r"RT_AT\(\d+, ((?:\s*\"[^\"]*\")+)\)", fns[fn])]
+    return sorted({re.match(r"\$\.model\.gan\.(\w+)", a).group(1) for a in ats if a.endswith("(recomputed)")})
+for fn in ("forward", "forward_g"):
+    assert "(recomputed)" not in fns[fn], fn
+d_bwd, g_bwd = replayed("backward"), replayed("backward_g")
+# D's backward replays D's layers; G's replays the generator's batchnorm (before D's
+# update or after: G's parameters are the same) and D's third pass
+assert d_bwd == ["discriminator"] and g_bwd == ["discriminator", "generator"], (pol, d_bwd, g_bwd)
+PY
+done
+grep -q "recompute *selective (chosen by auto)" <("$TRAINC" plan "$d/tiny.json" --set recompute=auto --set memory_budget_mb=48.039) ||
+    { echo "FAIL recompute auto's plan"; exit 1; }
+echo "ok   recompute selective, full and auto (blocks in full): layers of both networks replayed in their backward phases; run a's records and weights bit for bit"
 
 # --gradcheck (runtime/mode_gradcheck.c): the discriminator's tensors against d_loss, the
 # generator's against g_loss, each by central differences, on one batch and one drawn
@@ -214,6 +243,14 @@ JSON
         mpirun --oversubscribe --allow-run-as-root -np 2 "$d/$t" --out "$d/two_$t" "${q[@]}" \
             --set batch_size=4 >"$d/two.log" 2>&1 || { echo "FAIL 2 ranks ($t)"; cat "$d/two.log"; exit 1; }
     done
+    # and recompute full on the 2 ranks (the gradients' hooks among the replays): the bits
+    # of none
+    "$TRAINC" build "$d/mlp.json" --set recompute=full -o "$d/tmr" 2>/dev/null
+    mpirun --oversubscribe --allow-run-as-root -np 2 "$d/tmr" --out "$d/two_tmr" "${q[@]}" \
+        --set batch_size=4 >"$d/two.log" 2>&1 || { echo "FAIL 2 ranks (recompute full)"; cat "$d/two.log"; exit 1; }
+    cmp "$d/two_tm/model.safetensors" "$d/two_tmr/model.safetensors" ||
+        { echo "FAIL 2 ranks: recompute full's weights differ from none's"; exit 1; }
+    echo "ok   2 ranks, recompute full: none's weights bit for bit"
     $PY - "$d" <<'PY'
 import json, sys, numpy as np
 sys.path.insert(0, "tests")
@@ -254,6 +291,14 @@ if [ -e "${CUDA_HOME:-/usr/local/cuda}/include/cuda.h" ]; then
     cmp "$d/g_graph/model.safetensors" "$d/g_nograph/model.safetensors" ||
         { echo "FAIL the GPU's weights differ without graphs"; exit 1; }
     echo "ok   fake GPU: 20 of 24 turns as CUDA graphs, the bits of none"
+    # recompute full on the GPU (the replays inside both turns' graphs): the bits of none
+    for p in fp32 bf16-mixed; do
+        fbuild "$d/tiny.json" --set precision=$p --set recompute=full -o "$d/tgr_$p" 2>/dev/null
+        gpu "$d/tgr_$p" --device cuda --out "$d/gr_$p" "${q[@]}" 2>/dev/null
+        cmp "$d/g_$p/model.safetensors" "$d/gr_$p/model.safetensors" ||
+            { echo "FAIL the GPU's weights differ under recompute full ($p)"; exit 1; }
+    done
+    echo "ok   fake GPU: recompute full in fp32 and bf16-mixed, the bits of none"
     # --profile on the GPU: the four functions' instructions timed by events (no graphs),
     # the same bits as the run with graphs
     # (and TRAINC_GEMM_PLANS=1: a line for each GEMM plan, what cuBLASLt chose, the

@@ -34,7 +34,16 @@ typedef struct GraphCtx {
     int as_float[RT_MAX_INPUTS];  /* input k is read as floats (x * scale + shift) */
     int as_ids[RT_MAX_INPUTS];    /* input k is read by an embedding */
     int64_t act_bytes;     /* one sample's activations so far, without reuse */
+    const char *top;       /* the names' prefix of the top-level layers, each a block for
+                              recomputation: NULL for "" (a GAN's: "generator." and
+                              "discriminator.", gan.c) */
 } GraphCtx;
+
+/* Whether layers listed under prefix are top-level (blocks of their own) */
+static inline int top_level(const GraphCtx *c, const char *prefix)
+{
+    return !strcmp(prefix, c->top ? c->top : "");
+}
 
 /* One layer being built: the layer, where its nodes say they came from (its spec path,
  * and inside a repeat the iteration: "$.model.layers[2] #3"), its names' prefix ("h.3.attn"),

@@ -16,7 +16,7 @@ static void build_repeat(GraphCtx *c, const LayerArgs *a)
     const char *outer = c->iter;
     int64_t outer_it = c->inner_iter;
     for (int64_t it = 0; it < l->count; it++) {
-        if (!prefix[0])
+        if (top_level(c, prefix))
             g->cur_block++;     /* each iteration of a top-level repeat is a block */
         char *inner = l->name ? xasprintf("%s.%lld.", pfx, (long long)it)
                               : xasprintf("%s%lld.", prefix, (long long)it);
