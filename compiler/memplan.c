@@ -5,8 +5,8 @@
  * byte offset of a buffer is Bmax * offset. Live ranges are instruction intervals
  * (a buffer written in the forward pass and read in the backward pass lives across
  * both); buffers are placed biggest first, each into the smallest gap among the
- * already placed buffers whose lives overlap its own (best fit), and again in two
- * other orders, the smallest arena kept (place_best). Parameters,
+ * already placed buffers whose lives overlap its own (best fit); unless that reaches the
+ * lower bound, again in two other orders, the smallest arena kept (place_best). Parameters,
  * their gradients and optimizer state are in their own region, not here.
  *
  * With bf16-mixed the plan is the GPU's: activations take 2 bytes an element, the
@@ -49,7 +49,7 @@ static int by_offset(const void *a, const void *b)
     return x->id - y->id;
 }
 
-/* biggest first over longest lived: a buffer's bytes times its instructions */
+/* the most bytes times instructions (a buffer's size times its life) first */
 static int by_area(const void *a, const void *b)
 {
     const Tensor *x = *(Tensor *const *)a, *y = *(Tensor *const *)b;
@@ -100,25 +100,32 @@ static int64_t place(Tensor **ts, int n, Tensor **placed)
 }
 
 /* The smallest of the plans placed biggest first, biggest and longest lived first, and
- * longest lived first (the first of them where they tie): ts ends in its order, with
- * its offsets */
-static int64_t place_best(Tensor **ts, int n)
+ * longest lived first (the first of them where they tie), the buffers left at its
+ * offsets: its arena. A plan that reaches lb, the lower bound, ends the search (most
+ * do, the first way). */
+static int64_t place_best(Tensor **ts, int n, int64_t lb)
 {
     static int (*const orders[])(const void *, const void *) = {by_size, by_area, by_life};
     Tensor **placed = xcalloc((size_t)n + 1, sizeof *placed);
+    int64_t *kept = xcalloc((size_t)n + 1, sizeof *kept);   /* the best's offsets, by buffer */
+    Tensor **who = xcalloc((size_t)n + 1, sizeof *who);
     int64_t best = INT64_MAX;
-    int pick = 0;
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < 3 && best > lb; k++) {
         qsort(ts, (size_t)n, sizeof *ts, orders[k]);
         int64_t a = place(ts, n, placed);
         if (a < best) {
             best = a;
-            pick = k;
+            for (int i = 0; i < n; i++) {
+                who[i] = ts[i];
+                kept[i] = ts[i]->offset;
+            }
         }
     }
-    qsort(ts, (size_t)n, sizeof *ts, orders[pick]);
-    place(ts, n, placed);
+    for (int i = 0; i < n; i++)
+        who[i]->offset = kept[i];
     free(placed);
+    free(kept);
+    free(who);
     return best;
 }
 
@@ -221,7 +228,6 @@ void memplan(Program *p)
         noreuse += t->row_bytes;
         ts[n++] = t;
     }
-    int64_t arena = place_best(ts, n);
     /* the lower bound: the most bytes live at any one instruction */
     int64_t lb = 0;
     for (int i = 0; i < p->n_ins; i++) {
@@ -232,6 +238,7 @@ void memplan(Program *p)
         if (live > lb)
             lb = live;
     }
+    int64_t arena = place_best(ts, n, lb);
     p->arena_row_bytes = arena;
     p->noreuse_row_bytes = noreuse;
     p->lower_bound_row_bytes = lb;
