@@ -276,10 +276,12 @@ typedef struct rt_cu {
     /* rt_cu_step_queue's copies: RT_CU_RING places, used in turn, so that the host may
      * read a step's numbers after later steps were queued */
     rt_cu_stat *stats_host;    /* pinned, n_stats a place */
-    double *f64_host;          /* pinned, after stats_host: the double, one a place */
+    double *f64_host;          /* pinned, after stats_host: the doubles, RT_CU_F64 a place */
     int ring;                  /* the place of the last rt_cu_step_queue */
     int ring_passes[RT_CU_RING]; /* the passes copied into each place */
     CUevent step_ev;           /* the last rt_cu_step_queue's copies are done */
+    CUevent ordered_ev[RT_CU_ORDERED]; /* rt_cu_upload_ordered's copies, by buffer */
+    int ordered_made[RT_CU_ORDERED];   /* (made at their first use) */
     rt_dptr scratch;
     size_t scratch_bytes;
     rt_dptr workspace;
@@ -588,7 +590,8 @@ int rt_cu_sm_count(rt_exec *e) { return dev_of(e)->sm_count; }
 static void pin_stats(rt_cu *d)
 {
     CU(p_cuMemAllocHost((void **)&d->stats_host,
-                        RT_CU_RING * ((size_t)d->n_stats * sizeof(rt_cu_stat) + sizeof(double))));
+                        RT_CU_RING * ((size_t)d->n_stats * sizeof(rt_cu_stat) +
+                                      RT_CU_F64 * sizeof(double))));
     d->f64_host = (double *)(d->stats_host + (size_t)RT_CU_RING * (size_t)d->n_stats);
 }
 
@@ -698,6 +701,32 @@ void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes)
     if (bytes)
         CU(p_cuMemcpyHtoD(dst, src, bytes));
     CU(p_cuStreamSynchronize(CU_STREAM_LEGACY));
+}
+
+/* Buffer k's copy (pinned host memory) queued on the compute stream: after the work
+ * queued so far, before what is queued next; the host goes on at once. */
+void rt_cu_upload_ordered(rt_exec *e, rt_dptr dst, const void *src, size_t bytes, int k)
+{
+    rt_cu *d = dev_of(e);
+    if (k < 0 || k >= RT_CU_ORDERED)
+        rt_die("rt_cu_upload_ordered: buffer %d", k);
+    if (!d->ordered_made[k]) {
+        CU(p_cuEventCreate(&d->ordered_ev[k], CU_EVENT_DISABLE_TIMING));
+        d->ordered_made[k] = 1;
+    }
+    if (bytes)
+        CU(p_cuMemcpyHtoDAsync(dst, src, bytes, d->compute));
+    CU(p_cuEventRecord(d->ordered_ev[k], d->compute));
+}
+
+/* Waits until buffer k's last ordered copy is done (the host may write it again). */
+void rt_cu_upload_ordered_wait(rt_exec *e, int k)
+{
+    rt_cu *d = dev_of(e);
+    if (k < 0 || k >= RT_CU_ORDERED)
+        rt_die("rt_cu_upload_ordered_wait: buffer %d", k);
+    if (d->ordered_made[k])
+        CU(p_cuEventSynchronize(d->ordered_ev[k]));
 }
 
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes)
@@ -1144,20 +1173,25 @@ void rt_cu_begin_pass(rt_exec *e, int pass)
 }
 
 /* The end of a step's last pass without waiting for it: the statistics of its passes
- * (0 to the current one) and the double at f64 (the gradients' sum of squares; 0:
- * none) are copied to the next place of the pinned host memory behind the work queued
- * so far, and an event marks the copies done. The host then may queue the update, and
- * rt_cu_step_wait waits for the copies only, while the GPU goes on with the update. */
-void rt_cu_step_queue(rt_exec *e, rt_dptr f64)
+ * (0 to the current one) and the n doubles at f64 (the gradients' sum of squares, a
+ * GAN's two; 0: none) are copied to the next place of the pinned host memory behind the
+ * work queued so far, and an event marks the copies done. The host then may queue the
+ * update, and rt_cu_step_wait waits for the copies only, while the GPU goes on with the
+ * update. */
+void rt_cu_step_queue(rt_exec *e, rt_dptr f64, int n)
 {
     rt_cu *d = dev_of(e);
+    if (n < 0 || n > RT_CU_F64)
+        rt_die("rt_cu_step_queue: %d doubles", n);
     int at = d->ring = (d->ring + 1) % RT_CU_RING;
     d->ring_passes[at] = d->stat_cur + 1;
     CU(p_cuMemcpyDtoHAsync(d->stats_host + (size_t)at * (size_t)d->n_stats, d->stats,
                            (size_t)(d->stat_cur + 1) * sizeof(rt_cu_stat), d->compute));
-    d->f64_host[at] = 0.0;
-    if (f64)
-        CU(p_cuMemcpyDtoHAsync(&d->f64_host[at], f64, sizeof(double), d->compute));
+    double *h = &d->f64_host[at * RT_CU_F64];
+    for (int i = 0; i < RT_CU_F64; i++)
+        h[i] = 0.0;
+    if (f64 && n)
+        CU(p_cuMemcpyDtoHAsync(h, f64, (size_t)n * sizeof(double), d->compute));
     CU(p_cuEventRecord(d->step_ev, d->compute));
 }
 
@@ -1171,11 +1205,11 @@ const rt_cu_stat *rt_cu_place_stat(rt_exec *e, int at, int pass)
     return &d->stats_host[(size_t)at * (size_t)d->n_stats + (size_t)pass];
 }
 
-double rt_cu_place_f64(rt_exec *e, int at)
+double rt_cu_place_f64(rt_exec *e, int at, int i)
 {
-    if (at < 0 || at >= RT_CU_RING)
-        rt_die("rt_cu_place_f64: place %d", at);
-    return dev_of(e)->f64_host[at];
+    if (at < 0 || at >= RT_CU_RING || i < 0 || i >= RT_CU_F64)
+        rt_die("rt_cu_place_f64: place %d, double %d", at, i);
+    return dev_of(e)->f64_host[at * RT_CU_F64 + i];
 }
 
 /* --profile (prof.c): n timing events, made before the loop; event k of a pass is
@@ -1222,7 +1256,7 @@ double rt_cu_step_wait(rt_exec *e)
     e->loss_sum += st->loss_sum;
     e->correct += (int64_t)st->correct;
     e->terms += (int64_t)st->terms;   /* (0 but under ignore_index: the host counts them) */
-    return d->f64_host[d->ring];
+    return d->f64_host[d->ring * RT_CU_F64];
 }
 
 const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass)
@@ -1233,7 +1267,7 @@ const rt_cu_stat *rt_cu_pass_stat(rt_exec *e, int pass)
 /* Waits for the pass and adds the device's loss sum and correct count into e. */
 void rt_cu_end_pass(rt_exec *e)
 {
-    rt_cu_step_queue(e, 0);
+    rt_cu_step_queue(e, 0, 0);
     rt_cu_step_wait(e);
 }
 

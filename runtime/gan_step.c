@@ -8,12 +8,13 @@
  * the optimizer state's parts span that region (rt_optim_state_parts), each network
  * using its range.
  *
- * On a GPU the same calls run on the device and the host waits once a step, at its
- * end: the step's latent batches (drawn while the step before ran) are copied before
- * its first pass, each turn adds its loss into its own pass statistics (2j: the
- * discriminator's, 2j + 1: the generator's), and each update's clip factor is worked
- * out on the device from the sum of squares there; each turn's passes are one CUDA
- * graph from the second step on.
+ * On a GPU the same calls run on the device: the step's latent batches (drawn while the
+ * step before ran) are copied in order before its first pass, each turn adds its loss
+ * into its own pass statistics (2j: the discriminator's, 2j + 1: the generator's), and
+ * each update's clip factor is worked out on the device from the sum of squares there;
+ * each turn's passes are one CUDA graph from the second step on. The step's losses and
+ * both sums of squares are copied behind it, and on one GPU the host waits for them only
+ * where a step needs them (step.c's steps without a wait), else once a step.
  * In fp16-mixed the host reads each norm before its update (a network's update may be
  * skipped). */
 #include <string.h>
@@ -37,8 +38,9 @@ static void draw_into(Run *r, float *z, int64_t step, int64_t j, int64_t rows)
 
 /* The step's drawn latent batches (none when z is a data input) in r->gan_z; on a GPU
  * taken from the batches drawn while the step before ran (draw_ahead) where it drew
- * them, and copied to the device at once (the step before ended with a wait: nothing
- * reads it now). */
+ * them, and copied to the device in order with the passes (rt_cu_upload_ordered): the
+ * two host buffers are pinned, each its own copies' event (gan_z's: r->gan_z_buf), and
+ * one is written only once its last copy is done. */
 static void draw_latents(Run *r, const rt_loop_state *s, int64_t k)
 {
     const rt_model *m = r->m;
@@ -51,6 +53,8 @@ static void draw_latents(Run *r, const rt_loop_state *s, int64_t k)
         r->gan_z_next_step = -1;
         if (r->gpu) {
             r->gan_z_next = rt_xmalloc(bytes);
+            rt_cu_pin(r->gan_z, bytes, NULL);
+            rt_cu_pin(r->gan_z_next, bytes, NULL);
             r->gan_dz = rt_cu_alloc_fixed(&r->e, bytes);
         }
     }
@@ -58,24 +62,28 @@ static void draw_latents(Run *r, const rt_loop_state *s, int64_t k)
         float *t = r->gan_z;
         r->gan_z = r->gan_z_next;
         r->gan_z_next = t;
+        r->gan_z_buf ^= 1;
     } else {
+        if (r->gpu)
+            rt_cu_upload_ordered_wait(&r->e, r->gan_z_buf);
         for (int64_t j = 0; j < k; j++)
             draw_into(r, r->gan_z, s->step, j, rt_loader_rows(r->tl, s->batch + j));
     }
     r->gan_z_next_step = -1;
-    if (r->gpu) {
-        rt_cu_sync(&r->e);
-        rt_cu_upload(r->gan_dz, r->gan_z, (size_t)(k * B * n) * sizeof(float));
-    }
+    if (r->gpu)
+        rt_cu_upload_ordered(&r->e, r->gan_dz, r->gan_z, (size_t)(k * B * n) * sizeof(float),
+                             r->gan_z_buf);
 }
 
 /* On a GPU, once the step's passes are queued: the next step's latent batches, each of
  * a full batch (whatever rows the next step's batches have, theirs are a prefix), so
- * the host draws them while the device runs this step, not while the device waits */
+ * the host draws them while the device runs this step, once the buffer's copy for the
+ * step before is done */
 static void draw_ahead(Run *r, const rt_loop_state *s)
 {
     if (!r->gan_z_next)
         return;
+    rt_cu_upload_ordered_wait(&r->e, r->gan_z_buf ^ 1);
     for (int64_t j = 0; j < r->step_passes; j++)
         draw_into(r, r->gan_z_next, s->step + 1, j, r->c.batch_size);
     r->gan_z_next_step = s->step + 1;
@@ -240,22 +248,33 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
     return rows;
 }
 
-/* On a GPU, the step's one wait: then each turn's loss from its pass's statistics and,
- * where the updates were queued, the two norms. */
-static void gpu_step_end(Run *r, Step *st, const int64_t *rows, int scaler)
+/* On a GPU, the step's end: its losses and both networks' sums of squares (where the
+ * updates were queued) copied behind it; then, without a wait where the loop allows
+ * (step.c's rt_step_pend, the numbers taken when a step needs them), else after one:
+ * each turn's loss from its pass's statistics and the two norms. 1 when a step queued
+ * without a wait diverged. */
+static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st, const int64_t *rows)
 {
-    rt_cu_step_queue(&r->e, 0);
+    double ss[RT_CU_F64] = {0};   /* (gan_norms: the generator's, the discriminator's) */
+    rt_cu_step_queue(&r->e, L->scaler ? 0 : r->gan_norms, L->scaler ? 0 : 2);
+    if (L->lazy) {
+        int diverged = rt_step_pend(r, s, L, st->k, ss);
+        st->norm_d = sqrt(ss[1]);
+        st->norm_g = sqrt(ss[0]);
+        st->gpu_sumsq = ss[0] + ss[1];
+        return diverged;
+    }
     rt_cu_step_wait(&r->e);
     for (int64_t j = 0; j < st->k; j++) {
         st->gan_d += rt_cu_pass_stat(&r->e, (int)(2 * j))->loss_sum / (double)rows[j];
         st->gan_g += rt_cu_pass_stat(&r->e, (int)(2 * j + 1))->loss_sum / (double)rows[j];
     }
-    if (scaler)
-        return;
-    double ss[2];
-    rt_cu_download(ss, r->gan_norms, sizeof ss);
-    st->norm_d = sqrt(ss[1]);
-    st->norm_g = sqrt(ss[0]);
+    if (L->scaler)
+        return 0;
+    int at = rt_cu_step_place(&r->e);
+    st->norm_d = sqrt(rt_cu_place_f64(&r->e, at, 1));
+    st->norm_g = sqrt(rt_cu_place_f64(&r->e, at, 0));
+    return 0;
 }
 
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
@@ -271,14 +290,17 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     int64_t *rows = r->pass_terms;   /* (step_passes of them) */
     for (int64_t j = 0; j < k; j++)
         st->samples += rows[j] = gan_pass(r, s, st, j, window, L);
+    int diverged = 0;
     if (r->gpu) {
         draw_ahead(r, s);
-        gpu_step_end(r, st, rows, L->scaler);
+        diverged = gpu_step_end(r, s, L, st, rows);
     }
-    /* the updates are made: what rt_step_update checks */
+    /* the updates are made: what rt_step_update checks (without a wait: the pending
+     * steps' numbers, taken in gpu_step_end) */
     st->loss = st->gan_d + st->gan_g;
     st->queued = 1;
     /* (fp16-mixed: a skipped update's norm is not finite; the step goes on) */
-    st->gpu_sumsq = L->scaler ? 0.0 : st->norm_d * st->norm_d + st->norm_g * st->norm_g;
-    return 0;
+    if (!L->lazy)
+        st->gpu_sumsq = L->scaler ? 0.0 : st->norm_d * st->norm_d + st->norm_g * st->norm_g;
+    return L->lazy && diverged;
 }

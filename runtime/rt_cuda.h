@@ -212,11 +212,12 @@ void rt_cu_upload_done(rt_exec *e);
  * e->loss_sum and e->correct. */
 void rt_cu_begin_pass(rt_exec *e, int pass);
 void rt_cu_end_pass(rt_exec *e);
-/* a step's last pass ended without a wait: the statistics of its passes and the
- * double at f64 (0: none) copied behind the queued work; rt_cu_step_wait waits for
- * those copies, adds the last pass's statistics into e and returns the double;
- * rt_cu_pass_stat then gives pass `pass`'s (device_cuda.c) */
-void rt_cu_step_queue(rt_exec *e, rt_dptr f64);
+/* a step's last pass ended without a wait: the statistics of its passes and the n
+ * doubles at f64 (0: none; at most RT_CU_F64) copied behind the queued work;
+ * rt_cu_step_wait waits for those copies, adds the last pass's statistics into e and
+ * returns the first double; rt_cu_pass_stat then gives pass `pass`'s (device_cuda.c) */
+#define RT_CU_F64 2
+void rt_cu_step_queue(rt_exec *e, rt_dptr f64, int n);
 double rt_cu_step_wait(rt_exec *e);
 /* The copies go to RT_CU_RING places in turn: rt_cu_step_place is the last one's;
  * after a wait for a later one (rt_cu_step_wait, rt_cu_sync), rt_cu_place_stat and
@@ -225,7 +226,7 @@ double rt_cu_step_wait(rt_exec *e);
 #define RT_CU_RING 64
 int rt_cu_step_place(rt_exec *e);
 const rt_cu_stat *rt_cu_place_stat(rt_exec *e, int at, int pass);
-double rt_cu_place_f64(rt_exec *e, int at);
+double rt_cu_place_f64(rt_exec *e, int at, int i);
 /* --profile (prof.c): n timing events made before the loop; record event k of this
  * pass on the compute stream; after the pass, record event n, wait for it and give
  * ms[k] = time from event k to k + 1 */
@@ -341,6 +342,12 @@ void *rt_cu_capture_end(rt_exec *e);
 void rt_cu_graph_run(rt_exec *e, void *graph);
 void rt_cu_graph_free(void *graph);
 void rt_cu_upload(rt_dptr dst, const void *src, size_t bytes);   /* synchronous */
+/* An upload from pinned host buffer k (< RT_CU_ORDERED; a GAN's latent batches) queued
+ * on the compute stream, in order with the passes, without a wait; ordered_wait: the
+ * host waits until buffer k's last such copy is done, before writing it again. */
+#define RT_CU_ORDERED 2
+void rt_cu_upload_ordered(rt_exec *e, rt_dptr dst, const void *src, size_t bytes, int k);
+void rt_cu_upload_ordered_wait(rt_exec *e, int k);
 /* The device's copy of BYTES of constants the generated code holds (a rope's inverse frequencies,
  * which it passes as a literal): each distinct content is uploaded once, at its first
  * use (the first pass of each kind runs outside a CUDA graph), and kept. */

@@ -102,6 +102,8 @@ typedef struct Run {
                                   step_passes of batch_size rows */
     float *gan_z_next;         /* on a GPU: the next step's, drawn while this one runs */
     int64_t gan_z_next_step;   /* the step gan_z_next holds (-1: none) */
+    int gan_z_buf;             /* on a GPU: gan_z's rt_cu_upload_ordered buffer (gan_z_next's
+                                  the other) */
     rt_dptr gan_dz;            /* on a GPU: their device copy */
     rt_dptr gan_norms;         /* on a GPU: each network's gradients' sum of squares */
 } Run;
@@ -236,8 +238,12 @@ int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
 void rt_step_agree(Run *r, Step *st);
 /* The norm and the update, unless the run diverged here (then L->end is set: 1). */
 int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over);
-/* The steps queued without a wait, when training stops between them. */
-int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *sumsq);
+/* Steps without a wait (step.c): rt_step_pend queues the step's numbers as pending and
+ * waits for them (taking every pending step's) only where a step needs them;
+ * rt_take_pending takes them after a wait, also when training stops between them. Both
+ * 1 when a pending step diverged; ss: the last one's doubles (rt_cu_step_queue's). */
+int rt_step_pend(Run *r, rt_loop_state *s, Loop *L, int64_t k, double ss[RT_CU_F64]);
+int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double ss[RT_CU_F64]);
 /* samples mixed into a key */
 uint64_t rt_mix(uint64_t a, uint64_t b);
 

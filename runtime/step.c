@@ -93,11 +93,6 @@ static int step_needs_wait(const Run *r, const rt_train_config *c, const rt_loop
            (!isnan(c->max_time) && rt_now() - r->t0 >= c->max_time) || rt_signal_seen;
 }
 
-/* After a wait for the last queued step: the pending steps' losses, in order, into the
- * running sums of the records (as train.c adds a step's at once); the first
- * that is not finite ends the run there: 1, with s->step its step (the steps after it
- * ran, but a diverged run saves nothing) and the message in why. *sumsq: the last
- * step's gradients' sum of squares. */
 /* A pass's mean loss from its statistics on the device: over the terms the host counted,
  * or (cross_entropy's ignore_index) those the device did; 0 where there are none. */
 static double pass_mean(const rt_cu_stat *st, int64_t host_terms)
@@ -106,31 +101,71 @@ static double pass_mean(const rt_cu_stat *st, int64_t host_terms)
     return terms > 0 ? st->loss_sum / terms : 0.0;
 }
 
-int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double *sumsq)
+/* Pending step q's sums of its batches' mean losses: *d, every pass's, *g 0; a GAN's,
+ * *d the discriminator's turns (passes 2j) and *g the generator's (2j + 1), each over
+ * its batch's rows (terms[j]). */
+static void pending_sums(Run *r, const struct pending *q, const int64_t *terms, double *d,
+                         double *g)
+{
+    *d = *g = 0;
+    for (int64_t j = 0; j < q->k; j++) {
+        if (!r->m->gan) {
+            *d += pass_mean(rt_cu_place_stat(&r->e, q->at, (int)j), terms[j]);
+            continue;
+        }
+        *d += rt_cu_place_stat(&r->e, q->at, (int)(2 * j))->loss_sum / (double)terms[j];
+        *g += rt_cu_place_stat(&r->e, q->at, (int)(2 * j + 1))->loss_sum / (double)terms[j];
+    }
+}
+
+/* After a wait for the last queued step: the pending steps' losses, in order, into the
+ * running sums of the records (as train.c adds a step's at once); the first
+ * that is not finite ends the run there: 1, with s->step its step (the steps after it
+ * ran, but a diverged run saves nothing) and the message in why. ss: the last step's
+ * doubles (the gradients' sum of squares; a GAN's, the generator's and the
+ * discriminator's). */
+int rt_take_pending(Run *r, rt_loop_state *s, char *why, size_t n, double ss[RT_CU_F64])
 {
     int np = r->pend_n;
     r->pend_n = 0;
     for (int p = 0; p < np; p++) {
         const struct pending *q = &r->pend[p];
-        const int64_t *terms = r->pend_terms + (size_t)p * (size_t)r->step_passes;
-        double sum = 0;
-        for (int64_t i = 0; i < q->k; i++)
-            sum += pass_mean(rt_cu_place_stat(&r->e, q->at, (int)i), terms[i]);
-        double ss = rt_cu_place_f64(&r->e, q->at);
-        if (!isfinite(sum) || !isfinite(ss)) {
+        double d, g;
+        pending_sums(r, q, r->pend_terms + (size_t)p * (size_t)r->step_passes, &d, &g);
+        double sum = d + g, sq = 0;
+        for (int i = 0; i < RT_CU_F64; i++)
+            sq += ss[i] = rt_cu_place_f64(&r->e, q->at, i);
+        if (!isfinite(sum) || !isfinite(sq)) {
             rt_diverged_why(why, n, isfinite(sum) ? "gradient norm" : "training loss",
-                         isfinite(sum) ? ss : sum, q->step);
+                         isfinite(sum) ? sq : sum, q->step);
             s->step = q->step;
             return 1;
         }
         s->last_loss = sum / (double)q->k;
-        s->log_loss += sum;
+        s->log_loss += d;
+        s->log_g_loss += g;
         s->log_n += q->k;
         s->since_val_loss += sum;
         s->since_val_n += q->k;
-        *sumsq = ss;
     }
     return 0;
+}
+
+/* Steps without a wait: step s->step (k passes, their terms in r->pass_terms) was queued
+ * with its numbers' copies; the host waits for them only where a step needs them
+ * (step_needs_wait), then takes every pending step's (rt_take_pending: 1 when one
+ * diverged; ss as there, left alone without a wait). */
+int rt_step_pend(Run *r, rt_loop_state *s, Loop *L, int64_t k, double ss[RT_CU_F64])
+{
+    struct pending *q = &r->pend[r->pend_n];
+    *q = (struct pending){rt_cu_step_place(&r->e), s->step, k};
+    memcpy(r->pend_terms + (size_t)r->pend_n * (size_t)r->step_passes, r->pass_terms,
+           (size_t)k * sizeof *r->pass_terms);
+    r->pend_n++;
+    if (!step_needs_wait(r, &r->c, s, k))
+        return 0;
+    rt_cu_step_wait(&r->e);
+    return rt_take_pending(r, s, L->why, sizeof L->why, ss);
 }
 
 /* A training pass's forward and backward (prof: timed by instruction, --profile). */
@@ -262,7 +297,7 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
     if (st->profiled)
         rt_prof_optimizer_begin(&r->e, L->prof);
     rt_dptr ss = rt_cu_grad_sumsq_queue(&r->e, m, dptr(r->e.grads));
-    rt_cu_step_queue(&r->e, ss);
+    rt_cu_step_queue(&r->e, ss, 1);
     if (L->queued_update) {
         s->updates++;
         rt_cu_optim_step_clip(&r->e, &r->c, m, dptr(r->e.params), dptr(r->e.grads),
@@ -271,16 +306,11 @@ static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st)
     }
     if (st->profiled)
         rt_prof_pass_end(&r->e);
-    if (L->lazy) {    /* steps without a wait (rt_take_pending) */
-        struct pending *q = &r->pend[r->pend_n];
-        *q = (struct pending){rt_cu_step_place(&r->e), s->step, st->k};
-        memcpy(r->pend_terms + (size_t)r->pend_n * (size_t)r->step_passes, r->pass_terms,
-               (size_t)st->k * sizeof *r->pass_terms);
-        r->pend_n++;
-        if (!step_needs_wait(r, &r->c, s, st->k))
-            return 0;
-        rt_cu_step_wait(&r->e);
-        return rt_take_pending(r, s, L->why, sizeof L->why, &st->gpu_sumsq);
+    if (L->lazy) {    /* steps without a wait */
+        double sq[RT_CU_F64] = {0};
+        int diverged = rt_step_pend(r, s, L, st->k, sq);
+        st->gpu_sumsq = sq[0];
+        return diverged;
     }
     st->gpu_sumsq = rt_cu_step_wait(&r->e);
     for (int64_t i = 0; i < st->k; i++)

@@ -43,9 +43,11 @@ static void loop_start(Run *r, rt_loop_state *s, Loop *L)
                        !(qu && strcmp(qu, "0") == 0);   /* (a GAN's step: gan_step.c) */
     /* and the host does not wait for a step's loss until a step needs it (step.c's
      * step_needs_wait; not for --lr-find, whose every step decides; TRAINC_STEP_WAIT=1:
-     * a wait every step) */
+     * a wait every step); so too a GAN's steps, whose updates gan_step.c queues on one
+     * GPU without loss scaling */
     const char *sw = getenv("TRAINC_STEP_WAIT");
-    L->lazy = L->queued_update && !r->lf && !(sw && strcmp(sw, "1") == 0);
+    int gan_queued = r->gpu && r->m->gan && !L->scaler && r->world == 1;   /* (gan_step.c) */
+    L->lazy = (L->queued_update || gan_queued) && !r->lf && !(sw && strcmp(sw, "1") == 0);
     L->es = (rt_stopper){.best = s->es_best, .wait = s->es_wait};
     /* --profile: steps after this process's first two are timed instruction by
      * instruction (prof.c) */
@@ -368,9 +370,9 @@ int rt_train(Run *r, rt_loop_state *s)
             ;
     }
     if (r->pend_n) {   /* steps queued without a wait, then a stop on the clock or a signal */
-        double ss = 0;
+        double ss[RT_CU_F64];
         rt_cu_step_wait(&r->e);
-        if (rt_take_pending(r, s, L.why, sizeof L.why, &ss))
+        if (rt_take_pending(r, s, L.why, sizeof L.why, ss))
             L.end = END_DIVERGED;
     }
     rt_progress_done(r->o.quiet);
