@@ -375,7 +375,8 @@ int rt_cu_conv_igemm_dx(rt_exec *e, const float *w, const float *dyt, float *dx,
 }
 
 /* conv2d with groups > 1 (conv.cuh's rt_gconv_*): a thread an output of the forward
- * pass and of the input gradient, a block a weight (and bias) gradient. */
+ * pass and of the input gradient (their indices split as im2col's: `wide` and the
+ * divisors), a block a weight (and bias) gradient. */
 void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bias, float *y,
                      int64_t B, int64_t C, int64_t H, int64_t W, int64_t k, int64_t s,
                      int64_t pad, int64_t OH, int64_t OW, int64_t Cout, int64_t G)
@@ -383,7 +384,10 @@ void rt_cu_gconv_fwd(rt_exec *e, const float *x, const float *w, const float *bi
     int64_t n = B * Cout * OH * OW;
     if (n <= 0)
         return;
-    void *args[] = {&x, &w, &bias, &y, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &G};
+    int wide = wide_index(n, B * C * H * W);
+    fdiv_t f0 = fdiv(OW), f1 = fdiv(OH), f2 = fdiv(Cout), f3 = fdiv(Cout / G);
+    void *args[] = {&x,  &w,  &bias, &y,    &B,  &C,  &H,  &W,  &k,  &s,
+                    &pad, &OH, &OW,  &Cout, &G,  &wide, &f0, &f1, &f2, &f3};
     rt_cu_launch(e, "rt_gconv_fwd", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
@@ -394,7 +398,10 @@ void rt_cu_gconv_bwd_data(rt_exec *e, const float *dy, const float *w, float *dx
     int64_t n = B * C * H * W;
     if (n <= 0)
         return;
-    void *args[] = {&dy, &w, &dx, &B, &C, &H, &W, &k, &s, &pad, &OH, &OW, &Cout, &G};
+    int wide = wide_index(n, B * Cout * OH * OW);
+    fdiv_t f0 = fdiv(W), f1 = fdiv(H), f2 = fdiv(C), f3 = fdiv(C / G), f4 = fdiv(s);
+    void *args[] = {&dy,  &w,  &dx, &B,    &C, &H,    &W,  &k,  &s,  &pad, &OH,
+                    &OW,  &Cout, &G, &wide, &f0, &f1, &f2, &f3, &f4};
     rt_cu_launch(e, "rt_gconv_bwd_data", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 

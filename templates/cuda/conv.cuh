@@ -377,72 +377,115 @@ rt_avgpool2d_bwd(const act_t *dy, act_t *dx, int64_t planes, int64_t H, int64_t 
  * sums in the CPU's order with __fmul_rn / __fadd_rn (no contraction into FMAs): the
  * forward pass and the input gradient are the CPU's bit for bit; the weight gradient
  * sums in double over the block (rt_block_sum's order), within rounding of the CPU's.
- * 64-bit indices, but for a plane's positions (OH*OW < 2^31) in the weight gradient's
- * inner loop. */
+ * The forward pass and the input gradient split their indices as im2col does (the
+ * section's head: divisions by multiplies where the host says `wide` is 0); the weight
+ * gradient's blocks split theirs once, in 64 bits, its inner loop over a plane's
+ * positions (OH*OW < 2^31) in 32. */
 
-/* Launch: grid-stride over the B*Cout*OH*OW outputs (blocks of 256). Overwrites y. */
-extern "C" __global__ void __launch_bounds__(256)
-rt_gconv_fwd(const act_t *x, const float *w, const float *bias, act_t *y, int64_t B, int64_t C,
-             int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
-             int64_t Cout, int64_t G)
+/* y[b, co, oh, ow] = sum over (ci, ki, kj) in order of w[co, ci, ki, kj] x[b, g Cg + ci,
+ * oh s - pad + ki, ow s - pad + kj] (+ bias[co])   fd: OW, OH, Cout, Cout / G */
+template <class X>
+__device__ __forceinline__ void rt_gconv_fwd_run(const act_t *x, const float *w, const float *bias,
+                                                 act_t *y, int64_t B, int64_t C, int64_t H,
+                                                 int64_t W, int64_t k, int64_t s, int64_t pad,
+                                                 int64_t OH, int64_t OW, int64_t Cout, int64_t G,
+                                                 const rt_fdiv *fd)
 {
-    const int64_t Cg = C / G, Cog = Cout / G, n = B * Cout * OH * OW;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t ow = i % OW, r = i / OW, oh = r % OH, pl = r / OH, co = pl % Cout, b = pl / Cout;
-        const act_t *xb = x + (b * C + co / Cog * Cg) * H * W;
-        const float *wc = w + co * Cg * k * k;
-        const int64_t ih0 = oh * s - pad, iw0 = ow * s - pad;
+    typedef typename X::I I;
+    typedef typename X::S S;
+    const I Cg = (I)(C / G), Cog = (I)(Cout / G), kk = (I)(k * k), hw = (I)(H * W);
+    const I n = (I)(B * Cout) * (I)(OH * OW);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I pl, oh, ow;
+        rt_split3<X>(i, OW, fd[0], OH, fd[1], &pl, &oh, &ow);
+        I b = RT_Q(X, pl, fd[2], Cout), co = pl - b * (I)Cout;
+        I g = RT_Q(X, co, fd[3], Cog);
+        const act_t *xb = x + ((I)b * (I)C + g * Cg) * hw;
+        const float *wc = w + co * Cg * kk;
+        const S ih0 = (S)(oh * (I)s) - (S)pad, iw0 = (S)(ow * (I)s) - (S)pad;
         float acc = 0.0f;
-        for (int64_t ci = 0; ci < Cg; ci++)
-            for (int64_t ki = 0; ki < k; ki++) {
-                int64_t ih = ih0 + ki;
-                if (ih < 0 || ih >= H)
+        for (I ci = 0; ci < Cg; ci++)
+            for (S ki = 0; ki < (S)k; ki++) {
+                S ih = ih0 + ki;
+                if (ih < 0 || ih >= (S)H)
                     continue;
-                for (int64_t kj = 0; kj < k; kj++) {
-                    int64_t iw = iw0 + kj;
-                    if (iw >= 0 && iw < W)
-                        acc = __fadd_rn(acc, __fmul_rn(wc[(ci * k + ki) * k + kj],
-                                                       rt_ld(xb + (ci * H + ih) * W + iw)));
+                for (S kj = 0; kj < (S)k; kj++) {
+                    S iw = iw0 + kj;
+                    if (iw >= 0 && iw < (S)W)
+                        acc = __fadd_rn(acc, __fmul_rn(wc[(ci * (I)k + (I)ki) * (I)k + (I)kj],
+                                                       rt_ld(xb + ci * hw + (I)ih * (I)W + (I)iw)));
                 }
             }
         rt_st(y + i, bias ? __fadd_rn(acc, bias[co]) : acc);
     }
 }
 
-/* dx[b, ci, ih, iw] = sum over (co', ki, kj) in order of dy[b, co, oh, ow] w[co, c', ki, kj]
- * where oh s - pad + ki = ih (ow alike). Launch: grid-stride over B*C*H*W (blocks of
- * 256). Overwrites dx. */
+/* Launch: grid-stride over the B*Cout*OH*OW outputs (blocks of 256); fd as
+ * rt_gconv_fwd_run's. Overwrites y. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_gconv_bwd_data(const act_t *dy, const float *w, act_t *dx, int64_t B, int64_t C, int64_t H,
-                  int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
-                  int64_t Cout, int64_t G)
+rt_gconv_fwd(const act_t *x, const float *w, const float *bias, act_t *y, int64_t B, int64_t C,
+             int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+             int64_t Cout, int64_t G, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2, rt_fdiv f3)
 {
-    const int64_t Cg = C / G, Cog = Cout / G, n = B * C * H * W;
-    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (int64_t)gridDim.x * blockDim.x) {
-        int64_t iw = i % W, r = i / W, ih = r % H, pl = r / H, ci = pl % C, b = pl / C;
-        int64_t g = ci / Cg, cl = ci - g * Cg;
+    const rt_fdiv fd[4] = {f0, f1, f2, f3};
+    RT_BY_INDEX(rt_gconv_fwd_run, x, w, bias, y, B, C, H, W, k, s, pad, OH, OW, Cout, G, fd);
+}
+
+/* dx[b, ci, ih, iw] = sum over (co', ki, kj) in order of dy[b, co, oh, ow] w[co, c', ki, kj]
+ * where oh s - pad + ki = ih (ow alike)   fd: W, H, C, C / G, s */
+template <class X>
+__device__ __forceinline__ void rt_gconv_bwd_data_run(const act_t *dy, const float *w, act_t *dx,
+                                                      int64_t B, int64_t C, int64_t H, int64_t W,
+                                                      int64_t k, int64_t s, int64_t pad,
+                                                      int64_t OH, int64_t OW, int64_t Cout,
+                                                      int64_t G, const rt_fdiv *fd)
+{
+    typedef typename X::I I;
+    typedef typename X::S S;
+    const I Cg = (I)(C / G), Cog = (I)(Cout / G), kk = (I)(k * k), ohw = (I)(OH * OW);
+    const I n = (I)(B * C) * (I)(H * W);
+    for (I i = (I)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (I)gridDim.x * blockDim.x) {
+        I pl, ih, iw;
+        rt_split3<X>(i, W, fd[0], H, fd[1], &pl, &ih, &iw);
+        I b = RT_Q(X, pl, fd[2], C), ci = pl - b * (I)C;
+        I g = RT_Q(X, ci, fd[3], Cg), cl = ci - g * Cg;
         float acc = 0.0f;
-        for (int64_t cq = 0; cq < Cog; cq++) {
-            int64_t co = g * Cog + cq;
-            const act_t *dyp = dy + (b * Cout + co) * OH * OW;
-            const float *wc = w + (co * Cg + cl) * k * k;
-            for (int64_t ki = 0; ki < k; ki++) {
-                int64_t th = ih + pad - ki;   /* = oh s */
-                if (th < 0 || th % s || th / s >= OH)
+        for (I cq = 0; cq < Cog; cq++) {
+            I co = g * Cog + cq;
+            const act_t *dyp = dy + ((I)b * (I)Cout + co) * ohw;
+            const float *wc = w + (co * Cg + cl) * kk;
+            for (I ki = 0; ki < (I)k; ki++) {
+                S th = (S)(ih + (I)pad) - (S)ki;   /* = oh s */
+                if (th < 0)
+                    break;
+                I oh = RT_Q(X, (I)th, fd[4], s);
+                if ((I)th != oh * (I)s || oh >= (I)OH)
                     continue;
-                for (int64_t kj = 0; kj < k; kj++) {
-                    int64_t tw = iw + pad - kj;
-                    if (tw < 0 || tw % s || tw / s >= OW)
+                for (I kj = 0; kj < (I)k; kj++) {
+                    S tw = (S)(iw + (I)pad) - (S)kj;
+                    if (tw < 0)
+                        break;
+                    I ow = RT_Q(X, (I)tw, fd[4], s);
+                    if ((I)tw != ow * (I)s || ow >= (I)OW)
                         continue;
-                    acc = __fadd_rn(acc, __fmul_rn(rt_ld(dyp + th / s * OW + tw / s),
-                                                   wc[ki * k + kj]));
+                    acc = __fadd_rn(acc, __fmul_rn(rt_ld(dyp + oh * (I)OW + ow), wc[ki * (I)k + kj]));
                 }
             }
         }
         rt_st(dx + i, acc);
     }
+}
+
+/* Launch: grid-stride over B*C*H*W (blocks of 256); fd as rt_gconv_bwd_data_run's.
+ * Overwrites dx. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gconv_bwd_data(const act_t *dy, const float *w, act_t *dx, int64_t B, int64_t C, int64_t H,
+                  int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH, int64_t OW,
+                  int64_t Cout, int64_t G, int wide, rt_fdiv f0, rt_fdiv f1, rt_fdiv f2,
+                  rt_fdiv f3, rt_fdiv f4)
+{
+    const rt_fdiv fd[5] = {f0, f1, f2, f3, f4};
+    RT_BY_INDEX(rt_gconv_bwd_data_run, dy, w, dx, B, C, H, W, k, s, pad, OH, OW, Cout, G, fd);
 }
 
 /* Block j < Cout*Cg*k*k: dw[j] += sum over (b, oh, ow) of dy[b, co, oh, ow] x[b, c, ih, iw]

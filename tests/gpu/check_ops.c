@@ -3150,6 +3150,12 @@ int main(int argc, char **argv)
         t_pool(3, 11, 10, 2, 3, 0, 0);  /* stride above the window: inputs no window covers */
         t_pool(5, 9, 7, 2, 2, 1, 0);    /* tiles (stride = window), a row and a column past them */
         t_pool(3, 10, 6, 3, 3, 0, 1);   /* 3x3 tiles, NaN windows, a row past them */
+        t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
+        t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
+        t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
+        t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
+        t_gconv(2, 6, 11, 10, 3, 3, 1, 12, 3, 1);   /* stride 3: dx rows no window reads */
+        t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
     }
     rt_cu_force_wide_index(0);
     wide = 0;
@@ -3168,11 +3174,6 @@ int main(int argc, char **argv)
     t_conv_nocol(2, 8, 6, 7, 3, 2, 1, 70);      /* 16-bit forward: two channel tiles */
     t_conv_nocol(2, 70, 6, 5, 3, 1, 1, 9);      /* 16-bit input gradient: two channel tiles */
     t_conv_nocol(2, 5, 7, 6, 3, 1, 0, 12);      /* no padding: the gradient's pad k - 1 */
-    t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
-    t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
-    t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
-    t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
-    t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
 
     t_layernorm(1, 7, 2);
     t_layernorm(37, 7, 2);
