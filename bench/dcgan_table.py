@@ -60,7 +60,7 @@ def print_group(b, p, runs):
             extra = "  warm-up %.1f s" % statistics.median(x.get("warm_s", 0) for x in v)
             if any(x.get("fullgraph") is False for x in v):
                 extra += ", graph breaks"
-        print("  %-26s %12s (%s..%s, %d)  %s%s" % (k, fmt(med[k]), fmt(min(s)), fmt(max(s)), len(s),
+        print("  %-34s %12s (%s..%s, %d)  %s%s" % (k, fmt(med[k]), fmt(min(s)), fmt(max(s)), len(s),
                                                   "  ".join(ratios), extra))
     t = med.get(f"trainc+{p}")
     if t and comp:   # the goal: at least twice torch.compile's samples/s

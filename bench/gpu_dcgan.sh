@@ -30,7 +30,8 @@
 # the first one's kernels and autotuning (compile time is reported apart, warm_s).
 #
 # Before the rounds: trainc's --profile at the first batch in fp32, and again with
-# TRAINC_CONV_KERNELS=0 (PROFILE=0: neither).
+# TRAINC_CONV_KERNELS=0 (PROFILE=0: neither). In the first round, at the first batch and
+# precision, trainc once more with a wait every step (TRAINC_STEP_WAIT=1: its own row).
 #
 # DEADLINE (seconds; tests/gpu/measure.sh's part limit less 15 by default): no run
 # starts after it and none runs past it, so the table is printed before the part's
@@ -102,21 +103,23 @@ left() {           # seconds a run may take: RUN_LIMIT, or less near DEADLINE (0
     fi
     echo $l
 }
-trainc_run() {     # trainc_run B PREC ROUND: one JSON line
-    local b=$1 p=$2 r=$3 exe=dcgan_fashion lim
+trainc_run() {     # trainc_run B PREC ROUND [VAR=VALUE]: one JSON line (VAR=VALUE: in the
+                   # trainer's environment, and its impl "trainc+PREC VAR=VALUE")
+    local b=$1 p=$2 r=$3 env=${4:-} exe=dcgan_fashion lim
     [ "$p" = bf16 ] && exe=dcgan_fashion_bf16
-    local o=$OUT/runs/trainc.$b.$p.$r
+    local o=$OUT/runs/trainc.$b.$p.$r${env:+.$env}
     lim=$(left)
-    [ "$lim" -gt 0 ] || { echo "{\"impl\":\"trainc+$p\",\"label\":\"dcgan_b$b\",\"batch\":$b,\"precision\":\"$p\",\"round\":$r,\"skipped\":\"past the deadline\"}"; return; }
+    [ "$lim" -gt 0 ] || { echo "{\"impl\":\"trainc+$p${env:+ $env}\",\"label\":\"dcgan_b$b\",\"batch\":$b,\"precision\":\"$p\",\"round\":$r,\"skipped\":\"past the deadline\"}"; return; }
     rm -rf "$o"
-    timeout -k 5 "$lim" "$S/$exe" --device "$DEV" --out "$o" "${TRAINC_CPU[@]}" \
+    timeout -k 5 "$lim" env ${env:+"$env"} "$S/$exe" --device "$DEV" --out "$o" "${TRAINC_CPU[@]}" \
         --set "data.train.x=$DATA" --set batch_size="$b" --set max_steps=$((WARM + STEPS)) \
         --set epochs=100000 --set log_every=$LOG_EVERY --set checkpoint=null --quiet >"$o.log" 2>&1
-    "$PY" - "$o/metrics.jsonl" "$o.log" "$b" "$p" "$r" "$WARM" "$exe" <<'PY'
+    "$PY" - "$o/metrics.jsonl" "$o.log" "$b" "$p" "$r" "$WARM" "$exe" "$env" <<'PY'
 import json, sys
-path, log, b, p, r, warm, exe = sys.argv[1:]
+path, log, b, p, r, warm, exe, env = sys.argv[1:]
 b, r, warm = int(b), int(r), int(warm)
-rec = {"impl": "trainc+" + p, "label": f"dcgan_b{b}", "batch": b, "precision": p, "round": r, "trainer": exe}
+rec = {"impl": "trainc+" + p + (" " + env if env else ""), "label": f"dcgan_b{b}", "batch": b,
+       "precision": p, "round": r, "trainer": exe}
 try:
     rows = [json.loads(l) for l in open(path)]
     start = rows[0]
@@ -200,6 +203,10 @@ fi
         for b in $BATCHES; do
             for p in $PRECS; do
                 trainc_run "$b" "$p" "$r"
+                # once, at the first batch in fp32: a wait every step (as before
+                # e9263dd), what steps without a wait are worth
+                [ "$r" = 1 ] && [ "$b" = "${BATCHES%% *}" ] && [ "$p" = "${PRECS%% *}" ] &&
+                    trainc_run "$b" "$p" "$r" TRAINC_STEP_WAIT=1
                 for m in $ROWS; do
                     torch_run "$b" "$p" "$r" "$m"
                 done
