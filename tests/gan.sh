@@ -11,7 +11,8 @@
 # as the CPU in fp32 (within 1e-5), close in bf16-mixed and fp16-mixed (a loss scale a
 # network, skipping and halving apart), a resume bit for bit, each turn a CUDA graph
 # from the second step on with the bits of none, the same under the fake's stream orders,
-# steps without a wait the records and weights of a wait every step; with
+# steps without a wait the records and weights of a wait every step, 2 ranks on fake GPUs
+# the records of 2 CPU ranks; with
 # 2 MPI ranks of batch 4 an MLP GAN reading z from the data is 1 rank of batch 8 (each
 # network's gradients reduced on the last micro-batch of accumulate 2).
 # (tests/gan_parity.py checks the numbers against PyTorch.)
@@ -349,6 +350,26 @@ PY
             "$d/g_lazy1/checkpoints/step_00000008/model.safetensors" ||
         { echo "FAIL the GAN's steps without a wait: other records or weights"; exit 1; }
     echo "ok   fake GPU: 16 steps waiting only where a step needs it ($w0 host waits, $w1 with one every step), the same records, checkpoints and weights"
+    # 2 ranks, each on a fake GPU of its own (a wait every step there, the norms read
+    # from the step's copies): the records of 2 ranks on the CPU, norms too
+    if command -v mpirun >/dev/null; then
+        for dev in cpu cuda; do
+            TRAINC_FAKE_GPU_COUNT=2 gpu mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH \
+                -x TRAINC_FAKE_GPU_COUNT -x TRAINC_CACHE_DIR "$d/tg_fp32" --device $dev --out "$d/g2r_$dev" \
+                "${q[@]}" --set batch_size=2 >"$d/g2r.log" 2>&1 || { echo "FAIL 2 ranks on the $dev"; cat "$d/g2r.log"; exit 1; }
+        done
+        $PY - "$d" <<'PY' || { echo "FAIL 2 ranks on fake GPUs against the CPU's"; exit 1; }
+import json, sys, numpy as np
+d = sys.argv[1]
+recs = lambda run: np.array([(r["d_loss"], r["g_loss"], r["grad_norm_d"], r["grad_norm_g"])
+                             for r in map(json.loads, open("%s/%s/metrics.jsonl" % (d, run))) if "d_loss" in r])
+a, g = recs("g2r_cpu"), recs("g2r_cuda")
+assert a.shape == g.shape == (6, 4), (a.shape, g.shape)
+w = float(np.max(np.abs(g - a) / np.abs(a)))
+assert w <= 1e-5, w
+print("ok   fake GPU, 2 ranks: d_loss, g_loss and both gradient norms within %.2g of 2 CPU ranks'" % w)
+PY
+    fi
     # fp16-mixed from a loss scale so large that every update overflows: each network
     # skips its update and halves its own scale, every step
     gpu "$d/tg_fp16-mixed" --device cuda --out "$d/g_skip" "${q[@]}" --set loss_scale.init=1e30 2>/dev/null
