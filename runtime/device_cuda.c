@@ -281,7 +281,6 @@ typedef struct rt_cu {
     int ring_passes[RT_CU_RING]; /* the passes copied into each place */
     CUevent step_ev;           /* the last rt_cu_step_queue's copies are done */
     CUevent ordered_ev[RT_CU_ORDERED]; /* rt_cu_upload_ordered's copies, by buffer */
-    int ordered_made[RT_CU_ORDERED];   /* (made at their first use) */
     rt_dptr scratch;
     size_t scratch_bytes;
     rt_dptr workspace;
@@ -517,6 +516,8 @@ static rt_cu *cu_open(const rt_cuda_image *img, int local_rank, int quiet, int f
     d->using = -1;
     d->capturing = -1;
     CU(p_cuEventCreate(&d->step_ev, CU_EVENT_DISABLE_TIMING));
+    for (int k = 0; k < RT_CU_ORDERED; k++)
+        CU(p_cuEventCreate(&d->ordered_ev[k], CU_EVENT_DISABLE_TIMING));
     load_module(d, img);
     size_t fr = 0, tot = 0;
     CU(p_cuMemGetInfo(&fr, &tot));
@@ -710,23 +711,19 @@ void rt_cu_upload_ordered(rt_exec *e, rt_dptr dst, const void *src, size_t bytes
     rt_cu *d = dev_of(e);
     if (k < 0 || k >= RT_CU_ORDERED)
         rt_die("rt_cu_upload_ordered: buffer %d", k);
-    if (!d->ordered_made[k]) {
-        CU(p_cuEventCreate(&d->ordered_ev[k], CU_EVENT_DISABLE_TIMING));
-        d->ordered_made[k] = 1;
-    }
     if (bytes)
         CU(p_cuMemcpyHtoDAsync(dst, src, bytes, d->compute));
     CU(p_cuEventRecord(d->ordered_ev[k], d->compute));
 }
 
-/* Waits until buffer k's last ordered copy is done (the host may write it again). */
+/* Waits until buffer k's last ordered copy is done (the host may write it again; an
+ * event never recorded is no wait). */
 void rt_cu_upload_ordered_wait(rt_exec *e, int k)
 {
     rt_cu *d = dev_of(e);
     if (k < 0 || k >= RT_CU_ORDERED)
         rt_die("rt_cu_upload_ordered_wait: buffer %d", k);
-    if (d->ordered_made[k])
-        CU(p_cuEventSynchronize(d->ordered_ev[k]));
+    CU(p_cuEventSynchronize(d->ordered_ev[k]));
 }
 
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes)

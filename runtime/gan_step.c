@@ -256,7 +256,7 @@ static int64_t gan_pass(Run *r, rt_loop_state *s, Step *st, int64_t j, int64_t w
 static int gpu_step_end(Run *r, rt_loop_state *s, Loop *L, Step *st, const int64_t *rows)
 {
     double ss[RT_CU_F64] = {0};   /* (gan_norms: the generator's, the discriminator's) */
-    rt_cu_step_queue(&r->e, L->scaler ? 0 : r->gan_norms, L->scaler ? 0 : 2);
+    rt_cu_step_queue(&r->e, r->gan_norms, L->scaler ? 0 : 2);   /* (fp16-mixed: read apart) */
     if (L->lazy) {
         int diverged = rt_step_pend(r, s, L, st->k, ss);
         st->norm_d = sqrt(ss[1]);
