@@ -1,10 +1,10 @@
 /* decode.c: the decode program, which --sample runs (on the CPU or a GPU) to generate
  * from a language model with a key/value cache. Its graph is the spec's with the token
  * input and target one position long: every layer then computes one position a batch
- * row, and the rows are taken as consecutive positions of one sequence (a prompt's, or
- * the one new token): attention writes their keys and values into the cache and reads
- * those before each row (rt_attention_decode), a pos_embedding adds each row's position
- * (rt_pos_row_add), and there is no loss: the logits are what it leaves. The window's
+ * row, and each row is taken as a position of a sequence, its place (a prompt's
+ * positions, several prompts', or each sequence's one new token): attention writes their
+ * keys and values into their sequences' caches and reads those before each row
+ * (rt_attention_decode), a pos_embedding adds each row's position (rt_pos_row_add), and there is no loss: the logits are what it leaves. The window's
  * forward pass costs T positions a token, this program one.
  *
  * Only a model whose every layer works position by position, apart from causal

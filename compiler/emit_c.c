@@ -596,9 +596,9 @@ static void emit_host_passes(Program *p, Program *ev, Program *dec, Buf *b)
     if (dec)
         emit_pass(b, dec, 0, dec->n_ins, "static void decode(rt_exec *e)",
                   "Generation's forward pass (--sample): row b is the token e->in[0][b]\n"
-                  " * at position e->pos + b of one sequence; keys and values are appended to the\n"
-                  " * cache e->kv, attention reads the positions before; the logits are left in the\n"
-                  " * arena. Its own plan, in the same memory.",
+                  " * at its place e->place[b] (a sequence and a position); keys and values are\n"
+                  " * appended to the sequence's cache in e->kv, attention reads the positions\n"
+                  " * before; the logits are left in the arena. Its own plan, in the same memory.",
                   "    e->train = 0;\n");
 }
 

@@ -542,8 +542,9 @@ enum {
                               E, k, h */
     CALL_MOE_AUX,          /* stats, agrad, layers, tokens, E, coef: the load-balancing loss */
     CALL_ATTENTION_DECODE, /* qkv, qn, kn, y, kv offset, B, T, d, H, KV, window, rope..., scale,
-                              softcap: one position (e->pos) against the key/value cache */
-    CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row e->pos */
+                              softcap: each row's position (e->place) against its
+                              sequence's key/value cache */
+    CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row at each row's position */
     N_CALLS
 };
 

@@ -511,10 +511,12 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
  * llama3 scaling as transformers' _compute_llama3_parameters): inv_freq[j] =
  * 1 / theta^(2j / hd), or ext[j] where the compiler worked them out (a partial rope's,
  * longrope's), scaled for long wavelengths; cos, sin [T, hd/2] of t inv_freq[j] for
- * the positions t0 .. t0 + T - 1, times the pair's amplitude ext[hd/2 + j] (longrope's
- * attention factor; 1 without ext). */
-static void rope_table(float *cosv, float *sinv, int64_t t0, int64_t T, int64_t hd, float theta,
-                       float factor, float low, float high, int64_t orig, const float *ext)
+ * the positions 0 .. T - 1 (or with place, the decode program's rows' positions,
+ * place[t] % W), times the pair's amplitude ext[hd/2 + j] (longrope's attention factor;
+ * 1 without ext). */
+static void rope_table(float *cosv, float *sinv, int64_t T, const int32_t *place,
+                       int64_t W, int64_t hd, float theta, float factor, float low, float high,
+                       int64_t orig, const float *ext)
 {
     int64_t h2 = hd / 2;
     for (int64_t j = 0; j < h2; j++) {
@@ -531,7 +533,7 @@ static void rope_table(float *cosv, float *sinv, int64_t t0, int64_t T, int64_t 
         }
         float m = ext ? ext[h2 + j] : 1.0f;
         for (int64_t t = 0; t < T; t++) {
-            float a = (float)(t0 + t) * inv;
+            float a = (float)(place ? place[t] % W : t) * inv;
             cosv[t * h2 + j] = cosf(a) * m;
             sinv[t * h2 + j] = sinf(a) * m;
         }
@@ -555,11 +557,12 @@ static att_ctx att_setup(int64_t T, int64_t d, int64_t H, int64_t KV, int causal
 }
 
 /* The options of rt_attention_ext_*: the window, qk_norm's weights, the scores' factor
- * and soft-cap, and rope's table for positions [t0, t0 + rows) (malloc'd into c->cos,
- * c->sin; the caller frees c->cos). */
+ * and soft-cap, and rope's table for positions [0, rows), or with place the decode
+ * program's rows' (malloc'd into c->cos, c->sin; the caller frees c->cos). */
 static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t window,
                         float theta, float factor, float low, float high, int64_t orig,
-                        const float *ext, float scale, float cap, int64_t t0, int64_t rows)
+                        const float *ext, float scale, float cap, const int32_t *place,
+                        int64_t rows)
 {
     if ((qn != NULL) != (kn != NULL) || window < 0 || (theta > 0 && c->hd % 2) ||
         !(scale > 0) || !(cap >= 0))
@@ -572,7 +575,7 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
         float *t = malloc(2 * n * sizeof(float) + 1);
         if (!t)
             rt_fail("out of memory allocating the rope table (T = %lld)", (long long)rows);
-        rope_table(t, t + n, t0, rows, c->hd, theta, factor, low, high, orig, ext);
+        rope_table(t, t + n, rows, place, c->T, c->hd, theta, factor, low, high, orig, ext);
         c->cos = t, c->sin = t + n;
     }
 }
@@ -629,7 +632,7 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, 0, T);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -637,31 +640,36 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
     free((void *)c.cos);
 }
 
-/* The decode program's call: rows b = 0 .. B - 1 are the positions pos + b of one
- * sequence, or with seq > 0 sequences of their own at position pos (row b's cache seq
- * floats after row b - 1's), against the cache of the positions before them. */
+/* The decode program's call: row b is the token at position place[b] % T of sequence
+ * place[b] / T (e->place), whose cache (seq floats after the sequence before's) holds
+ * the positions before it or gets them from rows before b, which write their keys first. */
 typedef struct {
-    att_ctx c;                 /* qkv, y [B, ld] and [B, d]; cos, sin: the rows' positions */
-    float *kv;                 /* the layer's cache: K [KV, T, hd], then V */
-    int64_t pos, seq;
+    att_ctx c;                 /* qkv, y [B, ld] and [B, d]; cos, sin: row b's position's */
+    float *kv;                 /* the layer's cache in the first sequence's: K [KV, T,
+                                  hd], then V */
+    const int32_t *place;
+    int64_t seq, most;         /* most: the rows' last position + 1 */
 } dec_ctx;
 
-/* Row b's place in the rope table (its position less pos) and its layer's cache. */
-static int64_t dec_at(const dec_ctx *x, int64_t b) { return x->seq ? 0 : b; }
-static float *dec_cache(const dec_ctx *x, int64_t b) { return x->kv + b * x->seq; }
+/* Row b's position (its rope table row is b) and its layer's cache. */
+static int64_t dec_pos(const dec_ctx *x, int64_t b) { return x->place[b] % x->c.T; }
+static float *dec_cache(const dec_ctx *x, int64_t b)
+{
+    return x->kv + x->place[b] / x->c.T * x->seq;
+}
 
-/* Items (b, KV head) in [lo, hi): row b's key (qk_norm, rope) and value into the cache at
- * position pos + b. */
+/* Items (b, KV head) in [lo, hi): row b's key (qk_norm, rope) and value into its cache at
+ * its position. */
 static void dec_kv_task(void *ctx, int64_t lo, int64_t hi)
 {
     const dec_ctx *x = ctx;
     const att_ctx *c = &x->c;
     int64_t T = c->T, hd = c->hd;
     for (int64_t ix = lo; ix < hi; ix++) {
-        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + dec_at(x, b);
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = dec_pos(x, b);
         const float *row = c->qkv + b * c->ld;
         float *K = dec_cache(x, b) + kh * T * hd, *V = K + c->KV * T * hd;
-        att_load_row(c, row + (c->H + kh) * hd, c->kn, dec_at(x, b), K + t * hd);
+        att_load_row(c, row + (c->H + kh) * hd, c->kn, b, K + t * hd);
         memcpy(V + t * hd, row + (c->H + c->KV + kh) * hd, (size_t)hd * sizeof(float));
     }
 }
@@ -673,19 +681,19 @@ static void dec_q_task(void *ctx, int64_t lo, int64_t hi)
 {
     const dec_ctx *x = ctx;
     const att_ctx *c = &x->c;
-    int64_t T = c->T, hd = c->hd, most = x->pos + dec_at(x, (hi - 1) / c->KV) + 1;
+    int64_t T = c->T, hd = c->hd, most = x->most;
     float *s = malloc((size_t)(most + 2 * hd) * sizeof(float)), *q = s + most, *o = q + hd;
     if (!s)
         rt_fail("out of memory allocating %lld bytes of attention scratch",
                 (long long)((most + 2 * hd) * 4));
     for (int64_t ix = lo; ix < hi; ix++) {
-        int64_t b = ix / c->KV, kh = ix % c->KV, t = x->pos + dec_at(x, b);
+        int64_t b = ix / c->KV, kh = ix % c->KV, t = dec_pos(x, b);
         int64_t first = att_first(c, t), n = t + 1 - first;
         const float *row = c->qkv + b * c->ld;
         const float *K = dec_cache(x, b) + kh * T * hd + first * hd, *V = K + c->KV * T * hd;
         for (int64_t j = 0; j < c->g; j++) {
             int64_t h = kh * c->g + j;
-            att_load_row(c, row + h * hd, c->qn, dec_at(x, b), q);
+            att_load_row(c, row + h * hd, c->qn, b, q);
             for (int64_t i = 0; i < n; i++)
                 s[i] = c->scale * dot_row(q, K + i * hd, hd);
             if (c->cap > 0)
@@ -701,16 +709,32 @@ static void dec_q_task(void *ctx, int64_t lo, int64_t hi)
     free(s);
 }
 
+/* The rows' places (e->place, B of them) checked against the window T: their last
+ * position + 1. */
+static int64_t dec_places(const rt_exec *e, int64_t B, int64_t T)
+{
+    if (!e->place || !e->kv || e->kv_T != T || e->kv_seq < 0)
+        rt_die("attention decode: places %p, cache %p, window %lld against %lld, %lld floats "
+               "a sequence", (const void *)e->place, (void *)e->kv, (long long)e->kv_T,
+               (long long)T, (long long)e->kv_seq);
+    int64_t most = 0;
+    for (int64_t b = 0; b < B; b++) {
+        if (e->place[b] < 0)
+            rt_die("attention decode: row %lld's place %d", (long long)b, (int)e->place[b]);
+        most = e->place[b] % T + 1 > most ? e->place[b] % T + 1 : most;
+    }
+    return most;
+}
+
 void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                          float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
                          int64_t KV, int causal, int64_t window, float theta, float factor,
                          float low, float high, int64_t orig, const float *ext, float scale,
                          float softcap)
 {
-    int64_t span = e->kv_seq ? 1 : B;   /* (the positions the rows hold) */
-    if (!causal || e->pos < 0 || e->pos + span > T || !e->kv || e->kv_seq < 0)
-        rt_die("attention decode: positions %lld + %lld of %lld, cache %p, causal %d",
-               (long long)e->pos, (long long)span, (long long)T, (void *)e->kv, causal);
+    if (!causal)
+        rt_die("attention decode: not causal");
+    int64_t most = dec_places(e, B, T);
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->attention_decode(e, qkv, qn, kn, y, kv_off, B, T, d, H, KV, window, theta,
                                     factor, low, high, orig, ext, scale, softcap);
@@ -718,10 +742,10 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
     }
     if (B <= 0)
         return;
-    dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .pos = e->pos,
-                 .seq = e->kv_seq};
-    att_options(&x.c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, e->pos,
-                span);
+    dec_ctx x = {.c = att_setup(T, d, H, KV, 1), .kv = e->kv + kv_off, .place = e->place,
+                 .seq = e->kv_seq, .most = most};
+    att_options(&x.c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap,
+                e->place, B);
     x.c.qkv = qkv;
     x.c.y = y;
     rt_pool_run(e->rt, B * KV, 1, dec_kv_task, &x);   /* (all rows' keys before any query) */
@@ -731,13 +755,17 @@ void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const fl
 
 void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d)
 {
+    if (!e->place || e->kv_T <= 0)
+        rt_die("pos_row_add: places %p, window %lld", (const void *)e->place, (long long)e->kv_T);
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->pos_row_add(e, x, w, y, B, d);
         return;
     }
-    const float *r = w + e->pos * d;   /* (row b: position pos + b, or pos) */
-    for (int64_t i = 0; i < B * d; i++)
-        y[i] = x[i] + r[e->kv_seq ? i % d : i];
+    for (int64_t b = 0; b < B; b++) {
+        const float *r = w + e->place[b] % e->kv_T * d;
+        for (int64_t i = 0; i < d; i++)
+            y[b * d + i] = x[b * d + i] + r[i];
+    }
 }
 
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
@@ -759,7 +787,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
-    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, 0, T);
+    att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

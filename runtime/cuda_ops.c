@@ -1319,9 +1319,9 @@ static int64_t dec_slices(rt_exec *e, int64_t B, int64_t H, int64_t T, int64_t h
     return S < 1 ? 1 : S > 64 ? 64 : S;
 }
 
-/* Rows b < B of qkv [B, (H + 2 KV) hd] are positions e->pos + b of one sequence, or
- * sequences of their own at e->pos (e->kv_seq; the kernels read pos at e->dpos, on the
- * device): their keys and values into the layer's cache at e->kv + kv_off (a launch
+/* Row b of qkv [B, (H + 2 KV) hd] is at its place, slot * T + position (the kernels read
+ * the places at e->dplace, on the device; slot s's caches e->kv_seq floats after slot
+ * s - 1's): their keys and values into the layer's caches at kv_off in each (a launch
  * over (row, key/value head)), then their queries against it (one over (row, query
  * head, slice of the positions): dec_slices), and with several slices their merge (one
  * over (row, query head)). */
@@ -1338,20 +1338,20 @@ void rt_cu_attention_decode(rt_exec *e, const float *qkv, const float *qn, const
         rt_fail("attention decode: %lld heads of %lld, %lld key/value heads: the GPU kernel "
                 "takes heads up to %d wide\n  hint: TRAINC_KV_CACHE=0 samples without the cache",
                 (long long)H, (long long)hd, (long long)KV, 4 * RT_ATT_THREADS);
-    if (!e->dpos)
-        rt_die("attention decode: no device position (e->dpos)");
+    if (!e->dplace)
+        rt_die("attention decode: no places in the device's memory (e->dplace)");
     float *kv = e->kv + kv_off;
     const float *lr = att_lr(e, ext, hd);
-    const int *pos = e->dpos;
+    const int *place = e->dplace;
     int64_t S = dec_slices(e, B, H, T, hd);
     size_t pb = (size_t)(B * H * S * (hd + 2)) * sizeof(float);
     float *part = S > 1 ? (float *)(uintptr_t)rt_cu_scratch(e, pb) : NULL;
     int t = (int)T, h = (int)H, k = (int)KV, ihd = (int)hd, w = (int)window, o = (int)orig;
     int s = (int)S;
     long long seq = e->kv_seq;
-    void *akv[] = {&qkv, &kn, &kv, &pos, &seq, &t, &h, &k, &ihd, &theta, &factor, &low, &high,
+    void *akv[] = {&qkv, &kn, &kv, &place, &seq, &t, &h, &k, &ihd, &theta, &factor, &low, &high,
                    &o, &lr};
-    void *aq[] = {&qkv, &qn, &kv, &y, &part, &pos, &seq, &t, &h, &k, &ihd, &w, &theta, &factor,
+    void *aq[] = {&qkv, &qn, &kv, &y, &part, &place, &seq, &t, &h, &k, &ihd, &w, &theta, &factor,
                   &low, &high, &o, &lr, &scale, &softcap};
     void *am[] = {&part, &y, &h, &ihd, &s};
     unsigned rows = gdim(B, GX, "attention decode");
@@ -1369,11 +1369,11 @@ void rt_cu_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int
     int64_t n = B * d;
     if (n <= 0)
         return;
-    if (!e->dpos)
-        rt_die("pos_row_add: no device position (e->dpos)");
-    const int *pos = e->dpos;
-    int seqs = e->kv_seq > 0;
-    void *args[] = {&x, &w, &y, &pos, &seqs, &n, &d};
+    if (!e->dplace)
+        rt_die("pos_row_add: no places in the device's memory (e->dplace)");
+    const int *place = e->dplace;
+    int T = (int)e->kv_T;
+    void *args[] = {&x, &w, &y, &place, &T, &n, &d};
     rt_cu_launch(e, "rt_pos_row_add", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 

@@ -373,43 +373,47 @@ static void gan_sample(Run *r)
     rt_xfree(out);
 }
 
-/* One generation's state: N sequences (--num-samples) from one prompt, drawn together,
- * each its context window ctx[b, 0 .. n) (at most T ids; the windows slide together),
- * the ids its repetition penalty falls on (the prompt's, the turns', its sample's), its
- * draws (sequence 0's as one sample's) and its sample's ids. */
+/* One generation's state: N sequences drawn together, M of each prompt (--num-samples;
+ * several of --prompt-file's prompts at once, a group of N / M), sequence b its context
+ * window ctx[b, 0 .. n[b]) (at most T ids; each slides once full), the ids its
+ * repetition penalty falls on (the prompt's, the turns', its sample's), its draws (each
+ * prompt's first sequence's as one sample's) and its sample's ids; room for cap. */
 typedef struct {
     Run *r;
-    int64_t N, T, V, n;
-    int32_t *ctx, *tgt;       /* [N, T] */
-    unsigned char *seen;      /* [N, V] */
+    int64_t N, M, cap, T, V;
+    int64_t *n;               /* [cap] */
+    int32_t *ctx, *tgt;       /* [cap, T] */
+    unsigned char *seen;      /* [cap, V] */
     rt_sampler sampler;
-    rt_rng *rng;              /* [N] */
+    rt_rng *rng;              /* [cap] */
     int64_t stop[RT_MAX_STOPS];
     int n_stop;
     rt_next *next;
-    float *logits;            /* [N, V] */
-    uint32_t *pick;           /* [N]: the ids drawn last */
-    unsigned char *done;      /* [N]: ended at a stop id */
-    rt_ids *out;              /* [N]: the sample's ids */
+    float *logits;            /* [cap, V] */
+    uint32_t *pick;           /* [cap]: the ids drawn last */
+    unsigned char *done;      /* [cap]: ended at a stop id */
+    unsigned char *cached;    /* [cap]: the logits from the sequence's cache */
+    rt_ids *out;              /* [cap]: the sample's ids */
     int64_t drawn;            /* tokens drawn, all sequences and replies */
     int64_t served;           /* of those, from the cache's logits */
 } Gen;
 
-static void gen_open(Gen *g, Run *r, int64_t V)
+static void gen_open(Gen *g, Run *r, int64_t V, int64_t cap)
 {
-    int64_t T = r->m->inputs[0].shape[0], N = r->o.num_samples > 1 ? r->o.num_samples : 1;
-    *g = (Gen){.r = r, .N = N, .T = T, .V = V};
-    g->ctx = rt_xmalloc((size_t)(N * T) * sizeof *g->ctx);
-    g->tgt = rt_xmalloc((size_t)(N * T) * sizeof *g->tgt);
-    memset(g->tgt, 0, (size_t)(N * T) * sizeof *g->tgt);
-    g->seen = rt_xmalloc((size_t)(N * V));
-    memset(g->seen, 0, (size_t)(N * V));
-    g->rng = rt_xmalloc((size_t)N * sizeof *g->rng);
-    g->logits = rt_xmalloc((size_t)(N * V) * sizeof *g->logits);
-    g->pick = rt_xmalloc((size_t)N * sizeof *g->pick);
-    g->done = rt_xmalloc((size_t)N);
-    g->out = rt_xmalloc((size_t)N * sizeof *g->out);
-    memset(g->out, 0, (size_t)N * sizeof *g->out);
+    int64_t T = r->m->inputs[0].shape[0], M = r->o.num_samples > 1 ? r->o.num_samples : 1;
+    *g = (Gen){.r = r, .N = M, .M = M, .cap = cap, .T = T, .V = V};
+    g->n = rt_xmalloc((size_t)cap * sizeof *g->n);
+    g->ctx = rt_xmalloc((size_t)(cap * T) * sizeof *g->ctx);
+    g->tgt = rt_xmalloc((size_t)(cap * T) * sizeof *g->tgt);
+    memset(g->tgt, 0, (size_t)(cap * T) * sizeof *g->tgt);
+    g->seen = rt_xmalloc((size_t)(cap * V));
+    g->rng = rt_xmalloc((size_t)cap * sizeof *g->rng);
+    g->logits = rt_xmalloc((size_t)(cap * V) * sizeof *g->logits);
+    g->pick = rt_xmalloc((size_t)cap * sizeof *g->pick);
+    g->done = rt_xmalloc((size_t)cap);
+    g->cached = rt_xmalloc((size_t)cap);
+    g->out = rt_xmalloc((size_t)cap * sizeof *g->out);
+    memset(g->out, 0, (size_t)cap * sizeof *g->out);
     g->sampler = (rt_sampler){.V = V, .temperature = r->o.temperature, .top_k = r->o.top_k,
                               .top_p = r->o.top_p, .min_p = r->o.min_p,
                               .penalty = r->o.repetition_penalty,
@@ -417,21 +421,24 @@ static void gen_open(Gen *g, Run *r, int64_t V)
                               .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                               .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     g->n_stop = stop_ids(&r->o, V, g->stop);
-    g->next = rt_next_open(r, N, V);
+    g->next = rt_next_open(r, cap, V);
 }
 
-/* A generation's start (each of --prompt-file's prompts): empty contexts and caches,
- * nothing seen, each sequence's draws from the seed (sequence 0's from --sample-seed,
- * else the training seed, as one sample's; sequence b's from that mixed with b), so
- * that a prompt's samples are the ones --prompt would draw. */
-static void gen_reset(Gen *g)
+/* A generation's start (each group of --prompt-file's prompts): N sequences, empty
+ * contexts and caches, nothing seen, each prompt's sequence j's draws from the seed
+ * (j = 0's from --sample-seed, else the training seed, as one sample's; j's from that
+ * mixed with j), so that a prompt's samples are the ones --prompt would draw. */
+static void gen_reset(Gen *g, int64_t N)
 {
     Run *r = g->r;
-    g->n = 0;
-    memset(g->seen, 0, (size_t)(g->N * g->V));
+    g->N = N;
+    memset(g->n, 0, (size_t)N * sizeof *g->n);
+    memset(g->seen, 0, (size_t)(N * g->V));
     uint64_t seed = r->o.sample_seed >= 0 ? (uint64_t)r->o.sample_seed : r->c.seed;
-    for (int64_t b = 0; b < g->N; b++)
-        rt_rng_seed(&g->rng[b], b ? rt_mix(seed, (uint64_t)b) : seed);
+    for (int64_t b = 0; b < N; b++) {
+        uint64_t j = (uint64_t)(b % g->M);
+        rt_rng_seed(&g->rng[b], j ? rt_mix(seed, j) : seed);
+    }
     r->e.rng_key = 0;
     rt_next_reset(g->next);
 }
@@ -439,10 +446,11 @@ static void gen_reset(Gen *g)
 static void gen_close(Gen *g)
 {
     rt_next_close(g->next);
-    for (int64_t b = 0; b < g->N; b++)
+    for (int64_t b = 0; b < g->cap; b++)
         rt_ids_free(&g->out[b]);
     rt_xfree(g->out);
     rt_xfree(g->done);
+    rt_xfree(g->cached);
     rt_xfree(g->pick);
     rt_xfree(g->logits);
     rt_xfree(g->rng);
@@ -452,31 +460,27 @@ static void gen_close(Gen *g)
     rt_xfree(g->seen);
     rt_xfree(g->ctx);
     rt_xfree(g->tgt);
+    rt_xfree(g->n);
 }
 
-/* Each sequence's id (ids[b]; all: ids[0] for every one) appended to its context (the
- * windows slide once full: the cache stops serving) and to the ids its penalty falls
- * on. */
-static void gen_push(Gen *g, const uint32_t *ids, int all)
+/* An id appended to sequence b's context (its window slides once full: the cache stops
+ * serving) and to the ids its penalty falls on. */
+static void gen_push(Gen *g, int64_t b, uint32_t id)
 {
     int64_t T = g->T;
-    if (g->n == T) {   /* (T >= 1: a token model's) */
-        for (int64_t b = 0; b < g->N; b++)
-            memmove(g->ctx + b * T, g->ctx + b * T + 1, (size_t)(T - 1) * sizeof *g->ctx);
-        g->n--;
-        rt_next_slid(g->next);
+    int32_t *c = g->ctx + b * T;
+    if (g->n[b] == T) {   /* (T >= 1: a token model's) */
+        memmove(c, c + 1, (size_t)(T - 1) * sizeof *c);
+        g->n[b]--;
+        rt_next_slid(g->next, b);
     }
-    for (int64_t b = 0; b < g->N; b++) {
-        uint32_t id = ids[all ? 0 : b];
-        g->ctx[b * T + g->n] = (int32_t)id;
-        g->seen[b * g->V + id] = 1;
-    }
-    g->n++;
+    c[g->n[b]++] = (int32_t)id;
+    g->seen[b * g->V + id] = 1;
 }
 
 /* Each live sequence's next id drawn from its logits; a stop id ends the sequence (not
  * kept). With one sequence the id is printed as it comes. The sequences still live. */
-static int64_t gen_draw(Gen *g, int64_t k, int cached)
+static int64_t gen_draw(Gen *g, int64_t k)
 {
     int64_t live = 0;
     for (int64_t b = 0; b < g->N; b++) {
@@ -493,26 +497,29 @@ static int64_t gen_draw(Gen *g, int64_t k, int cached)
             put_id(&g->r->o, pick, k, g->V);
         rt_ids_push(&g->out[b], (uint32_t)pick);
         g->drawn++;
-        g->served += cached;
+        g->served += g->cached[b];
         live++;
     }
     return live;
 }
 
-/* Several sequences' samples, once all are drawn: each after a line naming it. */
-static void print_samples(Gen *g)
+/* Sequences first .. first + M - 1's samples (one prompt's), once all are drawn: with
+ * M > 1 each after a line naming it. */
+static void print_samples(Gen *g, int64_t first)
 {
-    for (int64_t b = 0; b < g->N; b++) {
-        printf("--- sample %lld of %lld ---\n", (long long)b + 1, (long long)g->N);
-        for (int64_t k = 0; k < g->out[b].n; k++)
-            put_id(&g->r->o, g->out[b].v[k], k, g->V);
+    for (int64_t j = 0; j < g->M; j++) {
+        const rt_ids *o = &g->out[first + j];
+        if (g->M > 1)
+            printf("--- sample %lld of %lld ---\n", (long long)j + 1, (long long)g->M);
+        for (int64_t k = 0; k < o->n; k++)
+            put_id(&g->r->o, o->v[k], k, g->V);
         putchar('\n');
     }
 }
 
 /* Up to --sample tokens drawn and appended to each sequence, until each has drawn a
- * stop id (not printed), then a newline (one sequence: its ids printed as they come;
- * several: print_samples). The ids into g->out. */
+ * stop id (not printed). One sequence: its ids printed as they come, then a newline;
+ * several: the caller prints them (print_samples). The ids into g->out. */
 static void gen_reply(Gen *g)
 {
     Run *r = g->r;
@@ -522,16 +529,16 @@ static void gen_reply(Gen *g)
     /* (stdout closed, as by `| head`: SIGPIPE is ignored, so the write error ends it) */
     for (int64_t k = 0; k < r->o.sample && !rt_signal_seen && !ferror(stdout); k++) {
         for (int64_t b = 0; b < g->N; b++)   /* causal attention: later positions do not matter */
-            for (int64_t t = g->n; t < g->T; t++)
+            for (int64_t t = g->n[b]; t < g->T; t++)
                 g->ctx[b * g->T + t] = 0;
-        int cached = rt_next_logits(g->next, g->ctx, g->tgt, g->n, g->logits);
-        if (!gen_draw(g, k, cached))
+        rt_next_logits(g->next, g->N, g->ctx, g->tgt, g->n, g->done, g->logits, g->cached);
+        if (!gen_draw(g, k))
             break;
-        gen_push(g, g->pick, 0);   /* (an ended sequence's: not read) */
+        for (int64_t b = 0; b < g->N; b++)
+            if (!g->done[b])
+                gen_push(g, b, g->pick[b]);
     }
-    if (g->N > 1)
-        print_samples(g);
-    else
+    if (g->N == 1)
         putchar('\n');
     fflush(stdout);
 }
@@ -561,7 +568,7 @@ static void chat_turns(Gen *g)
             if (ids.v[i] >= (uint32_t)g->V)
                 rt_input_error("a turn's token %lld is id %u, past the model's %lld ids",
                                (long long)i, ids.v[i], (long long)g->V);
-            gen_push(g, &ids.v[i], 1);
+            gen_push(g, 0, ids.v[i]);
         }
         gen_reply(g);
         if (!r->o.quiet)
@@ -571,19 +578,13 @@ static void chat_turns(Gen *g)
     free(line);
 }
 
-/* A prompt (TEXT, the K-th of P; NULL: a newline) into every sequence, then the reply;
- * with a tokenizer the ids on stderr beside the text. Several prompts: a line naming
- * each before its reply. */
-static void prompt_reply(Gen *g, const char *text, int64_t k, int64_t P)
+/* A prompt (TEXT, the K-th of P; NULL: a newline) into sequences first .. first + M - 1;
+ * with a tokenizer its ids on stderr. */
+static void prompt_push(Gen *g, const char *text, int64_t k, int64_t P, int64_t first)
 {
     Run *r = g->r;
     rt_ids ids = {0};
-    char buf[64], head[48] = "";
-    if (P > 1) {
-        printf("--- prompt %lld of %lld ---\n", (long long)k + 1, (long long)P);
-        snprintf(head, sizeof head, "prompt %lld ", (long long)k + 1);
-    }
-    gen_reset(g);
+    char buf[64];
     /* no prompt, no tokenizer: the one id below, not the newline's 10, which a
      * vocabulary of 10 or fewer does not have (an embedding index past it: an error on
      * the CPU, NaN logits and zero bytes on the GPU) */
@@ -593,54 +594,90 @@ static void prompt_reply(Gen *g, const char *text, int64_t k, int64_t P)
         snprintf(buf, sizeof buf, "prompt %lld", (long long)k + 1);
         print_ids(P > 1 ? buf : "prompt", ids.v, ids.n);
     }
-    for (int64_t i = 0; i < ids.n; i++)
-        gen_push(g, &ids.v[i], 1);
     uint32_t nl = 10 % (uint32_t)g->V;   /* a newline, where the vocabulary has it */
-    if (g->n == 0)
-        gen_push(g, &nl, 1);
-    rt_ids_free(&ids);
-    gen_reply(g);
-    for (int64_t b = 0; b < g->N && r->o.tokenizer && !r->o.quiet; b++) {
-        char what[80];   /* the sample's ids, beside its text */
-        snprintf(what, sizeof what, "%ssample", head);
-        if (g->N > 1)
-            snprintf(what, sizeof what, "%ssample %lld", head, (long long)b + 1);
-        print_ids(what, g->out[b].v, g->out[b].n);
+    for (int64_t b = first; b < first + g->M; b++) {
+        for (int64_t i = 0; i < ids.n; i++)
+            gen_push(g, b, ids.v[i]);
+        if (g->n[b] == 0)
+            gen_push(g, b, nl);
     }
+    rt_ids_free(&ids);
+}
+
+/* "--- prompt K of P ---" before a prompt's output, where there are several. */
+static void prompt_head(int64_t k, int64_t P)
+{
+    if (P > 1)
+        printf("--- prompt %lld of %lld ---\n", (long long)k + 1, (long long)P);
+}
+
+/* Prompts k0 .. k0 + G - 1 of ps (G of them: M sequences each, a pass's rows) and their
+ * replies, drawn together; each prompt's output after a line naming it, where there are
+ * several, and is what --prompt with its text prints (one sequence: as it comes); with a
+ * tokenizer the ids on stderr beside the text. */
+static void group_reply(Gen *g, const Prompts *ps, int64_t k0, int64_t G)
+{
+    Run *r = g->r;
+    int64_t P = ps->n, M = g->M;
+    gen_reset(g, G * M);
+    for (int64_t p = 0; p < G; p++)
+        prompt_push(g, ps->v[k0 + p], k0 + p, P, p * M);
+    if (g->N == 1)
+        prompt_head(k0, P);
+    gen_reply(g);
+    for (int64_t p = 0; p < G; p++) {
+        if (g->N > 1) {
+            prompt_head(k0 + p, P);
+            print_samples(g, p * M);
+        }
+        for (int64_t j = 0; j < M && r->o.tokenizer && !r->o.quiet; j++) {
+            char what[80];   /* the sample's ids, beside its text */
+            int n = P > 1 ? snprintf(what, sizeof what, "prompt %lld ", (long long)(k0 + p) + 1) : 0;
+            snprintf(what + n, sizeof what - (size_t)n, M > 1 ? "sample %lld" : "sample",
+                     (long long)j + 1);
+            print_ids(what, g->out[p * M + j].v, g->out[p * M + j].n);
+        }
+    }
+    fflush(stdout);
 }
 
 /* Generation from a token model: the context window (at most T ids) goes through the
  * forward pass, the logits at its last position are drawn from (sampling.c: the
  * repetition penalty, the temperature, top_k, top_p and min_p), and the id is appended
- * (the window slides once full); --num-samples N sequences from one prompt together,
- * a batch row each; --prompt-file's prompts one after another, each as --prompt. A model with a decode program computes only the new position each
- * token, its keys and values cached, until the window slides (sample_next.c). Without
- * a tokenizer ids are bytes for `trainc data text` shards, so a vocabulary of at most
- * 256 ids is printed as bytes, a larger one as numbers a space apart. --chat without
- * --prompt: a conversation (chat_turns). A GAN's --sample is gan_sample's. */
+ * (the window slides once full); --num-samples M sequences from one prompt together, a
+ * batch row each; --prompt-file's prompts as many at once as a pass's rows hold (Bmax /
+ * M), each as --prompt. A model with a decode program computes only the new position of
+ * each sequence each token, its keys and values cached, until a window slides
+ * (sample_next.c). Without a tokenizer ids are bytes for `trainc data text` shards, so a
+ * vocabulary of at most 256 ids is printed as bytes, a larger one as numbers a space
+ * apart. --chat without --prompt: a conversation (chat_turns). A GAN's --sample is
+ * gan_sample's. */
 void rt_sample(Run *r)
 {
     if (r->m->gan) {
         gan_sample(r);
         return;
     }
-    Gen g;
-    gen_open(&g, r, rt_sample_vocab(r->m, &r->o));
-    double t0 = rt_now();
     Prompts ps;
     prompts_open(&r->o, &ps);
+    int64_t M = r->o.num_samples > 1 ? r->o.num_samples : 1, G = r->e.Bmax / M;
+    G = G > ps.n ? ps.n : G < 1 ? 1 : G;
+    Gen g;
+    gen_open(&g, r, rt_sample_vocab(r->m, &r->o), G * M);
+    double t0 = rt_now();
     if (r->o.chat && !r->o.prompt && !r->o.prompt_file) {
-        gen_reset(&g);
+        gen_reset(&g, 1);
         chat_turns(&g);
     } else
-        for (int64_t k = 0; k < ps.n && !rt_signal_seen && !ferror(stdout); k++)
-            prompt_reply(&g, ps.v[k], k, ps.n);
+        for (int64_t k = 0; k < ps.n && !rt_signal_seen && !ferror(stdout); k += G)
+            group_reply(&g, &ps, k, k + G > ps.n ? ps.n - k : G);
     prompts_close(&ps);
     if (!r->o.quiet) {
         double dt = rt_now() - t0;
         fprintf(stderr, "trainc: sampled %lld tokens in %.2f s, %.1f a second (%lld from the "
-                        "key/value cache)\n", (long long)g.drawn, dt,
-                dt > 0 ? (double)g.drawn / dt : 0.0, (long long)g.served);
+                        "key/value cache in %lld passes)\n", (long long)g.drawn, dt,
+                dt > 0 ? (double)g.drawn / dt : 0.0, (long long)g.served,
+                (long long)rt_next_passes(g.next));
     }
     gen_close(&g);
 }

@@ -299,9 +299,11 @@ void rt_sample(Run *r);
 /* --sample's logits for N sequences (sample_next.c): the window's pass, or the decode
  * program with its key/value cache */
 typedef struct rt_next rt_next;
-rt_next *rt_next_open(Run *r, int64_t N, int64_t V);
-int rt_next_logits(rt_next *k, int32_t *ctx, int32_t *tgt, int64_t n, float *z);
-void rt_next_slid(rt_next *k);                    /* the windows slid: no more cache */
+rt_next *rt_next_open(Run *r, int64_t N, int64_t V);   /* N: the most sequences */
+void rt_next_logits(rt_next *k, int64_t N, int32_t *ctx, int32_t *tgt, const int64_t *n,
+                    const unsigned char *done, float *z, unsigned char *cached);
+int64_t rt_next_passes(const rt_next *k);         /* the decode program's passes so far */
+void rt_next_slid(rt_next *k, int64_t b);         /* sequence b's window slid: no more cache */
 void rt_next_reset(rt_next *k);                   /* a new generation: the cache empty */
 void rt_next_close(rt_next *k);
 void rt_lrfind_start(Run *r);                     /* --lr-find (mode_lrfind.c) */

@@ -100,16 +100,16 @@ typedef struct rt_exec {
     int64_t loss_rows;         /* under ignore_index, the last loss call's rows, counted or
                                   not (all of a chunked head's): the weight of the
                                   load-balancing loss (e->terms otherwise) */
-    /* rt_model.decode's: the position of its first row, and the key/value cache
-     * (rt_model.kv_floats a sequence), positions [0, pos) filled. kv_seq 0: row b is
-     * position pos + b of one sequence; else each row a sequence of its own at position
-     * pos, row b's cache kv_seq floats after row b - 1's (--num-samples) */
-    int64_t pos;
+    /* rt_model.decode's: the key/value caches (rt_model.kv_floats a sequence, kv_seq
+     * floats apart) and each row's place in them, slot * kv_T + position: row b is the
+     * token at that position of the slot's sequence, whose cache holds the positions
+     * before it (or gets them in the same pass, from rows before b). place: the places
+     * in the host's memory; dplace: on a GPU, the same in the device's memory, where the
+     * decode kernels read them (a CUDA graph of the pass replays with each call's) */
     float *kv;
-    int64_t kv_seq;
-    const int32_t *dpos;       /* on a GPU: pos in the device's memory, where the decode
-                                  kernels read it (a CUDA graph of the pass replays with
-                                  each call's) */
+    int64_t kv_seq, kv_T;
+    const int32_t *place;
+    const int32_t *dplace;
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);
@@ -202,9 +202,9 @@ typedef struct rt_model {
     void (*backward)(rt_exec *e);           /* parameter gradients are accumulated (+=) */
     void (*evaluate)(rt_exec *e);           /* forward only, validation's plan: loss, accuracy */
     /* A language model's decode program (NULL: none): the tokens
-     * e->in[0] (one i32 a row) at positions e->pos .. e->pos + e->B - 1 of one sequence
-     * through the layers, attention against the key/value cache e->kv (which it extends
-     * by them), the logits left at decode_pred_offset (rows decode_pred_ld apart); the
+     * e->in[0] (one i32 a row), each at its place (rt_exec.place: a sequence and a
+     * position), through the layers, attention against the sequences' key/value caches
+     * e->kv (which it extends by them), the logits left at decode_pred_offset (rows decode_pred_ld apart); the
      * cache is kv_floats, on the device where the program runs on a GPU (its kernels, kd*,
      * are in the CUDA image beside validation's) */
     void (*decode)(rt_exec *e);
@@ -573,18 +573,19 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
                           float softcap);
-/* The decode program's attention: qkv [B, 1, (H + 2 KV) hd], row b position e->pos + b of
- * one sequence, as rt_attention_ext_fwd's options take it (causal). The rows' keys
- * (through qk_norm and rope) and values are written into the cache, e->kv + kv_off: K
- * [KV, T, hd], then V [KV, T, hd]; then row b's queries attend to the cache's positions
- * up to its own (within the window), y [B, 1, H hd]. */
+/* The decode program's attention: qkv [B, 1, (H + 2 KV) hd], row b at its place
+ * e->place[b] (a sequence's slot and a position), as rt_attention_ext_fwd's options take
+ * it (causal). The rows' keys (through qk_norm and rope) and values are written into
+ * their sequences' caches, the layer's at kv_off in each: K [KV, T, hd], then V [KV, T,
+ * hd]; then row b's queries attend to its cache's positions up to its own (within the
+ * window), y [B, 1, H hd]. */
 void rt_attention_decode(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                          float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d, int64_t H,
                          int64_t KV, int causal, int64_t window, float theta, float factor,
                          float low, float high, int64_t orig, const float *ext, float scale,
                          float softcap);
-/* pos_embedding in the decode program: y [B, d] = x + w's rows e->pos .. e->pos + B - 1
- * (in place allowed). */
+/* pos_embedding in the decode program: y [B, d] = x + w's row at each row's position (its
+ * place's, e->place; in place allowed). */
 void rt_pos_row_add(rt_exec *e, const float *x, const float *w, float *y, int64_t B, int64_t d);
 void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           const float *lse, const float *y, const float *dy, float *dqkv,

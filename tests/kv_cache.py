@@ -89,7 +89,8 @@ def spec(name, opts, change):
     return path
 
 
-def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150, prompts=None):
+def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150, prompts=None,
+           prompt="The license is ", extra=()):
     """150 tokens from the prompt by `trainc run` (or exe, a trainer built for both devices,
     on the fake GPU, more_env added to its environment); n > 1: --num-samples n; prompts:
     --prompt-file's (the output whole)"""
@@ -100,7 +101,7 @@ def sample(path, run, env_value, exe=None, more_env=None, n=1, tokens=150, promp
     p = subprocess.run(cmd + ["--eval", "--init", os.path.join(run, "model.safetensors"),
                         "--quiet", "--threads", "2", "--sample", str(tokens), "--set", "batch_size=4",
                         "--temperature", "0.9", "--sample-seed", "5"] + (["--num-samples", str(n)] if n > 1 else []) +
-                       (["--prompt-file", prompts] if prompts else ["--prompt", "The license is "]),
+                       (["--prompt-file", prompts] if prompts else ["--prompt", prompt]) + list(extra),
                        env=env, capture_output=True)
     if p.returncode != 0:
         sys.exit("FAIL %s: exit %d: %s" % (path, p.returncode, p.stderr.decode()[-2000:]))
@@ -182,16 +183,19 @@ def several(name, path, run, one, exe=None, cpu=None):
         verdict("no room on the GPU for the key/value cache (0.4 MiB)" in err and samples(cut) == want,
                 "%s on the fake GPU --num-samples 3, no room for the caches: the window's pass, the same "
                 "first 20 bytes of each" % name)
-        # --prompt-file: three prompts in turn, the caches emptied and the token's graph kept
-        # between them: the CPU's bytes
+        # --prompt-file: three prompts of different lengths together (each row at its own
+        # place); with --num-samples 2 two prompts, then one, the token's graph captured
+        # again for the second group's rows: the CPU's bytes
         pf = os.path.join(OUT, "prompts.txt")
         with open(pf, "w") as f:
-            f.write("The license is \nCopy\nYou may not ")
-        gpu, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_TRACE": "1"}, tokens=20, prompts=pf)
-        cpu_pf, _ = sample(path, run, "1", tokens=20, prompts=pf)
-        verdict(gpu == cpu_pf and gpu.count(b"--- prompt") == 3 and "launch graph" in err,
-                "%s on the fake GPU --prompt-file (3 prompts): the CPU's %d bytes, %d token passes as a "
-                "CUDA graph" % (name, len(gpu), err.count("fake GPU: launch graph")))
+            f.write("\n".join(PROMPTS))
+        for n in (1, 2):
+            gpu, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_TRACE": "1"}, n=n, tokens=20, prompts=pf)
+            cpu_pf, _ = sample(path, run, "1", n=n, tokens=20, prompts=pf)
+            graphs = err.count("fake GPU: launch graph")
+            verdict(gpu == cpu_pf and gpu.count(b"--- prompt") == 3 and graphs == (18 if n == 1 else 36),
+                    "%s on the fake GPU --prompt-file (3 prompts), --num-samples %d: the CPU's %d bytes, %d "
+                    "token passes as a CUDA graph" % (name, n, len(gpu), graphs))
         return text
     text, err = sample(path, run, "check", n=3)
     got = check_line(name + " --num-samples 3", err)
@@ -203,6 +207,7 @@ def several(name, path, run, one, exe=None, cpu=None):
             "the first sample the one sample's" % (name, got[0], got[1]))
     window, _ = sample(path, run, "0", n=3)
     verdict(window == text, "%s --num-samples 3: the same %d bytes without the cache" % (name, len(text)))
+    prompt_file(name, path, run)
     # more samples than the batch's rows: exit 1 before training, nothing written
     out = os.path.join(OUT, name + "_five")
     p = subprocess.run([TRAINC, "run", path, "--set", "batch_size=4", "--quiet", "--out", out, "--sample", "5",
@@ -210,6 +215,34 @@ def several(name, path, run, one, exe=None, cpu=None):
     verdict(p.returncode == 1 and "--num-samples 5: at most the batch size, 4" in p.stderr and not os.path.exists(out),
             "%s --num-samples 5 at batch_size 4: exit 1 before training (%s)" % (name, p.stderr.strip()[-120:]))
     return text
+
+
+# --prompt-file's prompts drawn together, as many as a pass's rows hold
+PROMPTS = ("The license is ", "Copy", "You may not ")
+
+def prompt_file(name, path, run):
+    """three prompts of 15, 4 and 12 bytes at batch_size 4: a group of three sequences
+    (--num-samples 2: a group of two prompts, then one), each at its own position with a
+    cache of its own, 120 tokens each (the first window slides before the second's: the
+    window's pass from then on). Under the check every row's logits are the window's over
+    the three contexts; each prompt's part is what --prompt with it prints; the same
+    without the cache. With --num-samples 2 the bytes 101 and 32 ("e", " ") stop the
+    sequences, so that some end before the others (the ended ones leave the passes)."""
+    pf = os.path.join(OUT, name + "_prompts.txt")
+    with open(pf, "w") as f:
+        f.write("\n".join(PROMPTS))
+    for n in (1, 2):
+        stops = ["--stop", "101", "--stop", "32"] if n == 2 else []
+        text, err = sample(path, run, "check", n=n, tokens=120, prompts=pf, extra=stops)
+        got = check_line("%s --prompt-file --num-samples %d" % (name, n), err)
+        alone = b"".join(b"--- prompt %d of 3 ---\n" % (k + 1) +
+                         sample(path, run, "1", n=n, tokens=120, prompt=p, extra=stops)[0]
+                         for k, p in enumerate(PROMPTS))
+        window, _ = sample(path, run, "0", n=n, tokens=120, prompts=pf, extra=stops)
+        verdict(got and got[0] > 0 and got[1] < 1e-5 and text == alone and window == text,
+                "%s --prompt-file (3 prompts), --num-samples %d: the cache served %d of the groups' tokens, logits "
+                "within %.2g of the window's; each prompt's %d bytes as --prompt's, the same without the cache"
+                % (name, n, got[0] if got else -1, got[1] if got else float("nan"), len(text)))
 
 
 def variant(name, opts, change):

@@ -114,7 +114,8 @@ def prompt_file(kind, d, sp, tj, tok):
     an object's "prompt" and an empty line; llama3: a text file, a line each, one ending in
     \\r\\n) with --num-samples 2: each prompt's part is its header line, then what --prompt
     with that text prints, byte for byte; its ids on stderr are tokenizers'; the key/value
-    cache serves as many tokens as for the three prompts apart. --prompt
+    cache serves as many tokens as for the three prompts apart, in fewer passes (two
+    prompts' four sequences a pass at the spec's batch size). --prompt
     beside it, a bad JSON line and a file without prompts exit 1 before training."""
     prompts = [PROMPT, "Licensor grants", "THE SOFTWARE IS"]
     if kind == "gpt2":
@@ -131,9 +132,9 @@ def prompt_file(kind, d, sp, tj, tok):
             "--sample", "20", "--tokenizer", tj, "--num-samples", "2"]
     r = subprocess.run(base + ["--prompt-file", path], capture_output=True)
     err = r.stderr.decode("utf-8", "replace")
-    want, served = b"", [0, 0]
-    cache = lambda e: [int(x) for x in re.search(r"sampled (\d+) tokens .*\((\d+) from the key/value cache",
-                                                   e).groups()]
+    want, served = b"", [0, 0, 0]
+    cache = lambda e: [int(x) for x in re.search(r"sampled (\d+) tokens .*\((\d+) from the key/value cache "
+                                                   r"in (\d+) passes", e).groups()]
     for k, p in enumerate(prompts):
         one = subprocess.run(base + ["--prompt", p], capture_output=True)
         want += b"--- prompt %d of 3 ---\n" % (k + 1) + one.stdout
@@ -144,9 +145,10 @@ def prompt_file(kind, d, sp, tj, tok):
     if r.returncode != 0 or r.stdout != want or want.count(b"--- sample") != 6:
         sys.exit("FAIL: %s: --prompt-file: exit %d, printed %r, want %r" % (kind, r.returncode, r.stdout, want))
     # each prompt's tokens from a cache of its own, as many as --prompt's
-    if cache(err) != served or served[1] < served[0] // 2:
-        sys.exit("FAIL: %s: --prompt-file: %s tokens drawn, from the cache; each prompt alone: %s" % (
-            kind, cache(err), served))
+    got = cache(err)
+    if got[:2] != served[:2] or served[1] < served[0] // 2 or not got[2] < served[2]:
+        sys.exit("FAIL: %s: --prompt-file: %s tokens drawn, from the cache, passes; each prompt alone: %s" % (
+            kind, got, served))
     bad = os.path.join(d, "bad.jsonl")
     empty = os.path.join(d, "empty.txt")
     with open(bad, "w") as f:
@@ -163,7 +165,8 @@ def prompt_file(kind, d, sp, tj, tok):
             sys.exit("FAIL: %s: %s: exit %d, %r" % (kind, args, r.returncode, r.stderr))
         said.append(r.stderr.strip())
     print("ok   %s: --prompt-file (%s) with --num-samples 2: each prompt's samples as --prompt's, its ids "
-          "tokenizers'; refused before training: %s" % (kind, os.path.basename(path), " | ".join(said)))
+          "tokenizers', the cache's %d tokens in %d passes (%d apart); refused before training: %s"
+          % (kind, os.path.basename(path), got[1], got[2], served[2], " | ".join(said)))
 
 
 def run(kind, vocab):

@@ -283,10 +283,10 @@ static void set_options_call(Instr *a, int call, const Node *nd, Tensor **t, int
     call_set(a, call, args, nt + options_args(nd, args + nt));
 }
 
-/* The decode program's core (decode.c): rows that are the positions e->pos, e->pos + 1,
- * ... of one sequence, their keys and values first written into the cache (the layer's
- * part of it: K, then V, each [KV, T, hd], at the offset below), then each row's
- * queries against the cache's positions up to its own. */
+/* The decode program's core (decode.c): rows that are positions of sequences (their
+ * places, e->place), their keys and values first written into their sequences' caches
+ * (the layer's part of each: K, then V, each [KV, T, hd], at the offset below), then each
+ * row's queries against its cache's positions up to its own. */
 static void lower_attention_decode(Program *p, Node *nd)
 {
     Graph *g = p->g;

@@ -38,9 +38,9 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 static void lower_pos_embedding(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0];
-    if (p->decode) {   /* one position a row (decode.c): e->pos's row */
+    if (p->decode) {   /* one position a row (decode.c): its place's row */
         Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-        a->what = xstrdup("pos_embedding: + the position's row (e->pos)");
+        a->what = xstrdup("pos_embedding: + each row's position's row (e->place)");
         SET_CALL(a, CALL_POS_ROW_ADD, arg_t(x), arg_t(nd->w->t), arg_t(nd->out), arg_rows(1),
                  arg_int(x->numel));
         instr_reads(a, x);

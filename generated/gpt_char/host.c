@@ -1105,9 +1105,9 @@ static void evaluate(rt_exec *e)
 }
 
 /* Generation's forward pass (--sample): row b is the token e->in[0][b]
- * at position e->pos + b of one sequence; keys and values are appended to the
- * cache e->kv, attention reads the positions before; the logits are left in the
- * arena. Its own plan, in the same memory. */
+ * at its place e->place[b] (a sequence and a position); keys and values are
+ * appended to the sequence's cache in e->kv, attention reads the positions
+ * before; the logits are left in the arena. Its own plan, in the same memory. */
 static void decode(rt_exec *e)
 {
     e->train = 0;
@@ -1217,7 +1217,7 @@ static void decode(rt_exec *e)
 
     /* $.model.layers[0]: embedding: rows of the weight picked by the ids */
     rt_embedding_fwd(e, in_x, P_wte_weight, embedding_wte, e->B, 256, 128);
-    /* $.model.layers[1]: pos_embedding: + the position's row (e->pos) */
+    /* $.model.layers[1]: pos_embedding: + each row's position's row (e->place) */
     rt_pos_row_add(e, embedding_wte, P_wpe_weight, pos_embedding_wpe, e->B, 128);
     /* $.model.layers[2].body[0].body[0] #0: layernorm */
     rt_layernorm_fwd(e, pos_embedding_wpe, P_h_0_ln_1_weight, P_h_0_ln_1_bias, layernorm_h_0_ln_1,

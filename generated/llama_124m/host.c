@@ -2713,9 +2713,9 @@ static void evaluate(rt_exec *e)
 }
 
 /* Generation's forward pass (--sample): row b is the token e->in[0][b]
- * at position e->pos + b of one sequence; keys and values are appended to the
- * cache e->kv, attention reads the positions before; the logits are left in the
- * arena. Its own plan, in the same memory. */
+ * at its place e->place[b] (a sequence and a position); keys and values are
+ * appended to the sequence's cache in e->kv, attention reads the positions
+ * before; the logits are left in the arena. Its own plan, in the same memory. */
 static void decode(rt_exec *e)
 {
     e->train = 0;

@@ -1,9 +1,9 @@
 /* decode.cuh: the decode program's kernels (compiler/decode.c), --sample's key/value
  * cache on the GPU; rt_attention_decode and rt_pos_row_add in runtime/attention.c are
- * their C twins. A call's rows b = 0 .. B - 1 are the positions pos + b of one sequence,
- * or with seq > 0 sequences of their own, each at position pos (--num-samples), row b's
- * cache seq floats after row b - 1's. The position pos is read from device memory (the
- * runtime's e->dpos), so that a CUDA graph of the pass replays with each call's.
+ * their C twins. A call's row b is the token at place[b] = slot * T + position: that
+ * position of the slot's sequence, whose cache lies slot * seq floats in. The places are
+ * read from device memory (the runtime's e->dplace), so that a CUDA graph of the pass
+ * replays with each call's.
  * A layer's cache, fp32 whatever the activations, holds its keys K [KV, T, hd] (after
  * qk_norm and rope), then its values V [KV, T, hd]. The options are attention.cuh's
  * attention_ext_* (RT_ATTENTION_EXT_FWD_ARGS), whose rope frequencies it shares
@@ -69,13 +69,15 @@ __device__ __forceinline__ float dec_warp_sum(float v)
 }
 
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
-rt_attention_decode_kv(const act_t *qkv, const float *kn, float *kv, const int *pos, long long seq,
-                       int T, int H, int KV, int hd, float theta, float factor, float low,
-                       float high, int orig, const float *ext)
+rt_attention_decode_kv(const act_t *qkv, const float *kn, float *kv, const int *place,
+                       long long seq, int T, int H, int KV, int hd, float theta, float factor,
+                       float low, float high, int orig, const float *ext)
 {
     float *f = (float *)rt_dyn_smem(), *k = f + hd;   /* the frequencies [hd], the key [hd] */
-    const int b = blockIdx.x, kh = blockIdx.y, t = *pos + (seq ? 0 : b);
-    kv += b * seq;
+    const int b = blockIdx.x, kh = blockIdx.y;
+    const unsigned p = (unsigned)place[b], sl = p / (unsigned)T;   /* (places are >= 0) */
+    const int t = (int)(p - sl * (unsigned)T);
+    kv += sl * seq;
     if (theta > 0.0f)
         atx_freqs_n(f, hd, theta, factor, low, high, orig, ext);
     __syncthreads();
@@ -109,13 +111,15 @@ __device__ __forceinline__ void dec_scores(float *s, const float *q, const float
 
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
 rt_attention_decode(const act_t *qkv, const float *qn, const float *kv, act_t *y, float *part,
-                    const int *pos, long long seq, int T, int H, int KV, int hd, int W,
+                    const int *place, long long seq, int T, int H, int KV, int hd, int W,
                     float theta, float factor, float low, float high, int orig,
                     const float *ext, float scale, float cap)
 {
     float *f = (float *)rt_dyn_smem(), *q = f + hd, *s = q + hd;   /* frequencies, q, scores */
-    const int b = blockIdx.x, h = blockIdx.y, kh = h / (H / KV), t = *pos + (seq ? 0 : b);
-    kv += b * seq;
+    const int b = blockIdx.x, h = blockIdx.y, kh = h / (H / KV);
+    const unsigned p = (unsigned)place[b], sl = p / (unsigned)T;
+    const int t = (int)(p - sl * (unsigned)T);
+    kv += sl * seq;
     const int S = gridDim.z, L = (T + S - 1) / S, s0 = blockIdx.z * L;
     const int first = W > 0 && t >= W ? t - W + 1 : 0;
     const int lo = first > s0 ? first : s0, hi = t + 1 < s0 + L ? t + 1 : s0 + L;   /* [lo, hi) */

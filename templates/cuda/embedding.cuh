@@ -106,17 +106,15 @@ __device__ __forceinline__ void embedding_bwd(const int32_t *idx, const act_t *d
     }
 
 /* The decode program's pos_embedding (compiler/decode.c; rt_pos_row_add in
- * runtime/attention.c, its twin): y [B, d] = x + w's rows pos .. pos + B - 1, the rows
- * of a call being consecutive positions of one sequence, or with seqs each row w's row
- * pos, the rows being sequences of their own (y may be x), pos read from device memory
- * as decode.cuh's kernels read it.
+ * runtime/attention.c, its twin): y [B, d] = x + w's row at each row's position, the
+ * rows' places (slot * T + position) read from device memory as decode.cuh's kernels
+ * read them (y may be x).
  * Launch: grid-stride over n = B d, blocks of 256. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_pos_row_add(const act_t *x, const float *w, act_t *y, const int *pos, int seqs, int64_t n,
+rt_pos_row_add(const act_t *x, const float *w, act_t *y, const int *place, int T, int64_t n,
                int64_t d)
 {
-    const float *r = w + (int64_t)*pos * d;
     const int64_t step = (int64_t)gridDim.x * blockDim.x;
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += step)
-        rt_st(y + i, rt_ld(x + i) + r[seqs ? i % d : i]);
+        rt_st(y + i, rt_ld(x + i) + w[(int64_t)(place[i / d] % T) * d + i % d]);
 }

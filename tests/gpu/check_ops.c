@@ -1604,8 +1604,9 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
 }
 
 /* The decode program's attention (decode.cuh; rt_attention_decode): B rows at positions
- * pos .. pos + B - 1 of one sequence (with seqs: B sequences, each at pos, with a cache
- * of its own, kv_seq floats apart) against a cache whose positions before pos hold
+ * pos .. pos + B - 1 of one sequence (with seqs: B sequences, row b at pos - b % 3 where
+ * that is not negative, else pos, with a cache of its own, kv_seq floats apart; the
+ * places slot T + position) against a cache whose positions before pos hold
  * random keys and values (as earlier calls would leave them), in the second layer's part
  * of a two-layer cache (kv_off). The options as t_attention_ext's (causal always). Both
  * sides write the rows' keys and values into their cache, then attend: the whole cache
@@ -1639,20 +1640,22 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
     for (int64_t i = 0; i < hd; i++)
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
-    C.pos = pos, C.kv = kv, C.kv_seq = G->kv_seq = seqs ? 2 * layer : 0;
+    int32_t *place = rt_xmalloc((size_t)B * sizeof *place);
+    for (int64_t b = 0; b < B; b++)
+        place[b] = (int32_t)(seqs ? b * T + (pos >= b % 3 ? pos - b % 3 : pos) : pos + b);
+    C.place = place, C.kv = kv, C.kv_seq = G->kv_seq = 2 * layer, C.kv_T = G->kv_T = T;
     rt_attention_decode(&C, qkv, wq, wk, y, layer, B, T, d, H, KV, 1, W, theta, fac, lo, hi,
                         orig, ext, sc, cap);
     float *gq = up_a(qkv, nq), *gy = dalloc_a(ny), *py = nans(ny), *gkv = dalloc32(all * 4);
     float *gqn = up(qn, hd * 4), *gkn = up(kn, hd * 4);
-    int32_t p32 = (int32_t)pos;
-    const int32_t *gpos = up(&p32, 4);   /* (the kernels read the position there) */
+    const int32_t *gpos = up(place, (size_t)B * 4);   /* (the kernels read the places there) */
     out_t o[2] = {{"y", y, {0}, ny}, {"cache", kv, {0}, all}};
     char sv[16];
     snprintf(sv, sizeof sv, "%d", splits);   /* the position slices (0: the runtime's choice) */
     setenv("TRAINC_DECODE_SPLITS", sv, 1);
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gy, py, ny), upload(gkv, kv0, all * 4);
-        G->pos = pos, G->kv = gkv, G->dpos = gpos;
+        G->place = place, G->kv = gkv, G->dplace = gpos;
         rt_cu_attention_decode(G, gq, qkn ? gqn : NULL, qkn ? gkn : NULL, gy, layer, B, T, d, H, KV,
                                W, theta, fac, lo, hi, orig, ext, sc, cap);
         o[0].gpu[rep] = down_a(gy, ny), o[1].gpu[rep] = down(gkv, all);
@@ -1660,9 +1663,9 @@ static void t_attention_decode(int64_t B, int64_t T, int64_t d, int64_t H, int64
     unsetenv("TRAINC_DECODE_SPLITS");
     judge("attention_decode", TATT(TOL_RED), o, 2);
     C.kv = G->kv = NULL;
-    C.kv_seq = G->kv_seq = 0;
-    G->dpos = NULL;
-    free(qkv), free(y), free(kv0), free(kv), free(qn), free(kn), free(py), free(ext);
+    C.kv_seq = G->kv_seq = C.kv_T = G->kv_T = 0;
+    C.place = G->place = G->dplace = NULL;
+    free(qkv), free(y), free(kv0), free(kv), free(qn), free(kn), free(py), free(ext), free(place);
     reset();
 }
 
@@ -2992,33 +2995,37 @@ static void all_attention(void)
 }
 
 /* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
- * table added (with seqs, row pos to every row), into another buffer or in place. */
+ * table added (with seqs, row pos - b % 2 to row b, the rows' places in slots of a
+ * window of pos + B), into another buffer or in place. */
 static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace, int seqs)
 {
     SHAPE("B%lld d%lld pos %lld%s%s", (long long)B, (long long)d, (long long)pos,
           inplace ? " in place" : "", seqs ? " sequences" : "");
     int64_t n = B * d;
     float *x = avec(n), *w = fvec((pos + B) * d), *y = inplace ? fcopy(x, n) : nans(n);
-    C.pos = pos, C.kv_seq = G->kv_seq = seqs ? 1 : 0;
+    int64_t T = pos + B;
+    int32_t *place = rt_xmalloc((size_t)B * sizeof *place);
+    for (int64_t b = 0; b < B; b++)
+        place[b] = (int32_t)(seqs ? b * T + (pos >= b % 2 ? pos - b % 2 : pos) : pos + b);
+    C.place = place, C.kv_T = G->kv_T = T;
     rt_pos_row_add(&C, inplace ? y : x, w, y, B, d);
     float *gx = up_a(x, n), *gw = up(w, (size_t)((pos + B) * d) * 4);
     float *gy = inplace ? gx : dalloc_a(n);
     float *py = nans(n);
-    int32_t p32 = (int32_t)pos;
-    const int32_t *gpos = up(&p32, 4);
+    const int32_t *gpos = up(place, (size_t)B * 4);
     out_t o = {"y", y, {0}, n};
     for (int rep = 0; rep < 2; rep++) {
         upload_a(gx, x, n);
         if (!inplace)
             upload_a(gy, py, n);
-        G->pos = pos, G->dpos = gpos;
+        G->place = place, G->dplace = gpos;
         rt_cu_pos_row_add(G, gx, gw, gy, B, d);
         o.gpu[rep] = down_a(gy, n);
     }
     judge("pos_row_add", TA(TOL_EW), &o, 1);
-    G->dpos = NULL;
-    C.kv_seq = G->kv_seq = 0;
-    free(x), free(w), free(y), free(py);
+    C.place = G->place = G->dplace = NULL;
+    C.kv_T = G->kv_T = 0;
+    free(x), free(w), free(y), free(py), free(place);
     reset();
 }
 

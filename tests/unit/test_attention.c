@@ -462,13 +462,15 @@ static int decode_run(const ext_case *c, int pi, const float *qkv, const float *
 {
     int64_t hd = c->d / c->H, ld = (c->H + 2 * c->KV) * hd, off = 3, n_kv = 2 * c->KV * c->T * hd;
     float *kv = nanvec(off + n_kv + 5);
+    int32_t *place = malloc((size_t)c->T * sizeof *place);
     float th = c->rope ? (float)c->theta : 0.0f;
     rt_exec e = exec_on(pools[pi]);
-    e.kv = kv;
+    e.kv = kv, e.kv_T = c->T, e.place = place;
     for (int64_t b = 0; b < c->B; b++)
         for (int64_t at = 0, n = 1; at < c->T; at += n, n++) {
             n = n < c->T - at ? n : c->T - at;
-            e.pos = at;
+            for (int64_t i = 0; i < n; i++)
+                place[i] = (int32_t)(at + i);
             rt_attention_decode(&e, qkv + (b * c->T + at) * ld, qn, kn, out + (b * c->T + at) * c->d,
                                 off, n, c->T, c->d, c->H, c->KV, 1, c->window, th, (float)c->factor,
                                 (float)c->low, (float)c->high, c->orig, c->ext, (float)c->scale,
@@ -477,43 +479,63 @@ static int decode_run(const ext_case *c, int pi, const float *qkv, const float *
     int outside = 0;
     for (int64_t i = 0; i < off + n_kv + 5; i++)
         outside += (i < off || i >= off + n_kv) && !isnan(kv[i]);
-    free(kv);
+    free(kv), free(place);
     return outside != 0;
 }
 
-/* The same with the batch rows as sequences of their own (--num-samples): each row's
- * first T/2 positions in one pass into its own cache, then each later position of all
- * rows in one call (e->kv_seq: row b's cache n_kv floats after row b - 1's), its rows
- * gathered from qkv and y scattered into out [B, T, d]. 0, else 1 as decode_run. */
+/* One call over the rows `rows` (n of them: row i is sequence rows[i] / T's position
+ * rows[i] % T, its place): their qkv rows gathered from qkv [B, T, ld], y scattered into
+ * out [B, T, d]. */
+static void decode_call(const ext_case *c, rt_exec *e, const float *qkv, const float *qn,
+                        const float *kn, float *out, float *kv, int64_t off, int64_t n_kv,
+                        const int32_t *rows, int64_t n)
+{
+    int64_t hd = c->d / c->H, ld = (c->H + 2 * c->KV) * hd;
+    float *in = nanvec(n * ld), *ys = nanvec(n * c->d);
+    float th = c->rope ? (float)c->theta : 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        memcpy(in + i * ld, qkv + rows[i] * ld, (size_t)ld * 4);
+    e->kv = kv, e->kv_seq = n_kv, e->kv_T = c->T, e->place = rows;
+    rt_attention_decode(e, in, qn, kn, ys, off, n, c->T, c->d, c->H, c->KV, 1, c->window, th,
+                        (float)c->factor, (float)c->low, (float)c->high, c->orig, c->ext,
+                        (float)c->scale, (float)c->softcap);
+    for (int64_t i = 0; i < n; i++)
+        memcpy(out + rows[i] * c->d, ys + i * c->d, (size_t)c->d * 4);
+    free(in), free(ys);
+}
+
+/* The same with the batch rows as sequences of their own, each with its cache (n_kv floats
+ * after the one before's), as --num-samples and --prompt-file's prompts fill them: the
+ * first p_b positions of every sequence b (p_b = T/2 + b % 3, at most T - 1) in one call,
+ * then one call a token over every sequence not yet full, each row at its own position.
+ * 0, else 1 as decode_run. */
 static int decode_run_seqs(const ext_case *c, int pi, const float *qkv, const float *qn,
                            const float *kn, float *out)
 {
-    int64_t hd = c->d / c->H, ld = (c->H + 2 * c->KV) * hd, off = 3, n_kv = 2 * c->KV * c->T * hd;
-    int64_t all = c->B * n_kv, p0 = c->T / 2;
-    float *kv = nanvec(off + all + 5), *rows = nanvec(c->B * ld), *ys = nanvec(c->B * c->d);
-    float th = c->rope ? (float)c->theta : 0.0f;
+    int64_t hd = c->d / c->H, off = 3, n_kv = 2 * c->KV * c->T * hd, all = c->B * n_kv;
+    float *kv = nanvec(off + all + 5);
+    int32_t *rows = malloc((size_t)(c->B * c->T) * sizeof *rows);
+    int64_t *at = malloc((size_t)c->B * sizeof *at), n = 0;
     rt_exec e = exec_on(pools[pi]);
-    for (int64_t b = 0; b < c->B; b++) {   /* (positions [0, p0) of each) */
-        e.pos = 0, e.kv = kv + b * n_kv, e.kv_seq = 0;
-        rt_attention_decode(&e, qkv + b * c->T * ld, qn, kn, out + b * c->T * c->d, off, p0,
-                            c->T, c->d, c->H, c->KV, 1, c->window, th, (float)c->factor,
-                            (float)c->low, (float)c->high, c->orig, c->ext, (float)c->scale,
-                            (float)c->softcap);
+    for (int64_t b = 0; b < c->B; b++) {
+        at[b] = c->T / 2 + b % 3 < c->T - 1 ? c->T / 2 + b % 3 : c->T - 1;
+        for (int64_t t = 0; t < at[b]; t++)
+            rows[n++] = (int32_t)(b * c->T + t);
     }
-    for (int64_t at = p0; at < c->T; at++) {
+    decode_call(c, &e, qkv, qn, kn, out, kv, off, n_kv, rows, n);
+    for (;;) {
+        n = 0;
         for (int64_t b = 0; b < c->B; b++)
-            memcpy(rows + b * ld, qkv + (b * c->T + at) * ld, (size_t)ld * 4);
-        e.pos = at, e.kv = kv, e.kv_seq = n_kv;
-        rt_attention_decode(&e, rows, qn, kn, ys, off, c->B, c->T, c->d, c->H, c->KV, 1,
-                            c->window, th, (float)c->factor, (float)c->low, (float)c->high,
-                            c->orig, c->ext, (float)c->scale, (float)c->softcap);
-        for (int64_t b = 0; b < c->B; b++)
-            memcpy(out + (b * c->T + at) * c->d, ys + b * c->d, (size_t)c->d * 4);
+            if (at[b] < c->T)
+                rows[n++] = (int32_t)(b * c->T + at[b]++);
+        if (!n)
+            break;
+        decode_call(c, &e, qkv, qn, kn, out, kv, off, n_kv, rows, n);
     }
     int outside = 0;
     for (int64_t i = 0; i < off + all + 5; i++)
         outside += (i < off || i >= off + all) && !isnan(kv[i]);
-    free(kv), free(rows), free(ys);
+    free(kv), free(rows), free(at);
     return outside != 0;
 }
 
