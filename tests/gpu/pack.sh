@@ -148,11 +148,11 @@ else
 fi
 cp -r templates/cuda "$P/templates/"
 # llm.c, for bench/gpu_gpt2_b16.sh (bench/llmc.sh) to run there beside trainc (a
-# comparison, not part of trainc): its binaries only, built elsewhere for $ARCH and
-# placed in LLMC_BIN (train_gpt2cu_cudnn with USE_CUDNN=1, llm.c's fastest, and
-# train_gpt2cu without cuDNN, the extra row; build_flags.txt says how each was built).
-# The project ships no copy of llm.c and no recipe to build it; without LLMC_BIN the
-# benchmark records llm.c's rows as skipped.
+# comparison, not part of trainc): its binaries only, built by bench/llmc_build.sh from
+# checkouts of llm.c and cudnn-frontend into LLMC_BIN (train_gpt2cu_cudnn with
+# USE_CUDNN=1, llm.c's fastest, and train_gpt2cu without cuDNN, the extra row;
+# build_flags.txt says how each was built). The project ships no copy of llm.c;
+# without LLMC_BIN the benchmark records llm.c's rows as skipped.
 if [ -n "${LLMC_BIN:-}" ] && ls "$LLMC_BIN"/train_gpt2cu* >/dev/null 2>&1; then
     mkdir -p "$P/llm.c"
     cp "$LLMC_BIN"/train_gpt2cu* "$P/llm.c/"
