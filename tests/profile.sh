@@ -73,7 +73,10 @@ echo "ok   --profile leaves the numbers alone: losses and final weights bit-iden
 r=$(check "$d/gprof/profile.json" "$d/gemit/plan.json" 2 1)
 grep -q '#3: attention' "$d/gprof/profile.json"
 grep -q "what (the same work summed over the model)" "$d/gprof.log"
-grep -E -q '^ +[0-9.]+ +[0-9.]+% +4  \(backward\) attention backward' "$d/gprof.log"
+# (the kinds' sums in the JSON: the printed table holds the ten costliest, an order the
+# machine's load can change)
+grep -E -q '\{"pass":"backward","instructions":4,"ms":[0-9.e+-]+,"what":"attention backward' \
+    "$d/gprof/profile.json"
 echo "ok   --profile of gpt_char's 4 blocks: $r; the table by kind printed"
 
 "$d/t" --out "$d/acc" "${q[@]}" --set max_steps=5 --set accumulate=2 --profile 2>/dev/null
