@@ -12,9 +12,10 @@
 # LLMC_COMMIT and FRONTEND_COMMIT name the commits where the trees have no .git);
 # FRONTEND_SRC: NVIDIA's cudnn-frontend (3929da2: v1.9.0 does not compile against CUDA
 # 13's headers); CUDNN_HOME: a cuDNN with include/ and lib/ (default: the CUDA
-# toolkit's). Build against the cuDNN the device's PyTorch ships (9.10.2.21 on
-# 2026-12-04; its libcudnn.so.9 is what the binaries load there): a newer one's headers
-# turn on frontend paths an older library refuses. PyPI has it:
+# toolkit's). Build against a cuDNN no newer than the one the device's PyTorch ships
+# (its libcudnn.so.9 is what the binaries load there, bench/llmc.sh; 9.10.2.21's
+# headers built the binaries measured on 2026-12-04): a newer one's headers may turn on
+# frontend paths an older library refuses. PyPI has it:
 #   pip download --no-deps nvidia-cudnn-cu12==9.10.2.21 -d /tmp/cudnn && unzip the
 #   wheel; CUDNN_HOME=<it>/nvidia/cudnn
 # One change to llm.c: CUDA 13's cudaMemAdvise takes a cudaMemLocation where CUDA 12's
