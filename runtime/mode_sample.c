@@ -421,7 +421,7 @@ static void gen_open(Gen *g, Run *r, int64_t V, int64_t cap)
                               .order = rt_xmalloc((size_t)V * sizeof(int32_t)),
                               .adjusted = rt_xmalloc((size_t)V * sizeof(float))};
     g->n_stop = stop_ids(&r->o, V, g->stop);
-    g->next = rt_next_open(r, cap, V);
+    g->next = rt_next_open(r, cap, M, V);
 }
 
 /* A generation's start (each group of --prompt-file's prompts): N sequences, empty
@@ -664,6 +664,7 @@ void rt_sample(Run *r)
     G = G > ps.n ? ps.n : G < 1 ? 1 : G;
     Gen g;
     gen_open(&g, r, rt_sample_vocab(r->m, &r->o), G * M);
+    G = rt_next_slots(g.next) / M;   /* (fewer where the GPU has room for fewer caches) */
     double t0 = rt_now();
     if (r->o.chat && !r->o.prompt && !r->o.prompt_file) {
         gen_reset(&g, 1);

@@ -299,7 +299,8 @@ void rt_sample(Run *r);
 /* --sample's logits for N sequences (sample_next.c): the window's pass, or the decode
  * program with its key/value cache */
 typedef struct rt_next rt_next;
-rt_next *rt_next_open(Run *r, int64_t N, int64_t V);   /* N: the most sequences */
+rt_next *rt_next_open(Run *r, int64_t N, int64_t least, int64_t V);
+int64_t rt_next_slots(const rt_next *k);          /* the sequences it serves at once */
 void rt_next_logits(rt_next *k, int64_t N, int32_t *ctx, int32_t *tgt, const int64_t *n,
                     const unsigned char *done, float *z, unsigned char *cached);
 int64_t rt_next_passes(const rt_next *k);         /* the decode program's passes so far */

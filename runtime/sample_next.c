@@ -42,26 +42,48 @@ struct rt_next {
     double worst;             /* check: the largest difference over the largest logit */
 };
 
-rt_next *rt_next_open(Run *r, int64_t N, int64_t V)
+/* On a GPU, the caches of N sequences, else of fewer (groups of `least`, halved until
+ * they fit); k->N the sequences they hold, k->kv 0 where not even `least` fit. */
+static void gpu_caches(rt_next *k, int64_t N, int64_t least)
+{
+    Run *r = k->r;
+    size_t per = (size_t)r->m->kv_floats * sizeof(float);
+    for (int64_t g = N / least; g >= 1 && !k->kv; g = g > 1 ? g / 2 : 0) {
+        k->N = g == N / least ? N : g * least;
+        k->kv = (float *)(uintptr_t)rt_cu_try_alloc(&r->e, (size_t)k->N * per);
+    }
+    if (!k->kv)
+        fprintf(stderr, "trainc: no room on the GPU for the key/value cache (%.1f MiB): "
+                        "each token is the window's pass\n", (double)(N * per) / (1 << 20));
+    else if (k->N < N)
+        fprintf(stderr, "trainc: room on the GPU for %lld of the %lld sequences' key/value "
+                        "caches (%.1f MiB each): the prompts go %lld at a time\n",
+                (long long)k->N, (long long)N, (double)per / (1 << 20),
+                (long long)(k->N / least));
+}
+
+/* The logits' source for up to N sequences at once; on a GPU with room for the caches
+ * of fewer, of as many groups of `least` (a prompt's --num-samples) as fit
+ * (rt_next_slots). */
+rt_next *rt_next_open(Run *r, int64_t N, int64_t least, int64_t V)
 {
     const char *v = getenv("TRAINC_KV_CACHE");
     rt_next *k = rt_xmalloc(sizeof *k);
     *k = (rt_next){.r = r, .N = N, .V = V, .T = r->m->inputs[0].shape[0], .gpu = r->gpu,
                    .on = r->m->decode && !(v && !strcmp(v, "0")),
                    .check = v && !strcmp(v, "check")};
-    size_t bytes = (size_t)(N * r->m->kv_floats) * sizeof(float);
     if (k->on && r->gpu) {   /* (kept for the run: sampling ends it) */
-        k->kv = (float *)(uintptr_t)rt_cu_try_alloc(&r->e, bytes);
+        gpu_caches(k, N, least);
         if (!k->kv) {
-            fprintf(stderr, "trainc: no room on the GPU for the key/value cache (%.1f MiB): "
-                            "each token is the window's pass\n", (double)bytes / (1 << 20));
             k->on = 0;
+            k->N = N;
             return k;
         }
         const char *g = getenv("TRAINC_CUDA_GRAPH");
         k->graphs = !(g && !strcmp(g, "0"));
     } else if (k->on)
-        k->kv = rt_xmalloc(bytes);
+        k->kv = rt_xmalloc((size_t)(N * r->m->kv_floats) * sizeof(float));
+    N = k->N;
     if (k->on) {
         size_t n = (size_t)(r->e.Bmax * r->m->inputs[0].numel);   /* (>= 2 Bmax: T >= 2) */
         k->ids = rt_xmalloc(n * sizeof(int32_t));
@@ -100,6 +122,8 @@ void rt_next_slid(rt_next *k, int64_t b)
 }
 
 int64_t rt_next_passes(const rt_next *k) { return k->passes; }
+
+int64_t rt_next_slots(const rt_next *k) { return k->N; }
 
 /* The next generation (--prompt-file's next prompts): the caches hold nothing, and no
  * window has slid (a token's graph stays: the same buffers, the places read from the

@@ -192,10 +192,17 @@ def several(name, path, run, one, exe=None, cpu=None):
         for n in (1, 2):
             gpu, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_TRACE": "1"}, n=n, tokens=20, prompts=pf)
             cpu_pf, _ = sample(path, run, "1", n=n, tokens=20, prompts=pf)
+            alone = cpu_pf if n == 1 else alone
             graphs = err.count("fake GPU: launch graph")
             verdict(gpu == cpu_pf and gpu.count(b"--- prompt") == 3 and graphs == (18 if n == 1 else 36),
                     "%s on the fake GPU --prompt-file (3 prompts), --num-samples %d: the CPU's %d bytes, %d "
                     "token passes as a CUDA graph" % (name, n, len(gpu), graphs))
+        # room for one sequence's cache, not three: the prompts one at a time, the same bytes
+        cut, err = sample(path, run, "1", exe, {"TRAINC_FAKE_GPU_OOM_BYTES": str(3 * per)}, tokens=20, prompts=pf)
+        verdict("room on the GPU for 1 of the 3 sequences' key/value caches" in err and cut == alone
+                and "no room" not in err,
+                "%s on the fake GPU --prompt-file, room for one cache of three: the prompts in turn, the CPU's "
+                "%d bytes" % (name, len(cut)))
         return text
     text, err = sample(path, run, "check", n=3)
     got = check_line(name + " --num-samples 3", err)
