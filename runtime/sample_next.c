@@ -30,6 +30,7 @@ struct rt_next {
                                  (itself: none; -1: its logits are the window's pass; -2:
                                  it ended, no logits) */
     unsigned char *slid;      /* [N]: the sequence's window slid */
+    int64_t *end;             /* [2 Bmax]: a pass's rows that end a sequence, and which */
     int gpu;
     int graphs;               /* on a GPU: a token's passes as a graph */
     int64_t tokens;           /* a token's passes so far, with graph_rows rows */
@@ -49,7 +50,7 @@ static void gpu_caches(rt_next *k, int64_t N, int64_t least)
     Run *r = k->r;
     size_t per = (size_t)r->m->kv_floats * sizeof(float);
     for (int64_t g = N / least; g >= 1 && !k->kv; g = g > 1 ? g / 2 : 0) {
-        k->N = g == N / least ? N : g * least;
+        k->N = g * least;   /* (N: groups of least) */
         k->kv = (float *)(uintptr_t)rt_cu_try_alloc(&r->e, (size_t)k->N * per);
     }
     if (!k->kv)
@@ -91,6 +92,7 @@ rt_next *rt_next_open(Run *r, int64_t N, int64_t least, int64_t V)
         k->at = rt_xmalloc((size_t)N * sizeof *k->at);
         k->lead = rt_xmalloc((size_t)N * sizeof *k->lead);
         k->slid = rt_xmalloc((size_t)N);
+        k->end = rt_xmalloc((size_t)(2 * r->e.Bmax) * sizeof *k->end);
         memset(k->at, 0, (size_t)N * sizeof *k->at);
         memset(k->slid, 0, (size_t)N);
     }
@@ -111,6 +113,7 @@ void rt_next_close(rt_next *k)
     rt_xfree(k->at);
     rt_xfree(k->lead);
     rt_xfree(k->slid);
+    rt_xfree(k->end);
     rt_xfree(k->mine);
     rt_xfree(k);
 }
@@ -248,8 +251,7 @@ static void fill_pass(rt_next *k, int64_t rows, int tok, const int64_t *end, int
  * One position of each sequence served: a token's pass (tok), a row a sequence. */
 static void fill(rt_next *k, int64_t N, const int32_t *ctx, const int64_t *n, float *z, int tok)
 {
-    int64_t B = k->r->e.Bmax, rows = 0, ends = 0;
-    int64_t *end = rt_xmalloc((size_t)(2 * B) * sizeof *end);
+    int64_t B = k->r->e.Bmax, rows = 0, ends = 0, *end = k->end;
     for (int64_t b = 0; b < N; b++) {
         if (k->lead[b] < 0)
             continue;
@@ -267,7 +269,6 @@ static void fill(rt_next *k, int64_t N, const int32_t *ctx, const int64_t *n, fl
     }
     if (rows)
         fill_pass(k, rows, tok, end, ends, z);
-    rt_xfree(end);
 }
 
 /* Sequences that share a leader's prompt (lead[b] != b): its cache copied into theirs,
