@@ -108,12 +108,13 @@ FILE *rt_tmp_open(const char *path)
     /* a new file: a stale .tmp may be a second name of a file kept elsewhere */
     if (unlink(tmp) != 0 && errno != ENOENT)
         return NULL;
+    /* named before it exists: a signal between the fopen and the naming would leave it */
+    rt_tmp_live = NULL;
+    memcpy(live, tmp, sizeof live);
+    rt_tmp_live = live;
     FILE *f = fopen(tmp, "wx");
-    if (f) {
+    if (!f)
         rt_tmp_live = NULL;
-        memcpy(live, tmp, sizeof live);
-        rt_tmp_live = live;
-    }
     return f;
 }
 
@@ -121,15 +122,17 @@ int rt_tmp_commit(FILE *f, const char *path)
 {
     char tmp[RT_PATH_MAX + 48];
     snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    if (rt_tmp_live && !strcmp(rt_tmp_live, tmp))
-        rt_tmp_live = NULL;
     int err = ferror(f) ? EIO : 0;
     if (fclose(f) != 0 && !err)
         err = errno;
     if (!err && rename(tmp, path) != 0)
         err = errno;
-    if (err) {
+    if (err)
         unlink(tmp);
+    /* forgotten once renamed or removed: a signal before that still removes it */
+    if (rt_tmp_live && !strcmp(rt_tmp_live, tmp))
+        rt_tmp_live = NULL;
+    if (err) {
         errno = err;
         return -1;
     }
