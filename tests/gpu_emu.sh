@@ -19,7 +19,7 @@
 #
 # Usage: tests/gpu_emu.sh [fp32|bf16|fp16|fp8]... (default all four); EMU_SCHEDULE=greedy
 # runs them under the emulator's other schedule (emu_fibers.cc). make test runs fp32
-# here, and all four under both schedules through the device layer on the fake GPU
+# here (in two shards at once), and all four under both schedules through the device layer on the fake GPU
 # (tests/fake_gpu_ops.sh); this script, without the fake driver (its synchronous
 # stand-in, tests/gpu/emu/emu_device.c; UBSan on the host side too), is the quicker
 # loop while working on a kernel.
@@ -97,9 +97,22 @@ run90() {
             { echo "FAIL: $*: no launch of $k (sm_90a)"; exit 1; }
     done
 }
+# fp32 in two shards at once (check_ops --shard, as tests/gpu/run.sh runs it on a GPU):
+# every place of the list run by exactly one of them
+halves() {
+    "$1" --shard 0/2 >"$d/shard0.log" 2>&1 & local p0=$!
+    "$1" --shard 1/2 >"$d/shard1.log" 2>&1 & local p1=$!
+    local st=0
+    wait $p0 || st=1
+    wait $p1 || st=1
+    cat "$d/shard0.log" "$d/shard1.log"
+    [ $st = 0 ] || exit 1
+    tail -q -n 1 "$d/shard0.log" "$d/shard1.log" | sed -E 's/.*shard ([0-9]+)\/2: ([0-9]+) of ([0-9]+) checks.*/\1 \2 \3/' |
+        awk 'NR == 1 {m = $3} {k += $2; same += $3 == m} END {if (NR != 2 || same != 2 || k != m) {print "FAIL: the shards do not split the checks"; exit 1}}'
+}
 for v in $variants; do
     case $v in
-    fp32) "$d/check_ops.fp32" ;;
+    fp32) halves "$d/check_ops.fp32" ;;
     bf16 | fp16) run90 "$d/check_ops.$v" --$v --short ;;
     fp8) K90="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90" run90 "$d/check_ops.fp8" --fp8 ;;
     esac

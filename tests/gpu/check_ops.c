@@ -34,7 +34,8 @@
  * memory calls: chunks mapped and zeroed under a write, given back after a reduction's
  * event, reused) on one GPU, the only part of zero2 a single GPU can run.
  *
- * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [--lean] [TEMPLATE_DIR]   (default
+ * Usage: build/tests/check_ops [--bf16|--fp16] [--short] [--lean] [--shard I/N]
+ *        [--compile-only] [TEMPLATE_DIR]   (default
  * templates/cuda, from the repository root). The kernels are the templates, read at run time
  * in the order trainc writes them, plus the instances below for the shapes tested here.
  * --short, for the emulator (tests/fake_gpu_ops.sh, tests/gpu_emu.sh): with 16-bit activations,
@@ -42,7 +43,8 @@
  * skip and the online softmax over 4 key tiles, not 32; emulated, T 1024 cost more than
  * half of the emulated time). --lean, for tests/fake_gpu_ops.sh's runs under the
  * emulator's other schedule (after the first held every kernel on every shape): one
- * attention shape a path. */
+ * attention shape a path. --shard I/N: every Nth check from the Ith (main's RUN);
+ * --compile-only: the kernels compiled into the kernel cache, nothing checked. */
 #include <dirent.h>
 #include <math.h>
 #include <stdarg.h>
@@ -148,6 +150,24 @@ static char shape[128];
 /* ---- helpers ----------------------------------------------------------------------- */
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+
+/* --shard I/N: of the checks main and its lists run, in their order, those whose place
+ * is I modulo N (tests/gpu/run.sh runs N processes a precision at once: a check's time
+ * is mostly its CPU twin's, on one core). RUN before a check's call: each check draws
+ * from a seed of its place, so a shard's checks see the inputs of the whole run's. (Its
+ * "if ... else" leaves an else after the call to the if before it.) */
+static int shard_i, shard_n = 1, shard_at;
+#define RUN if (!mine()) {} else
+
+static int mine(void)
+{
+    int at = shard_at++;
+    uint64_t z = 0x9E3779B97F4A7C15ull * (uint64_t)(at + 1);   /* splitmix64's finish */
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    rng_state = (z ^ (z >> 31)) | 1;   /* (xorshift's state is never 0) */
+    return at % shard_n == shard_i;
+}
 
 static float urand(void)       /* [-1, 1) */
 {
@@ -2890,108 +2910,109 @@ static void t_fp8_folds(void)
     static rt_model fm = {.name = "check_ops", .fp8 = 1, .fp8_amax_slots = 1};
     rt_cu_fp8_setup(G, &fm);
     /* a warp a row (8 bf16 a lane's vector), a block past the last row; a block a row */
-    t_fp8_norms(37, 768, 0, 0);
-    t_fp8_norms(37, 768, 36, 767);
-    t_fp8_norms(37, 768, 5, 8 * 37 + 7);
-    t_fp8_norms(37, 768, 20, 256 + 3);
-    t_fp8_norms(9, 130, 0, 129);
-    t_fp8_norms(9, 130, 8, 64);
-    t_fp8_glu(37, 384, 0);   /* silu, vectors */
-    t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
-    t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
-    t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
-    t_fp8_attention_ext(2, 200, 256, 4, 2, 0, 0);   /* heads 64: sm_90a's kernels where built */
-    t_fp8_attention_ext(1, 37, 32, 2, 1, 8, 0);     /* heads 16 wide, a window */
-    t_fp8_attention_ext(1, 37, 64, 2, 1, 8, 1);     /* the tensor cores, qk_norm */
-    t_fp8_attention_ext(1, 20, 16, 2, 1, 0, 1);     /* heads 8 wide: the CUDA cores, qk_norm */
-    t_fp8_epilogues(37, 130);
-    t_fp8_epilogues(64, 768);
-    t_fp8_weights();
+    RUN t_fp8_norms(37, 768, 0, 0);
+    RUN t_fp8_norms(37, 768, 36, 767);
+    RUN t_fp8_norms(37, 768, 5, 8 * 37 + 7);
+    RUN t_fp8_norms(37, 768, 20, 256 + 3);
+    RUN t_fp8_norms(9, 130, 0, 129);
+    RUN t_fp8_norms(9, 130, 8, 64);
+    RUN t_fp8_glu(37, 384, 0);   /* silu, vectors */
+    RUN t_fp8_glu(9, 13, 2);     /* gelu (tanh), single values */
+    RUN t_fp8_attention(2, 128, 128, 2, 1);   /* the tensor cores (heads 64 wide) */
+    RUN t_fp8_attention(1, 17, 96, 2, 1);     /* heads 48 wide: the CUDA cores */
+    RUN t_fp8_attention_ext(2, 200, 256, 4, 2, 0, 0);   /* heads 64: sm_90a's kernels where built */
+    RUN t_fp8_attention_ext(1, 37, 32, 2, 1, 8, 0);     /* heads 16 wide, a window */
+    RUN t_fp8_attention_ext(1, 37, 64, 2, 1, 8, 1);     /* the tensor cores, qk_norm */
+    RUN t_fp8_attention_ext(1, 20, 16, 2, 1, 0, 1);     /* heads 8 wide: the CUDA cores, qk_norm */
+    RUN t_fp8_epilogues(37, 130);
+    RUN t_fp8_epilogues(64, 768);
+    RUN t_fp8_weights();
 }
 
 /* Attention on every shape: the plain kernels (heads 16 to 128 wide, one-row tiles,
  * the tensor-core kernels' partial tiles), then the Llama-family options. */
 static void all_attention(void)
 {
-    t_attention(2, 17, 96, 2, 1);
-    t_attention(2, 17, 96, 2, 0);
-    t_attention(3, 128, 128, 4, 1);
-    t_attention(2, 64, 128, 2, 0);
-    t_attention(1, 40, 256, 2, 1);
+    RUN t_attention(2, 17, 96, 2, 1);
+    RUN t_attention(2, 17, 96, 2, 0);
+    RUN t_attention(3, 128, 128, 4, 1);
+    RUN t_attention(2, 64, 128, 2, 0);
+    RUN t_attention(1, 40, 256, 2, 1);
     if (half && short_att) {
-        t_attention(1, 128, 128, 2, 1);
-        t_attention(1, 128, 64, 1, 0);
+        RUN t_attention(1, 128, 128, 2, 1);
+        RUN t_attention(1, 128, 64, 1, 0);
     } else {
-        t_attention(1, 1024, 128, 2, 1);
-        t_attention(1, 1024, 64, 1, 0);
+        RUN t_attention(1, 1024, 128, 2, 1);
+        RUN t_attention(1, 1024, 64, 1, 0);
     }
-    t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
+    RUN t_attention(3, 65, 48, 3, 1);   /* heads 16 wide; 65 rows: a tile of one row */
     /* heads wider than 64: the tensor-core kernels stream tiles of 32 rows */
     /* sm90_attention.cuh's forward where the kernels are built for sm_90a (16-bit, heads
      * 64 and 128): two query tiles of 128 (the last partial), three key tiles (the
      * two-stage ring wraps), several batch rows and heads */
-    t_attention(2, 200, 256, 2, 1);
-    t_attention(2, 150, 192, 3, 0);
-    t_attention(1, 300, 128, 2, 1);
-    t_attention(1, 260, 256, 2, 0);
-    t_attention(1, 200, 160, 2, 0);
-    t_attention(2, 100, 384, 3, 1);
+    RUN t_attention(2, 200, 256, 2, 1);
+    RUN t_attention(2, 150, 192, 3, 0);
+    RUN t_attention(1, 300, 128, 2, 1);
+    RUN t_attention(1, 260, 256, 2, 0);
+    RUN t_attention(1, 200, 160, 2, 0);
+    RUN t_attention(2, 100, 384, 3, 1);
     /* the Llama-family options alone (GQA, a window, qk_norm, rope with and without llama3
      * scaling) and together; a group of 3 heads leaves a query tile a row short */
-    t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
-    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);   /* heads 128 wide */
+    RUN t_attention_ext(2, 37, 64, 4, 2, 1, 0, 0, 0, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 50, 96, 6, 2, 0, 0, 0, 0, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 100, 64, 2, 2, 1, 9, 0, 0, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 33, 64, 2, 2, 0, 0, 1, 0, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 40, 64, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 100, 256, 8, 2, 1, 40, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);   /* heads 128 wide */
     /* heads 64 wide (16-bit: the tensor-core kernels, 64-row tiles): a group of 4 with
      * every option, the window skipping whole tiles on both sides of the backward; a
      * group of 2 without the causal mask, a window of 20 */
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 130, 128, 2, 1, 0, 20, 1, 500000.0f, 0, 0.0f, 0.0f);
     /* heads 64 and 128 (16-bit: sm_90a's kernels where built for it, the emulator's,
      * then the sm_80 ones; the two shapes above too): a group of 4 with llama3's rope over
      * three query tiles; a window of 100 that skips key tiles on every side; a group of 3
      * without rope or the causal mask, a window of 70; a group of 1 */
-    t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f, 0.0f);
-    t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 300, 256, 4, 1, 1, 0, 0, 500000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 260, 256, 2, 1, 1, 100, 0, 10000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 200, 384, 6, 2, 0, 70, 0, 0.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 150, 256, 2, 2, 1, 0, 0, 10000.0f, 0, 0.0f, 0.0f);
     /* heads 8 wide: the CUDA-core kernels in every precision (a group of 5, every option) */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
     /* heads 256 wide (Gemma's): the tensor-core kernels alone, in 16 bits (fp32 has no
      * kernel for them), streaming tiles of 16 rows: a group of 4 with every option but
      * llama3's scaling, seven query tiles; a group of 2 without the causal mask */
     if (half) {
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
-        t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f, 0.0f);
+        RUN t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
+        RUN t_attention_ext(2, 70, 512, 2, 1, 0, 0, 0, 10000.0f, 1, 0.0f, 0.0f);
     }
     /* a scale of the attention's own (Gemma 3 27B's 168^-1/2 over heads 128 wide, ...) at
      * heads 64 and 128 (sm_90a's and the sm_80 tensor cores' kernels in 16 bits); the
      * capped cases below scale too, on the CUDA cores and at heads 256 */
-    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f, 0.0f);
-    t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f, 0.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 0, 0.2f, 0.0f);
+    RUN t_attention_ext(1, 150, 512, 4, 2, 1, 30, 0, 1000000.0f, 0, 0.0771517f, 0.0f);
     /* soft-capped scores (Gemma 2's), caps that bend them: the CUDA cores at heads 8 with
      * every option; heads 64 (the sm_80 tensor cores in 16 bits, sm_90a's kernels having
      * no cap) with a window; heads 256 in 16 bits */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f, 1.0f);
-    t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
-    if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.9f, 1.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 2, 1, 50, 0, 10000.0f, 0, 0.5f, 3.0f);
+    if (half) {
+        RUN t_attention_ext(1, 100, 1024, 4, 1, 1, 0, 0, 10000.0f, 0, 0.2f, 4.0f);
+    }
     /* longrope's frequencies and amplitudes (Phi-3's 128k models): the CUDA cores at heads 8
      * and 32; heads 96 (Phi-3's: the sm_80 tensor cores in 16 bits) with a scale; heads 64
      * (sm_90a's kernels, then the sm_80 ones) with qk_norm */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);
-    t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
-    t_attention_ext(1, 150, 384, 4, 2, 1, 0, 0, 10000.0f, 2, 0.1458f, 0.0f);
-    t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 2, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 70, 128, 4, 4, 1, 0, 0, 10000.0f, 2, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 150, 384, 4, 2, 1, 0, 0, 10000.0f, 2, 0.1458f, 0.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 2, 1, 0, 1, 10000.0f, 2, 0.0f, 0.0f);
     /* a partial rope (StableLM's, Nemotron's): the CUDA cores at heads 8; heads 64 (sm_90a's
      * kernels, then the sm_80 ones) with qk_norm and a window; heads 128 */
-    t_attention_ext(2, 37, 40, 5, 1, 1, 0, 0, 10000.0f, 3, 0.0f, 0.0f);
-    t_attention_ext(1, 200, 256, 4, 2, 1, 60, 1, 10000.0f, 3, 0.0f, 0.0f);
-    t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 0, 0, 10000.0f, 3, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 2, 1, 60, 1, 10000.0f, 3, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
 }
 
 /* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
@@ -3038,16 +3059,16 @@ static void t_pos_row_add(int64_t B, int64_t d, int64_t pos, int inplace, int se
  * GPT-2's in one slice and Llama's options late in a long cache in the runtime's slices */
 static void decode_attention(void)
 {
-    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 0);
-    t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 3, 0);
-    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 1, 0);
-    t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
-    t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f, 0, 0);
-    t_attention_decode(2, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 0, 0.0f, 0.0f, 5, 0);
-    t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f, 0, 0);
-    t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f, 2, 0);
-    t_attention_decode(3, 64, 128, 4, 4, 20, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 1);
-    t_attention_decode(4, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 1, 0.0f, 0.0f, 0, 1);
+    RUN t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 0);
+    RUN t_attention_decode(5, 64, 128, 4, 4, 0, 0, 0, 0.0f, 0, 0.0f, 0.0f, 3, 0);
+    RUN t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 1, 0);
+    RUN t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
+    RUN t_attention_decode(3, 200, 320, 5, 1, 150, 40, 1, 10000.0f, 0, 0.3f, 2.0f, 0, 0);
+    RUN t_attention_decode(2, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 0, 0.0f, 0.0f, 5, 0);
+    RUN t_attention_decode(2, 100, 384, 4, 2, 17, 0, 0, 10000.0f, 2, 0.0f, 0.0f, 0, 0);
+    RUN t_attention_decode(2, 40, 512, 2, 1, 30, 9, 1, 10000.0f, 0, 0.0f, 0.0f, 2, 0);
+    RUN t_attention_decode(3, 64, 128, 4, 4, 20, 0, 0, 0.0f, 0, 0.0f, 0.0f, 1, 1);
+    RUN t_attention_decode(4, 1100, 256, 4, 2, 1000, 300, 1, 10000.0f, 1, 0.0f, 0.0f, 0, 1);
 }
 
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
@@ -3057,21 +3078,33 @@ static void decode_attention(void)
  * every shape against the CPU (tests/fake_gpu_ops.sh). */
 static void lean_attention(void)
 {
-    t_attention(2, 17, 96, 2, 1);
-    t_attention(3, 128, 128, 4, 1);
-    t_attention(1, 128, 128, 2, 1);
-    t_attention(2, 100, 384, 3, 1);
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
-    t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);
-    t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);   /* rt_cu_const */
-    if (half)
-        t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention(2, 17, 96, 2, 1);
+    RUN t_attention(3, 128, 128, 4, 1);
+    RUN t_attention(1, 128, 128, 2, 1);
+    RUN t_attention(2, 100, 384, 3, 1);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);   /* rt_cu_const */
+    if (half) {
+        RUN t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
+    }
+}
+
+/* The count's line ends with the shard's part (a shard's M is every shard's, and their
+ * K add up to it) and the exit status. */
+static int finish(void)
+{
+    int ran = shard_at / shard_n + (shard_at % shard_n > shard_i);
+    if (shard_n > 1)
+        printf(" (shard %d/%d: %d of %d checks)", shard_i, shard_n, ran, shard_at);
+    printf("\n");
+    return failures ? 1 : 0;
 }
 
 int main(int argc, char **argv)
 {
-    int a = 1;
+    int a = 1, compile_only = 0;
     for (; a < argc && !strncmp(argv[a], "--", 2); a++) {
         if (!strcmp(argv[a], "--bf16"))
             half = 1;
@@ -3083,6 +3116,12 @@ int main(int argc, char **argv)
             lean = 1;
         else if (!strcmp(argv[a], "--fp8"))
             half = 1, fp8_only = 1;
+        else if (!strcmp(argv[a], "--compile-only"))
+            compile_only = 1;
+        else if (!strcmp(argv[a], "--shard") && a + 1 < argc &&
+                 sscanf(argv[a + 1], "%d/%d", &shard_i, &shard_n) == 2 && shard_n > 0 &&
+                 shard_i >= 0 && shard_i < shard_n)
+            a++;
         else {
             fprintf(stderr, "check_ops: unknown option %s\n", argv[a]);
             return 2;
@@ -3103,6 +3142,10 @@ int main(int argc, char **argv)
     rt_cu_blas_register();
 #endif
     G = rt_cu_test_open(src, 64u << 20);   /* exits 2 without a GPU */
+    if (compile_only) {   /* the kernels compiled into the cache, for the shards after */
+        printf("compiled\n");
+        return 0;
+    }
     dev = (region){rt_cu_alloc(1u << 30), 0, 1u << 30};
     dev32 = (region){rt_cu_alloc(256u << 20), 0, 256u << 20};
 #ifndef CHECK_OPS_EMU
@@ -3119,236 +3162,237 @@ int main(int argc, char **argv)
     C.grad_scale = 1.0f;
     if (fp8_only) {
         t_fp8_folds();
-        printf("%d passed, %d failed\n", passes, failures);
-        return failures ? 1 : 0;
+        printf("%d passed, %d failed", passes, failures);
+        return finish();
     }
 
-    t_colsum(1, 1);
-    t_colsum(7, 10);
-    t_colsum(300, 130);
-    t_colsum(4096, 768);
-    t_colsum(33, 50257);
-    t_rowsum(5, 1);
-    t_rowsum(16, 3 * 784 + 1);
-    t_rowsum(32, 200003);
+    RUN t_colsum(1, 1);
+    RUN t_colsum(7, 10);
+    RUN t_colsum(300, 130);
+    RUN t_colsum(4096, 768);
+    RUN t_colsum(33, 50257);
+    RUN t_rowsum(5, 1);
+    RUN t_rowsum(16, 3 * 784 + 1);
+    RUN t_rowsum(32, 200003);
 
     /* each twice: 32-bit indices divided by multiplies (conv.cuh's rt_fdiv), then the
      * 64-bit path that tensors of 2^31 elements or more take */
     for (wide = 0; wide < 2; wide++) {
         rt_cu_force_wide_index(wide);
-        t_conv(2, 3, 7, 9, 3, 1, 1);
-        t_conv(3, 2, 10, 8, 3, 2, 0);
-        t_conv(2, 16, 14, 14, 3, 1, 1);
-        t_conv(1, 2, 9, 11, 5, 2, 2);
-        t_conv(2, 3, 13, 6, 1, 3, 0);   /* 1x1, stride 3: col smaller than x */
-        t_conv(3, 1, 7, 7, 7, 1, 3);    /* a window as wide as the image */
+        RUN t_conv(2, 3, 7, 9, 3, 1, 1);
+        RUN t_conv(3, 2, 10, 8, 3, 2, 0);
+        RUN t_conv(2, 16, 14, 14, 3, 1, 1);
+        RUN t_conv(1, 2, 9, 11, 5, 2, 2);
+        RUN t_conv(2, 3, 13, 6, 1, 3, 0);   /* 1x1, stride 3: col smaller than x */
+        RUN t_conv(3, 1, 7, 7, 7, 1, 3);    /* a window as wide as the image */
         /* conv_transpose2d's geometry (its output is this conv's input): 3x4 -> 10x13 at
          * kernel 4, stride 3, padding 1, output_padding 2: the last row and column lie in
          * no window, so col2im must write them as zeros */
-        t_conv(2, 4, 10, 13, 4, 3, 1);
+        RUN t_conv(2, 4, 10, 13, 4, 3, 1);
         /* a 1x1 output of many channels (a DCGAN's last layer): im2col's threads per
          * channel of a column */
-        t_conv(3, 40, 7, 7, 7, 1, 0);
-        t_pool(6, 8, 8, 2, 2, 0, 0);
-        t_pool(5, 9, 7, 3, 2, 0, 0);
-        t_pool(3, 5, 6, 3, 1, 1, 0);
-        t_pool(4, 8, 8, 2, 2, 1, 1);
-        t_pool(4, 9, 9, 3, 2, 0, 1);
-        t_pool(3, 11, 10, 2, 3, 0, 0);  /* stride above the window: inputs no window covers */
-        t_pool(5, 9, 7, 2, 2, 1, 0);    /* tiles (stride = window), a row and a column past them */
-        t_pool(3, 10, 6, 3, 3, 0, 1);   /* 3x3 tiles, NaN windows, a row past them */
-        t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
-        t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
-        t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
-        t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
-        t_gconv(2, 6, 11, 10, 3, 3, 1, 12, 3, 1);   /* stride 3: dx rows no window reads */
-        t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
+        RUN t_conv(3, 40, 7, 7, 7, 1, 0);
+        RUN t_pool(6, 8, 8, 2, 2, 0, 0);
+        RUN t_pool(5, 9, 7, 3, 2, 0, 0);
+        RUN t_pool(3, 5, 6, 3, 1, 1, 0);
+        RUN t_pool(4, 8, 8, 2, 2, 1, 1);
+        RUN t_pool(4, 9, 9, 3, 2, 0, 1);
+        RUN t_pool(3, 11, 10, 2, 3, 0, 0);  /* stride above the window: inputs no window covers */
+        RUN t_pool(5, 9, 7, 2, 2, 1, 0);    /* tiles (stride = window), a row and a column past */
+        RUN t_pool(3, 10, 6, 3, 3, 0, 1);   /* 3x3 tiles, NaN windows, a row past them */
+        RUN t_gconv(2, 4, 7, 9, 3, 1, 1, 6, 2, 1);      /* grouped */
+        RUN t_gconv(3, 6, 8, 8, 3, 2, 1, 6, 6, 0);      /* depthwise, stride 2, no bias */
+        RUN t_gconv(2, 8, 9, 7, 3, 1, 1, 16, 8, 1);     /* depthwise, 2 outputs a channel */
+        RUN t_gconv(2, 6, 10, 10, 5, 2, 2, 9, 3, 0);    /* 5x5, stride 2 */
+        RUN t_gconv(2, 6, 11, 10, 3, 3, 1, 12, 3, 1);   /* stride 3: dx rows no window reads */
+        RUN t_gconv(4, 32, 14, 14, 3, 1, 1, 32, 32, 1); /* a ResNet-sized depthwise layer */
     }
     rt_cu_force_wide_index(0);
     wide = 0;
-    t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
-    t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
-    t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
-    t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */
-    t_conv_nocol(8, 1, 28, 28, 3, 1, 1, 16);    /* Fashion-MNIST's, 2 slices of positions */
-    t_conv_nocol(2, 3, 9, 11, 3, 2, 1, 13);     /* RGB, stride 2, odd sizes and out */
-    t_conv_nocol(3, 1, 10, 8, 5, 1, 2, 6);      /* 5x5 */
-    t_conv_nocol(2, 16, 7, 9, 3, 1, 1, 20);     /* implicit GEMM: partial tiles */
-    t_conv_nocol(3, 40, 6, 6, 3, 1, 1, 8);      /* two channel tiles */
-    t_conv_nocol(2, 32, 14, 14, 3, 1, 1, 32);   /* a ResNet stage's */
-    t_conv_nocol(2, 24, 5, 7, 1, 1, 0, 17);     /* 1x1 */
-    t_conv_nocol(2, 8, 9, 9, 5, 1, 0, 5);       /* no padding: OH < H */
-    t_conv_nocol(2, 8, 6, 7, 3, 2, 1, 70);      /* 16-bit forward: two channel tiles */
-    t_conv_nocol(2, 70, 6, 5, 3, 1, 1, 9);      /* 16-bit input gradient: two channel tiles */
-    t_conv_nocol(2, 5, 7, 6, 3, 1, 0, 12);      /* no padding: the gradient's pad k - 1 */
+    RUN t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
+    RUN t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
+    RUN t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
+    RUN t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */
+    RUN t_conv_nocol(8, 1, 28, 28, 3, 1, 1, 16);    /* Fashion-MNIST's, 2 slices of positions */
+    RUN t_conv_nocol(2, 3, 9, 11, 3, 2, 1, 13);     /* RGB, stride 2, odd sizes and out */
+    RUN t_conv_nocol(3, 1, 10, 8, 5, 1, 2, 6);      /* 5x5 */
+    RUN t_conv_nocol(2, 16, 7, 9, 3, 1, 1, 20);     /* implicit GEMM: partial tiles */
+    RUN t_conv_nocol(3, 40, 6, 6, 3, 1, 1, 8);      /* two channel tiles */
+    RUN t_conv_nocol(2, 32, 14, 14, 3, 1, 1, 32);   /* a ResNet stage's */
+    RUN t_conv_nocol(2, 24, 5, 7, 1, 1, 0, 17);     /* 1x1 */
+    RUN t_conv_nocol(2, 8, 9, 9, 5, 1, 0, 5);       /* no padding: OH < H */
+    RUN t_conv_nocol(2, 8, 6, 7, 3, 2, 1, 70);      /* 16-bit forward: two channel tiles */
+    RUN t_conv_nocol(2, 70, 6, 5, 3, 1, 1, 9);      /* 16-bit input gradient: two channel tiles */
+    RUN t_conv_nocol(2, 5, 7, 6, 3, 1, 0, 12);      /* no padding: the gradient's pad k - 1 */
 
-    t_layernorm(1, 7, 2);
-    t_layernorm(37, 7, 2);
-    t_layernorm(5, 64, 2);
-    t_layernorm(300, 130, 2);
-    t_layernorm(257, 768, 2);    /* a warp a row (layernorm.cuh's rt_ln_warp), 8 rows a block */
-    t_layernorm(9, 128, 2);      /* the same, one group of 4 a lane, a block not full */
-    t_layernorm(45, 1024, 2);    /* the same, 8 groups a lane */
-    t_layernorm(3, 2048, 2);     /* a block a row again (too wide for a warp's registers) */
+    RUN t_layernorm(1, 7, 2);
+    RUN t_layernorm(37, 7, 2);
+    RUN t_layernorm(5, 64, 2);
+    RUN t_layernorm(300, 130, 2);
+    RUN t_layernorm(257, 768, 2);    /* a warp a row (layernorm.cuh's rt_ln_warp), 8 rows a block */
+    RUN t_layernorm(9, 128, 2);      /* the same, one group of 4 a lane, a block not full */
+    RUN t_layernorm(45, 1024, 2);    /* the same, 8 groups a lane */
+    RUN t_layernorm(3, 2048, 2);     /* a block a row again (too wide for a warp's registers) */
     /* without a bias (Cohere's), without either (OLMo's): a warp a row, a block a row */
-    t_layernorm(37, 128, 1);
-    t_layernorm(300, 130, 1);
-    t_layernorm(37, 128, 0);
-    t_layernorm(300, 130, 0);
+    RUN t_layernorm(37, 128, 1);
+    RUN t_layernorm(300, 130, 1);
+    RUN t_layernorm(37, 128, 0);
+    RUN t_layernorm(300, 130, 0);
 
-    t_rmsnorm(1, 7);
-    t_rmsnorm(37, 7);
-    t_rmsnorm(300, 130);
-    t_rmsnorm(257, 768);      /* a warp a row, as layernorm's */
-    t_rmsnorm(9, 128);
-    t_rmsnorm(3, 2048);       /* a block a row */
-    t_qk_norm(1, 8, 4, 4);
-    t_qk_norm(37, 64, 32, 32);    /* OLMo 2's GQA: k and v half q's width */
-    t_qk_norm(300, 130, 66, 66);  /* 16-byte accesses from an odd offset: scalar heads */
-    t_qk_norm(5, 2048, 512, 512);
-    t_moe(1, 8, 1, 1, 4, 1, 0);      /* one expert */
-    t_moe(37, 24, 4, 2, 20, 1, 1);   /* Mixtral's top 2 of 4, its load-balancing loss */
-    t_moe(37, 24, 4, 4, 20, 0, 0);   /* every expert, weights as the router gives them */
-    t_moe(130, 72, 8, 3, 33, 0, 1);  /* groups across the 64-row tiles, odd widths */
-    t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
-    t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
-    t_moe(300, 136, 2, 1, 70, 1, 0); /* groups of several 64-row tiles, 2 column tiles */
-    t_moe(70, 24, 72, 3, 8, 0, 1);   /* the router's products over 2 expert tiles */
-    t_glu(1, 1, 0);
-    t_glu(37, 13, 0);
-    t_glu(64, 512, 0);        /* 16-byte accesses (glu.cuh) */
-    t_glu(5, 24, 0);          /* the same: three vectors of 8 16-bit values a half row */
-    t_glu(1, 1, 1);           /* gated (odd rows: one element a thread) */
-    t_glu(37, 300, 1);        /* a row past the block's 256 threads */
-    t_batchnorm(4, 3, 25, 1);
-    t_batchnorm(32, 16, 196, 1);   /* a conv's [C, H, W], several parts a channel */
-    t_batchnorm(7, 33, 1, 1);      /* BatchNorm1d over [C] */
-    t_batchnorm(5, 8, 9, 0);       /* affine false */
-    t_batchnorm(256, 4, 1024, 1);  /* 64 parts a channel */
+    RUN t_rmsnorm(1, 7);
+    RUN t_rmsnorm(37, 7);
+    RUN t_rmsnorm(300, 130);
+    RUN t_rmsnorm(257, 768);      /* a warp a row, as layernorm's */
+    RUN t_rmsnorm(9, 128);
+    RUN t_rmsnorm(3, 2048);       /* a block a row */
+    RUN t_qk_norm(1, 8, 4, 4);
+    RUN t_qk_norm(37, 64, 32, 32);    /* OLMo 2's GQA: k and v half q's width */
+    RUN t_qk_norm(300, 130, 66, 66);  /* 16-byte accesses from an odd offset: scalar heads */
+    RUN t_qk_norm(5, 2048, 512, 512);
+    RUN t_moe(1, 8, 1, 1, 4, 1, 0);      /* one expert */
+    RUN t_moe(37, 24, 4, 2, 20, 1, 1);   /* Mixtral's top 2 of 4, its load-balancing loss */
+    RUN t_moe(37, 24, 4, 4, 20, 0, 0);   /* every expert, weights as the router gives them */
+    RUN t_moe(130, 72, 8, 3, 33, 0, 1);  /* groups across the 64-row tiles, odd widths */
+    RUN t_moe(200, 64, 16, 1, 96, 1, 0); /* a 64-row tile holds several groups */
+    RUN t_moe(5, 16, 16, 2, 8, 1, 1);    /* most experts get no token */
+    RUN t_moe(300, 136, 2, 1, 70, 1, 0); /* groups of several 64-row tiles, 2 column tiles */
+    RUN t_moe(70, 24, 72, 3, 8, 0, 1);   /* the router's products over 2 expert tiles */
+    RUN t_glu(1, 1, 0);
+    RUN t_glu(37, 13, 0);
+    RUN t_glu(64, 512, 0);        /* 16-byte accesses (glu.cuh) */
+    RUN t_glu(5, 24, 0);          /* the same: three vectors of 8 16-bit values a half row */
+    RUN t_glu(1, 1, 1);           /* gated (odd rows: one element a thread) */
+    RUN t_glu(37, 300, 1);        /* a row past the block's 256 threads */
+    RUN t_batchnorm(4, 3, 25, 1);
+    RUN t_batchnorm(32, 16, 196, 1);   /* a conv's [C, H, W], several parts a channel */
+    RUN t_batchnorm(7, 33, 1, 1);      /* BatchNorm1d over [C] */
+    RUN t_batchnorm(5, 8, 9, 0);       /* affine false */
+    RUN t_batchnorm(256, 4, 1024, 1);  /* 64 parts a channel */
 
-    t_cross_entropy(1, 10, 1, 10);
-    t_cross_entropy_ls(37, 10, 0, 10, 0.1f);
-    t_cross_entropy_ls(37, 10, 1, 10, 0.1f);
-    t_cross_entropy_ls(300, 13, 2, 16, 0.25f);
-    t_cross_entropy_ls(9, 1030, 1, 1088, 1.0f);
-    t_cross_entropy(37, 10, 0, 10);
-    t_cross_entropy(37, 13, 1, 13);
-    t_cross_entropy(300, 13, 2, 13);
-    t_cross_entropy(5, 50257, 1, 50257);
-    t_cross_entropy(64, 50257, 2, 50257);
+    RUN t_cross_entropy(1, 10, 1, 10);
+    RUN t_cross_entropy_ls(37, 10, 0, 10, 0.1f);
+    RUN t_cross_entropy_ls(37, 10, 1, 10, 0.1f);
+    RUN t_cross_entropy_ls(300, 13, 2, 16, 0.25f);
+    RUN t_cross_entropy_ls(9, 1030, 1, 1088, 1.0f);
+    RUN t_cross_entropy(37, 10, 0, 10);
+    RUN t_cross_entropy(37, 13, 1, 13);
+    RUN t_cross_entropy(300, 13, 2, 13);
+    RUN t_cross_entropy(5, 50257, 1, 50257);
+    RUN t_cross_entropy(64, 50257, 2, 50257);
     /* GPT-2's: rows padded to 50304 (ops/loss.c), the gradient over the logits */
-    t_cross_entropy(3, 50257, 0, 50304);
-    t_cross_entropy(5, 50257, 1, 50304);
-    t_cross_entropy(64, 50257, 2, 50304);
+    RUN t_cross_entropy(3, 50257, 0, 50304);
+    RUN t_cross_entropy(5, 50257, 1, 50304);
+    RUN t_cross_entropy(64, 50257, 2, 50304);
     /* 16-bit rows of 8192 to 65536 whose rows start 16-byte aligned are held in
      * registers (loss.cuh): every vector whole, and a last one cut at C */
-    t_cross_entropy(4, 8192, 2, 8192);
-    t_cross_entropy(6, 8197, 1, 8200);
-    t_cross_entropy_nan(4, 50257, 50304);
-    t_cross_entropy_ties(50257, 50304);
-    t_cross_entropy_inf(50257, 50304);
-    t_cross_entropy_inf(50257, 50257);
-    t_cross_entropy_ties(8197, 8200);
-    t_cross_entropy_bad_target(50257, 50304);   /* the register path */
-    t_cross_entropy_bad_target(50257, 50257);   /* the three passes */
-    t_cross_entropy_ignore(37, 13, 13, 0.0f, 0, 0);
-    t_cross_entropy_ignore(37, 13, 16, 0.1f, 3, 0);
-    t_cross_entropy_ignore(6, 8197, 8200, 0.0f, 2, 0);   /* the register path's rows */
-    t_cross_entropy_ignore(5, 1030, 1088, 0.1f, 0, 1);   /* nothing counted: no gradient */
-    t_mse(1, 1);
-    t_mse(1000, 0);
-    t_mse(3 * 8192 + 5, 1);
+    RUN t_cross_entropy(4, 8192, 2, 8192);
+    RUN t_cross_entropy(6, 8197, 1, 8200);
+    RUN t_cross_entropy_nan(4, 50257, 50304);
+    RUN t_cross_entropy_ties(50257, 50304);
+    RUN t_cross_entropy_inf(50257, 50304);
+    RUN t_cross_entropy_inf(50257, 50257);
+    RUN t_cross_entropy_ties(8197, 8200);
+    RUN t_cross_entropy_bad_target(50257, 50304);   /* the register path */
+    RUN t_cross_entropy_bad_target(50257, 50257);   /* the three passes */
+    RUN t_cross_entropy_ignore(37, 13, 13, 0.0f, 0, 0);
+    RUN t_cross_entropy_ignore(37, 13, 16, 0.1f, 3, 0);
+    RUN t_cross_entropy_ignore(6, 8197, 8200, 0.0f, 2, 0);   /* the register path's rows */
+    RUN t_cross_entropy_ignore(5, 1030, 1088, 0.1f, 0, 1);   /* nothing counted: no gradient */
+    RUN t_mse(1, 1);
+    RUN t_mse(1000, 0);
+    RUN t_mse(3 * 8192 + 5, 1);
 
     if (lean)
         lean_attention();
     else
         all_attention();
-    if (lean)
-        t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
-    else
+    if (lean) {
+        RUN t_attention_decode(1, 1500, 256, 4, 2, 1300, 0, 1, 500000.0f, 1, 0.0f, 0.0f, 6, 0);
+    } else {
         decode_attention();
-    t_pos_row_add(1, 768, 1000, 0, 0);
-    t_pos_row_add(7, 130, 3, 1, 0);
-    t_pos_row_add(5, 130, 40, 1, 1);
+    }
+    RUN t_pos_row_add(1, 768, 1000, 0, 0);
+    RUN t_pos_row_add(7, 130, 3, 1, 0);
+    RUN t_pos_row_add(5, 130, 40, 1, 1);
 
-    t_embedding(1, 11, 7, 11);
-    t_embedding(100, 300, 7, 20);
-    t_embedding(1000, 300, 128, 300);
-    t_embedding(777, 50257, 768, 50257);
-    t_embedding(500, 50257, 768, 5);
+    RUN t_embedding(1, 11, 7, 11);
+    RUN t_embedding(100, 300, 7, 20);
+    RUN t_embedding(1000, 300, 128, 300);
+    RUN t_embedding(777, 50257, 768, 50257);
+    RUN t_embedding(500, 50257, 768, 5);
 
-    t_bias_act(37, 10, 0, 0, 0);
-    t_bias_act(64, 256, 1, 0, 0);
-    t_bias_act(33, 130, 2, 1, 0);
-    t_bias_act(16, 3072, 2, 0, 0);
-    t_bias_act(37, 10, 0, 0, 1);   /* GPT's projections: + bias + residual */
-    t_bias_act(128, 768, 0, 0, 1);
-    t_bias_act(33, 130, 2, 1, 1);
-    t_dgelu(37, 10, 10);
-    t_dgelu(33, 130, 136);
-    t_dgelu(256, 3072, 3072);
-    t_add_into(1);
-    t_add_into(3072);
+    RUN t_bias_act(37, 10, 0, 0, 0);
+    RUN t_bias_act(64, 256, 1, 0, 0);
+    RUN t_bias_act(33, 130, 2, 1, 0);
+    RUN t_bias_act(16, 3072, 2, 0, 0);
+    RUN t_bias_act(37, 10, 0, 0, 1);   /* GPT's projections: + bias + residual */
+    RUN t_bias_act(128, 768, 0, 0, 1);
+    RUN t_bias_act(33, 130, 2, 1, 1);
+    RUN t_dgelu(37, 10, 10);
+    RUN t_dgelu(33, 130, 136);
+    RUN t_dgelu(256, 3072, 3072);
+    RUN t_add_into(1);
+    RUN t_add_into(3072);
     /* fp8-mixed's casts: odd shapes (partial tiles), a padded row, both formats, both
      * layouts, one more block of partial maxima than a row of the grid */
-    t_fp8_cast(1, 1, 1, 0, 0, 0);
-    t_fp8_cast(37, 45, 48, 0, 1, 1);
-    t_fp8_cast(37, 45, 45, 1, 0, 1);
-    t_fp8_cast(64, 768, 768, 1, 1, 0);
-    t_fp8_cast(300, 128, 128, 0, 0, 0);
-    t_fp8_cast(1024, 512, 512, 0, 1, 0);
-    t_fp8_cast(37, 45, 48, 1, 2, 1);      /* a linear layer's dy, both layouts at once */
-    t_fp8_cast(1024, 512, 512, 1, 2, 0);
+    RUN t_fp8_cast(1, 1, 1, 0, 0, 0);
+    RUN t_fp8_cast(37, 45, 48, 0, 1, 1);
+    RUN t_fp8_cast(37, 45, 45, 1, 0, 1);
+    RUN t_fp8_cast(64, 768, 768, 1, 1, 0);
+    RUN t_fp8_cast(300, 128, 128, 0, 0, 0);
+    RUN t_fp8_cast(1024, 512, 512, 0, 1, 0);
+    RUN t_fp8_cast(37, 45, 48, 1, 2, 1);      /* a linear layer's dy, both layouts at once */
+    RUN t_fp8_cast(1024, 512, 512, 1, 2, 0);
 #ifndef CHECK_OPS_EMU
     /* the biases as a model's (with --bf16/--fp16 a parameter with a 16-bit copy) */
-    t_gemm_bias(64, 256, 784, 1, 0, 0, 1);     /* the MLP's first layer */
-    t_gemm_bias(64, 10, 256, 0, 0, 0, 1);
-    t_gemm_bias(256, 512, 128, 2, 1, 0, 1);    /* GPT's fc: GELU, the pre-activation kept */
-    t_gemm_bias(256, 128, 512, 0, 0, 1, 1);    /* GPT's proj: + bias + residual */
-    t_gemm_bias(1024, 3072, 768, 2, 1, 0, 1);
-    t_gemm_bias(37, 13, 7, 2, 0, 0, 1);
+    RUN t_gemm_bias(64, 256, 784, 1, 0, 0, 1);     /* the MLP's first layer */
+    RUN t_gemm_bias(64, 10, 256, 0, 0, 0, 1);
+    RUN t_gemm_bias(256, 512, 128, 2, 1, 0, 1);    /* GPT's fc: GELU, the pre-activation kept */
+    RUN t_gemm_bias(256, 128, 512, 0, 0, 1, 1);    /* GPT's proj: + bias + residual */
+    RUN t_gemm_bias(1024, 3072, 768, 2, 1, 0, 1);
+    RUN t_gemm_bias(37, 13, 7, 2, 0, 0, 1);
     if (half) {   /* a bias with no 16-bit copy: fp32, or the fallback kernel where refused */
-        t_gemm_bias(64, 256, 784, 1, 0, 0, 0);
-        t_gemm_bias(256, 512, 128, 2, 1, 0, 0);
+        RUN t_gemm_bias(64, 256, 784, 1, 0, 0, 0);
+        RUN t_gemm_bias(256, 512, 128, 2, 1, 0, 0);
     }
-    t_gemm_dbias(10, 256, 64, 1, 0);
-    t_gemm_dbias(10, 256, 64, 0, 0);
-    t_gemm_dbias(768, 768, 2048, 1, 0);
-    t_gemm_dbias(3072, 768, 1024, 0, 0);
+    RUN t_gemm_dbias(10, 256, 64, 1, 0);
+    RUN t_gemm_dbias(10, 256, 64, 0, 0);
+    RUN t_gemm_dbias(768, 768, 2048, 1, 0);
+    RUN t_gemm_dbias(3072, 768, 1024, 0, 0);
     /* K-sliced (cuda_blas.c's ksplit_gemm): a wide MLP's weight gradient, K's rest
      * after whole slices, all four transposes, partials not a multiple of 64 floats */
-    t_gemm_dbias(64, 64, 16384, 1, 1);
-    t_gemm_dbias(16, 64, 9000, 0, 1);
-    t_gemm_dbias(1024, 768, 8192, 1, 0);       /* 48 tiles: whole */
-    t_gemm_grad(1, 0, 64, 32, 16384, 0.0f, 1);
-    t_gemm_grad(0, 1, 32, 72, 9000, 1.0f, 1);  /* a convolution's: dy [out, K] col [in, K] */
-    t_gemm_grad(0, 1, 16, 9, 12544, 1.0f, 1);
-    t_gemm_grad(0, 0, 24, 40, 12000, 1.0f, 1);
-    t_gemm_grad(1, 1, 17, 33, 12000, 0.5f, 1);
-    t_gemm_dgelu(64, 512, 128);
-    t_gemm_dgelu(1024, 3072, 768);
-    t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */
+    RUN t_gemm_dbias(64, 64, 16384, 1, 1);
+    RUN t_gemm_dbias(16, 64, 9000, 0, 1);
+    RUN t_gemm_dbias(1024, 768, 8192, 1, 0);       /* 48 tiles: whole */
+    RUN t_gemm_grad(1, 0, 64, 32, 16384, 0.0f, 1);
+    RUN t_gemm_grad(0, 1, 32, 72, 9000, 1.0f, 1);  /* a convolution's: dy [out, K] col [in, K] */
+    RUN t_gemm_grad(0, 1, 16, 9, 12544, 1.0f, 1);
+    RUN t_gemm_grad(0, 0, 24, 40, 12000, 1.0f, 1);
+    RUN t_gemm_grad(1, 1, 17, 33, 12000, 0.5f, 1);
+    RUN t_gemm_dgelu(64, 512, 128);
+    RUN t_gemm_dgelu(1024, 3072, 768);
+    RUN t_gemm_dgelu(33, 13, 7);   /* ld 13: no multiple of 8, cuBLASLt's DGELU refuses */
     if (half == 1) {   /* fp8-mixed's GEMMs: a GPT block's shapes, and 40: not FP8's */
-        t_gemm_fp8(0, 256, 128, 384, 0, 0);
-        t_gemm_fp8(0, 256, 512, 128, 1, 0);
-        t_gemm_fp8(1, 256, 128, 512, 0, 0);
-        t_gemm_fp8(2, 256, 128, 512, 0, 0);
-        t_gemm_fp8(2, 1024, 768, 3072, 0, 0);
-        t_gemm_fp8(1, 40, 64, 32, 0, 0);
-        t_gemm_fp8(1, 64, 128, 64, 0, 4);   /* cuBLASLt refuses: bf16, said */
+        RUN t_gemm_fp8(0, 256, 128, 384, 0, 0);
+        RUN t_gemm_fp8(0, 256, 512, 128, 1, 0);
+        RUN t_gemm_fp8(1, 256, 128, 512, 0, 0);
+        RUN t_gemm_fp8(2, 256, 128, 512, 0, 0);
+        RUN t_gemm_fp8(2, 1024, 768, 3072, 0, 0);
+        RUN t_gemm_fp8(1, 40, 64, 32, 0, 0);
+        RUN t_gemm_fp8(1, 64, 128, 64, 0, 4);   /* cuBLASLt refuses: bf16, said */
     }
 #endif
-    t_gather(1000, 333, 3);
-    t_gather(1000, 333, 12);
-    t_gather(5000, 1024, 784);
-    t_gather(70000, 4096, 64);
-    t_param_copy(1 << 20);
-    t_optimizers();
+    RUN t_gather(1000, 333, 3);
+    RUN t_gather(1000, 333, 12);
+    RUN t_gather(5000, 1024, 784);
+    RUN t_gather(70000, 4096, 64);
+    RUN t_param_copy(1 << 20);
+    RUN t_optimizers();
 #ifndef CHECK_OPS_EMU
-    t_grads();   /* last: it leaves the exec's gradient region set up */
+    RUN t_grads();   /* last: it leaves the exec's gradient region set up */
 #endif
 
-    printf("%d passed, %d failed%s\n", passes, failures,
+    printf("%d passed, %d failed%s", passes, failures,
            half == 1 ? " (bf16 activations)" : half == 2 ? " (fp16 activations)" : "");
-    return failures ? 1 : 0;
+    return finish();
 }

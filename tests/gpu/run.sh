@@ -68,20 +68,41 @@ PY
 }
 
 if [ "$WHAT" != bench ]; then
-    # the three precisions at once: each one's time is mostly its CPU references (the
-    # large GEMMs' bounds in double, one core each), which one after another took
-    # more than 240 s on an H100 on 2026-11-27
+    # the three precisions at once, each in N shards (check_ops --shard I/N): a check's
+    # time is mostly its CPU reference's (the large GEMMs' bounds in double, one core),
+    # and one process a precision took more than 70 s on an H200 on 2026-12-04. The
+    # kernels are compiled first, once a precision, into the kernel cache the shards read.
     t0=$(date +%s)
+    N=$(( $(nproc) / 3 )); [ $N -lt 1 ] && N=1; [ $N -gt 6 ] && N=6
     for v in fp32 bf16 fp16; do
         flag=; [ $v = fp32 ] || flag=--$v
-        log=$OUT/check_ops_$v.log; [ $v = fp32 ] && log=$OUT/check_ops.log
-        (cd "$D" && "$S/check_ops" $flag) > "$log" 2>&1 &
-        eval "pid_$v=$!"
+        (cd "$D" && "$S/check_ops" $flag --compile-only) > "$OUT/check_ops_compile_$v.log" 2>&1 &
     done
+    wait
+    note "info check_ops: kernels compiled ($(($(date +%s) - t0)) s), $N shards a precision"
+    pids=()
     for v in fp32 bf16 fp16; do
+        flag=; [ $v = fp32 ] || flag=--$v
+        for ((i = 0; i < N; i++)); do
+            (cd "$D" && "$S/check_ops" $flag --shard $i/$N) > "$OUT/check_ops_$v.$i.log" 2>&1 &
+            pids+=($!)
+        done
+    done
+    for p in "${pids[@]}"; do wait "$p"; done
+    for v in fp32 bf16 fp16; do   # one log a precision, its count summed over the shards
         log=$OUT/check_ops_$v.log; [ $v = fp32 ] && log=$OUT/check_ops.log
-        eval "p=\$pid_$v"
-        wait "$p" && note "ok   check_ops $v ($(($(date +%s) - t0)) s)" || { note "FAIL check_ops $v"; fail=1; }
+        cat $(for ((i = 0; i < N; i++)); do echo "$OUT/check_ops_$v.$i.log"; done) > "$log.all"
+        grep -v "^[0-9]* passed, [0-9]* failed" "$log.all" > "$log"
+        sums=$(grep -h "^[0-9]* passed, [0-9]* failed" "$log.all" | awk '{p += $1; f += $3; n++} END {print n, p, f}')
+        rm -f "$log.all" "$OUT"/check_ops_$v.[0-9]*.log
+        read -r done_n passed failed <<<"$sums"
+        if [ "$done_n" = "$N" ]; then
+            echo "$passed passed, $failed failed ($N shards)" >> "$log"
+        else
+            echo "stopped: $done_n of $N shards finished" >> "$log"
+        fi
+        [ "$done_n" = "$N" ] && [ "$failed" = 0 ] && note "ok   check_ops $v ($(($(date +%s) - t0)) s)" ||
+            { note "FAIL check_ops $v"; fail=1; }
         if [ $v = fp32 ]; then tail -n 40 "$log"; else tail -n 3 "$log"; fi
     done
     C=(--set max_steps=200 --set log_every=1 --set data.val=null --set loader.shuffle=false --quiet)
