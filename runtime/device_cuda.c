@@ -35,7 +35,7 @@
     X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
-    X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
+    X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
     X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
@@ -724,6 +724,13 @@ void rt_cu_upload_ordered_wait(rt_exec *e, int k)
     if (k < 0 || k >= RT_CU_ORDERED)
         rt_die("rt_cu_upload_ordered_wait: buffer %d", k);
     CU(p_cuEventSynchronize(d->ordered_ev[k]));
+}
+
+/* Queued on the compute stream, in order with the passes; the host goes on at once. */
+void rt_cu_copy_dd(rt_exec *e, rt_dptr dst, rt_dptr src, size_t bytes)
+{
+    if (bytes)
+        CU(p_cuMemcpyDtoDAsync(dst, src, bytes, dev_of(e)->compute));
 }
 
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes)

@@ -353,6 +353,9 @@ void rt_cu_upload_ordered_wait(rt_exec *e, int k);
  * use (the first pass of each kind runs outside a CUDA graph), and kept. */
 rt_dptr rt_cu_const(rt_exec *e, const void *data, size_t bytes);
 void rt_cu_download(void *dst, rt_dptr src, size_t bytes);       /* synchronous */
+/* BYTES from device memory src to dst, which do not overlap, queued on the compute stream
+ * after the work queued so far (--num-samples' caches copied from their prompt's). */
+void rt_cu_copy_dd(rt_exec *e, rt_dptr dst, rt_dptr src, size_t bytes);
 
 /* ---- GEMM (cuda_blas.c) ------------------------------------------------------------ */
 

@@ -277,24 +277,17 @@ static void share(rt_next *k, int64_t N, float *z)
 {
     size_t per = (size_t)k->r->m->kv_floats * sizeof(float);
     char *kv = (char *)k->kv;
-    void *host = NULL;   /* on a GPU: a leader's cache, downloaded once */
-    for (int64_t b = 0, have = -1; b < N; b++) {
+    for (int64_t b = 0; b < N; b++) {
         int64_t l = k->lead[b];
         if (l == b || l < 0)
             continue;
         memcpy(z + b * k->V, z + l * k->V, (size_t)k->V * sizeof(float));
-        if (!k->gpu) {
+        if (k->gpu)   /* (queued after the pass that wrote it, before the next) */
+            rt_cu_copy_dd(&k->r->e, (rt_dptr)(uintptr_t)(kv + b * per),
+                          (rt_dptr)(uintptr_t)(kv + l * per), per);
+        else
             memcpy(kv + b * per, kv + l * per, per);
-            continue;
-        }
-        if (!host)
-            host = rt_xmalloc(per);
-        if (have != l)
-            rt_cu_download(host, (rt_dptr)(uintptr_t)(kv + l * per), per);
-        have = l;
-        rt_cu_upload((rt_dptr)(uintptr_t)(kv + b * per), host, per);
     }
-    rt_xfree(host);
 }
 
 /* check: the cache's logits z [N, V] against the window's pass on the same contexts. */

@@ -42,7 +42,8 @@
  *                sync   every operation at once
  *              Copies follow CUDA's rules: from pageable host memory the data is taken
  *              at the call (staging), from page-locked memory when the copy runs; to
- *              pageable memory the copy waits for its stream.
+ *              pageable memory the copy waits for its stream; a device-to-device copy
+ *              reads and writes when it runs.
  *   modules    the fake NVRTC's images (FAKE_CUBIN_MAGIC + a shared object, loaded
  *              with dlopen from a memfd), where a real cubin of their architecture
  *              would run: sm_XY on compute capability X.Z with Z >= Y, sm_XYa on X.Y
@@ -1226,6 +1227,32 @@ CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream h)
     return dtoh("cuMemcpyDtoHAsync", dst, src, n, h, 1);
 }
 
+/* device -> device on stream h, read and written when the copy runs; the ranges in
+ * device allocations and apart */
+CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream h)
+{
+    const char *fn = "cuMemcpyDtoDAsync";
+    NEED_CTX(fn);
+    pthread_mutex_lock(&lock);
+    struct CUstream_st *s;
+    CUresult r = stream_of(h, &s, fn);
+    if (r == CUDA_SUCCESS && (!dev_range(dst, n) || !dev_range(src, n)))
+        r = refuse(CUDA_ERROR_INVALID_VALUE, "%s: [%#lx, +%zu) or [%#lx, +%zu) is not in one "
+                   "device allocation", fn, (unsigned long)dst, n, (unsigned long)src, n);
+    if (r == CUDA_SUCCESS && n && dst < src + n && src < dst + n)
+        r = refuse(CUDA_ERROR_INVALID_VALUE, "%s: the ranges overlap", fn);
+    if (r == CUDA_SUCCESS)
+        r = capture_check(s, fn);
+    if (r == CUDA_SUCCESS && n) {
+        Op *o = calloc(1, sizeof *o);
+        *o = (Op){.kind = OP_COPY, .dst = (void *)(uintptr_t)dst, .src = (const void *)(uintptr_t)src,
+                  .n = n};
+        enqueue(s, o);
+    }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
+
 static CUresult memset_async(const char *fn, CUdeviceptr dst, unsigned val, size_t n, int width,
                              CUstream h)
 {
@@ -1690,7 +1717,7 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tens
     X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
     X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
     X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
-    X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
+    X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction) X(cuLaunchKernel)           \
     X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo) X(cuFuncSetAttribute)          \
     X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)        \
     X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)      \
