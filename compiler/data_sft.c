@@ -39,7 +39,7 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN | --chat llama3|chatml|gemma] [--pack]";
+    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3] [--pack]";
 
 typedef struct {
     const char *file, *dir, *tok, *eos;
@@ -297,9 +297,15 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
             line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
         const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
         int learned = !strcmp(role, "assistant");
-        if (f->no_system && !strcmp(role, "system"))
+        int is_system = !strcmp(role, "system");
+        if (f->no_system && is_system)
             line_error(file, ln, "--chat %s has no system message (its template refuses one): "
                        "write it into the first user message", f->name);
+        if (f->three_roles && !is_system && strcmp(role, "user") && !learned)
+            line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
+                       "(its template leaves a '%s' message out)", f->name, role);
+        if (f->three_roles && is_system && !*c)
+            continue;   /* (an empty system message: its template writes nothing) */
         if (learned && f->assistant)
             role = f->assistant;
         size_t n = strlen(c);
@@ -315,6 +321,7 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
         chat_piece(t, f->after, strlen(f->after), 0, ex, &whole, &len);
         free(head);
     }
+    chat_piece(t, f->tail, strlen(f->tail), 0, ex, &whole, &len);
     check_normal(t, whole, file, ln);
     rt_ids all = {0};
     rt_tok_encode_part(t, whole, len, &all);
@@ -383,11 +390,9 @@ static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
 static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 {
     if (a->chat) {
-        const rt_chat_format *f = a->chat;
-        if (*f->begin)
-            one_token(t, f->begin, "--chat's token");
-        one_token(t, f->head, "--chat's token");
-        return one_token(t, f->end, "--chat's token");
+        for (const char *const *k = a->chat->tokens; *k; k++)
+            one_token(t, *k, "--chat's token");
+        return one_token(t, a->chat->end, "--chat's token");
     }
     return a->eos ? one_token(t, a->eos, "--eos") : 0;
 }

@@ -5,17 +5,30 @@
 #include "rt.h"
 #include "tokenizer.h"
 
+static const char *const llama3_tokens[] = {"<|begin_of_text|>", "<|start_header_id|>",
+                                            "<|end_header_id|>", "<|eot_id|>", NULL};
+static const char *const chatml_tokens[] = {"<|im_start|>", "<|im_end|>", NULL};
+static const char *const gemma_tokens[] = {"<bos>", "<start_of_turn>", "<end_of_turn>", NULL};
+static const char *const phi3_tokens[] = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>",
+                                          "<|endoftext|>", NULL};
+
 static const rt_chat_format formats[] = {
     /* Llama 3 Instruct's: {{ bos_token }} then '<|start_header_id|>' + role +
      * '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>' a message */
     {"llama3", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
-     "", 1, NULL, 0},
+     "", "", 1, NULL, 0, 0, llama3_tokens},
     /* ChatML's (Qwen, SmolLM, ...): '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' */
-    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", 0, NULL, 0},
+    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", "", 0, NULL, 0, 0, chatml_tokens},
     /* Gemma's (1.1, 2 and 3 instruction-tuned, without a system message): {{ bos_token }}
      * then '<start_of_turn>' + role + '\n' + content | trim + '<end_of_turn>\n', the
      * assistant's role written "model" */
-    {"gemma", "<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", 1, "model", 1},
+    {"gemma", "<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", "", 1, "model", 1, 0,
+     gemma_tokens},
+    /* Phi-3.5-mini's and Phi-4-mini's (Phi-3-mini's but for an empty system message):
+     * '<|' + role + '|>\n' + content + '<|end|>\n' for the system (with content), user
+     * and assistant messages, other roles left out; eos_token ('<|endoftext|>') last
+     * without a generation prompt */
+    {"phi3", "", "<|", "|>\n", "<|end|>", "\n", "<|endoftext|>", 0, NULL, 0, 1, phi3_tokens},
 };
 
 const rt_chat_format *rt_chat_find(const char *name)
@@ -26,7 +39,7 @@ const rt_chat_format *rt_chat_find(const char *name)
     return NULL;
 }
 
-const char *rt_chat_names(void) { return "llama3, chatml, gemma"; }
+const char *rt_chat_names(void) { return "llama3, chatml, gemma, phi3"; }
 
 /* s (cap bytes) with a appended. */
 static void add(char *s, size_t cap, const char *a, size_t n)
@@ -54,6 +67,8 @@ char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const
 {
     size_t ul, sl = 0;
     const char *u = content(f, user, &ul), *sys = system && first ? content(f, system, &sl) : NULL;
+    if (sys && !sl && f->three_roles)   /* (its template writes no empty system message) */
+        sys = NULL;
     const char *as = f->assistant ? f->assistant : "assistant";
     /* (NULL: the content after it, the system message's or the user's) */
     const char *parts[] = {first ? f->begin : f->end, first ? "" : f->after,

@@ -1,19 +1,25 @@
-/* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's), for
+/* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's, Phi-3's), for
  * `trainc data sft --chat` (conversations into training rows) and the trainer's --chat
  * (a prompt as a user's turn, the assistant's to follow). */
 #ifndef RT_CHAT_H
 #define RT_CHAT_H
 
 /* A chat template: each message is head ROLE mid CONTENT end after, the first after
- * begin; a generation prompt is head ASSISTANT mid. As the models' chat_template writes
- * a conversation (without a system message or a date of its own). */
+ * begin, the last followed by tail (a conversation written whole, without a generation
+ * prompt); a generation prompt is head ASSISTANT mid. As the models' chat_template
+ * writes a conversation (without a system message or a date of its own). */
 typedef struct rt_chat_format {
     const char *name;
-    const char *begin, *head, *mid, *end, *after;
+    const char *begin, *head, *mid, *end, *after, *tail;
     int trim;                  /* CONTENT without its leading and trailing white space
                                   (Jinja's trim: Python's str.strip()) */
     const char *assistant;     /* the ROLE written for "assistant" (NULL: itself) */
     int no_system;             /* the template refuses a system message */
+    int three_roles;           /* the template writes system, user and assistant messages
+                                  alone (others are refused), a system message only when it
+                                  has content */
+    const char *const *tokens; /* the template's own tokens, which the tokenizer must have
+                                  as added tokens (NULL-ended) */
 } rt_chat_format;
 
 /* The format named name, or NULL; the names, ", "-joined. */

@@ -253,14 +253,15 @@ enum { READ, HELP, VERSION };
       "end the sample at this token (with --tokenizer its text, an\n"                          \
       "added token's as \"<|eot_id|>\"; else its id), not printed;\n"                          \
       "repeated: at any of them")                                                              \
-    X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                         \
+    X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                        \
       "write --prompt as a user's turn in this chat template (llama3,\n"                       \
-      "chatml, gemma), the assistant's to follow; the sample ends at\n"                        \
-      "its end token unless --stop says otherwise; needs --tokenizer;\n"                       \
-      "without --prompt, a conversation: the user's turns from stdin")                         \
+      "chatml, gemma, phi3), the assistant's to follow; the sample ends\n"                     \
+      "at its end token unless --stop says otherwise; needs\n"                                 \
+      "--tokenizer; without --prompt, a conversation: the user's turns\n"                      \
+      "from stdin")                                                                            \
     X("--system", V, "TEXT", TOKENS, 1, READ, set_system,                                      \
-      "with --chat: a system message before the user's first turn\n"                          \
-      "(llama3, chatml; gemma's template has none)")                                          \
+      "with --chat: a system message before the user's first turn\n"                           \
+      "(llama3, chatml, phi3; gemma's template has none)")                                     \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

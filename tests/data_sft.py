@@ -12,10 +12,10 @@ filled exactly, train and val apart), the same targets in fewer rows. Then bad i
 exits 1 naming the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
---chat llama3, chatml and gemma: conversations (a system message but for Gemma's, two
-turns, multi-byte UTF-8, white space to trim, one without an answer) against
-transformers' apply_chat_template with Llama 3 Instruct's, ChatML's and Gemma 2's
-templates: the ids its text encodes to, and a
+--chat llama3, chatml, gemma and phi3: conversations (a system message but for Gemma's, two
+turns, multi-byte UTF-8, white space to trim, one without an answer; for Phi-3 an empty
+system message) against transformers' apply_chat_template with Llama 3 Instruct's,
+ChatML's, Gemma 2's and Phi-3.5-mini's templates: the ids its text encodes to, and a
 target kept exactly where its token lies in an assistant's content or end token (by
 `tokenizers`' offsets). The trainer's --chat FORMAT: a user's prompt as the template
 writes it with the generation prompt, and the sample's end at its end token.
@@ -127,10 +127,21 @@ TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), an
               "{% set role = 'model' %}{% else %}{% set role = message['role'] %}{% endif %}"
               "{{ '<start_of_turn>' + role + '\n' + message['content'] | trim + '<end_of_turn>\n' }}"
               "{% endfor %}{% if add_generation_prompt %}{{'<start_of_turn>model\n'}}{% endif %}"),
+    # Phi-3.5-mini-instruct's (and Phi-4-mini's): an empty system message left out, other
+    # roles too, eos_token last without the generation prompt
+    "phi3": (("", "<|", "|>\n", "<|end|>", "\n", False, "assistant"),
+             "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
+             "{{'<|system|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'user' %}"
+             "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
+             "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
+             "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"),
 }
+TAIL = {"phi3": "<|endoftext|>"}   # what a format writes after a whole conversation
+OTHER = {"phi3": "<|user|>"}       # a token of the format's other than its end (--stop's test)
 TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
 SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
-            "<bos>", "<start_of_turn>", "<end_of_turn>"]
+            "<bos>", "<start_of_turn>", "<end_of_turn>", "<|system|>", "<|user|>", "<|assistant|>",
+            "<|end|>", "<|endoftext|>"]
 
 
 # white space Jinja's trim (Python's str.strip()) takes beyond ASCII's: U+3000, U+00A0,
@@ -139,29 +150,45 @@ TRIMMED = [{"role": "user", "content": "\u3000\xa0wide spaces\u2003"},
            {"role": "assistant", "content": "\x1c\u2028an answer\xa0\u205f"}]
 
 
+# an empty system message, which Phi-3.5's template leaves out
+EMPTY_SYSTEM = [{"role": "system", "content": ""}, {"role": "user", "content": "Hi"},
+                {"role": "assistant", "content": "Hello."}]
+
+
 def chats(fmt):
     """the conversations a format takes: Gemma's template has no system message"""
     cs = [c[1:] if fmt == "gemma" and c[0]["role"] == "system" else c for c in CHATS]
+    if fmt == "phi3":
+        cs = cs + [EMPTY_SYSTEM]
     return cs + [TRIMMED] if TEMPLATES[fmt][0][5] else cs
+
+
+def hf_tokenizer(tok, fmt):
+    from transformers import PreTrainedTokenizerFast
+    begin = TEMPLATES[fmt][0][0]
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>",
+                                   eos_token=TAIL.get(fmt, "<|eot_id|>"))
 
 
 def chat_expected(tok, fmt):
     """Each conversation's row by transformers' template and tokenizers' offsets (None: no
     target kept)."""
-    from transformers import PreTrainedTokenizerFast
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>")
+    hf = hf_tokenizer(tok, fmt)
     rows = []
     for msgs in chats(fmt):
         text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
         parts, spans, at = [begin], [], len(begin)
         for m in msgs:
+            if fmt == "phi3" and m["role"] == "system" and not m["content"]:
+                continue
             c = m["content"].strip() if trim else m["content"]
             h = head + (assistant if m["role"] == "assistant" else m["role"]) + mid
             if m["role"] == "assistant":
                 spans.append((at + len(h), at + len(h) + len(c) + len(end)))
             parts += [h, c, end, after]
             at += len(h) + len(c) + len(end) + len(after)
+        parts.append(TAIL.get(fmt, ""))
         assert "".join(parts) == text, (fmt, "".join(parts), text)
         enc = tok.encode(text, add_special_tokens=False)
         assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
@@ -222,9 +249,8 @@ def sample_chat(tok, tj, fmt, d):
     message with the generation prompt; the sample ends at the template's end token (a
     model whose head's bias makes that token the most likely at every position: nothing
     printed; with --stop naming another token, the end token printed over and over)."""
-    from transformers import PreTrainedTokenizerFast
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
-    hf = PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>")
+    hf = hf_tokenizer(tok, fmt)
     V = tok.get_vocab_size()
     spec = {"trainc": 1,
             "model": {"name": "chat_tiny",
@@ -258,7 +284,7 @@ def sample_chat(tok, tj, fmt, d):
     got = [int(v) for v in m.group(2).split()] if m else None
     assert p.returncode == 0 and got == want, (fmt, p.returncode, got, want, p.stderr[-500:])
     assert p.stdout == "\n", (fmt, p.stdout)   # ended at once, at the end token
-    q = subprocess.run(base + ["--stop", head], capture_output=True, text=True)
+    q = subprocess.run(base + ["--stop", OTHER.get(fmt, head)], capture_output=True, text=True)
     assert q.returncode == 0 and q.stdout == end * 5 + "\n", (fmt, q.returncode, q.stdout, q.stderr[-500:])
     # a conversation from stdin, a turn a line: the turns' ids are the template's for the
     # whole conversation (each reply, empty here, closed by the end token)
@@ -288,6 +314,13 @@ def sample_chat(tok, tj, fmt, d):
         got = [int(v) for m in re.finditer(r"^turn: \d+ tokens:(.*)$", sconv.stderr, re.M) for v in m.group(1).split()]
         want_c = hf.apply_chat_template(sm + msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
         assert sconv.returncode == 0 and got == want_c, (fmt, sconv.returncode, got, want_c, sconv.stderr[-500:])
+        # an empty system message, which Phi-3.5's template leaves out and the others write
+        e = subprocess.run(base + ["--system", ""], capture_output=True, text=True)
+        m = re.search(r"^prompt: (\d+) tokens:(.*)$", e.stderr, re.M)
+        got = [int(v) for v in m.group(2).split()] if m else None
+        want_e = hf.apply_chat_template([{"role": "system", "content": ""}, {"role": "user", "content": user}],
+                                        chat_template=jinja, add_generation_prompt=True, tokenize=True)
+        assert e.returncode == 0 and got == want_e, (fmt, e.returncode, got, want_e, e.stderr[-500:])
     nochat = [x for i, x in enumerate(base) if x != "--chat" and base[i - 1] != "--chat"]
     r = subprocess.run(nochat + ["--system", sysm], capture_output=True, text=True)
     assert r.returncode == 1 and "--system is a chat template's system message: it needs --chat" in r.stderr, r.stderr
@@ -385,6 +418,14 @@ def main():
     assert p.returncode == 1 and "system.jsonl:2: error: --chat gemma has no system message" in p.stderr, p.stderr
     assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
     print("ok   --chat gemma and a system message: exit 1 naming the line, nothing written")
+    f, d = os.path.join(OUT, "tool.jsonl"), os.path.join(OUT, "tool")
+    open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps(
+        {"messages": [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}]}) + "\n")
+    p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "phi3", ok=False)
+    assert p.returncode == 1 and ("tool.jsonl:2: error: --chat phi3 writes system, user and assistant "
+                                  "messages alone") in p.stderr, p.stderr
+    assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
+    print("ok   --chat phi3 and a 'tool' message (its template leaves it out): exit 1 naming the line")
     print("data_sft: all checks passed")
 
 
