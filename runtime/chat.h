@@ -1,6 +1,6 @@
-/* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's, Phi-3's), for
- * `trainc data sft --chat` (conversations into training rows) and the trainer's --chat
- * (a prompt as a user's turn, the assistant's to follow). */
+/* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's,
+ * Phi-3's), for `trainc data sft --chat` (conversations into training rows) and the
+ * trainer's --chat (a prompt as a user's turn, the assistant's to follow). */
 #ifndef RT_CHAT_H
 #define RT_CHAT_H
 
