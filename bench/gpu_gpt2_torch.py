@@ -24,9 +24,21 @@ its first step.
 
 usage: gpu_gpt2_torch.py BATCH [--bf16] [--ckpt] [--compile] [--mode MODE] [--steps N]
                          [--warm W] [--pad slice|full|none] [--device cuda|cpu] [--tiny]
+                         [--data GLOB [--seed S]] [--init FILE] [--save-init FILE]
+                         [--warmup W] [--curve FILE]
   --steps N  steps in all (default 10), the first W (default 3) untimed
   --mode     default | max-autotune-no-cudagraphs | max-autotune | reduce-overhead
   --tiny     2 blocks of d 64, 4 heads, T 64 (the plumbing on a CPU, no figure)
+The recipe against trainc's (bench/gpu_gpt2_curve.sh), the same work step for step:
+  --data GLOB      batches of llm.c token shards in trainc's order (the windows at
+                   offsets 0, T, 2T, ... of each shard in sorted order, each epoch's
+                   order runtime/data.c's seeded Fisher-Yates shuffle with --seed,
+                   default 1337; whole batches), not one random batch
+  --init FILE      the weights of a safetensors file under trainc's names
+                   (specs/gpt2_124m.json's); --save-init FILE writes the initial ones so
+  --warmup W       trainc's cosine schedule to 0 over --steps after W warm-up steps
+                   (docs/spec.md), not a constant rate
+  --curve FILE     each step's loss as a JSON line (a wait a step: not for timing)
 prints one JSON line: tokens/s, compile and first-step times, peak memory
 (max_memory_allocated and max_memory_reserved, the device's total, what it holds
 outside PyTorch's allocator, the context before any tensor), or "oom"; with
@@ -128,6 +140,147 @@ def optimizer(m, dev):
     return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), **kw)
 
 
+# ---- trainc's data order and weights (--data, --init, --save-init) ----------------
+
+MASK = (1 << 64) - 1
+
+
+def rotl(x, k):
+    return ((x << k) | (x >> (64 - k))) & MASK
+
+
+class Xoshiro:
+    """runtime/rng.c: xoshiro256** seeded by splitmix64"""
+    def __init__(self, seed):
+        self.s, x = [], seed
+        for _ in range(4):
+            x = (x + 0x9E3779B97F4A7C15) & MASK
+            z = x
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
+            self.s.append(z ^ (z >> 31))
+
+    def u64(self):
+        s = self.s
+        r = (rotl((s[1] * 5) & MASK, 7) * 9) & MASK
+        t = (s[1] << 17) & MASK
+        s[2] ^= s[0]
+        s[3] ^= s[1]
+        s[1] ^= s[2]
+        s[0] ^= s[3]
+        s[2] ^= t
+        s[3] = rotl(s[3], 45)
+        return r
+
+    def below(self, n):   # rt_rng_below: no modulo bias
+        threshold = ((1 << 64) - n) % n
+        while True:
+            x = self.u64()
+            if x >= threshold:
+                return x % n
+
+
+def epoch_order(n, seed, epoch):
+    """runtime/data.c's epoch_order with shuffle"""
+    order = list(range(n))
+    r = Xoshiro(seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & MASK))
+    for i in range(n - 1, 0, -1):
+        j = r.below(i + 1)
+        order[i], order[j] = order[j], order[i]
+    return order
+
+
+class Windows:
+    """The token windows of llm.c shards as trainc reads them: shard by shard in sorted
+    order, offsets 0, T, 2T, ... with T + 1 tokens each"""
+    def __init__(self, pattern, T):
+        import glob
+        self.T, self.shards, self.starts = T, [], [0]
+        for f in sorted(glob.glob(pattern)):
+            raw = open(f, "rb").read()
+            head = torch.frombuffer(bytearray(raw[:1024]), dtype=torch.int32)
+            magic, n = int(head[0]), int(head[2])
+            width = {20240520: 2, 20240801: 4}[magic]
+            body = bytearray(raw[1024:1024 + n * width])
+            toks = (torch.frombuffer(body, dtype=torch.int16).to(torch.int64) & 0xFFFF if width == 2
+                    else torch.frombuffer(body, dtype=torch.int32).to(torch.int64))
+            self.shards.append(toks)
+            self.starts.append(self.starts[-1] + ((n - 1) // T if n > T else 0))
+        self.n = self.starts[-1]
+        if not self.n:
+            sys.exit("gpu_gpt2_torch.py: no window of %d tokens in %s" % (T + 1, pattern))
+
+    def window(self, w):
+        s = max(i for i in range(len(self.shards)) if self.starts[i] <= w)
+        o = (w - self.starts[s]) * self.T
+        return self.shards[s][o:o + self.T + 1]
+
+
+def batches(win, B, seed):
+    """trainc's batches (shuffle, drop_last): epoch after epoch"""
+    epoch = 0
+    while True:
+        order = epoch_order(win.n, seed, epoch)
+        for b in range(win.n // B):
+            rows = torch.stack([win.window(w) for w in order[b * B:(b + 1) * B]])
+            yield rows[:, :-1], rows[:, 1:]
+        epoch += 1
+
+
+def trainc_names(m, c):
+    """trainc's name of each tensor of GPT (specs/gpt2_124m.json's layers)"""
+    names = {"wte.weight": "wte.weight", "wpe.weight": "wpe.weight",
+             "ln_f.weight": "ln_f.weight", "ln_f.bias": "ln_f.bias"}
+    ours = {"ln_1": "ln_1", "ln_2": "ln_2", "qkv": "attn.qkv", "proj": "attn.proj", "fc": "fc",
+            "fc_proj": "proj"}
+    for i in range(c["L"]):
+        for a, b in ours.items():
+            for w in ("weight", "bias"):
+                names["h.%d.%s.%s" % (i, a, w)] = "h.%d.%s.%s" % (i, b, w)
+    return names
+
+
+def load_init(m, c, path):
+    """--init: a safetensors file of F32 tensors under trainc's names (wte's first V
+    rows; the padding rows stay 0)"""
+    raw = open(path, "rb").read()
+    n = int.from_bytes(raw[:8], "little")
+    head = json.loads(raw[8:8 + n])
+    sd = m.state_dict()
+    with torch.no_grad():
+        for ours, theirs in trainc_names(m, c).items():
+            e = head[theirs]
+            assert e["dtype"] == "F32", (theirs, e["dtype"])
+            lo, hi = e["data_offsets"]
+            t = torch.frombuffer(bytearray(raw[8 + n + lo:8 + n + hi]), dtype=torch.float32).view(e["shape"])
+            sd[ours].zero_()
+            sd[ours][:t.shape[0]].copy_(t)
+
+
+def save_init(m, c, path):
+    """--save-init: the weights under trainc's names, wte's first V rows"""
+    sd, head, blobs, at = m.state_dict(), {}, [], 0
+    for ours, theirs in sorted(trainc_names(m, c).items(), key=lambda kv: kv[1]):
+        t = sd[ours][:V] if ours == "wte.weight" else sd[ours]
+        b = t.detach().float().cpu().contiguous().numpy().tobytes()
+        head[theirs] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
+        blobs.append(b)
+        at += len(b)
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+def rate(s, a):
+    """--warmup: docs/spec.md's cosine schedule from 6e-4 to 0 over a.steps steps"""
+    import math
+    if s < a.warmup:
+        return 6e-4 * (s + 1) / a.warmup
+    p = (s - a.warmup) / max(1, a.steps - a.warmup)
+    return 6e-4 * (1 + math.cos(math.pi * p)) / 2
+
+
 def sync(dev):
     if dev == "cuda":
         torch.cuda.synchronize()
@@ -145,12 +298,18 @@ def run(a, c):
         if a.bf16:
             sdpa_flash_only()
     m = GPT(c, a.ckpt, rows).to(dev)
+    if a.init:
+        load_init(m, c, a.init)
+    if a.save_init:
+        save_init(m, c, a.save_init)
     opt = optimizer(m, dev)
     loss_fn = make_loss(m, a.bf16, dev, a.pad)
     if a.compile:
         loss_fn = torch.compile(loss_fn, fullgraph=True, mode=None if a.mode == "default" else a.mode)
     x = torch.randint(0, V, (a.batch, c["T"]), device=dev)
     y = torch.randint(0, V, (a.batch, c["T"]), device=dev)
+    data = batches(Windows(a.data, c["T"]), a.batch, a.seed) if a.data else None
+    curve = open(a.curve, "w") if a.curve else None
     if dev == "cuda":
         torch.cuda.reset_peak_memory_stats()
     step_s, first_wall, t0 = [], None, None
@@ -159,11 +318,21 @@ def run(a, c):
             sync(dev)
             t0 = time.perf_counter()
         ts = time.perf_counter() if s < a.warm else None
+        if data:   # (pinned, copied without a wait, as a data loader's batches)
+            hx, hy = next(data)
+            pin = dev == "cuda"
+            x = (hx.pin_memory() if pin else hx).to(dev, non_blocking=pin)
+            y = (hy.pin_memory() if pin else hy).to(dev, non_blocking=pin)
+        if a.warmup is not None:
+            for g in opt.param_groups:
+                g["lr"] = rate(s, a)
         loss = loss_fn(x, y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
         opt.step()
+        if curve:
+            curve.write(json.dumps({"step": s + 1, "loss": loss.item()}) + "\n")
         if ts is not None:   # warm-up steps: each timed alone (compile is in the first)
             sync(dev)
             step_s.append(time.perf_counter() - ts)
@@ -200,6 +369,12 @@ def parse(argv):
     p.add_argument("--pad", default="slice", choices=["slice", "full", "none"])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"])
     p.add_argument("--tiny", action="store_true")
+    p.add_argument("--data")
+    p.add_argument("--seed", type=int, default=1337)
+    p.add_argument("--init")
+    p.add_argument("--save-init")
+    p.add_argument("--warmup", type=int)
+    p.add_argument("--curve")
     a = p.parse_args(argv)
     if not 1 <= a.warm < a.steps:
         p.error("--warm must be at least 1 and below --steps")

@@ -146,6 +146,9 @@ check parity/batchnorm_accumulate $PYTHON tests/batchnorm_parity.py --accumulate
 check parity/batchnorm_recompute $PYTHON tests/batchnorm_parity.py --recompute full
 check parity/cnn_sgd      $PYTHON tests/torch_parity.py cnn sgd
 check parity/gpt_char     $PYTHON tests/gpt_parity.py
+# the GPU benchmark's PyTorch GPT-2 (bench/gpu_gpt2_torch.py) trains trainc's recipe: a
+# tiny GPT-2 from the same weights on the same batches, step for step (fp32, CPU)
+check parity/gpt2_recipe  env TINY=1 PYTHON=$PYTHON bash bench/gpu_gpt2_curve.sh
 check parity/glu          $PYTHON tests/glu_parity.py
 # Llama: trainc against HF's LlamaForCausalLM (after checking tests/llama_torch.py's
 # SPEC reference against HF's Llama and Mistral), and against that reference for what

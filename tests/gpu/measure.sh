@@ -28,6 +28,11 @@
 #              fp8-mixed, the final loss and tokens/s ratios; a skipped row when the
 #              pack has no fp8 trainer (trainc refused the precision when it was
 #              packed)                                                               150
+#   curve      bench/gpu_gpt2_curve.sh: GPT-2 124M's recipe, trainc's bf16-mixed against
+#              PyTorch's bf16 autocast, 1000 steps at B=16 on the pack's GPT-2 BPE shards
+#              of Debian's text, from the same weights on the same batches: each step's
+#              loss, the means of the last 100 (within 1%: ../BENCHMARKING.md's loss
+#              curve beside the speed figure)                                         240
 #   attn       bench/gpu_attention.sh: the attention kernels alone (tests/gpu/bench_attn.c)
 #              against every SDPA backend PyTorch can force, T 1024-4096, head dims 64
 #              and 128, causal and full, TFLOP/s forward and backward, 3 rounds; and
@@ -149,6 +154,7 @@ for part in "$@"; do
     gpt2) lim=420; cmd=(bash bench/gpu_gpt2_b16.sh) ;;
     gpt2b64) lim=240; cmd=(env B=64 MODES=best BEST_FROM="$W/gpt2/gpt2_b16.jsonl" bash bench/gpu_gpt2_b16.sh) ;;
     fp8) lim=150; cmd=(bash bench/gpu_fp8.sh) ;;
+    curve) lim=240; cmd=(bash bench/gpu_gpt2_curve.sh) ;;
     attn) lim=120; cmd=(bash bench/gpu_attention.sh) ;;
     hf) lim=240; cmd=(bash bench/gpu_hf.sh) ;;
     bench) lim=300; cmd=(bash tests/gpu/run.sh bench) ;;
@@ -158,7 +164,7 @@ for part in "$@"; do
     dcgan) lim=240; cmd=(bash bench/gpu_dcgan.sh) ;;
     sample) lim=360; cmd=(env ROUNDS=2 bash bench/gpu_sample.sh) ;;
     profile) lim=150; cmd=(bash -c 'DETAIL="rt_attention_fwd:12 rt_attention_bwd_kv:12 rt_attention_bwd_[0-9]:12 rt_cross_entropy:1" bash bench/gpu_profile.sh gpt2_124m_none 8 && bash bench/gpu_profile.sh wide_mlp_bf16 65536 && TRAINC_GEMM_KSPLIT=0 PTAG=whole bash bench/gpu_profile.sh wide_mlp_bf16 65536') ;;
-    *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, attn, hf, llama, bench, recompute, resnet, dcgan, sample, profile)"
+    *) say "FAIL unknown part '$name' (checks, gpt2, gpt2b64, fp8, curve, attn, hf, llama, bench, recompute, resnet, dcgan, sample, profile)"
        part_row "$name" fail 0 "unknown part"; status=1; continue ;;
     esac
     if [ "$part" != "$name" ]; then
