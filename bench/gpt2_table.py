@@ -22,8 +22,9 @@ FLOPS_PER_TOKEN = 6 * (124439808 - 1024 * 768) + 6 * 12 * 768 * 1024
 def key(r):
     if r["impl"].startswith("trainc"):
         return r["impl"] + " " + r.get("trainer", "") + (" " + r["env"] if r.get("env") else "")
-    if r["impl"].startswith("torch"):
-        return r["impl"] + ("" if r.get("pad", "slice") == "slice" else " pad=" + r["pad"])
+    if r["impl"].startswith("torch"):   # ("data": null: one batch drawn on the GPU)
+        return (r["impl"] + ("" if r.get("pad", "slice") == "slice" else " pad=" + r["pad"]) +
+                (" one batch" if "data" in r and not r["data"] else ""))
     return r["impl"] + (" -r %s" % r["recompute"] if r.get("recompute") not in (None, 0) else "")
 
 
@@ -44,7 +45,8 @@ def table(rows, label, rate):
     if not runs:
         return
     med = {k: statistics.median(x["tokens_per_s"] for x in v) for k, v in runs.items()}
-    comp = max((med[k] for k in med if k.startswith("torch+compile") and "pad=" not in k), default=None)
+    comp = max((med[k] for k in med if k.startswith("torch+compile") and "pad=" not in k and
+                "one batch" not in k), default=None)
     llmc = max((med[k] for k in med if k.startswith("llm.c") and "(cuDNN)" in k), default=None)
     batch = next(iter(runs.values()))[0].get("batch")
     print("\nGPT-2 124M, batch %s x 1024, bf16: median of each row's runs" % batch)

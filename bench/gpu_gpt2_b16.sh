@@ -39,7 +39,9 @@
 # both clock reads (trainc: its records at steps WARM and WARM + TIMED, written after
 # the host waited for those steps; PyTorch: torch.cuda.synchronize at both reads;
 # llm.c: its own CUDA-event step times, summed). Same random-token shards (llm.c's
-# format) for trainc and llm.c; PyTorch's tokens drawn on the GPU.
+# format) for trainc, llm.c and PyTorch (gpu_gpt2_torch.py --data: trainc's windows in
+# its order, each batch pinned and copied without a wait); PyTorch once more on one
+# batch drawn on the GPU (an extra row, "one batch": what reading the data costs it).
 # MFU = tokens/s x FLOPs per token / rate, FLOPs per token = 6 N + 6 L C T with N the
 # parameters less the position table (what `trainc check` reports: 798.6 MFLOPs),
 # L = 12 layers, C = 768, T = 1024 (llm.c's count).
@@ -106,10 +108,12 @@ trainc_startup() {   # the whole process, launch to the end of step 1
     python3 -c "import json; print(json.dumps({'impl': 'trainc+bf16-mixed', 'label': 'b$B', 'trainer': 'gpt2_124m_none',
         'startup_to_step1_s': round($(date +%s.%N) - $t, 3), 'kernel_cache': '$TRAINC_CACHE_DIR'}))"
 }
-torch_run() {    # torch_run ROUND ARGS...: bench/gpu_gpt2_torch.py, one JSON line
-    local round=$1; shift
-    limited python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --warm "$WARM" --steps $((WARM + TIMED)) "$@" \
-        2>>"$ERR" | tag "$round" "gpu_gpt2_torch.py $*"
+torch_run() {    # torch_run ROUND [one] ARGS...: bench/gpu_gpt2_torch.py on the shards
+                 # (one: on one batch drawn on the GPU), one JSON line
+    local round=$1 data=(--data "$D/data/gpt2/train_*.bin"); shift
+    [ "${1:-}" = one ] && { data=(); shift; }
+    limited python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --warm "$WARM" --steps $((WARM + TIMED)) \
+        "${data[@]}" "$@" 2>>"$ERR" | tag "$round" "gpu_gpt2_torch.py $*"
 }
 best_mode() {    # the compile mode with the higher median tokens/s in $BEST_FROM
     python3 - "${BEST_FROM:-}" <<'PY'
@@ -137,7 +141,7 @@ PY
     # tuned in the cache for the rounds
     for m in $MODES; do
         limited python3 "$ROOT/bench/gpu_gpt2_torch.py" "$B" --bf16 --warm 1 --steps 2 --compile --mode "$m" \
-            2>>"$ERR" | tag prewarm "gpu_gpt2_torch.py --compile --mode $m (prewarm)"
+            --data "$D/data/gpt2/train_*.bin" 2>>"$ERR" | tag prewarm "gpu_gpt2_torch.py --compile --mode $m (prewarm)"
     done
     for ((r = 1; r <= ROUNDS; r++)); do
         trainc_run $r gpt2_124m_none
@@ -147,6 +151,9 @@ PY
         [ "${LLMC:-1}" != 0 ] && llmc_run cudnn "$B" $((WARM + TIMED)) "$WARM" "b$B" | tag $r
     done
     [ "${LLMC:-1}" != 0 ] && [ "${LLMC_EXTRA:-1}" != 0 ] && llmc_run nocudnn "$B" $((WARM + TIMED)) "$WARM" "b$B" | tag extra
+    # PyTorch's first mode on one batch drawn on the GPU (the baseline before 2026-12-04):
+    # what reading the shards costs it
+    torch_run extra one --compile --mode "${MODES%% *}"
     # the head and loss over the whole logits (TRAINC_HEAD_CHUNKS=1): what the chunked
     # head (a quarter of each sample's rows at a time, its weight gradient added four
     # times) costs or saves in time; its memory is the plan's

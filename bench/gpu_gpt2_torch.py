@@ -390,7 +390,8 @@ def main(argv):
     a = parse(argv)
     c = TINY if a.tiny else FULL
     rec = {"impl": label(a), "batch": a.batch, "seq": c["T"], "layers": c["L"], "mode": a.mode if a.compile else None,
-           "vocab_rows": V if a.pad == "none" else V_PAD, "pad": a.pad, "torch": torch.__version__}
+           "vocab_rows": V if a.pad == "none" else V_PAD, "pad": a.pad, "torch": torch.__version__,
+           "data": a.data}
     if a.compile and not hasattr(torch, "compile"):
         print("gpu_gpt2_torch.py: torch %s has no torch.compile (PyTorch 2 or later has it); "
               "no compiled run" % torch.__version__, file=sys.stderr)
