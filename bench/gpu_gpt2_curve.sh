@@ -40,8 +40,13 @@ else
     PY=python3
 fi
 [ -f "$TXT/train_000000.bin" ] || { echo "gpu_gpt2_curve.sh: no GPT-2 text shards in $TXT (bench/text_shards.py makes them)"; exit 77; }
+# the work folder: the weights (0.5 GB at GPT-2's size) stay out of $OUT, whose files
+# come back from the device; its logs are copied there at the end
 W=$OUT/curve
+[ "$TINY" = 1 ] || W=$D/curve
 rm -rf "$W"; mkdir -p "$W"
+keep_logs() { for f in torch.err torch.json trainc.err; do cp "$W/$f" "$OUT/curve.$f" 2>/dev/null; done; }
+trap keep_logs EXIT
 TRAINC_ARGS=(--set "data.train.tokens=$TXT/train_*.bin" --set data.val=null --set validate.every_steps=null
              --set validate.batches=null --set checkpoint=null --set log_every=1 --set batch_size="$B"
              --set max_steps="$STEPS" --set schedule.warmup_steps="$WARMUP"
