@@ -47,6 +47,7 @@ outside PyTorch's allocator, the context before any tensor), or "oom"; with
 import argparse, json, os, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 import torch.utils.checkpoint as cp
+from trainc_data import Windows, batches, to_device
 
 V, V_PAD = 50257, 50304
 FULL = dict(T=1024, D=768, H=12, L=12)
@@ -140,91 +141,7 @@ def optimizer(m, dev):
     return torch.optim.AdamW(groups, lr=6e-4, betas=(0.9, 0.95), **kw)
 
 
-# ---- trainc's data order and weights (--data, --init, --save-init) ----------------
-
-MASK = (1 << 64) - 1
-
-
-def rotl(x, k):
-    return ((x << k) | (x >> (64 - k))) & MASK
-
-
-class Xoshiro:
-    """runtime/rng.c: xoshiro256** seeded by splitmix64"""
-    def __init__(self, seed):
-        self.s, x = [], seed
-        for _ in range(4):
-            x = (x + 0x9E3779B97F4A7C15) & MASK
-            z = x
-            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK
-            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK
-            self.s.append(z ^ (z >> 31))
-
-    def u64(self):
-        s = self.s
-        r = (rotl((s[1] * 5) & MASK, 7) * 9) & MASK
-        t = (s[1] << 17) & MASK
-        s[2] ^= s[0]
-        s[3] ^= s[1]
-        s[1] ^= s[2]
-        s[0] ^= s[3]
-        s[2] ^= t
-        s[3] = rotl(s[3], 45)
-        return r
-
-    def below(self, n):   # rt_rng_below: no modulo bias
-        threshold = ((1 << 64) - n) % n
-        while True:
-            x = self.u64()
-            if x >= threshold:
-                return x % n
-
-
-def epoch_order(n, seed, epoch):
-    """runtime/data.c's epoch_order with shuffle"""
-    order = list(range(n))
-    r = Xoshiro(seed ^ ((0x9E3779B97F4A7C15 * (epoch + 1)) & MASK))
-    for i in range(n - 1, 0, -1):
-        j = r.below(i + 1)
-        order[i], order[j] = order[j], order[i]
-    return order
-
-
-class Windows:
-    """The token windows of llm.c shards as trainc reads them: shard by shard in sorted
-    order, offsets 0, T, 2T, ... with T + 1 tokens each"""
-    def __init__(self, pattern, T):
-        import glob
-        self.T, self.shards, self.starts = T, [], [0]
-        for f in sorted(glob.glob(pattern)):
-            raw = open(f, "rb").read()
-            head = torch.frombuffer(bytearray(raw[:1024]), dtype=torch.int32)
-            magic, n = int(head[0]), int(head[2])
-            width = {20240520: 2, 20240801: 4}[magic]
-            body = bytearray(raw[1024:1024 + n * width])
-            toks = (torch.frombuffer(body, dtype=torch.int16).to(torch.int64) & 0xFFFF if width == 2
-                    else torch.frombuffer(body, dtype=torch.int32).to(torch.int64))
-            self.shards.append(toks)
-            self.starts.append(self.starts[-1] + ((n - 1) // T if n > T else 0))
-        self.n = self.starts[-1]
-        if not self.n:
-            sys.exit("gpu_gpt2_torch.py: no window of %d tokens in %s" % (T + 1, pattern))
-
-    def window(self, w):
-        s = max(i for i in range(len(self.shards)) if self.starts[i] <= w)
-        o = (w - self.starts[s]) * self.T
-        return self.shards[s][o:o + self.T + 1]
-
-
-def batches(win, B, seed):
-    """trainc's batches (shuffle, drop_last): epoch after epoch"""
-    epoch = 0
-    while True:
-        order = epoch_order(win.n, seed, epoch)
-        for b in range(win.n // B):
-            rows = torch.stack([win.window(w) for w in order[b * B:(b + 1) * B]])
-            yield rows[:, :-1], rows[:, 1:]
-        epoch += 1
+# ---- trainc's weights (--init, --save-init) -------------------------------------
 
 
 def trainc_names(m, c):
@@ -318,11 +235,8 @@ def run(a, c):
             sync(dev)
             t0 = time.perf_counter()
         ts = time.perf_counter() if s < a.warm else None
-        if data:   # (pinned, copied without a wait, as a data loader's batches)
-            hx, hy = next(data)
-            pin = dev == "cuda"
-            x = (hx.pin_memory() if pin else hx).to(dev, non_blocking=pin)
-            y = (hy.pin_memory() if pin else hy).to(dev, non_blocking=pin)
+        if data:
+            x, y = to_device(*next(data), dev)
         if a.warmup is not None:
             for g in opt.param_groups:
                 g["lr"] = rate(s, a)

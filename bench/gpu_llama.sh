@@ -50,9 +50,10 @@ trainc_llama() {   # trainc_llama TRAINER SHARDS B LABEL [TAG]: one JSON line (T
     # tokens/s as BENCHMARKING.md times it: the tokens after step 5 over their wall time
     python3 "$ROOT/bench/trainc_record.py" "$o/metrics.jsonl" "$b" "$T" 5 "$label" trainer="$exe$tag"
 }
-torch_llama() {    # torch_llama MODEL B LABEL [--compile]
-    local model=$1 b=$2 label=$3; shift 3
-    python3 "$ROOT/bench/gpu_llama_torch.py" "$model" "$b" --steps "$STEPS" "$@" 2>>"$ERR" |
+torch_llama() {    # torch_llama MODEL SHARDS B LABEL [--compile]: on trainc's shards
+    local model=$1 shards=$2 b=$3 label=$4; shift 4
+    python3 "$ROOT/bench/gpu_llama_torch.py" "$model" "$b" --steps "$STEPS" \
+        --data "$D/data/$shards/train_*.bin" "$@" 2>>"$ERR" |
         python3 -c "import json, sys; r = json.loads(sys.stdin.read()); r['label'] = '$label'; print(json.dumps(r))"
 }
 rounds() {         # rounds MODEL TRAINER SHARDS B LABEL: ROUNDS alternating runs of the three,
@@ -62,8 +63,8 @@ rounds() {         # rounds MODEL TRAINER SHARDS B LABEL: ROUNDS alternating run
     for ((i = 0; i < ROUNDS; i++)); do
         trainc_llama "$2" "$3" "$4" "$5"
         TRAINC_ATT_SM90=0 trainc_llama "$2" "$3" "$4" "$5" "TRAINC_ATT_SM90=0"
-        torch_llama "$1" "$4" "$5"
-        torch_llama "$1" "$4" "$5" --compile
+        torch_llama "$1" "$3" "$4" "$5"
+        torch_llama "$1" "$3" "$4" "$5" --compile
     done
 }
 fits_torch() {     # fits_torch B: PyTorch eager runs 4 steps of llama3_1b at batch B

@@ -8,9 +8,12 @@ has it, else the K/V heads expanded as HF's repeat_kv does), SwiGLU, no biases; 
 autocast, fused AdamW, gradient clipping; the vocabulary padded as trainc pads it on a
 GPU (a multiple of 128 rows); the loss inside the step, the head and cross-entropy in
 chunks of rows recomputed in the backward (the logits of a 128k vocabulary never whole).
-With --compile the whole step's forward and loss go through torch.compile.
+With --compile the whole step's forward and loss go through torch.compile. With --data
+GLOB the batches are llm.c shards' windows in trainc's order (bench/trainc_data.py),
+pinned and copied without a wait, as trainc reads the same shards; else one random
+batch drawn on the GPU.
 
-usage: gpu_llama_torch.py MODEL BATCH [--compile] [--ckpt] [--steps N]
+usage: gpu_llama_torch.py MODEL BATCH [--compile] [--ckpt] [--steps N] [--data GLOB]
        MODEL: 124m or 1b
 prints one JSON line: tokens/s (after 3 warm-up steps), peak memory
 (torch.cuda.max_memory_allocated, the device's total and what it holds outside
@@ -19,6 +22,7 @@ PyTorch's allocator), or "oom".
 import json, math, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 import torch.utils.checkpoint as cp
+from trainc_data import Windows, batches, to_device
 
 CONFIGS = {
     # vocab, d, layers, heads, kv heads, ffn, T, theta, llama3 scaling, tied, eps
@@ -124,7 +128,7 @@ def loss_fn(m, x, y, chunk=8192):
     return tot / h.shape[0]
 
 
-def run(name, B, compiled, ckpt, steps):
+def run(name, B, compiled, ckpt, steps, data):
     c = CONFIGS[name]
     torch.manual_seed(0)
     m = Llama(c, ckpt).cuda()
@@ -132,12 +136,15 @@ def run(name, B, compiled, ckpt, steps):
     step_loss = torch.compile(loss_fn) if compiled else loss_fn
     x = torch.randint(0, c["V"], (B, c["T"]), device="cuda")
     y = torch.randint(0, c["V"], (B, c["T"]), device="cuda")
+    feed = batches(Windows(data, c["T"]), B, 1337) if data else None
     torch.cuda.reset_peak_memory_stats()
     t0 = None
     for s in range(steps):
         if s == 3:
             torch.cuda.synchronize()
             t0 = time.perf_counter()
+        if feed:
+            x, y = to_device(*next(feed), "cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step_loss(m, x, y)
         opt.zero_grad(set_to_none=True)
@@ -154,10 +161,11 @@ if __name__ == "__main__":
     name, B = a[0], int(a[1])
     steps = int(a[a.index("--steps") + 1]) if "--steps" in a else 10
     compiled, ckpt = "--compile" in a, "--ckpt" in a
+    data = a[a.index("--data") + 1] if "--data" in a else None
     rec = {"impl": "torch" + ("+compile" if compiled else "") + "+bf16" + ("+checkpoint" if ckpt else ""),
-           "model": name, "batch": B, "sdpa_gqa": HAS_GQA}
+           "model": name, "batch": B, "sdpa_gqa": HAS_GQA, "data": data}
     try:
-        tps, peak, n = run(name, B, compiled, ckpt, steps)
+        tps, peak, n = run(name, B, compiled, ckpt, steps, data)
         free, total = torch.cuda.mem_get_info()
         rec.update(tokens_per_s=round(tps, 1), peak_bytes=peak, total_bytes=total, params_padded=n,
                    other_bytes=total - free - torch.cuda.memory_reserved(),
