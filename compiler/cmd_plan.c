@@ -150,15 +150,10 @@ static void plan_ranks_json(const Spec *s, const RankPlan *r, const char *plan)
     printf("}\n  }\n}\n");
 }
 
-/* The memory plan as a table: every buffer, the arena against the no-reuse sum and the
- * lower bound, the fixed allocations and the total, and the recomputation plan. */
-static void plan_table(const Compiled *c)
+/* The table's buffers: each one's shape, bytes, offset and live range, at batch B;
+ * then those stored with padded rows. */
+static void table_buffers(const Graph *g, int64_t B)
 {
-    const Spec *s = c->spec;
-    Program *p = c->prog;
-    Graph *g = c->graph;
-    int64_t B = s->train.batch_size;
-    printf("memory plan for %s at batch %lld\n\n", s->name, (long long)B);
     printf("  %-28s %-18s %12s %12s  %s\n", "buffer", "shape", "bytes", "offset", "live");
     for (int i = 0; i < g->n_tensors; i++) {
         Tensor *t = g->tensors[i];
@@ -177,13 +172,11 @@ static void plan_table(const Compiled *c)
                    "the GEMMs)\n", g->tensors[i]->name,
                    (long long)g->tensors[i]->shape[g->tensors[i]->rank - 1],
                    (long long)g->tensors[i]->ld);
-    int64_t np = 0;
-    for (int i = 0; i < g->n_params; i++)
-        np += g->params[i]->numel;
-    int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
-    int64_t ranks = s->train.ranks > 0 ? s->train.ranks : 1;
-    int64_t opt = (int64_t)rt_opt_state_bytes(&s->train, g->trainable_floats, ranks);
-    int64_t gb = g->trainable_floats * 4;   /* train.freeze's: none */
+}
+
+/* The arena at batch B against the no-reuse sum and the lower bound. */
+static void table_arena(const Program *p, int64_t B)
+{
     printf("\n  arena                 %14lld bytes\n", (long long)(B * p->alloc_row_bytes));
     if (p->alloc_row_bytes > p->arena_row_bytes)
         printf("                          (validation's plan, %lld bytes at this batch, is the larger:\n"
@@ -193,6 +186,19 @@ static void plan_table(const Compiled *c)
            (long long)(B * p->noreuse_row_bytes),
            p->noreuse_row_bytes ? 100.0 * (double)p->arena_row_bytes / (double)p->noreuse_row_bytes : 0.0);
     printf("  lower bound (peak live) %12lld bytes\n", (long long)(B * p->lower_bound_row_bytes));
+}
+
+/* The fixed allocations: parameters, gradients, layer state, optimizer state, the
+ * 16-bit copy, the GPU's workspace, and the total. */
+static void table_fixed(const Spec *s, const Program *p, const Graph *g)
+{
+    int64_t np = 0;
+    for (int i = 0; i < g->n_params; i++)
+        np += g->params[i]->numel;
+    int64_t pb = g->param_floats * 4;   /* as allocated: each tensor padded to 16 floats */
+    int64_t ranks = s->train.ranks > 0 ? s->train.ranks : 1;
+    int64_t opt = (int64_t)rt_opt_state_bytes(&s->train, g->trainable_floats, ranks);
+    int64_t gb = g->trainable_floats * 4;   /* train.freeze's: none */
     printf("  parameters            %14lld bytes (%lld floats, each tensor padded to 16)\n",
            (long long)pb, (long long)np);
     if (g->act16 && g->gpu_fp32_floats < g->param_floats)
@@ -223,18 +229,24 @@ static void plan_table(const Compiled *c)
            "                          device cpu)\n", (long long)p->workspace_bytes);
     printf("  total                 %14lld bytes (%.1f MiB: what memory_budget_mb counts)\n",
            (long long)p->total_bytes, (double)p->total_bytes / 1048576.0);
+}
+
+/* The recomputation plan: the policy, the blocks it covers, the FLOPs and the other
+ * work it replays. */
+static void table_recompute(const Spec *s, const Program *p, const Graph *g, int64_t B)
+{
     static const char *pol[] = {"none", "selective", "full", "auto"};
-    printf("  recompute             %14s (%s)\n", pol[c->prog->policy],
+    printf("  recompute             %14s (%s)\n", pol[p->policy],
            s->train.recompute == RT_RECOMPUTE_AUTO ? "chosen by auto" : "as asked");
-    if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->full_blocks > 0)
+    if (p->policy == RT_RECOMPUTE_SELECTIVE && p->full_blocks > 0)
         printf("                          blocks 0-%d of %d recomputed in full\n",
-               c->prog->full_blocks - 1, c->prog->n_blocks);
-    if (c->prog->policy == RT_RECOMPUTE_SELECTIVE && c->prog->sel_blocks < c->prog->n_blocks)
+               p->full_blocks - 1, p->n_blocks);
+    if (p->policy == RT_RECOMPUTE_SELECTIVE && p->sel_blocks < p->n_blocks)
         printf("                          blocks 0-%d of %d selective, blocks %d-%d keep everything\n",
-               c->prog->sel_blocks - 1, c->prog->n_blocks, c->prog->sel_blocks, c->prog->n_blocks - 1);
+               p->sel_blocks - 1, p->n_blocks, p->sel_blocks, p->n_blocks - 1);
     printf("  recompute FLOPs       %14lld per step (%.1f%% more than the step's %lld)\n",
-           (long long)(B * c->prog->recompute_flops),
-           100.0 * (double)c->prog->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
+           (long long)(B * p->recompute_flops),
+           100.0 * (double)p->recompute_flops / (double)(g->flops_fwd + g->flops_bwd),
            (long long)(B * (g->flops_fwd + g->flops_bwd)));
     /* FLOPs count GEMMs and attention, as FLOPs/sample and MFU do: say what else runs */
     if (p->n_replayed)
@@ -242,6 +254,19 @@ static void plan_table(const Compiled *c)
                "elementwise or norm work (not in the FLOPs),\n"
                "                          writing %lld bytes a step\n", p->n_replayed,
                p->n_replayed_light, (long long)(B * p->replay_row_bytes));
+}
+
+/* The memory plan as a table: every buffer, the arena against the no-reuse sum and the
+ * lower bound, the fixed allocations and the total, and the recomputation plan. */
+static void plan_table(const Compiled *c)
+{
+    const Spec *s = c->spec;
+    int64_t B = s->train.batch_size;
+    printf("memory plan for %s at batch %lld\n\n", s->name, (long long)B);
+    table_buffers(c->graph, B);
+    table_arena(c->prog, B);
+    table_fixed(s, c->prog, c->graph);
+    table_recompute(s, c->prog, c->graph, B);
 }
 
 int cmd_plan(int argc, char **argv)

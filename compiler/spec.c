@@ -1162,9 +1162,9 @@ static void check_attention_keys(const Ctx *c, const Layer *l, const cJSON *v, c
                  "per-head qk_norm's is 1e-6)");
 }
 
-static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
+/* A layer with every key's default (docs/spec.md) */
+static Layer *new_layer(const char *path)
 {
-    need_object(c, v, path, "a layer object {\"op\": ...}");
     Layer *l = xcalloc(1, sizeof *l);
     l->path = (char *)path;
     l->bias = 1;
@@ -1176,8 +1176,13 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     l->momentum = 0.1;
     l->affine = 1;
     l->norm_topk = 1;
-    l->stride = 0;       /* filled below: 1 for conv2d, the kernel for pools */
+    l->stride = 0;       /* filled by check_layer: 1 for conv2d, the kernel for pools */
+    return l;
+}
 
+/* The layer's "op" (required, a known one), and the eps default that goes with it */
+static void parse_op(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
     const cJSON *opv = require(c, v, path, "op");
     char *opp = path_key(path, "op");
     const char *opname = get_string(c, opv, opp);
@@ -1192,43 +1197,51 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
     free(opp);
     if (l->op == OP_RMSNORM || l->op == OP_ATTENTION)   /* attention's: qk_norm's */
         l->eps = 1e-6;   /* torch.nn.RMSNorm's and HF Llama's usual; layernorm's is 1e-5 */
+}
 
-    const char **keys = layer_keys(l->op);
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, v) {
-        char *kp = path_key(path, ch->string);
-        if (!in_list(ch->string, keys)) {
-            const char *op = op_info[l->op].name;
-            char *list = join(keys);
-            if (!strcmp(ch->string, "init"))
-                error_at(c->file, kp, "%s has no parameters to initialize (init applies to "
-                         "layers with parameters, and to residual and repeat, which pass it "
-                         "to their body)", op);
-            if (names_input_size(ch->string, keys) && takes_init(l->op) &&
-                op_info[l->op].cls != OPC_CONTAINER && l->op != OP_EMBEDDING)
-                error_at(c->file, kp, "unknown key '%s'; %s takes its input's size from the "
-                         "layer before: remove the key (%s takes %s)", show(ch->string), op,
-                         op, list);
-            char *hint = keep(xasprintf("%s takes %s", op, list));
-            unknown(c, kp, "key", ch->string, keys, hint);
-        }
-        if (!strcmp(ch->string, "op")) {
-        } else if (!strcmp(ch->string, "name")) {
-            const char *name = get_string(c, ch, kp);
-            if (!is_ident(name))
-                error_at(c->file, kp, "expected a name of letters, digits and '_', not "
-                         "starting with a digit, got \"%s\"", show(name));
-            l->name = xstrdup(name);
-        } else if (!strcmp(ch->string, "input")) {
-            l->input = c->s->inputs[get_input_ref(c, ch, kp)].name;
-        } else if (!strcmp(ch->string, "init")) {
-            parse_init(c, ch, kp, &l->init);
-            l->has_init = 1;
-        } else
-            parse_layer_key(c, l, ch->string, ch, kp);
-        free(kp);
+/* A key the layer's op does not take (keys: those it takes), at kp: exit 1, saying
+ * what it takes */
+static void refuse_key(const Ctx *c, const Layer *l, const char *key, const char **keys,
+                       const char *kp)
+{
+    const char *op = op_info[l->op].name;
+    char *list = join(keys);
+    if (!strcmp(key, "init"))
+        error_at(c->file, kp, "%s has no parameters to initialize (init applies to layers "
+                 "with parameters, and to residual and repeat, which pass it to their body)", op);
+    if (names_input_size(key, keys) && takes_init(l->op) &&
+        op_info[l->op].cls != OPC_CONTAINER && l->op != OP_EMBEDDING)
+        error_at(c->file, kp, "unknown key '%s'; %s takes its input's size from the layer "
+                 "before: remove the key (%s takes %s)", show(key), op, op, list);
+    char *hint = keep(xasprintf("%s takes %s", op, list));
+    unknown(c, kp, "key", key, keys, hint);
+}
+
+/* One key of the layer's object (a key its op takes) */
+static void parse_layer_entry(const Ctx *c, Layer *l, const cJSON *ch, const char *kp)
+{
+    if (!strcmp(ch->string, "op")) {
+    } else if (!strcmp(ch->string, "name")) {
+        const char *name = get_string(c, ch, kp);
+        if (!is_ident(name))
+            error_at(c->file, kp, "expected a name of letters, digits and '_', not starting "
+                     "with a digit, got \"%s\"", show(name));
+        l->name = xstrdup(name);
+    } else if (!strcmp(ch->string, "input")) {
+        l->input = c->s->inputs[get_input_ref(c, ch, kp)].name;
+    } else if (!strcmp(ch->string, "init")) {
+        parse_init(c, ch, kp, &l->init);
+        l->has_init = 1;
+    } else {
+        parse_layer_key(c, l, ch->string, ch, kp);
     }
+}
 
+/* What the layer's keys must say together: the op's required keys, an init with
+ * something to initialize, attention's and moe's combinations; then the stride's
+ * default */
+static void check_layer(const Ctx *c, Layer *l, const cJSON *v, const char *path)
+{
     char req[64];
     snprintf(req, sizeof req, "%s", op_info[l->op].required);
     for (char *k = strtok(req, " "); k; k = strtok(NULL, " "))
@@ -1251,6 +1264,23 @@ static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
                  "expert: give its hidden width as \"shared\"");
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
+}
+
+static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
+{
+    need_object(c, v, path, "a layer object {\"op\": ...}");
+    Layer *l = new_layer(path);
+    parse_op(c, l, v, path);
+    const char **keys = layer_keys(l->op);
+    const cJSON *ch;
+    cJSON_ArrayForEach(ch, v) {
+        char *kp = path_key(path, ch->string);
+        if (!in_list(ch->string, keys))
+            refuse_key(c, l, ch->string, keys, kp);
+        parse_layer_entry(c, l, ch, kp);
+        free(kp);
+    }
+    check_layer(c, l, v, path);
     return l;
 }
 
