@@ -48,6 +48,8 @@ import argparse, json, os, sys, time
 import torch, torch.nn as nn, torch.nn.functional as F
 import torch.utils.checkpoint as cp
 from trainc_data import Windows, batches, to_device
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+import st_check   # (tests/st_check.py: safetensors by hand, numpy)
 
 V, V_PAD = 50257, 50304
 FULL = dict(T=1024, D=768, H=12, L=12)
@@ -160,33 +162,22 @@ def trainc_names(m, c):
 def load_init(m, c, path):
     """--init: a safetensors file of F32 tensors under trainc's names (wte's first V
     rows; the padding rows stay 0)"""
-    raw = open(path, "rb").read()
-    n = int.from_bytes(raw[:8], "little")
-    head = json.loads(raw[8:8 + n])
+    w = st_check.load(path)
     sd = m.state_dict()
     with torch.no_grad():
         for ours, theirs in trainc_names(m, c).items():
-            e = head[theirs]
-            assert e["dtype"] == "F32", (theirs, e["dtype"])
-            lo, hi = e["data_offsets"]
-            t = torch.frombuffer(bytearray(raw[8 + n + lo:8 + n + hi]), dtype=torch.float32).view(e["shape"])
+            t = torch.from_numpy(w[theirs])
             sd[ours].zero_()
             sd[ours][:t.shape[0]].copy_(t)
 
 
 def save_init(m, c, path):
     """--save-init: the weights under trainc's names, wte's first V rows"""
-    sd, head, blobs, at = m.state_dict(), {}, [], 0
+    sd, out = m.state_dict(), {}
     for ours, theirs in sorted(trainc_names(m, c).items(), key=lambda kv: kv[1]):
         t = sd[ours][:V] if ours == "wte.weight" else sd[ours]
-        b = t.detach().float().cpu().contiguous().numpy().tobytes()
-        head[theirs] = {"dtype": "F32", "shape": list(t.shape), "data_offsets": [at, at + len(b)]}
-        blobs.append(b)
-        at += len(b)
-    h = json.dumps(head).encode()
-    h += b" " * (-len(h) % 8)
-    with open(path, "wb") as f:
-        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+        out[theirs] = t.detach().float().cpu().numpy()
+    st_check.save(path, out)
 
 
 def rate(s, a):

@@ -304,8 +304,8 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
         if (f->three_roles && !is_system && strcmp(role, "user") && !learned)
             line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
                        "(its template leaves a '%s' message out)", f->name, role);
-        if (f->three_roles && is_system && !*c)
-            continue;   /* (an empty system message: its template writes nothing) */
+        if (rt_chat_left_out(f, role, strlen(c)))
+            continue;
         if (learned && f->assistant)
             role = f->assistant;
         size_t n = strlen(c);

@@ -39,6 +39,11 @@ const rt_chat_format *rt_chat_find(const char *name)
     return NULL;
 }
 
+int rt_chat_left_out(const rt_chat_format *f, const char *role, size_t content_len)
+{
+    return f->three_roles && !content_len && !strcmp(role, "system");
+}
+
 const char *rt_chat_names(void) { return "llama3, chatml, gemma, phi3"; }
 
 /* s (cap bytes) with a appended. */
@@ -67,7 +72,7 @@ char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const
 {
     size_t ul, sl = 0;
     const char *u = content(f, user, &ul), *sys = system && first ? content(f, system, &sl) : NULL;
-    if (sys && !sl && f->three_roles)   /* (its template writes no empty system message) */
+    if (sys && rt_chat_left_out(f, "system", sl))
         sys = NULL;
     const char *as = f->assistant ? f->assistant : "assistant";
     /* (NULL: the content after it, the system message's or the user's) */

@@ -22,6 +22,10 @@ typedef struct rt_chat_format {
                                   as added tokens (NULL-ended) */
 } rt_chat_format;
 
+/* Whether the template writes nothing for a ROLE message of content_len bytes (with
+ * three_roles: an empty system message). */
+int rt_chat_left_out(const rt_chat_format *f, const char *role, size_t content_len);
+
 /* The format named name, or NULL; the names, ", "-joined. */
 const rt_chat_format *rt_chat_find(const char *name);
 const char *rt_chat_names(void);

@@ -1710,20 +1710,19 @@ CUresult cuTensorMapEncodeTiled(CUtensorMap *tensorMap, CUtensorMapDataType tens
 
 /* base name -> the implementation with the ABI cuda.h gives that name for 13000 */
 #define FNS(X)                                                                                 \
-    X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet)                         \
-    X(cuDeviceGetAttribute) X(cuDeviceGetName) X(cuDeviceTotalMem)                             \
-    X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent)                \
-    X(cuStreamCreate) X(cuStreamSynchronize) X(cuEventCreate) X(cuEventRecord)                 \
-    X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) X(cuMemFree) X(cuMemHostRegister) \
-    X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) X(cuMemcpyDtoH)                   \
-    X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async) X(cuMemsetD16Async)           \
-    X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuModuleLoadData) X(cuModuleGetFunction)        \
-    X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString) X(cuMemGetInfo)                    \
-    X(cuFuncSetAttribute)                                                                      \
-    X(cuStreamQuery) X(cuEventQuery) X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap)         \
-    X(cuMemUnmap) X(cuMemSetAccess) X(cuMemGetAllocationGranularity) X(cuEventElapsedTime)     \
-    X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags)               \
-    X(cuGraphLaunch) X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
+    X(cuInit) X(cuDriverGetVersion) X(cuDeviceGetCount) X(cuDeviceGet) X(cuDeviceGetAttribute) \
+    X(cuDeviceGetName) X(cuDeviceTotalMem) X(cuDevicePrimaryCtxRetain)                         \
+    X(cuDevicePrimaryCtxRelease) X(cuCtxSetCurrent) X(cuStreamCreate) X(cuStreamSynchronize)   \
+    X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuStreamWaitEvent) X(cuMemAlloc) \
+    X(cuMemFree) X(cuMemHostRegister) X(cuMemHostUnregister) X(cuMemAllocHost) X(cuMemcpyHtoD) \
+    X(cuMemcpyDtoH) X(cuMemcpyHtoDAsync) X(cuMemcpyDtoHAsync) X(cuMemsetD8Async)               \
+    X(cuMemsetD16Async) X(cuMemcpyDtoDAsync) X(cuMemsetD32Async) X(cuModuleLoadData)           \
+    X(cuModuleGetFunction) X(cuLaunchKernel) X(cuGetErrorName) X(cuGetErrorString)             \
+    X(cuMemGetInfo) X(cuFuncSetAttribute) X(cuStreamQuery) X(cuEventQuery)                     \
+    X(cuMemAddressReserve) X(cuMemCreate) X(cuMemMap) X(cuMemUnmap) X(cuMemSetAccess)          \
+    X(cuMemGetAllocationGranularity) X(cuEventElapsedTime) X(cuStreamBeginCapture)             \
+    X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch)                      \
+    X(cuGraphExecDestroy) X(cuGraphDestroy) X(cuTensorMapEncodeTiled)
 #define ENTRY(fn) {#fn, (void *)fn},
 static const struct {
     const char *name;
