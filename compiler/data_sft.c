@@ -19,7 +19,11 @@
  * -100.
  * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
  * (a row ends where the next example does not fit); the targets where an example's ids
- * are not learned stay -100, the seams included, and attention is not cut there.
+ * are not learned stay -100, the seams included, and
+ *   DIR/train_pos.npy [N, T] i32 each id's position in its example (0 at its first; the
+ *                                padding after the last goes on counting)
+ * for a model whose `positions` input cuts attention at the seams (without it, attention
+ * sees across them).
  * The file is read twice (the examples counted, then encoded), the rows streamed to
  * NAME.part files that become NAME once all are complete: memory holds one example
  * (and, packing, one row). */
@@ -56,11 +60,13 @@ typedef struct {
     int64_t cap;
 } Example;
 
-/* One output pair (x, y), streamed: rows appended, the header written at the end. */
+/* One output's arrays (x, y, and packing pos), streamed: rows appended, the headers
+ * written at the end. */
 typedef struct {
     const char *name;          /* "train" or "val" */
-    char *path[2];             /* the .part files */
-    FILE *f[2];
+    int n;                     /* arrays: 2, or 3 with pos */
+    char *path[3];             /* the .part files */
+    FILE *f[3];
     int64_t rows;
 } SftOut;
 
@@ -177,11 +183,12 @@ static void check_normal(rt_tokenizer *t, const char *s, const char *file, int64
                    "(normalize the file first: Python's unicodedata.normalize('NFC', s))", cp);
 }
 
-static void out_open(SftOut *o, const char *dir, const char *name)
+static void out_open(SftOut *o, const char *dir, const char *name, int pack)
 {
-    static const char *const xy[2] = {"x", "y"};
+    static const char *const xy[3] = {"x", "y", "pos"};
     o->name = name;
-    for (int k = 0; k < 2; k++) {
+    o->n = pack ? 3 : 2;
+    for (int k = 0; k < o->n; k++) {
         char *final = xasprintf("%s/%s_%s.npy", dir, name, xy[k]);
         o->path[k] = xstrdup(data_stage(final));
         free(final);
@@ -197,7 +204,7 @@ static void out_open(SftOut *o, const char *dir, const char *name)
 /* The .npy v1.0 header of an [rows, T] i32 array, NPY_HEADER bytes, then the file closed. */
 static void out_close(SftOut *o, int64_t T)
 {
-    for (int k = 0; k < 2; k++) {
+    for (int k = 0; k < o->n; k++) {
         char h[NPY_HEADER];
         memset(h, ' ', sizeof h);
         memcpy(h, "\x93NUMPY\x01\x00", 8);
@@ -213,10 +220,12 @@ static void out_close(SftOut *o, int64_t T)
     }
 }
 
-static void out_row(SftOut *o, const int32_t *x, const int32_t *y, int64_t T)
+/* A row's x, y and (packing) pos [T] each. */
+static void out_row(SftOut *o, const int32_t *x, const int32_t *y, const int32_t *pos, int64_t T)
 {
-    for (int k = 0; k < 2; k++)
-        if (fwrite(k ? y : x, sizeof(int32_t), (size_t)T, o->f[k]) != (size_t)T)
+    const int32_t *a[3] = {x, y, pos};
+    for (int k = 0; k < o->n; k++)
+        if (fwrite(a[k], sizeof(int32_t), (size_t)T, o->f[k]) != (size_t)T)
             error_input("%s: cannot write: %s", o->path[k], strerror(errno));
     o->rows++;
 }
@@ -347,17 +356,22 @@ static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, in
     return any;
 }
 
-/* --pack's row being filled: whole examples' ids (at most T + 1), each learned or not. */
+/* --pack's row being filled: whole examples' ids (at most T + 1), each learned or not,
+ * and each one's position in its example. */
 typedef struct {
     Example row;
+    int32_t *pos;              /* [T + 1] */
     SftOut *out;               /* where it goes */
 } Packer;
 
-/* The row as it is (padded) into its output, and a new one begun. */
+/* The row as it is (padded, the padding's positions going on from the last id's) into
+ * its output, and a new one begun. */
 static void pack_flush(Packer *p, int64_t T, int32_t pad, int32_t *x, int32_t *y)
 {
+    for (int64_t i = p->row.ids.n; i > 0 && i < T; i++)
+        p->pos[i] = p->pos[i - 1] + 1;
     if (p->row.ids.n && example_row(&p->row, T, pad, x, y))
-        out_row(p->out, x, y, T);
+        out_row(p->out, x, y, p->pos, T);
     p->row.ids.n = 0;
 }
 
@@ -372,6 +386,7 @@ static void pack_add(Packer *p, SftOut *out, const Example *ex, int64_t T, int32
     p->out = out;
     for (int64_t i = 0; i < n; i++) {
         rt_ids one = {&ex->ids.v[i], 1, 1};
+        p->pos[p->row.ids.n] = (int32_t)i;
         ex_add(&p->row, &one, ex->learned[i]);
     }
 }
@@ -407,7 +422,7 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
     int32_t pad = pad_id(t, a), eos = a->eos ? pad : -1;
     int32_t *x = xcalloc((size_t)a->T, sizeof *x), *y = xcalloc((size_t)a->T, sizeof *y);
     Example ex = {0};
-    Packer pk = {0};
+    Packer pk = {.pos = xcalloc((size_t)(a->T + 1), sizeof(int32_t))};
     char *line = NULL;
     size_t cap = 0;
     int64_t ln = 0, k = 0;
@@ -438,11 +453,11 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
         if (a->pack)
             pack_add(&pk, out, &ex, a->T, pad, x, y);
         else
-            out_row(out, x, y, a->T);
+            out_row(out, x, y, NULL, a->T);
     }
     pack_flush(&pk, a->T, pad, x, y);
     fclose(f);
-    free(line), free(x), free(y), free(ex.learned), free(pk.row.learned);
+    free(line), free(x), free(y), free(ex.learned), free(pk.row.learned), free(pk.pos);
     rt_ids_free(&ex.ids);
     rt_ids_free(&pk.row.ids);
 }
@@ -462,9 +477,9 @@ int data_sft(int argc, char **argv)
     if (rt_mkdir_p(a.dir) != 0)
         error_input("%s: cannot create folder: %s", a.dir, strerror(errno));
     SftOut tr = {0}, va = {0};
-    out_open(&tr, a.dir, "train");
+    out_open(&tr, a.dir, "train", a.pack);
     if (n_val)
-        out_open(&va, a.dir, "val");
+        out_open(&va, a.dir, "val", a.pack);
     SftCounts c = {0};
     encode_examples(&a, t, n, n_val, &tr, &va, &c);
     if (tr.rows == 0 || (n_val && va.rows == 0))
@@ -483,8 +498,13 @@ int data_sft(int argc, char **argv)
                (double)c.packed / (double)(tr.rows + va.rows), 100.0 * (double)c.tokens /
                (double)((tr.rows + va.rows) * (a.T + 1)), (tr.rows + va.rows) * (a.T + 1));
     printf("train with the model's loss {\"op\": \"cross_entropy\", \"target\": \"y\", "
-           "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"}\n",
-           a.dir, a.dir);
+           "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"%s%s%s}\n",
+           a.dir, a.dir, a.pack ? ", \"pos\": \"" : "", a.pack ? a.dir : "",
+           a.pack ? "/train_pos.npy\"" : "");
+    if (a.pack)
+        printf("with the model's input \"pos\": {\"shape\": [%" PRId64 "], \"dtype\": \"i32\"} and "
+               "\"positions\": \"pos\", attention is cut at the seams (each example sees itself "
+               "alone)\n", a.T);
     rt_tok_free(t);
     return 0;
 }

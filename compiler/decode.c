@@ -48,10 +48,12 @@ static const Layer *not_positional(Layer **ls, int n, const char *x)
     return NULL;
 }
 
-/* The spec's copy for the decode program, or NULL where the model has none. */
+/* The spec's copy for the decode program, or NULL where the model has none. A third
+ * input, the positions of packed rows, is left out: each of its rows is one sequence. */
 Spec *decode_spec(const Spec *s)
 {
-    if (s->gan || s->loss != LOSS_CROSS_ENTROPY || s->n_inputs != 2)
+    int positions = s->n_inputs == 3 && s->positions && !strcmp(s->inputs[2].name, s->positions);
+    if (s->gan || s->loss != LOSS_CROSS_ENTROPY || (s->n_inputs != 2 && !positions))
         return NULL;
     const InputSpec *x = &s->inputs[0], *y = &s->inputs[1];
     int tgt = !strcmp(y->name, s->loss_target);
@@ -61,6 +63,8 @@ Spec *decode_spec(const Spec *s)
     Spec *d = xcalloc(1, sizeof *d);
     *d = *s;
     d->decode_T = x->shape[0];
+    d->n_inputs = 2;
+    d->positions = NULL;
     d->inputs[0].shape[0] = 1;
     d->inputs[1].shape[0] = 1;
     return d;

@@ -660,6 +660,8 @@ static void emit_host_tables(Program *p, Buf *b)
                    (long long)g->input_vocab[i], g->inputs[i]->dtype != in->dtype);
         if (s->has_ignore && !strcmp(in->name, s->loss_target))   /* (ignore_index) */
             buf_printf(b, ", 1, %d /* ignore_index */", (int)s->ignore_index);
+        if (s->positions && !strcmp(in->name, s->positions))
+            buf_puts(b, ", .positions = 1");
         buf_puts(b, "},\n");
     }
     buf_puts(b, "};\n\n/* the training spec, as --set would write it; options given at run time win */\n");

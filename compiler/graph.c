@@ -620,6 +620,10 @@ Graph *graph_build(const Spec *s, int eval)
         lay_out_trainable_first(g);
         return g;
     }
+    if (s->positions && !s->decode_T) {   /* (the decode program's rows are one sequence each) */
+        c.positions = g->inputs[find_model_input(s, s->positions)];
+        read_as_i32(c.positions);
+    }
     /* the first input feeds the first layer unless a layer names its input */
     c.cur = s->layers[0]->input ? NULL
             : op_defs[s->layers[0]->op]->reads_ids ? g->inputs[0] : input_f32(&c, 0);
@@ -629,6 +633,9 @@ Graph *graph_build(const Spec *s, int eval)
     build_loss(&c);
     g->n_forward = g->n_nodes;
     check_conversions(&c);
+    if (c.positions && !c.positions_read)
+        error_at(s->model_file, "$.model.positions", "no attention layer reads the positions "
+                 "input '%s': they cut attention at the sequences' seams", s->positions);
     lora_freeze(g);
     apply_freeze(g);
     mark_copy16_only(g);

@@ -509,9 +509,9 @@ enum {
     /* with kv_heads, qk_norm (qn, kn weights or NULL), a window (0: none), rope (theta
      * 0: none; factor 0: no llama3 scaling, else factor, low, high, orig; ext: the
      * inverse frequencies of a partial rope or longrope, or NULL), the scores' factor
-     * (scale) and soft-cap (0: none) */
+     * (scale) and soft-cap (0: none), packed rows' positions (pos, or NULL) */
     CALL_ATTENTION_EXT_FWD, /* qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                               factor, low, high, orig, ext, scale, softcap */
+                               factor, low, high, orig, ext, scale, softcap, pos */
     CALL_ATTENTION_EXT_BWD, /* qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, ... as _FWD */
     CALL_COLSUM_ADD,     /* x, out, rows, cols: out += column sums */
     CALL_ROWSUM_ADD,     /* x, out, rows, cols: out += row sums */
@@ -568,7 +568,7 @@ typedef struct Arg {
     const double *fs;
 } Arg;
 
-#define CALL_MAX_ARGS 24   /* attention backward with its options: 24 */
+#define CALL_MAX_ARGS 25   /* attention backward with its options: 25 */
 
 static inline Arg arg_t(Tensor *t) { return (Arg){.kind = ARG_TENSOR, .t = t}; }
 static inline Arg arg_int(int64_t i) { return (Arg){.kind = ARG_INT, .i = i}; }

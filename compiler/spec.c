@@ -1636,11 +1636,38 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
                  "check the labels against");
 }
 
+/* $.model.positions (an extension): the integer input [T] holding each token's position
+ * in its sequence of a packed row; the attention layers cut their mask there (graph.c
+ * checks T against theirs), the data each position against its place (the loader). */
+static void parse_positions(const Ctx *c, const cJSON *m)
+{
+    Spec *s = c->s;
+    const cJSON *v = member(m, "positions");
+    if (!v)
+        return;
+    const char *at = "$.model.positions";
+    if (s->gan)
+        error_at(c->file, at, "a GAN has no attention to cut: \"positions\" is for models "
+                 "with \"layers\"");
+    int k = get_input_ref(c, v, at);
+    const InputSpec *in = &s->inputs[k];
+    if (!strcmp(in->name, s->loss_target) || k == 0)
+        error_at(c->file, at, "input '%s' is %s; the positions need an input of their own, "
+                 "after the tokens", in->name, k ? "the loss's target" : "the first input (the "
+                 "first layer's)");
+    if (in->dtype == RT_F32 || in->rank != 1 || in->classes || in->has_scale || in->has_shift)
+        error_at(c->file, in->path, "the positions input '%s' holds a token's position in its "
+                 "sequence: an integer input of shape [T] (u8, u16 or i32) without classes, "
+                 "scale or shift", in->name);
+    s->positions = in->name;
+}
+
 static void parse_model(const Ctx *c, const cJSON *m)
 {
     Spec *s = c->s;
     const char *mp = "$.model";
-    static const char *const keys[] = {"name", "inputs", "layers", "loss", "gan", "init", NULL};
+    static const char *const keys[] = {"name",  "inputs", "layers",    "loss",
+                                       "gan",   "init",   "positions", NULL};
     need_object(c, m, mp, "an object");
     check_keys(c, m, mp, keys);
 
@@ -1664,6 +1691,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
     } else
         parse_layers_loss(c, m);
 
+    parse_positions(c, m);
     const cJSON *init = member(m, "init");
     if (init) {
         parse_init(c, init, "$.model.init", &s->init);
@@ -1712,7 +1740,9 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
         if (s->n_inputs != 2 || a->dtype != RT_I32 || b->dtype != RT_I32 || a->rank != 1 ||
             b->rank != 1 || a->shape[0] != b->shape[0]) {
             snprintf(err, errlen, "token data needs a model with two i32 inputs of shape "
-                     "[T] (the tokens and the next tokens)");
+                     "[T] (the tokens and the next tokens)%s", s->positions ? "; token shards "
+                     "hold no positions: a model with \"positions\" reads .npy data (trainc data "
+                     "sft --pack writes them)" : "");
             return -1;
         }
         return 0;

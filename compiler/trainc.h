@@ -169,6 +169,8 @@ typedef struct Spec {
     Init init;                /* model-level "init" */
     int loss;                 /* LOSS_*; a GAN's LOSS_GAN_* */
     char *loss_target;        /* an input name ("" for a GAN) */
+    char *positions;          /* the input of packed rows' positions ($.model.positions), or
+                                 NULL: none (each row one sequence) */
     /* A GAN ($.model.gan, in place of layers and loss): layers are the generator's */
     int gan;
     Layer **disc;             /* the discriminator's layers */

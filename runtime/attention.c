@@ -218,6 +218,8 @@ typedef struct {
     const float *cos, *sin;    /* rope: [T, hd / 2] each, or NULL */
     int64_t T, d, H, KV, g, hd, ld, nb;   /* g = H / KV; ld = (H + 2 KV) hd; nb: rows a block */
     int64_t window;            /* 0: none */
+    const int32_t *pos;        /* [B, T]: each token's position in its packed sequence, or
+                                  NULL (positions 0 .. T - 1, one sequence a row) */
     int causal;
     float scale;
     float cap;                 /* the scores' soft-cap, or 0: none */
@@ -232,12 +234,29 @@ static int att_transforms(const att_ctx *c) { return c->qn != NULL || c->cos != 
  * product with the key head serves the whole group? */
 static int att_stacked(const att_ctx *c) { return c->g > 1 || att_transforms(c); }
 
-/* Row i's visible keys [first, end) (absolute positions); a block of rows [r0, r1) sees
- * keys from its first row's first: the causal prefix, from where the window starts. */
-static int64_t att_first(const att_ctx *c, int64_t i)
+/* Row i's visible keys [first, end) (indices in the row): the causal prefix, from where
+ * the window starts and, with positions (pos: the batch row's), from where row i's
+ * sequence starts, i - pos[i]. */
+static int64_t att_first(const att_ctx *c, const int32_t *pos, int64_t i)
 {
-    return c->window && i >= c->window ? i - c->window + 1 : 0;
+    int64_t f = c->window && i >= c->window ? i - c->window + 1 : 0;
+    return pos && i - pos[i] > f ? i - pos[i] : f;
 }
+
+/* The keys a block of rows [r0, r1) multiplies start at the smallest of its rows' firsts
+ * (its first row's without positions). */
+static int64_t att_block_first(const att_ctx *c, const int32_t *pos, int64_t r0, int64_t r1)
+{
+    int64_t k0 = att_first(c, pos, r0);
+    for (int64_t i = r0 + 1; pos && i < r1; i++) {
+        int64_t f = att_first(c, pos, i);
+        k0 = f < k0 ? f : k0;
+    }
+    return k0;
+}
+
+/* The position rope turns row i by: pos[i] in a packed row, else i. */
+static int64_t att_rope_at(const int32_t *pos, int64_t i) { return pos ? pos[i] : i; }
 
 /* One q or k row x (position t) to o [hd]: RMSNorm over hd with weight w (qk_norm, eps
  * 1e-6, sum in double; NULL: none), then the rotation of dims (j, j + hd/2) by t's
@@ -300,16 +319,16 @@ static void att_unload_row(const att_ctx *c, const float *x, const float *w, int
 
 /* The rows [r0, r0 + m) of the g heads at src (heads hd apart, rows lds apart) stacked
  * into S [g m, hd] (head j's row r0 + i at row j m + i), through att_load_row with w
- * when tr. */
+ * when tr (at the positions pos gives, or the rows' own). */
 static void att_stack(const att_ctx *c, const float *src, int64_t lds, int64_t r0, int64_t m,
-                      const float *w, int tr, float *S)
+                      const float *w, int tr, const int32_t *pos, float *S)
 {
     for (int64_t j = 0; j < c->g; j++)
         for (int64_t i = 0; i < m; i++) {
             const float *x = src + j * c->hd + (r0 + i) * lds;
             float *o = S + (j * m + i) * c->hd;
             if (tr)
-                att_load_row(c, x, w, r0 + i, o);
+                att_load_row(c, x, w, att_rope_at(pos, r0 + i), o);
             else
                 memcpy(o, x, (size_t)c->hd * sizeof(float));
         }
@@ -318,11 +337,12 @@ static void att_stack(const att_ctx *c, const float *src, int64_t lds, int64_t r
 /* One work item: batch row b, key/value head kh and its g query heads. q, dq, y, py, dy
  * point at the group's first head (the others hd further); lse at its first head's row
  * (the others T further); k (rows ldk apart: qkv's, or the transformed copy's hd) and
- * dk (the same layout), v and dv (rows ld apart). */
+ * dk (the same layout), v and dv (rows ld apart); pos at row b's positions (or NULL). */
 typedef struct {
     const float *q, *k, *v, *dy, *py;
     float *lse, *y, *dq, *dk, *dv;
     const float *plse;
+    const int32_t *pos;
     int64_t ldk;
 } att_item;
 
@@ -334,19 +354,19 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *S)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_first(c, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_block_first(c, it->pos, r0, r1), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld;
     int64_t ldq = ld;
     if (st) {
-        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), it->pos, S);
         Q = S, ldq = hd;
     }
     zero_rows(P, M, n, T);
     mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t a = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t a = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
         float *row = P + r * T;
         memset(row, 0, (size_t)a * sizeof(float));
         if (c->cap > 0)
@@ -384,10 +404,11 @@ static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
         const float *base = c->qkv + b * T * ld;
         att_item it = {.q = base + kh * g * hd, .k = base + (c->H + kh) * hd,
                        .v = base + (c->H + c->KV + kh) * hd, .ldk = ld,
-                       .lse = c->lse + (b * c->H + kh * g) * T, .y = c->y + b * T * d + kh * g * hd};
+                       .lse = c->lse + (b * c->H + kh * g) * T, .y = c->y + b * T * d + kh * g * hd,
+                       .pos = c->pos ? c->pos + b * T : NULL};
         if (tr) {
             for (int64_t t = 0; t < T; t++)
-                att_load_row(c, it.k + t * ld, c->kn, t, kt + t * hd);
+                att_load_row(c, it.k + t * ld, c->kn, att_rope_at(it.pos, t), kt + t * hd);
             it.k = kt, it.ldk = hd;
         }
         for (int64_t r0 = 0; r0 < T; r0 += c->nb)
@@ -411,20 +432,20 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *dS, float *G, float *S, double *dw)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_first(c, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_block_first(c, it->pos, r0, r1), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
     int64_t ldq = ld, lddy = d;
     if (st) {
-        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), S);
-        att_stack(c, it->dy, d, r0, m, NULL, 0, S + M * hd);
+        att_stack(c, it->q, ld, r0, m, c->qn, att_transforms(c), it->pos, S);
+        att_stack(c, it->dy, d, r0, m, NULL, 0, NULL, S + M * hd);
         Q = S, ldq = hd, DY = S + M * hd, lddy = hd;
     }
     zero_rows(P, M, n, T);
     mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t f = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
         memset(P + r * T, 0, (size_t)f * sizeof(float));
         if (c->cap > 0)
             softcap_row(P + r * T + f, G + r * T + f, c->cap, len - f);
@@ -434,7 +455,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
     mm_acc(0, 1, M, n, hd, 1.0f, DY, lddy, it->v + k0 * ld, ld, dS, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t f = att_first(c, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t f = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
         memset(dS + r * T, 0, (size_t)f * sizeof(float));
         softmax_bwd_row(dS + r * T + f, P + r * T + f,
                         dot_row(it->dy + j * hd + i * d, it->py + j * hd + i * d, hd), len - f,
@@ -450,7 +471,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
     mm_acc(1, 0, n, hd, M, c->scale, dS, T, Q, ldq, it->dk + k0 * it->ldk, it->ldk);
     for (int64_t r = 0; st && r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        att_unload_row(c, it->q + j * hd + i * ld, c->qn, i, dq + r * hd,
+        att_unload_row(c, it->q + j * hd + i * ld, c->qn, att_rope_at(it->pos, i), dq + r * hd,
                        it->dq + j * hd + i * ld, dw);
     }
 }
@@ -483,10 +504,10 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
                        .dy = c->dy + b * T * d + kh * g * hd, .py = c->py + b * T * d + kh * g * hd,
                        .plse = c->plse + (b * c->H + kh * g) * T, .dq = dbase + kh * g * hd,
                        .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
-                       .ldk = ld};
+                       .pos = c->pos ? c->pos + b * T : NULL, .ldk = ld};
         if (tr) {
             for (int64_t t = 0; t < T; t++)
-                att_load_row(c, k + t * ld, c->kn, t, kt + t * hd);
+                att_load_row(c, k + t * ld, c->kn, att_rope_at(it.pos, t), kt + t * hd);
             it.k = kt, it.dk = dkt, it.ldk = hd;
             memset(dw, 0, (size_t)(2 * hd) * sizeof(double));
         }
@@ -497,8 +518,8 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
         if (!tr)
             continue;
         for (int64_t t = 0; t < T; t++)
-            att_unload_row(c, k + t * ld, c->kn, t, dkt + t * hd, dbase + (c->H + kh) * hd + t * ld,
-                           dw + hd);
+            att_unload_row(c, k + t * ld, c->kn, att_rope_at(it.pos, t), dkt + t * hd,
+                           dbase + (c->H + kh) * hd + t * ld, dw + hd);
         if (c->part)
             for (int64_t j = 0; j < 2 * hd; j++)
                 c->part[ix * 2 * hd + j] = (float)dw[j];
@@ -580,6 +601,19 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
     }
 }
 
+/* Packed rows' positions (NULL: none), checked: each token's within its sequence, 0 <=
+ * pos[t] <= t, with a causal mask (the loader checked the data; this guards the calls). */
+static const int32_t *att_positions(const int32_t *pos, int64_t B, int64_t T, int causal)
+{
+    if (pos && !causal)
+        rt_die("attention: positions with a mask that is not causal");
+    for (int64_t i = 0; pos && i < B * T; i++)
+        if (pos[i] < 0 || pos[i] > i % T)
+            rt_fail("attention: position %d at row %lld, place %lld is outside [0, %lld]",
+                    (int)pos[i], (long long)(i / T), (long long)(i % T), (long long)(i % T));
+    return pos;
+}
+
 void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
                       int64_t d, int64_t H, int causal)
 {
@@ -619,20 +653,21 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
-                          float softcap)
+                          float softcap, const int32_t *pos)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_fwd)
             rt_fail("attention with kv_heads, rope, qk_norm, a window, a scale or a soft-cap has "
                     "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, causal, window, theta,
-                                     factor, low, high, orig, ext, scale, softcap);
+                                     factor, low, high, orig, ext, scale, softcap, pos);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
     att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
+    c.pos = att_positions(pos, B, T, causal);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
@@ -688,7 +723,7 @@ static void dec_q_task(void *ctx, int64_t lo, int64_t hi)
                 (long long)((most + 2 * hd) * 4));
     for (int64_t ix = lo; ix < hi; ix++) {
         int64_t b = ix / c->KV, kh = ix % c->KV, t = dec_pos(x, b);
-        int64_t first = att_first(c, t), n = t + 1 - first;
+        int64_t first = att_first(c, NULL, t), n = t + 1 - first;
         const float *row = c->qkv + b * c->ld;
         const float *K = dec_cache(x, b) + kh * T * hd + first * hd, *V = K + c->KV * T * hd;
         for (int64_t j = 0; j < c->g; j++) {
@@ -773,7 +808,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
-                          float softcap)
+                          float softcap, const int32_t *pos)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         if (!RT_GPU(e)->attention_ext_bwd)
@@ -781,13 +816,14 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                     "no GPU kernel in this build: run it with --device cpu");
         RT_GPU(e)->attention_ext_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV,
                                      causal, window, theta, factor, low, high, orig, ext, scale,
-                                     softcap);
+                                     softcap, pos);
         return;
     }
     if (B <= 0 || T <= 0 || d <= 0)
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
     att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
+    c.pos = att_positions(pos, B, T, causal);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;

@@ -1138,10 +1138,13 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
                              float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
                              float low, float high, int64_t orig, const float *ext, float scale,
-                             float softcap)
+                             float softcap, const int32_t *pos)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
+    if (pos)
+        rt_fail("attention with positions (packed sequences) has no GPU kernel yet: run it "
+                "with --device cpu");
     /* the tensor-core kernel (attention.cuh's rt_att_tc_ext) takes 64 query rows a tile
      * and heads up to 256 wide, the CUDA-core one up to 128 */
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
@@ -1247,10 +1250,13 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
                              float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                              int64_t KV, int causal, int64_t window, float theta, float factor,
                              float low, float high, int64_t orig, const float *ext, float scale,
-                             float softcap)
+                             float softcap, const int32_t *pos)
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
+    if (pos)
+        rt_fail("attention with positions (packed sequences) has no GPU kernel yet: run it "
+                "with --device cpu");
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
     const float *lr = att_lr(e, ext, hd);

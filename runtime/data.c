@@ -674,7 +674,8 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
         int bad_label = in->classes > 0 && (v < 0 || v >= in->classes) &&
                         !(in->has_ignore && v == in->ignore);
         int bad_id = in->vocab > 0 && (v < 0 || v >= in->vocab);
-        if (bad_label || bad_id) {
+        int bad_pos = in->positions && (v < 0 || v > j % per);
+        if (bad_label || bad_id || bad_pos) {
             if (per == 1)
                 snprintf(at, sizeof at, "row %" PRId64, j);
             else
@@ -688,6 +689,10 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
             rt_input_error("%s: %s: %s: id %" PRId64 " is outside [0, %" PRId64 ") (model "
                            "input '%s' feeds an embedding with vocab %" PRId64 ")", a->path,
                            where, at, v, in->vocab, in->name, in->vocab);
+        if (bad_pos)
+            rt_input_error("%s: %s: %s: position %" PRId64 " is outside [0, %" PRId64 "] (model "
+                           "input '%s' holds each token's position in its sequence, at most "
+                           "its place in the row)", a->path, where, at, v, j % per, in->name);
         if (a->dtype == RT_I64 && (v < INT32_MIN || v > INT32_MAX))
             rt_input_error("%s: %s: row %" PRId64 ": value %" PRId64 " does not fit in i32",
                            a->path, where, j / per, v);
@@ -723,7 +728,7 @@ void rt_npy_check_input(const rt_npy *a, const rt_input *in, const char *where)
     if (in->classes > 0 && in->dtype == RT_F32)
         rt_input_error("%s: %s: model input '%s' has classes but f32 data", a->path, where,
                        in->name);
-    if (in->classes > 0 || in->vocab > 0 || a->dtype == RT_I64)
+    if (in->classes > 0 || in->vocab > 0 || in->positions || a->dtype == RT_I64)
         check_values(a, in, where);
 }
 

@@ -321,7 +321,8 @@ int rt_token_model(const rt_model *m)
 {
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
-    return m->n_inputs == 2 && rt_batch_dtype(in) == RT_I32 && T > 0 &&
+    int positions = m->n_inputs == 3 && m->inputs[2].positions;   /* (packed rows') */
+    return (m->n_inputs == 2 || positions) && rt_batch_dtype(in) == RT_I32 && T > 0 &&
            m->loss == RT_LOSS_CROSS_ENTROPY && m->pred_numel % T == 0;
 }
 

@@ -198,13 +198,13 @@ typedef struct rt_gpu_calls {
                               float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                               int64_t KV, int causal, int64_t window, float theta, float factor,
                               float low, float high, int64_t orig, const float *ext, float scale,
-                              float softcap);
+                              float softcap, const int32_t *pos);
     void (*attention_ext_bwd)(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                               const float *lse, const float *y, const float *dy, float *dqkv,
                               float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                               int64_t KV, int causal, int64_t window, float theta, float factor,
                               float low, float high, int64_t orig, const float *ext, float scale,
-                              float softcap);
+                              float softcap, const int32_t *pos);
     /* the decode program's (--sample's key/value cache) */
     void (*attention_decode)(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                              float *y, int64_t kv_off, int64_t B, int64_t T, int64_t d,

@@ -38,6 +38,8 @@ struct rt_next {
     int64_t graph_rows;
     int64_t passes;           /* the decode program's passes */
     int on, check;
+    int32_t *positions;       /* [N T]: 0 .. T - 1 a row, a window's positions input (a model
+                                 with one: each context one sequence), or NULL */
     float *mine;              /* check: the window's logits [N, V] */
     int64_t checked;          /* check: tokens compared */
     double worst;             /* check: the largest difference over the largest logit */
@@ -73,6 +75,11 @@ rt_next *rt_next_open(Run *r, int64_t N, int64_t least, int64_t V)
     *k = (rt_next){.r = r, .N = N, .V = V, .T = r->m->inputs[0].shape[0], .gpu = r->gpu,
                    .on = r->m->decode && !(v && !strcmp(v, "0")),
                    .check = v && !strcmp(v, "check")};
+    if (r->m->n_inputs == 3) {   /* (rt_token_model: the third, the positions) */
+        k->positions = rt_xmalloc((size_t)(N * k->T) * sizeof(int32_t));
+        for (int64_t i = 0; i < N * k->T; i++)
+            k->positions[i] = (int32_t)(i % k->T);
+    }
     if (k->on && r->gpu) {   /* (kept for the run: sampling ends it) */
         gpu_caches(k, N, least);
         if (!k->kv) {
@@ -114,6 +121,7 @@ void rt_next_close(rt_next *k)
     rt_xfree(k->lead);
     rt_xfree(k->slid);
     rt_xfree(k->end);
+    rt_xfree(k->positions);
     rt_xfree(k->mine);
     rt_xfree(k);
 }
@@ -160,7 +168,7 @@ static void window_logits(rt_next *k, int64_t N, int32_t *ctx, int32_t *tgt, con
     const rt_model *m = r->m;
     int64_t T = k->T, V = k->V;
     int64_t ld = m->pred_ld > 0 ? m->pred_ld : m->pred_numel / T;   /* rows ld apart */
-    rt_batch all = {.rows = N, .in = {ctx, tgt}};
+    rt_batch all = {.rows = N, .in = {ctx, tgt, k->positions}};
     rt_bind_batch(r, &all, -1);
     if (m->pred_eval)
         m->evaluate(&r->e);
@@ -216,9 +224,9 @@ static void decode_rows(rt_next *k, int64_t rows, int tok)
 {
     Run *r = k->r;
     rt_exec *e = &r->e;
-    rt_batch some = {.rows = rows, .in = {k->ids, NULL}};
-    if (k->gpu)
-        some.in[1] = k->ids;
+    rt_batch some = {.rows = rows, .in = {k->ids, NULL, NULL}};
+    if (k->gpu)   /* (what the program does not read: the ids again) */
+        some.in[1] = some.in[2] = k->ids;
     rt_bind_batch(r, &some, -1);
     e->kv = k->kv;
     e->kv_seq = r->m->kv_floats;

@@ -58,6 +58,8 @@ typedef struct rt_input {
                                   then i32, while the data files hold `dtype` */
     int has_ignore;            /* 1: a cross_entropy target whose labels may also be */
     int64_t ignore;            /* the loss's ignore_index (checked as a label otherwise) */
+    int positions;             /* 1: the model's positions (packed rows, [T]): each value
+                                  within [0, its place], checked against data */
 } rt_input;
 
 /* The state one forward/backward pass works on. The generated code reads its
@@ -566,13 +568,15 @@ void rt_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const floa
  * context length orig); window
  * > 0: query t sees keys t - window + 1 .. t (with causal); scale: the scores' factor
  * (softmax(q k^T scale); 1 / sqrt(hd) is the usual one); softcap > 0: each score s
- * becomes softcap tanh(s / softcap) (0: none). dqn, dkn (may be NULL) get the weights'
- * gradients added. */
+ * becomes softcap tanh(s / softcap) (0: none); pos [B, T] (with causal; NULL: none): each
+ * token's position in its sequence of a packed row, 0 <= pos[t] <= t: query t sees keys
+ * t - pos[t] .. t alone (within the window) and rope turns q and k by pos[t], not t.
+ * dqn, dkn (may be NULL) get the weights' gradients added. */
 void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const float *kn,
                           float *lse, float *y, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
-                          float softcap);
+                          float softcap, const int32_t *pos);
 /* The decode program's attention: qkv [B, 1, (H + 2 KV) hd], row b at its place
  * e->place[b] (a sequence's slot and a position), as rt_attention_ext_fwd's options take
  * it (causal). The rows' keys (through qk_norm and rope) and values are written into
@@ -592,7 +596,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
                           float *dqn, float *dkn, int64_t B, int64_t T, int64_t d, int64_t H,
                           int64_t KV, int causal, int64_t window, float theta, float factor,
                           float low, float high, int64_t orig, const float *ext, float scale,
-                          float softcap);
+                          float softcap, const int32_t *pos);
 /* out[r, :] = w[idx[r], :] for r < rows; w is [V, dim]. */
 void rt_embedding_fwd(rt_exec *e, const int32_t *idx, const float *w, float *out, int64_t rows,
                       int64_t V, int64_t dim);

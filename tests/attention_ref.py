@@ -2,15 +2,17 @@
 """PyTorch reference for runtime/attention.c: causal and full multi-head attention, and
 the options of docs/spec.md's attention row (grouped-query attention, rope with and
 without llama3 scaling, longrope's frequencies, a partial rope, qk_norm, a sliding
-window, the scores' scale and soft-cap), alone and together; forward (each
+window, the scores' scale and soft-cap, the positions of packed rows), alone and
+together; forward (each
 query's log-sum-exp of its scores, and the output) and backward (d qkv, and with
 qk_norm d q_norm.weight, d k_norm.weight), on fixed random inputs.
 
 Writes FILE in the format test_attention --torch reads (per case: int64 B, T, d, H, KV,
-causal, window, qk_norm, rope, orig, n_ext; float64 theta, factor, low, high, scale,
-softcap; float32 ext [n_ext] (the table the compiler works out for longrope and a
-partial rope: hd/2 inverse frequencies, then hd/2 amplitudes); then float32 qkv, [qn, kn,] dy, lse,
-y, dqkv[, dqn, dkn]) and, given the test binary, runs it:
+causal, window, qk_norm, rope, orig, n_ext, packed; float64 theta, factor, low, high,
+scale, softcap; float32 ext [n_ext] (the table the compiler works out for longrope and a
+partial rope: hd/2 inverse frequencies, then hd/2 amplitudes); with packed, int32 pos
+[B, T]; then float32 qkv, [qn, kn,] dy, lse, y, dqkv[, dqn, dkn]) and, given the test
+binary, runs it:
 
     /usr/bin/python3 tests/attention_ref.py build/tests/attention_ref.bin \
         build/tests/test_attention
@@ -26,6 +28,10 @@ pairs j, j + hd/2 for j < rd/2 at theta^(-2j/rd), SPEC's pairing); key/value hea
 repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless the
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
 cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
+Packed rows (PACKED): each batch row cut into sequences of random lengths, pos[b, t] the
+token's position in its own; the mask also hides every key before the query's sequence
+(t - pos[b, t]) and rope turns q and k by pos, as transformers' flash-attention path does
+with position_ids that restart at each sequence (DataCollatorWithFlattening).
 """
 import math
 import subprocess
@@ -69,6 +75,27 @@ CASES = [
     (1, 50, 64, 4, 4, 1, 0, 0, (10000.0, {"dims": 10, "longrope": [1.0, 2.0, 3.0, 5.0, 8.0],
                                          "amp": 1.3})),
 ]
+# the same form, the rows packed (positions)
+PACKED = [
+    (2, 70, 16, 2, 2, 1, 0, 0, None),                            # the mask alone, no rope
+    (2, 37, 32, 4, 2, 1, 0, 0, (10000.0, None)),                 # grouped heads and rope
+    (1, 256, 64, 2, 1, 1, 0, 0, (500000.0, None)),               # many blocks of rows
+    (2, 100, 64, 8, 2, 1, 40, 1, (10000.0, LLAMA3(8.0, 32))),   # with a window and qk_norm
+    (2, 70, 32, 4, 1, 1, 20, 0, (10000.0, {"dims": 8}), None, 3.0),   # soft-cap, partial rope
+]
+
+
+def packed_positions(B, T, g):
+    """pos [B, T]: row 0 (and every even row) cut into sequences of 1 to T/3 tokens (a
+    first one of one token), each token's position in its own; odd rows one sequence"""
+    pos = torch.arange(T).repeat(B, 1)
+    for b in range(0, B, 2):
+        t, n = 0, 1
+        while t < T:
+            pos[b, t:t + n] = torch.arange(min(n, T - t))
+            t += n
+            n = int(torch.randint(1, max(2, T // 3), (1,), generator=g))
+    return pos
 
 
 def inv_freq(hd, theta, scaling):
@@ -116,7 +143,7 @@ def rms(x, w):
     return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w
 
 
-def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None):
+def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None, pos=None):
     hd = d // H
     q, k, v = qkv.split([H * hd, KV * hd, KV * hd], dim=2)
     q = q.view(B, T, H, hd).transpose(1, 2)                                 # [B, H, T, hd]
@@ -124,7 +151,8 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None
     if qn is not None:
         q, k = rms(q, qn), rms(k, kn)
     if rope is not None:
-        freqs = torch.outer(torch.arange(T).float(), inv_freq(hd, *rope))
+        at = torch.arange(T) if pos is None else pos[:, None, :]           # [T] or [B, 1, T]
+        freqs = at.float()[..., None] * inv_freq(hd, *rope)
         emb = torch.cat((freqs, freqs), dim=-1)
         amp = rope_amp(hd, rope[1]).repeat(2)
         cos, sin = emb.cos() * amp, emb.sin() * amp
@@ -139,6 +167,8 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None
         masked |= j > i
     if window:
         masked |= j <= i - window
+    if pos is not None:                                                     # [B, 1, T, T]
+        masked = masked | (j < i - pos[:, None, :, None])
     s = s.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)                                        # [B, H, T]
     att = torch.softmax(s, dim=-1)
@@ -150,7 +180,8 @@ def main():
     out = sys.argv[1]
     g = torch.Generator().manual_seed(1234)
     with open(out, "wb") as f:
-        for B, T, d, H, KV, causal, window, qk_norm, rope, *given in CASES:
+        cases = [(c, 0) for c in CASES] + [(c, 1) for c in PACKED]
+        for (B, T, d, H, KV, causal, window, qk_norm, rope, *given), packed in cases:
             hd = d // H
             scale = given[0] if given and given[0] else 1.0 / hd ** 0.5
             cap = given[1] if len(given) > 1 else None
@@ -160,24 +191,27 @@ def main():
                 qn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
                 kn = (torch.rand(hd, generator=g) + 0.5).requires_grad_()
             dy = torch.rand(B, T, d, generator=g) * 2 - 1
-            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap)
+            pos = packed_positions(B, T, g) if packed else None
+            lse, y = attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap, pos)
             y.backward(dy)
             theta, sc = rope if rope else (0.0, None)
             ext = []
             if sc and ("longrope" in sc or "dims" in sc):   # the compiler's table
                 ext, sc = inv_freq(hd, theta, sc).tolist() + rope_amp(hd, sc).tolist(), None
             f.write(np.array([B, T, d, H, KV, causal, window, qk_norm, rope is not None,
-                              sc["original_max_position_embeddings"] if sc else 0, len(ext)],
-                             dtype="<i8").tobytes())
+                              sc["original_max_position_embeddings"] if sc else 0, len(ext),
+                              packed], dtype="<i8").tobytes())
             f.write(np.array([theta, sc["factor"] if sc else 0.0, sc["low_freq_factor"] if sc else 0.0,
                               sc["high_freq_factor"] if sc else 0.0, scale, cap or 0.0],
                              dtype="<f8").tobytes())
             f.write(np.array(ext, dtype="<f4").tobytes())
+            if packed:
+                f.write(pos.numpy().astype("<i4").tobytes())
             ts = [qkv] + ([qn, kn] if qk_norm else []) + [dy, lse, y, qkv.grad]
             ts += [qn.grad, kn.grad] if qk_norm else []
             for t in ts:
                 f.write(t.detach().numpy().astype("<f4").tobytes())
-    print(f"wrote {len(CASES)} cases to {out} (torch {torch.__version__})")
+    print(f"wrote {len(cases)} cases to {out} (torch {torch.__version__})")
     if len(sys.argv) > 2:
         sys.exit(subprocess.call([sys.argv[2], "--torch", out]))
 

@@ -56,17 +56,21 @@ def row(ids, learned, pad):
     return x, y
 
 
-def pack(examples):
+def pack(examples, positions=None):
     """--pack's rows: the examples (ids, learned) in order, each cut at T + 1 ids, as many
-    a row as fit in T + 1 ids"""
-    rows, ids, learned = [], [], []
-    for e_ids, e_learned in examples:
+    a row as fit in T + 1 ids; each row's positions [T] (each id's in its example, the
+    padding's going on from the last) appended to `positions`"""
+    rows, ids, learned, pos = [], [], [], []
+    for e_ids, e_learned in examples + [([], [])]:
         e_ids, e_learned = e_ids[:T + 1], e_learned[:T + 1]
-        if ids and len(ids) + len(e_ids) > T + 1:
+        if ids and (not e_ids or len(ids) + len(e_ids) > T + 1):
             rows.append((ids, learned))
-            ids, learned = [], []
-        ids, learned = ids + e_ids, learned + e_learned
-    return rows + ([(ids, learned)] if ids else [])
+            pos += range(pos[-1] + 1, pos[-1] + 1 + T - len(pos))
+            if positions is not None:
+                positions.append(pos[:T])
+            ids, learned, pos = [], [], []
+        ids, learned, pos = ids + e_ids, learned + e_learned, pos + list(range(len(e_ids)))
+    return rows
 
 
 def expected(tok, n_val, packed=False, pairs=EXAMPLES):
@@ -82,8 +86,10 @@ def expected(tok, n_val, packed=False, pairs=EXAMPLES):
 
     def part(lo, hi):
         es = [e for e, k in zip(examples[lo:hi], kept[lo:hi]) if k]
-        rows = [row(i, l, eos) for i, l in (pack(es) if packed else es)]
-        return np.array([r[0] for r in rows], np.int32), np.array([r[1] for r in rows], np.int32)
+        pos = []
+        rows = [row(i, l, eos) for i, l in (pack(es, pos) if packed else es)]
+        x, y = np.array([r[0] for r in rows], np.int32), np.array([r[1] for r in rows], np.int32)
+        return (x, y, np.array(pos, np.int32)) if packed else (x, y)
     return part(0, n - n_val), part(n - n_val, n), cut, sum(not k for k in kept)
 
 
@@ -219,7 +225,7 @@ def chat_case(tok, tj, fmt):
 
 def packed(tok, tj):
     """--pack against the same examples one a row: the rows as the reference packs them,
-    fewer of them, the same targets learned"""
+    fewer of them, the same targets learned, and their positions"""
     f = os.path.join(OUT, "packed.jsonl")
     pairs = pack_pairs(tok)
     with open(f, "w") as out:
@@ -232,16 +238,17 @@ def packed(tok, tj):
     rows, targets = {}, {}
     for how in ("unpacked", "packed"):
         want = expected(tok, 3, how == "packed", pairs)
-        for (x, y), part in zip(want[:2], ("train", "val")):
-            for a, name in ((x, part + "_x"), (y, part + "_y")):
+        for arrays, part in zip(want[:2], ("train", "val")):
+            for a, name in zip(arrays, (part + "_x", part + "_y", part + "_pos")):
                 got = np.load(os.path.join(OUT, how, name + ".npy"))
                 assert got.shape == a.shape and np.array_equal(got, a), (how, name, got.shape, a.shape)
+        assert os.path.exists(os.path.join(OUT, how, "train_pos.npy")) == (how == "packed")
         rows[how] = len(want[0][0]) + len(want[1][0])
         targets[how] = int((want[0][1] != -100).sum() + (want[1][1] != -100).sum())
     assert rows["packed"] < rows["unpacked"] and targets["packed"] == targets["unpacked"], (rows, targets)
     print("ok   data sft --pack: %d examples in %d rows (%d one a row), whole, in order, as many "
-          "a row as fit in T + 1 ids; the same %d targets" % (len(pairs), rows["packed"],
-                                                             rows["unpacked"], targets["packed"]))
+          "a row as fit in T + 1 ids; the same %d targets; each id's position in its example "
+          "(pos.npy)" % (len(pairs), rows["packed"], rows["unpacked"], targets["packed"]))
 
 
 def sample_chat(tok, tj, fmt, d):

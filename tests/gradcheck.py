@@ -323,6 +323,30 @@ cases += [
         {"op": "rmsnorm"}, MOE(shared=6, shared_gate=True, norm_topk=False)]}, L(7)]),
 ]
 
+def packed(name, layers):
+    """A token case whose rows are packed: the model's positions (pos [5], each row cut
+    into sequences at random places), the attention cut at their seams."""
+    name, path = tok(name, layers)
+    pos = np.zeros((16, 5), np.int32)
+    for r in range(16):
+        for t in range(1, 5):
+            pos[r, t] = 0 if rng.random() < 0.35 else pos[r, t - 1] + 1
+    np.save(os.path.join(OUT, name + "_pos.npy"), pos)
+    spec = json.load(open(path))
+    spec["model"]["inputs"]["pos"] = {"shape": [5], "dtype": "i32"}
+    spec["model"]["positions"] = "pos"
+    spec["train"]["data"]["train"]["pos"] = name + "_pos.npy"
+    with open(path, "w") as f:
+        json.dump(spec, f, indent=1)
+    return name, path
+
+cases += [
+    packed("attention_packed", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1,
+                                           "rope": {"theta": 10000}}, L(7)]),
+    packed("attention_packed_window", [E(dim=8), {"op": "attention", "heads": 2, "window": 2,
+                                                  "qk_norm": True, "bias": False}, L(7)]),
+]
+
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""
     d = os.path.join(OUT, name + "_fd")
@@ -333,6 +357,9 @@ def fd_check(name, path):
     common = ["--threads", "1", "--quiet", "--set", "batch_size=16", "--set", f"data.val.x={x}",
               "--set", f"data.val.y={y}", "--set", "optimizer.type=sgd", "--set", "max_steps=1",
               "--set", "checkpoint=null"]
+    pos = os.path.join(OUT, f"{name}_pos.npy")
+    if os.path.exists(pos):   # (packed rows' positions)
+        common += ["--set", f"data.val.pos={pos}"]
     def trainer(*args):
         p = subprocess.run([exe, *common, *args], capture_output=True, text=True, timeout=60)
         if p.returncode:

@@ -155,6 +155,8 @@ check parity/glu          $PYTHON tests/glu_parity.py
 # HF's Llama lacks (its run starts with the reference's own consistency checks); the
 # shipped specs' counts; llama_char learning
 check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
+# packed rows (the model's positions) against HF's Llama on each sequence alone
+check parity/packed       $HF_PYTHON tests/packed_parity.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check parity/lora        $PYTHON tests/lora_parity.py
 check parity/ignore      $PYTHON tests/ignore_parity.py

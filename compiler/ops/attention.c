@@ -3,7 +3,8 @@
  * backward rule and lowering are here (runtime calls; each query's log-sum-exp is kept
  * so the backward pass recomputes the probabilities instead of storing them).
  * GPT-2's attention lowers to rt_attention_fwd/_bwd; with the Llama-family options
- * (kv_heads, rope, qk_norm, window, scale, softcap) to rt_attention_ext_fwd/_bwd, which apply qk_norm
+ * (kv_heads, rope, qk_norm, window, scale, softcap) or the model's positions (packed
+ * rows: the core node's in[1]) to rt_attention_ext_fwd/_bwd, which apply qk_norm
  * and rope inside the core (qk_norm's weights are the core node's w and b). qk_norm
  * "all_heads" (OLMo 2's) is a node of its own before the core (ops/qk_norm.c). */
 #include <math.h>
@@ -125,6 +126,23 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
     return a;
 }
 
+/* The model's positions (packed rows), where it has them, as the core node's in[1]: a
+ * causal mask cut at each token's sequence start, rope by each token's position. */
+static void read_positions(GraphCtx *c, const Layer *l, Node *core, int64_t T)
+{
+    if (!c->positions)
+        return;
+    if (!l->causal)
+        layer_error(c, l, "the model's positions cut a causal mask at the sequences' seams: "
+                    "this attention is not causal");
+    if (c->positions->shape[0] != T)
+        layer_error(c, l, "the positions input '%s' holds %lld places, this attention's "
+                    "sequence %lld", c->s->positions, (long long)c->positions->shape[0],
+                    (long long)T);
+    core->in[core->n_in++] = c->positions;
+    c->positions_read++;
+}
+
 /* [T, d] -> [T, d], kv_heads dividing heads: x -> qkv [T, wq] (linear) -> the core
  * [T, dc] -> the output projection [T, d] (linear). */
 static void build_attention(GraphCtx *c, const LayerArgs *a)
@@ -163,6 +181,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     if (l->qk_norm == QK_NORM_ALL_HEADS)   /* OLMo 2's: a node of its own before the core */
         qkv = build_qk_norm_all(c, a, qkv, dc, KV * hd);
     Node *n2 = layer_node(c, a, N_ATTENTION, qkv, y);
+    read_positions(c, l, n2, T);
     n2->tmp[0] = att;
     n2->conv[0] = c->g->decode_T ? c->g->decode_T : T;   /* (decode: the cache's positions) */
     n2->conv[1] = dc;   /* the core's width: the kernels' d, hd = d / H */
@@ -171,7 +190,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     n2->conv[4] = KV;
     n2->conv[7] = interleaved(c, l);
     n2->conv[5] = node_window(n2);
-    n2->conv[6] = uses_options(l);
+    n2->conv[6] = uses_options(l) || n2->n_in > 1;
     if (l->qk_norm == QK_NORM_HEAD)
         add_qk_norm(c, a, n2, hd);
     Tensor *o = act_tensor(c, l->path, layer_ident("attn_out", pfx), 2, s1);
@@ -274,13 +293,20 @@ static int options_args(const Node *nd, Arg *a)
     return n;
 }
 
-/* The options call: its tensors, then options_args. */
-static void set_options_call(Instr *a, int call, const Node *nd, Tensor **t, int nt)
+/* The options call: its tensors, then options_args, then the positions (fwd: the forward
+ * node; NULL: none), which it reads. */
+static void set_options_call(Instr *a, int call, const Node *nd, Tensor **t, int nt,
+                             const Node *fwd)
 {
     Arg args[CALL_MAX_ARGS];
     for (int k = 0; k < nt; k++)
         args[k] = arg_opt(t[k]);
-    call_set(a, call, args, nt + options_args(nd, args + nt));
+    int n = nt + options_args(nd, args + nt);
+    Tensor *pos = fwd->n_in > 1 ? fwd->in[1] : NULL;
+    args[n++] = arg_opt(pos);
+    call_set(a, call, args, n);
+    if (pos)
+        instr_reads(a, pos);
 }
 
 /* The decode program's core (decode.c): rows that are positions of sequences (their
@@ -338,7 +364,7 @@ static void lower_attention(Program *p, Node *nd)
         nd->tmp[0]->what = "each query's log-sum-exp (validation: written, not read)";
     if (nd->conv[6]) {
         Tensor *t[5] = {x, nd->w ? nd->w->t : NULL, nd->b ? nd->b->t : NULL, nd->tmp[0], y};
-        set_options_call(a, CALL_ATTENTION_EXT_FWD, nd, t, 5);
+        set_options_call(a, CALL_ATTENTION_EXT_FWD, nd, t, 5, nd);
         if (nd->w) {
             instr_reads(a, nd->w->t);
             instr_reads(a, nd->b->t);
@@ -361,7 +387,7 @@ static void lower_attention_bwd(Program *p, Node *nd)
     if (nd->conv[6]) {
         Tensor *t[9] = {x,  nd->w ? nd->w->t : NULL, nd->b ? nd->b->t : NULL, nd->tmp[0],
                         nd->fwd->out, dy, y, nd->w ? nd->w->g : NULL, nd->b ? nd->b->g : NULL};
-        set_options_call(a, CALL_ATTENTION_EXT_BWD, nd, t, 9);
+        set_options_call(a, CALL_ATTENTION_EXT_BWD, nd, t, 9, nd->fwd);
         if (nd->w) {
             instr_reads(a, nd->w->t);
             instr_reads(a, nd->b->t);

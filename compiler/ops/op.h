@@ -37,6 +37,8 @@ typedef struct GraphCtx {
     const char *top;       /* the names' prefix of the top-level layers, each a block for
                               recomputation: NULL for "" (a GAN's: "generator." and
                               "discriminator.", gan.c) */
+    Tensor *positions;     /* the input of packed rows' positions (i32 [T]), or NULL */
+    int positions_read;    /* attention layers that read it */
 } GraphCtx;
 
 /* Whether layers listed under prefix are top-level (blocks of their own) */

@@ -21,6 +21,10 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
     const char *pfx = a->pfx;
     if (x->rank != 2)
         layer_error(c, l, "pos_embedding needs a [T, dim] input, got %s", shape_str(x->rank, x->shape));
+    if (c->positions)
+        layer_error(c, l, "pos_embedding adds each place's row; with the model's positions "
+                    "(packed rows) it would add each token's position's: not done yet (rope, "
+                    "an attention option, takes the positions)");
     if (x->shape[0] > l->max_len)
         layer_error(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
                     (long long)l->max_len);

@@ -553,7 +553,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_0_attn, P_layers_0_attn_q_norm_weight,
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(5, "$.model.layers[2].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_0_attn, 1024,
             P_layers_0_attn_proj_weight, 1024, 0.0f, attn_out_layers_0_attn, 640);
@@ -596,7 +596,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_1_attn, P_layers_1_attn_q_norm_weight,
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(17, "$.model.layers[2].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_1_attn, 1024,
             P_layers_1_attn_proj_weight, 1024, 0.0f, attn_out_layers_1_attn, 640);
@@ -640,7 +640,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_2_attn, P_layers_2_attn_q_norm_weight,
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(29, "$.model.layers[2].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_2_attn, 1024,
             P_layers_2_attn_proj_weight, 1024, 0.0f, attn_out_layers_2_attn, 640);
@@ -684,7 +684,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_3_attn, P_layers_3_attn_q_norm_weight,
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(41, "$.model.layers[2].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_3_attn, 1024,
             P_layers_3_attn_proj_weight, 1024, 0.0f, attn_out_layers_3_attn, 640);
@@ -728,7 +728,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_4_attn, P_layers_4_attn_q_norm_weight,
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(53, "$.model.layers[2].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_4_attn, 1024,
             P_layers_4_attn_proj_weight, 1024, 0.0f, attn_out_layers_4_attn, 640);
@@ -772,7 +772,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_5_attn, P_layers_5_attn_q_norm_weight,
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(65, "$.model.layers[2].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_5_attn, 1024,
             P_layers_5_attn_proj_weight, 1024, 0.0f, attn_out_layers_5_attn, 640);
@@ -816,7 +816,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_6_attn, P_layers_6_attn_q_norm_weight,
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(77, "$.model.layers[2].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_6_attn, 1024,
             P_layers_6_attn_proj_weight, 1024, 0.0f, attn_out_layers_6_attn, 640);
@@ -860,7 +860,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_7_attn, P_layers_7_attn_q_norm_weight,
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(89, "$.model.layers[2].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_7_attn, 1024,
             P_layers_7_attn_proj_weight, 1024, 0.0f, attn_out_layers_7_attn, 640);
@@ -904,7 +904,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_8_attn, P_layers_8_attn_q_norm_weight,
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(101, "$.model.layers[2].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_8_attn, 1024,
             P_layers_8_attn_proj_weight, 1024, 0.0f, attn_out_layers_8_attn, 640);
@@ -948,7 +948,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_9_attn, P_layers_9_attn_q_norm_weight,
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(113, "$.model.layers[2].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_9_attn, 1024,
             P_layers_9_attn_proj_weight, 1024, 0.0f, attn_out_layers_9_attn, 640);
@@ -992,7 +992,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_10_attn, P_layers_10_attn_q_norm_weight,
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(125, "$.model.layers[2].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_10_attn, 1024,
             P_layers_10_attn_proj_weight, 1024, 0.0f, attn_out_layers_10_attn, 640);
@@ -1037,7 +1037,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_11_attn, P_layers_11_attn_q_norm_weight,
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(137, "$.model.layers[2].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_11_attn, 1024,
             P_layers_11_attn_proj_weight, 1024, 0.0f, attn_out_layers_11_attn, 640);
@@ -1082,7 +1082,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_12_attn, P_layers_12_attn_q_norm_weight,
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(149, "$.model.layers[2].body[0].body[1] #12: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_12_attn, 1024,
             P_layers_12_attn_proj_weight, 1024, 0.0f, attn_out_layers_12_attn, 640);
@@ -1127,7 +1127,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_13_attn, P_layers_13_attn_q_norm_weight,
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(161, "$.model.layers[2].body[0].body[1] #13: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_13_attn, 1024,
             P_layers_13_attn_proj_weight, 1024, 0.0f, attn_out_layers_13_attn, 640);
@@ -1172,7 +1172,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_14_attn, P_layers_14_attn_q_norm_weight,
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(173, "$.model.layers[2].body[0].body[1] #14: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_14_attn, 1024,
             P_layers_14_attn_proj_weight, 1024, 0.0f, attn_out_layers_14_attn, 640);
@@ -1217,7 +1217,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_15_attn, P_layers_15_attn_q_norm_weight,
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(185, "$.model.layers[2].body[0].body[1] #15: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_15_attn, 1024,
             P_layers_15_attn_proj_weight, 1024, 0.0f, attn_out_layers_15_attn, 640);
@@ -1262,7 +1262,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_16_attn, P_layers_16_attn_q_norm_weight,
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(197, "$.model.layers[2].body[0].body[1] #16: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_16_attn, 1024,
             P_layers_16_attn_proj_weight, 1024, 0.0f, attn_out_layers_16_attn, 640);
@@ -1307,7 +1307,7 @@ static void forward(rt_exec *e, int train)
     rt_attention_ext_fwd(e, qkv_layers_17_attn, P_layers_17_attn_q_norm_weight,
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     RT_AT(209, "$.model.layers[2].body[0].body[1] #17: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_17_attn, 1024,
             P_layers_17_attn_proj_weight, 1024, 0.0f, attn_out_layers_17_attn, 640);
@@ -2266,7 +2266,8 @@ static void backward(rt_exec *e)
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
                          d_attn_y_layers_17_attn, d_qkv_layers_17_attn,
                          G_layers_17_attn_q_norm_weight, G_layers_17_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(249, "$.model.layers[2].body[0].body[1] #17: layers.17.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 263507584, 256);
@@ -2380,7 +2381,8 @@ static void backward(rt_exec *e)
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
                          d_attn_y_layers_16_attn, d_qkv_layers_16_attn,
                          G_layers_16_attn_q_norm_weight, G_layers_16_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(284, "$.model.layers[2].body[0].body[1] #16: layers.16.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 257933952, 256);
@@ -2494,7 +2496,8 @@ static void backward(rt_exec *e)
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
                          d_attn_y_layers_15_attn, d_qkv_layers_15_attn,
                          G_layers_15_attn_q_norm_weight, G_layers_15_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(319, "$.model.layers[2].body[0].body[1] #15: layers.15.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 252360320, 256);
@@ -2608,7 +2611,8 @@ static void backward(rt_exec *e)
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
                          d_attn_y_layers_14_attn, d_qkv_layers_14_attn,
                          G_layers_14_attn_q_norm_weight, G_layers_14_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(354, "$.model.layers[2].body[0].body[1] #14: layers.14.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 246786688, 256);
@@ -2722,7 +2726,8 @@ static void backward(rt_exec *e)
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
                          d_attn_y_layers_13_attn, d_qkv_layers_13_attn,
                          G_layers_13_attn_q_norm_weight, G_layers_13_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(389, "$.model.layers[2].body[0].body[1] #13: layers.13.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 241213056, 256);
@@ -2836,7 +2841,8 @@ static void backward(rt_exec *e)
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
                          d_attn_y_layers_12_attn, d_qkv_layers_12_attn,
                          G_layers_12_attn_q_norm_weight, G_layers_12_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(424, "$.model.layers[2].body[0].body[1] #12: layers.12.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 235639424, 256);
@@ -2950,7 +2956,8 @@ static void backward(rt_exec *e)
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
                          d_attn_y_layers_11_attn, d_qkv_layers_11_attn,
                          G_layers_11_attn_q_norm_weight, G_layers_11_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(459, "$.model.layers[2].body[0].body[1] #11: layers.11.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 230065792, 256);
@@ -3064,7 +3071,8 @@ static void backward(rt_exec *e)
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
                          d_attn_y_layers_10_attn, d_qkv_layers_10_attn,
                          G_layers_10_attn_q_norm_weight, G_layers_10_attn_k_norm_weight, e->B, 2048,
-                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f,
+                         NULL);
     RT_AT(494, "$.model.layers[2].body[0].body[1] #10: layers.10.attn.q_norm.weight's gradient "
           "is final");
     rt_grad_ready(e, 224492160, 256);
@@ -3176,7 +3184,7 @@ static void backward(rt_exec *e)
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, G_layers_9_attn_q_norm_weight,
                          G_layers_9_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(529, "$.model.layers[2].body[0].body[1] #9: layers.9.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 218918528, 256);
@@ -3288,7 +3296,7 @@ static void backward(rt_exec *e)
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, G_layers_8_attn_q_norm_weight,
                          G_layers_8_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(564, "$.model.layers[2].body[0].body[1] #8: layers.8.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 213344896, 256);
@@ -3400,7 +3408,7 @@ static void backward(rt_exec *e)
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, G_layers_7_attn_q_norm_weight,
                          G_layers_7_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(599, "$.model.layers[2].body[0].body[1] #7: layers.7.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 207771264, 256);
@@ -3512,7 +3520,7 @@ static void backward(rt_exec *e)
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, G_layers_6_attn_q_norm_weight,
                          G_layers_6_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(634, "$.model.layers[2].body[0].body[1] #6: layers.6.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 202197632, 256);
@@ -3624,7 +3632,7 @@ static void backward(rt_exec *e)
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, G_layers_5_attn_q_norm_weight,
                          G_layers_5_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(669, "$.model.layers[2].body[0].body[1] #5: layers.5.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 196624000, 256);
@@ -3736,7 +3744,7 @@ static void backward(rt_exec *e)
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, G_layers_4_attn_q_norm_weight,
                          G_layers_4_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(704, "$.model.layers[2].body[0].body[1] #4: layers.4.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 191050368, 256);
@@ -3848,7 +3856,7 @@ static void backward(rt_exec *e)
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, G_layers_3_attn_q_norm_weight,
                          G_layers_3_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(739, "$.model.layers[2].body[0].body[1] #3: layers.3.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 185476736, 256);
@@ -3960,7 +3968,7 @@ static void backward(rt_exec *e)
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, G_layers_2_attn_q_norm_weight,
                          G_layers_2_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(774, "$.model.layers[2].body[0].body[1] #2: layers.2.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 179903104, 256);
@@ -4072,7 +4080,7 @@ static void backward(rt_exec *e)
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, G_layers_1_attn_q_norm_weight,
                          G_layers_1_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(809, "$.model.layers[2].body[0].body[1] #1: layers.1.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 174329472, 256);
@@ -4184,7 +4192,7 @@ static void backward(rt_exec *e)
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, G_layers_0_attn_q_norm_weight,
                          G_layers_0_attn_k_norm_weight, e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f,
-                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f);
+                         0.0f, 0.0f, 0.0f, 0, NULL, 0.0625f, 0.0f, NULL);
     RT_AT(844, "$.model.layers[2].body[0].body[1] #0: layers.0.attn.q_norm.weight's gradient is "
           "final");
     rt_grad_ready(e, 168755840, 256);
@@ -4737,7 +4745,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_0_attn, P_layers_0_attn_q_norm_weight,
                          P_layers_0_attn_k_norm_weight, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_0_attn, 1024,
             P_layers_0_attn_proj_weight, 1024, 0.0f, attn_out_layers_0_attn, 640);
@@ -4780,7 +4788,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_1_attn, P_layers_1_attn_q_norm_weight,
                          P_layers_1_attn_k_norm_weight, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_1_attn, 1024,
             P_layers_1_attn_proj_weight, 1024, 0.0f, attn_out_layers_1_attn, 640);
@@ -4824,7 +4832,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_2_attn, P_layers_2_attn_q_norm_weight,
                          P_layers_2_attn_k_norm_weight, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_2_attn, 1024,
             P_layers_2_attn_proj_weight, 1024, 0.0f, attn_out_layers_2_attn, 640);
@@ -4868,7 +4876,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_3_attn, P_layers_3_attn_q_norm_weight,
                          P_layers_3_attn_k_norm_weight, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_3_attn, 1024,
             P_layers_3_attn_proj_weight, 1024, 0.0f, attn_out_layers_3_attn, 640);
@@ -4912,7 +4920,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_4_attn, P_layers_4_attn_q_norm_weight,
                          P_layers_4_attn_k_norm_weight, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_4_attn, 1024,
             P_layers_4_attn_proj_weight, 1024, 0.0f, attn_out_layers_4_attn, 640);
@@ -4956,7 +4964,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_5_attn, P_layers_5_attn_q_norm_weight,
                          P_layers_5_attn_k_norm_weight, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_5_attn, 1024,
             P_layers_5_attn_proj_weight, 1024, 0.0f, attn_out_layers_5_attn, 640);
@@ -5001,7 +5009,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_6_attn, P_layers_6_attn_q_norm_weight,
                          P_layers_6_attn_k_norm_weight, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_6_attn, 1024,
             P_layers_6_attn_proj_weight, 1024, 0.0f, attn_out_layers_6_attn, 640);
@@ -5046,7 +5054,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_7_attn, P_layers_7_attn_q_norm_weight,
                          P_layers_7_attn_k_norm_weight, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_7_attn, 1024,
             P_layers_7_attn_proj_weight, 1024, 0.0f, attn_out_layers_7_attn, 640);
@@ -5091,7 +5099,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_8_attn, P_layers_8_attn_q_norm_weight,
                          P_layers_8_attn_k_norm_weight, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_8_attn, 1024,
             P_layers_8_attn_proj_weight, 1024, 0.0f, attn_out_layers_8_attn, 640);
@@ -5136,7 +5144,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_9_attn, P_layers_9_attn_q_norm_weight,
                          P_layers_9_attn_k_norm_weight, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_9_attn, 1024,
             P_layers_9_attn_proj_weight, 1024, 0.0f, attn_out_layers_9_attn, 640);
@@ -5181,7 +5189,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_10_attn, P_layers_10_attn_q_norm_weight,
                          P_layers_10_attn_k_norm_weight, lse_layers_10_attn, attn_y_layers_10_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_10_attn, 1024,
             P_layers_10_attn_proj_weight, 1024, 0.0f, attn_out_layers_10_attn, 640);
@@ -5226,7 +5234,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_11_attn, P_layers_11_attn_q_norm_weight,
                          P_layers_11_attn_k_norm_weight, lse_layers_11_attn, attn_y_layers_11_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_11_attn, 1024,
             P_layers_11_attn_proj_weight, 1024, 0.0f, attn_out_layers_11_attn, 640);
@@ -5271,7 +5279,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_12_attn, P_layers_12_attn_q_norm_weight,
                          P_layers_12_attn_k_norm_weight, lse_layers_12_attn, attn_y_layers_12_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_12_attn, 1024,
             P_layers_12_attn_proj_weight, 1024, 0.0f, attn_out_layers_12_attn, 640);
@@ -5316,7 +5324,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_13_attn, P_layers_13_attn_q_norm_weight,
                          P_layers_13_attn_k_norm_weight, lse_layers_13_attn, attn_y_layers_13_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_13_attn, 1024,
             P_layers_13_attn_proj_weight, 1024, 0.0f, attn_out_layers_13_attn, 640);
@@ -5361,7 +5369,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_14_attn, P_layers_14_attn_q_norm_weight,
                          P_layers_14_attn_k_norm_weight, lse_layers_14_attn, attn_y_layers_14_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_14_attn, 1024,
             P_layers_14_attn_proj_weight, 1024, 0.0f, attn_out_layers_14_attn, 640);
@@ -5406,7 +5414,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_15_attn, P_layers_15_attn_q_norm_weight,
                          P_layers_15_attn_k_norm_weight, lse_layers_15_attn, attn_y_layers_15_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_15_attn, 1024,
             P_layers_15_attn_proj_weight, 1024, 0.0f, attn_out_layers_15_attn, 640);
@@ -5451,7 +5459,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_16_attn, P_layers_16_attn_q_norm_weight,
                          P_layers_16_attn_k_norm_weight, lse_layers_16_attn, attn_y_layers_16_attn,
                          e->B, 2048, 1024, 4, 1, 1, 512, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #16: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_16_attn, 1024,
             P_layers_16_attn_proj_weight, 1024, 0.0f, attn_out_layers_16_attn, 640);
@@ -5496,7 +5504,7 @@ static void evaluate(rt_exec *e)
     rt_attention_ext_fwd(e, qkv_layers_17_attn, P_layers_17_attn_q_norm_weight,
                          P_layers_17_attn_k_norm_weight, lse_layers_17_attn, attn_y_layers_17_attn,
                          e->B, 2048, 1024, 4, 1, 1, 0, 1000000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.0625f, 0.0f);
+                         0.0625f, 0.0f, NULL);
     /* $.model.layers[2].body[0].body[1] #17: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 640, 1024, 1.0f, attn_y_layers_17_attn, 1024,
             P_layers_17_attn_proj_weight, 1024, 0.0f, attn_out_layers_17_attn, 640);

@@ -367,7 +367,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -401,7 +401,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -436,7 +436,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -471,7 +471,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -506,7 +506,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -541,7 +541,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(54, "$.model.layers[1].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -576,7 +576,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(64, "$.model.layers[1].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -611,7 +611,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(74, "$.model.layers[1].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -646,7 +646,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(84, "$.model.layers[1].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -681,7 +681,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(94, "$.model.layers[1].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -716,7 +716,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(104, "$.model.layers[1].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -751,7 +751,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(114, "$.model.layers[1].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -786,7 +786,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(124, "$.model.layers[1].body[0].body[1] #12: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -821,7 +821,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(134, "$.model.layers[1].body[0].body[1] #13: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -856,7 +856,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(144, "$.model.layers[1].body[0].body[1] #14: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -891,7 +891,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(154, "$.model.layers[1].body[0].body[1] #15: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);
@@ -1498,7 +1498,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, d_attn_y_layers_15_attn, d_qkv_layers_15_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(185, "$.model.layers[1].body[0].body[1] #15: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_15_attn, 3072,
             P_layers_15_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_15_attn_norm, 2048);
@@ -1578,7 +1578,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, d_attn_y_layers_14_attn, d_qkv_layers_14_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(211, "$.model.layers[1].body[0].body[1] #14: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_14_attn, 3072,
             P_layers_14_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_14_attn_norm, 2048);
@@ -1658,7 +1658,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, d_attn_y_layers_13_attn, d_qkv_layers_13_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(237, "$.model.layers[1].body[0].body[1] #13: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_13_attn, 3072,
             P_layers_13_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_13_attn_norm, 2048);
@@ -1738,7 +1738,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, d_attn_y_layers_12_attn, d_qkv_layers_12_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(263, "$.model.layers[1].body[0].body[1] #12: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_12_attn, 3072,
             P_layers_12_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_12_attn_norm, 2048);
@@ -1818,7 +1818,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(289, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_11_attn, 3072,
             P_layers_11_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_11_attn_norm, 2048);
@@ -1898,7 +1898,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
                          NULL, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192,
-                         NULL, 0.125f, 0.0f);
+                         NULL, 0.125f, 0.0f, NULL);
     RT_AT(315, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_10_attn, 3072,
             P_layers_10_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_10_attn_norm, 2048);
@@ -1976,7 +1976,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(341, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_9_attn, 3072,
             P_layers_9_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_9_attn_norm, 2048);
@@ -2054,7 +2054,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(367, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_8_attn, 3072,
             P_layers_8_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_8_attn_norm, 2048);
@@ -2132,7 +2132,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(393, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_7_attn, 3072,
             P_layers_7_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_7_attn_norm, 2048);
@@ -2210,7 +2210,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(419, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_6_attn, 3072,
             P_layers_6_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_6_attn_norm, 2048);
@@ -2288,7 +2288,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(445, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_5_attn, 3072,
             P_layers_5_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_5_attn_norm, 2048);
@@ -2366,7 +2366,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(471, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_4_attn, 3072,
             P_layers_4_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_4_attn_norm, 2048);
@@ -2444,7 +2444,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(497, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_3_attn, 3072,
             P_layers_3_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_3_attn_norm, 2048);
@@ -2522,7 +2522,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(523, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_2_attn, 3072,
             P_layers_2_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_2_attn_norm, 2048);
@@ -2600,7 +2600,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(549, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_1_attn, 3072,
             P_layers_1_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_1_attn_norm, 2048);
@@ -2678,7 +2678,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 2048, 2048,
-                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     RT_AT(575, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 2048, 2048, 3072, 1.0f, d_qkv_layers_0_attn, 3072,
             P_layers_0_attn_qkv_weight, 2048, 0.0f, d_rmsnorm_layers_0_attn_norm, 2048);
@@ -3036,7 +3036,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_0_attn, 2048,
             P_layers_0_attn_proj_weight, 2048, 0.0f, attn_out_layers_0_attn, 2048);
@@ -3069,7 +3069,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_1_attn, 2048,
             P_layers_1_attn_proj_weight, 2048, 0.0f, attn_out_layers_1_attn, 2048);
@@ -3103,7 +3103,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_2_attn, 2048,
             P_layers_2_attn_proj_weight, 2048, 0.0f, attn_out_layers_2_attn, 2048);
@@ -3137,7 +3137,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_3_attn, 2048,
             P_layers_3_attn_proj_weight, 2048, 0.0f, attn_out_layers_3_attn, 2048);
@@ -3171,7 +3171,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_4_attn, 2048,
             P_layers_4_attn_proj_weight, 2048, 0.0f, attn_out_layers_4_attn, 2048);
@@ -3205,7 +3205,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_5_attn, 2048,
             P_layers_5_attn_proj_weight, 2048, 0.0f, attn_out_layers_5_attn, 2048);
@@ -3239,7 +3239,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_6_attn, 2048,
             P_layers_6_attn_proj_weight, 2048, 0.0f, attn_out_layers_6_attn, 2048);
@@ -3273,7 +3273,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_7_attn, 2048,
             P_layers_7_attn_proj_weight, 2048, 0.0f, attn_out_layers_7_attn, 2048);
@@ -3307,7 +3307,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_8_attn, 2048,
             P_layers_8_attn_proj_weight, 2048, 0.0f, attn_out_layers_8_attn, 2048);
@@ -3341,7 +3341,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f, 1.0f, 4.0f, 8192, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_9_attn, 2048,
             P_layers_9_attn_proj_weight, 2048, 0.0f, attn_out_layers_9_attn, 2048);
@@ -3375,7 +3375,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_10_attn, 2048,
             P_layers_10_attn_proj_weight, 2048, 0.0f, attn_out_layers_10_attn, 2048);
@@ -3409,7 +3409,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_11_attn, 2048,
             P_layers_11_attn_proj_weight, 2048, 0.0f, attn_out_layers_11_attn, 2048);
@@ -3443,7 +3443,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #12: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_12_attn, NULL, NULL, lse_layers_12_attn,
                          attn_y_layers_12_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #12: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_12_attn, 2048,
             P_layers_12_attn_proj_weight, 2048, 0.0f, attn_out_layers_12_attn, 2048);
@@ -3477,7 +3477,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #13: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_13_attn, NULL, NULL, lse_layers_13_attn,
                          attn_y_layers_13_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #13: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_13_attn, 2048,
             P_layers_13_attn_proj_weight, 2048, 0.0f, attn_out_layers_13_attn, 2048);
@@ -3511,7 +3511,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #14: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_14_attn, NULL, NULL, lse_layers_14_attn,
                          attn_y_layers_14_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #14: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_14_attn, 2048,
             P_layers_14_attn_proj_weight, 2048, 0.0f, attn_out_layers_14_attn, 2048);
@@ -3545,7 +3545,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #15: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_15_attn, NULL, NULL, lse_layers_15_attn,
                          attn_y_layers_15_attn, e->B, 2048, 2048, 32, 8, 1, 0, 500000.0f, 32.0f,
-                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f);
+                         1.0f, 4.0f, 8192, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #15: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 2048, 2048, 2048, 1.0f, attn_y_layers_15_attn, 2048,
             P_layers_15_attn_proj_weight, 2048, 0.0f, attn_out_layers_15_attn, 2048);

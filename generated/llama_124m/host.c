@@ -292,7 +292,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_0_attn, 768,
             P_layers_0_attn_proj_weight, 768, 0.0f, attn_out_layers_0_attn, 768);
@@ -326,7 +326,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_1_attn, 768,
             P_layers_1_attn_proj_weight, 768, 0.0f, attn_out_layers_1_attn, 768);
@@ -361,7 +361,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_2_attn, 768,
             P_layers_2_attn_proj_weight, 768, 0.0f, attn_out_layers_2_attn, 768);
@@ -396,7 +396,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_3_attn, 768,
             P_layers_3_attn_proj_weight, 768, 0.0f, attn_out_layers_3_attn, 768);
@@ -431,7 +431,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_4_attn, 768,
             P_layers_4_attn_proj_weight, 768, 0.0f, attn_out_layers_4_attn, 768);
@@ -466,7 +466,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(54, "$.model.layers[1].body[0].body[1] #5: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_5_attn, 768,
             P_layers_5_attn_proj_weight, 768, 0.0f, attn_out_layers_5_attn, 768);
@@ -501,7 +501,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(64, "$.model.layers[1].body[0].body[1] #6: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_6_attn, 768,
             P_layers_6_attn_proj_weight, 768, 0.0f, attn_out_layers_6_attn, 768);
@@ -536,7 +536,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(74, "$.model.layers[1].body[0].body[1] #7: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_7_attn, 768,
             P_layers_7_attn_proj_weight, 768, 0.0f, attn_out_layers_7_attn, 768);
@@ -571,7 +571,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(84, "$.model.layers[1].body[0].body[1] #8: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_8_attn, 768,
             P_layers_8_attn_proj_weight, 768, 0.0f, attn_out_layers_8_attn, 768);
@@ -606,7 +606,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     RT_AT(94, "$.model.layers[1].body[0].body[1] #9: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_9_attn, 768,
             P_layers_9_attn_proj_weight, 768, 0.0f, attn_out_layers_9_attn, 768);
@@ -641,7 +641,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, NULL, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(104, "$.model.layers[1].body[0].body[1] #10: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_10_attn, 768,
             P_layers_10_attn_proj_weight, 768, 0.0f, attn_out_layers_10_attn, 768);
@@ -676,7 +676,7 @@ static void forward(rt_exec *e, int train)
           "per head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, NULL, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(114, "$.model.layers[1].body[0].body[1] #11: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_11_attn, 768,
             P_layers_11_attn_proj_weight, 768, 0.0f, attn_out_layers_11_attn, 768);
@@ -1161,7 +1161,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, d_attn_y_layers_11_attn, d_qkv_layers_11_attn, NULL,
                          NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(146, "$.model.layers[1].body[0].body[1] #11: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_11_attn, 1280,
             P_layers_11_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_11_attn_norm, 768);
@@ -1241,7 +1241,7 @@ static void backward(rt_exec *e)
     rt_attention_ext_bwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, d_attn_y_layers_10_attn, d_qkv_layers_10_attn, NULL,
                          NULL, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.125f, 0.0f);
+                         0.125f, 0.0f, NULL);
     RT_AT(172, "$.model.layers[1].body[0].body[1] #10: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_10_attn, 1280,
             P_layers_10_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_10_attn_norm, 768);
@@ -1319,7 +1319,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          d_attn_y_layers_9_attn, d_qkv_layers_9_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(198, "$.model.layers[1].body[0].body[1] #9: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_9_attn, 1280,
             P_layers_9_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_9_attn_norm, 768);
@@ -1397,7 +1397,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          d_attn_y_layers_8_attn, d_qkv_layers_8_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(224, "$.model.layers[1].body[0].body[1] #8: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_8_attn, 1280,
             P_layers_8_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_8_attn_norm, 768);
@@ -1475,7 +1475,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          d_attn_y_layers_7_attn, d_qkv_layers_7_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(250, "$.model.layers[1].body[0].body[1] #7: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_7_attn, 1280,
             P_layers_7_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_7_attn_norm, 768);
@@ -1553,7 +1553,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          d_attn_y_layers_6_attn, d_qkv_layers_6_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(276, "$.model.layers[1].body[0].body[1] #6: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_6_attn, 1280,
             P_layers_6_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_6_attn_norm, 768);
@@ -1631,7 +1631,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          d_attn_y_layers_5_attn, d_qkv_layers_5_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(302, "$.model.layers[1].body[0].body[1] #5: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_5_attn, 1280,
             P_layers_5_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_5_attn_norm, 768);
@@ -1709,7 +1709,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(328, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_4_attn, 1280,
             P_layers_4_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_4_attn_norm, 768);
@@ -1787,7 +1787,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(354, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_3_attn, 1280,
             P_layers_3_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_3_attn_norm, 768);
@@ -1865,7 +1865,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(380, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_2_attn, 1280,
             P_layers_2_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_2_attn_norm, 768);
@@ -1943,7 +1943,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(406, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_1_attn, 1280,
             P_layers_1_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_1_attn_norm, 768);
@@ -2021,7 +2021,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 1024, 768,
-                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f);
+                         12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     RT_AT(432, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 1024, 768, 1280, 1.0f, d_qkv_layers_0_attn, 1280,
             P_layers_0_attn_qkv_weight, 768, 0.0f, d_rmsnorm_layers_0_attn_norm, 768);
@@ -2306,7 +2306,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_0_attn, 768,
             P_layers_0_attn_proj_weight, 768, 0.0f, attn_out_layers_0_attn, 768);
@@ -2339,7 +2339,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_1_attn, 768,
             P_layers_1_attn_proj_weight, 768, 0.0f, attn_out_layers_1_attn, 768);
@@ -2373,7 +2373,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_2_attn, 768,
             P_layers_2_attn_proj_weight, 768, 0.0f, attn_out_layers_2_attn, 768);
@@ -2407,7 +2407,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_3_attn, 768,
             P_layers_3_attn_proj_weight, 768, 0.0f, attn_out_layers_3_attn, 768);
@@ -2441,7 +2441,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_4_attn, 768,
             P_layers_4_attn_proj_weight, 768, 0.0f, attn_out_layers_4_attn, 768);
@@ -2475,7 +2475,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #5: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_5_attn, NULL, NULL, lse_layers_5_attn, attn_y_layers_5_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #5: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_5_attn, 768,
             P_layers_5_attn_proj_weight, 768, 0.0f, attn_out_layers_5_attn, 768);
@@ -2509,7 +2509,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #6: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_6_attn, NULL, NULL, lse_layers_6_attn, attn_y_layers_6_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #6: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_6_attn, 768,
             P_layers_6_attn_proj_weight, 768, 0.0f, attn_out_layers_6_attn, 768);
@@ -2543,7 +2543,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #7: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_7_attn, NULL, NULL, lse_layers_7_attn, attn_y_layers_7_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #7: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_7_attn, 768,
             P_layers_7_attn_proj_weight, 768, 0.0f, attn_out_layers_7_attn, 768);
@@ -2577,7 +2577,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #8: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_8_attn, NULL, NULL, lse_layers_8_attn, attn_y_layers_8_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #8: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_8_attn, 768,
             P_layers_8_attn_proj_weight, 768, 0.0f, attn_out_layers_8_attn, 768);
@@ -2611,7 +2611,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #9: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_9_attn, NULL, NULL, lse_layers_9_attn, attn_y_layers_9_attn,
                          e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.125f,
-                         0.0f);
+                         0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #9: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_9_attn, 768,
             P_layers_9_attn_proj_weight, 768, 0.0f, attn_out_layers_9_attn, 768);
@@ -2645,7 +2645,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #10: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_10_attn, NULL, NULL, lse_layers_10_attn,
                          attn_y_layers_10_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, NULL, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #10: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_10_attn, 768,
             P_layers_10_attn_proj_weight, 768, 0.0f, attn_out_layers_10_attn, 768);
@@ -2679,7 +2679,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #11: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_11_attn, NULL, NULL, lse_layers_11_attn,
                          attn_y_layers_11_attn, e->B, 1024, 768, 12, 4, 1, 0, 10000.0f, 0.0f, 0.0f,
-                         0.0f, 0, NULL, 0.125f, 0.0f);
+                         0.0f, 0, NULL, 0.125f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #11: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 1024, 768, 768, 1.0f, attn_y_layers_11_attn, 768,
             P_layers_11_attn_proj_weight, 768, 0.0f, attn_out_layers_11_attn, 768);

@@ -154,7 +154,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     RT_AT(4, "$.model.layers[1].body[0].body[1] #0: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_0_attn, 128,
             P_layers_0_attn_proj_weight, 128, 0.0f, attn_out_layers_0_attn, 128);
@@ -188,7 +188,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     RT_AT(14, "$.model.layers[1].body[0].body[1] #1: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_1_attn, 128,
             P_layers_1_attn_proj_weight, 128, 0.0f, attn_out_layers_1_attn, 128);
@@ -223,7 +223,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     RT_AT(24, "$.model.layers[1].body[0].body[1] #2: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_2_attn, 128,
             P_layers_2_attn_proj_weight, 128, 0.0f, attn_out_layers_2_attn, 128);
@@ -258,7 +258,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     RT_AT(34, "$.model.layers[1].body[0].body[1] #3: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_3_attn, 128,
             P_layers_3_attn_proj_weight, 128, 0.0f, attn_out_layers_3_attn, 128);
@@ -293,7 +293,7 @@ static void forward(rt_exec *e, int train)
           "head, log-sum-exp kept");
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     RT_AT(44, "$.model.layers[1].body[0].body[1] #4: linear: y = x W^T");
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_4_attn, 128,
             P_layers_4_attn_proj_weight, 128, 0.0f, attn_out_layers_4_attn, 128);
@@ -569,7 +569,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          d_attn_y_layers_4_attn, d_qkv_layers_4_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f, NULL);
     RT_AT(79, "$.model.layers[1].body[0].body[1] #4: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_4_attn, 256,
             P_layers_4_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_4_attn_norm, 128);
@@ -646,7 +646,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          d_attn_y_layers_3_attn, d_qkv_layers_3_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f, NULL);
     RT_AT(105, "$.model.layers[1].body[0].body[1] #3: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_3_attn, 256,
             P_layers_3_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_3_attn_norm, 128);
@@ -724,7 +724,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          d_attn_y_layers_2_attn, d_qkv_layers_2_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f, NULL);
     RT_AT(131, "$.model.layers[1].body[0].body[1] #2: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_2_attn, 256,
             P_layers_2_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_2_attn_norm, 128);
@@ -802,7 +802,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          d_attn_y_layers_1_attn, d_qkv_layers_1_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f, NULL);
     RT_AT(157, "$.model.layers[1].body[0].body[1] #1: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_1_attn, 256,
             P_layers_1_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_1_attn_norm, 128);
@@ -880,7 +880,7 @@ static void backward(rt_exec *e)
           "recomputed from the log-sum-exp");
     rt_attention_ext_bwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          d_attn_y_layers_0_attn, d_qkv_layers_0_attn, NULL, NULL, e->B, 128, 128, 4,
-                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f);
+                         2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.176776692f, 0.0f, NULL);
     RT_AT(183, "$.model.layers[1].body[0].body[1] #0: linear backward: dx = dy W");
     rt_gemm(e, 0, 0, e->B * 128, 128, 256, 1.0f, d_qkv_layers_0_attn, 256,
             P_layers_0_attn_qkv_weight, 128, 0.0f, d_rmsnorm_layers_0_attn_norm, 128);
@@ -1032,7 +1032,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #0: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_0_attn, NULL, NULL, lse_layers_0_attn, attn_y_layers_0_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #0: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_0_attn, 128,
             P_layers_0_attn_proj_weight, 128, 0.0f, attn_out_layers_0_attn, 128);
@@ -1065,7 +1065,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #1: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_1_attn, NULL, NULL, lse_layers_1_attn, attn_y_layers_1_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #1: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_1_attn, 128,
             P_layers_1_attn_proj_weight, 128, 0.0f, attn_out_layers_1_attn, 128);
@@ -1099,7 +1099,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #2: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_2_attn, NULL, NULL, lse_layers_2_attn, attn_y_layers_2_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #2: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_2_attn, 128,
             P_layers_2_attn_proj_weight, 128, 0.0f, attn_out_layers_2_attn, 128);
@@ -1133,7 +1133,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #3: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_3_attn, NULL, NULL, lse_layers_3_attn, attn_y_layers_3_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #3: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_3_attn, 128,
             P_layers_3_attn_proj_weight, 128, 0.0f, attn_out_layers_3_attn, 128);
@@ -1167,7 +1167,7 @@ static void evaluate(rt_exec *e)
     /* $.model.layers[1].body[0].body[1] #4: attention: softmax(q k^T / sqrt(hd)) v per head */
     rt_attention_ext_fwd(e, qkv_layers_4_attn, NULL, NULL, lse_layers_4_attn, attn_y_layers_4_attn,
                          e->B, 128, 128, 4, 2, 1, 0, 10000.0f, 0.0f, 0.0f, 0.0f, 0, NULL,
-                         0.176776692f, 0.0f);
+                         0.176776692f, 0.0f, NULL);
     /* $.model.layers[1].body[0].body[1] #4: linear: y = x W^T */
     rt_gemm(e, 0, 1, e->B * 128, 128, 128, 1.0f, attn_y_layers_4_attn, 128,
             P_layers_4_attn_proj_weight, 128, 0.0f, attn_out_layers_4_attn, 128);

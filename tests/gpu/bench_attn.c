@@ -197,11 +197,11 @@ static double time_ext(int bwd, const struct gqa_shape *g, int64_t T, const floa
         if (bwd)
             rt_cu_attention_ext_bwd(G, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d,
                                     g->H, g->KV, 1, 0, g->theta, g->factor, g->low, g->high,
-                                    g->orig, NULL, scale, g->cap);
+                                    g->orig, NULL, scale, g->cap, NULL);
         else
             rt_cu_attention_ext_fwd(G, qkv, NULL, NULL, lse, y, B, T, d, g->H, g->KV, 1, 0,
                                     g->theta, g->factor, g->low, g->high, g->orig, NULL,
-                                    scale, g->cap);
+                                    scale, g->cap, NULL);
     }
     float ms[1];
     rt_cu_prof_elapsed(G, 1, ms);

@@ -1582,11 +1582,11 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
     rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                         orig, ext, sc, cap);
+                         orig, ext, sc, cap, NULL);
     float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
     round_act(yr, ny);
     rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
-                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, ext, sc, cap);
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, ext, sc, cap, NULL);
     float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
     float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
@@ -1605,13 +1605,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
             upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
             upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
             rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
-                                    lo, hi, orig, ext, sc, cap);
+                                    lo, hi, orig, ext, sc, cap, NULL);
             of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
             /* the backward from the CPU's lse and y */
             upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
             rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
                                     qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                    hi, orig, ext, sc, cap);
+                                    hi, orig, ext, sc, cap, NULL);
             ob[0].gpu[rep] = down_a(gdq, nq);
             ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
         }
@@ -2793,11 +2793,11 @@ static void t_fp8_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int6
     void *slot = fold_next();
     float sc = (float)(1.0 / sqrt((double)hd));
     rt_cu_attention_ext_fwd(G, gq, wq, wq, gl, gy, B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f,
-                            4.0f, 0, NULL, sc, 0.0f);
+                            4.0f, 0, NULL, sc, 0.0f, NULL);
     fold_judge("fp8 fold attention_ext", slot, gy, ny);
     slot = fold_next();
     rt_cu_attention_ext_bwd(G, gq, wq, wq, gl, gy, gdy, gdq, qkn ? gdqn : NULL, qkn ? gdkn : NULL,
-                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0, NULL, sc, 0.0f);
+                            B, T, d, H, KV, 1, W, 10000.0f, 0.0f, 1.0f, 4.0f, 0, NULL, sc, 0.0f, NULL);
     fold_judge("fp8 fold attention_ext_bwd", slot, gdq, nq);
     free(qkv), free(dy), free(w), reset();
 }

@@ -415,9 +415,10 @@ static float *read_floats(FILE *f, int64_t n)
 }
 
 typedef struct {
-    int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig, n_ext;
+    int64_t B, T, d, H, KV, causal, window, qk_norm, rope, orig, n_ext, packed;
     double theta, factor, low, high, scale, softcap;
     const float *ext;          /* NULL when n_ext is 0 */
+    const int32_t *pos;        /* [B, T] packed rows' positions, or NULL */
 } ext_case;
 
 /* One case's forward and backward on pool pi: GPT-2's calls without options (and the
@@ -430,10 +431,11 @@ static void ext_run(const ext_case *c, int pi, const float *qkv, const float *qn
     float th = c->rope ? (float)c->theta : 0.0f;
     rt_attention_ext_fwd(&e, qkv, qn, kn, lse, y, c->B, c->T, c->d, c->H, c->KV, (int)c->causal,
                          c->window, th, (float)c->factor, (float)c->low, (float)c->high,
-                         c->orig, c->ext, (float)c->scale, (float)c->softcap);
+                         c->orig, c->ext, (float)c->scale, (float)c->softcap, c->pos);
     rt_attention_ext_bwd(&e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, c->B, c->T, c->d, c->H,
                          c->KV, (int)c->causal, c->window, th, (float)c->factor, (float)c->low,
-                         (float)c->high, c->orig, c->ext, (float)c->scale, (float)c->softcap);
+                         (float)c->high, c->orig, c->ext, (float)c->scale, (float)c->softcap,
+                         c->pos);
 }
 
 /* elementwise absolute error against torch's float32 results within 1e-4 */
@@ -539,6 +541,28 @@ static int decode_run_seqs(const ext_case *c, int pi, const float *qkv, const fl
     return outside != 0;
 }
 
+/* The case again with every row one sequence (pos[b, t] = t): y and dqkv bit for bit
+ * those of the call without positions (y0, dqkv0). */
+static void same_as_positions(const ext_case *c, const float *qkv, const float *qn,
+                              const float *kn, const float *dy, const float *y0,
+                              const float *dqkv0, const char *tag)
+{
+    int64_t hd = c->d / c->H, nqkv = c->B * c->T * (c->H + 2 * c->KV) * hd;
+    int64_t ny = c->B * c->T * c->d, nlse = c->B * c->H * c->T;
+    char nm[300];
+    int32_t *pos = malloc((size_t)(c->B * c->T) * sizeof *pos);
+    for (int64_t i = 0; i < c->B * c->T; i++)
+        pos[i] = (int32_t)(i % c->T);
+    ext_case p = *c;
+    p.pos = pos;
+    float *lse = nanvec(nlse), *y = nanvec(ny), *dqkv = nanvec(nqkv);
+    float *dqn = calloc((size_t)hd, 4), *dkn = calloc((size_t)hd, 4);
+    ext_run(&p, 1, qkv, qn, kn, dy, lse, y, dqkv, qn ? dqn : NULL, qn ? dkn : NULL);
+    check_same(NAME("ext positions 0 .. T-1 = none, y %s", tag), y, y0, (size_t)ny * 4);
+    check_same(NAME("ext positions 0 .. T-1 = none, dqkv %s", tag), dqkv, dqkv0, (size_t)nqkv * 4);
+    free(pos), free(lse), free(y), free(dqkv), free(dqn), free(dkn);
+}
+
 static void torch_case(FILE *f, const ext_case *c)
 {
     char tag[200], nm[300];
@@ -546,12 +570,12 @@ static void torch_case(FILE *f, const ext_case *c)
     int64_t ny = c->B * c->T * c->d, nlse = c->B * c->H * c->T, nw = c->qk_norm ? hd : 0;
     int plain_scale = (float)c->scale == (float)(1.0 / sqrt((double)hd));
     snprintf(tag, sizeof tag,
-             "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s%s scale %g softcap %g",
+             "B=%lld T=%lld d=%lld H=%lld KV=%lld %s window %lld%s%s%s%s scale %g softcap %g%s",
              (long long)c->B, (long long)c->T, (long long)c->d, (long long)c->H,
              (long long)c->KV, c->causal ? "causal" : "full", (long long)c->window,
              c->qk_norm ? " qk_norm" : "", c->rope ? " rope" : "",
              c->rope && c->factor > 0 ? " llama3" : "", c->ext ? " inverse frequencies" : "", c->scale,
-             c->softcap);
+             c->softcap, c->pos ? " packed" : "");
     float *qkv = read_floats(f, nqkv), *qn = read_floats(f, nw), *kn = read_floats(f, nw);
     float *dy = read_floats(f, ny), *tl = read_floats(f, nlse), *ty = read_floats(f, ny);
     float *td = read_floats(f, nqkv), *tdq = read_floats(f, nw), *tdk = read_floats(f, nw);
@@ -572,7 +596,9 @@ static void torch_case(FILE *f, const ext_case *c)
     check_same(NAME("ext threads 1 vs 3 y %s", tag), y[0], y[1], (size_t)ny * 4);
     check_same(NAME("ext threads 1 vs 3 dqkv %s", tag), dqkv[0], dqkv[1], (size_t)nqkv * 4);
     check_same(NAME("ext threads 1 vs 3 d norms %s", tag), dqn[0], dqn[1], (size_t)hd * 4);
-    if (c->causal) {   /* the decode program's call: torch's y, position by position */
+    if (c->causal && !c->pos)   /* positions 0 .. T - 1 given: the same bits as none */
+        same_as_positions(c, qkv, nw ? qn : NULL, nw ? kn : NULL, dy, y[0], dqkv[0], tag);
+    if (c->causal && !c->pos) {   /* the decode program's call: torch's y, position by position */
         float *yd[2] = {nanvec(ny), nanvec(ny)};
         int outside = 0;
         for (int pi = 0; pi < 2; pi++)
@@ -586,7 +612,8 @@ static void torch_case(FILE *f, const ext_case *c)
         torch_cmp(tag, "decode sequences y", yd[1], ty, ny);
         free(yd[0]), free(yd[1]);
     }
-    if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale && !c->softcap) {
+    if (c->KV == c->H && !c->window && !c->qk_norm && !c->rope && plain_scale && !c->softcap &&
+        !c->pos) {
         /* without options the options call is GPT-2's, bit for bit */
         rt_exec e = exec_on(pools[1]);
         rt_attention_fwd(&e, qkv, lse[1], y[1], c->B, c->T, c->d, c->H, (int)c->causal);
@@ -607,7 +634,7 @@ static int torch_check(const char *path)
         perror(path);
         return 2;
     }
-    int64_t hdr[11];
+    int64_t hdr[12];
     double fl[6];
     while (read_all(f, hdr, sizeof hdr)) {
         if (!read_all(f, fl, sizeof fl)) {
@@ -615,11 +642,12 @@ static int torch_check(const char *path)
             exit(2);
         }
         float *ext = read_floats(f, hdr[10]);
+        int32_t *pos = hdr[11] ? (int32_t *)read_floats(f, hdr[0] * hdr[1]) : NULL;
         ext_case c = {hdr[0], hdr[1], hdr[2], hdr[3], hdr[4], hdr[5], hdr[6], hdr[7], hdr[8],
-                      hdr[9], hdr[10], fl[0], fl[1], fl[2], fl[3], fl[4], fl[5],
-                      hdr[10] ? ext : NULL};
+                      hdr[9], hdr[10], hdr[11], fl[0], fl[1], fl[2], fl[3], fl[4], fl[5],
+                      hdr[10] ? ext : NULL, pos};
         torch_case(f, &c);
-        free(ext);
+        free(ext), free(pos);
     }
     fclose(f);
     return failures ? 1 : 0;

@@ -1,0 +1,159 @@
+"""Packed rows (the model's `positions`) against Hugging Face's Llama on each sequence alone.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this. Each row of T tokens of
+data/text is cut into sequences of 1 to 20 tokens (a row a whole sequence too), pos[t]
+each token's position in its own, and the target that would predict a sequence's first
+token from the one before is -100. trainc trains tests/llama_hf.py's tiny Llama (GQA,
+rope, RMSNorm, SwiGLU, untied head) with the input `pos` as the model's `positions`;
+transformers' LlamaForCausalLM computes each sequence alone (its positions from 0) and
+the loss is the mean over all the targets counted, as trainc's is: 12 AdamW steps with
+warm-up, cosine decay and clipping from the same weights, every step's loss within 1e-4
+relative. The same with a sliding window of 6 inside the sequences (MistralForCausalLM),
+and with `recompute: full` (the replayed attention reads the positions too: the same
+bits as `none`). Without `positions` the losses differ by more than 1e-3 (attention
+across the seams), ten times the tolerance, so the check can fail; a position past its place exits 1 naming
+the file, row and element, nothing trained.
+
+    $HF_PYTHON tests/packed_parity.py
+"""
+import copy
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_hf as lh    # noqa: E402  (exits 77 without transformers)
+import llama_torch as lt  # noqa: E402
+
+OUT = os.path.join(lt.ROOT, "build", "tests", "packed_parity")
+STEPS, B, T = 12, lh.B, lh.T
+
+
+def packed_positions(n, rng):
+    """pos [n, T]: each row cut into sequences of 1 to 20 tokens (every fourth row one
+    sequence), each token's position in its own"""
+    pos = np.tile(np.arange(T), (n, 1))
+    for r in range(n):
+        if r % 4 == 3:
+            continue
+        t = 0
+        while t < T:
+            k = int(rng.integers(1, 21))
+            pos[r, t:t + k] = np.arange(min(k, T - t))
+            t += k
+    return torch.from_numpy(pos)
+
+
+def seams(y, pos):
+    """y with -100 where the target is the first token of the next sequence"""
+    y = y.clone()
+    y[:, :-1][pos[:, 1:] == 0] = -100
+    return y
+
+
+def npy(d, **arrays):
+    os.makedirs(d, exist_ok=True)
+    out = {}
+    for k, a in arrays.items():
+        out[k] = os.path.join(d, "train_%s.npy" % k)
+        np.save(out[k], a.numpy().astype(np.int32))
+    return out
+
+
+def packed_spec(data, window=None, positions=True):
+    sp = lh.spec(window=window)
+    sp["train"]["max_steps"] = STEPS
+    sp["train"]["data"] = {"train": dict(data)}
+    sp["model"]["loss"]["ignore_index"] = -100
+    if positions:
+        sp["model"]["inputs"]["pos"] = {"shape": [T], "dtype": "i32"}
+        sp["model"]["positions"] = "pos"
+    else:
+        del sp["train"]["data"]["train"]["pos"]
+    return sp
+
+
+def hf_packed(m, pos):
+    """forward(x) for train_torch: each row's sequences through m alone, the logits of a
+    batch [B, T, V] put together; the batches' rows are pos's in order"""
+    at = [0]
+
+    def fwd(xb):
+        p = pos[at[0]:at[0] + len(xb)]
+        at[0] += len(xb)
+        rows = []
+        for r in range(len(xb)):
+            starts = [t for t in range(T) if p[r, t] == 0] + [T]
+            rows.append(torch.cat([m(input_ids=xb[r:r + 1, s:e]).logits[0]
+                                   for s, e in zip(starts, starts[1:])]))
+        return torch.stack(rows)
+    return fwd
+
+
+def case(name, x, y, pos, data, window=None):
+    m = lh.hf_model(window=window)
+    w = lh.trainc_weights(m, False, False)
+    sp = packed_spec(data, window)
+    ours = lt.run_trainc(sp, w, os.path.join(OUT, name))
+    theirs = lt.train_torch(hf_packed(m, pos), list(m.parameters()), sp["train"], x, y, lh.V)
+    ok = lt.compare("trainc packed rows vs HF %s, each sequence alone" % name, ours, theirs, 1e-4)
+    return ok, sp, w, ours
+
+
+def full_recompute(sp, w, ours):
+    sp = copy.deepcopy(sp)
+    sp["train"]["recompute"] = "full"
+    again = lt.run_trainc(sp, w, os.path.join(OUT, "full"))
+    ok = again == ours
+    print("%s recompute full with positions: the same losses bit for bit as none" %
+          ("ok  " if ok else "FAIL"))
+    return ok
+
+
+def without_positions(data, w, ours):
+    sp = packed_spec(data, positions=False)
+    plain = lt.run_trainc(sp, w, os.path.join(OUT, "plain"))
+    worst = max(abs(a - b) / b for a, b in zip(plain, ours))
+    ok = worst > 1e-3
+    print("%s without positions the losses differ: by %.1e relative at most (%.6f -> %.6f)" %
+          ("ok  " if ok else "FAIL", worst, plain[0], plain[-1]))
+    return ok
+
+
+def bad_position(data, pos):
+    bad = pos.clone()
+    bad[5, 9] = 10   # place 9 of row 5: at most 9
+    d = npy(os.path.join(OUT, "bad_data"), pos=bad)
+    sp = packed_spec(dict(data, pos=d["pos"]))
+    path = os.path.join(OUT, "bad.json")
+    json.dump(sp, open(path, "w"))
+    run = os.path.join(OUT, "bad_run")
+    p = subprocess.run([lt.TRAINC, "run", path, "--out", run, "--quiet"], capture_output=True,
+                       text=True)
+    want = "row 5, element 9: position 10 is outside [0, 9]"
+    ok = p.returncode == 1 and want in p.stderr and not os.path.exists(os.path.join(run, "metrics.jsonl"))
+    print("%s a position past its place: exit %d, %s" % ("ok  " if ok else "FAIL", p.returncode,
+                                                       p.stderr.strip().splitlines()[-1:]))
+    return ok
+
+
+def main():
+    torch.set_num_threads(1)
+    x, y = lt.token_windows(T, STEPS * B)
+    pos = packed_positions(STEPS * B, np.random.default_rng(7))
+    y = seams(y, pos)
+    data = npy(os.path.join(OUT, "data"), x=x, y=y, pos=pos)
+    ok, sp, w, ours = case("llama", x, y, pos, data)
+    ok &= case("mistral_window6", x, y, pos, data, window=6)[0]
+    ok &= full_recompute(sp, w, ours)
+    ok &= without_positions(data, w, ours)
+    ok &= bad_position(data, pos)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
