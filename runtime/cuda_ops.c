@@ -1142,9 +1142,6 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    if (pos)
-        rt_fail("attention with positions (packed sequences) has no GPU kernel yet: run it "
-                "with --device cpu");
     /* the tensor-core kernel (attention.cuh's rt_att_tc_ext) takes 64 query rows a tile
      * and heads up to 256 wide, the CUDA-core one up to 128 */
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
@@ -1152,7 +1149,8 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     att_width(hd, tc ? 256 : 128);
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     const float *lr = att_lr(e, ext, hd);
-    if (!(softcap > 0.0f) && att90_use(e, hd, qkv, T, ld)) {   /* sm_90a's kernels: no cap */
+    /* sm_90a's kernels: no cap, no positions */
+    if (!(softcap > 0.0f) && !pos && att90_use(e, hd, qkv, T, ld)) {
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
                    high, orig, lr, scale, 1);
         return;
@@ -1169,8 +1167,9 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
         int64_t nb = B - b0 < bc ? B - b0 : bc;
         const void *q = att_adv(e, qkv, b0 * T * ld, 0);
         void *l = att_adv(e, lse, b0 * H * T, 1), *out = att_adv(e, y, b0 * T * d, 0);
-        void *args[] = {&q,   &qn,  &kn, &l,     &out, &h,   &kv,      &w,    &theta,
-                        &factor, &low, &high, &o, &lr, &scale, &sl2, &softcap, &slot};
+        const void *pc = pos ? att_adv(e, pos, b0 * T, 1) : NULL;   /* (int32: 4 bytes) */
+        void *args[] = {&q,      &qn,  &kn,   &l, &out, &h,     &kv,  &w,       &theta, &factor,
+                        &low,    &high, &o,   &lr, &scale, &sl2, &softcap, &pc, &slot};
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)KV, gdim(nb, GYZ, name),
                      RT_ATT_THREADS, 1, 0, args);
     }
@@ -1254,16 +1253,13 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
 {
     if (B <= 0 || T <= 0 || d <= 0)
         return;
-    if (pos)
-        rt_fail("attention with positions (packed sequences) has no GPU kernel yet: run it "
-                "with --device cpu");
     int64_t hd = att_head(d, H), ld = (H + 2 * KV) * hd;
     int norm = qn != NULL, tc = att_tc(e, hd, 256, qkv, dy, dqkv);
     const float *lr = att_lr(e, ext, hd);
     att_width(hd, tc ? 256 : 128);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
-    if (!(softcap > 0.0f) && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
+    if (!(softcap > 0.0f) && !pos && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
                    theta, factor, low, high, orig, lr, scale, slot, 1);
         return;
@@ -1291,9 +1287,10 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
         rt_dptr Dc = D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = pq + (rt_dptr)(norm ? b0 * KV * gq * hd * 8 : 0);
         rt_dptr pkc = pk + (rt_dptr)(norm ? b0 * KV * gk * hd * 8 : 0);
+        const void *pc = pos ? att_adv(e, pos, b0 * T, 1) : NULL;   /* (int32: 4 bytes) */
         void *args[] = {&q,  &qn, &kn,    &l,      &out, &g,    &dq, &Dc,  &pqc,   &pkc,
                         &h,  &kv, &w,     &theta,  &factor, &low, &high, &o, &lr, &scale,
-                        &sl2, &softcap, &slot};
+                        &sl2, &softcap, &pc, &slot};
         unsigned gz = gdim(nb, GYZ, "attention");
         rt_cu_launch(e, name, gq, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);
         rt_cu_launch(e, name_kv, gk, (unsigned)KV, gz, RT_ATT_THREADS, 1, att_ext_tc_smem(hd, tc), args);

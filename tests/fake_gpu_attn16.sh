@@ -15,7 +15,9 @@
 # along T where the CUDA-core kernel takes 5 at heads 32 wide, 10 at 64). The fake GPU
 # is compute capability 9.0, where heads 64 wide take the sm_90a kernels: these runs set
 # TRAINC_ATT_SM90=0 to keep attention.cuh's; then llama_hd64 (below) trains through the
-# sm_90a ones.
+# sm_90a ones, and over packed rows (the model's positions) through the sm_80 ones in
+# bf16-mixed and the CUDA-core ones in fp32 (the latter within 1e-5 of the CPU's losses;
+# a mask that ignores the positions is 2.8e-3 off).
 # Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
 # as tests/fake_gpu.sh passes its own; else they are built).
 set -eu
@@ -104,6 +106,7 @@ rep["body"][0]["body"][1] = dict(llama_tiny.LLAMA_ATTENTION, op="attention", nam
 rep["body"][1]["body"][3]["out"] = 128
 json.dump(s, open(sys.argv[1], "w"), indent=1)
 PY
+t_hd64_spec=$t.json
 O=(--set log_every=1 --set loader.shuffle=false --threads 1 --quiet --set max_steps=3 --set batch_size=2 --set data.val=null)
 fbuild "$t.json" --set precision=bf16-mixed -o "$t" 2>"$t.build.log"
 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --out "$t.gpu" 2>"$t.gpu.log"
@@ -116,3 +119,56 @@ TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t" --device cuda "${O[@]}" --set
 ! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.sm80.log" && grep -q "launch rt_attention_ext_bwd_kv_" "$t.sm80.log" ||
     { echo "FAIL: llama_hd64: TRAINC_ATT_SM90=0 still launched sm_90a kernels"; exit 1; }
 echo "ok   llama_hd64 (GQA, qk_norm, rope, a window) bf16-mixed, the sm_90a attention: $r; TRAINC_ATT_SM90=0 takes the sm_80 kernels"
+
+# packed rows (the model's positions: the mask cut at each sequence's start, rope by each
+# token's position): llama_hd64 with an input pos over rows cut into sequences of 1 to 30
+# tokens, bf16-mixed on the sm_80 tensor cores (sm_90a's kernels take no positions: none
+# launched) and fp32 on the CUDA cores, against the fp32 trainer on the CPU
+t=$d/packed
+"$PY" - "$t.json" "$d" "$t_hd64_spec" <<'PY'
+import json, sys
+import numpy as np
+out, d, base = sys.argv[1:4]
+s = json.load(open(base))
+s["model"]["name"] = "packed_hd64"
+T = s["model"]["inputs"]["x"]["shape"][0]
+s["model"]["inputs"]["pos"] = {"shape": [T], "dtype": "i32"}
+s["model"]["positions"] = "pos"
+s["model"]["loss"]["ignore_index"] = -100
+rng = np.random.default_rng(3)
+x = rng.integers(0, 256, (16, T)).astype(np.int32)
+y = rng.integers(0, 256, (16, T)).astype(np.int32)
+pos = np.zeros((16, T), np.int32)
+for r in range(16):
+    t = 0
+    while t < T:
+        n = int(rng.integers(1, 31))
+        pos[r, t:t + n] = np.arange(min(n, T - t))
+        y[r, t - 1] = -100 if t else y[r, t - 1]
+        t += n
+files = {}
+for k, a in (("x", x), ("y", y), ("pos", pos)):
+    files[k] = "%s/packed_%s.npy" % (d, k)
+    np.save(files[k], a)
+s["train"]["data"] = {"train": {k: "../../../" + v for k, v in files.items()}}
+json.dump(s, open(out, "w"), indent=1)
+PY
+for p in fp32 bf16; do
+    fbuild "$t.json" --set precision=$p$([ $p = bf16 ] && echo -mixed) -o "$t.$p" 2>"$t.$p.build.log"
+    TRAINC_FAKE_GPU_TRACE=1 gpu "$t.$p" --device cuda "${O[@]}" --out "$t.$p.gpu" 2>"$t.$p.gpu.log"
+    ! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.$p.gpu.log" &&
+        grep -q "launch rt_attention_ext_bwd_kv_" "$t.$p.gpu.log" ||
+        { echo "FAIL: packed $p: sm_90a kernels launched, or no attention_ext backward"; exit 1; }
+done
+"$t.fp32" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
+r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
+"$PY" - "$t.cpu" "$t.fp32.gpu" <<'PY'
+import json, sys
+def losses(run):
+    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(u - v) / u for u, v in zip(a, b))
+assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
+PY
+echo "ok   packed rows (positions), llama_hd64: fp32 on the GPU within 1e-5 of the CPU's losses; bf16-mixed on the sm_80 tensor cores: $r"

@@ -1050,22 +1050,24 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * scores' factor (the attention's scale), that factor times
  * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
  * here, which ptxas would hold in a register through the loops: an argument is read
- * from the constant bank where used), and the scores' soft-cap (the CAP kernels') */
+ * from the constant bank where used), the scores' soft-cap (the CAP kernels'), and packed
+ * rows' positions P [B, T] (NULL: none): query p sees keys from p - P[p] (its sequence's
+ * start) alone, and rope turns row p by P[p] (atx_rope_pos, atx_seq_start) */
 #define RT_ATTENTION_EXT_FWD_ARGS                                                              \
     const act_t *qkv, const float *qn, const float *kn, float *lse, act_t *y, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
-        float scale, float sl2, float cap RT_FP8_SLOT
+        float scale, float sl2, float cap, const int *P RT_FP8_SLOT
 #define RT_ATTENTION_EXT_FWD_PASS                                                              \
     qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, ext, scale, sl2,            \
-        cap RT_FP8_SLOT_ARG
+        cap, P RT_FP8_SLOT_ARG
 #define RT_ATTENTION_EXT_ARGS                                                                  \
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
         const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
-        float scale, float sl2, float cap RT_FP8_SLOT
+        float scale, float sl2, float cap, const int *P RT_FP8_SLOT
 #define RT_ATTENTION_EXT_PASS                                                                  \
     qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
-        orig, ext, scale, sl2, cap RT_FP8_SLOT_ARG
+        orig, ext, scale, sl2, cap, P RT_FP8_SLOT_ARG
 
 /* A score of the soft-capped kernels (CAP: Gemma 2's attn_logit_softcapping) from
  * x = scale q.k: cap tanh(x / cap), and *g its derivative 1 - tanh^2 (the factor of
@@ -1081,6 +1083,18 @@ __device__ __forceinline__ float att_score(float x, float cap, float *g)
         *g = 1.0f;
         return x;
     }
+}
+
+/* Packed rows' positions (Pb: a batch row's [T], or NULL): the position rope turns row p
+ * (>= 0) by, and the first key query p sees, its sequence's start (0 without). As
+ * runtime/attention.c's att_rope_at and att_first. */
+__device__ __forceinline__ int atx_rope_pos(const int *Pb, int p)
+{
+    return Pb && p >= 0 ? Pb[p] : p;
+}
+__device__ __forceinline__ int atx_seq_start(const int *Pb, int p)
+{
+    return Pb && p >= 0 ? p - Pb[p] : 0;
 }
 
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table,
@@ -1127,10 +1141,10 @@ __device__ __forceinline__ void atx_load(float (*dst)[HD + 1], const act_t *base
 }
 
 /* qk_norm (w, or NULL: none) then rope (f, or NULL) on the rows whose pos >= 0, a thread
- * a row: t = rope(t / rms(t) * w) at position pos[i] */
+ * a row: t = rope(t / rms(t) * w) at position pos[i] (Pb: packed rows', atx_rope_pos) */
 template <int R, int HD>
 __device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos, const float *w,
-                                             const float *f)
+                                             const float *f, const int *Pb)
 {
     for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
         if (pos[i] < 0)
@@ -1145,7 +1159,7 @@ __device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos,
         }
         if (f)
             for (int j = 0; j < HD / 2; j++) {
-                const float ang = (float)pos[i] * f[j], m = f[HD / 2 + j];
+                const float ang = (float)atx_rope_pos(Pb, pos[i]) * f[j], m = f[HD / 2 + j];
                 const float cs = cosf(ang) * m, sn = sinf(ang) * m;
                 const float a = t[i][j], b = t[i][j + HD / 2];
                 t[i][j] = a * cs - b * sn;
@@ -1161,15 +1175,15 @@ __device__ __forceinline__ void atx_fwd_rows(float (*t)[HD + 1], const int *pos,
 template <int R, int HD>
 __device__ __forceinline__ void atx_bwd_rows(float (*g)[HD + 1], float (*xh)[HD + 1],
                                              const act_t *qkv, act_t *dqkv, const long long *off,
-                                             const int *pos, const float *w,
-                                             const float *f RT_FP8_REF)
+                                             const int *pos, const float *w, const float *f,
+                                             const int *Pb RT_FP8_REF)
 {
     for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
         if (pos[i] < 0)
             continue;
         if (f)
             for (int j = 0; j < HD / 2; j++) {
-                const float ang = (float)pos[i] * f[j], m = f[HD / 2 + j];
+                const float ang = (float)atx_rope_pos(Pb, pos[i]) * f[j], m = f[HD / 2 + j];
                 const float cs = cosf(ang) * m, sn = sinf(ang) * m;
                 const float a = g[i][j], b = g[i][j + HD / 2];
                 g[i][j] = a * cs + b * sn;
@@ -1213,15 +1227,17 @@ __device__ __forceinline__ double atx_dw(float (*g)[HD + 1], float (*xh)[HD + 1]
 }
 
 /* The query rows of a tile of NP positions from p0 for the G heads of key/value head kh:
- * pos[i] (-1: none) and off[i], the row's offset in a batch row of qkv (rows ld apart) */
-__device__ __forceinline__ void atx_qrows(int *pos, long long *off, int R, int p0, int NP, int G,
-                                          int kh, int T, int64_t ld, int HD)
+ * pos[i] (-1: none), off[i], the row's offset in a batch row of qkv (rows ld apart), and
+ * lo[i], its first key (atx_seq_start) */
+__device__ __forceinline__ void atx_qrows(int *pos, long long *off, int *lo, int R, int p0, int NP,
+                                          int G, int kh, int T, int64_t ld, int HD, const int *Pb)
 {
     for (int i = threadIdx.x; i < R; i += RT_ATT_THREADS) {
         const int p = p0 + i % NP, h = kh * G + i / NP;
         const bool ok = i < G * NP && p < T;
         pos[i] = ok ? p : -1;
         off[i] = ok ? (long long)p * ld + (long long)h * HD : -1;
+        lo[i] = atx_seq_start(Pb, pos[i]);
     }
 }
 
@@ -1235,11 +1251,12 @@ __device__ __forceinline__ void atx_krows(int *pos, long long *off, int R, int k
     }
 }
 
-/* Is key kj hidden from the query at position p (p < 0: no query)? */
+/* Is key kj hidden from the query at position p (p < 0: no query), whose sequence starts
+ * at key lo? */
 template <int T, int CAUSAL>
-__device__ __forceinline__ bool atx_masked(int p, int kj, int W)
+__device__ __forceinline__ bool atx_masked(int p, int kj, int W, int lo)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W);
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo;
 }
 
 /* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
@@ -1254,11 +1271,12 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
     __shared__ float qs[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1], ps[BQ][BK + 1];
     __shared__ float fr[HD + 1];
     __shared__ long long qoff[BQ], koff[BK];
-    __shared__ int qpos[BQ], kpos[BK];
+    __shared__ int qpos[BQ], kpos[BK], qlo[BQ];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
     const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     const float *f = theta > 0.0f ? fr : nullptr;
     const float ninf = -rt_inf();
     if (f)
@@ -1267,11 +1285,11 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
         const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
         __syncthreads();
-        atx_qrows(qpos, qoff, BQ, p0, NP, G, kh, T, ld, HD);
+        atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
         __syncthreads();
         atx_load<BQ, HD>(qs, base, qoff);
         __syncthreads();
-        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f, Pb);
         float m[RS], l[RS], acc[RS][CO];
         for (int r = 0; r < RS; r++) {
             m[r] = ninf, l[r] = 0.0f;
@@ -1285,7 +1303,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
             atx_load<BK, HD>(ks, base, koff);
             atx_load<BK, HD>(vs, base + KV * HD, koff);
             __syncthreads();
-            atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+            atx_fwd_rows<BK, HD>(ks, kpos, kn, f, Pb);
             __syncthreads();
             float s[RS][CS];
             att_dots<RS, CS, HD>(qs, ks, s);
@@ -1295,7 +1313,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
                 for (int j = 0; j < CS; j++) {
                     const int kj = k0 + tx + 8 * j;
                     float g;
-                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W)
+                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, qlo[i])
                                   ? ninf : att_score<CAP>(scale * s[r][j], cap, &g);
                     mx = fmaxf(mx, s[r][j]);
                 }
@@ -1344,12 +1362,13 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
     __shared__ float qs[BQ][HD + 1], dys[BQ][HD + 1], ks[BK][HD + 1], vs[BK][HD + 1];
     __shared__ float ds[BQ][BK + 1], Lt[BQ], Dt[BQ], fr[HD + 1];
     __shared__ long long qoff[BQ], koff[BK];
-    __shared__ int qpos[BQ], kpos[BK];
+    __shared__ int qpos[BQ], kpos[BK], qlo[BQ];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int G = H / KV, NP = BQ / G, NPT = (T + NP - 1) / NP;
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool tr = qn != nullptr || f != nullptr;
@@ -1360,7 +1379,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
         const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
         __syncthreads();
-        atx_qrows(qpos, qoff, BQ, p0, NP, G, kh, T, ld, HD);
+        atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
         __syncthreads();
         atx_load<BQ, HD>(qs, base, qoff);
         for (int e = threadIdx.x; e < BQ * HD; e += RT_ATT_THREADS) {
@@ -1368,7 +1387,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
             dys[i][c] = p >= 0 ? rt_ld(dy + ((int64_t)b * T + p) * d + (int64_t)h * HD + c) : 0.0f;
         }
         __syncthreads();
-        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+        atx_fwd_rows<BQ, HD>(qs, qpos, qn, f, Pb);
         for (int i = warp; i < BQ; i += RT_ATT_THREADS / 32) {   /* D_i, a warp a row */
             const int p = qpos[i], h = kh * G + i / NP;
             double a = 0.0;
@@ -1394,7 +1413,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
             atx_load<BK, HD>(ks, base, koff);
             atx_load<BK, HD>(vs, base + KV * HD, koff);
             __syncthreads();
-            atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+            atx_fwd_rows<BK, HD>(ks, kpos, kn, f, Pb);
             __syncthreads();
             float s[RS][CS], dp[RS][CS];
             att_dots2<RS, CS, HD>(qs, ks, dys, vs, s, dp);
@@ -1403,7 +1422,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
                     const int i = ty + 16 * r, kj = k0 + tx + 8 * j;
                     float g;
                     const float z = att_score<CAP>(scale * s[r][j], cap, &g);
-                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W)
+                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, qlo[i])
                                             ? 0.0f
                                             : expf(z - Lt[i]) * (dp[r][j] - Dt[i]) * g;
                 }
@@ -1426,7 +1445,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
                 if (tx + 8 * u < HD)
                     qs[ty + 16 * r][tx + 8 * u] = scale * acc[r][u];
         __syncthreads();
-        atx_bwd_rows<BQ, HD>(qs, dys, base, dbase, qoff, qpos, qn, f RT_FP8_REF_ARG);
+        atx_bwd_rows<BQ, HD>(qs, dys, base, dbase, qoff, qpos, qn, f, Pb RT_FP8_REF_ARG);
         __syncthreads();
         if (qn)
             dw += atx_dw<BQ, HD>(qs, dys, qpos, threadIdx.x);
@@ -1452,11 +1471,12 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
     __shared__ float ks[BK][HD + 1], vs[BK][HD + 1], qs[BQ][HD + 1], dys[BQ][HD + 1];
     __shared__ float ps[BK][BQ + 1], ds[BK][BQ + 1], Lt[BQ], Dt[BQ], fr[HD + 1];
     __shared__ long long koff[BK], qoff[BQ];
-    __shared__ int kpos[BK], qpos[BQ];
+    __shared__ int kpos[BK], qpos[BQ], qfirst[BQ];
     const int b = blockIdx.z, kh = blockIdx.y, tx = threadIdx.x & 7, ty = threadIdx.x >> 3;
     const int G = H / KV;
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool tr = kn != nullptr || f != nullptr;
@@ -1473,7 +1493,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
         atx_load<BK, HD>(ks, base, koff);
         atx_load<BK, HD>(vs, base + KV * HD, koff);
         __syncthreads();
-        atx_fwd_rows<BK, HD>(ks, kpos, kn, f);
+        atx_fwd_rows<BK, HD>(ks, kpos, kn, f, Pb);
         float accv[RS][CO], acck[RS][CO];
         for (int r = 0; r < RS; r++)
             for (int u = 0; u < CO; u++)
@@ -1484,6 +1504,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                 __syncthreads();
                 for (int i = threadIdx.x; i < BQ; i += RT_ATT_THREADS) {
                     qpos[i] = i < nq ? q0 + i : -1;
+                    qfirst[i] = atx_seq_start(Pb, qpos[i]);
                     qoff[i] = i < nq ? (long long)(q0 + i) * ld + (long long)h * HD : -1;
                     Lt[i] = i < nq ? lse[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
                     Dt[i] = i < nq ? D[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
@@ -1495,14 +1516,14 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                     dys[i][c] = i < nq ? rt_ld(dy + ((int64_t)b * T + q0 + i) * d + (int64_t)h * HD + c) : 0.0f;
                 }
                 __syncthreads();
-                atx_fwd_rows<BQ, HD>(qs, qpos, qn, f);
+                atx_fwd_rows<BQ, HD>(qs, qpos, qn, f, Pb);
                 __syncthreads();
                 float s[RS][CS], dp[RS][CS];   /* [key][query] */
                 att_dots2<RS, CS, HD>(ks, qs, vs, dys, s, dp);
                 for (int r = 0; r < RS; r++)
                     for (int j = 0; j < CS; j++) {
                         const int kj = k0 + ty + 16 * r, i = tx + 8 * j;
-                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W);
+                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W, qfirst[i]);
                         float g;
                         const float z = att_score<CAP>(scale * s[r][j], cap, &g);
                         const float p = masked ? 0.0f : expf(z - Lt[i]);
@@ -1544,7 +1565,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                 if (tx + 8 * u < HD)
                     ks[ty + 16 * r][tx + 8 * u] = scale * acck[r][u];
         __syncthreads();
-        atx_bwd_rows<BK, HD>(ks, vs, base, dbase, koff, kpos, kn, f RT_FP8_REF_ARG);
+        atx_bwd_rows<BK, HD>(ks, vs, base, dbase, koff, kpos, kn, f, Pb RT_FP8_REF_ARG);
         __syncthreads();
         if (kn)
             dw += atx_dw<BK, HD>(ks, vs, kpos, threadIdx.x);
@@ -1705,15 +1726,17 @@ __device__ __forceinline__ void atx_tc_bwd(atx_rows2<DN> &g, const atx_rows2<DN>
 
 /* qk_norm (w, or NULL) then rope (f, or NULL) on the R rows of a shared 16-bit tile
  * (rows of W values), row i at position pos0 + i (rows past T hold zeros: they stay
- * zeros); 128 / R threads a row (2, 4 or 8, neighbouring lanes), each the column pairs
- * (j, j + HD / 2) with j = its lane in the row's group, then every 128 / R'th */
+ * zeros; Pb: packed rows', atx_rope_pos); 128 / R threads a row (2, 4 or 8, neighbouring
+ * lanes), each the column pairs (j, j + HD / 2) with j = its lane in the row's group,
+ * then every 128 / R'th */
 template <int R, int HD, int W>
 __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, const float *w,
-                                            const float *f)
+                                            const float *f, const int *Pb, int T)
 {
     constexpr int TPR = RT_ATT_THREADS / R;
     static_assert(TPR * R == RT_ATT_THREADS && (TPR == 2 || TPR == 4 || TPR == 8), "tile rows");
-    const int i = threadIdx.x / TPR, j0 = threadIdx.x % TPR, pos = pos0 + i;
+    const int i = threadIdx.x / TPR, j0 = threadIdx.x % TPR;
+    const int pos = pos0 + i < T ? atx_rope_pos(Pb, pos0 + i) : pos0 + i;
     act_t *row = (act_t *)M[i];
     if (w) {
         float ss = 0.0f;
@@ -1738,11 +1761,21 @@ __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, co
         }
 }
 
-/* Is key kj hidden from the query at position p (p < 0: no query)? As atx_masked. */
+/* Is key kj hidden from the query at position p (p < 0: no query), whose sequence starts
+ * at key lo? As atx_masked. */
 template <int T, int CAUSAL>
-__device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W)
+__device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W, int lo)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W);
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo;
+}
+
+/* The thread's two query rows' rope positions and first keys (packed rows: Pb) */
+__device__ __forceinline__ void atx_tc_seq(const int pos[2], const int *Pb, int rp[2], int lo[2])
+{
+    for (int u = 0; u < 2; u++) {
+        rp[u] = atx_rope_pos(Pb, pos[u]);
+        lo[u] = atx_seq_start(Pb, pos[u]);
+    }
 }
 
 /* The thread's two query rows of tile p0: position (-1: none) and head */
@@ -1819,6 +1852,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
     const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr;
     const float ninf = -rt_inf();
@@ -1831,8 +1865,9 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
         const bool full = G * NP == BQ && p0 + NP <= T;   /* every row a position */
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
-        int pos[2], hq[2];
+        int pos[2], hq[2], rp[2], lo[2];
         atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
+        atx_tc_seq(pos, Pb, rp, lo);
         unsigned qa[KS][4];
         {
             atx_rows2<DN> x;
@@ -1840,7 +1875,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
             for (int u = 0; u < 2; u++)
                 pr[u] = pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
             atx_tc_ld(x, pr, t4);
-            atx_tc_fwd(x, pos, qn, f, t4);
+            atx_tc_fwd(x, rp, qn, f, t4);
             atx_tc_frag(qa, x);
         }
         float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
@@ -1856,7 +1891,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
             }
             __syncthreads();
             if (trk) {
-                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f);
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, Pb, T);
                 __syncthreads();
             }
             float sc[BK / 8][4];
@@ -1871,15 +1906,15 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
                 }
             }
             /* only a tile that reaches past a row's diagonal or window start, past T,
-             * or with rows of no position has keys to mask */
+             * or with rows of no position has keys to mask (and, packed, any tile) */
             const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W);
+                              (W > 0 && k0 <= p1 - 1 - W) || Pb;
             float mx[2] = {ninf, ninf};
             for (int n = 0; n < BK / 8; n++)
                 for (int r = 0; r < 4; r++) {
                     const int kj = k0 + 8 * n + 2 * t4 + (r & 1), u = r >> 1;
                     float g;
-                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W)
+                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo[u])
                                    ? ninf : att_score2<CAP>(sc[n][r], scale, sl2, cap, &g);
                     mx[u] = fmaxf(mx[u], sc[n][r]);
                 }
@@ -1955,6 +1990,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     const act_t *base = qkv + (int64_t)b * T * ld;
     const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
@@ -1968,8 +2004,9 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
         const bool full = G * NP == BQ && p0 + NP <= T;
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
-        int pos[2], hq[2];
+        int pos[2], hq[2], rp[2], lo[2];
         atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
+        atx_tc_seq(pos, Pb, rp, lo);
         /* the thread's query rows, NULL for none */
         auto qrow = [&](int u) -> const act_t * {
             return pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
@@ -2003,7 +2040,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
             }
             atx_tc_ld(x, pq, t4);
             atx_tc_ld(dyr, pd, t4);
-            atx_tc_fwd(x, pos, qn, f, t4);
+            atx_tc_fwd(x, rp, qn, f, t4);
             atx_tc_frag(qa, x);
             if constexpr (WIDE) {
                 atx_tc_st(dyw, dyr, g, t4);
@@ -2025,11 +2062,11 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
             }
             __syncthreads();
             if (trk) {
-                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f);
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, Pb, T);
                 __syncthreads();
             }
             const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W);
+                              (W > 0 && k0 <= p1 - 1 - W) || Pb;
             float sc[BK / 8][4], dp[BK / 8][4];
             for (int n = 0; n < BK / 8; n += 2) {
                 for (int r = 0; r < 4; r++)
@@ -2052,7 +2089,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), u = r >> 1;
                         const int i = 16 * warp + g + 8 * u;
-                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W);
+                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo[u]);
                         float gc;
                         const float z = att_score2<CAP>(sc[c][r], scale, sl2, cap, &gc);
                         const float p = rt_exp2_approx(z - Lt[i]);
@@ -2083,7 +2120,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
         if (trq) {
             const act_t *pq[2] = {qrow(0), qrow(1)};
             atx_tc_ld(x, pq, t4);
-            atx_tc_bwd(gq, x, pos, qn, f, dw, t4);
+            atx_tc_bwd(gq, x, rp, qn, f, dw, t4);
         }
         for (int u = 0; u < 2; u++)
             if (pos[u] >= 0) {
@@ -2130,6 +2167,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
+    const int *Pb = P ? P + (int64_t)b * T : nullptr;
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
@@ -2167,7 +2205,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
         auto kpos = [&](int u) { return j0 + 8 * u < T ? j0 + 8 * u : -1; };
         unsigned ka[KS][4], va[WIDE ? 1 : KS][4];
         {
-            const int pos[2] = {kpos(0), kpos(1)};
+            const int pos[2] = {atx_rope_pos(Pb, kpos(0)), atx_rope_pos(Pb, kpos(1))};
             atx_rows2<DN> x, vr;
             const act_t *pk[2] = {krow(0), krow(1)};
             const act_t *pv[2] = {pk[0] ? pk[0] + (int64_t)KV * HD : nullptr,
@@ -2206,11 +2244,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                 }
                 __syncthreads();
                 if (trq) {
-                    atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f);
+                    atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f, Pb, T);
                     __syncthreads();
                 }
                 const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T ||
-                                  (W > 0 && k0 <= i0 + BQ - 1 - W);
+                                  (W > 0 && k0 <= i0 + BQ - 1 - W) || Pb;
                 for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
                     float st[2][4], dpt[2][4];
                     for (int r = 0; r < 4; r++)
@@ -2239,7 +2277,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                             const int il = 8 * n + 2 * t4 + (r & 1), i = i0 + il;
                             const int kj = j0 + 8 * (r >> 1);
                             const bool masked =
-                                edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W));
+                                edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W,
+                                                                            atx_seq_start(Pb, i)));
                             const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
                             float gc = 1.0f;   /* the cap's derivative (CAP) */
                             const float p =
@@ -2294,6 +2333,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
             store_dv();
         }
         const int pos[2] = {kpos(0), kpos(1)};
+        const int rp[2] = {atx_rope_pos(Pb, pos[0]), atx_rope_pos(Pb, pos[1])};
         atx_rows2<DN> gr, x;
         for (int n = 0; n < DN; n++)
             for (int u = 0; u < 2; u++)
@@ -2303,7 +2343,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
         if (trk) {
             const act_t *pk[2] = {krow(0), krow(1)};
             atx_tc_ld(x, pk, t4);
-            atx_tc_bwd(gr, x, pos, kn, f, dw, t4);
+            atx_tc_bwd(gr, x, rp, kn, f, dw, t4);
         }
         for (int u = 0; u < 2; u++)
             if (pos[u] >= 0) {

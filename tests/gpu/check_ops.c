@@ -1552,6 +1552,30 @@ static void ext_judge(const char *tag, int qkn, float theta, int64_t hd, out_t *
     }
 }
 
+/* t_attention_ext over packed rows (ext_packed: set by t_attention_packed): each row cut
+ * into sequences of 1 to 40 tokens at random (the second row one sequence), pos[b, t]
+ * each token's position in its own; NULL when not packed */
+static int ext_packed;
+
+static int32_t *packed_positions(int64_t B, int64_t T)
+{
+    if (!ext_packed)
+        return NULL;
+    int32_t *pos = rt_xmalloc((size_t)(B * T) * sizeof *pos);
+    for (int64_t b = 0; b < B; b++) {
+        int64_t left = 0, at = 0;   /* tokens left in the sequence, and the next's position */
+        for (int64_t t = 0; t < T; t++) {
+            if (left == 0) {
+                left = b == 1 ? T : 1 + (int64_t)((urand() + 1.0f) * 20.0f);
+                at = 0;
+            }
+            pos[b * T + t] = (int32_t)at++;
+            left--;
+        }
+    }
+    return pos;
+}
+
 /* The Llama-family options (rt_attention_ext_*): KV key/value heads, a window W (0: none),
  * qk_norm's weights (qkn), rope at theta (0: none) with a scaling (l3: 1 llama3's) or
  * the table the compiler works out (l3 2: longrope's, the frequencies divided by 1 to 1 +
@@ -1563,11 +1587,11 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
 {
     int64_t hd = d / H, nq = B * T * (H + 2 * KV) * hd, nl = B * H * T, ny = B * T * d;
     float sc = scale > 0.0f ? scale : (float)(1.0 / sqrt((double)hd));
-    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g cap %g", (long long)B,
+    SHAPE("B%lld T%lld d%lld H%lld KV%lld %s W%lld%s rope %g%s scale %g cap %g%s", (long long)B,
           (long long)T, (long long)d, (long long)H, (long long)KV, causal ? "causal" : "full",
           (long long)W, qkn ? " qk_norm" : "", (double)theta,
           l3 == 1 ? " llama3" : l3 == 2 ? " longrope" : l3 == 3 ? " partial" : "", (double)sc,
-          (double)cap);
+          (double)cap, ext_packed ? " packed" : "");
     float fac = l3 == 1 ? 8.0f : 0.0f, lo = 1.0f, hi = 4.0f;
     int64_t orig = l3 == 1 ? T / 4 + 1 : 0, rd = l3 == 3 ? hd / 4 * 2 : hd;
     float *ext = l3 >= 2 ? calloc((size_t)hd, 4) : NULL;
@@ -1581,12 +1605,14 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     for (int64_t i = 0; i < hd; i++)
         qn[i] += 1.5f, kn[i] += 1.5f;
     const float *wq = qkn ? qn : NULL, *wk = qkn ? kn : NULL;
+    int32_t *pos = packed_positions(B, T);
+    const int32_t *gpos = pos ? up(pos, (size_t)(B * T) * 4) : NULL;
     rt_attention_ext_fwd(&C, qkv, wq, wk, lse, y, B, T, d, H, KV, causal, W, theta, fac, lo, hi,
-                         orig, ext, sc, cap, NULL);
+                         orig, ext, sc, cap, pos);
     float *yr = fcopy(y, ny);   /* y as the device stores it: what both backwards read */
     round_act(yr, ny);
     rt_attention_ext_bwd(&C, qkv, wq, wk, lse, yr, dy, dqkv, qkn ? dqn : NULL, qkn ? dkn : NULL,
-                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, ext, sc, cap, NULL);
+                         B, T, d, H, KV, causal, W, theta, fac, lo, hi, orig, ext, sc, cap, pos);
     float *gq = up_a(qkv, nq), *gdy = up_a(dy, ny), *gl = dalloc(nl * 4);
     float *gy = dalloc_a(ny), *gdq = dalloc_a(nq), *pl = nans(nl), *py = nans(ny);
     float *pq = nans(nq), *zero = calloc((size_t)hd, 4);
@@ -1597,7 +1623,8 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     /* 16-bit heads of 64 or 128 take the sm_90a kernels where the module is built for
      * them (the emulator's): the sm_80 tensor-core ones, which other GPUs take, again with
      * TRAINC_ATT_SM90=0 ("attention_ext_fwd80", ...) */
-    int both = half && (hd == 64 || hd == 128) && !(cap > 0.0f);   /* no sm_90a kernel caps */
+    /* (no sm_90a kernel caps, nor takes positions) */
+    int both = half && (hd == 64 || hd == 128) && !(cap > 0.0f) && !pos;
     for (int pass = 0; pass < 1 + both; pass++) {
         if (pass)
             setenv("TRAINC_ATT_SM90", "0", 1);
@@ -1605,13 +1632,13 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
             upload(gl, pl, nl * 4), upload_a(gy, py, ny), upload_a(gdq, pq, nq);
             upload(gdqn, zero, hd * 4), upload(gdkn, zero, hd * 4);
             rt_cu_attention_ext_fwd(G, gq, gwq, gwk, gl, gy, B, T, d, H, KV, causal, W, theta, fac,
-                                    lo, hi, orig, ext, sc, cap, NULL);
+                                    lo, hi, orig, ext, sc, cap, gpos);
             of[0].gpu[rep] = down(gl, nl), of[1].gpu[rep] = down_a(gy, ny);
             /* the backward from the CPU's lse and y */
             upload(gl, lse, nl * 4), upload_a(gy, yr, ny);
             rt_cu_attention_ext_bwd(G, gq, gwq, gwk, gl, gy, gdy, gdq, qkn ? gdqn : NULL,
                                     qkn ? gdkn : NULL, B, T, d, H, KV, causal, W, theta, fac, lo,
-                                    hi, orig, ext, sc, cap, NULL);
+                                    hi, orig, ext, sc, cap, gpos);
             ob[0].gpu[rep] = down_a(gdq, nq);
             ob[1].gpu[rep] = down(gdqn, hd), ob[2].gpu[rep] = down(gdkn, hd);
         }
@@ -1619,8 +1646,17 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
         ext_judge(pass ? "80" : "", qkn, theta, hd, of, ob);
     }
     free(qkv), free(dy), free(lse), free(y), free(yr), free(dqkv), free(pl), free(py), free(pq);
-    free(qn), free(kn), free(dqn), free(dkn), free(zero), free(ext);
+    free(qn), free(kn), free(dqn), free(dkn), free(zero), free(ext), free(pos);
     reset();
+}
+
+/* t_attention_ext over packed rows (the model's positions) */
+static void t_attention_packed(int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t W,
+                               int qkn, float theta, int l3, float scale, float cap)
+{
+    ext_packed = 1;
+    t_attention_ext(B, T, d, H, KV, 1, W, qkn, theta, l3, scale, cap);
+    ext_packed = 0;
 }
 
 /* The decode program's attention (decode.cuh; rt_attention_decode): B rows at positions
@@ -3013,6 +3049,17 @@ static void all_attention(void)
     RUN t_attention_ext(2, 37, 40, 5, 1, 1, 0, 0, 10000.0f, 3, 0.0f, 0.0f);
     RUN t_attention_ext(1, 200, 256, 4, 2, 1, 60, 1, 10000.0f, 3, 0.0f, 0.0f);
     RUN t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
+    /* packed rows (the model's positions: the mask cut at each sequence's start, rope by
+     * each token's position): the CUDA cores at heads 8 with every option; heads 64 and
+     * 128 (the sm_80 tensor cores in 16 bits: sm_90a's kernels take no positions) with a
+     * group of 4 and a window, and a soft-cap; heads 256 in 16 bits */
+    RUN t_attention_packed(2, 37, 40, 5, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_packed(2, 200, 256, 4, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
+    RUN t_attention_packed(2, 150, 512, 4, 2, 0, 0, 500000.0f, 0, 0.0f, 0.0f);
+    RUN t_attention_packed(2, 200, 256, 4, 2, 50, 0, 10000.0f, 3, 0.5f, 3.0f);
+    if (half) {
+        RUN t_attention_packed(2, 100, 1024, 4, 1, 0, 1, 10000.0f, 0, 0.0f, 0.0f);
+    }
 }
 
 /* The decode program's pos_embedding (rt_pos_row_add): rows pos .. pos + B - 1 of the
