@@ -244,6 +244,7 @@ typedef struct {
                             (cross entropy); T, head width, causal (attention) */
     long long g;         /* attention with kv_heads: query heads a key/value head */
     double cap;          /* attention's soft-cap (its own kernels: RT_ATTENTION_EXT_CAP_*), or 0 */
+    int pk;              /* attention over packed rows (positions: RT_ATTENTION_EXT_PK_*) */
 } Instance;
 
 /* The template instance a call needs (call -1 for none). */
@@ -270,13 +271,16 @@ static Instance instance_of(const Instr *in)
         break;
     case CALL_EMBEDDING_FWD:
     case CALL_EMBEDDING_BWD: x.a = num(in, 5); break;
-    case CALL_ATTENTION_EXT_FWD:   /* after its 5 tensors: B, T, d, H, KV, causal; last the cap */
+    /* after its 5 tensors: B, T, d, H, KV, causal; then the cap, last the positions */
+    case CALL_ATTENTION_EXT_FWD:
         x.a = num(in, 6), x.b = num(in, 7) / num(in, 8), x.c = num(in, 10);
-        x.g = num(in, 8) / num(in, 9), x.cap = in->args[in->n_args - 1].f;
+        x.g = num(in, 8) / num(in, 9), x.cap = in->args[in->n_args - 2].f;
+        x.pk = in->args[in->n_args - 1].kind != ARG_NULL;
         break;
     case CALL_ATTENTION_EXT_BWD:   /* after its 9 tensors */
         x.a = num(in, 10), x.b = num(in, 11) / num(in, 12), x.c = num(in, 14);
-        x.g = num(in, 12) / num(in, 13), x.cap = in->args[in->n_args - 1].f;
+        x.g = num(in, 12) / num(in, 13), x.cap = in->args[in->n_args - 2].f;
+        x.pk = in->args[in->n_args - 1].kind != ARG_NULL;
         break;
     default: x.call = -1;
     }
@@ -306,8 +310,9 @@ static void instance_line(Program *p, const Instance *x, char *line)
     int fwd = x->call == CALL_LAYERNORM_FWD || x->call == CALL_EMBEDDING_FWD ||
               x->call == CALL_ATTENTION_FWD || x->call == CALL_ATTENTION_EXT_FWD ||
               x->call == CALL_RMSNORM_FWD;
+    static const char *const exts[2][2] = {{"EXT_", "EXT_PK_"}, {"EXT_CAP_", "EXT_CAP_PK_"}};
     const char *ext = x->call == CALL_ATTENTION_EXT_FWD || x->call == CALL_ATTENTION_EXT_BWD
-                          ? (x->cap > 0 ? "EXT_CAP_" : "EXT_") : "";
+                          ? exts[x->cap > 0][x->pk] : "";
     const char *fb = fwd ? "FWD" : "BWD";
     line[0] = 0;
     switch (x->call) {
@@ -366,8 +371,9 @@ static char *instance_doc(const Instance *x)
     case CALL_ATTENTION_EXT_BWD:
         if (x->b > 128 || x->g > att_tile_rows(x->b))
             return xstrdup("");
-        return xasprintf("T %lld, heads %lld wide, %s%s", x->a, x->b, x->c ? "causal" : "not causal",
-                         x->cap > 0 ? ", scores soft-capped" : "");
+        return xasprintf("T %lld, heads %lld wide, %s%s%s", x->a, x->b,
+                         x->c ? "causal" : "not causal", x->cap > 0 ? ", scores soft-capped" : "",
+                         x->pk ? ", packed rows" : "");
     }
     return xstrdup("");
 }

@@ -1102,6 +1102,9 @@ static float att_sl2(float scale) { return (float)(1.4426950408889634 * (double)
  * the sm_80 kernels, which sm_90a runs too) */
 static const char *att_cap_name(float softcap) { return softcap > 0.0f ? "_cap" : ""; }
 
+/* the kernels' name part for packed rows (positions: attention.cuh's RT_ATTENTION_EXT_PK_*) */
+static const char *att_pk_name(const int32_t *pos) { return pos ? "_pk" : ""; }
+
 /* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext), or
  * plain attention's (KV = H, no window, no qk_norm or rope) */
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
@@ -1158,8 +1161,8 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96];
-    snprintf(name, sizeof name, "rt_attention_ext%s_fwd_%lld_%lld_%d", att_cap_name(softcap),
-             (long long)T, (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention_ext%s%s_fwd_%lld_%lld_%d", att_cap_name(softcap),
+             att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(tiles, KV, bc);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
@@ -1273,10 +1276,10 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention_ext%s_bwd_q_%lld_%lld_%d", att_cap_name(softcap),
-             (long long)T, (long long)hd, causal != 0);
-    snprintf(name_kv, sizeof name_kv, "rt_attention_ext%s_bwd_kv_%lld_%lld_%d",
-             att_cap_name(softcap), (long long)T, (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention_ext%s%s_bwd_q_%lld_%lld_%d", att_cap_name(softcap),
+             att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention_ext%s%s_bwd_kv_%lld_%lld_%d",
+             att_cap_name(softcap), att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B);
     att_grid_fits(gq > gk ? gq : gk, KV, bc);
     for (int64_t b0 = 0; b0 < B; b0 += bc) {

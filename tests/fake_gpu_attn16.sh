@@ -15,9 +15,9 @@
 # along T where the CUDA-core kernel takes 5 at heads 32 wide, 10 at 64). The fake GPU
 # is compute capability 9.0, where heads 64 wide take the sm_90a kernels: these runs set
 # TRAINC_ATT_SM90=0 to keep attention.cuh's; then llama_hd64 (below) trains through the
-# sm_90a ones, and over packed rows (the model's positions) through the sm_80 ones in
-# bf16-mixed and the CUDA-core ones in fp32 (the latter within 1e-5 of the CPU's losses;
-# a mask that ignores the positions is 2.8e-3 off).
+# sm_90a ones, and over packed rows (the model's positions) through the sm_80 ones'
+# packed instances (rt_attention_ext_pk_*) in bf16-mixed and fp32 (the latter within 1e-5
+# of the CPU's losses; a mask that ignores the positions is 2.8e-3 off).
 # Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
 # as tests/fake_gpu.sh passes its own; else they are built).
 set -eu
@@ -157,8 +157,8 @@ for p in fp32 bf16; do
     fbuild "$t.json" --set precision=$p$([ $p = bf16 ] && echo -mixed) -o "$t.$p" 2>"$t.$p.build.log"
     TRAINC_FAKE_GPU_TRACE=1 gpu "$t.$p" --device cuda "${O[@]}" --out "$t.$p.gpu" 2>"$t.$p.gpu.log"
     ! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.$p.gpu.log" &&
-        grep -q "launch rt_attention_ext_bwd_kv_" "$t.$p.gpu.log" ||
-        { echo "FAIL: packed $p: sm_90a kernels launched, or no attention_ext backward"; exit 1; }
+        grep -q "launch rt_attention_ext_pk_bwd_kv_" "$t.$p.gpu.log" ||
+        { echo "FAIL: packed $p: sm_90a kernels launched, or no packed rows' backward"; exit 1; }
 done
 "$t.fp32" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)

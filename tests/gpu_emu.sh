@@ -50,6 +50,10 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"' | awk 
     -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3 rt_attention_ext_fwd90_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_bwd_q_\1_\2_\3 rt_attention_ext_cap_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_fwd_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_bwd_q_\1_\2_\3 rt_attention_ext_pk_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_CAP_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_fwd_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_CAP_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_bwd_q_\1_\2_\3 rt_attention_ext_cap_pk_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3 rt_attention_ext_bwd90_q_\1_\2_\3 rt_attention_ext_bwd90_kv_\1_\2_\3/' \
     -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'

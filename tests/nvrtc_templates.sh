@@ -22,7 +22,9 @@
 # yet 128 accumulators and 64 fragment registers a thread leave ptxas short, and
 # qk_norm's backward over rows 256 wide (two rows, their gradients and the weight's:
 # 320 values a thread) spills once a tile (2026-12-01: 308 and 320 bytes on sm_80, 308
-# and 316 on sm_90a). Then,
+# and 316 on sm_90a). The packed rows' kernels (_pk_: the model's positions) are bounded
+# at 64: ptxas gives their query-side backward at heads 64 wide 128 registers where the
+# others get 168, and it spills 32 to 52 bytes (2026-12-04; not yet timed on a GPU). Then,
 # where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by
 # nvcc -c for sm_80. Needs no GPU.
 set -eu
@@ -61,7 +63,7 @@ for a in sm_80 sm_90a; do
         }' "$d/ptxas_$a.log" > "$d/regs_$a.txt"
     n=$(wc -l < "$d/regs_$a.txt")
     [ "$n" -ge 30 ] || { echo "FAIL ptxas $a: $n attention kernels read from the log"; exit 1; }
-    if awk '$2 == "" || $2 > ($1 ~ /_256_[01]$/ ? 512 : 16) {bad = 1; print "FAIL ptxas " a ": " $1 " spills " $2 " bytes"} END {exit bad}' a=$a "$d/regs_$a.txt"; then
+    if awk '$2 == "" || $2 > ($1 ~ /_256_[01]$/ ? 512 : $1 ~ /_pk_/ ? 64 : 16) {bad = 1; print "FAIL ptxas " a ": " $1 " spills " $2 " bytes"} END {exit bad}' a=$a "$d/regs_$a.txt"; then
         echo "ok   ptxas $a: $n attention kernels (bf16), spills at most $(grep -v '_256_[01] ' "$d/regs_$a.txt" | awk '{print $2}' | sort -n | tail -1) bytes (heads 256 wide: $(grep '_256_[01] ' "$d/regs_$a.txt" | awk '{print $2}' | sort -n | paste -sd, -)), registers $(awk '{print $3}' "$d/regs_$a.txt" | sort -n | sed -n '1p;$p' | paste -sd- -)"
     else
         exit 1

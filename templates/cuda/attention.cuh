@@ -1051,23 +1051,24 @@ __device__ __forceinline__ void attention_bwd_q_any(const act_t *qkv, const floa
  * log2(e), sl2, for the tensor-core kernels' exp2 (an argument, not a product computed
  * here, which ptxas would hold in a register through the loops: an argument is read
  * from the constant bank where used), the scores' soft-cap (the CAP kernels'), and packed
- * rows' positions P [B, T] (NULL: none): query p sees keys from p - P[p] (its sequence's
+ * rows' positions P_ [B, T], which the PK kernels read (P, NULL in the others, where the
+ * compiler drops every line of it): query p sees keys from p - P[p] (its sequence's
  * start) alone, and rope turns row p by P[p] (atx_rope_pos, atx_seq_start) */
 #define RT_ATTENTION_EXT_FWD_ARGS                                                              \
     const act_t *qkv, const float *qn, const float *kn, float *lse, act_t *y, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
-        float scale, float sl2, float cap, const int *P RT_FP8_SLOT
+        float scale, float sl2, float cap, const int *P_ RT_FP8_SLOT
 #define RT_ATTENTION_EXT_FWD_PASS                                                              \
     qkv, qn, kn, lse, y, H, KV, W, theta, factor, low, high, orig, ext, scale, sl2,            \
-        cap, P RT_FP8_SLOT_ARG
+        cap, P_ RT_FP8_SLOT_ARG
 #define RT_ATTENTION_EXT_ARGS                                                                  \
     const act_t *qkv, const float *qn, const float *kn, const float *lse, const act_t *y,       \
         const act_t *dy, act_t *dqkv, float *D, double *partq, double *partk, int H, int KV,    \
         int W, float theta, float factor, float low, float high, int orig, const float *ext,   \
-        float scale, float sl2, float cap, const int *P RT_FP8_SLOT
+        float scale, float sl2, float cap, const int *P_ RT_FP8_SLOT
 #define RT_ATTENTION_EXT_PASS                                                                  \
     qkv, qn, kn, lse, y, dy, dqkv, D, partq, partk, H, KV, W, theta, factor, low, high,         \
-        orig, ext, scale, sl2, cap, P RT_FP8_SLOT_ARG
+        orig, ext, scale, sl2, cap, P_ RT_FP8_SLOT_ARG
 
 /* A score of the soft-capped kernels (CAP: Gemma 2's attn_logit_softcapping) from
  * x = scale q.k: cap tanh(x / cap), and *g its derivative 1 - tanh^2 (the factor of
@@ -1084,6 +1085,10 @@ __device__ __forceinline__ float att_score(float x, float cap, float *g)
         return x;
     }
 }
+
+/* The first key of a query outside packed rows, for atx_masked's lo: kj < it is false for
+ * every kj, so the compiler drops the test (0 would leave a compare of kj against 0) */
+#define RT_ATT_ANY_KEY (-2147483647 - 1)
 
 /* Packed rows' positions (Pb: a batch row's [T], or NULL): the position rope turns row p
  * (>= 0) by, and the first key query p sees, its sequence's start (0 without). As
@@ -1228,7 +1233,7 @@ __device__ __forceinline__ double atx_dw(float (*g)[HD + 1], float (*xh)[HD + 1]
 
 /* The query rows of a tile of NP positions from p0 for the G heads of key/value head kh:
  * pos[i] (-1: none), off[i], the row's offset in a batch row of qkv (rows ld apart), and
- * lo[i], its first key (atx_seq_start) */
+ * with packed rows (Pb) lo[i], its first key (atx_seq_start) */
 __device__ __forceinline__ void atx_qrows(int *pos, long long *off, int *lo, int R, int p0, int NP,
                                           int G, int kh, int T, int64_t ld, int HD, const int *Pb)
 {
@@ -1237,7 +1242,8 @@ __device__ __forceinline__ void atx_qrows(int *pos, long long *off, int *lo, int
         const bool ok = i < G * NP && p < T;
         pos[i] = ok ? p : -1;
         off[i] = ok ? (long long)p * ld + (long long)h * HD : -1;
-        lo[i] = atx_seq_start(Pb, pos[i]);
+        if (Pb)
+            lo[i] = atx_seq_start(Pb, pos[i]);
     }
 }
 
@@ -1261,9 +1267,10 @@ __device__ __forceinline__ bool atx_masked(int p, int kj, int W, int lo)
 
 /* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
  * tile sees run from its first position's window start to its last position. */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int RS = rt_att_fr(HD), CS = rt_att_fc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
@@ -1313,7 +1320,8 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
                 for (int j = 0; j < CS; j++) {
                     const int kj = k0 + tx + 8 * j;
                     float g;
-                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, qlo[i])
+                    const int lo = P ? qlo[i] : RT_ATT_ANY_KEY;
+                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo)
                                   ? ninf : att_score<CAP>(scale * s[r][j], cap, &g);
                     mx = fmaxf(mx, s[r][j]);
                 }
@@ -1352,9 +1360,10 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
 /* Backward, query side: as attention_bwd_q over (head, position) rows; D_i = dy_i . y_i
  * to D [B, H, T]; dq through atx_bwd_rows when q was transformed, the rows' q_norm
  * weight gradient summed into partq [B, KV, gridDim.x, HD] (a block's rows in order). */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BQ = 16 * RS, BK = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
@@ -1422,7 +1431,8 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
                     const int i = ty + 16 * r, kj = k0 + tx + 8 * j;
                     float g;
                     const float z = att_score<CAP>(scale * s[r][j], cap, &g);
-                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, qlo[i])
+                    const int lo = P ? qlo[i] : RT_ATT_ANY_KEY;
+                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo)
                                             ? 0.0f
                                             : expf(z - Lt[i]) * (dp[r][j] - Dt[i]) * g;
                 }
@@ -1461,9 +1471,10 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
  *   dv_j = sum_i P_ij dy_i,  dk_j = scale * sum_i dS_ij q_i
  * dk through atx_bwd_rows when k was transformed, the k_norm weight gradient into
  * partk [B, KV, gridDim.x, HD]. */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int RS = rt_att_br(HD), CS = rt_att_bc(HD), BK = 16 * RS, BQ = 8 * CS;
     constexpr int CO = (HD + 7) / 8;
@@ -1504,7 +1515,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                 __syncthreads();
                 for (int i = threadIdx.x; i < BQ; i += RT_ATT_THREADS) {
                     qpos[i] = i < nq ? q0 + i : -1;
-                    qfirst[i] = atx_seq_start(Pb, qpos[i]);
+                    if (Pb)
+                        qfirst[i] = atx_seq_start(Pb, qpos[i]);
                     qoff[i] = i < nq ? (long long)(q0 + i) * ld + (long long)h * HD : -1;
                     Lt[i] = i < nq ? lse[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
                     Dt[i] = i < nq ? D[((int64_t)b * H + h) * T + q0 + i] : 0.0f;
@@ -1523,7 +1535,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                 for (int r = 0; r < RS; r++)
                     for (int j = 0; j < CS; j++) {
                         const int kj = k0 + ty + 16 * r, i = tx + 8 * j;
-                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W, qfirst[i]);
+                        const int lo = P ? qfirst[i] : RT_ATT_ANY_KEY;
+                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo);
                         float g;
                         const float z = att_score<CAP>(scale * s[r][j], cap, &g);
                         const float p = masked ? 0.0f : expf(z - Lt[i]);
@@ -1769,12 +1782,21 @@ __device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W, int lo)
     return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo;
 }
 
-/* The thread's two query rows' rope positions and first keys (packed rows: Pb) */
-__device__ __forceinline__ void atx_tc_seq(const int pos[2], const int *Pb, int rp[2], int lo[2])
+/* Packed rows' P (or NULL) at batch row b: its [T] row */
+__device__ __forceinline__ const int *atx_prow(const int *P, int b, int T)
+{
+    return P ? P + (int64_t)b * T : nullptr;
+}
+
+/* The thread's two query rows (pos, rows 16 warp + g + 8u of the tile): their rope
+ * positions rp, and their first keys into Sq (each row's four lanes write the same value
+ * and read only their own: shared memory in place of two registers through the loops) */
+__device__ __forceinline__ void atx_tc_seq(const int pos[2], const int *Pb, int rp[2], int *Sq,
+                                           int warp, int g)
 {
     for (int u = 0; u < 2; u++) {
         rp[u] = atx_rope_pos(Pb, pos[u]);
-        lo[u] = atx_seq_start(Pb, pos[u]);
+        Sq[16 * warp + g + 8 * u] = atx_seq_start(Pb, pos[u]);
     }
 }
 
@@ -1838,9 +1860,10 @@ __device__ __forceinline__ void atx_tc_dw_add(float (*dw)[2], double *acc, int l
 /* The forward: grid (ceil(T / NP), KV, B), NP = 64 / G; query tile t covers positions
  * p0 .. p0 + NP - 1 (the last tile first), its keys from the first position's window
  * start (down to a tile boundary) to the last position. */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: y's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     __shared__ __align__(16) unsigned short ks[2][BK][WD], vs[2][BK][WD];
@@ -1852,7 +1875,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
     const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
-    const int *Pb = P ? P + (int64_t)b * T : nullptr;
+    __shared__ int Sq[BQ];   /* packed rows: each query row's first key (atx_tc_seq) */
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr;
     const float ninf = -rt_inf();
@@ -1865,17 +1888,19 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
         const bool full = G * NP == BQ && p0 + NP <= T;   /* every row a position */
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
-        int pos[2], hq[2], rp[2], lo[2];
+        int pos[2], hq[2];
         atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
-        atx_tc_seq(pos, Pb, rp, lo);
         unsigned qa[KS][4];
         {
+            int rp[2];
+            if (P)
+                atx_tc_seq(pos, atx_prow(P, b, T), rp, Sq, warp, g);
             atx_rows2<DN> x;
             const act_t *pr[2];
             for (int u = 0; u < 2; u++)
                 pr[u] = pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
             atx_tc_ld(x, pr, t4);
-            atx_tc_fwd(x, rp, qn, f, t4);
+            atx_tc_fwd(x, P ? rp : pos, qn, f, t4);
             atx_tc_frag(qa, x);
         }
         float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[DN][4];
@@ -1891,7 +1916,7 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
             }
             __syncthreads();
             if (trk) {
-                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, Pb, T);
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, atx_prow(P, b, T), T);
                 __syncthreads();
             }
             float sc[BK / 8][4];
@@ -1906,15 +1931,17 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
                 }
             }
             /* only a tile that reaches past a row's diagonal or window start, past T,
-             * or with rows of no position has keys to mask (and, packed, any tile) */
-            const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W) || Pb;
+             * or with rows of no position has keys to mask (packed rows: any tile; P
+             * first, so that without it the test is the same code) */
+            const bool edge = P || !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
+                              (W > 0 && k0 <= p1 - 1 - W);
             float mx[2] = {ninf, ninf};
             for (int n = 0; n < BK / 8; n++)
                 for (int r = 0; r < 4; r++) {
                     const int kj = k0 + 8 * n + 2 * t4 + (r & 1), u = r >> 1;
                     float g;
-                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo[u])
+                    const int lo = P ? Sq[16 * warp + (lane >> 2) + 8 * u] : RT_ATT_ANY_KEY;
+                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo)
                                    ? ninf : att_score2<CAP>(sc[n][r], scale, sl2, cap, &g);
                     mx[u] = fmaxf(mx[u], sc[n][r]);
                 }
@@ -1973,9 +2000,10 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
  * keep dY's fragments in dynamic shared memory (64 rows of HD + 8 16-bit values, the
  * launch's: cuda_ops.c's att_ext_tc_smem), not in registers: Q's, dY's and dQ's would
  * need 256 of them a thread. */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = 64, BK = rt_att_tc_stream(HD), KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr bool WIDE = HD > 128;
@@ -1990,7 +2018,7 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     const act_t *base = qkv + (int64_t)b * T * ld;
     const act_t *k = base + (int64_t)(H + kh) * HD, *v = k + (int64_t)KV * HD;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
-    const int *Pb = P ? P + (int64_t)b * T : nullptr;
+    __shared__ int Sq[BQ];   /* packed rows: each query row's first key (atx_tc_seq) */
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     __shared__ double dwc[HD];   /* q_norm's weight gradient, column c thread c mod 128's */
@@ -2004,9 +2032,8 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
         const bool full = G * NP == BQ && p0 + NP <= T;
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
-        int pos[2], hq[2], rp[2], lo[2];
+        int pos[2], hq[2];
         atx_tc_qrows(pos, hq, p0, NP, G, kh, T, warp, g);
-        atx_tc_seq(pos, Pb, rp, lo);
         /* the thread's query rows, NULL for none */
         auto qrow = [&](int u) -> const act_t * {
             return pos[u] >= 0 ? base + (int64_t)pos[u] * ld + (int64_t)hq[u] * HD : nullptr;
@@ -2040,7 +2067,10 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
             }
             atx_tc_ld(x, pq, t4);
             atx_tc_ld(dyr, pd, t4);
-            atx_tc_fwd(x, rp, qn, f, t4);
+            int rp[2];
+            if (P)
+                atx_tc_seq(pos, atx_prow(P, b, T), rp, Sq, warp, g);
+            atx_tc_fwd(x, P ? rp : pos, qn, f, t4);
             atx_tc_frag(qa, x);
             if constexpr (WIDE) {
                 atx_tc_st(dyw, dyr, g, t4);
@@ -2062,11 +2092,11 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
             }
             __syncthreads();
             if (trk) {
-                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, Pb, T);
+                atx_tc_tile<BK, HD, WD>(ks[cb], k0, kn, f, atx_prow(P, b, T), T);
                 __syncthreads();
             }
-            const bool edge = !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
-                              (W > 0 && k0 <= p1 - 1 - W) || Pb;
+            const bool edge = P || !full || k0 + BK > T || (CAUSAL && k0 + BK - 1 > p0) ||
+                              (W > 0 && k0 <= p1 - 1 - W);
             float sc[BK / 8][4], dp[BK / 8][4];
             for (int n = 0; n < BK / 8; n += 2) {
                 for (int r = 0; r < 4; r++)
@@ -2089,7 +2119,8 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
                     for (int r = 0; r < 4; r++) {   /* dS = P (dP - D), 0 where masked */
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), u = r >> 1;
                         const int i = 16 * warp + g + 8 * u;
-                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo[u]);
+                        const int lo = P ? Sq[i] : RT_ATT_ANY_KEY;
+                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo);
                         float gc;
                         const float z = att_score2<CAP>(sc[c][r], scale, sl2, cap, &gc);
                         const float p = rt_exp2_approx(z - Lt[i]);
@@ -2120,7 +2151,9 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
         if (trq) {
             const act_t *pq[2] = {qrow(0), qrow(1)};
             atx_tc_ld(x, pq, t4);
-            atx_tc_bwd(gq, x, rp, qn, f, dw, t4);
+            const int *Pb = atx_prow(P, b, T);
+            const int rp[2] = {atx_rope_pos(Pb, pos[0]), atx_rope_pos(Pb, pos[1])};
+            atx_tc_bwd(gq, x, P ? rp : pos, qn, f, dw, t4);
         }
         for (int u = 0; u < 2; u++)
             if (pos[u] >= 0) {
@@ -2149,9 +2182,10 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
  * in both), in one set of accumulators, and keep V's fragments in dynamic shared memory
  * (64 rows of HD + 8 16-bit values, the launch's): K's, V's, dK's and dV's would need
  * 384 registers a thread. */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
 {
+    const int *P = PK ? P_ : nullptr;   /* (packed rows: the PK kernels alone) */
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     constexpr int BQ = rt_att_tc_stream(HD), BK = 64, KS = HD / 16, DN = HD / 8, WD = HD + 8;
     constexpr int NKT = (T + BK - 1) / BK;
@@ -2167,7 +2201,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     const int64_t d = (int64_t)H * HD, ld = (int64_t)(H + 2 * KV) * HD;
     const act_t *base = qkv + (int64_t)b * T * ld;
     act_t *dbase = dqkv + (int64_t)b * T * ld;
-    const int *Pb = P ? P + (int64_t)b * T : nullptr;
+    __shared__ __align__(16) int Pt[2][BQ];   /* packed rows: the query tiles' positions */
     const float *f = theta > 0.0f ? fr : nullptr;
     const bool trk = kn != nullptr || f != nullptr, trq = qn != nullptr || f != nullptr;
     __shared__ double dwc[HD];   /* k_norm's weight gradient, column c thread c mod 128's */
@@ -2186,6 +2220,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
             const bool in = i0 + e < T;
             att_cp4(&Lt[u][e], Lh + (in ? i0 + e : 0), in);
             att_cp4(&Dt[u][e], Dh + (in ? i0 + e : 0), in);
+            if (P)
+                att_cp4(&Pt[u][e], P + (int64_t)b * T + (in ? i0 + e : 0), in);
         }
         att_cp_commit();
     };
@@ -2205,6 +2241,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
         auto kpos = [&](int u) { return j0 + 8 * u < T ? j0 + 8 * u : -1; };
         unsigned ka[KS][4], va[WIDE ? 1 : KS][4];
         {
+            const int *Pb = atx_prow(P, b, T);
             const int pos[2] = {atx_rope_pos(Pb, kpos(0)), atx_rope_pos(Pb, kpos(1))};
             atx_rows2<DN> x, vr;
             const act_t *pk[2] = {krow(0), krow(1)};
@@ -2244,11 +2281,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                 }
                 __syncthreads();
                 if (trq) {
-                    atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f, Pb, T);
+                    atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f, atx_prow(P, b, T), T);
                     __syncthreads();
                 }
-                const bool edge = (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T || k0 + BK > T ||
-                                  (W > 0 && k0 <= i0 + BQ - 1 - W) || Pb;
+                const bool edge = P || (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T ||
+                                  k0 + BK > T || (W > 0 && k0 <= i0 + BQ - 1 - W);
                 for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
                     float st[2][4], dpt[2][4];
                     for (int r = 0; r < 4; r++)
@@ -2278,7 +2315,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                             const int kj = j0 + 8 * (r >> 1);
                             const bool masked =
                                 edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W,
-                                                                            atx_seq_start(Pb, i)));
+                                                                            P ? i - Pt[cb][il]
+                                                                              : RT_ATT_ANY_KEY));
                             const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
                             float gc = 1.0f;   /* the cap's derivative (CAP) */
                             const float p =
@@ -2333,7 +2371,6 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
             store_dv();
         }
         const int pos[2] = {kpos(0), kpos(1)};
-        const int rp[2] = {atx_rope_pos(Pb, pos[0]), atx_rope_pos(Pb, pos[1])};
         atx_rows2<DN> gr, x;
         for (int n = 0; n < DN; n++)
             for (int u = 0; u < 2; u++)
@@ -2343,7 +2380,9 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
         if (trk) {
             const act_t *pk[2] = {krow(0), krow(1)};
             atx_tc_ld(x, pk, t4);
-            atx_tc_bwd(gr, x, rp, kn, f, dw, t4);
+            const int *Pb = atx_prow(P, b, T);
+            const int rp[2] = {atx_rope_pos(Pb, pos[0]), atx_rope_pos(Pb, pos[1])};
+            atx_tc_bwd(gr, x, P ? rp : pos, kn, f, dw, t4);
         }
         for (int u = 0; u < 2; u++)
             if (pos[u] >= 0) {
@@ -2361,11 +2400,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
     RT_FP8_FOLD_END();
 }
 #else
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS) {}
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS) {}
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {}
 #endif
 
@@ -2373,57 +2412,67 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS) {
  * up to 128 wide: a wider instance in fp32, which the compiler never emits, is empty and
  * the runtime refuses it); the launch's grid follows (cuda_ops.c: 64 rows a tile on the
  * tensor cores) */
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_fwd_any(RT_ATTENTION_EXT_FWD_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_fwd_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);
+        attention_ext_fwd_tc<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_FWD_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_fwd<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);
+        attention_ext_fwd<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_FWD_PASS);
 }
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_q_any(RT_ATTENTION_EXT_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_bwd_q_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_q_tc<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_bwd_q<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_q<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);
 }
-template <int T, int HD, int CAUSAL, bool CAP>
+template <int T, int HD, int CAUSAL, bool CAP, bool PK>
 __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 {
     if constexpr (rt_att_tc_ext(HD))
-        attention_ext_bwd_kv_tc<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_kv_tc<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);
     else if constexpr (HD <= 128)
-        attention_ext_bwd_kv<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);
+        attention_ext_bwd_kv<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);
 }
 
-/* The kernels of an instance: NAME is rt_attention_ext (plain) or rt_attention_ext_cap
- * (soft-capped scores, CAP; no sm_90a kernels, cuda_ops.c sends those to these) */
-#define RT_ATTENTION_EXT_FWD_K(NAME, CAP, T, HD, CAUSAL)                                       \
+/* The kernels of an instance: NAME is rt_attention_ext (plain), rt_attention_ext_cap
+ * (soft-capped scores, CAP; no sm_90a kernels, cuda_ops.c sends those to these),
+ * rt_attention_ext_pk (packed rows: the model's positions, PK; no sm_90a kernels either)
+ * or rt_attention_ext_cap_pk (both) */
+#define RT_ATTENTION_EXT_FWD_K(NAME, CAP, PK, T, HD, CAUSAL)                                   \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         NAME##_fwd_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_FWD_ARGS)                             \
     {                                                                                          \
-        attention_ext_fwd_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_FWD_PASS);                  \
+        attention_ext_fwd_any<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_FWD_PASS);              \
     }
-#define RT_ATTENTION_EXT_BWD_K(NAME, CAP, T, HD, CAUSAL)                                       \
+#define RT_ATTENTION_EXT_BWD_K(NAME, CAP, PK, T, HD, CAUSAL)                                   \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         NAME##_bwd_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                               \
     {                                                                                          \
-        attention_ext_bwd_q_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);                    \
+        attention_ext_bwd_q_any<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);                \
     }                                                                                          \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         NAME##_bwd_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_ARGS)                              \
     {                                                                                          \
-        attention_ext_bwd_kv_any<T, HD, CAUSAL, CAP>(RT_ATTENTION_EXT_PASS);                   \
+        attention_ext_bwd_kv_any<T, HD, CAUSAL, CAP, PK>(RT_ATTENTION_EXT_PASS);               \
     }
 #define RT_ATTENTION_EXT_FWD(T, HD, CAUSAL)                                                    \
-    RT_ATTENTION_EXT_FWD_K(rt_attention_ext, false, T, HD, CAUSAL)                             \
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext, false, false, T, HD, CAUSAL)                      \
     RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_BWD(T, HD, CAUSAL)                                                    \
-    RT_ATTENTION_EXT_BWD_K(rt_attention_ext, false, T, HD, CAUSAL)                             \
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext, false, false, T, HD, CAUSAL)                      \
     RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_CAP_FWD(T, HD, CAUSAL)                                                \
-    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_cap, true, T, HD, CAUSAL)
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_cap, true, false, T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_CAP_BWD(T, HD, CAUSAL)                                                \
-    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_cap, true, T, HD, CAUSAL)
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_cap, true, false, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_FWD(T, HD, CAUSAL)                                                 \
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_BWD(T, HD, CAUSAL)                                                 \
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_CAP_PK_FWD(T, HD, CAUSAL)                                             \
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_cap_pk, true, true, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_CAP_PK_BWD(T, HD, CAUSAL)                                             \
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_cap_pk, true, true, T, HD, CAUSAL)
