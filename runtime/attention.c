@@ -236,23 +236,13 @@ static int att_stacked(const att_ctx *c) { return c->g > 1 || att_transforms(c);
 
 /* Row i's visible keys [first, end) (indices in the row): the causal prefix, from where
  * the window starts and, with positions (pos: the batch row's), from where row i's
- * sequence starts, i - pos[i]. */
+ * sequence starts, i - pos[i]. A block of rows [r0, r1) sees keys from its first row's
+ * first: windows and sequences start later for later rows (positions count up from 0
+ * in each sequence: att_positions). */
 static int64_t att_first(const att_ctx *c, const int32_t *pos, int64_t i)
 {
     int64_t f = c->window && i >= c->window ? i - c->window + 1 : 0;
     return pos && i - pos[i] > f ? i - pos[i] : f;
-}
-
-/* The keys a block of rows [r0, r1) multiplies start at the smallest of its rows' firsts
- * (its first row's without positions). */
-static int64_t att_block_first(const att_ctx *c, const int32_t *pos, int64_t r0, int64_t r1)
-{
-    int64_t k0 = att_first(c, pos, r0);
-    for (int64_t i = r0 + 1; pos && i < r1; i++) {
-        int64_t f = att_first(c, pos, i);
-        k0 = f < k0 ? f : k0;
-    }
-    return k0;
 }
 
 /* The position rope turns row i by: pos[i] in a packed row, else i. */
@@ -354,7 +344,7 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *S)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_block_first(c, it->pos, r0, r1), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, it->pos, r0), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld;
     int64_t ldq = ld;
@@ -432,7 +422,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *dS, float *G, float *S, double *dw)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_block_first(c, it->pos, r0, r1), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, it->pos, r0), n = (c->causal ? r1 : T) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
     int64_t ldq = ld, lddy = d;
@@ -601,16 +591,17 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
     }
 }
 
-/* Packed rows' positions (NULL: none), checked: each token's within its sequence, 0 <=
- * pos[t] <= t, with a causal mask (the loader checked the data; this guards the calls). */
+/* Packed rows' positions (NULL: none), checked: each token's within its sequence,
+ * counting up from 0 (0, or the place before's + 1), with a causal mask (the loader
+ * checked the data; this guards the calls). */
 static const int32_t *att_positions(const int32_t *pos, int64_t B, int64_t T, int causal)
 {
     if (pos && !causal)
         rt_die("attention: positions with a mask that is not causal");
     for (int64_t i = 0; pos && i < B * T; i++)
-        if (pos[i] < 0 || pos[i] > i % T)
-            rt_fail("attention: position %d at row %lld, place %lld is outside [0, %lld]",
-                    (int)pos[i], (long long)(i / T), (long long)(i % T), (long long)(i % T));
+        if (pos[i] != 0 && (i % T == 0 || pos[i] != pos[i - 1] + 1))
+            rt_fail("attention: position %d at row %lld, place %lld: not 0 nor one more than "
+                    "the place before's", (int)pos[i], (long long)(i / T), (long long)(i % T));
     return pos;
 }
 

@@ -667,14 +667,16 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
     if (a->dtype == RT_F32)
         return;
     int64_t per = in->numel > 0 ? in->numel : 1;
-    int64_t total = a->rows * per;
+    int64_t total = a->rows * per, prev = -1;
     char at[96];
     for (int64_t j = 0; j < total; j++) {
         int64_t v = npy_int_at(a, j);
         int bad_label = in->classes > 0 && (v < 0 || v >= in->classes) &&
                         !(in->has_ignore && v == in->ignore);
         int bad_id = in->vocab > 0 && (v < 0 || v >= in->vocab);
-        int bad_pos = in->positions && (v < 0 || v > j % per);
+        /* positions count up from 0 in each sequence: 0, or the place before's + 1 */
+        int bad_pos = in->positions && v != 0 && (j % per == 0 || v != prev + 1);
+        prev = v;
         if (bad_label || bad_id || bad_pos) {
             if (per == 1)
                 snprintf(at, sizeof at, "row %" PRId64, j);
@@ -690,9 +692,11 @@ static void check_values(const rt_npy *a, const rt_input *in, const char *where)
                            "input '%s' feeds an embedding with vocab %" PRId64 ")", a->path,
                            where, at, v, in->vocab, in->name, in->vocab);
         if (bad_pos)
-            rt_input_error("%s: %s: %s: position %" PRId64 " is outside [0, %" PRId64 "] (model "
-                           "input '%s' holds each token's position in its sequence, at most "
-                           "its place in the row)", a->path, where, at, v, j % per, in->name);
+            rt_input_error("%s: %s: %s: position %" PRId64 " where %s (model input '%s' holds "
+                           "each token's position in its sequence: 0 where one starts, else one "
+                           "more than the place before's)", a->path, where, at, v,
+                           j % per ? "0 or one more than the place before's is" : "a row starts at 0",
+                           in->name);
         if (a->dtype == RT_I64 && (v < INT32_MIN || v > INT32_MAX))
             rt_input_error("%s: %s: row %" PRId64 ": value %" PRId64 " does not fit in i32",
                            a->path, where, j / per, v);

@@ -11,8 +11,9 @@ warm-up, cosine decay and clipping from the same weights, every step's loss with
 relative. The same with a sliding window of 6 inside the sequences (MistralForCausalLM),
 and with `recompute: full` (the replayed attention reads the positions too: the same
 bits as `none`). Without `positions` the losses differ by more than 1e-3 (attention
-across the seams), ten times the tolerance, so the check can fail; a position past its place exits 1 naming
-the file, row and element, nothing trained.
+across the seams), ten times the tolerance, so the check can fail; a position that is
+neither 0 nor one more than the one before exits 1 naming the file, row and element,
+nothing trained.
 
     $HF_PYTHON tests/packed_parity.py
 """
@@ -126,7 +127,7 @@ def without_positions(data, w, ours):
 
 def bad_position(data, pos):
     bad = pos.clone()
-    bad[5, 9] = 10   # place 9 of row 5: at most 9
+    bad[5, 9] = bad[5, 8] + 2   # neither 0 nor one more than the place before's
     d = npy(os.path.join(OUT, "bad_data"), pos=bad)
     sp = packed_spec(dict(data, pos=d["pos"]))
     path = os.path.join(OUT, "bad.json")
@@ -134,10 +135,12 @@ def bad_position(data, pos):
     run = os.path.join(OUT, "bad_run")
     p = subprocess.run([lt.TRAINC, "run", path, "--out", run, "--quiet"], capture_output=True,
                        text=True)
-    want = "row 5, element 9: position 10 is outside [0, 9]"
-    ok = p.returncode == 1 and want in p.stderr and not os.path.exists(os.path.join(run, "metrics.jsonl"))
-    print("%s a position past its place: exit %d, %s" % ("ok  " if ok else "FAIL", p.returncode,
-                                                       p.stderr.strip().splitlines()[-1:]))
+    want = ("row 5, element 9: position %d where 0 or one more than the place before's is"
+            % bad[5, 9])
+    ok = p.returncode == 1 and want in p.stderr
+    ok &= not os.path.exists(os.path.join(run, "metrics.jsonl"))
+    print("%s a position neither 0 nor one more than the one before: exit %d, %s" %
+          ("ok  " if ok else "FAIL", p.returncode, p.stderr.strip().splitlines()[-1:]))
     return ok
 
 

@@ -1102,6 +1102,16 @@ __device__ __forceinline__ int atx_seq_start(const int *Pb, int p)
     return Pb && p >= 0 ? p - Pb[p] : 0;
 }
 
+/* The first key a tile of queries from position p0 sees past k (its window's start, or
+ * 0), packed rows P at batch row b (NULL: k): the sequence start of its first query,
+ * since positions count up from 0 in each sequence (the loader checks) and the other
+ * queries' sequences start there or later. The key tiles before it are skipped. */
+__device__ __forceinline__ int atx_tile_first(const int *P, int b, int T, int p0, int k)
+{
+    const int s = P ? p0 - P[(int64_t)b * T + p0] : k;
+    return s > k ? s : k;
+}
+
 /* rope's inverse frequencies f[hd/2], in float32 as runtime/attention.c's rope_table,
  * then each pair's amplitude f[hd/2 + j] (cos and sin times it: longrope's attention
  * factor on the rotated pairs, else 1) (every thread of the block calls it; threads
@@ -1290,7 +1300,8 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
         atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kbeg = atx_tile_first(P, b, T, p0, kwin);
         __syncthreads();
         atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
         __syncthreads();
@@ -1386,7 +1397,8 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
         atx_freqs<HD>(fr, theta, factor, low, high, orig, ext);
     for (int t = blockIdx.x; t < NPT; t += gridDim.x) {
         const int p0 = (NPT - 1 - t) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kbeg = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kbeg = atx_tile_first(P, b, T, p0, kwin);
         __syncthreads();
         atx_qrows(qpos, qoff, qlo, BQ, p0, NP, G, kh, T, ld, HD, Pb);
         __syncthreads();
@@ -1511,6 +1523,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                 accv[r][u] = acck[r][u] = 0.0f;
         for (int h = kh * G; h < (kh + 1) * G; h++)
             for (int q0 = qlo; q0 < qhi; q0 += BQ) {
+                if (P && atx_tile_first(P, b, T, q0, 0) > k0 + nk - 1)
+                    break;   /* packed rows: this query tile and the later ones see no key */
                 const int nq = T - q0 < BQ ? T - q0 : BQ;
                 __syncthreads();
                 for (int i = threadIdx.x; i < BQ; i += RT_ATT_THREADS) {
@@ -1884,7 +1898,8 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kbeg = W > 0 && p0 >= W ? (p0 - W + 1) / BK * BK : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kbeg = atx_tile_first(P, b, T, p0, kwin) / BK * BK;
         const bool full = G * NP == BQ && p0 + NP <= T;   /* every row a position */
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
@@ -2028,7 +2043,8 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
     __syncthreads();
     for (int tile = tile0; tile < NPT; tile += gridDim.x) {
         const int p0 = (NPT - 1 - tile) * NP, p1 = p0 + NP < T ? p0 + NP : T;
-        const int kbeg = W > 0 && p0 >= W ? (p0 - W + 1) / BK * BK : 0, kend = CAUSAL ? p1 : T;
+        const int kwin = W > 0 && p0 >= W ? p0 - W + 1 : 0, kend = CAUSAL ? p1 : T;
+        const int kbeg = atx_tile_first(P, b, T, p0, kwin) / BK * BK;
         const bool full = G * NP == BQ && p0 + NP <= T;
         att_tiles16<BK, HD, WD, T>(ks[0], vs[0], k, ld, v, ld, kbeg);
         att_cp_commit();
@@ -2280,13 +2296,16 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                     att_cp_wait<0>();
                 }
                 __syncthreads();
-                if (trq) {
+                /* packed rows: a query tile whose first query's sequence starts past the
+                 * keys (and so every query's: atx_tile_first) adds nothing */
+                const bool none = P && i0 - Pt[cb][0] > k0 + nk - 1;
+                if (trq && !none) {
                     atx_tc_tile<BQ, HD, WD>(qs[cb], i0, qn, f, atx_prow(P, b, T), T);
                     __syncthreads();
                 }
                 const bool edge = P || (CAUSAL && i0 < k0 + BK - 1) || i0 + BQ > T ||
                                   k0 + BK > T || (W > 0 && k0 <= i0 + BQ - 1 - W);
-                for (int j = 0; j < BQ / 16; j++) {   /* 16 queries at a time */
+                for (int j = 0; !none && j < BQ / 16; j++) {   /* 16 queries at a time */
                     float st[2][4], dpt[2][4];
                     for (int r = 0; r < 4; r++)
                         st[0][r] = dpt[0][r] = st[1][r] = dpt[1][r] = 0.0f;
