@@ -172,3 +172,16 @@ worst = max(abs(u - v) / u for u, v in zip(a, b))
 assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
 PY
 echo "ok   packed rows (positions), llama_hd64: fp32 on the GPU within 1e-5 of the CPU's losses; bf16-mixed on the sm_80 tensor cores: $r"
+# --sample from those weights on the GPU, with the key/value cache (which reads no
+# positions) and by the window's pass (TRAINC_KV_CACHE=0: positions 0 .. T - 1), prints
+# what the CPU prints
+S=(--eval --init "$t.cpu/model.safetensors" --sample 12 --sample-seed 3 --threads 1 --quiet)
+gpu "$t.fp32" --device cuda "${S[@]}" --out "$t.sgpu" > "$t.sgpu.txt" 2>"$t.sgpu.log"
+TRAINC_KV_CACHE=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t.fp32" --device cuda "${S[@]}" --out "$t.swin" \
+    > "$t.swin.txt" 2>"$t.swin.log"
+grep -q "launch rt_attention_ext_pk_fwd_" "$t.swin.log" ||
+    { echo "FAIL: packed: the window's pass on the GPU launched no packed forward"; exit 1; }
+"$t.fp32" --device cpu "${S[@]}" --out "$t.scpu" > "$t.scpu.txt" 2>"$t.scpu.log"
+cmp -s "$t.sgpu.txt" "$t.scpu.txt" && cmp -s "$t.swin.txt" "$t.scpu.txt" && [ -s "$t.scpu.txt" ] ||
+    { echo "FAIL: packed: --sample on the GPU differs from the CPU's"; exit 1; }
+echo "ok   packed rows' model: --sample on the GPU (key/value cache, and the window's pass) prints the CPU's $(wc -c < "$t.scpu.txt") bytes"

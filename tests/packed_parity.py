@@ -11,7 +11,8 @@ warm-up, cosine decay and clipping from the same weights, every step's loss with
 relative. The same with a sliding window of 6 inside the sequences (MistralForCausalLM),
 and with `recompute: full` (the replayed attention reads the positions too: the same
 bits as `none`). Without `positions` the losses differ by more than 1e-3 (attention
-across the seams), ten times the tolerance, so the check can fail; a position that is
+across the seams), ten times the tolerance, so the check can fail. --sample from the
+trained weights prints what the spec without positions prints. A position that is
 neither 0 nor one more than the one before exits 1 naming the file, row and element,
 nothing trained.
 
@@ -125,6 +126,26 @@ def without_positions(data, w, ours):
     return ok
 
 
+def sample_same(data, sp):
+    """--sample from the packed run's weights: the same text from the spec with
+    positions (each context one sequence: positions 0 .. T - 1, and the key/value
+    cache without them) as from the spec without"""
+    out = {}
+    weights = os.path.join(OUT, "llama", "run", "model.safetensors")
+    for name, spec in (("packed", sp), ("plain", packed_spec(data, positions=False))):
+        path = os.path.join(OUT, "sample_%s.json" % name)
+        json.dump(spec, open(path, "w"))
+        p = subprocess.run([lt.TRAINC, "run", path, "--eval", "--init", weights, "--sample", "40",
+                            "--sample-seed", "5", "--out", os.path.join(OUT, "sample_" + name),
+                            "--threads", "1"], capture_output=True, env=dict(
+                                os.environ, TRAINC_KV_CACHE="check"), check=True)
+        out[name] = p.stdout
+    ok = out["packed"] == out["plain"] and len(out["plain"]) > 0
+    print("%s --sample from the packed model: the plain model's %d bytes" %
+          ("ok  " if ok else "FAIL", len(out["plain"])))
+    return ok
+
+
 def bad_position(data, pos):
     bad = pos.clone()
     bad[5, 9] = bad[5, 8] + 2   # neither 0 nor one more than the place before's
@@ -154,6 +175,7 @@ def main():
     ok &= case("mistral_window6", x, y, pos, data, window=6)[0]
     ok &= full_recompute(sp, w, ours)
     ok &= without_positions(data, w, ours)
+    ok &= sample_same(data, sp)
     ok &= bad_position(data, pos)
     sys.exit(0 if ok else 1)
 
