@@ -4,7 +4,8 @@
 # text, fine-tune, sample text, export, load the export in transformers and generate; then
 # LoRA adapters alone, exported as PEFT's files, loaded by PEFT over the model and merged
 # into it by import hf --adapter; then
-# instruction tuning on prompt-completion pairs, the completions alone learned.
+# instruction tuning on prompt-completion pairs, the completions alone learned, one a row
+# and packed several a row, each kept to itself (the model's positions).
 #
 #   bash examples/finetune/run.sh [OUT]      (OUT: runs/finetune; from the repository root)
 #
@@ -20,7 +21,8 @@ TEXT=${TEXT:-/usr/share/common-licenses/GPL-3}
 PROMPT="This License"
 HF="$HF_PYTHON examples/finetune/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora" "$OUT/sft"   # an earlier run's
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora" "$OUT/sft" \
+    "$OUT/sft_packed"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
@@ -109,3 +111,34 @@ sample=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$OUT/sf
          --tokenizer "$OUT/hf/tokenizer.json" --stop "<|end_of_text|>" --quiet)
 printf '%s' "$SFT_PROMPT"; printf '%s\n' "$sample" | sed 1d
 echo "ok: instruction-tuned on $(wc -l < "$OUT/sft.jsonl") prompt-completion pairs ($OUT/sft)"
+
+step "10. packing: several pairs a row, each one's attention its own (the model's positions)"
+$TRAINC data sft "$OUT/sft.jsonl" "$M/sft_packed" --tokenizer "$OUT/hf/tokenizer.json" --seq-len 64 \
+    --eos "<|end_of_text|>" --pack
+# the imported model with an input of each token's position in its pair (docs/spec.md),
+# and its training spec with the packed arrays as data
+P=$M/sft_packed
+$HF_PYTHON - "$M" "$P" <<'PY'
+import json, os, sys
+m_dir, p = sys.argv[1:3]
+spec = json.load(open(os.path.join(m_dir, "model.json")))
+m = spec["model"] if "model" in spec else spec
+m["inputs"]["pos"] = {"shape": m["inputs"]["x"]["shape"], "dtype": "i32"}
+m["positions"] = "pos"
+json.dump(spec, open(os.path.join(m_dir, "model_packed.json"), "w"), indent=1)
+train = json.load(open(os.path.join(m_dir, "train.json")))
+t = train["train"] if "train" in train else train
+t["data"] = {part: {k: os.path.abspath(os.path.join(p, "%s_%s.npy" % (part, k)))
+                    for k in ("x", "y", "pos")} for part in ("train", "val")}
+json.dump(train, open(os.path.join(m_dir, "train_packed.json"), "w"), indent=1)
+PY
+$TRAINC run "$M/model_packed.json" "$M/train_packed.json" --init "$M/init.safetensors" \
+    --out "$OUT/sft_packed" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
+    --set validate.every_steps=60 --set log_every=20
+# the packed run's weights on the unpacked validation rows (one pair a row), as step 9's
+packed_after=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" \
+               --init "$OUT/sft_packed/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
+echo "validation loss on the completions, one pair a row: $sft_before before, $packed_after after the packed run"
+awk -v a="$sft_before" -v b="$packed_after" 'BEGIN { exit !(b < a - 0.5) }' ||
+    { echo "FAIL: the packed run's validation loss did not fall by 0.5"; exit 1; }
+echo "ok: packed several pairs a row, each kept to itself ($OUT/sft_packed)"
