@@ -498,9 +498,11 @@ int data_sft(int argc, char **argv)
                (double)c.packed / (double)(tr.rows + va.rows), 100.0 * (double)c.tokens /
                (double)((tr.rows + va.rows) * (a.T + 1)), (tr.rows + va.rows) * (a.T + 1));
     printf("train with the model's loss {\"op\": \"cross_entropy\", \"target\": \"y\", "
-           "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"%s%s%s}\n",
-           a.dir, a.dir, a.pack ? ", \"pos\": \"" : "", a.pack ? a.dir : "",
-           a.pack ? "/train_pos.npy\"" : "");
+           "\"ignore_index\": -100} and data {\"x\": \"%s/train_x.npy\", \"y\": \"%s/train_y.npy\"",
+           a.dir, a.dir);
+    if (a.pack)
+        printf(", \"pos\": \"%s/train_pos.npy\"", a.dir);
+    printf("}\n");
     if (a.pack)
         printf("with the model's input \"pos\": {\"shape\": [%" PRId64 "], \"dtype\": \"i32\"} and "
                "\"positions\": \"pos\", attention is cut at the seams (each example sees itself "

@@ -38,11 +38,11 @@ $TRAINC data text "$TEXT" "$M/data" --tokenizer "$OUT/hf/tokenizer.json"
 
 step "4. fine-tune 60 steps on the CPU"
 EVAL=(--eval --set validate.batches=null)   # every validation window, as hf.py reads them
+TUNE=(--set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5)   # each run's
 before=$($TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" "${EVAL[@]}" \
          --quiet | val_loss)
 $TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" --out "$OUT/run" \
-    --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
-    --set validate.every_steps=20 --set log_every=5
+    "${TUNE[@]}" --set validate.every_steps=20 --set log_every=5
 first=$(sed -n 's/.*"step":5,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
 last=$(sed -n 's/.*"step":60,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
 echo "training loss: $first at step 5, $last at step 60"
@@ -71,8 +71,7 @@ echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned)"
 step "8. LoRA instead: adapters of rank 8 alone, exported as PEFT's files"
 LORA=(--set lora.rank=8 --set lora.alpha=16)
 $TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" --init "$M/init.safetensors" \
-    --out "$OUT/lora" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
-    --set validate.every_steps=60 --set log_every=20
+    --out "$OUT/lora" "${TUNE[@]}" --set validate.every_steps=60 --set log_every=20
 after_lora=$($TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" \
              --init "$OUT/lora/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
 echo "validation loss: $before before, $after_lora after LoRA ($after after training every weight)"
@@ -99,8 +98,7 @@ SFT=(--set data.train.tokens=null --set "data.train.x=$M/sft/train_x.npy" --set 
 sft_before=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$M/init.safetensors" \
              "${EVAL[@]}" --quiet | val_loss)
 $TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$M/init.safetensors" \
-    --out "$OUT/sft" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
-    --set validate.every_steps=60 --set log_every=20
+    --out "$OUT/sft" "${TUNE[@]}" --set validate.every_steps=60 --set log_every=20
 sft_after=$(sed -n 's/.*"val_loss":\([^,]*\),.*/\1/p' "$OUT/sft/metrics.jsonl" | tail -1)
 echo "validation loss on the completions: $sft_before before, $sft_after after"
 awk -v a="$sft_before" -v b="$sft_after" 'BEGIN { exit !(b < a - 0.5) }' ||
@@ -133,8 +131,7 @@ t["data"] = {part: {k: os.path.abspath(os.path.join(p, "%s_%s.npy" % (part, k)))
 json.dump(train, open(os.path.join(m_dir, "train_packed.json"), "w"), indent=1)
 PY
 $TRAINC run "$M/model_packed.json" "$M/train_packed.json" --init "$M/init.safetensors" \
-    --out "$OUT/sft_packed" --set max_steps=60 --set optimizer.lr=1e-2 --set schedule.warmup_steps=5 \
-    --set validate.every_steps=60 --set log_every=20
+    --out "$OUT/sft_packed" "${TUNE[@]}" --set validate.every_steps=60 --set log_every=20
 # the packed run's weights on the unpacked validation rows (one pair a row), as step 9's
 packed_after=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" \
                --init "$OUT/sft_packed/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
