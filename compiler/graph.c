@@ -634,8 +634,9 @@ Graph *graph_build(const Spec *s, int eval)
     g->n_forward = g->n_nodes;
     check_conversions(&c);
     if (c.positions && !c.positions_read)
-        error_at(s->model_file, "$.model.positions", "no attention layer reads the positions "
-                 "input '%s': they cut attention at the sequences' seams", s->positions);
+        error_at(s->model_file, "$.model.positions", "no attention or pos_embedding layer reads "
+                 "the positions input '%s': they cut attention at the sequences' seams",
+                 s->positions);
     lora_freeze(g);
     apply_freeze(g);
     mark_copy16_only(g);

@@ -17,7 +17,8 @@
 # TRAINC_ATT_SM90=0 to keep attention.cuh's; then llama_hd64 (below) trains through the
 # sm_90a ones, and over packed rows (the model's positions) through the sm_80 ones'
 # packed instances (rt_attention_ext_pk_*) in bf16-mixed and fp32 (the latter within 1e-5
-# of the CPU's losses; a mask that ignores the positions is 2.8e-3 off).
+# of the CPU's losses; a mask that ignores the positions is 2.8e-3 off), and a GPT-2 over
+# the same rows (pos_embedding adding each token's position's row) in fp32.
 # Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
 # as tests/fake_gpu.sh passes its own; else they are built).
 set -eu
@@ -185,3 +186,38 @@ grep -q "launch rt_attention_ext_pk_fwd_" "$t.swin.log" ||
 cmp -s "$t.sgpu.txt" "$t.scpu.txt" && cmp -s "$t.swin.txt" "$t.scpu.txt" && [ -s "$t.scpu.txt" ] ||
     { echo "FAIL: packed: --sample on the GPU differs from the CPU's"; exit 1; }
 echo "ok   packed rows' model: --sample on the GPU (key/value cache, and the window's pass) prints the CPU's $(wc -c < "$t.scpu.txt") bytes"
+
+# GPT-2's learned position rows over the same packed rows: pos_embedding adds each
+# token's position's row (an embedding of the positions, its weight's gradient the
+# embedding's backward) and GPT-2's attention takes the packed instances; fp32 on the GPU
+# within 1e-5 of the CPU's losses
+g=$d/packed_gpt2
+"$PY" - "$t.json" "$g.json" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["model"]["name"] = "packed_gpt2"
+T = s["model"]["inputs"]["x"]["shape"][0]
+s["model"]["layers"] = [
+    {"op": "embedding", "name": "wte", "vocab": 256, "dim": 64, "input": "x"},
+    {"op": "pos_embedding", "name": "wpe", "max_len": T},
+    {"op": "residual", "body": [{"op": "layernorm", "name": "ln_1"},
+                                {"op": "attention", "name": "attn", "heads": 2}]},
+    {"op": "layernorm", "name": "ln_f"},
+    {"op": "linear", "name": "lm_head", "tie": "wte", "bias": False}]
+json.dump(s, open(sys.argv[2], "w"), indent=1)
+PY
+fbuild "$g.json" --set precision=fp32 -o "$g" 2>"$g.build.log"
+TRAINC_FAKE_GPU_TRACE=1 gpu "$g" --device cuda "${O[@]}" --out "$g.gpu" 2>"$g.gpu.log"
+[ "$(grep -c "launch rt_embedding_bwd_64" "$g.gpu.log")" -ge 6 ] && grep -q "launch rt_attention_ext_pk_bwd_kv_" "$g.gpu.log" ||
+    { echo "FAIL: packed gpt2: no positions' embedding backward, or no packed attention"; exit 1; }
+"$g" --device cpu "${O[@]}" --out "$g.cpu" 2>"$g.cpu.log"
+"$PY" - "$g.cpu" "$g.gpu" <<'PY'
+import json, sys
+def losses(run):
+    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(u - v) / u for u, v in zip(a, b))
+assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
+PY
+echo "ok   packed rows, GPT-2's position rows (pos_embedding by each token's position) and attention: fp32 on the GPU within 1e-5 of the CPU's losses"

@@ -345,6 +345,9 @@ cases += [
                                            "rope": {"theta": 10000}}, L(7)]),
     packed("attention_packed_window", [E(dim=8), {"op": "attention", "heads": 2, "window": 2,
                                                   "qk_norm": True, "bias": False}, L(7)]),
+    # GPT-2's learned position rows, each token's position's
+    packed("pos_embedding_packed", [E(dim=8), {"op": "pos_embedding", "max_len": 6},
+                                    {"op": "attention", "heads": 2}, L(7)]),
 ]
 
 def fd_check(name, path):

@@ -1,4 +1,4 @@
-"""Packed rows (the model's `positions`) against Hugging Face's Llama on each sequence alone.
+"""Packed rows (the model's `positions`) against Hugging Face's models on each sequence alone.
 
 HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this. Each row of T tokens of
 data/text is cut into sequences of 1 to 20 tokens (a row a whole sequence too), pos[t]
@@ -9,12 +9,13 @@ transformers' LlamaForCausalLM computes each sequence alone (its positions from 
 the loss is the mean over all the targets counted, as trainc's is: 12 AdamW steps with
 warm-up, cosine decay and clipping from the same weights, every step's loss within 1e-4
 relative. The same with a sliding window of 6 inside the sequences (MistralForCausalLM),
-and with `recompute: full` (the replayed attention reads the positions too: the same
-bits as `none`). Without `positions` the losses differ by more than 1e-3 (attention
-across the seams), ten times the tolerance, so the check can fail. --sample from the
-trained weights prints what the spec without positions prints. A position that is
-neither 0 nor one more than the one before exits 1 naming the file, row and element,
-nothing trained.
+and for GPT2LMHeadModel through `trainc import hf` (its pos_embedding adds each token's
+position's row); with `recompute: full` (the replayed attention reads the positions
+too: the same bits as `none`). Without `positions` the losses differ by more than 1e-3
+(attention across the seams), ten times the tolerance, so the check can fail. --sample
+from the trained weights (Llama's, GPT-2's) prints what the spec without positions
+prints. A position that is neither 0 nor one more than the one before exits 1 naming
+the file, row and element, nothing trained.
 
     $HF_PYTHON tests/packed_parity.py
 """
@@ -30,6 +31,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import llama_hf as lh    # noqa: E402  (exits 77 without transformers)
 import llama_torch as lt  # noqa: E402
+import st_check           # noqa: E402
 
 OUT = os.path.join(lt.ROOT, "build", "tests", "packed_parity")
 STEPS, B, T = 12, lh.B, lh.T
@@ -106,13 +108,37 @@ def case(name, x, y, pos, data, window=None):
     return ok, sp, w, ours
 
 
-def full_recompute(sp, w, ours):
+def gpt2_case(x, y, pos, data):
+    """GPT-2's learned position rows: a random GPT2LMHeadModel (tied head, no dropout)
+    through `trainc import hf`, its pos_embedding adding each token's position's row; the
+    spec and its weights for sample_same"""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    torch.manual_seed(3)
+    m = GPT2LMHeadModel(GPT2Config(vocab_size=lh.V, n_embd=32, n_layer=2, n_head=4, n_positions=T,
+                                   resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0))
+    src, imp = os.path.join(OUT, "gpt2_hf"), os.path.join(OUT, "gpt2_import")
+    m.save_pretrained(src)
+    subprocess.run([lt.TRAINC, "import", "hf", src, "-o", imp, "--seq-len", str(T)],
+                   capture_output=True, check=True)
+    sp = json.load(open(os.path.join(imp, "model.json")))
+    sp["train"] = packed_spec(data)["train"]
+    sp["model"]["inputs"]["pos"] = {"shape": [T], "dtype": "i32"}
+    sp["model"]["positions"] = "pos"
+    w = {k: torch.tensor(v) for k, v in st_check.load(os.path.join(imp, "init.safetensors")).items()}
+    ours = lt.run_trainc(sp, w, os.path.join(OUT, "gpt2"))
+    theirs = lt.train_torch(hf_packed(m, pos), list(m.parameters()), sp["train"], x, y, lh.V)
+    ok = lt.compare("trainc packed rows vs HF gpt2 (position rows), each sequence alone", ours,
+                    theirs, 1e-4)
+    return ok and full_recompute("gpt2", sp, w, ours), sp
+
+
+def full_recompute(name, sp, w, ours):
     sp = copy.deepcopy(sp)
     sp["train"]["recompute"] = "full"
-    again = lt.run_trainc(sp, w, os.path.join(OUT, "full"))
+    again = lt.run_trainc(sp, w, os.path.join(OUT, name + "_full"))
     ok = again == ours
-    print("%s recompute full with positions: the same losses bit for bit as none" %
-          ("ok  " if ok else "FAIL"))
+    print("%s %s, recompute full with positions: the same losses bit for bit as none" %
+          ("ok  " if ok else "FAIL", name))
     return ok
 
 
@@ -126,23 +152,30 @@ def without_positions(data, w, ours):
     return ok
 
 
-def sample_same(data, sp):
-    """--sample from the packed run's weights: the same text from the spec with
+def plain(sp):
+    """sp without the positions: the input, the model's key, the data file"""
+    sp = copy.deepcopy(sp)
+    del sp["model"]["positions"], sp["model"]["inputs"]["pos"], sp["train"]["data"]["train"]["pos"]
+    return sp
+
+
+def sample_same(name, sp):
+    """--sample from the packed run NAME's weights: the same text from the spec with
     positions (each context one sequence: positions 0 .. T - 1, and the key/value
     cache without them) as from the spec without"""
     out = {}
-    weights = os.path.join(OUT, "llama", "run", "model.safetensors")
-    for name, spec in (("packed", sp), ("plain", packed_spec(data, positions=False))):
-        path = os.path.join(OUT, "sample_%s.json" % name)
+    weights = os.path.join(OUT, name, "run", "model.safetensors")
+    for kind, spec in (("packed", sp), ("plain", plain(sp))):
+        path = os.path.join(OUT, "sample_%s_%s.json" % (name, kind))
         json.dump(spec, open(path, "w"))
         p = subprocess.run([lt.TRAINC, "run", path, "--eval", "--init", weights, "--sample", "40",
-                            "--sample-seed", "5", "--out", os.path.join(OUT, "sample_" + name),
+                            "--sample-seed", "5", "--out", os.path.join(OUT, "sample_" + kind),
                             "--threads", "1"], capture_output=True, env=dict(
                                 os.environ, TRAINC_KV_CACHE="check"), check=True)
-        out[name] = p.stdout
+        out[kind] = p.stdout
     ok = out["packed"] == out["plain"] and len(out["plain"]) > 0
-    print("%s --sample from the packed model: the plain model's %d bytes" %
-          ("ok  " if ok else "FAIL", len(out["plain"])))
+    print("%s --sample from the packed %s: the plain model's %d bytes" %
+          ("ok  " if ok else "FAIL", name, len(out["plain"])))
     return ok
 
 
@@ -173,9 +206,11 @@ def main():
     data = npy(os.path.join(OUT, "data"), x=x, y=y, pos=pos)
     ok, sp, w, ours = case("llama", x, y, pos, data)
     ok &= case("mistral_window6", x, y, pos, data, window=6)[0]
-    ok &= full_recompute(sp, w, ours)
+    ok &= full_recompute("llama", sp, w, ours)
     ok &= without_positions(data, w, ours)
-    ok &= sample_same(data, sp)
+    ok &= sample_same("llama", sp)
+    good, sp2 = gpt2_case(x, y, pos, data)
+    ok &= good and sample_same("gpt2", sp2)
     ok &= bad_position(data, pos)
     sys.exit(0 if ok else 1)
 

@@ -1,13 +1,38 @@
 /* pos_embedding.c: x + learned position rows over [T, dim] (T at most max_len): graph,
  * backward rule (dx is dy itself; the weight's gradient sums dy over the batch) and
  * lowering (one elementwise add, fused later; in the decode program a call that adds
- * the row of the position it computes). */
+ * the row of the position it computes). With the model's positions (packed rows) each
+ * token's position's row instead: an embedding of the positions, then an add. */
 #include "op.h"
 
 static int pos_embedding_params(const Layer *l, const char **out)
 {
     out[0] = "weight";
     return 1;
+}
+
+/* Packed rows: P[t] = W[pos[t]] (an embedding node whose ids are the positions: the
+ * loader has checked each is 0 or one more than the place before's, so below T), then
+ * y = x + P; W's gradient is the embedding's, dW[pos[t]] += dy[t]. */
+static void build_packed_rows(GraphCtx *c, const LayerArgs *a)
+{
+    const Layer *l = a->l;
+    Tensor *x = a->x;
+    Init init = a->init;
+    Tensor *rows = act_tensor(c, l->path, layer_ident("pos_rows", a->pfx), 2, x->shape);
+    Tensor *y = act_tensor(c, l->path, layer_ident("pos_embedding", a->pfx), 2, x->shape);
+    rows->origin = y->origin = a->at;
+    rows->what = "each token's position's row (the model's positions)";
+    y->what = "x + each token's position's row";
+    Node *ne = layer_node(c, a, N_EMBEDDING, c->positions, rows);
+    int64_t ws[2] = {l->max_len, x->shape[1]};
+    ne->w = add_param(c->g, a->pfx, "weight", 2, ws, RT_INIT_NORMAL,
+                      init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+    Node *nd = layer_node(c, a, N_ADD, x, y);
+    nd->in[nd->n_in++] = rows;
+    add_flops(c, nd, l->path, (double)x->numel, 0, 0);
+    c->positions_read++;
+    c->cur = y;
 }
 
 /* [T, dim] kept (T <= max_len); W [max_len, dim] */
@@ -21,13 +46,13 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
     const char *pfx = a->pfx;
     if (x->rank != 2)
         layer_error(c, l, "pos_embedding needs a [T, dim] input, got %s", shape_str(x->rank, x->shape));
-    if (c->positions)
-        layer_error(c, l, "pos_embedding adds each place's row; with the model's positions "
-                    "(packed rows) it would add each token's position's: not done yet (rope, "
-                    "an attention option, takes the positions)");
     if (x->shape[0] > l->max_len)
         layer_error(c, l, "the sequence has %lld positions but max_len is %lld", (long long)x->shape[0],
                     (long long)l->max_len);
+    if (c->positions) {
+        build_packed_rows(c, a);
+        return;
+    }
     Tensor *y = act_tensor(c, l->path, layer_ident("pos_embedding", pfx), 2, x->shape);
     y->origin = at;
     y->what = "x + position rows";
