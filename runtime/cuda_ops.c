@@ -916,7 +916,8 @@ static const void *att90_tmap(rt_exec *e, const void *x, int64_t B, int64_t T, i
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, const float *lr, float scale, int ext);
+                       float high, int64_t orig, const float *lr, float scale,
+                       const int32_t *pos, int ext);
 
 void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B,
                          int64_t T, int64_t d, int64_t H, int causal)
@@ -928,7 +929,7 @@ void rt_cu_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int
     att_tc(e, hd, 128, qkv, y, y);
     if (att90_use(e, hd, qkv, T, 3 * d)) {
         att90x_fwd(e, qkv, NULL, NULL, lse, y, B, T, d, H, H, hd, causal, 0, 0.0f, 0.0f, 0.0f,
-                   0.0f, 0, NULL, 0.0f, 0);   /* the plain kernel: no options, its own scale */
+                   0.0f, 0, NULL, 0.0f, NULL, 0);   /* the plain kernel: no options, its own scale */
         return;
     }
     int h = (int)H;
@@ -976,7 +977,7 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
                        float low, float high, int64_t orig, const float *lr, float scale,
-                       rt_dptr slot, int ext);
+                       rt_dptr slot, const int32_t *pos, int ext);
 
 void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const float *y,
                          const float *dy, float *dqkv, int64_t B, int64_t T, int64_t d,
@@ -990,7 +991,7 @@ void rt_cu_attention_bwd(rt_exec *e, const float *qkv, const float *lse, const f
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     if (att_tc(e, hd, 128, qkv, dy, dqkv) && att90b_use(e, hd, qkv, dy, dqkv, T, d, 3 * d)) {
         att90x_bwd(e, qkv, NULL, NULL, lse, y, dy, dqkv, NULL, NULL, B, T, d, H, H, hd, causal, 0,
-                   0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0f, slot, 0);   /* the plain kernels */
+                   0.0f, 0.0f, 0.0f, 0.0f, 0, NULL, 0.0f, slot, NULL, 0);   /* the plain kernels */
         return;
     }
     /* D [B, H, T] = dy . y per query row, from the query-side kernel to the key-side one */
@@ -1065,12 +1066,13 @@ static int64_t att_ext_bwd_grids(int64_t T, int64_t hd, int64_t H, int64_t KV, i
 #define RT_PREP90_ROWS 16   /* sm90_attention.cuh's rows a block */
 static void att90x_prep(rt_exec *e, const void *qkv, rt_dptr qk, const float *qn, const float *kn,
                         int64_t B, int64_t T, int64_t H, int64_t KV, int64_t hd, float theta,
-                        float factor, float low, float high, int64_t orig, const float *lr)
+                        float factor, float low, float high, int64_t orig, const float *lr,
+                        const int32_t *pos)
 {
     int64_t rows = B * T;
     int t = (int)T, h = (int)H, kv = (int)KV, ihd = (int)hd, o = (int)orig;
     void *args[] = {&qkv, &qk,     &qn,  &kn,   &rows, &t, &h, &kv,
-                    &ihd, &theta, &factor, &low, &high, &o, &lr};
+                    &ihd, &theta, &factor, &low, &high, &o, &lr, &pos};
     rt_cu_launch(e, "rt_attention_prep90", gdim(cdiv(rows, RT_PREP90_ROWS), GX, "attention prep"),
                  1, 1, RT_ATT_THREADS, 1, 0, args);
 }
@@ -1105,23 +1107,25 @@ static const char *att_cap_name(float softcap) { return softcap > 0.0f ? "_cap" 
 /* the kernels' name part for packed rows (positions: attention.cuh's RT_ATTENTION_EXT_PK_*) */
 static const char *att_pk_name(const int32_t *pos) { return pos ? "_pk" : ""; }
 
-/* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext), or
- * plain attention's (KV = H, no window, no qk_norm or rope) */
+/* the forward on sm_90a (sm90_attention.cuh): the Llama-family options' kernel (ext; pos:
+ * packed rows' positions, its _pk instance), or plain attention's (KV = H, no window, no
+ * qk_norm or rope) */
 static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float *kn, float *lse,
                        void *y, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV, int64_t hd,
                        int causal, int64_t window, float theta, float factor, float low,
-                       float high, int64_t orig, const float *lr, float scale, int ext)
+                       float high, int64_t orig, const float *lr, float scale,
+                       const int32_t *pos, int ext)
 {
     rt_dptr qk = 0;
     if (theta > 0.0f || qn || kn) {
         qk = rt_cu_scratch(e, (size_t)(B * T * (H + KV) * hd * 2));
-        att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr);
+        att90x_prep(e, qkv, qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr, pos);
     }
     int h = (int)H, kv = (int)KV, w = (int)window;
     float sl2 = att_sl2(scale);
     char name[96];
-    snprintf(name, sizeof name, "rt_attention%s_fwd90_%lld_%lld_%d", ext ? "_ext" : "",
-             (long long)T, (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention%s%s_fwd90_%lld_%lld_%d", ext ? "_ext" : "",
+             att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90_ROWS);
     att_grid_fits(tiles, H, bc);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold y's maximum into it */
@@ -1130,7 +1134,8 @@ static void att90x_fwd(rt_exec *e, const void *qkv, const float *qn, const float
         const void *mq, *mv;
         att90x_maps(e, qkv, qk, b0, nb, T, H, KV, hd, RT_ATT90_ROWS, &mq, &mv);
         void *l = att_adv(e, lse, b0 * H * T, 1), *o = att_adv(e, y, b0 * T * d, 0);
-        void *ext_args[] = {(void *)mq, (void *)mv, &l, &o, &h, &kv, &w, &sl2, &slot};
+        const void *pc = pos ? att_adv(e, pos, b0 * T, 1) : NULL;   /* (int32: 4 bytes) */
+        void *ext_args[] = {(void *)mq, (void *)mv, &l, &o, &h, &kv, &w, &sl2, &pc, &slot};
         void *args[] = {(void *)mq, &l, &o, &h, &slot};   /* rt_attention_fwd90_*: one map */
         rt_cu_launch(e, name, gdim(tiles, GX, name), (unsigned)H, gdim(nb, GYZ, name),
                      RT_ATT90_THREADS, 1, att90_smem(hd), ext ? ext_args : args);
@@ -1152,10 +1157,10 @@ void rt_cu_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, cons
     att_width(hd, tc ? 256 : 128);
     int64_t tiles = cdiv(T, att_ext_group(H, KV, tc ? 64 : att_fwd_rows(hd)));
     const float *lr = att_lr(e, ext, hd);
-    /* sm_90a's kernels: no cap, no positions */
-    if (!(softcap > 0.0f) && !pos && att90_use(e, hd, qkv, T, ld)) {
+    /* sm_90a's kernels: no cap */
+    if (!(softcap > 0.0f) && att90_use(e, hd, qkv, T, ld)) {
         att90x_fwd(e, qkv, qn, kn, lse, y, B, T, d, H, KV, hd, causal, window, theta, factor, low,
-                   high, orig, lr, scale, 1);
+                   high, orig, lr, scale, pos, 1);
         return;
     }
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
@@ -1204,19 +1209,20 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
                        float *dkn, int64_t B, int64_t T, int64_t d, int64_t H, int64_t KV,
                        int64_t hd, int causal, int64_t window, float theta, float factor,
                        float low, float high, int64_t orig, const float *lr, float scale,
-                       rt_dptr slot, int ext)
+                       rt_dptr slot, const int32_t *pos, int ext)
 {
     int norm = qn || kn;
     att90x_scratch sc = att90x_carve(e, B, T, H, KV, hd, theta > 0.0f || norm, norm);
     if (sc.qk)
-        att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr);
+        att90x_prep(e, qkv, sc.qk, qn, kn, B, T, H, KV, hd, theta, factor, low, high, orig, lr, pos);
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention%s_%lld_%lld_%d", ext ? "_ext_bwd90_q" : "_bwd90",
-             (long long)T, (long long)hd, causal != 0);
-    snprintf(name_kv, sizeof name_kv, "rt_attention%s_bwd90_kv_%lld_%lld_%d", ext ? "_ext" : "",
-             (long long)T, (long long)hd, causal != 0);
+    snprintf(name, sizeof name, "rt_attention%s%s_%lld_%lld_%d", ext ? "_ext" : "",
+             ext ? (pos ? "_pk_bwd90_q" : "_bwd90_q") : "_bwd90", (long long)T, (long long)hd,
+             causal != 0);
+    snprintf(name_kv, sizeof name_kv, "rt_attention%s%s_bwd90_kv_%lld_%lld_%d", ext ? "_ext" : "",
+             att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES), ld = (H + 2 * KV) * hd;
     att_grid_fits(tiles, H, bc);
     for (int64_t b0 = 0; b0 < B; b0 += bc) {
@@ -1229,10 +1235,11 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
         rt_dptr Dc = sc.D + (rt_dptr)(b0 * H * T) * sizeof(float);
         rt_dptr pqc = sc.pq + (rt_dptr)(norm ? b0 * H * tiles * hd * 8 : 0);
         rt_dptr pkc = sc.pk + (rt_dptr)(norm ? b0 * KV * tiles * hd * 8 : 0);
+        const void *pc = pos ? att_adv(e, pos, b0 * T, 1) : NULL;   /* (int32: 4 bytes) */
         void *ext_args[] = {(void *)mq, (void *)mv, (void *)mg, &l,     &out,   &g,    &dq,
                             &Dc,        &h,         &kv,        &w,     &scale, &sl2,  &theta,
                             &factor,    &low,       &high,      &o,     &lr,    &x,    &qn,
-                            &kn,        &pqc,       &pkc,       &slot};
+                            &kn,        &pqc,       &pkc,       &pc,    &slot};
         /* rt_attention_bwd90_*: one map of qkv, no options */
         void *args[] = {(void *)mq, (void *)mg, &l, &out, &g, &dq, &Dc, &h, &slot};
         void **a = ext ? ext_args : args;
@@ -1262,9 +1269,9 @@ void rt_cu_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, cons
     att_width(hd, tc ? 256 : 128);
     rt_dptr slot = rt_cu_fp8_out_slot(e);   /* fp8-mixed's kernels fold dqkv's maximum into it */
     att_ext_group(H, KV, tc ? 64 : att_bwd_rows(hd));   /* KV's check before either path */
-    if (!(softcap > 0.0f) && !pos && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
+    if (!(softcap > 0.0f) && att90b_use(e, hd, qkv, dy, dqkv, T, d, ld)) {
         att90x_bwd(e, qkv, qn, kn, lse, y, dy, dqkv, dqn, dkn, B, T, d, H, KV, hd, causal, window,
-                   theta, factor, low, high, orig, lr, scale, slot, 1);
+                   theta, factor, low, high, orig, lr, scale, slot, pos, 1);
         return;
     }
     unsigned gq, gk;

@@ -40,7 +40,8 @@ cc -std=gnu11 -O2 -Wall -Wextra -Wno-unused-parameter -Werror -ffp-contract=off 
     -Iruntime -I"$CUDA_INC" tests/gpu/check_ops.c build/librt.a -lcjson -lopenblas -lz -lm -lpthread -ldl \
     $(mpicc --showme:link) -o "$d/check_ops"
 
-K90="rt_attention_fwd90_ rt_attention_ext_fwd90_ rt_attention_prep90 rt_attention_ext_bwd90_q_ rt_attention_ext_bwd90_kv_"
+K90="rt_attention_fwd90_ rt_attention_ext_fwd90_ rt_attention_prep90 rt_attention_ext_bwd90_q_ rt_attention_ext_bwd90_kv_
+     rt_attention_ext_pk_fwd90_ rt_attention_ext_pk_bwd90_q_ rt_attention_ext_pk_bwd90_kv_"
 K90_FWD="rt_attention_fwd90_ rt_attention_ext_fwd90_ rt_attention_prep90"
 # run NAME ARGS...: check_ops ARGS on the fake GPU, its launches traced into NAME.log
 run() {

@@ -50,8 +50,8 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"' | awk 
     -e 's/^RT_ATTENTION_EXT_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_fwd_\1_\2_\3 rt_attention_ext_fwd90_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_bwd_q_\1_\2_\3 rt_attention_ext_cap_bwd_kv_\1_\2_\3/' \
-    -e 's/^RT_ATTENTION_EXT_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_fwd_\1_\2_\3/' \
-    -e 's/^RT_ATTENTION_EXT_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_bwd_q_\1_\2_\3 rt_attention_ext_pk_bwd_kv_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_fwd_\1_\2_\3 rt_attention_ext_pk_fwd90_\1_\2_\3/' \
+    -e 's/^RT_ATTENTION_EXT_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_pk_bwd_q_\1_\2_\3 rt_attention_ext_pk_bwd_kv_\1_\2_\3 rt_attention_ext_pk_bwd90_q_\1_\2_\3 rt_attention_ext_pk_bwd90_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_bwd_q_\1_\2_\3 rt_attention_ext_cap_pk_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3 rt_attention_ext_bwd90_q_\1_\2_\3 rt_attention_ext_bwd90_kv_\1_\2_\3/' \
@@ -91,7 +91,8 @@ done
 # a 16-bit run whose attention must include sm_90a's kernels (the plain forward; the
 # Llama-family forward, rope pass and backward): their launch counts on stderr
 # (K90: the kernels; fp8-mixed's run checks forwards only)
-K90_ALL="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90 rt_attention_ext_bwd90_q rt_attention_ext_bwd90_kv"
+K90_ALL="rt_attention_fwd90 rt_attention_ext_fwd90 rt_attention_prep90 rt_attention_ext_bwd90_q rt_attention_ext_bwd90_kv
+    rt_attention_ext_pk_fwd90 rt_attention_ext_pk_bwd90_q rt_attention_ext_pk_bwd90_kv"
 run90() {
     local k90=${K90:-$K90_ALL}
     EMU_COUNT=$(echo $k90 | tr ' ' ,) "$@" 2>"$d/count.err" || { cat "$d/count.err"; exit 1; }

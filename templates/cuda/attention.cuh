@@ -2458,8 +2458,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 
 /* The kernels of an instance: NAME is rt_attention_ext (plain), rt_attention_ext_cap
  * (soft-capped scores, CAP; no sm_90a kernels, cuda_ops.c sends those to these),
- * rt_attention_ext_pk (packed rows: the model's positions, PK; no sm_90a kernels either)
- * or rt_attention_ext_cap_pk (both) */
+ * rt_attention_ext_pk (packed rows: the model's positions, PK; sm_90a kernels of its own,
+ * sm90_attention*.cuh's rt_attention_ext_pk_*90_*) or rt_attention_ext_cap_pk (both) */
 #define RT_ATTENTION_EXT_FWD_K(NAME, CAP, PK, T, HD, CAUSAL)                                   \
     extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)                               \
         NAME##_fwd_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_FWD_ARGS)                             \
@@ -2488,9 +2488,11 @@ __device__ __forceinline__ void attention_ext_bwd_kv_any(RT_ATTENTION_EXT_ARGS)
 #define RT_ATTENTION_EXT_CAP_BWD(T, HD, CAUSAL)                                                \
     RT_ATTENTION_EXT_BWD_K(rt_attention_ext_cap, true, false, T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_PK_FWD(T, HD, CAUSAL)                                                 \
-    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)
+    RT_ATTENTION_EXT_FWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)                    \
+    RT_ATTENTION_EXT_PK_FWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_PK_BWD(T, HD, CAUSAL)                                                 \
-    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)
+    RT_ATTENTION_EXT_BWD_K(rt_attention_ext_pk, false, true, T, HD, CAUSAL)                    \
+    RT_ATTENTION_EXT_PK_BWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_CAP_PK_FWD(T, HD, CAUSAL)                                             \
     RT_ATTENTION_EXT_FWD_K(rt_attention_ext_cap_pk, true, true, T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_CAP_PK_BWD(T, HD, CAUSAL)                                             \

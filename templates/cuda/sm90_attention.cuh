@@ -11,7 +11,10 @@
  *     h reads h / (H / KV)), a window W > 0 (keys W or more positions back masked, key
  *     tiles wholly before every row's window never loaded); qk_norm and rope applied
  *     beforehand by rt_attention_prep90 (below) into a scratch copy of q and k that mq
- *     maps, V read through mv from qkv itself.
+ *     maps, V read through mv from qkv itself. P_: packed rows' positions [B, T], read by
+ *     the rt_attention_ext_pk_fwd90_* instances alone (PK; NULL in the others): row p
+ *     sees keys from its sequence's start p - P[p] (atx_seq_start), and the key tiles
+ *     wholly before its tile's first row's start are never loaded (atx_tile_first).
  *
  * Launch: grid (ceil(T / 128), H, B) taken tile-major (att_block_order: the longest query
  * tiles of every head first), 384 threads = three warpgroups, dynamic shared memory
@@ -60,7 +63,8 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
  * 0: none; ext: the inverse frequencies, or NULL: from theta) as attention.cuh's
  * atx_tc_fwd computes them (fp32, the RMS over the head's row, rounded to 16 bits once),
  * on the q and k heads of rows [0, rows) of qkv
- * [rows, (H + 2 KV) hd] into qk [rows, (H + KV) hd] (row r at position r % T), for the
+ * [rows, (H + 2 KV) hd] into qk [rows, (H + KV) hd] (row r at position r % T, or P[r]:
+ * packed rows' positions [rows], NULL without), for the
  * Hopper kernels' TMA copies (plain CUDA: defined for every target, launched only with
  * them). 128 threads, RT_PREP90_ROWS rows a block; warp w takes heads w, w + 4, ..., its
  * lane l the column pairs (j, j + hd / 2) for j = l, l + 32 (< hd / 2): a head's sum of
@@ -69,7 +73,7 @@ __host__ __device__ constexpr int rt_att90_smem(int hd)
 extern "C" __global__ void __launch_bounds__(RT_ATT_THREADS)
 rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *kn, int64_t rows,
                     int T, int H, int KV, int hd, float theta, float factor, float low,
-                    float high, int orig, const float *ext)
+                    float high, int orig, const float *ext, const int *P)
 {
     __shared__ float fr[128];   /* the frequencies, then the amplitudes */
     if (theta > 0.0f)
@@ -81,7 +85,7 @@ rt_attention_prep90(const act_t *qkv, act_t *qk, const float *qn, const float *k
         float sn[2] = {0.0f, 0.0f}, cs[2] = {1.0f, 1.0f};
         for (int q = 0; q < 2; q++)
             if (theta > 0.0f && lane + 32 * q < half) {
-                sincosf((float)(int)(r % T) * fr[lane + 32 * q], &sn[q], &cs[q]);
+                sincosf((float)(P ? P[r] : (int)(r % T)) * fr[lane + 32 * q], &sn[q], &cs[q]);
                 sn[q] *= fr[half + lane + 32 * q], cs[q] *= fr[half + lane + 32 * q];
             }
         for (int hh = warp; hh < nh; hh += RT_ATT_THREADS / 32) {
@@ -155,11 +159,12 @@ __device__ __forceinline__ void att90_produce(const att90_src &src, unsigned bas
     }
 }
 
-/* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile. */
-template <int T, int HD, int CAUSAL>
+/* A consumer warpgroup (c = 0, 1): query rows q0 + 64 c .. + 63 of the tile (Pb: the
+ * batch row's positions, PK; NULL). */
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int jb, int nkt,
                                               int W, float sl2, float *L, act_t *y, int64_t d,
-                                              int h, int b RT_FP8_SLOT)
+                                              int h, int b, const int *Pb RT_FP8_SLOT)
 {
     constexpr int S = RT_ATT90_STAGES, BK = RT_ATT90_BK, NS = BK / 2, NO = HD / 2;
     constexpr unsigned QB = RT_ATT90_BQ * HD * 2, KB = BK * HD * 2;
@@ -167,6 +172,9 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
     const unsigned bars = base + QB + 2 * S * KB;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int r0 = q0 + 64 * c + 16 * w + g;   /* this thread's rows r0, r0 + 8 */
+    /* their sequences' starts (packed rows; else no key is before them) */
+    const int lo[2] = {PK ? atx_seq_start(Pb, r0 < T ? r0 : -1) : RT_ATT_ANY_KEY,
+                       PK ? atx_seq_start(Pb, r0 + 8 < T ? r0 + 8 : -1) : RT_ATT_ANY_KEY};
     const float ninf = -rt_inf();
     float m[2] = {ninf, ninf}, l[2] = {0.0f, 0.0f}, o[NO];
     for (int i = 0; i < NO; i++)
@@ -189,14 +197,14 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
         sm90_mbar_arrive(bars + 8 * (1 + 2 * S + s));   /* K read */
-        /* scale, mask (tiles reaching past the diagonal, past T or before a row's
-         * window), the rows' max */
+        /* scale, mask (tiles reaching past the diagonal, past T, before a row's window
+         * or, packed, its sequence), the rows' max */
         const int rb = q0 + 64 * c;
-        const bool edge = (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || (W > 0 && k0 <= rb + 63 - W);
+        const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || (W > 0 && k0 <= rb + 63 - W);
         float mx[2] = {ninf, ninf};
         for (int i = 0; i < NS; i++) {
             const int u = (i >> 1) & 1, kj = k0 + 8 * (i >> 2) + 2 * t4 + (i & 1), row = r0 + 8 * u;
-            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W);
+            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W) || kj < lo[u];
             sc[i] = edge && hid ? ninf : sl2 * sc[i];
             mx[u] = fmaxf(mx[u], sc[i]);
         }
@@ -254,10 +262,11 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
 }
 
 /* A block: grid (ceil(T / 128), heads, B) as att_block_order takes it; src.mq, src.mv,
- * src.H, src.KV as att90_src says, W the window (0: none) */
-template <int T, int HD, int CAUSAL>
+ * src.H, src.KV as att90_src says, W the window (0: none), P packed rows' positions [B,
+ * T] (PK; NULL) */
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y, int W,
-                                                float sl2 RT_FP8_SLOT)
+                                                float sl2, const int *P RT_FP8_SLOT)
 {
     static_assert(HD == 64 || HD == 128, "the sm_90a forward takes heads 64 or 128 wide");
     constexpr int S = RT_ATT90_STAGES, NQT = (T + RT_ATT90_BQ - 1) / RT_ATT90_BQ;
@@ -269,7 +278,9 @@ __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t
     const int q0 = (NQT - 1 - tile0) * RT_ATT90_BQ, d = src.H * HD;
     const int nkeys = CAUSAL ? (q0 + RT_ATT90_BQ < T ? q0 + RT_ATT90_BQ : T) : T;
     src.nkt = (nkeys + RT_ATT90_BK - 1) / RT_ATT90_BK;
-    src.jb = W > 0 && q0 >= W ? (q0 - W + 1) / RT_ATT90_BK : 0;   /* the first row's window */
+    /* the first row's window, or its sequence's start (packed rows) */
+    src.jb = atx_tile_first(PK ? P : nullptr, src.b, T, q0, W > 0 && q0 >= W ? q0 - W + 1 : 0) /
+             RT_ATT90_BK;
     if (threadIdx.x == 0) {
         sm90_mbar_init(bars, 1);
         for (int s = 0; s < S; s++) {
@@ -289,26 +300,26 @@ __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t
         return;
     }
     sm90_setmaxnreg_inc<232>();
-    att90_consume<T, HD, CAUSAL>(base, wg - 1, q0, src.jb, src.nkt, W, sl2,
-                                 lse + ((int64_t)src.b * src.H + src.h) * T, y, d, src.h,
-                                 src.b RT_FP8_SLOT_ARG);
+    att90_consume<T, HD, CAUSAL, PK>(base, wg - 1, q0, src.jb, src.nkt, W, sl2,
+                                     lse + ((int64_t)src.b * src.H + src.h) * T, y, d, src.h,
+                                     src.b, PK ? P + (int64_t)src.b * T : nullptr RT_FP8_SLOT_ARG);
 }
 
 #else
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_fwd90(att90_src src, float *lse, act_t *y, int W,
-                                                float sl2 RT_FP8_SLOT) {}
+                                                float sl2, const int *P RT_FP8_SLOT) {}
 #endif
 
 /* Emitted with each RT_ATTENTION_FWD (RT_ATTENTION_EXT_FWD) instance (attention.cuh)
  * where NVRTC compiles for sm_90a; cuda_ops.c launches them only for 16-bit activations
  * and heads of 64 or 128. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_fwd90_any(const att90_src &src, float *lse, act_t *y,
-                                                    int W, float sl2 RT_FP8_SLOT)
+                                                    int W, float sl2, const int *P RT_FP8_SLOT)
 {
     if constexpr (HD == 64 || HD == 128)
-        attention_fwd90<T, HD, CAUSAL>(src, lse, y, W, sl2 RT_FP8_SLOT_ARG);
+        attention_fwd90<T, HD, CAUSAL, PK>(src, lse, y, W, sl2, P RT_FP8_SLOT_ARG);
 }
 #if RT_SM90A
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)                                                       \
@@ -316,20 +327,25 @@ __device__ __forceinline__ void attention_fwd90_any(const att90_src &src, float 
         rt_attention_fwd90_##T##_##HD##_##CAUSAL(const __grid_constant__ rt_tmap map, float *lse, \
                                                  act_t *y, int H RT_FP8_SLOT)                   \
     {                                                                                           \
-        attention_fwd90_any<T, HD, CAUSAL>(att90_src{&map, &map, 0, 0, H, H, 0, 0, 0}, lse, y,  \
-                                           0, (float)(1.4426950408889634 / sqrt((double)HD))    \
-                                                  RT_FP8_SLOT_ARG);                             \
+        attention_fwd90_any<T, HD, CAUSAL, false>(                                              \
+            att90_src{&map, &map, 0, 0, H, H, 0, 0, 0}, lse, y, 0,                              \
+            (float)(1.4426950408889634 / sqrt((double)HD)), nullptr RT_FP8_SLOT_ARG);           \
     }
-#define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)                                                   \
+/* the Llama-family options: NAME rt_attention_ext, or rt_attention_ext_pk (packed rows) */
+#define RT_ATTENTION_EXT_FWD90_K(NAME, PK, T, HD, CAUSAL)                                       \
     extern "C" __global__ void __launch_bounds__(RT_ATT90_THREADS, 1)                           \
-        rt_attention_ext_fwd90_##T##_##HD##_##CAUSAL(                                           \
+        NAME##_fwd90_##T##_##HD##_##CAUSAL(                                                     \
             const __grid_constant__ rt_tmap mq, const __grid_constant__ rt_tmap mv, float *lse, \
-            act_t *y, int H, int KV, int W, float sl2 RT_FP8_SLOT)                              \
+            act_t *y, int H, int KV, int W, float sl2, const int *P_ RT_FP8_SLOT)               \
     {                                                                                           \
-        attention_fwd90_any<T, HD, CAUSAL>(att90_src{&mq, &mv, 0, 0, H, KV, 0, 0, 0}, lse, y,   \
-                                           W, sl2 RT_FP8_SLOT_ARG);                             \
+        attention_fwd90_any<T, HD, CAUSAL, PK>(att90_src{&mq, &mv, 0, 0, H, KV, 0, 0, 0}, lse,  \
+                                               y, W, sl2, P_ RT_FP8_SLOT_ARG);                  \
     }
+#define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL) RT_ATTENTION_EXT_FWD90_K(rt_attention_ext, false, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_FWD90(T, HD, CAUSAL)                                                \
+    RT_ATTENTION_EXT_FWD90_K(rt_attention_ext_pk, true, T, HD, CAUSAL)
 #else
 #define RT_ATTENTION_FWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_FWD90(T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_FWD90(T, HD, CAUSAL)
 #endif

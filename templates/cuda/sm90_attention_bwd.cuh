@@ -15,8 +15,12 @@
  *
  *   rt_attention_ext_bwd90_q_T_HD_CAUSAL(mq, mv, mdy, lse, y, dy, dqkv, D, H, KV, W,
  *                                        scale, sl2, theta, factor, low, high, orig, ext, qkv,
- *                                        qn, kn, partq, partk)
+ *                                        qn, kn, partq, partk, P_)
  *   rt_attention_ext_bwd90_kv_T_HD_CAUSAL(same arguments)
+ *   rt_attention_ext_pk_bwd90_q_*, _kv_*: the same over packed rows, P_ their positions
+ *     [B, T] (PK; NULL in the others): query p sees keys from p - P[p] alone and rope
+ *     turns row p by P[p]; the query side skips the key tiles wholly before its rows'
+ *     sequences, the key side the query tiles whose sequences start past its keys
  *
  * qkv and dqkv [B, T, (H + 2 KV) HD]; Q and K read through mq (query head h at column
  * h HD, key head kh at (H + kh) HD: rt_attention_prep90's copy where qk_norm or rope is
@@ -98,6 +102,7 @@ struct att90b_geo {
     const act_t *qkv;   /* the raw rows qk_norm's backward reads (NULL without it) */
     const float *qn, *kn;
     double *partq, *partk;
+    const int *P;       /* packed rows' positions [B, T] (read by the PK kernels alone) */
 };
 
 #if RT_SM90A && (defined(RT_ACT_BF16) || defined(RT_ACT_F16))
@@ -282,11 +287,12 @@ __device__ __forceinline__ void att90b_rows_dot(float Dr[2], const act_t *dyh, c
 }
 
 /* The query side's consumer warpgroup c: query rows q0 + 64 c .. + 63, over the key
- * tiles jb .. nkt - 1 (W: the window, 0 none; fr: rope's frequencies, or NULL) */
-template <int T, int HD, int CAUSAL>
+ * tiles jb .. nkt - 1 (W: the window, 0 none; fr: rope's frequencies, or NULL; Pb: the
+ * batch row's positions, PK, or NULL) */
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, int q0, int jb,
                                                  int nkt, int W, float scale, float sl2,
-                                                 const float *fr,
+                                                 const int *Pb, const float *fr,
                                                  const float *wn,
                                                  const act_t *xq, double *part,
                                                  const float *Lh, float *Dh, const act_t *dyh,
@@ -296,6 +302,10 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     constexpr int S = RT_ATT90B_STAGES, BK = RT_ATT90B_STR;
     const int t = threadIdx.x & 127, w = t >> 5, g = (t & 31) >> 2, t4 = t & 3;
     const int rb = q0 + 64 * c, r0 = rb + 16 * w + g;   /* this thread's rows r0, r0 + 8 */
+    /* their sequences' starts, and the warpgroup's first row's (packed rows; else none) */
+    const int lo[2] = {PK ? atx_seq_start(Pb, r0 < T ? r0 : -1) : RT_ATT_ANY_KEY,
+                       PK ? atx_seq_start(Pb, r0 + 8 < T ? r0 + 8 : -1) : RT_ATT_ANY_KEY};
+    const int lob = PK ? atx_seq_start(Pb, rb < T ? rb : -1) : 0;
     float Lr[2], Dr[2], acc[HD / 2];
     att90b_rows_dot<T, HD>(Dr, dyh, yh, d, r0, t4);
     for (int u = 0; u < 2; u++) {
@@ -310,8 +320,8 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
     for (int j = 0; j < nkt - jb; j++) {
         const int s = j % S, k0 = (jb + j) * BK;
         sm90_mbar_wait(sm.full(s), (unsigned)(j / S) & 1u);
-        /* every key past this warpgroup's rows, or before all their windows */
-        if ((CAUSAL && k0 > rb + 63) || (W > 0 && k0 + BK - 1 <= rb - W)) {
+        /* every key past this warpgroup's rows, or before all their windows or sequences */
+        if ((CAUSAL && k0 > rb + 63) || (W > 0 && k0 + BK - 1 <= rb - W) || (PK && k0 + BK <= lob)) {
             sm90_mbar_arrive(sm.empty(s));
             continue;
         }
@@ -321,12 +331,12 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         att90b_ss<RT_ATT90B_RES, HD>(dp, sm.res(1), 64 * c, sm.str(s, 1));   /* dP = dY V^T */
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
-        const bool edge = (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T ||
+        const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T ||
                           (W > 0 && k0 <= rb + 63 - W);
         for (int e = 0; e < BK / 2; e++) {   /* dS = P (dP - D), 0 where masked */
             const int u = (e >> 1) & 1, kj = k0 + 8 * (e >> 2) + 2 * t4 + (e & 1), i = r0 + 8 * u;
             const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i) ||
-                                         (W > 0 && kj <= i - W));
+                                         (W > 0 && kj <= i - W) || kj < lo[u]);
             const float p = rt_exp2_approx(sl2 * sc[e] - Lr[u]);
             sc[e] = masked ? 0.0f : p * (dp[e] - Dr[u]);
         }
@@ -342,7 +352,7 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         acc[i] *= scale;
     float dw[HD / 8][2] = {};
     if (fr || wn) {   /* q was normalized and rotated: back to the raw rows */
-        const int p[2] = {r0 < T ? r0 : -1, r0 + 8 < T ? r0 + 8 : -1};
+        const int p[2] = {r0 < T ? atx_rope_pos(Pb, r0) : -1, r0 + 8 < T ? atx_rope_pos(Pb, r0 + 8) : -1};
         const act_t *xr[2] = {p[0] >= 0 ? xq + (int64_t)r0 * ld : nullptr,
                               p[1] >= 0 ? xq + (int64_t)(r0 + 8) * ld : nullptr};
         att90b_back<HD>(acc, xr, p, wn, fr, dw, t4);
@@ -363,12 +373,12 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
 }
 
 /* One streamed query tile (stage s, queries from i0) for the key side's warpgroup c (keys
- * from kb, this thread's j0 and j0 + 8; sl2 the scores' factor times log2(e)):
- * dV += P^T dY, dK += dS^T Q */
-template <int T, int HD, int CAUSAL>
+ * from kb, this thread's j0 and j0 + 8; sl2 the scores' factor times log2(e); Pb the
+ * batch row's positions, PK, or NULL): dV += P^T dY, dK += dS^T Q */
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, int c, int i0, int kb,
                                                int j0, int t4, int W, float sl2, const float *Lh,
-                                               const float *Dh, float *gk, float *gv)
+                                               const float *Dh, const int *Pb, float *gk, float *gv)
 {
     constexpr int BQ = RT_ATT90B_STR;
     float st[BQ / 2], dpt[BQ / 2];
@@ -377,10 +387,12 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     att90b_ss<RT_ATT90B_RES, HD>(dpt, sm.res(1), 64 * c, sm.str(s, 1));   /* dP^T = V dY^T */
     sm90_wgmma_commit();
     sm90_wgmma_wait<0>();
-    const bool edge = (CAUSAL && i0 < kb + 63) || i0 + BQ > T || (W > 0 && kb <= i0 + BQ - 1 - W);
+    const bool edge = PK || (CAUSAL && i0 < kb + 63) || i0 + BQ > T || (W > 0 && kb <= i0 + BQ - 1 - W);
     for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
         const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
-        const bool masked = edge && (i >= T || (CAUSAL && kj > i) || (W > 0 && kj <= i - W));
+        /* (query i's sequence start: the row's lanes read the same ones, L1) */
+        const bool masked = edge && (i >= T || (CAUSAL && kj > i) || (W > 0 && kj <= i - W) ||
+                                     (PK && kj < atx_seq_start(Pb, i)));
         /* lse (in log2 units) and D of query i from global memory (the row's lanes read
          * the same ones: L1) */
         const float lt = i < T ? Lh[i] * RT_LOG2E : 0.0f, Di = i < T ? Dh[i] : 0.0f;
@@ -404,10 +416,10 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
  * Thread 0 also refills the ring: the pair after next into a stage once both warpgroups
  * are done with it (the first two pairs were issued before the loop); its whole warp
  * waits for that, so no lane waits at the warp's reconvergence for another warpgroup. */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const att90b_src &src,
                                                   int c, int k0, int i00, int nqt, int G, int W,
-                                                  float scale, float sl2,
+                                                  float scale, float sl2, const int *Pb,
                                                   const float *fr, const float *wn,
                                                   const act_t *xk, double *part, const float *Lh,
                                                   const float *Dh, act_t *dk, act_t *dv,
@@ -424,10 +436,12 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
         const int s = j % S, g = j / nqt, i0 = i00 + (j - g * nqt) * BQ;
         const unsigned ph = (unsigned)(j / S) & 1u;
         sm90_mbar_wait(sm.full(s), ph);
-        /* else every query is before these keys, or past all their windows */
-        if ((!CAUSAL || i0 + BQ - 1 >= kb) && !(W > 0 && i0 - W >= kb + 63))
-            att90b_kv_tile<T, HD, CAUSAL>(sm, s, c, i0, kb, j0, t4, W, sl2, Lh + (int64_t)g * T,
-                                          Dh + (int64_t)g * T, gk, gv);
+        /* else every query is before these keys, past all their windows, or (packed) in
+         * sequences that start after them */
+        if ((!CAUSAL || i0 + BQ - 1 >= kb) && !(W > 0 && i0 - W >= kb + 63) &&
+            !(PK && atx_seq_start(Pb, i0) > kb + 63))
+            att90b_kv_tile<T, HD, CAUSAL, PK>(sm, s, c, i0, kb, j0, t4, W, sl2, Lh + (int64_t)g * T,
+                                              Dh + (int64_t)g * T, Pb, gk, gv);
         sm90_mbar_arrive(sm.empty(s));   /* Q and dY read */
         if (threadIdx.x < 32 && j + S < G * nqt) {   /* warp 0 waits, its first thread copies */
             sm90_mbar_wait(sm.empty(s), ph);
@@ -438,6 +452,7 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
     }
     RT_FP8_FOLD_INIT();   /* fp8-mixed: dqkv's maximum (common.cuh) */
     const int p[2] = {j0 < T ? j0 : -1, j0 + 8 < T ? j0 + 8 : -1};
+    const int rp[2] = {j0 < T ? atx_rope_pos(Pb, j0) : -1, j0 + 8 < T ? atx_rope_pos(Pb, j0 + 8) : -1};
     for (int u = 0; u < 2; u++)   /* dv; then dk, back to the raw rows where k was transformed */
         if (p[u] >= 0)
             for (int n = 0; n < HD / 8; n++)
@@ -449,7 +464,7 @@ __device__ __forceinline__ void att90b_consume_kv(att90b_smem_map<HD> sm, const 
     if (fr || wn) {
         const act_t *xr[2] = {p[0] >= 0 ? xk + (int64_t)j0 * ld : nullptr,
                               p[1] >= 0 ? xk + (int64_t)(j0 + 8) * ld : nullptr};
-        att90b_back<HD>(gk, xr, p, wn, fr, dw, t4);
+        att90b_back<HD>(gk, xr, rp, wn, fr, dw, t4);
     }
     for (int u = 0; u < 2; u++)
         if (p[u] >= 0)
@@ -489,7 +504,7 @@ __device__ __forceinline__ const float *att90b_freqs(float *fr, const att90b_geo
 
 /* The query side: 288 threads, warpgroups 0 and 1 consume, warp 8 produces; grid
  * (tiles, H, B) */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const float *lse,
                                                   const act_t *y, const act_t *dy, act_t *dqkv,
                                                   float *D RT_FP8_SLOT)
@@ -504,7 +519,8 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
     const int kh = h / (H / KV), q0 = (NQT - 1 - tile0) * BQ, d = H * HD;
     const int nkeys = CAUSAL ? (q0 + BQ < T ? q0 + BQ : T) : T;
     const int nkt = (nkeys + BK - 1) / BK;
-    const int jb = W > 0 && q0 >= W ? (q0 - W + 1) / BK : 0;   /* the first row's window */
+    /* the first row's window, or its sequence's start (packed rows) */
+    const int jb = atx_tile_first(PK ? geo.P : nullptr, b, T, q0, W > 0 && q0 >= W ? q0 - W + 1 : 0) / BK;
     const float *fr = att90b_freqs<HD>(frs, geo);
     att90b_bars<HD>(sm, 256);
     if (threadIdx.x >= 256) {
@@ -518,8 +534,8 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
     }
     const int64_t ld = (int64_t)(H + 2 * KV) * HD, bh = (int64_t)b * H + h;
     double *part = geo.qn ? geo.partq + (bh * gridDim.x + tile0) * HD : nullptr;
-    att90b_consume_q<T, HD, CAUSAL>(sm, threadIdx.x >> 7, q0, jb, nkt, W, geo.scale, geo.sl2,
-                                    fr, geo.qn,
+    att90b_consume_q<T, HD, CAUSAL, PK>(sm, threadIdx.x >> 7, q0, jb, nkt, W, geo.scale, geo.sl2,
+                                        PK ? geo.P + (int64_t)b * T : nullptr, fr, geo.qn,
                                     geo.qkv + (int64_t)b * T * ld + h * HD, part, lse + bh * T,
                                     D + bh * T, dy + (int64_t)b * T * d + h * HD,
                                     y + (int64_t)b * T * d + h * HD,
@@ -528,7 +544,7 @@ __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const f
 
 /* The key side: 256 threads, two consumer warpgroups; thread 0 issues the copies; grid
  * (tiles, KV, B) */
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const float *lse,
                                                    act_t *dqkv, const float *D RT_FP8_SLOT)
 {
@@ -542,7 +558,12 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     const int k0 = tile0 * BK;
     /* the queries that see these keys: from the first (causal) to the last key's window */
     const int i00 = CAUSAL ? k0 : 0, iend = W > 0 && k0 + BK - 1 + W < T ? k0 + BK - 1 + W : T;
-    const int nqt = (iend - i00 + BQ - 1) / BQ;
+    int nqt = (iend - i00 + BQ - 1) / BQ;
+    /* packed rows: not the query tiles whose sequences start past these keys (a run at
+     * the end: the starts count up; the first tile holds query k0, which sees key k0) */
+    const int *Pb = PK ? geo.P + (int64_t)b * T : nullptr;
+    while (PK && nqt > 1 && atx_seq_start(Pb, i00 + (nqt - 1) * BQ) > k0 + BK - 1)
+        nqt--;
     /* Q, dY of the group's heads streamed, head after head */
     const att90b_src src{geo.mq, geo.mdy, kh * G * HD, kh * G * HD, i00, b, nqt, HD};
     const float *fr = att90b_freqs<HD>(frs, geo);
@@ -557,18 +578,18 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
     const int64_t at = (int64_t)b * T * ld + (int64_t)(H + kh) * HD;
     act_t *dk = dqkv + at;
     double *part = geo.kn ? geo.partk + (((int64_t)b * KV + kh) * gridDim.x + tile0) * HD : nullptr;
-    att90b_consume_kv<T, HD, CAUSAL>(sm, src, threadIdx.x >> 7, k0, i00, nqt, G, W, geo.scale,
-                                     geo.sl2, fr, geo.kn,
+    att90b_consume_kv<T, HD, CAUSAL, PK>(sm, src, threadIdx.x >> 7, k0, i00, nqt, G, W, geo.scale,
+                                         geo.sl2, Pb, fr, geo.kn,
                                      geo.qkv + at, part, lse + bh * T, D + bh * T, dk, dk + (int64_t)KV * HD,
                                      ld RT_FP8_SLOT_ARG);
 }
 
 #else
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_bwd90_q(const att90b_geo &geo, const float *lse,
                                                   const act_t *y, const act_t *dy, act_t *dqkv,
                                                   float *D RT_FP8_SLOT) {}
-template <int T, int HD, int CAUSAL>
+template <int T, int HD, int CAUSAL, bool PK>
 __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const float *lse,
                                                    act_t *dqkv, const float *D RT_FP8_SLOT) {}
 #endif
@@ -585,10 +606,11 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
             int H RT_FP8_SLOT)                                                                    \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_q<T, HD, CAUSAL>(                                                     \
+            attention_bwd90_q<T, HD, CAUSAL, false>(                                              \
                 att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
                            (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
-                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},        \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,         \
+                           nullptr},                                                              \
                 lse, y, dy,                                                                       \
                 dqkv, D RT_FP8_SLOT_ARG);                                                         \
     }                                                                                             \
@@ -599,10 +621,11 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
             int H RT_FP8_SLOT)                                                                    \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_kv<T, HD, CAUSAL>(                                                    \
+            attention_bwd90_kv<T, HD, CAUSAL, false>(                                             \
                 att90b_geo{&mqkv, &mqkv, &mdy, H, H, 0, (float)(1.0 / sqrt((double)HD)),         \
                            (float)(1.4426950408889634 / sqrt((double)HD)), 0.0f, 0.0f, 0.0f,      \
-                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr},        \
+                           0.0f, 0, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr,         \
+                           nullptr},                                                              \
                 lse, dqkv,                                                                        \
                 D RT_FP8_SLOT_ARG);                                                               \
     }
@@ -612,28 +635,34 @@ __device__ __forceinline__ void attention_bwd90_kv(const att90b_geo &geo, const 
         const __grid_constant__ rt_tmap mdy, const float *lse, const act_t *y, const act_t *dy,   \
         act_t *dqkv, float *D, int H, int KV, int W, float scale, float sl2, float theta,         \
         float factor, float low, float high, int orig, const float *ext, const act_t *qkv,        \
-        const float *qn, const float *kn, double *partq, double *partk RT_FP8_SLOT
+        const float *qn, const float *kn, double *partq, double *partk, const int *P_ RT_FP8_SLOT
 #define RT_ATTENTION_EXT_BWD90_GEO                                                                \
     att90b_geo {                                                                                  \
         &mq, &mv, &mdy, H, KV, W, scale, sl2, theta, factor, low, high, orig, ext, qkv, qn, kn,    \
-            partq, partk                                                                          \
+            partq, partk, P_                                                                      \
     }
-#define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)                                                     \
+/* NAME: rt_attention_ext, or rt_attention_ext_pk (packed rows, PK) */
+#define RT_ATTENTION_EXT_BWD90_K(NAME, PK, T, HD, CAUSAL)                                         \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_THREADS, 1)                            \
-        rt_attention_ext_bwd90_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)               \
+        NAME##_bwd90_q_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)                         \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_q<T, HD, CAUSAL>(RT_ATTENTION_EXT_BWD90_GEO, lse, y, dy, dqkv,        \
-                                             D RT_FP8_SLOT_ARG);                                  \
+            attention_bwd90_q<T, HD, CAUSAL, PK>(RT_ATTENTION_EXT_BWD90_GEO, lse, y, dy, dqkv,    \
+                                                 D RT_FP8_SLOT_ARG);                              \
     }                                                                                             \
     extern "C" __global__ void __launch_bounds__(RT_ATT90B_KV_THREADS, 1)                         \
-        rt_attention_ext_bwd90_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)              \
+        NAME##_bwd90_kv_##T##_##HD##_##CAUSAL(RT_ATTENTION_EXT_BWD90_ARGS)                        \
     {                                                                                             \
         if constexpr (HD == 64 || HD == 128)                                                      \
-            attention_bwd90_kv<T, HD, CAUSAL>(RT_ATTENTION_EXT_BWD90_GEO, lse, dqkv,              \
-                                              D RT_FP8_SLOT_ARG);                                 \
+            attention_bwd90_kv<T, HD, CAUSAL, PK>(RT_ATTENTION_EXT_BWD90_GEO, lse, dqkv,          \
+                                                  D RT_FP8_SLOT_ARG);                             \
     }
+#define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)                                                     \
+    RT_ATTENTION_EXT_BWD90_K(rt_attention_ext, false, T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_BWD90(T, HD, CAUSAL)                                                  \
+    RT_ATTENTION_EXT_BWD90_K(rt_attention_ext_pk, true, T, HD, CAUSAL)
 #else
 #define RT_ATTENTION_BWD90(T, HD, CAUSAL)
 #define RT_ATTENTION_EXT_BWD90(T, HD, CAUSAL)
+#define RT_ATTENTION_EXT_PK_BWD90(T, HD, CAUSAL)
 #endif

@@ -1628,8 +1628,8 @@ static void t_attention_ext(int64_t B, int64_t T, int64_t d, int64_t H, int64_t 
     /* 16-bit heads of 64 or 128 take the sm_90a kernels where the module is built for
      * them (the emulator's): the sm_80 tensor-core ones, which other GPUs take, again with
      * TRAINC_ATT_SM90=0 ("attention_ext_fwd80", ...) */
-    /* (no sm_90a kernel caps, nor takes positions) */
-    int both = half && (hd == 64 || hd == 128) && !(cap > 0.0f) && !pos;
+    /* (no sm_90a kernel caps) */
+    int both = half && (hd == 64 || hd == 128) && !(cap > 0.0f);
     for (int pass = 0; pass < 1 + both; pass++) {
         if (pass)
             setenv("TRAINC_ATT_SM90", "0", 1);
@@ -3056,8 +3056,8 @@ static void all_attention(void)
     RUN t_attention_ext(1, 150, 512, 4, 4, 1, 0, 0, 500000.0f, 3, 0.0f, 0.0f);
     /* packed rows (the model's positions: the mask cut at each sequence's start, rope by
      * each token's position): the CUDA cores at heads 8 with every option; heads 64 and
-     * 128 (the sm_80 tensor cores in 16 bits: sm_90a's kernels take no positions) with a
-     * group of 4 and a window, and a soft-cap; heads 256 in 16 bits */
+     * 128 (in 16 bits sm_90a's kernels, then the sm_80 tensor cores') with a group of 4
+     * and a window, and a soft-cap (the sm_80 kernels alone); heads 256 in 16 bits */
     RUN t_attention_packed(2, 37, 40, 5, 1, 9, 1, 10000.0f, 1, 0.0f, 0.0f);
     RUN t_attention_packed(2, 200, 256, 4, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
     RUN t_attention_packed(2, 150, 512, 4, 2, 0, 0, 500000.0f, 0, 0.0f, 0.0f);
