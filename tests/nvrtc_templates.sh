@@ -24,7 +24,8 @@
 # 320 values a thread) spills once a tile (2026-12-01: 308 and 320 bytes on sm_80, 308
 # and 316 on sm_90a). The packed rows' kernels (_pk_: the model's positions) are bounded
 # at 64: ptxas gives their query-side backward at heads 64 wide 128 registers where the
-# others get 168, and it spills 32 to 52 bytes (2026-12-04; not yet timed on a GPU). Then,
+# others get 168, and it spills 32 to 52 bytes (2026-12-04; not yet timed on a GPU); their
+# sm_90a instances spill nothing (2026-12-05). Then,
 # where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by
 # nvcc -c for sm_80. Needs no GPU.
 set -eu
