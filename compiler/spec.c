@@ -1705,9 +1705,34 @@ static void parse_model(const Ctx *c, const cJSON *m)
 
 /* ---- the training spec ------------------------------------------------------- */
 
+/* An i32 input of shape [T] (a token window's), or not (-1: none) */
+static int window_input(const Spec *s, int k, int64_t T)
+{
+    return k >= 0 && s->inputs[k].dtype == RT_I32 && s->inputs[k].rank == 1 &&
+           s->inputs[k].shape[0] == T;
+}
+
+/* Token data against the model: two i32 inputs of shape [T] (the tokens, the next
+ * tokens), and with the model's positions those too, which loader.documents fills from
+ * each window (runtime/data.c's tokens_inputs; check_documents). 0, or -1 with a
+ * message. */
+static int check_token_inputs(const Spec *s, char *err, size_t errlen)
+{
+    int64_t T = s->inputs[0].shape[0];
+    int p = s->positions ? find_input(s, s->positions) : -1;
+    int y = p == 1 ? 2 : 1;
+    if (s->n_inputs != (p >= 0 ? 3 : 2) || !window_input(s, 0, T) || !window_input(s, y, T) ||
+        (p >= 0 && !window_input(s, p, T))) {
+        snprintf(err, errlen, "token data needs a model with two i32 inputs of shape [T] (the "
+                 "tokens and the next tokens)%s", p >= 0 ? ", and its positions, i32 [T] too" : "");
+        return -1;
+    }
+    return 0;
+}
+
 /* The data entries against the model: names are inputs (or "tokens", alone, for a
- * model with two i32 inputs of shape [T]) and every input has a file. Returns 0, or
- * -1 with a message. */
+ * model with two i32 inputs of shape [T], and its positions) and every input has a
+ * file. Returns 0, or -1 with a message. */
 static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *what,
                       char *err, size_t errlen)
 {
@@ -1736,16 +1761,7 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
                      what);
             return -1;
         }
-        const InputSpec *a = &s->inputs[0], *b = &s->inputs[1];
-        if (s->n_inputs != 2 || a->dtype != RT_I32 || b->dtype != RT_I32 || a->rank != 1 ||
-            b->rank != 1 || a->shape[0] != b->shape[0]) {
-            snprintf(err, errlen, "token data needs a model with two i32 inputs of shape "
-                     "[T] (the tokens and the next tokens)%s", s->positions ? "; token shards "
-                     "hold no positions: a model with \"positions\" reads .npy data (trainc data "
-                     "sft --pack writes them)" : "");
-            return -1;
-        }
-        return 0;
+        return check_token_inputs(s, err, errlen);
     }
     for (int i = 0; i < s->n_inputs; i++) {
         int found = 0;
@@ -1814,6 +1830,29 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
     return -1;
 }
 
+/* loader.documents: given exactly where the model reads positions from token data
+ * (runtime/data.c's tokens_inputs says the same) */
+static int check_documents(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
+{
+    const rt_train_config *t = &s->train;
+    int tokens = t->n_train == 1 && !strcmp(t->train[0].key, "tokens");
+    snprintf(key, keylen, "loader.documents");
+    if (tokens && s->positions && t->documents < 0)
+        snprintf(err, errlen, "token shards hold no positions, and the model reads them "
+                 "(\"positions\": \"%s\"): set loader.documents to the token that begins each "
+                 "document (attention then stays inside documents), or read .npy data (trainc "
+                 "data sft --pack writes them)", s->positions);
+    else if (t->documents >= 0 && !s->positions)
+        snprintf(err, errlen, "loader.documents fills the model's positions input, and the "
+                 "model has none (\"positions\": \"pos\" and an i32 input pos of shape [T])");
+    else if (t->documents >= 0 && !tokens)
+        snprintf(err, errlen, "loader.documents fills the positions of token data "
+                 "(data.train.tokens); .npy data bring their own");
+    else
+        return 0;
+    return -1;
+}
+
 static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
                                 size_t keylen)
 {
@@ -1828,6 +1867,8 @@ static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *k
         snprintf(key, keylen, "data.val");
         return -1;
     }
+    if (check_documents(s, err, errlen, key, keylen))
+        return -1;
     if (t->has_early_stopping && t->es_monitor == RT_MON_VAL_ACC &&
         s->loss != LOSS_CROSS_ENTROPY) {
         snprintf(key, keylen, "early_stopping.monitor");

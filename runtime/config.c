@@ -161,6 +161,7 @@ typedef struct Field {
     X("loader.shuffle", "true", BOOL(shuffle))                                          \
     X("loader.drop_last", "true", BOOL(drop_last))                                      \
     X("loader.on_gpu", "auto", ENUM(on_gpu, "auto always never"))                       \
+    X("loader.documents", "null", INT_OR_NULL_QUIET(documents, 0))                      \
     X("loader.augment", "null", SECTION_QUIET(has_augment))                             \
     X("loader.augment.random_crop", "null", SECTION(has_crop))                          \
     X("loader.augment.random_crop.padding", "0", INT(crop_padding, 0, 4096))            \

@@ -760,11 +760,11 @@ static int cmp_str(const void *a, const void *b)
 /* The smallest bound of the two inputs (their `classes`, and the `vocab` of an
  * embedding reading one): every token lands in both (shifted by one), so each must be
  * valid for either. 0 = no check. */
-static int64_t token_vocab(const rt_model *m, char *from, size_t cap)
+static int64_t token_vocab(const rt_model *m, int y_in, char *from, size_t cap)
 {
     int64_t vocab = 0;
-    for (int i = 0; i < 2; i++) {
-        const rt_input *in = &m->inputs[i];
+    for (int k = 0; k < 2; k++) {
+        const rt_input *in = &m->inputs[k ? y_in : 0];
         if (in->classes > 0 && (vocab == 0 || in->classes < vocab)) {
             vocab = in->classes;
             snprintf(from, cap, "model input '%s' has %" PRId64 " classes", in->name,
@@ -798,20 +798,56 @@ static char **match_files(const char *pattern, const char *where, size_t *count,
 /* Windows of a shard of n tokens: starts 0, T, 2T, ... with T + 1 tokens available. */
 static int64_t shard_windows(int64_t n, int64_t T) { return n > T ? (n - 1) / T : 0; }
 
+/* An i32 input of shape [T] (the window's), or not (NULL counts as not). */
+static int window_input(const rt_input *in, int64_t T)
+{
+    return in && in->dtype == RT_I32 && in->rank == 1 && in->shape[0] == T && T >= 1;
+}
+
+/* Token data's inputs: the tokens (the first), the next tokens, and where the model has
+ * them its positions, which loader.documents fills (d->y_in, d->pos_in, d->doc). */
+static void tokens_inputs(rt_dataset *d, const rt_model *m, int64_t documents,
+                          const char *where)
+{
+    d->pos_in = -1;
+    for (int i = 1; i < m->n_inputs; i++)
+        if (m->inputs[i].positions)
+            d->pos_in = i;
+    if (d->pos_in >= 0 && documents < 0)
+        rt_input_error("train spec: %s: token shards hold no positions, and the model reads "
+                       "them (\"positions\": \"%s\"): set loader.documents to the token that "
+                       "begins each document (attention then stays inside documents), or read "
+                       ".npy data (trainc data sft --pack writes them)", where,
+                       m->inputs[d->pos_in].name);
+    if (d->pos_in < 0 && documents >= 0)
+        rt_input_error("train spec: $.train.loader.documents: it fills the model's positions "
+                       "input, and the model has none (\"positions\": \"pos\" and an i32 input "
+                       "pos of shape [T])");
+    d->y_in = d->pos_in == 1 ? 2 : 1;
+    d->doc = documents;
+    int64_t T = m->inputs[0].shape[0];
+    if (m->n_inputs != (d->pos_in >= 0 ? 3 : 2) || !window_input(&m->inputs[0], T) ||
+        !window_input(&m->inputs[d->y_in], T) ||
+        (d->pos_in >= 0 && !window_input(&m->inputs[d->pos_in], T)))
+        rt_input_error("train spec: %s: token data needs a model with two i32 inputs of shape "
+                       "[T] (the tokens and the next tokens)%s", where, d->pos_in >= 0 ?
+                       ", and its positions, i32 [T] too" : "");
+}
+
 static void tokens_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
-                        const char *base_dir, const char *what)
+                        const char *base_dir, const char *what, int64_t documents)
 {
     char where[128];
     snprintf(where, sizeof where, "$.train.data.%s.tokens", what);
     if (n != 1)
         rt_input_error("train spec: %s: tokens must be the only entry of data.%s", where, what);
-    const rt_input *a = &m->inputs[0], *b = m->n_inputs == 2 ? &m->inputs[1] : NULL;
-    if (!b || a->dtype != RT_I32 || b->dtype != RT_I32 || a->rank != 1 || b->rank != 1 ||
-        a->shape[0] != b->shape[0] || a->shape[0] < 1)
-        rt_input_error("train spec: %s: token data needs a model with two i32 inputs of shape "
-                       "[T] (the tokens and the next tokens)", where);
+    tokens_inputs(d, m, documents, where);
+    const rt_input *a = &m->inputs[0];
     char vocab_from[160];
-    int64_t vocab = token_vocab(m, vocab_from, sizeof vocab_from);
+    int64_t vocab = token_vocab(m, d->y_in, vocab_from, sizeof vocab_from);
+    if (vocab && documents >= vocab)
+        rt_input_error("train spec: $.train.loader.documents: token %lld, but %s is %lld",
+                       (long long)documents, vocab_from, (long long)vocab);
     char pattern[RT_PATH_MAX];
     join_path(pattern, base_dir, entries[0].path, where);
 
@@ -821,7 +857,7 @@ static void tokens_open(rt_dataset *d, const rt_model *m, const rt_data_entry *e
     if (nf > INT32_MAX)
         rt_input_error("train spec: %s: '%s' matches more than %d files", where, pattern,
                        INT32_MAX);
-    d->n = 2;
+    d->n = m->n_inputs;
     d->tokens = 1;
     d->T = a->shape[0];
     d->n_shards = (int)nf;
@@ -856,10 +892,19 @@ static int shard_of(const rt_dataset *d, int64_t w)
     return lo;
 }
 
+/* pos[t]: x[t]'s place in its document, a document beginning at each token doc and
+ * at the window's start (0 there, else one more than the place before's) */
+static void document_positions(const int32_t *x, int64_t T, int64_t doc, int32_t *pos)
+{
+    pos[0] = 0;
+    for (int64_t t = 1; t < T; t++)
+        pos[t] = x[t] == doc ? 0 : pos[t - 1] + 1;
+}
+
 /* x[i, t] = tok[o + t], y[i, t] = tok[o + 1 + t] for t < T, where o is the start
- * of window idx[i]; x, y: [n, T] i32. */
+ * of window idx[i]; x, y: [n, T] i32; pos (NULL without): document_positions. */
 static void tokens_gather(const rt_dataset *d, const int64_t *idx, int64_t n, int32_t *x,
-                          int32_t *y)
+                          int32_t *y, int32_t *pos)
 {
     int64_t T = d->T;
     for (int64_t i = 0; i < n; i++) {
@@ -884,20 +929,25 @@ static void tokens_gather(const rt_dataset *d, const int64_t *idx, int64_t n, in
             for (int64_t t = 0; t < T; t++)
                 yi[t] = p[t + 1];
         }
+        if (pos)
+            document_positions(xi, T, d->doc, pos + i * T);
     }
 }
 
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
-                     const char *base_dir, const char *what)
+                     const char *base_dir, const char *what, int64_t documents)
 {
     memset(d, 0, sizeof *d);
     if (m->n_inputs < 1 || m->n_inputs > RT_MAX_INPUTS)
         rt_die("model has %d inputs", m->n_inputs);
     for (int j = 0; j < n; j++)
         if (strcmp(entries[j].key, "tokens") == 0) {
-            tokens_open(d, m, entries, n, base_dir, what);
+            tokens_open(d, m, entries, n, base_dir, what, documents);
             return;
         }
+    if (documents >= 0)
+        rt_input_error("train spec: $.train.loader.documents: it fills the positions of token "
+                       "data (data.%s.tokens); .npy data bring their own", what);
     /* Every entry must name a model input: a stray key is a typo, not data to skip. */
     for (int j = 0; j < n; j++) {
         int found = 0;
@@ -1125,7 +1175,8 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
         for (int64_t i = 0; i < rows; i++)
             ((int32_t *)s->b.in[0])[i] = (int32_t)l->order[lo + i];
     else if (l->d->tokens)
-        tokens_gather(l->d, l->order + lo, rows, s->b.in[0], s->b.in[1]);
+        tokens_gather(l->d, l->order + lo, rows, s->b.in[0], s->b.in[l->d->y_in],
+                      l->d->pos_in >= 0 ? s->b.in[l->d->pos_in] : NULL);
     else
         for (int i = 0; i < l->d->n; i++)
             rt_npy_gather(&l->d->arr[i], l->order + lo, rows, s->b.in[i],

@@ -285,6 +285,8 @@ typedef struct rt_train_config {
     int64_t workers, prefetch;
     int shuffle, drop_last;
     int on_gpu;                /* RT_ON_GPU_*: the dataset kept in GPU memory */
+    int64_t documents;         /* loader.documents: the token that begins each document of
+                                  token data (the model's positions from it); -1 = null */
     int has_augment, has_crop; /* loader.augment and its random_crop given */
     int64_t crop_padding;      /* loader.augment.random_crop.padding */
     int hflip;                 /* loader.augment.hflip */
@@ -482,6 +484,11 @@ typedef struct rt_dataset {
      * (w - win_start[s]) * T. */
     int tokens;                /* 1 for token data */
     int64_t T;                 /* window length (the inputs' shape [T]) */
+    int y_in;                  /* the input of the next tokens (1, or 2 after positions) */
+    int pos_in;                /* the model's positions input, filled from the window's
+                                  tokens: each token's place in its document (a document
+                                  begins at each token `doc`); -1 without */
+    int64_t doc;
     int n_shards;
     rt_shard *shards;          /* [n_shards], in sorted path order */
     int64_t *win_start;        /* [n_shards + 1], win_start[n_shards] = rows */
@@ -493,9 +500,11 @@ typedef struct rt_dataset {
  * ids in [0, vocab), so that no batch can fail in a kernel later.
  * A single entry "tokens" holds a glob of shards instead (matched files in sorted
  * order); the model must then have two i32 inputs of shape [T], and token ids are
- * checked against the inputs' `classes` and `vocab` where given. */
+ * checked against the inputs' `classes` and `vocab` where given; or three, the third
+ * the model's positions, filled from each window with documents (loader.documents: the
+ * token that begins a document; -1 none). */
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
-                     const char *base_dir, const char *what);
+                     const char *base_dir, const char *what, int64_t documents);
 void rt_dataset_close(rt_dataset *d);
 /* What a resume checks the data against (never 0): the rows, each file's length and
  * its first and last 64 KB, XXH64 (other data, not a proof of the same bytes) */

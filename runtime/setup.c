@@ -97,10 +97,10 @@ void rt_run_data(Run *r)
 {
     const rt_model *m = r->m;
     const rt_train_config *c = &r->c;
-    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train");
+    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train", c->documents);
     r->has_val = c->n_val > 0;
     if (r->has_val)
-        rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val");
+        rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val", c->documents);
     r->threads = r->o.threads ? r->o.threads : default_threads();
     if (r->threads < 1)
         r->threads = 1;

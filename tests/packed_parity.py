@@ -35,6 +35,7 @@ import st_check           # noqa: E402
 
 OUT = os.path.join(lt.ROOT, "build", "tests", "packed_parity")
 STEPS, B, T = 12, lh.B, lh.T
+NEWLINE = 10   # the token (a byte) that begins each document of documents_case
 
 
 def packed_positions(n, rng):
@@ -132,6 +133,27 @@ def gpt2_case(x, y, pos, data):
     return ok and full_recompute("gpt2", sp, w, ours), sp
 
 
+def documents_case(x, y):
+    """Token shards with loader.documents: data/text's windows as they are (no target
+    ignored), a document beginning at each newline (and at each window's start); the
+    loader fills pos, and HF computes each document alone"""
+    pos = torch.zeros_like(x)
+    for t in range(1, T):
+        pos[:, t] = torch.where(x[:, t] == NEWLINE, 0, pos[:, t - 1] + 1)
+    m = lh.hf_model()
+    w = lh.trainc_weights(m, False, False)
+    sp = lh.spec()
+    sp["train"]["max_steps"] = STEPS
+    sp["train"]["loader"]["documents"] = NEWLINE
+    sp["model"]["inputs"]["pos"] = {"shape": [T], "dtype": "i32"}
+    sp["model"]["positions"] = "pos"
+    ours = lt.run_trainc(sp, w, os.path.join(OUT, "documents"))
+    theirs = lt.train_torch(hf_packed(m, pos), list(m.parameters()), sp["train"], x, y, lh.V)
+    seams = int((pos[:STEPS * B] == 0).sum()) - STEPS * B
+    return lt.compare("trainc token shards, a document from each newline (%d seams), vs HF "
+                      "llama on each document alone" % seams, ours, theirs, 1e-4)
+
+
 def full_recompute(name, sp, w, ours):
     sp = copy.deepcopy(sp)
     sp["train"]["recompute"] = "full"
@@ -212,6 +234,7 @@ def main():
     good, sp2 = gpt2_case(x, y, pos, data)
     ok &= good and sample_same("gpt2", sp2)
     ok &= bad_position(data, pos)
+    ok &= documents_case(*lt.token_windows(T, STEPS * B))
     sys.exit(0 if ok else 1)
 
 
