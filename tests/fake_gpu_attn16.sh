@@ -20,7 +20,7 @@
 # sm_80 tensor cores' (the two within 1e-3 of each other), and in fp32 the CUDA cores'
 # (within 1e-5 of the CPU's losses; a mask that ignores the positions is 2.8e-3 off),
 # and a GPT-2 over the same rows (pos_embedding adding each token's position's row) in
-# fp32.
+# fp32, and on token shards with loader.documents (positions from each newline).
 # Usage: tests/fake_gpu_attn16.sh [LIBDIR] (LIBDIR: fake libraries already built there,
 # as tests/fake_gpu.sh passes its own; else they are built).
 set -eu
@@ -239,3 +239,18 @@ worst = max(abs(u - v) / u for u, v in zip(a, b))
 assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
 PY
 echo "ok   packed rows, GPT-2's position rows (pos_embedding by each token's position) and attention: fp32 on the GPU within 1e-5 of the CPU's losses"
+# the same trainer on token shards, a document beginning at each newline (loader.documents:
+# the loader fills pos from each window): the GPU within 1e-5 of the CPU's losses
+D=(--set data.train=null --set "data.train.tokens=$PWD/data/text/train_*.bin" --set loader.documents=10)
+gpu "$g" --device cuda "${O[@]}" "${D[@]}" --out "$g.docs.gpu" 2>"$g.docs.gpu.log"
+"$g" --device cpu "${O[@]}" "${D[@]}" --out "$g.docs.cpu" 2>"$g.docs.cpu.log"
+"$PY" - "$g.docs.cpu" "$g.docs.gpu" <<'PY'
+import json, sys
+def losses(run):
+    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(u - v) / u for u, v in zip(a, b))
+assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
+PY
+echo "ok   the same on token shards with loader.documents (positions from each newline): fp32 on the GPU within 1e-5 of the CPU's losses"

@@ -15,7 +15,9 @@ too: the same bits as `none`). Without `positions` the losses differ by more tha
 (attention across the seams), ten times the tolerance, so the check can fail. --sample
 from the trained weights (Llama's, GPT-2's) prints what the spec without positions
 prints. A position that is neither 0 nor one more than the one before exits 1 naming
-the file, row and element, nothing trained.
+the file, row and element, nothing trained. Token shards with `loader.documents`
+(documents from each newline of data/text, the loader filling pos) train as HF's Llama
+does on each document alone (the targets as they are), within 1e-4.
 
     $HF_PYTHON tests/packed_parity.py
 """
