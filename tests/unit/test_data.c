@@ -152,7 +152,7 @@ static void child_dataset(const void *arg)
 {
     const ds_case *c = arg;
     rt_dataset d;
-    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, "train");
+    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, "train", -1);
     rt_dataset_close(&d);
 }
 
@@ -492,14 +492,14 @@ static int test_dataset(void)
     write_xy("x.npy", "y.npy");
     ds_case c = ds2(&xy_model, "x.npy", "y.npy");
     rt_dataset d;
-    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train", -1);
     CHECK(d.n == 2 && d.rows == XY_N && d.arr[0].dtype == RT_U8 && d.arr[1].dtype == RT_I32);
     rt_dataset_close(&d);
     /* an absolute path ignores base_dir; entry order does not matter */
     ds_case c2 = ds2(&xy_model, "y.npy", tpath("x.npy"));
     snprintf(c2.e[0].key, sizeof c2.e[0].key, "y");
     snprintf(c2.e[1].key, sizeof c2.e[1].key, "x");
-    rt_dataset_open(&d, &xy_model, c2.e, c2.n, tmpdir, "val");
+    rt_dataset_open(&d, &xy_model, c2.e, c2.n, tmpdir, "val", -1);
     CHECK(d.rows == XY_N);
     rt_dataset_close(&d);
     /* i64 labels for an i32 input */
@@ -508,7 +508,7 @@ static int test_dataset(void)
         y64[r] = r % 4;
     write_npy("y64.npy", 1, "<i8", "(10,)", y64, sizeof y64);
     c = ds2(&xy_model, "x.npy", "y64.npy");
-    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train", -1);
     CHECK(d.arr[1].dtype == RT_I64);
     rt_dataset_close(&d);
     return 1;
@@ -615,7 +615,7 @@ static int test_loader_xy(void)
 {
     ds_case c = ds2(&xy_model, "x.npy", "y.npy");
     rt_dataset d;
-    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &xy_model, c.e, c.n, tmpdir, "train", -1);
     const int64_t B = 4;
     const uint64_t seed = 1337;
     int64_t order[XY_N], prev[XY_N];
@@ -696,7 +696,7 @@ static void child_dataset_val(const void *arg)
 {
     const ds_case *c = arg;
     rt_dataset d;
-    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, "val");
+    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, "val", -1);
     rt_dataset_close(&d);
 }
 
@@ -715,7 +715,7 @@ static int test_ids(void)
     write_npy("id_y.npy", 1, "|u1", "(10,)", y, sizeof y);
     ds_case c = ds2(&id_model, "id_x.npy", "id_y.npy");
     rt_dataset d;
-    rt_dataset_open(&d, &id_model, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &id_model, c.e, c.n, tmpdir, "train", -1);
     rt_loader *l = rt_loader_new(&id_model, &d, 4, 1, 0, 7, 2, 2);
     int64_t order[XY_N];
     ref_order(order, XY_N, 1, 7, 0);
@@ -801,7 +801,7 @@ static int test_loader_stress(void)
     snprintf(c.e[1].key, sizeof c.e[1].key, "u");
     snprintf(c.e[1].path, sizeof c.e[1].path, "u.npy");
     rt_dataset d;
-    rt_dataset_open(&d, &m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &m, c.e, c.n, tmpdir, "train", -1);
     const int64_t B = 7;
     rt_loader *l = rt_loader_new(&m, &d, B, 1, 0, 5, 3, 2);
     CHECK(rt_loader_batches(l) == 143);

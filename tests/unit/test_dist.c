@@ -412,7 +412,7 @@ static void open_index_dataset(rt_dataset *d, int64_t n)
         rt_fail("%s: cannot write", path);
     rt_data_entry e = {.key = "i"};
     snprintf(e.path, sizeof e.path, "%s", name);
-    rt_dataset_open(d, &idx_model, &e, 1, tmpdir, "train");
+    rt_dataset_open(d, &idx_model, &e, 1, tmpdir, "train", -1);
     unlink(path);   /* the mapping keeps it */
 }
 

@@ -197,6 +197,7 @@ static const char *other_value(const char *key)
         {"loader.shuffle", "false"},
         {"loader.drop_last", "false"},
         {"loader.on_gpu", "always"},
+        {"loader.documents", "50256"},
         {"loader.augment", "true"},
         {"loader.augment.random_crop", "true"},
         {"loader.augment.random_crop.padding", "4"},

@@ -160,7 +160,7 @@ static void child_dataset(const void *arg)
 {
     const tok_case *c = arg;
     rt_dataset d;
-    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, c->what);
+    rt_dataset_open(&d, c->m, c->e, c->n, tmpdir, c->what, -1);
     rt_dataset_close(&d);
 }
 
@@ -345,7 +345,7 @@ static int test_windows(void)
     tok_model_init(&tm, 4, 0, 0);
     tok_case c = tokens_entry(&tm.m, "win/s_*.bin");
     rt_dataset d;
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     /* floor((13-1)/4) + 0 + floor((10-1)/4) = 3 + 0 + 2 */
     CHECK(d.tokens && d.n == 2 && d.T == 4 && d.n_shards == 3 && d.rows == 5);
     CHECK(strstr(d.shards[0].path, "s_10.bin") && strstr(d.shards[1].path, "s_2.bin") &&
@@ -371,7 +371,7 @@ static int test_windows(void)
      * glob ignores base_dir. */
     tok_model_init(&tm, 1, 0, 0);
     c = tokens_entry(&tm.m, tpath("win/s_*.bin"));
-    rt_dataset_open(&d, &tm.m, c.e, c.n, "/nonexistent", "val");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, "/nonexistent", "val", -1);
     CHECK(d.rows == 12 + 3 + 9);
     CHECK(check_all_windows(&tm.m, &d, 1));
     rt_dataset_close(&d);
@@ -379,7 +379,7 @@ static int test_windows(void)
     /* T + 1 == the longest shard: exactly one window */
     tok_model_init(&tm, 12, 0, 0);
     c = tokens_entry(&tm.m, "win/*.bin");
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     CHECK(d.rows == 1);
     CHECK(check_all_windows(&tm.m, &d, 12));
     rt_dataset_close(&d);
@@ -387,10 +387,68 @@ static int test_windows(void)
     /* a plain path (no wildcard) is a glob matching one file */
     tok_model_init(&tm, 4, 0, 0);
     c = tokens_entry(&tm.m, "win/s_a.bin");
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     CHECK(d.n_shards == 1 && d.rows == 2);
     rt_dataset_close(&d);
     return 1;
+}
+
+/* ---- loader.documents: the model's positions from each window's tokens -------------- */
+
+/* x, the positions (second, so the next tokens are the third) and y, each [T] */
+typedef struct doc_model {
+    rt_input in[3];
+    rt_model m;
+    int64_t documents;
+} doc_model;
+
+static void doc_model_init(doc_model *t, int64_t T, int positions, int64_t documents)
+{
+    memset(t, 0, sizeof *t);
+    t->in[0] = (rt_input){.name = "x", .dtype = RT_I32, .rank = 1, .shape = {T}, .numel = T};
+    t->in[1] = (rt_input){.name = "pos", .dtype = RT_I32, .rank = 1, .shape = {T}, .numel = T,
+                          .positions = positions};
+    t->in[2] = (rt_input){.name = "y", .dtype = RT_I32, .rank = 1, .shape = {T}, .numel = T};
+    t->m = (rt_model){.abi = RT_ABI_VERSION, .name = "doc", .n_inputs = 3, .inputs = t->in};
+    t->documents = documents;
+}
+
+static void child_documents(const void *arg)
+{
+    const doc_model *t = arg;
+    tok_case c = tokens_entry(&t->m, "win/s_a.bin");
+    rt_dataset d;
+    rt_dataset_open(&d, &t->m, c.e, c.n, tmpdir, "train", t->documents);
+    rt_dataset_close(&d);
+}
+
+/* s_a's tokens 3000 .. 3009 (test_windows wrote them) in windows of 4, a document
+ * beginning at 3002: positions 0 1 0 1, then 0 1 2 3 (a window starts one) */
+static int test_documents(void)
+{
+    doc_model t;
+    doc_model_init(&t, 4, 1, 3002);
+    tok_case c = tokens_entry(&t.m, "win/s_a.bin");
+    rt_dataset d;
+    rt_dataset_open(&d, &t.m, c.e, c.n, tmpdir, "train", 3002);
+    CHECK(d.tokens && d.n == 3 && d.pos_in == 1 && d.y_in == 2 && d.rows == 2);
+    rt_loader *l = rt_loader_new(&t.m, &d, 2, 0, 1, 1, 0, 1);
+    const rt_batch *b = rt_loader_next(l);
+    CHECK(b && b->rows == 2);
+    const int32_t *x = b->in[0], *pos = b->in[1], *y = b->in[2];
+    static const int32_t want[8] = {0, 1, 0, 1, 0, 1, 2, 3};
+    CHECK(memcmp(pos, want, sizeof want) == 0);
+    CHECK(x[0] == 3000 && x[7] == 3007 && y[0] == 3001 && y[7] == 3008);
+    rt_loader_free(l);
+    rt_dataset_close(&d);
+    int ok = 1;
+    doc_model_init(&t, 4, 1, -1);   /* positions, no loader.documents */
+    ok &= expect_input_error(child_documents, &t, "$.train.data.train.tokens",
+                             "token shards hold no positions", "loader.documents", NULL);
+    doc_model_init(&t, 4, 0, 3002);   /* loader.documents, no positions */
+    ok &= expect_input_error(child_documents, &t, "$.train.loader.documents",
+                             "the model has none", NULL);
+    return ok;
 }
 
 /* ---- shuffled batches: deterministic, independent of workers ---------------------- */
@@ -436,7 +494,7 @@ static int test_shuffle(void)
     tok_model_init(&tm, SH_T, 0, 60000);
     tok_case c = tokens_entry(&tm.m, "sh/*.bin");
     rt_dataset d;
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     enum { NW = 125 + 97 };
     CHECK(d.rows == NW);
     const uint16_t *tok[3] = {sh_tok[0], sh_tok[1], sh_tok[2]};
@@ -514,7 +572,7 @@ static int test_vocab(void)
     tok_model_init(&t65536, 4, 65536, 0);
     rt_dataset d;
     tok_case c = tokens_entry(&t300.m, "voc/[ab].bin");
-    rt_dataset_open(&d, &t300.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &t300.m, c.e, c.n, tmpdir, "train", -1);
     ok &= d.rows == 2 * 4;
     rt_dataset_close(&d);
     /* 300 is outside [0, 300): the file and the position are named */
@@ -525,7 +583,7 @@ static int test_vocab(void)
     /* the smaller vocabulary of the two inputs applies (each token feeds both) */
     /* (a.bin holds 0..285 only: it passes; b.bin's 299 does not) */
     c = tokens_entry(&t290x.m, "voc/a.bin");
-    rt_dataset_open(&d, &t290x.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &t290x.m, c.e, c.n, tmpdir, "train", -1);
     rt_dataset_close(&d);
     c = tokens_entry(&t290x.m, "voc/b.bin");
     ok &= expect_input_error(child_dataset, &c, "voc/b.bin", "token 299 at position 7",
@@ -536,7 +594,7 @@ static int test_vocab(void)
     tok_model_init(&temb, 4, 0, 300);
     temb.in[0].vocab = 286;
     c = tokens_entry(&temb.m, "voc/a.bin");
-    rt_dataset_open(&d, &temb.m, c.e, c.n, tmpdir, "train");   /* 0 .. 285 */
+    rt_dataset_open(&d, &temb.m, c.e, c.n, tmpdir, "train", -1);   /* 0 .. 285 */
     rt_dataset_close(&d);
     c = tokens_entry(&temb.m, "voc/b.bin");
     ok &= expect_input_error(child_dataset, &c, "voc/b.bin", "token 299 at position 7",
@@ -552,11 +610,11 @@ static int test_vocab(void)
                              NULL);
     /* no classes, or a vocabulary above every uint16: nothing to check */
     c = tokens_entry(&tnone.m, "voc/*.bin");
-    rt_dataset_open(&d, &tnone.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tnone.m, c.e, c.n, tmpdir, "train", -1);
     ok &= d.rows == 3 * 4;
     rt_dataset_close(&d);
     c = tokens_entry(&t65536.m, "voc/*.bin");
-    rt_dataset_open(&d, &t65536.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &t65536.m, c.e, c.n, tmpdir, "train", -1);
     rt_dataset_close(&d);
     /* positions around the scan's chunks of 4096 tokens */
     enum { NV = 10000 };
@@ -745,7 +803,7 @@ static int test_shard32(void)
     tm.in[0].vocab = 70041;
     tok_case c = tokens_entry(&tm.m, "w32/*.bin");
     rt_dataset d;
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     CHECK(d.rows == 5 && d.shards[0].width == 4);
     rt_loader *l = rt_loader_new(&tm.m, &d, 5, 0, 1, 1, 0, 1);
     const rt_batch *bt = rt_loader_next(l);
@@ -761,7 +819,7 @@ static int test_shard32(void)
     w[3] += 1u << 20;
     write_shard32_raw("w32/a.bin", 20240801, 7, 41, w, 41);
     tm.in[0].vocab = 0;
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     CHECK(rt_dataset_fingerprint(&d) != fp);
     rt_dataset_close(&d);
     return 1;
@@ -811,7 +869,7 @@ static int test_vocab32(void)
     globfree(&g);
     CHECK(seen == 3);
     c = tokens_entry(&tm.m, "v32/a.bin");   /* passes on its cached 69999 */
-    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train");
+    rt_dataset_open(&d, &tm.m, c.e, c.n, tmpdir, "train", -1);
     rt_dataset_close(&d);
     unsetenv("TRAINC_CACHE_DIR");
     /* no vocabulary: ids must still fit the i32 inputs */
@@ -850,6 +908,7 @@ int main(void)
     }
     report("shard_roundtrip", test_shard_roundtrip());
     report("windows", test_windows());
+    report("documents", test_documents());
     report("shuffle", test_shuffle());
     report("vocab", test_vocab());
     report("shard_errors", test_shard_errors());
