@@ -169,5 +169,8 @@ int cmd_check(int argc, char **argv)
     int first = 1;
     check_data(s, "train", s->train.train, s->train.n_train, &first);
     check_data(s, "val", s->train.val, s->train.n_val, &first);
+    if (s->train.documents >= 0)   /* (loader.documents: the model's positions from it) */
+        printf("  %-12s %-13s a document begins at each token %lld (%s: its place in it)\n", "",
+               "documents", (long long)s->train.documents, s->positions);
     return 0;
 }
