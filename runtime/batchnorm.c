@@ -175,15 +175,6 @@ static double *bn_scratch(rt_exec *e, int64_t C, int64_t extra)
     return rt_pool_scratch(e->rt, (size_t)(2 * C + 1 + extra));
 }
 
-/* The statistics over several GPUs would go through NCCL in the middle of a pass:
- * not yet. */
-static void gpu_sync_refused(int64_t sync)
-{
-    if (sync && rt_dist_world() > 1)
-        rt_fail("batchnorm with sync true on several GPUs is not supported yet; train it on "
-                "the CPU (--device cpu) or set sync false");
-}
-
 /* With sync on several ranks: the sums [C, 2] and the count, added over all ranks (in
  * place); returns the count. */
 static double bn_reduce(double *sums, int64_t C, double n, int64_t sync)
@@ -238,10 +229,9 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
         rt_input_error("batchnorm: a training batch of one value per channel (a batch of 1 "
                        "over [C]): its variance is undefined; use a batch of 2 or more (or "
                        "loader.drop_last)");
-    if (e->dev) { /* on a GPU: cuda_ops.c */
-        gpu_sync_refused(sync && e->train);
+    if (e->dev) { /* on a GPU: cuda_ops.c (sync: its statistics summed over the GPUs) */
         RT_GPU(e)->batchnorm_fwd(e, x, w, b, scale, shift, mean, rstd, run_mean, run_var, count,
-                                 B, C, HW, eps, momentum, sync);
+                                 B, C, HW, eps, momentum, sync && rt_dist_world() > 1);
         return;
     }
     if (B <= 0 || C <= 0)
@@ -279,8 +269,8 @@ void rt_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *m
                       int64_t B, int64_t C, int64_t HW, int64_t sync)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
-        gpu_sync_refused(sync);
-        RT_GPU(e)->batchnorm_bwd(e, x, w, mean, rstd, dy, dx, dw, db, B, C, HW, sync);
+        RT_GPU(e)->batchnorm_bwd(e, x, w, mean, rstd, dy, dx, dw, db, B, C, HW,
+                                 sync && rt_dist_world() > 1);
         return;
     }
     if (B <= 0 || C <= 0)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "rt_cuda.h"
+#include "rt_dist.h"
 
 /* The kernels' fixed block shapes and chunk sizes (the same numbers as templates/cuda/). */
 #define RT_ATT_THREADS 128     /* attention.cuh */
@@ -649,44 +650,79 @@ static int64_t bn_parts(int64_t n)
     return p < 1 ? 1 : p > 64 ? 64 : p;
 }
 
+/* SyncBatchNorm (sync on several GPUs): each channel's P partials added in order into
+ * tot [C, 2] (rt_bn_part_sums) */
+static void bn_part_sums(rt_exec *e, rt_dptr part, int64_t P, int64_t C, rt_dptr tot)
+{
+    void *a[] = {&part, &P, &C, &tot};
+    rt_cu_launch(e, "rt_bn_part_sums", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a);
+}
+
+/* then tot summed over the ranks (NCCL, in place) and the count n (MPI, on the host:
+ * the ranks' batches may differ); returns the whole batch's count */
+static double bn_sync(rt_exec *e, rt_dptr tot, int64_t C, double n)
+{
+    rt_nccl_allreduce_f64(e, (double *)(uintptr_t)tot, 2 * C);
+    rt_allreduce_sum_f64(&n, 1);
+    return n;
+}
+
+/* sync: batchnorm.c passes it true only for a training pass on several ranks */
 void rt_cu_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b,
                          float *scale, float *shift, float *mean, float *rstd, float *run_mean,
                          float *run_var, float *count, int64_t B, int64_t C, int64_t HW,
                          float eps, float momentum, int64_t sync)
 {
-    (void)sync;   /* one GPU: its batch is the whole batch (batchnorm.c refuses several) */
     if (B <= 0 || C <= 0)
         return;
     int64_t P = bn_parts(B * HW);
-    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double));
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2 + 2 * C) * sizeof(double));
     int train = e->train;
+    double n = (double)B * (double)HW;
     if (train) {
         void *a1[] = {&x, &part, &B, &C, &HW};
         rt_cu_launch(e, "rt_bn_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
                      256, 1, 0, a1);
     }
-    double n = (double)B * (double)HW;
+    if (train && sync) {   /* the whole batch's sums, as one partial */
+        rt_dptr tot = part + (rt_dptr)(C * P * 2) * sizeof(double);
+        bn_part_sums(e, part, P, C, tot);
+        n = bn_sync(e, tot, C, n);
+        part = tot;
+        P = 1;
+    }
     void *a2[] = {&part, &P, &C, &n, &w, &b, &mean, &rstd, &run_mean, &run_var, &count,
                   &scale, &shift, &eps, &momentum, &train};
     rt_cu_launch(e, "rt_bn_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
 }
 
+/* sync: true on several ranks (batchnorm.c): dw and db from this rank's sums, dx from
+ * the whole batch's */
 void rt_cu_batchnorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
                          const float *rstd, const float *dy, float *dx, float *dw, float *db,
                          int64_t B, int64_t C, int64_t HW, int64_t sync)
 {
-    (void)sync;
     if (B <= 0 || C <= 0)
         return;
     int64_t P = bn_parts(B * HW), total = B * C * HW;
-    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2) * sizeof(double) + (size_t)C * 8);
-    rt_dptr gk = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    rt_dptr part = rt_cu_scratch(e, (size_t)(C * P * 2 + 2 * C) * sizeof(double) + (size_t)C * 8);
+    rt_dptr tot = part + (rt_dptr)(C * P * 2) * sizeof(double);
+    rt_dptr gk = tot + (rt_dptr)(2 * C) * sizeof(double);
     void *a1[] = {&x, &dy, &mean, &part, &B, &C, &HW};
     rt_cu_launch(e, "rt_bn_bwd_stats", gdim(C, GX, "batchnorm"), gdim(P, GYZ, "batchnorm"), 1,
                  256, 1, 0, a1);
     double n = (double)B * (double)HW;
     void *a2[] = {&part, &P, &C, &n, &rstd, &dw, &db, &gk};
     rt_cu_launch(e, "rt_bn_bwd_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0, a2);
+    if (sync) {   /* gk again, from the sums over all ranks (dw and db stay) */
+        bn_part_sums(e, part, P, C, tot);
+        n = bn_sync(e, tot, C, n);
+        int64_t one = 1;
+        float *none = NULL;
+        void *a2s[] = {&tot, &one, &C, &n, &rstd, &none, &none, &gk};
+        rt_cu_launch(e, "rt_bn_bwd_finish", gdim(cdiv(C, 256), GX, "batchnorm"), 1, 1, 256, 1, 0,
+                     a2s);
+    }
     void *a3[] = {&x, &dy, &dx, &mean, &rstd, &w, &gk, &C, &HW, &total};
     rt_cu_launch(e, "rt_bn_dx", rt_cu_grid_for(e, total), 1, 1, 256, 1, 0, a3);
 }

@@ -89,6 +89,14 @@ void rt_nccl_allreduce(rt_exec *e, float *p, int64_t n)
                        (cudaStream_t)rt_cu_comm_stream(e)));
 }
 
+void rt_nccl_allreduce_f64(rt_exec *e, double *p, int64_t n)
+{
+    rt_cu_fork_comm(e);   /* (on the communication stream: after the buckets queued there) */
+    NC(p_ncclAllReduce(p, p, (size_t)n, ncclFloat64, ncclSum, comm,
+                       (cudaStream_t)rt_cu_comm_stream(e)));
+    rt_nccl_join(e);
+}
+
 static void nccl_abort(void)
 {
     if (comm)

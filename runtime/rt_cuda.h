@@ -275,6 +275,9 @@ void rt_nccl_open(rt_exec *e);
  * queued work, on the communication stream. join: compute waits for all of them. */
 void rt_nccl_allreduce(rt_exec *e, float *p, int64_t n);
 void rt_nccl_join(rt_exec *e);
+/* In-place sum over ranks of n doubles at device address p inside a pass (SyncBatchNorm's
+ * statistics), after the collectives queued before it; the compute stream waits for it. */
+void rt_nccl_allreduce_f64(rt_exec *e, double *p, int64_t n);
 /* zero1: the sum over ranks of grads[a, b), the part inside rank r's shard (counts: every
  * rank's shard length, shards in rank order) landing in place on rank r; asynchronous. */
 void rt_nccl_reduce_shards(rt_exec *e, float *grads, int64_t a, int64_t b, const int64_t *counts);

@@ -14,7 +14,9 @@
 #   - 2 ranks, sync true: 2 ranks x B match 1 rank x 2B step by step (losses within 1e-5
 #     relative) and in the running statistics (1e-5);
 #   - on the fake GPU (tests/fake_gpu/): --device cuda matches --device cpu (1e-5, the
-#     running statistics too), a GPU resume is bit for bit, bf16-mixed runs close to fp32.
+#     running statistics too), a GPU resume is bit for bit, bf16-mixed runs close to fp32;
+#   - 2 fake GPUs under mpirun, sync true: 2 GPUs x B match 1 GPU x 2B (1e-5, the running
+#     statistics too): the statistics summed over NCCL inside the pass.
 set -eu
 cd "$(dirname "$0")/.."
 . tests/wait_for.sh
@@ -176,3 +178,25 @@ print(f"cuda vs cpu: worst loss difference {worst:.1e}, running statistics {stat
       f"bf16-mixed: first loss {first:.1e}, last validation {last:.1e}")
 PY
 echo "ok   fake GPU: --device cuda = cpu (running statistics too), resume bit for bit, bf16-mixed"
+
+# sync true on two fake GPUs (one a rank; the fake NCCL sums the statistics in doubles
+# inside the pass): 2 GPUs x 16 match 1 GPU x 32 step by step, the running statistics too
+fbuild "$d/bn_sync.json" -o "$d/gpu_sync" 2>/dev/null
+GPUS=(mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x TRAINC_FAKE_GPU_COUNT
+      -x TRAINC_CACHE_DIR -x OMPI_MCA_btl_vader_single_copy_mechanism)
+TRAINC_FAKE_GPU_COUNT=2 gpu "${GPUS[@]}" "$d/gpu_sync" --device cuda --out "$d/gs2" "${Y[@]}" --set batch_size=16
+gpu "$d/gpu_sync" --device cuda --out "$d/gs1" "${Y[@]}" --set batch_size=32
+$PY - "$d/gs1" "$d/gs2" <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+import numpy as np, st_check
+def losses(p): return [json.loads(l)["loss"] for l in open(p + "/metrics.jsonl") if '"loss"' in l and '"event"' not in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 12, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+wa, wb = (st_check.load(p + "/model.safetensors") for p in sys.argv[1:3])
+stat = max(float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) for k in wa if "running" in k)
+print(f"worst loss difference {worst:.1e}, running statistics {stat:.1e}")
+assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
+PY
+echo "ok   fake GPUs: 2 GPUs x 16 with sync = 1 GPU x 32 (SyncBatchNorm's sums over NCCL)"

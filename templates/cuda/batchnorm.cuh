@@ -17,6 +17,10 @@
  *                     false); gk[c] = (sum dy / n, sum (x - mean) dy rstd^2 / n)
  *   rt_bn_dx          dx = (dy - gk.x - (x - mean) gk.y) rstd w (dx may be dy: each
  *                     element is read before it is written)
+ * With sync on several GPUs (SyncBatchNorm), rt_bn_part_sums adds each channel's P
+ * partials in order into [C, 2], NCCL sums those over the ranks, and the finishing
+ * kernels read them as one partial (P = 1); the backward's dw and db come from this
+ * rank's sums before that (DDP averages them as every gradient).
  * Every sum has a fixed order (rt_block_sum, then the partials in p order), so the bits
  * repeat from run to run; they differ from the CPU's order by rounding only. */
 
@@ -97,6 +101,22 @@ rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w,
         run_mean[c] = (float)(mo * mu + (1.0 - mo) * run_mean[c]);
         run_var[c] = (float)(mo * unb + (1.0 - mo) * run_var[c]);
     }
+}
+
+/* SyncBatchNorm's: tot[c, 0..1] = the P partials of channel c, added in order */
+extern "C" __global__ void __launch_bounds__(256)
+rt_bn_part_sums(const double *part, int64_t P, int64_t C, double *tot)
+{
+    const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (c >= C)
+        return;
+    double s = 0.0, q = 0.0;
+    for (int64_t p = 0; p < P; p++) {
+        s += part[(c * P + p) * 2];
+        q += part[(c * P + p) * 2 + 1];
+    }
+    tot[2 * c] = s;
+    tot[2 * c + 1] = q;
 }
 
 extern "C" __global__ void __launch_bounds__(256)

@@ -8,8 +8,9 @@
  *   ncclCommInitRank    maps it and waits for every rank (60 s at most); like NCCL,
  *                       refuses two ranks on one device ("Duplicate GPU detected")
  *   ncclAllReduce, ncclReduce, ncclBroadcast
- *                       fp32 sums only (what trainc sends; anything else is
- *                       ncclInvalidArgument), device buffers only, queued on the
+ *                       fp32 and fp64 sums only (what trainc sends: gradients, and
+ *                       SyncBatchNorm's sums; anything else is ncclInvalidArgument),
+ *                       device buffers only, queued on the
  *                       stream as an operation the fake driver polls: in rounds of 1 MiB,
  *                       each rank copies its piece into its slot of the segment (for a
  *                       broadcast, the root only), waits for the others to have come
@@ -66,8 +67,9 @@ enum { ALLREDUCE, REDUCE, BROADCAST };
 typedef struct {
     struct ncclComm *c;
     int kind, root;
-    const float *send;
-    float *recv;
+    const unsigned char *send;
+    unsigned char *recv;
+    size_t es;                 /* bytes a value: 4 (fp32) or 8 (fp64) */
     size_t count;
     uint64_t first;            /* its first round */
     size_t done;               /* pieces summed */
@@ -198,37 +200,52 @@ ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id, int
     return ncclSuccess;
 }
 
+/* Values of `es` bytes a round (a slot's 1 MiB). */
+static size_t per_round(size_t es) { return PIECE * sizeof(float) / es; }
+
+/* The sum in rank order of value i of every slot, into out (es bytes a value). */
+static void sum_slots(const Shm *s, int nranks, size_t es, size_t n, unsigned char *out)
+{
+    for (size_t i = 0; i < n; i++)
+        if (es == sizeof(double)) {
+            double acc = ((const double *)s->slot[0])[i];
+            for (int j = 1; j < nranks; j++)
+                acc += ((const double *)s->slot[j])[i];
+            memcpy(out + i * es, &acc, es);
+        } else {
+            float acc = s->slot[0][i];
+            for (int j = 1; j < nranks; j++)
+                acc += s->slot[j][i];
+            memcpy(out + i * es, &acc, es);
+        }
+}
+
 /* One step of a queued all-reduce; 1 when it is complete. */
 static int reduce_poll(void *arg)
 {
     Reduce *r = arg;
     struct ncclComm *c = r->c;
     Shm *s = c->shm;
-    while (!c->aborted && r->done * PIECE < r->count) {
+    const size_t pr = per_round(r->es);
+    while (!c->aborted && r->done * pr < r->count) {
         uint64_t round = r->first + r->done;
-        size_t off = r->done * PIECE, n = r->count - off < PIECE ? r->count - off : PIECE;
+        size_t off = r->done * pr, n = r->count - off < pr ? r->count - off : pr;
         if (!r->have_put) {   /* our slot is free once every rank has read the last round */
             for (int j = 0; j < c->nranks; j++)
                 if (atomic_load(&s->read[j]) + 1 < round)
                     return 0;
             if (r->kind != BROADCAST || c->rank == r->root)
-                memcpy(s->slot[c->rank], r->send + off, n * sizeof(float));
+                memcpy(s->slot[c->rank], r->send + off * r->es, n * r->es);
             atomic_store(&s->put[c->rank], round);
             r->have_put = 1;
         }
         for (int j = 0; j < c->nranks; j++)
             if (atomic_load(&s->put[j]) < round)
                 return 0;
-        if (r->kind == BROADCAST) {
-            memcpy(r->recv + off, s->slot[r->root], n * sizeof(float));
-        } else if (r->kind == ALLREDUCE || c->rank == r->root) {
-            for (size_t i = 0; i < n; i++) {
-                float acc = s->slot[0][i];
-                for (int j = 1; j < c->nranks; j++)
-                    acc += s->slot[j][i];
-                r->recv[off + i] = acc;
-            }
-        }
+        if (r->kind == BROADCAST)
+            memcpy(r->recv + off * r->es, s->slot[r->root], n * r->es);
+        else if (r->kind == ALLREDUCE || c->rank == r->root)
+            sum_slots(s, c->nranks, r->es, n, r->recv + off * r->es);
         atomic_store(&s->read[c->rank], round);
         r->have_put = 0;
         r->done++;
@@ -243,20 +260,21 @@ static ncclResult_t collective(const char *fn, int kind, int root, const void *s
 {
     if (!comm || comm->aborted)
         return refuse(ncclInvalidArgument, "%s: no communicator (or aborted)", fn);
-    if (datatype != ncclFloat32 || op != ncclSum)
-        return refuse(ncclInvalidArgument, "%s: only fp32 sums are emulated", fn);
+    if ((datatype != ncclFloat32 && datatype != ncclFloat64) || op != ncclSum)
+        return refuse(ncclInvalidArgument, "%s: only fp32 and fp64 sums are emulated", fn);
+    size_t es = datatype == ncclFloat64 ? sizeof(double) : sizeof(float);
     if (root < 0 || root >= comm->nranks)
         return refuse(ncclInvalidArgument, "%s: root %d of %d ranks", fn, root, comm->nranks);
     if (!count)
         return ncclSuccess;
     int sends = kind != BROADCAST || comm->rank == root;
     int receives = kind != REDUCE || comm->rank == root;
-    if ((sends && !is_dev_range(sendbuff, count * 4)) || (receives && !is_dev_range(recvbuff, count * 4)))
+    if ((sends && !is_dev_range(sendbuff, count * es)) || (receives && !is_dev_range(recvbuff, count * es)))
         return refuse(ncclInvalidArgument, "%s: a buffer is not device memory", fn);
     Reduce *r = calloc(1, sizeof *r);
     *r = (Reduce){.c = comm, .kind = kind, .root = root, .send = sendbuff, .recv = recvbuff,
-                  .count = count, .first = comm->rounds + 1};
-    comm->rounds += (count + PIECE - 1) / PIECE;
+                  .es = es, .count = count, .first = comm->rounds + 1};
+    comm->rounds += (count + per_round(es) - 1) / per_round(es);
     if (enqueue_poll((void *)stream, reduce_poll, r) != 0) {
         free(r);
         return refuse(ncclUnhandledCudaError, "%s: the stream refused the operation", fn);
