@@ -798,7 +798,7 @@ static char **match_files(const char *pattern, const char *where, size_t *count,
 /* Windows of a shard of n tokens: starts 0, T, 2T, ... with T + 1 tokens available. */
 static int64_t shard_windows(int64_t n, int64_t T) { return n > T ? (n - 1) / T : 0; }
 
-/* An i32 input of shape [T] (the window's), or not (NULL counts as not). */
+/* Whether input in is i32 of shape [T] (a window's). */
 static int window_input(const rt_input *in, int64_t T)
 {
     return in && in->dtype == RT_I32 && in->rank == 1 && in->shape[0] == T && T >= 1;
@@ -846,7 +846,7 @@ static void tokens_open(rt_dataset *d, const rt_model *m, const rt_data_entry *e
     char vocab_from[160];
     int64_t vocab = token_vocab(m, d->y_in, vocab_from, sizeof vocab_from);
     if (vocab && documents >= vocab)
-        rt_input_error("train spec: $.train.loader.documents: token %lld is no token (%s)",
+        rt_input_error("train spec: $.train.loader.documents: token %lld lies past the vocabulary (%s)",
                        (long long)documents, vocab_from);
     char pattern[RT_PATH_MAX];
     join_path(pattern, base_dir, entries[0].path, where);
