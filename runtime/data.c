@@ -846,8 +846,8 @@ static void tokens_open(rt_dataset *d, const rt_model *m, const rt_data_entry *e
     char vocab_from[160];
     int64_t vocab = token_vocab(m, d->y_in, vocab_from, sizeof vocab_from);
     if (vocab && documents >= vocab)
-        rt_input_error("train spec: $.train.loader.documents: token %lld lies past the vocabulary (%s)",
-                       (long long)documents, vocab_from);
+        rt_input_error("train spec: $.train.loader.documents: token %lld lies past the "
+                       "vocabulary (%s)", (long long)documents, vocab_from);
     char pattern[RT_PATH_MAX];
     join_path(pattern, base_dir, entries[0].path, where);
 
