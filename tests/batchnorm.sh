@@ -56,6 +56,25 @@ PY
 "$TRAINC" build "$d/bn.json" -o "$d/trainer" 2>/dev/null
 "$TRAINC" build "$d/bn_sync.json" -o "$d/trainer_sync" 2>/dev/null
 losses() { grep -o '"loss":[^,]*' "$1/metrics.jsonl"; }
+# same_batch ONE TWO: ONE (1 rank x 2B) and TWO (2 ranks x B, sync) log the same 12 losses
+# within 1e-5 relative and save the same running statistics within 1e-5 (their counts
+# equal)
+same_batch() {
+    $PY - "$1" "$2" <<'PY'
+import json, sys
+sys.path.insert(0, "tests")
+import numpy as np, st_check
+def losses(p): return [json.loads(l)["loss"] for l in open(p + "/metrics.jsonl") if '"loss"' in l and '"event"' not in l]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+assert len(a) == len(b) == 12, (len(a), len(b))
+worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
+wa, wb = (st_check.load(p + "/model.safetensors") for p in sys.argv[1:3])
+stat = max(float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) for k in wa if "running" in k)
+assert all((wa[k] == wb[k]).all() for k in wa if "num_batches" in k)
+print(f"worst loss difference {worst:.1e}, running statistics {stat:.1e}")
+assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
+PY
+}
 
 for pol in none selective full; do
     "$TRAINC" run "$d/bn.json" --out "$d/rc.$pol" --set recompute=$pol --set max_steps=20 --threads 1 \
@@ -129,20 +148,7 @@ Y=(--threads 1 --quiet --set loader.shuffle=false --set max_steps=12 --set data.
    --set validate.every_steps=null)
 "${MPIRUN[@]}" "$d/trainer_sync" --out "$d/s2" "${Y[@]}" --set batch_size=16
 "$d/trainer_sync" --out "$d/s1" "${Y[@]}" --set batch_size=32
-$PY - "$d/s1" "$d/s2" <<'PY'
-import json, os, sys
-sys.path.insert(0, "tests")
-import numpy as np, st_check
-def losses(p): return [json.loads(l)["loss"] for l in open(p + "/metrics.jsonl") if '"loss"' in l and '"event"' not in l]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(a) == len(b) == 12, (len(a), len(b))
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-wa, wb = (st_check.load(p + "/model.safetensors") for p in sys.argv[1:3])
-stat = max(float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) for k in wa if "running" in k)
-assert all((wa[k] == wb[k]).all() for k in wa if "num_batches" in k)
-print(f"worst loss difference {worst:.1e}, running statistics {stat:.1e}")
-assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
-PY
+same_batch "$d/s1" "$d/s2"
 echo "ok   2 ranks x 16 with sync = 1 rank x 32"
 
 # the GPU path on the fake GPU (tests/fake_gpu/: the kernels of batchnorm.cuh in the CPU
@@ -186,17 +192,5 @@ GPUS=(mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x TRA
       -x TRAINC_CACHE_DIR -x OMPI_MCA_btl_vader_single_copy_mechanism)
 TRAINC_FAKE_GPU_COUNT=2 gpu "${GPUS[@]}" "$d/gpu_sync" --device cuda --out "$d/gs2" "${Y[@]}" --set batch_size=16
 gpu "$d/gpu_sync" --device cuda --out "$d/gs1" "${Y[@]}" --set batch_size=32
-$PY - "$d/gs1" "$d/gs2" <<'PY'
-import json, sys
-sys.path.insert(0, "tests")
-import numpy as np, st_check
-def losses(p): return [json.loads(l)["loss"] for l in open(p + "/metrics.jsonl") if '"loss"' in l and '"event"' not in l]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert len(a) == len(b) == 12, (len(a), len(b))
-worst = max(abs(x - y) / abs(x) for x, y in zip(a, b))
-wa, wb = (st_check.load(p + "/model.safetensors") for p in sys.argv[1:3])
-stat = max(float(np.max(np.abs(wa[k].astype(np.float64) - wb[k]))) for k in wa if "running" in k)
-print(f"worst loss difference {worst:.1e}, running statistics {stat:.1e}")
-assert worst <= 1e-5 and stat <= 1e-5, (worst, stat)
-PY
+same_batch "$d/gs1" "$d/gs2"
 echo "ok   fake GPUs: 2 GPUs x 16 with sync = 1 GPU x 32 (SyncBatchNorm's sums over NCCL)"

@@ -76,6 +76,19 @@ print("first loss within %.1e, final (mean of the last %d of %d steps) within %.
       (first, k, len(la), last))
 PY
 }
+# within A B TOL: runs A and B logged as many steps (more than one), every loss of B
+# within TOL relative of A's
+within() {
+    "$PY" - "$1" "$2" "$3" <<'PY'
+import json, sys
+def losses(run):
+    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
+    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
+a, b = losses(sys.argv[1]), losses(sys.argv[2])
+worst = max(abs(u - v) / u for u, v in zip(a, b))
+assert len(a) == len(b) > 1 and worst <= float(sys.argv[3]), (a, b, worst)
+PY
+}
 O=(--set max_steps=12 --set log_every=1 --set batch_size=2 --set loader.shuffle=false
    --set data.val=null --threads 1 --quiet)
 for c in g2 g4 hd64; do
@@ -170,26 +183,10 @@ TRAINC_ATT_SM90=0 TRAINC_FAKE_GPU_TRACE=1 gpu "$t.bf16" --device cuda "${O[@]}" 
 ! grep -q "launch rt_attention_ext_.*90_\|launch rt_attention_prep90" "$t.sm80.log" &&
     grep -q "launch rt_attention_ext_pk_bwd_kv_" "$t.sm80.log" ||
     { echo "FAIL: packed: TRAINC_ATT_SM90=0 launched sm_90a kernels, or no packed backward"; exit 1; }
-"$PY" - "$t.bf16.gpu" "$t.sm80" <<'PY'
-import json, sys
-def losses(run):
-    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(u - v) / u for u, v in zip(a, b))
-assert len(a) == len(b) > 1 and worst <= 1e-3, (a, b, worst)
-PY
+within "$t.bf16.gpu" "$t.sm80" 1e-3
 "$t.fp32" --device cpu "${O[@]}" --out "$t.cpu" 2>"$t.cpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
-"$PY" - "$t.cpu" "$t.fp32.gpu" <<'PY'
-import json, sys
-def losses(run):
-    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(u - v) / u for u, v in zip(a, b))
-assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
-PY
+within "$t.cpu" "$t.fp32.gpu" 1e-5
 echo "ok   packed rows (positions), llama_hd64: fp32 on the GPU within 1e-5 of the CPU's losses; bf16-mixed on the sm_90a kernels: $r; on the sm_80 tensor cores within 1e-3 of those"
 # --sample from those weights on the GPU, with the key/value cache (which reads no
 # positions) and by the window's pass (TRAINC_KV_CACHE=0: positions 0 .. T - 1), prints
@@ -229,28 +226,12 @@ TRAINC_FAKE_GPU_TRACE=1 gpu "$g" --device cuda "${O[@]}" --out "$g.gpu" 2>"$g.gp
 [ "$(grep -c "launch rt_embedding_bwd_64" "$g.gpu.log")" -ge 6 ] && grep -q "launch rt_attention_ext_pk_bwd_kv_" "$g.gpu.log" ||
     { echo "FAIL: packed gpt2: no positions' embedding backward, or no packed attention"; exit 1; }
 "$g" --device cpu "${O[@]}" --out "$g.cpu" 2>"$g.cpu.log"
-"$PY" - "$g.cpu" "$g.gpu" <<'PY'
-import json, sys
-def losses(run):
-    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(u - v) / u for u, v in zip(a, b))
-assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
-PY
+within "$g.cpu" "$g.gpu" 1e-5
 echo "ok   packed rows, GPT-2's position rows (pos_embedding by each token's position) and attention: fp32 on the GPU within 1e-5 of the CPU's losses"
 # the same trainer on token shards, a document beginning at each newline (loader.documents:
 # the loader fills pos from each window): the GPU within 1e-5 of the CPU's losses
 D=(--set data.train=null --set "data.train.tokens=$PWD/data/text/train_*.bin" --set loader.documents=10)
 gpu "$g" --device cuda "${O[@]}" "${D[@]}" --out "$g.docs.gpu" 2>"$g.docs.gpu.log"
 "$g" --device cpu "${O[@]}" "${D[@]}" --out "$g.docs.cpu" 2>"$g.docs.cpu.log"
-"$PY" - "$g.docs.cpu" "$g.docs.gpu" <<'PY'
-import json, sys
-def losses(run):
-    rs = [json.loads(l) for l in open(run + "/metrics.jsonl")]
-    return [r["loss"] for r in rs if "loss" in r and "event" not in r]
-a, b = losses(sys.argv[1]), losses(sys.argv[2])
-worst = max(abs(u - v) / u for u, v in zip(a, b))
-assert len(a) == len(b) > 1 and worst <= 1e-5, (a, b, worst)
-PY
+within "$g.docs.cpu" "$g.docs.gpu" 1e-5
 echo "ok   the same on token shards with loader.documents (positions from each newline): fp32 on the GPU within 1e-5 of the CPU's losses"

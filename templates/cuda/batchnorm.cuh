@@ -66,6 +66,17 @@ rt_bn_stats(const act_t *x, double *part, int64_t B, int64_t C, int64_t HW)
     }
 }
 
+/* s, q: channel c's P partials (part[c, p, 0..1]) added in p order */
+__device__ __forceinline__ void rt_bn_parts_sum(const double *part, int64_t P, int64_t c,
+                                                double &s, double &q)
+{
+    s = 0.0, q = 0.0;
+    for (int64_t p = 0; p < P; p++) {
+        s += part[(c * P + p) * 2];
+        q += part[(c * P + p) * 2 + 1];
+    }
+}
+
 extern "C" __global__ void __launch_bounds__(256)
 rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w, const float *b,
              float *mean, float *rstd, float *run_mean, float *run_var, long long *count,
@@ -83,11 +94,8 @@ rt_bn_finish(const double *part, int64_t P, int64_t C, double n, const float *w,
         shift[c] = bc - run_mean[c] * a;
         return;
     }
-    double s = 0.0, q = 0.0;
-    for (int64_t p = 0; p < P; p++) {
-        s += part[(c * P + p) * 2];
-        q += part[(c * P + p) * 2 + 1];
-    }
+    double s, q;
+    rt_bn_parts_sum(part, P, c, s, q);
     const double mu = s / n;
     double var = q / n - mu * mu;
     var = var > 0.0 ? var : 0.0;
@@ -110,11 +118,8 @@ rt_bn_part_sums(const double *part, int64_t P, int64_t C, double *tot)
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    double s = 0.0, q = 0.0;
-    for (int64_t p = 0; p < P; p++) {
-        s += part[(c * P + p) * 2];
-        q += part[(c * P + p) * 2 + 1];
-    }
+    double s, q;
+    rt_bn_parts_sum(part, P, c, s, q);
     tot[2 * c] = s;
     tot[2 * c + 1] = q;
 }
@@ -149,11 +154,8 @@ rt_bn_bwd_finish(const double *part, int64_t P, int64_t C, double n, const float
     const int64_t c = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C)
         return;
-    double s = 0.0, q = 0.0;
-    for (int64_t p = 0; p < P; p++) {
-        s += part[(c * P + p) * 2];
-        q += part[(c * P + p) * 2 + 1];
-    }
+    double s, q;
+    rt_bn_parts_sum(part, P, c, s, q);
     const double r = rstd[c];
     if (dw)
         dw[c] += (float)(q * r);
