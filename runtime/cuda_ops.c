@@ -1254,9 +1254,8 @@ static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float
     int h = (int)H, kv = (int)KV, w = (int)window, o = (int)orig;
     float sl2 = att_sl2(scale);
     char name[96], name_kv[96];
-    snprintf(name, sizeof name, "rt_attention%s%s_%lld_%lld_%d", ext ? "_ext" : "",
-             ext ? (pos ? "_pk_bwd90_q" : "_bwd90_q") : "_bwd90", (long long)T, (long long)hd,
-             causal != 0);
+    snprintf(name, sizeof name, "rt_attention%s%s_bwd90%s_%lld_%lld_%d", ext ? "_ext" : "",
+             att_pk_name(pos), ext ? "_q" : "", (long long)T, (long long)hd, causal != 0);
     snprintf(name_kv, sizeof name_kv, "rt_attention%s%s_bwd90_kv_%lld_%lld_%d", ext ? "_ext" : "",
              att_pk_name(pos), (long long)T, (long long)hd, causal != 0);
     int64_t bc = att_batch_chunk(B), tiles = cdiv(T, RT_ATT90B_RES), ld = (H + 2 * KV) * hd;

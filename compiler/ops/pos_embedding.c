@@ -11,6 +11,14 @@ static int pos_embedding_params(const Layer *l, const char **out)
     return 1;
 }
 
+/* The layer's weight W [max_len, dim] on node nd */
+static void add_weight(GraphCtx *c, const LayerArgs *a, Node *nd)
+{
+    int64_t ws[2] = {a->l->max_len, a->x->shape[1]};
+    nd->w = add_param(c->g, a->pfx, "weight", 2, ws, RT_INIT_NORMAL,
+                      a->init.kind == INIT_DEFAULT ? 1.0 : init_std(c, a->init, 0), a->l->path);
+}
+
 /* Packed rows: P[t] = W[pos[t]] (an embedding node whose ids are the positions: the
  * loader has checked each is 0 or one more than the place before's, so below T), then
  * y = x + P; W's gradient is the embedding's, dW[pos[t]] += dy[t]. */
@@ -18,16 +26,12 @@ static void build_packed_rows(GraphCtx *c, const LayerArgs *a)
 {
     const Layer *l = a->l;
     Tensor *x = a->x;
-    Init init = a->init;
     Tensor *rows = act_tensor(c, l->path, layer_ident("pos_rows", a->pfx), 2, x->shape);
     Tensor *y = act_tensor(c, l->path, layer_ident("pos_embedding", a->pfx), 2, x->shape);
     rows->origin = y->origin = a->at;
     rows->what = "each token's position's row (the model's positions)";
     y->what = "x + each token's position's row";
-    Node *ne = layer_node(c, a, N_EMBEDDING, c->positions, rows);
-    int64_t ws[2] = {l->max_len, x->shape[1]};
-    ne->w = add_param(c->g, a->pfx, "weight", 2, ws, RT_INIT_NORMAL,
-                      init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+    add_weight(c, a, layer_node(c, a, N_EMBEDDING, c->positions, rows));
     Node *nd = layer_node(c, a, N_ADD, x, y);
     nd->in[nd->n_in++] = rows;
     add_flops(c, nd, l->path, (double)x->numel, 0, 0);
@@ -38,10 +42,8 @@ static void build_packed_rows(GraphCtx *c, const LayerArgs *a)
 /* [T, dim] kept (T <= max_len); W [max_len, dim] */
 static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
 {
-    Graph *g = c->g;
     const Layer *l = a->l;
     Tensor *x = a->x;
-    Init init = a->init;
     const char *at = a->at;
     const char *pfx = a->pfx;
     if (x->rank != 2)
@@ -57,9 +59,7 @@ static void build_pos_embedding(GraphCtx *c, const LayerArgs *a)
     y->origin = at;
     y->what = "x + position rows";
     Node *nd = layer_node(c, a, N_POS_EMBEDDING, x, y);
-    int64_t ws[2] = {l->max_len, x->shape[1]};
-    nd->w = add_param(g, pfx, "weight", 2, ws, RT_INIT_NORMAL,
-                      init.kind == INIT_DEFAULT ? 1.0 : init_std(c, init, 0), l->path);
+    add_weight(c, a, nd);
     add_flops(c, nd, l->path, (double)x->numel, 0, 0);
     c->cur = y;
 }

@@ -26,6 +26,11 @@ rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/lora" "$OUT/hf_lora" "$OU
 
 step() { printf '\n== %s\n' "$*"; }
 val_loss() { sed -n 's/^{"event":"eval","val_loss":\([^,]*\),.*/\1/p'; }
+# fell A B BY WHAT: loss B is below A - BY, else FAIL: WHAT did not fall (by BY)
+fell() {
+    awk -v a="$1" -v b="$2" -v by="$3" 'BEGIN { exit !(b < a - by) }' ||
+        { echo "FAIL: $4 did not fall$([ "$3" = 0 ] || echo " by $3")"; exit 1; }
+}
 
 step "1. a Hugging Face model folder: tokenizer.json and a tiny random Llama"
 $HF make "$OUT/hf"
@@ -46,8 +51,7 @@ $TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" --out "
 first=$(sed -n 's/.*"step":5,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
 last=$(sed -n 's/.*"step":60,.*"loss":\([^,]*\),.*/\1/p' "$OUT/run/metrics.jsonl")
 echo "training loss: $first at step 5, $last at step 60"
-awk -v a="$first" -v b="$last" 'BEGIN { exit !(b < a - 0.5) }' ||
-    { echo "FAIL: the training loss did not fall by 0.5"; exit 1; }
+fell "$first" "$last" 0.5 "the training loss"
 
 step "5. sample text from the fine-tuned weights (and their validation loss)"
 sample=$($TRAINC run "$M/model.json" "$M/train.json" --init "$OUT/run/model.safetensors" \
@@ -56,8 +60,7 @@ sample=$($TRAINC run "$M/model.json" "$M/train.json" --init "$OUT/run/model.safe
 after=$(printf '%s\n' "$sample" | val_loss)
 printf '%s' "$PROMPT"; printf '%s\n' "$sample" | sed 1d
 echo "validation loss: $before before fine-tuning, $after after"
-awk -v a="$before" -v b="$after" 'BEGIN { exit !(b < a) }' ||
-    { echo "FAIL: the validation loss did not fall"; exit 1; }
+fell "$before" "$after" 0 "the validation loss"
 [ "$(printf '%s\n' "$sample" | sed 1d | tr -d ' \n')" ] || { echo "FAIL: no text sampled"; exit 1; }
 
 step "6. trainc export hf"
@@ -75,8 +78,7 @@ $TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" --init "$M/init.safeten
 after_lora=$($TRAINC run "$M/model.json" "$M/train.json" "${LORA[@]}" \
              --init "$OUT/lora/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
 echo "validation loss: $before before, $after_lora after LoRA ($after after training every weight)"
-awk -v a="$before" -v b="$after_lora" 'BEGIN { exit !(b < a) }' ||
-    { echo "FAIL: the validation loss did not fall"; exit 1; }
+fell "$before" "$after_lora" 0 "the validation loss"
 $TRAINC export hf "$M/model.json" "$M/train.json" "${LORA[@]}" --adapter \
     --weights "$OUT/lora/model.safetensors" -o "$OUT/hf_lora"
 $HF peft "$OUT/hf" "$OUT/hf_lora" "$M/data/val_000000.bin" "$after_lora" "$PROMPT"
@@ -101,8 +103,7 @@ $TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$M/init.safetens
     --out "$OUT/sft" "${TUNE[@]}" --set validate.every_steps=60 --set log_every=20
 sft_after=$(sed -n 's/.*"val_loss":\([^,]*\),.*/\1/p' "$OUT/sft/metrics.jsonl" | tail -1)
 echo "validation loss on the completions: $sft_before before, $sft_after after"
-awk -v a="$sft_before" -v b="$sft_after" 'BEGIN { exit !(b < a - 0.5) }' ||
-    { echo "FAIL: the completions' validation loss did not fall by 0.5"; exit 1; }
+fell "$sft_before" "$sft_after" 0.5 "the completions' validation loss"
 SFT_PROMPT="Continue: you may not propagate"
 sample=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" --init "$OUT/sft/model.safetensors" \
          "${EVAL[@]}" --sample 30 --temperature 0.7 --top-p 0.9 --prompt "$SFT_PROMPT" \
@@ -136,6 +137,5 @@ $TRAINC run "$M/model_packed.json" "$M/train_packed.json" --init "$M/init.safete
 packed_after=$($TRAINC run "$M/model.json" "$M/train.json" "${SFT[@]}" \
                --init "$OUT/sft_packed/model.safetensors" "${EVAL[@]}" --quiet | val_loss)
 echo "validation loss on the completions, one pair a row: $sft_before before, $packed_after after the packed run"
-awk -v a="$sft_before" -v b="$packed_after" 'BEGIN { exit !(b < a - 0.5) }' ||
-    { echo "FAIL: the packed run's validation loss did not fall by 0.5"; exit 1; }
+fell "$sft_before" "$packed_after" 0.5 "the packed run's validation loss"
 echo "ok: packed several pairs a row, each kept to itself ($OUT/sft_packed)"
