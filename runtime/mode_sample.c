@@ -381,6 +381,8 @@ static void gan_sample(Run *r)
 typedef struct {
     Run *r;
     int64_t N, M, cap, T, V;
+    int64_t doc;              /* the token that begins a document (loader.documents, a
+                                 model with positions), or -1 */
     int64_t *n;               /* [cap] */
     int32_t *ctx, *tgt;       /* [cap, T] */
     unsigned char *seen;      /* [cap, V] */
@@ -401,7 +403,8 @@ typedef struct {
 static void gen_open(Gen *g, Run *r, int64_t V, int64_t cap)
 {
     int64_t T = r->m->inputs[0].shape[0], M = r->o.num_samples > 1 ? r->o.num_samples : 1;
-    *g = (Gen){.r = r, .N = M, .M = M, .cap = cap, .T = T, .V = V};
+    *g = (Gen){.r = r, .N = M, .M = M, .cap = cap, .T = T, .V = V,
+               .doc = r->m->n_inputs == 3 ? r->c.documents : -1};
     g->n = rt_xmalloc((size_t)cap * sizeof *g->n);
     g->ctx = rt_xmalloc((size_t)(cap * T) * sizeof *g->ctx);
     g->tgt = rt_xmalloc((size_t)(cap * T) * sizeof *g->tgt);
@@ -464,11 +467,17 @@ static void gen_close(Gen *g)
 }
 
 /* An id appended to sequence b's context (its window slides once full: the cache stops
- * serving) and to the ids its penalty falls on. */
+ * serving) and to the ids its penalty falls on. A document's first token (g->doc) begins
+ * the context anew: trained so, the model's attention sees nothing before it and its
+ * positions restart there, so the logits are those of the context from it on. */
 static void gen_push(Gen *g, int64_t b, uint32_t id)
 {
     int64_t T = g->T;
     int32_t *c = g->ctx + b * T;
+    if ((int64_t)id == g->doc) {
+        g->n[b] = 0;
+        rt_next_restart(g->next, b);
+    }
     if (g->n[b] == T) {   /* (T >= 1: a token model's) */
         memmove(c, c + 1, (size_t)(T - 1) * sizeof *c);
         g->n[b]--;

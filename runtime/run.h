@@ -305,6 +305,8 @@ void rt_next_logits(rt_next *k, int64_t N, int32_t *ctx, int32_t *tgt, const int
                     const unsigned char *done, float *z, unsigned char *cached);
 int64_t rt_next_passes(const rt_next *k);         /* the decode program's passes so far */
 void rt_next_slid(rt_next *k, int64_t b);         /* sequence b's window slid: no more cache */
+void rt_next_restart(rt_next *k, int64_t b);      /* sequence b's context begins anew: its
+                                                     cache empty, serving again */
 void rt_next_reset(rt_next *k);                   /* a new generation: the cache empty */
 void rt_next_close(rt_next *k);
 void rt_lrfind_start(Run *r);                     /* --lr-find (mode_lrfind.c) */

@@ -132,6 +132,16 @@ void rt_next_slid(rt_next *k, int64_t b)
         k->slid[b] = 1;
 }
 
+/* Sequence b's context begins anew (a document's first token, loader.documents): its
+ * cache holds nothing and serves again, from position 0. */
+void rt_next_restart(rt_next *k, int64_t b)
+{
+    if (k->on) {
+        k->at[b] = 0;
+        k->slid[b] = 0;
+    }
+}
+
 int64_t rt_next_passes(const rt_next *k) { return k->passes; }
 
 int64_t rt_next_slots(const rt_next *k) { return k->N; }

@@ -235,3 +235,18 @@ gpu "$g" --device cuda "${O[@]}" "${D[@]}" --out "$g.docs.gpu" 2>"$g.docs.gpu.lo
 "$g" --device cpu "${O[@]}" "${D[@]}" --out "$g.docs.cpu" 2>"$g.docs.cpu.log"
 within "$g.docs.cpu" "$g.docs.gpu" 1e-5
 echo "ok   the same on token shards with loader.documents (positions from each newline): fp32 on the GPU within 1e-5 of the CPU's losses"
+# its --sample begins the context anew at each document's first token, the key/value
+# cache on the GPU serving every token (again from each restart): the CPU's text, and a prompt's last document
+# alone the same. The token is 'f' here (loader.documents=102), which this little-trained
+# model draws three times in 60 at temperature 0.2: restarts in the middle of the sample.
+S=(--eval --init "$g.docs.cpu/model.safetensors" --sample 60 --sample-seed 3 --temperature 0.2
+   --threads 1 "${D[@]}" --set loader.documents=102)
+gpu "$g" --device cuda "${S[@]}" --prompt "Copyright of" --out "$g.sd" > "$g.sd.gpu.txt" 2>"$g.sd.gpu.log"
+grep -q "(60 from the key/value cache" "$g.sd.gpu.log" ||   # (T 100: no window slides)
+    { echo "FAIL: documents: the key/value cache did not serve each token after a restart"; exit 1; }
+gpu "$g" --device cuda "${S[@]}" --prompt "f" --out "$g.sd" > "$g.sd.one.txt" 2>"$g.sd.one.log"
+"$g" --device cpu "${S[@]}" --prompt "Copyright of" --out "$g.sd" > "$g.sd.cpu.txt" 2>"$g.sd.cpu.log"
+cmp -s "$g.sd.gpu.txt" "$g.sd.cpu.txt" && cmp -s "$g.sd.one.txt" "$g.sd.cpu.txt" &&
+    [ "$(tr -cd f < "$g.sd.cpu.txt" | wc -c)" -ge 2 ] ||
+    { echo "FAIL: documents: --sample on the GPU differs from the CPU's, or from the last document's alone"; exit 1; }
+echo "ok   its --sample with documents on the GPU (key/value cache): the CPU's $(wc -c < "$g.sd.cpu.txt") bytes, $(tr -cd f < "$g.sd.cpu.txt" | wc -c) restarts in them, each token from the cache, and the last document's alone"

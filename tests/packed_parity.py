@@ -17,7 +17,9 @@ from the trained weights (Llama's, GPT-2's) prints what the spec without positio
 prints. A position that is neither 0 nor one more than the one before exits 1 naming
 the file, row and element, nothing trained. Token shards with `loader.documents`
 (documents from each newline of data/text, the loader filling pos) train as HF's Llama
-does on each document alone (the targets as they are), within 1e-4.
+does on each document alone (the targets as they are), within 1e-4; its --sample
+begins the context anew at each newline (a prompt's last document alone prints the same
+text), the key/value cache serving again from there.
 
     $HF_PYTHON tests/packed_parity.py
 """
@@ -152,8 +154,54 @@ def documents_case(x, y):
     ours = lt.run_trainc(sp, w, os.path.join(OUT, "documents"))
     theirs = lt.train_torch(hf_packed(m, pos), list(m.parameters()), sp["train"], x, y, lh.V)
     seams = int((pos[:STEPS * B] == 0).sum()) - STEPS * B
-    return lt.compare("trainc token shards, a document from each newline (%d seams), vs HF "
-                      "llama on each document alone" % seams, ours, theirs, 1e-4)
+    ok = lt.compare("trainc token shards, a document from each newline (%d seams), vs HF "
+                    "llama on each document alone" % seams, ours, theirs, 1e-4)
+    return ok and sample_documents(sp)
+
+
+def cache_served(sample, n=5):
+    """how many of the sample's bytes the key/value cache serves: each one drawn while its
+    context (n bytes after the prompt's last newline) has not slid since it began"""
+    served, slid = 0, False
+    for c in sample:
+        served += not slid
+        if c == NEWLINE:
+            n, slid = 0, False
+        elif n == T:
+            n, slid = n - 1, True
+        n += 1
+    return served
+
+
+def sample_documents(sp):
+    """--sample from documents_case's weights: a prompt whose last document begins after
+    other text prints what that document alone as the prompt prints (the context begins
+    anew at each newline, the sample's own too: 80 bytes run past several and past the
+    window), by the key/value cache (checked against the window's pass; serving each
+    context again from its newline) and without it"""
+    weights = os.path.join(OUT, "documents", "run", "model.safetensors")
+    path = os.path.join(OUT, "sample_documents.json")
+    json.dump(sp, open(path, "w"))
+    out, ok = {}, True
+    for cache in ("check", "0"):
+        for prompt in ("Permission is hereby granted, free of charge,\nThe ", "\nThe "):
+            p = subprocess.run([lt.TRAINC, "run", path, "--eval", "--init", weights, "--sample",
+                                "80", "--prompt", prompt, "--sample-seed", "5", "--out",
+                                os.path.join(OUT, "sample_documents"), "--threads", "1"],
+                               capture_output=True, env=dict(os.environ, TRAINC_KV_CACHE=cache),
+                               check=True)
+            out[cache, prompt] = p.stdout
+            if cache == "check":   # the cache's logits against the window's pass, and served
+                err = p.stderr.decode()
+                ok &= float(err.split("largest difference ")[1].split()[0]) < 1e-5
+                ok &= int(err.split(" from the key/value cache")[0].split("(")[-1]) == \
+                    cache_served(p.stdout[:-1])
+    texts = set(out.values())
+    ok &= len(texts) == 1 and out["0", "\nThe "].count(b"\n") >= 2
+    print("%s --sample with documents: a prompt's last document alone gives the same %d bytes "
+          "(%d newlines), with and without the key/value cache" %
+          ("ok  " if ok else "FAIL", len(out["0", "\nThe "]), out["0", "\nThe "].count(b"\n")))
+    return ok
 
 
 def full_recompute(name, sp, w, ours):
