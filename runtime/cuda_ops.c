@@ -5,7 +5,7 @@
  * (rt_layernorm_fwd_768, rt_attention_fwd_1024_64_1, ...); trainc emits one instance
  * per shape the model uses, and a missing one is reported by rt_cu_launch.
  *
- * The contract of each call is its CPU twin's (kernels.c, attention.c, optim.c):
+ * The contract of each call is its CPU twin's (kernels.h's files, attention.c, optim.c):
  * overwritten vs accumulated outputs, masked entries, e->terms counted on the host as
  * the twin counts it (the loss sum and correct count are added on the device into
  * rt_cu_stats). Reductions go through scratch in a fixed order, so every call gives the

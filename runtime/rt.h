@@ -747,7 +747,7 @@ int64_t rt_grain_for(int64_t work_per_item);
  * small, freed with the pool; valid until the next call. */
 double *rt_pool_scratch(rt_pool *p, size_t n);
 /* A convolution's outputs o in [0, OW) whose input o s - pad + kj lies in [0, W), for
- * kernel offset kj: [*o0, *o1) (kernels.c; the loops over them need no bounds test). */
+ * kernel offset kj: [*o0, *o1) (im2col.c; the loops over them need no bounds test). */
 void rt_conv_span(int64_t kj, int64_t s, int64_t pad, int64_t W, int64_t OW, int64_t *o0,
                   int64_t *o1);
 /* conv_direct.c: the CPU's direct convolution (AVX-512 or AVX2; the shapes its
@@ -766,7 +766,7 @@ int rt_conv_direct_dw(rt_exec *e, const float *x, const float *dyt, float *dw, i
                       int64_t H, int64_t W, int64_t k, int64_t s, int64_t pad, int64_t OH,
                       int64_t OW, int64_t Cout);
 /* im2col and col2im of B images ([C*k*k, B*OH*OW] columns) on the calling thread
- * (kernels.c; rt_im2col and rt_col2im spread the same work over the pool) */
+ * (im2col.c; rt_im2col and rt_col2im spread the same work over the pool) */
 void rt_im2col_serial(const float *x, float *col, int64_t B, int64_t C, int64_t H, int64_t W,
                       int64_t k, int64_t stride, int64_t pad, int64_t OH, int64_t OW);
 void rt_col2im_serial(const float *dcol, float *dx, int64_t B, int64_t C, int64_t H, int64_t W,

@@ -1,4 +1,4 @@
-/* rt_vec.h: the runtime's short vectors (kernels.c, attention.c, batchnorm.c). The
+/* rt_vec.h: the runtime's short vectors (kernels.h's files, attention.c, batchnorm.c). The
  * runtime is built with -O3 and no -march, where gcc vectorizes few loops, so the hot
  * loops use GCC vector types (SSE2 on x86-64, NEON on arm64; AVX2 in the functions built
  * a second time for it). Elementwise vector arithmetic rounds exactly as the scalar code

@@ -65,6 +65,7 @@ CFLAGS="-O2 -g -Wall -Wextra -Wno-unused-parameter -ffp-contract=off -fno-math-e
 # emulator's stand-in for device_cuda.c, the CPU twins
 mkdir -p "$d/host"
 for f in tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c runtime/kernels.c \
+         runtime/im2col.c runtime/pooling.c runtime/norms.c runtime/glu.c runtime/losses.c \
          runtime/conv.c runtime/conv_direct.c runtime/conv_grouped.c runtime/augment.c runtime/attention.c \
          runtime/batchnorm.c runtime/blas.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
          runtime/moe.c runtime/cuda_moe.c; do

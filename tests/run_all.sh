@@ -63,6 +63,8 @@ check() {   # check NAME [--after=DEP,...] [--timeout=S] COMMAND...: registers a
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=undefined"
 UCC="cc -std=gnu11 -O1 -g $SAN -Iruntime -Icompiler"
+# the CPU kernels' files (runtime/kernels.h lists them)
+KERNELS="runtime/kernels.c runtime/im2col.c runtime/pooling.c runtime/norms.c runtime/glu.c runtime/losses.c"
 
 # the long checks first, so that the two jobs end together: the fake GPU
 # (tests/fake_gpu/: the generated CUDA code run in an emulator) and a whole training
@@ -183,7 +185,7 @@ check set_order           bash tests/set_order.sh
 check auto_ranks          bash tests/auto_ranks.sh
 
 # unit tests of the runtime, under AddressSanitizer and UBSan
-check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/augment.c runtime/rng.c runtime/init.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
+check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/augment.c runtime/rng.c runtime/init.c $KERNELS runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_data
 check unit/data           --after=unit/build_data $T/test_data
 check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
@@ -193,9 +195,9 @@ check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtim
 check unit/io             --after=unit/build_io $T/test_io
 check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
 check unit/half           --after=unit/build_half $T/test_half
-check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/conv.c runtime/conv_direct.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
+check unit/build_kernels  $UCC tests/unit/test_kernels.c runtime/conv.c runtime/conv_direct.c $KERNELS runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_kernels
 check unit/kernels        --after=unit/build_kernels $T/test_kernels
-check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
+check unit/build_attention $UCC tests/unit/test_attention.c runtime/attention.c $KERNELS runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention
 check unit/attention      --after=unit/build_attention $T/test_attention
 check unit/attention_torch --after=unit/build_attention $PYTHON tests/attention_ref.py $T/attention_ref.bin $T/test_attention
 check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/util.c -lm -o $T/test_spec
@@ -217,13 +219,13 @@ check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=
 # (the newer one: min_p's warper came with 4.39; skips without transformers)
 check unit/build_sampling $UCC tests/unit/test_sampling.c runtime/sampling.c runtime/rng.c runtime/util.c -lm -o $T/test_sampling
 check unit/sampling       --after=unit/build_sampling $HF_NEW_PYTHON tests/sampling_check.py $T/test_sampling $T/sampling
-check unit/build_losses   $UCC tests/unit/test_losses.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
+check unit/build_losses   $UCC tests/unit/test_losses.c $KERNELS runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_losses
 check unit/losses         --after=unit/build_losses $T/test_losses
 # the attention's scratch grows with T, not T^2 (malloc wrapped and measured), and
 # the blocked unmasked path on the unit test's small shapes (ATT_FLOATS lowered)
-check unit/build_attention_scratch $UCC tests/unit/test_attention_scratch.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm -o $T/test_attention_scratch
+check unit/build_attention_scratch $UCC tests/unit/test_attention_scratch.c runtime/attention.c $KERNELS runtime/blas.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm -o $T/test_attention_scratch
 check unit/attention_scratch --after=unit/build_attention_scratch $T/test_attention_scratch
-check unit/build_attention_blocks $UCC -DATT_FLOATS=256 tests/unit/test_attention.c runtime/attention.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention_blocks
+check unit/build_attention_blocks $UCC -DATT_FLOATS=256 tests/unit/test_attention.c runtime/attention.c $KERNELS runtime/blas.c runtime/util.c -lopenblas -lpthread -lm -o $T/test_attention_blocks
 check unit/attention_blocks --after=unit/build_attention_blocks $T/test_attention_blocks
 
 # ---- which checks: TESTS and TIER, and what they need ------------------------------

@@ -4,10 +4,7 @@
  * repeated indices; 1 and 3 threads giving the same bits; finite differences of the
  * attention backward; an out-of-range index exiting 2.
  *
- * Build (from the repository root):
- *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_attention.c \
- *      runtime/attention.c runtime/kernels.c runtime/util.c -lopenblas -lpthread -lm \
- *      -o build/tests/test_attention
+ * Built by tests/run_all.sh (unit/build_attention), which lists its sources.
  * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed.
  * `test_attention --torch FILE` instead compares with the PyTorch results that
  * tests/attention_ref.py writes to FILE (a check run by hand). */

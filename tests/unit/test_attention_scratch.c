@@ -6,10 +6,8 @@
  * at T = 512 and T = 2048, causal and not, and must be under 512 T bytes (4 MiB at
  * T = 8192; blocks of up to 64 rows) and grow no faster than T.
  *
- * Build and run (from the repository root; with or without the sanitizers):
- *   cc -std=gnu11 -O1 -g -Iruntime tests/unit/test_attention_scratch.c runtime/attention.c \
- *      runtime/kernels.c runtime/util.c -Wl,--wrap=malloc -lopenblas -lpthread -lm \
- *      -o build/tests/test_attention_scratch && build/tests/test_attention_scratch
+ * Built (with or without the sanitizers) by tests/run_all.sh
+ * (unit/build_attention_scratch), which lists its sources.
  * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,12 +1,9 @@
-/* test_kernels.c: every kernel of runtime/kernels.c and conv2d's three calls
+/* test_kernels.c: every CPU kernel (runtime/kernels.h lists their files) and conv2d's three calls
  * (runtime/conv.c) against a naive C reference (double precision where it sums), on odd
  * shapes, with 1 and 3 threads; run-to-run and thread-count determinism;
  * finite-difference checks of the backward kernels.
  *
- * Build (from the repository root):
- *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_kernels.c \
- *      runtime/conv.c runtime/kernels.c runtime/blas.c runtime/util.c -lopenblas -lpthread \
- *      -lm -o build/test_kernels
+ * Built by tests/run_all.sh (unit/build_kernels), which lists its sources.
  * Prints "ok NAME" or "FAIL NAME ..." per check; exits 1 if any check failed. */
 #include <math.h>
 #include <stdatomic.h>

@@ -1,4 +1,4 @@
-/* test_losses.c: the CPU losses of runtime/kernels.c against their definitions, at the
+/* test_losses.c: the CPU losses of runtime/losses.c against their definitions, at the
  * places the trainer-level tests do not reach:
  *   - rt_cross_entropy into a dlogits buffer of its own, rows ld > C apart (a padded
  *     vocabulary), the buffer filled with NaN first: the C gradients are
@@ -12,9 +12,7 @@
  *     2 (y - t) * grad_scale.
  * With 1 and 3 threads. Prints "ok NAME" or "FAIL NAME ..."; exits 1 on a failure.
  *
- * Build (from the repository root):
- *   cc -std=gnu11 -O1 -g -Iruntime tests/unit/test_losses.c runtime/kernels.c \
- *      runtime/util.c -lopenblas -lpthread -lm -o build/test_losses */
+ * Built by tests/run_all.sh (unit/build_losses), which lists its sources. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

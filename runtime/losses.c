@@ -1,0 +1,304 @@
+/* losses.c: the CPU's losses (cross entropy with its gradient over the logits, label
+ * smoothing and ignore_index; MSE), each a fixed split into blocks. See kernels.c for
+ * the determinism every kernel keeps. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include "kernels.h"
+
+typedef struct ce_ctx ce_ctx;
+/* One row's loss from its logits z (and its gradient into g when g is not NULL; g may
+ * be z); *hit: whether its first argmax is the target tg (in range). */
+typedef double (*ce_row_fn)(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit);
+
+struct ce_ctx {
+    const float *logits;       /* [rows, C] */
+    const int32_t *target;     /* [rows] */
+    float *dlogits;            /* [rows, C] or NULL */
+    double *part;              /* [nblk, 2]: loss sum, correct count */
+    int64_t rows, C, rb;
+    float gs;
+    _Atomic int64_t bad;       /* first row with a target out of range, or rows */
+    int64_t ld;                /* rows of logits and dlogits this far apart */
+    float ls;                  /* label smoothing (ce_ls_row only) */
+    ce_row_fn row;
+    int ign;                   /* 1: rows whose target is `ignore` add nothing */
+    int32_t ignore;
+};
+
+/* the plain cross entropy of one row (dlogits may be the logits themselves, written
+ * over: no restrict, and z[target] is read before anything is written) */
+static double ce_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
+{
+    int64_t C = c->C;
+    float zt = z[tg];
+    /* max and first argmax (a NaN counts as the maximum, as in torch.argmax) */
+    float m = z[0];
+    int64_t am = 0;
+    for (int64_t j = 1; j < C; j++)
+        if (z[j] > m || (isnan(z[j]) && !isnan(m))) {
+            m = z[j];
+            am = j;
+        }
+    /* exp(z - max) in float (kept in dlogits when wanted), summed in double */
+    v4f mv = splat4(m);
+    d4 sv = {{0, 0}, {0, 0}};
+    for (int64_t j = 0; j < C; j += 4) {
+        v4f zv;
+        if (j + 4 <= C) {
+            zv = ld4(z + j);
+        } else {   /* the tail, padded with -inf, whose exp is 0 */
+            zv = splat4(-INFINITY);
+            memcpy(&zv, z + j, (size_t)(C - j) * sizeof(float));
+        }
+        v4f ev = exp4(zv - mv);
+        sv = add4d(sv, cvt4(ev));
+        if (!g)
+            continue;
+        if (j + 4 <= C)
+            st4(g + j, ev);
+        else
+            memcpy(g + j, &ev, (size_t)(C - j) * sizeof(float));
+    }
+    double se = hsum4d(sv);
+    if (g) {
+        float inv = (float)(1.0 / se), et = g[tg];
+        v4f sc = splat4(inv) * splat4(c->gs);
+        int64_t j = 0;
+        for (; j + 4 <= C; j += 4)
+            st4(g + j, ld4(g + j) * sc);
+        for (; j < C; j++)
+            g[j] = g[j] * (inv * c->gs);
+        g[tg] = (et * inv - 1.0f) * c->gs;
+        /* the padding of a padded vocabulary: 0, which the head's backward GEMMs
+         * read (lower.c's padded_rows) */
+        for (j = C; j < c->ld; j++)
+            g[j] = 0.0f;
+    }
+    *hit = am == tg;
+    return (double)m + log(se) - (double)zt;
+}
+
+/* Label-smoothed cross entropy, as F.cross_entropy(label_smoothing=ls): the target
+ * distribution is (1 - ls) onehot + ls / C, so with lse = max + log(sum exp(z - max))
+ *   loss  = lse - (1 - ls) z[target] - (ls / C) sum_j z_j
+ *   dz_j  = (softmax_j - ls / C - (1 - ls) [j == target]) * grad_scale.
+ * A row of its own, plain loops (ls > 0 only: ls = 0 takes ce_row, whose bits stay
+ * those of every earlier run); the sums in double, in the row's order. */
+/* one row: its loss, whether its first argmax is the target; dlogits may be z */
+static double ce_ls_row(const ce_ctx *c, const float *z, float *g, int32_t tg, int *hit)
+{
+    int64_t C = c->C;
+    float zt = z[tg], m = z[0];
+    int64_t am = 0;
+    double sz = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+        if (j > 0 && (z[j] > m || (isnan(z[j]) && !isnan(m)))) {
+            m = z[j];
+            am = j;
+        }
+        sz += (double)z[j];
+    }
+    double se = 0.0;
+    for (int64_t j = 0; j < C; j++) {
+        float ev = rt_expf(z[j] - m);
+        se += (double)ev;
+        if (g)
+            g[j] = ev;
+    }
+    if (g) {
+        float inv = (float)(1.0 / se), u = c->ls / (float)C, gs = c->gs;
+        for (int64_t j = 0; j < C; j++)
+            g[j] = (g[j] * inv - u - (j == tg ? 1.0f - c->ls : 0.0f)) * gs;
+        for (int64_t j = C; j < c->ld; j++)
+            g[j] = 0.0f;
+    }
+    *hit = am == tg;
+    return (double)m + log(se) - (1.0 - (double)c->ls) * (double)zt -
+           (double)c->ls / (double)C * sz;
+}
+
+/* Blocks [lo, hi) of c->rb rows: each row's loss by c->row, summed in double into
+ * c->part with the rows counted; a target out of range is not computed but kept in
+ * c->bad (the first); an ignored one adds nothing, its gradient row 0. */
+static void ce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    ce_ctx *c = ctx;
+    for (int64_t t = lo; t < hi; t++) {
+        double loss = 0.0, correct = 0.0, counted = 0.0;
+        int64_t r1 = (t + 1) * c->rb < c->rows ? (t + 1) * c->rb : c->rows;
+        for (int64_t r = t * c->rb; r < r1; r++) {
+            int32_t tg = c->target[r];
+            if (c->ign && tg == c->ignore) {
+                if (c->dlogits)
+                    memset(c->dlogits + r * c->ld, 0, (size_t)c->ld * sizeof(float));
+                continue;
+            }
+            counted++;
+            if (tg < 0 || tg >= c->C) {
+                int64_t old = atomic_load(&c->bad);
+                while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
+                    ;
+                continue;
+            }
+            int hit;
+            loss += c->row(c, c->logits + r * c->ld, c->dlogits ? c->dlogits + r * c->ld : NULL,
+                           tg, &hit);
+            correct += hit;
+        }
+        c->part[3 * t] = loss;
+        c->part[3 * t + 1] = correct;
+        c->part[3 * t + 2] = counted;
+    }
+}
+
+/* The targets of target[0, rows) not ignored (e->ce_ignore). */
+static int64_t ce_valid(const rt_exec *e, const int32_t *target, int64_t rows)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < rows; r++)
+        n += target[r] != e->ce_ignore;
+    return n;
+}
+
+/* The gradient scale of a loss call under ignore_index: grad_scale * rows / valid, the
+ * call's mean over its targets not ignored (or over those rt_ce_count counted ahead
+ * for a chunked head's calls); 0 where none is. */
+static float ce_ignore_scale(const rt_exec *e, const int32_t *target, int64_t rows)
+{
+    int64_t n = e->ce_rows, valid = e->ce_valid;
+    if (n <= 0) {
+        n = rows;
+        valid = ce_valid(e, target, rows);
+    }
+    return valid ? (float)((double)e->grad_scale * (double)n / (double)valid) : 0.0f;
+}
+
+void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows)
+{
+    if (!e->ce_has_ignore)
+        return;
+    if (e->dev) { /* on a GPU: the count and the scale on the device (cuda_ops.c) */
+        RT_GPU(e)->ce_count(e, target, rows);
+    } else
+        e->ce_valid = ce_valid(e, target, rows);
+    e->ce_rows = rows;
+}
+
+void rt_ce_done(rt_exec *e)
+{
+    e->ce_rows = 0;
+    e->ce_valid = 0;
+}
+
+/* Both losses' CPU driver: blocks of about 4K logits, fixed by C, so the loss sum does
+ * not depend on the thread count; the block sums added in order into e (the terms:
+ * the rows counted, all but the ignored ones). */
+static void ce_run(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                   int64_t rows, int64_t C, int64_t ld, float ls, ce_row_fn row)
+{
+    if (rows <= 0)
+        return;
+    rt_pool *p = rt_pool_of(e);
+    float gs = e->ce_has_ignore ? ce_ignore_scale(e, target, rows) : e->grad_scale;
+    e->loss_rows = e->ce_rows > 0 ? e->ce_rows : rows;
+    ce_ctx c = {logits, target, dlogits, NULL, rows, C, ceil_div(4096, C > 0 ? C : 1),
+                gs, rows, ld, ls, row, e->ce_has_ignore, e->ce_ignore};
+    int64_t nblk = ceil_div(rows, c.rb);
+    c.part = rt_pool_scratch(p, (size_t)(3 * nblk));
+    rt_pool_run(p, nblk, rt_grain_for(c.rb * C * 4), ce_task, &c);
+    int64_t bad = atomic_load(&c.bad);
+    if (bad < rows)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, correct = 0.0, counted = 0.0;
+    for (int64_t t = 0; t < nblk; t++) {
+        loss += c.part[3 * t];
+        correct += c.part[3 * t + 1];
+        counted += c.part[3 * t + 2];
+    }
+    e->loss_sum += loss;
+    e->correct += (int64_t)correct;
+    e->terms += (int64_t)counted;
+}
+
+void rt_cross_entropy(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                      int64_t rows, int64_t C, int64_t ld)
+{
+    if (ld < C)
+        rt_die("rt_cross_entropy: rows %lld apart hold %lld logits", (long long)ld, (long long)C);
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->cross_entropy(e, logits, target, dlogits, rows, C, ld);
+        return;
+    }
+    ce_run(e, logits, target, dlogits, rows, C, ld, 0.0f, ce_row);
+}
+
+void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target, float *dlogits,
+                         int64_t rows, int64_t C, int64_t ld, float ls)
+{
+    if (ld < C)
+        rt_die("rt_cross_entropy_ls: rows %lld apart hold %lld logits", (long long)ld,
+               (long long)C);
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->cross_entropy_ls(e, logits, target, dlogits, rows, C, ld, ls);
+        return;
+    }
+    ce_run(e, logits, target, dlogits, rows, C, ld, ls, ce_ls_row);
+}
+
+#define MSE_BLOCK 4096
+
+typedef struct {
+    const float *y, *t;        /* [n] */
+    float *dy;                 /* [n] or NULL */
+    double *part;              /* [nblk] */
+    int64_t n;
+    float gs;
+} mse_ctx;
+
+static void mse_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const mse_ctx *c = ctx;
+    for (int64_t b = lo; b < hi; b++) {
+        int64_t i0 = b * MSE_BLOCK, i1 = i0 + MSE_BLOCK < c->n ? i0 + MSE_BLOCK : c->n;
+        const float *restrict y = c->y, *restrict t = c->t;
+        double s0 = 0.0, s1 = 0.0;
+        int64_t i = i0;
+        for (; i + 2 <= i1; i += 2) {
+            double d0 = (double)(y[i] - t[i]), d1 = (double)(y[i + 1] - t[i + 1]);
+            s0 += d0 * d0;
+            s1 += d1 * d1;
+        }
+        for (; i < i1; i++) {
+            double d0 = (double)(y[i] - t[i]);
+            s0 += d0 * d0;
+        }
+        c->part[b] = s0 + s1;
+        if (c->dy) {
+            float *restrict dy = c->dy;
+            float gs = c->gs;
+            for (i = i0; i < i1; i++)
+                dy[i] = 2.0f * (y[i] - t[i]) * gs;
+        }
+    }
+}
+
+void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c, cuda_blas.c */
+        RT_GPU(e)->mse(e, y, t, dy, n);
+        return;
+    }
+    if (n <= 0)
+        return;
+    rt_pool *p = rt_pool_of(e);
+    int64_t nblk = ceil_div(n, MSE_BLOCK);
+    mse_ctx c = {y, t, dy, rt_pool_scratch(p, (size_t)nblk), n, e->grad_scale};
+    rt_pool_run(p, nblk, rt_grain_for(MSE_BLOCK * 2), mse_task, &c);
+    double s = 0.0;
+    for (int64_t b = 0; b < nblk; b++)
+        s += c.part[b];
+    e->loss_sum += s;
+    e->terms += n;
+}
