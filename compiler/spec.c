@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <float.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -1019,104 +1020,101 @@ static void parse_interleave(const Ctx *c, Layer *l, const cJSON *v, const char 
 }
 
 /* One op key of layer l (the key is known to be the op's). */
-static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
-                            const char *path)
+/* A layer's integer keys: the field and the range each takes. */
+static const struct {
+    const char *key;
+    size_t at;                 /* offsetof(Layer, the int64_t field) */
+    int64_t lo, hi;
+} int_keys[] = {
+    {"out", offsetof(Layer, out), 1, MAX_DIM},
+    {"kernel", offsetof(Layer, kernel), 1, MAX_DIM},
+    {"stride", offsetof(Layer, stride), 1, MAX_DIM},
+    {"padding", offsetof(Layer, padding), 0, MAX_DIM},
+    {"vocab", offsetof(Layer, vocab), 1, MAX_DIM},
+    {"dim", offsetof(Layer, dim), 1, MAX_DIM},
+    {"max_len", offsetof(Layer, max_len), 1, MAX_DIM},
+    {"heads", offsetof(Layer, heads), 1, MAX_DIM},
+    {"count", offsetof(Layer, count), 1, MAX_DIM},
+    {"groups", offsetof(Layer, groups), 1, MAX_DIM},
+    {"experts", offsetof(Layer, experts), 1, MOE_MAX_EXPERTS},
+    {"top_k", offsetof(Layer, top_k), 1, RT_MOE_MAX_K},
+    {"hidden", offsetof(Layer, hidden), 1, MAX_DIM},
+    {"shared", offsetof(Layer, shared), 0, MAX_DIM},
+    {"output_padding", offsetof(Layer, output_padding), 0, MAX_DIM},
+    {"kv_heads", offsetof(Layer, kv_heads), 1, MAX_DIM},
+    {"head_dim", offsetof(Layer, head_dim), 1, MAX_DIM},
+};
+
+/* A layer's true/false keys (attention's bias and qk_norm take strings too: below). */
+static const struct {
+    const char *key;
+    size_t at;                 /* offsetof(Layer, the int field) */
+} bool_keys[] = {
+    {"norm_topk", offsetof(Layer, norm_topk)},
+    {"shared_gate", offsetof(Layer, shared_gate)},
+    {"bias", offsetof(Layer, bias)},
+    {"causal", offsetof(Layer, causal)},
+    {"affine", offsetof(Layer, affine)},
+    {"sync", offsetof(Layer, sync)},
+};
+
+/* A number key whose value must lie in [lo, hi], else an error saying what it
+ * expected. */
+static double number_in(const Ctx *c, const cJSON *v, const char *path, double lo, double hi,
+                        const char *expected)
 {
     char b[300];
-    if (!strcmp(key, "out"))
-        l->out = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "kernel"))
-        l->kernel = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "stride"))
-        l->stride = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "padding"))
-        l->padding = get_int(c, v, path, 0, MAX_DIM);
-    else if (!strcmp(key, "vocab"))
-        l->vocab = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "dim"))
-        l->dim = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "max_len"))
-        l->max_len = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "heads"))
-        l->heads = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "count"))
-        l->count = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "groups"))
-        l->groups = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "experts"))
-        l->experts = get_int(c, v, path, 1, MOE_MAX_EXPERTS);
-    else if (!strcmp(key, "top_k"))
-        l->top_k = get_int(c, v, path, 1, RT_MOE_MAX_K);
-    else if (!strcmp(key, "hidden"))
-        l->hidden = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "norm_topk"))
-        l->norm_topk = get_bool(c, v, path);
-    else if (!strcmp(key, "shared"))
-        l->shared = get_int(c, v, path, 0, MAX_DIM);
-    else if (!strcmp(key, "shared_gate"))
-        l->shared_gate = get_bool(c, v, path);
-    else if (!strcmp(key, "aux_loss")) {
-        l->aux_loss = get_number(c, v, path);
-        if (!(l->aux_loss >= 0 && l->aux_loss <= FLT_MAX))
-            error_at(c->file, path, "expected a number >= 0 (the load-balancing loss's "
-                     "coefficient, as transformers' router_aux_loss_coef), got %s",
-                     got(v, b, sizeof b));
-    }
-    else if (!strcmp(key, "output_padding"))
-        l->output_padding = get_int(c, v, path, 0, MAX_DIM);
-    else if (!strcmp(key, "negative_slope"))
-        l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
-    else if (!strcmp(key, "by")) {
-        l->by = get_number(c, v, path);
-        if (fabs(l->by) > FLT_MAX)
-            error_at(c->file, path, "expected a number within float's range, got %s",
-                     got(v, b, sizeof b));
-    }
-    else if (!strcmp(key, "bias") && l->op == OP_ATTENTION && !cJSON_IsBool(v)) {
+    double x = get_number(c, v, path);
+    if (!(x >= lo && x <= hi))
+        error_at(c->file, path, "expected %s, got %s", expected, got(v, b, sizeof b));
+    return x;
+}
+
+/* Attention's keys that take more than a plain value: bias as "qkv" or "proj", qk_norm
+ * as "all_heads", the scores' scale and soft-cap (null: none). 1 where key was one. */
+static int parse_attention_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
+                               const char *path)
+{
+    char b[300];
+    if (!strcmp(key, "bias") && !cJSON_IsBool(v)) {
         if (!cJSON_IsString(v) || (strcmp(v->valuestring, "qkv") && strcmp(v->valuestring, "proj")))
             error_at(c->file, path, "expected true, false, \"qkv\" (q, k and v's biases alone) "
                      "or \"proj\" (the output projection's alone), got %s", got(v, b, sizeof b));
         l->bias = 1;
         l->bias_qkv = !strcmp(v->valuestring, "qkv");
         l->bias_proj = !l->bias_qkv;
-    } else if (!strcmp(key, "bias"))
-        l->bias = get_bool(c, v, path);
-    else if (!strcmp(key, "causal"))
-        l->causal = get_bool(c, v, path);
-    else if (!strcmp(key, "kv_heads"))
-        l->kv_heads = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "head_dim"))
-        l->head_dim = get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "qk_norm") && cJSON_IsString(v)) {
+    } else if (!strcmp(key, "qk_norm") && cJSON_IsString(v)) {
         if (strcmp(v->valuestring, "all_heads"))
             error_at(c->file, path, "expected true, false or \"all_heads\" (one RMSNorm over "
                      "all of q's heads and one over all of k's, as OLMo 2), got %s",
                      got(v, b, sizeof b));
         l->qk_norm = QK_NORM_ALL_HEADS;
-    } else if (!strcmp(key, "qk_norm"))
-        l->qk_norm = get_bool(c, v, path) ? QK_NORM_HEAD : 0;
-    else if (!strcmp(key, "window"))
-        l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
-    else if (!strcmp(key, "scale") && l->op == OP_ATTENTION) {
-        l->att_scale = cJSON_IsNull(v) ? 0 : get_number(c, v, path);
-        if (!cJSON_IsNull(v) && (!(l->att_scale >= FLT_MIN) || l->att_scale > FLT_MAX))
-            error_at(c->file, path, "expected a number > 0 within float's range (the scores' "
-                     "factor, 1 / sqrt(head width) when absent), got %s", got(v, b, sizeof b));
-    } else if (!strcmp(key, "softcap") && l->op == OP_ATTENTION) {
-        l->att_softcap = cJSON_IsNull(v) ? 0 : get_number(c, v, path);
-        if (!cJSON_IsNull(v) && (!(l->att_softcap >= FLT_MIN) || l->att_softcap > FLT_MAX))
-            error_at(c->file, path, "expected a number > 0 within float's range (the scores "
-                     "become softcap tanh(s / softcap)), got %s", got(v, b, sizeof b));
-    } else if (!strcmp(key, "rope"))
-        parse_rope(c, &l->rope, v, path);
-    else if (!strcmp(key, "interleave"))
-        parse_interleave(c, l, v, path);
-    else if (!strcmp(key, "approximate")) {
-        static const char *const modes[] = {"none", "tanh", NULL};
-        l->gelu_tanh = get_choice(c, v, path, modes) == 1;
-    } else if (!strcmp(key, "act")) {
-        l->glu_act = get_choice(c, v, path, glu_act_names);
-    } else if (!strcmp(key, "p")) {
+    } else if (!strcmp(key, "scale")) {
+        l->att_scale = cJSON_IsNull(v) ? 0 : number_in(c, v, path, FLT_MIN, FLT_MAX,
+            "a number > 0 within float's range (the scores' factor, 1 / sqrt(head width) "
+            "when absent)");
+    } else if (!strcmp(key, "softcap")) {
+        l->att_softcap = cJSON_IsNull(v) ? 0 : number_in(c, v, path, FLT_MIN, FLT_MAX,
+            "a number > 0 within float's range (the scores become softcap tanh(s / softcap))");
+    } else
+        return 0;
+    return 1;
+}
+
+/* The keys whose values are numbers, choices, names or nested layers. 1 where key was
+ * one. */
+static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
+                           const char *path)
+{
+    char b[300];
+    if (!strcmp(key, "aux_loss"))
+        l->aux_loss = number_in(c, v, path, 0, FLT_MAX, "a number >= 0 (the load-balancing "
+                                "loss's coefficient, as transformers' router_aux_loss_coef)");
+    else if (!strcmp(key, "negative_slope"))
+        l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
+    else if (!strcmp(key, "by"))
+        l->by = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
+    else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)
             error_at(c->file, path, "expected a number in [0, 1), got %s", got(v, b, sizeof b));
@@ -1124,14 +1122,21 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
         l->eps = get_number(c, v, path);
         if (!(l->eps > 0))
             error_at(c->file, path, "expected a number > 0, got %s", got(v, b, sizeof b));
-    } else if (!strcmp(key, "momentum")) {
-        l->momentum = get_number(c, v, path);
-        if (!(l->momentum >= 0 && l->momentum <= 1))
-            error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
-    } else if (!strcmp(key, "affine"))
-        l->affine = get_bool(c, v, path);
-    else if (!strcmp(key, "sync"))
-        l->sync = get_bool(c, v, path);
+    } else if (!strcmp(key, "momentum"))
+        l->momentum = number_in(c, v, path, 0, 1, "a number in [0, 1]");
+    else if (!strcmp(key, "qk_norm"))
+        l->qk_norm = get_bool(c, v, path) ? QK_NORM_HEAD : 0;
+    else if (!strcmp(key, "window"))
+        l->window = cJSON_IsNull(v) ? 0 : get_int(c, v, path, 1, MAX_DIM);
+    else if (!strcmp(key, "rope"))
+        parse_rope(c, &l->rope, v, path);
+    else if (!strcmp(key, "interleave"))
+        parse_interleave(c, l, v, path);
+    else if (!strcmp(key, "approximate")) {
+        static const char *const modes[] = {"none", "tanh", NULL};
+        l->gelu_tanh = get_choice(c, v, path, modes) == 1;
+    } else if (!strcmp(key, "act"))
+        l->glu_act = get_choice(c, v, path, glu_act_names);
     else if (!strcmp(key, "tie")) {
         l->tie = xstrdup(get_string(c, v, path));
         if (!is_ident(l->tie))
@@ -1142,6 +1147,28 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
     else if (!strcmp(key, "shortcut"))
         parse_body(c, &l->shortcut, &l->n_shortcut, v, path);
     else
+        return 0;
+    return 1;
+}
+
+/* One key of a layer (op_info's keys for its op) into l. */
+static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON *v,
+                            const char *path)
+{
+    for (size_t i = 0; i < sizeof int_keys / sizeof *int_keys; i++)
+        if (!strcmp(key, int_keys[i].key)) {
+            *(int64_t *)((char *)l + int_keys[i].at) =
+                get_int(c, v, path, int_keys[i].lo, int_keys[i].hi);
+            return;
+        }
+    if (l->op == OP_ATTENTION && parse_attention_key(c, l, key, v, path))
+        return;
+    for (size_t i = 0; i < sizeof bool_keys / sizeof *bool_keys; i++)
+        if (!strcmp(key, bool_keys[i].key)) {
+            *(int *)((char *)l + bool_keys[i].at) = get_bool(c, v, path);
+            return;
+        }
+    if (!parse_other_key(c, l, key, v, path))
         die("op key '%s' of %s has no parser", key, op_info[l->op].name);
 }
 
