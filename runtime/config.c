@@ -1318,12 +1318,10 @@ rt_opt_group rt_opt_of(const rt_train_config *c, int d)
                           c->momentum, c->nesterov};
 }
 
-int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
-                    size_t keylen)
+/* The rules rt_config_check applies, a group each: 0, or -1 with err and key set. */
+static int check_data(const rt_train_config *c, char *err, size_t errlen,
+                      char *key, size_t keylen)
 {
-    rt_train_config d;
-    rt_config_defaults(&d);
-    fail(key, keylen, "%s", "");   /* key: the one a failed rule blames (fail formats it) */
     if (c->n_train == 0) {
         fail(key, keylen, "data.train");
         return fail(err, errlen, "data.train is missing: give a file for every model input");
@@ -1345,28 +1343,21 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
                 return fail(err, errlen, "data.val has no file for '%s' (data.train has one)",
                             c->train[i].key);
             }
-    if (c->has_lora && c->freeze[0]) {   /* (which tensors train is lora's to say) */
-        fail(key, keylen, "freeze");
-        return fail(err, errlen, "lora freezes every parameter but its adapters itself; name "
-                    "the model's own tensors to train as well in lora.train, not freeze");
-    }
-    if (rt_epochs(c) < 0 && c->max_steps < 0 && isnan(c->max_time))
-        return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
-    rt_opt_group g = rt_opt_of(c, 0);
-    if (check_opt(&g, "optimizer", err, errlen, key, keylen))
-        return -1;
-    g = rt_opt_of(c, 1);
-    if (c->has_opt_d && check_opt(&g, "optimizer_d", err, errlen, key, keylen))
-        return -1;
+    return 0;
+}
+
+static int check_schedule(const rt_train_config *c, const rt_train_config *d, char *err, size_t errlen,
+                          char *key, size_t keylen)
+{
     if (c->sched != RT_SCHED_STEP &&
-        (c->sched_every_steps != d.sched_every_steps || c->gamma != d.gamma)) {
-        fail(key, keylen, "%s", c->sched_every_steps != d.sched_every_steps
+        (c->sched_every_steps != d->sched_every_steps || c->gamma != d->gamma)) {
+        fail(key, keylen, "%s", c->sched_every_steps != d->sched_every_steps
                                  ? "schedule.every_steps" : "schedule.gamma");
         return fail(err, errlen, "schedule.every_steps and schedule.gamma apply to "
                     "schedule.type step only");
     }
     if ((c->sched == RT_SCHED_CONSTANT || c->sched == RT_SCHED_STEP) &&
-        c->final_lr_frac != d.final_lr_frac) {
+        c->final_lr_frac != d->final_lr_frac) {
         fail(key, keylen, "schedule.final_lr_frac");
         return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
                     "and linear only");
@@ -1377,6 +1368,13 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
                     "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
     }
+    return 0;
+}
+
+/* validate's keys against each other and data.val, and what early stopping watches */
+static int check_validation(const rt_train_config *c, char *err, size_t errlen,
+                            char *key, size_t keylen)
+{
     if (!isnan(c->val_every_fraction) && c->val_every_steps >= 0) {
         fail(key, keylen, "validate.every_fraction");
         return fail(err, errlen, "validate.every_fraction and validate.every_steps both say "
@@ -1408,6 +1406,33 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
                         "validate.every_fraction", m);
         fail(key, keylen, "%s", "");
     }
+    return 0;
+}
+
+int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
+                    size_t keylen)
+{
+    rt_train_config d;
+    rt_config_defaults(&d);
+    fail(key, keylen, "%s", "");   /* key: the one a failed rule blames (fail formats it) */
+    if (check_data(c, err, errlen, key, keylen))
+        return -1;
+    if (c->has_lora && c->freeze[0]) {   /* (which tensors train is lora's to say) */
+        fail(key, keylen, "freeze");
+        return fail(err, errlen, "lora freezes every parameter but its adapters itself; name "
+                    "the model's own tensors to train as well in lora.train, not freeze");
+    }
+    if (rt_epochs(c) < 0 && c->max_steps < 0 && isnan(c->max_time))
+        return fail(err, errlen, "no stop condition: set epochs, max_steps or max_time");
+    rt_opt_group g = rt_opt_of(c, 0);
+    if (check_opt(&g, "optimizer", err, errlen, key, keylen))
+        return -1;
+    g = rt_opt_of(c, 1);
+    if (c->has_opt_d && check_opt(&g, "optimizer_d", err, errlen, key, keylen))
+        return -1;
+    if (check_schedule(c, &d, err, errlen, key, keylen) ||
+        check_validation(c, err, errlen, key, keylen))
+        return -1;
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
         fail(key, keylen, "recompute");
         return fail(err, errlen, "recompute auto needs memory_budget_mb");
