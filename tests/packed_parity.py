@@ -26,6 +26,7 @@ text), the key/value cache serving again from there.
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -193,9 +194,10 @@ def sample_documents(sp):
             out[cache, prompt] = p.stdout
             if cache == "check":   # the cache's logits against the window's pass, and served
                 err = p.stderr.decode()
-                ok &= float(err.split("largest difference ")[1].split()[0]) < 1e-5
-                ok &= int(err.split(" from the key/value cache")[0].split("(")[-1]) == \
-                    cache_served(p.stdout[:-1])
+                worst = re.search(r"cache check: \d+ tokens, the largest difference (\S+) of", err)
+                served = re.search(r"\((\d+) from the key/value cache", err)
+                ok &= float(worst.group(1)) < 1e-5
+                ok &= int(served.group(1)) == cache_served(p.stdout[:-1])
     texts = set(out.values())
     ok &= len(texts) == 1 and out["0", "\nThe "].count(b"\n") >= 2
     print("%s --sample with documents: a prompt's last document alone gives the same %d bytes "
