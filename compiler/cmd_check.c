@@ -145,6 +145,9 @@ int cmd_check(int argc, char **argv)
                (long long)(g->flops_fwd / T), (long long)((g->flops_fwd + g->flops_bwd) / T),
                (long long)T);
     }
+    if (s->positions)   /* packed rows: the kernels skip what lies before each sequence */
+        printf("  %-12s attention counted as one sequence a row: packed rows (%s) compute less\n",
+               "", s->positions);
     printf("  activations  %lld bytes per sample (arena, with reuse)\n",
            (long long)c->prog->arena_row_bytes);
     printf("  arena        %lld bytes at batch %lld (%s; %s without reuse)\n",

@@ -14,7 +14,8 @@ each op's own count is:
   freezing the first block too takes away that block's whole backward (nothing below
   the first trained layer runs backward), which is what a fifth block adds to the
   backward of the model with 4 (every block the same);
-- the forward count never moves.
+- the forward count never moves;
+- a packed row's (the model's `positions`) counts as one sequence and says so.
 """
 import json, os, re, subprocess, sys
 
@@ -29,10 +30,13 @@ def verdict(ok, what):
     print(("ok   " if ok else "FAIL ") + what)
     failed += not ok
 
+def check(spec, freeze=None):
+    cmd = [TRAINC, "check", spec] + (["--set", "freeze=" + freeze] if freeze else [])
+    return subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+
 def flops(spec, freeze=None):
     """(forward, backward) FLOPs a sample as `trainc check` prints them"""
-    cmd = [TRAINC, "check", spec] + (["--set", "freeze=" + freeze] if freeze else [])
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    out = check(spec, freeze)
     fwd, both = map(int, re.search(r"FLOPs/sample\s+(\d+) forward, (\d+) forward\+backward", out).groups())
     return fwd, both - fwd
 
@@ -68,4 +72,18 @@ verdict(fb == fa and ba - bb == 4 * 24 * T * D * D + 2 * T * D * V,
         f"gpt_char: the biases alone trained take {ba - bb}, every weight GEMM")
 verdict(fh == fa and be - bh == b5 - ba,
         f"gpt_char: the first block frozen too takes {be - bh}, a block's whole backward ({b5 - ba})")
+
+s = json.load(open(g4))
+s["model"]["inputs"]["pos"] = {"shape": [T], "dtype": "i32"}
+s["model"]["positions"] = "pos"
+s["train"]["data"] = {"train": {k: k + ".npy" for k in s["model"]["inputs"]}}
+packed = os.path.join(OUT, "gpt_packed.json")
+json.dump(s, open(packed, "w"), indent=1)
+s["model"].pop("positions")
+del s["model"]["inputs"]["pos"], s["train"]["data"]["train"]["pos"]
+plain = os.path.join(OUT, "gpt_plain.json")
+json.dump(s, open(plain, "w"), indent=1)
+note = "attention counted as one sequence a row: packed rows (pos) compute less"
+verdict(flops(packed) == flops(plain) and note in check(packed) and note not in check(plain),
+        "gpt_char with packed rows: the plain model's FLOPs, and check says they are at most that")
 sys.exit(1 if failed else 0)
