@@ -15,8 +15,8 @@
  * kept). Both counted.
  * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
  * ...}, ...]}, written as FORMAT's chat template writes it (runtime/chat.c: Llama 3's,
- * ChatML's and Gemma's), the assistant's contents and their end tokens learned, the rest
- * -100.
+ * ChatML's, Gemma's, Phi-3's and Mistral's), the assistant's contents and their end
+ * tokens learned, the rest -100.
  * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
  * (a row ends where the next example does not fit); the targets where an example's ids
  * are not learned stay -100, the seams included, and
@@ -43,7 +43,7 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3] [--pack]";
+    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral] [--pack]";
 
 typedef struct {
     const char *file, *dir, *tok, *eos;
@@ -270,26 +270,83 @@ static void completion_example(rt_tokenizer *t, const cJSON *o, int32_t eos, con
     free(both);
 }
 
-/* text[0, n) encoded as a part (no post-processor: the template writes its tokens)
- * into ex, and into the whole text's buffer. */
-static void chat_piece(rt_tokenizer *t, const char *text, size_t n, int learned, Example *ex,
-                       char **whole, size_t *len)
+/* A conversation's text as the chat template writes it, and the byte spans learned
+ * (each assistant's content and what closes it): span[2k] to span[2k + 1]. */
+typedef struct {
+    Buf text;
+    size_t *span;
+    int n_span;
+} ChatText;
+
+/* A ROLE message of content c (n bytes) appended: open, content, close, after. */
+static void chat_message(ChatText *ct, const rt_chat_format *f, const char *role, const char *c,
+                         size_t n)
+{
+    char *open = rt_chat_open(f, role);
+    buf_puts(&ct->text, open);
+    free(open);
+    size_t at = ct->text.len;
+    buf_printf(&ct->text, "%.*s%s", (int)n, c, rt_chat_close(f, role));
+    if (!strcmp(role, "assistant")) {
+        ct->span = realloc(ct->span, (size_t)(ct->n_span + 2) * sizeof *ct->span);
+        if (!ct->span)
+            die("out of memory");
+        ct->span[ct->n_span++] = at;
+        ct->span[ct->n_span++] = ct->text.len;
+    }
+    buf_puts(&ct->text, f->after);
+}
+
+/* The conversation of line ln as the template writes it, or exit 1 naming the line where
+ * the template refuses it. */
+static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file, int64_t ln,
+                      ChatText *ct)
+{
+    buf_puts(&ct->text, f->begin);
+    const cJSON *m;
+    int k = 0;
+    cJSON_ArrayForEach(m, ms) {
+        if (!cJSON_IsObject(m))
+            line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
+        const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
+        int is_system = !strcmp(role, "system");
+        if (f->no_system && is_system)
+            line_error(file, ln, "--chat %s has no system message (its template refuses one): "
+                       "write it into the first user message", f->name);
+        if (f->three_roles && !is_system && strcmp(role, "user") && strcmp(role, "assistant"))
+            line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
+                       "(its template leaves a '%s' message out)", f->name, role);
+        const char *why = rt_chat_role_error(f, k++, role);
+        if (why)
+            line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k, role);
+        if (rt_chat_left_out(f, role, strlen(c)))
+            continue;
+        size_t n = strlen(c);
+        if (f->trim) {
+            size_t at;
+            n = rt_utf8_strip(c, n, &at);
+            c += at;
+        }
+        chat_message(ct, f, role, c, n);
+    }
+    buf_puts(&ct->text, f->tail);
+}
+
+/* How many of all's ids text[0, n) encodes to, or -1 where they are not the first of
+ * all's (a token across the cut). */
+static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_ids *all)
 {
     rt_ids ids = {0};
     rt_tok_encode_part(t, text, n, &ids);
-    ex_add(ex, &ids, learned);
+    int64_t k = ids.n <= all->n && !memcmp(ids.v, all->v, (size_t)ids.n * sizeof *ids.v) ? ids.n : -1;
     rt_ids_free(&ids);
-    *whole = realloc(*whole, *len + n + 1);
-    if (!*whole)
-        die("out of memory");
-    memcpy(*whole + *len, text, n);
-    *len += n;
-    (*whole)[*len] = 0;
+    return k;
 }
 
-/* A conversation line, as the chat template writes it: each message's pieces encoded
- * apart (the assistant's content and end token learned), which must give the ids of the
- * whole text (every cut falls where the tokenizer splits anyway). */
+/* A conversation line, as the chat template writes it: the ids of the whole text (no
+ * post-processor: the template writes its tokens), those of each assistant's content and
+ * closing token learned. A learned span's ids are those its text adds to what comes
+ * before it, so each edge must fall where the tokenizer cuts anyway. */
 static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *o, const char *file,
                          int64_t ln, Example *ex)
 {
@@ -297,48 +354,25 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
     if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
         line_error(file, ln, "expected \"messages\": a non-empty list of {\"role\": ..., "
                    "\"content\": ...}");
-    char *whole = NULL;
-    size_t len = 0;
-    chat_piece(t, f->begin, strlen(f->begin), 0, ex, &whole, &len);
-    const cJSON *m;
-    cJSON_ArrayForEach(m, ms) {
-        if (!cJSON_IsObject(m))
-            line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
-        const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
-        int learned = !strcmp(role, "assistant");
-        int is_system = !strcmp(role, "system");
-        if (f->no_system && is_system)
-            line_error(file, ln, "--chat %s has no system message (its template refuses one): "
-                       "write it into the first user message", f->name);
-        if (f->three_roles && !is_system && strcmp(role, "user") && !learned)
-            line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
-                       "(its template leaves a '%s' message out)", f->name, role);
-        if (rt_chat_left_out(f, role, strlen(c)))
-            continue;
-        if (learned && f->assistant)
-            role = f->assistant;
-        size_t n = strlen(c);
-        if (f->trim) {
-            size_t at;
-            n = rt_utf8_strip(c, n, &at);
-            c += at;
-        }
-        char *head = xasprintf("%s%s%s", f->head, role, f->mid);
-        chat_piece(t, head, strlen(head), 0, ex, &whole, &len);
-        chat_piece(t, c, n, learned, ex, &whole, &len);
-        chat_piece(t, f->end, strlen(f->end), learned, ex, &whole, &len);
-        chat_piece(t, f->after, strlen(f->after), 0, ex, &whole, &len);
-        free(head);
-    }
-    chat_piece(t, f->tail, strlen(f->tail), 0, ex, &whole, &len);
-    check_normal(t, whole, file, ln);
+    ChatText ct = {0};
+    chat_text(f, ms, file, ln, &ct);
+    const char *text = ct.text.s ? ct.text.s : "";
+    check_normal(t, text, file, ln);
     rt_ids all = {0};
-    rt_tok_encode_part(t, whole, len, &all);
-    if (all.n != ex->ids.n || memcmp(all.v, ex->ids.v, (size_t)all.n * sizeof *all.v))
-        line_error(file, ln, "the conversation's messages tokenize otherwise apart than together "
-                   "(a token across a message's edge): not a text --chat %s can mask", f->name);
+    rt_tok_encode_part(t, text, ct.text.len, &all);
+    int64_t done = 0;
+    for (int k = 0; k <= ct.n_span; k++) {   /* spans learned and not, in turn */
+        int64_t to = k < ct.n_span ? ids_before(t, text, ct.span[k], &all) : all.n;
+        if (to < done)
+            line_error(file, ln, "a token across the edge of an assistant's message: not a "
+                       "text --chat %s can mask", f->name);
+        rt_ids part = {all.v + done, to - done, to - done};
+        ex_add(ex, &part, k % 2);
+        done = to;
+    }
     rt_ids_free(&all);
-    free(whole);
+    free(ct.text.s);
+    free(ct.span);
 }
 
 /* One example's row: x the first T ids, y the next T, -100 where that id is not learned

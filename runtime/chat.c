@@ -1,5 +1,5 @@
-/* chat.c: the chat templates (chat.h): their table, and a user's message written as a
- * turn of one. */
+/* chat.c: the chat templates (chat.h): their table, what each writes around a message,
+ * and a user's message written as a turn of one. */
 #include <string.h>
 #include "chat.h"
 #include "rt.h"
@@ -12,23 +12,35 @@ static const char *const gemma_tokens[] = {"<bos>", "<start_of_turn>", "<end_of_
 static const char *const phi3_tokens[] = {"<|system|>", "<|user|>", "<|assistant|>", "<|end|>",
                                           "<|endoftext|>", NULL};
 
+static const char *const mistral_tokens[] = {"<s>", "</s>", NULL};
+
 static const rt_chat_format formats[] = {
     /* Llama 3 Instruct's: {{ bos_token }} then '<|start_header_id|>' + role +
      * '<|end_header_id|>\n\n' + content | trim + '<|eot_id|>' a message */
-    {"llama3", "<|begin_of_text|>", "<|start_header_id|>", "<|end_header_id|>\n\n", "<|eot_id|>",
-     "", "", 1, NULL, 0, 0, llama3_tokens},
+    {.name = "llama3", .begin = "<|begin_of_text|>", .head = "<|start_header_id|>",
+     .mid = "<|end_header_id|>\n\n", .end = "<|eot_id|>", .after = "", .tail = "", .trim = 1,
+     .tokens = llama3_tokens},
     /* ChatML's (Qwen, SmolLM, ...): '<|im_start|>' + role + '\n' + content + '<|im_end|>\n' */
-    {"chatml", "", "<|im_start|>", "\n", "<|im_end|>", "\n", "", 0, NULL, 0, 0, chatml_tokens},
+    {.name = "chatml", .begin = "", .head = "<|im_start|>", .mid = "\n", .end = "<|im_end|>",
+     .after = "\n", .tail = "", .tokens = chatml_tokens},
     /* Gemma's (1.1, 2 and 3 instruction-tuned, without a system message): {{ bos_token }}
      * then '<start_of_turn>' + role + '\n' + content | trim + '<end_of_turn>\n', the
-     * assistant's role written "model" */
-    {"gemma", "<bos>", "<start_of_turn>", "\n", "<end_of_turn>", "\n", "", 1, "model", 1, 0,
-     gemma_tokens},
+     * assistant's role written "model", the roles in turn */
+    {.name = "gemma", .begin = "<bos>", .head = "<start_of_turn>", .mid = "\n",
+     .end = "<end_of_turn>", .after = "\n", .tail = "", .trim = 1, .assistant = "model",
+     .no_system = 1, .alternate = 1, .tokens = gemma_tokens},
     /* Phi-3.5-mini's and Phi-4-mini's (Phi-3-mini's but for an empty system message):
      * '<|' + role + '|>\n' + content + '<|end|>\n' for the system (with content), user
      * and assistant messages, other roles left out; eos_token ('<|endoftext|>') last
      * without a generation prompt */
-    {"phi3", "", "<|", "|>\n", "<|end|>", "\n", "<|endoftext|>", 0, NULL, 0, 1, phi3_tokens},
+    {.name = "phi3", .begin = "", .head = "<|", .mid = "|>\n", .end = "<|end|>", .after = "\n",
+     .tail = "<|endoftext|>", .three_roles = 1, .tokens = phi3_tokens},
+    /* Mistral 7B Instruct v0.2's and Mixtral 8x7B Instruct's: {{ bos_token }} then
+     * '[INST] ' + content + ' [/INST]' a user's message, content + eos_token an
+     * assistant's; user and assistant alone, in turn, no system message */
+    {.name = "mistral", .begin = "<s>", .head = "", .mid = "", .end = "</s>", .after = "",
+     .tail = "", .no_system = 1, .alternate = 1, .user_open = "[INST] ",
+     .user_close = " [/INST]", .tokens = mistral_tokens},
 };
 
 const rt_chat_format *rt_chat_find(const char *name)
@@ -44,7 +56,7 @@ int rt_chat_left_out(const rt_chat_format *f, const char *role, size_t content_l
     return f->three_roles && !content_len && !strcmp(role, "system");
 }
 
-const char *rt_chat_names(void) { return "llama3, chatml, gemma, phi3"; }
+const char *rt_chat_names(void) { return "llama3, chatml, gemma, phi3, mistral"; }
 
 /* s (cap bytes) with a appended. */
 static void add(char *s, size_t cap, const char *a, size_t n)
@@ -67,6 +79,35 @@ static const char *content(const rt_chat_format *f, const char *c, size_t *len)
     return c + at;
 }
 
+char *rt_chat_open(const rt_chat_format *f, const char *role)
+{
+    if (!strcmp(role, "assistant") && f->assistant)
+        role = f->assistant;
+    const char *parts[] = {f->head, role, f->mid};
+    if (f->user_open)   /* the [INST] form writes no role */
+        parts[0] = parts[2] = "", parts[1] = strcmp(role, "user") ? "" : f->user_open;
+    size_t n = strlen(parts[0]) + strlen(parts[1]) + strlen(parts[2]) + 1;
+    char *s = rt_xmalloc(n);
+    for (int k = 0; k < 3; k++)
+        add(s, n, parts[k], strlen(parts[k]));
+    return s;
+}
+
+const char *rt_chat_close(const rt_chat_format *f, const char *role)
+{
+    return f->user_open && !strcmp(role, "user") ? f->user_close : f->end;
+}
+
+const char *rt_chat_role_error(const rt_chat_format *f, int k, const char *role)
+{
+    int user = !strcmp(role, "user");
+    if (f->alternate && user != (k % 2 == 0))
+        return "needs the roles in turn, as its template does: user, assistant, user, ...";
+    if (f->user_open && !user && strcmp(role, "assistant"))
+        return "writes user and assistant messages alone (its template refuses others)";
+    return NULL;
+}
+
 char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const char *user,
                    size_t *n)
 {
@@ -74,17 +115,18 @@ char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const
     const char *u = content(f, user, &ul), *sys = system && first ? content(f, system, &sl) : NULL;
     if (sys && rt_chat_left_out(f, "system", sl))
         sys = NULL;
-    const char *as = f->assistant ? f->assistant : "assistant";
-    /* (NULL: the content after it, the system message's or the user's) */
-    const char *parts[] = {first ? f->begin : f->end, first ? "" : f->after,
-                           sys ? f->head : "", sys ? "system" : "", sys ? f->mid : "", NULL,
-                           sys ? f->end : "", sys ? f->after : "",
-                           f->head, "user", f->mid, NULL, f->end, f->after, f->head, as, f->mid};
+    char *sys_open = rt_chat_open(f, "system"), *user_open = rt_chat_open(f, "user");
+    char *head = rt_chat_open(f, "assistant");   /* the generation prompt */
+    /* first: begin and the system message's turn; else what follows the assistant's reply */
+    const char *parts[] = {first ? f->begin : rt_chat_close(f, "assistant"), first ? "" : f->after,
+                           sys ? sys_open : "", NULL, sys ? rt_chat_close(f, "system") : "",
+                           sys ? f->after : "", user_open, NULL, rt_chat_close(f, "user"),
+                           f->after, head};
     size_t cap = sl + ul + 1;
     for (size_t k = 0; k < sizeof parts / sizeof *parts; k++)
         cap += parts[k] ? strlen(parts[k]) : 0;
     char *s = rt_xmalloc(cap);
-    int contents = 0;
+    int contents = 0;   /* (NULL: the content after it, the system message's or the user's) */
     for (size_t k = 0; k < sizeof parts / sizeof *parts; k++) {
         if (parts[k])
             add(s, cap, parts[k], strlen(parts[k]));
@@ -93,6 +135,7 @@ char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const
         else
             add(s, cap, u, ul);
     }
+    rt_xfree(sys_open), rt_xfree(user_open), rt_xfree(head);
     *n = strlen(s);
     return s;
 }

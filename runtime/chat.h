@@ -1,13 +1,15 @@
 /* chat.h: the chat templates trainc writes (Llama 3 Instruct's, ChatML's, Gemma's,
- * Phi-3's), for `trainc data sft --chat` (conversations into training rows) and the
+ * Phi-3's, Mistral's), for `trainc data sft --chat` (conversations into training rows) and the
  * trainer's --chat (a prompt as a user's turn, the assistant's to follow). */
 #ifndef RT_CHAT_H
 #define RT_CHAT_H
 
 /* A chat template: each message is head ROLE mid CONTENT end after, the first after
  * begin, the last followed by tail (a conversation written whole, without a generation
- * prompt); a generation prompt is head ASSISTANT mid. As the models' chat_template
- * writes a conversation (without a system message or a date of its own). */
+ * prompt); a generation prompt is head ASSISTANT mid. With user_open (Mistral's [INST]
+ * form) no ROLE is written: a user's message is user_open CONTENT user_close, an
+ * assistant's CONTENT end, and there is no generation prompt. As the models'
+ * chat_template writes a conversation (without a system message or a date of its own). */
 typedef struct rt_chat_format {
     const char *name;
     const char *begin, *head, *mid, *end, *after, *tail;
@@ -18,6 +20,9 @@ typedef struct rt_chat_format {
     int three_roles;           /* the template writes system, user and assistant messages
                                   alone (others are refused), a system message only when it
                                   has content */
+    int alternate;             /* the template refuses a conversation whose roles do not
+                                  alternate user, assistant, user, ... */
+    const char *user_open, *user_close;   /* the [INST] form (above), or NULL */
     const char *const *tokens; /* the template's own tokens, which the tokenizer must have
                                   as added tokens (NULL-ended) */
 } rt_chat_format;
@@ -25,6 +30,16 @@ typedef struct rt_chat_format {
 /* Whether the template writes nothing for a ROLE message of content_len bytes (with
  * three_roles: an empty system message). */
 int rt_chat_left_out(const rt_chat_format *f, const char *role, size_t content_len);
+
+/* What the template writes before a ROLE message's content (rt_xmalloc'd), and after
+ * it (end, or the [INST] form's user_close; then comes after). */
+char *rt_chat_open(const rt_chat_format *f, const char *role);
+const char *rt_chat_close(const rt_chat_format *f, const char *role);
+
+/* Why a conversation's message k (0-based) of ROLE breaks the template's rule of
+ * roles (the [INST] form: user and assistant alone; alternate: user first, then in
+ * turn), or NULL. */
+const char *rt_chat_role_error(const rt_chat_format *f, int k, const char *role);
 
 /* The format named name, or NULL; the names, ", "-joined. */
 const rt_chat_format *rt_chat_find(const char *name);

@@ -255,8 +255,8 @@ enum { READ, HELP, VERSION };
       "repeated: at any of them")                                                              \
     X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                        \
       "write --prompt as a user's turn in this chat template (llama3,\n"                       \
-      "chatml, gemma, phi3), the assistant's to follow; the sample ends\n"                     \
-      "at its end token unless --stop says otherwise; needs\n"                                 \
+      "chatml, gemma, phi3, mistral), the assistant's to follow; the\n"                        \
+      "sample ends at its end token unless --stop says otherwise; needs\n"                     \
       "--tokenizer; without --prompt, a conversation: the user's turns\n"                      \
       "from stdin")                                                                            \
     X("--system", V, "TEXT", TOKENS, 1, READ, set_system,                                      \

@@ -12,13 +12,17 @@ filled exactly, train and val apart), the same targets in fewer rows. Then bad i
 exits 1 naming the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
---chat llama3, chatml, gemma and phi3: conversations (a system message but for Gemma's, two
-turns, multi-byte UTF-8, white space to trim, one without an answer; for Phi-3 an empty
-system message) against transformers' apply_chat_template with Llama 3 Instruct's,
-ChatML's, Gemma 2's and Phi-3.5-mini's templates: the ids its text encodes to, and a
-target kept exactly where its token lies in an assistant's content or end token (by
-`tokenizers`' offsets). The trainer's --chat FORMAT: a user's prompt as the template
-writes it with the generation prompt, and the sample's end at its end token.
+--chat llama3, chatml, gemma, phi3 and mistral: conversations (a system message but for
+Gemma's and Mistral's, two turns, multi-byte UTF-8, white space to trim, one without an
+answer; for Phi-3 an empty system message) against transformers' apply_chat_template
+with Llama 3 Instruct's, ChatML's, Gemma 2's, Phi-3.5-mini's and Mistral 7B Instruct
+v0.2's templates (Mistral's over a SentencePiece-style tokenizer as Mistral's is, where
+an assistant's reply right after "[/INST]" encodes otherwise alone than in the text):
+the ids its text encodes to, and a target kept exactly where its token lies in an
+assistant's content or end token (by `tokenizers`' offsets). The trainer's --chat
+FORMAT: a user's prompt as the template writes it with the generation prompt, and the
+sample's end at its end token. Gemma's and Mistral's templates refuse roles out of
+turn; Mistral's refuses roles other than user and assistant.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 """
@@ -141,9 +145,20 @@ TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), an
              "{{'<|user|>\n' + message['content'] + '<|end|>\n'}}{% elif message['role'] == 'assistant' %}"
              "{{'<|assistant|>\n' + message['content'] + '<|end|>\n'}}{% endif %}{% endfor %}"
              "{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% else %}{{ eos_token }}{% endif %}"),
+    # Mistral 7B Instruct v0.2's (and Mixtral 8x7B Instruct's): no role written (INST)
+    "mistral": (("<s>", "", "", "</s>", "", False, "assistant"),
+                "{{ bos_token }}{% for message in messages %}{% if (message['role'] == 'user') != "
+                "(loop.index0 % 2 == 0) %}{{ raise_exception('Conversation roles must alternate "
+                "user/assistant/user/assistant/...') }}{% endif %}{% if message['role'] == 'user' %}"
+                "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+                "{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and "
+                "assistant roles are supported!') }}{% endif %}{% endfor %}"),
 }
+INST = {"mistral": ("[INST] ", " [/INST]")}   # a user's message's open and close, no role
+NO_SYSTEM = ("gemma", "mistral")               # the templates that refuse a system message
+SENTENCEPIECE = ("mistral",)                   # tested over tokenizer_hf's sp_trained
 TAIL = {"phi3": "<|endoftext|>"}   # what a format writes after a whole conversation
-OTHER = {"phi3": "<|user|>"}       # a token of the format's other than its end (--stop's test)
+OTHER = {"phi3": "<|user|>", "mistral": "<s>"}   # a token of the format's other than its end (--stop's test)
 TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
 SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
             "<bos>", "<start_of_turn>", "<end_of_turn>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -163,7 +178,7 @@ EMPTY_SYSTEM = [{"role": "system", "content": ""}, {"role": "user", "content": "
 
 def chats(fmt):
     """the conversations a format takes: Gemma's template has no system message"""
-    cs = [c[1:] if fmt == "gemma" and c[0]["role"] == "system" else c for c in CHATS]
+    cs = [c[1:] if fmt in NO_SYSTEM and c[0]["role"] == "system" else c for c in CHATS]
     if fmt == "phi3":
         cs = cs + [EMPTY_SYSTEM]
     return cs + [TRIMMED] if TEMPLATES[fmt][0][5] else cs
@@ -172,8 +187,17 @@ def chats(fmt):
 def hf_tokenizer(tok, fmt):
     from transformers import PreTrainedTokenizerFast
     begin = TEMPLATES[fmt][0][0]
+    eos = {"phi3": "<|endoftext|>", "mistral": "</s>"}.get(fmt, "<|eot_id|>")
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>",
-                                   eos_token=TAIL.get(fmt, "<|eot_id|>"))
+                                   eos_token=eos)
+
+
+def open_close(fmt, role):
+    """what the template writes before a role's content and after it"""
+    (begin, head, mid, end, after, trim, assistant), _ = TEMPLATES[fmt]
+    if fmt in INST:
+        return (INST[fmt][0], INST[fmt][1]) if role == "user" else ("", end)
+    return head + (assistant if role == "assistant" else role) + mid, end
 
 
 def chat_expected(tok, fmt):
@@ -189,11 +213,11 @@ def chat_expected(tok, fmt):
             if fmt == "phi3" and m["role"] == "system" and not m["content"]:
                 continue
             c = m["content"].strip() if trim else m["content"]
-            h = head + (assistant if m["role"] == "assistant" else m["role"]) + mid
+            h, close = open_close(fmt, m["role"])
             if m["role"] == "assistant":
-                spans.append((at + len(h), at + len(h) + len(c) + len(end)))
-            parts += [h, c, end, after]
-            at += len(h) + len(c) + len(end) + len(after)
+                spans.append((at + len(h), at + len(h) + len(c) + len(close)))
+            parts += [h, c, close, after]
+            at += len(h) + len(c) + len(close) + len(after)
         parts.append(TAIL.get(fmt, ""))
         assert "".join(parts) == text, (fmt, "".join(parts), text)
         enc = tok.encode(text, add_special_tokens=False)
@@ -258,7 +282,7 @@ def sample_chat(tok, tj, fmt, d):
     printed; with --stop naming another token, the end token printed over and over)."""
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
     hf = hf_tokenizer(tok, fmt)
-    V = tok.get_vocab_size()
+    V = max(tok.get_vocab_size(), int(np.load(d + "/train_x.npy").max()) + 1)
     spec = {"trainc": 1,
             "model": {"name": "chat_tiny",
                       "inputs": {"x": {"shape": [T], "dtype": "i32"},
@@ -309,9 +333,9 @@ def sample_chat(tok, tj, fmt, d):
     s = subprocess.run(base + ["--system", sysm], capture_output=True, text=True)
     sconv = subprocess.run(base[:-2] + ["--system", sysm], input="\n".join(turns) + "\n", capture_output=True,
                            text=True)
-    if fmt == "gemma":
+    if fmt in NO_SYSTEM:
         for r in (s, sconv):
-            assert r.returncode == 1 and "--system: --chat gemma has no system message" in r.stderr, r.stderr
+            assert r.returncode == 1 and "--system: --chat %s has no system message" % fmt in r.stderr, r.stderr
     else:
         m = re.search(r"^prompt: (\d+) tokens:(.*)$", s.stderr, re.M)
         got = [int(v) for v in m.group(2).split()] if m else None
@@ -339,7 +363,57 @@ def sample_chat(tok, tj, fmt, d):
     print("ok   --chat %s: the prompt's %d ids are apply_chat_template's (add_generation_prompt); "
           "the sample ends at %s unless --stop names another; two turns from stdin are the "
           "conversation's %d ids; --system %s" % (fmt, len(want), end, len(want2),
-                                                  "refused" if fmt == "gemma" else "the system turn's ids first"))
+                                                  "refused" if fmt in NO_SYSTEM else "the system turn's ids first"))
+
+
+def apart(sp):
+    """What --chat mistral exercises: a reply right after "[/INST]" encodes otherwise
+    alone (its first piece then takes a "▁") than where the template writes it."""
+    head = "[INST] Count: [/INST]"
+    reply = [m["content"] for c in chats("mistral") for m in c if m["role"] == "assistant"]
+    split = [r for r in reply if sp.encode(head + r, add_special_tokens=False).ids
+             != sp.encode(head, add_special_tokens=False).ids + sp.encode(r, add_special_tokens=False).ids]
+    assert split, reply
+    print("ok   --chat mistral: %d of its %d replies encode otherwise alone than after [/INST] "
+          "(the learned ids are those each adds to the text before it)" % (len(split), len(reply)))
+
+
+def refused(tj, fmt, what, msgs, want):
+    """A file of a good conversation and then msgs: --chat fmt exits 1 naming line 2 with
+    want, nothing written."""
+    f, d = os.path.join(OUT, "refused.jsonl"), os.path.join(OUT, "refused")
+    open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps({"messages": msgs}) + "\n")
+    p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", fmt, ok=False)
+    assert p.returncode == 1 and "refused.jsonl:2: error: " + want in p.stderr, (what, p.stderr)
+    assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
+    print("ok   --chat %s and %s: exit 1 naming the line, nothing written" % (fmt, what))
+
+
+def refusals(tj, sj):
+    """What the templates refuse: Gemma's and Mistral's a system message and roles out of
+    turn, Mistral's roles other than user and assistant; Phi-3's roles it leaves out; and
+    a reply whose first token would begin in ChatML's head (a newline joins its newlines)."""
+    in_turn = "needs the roles in turn, as its template does: user, assistant, user, ... "
+    refused(tj, "gemma", "a system message", CHATS[0], "--chat gemma has no system message")
+    refused(tj, "gemma", "two user messages in a row",
+            [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+            "--chat gemma " + in_turn + "(message 2 is 'user')")
+    refused(tj, "phi3", "a 'tool' message (its template leaves it out)",
+            [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}],
+            "--chat phi3 writes system, user and assistant messages alone")
+    refused(tj, "chatml", "a reply whose newlines join the head's in one token",
+            [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "\n\nHello"}],
+            "a token across the edge of an assistant's message: not a text --chat chatml can mask")
+    refused(sj, "mistral", "a system message", CHATS[0], "--chat mistral has no system message")
+    refused(sj, "mistral", "two user messages in a row",
+            [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
+            "--chat mistral " + in_turn + "(message 2 is 'user')")
+    refused(sj, "mistral", "an assistant first", [{"role": "assistant", "content": "a"}],
+            "--chat mistral " + in_turn + "(message 1 is 'assistant')")
+    refused(sj, "mistral", "a tool message",
+            [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}],
+            "--chat mistral writes user and assistant messages alone (its template refuses others) "
+            "(message 2 is 'tool')")
 
 
 def run(*args, ok=True):
@@ -415,24 +489,17 @@ def main():
     tok.add_special_tokens(SPECIALS)
     tj = os.path.join(OUT, "tokenizer_chat.json")
     tok.save(tj)
+    from tokenizers import Tokenizer
+    sp = Tokenizer.from_str(json.dumps(th.sp_trained([th.license_text()], 600, words=True)))
+    sj = os.path.join(OUT, "tokenizer_sp.json")
+    sp.save(sj)
+    toks = {fmt: (sp, sj) if fmt in SENTENCEPIECE else (tok, tj) for fmt in TEMPLATES}
     for fmt in TEMPLATES:
-        chat_case(tok, tj, fmt)
+        chat_case(*toks[fmt], fmt)
+    apart(sp)
     for fmt in TEMPLATES:
-        sample_chat(tok, tj, fmt, d)
-    f, d = os.path.join(OUT, "system.jsonl"), os.path.join(OUT, "system")
-    open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps({"messages": CHATS[0]}) + "\n")
-    p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "gemma", ok=False)
-    assert p.returncode == 1 and "system.jsonl:2: error: --chat gemma has no system message" in p.stderr, p.stderr
-    assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
-    print("ok   --chat gemma and a system message: exit 1 naming the line, nothing written")
-    f, d = os.path.join(OUT, "tool.jsonl"), os.path.join(OUT, "tool")
-    open(f, "w").write(json.dumps({"messages": CHATS[1]}) + "\n" + json.dumps(
-        {"messages": [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}]}) + "\n")
-    p = run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "phi3", ok=False)
-    assert p.returncode == 1 and ("tool.jsonl:2: error: --chat phi3 writes system, user and assistant "
-                                  "messages alone") in p.stderr, p.stderr
-    assert not os.path.exists(d) or not os.listdir(d), os.listdir(d)
-    print("ok   --chat phi3 and a 'tool' message (its template leaves it out): exit 1 naming the line")
+        sample_chat(*toks[fmt], fmt, d)
+    refusals(tj, sj)
     print("data_sft: all checks passed")
 
 
