@@ -152,8 +152,10 @@ cp -r templates/cuda "$P/templates/"
 # checkouts of llm.c and cudnn-frontend into LLMC_BIN (train_gpt2cu_cudnn with
 # USE_CUDNN=1, llm.c's fastest, and train_gpt2cu without cuDNN, the extra row;
 # build_flags.txt says how each was built). The project ships no copy of llm.c;
-# without LLMC_BIN the benchmark records llm.c's rows as skipped.
-if [ -n "${LLMC_BIN:-}" ] && ls "$LLMC_BIN"/train_gpt2cu* >/dev/null 2>&1; then
+# without LLMC_BIN the benchmark records llm.c's rows as skipped. LLMC_BIN defaults to
+# build/llmc-bin, where `bash bench/llmc_build.sh build/llmc-bin` leaves them.
+LLMC_BIN=${LLMC_BIN:-build/llmc-bin}
+if ls "$LLMC_BIN"/train_gpt2cu* >/dev/null 2>&1; then
     mkdir -p "$P/llm.c"
     cp "$LLMC_BIN"/train_gpt2cu* "$P/llm.c/"
     cp "$LLMC_BIN/build_flags.txt" "$P/llm.c/" 2>/dev/null ||
