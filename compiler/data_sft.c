@@ -346,9 +346,11 @@ static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_
 /* A conversation line, as the chat template writes it: the ids of the whole text (no
  * post-processor: the template writes its tokens), those of each assistant's content and
  * closing token learned. A learned span's ids are those its text adds to what comes
- * before it, so each edge must fall where the tokenizer cuts anyway. */
+ * before it, so each edge within the first `keep` ids (the row's T + 1: the rest is cut)
+ * must fall where the tokenizer cuts anyway; edges past them are not looked at, so a long
+ * conversation costs no more than its first T + 1 ids' worth of prefixes. */
 static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *o, const char *file,
-                         int64_t ln, Example *ex)
+                         int64_t ln, int64_t keep, Example *ex)
 {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
@@ -362,13 +364,16 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
     rt_tok_encode_part(t, text, ct.text.len, &all);
     int64_t done = 0;
     for (int k = 0; k <= ct.n_span; k++) {   /* spans learned and not, in turn */
-        int64_t to = k < ct.n_span ? ids_before(t, text, ct.span[k], &all) : all.n;
+        int past = done >= keep;   /* the rest is cut: not learned, edges not looked at */
+        int64_t to = k < ct.n_span && !past ? ids_before(t, text, ct.span[k], &all) : all.n;
         if (to < done)
             line_error(file, ln, "a token across the edge of an assistant's message: not a "
                        "text --chat %s can mask", f->name);
         rt_ids part = {all.v + done, to - done, to - done};
-        ex_add(ex, &part, k % 2);
+        ex_add(ex, &part, k % 2 && !past);
         done = to;
+        if (past)
+            break;
     }
     rt_ids_free(&all);
     free(ct.text.s);
@@ -471,7 +476,7 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
                        : "{\"prompt\": ..., \"completion\": ...}");
         ex.ids.n = 0;
         if (a->chat)
-            chat_example(t, a->chat, o, a->file, ln, &ex);
+            chat_example(t, a->chat, o, a->file, ln, a->T + 1, &ex);
         else
             completion_example(t, o, eos, a->file, ln, &ex);
         cJSON_Delete(o);

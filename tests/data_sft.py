@@ -404,6 +404,12 @@ def refusals(tj, sj):
     refused(tj, "chatml", "a reply whose newlines join the head's in one token",
             [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "\n\nHello"}],
             "a token across the edge of an assistant's message: not a text --chat chatml can mask")
+    # the same reply past the row's T + 1 ids is cut, its edge not looked at
+    f, d = os.path.join(OUT, "edge_cut.jsonl"), os.path.join(OUT, "edge_cut")
+    open(f, "w").write(json.dumps({"messages": CHATS[1][:2] + [
+        {"role": "user", "content": "copyright " * TC}, {"role": "assistant", "content": "\n\nHello"}]}) + "\n")
+    run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "chatml")
+    print("ok   --chat chatml and that reply past the row's T + 1 ids: cut, not refused")
     refused(sj, "mistral", "a system message", CHATS[0], "--chat mistral has no system message")
     refused(sj, "mistral", "two user messages in a row",
             [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
