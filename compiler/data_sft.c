@@ -332,15 +332,18 @@ static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file
     buf_puts(&ct->text, f->tail);
 }
 
-/* How many of all's ids text[0, n) encodes to, or -1 where they are not the first of
- * all's (a token across the cut). */
+/* How many of all's ids text[0, n) encodes to; where they are not the first of all's (a
+ * token across the cut), -1 - the place of the first that differs. */
 static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_ids *all)
 {
     rt_ids ids = {0};
     rt_tok_encode_part(t, text, n, &ids);
-    int64_t k = ids.n <= all->n && !memcmp(ids.v, all->v, (size_t)ids.n * sizeof *ids.v) ? ids.n : -1;
+    int64_t k = 0;
+    while (k < ids.n && k < all->n && ids.v[k] == all->v[k])
+        k++;
+    int64_t r = k == ids.n ? k : -1 - k;
     rt_ids_free(&ids);
-    return k;
+    return r;
 }
 
 /* A conversation line, as the chat template writes it: the ids of the whole text (no
@@ -364,13 +367,15 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
     rt_tok_encode_part(t, text, ct.text.len, &all);
     int64_t done = 0;
     for (int k = 0; k <= ct.n_span; k++) {   /* spans learned and not, in turn */
-        int past = done >= keep;   /* the rest is cut: not learned, edges not looked at */
+        int past = done >= keep;   /* the rest is cut: its edges not looked at */
         int64_t to = k < ct.n_span && !past ? ids_before(t, text, ct.span[k], &all) : all.n;
+        if (to < 0 && -1 - to >= keep)   /* the edge's ids differ only past the cut */
+            to = all.n, past = 1;
         if (to < done)
             line_error(file, ln, "a token across the edge of an assistant's message: not a "
                        "text --chat %s can mask", f->name);
         rt_ids part = {all.v + done, to - done, to - done};
-        ex_add(ex, &part, k % 2 && !past);
+        ex_add(ex, &part, k % 2);   /* (past the cut it matters not) */
         done = to;
         if (past)
             break;

@@ -200,34 +200,36 @@ def open_close(fmt, role):
     return head + (assistant if role == "assistant" else role) + mid, end
 
 
-def chat_expected(tok, fmt):
-    """Each conversation's row by transformers' template and tokenizers' offsets (None: no
+def chat_row(tok, fmt, msgs):
+    """A conversation's row by transformers' template and tokenizers' offsets (None: no
     target kept)."""
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
     hf = hf_tokenizer(tok, fmt)
-    rows = []
-    for msgs in chats(fmt):
-        text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
-        parts, spans, at = [begin], [], len(begin)
-        for m in msgs:
-            if fmt == "phi3" and m["role"] == "system" and not m["content"]:
-                continue
-            c = m["content"].strip() if trim else m["content"]
-            h, close = open_close(fmt, m["role"])
-            if m["role"] == "assistant":
-                spans.append((at + len(h), at + len(h) + len(c) + len(close)))
-            parts += [h, c, close, after]
-            at += len(h) + len(c) + len(close) + len(after)
-        parts.append(TAIL.get(fmt, ""))
-        assert "".join(parts) == text, (fmt, "".join(parts), text)
-        enc = tok.encode(text, add_special_tokens=False)
-        assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
-        keep = [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
-        ids, pad = enc.ids, tok.token_to_id(end)
-        x = [ids[i] if i < len(ids) else pad for i in range(TC)]
-        y = [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100 for i in range(TC)]
-        rows.append((x, y) if any(v != -100 for v in y) else None)
-    return rows
+    text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
+    parts, spans, at = [begin], [], len(begin)
+    for m in msgs:
+        if fmt == "phi3" and m["role"] == "system" and not m["content"]:
+            continue
+        c = m["content"].strip() if trim else m["content"]
+        h, close = open_close(fmt, m["role"])
+        if m["role"] == "assistant":
+            spans.append((at + len(h), at + len(h) + len(c) + len(close)))
+        parts += [h, c, close, after]
+        at += len(h) + len(c) + len(close) + len(after)
+    parts.append(TAIL.get(fmt, ""))
+    assert "".join(parts) == text, (fmt, "".join(parts), text)
+    enc = tok.encode(text, add_special_tokens=False)
+    assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
+    keep = [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
+    ids, pad = enc.ids, tok.token_to_id(end)
+    x = [ids[i] if i < len(ids) else pad for i in range(TC)]
+    y = [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100 for i in range(TC)]
+    return (x, y) if any(v != -100 for v in y) else None
+
+
+def chat_expected(tok, fmt):
+    """Each conversation's row (chat_row)."""
+    return [chat_row(tok, fmt, msgs) for msgs in chats(fmt)]
 
 
 def chat_case(tok, tj, fmt):
@@ -389,7 +391,7 @@ def refused(tj, fmt, what, msgs, want):
     print("ok   --chat %s and %s: exit 1 naming the line, nothing written" % (fmt, what))
 
 
-def refusals(tj, sj):
+def refusals(tok, tj, sj):
     """What the templates refuse: Gemma's and Mistral's a system message and roles out of
     turn, Mistral's roles other than user and assistant; Phi-3's roles it leaves out; and
     a reply whose first token would begin in ChatML's head (a newline joins its newlines)."""
@@ -409,7 +411,10 @@ def refusals(tj, sj):
     open(f, "w").write(json.dumps({"messages": CHATS[1][:2] + [
         {"role": "user", "content": "copyright " * TC}, {"role": "assistant", "content": "\n\nHello"}]}) + "\n")
     run(f, d, "--tokenizer", tj, "--seq-len", str(TC), "--val-frac", "0", "--chat", "chatml")
-    print("ok   --chat chatml and that reply past the row's T + 1 ids: cut, not refused")
+    x, y = chat_row(tok, "chatml", json.load(open(f))["messages"])
+    assert np.load(d + "/train_x.npy").tolist() == [x] and np.load(d + "/train_y.npy").tolist() == [y]
+    print("ok   --chat chatml and that reply past the row's T + 1 ids: cut, not refused, the row "
+          "transformers' template gives")
     refused(sj, "mistral", "a system message", CHATS[0], "--chat mistral has no system message")
     refused(sj, "mistral", "two user messages in a row",
             [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}],
@@ -505,7 +510,7 @@ def main():
     apart(sp)
     for fmt in TEMPLATES:
         sample_chat(*toks[fmt], fmt, d)
-    refusals(tj, sj)
+    refusals(tok, tj, sj)
     print("data_sft: all checks passed")
 
 
