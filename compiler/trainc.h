@@ -196,6 +196,10 @@ typedef struct Spec {
  * the data keys against the model inputs, and the training config. Shapes are
  * checked later, as the graph is built (graph.c, ops/). Exits 1 on any error. */
 Spec *spec_load(int nfiles, char **files);
+/* spec_json.c: a spec file's text (exit 1 where it cannot be read or is past 64 MiB),
+ * and that text as one strict JSON value (exit 1 with FILE:LINE:COL and the reason). */
+char *spec_read_file(const char *path, size_t *len);
+cJSON *spec_parse_json(const char *file, const char *text, size_t len);
 /* Applies one --set KEY=VALUE to spec->train; exits 1 on a bad key or value. After
  * the last one, spec_sets_done checks the rules between fields (exit 1) and
  * recomputes the lines and hash. */
