@@ -909,7 +909,7 @@ static int att90_use(rt_exec *e, int64_t hd, const void *qkv, int64_t T, int64_t
  * to align the start to 1024 bytes */
 static unsigned att90_smem(int64_t hd)
 {
-    return (unsigned)((RT_ATT90_ROWS + 2 * 2 * RT_ATT90_ROWS) * hd * 2 + 64 + 1024);
+    return (unsigned)((RT_ATT90_ROWS + 2 * 2 * RT_ATT90_ROWS) * hd * 2 + 128 + 1024);
 }
 
 /* The tensor maps the sm_90a kernels read their 16-bit [B, T, cols] tensors through (qkv:
@@ -1005,7 +1005,7 @@ static int att90b_use(rt_exec *e, int64_t hd, const void *qkv, const void *dy, c
  * 1 KiB to align the start to 1024 bytes */
 static unsigned att90b_smem(int64_t hd)
 {
-    return (unsigned)((2 * RT_ATT90B_RES + 2 * 2 * RT_ATT90B_STR) * hd * 2 + 64 + 1024);
+    return (unsigned)((2 * RT_ATT90B_RES + 2 * 2 * RT_ATT90B_STR) * hd * 2 + 128 + 1024);
 }
 
 static void att90x_bwd(rt_exec *e, const void *qkv, const float *qn, const float *kn,

@@ -25,7 +25,8 @@
 # and 316 on sm_90a). The packed rows' kernels (_pk_: the model's positions) are bounded
 # at 64: ptxas gives their query-side backward at heads 64 wide 128 registers where the
 # others get 168, and it spills 32 to 52 bytes (2026-12-04; not yet timed on a GPU); their
-# sm_90a instances spill nothing (2026-12-05). Then,
+# sm_90a instances spill nothing (2026-12-05). The Hopper forwards start at exactly 168
+# registers, which their setmaxnreg split of the register file needs. Then,
 # where the toolkit has nvcc, a generated kernels_cuda.cu (gpt_char's) compiled by
 # nvcc -c for sm_80. Needs no GPU.
 set -eu
@@ -70,6 +71,14 @@ for a in sm_80 sm_90a; do
         exit 1
     fi
 done
+# the Hopper forwards hand registers from the producer's warpgroup to the consumers'
+# (setmaxnreg: 128 x 40 + 256 x 232 = 384 x 168): a kernel that starts with fewer than
+# 168 would leave setmaxnreg.inc waiting for good, a hang no emulator shows (heads 64 and
+# 128: other widths' instances are empty, never launched)
+bad=$(awk '$1 ~ /fwd90_[0-9]+_(64|128)_/ && $3 != 168 {print $1 " " $3}' "$d/regs_sm_90a.txt")
+n=$(grep -E -c 'fwd90_[0-9]+_(64|128)_' "$d/regs_sm_90a.txt" || true)
+[ -z "$bad" ] && [ "$n" -ge 3 ] || { echo "FAIL ptxas sm_90a: the Hopper forwards (of $n) not at 168 registers: $bad"; exit 1; }
+echo "ok   ptxas sm_90a: $n Hopper forwards at 168 registers, what their setmaxnreg split needs"
 if [ -x "$CUDA/bin/nvcc" ]; then
     # a generated kernels_cuda.cu compiles with nvcc too, given templates/cuda/ (as the
     # README says): the prelude takes the C library's integer types there, not its own

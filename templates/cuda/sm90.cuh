@@ -60,13 +60,16 @@ __device__ __forceinline__ unsigned sm90_smem(const void *p)
 }
 
 /* The block's dynamic shared memory, rounded up to 1024 bytes (launch with 1 KiB more
- * than the layout needs): the 128-byte swizzle's groups are 1024-aligned. */
+ * than the layout needs): the 128-byte swizzle's groups are 1024-aligned. Declared
+ * 16-aligned, which is all CUDA promises for it, so that the compiler keeps the round-up
+ * (declared 1024-aligned, it folded the round-up away and the tiles' alignment rested on
+ * where ptxas put the array: TMA and wgmma would disagree, silently, were it moved). */
 __device__ __forceinline__ unsigned char *sm90_dyn_smem()
 {
 #if defined(RT_EMU)
     unsigned char *p = (unsigned char *)emu_dyn_smem();
 #else
-    extern __shared__ __align__(1024) unsigned char rt_sm90_dyn[];
+    extern __shared__ __align__(16) unsigned char rt_sm90_dyn[];
     unsigned char *p = rt_sm90_dyn;
 #endif
     return p + ((1024u - (sm90_smem(p) & 1023u)) & 1023u);

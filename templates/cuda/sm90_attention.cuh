@@ -56,7 +56,7 @@
 /* dynamic shared memory of the forward for heads hd wide (cuda_ops.c: the same sum) */
 __host__ __device__ constexpr int rt_att90_smem(int hd)
 {
-    return (RT_ATT90_BQ + 2 * RT_ATT90_STAGES * RT_ATT90_BK) * hd * 2 + 64 + 1024;
+    return (RT_ATT90_BQ + 2 * RT_ATT90_STAGES * RT_ATT90_BK) * hd * 2 + 128 + 1024;
 }
 
 /* qk_norm (weights qn for the q heads, kn for the k heads; NULL: none) then rope (theta

@@ -85,7 +85,7 @@
 /* dynamic shared memory of either kernel for heads hd wide (cuda_ops.c: the same sum) */
 __host__ __device__ constexpr int rt_att90b_smem(int hd)
 {
-    return (2 * RT_ATT90B_RES + 2 * RT_ATT90B_STAGES * RT_ATT90B_STR) * hd * 2 + 64 + 1024;
+    return (2 * RT_ATT90B_RES + 2 * RT_ATT90B_STAGES * RT_ATT90B_STR) * hd * 2 + 128 + 1024;
 }
 
 /* The geometry of a backward: the maps (att90b's header), H query and KV key/value heads,
