@@ -95,6 +95,29 @@ __device__ __forceinline__ void sm90_wgmma_fence()
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #endif
 }
+/* N accumulators (or N RS A fragments of 4 registers), pinned where they stand: an empty
+ * asm that reads and writes each, so that the compiler moves no ordinary instruction on
+ * them across a wgmma.fence or wait_group beside it (the fence asks that the registers
+ * a wgmma reads were written before it; a value read after the wait must come from the
+ * wgmma). CUTLASS's warpgroup_fence_operand; the emulator's calls move nothing. */
+template <int N> __device__ __forceinline__ void sm90_pin(float *r)
+{
+#if !defined(RT_EMU)
+#pragma unroll
+    for (int i = 0; i < N; i++)
+        asm volatile("" : "+f"(r[i])::"memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void sm90_pin(unsigned (*a)[4])
+{
+#if !defined(RT_EMU)
+#pragma unroll
+    for (int i = 0; i < N; i++)
+#pragma unroll
+        for (int r = 0; r < 4; r++)
+            asm volatile("" : "+r"(a[i][r])::"memory");
+#endif
+}
 /* wgmma.commit_group: the wgmmas issued since the last commit become one group */
 __device__ __forceinline__ void sm90_wgmma_commit()
 {

@@ -196,6 +196,7 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         }
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
+        sm90_pin<NS>(sc);
         sm90_mbar_arrive(bars + 8 * (1 + 2 * S + s));   /* K read */
         /* scale, mask (tiles reaching past the diagonal, past T, before a row's window
          * or, packed, its sequence), the rows' max */
@@ -232,11 +233,14 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
             }
         /* O += P V: V's k16 x HD slice at key 16 kk, the HD / 64 panels LBO apart */
         sm90_mbar_wait(bars + 8 * (1 + S + s), ph);
+        sm90_pin<NO>(o);   /* (o's rescale above, before the fence) */
+        sm90_pin<BK / 16>(pa);
         sm90_wgmma_fence();
         for (int kk = 0; kk < BK / 16; kk++)
             sm90_wgmma_rs<HD, 1, F16>(o, pa[kk], sm90_desc(vs + kk * 16 * 128, BK * 128, 1024), 1);
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
+        sm90_pin<NO>(o);
         sm90_mbar_arrive(bars + 8 * (1 + 3 * S + s));   /* V read */
     }
     RT_FP8_FOLD_INIT();   /* fp8-mixed: the maximum of the y this thread stores */

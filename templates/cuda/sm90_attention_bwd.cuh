@@ -331,6 +331,8 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         att90b_ss<RT_ATT90B_RES, HD>(dp, sm.res(1), 64 * c, sm.str(s, 1));   /* dP = dY V^T */
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
+        sm90_pin<BK / 2>(sc);
+        sm90_pin<BK / 2>(dp);
         const bool edge = PK || (CAUSAL && k0 + BK - 1 > rb) || k0 + BK > T || rb + 64 > T ||
                           (W > 0 && k0 <= rb + 63 - W);
         for (int e = 0; e < BK / 2; e++) {   /* dS = P (dP - D), 0 where masked */
@@ -342,10 +344,13 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         }
         unsigned sa[RT_ATT90B_STR / 16][4];
         att90b_pack(sa, sc);
+        sm90_pin<HD / 2>(acc);
+        sm90_pin<RT_ATT90B_STR / 16>(sa);
         sm90_wgmma_fence();
         att90b_rs<HD>(acc, sa, sm.str(s, 0));   /* dQ += dS K */
         sm90_wgmma_commit();
         sm90_wgmma_wait<0>();
+        sm90_pin<HD / 2>(acc);
         sm90_mbar_arrive(sm.empty(s));   /* K and V read */
     }
     for (int i = 0; i < HD / 2; i++)
@@ -387,6 +392,8 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     att90b_ss<RT_ATT90B_RES, HD>(dpt, sm.res(1), 64 * c, sm.str(s, 1));   /* dP^T = V dY^T */
     sm90_wgmma_commit();
     sm90_wgmma_wait<0>();
+    sm90_pin<BQ / 2>(st);
+    sm90_pin<BQ / 2>(dpt);
     const bool edge = PK || (CAUSAL && i0 < kb + 63) || i0 + BQ > T || (W > 0 && kb <= i0 + BQ - 1 - W);
     for (int e = 0; e < BQ / 2; e++) {   /* P^T into st, dS^T into dpt */
         const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
@@ -403,11 +410,17 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
     unsigned pa[BQ / 16][4], sa[BQ / 16][4];
     att90b_pack(pa, st);
     att90b_pack(sa, dpt);
+    sm90_pin<HD / 2>(gv);
+    sm90_pin<HD / 2>(gk);
+    sm90_pin<BQ / 16>(pa);
+    sm90_pin<BQ / 16>(sa);
     sm90_wgmma_fence();
     att90b_rs<HD>(gv, pa, sm.str(s, 1));   /* dV += P^T dY */
     att90b_rs<HD>(gk, sa, sm.str(s, 0));   /* dK += dS^T Q */
     sm90_wgmma_commit();
     sm90_wgmma_wait<0>();
+    sm90_pin<HD / 2>(gv);
+    sm90_pin<HD / 2>(gk);
 }
 
 /* The key side's warpgroup c: keys k0 + 64 c .. + 63, over G heads' nqt query tiles
