@@ -321,12 +321,8 @@ static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file
             line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k, role);
         if (rt_chat_left_out(f, role, strlen(c)))
             continue;
-        size_t n = strlen(c);
-        if (f->trim) {
-            size_t at;
-            n = rt_utf8_strip(c, n, &at);
-            c += at;
-        }
+        size_t n;
+        c = rt_chat_content(f, c, &n);
         chat_message(ct, f, role, c, n);
     }
     buf_puts(&ct->text, f->tail);

@@ -68,9 +68,7 @@ static void add(char *s, size_t cap, const char *a, size_t n)
     }
 }
 
-/* A message's content as the template writes it: *len bytes from the returned pointer
- * (trimmed where the template trims). */
-static const char *content(const rt_chat_format *f, const char *c, size_t *len)
+const char *rt_chat_content(const rt_chat_format *f, const char *c, size_t *len)
 {
     size_t at = 0;
     *len = strlen(c);
@@ -112,7 +110,8 @@ char *rt_chat_turn(const rt_chat_format *f, int first, const char *system, const
                    size_t *n)
 {
     size_t ul, sl = 0;
-    const char *u = content(f, user, &ul), *sys = system && first ? content(f, system, &sl) : NULL;
+    const char *u = rt_chat_content(f, user, &ul);
+    const char *sys = system && first ? rt_chat_content(f, system, &sl) : NULL;
     if (sys && rt_chat_left_out(f, "system", sl))
         sys = NULL;
     char *sys_open = rt_chat_open(f, "system"), *user_open = rt_chat_open(f, "user");

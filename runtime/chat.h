@@ -31,6 +31,10 @@ typedef struct rt_chat_format {
  * three_roles: an empty system message). */
 int rt_chat_left_out(const rt_chat_format *f, const char *role, size_t content_len);
 
+/* A message's content c as the template writes it: *len bytes from the returned pointer
+ * (trimmed where the template trims). */
+const char *rt_chat_content(const rt_chat_format *f, const char *c, size_t *len);
+
 /* What the template writes before a ROLE message's content (rt_xmalloc'd), and after
  * it (end, or the [INST] form's user_close; then comes after). */
 char *rt_chat_open(const rt_chat_format *f, const char *role);
