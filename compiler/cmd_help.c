@@ -69,7 +69,7 @@ static const struct {
     {"data", "trainc data fashion-mnist DIR [--from SRC]\n"
              "trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
              "trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
-             "                [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral] [--pack]\n\n"
+             "                [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"

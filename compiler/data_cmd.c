@@ -46,7 +46,7 @@ static const char data_usage[] =
     "usage: trainc data fashion-mnist DIR [--from SRC]\n"
     "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
     "       trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
-    "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral] [--pack]";
+    "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {

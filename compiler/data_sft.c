@@ -15,8 +15,8 @@
  * kept). Both counted.
  * With --chat FORMAT a line is a conversation, {"messages": [{"role": ..., "content":
  * ...}, ...]}, written as FORMAT's chat template writes it (runtime/chat.c: Llama 3's,
- * ChatML's, Gemma's, Phi-3's and Mistral's), the assistant's contents and their end
- * tokens learned, the rest -100.
+ * ChatML's, Gemma's, Phi-3's, Mistral's, Llama 2's and Zephyr's), the assistant's
+ * contents and their end tokens learned, the rest -100.
  * --pack puts as many whole examples into a row as fit in T + 1 ids, in the file's order
  * (a row ends where the next example does not fit); the targets where an example's ids
  * are not learned stay -100, the seams included, and
@@ -43,7 +43,7 @@
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
-    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral] [--pack]";
+    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]";
 
 typedef struct {
     const char *file, *dir, *tok, *eos;
@@ -278,16 +278,20 @@ typedef struct {
     int n_span;
 } ChatText;
 
-/* A ROLE message of content c (n bytes) appended: open, content, close, after. */
+/* A ROLE message of content c (n bytes) appended: open, content, close, after; an
+ * assistant's content and close learned (and in the [INST] form its open). */
 static void chat_message(ChatText *ct, const rt_chat_format *f, const char *role, const char *c,
                          size_t n)
 {
+    int reply = !strcmp(role, "assistant");
+    size_t at = ct->text.len;
     char *open = rt_chat_open(f, role);
     buf_puts(&ct->text, open);
     free(open);
-    size_t at = ct->text.len;
+    if (!f->user_open)
+        at = ct->text.len;
     buf_printf(&ct->text, "%.*s%s", (int)n, c, rt_chat_close(f, role));
-    if (!strcmp(role, "assistant")) {
+    if (reply) {
         ct->span = realloc(ct->span, (size_t)(ct->n_span + 2) * sizeof *ct->span);
         if (!ct->span)
             die("out of memory");
@@ -297,6 +301,26 @@ static void chat_message(ChatText *ct, const rt_chat_format *f, const char *role
     buf_puts(&ct->text, f->after);
 }
 
+/* Exits 1 naming line ln where the template takes no ROLE message as message k (0-based
+ * of all) or, not counting a system message written into a user's, as message turn. */
+static void check_role(const rt_chat_format *f, const char *role, int k, int turn,
+                       const char *file, int64_t ln)
+{
+    int is_system = !strcmp(role, "system");
+    if (f->no_system && is_system)
+        line_error(file, ln, "--chat %s has no system message (its template refuses one): "
+                   "write it into the first user message", f->name);
+    if (f->sys_open && is_system && k != 0)
+        line_error(file, ln, "--chat %s takes a system message first alone (its template writes "
+                   "it into the first user message; message %d is 'system')", f->name, k + 1);
+    if (f->three_roles && !is_system && strcmp(role, "user") && strcmp(role, "assistant"))
+        line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
+                   "(its template leaves a '%s' message out)", f->name, role);
+    const char *why = f->sys_open && is_system ? NULL : rt_chat_role_error(f, turn, role);
+    if (why)
+        line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k + 1, role);
+}
+
 /* The conversation of line ln as the template writes it, or exit 1 naming the line where
  * the template refuses it. */
 static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file, int64_t ln,
@@ -304,24 +328,28 @@ static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file
 {
     buf_puts(&ct->text, f->begin);
     const cJSON *m;
-    int k = 0;
+    const char *system = NULL;   /* sys_open: the system message, for the first user's */
+    int k = 0, turn = 0;
     cJSON_ArrayForEach(m, ms) {
         if (!cJSON_IsObject(m))
             line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
         const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
-        int is_system = !strcmp(role, "system");
-        if (f->no_system && is_system)
-            line_error(file, ln, "--chat %s has no system message (its template refuses one): "
-                       "write it into the first user message", f->name);
-        if (f->three_roles && !is_system && strcmp(role, "user") && strcmp(role, "assistant"))
-            line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
-                       "(its template leaves a '%s' message out)", f->name, role);
-        const char *why = rt_chat_role_error(f, k++, role);
-        if (why)
-            line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k, role);
+        check_role(f, role, k++, turn, file, ln);
+        if (f->sys_open && !strcmp(role, "system")) {
+            system = c;
+            continue;
+        }
+        turn++;
         if (rt_chat_left_out(f, role, strlen(c)))
             continue;
         size_t n;
+        if (!strcmp(role, "user")) {
+            char *u = rt_chat_user_content(f, system, c, &n);
+            chat_message(ct, f, role, u, n);
+            free(u);
+            system = NULL;
+            continue;
+        }
         c = rt_chat_content(f, c, &n);
         chat_message(ct, f, role, c, n);
     }
@@ -333,7 +361,7 @@ static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file
 static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_ids *all)
 {
     rt_ids ids = {0};
-    rt_tok_encode_part(t, text, n, &ids);
+    rt_tok_encode_text(t, text, n, &ids);
     int64_t k = 0;
     while (k < ids.n && k < all->n && ids.v[k] == all->v[k])
         k++;
@@ -360,7 +388,7 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
     const char *text = ct.text.s ? ct.text.s : "";
     check_normal(t, text, file, ln);
     rt_ids all = {0};
-    rt_tok_encode_part(t, text, ct.text.len, &all);
+    rt_tok_encode_text(t, text, ct.text.len, &all);
     int64_t done = 0;
     for (int k = 0; k <= ct.n_span; k++) {   /* spans learned and not, in turn */
         int past = done >= keep;   /* the rest is cut: its edges not looked at */
@@ -447,7 +475,7 @@ static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
     if (a->chat) {
         for (const char *const *k = a->chat->tokens; *k; k++)
             one_token(t, *k, "--chat's token");
-        return one_token(t, a->chat->end, "--chat's token");
+        return one_token(t, rt_chat_stop(a->chat), "--chat's token");
     }
     return a->eos ? one_token(t, a->eos, "--eos") : 0;
 }

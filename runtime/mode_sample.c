@@ -38,7 +38,9 @@ static void check_nfc(rt_tokenizer *t, const char *text, const char *what)
 
 /* A user's message as --chat's template writes it (the first turn, after --system's
  * message if any, or one after a reply), encoded without the post-processor's tokens:
- * the template writes them, as apply_chat_template(tokenize=True) has it. */
+ * the template writes them, as apply_chat_template(tokenize=True) has it. (A turn after
+ * a reply begins with the reply's end token, an added token, so it encodes as the rest
+ * of the conversation's text does.) */
 static void chat_ids(const Opts *o, int first, const char *user, const char *what, rt_ids *ids)
 {
     rt_tokenizer *t = sample_tokenizer(o->tokenizer);
@@ -47,7 +49,7 @@ static void chat_ids(const Opts *o, int first, const char *user, const char *wha
         check_nfc(t, o->system, "--system");
     size_t n;
     char *text = rt_chat_turn(rt_chat_find(o->chat), first, o->system, user, &n);
-    rt_tok_encode_part(t, text, n, ids);
+    rt_tok_encode_text(t, text, n, ids);
     rt_xfree(text);
 }
 
@@ -200,7 +202,7 @@ static int stop_ids(const Opts *o, int64_t V, int64_t *ids)
         ids[i] = stop_id(o, o->stop[i], V);
     if (o->n_stop || !o->chat)
         return o->n_stop;
-    const char *end = rt_chat_find(o->chat)->end;
+    const char *end = rt_chat_stop(rt_chat_find(o->chat));
     int64_t n;
     ids[0] = rt_tok_one_id(sample_tokenizer(o->tokenizer), end, &n);
     if (ids[0] < 0 || ids[0] >= V)

@@ -255,13 +255,14 @@ enum { READ, HELP, VERSION };
       "repeated: at any of them")                                                              \
     X("--chat", V, "FORMAT", TOKENS, 1, READ, set_chat,                                        \
       "write --prompt as a user's turn in this chat template (llama3,\n"                       \
-      "chatml, gemma, phi3, mistral), the assistant's to follow; the\n"                        \
-      "sample ends at its end token unless --stop says otherwise; needs\n"                     \
-      "--tokenizer; without --prompt, a conversation: the user's turns\n"                      \
-      "from stdin")                                                                            \
+      "chatml, gemma, phi3, mistral, llama2, zephyr), the assistant's\n"                       \
+      "to follow; the sample ends at its end token unless --stop says\n"                       \
+      "otherwise; needs --tokenizer; without --prompt, a conversation:\n"                      \
+      "the user's turns from stdin")                                                           \
     X("--system", V, "TEXT", TOKENS, 1, READ, set_system,                                      \
       "with --chat: a system message before the user's first turn\n"                           \
-      "(llama3, chatml, phi3; gemma's template has none)")                                     \
+      "(llama3, chatml, phi3, llama2, zephyr; gemma's and mistral's\n"                         \
+      "templates have none)")                                                                  \
     X("--lr-find", F, "", SHOWN, 1, READ, set_lr_find,                                         \
       "no training: the learning-rate range test (Lightning's\n"                               \
       "lr_find): steps at rates growing from 1e-8 to 1, stopped when\n"                        \

@@ -972,6 +972,12 @@ void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
     t->cont = 1;
 }
 
+void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
+{
+    t->cont = 0;   /* a text starts */
+    rt_tok_encode_part(t, text, n, out);
+}
+
 void rt_tok_prefix(rt_tokenizer *t, rt_ids *out)
 {
     t->cont = 0;   /* a text starts */

@@ -40,6 +40,11 @@ int64_t rt_tok_vocab(const rt_tokenizer *t);
  * longer text contributes when cut where rt_tok_safe_cut says. */
 void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
 
+/* Appends the ids of a whole text without the post-processor's tokens (as
+ * apply_chat_template(tokenize=True) encodes what its template writes): a part that
+ * starts a text (a SentencePiece-style tokenizer's U+2581 prepended). */
+void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
+
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix
  * also marks a text's start (a SentencePiece-style tokenizer prepends its U+2581 at
  * the start of a text, not of a part that continues one). */

@@ -118,7 +118,7 @@ expect1 top_p_range       "--top-p: expected a number in (0, 1], got '0'" "$d/tr
 expect1 min_p_range       "--min-p: expected a number in [0, 1], got '1.5'" "$d/trainer" --sample 1 --min-p 1.5
 expect1 penalty_range     "--repetition-penalty: expected a number > 0, got '-1'" "$d/trainer" --sample 1 --repetition-penalty -1
 expect1 top_k_alone       "--top-k is an option of --sample" "$d/trainer" --top-k 5
-expect1 chat_unknown      "--chat: unknown format 'llama2' (known: llama3, chatml, gemma, phi3, mistral)" "$d/trainer" --sample 1 --chat llama2
+expect1 chat_unknown      "--chat: unknown format 'vicuna' (known: llama3, chatml, gemma, phi3, mistral, llama2, zephyr)" "$d/trainer" --sample 1 --chat vicuna
 expect1 stop_nine         "--stop: at most 8 tokens"     "$d/trainer" --sample 1 $(for i in 1 2 3 4 5 6 7 8 9; do echo --stop $i; done)
 expect1 sample_too_many   "from 0 to 100000000"          "$d/trainer" --sample 1000000000
 expect1 num_samples_zero  "--num-samples: expected an integer from 1, got '0'" "$d/trainer" --sample 1 --num-samples 0

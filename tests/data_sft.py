@@ -12,17 +12,21 @@ filled exactly, train and val apart), the same targets in fewer rows. Then bad i
 exits 1 naming the line (not JSON, a missing key, a number for a string), nothing written; and a
 model with the loss's ignore_index trains 3 steps on the arrays.
 
---chat llama3, chatml, gemma, phi3 and mistral: conversations (a system message but for
-Gemma's and Mistral's, two turns, multi-byte UTF-8, white space to trim, one without an
-answer; for Phi-3 an empty system message) against transformers' apply_chat_template
-with Llama 3 Instruct's, ChatML's, Gemma 2's, Phi-3.5-mini's and Mistral 7B Instruct
-v0.2's templates (Mistral's over a SentencePiece-style tokenizer as Mistral's is, where
-an assistant's reply right after "[/INST]" encodes otherwise alone than in the text):
+--chat llama3, chatml, gemma, phi3, mistral, llama2 and zephyr: conversations (a system
+message but for Gemma's and Mistral's, two turns, multi-byte UTF-8, white space to trim,
+one without an answer; for Phi-3 an empty system message) against transformers'
+apply_chat_template with Llama 3 Instruct's, ChatML's, Gemma 2's, Phi-3.5-mini's,
+Mistral 7B Instruct v0.2's, Llama 2 Chat's and Zephyr's (TinyLlama Chat's) templates
+(the last three over a SentencePiece-style tokenizer as theirs are, where an assistant's
+reply right after "[/INST]" encodes otherwise alone than in the text, and a text's start
+takes a U+2581):
 the ids its text encodes to, and a target kept exactly where its token lies in an
 assistant's content or end token (by `tokenizers`' offsets). The trainer's --chat
 FORMAT: a user's prompt as the template writes it with the generation prompt, and the
-sample's end at its end token. Gemma's and Mistral's templates refuse roles out of
-turn; Mistral's refuses roles other than user and assistant.
+sample's end at its end token (Llama 2's: its </s>, the model writing the space before
+it). Gemma's, Mistral's and Llama 2's templates refuse roles out of turn; Mistral's and
+Llama 2's roles other than user and assistant (Llama 2's a system message but first),
+Zephyr's roles other than system, user and assistant.
 
 Run with the venv's python (HF_PYTHON): exits 77 (skipped) without `tokenizers`.
 """
@@ -153,12 +157,36 @@ TEMPLATES = {   # (begin, head, mid, end, after, trim, the assistant's role), an
                 "{{ '[INST] ' + message['content'] + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
                 "{{ message['content'] + eos_token}}{% else %}{{ raise_exception('Only user and "
                 "assistant roles are supported!') }}{% endif %}{% endfor %}"),
+    # Llama 2 Chat's (Llama-2-7b-chat-hf's tokenizer_config.json): bos_token before each
+    # user message, the system message inside the first one, the reply's own space
+    "llama2": (("", "", "", " </s>", "", True, "assistant"),
+               "{% if messages[0]['role'] == 'system' %}{% set loop_messages = messages[1:] %}"
+               "{% set system_message = messages[0]['content'] %}{% else %}{% set loop_messages = messages %}"
+               "{% set system_message = false %}{% endif %}{% for message in loop_messages %}"
+               "{% if (message['role'] == 'user') != (loop.index0 % 2 == 0) %}{{ raise_exception('Conversation "
+               "roles must alternate user/assistant/user/assistant/...') }}{% endif %}"
+               "{% if loop.index0 == 0 and system_message != false %}{% set content = '<<SYS>>\\n' + "
+               "system_message + '\\n<</SYS>>\\n\\n' + message['content'] %}{% else %}"
+               "{% set content = message['content'] %}{% endif %}{% if message['role'] == 'user' %}"
+               "{{ bos_token + '[INST] ' + content.strip() + ' [/INST]' }}{% elif message['role'] == 'assistant' %}"
+               "{{ ' '  + content.strip() + ' ' + eos_token }}{% endif %}{% endfor %}"),
+    # Zephyr's (TinyLlama-1.1B-Chat-v1.0's, zephyr-7b-beta's), its lines as the file has
+    # them (transformers renders with trim_blocks and lstrip_blocks); its role tags text
+    "zephyr": (("", "<|", "|>\n", "</s>", "\n", False, "assistant"),
+               "{% for message in messages %}\n{% if message['role'] == 'user' %}\n{{ '<|user|>\n' + "
+               "message['content'] + eos_token }}\n{% elif message['role'] == 'system' %}\n{{ '<|system|>\n' + "
+               "message['content'] + eos_token }}\n{% elif message['role'] == 'assistant' %}\n"
+               "{{ '<|assistant|>\n'  + message['content'] + eos_token }}\n{% endif %}\n"
+               "{% if loop.last and add_generation_prompt %}\n{{ '<|assistant|>' }}\n{% endif %}\n{% endfor %}"),
 }
-INST = {"mistral": ("[INST] ", " [/INST]")}   # a user's message's open and close, no role
+# the [INST] form: a user's message's open and close, and an assistant's open (learned), no role
+INST = {"mistral": ("[INST] ", " [/INST]", ""), "llama2": ("<s>[INST] ", " [/INST]", " ")}
+SYS_IN_USER = {"llama2": ("<<SYS>>\n", "\n<</SYS>>\n\n")}   # a system message inside the first user's
+STOP = {"llama2": "</s>"}   # the token a reply ends at, where the end is more than it
 NO_SYSTEM = ("gemma", "mistral")               # the templates that refuse a system message
-SENTENCEPIECE = ("mistral",)                   # tested over tokenizer_hf's sp_trained
+SENTENCEPIECE = ("mistral", "llama2", "zephyr")   # tested over tokenizer_hf's sp_trained
 TAIL = {"phi3": "<|endoftext|>"}   # what a format writes after a whole conversation
-OTHER = {"phi3": "<|user|>", "mistral": "<s>"}   # a token of the format's other than its end (--stop's test)
+OTHER = {"phi3": "<|user|>", "mistral": "<s>", "llama2": "<s>", "zephyr": "<s>"}   # a token of the format's other than its end (--stop's test)
 TC = 96   # the conversations' rows: the longest cut, none past it but the one without an answer
 SPECIALS = ["<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>", "<|im_start|>", "<|im_end|>",
             "<bos>", "<start_of_turn>", "<end_of_turn>", "<|system|>", "<|user|>", "<|assistant|>",
@@ -184,19 +212,24 @@ def chats(fmt):
     return cs + [TRIMMED] if TEMPLATES[fmt][0][5] else cs
 
 
+def stop(fmt):
+    """the token a reply ends at"""
+    return STOP.get(fmt, TEMPLATES[fmt][0][3])
+
+
 def hf_tokenizer(tok, fmt):
     from transformers import PreTrainedTokenizerFast
     begin = TEMPLATES[fmt][0][0]
-    eos = {"phi3": "<|endoftext|>", "mistral": "</s>"}.get(fmt, "<|eot_id|>")
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=begin or "<|begin_of_text|>",
-                                   eos_token=eos)
+    eos = "<|endoftext|>" if fmt == "phi3" else "</s>" if fmt in SENTENCEPIECE else "<|eot_id|>"
+    bos = "<s>" if fmt in SENTENCEPIECE else begin or "<|begin_of_text|>"
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=bos, eos_token=eos)
 
 
 def open_close(fmt, role):
     """what the template writes before a role's content and after it"""
     (begin, head, mid, end, after, trim, assistant), _ = TEMPLATES[fmt]
     if fmt in INST:
-        return (INST[fmt][0], INST[fmt][1]) if role == "user" else ("", end)
+        return (INST[fmt][0], INST[fmt][1]) if role == "user" else (INST[fmt][2], end)
     return head + (assistant if role == "assistant" else role) + mid, end
 
 
@@ -206,14 +239,20 @@ def chat_row(tok, fmt, msgs):
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
     hf = hf_tokenizer(tok, fmt)
     text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
-    parts, spans, at = [begin], [], len(begin)
+    parts, spans, at, system = [begin], [], len(begin), None
     for m in msgs:
         if fmt == "phi3" and m["role"] == "system" and not m["content"]:
             continue
-        c = m["content"].strip() if trim else m["content"]
+        if fmt in SYS_IN_USER and m["role"] == "system":
+            system = m["content"]
+            continue
+        c = m["content"]
+        if system is not None and m["role"] == "user":
+            c, system = SYS_IN_USER[fmt][0] + system + SYS_IN_USER[fmt][1] + c, None
+        c = c.strip() if trim else c
         h, close = open_close(fmt, m["role"])
-        if m["role"] == "assistant":
-            spans.append((at + len(h), at + len(h) + len(c) + len(close)))
+        if m["role"] == "assistant":   # (the [INST] form's open learned too)
+            spans.append((at if fmt in INST else at + len(h), at + len(h) + len(c) + len(close)))
         parts += [h, c, close, after]
         at += len(h) + len(c) + len(close) + len(after)
     parts.append(TAIL.get(fmt, ""))
@@ -221,7 +260,7 @@ def chat_row(tok, fmt, msgs):
     enc = tok.encode(text, add_special_tokens=False)
     assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
     keep = [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
-    ids, pad = enc.ids, tok.token_to_id(end)
+    ids, pad = enc.ids, tok.token_to_id(stop(fmt))
     x = [ids[i] if i < len(ids) else pad for i in range(TC)]
     y = [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100 for i in range(TC)]
     return (x, y) if any(v != -100 for v in y) else None
@@ -301,7 +340,7 @@ def sample_chat(tok, tj, fmt, d):
     subprocess.run([TRAINC, "run", sp, "--out", run_dir, "--quiet"], check=True, capture_output=True)
     import st_check
     w = {k: v.copy() for k, v in st_check.load(os.path.join(run_dir, "model.safetensors")).items()}
-    eid = tok.token_to_id(end)
+    eid = tok.token_to_id(stop(fmt))
     w["head.weight"][:] = 0
     w["head.bias"][:] = 0
     w["head.bias"][eid] = 10
@@ -318,15 +357,24 @@ def sample_chat(tok, tj, fmt, d):
     assert p.returncode == 0 and got == want, (fmt, p.returncode, got, want, p.stderr[-500:])
     assert p.stdout == "\n", (fmt, p.stdout)   # ended at once, at the end token
     q = subprocess.run(base + ["--stop", OTHER.get(fmt, head)], capture_output=True, text=True)
-    assert q.returncode == 0 and q.stdout == end * 5 + "\n", (fmt, q.returncode, q.stdout, q.stderr[-500:])
+    assert q.returncode == 0 and q.stdout == stop(fmt) * 5 + "\n", (fmt, q.returncode, q.stdout, q.stderr[-500:])
     # a conversation from stdin, a turn a line: the turns' ids are the template's for the
-    # whole conversation (each reply, empty here, closed by the end token)
+    # whole conversation (each reply, empty here, closed by the end token; where the end is
+    # more than the token a reply ends at, the model writes the rest: the turns are then
+    # the template's for each user message after that token)
     turns = ["first question", "  second, longer one \u3000"]
     conv = subprocess.run(base[:-2], input="\n".join(turns) + "\n", capture_output=True, text=True)
     got = [int(v) for m in re.finditer(r"^turn: \d+ tokens:(.*)$", conv.stderr, re.M) for v in m.group(1).split()]
     msgs = [{"role": "user", "content": turns[0]}, {"role": "assistant", "content": ""},
             {"role": "user", "content": turns[1]}]
-    want2 = hf.apply_chat_template(msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
+
+    def conversation(ms):
+        if fmt not in STOP:
+            return hf.apply_chat_template(ms, chat_template=jinja, add_generation_prompt=True, tokenize=True)
+        return (hf.apply_chat_template(ms[:-2], chat_template=jinja, add_generation_prompt=True, tokenize=True)
+                + [eid] + hf.apply_chat_template(ms[-1:], chat_template=jinja, add_generation_prompt=True,
+                                                 tokenize=True))
+    want2 = conversation(msgs)
     assert conv.returncode == 0 and got == want2 and conv.stdout == "\n\n", (
         fmt, conv.returncode, got, want2, conv.stdout, conv.stderr[-500:])
     # --system: the system message's turn first (its content trimmed where the template
@@ -345,7 +393,7 @@ def sample_chat(tok, tj, fmt, d):
         want_s = hf.apply_chat_template(sm + [{"role": "user", "content": user}], chat_template=jinja, add_generation_prompt=True, tokenize=True)
         assert s.returncode == 0 and got == want_s, (fmt, s.returncode, got, want_s, s.stderr[-500:])
         got = [int(v) for m in re.finditer(r"^turn: \d+ tokens:(.*)$", sconv.stderr, re.M) for v in m.group(1).split()]
-        want_c = hf.apply_chat_template(sm + msgs, chat_template=jinja, add_generation_prompt=True, tokenize=True)
+        want_c = conversation(sm + msgs)
         assert sconv.returncode == 0 and got == want_c, (fmt, sconv.returncode, got, want_c, sconv.stderr[-500:])
         # an empty system message, which Phi-3.5's template leaves out and the others write
         e = subprocess.run(base + ["--system", ""], capture_output=True, text=True)
@@ -364,7 +412,7 @@ def sample_chat(tok, tj, fmt, d):
     assert r.returncode == 1 and "--chat writes text in a chat template: it needs --tokenizer" in r.stderr, r.stderr
     print("ok   --chat %s: the prompt's %d ids are apply_chat_template's (add_generation_prompt); "
           "the sample ends at %s unless --stop names another; two turns from stdin are the "
-          "conversation's %d ids; --system %s" % (fmt, len(want), end, len(want2),
+          "conversation's %d ids; --system %s" % (fmt, len(want), stop(fmt), len(want2),
                                                   "refused" if fmt in NO_SYSTEM else "the system turn's ids first"))
 
 
@@ -425,6 +473,17 @@ def refusals(tok, tj, sj):
             [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}],
             "--chat mistral writes user and assistant messages alone (its template refuses others) "
             "(message 2 is 'tool')")
+    refused(sj, "llama2", "a system message not first", CHATS[1][:2] + CHATS[0][:1],
+            "--chat llama2 takes a system message first alone (its template writes it into the "
+            "first user message; message 3 is 'system')")
+    refused(sj, "llama2", "two user messages after the system message", CHATS[0][:2] + CHATS[0][1:2],
+            "--chat llama2 " + in_turn + "(message 3 is 'user')")
+    refused(sj, "llama2", "a tool message (its template leaves it out)",
+            [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}],
+            "--chat llama2 writes user and assistant messages alone")
+    refused(sj, "zephyr", "a tool message (its template leaves it out)",
+            [{"role": "user", "content": "2 + 2?"}, {"role": "tool", "content": "4"}],
+            "--chat zephyr writes system, user and assistant messages alone")
 
 
 def run(*args, ok=True):
