@@ -102,7 +102,24 @@ endif
 ifeq ($(HF_NEW_PYTHON),$(HF_NEW_VENV)/bin/python)
 HF_DEPS += $(HF_NEW_VENV)/.transformers-$(TRANSFORMERS_NEW)
 endif
+# TensorBoard, the reader of the events files trainers write (tests/tb_events.py,
+# TB_PYTHON): in a venv of its own, so that its protobuf stays out of the oracles'
+TB_VENV          ?= .venv/tb
+TB_PYTHON        ?= $(TB_VENV)/bin/python
+TENSORBOARD      := 2.21.0
+ifeq ($(TB_PYTHON),$(TB_VENV)/bin/python)
+HF_DEPS += $(TB_VENV)/.tensorboard-$(TENSORBOARD)
+endif
 deps: deps-deb $(HF_DEPS)
+$(TB_VENV)/.tensorboard-$(TENSORBOARD): | deps-deb
+	@echo "deps: tensorboard==$(TENSORBOARD) into $(TB_VENV)"
+	@rm -f $(TB_VENV)/.tensorboard-*
+	/usr/bin/python3 -m venv --system-site-packages $(TB_VENV)
+	@$(TB_VENV)/bin/pip install -q --disable-pip-version-check 'tensorboard==$(TENSORBOARD)' || \
+	  { echo "deps: pip could not install tensorboard==$(TENSORBOARD) (no network?): run" \
+	    "make deps again, or set TB_PYTHON to an interpreter that has it"; exit 1; }
+	@$(TB_VENV)/bin/python -c 'import tensorboard; assert tensorboard.__version__ == "$(TENSORBOARD)"'
+	@touch $@
 
 # hf_venv VENV VERSION: the rule that makes VENV with transformers==VERSION
 define hf_venv
@@ -159,13 +176,13 @@ test: deps
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) -j$(NPROC) data/fashion/train_x.npy data/text/train_000000.bin
 	JOBS='$(JOBS)' TESTS='$(TESTS)' HF_PYTHON='$(HF_PYTHON)' HF_NEW_PYTHON='$(HF_NEW_PYTHON)' \
-	  bash tests/run_all.sh
+	  TB_PYTHON='$(TB_PYTHON)' bash tests/run_all.sh
 
 check: deps
 	$(MAKE) -j$(NPROC) all
 	$(MAKE) -j$(NPROC) data/fashion/train_x.npy data/text/train_000000.bin
 	JOBS='$(JOBS)' TESTS='$(TESTS)' TIER=check HF_PYTHON='$(HF_PYTHON)' \
-	  HF_NEW_PYTHON='$(HF_NEW_PYTHON)' bash tests/run_all.sh
+	  HF_NEW_PYTHON='$(HF_NEW_PYTHON)' TB_PYTHON='$(TB_PYTHON)' bash tests/run_all.sh
 
 bench: all data/fashion/train_x.npy
 	bash bench/run.sh
@@ -180,7 +197,8 @@ clean:
 
 help:
 	@echo "make          build build/trainc"
-	@echo "make deps     the Debian packages (as root), transformers 4.40.2 and 4.48.3 in .venv/hf, .venv/hf-new"
+	@echo "make deps     the Debian packages (as root), transformers 4.40.2 and 4.48.3 in .venv/hf, .venv/hf-new,"
+	@echo "              tensorboard 2.21.0 in .venv/tb"
 	@echo "make demo     install deps, build, convert Fashion-MNIST, train specs/mlp_fashion.json"
 	@echo "make test     the whole test suite (JOBS=2 at a time, TESTS='PATTERN ...' for some)"
 	@echo "make check    its quick tier: unit, golden, verify, bad input, cli, a parity"

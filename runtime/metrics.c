@@ -1,6 +1,7 @@
 /* metrics.c: what a run tells the user while it goes: metrics.jsonl (one JSON object a
- * line, flushed at once so `tail -f` and a crash both see every record), loss.svg
- * (a self-contained plot, redrawn atomically), and the progress line on a terminal. */
+ * line, flushed at once so `tail -f` and a crash both see every record; TensorBoard's
+ * events file beside it, tboard.c), loss.svg (a self-contained plot, redrawn
+ * atomically), and the progress line on a terminal. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio_ext.h>
@@ -39,6 +40,8 @@ struct rt_metrics {
     off_t whole;                   /* the file's length up to its last whole record */
     series train, val;          /* a GAN's: d_loss and g_loss (rt_metrics_gan) */
     int gan;
+    int64_t last_step;             /* the last step of the records kept on --resume (-1) */
+    rt_tb *tb;
 };
 
 /* Keeps the steps increasing: a resumed run repeats the steps after its checkpoint,
@@ -72,6 +75,8 @@ static void reload_points(rt_metrics *mt)
         if (!o)
             continue;   /* a torn last line from a crash */
         const cJSON *step = cJSON_GetObjectItemCaseSensitive(o, "step");
+        if (cJSON_IsNumber(step) && step->valuedouble > (double)mt->last_step)
+            mt->last_step = (int64_t)step->valuedouble;
         const cJSON *loss = cJSON_GetObjectItemCaseSensitive(o, "loss");
         const cJSON *val = cJSON_GetObjectItemCaseSensitive(o, "val_loss");
         if (!loss && !val) {   /* a GAN's record: its two losses */
@@ -138,6 +143,7 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
         rt_fail("%s: output folder name too long", dir);
     snprintf(mt->dir, sizeof mt->dir, "%s", dir);
     snprintf(mt->path, sizeof mt->path, "%s/metrics.jsonl", dir);
+    mt->last_step = -1;
     if (rt_mkdir_p(dir) != 0)
         rt_input_error("%s: cannot create the output folder: %s", dir, strerror(errno));
     rt_metrics_file_check(mt->path);
@@ -150,6 +156,7 @@ rt_metrics *rt_metrics_open(const char *dir, int append)
     mt->whole = fstat(fileno(mt->f), &st) == 0 ? st.st_size : 0;
     if (append)
         cut_torn_tail(mt);
+    mt->tb = rt_tb_open(dir, mt->last_step + 1);
     return mt;
 }
 
@@ -167,6 +174,7 @@ void rt_metrics_line(rt_metrics *mt, const char *json)
         rt_fail("%s: write failed: %s%s", mt->path, strerror(e), rt_full_hint(e));
     }
     mt->whole += (off_t)strlen(json) + 1;
+    rt_tb_record(mt->tb, json);
 }
 
 void rt_metrics_sync(rt_metrics *mt)
@@ -199,6 +207,7 @@ void rt_metrics_close(rt_metrics *mt)
         return;
     if (fclose(mt->f) != 0)
         rt_fail("%s: write failed: %s", mt->path, strerror(errno));
+    rt_tb_close(mt->tb);
     free(mt->train.p);
     free(mt->val.p);
     free(mt);

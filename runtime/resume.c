@@ -285,8 +285,10 @@ void rt_resume_into_out(Run *r, const rt_loop_state *s)
         rt_file_size(r->out, "metrics.jsonl") > s->metrics_bytes &&
         truncate(mp, s->metrics_bytes) != 0)
         rt_fail("cannot truncate %s: %s", mp, strerror(errno));
-    if (!rt_same_folder(r->out, r->o.resume))
+    if (!rt_same_folder(r->out, r->o.resume)) {
         copy_history(r->o.resume, r->out, s->metrics_bytes);
+        rt_tb_link_files(r->o.resume, r->out);
+    }
     restore_best(r, s);
     if (rt_same_folder(r->out, r->o.resume))
         rt_ckpt_set_aside_damaged();

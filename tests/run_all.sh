@@ -29,6 +29,9 @@ command -v "$HF_PYTHON" >/dev/null || HF_PYTHON=$PYTHON
 # and a newer transformers (4.48.3) for the families 4.40 lacks (tests/hf_io.py --newer)
 export HF_NEW_PYTHON=${HF_NEW_PYTHON:-.venv/hf-new/bin/python}
 command -v "$HF_NEW_PYTHON" >/dev/null || HF_NEW_PYTHON=$PYTHON
+# and TensorBoard, the reader of the trainers' events files (tests/tb_events.py)
+export TB_PYTHON=${TB_PYTHON:-.venv/tb/bin/python}
+command -v "$TB_PYTHON" >/dev/null || TB_PYTHON=$PYTHON
 T=build/tests
 mkdir -p "$T"
 # the fake NVRTC's modules, shared by the checks on the fake GPU (tests/fake_gpu/
@@ -123,6 +126,7 @@ check jit_cc              bash tests/jit_cc.sh
 check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
+check tensorboard         $TB_PYTHON tests/tb_events.py
 check min_steps           --after=fake_gpu/lib bash tests/min_steps.sh
 # --predict: the MLP's and the ResNet's logits against PyTorch in eval mode, a token
 # model's against --eval, bad input
