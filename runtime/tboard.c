@@ -121,18 +121,27 @@ static double wall_time(void)
 
 #define TB_PREFIX "events.out.tfevents."
 
-/* Whether DIR holds an events file whose name sorts at or after path's. */
-static int later_file(const char *dir, const char *path)
+/* The latest second an events file of DIR is named by (10 digits after the prefix, as
+ * trainc, TensorFlow and PyTorch name them), or -1 */
+static long long latest_second(const char *dir)
 {
-    const char *name = strrchr(path, '/') + 1;
+    long long latest = -1;
     DIR *dp = opendir(dir);
     if (!dp)
-        return 0;
-    int later = 0;
-    for (struct dirent *e; (e = readdir(dp)) && !later;)
-        later = !strncmp(e->d_name, TB_PREFIX, strlen(TB_PREFIX)) && strcmp(e->d_name, name) >= 0;
+        return latest;
+    for (struct dirent *e; (e = readdir(dp));) {
+        const char *t = e->d_name + strlen(TB_PREFIX);
+        if (strncmp(e->d_name, TB_PREFIX, strlen(TB_PREFIX)) != 0 || strlen(t) < 11 || t[10] != '.')
+            continue;
+        long long v = 0;
+        int k = 0;
+        while (k < 10 && t[k] >= '0' && t[k] <= '9')
+            v = 10 * v + (t[k++] - '0');
+        if (k == 10 && v > latest)
+            latest = v;
+    }
     closedir(dp);
-    return later;
+    return latest;
 }
 
 void rt_tb_link_files(const char *from, const char *to)
@@ -180,13 +189,11 @@ rt_tb *rt_tb_open(const char *dir, int64_t first_step)
     host[sizeof host - 1] = 0;
     /* named by the second it starts, after any file of an earlier session in the
      * folder (TensorBoard reads a folder's files in the order of their names) */
-    long long sec = (long long)time(NULL);
-    for (;; sec++) {
-        snprintf(tb->path, sizeof tb->path, "%s/" TB_PREFIX "%010lld.%s.%ld.trainc", dir, sec,
-                 host, (long)getpid());
-        if (!later_file(dir, tb->path))
-            break;
-    }
+    long long sec = (long long)time(NULL), latest = latest_second(dir);
+    if (sec <= latest)
+        sec = latest + 1;
+    snprintf(tb->path, sizeof tb->path, "%s/" TB_PREFIX "%010lld.%s.%ld.trainc", dir, sec, host,
+             (long)getpid());
     tb->f = fopen(tb->path, "wb");
     if (!tb->f)
         rt_fail("%s: cannot open for writing: %s", tb->path, strerror(errno));
