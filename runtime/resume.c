@@ -4,6 +4,7 @@
  * that end where it was taken); in the output folder the records after it are cut (or
  * copied, --out elsewhere) and the best weights restored; a run resumed at a limit
  * says how to go further. */
+#include <dirent.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -47,6 +48,25 @@ static void restore_best(Run *r, const rt_loop_state *s)
             rt_fail("cannot write %s: %s%s", dst, strerror(errno), rt_full_hint(errno));
     } else if (s->best_step < 0 && unlink(dst) != 0 && errno != ENOENT)
         rt_fail("cannot remove %s: %s", dst, strerror(errno));
+}
+
+/* --resume A --out B: A's TensorBoard events files linked (or copied) into B, as its
+ * records are (the resumed session's own file drops their points past the checkpoint) */
+static void link_events(const char *from, const char *to)
+{
+    DIR *dp = opendir(from);
+    if (!dp)
+        return;
+    for (struct dirent *e; (e = readdir(dp));) {
+        if (strncmp(e->d_name, RT_TB_PREFIX, strlen(RT_TB_PREFIX)) != 0)
+            continue;
+        char src[RT_PATH_MAX + 300], dst[RT_PATH_MAX + 300];
+        rt_join_path(src, sizeof src, from, e->d_name);
+        rt_join_path(dst, sizeof dst, to, e->d_name);
+        if (access(dst, F_OK) != 0 && rt_link_or_copy(src, dst) != 0)
+            rt_fail("cannot copy %s to %s: %s", src, dst, strerror(errno));
+    }
+    closedir(dp);
 }
 
 /* --resume A --out B: B's metrics.jsonl starts with A's records up to the checkpoint
@@ -287,7 +307,7 @@ void rt_resume_into_out(Run *r, const rt_loop_state *s)
         rt_fail("cannot truncate %s: %s", mp, strerror(errno));
     if (!rt_same_folder(r->out, r->o.resume)) {
         copy_history(r->o.resume, r->out, s->metrics_bytes);
-        rt_tb_link_files(r->o.resume, r->out);
+        link_events(r->o.resume, r->out);
     }
     restore_best(r, s);
     if (rt_same_folder(r->out, r->o.resume))

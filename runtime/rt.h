@@ -704,15 +704,14 @@ void rt_plot_lr_find(const char *dir, const double *lr, const double *loss, int6
                      double suggested);
 void rt_metrics_close(rt_metrics *mt);
 
-/* TensorBoard's view of metrics.jsonl (tboard.c): a session's events file in DIR,
- * beginning at first_step (TensorBoard drops an earlier file's points from there on);
- * a record's numbers as scalars (event records left out); --resume A --out B: A's
- * events files linked (or copied) into B. */
+/* TensorBoard's view of metrics.jsonl (tboard.c): a session's events file in DIR
+ * (named RT_TB_PREFIX...), beginning at first_step (TensorBoard drops an earlier file's
+ * points from there on); a record's numbers as scalars (event records left out). */
+#define RT_TB_PREFIX "events.out.tfevents."
 typedef struct rt_tb rt_tb;
 rt_tb *rt_tb_open(const char *dir, int64_t first_step);
 void rt_tb_record(rt_tb *tb, const char *json);
 void rt_tb_close(rt_tb *tb);
-void rt_tb_link_files(const char *from, const char *to);
 
 /* The trainer options, one a line (options.c): a trainer's --help and `trainc help run`
  * (m NULL: any trainer). */

@@ -9,7 +9,8 @@
  * SessionLog START at the first step it may record: TensorBoard drops the points an
  * earlier file of the folder holds from that step on, so a resumed run, which repeats
  * the steps after its checkpoint, reads as one run (the records metrics.jsonl dropped at
- * the resume are dropped here too). --resume A --out B links A's files into B first. */
+ * the resume are dropped here too). --resume A --out B links A's files into B first
+ * (resume.c). */
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
@@ -19,7 +20,6 @@
 #include <unistd.h>
 #include <cjson/cJSON.h>
 #include "rt.h"
-#include "run.h"
 
 struct rt_tb {
     char path[RT_PATH_MAX + 96];
@@ -119,8 +119,6 @@ static double wall_time(void)
 
 /* ---- the files ------------------------------------------------------------------ */
 
-#define TB_PREFIX "events.out.tfevents."
-
 /* The latest second an events file of DIR is named by (10 digits after the prefix, as
  * trainc, TensorFlow and PyTorch name them), or -1 */
 static long long latest_second(const char *dir)
@@ -130,8 +128,8 @@ static long long latest_second(const char *dir)
     if (!dp)
         return latest;
     for (struct dirent *e; (e = readdir(dp));) {
-        const char *t = e->d_name + strlen(TB_PREFIX);
-        if (strncmp(e->d_name, TB_PREFIX, strlen(TB_PREFIX)) != 0 || strlen(t) < 11 || t[10] != '.')
+        const char *t = e->d_name + strlen(RT_TB_PREFIX);
+        if (strncmp(e->d_name, RT_TB_PREFIX, strlen(RT_TB_PREFIX)) != 0 || strlen(t) < 11 || t[10] != '.')
             continue;
         long long v = 0;
         int k = 0;
@@ -142,23 +140,6 @@ static long long latest_second(const char *dir)
     }
     closedir(dp);
     return latest;
-}
-
-void rt_tb_link_files(const char *from, const char *to)
-{
-    DIR *dp = opendir(from);
-    if (!dp)
-        return;
-    for (struct dirent *e; (e = readdir(dp));) {
-        if (strncmp(e->d_name, TB_PREFIX, strlen(TB_PREFIX)) != 0)
-            continue;
-        char src[RT_PATH_MAX + 300], dst[RT_PATH_MAX + 300];
-        rt_join_path(src, sizeof src, from, e->d_name);
-        rt_join_path(dst, sizeof dst, to, e->d_name);
-        if (access(dst, F_OK) != 0 && rt_link_or_copy(src, dst) != 0)
-            rt_fail("cannot copy %s to %s: %s", src, dst, strerror(errno));
-    }
-    closedir(dp);
 }
 
 /* One Event (ev: its fields but the time) as a record of the file, flushed. */
@@ -192,7 +173,7 @@ rt_tb *rt_tb_open(const char *dir, int64_t first_step)
     long long sec = (long long)time(NULL), latest = latest_second(dir);
     if (sec <= latest)
         sec = latest + 1;
-    snprintf(tb->path, sizeof tb->path, "%s/" TB_PREFIX "%010lld.%s.%ld.trainc", dir, sec, host,
+    snprintf(tb->path, sizeof tb->path, "%s/" RT_TB_PREFIX "%010lld.%s.%ld.trainc", dir, sec, host,
              (long)getpid());
     tb->f = fopen(tb->path, "wb");
     if (!tb->f)

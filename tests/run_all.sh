@@ -195,7 +195,7 @@ check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/a
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
 check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/unicode.c -lcjson -o $T/test_tokenizer
 check unit/tokenizer      --after=unit/build_tokenizer $T/test_tokenizer
-check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_io
+check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/tboard.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             --after=unit/build_io $T/test_io
 check unit/build_half     $UCC tests/unit/test_half.c -lm -o $T/test_half
 check unit/half           --after=unit/build_half $T/test_half
@@ -208,7 +208,7 @@ check unit/build_config   $UCC tests/unit/test_spec.c runtime/config.c runtime/u
 check unit/config         --after=unit/build_config $T/test_spec
 check unit/build_es       $UCC tests/unit/test_earlystop.c runtime/earlystop.c runtime/config.c runtime/util.c -lm -o $T/test_es
 check unit/earlystop      --after=unit/build_es $T/test_es
-check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/util.c -lcjson -lm -o $T/test_lrfind
+check unit/build_lrfind   $UCC tests/unit/test_lrfind.c runtime/lrfind.c runtime/metrics.c runtime/tboard.c runtime/util.c -lcjson -lm -o $T/test_lrfind
 check unit/lrfind         --after=unit/build_lrfind $T/test_lrfind
 # a GAN's --sample files: the PNG grid against a NumPy make_grid + save_image, the .npy
 # against np.save (tests/image_check.py runs the binary, then reads its files back)

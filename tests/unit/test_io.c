@@ -5,7 +5,7 @@
  * lines; exits 1 on failure.
  *
  *   cc -std=gnu11 -O1 -g -fsanitize=address,undefined -Iruntime tests/unit/test_io.c \
- *      runtime/safetensors.c runtime/metrics.c runtime/util.c -lcjson -lm -o build/test_io
+ *      runtime/safetensors.c runtime/metrics.c runtime/tboard.c runtime/util.c -lcjson -lm -o build/test_io
  *
  * `build/test_io FILE` also leaves the round-trip weights in FILE, for
  * tests/st_check.py to read back. */
