@@ -140,9 +140,10 @@ const char *rt_chat_role_error(const rt_chat_format *f, int k, const char *role)
     if (f->alternate && user != (k % 2 == 0))
         return "needs the roles in turn, as its template does: user, assistant, user, ...";
     if (f->user_open && !user && strcmp(role, "assistant"))
-        return f->sys_open ? "writes user and assistant messages alone after a system message "
-                             "first (its template leaves others out)"
-                           : "writes user and assistant messages alone (its template refuses others)";
+        return f->sys_open
+                   ? "writes user and assistant messages alone after a system message first "
+                     "(its template leaves others out)"
+                   : "writes user and assistant messages alone (its template refuses others)";
     return NULL;
 }
 

@@ -128,8 +128,10 @@ static long long latest_second(const char *dir)
     if (!dp)
         return latest;
     for (struct dirent *e; (e = readdir(dp));) {
+        if (strncmp(e->d_name, RT_TB_PREFIX, strlen(RT_TB_PREFIX)) != 0)
+            continue;
         const char *t = e->d_name + strlen(RT_TB_PREFIX);
-        if (strncmp(e->d_name, RT_TB_PREFIX, strlen(RT_TB_PREFIX)) != 0 || strlen(t) < 11 || t[10] != '.')
+        if (strlen(t) < 11 || t[10] != '.')
             continue;
         long long v = 0;
         int k = 0;
