@@ -22,7 +22,7 @@
 #include "rt.h"
 
 struct rt_tb {
-    char path[RT_PATH_MAX + 96];
+    char path[RT_PATH_MAX + 128];   /* DIR (under RT_PATH_MAX) and the name: at most 113 */
     FILE *f;
 };
 
