@@ -111,29 +111,21 @@ ifeq ($(TB_PYTHON),$(TB_VENV)/bin/python)
 HF_DEPS += $(TB_VENV)/.tensorboard-$(TENSORBOARD)
 endif
 deps: deps-deb $(HF_DEPS)
-$(TB_VENV)/.tensorboard-$(TENSORBOARD): | deps-deb
-	@echo "deps: tensorboard==$(TENSORBOARD) into $(TB_VENV)"
-	@rm -f $(TB_VENV)/.tensorboard-*
-	/usr/bin/python3 -m venv --system-site-packages $(TB_VENV)
-	@$(TB_VENV)/bin/pip install -q --disable-pip-version-check 'tensorboard==$(TENSORBOARD)' || \
-	  { echo "deps: pip could not install tensorboard==$(TENSORBOARD) (no network?): run" \
-	    "make deps again, or set TB_PYTHON to an interpreter that has it"; exit 1; }
-	@$(TB_VENV)/bin/python -c 'import tensorboard; assert tensorboard.__version__ == "$(TENSORBOARD)"'
-	@touch $@
 
-# hf_venv VENV VERSION: the rule that makes VENV with transformers==VERSION
-define hf_venv
-$(1)/.transformers-$(2): | deps-deb
-	@echo "deps: transformers==$(2) into $(1)"
-	@rm -f $(1)/.transformers-*
+# pip_venv VENV PACKAGE VERSION [MODULE]: the rule that makes VENV (over Debian's Python
+# packages) with PACKAGE==VERSION, checked by importing it (and MODULE: torch, Debian's)
+define pip_venv
+$(1)/.$(2)-$(3): | deps-deb
+	@echo "deps: $(2)==$(3) into $(1)"
+	@rm -f $(1)/.$(2)-*
 	/usr/bin/python3 -m venv --system-site-packages $(1)
-	@$(1)/bin/pip install -q --disable-pip-version-check 'transformers==$(2)' || \
-	  { echo "deps: pip could not install transformers==$(2) (no network?): run" \
-	    "make deps again, or set the interpreter (HF_PYTHON, HF_NEW_PYTHON) to one that has it"; exit 1; }
-	@$(1)/bin/python -c 'import torch, transformers; assert transformers.__version__ == "$(2)"'
+	@$(1)/bin/pip install -q --disable-pip-version-check '$(2)==$(3)' || \
+	  { echo "deps: pip could not install $(2)==$(3) (no network?): run make deps again," \
+	    "or set the interpreter (HF_PYTHON, HF_NEW_PYTHON, TB_PYTHON) to one that has it"; exit 1; }
+	@$(1)/bin/python -c 'import $(2); $(if $(4),import $(4);) assert $(2).__version__ == "$(3)"'
 	@touch $$@
 endef
-$(eval $(call hf_venv,$(HF_VENV),$(TRANSFORMERS)))
+$(eval $(call pip_venv,$(HF_VENV),transformers,$(TRANSFORMERS),torch))
 # PEFT beside transformers 4.40.2, the oracle of export --adapter's files (tests/hf_io.py):
 # without its dependencies, which would bring a torch 2 over Debian's (accelerate's
 # pinned to one that reads torch 1.13; psutil and yaml come with python3-torch)
@@ -144,7 +136,8 @@ $(HF_VENV)/.peft-$(PEFT): $(HF_VENV)/.transformers-$(TRANSFORMERS)
 	  'accelerate==0.29.3' || { echo "deps: pip could not install peft==$(PEFT) (no network?)"; exit 1; }
 	@$(HF_VENV)/bin/python -c 'import peft, torch; assert peft.__version__ == "$(PEFT)"'
 	@touch $@
-$(eval $(call hf_venv,$(HF_NEW_VENV),$(TRANSFORMERS_NEW)))
+$(eval $(call pip_venv,$(HF_NEW_VENV),transformers,$(TRANSFORMERS_NEW),torch))
+$(eval $(call pip_venv,$(TB_VENV),tensorboard,$(TENSORBOARD)))
 deps-deb:
 	@missing=$$(for p in $(DEB_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -z "$$missing" ]; then echo "deps: all installed"; \
