@@ -14,9 +14,11 @@ int cmd_plan(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
- * renamed to their names by data_commit once complete; removed at exit before it. */
+ * renamed to their names by data_commit once complete; removed at exit before it, or by
+ * data_abandon (the fuzz targets, after an input that exited). */
 const char *data_stage(const char *final);
 void data_commit(void);
+void data_abandon(void);
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */
 int cmd_help(int argc, char **argv);

@@ -61,20 +61,29 @@ typedef struct IdxArray {
  * only once all of them are complete, so a failure (a full disk) leaves the folder as
  * it was: the .part files are removed at exit unless the set was committed. */
 static char **staged_final, **staged_part;
-static int n_staged, cap_staged, staged_done;
+static int n_staged, cap_staged;
 
-static void staged_cleanup(void)
+static void staged_clear(void)
 {
-    if (!staged_done)
-        for (int i = 0; i < n_staged; i++)
-            unlink(staged_part[i]);
+    for (int i = 0; i < n_staged; i++) {
+        free(staged_final[i]);
+        free(staged_part[i]);
+    }
+    n_staged = 0;
+}
+
+void data_abandon(void)
+{
+    for (int i = 0; i < n_staged; i++)
+        unlink(staged_part[i]);
+    staged_clear();
 }
 
 /* The name to write `final` under until data_commit (cmd.h). */
 const char *data_stage(const char *final)
 {
     if (n_staged == 0 && cap_staged == 0)
-        atexit(staged_cleanup);
+        atexit(data_abandon);
     if (n_staged == cap_staged) {
         cap_staged = cap_staged ? 2 * cap_staged : 16;
         staged_final = realloc(staged_final, (size_t)cap_staged * sizeof *staged_final);
@@ -93,7 +102,7 @@ void data_commit(void)
         if (rename(staged_part[i], staged_final[i]) != 0)
             error_input("%s: cannot rename to %s: %s", staged_part[i], staged_final[i],
                         strerror(errno));
-    staged_done = 1;
+    staged_clear();
 }
 
 static int path_exists(const char *p)

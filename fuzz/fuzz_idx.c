@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 int trainc_main(int argc, char **argv);
+void data_abandon(void);
 
 static const char *const names[4] = {"train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                                      "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"};
@@ -56,6 +57,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FILE *keep = stdout;
     stdout = fopen("/dev/null", "w");   /* the "wrote ..." lines */
     FUZZ_RUN(trainc_main(6, argv));
+    if (fuzz_jumped)
+        data_abandon();   /* the .part files an exit would have removed */
     fclose(stdout);
     stdout = keep;
     return 0;
