@@ -1,11 +1,12 @@
-/* spec.c: reads the model and training specs (docs/spec.md) into a Spec.
+/* spec.c: reads the model and training specs (docs/spec.md) into a Spec: the checking
+ * helpers both halves share (spec_read.h), the model spec, and the entry points.
  *
  * Checks, in order: JSON syntax (FILE:LINE:COL; spec_json.c), duplicate keys, the top-level
  * layout, the model (keys, types and ranges of every value, with "did you mean"),
- * layer- and parameter-name collisions, then the training spec through the runtime's
- * config table (runtime/config.c), so the compiler and a trainer's --set take the same
- * values. Shapes are the op files' business (ops/, from graph.c). Every error exits 1
- * through error_at().
+ * layer- and parameter-name collisions, then the training spec (spec_train.c) through
+ * the runtime's config table (runtime/config.c), so the compiler and a trainer's --set
+ * take the same values. Shapes are the op files' business (ops/, from graph.c). Every
+ * error exits 1 through error_at().
  */
 #include <ctype.h>
 #include <float.h>
@@ -15,6 +16,7 @@
 #include <string.h>
 #include <strings.h>
 #include "ops/op.h"
+#include "spec_read.h"
 
 
 const OpInfo op_info[OP__COUNT] = {
@@ -37,28 +39,12 @@ typedef struct Canon {
 } Canon;
 static Canon *canons;
 
-/* Where each training-spec key came from in the file ("optimizer.nesterov" ->
- * "$.train.optimizer.nesterov"), for the cross-field rules' errors. */
-typedef struct KeyPath {
-    char *key, *path;
-} KeyPath;
-
-typedef struct KeyPaths {
-    KeyPath *v;
-    int n, cap;
-} KeyPaths;
-
-typedef struct Ctx {
-    const char *file;          /* for error_at */
-    Spec *s;
-    KeyPaths *keys;            /* while reading "train" */
-} Ctx;
 
 /* ---- small helpers ------------------------------------------------------- */
 
 /* Keeps a pointer reachable for good: suggestion lists and message parts built just
  * before error_at() exits, so that LeakSanitizer stays quiet on bad input. */
-static void *keep(void *p)
+void *sp_keep(void *p)
 {
     static void **kept;
     static size_t n, cap;
@@ -75,9 +61,9 @@ static void *keep(void *p)
 }
 
 /* User text for a one-line message: control characters escaped, at most 60 bytes. */
-static const char *show(const char *s)
+const char *sp_show(const char *s)
 {
-    char *out = keep(xcalloc(1, 4 * 60 + 4)), *o = out;
+    char *out = sp_keep(xcalloc(1, 4 * 60 + 4)), *o = out;
     size_t i = 0;
     for (; s[i] && i < 60; i++) {
         unsigned char ch = (unsigned char)s[i];
@@ -106,17 +92,17 @@ static int is_ident(const char *s)
 }
 
 /* "$.a.b" for identifier keys, "$.a[\"x y\"]" otherwise. */
-static char *path_key(const char *parent, const char *key)
+char *sp_path_key(const char *parent, const char *key)
 {
     if (is_ident(key))
         return xasprintf("%s.%s", parent, key);
-    return xasprintf("%s[\"%s\"]", parent, show(key));
+    return xasprintf("%s[\"%s\"]", parent, sp_show(key));
 }
 
 static char *path_index(const char *parent, int i) { return xasprintf("%s[%d]", parent, i); }
 
 /* A number as short as it reads back exactly: 25.5, 0.9, 1e-08, 1024. */
-static void fmt_number(char *buf, size_t len, double d)
+void sp_fmt_number(char *buf, size_t len, double d)
 {
     if (d == floor(d) && fabs(d) < 1e15) {
         snprintf(buf, len, "%.0f", d);
@@ -131,12 +117,12 @@ static void fmt_number(char *buf, size_t len, double d)
 
 /* A value as an error message shows it: numbers and literals as written, strings in
  * quotes, containers by kind. */
-static const char *got(const cJSON *v, char *buf, size_t len)
+const char *sp_got(const cJSON *v, char *buf, size_t len)
 {
     if (cJSON_IsNumber(v))
-        fmt_number(buf, len, v->valuedouble);
+        sp_fmt_number(buf, len, v->valuedouble);
     else if (cJSON_IsString(v))
-        snprintf(buf, len, "\"%s\"", show(v->valuestring));
+        snprintf(buf, len, "\"%s\"", sp_show(v->valuestring));
     else if (cJSON_IsBool(v))
         snprintf(buf, len, "%s", cJSON_IsTrue(v) ? "true" : "false");
     else if (cJSON_IsNull(v))
@@ -148,7 +134,7 @@ static const char *got(const cJSON *v, char *buf, size_t len)
     return buf;
 }
 
-static int in_list(const char *w, const char *const *words)
+int sp_in_list(const char *w, const char *const *words)
 {
     for (int i = 0; words[i]; i++)
         if (!strcmp(w, words[i]))
@@ -188,11 +174,11 @@ static const struct {
 };
 
 /* The key of `words` that `word` is another name for, or NULL. */
-static const char *alias_of(const char *word, const char *const *words)
+const char *sp_alias_of(const char *word, const char *const *words)
 {
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
         if (aliases[i].key && !strcasecmp(word, aliases[i].alias) &&
-            in_list(aliases[i].key, words))
+            sp_in_list(aliases[i].key, words))
             return aliases[i].key;
     return NULL;
 }
@@ -205,31 +191,31 @@ static int names_input_size(const char *word, const char *const *words)
     for (size_t i = 0; i < sizeof aliases / sizeof *aliases; i++)
         if (!strcasecmp(word, aliases[i].alias))
             return !aliases[i].key ||
-                   (!strcmp(aliases[i].key, "dim") && !in_list("dim", words));
+                   (!strcmp(aliases[i].key, "dim") && !sp_in_list("dim", words));
     return 0;
 }
 
 /* "unknown key 'K'; did you mean 'W'?" or, with no close word, the hint. */
-static _Noreturn void unknown(const Ctx *c, const char *path, const char *what,
-                              const char *word, const char *const *words, const char *hint)
+_Noreturn void sp_unknown(const Ctx *c, const char *path, const char *what,
+                          const char *word, const char *const *words, const char *hint)
 {
-    const char *near = alias_of(word, words);
+    const char *near = sp_alias_of(word, words);
     if (!near)
         near = rt_closest(word, words);
     if (near)
-        error_at(c->file, path, "unknown %s '%s'; did you mean '%s'?", what, show(word), near);
+        error_at(c->file, path, "unknown %s '%s'; did you mean '%s'?", what, sp_show(word), near);
     if (hint)
-        error_at(c->file, path, "unknown %s '%s'; %s", what, show(word), hint);
-    error_at(c->file, path, "unknown %s '%s'", what, show(word));
+        error_at(c->file, path, "unknown %s '%s'; %s", what, sp_show(word), hint);
+    error_at(c->file, path, "unknown %s '%s'", what, sp_show(word));
 }
 
 /* "a, b, c" from a NULL-terminated list. */
-static char *join(const char *const *words)
+char *sp_join(const char *const *words)
 {
     size_t n = 1;
     for (int i = 0; words[i]; i++)
         n += strlen(words[i]) + 2;
-    char *s = keep(xcalloc(1, n));
+    char *s = sp_keep(xcalloc(1, n));
     for (int i = 0; words[i]; i++) {
         if (i)
             strcat(s, ", ");
@@ -239,24 +225,24 @@ static char *join(const char *const *words)
 }
 
 /* Rejects keys of obj outside `allowed`, pointing at the key. */
-static void check_keys(const Ctx *c, const cJSON *obj, const char *path,
-                       const char *const *allowed)
+void sp_check_keys(const Ctx *c, const cJSON *obj, const char *path,
+                   const char *const *allowed)
 {
     const cJSON *ch;
     cJSON_ArrayForEach(ch, obj) {
-        if (in_list(ch->string, allowed))
+        if (sp_in_list(ch->string, allowed))
             continue;
-        char *hint_list = join(allowed);
-        char *hint = keep(xasprintf("expected one of %s", hint_list));
-        unknown(c, keep(path_key(path, ch->string)), "key", ch->string, allowed, hint);
+        char *hint_list = sp_join(allowed);
+        char *hint = sp_keep(xasprintf("expected one of %s", hint_list));
+        sp_unknown(c, sp_keep(sp_path_key(path, ch->string)), "key", ch->string, allowed, hint);
     }
 }
 
-static void need_object(const Ctx *c, const cJSON *v, const char *path, const char *what)
+void sp_need_object(const Ctx *c, const cJSON *v, const char *path, const char *what)
 {
     char b[300];
     if (!cJSON_IsObject(v))
-        error_at(c->file, path, "expected %s, got %s", what, got(v, b, sizeof b));
+        error_at(c->file, path, "expected %s, got %s", what, sp_got(v, b, sizeof b));
 }
 
 static int64_t get_int(const Ctx *c, const cJSON *v, const char *path, int64_t min,
@@ -269,10 +255,10 @@ static int64_t get_int(const Ctx *c, const cJSON *v, const char *path, int64_t m
         snprintf(want, sizeof want, "an integer >= %lld", (long long)min);
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) ||
         v->valuedouble != floor(v->valuedouble) || v->valuedouble < (double)min)
-        error_at(c->file, path, "expected %s, got %s", want, got(v, b, sizeof b));
+        error_at(c->file, path, "expected %s, got %s", want, sp_got(v, b, sizeof b));
     if (v->valuedouble > (double)max)
         error_at(c->file, path, "expected %s <= %lld, got %s", want, (long long)max,
-                 got(v, b, sizeof b));
+                 sp_got(v, b, sizeof b));
     return (int64_t)v->valuedouble;
 }
 
@@ -280,7 +266,7 @@ static double get_number(const Ctx *c, const cJSON *v, const char *path)
 {
     char b[300];
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble))
-        error_at(c->file, path, "expected a number, got %s", got(v, b, sizeof b));
+        error_at(c->file, path, "expected a number, got %s", sp_got(v, b, sizeof b));
     return v->valuedouble;
 }
 
@@ -288,7 +274,7 @@ static int get_bool(const Ctx *c, const cJSON *v, const char *path)
 {
     char b[300];
     if (!cJSON_IsBool(v))
-        error_at(c->file, path, "expected true or false, got %s", got(v, b, sizeof b));
+        error_at(c->file, path, "expected true or false, got %s", sp_got(v, b, sizeof b));
     return cJSON_IsTrue(v);
 }
 
@@ -296,7 +282,7 @@ static const char *get_string(const Ctx *c, const cJSON *v, const char *path)
 {
     char b[300];
     if (!cJSON_IsString(v))
-        error_at(c->file, path, "expected a string, got %s", got(v, b, sizeof b));
+        error_at(c->file, path, "expected a string, got %s", sp_got(v, b, sizeof b));
     return v->valuestring;
 }
 
@@ -306,28 +292,28 @@ static int get_choice(const Ctx *c, const cJSON *v, const char *path,
 {
     char b[300];
     if (!cJSON_IsString(v)) {
-        char *list = join(words);
-        error_at(c->file, path, "expected one of %s, got %s", list, got(v, b, sizeof b));
+        char *list = sp_join(words);
+        error_at(c->file, path, "expected one of %s, got %s", list, sp_got(v, b, sizeof b));
     }
     for (int i = 0; words[i]; i++)
         if (!strcmp(v->valuestring, words[i]))
             return i;
-    char *list = join(words);
+    char *list = sp_join(words);
     const char *near = rt_closest(v->valuestring, words);
     if (near)
         error_at(c->file, path, "expected one of %s, got '%s'; did you mean '%s'?", list,
-                 show(v->valuestring), near);
-    error_at(c->file, path, "expected one of %s, got '%s'", list, show(v->valuestring));
+                 sp_show(v->valuestring), near);
+    error_at(c->file, path, "expected one of %s, got '%s'", list, sp_show(v->valuestring));
 }
 
-static const cJSON *member(const cJSON *obj, const char *key)
+const cJSON *sp_member(const cJSON *obj, const char *key)
 {
     return cJSON_GetObjectItemCaseSensitive(obj, key);
 }
 
-static const cJSON *require(const Ctx *c, const cJSON *obj, const char *path, const char *key)
+const cJSON *sp_require(const Ctx *c, const cJSON *obj, const char *path, const char *key)
 {
-    const cJSON *v = member(obj, key);
+    const cJSON *v = sp_member(obj, key);
     if (!v)
         error_at(c->file, path, "missing key '%s'", key);
     return v;
@@ -346,10 +332,10 @@ static void check_duplicates(const char *file, const cJSON *v, const char *path)
         if (cJSON_IsObject(v))
             for (const cJSON *prev = v->child; prev != ch; prev = prev->next)
                 if (!strcmp(prev->string, ch->string))
-                    error_at(file, path, "duplicate key '%s'", show(ch->string));
+                    error_at(file, path, "duplicate key '%s'", sp_show(ch->string));
         if (!cJSON_IsObject(ch) && !cJSON_IsArray(ch))
             continue;
-        char *sub = cJSON_IsObject(v) ? path_key(path, ch->string) : path_index(path, i);
+        char *sub = cJSON_IsObject(v) ? sp_path_key(path, ch->string) : path_index(path, i);
         check_duplicates(file, ch, sub);
         free(sub);
     }
@@ -360,7 +346,7 @@ static void check_duplicates(const char *file, const cJSON *v, const char *path)
 static const char *const dtype_names[] = {"u8", "u16", "i32", "f32", NULL};
 const char *const glu_act_names[] = {"silu", "gelu", "gelu_tanh", "sigmoid", "relu", NULL};
 
-static int find_input(const Spec *s, const char *name)
+int sp_find_input(const Spec *s, const char *name)
 {
     for (int i = 0; i < s->n_inputs; i++)
         if (!strcmp(s->inputs[i].name, name))
@@ -369,9 +355,9 @@ static int find_input(const Spec *s, const char *name)
 }
 
 /* The model's input names, NULL-terminated, optionally with "tokens". */
-static const char **input_names(const Spec *s, int with_tokens)
+const char **sp_input_names(const Spec *s, int with_tokens)
 {
-    const char **w = keep(xcalloc((size_t)s->n_inputs + 2, sizeof *w));
+    const char **w = sp_keep(xcalloc((size_t)s->n_inputs + 2, sizeof *w));
     int n = 0;
     for (int i = 0; i < s->n_inputs; i++)
         w[n++] = s->inputs[i].name;
@@ -384,47 +370,47 @@ static const char **input_names(const Spec *s, int with_tokens)
 static int get_input_ref(const Ctx *c, const cJSON *v, const char *path)
 {
     const char *name = get_string(c, v, path);
-    int i = find_input(c->s, name);
+    int i = sp_find_input(c->s, name);
     if (i >= 0)
         return i;
-    const char **names = input_names(c->s, 0);
-    char *hint = keep(xasprintf("the model's inputs are %s", join(names)));
-    unknown(c, path, "input", name, names, hint);
+    const char **names = sp_input_names(c->s, 0);
+    char *hint = sp_keep(xasprintf("the model's inputs are %s", sp_join(names)));
+    sp_unknown(c, path, "input", name, names, hint);
 }
 
 static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
 {
     Spec *s = c->s;
-    need_object(c, v, path, "an object mapping input names to {shape, dtype}");
+    sp_need_object(c, v, path, "an object mapping input names to {shape, dtype}");
     int n = cJSON_GetArraySize(v);
     if (n < 1 || n > RT_MAX_INPUTS)
         error_at(c->file, path, "expected 1 to %d inputs, got %d", RT_MAX_INPUTS, n);
     static const char *const keys[] = {"shape", "dtype", "scale", "shift", "classes", NULL};
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
-        char *ip = path_key(path, ch->string);
+        char *ip = sp_path_key(path, ch->string);
         if (!is_ident(ch->string))
             error_at(c->file, ip, "bad input name '%s': expected letters, digits and '_', "
-                     "not starting with a digit", show(ch->string));
+                     "not starting with a digit", sp_show(ch->string));
         if (!strcmp(ch->string, "tokens"))
             error_at(c->file, ip, "the input name 'tokens' is reserved for token data "
                      "(train.data.train.tokens); choose another");
         if (strlen(ch->string) >= sizeof ((rt_data_entry *)0)->key)
             error_at(c->file, ip, "input name too long (at most %zu characters)",
                      sizeof ((rt_data_entry *)0)->key - 1);
-        need_object(c, ch, ip, "an object {\"shape\": [...], \"dtype\": ...}");
-        check_keys(c, ch, ip, keys);
+        sp_need_object(c, ch, ip, "an object {\"shape\": [...], \"dtype\": ...}");
+        sp_check_keys(c, ch, ip, keys);
         InputSpec *in = &s->inputs[s->n_inputs++];
         in->name = ch->string;
         in->path = ip;
         in->scale = 1;
 
-        char *sp = path_key(ip, "shape");
-        const cJSON *shape = require(c, ch, ip, "shape");
+        char *sp = sp_path_key(ip, "shape");
+        const cJSON *shape = sp_require(c, ch, ip, "shape");
         char b[300];
         if (!cJSON_IsArray(shape))
             error_at(c->file, sp, "expected an array of sizes (per sample), got %s",
-                     got(shape, b, sizeof b));
+                     sp_got(shape, b, sizeof b));
         in->rank = cJSON_GetArraySize(shape);
         if (in->rank > RT_MAX_RANK)
             error_at(c->file, sp, "expected at most %d dimensions, got %d", RT_MAX_RANK,
@@ -438,24 +424,24 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
         }
         free(sp);
 
-        sp = path_key(ip, "dtype");
-        in->dtype = get_choice(c, require(c, ch, ip, "dtype"), sp, dtype_names);
+        sp = sp_path_key(ip, "dtype");
+        in->dtype = get_choice(c, sp_require(c, ch, ip, "dtype"), sp, dtype_names);
         free(sp);
         const cJSON *x;
-        if ((x = member(ch, "scale"))) {
-            sp = path_key(ip, "scale");
+        if ((x = sp_member(ch, "scale"))) {
+            sp = sp_path_key(ip, "scale");
             in->scale = get_number(c, x, sp);
             in->has_scale = 1;
             free(sp);
         }
-        if ((x = member(ch, "shift"))) {
-            sp = path_key(ip, "shift");
+        if ((x = sp_member(ch, "shift"))) {
+            sp = sp_path_key(ip, "shift");
             in->shift = get_number(c, x, sp);
             in->has_shift = 1;
             free(sp);
         }
-        if ((x = member(ch, "classes"))) {
-            sp = path_key(ip, "classes");
+        if ((x = sp_member(ch, "classes"))) {
+            sp = sp_path_key(ip, "classes");
             if (in->dtype == RT_F32)
                 error_at(c->file, sp, "classes needs an integer dtype (u8, u16 or i32); "
                          "input '%s' is f32", in->name);
@@ -480,19 +466,19 @@ static void parse_init(const Ctx *c, const cJSON *v, const char *path, Init *ini
     }
     if (!cJSON_IsObject(v))
         error_at(c->file, path, "expected \"gpt2\" or {\"type\": \"normal\", \"std\": S}, "
-                 "got %s", got(v, b, sizeof b));
-    check_keys(c, v, path, keys);
-    char *tp = path_key(path, "type");
-    init->kind = get_choice(c, require(c, v, path, "type"), tp, kinds);
+                 "got %s", sp_got(v, b, sizeof b));
+    sp_check_keys(c, v, path, keys);
+    char *tp = sp_path_key(path, "type");
+    init->kind = get_choice(c, sp_require(c, v, path, "type"), tp, kinds);
     free(tp);
-    const cJSON *std = member(v, "std");
-    char *sp = path_key(path, "std");
+    const cJSON *std = sp_member(v, "std");
+    char *sp = sp_path_key(path, "std");
     if (init->kind == INIT_NORMAL) {
         if (!std)
             error_at(c->file, path, "missing key 'std'");
         init->std = get_number(c, std, sp);
         if (!(init->std > 0))
-            error_at(c->file, sp, "expected a number > 0, got %s", got(std, b, sizeof b));
+            error_at(c->file, sp, "expected a number > 0, got %s", sp_got(std, b, sizeof b));
     } else if (std)
         error_at(c->file, sp, "std applies to init type normal only");
     free(sp);
@@ -547,7 +533,7 @@ static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const
     char b[300];
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         error_at(c->file, path, "expected a non-empty array of layers, got %s",
-                 cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
+                 cJSON_IsArray(v) ? "[]" : sp_got(v, b, sizeof b));
     *n = cJSON_GetArraySize(v);
     *out = xcalloc((size_t)*n, sizeof **out);
     int i = 0;
@@ -566,9 +552,9 @@ static void parse_body(const Ctx *c, Layer ***out, int *n, const cJSON *v, const
 static void parse_linear_scaling(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"rope_type", "type", "factor", NULL};
-    check_keys(c, v, path, keys);
-    char *fp = keep(path_key(path, "factor"));
-    r->factor = get_number(c, require(c, v, path, "factor"), fp);
+    sp_check_keys(c, v, path, keys);
+    char *fp = sp_keep(sp_path_key(path, "factor"));
+    r->factor = get_number(c, sp_require(c, v, path, "factor"), fp);
     if (!(r->factor >= 1))
         error_at(c->file, fp, "expected a factor >= 1, got %g", r->factor);
     r->linear = 1;
@@ -582,19 +568,19 @@ static void parse_linear_scaling(const Ctx *c, Rope *r, const cJSON *v, const ch
 static double *longrope_list(const Ctx *c, const cJSON *v, const char *path, const char *key,
                              int *n)
 {
-    char *kp = keep(path_key(path, key));
-    const cJSON *a = require(c, v, path, key);
+    char *kp = sp_keep(sp_path_key(path, key));
+    const cJSON *a = sp_require(c, v, path, key);
     if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) == 0)
         error_at(c->file, kp, "expected a list of numbers > 0 (one per pair of a head's "
                  "dimensions)");
     if (*n && cJSON_GetArraySize(a) != *n)
         error_at(c->file, kp, "%d numbers, where short_factor has %d", cJSON_GetArraySize(a), *n);
     *n = cJSON_GetArraySize(a);
-    double *f = keep(xcalloc((size_t)*n, sizeof *f));
+    double *f = sp_keep(xcalloc((size_t)*n, sizeof *f));
     int i = 0;
     const cJSON *x;
     cJSON_ArrayForEach(x, a) {
-        char *ip = keep(path_index(kp, i));
+        char *ip = sp_keep(path_index(kp, i));
         f[i] = get_number(c, x, ip);
         if (!(f[i] > 0))
             error_at(c->file, ip, "expected a number > 0, got %g", f[i]);
@@ -613,21 +599,21 @@ static void parse_longrope(const Ctx *c, Rope *r, const cJSON *v, const char *pa
     static const char *const keys[] = {"rope_type", "type", "short_factor", "long_factor",
                                        "factor", "original_max_position_embeddings",
                                        "attention_factor", NULL};
-    check_keys(c, v, path, keys);
-    LongRope *lr = keep(xcalloc(1, sizeof *lr));
+    sp_check_keys(c, v, path, keys);
+    LongRope *lr = sp_keep(xcalloc(1, sizeof *lr));
     lr->short_f = longrope_list(c, v, path, "short_factor", &lr->n);
     lr->long_f = longrope_list(c, v, path, "long_factor", &lr->n);
-    char *fp = keep(path_key(path, "factor"));
-    char *op = keep(path_key(path, "original_max_position_embeddings"));
-    lr->factor = get_number(c, require(c, v, path, "factor"), fp);
-    lr->orig = (double)get_int(c, require(c, v, path, "original_max_position_embeddings"), op, 1,
+    char *fp = sp_keep(sp_path_key(path, "factor"));
+    char *op = sp_keep(sp_path_key(path, "original_max_position_embeddings"));
+    lr->factor = get_number(c, sp_require(c, v, path, "factor"), fp);
+    lr->orig = (double)get_int(c, sp_require(c, v, path, "original_max_position_embeddings"), op, 1,
                                MAX_DIM);
     if (!(lr->factor > 0))
         error_at(c->file, fp, "expected a number > 0, got %g", lr->factor);
     lr->attn = longrope_default_attn(lr->factor, lr->orig);
-    const cJSON *af = member(v, "attention_factor");
+    const cJSON *af = sp_member(v, "attention_factor");
     if (af) {
-        char *ap = keep(path_key(path, "attention_factor"));
+        char *ap = sp_keep(sp_path_key(path, "attention_factor"));
         lr->attn = get_number(c, af, ap);
         lr->has_attn = 1;
         if (!(lr->attn > 0))
@@ -643,28 +629,29 @@ static void parse_yarn(const Ctx *c, Rope *r, const cJSON *v, const char *path)
     static const char *const keys[] = {"rope_type", "type", "factor",
                                        "original_max_position_embeddings", "beta_fast",
                                        "beta_slow", "attention_factor", NULL};
-    check_keys(c, v, path, keys);
-    Yarn *y = keep(xcalloc(1, sizeof *y));
-    char *fp = keep(path_key(path, "factor"));
-    y->factor = get_number(c, require(c, v, path, "factor"), fp);
+    sp_check_keys(c, v, path, keys);
+    Yarn *y = sp_keep(xcalloc(1, sizeof *y));
+    char *fp = sp_keep(sp_path_key(path, "factor"));
+    y->factor = get_number(c, sp_require(c, v, path, "factor"), fp);
     if (!(y->factor >= 1))
         error_at(c->file, fp, "expected a factor >= 1, got %g", y->factor);
-    y->orig = (double)get_int(c, require(c, v, path, "original_max_position_embeddings"),
-                              keep(path_key(path, "original_max_position_embeddings")), 1, MAX_DIM);
+    const char *op = sp_keep(sp_path_key(path, "original_max_position_embeddings"));
+    y->orig = (double)get_int(c, sp_require(c, v, path, "original_max_position_embeddings"), op,
+                              1, MAX_DIM);
     y->beta_fast = 32;
     y->beta_slow = 1;
     y->attn = 0.1 * log(y->factor) + 1.0;
     double *to[3] = {&y->beta_fast, &y->beta_slow, &y->attn};
     for (int k = 0; k < 3; k++) {
-        const cJSON *e = member(v, keys[k + 4]);
+        const cJSON *e = sp_member(v, keys[k + 4]);
         if (!e)
             continue;
-        char *kp = keep(path_key(path, keys[k + 4]));
+        char *kp = sp_keep(sp_path_key(path, keys[k + 4]));
         *to[k] = get_number(c, e, kp);
         if (!(*to[k] > 0))
             error_at(c->file, kp, "expected a number > 0, got %g", *to[k]);
     }
-    y->has_attn = member(v, "attention_factor") != NULL;
+    y->has_attn = sp_member(v, "attention_factor") != NULL;
     r->factor = y->factor;
     r->yarn = y;
 }
@@ -679,11 +666,11 @@ static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char
                                        "high_freq_factor", "original_max_position_embeddings",
                                        NULL};
     static const char *const types[] = {"llama3", "linear", "longrope", "yarn", NULL};
-    need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
-    const cJSON *t = member(v, "rope_type") ? member(v, "rope_type") : member(v, "type");
+    sp_need_object(c, v, path, "an object {\"rope_type\": \"llama3\", \"factor\": ...}");
+    const cJSON *t = sp_member(v, "rope_type") ? sp_member(v, "rope_type") : sp_member(v, "type");
     if (!t)
         error_at(c->file, path, "missing key 'rope_type' (llama3, linear, longrope or yarn)");
-    int type = get_choice(c, t, keep(path_key(path, t->string)), types);
+    int type = get_choice(c, t, sp_keep(sp_path_key(path, t->string)), types);
     if (type == 1) {
         parse_linear_scaling(c, r, v, path);
         return;
@@ -698,24 +685,24 @@ static void parse_rope_scaling(const Ctx *c, Rope *r, const cJSON *v, const char
     }
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
-        char *kp = keep(path_key(path, ch->string));
-        if (!in_list(ch->string, keys))
-            unknown(c, kp, "key", ch->string, keys, NULL);
+        char *kp = sp_keep(sp_path_key(path, ch->string));
+        if (!sp_in_list(ch->string, keys))
+            sp_unknown(c, kp, "key", ch->string, keys, NULL);
         if (!strcmp(ch->string, "rope_type") || !strcmp(ch->string, "type"))
             get_choice(c, ch, kp, types);
     }
     double *to[4] = {&r->factor, &r->low, &r->high, &r->orig};
     for (int k = 0; k < 4; k++) {
-        char *kp = keep(path_key(path, keys[k + 2]));
-        *to[k] = get_number(c, require(c, v, path, keys[k + 2]), kp);
+        char *kp = sp_keep(sp_path_key(path, keys[k + 2]));
+        *to[k] = get_number(c, sp_require(c, v, path, keys[k + 2]), kp);
         if (!(*to[k] > 0))
             error_at(c->file, kp, "expected a number > 0, got %g", *to[k]);
     }
     if (r->factor < 1)
-        error_at(c->file, keep(path_key(path, "factor")), "expected a factor >= 1, got %g",
+        error_at(c->file, sp_keep(sp_path_key(path, "factor")), "expected a factor >= 1, got %g",
                  r->factor);
     if (!(r->high > r->low))
-        error_at(c->file, keep(path_key(path, "high_freq_factor")),
+        error_at(c->file, sp_keep(sp_path_key(path, "high_freq_factor")),
                  "expected high_freq_factor > low_freq_factor (%g), got %g", r->low,
                  r->high);
 }
@@ -727,18 +714,18 @@ static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
     static const char *const keys[] = {"theta", "scaling", "dims", NULL};
     if (cJSON_IsNull(v))
         return;
-    need_object(c, v, path, "null or an object {\"theta\": 10000}");
-    check_keys(c, v, path, keys);
-    char *tp = keep(path_key(path, "theta"));
-    r->theta = get_number(c, require(c, v, path, "theta"), tp);
+    sp_need_object(c, v, path, "null or an object {\"theta\": 10000}");
+    sp_check_keys(c, v, path, keys);
+    char *tp = sp_keep(sp_path_key(path, "theta"));
+    r->theta = get_number(c, sp_require(c, v, path, "theta"), tp);
     if (!(r->theta > 1))
         error_at(c->file, tp, "expected a number > 1, got %g", r->theta);
-    const cJSON *sc = member(v, "scaling");
+    const cJSON *sc = sp_member(v, "scaling");
     if (sc && !cJSON_IsNull(sc))
-        parse_rope_scaling(c, r, sc, keep(path_key(path, "scaling")));
-    const cJSON *dims = member(v, "dims");
+        parse_rope_scaling(c, r, sc, sp_keep(sp_path_key(path, "scaling")));
+    const cJSON *dims = sp_member(v, "dims");
     if (dims && !cJSON_IsNull(dims))
-        r->dims = get_int(c, dims, keep(path_key(path, "dims")), 2, MAX_DIM);
+        r->dims = get_int(c, dims, sp_keep(sp_path_key(path, "dims")), 2, MAX_DIM);
 }
 
 /* attention's "interleave": {"every": N, "window": ..., "rope": ...}: in a repeat,
@@ -748,22 +735,24 @@ static void parse_rope(const Ctx *c, Rope *r, const cJSON *v, const char *path)
 static void parse_interleave(const Ctx *c, Layer *l, const cJSON *v, const char *path)
 {
     static const char *const keys[] = {"every", "window", "rope", NULL};
-    need_object(c, v, path, "an object {\"every\": N, \"window\": ..., \"rope\": ...}");
-    check_keys(c, v, path, keys);
+    sp_need_object(c, v, path, "an object {\"every\": N, \"window\": ..., \"rope\": ...}");
+    sp_check_keys(c, v, path, keys);
     Interleave *il = &l->il;
-    il->every = get_int(c, require(c, v, path, "every"), keep(path_key(path, "every")), 1,
+    il->every = get_int(c, sp_require(c, v, path, "every"), sp_keep(sp_path_key(path, "every")), 1,
                         MAX_DIM);
-    const cJSON *w = member(v, "window"), *r = member(v, "rope");
+    const cJSON *w = sp_member(v, "window"), *r = sp_member(v, "rope");
     if (!w && !r)
         error_at(c->file, path, "interleave changes nothing: give \"window\" or \"rope\" (null "
                  "for none)");
     if (w) {
         il->set_window = 1;
-        il->window = cJSON_IsNull(w) ? 0 : get_int(c, w, keep(path_key(path, "window")), 1, MAX_DIM);
+        il->window = cJSON_IsNull(w) ? 0
+                                     : get_int(c, w, sp_keep(sp_path_key(path, "window")), 1,
+                                               MAX_DIM);
     }
     if (r) {
         il->set_rope = 1;
-        parse_rope(c, &il->rope, r, keep(path_key(path, "rope")));
+        parse_rope(c, &il->rope, r, sp_keep(sp_path_key(path, "rope")));
     }
 }
 
@@ -814,7 +803,7 @@ static double number_in(const Ctx *c, const cJSON *v, const char *path, double l
     char b[300];
     double x = get_number(c, v, path);
     if (!(x >= lo && x <= hi))
-        error_at(c->file, path, "expected %s, got %s", expected, got(v, b, sizeof b));
+        error_at(c->file, path, "expected %s, got %s", expected, sp_got(v, b, sizeof b));
     return x;
 }
 
@@ -827,7 +816,7 @@ static int parse_attention_key(const Ctx *c, Layer *l, const char *key, const cJ
     if (!strcmp(key, "bias") && !cJSON_IsBool(v)) {
         if (!cJSON_IsString(v) || (strcmp(v->valuestring, "qkv") && strcmp(v->valuestring, "proj")))
             error_at(c->file, path, "expected true, false, \"qkv\" (q, k and v's biases alone) "
-                     "or \"proj\" (the output projection's alone), got %s", got(v, b, sizeof b));
+                     "or \"proj\" (the output projection's alone), got %s", sp_got(v, b, sizeof b));
         l->bias = 1;
         l->bias_qkv = !strcmp(v->valuestring, "qkv");
         l->bias_proj = !l->bias_qkv;
@@ -835,7 +824,7 @@ static int parse_attention_key(const Ctx *c, Layer *l, const char *key, const cJ
         if (strcmp(v->valuestring, "all_heads"))
             error_at(c->file, path, "expected true, false or \"all_heads\" (one RMSNorm over "
                      "all of q's heads and one over all of k's, as OLMo 2), got %s",
-                     got(v, b, sizeof b));
+                     sp_got(v, b, sizeof b));
         l->qk_norm = QK_NORM_ALL_HEADS;
     } else if (!strcmp(key, "scale")) {
         l->att_scale = cJSON_IsNull(v) ? 0 : number_in(c, v, path, FLT_MIN, FLT_MAX,
@@ -865,11 +854,11 @@ static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON 
     else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)
-            error_at(c->file, path, "expected a number in [0, 1), got %s", got(v, b, sizeof b));
+            error_at(c->file, path, "expected a number in [0, 1), got %s", sp_got(v, b, sizeof b));
     } else if (!strcmp(key, "eps")) {
         l->eps = get_number(c, v, path);
         if (!(l->eps > 0))
-            error_at(c->file, path, "expected a number > 0, got %s", got(v, b, sizeof b));
+            error_at(c->file, path, "expected a number > 0, got %s", sp_got(v, b, sizeof b));
     } else if (!strcmp(key, "momentum"))
         l->momentum = number_in(c, v, path, 0, 1, "a number in [0, 1]");
     else if (!strcmp(key, "qk_norm"))
@@ -889,7 +878,7 @@ static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON 
         l->tie = xstrdup(get_string(c, v, path));
         if (!is_ident(l->tie))
             error_at(c->file, path, "expected the name of an embedding layer, got %s",
-                     got(v, b, sizeof b));
+                     sp_got(v, b, sizeof b));
     } else if (!strcmp(key, "body"))
         parse_body(c, &l->body, &l->n_body, v, path);
     else if (!strcmp(key, "shortcut"))
@@ -925,15 +914,15 @@ static void parse_layer_key(const Ctx *c, Layer *l, const char *key, const cJSON
 static void check_attention_keys(const Ctx *c, const Layer *l, const cJSON *v, const char *path)
 {
     if (l->kv_heads && l->heads % l->kv_heads)
-        error_at(c->file, keep(path_key(path, "kv_heads")), "kv_heads %lld does not divide "
+        error_at(c->file, sp_keep(sp_path_key(path, "kv_heads")), "kv_heads %lld does not divide "
                  "heads %lld (each key/value head serves heads / kv_heads query heads)",
                  (long long)l->kv_heads, (long long)l->heads);
     if ((l->window || l->il.window) && !l->causal)
-        error_at(c->file, keep(path_key(path, l->window ? "window" : "interleave")), "a window "
-                 "needs causal attention (a query sees the W most recent positions, itself "
-                 "included)");
-    if (member(v, "eps") && l->qk_norm != QK_NORM_ALL_HEADS)
-        error_at(c->file, keep(path_key(path, "eps")), "eps is qk_norm \"all_heads\"'s (the "
+        error_at(c->file, sp_keep(sp_path_key(path, l->window ? "window" : "interleave")),
+                 "a window needs causal attention (a query sees the W most recent positions, "
+                 "itself included)");
+    if (sp_member(v, "eps") && l->qk_norm != QK_NORM_ALL_HEADS)
+        error_at(c->file, sp_keep(sp_path_key(path, "eps")), "eps is qk_norm \"all_heads\"'s (the "
                  "per-head qk_norm's is 1e-6)");
 }
 
@@ -958,8 +947,8 @@ static Layer *new_layer(const char *path)
 /* The layer's "op" (required, a known one), and the eps default that goes with it */
 static void parse_op(const Ctx *c, Layer *l, const cJSON *v, const char *path)
 {
-    const cJSON *opv = require(c, v, path, "op");
-    char *opp = path_key(path, "op");
+    const cJSON *opv = sp_require(c, v, path, "op");
+    char *opp = sp_path_key(path, "op");
     const char *opname = get_string(c, opv, opp);
     l->op = op_by_name(opname);
     if (l->op < 0) {
@@ -967,7 +956,7 @@ static void parse_op(const Ctx *c, Layer *l, const cJSON *v, const char *path)
         for (int i = 0; i < OP__COUNT; i++)
             names[i] = op_info[i].name;
         names[OP__COUNT] = NULL;
-        unknown(c, opp, "op", opname, names, NULL);
+        sp_unknown(c, opp, "op", opname, names, NULL);
     }
     free(opp);
     if (l->op == OP_RMSNORM || l->op == OP_ATTENTION)   /* attention's: qk_norm's */
@@ -980,16 +969,16 @@ static void refuse_key(const Ctx *c, const Layer *l, const char *key, const char
                        const char *kp)
 {
     const char *op = op_info[l->op].name;
-    char *list = join(keys);
+    char *list = sp_join(keys);
     if (!strcmp(key, "init"))
         error_at(c->file, kp, "%s has no parameters to initialize (init applies to layers "
                  "with parameters, and to residual and repeat, which pass it to their body)", op);
     if (names_input_size(key, keys) && takes_init(l->op) &&
         op_info[l->op].cls != OPC_CONTAINER && l->op != OP_EMBEDDING)
         error_at(c->file, kp, "unknown key '%s'; %s takes its input's size from the layer "
-                 "before: remove the key (%s takes %s)", show(key), op, op, list);
-    char *hint = keep(xasprintf("%s takes %s", op, list));
-    unknown(c, kp, "key", key, keys, hint);
+                 "before: remove the key (%s takes %s)", sp_show(key), op, op, list);
+    char *hint = sp_keep(xasprintf("%s takes %s", op, list));
+    sp_unknown(c, kp, "key", key, keys, hint);
 }
 
 /* One key of the layer's object (a key its op takes) */
@@ -1000,7 +989,7 @@ static void parse_layer_entry(const Ctx *c, Layer *l, const cJSON *ch, const cha
         const char *name = get_string(c, ch, kp);
         if (!is_ident(name))
             error_at(c->file, kp, "expected a name of letters, digits and '_', not starting "
-                     "with a digit, got \"%s\"", show(name));
+                     "with a digit, got \"%s\"", sp_show(name));
         l->name = xstrdup(name);
     } else if (!strcmp(ch->string, "input")) {
         l->input = c->s->inputs[get_input_ref(c, ch, kp)].name;
@@ -1020,22 +1009,22 @@ static void check_layer(const Ctx *c, Layer *l, const cJSON *v, const char *path
     char req[64];
     snprintf(req, sizeof req, "%s", op_info[l->op].required);
     for (char *k = strtok(req, " "); k; k = strtok(NULL, " "))
-        if (!member(v, k) && !(l->op == OP_LINEAR && l->tie))
+        if (!sp_member(v, k) && !(l->op == OP_LINEAR && l->tie))
             error_at(c->file, path, "missing key '%s' (%s needs %s)", k, op_info[l->op].name,
                      op_info[l->op].required);
     if (l->has_init && l->op == OP_LINEAR && l->tie && !l->bias) {
-        char *ip = keep(path_key(path, "init"));
+        char *ip = sp_keep(sp_path_key(path, "init"));
         error_at(c->file, ip, "this linear has no parameters of its own to initialize (its "
                  "weight is that of the embedding '%s', and it has no bias)", l->tie);
     }
     if (l->op == OP_ATTENTION)
         check_attention_keys(c, l, v, path);
     if (l->op == OP_MOE && l->top_k > l->experts)
-        error_at(c->file, keep(path_key(path, "top_k")), "top_k %lld is more than the %lld "
+        error_at(c->file, sp_keep(sp_path_key(path, "top_k")), "top_k %lld is more than the %lld "
                  "experts (each token goes to top_k of them)", (long long)l->top_k,
                  (long long)l->experts);
     if (l->op == OP_MOE && l->shared_gate && !l->shared)
-        error_at(c->file, keep(path_key(path, "shared_gate")), "shared_gate gates the shared "
+        error_at(c->file, sp_keep(sp_path_key(path, "shared_gate")), "shared_gate gates the shared "
                  "expert: give its hidden width as \"shared\"");
     if (!l->stride)
         l->stride = l->op == OP_MAXPOOL2D || l->op == OP_AVGPOOL2D ? l->kernel : 1;
@@ -1043,14 +1032,14 @@ static void check_layer(const Ctx *c, Layer *l, const cJSON *v, const char *path
 
 static Layer *parse_layer(const Ctx *c, const cJSON *v, const char *path)
 {
-    need_object(c, v, path, "a layer object {\"op\": ...}");
+    sp_need_object(c, v, path, "a layer object {\"op\": ...}");
     Layer *l = new_layer(path);
     parse_op(c, l, v, path);
     const char **keys = layer_keys(l->op);
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
-        char *kp = path_key(path, ch->string);
-        if (!in_list(ch->string, keys))
+        char *kp = sp_path_key(path, ch->string);
+        if (!sp_in_list(ch->string, keys))
             refuse_key(c, l, ch->string, keys, kp);
         parse_layer_entry(c, l, ch, kp);
         free(kp);
@@ -1166,9 +1155,9 @@ static int cmp_pname(const void *a, const void *b)
 }
 
 /* Two layers that end with the same name are an error that says to name one
- * (docs/spec.md, Parameter names): any two named layers or layers with parameters with the same full name
- * (repeat's iterations differ by their index), and any two parameters with the same
- * name. */
+ * (docs/spec.md, Parameter names): any two named layers or layers with parameters with
+ * the same full name (repeat's iterations differ by their index), and any two
+ * parameters with the same name. */
 static void check_names(const Ctx *c)
 {
     Spec *s = c->s;
@@ -1238,7 +1227,7 @@ static void check_ties(const Ctx *c, Layer **ls, int n, Layer **root, int n_root
             check_ties(c, l->shortcut, l->n_shortcut, root, n_root);
         if (!l->tie)
             continue;
-        char *tp = path_key(l->path, "tie");
+        char *tp = sp_path_key(l->path, "tie");
         int in_repeat = 0;
         const Layer *e = find_named(root, n_root, l->tie, 0, &in_repeat);
         if (!e)
@@ -1262,7 +1251,7 @@ static void check_ties(const Ctx *c, Layer **ls, int n, Layer **root, int n_root
 static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
 {
     const char *path = "$.model.loss.label_smoothing";
-    const cJSON *v = member(loss, "label_smoothing");
+    const cJSON *v = sp_member(loss, "label_smoothing");
     char b[300];
     if (!v)
         return;
@@ -1270,7 +1259,7 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
         error_at(c->file, path, "label_smoothing applies to cross_entropy, not mse");
     s->label_smoothing = get_number(c, v, path);
     if (!(s->label_smoothing >= 0 && s->label_smoothing <= 1))
-        error_at(c->file, path, "expected a number in [0, 1], got %s", got(v, b, sizeof b));
+        error_at(c->file, path, "expected a number in [0, 1], got %s", sp_got(v, b, sizeof b));
 }
 
 /* $.model.loss.ignore_index: F.cross_entropy's, an integer (no default: every target
@@ -1278,7 +1267,7 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
 static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
 {
     const char *path = "$.model.loss.ignore_index";
-    const cJSON *v = member(loss, "ignore_index");
+    const cJSON *v = sp_member(loss, "ignore_index");
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY)
@@ -1293,7 +1282,7 @@ static void parse_layer_list(const Ctx *c, const cJSON *v, const char *path, Lay
     char b[300];
     if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) == 0)
         error_at(c->file, path, "expected a non-empty array of layers, got %s",
-                 cJSON_IsArray(v) ? "[]" : got(v, b, sizeof b));
+                 cJSON_IsArray(v) ? "[]" : sp_got(v, b, sizeof b));
     *n = cJSON_GetArraySize(v);
     *out = xcalloc((size_t)*n, sizeof **out);
     int i = 0;
@@ -1310,14 +1299,14 @@ static void parse_latent(const Ctx *c, const cJSON *v)
     Spec *s = c->s;
     const char *lp = "$.model.gan.latent";
     static const char *const keys[] = {"shape", "input", NULL};
-    need_object(c, v, lp, "an object {\"shape\": [...], \"input\": null}");
-    check_keys(c, v, lp, keys);
-    const cJSON *shape = require(c, v, lp, "shape");
+    sp_need_object(c, v, lp, "an object {\"shape\": [...], \"input\": null}");
+    sp_check_keys(c, v, lp, keys);
+    const cJSON *shape = sp_require(c, v, lp, "shape");
     char b[300];
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) < 1 ||
         cJSON_GetArraySize(shape) > RT_MAX_RANK)
         error_at(c->file, "$.model.gan.latent.shape", "expected an array of 1 to %d sizes, "
-                 "got %s", RT_MAX_RANK, got(shape, b, sizeof b));
+                 "got %s", RT_MAX_RANK, sp_got(shape, b, sizeof b));
     const cJSON *d;
     cJSON_ArrayForEach(d, shape) {
         char *dp = path_index("$.model.gan.latent.shape", s->latent_rank);
@@ -1325,7 +1314,7 @@ static void parse_latent(const Ctx *c, const cJSON *v)
         free(dp);
     }
     s->latent_input = -1;
-    const cJSON *in = member(v, "input");
+    const cJSON *in = sp_member(v, "input");
     if (!in || cJSON_IsNull(in))
         return;
     const char *ip = "$.model.gan.latent.input";
@@ -1348,16 +1337,16 @@ static void parse_gan(const Ctx *c, const cJSON *v)
     const char *gp = "$.model.gan";
     static const char *const keys[] = {"latent", "generator", "discriminator", "loss", NULL};
     static const char *const losses[] = {"bce", "hinge", NULL};
-    need_object(c, v, gp, "an object {\"latent\", \"generator\", \"discriminator\", "
-                "\"loss\"}");
-    check_keys(c, v, gp, keys);
+    sp_need_object(c, v, gp, "an object {\"latent\", \"generator\", \"discriminator\", "
+                   "\"loss\"}");
+    sp_check_keys(c, v, gp, keys);
     s->gan = 1;
-    parse_latent(c, require(c, v, gp, "latent"));
-    parse_layer_list(c, require(c, v, gp, "generator"), "$.model.gan.generator", &s->layers,
+    parse_latent(c, sp_require(c, v, gp, "latent"));
+    parse_layer_list(c, sp_require(c, v, gp, "generator"), "$.model.gan.generator", &s->layers,
                      &s->n_layers);
-    parse_layer_list(c, require(c, v, gp, "discriminator"), "$.model.gan.discriminator",
+    parse_layer_list(c, sp_require(c, v, gp, "discriminator"), "$.model.gan.discriminator",
                      &s->disc, &s->n_disc);
-    s->loss = get_choice(c, require(c, v, gp, "loss"), "$.model.gan.loss", losses) == 0
+    s->loss = get_choice(c, sp_require(c, v, gp, "loss"), "$.model.gan.loss", losses) == 0
                   ? LOSS_GAN_BCE : LOSS_GAN_HINGE;
     s->loss_target = "";
     s->real_input = -1;
@@ -1386,16 +1375,16 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
 {
     Spec *s = c->s;
     const char *mp = "$.model";
-    parse_layer_list(c, require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
-    const cJSON *loss = require(c, m, mp, "loss");
+    parse_layer_list(c, sp_require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
+    const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
                                             NULL};
     static const char *const losses[] = {"cross_entropy", "mse", NULL};
-    need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
-    check_keys(c, loss, "$.model.loss", loss_keys);
-    s->loss = get_choice(c, require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
+    sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
+    sp_check_keys(c, loss, "$.model.loss", loss_keys);
+    s->loss = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
                          losses) == 0 ? LOSS_CROSS_ENTROPY : LOSS_MSE;
-    int t = get_input_ref(c, require(c, loss, "$.model.loss", "target"),
+    int t = get_input_ref(c, sp_require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
     parse_label_smoothing(c, s, loss);
@@ -1417,7 +1406,7 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
 static void parse_positions(const Ctx *c, const cJSON *m)
 {
     Spec *s = c->s;
-    const cJSON *v = member(m, "positions");
+    const cJSON *v = sp_member(m, "positions");
     if (!v)
         return;
     const char *at = "$.model.positions";
@@ -1443,21 +1432,21 @@ static void parse_model(const Ctx *c, const cJSON *m)
     const char *mp = "$.model";
     static const char *const keys[] = {"name",  "inputs", "layers",    "loss",
                                        "gan",   "init",   "positions", NULL};
-    need_object(c, m, mp, "an object");
-    check_keys(c, m, mp, keys);
+    sp_need_object(c, m, mp, "an object");
+    sp_check_keys(c, m, mp, keys);
 
-    const cJSON *name = require(c, m, mp, "name");
+    const cJSON *name = sp_require(c, m, mp, "name");
     s->name = (char *)get_string(c, name, "$.model.name");
     size_t len = strlen(s->name), ok = strspn(s->name, "abcdefghijklmnopqrstuvwxyz"
                                               "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-");
     if (len == 0 || ok != len || strspn(s->name, ".") == len || len > 100)
         error_at(c->file, "$.model.name", "expected a name of letters, digits, '_', '.' "
-                 "and '-' (it names the run folder), got \"%s\"", show(s->name));
+                 "and '-' (it names the run folder), got \"%s\"", sp_show(s->name));
 
-    parse_inputs(c, require(c, m, mp, "inputs"), "$.model.inputs");
-    const cJSON *gan = member(m, "gan");
+    parse_inputs(c, sp_require(c, m, mp, "inputs"), "$.model.inputs");
+    const cJSON *gan = sp_member(m, "gan");
     if (gan) {
-        const char *both = member(m, "layers") ? "layers" : member(m, "loss") ? "loss" : NULL;
+        const char *both = sp_member(m, "layers") ? "layers" : sp_member(m, "loss") ? "loss" : NULL;
         if (both)
             error_at(c->file, xasprintf("$.model.%s", both), "a model with \"gan\" has no "
                      "\"%s\": the generator and discriminator are its layers, gan.loss "
@@ -1467,7 +1456,7 @@ static void parse_model(const Ctx *c, const cJSON *m)
         parse_layers_loss(c, m);
 
     parse_positions(c, m);
-    const cJSON *init = member(m, "init");
+    const cJSON *init = sp_member(m, "init");
     if (init) {
         parse_init(c, init, "$.model.init", &s->init);
         s->has_init = 1;
@@ -1478,455 +1467,23 @@ static void parse_model(const Ctx *c, const cJSON *m)
     check_names(c);
 }
 
-/* ---- the training spec ------------------------------------------------------- */
-
-/* An i32 input of shape [T] (a token window's), or not (-1: none) */
-static int window_input(const Spec *s, int k, int64_t T)
-{
-    return k >= 0 && s->inputs[k].dtype == RT_I32 && s->inputs[k].rank == 1 &&
-           s->inputs[k].shape[0] == T;
-}
-
-/* Token data against the model: two i32 inputs of shape [T] (the tokens, the next
- * tokens), and with the model's positions those too, which loader.documents fills from
- * each window (runtime/data.c's tokens_inputs; check_documents). 0, or -1 with a
- * message. */
-static int check_token_inputs(const Spec *s, char *err, size_t errlen)
-{
-    int64_t T = s->inputs[0].shape[0];
-    int p = s->positions ? find_input(s, s->positions) : -1;
-    int y = p == 1 ? 2 : 1;
-    if (s->n_inputs != (p >= 0 ? 3 : 2) || !window_input(s, 0, T) || !window_input(s, y, T) ||
-        (p >= 0 && !window_input(s, p, T))) {
-        snprintf(err, errlen, "token data needs a model with two i32 inputs of shape [T] (the "
-                 "tokens and the next tokens)%s", p >= 0 ? ", and its positions, i32 [T] too" : "");
-        return -1;
-    }
-    return 0;
-}
-
-/* The data entries against the model: names are inputs (or "tokens", alone, for a
- * model with two i32 inputs of shape [T], and its positions) and every input has a
- * file. Returns 0, or -1 with a message. */
-static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *what,
-                      char *err, size_t errlen)
-{
-    int tokens = 0;
-    for (int i = 0; i < n; i++) {
-        if (!strcmp(e[i].key, "tokens")) {
-            tokens = 1;
-            continue;
-        }
-        if (find_input(s, e[i].key) < 0) {
-            const char **names = input_names(s, 1);
-            const char *near = rt_closest(e[i].key, names);
-            if (near)
-                snprintf(err, errlen, "unknown input '%s' in data.%s; did you mean '%s'?",
-                         e[i].key, what, near);
-            else
-                snprintf(err, errlen, "unknown input '%s' in data.%s; the model's inputs "
-                         "are %s (or tokens, for token shards)", e[i].key, what,
-                         join(input_names(s, 0)));
-            return -1;
-        }
-    }
-    if (tokens) {
-        if (n != 1) {
-            snprintf(err, errlen, "data.%s.tokens must be the only entry of data.%s", what,
-                     what);
-            return -1;
-        }
-        return check_token_inputs(s, err, errlen);
-    }
-    for (int i = 0; i < s->n_inputs; i++) {
-        int found = 0;
-        for (int j = 0; j < n; j++)
-            found |= !strcmp(e[j].key, s->inputs[i].name);
-        if (!found) {
-            snprintf(err, errlen, "data.%s has no file for input '%s'", what,
-                     s->inputs[i].name);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Rules between the model and the training spec. */
-/* loader.augment crops and flips the image inputs ([C, H, W]); its zero padding is
- * zero after scale and shift only when the shift is 0 (the loader moves raw values) */
-static int check_augment(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
-{
-    int images = 0;
-    for (int k = 0; k < s->n_inputs; k++) {
-        const InputSpec *in = &s->inputs[k];
-        if (in->rank != 3)
-            continue;
-        images++;
-        if (in->has_shift && in->shift != 0) {
-            snprintf(key, keylen, "loader.augment");
-            snprintf(err, errlen, "loader.augment pads with zeros after scale and shift, and "
-                     "input '%s' has shift %g: the loader moves its raw values, so only a "
-                     "shift of 0 is supported", in->name, in->shift);
-            return -1;
-        }
-    }
-    if (!images) {
-        snprintf(key, keylen, "loader.augment");
-        snprintf(err, errlen, "loader.augment crops and flips image inputs [C, H, W]; the "
-                 "model has none");
-        return -1;
-    }
-    return 0;
-}
-
-/* What a GAN's training cannot have (docs/spec.md, "GANs"): 0, or -1 with the key. */
-static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
-{
-    const rt_train_config *t = &s->train;
-    const char *k = NULL, *why = NULL;
-    if (!s->gan && t->has_opt_d)
-        k = "optimizer_d", why = "optimizer_d is a GAN discriminator's optimizer; this model "
-                                 "has layers, not \"gan\"";
-    else if (!s->gan)
-        return 0;
-    else if (t->n_val)
-        k = "data.val", why = "a GAN has no validation loss: give data.train only";
-    else if (t->has_early_stopping)
-        k = "early_stopping", why = "a GAN has no validation to stop on: remove early_stopping";
-    else if (t->dist != RT_DIST_DDP)
-        k = "distributed.strategy", why = "a GAN trains with the ddp strategy (ZeRO does not "
-                                          "shard two optimizers yet)";
-    else if (t->has_lora)
-        k = "lora", why = "a GAN trains all of both networks (lora does not reach them yet)";
-    if (!k)
-        return 0;
-    snprintf(key, keylen, "%s", k);
-    snprintf(err, errlen, "%s", why);
-    return -1;
-}
-
-/* loader.documents: given exactly where the model reads positions from token data
- * (runtime/data.c's tokens_inputs says the same) */
-static int check_documents(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
-{
-    const rt_train_config *t = &s->train;
-    int tokens = t->n_train == 1 && !strcmp(t->train[0].key, "tokens");
-    snprintf(key, keylen, "loader.documents");
-    if (tokens && s->positions && t->documents < 0)
-        snprintf(err, errlen, "token shards hold no positions, and the model reads them "
-                 "(\"positions\": \"%s\"): set loader.documents to the token that begins each "
-                 "document (attention then stays inside documents), or read .npy data (trainc "
-                 "data sft --pack writes them)", s->positions);
-    else if (t->documents >= 0 && !s->positions)
-        snprintf(err, errlen, "loader.documents fills the model's positions input, and the "
-                 "model has none (\"positions\": \"pos\" and an i32 input pos of shape [T])");
-    else if (t->documents >= 0 && !tokens)
-        snprintf(err, errlen, "loader.documents fills the positions of token data "
-                 "(data.train.tokens); .npy data bring their own");
-    else
-        return 0;
-    return -1;
-}
-
-static int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key,
-                                size_t keylen)
-{
-    const rt_train_config *t = &s->train;
-    if (check_gan_train(s, err, errlen, key, keylen))
-        return -1;
-    if (check_data(s, t->train, t->n_train, "train", err, errlen)) {
-        snprintf(key, keylen, "data.train");
-        return -1;
-    }
-    if (t->n_val && check_data(s, t->val, t->n_val, "val", err, errlen)) {
-        snprintf(key, keylen, "data.val");
-        return -1;
-    }
-    if (check_documents(s, err, errlen, key, keylen))
-        return -1;
-    if (t->has_early_stopping && t->es_monitor == RT_MON_VAL_ACC &&
-        s->loss != LOSS_CROSS_ENTROPY) {
-        snprintf(key, keylen, "early_stopping.monitor");
-        snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
-        return -1;
-    }
-    if (t->has_augment)
-        return check_augment(s, err, errlen, key, keylen);
-    return 0;
-}
-
-static void add_key_path(const Ctx *c, const char *key, const char *path)
-{
-    KeyPaths *k = c->keys;
-    if (!k)
-        return;
-    if (k->n == k->cap) {
-        k->cap = k->cap ? 2 * k->cap : 32;
-        KeyPath *v = xcalloc((size_t)k->cap, sizeof *v);
-        if (k->n)
-            memcpy(v, k->v, (size_t)k->n * sizeof *v);
-        free(k->v);
-        k->v = v;
-    }
-    k->v[k->n++] = (KeyPath){xstrdup(key), xstrdup(path)};
-}
-
-/* The spec path of a training key a rule blames: the key's own place in the file, or
- * its section's when the file left the key out, else $.train. */
-static const char *train_path(const Ctx *c, const char *key)
-{
-    char k[256];
-    snprintf(k, sizeof k, "%s", key);
-    while (*k) {
-        for (int i = 0; i < c->keys->n; i++)
-            if (!strcmp(c->keys->v[i].key, k))
-                return c->keys->v[i].path;
-        char *dot = strrchr(k, '.');
-        if (!dot)
-            break;
-        *dot = 0;
-    }
-    return "$.train";
-}
-
-static void set_or_fail(const Ctx *c, const char *key, int jtype, const char *value,
-                        const char *path)
-{
-    char err[512];
-    if (rt_config_set_typed(&c->s->train, key, jtype, value, err, sizeof err))
-        error_at(c->file, path, "%s", err);
-}
-
-static void parse_data_files(const Ctx *c, const cJSON *v, const char *path, const char *what)
-{
-    char b[300];
-    if (cJSON_IsNull(v) && !strcmp(what, "val")) {
-        set_or_fail(c, "data.val", 'z', "null", path);
-        return;
-    }
-    if (!cJSON_IsObject(v))
-        error_at(c->file, path, "expected an object mapping input names to files, got %s",
-                 got(v, b, sizeof b));
-    char *dk = xasprintf("data.%s", what);
-    add_key_path(c, dk, path);
-    free(dk);
-    const cJSON *ch;
-    cJSON_ArrayForEach(ch, v) {
-        char *ep = path_key(path, ch->string);
-        if (strcmp(ch->string, "tokens") && find_input(c->s, ch->string) < 0) {
-            char *hint = keep(xasprintf("the model's inputs are %s (or tokens, for token "
-                                        "shards)", join(input_names(c->s, 0))));
-            unknown(c, ep, "input", ch->string, input_names(c->s, 1), hint);
-        }
-        char *key = xasprintf("data.%s.%s", what, ch->string);
-        if (!cJSON_IsString(ch))
-            error_at(c->file, ep, "expected a file path, got %s", got(ch, b, sizeof b));
-        set_or_fail(c, key, 's', ch->valuestring, ep);
-        add_key_path(c, key, ep);
-        free(key);
-        free(ep);
-    }
-    char err[512];
-    rt_train_config *t = &c->s->train;
-    int is_val = !strcmp(what, "val");
-    if (check_data(c->s, is_val ? t->val : t->train, is_val ? t->n_val : t->n_train, what,
-                   err, sizeof err)) {
-        error_at(c->file, path, "%s", err);
-    }
-}
-
-static void parse_data(const Ctx *c, const cJSON *v, const char *path)
-{
-    static const char *const keys[] = {"train", "val", NULL};
-    need_object(c, v, path, "an object {\"train\": {...}, \"val\": {...}}");
-    check_keys(c, v, path, keys);
-    char *tp = path_key(path, "train");
-    parse_data_files(c, require(c, v, path, "train"), tp, "train");
-    free(tp);
-    const cJSON *val = member(v, "val");
-    if (val) {
-        char *vp = path_key(path, "val");
-        parse_data_files(c, val, vp, "val");
-        free(vp);
-    }
-}
-
-/* What the config table knows about a dotted key: 1 a value, 2 an object holding
- * values, 3 both (a section that may be null). */
-static int key_kind(const char *full)
-{
-    size_t n = strlen(full);
-    int kind = 0;
-    for (int i = 0; rt_config_keys[i]; i++) {
-        if (!strcmp(rt_config_keys[i], full))
-            kind |= 1;
-        else if (!strncmp(rt_config_keys[i], full, n) && rt_config_keys[i][n] == '.')
-            kind |= 2;
-    }
-    return kind;
-}
-
-/* The keys one level below `prefix` ("" = the top), for suggestions. */
-static const char **child_keys(const char *prefix)
-{
-    int cap = 8;
-    for (int i = 0; rt_config_keys[i]; i++)
-        cap++;
-    const char **w = keep(xcalloc((size_t)cap, sizeof *w));
-    int n = 0;
-    size_t pn = strlen(prefix);
-    if (!pn)
-        w[n++] = "data";
-    for (int i = 0; rt_config_keys[i]; i++) {
-        const char *k = rt_config_keys[i];
-        if (pn && (strncmp(k, prefix, pn) || k[pn] != '.'))
-            continue;
-        if (!pn && !strncmp(k, "data.", 5))
-            continue;
-        const char *rest = pn ? k + pn + 1 : k;
-        size_t len = strcspn(rest, ".");
-        char *word = xasprintf("%.*s", (int)len, rest);
-        if (in_list(word, w))
-            free(word);
-        else
-            w[n++] = keep(word);
-    }
-    return w;
-}
-
-/* Renders a JSON scalar (or array of scalars) as the text rt_config_set takes. */
-static char *render(const cJSON *v, int *jtype)
-{
-    if (cJSON_IsNumber(v)) {
-        *jtype = 'n';
-        char buf[64];
-        fmt_number(buf, sizeof buf, v->valuedouble);
-        return xstrdup(buf);
-    }
-    if (cJSON_IsString(v)) {
-        *jtype = 's';
-        return xstrdup(v->valuestring);
-    }
-    if (cJSON_IsBool(v)) {
-        *jtype = 'b';
-        return xstrdup(cJSON_IsTrue(v) ? "true" : "false");
-    }
-    if (cJSON_IsNull(v)) {
-        *jtype = 'z';
-        return xstrdup("null");
-    }
-    if (cJSON_IsArray(v)) {
-        /* [0.9, 0.999] -> "0.9,0.999"; anything but numbers keeps its JSON form, so
-         * that it fails to parse as a number */
-        *jtype = 'a';
-        char *s = xstrdup("");
-        const cJSON *ch;
-        cJSON_ArrayForEach(ch, v) {
-            char *item;
-            if (cJSON_IsNumber(ch)) {
-                int t;
-                item = render(ch, &t);
-            } else {
-                char *p = cJSON_PrintUnformatted(ch);
-                item = xstrdup(p ? p : "?");
-                cJSON_free(p);
-            }
-            char *joined = xasprintf("%s%s%s", s, *s || ch != v->child ? "," : "", item);
-            free(s);
-            free(item);
-            s = joined;
-        }
-        return s;
-    }
-    *jtype = 'o';
-    return xstrdup("{}");
-}
-
-static void walk_train(const Ctx *c, const cJSON *obj, const char *prefix, const char *path)
-{
-    /* "type" first: a new optimizer type resets that optimizer's other fields */
-    const cJSON *type = member(obj, "type");
-    for (int pass = 0; pass < 2; pass++) {
-        const cJSON *ch;
-        cJSON_ArrayForEach(ch, obj) {
-            if ((pass == 0) != (ch == type))
-                continue;
-            char *cp = path_key(path, ch->string);
-            if (!*prefix && !strcmp(ch->string, "data")) {
-                parse_data(c, ch, cp);
-                free(cp);
-                continue;
-            }
-            char *full = *prefix ? xasprintf("%s.%s", prefix, ch->string)
-                                 : xstrdup(ch->string);
-            int kind = strchr(ch->string, '.') ? 0 : key_kind(full);
-            if (!kind) {
-                const char **words = child_keys(prefix);
-                /* a key of another section: "lr" for optimizer.lr */
-                const char *other =
-                    alias_of(ch->string, words) || rt_closest(ch->string, words)
-                        ? NULL : rt_closest(full, rt_config_keys);
-                free(full);   /* unknown() exits; nothing may look leaked under LSan */
-                if (other && strncmp(other, "data.", 5))
-                    error_at(c->file, cp, "unknown key '%s'; did you mean '%s'?",
-                             show(ch->string), other);
-                unknown(c, cp, "key", ch->string, words, NULL);
-            }
-            char b[300];
-            add_key_path(c, full, cp);
-            if (cJSON_IsObject(ch) && (kind & 2)) {
-                if (kind & 1)
-                    set_or_fail(c, full, 'o', "{}", cp);
-                walk_train(c, ch, full, cp);
-            } else if (kind & 1) {
-                int jtype;
-                char *text = render(ch, &jtype);
-                set_or_fail(c, full, jtype, text, cp);
-                free(text);
-            } else
-                error_at(c->file, cp, "expected an object, got %s", got(ch, b, sizeof b));
-            free(full);
-            free(cp);
-        }
-    }
-}
-
-static void parse_train(const Ctx *c, const cJSON *t)
-{
-    rt_config_defaults(&c->s->train);
-    need_object(c, t, "$.train", "an object");
-    if (!member(t, "data"))
-        error_at(c->file, "$.train", "missing key 'data' (the files to train on)");
-    walk_train(c, t, "", "$.train");
-    char err[512], key[256] = "";
-    if (rt_config_check(&c->s->train, err, sizeof err, key, sizeof key) ||
-        check_train_vs_model(c->s, err, sizeof err, key, sizeof key))
-        error_at(c->file, train_path(c, key), "%s", err);
-    for (int i = 0; i < c->keys->n; i++) {
-        free(c->keys->v[i].key);
-        free(c->keys->v[i].path);
-    }
-    free(c->keys->v);
-    *c->keys = (KeyPaths){0};
-}
-
 /* ---- the entry points --------------------------------------------------------- */
 
 static void check_top(const char *file, const cJSON *doc)
 {
     static const char *const keys[] = {"trainc", "model", "train", NULL};
     Ctx c = {file, NULL, NULL};
-    need_object(&c, doc, "$", "an object {\"model\": ..., \"train\": ...}");
-    check_keys(&c, doc, "$", keys);
-    const cJSON *v = member(doc, "trainc");
+    sp_need_object(&c, doc, "$", "an object {\"model\": ..., \"train\": ...}");
+    sp_check_keys(&c, doc, "$", keys);
+    const cJSON *v = sp_member(doc, "trainc");
     if (v) {
         char b[300];
         if (!cJSON_IsNumber(v) || v->valuedouble != floor(v->valuedouble))
             error_at(file, "$.trainc", "expected the spec version 1, got %s",
-                     got(v, b, sizeof b));
+                     sp_got(v, b, sizeof b));
         if (v->valuedouble != 1)
             error_at(file, "$.trainc", "unsupported spec version %s; this trainc reads "
-                     "version 1", got(v, b, sizeof b));
+                     "version 1", sp_got(v, b, sizeof b));
     }
 }
 
@@ -1959,8 +1516,8 @@ Spec *spec_load(int nfiles, char **files)
     canon->next = canons;
     canons = canon;
 
-    const cJSON *model = member(canon->docs[0], "model");
-    const cJSON *train = member(canon->docs[nfiles - 1], "train");
+    const cJSON *model = sp_member(canon->docs[0], "model");
+    const cJSON *train = sp_member(canon->docs[nfiles - 1], "train");
     if (!model)
         error_at(files[0], "$", nfiles == 1 ? "missing key 'model'"
                                             : "missing key 'model' (the first file is the "
@@ -1969,10 +1526,10 @@ Spec *spec_load(int nfiles, char **files)
         error_at(files[nfiles - 1], "$", nfiles == 1
                  ? "missing key 'train' (give the training spec here or as a second file)"
                  : "missing key 'train' (the second file is the training spec)");
-    if (nfiles == 2 && member(canon->docs[0], "train"))
+    if (nfiles == 2 && sp_member(canon->docs[0], "train"))
         error_at(files[0], "$.train", "the first file is the model spec; give \"train\" in "
                  "the second file only");
-    if (nfiles == 2 && member(canon->docs[1], "model"))
+    if (nfiles == 2 && sp_member(canon->docs[1], "model"))
         error_at(files[1], "$.model", "the second file is the training spec; give \"model\" "
                  "in the first file only");
 
