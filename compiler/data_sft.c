@@ -398,7 +398,8 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
         if (to < done)
             line_error(file, ln, "a token across the edge of an assistant's message: not a "
                        "text --chat %s can mask", f->name);
-        rt_ids part = {all.v + done, to - done, to - done};
+        /* (a text of no ids, Llama 2's lone system message, has no all.v to add to) */
+        rt_ids part = {all.n ? all.v + done : NULL, to - done, to - done};
         ex_add(ex, &part, k % 2);   /* (past the cut it matters not) */
         done = to;
         if (past)
