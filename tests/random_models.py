@@ -22,7 +22,13 @@ residual with a shortcut); from a sixth, an attention's qk_norm may be "all_head
 the activation between them) may become a mixture of experts (`moe`: 2 to 4 experts,
 top 1 to all, renormalized or not, a shared expert gated or not in half of them); from
 an eighth, one model in four freezes some of its parameters (`freeze`, never all:
-PyTorch's requires_grad_(False), the optimizer and the clipped norm without them).
+PyTorch's requires_grad_(False), the optimizer and the clipped norm without them); from
+a ninth, an image model takes a ResNet's ops (a batchnorm after a conv, with its momentum,
+eps or affine off; a conv2d's groups, depthwise or not; a residual whose body changes the
+channels beside a projection shortcut, a 1x1 conv2d and a batchnorm), and a cross entropy
+of any model label smoothing (1 in 4). Batchnorm's running statistics start away from
+the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
+validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
@@ -358,6 +364,49 @@ def gan_swaps(r2, layers):
             l["op"] = "conv_transpose2d"
 
 
+def cnn_swaps(r9, layers, C):
+    """A ResNet's ops in an image model, in place, through residuals (a ninth generator's,
+    from a model's input channels C; returns the channels after the layers): a batchnorm
+    after a conv (1 in 3: momentum 0.3 or the default, eps 1e-3 or the default, without
+    affine 1 in 5); a conv2d's groups (1 in 3 of those whose channels share a divisor:
+    depthwise where out equals in, 1 in 2 of those); a residual's body made to change the
+    channels with a projection shortcut (1 in 3: a 1x1 conv2d, a batchnorm after it in
+    half)."""
+    out = []
+    for l in layers:
+        out.append(l)
+        if l["op"] == "flatten":
+            out += layers[len(out):]
+            break
+        if l["op"] == "residual":
+            cin = C
+            if r9.random() < 1 / 3:
+                cn = cin + int(r9.integers(1, 4))
+                l["body"][0]["out"] = cn
+                l["shortcut"] = [{"op": "conv2d", "out": cn, "kernel": 1}]
+                if r9.random() < 0.5:
+                    l["shortcut"].append({"op": "batchnorm"})
+            C = cnn_swaps(r9, l["body"], cin)
+        elif l["op"] in ("conv2d", "conv_transpose2d"):
+            if l["op"] == "conv2d":
+                divs = [g for g in range(2, min(C, l["out"]) + 1) if C % g == 0 and l["out"] % g == 0]
+                if divs and r9.random() < 1 / 3:
+                    depthwise = C == l["out"] and r9.random() < 0.5
+                    l["groups"] = C if depthwise else int(r9.choice(divs))
+            C = l["out"]
+            if r9.random() < 1 / 3:
+                bn = {"op": "batchnorm"}
+                if r9.random() < 0.5:
+                    bn["momentum"] = 0.3
+                if r9.random() < 0.5:
+                    bn["eps"] = 1e-3
+                if r9.random() < 0.2:
+                    bn["affine"] = False
+                out.append(bn)
+    layers[:] = out
+    return C
+
+
 def freeze_draw(r8, names):
     """an eighth generator's: in one model in four, some of its parameters (never all)
     for train.freeze, by name; else none"""
@@ -376,6 +425,9 @@ def draw(r, i):
     block_forms(np.random.default_rng([SEED, i, 4]), layers)
     all_heads_norms(np.random.default_rng([SEED, i, 5]), layers)
     moe_swaps(np.random.default_rng([SEED, i, 6]), layers)
+    r9 = np.random.default_rng([SEED, i, 9])
+    if kind == "image":
+        cnn_swaps(r9, layers, x["shape"][0])
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
@@ -387,6 +439,8 @@ def draw(r, i):
     y = {"shape": tshape, "dtype": "i32", "classes": k} if lk == "ce" else {"shape": tshape, "dtype": "f32"}
     model = {"name": "rnd%d" % i, "inputs": {"x": x, "y": y}, "layers": layers,
              "loss": {"op": "cross_entropy" if lk == "ce" else "mse", "target": "y"}}
+    if lk == "ce" and r9.random() < 0.25:
+        model["loss"]["label_smoothing"] = float(r9.choice([0.1, 0.3]))
     if r.random() < 0.5:
         opt = {"type": "sgd", "lr": 0.05}
         if r.random() < 0.6:
@@ -412,7 +466,19 @@ def draw(r, i):
 
 # ---- the reference: SPEC.md's semantics, parameters created as they are first used ----
 
-def reference(model, P, xin):
+def reference(model, P, xin, S=None, mode="init"):
+    """The model's output for xin. Batchnorm's running statistics are S's (made on first
+    use, away from the defaults: the trainer reads them from --init): mode "train"
+    normalizes with the batch's statistics and updates them, "eval" uses them, "init"
+    (the first pass, which makes the parameters) normalizes as "train" and leaves them."""
+    def running(name, C):
+        if name + ".running_mean" not in S:
+            g = np.random.default_rng(zlib.crc32((name + ".running").encode()))
+            for k, v in (("running_mean", g.uniform(-0.2, 0.2, C)), ("running_var", g.uniform(0.5, 1.5, C))):
+                S[name + "." + k] = torch.tensor(v.astype(np.float32).astype(np.float64))
+            S[name + ".num_batches_tracked"] = torch.tensor(3, dtype=torch.int64)
+        return S[name + ".running_mean"], S[name + ".running_var"]
+
     def param(name, shape, kind):
         if name not in P:
             g = np.random.default_rng(zlib.crc32(name.encode()))
@@ -443,16 +509,27 @@ def reference(model, P, xin):
                 if l.get("bias", "tie" not in l):
                     x = x + param(pfx + ".bias", (w.shape[0],), "b")
             elif op == "conv2d":
-                k = l["kernel"]
-                w = param(pfx + ".weight", (l["out"], x.shape[1], k, k), "w")
+                k, g = l["kernel"], l.get("groups", 1)
+                w = param(pfx + ".weight", (l["out"], x.shape[1] // g, k, k), "w")
                 b = param(pfx + ".bias", (l["out"],), "b") if l.get("bias", True) else None
-                x = F.conv2d(x, w, b, l.get("stride", 1), l.get("padding", 0))
+                x = F.conv2d(x, w, b, l.get("stride", 1), l.get("padding", 0), 1, g)
             elif op == "conv_transpose2d":
                 k = l["kernel"]
                 w = param(pfx + ".weight", (x.shape[1], l["out"], k, k), "w")
                 b = param(pfx + ".bias", (l["out"],), "b") if l.get("bias", True) else None
                 x = F.conv_transpose2d(x, w, b, l.get("stride", 1), l.get("padding", 0),
                                        l.get("output_padding", 0))
+            elif op == "batchnorm":   # the channel is axis 1 of [B, C, ...]
+                C = x.shape[1]
+                aff = l.get("affine", True)
+                w = param(pfx + ".weight", (C,), "lnw") if aff else None
+                b = param(pfx + ".bias", (C,), "b") if aff else None
+                rm, rv = running(pfx, C)
+                if mode == "init":
+                    rm, rv = rm.clone(), rv.clone()
+                elif mode == "train":
+                    S[pfx + ".num_batches_tracked"] += 1
+                x = F.batch_norm(x, rm, rv, w, b, mode != "eval", l.get("momentum", 0.1), l.get("eps", 1e-5))
             elif op == "leaky_relu":
                 x = F.leaky_relu(x, l.get("negative_slope", 0.01))
             elif op in ("maxpool2d", "avgpool2d"):
@@ -564,7 +641,8 @@ def attention_with_options(l, x, pfx, param):
 
 def loss_of(model, out, y):
     if model["loss"]["op"] == "cross_entropy":
-        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.long().reshape(-1))
+        return F.cross_entropy(out.reshape(-1, out.shape[-1]), y.long().reshape(-1),
+                               label_smoothing=model["loss"].get("label_smoothing", 0.0))
     return F.mse_loss(out, y)
 
 
@@ -739,8 +817,8 @@ def one(i, r):
     json.dump(spec, open(spec_path, "w"), indent=1)
 
     # the parameters: made by a first forward pass, in the order of first use
-    P = {}
-    reference(spec["model"], P, input_batch(spec, x[:B]))
+    P, S = {}, {}
+    reference(spec["model"], P, input_batch(spec, x[:B]), S)
     frozen = freeze_draw(np.random.default_rng([SEED, i, 7]), list(P))
     if frozen:
         spec["train"]["freeze"] = frozen
@@ -748,13 +826,15 @@ def one(i, r):
         for n in frozen:
             P[n].requires_grad_(False)
     init = os.path.join(d, "init.safetensors")
-    st_check.save(init, {n: t.detach().numpy().astype(np.float32) for n, t in P.items()})
+    st_check.save(init, dict({n: t.detach().numpy().astype(np.float32) for n, t in P.items()},
+                             **{n: t.numpy().astype(np.int64 if t.dtype == torch.int64 else np.float32)
+                                for n, t in S.items()}))
     threads = int(r.integers(1, 3))
     ours = trainc(spec_path, os.path.join(d, "run"), init, threads)
 
     t, opt = spec["train"], spec["train"]["optimizer"]
     dropout = '"p": 0.25' in json.dumps(spec)
-    problems = [] if dropout else against_torch(spec, P, x, y, xv, yv, ours, d)
+    problems = [] if dropout else against_torch(spec, P, S, x, y, xv, yv, ours, d)
 
     # recomputation never changes the numbers (dropout: the masks made again alike)
     if i % 5 == 0 or dropout:
@@ -785,7 +865,7 @@ def one(i, r):
         if i < FAKE_GPU else "",
         "under the sanitizers too: " if ASAN and i % 3 == 0 else "",
         "dropout 0.25 (not against PyTorch): " if dropout else "",
-        kind, len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
+        kind + resnet_ops(spec["model"]), len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
         t["recompute"], ", clipped" if "grad_clip" in t else "",
         "" if t["loader"]["drop_last"] else ", a short last batch",
         ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
@@ -794,9 +874,18 @@ def one(i, r):
     return desc, len(ours), problems
 
 
-def against_torch(spec, P, x, y, xv, yv, ours, d):
+def resnet_ops(model):
+    """the ninth generator's ops a model has, for its line: ' (batchnorm, groups, ...)'"""
+    j = json.dumps(model)
+    have = [w for w, k in (("batchnorm", '"batchnorm"'), ("groups", '"groups"'),
+                           ("a projection shortcut", '"shortcut": [{"op": "conv2d"'), ("label smoothing", '"label_smoothing"'))
+            if k in j]
+    return " (%s)" % ", ".join(have) if have else ""
+
+
+def against_torch(spec, P, S, x, y, xv, yv, ours, d):
     """the reference's training on the same batches, optimizer and clipping, then its
-    validation and weights, against trainc's"""
+    validation, weights and batchnorm's statistics (S), against trainc's"""
     t, opt = spec["train"], spec["train"]["optimizer"]
     ys = spec["model"]["inputs"]["y"]
     params = [p for p in P.values() if p.requires_grad]   # (train.freeze: the rest)
@@ -822,7 +911,7 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
         window = min((b + k) * B, ROWS) - b * B
         for j in range(k):
             sl = slice((b + j) * B, min((b + j + 1) * B, ROWS))
-            out = reference(spec["model"], P, input_batch(spec, x[sl]))
+            out = reference(spec["model"], P, input_batch(spec, x[sl]), S, "train")
             l = loss_of(spec["model"], out, torch.tensor(y[sl].astype(np.float64) if ys["dtype"] == "f32" else y[sl]))
             (l * ((sl.stop - sl.start) / window)).backward()
             total += l.item() / k
@@ -836,11 +925,11 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
     problems = compare_steps("trainc", ours, ref, "the reference", {"loss": 1e-4, "grad_norm": 1e-4})
     # validation after the last step: the mean over all 6 rows' terms, and the accuracy
     with torch.no_grad():
-        out = reference(spec["model"], P, input_batch(spec, xv))
+        out = reference(spec["model"], P, input_batch(spec, xv), S, "eval")
         tv = torch.tensor(yv.astype(np.float64) if ys["dtype"] == "f32" else yv)
         if spec["model"]["loss"]["op"] == "cross_entropy":
             logits = out.reshape(-1, out.shape[-1])
-            val_loss = F.cross_entropy(logits, tv.long().reshape(-1)).item()
+            val_loss = loss_of(spec["model"], out, tv).item()
             top2 = torch.topk(logits, 2, dim=1).values
             ties = int(((top2[:, 0] - top2[:, 1]) < 1e-4).sum())
             val_acc = float((logits.argmax(1) == tv.long().reshape(-1)).double().mean())
@@ -857,11 +946,15 @@ def against_torch(spec, P, x, y, xv, yv, ours, d):
         if val_acc is not None and abs(v["val_acc"] - val_acc) * n_terms > ties + 1e-6:
             problems.append("val_acc %.6g, the reference %.6g (%d near ties)" % (v["val_acc"], val_acc, ties))
     w = st_check.load(os.path.join(d, "run", "model.safetensors"))
-    if sorted(w) != sorted(P):
-        problems.append("weights named %s, the reference %s" % (sorted(w), sorted(P)))
+    if sorted(w) != sorted(list(P) + list(S)):
+        problems.append("weights named %s, the reference %s" % (sorted(w), sorted(list(P) + list(S))))
     else:
-        for n, p in P.items():
+        for n, p in list(P.items()) + list(S.items()):
             e = p.detach().numpy()
+            if e.dtype == np.int64:   # num_batches_tracked: every training batch once
+                if int(w[n]) != int(e):
+                    problems.append("%s is %d, the reference %d" % (n, int(w[n]), int(e)))
+                continue
             dif = float(np.max(np.abs(w[n] - e))) if e.size else 0.0
             if dif > 1e-4 * max(1.0, float(np.max(np.abs(e)))):
                 problems.append("%s differs by %.3g" % (n, dif))
