@@ -25,8 +25,9 @@ an eighth, one model in four freezes some of its parameters (`freeze`, never all
 PyTorch's requires_grad_(False), the optimizer and the clipped norm without them); from
 a ninth, an image model takes a ResNet's ops (a batchnorm after a conv, with its momentum,
 eps or affine off; a conv2d's groups, depthwise or not; a residual whose body changes the
-channels beside a projection shortcut, a 1x1 conv2d and a batchnorm), and a cross entropy
-of any model label smoothing (1 in 4). Batchnorm's running statistics start away from
+channels beside a projection shortcut, a 1x1 conv2d and a batchnorm), a vector model a
+batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label smoothing
+(1 in 4). Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -407,6 +408,17 @@ def cnn_swaps(r9, layers, C):
     return C
 
 
+def vector_batchnorms(r9, layers):
+    """BatchNorm1d over a vector model's features: a batchnorm after a top-level linear (1
+    in 4, its momentum 0.3 in half), in place (the ninth generator's)."""
+    out = []
+    for l in layers:
+        out.append(l)
+        if l["op"] == "linear" and r9.random() < 0.25:
+            out.append({"op": "batchnorm", "momentum": 0.3} if r9.random() < 0.5 else {"op": "batchnorm"})
+    layers[:] = out
+
+
 def freeze_draw(r8, names):
     """an eighth generator's: in one model in four, some of its parameters (never all)
     for train.freeze, by name; else none"""
@@ -428,6 +440,8 @@ def draw(r, i):
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
         cnn_swaps(r9, layers, x["shape"][0])
+    elif kind == "vector":
+        vector_batchnorms(r9, layers)
     if loss is None:
         k = int(r.choice([2, 3, 257])) if ODD else int(r.integers(2, 7))
         if r.random() < 0.6:
