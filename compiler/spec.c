@@ -39,7 +39,6 @@ typedef struct Canon {
 } Canon;
 static Canon *canons;
 
-
 /* ---- small helpers ------------------------------------------------------- */
 
 /* Keeps a pointer reachable for good: suggestion lists and message parts built just

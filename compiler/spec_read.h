@@ -31,7 +31,8 @@ const char *sp_show(const char *s);
 char *sp_path_key(const char *parent, const char *key);
 /* A number as short as it reads back exactly: 25.5, 0.9, 1e-08, 1024. */
 void sp_fmt_number(char *buf, size_t len, double d);
-/* A JSON value as a message shows it ("a string", 3.5, "an object"), in buf. */
+/* A value as an error message shows it, in buf: numbers and literals as written,
+ * strings in quotes, containers by kind. */
 const char *sp_got(const cJSON *v, char *buf, size_t len);
 /* Whether w is one of the NULL-terminated words. */
 int sp_in_list(const char *w, const char *const *words);
