@@ -175,6 +175,7 @@ check parity/hf_io_newer  $HF_NEW_PYTHON tests/hf_io.py --newer
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py
 check parity/gan          $PYTHON tests/gan_parity.py
+check parity/random_gans  $PYTHON tests/random_gans.py 40 1
 # examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
 # sample, export, transformers loads it (skips without transformers in HF_PYTHON)
 check example/finetune    bash examples/finetune/run.sh build/tests/finetune
