@@ -2,7 +2,7 @@
 section 2) on generator and discriminator layer lists the shipped specs do not have,
 through every pass (both networks' programs, their shared arena plan, recomputation).
 
-    random_gans.py [N [SEED]]   (default 20 pairs, seed 1)
+    random_gans.py [N [SEED]] [--fake-gpu=K]   (default 20 pairs, seed 1, no GPU)
 
 Each pair is drawn from a small grammar: vectors (the generator a stack of linear
 layers, each with a batchnorm after it or not (its linear then without bias, as DCGAN's
@@ -23,7 +23,11 @@ weights and running statistics within 1e-4 of their scale, num_batches_tracked e
 or, where a pair's few steps turn rounding into more than that (AdamW dividing by a
 small second moment), within 4 times what the same reference in float32 differs by.
 Every third pair also runs under all three recompute policies, which must give the same
-numbers and weights bit for bit.
+numbers and weights bit for bit. With --fake-gpu=K the first K pairs are also built with
+--device both (kernels by the fake NVRTC for sm_90a) and trained on the fake GPU
+(tests/fake_gpu/: the generated CUDA kernels in the emulator): in fp32 against the
+float64 reference by the CPU's rule, and every other pair in bf16-mixed (one in four of
+the rest in fp16-mixed, each net's loss scale from 1024) within 1e-1 of the CPU's losses.
 """
 import json, os, subprocess, sys
 import numpy as np
@@ -34,10 +38,15 @@ import st_check   # safetensors by hand
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
-args = sys.argv[1:]
+args = [a for a in sys.argv[1:] if not a.startswith("--fake-gpu=")]
 N_PAIRS = int(args[0]) if len(args) > 0 else 20
 SEED = int(args[1]) if len(args) > 1 else 1
 OUT = os.path.join(ROOT, "build", "tests", "random_gans", "seed%d" % SEED)
+# --fake-gpu=K: the first K pairs also built with --device both and trained on the fake
+# GPU (tests/fake_gpu/), fp32 against the float64 reference by the CPU's rule, and every
+# other one in bf16-mixed (one in four of the rest fp16-mixed) within 1e-1
+FAKE_GPU = max([int(a.split("=")[1]) for a in sys.argv[1:] if a.startswith("--fake-gpu=")] + [0])
+FAKE_LIB = os.environ.get("FAKE_GPU_LIB") or os.path.join(OUT, "fake_lib")   # (run_all.sh's shared build)
 TOL, SPREAD = 1e-4, 4.0
 WIDE = []   # the comparisons past TOL that PyTorch's float32 spread took, for the summary
 torch.set_num_threads(1)
@@ -217,6 +226,56 @@ def compare(recs, ref, final, ref32, final32, weights):
     return problems
 
 
+def fake_gpu(d, spec_path, init, threads, precision):
+    """the pair built for both devices and trained on the fake GPU in `precision`: its
+    train records, or the problem (a string)"""
+    env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB + (":" + os.environ["LD_LIBRARY_PATH"]
+                                                       if os.environ.get("LD_LIBRARY_PATH") else ""),
+               TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    exe = os.path.join(d, "trainer_" + precision)
+    p = subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a",
+                        "--set", "precision=" + precision, "-o", exe], capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return "trainc build --device both (%s) failed:\n%s" % (precision, p.stderr[-3000:])
+    out = os.path.join(d, "gpu_" + precision)
+    # fp16-mixed: each net's loss scale from 1024, not 65536, so that no step of these small
+    # nets overflows and is skipped (the CPU's fp32 run skips none)
+    sets = ["--set", "loss_scale.init=1024"] if precision == "fp16-mixed" else []
+    p = subprocess.run([exe, "--device", "cuda", "--init", init, "--out", out, "--quiet", "--threads", str(threads)]
+                       + sets, capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        return "on the fake GPU (%s): exit %d\n%s" % (precision, p.returncode, p.stderr[-3000:])
+    start = json.loads(open(os.path.join(out, "metrics.jsonl")).readline())
+    if start.get("device") != "cuda":
+        return "on the fake GPU: the start record says %s" % start.get("device")
+    return records(out)
+
+
+def on_fake_gpu(i, d, spec_path, init, threads, ours, check):
+    """the fake GPU's runs of pair i (fp32 always; bf16- or fp16-mixed in some): problems.
+    check(records) compares fp32 records with the reference, as the CPU's are."""
+    problems = []
+    runs = ["fp32"] + (["bf16-mixed"] if i % 2 == 1 else ["fp16-mixed"] if i % 4 == 2 else [])
+    for precision in runs:
+        recs = fake_gpu(d, spec_path, init, threads, precision)
+        if isinstance(recs, str):
+            return problems + [recs]
+        if precision == "fp32":
+            problems += ["fake GPU fp32: " + x for x in check(recs)]
+            continue
+        # 16-bit activations: the losses within 1e-1 of the CPU's fp32 ones (36 pairs of
+        # seeds 5 to 7: 5.5% at most, a DCGAN with two batchnorms over batches of 4 and the
+        # hinge loss, -mean(D(G(z))); under 1% in most)
+        for s, (g, c) in enumerate(zip(recs, ours)):
+            for what in ("d_loss", "g_loss"):
+                if abs(g[what] - c[what]) > 1e-1 * max(abs(c[what]), 1e-1):
+                    problems.append("fake GPU %s: step %d %s %.6g, the CPU %.6g" % (precision, s + 1, what,
+                                                                                    g[what], c[what]))
+        if len(recs) != len(ours):
+            problems.append("fake GPU %s: %d steps, the CPU %d" % (precision, len(recs), len(ours)))
+    return problems
+
+
 def one(i, r):
     kind, spec, rows = draw(r, i)
     d = os.path.join(OUT, "g%02d" % i)
@@ -241,6 +300,10 @@ def one(i, r):
     ref32, final32 = reference(spec, start, X, Z, steps, torch.float32)
     weights = st_check.load(os.path.join(d, "run", "model.safetensors"))
     problems = compare(ours, ref, final, ref32, final32, weights)
+    if i < FAKE_GPU and not problems:
+        w_gpu = lambda recs: st_check.load(os.path.join(d, "gpu_fp32", "model.safetensors"))
+        problems += on_fake_gpu(i, d, spec_path, init, threads, ours,
+                                lambda recs: compare(recs, ref, final, ref32, final32, w_gpu(recs)))
 
     if i % 3 == 0:   # recomputation never changes the numbers
         base = None
@@ -254,8 +317,10 @@ def one(i, r):
                 problems.append("recompute %s: numbers or weights differ from none's" % pol)
     t = spec["train"]
     bns = json.dumps(m["gan"]).count('"batchnorm"')
-    desc = "%s, %d + %d layers%s, %s, %s%s, accumulate %d%s, recompute %s%s, %d thread%s" % (
-        kind, len(m["gan"]["generator"]), len(m["gan"]["discriminator"]),
+    desc = "%s%s, %d + %d layers%s, %s, %s%s, accumulate %d%s, recompute %s%s, %d thread%s" % (
+        "on the fake GPU too (%s): " % ", ".join(["fp32"] + (["bf16-mixed"] if i % 2 == 1 else ["fp16-mixed"]
+                                                             if i % 4 == 2 else []))
+        if i < FAKE_GPU else "", kind, len(m["gan"]["generator"]), len(m["gan"]["discriminator"]),
         ", %d batchnorm%s" % (bns, "s" if bns > 1 else "") if bns else "", m["gan"]["loss"],
         t["optimizer"]["type"], " (D: %s)" % t["optimizer_d"]["type"] if "optimizer_d" in t else "",
         t["accumulate"], ", clipped" if "grad_clip" in t else "", t["recompute"],
@@ -265,6 +330,8 @@ def one(i, r):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
+    if FAKE_GPU and not os.path.exists(os.path.join(FAKE_LIB, "libcuda.so.1")):
+        subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
     r = np.random.default_rng(SEED)
     failed = 0
     for i in range(N_PAIRS):
