@@ -42,9 +42,11 @@ the validation after the last step (6 rows: batches of 4 and 2) too, its accurac
 but for near ties, and the final weights within 1e-4 of their scale. A token model with
 a decode program then samples T tokens with --sample's key/value cache, each token's
 logits checked against the window's pass (TRAINC_KV_CACHE=check). Every fifth model also runs under all
-three recompute policies, which must give the same numbers bit for bit. With
-Dropout is at p 0, which PyTorch follows, but in about one model in seven at p 0.25:
-its masks are trainc's own, so such a model is compared only with itself under the
+three recompute policies, which must give the same numbers bit for bit, and every fifth
+from the third on is stopped after its first step (a checkpoint there) and resumed with
+--resume: the straight run's records and model.safetensors byte for byte. Dropout is at
+p 0, which PyTorch follows, but in about one model in seven at p 0.25: its masks are
+trainc's own, so such a model is compared only with itself under the
 three policies (the masks made again alike) and on the fake GPU. With
 RANDOM_MODELS_ASAN=TRAINC every third model also goes through that sanitized trainc
 (check, plan, emit) and a sanitized build of its trainer. With
@@ -717,6 +719,36 @@ def cache_check(d, spec_path, threads, cmd=None, env=None):
     return [], True
 
 
+def resumed(d, spec_path, init, threads):
+    """The run stopped after its first step (a checkpoint there) and resumed with --resume:
+    the straight run's records (timings aside) and its model.safetensors byte for byte."""
+    out = os.path.join(d, "resumed")
+    first = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads),
+             "--set", "max_steps=1", "--set", "checkpoint.every_steps=1"]
+    rest = [TRAINC, "run", spec_path, "--resume", out, "--quiet", "--threads", str(threads),
+            "--set", "max_steps=null"]
+    for cmd in (first, rest):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            return ["%s: exit %d\n%s" % ("the resume" if cmd is rest else "the first step", p.returncode,
+                                          p.stderr[-2000:])]
+
+    def kept(run):
+        return [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
+                for r in run_log.records(run) if "event" not in r]
+    straight = os.path.join(d, "run")
+    problems = []
+    a, b = kept(out), kept(straight)
+    if a != b:
+        k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        problems.append("resumed after step 1: record %d is %s, the straight run's %s (of %d and %d)"
+                        % (k + 1, a[k] if k < len(a) else None, b[k] if k < len(b) else None, len(a), len(b)))
+    if open(os.path.join(out, "model.safetensors"), "rb").read() != \
+            open(os.path.join(straight, "model.safetensors"), "rb").read():
+        problems.append("resumed after step 1: model.safetensors differs from the straight run's")
+    return problems
+
+
 def sanitized(d, spec_path, init, threads, ours):
     """the compiler and a trainer under the sanitizers (RANDOM_MODELS_ASAN)"""
     env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:exitcode=86", UBSAN_OPTIONS="exitcode=86")
@@ -862,6 +894,9 @@ def one(i, r):
                 base = (nums, wb)
             elif (nums, wb) != base:
                 problems.append("recompute %s: numbers or weights differ from none's" % pol)
+    resume = i % 5 == 2 and len(ours) > 1 and not problems
+    if resume:
+        problems += resumed(d, spec_path, init, threads)
     cached = False
     if spec["model"]["loss"]["op"] == "cross_entropy" and xs["dtype"] == "i32" and not problems:
         more, cached = cache_check(d, spec_path, threads)
@@ -885,7 +920,7 @@ def one(i, r):
         ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
         "s" if threads > 1 else "", ", sampled with the key/value cache" + (" (on the fake GPU too)" if i < FAKE_GPU else "")
         if cached else "")
-    return desc, len(ours), problems
+    return desc + (", resumed after step 1" if resume else ""), len(ours), problems
 
 
 def resnet_ops(model):
