@@ -23,7 +23,9 @@ weights and running statistics within 1e-4 of their scale, num_batches_tracked e
 or, where a pair's few steps turn rounding into more than that (AdamW dividing by a
 small second moment), within 4 times what the same reference in float32 differs by.
 Every third pair also runs under all three recompute policies, which must give the same
-numbers and weights bit for bit. With --fake-gpu=K the first K pairs are also built with
+numbers and weights bit for bit, and every fourth from the second on is stopped after
+its first step (a checkpoint there) and resumed with --resume: the straight run's
+records and weights byte for byte. With --fake-gpu=K the first K pairs are also built with
 --device both (kernels by the fake NVRTC for sm_90a) and trained on the fake GPU
 (tests/fake_gpu/: the generated CUDA kernels in the emulator): in fp32 against the
 float64 reference by the CPU's rule, and every other pair in bf16-mixed (one in four of
@@ -226,6 +228,34 @@ def compare(recs, ref, final, ref32, final32, weights):
     return problems
 
 
+def resumed(d, spec_path, init, threads):
+    """The pair stopped after its first step (a checkpoint there) and resumed with
+    --resume: the straight run's records (timings aside) and model.safetensors byte for
+    byte (both nets' weights and optimizer states, the loader's place)"""
+    out = os.path.join(d, "resumed")
+    first = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads),
+             "--set", "max_steps=1", "--set", "checkpoint.every_steps=1"]
+    rest = [TRAINC, "run", spec_path, "--resume", out, "--quiet", "--threads", str(threads),
+            "--set", "max_steps=%d" % json.load(open(spec_path))["train"]["max_steps"]]
+    for cmd in (first, rest):
+        p = subprocess.run(cmd, capture_output=True, text=True)
+        if p.returncode != 0:
+            return ["%s: exit %d\n%s" % ("the resume" if cmd is rest else "the first step", p.returncode,
+                                          p.stderr[-2000:])]
+    timing = ("time_s", "samples_per_s")
+    a, b = ([{k: v for k, v in r.items() if k not in timing} for r in records(run)]
+            for run in (out, os.path.join(d, "run")))
+    problems = []
+    if a != b:
+        k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+        problems.append("resumed after step 1: record %d is %s, the straight run's %s (of %d and %d)"
+                        % (k + 1, a[k] if k < len(a) else None, b[k] if k < len(b) else None, len(a), len(b)))
+    if open(os.path.join(out, "model.safetensors"), "rb").read() != \
+            open(os.path.join(d, "run", "model.safetensors"), "rb").read():
+        problems.append("resumed after step 1: model.safetensors differs from the straight run's")
+    return problems
+
+
 def fake_gpu(d, spec_path, init, threads, precision):
     """the pair built for both devices and trained on the fake GPU in `precision`: its
     train records, or the problem (a string)"""
@@ -300,6 +330,8 @@ def one(i, r):
     ref32, final32 = reference(spec, start, X, Z, steps, torch.float32)
     weights = st_check.load(os.path.join(d, "run", "model.safetensors"))
     problems = compare(ours, ref, final, ref32, final32, weights)
+    if i % 4 == 1 and not problems:
+        problems += resumed(d, spec_path, init, threads)
     if i < FAKE_GPU and not problems:
         w_gpu = lambda recs: st_check.load(os.path.join(d, "gpu_fp32", "model.safetensors"))
         problems += on_fake_gpu(i, d, spec_path, init, threads, ours,
@@ -324,7 +356,8 @@ def one(i, r):
         ", %d batchnorm%s" % (bns, "s" if bns > 1 else "") if bns else "", m["gan"]["loss"],
         t["optimizer"]["type"], " (D: %s)" % t["optimizer_d"]["type"] if "optimizer_d" in t else "",
         t["accumulate"], ", clipped" if "grad_clip" in t else "", t["recompute"],
-        ", all three policies" if i % 3 == 0 else "", threads, "s" if threads > 1 else "")
+        ", all three policies" if i % 3 == 0 else "", threads, "s" if threads > 1 else "") + \
+        (", resumed after step 1" if i % 4 == 1 else "")
     return desc, len(ours), problems
 
 
