@@ -217,7 +217,7 @@ check unit/lrfind         --after=unit/build_lrfind $T/test_lrfind
 check unit/build_image    $UCC tests/unit/test_image.c runtime/image.c runtime/util.c -lm -o $T/test_image
 check unit/image          --after=unit/build_image $PYTHON tests/image_check.py $T/test_image $T/image
 # fuse() on hand-built programs (compiler sources; the compiler frees nothing by design)
-check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compiler/expr.c compiler/lower.c compiler/graph.c compiler/gan.c compiler/autodiff.c compiler/call.c compiler/util.c compiler/buf.c compiler/spec.c compiler/spec_json.c compiler/ops/*.c runtime/config.c runtime/util.c -lcjson -lm -o $T/test_fusion
+check unit/build_fusion   $UCC tests/unit/test_fusion.c compiler/fusion.c compiler/expr.c compiler/lower.c compiler/graph.c compiler/gan.c compiler/autodiff.c compiler/call.c compiler/util.c compiler/buf.c compiler/spec.c compiler/spec_train.c compiler/spec_json.c compiler/ops/*.c runtime/config.c runtime/util.c -lcjson -lm -o $T/test_fusion
 check unit/fusion         --after=unit/build_fusion env ASAN_OPTIONS=detect_leaks=0 $T/test_fusion
 check unit/build_expr     $UCC tests/unit/test_expr.c compiler/expr.c compiler/kernel.c compiler/call.c compiler/util.c compiler/buf.c -lm -o $T/test_expr
 check unit/expr           --after=unit/build_expr env ASAN_OPTIONS=detect_leaks=0 $T/test_expr
