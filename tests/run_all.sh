@@ -79,7 +79,7 @@ check emu_sm90            bash tests/emu_sm90.sh
 check fake_ddp            --after=fake_gpu/lib bash tests/fake_ddp.sh
 check fake_gpu/ops        --after=fake_gpu/lib bash tests/fake_gpu_ops.sh
 check fake_gpu/random     --after=fake_gpu/lib $PYTHON tests/random_models.py 24 7 --fake-gpu=24
-check fake_gpu/random_gans --after=fake_gpu/lib $PYTHON tests/random_gans.py 12 5 --fake-gpu=12
+check fake_gpu/random_gans --after=fake_gpu/lib $PYTHON tests/random_gans.py 8 5 --fake-gpu=8
 check fake_gpu/odd        --after=fake_gpu/lib $PYTHON tests/random_models.py 6 3 --fake-gpu=6 --odd
 check fake_gpu/attn16     --after=fake_gpu/lib bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        --after=fake_gpu/lib bash tests/fake_fp8.sh
