@@ -37,6 +37,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import gan_torch
 import st_check   # safetensors by hand
+import random_runs   # the cases' loop, a trainc run, the resume check, the fake GPU
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -183,12 +184,7 @@ def records(out):
 
 
 def trainc(spec_path, out, init, threads, recompute=None):
-    cmd = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads)]
-    if recompute:
-        cmd += ["--set", "recompute=" + recompute]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError("trainc run failed (exit %d):\n%s" % (p.returncode, p.stderr[-3000:]))
+    random_runs.train(TRAINC, spec_path, out, init, threads, recompute)
     return records(out)
 
 
@@ -228,40 +224,10 @@ def compare(recs, ref, final, ref32, final32, weights):
     return problems
 
 
-def resumed(d, spec_path, init, threads):
-    """The pair stopped after its first step (a checkpoint there) and resumed with
-    --resume: the straight run's records (timings aside) and model.safetensors byte for
-    byte (both nets' weights and optimizer states, the loader's place)"""
-    out = os.path.join(d, "resumed")
-    first = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads),
-             "--set", "max_steps=1", "--set", "checkpoint.every_steps=1"]
-    rest = [TRAINC, "run", spec_path, "--resume", out, "--quiet", "--threads", str(threads),
-            "--set", "max_steps=%d" % json.load(open(spec_path))["train"]["max_steps"]]
-    for cmd in (first, rest):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            return ["%s: exit %d\n%s" % ("the resume" if cmd is rest else "the first step", p.returncode,
-                                          p.stderr[-2000:])]
-    timing = ("time_s", "samples_per_s")
-    a, b = ([{k: v for k, v in r.items() if k not in timing} for r in records(run)]
-            for run in (out, os.path.join(d, "run")))
-    problems = []
-    if a != b:
-        k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        problems.append("resumed after step 1: record %d is %s, the straight run's %s (of %d and %d)"
-                        % (k + 1, a[k] if k < len(a) else None, b[k] if k < len(b) else None, len(a), len(b)))
-    if open(os.path.join(out, "model.safetensors"), "rb").read() != \
-            open(os.path.join(d, "run", "model.safetensors"), "rb").read():
-        problems.append("resumed after step 1: model.safetensors differs from the straight run's")
-    return problems
-
-
 def fake_gpu(d, spec_path, init, threads, precision):
     """the pair built for both devices and trained on the fake GPU in `precision`: its
     train records, or the problem (a string)"""
-    env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB + (":" + os.environ["LD_LIBRARY_PATH"]
-                                                       if os.environ.get("LD_LIBRARY_PATH") else ""),
-               TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    env = random_runs.fake_env(FAKE_LIB, os.path.join(OUT, "cache"))
     exe = os.path.join(d, "trainer_" + precision)
     p = subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a",
                         "--set", "precision=" + precision, "-o", exe], capture_output=True, text=True, env=env)
@@ -331,7 +297,7 @@ def one(i, r):
     weights = st_check.load(os.path.join(d, "run", "model.safetensors"))
     problems = compare(ours, ref, final, ref32, final32, weights)
     if i % 4 == 1 and not problems:
-        problems += resumed(d, spec_path, init, threads)
+        problems += random_runs.resumed(TRAINC, d, spec_path, init, threads, spec["train"]["max_steps"])
     if i < FAKE_GPU and not problems:
         w_gpu = lambda recs: st_check.load(os.path.join(d, "gpu_fp32", "model.safetensors"))
         problems += on_fake_gpu(i, d, spec_path, init, threads, ours,
@@ -363,25 +329,11 @@ def one(i, r):
 
 def main():
     os.makedirs(OUT, exist_ok=True)
-    if FAKE_GPU and not os.path.exists(os.path.join(FAKE_LIB, "libcuda.so.1")):
-        subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
-    r = np.random.default_rng(SEED)
-    failed = 0
-    for i in range(N_PAIRS):
-        try:
-            desc, steps, problems = one(i, r)
-        except RuntimeError as e:
-            desc, steps, problems = "pair %d" % i, 0, [str(e)]
-        if problems:
-            failed += 1
-            print("FAIL g%02d (%s): %s/g%02d/spec.json" % (i, desc, os.path.relpath(OUT, ROOT), i))
-            for p in problems[:8]:
-                print("       " + p)
-        else:
-            print("ok   g%02d %s: %d steps" % (i, desc, steps))
+    if FAKE_GPU:
+        random_runs.fake_lib_ready(FAKE_LIB)
+    failed = random_runs.run_cases(N_PAIRS, one, np.random.default_rng(SEED), OUT, "g", "pair")
     print("random GANs: %d passed, %d failed (seed %d; %d comparisons past 1e-4 within PyTorch's "
           "float32 spread)" % (N_PAIRS - failed, failed, SEED, len(WIDE)))
     sys.exit(1 if failed else 0)
-
 
 main()

@@ -72,6 +72,7 @@ import attention_ref
 import llama_torch   # its longrope attention factor
 import st_check   # safetensors read and written by hand
 import run_log   # a run's metrics.jsonl: one train record a step (log_every 1)
+import random_runs   # the cases' loop, a trainc run, the resume check, the fake GPU
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -686,12 +687,7 @@ def compare_steps(who, got, ref, ref_who, tol):
 
 
 def trainc(spec_path, out, init, threads, recompute=None):
-    cmd = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads)]
-    if recompute:
-        cmd += ["--set", "recompute=" + recompute]
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError("trainc run failed (exit %d):\n%s" % (p.returncode, p.stderr[-3000:]))
+    random_runs.train(TRAINC, spec_path, out, init, threads, recompute)
     return run_log.steps(out)
 
 
@@ -717,36 +713,6 @@ def cache_check(d, spec_path, threads, cmd=None, env=None):
         return ["the key/value cache: %d tokens served (want %d), logits within %g of the window's"
                 % (n, T, worst)], True
     return [], True
-
-
-def resumed(d, spec_path, init, threads):
-    """The run stopped after its first step (a checkpoint there) and resumed with --resume:
-    the straight run's records (timings aside) and its model.safetensors byte for byte."""
-    out = os.path.join(d, "resumed")
-    first = [TRAINC, "run", spec_path, "--init", init, "--out", out, "--quiet", "--threads", str(threads),
-             "--set", "max_steps=1", "--set", "checkpoint.every_steps=1"]
-    rest = [TRAINC, "run", spec_path, "--resume", out, "--quiet", "--threads", str(threads),
-            "--set", "max_steps=null"]
-    for cmd in (first, rest):
-        p = subprocess.run(cmd, capture_output=True, text=True)
-        if p.returncode != 0:
-            return ["%s: exit %d\n%s" % ("the resume" if cmd is rest else "the first step", p.returncode,
-                                          p.stderr[-2000:])]
-
-    def kept(run):
-        return [{k: v for k, v in r.items() if k not in ("time_s", "samples_per_s", "tokens_per_s")}
-                for r in run_log.records(run) if "event" not in r]
-    straight = os.path.join(d, "run")
-    problems = []
-    a, b = kept(out), kept(straight)
-    if a != b:
-        k = next((k for k, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
-        problems.append("resumed after step 1: record %d is %s, the straight run's %s (of %d and %d)"
-                        % (k + 1, a[k] if k < len(a) else None, b[k] if k < len(b) else None, len(a), len(b)))
-    if open(os.path.join(out, "model.safetensors"), "rb").read() != \
-            open(os.path.join(straight, "model.safetensors"), "rb").read():
-        problems.append("resumed after step 1: model.safetensors differs from the straight run's")
-    return problems
 
 
 def sanitized(d, spec_path, init, threads, ours):
@@ -798,9 +764,7 @@ def fake_gpu(d, spec_path, init, threads, ours, precision, cached):
     problems = real_nvrtc(d, spec_path, precision)
     if problems:
         return problems
-    env = dict(os.environ, LD_LIBRARY_PATH=FAKE_LIB + (":" + os.environ["LD_LIBRARY_PATH"]
-                                                       if os.environ.get("LD_LIBRARY_PATH") else ""),
-               TRAINC_CACHE_DIR=os.path.join(OUT, "cache"))
+    env = random_runs.fake_env(FAKE_LIB, os.path.join(OUT, "cache"))
     # the fake NVRTC compiles them at build time, for what NVRTC compiles on the fake's 9.0
     exe = os.path.join(d, "trainer_" + precision)
     p = subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a",
@@ -896,7 +860,7 @@ def one(i, r):
                 problems.append("recompute %s: numbers or weights differ from none's" % pol)
     resume = i % 5 == 2 and len(ours) > 1 and not problems
     if resume:
-        problems += resumed(d, spec_path, init, threads)
+        problems += random_runs.resumed(TRAINC, d, spec_path, init, threads)
     cached = False
     if spec["model"]["loss"]["op"] == "cross_entropy" and xs["dtype"] == "i32" and not problems:
         more, cached = cache_check(d, spec_path, threads)
@@ -1014,27 +978,12 @@ def against_torch(spec, P, S, x, y, xv, yv, ours, d):
 def main():
     os.makedirs(OUT, exist_ok=True)
     if FAKE_GPU:
-        if not os.path.exists(os.path.join(FAKE_LIB, "libcuda.so.1")):
-            subprocess.run(["bash", os.path.join(ROOT, "tests", "fake_gpu", "build.sh"), FAKE_LIB], check=True, cwd=ROOT)
+        random_runs.fake_lib_ready(FAKE_LIB)
         cuda = os.environ.get("CUDA_HOME", "/usr/local/cuda")
         subprocess.run(["cc", "-std=gnu11", "-O1", "-I" + cuda + "/include", "tests/nvrtc_check.c", "-L" + cuda + "/lib64",
                         "-Wl,-rpath," + cuda + "/lib64", "-lnvrtc", "-o", NVRTC_CHECK], check=True, cwd=ROOT)
-    r = np.random.default_rng(SEED)
-    failed = 0
-    for i in range(N_MODELS):
-        try:
-            desc, steps, problems = one(i, r)
-        except RuntimeError as e:
-            desc, steps, problems = "model %d" % i, 0, [str(e)]
-        if problems:
-            failed += 1
-            print("FAIL m%02d (%s): %s/m%02d/spec.json" % (i, desc, os.path.relpath(OUT, ROOT), i))
-            for p in problems[:8]:
-                print("       " + p)
-        else:
-            print("ok   m%02d %s: %d steps" % (i, desc, steps))
+    failed = random_runs.run_cases(N_MODELS, one, np.random.default_rng(SEED), OUT, "m", "model")
     print("random models: %d passed, %d failed (seed %d)" % (N_MODELS - failed, failed, SEED))
     sys.exit(1 if failed else 0)
-
 
 main()
