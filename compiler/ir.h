@@ -136,6 +136,8 @@ enum {
     N_MOE_COMBINE, /* moe: the glu's rows times each expert's down weight, summed back
                       into the tokens by their gate weights */
     N_MOE_AUX,     /* after the loss: the moe layers' load-balancing loss (MoeAux) */
+    N_TOKENS,      /* [C, H, W] -> [H W, C]: each position a token of its channels */
+    N_TOKEN_MEAN,  /* [T, d] -> [d]: the mean over the tokens */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -154,6 +156,8 @@ enum {
     N_QK_NORM_BWD,
     N_MOE_DISPATCH_BWD,
     N_MOE_COMBINE_BWD,
+    N_TOKENS_BWD,
+    N_TOKEN_MEAN_BWD,
     N__COUNT
 };
 
@@ -356,8 +360,12 @@ enum {
                       a = HW, b = out) */
     IX_FROM_GEMM,  /* element i of [B, b, a] read from storage [b, B, a] (conv2d's GEMM
                       output [out, B*HW] into [B, out, HW]: a = HW, b = out) */
-    IX_TO_GEMM     /* element i of [b, B, a] read from storage [B, b, a] (the way back,
+    IX_TO_GEMM,    /* element i of [b, B, a] read from storage [B, b, a] (the way back,
                       conv2d's backward) */
+    IX_TRANSPOSE,  /* element i of [B, a, b] read from storage [B, b, a] (tokens: [C, HW]
+                      into [HW, C], a = HW, b = C; its backward a = C, b = HW) */
+    IX_SPREAD      /* element i of [B, b, a] read from storage [B, a]: a sample's row of a
+                      repeated over its b rows (token_mean's backward: a = d, b = T) */
 };
 typedef struct Index {
     int kind;                /* IX_* */
@@ -369,6 +377,8 @@ static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0}; }
 static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b}; }
 static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
 static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
+static inline Index ix_transpose(int64_t a, int64_t b) { return (Index){IX_TRANSPOSE, a, b}; }
+static inline Index ix_spread(int64_t a, int64_t b) { return (Index){IX_SPREAD, a, b}; }
 /* read elsewhere than at i (a neighbour's element, or a row shared by many) */
 static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
 /* the same index: every field equal (fusion's test) */
@@ -386,7 +396,10 @@ static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
 static inline int64_t ix_run(Index x, int *run_const)
 {
     *run_const = x.kind == IX_DIV_MOD;
-    return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ? x.a : 0;
+    return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
+                   x.kind == IX_SPREAD
+               ? x.a
+               : 0;
 }
 
 /* An operand of an elementwise op: a tensor read at an index, or the value computed by

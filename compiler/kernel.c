@@ -65,6 +65,13 @@ void index_print(Buf *b, Index ix, int cuda)
         buf_printf(b, "i %% (%s * %lld) / %lld * %lld + i / (%s * %lld) * %lld + i %% %lld", B,
                    a, a, n * a, B, a, a, a);
         return;
+    /* [B, a, n] from [B, n, a]: (s) * (a n) + (c) * a + r, i = (s a + r) n + c */
+    case IX_TRANSPOSE:
+        buf_printf(b, "i / %lld * %lld + i %% %lld * %lld + i / %lld %% %lld", a * n, a * n, n, a,
+                   n, a);
+        return;
+    /* [B, n, a] from [B, a]: (s) * a + i % a */
+    case IX_SPREAD: buf_printf(b, "i / %lld * %lld + i %% %lld", a * n, a, a); return;
     }
     unreachable();
 }

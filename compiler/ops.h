@@ -38,7 +38,9 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
       "out kernel", OPC_PARAM)                                                        \
     X(OP_LEAKY_RELU, "leaky_relu", "negative_slope", "", OPC_ELEMENTWISE)            \
     X(OP_SCALE, "scale", "by", "by", OPC_ELEMENTWISE)                                 \
-    X(OP_MOE, "moe", "experts top_k hidden act norm_topk aux_loss shared shared_gate", "experts top_k hidden", OPC_PARAM)
+    X(OP_MOE, "moe", "experts top_k hidden act norm_topk aux_loss shared shared_gate", "experts top_k hidden", OPC_PARAM) \
+    X(OP_TOKENS, "tokens", "", "", OPC_VIEW)                                          \
+    X(OP_TOKEN_MEAN, "token_mean", "", "", OPC_POOL)
 
 enum {
 #define X(kind, name, keys, required, cls) kind,

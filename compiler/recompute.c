@@ -243,7 +243,9 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
         n->id = c->p->n_kernels++;
     } else {
         /* the call's arguments (copied with *n) follow: each read the value replayed,
-         * each write a fresh tensor */
+         * each write a fresh tensor, but a write it also reads (a sum it adds to:
+         * token_mean's row sums) goes on in the read's replayed value */
+        Tensor **vals = xcalloc((size_t)o->n_reads + 1, sizeof *vals);
         for (int k = 0; k < o->n_reads; k++) {
             Tensor *r = o->reads[k], *v = value_at(c, r, pi);
             if (v != r) {
@@ -253,8 +255,19 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             }
             n->reads = realloc(n->reads, (size_t)(n->n_reads + 1) * sizeof *n->reads);
             n->reads[n->n_reads++] = v;
+            vals[k] = v;
         }
         for (int k = 0; k < o->n_writes; k++) {
+            int rk = -1;
+            for (int q = 0; q < o->n_reads && rk < 0; q++)
+                if (o->reads[q] == o->writes[k])
+                    rk = q;
+            if (rk >= 0) {
+                n->writes = realloc(n->writes, (size_t)(n->n_writes + 1) * sizeof *n->writes);
+                n->writes[n->n_writes++] = vals[rk];
+                memo_add(c, tensor_base(o->writes[k]), pi, vals[rk]);
+                continue;
+            }
             if (o->writes[k]->kind == T_STATE) {
                 /* a replayed batchnorm normalizes again but must not update its
                  * running statistics a second time: it gets NULL for them */
@@ -269,6 +282,7 @@ static Tensor *replay(Ctx *c, int pi, Tensor *want)
             n->writes[n->n_writes++] = f;
             memo_add(c, tensor_base(w), pi, f);
         }
+        free(vals);
     }
     emit(c, n);
     for (int i = c->n_memo - 1; i >= 0; i--)   /* (the newest: this replay's) */

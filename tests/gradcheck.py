@@ -112,6 +112,17 @@ cases = [
     case("avgpool2d", [2, 6, 6], [{"op": "conv2d", "out": 3, "kernel": 3, "padding": 1},
                                   {"op": "avgpool2d", "kernel": 2}, {"op": "flatten"}, L(4)]),
     case("flatten", [2, 3, 3], [{"op": "conv2d", "out": 2, "kernel": 1}, {"op": "flatten"}, L(4)]),
+    case("tokens", [2, 3, 4], [{"op": "conv2d", "out": 3, "kernel": 1}, {"op": "tokens"}, L(5),
+                               {"op": "tanh"}, {"op": "flatten"}, L(4)]),
+    case("tokens_rank2", [3, 5], [L(6), {"op": "tokens"}, {"op": "tanh"}, {"op": "flatten"}, L(4)]),
+    case("token_mean", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean"}, L(4)]),
+    # a vision transformer in small: patches, tokens, positions, attention without a
+    # causal mask, the mean over the tokens
+    case("vit", [2, 6, 4], [{"op": "conv2d", "out": 8, "kernel": 2, "stride": 2}, {"op": "tokens"},
+                            {"op": "pos_embedding", "max_len": 6},
+                            {"op": "residual", "name": "block", "body": [{"op": "layernorm"},
+                                                        {"op": "attention", "heads": 2, "causal": False}]},
+                            {"op": "token_mean"}, L(4)]),
     case("cross_entropy_seq", [5, 8], [L(6), {"op": "relu"}, L(4)], target_shape=(5,)),
     case("mse", [8], [L(6), {"op": "sigmoid"}, L(3)], loss="mse", target_shape=(3,)),
     case("rmsnorm", [8], [L(6), {"op": "rmsnorm"}, L(4)]),

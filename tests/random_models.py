@@ -27,7 +27,9 @@ a ninth, an image model takes a ResNet's ops (a batchnorm after a conv, with its
 eps or affine off; a conv2d's groups, depthwise or not; a residual whose body changes the
 channels beside a projection shortcut, a 1x1 conv2d and a batchnorm), a vector model a
 batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label smoothing
-(1 in 4). Batchnorm's running statistics start away from
+(1 in 4); from a tenth, an image model (1 in 3) becomes a vision transformer's form:
+`tokens` for its flatten, then learned positions, a pre-norm attention block over all
+the tokens and `token_mean` (else a flatten), each in half of them. Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -422,6 +424,37 @@ def vector_batchnorms(r9, layers):
     layers[:] = out
 
 
+def vit_swaps(r10, layers, C, H):
+    """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
+    from the input's channels C and side H): its flatten becomes `tokens` (each position a token of
+    its channels), then in turn, each in half of them, learned positions (max_len past
+    the tokens 1 in 2), a pre-norm attention block over all the tokens (heads 1, or 2
+    where the channels are even) and `token_mean` (else a flatten of the tokens)."""
+    if r10.random() >= 1 / 3:
+        return
+    k = next(k for k, l in enumerate(layers) if l["op"] == "flatten")
+    for l in layers[:k]:   # the channels and side at the flatten (a residual keeps them)
+        if l["op"] in ("conv2d", "conv_transpose2d"):
+            C = l["out"]
+        if l["op"] == "residual":   # a body with a projection shortcut changes the channels
+            C = next((b["out"] for b in reversed(l["body"]) if "out" in b), C)
+        kk, st, pad = l.get("kernel", 1), l.get("stride", l.get("kernel", 1) if "pool" in l["op"] else 1), \
+            l.get("padding", 0)
+        if l["op"] == "conv_transpose2d":
+            H = (H - 1) * st - 2 * pad + kk + l.get("output_padding", 0)
+        elif l["op"] in ("conv2d", "maxpool2d", "avgpool2d"):
+            H = (H + 2 * pad - kk) // st + 1
+    vit = [{"op": "tokens"}]
+    if r10.random() < 0.5:
+        vit.append({"op": "pos_embedding", "max_len": H * H + (2 if r10.random() < 0.5 else 0)})
+    if r10.random() < 0.5:
+        heads = 2 if C % 2 == 0 and r10.random() < 0.5 else 1
+        vit.append({"op": "residual", "name": "vit%d" % k,
+                    "body": [{"op": "layernorm"}, {"op": "attention", "heads": heads, "causal": False}]})
+    vit.append({"op": "token_mean"} if r10.random() < 0.5 else {"op": "flatten"})
+    layers[k:k + 1] = vit
+
+
 def freeze_draw(r8, names):
     """an eighth generator's: in one model in four, some of its parameters (never all)
     for train.freeze, by name; else none"""
@@ -443,6 +476,7 @@ def draw(r, i):
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
         cnn_swaps(r9, layers, x["shape"][0])
+        vit_swaps(np.random.default_rng([SEED, i, 10]), layers, x["shape"][0], x["shape"][1])
     elif kind == "vector":
         vector_batchnorms(r9, layers)
     if loss is None:
@@ -554,6 +588,10 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = f(x, l["kernel"], l.get("stride", l["kernel"]))
             elif op == "flatten":
                 x = x.flatten(1)
+            elif op == "tokens":   # [B, C, H, W] or [B, C, L] -> [B, HW, C]
+                x = x.flatten(2).transpose(1, 2)
+            elif op == "token_mean":
+                x = x.mean(1)
             elif op == "relu":
                 x = F.relu(x)
             elif op == "gelu":

@@ -84,6 +84,7 @@ check fake_gpu/odd        --after=fake_gpu/lib $PYTHON tests/random_models.py 6 
 check fake_gpu/attn16     --after=fake_gpu/lib bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        --after=fake_gpu/lib bash tests/fake_fp8.sh
 check fake_gpu/conv       --after=fake_gpu/lib bash tests/fake_gpu_conv.sh
+check fake_gpu/vit        --after=fake_gpu/lib $PYTHON tests/vit_parity.py --fake-gpu
 check fake_gpu/moe        --after=fake_gpu/lib bash tests/fake_gpu_moe.sh
 check fake_gpu/kv         --after=fake_gpu/lib bash tests/fake_gpu_kv.sh
 check fake_gpu/freeze     --after=fake_gpu/lib bash tests/fake_gpu_freeze.sh
@@ -174,6 +175,7 @@ check learn/llama_char     bash tests/llama_learn.sh
 check parity/hf_io        $HF_PYTHON tests/hf_io.py
 check parity/hf_io_newer  $HF_NEW_PYTHON tests/hf_io.py --newer
 check parity/resnet       $PYTHON tests/resnet_parity.py
+check parity/vit          $PYTHON tests/vit_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py
 check parity/gan          $PYTHON tests/gan_parity.py
 check parity/random_gans  $PYTHON tests/random_gans.py 40 1

@@ -8,6 +8,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
+extern const OpDef op_tokens, op_token_mean;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -35,6 +36,8 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_LEAKY_RELU] = &op_leaky_relu,
     [OP_SCALE] = &op_scale,
     [OP_MOE] = &op_moe,
+    [OP_TOKENS] = &op_tokens,
+    [OP_TOKEN_MEAN] = &op_token_mean,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -48,6 +51,7 @@ extern const NodeDef node_conv_t2d, node_conv_t2d_bwd;
 extern const NodeDef node_qk_norm, node_qk_norm_bwd;
 extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
     node_moe_combine_bwd, node_moe_aux;
+extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_mean_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -89,6 +93,10 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_MOE_COMBINE] = &node_moe_combine,
     [N_MOE_COMBINE_BWD] = &node_moe_combine_bwd,
     [N_MOE_AUX] = &node_moe_aux,
+    [N_TOKENS] = &node_tokens,
+    [N_TOKENS_BWD] = &node_tokens_bwd,
+    [N_TOKEN_MEAN] = &node_token_mean,
+    [N_TOKEN_MEAN_BWD] = &node_token_mean_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

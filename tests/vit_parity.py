@@ -1,0 +1,188 @@
+"""specs/vit_fashion.json step by step against PyTorch (Debian python3-torch, CPU).
+
+A vision transformer: a strided conv2d cuts the image into patches, `tokens` makes
+each patch position a token of its channels (timm's PatchEmbed: x.flatten(2).transpose(1,
+2)), learned positions, pre-norm blocks with attention over all tokens (causal false),
+a final layernorm, `token_mean` (the mean over the tokens, timm's global_pool "avg") and
+a linear head. The PyTorch model is written out here with trainc's parameter names; its
+initial weights (PyTorch's defaults, positions normal 0.02) go to trainc by --init. The
+same batches (shuffle off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST), AdamW with
+the spec's settings (weight decay on tensors of rank 2 and more), the warmup + cosine
+schedule over the run, gradient clipping, threads = 1 on both sides. Every step's loss
+within 1e-4 relative, the final weights within 1e-4.
+
+PARITY_STEPS=N runs N steps instead of 40.
+
+vit_parity.py --fake-gpu: instead, the spec built for both devices (its kernels
+compiled by the fake NVRTC) trains 8 steps at batch 16 on the fake GPU (tests/fake_gpu/:
+the generated CUDA kernels in the emulator; tokens' transposed reads, token_mean's row
+sums and its backward's spread rows among them) against the same trainer on the CPU:
+in fp32 every loss and gradient norm within 1e-5 relative, in bf16-mixed the first loss
+within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules).
+"""
+import json, math, os, subprocess, sys
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import st_check   # safetensors by hand
+import run_log
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "vit_parity")
+os.makedirs(OUT, exist_ok=True)
+STEPS, B = int(os.environ.get("PARITY_STEPS", 40)), 32
+FAKE_GPU = "--fake-gpu" in sys.argv[1:]
+torch.set_num_threads(1)
+torch.manual_seed(0)
+spec_path = os.path.join(ROOT, "specs", "vit_fashion.json")
+spec = json.load(open(spec_path))
+layers = spec["model"]["layers"]
+patch, rep = layers[0], layers[3]
+P, D, L = patch["kernel"], patch["out"], rep["count"]
+H, FF = rep["body"][0]["body"][1]["heads"], rep["body"][1]["body"][1]["out"]
+C, S = spec["model"]["inputs"]["x"]["shape"][0], spec["model"]["inputs"]["x"]["shape"][1]
+T = (S // P) ** 2
+assert layers[1]["op"] == "tokens" and layers[-2]["op"] == "token_mean" and patch["stride"] == P
+
+
+class Attn(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.qkv, s.proj = nn.Linear(D, 3 * D), nn.Linear(D, D)
+
+    def forward(s, x):
+        b, t, _ = x.shape
+        q, k, v = (z.view(b, t, H, D // H).transpose(1, 2) for z in s.qkv(x).split(D, dim=2))
+        att = F.softmax((q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(D // H)), dim=-1)
+        return s.proj((att @ v).transpose(1, 2).reshape(b, t, D))
+
+
+class Block(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.norm1, s.attn, s.norm2 = nn.LayerNorm(D), Attn(), nn.LayerNorm(D)
+        s.fc1, s.fc2 = nn.Linear(D, FF), nn.Linear(FF, D)
+
+    def forward(s, x):
+        x = x + s.attn(s.norm1(x))
+        return x + s.fc2(F.gelu(s.fc1(s.norm2(x))))
+
+
+class ViT(nn.Module):
+    def __init__(s):
+        super().__init__()
+        s.patch = nn.Conv2d(C, D, P, P)
+        s.pos = nn.Embedding(T, D)
+        s.blocks = nn.ModuleList([Block() for _ in range(L)])
+        s.norm, s.head = nn.LayerNorm(D), nn.Linear(D, layers[-1]["out"])
+
+    def forward(s, x):
+        x = s.patch(x).flatten(2).transpose(1, 2) + s.pos.weight
+        for blk in s.blocks:
+            x = blk(x)
+        return s.head(s.norm(x).mean(dim=1))
+
+
+def fake_gpu():
+    """the fake GPU against the CPU, fp32 and bf16-mixed (above); exits"""
+    import random_runs
+    d = os.path.join(OUT, "fake_gpu")
+    os.makedirs(d, exist_ok=True)
+    lib = os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib")
+    random_runs.fake_lib_ready(lib)
+    env = random_runs.fake_env(lib, os.path.join(d, "cache"))
+    sets = ["max_steps=8", "log_every=1", "loader.shuffle=false", "batch_size=16", "data.val=null"]
+    runs = {}
+    for prec in ("fp32", "bf16-mixed"):
+        exe = os.path.join(d, "vit_" + prec)
+        subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a", "--set",
+                        "precision=" + prec, "-o", exe], check=True, env=env, capture_output=True)
+        for dev in ("cuda", "cpu") if prec == "fp32" else ("cuda",):
+            out = os.path.join(d, "%s_%s" % (prec, dev))
+            cmd = [exe, "--device", dev, "--threads", "1", "--quiet", "--out", out]
+            for x in sets:
+                cmd += ["--set", x]
+            subprocess.run(cmd, check=True, env=env, capture_output=True)
+            runs[prec, dev] = [(r["loss"], r["grad_norm"]) for r in run_log.steps(out)]
+    cpu = runs["fp32", "cpu"]
+    rel = lambda a, b: abs(a - b) / max(abs(b), 1e-6)
+    worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(runs["fp32", "cuda"], cpu))
+    ok = len(runs["fp32", "cuda"]) == len(cpu) == 8 and worst <= 1e-5
+    print("%s vit_fashion fp32 on the fake GPU vs the CPU: 8 steps' losses and gradient norms, largest "
+          "relative difference %.2g (tolerance 1e-5)" % ("ok  " if ok else "FAIL", worst))
+    b16 = runs["bf16-mixed", "cuda"]
+    first, last = rel(b16[0][0], cpu[0][0]), rel(b16[-1][0], cpu[-1][0])
+    ok16 = len(b16) == 8 and first <= 1e-3 and last <= 2e-2
+    print("%s vit_fashion bf16-mixed on the fake GPU vs the CPU's fp32: first loss within %.1e (1e-3), "
+          "last within %.1e (2e-2)" % ("ok  " if ok16 else "FAIL", first, last))
+    sys.exit(0 if ok and ok16 else 1)
+
+
+if FAKE_GPU:
+    fake_gpu()
+model = ViT()
+nn.init.normal_(model.pos.weight, std=0.02)
+init_path = os.path.join(OUT, "init.safetensors")
+st_check.save(init_path, {n: t.detach().numpy().astype(np.float32) for n, t in model.named_parameters()})
+
+tr = spec["train"]
+cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),
+       "--threads", "1", "--quiet"]
+for s in ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
+          f"batch_size={B}", "epochs=1"]:
+    cmd += ["--set", s]
+subprocess.run(cmd, check=True)
+ours = run_log.losses(os.path.join(OUT, "run"))
+assert len(ours) == STEPS, len(ours)
+
+o = tr["optimizer"]
+decay = [p for p in model.parameters() if p.dim() >= 2]
+no_decay = [p for p in model.parameters() if p.dim() < 2]
+opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                         {"params": no_decay, "weight_decay": 0.0}],
+                        lr=o["lr"], betas=tuple(o.get("betas", (0.9, 0.999))), eps=o.get("eps", 1e-8),
+                        foreach=False)
+warm, final = tr["schedule"]["warmup_steps"], tr["schedule"]["final_lr_frac"]
+def lam(step):
+    if step < warm: return (step + 1) / warm
+    prog = min(max((step - warm) / max(STEPS - warm, 1), 0.0), 1.0)
+    return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
+sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+scale = torch.tensor(np.float32(spec["model"]["inputs"]["x"]["scale"]))
+X = np.load(os.path.join(ROOT, "data", "fashion", "train_x.npy"), mmap_mode="r")
+Y = np.load(os.path.join(ROOT, "data", "fashion", "train_y.npy"), mmap_mode="r")
+ref = []
+for step in range(STEPS):
+    xb = torch.from_numpy(np.array(X[step * B:(step + 1) * B])).float() * scale
+    yb = torch.from_numpy(np.array(Y[step * B:(step + 1) * B])).long()
+    opt.zero_grad()
+    loss = F.cross_entropy(model(xb), yb)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
+    opt.step()
+    sched.step()
+    ref.append(loss.item())
+
+rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
+worst = max(rel)
+print(f"vit_fashion: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs "
+      f"{ref[-1]:.6f}; worst relative difference {worst:.2e} (tolerance 1e-4)")
+ok = worst <= 1e-4
+if not ok:
+    for i, (a, b) in enumerate(zip(ours, ref)):
+        print(f"  step {i + 1}: {a:.7f} vs {b:.7f}  {rel[i]:.1e}")
+# The key rows of qkv.bias are left out: the softmax over keys does not change when every
+# score of a query moves by the same q.b_k, so their gradient is 0 but for rounding, and
+# AdamW's step (about lr whatever the gradient's size) moves them by the noise's sign.
+w = st_check.load(os.path.join(OUT, "run", "model.safetensors"))
+def judged(n, a):
+    return np.concatenate([a[:D], a[2 * D:]]) if n.endswith("attn.qkv.bias") else a
+dw = max((float(np.max(np.abs(judged(n, w[n]) - judged(n, t.detach().numpy())))), n)
+         for n, t in model.named_parameters())
+print(f"  final weights (qkv.bias's key rows aside): largest |ours - torch| {dw[0]:.2e} ({dw[1]}; "
+      f"tolerance 1e-4)")
+ok = ok and dw[0] <= 1e-4
+sys.exit(0 if ok else 1)
