@@ -23,6 +23,11 @@ for spec in mlp_fashion cnn_fashion gpt_char; do
             --bundle "$P/ship" -o ${spec}_$p 2>>"$P/build.log"
     done
 done
+# tests/gpu/run.sh: the vision transformer (tokens, token_mean) in fp32 and bf16-mixed
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build specs/vit_fashion.json --device both --arch "$ARCH" --set precision=$p \
+        --bundle "$P/ship" -o vit_fashion$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+done
 # tests/gpu/run.sh: gpt_char with its embeddings, first block and a layernorm weight
 # frozen (the pool without their gradients and state; the layernorm's dgamma in the sink)
 "$TRAINC" build specs/gpt_char.json --device both --arch "$ARCH" \

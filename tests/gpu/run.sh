@@ -15,9 +15,9 @@
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
 # (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
-# vs CPU (< 1e-3); mixed precision: check_ops --bf16
-# and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char and the moe Llama in
-# bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
+# vs CPU (< 1e-3); vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char, the moe Llama and
+# vit_fashion in bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
 # with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
 # and three at once) against the window's pass; compute-sanitizer memcheck on a short
 # run.
@@ -195,6 +195,14 @@ PY
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # the vision transformer: tokens' transposed reads, token_mean's row sums, attention
+    # over all 49 tokens (no causal mask), 100 steps of batch 128 (no validation)
+    V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/vit_fashion" --device cpu --out "$D/vit.cpu" "${FX[@]}" "${V[@]}" 2>>"$OUT/runs.log"
+    "$S/vit_fashion" --device cuda --out "$D/vit.gpu" "${FX[@]}" "${V[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/vit.gpu" "$D/vit.cpu" 1e-3) && note "ok   vit_fashion GPU vs CPU fp32: $r" || { note "FAIL vit_fashion GPU vs CPU: $r"; fail=1; }
+    "$S/vit_fashion_bf16" --device cuda --out "$D/vit.bf16" "${FX[@]}" "${V[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/vit.bf16" "$D/vit.cpu" 1 1) && note "ok   vit_fashion bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL vit_fashion bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # --sample's key/value cache on the GPU (decode.cuh, the one-token passes as a CUDA
     # graph): 100 tokens under TRAINC_KV_CACHE=check from the GPU runs' weights, the cache's
     # logits against the window's pass (fp32 1e-3: the GEMMs of one row against T rows'
