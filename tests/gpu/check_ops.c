@@ -51,6 +51,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cblas.h>
+#undef I   /* (complex.h's, through OpenBLAS's cblas.h: the identity matrices here are I) */
 #include "rt_cuda.h"
 
 static const char *const instances[] = {
@@ -1870,12 +1872,19 @@ static unsigned char fp8_nearest(float v, int e5m2)
     unsigned char s = signbit(v) ? 0x80 : 0;
     if (isnan(v))
         return s | 0x7f;
+    static double val[2][128];   /* fp8_value of the codes 0 .. 127, made once */
+    static int made[2];
+    if (!made[e5m2]) {
+        for (int c = 0; c < 128; c++)
+            val[e5m2][c] = fp8_value(c, e5m2);
+        made[e5m2] = 1;
+    }
     int top = e5m2 ? 0x7b : 0x7e, best = 0;
     double a = fabs((double)v), bd = INFINITY;
-    if (a >= fp8_value(top, e5m2))
+    if (a >= val[e5m2][top])
         return (unsigned char)(s | top);
     for (int c = 0; c <= top; c++) {
-        double d = fabs(a - fp8_value(c, e5m2));
+        double d = fabs(a - val[e5m2][c]);
         if (d < bd || (d == bd && !(c & 1))) {
             bd = d;
             best = c;
@@ -2112,30 +2121,27 @@ static void t_gemm_bias(int64_t M, int64_t N, int64_t K, int act, int with_c, in
 static float *dot_bounds(int ta, int tb, int64_t M, int64_t N, int64_t K, const float *A,
                          int64_t lda, const float *B, int64_t ldb, float beta, const float *C0)
 {
-    /* |op(A)| by rows and |op(B)| by columns, each K contiguous: the loop over K reads
-     * both in order (a product of two floats is exact in double; four sums apart) */
-    float *ra = rt_xmalloc((size_t)(M * K) * sizeof(float));
-    float *cb = rt_xmalloc((size_t)(N * K) * sizeof(float));
+    /* |op(A)| [M, K] and |op(B)| [K, N] in double, their product by OpenBLAS's dgemm: a
+     * bound needs no particular order (every term is >= 0), and the large shapes' bounds
+     * were most of a check's time on one core (GPU machines' too) */
+    double *ra = rt_xmalloc((size_t)(M * K) * sizeof(double));
+    double *rb = rt_xmalloc((size_t)(K * N) * sizeof(double));
+    double *s = rt_xmalloc((size_t)(M * N) * sizeof(double));
     for (int64_t i = 0; i < M; i++)
         for (int64_t k = 0; k < K; k++)
             ra[i * K + k] = fabsf(ta ? A[k * lda + i] : A[i * lda + k]);
-    for (int64_t j = 0; j < N; j++)
-        for (int64_t k = 0; k < K; k++)
-            cb[j * K + k] = fabsf(tb ? B[j * ldb + k] : B[k * ldb + j]);
+    for (int64_t k = 0; k < K; k++)
+        for (int64_t j = 0; j < N; j++)
+            rb[k * N + j] = fabsf(tb ? B[j * ldb + k] : B[k * ldb + j]);
+    for (int64_t q = 0; q < M * N; q++)
+        s[q] = C0 ? fabs((double)beta * C0[q]) : 0.0;
+    if (M > 0 && N > 0 && K > 0)
+        cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)M, (int)N, (int)K, 1.0, ra,
+                    (int)K, rb, (int)N, 1.0, s, (int)N);
     float *b = rt_xmalloc((size_t)(M * N) * sizeof(float));
-    for (int64_t i = 0; i < M; i++)
-        for (int64_t j = 0; j < N; j++) {
-            const float *x = ra + i * K, *y = cb + j * K;
-            double s[4] = {C0 ? fabs((double)beta * C0[i * N + j]) : 0.0, 0.0, 0.0, 0.0};
-            int64_t k = 0;
-            for (; k + 4 <= K; k += 4)
-                for (int l = 0; l < 4; l++)
-                    s[l] += (double)x[k + l] * y[k + l];
-            for (; k < K; k++)
-                s[0] += (double)x[k] * y[k];
-            b[i * N + j] = (float)fmax(1.0, s[0] + s[1] + s[2] + s[3]);
-        }
-    free(ra), free(cb);
+    for (int64_t q = 0; q < M * N; q++)
+        b[q] = (float)fmax(1.0, s[q]);
+    free(ra), free(rb), free(s);
     return b;
 }
 
