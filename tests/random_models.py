@@ -426,18 +426,14 @@ def vector_batchnorms(r9, layers):
 
 def vit_swaps(r10, layers, C, H):
     """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
-    from the input's channels C and side H): its flatten becomes `tokens` (each position a token of
+    given the channels C at its flatten (cnn_swaps') and the input's side H): its flatten becomes `tokens` (each position a token of
     its channels), then in turn, each in half of them, learned positions (max_len past
     the tokens 1 in 2), a pre-norm attention block over all the tokens (heads 1, or 2
     where the channels are even) and `token_mean` (else a flatten of the tokens)."""
     if r10.random() >= 1 / 3:
         return
     k = next(k for k, l in enumerate(layers) if l["op"] == "flatten")
-    for l in layers[:k]:   # the channels and side at the flatten (a residual keeps them)
-        if l["op"] in ("conv2d", "conv_transpose2d"):
-            C = l["out"]
-        if l["op"] == "residual":   # a body with a projection shortcut changes the channels
-            C = next((b["out"] for b in reversed(l["body"]) if "out" in b), C)
+    for l in layers[:k]:   # the side at the flatten (a residual keeps it)
         kk, st, pad = l.get("kernel", 1), l.get("stride", l.get("kernel", 1) if "pool" in l["op"] else 1), \
             l.get("padding", 0)
         if l["op"] == "conv_transpose2d":
@@ -475,8 +471,8 @@ def draw(r, i):
     moe_swaps(np.random.default_rng([SEED, i, 6]), layers)
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
-        cnn_swaps(r9, layers, x["shape"][0])
-        vit_swaps(np.random.default_rng([SEED, i, 10]), layers, x["shape"][0], x["shape"][1])
+        C = cnn_swaps(r9, layers, x["shape"][0])
+        vit_swaps(np.random.default_rng([SEED, i, 10]), layers, C, x["shape"][1])
     elif kind == "vector":
         vector_batchnorms(r9, layers)
     if loss is None:
