@@ -97,13 +97,15 @@ static Index index_compose(Index outer, Index inner)
  * inside b, each of a's operands read at E instead of i, so a's values are never
  * stored. a must read every operand at its own index, write no parameter gradient,
  * and read nothing b writes; b gives the index E, as the operand of b that reads a's
- * values there (NULL: not this pattern). */
+ * values there (NULL: not this pattern). a's values must not depend on i itself
+ * (dropout's draw): inside b, i counts b's elements, and the mask would no longer be
+ * the one the backward pass draws again. */
 static const Operand *remap_index(const Program *p, const Instr *a, const Instr *b)
 {
     if (a->kind != I_EW || b->kind != I_EW || a->backward != b->backward || a->n != b->n)
         return NULL;
     for (int k = 0; k < a->n_ops; k++) {
-        if (!a->ops[k].out || a->ops[k].out->kind == T_PGRAD)
+        if (!a->ops[k].out || a->ops[k].out->kind == T_PGRAD || expr_reads_i(a->ops[k].expr))
             return NULL;
         for (int j = 0; j < a->ops[k].n_arg; j++) {
             const Operand *o = &a->ops[k].arg[j];
