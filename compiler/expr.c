@@ -57,11 +57,19 @@ const Expr *x_uniform(uint64_t key, int64_t n)
     return x;
 }
 
+const Expr *x_head(int64_t n, int64_t m)
+{
+    Expr *x = node(X_HEAD, NULL, NULL, NULL);
+    x->n = n;
+    x->m = m;
+    return x;
+}
+
 int expr_reads_i(const Expr *x)
 {
     if (!x)
         return 0;
-    if (x->kind == X_UNIFORM)
+    if (x->kind == X_UNIFORM || x->kind == X_HEAD)
         return 1;
     return expr_reads_i(x->a[0]) || expr_reads_i(x->a[1]) || expr_reads_i(x->a[2]);
 }

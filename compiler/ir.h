@@ -138,6 +138,8 @@ enum {
     N_MOE_AUX,     /* after the loss: the moe layers' load-balancing loss (MoeAux) */
     N_TOKENS,      /* [C, H, W] -> [H W, C]: each position a token of its channels */
     N_TOKEN_MEAN,  /* [T, d] -> [d]: the mean over the tokens */
+    N_CLS_TOKEN,   /* [T, d] -> [T + 1, d]: a learned row before the tokens */
+    N_FIRST_TOKEN, /* [T, d] -> [d]: the first token's row */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -158,6 +160,8 @@ enum {
     N_MOE_COMBINE_BWD,
     N_TOKENS_BWD,
     N_TOKEN_MEAN_BWD,
+    N_CLS_TOKEN_BWD,
+    N_FIRST_TOKEN_BWD,
     N__COUNT
 };
 
@@ -364,27 +368,33 @@ enum {
                       conv2d's backward) */
     IX_TRANSPOSE,  /* element i of [B, a, b] read from storage [B, b, a] (tokens: [C, HW]
                       into [HW, C], a = HW, b = C; its backward a = C, b = HW) */
-    IX_SPREAD      /* element i of [B, b, a] read from storage [B, a]: a sample's row of a
+    IX_SPREAD,     /* element i of [B, b, a] read from storage [B, a]: a sample's row of a
                       repeated over its b rows (token_mean's backward: a = d, b = T) */
+    IX_SLICE       /* element i of [B, a] read from storage [B, b] at c + i % a of its
+                      sample's b (first_token: a = d, c = 0; cls_token's backward: the
+                      last a = T d of b = (T + 1) d, c = d). c may be negative only
+                      under a select that never reads the elements it would miss
+                      (cls_token's forward: the row before, c = -d) */
 };
 typedef struct Index {
     int kind;                /* IX_* */
-    int64_t a, b;
+    int64_t a, b, c;
 } Index;
 
-static inline Index ix_self(void) { return (Index){IX_SELF, 0, 0}; }
-static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0}; }
-static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b}; }
-static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b}; }
-static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b}; }
-static inline Index ix_transpose(int64_t a, int64_t b) { return (Index){IX_TRANSPOSE, a, b}; }
-static inline Index ix_spread(int64_t a, int64_t b) { return (Index){IX_SPREAD, a, b}; }
+static inline Index ix_self(void) { return (Index){IX_SELF, 0, 0, 0}; }
+static inline Index ix_mod(int64_t a) { return (Index){IX_MOD, a, 0, 0}; }
+static inline Index ix_div_mod(int64_t a, int64_t b) { return (Index){IX_DIV_MOD, a, b, 0}; }
+static inline Index ix_from_gemm(int64_t a, int64_t b) { return (Index){IX_FROM_GEMM, a, b, 0}; }
+static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM, a, b, 0}; }
+static inline Index ix_transpose(int64_t a, int64_t b) { return (Index){IX_TRANSPOSE, a, b, 0}; }
+static inline Index ix_spread(int64_t a, int64_t b) { return (Index){IX_SPREAD, a, b, 0}; }
+static inline Index ix_slice(int64_t a, int64_t b, int64_t c) { return (Index){IX_SLICE, a, b, c}; }
 /* read elsewhere than at i (a neighbour's element, or a row shared by many) */
 static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
 /* the same index: every field equal (fusion's test) */
 static inline int index_same(Index x, Index y)
 {
-    return x.kind == y.kind && x.a == y.a && x.b == y.b;
+    return x.kind == y.kind && x.a == y.a && x.b == y.b && x.c == y.c;
 }
 /* > 0: the operand repeats over rows of this many elements (IX_MOD) */
 static inline int64_t ix_period(Index x) { return x.kind == IX_MOD ? x.a : 0; }
@@ -397,7 +407,7 @@ static inline int64_t ix_run(Index x, int *run_const)
 {
     *run_const = x.kind == IX_DIV_MOD;
     return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
-                   x.kind == IX_SPREAD
+                   x.kind == IX_SPREAD || (x.kind == IX_SLICE && x.c >= 0)
                ? x.a
                : 0;
 }
@@ -425,9 +435,11 @@ enum {
     X_SELECT,                /* a[0] ? a[1] : a[2] */
     X_FN,                    /* the runtime's scalar function fn of a[0] (and a[1]) */
     X_TRAIN,                 /* 1 in training, 0 in evaluation (the run's, at launch) */
-    X_UNIFORM                /* dropout's draw for element i, uniform in [0, 1): the run's
+    X_UNIFORM,               /* dropout's draw for element i, uniform in [0, 1): the run's
                                 rng_key mixed with `key`, i's place in rows of n, and the
                                 rank's rng_part */
+    X_HEAD                   /* whether i's place in rows of n is below m (a sample's first
+                                row of [T, d]: n = T d, m = d), for a select */
 };
 /* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
  * and dy, the gradient through the activation at x */
@@ -442,7 +454,8 @@ typedef struct Expr {
     int fn;                  /* X_FN: FN_* */
     double f;                /* X_CONST */
     uint64_t key;            /* X_UNIFORM: the layer's mask key */
-    int64_t n;               /* X_UNIFORM: the elements of a batch row */
+    int64_t n;               /* X_UNIFORM, X_HEAD: the elements of a batch row */
+    int64_t m;               /* X_HEAD: the elements of its head */
     const struct Expr *a[3];
 } Expr;
 
@@ -458,6 +471,7 @@ const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);
 const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function of one */
 const Expr *x_train(void);
 const Expr *x_uniform(uint64_t key, int64_t n);
+const Expr *x_head(int64_t n, int64_t m);
 /* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
 const Expr *x_relu(const Expr *v);
 /* Does the value depend on the element's number i itself (dropout's draw), beyond its

@@ -72,6 +72,11 @@ void index_print(Buf *b, Index ix, int cuda)
         return;
     /* [B, n, a] from [B, a]: (s) * a + i % a */
     case IX_SPREAD: buf_printf(b, "i / %lld * %lld + i %% %lld", a * n, a, a); return;
+    /* [B, a] from [B, n]: (s) * n + c + i % a */
+    case IX_SLICE:
+        buf_printf(b, "i / %lld * %lld %c %lld + i %% %lld", a, n, ix.c < 0 ? '-' : '+',
+                   (long long)(ix.c < 0 ? -ix.c : ix.c), a);
+        return;
     }
     unreachable();
 }
@@ -85,7 +90,8 @@ static int expr_prec(const Expr *x)
     switch (x->kind) {
     case X_SELECT: return P_SELECT;
     case X_LT:
-    case X_LE: return P_COMPARE;
+    case X_LE:
+    case X_HEAD: return P_COMPARE;
     case X_ADD:
     case X_SUB: return P_ADD;
     case X_MUL: return P_MUL;
@@ -158,6 +164,7 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
                       "rt_drop_index((uint64_t)i, %lld, %srng_part))",
                    e, (unsigned long long)x->key, (long long)x->n, e);
         break;
+    case X_HEAD: buf_printf(b, "i %% %lld < %lld", (long long)x->n, (long long)x->m); break;
     default: unreachable();
     }
     if (paren)

@@ -29,7 +29,9 @@ channels beside a projection shortcut, a 1x1 conv2d and a batchnorm), a vector m
 batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label smoothing
 (1 in 4); from a tenth, an image model (1 in 3) becomes a vision transformer's form:
 `tokens` for its flatten, then learned positions, a pre-norm attention block over all
-the tokens and `token_mean` (else a flatten), each in half of them. Batchnorm's running statistics start away from
+the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
+half of those take a class token (`cls_token`) before the tokens, which `first_token`
+reads alone in 2 of 3 of them. Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -424,14 +426,17 @@ def vector_batchnorms(r9, layers):
     layers[:] = out
 
 
-def vit_swaps(r10, layers, C, H):
+def vit_swaps(r10, r11, layers, C, H):
     """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
     given the channels C at its flatten (cnn_swaps') and the input's side H): its flatten becomes `tokens` (each position a token of
     its channels), then in turn, each in half of them, learned positions (max_len past
     the tokens 1 in 2), a pre-norm attention block over all the tokens (heads 1, or 2
-    where the channels are even) and `token_mean` (else a flatten of the tokens)."""
+    where the channels are even) and `token_mean` (else a flatten of the tokens).
+    An eleventh's (r11), in half of those: a class token before the tokens (before the
+    positions, which count it), read alone by `first_token` in 2 of 3 of them."""
     if r10.random() >= 1 / 3:
         return
+    cls = r11.random() < 0.5
     k = next(k for k, l in enumerate(layers) if l["op"] == "flatten")
     for l in layers[:k]:   # the side at the flatten (a residual keeps it)
         kk, st, pad = l.get("kernel", 1), l.get("stride", l.get("kernel", 1) if "pool" in l["op"] else 1), \
@@ -440,14 +445,16 @@ def vit_swaps(r10, layers, C, H):
             H = (H - 1) * st - 2 * pad + kk + l.get("output_padding", 0)
         elif l["op"] in ("conv2d", "maxpool2d", "avgpool2d"):
             H = (H + 2 * pad - kk) // st + 1
-    vit = [{"op": "tokens"}]
+    vit = [{"op": "tokens"}] + ([{"op": "cls_token", "name": "cls%d" % k}] if cls else [])
     if r10.random() < 0.5:
-        vit.append({"op": "pos_embedding", "max_len": H * H + (2 if r10.random() < 0.5 else 0)})
+        vit.append({"op": "pos_embedding", "max_len": H * H + cls + (2 if r10.random() < 0.5 else 0)})
     if r10.random() < 0.5:
         heads = 2 if C % 2 == 0 and r10.random() < 0.5 else 1
         vit.append({"op": "residual", "name": "vit%d" % k,
                     "body": [{"op": "layernorm"}, {"op": "attention", "heads": heads, "causal": False}]})
     vit.append({"op": "token_mean"} if r10.random() < 0.5 else {"op": "flatten"})
+    if cls and r11.random() < 2 / 3:
+        vit[-1] = {"op": "first_token"}
     layers[k:k + 1] = vit
 
 
@@ -472,7 +479,8 @@ def draw(r, i):
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
         C = cnn_swaps(r9, layers, x["shape"][0])
-        vit_swaps(np.random.default_rng([SEED, i, 10]), layers, C, x["shape"][1])
+        vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]), layers, C,
+                  x["shape"][1])
     elif kind == "vector":
         vector_batchnorms(r9, layers)
     if loss is None:
@@ -588,6 +596,11 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = x.flatten(2).transpose(1, 2)
             elif op == "token_mean":
                 x = x.mean(1)
+            elif op == "cls_token":   # [B, T, d] -> [B, T + 1, d]
+                w = param(pfx + ".weight", (x.shape[-1],), "emb")
+                x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
+            elif op == "first_token":
+                x = x[:, 0]
             elif op == "relu":
                 x = F.relu(x)
             elif op == "gelu":

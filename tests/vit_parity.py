@@ -2,10 +2,13 @@
 
 A vision transformer: a strided conv2d cuts the image into patches, `tokens` makes
 each patch position a token of its channels (timm's PatchEmbed: x.flatten(2).transpose(1,
-2)), learned positions, pre-norm blocks with attention over all tokens (causal false),
-a final layernorm, `token_mean` (the mean over the tokens, timm's global_pool "avg") and
-a linear head. The PyTorch model is written out here with trainc's parameter names; its
-initial weights (PyTorch's defaults, positions normal 0.02) go to trainc by --init. The
+2)), a class token before them (`cls_token`), learned positions, pre-norm blocks with
+attention over all tokens (causal false), a final layernorm, `first_token` (the class
+token's row, HF ViTForImageClassification's and timm's global_pool "token") and a linear
+head; then the same spec with the mean over the tokens in place of the class token
+(`token_mean`, timm's global_pool "avg"). The PyTorch model is written out here with
+trainc's parameter names; its initial weights (PyTorch's defaults, the class token and
+positions normal 0.02) go to trainc by --init. The
 same batches (shuffle off: batch b is rows b*B .. b*B+B-1 of Fashion-MNIST), AdamW with
 the spec's settings (weight decay on tensors of rank 2 and more), the warmup + cosine
 schedule over the run, gradient clipping, threads = 1 on both sides. Every step's loss
@@ -16,7 +19,8 @@ PARITY_STEPS=N runs N steps instead of 40.
 vit_parity.py --fake-gpu: instead, the spec built for both devices (its kernels
 compiled by the fake NVRTC) trains 8 steps at batch 16 on the fake GPU (tests/fake_gpu/:
 the generated CUDA kernels in the emulator; tokens' transposed reads, token_mean's row
-sums and its backward's spread rows among them) against the same trainer on the CPU:
+sums and its backward's spread rows among them; the class token's select by the
+element's place and first_token's slice) against the same trainer on the CPU:
 in fp32 every loss and gradient norm within 1e-5 relative, in bf16-mixed the first loss
 within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules).
 """
@@ -40,12 +44,28 @@ torch.manual_seed(0)
 spec_path = os.path.join(ROOT, "specs", "vit_fashion.json")
 spec = json.load(open(spec_path))
 layers = spec["model"]["layers"]
-patch, rep = layers[0], layers[3]
+patch, rep = layers[0], layers[4]
 P, D, L = patch["kernel"], patch["out"], rep["count"]
 H, FF = rep["body"][0]["body"][1]["heads"], rep["body"][1]["body"][1]["out"]
 C, S = spec["model"]["inputs"]["x"]["shape"][0], spec["model"]["inputs"]["x"]["shape"][1]
 T = (S // P) ** 2
-assert layers[1]["op"] == "tokens" and layers[-2]["op"] == "token_mean" and patch["stride"] == P
+assert [l["op"] for l in layers[1:3]] == ["tokens", "cls_token"] and layers[-2]["op"] == "first_token"
+assert patch["stride"] == P
+
+
+def mean_form():
+    """the spec with the mean over the tokens in place of the class token, in OUT"""
+    m = json.loads(json.dumps(spec))
+    ls = m["model"]["layers"]
+    del ls[2]
+    ls[2]["max_len"] = T
+    ls[-2] = {"op": "token_mean"}
+    for part in m["train"]["data"].values():
+        for k in part:
+            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
+    path = os.path.join(OUT, "vit_mean.json")
+    json.dump(m, open(path, "w"), indent=1)
+    return path
 
 
 class Attn(nn.Module):
@@ -72,18 +92,26 @@ class Block(nn.Module):
 
 
 class ViT(nn.Module):
-    def __init__(s):
+    def __init__(s, cls):
         super().__init__()
         s.patch = nn.Conv2d(C, D, P, P)
-        s.pos = nn.Embedding(T, D)
+        if cls:
+            s.cls = nn.Module()
+            s.cls.weight = nn.Parameter(torch.empty(D))
+        s.pos = nn.Embedding(T + cls, D)
         s.blocks = nn.ModuleList([Block() for _ in range(L)])
         s.norm, s.head = nn.LayerNorm(D), nn.Linear(D, layers[-1]["out"])
+        s.with_cls = cls
 
     def forward(s, x):
-        x = s.patch(x).flatten(2).transpose(1, 2) + s.pos.weight
+        x = s.patch(x).flatten(2).transpose(1, 2)
+        if s.with_cls:
+            x = torch.cat([s.cls.weight.expand(x.shape[0], 1, D), x], dim=1)
+        x = x + s.pos.weight
         for blk in s.blocks:
             x = blk(x)
-        return s.head(s.norm(x).mean(dim=1))
+        x = s.norm(x)
+        return s.head(x[:, 0] if s.with_cls else x.mean(dim=1))
 
 
 def fake_gpu():
@@ -121,68 +149,79 @@ def fake_gpu():
     sys.exit(0 if ok and ok16 else 1)
 
 
+def cpu_parity(form, path):
+    """PARITY_STEPS steps of the spec at path (its pooling: the class token, or the mean)
+    against PyTorch; whether every check passed"""
+    cls = form == "cls"
+    model = ViT(cls)
+    nn.init.normal_(model.pos.weight, std=0.02)
+    if cls:
+        nn.init.normal_(model.cls.weight, std=0.02)
+    init_path = os.path.join(OUT, form + "_init.safetensors")
+    st_check.save(init_path, {n: t.detach().numpy().astype(np.float32) for n, t in model.named_parameters()})
+
+    tr = spec["train"]
+    run_dir = os.path.join(OUT, form)
+    cmd = [TRAINC, "run", path, "--init", init_path, "--out", run_dir,
+           "--threads", "1", "--quiet"]
+    for s in ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
+              f"batch_size={B}", "epochs=1"]:
+        cmd += ["--set", s]
+    subprocess.run(cmd, check=True)
+    ours = run_log.losses(run_dir)
+    assert len(ours) == STEPS, len(ours)
+
+    o = tr["optimizer"]
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=o["lr"], betas=tuple(o.get("betas", (0.9, 0.999))), eps=o.get("eps", 1e-8),
+                            foreach=False)
+    warm, final = tr["schedule"]["warmup_steps"], tr["schedule"]["final_lr_frac"]
+    def lam(step):
+        if step < warm: return (step + 1) / warm
+        prog = min(max((step - warm) / max(STEPS - warm, 1), 0.0), 1.0)
+        return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    scale = torch.tensor(np.float32(spec["model"]["inputs"]["x"]["scale"]))
+    X = np.load(os.path.join(ROOT, "data", "fashion", "train_x.npy"), mmap_mode="r")
+    Y = np.load(os.path.join(ROOT, "data", "fashion", "train_y.npy"), mmap_mode="r")
+    ref = []
+    for step in range(STEPS):
+        xb = torch.from_numpy(np.array(X[step * B:(step + 1) * B])).float() * scale
+        yb = torch.from_numpy(np.array(Y[step * B:(step + 1) * B])).long()
+        opt.zero_grad()
+        loss = F.cross_entropy(model(xb), yb)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
+        opt.step()
+        sched.step()
+        ref.append(loss.item())
+
+    rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
+    worst = max(rel)
+    print(f"vit_fashion ({form}): loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs "
+          f"{ref[-1]:.6f}; worst relative difference {worst:.2e} (tolerance 1e-4)")
+    ok = worst <= 1e-4
+    if not ok:
+        for i, (a, b) in enumerate(zip(ours, ref)):
+            print(f"  step {i + 1}: {a:.7f} vs {b:.7f}  {rel[i]:.1e}")
+    # The key rows of qkv.bias are left out: the softmax over keys does not change when every
+    # score of a query moves by the same q.b_k, so their gradient is 0 but for rounding, and
+    # AdamW's step (about lr whatever the gradient's size) moves them by the noise's sign.
+    w = st_check.load(os.path.join(run_dir, "model.safetensors"))
+    def judged(n, a):
+        return np.concatenate([a[:D], a[2 * D:]]) if n.endswith("attn.qkv.bias") else a
+    dw = max((float(np.max(np.abs(judged(n, w[n]) - judged(n, t.detach().numpy())))), n)
+             for n, t in model.named_parameters())
+    print(f"  final weights (qkv.bias's key rows aside): largest |ours - torch| {dw[0]:.2e} ({dw[1]}; "
+          f"tolerance 1e-4)")
+    return ok and dw[0] <= 1e-4
+
+
 if FAKE_GPU:
     fake_gpu()
-model = ViT()
-nn.init.normal_(model.pos.weight, std=0.02)
-init_path = os.path.join(OUT, "init.safetensors")
-st_check.save(init_path, {n: t.detach().numpy().astype(np.float32) for n, t in model.named_parameters()})
-
-tr = spec["train"]
-cmd = [TRAINC, "run", spec_path, "--init", init_path, "--out", os.path.join(OUT, "run"),
-       "--threads", "1", "--quiet"]
-for s in ["loader.shuffle=false", "log_every=1", f"max_steps={STEPS}", "data.val=null",
-          f"batch_size={B}", "epochs=1"]:
-    cmd += ["--set", s]
-subprocess.run(cmd, check=True)
-ours = run_log.losses(os.path.join(OUT, "run"))
-assert len(ours) == STEPS, len(ours)
-
-o = tr["optimizer"]
-decay = [p for p in model.parameters() if p.dim() >= 2]
-no_decay = [p for p in model.parameters() if p.dim() < 2]
-opt = torch.optim.AdamW([{"params": decay, "weight_decay": o["weight_decay"]},
-                         {"params": no_decay, "weight_decay": 0.0}],
-                        lr=o["lr"], betas=tuple(o.get("betas", (0.9, 0.999))), eps=o.get("eps", 1e-8),
-                        foreach=False)
-warm, final = tr["schedule"]["warmup_steps"], tr["schedule"]["final_lr_frac"]
-def lam(step):
-    if step < warm: return (step + 1) / warm
-    prog = min(max((step - warm) / max(STEPS - warm, 1), 0.0), 1.0)
-    return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
-sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
-scale = torch.tensor(np.float32(spec["model"]["inputs"]["x"]["scale"]))
-X = np.load(os.path.join(ROOT, "data", "fashion", "train_x.npy"), mmap_mode="r")
-Y = np.load(os.path.join(ROOT, "data", "fashion", "train_y.npy"), mmap_mode="r")
-ref = []
-for step in range(STEPS):
-    xb = torch.from_numpy(np.array(X[step * B:(step + 1) * B])).float() * scale
-    yb = torch.from_numpy(np.array(Y[step * B:(step + 1) * B])).long()
-    opt.zero_grad()
-    loss = F.cross_entropy(model(xb), yb)
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), tr["grad_clip"])
-    opt.step()
-    sched.step()
-    ref.append(loss.item())
-
-rel = [abs(a - b) / abs(b) for a, b in zip(ours, ref)]
-worst = max(rel)
-print(f"vit_fashion: loss step 1 {ours[0]:.6f} vs {ref[0]:.6f}, step {STEPS} {ours[-1]:.6f} vs "
-      f"{ref[-1]:.6f}; worst relative difference {worst:.2e} (tolerance 1e-4)")
-ok = worst <= 1e-4
-if not ok:
-    for i, (a, b) in enumerate(zip(ours, ref)):
-        print(f"  step {i + 1}: {a:.7f} vs {b:.7f}  {rel[i]:.1e}")
-# The key rows of qkv.bias are left out: the softmax over keys does not change when every
-# score of a query moves by the same q.b_k, so their gradient is 0 but for rounding, and
-# AdamW's step (about lr whatever the gradient's size) moves them by the noise's sign.
-w = st_check.load(os.path.join(OUT, "run", "model.safetensors"))
-def judged(n, a):
-    return np.concatenate([a[:D], a[2 * D:]]) if n.endswith("attn.qkv.bias") else a
-dw = max((float(np.max(np.abs(judged(n, w[n]) - judged(n, t.detach().numpy())))), n)
-         for n, t in model.named_parameters())
-print(f"  final weights (qkv.bias's key rows aside): largest |ours - torch| {dw[0]:.2e} ({dw[1]}; "
-      f"tolerance 1e-4)")
-ok = ok and dw[0] <= 1e-4
-sys.exit(0 if ok else 1)
+ok_cls = cpu_parity("cls", spec_path)
+ok_mean = cpu_parity("mean", mean_form())
+sys.exit(0 if ok_cls and ok_mean else 1)

@@ -8,7 +8,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
-extern const OpDef op_tokens, op_token_mean;
+extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -38,6 +38,8 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_MOE] = &op_moe,
     [OP_TOKENS] = &op_tokens,
     [OP_TOKEN_MEAN] = &op_token_mean,
+    [OP_CLS_TOKEN] = &op_cls_token,
+    [OP_FIRST_TOKEN] = &op_first_token,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -52,6 +54,7 @@ extern const NodeDef node_qk_norm, node_qk_norm_bwd;
 extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
     node_moe_combine_bwd, node_moe_aux;
 extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_mean_bwd;
+extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_first_token_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -97,6 +100,10 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_TOKENS_BWD] = &node_tokens_bwd,
     [N_TOKEN_MEAN] = &node_token_mean,
     [N_TOKEN_MEAN_BWD] = &node_token_mean_bwd,
+    [N_CLS_TOKEN] = &node_cls_token,
+    [N_CLS_TOKEN_BWD] = &node_cls_token_bwd,
+    [N_FIRST_TOKEN] = &node_first_token,
+    [N_FIRST_TOKEN_BWD] = &node_first_token_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

@@ -11,7 +11,7 @@
 RT_KERNEL void k0(rt_exec *e, int64_t lo, int64_t hi)
 {
     const uint8_t *in_x = (const uint8_t *)e->in[0]; /* [B, 1, 28, 28] */
-    float *x_f32 = ACT(639744); /* [B, 1, 28, 28] */
+    float *x_f32 = ACT(652800); /* [B, 1, 28, 28] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = (float)in_x[i] * 0.00392156886f; /* input to f32 */
         x_f32[i] = v0;
@@ -40,203 +40,242 @@ RT_KERNEL void k1(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* k2: tokens: [C, HW] -> [HW, C] + pos_embedding: + position rows
- *     from $.model.layers[1] + $.model.layers[2] */
+/* k2: tokens: [C, HW] -> [HW, C]
+ *     from $.model.layers[1] */
 RT_KERNEL void k2(rt_exec *e, int64_t lo, int64_t hi)
 {
     const float *conv_patch = ACT(0); /* [B, 64, 7, 7] */
-    const float *P_pos_weight = e->params + 1088; /* [49, 64] */
-    float *pos_embedding_pos = ACT(388864); /* [B, 49, 64] */
+    float *tokens_1 = ACT(12544); /* [B, 49, 64] */
     for (int64_t i = lo; i < hi; i++) {
         /* tokens: [C, HW] -> [HW, C] */
         float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
-        float v1 = v0 + P_pos_weight[i % 3136]; /* pos_embedding: + position rows */
+        tokens_1[i] = v0;
+    }
+}
+
+/* k3: cls_token: the class token, then the tokens + pos_embedding: + position rows
+ *     from $.model.layers[2] + $.model.layers[3] */
+RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *P_cls_weight = e->params + 1088; /* [64] */
+    const float *tokens_1 = ACT(12544); /* [B, 49, 64] */
+    const float *P_pos_weight = e->params + 1152; /* [50, 64] */
+    float *pos_embedding_pos = ACT(396800); /* [B, 50, 64] */
+    for (int64_t i = lo; i < hi; i++) {
+        /* cls_token: the class token, then the tokens */
+        float v0 = i % 3200 < 64 ? P_cls_weight[i % 64] : tokens_1[i / 3200 * 3136 - 64 + i % 3200];
+        float v1 = v0 + P_pos_weight[i % 3200]; /* pos_embedding: + position rows */
         pos_embedding_pos[i] = v1;
     }
 }
 
-/* k3: gelu, from linear_blocks_0_fc1 as stored for the backward pass
- *     from $.model.layers[3].body[1].body[2] #0 */
-RT_KERNEL void k3(rt_exec *e, int64_t lo, int64_t hi)
+/* k4: gelu, from linear_blocks_0_fc1 as stored for the backward pass
+ *     from $.model.layers[4].body[1].body[2] #0 */
+RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_0_fc1 = ACT(188160); /* [B, 49, 128] */
-    float *gelu_blocks_0_2 = ACT(213248); /* [B, 49, 128] */
+    const float *linear_blocks_0_fc1 = ACT(192000); /* [B, 50, 128] */
+    float *gelu_blocks_0_2 = ACT(217600); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu(linear_blocks_0_fc1[i]); /* gelu */
         gelu_blocks_0_2[i] = v0;
     }
 }
 
-/* k4: gelu, from linear_blocks_1_fc1 as stored for the backward pass
- *     from $.model.layers[3].body[1].body[2] #1
- *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-RT_KERNEL void k4(rt_exec *e, int64_t lo, int64_t hi)
+/* k5: gelu, from linear_blocks_1_fc1 as stored for the backward pass
+ *     from $.model.layers[4].body[1].body[2] #1
+ *     (on a GPU this loop runs k4's kernel, the same code, on its own tensors) */
+RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_1_fc1 = ACT(238336); /* [B, 49, 128] */
-    float *gelu_blocks_1_2 = ACT(263424); /* [B, 49, 128] */
+    const float *linear_blocks_1_fc1 = ACT(243200); /* [B, 50, 128] */
+    float *gelu_blocks_1_2 = ACT(268800); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu(linear_blocks_1_fc1[i]); /* gelu */
         gelu_blocks_1_2[i] = v0;
     }
 }
 
-/* k5: gelu, from linear_blocks_2_fc1 as stored for the backward pass
- *     from $.model.layers[3].body[1].body[2] #2
- *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-RT_KERNEL void k5(rt_exec *e, int64_t lo, int64_t hi)
+/* k6: gelu, from linear_blocks_2_fc1 as stored for the backward pass
+ *     from $.model.layers[4].body[1].body[2] #2
+ *     (on a GPU this loop runs k4's kernel, the same code, on its own tensors) */
+RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_2_fc1 = ACT(288512); /* [B, 49, 128] */
-    float *gelu_blocks_2_2 = ACT(313600); /* [B, 49, 128] */
+    const float *linear_blocks_2_fc1 = ACT(294400); /* [B, 50, 128] */
+    float *gelu_blocks_2_2 = ACT(320000); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu(linear_blocks_2_fc1[i]); /* gelu */
         gelu_blocks_2_2[i] = v0;
     }
 }
 
-/* k6: gelu, from linear_blocks_3_fc1 as stored for the backward pass
- *     from $.model.layers[3].body[1].body[2] #3
- *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
-RT_KERNEL void k6(rt_exec *e, int64_t lo, int64_t hi)
+/* k7: gelu, from linear_blocks_3_fc1 as stored for the backward pass
+ *     from $.model.layers[4].body[1].body[2] #3
+ *     (on a GPU this loop runs k4's kernel, the same code, on its own tensors) */
+RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_3_fc1 = ACT(150528); /* [B, 49, 128] */
-    float *gelu_blocks_3_2 = ACT(338688); /* [B, 49, 128] */
+    const float *linear_blocks_3_fc1 = ACT(153600); /* [B, 50, 128] */
+    float *gelu_blocks_3_2 = ACT(345600); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu(linear_blocks_3_fc1[i]); /* gelu */
         gelu_blocks_3_2[i] = v0;
     }
 }
 
-/* k7: token_mean: [T, d] -> [d, T]
- *     from $.model.layers[5] */
-RT_KERNEL void k7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *layernorm_norm = ACT(376320); /* [B, 49, 64] */
-    float *token_mean_5_t = ACT(627200); /* [B, 3136] */
-    for (int64_t i = lo; i < hi; i++) {
-        /* token_mean: [T, d] -> [d, T] */
-        float v0 = layernorm_norm[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
-        token_mean_5_t[i] = v0;
-    }
-}
-
-/* k8: token_mean: the sums start at 0
- *     from $.model.layers[5] */
+/* k8: first_token: the first row
+ *     from $.model.layers[6] */
 RT_KERNEL void k8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *token_mean_5_sum = ACT(376576); /* [B, 64] */
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = 0.0f; /* token_mean: the sums start at 0 */
-        token_mean_5_sum[i] = v0;
-    }
-}
-
-/* k9: token_mean: the sums over T
- *     from $.model.layers[5] */
-RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *token_mean_5_sum = ACT(376576); /* [B, 64] */
-    float *token_mean_5 = ACT(376320); /* [B, 64] */
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = token_mean_5_sum[i] * 0.0204081628f; /* token_mean: the sums over T */
-        token_mean_5[i] = v0;
-    }
-}
-
-/* k10: token_mean backward: dy / T on every token
- *     from $.model.layers[5] */
-RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *d_token_mean_5 = ACT(627200); /* [B, 64] */
-    float *d_layernorm_norm = ACT(376320); /* [B, 49, 64] */
+    const float *layernorm_norm = ACT(384000); /* [B, 50, 64] */
+    float *first_token_6 = ACT(640000); /* [B, 64] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 64 */
         int64_t i = i0, n = 64 - i0 % 64;
         if (n > hi - i0)
             n = hi - i0;
-        const float *r0_0 = d_token_mean_5 + (i / 3136 * 64 + i % 64);
+        const float *r0_0 = layernorm_norm + (i / 64 * 3200 + 0 + i % 64);
         for (int64_t j = 0; j < n; j++, i++) {
-            float v0 = r0_0[j] * 0.0204081628f; /* token_mean backward: dy / T on every token */
+            float v0 = r0_0[j]; /* first_token: the first row */
+            first_token_6[i] = v0;
+        }
+        i0 += n;
+    }
+}
+
+/* k9: first_token backward: dy in the first row, 0 in the others
+ *     from $.model.layers[6] */
+RT_KERNEL void k9(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *d_first_token_6 = ACT(640256); /* [B, 64] */
+    float *d_layernorm_norm = ACT(384000); /* [B, 50, 64] */
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 64 */
+        int64_t i = i0, n = 64 - i0 % 64;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = d_first_token_6 + (i / 3200 * 64 + i % 64);
+        for (int64_t j = 0; j < n; j++, i++) {
+            /* first_token backward: dy in the first row, 0 in the others */
+            float v0 = i % 3200 < 64 ? r0_0[j] : 0.0f;
             d_layernorm_norm[i] = v0;
         }
         i0 += n;
     }
 }
 
-/* k11: gelu backward
- *     from $.model.layers[3].body[1].body[2] #3 */
-RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
+/* k10: gelu backward
+ *     from $.model.layers[4].body[1].body[2] #3 */
+RT_KERNEL void k10(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_blocks_3_2 = ACT(363776); /* [B, 49, 128] */
-    const float *linear_blocks_3_fc1 = ACT(150528); /* [B, 49, 128] */
-    float *d_linear_blocks_3_fc1 = ACT(363776); /* [B, 49, 128] */
+    const float *d_gelu_blocks_3_2 = ACT(371200); /* [B, 50, 128] */
+    const float *linear_blocks_3_fc1 = ACT(153600); /* [B, 50, 128] */
+    float *d_linear_blocks_3_fc1 = ACT(371200); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_bwd(linear_blocks_3_fc1[i], d_gelu_blocks_3_2[i]); /* gelu backward */
         d_linear_blocks_3_fc1[i] = v0;
     }
 }
 
-/* k12: gelu backward
- *     from $.model.layers[3].body[1].body[2] #2
- *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
+/* k11: gelu backward
+ *     from $.model.layers[4].body[1].body[2] #2
+ *     (on a GPU this loop runs k10's kernel, the same code, on its own tensors) */
+RT_KERNEL void k11(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_blocks_2_2 = ACT(112896); /* [B, 49, 128] */
-    const float *linear_blocks_2_fc1 = ACT(288512); /* [B, 49, 128] */
-    float *d_linear_blocks_2_fc1 = ACT(112896); /* [B, 49, 128] */
+    const float *d_gelu_blocks_2_2 = ACT(115200); /* [B, 50, 128] */
+    const float *linear_blocks_2_fc1 = ACT(294400); /* [B, 50, 128] */
+    float *d_linear_blocks_2_fc1 = ACT(115200); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_bwd(linear_blocks_2_fc1[i], d_gelu_blocks_2_2[i]); /* gelu backward */
         d_linear_blocks_2_fc1[i] = v0;
     }
 }
 
-/* k13: gelu backward
- *     from $.model.layers[3].body[1].body[2] #1
- *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
+/* k12: gelu backward
+ *     from $.model.layers[4].body[1].body[2] #1
+ *     (on a GPU this loop runs k10's kernel, the same code, on its own tensors) */
+RT_KERNEL void k12(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_blocks_1_2 = ACT(75264); /* [B, 49, 128] */
-    const float *linear_blocks_1_fc1 = ACT(238336); /* [B, 49, 128] */
-    float *d_linear_blocks_1_fc1 = ACT(75264); /* [B, 49, 128] */
+    const float *d_gelu_blocks_1_2 = ACT(76800); /* [B, 50, 128] */
+    const float *linear_blocks_1_fc1 = ACT(243200); /* [B, 50, 128] */
+    float *d_linear_blocks_1_fc1 = ACT(76800); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_bwd(linear_blocks_1_fc1[i], d_gelu_blocks_1_2[i]); /* gelu backward */
         d_linear_blocks_1_fc1[i] = v0;
     }
 }
 
-/* k14: gelu backward
- *     from $.model.layers[3].body[1].body[2] #0
- *     (on a GPU this loop runs k11's kernel, the same code, on its own tensors) */
-RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
+/* k13: gelu backward
+ *     from $.model.layers[4].body[1].body[2] #0
+ *     (on a GPU this loop runs k10's kernel, the same code, on its own tensors) */
+RT_KERNEL void k13(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_gelu_blocks_0_2 = ACT(37632); /* [B, 49, 128] */
-    const float *linear_blocks_0_fc1 = ACT(188160); /* [B, 49, 128] */
-    float *d_linear_blocks_0_fc1 = ACT(37632); /* [B, 49, 128] */
+    const float *d_gelu_blocks_0_2 = ACT(38400); /* [B, 50, 128] */
+    const float *linear_blocks_0_fc1 = ACT(192000); /* [B, 50, 128] */
+    float *d_linear_blocks_0_fc1 = ACT(38400); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         float v0 = rt_gelu_bwd(linear_blocks_0_fc1[i], d_gelu_blocks_0_2[i]); /* gelu backward */
         d_linear_blocks_0_fc1[i] = v0;
     }
 }
 
-/* k15: tokens backward: [HW, C] -> [C, HW]
- *     from $.model.layers[1]
- *     (on a GPU this loop runs k7's kernel, the same code, on its own tensors) */
+/* k14: cls_token backward: the tokens' rows of dy
+ *     from $.model.layers[2] */
+RT_KERNEL void k14(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *d_pos_embedding_pos = ACT(640000); /* [B, 50, 64] */
+    float *d_tokens_1 = ACT(0); /* [B, 49, 64] */
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 3136 */
+        int64_t i = i0, n = 3136 - i0 % 3136;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = d_pos_embedding_pos + (i / 3136 * 3200 + 64 + i % 3136);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j]; /* cls_token backward: the tokens' rows of dy */
+            d_tokens_1[i] = v0;
+        }
+        i0 += n;
+    }
+}
+
+/* k15: cls_token backward: dy's first rows
+ *     from $.model.layers[2]
+ *     (on a GPU this loop runs k8's kernel, the same code, on its own tensors) */
 RT_KERNEL void k15(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_pos_embedding_pos = ACT(627200); /* [B, 49, 64] */
-    float *d_conv_patch = ACT(0); /* [B, 64, 7, 7] */
+    const float *d_pos_embedding_pos = ACT(640000); /* [B, 50, 64] */
+    float *G_cls_weight_first = ACT(12544); /* [B, 64] */
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 64 */
+        int64_t i = i0, n = 64 - i0 % 64;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = d_pos_embedding_pos + (i / 64 * 3200 + 0 + i % 64);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j]; /* cls_token backward: dy's first rows */
+            G_cls_weight_first[i] = v0;
+        }
+        i0 += n;
+    }
+}
+
+/* k16: tokens backward: [HW, C] -> [C, HW]
+ *     from $.model.layers[1] */
+RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
+{
+    const float *d_tokens_1 = ACT(0); /* [B, 49, 64] */
+    float *d_conv_patch = ACT(12544); /* [B, 64, 7, 7] */
     for (int64_t i = lo; i < hi; i++) {
         /* tokens backward: [HW, C] -> [C, HW] */
-        float v0 = d_pos_embedding_pos[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
+        float v0 = d_tokens_1[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
         d_conv_patch[i] = v0;
     }
 }
 
-/* k16: conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k17: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[0] */
-RT_KERNEL void k16(rt_exec *e, int64_t lo, int64_t hi)
+RT_KERNEL void k17(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *d_conv_patch = ACT(0); /* [B, 64, 7, 7] */
-    float *d_gemm_conv_patch = ACT(12544); /* [64, B*49] */
+    const float *d_conv_patch = ACT(12544); /* [B, 64, 7, 7] */
+    float *d_gemm_conv_patch = ACT(0); /* [64, B*49] */
     for (int64_t i0 = lo; i0 < hi;) {
         /* i in [i0, i0 + n): the rest of a run of 49 */
         int64_t i = i0, n = 49 - i0 % 49;
@@ -267,29 +306,30 @@ RT_KERNEL void ke0(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke2: tokens: [C, HW] -> [HW, C] + pos_embedding: + position rows
- *     from $.model.layers[1] + $.model.layers[2]
- *     (on a GPU this loop runs k2's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke2(rt_exec *e, int64_t lo, int64_t hi)
+/* ke3: cls_token: the class token, then the tokens + pos_embedding: + position rows
+ *     from $.model.layers[2] + $.model.layers[3]
+ *     (on a GPU this loop runs k3's kernel, the same code, on its own tensors) */
+RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *conv_patch = ACT(0); /* [B, 64, 7, 7] */
-    const float *P_pos_weight = e->params + 1088; /* [49, 64] */
-    float *pos_embedding_pos = ACT(37632); /* [B, 49, 64] */
+    const float *P_cls_weight = e->params + 1088; /* [64] */
+    const float *tokens_1 = ACT(12544); /* [B, 49, 64] */
+    const float *P_pos_weight = e->params + 1152; /* [50, 64] */
+    float *pos_embedding_pos = ACT(38400); /* [B, 50, 64] */
     for (int64_t i = lo; i < hi; i++) {
-        /* tokens: [C, HW] -> [HW, C] */
-        float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
-        float v1 = v0 + P_pos_weight[i % 3136]; /* pos_embedding: + position rows */
+        /* cls_token: the class token, then the tokens */
+        float v0 = i % 3200 < 64 ? P_cls_weight[i % 64] : tokens_1[i / 3200 * 3136 - 64 + i % 3200];
+        float v1 = v0 + P_pos_weight[i % 3200]; /* pos_embedding: + position rows */
         pos_embedding_pos[i] = v1;
     }
 }
 
-/* ke3: linear epilogue: + bias + gelu
- *     from $.model.layers[3].body[1].body[1] #0 + $.model.layers[3].body[1].body[2] #0 */
-RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
+/* ke4: linear epilogue: + bias + gelu
+ *     from $.model.layers[4].body[1].body[1] #0 + $.model.layers[4].body[1].body[2] #0 */
+RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_0_fc1 = ACT(0); /* [B, 49, 128] */
-    const float *P_blocks_0_fc1_bias = e->params + 29312; /* [128] */
-    float *gelu_blocks_0_2 = ACT(0); /* [B, 49, 128] */
+    const float *linear_blocks_0_fc1 = ACT(0); /* [B, 50, 128] */
+    const float *P_blocks_0_fc1_bias = e->params + 29440; /* [128] */
+    float *gelu_blocks_0_2 = ACT(0); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         /* linear epilogue: + bias */
         float v0 = linear_blocks_0_fc1[i] + P_blocks_0_fc1_bias[i % 128];
@@ -298,14 +338,14 @@ RT_KERNEL void ke3(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke4: linear epilogue: + bias + gelu
- *     from $.model.layers[3].body[1].body[1] #1 + $.model.layers[3].body[1].body[2] #1
- *     (on a GPU this loop runs ke3's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
+/* ke5: linear epilogue: + bias + gelu
+ *     from $.model.layers[4].body[1].body[1] #1 + $.model.layers[4].body[1].body[2] #1
+ *     (on a GPU this loop runs ke4's kernel, the same code, on its own tensors) */
+RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_1_fc1 = ACT(0); /* [B, 49, 128] */
-    const float *P_blocks_1_fc1_bias = e->params + 62784; /* [128] */
-    float *gelu_blocks_1_2 = ACT(0); /* [B, 49, 128] */
+    const float *linear_blocks_1_fc1 = ACT(0); /* [B, 50, 128] */
+    const float *P_blocks_1_fc1_bias = e->params + 62912; /* [128] */
+    float *gelu_blocks_1_2 = ACT(0); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         /* linear epilogue: + bias */
         float v0 = linear_blocks_1_fc1[i] + P_blocks_1_fc1_bias[i % 128];
@@ -314,14 +354,14 @@ RT_KERNEL void ke4(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke5: linear epilogue: + bias + gelu
- *     from $.model.layers[3].body[1].body[1] #2 + $.model.layers[3].body[1].body[2] #2
- *     (on a GPU this loop runs ke3's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
+/* ke6: linear epilogue: + bias + gelu
+ *     from $.model.layers[4].body[1].body[1] #2 + $.model.layers[4].body[1].body[2] #2
+ *     (on a GPU this loop runs ke4's kernel, the same code, on its own tensors) */
+RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_2_fc1 = ACT(0); /* [B, 49, 128] */
-    const float *P_blocks_2_fc1_bias = e->params + 96256; /* [128] */
-    float *gelu_blocks_2_2 = ACT(0); /* [B, 49, 128] */
+    const float *linear_blocks_2_fc1 = ACT(0); /* [B, 50, 128] */
+    const float *P_blocks_2_fc1_bias = e->params + 96384; /* [128] */
+    float *gelu_blocks_2_2 = ACT(0); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         /* linear epilogue: + bias */
         float v0 = linear_blocks_2_fc1[i] + P_blocks_2_fc1_bias[i % 128];
@@ -330,14 +370,14 @@ RT_KERNEL void ke5(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke6: linear epilogue: + bias + gelu
- *     from $.model.layers[3].body[1].body[1] #3 + $.model.layers[3].body[1].body[2] #3
- *     (on a GPU this loop runs ke3's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
+/* ke7: linear epilogue: + bias + gelu
+ *     from $.model.layers[4].body[1].body[1] #3 + $.model.layers[4].body[1].body[2] #3
+ *     (on a GPU this loop runs ke4's kernel, the same code, on its own tensors) */
+RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
 {
-    const float *linear_blocks_3_fc1 = ACT(0); /* [B, 49, 128] */
-    const float *P_blocks_3_fc1_bias = e->params + 129728; /* [128] */
-    float *gelu_blocks_3_2 = ACT(0); /* [B, 49, 128] */
+    const float *linear_blocks_3_fc1 = ACT(0); /* [B, 50, 128] */
+    const float *P_blocks_3_fc1_bias = e->params + 129856; /* [128] */
+    float *gelu_blocks_3_2 = ACT(0); /* [B, 50, 128] */
     for (int64_t i = lo; i < hi; i++) {
         /* linear epilogue: + bias */
         float v0 = linear_blocks_3_fc1[i] + P_blocks_3_fc1_bias[i % 128];
@@ -346,42 +386,24 @@ RT_KERNEL void ke6(rt_exec *e, int64_t lo, int64_t hi)
     }
 }
 
-/* ke7: token_mean: [T, d] -> [d, T]
- *     from $.model.layers[5]
- *     (on a GPU this loop runs k7's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke7(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *layernorm_norm = ACT(0); /* [B, 49, 64] */
-    float *token_mean_5_t = ACT(12544); /* [B, 3136] */
-    for (int64_t i = lo; i < hi; i++) {
-        /* token_mean: [T, d] -> [d, T] */
-        float v0 = layernorm_norm[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
-        token_mean_5_t[i] = v0;
-    }
-}
-
-/* ke8: token_mean: the sums start at 0
- *     from $.model.layers[5]
+/* ke8: first_token: the first row
+ *     from $.model.layers[6]
  *     (on a GPU this loop runs k8's kernel, the same code, on its own tensors) */
 RT_KERNEL void ke8(rt_exec *e, int64_t lo, int64_t hi)
 {
-    float *token_mean_5_sum = ACT(256); /* [B, 64] */
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = 0.0f; /* token_mean: the sums start at 0 */
-        token_mean_5_sum[i] = v0;
-    }
-}
-
-/* ke9: token_mean: the sums over T
- *     from $.model.layers[5]
- *     (on a GPU this loop runs k9's kernel, the same code, on its own tensors) */
-RT_KERNEL void ke9(rt_exec *e, int64_t lo, int64_t hi)
-{
-    const float *token_mean_5_sum = ACT(256); /* [B, 64] */
-    float *token_mean_5 = ACT(0); /* [B, 64] */
-    for (int64_t i = lo; i < hi; i++) {
-        float v0 = token_mean_5_sum[i] * 0.0204081628f; /* token_mean: the sums over T */
-        token_mean_5[i] = v0;
+    const float *layernorm_norm = ACT(0); /* [B, 50, 64] */
+    float *first_token_6 = ACT(12800); /* [B, 64] */
+    for (int64_t i0 = lo; i0 < hi;) {
+        /* i in [i0, i0 + n): the rest of a run of 64 */
+        int64_t i = i0, n = 64 - i0 % 64;
+        if (n > hi - i0)
+            n = hi - i0;
+        const float *r0_0 = layernorm_norm + (i / 64 * 3200 + 0 + i % 64);
+        for (int64_t j = 0; j < n; j++, i++) {
+            float v0 = r0_0[j]; /* first_token: the first row */
+            first_token_6[i] = v0;
+        }
+        i0 += n;
     }
 }
 

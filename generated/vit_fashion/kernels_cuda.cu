@@ -25,18 +25,18 @@
 #include "sm90_attention_bwd.cuh"
 
 /* ==== instances for this model's shapes ==== */
-/* rows of 64; first $.model.layers[3].body[0].body[0] #0; 9 calls a training step */
+/* rows of 64; first $.model.layers[4].body[0].body[0] #0; 9 calls a training step */
 RT_LAYERNORM_FWD(64)
-/* T 49, heads 16 wide, not causal; first $.model.layers[3].body[0].body[1] #0; 4 calls a training
+/* T 50, heads 16 wide, not causal; first $.model.layers[4].body[0].body[1] #0; 4 calls a training
  * step */
-RT_ATTENTION_FWD(49, 16, 0)
+RT_ATTENTION_FWD(50, 16, 0)
 /* 10 classes; $.model.loss */
 RT_CROSS_ENTROPY(10, 10)
-/* rows of 64; first $.model.layers[4]; 9 calls a training step */
+/* rows of 64; first $.model.layers[5]; 9 calls a training step */
 RT_LAYERNORM_BWD(64)
-/* T 49, heads 16 wide, not causal; first $.model.layers[3].body[0].body[1] #3; 4 calls a training
+/* T 50, heads 16 wide, not causal; first $.model.layers[4].body[0].body[1] #3; 4 calls a training
  * step */
-RT_ATTENTION_BWD(49, 16, 0)
+RT_ATTENTION_BWD(50, 16, 0)
 
 /* ==== the fused elementwise kernels ==== */
 
@@ -100,10 +100,42 @@ extern "C" __global__ void k1(const float *__restrict__ gemm_conv_patch,
     }
 }
 
-/* k2: tokens: [C, HW] -> [HW, C] + pos_embedding: + position rows
- *     from $.model.layers[1] + $.model.layers[2]
- *     conv_patch [B, 64, 7, 7], P_pos_weight [49, 64], pos_embedding_pos [B, 49, 64] */
-extern "C" __global__ void k2(const float *__restrict__ conv_patch,
+/* k2: tokens: [C, HW] -> [HW, C]
+ *     from $.model.layers[1]
+ *     conv_patch [B, 64, 7, 7], tokens_1 [B, 49, 64] */
+extern "C" __global__ void k2(const float *__restrict__ conv_patch, float *__restrict__ tokens_1,
+                              int64_t B, int64_t n, uint64_t rng_key, int train)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if (rt_aligned16(tokens_1)) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            rt_vec<4> w_tokens_1;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                /* tokens: [C, HW] -> [HW, C] */
+                float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
+                w_tokens_1.v[l] = v0;
+            }
+            rt_stv(tokens_1 + 4 * q, w_tokens_1);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
+        /* tokens: [C, HW] -> [HW, C] */
+        float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
+        tokens_1[i] = v0;
+    }
+}
+
+/* k3: cls_token: the class token, then the tokens + pos_embedding: + position rows
+ *     from $.model.layers[2] + $.model.layers[3]
+ *     P_cls_weight [64], tokens_1 [B, 49, 64], P_pos_weight [50, 64],
+ *     pos_embedding_pos [B, 50, 64] */
+extern "C" __global__ void k3(const float *__restrict__ P_cls_weight,
+                              const float *__restrict__ tokens_1,
                               const float *__restrict__ P_pos_weight,
                               float *__restrict__ pos_embedding_pos, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
@@ -118,27 +150,27 @@ extern "C" __global__ void k2(const float *__restrict__ conv_patch,
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                /* tokens: [C, HW] -> [HW, C] */
-                float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
-                float v1 = v0 + P_pos_weight[i % 3136]; /* pos_embedding: + position rows */
+                /* cls_token: the class token, then the tokens */
+                float v0 = i % 3200 < 64 ? P_cls_weight[i % 64] : tokens_1[i / 3200 * 3136 - 64 + i % 3200];
+                float v1 = v0 + P_pos_weight[i % 3200]; /* pos_embedding: + position rows */
                 w_pos_embedding_pos.v[l] = v1;
             }
             rt_stv(pos_embedding_pos + 4 * q, w_pos_embedding_pos);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        /* tokens: [C, HW] -> [HW, C] */
-        float v0 = conv_patch[i / 3136 * 3136 + i % 64 * 49 + i / 64 % 49];
-        float v1 = v0 + P_pos_weight[i % 3136]; /* pos_embedding: + position rows */
+        /* cls_token: the class token, then the tokens */
+        float v0 = i % 3200 < 64 ? P_cls_weight[i % 64] : tokens_1[i / 3200 * 3136 - 64 + i % 3200];
+        float v1 = v0 + P_pos_weight[i % 3200]; /* pos_embedding: + position rows */
         pos_embedding_pos[i] = v1;
     }
 }
 
-/* k3: gelu, from linear_blocks_0_fc1 as stored for the backward pass
- *     from $.model.layers[3].body[1].body[2] #0
- *     linear_blocks_0_fc1 [B, 49, 128], gelu_blocks_0_2 [B, 49, 128]
- *     also launched for loops k4, k5, k6, the same code on their own tensors */
-extern "C" __global__ void k3(const float *__restrict__ linear_blocks_0_fc1,
+/* k4: gelu, from linear_blocks_0_fc1 as stored for the backward pass
+ *     from $.model.layers[4].body[1].body[2] #0
+ *     linear_blocks_0_fc1 [B, 50, 128], gelu_blocks_0_2 [B, 50, 128]
+ *     also launched for loops k5, k6, k7, the same code on their own tensors */
+extern "C" __global__ void k4(const float *__restrict__ linear_blocks_0_fc1,
                               float *__restrict__ gelu_blocks_0_2, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
 {
@@ -164,101 +196,43 @@ extern "C" __global__ void k3(const float *__restrict__ linear_blocks_0_fc1,
     }
 }
 
-/* k7: token_mean: [T, d] -> [d, T]
- *     from $.model.layers[5]
- *     layernorm_norm [B, 49, 64], token_mean_5_t [B, 3136]
+/* k8: first_token: the first row
+ *     from $.model.layers[6]
+ *     layernorm_norm [B, 50, 64], first_token_6 [B, 64]
  *     also launched for loop k15, the same code on their own tensors */
-extern "C" __global__ void k7(const float *__restrict__ layernorm_norm,
-                              float *__restrict__ token_mean_5_t, int64_t B, int64_t n,
+extern "C" __global__ void k8(const float *__restrict__ layernorm_norm,
+                              float *__restrict__ first_token_6, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
     int64_t done = 0;
-    if (rt_aligned16(token_mean_5_t)) {
+    if (rt_aligned16(first_token_6)) {
         done = n & ~(int64_t)3;
         for (int64_t q = first; q < n / 4; q += stride) {
-            rt_vec<4> w_token_mean_5_t;
+            rt_vec<4> w_first_token_6;
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                /* token_mean: [T, d] -> [d, T] */
-                float v0 = layernorm_norm[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
-                w_token_mean_5_t.v[l] = v0;
+                /* first_token: the first row */
+                float v0 = layernorm_norm[i / 64 * 3200 + 0 + i % 64];
+                w_first_token_6.v[l] = v0;
             }
-            rt_stv(token_mean_5_t + 4 * q, w_token_mean_5_t);
+            rt_stv(first_token_6 + 4 * q, w_first_token_6);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        /* token_mean: [T, d] -> [d, T] */
-        float v0 = layernorm_norm[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
-        token_mean_5_t[i] = v0;
+        float v0 = layernorm_norm[i / 64 * 3200 + 0 + i % 64]; /* first_token: the first row */
+        first_token_6[i] = v0;
     }
 }
 
-/* k8: token_mean: the sums start at 0
- *     from $.model.layers[5]
- *     token_mean_5_sum [B, 64] */
-extern "C" __global__ void k8(float *__restrict__ token_mean_5_sum, int64_t B, int64_t n,
+/* k9: first_token backward: dy in the first row, 0 in the others
+ *     from $.model.layers[6]
+ *     d_first_token_6 [B, 64], d_layernorm_norm [B, 50, 64] */
+extern "C" __global__ void k9(const float *__restrict__ d_first_token_6,
+                              float *__restrict__ d_layernorm_norm, int64_t B, int64_t n,
                               uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if (rt_aligned16(token_mean_5_sum)) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            rt_vec<4> w_token_mean_5_sum;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                float v0 = 0.0f; /* token_mean: the sums start at 0 */
-                w_token_mean_5_sum.v[l] = v0;
-            }
-            rt_stv(token_mean_5_sum + 4 * q, w_token_mean_5_sum);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = 0.0f; /* token_mean: the sums start at 0 */
-        token_mean_5_sum[i] = v0;
-    }
-}
-
-/* k9: token_mean: the sums over T
- *     from $.model.layers[5]
- *     token_mean_5_sum [B, 64], token_mean_5 [B, 64] */
-extern "C" __global__ void k9(const float *__restrict__ token_mean_5_sum,
-                              float *__restrict__ token_mean_5, int64_t B, int64_t n,
-                              uint64_t rng_key, int train)
-{
-    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
-    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
-    int64_t done = 0;
-    if (rt_aligned16(token_mean_5_sum, token_mean_5)) {
-        done = n & ~(int64_t)3;
-        for (int64_t q = first; q < n / 4; q += stride) {
-            const rt_vec<4> r_token_mean_5_sum = rt_ldv<4>(token_mean_5_sum + 4 * q);
-            rt_vec<4> w_token_mean_5;
-#pragma unroll
-            for (int l = 0; l < 4; l++) {
-                /* token_mean: the sums over T */
-                float v0 = r_token_mean_5_sum.v[l] * 0.0204081628f;
-                w_token_mean_5.v[l] = v0;
-            }
-            rt_stv(token_mean_5 + 4 * q, w_token_mean_5);
-        }
-    }
-    for (int64_t i = done + first; i < n; i += stride) {
-        float v0 = token_mean_5_sum[i] * 0.0204081628f; /* token_mean: the sums over T */
-        token_mean_5[i] = v0;
-    }
-}
-
-/* k10: token_mean backward: dy / T on every token
- *     from $.model.layers[5]
- *     d_token_mean_5 [B, 64], d_layernorm_norm [B, 49, 64] */
-extern "C" __global__ void k10(const float *__restrict__ d_token_mean_5,
-                               float *__restrict__ d_layernorm_norm, int64_t B, int64_t n,
-                               uint64_t rng_key, int train)
 {
     const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     const int64_t stride = (int64_t)gridDim.x * blockDim.x;
@@ -270,26 +244,26 @@ extern "C" __global__ void k10(const float *__restrict__ d_token_mean_5,
 #pragma unroll
             for (int l = 0; l < 4; l++) {
                 const int64_t i = 4 * q + l;
-                /* token_mean backward: dy / T on every token */
-                float v0 = d_token_mean_5[i / 3136 * 64 + i % 64] * 0.0204081628f;
+                /* first_token backward: dy in the first row, 0 in the others */
+                float v0 = i % 3200 < 64 ? d_first_token_6[i / 3200 * 64 + i % 64] : 0.0f;
                 w_d_layernorm_norm.v[l] = v0;
             }
             rt_stv(d_layernorm_norm + 4 * q, w_d_layernorm_norm);
         }
     }
     for (int64_t i = done + first; i < n; i += stride) {
-        /* token_mean backward: dy / T on every token */
-        float v0 = d_token_mean_5[i / 3136 * 64 + i % 64] * 0.0204081628f;
+        /* first_token backward: dy in the first row, 0 in the others */
+        float v0 = i % 3200 < 64 ? d_first_token_6[i / 3200 * 64 + i % 64] : 0.0f;
         d_layernorm_norm[i] = v0;
     }
 }
 
-/* k11: gelu backward
- *     from $.model.layers[3].body[1].body[2] #3
- *     d_gelu_blocks_3_2 [B, 49, 128], linear_blocks_3_fc1 [B, 49, 128],
- *     d_linear_blocks_3_fc1 [B, 49, 128]
- *     also launched for loops k12, k13, k14, the same code on their own tensors */
-extern "C" __global__ void k11(const float *d_gelu_blocks_3_2,
+/* k10: gelu backward
+ *     from $.model.layers[4].body[1].body[2] #3
+ *     d_gelu_blocks_3_2 [B, 50, 128], linear_blocks_3_fc1 [B, 50, 128],
+ *     d_linear_blocks_3_fc1 [B, 50, 128]
+ *     also launched for loops k11, k12, k13, the same code on their own tensors */
+extern "C" __global__ void k10(const float *d_gelu_blocks_3_2,
                                const float *__restrict__ linear_blocks_3_fc1,
                                float *d_linear_blocks_3_fc1, int64_t B, int64_t n, uint64_t rng_key,
                                int train)
@@ -318,10 +292,72 @@ extern "C" __global__ void k11(const float *d_gelu_blocks_3_2,
     }
 }
 
-/* k16: conv2d backward: [B, out, HW] -> [out, B, HW]
+/* k14: cls_token backward: the tokens' rows of dy
+ *     from $.model.layers[2]
+ *     d_pos_embedding_pos [B, 50, 64], d_tokens_1 [B, 49, 64] */
+extern "C" __global__ void k14(const float *__restrict__ d_pos_embedding_pos,
+                               float *__restrict__ d_tokens_1, int64_t B, int64_t n,
+                               uint64_t rng_key, int train)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if (rt_aligned16(d_tokens_1)) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            rt_vec<4> w_d_tokens_1;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                /* cls_token backward: the tokens' rows of dy */
+                float v0 = d_pos_embedding_pos[i / 3136 * 3200 + 64 + i % 3136];
+                w_d_tokens_1.v[l] = v0;
+            }
+            rt_stv(d_tokens_1 + 4 * q, w_d_tokens_1);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
+        /* cls_token backward: the tokens' rows of dy */
+        float v0 = d_pos_embedding_pos[i / 3136 * 3200 + 64 + i % 3136];
+        d_tokens_1[i] = v0;
+    }
+}
+
+/* k16: tokens backward: [HW, C] -> [C, HW]
+ *     from $.model.layers[1]
+ *     d_tokens_1 [B, 49, 64], d_conv_patch [B, 64, 7, 7] */
+extern "C" __global__ void k16(const float *__restrict__ d_tokens_1,
+                               float *__restrict__ d_conv_patch, int64_t B, int64_t n,
+                               uint64_t rng_key, int train)
+{
+    const int64_t first = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    const int64_t stride = (int64_t)gridDim.x * blockDim.x;
+    int64_t done = 0;
+    if (rt_aligned16(d_conv_patch)) {
+        done = n & ~(int64_t)3;
+        for (int64_t q = first; q < n / 4; q += stride) {
+            rt_vec<4> w_d_conv_patch;
+#pragma unroll
+            for (int l = 0; l < 4; l++) {
+                const int64_t i = 4 * q + l;
+                /* tokens backward: [HW, C] -> [C, HW] */
+                float v0 = d_tokens_1[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
+                w_d_conv_patch.v[l] = v0;
+            }
+            rt_stv(d_conv_patch + 4 * q, w_d_conv_patch);
+        }
+    }
+    for (int64_t i = done + first; i < n; i += stride) {
+        /* tokens backward: [HW, C] -> [C, HW] */
+        float v0 = d_tokens_1[i / 3136 * 3136 + i % 49 * 64 + i / 49 % 64];
+        d_conv_patch[i] = v0;
+    }
+}
+
+/* k17: conv2d backward: [B, out, HW] -> [out, B, HW]
  *     from $.model.layers[0]
  *     d_conv_patch [B, 64, 7, 7], d_gemm_conv_patch [64, B*49] */
-extern "C" __global__ void k16(const float *__restrict__ d_conv_patch,
+extern "C" __global__ void k17(const float *__restrict__ d_conv_patch,
                                float *__restrict__ d_gemm_conv_patch, int64_t B, int64_t n,
                                uint64_t rng_key, int train)
 {
@@ -349,11 +385,11 @@ extern "C" __global__ void k16(const float *__restrict__ d_conv_patch,
     }
 }
 
-/* ke3: linear epilogue: + bias + gelu
- *     from $.model.layers[3].body[1].body[1] #0 + $.model.layers[3].body[1].body[2] #0
- *     linear_blocks_0_fc1 [B, 49, 128], P_blocks_0_fc1_bias [128],
- *     gelu_blocks_0_2 [B, 49, 128] */
-extern "C" __global__ void ke3(const float *linear_blocks_0_fc1,
+/* ke4: linear epilogue: + bias + gelu
+ *     from $.model.layers[4].body[1].body[1] #0 + $.model.layers[4].body[1].body[2] #0
+ *     linear_blocks_0_fc1 [B, 50, 128], P_blocks_0_fc1_bias [128],
+ *     gelu_blocks_0_2 [B, 50, 128] */
+extern "C" __global__ void ke4(const float *linear_blocks_0_fc1,
                                const float *__restrict__ P_blocks_0_fc1_bias,
                                float *gelu_blocks_0_2, int64_t B, int64_t n, uint64_t rng_key,
                                int train)

@@ -2,264 +2,263 @@
  *
  * The memory plan for training (forward and backward): activations, their
  * gradients and scratch buffers.
- * One arena of Bmax * 649760 bytes (without reuse: Bmax * 1133520; the most live at
- * once: Bmax * 649760). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 662880 bytes (without reuse: Bmax * 1167632; the most live at
+ * once: Bmax * 662880). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (the numbers of host.c's RT_AT and plan.json).
  *
  *   offset      bytes/row  live     buffer                      shape
- *   639744      3136         0-237  x_f32                       [B, 1, 28, 28]  input as f32
+ *   652800      3136         0-240  x_f32                       [B, 1, 28, 28]  input as f32
  *   0           12544        2-3    conv_patch                  [B, 64, 7, 7]  conv2d output
- *   388864      12544        3-224  pos_embedding_pos           [B, 49, 64]  x + position rows
- *   401408      12544        5-219  layernorm_blocks_0_norm1    [B, 49, 64]  layernorm output
- *   646016      208          5-224  ln_mean_blocks_0_norm1      [B, 49]
+ *   12544       12544        3-4    tokens_1                    [B, 49, 64]
+ *                                   tokens [positions, channels]
+ *   396800      12800        4-222  pos_embedding_pos           [B, 50, 64]  x + position rows
+ *   409600      12800        6-217  layernorm_blocks_0_norm1    [B, 50, 64]  layernorm output
+ *   659136      208          6-222  ln_mean_blocks_0_norm1      [B, 50]
  *                                   layernorm mean, saved for backward
- *   646224      208          5-224  ln_rstd_blocks_0_norm1      [B, 49]
+ *   659344      208          6-222  ln_rstd_blocks_0_norm1      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   0           37632        6-216  qkv_blocks_0_attn           [B, 49, 192]  q, k, v side by side
- *   642880      784          8-216  lse_blocks_0_attn           [B, 4, 49]
+ *   0           38400        7-214  qkv_blocks_0_attn           [B, 50, 192]  q, k, v side by side
+ *   655936      800          9-214  lse_blocks_0_attn           [B, 4, 50]
  *                                   each query's log-sum-exp, saved for backward
- *   413952      12544        8-216  attn_y_blocks_0_attn        [B, 49, 64]
+ *   422400      12800        9-214  attn_y_blocks_0_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   426496      12544        9-206  residual_attn_out_blocks_0_attn  [B, 49, 64]  x + body(x)
- *   439040      12544       12-201  layernorm_blocks_0_norm2    [B, 49, 64]  layernorm output
- *   646432      208         12-206  ln_mean_blocks_0_norm2      [B, 49]
+ *   435200      12800       10-204  residual_attn_out_blocks_0_attn  [B, 50, 64]  x + body(x)
+ *   448000      12800       13-199  layernorm_blocks_0_norm2    [B, 50, 64]  layernorm output
+ *   659552      208         13-204  ln_mean_blocks_0_norm2      [B, 50]
  *                                   layernorm mean, saved for backward
- *   646640      208         12-206  ln_rstd_blocks_0_norm2      [B, 49]
+ *   659760      208         13-204  ln_rstd_blocks_0_norm2      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   188160      25088       13-198  linear_blocks_0_fc1         [B, 49, 128]  linear output
- *   213248      25088       15-194  gelu_blocks_0_2             [B, 49, 128]  gelu
- *   451584      12544       17-188  residual_linear_blocks_0_fc2  [B, 49, 64]  x + body(x)
- *   464128      12544       20-183  layernorm_blocks_1_norm1    [B, 49, 64]  layernorm output
- *   646848      208         20-188  ln_mean_blocks_1_norm1      [B, 49]
+ *   192000      25600       14-196  linear_blocks_0_fc1         [B, 50, 128]  linear output
+ *   217600      25600       16-192  gelu_blocks_0_2             [B, 50, 128]  gelu
+ *   460800      12800       18-186  residual_linear_blocks_0_fc2  [B, 50, 64]  x + body(x)
+ *   473600      12800       21-181  layernorm_blocks_1_norm1    [B, 50, 64]  layernorm output
+ *   659968      208         21-186  ln_mean_blocks_1_norm1      [B, 50]
  *                                   layernorm mean, saved for backward
- *   647056      208         20-188  ln_rstd_blocks_1_norm1      [B, 49]
+ *   660176      208         21-186  ln_rstd_blocks_1_norm1      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   37632       37632       21-180  qkv_blocks_1_attn           [B, 49, 192]  q, k, v side by side
- *   643664      784         23-180  lse_blocks_1_attn           [B, 4, 49]
+ *   38400       38400       22-178  qkv_blocks_1_attn           [B, 50, 192]  q, k, v side by side
+ *   656736      800         24-178  lse_blocks_1_attn           [B, 4, 50]
  *                                   each query's log-sum-exp, saved for backward
- *   476672      12544       23-180  attn_y_blocks_1_attn        [B, 49, 64]
+ *   486400      12800       24-178  attn_y_blocks_1_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   489216      12544       24-170  residual_attn_out_blocks_1_attn  [B, 49, 64]  x + body(x)
- *   501760      12544       27-165  layernorm_blocks_1_norm2    [B, 49, 64]  layernorm output
- *   647264      208         27-170  ln_mean_blocks_1_norm2      [B, 49]
+ *   499200      12800       25-168  residual_attn_out_blocks_1_attn  [B, 50, 64]  x + body(x)
+ *   512000      12800       28-163  layernorm_blocks_1_norm2    [B, 50, 64]  layernorm output
+ *   660384      208         28-168  ln_mean_blocks_1_norm2      [B, 50]
  *                                   layernorm mean, saved for backward
- *   647472      208         27-170  ln_rstd_blocks_1_norm2      [B, 49]
+ *   660592      208         28-168  ln_rstd_blocks_1_norm2      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   238336      25088       28-162  linear_blocks_1_fc1         [B, 49, 128]  linear output
- *   263424      25088       30-158  gelu_blocks_1_2             [B, 49, 128]  gelu
- *   514304      12544       32-152  residual_linear_blocks_1_fc2  [B, 49, 64]  x + body(x)
- *   526848      12544       35-147  layernorm_blocks_2_norm1    [B, 49, 64]  layernorm output
- *   647680      208         35-152  ln_mean_blocks_2_norm1      [B, 49]
+ *   243200      25600       29-160  linear_blocks_1_fc1         [B, 50, 128]  linear output
+ *   268800      25600       31-156  gelu_blocks_1_2             [B, 50, 128]  gelu
+ *   524800      12800       33-150  residual_linear_blocks_1_fc2  [B, 50, 64]  x + body(x)
+ *   537600      12800       36-145  layernorm_blocks_2_norm1    [B, 50, 64]  layernorm output
+ *   660800      208         36-150  ln_mean_blocks_2_norm1      [B, 50]
  *                                   layernorm mean, saved for backward
- *   647888      208         35-152  ln_rstd_blocks_2_norm1      [B, 49]
+ *   661008      208         36-150  ln_rstd_blocks_2_norm1      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   75264       37632       36-144  qkv_blocks_2_attn           [B, 49, 192]  q, k, v side by side
- *   644448      784         38-144  lse_blocks_2_attn           [B, 4, 49]
+ *   76800       38400       37-142  qkv_blocks_2_attn           [B, 50, 192]  q, k, v side by side
+ *   657536      800         39-142  lse_blocks_2_attn           [B, 4, 50]
  *                                   each query's log-sum-exp, saved for backward
- *   539392      12544       38-144  attn_y_blocks_2_attn        [B, 49, 64]
+ *   550400      12800       39-142  attn_y_blocks_2_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   551936      12544       39-134  residual_attn_out_blocks_2_attn  [B, 49, 64]  x + body(x)
- *   564480      12544       42-129  layernorm_blocks_2_norm2    [B, 49, 64]  layernorm output
- *   648096      208         42-134  ln_mean_blocks_2_norm2      [B, 49]
+ *   563200      12800       40-132  residual_attn_out_blocks_2_attn  [B, 50, 64]  x + body(x)
+ *   576000      12800       43-127  layernorm_blocks_2_norm2    [B, 50, 64]  layernorm output
+ *   661216      208         43-132  ln_mean_blocks_2_norm2      [B, 50]
  *                                   layernorm mean, saved for backward
- *   648304      208         42-134  ln_rstd_blocks_2_norm2      [B, 49]
+ *   661424      208         43-132  ln_rstd_blocks_2_norm2      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   288512      25088       43-126  linear_blocks_2_fc1         [B, 49, 128]  linear output
- *   313600      25088       45-122  gelu_blocks_2_2             [B, 49, 128]  gelu
- *   577024      12544       47-116  residual_linear_blocks_2_fc2  [B, 49, 64]  x + body(x)
- *   589568      12544       50-111  layernorm_blocks_3_norm1    [B, 49, 64]  layernorm output
- *   648512      208         50-116  ln_mean_blocks_3_norm1      [B, 49]
+ *   294400      25600       44-124  linear_blocks_2_fc1         [B, 50, 128]  linear output
+ *   320000      25600       46-120  gelu_blocks_2_2             [B, 50, 128]  gelu
+ *   588800      12800       48-114  residual_linear_blocks_2_fc2  [B, 50, 64]  x + body(x)
+ *   601600      12800       51-109  layernorm_blocks_3_norm1    [B, 50, 64]  layernorm output
+ *   661632      208         51-114  ln_mean_blocks_3_norm1      [B, 50]
  *                                   layernorm mean, saved for backward
- *   648720      208         50-116  ln_rstd_blocks_3_norm1      [B, 49]
+ *   661840      208         51-114  ln_rstd_blocks_3_norm1      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   112896      37632       51-108  qkv_blocks_3_attn           [B, 49, 192]  q, k, v side by side
- *   645232      784         53-108  lse_blocks_3_attn           [B, 4, 49]
+ *   115200      38400       52-106  qkv_blocks_3_attn           [B, 50, 192]  q, k, v side by side
+ *   658336      800         54-106  lse_blocks_3_attn           [B, 4, 50]
  *                                   each query's log-sum-exp, saved for backward
- *   602112      12544       53-108  attn_y_blocks_3_attn        [B, 49, 64]
+ *   614400      12800       54-106  attn_y_blocks_3_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   175616      12544       54-98   residual_attn_out_blocks_3_attn  [B, 49, 64]  x + body(x)
- *   614656      12544       57-93   layernorm_blocks_3_norm2    [B, 49, 64]  layernorm output
- *   648928      208         57-98   ln_mean_blocks_3_norm2      [B, 49]
+ *   179200      12800       55-96   residual_attn_out_blocks_3_attn  [B, 50, 64]  x + body(x)
+ *   627200      12800       58-91   layernorm_blocks_3_norm2    [B, 50, 64]  layernorm output
+ *   662048      208         58-96   ln_mean_blocks_3_norm2      [B, 50]
  *                                   layernorm mean, saved for backward
- *   649136      208         57-98   ln_rstd_blocks_3_norm2      [B, 49]
+ *   662256      208         58-96   ln_rstd_blocks_3_norm2      [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   150528      25088       58-90   linear_blocks_3_fc1         [B, 49, 128]  linear output
- *   338688      25088       60-86   gelu_blocks_3_2             [B, 49, 128]  gelu
- *   363776      12544       62-81   residual_linear_blocks_3_fc2  [B, 49, 64]  x + body(x)
- *   376320      12544       65-66   layernorm_norm              [B, 49, 64]  layernorm output
- *   649344      208         65-81   ln_mean_norm                [B, 49]
+ *   153600      25600       59-88   linear_blocks_3_fc1         [B, 50, 128]  linear output
+ *   345600      25600       61-84   gelu_blocks_3_2             [B, 50, 128]  gelu
+ *   371200      12800       63-79   residual_linear_blocks_3_fc2  [B, 50, 64]  x + body(x)
+ *   384000      12800       66-67   layernorm_norm              [B, 50, 64]  layernorm output
+ *   662464      208         66-79   ln_mean_norm                [B, 50]
  *                                   layernorm mean, saved for backward
- *   649552      208         65-81   ln_rstd_norm                [B, 49]
+ *   662672      208         66-79   ln_rstd_norm                [B, 50]
  *                                   layernorm 1/std, saved for backward
- *   376320      256         69-75   token_mean_5                [B, 64]  the mean over the tokens
- *   376576      48          70-75   linear_head                 [B, 10]  linear output
- *   627200      256         73-79   d_token_mean_5              [B, 64]  gradient
- *   376320      12544       79-81   d_layernorm_norm            [B, 49, 64]  gradient
- *   627200      12544       81-231  d_residual_linear_blocks_3_fc2  [B, 49, 64]  gradient
- *   363776      25088       84-93   d_gelu_blocks_3_2           [B, 49, 128]  gradient
- *   150528      12544       91-98   d_layernorm_blocks_3_norm2  [B, 49, 64]  gradient
- *   614656      12544      102-108  d_attn_y_blocks_3_attn      [B, 49, 64]  gradient
- *   150528      37632      108-111  d_qkv_blocks_3_attn         [B, 49, 192]  gradient
- *   602112      12544      109-116  d_layernorm_blocks_3_norm1  [B, 49, 64]  gradient
- *   112896      25088      120-129  d_gelu_blocks_2_2           [B, 49, 128]  gradient
- *   137984      12544      127-134  d_layernorm_blocks_2_norm2  [B, 49, 64]  gradient
- *   150528      12544      138-144  d_attn_y_blocks_2_attn      [B, 49, 64]  gradient
- *   112896      37632      144-147  d_qkv_blocks_2_attn         [B, 49, 192]  gradient
- *   75264       12544      145-152  d_layernorm_blocks_2_norm1  [B, 49, 64]  gradient
- *   75264       25088      156-165  d_gelu_blocks_1_2           [B, 49, 128]  gradient
- *   100352      12544      163-170  d_layernorm_blocks_1_norm2  [B, 49, 64]  gradient
- *   112896      12544      174-180  d_attn_y_blocks_1_attn      [B, 49, 64]  gradient
- *   75264       37632      180-183  d_qkv_blocks_1_attn         [B, 49, 192]  gradient
- *   37632       12544      181-188  d_layernorm_blocks_1_norm1  [B, 49, 64]  gradient
- *   37632       25088      192-201  d_gelu_blocks_0_2           [B, 49, 128]  gradient
- *   451584      12544      199-206  d_layernorm_blocks_0_norm2  [B, 49, 64]  gradient
- *   426496      12544      210-216  d_attn_y_blocks_0_attn      [B, 49, 64]  gradient
- *   37632       37632      216-219  d_qkv_blocks_0_attn         [B, 49, 192]  gradient
- *   0           12544      217-224  d_layernorm_blocks_0_norm1  [B, 49, 64]  gradient
- *   0           12544      231-232  d_conv_patch                [B, 64, 7, 7]  gradient
+ *   640000      256         67-73   first_token_6               [B, 64]  the first token's row
+ *   640512      48          68-73   linear_head                 [B, 10]  linear output
+ *   640256      256         71-77   d_first_token_6             [B, 64]  gradient
+ *   384000      12800       77-79   d_layernorm_norm            [B, 50, 64]  gradient
+ *   640000      12800       79-230  d_residual_linear_blocks_3_fc2  [B, 50, 64]  gradient
+ *   371200      25600       82-91   d_gelu_blocks_3_2           [B, 50, 128]  gradient
+ *   153600      12800       89-96   d_layernorm_blocks_3_norm2  [B, 50, 64]  gradient
+ *   627200      12800      100-106  d_attn_y_blocks_3_attn      [B, 50, 64]  gradient
+ *   153600      38400      106-109  d_qkv_blocks_3_attn         [B, 50, 192]  gradient
+ *   614400      12800      107-114  d_layernorm_blocks_3_norm1  [B, 50, 64]  gradient
+ *   115200      25600      118-127  d_gelu_blocks_2_2           [B, 50, 128]  gradient
+ *   140800      12800      125-132  d_layernorm_blocks_2_norm2  [B, 50, 64]  gradient
+ *   153600      12800      136-142  d_attn_y_blocks_2_attn      [B, 50, 64]  gradient
+ *   115200      38400      142-145  d_qkv_blocks_2_attn         [B, 50, 192]  gradient
+ *   76800       12800      143-150  d_layernorm_blocks_2_norm1  [B, 50, 64]  gradient
+ *   76800       25600      154-163  d_gelu_blocks_1_2           [B, 50, 128]  gradient
+ *   102400      12800      161-168  d_layernorm_blocks_1_norm2  [B, 50, 64]  gradient
+ *   115200      12800      172-178  d_attn_y_blocks_1_attn      [B, 50, 64]  gradient
+ *   76800       38400      178-181  d_qkv_blocks_1_attn         [B, 50, 192]  gradient
+ *   38400       12800      179-186  d_layernorm_blocks_1_norm1  [B, 50, 64]  gradient
+ *   38400       25600      190-199  d_gelu_blocks_0_2           [B, 50, 128]  gradient
+ *   460800      12800      197-204  d_layernorm_blocks_0_norm2  [B, 50, 64]  gradient
+ *   435200      12800      208-214  d_attn_y_blocks_0_attn      [B, 50, 64]  gradient
+ *   38400       38400      214-217  d_qkv_blocks_0_attn         [B, 50, 192]  gradient
+ *   0           12800      215-222  d_layernorm_blocks_0_norm1  [B, 50, 64]  gradient
+ *   0           12544      229-234  d_tokens_1                  [B, 49, 64]  gradient
+ *   12544       12544      234-235  d_conv_patch                [B, 64, 7, 7]  gradient
  *   0           3136         1-1    col_conv_patch              [16, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
  *   12544       12544        1-2    gemm_conv_patch             [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   627200      12544       66-68   token_mean_5_t              [B, 3136]
- *                                   the tokens transposed [B, d, T]
- *   376576      256         67-69   token_mean_5_sum            [B, 64]
- *                                   the sum over the tokens [B, d]
- *   12544       12544      232-237  d_gemm_conv_patch           [64, B*49]
+ *   12544       256        230-232  G_cls_weight_first          [B, 64]
+ *                                   dy's first row of each sample [B, d]
+ *   0           12544      235-240  d_gemm_conv_patch           [64, B*49]
  *                                   gradient in GEMM layout [out, B*OH*OW]
- *   0           3136       237-237  col_conv_patch_again        [16, B*49]
+ *   12544       3136       240-240  col_conv_patch_again        [16, B*49]
  *                                   im2col columns, recomputed [C*k*k, B*OH*OW]
  *   (in place)  -                   d_linear_head               [B, 10]  written over linear_head
- *   (in place)  -                   d_linear_blocks_3_fc1       [B, 49, 128]
+ *   (in place)  -                   d_linear_blocks_3_fc1       [B, 50, 128]
  *                                   written over d_gelu_blocks_3_2
- *   (in place)  -                   d_residual_attn_out_blocks_3_attn  [B, 49, 64]
+ *   (in place)  -                   d_residual_attn_out_blocks_3_attn  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_residual_linear_blocks_2_fc2  [B, 49, 64]
+ *   (in place)  -                   d_residual_linear_blocks_2_fc2  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_linear_blocks_2_fc1       [B, 49, 128]
+ *   (in place)  -                   d_linear_blocks_2_fc1       [B, 50, 128]
  *                                   written over d_gelu_blocks_2_2
- *   (in place)  -                   d_residual_attn_out_blocks_2_attn  [B, 49, 64]
+ *   (in place)  -                   d_residual_attn_out_blocks_2_attn  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_residual_linear_blocks_1_fc2  [B, 49, 64]
+ *   (in place)  -                   d_residual_linear_blocks_1_fc2  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_linear_blocks_1_fc1       [B, 49, 128]
+ *   (in place)  -                   d_linear_blocks_1_fc1       [B, 50, 128]
  *                                   written over d_gelu_blocks_1_2
- *   (in place)  -                   d_residual_attn_out_blocks_1_attn  [B, 49, 64]
+ *   (in place)  -                   d_residual_attn_out_blocks_1_attn  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_residual_linear_blocks_0_fc2  [B, 49, 64]
+ *   (in place)  -                   d_residual_linear_blocks_0_fc2  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_linear_blocks_0_fc1       [B, 49, 128]
+ *   (in place)  -                   d_linear_blocks_0_fc1       [B, 50, 128]
  *                                   written over d_gelu_blocks_0_2
- *   (in place)  -                   d_residual_attn_out_blocks_0_attn  [B, 49, 64]
+ *   (in place)  -                   d_residual_attn_out_blocks_0_attn  [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
- *   (in place)  -                   d_pos_embedding_pos         [B, 49, 64]
+ *   (in place)  -                   d_pos_embedding_pos         [B, 50, 64]
  *                                   written over d_residual_linear_blocks_3_fc2
  *
  * The plan for validation (forward only, no gradients), in the same memory.
- * One arena of Bmax * 63504 bytes (without reuse: Bmax * 578192; the most live at
- * once: Bmax * 63504). A buffer's byte offset is Bmax * its offset below, so any
+ * One arena of Bmax * 64800 bytes (without reuse: Bmax * 588752; the most live at
+ * once: Bmax * 64800). A buffer's byte offset is Bmax * its offset below, so any
  * batch size fits the same plan. live: the first and last instruction using it
  * (evaluate()'s calls counted from 0, those fusion merged too).
  *
  *   offset      bytes/row  live     buffer                      shape
  *   0           3136         0-1    x_f32                       [B, 1, 28, 28]  input as f32
  *   0           12544        2-3    conv_patch                  [B, 64, 7, 7]  conv2d output
- *   37632       12544        3-9    pos_embedding_pos           [B, 49, 64]  x + position rows
- *   50176       12544        5-6    layernorm_blocks_0_norm1    [B, 49, 64]  layernorm output
- *   0           208          5-5    ln_mean_blocks_0_norm1      [B, 49]
+ *   12544       12544        3-4    tokens_1                    [B, 49, 64]
+ *                                   tokens [positions, channels]
+ *   38400       12800        4-10   pos_embedding_pos           [B, 50, 64]  x + position rows
+ *   51200       12800        6-7    layernorm_blocks_0_norm1    [B, 50, 64]  layernorm output
+ *   0           208          6-6    ln_mean_blocks_0_norm1      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208          5-5    ln_rstd_blocks_0_norm1      [B, 49]
+ *   208         208          6-6    ln_rstd_blocks_0_norm1      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           37632        6-8    qkv_blocks_0_attn           [B, 49, 192]  q, k, v side by side
- *   62720       784          8-8    lse_blocks_0_attn           [B, 4, 49]
+ *   0           38400        7-9    qkv_blocks_0_attn           [B, 50, 192]  q, k, v side by side
+ *   64000       800          9-9    lse_blocks_0_attn           [B, 4, 50]
  *                                   each query's log-sum-exp (validation: written, not read)
- *   50176       12544        8-9    attn_y_blocks_0_attn        [B, 49, 64]
+ *   51200       12800        9-10   attn_y_blocks_0_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   25088       12544        9-16   residual_attn_out_blocks_0_attn  [B, 49, 64]  x + body(x)
- *   37632       12544       12-13   layernorm_blocks_0_norm2    [B, 49, 64]  layernorm output
- *   0           208         12-12   ln_mean_blocks_0_norm2      [B, 49]
+ *   25600       12800       10-17   residual_attn_out_blocks_0_attn  [B, 50, 64]  x + body(x)
+ *   38400       12800       13-14   layernorm_blocks_0_norm2    [B, 50, 64]  layernorm output
+ *   0           208         13-13   ln_mean_blocks_0_norm2      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         12-12   ln_rstd_blocks_0_norm2      [B, 49]
+ *   208         208         13-13   ln_rstd_blocks_0_norm2      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           25088       13-16   linear_blocks_0_fc1         [B, 49, 128]  linear output
- *   37632       12544       16-23   residual_linear_blocks_0_fc2  [B, 49, 64]  x + body(x)
- *   50176       12544       19-20   layernorm_blocks_1_norm1    [B, 49, 64]  layernorm output
- *   0           208         19-19   ln_mean_blocks_1_norm1      [B, 49]
+ *   0           25600       14-17   linear_blocks_0_fc1         [B, 50, 128]  linear output
+ *   38400       12800       17-24   residual_linear_blocks_0_fc2  [B, 50, 64]  x + body(x)
+ *   51200       12800       20-21   layernorm_blocks_1_norm1    [B, 50, 64]  layernorm output
+ *   0           208         20-20   ln_mean_blocks_1_norm1      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         19-19   ln_rstd_blocks_1_norm1      [B, 49]
+ *   208         208         20-20   ln_rstd_blocks_1_norm1      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           37632       20-22   qkv_blocks_1_attn           [B, 49, 192]  q, k, v side by side
- *   62720       784         22-22   lse_blocks_1_attn           [B, 4, 49]
+ *   0           38400       21-23   qkv_blocks_1_attn           [B, 50, 192]  q, k, v side by side
+ *   64000       800         23-23   lse_blocks_1_attn           [B, 4, 50]
  *                                   each query's log-sum-exp (validation: written, not read)
- *   50176       12544       22-23   attn_y_blocks_1_attn        [B, 49, 64]
+ *   51200       12800       23-24   attn_y_blocks_1_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   25088       12544       23-30   residual_attn_out_blocks_1_attn  [B, 49, 64]  x + body(x)
- *   37632       12544       26-27   layernorm_blocks_1_norm2    [B, 49, 64]  layernorm output
- *   0           208         26-26   ln_mean_blocks_1_norm2      [B, 49]
+ *   25600       12800       24-31   residual_attn_out_blocks_1_attn  [B, 50, 64]  x + body(x)
+ *   38400       12800       27-28   layernorm_blocks_1_norm2    [B, 50, 64]  layernorm output
+ *   0           208         27-27   ln_mean_blocks_1_norm2      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         26-26   ln_rstd_blocks_1_norm2      [B, 49]
+ *   208         208         27-27   ln_rstd_blocks_1_norm2      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           25088       27-30   linear_blocks_1_fc1         [B, 49, 128]  linear output
- *   37632       12544       30-37   residual_linear_blocks_1_fc2  [B, 49, 64]  x + body(x)
- *   50176       12544       33-34   layernorm_blocks_2_norm1    [B, 49, 64]  layernorm output
- *   0           208         33-33   ln_mean_blocks_2_norm1      [B, 49]
+ *   0           25600       28-31   linear_blocks_1_fc1         [B, 50, 128]  linear output
+ *   38400       12800       31-38   residual_linear_blocks_1_fc2  [B, 50, 64]  x + body(x)
+ *   51200       12800       34-35   layernorm_blocks_2_norm1    [B, 50, 64]  layernorm output
+ *   0           208         34-34   ln_mean_blocks_2_norm1      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         33-33   ln_rstd_blocks_2_norm1      [B, 49]
+ *   208         208         34-34   ln_rstd_blocks_2_norm1      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           37632       34-36   qkv_blocks_2_attn           [B, 49, 192]  q, k, v side by side
- *   62720       784         36-36   lse_blocks_2_attn           [B, 4, 49]
+ *   0           38400       35-37   qkv_blocks_2_attn           [B, 50, 192]  q, k, v side by side
+ *   64000       800         37-37   lse_blocks_2_attn           [B, 4, 50]
  *                                   each query's log-sum-exp (validation: written, not read)
- *   50176       12544       36-37   attn_y_blocks_2_attn        [B, 49, 64]
+ *   51200       12800       37-38   attn_y_blocks_2_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   25088       12544       37-44   residual_attn_out_blocks_2_attn  [B, 49, 64]  x + body(x)
- *   37632       12544       40-41   layernorm_blocks_2_norm2    [B, 49, 64]  layernorm output
- *   0           208         40-40   ln_mean_blocks_2_norm2      [B, 49]
+ *   25600       12800       38-45   residual_attn_out_blocks_2_attn  [B, 50, 64]  x + body(x)
+ *   38400       12800       41-42   layernorm_blocks_2_norm2    [B, 50, 64]  layernorm output
+ *   0           208         41-41   ln_mean_blocks_2_norm2      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         40-40   ln_rstd_blocks_2_norm2      [B, 49]
+ *   208         208         41-41   ln_rstd_blocks_2_norm2      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           25088       41-44   linear_blocks_2_fc1         [B, 49, 128]  linear output
- *   37632       12544       44-51   residual_linear_blocks_2_fc2  [B, 49, 64]  x + body(x)
- *   50176       12544       47-48   layernorm_blocks_3_norm1    [B, 49, 64]  layernorm output
- *   0           208         47-47   ln_mean_blocks_3_norm1      [B, 49]
+ *   0           25600       42-45   linear_blocks_2_fc1         [B, 50, 128]  linear output
+ *   38400       12800       45-52   residual_linear_blocks_2_fc2  [B, 50, 64]  x + body(x)
+ *   51200       12800       48-49   layernorm_blocks_3_norm1    [B, 50, 64]  layernorm output
+ *   0           208         48-48   ln_mean_blocks_3_norm1      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         47-47   ln_rstd_blocks_3_norm1      [B, 49]
+ *   208         208         48-48   ln_rstd_blocks_3_norm1      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           37632       48-50   qkv_blocks_3_attn           [B, 49, 192]  q, k, v side by side
- *   62720       784         50-50   lse_blocks_3_attn           [B, 4, 49]
+ *   0           38400       49-51   qkv_blocks_3_attn           [B, 50, 192]  q, k, v side by side
+ *   64000       800         51-51   lse_blocks_3_attn           [B, 4, 50]
  *                                   each query's log-sum-exp (validation: written, not read)
- *   50176       12544       50-51   attn_y_blocks_3_attn        [B, 49, 64]
+ *   51200       12800       51-52   attn_y_blocks_3_attn        [B, 50, 64]
  *                                   attention heads' outputs
- *   25088       12544       51-58   residual_attn_out_blocks_3_attn  [B, 49, 64]  x + body(x)
- *   37632       12544       54-55   layernorm_blocks_3_norm2    [B, 49, 64]  layernorm output
- *   0           208         54-54   ln_mean_blocks_3_norm2      [B, 49]
+ *   25600       12800       52-59   residual_attn_out_blocks_3_attn  [B, 50, 64]  x + body(x)
+ *   38400       12800       55-56   layernorm_blocks_3_norm2    [B, 50, 64]  layernorm output
+ *   0           208         55-55   ln_mean_blocks_3_norm2      [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   208         208         54-54   ln_rstd_blocks_3_norm2      [B, 49]
+ *   208         208         55-55   ln_rstd_blocks_3_norm2      [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           25088       55-58   linear_blocks_3_fc1         [B, 49, 128]  linear output
- *   37632       12544       58-61   residual_linear_blocks_3_fc2  [B, 49, 64]  x + body(x)
- *   0           12544       61-62   layernorm_norm              [B, 49, 64]  layernorm output
- *   12544       208         61-61   ln_mean_norm                [B, 49]
+ *   0           25600       56-59   linear_blocks_3_fc1         [B, 50, 128]  linear output
+ *   38400       12800       59-62   residual_linear_blocks_3_fc2  [B, 50, 64]  x + body(x)
+ *   0           12800       62-63   layernorm_norm              [B, 50, 64]  layernorm output
+ *   12800       208         62-62   ln_mean_norm                [B, 50]
  *                                   layernorm mean (validation: written, not read)
- *   12752       208         61-61   ln_rstd_norm                [B, 49]
+ *   13008       208         62-62   ln_rstd_norm                [B, 50]
  *                                   layernorm 1/std (validation: written, not read)
- *   0           256         65-66   token_mean_5                [B, 64]  the mean over the tokens
- *   256         48          66-68   linear_head                 [B, 10]  linear output
+ *   12800       256         63-64   first_token_6               [B, 64]  the first token's row
+ *   0           48          64-66   linear_head                 [B, 10]  linear output
  *   3136        3136         1-1    col_conv_patch              [16, B*49]
  *                                   im2col columns [C*k*k, B*OH*OW]
  *   12544       12544        1-2    gemm_conv_patch             [64, B*49]
  *                                   GEMM output [out, B*OH*OW]
- *   12544       12544       62-64   token_mean_5_t              [B, 3136]
- *                                   the tokens transposed [B, d, T]
- *   256         256         63-65   token_mean_5_sum            [B, 64]
- *                                   the sum over the tokens [B, d]
- *   (in place)  -                   gelu_blocks_0_2             [B, 49, 128]
+ *   (in place)  -                   gelu_blocks_0_2             [B, 50, 128]
  *                                   written over linear_blocks_0_fc1
- *   (in place)  -                   gelu_blocks_1_2             [B, 49, 128]
+ *   (in place)  -                   gelu_blocks_1_2             [B, 50, 128]
  *                                   written over linear_blocks_1_fc1
- *   (in place)  -                   gelu_blocks_2_2             [B, 49, 128]
+ *   (in place)  -                   gelu_blocks_2_2             [B, 50, 128]
  *                                   written over linear_blocks_2_fc1
- *   (in place)  -                   gelu_blocks_3_2             [B, 49, 128]
+ *   (in place)  -                   gelu_blocks_3_2             [B, 50, 128]
  *                                   written over linear_blocks_3_fc1
  */
 #ifndef TRAINC_MODEL_H
@@ -287,14 +286,13 @@ void k13(rt_exec *e, int64_t lo, int64_t hi);
 void k14(rt_exec *e, int64_t lo, int64_t hi);
 void k15(rt_exec *e, int64_t lo, int64_t hi);
 void k16(rt_exec *e, int64_t lo, int64_t hi);
+void k17(rt_exec *e, int64_t lo, int64_t hi);
 void ke0(rt_exec *e, int64_t lo, int64_t hi);
-void ke2(rt_exec *e, int64_t lo, int64_t hi);
 void ke3(rt_exec *e, int64_t lo, int64_t hi);
 void ke4(rt_exec *e, int64_t lo, int64_t hi);
 void ke5(rt_exec *e, int64_t lo, int64_t hi);
 void ke6(rt_exec *e, int64_t lo, int64_t hi);
 void ke7(rt_exec *e, int64_t lo, int64_t hi);
 void ke8(rt_exec *e, int64_t lo, int64_t hi);
-void ke9(rt_exec *e, int64_t lo, int64_t hi);
 
 #endif
