@@ -7,7 +7,8 @@
  * with a norm after each branch Gemma 3, or Gemma 2 without qk_norm, with the norms
  * after the branches alone OLMo 2, a partial rope GLM, other scale layers Granite); the
  * layernorm families' (by the MLP and the block's form: StarCoder2, StableLM, Nemotron,
- * GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo) as
+ * GPT-NeoX, Falcon, Phi, GPT-J, Cohere, Cohere 2 with windows, OLMo); a vision
+ * transformer's as ViTForImageClassification (hf_vit.c); as
  * DIR/config.json and DIR/model.safetensors that transformers' from_pretrained loads;
  * with --tokenizer, config.json's bos_token_id and eos_token_id (the generation
  * config's) come from the tokenizer's special tokens. A layer such a model has no place
@@ -78,11 +79,6 @@ static const char *op(const Layer *l) { return op_info[l->op].name; }
 /* Layer i of a list of n, or NULL past its end. */
 static const Layer *at(Layer *const *ls, int n, int i) { return i < n ? ls[i] : NULL; }
 
-/* A layer's name as SPEC section 2 makes it: PREFIX then its name or its index. */
-static char *lname(const Layer *l, int idx, const char *prefix)
-{
-    return l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, idx);
-}
 
 /* Exits 1 naming PATH (L's own, or where a layer is missing when L is NULL). */
 _Noreturn static void refuse(const Ex *e, const char *path, const Layer *l, const char *why)
@@ -181,7 +177,7 @@ static char *norm(Ex *e, const Layer *l, int idx, const char *prefix)
         refuse(e, NULL, l, "the layernorms alike: each with a weight and a bias, with a weight "
                            "alone (Cohere's) or with neither (OLMo's)");
     same_eps(e, l);
-    return lname(l, idx, prefix);
+    return hf_layer_name(l, idx, prefix);
 }
 
 /* What an interleave says: Gemma 2 and 3's global layers (window null; in Gemma 3 a
@@ -544,7 +540,7 @@ static void moe(Ex *e, const Layer *l, int first, const char *prefix)
     e->d.FF = l->hidden;
     const char *a = glu_act_names[l->glu_act];
     e->act = !strcmp(a, "gelu_tanh") ? "gelu_pytorch_tanh" : a;
-    e->names[HF_UP] = lname(l, first, prefix);
+    e->names[HF_UP] = hf_layer_name(l, first, prefix);
 }
 
 /* The MLP branch R after its norm: fc, gelu, proj (GPT-2, StarCoder2), fc, squared_relu,
@@ -584,8 +580,8 @@ static int mlp(Ex *e, const Layer *r, int first, const char *prefix)
                                               "(StarCoder2), glu (StableLM) or squared_relu "
                                               "(Nemotron)"
                                             : "Llama's MLP activation is a glu");
-    e->names[HF_UP] = lname(up, first, prefix);
-    e->names[HF_DOWN] = lname(down, first + 2, prefix);
+    e->names[HF_UP] = hf_layer_name(up, first, prefix);
+    e->names[HF_DOWN] = hf_layer_name(down, first + 2, prefix);
     return 3;
 }
 
@@ -620,7 +616,7 @@ static void shared_norm_block(Ex *e, const Layer *r)
     char *pi = in->name ? xasprintf("%s%s.", p, in->name) : xstrdup(p);
     e->names[HF_NORM1] = norm(e, r->body[0], 0, p);
     attention(e, att);
-    e->names[HF_ATTN] = lname(att, 0, xasprintf("%sshortcut.", pi));
+    e->names[HF_ATTN] = hf_layer_name(att, 0, xasprintf("%sshortcut.", pi));
     if (in->n_body != 3)
         refuse(e, xasprintf("%s.body", in->path), NULL, "the MLP holds a linear, the "
                "activation and a linear");
@@ -645,7 +641,7 @@ static void branch(Ex *e, const Layer *r, int k, const char *prefix, int shortcu
     if (k == 0) {
         branch_end(e, r, pre + 1, HF_POST1, p);   /* first: the attention's checks ask */
         attention(e, r->body[pre]);
-        e->names[HF_ATTN] = lname(r->body[pre], pre, p);
+        e->names[HF_ATTN] = hf_layer_name(r->body[pre], pre, p);
     } else {
         int n = mlp(e, r, pre, p);
         branch_end(e, r, pre + n, HF_POST2, p);
@@ -814,7 +810,7 @@ static void match(Ex *e, const Spec *s)
         refuse(e, NULL, l, "a language model starts with its token embedding");
     e->d.V = l->vocab;
     e->d.D = l->dim;
-    e->names[HF_EMBED] = lname(l, 0, "");
+    e->names[HF_EMBED] = hf_layer_name(l, 0, "");
     l = at(ls, n, ++i);
     if (l && l->op == OP_SCALE) {   /* Gemma's sqrt(d), or Granite's embedding_multiplier */
         e->embed_mult = l->by;
@@ -827,7 +823,7 @@ static void match(Ex *e, const Spec *s)
     e->gpt2 = !e->embed_mult && l && l->op == OP_POS_EMBEDDING;
     if (e->gpt2) {
         e->d.max_pos = l->max_len;
-        e->names[HF_POS] = lname(l, i, "");
+        e->names[HF_POS] = hf_layer_name(l, i, "");
         l = at(ls, n, ++i);
     }
     if (!l || l->op != OP_REPEAT)
@@ -844,7 +840,7 @@ static void match(Ex *e, const Spec *s)
     e->d.tie = l->tie != NULL;
     if (e->d.tie && strcmp(l->tie, ls[0]->name ? ls[0]->name : ""))
         refuse(e, NULL, l, "a head tied to another layer than the token embedding");
-    e->names[HF_HEAD] = lname(l, i + 2, "");
+    e->names[HF_HEAD] = hf_layer_name(l, i + 2, "");
     after_head(e, ls + i + 3, n - i - 3);
     whole_model(e);
     /* T: the length of the input the embedding reads (the first unless it names one) */
@@ -1152,11 +1148,7 @@ static char *adapter_config(const Ex *e, cJSON *mods, const rt_train_config *t)
     cJSON_AddStringToObject(c, "bias", "none");
     cJSON_AddNullToObject(c, "base_model_name_or_path");
     cJSON_AddBoolToObject(c, "inference_mode", 1);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    hf_print_json(f, c);
-    fclose(f);
+    char *text = hf_json_text(c);
     cJSON_Delete(c);
     return text;
 }
@@ -1867,17 +1859,19 @@ int cmd_export(int argc, char **argv)
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");
+    if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
+        if (tok || adapter || s->train.has_lora)
+            error_input("export: %s with a vision transformer (an image classifier: no "
+                        "tokenizer, no adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
+        return hf_vit_export(s, weights, out);
+    }
     match(&e, s);
     token_ids(&e, tok);
     hf_weights_file(&e.w, weights);
     plan_tensors(&e);
     if (adapter)
         return export_adapter(&e, s, out);
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    hf_print_json(f, config(&e));
-    fclose(f);
+    char *text = hf_json_text(config(&e));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
     write_tensors(&e, xasprintf("%s/model.safetensors", out));

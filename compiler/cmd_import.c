@@ -5,7 +5,8 @@
  * GPT2LMHeadModel and GPTBigCode (StarCoder), and LlamaForCausalLM with its kin Mistral,
  * Phi-3, Qwen2, Qwen3, Gemma, Gemma 2, Gemma 3 (the text models, and the text model of
  * the multimodal checkpoints), SmolLM3, Granite, StarCoder2, StableLM, Nemotron, GPT-NeoX
- * (Pythia), Phi (1, 1.5, 2), Falcon, OLMo, Cohere and GPT-J; a config key or tensor the
+ * (Pythia), Phi (1, 1.5, 2), Falcon, OLMo, Cohere and GPT-J; ViTForImageClassification
+ * (hf_vit.c); a config key or tensor the
  * spec cannot express exits 1 naming it, before anything is written. */
 #include <errno.h>
 #include <float.h>
@@ -99,7 +100,7 @@ typedef struct Imp {
  * OpenAI GPT (n_special, predict_special_tokens: its modeling code reads neither), the
  * attention implementation's flag transformers 4.46 to 4.48 save. A
  * config written whole (to_dict, older transformers) holds them all. */
-static const char *const ignored_keys[] = {
+const char *const hf_pretrained_keys[] = {
     "_name_or_path", "transformers_version", "torch_dtype", "bos_token_id", "eos_token_id",
     "pad_token_id", "sep_token_id", "decoder_start_token_id", "initializer_range", "use_cache",
     "attention_dropout", "residual_dropout", "embedding_dropout", "pretraining_tp", "attn_pdrop",
@@ -120,8 +121,7 @@ static const char *const ignored_keys[] = {
 
 /* ---- config ------------------------------------------------------------------- */
 
-/* A gelu MLP's activation at config KEY (default DFLT) as the gelu layer's approximate */
-static const char *gelu_approximate(HfCfg *c, const char *key, const char *dflt)
+const char *hf_gelu_approximate(HfCfg *c, const char *key, const char *dflt)
 {
     const char *act = hf_cfg_str(c, key, dflt);
     if (!strcmp(act, "gelu_new") || !strcmp(act, "gelu_pytorch_tanh"))
@@ -180,7 +180,7 @@ static void gpt2_config(HfCfg *c, Arch *a)
     a->d.bias = HF_BIAS_ALL;
     a->d.mlp_bias = 1;
     a->mlp = MLP_GELU;
-    a->act = gelu_approximate(c, "activation_function", "gelu_new");
+    a->act = hf_gelu_approximate(c, "activation_function", "gelu_new");
     if (!hf_cfg_bool(c, "scale_attn_weights", 1))
         hf_cfg_error(c, "scale_attn_weights", "false: trainc's attention scales by 1/sqrt(hd)");
     if (hf_cfg_bool(c, "scale_attn_by_inverse_layer_idx", 0))
@@ -299,7 +299,7 @@ static void neo_config(HfCfg *c, Arch *a)
     a->d.bias = HF_BIAS_PROJ;
     a->d.mlp_bias = 1;
     a->mlp = MLP_GELU;
-    a->act = gelu_approximate(c, "activation_function", "gelu_new");
+    a->act = hf_gelu_approximate(c, "activation_function", "gelu_new");
     a->att_scale = 1.0;
     int64_t w = hf_cfg_int(c, "window_size", 256);
     int *local = neo_kinds(c, a->d.L);
@@ -565,7 +565,7 @@ static void phi_config(HfCfg *c, Arch *a)
     a->mlp = MLP_GELU;
     a->block = BLOCK_SHARED_NORM;
     a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
-    a->act = gelu_approximate(c, "hidden_act", "gelu_new");
+    a->act = hf_gelu_approximate(c, "hidden_act", "gelu_new");
     a->scaling = linear_scaling(c, "Phi");
     if (hf_cfg_bool(c, "qk_layernorm", 0))
         hf_cfg_error(c, "qk_layernorm", "true: Phi's q and k layernorms (weights and biases) are "
@@ -593,7 +593,7 @@ static void gptj_config(HfCfg *c, Arch *a)
     a->mlp = MLP_GELU;
     a->block = BLOCK_SHARED_NORM;
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
-    a->act = gelu_approximate(c, "activation_function", "gelu_new");
+    a->act = hf_gelu_approximate(c, "activation_function", "gelu_new");
     a->theta = 10000;
     head_dims(c, a, 0);
     int64_t hd = hf_head_dim(&a->d);
@@ -647,7 +647,7 @@ static void falcon_config(HfCfg *c, Arch *a)
     a->mlp = MLP_GELU;
     a->block = falcon_block(c, new);
     a->eps = hf_cfg_num(c, "layer_norm_epsilon", 1e-5);
-    a->act = gelu_approximate(c, "activation", "gelu");
+    a->act = hf_gelu_approximate(c, "activation", "gelu");
     a->theta = hf_cfg_num(c, "rope_theta", 10000);
     a->scaling = linear_scaling(c, "Falcon");
     if (hf_cfg_bool(c, "alibi", 0))
@@ -677,7 +677,7 @@ static void neox_config(HfCfg *c, Arch *a)
     a->layernorm = 1;
     a->mlp = MLP_GELU;
     a->eps = hf_cfg_num(c, "layer_norm_eps", 1e-5);
-    a->act = gelu_approximate(c, "hidden_act", "gelu");
+    a->act = hf_gelu_approximate(c, "hidden_act", "gelu");
     a->theta = hf_cfg_num(c, "rotary_emb_base", 10000);
     alias(c, "rotary_emb_base", "rope_theta", a->theta);
     alias(c, "rotary_pct", "partial_rotary_factor", hf_cfg_num(c, "rotary_pct", 0.25));
@@ -983,7 +983,7 @@ static void starcoder2_config(HfCfg *c, Arch *a)
     a->eps = hf_cfg_num(c, "norm_epsilon", 1e-5);
     a->d.bias = hf_cfg_bool(c, "use_bias", 1) ? HF_BIAS_ALL : HF_BIAS_NONE;
     a->d.mlp_bias = a->d.bias == HF_BIAS_ALL;
-    a->act = gelu_approximate(c, "hidden_act", "gelu_pytorch_tanh");
+    a->act = hf_gelu_approximate(c, "hidden_act", "gelu_pytorch_tanh");
     if (hf_cfg_get(c, "rope_scaling"))
         hf_cfg_error(c, "rope_scaling", "StarCoder2's modeling code does not read it: trainc "
                      "would not know what the model computes");
@@ -1277,7 +1277,7 @@ static HfCfg *text_config(Imp *im, Arch *a)
         if (!hf_cfg_bool(x, "tie_word_embeddings", 1))
             hf_cfg_error(x, "tie_word_embeddings", "false: Gemma 3's multimodal checkpoints "
                          "tie their head to the embedding");
-    const char *rest = hf_cfg_rest(c, ignored_keys);
+    const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for gemma3: it cannot tell whether "
                      "the model computes what trainc would");
@@ -1372,7 +1372,7 @@ static void read_config(Imp *im, Arch *a)
               : a->block == BLOCK_SHARED_NORM ? &hf_falcon
               : a->block == BLOCK_PARALLEL    ? &hf_falcon_new
                                               : &hf_falcon_seq;
-    const char *rest = hf_cfg_rest(c, ignored_keys);
+    const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
                      "model computes what trainc would", a->type);
@@ -1408,19 +1408,9 @@ static const char *const *slot_names(const Arch *a)
 
 /* ---- the spec ------------------------------------------------------------------ */
 
-static cJSON *layer(cJSON *list, const char *op, const char *name)
-{
-    cJSON *l = cJSON_CreateObject();
-    cJSON_AddStringToObject(l, "op", op);
-    if (name)
-        cJSON_AddStringToObject(l, "name", name);
-    cJSON_AddItemToArray(list, l);
-    return l;
-}
-
 static cJSON *norm(cJSON *list, const Arch *a, const char *name)
 {
-    cJSON *l = layer(list, a->layernorm ? "layernorm" : "rmsnorm", name);
+    cJSON *l = hf_layer(list, a->layernorm ? "layernorm" : "rmsnorm", name);
     cJSON_AddNumberToObject(l, "eps", a->eps);
     if (a->ln_params == LN_WEIGHT)
         cJSON_AddFalseToObject(l, "bias");
@@ -1431,7 +1421,7 @@ static cJSON *norm(cJSON *list, const Arch *a, const char *name)
 
 static void attention(cJSON *list, const Arch *a)
 {
-    cJSON *l = layer(list, "attention", llama_names[HF_ATTN]);
+    cJSON *l = hf_layer(list, "attention", llama_names[HF_ATTN]);
     cJSON_AddNumberToObject(l, "heads", (double)a->d.H);
     if (a->d.KV != a->d.H)
         cJSON_AddNumberToObject(l, "kv_heads", (double)a->d.KV);
@@ -1492,7 +1482,7 @@ static void attention(cJSON *list, const Arch *a)
  * MLP is. */
 static void moe(cJSON *list, const Arch *a)
 {
-    cJSON *l = layer(list, "moe", slot_names(a)[HF_UP]);
+    cJSON *l = hf_layer(list, "moe", slot_names(a)[HF_UP]);
     cJSON_AddNumberToObject(l, "experts", (double)a->d.E);
     cJSON_AddNumberToObject(l, "top_k", (double)a->top_k);
     cJSON_AddNumberToObject(l, "hidden", (double)a->d.FF);
@@ -1515,17 +1505,17 @@ static void mlp(cJSON *list, const Arch *a)
         return;
     }
     const char *const *N = slot_names(a);
-    cJSON *up = layer(list, "linear", N[HF_UP]);
+    cJSON *up = hf_layer(list, "linear", N[HF_UP]);
     cJSON_AddNumberToObject(up, "out", (double)(a->mlp == MLP_GLU ? 2 * a->d.FF : a->d.FF));
     if (a->mlp == MLP_GELU)
-        cJSON_AddStringToObject(layer(list, "gelu", NULL), "approximate", a->act);
+        cJSON_AddStringToObject(hf_layer(list, "gelu", NULL), "approximate", a->act);
     else if (a->mlp == MLP_RELU2)
-        layer(list, "squared_relu", NULL);
+        hf_layer(list, "squared_relu", NULL);
     else if (a->mlp == MLP_RELU)
-        layer(list, "relu", NULL);
+        hf_layer(list, "relu", NULL);
     else
-        cJSON_AddStringToObject(layer(list, "glu", NULL), "act", a->act);
-    cJSON *down = layer(list, "linear", N[HF_DOWN]);
+        cJSON_AddStringToObject(hf_layer(list, "glu", NULL), "act", a->act);
+    cJSON *down = hf_layer(list, "linear", N[HF_DOWN]);
     cJSON_AddNumberToObject(down, "out", (double)a->d.D);
     if (!a->d.mlp_bias) {
         cJSON_AddFalseToObject(up, "bias");
@@ -1540,19 +1530,19 @@ static void branch_end(cJSON *list, const Arch *a, const char *name)
     if (a->post_norms)
         norm(list, a, name);
     if (a->residual_scale)
-        cJSON_AddNumberToObject(layer(list, "scale", NULL), "by", a->residual_scale);
+        cJSON_AddNumberToObject(hf_layer(list, "scale", NULL), "by", a->residual_scale);
 }
 
 /* A block's residual branches: the attention's, then the MLP's. */
 static void sequential_block(cJSON *body, const Arch *a)
 {
     const char *const *N = slot_names(a);
-    cJSON *b1 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    cJSON *b1 = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
     if (!a->no_pre_norms)
         norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
     branch_end(b1, a, N[HF_POST1]);
-    cJSON *b2 = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    cJSON *b2 = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
     if (!a->no_pre_norms)
         norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
@@ -1564,12 +1554,12 @@ static void sequential_block(cJSON *body, const Arch *a)
 static void parallel_block(cJSON *body, const Arch *a)
 {
     const char *const *N = slot_names(a);
-    cJSON *r = layer(body, "residual", NULL);
+    cJSON *r = hf_layer(body, "residual", NULL);
     cJSON *b2 = cJSON_AddArrayToObject(r, "body");
     norm(b2, a, N[HF_NORM2]);
     mlp(b2, a);
     cJSON *sc = cJSON_AddArrayToObject(r, "shortcut");
-    cJSON *b1 = cJSON_AddArrayToObject(layer(sc, "residual", NULL), "body");
+    cJSON *b1 = cJSON_AddArrayToObject(hf_layer(sc, "residual", NULL), "body");
     norm(b1, a, N[HF_NORM1]);
     attention(b1, a);
 }
@@ -1579,9 +1569,9 @@ static void parallel_block(cJSON *body, const Arch *a)
 static void shared_norm_block(cJSON *body, const Arch *a)
 {
     const char *const *N = slot_names(a);
-    cJSON *b = cJSON_AddArrayToObject(layer(body, "residual", NULL), "body");
+    cJSON *b = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
     norm(b, a, N[HF_NORM1]);
-    cJSON *r = layer(b, "residual", NULL);
+    cJSON *r = hf_layer(b, "residual", NULL);
     mlp(cJSON_AddArrayToObject(r, "body"), a);
     attention(cJSON_AddArrayToObject(r, "shortcut"), a);
 }
@@ -1603,15 +1593,15 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON_AddStringToObject(y, "dtype", "i32");
     cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
-    cJSON *e = layer(ls, "embedding", N[HF_EMBED]);
+    cJSON *e = hf_layer(ls, "embedding", N[HF_EMBED]);
     cJSON_AddNumberToObject(e, "vocab", (double)a->d.V);
     cJSON_AddNumberToObject(e, "dim", (double)a->d.D);
     cJSON_AddStringToObject(e, "input", "x");
     if (a->embed_scale)
-        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->embed_scale);
+        cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->embed_scale);
     if (a->gpt2)
-        cJSON_AddNumberToObject(layer(ls, "pos_embedding", N[HF_POS]), "max_len", (double)a->d.max_pos);
-    cJSON *rep = layer(ls, "repeat", a->gpt2 ? "h" : "layers");
+        cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", N[HF_POS]), "max_len", (double)a->d.max_pos);
+    cJSON *rep = hf_layer(ls, "repeat", a->gpt2 ? "h" : "layers");
     cJSON_AddNumberToObject(rep, "count", (double)a->d.L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
     if (a->block == BLOCK_PARALLEL)
@@ -1621,7 +1611,7 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     else
         sequential_block(body, a);
     norm(ls, a, N[HF_FINAL]);
-    cJSON *head = layer(ls, "linear", N[HF_HEAD]);
+    cJSON *head = hf_layer(ls, "linear", N[HF_HEAD]);
     if (a->d.tie)
         cJSON_AddStringToObject(head, "tie", N[HF_EMBED]);
     else
@@ -1629,13 +1619,13 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     if (!a->head_bias)
         cJSON_AddFalseToObject(head, "bias");
     if (a->logits_div)   /* Granite's logits: / logits_scaling */
-        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->logits_div);
+        cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", 1.0 / a->logits_div);
     if (a->logit_scale)   /* Cohere's: * logit_scale */
-        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->logit_scale);
+        cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->logit_scale);
     if (a->final_cap) {   /* Gemma 2's logits: / cap, tanh, * cap */
-        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", 1.0 / a->final_cap);
-        layer(ls, "tanh", NULL);
-        cJSON_AddNumberToObject(layer(ls, "scale", NULL), "by", a->final_cap);
+        cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", 1.0 / a->final_cap);
+        hf_layer(ls, "tanh", NULL);
+        cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->final_cap);
     }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
@@ -1893,6 +1883,13 @@ int cmd_import(int argc, char **argv)
     HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
+    const char *type = hf_cfg_str(&im.cfg, "model_type", "");
+    if (!strcmp(type, "vit")) {   /* an image classifier: hf_vit.c */
+        if (T || adapter)
+            error_input("import: %s with a ViT (an image model: no sequence, no adapters)",
+                        T ? "--seq-len" : "--adapter");
+        return hf_vit_import(&im.cfg, dir, out, name_of(out, type));
+    }
     read_config(&im, &a);
     if (!T)
         T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;
@@ -1907,11 +1904,7 @@ int cmd_import(int argc, char **argv)
         plan_adapter(&im, &a);
     }
     /* everything checked: now the files */
-    char *text = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&text, &len);
-    hf_print_json(f, model_spec(&a, name_of(out, a.type), T));
-    fclose(f);
+    char *text = hf_json_text(model_spec(&a, name_of(out, a.type), T));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
     write_weights(&im, xasprintf("%s/init.safetensors", out));

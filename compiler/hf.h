@@ -168,6 +168,21 @@ const char *hf_cfg_rest(const HfCfg *c, const char *const *ignored);
 _Noreturn void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* config keys that change nothing trainc computes (PretrainedConfig's, NULL-terminated:
+ * cmd_import.c) */
+extern const char *const hf_pretrained_keys[];
+/* A gelu's activation at config KEY (default DFLT) as the gelu layer's approximate:
+ * "none" (gelu) or "tanh" (gelu_new, gelu_pytorch_tanh); exits 1 on another */
+const char *hf_gelu_approximate(HfCfg *c, const char *key, const char *dflt);
+
+/* ---- ViTForImageClassification both ways (hf_vit.c) ---- */
+
+/* import hf of a folder whose config.json says model_type "vit" (cfg loaded) */
+int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name);
+/* Whether the spec is an image model with tokens (a vision transformer): export hf's */
+int hf_vit_spec(const Spec *s);
+int hf_vit_export(const Spec *s, const char *weights, const char *out);
+
 /* ---- PEFT's LoRA adapters merged at import (hf_adapter.c) ---- */
 
 typedef struct HfAdapterPair {
@@ -204,6 +219,12 @@ void hf_adapter_merge(const HfAdapter *a, const HfTensor *base, float *x);
 void hf_print_json(FILE *f, const cJSON *v);
 /* X as a JSON number Python reads as a float (2.0, not 2): a config's float keys. */
 cJSON *hf_float(double x);
+/* V printed as hf_print_json prints it, into a new string */
+char *hf_json_text(const cJSON *v);
+/* A layer {"op": OP, "name": NAME (NULL: none)} appended to the spec's list; returned */
+cJSON *hf_layer(cJSON *list, const char *op, const char *name);
+/* A layer's name as SPEC section 2 makes it: PREFIX then its name or its index IDX */
+char *hf_layer_name(const Layer *l, int idx, const char *prefix);
 /* Writes text to PATH atomically (PATH.tmp, renamed); exits as cannot_write does. */
 void hf_write_text(const char *cmd, const char *path, const char *text);
 

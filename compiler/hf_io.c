@@ -438,6 +438,33 @@ void hf_print_json(FILE *f, const cJSON *v)
     fputc('\n', f);
 }
 
+char *hf_json_text(const cJSON *v)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        die("out of memory");
+    hf_print_json(f, v);
+    fclose(f);
+    return text;
+}
+
+cJSON *hf_layer(cJSON *list, const char *op, const char *name)
+{
+    cJSON *l = cJSON_CreateObject();
+    cJSON_AddStringToObject(l, "op", op);
+    if (name)
+        cJSON_AddStringToObject(l, "name", name);
+    cJSON_AddItemToArray(list, l);
+    return l;
+}
+
+char *hf_layer_name(const Layer *l, int idx, const char *prefix)
+{
+    return l->name ? xasprintf("%s%s", prefix, l->name) : xasprintf("%s%d", prefix, idx);
+}
+
 void hf_write_text(const char *cmd, const char *path, const char *text)
 {
     FILE *f = rt_tmp_open(path);

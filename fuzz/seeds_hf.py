@@ -19,7 +19,7 @@ experts, top 1), an OLMoE config over its tensors renamed (q and k norms over al
 heads, the experts' weights as the router gives them), a Qwen3-MoE config over them
 (q and k norms per head), a Qwen2-MoE (2 experts, top 1, a gated shared expert) and a
 Granite-MoE config over the Mixtral's tensors stacked (its experts' weights [E, rows,
-cols], Granite's factors).
+cols], Granite's factors), and a ViTForImageClassification (8x8 images in 4x4 patches).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -37,7 +37,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           FalconForCausalLM, OlmoConfig, OlmoForCausalLM, CohereConfig,
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
                           OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
-                          MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM)
+                          MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM, ViTConfig,
+                          ViTForImageClassification)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -263,6 +264,17 @@ def main():
                 "embedding_multiplier": 12.0, "attention_multiplier": 0.25,
                 "residual_multiplier": 0.22, "logits_scaling": 6.0})
     seed("granitemoe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
+    vit_seed()
+
+
+def vit_seed():
+    """ViTForImageClassification (compiler/hf_vit.c), 3 classes"""
+    torch.manual_seed(0)
+    vit = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, num_channels=1,
+                                              hidden_size=8, num_hidden_layers=1,
+                                              num_attention_heads=2, intermediate_size=16,
+                                              num_labels=3))
+    seed("vit", [config_bytes(vit), st_bytes(tensors(vit))])
 
 
 if __name__ == "__main__":

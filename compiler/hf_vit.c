@@ -1,0 +1,647 @@
+/* hf_vit.c: Hugging Face's ViTForImageClassification both ways. `trainc import hf` of a
+ * ViT folder (config.json, preprocessor_config.json where there is one, the weights) as
+ * a model spec of trainc's vision transformer layers (conv2d patches, tokens, cls_token,
+ * pos_embedding, pre-norm blocks with attention over all tokens, layernorm, first_token,
+ * a linear head: specs/vit_fashion.json's layout and names) and its weights; `trainc
+ * export hf` of a spec of that layout back to config.json, preprocessor_config.json and
+ * model.safetensors. One table (vit_walk) pairs each of trainc's tensors with the
+ * transformers tensors it is made of, for both. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cmd.h"
+#include "hf.h"
+#include "ops/op.h"
+
+/* What the model's shapes and layers depend on, and the names of trainc's layers
+ * (import: specs/vit_fashion.json's; export: the spec's own) */
+typedef struct Vit {
+    int64_t C, S, P, D, L, H, FF, K;   /* channels, image side, patch, width, blocks,
+                                          heads, MLP width, classes */
+    double eps;
+    int gelu_tanh, qkv_bias;
+    int u8;                            /* the input is u8 pixels, x * scale + shift */
+    double scale, shift;
+    /* trainc's names: the top layers', and a block's layers' after the block prefix */
+    char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
+    char *norm1, *attn, *norm2, *fc1, *fc2;
+} Vit;
+
+/* One of trainc's tensors and the transformers tensors it is made of: their elements one
+ * after the other (q, k and v's rows make qkv's; the class token's [1, 1, D] and the
+ * positions' [1, N + 1, D] are trainc's [D] and [N + 1, D]). */
+typedef struct VitPart {
+    char *ours;
+    int rank;
+    int64_t shape[4];
+    int n;
+    char *theirs[3];
+    int their_rank;
+    int64_t their_shape[4];        /* each of theirs */
+} VitPart;
+
+typedef void (*vit_visit)(void *ctx, const VitPart *p);
+
+static void part(vit_visit fn, void *ctx, char *ours, int rank, const int64_t *shape, int n,
+                 const char *const *theirs, int their_rank, const int64_t *their_shape)
+{
+    VitPart p = {.ours = ours, .rank = rank, .n = n, .their_rank = their_rank};
+    memcpy(p.shape, shape, (size_t)rank * sizeof *shape);
+    memcpy(p.their_shape, their_shape, (size_t)their_rank * sizeof *shape);
+    for (int k = 0; k < n; k++)
+        p.theirs[k] = xstrdup(theirs[k]);
+    fn(ctx, &p);
+    for (int k = 0; k < n; k++)
+        free(p.theirs[k]);
+    free(ours);
+}
+
+/* A tensor that is one of theirs with trainc's shape */
+static void same(vit_visit fn, void *ctx, char *ours, const char *theirs, int rank,
+                 const int64_t *shape)
+{
+    part(fn, ctx, ours, rank, shape, 1, &theirs, rank, shape);
+}
+
+/* A linear layer's weight [out, in] and bias [out] */
+static void linear(vit_visit fn, void *ctx, const char *ours, const char *theirs, int64_t out,
+                   int64_t in)
+{
+    same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 2,
+         (int64_t[]){out, in});
+    same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
+}
+
+static void layernorm(vit_visit fn, void *ctx, const char *ours, const char *theirs, int64_t D)
+{
+    same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
+    same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
+}
+
+/* Block b's tensors */
+static void vit_block(const Vit *v, int64_t b, vit_visit fn, void *ctx)
+{
+    char *ours = xasprintf(v->block, (long long)b), *th = xasprintf("vit.encoder.layer.%lld.", (long long)b);
+    int64_t D = v->D;
+    layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1), xasprintf("%slayernorm_before", th), D);
+    const char *w[3], *bs[3];
+    const char *qkv[3] = {"query", "key", "value"};
+    for (int k = 0; k < 3; k++) {
+        w[k] = xasprintf("%sattention.attention.%s.weight", th, qkv[k]);
+        bs[k] = xasprintf("%sattention.attention.%s.bias", th, qkv[k]);
+    }
+    part(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->attn), 2, (int64_t[]){3 * D, D}, 3, w, 2,
+         (int64_t[]){D, D});
+    if (v->qkv_bias)
+        part(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->attn), 1, (int64_t[]){3 * D}, 3, bs, 1, &D);
+    linear(fn, ctx, xasprintf("%s%s.proj", ours, v->attn), xasprintf("%sattention.output.dense", th),
+           D, D);
+    layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm2), xasprintf("%slayernorm_after", th), D);
+    linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%sintermediate.dense", th), v->FF, D);
+    linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%soutput.dense", th), D, v->FF);
+}
+
+/* Every tensor, in trainc's order */
+static void vit_walk(const Vit *v, vit_visit fn, void *ctx)
+{
+    int64_t D = v->D, N = (v->S / v->P) * (v->S / v->P);
+    int64_t conv[4] = {D, v->C, v->P, v->P};
+    same(fn, ctx, xasprintf("%s.weight", v->patch), "vit.embeddings.patch_embeddings.projection.weight",
+         4, conv);
+    same(fn, ctx, xasprintf("%s.bias", v->patch), "vit.embeddings.patch_embeddings.projection.bias", 1, &D);
+    const char *cls = "vit.embeddings.cls_token", *pos = "vit.embeddings.position_embeddings";
+    part(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
+    part(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N + 1, D}, 1, &pos, 3,
+         (int64_t[]){1, N + 1, D});
+    for (int64_t b = 0; b < v->L; b++)
+        vit_block(v, b, fn, ctx);
+    layernorm(fn, ctx, v->norm, "vit.layernorm", D);
+    linear(fn, ctx, v->head, "classifier", v->K, D);
+}
+
+/* specs/vit_fashion.json's names, which import writes */
+static void default_names(Vit *v)
+{
+    v->patch = "patch", v->cls = "cls", v->pos = "pos", v->norm = "norm", v->head = "head";
+    v->block = "blocks.%lld.";
+    v->norm1 = "norm1", v->attn = "attn", v->norm2 = "norm2", v->fc1 = "fc1", v->fc2 = "fc2";
+}
+
+/* ---- import -------------------------------------------------------------------- */
+
+/* ViT's config keys that change nothing trainc computes: the dropouts (every import
+ * leaves them out), masked image modeling's encoder_stride */
+static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
+                                          "encoder_stride", NULL};
+
+/* config.json as v's sizes; exits 1 naming a key trainc cannot express */
+static void vit_config(HfCfg *c, Vit *v)
+{
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, "ViTForImageClassification"))
+            hf_cfg_error(c, "architectures", "%s: trainc imports a ViT with its classifier "
+                         "(ViTForImageClassification)", cJSON_IsString(e) ? e->valuestring : "an entry");
+    v->D = hf_cfg_int(c, "hidden_size", 768);
+    v->L = hf_cfg_int(c, "num_hidden_layers", 12);
+    v->H = hf_cfg_int(c, "num_attention_heads", 12);
+    v->FF = hf_cfg_int(c, "intermediate_size", 3072);
+    v->S = hf_cfg_int(c, "image_size", 224);
+    v->P = hf_cfg_int(c, "patch_size", 16);
+    v->C = hf_cfg_int(c, "num_channels", 3);
+    v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
+    v->qkv_bias = hf_cfg_bool(c, "qkv_bias", 1);
+    v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
+    if (v->D % v->H)
+        hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
+                     (long long)v->H, (long long)v->D);
+    if (v->S % v->P)
+        hf_cfg_error(c, "patch_size", "%lld does not divide image_size %lld (trainc's patches "
+                     "cover the image)", (long long)v->P, (long long)v->S);
+    const cJSON *labels = hf_cfg_get(c, "id2label");
+    v->K = labels ? cJSON_GetArraySize(labels) : 2;   /* PretrainedConfig's default */
+    if (v->K < 2)
+        hf_cfg_error(c, "id2label", "%lld label: a single output is transformers' regression, "
+                     "which trainc's cross entropy is not", (long long)v->K);
+    const char *pt = hf_cfg_str(c, "problem_type", "single_label_classification");
+    if (strcmp(pt, "single_label_classification"))
+        hf_cfg_error(c, "problem_type", "\"%s\": trainc's loss is single-label cross entropy", pt);
+    hf_cfg_get(c, "label2id");
+    hf_cfg_get(c, "num_labels");
+    for (int k = 0; vit_ignored[k]; k++)
+        hf_cfg_get(c, vit_ignored[k]);   /* read, and nothing to do */
+    const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
+    if (rest)
+        hf_cfg_error(c, rest, "a key trainc does not know for vit: it cannot tell whether the "
+                     "model computes what trainc would");
+}
+
+/* A preprocessor key's number list, each entry the same (trainc's input scale and shift
+ * are one for every channel); dflt where the key is left out */
+static double uniform(HfCfg *p, const char *key, double dflt)
+{
+    const cJSON *a = hf_cfg_get(p, key);
+    if (!a)
+        return dflt;
+    if (cJSON_IsNumber(a))
+        return a->valuedouble;
+    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a))
+        hf_cfg_error(p, key, "a number or a list of numbers expected");
+    double x = 0;
+    int k = 0;
+    for (const cJSON *e = a->child; e; e = e->next, k++) {
+        if (!cJSON_IsNumber(e))
+            hf_cfg_error(p, key, "a number or a list of numbers expected");
+        if (k && e->valuedouble != x)
+            hf_cfg_error(p, key, "differs by channel: trainc's image input takes one scale and "
+                         "shift for every channel (normalize the data, then import)");
+        x = e->valuedouble;
+    }
+    return x;
+}
+
+/* The pixels' conversion, (x * rescale - mean) / std, as the input's scale and shift:
+ * preprocessor_config.json's, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the
+ * folder has none (returns 0 then) */
+static int vit_pixels(const char *dir, Vit *v)
+{
+    char *path = xasprintf("%s/preprocessor_config.json", dir);
+    double rescale = 1 / 255.0, mean = 0.5, std = 0.5;
+    int have = access(path, F_OK) == 0;
+    if (have) {
+        HfCfg p;
+        hf_cfg_load(&p, path);
+        if (hf_cfg_bool(&p, "do_rescale", 1))
+            rescale = hf_cfg_num(&p, "rescale_factor", 1 / 255.0);
+        else
+            rescale = 1;
+        mean = uniform(&p, "image_mean", 0.5);
+        std = uniform(&p, "image_std", 0.5);
+        if (!hf_cfg_bool(&p, "do_normalize", 1))
+            mean = 0, std = 1;
+        if (std <= 0)
+            hf_cfg_error(&p, "image_std", "must be positive");
+    }
+    v->u8 = 1;
+    v->scale = rescale / std;
+    v->shift = -mean / std;
+    return have;
+}
+
+typedef struct VitImp {
+    const char *dir;
+    HfWeights w;
+    HfOut out;
+    const HfTensor **src;      /* per output tensor, its parts (3 each) */
+} VitImp;
+
+static void plan_part(void *ctx, const VitPart *p)
+{
+    VitImp *im = ctx;
+    im->src = realloc(im->src, (size_t)(im->out.n + 1) * 3 * sizeof *im->src);
+    if (!im->src)
+        die("out of memory");
+    for (int k = 0; k < 3; k++) {
+        const HfTensor *t = NULL;
+        if (k < p->n) {
+            HfTensor *f = hf_find(&im->w, p->theirs[k]);
+            if (!f)
+                error_input("%s: no tensor '%s' in the weights (config.json's model needs it)",
+                            im->dir, p->theirs[k]);
+            int ok = f->rank == p->their_rank;
+            for (int d = 0; ok && d < f->rank; d++)
+                ok = f->shape[d] == p->their_shape[d];
+            if (!ok)
+                error_input("%s: tensor '%s' has not the shape config.json's model needs (%s)",
+                            im->dir, p->theirs[k], shape_str(p->their_rank, p->their_shape));
+            f->used = 1;
+            t = f;
+        }
+        im->src[im->out.n * 3 + k] = t;
+    }
+    hf_out_add(&im->out, p->ours, p->rank, p->shape);
+}
+
+static void write_import(const VitImp *im, const char *path)
+{
+    rt_st_out *o = hf_out_open(&im->out, path);
+    if (!o)
+        cannot_write("import", path);
+    for (int i = 0; i < im->out.n; i++)
+        for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
+            float *x = hf_read(&im->w, im->src[i * 3 + k]);
+            rt_st_put(o, x, im->src[i * 3 + k]->numel);
+            free(x);
+        }
+    if (rt_st_close(o) != 0)
+        cannot_write("import", path);
+}
+
+/* a pre-norm branch: residual [layernorm NAME, ...] (the rest added by the caller) */
+static cJSON *branch(cJSON *body, const char *norm, double eps)
+{
+    cJSON *r = hf_layer(body, "residual", NULL);
+    cJSON *b = cJSON_AddArrayToObject(r, "body");
+    cJSON_AddNumberToObject(hf_layer(b, "layernorm", norm), "eps", eps);
+    return b;
+}
+
+static cJSON *vit_spec(const Vit *v, const char *name)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "trainc", 1);
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "name", name);
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)v->C, (int)v->S, (int)v->S}, 3));
+    cJSON_AddStringToObject(x, "dtype", "u8");
+    cJSON_AddNumberToObject(x, "scale", v->scale);
+    if (v->shift != 0)
+        cJSON_AddNumberToObject(x, "shift", v->shift);
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)v->K);
+    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
+    cJSON *p = hf_layer(ls, "conv2d", v->patch);
+    cJSON_AddNumberToObject(p, "out", (double)v->D);
+    cJSON_AddNumberToObject(p, "kernel", (double)v->P);
+    cJSON_AddNumberToObject(p, "stride", (double)v->P);
+    hf_layer(ls, "tokens", NULL);
+    hf_layer(ls, "cls_token", v->cls);
+    int64_t N = (v->S / v->P) * (v->S / v->P);
+    cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", v->pos), "max_len", (double)(N + 1));
+    cJSON *rep = hf_layer(ls, "repeat", "blocks");
+    cJSON_AddNumberToObject(rep, "count", (double)v->L);
+    cJSON *body = cJSON_AddArrayToObject(rep, "body");
+    cJSON *att = hf_layer(branch(body, v->norm1, v->eps), "attention", v->attn);
+    cJSON_AddNumberToObject(att, "heads", (double)v->H);
+    cJSON_AddFalseToObject(att, "causal");
+    if (!v->qkv_bias)
+        cJSON_AddStringToObject(att, "bias", "proj");
+    cJSON *mlp = branch(body, v->norm2, v->eps);
+    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc1), "out", (double)v->FF);
+    cJSON *g = hf_layer(mlp, "gelu", NULL);
+    if (v->gelu_tanh)
+        cJSON_AddStringToObject(g, "approximate", "tanh");
+    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc2), "out", (double)v->D);
+    cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
+    hf_layer(ls, "first_token", NULL);
+    cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->K);
+    cJSON *loss = cJSON_AddObjectToObject(m, "loss");
+    cJSON_AddStringToObject(loss, "op", "cross_entropy");
+    cJSON_AddStringToObject(loss, "target", "y");
+    return root;
+}
+
+/* train.json: a fine-tuning start the user edits (data paths relative to OUT) */
+static const char vit_train[] =
+    "{\n"
+    "  \"trainc\": 1,\n"
+    "  \"train\": {\n"
+    "    \"data\": {\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\", \"y\": \"data/train_y.npy\"},\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\", \"y\": \"data/val_y.npy\"}\n"
+    "    },\n"
+    "    \"batch_size\": 64,\n"
+    "    \"epochs\": 3,\n"
+    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0},\n"
+    "    \"schedule\": {\"type\": \"cosine\", \"warmup_steps\": 50, \"final_lr_frac\": 0.0},\n"
+    "    \"grad_clip\": 1.0,\n"
+    "    \"precision\": \"bf16-mixed\",\n"
+    "    \"validate\": {\"every_epochs\": 1},\n"
+    "    \"seed\": 1337,\n"
+    "    \"log_every\": 10\n"
+    "  }\n"
+    "}\n";
+
+int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name)
+{
+    Vit v = {0};
+    default_names(&v);
+    vit_config(cfg, &v);
+    int pre = vit_pixels(dir, &v);
+    VitImp im = {.dir = dir};
+    hf_weights_dir(&im.w, dir);
+    vit_walk(&v, plan_part, &im);
+    for (int i = 0; i < im.w.n; i++)
+        if (!im.w.t[i].used)
+            error_input("%s: tensor '%s' (in %s) has no place in the ViTForImageClassification "
+                        "config.json describes", dir, im.w.t[i].name, im.w.paths[im.w.t[i].file]);
+    char *text = hf_json_text(vit_spec(&v, name));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("import", out);
+    write_import(&im, xasprintf("%s/init.safetensors", out));
+    hf_write_text("import", xasprintf("%s/model.json", out), text);
+    hf_write_text("import", xasprintf("%s/train.json", out), vit_train);
+    printf("trainc: import: %s (vit, %lld layers, %d tensors; pixels x * %.9g + %.9g, %s) -> "
+           "%s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L, im.out.n,
+           v.scale, v.shift, pre ? "preprocessor_config.json's" : "ViTImageProcessor's defaults: "
+           "the folder has no preprocessor_config.json", out, out, out);
+    return 0;
+}
+
+/* ---- export -------------------------------------------------------------------- */
+
+int hf_vit_spec(const Spec *s)
+{
+    for (int i = 0; i < s->n_layers; i++)
+        if (s->layers[i]->op == OP_TOKENS || s->layers[i]->op == OP_CLS_TOKEN)
+            return 1;
+    return 0;
+}
+
+static const char vit_layout[] =
+    "conv2d (kernel = stride, no padding), tokens, cls_token, pos_embedding, a repeat of "
+    "[residual [layernorm, attention], residual [layernorm, linear, gelu, linear]], "
+    "layernorm, first_token, linear";
+
+/* L, which must be op OP (else exit 1 naming it and the layout export writes) */
+static const Layer *want(const Spec *s, const Layer *l, const char *at, int op)
+{
+    if (!l || l->op != op)
+        error_at(s->model_file, l ? l->path : at, "%s where export hf's ViTForImageClassification "
+                 "has %s (its layers: %s)", l ? op_info[l->op].name : "nothing",
+                 op_info[op].name, vit_layout);
+    return l;
+}
+
+_Noreturn static void refuse(const Spec *s, const Layer *l, const char *what)
+{
+    error_at(s->model_file, l->path, "%s: ViTForImageClassification has no place for it", what);
+}
+
+/* a layernorm with weight and bias; its eps the model's one layer_norm_eps */
+static void vit_norm(const Spec *s, const Layer *l, const char *at, Vit *v)
+{
+    want(s, l, at, OP_LAYERNORM);
+    if (!l->affine || !l->bias)
+        refuse(s, l, "a layernorm without its weight or bias");
+    if (v->eps && l->eps != v->eps)
+        refuse(s, l, "a layernorm's eps other than the first's (the config has one layer_norm_eps)");
+    v->eps = l->eps;
+}
+
+/* a linear with its bias, OUT wide (0: any, which it returns) */
+static int64_t vit_linear(const Spec *s, const Layer *l, const char *at, int64_t out)
+{
+    want(s, l, at, OP_LINEAR);
+    if (!l->bias || l->tie)
+        refuse(s, l, l->tie ? "a tied linear" : "a linear without bias");
+    if (out && l->out != out)
+        refuse(s, l, xasprintf("%lld outputs where the model is %lld wide", (long long)l->out,
+                               (long long)out));
+    return l->out;
+}
+
+static void vit_attention(const Spec *s, const Layer *l, const char *at, Vit *v)
+{
+    want(s, l, at, OP_ATTENTION);
+    if (l->causal)
+        refuse(s, l, "a causal mask");
+    if ((l->kv_heads && l->kv_heads != l->heads) || l->head_dim || l->window || l->rope.theta ||
+        l->qk_norm || l->att_scale || l->att_softcap || l->il.every)
+        refuse(s, l, "an attention option (kv_heads, head_dim, window, rope, qk_norm, scale, "
+               "softcap, interleave)");
+    if (!l->bias || l->bias_qkv)
+        refuse(s, l, "an attention without proj.bias");
+    v->H = l->heads;
+    v->qkv_bias = !l->bias_proj;
+}
+
+/* the residual at l: no shortcut, N layers; the prefix of its body's names */
+static char *vit_residual(const Spec *s, const Layer *l, const char *at, int n, const char *prefix)
+{
+    want(s, l, at, OP_RESIDUAL);
+    if (l->n_shortcut || l->n_body != n)
+        refuse(s, l, xasprintf("a residual of other than %d layers (or with a shortcut)", n));
+    return l->name ? xasprintf("%s%s.", prefix, l->name) : xstrdup(prefix);
+}
+
+static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
+{
+    want(s, rep, "$.model.layers[4]", OP_REPEAT);
+    if (rep->n_body != 2)
+        refuse(s, rep, "a repeat of other than two residuals");
+    v->L = rep->count;
+    v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
+    char *a = vit_residual(s, rep->body[0], rep->path, 2, ""), *m;
+    Layer **ab = rep->body[0]->body;
+    vit_norm(s, ab[0], rep->path, v);
+    vit_attention(s, ab[1], rep->path, v);
+    v->norm1 = hf_layer_name(ab[0], 0, a), v->attn = hf_layer_name(ab[1], 1, a);
+    m = vit_residual(s, rep->body[1], rep->path, 4, "");
+    Layer **mb = rep->body[1]->body;
+    vit_norm(s, mb[0], rep->path, v);
+    v->FF = vit_linear(s, mb[1], rep->path, 0);
+    want(s, mb[2], rep->path, OP_GELU);
+    v->gelu_tanh = mb[2]->gelu_tanh;
+    vit_linear(s, mb[3], rep->path, v->D);
+    v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m), v->fc2 = hf_layer_name(mb[3], 3, m);
+}
+
+/* The image input's sizes and its conversion to pixels as the model reads them */
+static void vit_input(const Spec *s, const Layer *conv, Vit *v)
+{
+    const InputSpec *x = &s->inputs[0];
+    for (int k = 0; conv->input && k < s->n_inputs; k++)
+        if (!strcmp(s->inputs[k].name, conv->input))
+            x = &s->inputs[k];
+    if (x->rank != 3 || x->shape[1] != x->shape[2])
+        error_at(s->model_file, x->path, "ViTForImageClassification reads square images [C, S, S]");
+    v->C = x->shape[0], v->S = x->shape[1];
+    v->u8 = x->dtype == RT_U8;
+    v->scale = x->has_scale ? x->scale : 1;
+    v->shift = x->has_shift ? x->shift : 0;
+    if (x->dtype != RT_U8 && x->dtype != RT_F32)
+        error_at(s->model_file, x->path, "pixels are u8 or f32 for export hf's image processor");
+}
+
+/* The spec's layers as a ViT, or exit 1 naming the first that is not */
+static void vit_match(const Spec *s, Vit *v)
+{
+    const Layer *ls[8] = {0};
+    for (int k = 0; k < 8 && k < s->n_layers; k++)
+        ls[k] = s->layers[k];
+    const char *at = "$.model.layers";
+    const Layer *c = want(s, ls[0], at, OP_CONV2D);
+    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
+        refuse(s, c, "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
+    v->D = c->out, v->P = c->kernel;
+    vit_input(s, c, v);
+    want(s, ls[1], at, OP_TOKENS);
+    want(s, ls[2], at, OP_CLS_TOKEN);
+    const Layer *pos = want(s, ls[3], at, OP_POS_EMBEDDING);
+    if (s->positions || pos->max_len != (v->S / v->P) * (v->S / v->P) + 1)
+        refuse(s, pos, "positions other than one a token and the class token's");
+    vit_blocks(s, ls[4], v);
+    vit_norm(s, ls[5], at, v);
+    want(s, ls[6], at, OP_FIRST_TOKEN);
+    v->K = vit_linear(s, ls[7], at, 0);
+    if (s->n_layers > 8)
+        refuse(s, s->layers[8], "a layer after the classifier");
+    if (s->loss != RT_LOSS_CROSS_ENTROPY)
+        error_at(s->model_file, "$.model.loss", "ViTForImageClassification's loss is cross entropy");
+    v->patch = hf_layer_name(ls[0], 0, ""), v->cls = hf_layer_name(ls[2], 2, ""), v->pos = hf_layer_name(ls[3], 3, "");
+    v->norm = hf_layer_name(ls[5], 5, ""), v->head = hf_layer_name(ls[7], 7, "");
+}
+
+typedef struct VitExp {
+    HfWeights w;
+    HfOut out;
+    const HfTensor **src;      /* per output tensor: the trainc tensor it is part of */
+    int64_t *at;               /* and its first element there */
+} VitExp;
+
+static void plan_export(void *ctx, const VitPart *p)
+{
+    VitExp *e = ctx;
+    HfTensor *t = hf_find(&e->w, p->ours);
+    if (!t)
+        error_input("%s: no tensor '%s' (the spec's model has it)", e->w.paths[0], p->ours);
+    int ok = t->rank == p->rank;
+    for (int d = 0; ok && d < t->rank; d++)
+        ok = t->shape[d] == p->shape[d];
+    if (!ok)
+        error_input("%s: tensor '%s' has not the spec's shape %s", e->w.paths[0], p->ours,
+                    shape_str(p->rank, p->shape));
+    t->used = 1;
+    int64_t each = t->numel / p->n;
+    for (int k = 0; k < p->n; k++) {
+        e->src = realloc(e->src, (size_t)(e->out.n + 1) * sizeof *e->src);
+        e->at = realloc(e->at, (size_t)(e->out.n + 1) * sizeof *e->at);
+        if (!e->src || !e->at)
+            die("out of memory");
+        e->src[e->out.n] = t;
+        e->at[e->out.n] = k * each;
+        hf_out_add(&e->out, p->theirs[k], p->their_rank, p->their_shape);
+    }
+}
+
+static void write_export(const VitExp *e, const char *path)
+{
+    rt_st_out *o = hf_out_open(&e->out, path);
+    if (!o)
+        cannot_write("export", path);
+    for (int i = 0; i < e->out.n; i++) {
+        float *x = hf_read(&e->w, e->src[i]);
+        rt_st_put(o, x + e->at[i], e->out.p[i].numel);
+        free(x);
+    }
+    if (rt_st_close(o) != 0)
+        cannot_write("export", path);
+}
+
+static cJSON *vit_hf_config(const Vit *v)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(ar, cJSON_CreateString("ViTForImageClassification"));
+    cJSON_AddStringToObject(c, "model_type", "vit");
+    cJSON_AddNumberToObject(c, "hidden_size", (double)v->D);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)v->L);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)v->H);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)v->FF);
+    cJSON_AddStringToObject(c, "hidden_act", v->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddItemToObject(c, "hidden_dropout_prob", hf_float(0));
+    cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
+    cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
+    cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
+    cJSON_AddNumberToObject(c, "image_size", (double)v->S);
+    cJSON_AddNumberToObject(c, "patch_size", (double)v->P);
+    cJSON_AddNumberToObject(c, "num_channels", (double)v->C);
+    cJSON_AddBoolToObject(c, "qkv_bias", v->qkv_bias);
+    cJSON_AddNumberToObject(c, "encoder_stride", (double)v->P);
+    cJSON *id = cJSON_AddObjectToObject(c, "id2label"), *lab = cJSON_AddObjectToObject(c, "label2id");
+    for (int64_t k = 0; k < v->K; k++) {
+        char key[32], name[32];
+        snprintf(key, sizeof key, "%lld", (long long)k);
+        snprintf(name, sizeof name, "LABEL_%lld", (long long)k);
+        cJSON_AddStringToObject(id, key, name);
+        cJSON_AddNumberToObject(lab, name, (double)k);
+    }
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+/* ViTImageProcessor's settings that give the spec's pixels: u8 x rescaled by 1/255 (f32:
+ * not), then (x - mean) / std = x * scale + shift */
+static cJSON *vit_preprocessor(const Vit *v)
+{
+    double rescale = v->u8 ? 1 / 255.0 : 1, std = rescale / v->scale, mean = -v->shift * std;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "image_processor_type", "ViTImageProcessor");
+    cJSON_AddTrueToObject(c, "do_resize");
+    cJSON *size = cJSON_AddObjectToObject(c, "size");
+    cJSON_AddNumberToObject(size, "height", (double)v->S);
+    cJSON_AddNumberToObject(size, "width", (double)v->S);
+    cJSON_AddNumberToObject(c, "resample", 2);
+    cJSON_AddBoolToObject(c, "do_rescale", v->u8);
+    cJSON_AddItemToObject(c, "rescale_factor", hf_float(1 / 255.0));
+    cJSON_AddTrueToObject(c, "do_normalize");
+    cJSON *m = cJSON_AddArrayToObject(c, "image_mean"), *sd = cJSON_AddArrayToObject(c, "image_std");
+    for (int64_t k = 0; k < v->C; k++) {
+        cJSON_AddItemToArray(m, hf_float(mean));
+        cJSON_AddItemToArray(sd, hf_float(std));
+    }
+    return c;
+}
+
+int hf_vit_export(const Spec *s, const char *weights, const char *out)
+{
+    Vit v = {0};
+    vit_match(s, &v);
+    VitExp e = {0};
+    hf_weights_file(&e.w, weights);
+    vit_walk(&v, plan_export, &e);
+    char *config = hf_json_text(vit_hf_config(&v)), *pre = hf_json_text(vit_preprocessor(&v));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    write_export(&e, xasprintf("%s/model.safetensors", out));
+    hf_write_text("export", xasprintf("%s/config.json", out), config);
+    hf_write_text("export", xasprintf("%s/preprocessor_config.json", out), pre);
+    printf("trainc: export: %s -> %s/config.json (vit), %s/preprocessor_config.json, "
+           "%s/model.safetensors (%d tensors)\n", weights, out, out, out, e.out.n);
+    return 0;
+}

@@ -1,0 +1,248 @@
+"""trainc import hf and trainc export hf of ViTForImageClassification against transformers.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
+exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
+fp32, CPU, one thread, every tensor moved off transformers' init (zero biases, unit
+norms) so that a tensor put in another's place shows:
+
+- a ViT on Fashion-MNIST's 28x28 images (one channel, 7x7 patches, the exact gelu,
+  q, k and v biased, ViTImageProcessor's mean and std 0.5 in preprocessor_config.json),
+  and one on random 16x16 RGB images (4x4 patches, q, k and v without bias: the spec's
+  bias "proj", the tanh gelu, layer_norm_eps 1e-6, 5 classes, no
+  preprocessor_config.json: ViTImageProcessor's defaults) are imported; trainc's `--eval`
+  validation loss on the imported weights equals transformers' mean cross-entropy over
+  the same images within 1e-5 relative, its pixels (x * scale + shift) being what the
+  folder's image processor makes of the u8 images (within 1e-6);
+- import then export gives back every tensor of the source folder bit for bit;
+- trainc trains each 5 steps from the import, exports its model.safetensors, and
+  transformers' from_pretrained of the folder computes the loss trainc's --eval gives
+  for those weights, within 1e-5; the exported preprocessor_config.json makes trainc's
+  pixels; specs/vit_fashion.json (pixels x / 255) likewise after 3 steps from its own
+  initial weights;
+- refused with exit 1, naming the key or layer, nothing written: a per-channel
+  image_mean, a bare ViTModel, a config key trainc does not know, --seq-len, and export
+  of a vision transformer pooled by token_mean (ViTForImageClassification reads the
+  class token).
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip vit_hf: transformers is not importable from %s (make deps makes a venv with "
+          "it)" % sys.executable)
+    sys.exit(77)
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+OUT = os.path.join(ROOT, "build", "tests", "vit_hf")
+torch.set_num_threads(1)
+torch.manual_seed(0)
+ok = True
+
+
+def check(cond, what):
+    global ok
+    ok &= bool(cond)
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+
+
+def trainc(*args, expect=0):
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != expect:
+        print(r.stdout + r.stderr)
+        raise SystemExit("trainc %s: exit %d, expected %d" % (args[0], r.returncode, expect))
+    return r
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def pixels(spec, x):
+    """the model's pixels as trainc computes them: x * scale + shift, in float"""
+    inp = json.load(open(spec))["model"]["inputs"]["x"]
+    t = torch.from_numpy(x).float() * torch.tensor(np.float32(inp.get("scale", 1.0)))
+    return t + torch.tensor(np.float32(inp["shift"])) if inp.get("shift") else t
+
+
+def hf_loss(m, spec, x, y):
+    """mean cross-entropy over the images, in batches of 32 (as --eval's)"""
+    m.eval()
+    losses = []
+    with torch.no_grad():
+        for b in range(0, len(x), 32):
+            logits = m(pixel_values=pixels(spec, x[b:b + 32])).logits.double()
+            losses.append(F.cross_entropy(logits, torch.from_numpy(y[b:b + 32]).long()).item())
+    return sum(losses) / len(losses)
+
+
+def processor_agrees(name, folder, spec, x):
+    """the folder's image processor (ViTImageProcessor's defaults where it has none) makes
+    trainc's pixels of the u8 images"""
+    have = os.path.exists(folder + "/preprocessor_config.json")
+    proc = ViTImageProcessor.from_pretrained(folder) if have else ViTImageProcessor()
+    imgs = [np.ascontiguousarray(im.transpose(1, 2, 0)) for im in x[:8]]   # HWC
+    theirs = proc(imgs, do_resize=False, return_tensors="np")["pixel_values"]
+    d = float(np.max(np.abs(theirs - pixels(spec, x[:8]).numpy())))
+    check(d <= 1e-6, "%s: %s image processor gives trainc's pixels (largest difference %.1e)"
+          % (name, os.path.relpath(folder, OUT) + "'s" if have else "ViTImageProcessor's default", d))
+
+
+def data(d, x, y):
+    os.makedirs(d + "/data", exist_ok=True)
+    n = len(x) // 2
+    for part, sl in (("train", slice(0, n)), ("val", slice(n, None))):
+        np.save("%s/data/%s_x.npy" % (d, part), x[sl])
+        np.save("%s/data/%s_y.npy" % (d, part), y[sl].astype(np.int32))
+    return x[n:], y[n:]
+
+
+def specs(d):
+    """eval.json (every val image, batches of 32) and train.json (5 AdamW steps, fp32)"""
+    base = {"data": {"train": {"x": "data/train_x.npy", "y": "data/train_y.npy"},
+                     "val": {"x": "data/val_x.npy", "y": "data/val_y.npy"}},
+            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
+    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1,
+                                          optimizer={"type": "adamw", "lr": 1e-3})},
+              open(d + "/train5.json", "w"))
+
+
+def trainc_eval(spec, train, weights, out):
+    r = trainc("run", spec, train, "--init", weights, "--eval", "--threads", 1, "--out", out)
+    return json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+
+
+def make(name, cfg, preprocessor):
+    """a random ViTForImageClassification saved in OUT/name/src"""
+    m = ViTForImageClassification(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    src = os.path.join(OUT, name, "src")
+    m.save_pretrained(src, safe_serialization=True)
+    if preprocessor:
+        preprocessor.save_pretrained(src)
+    return m, src
+
+
+def case(name, cfg, preprocessor, x, y):
+    d = os.path.join(OUT, name)
+    m, src = make(name, cfg, preprocessor)
+    imp = d + "/import"
+    trainc("import", "hf", src, "-o", imp)
+    spec = imp + "/model.json"
+    xv, yv = data(imp, x, y)
+    specs(imp)
+    ops = [l["op"] for l in json.load(open(spec))["model"]["layers"]]
+    check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding", "repeat", "layernorm",
+                  "first_token", "linear"], "%s: model.json's layers %s" % (name, " ".join(ops)))
+    processor_agrees(name, src, spec, xv)
+    ours, theirs = trainc_eval(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
+        hf_loss(m, spec, xv, yv)
+    check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, ours, theirs, rel(ours, theirs)))
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
+           d + "/back")
+    a, b = load_file(src + "/model.safetensors"), load_file(d + "/back/model.safetensors")
+    same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    check(same, "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
+    trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/run5")
+    exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv)
+
+
+def exported(name, spec, eval_spec, weights, folder, xv, yv):
+    """export WEIGHTS; transformers' loss of the folder equals trainc's --eval"""
+    trainc("export", "hf", spec, eval_spec, "--weights", weights, "-o", folder)
+    ours = trainc_eval(spec, eval_spec, weights, folder + "_eval")
+    theirs = hf_loss(ViTForImageClassification.from_pretrained(folder), spec, xv, yv)
+    check(rel(ours, theirs) <= 1e-5, "%s: trained, exported, from_pretrained's loss %.7f, trainc "
+          "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
+    processor_agrees(name, folder, spec, xv)
+
+
+def vit_fashion(X, Y):
+    """specs/vit_fashion.json from its own initial weights, 3 steps, exported"""
+    d = os.path.join(OUT, "vit_fashion")
+    os.makedirs(d, exist_ok=True)
+    xv, yv = data(d, X, Y)
+    specs(d)
+    m = json.load(open(os.path.join(ROOT, "specs", "vit_fashion.json")))["model"]
+    spec, run = d + "/model.json", d + "/run3"
+    json.dump({"trainc": 1, "model": m}, open(spec, "w"))
+    trainc("run", spec, d + "/train5.json", "--set", "max_steps=3", "--threads", 1, "--quiet",
+           "--out", run)
+    exported("vit_fashion", spec, d + "/eval.json", run + "/model.safetensors", d + "/hf", xv, yv)
+
+
+def refused(what, args, expect_text, folder=None):
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    good = r.returncode == 1 and expect_text in r.stderr and not (folder and os.path.exists(folder))
+    check(good, "refused: %s (%s)" % (what, r.stderr.strip().splitlines()[-1] if r.stderr.strip()
+                                      else "exit %d" % r.returncode))
+
+
+def bad_cases():
+    d = os.path.join(OUT, "bad")
+    cfg = ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=8, num_hidden_layers=1,
+                    num_attention_heads=2, intermediate_size=16, num_labels=3)
+    m, src = make("bad/rgb", cfg, ViTImageProcessor(image_mean=[0.485, 0.456, 0.406],
+                                                    image_std=[0.229, 0.224, 0.225]))
+    refused("a per-channel image_mean", ["import", "hf", src, "-o", d + "/o1"],
+            "$.image_mean: differs by channel", d + "/o1")
+    os.remove(src + "/preprocessor_config.json")
+    refused("--seq-len with a ViT", ["import", "hf", src, "-o", d + "/o2", "--seq-len", 8],
+            "--seq-len with a ViT", d + "/o2")
+    c = json.load(open(src + "/config.json"))
+    for key, value, text in (("architectures", ["ViTModel"], "$.architectures: ViTModel"),
+                             ("use_mask_token", True, "$.use_mask_token: a key trainc does not know")):
+        shutil.copytree(src, d + "/edited", dirs_exist_ok=True)
+        json.dump(dict(c, **{key: value}), open(d + "/edited/config.json", "w"))
+        refused("config.json's %s %s" % (key, json.dumps(value)),
+                ["import", "hf", d + "/edited", "-o", d + "/o3"], text, d + "/o3")
+    spec = json.load(open(os.path.join(ROOT, "specs", "vit_fashion.json")))
+    ls = spec["model"]["layers"]
+    del ls[2]
+    ls[2]["max_len"] = 49
+    ls[-2] = {"op": "token_mean"}
+    json.dump({"trainc": 1, "model": spec["model"]}, open(d + "/mean.json", "w"))
+    refused("export of a ViT pooled by token_mean", ["export", "hf", d + "/mean.json",
+                                                     os.path.join(OUT, "fashion", "import", "eval.json"),
+                                                     "--weights", src + "/model.safetensors", "-o",
+                                                     d + "/o4"],
+            "$.model.layers[2]: pos_embedding where export hf's ViTForImageClassification has "
+            "cls_token", d + "/o4")
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+X = np.load(os.path.join(ROOT, "data", "fashion", "test_x.npy"), mmap_mode="r")
+Y = np.load(os.path.join(ROOT, "data", "fashion", "test_y.npy"), mmap_mode="r")
+fx, fy = np.array(X[:256]).reshape(256, 1, 28, 28), np.array(Y[:256])
+case("fashion", ViTConfig(image_size=28, patch_size=7, num_channels=1, hidden_size=32,
+                          num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+                          num_labels=10),
+     ViTImageProcessor(image_mean=[0.5], image_std=[0.5]), fx, fy)
+rng = np.random.default_rng(3)
+case("rgb", ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=24,
+                      num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                      num_labels=5, qkv_bias=False, hidden_act="gelu_pytorch_tanh",
+                      layer_norm_eps=1e-6),
+     None, rng.integers(0, 256, size=(192, 3, 16, 16)).astype(np.uint8),
+     rng.integers(0, 5, size=192))
+vit_fashion(fx, fy)
+bad_cases()
+print("vit_hf: %s (transformers %s)" % ("ok" if ok else "FAILED", transformers.__version__))
+sys.exit(0 if ok else 1)
