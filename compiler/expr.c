@@ -65,11 +65,25 @@ const Expr *x_head(int64_t n, int64_t m)
     return x;
 }
 
+const Expr *x_pick(const double *list, int64_t n, int64_t m)
+{
+    int same = 1;
+    for (int64_t k = 1; k < m; k++)
+        same &= (float)list[k] == (float)list[0];
+    if (same)
+        return x_const(list[0]);
+    Expr *x = node(X_PICK, NULL, NULL, NULL);
+    x->list = list;
+    x->n = n;
+    x->m = m;
+    return x;
+}
+
 int expr_reads_i(const Expr *x)
 {
     if (!x)
         return 0;
-    if (x->kind == X_UNIFORM || x->kind == X_HEAD)
+    if (x->kind == X_UNIFORM || x->kind == X_HEAD || x->kind == X_PICK)
         return 1;
     return expr_reads_i(x->a[0]) || expr_reads_i(x->a[1]) || expr_reads_i(x->a[2]);
 }

@@ -23,6 +23,7 @@ typedef struct Vit {
     int gelu_tanh, qkv_bias;
     int u8;                            /* the input is u8 pixels, x * scale + shift */
     double scale, shift;
+    double *ch_scale, *ch_shift;       /* per channel where they differ, else NULL */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
     char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *norm2, *fc1, *fc2;
@@ -177,55 +178,60 @@ static void vit_config(HfCfg *c, Vit *v)
                      "model computes what trainc would");
 }
 
-/* A preprocessor key's number list, each entry the same (trainc's input scale and shift
- * are one for every channel); dflt where the key is left out */
-static double uniform(HfCfg *p, const char *key, double dflt)
+/* A preprocessor key's numbers, one a channel (a number: the same for each) into x[C];
+ * dflt for each where the key is left out */
+static void channel_values(HfCfg *p, const char *key, double dflt, int64_t C, double *x)
 {
     const cJSON *a = hf_cfg_get(p, key);
-    if (!a)
-        return dflt;
-    if (cJSON_IsNumber(a))
-        return a->valuedouble;
-    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a))
-        hf_cfg_error(p, key, "a number or a list of numbers expected");
-    double x = 0;
+    for (int64_t k = 0; k < C; k++)
+        x[k] = a && cJSON_IsNumber(a) ? a->valuedouble : dflt;
+    if (!a || cJSON_IsNumber(a))
+        return;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != C)
+        hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
     int k = 0;
     for (const cJSON *e = a->child; e; e = e->next, k++) {
         if (!cJSON_IsNumber(e))
-            hf_cfg_error(p, key, "a number or a list of numbers expected");
-        if (k && e->valuedouble != x)
-            hf_cfg_error(p, key, "differs by channel: trainc's image input takes one scale and "
-                         "shift for every channel (normalize the data, then import)");
-        x = e->valuedouble;
+            hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
+        x[k] = e->valuedouble;
     }
-    return x;
 }
 
-/* The pixels' conversion, (x * rescale - mean) / std, as the input's scale and shift:
- * preprocessor_config.json's, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the
- * folder has none (returns 0 then) */
+/* The pixels' conversion, (x * rescale - mean) / std, as the input's scale and shift
+ * (by channel where they differ): preprocessor_config.json's, or ViTImageProcessor's
+ * defaults (1/255, 0.5, 0.5) where the folder has none (returns 0 then) */
 static int vit_pixels(const char *dir, Vit *v)
 {
     char *path = xasprintf("%s/preprocessor_config.json", dir);
-    double rescale = 1 / 255.0, mean = 0.5, std = 0.5;
-    int have = access(path, F_OK) == 0;
+    double rescale = 1 / 255.0, *mean = xcalloc((size_t)v->C, sizeof *mean),
+           *std = xcalloc((size_t)v->C, sizeof *std);
+    int have = access(path, F_OK) == 0, normalize = 1;
+    for (int64_t k = 0; k < v->C; k++)
+        mean[k] = std[k] = 0.5;
     if (have) {
         HfCfg p;
         hf_cfg_load(&p, path);
-        if (hf_cfg_bool(&p, "do_rescale", 1))
-            rescale = hf_cfg_num(&p, "rescale_factor", 1 / 255.0);
-        else
-            rescale = 1;
-        mean = uniform(&p, "image_mean", 0.5);
-        std = uniform(&p, "image_std", 0.5);
-        if (!hf_cfg_bool(&p, "do_normalize", 1))
-            mean = 0, std = 1;
-        if (std <= 0)
-            hf_cfg_error(&p, "image_std", "must be positive");
+        rescale = hf_cfg_bool(&p, "do_rescale", 1) ? hf_cfg_num(&p, "rescale_factor", 1 / 255.0) : 1;
+        channel_values(&p, "image_mean", 0.5, v->C, mean);
+        channel_values(&p, "image_std", 0.5, v->C, std);
+        normalize = hf_cfg_bool(&p, "do_normalize", 1);
+        for (int64_t k = 0; k < v->C; k++)
+            if (normalize && std[k] <= 0)
+                hf_cfg_error(&p, "image_std", "must be positive");
     }
     v->u8 = 1;
-    v->scale = rescale / std;
-    v->shift = -mean / std;
+    v->ch_scale = xcalloc((size_t)v->C, sizeof *v->ch_scale);
+    v->ch_shift = xcalloc((size_t)v->C, sizeof *v->ch_shift);
+    int same = 1;
+    for (int64_t k = 0; k < v->C; k++) {
+        v->ch_scale[k] = normalize ? rescale / std[k] : rescale;
+        v->ch_shift[k] = normalize ? -mean[k] / std[k] : 0;
+        same &= v->ch_scale[k] == v->ch_scale[0] && v->ch_shift[k] == v->ch_shift[0];
+    }
+    v->scale = v->ch_scale[0];
+    v->shift = v->ch_shift[0];
+    if (same)
+        v->ch_scale = v->ch_shift = NULL;
     return have;
 }
 
@@ -297,9 +303,14 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
     cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)v->C, (int)v->S, (int)v->S}, 3));
     cJSON_AddStringToObject(x, "dtype", "u8");
-    cJSON_AddNumberToObject(x, "scale", v->scale);
-    if (v->shift != 0)
-        cJSON_AddNumberToObject(x, "shift", v->shift);
+    if (v->ch_scale) {   /* by channel */
+        cJSON_AddItemToObject(x, "scale", cJSON_CreateDoubleArray(v->ch_scale, (int)v->C));
+        cJSON_AddItemToObject(x, "shift", cJSON_CreateDoubleArray(v->ch_shift, (int)v->C));
+    } else {
+        cJSON_AddNumberToObject(x, "scale", v->scale);
+        if (v->shift != 0)
+            cJSON_AddNumberToObject(x, "shift", v->shift);
+    }
     cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
     cJSON_AddStringToObject(y, "dtype", "i32");
     cJSON_AddNumberToObject(y, "classes", (double)v->K);
@@ -375,10 +386,11 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), vit_train);
-    printf("trainc: import: %s (vit, %lld layers, %d tensors; pixels x * %.9g + %.9g, %s) -> "
-           "%s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L, im.out.n,
-           v.scale, v.shift, pre ? "preprocessor_config.json's" : "ViTImageProcessor's defaults: "
-           "the folder has no preprocessor_config.json", out, out, out);
+    printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
+           "as %s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
+           im.out.n, v.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
+           : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)", out,
+           out, out);
     return 0;
 }
 
@@ -494,6 +506,8 @@ static void vit_input(const Spec *s, const Layer *conv, Vit *v)
     v->u8 = x->dtype == RT_U8;
     v->scale = x->has_scale ? x->scale : 1;
     v->shift = x->has_shift ? x->shift : 0;
+    v->ch_scale = x->ch_scale;
+    v->ch_shift = x->ch_shift;
     if (x->dtype != RT_U8 && x->dtype != RT_F32)
         error_at(s->model_file, x->path, "pixels are u8 or f32 for export hf's image processor");
 }
@@ -606,10 +620,10 @@ static cJSON *vit_hf_config(const Vit *v)
 }
 
 /* ViTImageProcessor's settings that give the spec's pixels: u8 x rescaled by 1/255 (f32:
- * not), then (x - mean) / std = x * scale + shift */
+ * not), then (x - mean) / std = x * scale + shift, channel by channel */
 static cJSON *vit_preprocessor(const Vit *v)
 {
-    double rescale = v->u8 ? 1 / 255.0 : 1, std = rescale / v->scale, mean = -v->shift * std;
+    double rescale = v->u8 ? 1 / 255.0 : 1;
     cJSON *c = cJSON_CreateObject();
     cJSON_AddStringToObject(c, "image_processor_type", "ViTImageProcessor");
     cJSON_AddTrueToObject(c, "do_resize");
@@ -622,6 +636,8 @@ static cJSON *vit_preprocessor(const Vit *v)
     cJSON_AddTrueToObject(c, "do_normalize");
     cJSON *m = cJSON_AddArrayToObject(c, "image_mean"), *sd = cJSON_AddArrayToObject(c, "image_std");
     for (int64_t k = 0; k < v->C; k++) {
+        double scale = v->ch_scale ? v->ch_scale[k] : v->scale;
+        double std = rescale / scale, mean = -(v->ch_shift ? v->ch_shift[k] : v->shift) * std;
         cJSON_AddItemToArray(m, hf_float(mean));
         cJSON_AddItemToArray(sd, hf_float(std));
     }

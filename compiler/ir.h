@@ -211,6 +211,9 @@ typedef struct Node {
     double p;                /* dropout probability, layernorm, rmsnorm and batchnorm eps,
                                 leaky_relu's negative slope */
     double scale, shift;     /* N_CONVERT */
+    const double *ch_scale, *ch_shift;   /* N_CONVERT per channel (the input's first axis,
+                                            ch_n of them, each ch_run elements), or NULL */
+    int64_t ch_n, ch_run;
     int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW (conv_transpose2d: of the
                                 conv2d it is the data gradient of); attention: T, d, H, causal,
                                 KV, window (0: none), the options call, a global layer
@@ -438,8 +441,10 @@ enum {
     X_UNIFORM,               /* dropout's draw for element i, uniform in [0, 1): the run's
                                 rng_key mixed with `key`, i's place in rows of n, and the
                                 rank's rng_part */
-    X_HEAD                   /* whether i's place in rows of n is below m (a sample's first
+    X_HEAD,                  /* whether i's place in rows of n is below m (a sample's first
                                 row of [T, d]: n = T d, m = d), for a select */
+    X_PICK                   /* the constant list[i / n % m]: one of m, each for a run of n
+                                (an image input's scale per channel) */
 };
 /* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
  * and dy, the gradient through the activation at x */
@@ -455,7 +460,8 @@ typedef struct Expr {
     double f;                /* X_CONST */
     uint64_t key;            /* X_UNIFORM: the layer's mask key */
     int64_t n;               /* X_UNIFORM, X_HEAD: the elements of a batch row */
-    int64_t m;               /* X_HEAD: the elements of its head */
+    int64_t m;               /* X_HEAD: the elements of its head; X_PICK: the constants */
+    const double *list;      /* X_PICK: m constants, each rounded to float */
     const struct Expr *a[3];
 } Expr;
 
@@ -472,6 +478,8 @@ const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function 
 const Expr *x_train(void);
 const Expr *x_uniform(uint64_t key, int64_t n);
 const Expr *x_head(int64_t n, int64_t m);
+/* list[i / n % m] (a constant alone where the m are the same) */
+const Expr *x_pick(const double *list, int64_t n, int64_t m);
 /* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
 const Expr *x_relu(const Expr *v);
 /* Does the value depend on the element's number i itself (dropout's draw), beyond its

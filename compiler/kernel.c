@@ -88,7 +88,8 @@ enum { P_SELECT = 1, P_COMPARE, P_ADD, P_MUL, P_CAST, P_PRIMARY };
 static int expr_prec(const Expr *x)
 {
     switch (x->kind) {
-    case X_SELECT: return P_SELECT;
+    case X_SELECT:
+    case X_PICK: return P_SELECT;
     case X_LT:
     case X_LE:
     case X_HEAD: return P_COMPARE;
@@ -165,6 +166,17 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
                    e, (unsigned long long)x->key, (long long)x->n, e);
         break;
     case X_HEAD: buf_printf(b, "i %% %lld < %lld", (long long)x->n, (long long)x->m); break;
+    case X_PICK:   /* i / n % m == 0 ? list[0] : i / n % m == 1 ? list[1] : ... list[m - 1] */
+        for (int64_t k = 0; k < x->m; k++) {
+            char *f = float_literal(x->list[k]);
+            if (k + 1 < x->m)
+                buf_printf(b, "i / %lld %% %lld == %lld ? %s : ", (long long)x->n, (long long)x->m,
+                           (long long)k, f);
+            else
+                buf_puts(b, f);
+            free(f);
+        }
+        break;
     default: unreachable();
     }
     if (paren)

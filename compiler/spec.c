@@ -377,6 +377,69 @@ static int get_input_ref(const Ctx *c, const cJSON *v, const char *path)
     sp_unknown(c, path, "input", name, names, hint);
 }
 
+/* An input's scale or shift (KEY): a number, or (an extension) a list of one for each
+ * channel, the input's first axis, into *list (NULL for a number); the number, or dflt
+ * for a list */
+static double conversion_key(const Ctx *c, const cJSON *x, const char *ip, const char *key,
+                             const InputSpec *in, double **list, double dflt)
+{
+    char *kp = sp_path_key(ip, key), b[300];
+    *list = NULL;
+    if (!cJSON_IsArray(x)) {
+        double v = get_number(c, x, kp);
+        free(kp);
+        return v;
+    }
+    if (in->rank < 2)
+        error_at(c->file, kp, "a list is one number for each channel, the first of at least two "
+                 "axes: input '%s' has %d, so it takes a number", in->name, in->rank);
+    if (cJSON_GetArraySize(x) != in->shape[0])
+        error_at(c->file, kp, "a list is one number for each channel: input '%s' has %lld "
+                 "channels (its first axis), the list %d numbers", in->name,
+                 (long long)in->shape[0], cJSON_GetArraySize(x));
+    *list = xcalloc((size_t)in->shape[0], sizeof **list);
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) {
+        char *ep = path_index(kp, k);
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble))
+            error_at(c->file, ep, "expected a number, got %s", sp_got(e, b, sizeof b));
+        (*list)[k++] = e->valuedouble;
+        free(ep);
+    }
+    free(kp);
+    return dflt;
+}
+
+/* scale and shift: numbers, or lists by channel (then both kept as lists, and the numbers
+ * are their defaults, 1 and 0) */
+static void parse_conversion(const Ctx *c, const cJSON *ch, const char *ip, InputSpec *in)
+{
+    const cJSON *x;
+    double *sl = NULL, *hl = NULL;
+    if ((x = sp_member(ch, "scale"))) {
+        in->scale = conversion_key(c, x, ip, "scale", in, &sl, 1);
+        in->has_scale = 1;
+    }
+    if ((x = sp_member(ch, "shift"))) {
+        in->shift = conversion_key(c, x, ip, "shift", in, &hl, 0);
+        in->has_shift = 1;
+    }
+    if (!sl && !hl)
+        return;
+    int64_t C = in->shape[0];
+    in->ch_scale = sl ? sl : xcalloc((size_t)C, sizeof *sl);
+    in->ch_shift = hl ? hl : xcalloc((size_t)C, sizeof *hl);
+    for (int64_t k = 0; k < C; k++) {
+        if (!sl)
+            in->ch_scale[k] = in->scale;
+        if (!hl)
+            in->ch_shift[k] = in->shift;
+    }
+    in->scale = 1;
+    in->shift = 0;
+}
+
 static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
 {
     Spec *s = c->s;
@@ -426,19 +489,8 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
         sp = sp_path_key(ip, "dtype");
         in->dtype = get_choice(c, sp_require(c, ch, ip, "dtype"), sp, dtype_names);
         free(sp);
+        parse_conversion(c, ch, ip, in);
         const cJSON *x;
-        if ((x = sp_member(ch, "scale"))) {
-            sp = sp_path_key(ip, "scale");
-            in->scale = get_number(c, x, sp);
-            in->has_scale = 1;
-            free(sp);
-        }
-        if ((x = sp_member(ch, "shift"))) {
-            sp = sp_path_key(ip, "shift");
-            in->shift = get_number(c, x, sp);
-            in->has_shift = 1;
-            free(sp);
-        }
         if ((x = sp_member(ch, "classes"))) {
             sp = sp_path_key(ip, "classes");
             if (in->dtype == RT_F32)

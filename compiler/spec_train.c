@@ -95,11 +95,15 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
         if (in->rank != 3)
             continue;
         images++;
-        if (in->has_shift && in->shift != 0) {
+        double shift = in->shift;
+        for (int64_t c = 0; in->ch_shift && c < in->shape[0]; c++)
+            if (in->ch_shift[c] != 0)
+                shift = in->ch_shift[c];
+        if (shift != 0) {
             snprintf(key, keylen, "loader.augment");
             snprintf(err, errlen, "loader.augment pads with zeros after scale and shift, and "
                      "input '%s' has shift %g: the loader moves its raw values, so only a "
-                     "shift of 0 is supported", in->name, in->shift);
+                     "shift of 0 is supported", in->name, shift);
             return -1;
         }
     }

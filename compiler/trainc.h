@@ -153,6 +153,9 @@ typedef struct InputSpec {
     int64_t shape[RT_MAX_RANK];
     int has_scale, has_shift;
     double scale, shift;      /* defaults 1 and 0 */
+    double *ch_scale, *ch_shift;  /* an extension: either given as a list, one number a
+                                     channel (shape[0] of them) each, the other's number
+                                     repeated; else NULL */
     int64_t classes;          /* 0 when not given */
 } InputSpec;
 

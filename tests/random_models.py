@@ -31,7 +31,8 @@ batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label s
 `tokens` for its flatten, then learned positions, a pre-norm attention block over all
 the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
 half of those take a class token (`cls_token`) before the tokens, which `first_token`
-reads alone in 2 of 3 of them. Batchnorm's running statistics start away from
+reads alone in 2 of 3 of them; from a twelfth, an image model in four scales and shifts
+its input by channel (`scale` and `shift` lists). Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -458,6 +459,17 @@ def vit_swaps(r10, r11, layers, C, H):
     layers[k:k + 1] = vit
 
 
+def pixels_by_channel(r12, x):
+    """a twelfth generator's: an image model (1 in 4) scales and shifts its input by
+    channel (the input's scale and shift as lists, ImageNet's normalization's form; on
+    its f32 images, so that the data drawn stay as they were)"""
+    if r12.random() >= 0.25:
+        return
+    C = x["shape"][0]
+    x.update(scale=[float(v) for v in r12.uniform(0.8, 1.25, C)],
+             shift=[float(v) for v in r12.uniform(-0.2, 0.2, C)])
+
+
 def freeze_draw(r8, names):
     """an eighth generator's: in one model in four, some of its parameters (never all)
     for train.freeze, by name; else none"""
@@ -478,6 +490,7 @@ def draw(r, i):
     moe_swaps(np.random.default_rng([SEED, i, 6]), layers)
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
+        pixels_by_channel(np.random.default_rng([SEED, i, 12]), x)
         C = cnn_swaps(r9, layers, x["shape"][0])
         vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]), layers, C,
                   x["shape"][1])
@@ -713,8 +726,11 @@ def loss_of(model, out, y):
 def input_batch(spec, x):
     xs = spec["model"]["inputs"]["x"]
     t = torch.tensor(x.astype(np.float64))
-    if xs["dtype"] == "u8":   # the trainer's conversion: x * scale + shift, in float32
-        t = torch.tensor((x.astype(np.float32) * np.float32(xs["scale"]) + np.float32(xs["shift"])).astype(np.float64))
+    if "scale" in xs or "shift" in xs:   # the trainer's conversion: x * scale + shift, in float32
+        # (each a number, or a list of one a channel: the first axis after the batch's)
+        ch = lambda v: np.float32(v).reshape((-1,) + (1,) * (x.ndim - 2)) if isinstance(v, list) \
+            else np.float32(v)
+        t = torch.tensor((x.astype(np.float32) * ch(xs.get("scale", 1.0)) + ch(xs.get("shift", 0.0))).astype(np.float64))
     if xs["dtype"] == "i32":
         t = torch.tensor(x)
     return t

@@ -19,8 +19,11 @@ norms) so that a tensor put in another's place shows:
   for those weights, within 1e-5; the exported preprocessor_config.json makes trainc's
   pixels; specs/vit_fashion.json (pixels x / 255) likewise after 3 steps from its own
   initial weights;
-- refused with exit 1, naming the key or layer, nothing written: a per-channel
-  image_mean, a bare ViTModel, a config key trainc does not know, --seq-len, and export
+- a ViT normalized by channel (ImageNet's mean and std, as DeiT's image processors have
+  them: the input's scale and shift as lists) imports to transformers' loss, and its
+  export writes those means and stds back;
+- refused with exit 1, naming the key or layer, nothing written: an image_mean of 2
+  numbers for 3 channels, a bare ViTModel, a config key trainc does not know, --seq-len, and export
   of a vision transformer pooled by token_mean (ViTForImageClassification reads the
   class token).
 """
@@ -70,10 +73,12 @@ def rel(a, b):
 
 
 def pixels(spec, x):
-    """the model's pixels as trainc computes them: x * scale + shift, in float"""
+    """the model's pixels as trainc computes them: x * scale + shift in float, each a
+    number or one a channel"""
     inp = json.load(open(spec))["model"]["inputs"]["x"]
-    t = torch.from_numpy(x).float() * torch.tensor(np.float32(inp.get("scale", 1.0)))
-    return t + torch.tensor(np.float32(inp["shift"])) if inp.get("shift") else t
+    by_channel = lambda v: torch.tensor(np.float32(v)).reshape((-1, 1, 1) if isinstance(v, list) else ())
+    t = torch.from_numpy(x).float() * by_channel(inp.get("scale", 1.0))
+    return t + by_channel(inp["shift"]) if "shift" in inp else t
 
 
 def hf_loss(m, spec, x, y):
@@ -198,10 +203,10 @@ def bad_cases():
     d = os.path.join(OUT, "bad")
     cfg = ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=8, num_hidden_layers=1,
                     num_attention_heads=2, intermediate_size=16, num_labels=3)
-    m, src = make("bad/rgb", cfg, ViTImageProcessor(image_mean=[0.485, 0.456, 0.406],
+    m, src = make("bad/rgb", cfg, ViTImageProcessor(image_mean=[0.485, 0.456],
                                                     image_std=[0.229, 0.224, 0.225]))
-    refused("a per-channel image_mean", ["import", "hf", src, "-o", d + "/o1"],
-            "$.image_mean: differs by channel", d + "/o1")
+    refused("an image_mean of 2 numbers for 3 channels", ["import", "hf", src, "-o", d + "/o1"],
+            "$.image_mean: a number or a list of 3 (num_channels) expected", d + "/o1")
     os.remove(src + "/preprocessor_config.json")
     refused("--seq-len with a ViT", ["import", "hf", src, "-o", d + "/o2", "--seq-len", 8],
             "--seq-len with a ViT", d + "/o2")
@@ -242,6 +247,11 @@ case("rgb", ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=2
                       layer_norm_eps=1e-6),
      None, rng.integers(0, 256, size=(192, 3, 16, 16)).astype(np.uint8),
      rng.integers(0, 5, size=192))
+case("imagenet_norm", ViTConfig(image_size=16, patch_size=8, num_channels=3, hidden_size=16,
+                                num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                                num_labels=4),
+     ViTImageProcessor(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]),
+     rng.integers(0, 256, size=(128, 3, 16, 16)).astype(np.uint8), rng.integers(0, 4, size=128))
 vit_fashion(fx, fy)
 bad_cases()
 print("vit_hf: %s (transformers %s)" % ("ok" if ok else "FAILED", transformers.__version__))

@@ -16,6 +16,12 @@ Tensor *convert_input(GraphCtx *c, int k, const char *name, const char *what)
     n->out = t;
     n->scale = in->has_scale ? in->scale : 1.0;
     n->shift = in->has_shift ? in->shift : 0.0;
+    if (in->ch_scale) {   /* per channel: the first axis */
+        n->ch_scale = in->ch_scale;
+        n->ch_shift = in->ch_shift;
+        n->ch_n = in->shape[0];
+        n->ch_run = raw->numel / in->shape[0];
+    }
     return t;
 }
 
@@ -33,8 +39,30 @@ Tensor *input_f32(GraphCtx *c, int k)
     return c->converted[k] = convert_input(c, k, xasprintf("%s_f32", in->name), "input as f32");
 }
 
+/* x * scale[c] + shift[c] for each element's channel c, each step where some channel
+ * needs it */
+static const Expr *per_channel(const Node *nd)
+{
+    int scaled = 0, shifted = 0;
+    for (int64_t k = 0; k < nd->ch_n; k++) {
+        scaled |= nd->ch_scale[k] != 1.0;
+        shifted |= nd->ch_shift[k] != 0.0;
+    }
+    const Expr *e = x_cast(x_arg(0));
+    if (scaled || shifted)
+        e = x_mul(e, x_pick(nd->ch_scale, nd->ch_run, nd->ch_n));
+    if (shifted)
+        e = x_add(e, x_pick(nd->ch_shift, nd->ch_run, nd->ch_n));
+    return e;
+}
+
 static void lower_convert(Program *p, Node *nd)
 {
+    if (nd->ch_scale) {
+        INSTR_EW(p, nd, "input to f32, scaled and shifted by channel", nd->out, EW_OTHER,
+                 per_channel(nd), opd(nd->in[0]));
+        return;
+    }
     /* x * scale + shift, each step where it changes x (but a scale of 1 is kept before a
      * shift: the loops generated so far read that way) */
     const Expr *e = x_cast(x_arg(0));
