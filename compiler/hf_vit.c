@@ -24,6 +24,7 @@ typedef struct Vit {
     int u8;                            /* the input is u8 pixels, x * scale + shift */
     double scale, shift;
     double *ch_scale, *ch_shift;       /* per channel where they differ, else NULL */
+    char **labels;                     /* the classes' names (id2label), or NULL: LABEL_k */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
     char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *norm2, *fc1, *fc2;
@@ -136,6 +137,23 @@ static void default_names(Vit *v)
 static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                                           "encoder_stride", NULL};
 
+/* id2label's names in v->labels, unless every one is transformers' own LABEL_k */
+static void vit_labels(HfCfg *c, const cJSON *labels, Vit *v)
+{
+    char **names = xcalloc((size_t)v->K, sizeof *names);
+    int own = 0;
+    for (const cJSON *e = labels->child; e; e = e->next) {
+        char *end;
+        long k = strtol(e->string, &end, 10);
+        if (*end || k < 0 || k >= v->K || names[k] || !cJSON_IsString(e))
+            hf_cfg_error(c, "id2label", "the ids 0 to %lld, each once, with a name expected",
+                         (long long)v->K - 1);
+        names[k] = e->valuestring;
+        own |= strcmp(e->valuestring, xasprintf("LABEL_%ld", k)) != 0;
+    }
+    v->labels = own ? names : NULL;
+}
+
 /* config.json as v's sizes; exits 1 naming a key trainc cannot express */
 static void vit_config(HfCfg *c, Vit *v)
 {
@@ -162,6 +180,8 @@ static void vit_config(HfCfg *c, Vit *v)
                      "cover the image)", (long long)v->P, (long long)v->S);
     const cJSON *labels = hf_cfg_get(c, "id2label");
     v->K = labels ? cJSON_GetArraySize(labels) : 2;   /* PretrainedConfig's default */
+    if (labels)
+        vit_labels(c, labels, v);
     if (v->K < 2)
         hf_cfg_error(c, "id2label", "%lld label: a single output is transformers' regression, "
                      "which trainc's cross entropy is not", (long long)v->K);
@@ -314,6 +334,9 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
     cJSON_AddStringToObject(y, "dtype", "i32");
     cJSON_AddNumberToObject(y, "classes", (double)v->K);
+    if (v->labels)
+        cJSON_AddItemToObject(y, "labels", cJSON_CreateStringArray((const char *const *)v->labels,
+                                                                   (int)v->K));
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
     cJSON *p = hf_layer(ls, "conv2d", v->patch);
     cJSON_AddNumberToObject(p, "out", (double)v->D);
@@ -533,6 +556,9 @@ static void vit_match(const Spec *s, Vit *v)
     vit_norm(s, ls[5], at, v);
     want(s, ls[6], at, OP_FIRST_TOKEN);
     v->K = vit_linear(s, ls[7], at, 0);
+    for (int k = 0; k < s->n_inputs; k++)   /* the classes' names, where the target has them */
+        if (!strcmp(s->inputs[k].name, s->loss_target) && s->inputs[k].classes == v->K)
+            v->labels = s->inputs[k].labels;
     if (s->n_layers > 8)
         refuse(s, s->layers[8], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
@@ -609,9 +635,10 @@ static cJSON *vit_hf_config(const Vit *v)
     cJSON_AddNumberToObject(c, "encoder_stride", (double)v->P);
     cJSON *id = cJSON_AddObjectToObject(c, "id2label"), *lab = cJSON_AddObjectToObject(c, "label2id");
     for (int64_t k = 0; k < v->K; k++) {
-        char key[32], name[32];
+        char key[32], own[32];
         snprintf(key, sizeof key, "%lld", (long long)k);
-        snprintf(name, sizeof name, "LABEL_%lld", (long long)k);
+        snprintf(own, sizeof own, "LABEL_%lld", (long long)k);
+        const char *name = v->labels ? v->labels[k] : own;
         cJSON_AddStringToObject(id, key, name);
         cJSON_AddNumberToObject(lab, name, (double)k);
     }

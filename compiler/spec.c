@@ -166,7 +166,8 @@ static const struct {
     {"repeats", "count"}, {"times", "count"},
     {"rate", "p"}, {"dropout", "p"}, {"drop_prob", "p"},
     {"layers", "body"}, {"blocks", "body"}, {"type", "op"},
-    {"num_classes", "classes"}, {"n_classes", "classes"},
+    {"num_classes", "classes"}, {"n_classes", "classes"}, {"id2label", "labels"},
+    {"class_names", "labels"},
     {"learning_rate", "lr"},
     {"in_features", NULL}, {"in_channels", NULL}, {"normalized_shape", NULL},
     {"input_dim", NULL}, {"input_size", NULL}, {"in_dim", NULL},
@@ -411,6 +412,26 @@ static double conversion_key(const Ctx *c, const cJSON *x, const char *ip, const
     return dflt;
 }
 
+/* labels (an extension): the names of the classes, one a class, for export hf */
+static void parse_labels(const Ctx *c, const cJSON *x, const char *ip, InputSpec *in)
+{
+    char *lp = sp_path_key(ip, "labels"), b[300];
+    if (!in->classes)
+        error_at(c->file, lp, "labels name the classes: give classes too");
+    if (!cJSON_IsArray(x) || cJSON_GetArraySize(x) != in->classes)
+        error_at(c->file, lp, "expected a list of %lld names (one a class), got %s",
+                 (long long)in->classes, sp_got(x, b, sizeof b));
+    in->labels = xcalloc((size_t)in->classes, sizeof *in->labels);
+    int k = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, x) {
+        if (!cJSON_IsString(e))
+            error_at(c->file, path_index(lp, k), "expected a name, got %s", sp_got(e, b, sizeof b));
+        in->labels[k++] = e->valuestring;
+    }
+    free(lp);
+}
+
 /* scale and shift: numbers, or lists by channel (then both kept as lists, and the numbers
  * are their defaults, 1 and 0) */
 static void parse_conversion(const Ctx *c, const cJSON *ch, const char *ip, InputSpec *in)
@@ -447,7 +468,8 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
     int n = cJSON_GetArraySize(v);
     if (n < 1 || n > RT_MAX_INPUTS)
         error_at(c->file, path, "expected 1 to %d inputs, got %d", RT_MAX_INPUTS, n);
-    static const char *const keys[] = {"shape", "dtype", "scale", "shift", "classes", NULL};
+    static const char *const keys[] = {"shape", "dtype", "scale", "shift", "classes", "labels",
+                                       NULL};
     const cJSON *ch;
     cJSON_ArrayForEach(ch, v) {
         char *ip = sp_path_key(path, ch->string);
@@ -499,6 +521,8 @@ static void parse_inputs(const Ctx *c, const cJSON *v, const char *path)
             in->classes = get_int(c, x, sp, 2, MAX_DIM);
             free(sp);
         }
+        if ((x = sp_member(ch, "labels")))
+            parse_labels(c, x, ip, in);
     }
 }
 

@@ -157,6 +157,7 @@ typedef struct InputSpec {
                                      channel (shape[0] of them) each, the other's number
                                      repeated; else NULL */
     int64_t classes;          /* 0 when not given */
+    char **labels;            /* an extension: the classes' names (classes of them), or NULL */
 } InputSpec;
 
 typedef struct Spec {

@@ -184,6 +184,9 @@ check parity/random_gans  $PYTHON tests/random_gans.py 40 1
 # examples/finetune/run.sh as a user runs it: HF folder, import, tokenize, fine-tune,
 # sample, export, transformers loads it (skips without transformers in HF_PYTHON)
 check example/finetune    bash examples/finetune/run.sh build/tests/finetune
+# examples/vit_finetune/run.sh as a user runs it: a HF ViT folder, import, fine-tune an
+# epoch, export, transformers classifies as trainc does
+check example/vit_finetune bash examples/vit_finetune/run.sh build/tests/vit_finetune
 # examples/dcgan/run.sh's smoke mode: 30 steps of the DCGAN, its files, samples and checks
 check example/dcgan       env SMOKE=1 bash examples/dcgan/run.sh build/tests/dcgan
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85

@@ -14,6 +14,8 @@ norms) so that a tensor put in another's place shows:
   the same images within 1e-5 relative, its pixels (x * scale + shift) being what the
   folder's image processor makes of the u8 images (within 1e-6);
 - import then export gives back every tensor of the source folder bit for bit;
+- id2label's names become the target's `labels` and come back in the export's config
+  (transformers' own LABEL_k are left out);
 - trainc trains each 5 steps from the import, exports its model.safetensors, and
   transformers' from_pretrained of the folder computes the loss trainc's --eval gives
   for those weights, within 1e-5; the exported preprocessor_config.json makes trainc's
@@ -166,6 +168,9 @@ def case(name, cfg, preprocessor, x, y):
     trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
            "--quiet", "--out", d + "/run5")
     exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv)
+    a, b = m.config.id2label, ViTForImageClassification.from_pretrained(d + "/hf").config.id2label
+    check(a == b, "%s: the classes' names (id2label) through import and export: %s" %
+          (name, ", ".join(b[k] for k in sorted(b)[:3]) + ", ..."))
 
 
 def exported(name, spec, eval_spec, weights, folder, xv, yv):
@@ -236,9 +241,11 @@ os.makedirs(OUT)
 X = np.load(os.path.join(ROOT, "data", "fashion", "test_x.npy"), mmap_mode="r")
 Y = np.load(os.path.join(ROOT, "data", "fashion", "test_y.npy"), mmap_mode="r")
 fx, fy = np.array(X[:256]).reshape(256, 1, 28, 28), np.array(Y[:256])
+NAMES = ["T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag",
+         "Ankle boot"]
 case("fashion", ViTConfig(image_size=28, patch_size=7, num_channels=1, hidden_size=32,
                           num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
-                          num_labels=10),
+                          id2label=dict(enumerate(NAMES)), label2id={n: k for k, n in enumerate(NAMES)}),
      ViTImageProcessor(image_mean=[0.5], image_std=[0.5]), fx, fy)
 rng = np.random.default_rng(3)
 case("rgb", ViTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=24,
