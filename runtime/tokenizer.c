@@ -89,6 +89,8 @@ typedef struct {
 
 #define CACHE_SLOTS (1u << 17)   /* the word cache: at most half of them used ... */
 #define CACHE_IDS (1u << 21)     /* ... and this many ids, then it starts over */
+#define CACHE_START 1024         /* its slots and ids at first (a prompt's words), doubled
+                                    as the text needs them */
 #define CACHE_WORD_MAX 64        /* longer words are not cached */
 
 struct rt_tokenizer {
@@ -123,7 +125,7 @@ struct rt_tokenizer {
     uint32_t *piece_len;
     StrMap cache;                /* word bytes -> (offset, count) in cache_ids */
     uint32_t *cache_ids;
-    size_t cache_ids_n;
+    size_t cache_ids_n, cache_ids_cap;
     uint32_t *sym;               /* BPE scratch, sym_cap ids (bpe_symbols sizes it) */
     size_t sym_cap;
     char *mapped;                /* scratch: a word in byte-mapped form */
@@ -760,10 +762,16 @@ static void bpe_merge(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids 
         rt_ids_push(out, sym[i]);
 }
 
+/* A word's ids into the cache: it grows to CACHE_SLOTS and CACHE_IDS, then starts over */
 static void cache_put(rt_tokenizer *t, const unsigned char *w, size_t n, const uint32_t *ids,
                       size_t k)
 {
-    if (2 * (t->cache.n + 1) > t->cache.cap || t->cache_ids_n + k > CACHE_IDS) {
+    if (t->cache_ids_n + k > t->cache_ids_cap && t->cache_ids_cap < CACHE_IDS) {
+        t->cache_ids_cap *= 2;
+        t->cache_ids = xrealloc(t->cache_ids, t->cache_ids_cap * sizeof *t->cache_ids);
+    }
+    int full = 2 * (t->cache.n + 1) > t->cache.cap && t->cache.cap >= CACHE_SLOTS;
+    if (full || t->cache_ids_n + k > t->cache_ids_cap) {
         memset(t->cache.s, 0, t->cache.cap * sizeof *t->cache.s);   /* start over */
         t->cache.n = t->cache.pool_n = t->cache_ids_n = 0;
     }
@@ -1699,8 +1707,9 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
         return NULL;
     }
     build_pieces(t);
-    map_init(&t->cache, CACHE_SLOTS);
-    t->cache_ids = xrealloc(NULL, CACHE_IDS * sizeof *t->cache_ids);
+    map_init(&t->cache, CACHE_START);
+    t->cache_ids_cap = CACHE_START;
+    t->cache_ids = xrealloc(NULL, t->cache_ids_cap * sizeof *t->cache_ids);
     return t;
 }
 

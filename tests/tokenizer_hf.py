@@ -7,7 +7,8 @@ ByteLevel; Llama 3's with ignore_merges and a BOS template), GPT-4o's and Tekken
 ones), StarCoder's (Digits with individual_digits, then ByteLevel with its regex) and
 Digits of whole runs, each with added special tokens, over Debian's license texts. Then tokenizes the license texts and a text of
 multi-byte UTF-8, emoji, digit runs, contractions (upper-case too), whitespace runs,
-tabs and newlines, a text of long words and a random one, with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
+tabs and newlines, a text of long words and a random one (and 90,000 random words for
+the GPT-2-style one: more than the word cache holds), with trainc, whole and in tiny parts (TRAINC_TEXT_CHUNK), from the
 file as `tokenizers` writes it and with its merges rewritten as [a, b] pairs, and
 compares the shard's ids with Tokenizer.from_file(F).encode(text).ids. The same for
 SentencePiece-style BPEs (sp_cases), for added tokens with lstrip and rstrip
@@ -379,6 +380,16 @@ def main():
         for name in names:
             compare(tok, tj, files[name], os.path.join(OUT, name + ".txt"),
                     "%s/%s (words whole, %d ids)" % (kind, name, tok.get_vocab_size()))
+    # more distinct words than the word cache holds (2^16): it grows from 1024 slots and
+    # starts over, the ids unchanged
+    wr = random.Random(11)
+    many = " ".join("".join(wr.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(wr.randint(3, 9)))
+                    for _ in range(90000))
+    mf = os.path.join(OUT, "many_words.txt")
+    with open(mf, "w", encoding="utf-8") as f:
+        f.write(many)
+    compare(Tokenizer.from_file(os.path.join(OUT, "gpt2.json")), os.path.join(OUT, "gpt2.json"), many,
+            mf, "gpt2/many_words (90,000 words: the cache grown, then started over)")
     sp_cases(lic, files)
     strip_cases()
     neox_case()

@@ -23,7 +23,7 @@ for spec in mlp_fashion cnn_fashion gpt_char; do
             --bundle "$P/ship" -o ${spec}_$p 2>>"$P/build.log"
     done
 done
-# tests/gpu/run.sh: the vision transformer (tokens, token_mean) in fp32 and bf16-mixed
+# tests/gpu/run.sh: the vision transformer (tokens, its class token) in fp32 and bf16-mixed
 for p in fp32 bf16-mixed; do
     "$TRAINC" build specs/vit_fashion.json --device both --arch "$ARCH" --set precision=$p \
         --bundle "$P/ship" -o vit_fashion$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"

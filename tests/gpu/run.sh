@@ -195,8 +195,8 @@ PY
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
-    # the vision transformer: tokens' transposed reads, token_mean's row sums, attention
-    # over all 49 tokens (no causal mask), 100 steps of batch 128 (no validation)
+    # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
+    # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
     "$S/vit_fashion" --device cpu --out "$D/vit.cpu" "${FX[@]}" "${V[@]}" 2>>"$OUT/runs.log"
     "$S/vit_fashion" --device cuda --out "$D/vit.gpu" "${FX[@]}" "${V[@]}" 2>>"$OUT/runs.log"
