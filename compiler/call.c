@@ -2,6 +2,7 @@
  * runtime function and the classes of its arguments; the printer of a call's C
  * statement and the description of an instruction that names a tensor. Passes build
  * and read calls through the kinds and typed arguments (ir.h), never their text. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "ir.h"
@@ -145,6 +146,8 @@ void call_drop(Instr *in, const Tensor *t)
 char *float_literal(double v)
 {
     char s[64];
+    if (isinf((float)v))   /* the runtimes' rt_inf() (trainc_rt.h, common.cuh) */
+        return xstrdup(v < 0 ? "-rt_inf()" : "rt_inf()");
     snprintf(s, sizeof s, "%.9g", (double)(float)v);
     if (!strpbrk(s, ".eEn"))
         strcat(s, ".0");

@@ -79,11 +79,20 @@ const Expr *x_pick(const double *list, int64_t n, int64_t m)
     return x;
 }
 
+const Expr *x_inside(int64_t rows, int64_t cols, int64_t pad)
+{
+    Expr *x = node(X_INSIDE, NULL, NULL, NULL);
+    x->n = rows;
+    x->m = cols;
+    x->pad = pad;
+    return x;
+}
+
 int expr_reads_i(const Expr *x)
 {
     if (!x)
         return 0;
-    if (x->kind == X_UNIFORM || x->kind == X_HEAD || x->kind == X_PICK)
+    if (x->kind == X_UNIFORM || x->kind == X_HEAD || x->kind == X_PICK || x->kind == X_INSIDE)
         return 1;
     return expr_reads_i(x->a[0]) || expr_reads_i(x->a[1]) || expr_reads_i(x->a[2]);
 }

@@ -140,6 +140,8 @@ enum {
     N_TOKEN_MEAN,  /* [T, d] -> [d]: the mean over the tokens */
     N_CLS_TOKEN,   /* [T, d] -> [T + 1, d]: a learned row before the tokens */
     N_FIRST_TOKEN, /* [T, d] -> [d]: the first token's row */
+    N_PAD,         /* [C, H, W] -> [C, H + 2p, W + 2p] (p in Node.conv[5]), the border -inf
+                      (a max pool's padding) */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -162,6 +164,7 @@ enum {
     N_TOKEN_MEAN_BWD,
     N_CLS_TOKEN_BWD,
     N_FIRST_TOKEN_BWD,
+    N_PAD_BWD,
     N__COUNT
 };
 
@@ -373,6 +376,11 @@ enum {
                       into [HW, C], a = HW, b = C; its backward a = C, b = HW) */
     IX_SPREAD,     /* element i of [B, b, a] read from storage [B, a]: a sample's row of a
                       repeated over its b rows (token_mean's backward: a = d, b = T) */
+    IX_UNPAD,      /* element i of [B, P, b, a] (planes padded by c on each side) read from
+                      storage [B, P, b - 2c, a - 2c] at (row - c, column - c): under a
+                      select that reads it inside alone (N_PAD) */
+    IX_PAD_IN,     /* element i of [B, P, b, a] read from storage [B, P, b + 2c, a + 2c] at
+                      (row + c, column + c): the inside of padded planes (N_PAD's backward) */
     IX_SLICE       /* element i of [B, a] read from storage [B, b] at c + i % a of its
                       sample's b (first_token: a = d, c = 0; cls_token's backward: the
                       last a = T d of b = (T + 1) d, c = d). c may be negative only
@@ -392,6 +400,8 @@ static inline Index ix_to_gemm(int64_t a, int64_t b) { return (Index){IX_TO_GEMM
 static inline Index ix_transpose(int64_t a, int64_t b) { return (Index){IX_TRANSPOSE, a, b, 0}; }
 static inline Index ix_spread(int64_t a, int64_t b) { return (Index){IX_SPREAD, a, b, 0}; }
 static inline Index ix_slice(int64_t a, int64_t b, int64_t c) { return (Index){IX_SLICE, a, b, c}; }
+static inline Index ix_unpad(int64_t a, int64_t b, int64_t c) { return (Index){IX_UNPAD, a, b, c}; }
+static inline Index ix_pad_in(int64_t a, int64_t b, int64_t c) { return (Index){IX_PAD_IN, a, b, c}; }
 /* read elsewhere than at i (a neighbour's element, or a row shared by many) */
 static inline int ix_moved(Index x) { return x.kind != IX_SELF; }
 /* the same index: every field equal (fusion's test) */
@@ -410,7 +420,7 @@ static inline int64_t ix_run(Index x, int *run_const)
 {
     *run_const = x.kind == IX_DIV_MOD;
     return x.kind == IX_DIV_MOD || x.kind == IX_FROM_GEMM || x.kind == IX_TO_GEMM ||
-                   x.kind == IX_SPREAD || (x.kind == IX_SLICE && x.c >= 0)
+                   x.kind == IX_SPREAD || x.kind == IX_PAD_IN || (x.kind == IX_SLICE && x.c >= 0)
                ? x.a
                : 0;
 }
@@ -443,8 +453,10 @@ enum {
                                 rank's rng_part */
     X_HEAD,                  /* whether i's place in rows of n is below m (a sample's first
                                 row of [T, d]: n = T d, m = d), for a select */
-    X_PICK                   /* the constant list[i / n % m]: one of m, each for a run of n
+    X_PICK,                  /* the constant list[i / n % m]: one of m, each for a run of n
                                 (an image input's scale per channel) */
+    X_INSIDE                 /* whether element i of planes [n rows, m columns] padded by
+                                `pad` lies inside (N_PAD), for a select */
 };
 /* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
  * and dy, the gradient through the activation at x */
@@ -462,6 +474,7 @@ typedef struct Expr {
     int64_t n;               /* X_UNIFORM, X_HEAD: the elements of a batch row */
     int64_t m;               /* X_HEAD: the elements of its head; X_PICK: the constants */
     const double *list;      /* X_PICK: m constants, each rounded to float */
+    int64_t pad;             /* X_INSIDE: the border's width */
     const struct Expr *a[3];
 } Expr;
 
@@ -480,6 +493,8 @@ const Expr *x_uniform(uint64_t key, int64_t n);
 const Expr *x_head(int64_t n, int64_t m);
 /* list[i / n % m] (a constant alone where the m are the same) */
 const Expr *x_pick(const double *list, int64_t n, int64_t m);
+/* whether element i of padded planes [rows, cols] lies inside their border of pad */
+const Expr *x_inside(int64_t rows, int64_t cols, int64_t pad);
 /* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
 const Expr *x_relu(const Expr *v);
 /* Does the value depend on the element's number i itself (dropout's draw), beyond its

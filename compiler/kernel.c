@@ -72,6 +72,20 @@ void index_print(Buf *b, Index ix, int cuda)
         return;
     /* [B, n, a] from [B, a]: (s) * a + i % a */
     case IX_SPREAD: buf_printf(b, "i / %lld * %lld + i %% %lld", a * n, a, a); return;
+    /* [B, P, n, a] from [B, P, n - 2c, a - 2c]: (q) * (n - 2c)(a - 2c) + (row - c) * (a - 2c)
+     * + column - c */
+    case IX_UNPAD:
+        buf_printf(b, "i / %lld * %lld + (i %% %lld / %lld - %lld) * %lld + i %% %lld - %lld", a * n,
+                   (a - 2 * ix.c) * (n - 2 * ix.c), a * n, a, (long long)ix.c, a - 2 * ix.c, a,
+                   (long long)ix.c);
+        return;
+    /* [B, P, n, a] from [B, P, n + 2c, a + 2c]: (q) * (n + 2c)(a + 2c) + (row + c) * (a + 2c)
+     * + column + c */
+    case IX_PAD_IN:
+        buf_printf(b, "i / %lld * %lld + (i %% %lld / %lld + %lld) * %lld + i %% %lld + %lld", a * n,
+                   (a + 2 * ix.c) * (n + 2 * ix.c), a * n, a, (long long)ix.c, a + 2 * ix.c, a,
+                   (long long)ix.c);
+        return;
     /* [B, a] from [B, n]: (s) * n + c + i % a */
     case IX_SLICE:
         buf_printf(b, "i / %lld * %lld %c %lld + i %% %lld", a, n, ix.c < 0 ? '-' : '+',
@@ -93,6 +107,7 @@ static int expr_prec(const Expr *x)
     case X_LT:
     case X_LE:
     case X_HEAD: return P_COMPARE;
+    case X_INSIDE: return P_PRIMARY;
     case X_ADD:
     case X_SUB: return P_ADD;
     case X_MUL: return P_MUL;
@@ -166,6 +181,12 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
                    e, (unsigned long long)x->key, (long long)x->n, e);
         break;
     case X_HEAD: buf_printf(b, "i %% %lld < %lld", (long long)x->n, (long long)x->m); break;
+    case X_INSIDE: {   /* rt_inside(row - pad, column - pad, rows - 2 pad, columns - 2 pad) */
+        long long r = x->n, c = x->m, p = x->pad;
+        buf_printf(b, "rt_inside(i %% %lld / %lld - %lld, i %% %lld - %lld, %lld, %lld)", r * c, c, p, c,
+                   p, r - 2 * p, c - 2 * p);
+        break;
+    }
     case X_PICK:   /* i / n % m == 0 ? list[0] : i / n % m == 1 ? list[1] : ... list[m - 1] */
         for (int64_t k = 0; k < x->m; k++) {
             char *f = float_literal(x->list[k]);

@@ -14,7 +14,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
 #define OP_LIST(X)                                                                    \
     X(OP_LINEAR, "linear", "out bias tie", "out", OPC_PARAM)                          \
     X(OP_CONV2D, "conv2d", "out kernel stride padding bias groups", "out kernel", OPC_PARAM) \
-    X(OP_MAXPOOL2D, "maxpool2d", "kernel stride", "kernel", OPC_POOL)                 \
+    X(OP_MAXPOOL2D, "maxpool2d", "kernel stride padding", "kernel", OPC_POOL)         \
     X(OP_AVGPOOL2D, "avgpool2d", "kernel stride", "kernel", OPC_POOL)                 \
     X(OP_FLATTEN, "flatten", "", "", OPC_VIEW)                                        \
     X(OP_RELU, "relu", "", "", OPC_ELEMENTWISE)                                       \

@@ -669,6 +669,13 @@ static inline float rt_expf(float x)
     return p * s1.f * s2.f;
 }
 static inline float rt_sigmoidf(float x) { return 1.0f / (1.0f + rt_expf(-x)); }
+/* a max pool's padding (N_PAD): its border's value, and whether a padded plane's element
+ * at (row, column), each less the border, lies inside the plane [rows, cols] */
+static inline float rt_inf(void) { return INFINITY; }
+static inline int rt_inside(int64_t r, int64_t c, int64_t rows, int64_t cols)
+{
+    return r >= 0 && r < rows && c >= 0 && c < cols;
+}
 static inline float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 static inline float rt_gelu_bwd(float x, float dy)
 {

@@ -109,6 +109,13 @@ cases = [
                                   {"op": "maxpool2d", "kernel": 2}, {"op": "flatten"}, L(4)]),
     case("maxpool2d_overlap", [2, 7, 7], [{"op": "conv2d", "out": 3, "kernel": 3},
                                           {"op": "maxpool2d", "kernel": 3, "stride": 2}, {"op": "flatten"}, L(4)]),
+    # padding: the border -inf, never the maximum (a ResNet's stem: 3, stride 2, padding 1)
+    case("maxpool2d_padding", [2, 7, 7], [{"op": "conv2d", "out": 3, "kernel": 3, "padding": 1},
+                                          {"op": "maxpool2d", "kernel": 3, "stride": 2, "padding": 1},
+                                          {"op": "flatten"}, L(4)]),
+    case("maxpool2d_padding_even", [2, 6, 5], [{"op": "conv2d", "out": 2, "kernel": 1},
+                                               {"op": "maxpool2d", "kernel": 2, "padding": 1},
+                                               {"op": "flatten"}, L(4)]),
     case("avgpool2d", [2, 6, 6], [{"op": "conv2d", "out": 3, "kernel": 3, "padding": 1},
                                   {"op": "avgpool2d", "kernel": 2}, {"op": "flatten"}, L(4)]),
     case("flatten", [2, 3, 3], [{"op": "conv2d", "out": 2, "kernel": 1}, {"op": "flatten"}, L(4)]),

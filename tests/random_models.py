@@ -32,7 +32,8 @@ batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label s
 the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
 half of those take a class token (`cls_token`) before the tokens, which `first_token`
 reads alone in 2 of 3 of them; from a twelfth, an image model in four scales and shifts
-its input by channel (`scale` and `shift` lists). Batchnorm's running statistics start away from
+its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
+pads its input. Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -459,6 +460,14 @@ def vit_swaps(r10, r11, layers, C, H):
     layers[k:k + 1] = vit
 
 
+def pool_padding(r13, layers):
+    """a thirteenth generator's: a max pool (1 in 3) pads its input by up to half its kernel
+    (a ResNet's stem: 3, stride 2, padding 1)"""
+    for l in layers:
+        if l["op"] == "maxpool2d" and r13.random() < 1 / 3:
+            l["padding"] = int(r13.integers(1, l["kernel"] // 2 + 1))
+
+
 def pixels_by_channel(r12, x):
     """a twelfth generator's: an image model (1 in 4) scales and shifts its input by
     channel (the input's scale and shift as lists, ImageNet's normalization's form; on
@@ -490,6 +499,7 @@ def draw(r, i):
     moe_swaps(np.random.default_rng([SEED, i, 6]), layers)
     r9 = np.random.default_rng([SEED, i, 9])
     if kind == "image":
+        pool_padding(np.random.default_rng([SEED, i, 13]), layers)
         pixels_by_channel(np.random.default_rng([SEED, i, 12]), x)
         C = cnn_swaps(r9, layers, x["shape"][0])
         vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]), layers, C,
@@ -602,7 +612,7 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = F.leaky_relu(x, l.get("negative_slope", 0.01))
             elif op in ("maxpool2d", "avgpool2d"):
                 f = F.max_pool2d if op == "maxpool2d" else F.avg_pool2d
-                x = f(x, l["kernel"], l.get("stride", l["kernel"]))
+                x = f(x, l["kernel"], l.get("stride", l["kernel"]), l.get("padding", 0))
             elif op == "flatten":
                 x = x.flatten(1)
             elif op == "tokens":   # [B, C, H, W] or [B, C, L] -> [B, HW, C]

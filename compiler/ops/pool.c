@@ -1,10 +1,26 @@
 /* pool.c: maxpool2d and avgpool2d over [C, H, W] (stride defaults to the kernel): the
  * graph and shapes, the backward rule and the lowering (runtime calls; maxpool's
- * backward finds the argmax again from x). */
+ * backward finds the argmax again from x). maxpool2d's padding is a node of its own
+ * (N_PAD: the input in planes bordered by -inf, one elementwise loop each way) before a
+ * pool without padding: a border element is never the maximum, as PyTorch's window
+ * never visits it. */
+#include <math.h>
 #include <string.h>
 #include "op.h"
 
-/* [C, H, W] -> [C, OH, OW], OH = (H - kernel) / stride + 1 (OW alike) */
+/* x [C, H, W] bordered by p rows and columns of -inf on each side */
+static Tensor *build_pad(GraphCtx *c, const LayerArgs *a, Tensor *x, int64_t p)
+{
+    int64_t shp[3] = {x->shape[0], x->shape[1] + 2 * p, x->shape[2] + 2 * p};
+    Tensor *y = act_tensor(c, a->l->path, layer_ident("maxpool_pad", a->pfx), 3, shp);
+    y->origin = a->at;
+    y->what = "maxpool2d's input bordered by -inf (its padding)";
+    Node *nd = layer_node(c, a, N_PAD, x, y);
+    nd->conv[5] = p;
+    return y;
+}
+
+/* [C, H, W] -> [C, OH, OW], OH = (H + 2 padding - kernel) / stride + 1 (OW alike) */
 static void build_pool(GraphCtx *c, const LayerArgs *a)
 {
     const Layer *l = a->l;
@@ -14,6 +30,11 @@ static void build_pool(GraphCtx *c, const LayerArgs *a)
     if (x->rank != 3)
         layer_error(c, l, "%s needs a [channels, height, width] input, got %s", op_info[l->op].name,
                     shape_str(x->rank, x->shape));
+    if (2 * l->padding > l->kernel)
+        layer_error(c, l, "padding %lld is more than half the kernel %lld (PyTorch refuses it too: "
+                    "a window would hold padding alone)", (long long)l->padding, (long long)l->kernel);
+    if (l->padding)
+        x = build_pad(c, a, x, l->padding);
     int64_t C = x->shape[0], H = x->shape[1], W = x->shape[2];
     int64_t k = l->kernel, s = l->stride ? l->stride : l->kernel;
     if (H < k || W < k)
@@ -69,6 +90,27 @@ static void lower_pool_bwd(Program *p, Node *nd)
     instr_writes(a, y);
 }
 
+/* y [B, C, H + 2p, W + 2p] = x inside, -inf on the border */
+static void lower_pad(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t pad = nd->conv[5], R = y->shape[1], Cc = y->shape[2];
+    INSTR_EW(p, nd, "maxpool2d's padding: -inf around each plane", y, EW_OTHER,
+             x_select(x_inside(R, Cc, pad), x_arg(0), x_const(-INFINITY)),
+             opd_at(x, ix_unpad(Cc, R, pad)));
+}
+
+/* in[0] = dy [B, C, H + 2p, W + 2p]; out = dx [B, C, H, W], dy's inside */
+static void lower_pad_bwd(Program *p, Node *nd)
+{
+    Tensor *dy = nd->in[0], *dx = nd->out;
+    int64_t pad = nd->conv[5];
+    INSTR_EW(p, nd, "maxpool2d's padding backward: the inside of dy", dx, EW_COPY, x_arg(0),
+             opd_at(dy, ix_pad_in(dx->shape[2], dx->shape[1], pad)));
+}
+
+const NodeDef node_pad = {"pad", GRAD_NODE, N_PAD_BWD, lower_pad};
+const NodeDef node_pad_bwd = {"pad_bwd", GRAD_NONE, 0, lower_pad_bwd};
 const OpDef op_maxpool2d = {.build = build_pool};
 const OpDef op_avgpool2d = {.build = build_pool};
 const NodeDef node_maxpool = {"maxpool", GRAD_NODE, N_MAXPOOL_BWD, lower_pool};

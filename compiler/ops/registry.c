@@ -55,6 +55,7 @@ extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
     node_moe_combine_bwd, node_moe_aux;
 extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_mean_bwd;
 extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_first_token_bwd;
+extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
     [N_CONVERT] = &node_convert,
@@ -104,6 +105,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_CLS_TOKEN_BWD] = &node_cls_token_bwd,
     [N_FIRST_TOKEN] = &node_first_token,
     [N_FIRST_TOKEN_BWD] = &node_first_token_bwd,
+    [N_PAD] = &node_pad,
+    [N_PAD_BWD] = &node_pad_bwd,
 };
 
 /* Every spec op and node kind has its definition (a new kind in ops.h or ir.h that is

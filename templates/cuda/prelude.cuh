@@ -38,6 +38,12 @@ __device__ __forceinline__ uint64_t rt_drop_index(uint64_t i, uint64_t S, uint64
 /* the CPU's rt_tanhf (trainc_rt.h) is plain arithmetic for its vector units; here CUDA's */
 __device__ __forceinline__ float rt_tanhf(float x) { return tanhf(x); }
 __device__ __forceinline__ float rt_sigmoidf(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* a max pool's padding (N_PAD): whether a padded plane's element at (row, column), each
+ * less the border, lies inside the plane [rows, cols] (trainc_rt.h's twin) */
+__device__ __forceinline__ int rt_inside(int64_t r, int64_t c, int64_t rows, int64_t cols)
+{
+    return r >= 0 && r < rows && c >= 0 && c < cols;
+}
 __device__ __forceinline__ float rt_gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float rt_gelu_bwd(float x, float dy)
 {
