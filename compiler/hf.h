@@ -175,7 +175,35 @@ extern const char *const hf_pretrained_keys[];
  * "none" (gelu) or "tanh" (gelu_new, gelu_pytorch_tanh); exits 1 on another */
 const char *hf_gelu_approximate(HfCfg *c, const char *key, const char *dflt);
 
-/* ---- ViTForImageClassification both ways (hf_vit.c) ---- */
+/* ---- image classifiers (hf_image.c; hf_vit.c) ---- */
+
+/* An image classifier's input and target: the images [C, S, S], their pixels as the
+ * input converts them (x * scale + shift, by channel in ch_scale and ch_shift where
+ * they differ, else NULL), the K classes and their names (NULL: transformers' LABEL_k) */
+typedef struct HfImage {
+    int64_t C, S, K;
+    int u8;
+    double scale, shift;
+    double *ch_scale, *ch_shift;
+    char **labels;
+} HfImage;
+/* DIR/preprocessor_config.json's rescale, image_mean and image_std (C set) as the pixels'
+ * scale and shift, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the folder
+ * has none: then 0 */
+int hf_image_pixels(const char *dir, HfImage *im);
+/* config.json's id2label (K and the names), problem_type single-label; label2id and
+ * num_labels read */
+void hf_image_labels(HfCfg *c, HfImage *im);
+/* the model spec's inputs x (u8 images, their scale and shift) and y (classes, labels) */
+void hf_image_inputs(cJSON *model, const HfImage *im);
+/* export: the image input the first layer reads (C, S, its pixels; exit 1 for another
+ * than square u8 or f32 images), and the target's names for K classes */
+void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfImage *im);
+void hf_image_labels_from_spec(const Spec *s, HfImage *im);
+/* config.json's id2label and label2id */
+void hf_image_config_labels(cJSON *c, const HfImage *im);
+/* preprocessor_config.json of image processor TYPE making the pixels (resized to S) */
+cJSON *hf_image_processor(const HfImage *im, const char *type);
 
 /* import hf of a folder whose config.json says model_type "vit" (cfg loaded) */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name);

@@ -1,5 +1,5 @@
-/* hf_vit.c: Hugging Face's ViTForImageClassification both ways. `trainc import hf` of a
- * ViT folder (config.json, preprocessor_config.json where there is one, the weights) as
+/* hf_vit.c: Hugging Face's ViTForImageClassification both ways (its input and classes
+ * through hf_image.c). `trainc import hf` of a ViT folder (config.json, preprocessor_config.json where there is one, the weights) as
  * a model spec of trainc's vision transformer layers (conv2d patches, tokens, cls_token,
  * pos_embedding, pre-norm blocks with attention over all tokens, layernorm, first_token,
  * a linear head: specs/vit_fashion.json's layout and names) and its weights; `trainc
@@ -17,14 +17,10 @@
 /* What the model's shapes and layers depend on, and the names of trainc's layers
  * (import: specs/vit_fashion.json's; export: the spec's own) */
 typedef struct Vit {
-    int64_t C, S, P, D, L, H, FF, K;   /* channels, image side, patch, width, blocks,
-                                          heads, MLP width, classes */
+    HfImage img;                       /* channels, side, classes, pixels, names */
+    int64_t P, D, L, H, FF;            /* patch, width, blocks, heads, MLP width */
     double eps;
     int gelu_tanh, qkv_bias;
-    int u8;                            /* the input is u8 pixels, x * scale + shift */
-    double scale, shift;
-    double *ch_scale, *ch_shift;       /* per channel where they differ, else NULL */
-    char **labels;                     /* the classes' names (id2label), or NULL: LABEL_k */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
     char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *norm2, *fc1, *fc2;
@@ -107,8 +103,8 @@ static void vit_block(const Vit *v, int64_t b, vit_visit fn, void *ctx)
 /* Every tensor, in trainc's order */
 static void vit_walk(const Vit *v, vit_visit fn, void *ctx)
 {
-    int64_t D = v->D, N = (v->S / v->P) * (v->S / v->P);
-    int64_t conv[4] = {D, v->C, v->P, v->P};
+    int64_t D = v->D, N = (v->img.S / v->P) * (v->img.S / v->P);
+    int64_t conv[4] = {D, v->img.C, v->P, v->P};
     same(fn, ctx, xasprintf("%s.weight", v->patch), "vit.embeddings.patch_embeddings.projection.weight",
          4, conv);
     same(fn, ctx, xasprintf("%s.bias", v->patch), "vit.embeddings.patch_embeddings.projection.bias", 1, &D);
@@ -119,7 +115,7 @@ static void vit_walk(const Vit *v, vit_visit fn, void *ctx)
     for (int64_t b = 0; b < v->L; b++)
         vit_block(v, b, fn, ctx);
     layernorm(fn, ctx, v->norm, "vit.layernorm", D);
-    linear(fn, ctx, v->head, "classifier", v->K, D);
+    linear(fn, ctx, v->head, "classifier", v->img.K, D);
 }
 
 /* specs/vit_fashion.json's names, which import writes */
@@ -137,23 +133,6 @@ static void default_names(Vit *v)
 static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                                           "encoder_stride", NULL};
 
-/* id2label's names in v->labels, unless every one is transformers' own LABEL_k */
-static void vit_labels(HfCfg *c, const cJSON *labels, Vit *v)
-{
-    char **names = xcalloc((size_t)v->K, sizeof *names);
-    int own = 0;
-    for (const cJSON *e = labels->child; e; e = e->next) {
-        char *end;
-        long k = strtol(e->string, &end, 10);
-        if (*end || k < 0 || k >= v->K || names[k] || !cJSON_IsString(e))
-            hf_cfg_error(c, "id2label", "the ids 0 to %lld, each once, with a name expected",
-                         (long long)v->K - 1);
-        names[k] = e->valuestring;
-        own |= strcmp(e->valuestring, xasprintf("LABEL_%ld", k)) != 0;
-    }
-    v->labels = own ? names : NULL;
-}
-
 /* config.json as v's sizes; exits 1 naming a key trainc cannot express */
 static void vit_config(HfCfg *c, Vit *v)
 {
@@ -166,93 +145,25 @@ static void vit_config(HfCfg *c, Vit *v)
     v->L = hf_cfg_int(c, "num_hidden_layers", 12);
     v->H = hf_cfg_int(c, "num_attention_heads", 12);
     v->FF = hf_cfg_int(c, "intermediate_size", 3072);
-    v->S = hf_cfg_int(c, "image_size", 224);
+    v->img.S = hf_cfg_int(c, "image_size", 224);
     v->P = hf_cfg_int(c, "patch_size", 16);
-    v->C = hf_cfg_int(c, "num_channels", 3);
+    v->img.C = hf_cfg_int(c, "num_channels", 3);
     v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
     v->qkv_bias = hf_cfg_bool(c, "qkv_bias", 1);
     v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
     if (v->D % v->H)
         hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
                      (long long)v->H, (long long)v->D);
-    if (v->S % v->P)
+    if (v->img.S % v->P)
         hf_cfg_error(c, "patch_size", "%lld does not divide image_size %lld (trainc's patches "
-                     "cover the image)", (long long)v->P, (long long)v->S);
-    const cJSON *labels = hf_cfg_get(c, "id2label");
-    v->K = labels ? cJSON_GetArraySize(labels) : 2;   /* PretrainedConfig's default */
-    if (labels)
-        vit_labels(c, labels, v);
-    if (v->K < 2)
-        hf_cfg_error(c, "id2label", "%lld label: a single output is transformers' regression, "
-                     "which trainc's cross entropy is not", (long long)v->K);
-    const char *pt = hf_cfg_str(c, "problem_type", "single_label_classification");
-    if (strcmp(pt, "single_label_classification"))
-        hf_cfg_error(c, "problem_type", "\"%s\": trainc's loss is single-label cross entropy", pt);
-    hf_cfg_get(c, "label2id");
-    hf_cfg_get(c, "num_labels");
+                     "cover the image)", (long long)v->P, (long long)v->img.S);
+    hf_image_labels(c, &v->img);
     for (int k = 0; vit_ignored[k]; k++)
         hf_cfg_get(c, vit_ignored[k]);   /* read, and nothing to do */
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for vit: it cannot tell whether the "
                      "model computes what trainc would");
-}
-
-/* A preprocessor key's numbers, one a channel (a number: the same for each) into x[C];
- * dflt for each where the key is left out */
-static void channel_values(HfCfg *p, const char *key, double dflt, int64_t C, double *x)
-{
-    const cJSON *a = hf_cfg_get(p, key);
-    for (int64_t k = 0; k < C; k++)
-        x[k] = a && cJSON_IsNumber(a) ? a->valuedouble : dflt;
-    if (!a || cJSON_IsNumber(a))
-        return;
-    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != C)
-        hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
-    int k = 0;
-    for (const cJSON *e = a->child; e; e = e->next, k++) {
-        if (!cJSON_IsNumber(e))
-            hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
-        x[k] = e->valuedouble;
-    }
-}
-
-/* The pixels' conversion, (x * rescale - mean) / std, as the input's scale and shift
- * (by channel where they differ): preprocessor_config.json's, or ViTImageProcessor's
- * defaults (1/255, 0.5, 0.5) where the folder has none (returns 0 then) */
-static int vit_pixels(const char *dir, Vit *v)
-{
-    char *path = xasprintf("%s/preprocessor_config.json", dir);
-    double rescale = 1 / 255.0, *mean = xcalloc((size_t)v->C, sizeof *mean),
-           *std = xcalloc((size_t)v->C, sizeof *std);
-    int have = access(path, F_OK) == 0, normalize = 1;
-    for (int64_t k = 0; k < v->C; k++)
-        mean[k] = std[k] = 0.5;
-    if (have) {
-        HfCfg p;
-        hf_cfg_load(&p, path);
-        rescale = hf_cfg_bool(&p, "do_rescale", 1) ? hf_cfg_num(&p, "rescale_factor", 1 / 255.0) : 1;
-        channel_values(&p, "image_mean", 0.5, v->C, mean);
-        channel_values(&p, "image_std", 0.5, v->C, std);
-        normalize = hf_cfg_bool(&p, "do_normalize", 1);
-        for (int64_t k = 0; k < v->C; k++)
-            if (normalize && std[k] <= 0)
-                hf_cfg_error(&p, "image_std", "must be positive");
-    }
-    v->u8 = 1;
-    v->ch_scale = xcalloc((size_t)v->C, sizeof *v->ch_scale);
-    v->ch_shift = xcalloc((size_t)v->C, sizeof *v->ch_shift);
-    int same = 1;
-    for (int64_t k = 0; k < v->C; k++) {
-        v->ch_scale[k] = normalize ? rescale / std[k] : rescale;
-        v->ch_shift[k] = normalize ? -mean[k] / std[k] : 0;
-        same &= v->ch_scale[k] == v->ch_scale[0] && v->ch_shift[k] == v->ch_shift[0];
-    }
-    v->scale = v->ch_scale[0];
-    v->shift = v->ch_shift[0];
-    if (same)
-        v->ch_scale = v->ch_shift = NULL;
-    return have;
 }
 
 typedef struct VitImp {
@@ -319,24 +230,7 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddNumberToObject(root, "trainc", 1);
     cJSON *m = cJSON_AddObjectToObject(root, "model");
     cJSON_AddStringToObject(m, "name", name);
-    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
-    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
-    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)v->C, (int)v->S, (int)v->S}, 3));
-    cJSON_AddStringToObject(x, "dtype", "u8");
-    if (v->ch_scale) {   /* by channel */
-        cJSON_AddItemToObject(x, "scale", cJSON_CreateDoubleArray(v->ch_scale, (int)v->C));
-        cJSON_AddItemToObject(x, "shift", cJSON_CreateDoubleArray(v->ch_shift, (int)v->C));
-    } else {
-        cJSON_AddNumberToObject(x, "scale", v->scale);
-        if (v->shift != 0)
-            cJSON_AddNumberToObject(x, "shift", v->shift);
-    }
-    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
-    cJSON_AddStringToObject(y, "dtype", "i32");
-    cJSON_AddNumberToObject(y, "classes", (double)v->K);
-    if (v->labels)
-        cJSON_AddItemToObject(y, "labels", cJSON_CreateStringArray((const char *const *)v->labels,
-                                                                   (int)v->K));
+    hf_image_inputs(m, &v->img);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
     cJSON *p = hf_layer(ls, "conv2d", v->patch);
     cJSON_AddNumberToObject(p, "out", (double)v->D);
@@ -344,7 +238,7 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddNumberToObject(p, "stride", (double)v->P);
     hf_layer(ls, "tokens", NULL);
     hf_layer(ls, "cls_token", v->cls);
-    int64_t N = (v->S / v->P) * (v->S / v->P);
+    int64_t N = (v->img.S / v->P) * (v->img.S / v->P);
     cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", v->pos), "max_len", (double)(N + 1));
     cJSON *rep = hf_layer(ls, "repeat", "blocks");
     cJSON_AddNumberToObject(rep, "count", (double)v->L);
@@ -362,7 +256,7 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc2), "out", (double)v->D);
     cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
     hf_layer(ls, "first_token", NULL);
-    cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->K);
+    cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->img.K);
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
     cJSON_AddStringToObject(loss, "target", "y");
@@ -395,7 +289,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     Vit v = {0};
     default_names(&v);
     vit_config(cfg, &v);
-    int pre = vit_pixels(dir, &v);
+    int pre = hf_image_pixels(dir, &v.img);
     VitImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
     vit_walk(&v, plan_part, &im);
@@ -411,7 +305,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     hf_write_text("import", xasprintf("%s/train.json", out), vit_train);
     printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
            "as %s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
-           im.out.n, v.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
+           im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)", out,
            out, out);
     return 0;
@@ -516,25 +410,6 @@ static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
     v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m), v->fc2 = hf_layer_name(mb[3], 3, m);
 }
 
-/* The image input's sizes and its conversion to pixels as the model reads them */
-static void vit_input(const Spec *s, const Layer *conv, Vit *v)
-{
-    const InputSpec *x = &s->inputs[0];
-    for (int k = 0; conv->input && k < s->n_inputs; k++)
-        if (!strcmp(s->inputs[k].name, conv->input))
-            x = &s->inputs[k];
-    if (x->rank != 3 || x->shape[1] != x->shape[2])
-        error_at(s->model_file, x->path, "ViTForImageClassification reads square images [C, S, S]");
-    v->C = x->shape[0], v->S = x->shape[1];
-    v->u8 = x->dtype == RT_U8;
-    v->scale = x->has_scale ? x->scale : 1;
-    v->shift = x->has_shift ? x->shift : 0;
-    v->ch_scale = x->ch_scale;
-    v->ch_shift = x->ch_shift;
-    if (x->dtype != RT_U8 && x->dtype != RT_F32)
-        error_at(s->model_file, x->path, "pixels are u8 or f32 for export hf's image processor");
-}
-
 /* The spec's layers as a ViT, or exit 1 naming the first that is not */
 static void vit_match(const Spec *s, Vit *v)
 {
@@ -546,19 +421,17 @@ static void vit_match(const Spec *s, Vit *v)
     if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
         refuse(s, c, "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
     v->D = c->out, v->P = c->kernel;
-    vit_input(s, c, v);
+    hf_image_from_spec(s, c, "ViTForImageClassification", &v->img);
     want(s, ls[1], at, OP_TOKENS);
     want(s, ls[2], at, OP_CLS_TOKEN);
     const Layer *pos = want(s, ls[3], at, OP_POS_EMBEDDING);
-    if (s->positions || pos->max_len != (v->S / v->P) * (v->S / v->P) + 1)
+    if (s->positions || pos->max_len != (v->img.S / v->P) * (v->img.S / v->P) + 1)
         refuse(s, pos, "positions other than one a token and the class token's");
     vit_blocks(s, ls[4], v);
     vit_norm(s, ls[5], at, v);
     want(s, ls[6], at, OP_FIRST_TOKEN);
-    v->K = vit_linear(s, ls[7], at, 0);
-    for (int k = 0; k < s->n_inputs; k++)   /* the classes' names, where the target has them */
-        if (!strcmp(s->inputs[k].name, s->loss_target) && s->inputs[k].classes == v->K)
-            v->labels = s->inputs[k].labels;
+    v->img.K = vit_linear(s, ls[7], at, 0);
+    hf_image_labels_from_spec(s, &v->img);
     if (s->n_layers > 8)
         refuse(s, s->layers[8], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
@@ -628,46 +501,13 @@ static cJSON *vit_hf_config(const Vit *v)
     cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
     cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
-    cJSON_AddNumberToObject(c, "image_size", (double)v->S);
+    cJSON_AddNumberToObject(c, "image_size", (double)v->img.S);
     cJSON_AddNumberToObject(c, "patch_size", (double)v->P);
-    cJSON_AddNumberToObject(c, "num_channels", (double)v->C);
+    cJSON_AddNumberToObject(c, "num_channels", (double)v->img.C);
     cJSON_AddBoolToObject(c, "qkv_bias", v->qkv_bias);
     cJSON_AddNumberToObject(c, "encoder_stride", (double)v->P);
-    cJSON *id = cJSON_AddObjectToObject(c, "id2label"), *lab = cJSON_AddObjectToObject(c, "label2id");
-    for (int64_t k = 0; k < v->K; k++) {
-        char key[32], own[32];
-        snprintf(key, sizeof key, "%lld", (long long)k);
-        snprintf(own, sizeof own, "LABEL_%lld", (long long)k);
-        const char *name = v->labels ? v->labels[k] : own;
-        cJSON_AddStringToObject(id, key, name);
-        cJSON_AddNumberToObject(lab, name, (double)k);
-    }
+    hf_image_config_labels(c, &v->img);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
-    return c;
-}
-
-/* ViTImageProcessor's settings that give the spec's pixels: u8 x rescaled by 1/255 (f32:
- * not), then (x - mean) / std = x * scale + shift, channel by channel */
-static cJSON *vit_preprocessor(const Vit *v)
-{
-    double rescale = v->u8 ? 1 / 255.0 : 1;
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "image_processor_type", "ViTImageProcessor");
-    cJSON_AddTrueToObject(c, "do_resize");
-    cJSON *size = cJSON_AddObjectToObject(c, "size");
-    cJSON_AddNumberToObject(size, "height", (double)v->S);
-    cJSON_AddNumberToObject(size, "width", (double)v->S);
-    cJSON_AddNumberToObject(c, "resample", 2);
-    cJSON_AddBoolToObject(c, "do_rescale", v->u8);
-    cJSON_AddItemToObject(c, "rescale_factor", hf_float(1 / 255.0));
-    cJSON_AddTrueToObject(c, "do_normalize");
-    cJSON *m = cJSON_AddArrayToObject(c, "image_mean"), *sd = cJSON_AddArrayToObject(c, "image_std");
-    for (int64_t k = 0; k < v->C; k++) {
-        double scale = v->ch_scale ? v->ch_scale[k] : v->scale;
-        double std = rescale / scale, mean = -(v->ch_shift ? v->ch_shift[k] : v->shift) * std;
-        cJSON_AddItemToArray(m, hf_float(mean));
-        cJSON_AddItemToArray(sd, hf_float(std));
-    }
     return c;
 }
 
@@ -678,7 +518,7 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
     VitExp e = {0};
     hf_weights_file(&e.w, weights);
     vit_walk(&v, plan_export, &e);
-    char *config = hf_json_text(vit_hf_config(&v)), *pre = hf_json_text(vit_preprocessor(&v));
+    char *config = hf_json_text(vit_hf_config(&v)), *pre = hf_json_text(hf_image_processor(&v.img, "ViTImageProcessor"));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
     write_export(&e, xasprintf("%s/model.safetensors", out));

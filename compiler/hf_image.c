@@ -1,0 +1,182 @@
+/* hf_image.c: what Hugging Face's image classifiers share on the way in and out
+ * (hf_vision.c): the image processor's rescale and normalization as the input's scale
+ * and shift (by channel where they differ) and back, and the classes' names (id2label)
+ * as the target's labels and back. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include "cmd.h"
+#include "hf.h"
+#include "ops/op.h"
+
+/* A preprocessor key's numbers, one a channel (a number: the same for each) into x[C];
+ * dflt for each where the key is left out */
+static void channel_values(HfCfg *p, const char *key, double dflt, int64_t C, double *x)
+{
+    const cJSON *a = hf_cfg_get(p, key);
+    for (int64_t k = 0; k < C; k++)
+        x[k] = a && cJSON_IsNumber(a) ? a->valuedouble : dflt;
+    if (!a || cJSON_IsNumber(a))
+        return;
+    if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != C)
+        hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
+    int k = 0;
+    for (const cJSON *e = a->child; e; e = e->next, k++) {
+        if (!cJSON_IsNumber(e))
+            hf_cfg_error(p, key, "a number or a list of %lld (num_channels) expected", (long long)C);
+        x[k] = e->valuedouble;
+    }
+}
+
+int hf_image_pixels(const char *dir, HfImage *im)
+{
+    char *path = xasprintf("%s/preprocessor_config.json", dir);
+    double rescale = 1 / 255.0, *mean = xcalloc((size_t)im->C, sizeof *mean),
+           *std = xcalloc((size_t)im->C, sizeof *std);
+    int have = access(path, F_OK) == 0, normalize = 1;
+    for (int64_t k = 0; k < im->C; k++)
+        mean[k] = std[k] = 0.5;
+    if (have) {
+        HfCfg p;
+        hf_cfg_load(&p, path);
+        rescale = hf_cfg_bool(&p, "do_rescale", 1) ? hf_cfg_num(&p, "rescale_factor", 1 / 255.0) : 1;
+        channel_values(&p, "image_mean", 0.5, im->C, mean);
+        channel_values(&p, "image_std", 0.5, im->C, std);
+        normalize = hf_cfg_bool(&p, "do_normalize", 1);
+        for (int64_t k = 0; k < im->C; k++)
+            if (normalize && std[k] <= 0)
+                hf_cfg_error(&p, "image_std", "must be positive");
+    }
+    im->u8 = 1;
+    im->ch_scale = xcalloc((size_t)im->C, sizeof *im->ch_scale);
+    im->ch_shift = xcalloc((size_t)im->C, sizeof *im->ch_shift);
+    int same = 1;
+    for (int64_t k = 0; k < im->C; k++) {
+        im->ch_scale[k] = normalize ? rescale / std[k] : rescale;
+        im->ch_shift[k] = normalize ? -mean[k] / std[k] : 0;
+        same &= im->ch_scale[k] == im->ch_scale[0] && im->ch_shift[k] == im->ch_shift[0];
+    }
+    im->scale = im->ch_scale[0];
+    im->shift = im->ch_shift[0];
+    if (same)
+        im->ch_scale = im->ch_shift = NULL;
+    free(mean);
+    free(std);
+    return have;
+}
+
+/* id2label's names, unless every one is transformers' own LABEL_k (then NULL) */
+static char **config_names(HfCfg *c, const cJSON *labels, int64_t K)
+{
+    char **names = xcalloc((size_t)K, sizeof *names);
+    int own = 0;
+    for (const cJSON *e = labels->child; e; e = e->next) {
+        char *end;
+        long k = strtol(e->string, &end, 10);
+        if (*end || k < 0 || k >= K || names[k] || !cJSON_IsString(e))
+            hf_cfg_error(c, "id2label", "the ids 0 to %lld, each once, with a name expected",
+                         (long long)K - 1);
+        names[k] = e->valuestring;
+        own |= strcmp(e->valuestring, xasprintf("LABEL_%ld", k)) != 0;
+    }
+    return own ? names : NULL;
+}
+
+void hf_image_labels(HfCfg *c, HfImage *im)
+{
+    const cJSON *labels = hf_cfg_get(c, "id2label");
+    im->K = labels ? cJSON_GetArraySize(labels) : 2;   /* PretrainedConfig's default */
+    if (labels)
+        im->labels = config_names(c, labels, im->K);
+    if (im->K < 2)
+        hf_cfg_error(c, "id2label", "%lld label: a single output is transformers' regression, "
+                     "which trainc's cross entropy is not", (long long)im->K);
+    const char *pt = hf_cfg_str(c, "problem_type", "single_label_classification");
+    if (strcmp(pt, "single_label_classification"))
+        hf_cfg_error(c, "problem_type", "\"%s\": trainc's loss is single-label cross entropy", pt);
+    hf_cfg_get(c, "label2id");
+    hf_cfg_get(c, "num_labels");
+}
+
+void hf_image_inputs(cJSON *model, const HfImage *im)
+{
+    cJSON *in = cJSON_AddObjectToObject(model, "inputs");
+    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)im->C, (int)im->S, (int)im->S}, 3));
+    cJSON_AddStringToObject(x, "dtype", "u8");
+    if (im->ch_scale) {   /* by channel */
+        cJSON_AddItemToObject(x, "scale", cJSON_CreateDoubleArray(im->ch_scale, (int)im->C));
+        cJSON_AddItemToObject(x, "shift", cJSON_CreateDoubleArray(im->ch_shift, (int)im->C));
+    } else {
+        cJSON_AddNumberToObject(x, "scale", im->scale);
+        if (im->shift != 0)
+            cJSON_AddNumberToObject(x, "shift", im->shift);
+    }
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)im->K);
+    if (im->labels)
+        cJSON_AddItemToObject(y, "labels", cJSON_CreateStringArray((const char *const *)im->labels,
+                                                                   (int)im->K));
+}
+
+void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfImage *im)
+{
+    const InputSpec *x = &s->inputs[0];
+    for (int k = 0; first->input && k < s->n_inputs; k++)
+        if (!strcmp(s->inputs[k].name, first->input))
+            x = &s->inputs[k];
+    if (x->rank != 3 || x->shape[1] != x->shape[2])
+        error_at(s->model_file, x->path, "%s reads square images [C, S, S]", arch);
+    if (x->dtype != RT_U8 && x->dtype != RT_F32)
+        error_at(s->model_file, x->path, "pixels are u8 or f32 for export hf's image processor");
+    im->C = x->shape[0], im->S = x->shape[1];
+    im->u8 = x->dtype == RT_U8;
+    im->scale = x->has_scale ? x->scale : 1;
+    im->shift = x->has_shift ? x->shift : 0;
+    im->ch_scale = x->ch_scale;
+    im->ch_shift = x->ch_shift;
+}
+
+void hf_image_labels_from_spec(const Spec *s, HfImage *im)
+{
+    for (int k = 0; k < s->n_inputs; k++)
+        if (!strcmp(s->inputs[k].name, s->loss_target) && s->inputs[k].classes == im->K)
+            im->labels = s->inputs[k].labels;
+}
+
+void hf_image_config_labels(cJSON *c, const HfImage *im)
+{
+    cJSON *id = cJSON_AddObjectToObject(c, "id2label"), *lab = cJSON_AddObjectToObject(c, "label2id");
+    for (int64_t k = 0; k < im->K; k++) {
+        char key[32], own[32];
+        snprintf(key, sizeof key, "%lld", (long long)k);
+        snprintf(own, sizeof own, "LABEL_%lld", (long long)k);
+        const char *name = im->labels ? im->labels[k] : own;
+        cJSON_AddStringToObject(id, key, name);
+        cJSON_AddNumberToObject(lab, name, (double)k);
+    }
+}
+
+cJSON *hf_image_processor(const HfImage *im, const char *type)
+{
+    double rescale = im->u8 ? 1 / 255.0 : 1;
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddStringToObject(c, "image_processor_type", type);
+    cJSON_AddTrueToObject(c, "do_resize");
+    cJSON *size = cJSON_AddObjectToObject(c, "size");
+    cJSON_AddNumberToObject(size, "height", (double)im->S);
+    cJSON_AddNumberToObject(size, "width", (double)im->S);
+    cJSON_AddNumberToObject(c, "resample", 2);
+    cJSON_AddBoolToObject(c, "do_rescale", im->u8);
+    cJSON_AddItemToObject(c, "rescale_factor", hf_float(1 / 255.0));
+    cJSON_AddTrueToObject(c, "do_normalize");
+    cJSON *m = cJSON_AddArrayToObject(c, "image_mean"), *sd = cJSON_AddArrayToObject(c, "image_std");
+    for (int64_t k = 0; k < im->C; k++) {
+        double scale = im->ch_scale ? im->ch_scale[k] : im->scale;
+        double std = rescale / scale, mean = -(im->ch_shift ? im->ch_shift[k] : im->shift) * std;
+        cJSON_AddItemToArray(m, hf_float(mean));
+        cJSON_AddItemToArray(sd, hf_float(std));
+    }
+    return c;
+}
