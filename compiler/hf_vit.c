@@ -1,9 +1,10 @@
 /* hf_vit.c: Hugging Face's ViTForImageClassification both ways (its input and classes
- * through hf_image.c). `trainc import hf` of a ViT folder (config.json, preprocessor_config.json where there is one, the weights) as
- * a model spec of trainc's vision transformer layers (conv2d patches, tokens, cls_token,
- * pos_embedding, pre-norm blocks with attention over all tokens, layernorm, first_token,
- * a linear head: specs/vit_fashion.json's layout and names) and its weights; `trainc
- * export hf` of a spec of that layout back to config.json, preprocessor_config.json and
+ * through hf_image.c). `trainc import hf` of a ViT folder (config.json,
+ * preprocessor_config.json where there is one, the weights) as a model spec of trainc's
+ * vision transformer layers (conv2d patches, tokens, cls_token, pos_embedding, pre-norm
+ * blocks with attention over all tokens, layernorm, first_token, a linear head:
+ * specs/vit_fashion.json's layout and names) and its weights; `trainc export hf` of a
+ * spec of that layout back to config.json, preprocessor_config.json and
  * model.safetensors. One table (vit_walk) pairs each of trainc's tensors with the
  * transformers tensors it is made of, for both. */
 #include <math.h>
