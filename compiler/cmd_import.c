@@ -1857,16 +1857,23 @@ static char *name_of(const char *out, const char *type)
 int cmd_import(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]%s%s",
-                    argc >= 2 ? " (the one format is hf, not " : "", argc >= 2 ? "another)" : "");
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
+                    "[--image-size S]%s%s", argc >= 2 ? " (the one format is hf, not " : "",
+                    argc >= 2 ? "another)" : "");
     const char *dir = NULL, *out = NULL, *adapter = NULL;
-    int64_t T = 0;
+    int64_t T = 0, S = 0;
     for (int i = 2; i < argc; i++) {
         if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
             out = opt_value(argc, argv, &i, argv[i]);
         else if (!strcmp(argv[i], "--adapter"))
             adapter = opt_value(argc, argv, &i, argv[i]);
-        else if (!strcmp(argv[i], "--seq-len")) {
+        else if (!strcmp(argv[i], "--image-size")) {
+            const char *v = opt_value(argc, argv, &i, "--image-size");
+            char *end;
+            S = strtoll(v, &end, 10);
+            if (*end || S < 1 || S > 1 << 16)
+                error_input("import: --image-size %s: a positive integer expected", v);
+        } else if (!strcmp(argv[i], "--seq-len")) {
             const char *v = opt_value(argc, argv, &i, "--seq-len");
             char *end;
             T = strtoll(v, &end, 10);
@@ -1878,18 +1885,24 @@ int cmd_import(int argc, char **argv)
             dir = argv[i];
     }
     if (!dir || !out)
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR]");
+        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
+                    "[--image-size S]");
     Imp im = {.dir = dir};
     HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
     const char *type = hf_cfg_str(&im.cfg, "model_type", "");
-    if (!strcmp(type, "vit")) {   /* an image classifier: hf_vit.c */
-        if (T || adapter)
-            error_input("import: %s with a ViT (an image model: no sequence, no adapters)",
-                        T ? "--seq-len" : "--adapter");
+    int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
+    if (image && (T || adapter))   /* an image classifier: hf_vit.c, hf_resnet.c */
+        error_input("import: %s with %s (an image model: no sequence, no adapters)",
+                    T ? "--seq-len" : "--adapter", type);
+    if (S && strcmp(type, "resnet"))
+        error_input("import: --image-size is for a resnet (its images' side); %s", image
+                    ? "a vit's is config.json's image_size" : "this is no image model");
+    if (!strcmp(type, "vit"))
         return hf_vit_import(&im.cfg, dir, out, name_of(out, type));
-    }
+    if (!strcmp(type, "resnet"))
+        return hf_resnet_import(&im.cfg, dir, out, name_of(out, type), S);
     read_config(&im, &a);
     if (!T)
         T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;

@@ -196,6 +196,11 @@ int hf_image_pixels(const char *dir, HfImage *im);
 void hf_image_labels(HfCfg *c, HfImage *im);
 /* the model spec's inputs x (u8 images, their scale and shift) and y (classes, labels) */
 void hf_image_inputs(cJSON *model, const HfImage *im);
+/* the model spec's loss: cross entropy on y */
+void hf_image_loss(cJSON *model);
+/* train.json for fine-tuning (data in OUT/data/{train,val}_{x,y}.npy, 3 epochs, cosine,
+ * bf16-mixed): the optimizer's JSON object, a clip at 1.0 or not */
+char *hf_image_train(const char *optimizer, int clip);
 /* export: the image input the first layer reads (C, S, its pixels; exit 1 for another
  * than square u8 or f32 images), and the target's names for K classes */
 void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfImage *im);
@@ -205,6 +210,9 @@ void hf_image_config_labels(cJSON *c, const HfImage *im);
 /* preprocessor_config.json of image processor TYPE making the pixels (resized to S) */
 cJSON *hf_image_processor(const HfImage *im, const char *type);
 
+/* import hf of a folder whose config.json says model_type "resnet" (cfg loaded), for
+ * images of side S (0: 224) */
+int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S);
 /* import hf of a folder whose config.json says model_type "vit" (cfg loaded) */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name);
 /* Whether the spec is an image model with tokens (a vision transformer): export hf's */

@@ -120,6 +120,36 @@ void hf_image_inputs(cJSON *model, const HfImage *im)
                                                                    (int)im->K));
 }
 
+void hf_image_loss(cJSON *model)
+{
+    cJSON *loss = cJSON_AddObjectToObject(model, "loss");
+    cJSON_AddStringToObject(loss, "op", "cross_entropy");
+    cJSON_AddStringToObject(loss, "target", "y");
+}
+
+char *hf_image_train(const char *optimizer, int clip)
+{
+    return xasprintf(
+        "{\n"
+        "  \"trainc\": 1,\n"
+        "  \"train\": {\n"
+        "    \"data\": {\n"
+        "      \"train\": {\"x\": \"data/train_x.npy\", \"y\": \"data/train_y.npy\"},\n"
+        "      \"val\": {\"x\": \"data/val_x.npy\", \"y\": \"data/val_y.npy\"}\n"
+        "    },\n"
+        "    \"batch_size\": 64,\n"
+        "    \"epochs\": 3,\n"
+        "    \"optimizer\": %s,\n"
+        "    \"schedule\": {\"type\": \"cosine\", \"warmup_steps\": 50, \"final_lr_frac\": 0.0},\n"
+        "%s"
+        "    \"precision\": \"bf16-mixed\",\n"
+        "    \"validate\": {\"every_epochs\": 1},\n"
+        "    \"seed\": 1337,\n"
+        "    \"log_every\": 10\n"
+        "  }\n"
+        "}\n", optimizer, clip ? "    \"grad_clip\": 1.0,\n" : "");
+}
+
 void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfImage *im)
 {
     const InputSpec *x = &s->inputs[0];

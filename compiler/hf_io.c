@@ -102,7 +102,8 @@ static void add_entry(HfWeights *w, int file, const cJSON *e, uint64_t data0, ui
     uint64_t a = (uint64_t)cJSON_GetArrayItem(off, 0)->valuedouble;
     uint64_t b = (uint64_t)cJSON_GetArrayItem(off, 1)->valuedouble;
     float probe;
-    int esize = rt_st_to_f32(&probe, (unsigned char[8]){0}, 0, t->dtype);
+    /* I64: a batchnorm's num_batches_tracked (hf_resnet.c reads it; hf_read refuses it) */
+    int esize = strcmp(t->dtype, "I64") ? rt_st_to_f32(&probe, (unsigned char[8]){0}, 0, t->dtype) : 8;
     if (esize < 0)
         error_input("%s: tensor '%s' is stored as %s: trainc reads F32, F16, BF16 and F64", path,
                     t->name, t->dtype);
@@ -204,6 +205,9 @@ float *hf_read(const HfWeights *w, const HfTensor *t)
     float *x = malloc((size_t)(t->numel ? t->numel : 1) * sizeof *x);
     if (!raw || !x)
         die("out of memory reading %s from %s", t->name, path);
+    if (!strcmp(t->dtype, "I64"))
+        error_input("%s: tensor '%s' is stored as I64 (a count), not as the floats of a weight",
+                    path, t->name);
     read_exact(w->fds[t->file], raw, t->bytes, t->at, path);
     rt_st_to_f32(x, raw, t->numel, t->dtype);
     free(raw);

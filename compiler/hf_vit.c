@@ -258,32 +258,10 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
     hf_layer(ls, "first_token", NULL);
     cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->img.K);
-    cJSON *loss = cJSON_AddObjectToObject(m, "loss");
-    cJSON_AddStringToObject(loss, "op", "cross_entropy");
-    cJSON_AddStringToObject(loss, "target", "y");
+    hf_image_loss(m);
     return root;
 }
 
-/* train.json: a fine-tuning start the user edits (data paths relative to OUT) */
-static const char vit_train[] =
-    "{\n"
-    "  \"trainc\": 1,\n"
-    "  \"train\": {\n"
-    "    \"data\": {\n"
-    "      \"train\": {\"x\": \"data/train_x.npy\", \"y\": \"data/train_y.npy\"},\n"
-    "      \"val\": {\"x\": \"data/val_x.npy\", \"y\": \"data/val_y.npy\"}\n"
-    "    },\n"
-    "    \"batch_size\": 64,\n"
-    "    \"epochs\": 3,\n"
-    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0},\n"
-    "    \"schedule\": {\"type\": \"cosine\", \"warmup_steps\": 50, \"final_lr_frac\": 0.0},\n"
-    "    \"grad_clip\": 1.0,\n"
-    "    \"precision\": \"bf16-mixed\",\n"
-    "    \"validate\": {\"every_epochs\": 1},\n"
-    "    \"seed\": 1337,\n"
-    "    \"log_every\": 10\n"
-    "  }\n"
-    "}\n";
 
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name)
 {
@@ -303,7 +281,8 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
         cannot_write("import", out);
     write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out), vit_train);
+    hf_write_text("import", xasprintf("%s/train.json", out),
+                  hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0}", 1));
     printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
            "as %s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"

@@ -1,0 +1,53 @@
+"""What tests/vit_hf.py and tests/resnet_hf.py share: the checks' report, trainc's runs,
+an image classifier's pixels as trainc computes them, and the refusals."""
+import json
+import os
+import subprocess
+
+import numpy as np
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+failed = []
+
+
+def check(cond, what):
+    if not cond:
+        failed.append(what)
+    print("%s %s" % ("ok  " if cond else "FAIL", what))
+
+
+def trainc(*args, expect=0):
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    if r.returncode != expect:
+        print(r.stdout + r.stderr)
+        raise SystemExit("trainc %s: exit %d, expected %d" % (args[0], r.returncode, expect))
+    return r
+
+
+def rel(a, b):
+    return abs(a - b) / abs(b)
+
+
+def pixels(spec, x):
+    """the model's pixels as trainc computes them: x * scale + shift in float, each a
+    number or one a channel"""
+    inp = json.load(open(spec))["model"]["inputs"]["x"]
+    ch = lambda v: torch.tensor(np.float32(v)).reshape((-1, 1, 1) if isinstance(v, list) else ())
+    t = torch.from_numpy(x).float() * ch(inp.get("scale", 1.0))
+    return t + ch(inp["shift"]) if "shift" in inp else t
+
+
+def eval_loss(spec, train, weights, out):
+    """trainc --eval's validation loss"""
+    r = trainc("run", spec, train, "--init", weights, "--eval", "--threads", 1, "--out", out)
+    return json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+
+
+def refused(what, args, expect_text, folder=None):
+    """exit 1 with expect_text in the message, and folder not made"""
+    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
+    good = r.returncode == 1 and expect_text in r.stderr and not (folder and os.path.exists(folder))
+    check(good, "refused: %s (%s)" % (what, r.stderr.strip().splitlines()[-1] if r.stderr.strip()
+                                      else "exit %d" % r.returncode))

@@ -1,0 +1,151 @@
+"""trainc import hf of ResNetForImageClassification against transformers.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
+exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
+fp32, CPU, one thread, every tensor moved off transformers' init (the batchnorms'
+weights, biases and running statistics too; num_batches_tracked 7):
+
+- a basic ResNet (resnet-18's layers: two 3x3 convs a layer; stages of 8 and 16
+  channels, 2 and 1 layers, a projection shortcut where the stride and width change) on
+  32x32 RGB images normalized by channel (ImageNet's mean and std, as microsoft/resnet's
+  image processors), and a bottleneck one (resnet-50's: 1x1, 3x3, 1x1 at a quarter of
+  the width; downsample_in_first_stage and downsample_in_bottleneck) on 40x40 images
+  with ViTImageProcessor's defaults (no preprocessor_config.json), are imported with
+  --image-size; trainc's `--eval` validation loss (the running statistics) equals
+  transformers' eval-mode loss over the same images within 1e-5 relative;
+- one training step at lr 0 from the import: the step's loss is transformers' train-mode
+  loss on the batch (the batch's statistics) within 1e-5, and the running statistics
+  trainc saves are transformers' after that forward (momentum 0.1) within 1e-6,
+  num_batches_tracked 8;
+- refused with exit 1, naming the key, nothing written: hidden_act gelu, a bare
+  ResNetModel, and --image-size for a ViT (its config's image_size is its side).
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from transformers import ResNetConfig, ResNetForImageClassification, ViTImageProcessor
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip resnet_hf: transformers is not importable from %s (make deps makes a venv with "
+          "it)" % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, check, eval_loss, failed, pixels, refused, rel, trainc  # noqa: E402
+OUT = os.path.join(ROOT, "build", "tests", "resnet_hf")
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+
+
+
+
+
+
+
+
+
+def make(name, cfg, processor):
+    m = ResNetForImageClassification(cfg)
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            p.add_(0.05 * torch.randn_like(p))
+        for n, b in m.named_buffers():
+            if n.endswith("running_mean"):
+                b.copy_(0.1 * torch.randn_like(b))
+            elif n.endswith("running_var"):
+                b.copy_(1 + 0.2 * torch.rand_like(b))
+            elif n.endswith("num_batches_tracked"):
+                b.fill_(7)
+    src = os.path.join(OUT, name, "src")
+    m.save_pretrained(src, safe_serialization=True)
+    if processor:
+        processor.save_pretrained(src)
+    return m, src
+
+
+def case(name, cfg, processor, S, n=64):
+    d = os.path.join(OUT, name)
+    m, src = make(name, cfg, processor)
+    imp = d + "/import"
+    trainc("import", "hf", src, "-o", imp, "--image-size", S)
+    spec = imp + "/model.json"
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 256, size=(n, cfg.num_channels, S, S)).astype(np.uint8)
+    y = rng.integers(0, cfg.num_labels, size=n).astype(np.int32)
+    os.makedirs(imp + "/data", exist_ok=True)
+    for part in ("train", "val"):
+        np.save("%s/data/%s_x.npy" % (imp, part), x)
+        np.save("%s/data/%s_y.npy" % (imp, part), y)
+    base = {"data": {"train": {"x": "data/train_x.npy", "y": "data/train_y.npy"},
+                     "val": {"x": "data/val_x.npy", "y": "data/val_y.npy"}},
+            "batch_size": 16, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
+    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(imp + "/eval.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, max_steps=1, log_every=1,
+                                          optimizer={"type": "sgd", "lr": 0.0})},
+              open(imp + "/step.json", "w"))
+    ours = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval")
+    m.eval()
+    with torch.no_grad():
+        theirs = sum(F.cross_entropy(m(pixel_values=pixels(spec, x[b:b + 16])).logits.double(),
+                                     torch.from_numpy(y[b:b + 16]).long()).item()
+                     for b in range(0, n, 16)) / (n // 16)
+    check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers (eval mode) "
+          "%.7f (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+    trainc("run", spec, imp + "/step.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/step")
+    step = [json.loads(l) for l in open(d + "/step/metrics.jsonl") if '"step"' in l and '"loss"' in l]
+    m.train()
+    with torch.no_grad():
+        loss = F.cross_entropy(m(pixel_values=pixels(spec, x[:16])).logits.double(),
+                               torch.from_numpy(y[:16]).long()).item()
+    check(rel(step[0]["loss"], loss) <= 1e-5, "%s: a training step's loss %.7f, transformers' "
+          "(train mode) %.7f (%.1e)" % (name, step[0]["loss"], loss, rel(step[0]["loss"], loss)))
+    w = load_file(d + "/step/model.safetensors")
+    hf = dict(m.named_buffers())
+    # trainc's names and transformers' sort alike here (stage and layer numbers below 10;
+    # norm1, norm2, norm3, then the shortcut's, as layer.0, .1, .2, then shortcut)
+    names = {n: h for n, h in zip(sorted(k for k in w if "running" in k or "num_batches" in k),
+                                  sorted(k for k in hf))}
+    worst = max(float((w[n].double() - hf[h].double()).abs().max()) for n, h in names.items()
+                if "running" in n)
+    counts = {int(w[n]) for n in w if n.endswith("num_batches_tracked")}
+    check(worst <= 1e-6 and counts == {8}, "%s: the running statistics after the step are "
+          "transformers' (largest difference %.1e), num_batches_tracked %s" % (name, worst, counts))
+
+
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+case("basic", ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[2, 1],
+                           layer_type="basic", num_labels=5),
+     ViTImageProcessor(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]), 32)
+case("bottleneck", ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[16, 32], depths=[1, 2],
+                                layer_type="bottleneck", downsample_in_first_stage=True,
+                                downsample_in_bottleneck=True, num_labels=3), None, 40)
+src = os.path.join(OUT, "basic", "src")
+bad = os.path.join(OUT, "bad")
+c = json.load(open(src + "/config.json"))
+for key, value, text in (("hidden_act", "gelu", "$.hidden_act: \"gelu\": trainc imports a ResNet of relu"),
+                         ("architectures", ["ResNetModel"], "$.architectures: ResNetModel")):
+    shutil.copytree(src, bad, dirs_exist_ok=True)
+    json.dump(dict(c, **{key: value}), open(bad + "/config.json", "w"))
+    refused("config.json's %s %s" % (key, json.dumps(value)), ["import", "hf", bad, "-o", bad + "/o"],
+            text, bad + "/o")
+from transformers import ViTConfig, ViTForImageClassification
+ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, num_channels=1, hidden_size=8,
+                                    num_hidden_layers=1, num_attention_heads=2,
+                                    intermediate_size=8)).save_pretrained(OUT + "/vit")
+refused("--image-size for a ViT", ["import", "hf", OUT + "/vit", "-o", bad + "/o2", "--image-size", 16],
+        "--image-size is for a resnet (its images' side); a vit's is config.json's image_size", bad + "/o2")
+print("resnet_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
+sys.exit(1 if failed else 0)
