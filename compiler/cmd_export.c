@@ -1865,6 +1865,12 @@ int cmd_export(int argc, char **argv)
                         "tokenizer, no adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
         return hf_vit_export(s, weights, out);
     }
+    if (hf_resnet_spec(s)) {   /* a ResNet: ResNetForImageClassification (hf_resnet.c) */
+        if (tok || adapter || s->train.has_lora)
+            error_input("export: %s with a ResNet (an image classifier: no tokenizer, no "
+                        "adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
+        return hf_resnet_export(s, weights, out);
+    }
     match(&e, s);
     token_ids(&e, tok);
     hf_weights_file(&e.w, weights);

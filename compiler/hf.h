@@ -213,6 +213,9 @@ cJSON *hf_image_processor(const HfImage *im, const char *type);
 /* import hf of a folder whose config.json says model_type "resnet" (cfg loaded), for
  * images of side S (0: 224) */
 int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S);
+/* Whether the spec has a residual of convs (a ResNet): export hf's */
+int hf_resnet_spec(const Spec *s);
+int hf_resnet_export(const Spec *s, const char *weights, const char *out);
 /* import hf of a folder whose config.json says model_type "vit" (cfg loaded) */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name);
 /* Whether the spec is an image model with tokens (a vision transformer): export hf's */

@@ -1,4 +1,4 @@
-/* hf_resnet.c: `trainc import hf` of Hugging Face's ResNetForImageClassification
+/* hf_resnet.c: Hugging Face's ResNetForImageClassification both ways: `trainc import hf`
  * (microsoft/resnet-18 to -152: config.json, preprocessor_config.json where there is
  * one, the weights) as a model spec of trainc's layers and its weights, the batchnorms'
  * running statistics among them: the stem (a 7x7 conv2d of stride 2, a batchnorm, relu,
@@ -6,8 +6,10 @@
  * convs; bottleneck: 1x1, 3x3, 1x1 at a quarter of the width; each conv followed by a
  * batchnorm, a projection shortcut where the channels or the stride change, relu after
  * the sum), the average over the last feature map and the classifier. The image's side
- * is --image-size (224: transformers' ResNet takes any). One table (resnet_walk) pairs
- * each of trainc's tensors with the transformers tensor it is. */
+ * is --image-size (224: transformers' ResNet takes any). `trainc export hf` finds that
+ * layout in a spec (its stages where a residual strides or widens) and writes it back.
+ * One table (resnet_walk) pairs each of trainc's tensors with the transformers tensor it
+ * is, for both. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -23,6 +25,12 @@ typedef struct Res {
     int bottleneck;            /* layer_type "bottleneck", else "basic" */
     int down_first;            /* downsample_in_first_stage: stage 0's first layer strides 2 */
     int down_in_1x1;           /* downsample_in_bottleneck: a bottleneck strides in its 1x1 */
+    /* trainc's names (import: its own; export: the spec's): the stem's conv and norm, the
+     * classifier, and each residual layer's, stage by stage */
+    char *stem, *stem_norm, *head;
+    struct ResNames {
+        char *conv[3], *norm[3], *sc_conv, *sc_norm;
+    } *names;
 } Res;
 
 /* What a tensor is: a parameter (fp32), a batchnorm's running statistic (fp32 state) or
@@ -48,12 +56,14 @@ static void conv_norm(res_visit fn, void *ctx, const char *ours, const char *nor
 /* The stride of stage s's first layer */
 static int64_t stage_stride(const Res *r, int s) { return s || r->down_first ? 2 : 1; }
 
-/* Layer j of stage s, from IN channels: its body's convs, then its shortcut's */
-static void res_layer(const Res *r, int s, int64_t j, int64_t in, res_visit fn, void *ctx)
+/* Layer j of stage s (the i-th of the model), from IN channels: its body's convs, then
+ * its shortcut's */
+static void res_layer(const Res *r, int s, int64_t j, int64_t i, int64_t in, res_visit fn,
+                      void *ctx)
 {
     int64_t out = r->width[s], mid = r->bottleneck ? out / 4 : out;
     int64_t st = j ? 1 : stage_stride(r, s);
-    char *ours = xasprintf("stage%d_%lld", s, (long long)j);
+    const struct ResNames *nm = &r->names[i];
     char *th = xasprintf("resnet.encoder.stages.%d.layers.%lld", s, (long long)j);
     int64_t ks[3] = {1, 3, 1}, ins[3] = {in, mid, mid}, outs[3] = {mid, mid, out};
     if (!r->bottleneck) {
@@ -62,26 +72,46 @@ static void res_layer(const Res *r, int s, int64_t j, int64_t in, res_visit fn, 
         outs[1] = out;
     }
     for (int c = 0; c < (r->bottleneck ? 3 : 2); c++)
-        conv_norm(fn, ctx, xasprintf("%s.conv%d", ours, c + 1), xasprintf("%s.norm%d", ours, c + 1),
-                  xasprintf("%s.layer.%d", th, c), outs[c], ins[c], ks[c]);
+        conv_norm(fn, ctx, nm->conv[c], nm->norm[c], xasprintf("%s.layer.%d", th, c), outs[c],
+                  ins[c], ks[c]);
     if (in != out || st != 1)
-        conv_norm(fn, ctx, xasprintf("%s.shortcut.conv", ours), xasprintf("%s.shortcut.norm", ours),
-                  xasprintf("%s.shortcut", th), out, in, 1);
+        conv_norm(fn, ctx, nm->sc_conv, nm->sc_norm, xasprintf("%s.shortcut", th), out, in, 1);
 }
 
 /* Every tensor, in trainc's order */
 static void resnet_walk(const Res *r, res_visit fn, void *ctx)
 {
-    conv_norm(fn, ctx, "embedder", "embedder_norm", "resnet.embedder.embedder", r->E, r->img.C, 7);
-    int64_t in = r->E;
+    conv_norm(fn, ctx, r->stem, r->stem_norm, "resnet.embedder.embedder", r->E, r->img.C, 7);
+    int64_t in = r->E, i = 0;
     for (int s = 0; s < r->n; s++)
-        for (int64_t j = 0; j < r->depth[s]; j++) {
-            res_layer(r, s, j, in, fn, ctx);
+        for (int64_t j = 0; j < r->depth[s]; j++, i++) {
+            res_layer(r, s, j, i, in, fn, ctx);
             in = r->width[s];
         }
-    fn(ctx, xstrdup("classifier.weight"), xstrdup("classifier.1.weight"), 2,
+    fn(ctx, xasprintf("%s.weight", r->head), xstrdup("classifier.1.weight"), 2,
        (int64_t[]){r->img.K, in}, RES_PARAM);
-    fn(ctx, xstrdup("classifier.bias"), xstrdup("classifier.1.bias"), 1, &r->img.K, RES_PARAM);
+    fn(ctx, xasprintf("%s.bias", r->head), xstrdup("classifier.1.bias"), 1, &r->img.K, RES_PARAM);
+}
+
+/* import's names: stage S's layer J the residual "stageS_J" (body conv1, norm1, ...;
+ * shortcut conv, norm), the stem "embedder" and "embedder_norm", "classifier" */
+static void default_names(Res *r)
+{
+    r->stem = "embedder", r->stem_norm = "embedder_norm", r->head = "classifier";
+    int64_t total = 0;
+    for (int s = 0; s < r->n; s++)
+        total += r->depth[s];
+    r->names = xcalloc((size_t)total, sizeof *r->names);
+    for (int s = 0, i = 0; s < r->n; s++)
+        for (int64_t j = 0; j < r->depth[s]; j++, i++) {
+            char *p = xasprintf("stage%d_%lld", s, (long long)j);
+            for (int c = 0; c < 3; c++) {
+                r->names[i].conv[c] = xasprintf("%s.conv%d", p, c + 1);
+                r->names[i].norm[c] = xasprintf("%s.norm%d", p, c + 1);
+            }
+            r->names[i].sc_conv = xasprintf("%s.shortcut.conv", p);
+            r->names[i].sc_norm = xasprintf("%s.shortcut.norm", p);
+        }
 }
 
 /* ---- config ------------------------------------------------------------------- */
@@ -223,13 +253,43 @@ static cJSON *resnet_spec(const Res *r, const char *name)
 
 /* ---- the weights ---------------------------------------------------------------- */
 
+/* A weights file being planned (import: trainc's tensors from transformers'; export:
+ * transformers' from trainc's): the file read, the tensors written in order (the
+ * parameters, then the state or buffers) and each one's source */
 typedef struct ResImp {
-    const char *dir;
+    const char *dir;           /* what was read, for errors */
     HfWeights w;
-    rt_param *p;               /* trainc's tensors: the parameters, then the state */
+    rt_param *p;
     const HfTensor **src;
     int n, n_params, cap;
 } ResImp;
+
+/* NAME (rank, shape, kind) to be written from SRC: the parameters first, a state tensor
+ * after them all */
+static void add_tensor(ResImp *im, char *name, int rank, const int64_t *shape, int kind,
+                       const HfTensor *src)
+{
+    if (im->n == im->cap) {
+        im->cap = im->cap ? 2 * im->cap : 64;
+        im->p = realloc(im->p, (size_t)im->cap * sizeof *im->p);
+        im->src = realloc(im->src, (size_t)im->cap * sizeof *im->src);
+        if (!im->p || !im->src)
+            die("out of memory");
+    }
+    int at = kind == RES_PARAM ? im->n_params++ : im->n;
+    memmove(im->p + at + 1, im->p + at, (size_t)(im->n - at) * sizeof *im->p);
+    memmove(im->src + at + 1, im->src + at, (size_t)(im->n - at) * sizeof *im->src);
+    rt_param *p = &im->p[at];
+    memset(p, 0, sizeof *p);
+    p->name = name;
+    p->rank = rank;
+    p->numel = 1;
+    for (int d = 0; d < rank; d++)
+        p->numel *= (p->shape[d] = shape[d]);
+    p->dtype = kind == RES_COUNT ? RT_I64 : kind == RES_STATE ? RT_F32 : 0;
+    im->src[at] = src;
+    im->n++;
+}
 
 /* resnet_walk's visit: the checkpoint's tensor THEIRS taken for trainc's OURS */
 static void plan(void *ctx, char *ours, char *theirs, int rank, const int64_t *shape, int kind)
@@ -247,27 +307,7 @@ static void plan(void *ctx, char *ours, char *theirs, int rank, const int64_t *s
                     t->dtype, shape_str(t->rank, t->shape), kind == RES_COUNT ? "I64" : "a float",
                     shape_str(rank, shape));
     t->used = 1;
-    if (im->n == im->cap) {
-        im->cap = im->cap ? 2 * im->cap : 64;
-        im->p = realloc(im->p, (size_t)im->cap * sizeof *im->p);
-        im->src = realloc(im->src, (size_t)im->cap * sizeof *im->src);
-        if (!im->p || !im->src)
-            die("out of memory");
-    }
-    /* the parameters first: a state tensor waits at the end, a parameter goes before it */
-    int at = kind == RES_PARAM ? im->n_params++ : im->n;
-    memmove(im->p + at + 1, im->p + at, (size_t)(im->n - at) * sizeof *im->p);
-    memmove(im->src + at + 1, im->src + at, (size_t)(im->n - at) * sizeof *im->src);
-    rt_param *p = &im->p[at];
-    memset(p, 0, sizeof *p);
-    p->name = ours;
-    p->rank = rank;
-    p->numel = 1;
-    for (int d = 0; d < rank; d++)
-        p->numel *= (p->shape[d] = shape[d]);
-    p->dtype = kind == RES_COUNT ? RT_I64 : kind == RES_STATE ? RT_F32 : 0;
-    im->src[at] = t;
-    im->n++;
+    add_tensor(im, ours, rank, shape, kind, t);
     free(theirs);
 }
 
@@ -283,7 +323,9 @@ static void read_count(const ResImp *im, const HfTensor *t, float two[2])
     memcpy(two, &v, 8);
 }
 
-static void write_import(const ResImp *im, const char *path)
+/* The tensors planned, written to PATH (for CMD's errors): the parameters, then the
+ * state (running statistics; each count's int64) */
+static void write_tensors(const ResImp *im, const char *path, const char *cmd)
 {
     rt_model m = {0};
     m.n_params = im->n_params;
@@ -292,7 +334,7 @@ static void write_import(const ResImp *im, const char *path)
     m.state = im->p + im->n_params;
     rt_st_out *o = rt_st_open(path, &m);
     if (!o)
-        cannot_write("import", path);
+        cannot_write(cmd, path);
     for (int i = 0; i < im->n; i++) {
         if (im->p[i].dtype == RT_I64) {   /* rt_st_put writes the two floats' bytes */
             float two[2];
@@ -305,7 +347,7 @@ static void write_import(const ResImp *im, const char *path)
         free(x);
     }
     if (rt_st_close(o) != 0)
-        cannot_write("import", path);
+        cannot_write(cmd, path);
 }
 
 int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S)
@@ -313,6 +355,7 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
     Res r = {0};
     r.img.S = S ? S : 224;
     resnet_config(cfg, &r);
+    default_names(&r);
     int pre = hf_image_pixels(dir, &r.img);
     ResImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
@@ -324,7 +367,7 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
     char *text = hf_json_text(resnet_spec(&r, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
-    write_import(&im, xasprintf("%s/init.safetensors", out));
+    write_tensors(&im, xasprintf("%s/init.safetensors", out), "import");
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
                   hf_image_train("{\"type\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.9, "
@@ -335,5 +378,239 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
            pre ? "preprocessor_config.json says"
                : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
            out, out, out);
+    return 0;
+}
+
+/* ---- export --------------------------------------------------------------------- */
+
+int hf_resnet_spec(const Spec *s)
+{
+    for (int i = 0; i < s->n_layers; i++)
+        if (s->layers[i]->op == OP_RESIDUAL && s->layers[i]->n_body &&
+            s->layers[i]->body[0]->op == OP_CONV2D)
+            return 1;
+    return 0;
+}
+
+static const char res_layout[] =
+    "conv2d (7, stride 2, padding 3, no bias), batchnorm, relu, maxpool2d (3, stride 2, "
+    "padding 1), residuals each followed by relu (basic: conv2d 3x3, batchnorm, relu, conv2d "
+    "3x3, batchnorm; bottleneck: 1x1, 3x3, 1x1 at a quarter of the width; a shortcut of a 1x1 "
+    "conv2d and a batchnorm where the channels or the stride change), avgpool2d over the last "
+    "map, flatten, linear";
+
+_Noreturn static void refuse(const Spec *s, const Layer *l, const char *at, const char *what)
+{
+    error_at(s->model_file, l ? l->path : at, "%s where export hf's ResNetForImageClassification "
+             "has its layers: %s", what, res_layout);
+}
+
+static const Layer *want(const Spec *s, const Layer *l, const char *at, int op)
+{
+    if (!l || l->op != op)
+        refuse(s, l, at, xasprintf("%s, not %s,", l ? op_info[l->op].name : "nothing",
+                                   op_info[op].name));
+    return l;
+}
+
+/* a conv2d of kernel k without bias (its stride returned), padding k / 2 */
+static int64_t res_conv(const Spec *s, const Layer *l, const char *at, int64_t k)
+{
+    want(s, l, at, OP_CONV2D);
+    if (l->kernel != k || l->padding != k / 2 || l->groups != 1 || l->bias)
+        refuse(s, l, at, xasprintf("a conv2d other than %lldx%lld, padding %lld, no bias,",
+                                   (long long)k, (long long)k, (long long)(k / 2)));
+    return l->stride ? l->stride : 1;
+}
+
+/* a batchnorm as transformers' BatchNorm2d has it (eps 1e-5, momentum 0.1, affine) */
+static void res_norm(const Spec *s, const Layer *l, const char *at)
+{
+    want(s, l, at, OP_BATCHNORM);
+    if (l->eps != 1e-5 || l->momentum != 0.1 || !l->affine)
+        refuse(s, l, at, "a batchnorm other than eps 1e-5, momentum 0.1, affine,");
+}
+
+/* One residual layer: its kind (1 bottleneck), out channels, stride, where a bottleneck
+ * strides (1: its 1x1), and its names, into *nm */
+typedef struct ResSeen {
+    int bottleneck, in_1x1, shortcut;
+    int64_t out, stride;
+} ResSeen;
+
+static ResSeen res_residual(const Spec *s, const Layer *l, int idx, struct ResNames *nm)
+{
+    ResSeen v = {0};
+    char *p = l->name ? xasprintf("%s.", hf_layer_name(l, idx, "")) : "";
+    Layer **b = l->body;
+    v.bottleneck = l->n_body == 8;
+    if (l->n_body != 5 && l->n_body != 8)
+        refuse(s, l, l->path, "a residual of other than 5 or 8 layers");
+    int convs = v.bottleneck ? 3 : 2;
+    for (int c = 0; c < convs; c++) {
+        int64_t k = v.bottleneck && c != 1 ? 1 : 3;
+        int64_t st = res_conv(s, b[3 * c], l->path, k);
+        res_norm(s, b[3 * c + 1], l->path);
+        if (c + 1 < convs)
+            want(s, b[3 * c + 2], l->path, OP_RELU);
+        if (st != 1) {
+            if (v.stride || c == convs - 1)
+                refuse(s, b[3 * c], l->path, "a stride in another conv2d");
+            v.stride = st;
+            v.in_1x1 = c == 0;
+        }
+        nm->conv[c] = hf_layer_name(b[3 * c], 3 * c, p);
+        nm->norm[c] = hf_layer_name(b[3 * c + 1], 3 * c + 1, p);
+    }
+    if (!v.stride)
+        v.stride = 1;
+    v.out = b[3 * (convs - 1)]->out;
+    if (v.bottleneck && (b[0]->out != v.out / 4 || b[3]->out != v.out / 4 || v.out % 4))
+        refuse(s, l, l->path, "a bottleneck other than a quarter of its width");
+    v.shortcut = l->n_shortcut > 0;
+    if (v.shortcut) {
+        if (l->n_shortcut != 2 || res_conv(s, l->shortcut[0], l->path, 1) != v.stride)
+            refuse(s, l, l->path, "a shortcut other than a 1x1 conv2d of the layer's stride and a "
+                   "batchnorm");
+        res_norm(s, l->shortcut[1], l->path);
+        char *sc = xasprintf("%sshortcut.", p);
+        nm->sc_conv = hf_layer_name(l->shortcut[0], 0, sc);
+        nm->sc_norm = hf_layer_name(l->shortcut[1], 1, sc);
+    }
+    return v;
+}
+
+/* The residuals from layers[k], each followed by relu, into stages (a new one where the
+ * stride is 2 or the width changes); returns the index after them */
+static int res_stages(const Spec *s, int k, Res *r)
+{
+    r->width = xcalloc((size_t)s->n_layers, sizeof *r->width);
+    r->depth = xcalloc((size_t)s->n_layers, sizeof *r->depth);
+    r->names = xcalloc((size_t)s->n_layers, sizeof *r->names);
+    int64_t in = r->E, i = 0;
+    int strided = 0;
+    r->n = 0;
+    for (; k < s->n_layers && s->layers[k]->op == OP_RESIDUAL; k += 2, i++) {
+        const Layer *l = s->layers[k];
+        ResSeen v = res_residual(s, l, k, &r->names[i]);
+        want(s, k + 1 < s->n_layers ? s->layers[k + 1] : NULL, l->path, OP_RELU);
+        if (i == 0)
+            r->bottleneck = v.bottleneck, r->down_first = v.stride == 2;
+        if (v.bottleneck != r->bottleneck)
+            refuse(s, l, l->path, "basic and bottleneck layers mixed");
+        if (v.stride == 2 && v.bottleneck) {   /* all in the 1x1, or all in the 3x3 */
+            if (strided++ && v.in_1x1 != r->down_in_1x1)
+                refuse(s, l, l->path, "bottlenecks striding in different convs");
+            r->down_in_1x1 = v.in_1x1;
+        }
+        int fresh = i == 0 || v.stride != 1 || v.out != r->width[r->n - 1];
+        if (fresh && i && v.stride != 2)
+            refuse(s, l, l->path, "a stage after the first that does not stride 2");
+        if (v.stride > 2 || v.shortcut != (in != v.out || v.stride != 1))
+            refuse(s, l, l->path, "a shortcut where the channels and stride stay (or none where "
+                   "they change)");
+        if (fresh)
+            r->width[r->n++] = v.out;
+        r->depth[r->n - 1]++;
+        in = v.out;
+    }
+    if (!i)
+        refuse(s, k < s->n_layers ? s->layers[k] : NULL, "$.model.layers", "no residual layer");
+    return k;
+}
+
+static void res_match(const Spec *s, Res *r)
+{
+    const char *at = "$.model.layers";
+    Layer **ls = s->layers;
+    int n = s->n_layers;
+    const Layer *c = want(s, n > 0 ? ls[0] : NULL, at, OP_CONV2D);
+    if (res_conv(s, c, at, 7) != 2)
+        refuse(s, c, at, "a stem of another stride than 2");
+    r->E = c->out;
+    hf_image_from_spec(s, c, "ResNetForImageClassification", &r->img);
+    res_norm(s, n > 1 ? ls[1] : NULL, at);
+    want(s, n > 2 ? ls[2] : NULL, at, OP_RELU);
+    const Layer *mp = want(s, n > 3 ? ls[3] : NULL, at, OP_MAXPOOL2D);
+    if (mp->kernel != 3 || mp->stride != 2 || mp->padding != 1)
+        refuse(s, mp, at, "a max pool other than 3, stride 2, padding 1,");
+    r->stem = hf_layer_name(ls[0], 0, ""), r->stem_norm = hf_layer_name(ls[1], 1, "");
+    int k = res_stages(s, 4, r);
+    int64_t h = side(side(r->img.S, 7, 2, 3), 3, 2, 1);
+    for (int st = 0; st < r->n; st++)
+        h = side(h, 1, st || r->down_first ? 2 : 1, 0);
+    const Layer *ap = want(s, k < n ? ls[k] : NULL, at, OP_AVGPOOL2D);
+    if (ap->kernel != h || (ap->stride && ap->stride != h))
+        refuse(s, ap, at, xasprintf("an average pool other than over the whole %lldx%lld map,",
+                                    (long long)h, (long long)h));
+    want(s, k + 1 < n ? ls[k + 1] : NULL, at, OP_FLATTEN);
+    const Layer *fc = want(s, k + 2 < n ? ls[k + 2] : NULL, at, OP_LINEAR);
+    if (!fc->bias || fc->tie)
+        refuse(s, fc, at, "a classifier without bias");
+    if (k + 3 < n)
+        refuse(s, ls[k + 3], at, "a layer after the classifier");
+    if (s->loss != RT_LOSS_CROSS_ENTROPY)
+        error_at(s->model_file, "$.model.loss", "ResNetForImageClassification's loss is cross entropy");
+    r->img.K = fc->out;
+    r->head = hf_layer_name(fc, k + 2, "");
+    hf_image_labels_from_spec(s, &r->img);
+}
+
+/* resnet_walk's visit: trainc's tensor OURS, written as THEIRS */
+static void plan_export(void *ctx, char *ours, char *theirs, int rank, const int64_t *shape,
+                        int kind)
+{
+    ResImp *e = ctx;
+    HfTensor *t = hf_find(&e->w, ours);
+    int ok = t && t->rank == rank && (kind == RES_COUNT) == !strcmp(t->dtype, "I64");
+    for (int d = 0; ok && d < rank; d++)
+        ok = t->shape[d] == shape[d];
+    if (!ok)
+        error_input("%s: %s '%s' %s (the spec's model has it)", e->w.paths[0],
+                    t ? "tensor" : "no tensor", ours, t ? xasprintf("has not the spec's shape %s",
+                                                             shape_str(rank, shape)) : "");
+    t->used = 1;
+    add_tensor(e, theirs, rank, shape, kind, t);
+    free(ours);
+}
+
+static cJSON *resnet_hf_config(const Res *r)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(ar, cJSON_CreateString("ResNetForImageClassification"));
+    cJSON_AddStringToObject(c, "model_type", "resnet");
+    cJSON_AddNumberToObject(c, "num_channels", (double)r->img.C);
+    cJSON_AddNumberToObject(c, "embedding_size", (double)r->E);
+    cJSON *w = cJSON_AddArrayToObject(c, "hidden_sizes"), *d = cJSON_AddArrayToObject(c, "depths");
+    for (int s = 0; s < r->n; s++) {
+        cJSON_AddItemToArray(w, cJSON_CreateNumber((double)r->width[s]));
+        cJSON_AddItemToArray(d, cJSON_CreateNumber((double)r->depth[s]));
+    }
+    cJSON_AddStringToObject(c, "layer_type", r->bottleneck ? "bottleneck" : "basic");
+    cJSON_AddStringToObject(c, "hidden_act", "relu");
+    cJSON_AddBoolToObject(c, "downsample_in_first_stage", r->down_first);
+    cJSON_AddBoolToObject(c, "downsample_in_bottleneck", r->down_in_1x1);
+    hf_image_config_labels(c, &r->img);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+int hf_resnet_export(const Spec *s, const char *weights, const char *out)
+{
+    Res r = {0};
+    res_match(s, &r);
+    ResImp e = {.dir = weights};
+    hf_weights_file(&e.w, weights);
+    resnet_walk(&r, plan_export, &e);
+    char *config = hf_json_text(resnet_hf_config(&r));
+    char *pre = hf_json_text(hf_image_processor(&r.img, "ViTImageProcessor"));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    write_tensors(&e, xasprintf("%s/model.safetensors", out), "export");
+    hf_write_text("export", xasprintf("%s/config.json", out), config);
+    hf_write_text("export", xasprintf("%s/preprocessor_config.json", out), pre);
+    printf("trainc: export: %s -> %s/config.json (resnet, %d stages), %s/preprocessor_config.json, "
+           "%s/model.safetensors (%d tensors)\n", weights, out, r.n, out, out, e.n);
     return 0;
 }

@@ -45,6 +45,19 @@ def eval_loss(spec, train, weights, out):
     return json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
 
 
+def processor_agrees(name, folder, spec, x):
+    """the folder's image processor (ViTImageProcessor's defaults where it has none) makes
+    trainc's pixels of the u8 images"""
+    have = os.path.exists(folder + "/preprocessor_config.json")
+    from transformers import ViTImageProcessor
+    proc = ViTImageProcessor.from_pretrained(folder) if have else ViTImageProcessor()
+    imgs = [np.ascontiguousarray(im.transpose(1, 2, 0)) for im in x[:8]]   # HWC
+    theirs = proc(imgs, do_resize=False, return_tensors="np")["pixel_values"]
+    d = float(np.max(np.abs(theirs - pixels(spec, x[:8]).numpy())))
+    check(d <= 1e-6, "%s: %s image processor gives trainc's pixels (largest difference %.1e)"
+          % (name, os.path.relpath(folder, os.path.join(ROOT, "build", "tests")) + "'s" if have else "ViTImageProcessor's default", d))
+
+
 def refused(what, args, expect_text, folder=None):
     """exit 1 with expect_text in the message, and folder not made"""
     r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""trainc import hf of ResNetForImageClassification against transformers.
+"""trainc import hf and export hf of ResNetForImageClassification against transformers.
 
 HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
 exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
@@ -17,8 +17,12 @@ weights, biases and running statistics too; num_batches_tracked 7):
   loss on the batch (the batch's statistics) within 1e-5, and the running statistics
   trainc saves are transformers' after that forward (momentum 0.1) within 1e-6,
   num_batches_tracked 8;
-- refused with exit 1, naming the key, nothing written: hidden_act gelu, a bare
-  ResNetModel, and --image-size for a ViT (its config's image_size is its side).
+- import then export gives back every tensor of the folder bit for bit (the counts I64);
+  5 SGD steps from the import, exported: from_pretrained's loss is trainc's --eval within
+  1e-5, and the exported image processor makes trainc's pixels;
+- refused with exit 1, naming the key or layer, nothing written: hidden_act gelu, a bare
+  ResNetModel, --image-size for a ViT (its config's image_size is its side), and the
+  export of a ResNet whose average pool does not cover the last map.
 """
 import json
 import os
@@ -39,7 +43,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import ROOT, check, eval_loss, failed, pixels, refused, rel, trainc  # noqa: E402
+from image_hf import (ROOT, check, eval_loss, failed, pixels, processor_agrees, refused,  # noqa: E402
+                      rel, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "resnet_hf")
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -120,6 +125,34 @@ def case(name, cfg, processor, S, n=64):
     counts = {int(w[n]) for n in w if n.endswith("num_batches_tracked")}
     check(worst <= 1e-6 and counts == {8}, "%s: the running statistics after the step are "
           "transformers' (largest difference %.1e), num_batches_tracked %s" % (name, worst, counts))
+    exported(name, m, src, spec, imp, d, x, y)
+
+
+def exported(name, m, src, spec, imp, d, x, y):
+    """import then export gives back the folder; 5 SGD steps from the import, exported,
+    compute trainc's --eval loss in transformers"""
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
+           d + "/back")
+    a, b = load_file(src + "/model.safetensors"), load_file(d + "/back/model.safetensors")
+    same = set(a) == set(b) and all(torch.equal(a[k], b[k]) and a[k].dtype == b[k].dtype for k in a)
+    check(same, "%s: import then export gives back the folder's %d tensors bit for bit (the "
+          "counts I64)" % (name, len(a)))
+    json.dump({"trainc": 1, "train": dict(json.load(open(imp + "/step.json"))["train"], max_steps=5,
+                                          optimizer={"type": "sgd", "lr": 0.05, "momentum": 0.9})},
+              open(imp + "/train5.json", "w"))
+    trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/run5")
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", d + "/run5/model.safetensors", "-o",
+           d + "/hf")
+    ours = eval_loss(spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/eval5")
+    t = ResNetForImageClassification.from_pretrained(d + "/hf").eval()
+    with torch.no_grad():
+        theirs = sum(F.cross_entropy(t(pixel_values=pixels(spec, x[b:b + 16])).logits.double(),
+                                     torch.from_numpy(y[b:b + 16]).long()).item()
+                     for b in range(0, len(x), 16)) / (len(x) // 16)
+    check(rel(ours, theirs) <= 1e-5, "%s: trained 5 steps, exported, from_pretrained's loss %.7f, "
+          "trainc --eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
+    processor_agrees(name, d + "/hf", spec, x)
 
 
 
@@ -147,5 +180,12 @@ ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, num_channels=1, 
                                     intermediate_size=8)).save_pretrained(OUT + "/vit")
 refused("--image-size for a ViT", ["import", "hf", OUT + "/vit", "-o", bad + "/o2", "--image-size", 16],
         "--image-size is for a resnet (its images' side); a vit's is config.json's image_size", bad + "/o2")
+spec = json.load(open(os.path.join(OUT, "basic", "import", "model.json")))
+spec["model"]["layers"][-3]["kernel"] = 1
+json.dump(spec, open(bad + "/pool.json", "w"))
+refused("export of a ResNet whose average pool is not over the whole map",
+        ["export", "hf", bad + "/pool.json", os.path.join(OUT, "basic", "import", "eval.json"), "--weights",
+         os.path.join(OUT, "basic", "import", "init.safetensors"), "-o", bad + "/o3"],
+        "an average pool other than over the whole 4x4 map", bad + "/o3")
 print("resnet_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

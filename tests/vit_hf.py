@@ -48,7 +48,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import ROOT, check, eval_loss, failed, pixels, refused, rel, trainc  # noqa: E402
+from image_hf import (ROOT, check, eval_loss, failed, pixels, processor_agrees, refused,  # noqa: E402
+                      rel, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "vit_hf")
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -71,18 +72,6 @@ def hf_loss(m, spec, x, y):
             logits = m(pixel_values=pixels(spec, x[b:b + 32])).logits.double()
             losses.append(F.cross_entropy(logits, torch.from_numpy(y[b:b + 32]).long()).item())
     return sum(losses) / len(losses)
-
-
-def processor_agrees(name, folder, spec, x):
-    """the folder's image processor (ViTImageProcessor's defaults where it has none) makes
-    trainc's pixels of the u8 images"""
-    have = os.path.exists(folder + "/preprocessor_config.json")
-    proc = ViTImageProcessor.from_pretrained(folder) if have else ViTImageProcessor()
-    imgs = [np.ascontiguousarray(im.transpose(1, 2, 0)) for im in x[:8]]   # HWC
-    theirs = proc(imgs, do_resize=False, return_tensors="np")["pixel_values"]
-    d = float(np.max(np.abs(theirs - pixels(spec, x[:8]).numpy())))
-    check(d <= 1e-6, "%s: %s image processor gives trainc's pixels (largest difference %.1e)"
-          % (name, os.path.relpath(folder, OUT) + "'s" if have else "ViTImageProcessor's default", d))
 
 
 def data(d, x, y):
