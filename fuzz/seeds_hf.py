@@ -19,7 +19,8 @@ experts, top 1), an OLMoE config over its tensors renamed (q and k norms over al
 heads, the experts' weights as the router gives them), a Qwen3-MoE config over them
 (q and k norms per head), a Qwen2-MoE (2 experts, top 1, a gated shared expert) and a
 Granite-MoE config over the Mixtral's tensors stacked (its experts' weights [E, rows,
-cols], Granite's factors), and a ViTForImageClassification (8x8 images in 4x4 patches).
+cols], Granite's factors), a ViTForImageClassification (8x8 images in 4x4 patches) and
+a ResNetForImageClassification (bottleneck layers; its counts I64).
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -38,7 +39,7 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
                           OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM, ViTConfig,
-                          ViTForImageClassification)
+                          ViTForImageClassification, ResNetConfig, ResNetForImageClassification)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -268,13 +269,17 @@ def main():
 
 
 def vit_seed():
-    """ViTForImageClassification (compiler/hf_vit.c), 3 classes"""
+    """ViTForImageClassification (compiler/hf_vit.c) and ResNetForImageClassification
+    (compiler/hf_resnet.c), 3 classes"""
     torch.manual_seed(0)
     vit = ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, num_channels=1,
                                               hidden_size=8, num_hidden_layers=1,
                                               num_attention_heads=2, intermediate_size=16,
                                               num_labels=3))
     seed("vit", [config_bytes(vit), st_bytes(tensors(vit))])
+    resnet = ResNetForImageClassification(ResNetConfig(embedding_size=8, hidden_sizes=[8, 16],
+                                                       depths=[1, 1], num_labels=3))
+    seed("resnet", [config_bytes(resnet), st_bytes(tensors(resnet))])
 
 
 if __name__ == "__main__":
