@@ -85,8 +85,9 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
 }
 
 /* Rules between the model and the training spec. */
-/* loader.augment crops and flips the image inputs ([C, H, W]); its zero padding is
- * zero after scale and shift only when the shift is 0 (the loader moves raw values) */
+/* loader.augment crops and flips the image inputs ([C, H, W]); its padding (the loader
+ * moves raw values, and pads with raw 0s) is 0 after scale and shift where the shift is
+ * 0, which "fill": "zero" needs; "raw" takes the raw 0 (a flip alone pads nothing) */
 static int check_augment(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
 {
     int images = 0;
@@ -99,11 +100,13 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
         for (int64_t c = 0; in->ch_shift && c < in->shape[0]; c++)
             if (in->ch_shift[c] != 0)
                 shift = in->ch_shift[c];
-        if (shift != 0) {
-            snprintf(key, keylen, "loader.augment");
-            snprintf(err, errlen, "loader.augment pads with zeros after scale and shift, and "
-                     "input '%s' has shift %g: the loader moves its raw values, so only a "
-                     "shift of 0 is supported", in->name, shift);
+        const rt_train_config *t = &s->train;
+        if (shift != 0 && t->has_crop && t->crop_padding > 0 && t->crop_fill == 0) {
+            snprintf(key, keylen, "loader.augment.random_crop");
+            snprintf(err, errlen, "random_crop pads with zeros after scale and shift, and "
+                     "input '%s' has shift %g: the loader moves its raw values, so that takes "
+                     "a shift of 0; \"fill\": \"raw\" pads with raw 0s instead (black pixels, "
+                     "as torchvision's RandomCrop before Normalize)", in->name, shift);
             return -1;
         }
     }

@@ -40,8 +40,8 @@ typedef struct Field {
     size_t off, off2;      /* off2: F_PAIR's second double, F_DATA's count */
     int nullable;
     int quiet;             /* F_SECTION, F_INT, F_REAL, F_GLOBS: left out of the dump
-                              while null (a key added after specs were hashed: theirs
-                              keep their hash) */
+                              while null, F_ENUM while its first value (a key added after
+                              specs were hashed: theirs keep their hash) */
     int64_t min, max;      /* F_INT */
     int range;             /* F_REAL, F_PAIR */
     const char *names;     /* F_ENUM: values in the order of the RT_ enum, space-separated */
@@ -59,6 +59,7 @@ typedef struct Field {
 #define REAL_OR_NULL_QUIET(f, r) REAL_OR_NULL(f, r), .quiet = 1
 #define BOOL(f) .type = F_BOOL, .off = OFF(f)
 #define ENUM(f, n) .type = F_ENUM, .off = OFF(f), .names = n
+#define ENUM_QUIET(f, n) ENUM(f, n), .quiet = 1   /* its default the first name */
 #define DURATION(f) .type = F_DURATION, .off = OFF(f), .nullable = 1
 #define PAIR(a, b, r) .type = F_PAIR, .off = OFF(a), .off2 = OFF(b), .range = r
 #define PATH(f) .type = F_PATH, .off = OFF(f), .nullable = 1
@@ -165,6 +166,7 @@ typedef struct Field {
     X("loader.augment", "null", SECTION_QUIET(has_augment))                             \
     X("loader.augment.random_crop", "null", SECTION(has_crop))                          \
     X("loader.augment.random_crop.padding", "0", INT(crop_padding, 0, 4096))            \
+    X("loader.augment.random_crop.fill", "zero", ENUM_QUIET(crop_fill, "zero raw"))     \
     X("loader.augment.hflip", "false", BOOL(hflip))                                     \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
@@ -1162,8 +1164,9 @@ char **rt_config_dump(const rt_train_config *c, int *n)
             continue;   /* left out: its default follows other fields (rt_epochs) */
         if (f->quiet && ((f->type == F_INT && *AT(c, f, const int64_t) == -1) ||
                          (f->type == F_REAL && isnan(*AT(c, f, const double))) ||
-                         (f->type == F_GLOBS && !*AT(c, f, const char))))
-            continue;   /* left out while null */
+                         (f->type == F_GLOBS && !*AT(c, f, const char)) ||
+                         (f->type == F_ENUM && *AT(c, f, const int) == 0)))
+            continue;   /* left out while null (an enum: at its first value) */
         if (f->type == F_SECTION && f->quiet && !*AT(c, f, const int)) {
             size_t len = strlen(f->key);   /* left out, with its subkeys */
             while (i + 1 < N_FIELDS && !strncmp(fields[i + 1].key, f->key, len) &&

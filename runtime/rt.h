@@ -289,6 +289,9 @@ typedef struct rt_train_config {
                                   token data (the model's positions from it); -1 = null */
     int has_augment, has_crop; /* loader.augment and its random_crop given */
     int64_t crop_padding;      /* loader.augment.random_crop.padding */
+    int crop_fill;             /* loader.augment.random_crop.fill: 0 "zero" (0 after scale and
+                                  shift), 1 "raw" (a raw 0, before them: torchvision's
+                                  RandomCrop on images, then Normalize) */
     int hflip;                 /* loader.augment.hflip */
     uint64_t seed;
     int64_t log_every;

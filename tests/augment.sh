@@ -10,6 +10,8 @@
 #   - without loader.augment the losses differ from the first step on (it is on), and
 #     validation is never augmented: an --eval of the same weights gives the same
 #     numbers with and without it.
+# And an input shifted by channel: a crop refused without "fill": "raw", flips alone
+# and "fill": "raw" taken.
 set -eu
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -103,3 +105,27 @@ worst = max(abs(x[2] - y[2]) / max(abs(x[2]), 1e-6) for x, y in zip(a, b))
 assert worst <= 1e-6, (worst, a, b)
 print(f"ok   fake GPU, data and augmentation on the device: {len(a)} numbers within {worst:.1e} of the CPU's")
 PY
+
+# an input shifted by channel (ImageNet's normalization): a crop's zero padding needs a
+# shift of 0 (refused, naming "fill": "raw"), flips alone pad nothing, and "fill": "raw"
+# pads raw 0s (black pixels before scale and shift, as torchvision's RandomCrop before
+# Normalize): the checks pass and a run trains
+$PY - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/aug.json"))
+s["model"]["inputs"]["x"].update(scale=[0.0171], shift=[-2.0])
+for name, aug in (("crop", {"random_crop": {"padding": 2}}), ("flip", {"hflip": True}),
+                  ("raw", {"random_crop": {"padding": 2, "fill": "raw"}, "hflip": True})):
+    t = json.loads(json.dumps(s))
+    t["train"]["loader"]["augment"] = aug
+    json.dump(t, open(f"{d}/shifted_{name}.json", "w"))
+PY
+if "$TRAINC" check "$d/shifted_crop.json" > "$d/crop.log" 2>&1 ||
+   ! grep -q 'random_crop: random_crop pads with zeros.*"fill": "raw" pads with raw 0s' "$d/crop.log"; then
+    cat "$d/crop.log"; echo "FAIL: a crop's zero padding of a shifted input"; exit 1
+fi
+"$TRAINC" check "$d/shifted_flip.json" > /dev/null
+"$TRAINC" run "$d/shifted_raw.json" --threads 1 --quiet --out "$d/raw" --set max_steps=3 \
+    --set validate.every_steps=null --set validate.every_epochs=null
+echo "ok   a shifted input: a crop's zero padding refused (fill raw named), flips alone and fill raw train"

@@ -201,6 +201,7 @@ static const char *other_value(const char *key)
         {"loader.augment", "true"},
         {"loader.augment.random_crop", "true"},
         {"loader.augment.random_crop.padding", "4"},
+        {"loader.augment.random_crop.fill", "raw"},
         {"loader.augment.hflip", "true"},
         {"seed", "18446744073709551615"},
         {"log_every", "1"},
