@@ -565,10 +565,12 @@ static void plan_export(void *ctx, char *ours, char *theirs, int rank, const int
     int ok = t && t->rank == rank && (kind == RES_COUNT) == !strcmp(t->dtype, "I64");
     for (int d = 0; ok && d < rank; d++)
         ok = t->shape[d] == shape[d];
+    if (!t)
+        error_input("%s: no tensor '%s' (the spec's model has it)", e->w.paths[0], ours);
     if (!ok)
-        error_input("%s: %s '%s' %s (the spec's model has it)", e->w.paths[0],
-                    t ? "tensor" : "no tensor", ours, t ? xasprintf("has not the spec's shape %s",
-                                                             shape_str(rank, shape)) : "");
+        error_input("%s: tensor '%s' is %s %s; the spec's model has %s %s", e->w.paths[0], ours,
+                    t->dtype, shape_str(t->rank, t->shape), kind == RES_COUNT ? "I64" : "F32",
+                    shape_str(rank, shape));
     t->used = 1;
     add_tensor(e, theirs, rank, shape, kind, t);
     free(ours);

@@ -21,8 +21,9 @@ weights, biases and running statistics too; num_batches_tracked 7):
   5 SGD steps from the import, exported: from_pretrained's loss is trainc's --eval within
   1e-5, and the exported image processor makes trainc's pixels;
 - refused with exit 1, naming the key or layer, nothing written: hidden_act gelu, a bare
-  ResNetModel, --image-size for a ViT (its config's image_size is its side), and the
-  export of a ResNet whose average pool does not cover the last map.
+  ResNetModel, --image-size for a ViT (its config's image_size is its side), the export
+  of a ResNet whose average pool does not cover the last map, and of weights whose
+  num_batches_tracked is F32.
 """
 import json
 import os
@@ -36,7 +37,7 @@ import torch.nn.functional as F
 try:
     import transformers
     from transformers import ResNetConfig, ResNetForImageClassification, ViTImageProcessor
-    from safetensors.torch import load_file
+    from safetensors.torch import load_file, save_file
 except ImportError:
     print("skip resnet_hf: transformers is not importable from %s (make deps makes a venv with "
           "it)" % sys.executable)
@@ -187,5 +188,12 @@ refused("export of a ResNet whose average pool is not over the whole map",
         ["export", "hf", bad + "/pool.json", os.path.join(OUT, "basic", "import", "eval.json"), "--weights",
          os.path.join(OUT, "basic", "import", "init.safetensors"), "-o", bad + "/o3"],
         "an average pool other than over the whole 4x4 map", bad + "/o3")
+imp = os.path.join(OUT, "basic", "import")
+w = load_file(imp + "/init.safetensors")
+w["embedder_norm.num_batches_tracked"] = w["embedder_norm.num_batches_tracked"].float()
+save_file(w, bad + "/f32count.safetensors")
+refused("export of weights whose count is F32", ["export", "hf", imp + "/model.json", imp + "/eval.json",
+                                                  "--weights", bad + "/f32count.safetensors", "-o", bad + "/o4"],
+        "tensor 'embedder_norm.num_batches_tracked' is F32 []; the spec's model has I64 []", bad + "/o4")
 print("resnet_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
