@@ -191,6 +191,8 @@ typedef struct HfImage {
  * scale and shift, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the folder
  * has none: then 0 */
 int hf_image_pixels(const char *dir, HfImage *im);
+/* exit 1 naming a tensor of W no mapping took (DIR's checkpoint of ARCH) */
+void hf_image_all_used(const HfWeights *w, const char *dir, const char *arch);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);

@@ -360,10 +360,7 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
     ResImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
     resnet_walk(&r, plan, &im);
-    for (int i = 0; i < im.w.n; i++)
-        if (!im.w.t[i].used)
-            error_input("%s: tensor '%s' (in %s) has no place in the ResNetForImageClassification "
-                        "config.json describes", dir, im.w.t[i].name, im.w.paths[im.w.t[i].file]);
+    hf_image_all_used(&im.w, dir, "ResNetForImageClassification");
     char *text = hf_json_text(resnet_spec(&r, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);

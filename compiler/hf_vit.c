@@ -272,10 +272,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     VitImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
     vit_walk(&v, plan_part, &im);
-    for (int i = 0; i < im.w.n; i++)
-        if (!im.w.t[i].used)
-            error_input("%s: tensor '%s' (in %s) has no place in the ViTForImageClassification "
-                        "config.json describes", dir, im.w.t[i].name, im.w.paths[im.w.t[i].file]);
+    hf_image_all_used(&im.w, dir, "ViTForImageClassification");
     char *text = hf_json_text(vit_spec(&v, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
