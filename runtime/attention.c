@@ -220,6 +220,8 @@ typedef struct {
     int64_t window;            /* 0: none */
     const int32_t *pos;        /* [B, T]: each token's position in its packed sequence, or
                                   NULL (positions 0 .. T - 1, one sequence a row) */
+    int32_t *ends;             /* [B, T], not causal with positions: where each token's
+                                  sequence ends (one past its last place); else NULL */
     int causal;
     float scale;
     float cap;                 /* the scores' soft-cap, or 0: none */
@@ -243,6 +245,14 @@ static int64_t att_first(const att_ctx *c, const int32_t *pos, int64_t i)
 {
     int64_t f = c->window && i >= c->window ? i - c->window + 1 : 0;
     return pos && i - pos[i] > f ? i - pos[i] : f;
+}
+
+/* One past row i's last visible key: i + 1 (causal), the end of its sequence (not
+ * causal, packed rows: ends, the batch row's), or T. A block's last row's end is the
+ * block's: sequences end later for later rows. */
+static int64_t att_end(const att_ctx *c, const int32_t *ends, int64_t i)
+{
+    return c->causal ? i + 1 : ends ? ends[i] : c->T;
 }
 
 /* The position rope turns row i by: pos[i] in a packed row, else i. */
@@ -332,7 +342,7 @@ typedef struct {
     const float *q, *k, *v, *dy, *py;
     float *lse, *y, *dq, *dk, *dv;
     const float *plse;
-    const int32_t *pos;
+    const int32_t *pos, *ends;
     int64_t ldk;
 } att_item;
 
@@ -344,7 +354,7 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *S)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_first(c, it->pos, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, it->pos, r0), n = att_end(c, it->ends, r1 - 1) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld;
     int64_t ldq = ld;
@@ -356,7 +366,7 @@ static void att_fwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
     mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t a = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t a = att_first(c, it->pos, i) - k0, len = att_end(c, it->ends, i) - k0;
         float *row = P + r * T;
         memset(row, 0, (size_t)a * sizeof(float));
         if (c->cap > 0)
@@ -395,7 +405,8 @@ static void att_fwd_task(void *ctx, int64_t lo, int64_t hi)
         att_item it = {.q = base + kh * g * hd, .k = base + (c->H + kh) * hd,
                        .v = base + (c->H + c->KV + kh) * hd, .ldk = ld,
                        .lse = c->lse + (b * c->H + kh * g) * T, .y = c->y + b * T * d + kh * g * hd,
-                       .pos = c->pos ? c->pos + b * T : NULL};
+                       .pos = c->pos ? c->pos + b * T : NULL,
+                       .ends = c->ends ? c->ends + b * T : NULL};
         if (tr) {
             for (int64_t t = 0; t < T; t++)
                 att_load_row(c, it.k + t * ld, c->kn, att_rope_at(it.pos, t), kt + t * hd);
@@ -422,7 +433,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
                           float *P, float *dS, float *G, float *S, double *dw)
 {
     int64_t T = c->T, d = c->d, hd = c->hd, ld = c->ld, m = r1 - r0, M = c->g * m;
-    int64_t k0 = att_first(c, it->pos, r0), n = (c->causal ? r1 : T) - k0;
+    int64_t k0 = att_first(c, it->pos, r0), n = att_end(c, it->ends, r1 - 1) - k0;
     int st = att_stacked(c);
     const float *Q = it->q + r0 * ld, *DY = it->dy + r0 * d;
     int64_t ldq = ld, lddy = d;
@@ -435,7 +446,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
     mm_acc(0, 1, M, n, hd, c->scale, Q, ldq, it->k + k0 * it->ldk, it->ldk, P, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t f = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t f = att_first(c, it->pos, i) - k0, len = att_end(c, it->ends, i) - k0;
         memset(P + r * T, 0, (size_t)f * sizeof(float));
         if (c->cap > 0)
             softcap_row(P + r * T + f, G + r * T + f, c->cap, len - f);
@@ -445,7 +456,7 @@ static void att_bwd_block(const att_ctx *c, const att_item *it, int64_t r0, int6
     mm_acc(0, 1, M, n, hd, 1.0f, DY, lddy, it->v + k0 * ld, ld, dS, T);
     for (int64_t r = 0; r < M; r++) {
         int64_t j = r / m, i = r0 + r % m;
-        int64_t f = att_first(c, it->pos, i) - k0, len = (c->causal ? i + 1 : T) - k0;
+        int64_t f = att_first(c, it->pos, i) - k0, len = att_end(c, it->ends, i) - k0;
         memset(dS + r * T, 0, (size_t)f * sizeof(float));
         softmax_bwd_row(dS + r * T + f, P + r * T + f,
                         dot_row(it->dy + j * hd + i * d, it->py + j * hd + i * d, hd), len - f,
@@ -494,7 +505,8 @@ static void att_bwd_task(void *ctx, int64_t lo, int64_t hi)
                        .dy = c->dy + b * T * d + kh * g * hd, .py = c->py + b * T * d + kh * g * hd,
                        .plse = c->plse + (b * c->H + kh * g) * T, .dq = dbase + kh * g * hd,
                        .dk = dbase + (c->H + kh) * hd, .dv = dbase + (c->H + c->KV + kh) * hd,
-                       .pos = c->pos ? c->pos + b * T : NULL, .ldk = ld};
+                       .pos = c->pos ? c->pos + b * T : NULL,
+                       .ends = c->ends ? c->ends + b * T : NULL, .ldk = ld};
         if (tr) {
             for (int64_t t = 0; t < T; t++)
                 att_load_row(c, k + t * ld, c->kn, att_rope_at(it.pos, t), kt + t * hd);
@@ -592,17 +604,30 @@ static void att_options(att_ctx *c, const float *qn, const float *kn, int64_t wi
 }
 
 /* Packed rows' positions (NULL: none), checked: each token's within its sequence,
- * counting up from 0 (0, or the place before's + 1), with a causal mask (the loader
- * checked the data; this guards the calls). */
-static const int32_t *att_positions(const int32_t *pos, int64_t B, int64_t T, int causal)
+ * counting up from 0 (0, or the place before's + 1; the loader checked the data, this
+ * guards the calls). Without a causal mask, each token's sequence end goes to c->ends
+ * (freed by att_done). */
+static void att_positions(att_ctx *c, const int32_t *pos, int64_t B)
 {
-    if (pos && !causal)
-        rt_die("attention: positions with a mask that is not causal");
+    int64_t T = c->T;
     for (int64_t i = 0; pos && i < B * T; i++)
         if (pos[i] != 0 && (i % T == 0 || pos[i] != pos[i - 1] + 1))
             rt_fail("attention: position %d at row %lld, place %lld: not 0 nor one more than "
                     "the place before's", (int)pos[i], (long long)(i / T), (long long)(i % T));
-    return pos;
+    c->pos = pos;
+    if (!pos || c->causal)
+        return;
+    if (!(c->ends = malloc((size_t)(B * T) * sizeof(int32_t))))
+        rt_fail("out of memory allocating attention's sequence ends");
+    for (int64_t i = B * T - 1; i >= 0; i--)
+        c->ends[i] = i % T == T - 1 || pos[i + 1] == 0 ? (int32_t)(i % T + 1) : c->ends[i + 1];
+}
+
+/* Frees what att_options and att_positions allocated. */
+static void att_done(att_ctx *c)
+{
+    free((void *)c->cos);
+    free(c->ends);
 }
 
 void rt_attention_fwd(rt_exec *e, const float *qkv, float *lse, float *y, int64_t B, int64_t T,
@@ -658,12 +683,12 @@ void rt_attention_ext_fwd(rt_exec *e, const float *qkv, const float *qn, const f
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
     att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
-    c.pos = att_positions(pos, B, T, causal);
+    att_positions(&c, pos, B);
     c.qkv = qkv;
     c.lse = lse;
     c.y = y;
     rt_pool_run(e->rt, B * KV, 1, att_fwd_task, &c);
-    free((void *)c.cos);
+    att_done(&c);
 }
 
 /* The decode program's call: row b is the token at position place[b] % T of sequence
@@ -814,7 +839,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
         return;
     att_ctx c = att_setup(T, d, H, KV, causal);
     att_options(&c, qn, kn, window, theta, factor, low, high, orig, ext, scale, softcap, NULL, T);
-    c.pos = att_positions(pos, B, T, causal);
+    att_positions(&c, pos, B);
     c.qkv = qkv;
     c.plse = lse;
     c.py = y;
@@ -834,7 +859,7 @@ void rt_attention_ext_bwd(rt_exec *e, const float *qkv, const float *qn, const f
             dw[j % c.hd] += (float)s;
     }
     free(c.part);
-    free((void *)c.cos);
+    att_done(&c);
 }
 
 /* ---- embedding ----------------------------------------------------------------- */

@@ -29,9 +29,10 @@ repeat_kv does; softmax((q @ k^T) * scale + mask) @ v, scale 1 / sqrt(hd) unless
 case gives one, the scores soft-capped (cap tanh(s / cap), Gemma 2's) where a case gives a
 cap, mask -inf above the diagonal and, with a window W, at keys W or more positions back.
 Packed rows (PACKED): each batch row cut into sequences of random lengths, pos[b, t] the
-token's position in its own; the mask also hides every key before the query's sequence
-(t - pos[b, t]) and rope turns q and k by pos, as transformers' flash-attention path does
-with position_ids that restart at each sequence (DataCollatorWithFlattening).
+token's position in its own; the mask also hides every key of another sequence (causal:
+those before the query's, t - pos[b, t]; without the causal mask, those after its
+sequence's end too) and rope turns q and k by pos, as transformers' flash-attention path
+does with position_ids that restart at each sequence (DataCollatorWithFlattening).
 """
 import math
 import subprocess
@@ -82,6 +83,9 @@ PACKED = [
     (1, 256, 64, 2, 1, 1, 0, 0, (500000.0, None)),               # many blocks of rows
     (2, 100, 64, 8, 2, 1, 40, 1, (10000.0, LLAMA3(8.0, 32))),   # with a window and qk_norm
     (2, 70, 32, 4, 1, 1, 20, 0, (10000.0, {"dims": 8}), None, 3.0),   # soft-cap, partial rope
+    (3, 40, 32, 4, 4, 0, 0, 0, None),                            # no causal mask: each
+    (2, 37, 32, 4, 2, 0, 0, 0, (10000.0, None)),                 # sequence sees itself whole
+    (1, 256, 64, 2, 2, 0, 0, 0, None),                           # (many blocks of rows)
 ]
 
 
@@ -167,8 +171,9 @@ def attention(qkv, B, T, d, H, KV, causal, window, qn, kn, rope, scale, cap=None
         masked |= j > i
     if window:
         masked |= j <= i - window
-    if pos is not None:                                                     # [B, 1, T, T]
-        masked = masked | (j < i - pos[:, None, :, None])
+    if pos is not None:   # keys of another sequence (causal: before the query's)  [B, 1, T, T]
+        start = torch.arange(T) - pos                                       # [B, T]
+        masked = masked | (start[:, None, :, None] != start[:, None, None, :])
     s = s.masked_fill(masked, float("-inf"))
     lse = torch.logsumexp(s, dim=-1)                                        # [B, H, T]
     att = torch.softmax(s, dim=-1)

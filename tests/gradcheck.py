@@ -376,6 +376,13 @@ cases += [
                                            "rope": {"theta": 10000}}, L(7)]),
     packed("attention_packed_window", [E(dim=8), {"op": "attention", "heads": 2, "window": 2,
                                                   "qk_norm": True, "bias": False}, L(7)]),
+    # without a causal mask: each token sees its own sequence whole (an encoder's padded
+    # rows: the padding a sequence of its own), in place and stacked (GQA, rope)
+    packed("attention_packed_bidir", [E(dim=8), {"op": "attention", "heads": 2,
+                                                 "causal": False}, L(7)]),
+    packed("attention_packed_bidir_gqa", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1,
+                                                     "causal": False, "rope": {"theta": 10000}},
+                                          L(7)]),
     # GPT-2's learned position rows, each token's position's
     packed("pos_embedding_packed", [E(dim=8), {"op": "pos_embedding", "max_len": 6},
                                     {"op": "attention", "heads": 2}, L(7)]),

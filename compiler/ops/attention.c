@@ -126,15 +126,13 @@ static AttDims att_dims(GraphCtx *c, const Layer *l, const Tensor *x)
     return a;
 }
 
-/* The model's positions (packed rows), where it has them, as the core node's in[1]: a
- * causal mask cut at each token's sequence start, rope by each token's position. */
+/* The model's positions (packed rows), where it has them, as the core node's in[1]: the
+ * mask cut at the sequences' seams (a causal one at each token's sequence start; without
+ * it, each token sees its own sequence whole), rope by each token's position. */
 static void read_positions(GraphCtx *c, const Layer *l, Node *core, int64_t T)
 {
     if (!c->positions)
         return;
-    if (!l->causal)
-        layer_error(c, l, "the model's positions cut a causal mask at the sequences' seams: "
-                    "this attention is not causal");
     if (c->positions->shape[0] != T)
         layer_error(c, l, "the positions input '%s' holds %lld places, this attention's "
                     "sequence %lld", c->s->positions, (long long)c->positions->shape[0],
