@@ -1782,22 +1782,6 @@ static void token_ids(Ex *e, const char *tok)
     cJSON_Delete(root);
 }
 
-static int copy_file(const char *src, const char *dst)
-{
-    FILE *in = fopen(src, "rb");
-    if (!in)
-        error_input("export: --tokenizer %s: %s", src, strerror(errno));
-    FILE *out = rt_tmp_open(dst);
-    if (!out)
-        cannot_write("export", dst);
-    char buf[1 << 16];
-    size_t r;
-    while ((r = fread(buf, 1, sizeof buf, in)) > 0)
-        fwrite(buf, 1, r, out);
-    fclose(in);
-    return rt_tmp_commit(out, dst);
-}
-
 /* export --adapter: DIR/adapter_model.safetensors and DIR/adapter_config.json */
 static int export_adapter(Ex *e, const Spec *s, const char *out)
 {
@@ -1865,6 +1849,12 @@ int cmd_export(int argc, char **argv)
                         "tokenizer, no adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
         return hf_vit_export(s, weights, out);
     }
+    if (hf_bert_spec(s)) {   /* a text classifier: BERT's or RoBERTa's (hf_bert.c) */
+        if (adapter || s->train.has_lora)
+            error_input("export: %s with a text classifier (no adapters there yet)",
+                        adapter ? "--adapter" : "lora");
+        return hf_bert_export(s, weights, out, tok);
+    }
     if (hf_resnet_spec(s)) {   /* a ResNet: ResNetForImageClassification (hf_resnet.c) */
         if (tok || adapter || s->train.has_lora)
             error_input("export: %s with a ResNet (an image classifier: no tokenizer, no "
@@ -1882,7 +1872,7 @@ int cmd_export(int argc, char **argv)
         cannot_write("export", out);
     write_tensors(&e, xasprintf("%s/model.safetensors", out));
     hf_write_text("export", xasprintf("%s/config.json", out), text);
-    if (tok && copy_file(tok, xasprintf("%s/tokenizer.json", out)) != 0)
+    if (tok && hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out)) != 0)
         cannot_write("export", xasprintf("%s/tokenizer.json", out));
     printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)\n",
            weights, out, family(&e)[0], out, e.out.n);

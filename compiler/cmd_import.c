@@ -1903,6 +1903,11 @@ int cmd_import(int argc, char **argv)
         return hf_vit_import(&im.cfg, dir, out, name_of(out, type));
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(&im.cfg, dir, out, name_of(out, type), S);
+    if (!strcmp(type, "bert") || !strcmp(type, "roberta")) {   /* text classifiers: hf_bert.c */
+        if (adapter)
+            error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
+        return hf_bert_import(&im.cfg, dir, out, name_of(out, type), T);
+    }
     read_config(&im, &a);
     if (!T)
         T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;

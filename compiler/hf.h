@@ -175,6 +175,77 @@ extern const char *const hf_pretrained_keys[];
  * "none" (gelu) or "tanh" (gelu_new, gelu_pytorch_tanh); exits 1 on another */
 const char *hf_gelu_approximate(HfCfg *c, const char *key, const char *dflt);
 
+/* ---- tensors joined one for one or stacked (hf_join.c: hf_vit.c, hf_bert.c) ---- */
+
+/* One of trainc's tensors and the n (1 to 3) transformers tensors it is made of: their
+ * elements one after the other (q, k and v's rows make qkv's; a [1, 1, D] class token
+ * is trainc's [D]); skip: the rows each of theirs holds before trainc's (RoBERTa's
+ * positions' 2: import leaves them out, export writes zeros). */
+typedef struct HfJoin {
+    char *ours;
+    int rank;
+    int64_t shape[4];
+    int n;
+    char *theirs[3];
+    int their_rank;
+    int64_t their_shape[4];    /* each of theirs */
+    int64_t skip;
+} HfJoin;
+typedef void (*hf_join_fn)(void *ctx, const HfJoin *j);
+/* Calls FN with the join (OURS is freed after) */
+void hf_join(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape, int n,
+             const char *const *theirs, int their_rank, const int64_t *their_shape);
+/* one of theirs with trainc's shape; a linear's weight [out, in] and bias [out]; a
+ * layernorm's weight and bias [D] */
+void hf_join_same(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int rank,
+                  const int64_t *shape);
+/* a [rows, cols] of ours that is theirs [skip + rows, cols] past its first skip rows */
+void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
+                  int64_t cols, int64_t skip);
+void hf_join_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
+                    int64_t in);
+void hf_join_layernorm(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t D);
+/* import: a join planned against DIR's tensors (exit 1 naming one missing or of another
+ * shape), then trainc's written in the order planned */
+typedef struct HfJoinImport {
+    const char *dir;
+    HfWeights w;
+    HfOut out;
+    const HfTensor **src;      /* per output tensor, its parts (3 each, NULL after the last) */
+    int64_t *skip;             /* and the elements each part begins with that are not ours */
+} HfJoinImport;
+void hf_join_plan_import(void *ctx, const HfJoin *j);
+void hf_join_write_import(const HfJoinImport *im, const char *path);
+/* exit 1 naming a tensor of W no join took (DIR's checkpoint of ARCH) */
+void hf_join_all_used(const HfWeights *w, const char *dir, const char *arch);
+/* export: a join planned against trainc's weights, then transformers' tensors written */
+typedef struct HfJoinExport {
+    HfWeights w;
+    HfOut out;
+    const HfTensor **src;      /* per output tensor: the trainc tensor it is part of */
+    int64_t *at;               /* its first element there */
+    int64_t *skip;             /* the zeros written before it */
+} HfJoinExport;
+void hf_join_plan_export(void *ctx, const HfJoin *j);
+void hf_join_write_export(const HfJoinExport *e, const char *path);
+/* export: the spec's layers matched to the architecture ARCH's, whose layers LAYERS
+ * lists for the errors (each exits 1 naming the layer) */
+typedef struct HfLayout {
+    const char *arch, *layers;
+} HfLayout;
+/* L, which must be op OP (AT: where the layer is missing) */
+const Layer *hf_want(const Spec *s, const HfLayout *h, const Layer *l, const char *at, int op);
+_Noreturn void hf_refuse(const Spec *s, const HfLayout *h, const Layer *l, const char *what);
+/* a layernorm with weight and bias, its eps the one *EPS holds (0: any; set) */
+void hf_match_norm(const Spec *s, const HfLayout *h, const Layer *l, const char *at, double *eps);
+/* a linear with its bias, OUT wide (0: any, which it returns) */
+int64_t hf_match_linear(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
+                        int64_t out);
+/* an attention over the whole sequence without the Llama family's options */
+void hf_match_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at);
+/* a residual of N layers, no shortcut: the prefix its name gives its body's ("" unnamed) */
+char *hf_match_residual(const Spec *s, const HfLayout *h, const Layer *l, const char *at, int n);
+
 /* ---- image classifiers (hf_image.c; hf_vit.c) ---- */
 
 /* An image classifier's input and target: the images [C, S, S], their pixels as the
@@ -191,8 +262,6 @@ typedef struct HfImage {
  * scale and shift, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the folder
  * has none: then 0 */
 int hf_image_pixels(const char *dir, HfImage *im);
-/* exit 1 naming a tensor of W no mapping took (DIR's checkpoint of ARCH) */
-void hf_image_all_used(const HfWeights *w, const char *dir, const char *arch);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
@@ -223,6 +292,13 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
 /* Whether the spec is an image model with tokens (a vision transformer): export hf's */
 int hf_vit_spec(const Spec *s);
 int hf_vit_export(const Spec *s, const char *weights, const char *out);
+
+/* import hf of a folder whose config.json says model_type "bert" or "roberta" (cfg
+ * loaded): rows of T tokens (0: 128) */
+int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T);
+/* Whether the spec is a text classifier (an embedding first, a first_token): export's */
+int hf_bert_spec(const Spec *s);
+int hf_bert_export(const Spec *s, const char *weights, const char *out, const char *tok);
 
 /* ---- PEFT's LoRA adapters merged at import (hf_adapter.c) ---- */
 
@@ -268,5 +344,8 @@ cJSON *hf_layer(cJSON *list, const char *op, const char *name);
 char *hf_layer_name(const Layer *l, int idx, const char *prefix);
 /* Writes text to PATH atomically (PATH.tmp, renamed); exits as cannot_write does. */
 void hf_write_text(const char *cmd, const char *path, const char *text);
+/* Copies SRC to DST atomically (exit 1 naming SRC when unreadable, as cannot_write does
+ * for DST); 0 */
+int hf_copy_file(const char *cmd, const char *src, const char *dst);
 
 #endif

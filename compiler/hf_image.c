@@ -82,14 +82,6 @@ static char **config_names(HfCfg *c, const cJSON *labels, int64_t K)
     return own ? names : NULL;
 }
 
-void hf_image_all_used(const HfWeights *w, const char *dir, const char *arch)
-{
-    for (int i = 0; i < w->n; i++)
-        if (!w->t[i].used)
-            error_input("%s: tensor '%s' (in %s) has no place in the %s config.json describes",
-                        dir, w->t[i].name, w->paths[w->t[i].file], arch);
-}
-
 void hf_image_labels(HfCfg *c, HfImage *im)
 {
     const cJSON *labels = hf_cfg_get(c, "id2label");

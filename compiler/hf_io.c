@@ -479,6 +479,24 @@ void hf_write_text(const char *cmd, const char *path, const char *text)
         cannot_write(cmd, path);
 }
 
+int hf_copy_file(const char *cmd, const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb");
+    if (!in)
+        error_input("%s: %s: %s", cmd, src, strerror(errno));
+    FILE *out = rt_tmp_open(dst);
+    if (!out)
+        cannot_write(cmd, dst);
+    char buf[1 << 16];
+    size_t r;
+    while ((r = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, r, out);
+    fclose(in);
+    if (rt_tmp_commit(out, dst) != 0)
+        cannot_write(cmd, dst);
+    return 0;
+}
+
 /* src [d0, d1] -> dst [d1, d0] (GPT-2's Conv1D weights, either way) */
 void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1)
 {

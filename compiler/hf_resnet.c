@@ -360,7 +360,7 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
     ResImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
     resnet_walk(&r, plan, &im);
-    hf_image_all_used(&im.w, dir, "ResNetForImageClassification");
+    hf_join_all_used(&im.w, dir, "ResNetForImageClassification");
     char *text = hf_json_text(resnet_spec(&r, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);

@@ -5,8 +5,8 @@
  * blocks with attention over all tokens, layernorm, first_token, a linear head:
  * specs/vit_fashion.json's layout and names) and its weights; `trainc export hf` of a
  * spec of that layout back to config.json, preprocessor_config.json and
- * model.safetensors. One table (vit_walk) pairs each of trainc's tensors with the
- * transformers tensors it is made of, for both. */
+ * model.safetensors. One table (vit_walk, of hf_join.c's joins) pairs each of trainc's
+ * tensors with the transformers tensors it is made of, for both. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,96 +27,52 @@ typedef struct Vit {
     char *norm1, *attn, *norm2, *fc1, *fc2;
 } Vit;
 
-/* One of trainc's tensors and the transformers tensors it is made of: their elements one
- * after the other (q, k and v's rows make qkv's; the class token's [1, 1, D] and the
- * positions' [1, N + 1, D] are trainc's [D] and [N + 1, D]). */
-typedef struct VitPart {
-    char *ours;
-    int rank;
-    int64_t shape[4];
-    int n;
-    char *theirs[3];
-    int their_rank;
-    int64_t their_shape[4];        /* each of theirs */
-} VitPart;
-
-typedef void (*vit_visit)(void *ctx, const VitPart *p);
-
-static void part(vit_visit fn, void *ctx, char *ours, int rank, const int64_t *shape, int n,
-                 const char *const *theirs, int their_rank, const int64_t *their_shape)
-{
-    VitPart p = {.ours = ours, .rank = rank, .n = n, .their_rank = their_rank};
-    memcpy(p.shape, shape, (size_t)rank * sizeof *shape);
-    memcpy(p.their_shape, their_shape, (size_t)their_rank * sizeof *shape);
-    for (int k = 0; k < n; k++)
-        p.theirs[k] = xstrdup(theirs[k]);
-    fn(ctx, &p);
-    for (int k = 0; k < n; k++)
-        free(p.theirs[k]);
-    free(ours);
-}
-
-/* A tensor that is one of theirs with trainc's shape */
-static void same(vit_visit fn, void *ctx, char *ours, const char *theirs, int rank,
-                 const int64_t *shape)
-{
-    part(fn, ctx, ours, rank, shape, 1, &theirs, rank, shape);
-}
-
-/* A linear layer's weight [out, in] and bias [out] */
-static void linear(vit_visit fn, void *ctx, const char *ours, const char *theirs, int64_t out,
-                   int64_t in)
-{
-    same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 2,
-         (int64_t[]){out, in});
-    same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
-}
-
-static void layernorm(vit_visit fn, void *ctx, const char *ours, const char *theirs, int64_t D)
-{
-    same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
-    same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
-}
-
 /* Block b's tensors */
-static void vit_block(const Vit *v, int64_t b, vit_visit fn, void *ctx)
+static void vit_block(const Vit *v, int64_t b, hf_join_fn fn, void *ctx)
 {
-    char *ours = xasprintf(v->block, (long long)b), *th = xasprintf("vit.encoder.layer.%lld.", (long long)b);
+    char *ours = xasprintf(v->block, (long long)b),
+         *th = xasprintf("vit.encoder.layer.%lld.", (long long)b);
     int64_t D = v->D;
-    layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1), xasprintf("%slayernorm_before", th), D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1),
+                      xasprintf("%slayernorm_before", th), D);
     const char *w[3], *bs[3];
     const char *qkv[3] = {"query", "key", "value"};
     for (int k = 0; k < 3; k++) {
         w[k] = xasprintf("%sattention.attention.%s.weight", th, qkv[k]);
         bs[k] = xasprintf("%sattention.attention.%s.bias", th, qkv[k]);
     }
-    part(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->attn), 2, (int64_t[]){3 * D, D}, 3, w, 2,
-         (int64_t[]){D, D});
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->attn), 2, (int64_t[]){3 * D, D}, 3, w, 2,
+            (int64_t[]){D, D});
     if (v->qkv_bias)
-        part(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->attn), 1, (int64_t[]){3 * D}, 3, bs, 1, &D);
-    linear(fn, ctx, xasprintf("%s%s.proj", ours, v->attn), xasprintf("%sattention.output.dense", th),
-           D, D);
-    layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm2), xasprintf("%slayernorm_after", th), D);
-    linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%sintermediate.dense", th), v->FF, D);
-    linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%soutput.dense", th), D, v->FF);
+        hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
+                &D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, v->attn),
+                   xasprintf("%sattention.output.dense", th), D, D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm2),
+                      xasprintf("%slayernorm_after", th), D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%sintermediate.dense", th),
+                   v->FF, D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%soutput.dense", th), D,
+                   v->FF);
 }
 
 /* Every tensor, in trainc's order */
-static void vit_walk(const Vit *v, vit_visit fn, void *ctx)
+static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
 {
     int64_t D = v->D, N = (v->img.S / v->P) * (v->img.S / v->P);
     int64_t conv[4] = {D, v->img.C, v->P, v->P};
-    same(fn, ctx, xasprintf("%s.weight", v->patch), "vit.embeddings.patch_embeddings.projection.weight",
-         4, conv);
-    same(fn, ctx, xasprintf("%s.bias", v->patch), "vit.embeddings.patch_embeddings.projection.bias", 1, &D);
+    hf_join_same(fn, ctx, xasprintf("%s.weight", v->patch),
+                 "vit.embeddings.patch_embeddings.projection.weight", 4, conv);
+    hf_join_same(fn, ctx, xasprintf("%s.bias", v->patch),
+                 "vit.embeddings.patch_embeddings.projection.bias", 1, &D);
     const char *cls = "vit.embeddings.cls_token", *pos = "vit.embeddings.position_embeddings";
-    part(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
-    part(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N + 1, D}, 1, &pos, 3,
-         (int64_t[]){1, N + 1, D});
+    hf_join(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
+    hf_join(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N + 1, D}, 1, &pos, 3,
+            (int64_t[]){1, N + 1, D});
     for (int64_t b = 0; b < v->L; b++)
         vit_block(v, b, fn, ctx);
-    layernorm(fn, ctx, v->norm, "vit.layernorm", D);
-    linear(fn, ctx, v->head, "classifier", v->img.K, D);
+    hf_join_layernorm(fn, ctx, v->norm, "vit.layernorm", D);
+    hf_join_linear(fn, ctx, v->head, "classifier", v->img.K, D);
 }
 
 /* specs/vit_fashion.json's names, which import writes */
@@ -140,8 +96,10 @@ static void vit_config(HfCfg *c, Vit *v)
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
         if (!cJSON_IsString(e) || strcmp(e->valuestring, "ViTForImageClassification"))
-            hf_cfg_error(c, "architectures", "%s: trainc imports a ViT with its classifier "
-                         "(ViTForImageClassification)", cJSON_IsString(e) ? e->valuestring : "an entry");
+            hf_cfg_error(c, "architectures",
+                         "%s: trainc imports a ViT with its classifier "
+                         "(ViTForImageClassification)",
+                         cJSON_IsString(e) ? e->valuestring : "an entry");
     v->D = hf_cfg_int(c, "hidden_size", 768);
     v->L = hf_cfg_int(c, "num_hidden_layers", 12);
     v->H = hf_cfg_int(c, "num_attention_heads", 12);
@@ -165,55 +123,6 @@ static void vit_config(HfCfg *c, Vit *v)
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for vit: it cannot tell whether the "
                      "model computes what trainc would");
-}
-
-typedef struct VitImp {
-    const char *dir;
-    HfWeights w;
-    HfOut out;
-    const HfTensor **src;      /* per output tensor, its parts (3 each) */
-} VitImp;
-
-static void plan_part(void *ctx, const VitPart *p)
-{
-    VitImp *im = ctx;
-    im->src = realloc(im->src, (size_t)(im->out.n + 1) * 3 * sizeof *im->src);
-    if (!im->src)
-        die("out of memory");
-    for (int k = 0; k < 3; k++) {
-        const HfTensor *t = NULL;
-        if (k < p->n) {
-            HfTensor *f = hf_find(&im->w, p->theirs[k]);
-            if (!f)
-                error_input("%s: no tensor '%s' in the weights (config.json's model needs it)",
-                            im->dir, p->theirs[k]);
-            int ok = f->rank == p->their_rank;
-            for (int d = 0; ok && d < f->rank; d++)
-                ok = f->shape[d] == p->their_shape[d];
-            if (!ok)
-                error_input("%s: tensor '%s' has not the shape config.json's model needs (%s)",
-                            im->dir, p->theirs[k], shape_str(p->their_rank, p->their_shape));
-            f->used = 1;
-            t = f;
-        }
-        im->src[im->out.n * 3 + k] = t;
-    }
-    hf_out_add(&im->out, p->ours, p->rank, p->shape);
-}
-
-static void write_import(const VitImp *im, const char *path)
-{
-    rt_st_out *o = hf_out_open(&im->out, path);
-    if (!o)
-        cannot_write("import", path);
-    for (int i = 0; i < im->out.n; i++)
-        for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
-            float *x = hf_read(&im->w, im->src[i * 3 + k]);
-            rt_st_put(o, x, im->src[i * 3 + k]->numel);
-            free(x);
-        }
-    if (rt_st_close(o) != 0)
-        cannot_write("import", path);
 }
 
 /* a pre-norm branch: residual [layernorm NAME, ...] (the rest added by the caller) */
@@ -269,14 +178,14 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     default_names(&v);
     vit_config(cfg, &v);
     int pre = hf_image_pixels(dir, &v.img);
-    VitImp im = {.dir = dir};
+    HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
-    vit_walk(&v, plan_part, &im);
-    hf_image_all_used(&im.w, dir, "ViTForImageClassification");
+    vit_walk(&v, hf_join_plan_import, &im);
+    hf_join_all_used(&im.w, dir, "ViTForImageClassification");
     char *text = hf_json_text(vit_spec(&v, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
-    write_import(&im, xasprintf("%s/init.safetensors", out));
+    hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
                   hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0}", 1));
@@ -298,93 +207,42 @@ int hf_vit_spec(const Spec *s)
     return 0;
 }
 
-static const char vit_layout[] =
+static const HfLayout vit_layout = {
+    "ViTForImageClassification",
     "conv2d (kernel = stride, no padding), tokens, cls_token, pos_embedding, a repeat of "
     "[residual [layernorm, attention], residual [layernorm, linear, gelu, linear]], "
-    "layernorm, first_token, linear";
-
-/* L, which must be op OP (else exit 1 naming it and the layout export writes) */
-static const Layer *want(const Spec *s, const Layer *l, const char *at, int op)
-{
-    if (!l || l->op != op)
-        error_at(s->model_file, l ? l->path : at, "%s where export hf's ViTForImageClassification "
-                 "has %s (its layers: %s)", l ? op_info[l->op].name : "nothing",
-                 op_info[op].name, vit_layout);
-    return l;
-}
-
-_Noreturn static void refuse(const Spec *s, const Layer *l, const char *what)
-{
-    error_at(s->model_file, l->path, "%s: ViTForImageClassification has no place for it", what);
-}
-
-/* a layernorm with weight and bias; its eps the model's one layer_norm_eps */
-static void vit_norm(const Spec *s, const Layer *l, const char *at, Vit *v)
-{
-    want(s, l, at, OP_LAYERNORM);
-    if (!l->affine || !l->bias)
-        refuse(s, l, "a layernorm without its weight or bias");
-    if (v->eps && l->eps != v->eps)
-        refuse(s, l, "a layernorm's eps other than the first's (the config has one layer_norm_eps)");
-    v->eps = l->eps;
-}
-
-/* a linear with its bias, OUT wide (0: any, which it returns) */
-static int64_t vit_linear(const Spec *s, const Layer *l, const char *at, int64_t out)
-{
-    want(s, l, at, OP_LINEAR);
-    if (!l->bias || l->tie)
-        refuse(s, l, l->tie ? "a tied linear" : "a linear without bias");
-    if (out && l->out != out)
-        refuse(s, l, xasprintf("%lld outputs where the model is %lld wide", (long long)l->out,
-                               (long long)out));
-    return l->out;
-}
+    "layernorm, first_token, linear"};
 
 static void vit_attention(const Spec *s, const Layer *l, const char *at, Vit *v)
 {
-    want(s, l, at, OP_ATTENTION);
-    if (l->causal)
-        refuse(s, l, "a causal mask");
-    if ((l->kv_heads && l->kv_heads != l->heads) || l->head_dim || l->window || l->rope.theta ||
-        l->qk_norm || l->att_scale || l->att_softcap || l->il.every)
-        refuse(s, l, "an attention option (kv_heads, head_dim, window, rope, qk_norm, scale, "
-               "softcap, interleave)");
+    hf_match_attention(s, &vit_layout, l, at);
     if (!l->bias || l->bias_qkv)
-        refuse(s, l, "an attention without proj.bias");
+        hf_refuse(s, &vit_layout, l, "an attention without proj.bias");
     v->H = l->heads;
     v->qkv_bias = !l->bias_proj;
 }
 
-/* the residual at l: no shortcut, N layers; the prefix of its body's names */
-static char *vit_residual(const Spec *s, const Layer *l, const char *at, int n, const char *prefix)
-{
-    want(s, l, at, OP_RESIDUAL);
-    if (l->n_shortcut || l->n_body != n)
-        refuse(s, l, xasprintf("a residual of other than %d layers (or with a shortcut)", n));
-    return l->name ? xasprintf("%s%s.", prefix, l->name) : xstrdup(prefix);
-}
-
 static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
 {
-    want(s, rep, "$.model.layers[4]", OP_REPEAT);
+    hf_want(s, &vit_layout, rep, "$.model.layers[4]", OP_REPEAT);
     if (rep->n_body != 2)
-        refuse(s, rep, "a repeat of other than two residuals");
+        hf_refuse(s, &vit_layout, rep, "a repeat of other than two residuals");
     v->L = rep->count;
     v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
-    char *a = vit_residual(s, rep->body[0], rep->path, 2, ""), *m;
+    char *a = hf_match_residual(s, &vit_layout, rep->body[0], rep->path, 2), *m;
     Layer **ab = rep->body[0]->body;
-    vit_norm(s, ab[0], rep->path, v);
+    hf_match_norm(s, &vit_layout, ab[0], rep->path, &v->eps);
     vit_attention(s, ab[1], rep->path, v);
     v->norm1 = hf_layer_name(ab[0], 0, a), v->attn = hf_layer_name(ab[1], 1, a);
-    m = vit_residual(s, rep->body[1], rep->path, 4, "");
+    m = hf_match_residual(s, &vit_layout, rep->body[1], rep->path, 4);
     Layer **mb = rep->body[1]->body;
-    vit_norm(s, mb[0], rep->path, v);
-    v->FF = vit_linear(s, mb[1], rep->path, 0);
-    want(s, mb[2], rep->path, OP_GELU);
+    hf_match_norm(s, &vit_layout, mb[0], rep->path, &v->eps);
+    v->FF = hf_match_linear(s, &vit_layout, mb[1], rep->path, 0);
+    hf_want(s, &vit_layout, mb[2], rep->path, OP_GELU);
     v->gelu_tanh = mb[2]->gelu_tanh;
-    vit_linear(s, mb[3], rep->path, v->D);
-    v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m), v->fc2 = hf_layer_name(mb[3], 3, m);
+    hf_match_linear(s, &vit_layout, mb[3], rep->path, v->D);
+    v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m),
+    v->fc2 = hf_layer_name(mb[3], 3, m);
 }
 
 /* The spec's layers as a ViT, or exit 1 naming the first that is not */
@@ -394,73 +252,30 @@ static void vit_match(const Spec *s, Vit *v)
     for (int k = 0; k < 8 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     const char *at = "$.model.layers";
-    const Layer *c = want(s, ls[0], at, OP_CONV2D);
+    const Layer *c = hf_want(s, &vit_layout, ls[0], at, OP_CONV2D);
     if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
-        refuse(s, c, "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
+        hf_refuse(s, &vit_layout, c,
+                  "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
     v->D = c->out, v->P = c->kernel;
     hf_image_from_spec(s, c, "ViTForImageClassification", &v->img);
-    want(s, ls[1], at, OP_TOKENS);
-    want(s, ls[2], at, OP_CLS_TOKEN);
-    const Layer *pos = want(s, ls[3], at, OP_POS_EMBEDDING);
+    hf_want(s, &vit_layout, ls[1], at, OP_TOKENS);
+    hf_want(s, &vit_layout, ls[2], at, OP_CLS_TOKEN);
+    const Layer *pos = hf_want(s, &vit_layout, ls[3], at, OP_POS_EMBEDDING);
     if (s->positions || pos->max_len != (v->img.S / v->P) * (v->img.S / v->P) + 1)
-        refuse(s, pos, "positions other than one a token and the class token's");
+        hf_refuse(s, &vit_layout, pos, "positions other than one a token and the class token's");
     vit_blocks(s, ls[4], v);
-    vit_norm(s, ls[5], at, v);
-    want(s, ls[6], at, OP_FIRST_TOKEN);
-    v->img.K = vit_linear(s, ls[7], at, 0);
+    hf_match_norm(s, &vit_layout, ls[5], at, &v->eps);
+    hf_want(s, &vit_layout, ls[6], at, OP_FIRST_TOKEN);
+    v->img.K = hf_match_linear(s, &vit_layout, ls[7], at, 0);
     hf_image_labels_from_spec(s, &v->img);
     if (s->n_layers > 8)
-        refuse(s, s->layers[8], "a layer after the classifier");
+        hf_refuse(s, &vit_layout, s->layers[8], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
-        error_at(s->model_file, "$.model.loss", "ViTForImageClassification's loss is cross entropy");
-    v->patch = hf_layer_name(ls[0], 0, ""), v->cls = hf_layer_name(ls[2], 2, ""), v->pos = hf_layer_name(ls[3], 3, "");
+        error_at(s->model_file, "$.model.loss",
+                 "ViTForImageClassification's loss is cross entropy");
+    v->patch = hf_layer_name(ls[0], 0, ""), v->cls = hf_layer_name(ls[2], 2, ""),
+    v->pos = hf_layer_name(ls[3], 3, "");
     v->norm = hf_layer_name(ls[5], 5, ""), v->head = hf_layer_name(ls[7], 7, "");
-}
-
-typedef struct VitExp {
-    HfWeights w;
-    HfOut out;
-    const HfTensor **src;      /* per output tensor: the trainc tensor it is part of */
-    int64_t *at;               /* and its first element there */
-} VitExp;
-
-static void plan_export(void *ctx, const VitPart *p)
-{
-    VitExp *e = ctx;
-    HfTensor *t = hf_find(&e->w, p->ours);
-    if (!t)
-        error_input("%s: no tensor '%s' (the spec's model has it)", e->w.paths[0], p->ours);
-    int ok = t->rank == p->rank;
-    for (int d = 0; ok && d < t->rank; d++)
-        ok = t->shape[d] == p->shape[d];
-    if (!ok)
-        error_input("%s: tensor '%s' has not the spec's shape %s", e->w.paths[0], p->ours,
-                    shape_str(p->rank, p->shape));
-    t->used = 1;
-    int64_t each = t->numel / p->n;
-    for (int k = 0; k < p->n; k++) {
-        e->src = realloc(e->src, (size_t)(e->out.n + 1) * sizeof *e->src);
-        e->at = realloc(e->at, (size_t)(e->out.n + 1) * sizeof *e->at);
-        if (!e->src || !e->at)
-            die("out of memory");
-        e->src[e->out.n] = t;
-        e->at[e->out.n] = k * each;
-        hf_out_add(&e->out, p->theirs[k], p->their_rank, p->their_shape);
-    }
-}
-
-static void write_export(const VitExp *e, const char *path)
-{
-    rt_st_out *o = hf_out_open(&e->out, path);
-    if (!o)
-        cannot_write("export", path);
-    for (int i = 0; i < e->out.n; i++) {
-        float *x = hf_read(&e->w, e->src[i]);
-        rt_st_put(o, x + e->at[i], e->out.p[i].numel);
-        free(x);
-    }
-    if (rt_st_close(o) != 0)
-        cannot_write("export", path);
 }
 
 static cJSON *vit_hf_config(const Vit *v)
@@ -492,13 +307,14 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
 {
     Vit v = {0};
     vit_match(s, &v);
-    VitExp e = {0};
+    HfJoinExport e = {0};
     hf_weights_file(&e.w, weights);
-    vit_walk(&v, plan_export, &e);
-    char *config = hf_json_text(vit_hf_config(&v)), *pre = hf_json_text(hf_image_processor(&v.img, "ViTImageProcessor"));
+    vit_walk(&v, hf_join_plan_export, &e);
+    char *config = hf_json_text(vit_hf_config(&v)),
+         *pre = hf_json_text(hf_image_processor(&v.img, "ViTImageProcessor"));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
-    write_export(&e, xasprintf("%s/model.safetensors", out));
+    hf_join_write_export(&e, xasprintf("%s/model.safetensors", out));
     hf_write_text("export", xasprintf("%s/config.json", out), config);
     hf_write_text("export", xasprintf("%s/preprocessor_config.json", out), pre);
     printf("trainc: export: %s -> %s/config.json (vit), %s/preprocessor_config.json, "

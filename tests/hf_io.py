@@ -68,7 +68,7 @@ with save_pretrained (no hub), tiny, fp32, CPU, one thread:
   so does one shaped as the 4B (linear rope scaling on the global layers), whose
   multimodal checkpoint (Gemma3ForConditionalGeneration, a sparse text_config, a
   vision tower) imports to the same layers and tensors;
-- config.json with rope_scaling type "yarn", with model_type "bert", a Qwen2 with
+- config.json with rope_scaling type "yarn", with model_type "t5", a Qwen2 with
   use_sliding_window, is_encoder_decoder, pruned heads or a size past 2^40, and a spec
   with a dropout layer for export: exit 1 naming the key or layer,
   nothing written; GPT-2's tensors without the "transformer." prefix (the original
@@ -825,7 +825,7 @@ def bad_configs(src, cases=None):
              {"rope_scaling": {"rope_type": "yarn", "factor": 2.0,
                                "original_max_position_embeddings": 32}},
              ["original_max_position_embeddings", "either"]),
-            ("model_type bert", {"model_type": "bert"}, ["model_type", "bert"]),
+            ("model_type t5", {"model_type": "t5"}, ["model_type", "t5"]),
             ("qwen2 windowed", {"model_type": "qwen2", "architectures": ["Qwen2ForCausalLM"],
                                 "use_sliding_window": True, "sliding_window": 8},
              ["use_sliding_window", "max_window_layers"]),

@@ -1,0 +1,425 @@
+/* hf_bert.c: Hugging Face's text classifiers of the BERT family both ways:
+ * BertForSequenceClassification and RobertaForSequenceClassification. `trainc import hf`
+ * of such a folder (config.json, the weights) writes a model spec of trainc's layers
+ * (word, token type and position embeddings, a layernorm, post-norm blocks whose
+ * attention sees the whole of its sequence, the first token through a tanh pooler, a
+ * linear head) over padded rows (the model's positions: the padding a sequence apart,
+ * which no text token sees, as transformers' attention_mask does), and its weights;
+ * `trainc export hf` writes a spec of that layout back as config.json and
+ * model.safetensors. One table of hf_join.c's joins (bert_walk) serves both. */
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "hf.h"
+#include "ops/op.h"
+
+/* What the model's shapes and layers depend on, and the names of trainc's layers
+ * (import: default_names; export: the spec's own) */
+typedef struct Bert {
+    int roberta;                       /* RoBERTa's names and position offset, else BERT's */
+    HfImage cls;                       /* the classes (K, their names) */
+    int64_t V, D, L, H, FF, TV, P, T;  /* vocabulary, width, blocks, heads, MLP width, token
+                                          types, positions (trainc's), sequence */
+    int64_t skip;                      /* the position rows before trainc's (RoBERTa's
+                                          pad_token_id + 1), else 0 */
+    double eps;
+    int gelu_tanh;
+    HfLayout h;                        /* export: what the spec's layers are matched to */
+    char *embed, *types, *pos, *embed_norm, *pooler, *head, *block;   /* block: "blocks.%lld." */
+    char *attn, *norm1, *fc1, *fc2, *norm2;
+} Bert;
+
+static const char *arch_of(const Bert *b)
+{
+    return b->roberta ? "RobertaForSequenceClassification" : "BertForSequenceClassification";
+}
+
+/* Block i's tensors: q, k and v stacked as trainc's qkv */
+static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
+{
+    char *ours = xasprintf(b->block, (long long)i);
+    char *th = xasprintf("%s.encoder.layer.%lld.", b->roberta ? "roberta" : "bert", (long long)i);
+    int64_t D = b->D;
+    const char *w[3], *bs[3], *qkv[3] = {"query", "key", "value"};
+    for (int k = 0; k < 3; k++) {
+        w[k] = xasprintf("%sattention.self.%s.weight", th, qkv[k]);
+        bs[k] = xasprintf("%sattention.self.%s.bias", th, qkv[k]);
+    }
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, b->attn), 2, (int64_t[]){3 * D, D}, 3, w,
+            2, (int64_t[]){D, D});
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, b->attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
+            &D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, b->attn),
+                   xasprintf("%sattention.output.dense", th), D, D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm1),
+                      xasprintf("%sattention.output.LayerNorm", th), D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc1), xasprintf("%sintermediate.dense", th),
+                   b->FF, D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc2), xasprintf("%soutput.dense", th), D,
+                   b->FF);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm2),
+                      xasprintf("%soutput.LayerNorm", th), D);
+}
+
+/* Every tensor, in trainc's order */
+static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
+{
+    const char *m = b->roberta ? "roberta" : "bert";
+    int64_t D = b->D;
+    hf_join_same(fn, ctx, xasprintf("%s.weight", b->embed),
+                 xasprintf("%s.embeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, D});
+    hf_join_same(fn, ctx, xasprintf("%s.weight", b->types),
+                 xasprintf("%s.embeddings.token_type_embeddings.weight", m), 2,
+                 (int64_t[]){b->TV, D});
+    hf_join_rows(fn, ctx, xasprintf("%s.weight", b->pos),
+                 xasprintf("%s.embeddings.position_embeddings.weight", m), b->P, D, b->skip);
+    hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%s.embeddings.LayerNorm", m), D);
+    for (int64_t i = 0; i < b->L; i++)
+        bert_block(b, i, fn, ctx);
+    hf_join_linear(fn, ctx, b->pooler, b->roberta ? "classifier.dense" : "bert.pooler.dense", D, D);
+    hf_join_linear(fn, ctx, b->head, b->roberta ? "classifier.out_proj" : "classifier", b->cls.K,
+                   D);
+}
+
+/* The names import writes */
+static void default_names(Bert *b)
+{
+    b->embed = "embed", b->types = "token_types", b->pos = "pos", b->embed_norm = "embed_norm";
+    b->pooler = "pooler", b->head = "head", b->block = "blocks.%lld.";
+    b->attn = "attn", b->norm1 = "norm1", b->fc1 = "fc1", b->fc2 = "fc2", b->norm2 = "norm2";
+}
+
+/* ---- import -------------------------------------------------------------------- */
+
+/* config keys that change nothing trainc computes: the dropouts (every import leaves
+ * them out) */
+static const char *const bert_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
+                                           NULL};
+
+/* The architecture config.json names: a sequence classifier of the family */
+static void bert_arch(HfCfg *c, const Bert *b)
+{
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
+        if (!cJSON_IsString(e) || strcmp(e->valuestring, arch_of(b)))
+            hf_cfg_error(c, "architectures", "%s: trainc imports a %s with its classifier (%s)",
+                         cJSON_IsString(e) ? e->valuestring : "an entry",
+                         b->roberta ? "RoBERTa" : "BERT", arch_of(b));
+}
+
+/* What BERT's encoder does that trainc's layers do not: exit 1 naming the key */
+static void bert_refusals(HfCfg *c)
+{
+    const char *pe = hf_cfg_str(c, "position_embedding_type", "absolute");
+    if (strcmp(pe, "absolute"))
+        hf_cfg_error(c, "position_embedding_type", "\"%s\": trainc's positions are learned rows "
+                     "(\"absolute\")", pe);
+    if (hf_cfg_bool(c, "is_decoder", 0))
+        hf_cfg_error(c, "is_decoder", "true: a causal decoder; trainc imports the encoder");
+    if (hf_cfg_bool(c, "add_cross_attention", 0))
+        hf_cfg_error(c, "add_cross_attention",
+                     "true: cross attention is not among trainc's layers");
+}
+
+/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are) */
+static void bert_config(HfCfg *c, Bert *b, int64_t T)
+{
+    bert_arch(c, b);
+    bert_refusals(c);
+    b->V = hf_cfg_int(c, "vocab_size", b->roberta ? 50265 : 30522);
+    b->D = hf_cfg_int(c, "hidden_size", 768);
+    b->L = hf_cfg_int(c, "num_hidden_layers", 12);
+    b->H = hf_cfg_int(c, "num_attention_heads", 12);
+    b->FF = hf_cfg_int(c, "intermediate_size", 3072);
+    b->TV = hf_cfg_int(c, "type_vocab_size", 2);
+    b->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
+    b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
+    /* (BERT's pad_token_id, 0, changes nothing here: hf_pretrained_keys) */
+    int64_t pad = b->roberta ? hf_cfg_int(c, "pad_token_id", 1) : 0,
+            all = hf_cfg_int(c, "max_position_embeddings", 512);
+    b->skip = b->roberta ? pad + 1 : 0;   /* RoBERTa's positions count from pad_token_id + 1 */
+    b->P = all - b->skip;
+    if (b->D % b->H)
+        hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
+                     (long long)b->H, (long long)b->D);
+    if (b->P < 1)
+        hf_cfg_error(c, "max_position_embeddings", "%lld: no position past pad_token_id %lld's "
+                     "rows", (long long)all, (long long)pad);
+    b->T = T ? T : 128 < b->P ? 128 : b->P;
+    if (b->T > b->P)
+        error_input("import: --seq-len %lld is over the model's %lld positions", (long long)b->T,
+                    (long long)b->P);
+    hf_image_labels(c, &b->cls);
+    for (int k = 0; bert_ignored[k]; k++)
+        hf_cfg_get(c, bert_ignored[k]);   /* read, and nothing to do */
+    const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
+    if (rest)
+        hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
+                     "model computes what trainc would", b->roberta ? "roberta" : "bert");
+}
+
+/* a layer NAME of OP in list LS with one number KEY */
+static cJSON *layer_n(cJSON *ls, const char *op, const char *name, const char *key, double v)
+{
+    cJSON *l = hf_layer(ls, op, name);
+    cJSON_AddNumberToObject(l, key, v);
+    return l;
+}
+
+/* An integer input [T] (with its classes where K > 0) */
+static void seq_input(cJSON *in, const char *name, int64_t T)
+{
+    cJSON *x = cJSON_AddObjectToObject(in, name);
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    cJSON_AddStringToObject(x, "dtype", "i32");
+}
+
+/* x (token ids), types (token type ids), pos (each token's place in its sequence: the
+ * text from 0, the padding from 0 again) and y (the class) */
+static void bert_inputs(cJSON *m, const Bert *b)
+{
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    seq_input(in, "x", b->T);
+    seq_input(in, "types", b->T);
+    seq_input(in, "pos", b->T);
+    cJSON *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)b->cls.K);
+    if (b->cls.labels)
+        cJSON_AddItemToObject(
+            y, "labels",
+            cJSON_CreateStringArray((const char *const *)b->cls.labels, (int)b->cls.K));
+    cJSON_AddStringToObject(m, "positions", "pos");
+}
+
+/* a post-norm block: residual [attention], layernorm, residual [linear, gelu, linear],
+ * layernorm */
+static void bert_block_spec(cJSON *body, const Bert *b)
+{
+    cJSON *r = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
+    cJSON *att = layer_n(r, "attention", b->attn, "heads", (double)b->H);
+    cJSON_AddFalseToObject(att, "causal");
+    layer_n(body, "layernorm", b->norm1, "eps", b->eps);
+    cJSON *mlp = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
+    layer_n(mlp, "linear", b->fc1, "out", (double)b->FF);
+    cJSON *g = hf_layer(mlp, "gelu", NULL);
+    if (b->gelu_tanh)
+        cJSON_AddStringToObject(g, "approximate", "tanh");
+    layer_n(mlp, "linear", b->fc2, "out", (double)b->D);
+    layer_n(body, "layernorm", b->norm2, "eps", b->eps);
+}
+
+static cJSON *bert_spec(const Bert *b, const char *name)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "trainc", 1);
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "name", name);
+    bert_inputs(m, b);
+    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
+    cJSON *e = layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
+    cJSON_AddNumberToObject(e, "dim", (double)b->D);
+    cJSON_AddStringToObject(e, "input", "x");
+    cJSON *tb = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
+    cJSON *t = layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
+    cJSON_AddNumberToObject(t, "dim", (double)b->D);
+    cJSON_AddStringToObject(t, "input", "types");
+    layer_n(ls, "pos_embedding", b->pos, "max_len", (double)b->P);
+    layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
+    cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
+    bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
+    hf_layer(ls, "first_token", NULL);
+    layer_n(ls, "linear", b->pooler, "out", (double)b->D);
+    hf_layer(ls, "tanh", NULL);
+    layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
+    hf_image_loss(m);
+    return root;
+}
+
+/* train.json for fine-tuning: transformers Trainer's AdamW (weight decay 0.01, as
+ * run_glue's examples set it), 3 epochs, clipping at 1.0 */
+static const char bert_train[] =
+    "{\n"
+    "  \"trainc\": 1,\n"
+    "  \"train\": {\n"
+    "    \"data\": {\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\", \"types\": \"data/train_types.npy\",\n"
+    "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"},\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\", \"types\": \"data/val_types.npy\",\n"
+    "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"}\n"
+    "    },\n"
+    "    \"batch_size\": 32,\n"
+    "    \"epochs\": 3,\n"
+    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 2e-5, \"weight_decay\": 0.01},\n"
+    "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
+    "    \"grad_clip\": 1.0,\n"
+    "    \"precision\": \"bf16-mixed\",\n"
+    "    \"validate\": {\"every_epochs\": 1},\n"
+    "    \"seed\": 1337,\n"
+    "    \"log_every\": 10\n"
+    "  }\n"
+    "}\n";
+
+int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T)
+{
+    Bert b = {.roberta = !strcmp(hf_cfg_str(cfg, "model_type", ""), "roberta")};
+    default_names(&b);
+    bert_config(cfg, &b, T);
+    HfJoinImport im = {.dir = dir};
+    hf_weights_dir(&im.w, dir);
+    bert_walk(&b, hf_join_plan_import, &im);
+    hf_join_all_used(&im.w, dir, arch_of(&b));
+    char *text = hf_json_text(bert_spec(&b, name));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("import", out);
+    hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
+    hf_write_text("import", xasprintf("%s/model.json", out), text);
+    hf_write_text("import", xasprintf("%s/train.json", out), xstrdup(bert_train));
+    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens) -> "
+           "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
+           b.roberta ? "roberta" : "bert", (long long)b.L, im.out.n, (long long)b.T, out, out, out);
+    return 0;
+}
+
+/* ---- export -------------------------------------------------------------------- */
+
+int hf_bert_spec(const Spec *s)
+{
+    if (s->n_layers < 1 || s->layers[0]->op != OP_EMBEDDING)
+        return 0;
+    for (int i = 0; i < s->n_layers; i++)
+        if (s->layers[i]->op == OP_FIRST_TOKEN)
+            return 1;
+    return 0;
+}
+
+static const char bert_layers[] =
+    "embedding, residual [embedding] (the token types), pos_embedding, layernorm, a repeat of "
+    "[residual [attention], layernorm, residual [linear, gelu, linear], layernorm], "
+    "first_token, linear, tanh, linear";
+
+static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
+{
+    hf_match_attention(s, &b->h, l, at);
+    if (!l->bias || l->bias_qkv || l->bias_proj)
+        hf_refuse(s, &b->h, l, "an attention without both its biases");
+    b->H = l->heads;
+}
+
+/* the repeat of post-norm blocks at REP */
+static void bert_blocks(const Spec *s, const Layer *rep, Bert *b)
+{
+    hf_want(s, &b->h, rep, "$.model.layers[4]", OP_REPEAT);
+    if (rep->n_body != 4)
+        hf_refuse(s, &b->h, rep, "a repeat of other than a post-norm block's four layers");
+    b->L = rep->count;
+    b->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
+    Layer **ls = rep->body;
+    char *a = hf_match_residual(s, &b->h, ls[0], rep->path, 1);
+    bert_attention(s, ls[0]->body[0], rep->path, b);
+    b->attn = hf_layer_name(ls[0]->body[0], 0, a);
+    hf_match_norm(s, &b->h, ls[1], rep->path, &b->eps);
+    char *m = hf_match_residual(s, &b->h, ls[2], rep->path, 3);
+    Layer **mb = ls[2]->body;
+    b->FF = hf_match_linear(s, &b->h, mb[0], rep->path, 0);
+    hf_want(s, &b->h, mb[1], rep->path, OP_GELU);
+    b->gelu_tanh = mb[1]->gelu_tanh;
+    hf_match_linear(s, &b->h, mb[2], rep->path, b->D);
+    hf_match_norm(s, &b->h, ls[3], rep->path, &b->eps);
+    b->norm1 = hf_layer_name(ls[1], 1, ""), b->norm2 = hf_layer_name(ls[3], 3, "");
+    b->fc1 = hf_layer_name(mb[0], 0, m), b->fc2 = hf_layer_name(mb[2], 2, m);
+}
+
+/* the embeddings: words, the token types' residual, positions, their layernorm */
+static void bert_embeddings(const Spec *s, const Layer *const *ls, Bert *b)
+{
+    const char *at = "$.model.layers";
+    const Layer *e = hf_want(s, &b->h, ls[0], at, OP_EMBEDDING);
+    b->V = e->vocab, b->D = e->dim;
+    const Layer *r = hf_want(s, &b->h, ls[1], at, OP_RESIDUAL);
+    if (r->n_shortcut || r->n_body != 1 || r->body[0]->op != OP_EMBEDDING)
+        hf_refuse(s, &b->h, r, "a residual other than the token types' embedding alone");
+    b->TV = r->body[0]->vocab;
+    b->roberta = b->TV == 1;   /* (BERT's have 2 types, RoBERTa's 1) */
+    b->h.arch = arch_of(b);
+    const Layer *p = hf_want(s, &b->h, ls[2], at, OP_POS_EMBEDDING);
+    b->P = p->max_len, b->skip = b->roberta ? 2 : 0;
+    hf_match_norm(s, &b->h, ls[3], at, &b->eps);
+    b->embed = hf_layer_name(ls[0], 0, ""), b->pos = hf_layer_name(ls[2], 2, "");
+    b->types = hf_layer_name(r->body[0], 0, r->name ? xasprintf("%s.", r->name) : "");
+    b->embed_norm = hf_layer_name(ls[3], 3, "");
+}
+
+/* The spec's layers as a BERT or RoBERTa classifier, or exit 1 naming the first that is
+ * not */
+static void bert_match(const Spec *s, Bert *b)
+{
+    b->h = (HfLayout){"BertForSequenceClassification or RobertaForSequenceClassification",
+                      bert_layers};
+    const Layer *ls[9] = {0};
+    for (int k = 0; k < 9 && k < s->n_layers; k++)
+        ls[k] = s->layers[k];
+    const char *at = "$.model.layers";
+    bert_embeddings(s, ls, b);
+    bert_blocks(s, ls[4], b);
+    hf_want(s, &b->h, ls[5], at, OP_FIRST_TOKEN);
+    hf_match_linear(s, &b->h, ls[6], at, b->D);
+    hf_want(s, &b->h, ls[7], at, OP_TANH);
+    b->cls.K = hf_match_linear(s, &b->h, ls[8], at, 0);
+    hf_image_labels_from_spec(s, &b->cls);
+    if (s->n_layers > 9)
+        hf_refuse(s, &b->h, s->layers[9], "a layer after the classifier");
+    if (s->loss != RT_LOSS_CROSS_ENTROPY)
+        error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", arch_of(b));
+    b->pooler = hf_layer_name(ls[6], 6, ""), b->head = hf_layer_name(ls[8], 8, "");
+}
+
+static cJSON *bert_hf_config(const Bert *b)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToObject(c, "architectures",
+                          cJSON_CreateStringArray((const char *[]){arch_of(b)}, 1));
+    cJSON_AddStringToObject(c, "model_type", b->roberta ? "roberta" : "bert");
+    cJSON_AddNumberToObject(c, "vocab_size", (double)b->V);
+    cJSON_AddNumberToObject(c, "hidden_size", (double)b->D);
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)b->L);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)b->H);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)b->FF);
+    cJSON_AddStringToObject(c, "hidden_act", b->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddItemToObject(c, "hidden_dropout_prob", hf_float(0));
+    cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)(b->P + b->skip));
+    cJSON_AddNumberToObject(c, "type_vocab_size", (double)b->TV);
+    cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
+    cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(b->eps));
+    cJSON_AddNumberToObject(c, "pad_token_id", b->roberta ? 1 : 0);
+    if (b->roberta) {
+        cJSON_AddNumberToObject(c, "bos_token_id", 0);
+        cJSON_AddNumberToObject(c, "eos_token_id", 2);
+    }
+    cJSON_AddStringToObject(c, "position_embedding_type", "absolute");
+    hf_image_config_labels(c, &b->cls);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+int hf_bert_export(const Spec *s, const char *weights, const char *out, const char *tok)
+{
+    Bert b = {0};
+    bert_match(s, &b);
+    HfJoinExport e = {0};
+    hf_weights_file(&e.w, weights);
+    bert_walk(&b, hf_join_plan_export, &e);
+    char *config = hf_json_text(bert_hf_config(&b));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    hf_join_write_export(&e, xasprintf("%s/model.safetensors", out));
+    hf_write_text("export", xasprintf("%s/config.json", out), config);
+    if (tok)
+        hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out));
+    printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)%s\n",
+           weights, out, b.roberta ? "roberta" : "bert", out, e.out.n,
+           tok ? xasprintf(", %s/tokenizer.json", out) : "");
+    return 0;
+}

@@ -1,0 +1,218 @@
+/* hf_join.c: one table, both ways, for the Hugging Face architectures whose tensors map
+ * to trainc's one for one or by stacking (hf_vit.c, hf_bert.c): each of trainc's
+ * tensors with the transformers tensors it is made of (HfJoin). Import plans the table
+ * against a checkpoint's tensors (their names and shapes checked) and writes trainc's;
+ * export plans it against trainc's weights and writes transformers'. */
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "hf.h"
+#include "ops/op.h"
+
+void hf_join(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape, int n,
+             const char *const *theirs, int their_rank, const int64_t *their_shape)
+{
+    HfJoin j = {.ours = ours, .rank = rank, .n = n, .their_rank = their_rank};
+    memcpy(j.shape, shape, (size_t)rank * sizeof *shape);
+    memcpy(j.their_shape, their_shape, (size_t)their_rank * sizeof *shape);
+    for (int k = 0; k < n; k++)
+        j.theirs[k] = xstrdup(theirs[k]);
+    fn(ctx, &j);
+    for (int k = 0; k < n; k++)
+        free(j.theirs[k]);
+    free(ours);
+}
+
+void hf_join_same(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int rank,
+                  const int64_t *shape)
+{
+    hf_join(fn, ctx, ours, rank, shape, 1, &theirs, rank, shape);
+}
+
+void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
+                  int64_t cols, int64_t skip)
+{
+    HfJoin j = {.ours = ours, .rank = 2, .shape = {rows, cols}, .n = 1, .theirs = {xstrdup(theirs)},
+                .their_rank = 2, .their_shape = {rows + skip, cols}, .skip = skip};
+    fn(ctx, &j);
+    free(j.theirs[0]);
+    free(ours);
+}
+
+void hf_join_linear(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t out,
+                    int64_t in)
+{
+    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 2,
+                 (int64_t[]){out, in});
+    hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &out);
+}
+
+void hf_join_layernorm(hf_join_fn fn, void *ctx, const char *ours, const char *theirs, int64_t D)
+{
+    hf_join_same(fn, ctx, xasprintf("%s.weight", ours), xasprintf("%s.weight", theirs), 1, &D);
+    hf_join_same(fn, ctx, xasprintf("%s.bias", ours), xasprintf("%s.bias", theirs), 1, &D);
+}
+
+/* ---- import -------------------------------------------------------------------- */
+
+/* The checkpoint's tensor NAME with shape RANK, SHAPE, marked used; exit 1 without it */
+static const HfTensor *their_tensor(HfJoinImport *im, const char *name, int rank,
+                                    const int64_t *shape)
+{
+    HfTensor *f = hf_find(&im->w, name);
+    if (!f)
+        error_input("%s: no tensor '%s' in the weights (config.json's model needs it)",
+                    im->dir, name);
+    int ok = f->rank == rank;
+    for (int d = 0; ok && d < f->rank; d++)
+        ok = f->shape[d] == shape[d];
+    if (!ok)
+        error_input("%s: tensor '%s' has not the shape config.json's model needs (%s)", im->dir,
+                    name, shape_str(rank, shape));
+    f->used = 1;
+    return f;
+}
+
+void hf_join_plan_import(void *ctx, const HfJoin *j)
+{
+    HfJoinImport *im = ctx;
+    im->src = realloc(im->src, (size_t)(im->out.n + 1) * 3 * sizeof *im->src);
+    im->skip = realloc(im->skip, (size_t)(im->out.n + 1) * sizeof *im->skip);
+    if (!im->src || !im->skip)
+        die("out of memory");
+    for (int k = 0; k < 3; k++)
+        im->src[im->out.n * 3 + k] =
+            k < j->n ? their_tensor(im, j->theirs[k], j->their_rank, j->their_shape) : NULL;
+    im->skip[im->out.n] = j->skip * (j->their_rank > 1 ? j->their_shape[1] : 1);
+    hf_out_add(&im->out, j->ours, j->rank, j->shape);
+}
+
+void hf_join_write_import(const HfJoinImport *im, const char *path)
+{
+    rt_st_out *o = hf_out_open(&im->out, path);
+    if (!o)
+        cannot_write("import", path);
+    for (int i = 0; i < im->out.n; i++)
+        for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
+            const HfTensor *t = im->src[i * 3 + k];
+            float *x = hf_read(&im->w, t);
+            rt_st_put(o, x + im->skip[i], t->numel - im->skip[i]);
+            free(x);
+        }
+    if (rt_st_close(o) != 0)
+        cannot_write("import", path);
+}
+
+void hf_join_all_used(const HfWeights *w, const char *dir, const char *arch)
+{
+    for (int i = 0; i < w->n; i++)
+        if (!w->t[i].used)
+            error_input("%s: tensor '%s' (in %s) has no place in the %s config.json describes",
+                        dir, w->t[i].name, w->paths[w->t[i].file], arch);
+}
+
+/* ---- export -------------------------------------------------------------------- */
+
+void hf_join_plan_export(void *ctx, const HfJoin *j)
+{
+    HfJoinExport *e = ctx;
+    HfTensor *t = hf_find(&e->w, j->ours);
+    if (!t)
+        error_input("%s: no tensor '%s' (the spec's model has it)", e->w.paths[0], j->ours);
+    int ok = t->rank == j->rank;
+    for (int d = 0; ok && d < t->rank; d++)
+        ok = t->shape[d] == j->shape[d];
+    if (!ok)
+        error_input("%s: tensor '%s' has not the spec's shape %s", e->w.paths[0], j->ours,
+                    shape_str(j->rank, j->shape));
+    t->used = 1;
+    int64_t each = t->numel / j->n;
+    for (int k = 0; k < j->n; k++) {
+        e->src = realloc(e->src, (size_t)(e->out.n + 1) * sizeof *e->src);
+        e->at = realloc(e->at, (size_t)(e->out.n + 1) * sizeof *e->at);
+        e->skip = realloc(e->skip, (size_t)(e->out.n + 1) * sizeof *e->skip);
+        if (!e->src || !e->at || !e->skip)
+            die("out of memory");
+        e->src[e->out.n] = t;
+        e->at[e->out.n] = k * each;
+        e->skip[e->out.n] = j->skip * (j->their_rank > 1 ? j->their_shape[1] : 1);
+        hf_out_add(&e->out, j->theirs[k], j->their_rank, j->their_shape);
+    }
+}
+
+void hf_join_write_export(const HfJoinExport *e, const char *path)
+{
+    rt_st_out *o = hf_out_open(&e->out, path);
+    if (!o)
+        cannot_write("export", path);
+    for (int i = 0; i < e->out.n; i++) {
+        float *x = hf_read(&e->w, e->src[i]);
+        int64_t n = e->out.p[i].numel - e->skip[i];
+        if (e->skip[i]) {   /* the rows transformers holds before trainc's: zeros */
+            float *z = xcalloc((size_t)e->skip[i], sizeof *z);
+            rt_st_put(o, z, e->skip[i]);
+            free(z);
+        }
+        rt_st_put(o, x + e->at[i], n);
+        free(x);
+    }
+    if (rt_st_close(o) != 0)
+        cannot_write("export", path);
+}
+
+/* ---- export: a spec's layers matched to the architecture's ---------------------- */
+
+const Layer *hf_want(const Spec *s, const HfLayout *h, const Layer *l, const char *at, int op)
+{
+    if (!l || l->op != op)
+        error_at(s->model_file, l ? l->path : at, "%s where export hf's %s has %s (its layers: "
+                 "%s)", l ? op_info[l->op].name : "nothing", h->arch, op_info[op].name, h->layers);
+    return l;
+}
+
+void hf_refuse(const Spec *s, const HfLayout *h, const Layer *l, const char *what)
+{
+    error_at(s->model_file, l->path, "%s: %s has no place for it", what, h->arch);
+}
+
+void hf_match_norm(const Spec *s, const HfLayout *h, const Layer *l, const char *at, double *eps)
+{
+    hf_want(s, h, l, at, OP_LAYERNORM);
+    if (!l->affine || !l->bias)
+        hf_refuse(s, h, l, "a layernorm without its weight or bias");
+    if (*eps && l->eps != *eps)
+        hf_refuse(s, h, l, "a layernorm's eps other than the first's (the config has one "
+                  "layer_norm_eps)");
+    *eps = l->eps;
+}
+
+int64_t hf_match_linear(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
+                        int64_t out)
+{
+    hf_want(s, h, l, at, OP_LINEAR);
+    if (!l->bias || l->tie)
+        hf_refuse(s, h, l, l->tie ? "a tied linear" : "a linear without bias");
+    if (out && l->out != out)
+        hf_refuse(s, h, l, xasprintf("%lld outputs where the model is %lld wide",
+                                     (long long)l->out, (long long)out));
+    return l->out;
+}
+
+void hf_match_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at)
+{
+    hf_want(s, h, l, at, OP_ATTENTION);
+    if (l->causal)
+        hf_refuse(s, h, l, "a causal mask");
+    if ((l->kv_heads && l->kv_heads != l->heads) || l->head_dim || l->window || l->rope.theta ||
+        l->qk_norm || l->att_scale || l->att_softcap || l->il.every)
+        hf_refuse(s, h, l, "an attention option (kv_heads, head_dim, window, rope, qk_norm, "
+                  "scale, softcap, interleave)");
+}
+
+char *hf_match_residual(const Spec *s, const HfLayout *h, const Layer *l, const char *at, int n)
+{
+    hf_want(s, h, l, at, OP_RESIDUAL);
+    if (l->n_shortcut || l->n_body != n)
+        hf_refuse(s, h, l, xasprintf("a residual of other than %d layers (or with a shortcut)", n));
+    return l->name ? xasprintf("%s.", l->name) : xstrdup("");
+}

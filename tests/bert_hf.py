@@ -1,0 +1,252 @@
+"""trainc import hf and export hf of BertForSequenceClassification and
+RobertaForSequenceClassification against transformers, on padded rows.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
+exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
+fp32, CPU, one thread, every tensor moved off transformers' init so that a tensor put in
+another's place shows. The rows are padded text: each of 1 to T tokens then the pad
+token, its token types (BERT: a second segment of type 1 in half the rows), and the
+positions input (the text's places from 0, the padding's from 0 again, a sequence of its
+own) against transformers' attention_mask:
+
+- imported, trainc's `--eval` validation loss equals transformers' mean cross entropy over
+  the same rows within 1e-5 relative (BERT with 3 named classes; RoBERTa, whose position
+  rows start after pad_token_id's, with the tanh gelu and layer_norm_eps 1e-5); without
+  the model's positions (the padding in sight) it differs by more than 1e-3, so the check
+  can fail;
+- import then export gives back every tensor bit for bit;
+- 8 AdamW steps (warm-up, linear decay, clipping) on batches of 16 give every step's loss
+  within 1e-4 of torch's AdamW on transformers' model over the same batches;
+- trained 5 steps and exported, transformers' from_pretrained of the folder computes the
+  loss trainc's --eval gives for those weights (within 1e-5), with the classes' names;
+- refused with exit 1, naming the key or layer, nothing written: a bare BertModel,
+  relative positions, a decoder, --adapter, and export of a causal classifier.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from transformers import (BertConfig, BertForSequenceClassification, RobertaConfig,
+                              RobertaForSequenceClassification)
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip bert_hf: transformers is not importable from %s (make deps makes a venv with "
+          "it)" % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, trainc  # noqa: E402
+import run_log  # noqa: E402
+
+OUT = os.path.join(ROOT, "build", "tests", "bert_hf")
+T, N = 24, 128
+torch.set_num_threads(1)
+torch.manual_seed(0)
+
+
+def rows(rng, vocab, pad, n, pairs):
+    """n padded rows: ids, token types, positions, the text's lengths, classes"""
+    x = np.full((n, T), pad, np.int32)
+    types, pos = np.zeros((n, T), np.int32), np.zeros((n, T), np.int32)
+    lens = rng.integers(1, T + 1, size=n)
+    lens[0] = T   # a row without padding
+    for r, k in enumerate(lens):
+        x[r, :k] = rng.integers(pad + 1, vocab, size=k)
+        if pairs and r % 2 and k > 2:
+            types[r, rng.integers(1, k):k] = 1
+        pos[r, :k] = np.arange(k)
+        pos[r, k:] = np.arange(T - k)
+    return x, types, pos, lens
+
+
+def save_data(d, arrays, y):
+    os.makedirs(d + "/data", exist_ok=True)
+    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
+        for key, a in zip(("x", "types", "pos"), arrays):
+            np.save("%s/data/%s_%s.npy" % (d, part, key), a[sl])
+        np.save("%s/data/%s_y.npy" % (d, part), y[sl].astype(np.int32))
+
+
+def specs(d):
+    """eval.json (every val row, batches of 32), train5.json (5 AdamW steps) and
+    train8.json (8 steps, warm-up, linear decay, clipping; batches of 16), fp32"""
+    keys = ("x", "types", "pos", "y")
+    base = {"data": {p: {k: "data/%s_%s.npy" % (p, k) for k in keys} for p in ("train", "val")},
+            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
+    opt = {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}
+    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1, optimizer=opt)},
+              open(d + "/train5.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, batch_size=16, max_steps=8, log_every=1,
+                                          optimizer=dict(opt, weight_decay=0.01), grad_clip=0.5,
+                                          schedule={"type": "linear", "warmup_steps": 3,
+                                                    "final_lr_frac": 0.1})},
+              open(d + "/train8.json", "w"))
+
+
+def hf_batch_loss(m, arrays, lens, y):
+    x, types, _ = (torch.from_numpy(a).long() for a in arrays)
+    mask = (torch.arange(T)[None, :] < torch.from_numpy(lens)[:, None]).long()
+    logits = m(input_ids=x, attention_mask=mask, token_type_ids=types).logits
+    return F.cross_entropy(logits.double(), torch.from_numpy(y).long())
+
+
+def hf_loss(m, arrays, lens, y):
+    """mean cross entropy over the val rows, in batches of 32 (as --eval's)"""
+    m.eval()
+    with torch.no_grad():
+        return float(np.mean([hf_batch_loss(m, [a[b:b + 32] for a in arrays], lens[b:b + 32],
+                                            y[b:b + 32]).item() for b in range(0, len(y), 32)]))
+
+
+def hf_train(m, arrays, lens, y, steps=8, B=16):
+    """torch's AdamW as train8.json asks: decay on weights of rank 2 and more"""
+    m.train()
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    rest = [p for p in m.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": rest, "weight_decay": 0.0}], lr=1e-3)
+    lr = lambda s: (s + 1) / 3 if s < 3 else 1 - 0.9 * (s - 3) / (steps - 3)
+    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr)
+    out = []
+    for s in range(steps):
+        b = s % (N // 2 // B)   # (the training rows are the first N / 2, in order each epoch)
+        sl = slice(b * B, (b + 1) * B)
+        loss = hf_batch_loss(m, [a[sl] for a in arrays], lens[sl], y[sl]).float()
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        opt.step()
+        sched.step()
+        out.append(loss.item())
+    return out
+
+
+def make(name, cls, cfg):
+    m = cls(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    src = os.path.join(OUT, name, "src")
+    m.save_pretrained(src, safe_serialization=True)
+    return m, src
+
+
+def case(name, cls, cfg, pad, pairs, rng):
+    d = os.path.join(OUT, name)
+    m, src = make(name, cls, cfg)
+    imp = d + "/import"
+    trainc("import", "hf", src, "-o", imp, "--seq-len", T)
+    spec = imp + "/model.json"
+    x, types, pos, lens = rows(rng, cfg.vocab_size, pad, N, pairs)
+    y = rng.integers(0, cfg.num_labels, size=N)
+    save_data(imp, (x, types, pos), y)
+    specs(imp)
+    val = [a[N // 2:] for a in (x, types, pos)]
+    ours, theirs = (eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"),
+                    hf_loss(m, val, lens[N // 2:], y[N // 2:]))
+    check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers %.7f (%.1e)"
+          % (name, ours, theirs, rel(ours, theirs)))
+    unmasked(name, d, spec, imp, theirs)
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
+           d + "/back")
+    a, b = load_file(src + "/model.safetensors"), load_file(d + "/back/model.safetensors")
+    skip = pad + 1 if name == "roberta" else 0   # (RoBERTa's rows before position 0's)
+    rows0 = "roberta.embeddings.position_embeddings.weight"
+    if skip:
+        check(not b[rows0][:skip].any(), "%s: export writes the %d position rows before "
+              "position 0's as zeros" % (name, skip))
+        a[rows0], b[rows0] = a[rows0][skip:], b[rows0][skip:]
+    same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
+    check(same, "%s: import then export gives back the folder's %d tensors bit for bit%s"
+          % (name, len(a), " (those rows aside)" if skip else ""))
+    trainc("run", spec, imp + "/train8.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/run8")
+    ours8 = run_log.losses(d + "/run8")
+    theirs8 = hf_train(cls.from_pretrained(src), (x, types, pos), lens, y)
+    worst = max(rel(a, b) for a, b in zip(ours8, theirs8))
+    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
+          "torch's on transformers' model (first %.6f, last %.6f)" % (name, worst, ours8[0], ours8[-1]))
+    trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/run5")
+    exported(name, cls, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf",
+             (val, lens[N // 2:], y[N // 2:]))
+    check(m.config.id2label == cls.from_pretrained(d + "/hf").config.id2label,
+          "%s: the classes' names (id2label) through import and export" % name)
+
+
+def unmasked(name, d, spec, imp, theirs):
+    """the same model without the positions: its text sees the padding, the loss moves"""
+    s = json.load(open(spec))
+    del s["model"]["positions"], s["model"]["inputs"]["pos"]
+    e = json.load(open(imp + "/eval.json"))
+    for p in e["train"]["data"].values():
+        del p["pos"]
+    json.dump(s, open(imp + "/nopos.json", "w"))
+    json.dump(e, open(imp + "/nopos_eval.json", "w"))
+    loss = eval_loss(imp + "/nopos.json", imp + "/nopos_eval.json", imp + "/init.safetensors",
+                     d + "/eval_nopos")
+    check(rel(loss, theirs) > 1e-3, "%s: without the positions (the padding in sight) the loss "
+          "moves by %.1e (the check can fail)" % (name, rel(loss, theirs)))
+
+
+def exported(name, cls, spec, eval_spec, weights, folder, val):
+    trainc("export", "hf", spec, eval_spec, "--weights", weights, "-o", folder)
+    ours = eval_loss(spec, eval_spec, weights, folder + "_eval")
+    theirs = hf_loss(cls.from_pretrained(folder), *val)
+    check(rel(ours, theirs) <= 1e-5, "%s: trained, exported, from_pretrained's loss %.7f, trainc "
+          "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
+
+
+def bad_cases():
+    d = os.path.join(OUT, "bad")
+    src = os.path.join(OUT, "bert", "src")
+    c = json.load(open(src + "/config.json"))
+    for key, value, text in (
+            ("architectures", ["BertModel"], "$.architectures: BertModel: trainc imports a BERT "
+             "with its classifier"),
+            ("position_embedding_type", "relative_key", "$.position_embedding_type: "
+             "\"relative_key\""),
+            ("is_decoder", True, "$.is_decoder: true: a causal decoder")):
+        shutil.copytree(src, d + "/edited", dirs_exist_ok=True)
+        json.dump(dict(c, **{key: value}), open(d + "/edited/config.json", "w"))
+        refused("config.json's %s %s" % (key, json.dumps(value)),
+                ["import", "hf", d + "/edited", "-o", d + "/o1"], text, d + "/o1")
+    refused("--adapter with a BERT", ["import", "hf", src, "-o", d + "/o2", "--adapter", src],
+            "--adapter with bert", d + "/o2")
+    imp = os.path.join(OUT, "bert", "import")
+    s = json.load(open(imp + "/model.json"))
+    del s["model"]["layers"][4]["body"][0]["body"][0]["causal"]
+    json.dump(s, open(d + "/causal.json", "w"))
+    refused("export of a causal classifier", ["export", "hf", d + "/causal.json", imp + "/eval.json",
+                                              "--weights", imp + "/init.safetensors", "-o", d + "/o3"],
+            "$.model.layers[4].body[0].body[0]: a causal mask: BertForSequenceClassification "
+            "has no place for it", d + "/o3")
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+rng = np.random.default_rng(5)
+NAMES = ["negative", "neutral", "positive"]
+case("bert", BertForSequenceClassification,
+     BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=48, max_position_embeddings=40, hidden_dropout_prob=0.0,
+                attention_probs_dropout_prob=0.0, id2label=dict(enumerate(NAMES)),
+                label2id={n: k for k, n in enumerate(NAMES)}),
+     0, True, rng)
+case("roberta", RobertaForSequenceClassification,
+     RobertaConfig(vocab_size=60, hidden_size=24, num_hidden_layers=2, num_attention_heads=3,
+                   intermediate_size=40, max_position_embeddings=T + 2, type_vocab_size=1,
+                   hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
+                   hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-5, pad_token_id=1),
+     1, False, rng)
+bad_cases()
+print("bert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
+sys.exit(1 if failed else 0)
