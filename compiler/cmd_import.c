@@ -1854,60 +1854,93 @@ static char *name_of(const char *out, const char *type)
     return *base && strcmp(base, "_") && strcmp(base, "__") ? base : xstrdup(type);
 }
 
-int cmd_import(int argc, char **argv)
+/* import's options */
+typedef struct ImportArgs {
+    const char *dir, *out, *adapter, *labels;
+    int64_t T, S;                  /* --seq-len, --image-size (0: the defaults) */
+} ImportArgs;
+
+static const char import_usage[] =
+    "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
+    "[--image-size S] [--labels N|NAME,NAME,...]";
+
+/* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
+static int64_t count_arg(const char *flag, const char *v, int64_t max)
+{
+    char *end;
+    int64_t n = strtoll(v, &end, 10);
+    if (*end || end == v || n < 1 || n > max)
+        error_input("import: %s %s: a positive integer expected", flag, v);
+    return n;
+}
+
+static ImportArgs import_args(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-                    "[--image-size S]%s%s", argc >= 2 ? " (the one format is hf, not " : "",
+        error_input("%s%s%s", import_usage, argc >= 2 ? " (the one format is hf, not " : "",
                     argc >= 2 ? "another)" : "");
-    const char *dir = NULL, *out = NULL, *adapter = NULL;
-    int64_t T = 0, S = 0;
+    ImportArgs o = {0};
     for (int i = 2; i < argc; i++) {
-        if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--out"))
-            out = opt_value(argc, argv, &i, argv[i]);
-        else if (!strcmp(argv[i], "--adapter"))
-            adapter = opt_value(argc, argv, &i, argv[i]);
-        else if (!strcmp(argv[i], "--image-size")) {
-            const char *v = opt_value(argc, argv, &i, "--image-size");
-            char *end;
-            S = strtoll(v, &end, 10);
-            if (*end || S < 1 || S > 1 << 16)
-                error_input("import: --image-size %s: a positive integer expected", v);
-        } else if (!strcmp(argv[i], "--seq-len")) {
-            const char *v = opt_value(argc, argv, &i, "--seq-len");
-            char *end;
-            T = strtoll(v, &end, 10);
-            if (*end || T < 1 || T > 1 << 20)
-                error_input("import: --seq-len %s: a positive integer expected", v);
-        } else if (argv[i][0] == '-' || dir)
-            unknown_arg("import", argv[i]);
+        const char *a = argv[i];
+        if (!strcmp(a, "-o") || !strcmp(a, "--out"))
+            o.out = opt_value(argc, argv, &i, a);
+        else if (!strcmp(a, "--adapter"))
+            o.adapter = opt_value(argc, argv, &i, a);
+        else if (!strcmp(a, "--labels"))
+            o.labels = opt_value(argc, argv, &i, a);
+        else if (!strcmp(a, "--image-size"))
+            o.S = count_arg(a, opt_value(argc, argv, &i, a), 1 << 16);
+        else if (!strcmp(a, "--seq-len"))
+            o.T = count_arg(a, opt_value(argc, argv, &i, a), 1 << 20);
+        else if (a[0] == '-' || o.dir)
+            unknown_arg("import", a);
         else
-            dir = argv[i];
+            o.dir = a;
     }
-    if (!dir || !out)
-        error_input("import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-                    "[--image-size S]");
+    if (!o.dir || !o.out)
+        error_input("%s", import_usage);
+    return o;
+}
+
+/* A classifier's import (model_type TYPE: hf_vit.c, hf_resnet.c, hf_bert.c), or -1 for
+ * another model */
+static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
+{
+    int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
+    int text = !strcmp(type, "bert") || !strcmp(type, "roberta");
+    if (image && (o->T || o->adapter))
+        error_input("import: %s with %s (an image model: no sequence, no adapters)",
+                    o->T ? "--seq-len" : "--adapter", type);
+    if (o->S && strcmp(type, "resnet"))
+        error_input("import: --image-size is for a resnet (its images' side); %s", image
+                    ? "a vit's is config.json's image_size" : "this is no image model");
+    if (text && o->adapter)
+        error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
+    if (o->labels && !text)
+        error_input("import: --labels is for a text classifier's new head (bert, roberta); "
+                    "this is %s", type);
+    const char *name = name_of(o->out, type);
+    if (!strcmp(type, "vit"))
+        return hf_vit_import(cfg, o->dir, o->out, name);
+    if (!strcmp(type, "resnet"))
+        return hf_resnet_import(cfg, o->dir, o->out, name, o->S);
+    if (text)
+        return hf_bert_import(cfg, o->dir, o->out, name, o->T, o->labels);
+    return -1;
+}
+
+int cmd_import(int argc, char **argv)
+{
+    ImportArgs o = import_args(argc, argv);
+    const char *dir = o.dir, *out = o.out, *adapter = o.adapter;
+    int64_t T = o.T;
     Imp im = {.dir = dir};
     HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
-    const char *type = hf_cfg_str(&im.cfg, "model_type", "");
-    int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
-    if (image && (T || adapter))   /* an image classifier: hf_vit.c, hf_resnet.c */
-        error_input("import: %s with %s (an image model: no sequence, no adapters)",
-                    T ? "--seq-len" : "--adapter", type);
-    if (S && strcmp(type, "resnet"))
-        error_input("import: --image-size is for a resnet (its images' side); %s", image
-                    ? "a vit's is config.json's image_size" : "this is no image model");
-    if (!strcmp(type, "vit"))
-        return hf_vit_import(&im.cfg, dir, out, name_of(out, type));
-    if (!strcmp(type, "resnet"))
-        return hf_resnet_import(&im.cfg, dir, out, name_of(out, type), S);
-    if (!strcmp(type, "bert") || !strcmp(type, "roberta")) {   /* text classifiers: hf_bert.c */
-        if (adapter)
-            error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-        return hf_bert_import(&im.cfg, dir, out, name_of(out, type), T);
-    }
+    int done = import_classifier(&o, &im.cfg, hf_cfg_str(&im.cfg, "model_type", ""));
+    if (done >= 0)
+        return done;
     read_config(&im, &a);
     if (!T)
         T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;

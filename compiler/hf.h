@@ -190,7 +190,11 @@ typedef struct HfJoin {
     int their_rank;
     int64_t their_shape[4];    /* each of theirs */
     int64_t skip;
+    int fresh;                 /* import: none of theirs, drawn anew (HF_FRESH_*: a new head) */
+    double scale;              /* its std (normal; 0: zeros) or bound (uniform) */
 } HfJoin;
+enum { HF_FRESH_NONE, HF_FRESH_NORMAL, HF_FRESH_UNIFORM };
+#define HF_FRESH_SEED 1337     /* the fixed seed the new tensors are drawn with */
 typedef void (*hf_join_fn)(void *ctx, const HfJoin *j);
 /* Calls FN with the join (OURS is freed after) */
 void hf_join(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape, int n,
@@ -199,6 +203,14 @@ void hf_join(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shap
  * layernorm's weight and bias [D] */
 void hf_join_same(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int rank,
                   const int64_t *shape);
+/* import: ours drawn anew, none of theirs: FRESH (HF_FRESH_NORMAL, HF_FRESH_UNIFORM) at
+ * SCALE, as transformers makes a layer the checkpoint lacks (a new classifier) */
+void hf_join_fresh(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape,
+                   int fresh, double scale);
+/* a new linear OUT x IN: its weight normal(0, STD) and bias zero (transformers' BERT and
+ * ViT), or with STD < 0 both uniform within 1/sqrt(IN) (torch's nn.Linear) */
+void hf_join_fresh_linear(hf_join_fn fn, void *ctx, const char *ours, int64_t out, int64_t in,
+                          double std);
 /* a [rows, cols] of ours that is theirs [skip + rows, cols] past its first skip rows */
 void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
                   int64_t cols, int64_t skip);
@@ -213,11 +225,17 @@ typedef struct HfJoinImport {
     HfOut out;
     const HfTensor **src;      /* per output tensor, its parts (3 each, NULL after the last) */
     int64_t *skip;             /* and the elements each part begins with that are not ours */
+    int *fresh;                /* per output tensor, HF_FRESH_*: drawn anew (NONE: read) */
+    double *scale;             /* and at what scale */
+    int n_fresh;               /* the tensors drawn anew */
 } HfJoinImport;
 void hf_join_plan_import(void *ctx, const HfJoin *j);
 void hf_join_write_import(const HfJoinImport *im, const char *path);
 /* exit 1 naming a tensor of W no join took (DIR's checkpoint of ARCH) */
 void hf_join_all_used(const HfWeights *w, const char *dir, const char *arch);
+/* the tensors of W no join took whose names begin with PREFIX (OUTSIDE: do not), marked
+ * taken: another head's, which the import leaves out; returns their count */
+int hf_join_leave_out(HfWeights *w, const char *prefix, int outside);
 /* export: a join planned against trainc's weights, then transformers' tensors written */
 typedef struct HfJoinExport {
     HfWeights w;
@@ -265,6 +283,9 @@ int hf_image_pixels(const char *dir, HfImage *im);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
+/* import's --labels ARG: a count of classes (2 or more) or their names, comma-separated,
+ * into K and the names (NULL for a count); config.json's id2label read and let be */
+void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im);
 /* the model spec's inputs x (u8 images, their scale and shift) and y (classes, labels) */
 void hf_image_inputs(cJSON *model, const HfImage *im);
 /* the model spec's loss: cross entropy on y */
@@ -294,8 +315,10 @@ int hf_vit_spec(const Spec *s);
 int hf_vit_export(const Spec *s, const char *weights, const char *out);
 
 /* import hf of a folder whose config.json says model_type "bert" or "roberta" (cfg
- * loaded): rows of T tokens (0: 128) */
-int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T);
+ * loaded): rows of T tokens (0: 128); LABELS (import's --labels, or NULL) for a new
+ * classifier */
+int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T,
+                   const char *labels);
 /* Whether the spec is a text classifier (an embedding first, a first_token): export's */
 int hf_bert_spec(const Spec *s);
 int hf_bert_export(const Spec *s, const char *weights, const char *out, const char *tok);

@@ -24,6 +24,11 @@ typedef struct Bert {
                                           pad_token_id + 1), else 0 */
     double eps;
     int gelu_tanh;
+    const char *prefix;                /* the encoder's tensors' ("bert.", "roberta.", or ""
+                                          for a bare model's) */
+    int base;                          /* import: a checkpoint without this classifier */
+    int fresh_pooler, fresh_head;      /* import: drawn anew (normal(0, std), bias 0) */
+    double std;                        /* initializer_range */
     HfLayout h;                        /* export: what the spec's layers are matched to */
     char *embed, *types, *pos, *embed_norm, *pooler, *head, *block;   /* block: "blocks.%lld." */
     char *attn, *norm1, *fc1, *fc2, *norm2;
@@ -38,7 +43,7 @@ static const char *arch_of(const Bert *b)
 static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
 {
     char *ours = xasprintf(b->block, (long long)i);
-    char *th = xasprintf("%s.encoder.layer.%lld.", b->roberta ? "roberta" : "bert", (long long)i);
+    char *th = xasprintf("%sencoder.layer.%lld.", b->prefix, (long long)i);
     int64_t D = b->D;
     const char *w[3], *bs[3], *qkv[3] = {"query", "key", "value"};
     for (int k = 0; k < 3; k++) {
@@ -61,24 +66,43 @@ static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
                       xasprintf("%soutput.LayerNorm", th), D);
 }
 
+/* transformers' names of the pooler (BERT's; RoBERTa's classifier.dense) and head */
+static const char *pooler_of(const Bert *b)
+{
+    return b->roberta ? "classifier.dense" : xasprintf("%spooler.dense", b->prefix);
+}
+static const char *head_of(const Bert *b)
+{
+    return b->roberta ? "classifier.out_proj" : "classifier";
+}
+
+/* a linear OUT x IN: transformers' tensors THEIRS, or drawn anew (FRESH) */
+static void linear_or_fresh(const Bert *b, hf_join_fn fn, void *ctx, const char *ours,
+                            const char *theirs, int64_t out, int64_t in, int fresh)
+{
+    if (fresh)
+        hf_join_fresh_linear(fn, ctx, ours, out, in, b->std);
+    else
+        hf_join_linear(fn, ctx, ours, theirs, out, in);
+}
+
 /* Every tensor, in trainc's order */
 static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
 {
-    const char *m = b->roberta ? "roberta" : "bert";
+    const char *m = b->prefix;
     int64_t D = b->D;
     hf_join_same(fn, ctx, xasprintf("%s.weight", b->embed),
-                 xasprintf("%s.embeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, D});
+                 xasprintf("%sembeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, D});
     hf_join_same(fn, ctx, xasprintf("%s.weight", b->types),
-                 xasprintf("%s.embeddings.token_type_embeddings.weight", m), 2,
+                 xasprintf("%sembeddings.token_type_embeddings.weight", m), 2,
                  (int64_t[]){b->TV, D});
     hf_join_rows(fn, ctx, xasprintf("%s.weight", b->pos),
-                 xasprintf("%s.embeddings.position_embeddings.weight", m), b->P, D, b->skip);
-    hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%s.embeddings.LayerNorm", m), D);
+                 xasprintf("%sembeddings.position_embeddings.weight", m), b->P, D, b->skip);
+    hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), D);
     for (int64_t i = 0; i < b->L; i++)
         bert_block(b, i, fn, ctx);
-    hf_join_linear(fn, ctx, b->pooler, b->roberta ? "classifier.dense" : "bert.pooler.dense", D, D);
-    hf_join_linear(fn, ctx, b->head, b->roberta ? "classifier.out_proj" : "classifier", b->cls.K,
-                   D);
+    linear_or_fresh(b, fn, ctx, b->pooler, pooler_of(b), D, D, b->fresh_pooler);
+    linear_or_fresh(b, fn, ctx, b->head, head_of(b), b->cls.K, D, b->fresh_head);
 }
 
 /* The names import writes */
@@ -96,15 +120,32 @@ static void default_names(Bert *b)
 static const char *const bert_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                                            NULL};
 
-/* The architecture config.json names: a sequence classifier of the family */
-static void bert_arch(HfCfg *c, const Bert *b)
+/* The family's models whose encoder import takes (their own heads left out) */
+static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
+                                    "ForNextSentencePrediction", "ForTokenClassification",
+                                    "ForQuestionAnswering", "ForMultipleChoice", NULL};
+
+/* The architecture config.json names: the family's sequence classifier, or with --labels
+ * (LABELS) one of its other models (b->base), whose classifier is new */
+static void bert_arch(HfCfg *c, Bert *b, const char *labels)
 {
+    const char *fam = b->roberta ? "Roberta" : "Bert";
     const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e) || strcmp(e->valuestring, arch_of(b)))
-            hf_cfg_error(c, "architectures", "%s: trainc imports a %s with its classifier (%s)",
-                         cJSON_IsString(e) ? e->valuestring : "an entry",
-                         b->roberta ? "RoBERTa" : "BERT", arch_of(b));
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
+        const char *a = cJSON_IsString(e) ? e->valuestring : "";
+        int known = 0;
+        for (int k = 0; bases[k] && !known; k++)
+            known = !strcmp(a, xasprintf("%s%s", fam, bases[k]));
+        b->base |= known;
+        if (known && !labels)
+            hf_cfg_error(c, "architectures", "%s: no sequence classifier; --labels names the "
+                         "classes (or gives their count) of a new one", a);
+        if (!known && strcmp(a, arch_of(b)))
+            hf_cfg_error(c, "architectures", "%s: trainc imports a %s's encoder with a sequence "
+                         "classifier (%s, or %sModel, %sForMaskedLM and the like with --labels)",
+                         *a ? a : "an entry", b->roberta ? "RoBERTa" : "BERT", arch_of(b), fam,
+                         fam);
+    }
 }
 
 /* What BERT's encoder does that trainc's layers do not: exit 1 naming the key */
@@ -121,10 +162,11 @@ static void bert_refusals(HfCfg *c)
                      "true: cross attention is not among trainc's layers");
 }
 
-/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are) */
-static void bert_config(HfCfg *c, Bert *b, int64_t T)
+/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
+ * LABELS: import's --labels (NULL: config.json's classes) */
+static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
 {
-    bert_arch(c, b);
+    bert_arch(c, b, labels);
     bert_refusals(c);
     b->V = hf_cfg_int(c, "vocab_size", b->roberta ? 50265 : 30522);
     b->D = hf_cfg_int(c, "hidden_size", 768);
@@ -149,7 +191,11 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T)
     if (b->T > b->P)
         error_input("import: --seq-len %lld is over the model's %lld positions", (long long)b->T,
                     (long long)b->P);
-    hf_image_labels(c, &b->cls);
+    b->std = hf_cfg_num(c, "initializer_range", 0.02);
+    if (labels)
+        hf_labels_arg(c, labels, &b->cls);
+    else
+        hf_image_labels(c, &b->cls);
     for (int k = 0; bert_ignored[k]; k++)
         hf_cfg_get(c, bert_ignored[k]);   /* read, and nothing to do */
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
@@ -261,24 +307,48 @@ static const char bert_train[] =
     "  }\n"
     "}\n";
 
-int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T)
+/* The checkpoint's form: its encoder's prefix (a bare model's tensors have none), whether
+ * the pooler and the head are drawn anew (a new classifier; BERT's pooler where the
+ * checkpoint lacks it, as BertForMaskedLM's), then the table planned against it and the
+ * other heads' tensors left out; returns how many */
+static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
+{
+    const char *fam = b->roberta ? "roberta." : "bert.";
+    b->prefix = hf_find(&im->w, xasprintf("%sembeddings.word_embeddings.weight", fam)) ? fam : "";
+    b->fresh_head = b->base || new_labels;
+    b->fresh_pooler = b->roberta ? b->base : !hf_find(&im->w, xasprintf("%s.weight", pooler_of(b)));
+    bert_walk(b, hf_join_plan_import, im);
+    /* (RobertaModel's pooler, which the classifier never reads) */
+    int left = b->roberta ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0) : 0;
+    if (b->fresh_head && *b->prefix)
+        left += hf_join_leave_out(&im->w, b->prefix, 1);
+    hf_join_all_used(&im->w, im->dir, arch_of(b));
+    return left;
+}
+
+int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T,
+                   const char *labels)
 {
     Bert b = {.roberta = !strcmp(hf_cfg_str(cfg, "model_type", ""), "roberta")};
     default_names(&b);
-    bert_config(cfg, &b, T);
+    bert_config(cfg, &b, T, labels);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
-    bert_walk(&b, hf_join_plan_import, &im);
-    hf_join_all_used(&im.w, dir, arch_of(&b));
+    int left = bert_plan(&b, &im, labels != NULL);
     char *text = hf_json_text(bert_spec(&b, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), xstrdup(bert_train));
-    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens) -> "
+    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens%s) -> "
            "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
-           b.roberta ? "roberta" : "bert", (long long)b.L, im.out.n, (long long)b.T, out, out, out);
+           b.roberta ? "roberta" : "bert", (long long)b.L, im.out.n, (long long)b.T,
+           b.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
+                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
+                                    "heads left out", (long long)b.cls.K, im.n_fresh, b.std,
+                                    HF_FRESH_SEED, left) : "",
+           out, out, out);
     return 0;
 }
 
@@ -343,6 +413,7 @@ static void bert_embeddings(const Spec *s, const Layer *const *ls, Bert *b)
     b->TV = r->body[0]->vocab;
     b->roberta = b->TV == 1;   /* (BERT's have 2 types, RoBERTa's 1) */
     b->h.arch = arch_of(b);
+    b->prefix = b->roberta ? "roberta." : "bert.";
     const Layer *p = hf_want(s, &b->h, ls[2], at, OP_POS_EMBEDDING);
     b->P = p->max_len, b->skip = b->roberta ? 2 : 0;
     hf_match_norm(s, &b->h, ls[3], at, &b->eps);

@@ -98,6 +98,37 @@ void hf_image_labels(HfCfg *c, HfImage *im)
     hf_cfg_get(c, "num_labels");
 }
 
+void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im)
+{
+    hf_cfg_get(c, "id2label");
+    hf_cfg_get(c, "label2id");
+    hf_cfg_get(c, "num_labels");
+    hf_cfg_get(c, "problem_type");
+    char *end;
+    long k = strtol(arg, &end, 10);
+    if (!*end && end != arg) {
+        if (k < 2 || k > 1 << 20)
+            error_input("import: --labels %s: 2 classes or more (at most 2^20) expected", arg);
+        im->K = k, im->labels = NULL;
+        return;
+    }
+    im->K = 1;
+    for (const char *p = arg; *p; p++)
+        im->K += *p == ',';
+    im->labels = xcalloc((size_t)im->K, sizeof *im->labels);
+    char *copy = xstrdup(arg), *save = NULL;
+    int64_t n = 0;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        im->labels[n++] = t;
+    for (int64_t a = 0; a < n; a++)
+        for (int64_t b = a + 1; b < n; b++)
+            if (!strcmp(im->labels[a], im->labels[b]))
+                error_input("import: --labels: '%s' named twice", im->labels[a]);
+    if (n != im->K || n < 2)
+        error_input("import: --labels %s: a count of classes, or 2 names or more with a comma "
+                    "between each two (none empty)", arg);
+}
+
 void hf_image_inputs(cJSON *model, const HfImage *im)
 {
     cJSON *in = cJSON_AddObjectToObject(model, "inputs");

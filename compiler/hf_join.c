@@ -3,6 +3,7 @@
  * tensors with the transformers tensors it is made of (HfJoin). Import plans the table
  * against a checkpoint's tensors (their names and shapes checked) and writes trainc's;
  * export plans it against trainc's weights and writes transformers'. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"
@@ -27,6 +28,25 @@ void hf_join_same(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int 
                   const int64_t *shape)
 {
     hf_join(fn, ctx, ours, rank, shape, 1, &theirs, rank, shape);
+}
+
+void hf_join_fresh(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape,
+                   int fresh, double scale)
+{
+    HfJoin j = {.ours = ours, .rank = rank, .fresh = fresh, .scale = scale};
+    memcpy(j.shape, shape, (size_t)rank * sizeof *shape);
+    fn(ctx, &j);
+    free(ours);
+}
+
+void hf_join_fresh_linear(hf_join_fn fn, void *ctx, const char *ours, int64_t out, int64_t in,
+                          double std)
+{
+    int kind = std < 0 ? HF_FRESH_UNIFORM : HF_FRESH_NORMAL;
+    double bound = 1 / sqrt((double)in);
+    hf_join_fresh(fn, ctx, xasprintf("%s.weight", ours), 2, (int64_t[]){out, in}, kind,
+                  std < 0 ? bound : std);
+    hf_join_fresh(fn, ctx, xasprintf("%s.bias", ours), 1, &out, kind, std < 0 ? bound : 0);
 }
 
 void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
@@ -76,10 +96,16 @@ static const HfTensor *their_tensor(HfJoinImport *im, const char *name, int rank
 void hf_join_plan_import(void *ctx, const HfJoin *j)
 {
     HfJoinImport *im = ctx;
-    im->src = realloc(im->src, (size_t)(im->out.n + 1) * 3 * sizeof *im->src);
-    im->skip = realloc(im->skip, (size_t)(im->out.n + 1) * sizeof *im->skip);
-    if (!im->src || !im->skip)
+    size_t n = (size_t)im->out.n + 1;
+    im->src = realloc(im->src, n * 3 * sizeof *im->src);
+    im->skip = realloc(im->skip, n * sizeof *im->skip);
+    im->fresh = realloc(im->fresh, n * sizeof *im->fresh);
+    im->scale = realloc(im->scale, n * sizeof *im->scale);
+    if (!im->src || !im->skip || !im->fresh || !im->scale)
         die("out of memory");
+    im->fresh[im->out.n] = j->fresh;
+    im->scale[im->out.n] = j->scale;
+    im->n_fresh += j->fresh != HF_FRESH_NONE;
     for (int k = 0; k < 3; k++)
         im->src[im->out.n * 3 + k] =
             k < j->n ? their_tensor(im, j->theirs[k], j->their_rank, j->their_shape) : NULL;
@@ -87,18 +113,34 @@ void hf_join_plan_import(void *ctx, const HfJoin *j)
     hf_out_add(&im->out, j->ours, j->rank, j->shape);
 }
 
+/* P's elements drawn: normal(0, SCALE) (zeros at 0) or uniform in [-SCALE, SCALE) */
+static void put_fresh(rt_st_out *o, const rt_param *p, int kind, double scale, rt_rng *rng)
+{
+    float *x = xcalloc((size_t)p->numel, sizeof *x);
+    for (int64_t e = 0; scale > 0 && e < p->numel; e++)
+        x[e] = (float)(kind == HF_FRESH_NORMAL ? scale * rt_rng_normal(rng)
+                                               : scale * (2 * rt_rng_uniform(rng) - 1));
+    rt_st_put(o, x, p->numel);
+    free(x);
+}
+
 void hf_join_write_import(const HfJoinImport *im, const char *path)
 {
     rt_st_out *o = hf_out_open(&im->out, path);
     if (!o)
         cannot_write("import", path);
-    for (int i = 0; i < im->out.n; i++)
+    rt_rng rng;
+    rt_rng_seed(&rng, HF_FRESH_SEED);
+    for (int i = 0; i < im->out.n; i++) {
+        if (im->fresh[i] != HF_FRESH_NONE)
+            put_fresh(o, &im->out.p[i], im->fresh[i], im->scale[i], &rng);
         for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
             const HfTensor *t = im->src[i * 3 + k];
             float *x = hf_read(&im->w, t);
             rt_st_put(o, x + im->skip[i], t->numel - im->skip[i]);
             free(x);
         }
+    }
     if (rt_st_close(o) != 0)
         cannot_write("import", path);
 }
@@ -109,6 +151,17 @@ void hf_join_all_used(const HfWeights *w, const char *dir, const char *arch)
         if (!w->t[i].used)
             error_input("%s: tensor '%s' (in %s) has no place in the %s config.json describes",
                         dir, w->t[i].name, w->paths[w->t[i].file], arch);
+}
+
+int hf_join_leave_out(HfWeights *w, const char *prefix, int outside)
+{
+    int n = 0;
+    for (int i = 0; i < w->n; i++) {
+        int under = strncmp(w->t[i].name, prefix, strlen(prefix)) == 0;
+        if (!w->t[i].used && under != outside)
+            w->t[i].used = 1, n++;
+    }
+    return n;
 }
 
 /* ---- export -------------------------------------------------------------------- */

@@ -19,8 +19,16 @@ own) against transformers' attention_mask:
   within 1e-4 of torch's AdamW on transformers' model over the same batches;
 - trained 5 steps and exported, transformers' from_pretrained of the folder computes the
   loss trainc's --eval gives for those weights (within 1e-5), with the classes' names;
-- refused with exit 1, naming the key or layer, nothing written: a bare BertModel,
-  relative positions, a decoder, --adapter, and export of a causal classifier.
+- `--labels` over the family's other models (BertForMaskedLM: no pooler; a bare BertModel:
+  no prefix, a pooler; RobertaForMaskedLM; a RoBERTa classifier of 3 classes given 2):
+  the encoder (and the pooler where the checkpoint has one) as transformers' sequence
+  classifier loads it from that folder, the new tensors drawn with std initializer_range
+  (within 25%) and zero biases; with those in transformers' model, its loss is trainc's
+  --eval within 1e-5;
+- refused with exit 1, naming the key or layer, nothing written: a bare BertModel without
+  --labels, BertLMHeadModel, relative positions, a decoder, --adapter, --labels of one
+  class, not a count nor names, with an empty or a repeated name, and export of a
+  causal classifier.
 """
 import json
 import os
@@ -49,6 +57,7 @@ OUT = os.path.join(ROOT, "build", "tests", "bert_hf")
 T, N = 24, 128
 torch.set_num_threads(1)
 torch.manual_seed(0)
+transformers.logging.set_verbosity_error()   # (the new heads' "newly initialized" notes)
 
 
 def rows(rng, vocab, pad, n, pairs):
@@ -205,13 +214,64 @@ def exported(name, cls, spec, eval_spec, weights, folder, val):
           "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
 
 
+def new_head(name, cls, base, cfg, labels, rng, pooler_fresh):
+    """a checkpoint of the family's other models (BASE) imported with --labels: the encoder
+    as transformers' sequence classifier loads it from that folder, the new tensors drawn as
+    its _init_weights draws them (weights normal(0, initializer_range), biases 0)"""
+    d = os.path.join(OUT, name)
+    m = base(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    src = d + "/src"
+    m.save_pretrained(src, safe_serialization=True)
+    imp = d + "/import"
+    r = trainc("import", "hf", src, "-o", imp, "--seq-len", T, "--labels", labels)
+    spec = json.load(open(imp + "/model.json"))
+    K = spec["model"]["inputs"]["y"]["classes"]
+    pad = cfg.pad_token_id if name.startswith("roberta") else 0
+    x, types, pos, lens = rows(rng, cfg.vocab_size, pad, N, False)
+    y = rng.integers(0, K, size=N)
+    save_data(imp, (x, types, pos), y)
+    specs(imp)
+    ours = load_file(imp + "/init.safetensors")
+    hf = cls.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
+    fresh = {"head.weight", "head.bias"} | ({"pooler.weight", "pooler.bias"} if pooler_fresh else set())
+    names = (("classifier.dense", "pooler"), ("classifier.out_proj", "head")) if "roberta" in name \
+        else (("bert.pooler.dense", "pooler"), ("classifier", "head"))
+    with torch.no_grad():   # transformers' own draws of the new tensors, replaced by trainc's
+        for theirs, mine in names:
+            for t in ("weight", "bias"):
+                p = dict(hf.named_parameters())["%s.%s" % (theirs, t)]
+                if "%s.%s" % (mine, t) in fresh:
+                    p.copy_(ours["%s.%s" % (mine, t)])
+                else:
+                    check(torch.equal(p, ours["%s.%s" % (mine, t)]), "%s: %s.%s from the "
+                          "checkpoint's %s.%s" % (name, mine, t, theirs, t))
+    w, b = ours["head.weight"], ours["head.bias"]
+    std = float(w.std())
+    check(abs(std / cfg.initializer_range - 1) < 0.25 and not b.any(), "%s: the new head "
+          "[%d, %d] drawn with std %.4f (initializer_range %g), its bias zero" %
+          (name, K, cfg.hidden_size, std, cfg.initializer_range))
+    val = [a[N // 2:] for a in (x, types, pos)]
+    said = r.stdout[r.stdout.index("a new classifier"):r.stdout.index(") ->")]
+    ours_loss = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                          d + "/eval0")
+    theirs = hf_loss(hf, val, lens[N // 2:], y[N // 2:])
+    check(rel(ours_loss, theirs) <= 1e-5, "%s: %s with --labels %s (%s): trainc --eval %.7f, "
+          "transformers %.7f (%.1e)" % (name, base.__name__, labels, said, ours_loss, theirs,
+                                         rel(ours_loss, theirs)))
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "bert", "src")
     c = json.load(open(src + "/config.json"))
     for key, value, text in (
-            ("architectures", ["BertModel"], "$.architectures: BertModel: trainc imports a BERT "
-             "with its classifier"),
+            ("architectures", ["BertModel"], "$.architectures: BertModel: no sequence classifier; "
+             "--labels names the classes"),
+            ("architectures", ["BertLMHeadModel"], "$.architectures: BertLMHeadModel: trainc imports "
+             "a BERT's encoder"),
             ("position_embedding_type", "relative_key", "$.position_embedding_type: "
              "\"relative_key\""),
             ("is_decoder", True, "$.is_decoder: true: a causal decoder")):
@@ -221,6 +281,11 @@ def bad_cases():
                 ["import", "hf", d + "/edited", "-o", d + "/o1"], text, d + "/o1")
     refused("--adapter with a BERT", ["import", "hf", src, "-o", d + "/o2", "--adapter", src],
             "--adapter with bert", d + "/o2")
+    for arg, text in (("1", "--labels 1: 2 classes or more"), ("yes", "--labels yes: a count of "
+                      "classes, or 2 names or more"), ("a,,b", "none empty"),
+                      ("a,b,a", "'a' named twice")):
+        refused("--labels %s" % arg, ["import", "hf", src, "-o", d + "/o4", "--labels", arg], text,
+                d + "/o4")
     imp = os.path.join(OUT, "bert", "import")
     s = json.load(open(imp + "/model.json"))
     del s["model"]["layers"][4]["body"][0]["body"][0]["causal"]
@@ -247,6 +312,20 @@ case("roberta", RobertaForSequenceClassification,
                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
                    hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-5, pad_token_id=1),
      1, False, rng)
+small = dict(vocab_size=50, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+             intermediate_size=48, max_position_embeddings=40, hidden_dropout_prob=0.0,
+             attention_probs_dropout_prob=0.0, initializer_range=0.05)
+# bert-base-uncased's kind (BertForMaskedLM: no pooler), a bare BertModel (no prefix, a
+# pooler), roberta-base's (RobertaForMaskedLM), a RoBERTa classifier given other classes
+new_head("bert_mlm", BertForSequenceClassification, transformers.BertForMaskedLM,
+         BertConfig(**small), "good,bad,ugly", rng, True)
+new_head("bert_bare", BertForSequenceClassification, transformers.BertModel,
+         BertConfig(**small), "2", rng, False)
+rcfg = dict(small, max_position_embeddings=T + 2, type_vocab_size=1, pad_token_id=1)
+new_head("roberta_mlm", RobertaForSequenceClassification, transformers.RobertaForMaskedLM,
+         RobertaConfig(**rcfg), "4", rng, True)
+new_head("roberta_relabel", RobertaForSequenceClassification, RobertaForSequenceClassification,
+         RobertaConfig(**rcfg, num_labels=3), "neg,pos", rng, False)
 bad_cases()
 print("bert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
