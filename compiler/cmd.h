@@ -13,11 +13,33 @@ int cmd_run(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
+int data_classify(int argc, char **argv);   /* data classify (data_classify.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */
 const char *data_stage(const char *final);
 void data_commit(void);
+
+/* data_rows.c: FILE:LINE: error: MESSAGE, exit 1 (the .part files are removed at exit) */
+_Noreturn void data_line_error(const char *file, int64_t ln, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* FILE's examples: its lines that are not blank (none: exit 1, saying each is FORM) */
+int64_t data_count_lines(const char *file, const char *form);
+/* Arrays of i32 rows (width values each; 0: one, an array [rows]) streamed to
+ * DIR/NAME_KEY.npy (staged), the headers written by data_rows_close */
+typedef struct DataRows {
+    const char *name;          /* "train" or "val" */
+    int n;                     /* arrays, at most 4 */
+    char *path[4];             /* the .part files */
+    FILE *f[4];
+    int64_t width[4];
+    int64_t rows;
+} DataRows;
+void data_rows_open(DataRows *o, const char *dir, const char *name, int n,
+                    const char *const *keys, const int64_t *widths);
+/* one row of each array: rows[k] holds width[k] values (1 for width 0) */
+void data_rows_put(DataRows *o, const int32_t *const *rows);
+void data_rows_close(DataRows *o);
 void data_abandon(void);
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */

@@ -46,7 +46,9 @@ static const char data_usage[] =
     "usage: trainc data fashion-mnist DIR [--from SRC]\n"
     "       trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]\n"
     "       trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
-    "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]";
+    "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]\n"
+    "       trainc data classify FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
+    "                       [--val FILE.jsonl | --val-frac F] [--text KEY] [--pair KEY] [--label KEY]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -713,7 +715,9 @@ int cmd_data(int argc, char **argv)
         return cmd_text(argc, argv);
     if (strcmp(kind, "sft") == 0)
         return data_sft(argc, argv);
+    if (strcmp(kind, "classify") == 0)
+        return data_classify(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft)\n%s\n", kind, data_usage);
+            "text, sft, classify)\n%s\n", kind, data_usage);
     return 1;
 }

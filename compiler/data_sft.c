@@ -39,7 +39,6 @@
 #include "../runtime/tokenizer.h"
 
 #define SFT_IGNORE (-100)
-#define NPY_HEADER 128     /* bytes: room for any [N, T] header, rewritten with N at the end */
 
 static const char sft_usage[] =
     "usage: trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F] "
@@ -59,16 +58,6 @@ typedef struct {
     unsigned char *learned;
     int64_t cap;
 } Example;
-
-/* One output's arrays (x, y, and packing pos), streamed: rows appended, the headers
- * written at the end. */
-typedef struct {
-    const char *name;          /* "train" or "val" */
-    int n;                     /* arrays: 2, or 3 with pos */
-    char *path[3];             /* the .part files */
-    FILE *f[3];
-    int64_t rows;
-} SftOut;
 
 static int64_t parse_positive(const char *opt, const char *v, int64_t max)
 {
@@ -130,46 +119,14 @@ static void parse_args(int argc, char **argv, SftArgs *a)
                     "with its own token", a->chat->name);
 }
 
-/* FILE:LINE: error: MESSAGE, exit 1 (the .part files are removed at exit). */
-static _Noreturn __attribute__((format(printf, 3, 4))) void
-line_error(const char *file, int64_t ln, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    fprintf(stderr, "%s:%" PRId64 ": error: ", file, ln);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
-    va_end(ap);
-    exit(RT_EXIT_INPUT);
-}
-
-/* The examples of FILE: its lines that are not blank. */
-static int64_t count_examples(const char *file)
-{
-    FILE *f = fopen(file, "r");
-    if (!f)
-        error_input("%s: cannot open: %s", file, strerror(errno));
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t n = 0;
-    while (getline(&line, &cap, f) >= 0)
-        n += line[strspn(line, " \t\r\n")] != 0;
-    free(line);
-    fclose(f);
-    if (n == 0)
-        error_input("%s: no examples (one JSON object a line: {\"prompt\": ..., "
-                    "\"completion\": ...})", file);
-    return n;
-}
-
 /* Line `ln`'s value of key, a string. */
 static const char *field(const cJSON *o, const char *key, const char *file, int64_t ln)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v)
-        line_error(file, ln, "missing key '%s'", key);
+        data_line_error(file, ln, "missing key '%s'", key);
     if (!cJSON_IsString(v))
-        line_error(file, ln, "'%s' must be a string", key);
+        data_line_error(file, ln, "'%s' must be a string", key);
     return v->valuestring;
 }
 
@@ -179,55 +136,21 @@ static void check_normal(rt_tokenizer *t, const char *s, const char *file, int64
     uint32_t cp;
     size_t n = strlen(s);
     if (rt_tok_unnormalized(t, s, n, &cp) < n)
-        line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
+        data_line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
                    "(normalize the file first: Python's unicodedata.normalize('NFC', s))", cp);
 }
 
-static void out_open(SftOut *o, const char *dir, const char *name, int pack)
+/* DIR/NAME_x.npy, NAME_y.npy and (packing) NAME_pos.npy, [rows, T] each */
+static void rows_open(DataRows *o, const SftArgs *a, const char *name)
 {
-    static const char *const xy[3] = {"x", "y", "pos"};
-    o->name = name;
-    o->n = pack ? 3 : 2;
-    for (int k = 0; k < o->n; k++) {
-        char *final = xasprintf("%s/%s_%s.npy", dir, name, xy[k]);
-        o->path[k] = xstrdup(data_stage(final));
-        free(final);
-        o->f[k] = fopen(o->path[k], "wb");
-        if (!o->f[k])
-            error_input("%s: cannot create: %s", o->path[k], strerror(errno));
-        char zero[NPY_HEADER] = {0};
-        if (fwrite(zero, 1, NPY_HEADER, o->f[k]) != NPY_HEADER)
-            error_input("%s: cannot write: %s", o->path[k], strerror(errno));
-    }
+    static const char *const keys[3] = {"x", "y", "pos"};
+    data_rows_open(o, a->dir, name, a->pack ? 3 : 2, keys, (int64_t[]){a->T, a->T, a->T});
 }
 
-/* The .npy v1.0 header of an [rows, T] i32 array, NPY_HEADER bytes, then the file closed. */
-static void out_close(SftOut *o, int64_t T)
+/* A row's x, y and (packing) pos [T] each */
+static void row_put(DataRows *o, const int32_t *x, const int32_t *y, const int32_t *pos)
 {
-    for (int k = 0; k < o->n; k++) {
-        char h[NPY_HEADER];
-        memset(h, ' ', sizeof h);
-        memcpy(h, "\x93NUMPY\x01\x00", 8);
-        h[8] = NPY_HEADER - 10, h[9] = 0;
-        int n = snprintf(h + 10, NPY_HEADER - 10, "{'descr': '<i4', 'fortran_order': False, "
-                         "'shape': (%" PRId64 ", %" PRId64 "), }", o->rows, T);
-        h[10 + n] = ' ';
-        h[NPY_HEADER - 1] = '\n';
-        FILE *f = o->f[k];
-        if (fseek(f, 0, SEEK_SET) != 0 || fwrite(h, 1, sizeof h, f) != sizeof h || fflush(f) != 0 ||
-            fsync(fileno(f)) != 0 || fclose(f) != 0)
-            error_input("%s: cannot write: %s", o->path[k], strerror(errno));
-    }
-}
-
-/* A row's x, y and (packing) pos [T] each. */
-static void out_row(SftOut *o, const int32_t *x, const int32_t *y, const int32_t *pos, int64_t T)
-{
-    const int32_t *a[3] = {x, y, pos};
-    for (int k = 0; k < o->n; k++)
-        if (fwrite(a[k], sizeof(int32_t), (size_t)T, o->f[k]) != (size_t)T)
-            error_input("%s: cannot write: %s", o->path[k], strerror(errno));
-    o->rows++;
+    data_rows_put(o, (const int32_t *const[]){x, y, pos});
 }
 
 typedef struct {
@@ -308,17 +231,17 @@ static void check_role(const rt_chat_format *f, const char *role, int k, int tur
 {
     int is_system = !strcmp(role, "system");
     if (f->no_system && is_system)
-        line_error(file, ln, "--chat %s has no system message (its template refuses one): "
+        data_line_error(file, ln, "--chat %s has no system message (its template refuses one): "
                    "write it into the first user message", f->name);
     if (f->sys_open && is_system && k != 0)
-        line_error(file, ln, "--chat %s takes a system message first alone (its template writes "
+        data_line_error(file, ln, "--chat %s takes a system message first alone (its template writes "
                    "it into the first user message; message %d is 'system')", f->name, k + 1);
     if (f->three_roles && !is_system && strcmp(role, "user") && strcmp(role, "assistant"))
-        line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
+        data_line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
                    "(its template leaves a '%s' message out)", f->name, role);
     const char *why = f->sys_open && is_system ? NULL : rt_chat_role_error(f, turn, role);
     if (why)
-        line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k + 1, role);
+        data_line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k + 1, role);
 }
 
 /* The conversation of line ln as the template writes it, or exit 1 naming the line where
@@ -332,7 +255,7 @@ static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file
     int k = 0, turn = 0;
     cJSON_ArrayForEach(m, ms) {
         if (!cJSON_IsObject(m))
-            line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
+            data_line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
         const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
         check_role(f, role, k++, turn, file, ln);
         if (f->sys_open && !strcmp(role, "system")) {
@@ -381,7 +304,7 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
 {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
-        line_error(file, ln, "expected \"messages\": a non-empty list of {\"role\": ..., "
+        data_line_error(file, ln, "expected \"messages\": a non-empty list of {\"role\": ..., "
                    "\"content\": ...}");
     ChatText ct = {0};
     chat_text(f, ms, file, ln, &ct);
@@ -396,7 +319,7 @@ static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *
         if (to < 0 && -1 - to >= keep)   /* the edge's ids differ only past the cut */
             to = all.n, past = 1;
         if (to < done)
-            line_error(file, ln, "a token across the edge of an assistant's message: not a "
+            data_line_error(file, ln, "a token across the edge of an assistant's message: not a "
                        "text --chat %s can mask", f->name);
         /* (a text of no ids, Llama 2's lone system message, has no all.v to add to) */
         rt_ids part = {all.n ? all.v + done : NULL, to - done, to - done};
@@ -430,7 +353,7 @@ static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, in
 typedef struct {
     Example row;
     int32_t *pos;              /* [T + 1] */
-    SftOut *out;               /* where it goes */
+    DataRows *out;               /* where it goes */
 } Packer;
 
 /* The row as it is (padded, the padding's positions going on from the last id's) into
@@ -440,13 +363,13 @@ static void pack_flush(Packer *p, int64_t T, int32_t pad, int32_t *x, int32_t *y
     for (int64_t i = p->row.ids.n; i > 0 && i < T; i++)
         p->pos[i] = p->pos[i - 1] + 1;
     if (p->row.ids.n && example_row(&p->row, T, pad, x, y))
-        out_row(p->out, x, y, p->pos, T);
+        row_put(p->out, x, y, p->pos);
     p->row.ids.n = 0;
 }
 
 /* ex (its first T + 1 ids) into the row for out: after the examples there if they fit
  * together in T + 1 ids, else in a row of its own after theirs. */
-static void pack_add(Packer *p, SftOut *out, const Example *ex, int64_t T, int32_t pad, int32_t *x,
+static void pack_add(Packer *p, DataRows *out, const Example *ex, int64_t T, int32_t pad, int32_t *x,
                      int32_t *y)
 {
     int64_t n = ex->ids.n < T + 1 ? ex->ids.n : T + 1;
@@ -483,7 +406,7 @@ static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 
 /* Encodes each example into train's rows, the last n_val into val's. */
 static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_t n_val,
-                            SftOut *tr, SftOut *va, SftCounts *c)
+                            DataRows *tr, DataRows *va, SftCounts *c)
 {
     FILE *f = fopen(a->file, "r");
     if (!f)
@@ -501,7 +424,7 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
             continue;
         cJSON *o = cJSON_Parse(line);
         if (!cJSON_IsObject(o))
-            line_error(a->file, ln, "not a JSON object (each line is %s)", a->chat
+            data_line_error(a->file, ln, "not a JSON object (each line is %s)", a->chat
                        ? "{\"messages\": [{\"role\": ..., \"content\": ...}, ...]}"
                        : "{\"prompt\": ..., \"completion\": ...}");
         ex.ids.n = 0;
@@ -518,11 +441,11 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
         }
         c->tokens += ex.ids.n < a->T + 1 ? ex.ids.n : a->T + 1;
         c->packed++;
-        SftOut *out = k++ < n - n_val ? tr : va;
+        DataRows *out = k++ < n - n_val ? tr : va;
         if (a->pack)
             pack_add(&pk, out, &ex, a->T, pad, x, y);
         else
-            out_row(out, x, y, NULL, a->T);
+            row_put(out, x, y, NULL);
     }
     pack_flush(&pk, a->T, pad, x, y);
     fclose(f);
@@ -539,24 +462,24 @@ int data_sft(int argc, char **argv)
     rt_tokenizer *t = rt_tok_load(a.tok, err, sizeof err);
     if (!t)
         error_input("%s", err);
-    int64_t n = count_examples(a.file), n_val = (int64_t)((double)n * a.val_frac);
+    int64_t n = data_count_lines(a.file, a.chat ? "{\"messages\": [...]}" : "{\"prompt\": ..., \"completion\": ...}"), n_val = (int64_t)((double)n * a.val_frac);
     if (a.val_frac > 0 && n_val == 0)
         error_input("%s: %" PRId64 " example%s: --val-frac %g leaves none for validation (use "
                     "--val-frac 0 for no val arrays)", a.file, n, n == 1 ? "" : "s", a.val_frac);
     if (rt_mkdir_p(a.dir) != 0)
         error_input("%s: cannot create folder: %s", a.dir, strerror(errno));
-    SftOut tr = {0}, va = {0};
-    out_open(&tr, a.dir, "train", a.pack);
+    DataRows tr = {0}, va = {0};
+    rows_open(&tr, &a, "train");
     if (n_val)
-        out_open(&va, a.dir, "val", a.pack);
+        rows_open(&va, &a, "val");
     SftCounts c = {0};
     encode_examples(&a, t, n, n_val, &tr, &va, &c);
     if (tr.rows == 0 || (n_val && va.rows == 0))
         error_input("%s: no %s example has a completion token within --seq-len %" PRId64,
                     a.file, tr.rows ? "validation" : "training", a.T);
-    out_close(&tr, a.T);
+    data_rows_close(&tr);
     if (n_val)
-        out_close(&va, a.T);
+        data_rows_close(&va);
     data_commit();
     printf("%s: %" PRId64 " examples -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
            " (%" PRId64 " tokens; %" PRId64 " cut at %" PRId64 " tokens, %" PRId64

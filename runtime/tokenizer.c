@@ -93,6 +93,14 @@ typedef struct {
                                     as the text needs them */
 #define CACHE_WORD_MAX 64        /* longer words are not cached */
 
+/* A post-processor template's piece: a special token's id, or a sequence (TMPL_A, TMPL_B),
+ * and the type id it gives. */
+typedef struct {
+    int64_t id;
+    int type;
+} TmplPiece;
+enum { TMPL_A = -1, TMPL_B = -2 };
+
 struct rt_tokenizer {
     Pattern pat;
     int digits;                  /* a Digits pre-tokenizer first (StarCoder's): 1, each digit
@@ -120,6 +128,9 @@ struct rt_tokenizer {
     char *norm;                  /* scratch: a part with its spaces written U+2581 */
     size_t norm_cap;
     rt_ids prefix, suffix;       /* the post-processor's ids */
+    TmplPiece *tmpl[2];          /* its single and pair templates (pair: NULL when none) */
+    int n_tmpl[2];
+    int64_t pad;                 /* padding.pad_id, else <pad>'s or [PAD]'s id, else -1 */
     int64_t n_ids;
     char **piece;                /* [n_ids] the bytes of each id, NULL for none */
     uint32_t *piece_len;
@@ -1496,34 +1507,97 @@ static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t e
                 "Replace of spaces by U+2581, or that Replace alone)", type_of(nm));
 }
 
-/* TemplateProcessing's "single": the special tokens before and after $A. */
-static int template_ids(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
+/* Appends a piece to template k (0 single, 1 pair). */
+static void tmpl_add(rt_tokenizer *t, int k, int64_t id, int type)
 {
-    const cJSON *single = cJSON_GetObjectItemCaseSensitive(pp, "single");
-    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens");
-    const cJSON *e;
-    int seen_a = 0;
-    cJSON_ArrayForEach(e, single) {
-        const cJSON *st = cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+    t->tmpl[k] = xrealloc(t->tmpl[k], (size_t)(t->n_tmpl[k] + 1) * sizeof *t->tmpl[k]);
+    t->tmpl[k][t->n_tmpl[k]++] = (TmplPiece){id, type};
+}
+
+/* TemplateProcessing's template KEY ("single": k 0, "pair": 1) as pieces: its special
+ * tokens' ids (a token may stand for several) and $A (and $B), each with its type id */
+static int template_pieces(rt_tokenizer *t, const cJSON *pp, int k, char *err, size_t errlen)
+{
+    const char *key = k ? "pair" : "single", *want = k ? "AB" : "A";
+    const cJSON *specials = cJSON_GetObjectItemCaseSensitive(pp, "special_tokens"), *e;
+    int seen = 0;
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pp, key)) {
         const cJSON *sq = cJSON_GetObjectItemCaseSensitive(e, "Sequence");
+        const cJSON *st = sq ? sq : cJSON_GetObjectItemCaseSensitive(e, "SpecialToken");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(st, "id");
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(st, "type_id");
+        int type = cJSON_IsNumber(ty) ? ty->valueint : 0;
         if (sq) {
-            const cJSON *id = cJSON_GetObjectItemCaseSensitive(sq, "id");
-            if (seen_a || !cJSON_IsString(id) || strcmp(id->valuestring, "A") != 0)
-                return FAIL("post_processor TemplateProcessing: a single template with one $A "
-                            "is needed");
-            seen_a = 1;
+            if (!cJSON_IsString(name) || seen >= (int)strlen(want) ||
+                name->valuestring[0] != want[seen] || name->valuestring[1])
+                return FAIL("post_processor TemplateProcessing: a %s template with %s is needed",
+                            key, k ? "$A, then $B" : "one $A");
+            tmpl_add(t, k, seen++ ? TMPL_B : TMPL_A, type);
             continue;
         }
-        const cJSON *name = cJSON_GetObjectItemCaseSensitive(st, "id");
         const cJSON *tok = cJSON_GetObjectItemCaseSensitive(specials, cJSON_IsString(name) ? name->valuestring : "");
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(tok, "ids"), *id;
         if (!cJSON_IsArray(ids))
-            return FAIL("post_processor TemplateProcessing: a special token of \"single\" is "
-                        "not in \"special_tokens\"");
+            return FAIL("post_processor TemplateProcessing: a special token of \"%s\" is not in "
+                        "\"special_tokens\"", key);
         cJSON_ArrayForEach(id, ids)
-            rt_ids_push(seen_a ? &t->suffix : &t->prefix, (uint32_t)id->valuedouble);
+            tmpl_add(t, k, (int64_t)id->valuedouble, type);
     }
-    return seen_a ? 0 : FAIL("post_processor TemplateProcessing: \"single\" has no $A");
+    return seen == (int)strlen(want) ? 0 : FAIL("post_processor TemplateProcessing: \"%s\" has "
+                                                 "no $%c", key, want[seen]);
+}
+
+/* The single template's special ids before and after $A (rt_tok_prefix, rt_tok_suffix) */
+static void single_ids(rt_tokenizer *t)
+{
+    int seen_a = 0;
+    for (int i = 0; i < t->n_tmpl[0]; i++) {
+        if (t->tmpl[0][i].id == TMPL_A)
+            seen_a = 1;
+        else
+            rt_ids_push(seen_a ? &t->suffix : &t->prefix, (uint32_t)t->tmpl[0][i].id);
+    }
+}
+
+/* TemplateProcessing: its single template, and its pair one where it has one */
+static int template_ids(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
+{
+    if (template_pieces(t, pp, 0, err, errlen))
+        return -1;
+    const cJSON *pair = cJSON_GetObjectItemCaseSensitive(pp, "pair");
+    char ignored[256];   /* a pair template not of $A then $B: none (what reads one says so) */
+    if (cJSON_GetArraySize(pair) > 0 && template_pieces(t, pp, 1, ignored, sizeof ignored)) {
+        free(t->tmpl[1]);
+        t->tmpl[1] = NULL, t->n_tmpl[1] = 0;
+    }
+    single_ids(t);
+    return 0;
+}
+
+/* RobertaProcessing and BertProcessing: cls $A sep, and for a pair cls $A sep sep $B sep
+ * (RoBERTa's: every type id 0, which is what its model reads: transformers gives it no
+ * token_type_ids) or cls $A sep $B sep (BERT's, $B and its sep type 1) */
+static int cls_sep_ids(rt_tokenizer *t, const cJSON *pp, int roberta, char *err, size_t errlen)
+{
+    int64_t id[2];
+    const char *keys[2] = {"cls", "sep"};
+    for (int k = 0; k < 2; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(pp, keys[k]);
+        const cJSON *n = cJSON_GetArrayItem(v, 1);
+        if (cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(n) || n->valuedouble < 0)
+            return FAIL("post_processor %s: \"%s\" is not [token, id]", type_of(pp), keys[k]);
+        id[k] = (int64_t)n->valuedouble;
+    }
+    int64_t single[3] = {id[0], TMPL_A, id[1]}, pair[6] = {id[0], TMPL_A, id[1], id[1], TMPL_B, id[1]};
+    for (int i = 0; i < 3; i++)
+        tmpl_add(t, 0, single[i], 0);
+    for (int i = 0; i < 6; i++) {
+        if (!roberta && i == 3)
+            continue;   /* (BERT's pair has one sep between) */
+        tmpl_add(t, 1, pair[i], !roberta && i >= 4);
+    }
+    single_ids(t);
+    return 0;
 }
 
 /* ByteLevel (offsets only), TemplateProcessing, or a Sequence of them. */
@@ -1533,6 +1607,8 @@ static int load_post(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
         return 0;
     if (strcmp(type_of(pp), "TemplateProcessing") == 0)
         return template_ids(t, pp, err, errlen);
+    if (strcmp(type_of(pp), "RobertaProcessing") == 0 || strcmp(type_of(pp), "BertProcessing") == 0)
+        return cls_sep_ids(t, pp, type_of(pp)[0] == 'R', err, errlen);
     if (strcmp(type_of(pp), "Sequence") == 0) {
         const cJSON *e;
         cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(pp, "processors"))
@@ -1540,8 +1616,8 @@ static int load_post(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
                 return -1;
         return 0;
     }
-    return FAIL("post_processor type '%s' is not supported (ByteLevel, TemplateProcessing)",
-                type_of(pp));
+    return FAIL("post_processor type '%s' is not supported (ByteLevel, TemplateProcessing, "
+                "RobertaProcessing, BertProcessing)", type_of(pp));
 }
 
 /* Is id in a merge, either side? */
@@ -1700,6 +1776,8 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
               load_pre(t, cJSON_GetObjectItemCaseSensitive(root, "pre_tokenizer"), msg, sizeof msg) ||
               load_post(t, cJSON_GetObjectItemCaseSensitive(root, "post_processor"), msg, sizeof msg) ||
               sp_check(t, msg, sizeof msg);
+    const cJSON *pad = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "padding"), "pad_id");
+    t->pad = cJSON_IsNumber(pad) && pad->valuedouble >= 0 ? (int64_t)pad->valuedouble : -1;
     cJSON_Delete(root);
     if (bad) {
         snprintf(err, errlen, "%s: %s", path, msg);
@@ -1710,7 +1788,42 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
     map_init(&t->cache, CACHE_START);
     t->cache_ids_cap = CACHE_START;
     t->cache_ids = xrealloc(NULL, t->cache_ids_cap * sizeof *t->cache_ids);
+    int64_t n;
+    for (const char *const *k = (const char *const[]){"<pad>", "[PAD]", NULL}; t->pad < 0 && *k; k++)
+        t->pad = rt_tok_one_id(t, *k, &n);
     return t;
+}
+
+int rt_tok_has_pair(const rt_tokenizer *t) { return t->n_tmpl[1] > 0; }
+
+int64_t rt_tok_pad_id(const rt_tokenizer *t) { return t->pad; }
+
+int64_t rt_tok_added(const rt_tokenizer *t, int pair)
+{
+    int64_t n = 0;
+    for (int i = 0; i < t->n_tmpl[pair]; i++)
+        n += t->tmpl[pair][i].id >= 0;
+    return n;
+}
+
+void rt_tok_template(const rt_tokenizer *t, const rt_ids *a, const rt_ids *b, rt_ids *ids,
+                     rt_ids *types)
+{
+    int k = b != NULL;
+    for (int i = 0; i < t->n_tmpl[k]; i++) {
+        const TmplPiece *p = &t->tmpl[k][i];
+        const rt_ids *seq = p->id == TMPL_A ? a : p->id == TMPL_B ? b : NULL;
+        for (int64_t j = 0; j < (seq ? seq->n : 1); j++) {
+            rt_ids_push(ids, seq ? seq->v[j] : (uint32_t)p->id);
+            rt_ids_push(types, (uint32_t)p->type);
+        }
+    }
+    if (!t->n_tmpl[k])   /* no post-processor: the sequences as they are, type 0 */
+        for (const rt_ids *seq = a; seq; seq = seq == a ? b : NULL)
+            for (int64_t j = 0; j < seq->n; j++) {
+                rt_ids_push(ids, seq->v[j]);
+                rt_ids_push(types, seq == a ? 0 : 1);
+            }
 }
 
 void rt_tok_free(rt_tokenizer *t)
@@ -1728,6 +1841,8 @@ void rt_tok_free(rt_tokenizer *t)
     }
     rt_ids_free(&t->prefix);
     rt_ids_free(&t->suffix);
+    free(t->tmpl[0]);
+    free(t->tmpl[1]);
     for (int64_t i = 0; t->piece && i < t->n_ids; i++)
         free(t->piece[i]);
     free(t->piece);

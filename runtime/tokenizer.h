@@ -3,8 +3,9 @@
  *
  * What it reads: model BPE (vocab, merges as "a b" strings or [a, b] pairs,
  * ignore_merges, unk_token, fuse_unk), added_tokens (matched in the text before
- * pre-tokenization, leftmost-longest, special ones too), a TemplateProcessing
- * post-processor (a BOS before the text), and either
+ * pre-tokenization, leftmost-longest, special ones too), a TemplateProcessing,
+ * RobertaProcessing or BertProcessing post-processor (a BOS before the text; a
+ * classifier's specials around one text or a pair), and either
  * - byte-level BPE: the pre-tokenizer as GPT-2 (ByteLevel with its regex), Llama 3,
  *   Qwen2, GPT-4o and Tekken (Sequence[Split(Regex), ByteLevel]) and StarCoder
  *   (Sequence[Digits, ByteLevel]) write it, and an NFC normalizer on text it leaves as
@@ -50,6 +51,21 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
  * the start of a text, not of a part that continues one). */
 void rt_tok_prefix(rt_tokenizer *t, rt_ids *out);
 void rt_tok_suffix(const rt_tokenizer *t, rt_ids *out);
+
+/* The post-processor as a classifier's rows take it: whether it has a template for a pair
+ * of texts; how many special ids it adds to one text (pair 0) or a pair (1); and the
+ * ids and type ids of text A's ids (and B's: NULL for one text) with them
+ * (Tokenizer.encode(a, b).ids and .type_ids; without a post-processor A then B, B's
+ * type 1). RobertaProcessing's type ids are all 0, as transformers gives RoBERTa's
+ * model none. */
+int rt_tok_has_pair(const rt_tokenizer *t);
+int64_t rt_tok_added(const rt_tokenizer *t, int pair);
+void rt_tok_template(const rt_tokenizer *t, const rt_ids *a, const rt_ids *b, rt_ids *ids,
+                     rt_ids *types);
+
+/* The padding id: tokenizer.json's padding.pad_id, else the id of an added "<pad>" or
+ * "[PAD]", else -1. */
+int64_t rt_tok_pad_id(const rt_tokenizer *t);
 
 /* Prefix, part, suffix: Tokenizer.encode(text).ids. */
 void rt_tok_encode(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);

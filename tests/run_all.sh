@@ -106,6 +106,7 @@ check data/text           bash tests/data_text.sh
 check data/fashion        bash tests/data_fashion.sh
 check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
 check data/sft           $HF_PYTHON tests/data_sft.py
+check data/classify      $HF_PYTHON tests/data_classify.py
 check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
 check sample/kv_cache     $PYTHON tests/kv_cache.py
 

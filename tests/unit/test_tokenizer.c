@@ -302,7 +302,9 @@ static int test_refusals(void)
 {
     return refused("normalizer", "{\"type\": \"NFKC\"}", "'NFKC'") &&
            refused("model.type", "\"WordPiece\"", "'WordPiece'") &&
-           refused("post_processor", "{\"type\": \"BertProcessing\"}", "'BertProcessing'") &&
+           refused("post_processor", "{\"type\": \"BertProcessing\"}",
+                   "BertProcessing: \"cls\" is not [token, id]") &&
+           refused("post_processor", "{\"type\": \"Precompiled\"}", "'Precompiled'") &&
            refused("added_tokens", "[{\"id\": 5, \"content\": \"<x>\", \"single_word\": true}]",
                    "single_word");
 }
