@@ -23,6 +23,12 @@ void data_commit(void);
 /* data_rows.c: FILE:LINE: error: MESSAGE, exit 1 (the .part files are removed at exit) */
 _Noreturn void data_line_error(const char *file, int64_t ln, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+/* --val-frac's value V of data command CMD: a number in [0, 0.5], or exit 1 */
+double data_val_frac(const char *cmd, const char *v);
+/* An argument S of data command CMD that is no option it knows: -h (USAGE, exit 0), an
+ * unknown option (exit 1), else the input FILE, then the output DIR */
+void data_positional(const char *cmd, const char *usage, const char *s, const char **file,
+                     const char **dir);
 /* FILE's examples: its lines that are not blank (none: exit 1, saying each is FORM) */
 int64_t data_count_lines(const char *file, const char *form);
 /* Arrays of i32 rows (width values each; 0: one, an array [rows]) streamed to

@@ -53,23 +53,10 @@ static void parse_args(int argc, char **argv, ClsArgs *a)
                          : NULL;
         if (opt)
             *opt = opt_value(argc, argv, &i, s);
-        else if (!strcmp(s, "--val-frac")) {
-            const char *v = opt_value(argc, argv, &i, s);
-            char *end;
-            a->val_frac = strtod(v, &end);
-            if (!*v || *end || !(a->val_frac >= 0 && a->val_frac <= 0.5))
-                error_input("data classify: --val-frac must be a number in [0, 0.5], got '%s'", v);
-        } else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            printf("%s\n", cls_usage);
-            exit(0);
-        } else if (s[0] == '-' && s[1])
-            error_input("data classify: unknown option '%s'\n%s", s, cls_usage);
-        else if (!a->file)
-            a->file = s;
-        else if (!a->dir)
-            a->dir = s;
+        else if (!strcmp(s, "--val-frac"))
+            a->val_frac = data_val_frac("classify", opt_value(argc, argv, &i, s));
         else
-            error_input("data classify: unexpected argument '%s'\n%s", s, cls_usage);
+            data_positional("classify", cls_usage, s, &a->file, &a->dir);
     }
     if (!a->file || !a->dir || !a->tok || !a->model)
         error_input("data classify: missing %s\n%s", !a->file ? "the input file" : !a->dir

@@ -25,6 +25,29 @@ void data_line_error(const char *file, int64_t ln, const char *fmt, ...)
     exit(RT_EXIT_INPUT);
 }
 
+double data_val_frac(const char *cmd, const char *v)
+{
+    char *end;
+    double f = strtod(v, &end);
+    if (!*v || *end || !(f >= 0 && f <= 0.5))
+        error_input("data %s: --val-frac must be a number in [0, 0.5], got '%s'", cmd, v);
+    return f;
+}
+
+void data_positional(const char *cmd, const char *usage, const char *s, const char **file,
+                     const char **dir)
+{
+    if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
+        printf("%s\n", usage);
+        exit(0);
+    }
+    if (s[0] == '-' && s[1])
+        error_input("data %s: unknown option '%s'\n%s", cmd, s, usage);
+    if (*file && *dir)
+        error_input("data %s: unexpected argument '%s'\n%s", cmd, s, usage);
+    *(*file ? dir : file) = s;
+}
+
 int64_t data_count_lines(const char *file, const char *form)
 {
     FILE *f = fopen(file, "r");

@@ -87,23 +87,10 @@ static void parse_args(int argc, char **argv, SftArgs *a)
             a->chat = rt_chat_find(v);
             if (!a->chat)
                 error_input("data sft: --chat: unknown format '%s' (known: %s)", v, rt_chat_names());
-        } else if (!strcmp(s, "--val-frac")) {
-            const char *v = opt_value(argc, argv, &i, s);
-            char *end;
-            a->val_frac = strtod(v, &end);
-            if (!*v || *end || !(a->val_frac >= 0 && a->val_frac <= 0.5))
-                error_input("data sft: --val-frac must be a number in [0, 0.5], got '%s'", v);
-        } else if (!strcmp(s, "-h") || !strcmp(s, "--help")) {
-            printf("%s\n", sft_usage);
-            exit(0);
-        } else if (s[0] == '-' && s[1])
-            error_input("data sft: unknown option '%s'\n%s", s, sft_usage);
-        else if (!a->file)
-            a->file = s;
-        else if (!a->dir)
-            a->dir = s;
+        } else if (!strcmp(s, "--val-frac"))
+            a->val_frac = data_val_frac("sft", opt_value(argc, argv, &i, s));
         else
-            error_input("data sft: unexpected argument '%s'\n%s", s, sft_usage);
+            data_positional("sft", sft_usage, s, &a->file, &a->dir);
     }
     if (!a->file || !a->dir)
         error_input("data sft: missing the %s\n%s", a->file ? "output folder" : "input file",
