@@ -190,6 +190,9 @@ check example/finetune    bash examples/finetune/run.sh build/tests/finetune
 # examples/vit_finetune/run.sh as a user runs it: a HF ViT folder, import, fine-tune an
 # epoch, export, transformers classifies as trainc does
 check example/vit_finetune bash examples/vit_finetune/run.sh build/tests/vit_finetune
+# examples/text_classify/run.sh: a RoBERTa masked LM, import with a new classifier, data
+# classify, fine-tune, export, transformers classifies the raw text as trainc does
+check example/text_classify bash examples/text_classify/run.sh build/tests/text_classify
 # examples/dcgan/run.sh's smoke mode: 30 steps of the DCGAN, its files, samples and checks
 check example/dcgan       env SMOKE=1 bash examples/dcgan/run.sh build/tests/dcgan
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85

@@ -1,0 +1,109 @@
+"""The Hugging Face side of examples/text_classify/run.sh, both ends of the path.
+
+    hf.py make DIR          a model folder as the hub would give one: a byte-level BPE
+                            tokenizer of RoBERTa's kind trained over Debian's license
+                            texts (DIR/tokenizer.json) and a small random
+                            RobertaForMaskedLM over its vocabulary (roberta-base's kind:
+                            an encoder and a masked-LM head, no classifier)
+    hf.py data OUT          the task: which license two lines of text come from, over
+                            LICENSES' lines in /usr/share/common-licenses, as
+                            OUT/train.jsonl and OUT/val.jsonl ({"text": two lines,
+                            "label": the license's name}; every fifth pair of each file in
+                            val)
+    hf.py check DIR VAL ACC loads the exported DIR (model and tokenizer) in transformers,
+                            classifies VAL's texts from the raw text, checks its accuracy
+                            equals trainc's ACC (a fraction) within one line, and prints
+                            three predictions
+
+Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
+"""
+import json
+import os
+import sys
+
+try:
+    import torch
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import (PreTrainedTokenizerFast, RobertaConfig, RobertaForMaskedLM,
+                              RobertaForSequenceClassification)
+except ImportError as e:
+    print("skip: %s (make deps makes .venv/hf with transformers; HF_PYTHON names its python)" % e)
+    sys.exit(77)
+
+SRC = "/usr/share/common-licenses"
+LICENSES = ["Apache-2.0", "Artistic", "GPL-3", "LGPL-3", "MPL-2.0"]
+torch.set_num_threads(1)
+transformers.logging.set_verbosity_error()
+
+
+def lines(name):
+    """the license's lines of text (at least 20 characters)"""
+    return [l.strip() for l in open(os.path.join(SRC, name), encoding="utf-8", errors="replace")
+            if len(l.strip()) >= 20]
+
+
+def make(d):
+    os.makedirs(d, exist_ok=True)
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([l for n in LICENSES for l in lines(n)], trainers.BpeTrainer(
+        vocab_size=2000, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.save(os.path.join(d, "tokenizer.json"))
+    torch.manual_seed(0)
+    cfg = RobertaConfig(vocab_size=tok.get_vocab_size(), hidden_size=64, num_hidden_layers=2,
+                        num_attention_heads=4, intermediate_size=128, max_position_embeddings=66,
+                        type_vocab_size=1, pad_token_id=1)
+    RobertaForMaskedLM(cfg).save_pretrained(d, safe_serialization=True)
+
+
+def data(out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "train.jsonl"), "w") as tr, \
+         open(os.path.join(out, "val.jsonl"), "w") as va:
+        for name in LICENSES:
+            ls = lines(name)
+            for i in range(0, len(ls) - 1, 2):   # two lines an example
+                text = ls[i] + " " + ls[i + 1]
+                (va if i // 2 % 5 == 4 else tr).write(json.dumps({"text": text, "label": name}) + "\n")
+
+
+def check(d, val, acc):
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),
+                                  pad_token="<pad>")
+    model = RobertaForSequenceClassification.from_pretrained(d).eval()
+    ex = [json.loads(l) for l in open(val)]
+    right, shown = 0, []
+    with torch.no_grad():
+        for b in range(0, len(ex), 64):
+            batch = ex[b:b + 64]
+            enc = tok([e["text"] for e in batch], truncation=True, max_length=64,
+                      padding="max_length", return_tensors="pt")
+            pred = model(**enc).logits.argmax(-1).tolist()
+            for e, p in zip(batch, pred):
+                name = model.config.id2label[p]
+                right += name == e["label"]
+                if len(shown) < 3:
+                    shown.append("%r -> %s (%s)" % (e["text"][:50], name, e["label"]))
+    theirs = right / len(ex)
+    print("transformers: accuracy %.4f over %d lines; trainc's %.4f" % (theirs, len(ex), acc))
+    for s in shown:
+        print("  " + s)
+    if abs(theirs - acc) > 1.0 / len(ex) + 1e-9:
+        print("FAIL: transformers' accuracy is not trainc's")
+        sys.exit(1)
+
+
+if __name__ == "__main__":
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "make" and len(sys.argv) == 3:
+        make(sys.argv[2])
+    elif cmd == "data" and len(sys.argv) == 3:
+        data(sys.argv[2])
+    elif cmd == "check" and len(sys.argv) == 5:
+        check(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    else:
+        sys.exit(__doc__)
