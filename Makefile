@@ -38,7 +38,7 @@ $(B)/rt/dist.o: runtime/dist.c runtime/rt.h runtime/trainc_rt.h runtime/rt_dist.
 $(B)/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h runtime/trainc_rt.h | $(B)/cc/ops
 	$(CC) $(CFLAGS) -c $< -o $@
 $(B)/cc/build.o: override CFLAGS += -I$(CUDA_HOME)/include
-$(B)/cc/data_cmd.o $(B)/rt/tokenizer.o $(B)/rt/mode_sample.o: runtime/tokenizer.h
+$(B)/cc/data_cmd.o $(B)/rt/tokenizer.o $(B)/rt/mode_sample.o $(B)/rt/wordpiece.o: runtime/tokenizer.h runtime/wordpiece.h
 $(B)/rt/conv_direct.o: runtime/conv_direct_isa.h
 # trainc build links trainers with these too (override: survives CFLAGS=... on the
 # command line, as the sanitizer build passes it)

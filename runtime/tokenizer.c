@@ -13,13 +13,15 @@
  * its spaces written U+2581 (and one prepended, as the file says), is one word (or a
  * word from each U+2581 on, with Metaspace's split), and its symbols are characters;
  * a character the vocabulary lacks is its bytes' <0xXX> tokens (byte_fallback) or the
- * unk token. */
+ * unk token. WordPiece (BERT's) reads its vocabulary here and its parts between added
+ * tokens go to wordpiece.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "tokenizer.h"
+#include "wordpiece.h"
 
 /* The patterns, by the exact string each file writes. */
 typedef enum { PT_NONE, PT_GPT2, PT_LLAMA3, PT_QWEN2, PT_O200K, PT_TEKKEN } Pattern;
@@ -131,6 +133,10 @@ struct rt_tokenizer {
     TmplPiece *tmpl[2];          /* its single and pair templates (pair: NULL when none) */
     int n_tmpl[2];
     int64_t pad;                 /* padding.pad_id, else <pad>'s or [PAD]'s id, else -1 */
+    int wp;                      /* the model is WordPiece (BERT's: wordpiece.c) */
+    rt_wordpiece wpm;
+    int bert_norm;               /* its BertNormalizer (bnorm), or none */
+    rt_bert_norm bnorm;
     int64_t n_ids;
     char **piece;                /* [n_ids] the bytes of each id, NULL for none */
     uint32_t *piece_len;
@@ -282,7 +288,7 @@ static PairSlot *pair_slot(const rt_tokenizer *t, uint32_t a, uint32_t b)
 
 enum { C_OTHER, C_LETTER, C_NUMBER, C_SPACE };
 
-static int in_ranges(uint32_t c, const uint32_t (*r)[2], int n)
+int rt_uni_in(uint32_t c, const uint32_t (*r)[2], int n)
 {
     int lo = 0, hi = n - 1;
     while (lo <= hi) {
@@ -298,7 +304,7 @@ static int in_ranges(uint32_t c, const uint32_t (*r)[2], int n)
 }
 
 /* \s as Oniguruma reads it: Unicode's White_Space. */
-static int is_space(uint32_t c)
+int rt_uni_space(uint32_t c)
 {
     return (c >= 0x09 && c <= 0x0D) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 ||
            (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
@@ -312,20 +318,20 @@ static int char_class(uint32_t c)
             return C_LETTER;
         if (c >= '0' && c <= '9')
             return C_NUMBER;
-        return is_space(c) ? C_SPACE : C_OTHER;
+        return rt_uni_space(c) ? C_SPACE : C_OTHER;
     }
-    if (is_space(c))
+    if (rt_uni_space(c))
         return C_SPACE;
-    if (in_ranges(c, rt_uni_letter, rt_uni_letter_n))
+    if (rt_uni_in(c, rt_uni_letter, rt_uni_letter_n))
         return C_LETTER;
-    if (in_ranges(c, rt_uni_number, rt_uni_number_n))
+    if (rt_uni_in(c, rt_uni_number, rt_uni_number_n))
         return C_NUMBER;
     return C_OTHER;
 }
 
 /* The code point at s[i] (i < n) and its length in *len; a byte that starts no valid
  * UTF-8 sequence is one character of class other. */
-static uint32_t utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len)
+uint32_t rt_utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len)
 {
     unsigned c = s[i];
     *len = 1;
@@ -345,19 +351,19 @@ static uint32_t utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len)
 }
 
 /* Python's str.isspace(): White_Space, and the separators U+001C-U+001F. */
-static int py_space(uint32_t c) { return is_space(c) || (c >= 0x1C && c <= 0x1F); }
+static int py_space(uint32_t c) { return rt_uni_space(c) || (c >= 0x1C && c <= 0x1F); }
 
 size_t rt_utf8_strip(const char *text, size_t n, size_t *start)
 {
     const unsigned char *s = (const unsigned char *)text;
     size_t lo = 0, hi = n, len;
-    while (lo < hi && py_space(utf8_at(s, lo, hi, &len)))
+    while (lo < hi && py_space(rt_utf8_at(s, lo, hi, &len)))
         lo += len;
     while (hi > lo) {
         size_t at = hi - 1;   /* the last character's first byte */
         while (at > lo && hi - at < 4 && (s[at] & 0xC0) == 0x80)
             at--;
-        if (!py_space(utf8_at(s, at, hi, &len)) || at + len != hi)
+        if (!py_space(rt_utf8_at(s, at, hi, &len)) || at + len != hi)
             break;
         hi = at;
     }
@@ -372,7 +378,7 @@ static int class_at(const unsigned char *s, size_t i, size_t n, size_t *len)
         *len = 0;
         return -1;
     }
-    return char_class(utf8_at(s, i, n, len));
+    return char_class(rt_utf8_at(s, i, n, len));
 }
 
 /* The start of the run of white space that ends at s[i], lo at the earliest. */
@@ -382,7 +388,7 @@ static size_t space_before(const unsigned char *s, size_t lo, size_t i)
         size_t j = i - 1, len;
         while (j > lo && (s[j] & 0xC0) == 0x80)
             j--;
-        if (!is_space(utf8_at(s, j, i, &len)) || j + len != i)
+        if (!rt_uni_space(rt_utf8_at(s, j, i, &len)) || j + len != i)
             break;
         i = j;
     }
@@ -512,14 +518,14 @@ static int case_at(const unsigned char *s, size_t i, size_t n, size_t *len)
         *len = 0;
         return 0;
     }
-    uint32_t c = utf8_at(s, i, n, len);
+    uint32_t c = rt_utf8_at(s, i, n, len);
     if (c < 0x80)
         return c >= 'A' && c <= 'Z' ? K_U : c >= 'a' && c <= 'z' ? K_W : 0;
-    if (in_ranges(c, rt_uni_upper, rt_uni_upper_n))
+    if (rt_uni_in(c, rt_uni_upper, rt_uni_upper_n))
         return K_U;
-    if (in_ranges(c, rt_uni_lower, rt_uni_lower_n))
+    if (rt_uni_in(c, rt_uni_lower, rt_uni_lower_n))
         return K_W;
-    return in_ranges(c, rt_uni_letter, rt_uni_letter_n) || in_ranges(c, rt_uni_mark, rt_uni_mark_n)
+    return rt_uni_in(c, rt_uni_letter, rt_uni_letter_n) || rt_uni_in(c, rt_uni_mark, rt_uni_mark_n)
                ? K_U | K_W : 0;
 }
 
@@ -630,7 +636,7 @@ static size_t sp_symbols(rt_tokenizer *t, const unsigned char *w, size_t n)
     size_t m = 0, len;
     int unk = 0;   /* an unk pending */
     for (size_t i = 0; i < n; i += len) {
-        utf8_at(w, i, n, &len);
+        rt_utf8_at(w, i, n, &len);
         const Slot *s = map_find(&t->vocab, w + i, len);
         if (s) {
             if (unk)
@@ -901,9 +907,14 @@ static void encode_words(rt_tokenizer *t, const unsigned char *s, size_t n, rt_i
     }
 }
 
-/* The normalized added tokens, then the words of what lies between them. */
+/* The normalized added tokens, then the words of what lies between them (WordPiece:
+ * wordpiece.c's, none of its added tokens normalized). */
 static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
 {
+    if (t->wp) {
+        rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s, n, out);
+        return;
+    }
     for (size_t i = 0; i < n;) {
         const Added *a = NULL;
         size_t at = added_find(&t->norm_set, s, i, n, &a);
@@ -1065,7 +1076,7 @@ size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n, size_t
                 return p;
         return 0;
     }
-    if (!t->cut_ok || t->pat == PT_NONE || n < 3)
+    if (!t->cut_ok || (t->pat == PT_NONE && !t->wp) || n < 3)
         return 0;
     int slash = t->pat == PT_O200K || t->pat == PT_TEKKEN;   /* [\r\n/]* after punctuation */
     for (size_t p = n - 1; p >= 2 && p >= from; p--)
@@ -1086,8 +1097,8 @@ size_t rt_tok_unnormalized(const rt_tokenizer *t, const char *text, size_t n, ui
             len = 1;
             continue;
         }
-        uint32_t c = utf8_at(s, i, n, &len);
-        if (c <= 0x10FFFF && in_ranges(c, rt_uni_nfc_unsafe, rt_uni_nfc_unsafe_n)) {
+        uint32_t c = rt_utf8_at(s, i, n, &len);
+        if (c <= 0x10FFFF && rt_uni_in(c, rt_uni_nfc_unsafe, rt_uni_nfc_unsafe_n)) {
             *cp = c;
             return i;
         }
@@ -1193,25 +1204,18 @@ static int add_merge(rt_tokenizer *t, const cJSON *mg, uint32_t rank, char *err,
     return 0;
 }
 
-static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
+/* The vocabulary's entry S[0, n) as an id, or -1 (WordPiece's lookup) */
+static int64_t vocab_lookup(void *ctx, const char *s, size_t n)
 {
-    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
-    if (!cJSON_IsObject(model) || !cJSON_IsString(type))
-        return FAIL("model: missing, or without a \"type\"");
-    if (strcmp(type->valuestring, "BPE") != 0)
-        return FAIL("model type '%s' is not supported (only BPE)", type->valuestring);
-    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(model, "dropout");
-    if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
-        return FAIL("model.dropout: BPE dropout is not supported (random ids)");
-    if (!is_empty_str(model, "continuing_subword_prefix") || !is_empty_str(model, "end_of_word_suffix"))
-        return FAIL("model: continuing_subword_prefix and end_of_word_suffix are not supported");
-    t->byte_fallback = !is_false(model, "byte_fallback");
-    t->fuse_unk = !is_false(model, "fuse_unk");
-    t->ignore_merges = !is_false(model, "ignore_merges");
-    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
-    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
-    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
-        return FAIL("model: \"vocab\" must be an object and \"merges\" a list");
+    const Slot *x = map_find(&((rt_tokenizer *)ctx)->vocab, s, n);
+    return x ? (int64_t)x->val : -1;
+}
+
+/* model.vocab's entries as they are, into t->vocab (ids set t->n_ids) */
+static int load_vocab(rt_tokenizer *t, const cJSON *vocab, char *err, size_t errlen)
+{
+    if (!cJSON_IsObject(vocab))
+        return FAIL("model: \"vocab\" must be an object");
     map_init(&t->vocab, 1024);
     const cJSON *e;
     cJSON_ArrayForEach(e, vocab) {
@@ -1225,6 +1229,57 @@ static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t err
         if ((int64_t)e->valuedouble >= t->n_ids)
             t->n_ids = (int64_t)e->valuedouble + 1;
     }
+    return 0;
+}
+
+/* WordPiece (BERT's): its vocabulary, unk_token (needed), continuing_subword_prefix,
+ * max_input_chars_per_word */
+static int load_wordpiece(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
+{
+    if (load_vocab(t, cJSON_GetObjectItemCaseSensitive(model, "vocab"), err, errlen))
+        return -1;
+    t->wp = 1;
+    t->wpm = (rt_wordpiece){.lookup = vocab_lookup, .ctx = t, .max_chars = 100};
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_token");
+    const cJSON *pre = cJSON_GetObjectItemCaseSensitive(model, "continuing_subword_prefix");
+    const cJSON *max = cJSON_GetObjectItemCaseSensitive(model, "max_input_chars_per_word");
+    if (!cJSON_IsString(unk) || !vocab_id(t, unk->valuestring, &t->wpm.unk))
+        return FAIL("model.unk_token: WordPiece needs one in its vocabulary");
+    const char *p = cJSON_IsString(pre) ? pre->valuestring : "##";
+    if (strlen(p) >= sizeof t->wpm.prefix)
+        return FAIL("model.continuing_subword_prefix: over %d bytes", (int)sizeof t->wpm.prefix - 1);
+    strcpy(t->wpm.prefix, p);
+    t->wpm.prefix_len = strlen(p);
+    if (cJSON_IsNumber(max) && max->valuedouble >= 1)
+        t->wpm.max_chars = (int64_t)max->valuedouble;
+    t->unk = t->wpm.unk;
+    return 0;
+}
+
+static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
+{
+    const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
+    if (!cJSON_IsObject(model) || !cJSON_IsString(type))
+        return FAIL("model: missing, or without a \"type\"");
+    if (strcmp(type->valuestring, "WordPiece") == 0)
+        return load_wordpiece(t, model, err, errlen);
+    if (strcmp(type->valuestring, "BPE") != 0)
+        return FAIL("model type '%s' is not supported (BPE, WordPiece)", type->valuestring);
+    const cJSON *drop = cJSON_GetObjectItemCaseSensitive(model, "dropout");
+    if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
+        return FAIL("model.dropout: BPE dropout is not supported (random ids)");
+    if (!is_empty_str(model, "continuing_subword_prefix") || !is_empty_str(model, "end_of_word_suffix"))
+        return FAIL("model: continuing_subword_prefix and end_of_word_suffix are not supported");
+    t->byte_fallback = !is_false(model, "byte_fallback");
+    t->fuse_unk = !is_false(model, "fuse_unk");
+    t->ignore_merges = !is_false(model, "ignore_merges");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *merges = cJSON_GetObjectItemCaseSensitive(model, "merges");
+    if (!cJSON_IsObject(vocab) || !cJSON_IsArray(merges))
+        return FAIL("model: \"vocab\" must be an object and \"merges\" a list");
+    if (load_vocab(t, vocab, err, errlen))
+        return -1;
+    const cJSON *e;
     size_t nm = (size_t)cJSON_GetArraySize(merges);
     for (t->merges_cap = 1024; t->merges_cap < 2 * nm; t->merges_cap *= 2) {}
     t->merges = xrealloc(NULL, t->merges_cap * sizeof *t->merges);
@@ -1413,6 +1468,12 @@ static int space_split(const cJSON *pt)
 static int load_pre(rt_tokenizer *t, const cJSON *pt, char *err, size_t errlen)
 {
     int use_regex = 0;
+    int bert = cJSON_IsObject(pt) && strcmp(type_of(pt), "BertPreTokenizer") == 0;
+    if (t->wp || bert)   /* WordPiece's words, and theirs alone */
+        return t->wp && bert ? 0 : FAIL("pre_tokenizer %s with a %s model is not supported "
+                                         "(BertPreTokenizer and WordPiece go together)",
+                                         cJSON_IsObject(pt) ? type_of(pt) : "none",
+                                         t->wp ? "WordPiece" : "BPE");
     if (t->sp && (!pt || cJSON_IsNull(pt) || space_split(pt)))
         return 0;
     if (t->sp)
@@ -1499,12 +1560,24 @@ static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t e
         t->nfc = 1;
         return 0;
     }
+    if (strcmp(type_of(nm), "BertNormalizer") == 0) {
+        if (!t->wp)
+            return FAIL("normalizer BertNormalizer with a %s model is not supported (WordPiece's)",
+                        "BPE");
+        const cJSON *sa = cJSON_GetObjectItemCaseSensitive(nm, "strip_accents");
+        t->bert_norm = 1;
+        t->bnorm = (rt_bert_norm){.clean_text = !is_false(nm, "clean_text"),
+                                  .chinese = !is_false(nm, "handle_chinese_chars"),
+                                  .lowercase = !is_false(nm, "lowercase")};
+        t->bnorm.strip_accents = cJSON_IsBool(sa) ? cJSON_IsTrue(sa) : t->bnorm.lowercase;
+        return 0;
+    }
     if (sp_replace(nm)) {
         t->sp = SP_NEVER;
         return 0;
     }
-    return FAIL("normalizer type '%s' is not supported (none, NFC, or Llama 2's Prepend and "
-                "Replace of spaces by U+2581, or that Replace alone)", type_of(nm));
+    return FAIL("normalizer type '%s' is not supported (none, NFC, BertNormalizer, or Llama 2's "
+                "Prepend and Replace of spaces by U+2581, or that Replace alone)", type_of(nm));
 }
 
 /* Appends a piece to template k (0 single, 1 pair). */
@@ -1637,6 +1710,11 @@ static int in_merge(const rt_tokenizer *t, uint32_t id)
  * whose whole-word lookup could span it). */
 static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
 {
+    if (t->wp && t->norm_set.n > 0)
+        return FAIL("added_tokens: '%s' is normalized, which WordPiece here does not support "
+                    "(only normalized false, as BERT's special tokens)", t->norm_set.a[0].s);
+    if (t->wp)
+        return 0;
     if (!t->sp)
         return t->byte_fallback ? FAIL("model.byte_fallback with a byte-level pre-tokenizer is "
                                        "not supported (SentencePiece-style BPE has it)") : 0;
@@ -1710,9 +1788,13 @@ static void build_pieces(rt_tokenizer *t)
             set_piece(t, s->val, buf, sp_piece(t, (const char *)p, s->len, buf));
             continue;
         }
+        if (t->wp) {   /* (a later piece's "##" kept) */
+            set_piece(t, s->val, (const char *)p, s->len);
+            continue;
+        }
         size_t k = 0, len;
         for (size_t j = 0; j < s->len; j += len) {
-            uint32_t c = utf8_at(p, j, s->len, &len);
+            uint32_t c = rt_utf8_at(p, j, s->len, &len);
             if (c < 0x200 && t->char_byte[c] >= 0)
                 buf[k++] = (char)t->char_byte[c];
             else

@@ -1,5 +1,5 @@
-/* tokenizer.h: the BPE tokenizer of a Hugging Face tokenizer.json, shared by `trainc
- * data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
+/* tokenizer.h: the tokenizer of a Hugging Face tokenizer.json (BPE, WordPiece), shared
+ * by `trainc data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
  *
  * What it reads: model BPE (vocab, merges as "a b" strings or [a, b] pairs,
  * ignore_merges, unk_token, fuse_unk), added_tokens (matched in the text before
@@ -14,6 +14,8 @@
  *   Replace(" ", "▁")] with no pre-tokenizer, or a Metaspace pre-tokenizer ("▁", any
  *   prepend_scheme, split or not) with no normalizer; byte_fallback; added tokens
  *   unnormalized.
+ * - WordPiece (BERT's): the BertNormalizer (or none) and the BertPreTokenizer
+ *   (wordpiece.c); added tokens unnormalized.
  * Anything else (another normalizer, pattern or model type, lstrip/rstrip tokens) is
  * refused at load, named. Encoding gives the ids of `tokenizers`'
  * Tokenizer.encode(text).ids. */

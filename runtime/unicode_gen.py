@@ -2,8 +2,10 @@
 """Writes runtime/unicode.c: the code point ranges of the Unicode classes \\p{L}
 (categories Lu Ll Lt Lm Lo) and \\p{N} (Nd Nl No) that the tokenizer's pre-tokenizer
 patterns use, of the letters' cases (Lu and Lt, Ll) and the marks (\\p{M}: Mn Mc Me)
-that GPT-4o's and Tekken's patterns tell apart, and of the characters NFC might
-change, from Python's unicodedata.
+that GPT-4o's and Tekken's patterns tell apart, of the characters NFC might
+change, and what BERT's normalizer and pre-tokenizer read (other, punctuation and
+nonspacing mark ranges; each character's lowercase and NFD), from Python's
+unicodedata.
 (Checked against tokenizers 0.19.1's Oniguruma, \\p{L} and \\p{N} as Split patterns
 over every code point: the same sets.)  Run from the repository root:
 
@@ -67,6 +69,24 @@ def table(name, rs):
     return "\n".join(lines)
 
 
+def maps(name, f, width):
+    """{cp, m0, ..., m(width-1)} for each code point f maps to something else (zeros pad),
+    sorted: Hangul syllables left out (decomposed by rule)"""
+    rows = []
+    for cp in range(0x110000):
+        if 0xAC00 <= cp <= 0xD7A3:
+            continue
+        m = f(chr(cp))
+        if m != chr(cp):
+            rows.append([cp] + [ord(c) for c in m] + [0] * (width - len(m)))
+    lines = [f"const uint32_t {name}[][{width + 1}] = {{"]
+    for r in rows:
+        lines.append("    {" + ", ".join(f"0x{v:X}" for v in r) + "},")
+    lines.append("};")
+    lines.append(f"const int {name}_n = {len(rows)};")
+    return "\n".join(lines)
+
+
 def main():
     letters = ranges(lambda c: c[0] == "L")
     numbers = ranges(lambda c: c[0] == "N")
@@ -88,14 +108,22 @@ def main():
       " * and \\p{N} (Nd Nl No), of Lu and Lt, of Ll and of \\p{M} (Mn Mc Me), for the\n"
       " * tokenizer's pre-tokenizer (tokenizer.c), and of\n"
       " * the characters whose presence may make NFC change a text (unicode_gen.py's\n"
-      " * nfc_unsafe says which: a text without them is its own NFC). */\n"
+      " * nfc_unsafe says which: a text without them is its own NFC); for BERT's\n"
+      " * normalizer and pre-tokenizer (wordpiece.c), those of \\p{C} (Cc Cf Cn Co Cs),\n"
+      " * \\p{P} and Mn, and each code point's lowercase (str.lower: up to 2) and NFD (up\n"
+      " * to 4; Hangul syllables by rule), where they differ from it. */\n"
       "#include <stdint.h>\n\n")
     w(table("rt_uni_letter", letters) + "\n\n")
     w(table("rt_uni_number", numbers) + "\n\n")
     w(table("rt_uni_upper", upper) + "\n\n")
     w(table("rt_uni_lower", lower) + "\n\n")
     w(table("rt_uni_mark", marks) + "\n\n")
-    w(table("rt_uni_nfc_unsafe", nfc) + "\n")
+    w(table("rt_uni_nfc_unsafe", nfc) + "\n\n")
+    w(table("rt_uni_other", ranges(lambda c: c[0] == "C")) + "\n\n")
+    w(table("rt_uni_punct", ranges(lambda c: c[0] == "P")) + "\n\n")
+    w(table("rt_uni_mn", ranges(lambda c: c == "Mn")) + "\n\n")
+    w(maps("rt_uni_lowercase", str.lower, 2) + "\n\n")
+    w(maps("rt_uni_nfd", lambda c: unicodedata.normalize("NFD", c), 4) + "\n")
 
 
 main()
