@@ -34,11 +34,11 @@ except ImportError:
     print("skip wordpiece_hf: tokenizers is not importable from %s (make deps)" % sys.executable)
     sys.exit(77)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, TRAINC, check, failed, trainc  # noqa: E402
+
 OUT = os.path.join(ROOT, "build", "tests", "wordpiece_hf")
 T = 400
-failed = []
 
 STRINGS = [
     "Hello, World! It's a test.",
@@ -58,20 +58,6 @@ STRINGS = [
     "3.14159 2,000,000 1/2 50% #hashtag @user foo_bar a+b=c",
     "",
 ]
-
-
-def check(cond, what):
-    if not cond:
-        failed.append(what)
-    print("%s %s" % ("ok  " if cond else "FAIL", what))
-
-
-def trainc(*args, expect=0):
-    r = subprocess.run([TRAINC] + [str(a) for a in args], capture_output=True, text=True)
-    if r.returncode != expect:
-        print(r.stdout + r.stderr)
-        raise SystemExit("trainc %s: exit %d, expected %d" % (args[0], r.returncode, expect))
-    return r
 
 
 def license_text():
