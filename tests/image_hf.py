@@ -1,4 +1,5 @@
-"""What tests/vit_hf.py and tests/resnet_hf.py share: the checks' report, trainc's runs,
+"""What the Hugging Face tests share (vit_hf, resnet_hf, bert_hf, data_classify,
+wordpiece_hf): the checks' report, trainc's runs,
 an image classifier's pixels as trainc computes them, and the refusals."""
 import json
 import os
