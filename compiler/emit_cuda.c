@@ -345,11 +345,6 @@ static void instance_line(Program *p, const Instance *x, char *line)
             p->cuda_unsupported = xasprintf("attention with %lld query heads a key/value head "
                                             "(heads %lld wide): the GPU kernels take up to %d",
                                             x->g, x->b, (int)att_tile_rows(x->b));
-        } else if (x->pk && !x->c) {
-            snprintf(line, 160, "/* RT_ATTENTION_%s%s: no kernel for packed rows without a "
-                                "causal mask */", ext, fb);
-            p->cuda_unsupported = xstrdup("attention without a causal mask over packed rows (the "
-                                          "model's positions): the GPU kernels take causal ones");
         } else
             snprintf(line, 160, "RT_ATTENTION_%s%s(%lld, %lld, %lld)", ext, fb, x->a, x->b, x->c);
         return;

@@ -15,7 +15,8 @@ CUDA=${CUDA_HOME:-/usr/local/cuda}
 d=build/tests/nvrtc
 rm -rf "$d"; mkdir -p "$d"
 cc -std=gnu11 -O1 -I"$CUDA/include" tests/nvrtc_check.c -L"$CUDA/lib64" -Wl,-rpath,"$CUDA/lib64" -lnvrtc -o "$d/nvrtc_check"
-# specs/ and tests/nvrtc_specs/ (what no shipped spec has: a ResNet stem's max pool
+# specs/ and tests/nvrtc_specs/ (what no shipped spec has: a BERT's padded rows, attention
+# without a causal mask over the model's positions; a ResNet stem's max pool
 # padding, an input normalized by channel)
 for spec in specs/*.json tests/nvrtc_specs/*.json; do
     name=$(basename "$spec" .json)

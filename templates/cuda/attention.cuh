@@ -1102,6 +1102,14 @@ __device__ __forceinline__ int atx_seq_start(const int *Pb, int p)
     return Pb && p >= 0 ? p - Pb[p] : 0;
 }
 
+/* Packed rows without a causal mask (each sequence sees itself whole): is key kj in
+ * another sequence than the one that starts at lo? (Keys past T are nobody's.) As
+ * runtime/attention.c's att_end, from the key's side. */
+__device__ __forceinline__ bool atx_apart(const int *Pb, int kj, int lo, int T)
+{
+    return kj >= T || kj - Pb[kj] != lo;
+}
+
 /* The first key a tile of queries from position p0 sees past k (its window's start, or
  * 0), packed rows P at batch row b (NULL: k): the sequence start of its first query,
  * since positions count up from 0 in each sequence (the loader checks) and the other
@@ -1268,11 +1276,12 @@ __device__ __forceinline__ void atx_krows(int *pos, long long *off, int R, int k
 }
 
 /* Is key kj hidden from the query at position p (p < 0: no query), whose sequence starts
- * at key lo? */
+ * at key lo? Packed rows (Pb) without a causal mask: a key of a later sequence too. */
 template <int T, int CAUSAL>
-__device__ __forceinline__ bool atx_masked(int p, int kj, int W, int lo)
+__device__ __forceinline__ bool atx_masked(int p, int kj, int W, int lo, const int *Pb)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo;
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo ||
+           (!CAUSAL && Pb && atx_apart(Pb, kj, lo, T));
 }
 
 /* The forward: as attention_fwd, over tiles of (head, position) query rows; the keys a
@@ -1332,7 +1341,7 @@ __device__ __forceinline__ void attention_ext_fwd(RT_ATTENTION_EXT_FWD_ARGS)
                     const int kj = k0 + tx + 8 * j;
                     float g;
                     const int lo = P ? qlo[i] : RT_ATT_ANY_KEY;
-                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo)
+                    s[r][j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo, Pb)
                                   ? ninf : att_score<CAP>(scale * s[r][j], cap, &g);
                     mx = fmaxf(mx, s[r][j]);
                 }
@@ -1444,7 +1453,7 @@ __device__ __forceinline__ void attention_ext_bwd_q(RT_ATTENTION_EXT_ARGS)
                     float g;
                     const float z = att_score<CAP>(scale * s[r][j], cap, &g);
                     const int lo = P ? qlo[i] : RT_ATT_ANY_KEY;
-                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo)
+                    ds[i][tx + 8 * j] = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo, Pb)
                                             ? 0.0f
                                             : expf(z - Lt[i]) * (dp[r][j] - Dt[i]) * g;
                 }
@@ -1550,7 +1559,7 @@ __device__ __forceinline__ void attention_ext_bwd_kv(RT_ATTENTION_EXT_ARGS)
                     for (int j = 0; j < CS; j++) {
                         const int kj = k0 + ty + 16 * r, i = tx + 8 * j;
                         const int lo = P ? qfirst[i] : RT_ATT_ANY_KEY;
-                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo);
+                        const bool masked = atx_masked<T, CAUSAL>(qpos[i], kj, W, lo, Pb);
                         float g;
                         const float z = att_score<CAP>(scale * s[r][j], cap, &g);
                         const float p = masked ? 0.0f : expf(z - Lt[i]);
@@ -1791,9 +1800,10 @@ __device__ __forceinline__ void atx_tc_tile(unsigned short (*M)[W], int pos0, co
 /* Is key kj hidden from the query at position p (p < 0: no query), whose sequence starts
  * at key lo? As atx_masked. */
 template <int T, int CAUSAL>
-__device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W, int lo)
+__device__ __forceinline__ bool atx_tc_masked(int p, int kj, int W, int lo, const int *Pb)
 {
-    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo;
+    return p < 0 || kj >= T || (CAUSAL && kj > p) || (W > 0 && kj <= p - W) || kj < lo ||
+           (!CAUSAL && Pb && atx_apart(Pb, kj, lo, T));
 }
 
 /* Packed rows' P (or NULL) at batch row b: its [T] row */
@@ -1956,7 +1966,8 @@ __device__ __forceinline__ void attention_ext_fwd_tc(RT_ATTENTION_EXT_FWD_ARGS)
                     const int kj = k0 + 8 * n + 2 * t4 + (r & 1), u = r >> 1;
                     float g;
                     const int lo = P ? Sq[16 * warp + (lane >> 2) + 8 * u] : RT_ATT_ANY_KEY;
-                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo)
+                    sc[n][r] = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo,
+                                                                   atx_prow(P, b, T))
                                    ? ninf : att_score2<CAP>(sc[n][r], scale, sl2, cap, &g);
                     mx[u] = fmaxf(mx[u], sc[n][r]);
                 }
@@ -2136,7 +2147,8 @@ __device__ __forceinline__ void attention_ext_bwd_q_tc(RT_ATTENTION_EXT_ARGS)
                         const int kj = k0 + 8 * c + 2 * t4 + (r & 1), u = r >> 1;
                         const int i = 16 * warp + g + 8 * u;
                         const int lo = P ? Sq[i] : RT_ATT_ANY_KEY;
-                        const bool masked = edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo);
+                        const bool masked =
+                            edge && atx_tc_masked<T, CAUSAL>(pos[u], kj, W, lo, atx_prow(P, b, T));
                         float gc;
                         const float z = att_score2<CAP>(sc[c][r], scale, sl2, cap, &gc);
                         const float p = rt_exp2_approx(z - Lt[i]);
@@ -2335,7 +2347,8 @@ __device__ __forceinline__ void attention_ext_bwd_kv_tc(RT_ATTENTION_EXT_ARGS)
                             const bool masked =
                                 edge && (i >= T || atx_tc_masked<T, CAUSAL>(i, kj, W,
                                                                             P ? i - Pt[cb][il]
-                                                                              : RT_ATT_ANY_KEY));
+                                                                              : RT_ATT_ANY_KEY,
+                                                                            atx_prow(P, b, T)));
                             const float lt = Lt[cb][il] * RT_LOG2E;   /* in log2 units */
                             float gc = 1.0f;   /* the cap's derivative (CAP) */
                             const float p =

@@ -205,7 +205,8 @@ __device__ __forceinline__ void att90_consume(unsigned base, int c, int q0, int 
         float mx[2] = {ninf, ninf};
         for (int i = 0; i < NS; i++) {
             const int u = (i >> 1) & 1, kj = k0 + 8 * (i >> 2) + 2 * t4 + (i & 1), row = r0 + 8 * u;
-            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W) || kj < lo[u];
+            const bool hid = kj >= T || (CAUSAL && kj > row) || (W > 0 && kj <= row - W) || kj < lo[u] ||
+                             (!CAUSAL && PK && atx_apart(Pb, kj, lo[u], T));
             sc[i] = edge && hid ? ninf : sl2 * sc[i];
             mx[u] = fmaxf(mx[u], sc[i]);
         }

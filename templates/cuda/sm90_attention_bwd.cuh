@@ -338,7 +338,8 @@ __device__ __forceinline__ void att90b_consume_q(att90b_smem_map<HD> sm, int c, 
         for (int e = 0; e < BK / 2; e++) {   /* dS = P (dP - D), 0 where masked */
             const int u = (e >> 1) & 1, kj = k0 + 8 * (e >> 2) + 2 * t4 + (e & 1), i = r0 + 8 * u;
             const bool masked = edge && (i >= T || kj >= T || (CAUSAL && kj > i) ||
-                                         (W > 0 && kj <= i - W) || kj < lo[u]);
+                                         (W > 0 && kj <= i - W) || kj < lo[u] ||
+                                         (!CAUSAL && PK && atx_apart(Pb, kj, lo[u], T)));
             const float p = rt_exp2_approx(sl2 * sc[e] - Lr[u]);
             sc[e] = masked ? 0.0f : p * (dp[e] - Dr[u]);
         }
@@ -399,7 +400,8 @@ __device__ __forceinline__ void att90b_kv_tile(att90b_smem_map<HD> sm, int s, in
         const int i = i0 + 8 * (e >> 2) + 2 * t4 + (e & 1), kj = j0 + 8 * ((e >> 1) & 1);
         /* (query i's sequence start: the row's lanes read the same ones, L1) */
         const bool masked = edge && (i >= T || (CAUSAL && kj > i) || (W > 0 && kj <= i - W) ||
-                                     (PK && kj < atx_seq_start(Pb, i)));
+                                     (PK && kj < atx_seq_start(Pb, i)) ||
+                                     (!CAUSAL && PK && atx_apart(Pb, kj, atx_seq_start(Pb, i), T)));
         /* lse (in log2 units) and D of query i from global memory (the row's lanes read
          * the same ones: L1) */
         const float lt = i < T ? Lh[i] * RT_LOG2E : 0.0f, Di = i < T ? Dh[i] : 0.0f;
