@@ -106,6 +106,32 @@ fi
     -o sft_ignore 2>>"$P/build.log"
 mkdir -p "$P/data/sft"
 cp build/sft_ignore/*.npy "$P/data/sft/"
+# run.sh checks: a BERT's padded rows (tests/nvrtc_specs/bert_pad.json: attention without
+# a causal mask over the model's positions, each row's padding a sequence of its own),
+# fp32 and bf16-mixed, its .npy data in data/bert (1024 rows of random text lengths)
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build tests/nvrtc_specs/bert_pad.json --device both --arch "$ARCH" --set precision=$p \
+        --bundle "$P/ship" -o bert_pad$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+done
+"${PYTHON:-/usr/bin/python3}" - "$P/data/bert" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(5)
+N, T = 1024, 128
+lens = rng.integers(2, T + 1, size=N)
+x = rng.integers(1, 1000, size=(N, T)).astype(np.int32)
+types = np.zeros((N, T), np.int32)
+pos = np.zeros((N, T), np.int32)
+for r, k in enumerate(lens):
+    x[r, k:] = 0
+    types[r, k // 2:k] = r % 2
+    pos[r, :k], pos[r, k:] = np.arange(k), np.arange(T - k)
+y = (x[:, 1] % 3).astype(np.int32)   # (a class the first token tells)
+for k, a in (("x", x), ("types", types), ("pos", pos), ("y", y)):
+    np.save("%s/%s.npy" % (d, k), a)
+PY
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

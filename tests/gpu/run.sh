@@ -15,7 +15,7 @@
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
 # (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
-# vs CPU (< 1e-3); vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# vs CPU (< 1e-3); bert_pad and vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char, the moe Llama and
 # vit_fashion in bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
 # with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
@@ -195,6 +195,16 @@ PY
     r=$(curve "$D/moe.gpu" "$D/moe.cpu" 1e-3) && note "ok   llama_moe (moe.cuh) GPU vs CPU fp32: $r" || { note "FAIL llama_moe GPU vs CPU: $r"; fail=1; }
     "$S/llama_moe_bf16" --device cuda --out "$D/moe.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/moe.bf16" "$D/moe.cpu" 1 1) && note "ok   llama_moe bf16-mixed (tensor-core grouped GEMMs) GPU vs fp32 CPU: $r" || { note "FAIL llama_moe bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # a BERT's padded rows: attention without a causal mask over the model's positions (the
+    # CAUSAL 0 packed instances), the token types' embedding, first_token, 100 steps of 32
+    BX=(--set "data.train.x=$D/data/bert/x.npy" --set "data.train.types=$D/data/bert/types.npy"
+        --set "data.train.pos=$D/data/bert/pos.npy" --set "data.train.y=$D/data/bert/y.npy"
+        --set max_steps=100 --set batch_size=32 --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/bert_pad" --device cpu --out "$D/bert.cpu" "${BX[@]}" 2>>"$OUT/runs.log"
+    "$S/bert_pad" --device cuda --out "$D/bert.gpu" "${BX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/bert.gpu" "$D/bert.cpu" 1e-3) && note "ok   bert_pad (padded rows, no causal mask) GPU vs CPU fp32: $r" || { note "FAIL bert_pad GPU vs CPU: $r"; fail=1; }
+    "$S/bert_pad_bf16" --device cuda --out "$D/bert.bf16" "${BX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/bert.bf16" "$D/bert.cpu" 1 1) && note "ok   bert_pad bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL bert_pad bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
     # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
