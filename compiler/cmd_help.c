@@ -104,7 +104,7 @@ static const struct {
                "Nemotron, GPT-NeoX (Pythia), Phi-2, Falcon, GPT-J, OLMo, OLMo 2, GLM, Cohere,\n"
                "Cohere 2 and the mixtures of experts Mixtral, OLMoE and Qwen3-MoE; the image\n"
                "classifiers ViT and ResNet (--image-size: a ResNet's images' side, 224); the\n"
-               "text classifiers BERT and RoBERTa (--labels: a new classifier for these\n"
+               "text classifiers BERT, RoBERTa and DistilBERT (--labels: a new classifier for these\n"
                "classes, over the encoder of any of their models: BertModel, BertForMaskedLM)\n"
                "(docs/commands.md says which configs); a config key or a tensor trainc cannot\n"
                "express exits 1 naming it, and nothing is written. Writes OUT/model.json\n"

@@ -1907,7 +1907,7 @@ static ImportArgs import_args(int argc, char **argv)
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
-    int text = !strcmp(type, "bert") || !strcmp(type, "roberta");
+    int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);
@@ -1917,8 +1917,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
     if (o->labels && !text)
-        error_input("import: --labels is for a text classifier's new head (bert, roberta); "
-                    "this is %s", type);
+        error_input("import: --labels is for a text classifier's new head (bert, roberta, "
+                    "distilbert); this is %s", type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name);

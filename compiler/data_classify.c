@@ -72,7 +72,8 @@ static ClsModel read_model(const char *path)
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
     const cJSON *in = cJSON_GetObjectItemCaseSensitive(m, "inputs");
-    const cJSON *x = cJSON_GetObjectItemCaseSensitive(in, "x"), *y = cJSON_GetObjectItemCaseSensitive(in, "y");
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(in, "x"),
+                *y = cJSON_GetObjectItemCaseSensitive(in, "y");
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(x, "shape");
     const cJSON *classes = cJSON_GetObjectItemCaseSensitive(y, "classes");
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 1 || !cJSON_IsNumber(classes))
@@ -248,7 +249,8 @@ int data_classify(int argc, char **argv)
     ClsModel cm = read_model(a.model);
     rt_tokenizer *t = load_tokenizer(&a, &cm);
     const char *form = "{\"text\": ..., \"label\": ...}";
-    int64_t n = data_count_lines(a.file, form), n_val = a.val ? 0 : (int64_t)((double)n * a.val_frac);
+    int64_t n = data_count_lines(a.file, form),
+            n_val = a.val ? 0 : (int64_t)((double)n * a.val_frac);
     if (!a.val && a.val_frac > 0 && n_val == 0)
         error_input("%s: %" PRId64 " example%s: --val-frac %g leaves none for validation (use "
                     "--val-frac 0 for no val arrays)", a.file, n, n == 1 ? "" : "s", a.val_frac);

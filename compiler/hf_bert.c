@@ -13,13 +13,43 @@
 #include "hf.h"
 #include "ops/op.h"
 
+/* A family's names: its own; in transformers model_type, its sequence classifier, its
+ * models' stem ("Bert": BertModel, BertForMaskedLM), the encoder's tensors' prefix, a
+ * block's after it (a format of its index) and its tensors' under that, the pooler's (a
+ * format of the prefix) and the head's; the pooler's activation; vocab_size's default */
+typedef struct Family {
+    const char *name, *type, *arch, *stem, *prefix, *block;
+    const char *q, *k, *v, *proj, *norm1, *fc1, *fc2, *norm2;
+    const char *pooler, *head, *act;
+    int64_t vocab;
+} Family;
+
+enum { BERT, ROBERTA, DISTIL };
+static const Family families[] = {
+    [BERT] = {"BERT", "bert", "BertForSequenceClassification", "Bert", "bert.",
+              "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
+              "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+              "intermediate.dense", "output.dense", "output.LayerNorm", "%spooler.dense",
+              "classifier", "tanh", 30522},
+    [ROBERTA] = {"RoBERTa", "roberta", "RobertaForSequenceClassification", "Roberta", "roberta.",
+                 "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
+                 "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+                 "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
+                 "classifier.out_proj", "tanh", 50265},
+    [DISTIL] = {"DistilBERT", "distilbert", "DistilBertForSequenceClassification", "DistilBert",
+                "distilbert.", "transformer.layer.%lld.", "attention.q_lin", "attention.k_lin",
+                "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
+                "output_layer_norm", "pre_classifier", "classifier", "relu", 30522}};
+
 /* What the model's shapes and layers depend on, and the names of trainc's layers
  * (import: default_names; export: the spec's own) */
 typedef struct Bert {
-    int roberta;                       /* RoBERTa's names and position offset, else BERT's */
+    const Family *f;                   /* BERT's, RoBERTa's (its position offset) or DistilBERT's */
+    int fam;                           /* which: BERT, ROBERTA, DISTIL */
     HfImage cls;                       /* the classes (K, their names) */
     int64_t V, D, L, H, FF, TV, P, T;  /* vocabulary, width, blocks, heads, MLP width, token
-                                          types, positions (trainc's), sequence */
+                                          types (DistilBERT: 0, none), positions (trainc's),
+                                          sequence */
     int64_t skip;                      /* the position rows before trainc's (RoBERTa's
                                           pad_token_id + 1), else 0 */
     double eps;
@@ -34,47 +64,39 @@ typedef struct Bert {
     char *attn, *norm1, *fc1, *fc2, *norm2;
 } Bert;
 
-static const char *arch_of(const Bert *b)
-{
-    return b->roberta ? "RobertaForSequenceClassification" : "BertForSequenceClassification";
-}
+static const char *arch_of(const Bert *b) { return b->f->arch; }
 
 /* Block i's tensors: q, k and v stacked as trainc's qkv */
 static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
 {
     char *ours = xasprintf(b->block, (long long)i);
-    char *th = xasprintf("%sencoder.layer.%lld.", b->prefix, (long long)i);
+    const Family *f = b->f;
+    char *th = xasprintf("%s%s", b->prefix, xasprintf(f->block, (long long)i));
     int64_t D = b->D;
-    const char *w[3], *bs[3], *qkv[3] = {"query", "key", "value"};
+    const char *w[3], *bs[3], *qkv[3] = {f->q, f->k, f->v};
     for (int k = 0; k < 3; k++) {
-        w[k] = xasprintf("%sattention.self.%s.weight", th, qkv[k]);
-        bs[k] = xasprintf("%sattention.self.%s.bias", th, qkv[k]);
+        w[k] = xasprintf("%s%s.weight", th, qkv[k]);
+        bs[k] = xasprintf("%s%s.bias", th, qkv[k]);
     }
     hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, b->attn), 2, (int64_t[]){3 * D, D}, 3, w,
             2, (int64_t[]){D, D});
     hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, b->attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
             &D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, b->attn),
-                   xasprintf("%sattention.output.dense", th), D, D);
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm1),
-                      xasprintf("%sattention.output.LayerNorm", th), D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc1), xasprintf("%sintermediate.dense", th),
-                   b->FF, D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc2), xasprintf("%soutput.dense", th), D,
+    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, b->attn), xasprintf("%s%s", th, f->proj),
+                   D, D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm1), xasprintf("%s%s", th, f->norm1),
+                      D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc1), xasprintf("%s%s", th, f->fc1), b->FF,
+                   D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, b->fc2), xasprintf("%s%s", th, f->fc2), D,
                    b->FF);
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm2),
-                      xasprintf("%soutput.LayerNorm", th), D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, b->norm2), xasprintf("%s%s", th, f->norm2),
+                      D);
 }
 
-/* transformers' names of the pooler (BERT's; RoBERTa's classifier.dense) and head */
-static const char *pooler_of(const Bert *b)
-{
-    return b->roberta ? "classifier.dense" : xasprintf("%spooler.dense", b->prefix);
-}
-static const char *head_of(const Bert *b)
-{
-    return b->roberta ? "classifier.out_proj" : "classifier";
-}
+/* transformers' name of the pooler (BERT's; RoBERTa's classifier.dense, DistilBERT's
+ * pre_classifier) */
+static const char *pooler_of(const Bert *b) { return xasprintf(b->f->pooler, b->prefix); }
 
 /* a linear OUT x IN: transformers' tensors THEIRS, or drawn anew (FRESH) */
 static void linear_or_fresh(const Bert *b, hf_join_fn fn, void *ctx, const char *ours,
@@ -93,16 +115,17 @@ static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
     int64_t D = b->D;
     hf_join_same(fn, ctx, xasprintf("%s.weight", b->embed),
                  xasprintf("%sembeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, D});
-    hf_join_same(fn, ctx, xasprintf("%s.weight", b->types),
-                 xasprintf("%sembeddings.token_type_embeddings.weight", m), 2,
-                 (int64_t[]){b->TV, D});
+    if (b->TV)
+        hf_join_same(fn, ctx, xasprintf("%s.weight", b->types),
+                     xasprintf("%sembeddings.token_type_embeddings.weight", m), 2,
+                     (int64_t[]){b->TV, D});
     hf_join_rows(fn, ctx, xasprintf("%s.weight", b->pos),
                  xasprintf("%sembeddings.position_embeddings.weight", m), b->P, D, b->skip);
     hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), D);
     for (int64_t i = 0; i < b->L; i++)
         bert_block(b, i, fn, ctx);
     linear_or_fresh(b, fn, ctx, b->pooler, pooler_of(b), D, D, b->fresh_pooler);
-    linear_or_fresh(b, fn, ctx, b->head, head_of(b), b->cls.K, D, b->fresh_head);
+    linear_or_fresh(b, fn, ctx, b->head, b->f->head, b->cls.K, D, b->fresh_head);
 }
 
 /* The names import writes */
@@ -116,9 +139,10 @@ static void default_names(Bert *b)
 /* ---- import -------------------------------------------------------------------- */
 
 /* config keys that change nothing trainc computes: the dropouts (every import leaves
- * them out) */
+ * them out; DistilBERT's names too) */
 static const char *const bert_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
-                                           NULL};
+                                           "dropout", "attention_dropout", "seq_classif_dropout",
+                                           "qa_dropout", NULL};
 
 /* The family's models whose encoder import takes (their own heads left out) */
 static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
@@ -129,7 +153,7 @@ static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
  * (LABELS) one of its other models (b->base), whose classifier is new */
 static void bert_arch(HfCfg *c, Bert *b, const char *labels)
 {
-    const char *fam = b->roberta ? "Roberta" : "Bert";
+    const char *fam = b->f->stem;
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
         const char *a = cJSON_IsString(e) ? e->valuestring : "";
@@ -143,8 +167,7 @@ static void bert_arch(HfCfg *c, Bert *b, const char *labels)
         if (!known && strcmp(a, arch_of(b)))
             hf_cfg_error(c, "architectures", "%s: trainc imports a %s's encoder with a sequence "
                          "classifier (%s, or %sModel, %sForMaskedLM and the like with --labels)",
-                         *a ? a : "an entry", b->roberta ? "RoBERTa" : "BERT", arch_of(b), fam,
-                         fam);
+                         *a ? a : "an entry", b->f->name, arch_of(b), fam, fam);
     }
 }
 
@@ -162,13 +185,10 @@ static void bert_refusals(HfCfg *c)
                      "true: cross attention is not among trainc's layers");
 }
 
-/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
- * LABELS: import's --labels (NULL: config.json's classes) */
-static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
+/* BERT's and RoBERTa's sizes */
+static void bert_sizes(HfCfg *c, Bert *b)
 {
-    bert_arch(c, b, labels);
     bert_refusals(c);
-    b->V = hf_cfg_int(c, "vocab_size", b->roberta ? 50265 : 30522);
     b->D = hf_cfg_int(c, "hidden_size", 768);
     b->L = hf_cfg_int(c, "num_hidden_layers", 12);
     b->H = hf_cfg_int(c, "num_attention_heads", 12);
@@ -176,10 +196,38 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
     b->TV = hf_cfg_int(c, "type_vocab_size", 2);
     b->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
     b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
+}
+
+/* DistilBERT's sizes (its own key names; no token types; its layernorms' eps 1e-12, as
+ * its modeling code fixes it) */
+static void distil_sizes(HfCfg *c, Bert *b)
+{
+    if (hf_cfg_bool(c, "sinusoidal_pos_embds", 0))
+        hf_cfg_error(c, "sinusoidal_pos_embds", "true: fixed sinusoidal positions, which trainc "
+                     "would train as learned rows");
+    hf_cfg_get(c, "tie_weights_");   /* (the masked-LM head's, left out) */
+    b->D = hf_cfg_int(c, "dim", 768);
+    b->L = hf_cfg_int(c, "n_layers", 6);
+    b->H = hf_cfg_int(c, "n_heads", 12);
+    b->FF = hf_cfg_int(c, "hidden_dim", 3072);
+    b->TV = 0, b->eps = 1e-12;
+    b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "activation", "gelu"), "tanh");
+}
+
+/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
+ * LABELS: import's --labels (NULL: config.json's classes) */
+static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
+{
+    bert_arch(c, b, labels);
+    if (b->fam == DISTIL)
+        distil_sizes(c, b);
+    else
+        bert_sizes(c, b);
+    b->V = hf_cfg_int(c, "vocab_size", b->f->vocab);
     /* (BERT's pad_token_id, 0, changes nothing here: hf_pretrained_keys) */
-    int64_t pad = b->roberta ? hf_cfg_int(c, "pad_token_id", 1) : 0,
+    int64_t pad = b->fam == ROBERTA ? hf_cfg_int(c, "pad_token_id", 1) : 0,
             all = hf_cfg_int(c, "max_position_embeddings", 512);
-    b->skip = b->roberta ? pad + 1 : 0;   /* RoBERTa's positions count from pad_token_id + 1 */
+    b->skip = b->fam == ROBERTA ? pad + 1 : 0;   /* RoBERTa's positions count from pad + 1 */
     b->P = all - b->skip;
     if (b->D % b->H)
         hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
@@ -201,7 +249,7 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
         hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
-                     "model computes what trainc would", b->roberta ? "roberta" : "bert");
+                     "model computes what trainc would", b->f->type);
 }
 
 /* a layer NAME of OP in list LS with one number KEY */
@@ -220,13 +268,14 @@ static void seq_input(cJSON *in, const char *name, int64_t T)
     cJSON_AddStringToObject(x, "dtype", "i32");
 }
 
-/* x (token ids), types (token type ids), pos (each token's place in its sequence: the
- * text from 0, the padding from 0 again) and y (the class) */
+/* x (token ids), types (token type ids; DistilBERT has none), pos (each token's place in its
+ * sequence: the text from 0, the padding from 0 again) and y (the class) */
 static void bert_inputs(cJSON *m, const Bert *b)
 {
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
     seq_input(in, "x", b->T);
-    seq_input(in, "types", b->T);
+    if (b->TV)
+        seq_input(in, "types", b->T);
     seq_input(in, "pos", b->T);
     cJSON *y = cJSON_AddObjectToObject(in, "y");
     cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
@@ -267,32 +316,39 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     cJSON *e = layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
     cJSON_AddNumberToObject(e, "dim", (double)b->D);
     cJSON_AddStringToObject(e, "input", "x");
-    cJSON *tb = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
-    cJSON *t = layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
-    cJSON_AddNumberToObject(t, "dim", (double)b->D);
-    cJSON_AddStringToObject(t, "input", "types");
+    if (b->TV) {   /* the token types' rows added */
+        cJSON *tb = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
+        cJSON *t = layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
+        cJSON_AddNumberToObject(t, "dim", (double)b->D);
+        cJSON_AddStringToObject(t, "input", "types");
+    }
     layer_n(ls, "pos_embedding", b->pos, "max_len", (double)b->P);
     layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
     cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
     bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
     hf_layer(ls, "first_token", NULL);
     layer_n(ls, "linear", b->pooler, "out", (double)b->D);
-    hf_layer(ls, "tanh", NULL);
+    hf_layer(ls, b->f->act, NULL);
     layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
     hf_image_loss(m);
     return root;
 }
 
-/* train.json for fine-tuning: transformers Trainer's AdamW (weight decay 0.01, as
- * run_glue's examples set it), 3 epochs, clipping at 1.0 */
-static const char bert_train[] =
+/* train.json for fine-tuning (TYPES: with the token types' arrays): transformers
+ * Trainer's AdamW (weight decay 0.01, as run_glue's examples set it), 3 epochs, clipping
+ * at 1.0 */
+static char *bert_train(int types)
+{
+    const char *tt = types ? "\"types\": \"data/train_types.npy\", " : "";
+    const char *tv = types ? "\"types\": \"data/val_types.npy\", " : "";
+    return xasprintf(
     "{\n"
     "  \"trainc\": 1,\n"
     "  \"train\": {\n"
     "    \"data\": {\n"
-    "      \"train\": {\"x\": \"data/train_x.npy\", \"types\": \"data/train_types.npy\",\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\", %s\n"
     "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"},\n"
-    "      \"val\": {\"x\": \"data/val_x.npy\", \"types\": \"data/val_types.npy\",\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\", %s\n"
     "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"}\n"
     "    },\n"
     "    \"batch_size\": 32,\n"
@@ -305,7 +361,8 @@ static const char bert_train[] =
     "    \"seed\": 1337,\n"
     "    \"log_every\": 10\n"
     "  }\n"
-    "}\n";
+    "}\n", tt, tv);
+}
 
 /* The checkpoint's form: its encoder's prefix (a bare model's tensors have none), whether
  * the pooler and the head are drawn anew (a new classifier; BERT's pooler where the
@@ -313,13 +370,15 @@ static const char bert_train[] =
  * other heads' tensors left out; returns how many */
 static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
 {
-    const char *fam = b->roberta ? "roberta." : "bert.";
+    const char *fam = b->f->prefix;
     b->prefix = hf_find(&im->w, xasprintf("%sembeddings.word_embeddings.weight", fam)) ? fam : "";
     b->fresh_head = b->base || new_labels;
-    b->fresh_pooler = b->roberta ? b->base : !hf_find(&im->w, xasprintf("%s.weight", pooler_of(b)));
+    b->fresh_pooler = b->fam == BERT ? !hf_find(&im->w, xasprintf("%s.weight", pooler_of(b)))
+                                     : b->base;   /* (the classifier's own elsewhere) */
     bert_walk(b, hf_join_plan_import, im);
     /* (RobertaModel's pooler, which the classifier never reads) */
-    int left = b->roberta ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0) : 0;
+    int left = b->fam == ROBERTA ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0)
+                                 : 0;
     if (b->fresh_head && *b->prefix)
         left += hf_join_leave_out(&im->w, b->prefix, 1);
     hf_join_all_used(&im->w, im->dir, arch_of(b));
@@ -329,7 +388,11 @@ static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
 int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T,
                    const char *labels)
 {
-    Bert b = {.roberta = !strcmp(hf_cfg_str(cfg, "model_type", ""), "roberta")};
+    const char *type = hf_cfg_str(cfg, "model_type", "");
+    Bert b = {.fam = !strcmp(type, "roberta")      ? ROBERTA
+                     : !strcmp(type, "distilbert") ? DISTIL
+                                                   : BERT};
+    b.f = &families[b.fam];
     default_names(&b);
     bert_config(cfg, &b, T, labels);
     HfJoinImport im = {.dir = dir};
@@ -340,10 +403,10 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
         cannot_write("import", out);
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out), xstrdup(bert_train));
+    hf_write_text("import", xasprintf("%s/train.json", out), bert_train(b.TV > 0));
     printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens%s) -> "
            "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
-           b.roberta ? "roberta" : "bert", (long long)b.L, im.out.n, (long long)b.T,
+           b.f->type, (long long)b.L, im.out.n, (long long)b.T,
            b.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
                                     "(normal, std %g, seed %d), %d of the checkpoint's other "
                                     "heads left out", (long long)b.cls.K, im.n_fresh, b.std,
@@ -365,9 +428,9 @@ int hf_bert_spec(const Spec *s)
 }
 
 static const char bert_layers[] =
-    "embedding, residual [embedding] (the token types), pos_embedding, layernorm, a repeat of "
-    "[residual [attention], layernorm, residual [linear, gelu, linear], layernorm], "
-    "first_token, linear, tanh, linear";
+    "embedding, residual [embedding] (the token types; none for DistilBERT), pos_embedding, "
+    "layernorm, a repeat of [residual [attention], layernorm, residual [linear, gelu, "
+    "linear], layernorm], first_token, linear, tanh (DistilBERT: relu), linear";
 
 static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
 {
@@ -378,9 +441,9 @@ static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *
 }
 
 /* the repeat of post-norm blocks at REP */
-static void bert_blocks(const Spec *s, const Layer *rep, Bert *b)
+static void bert_blocks(const Spec *s, const Layer *rep, const char *at, Bert *b)
 {
-    hf_want(s, &b->h, rep, "$.model.layers[4]", OP_REPEAT);
+    hf_want(s, &b->h, rep, at, OP_REPEAT);
     if (rep->n_body != 4)
         hf_refuse(s, &b->h, rep, "a repeat of other than a post-norm block's four layers");
     b->L = rep->count;
@@ -401,58 +464,80 @@ static void bert_blocks(const Spec *s, const Layer *rep, Bert *b)
     b->fc1 = hf_layer_name(mb[0], 0, m), b->fc2 = hf_layer_name(mb[2], 2, m);
 }
 
-/* the embeddings: words, the token types' residual, positions, their layernorm */
-static void bert_embeddings(const Spec *s, const Layer *const *ls, Bert *b)
+/* The family the layers make: no token types DistilBERT, one type RoBERTa, else BERT */
+static void bert_family(Bert *b, int fam)
+{
+    b->fam = fam, b->f = &families[fam];
+    b->h.arch = arch_of(b);
+    b->prefix = b->f->prefix;
+    b->skip = fam == ROBERTA ? 2 : 0;
+}
+
+/* the embeddings from ls[*k] on: words, the token types' residual (BERT, RoBERTa),
+ * positions, their layernorm; *k past them */
+static void bert_embeddings(const Spec *s, const Layer *const *ls, int *k, Bert *b)
 {
     const char *at = "$.model.layers";
     const Layer *e = hf_want(s, &b->h, ls[0], at, OP_EMBEDDING);
-    b->V = e->vocab, b->D = e->dim;
-    const Layer *r = hf_want(s, &b->h, ls[1], at, OP_RESIDUAL);
-    if (r->n_shortcut || r->n_body != 1 || r->body[0]->op != OP_EMBEDDING)
+    b->V = e->vocab, b->D = e->dim, *k = 1;
+    const Layer *r = ls[1] && ls[1]->op == OP_RESIDUAL ? ls[1] : NULL;
+    if (r && (r->n_shortcut || r->n_body != 1 || r->body[0]->op != OP_EMBEDDING))
         hf_refuse(s, &b->h, r, "a residual other than the token types' embedding alone");
-    b->TV = r->body[0]->vocab;
-    b->roberta = b->TV == 1;   /* (BERT's have 2 types, RoBERTa's 1) */
-    b->h.arch = arch_of(b);
-    b->prefix = b->roberta ? "roberta." : "bert.";
-    const Layer *p = hf_want(s, &b->h, ls[2], at, OP_POS_EMBEDDING);
-    b->P = p->max_len, b->skip = b->roberta ? 2 : 0;
-    hf_match_norm(s, &b->h, ls[3], at, &b->eps);
-    b->embed = hf_layer_name(ls[0], 0, ""), b->pos = hf_layer_name(ls[2], 2, "");
-    b->types = hf_layer_name(r->body[0], 0, r->name ? xasprintf("%s.", r->name) : "");
-    b->embed_norm = hf_layer_name(ls[3], 3, "");
+    b->TV = r ? r->body[0]->vocab : 0;
+    bert_family(b, !r ? DISTIL : b->TV == 1 ? ROBERTA : BERT);   /* (BERT's have 2 types) */
+    if (r)
+        b->types = hf_layer_name(r->body[0], 0, r->name ? xasprintf("%s.", r->name) : ""), (*k)++;
+    const Layer *p = hf_want(s, &b->h, ls[*k], at, OP_POS_EMBEDDING);
+    b->P = p->max_len;
+    b->pos = hf_layer_name(p, *k, ""), (*k)++;
+    hf_match_norm(s, &b->h, ls[*k], at, &b->eps);
+    if (b->fam == DISTIL && b->eps != 1e-12)
+        hf_refuse(s, &b->h, ls[*k], "a layernorm's eps other than DistilBERT's 1e-12");
+    b->embed = hf_layer_name(ls[0], 0, ""), b->embed_norm = hf_layer_name(ls[*k], *k, ""), (*k)++;
 }
 
-/* The spec's layers as a BERT or RoBERTa classifier, or exit 1 naming the first that is
- * not */
+/* The spec's layers as a BERT, RoBERTa or DistilBERT classifier, or exit 1 naming the
+ * first that is not */
 static void bert_match(const Spec *s, Bert *b)
 {
-    b->h = (HfLayout){"BertForSequenceClassification or RobertaForSequenceClassification",
-                      bert_layers};
-    const Layer *ls[9] = {0};
-    for (int k = 0; k < 9 && k < s->n_layers; k++)
+    b->h = (HfLayout){"BertForSequenceClassification (or RoBERTa's, DistilBERT's)", bert_layers};
+    const Layer *ls[10] = {0};
+    for (int k = 0; k < 10 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     const char *at = "$.model.layers";
-    bert_embeddings(s, ls, b);
-    bert_blocks(s, ls[4], b);
-    hf_want(s, &b->h, ls[5], at, OP_FIRST_TOKEN);
-    hf_match_linear(s, &b->h, ls[6], at, b->D);
-    hf_want(s, &b->h, ls[7], at, OP_TANH);
-    b->cls.K = hf_match_linear(s, &b->h, ls[8], at, 0);
+    int k;
+    bert_embeddings(s, ls, &k, b);
+    bert_blocks(s, ls[k], at, b);
+    hf_want(s, &b->h, ls[k + 1], at, OP_FIRST_TOKEN);
+    hf_match_linear(s, &b->h, ls[k + 2], at, b->D);
+    hf_want(s, &b->h, ls[k + 3], at, b->fam == DISTIL ? OP_RELU : OP_TANH);
+    b->cls.K = hf_match_linear(s, &b->h, ls[k + 4], at, 0);
     hf_image_labels_from_spec(s, &b->cls);
-    if (s->n_layers > 9)
-        hf_refuse(s, &b->h, s->layers[9], "a layer after the classifier");
+    if (s->n_layers > k + 5)
+        hf_refuse(s, &b->h, s->layers[k + 5], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
         error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", arch_of(b));
-    b->pooler = hf_layer_name(ls[6], 6, ""), b->head = hf_layer_name(ls[8], 8, "");
+    b->pooler = hf_layer_name(ls[k + 2], k + 2, ""), b->head = hf_layer_name(ls[k + 4], k + 4, "");
 }
 
-static cJSON *bert_hf_config(const Bert *b)
+/* DistilBertConfig's keys */
+static void distil_config(cJSON *c, const Bert *b)
 {
-    cJSON *c = cJSON_CreateObject();
-    cJSON_AddItemToObject(c, "architectures",
-                          cJSON_CreateStringArray((const char *[]){arch_of(b)}, 1));
-    cJSON_AddStringToObject(c, "model_type", b->roberta ? "roberta" : "bert");
-    cJSON_AddNumberToObject(c, "vocab_size", (double)b->V);
+    cJSON_AddNumberToObject(c, "dim", (double)b->D);
+    cJSON_AddNumberToObject(c, "n_layers", (double)b->L);
+    cJSON_AddNumberToObject(c, "n_heads", (double)b->H);
+    cJSON_AddNumberToObject(c, "hidden_dim", (double)b->FF);
+    cJSON_AddStringToObject(c, "activation", b->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddItemToObject(c, "dropout", hf_float(0));
+    cJSON_AddItemToObject(c, "attention_dropout", hf_float(0));
+    cJSON_AddItemToObject(c, "seq_classif_dropout", hf_float(0));
+    cJSON_AddFalseToObject(c, "sinusoidal_pos_embds");
+    cJSON_AddNumberToObject(c, "pad_token_id", 0);
+}
+
+/* BertConfig's and RobertaConfig's keys */
+static void bert_keys(cJSON *c, const Bert *b)
+{
     cJSON_AddNumberToObject(c, "hidden_size", (double)b->D);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)b->L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)b->H);
@@ -460,16 +545,29 @@ static cJSON *bert_hf_config(const Bert *b)
     cJSON_AddStringToObject(c, "hidden_act", b->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
     cJSON_AddItemToObject(c, "hidden_dropout_prob", hf_float(0));
     cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
-    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)(b->P + b->skip));
     cJSON_AddNumberToObject(c, "type_vocab_size", (double)b->TV);
-    cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(b->eps));
-    cJSON_AddNumberToObject(c, "pad_token_id", b->roberta ? 1 : 0);
-    if (b->roberta) {
+    cJSON_AddNumberToObject(c, "pad_token_id", b->fam == ROBERTA ? 1 : 0);
+    if (b->fam == ROBERTA) {
         cJSON_AddNumberToObject(c, "bos_token_id", 0);
         cJSON_AddNumberToObject(c, "eos_token_id", 2);
     }
     cJSON_AddStringToObject(c, "position_embedding_type", "absolute");
+}
+
+static cJSON *bert_hf_config(const Bert *b)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToObject(c, "architectures",
+                          cJSON_CreateStringArray((const char *[]){arch_of(b)}, 1));
+    cJSON_AddStringToObject(c, "model_type", b->f->type);
+    cJSON_AddNumberToObject(c, "vocab_size", (double)b->V);
+    cJSON_AddNumberToObject(c, "max_position_embeddings", (double)(b->P + b->skip));
+    if (b->fam == DISTIL)
+        distil_config(c, b);
+    else
+        bert_keys(c, b);
+    cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
     hf_image_config_labels(c, &b->cls);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     return c;
@@ -490,7 +588,7 @@ int hf_bert_export(const Spec *s, const char *weights, const char *out, const ch
     if (tok)
         hf_copy_file("export", tok, xasprintf("%s/tokenizer.json", out));
     printf("trainc: export: %s -> %s/config.json (%s), %s/model.safetensors (%d tensors)%s\n",
-           weights, out, b.roberta ? "roberta" : "bert", out, e.out.n,
+           weights, out, b.f->type, out, e.out.n,
            tok ? xasprintf(", %s/tokenizer.json", out) : "");
     return 0;
 }

@@ -1,5 +1,6 @@
-"""trainc import hf and export hf of BertForSequenceClassification and
-RobertaForSequenceClassification against transformers, on padded rows.
+"""trainc import hf and export hf of BertForSequenceClassification,
+RobertaForSequenceClassification and DistilBertForSequenceClassification against
+transformers, on padded rows.
 
 HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
 exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
@@ -11,7 +12,8 @@ own) against transformers' attention_mask:
 
 - imported, trainc's `--eval` validation loss equals transformers' mean cross entropy over
   the same rows within 1e-5 relative (BERT with 3 named classes; RoBERTa, whose position
-  rows start after pad_token_id's, with the tanh gelu and layer_norm_eps 1e-5); without
+  rows start after pad_token_id's, with the tanh gelu and layer_norm_eps 1e-5; DistilBERT,
+  its own names and keys, no token types, a relu after pre_classifier); without
   the model's positions (the padding in sight) it differs by more than 1e-3, so the check
   can fail;
 - import then export gives back every tensor bit for bit;
@@ -20,7 +22,8 @@ own) against transformers' attention_mask:
 - trained 5 steps and exported, transformers' from_pretrained of the folder computes the
   loss trainc's --eval gives for those weights (within 1e-5), with the classes' names;
 - `--labels` over the family's other models (BertForMaskedLM: no pooler; a bare BertModel:
-  no prefix, a pooler; RobertaForMaskedLM; a RoBERTa classifier of 3 classes given 2):
+  no prefix, a pooler; RobertaForMaskedLM; a RoBERTa classifier of 3 classes given 2;
+  DistilBertForMaskedLM):
   the encoder (and the pooler where the checkpoint has one) as transformers' sequence
   classifier loads it from that folder, the new tensors drawn with std initializer_range
   (within 25%) and zero biases; with those in transformers' model, its loss is trainc's
@@ -41,7 +44,8 @@ import torch.nn.functional as F
 
 try:
     import transformers
-    from transformers import (BertConfig, BertForSequenceClassification, RobertaConfig,
+    from transformers import (BertConfig, BertForSequenceClassification, DistilBertConfig,
+                              DistilBertForSequenceClassification, RobertaConfig,
                               RobertaForSequenceClassification)
     from safetensors.torch import load_file
 except ImportError:
@@ -75,18 +79,25 @@ def rows(rng, vocab, pad, n, pairs):
     return x, types, pos, lens
 
 
+def keys_of(d):
+    """the model's inputs (DistilBERT's: no types)"""
+    return list(json.load(open(d + "/model.json"))["model"]["inputs"])
+
+
 def save_data(d, arrays, y):
     os.makedirs(d + "/data", exist_ok=True)
+    keys = keys_of(d)
     for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
         for key, a in zip(("x", "types", "pos"), arrays):
-            np.save("%s/data/%s_%s.npy" % (d, part, key), a[sl])
+            if key in keys:
+                np.save("%s/data/%s_%s.npy" % (d, part, key), a[sl])
         np.save("%s/data/%s_y.npy" % (d, part), y[sl].astype(np.int32))
 
 
 def specs(d):
     """eval.json (every val row, batches of 32), train5.json (5 AdamW steps) and
     train8.json (8 steps, warm-up, linear decay, clipping; batches of 16), fp32"""
-    keys = ("x", "types", "pos", "y")
+    keys = keys_of(d)
     base = {"data": {p: {k: "data/%s_%s.npy" % (p, k) for k in keys} for p in ("train", "val")},
             "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
     opt = {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}
@@ -103,7 +114,8 @@ def specs(d):
 def hf_batch_loss(m, arrays, lens, y):
     x, types, _ = (torch.from_numpy(a).long() for a in arrays)
     mask = (torch.arange(T)[None, :] < torch.from_numpy(lens)[:, None]).long()
-    logits = m(input_ids=x, attention_mask=mask, token_type_ids=types).logits
+    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    logits = m(input_ids=x, attention_mask=mask, **extra).logits
     return F.cross_entropy(logits.double(), torch.from_numpy(y).long())
 
 
@@ -238,6 +250,7 @@ def new_head(name, cls, base, cfg, labels, rng, pooler_fresh):
     hf = cls.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
     fresh = {"head.weight", "head.bias"} | ({"pooler.weight", "pooler.bias"} if pooler_fresh else set())
     names = (("classifier.dense", "pooler"), ("classifier.out_proj", "head")) if "roberta" in name \
+        else (("pre_classifier", "pooler"), ("classifier", "head")) if "distil" in name \
         else (("bert.pooler.dense", "pooler"), ("classifier", "head"))
     with torch.no_grad():   # transformers' own draws of the new tensors, replaced by trainc's
         for theirs, mine in names:
@@ -326,6 +339,15 @@ new_head("roberta_mlm", RobertaForSequenceClassification, transformers.RobertaFo
          RobertaConfig(**rcfg), "4", rng, True)
 new_head("roberta_relabel", RobertaForSequenceClassification, RobertaForSequenceClassification,
          RobertaConfig(**rcfg, num_labels=3), "neg,pos", rng, False)
+case("distilbert", DistilBertForSequenceClassification,
+     DistilBertConfig(vocab_size=50, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+                      max_position_embeddings=40, dropout=0.0, attention_dropout=0.0,
+                      seq_classif_dropout=0.0, num_labels=3),
+     0, False, rng)
+new_head("distil_mlm", DistilBertForSequenceClassification, transformers.DistilBertForMaskedLM,
+         DistilBertConfig(vocab_size=50, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+                          max_position_embeddings=40, dropout=0.0, attention_dropout=0.0,
+                          seq_classif_dropout=0.0, initializer_range=0.05), "a,b", rng, True)
 bad_cases()
 print("bert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
