@@ -323,11 +323,11 @@ static void neo_config(HfCfg *c, Arch *a)
         hf_cfg_get(c, ignored[k]);
 }
 
-/* PretrainedConfig's keys that would change the model when not at their defaults */
-static void decoder_only(HfCfg *c)
+void hf_cfg_pretrained(HfCfg *c)
 {
     if (hf_cfg_bool(c, "is_encoder_decoder", 0))
-        hf_cfg_error(c, "is_encoder_decoder", "true: trainc imports decoder-only language models");
+        hf_cfg_error(c, "is_encoder_decoder", "true: an encoder-decoder, which trainc does not "
+                     "import");
     if (hf_cfg_bool(c, "add_cross_attention", 0))
         hf_cfg_error(c, "add_cross_attention", "true: trainc has no cross-attention");
     const cJSON *p = hf_cfg_get(c, "pruned_heads");
@@ -1284,7 +1284,7 @@ static HfCfg *text_config(Imp *im, Arch *a)
     const char *type = hf_cfg_str(t, "model_type", "gemma3_text");
     if (strcmp(type, "gemma3_text"))
         hf_cfg_error(t, "model_type", "\"%s\": Gemma 3's text model is gemma3_text", type);
-    decoder_only(t);
+    hf_cfg_pretrained(t);
     a->type = "gemma3_text";
     a->multimodal = 1;
     return t;
@@ -1364,7 +1364,7 @@ static void read_config(Imp *im, Arch *a)
             hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's head)",
                          cJSON_IsString(e) ? e->valuestring : "a non-string",
                          cJSON_IsString(e) ? "" : " entry", f->arch);
-    decoder_only(c);
+    hf_cfg_pretrained(c);
     if (!strcmp(a->type, "gemma3"))
         c = text_config(im, a);
     f->config(c, a);

@@ -171,6 +171,10 @@ _Noreturn void hf_cfg_error(const HfCfg *c, const char *key, const char *fmt, ..
 /* config keys that change nothing trainc computes (PretrainedConfig's, NULL-terminated:
  * cmd_import.c) */
 extern const char *const hf_pretrained_keys[];
+/* PretrainedConfig's keys that would change the model when not at their defaults (a
+ * config written whole holds them): is_encoder_decoder, add_cross_attention true or a
+ * non-empty pruned_heads exit 1 */
+void hf_cfg_pretrained(HfCfg *c);
 /* A gelu's activation at config KEY (default DFLT) as the gelu layer's approximate:
  * "none" (gelu) or "tanh" (gelu_new, gelu_pytorch_tanh); exits 1 on another */
 const char *hf_gelu_approximate(HfCfg *c, const char *key, const char *dflt);
@@ -283,6 +287,9 @@ int hf_image_pixels(const char *dir, HfImage *im);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
+/* a classifier's config: hf_cfg_pretrained's checks, tie_word_embeddings read (a
+ * classifier has no language model head to tie) */
+void hf_cfg_classifier(HfCfg *c);
 /* import's --labels ARG: a count of classes (2 or more) or their names, comma-separated,
  * into K and the names (NULL for a count); config.json's id2label read and let be */
 void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im);

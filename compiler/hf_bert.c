@@ -219,6 +219,7 @@ static void distil_sizes(HfCfg *c, Bert *b)
 static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
 {
     bert_arch(c, b, labels);
+    hf_cfg_classifier(c);
     if (b->fam == DISTIL)
         distil_sizes(c, b);
     else

@@ -98,6 +98,12 @@ void hf_image_labels(HfCfg *c, HfImage *im)
     hf_cfg_get(c, "num_labels");
 }
 
+void hf_cfg_classifier(HfCfg *c)
+{
+    hf_cfg_pretrained(c);
+    hf_cfg_get(c, "tie_word_embeddings");   /* (no language model head to tie) */
+}
+
 void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im)
 {
     hf_cfg_get(c, "id2label");

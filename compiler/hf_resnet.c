@@ -144,6 +144,7 @@ static void resnet_config(HfCfg *c, Res *r)
         if (!cJSON_IsString(e) || strcmp(e->valuestring, "ResNetForImageClassification"))
             hf_cfg_error(c, "architectures", "%s: trainc imports a ResNet with its classifier "
                          "(ResNetForImageClassification)", cJSON_IsString(e) ? e->valuestring : "an entry");
+    hf_cfg_classifier(c);
     r->img.C = hf_cfg_int(c, "num_channels", 3);
     r->E = hf_cfg_int(c, "embedding_size", 64);
     r->n = 0;

@@ -100,6 +100,7 @@ static void vit_config(HfCfg *c, Vit *v)
                          "%s: trainc imports a ViT with its classifier "
                          "(ViTForImageClassification)",
                          cJSON_IsString(e) ? e->valuestring : "an entry");
+    hf_cfg_classifier(c);
     v->D = hf_cfg_int(c, "hidden_size", 768);
     v->L = hf_cfg_int(c, "num_hidden_layers", 12);
     v->H = hf_cfg_int(c, "num_attention_heads", 12);

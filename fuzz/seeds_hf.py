@@ -39,7 +39,10 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           CohereForCausalLM, GPTJConfig, GPTJForCausalLM, OPTConfig,
                           OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM, ViTConfig,
-                          ViTForImageClassification, ResNetConfig, ResNetForImageClassification)
+                          ViTForImageClassification, ResNetConfig, ResNetForImageClassification,
+                          BertConfig, BertForSequenceClassification, RobertaConfig,
+                          RobertaForSequenceClassification, DistilBertConfig,
+                          DistilBertForSequenceClassification)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
 SEP = b"HF|"
@@ -48,8 +51,8 @@ SEP = b"HF|"
 def tensors(model, dtype=torch.float32):
     """the state dict as save_pretrained writes it: a tied head left out"""
     tied = model.config.tie_word_embeddings
-    return {n: t.detach().to(dtype).clone() for n, t in model.state_dict().items()
-            if not (tied and n == "lm_head.weight")}
+    return {n: (t.detach().to(dtype) if t.is_floating_point() else t.detach()).clone()
+            for n, t in model.state_dict().items() if not (tied and n == "lm_head.weight")}
 
 
 def st_bytes(ts):
@@ -266,6 +269,7 @@ def main():
                 "residual_multiplier": 0.22, "logits_scaling": 6.0})
     seed("granitemoe", [json.dumps(cfg, indent=1).encode(), st_bytes(ts)])
     vit_seed()
+    text_seed()
 
 
 def vit_seed():
@@ -280,6 +284,22 @@ def vit_seed():
     resnet = ResNetForImageClassification(ResNetConfig(embedding_size=8, hidden_sizes=[8, 16],
                                                        depths=[1, 1], num_labels=3))
     seed("resnet", [config_bytes(resnet), st_bytes(tensors(resnet))])
+
+
+def text_seed():
+    """BertForSequenceClassification, RobertaForSequenceClassification and
+    DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes"""
+    torch.manual_seed(0)
+    small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
+                 intermediate_size=16, num_labels=3)
+    for name, m in (("bert", BertForSequenceClassification(BertConfig(max_position_embeddings=16,
+                                                                        **small))),
+                    ("roberta", RobertaForSequenceClassification(RobertaConfig(
+                        max_position_embeddings=18, type_vocab_size=1, pad_token_id=1, **small))),
+                    ("distilbert", DistilBertForSequenceClassification(DistilBertConfig(
+                        vocab_size=16, dim=8, n_layers=1, n_heads=2, hidden_dim=16,
+                        max_position_embeddings=16, num_labels=3)))):
+        seed(name, [config_bytes(m), st_bytes(tensors(m))])
 
 
 if __name__ == "__main__":

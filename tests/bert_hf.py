@@ -28,6 +28,8 @@ own) against transformers' attention_mask:
   classifier loads it from that folder, the new tensors drawn with std initializer_range
   (within 25%) and zero biases; with those in transformers' model, its loss is trainc's
   --eval within 1e-5;
+- a config.json written whole (to_dict: pruned_heads, tie_word_embeddings, ...) imports
+  to the same model.json;
 - refused with exit 1, naming the key or layer, nothing written: a bare BertModel without
   --labels, BertLMHeadModel, relative positions, a decoder, --adapter, --labels of one
   class, not a count nor names, with an empty or a repeated name, and export of a
@@ -276,6 +278,21 @@ def new_head(name, cls, base, cfg, labels, rng, pooler_fresh):
                                          rel(ours_loss, theirs)))
 
 
+def whole_config():
+    """config.json written whole (to_dict, as older transformers wrote it: pruned_heads,
+    tie_word_embeddings and the rest at their defaults) imports as save_pretrained's does"""
+    src, d = os.path.join(OUT, "bert", "src"), os.path.join(OUT, "whole")
+    shutil.copytree(src, d + "/src")
+    cfg = BertForSequenceClassification.from_pretrained(src).config
+    json.dump(cfg.to_dict(), open(d + "/src/config.json", "w"))
+    trainc("import", "hf", d + "/src", "-o", d + "/import", "--seq-len", T)
+    a, b = (json.load(open(x + "/model.json"))["model"] for x in (os.path.join(OUT, "bert", "import"),
+                                                                 d + "/import"))
+    a["name"] = b["name"]
+    check(a == b, "a config.json written whole (%d keys) imports to the same model.json" %
+          len(cfg.to_dict()))
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "bert", "src")
@@ -348,6 +365,7 @@ new_head("distil_mlm", DistilBertForSequenceClassification, transformers.DistilB
          DistilBertConfig(vocab_size=50, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
                           max_position_embeddings=40, dropout=0.0, attention_dropout=0.0,
                           seq_classif_dropout=0.0, initializer_range=0.05), "a,b", rng, True)
+whole_config()
 bad_cases()
 print("bert_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
