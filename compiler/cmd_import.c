@@ -1916,12 +1916,12 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->labels && !text)
-        error_input("import: --labels is for a text classifier's new head (bert, roberta, "
-                    "distilbert); this is %s", type);
+    if (o->labels && !text && strcmp(type, "vit"))
+        error_input("import: --labels is for a classifier's new head (bert, roberta, "
+                    "distilbert, vit); this is %s", type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
-        return hf_vit_import(cfg, o->dir, o->out, name);
+        return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S);
     if (text)

@@ -315,8 +315,10 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
 /* Whether the spec has a residual of convs (a ResNet): export hf's */
 int hf_resnet_spec(const Spec *s);
 int hf_resnet_export(const Spec *s, const char *weights, const char *out);
-/* import hf of a folder whose config.json says model_type "vit" (cfg loaded) */
-int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name);
+/* import hf of a folder whose config.json says model_type "vit" (cfg loaded); LABELS
+ * (import's --labels, or NULL) for a new classifier */
+int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
+                  const char *labels);
 /* Whether the spec is an image model with tokens (a vision transformer): export hf's */
 int hf_vit_spec(const Spec *s);
 int hf_vit_export(const Spec *s, const char *weights, const char *out);

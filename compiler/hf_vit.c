@@ -22,6 +22,9 @@ typedef struct Vit {
     int64_t P, D, L, H, FF;            /* patch, width, blocks, heads, MLP width */
     double eps;
     int gelu_tanh, qkv_bias;
+    const char *prefix;                /* the encoder's tensors' ("vit.", or "" for ViTModel's) */
+    int base, fresh_head;              /* import: ViTModel's; a head drawn anew (--labels) */
+    double std;                        /* initializer_range */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
     char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *norm2, *fc1, *fc2;
@@ -31,7 +34,7 @@ typedef struct Vit {
 static void vit_block(const Vit *v, int64_t b, hf_join_fn fn, void *ctx)
 {
     char *ours = xasprintf(v->block, (long long)b),
-         *th = xasprintf("vit.encoder.layer.%lld.", (long long)b);
+         *th = xasprintf("%sencoder.layer.%lld.", v->prefix, (long long)b);
     int64_t D = v->D;
     hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1),
                       xasprintf("%slayernorm_before", th), D);
@@ -61,18 +64,23 @@ static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
 {
     int64_t D = v->D, N = (v->img.S / v->P) * (v->img.S / v->P);
     int64_t conv[4] = {D, v->img.C, v->P, v->P};
+    const char *m = v->prefix;
     hf_join_same(fn, ctx, xasprintf("%s.weight", v->patch),
-                 "vit.embeddings.patch_embeddings.projection.weight", 4, conv);
+                 xasprintf("%sembeddings.patch_embeddings.projection.weight", m), 4, conv);
     hf_join_same(fn, ctx, xasprintf("%s.bias", v->patch),
-                 "vit.embeddings.patch_embeddings.projection.bias", 1, &D);
-    const char *cls = "vit.embeddings.cls_token", *pos = "vit.embeddings.position_embeddings";
+                 xasprintf("%sembeddings.patch_embeddings.projection.bias", m), 1, &D);
+    const char *cls = xasprintf("%sembeddings.cls_token", m),
+               *pos = xasprintf("%sembeddings.position_embeddings", m);
     hf_join(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
     hf_join(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N + 1, D}, 1, &pos, 3,
             (int64_t[]){1, N + 1, D});
     for (int64_t b = 0; b < v->L; b++)
         vit_block(v, b, fn, ctx);
-    hf_join_layernorm(fn, ctx, v->norm, "vit.layernorm", D);
-    hf_join_linear(fn, ctx, v->head, "classifier", v->img.K, D);
+    hf_join_layernorm(fn, ctx, v->norm, xasprintf("%slayernorm", m), D);
+    if (v->fresh_head)   /* (as ViT's _init_weights: a truncated normal that never truncates) */
+        hf_join_fresh_linear(fn, ctx, v->head, v->img.K, D, v->std);
+    else
+        hf_join_linear(fn, ctx, v->head, "classifier", v->img.K, D);
 }
 
 /* specs/vit_fashion.json's names, which import writes */
@@ -91,16 +99,29 @@ static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_prob
                                           "encoder_stride", NULL};
 
 /* config.json as v's sizes; exits 1 naming a key trainc cannot express */
-static void vit_config(HfCfg *c, Vit *v)
+/* The architecture config.json names: ViTForImageClassification, or with --labels
+ * (LABELS) ViTModel (v->base), whose classifier is new */
+static void vit_arch(HfCfg *c, Vit *v, const char *labels)
 {
     const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e) || strcmp(e->valuestring, "ViTForImageClassification"))
-            hf_cfg_error(c, "architectures",
-                         "%s: trainc imports a ViT with its classifier "
-                         "(ViTForImageClassification)",
-                         cJSON_IsString(e) ? e->valuestring : "an entry");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
+        const char *a = cJSON_IsString(e) ? e->valuestring : "";
+        v->base |= !strcmp(a, "ViTModel");
+        if (!strcmp(a, "ViTModel") && !labels)
+            hf_cfg_error(c, "architectures", "ViTModel: no classifier; --labels names the classes "
+                         "(or gives their count) of a new one");
+        if (strcmp(a, "ViTModel") && strcmp(a, "ViTForImageClassification"))
+            hf_cfg_error(c, "architectures", "%s: trainc imports a ViT with its classifier "
+                         "(ViTForImageClassification, or ViTModel with --labels)",
+                         *a ? a : "an entry");
+    }
+}
+
+static void vit_config(HfCfg *c, Vit *v, const char *labels)
+{
+    vit_arch(c, v, labels);
     hf_cfg_classifier(c);
+    v->std = hf_cfg_num(c, "initializer_range", 0.02);
     v->D = hf_cfg_int(c, "hidden_size", 768);
     v->L = hf_cfg_int(c, "num_hidden_layers", 12);
     v->H = hf_cfg_int(c, "num_attention_heads", 12);
@@ -117,7 +138,10 @@ static void vit_config(HfCfg *c, Vit *v)
     if (v->img.S % v->P)
         hf_cfg_error(c, "patch_size", "%lld does not divide image_size %lld (trainc's patches "
                      "cover the image)", (long long)v->P, (long long)v->img.S);
-    hf_image_labels(c, &v->img);
+    if (labels)
+        hf_labels_arg(c, labels, &v->img);
+    else
+        hf_image_labels(c, &v->img);
     for (int k = 0; vit_ignored[k]; k++)
         hf_cfg_get(c, vit_ignored[k]);   /* read, and nothing to do */
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
@@ -173,16 +197,31 @@ static cJSON *vit_spec(const Vit *v, const char *name)
 }
 
 
-int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name)
+/* The checkpoint's form: its encoder's prefix (ViTModel's tensors have none), the table
+ * planned against it, and with a new head the old one's and ViTModel's pooler left out
+ * (returns how many) */
+static int vit_plan(Vit *v, HfJoinImport *im, int new_labels)
+{
+    v->prefix = hf_find(&im->w, "vit.embeddings.cls_token") ? "vit." : "";
+    v->fresh_head = v->base || new_labels;
+    vit_walk(v, hf_join_plan_import, im);
+    int left = v->fresh_head ? hf_join_leave_out(&im->w, "classifier.", 0) +
+                                   hf_join_leave_out(&im->w, xasprintf("%spooler.", v->prefix), 0)
+                             : 0;
+    hf_join_all_used(&im->w, im->dir, "ViTForImageClassification");
+    return left;
+}
+
+int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
+                  const char *labels)
 {
     Vit v = {0};
     default_names(&v);
-    vit_config(cfg, &v);
+    vit_config(cfg, &v, labels);
     int pre = hf_image_pixels(dir, &v.img);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
-    vit_walk(&v, hf_join_plan_import, &im);
-    hf_join_all_used(&im.w, dir, "ViTForImageClassification");
+    int left = vit_plan(&v, &im, labels != NULL);
     char *text = hf_json_text(vit_spec(&v, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
@@ -191,10 +230,14 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     hf_write_text("import", xasprintf("%s/train.json", out),
                   hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0}", 1));
     printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
-           "as %s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
+           "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
-           : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)", out,
-           out, out);
+           : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
+           v.fresh_head ? xasprintf("; a new classifier of %lld classes: 2 tensors drawn anew "
+                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
+                                    "tensors left out", (long long)v.img.K, v.std, HF_FRESH_SEED,
+                                    left) : "",
+           out, out, out);
     return 0;
 }
 
@@ -249,6 +292,7 @@ static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
 /* The spec's layers as a ViT, or exit 1 naming the first that is not */
 static void vit_match(const Spec *s, Vit *v)
 {
+    v->prefix = "vit.";
     const Layer *ls[8] = {0};
     for (int k = 0; k < 8 && k < s->n_layers; k++)
         ls[k] = s->layers[k];

@@ -24,8 +24,12 @@ norms) so that a tensor put in another's place shows:
 - a ViT normalized by channel (ImageNet's mean and std, as DeiT's image processors have
   them: the input's scale and shift as lists) imports to transformers' loss, and its
   export writes those means and stds back;
+- `--labels` over a ViTModel (no classifier, a pooler left out) and over a classifier of
+  10 classes given 2: the encoder as ViTForImageClassification loads it from that folder,
+  the new head drawn with std initializer_range and a zero bias; with it in transformers'
+  model, trainc's --eval loss within 1e-5;
 - refused with exit 1, naming the key or layer, nothing written: an image_mean of 2
-  numbers for 3 channels, a bare ViTModel, a config key trainc does not know, --seq-len, and export
+  numbers for 3 channels, a bare ViTModel without --labels, a config key trainc does not know, --seq-len, and export
   of a vision transformer pooled by token_mean (ViTForImageClassification reads the
   class token).
 """
@@ -162,6 +166,42 @@ def vit_fashion(X, Y):
 
 
 
+def new_head(name, base, cfg, labels, x):
+    """a ViTModel (or a classifier of other classes) imported with --labels: the encoder as
+    ViTForImageClassification loads it from that folder, the new head normal(0,
+    initializer_range) with a zero bias; with it in transformers' model, the same loss"""
+    from transformers import ViTModel
+    d = os.path.join(OUT, name)
+    torch.manual_seed(1)
+    m = base(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    src = d + "/src"
+    m.save_pretrained(src, safe_serialization=True)
+    imp = d + "/import"
+    r = trainc("import", "hf", src, "-o", imp, "--labels", labels)
+    spec = imp + "/model.json"
+    K = json.load(open(spec))["model"]["inputs"]["y"]["classes"]
+    y = np.arange(len(x)) % K
+    xv, yv = data(imp, x, y)
+    specs(imp)
+    ours = load_file(imp + "/init.safetensors")
+    hf = ViTForImageClassification.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
+    with torch.no_grad():
+        hf.classifier.weight.copy_(ours["head.weight"])
+        hf.classifier.bias.copy_(ours["head.bias"])
+    std = float(ours["head.weight"].std())
+    check(abs(std / cfg.initializer_range - 1) < 0.25 and not ours["head.bias"].any(),
+          "%s: the new head [%d, %d] drawn with std %.4f (initializer_range %g), its bias zero" %
+          (name, K, cfg.hidden_size, std, cfg.initializer_range))
+    a, b = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
+        hf_loss(hf, spec, xv, yv)
+    said = r.stdout[r.stdout.index("a new classifier"):r.stdout.index(") ->")]
+    check(rel(a, b) <= 1e-5, "%s: %s with --labels %s (%s): trainc --eval %.7f, transformers "
+          "%.7f (%.1e)" % (name, base.__name__, labels, said, a, b, rel(a, b)))
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     cfg = ViTConfig(image_size=8, patch_size=4, num_channels=3, hidden_size=8, num_hidden_layers=1,
@@ -218,6 +258,13 @@ case("imagenet_norm", ViTConfig(image_size=16, patch_size=8, num_channels=3, hid
      ViTImageProcessor(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]),
      rng.integers(0, 256, size=(128, 3, 16, 16)).astype(np.uint8), rng.integers(0, 4, size=128))
 vit_fashion(fx, fy)
+from transformers import ViTModel  # noqa: E402
+small = dict(image_size=28, patch_size=7, num_channels=1, hidden_size=32, num_hidden_layers=1,
+             num_attention_heads=4, intermediate_size=48, initializer_range=0.05)
+transformers.logging.set_verbosity_error()   # (the new heads' "newly initialized" notes)
+new_head("vit_model", ViTModel, ViTConfig(**small), "shoe,shirt,bag", fx[:128])
+new_head("vit_relabel", ViTForImageClassification, ViTConfig(**small, num_labels=10), "2",
+         fx[:128])
 bad_cases()
 print("vit_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
