@@ -106,7 +106,7 @@ static const struct {
                "classifiers ViT and ResNet (--image-size: a ResNet's images' side, 224); the\n"
                "text classifiers BERT, RoBERTa and DistilBERT (--labels: a new classifier for\n"
                "these classes, over the encoder of any of their models: BertModel,\n"
-               "BertForMaskedLM; and over ViTModel)\n"
+               "BertForMaskedLM; and over ViTModel, ResNetModel)\n"
                "(docs/commands.md says which configs); a config key or a tensor trainc cannot\n"
                "express exits 1 naming it, and nothing is written. Writes OUT/model.json\n"
                "(the model spec), OUT/train.json (training defaults to edit: data paths, steps,\n"

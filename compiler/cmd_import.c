@@ -1916,14 +1916,14 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->labels && !text && strcmp(type, "vit"))
+    if (o->labels && !text && !image)
         error_input("import: --labels is for a classifier's new head (bert, roberta, "
-                    "distilbert, vit); this is %s", type);
+                    "distilbert, vit, resnet); this is %s", type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
     if (!strcmp(type, "resnet"))
-        return hf_resnet_import(cfg, o->dir, o->out, name, o->S);
+        return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
     if (text)
         return hf_bert_import(cfg, o->dir, o->out, name, o->T, o->labels);
     return -1;

@@ -310,8 +310,9 @@ void hf_image_config_labels(cJSON *c, const HfImage *im);
 cJSON *hf_image_processor(const HfImage *im, const char *type);
 
 /* import hf of a folder whose config.json says model_type "resnet" (cfg loaded), for
- * images of side S (0: 224) */
-int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S);
+ * images of side S (0: 224); LABELS (import's --labels, or NULL) for a new classifier */
+int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
+                     const char *labels);
 /* Whether the spec has a residual of convs (a ResNet): export hf's */
 int hf_resnet_spec(const Spec *s);
 int hf_resnet_export(const Spec *s, const char *weights, const char *out);

@@ -10,6 +10,7 @@
  * layout in a spec (its stages where a residual strides or widens) and writes it back.
  * One table (resnet_walk) pairs each of trainc's tensors with the transformers tensor it
  * is, for both. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -25,6 +26,8 @@ typedef struct Res {
     int bottleneck;            /* layer_type "bottleneck", else "basic" */
     int down_first;            /* downsample_in_first_stage: stage 0's first layer strides 2 */
     int down_in_1x1;           /* downsample_in_bottleneck: a bottleneck strides in its 1x1 */
+    const char *prefix;        /* the tensors' ("resnet.", or "" for ResNetModel's) */
+    int base, fresh_head;      /* import: ResNetModel's; the classifier drawn anew (--labels) */
     /* trainc's names (import: its own; export: the spec's): the stem's conv and norm, the
      * classifier, and each residual layer's, stage by stage */
     char *stem, *stem_norm, *head;
@@ -34,8 +37,9 @@ typedef struct Res {
 } Res;
 
 /* What a tensor is: a parameter (fp32), a batchnorm's running statistic (fp32 state) or
- * its count of batches (an int64 state) */
-enum { RES_PARAM, RES_STATE, RES_COUNT };
+ * its count of batches (an int64 state); a parameter none of theirs makes, drawn anew
+ * (import: a new classifier, as torch's nn.Linear draws it) */
+enum { RES_PARAM, RES_STATE, RES_COUNT, RES_FRESH };
 typedef void (*res_visit)(void *ctx, char *ours, char *theirs, int rank, const int64_t *shape,
                           int kind);
 
@@ -64,7 +68,7 @@ static void res_layer(const Res *r, int s, int64_t j, int64_t i, int64_t in, res
     int64_t out = r->width[s], mid = r->bottleneck ? out / 4 : out;
     int64_t st = j ? 1 : stage_stride(r, s);
     const struct ResNames *nm = &r->names[i];
-    char *th = xasprintf("resnet.encoder.stages.%d.layers.%lld", s, (long long)j);
+    char *th = xasprintf("%sencoder.stages.%d.layers.%lld", r->prefix, s, (long long)j);
     int64_t ks[3] = {1, 3, 1}, ins[3] = {in, mid, mid}, outs[3] = {mid, mid, out};
     if (!r->bottleneck) {
         ks[0] = ks[1] = 3;
@@ -81,16 +85,18 @@ static void res_layer(const Res *r, int s, int64_t j, int64_t i, int64_t in, res
 /* Every tensor, in trainc's order */
 static void resnet_walk(const Res *r, res_visit fn, void *ctx)
 {
-    conv_norm(fn, ctx, r->stem, r->stem_norm, "resnet.embedder.embedder", r->E, r->img.C, 7);
+    conv_norm(fn, ctx, r->stem, r->stem_norm, xasprintf("%sembedder.embedder", r->prefix), r->E,
+              r->img.C, 7);
     int64_t in = r->E, i = 0;
     for (int s = 0; s < r->n; s++)
         for (int64_t j = 0; j < r->depth[s]; j++, i++) {
             res_layer(r, s, j, i, in, fn, ctx);
             in = r->width[s];
         }
+    int head = r->fresh_head ? RES_FRESH : RES_PARAM;
     fn(ctx, xasprintf("%s.weight", r->head), xstrdup("classifier.1.weight"), 2,
-       (int64_t[]){r->img.K, in}, RES_PARAM);
-    fn(ctx, xasprintf("%s.bias", r->head), xstrdup("classifier.1.bias"), 1, &r->img.K, RES_PARAM);
+       (int64_t[]){r->img.K, in}, head);
+    fn(ctx, xasprintf("%s.bias", r->head), xstrdup("classifier.1.bias"), 1, &r->img.K, head);
 }
 
 /* import's names: stage S's layer J the residual "stageS_J" (body conv1, norm1, ...;
@@ -137,13 +143,27 @@ static int64_t *int_list(HfCfg *c, const char *key, int *n)
 /* ResNetConfig's keys of a backbone's outputs, which the classifier does not read */
 static const char *const backbone_keys[] = {"stage_names", "out_features", "out_indices", NULL};
 
-static void resnet_config(HfCfg *c, Res *r)
+/* The architecture config.json names: ResNetForImageClassification, or with --labels
+ * (LABELS) ResNetModel (r->base), whose classifier is new */
+static void resnet_arch(HfCfg *c, Res *r, const char *labels)
 {
     const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e) || strcmp(e->valuestring, "ResNetForImageClassification"))
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
+        const char *a = cJSON_IsString(e) ? e->valuestring : "";
+        r->base |= !strcmp(a, "ResNetModel");
+        if (!strcmp(a, "ResNetModel") && !labels)
+            hf_cfg_error(c, "architectures", "ResNetModel: no classifier; --labels names the "
+                         "classes (or gives their count) of a new one");
+        if (strcmp(a, "ResNetModel") && strcmp(a, "ResNetForImageClassification"))
             hf_cfg_error(c, "architectures", "%s: trainc imports a ResNet with its classifier "
-                         "(ResNetForImageClassification)", cJSON_IsString(e) ? e->valuestring : "an entry");
+                         "(ResNetForImageClassification, or ResNetModel with --labels)",
+                         *a ? a : "an entry");
+    }
+}
+
+static void resnet_config(HfCfg *c, Res *r, const char *labels)
+{
+    resnet_arch(c, r, labels);
     hf_cfg_classifier(c);
     r->img.C = hf_cfg_int(c, "num_channels", 3);
     r->E = hf_cfg_int(c, "embedding_size", 64);
@@ -163,7 +183,10 @@ static void resnet_config(HfCfg *c, Res *r)
         hf_cfg_error(c, "hidden_act", "\"%s\": trainc imports a ResNet of relu", act);
     r->down_first = hf_cfg_bool(c, "downsample_in_first_stage", 0);
     r->down_in_1x1 = hf_cfg_bool(c, "downsample_in_bottleneck", 0);
-    hf_image_labels(c, &r->img);
+    if (labels)
+        hf_labels_arg(c, labels, &r->img);
+    else
+        hf_image_labels(c, &r->img);
     for (int k = 0; backbone_keys[k]; k++)
         hf_cfg_get(c, backbone_keys[k]);
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
@@ -261,8 +284,9 @@ typedef struct ResImp {
     const char *dir;           /* what was read, for errors */
     HfWeights w;
     rt_param *p;
-    const HfTensor **src;
+    const HfTensor **src;      /* NULL: drawn anew, uniform within fresh_bound */
     int n, n_params, cap;
+    double fresh_bound;        /* 1 / sqrt(the new classifier's inputs) */
 } ResImp;
 
 /* NAME (rank, shape, kind) to be written from SRC: the parameters first, a state tensor
@@ -296,6 +320,13 @@ static void add_tensor(ResImp *im, char *name, int rank, const int64_t *shape, i
 static void plan(void *ctx, char *ours, char *theirs, int rank, const int64_t *shape, int kind)
 {
     ResImp *im = ctx;
+    if (kind == RES_FRESH) {   /* (the weight [K, in] comes first) */
+        if (rank == 2)
+            im->fresh_bound = 1 / sqrt((double)shape[1]);
+        add_tensor(im, ours, rank, shape, RES_PARAM, NULL);
+        free(theirs);
+        return;
+    }
     HfTensor *t = hf_find(&im->w, theirs);
     if (!t)
         error_input("%s: no tensor '%s' in the weights (config.json's model needs it)", im->dir,
@@ -328,6 +359,8 @@ static void read_count(const ResImp *im, const HfTensor *t, float two[2])
  * state (running statistics; each count's int64) */
 static void write_tensors(const ResImp *im, const char *path, const char *cmd)
 {
+    rt_rng rng;
+    rt_rng_seed(&rng, HF_FRESH_SEED);
     rt_model m = {0};
     m.n_params = im->n_params;
     m.params = im->p;
@@ -343,7 +376,10 @@ static void write_tensors(const ResImp *im, const char *path, const char *cmd)
             rt_st_put(o, two, 2);
             continue;
         }
-        float *x = hf_read(&im->w, im->src[i]);
+        float *x = im->src[i] ? hf_read(&im->w, im->src[i])
+                              : xcalloc((size_t)im->p[i].numel, sizeof *x);
+        for (int64_t e = 0; !im->src[i] && e < im->p[i].numel; e++)   /* torch's nn.Linear */
+            x[e] = (float)(im->fresh_bound * (2 * rt_rng_uniform(&rng) - 1));
         rt_st_put(o, x, im->p[i].numel);
         free(x);
     }
@@ -351,16 +387,20 @@ static void write_tensors(const ResImp *im, const char *path, const char *cmd)
         cannot_write(cmd, path);
 }
 
-int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S)
+int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
+                     const char *labels)
 {
     Res r = {0};
     r.img.S = S ? S : 224;
-    resnet_config(cfg, &r);
+    resnet_config(cfg, &r, labels);
     default_names(&r);
     int pre = hf_image_pixels(dir, &r.img);
     ResImp im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
+    r.prefix = hf_find(&im.w, "resnet.embedder.embedder.convolution.weight") ? "resnet." : "";
+    r.fresh_head = r.base || labels;
     resnet_walk(&r, plan, &im);
+    int left = r.fresh_head ? hf_join_leave_out(&im.w, "classifier.", 0) : 0;
     hf_join_all_used(&im.w, dir, "ResNetForImageClassification");
     char *text = hf_json_text(resnet_spec(&r, name));
     if (rt_mkdir_p(out) != 0)
@@ -371,10 +411,14 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
                   hf_image_train("{\"type\": \"sgd\", \"lr\": 0.01, \"momentum\": 0.9, "
                                  "\"nesterov\": true, \"weight_decay\": 1e-4}", 0));
     printf("trainc: import: %s (resnet, %d stages, %d tensors; %lldx%lld images, the pixels "
-           "scaled and shifted%s as %s) -> %s/model.json, %s/train.json, %s/init.safetensors\n",
+           "scaled and shifted%s as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n",
            dir, r.n, im.n, (long long)r.img.S, (long long)r.img.S, r.img.ch_scale ? " by channel" : "",
            pre ? "preprocessor_config.json says"
                : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
+           r.fresh_head ? xasprintf("; a new classifier of %lld classes: 2 tensors drawn anew "
+                                    "(uniform within 1/sqrt(%lld), seed %d), %d of the "
+                                    "checkpoint's other tensors left out", (long long)r.img.K,
+                                    (long long)r.width[r.n - 1], HF_FRESH_SEED, left) : "",
            out, out, out);
     return 0;
 }
@@ -519,6 +563,7 @@ static int res_stages(const Spec *s, int k, Res *r)
 
 static void res_match(const Spec *s, Res *r)
 {
+    r->prefix = "resnet.";
     const char *at = "$.model.layers";
     Layer **ls = s->layers;
     int n = s->n_layers;

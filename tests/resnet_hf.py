@@ -20,8 +20,11 @@ weights, biases and running statistics too; num_batches_tracked 7):
 - import then export gives back every tensor of the folder bit for bit (the counts I64);
   5 SGD steps from the import, exported: from_pretrained's loss is trainc's --eval within
   1e-5, and the exported image processor makes trainc's pixels;
+- `--labels` over a ResNetModel and over a classifier of 10 classes given 4: the network as
+  ResNetForImageClassification loads it from that folder, the new classifier uniform
+  within 1/sqrt(its inputs); with it in transformers' model, trainc's --eval within 1e-5;
 - refused with exit 1, naming the key or layer, nothing written: hidden_act gelu, a bare
-  ResNetModel, --image-size for a ViT (its config's image_size is its side), the export
+  ResNetModel without --labels, --image-size for a ViT (its config's image_size is its side), the export
   of a ResNet whose average pool does not cover the last map, and of weights whose
   num_batches_tracked is F32.
 """
@@ -158,14 +161,69 @@ def exported(name, m, src, spec, imp, d, x, y):
 
 
 
+def new_head(name, base, cfg, labels, S=32, n=32):
+    """a ResNetModel (or a classifier of other classes) imported with --labels: the network
+    as ResNetForImageClassification loads it from that folder, the new classifier uniform
+    within 1/sqrt(its inputs) as torch's nn.Linear; with it in transformers' model (eval
+    mode), the same loss"""
+    d = os.path.join(OUT, name)
+    torch.manual_seed(2)
+    m = base(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    src = d + "/src"
+    m.save_pretrained(src, safe_serialization=True)
+    imp = d + "/import"
+    r = trainc("import", "hf", src, "-o", imp, "--image-size", S, "--labels", labels)
+    spec = imp + "/model.json"
+    K = json.load(open(spec))["model"]["inputs"]["y"]["classes"]
+    rng = np.random.default_rng(4)
+    x = rng.integers(0, 256, size=(n, cfg.num_channels, S, S)).astype(np.uint8)
+    y = (np.arange(n) % K).astype(np.int32)
+    os.makedirs(imp + "/data", exist_ok=True)
+    for part in ("train", "val"):
+        np.save("%s/data/%s_x.npy" % (imp, part), x)
+        np.save("%s/data/%s_y.npy" % (imp, part), y)
+    json.dump({"trainc": 1, "train": {"data": {p: {"x": "data/%s_x.npy" % p, "y": "data/%s_y.npy" % p}
+                                               for p in ("train", "val")},
+                                      "batch_size": 16, "precision": "fp32", "epochs": 1}},
+              open(imp + "/eval.json", "w"))
+    ours = load_file(imp + "/init.safetensors")
+    hf = ResNetForImageClassification.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
+    w, b = ours["classifier.weight"], ours["classifier.bias"]
+    bound = 1 / cfg.hidden_sizes[-1] ** 0.5
+    spread = float(w.std()) / (bound / 3 ** 0.5)
+    check(float(w.abs().max()) <= bound and float(b.abs().max()) <= bound and 0.75 < spread < 1.25,
+          "%s: the new classifier [%d, %d] uniform within 1/sqrt(%d) (its std %.2f of the "
+          "uniform's)" % (name, K, cfg.hidden_sizes[-1], cfg.hidden_sizes[-1], spread))
+    with torch.no_grad():
+        hf.classifier[1].weight.copy_(w)
+        hf.classifier[1].bias.copy_(b)
+    hf.eval()
+    a = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval")
+    with torch.no_grad():
+        t = sum(F.cross_entropy(hf(pixel_values=pixels(spec, x[k:k + 16])).logits.double(),
+                                torch.from_numpy(y[k:k + 16]).long()).item()
+                for k in range(0, n, 16)) / (n // 16)
+    said = r.stdout[r.stdout.index("a new classifier"):r.stdout.index(") ->")]
+    check(rel(a, t) <= 1e-5, "%s: %s with --labels %s (%s): trainc --eval %.7f, transformers "
+          "%.7f (%.1e)" % (name, base.__name__, labels, said, a, t, rel(a, t)))
+
+
 shutil.rmtree(OUT, ignore_errors=True)
 os.makedirs(OUT)
+transformers.logging.set_verbosity_error()   # (the new heads' "newly initialized" notes)
 case("basic", ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[2, 1],
                            layer_type="basic", num_labels=5),
      ViTImageProcessor(image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]), 32)
 case("bottleneck", ResNetConfig(num_channels=3, embedding_size=8, hidden_sizes=[16, 32], depths=[1, 2],
                                 layer_type="bottleneck", downsample_in_first_stage=True,
                                 downsample_in_bottleneck=True, num_labels=3), None, 40)
+small = dict(num_channels=3, embedding_size=8, hidden_sizes=[8, 16], depths=[1, 1],
+             layer_type="basic")
+new_head("resnet_model", transformers.ResNetModel, ResNetConfig(**small), "cat,dog")
+new_head("resnet_relabel", ResNetForImageClassification, ResNetConfig(**small, num_labels=10), "4")
 src = os.path.join(OUT, "basic", "src")
 bad = os.path.join(OUT, "bad")
 c = json.load(open(src + "/config.json"))
