@@ -56,7 +56,7 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import ROOT, check, eval_loss, failed, refused, rel, trainc  # noqa: E402
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_hf")
@@ -233,12 +233,8 @@ def new_head(name, cls, base, cfg, labels, rng, pooler_fresh):
     as transformers' sequence classifier loads it from that folder, the new tensors drawn as
     its _init_weights draws them (weights normal(0, initializer_range), biases 0)"""
     d = os.path.join(OUT, name)
-    m = base(cfg)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.3 * torch.randn_like(p))
     src = d + "/src"
-    m.save_pretrained(src, safe_serialization=True)
+    m = saved(base, cfg, src, 0.3)
     imp = d + "/import"
     r = trainc("import", "hf", src, "-o", imp, "--seq-len", T, "--labels", labels)
     spec = json.load(open(imp + "/model.json"))

@@ -1,6 +1,6 @@
 """What the Hugging Face tests share (vit_hf, resnet_hf, bert_hf, data_classify,
-wordpiece_hf): the checks' report, trainc's runs,
-an image classifier's pixels as trainc computes them, and the refusals."""
+wordpiece_hf): the checks' report, trainc's runs, an image classifier's pixels as trainc
+computes them, the refusals, and random models saved off transformers' init."""
 import json
 import os
 import subprocess
@@ -65,3 +65,16 @@ def refused(what, args, expect_text, folder=None):
     good = r.returncode == 1 and expect_text in r.stderr and not (folder and os.path.exists(folder))
     check(good, "refused: %s (%s)" % (what, r.stderr.strip().splitlines()[-1] if r.stderr.strip()
                                       else "exit %d" % r.returncode))
+
+
+def saved(cls, cfg, src, noise, seed=None):
+    """a random CLS(cfg), every parameter moved off transformers' init by NOISE times a
+    normal draw (so a tensor put in another's place shows), saved in SRC"""
+    if seed is not None:
+        torch.manual_seed(seed)
+    m = cls(cfg)
+    with torch.no_grad():
+        for p in m.parameters():
+            p.add_(noise * torch.randn_like(p))
+    m.save_pretrained(src, safe_serialization=True)
+    return m

@@ -53,7 +53,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import (ROOT, check, eval_loss, failed, pixels, processor_agrees, refused,  # noqa: E402
-                      rel, trainc)
+                      rel, saved, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "vit_hf")
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -172,13 +172,8 @@ def new_head(name, base, cfg, labels, x):
     initializer_range) with a zero bias; with it in transformers' model, the same loss"""
     from transformers import ViTModel
     d = os.path.join(OUT, name)
-    torch.manual_seed(1)
-    m = base(cfg)
-    with torch.no_grad():
-        for p in m.parameters():
-            p.add_(0.05 * torch.randn_like(p))
     src = d + "/src"
-    m.save_pretrained(src, safe_serialization=True)
+    m = saved(base, cfg, src, 0.05, seed=1)
     imp = d + "/import"
     r = trainc("import", "hf", src, "-o", imp, "--labels", labels)
     spec = imp + "/model.json"
