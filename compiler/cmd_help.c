@@ -71,7 +71,8 @@ static const struct {
              "trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
              "                [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]\n"
              "trainc data classify FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
-             "                [--val FILE.jsonl | --val-frac F] [--text KEY] [--pair KEY] [--label KEY]\n\n"
+             "                [--val FILE.jsonl | --val-frac F | --unlabeled] [--text KEY] [--pair KEY]\n"
+             "                [--label KEY]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
@@ -93,7 +94,8 @@ static const struct {
              "(MODEL.json gives T and the classes): DIR/{train,val}_{x,types,pos,y}.npy, the ids\n"
              "and type ids of transformers' tokenizer call with truncation and padding to T, each\n"
              "row's positions (the padding a sequence of its own) and the class; val from --val's\n"
-             "file or the last F of the examples.\n", 0},
+             "file or the last F of the examples; --unlabeled: lines without labels, their rows\n"
+             "alone as DIR/test_{x,types,pos}.npy for a trainer's --predict DIR/test_x.npy.\n", 0},
     {"import", "trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] [--image-size S]\n"
                "                 [--labels N|NAME,NAME,...]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"

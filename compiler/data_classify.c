@@ -26,12 +26,13 @@
 
 static const char cls_usage[] =
     "usage: trainc data classify FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json "
-    "[--val FILE.jsonl | --val-frac F] [--text KEY] [--pair KEY] [--label KEY]";
+    "[--val FILE.jsonl | --val-frac F | --unlabeled] [--text KEY] [--pair KEY] [--label KEY]";
 
 typedef struct {
     const char *file, *dir, *tok, *model, *val;
     const char *text, *pair, *label;     /* the lines' keys */
     double val_frac;
+    int unlabeled;             /* --unlabeled: text alone, as DIR/test_*.npy for --predict */
 } ClsArgs;
 
 /* What the model's spec says the rows are: T, the classes (and their names), and
@@ -55,9 +56,14 @@ static void parse_args(int argc, char **argv, ClsArgs *a)
             *opt = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("classify", opt_value(argc, argv, &i, s));
+        else if (!strcmp(s, "--unlabeled"))
+            a->unlabeled = 1;
         else
             data_positional("classify", cls_usage, s, &a->file, &a->dir);
     }
+    if (a->unlabeled && a->val)
+        error_input("data classify: --unlabeled writes the rows a model predicts on, one set: "
+                    "no --val");
     if (!a->file || !a->dir || !a->tok || !a->model)
         error_input("data classify: missing %s\n%s", !a->file ? "the input file" : !a->dir
                     ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
@@ -202,7 +208,8 @@ static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, c
         line_text(t, o, a->text, file, ln, &ta);
         if (a->pair)
             line_text(t, o, a->pair, file, ln, &tb);
-        y = line_class(cm, cJSON_GetObjectItemCaseSensitive(o, a->label), a, file, ln);
+        y = a->unlabeled ? 0 : line_class(cm, cJSON_GetObjectItemCaseSensitive(o, a->label), a,
+                                          file, ln);
         cJSON_Delete(o);
         example_row(t, &ta, a->pair ? &tb : NULL, cm->T, pad, row, c);
         const int32_t *const put[4] = {row[0], cm->types ? row[1] : row[2],
@@ -214,15 +221,15 @@ static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, c
     rt_ids_free(&ta), rt_ids_free(&tb);
 }
 
-/* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them) */
+/* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them; y unless unlabeled) */
 static void rows_open(DataRows *o, const ClsArgs *a, const ClsModel *cm, const char *name)
 {
     const char *const with[4] = {"x", "types", "pos", "y"}, *const without[3] = {"x", "pos", "y"};
     int64_t T = cm->T;
     if (cm->types)
-        data_rows_open(o, a->dir, name, 4, with, (int64_t[]){T, T, T, 0});
+        data_rows_open(o, a->dir, name, 4 - a->unlabeled, with, (int64_t[]){T, T, T, 0});
     else
-        data_rows_open(o, a->dir, name, 3, without, (int64_t[]){T, T, 0});
+        data_rows_open(o, a->dir, name, 3 - a->unlabeled, without, (int64_t[]){T, T, 0});
 }
 
 /* The tokenizer, checked against the model: a pair template where the lines have pairs,
@@ -250,8 +257,8 @@ int data_classify(int argc, char **argv)
     rt_tokenizer *t = load_tokenizer(&a, &cm);
     const char *form = "{\"text\": ..., \"label\": ...}";
     int64_t n = data_count_lines(a.file, form),
-            n_val = a.val ? 0 : (int64_t)((double)n * a.val_frac);
-    if (!a.val && a.val_frac > 0 && n_val == 0)
+            n_val = a.val || a.unlabeled ? 0 : (int64_t)((double)n * a.val_frac);
+    if (!a.val && !a.unlabeled && a.val_frac > 0 && n_val == 0)
         error_input("%s: %" PRId64 " example%s: --val-frac %g leaves none for validation (use "
                     "--val-frac 0 for no val arrays)", a.file, n, n == 1 ? "" : "s", a.val_frac);
     int64_t n_valfile = a.val ? data_count_lines(a.val, form) : 0;
@@ -259,7 +266,7 @@ int data_classify(int argc, char **argv)
         error_input("%s: cannot create folder: %s", a.dir, strerror(errno));
     DataRows tr = {0}, va = {0};
     ClsCounts c = {0};
-    rows_open(&tr, &a, &cm, "train");
+    rows_open(&tr, &a, &cm, a.unlabeled ? "test" : "train");
     if (n_val || a.val)
         rows_open(&va, &a, &cm, "val");
     encode_file(&a, &cm, t, a.file, n - n_val, &tr, &va, &c);
@@ -269,12 +276,17 @@ int data_classify(int argc, char **argv)
     if (n_val || a.val)
         data_rows_close(&va);
     data_commit();
-    printf("%s%s: %" PRId64 " examples -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
-           " (%" PRId64 " tokens, %.1f%% of the rows; %" PRId64 " cut to fit), %" PRId64
-           " classes, padding id %lld\n", a.file, a.val ? xasprintf(" and %s", a.val) : "",
-           n + n_valfile, tr.rows, va.rows, cm.T, c.tokens,
-           100.0 * (double)c.tokens / (double)((tr.rows + va.rows) * cm.T), c.cut, cm.K,
-           (long long)(rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : 0));
+    if (a.unlabeled)
+        printf("%s: %" PRId64 " examples -> %" PRId64 " rows of %" PRId64 " to predict on (%" PRId64
+               " cut to fit): --predict %s/test_x.npy\n",
+               a.file, n, tr.rows, cm.T, c.cut, a.dir);
+    else
+        printf("%s%s: %" PRId64 " examples -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
+               " (%" PRId64 " tokens, %.1f%% of the rows; %" PRId64 " cut to fit), %" PRId64
+               " classes, padding id %lld\n",
+               a.file, a.val ? xasprintf(" and %s", a.val) : "", n + n_valfile, tr.rows, va.rows,
+               cm.T, c.tokens, 100.0 * (double)c.tokens / (double)((tr.rows + va.rows) * cm.T),
+               c.cut, cm.K, (long long)(rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : 0));
     rt_tok_free(t);
     return 0;
 }

@@ -48,7 +48,8 @@ static const char data_usage[] =
     "       trainc data sft FILE.jsonl DIR --tokenizer TOK.json --seq-len T [--val-frac F]\n"
     "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]\n"
     "       trainc data classify FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
-    "                       [--val FILE.jsonl | --val-frac F] [--text KEY] [--pair KEY] [--label KEY]";
+    "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--text KEY] [--pair KEY]\n"
+    "                       [--label KEY]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {

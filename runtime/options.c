@@ -220,7 +220,8 @@ enum { READ, HELP, VERSION };
       "the result as a JSON line, write nothing")                                              \
     X("--predict", V, "FILE.npy", SHOWN, 1, READ, set_predict,                                  \
       "no training: the model's output (evaluation mode) for each row\n"                       \
-      "of FILE (the model's input) into OUT/predictions.npy")                                  \
+      "of FILE (the model's input; its other inputs' PREFIX_NAME.npy\n"                         \
+      "beside it) into OUT/predictions.npy")                                                   \
     X("--sample", V, "N", TOKENS, 1, READ, set_sample,                                         \
       "token models: print N generated tokens (bytes) after training")                         \
     X("--num-samples", V, "N", TOKENS, 1, READ, set_num_samples,                               \

@@ -16,6 +16,8 @@ own) against transformers' attention_mask:
   its own names and keys, no token types, a relu after pre_classifier); without
   the model's positions (the padding in sight) it differs by more than 1e-3, so the check
   can fail;
+- `--predict test_x.npy` (test_types.npy and test_pos.npy beside it) writes transformers'
+  logits within 1e-5;
 - import then export gives back every tensor bit for bit;
 - 8 AdamW steps (warm-up, linear decay, clipping) on batches of 16 give every step's loss
   within 1e-4 of torch's AdamW on transformers' model over the same batches;
@@ -178,6 +180,7 @@ def case(name, cls, cfg, pad, pairs, rng):
     check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers %.7f (%.1e)"
           % (name, ours, theirs, rel(ours, theirs)))
     unmasked(name, d, spec, imp, theirs)
+    predicted(name, m, imp, val, lens[N // 2:])
     trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
            d + "/back")
     a, b = load_file(src + "/model.safetensors"), load_file(d + "/back/model.safetensors")
@@ -203,6 +206,26 @@ def case(name, cls, cfg, pad, pairs, rng):
              (val, lens[N // 2:], y[N // 2:]))
     check(m.config.id2label == cls.from_pretrained(d + "/hf").config.id2label,
           "%s: the classes' names (id2label) through import and export" % name)
+
+
+def predicted(name, m, imp, val, lens):
+    """--predict over the val rows' files (test_x.npy and its siblings): transformers' logits"""
+    keys = keys_of(imp)
+    for key, a in zip(("x", "types", "pos"), val):
+        if key in keys:
+            np.save("%s/data/test_%s.npy" % (imp, key), a)
+    trainc("run", imp + "/model.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
+           "--predict", imp + "/data/test_x.npy", "--threads", 1, "--out", imp + "/predict")
+    ours = np.load(imp + "/predict/predictions.npy")
+    x, types, _ = (torch.from_numpy(a).long() for a in val)
+    mask = (torch.arange(T)[None, :] < torch.from_numpy(lens)[:, None]).long()
+    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    with torch.no_grad():
+        theirs = m.eval()(input_ids=x, attention_mask=mask, **extra).logits.numpy()
+    worst = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
+    check(ours.shape == theirs.shape and worst <= 1e-5, "%s: --predict test_x.npy (%s beside it): "
+          "transformers' logits within %.1e" % (name, ", ".join("test_%s.npy" % k for k in keys
+                                                                if k not in ("x", "y")), worst))
 
 
 def unmasked(name, d, spec, imp, theirs):

@@ -13,7 +13,8 @@ pairs [CLS] A [SEP] B [SEP], B and its [SEP] of type 1). The model specs are imp
   token_type_ids (BERT's; RoBERTa's 0, as transformers gives RoBERTa's model none), pos 0
   .. L-1 over attention_mask's ones then 0 again over the padding, y each label by name
   (a string among the model's labels) or by number;
-- `--val` takes a file of its own; `--val-frac` the last tenth;
+- `--val` takes a file of its own; `--val-frac` the last tenth; `--unlabeled` writes the
+  rows alone (test_*.npy, for --predict);
 - the rows train: 2 steps of the import on them;
 - refused with exit 1, naming the line or the option, nothing left behind: a label the
   model does not name, a class past its count, a line without its text, --pair with a
@@ -166,6 +167,23 @@ def frac_case(tok_path, imp):
     check(n == [45, 15], "--val-frac 0.25: the last quarter of 60 examples in val (%d + %d)" % tuple(n))
 
 
+def unlabeled_case(name, tok_path, imp):
+    """--unlabeled: the same texts without labels as test_*.npy, the rows of the labeled run
+    (no y, no val)"""
+    d = imp + "/unlabeled"
+    with open(imp + "/nolabel.jsonl", "w") as f:
+        for l in open(imp + "/val.jsonl"):
+            e = json.loads(l)
+            del e["label"]
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    trainc("data", "classify", imp + "/nolabel.jsonl", d, "--tokenizer", tok_path, "--model",
+           imp + "/model.json", "--unlabeled")
+    same = all(np.array_equal(np.load("%s/test_%s.npy" % (d, k)), np.load("%s/data/val_%s.npy" % (imp, k)))
+               for k in ("x", "types", "pos"))
+    check(same and sorted(os.listdir(d)) == ["test_pos.npy", "test_types.npy", "test_x.npy"],
+          "%s: --unlabeled writes test_x, test_types and test_pos alone, the labeled rows'" % name)
+
+
 def bad_cases(tok_path, imp, lines):
     d = os.path.join(OUT, "bad")
     os.makedirs(d, exist_ok=True)
@@ -206,6 +224,7 @@ tok_path, imp = case("roberta", "roberta", False, ["negative", "positive"], line
 case("roberta pairs", "roberta", True, ["no", "yes"], lines, rng)
 case("bert pairs", "bert", True, ["entailment", "neutral", "contradiction"], lines, rng)
 frac_case(tok_path, imp)
+unlabeled_case("roberta", tok_path, imp)
 bad_cases(tok_path, imp, lines)
 print("data_classify: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

@@ -10,10 +10,14 @@
                             OUT/train.jsonl and OUT/val.jsonl ({"text": two lines,
                             "label": the license's name}; every fifth pair of each file in
                             val)
-    hf.py check DIR VAL ACC loads the exported DIR (model and tokenizer) in transformers,
+    hf.py check DIR VAL ACC [PRED]
+                            loads the exported DIR (model and tokenizer) in transformers,
                             classifies VAL's texts from the raw text, checks its accuracy
-                            equals trainc's ACC (a fraction) within one line, and prints
-                            three predictions
+                            equals trainc's ACC (a fraction) within one example, and prints
+                            three predictions; with PRED (trainc's --predict output,
+                            predictions.npy, over the same texts) checks that trainc's
+                            classes are transformers' for all but at most one example
+    hf.py unlabeled VAL OUT VAL's texts without their labels, as OUT (JSON lines)
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
@@ -71,19 +75,26 @@ def data(out):
                 (va if i // 2 % 5 == 4 else tr).write(json.dumps({"text": text, "label": name}) + "\n")
 
 
-def check(d, val, acc):
+def unlabeled(val, out):
+    with open(out, "w") as f:
+        for l in open(val):
+            f.write(json.dumps({"text": json.loads(l)["text"]}) + "\n")
+
+
+def check(d, val, acc, pred=None):
     tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),
                                   pad_token="<pad>")
     model = RobertaForSequenceClassification.from_pretrained(d).eval()
     ex = [json.loads(l) for l in open(val)]
-    right, shown = 0, []
+    right, shown, mine = 0, [], []
     with torch.no_grad():
         for b in range(0, len(ex), 64):
             batch = ex[b:b + 64]
             enc = tok([e["text"] for e in batch], truncation=True, max_length=64,
                       padding="max_length", return_tensors="pt")
-            pred = model(**enc).logits.argmax(-1).tolist()
-            for e, p in zip(batch, pred):
+            got = model(**enc).logits.argmax(-1).tolist()
+            mine += got
+            for e, p in zip(batch, got):
                 name = model.config.id2label[p]
                 right += name == e["label"]
                 if len(shown) < 3:
@@ -95,6 +106,15 @@ def check(d, val, acc):
     if abs(theirs - acc) > 1.0 / len(ex) + 1e-9:
         print("FAIL: transformers' accuracy is not trainc's")
         sys.exit(1)
+    if pred:
+        import numpy as np
+        ours = np.load(pred).argmax(-1).tolist()
+        differ = sum(a != b for a, b in zip(ours, mine))
+        print("trainc --predict: %d rows, %d of them another class than transformers'" %
+              (len(ours), differ))
+        if len(ours) != len(mine) or differ > 1:
+            print("FAIL: trainc's predictions are not transformers'")
+            sys.exit(1)
 
 
 if __name__ == "__main__":
@@ -103,7 +123,9 @@ if __name__ == "__main__":
         make(sys.argv[2])
     elif cmd == "data" and len(sys.argv) == 3:
         data(sys.argv[2])
-    elif cmd == "check" and len(sys.argv) == 5:
-        check(sys.argv[2], sys.argv[3], float(sys.argv[4]))
+    elif cmd == "check" and len(sys.argv) in (5, 6):
+        check(sys.argv[2], sys.argv[3], float(sys.argv[4]), *sys.argv[5:])
+    elif cmd == "unlabeled" and len(sys.argv) == 4:
+        unlabeled(sys.argv[2], sys.argv[3])
     else:
         sys.exit(__doc__)

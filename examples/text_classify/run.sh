@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fine-tuning a Hugging Face text classifier with trainc, end to end, checking each step
 # (examples/text_classify/README.md): a RoBERTa masked-LM folder with its tokenizer,
-# import with a new classifier, text as padded rows, fine-tune, export, load the export
-# in transformers and classify the raw text.
+# import with a new classifier, text as padded rows, fine-tune, export, predict on text
+# without labels, load the export in transformers and classify the raw text.
 #
 #   bash examples/text_classify/run.sh [OUT]   (OUT: runs/text_classify; from the repository root)
 #
@@ -16,7 +16,7 @@ TRAINC=${TRAINC:-build/trainc}
 HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 HF="$HF_PYTHON examples/text_classify/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/text"   # an earlier run's
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/text" "$OUT/new"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_acc() { sed -n 's/.*"val_acc":\([0-9.e-]*\).*/\1/p' | tail -1; }
@@ -46,6 +46,13 @@ step "5. trainc export hf, with the tokenizer"
 $TRAINC export hf "$M/model.json" "$M/train.json" --weights "$OUT/run/model.safetensors" \
     -o "$OUT/hf_tuned" --tokenizer "$OUT/hf/tokenizer.json"
 
-step "6. transformers: from_pretrained and the tokenizer classify the raw text as trainc does"
-$HF check "$OUT/hf_tuned" "$OUT/text/val.jsonl" "$after"
+step "6. text without labels: the rows to predict on, and trainc's classes for them"
+$HF unlabeled "$OUT/text/val.jsonl" "$OUT/text/new.jsonl"
+$TRAINC data classify "$OUT/text/new.jsonl" "$OUT/new" --unlabeled \
+    --tokenizer "$OUT/hf/tokenizer.json" --model "$M/model.json"
+$TRAINC run "$M/model.json" "$M/train.json" --init "$OUT/run/model.safetensors" \
+    --predict "$OUT/new/test_x.npy" --out "$OUT/new/predicted"
+
+step "7. transformers: from_pretrained and the tokenizer classify the raw text as trainc does"
+$HF check "$OUT/hf_tuned" "$OUT/text/val.jsonl" "$after" "$OUT/new/predicted/predictions.npy"
 echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned)"
