@@ -1,12 +1,14 @@
 /* hf_bert.c: Hugging Face's text classifiers of the BERT family both ways:
- * BertForSequenceClassification and RobertaForSequenceClassification. `trainc import hf`
- * of such a folder (config.json, the weights) writes a model spec of trainc's layers
- * (word, token type and position embeddings, a layernorm, post-norm blocks whose
- * attention sees the whole of its sequence, the first token through a tanh pooler, a
- * linear head) over padded rows (the model's positions: the padding a sequence apart,
- * which no text token sees, as transformers' attention_mask does), and its weights;
- * `trainc export hf` writes a spec of that layout back as config.json and
- * model.safetensors. One table of hf_join.c's joins (bert_walk) serves both. */
+ * BertForSequenceClassification, RobertaForSequenceClassification and
+ * DistilBertForSequenceClassification (one table of names, families[]). `trainc import
+ * hf` of such a folder (config.json, the weights; with --labels, any of the family's
+ * models and a new head) writes a model spec of trainc's layers (word, token type and
+ * position embeddings, a layernorm, post-norm blocks whose attention sees the whole of
+ * its sequence, the first token through a pooler, a linear head) over padded rows (the
+ * model's positions: the padding a sequence apart, which no text token sees, as
+ * transformers' attention_mask does), and its weights; `trainc export hf` writes a spec
+ * of that layout back as config.json and model.safetensors. One table of hf_join.c's
+ * joins (bert_walk) serves both; hf_join.c also exports and matches, shared with ViT. */
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"

@@ -1,8 +1,9 @@
 /* hf_join.c: one table, both ways, for the Hugging Face architectures whose tensors map
  * to trainc's one for one or by stacking (hf_vit.c, hf_bert.c): each of trainc's
  * tensors with the transformers tensors it is made of (HfJoin). Import plans the table
- * against a checkpoint's tensors (their names and shapes checked) and writes trainc's;
- * export plans it against trainc's weights and writes transformers'. */
+ * against a checkpoint's tensors (their names and shapes checked) and writes trainc's,
+ * drawing anew what the checkpoint lacks (a new head); export plans it against trainc's
+ * weights and writes transformers', matching the spec's layers to the architecture's. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
