@@ -349,7 +349,7 @@ static void read_count(const ResImp *im, const HfTensor *t, float two[2])
     unsigned char le[8];
     if (pread(im->w.fds[t->file], le, 8, (off_t)t->at) != 8)
         error_input("%s: cannot read tensor '%s'", im->w.paths[t->file], t->name);
-    int64_t v = 0;
+    uint64_t v = 0;   /* (any bits: the count's value as the file holds it) */
     for (int b = 7; b >= 0; b--)
         v = v << 8 | le[b];
     memcpy(two, &v, 8);
