@@ -12,8 +12,9 @@
 #
 # Parts, and each one's default time limit (seconds):
 #   checks     tests/gpu/run.sh checks: every kernel against its C twin in fp32, bf16
-#              and fp16; the MLP, CNN, gpt_char and a tiny mixture of experts against
-#              the CPU; the MLP's accuracy; compute-sanitizer                        240
+#              and fp16; the MLP, CNN, gpt_char, a tiny mixture of experts and a
+#              BERT's padded rows against the CPU; the MLP's accuracy;
+#              compute-sanitizer                                                     240
 #   gpt2       bench/gpu_gpt2_b16.sh: GPT-2 124M at B=16 in bf16-mixed, 3 alternating
 #              rounds of 10 + 100 steps: trainc, PyTorch's torch.compile (the whole
 #              step, fullgraph, the vocabulary padded) in the default mode and in
