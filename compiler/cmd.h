@@ -31,6 +31,19 @@ void data_positional(const char *cmd, const char *usage, const char *s, const ch
                      const char **dir);
 /* FILE's examples: its lines that are not blank (none: exit 1, saying each is FORM) */
 int64_t data_count_lines(const char *file, const char *form);
+/* A JSON-lines file read an object at a time: data_lines_next gives the next non-blank
+ * line's object (ln its line number), NULL at the end; a line that is not an object exits
+ * 1 naming FILE:LINE and saying each line is FORM */
+typedef struct DataLines {
+    const char *file, *form;
+    FILE *f;
+    char *line;
+    size_t cap;
+    int64_t ln;
+} DataLines;
+void data_lines_open(DataLines *r, const char *file, const char *form);
+cJSON *data_lines_next(DataLines *r);
+void data_lines_close(DataLines *r);
 /* Arrays of i32 rows (width values each; 0: one, an array [rows]) streamed to
  * DIR/NAME_KEY.npy (staged), the headers written by data_rows_close */
 typedef struct DataRows {

@@ -186,25 +186,17 @@ static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_
 static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, const char *file,
                         int64_t n_train, DataRows *tr, DataRows *va, ClsCounts *c)
 {
-    FILE *f = fopen(file, "r");
-    if (!f)
-        error_input("%s: cannot open: %s", file, strerror(errno));
+    DataLines in;
+    data_lines_open(&in, file, xasprintf("{\"%s\": ..., %s\"%s\": ...}", a->text,
+                                         a->pair ? xasprintf("\"%s\": ..., ", a->pair) : "",
+                                         a->label));
     int32_t pad = (int32_t)(rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : 0), y;
     int32_t *row[4] = {xcalloc((size_t)cm->T, 4), xcalloc((size_t)cm->T, 4),
                        xcalloc((size_t)cm->T, 4), &y};
     rt_ids ta = {0}, tb = {0};
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t ln = 0, k = 0;
-    while (getline(&line, &cap, f) >= 0) {
-        ln++;
-        if (!line[strspn(line, " \t\r\n")])
-            continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!cJSON_IsObject(o))
-            data_line_error(file, ln, "not a JSON object (each line is {\"%s\": ..., %s\"%s\": "
-                            "...})", a->text, a->pair ? xasprintf("\"%s\": ..., ", a->pair) : "",
-                            a->label);
+    int64_t k = 0;
+    for (cJSON *o; (o = data_lines_next(&in));) {
+        const int64_t ln = in.ln;
         line_text(t, o, a->text, file, ln, &ta);
         if (a->pair)
             line_text(t, o, a->pair, file, ln, &tb);
@@ -216,8 +208,8 @@ static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, c
                                        cm->types ? row[2] : row[3], row[3]};
         data_rows_put(k++ < n_train ? tr : va, put);
     }
-    fclose(f);
-    free(line), free(row[0]), free(row[1]), free(row[2]);
+    data_lines_close(&in);
+    free(row[0]), free(row[1]), free(row[2]);
     rt_ids_free(&ta), rt_ids_free(&tb);
 }
 

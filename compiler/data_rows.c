@@ -1,5 +1,6 @@
 /* data_rows.c: what the data commands that write .npy rows share (data_sft.c,
- * data_classify.c): a JSON-lines file's examples counted and its errors named by line,
+ * data_classify.c): a JSON-lines file's examples counted, read an object a line and its
+ * errors named by line,
  * and arrays of i32 rows streamed to NAME.part files (data_stage) whose .npy headers
  * are written once the rows are counted. */
 #define _GNU_SOURCE
@@ -63,6 +64,33 @@ int64_t data_count_lines(const char *file, const char *form)
     if (n == 0)
         error_input("%s: no examples (one JSON object a line: %s)", file, form);
     return n;
+}
+
+void data_lines_open(DataLines *r, const char *file, const char *form)
+{
+    *r = (DataLines){.file = file, .form = form, .f = fopen(file, "r")};
+    if (!r->f)
+        error_input("%s: cannot open: %s", file, strerror(errno));
+}
+
+cJSON *data_lines_next(DataLines *r)
+{
+    while (getline(&r->line, &r->cap, r->f) >= 0) {
+        r->ln++;
+        if (!r->line[strspn(r->line, " \t\r\n")])
+            continue;
+        cJSON *o = cJSON_Parse(r->line);
+        if (!cJSON_IsObject(o))
+            data_line_error(r->file, r->ln, "not a JSON object (each line is %s)", r->form);
+        return o;
+    }
+    return NULL;
+}
+
+void data_lines_close(DataLines *r)
+{
+    fclose(r->f);
+    free(r->line);
 }
 
 void data_rows_open(DataRows *o, const char *dir, const char *name, int n,

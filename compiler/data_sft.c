@@ -395,30 +395,21 @@ static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_t n_val,
                             DataRows *tr, DataRows *va, SftCounts *c)
 {
-    FILE *f = fopen(a->file, "r");
-    if (!f)
-        error_input("%s: cannot open: %s", a->file, strerror(errno));
+    DataLines in;
+    data_lines_open(&in, a->file,
+                    a->chat ? "{\"messages\": [{\"role\": ..., \"content\": ...}, ...]}"
+                            : "{\"prompt\": ..., \"completion\": ...}");
     int32_t pad = pad_id(t, a), eos = a->eos ? pad : -1;
     int32_t *x = xcalloc((size_t)a->T, sizeof *x), *y = xcalloc((size_t)a->T, sizeof *y);
     Example ex = {0};
     Packer pk = {.pos = xcalloc((size_t)(a->T + 1), sizeof(int32_t))};
-    char *line = NULL;
-    size_t cap = 0;
-    int64_t ln = 0, k = 0;
-    while (getline(&line, &cap, f) >= 0) {
-        ln++;
-        if (!line[strspn(line, " \t\r\n")])
-            continue;
-        cJSON *o = cJSON_Parse(line);
-        if (!cJSON_IsObject(o))
-            data_line_error(a->file, ln, "not a JSON object (each line is %s)", a->chat
-                       ? "{\"messages\": [{\"role\": ..., \"content\": ...}, ...]}"
-                       : "{\"prompt\": ..., \"completion\": ...}");
+    int64_t k = 0;
+    for (cJSON *o; (o = data_lines_next(&in));) {
         ex.ids.n = 0;
         if (a->chat)
-            chat_example(t, a->chat, o, a->file, ln, a->T + 1, &ex);
+            chat_example(t, a->chat, o, a->file, in.ln, a->T + 1, &ex);
         else
-            completion_example(t, o, eos, a->file, ln, &ex);
+            completion_example(t, o, eos, a->file, in.ln, &ex);
         cJSON_Delete(o);
         c->cut += ex.ids.n > a->T + 1;
         if (!example_row(&ex, a->T, pad, x, y)) {
@@ -435,8 +426,8 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
             row_put(out, x, y, NULL);
     }
     pack_flush(&pk, a->T, pad, x, y);
-    fclose(f);
-    free(line), free(x), free(y), free(ex.learned), free(pk.row.learned), free(pk.pos);
+    data_lines_close(&in);
+    free(x), free(y), free(ex.learned), free(pk.row.learned), free(pk.pos);
     rt_ids_free(&ex.ids);
     rt_ids_free(&pk.row.ids);
 }

@@ -233,10 +233,10 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
            "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
-           v.fresh_head ? xasprintf("; a new classifier of %lld classes: 2 tensors drawn anew "
+           v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
                                     "(normal, std %g, seed %d), %d of the checkpoint's other "
-                                    "tensors left out", (long long)v.img.K, v.std, HF_FRESH_SEED,
-                                    left) : "",
+                                    "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
+                                    HF_FRESH_SEED, left) : "",
            out, out, out);
     return 0;
 }

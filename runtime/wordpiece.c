@@ -145,31 +145,45 @@ static size_t put_utf8(uint32_t c, char *w)
     return w[3] = (char)(0x80 | (c & 0x3F)), 4;
 }
 
+/* A span's scratch for its words (wp_scratch sizes it for its longest): a word's UTF-8
+ * (w), each character's first byte there (at), and the prefix then a piece (tmp) */
+typedef struct {
+    char *w, *tmp;
+    size_t *at;
+} Scratch;
+
+static Scratch wp_scratch(const rt_wordpiece *wp, size_t n)
+{
+    Scratch s = {malloc(4 * n + 1), malloc(wp->prefix_len + 4 * n + 1),
+                 malloc((n + 1) * sizeof *s.at)};
+    if (!s.w || !s.tmp || !s.at)
+        abort();
+    memcpy(s.tmp, wp->prefix, wp->prefix_len);
+    return s;
+}
+
 /* One word of n code points: its pieces' ids, or unk */
-static void word_pieces(const rt_wordpiece *wp, const uint32_t *c, size_t n, rt_ids *out)
+static void word_pieces(const rt_wordpiece *wp, Scratch *sc, const uint32_t *c, size_t n,
+                        rt_ids *out)
 {
     if ((int64_t)n > wp->max_chars) {
         rt_ids_push(out, (uint32_t)wp->unk);
         return;
     }
-    size_t pl = wp->prefix_len, *at = malloc((n + 1) * sizeof *at);
-    char *w = malloc(4 * n + 1), *tmp = malloc(pl + 4 * n + 1);   /* tmp: the prefix, a piece */
-    if (!at || !w || !tmp)
-        abort();
+    size_t pl = wp->prefix_len, *at = sc->at;
     at[0] = 0;
     for (size_t i = 0; i < n; i++)   /* at[i]: character i's first byte in w */
-        at[i + 1] = at[i] + put_utf8(c[i], w + at[i]);
-    memcpy(tmp, wp->prefix, pl);
+        at[i + 1] = at[i] + put_utf8(c[i], sc->w + at[i]);
     size_t mark = out->n;
     for (size_t start = 0, end; start < n; start = end) {
         int64_t id = -1;
         for (end = n; end > start && id < 0; end -= id < 0) {
             size_t len = at[end] - at[start];
             if (start == 0) {
-                id = wp->lookup(wp->ctx, w, len);
+                id = wp->lookup(wp->ctx, sc->w, len);
             } else {
-                memcpy(tmp + pl, w + at[start], len);
-                id = wp->lookup(wp->ctx, tmp, pl + len);
+                memcpy(sc->tmp + pl, sc->w + at[start], len);
+                id = wp->lookup(wp->ctx, sc->tmp, pl + len);
             }
         }
         if (id < 0) {   /* no piece starts here: the whole word is unk */
@@ -179,7 +193,6 @@ static void word_pieces(const rt_wordpiece *wp, const uint32_t *c, size_t n, rt_
         }
         rt_ids_push(out, (uint32_t)id);
     }
-    free(at), free(w), free(tmp);
 }
 
 void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsigned char *s,
@@ -193,6 +206,7 @@ void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsign
             uint32_t c = rt_utf8_at(s, i, n, &len);
             cps_push(&cs, c == 0xFFFFFFFFu ? 0xFFFD : c);
         }
+    Scratch sc = wp_scratch(wp, cs.n < (size_t)wp->max_chars ? cs.n : (size_t)wp->max_chars);
     size_t w = 0;   /* the current word's first code point */
     for (size_t i = 0; i <= cs.n; i++) {
         uint32_t c = i < cs.n ? cs.v[i] : ' ';
@@ -200,10 +214,11 @@ void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsign
         if (!space && !punct)
             continue;
         if (i > w)
-            word_pieces(wp, cs.v + w, i - w, out);
+            word_pieces(wp, &sc, cs.v + w, i - w, out);
         if (punct)
-            word_pieces(wp, cs.v + i, 1, out);
+            word_pieces(wp, &sc, cs.v + i, 1, out);
         w = i + 1;
     }
+    free(sc.w), free(sc.tmp), free(sc.at);
     free(cs.v);
 }
