@@ -14,6 +14,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_data(int argc, char **argv);
 int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
 int data_classify(int argc, char **argv);   /* data classify (data_classify.c) */
+int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */
@@ -46,12 +47,13 @@ cJSON *data_lines_next(DataLines *r);
 void data_lines_close(DataLines *r);
 /* Arrays of i32 rows (width values each; 0: one, an array [rows]) streamed to
  * DIR/NAME_KEY.npy (staged), the headers written by data_rows_close */
+enum { DATA_ROWS_MAX = 6 };
 typedef struct DataRows {
     const char *name;          /* "train" or "val" */
-    int n;                     /* arrays, at most 4 */
-    char *path[4];             /* the .part files */
-    FILE *f[4];
-    int64_t width[4];
+    int n;                     /* arrays, at most DATA_ROWS_MAX */
+    char *path[DATA_ROWS_MAX]; /* the .part files */
+    FILE *f[DATA_ROWS_MAX];
+    int64_t width[DATA_ROWS_MAX];
     int64_t rows;
 } DataRows;
 void data_rows_open(DataRows *o, const char *dir, const char *name, int n,
@@ -59,6 +61,45 @@ void data_rows_open(DataRows *o, const char *dir, const char *name, int n,
 /* one row of each array: rows[k] holds width[k] values (1 for width 0) */
 void data_rows_put(DataRows *o, const int32_t *const *rows);
 void data_rows_close(DataRows *o);
+/* data_classify.c: what an imported text classifier's model.json says its rows are (T,
+ * the classes and their names, whether it reads token types, a class for each token);
+ * one of the other kind (TOKENS: data tags' per-token y [T], else data classify's y [])
+ * or without positions exits 1 naming the command that takes it */
+typedef struct ClsModel {
+    int64_t T, K;
+    char **names;              /* K names, or NULL */
+    int types, tokens;
+} ClsModel;
+ClsModel data_cls_model(const char *path, int tokens);
+/* The tokenizer at TOK, with room in the model's rows for a token past its special ones
+ * (PAIR: a pair's); CMD names the command in errors */
+struct rt_tokenizer *data_cls_tokenizer(const char *cmd, const char *tok, const ClsModel *cm,
+                                        int pair);
+/* Index KEY's value V at line ln as a class: a name among the model's, or an integer in
+ * [0, K) */
+int32_t data_cls_class(const ClsModel *cm, const cJSON *v, const char *key, const char *file,
+                       int64_t ln);
+/* The examples' split: FILE's (one a non-blank line of the FORM it names in errors), the
+ * last FRAC of them for validation (none with --val or --unlabeled), VAL's; DIR made */
+typedef struct ClsSplit {
+    int64_t n, n_val, n_valfile;
+} ClsSplit;
+ClsSplit data_cls_split(const char *file, const char *val, double frac, int unlabeled,
+                        const char *dir, const char *form);
+/* The rows written: open makes NAME's arrays ("train", or "test" when unlabeled, and "val"
+ * where the split has validation), encode writes FILE's first n_train examples to tr and
+ * the rest to va (FILE's, then VAL's); then all closed and committed */
+typedef struct ClsWrite {
+    void (*open)(void *ctx, DataRows *o, const char *name);
+    void (*encode)(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va);
+    void *ctx;
+} ClsWrite;
+void data_cls_write(const ClsWrite *w, const char *file, const char *val, int unlabeled,
+                    const ClsSplit *sp, DataRows *tr, DataRows *va);
+/* DIR/NAME_{x,types,pos}.npy [N, T] (types where the model reads them), then N EXTRA
+ * arrays of shape EXTRA_T (0: one value a row) named by EXTRA */
+void data_cls_rows(DataRows *o, const char *dir, const ClsModel *cm, const char *name, int n,
+                   const char *const *extra, const int64_t *extra_t);
 void data_abandon(void);
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */

@@ -1856,13 +1856,13 @@ static char *name_of(const char *out, const char *type)
 
 /* import's options */
 typedef struct ImportArgs {
-    const char *dir, *out, *adapter, *labels;
+    const char *dir, *out, *adapter, *labels, *task;
     int64_t T, S;                  /* --seq-len, --image-size (0: the defaults) */
 } ImportArgs;
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -1888,6 +1888,8 @@ static ImportArgs import_args(int argc, char **argv)
             o.adapter = opt_value(argc, argv, &i, a);
         else if (!strcmp(a, "--labels"))
             o.labels = opt_value(argc, argv, &i, a);
+        else if (!strcmp(a, "--task"))
+            o.task = opt_value(argc, argv, &i, a);
         else if (!strcmp(a, "--image-size"))
             o.S = count_arg(a, opt_value(argc, argv, &i, a), 1 << 16);
         else if (!strcmp(a, "--seq-len"))
@@ -1919,13 +1921,16 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     if (o->labels && !text && !image)
         error_input("import: --labels is for a classifier's new head (bert, roberta, "
                     "distilbert, vit, resnet); this is %s", type);
+    if (o->task && !text)
+        error_input("import: --task is a text classifier's (bert, roberta, distilbert): a "
+                    "class for each text or each token; this is %s", type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
     if (text)
-        return hf_bert_import(cfg, o->dir, o->out, name, o->T, o->labels);
+        return hf_bert_import(cfg, o->dir, o->out, name, o->T, o->labels, o->task);
     return -1;
 }
 

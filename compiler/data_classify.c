@@ -35,14 +35,6 @@ typedef struct {
     int unlabeled;             /* --unlabeled: text alone, as DIR/test_*.npy for --predict */
 } ClsArgs;
 
-/* What the model's spec says the rows are: T, the classes (and their names), and
- * whether it reads token types */
-typedef struct {
-    int64_t T, K;
-    char **names;              /* K names, or NULL */
-    int types;
-} ClsModel;
-
 static void parse_args(int argc, char **argv, ClsArgs *a)
 {
     *a = (ClsArgs){.val_frac = 0.1, .text = "text", .label = "label"};
@@ -70,9 +62,7 @@ static void parse_args(int argc, char **argv, ClsArgs *a)
                     "tokenizer)" : "--model MODEL.json (its rows' length and classes)", cls_usage);
 }
 
-/* MODEL.json's inputs: x [T], y's classes and names, types; a model without positions
- * (which keep the padding out of sight) exits 1 */
-static ClsModel read_model(const char *path)
+ClsModel data_cls_model(const char *path, int tokens)
 {
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
@@ -85,12 +75,18 @@ static ClsModel read_model(const char *path)
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 1 || !cJSON_IsNumber(classes))
         error_at(path, "$.model.inputs", "a text classifier's inputs x [T] and y with classes "
                  "expected (as import hf writes a BERT's or RoBERTa's)");
+    int per_token = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) == 1;
+    if (per_token != tokens)
+        error_at(path, "$.model.inputs.y", "%s: its rows are `trainc data %s`'s",
+                 per_token ? "a class for each token" : "a class for each text",
+                 per_token ? "tags" : "classify");
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "positions")))
         error_at(path, "$.model.positions", "missing: padded rows need the model's positions "
                  "(import hf writes \"positions\": \"pos\")");
     ClsModel cm = {.T = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble,
                    .K = (int64_t)classes->valuedouble,
-                   .types = cJSON_GetObjectItemCaseSensitive(in, "types") != NULL};
+                   .types = cJSON_GetObjectItemCaseSensitive(in, "types") != NULL,
+                   .tokens = tokens};
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(y, "labels"), *e;
     if (cJSON_GetArraySize(labels) == cm.K) {
         cm.names = xcalloc((size_t)cm.K, sizeof *cm.names);
@@ -103,9 +99,8 @@ static ClsModel read_model(const char *path)
     return cm;
 }
 
-/* Line ln's class: a name among the model's, or an integer in [0, K) */
-static int32_t line_class(const ClsModel *cm, const cJSON *v, const ClsArgs *a, const char *file,
-                          int64_t ln)
+int32_t data_cls_class(const ClsModel *cm, const cJSON *v, const char *key, const char *file,
+                       int64_t ln)
 {
     if (cJSON_IsString(v))
         for (int64_t k = 0; cm->names && k < cm->K; k++)
@@ -115,8 +110,8 @@ static int32_t line_class(const ClsModel *cm, const cJSON *v, const ClsArgs *a, 
         v->valuedouble >= 0 && v->valuedouble < (double)cm->K)
         return (int32_t)v->valuedouble;
     if (!v)
-        data_line_error(file, ln, "missing key '%s'", a->label);
-    data_line_error(file, ln, "'%s' is %s: the model's classes are %s0 to %" PRId64, a->label,
+        data_line_error(file, ln, "missing key '%s'", key);
+    data_line_error(file, ln, "'%s' is %s: the model's classes are %s0 to %" PRId64, key,
                     cJSON_IsString(v) ? xasprintf("\"%s\"", v->valuestring) : "no class",
                     cm->names ? "its labels' names or " : "", cm->K - 1);
 }
@@ -182,10 +177,22 @@ static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_
     rt_ids_free(&types);
 }
 
+/* What the rows are written with (data_cls_write's ctx) */
+typedef struct {
+    const ClsArgs *a;
+    const ClsModel *cm;
+    rt_tokenizer *t;
+    ClsCounts c;
+} ClsJob;
+
 /* Encodes FILE's examples: the first n_train into tr's rows, the rest into va's */
-static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, const char *file,
-                        int64_t n_train, DataRows *tr, DataRows *va, ClsCounts *c)
+static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va)
 {
+    ClsJob *j = ctx;
+    const ClsArgs *a = j->a;
+    const ClsModel *cm = j->cm;
+    rt_tokenizer *t = j->t;
+    ClsCounts *c = &j->c;
     DataLines in;
     data_lines_open(&in, file, xasprintf("{\"%s\": ..., %s\"%s\": ...}", a->text,
                                          a->pair ? xasprintf("\"%s\": ..., ", a->pair) : "",
@@ -200,8 +207,8 @@ static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, c
         line_text(t, o, a->text, file, ln, &ta);
         if (a->pair)
             line_text(t, o, a->pair, file, ln, &tb);
-        y = a->unlabeled ? 0 : line_class(cm, cJSON_GetObjectItemCaseSensitive(o, a->label), a,
-                                          file, ln);
+        y = a->unlabeled ? 0 : data_cls_class(cm, cJSON_GetObjectItemCaseSensitive(o, a->label),
+                                              a->label, file, ln);
         cJSON_Delete(o);
         example_row(t, &ta, a->pair ? &tb : NULL, cm->T, pad, row, c);
         const int32_t *const put[4] = {row[0], cm->types ? row[1] : row[2],
@@ -213,61 +220,86 @@ static void encode_file(const ClsArgs *a, const ClsModel *cm, rt_tokenizer *t, c
     rt_ids_free(&ta), rt_ids_free(&tb);
 }
 
-/* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them; y unless unlabeled) */
-static void rows_open(DataRows *o, const ClsArgs *a, const ClsModel *cm, const char *name)
+void data_cls_rows(DataRows *o, const char *dir, const ClsModel *cm, const char *name, int n,
+                   const char *const *extra, const int64_t *extra_t)
 {
-    const char *const with[4] = {"x", "types", "pos", "y"}, *const without[3] = {"x", "pos", "y"};
-    int64_t T = cm->T;
-    if (cm->types)
-        data_rows_open(o, a->dir, name, 4 - a->unlabeled, with, (int64_t[]){T, T, T, 0});
-    else
-        data_rows_open(o, a->dir, name, 3 - a->unlabeled, without, (int64_t[]){T, T, 0});
+    const char *keys[DATA_ROWS_MAX] = {"x", "types", "pos"};
+    int64_t T = cm->T, dims[DATA_ROWS_MAX] = {T, T, T};
+    int k = 3;
+    if (!cm->types)
+        keys[1] = "pos", k = 2;
+    for (int i = 0; i < n; i++)
+        keys[k] = extra[i], dims[k++] = extra_t[i];
+    data_rows_open(o, dir, name, k, keys, dims);
 }
 
-/* The tokenizer, checked against the model: a pair template where the lines have pairs,
- * room for a token past the special ones */
-static rt_tokenizer *load_tokenizer(const ClsArgs *a, const ClsModel *cm)
+rt_tokenizer *data_cls_tokenizer(const char *cmd, const char *tok, const ClsModel *cm, int pair)
 {
     char err[1024];
-    rt_tokenizer *t = rt_tok_load(a->tok, err, sizeof err);
+    rt_tokenizer *t = rt_tok_load(tok, err, sizeof err);
     if (!t)
         error_input("%s", err);
-    if (a->pair && !rt_tok_has_pair(t))
-        error_input("data classify: --pair: %s has no post-processor template for a pair of "
-                    "texts", a->tok);
-    if (rt_tok_added(t, a->pair != NULL) >= cm->T)
-        error_input("data classify: %s's rows of %" PRId64 " hold no more than its %" PRId64
-                    " special tokens", a->model, cm->T, rt_tok_added(t, a->pair != NULL));
+    if (pair && !rt_tok_has_pair(t))
+        error_input("data %s: --pair: %s has no post-processor template for a pair of texts",
+                    cmd, tok);
+    if (rt_tok_added(t, pair) >= cm->T)
+        error_input("data %s: the model's rows of %" PRId64 " hold no more than %s's %" PRId64
+                    " special tokens", cmd, cm->T, tok, rt_tok_added(t, pair));
     return t;
+}
+
+ClsSplit data_cls_split(const char *file, const char *val, double frac, int unlabeled,
+                        const char *dir, const char *form)
+{
+    ClsSplit sp = {.n = data_count_lines(file, form)};
+    sp.n_val = val || unlabeled ? 0 : (int64_t)((double)sp.n * frac);
+    if (!val && !unlabeled && frac > 0 && sp.n_val == 0)
+        error_input("%s: %" PRId64 " example%s: --val-frac %g leaves none for validation (use "
+                    "--val-frac 0 for no val arrays)", file, sp.n, sp.n == 1 ? "" : "s", frac);
+    sp.n_valfile = val ? data_count_lines(val, form) : 0;
+    if (rt_mkdir_p(dir) != 0)
+        error_input("%s: cannot create folder: %s", dir, strerror(errno));
+    return sp;
+}
+
+void data_cls_write(const ClsWrite *w, const char *file, const char *val, int unlabeled,
+                    const ClsSplit *sp, DataRows *tr, DataRows *va)
+{
+    int has_val = sp->n_val || val;
+    w->open(w->ctx, tr, unlabeled ? "test" : "train");
+    if (has_val)
+        w->open(w->ctx, va, "val");
+    w->encode(w->ctx, file, sp->n - sp->n_val, tr, va);
+    if (val)
+        w->encode(w->ctx, val, 0, tr, va);
+    data_rows_close(tr);
+    if (has_val)
+        data_rows_close(va);
+    data_commit();
+}
+
+/* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them; y unless unlabeled) */
+static void rows_open(void *ctx, DataRows *o, const char *name)
+{
+    const ClsJob *j = ctx;
+    data_cls_rows(o, j->a->dir, j->cm, name, !j->a->unlabeled, (const char *[]){"y"},
+                  (int64_t[]){0});
 }
 
 int data_classify(int argc, char **argv)
 {
     ClsArgs a;
     parse_args(argc, argv, &a);
-    ClsModel cm = read_model(a.model);
-    rt_tokenizer *t = load_tokenizer(&a, &cm);
-    const char *form = "{\"text\": ..., \"label\": ...}";
-    int64_t n = data_count_lines(a.file, form),
-            n_val = a.val || a.unlabeled ? 0 : (int64_t)((double)n * a.val_frac);
-    if (!a.val && !a.unlabeled && a.val_frac > 0 && n_val == 0)
-        error_input("%s: %" PRId64 " example%s: --val-frac %g leaves none for validation (use "
-                    "--val-frac 0 for no val arrays)", a.file, n, n == 1 ? "" : "s", a.val_frac);
-    int64_t n_valfile = a.val ? data_count_lines(a.val, form) : 0;
-    if (rt_mkdir_p(a.dir) != 0)
-        error_input("%s: cannot create folder: %s", a.dir, strerror(errno));
+    ClsModel cm = data_cls_model(a.model, 0);
+    rt_tokenizer *t = data_cls_tokenizer("classify", a.tok, &cm, a.pair != NULL);
+    ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, a.unlabeled, a.dir,
+                                 "{\"text\": ..., \"label\": ...}");
     DataRows tr = {0}, va = {0};
-    ClsCounts c = {0};
-    rows_open(&tr, &a, &cm, a.unlabeled ? "test" : "train");
-    if (n_val || a.val)
-        rows_open(&va, &a, &cm, "val");
-    encode_file(&a, &cm, t, a.file, n - n_val, &tr, &va, &c);
-    if (a.val)
-        encode_file(&a, &cm, t, a.val, 0, &tr, &va, &c);
-    data_rows_close(&tr);
-    if (n_val || a.val)
-        data_rows_close(&va);
-    data_commit();
+    ClsJob j = {&a, &cm, t, {0}};
+    data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, a.unlabeled, &sp, &tr,
+                   &va);
+    const ClsCounts c = j.c;
+    const int64_t n = sp.n, n_valfile = sp.n_valfile;
     if (a.unlabeled)
         printf("%s: %" PRId64 " examples -> %" PRId64 " rows of %" PRId64 " to predict on (%" PRId64
                " cut to fit): --predict %s/test_x.npy\n",

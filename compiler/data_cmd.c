@@ -49,7 +49,10 @@ static const char data_usage[] =
     "                       [--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr] [--pack]\n"
     "       trainc data classify FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--text KEY] [--pair KEY]\n"
-    "                       [--label KEY]";
+    "                       [--label KEY]\n"
+    "       trainc data tags FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
+    "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--words KEY] [--tags KEY]\n"
+    "                       [--all-pieces]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -718,7 +721,9 @@ int cmd_data(int argc, char **argv)
         return data_sft(argc, argv);
     if (strcmp(kind, "classify") == 0)
         return data_classify(argc, argv);
+    if (strcmp(kind, "tags") == 0)
+        return data_tags(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft, classify)\n%s\n", kind, data_usage);
+            "text, sft, classify, tags)\n%s\n", kind, data_usage);
     return 1;
 }

@@ -324,12 +324,14 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
 int hf_vit_spec(const Spec *s);
 int hf_vit_export(const Spec *s, const char *weights, const char *out);
 
-/* import hf of a folder whose config.json says model_type "bert" or "roberta" (cfg
- * loaded): rows of T tokens (0: 128); LABELS (import's --labels, or NULL) for a new
- * classifier */
+/* import hf of a folder whose config.json says model_type "bert", "roberta" or
+ * "distilbert" (cfg loaded): rows of T tokens (0: 128); LABELS (import's --labels, or
+ * NULL) for a new classifier; TASK (--task: "sequence" or "token", or NULL: the
+ * checkpoint's) */
 int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T,
-                   const char *labels);
-/* Whether the spec is a text classifier (an embedding first, a first_token): export's */
+                   const char *labels, const char *task);
+/* Whether the spec is a text classifier (an embedding first, then a first_token or an
+ * encoder's post-norm blocks): export's */
 int hf_bert_spec(const Spec *s);
 int hf_bert_export(const Spec *s, const char *weights, const char *out, const char *tok);
 

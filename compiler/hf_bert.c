@@ -1,13 +1,14 @@
 /* hf_bert.c: Hugging Face's text classifiers of the BERT family both ways:
  * BertForSequenceClassification, RobertaForSequenceClassification and
- * DistilBertForSequenceClassification (one table of names, families[]). `trainc import
- * hf` of such a folder (config.json, the weights; with --labels, any of the family's
- * models and a new head) writes a model spec of trainc's layers (word, token type and
- * position embeddings, a layernorm, post-norm blocks whose attention sees the whole of
- * its sequence, the first token through a pooler, a linear head) over padded rows (the
- * model's positions: the padding a sequence apart, which no text token sees, as
- * transformers' attention_mask does), and its weights; `trainc export hf` writes a spec
- * of that layout back as config.json and model.safetensors. One table of hf_join.c's
+ * DistilBertForSequenceClassification, and their ForTokenClassification (one table of
+ * names, families[]). `trainc import hf` of such a folder (config.json, the weights;
+ * with --labels, any of the family's models and a new head; --task, the other kind)
+ * writes a model spec of trainc's layers (word, token type and position embeddings, a
+ * layernorm, post-norm blocks whose attention sees the whole of its sequence, then the
+ * first token through a pooler and a linear head, or a linear head on every token) over
+ * padded rows (the model's positions: the padding a sequence apart, which no text token
+ * sees, as transformers' attention_mask does), and its weights; `trainc export hf` writes
+ * a spec of that layout back as config.json and model.safetensors. One table of hf_join.c's
  * joins (bert_walk) serves both; hf_join.c also exports and matches, shared with ViT. */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,8 @@
 /* A family's names: its own; in transformers model_type, its sequence classifier, its
  * models' stem ("Bert": BertModel, BertForMaskedLM), the encoder's tensors' prefix, a
  * block's after it (a format of its index) and its tensors' under that, the pooler's (a
- * format of the prefix) and the head's; the pooler's activation; vocab_size's default */
+ * format of the prefix) and the head's; the pooler's activation; vocab_size's default.
+ * Its token classifier is stem + "ForTokenClassification", its head "classifier". */
 typedef struct Family {
     const char *name, *type, *arch, *stem, *prefix, *block;
     const char *q, *k, *v, *proj, *norm1, *fc1, *fc2, *norm2;
@@ -58,6 +60,8 @@ typedef struct Bert {
     int gelu_tanh;
     const char *prefix;                /* the encoder's tensors' ("bert.", "roberta.", or ""
                                           for a bare model's) */
+    int tokens;                        /* a class for every token (ForTokenClassification),
+                                          else one for the text */
     int base;                          /* import: a checkpoint without this classifier */
     int fresh_pooler, fresh_head;      /* import: drawn anew (normal(0, std), bias 0) */
     double std;                        /* initializer_range */
@@ -66,7 +70,13 @@ typedef struct Bert {
     char *attn, *norm1, *fc1, *fc2, *norm2;
 } Bert;
 
-static const char *arch_of(const Bert *b) { return b->f->arch; }
+static const char *arch_of(const Bert *b)
+{
+    return b->tokens ? xasprintf("%sForTokenClassification", b->f->stem) : b->f->arch;
+}
+
+/* transformers' name of the classifier's last linear */
+static const char *head_of(const Bert *b) { return b->tokens ? "classifier" : b->f->head; }
 
 /* Block i's tensors: q, k and v stacked as trainc's qkv */
 static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
@@ -126,8 +136,9 @@ static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
     hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), D);
     for (int64_t i = 0; i < b->L; i++)
         bert_block(b, i, fn, ctx);
-    linear_or_fresh(b, fn, ctx, b->pooler, pooler_of(b), D, D, b->fresh_pooler);
-    linear_or_fresh(b, fn, ctx, b->head, b->f->head, b->cls.K, D, b->fresh_head);
+    if (!b->tokens)
+        linear_or_fresh(b, fn, ctx, b->pooler, pooler_of(b), D, D, b->fresh_pooler);
+    linear_or_fresh(b, fn, ctx, b->head, head_of(b), b->cls.K, D, b->fresh_head);
 }
 
 /* The names import writes */
@@ -148,11 +159,26 @@ static const char *const bert_ignored[] = {"hidden_dropout_prob", "attention_pro
 
 /* The family's models whose encoder import takes (their own heads left out) */
 static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
-                                    "ForNextSentencePrediction", "ForTokenClassification",
-                                    "ForQuestionAnswering", "ForMultipleChoice", NULL};
+                                    "ForNextSentencePrediction", "ForSequenceClassification",
+                                    "ForTokenClassification", "ForQuestionAnswering",
+                                    "ForMultipleChoice", NULL};
 
-/* The architecture config.json names: the family's sequence classifier, or with --labels
- * (LABELS) one of its other models (b->base), whose classifier is new */
+/* The task: TASK (import's --task: "sequence" or "token"), else the token classifier's
+ * where config.json names it */
+static void bert_task(HfCfg *c, Bert *b, const char *task)
+{
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    const char *tok = xasprintf("%sForTokenClassification", b->f->stem);
+    if (task && strcmp(task, "sequence") && strcmp(task, "token"))
+        error_input("import: --task %s: sequence (a class for each text) or token (a class for "
+                    "each token)", task);
+    b->tokens = task ? !strcmp(task, "token")
+                     : cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child) &&
+                           !strcmp(ar->child->valuestring, tok);
+}
+
+/* The architecture config.json names: the task's classifier, or with --labels (LABELS)
+ * one of the family's other models (b->base), whose classifier is new */
 static void bert_arch(HfCfg *c, Bert *b, const char *labels)
 {
     const char *fam = b->f->stem;
@@ -161,15 +187,17 @@ static void bert_arch(HfCfg *c, Bert *b, const char *labels)
         const char *a = cJSON_IsString(e) ? e->valuestring : "";
         int known = 0;
         for (int k = 0; bases[k] && !known; k++)
-            known = !strcmp(a, xasprintf("%s%s", fam, bases[k]));
+            known = !strcmp(a, xasprintf("%s%s", fam, bases[k])) && strcmp(a, arch_of(b));
         b->base |= known;
         if (known && !labels)
-            hf_cfg_error(c, "architectures", "%s: no sequence classifier; --labels names the "
-                         "classes (or gives their count) of a new one", a);
+            hf_cfg_error(c, "architectures", "%s: no %s classifier; --labels names the classes "
+                         "(or gives their count) of a new one", a,
+                         b->tokens ? "token" : "sequence");
         if (!known && strcmp(a, arch_of(b)))
             hf_cfg_error(c, "architectures", "%s: trainc imports a %s's encoder with a sequence "
-                         "classifier (%s, or %sModel, %sForMaskedLM and the like with --labels)",
-                         *a ? a : "an entry", b->f->name, arch_of(b), fam, fam);
+                         "or token classifier (%s, %sForTokenClassification, or %sModel, "
+                         "%sForMaskedLM and the like with --labels)", *a ? a : "an entry",
+                         b->f->name, b->f->arch, fam, fam, fam);
     }
 }
 
@@ -218,8 +246,9 @@ static void distil_sizes(HfCfg *c, Bert *b)
 
 /* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
  * LABELS: import's --labels (NULL: config.json's classes) */
-static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels)
+static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const char *task)
 {
+    bert_task(c, b, task);
     bert_arch(c, b, labels);
     hf_cfg_classifier(c);
     if (b->fam == DISTIL)
@@ -272,7 +301,8 @@ static void seq_input(cJSON *in, const char *name, int64_t T)
 }
 
 /* x (token ids), types (token type ids; DistilBERT has none), pos (each token's place in its
- * sequence: the text from 0, the padding from 0 again) and y (the class) */
+ * sequence: the text from 0, the padding from 0 again) and y (the class; a token
+ * classifier's [T], one for each token) */
 static void bert_inputs(cJSON *m, const Bert *b)
 {
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
@@ -281,7 +311,8 @@ static void bert_inputs(cJSON *m, const Bert *b)
         seq_input(in, "types", b->T);
     seq_input(in, "pos", b->T);
     cJSON *y = cJSON_AddObjectToObject(in, "y");
-    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
+    cJSON_AddItemToObject(y, "shape", b->tokens ? cJSON_CreateIntArray((int[]){(int)b->T}, 1)
+                                                : cJSON_CreateArray());
     cJSON_AddStringToObject(y, "dtype", "i32");
     cJSON_AddNumberToObject(y, "classes", (double)b->cls.K);
     if (b->cls.labels)
@@ -329,11 +360,15 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
     cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
     bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
-    hf_layer(ls, "first_token", NULL);
-    layer_n(ls, "linear", b->pooler, "out", (double)b->D);
-    hf_layer(ls, b->f->act, NULL);
+    if (!b->tokens) {
+        hf_layer(ls, "first_token", NULL);
+        layer_n(ls, "linear", b->pooler, "out", (double)b->D);
+        hf_layer(ls, b->f->act, NULL);
+    }
     layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
     hf_image_loss(m);
+    if (b->tokens)   /* (transformers' labels of the tokens no class is asked of) */
+        cJSON_AddNumberToObject(cJSON_GetObjectItem(m, "loss"), "ignore_index", -100);
     return root;
 }
 
@@ -379,9 +414,10 @@ static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
     b->fresh_pooler = b->fam == BERT ? !hf_find(&im->w, xasprintf("%s.weight", pooler_of(b)))
                                      : b->base;   /* (the classifier's own elsewhere) */
     bert_walk(b, hf_join_plan_import, im);
-    /* (RobertaModel's pooler, which the classifier never reads) */
-    int left = b->fam == ROBERTA ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0)
-                                 : 0;
+    /* (RobertaModel's pooler, which the classifier never reads; any pooler of a checkpoint
+     * imported as a token classifier) */
+    int left = b->fam == ROBERTA || b->tokens
+                   ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0) : 0;
     if (b->fresh_head && *b->prefix)
         left += hf_join_leave_out(&im->w, b->prefix, 1);
     hf_join_all_used(&im->w, im->dir, arch_of(b));
@@ -389,7 +425,7 @@ static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
 }
 
 int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t T,
-                   const char *labels)
+                   const char *labels, const char *task)
 {
     const char *type = hf_cfg_str(cfg, "model_type", "");
     Bert b = {.fam = !strcmp(type, "roberta")      ? ROBERTA
@@ -397,7 +433,7 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
                                                    : BERT};
     b.f = &families[b.fam];
     default_names(&b);
-    bert_config(cfg, &b, T, labels);
+    bert_config(cfg, &b, T, labels, task);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
     int left = bert_plan(&b, &im, labels != NULL);
@@ -407,9 +443,9 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), bert_train(b.TV > 0));
-    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens%s) -> "
-           "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
-           b.f->type, (long long)b.L, im.out.n, (long long)b.T,
+    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, a class for "
+           "each %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir,
+           b.f->type, (long long)b.L, im.out.n, (long long)b.T, b.tokens ? "token" : "text",
            b.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
                                     "(normal, std %g, seed %d), %d of the checkpoint's other "
                                     "heads left out", (long long)b.cls.K, im.n_fresh, b.std,
@@ -420,12 +456,23 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
 
 /* ---- export -------------------------------------------------------------------- */
 
+/* Is L a repeat of post-norm blocks whose attention sees the whole sequence (an
+ * encoder's, not GPT-2's pre-norm causal blocks)? */
+static int encoder_blocks(const Layer *l)
+{
+    if (l->op != OP_REPEAT || l->n_body != 4 || l->body[0]->op != OP_RESIDUAL ||
+        l->body[1]->op != OP_LAYERNORM)
+        return 0;
+    const Layer *r = l->body[0];
+    return r->n_body == 1 && r->body[0]->op == OP_ATTENTION && !r->body[0]->causal;
+}
+
 int hf_bert_spec(const Spec *s)
 {
     if (s->n_layers < 1 || s->layers[0]->op != OP_EMBEDDING)
         return 0;
     for (int i = 0; i < s->n_layers; i++)
-        if (s->layers[i]->op == OP_FIRST_TOKEN)
+        if (s->layers[i]->op == OP_FIRST_TOKEN || encoder_blocks(s->layers[i]))
             return 1;
     return 0;
 }
@@ -433,7 +480,8 @@ int hf_bert_spec(const Spec *s)
 static const char bert_layers[] =
     "embedding, residual [embedding] (the token types; none for DistilBERT), pos_embedding, "
     "layernorm, a repeat of [residual [attention], layernorm, residual [linear, gelu, "
-    "linear], layernorm], first_token, linear, tanh (DistilBERT: relu), linear";
+    "linear], layernorm], then first_token, linear, tanh (DistilBERT: relu), linear (a "
+    "sequence classifier) or a linear alone (a token classifier)";
 
 static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
 {
@@ -499,28 +547,44 @@ static void bert_embeddings(const Spec *s, const Layer *const *ls, int *k, Bert 
     b->embed = hf_layer_name(ls[0], 0, ""), b->embed_norm = hf_layer_name(ls[*k], *k, ""), (*k)++;
 }
 
+/* The head from ls[k] on: the first token, the pooler, its activation and the linear (a
+ * sequence classifier), or the linear alone (a token classifier: b->tokens); how many
+ * layers */
+static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
+{
+    const char *at = "$.model.layers";
+    b->tokens = ls[k] && ls[k]->op == OP_LINEAR;
+    if (b->tokens) {
+        b->cls.K = hf_match_linear(s, &b->h, ls[k], at, 0);
+        b->head = hf_layer_name(ls[k], k, "");
+        return 1;
+    }
+    hf_want(s, &b->h, ls[k], at, OP_FIRST_TOKEN);
+    hf_match_linear(s, &b->h, ls[k + 1], at, b->D);
+    hf_want(s, &b->h, ls[k + 2], at, b->fam == DISTIL ? OP_RELU : OP_TANH);
+    b->cls.K = hf_match_linear(s, &b->h, ls[k + 3], at, 0);
+    b->pooler = hf_layer_name(ls[k + 1], k + 1, ""), b->head = hf_layer_name(ls[k + 3], k + 3, "");
+    return 4;
+}
+
 /* The spec's layers as a BERT, RoBERTa or DistilBERT classifier, or exit 1 naming the
  * first that is not */
 static void bert_match(const Spec *s, Bert *b)
 {
-    b->h = (HfLayout){"BertForSequenceClassification (or RoBERTa's, DistilBERT's)", bert_layers};
+    b->h = (HfLayout){"BertForSequenceClassification or BertForTokenClassification (or "
+                      "RoBERTa's, DistilBERT's)", bert_layers};
     const Layer *ls[10] = {0};
     for (int k = 0; k < 10 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
-    const char *at = "$.model.layers";
     int k;
     bert_embeddings(s, ls, &k, b);
-    bert_blocks(s, ls[k], at, b);
-    hf_want(s, &b->h, ls[k + 1], at, OP_FIRST_TOKEN);
-    hf_match_linear(s, &b->h, ls[k + 2], at, b->D);
-    hf_want(s, &b->h, ls[k + 3], at, b->fam == DISTIL ? OP_RELU : OP_TANH);
-    b->cls.K = hf_match_linear(s, &b->h, ls[k + 4], at, 0);
+    bert_blocks(s, ls[k], "$.model.layers", b);
+    int n = k + 1 + bert_head(s, ls, k + 1, b);
     hf_image_labels_from_spec(s, &b->cls);
-    if (s->n_layers > k + 5)
-        hf_refuse(s, &b->h, s->layers[k + 5], "a layer after the classifier");
+    if (s->n_layers > n)
+        hf_refuse(s, &b->h, s->layers[n], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
         error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", arch_of(b));
-    b->pooler = hf_layer_name(ls[k + 2], k + 2, ""), b->head = hf_layer_name(ls[k + 4], k + 4, "");
 }
 
 /* DistilBertConfig's keys */

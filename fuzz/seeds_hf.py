@@ -40,7 +40,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           OPTForCausalLM, GPTNeoConfig, GPTNeoForCausalLM, MixtralConfig,
                           MixtralForCausalLM, Qwen2MoeConfig, Qwen2MoeForCausalLM, ViTConfig,
                           ViTForImageClassification, ResNetConfig, ResNetForImageClassification,
-                          BertConfig, BertForSequenceClassification, RobertaConfig,
+                          BertConfig, BertForSequenceClassification,
+                          BertForTokenClassification, RobertaConfig,
                           RobertaForSequenceClassification, DistilBertConfig,
                           DistilBertForSequenceClassification)
 
@@ -288,7 +289,8 @@ def vit_seed():
 
 def text_seed():
     """BertForSequenceClassification, RobertaForSequenceClassification and
-    DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes"""
+    DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes; a
+    BertForTokenClassification"""
     torch.manual_seed(0)
     small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=16, num_labels=3)
@@ -300,6 +302,8 @@ def text_seed():
                         vocab_size=16, dim=8, n_layers=1, n_heads=2, hidden_dim=16,
                         max_position_embeddings=16, num_labels=3)))):
         seed(name, [config_bytes(m), st_bytes(tensors(m))])
+    tok = BertForTokenClassification(BertConfig(max_position_embeddings=16, **small))
+    seed("bert_tokens", [config_bytes(tok), st_bytes(tensors(tok))])
 
 
 if __name__ == "__main__":

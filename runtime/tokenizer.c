@@ -127,7 +127,9 @@ struct rt_tokenizer {
     int64_t fallback_id[256];    /* <0xXX>'s id, -1 when none */
     int nl_barrier;              /* SentencePiece-style: a newline merges with nothing */
     int cont;                    /* the next part continues a text: no U+2581 at its start */
-    char *norm;                  /* scratch: a part with its spaces written U+2581 */
+    int word_space;              /* byte-level: a word given apart (rt_tok_encode_word) */
+    char *norm;                  /* scratch: a part with its spaces written U+2581; a word
+                                  * with the space before it */
     size_t norm_cap;
     rt_ids prefix, suffix;       /* the post-processor's ids */
     TmplPiece *tmpl[2];          /* its single and pair templates (pair: NULL when none) */
@@ -907,6 +909,22 @@ static void encode_words(rt_tokenizer *t, const unsigned char *s, size_t n, rt_i
     }
 }
 
+/* A span between added tokens; a word given apart (t->word_space) with a space before
+ * it unless it starts with one, as ByteLevel's add_prefix_space puts it before each
+ * such span of each word */
+static void encode_span(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
+{
+    if (!t->word_space || n == 0 || s[0] == ' ') {
+        encode_words(t, s, n, out);
+        return;
+    }
+    if (n + 1 > t->norm_cap)
+        t->norm = xrealloc(t->norm, t->norm_cap = n + 64);
+    t->norm[0] = ' ';
+    memcpy(t->norm + 1, s, n);
+    encode_words(t, (const unsigned char *)t->norm, n + 1, out);
+}
+
 /* The normalized added tokens, then the words of what lies between them (WordPiece:
  * wordpiece.c's, none of its added tokens normalized). */
 static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
@@ -919,7 +937,7 @@ static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n,
         const Added *a = NULL;
         size_t at = added_find(&t->norm_set, s, i, n, &a);
         size_t end = a ? added_span(a, s, i, &at, n) : n;
-        encode_words(t, s + i, at - i, out);
+        encode_span(t, s + i, at - i, out);
         if (!a)
             break;
         rt_ids_push(out, a->id);
@@ -1006,6 +1024,16 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
 {
     t->cont = 0;   /* a text starts */
     rt_tok_encode_part(t, text, n, out);
+}
+
+int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
+{
+    if (!t->wp && (t->sp || t->pat != PT_GPT2 || t->digits))
+        return -1;   /* (a Split's pieces would each get the space) */
+    t->word_space = !t->wp;
+    rt_tok_encode_text(t, word, n, out);
+    t->word_space = 0;
+    return 0;
 }
 
 void rt_tok_prefix(rt_tokenizer *t, rt_ids *out)

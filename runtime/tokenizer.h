@@ -48,6 +48,14 @@ void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
  * starts a text (a SentencePiece-style tokenizer's U+2581 prepended). */
 void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out);
 
+/* Appends the ids of one word of a text given as words, as transformers'
+ * tokenizer(words, is_split_into_words=True) encodes it: each word apart (its added
+ * tokens matched within it), a byte-level BPE's with a space before each span between
+ * added tokens that does not start with one (ByteLevel's add_prefix_space, which
+ * transformers asks for with words), a WordPiece's as it is. Returns -1 (and encodes
+ * nothing) for another tokenizer (a pattern before ByteLevel, SentencePiece-style). */
+int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out);
+
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix
  * also marks a text's start (a SentencePiece-style tokenizer prepends its U+2581 at
  * the start of a text, not of a part that continues one). */
