@@ -15,6 +15,7 @@ int cmd_data(int argc, char **argv);
 int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
 int data_classify(int argc, char **argv);   /* data classify (data_classify.c) */
 int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
+int data_mlm(int argc, char **argv);        /* data mlm (data_mlm.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */
@@ -61,16 +62,18 @@ void data_rows_open(DataRows *o, const char *dir, const char *name, int n,
 /* one row of each array: rows[k] holds width[k] values (1 for width 0) */
 void data_rows_put(DataRows *o, const int32_t *const *rows);
 void data_rows_close(DataRows *o);
-/* data_classify.c: what an imported text classifier's model.json says its rows are (T,
- * the classes and their names, whether it reads token types, a class for each token);
- * one of the other kind (TOKENS: data tags' per-token y [T], else data classify's y [])
- * or without positions exits 1 naming the command that takes it */
+/* data_classify.c: what an imported text classifier's (or masked LM's) model.json says
+ * its rows are (T, the classes and their names, whether it reads token types, its kind);
+ * one of another kind (data classify's a class for each text, y []; data tags' one for
+ * each token, y [T]; data mlm's a masked LM, y [T] and a head tied to the embedding) or
+ * without positions exits 1 naming the command that takes it */
+enum { CLS_TEXT, CLS_TOKENS, CLS_MLM };
 typedef struct ClsModel {
     int64_t T, K;
     char **names;              /* K names, or NULL */
-    int types, tokens;
+    int types, kind;
 } ClsModel;
-ClsModel data_cls_model(const char *path, int tokens);
+ClsModel data_cls_model(const char *path, int kind);
 /* The tokenizer at TOK, with room in the model's rows for a token past its special ones
  * (PAIR: a pair's); CMD names the command in errors */
 struct rt_tokenizer *data_cls_tokenizer(const char *cmd, const char *tok, const ClsModel *cm,

@@ -62,8 +62,23 @@ static void parse_args(int argc, char **argv, ClsArgs *a)
                     "tokenizer)" : "--model MODEL.json (its rows' length and classes)", cls_usage);
 }
 
-ClsModel data_cls_model(const char *path, int tokens)
+/* The kind of model M's inputs IN and layers make: a class for each text (y []), for
+ * each token, or a masked LM (y [T], its last layer tied to an embedding) */
+static int model_kind(const cJSON *m, const cJSON *in)
 {
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
+        return CLS_TEXT;
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
+    const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
+    return cJSON_GetObjectItemCaseSensitive(last, "tie") ? CLS_MLM : CLS_TOKENS;
+}
+
+ClsModel data_cls_model(const char *path, int kind)
+{
+    static const char *const what[] = {"a class for each text", "a class for each token",
+                                       "a masked language model"};
+    static const char *const cmd[] = {"classify", "tags", "mlm"};
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -75,18 +90,17 @@ ClsModel data_cls_model(const char *path, int tokens)
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 1 || !cJSON_IsNumber(classes))
         error_at(path, "$.model.inputs", "a text classifier's inputs x [T] and y with classes "
                  "expected (as import hf writes a BERT's or RoBERTa's)");
-    int per_token = cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) == 1;
-    if (per_token != tokens)
-        error_at(path, "$.model.inputs.y", "%s: its rows are `trainc data %s`'s",
-                 per_token ? "a class for each token" : "a class for each text",
-                 per_token ? "tags" : "classify");
+    int has = model_kind(m, in);
+    if (has != kind)
+        error_at(path, "$.model.inputs.y", "%s: its rows are `trainc data %s`'s", what[has],
+                 cmd[has]);
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "positions")))
         error_at(path, "$.model.positions", "missing: padded rows need the model's positions "
                  "(import hf writes \"positions\": \"pos\")");
     ClsModel cm = {.T = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble,
                    .K = (int64_t)classes->valuedouble,
                    .types = cJSON_GetObjectItemCaseSensitive(in, "types") != NULL,
-                   .tokens = tokens};
+                   .kind = kind};
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(y, "labels"), *e;
     if (cJSON_GetArraySize(labels) == cm.K) {
         cm.names = xcalloc((size_t)cm.K, sizeof *cm.names);
@@ -290,7 +304,7 @@ int data_classify(int argc, char **argv)
 {
     ClsArgs a;
     parse_args(argc, argv, &a);
-    ClsModel cm = data_cls_model(a.model, 0);
+    ClsModel cm = data_cls_model(a.model, CLS_TEXT);
     rt_tokenizer *t = data_cls_tokenizer("classify", a.tok, &cm, a.pair != NULL);
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, a.unlabeled, a.dir,
                                  "{\"text\": ..., \"label\": ...}");

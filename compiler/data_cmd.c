@@ -52,7 +52,9 @@ static const char data_usage[] =
     "                       [--label KEY]\n"
     "       trainc data tags FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--words KEY] [--tags KEY]\n"
-    "                       [--all-pieces]";
+    "                       [--all-pieces]\n"
+    "       trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json\n"
+    "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -723,7 +725,9 @@ int cmd_data(int argc, char **argv)
         return data_classify(argc, argv);
     if (strcmp(kind, "tags") == 0)
         return data_tags(argc, argv);
+    if (strcmp(kind, "mlm") == 0)
+        return data_mlm(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft, classify, tags)\n%s\n", kind, data_usage);
+            "text, sft, classify, tags, mlm)\n%s\n", kind, data_usage);
     return 1;
 }

@@ -236,7 +236,7 @@ int data_tags(int argc, char **argv)
 {
     TagArgs a;
     parse_args(argc, argv, &a);
-    ClsModel cm = data_cls_model(a.model, 1);
+    ClsModel cm = data_cls_model(a.model, CLS_TOKENS);
     rt_tokenizer *t = load_tokenizer(&a, &cm);
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, a.unlabeled, a.dir,
                                  xasprintf("{\"%s\": [WORD, ...], \"%s\": [TAG, ...]}", a.words,

@@ -287,6 +287,9 @@ int hf_image_pixels(const char *dir, HfImage *im);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
+/* the classes' keys (id2label, label2id, num_labels, problem_type) read, and nothing to do:
+ * a model without a classifier (a masked LM) */
+void hf_labels_unread(HfCfg *c);
 /* a classifier's config: hf_cfg_pretrained's checks, tie_word_embeddings read (a
  * classifier has no language model head to tie) */
 void hf_cfg_classifier(HfCfg *c);

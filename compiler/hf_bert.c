@@ -1,11 +1,13 @@
 /* hf_bert.c: Hugging Face's text classifiers of the BERT family both ways:
  * BertForSequenceClassification, RobertaForSequenceClassification and
- * DistilBertForSequenceClassification, and their ForTokenClassification (one table of
- * names, families[]). `trainc import hf` of such a folder (config.json, the weights;
- * with --labels, any of the family's models and a new head; --task, the other kind)
- * writes a model spec of trainc's layers (word, token type and position embeddings, a
- * layernorm, post-norm blocks whose attention sees the whole of its sequence, then the
- * first token through a pooler and a linear head, or a linear head on every token) over
+ * DistilBertForSequenceClassification, their ForTokenClassification and their masked
+ * language models, ForMaskedLM (one table of names, families[]). `trainc import hf` of
+ * such a folder (config.json, the weights; with --labels, any of the family's models and
+ * a new head; --task, another kind) writes a model spec of trainc's layers (word, token
+ * type and position embeddings, a layernorm, post-norm blocks whose attention sees the
+ * whole of its sequence, then the first token through a pooler and a linear head, a
+ * linear head on every token, or the masked LM's transform and its head tied to the
+ * word embedding) over
  * padded rows (the model's positions: the padding a sequence apart, which no text token
  * sees, as transformers' attention_mask does), and its weights; `trainc export hf` writes
  * a spec of that layout back as config.json and model.safetensors. One table of hf_join.c's
@@ -20,12 +22,16 @@
  * models' stem ("Bert": BertModel, BertForMaskedLM), the encoder's tensors' prefix, a
  * block's after it (a format of its index) and its tensors' under that, the pooler's (a
  * format of the prefix) and the head's; the pooler's activation; vocab_size's default.
- * Its token classifier is stem + "ForTokenClassification", its head "classifier". */
+ * Its token classifier is stem + "ForTokenClassification", its head "classifier". Its
+ * masked LM's: the transform's linear and layernorm, the head's bias, the head's tied
+ * weight and bias (a prefix, left out: transformers ties them at load), the transform's
+ * activation (NULL: the encoder's) */
 typedef struct Family {
     const char *name, *type, *arch, *stem, *prefix, *block;
     const char *q, *k, *v, *proj, *norm1, *fc1, *fc2, *norm2;
     const char *pooler, *head, *act;
     int64_t vocab;
+    const char *mlm_dense, *mlm_norm, *mlm_bias, *mlm_decoder, *mlm_act;
 } Family;
 
 enum { BERT, ROBERTA, DISTIL };
@@ -34,16 +40,28 @@ static const Family families[] = {
               "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
               "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
               "intermediate.dense", "output.dense", "output.LayerNorm", "%spooler.dense",
-              "classifier", "tanh", 30522},
+              "classifier", "tanh", 30522, "cls.predictions.transform.dense",
+              "cls.predictions.transform.LayerNorm", "cls.predictions.bias",
+              "cls.predictions.decoder.", NULL},
     [ROBERTA] = {"RoBERTa", "roberta", "RobertaForSequenceClassification", "Roberta", "roberta.",
                  "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
                  "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
                  "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
-                 "classifier.out_proj", "tanh", 50265},
+                 "classifier.out_proj", "tanh", 50265, "lm_head.dense", "lm_head.layer_norm",
+                 "lm_head.bias", "lm_head.decoder.", "gelu"},
     [DISTIL] = {"DistilBERT", "distilbert", "DistilBertForSequenceClassification", "DistilBert",
                 "distilbert.", "transformer.layer.%lld.", "attention.q_lin", "attention.k_lin",
                 "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
-                "output_layer_norm", "pre_classifier", "classifier", "relu", 30522}};
+                "output_layer_norm", "pre_classifier", "classifier", "relu", 30522,
+                "vocab_transform", "vocab_layer_norm", "vocab_projector.bias",
+                "vocab_projector.weight", NULL}};
+
+/* What the model computes from the encoder's output: a class for the text (the first
+ * token through the pooler), one for each token, or the masked tokens' ids */
+enum { TASK_SEQ, TASK_TOKEN, TASK_MLM };
+static const char *const task_names[] = {"sequence", "token", "mlm"};
+static const char *const task_arch[] = {"ForSequenceClassification", "ForTokenClassification",
+                                        "ForMaskedLM"};
 
 /* What the model's shapes and layers depend on, and the names of trainc's layers
  * (import: default_names; export: the spec's own) */
@@ -58,25 +76,29 @@ typedef struct Bert {
                                           pad_token_id + 1), else 0 */
     double eps;
     int gelu_tanh;
+    int mlm_tanh;                      /* the masked LM's transform: gelu's tanh form */
     const char *prefix;                /* the encoder's tensors' ("bert.", "roberta.", or ""
                                           for a bare model's) */
-    int tokens;                        /* a class for every token (ForTokenClassification),
-                                          else one for the text */
+    int task;                          /* TASK_SEQ, TASK_TOKEN or TASK_MLM */
     int base;                          /* import: a checkpoint without this classifier */
     int fresh_pooler, fresh_head;      /* import: drawn anew (normal(0, std), bias 0) */
     double std;                        /* initializer_range */
     HfLayout h;                        /* export: what the spec's layers are matched to */
     char *embed, *types, *pos, *embed_norm, *pooler, *head, *block;   /* block: "blocks.%lld." */
     char *attn, *norm1, *fc1, *fc2, *norm2;
+    char *mlm_dense, *mlm_norm;        /* the masked LM's transform */
 } Bert;
 
 static const char *arch_of(const Bert *b)
 {
-    return b->tokens ? xasprintf("%sForTokenClassification", b->f->stem) : b->f->arch;
+    return xasprintf("%s%s", b->f->stem, task_arch[b->task]);
 }
 
 /* transformers' name of the classifier's last linear */
-static const char *head_of(const Bert *b) { return b->tokens ? "classifier" : b->f->head; }
+static const char *head_of(const Bert *b)
+{
+    return b->task == TASK_TOKEN ? "classifier" : b->f->head;
+}
 
 /* Block i's tensors: q, k and v stacked as trainc's qkv */
 static void bert_block(const Bert *b, int64_t i, hf_join_fn fn, void *ctx)
@@ -136,7 +158,13 @@ static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
     hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), D);
     for (int64_t i = 0; i < b->L; i++)
         bert_block(b, i, fn, ctx);
-    if (!b->tokens)
+    if (b->task == TASK_MLM) {   /* (the head's weight is the word embedding's) */
+        hf_join_linear(fn, ctx, b->mlm_dense, b->f->mlm_dense, D, D);
+        hf_join_layernorm(fn, ctx, b->mlm_norm, b->f->mlm_norm, D);
+        hf_join_same(fn, ctx, xasprintf("%s.bias", b->head), b->f->mlm_bias, 1, &b->V);
+        return;
+    }
+    if (b->task == TASK_SEQ)
         linear_or_fresh(b, fn, ctx, b->pooler, pooler_of(b), D, D, b->fresh_pooler);
     linear_or_fresh(b, fn, ctx, b->head, head_of(b), b->cls.K, D, b->fresh_head);
 }
@@ -146,6 +174,7 @@ static void default_names(Bert *b)
 {
     b->embed = "embed", b->types = "token_types", b->pos = "pos", b->embed_norm = "embed_norm";
     b->pooler = "pooler", b->head = "head", b->block = "blocks.%lld.";
+    b->mlm_dense = "mlm_dense", b->mlm_norm = "mlm_norm";
     b->attn = "attn", b->norm1 = "norm1", b->fc1 = "fc1", b->fc2 = "fc2", b->norm2 = "norm2";
 }
 
@@ -163,18 +192,47 @@ static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
                                     "ForTokenClassification", "ForQuestionAnswering",
                                     "ForMultipleChoice", NULL};
 
-/* The task: TASK (import's --task: "sequence" or "token"), else the token classifier's
- * where config.json names it */
-static void bert_task(HfCfg *c, Bert *b, const char *task)
+/* Does config.json name the family's model STEM + SUFFIX (and no other)? */
+static int arch_is(HfCfg *c, const Bert *b, const char *suffix)
 {
     const cJSON *ar = hf_cfg_get(c, "architectures");
-    const char *tok = xasprintf("%sForTokenClassification", b->f->stem);
-    if (task && strcmp(task, "sequence") && strcmp(task, "token"))
-        error_input("import: --task %s: sequence (a class for each text) or token (a class for "
-                    "each token)", task);
-    b->tokens = task ? !strcmp(task, "token")
-                     : cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child) &&
-                           !strcmp(ar->child->valuestring, tok);
+    return cJSON_GetArraySize(ar) == 1 && cJSON_IsString(ar->child) &&
+           !strcmp(ar->child->valuestring, xasprintf("%s%s", b->f->stem, suffix));
+}
+
+/* The task: TASK (import's --task), else the checkpoint's: a token classifier's, a masked
+ * LM's (ForMaskedLM, ForPreTraining) without --labels (LABELS), else a sequence
+ * classifier */
+static void bert_task(HfCfg *c, Bert *b, const char *task, const char *labels)
+{
+    b->task = -1;
+    for (int k = 0; task && k < 3; k++)
+        if (!strcmp(task, task_names[k]))
+            b->task = k;
+    if (task && b->task < 0)
+        error_input("import: --task %s: sequence (a class for each text), token (a class for "
+                    "each token) or mlm (a masked language model)", task);
+    if (b->task == TASK_MLM && labels)
+        error_input("import: --labels with --task mlm: a masked language model's classes are "
+                    "its vocabulary");
+    if (!task)
+        b->task = arch_is(c, b, "ForTokenClassification") ? TASK_TOKEN
+                  : !labels && (arch_is(c, b, "ForMaskedLM") || arch_is(c, b, "ForPreTraining"))
+                      ? TASK_MLM : TASK_SEQ;
+}
+
+/* A masked LM's checkpoint: one with the head (ForMaskedLM, BERT's ForPreTraining), tied
+ * to the word embedding as transformers ties it */
+static void mlm_arch(HfCfg *c, const Bert *b)
+{
+    if (!arch_is(c, b, "ForMaskedLM") && !(b->fam == BERT && arch_is(c, b, "ForPreTraining")))
+        hf_cfg_error(c, "architectures", "no masked language model's head to read (%s%s%s): "
+                     "trainc imports a masked LM from %sForMaskedLM%s", b->f->mlm_dense,
+                     b->fam == BERT ? ", " : "", b->fam == BERT ? b->f->mlm_bias : "",
+                     b->f->stem, b->fam == BERT ? " or BertForPreTraining" : "");
+    if (!hf_cfg_bool(c, "tie_word_embeddings", 1))
+        hf_cfg_error(c, "tie_word_embeddings", "false: trainc's masked LM head is the word "
+                     "embedding's weight, tied");
 }
 
 /* The architecture config.json names: the task's classifier, or with --labels (LABELS)
@@ -191,12 +249,11 @@ static void bert_arch(HfCfg *c, Bert *b, const char *labels)
         b->base |= known;
         if (known && !labels)
             hf_cfg_error(c, "architectures", "%s: no %s classifier; --labels names the classes "
-                         "(or gives their count) of a new one", a,
-                         b->tokens ? "token" : "sequence");
+                         "(or gives their count) of a new one", a, task_names[b->task]);
         if (!known && strcmp(a, arch_of(b)))
             hf_cfg_error(c, "architectures", "%s: trainc imports a %s's encoder with a sequence "
-                         "or token classifier (%s, %sForTokenClassification, or %sModel, "
-                         "%sForMaskedLM and the like with --labels)", *a ? a : "an entry",
+                         "or token classifier or its masked LM (%s, %sForTokenClassification, "
+                         "%sForMaskedLM; %sModel and the like with --labels)", *a ? a : "an entry",
                          b->f->name, b->f->arch, fam, fam, fam);
     }
 }
@@ -248,8 +305,11 @@ static void distil_sizes(HfCfg *c, Bert *b)
  * LABELS: import's --labels (NULL: config.json's classes) */
 static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const char *task)
 {
-    bert_task(c, b, task);
-    bert_arch(c, b, labels);
+    bert_task(c, b, task, labels);
+    if (b->task == TASK_MLM)
+        mlm_arch(c, b);
+    else
+        bert_arch(c, b, labels);
     hf_cfg_classifier(c);
     if (b->fam == DISTIL)
         distil_sizes(c, b);
@@ -272,7 +332,10 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const 
         error_input("import: --seq-len %lld is over the model's %lld positions", (long long)b->T,
                     (long long)b->P);
     b->std = hf_cfg_num(c, "initializer_range", 0.02);
-    if (labels)
+    b->mlm_tanh = b->f->mlm_act ? 0 : b->gelu_tanh;   /* (RoBERTa's lm_head: gelu, exact) */
+    if (b->task == TASK_MLM)   /* (the classes are the vocabulary's ids) */
+        hf_labels_unread(c), b->cls = (HfImage){.K = b->V};
+    else if (labels)
         hf_labels_arg(c, labels, &b->cls);
     else
         hf_image_labels(c, &b->cls);
@@ -311,8 +374,9 @@ static void bert_inputs(cJSON *m, const Bert *b)
         seq_input(in, "types", b->T);
     seq_input(in, "pos", b->T);
     cJSON *y = cJSON_AddObjectToObject(in, "y");
-    cJSON_AddItemToObject(y, "shape", b->tokens ? cJSON_CreateIntArray((int[]){(int)b->T}, 1)
-                                                : cJSON_CreateArray());
+    cJSON_AddItemToObject(y, "shape", b->task != TASK_SEQ
+                                          ? cJSON_CreateIntArray((int[]){(int)b->T}, 1)
+                                          : cJSON_CreateArray());
     cJSON_AddStringToObject(y, "dtype", "i32");
     cJSON_AddNumberToObject(y, "classes", (double)b->cls.K);
     if (b->cls.labels)
@@ -339,6 +403,19 @@ static void bert_block_spec(cJSON *body, const Bert *b)
     layer_n(body, "layernorm", b->norm2, "eps", b->eps);
 }
 
+/* The masked LM's head: linear, gelu, layernorm, then the
+ * word embedding's weight with a bias of its own */
+static void mlm_head_spec(cJSON *ls, const Bert *b)
+{
+    layer_n(ls, "linear", b->mlm_dense, "out", (double)b->D);
+    cJSON *g = hf_layer(ls, "gelu", NULL);
+    if (b->mlm_tanh)
+        cJSON_AddStringToObject(g, "approximate", "tanh");
+    layer_n(ls, "layernorm", b->mlm_norm, "eps", b->eps);
+    cJSON *h = hf_layer(ls, "linear", b->head);
+    cJSON_AddStringToObject(h, "tie", b->embed);
+}
+
 static cJSON *bert_spec(const Bert *b, const char *name)
 {
     cJSON *root = cJSON_CreateObject();
@@ -360,14 +437,17 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
     cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
     bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
-    if (!b->tokens) {
+    if (b->task == TASK_SEQ) {
         hf_layer(ls, "first_token", NULL);
         layer_n(ls, "linear", b->pooler, "out", (double)b->D);
         hf_layer(ls, b->f->act, NULL);
     }
-    layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
+    if (b->task == TASK_MLM)
+        mlm_head_spec(ls, b);
+    else
+        layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
     hf_image_loss(m);
-    if (b->tokens)   /* (transformers' labels of the tokens no class is asked of) */
+    if (b->task != TASK_SEQ)   /* (transformers' labels of the tokens no class is asked of) */
         cJSON_AddNumberToObject(cJSON_GetObjectItem(m, "loss"), "ignore_index", -100);
     return root;
 }
@@ -410,14 +490,18 @@ static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
 {
     const char *fam = b->f->prefix;
     b->prefix = hf_find(&im->w, xasprintf("%sembeddings.word_embeddings.weight", fam)) ? fam : "";
-    b->fresh_head = b->base || new_labels;
+    b->fresh_head = b->task != TASK_MLM && (b->base || new_labels);
     b->fresh_pooler = b->fam == BERT ? !hf_find(&im->w, xasprintf("%s.weight", pooler_of(b)))
                                      : b->base;   /* (the classifier's own elsewhere) */
     bert_walk(b, hf_join_plan_import, im);
     /* (RobertaModel's pooler, which the classifier never reads; any pooler of a checkpoint
-     * imported as a token classifier) */
-    int left = b->fam == ROBERTA || b->tokens
+     * imported as a token classifier or a masked LM; the masked LM's tied weights, which
+     * transformers ties at load, and BertForPreTraining's next-sentence head) */
+    int left = b->fam == ROBERTA || b->task != TASK_SEQ
                    ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0) : 0;
+    if (b->task == TASK_MLM)
+        left += hf_join_leave_out(&im->w, b->f->mlm_decoder, 0) +
+                hf_join_leave_out(&im->w, "cls.seq_relationship.", 0);
     if (b->fresh_head && *b->prefix)
         left += hf_join_leave_out(&im->w, b->prefix, 1);
     hf_join_all_used(&im->w, im->dir, arch_of(b));
@@ -443,9 +527,11 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out), bert_train(b.TV > 0));
-    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, a class for "
-           "each %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir,
-           b.f->type, (long long)b.L, im.out.n, (long long)b.T, b.tokens ? "token" : "text",
+    static const char *const what[] = {"a class for each text", "a class for each token",
+                                       "a masked language model"};
+    printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, %s%s) -> "
+           "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
+           b.f->type, (long long)b.L, im.out.n, (long long)b.T, what[b.task],
            b.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
                                     "(normal, std %g, seed %d), %d of the checkpoint's other "
                                     "heads left out", (long long)b.cls.K, im.n_fresh, b.std,
@@ -481,7 +567,8 @@ static const char bert_layers[] =
     "embedding, residual [embedding] (the token types; none for DistilBERT), pos_embedding, "
     "layernorm, a repeat of [residual [attention], layernorm, residual [linear, gelu, "
     "linear], layernorm], then first_token, linear, tanh (DistilBERT: relu), linear (a "
-    "sequence classifier) or a linear alone (a token classifier)";
+    "sequence classifier), a linear alone (a token classifier), or linear, gelu, layernorm "
+    "and a linear tied to the embedding (a masked LM)";
 
 static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
 {
@@ -547,14 +634,38 @@ static void bert_embeddings(const Spec *s, const Layer *const *ls, int *k, Bert 
     b->embed = hf_layer_name(ls[0], 0, ""), b->embed_norm = hf_layer_name(ls[*k], *k, ""), (*k)++;
 }
 
+/* The masked LM's head from ls[k] on: linear, gelu, layernorm, a linear tied to the word
+ * embedding with a bias; 4 layers */
+static int mlm_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
+{
+    const char *at = "$.model.layers";
+    b->task = TASK_MLM;
+    hf_match_linear(s, &b->h, ls[k], at, b->D);
+    hf_want(s, &b->h, ls[k + 1], at, OP_GELU);
+    b->mlm_tanh = ls[k + 1]->gelu_tanh;
+    if (b->fam == ROBERTA ? b->mlm_tanh : b->mlm_tanh != b->gelu_tanh)
+        hf_refuse(s, &b->h, ls[k + 1], b->fam == ROBERTA ? "gelu's tanh form (RoBERTa's lm_head "
+                  "is exact)" : "another gelu than the blocks' (the config has one hidden_act)");
+    hf_match_norm(s, &b->h, ls[k + 2], at, &b->eps);
+    const Layer *h = hf_want(s, &b->h, ls[k + 3], at, OP_LINEAR);
+    if (!h->tie || strcmp(h->tie, b->embed) || !h->bias)
+        hf_refuse(s, &b->h, h, "a head other than the word embedding's weight, tied, and a bias");
+    b->cls.K = b->V;
+    b->mlm_dense = hf_layer_name(ls[k], k, ""), b->mlm_norm = hf_layer_name(ls[k + 2], k + 2, "");
+    b->head = hf_layer_name(h, k + 3, "");
+    return 4;
+}
+
 /* The head from ls[k] on: the first token, the pooler, its activation and the linear (a
- * sequence classifier), or the linear alone (a token classifier: b->tokens); how many
+ * sequence classifier), the linear alone (a token classifier), or a masked LM's; how many
  * layers */
 static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
 {
     const char *at = "$.model.layers";
-    b->tokens = ls[k] && ls[k]->op == OP_LINEAR;
-    if (b->tokens) {
+    if (ls[k] && ls[k]->op == OP_LINEAR && !ls[k]->tie && ls[k + 1])
+        return mlm_head(s, ls, k, b);
+    if (ls[k] && ls[k]->op == OP_LINEAR) {
+        b->task = TASK_TOKEN;
         b->cls.K = hf_match_linear(s, &b->h, ls[k], at, 0);
         b->head = hf_layer_name(ls[k], k, "");
         return 1;
@@ -571,16 +682,17 @@ static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
  * first that is not */
 static void bert_match(const Spec *s, Bert *b)
 {
-    b->h = (HfLayout){"BertForSequenceClassification or BertForTokenClassification (or "
-                      "RoBERTa's, DistilBERT's)", bert_layers};
-    const Layer *ls[10] = {0};
-    for (int k = 0; k < 10 && k < s->n_layers; k++)
+    b->h = (HfLayout){"BertForSequenceClassification, BertForTokenClassification or "
+                      "BertForMaskedLM (or RoBERTa's, DistilBERT's)", bert_layers};
+    const Layer *ls[12] = {0};
+    for (int k = 0; k < 12 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     int k;
     bert_embeddings(s, ls, &k, b);
     bert_blocks(s, ls[k], "$.model.layers", b);
     int n = k + 1 + bert_head(s, ls, k + 1, b);
-    hf_image_labels_from_spec(s, &b->cls);
+    if (b->task != TASK_MLM)
+        hf_image_labels_from_spec(s, &b->cls);
     if (s->n_layers > n)
         hf_refuse(s, &b->h, s->layers[n], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
@@ -635,7 +747,8 @@ static cJSON *bert_hf_config(const Bert *b)
     else
         bert_keys(c, b);
     cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
-    hf_image_config_labels(c, &b->cls);
+    if (b->task != TASK_MLM)
+        hf_image_config_labels(c, &b->cls);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");
     return c;
 }

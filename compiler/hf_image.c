@@ -98,6 +98,13 @@ void hf_image_labels(HfCfg *c, HfImage *im)
     hf_cfg_get(c, "num_labels");
 }
 
+void hf_labels_unread(HfCfg *c)
+{
+    static const char *const keys[] = {"id2label", "label2id", "num_labels", "problem_type"};
+    for (int k = 0; k < 4; k++)
+        hf_cfg_get(c, keys[k]);
+}
+
 void hf_cfg_classifier(HfCfg *c)
 {
     hf_cfg_pretrained(c);

@@ -42,7 +42,8 @@ from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadM
                           ViTForImageClassification, ResNetConfig, ResNetForImageClassification,
                           BertConfig, BertForSequenceClassification,
                           BertForTokenClassification, RobertaConfig,
-                          RobertaForSequenceClassification, DistilBertConfig,
+                          RobertaForSequenceClassification, RobertaForMaskedLM,
+                          DistilBertConfig,
                           DistilBertForSequenceClassification)
 
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus", "hf")
@@ -290,7 +291,7 @@ def vit_seed():
 def text_seed():
     """BertForSequenceClassification, RobertaForSequenceClassification and
     DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes; a
-    BertForTokenClassification"""
+    BertForTokenClassification, a RobertaForMaskedLM"""
     torch.manual_seed(0)
     small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=16, num_labels=3)
@@ -304,6 +305,9 @@ def text_seed():
         seed(name, [config_bytes(m), st_bytes(tensors(m))])
     tok = BertForTokenClassification(BertConfig(max_position_embeddings=16, **small))
     seed("bert_tokens", [config_bytes(tok), st_bytes(tensors(tok))])
+    mlm = RobertaForMaskedLM(RobertaConfig(max_position_embeddings=18, type_vocab_size=1,
+                                           pad_token_id=1, **small))
+    seed("roberta_mlm", [config_bytes(mlm), st_bytes(tensors(mlm))])
 
 
 if __name__ == "__main__":

@@ -75,11 +75,11 @@ typedef struct {
 } PairSlot;
 
 /* An added token: matched in the raw text before pre-tokenization; lstrip and rstrip:
- * its match takes the white space before it and after it. */
+ * its match takes the white space before it and after it; special: the file says so. */
 typedef struct {
     char *s;
     uint32_t len, id;
-    uint8_t lstrip, rstrip;
+    uint8_t lstrip, rstrip, special;
 } Added;
 
 /* The added tokens of one pass, bucketed by first byte, longest first in a bucket. */
@@ -1400,7 +1400,9 @@ static int load_added(rt_tokenizer *t, const cJSON *added, char *err, size_t err
         set->a[set->n++] = (Added){.s = strdup(content->valuestring),
                                    .len = (uint32_t)strlen(content->valuestring), .id = tid,
                                    .lstrip = !is_false(e, "lstrip"),
-                                   .rstrip = !is_false(e, "rstrip")};
+                                   .rstrip = !is_false(e, "rstrip"),
+                                   .special = cJSON_IsTrue(
+                                       cJSON_GetObjectItemCaseSensitive(e, "special"))};
         t->strips |= !is_false(e, "lstrip") || !is_false(e, "rstrip");
         if (strchr(content->valuestring, '\n'))
             t->cut_ok = 0;
@@ -1905,6 +1907,16 @@ rt_tokenizer *rt_tok_load(const char *path, char *err, size_t errlen)
 }
 
 int rt_tok_has_pair(const rt_tokenizer *t) { return t->n_tmpl[1] > 0; }
+
+int rt_tok_special(const rt_tokenizer *t, uint32_t id)
+{
+    const AddedSet *sets[2] = {&t->raw_set, &t->norm_set};
+    for (int k = 0; k < 2; k++)
+        for (int i = 0; i < sets[k]->n; i++)
+            if (sets[k]->a[i].id == id && sets[k]->a[i].special)
+                return 1;
+    return 0;
+}
 
 int64_t rt_tok_pad_id(const rt_tokenizer *t) { return t->pad; }
 

@@ -73,6 +73,10 @@ int64_t rt_tok_added(const rt_tokenizer *t, int pair);
 void rt_tok_template(const rt_tokenizer *t, const rt_ids *a, const rt_ids *b, rt_ids *ids,
                      rt_ids *types);
 
+/* Whether id is an added token the file marks special ([CLS], <mask>, ...): one a masked
+ * LM's data never masks. */
+int rt_tok_special(const rt_tokenizer *t, uint32_t id);
+
 /* The padding id: tokenizer.json's padding.pad_id, else the id of an added "<pad>" or
  * "[PAD]", else -1. */
 int64_t rt_tok_pad_id(const rt_tokenizer *t);

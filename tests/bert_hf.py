@@ -60,6 +60,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
+from text_hf import specs as text_specs, train_like_specs  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_hf")
 T, N = 24, 128
@@ -99,20 +100,8 @@ def save_data(d, arrays, y):
 
 
 def specs(d):
-    """eval.json (every val row, batches of 32), train5.json (5 AdamW steps) and
-    train8.json (8 steps, warm-up, linear decay, clipping; batches of 16), fp32"""
-    keys = keys_of(d)
-    base = {"data": {p: {k: "data/%s_%s.npy" % (p, k) for k in keys} for p in ("train", "val")},
-            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
-    opt = {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}
-    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1, optimizer=opt)},
-              open(d + "/train5.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, batch_size=16, max_steps=8, log_every=1,
-                                          optimizer=dict(opt, weight_decay=0.01), grad_clip=0.5,
-                                          schedule={"type": "linear", "warmup_steps": 3,
-                                                    "final_lr_frac": 0.1})},
-              open(d + "/train8.json", "w"))
+    """eval.json, train5.json and train8.json (text_hf.py's) over the model's inputs"""
+    text_specs(d, keys_of(d))
 
 
 def hf_batch_loss(m, arrays, lens, y):
@@ -131,27 +120,11 @@ def hf_loss(m, arrays, lens, y):
                                             y[b:b + 32]).item() for b in range(0, len(y), 32)]))
 
 
-def hf_train(m, arrays, lens, y, steps=8, B=16):
-    """torch's AdamW as train8.json asks: decay on weights of rank 2 and more"""
-    m.train()
-    decay = [p for p in m.parameters() if p.dim() >= 2]
-    rest = [p for p in m.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": rest, "weight_decay": 0.0}], lr=1e-3)
-    lr = lambda s: (s + 1) / 3 if s < 3 else 1 - 0.9 * (s - 3) / (steps - 3)
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lr)
-    out = []
-    for s in range(steps):
-        b = s % (N // 2 // B)   # (the training rows are the first N / 2, in order each epoch)
-        sl = slice(b * B, (b + 1) * B)
-        loss = hf_batch_loss(m, [a[sl] for a in arrays], lens[sl], y[sl]).float()
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
-        opt.step()
-        sched.step()
-        out.append(loss.item())
-    return out
+def hf_train(m, arrays, lens, y, B=16):
+    """torch's AdamW as train8.json asks, on the training rows (the first N / 2) in order"""
+    batches = [slice(b, b + B) for b in range(0, N // 2, B)]
+    return train_like_specs(m, batches, lambda m, sl: hf_batch_loss(
+        m, [a[sl] for a in arrays], lens[sl], y[sl]).float())
 
 
 def make(name, cls, cfg):

@@ -46,11 +46,10 @@ import torch.nn.functional as F
 
 try:
     import transformers
-    from tokenizers import (BertWordPieceTokenizer, Tokenizer, decoders, models,
-                            pre_tokenizers, processors, trainers)
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
     from transformers import (BertConfig, BertForTokenClassification, DistilBertConfig,
-                              DistilBertForTokenClassification, PreTrainedTokenizerFast,
-                              RobertaConfig, RobertaForTokenClassification, RobertaTokenizerFast)
+                              DistilBertForTokenClassification, RobertaConfig,
+                              RobertaForTokenClassification)
     from safetensors.torch import load_file
 except ImportError:
     print("skip bert_token_hf: transformers is not importable from %s (make deps makes a venv "
@@ -60,6 +59,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
+from text_hf import byte_level, license_lines, specs, train_like_specs, wordpiece  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_token_hf")
 T, N = 24, 128
@@ -67,43 +67,6 @@ TAGS = ["O", "B-PER", "I-PER", "B-ORG", "I-ORG"]
 torch.set_num_threads(1)
 torch.manual_seed(0)
 transformers.logging.set_verbosity_error()
-
-
-def license_lines():
-    files = sorted(f for f in glob.glob("/usr/share/common-licenses/**", recursive=True)
-                   if os.path.isfile(f) and not os.path.islink(f))
-    text = "".join(open(f, encoding="utf-8", errors="replace").read() for f in files[:6])
-    return [l.split() for l in text.splitlines() if l.split()]
-
-
-def wordpiece(corpus):
-    """BERT's kind: WordPiece, lower case, accents stripped, [CLS] A [SEP]"""
-    tok = BertWordPieceTokenizer(lowercase=True)
-    tok.train_from_iterator(corpus, vocab_size=300, show_progress=False)
-    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
-    tok.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
-        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    path = os.path.join(OUT, "wordpiece.json")
-    tok.save(path)
-    hf = PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]")
-    return path, hf, tok.get_vocab_size(), tok.token_to_id("[PAD]")
-
-
-def byte_level(corpus):
-    """RoBERTa's kind: byte-level BPE, <s> A </s>; transformers' tokenizer of it with
-    add_prefix_space, which it asks for with words"""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(corpus, trainers.BpeTrainer(
-        vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
-    path = os.path.join(OUT, "bytelevel.json")
-    tok.save(path)
-    hf = RobertaTokenizerFast(tokenizer_file=path, add_prefix_space=True)
-    return path, hf, tok.get_vocab_size(), 1
 
 
 def examples(lines, rng, n, extra):
@@ -164,21 +127,6 @@ def compare_rows(name, d, part, hf, exs, typed, all_pieces=False, labeled=True):
     return ids, mask, types, labels
 
 
-def specs(d, keys):
-    """eval.json, train5.json and train8.json (as tests/bert_hf.py's), fp32"""
-    base = {"data": {p: {k: "data/%s_%s.npy" % (p, k) for k in keys} for p in ("train", "val")},
-            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
-    opt = {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}
-    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1, optimizer=opt)},
-              open(d + "/train5.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, batch_size=16, max_steps=8, log_every=1,
-                                          optimizer=dict(opt, weight_decay=0.01), grad_clip=0.5,
-                                          schedule={"type": "linear", "warmup_steps": 3,
-                                                    "final_lr_frac": 0.1})},
-              open(d + "/train8.json", "w"))
-
-
 def inputs_of(d):
     return [k for k in json.load(open(d + "/model.json"))["model"]["inputs"]]
 
@@ -199,29 +147,14 @@ def hf_loss(m, rows):
         return float(F.cross_entropy(lg.double().flatten(0, 1), y.flatten(), ignore_index=-100))
 
 
-def hf_train(m, rows, steps=8, B=16):
+def hf_train(m, rows, B=16):
     """torch's AdamW as train8.json asks, on the training rows in order"""
-    m.train()
-    decay = [p for p in m.parameters() if p.dim() >= 2]
-    rest = [p for p in m.parameters() if p.dim() < 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
-                             {"params": rest, "weight_decay": 0.0}], lr=1e-3)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: (s + 1) / 3 if s < 3 else 1 - 0.9 * (s - 3) / (steps - 3))
-    per_epoch, out = len(rows[0]) // B, []
-    for s in range(steps):
-        sl = slice((s % per_epoch) * B, (s % per_epoch + 1) * B)
-        b = [a[sl] for a in rows]
-        lg = logits_of(m, b)
-        loss = F.cross_entropy(lg.flatten(0, 1), torch.from_numpy(b[3]).long().flatten(),
-                               ignore_index=-100)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
-        opt.step()
-        sched.step()
-        out.append(loss.item())
-    return out
+    batches = [[a[b:b + B] for a in rows] for b in range(0, len(rows[0]) - B + 1, B)]
+
+    def loss_of(m, b):
+        return F.cross_entropy(logits_of(m, b).flatten(0, 1),
+                               torch.from_numpy(b[3]).long().flatten(), ignore_index=-100)
+    return train_like_specs(m, batches, loss_of)
 
 
 def tagged(name, tok, hf, exs, imp, typed):
@@ -365,7 +298,8 @@ def bad_cases(tok, bert_imp, corpus):
             "BertForSequenceClassification: no token classifier; --labels names the classes",
             d + "/o1")
     refused("--task words", ["import", "hf", src, "-o", d + "/o2", "--task", "words"],
-            "--task words: sequence (a class for each text) or token", d + "/o2")
+            "--task words: sequence (a class for each text), token (a class for each token)",
+            d + "/o2")
     gpt = os.path.join(OUT, "gpt2_src")
     saved(transformers.GPT2LMHeadModel, transformers.GPT2Config(
         vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=T), gpt, 0.1)
@@ -410,8 +344,9 @@ os.makedirs(OUT)
 rng = np.random.default_rng(7)
 lines = license_lines()
 corpus = [" ".join(l) for l in lines]
-wp_path, wp_hf, wp_vocab, _ = wordpiece(corpus)
-bl_path, bl_hf, bl_vocab, _ = byte_level(corpus)
+wp_path, bl_path = os.path.join(OUT, "wordpiece.json"), os.path.join(OUT, "bytelevel.json")
+wp_hf, wp_vocab = wordpiece(wp_path, corpus)
+bl_hf, bl_vocab = byte_level(bl_path, corpus, True)
 labels = dict(id2label=dict(enumerate(TAGS)), label2id={t: k for k, t in enumerate(TAGS)})
 small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.05)

@@ -181,6 +181,7 @@ check parity/vit_hf       $HF_PYTHON tests/vit_hf.py
 check parity/resnet_hf    $HF_PYTHON tests/resnet_hf.py
 check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
+check parity/bert_mlm_hf   $HF_PYTHON tests/bert_mlm_hf.py
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/vit          $PYTHON tests/vit_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py

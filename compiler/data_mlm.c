@@ -1,0 +1,218 @@
+/* data_mlm.c: `trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json [--val
+ * FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]`: text for a masked
+ * language model (an imported BertForMaskedLM, RobertaForMaskedLM or
+ * DistilBertForMaskedLM), one example a non-blank line (Hugging Face's run_mlm.py with
+ * --line_by_line), as padded rows with their masks drawn once (static masking, as BERT's
+ * own data was made; --copies draws K masks of each training line):
+ *   DIR/train_x.npy     [N, T] i32  the ids of tokenizer(line, truncation=True,
+ *                                   max_length=T, padding="max_length"), each token the
+ *                                   tokenizer does not mark special chosen with
+ *                                   probability P (0.15), and of those 80% replaced by the
+ *                                   mask token, 10% by a token drawn uniformly from the
+ *                                   vocabulary, 10% kept (transformers'
+ *                                   DataCollatorForLanguageModeling)
+ *   DIR/train_types.npy [N, T] i32  0, where the model has a "types" input
+ *   DIR/train_pos.npy   [N, T] i32  0 .. L-1 over the L ids, then 0 .. T-L-1 over the padding
+ *   DIR/train_y.npy     [N, T] i32  a chosen token's id, -100 elsewhere
+ * and DIR/val_*.npy (one mask a line) from --val's file or the last F of FILE's lines
+ * (0.1; none with 0). Every draw comes from --seed (1337): the same files each time. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "hf.h"
+#include "../runtime/tokenizer.h"
+
+static const char mlm_usage[] =
+    "usage: trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json "
+    "[--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]";
+
+enum { IGNORE = -100 };   /* transformers' label of a token no prediction is asked of */
+
+typedef struct {
+    const char *file, *dir, *tok, *model, *val;
+    double val_frac, prob;
+    int64_t copies;
+    uint64_t seed;
+} MlmArgs;
+
+/* V's value as a number in [lo, hi], or exit 1 naming FLAG */
+static double number_arg(const char *flag, const char *v, double lo, double hi)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi))
+        error_input("data mlm: %s must be a number in [%g, %g], got '%s'", flag, lo, hi, v);
+    return x;
+}
+
+static void parse_args(int argc, char **argv, MlmArgs *a)
+{
+    *a = (MlmArgs){.val_frac = 0.1, .prob = 0.15, .copies = 1, .seed = 1337};
+    for (int i = 2; i < argc; i++) {
+        const char *s = argv[i];
+        const char **opt = !strcmp(s, "--tokenizer") ? &a->tok : !strcmp(s, "--model") ? &a->model
+                         : !strcmp(s, "--val") ? &a->val : NULL;
+        if (opt)
+            *opt = opt_value(argc, argv, &i, s);
+        else if (!strcmp(s, "--val-frac"))
+            a->val_frac = data_val_frac("mlm", opt_value(argc, argv, &i, s));
+        else if (!strcmp(s, "--mask-prob"))
+            a->prob = number_arg(s, opt_value(argc, argv, &i, s), 0.001, 1);
+        else if (!strcmp(s, "--copies"))
+            a->copies = (int64_t)number_arg(s, opt_value(argc, argv, &i, s), 1, 100);
+        else if (!strcmp(s, "--seed"))
+            a->seed = (uint64_t)number_arg(s, opt_value(argc, argv, &i, s), 0, 9007199254740992.0);
+        else
+            data_positional("mlm", mlm_usage, s, &a->file, &a->dir);
+    }
+    if (!a->file || !a->dir || !a->tok || !a->model)
+        error_input("data mlm: missing %s\n%s", !a->file ? "the input file" : !a->dir
+                    ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
+                    "tokenizer)" : "--model MODEL.json (its rows' length and vocabulary)",
+                    mlm_usage);
+}
+
+/* What the rows are written with (data_cls_write's ctx) */
+typedef struct {
+    const MlmArgs *a;
+    const ClsModel *cm;
+    rt_tokenizer *t;
+    int32_t mask, pad;         /* the mask token's id, the padding's */
+    int64_t vocab;             /* ids a replacement is drawn from: [0, vocab) */
+    rt_rng rng;
+    int64_t tokens, chosen, cut;
+} MlmJob;
+
+/* Text ids as a row (the special tokens around them, the padding after): ids, types, pos */
+static void text_row(MlmJob *j, const rt_ids *a, int32_t *row[3])
+{
+    rt_ids ids = {0}, types = {0};
+    rt_tok_template(j->t, a, NULL, &ids, &types);
+    for (int64_t i = 0; i < j->cm->T; i++) {
+        int in = i < ids.n;
+        row[0][i] = in ? (int32_t)ids.v[i] : j->pad;
+        row[1][i] = in ? (int32_t)types.v[i] : 0;
+        row[2][i] = (int32_t)(in ? i : i - ids.n);
+    }
+    rt_ids_free(&ids);
+    rt_ids_free(&types);
+}
+
+/* The row's masks over x (its ids): each token of text (not special, not padding) chosen
+ * with probability prob; y its id where chosen, else -100; x then the mask (80%), a
+ * random id (10%) or itself */
+static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
+{
+    int64_t T = j->cm->T, L = 1;
+    while (L < T && pos[L] != 0)
+        L++;
+    for (int64_t i = 0; i < T; i++) {
+        int text = i < L && !rt_tok_special(j->t, (uint32_t)x[i]);
+        if (!text || rt_rng_uniform(&j->rng) >= j->a->prob) {
+            y[i] = IGNORE;
+            continue;
+        }
+        y[i] = x[i];
+        j->chosen++;
+        double r = rt_rng_uniform(&j->rng);
+        if (r < 0.8)
+            x[i] = j->mask;
+        else if (r < 0.9)
+            x[i] = (int32_t)(rt_rng_u64(&j->rng) % (uint64_t)j->vocab);
+    }
+}
+
+/* Encodes FILE's non-blank lines: the first n_train into tr's rows (copies masks each),
+ * the rest into va's (one) */
+static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va)
+{
+    MlmJob *j = ctx;
+    FILE *f = fopen(file, "r");
+    if (!f)
+        error_input("%s: cannot open: %s", file, strerror(errno));
+    int64_t T = j->cm->T, m = T - rt_tok_added(j->t, 0), k = 0;
+    int32_t *row[3], *x = xcalloc((size_t)T, sizeof *x), *y = xcalloc((size_t)T, sizeof *y);
+    for (int r = 0; r < 3; r++)
+        row[r] = xcalloc((size_t)T, sizeof(int32_t));
+    const int32_t *put[4] = {x, row[1], row[2], y};
+    if (!j->cm->types)
+        put[1] = row[2], put[2] = y;
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
+    rt_ids a = {0};
+    while ((len = getline(&line, &cap, f)) >= 0) {
+        if (!line[strspn(line, " \t\r\n")])
+            continue;
+        len -= len > 0 && line[len - 1] == '\n';
+        a.n = 0;
+        rt_tok_encode_text(j->t, line, (size_t)len, &a);
+        j->cut += a.n > m;
+        a.n = a.n > m ? m : a.n;
+        text_row(j, &a, row);
+        int train = k++ < n_train;
+        for (int64_t c = 0; c < (train ? j->a->copies : 1); c++) {
+            memcpy(x, row[0], (size_t)T * sizeof *x);
+            mask_row(j, x, y, row[2]);
+            j->tokens += a.n + rt_tok_added(j->t, 0);
+            data_rows_put(train ? tr : va, put);
+        }
+    }
+    if (ferror(f))
+        error_input("%s: cannot read: %s", file, strerror(errno));
+    fclose(f);
+    free(line), free(x), free(y);
+    for (int r = 0; r < 3; r++)
+        free(row[r]);
+    rt_ids_free(&a);
+}
+
+/* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them) */
+static void rows_open(void *ctx, DataRows *o, const char *name)
+{
+    const MlmJob *j = ctx;
+    data_cls_rows(o, j->a->dir, j->cm, name, 1, (const char *[]){"y"}, (int64_t[]){j->cm->T});
+}
+
+/* The tokenizer and its mask token (an added "[MASK]" or "<mask>"), its ids within the
+ * model's vocabulary */
+static rt_tokenizer *load_tokenizer(MlmJob *j)
+{
+    rt_tokenizer *t = data_cls_tokenizer("mlm", j->a->tok, j->cm, 0);
+    int64_t n, id = rt_tok_one_id(t, "[MASK]", &n);
+    if (id < 0)
+        id = rt_tok_one_id(t, "<mask>", &n);
+    if (id < 0)
+        error_input("data mlm: %s has no mask token ([MASK] or <mask>)", j->a->tok);
+    j->mask = (int32_t)id;
+    j->pad = (int32_t)(rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : 0);
+    j->vocab = rt_tok_vocab(t);
+    if (j->vocab > j->cm->K)
+        error_input("data mlm: %s has %" PRId64 " ids, over the model's vocabulary of %" PRId64,
+                    j->a->tok, j->vocab, j->cm->K);
+    return t;
+}
+
+int data_mlm(int argc, char **argv)
+{
+    MlmArgs a;
+    parse_args(argc, argv, &a);
+    ClsModel cm = data_cls_model(a.model, CLS_MLM);
+    MlmJob j = {.a = &a, .cm = &cm};
+    j.t = load_tokenizer(&j);
+    rt_rng_seed(&j.rng, a.seed);
+    ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, "a line of text");
+    DataRows tr = {0}, va = {0};
+    data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, 0, &sp, &tr, &va);
+    printf("%s%s: %" PRId64 " lines -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
+           " (%" PRId64 " tokens, %" PRId64 " of them chosen to predict: %.1f%%; %" PRId64
+           " lines cut to fit), mask id %d\n",
+           a.file, a.val ? xasprintf(" and %s", a.val) : "", sp.n + sp.n_valfile, tr.rows,
+           va.rows, cm.T, j.tokens, j.chosen,
+           100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), j.cut, j.mask);
+    rt_tok_free(j.t);
+    return 0;
+}

@@ -1,0 +1,87 @@
+"""What the text models' tests against transformers share (tests/bert_token_hf.py,
+tests/bert_mlm_hf.py): Debian's license texts as lines of words, tokenizers trained over
+them (no hub), and the training specs their parity checks run."""
+import glob
+import json
+import os
+
+from tokenizers import (BertWordPieceTokenizer, Tokenizer, decoders, models, pre_tokenizers,
+                        processors, trainers)
+from transformers import PreTrainedTokenizerFast, RobertaTokenizerFast
+
+
+def license_lines():
+    """the first six license files' non-blank lines, each as its words"""
+    files = sorted(f for f in glob.glob("/usr/share/common-licenses/**", recursive=True)
+                   if os.path.isfile(f) and not os.path.islink(f))
+    text = "".join(open(f, encoding="utf-8", errors="replace").read() for f in files[:6])
+    return [l.split() for l in text.splitlines() if l.split()]
+
+
+def wordpiece(path, corpus):
+    """BERT's kind: WordPiece, lower case, accents stripped, [CLS] A [SEP]; the file at
+    PATH, transformers' tokenizer of it, its vocabulary's size"""
+    tok = BertWordPieceTokenizer(lowercase=True)
+    tok.train_from_iterator(corpus, vocab_size=300, show_progress=False)
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+        special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    tok.save(path)
+    hf = PreTrainedTokenizerFast(tokenizer_file=path, pad_token="[PAD]")
+    return hf, tok.get_vocab_size()
+
+
+def byte_level(path, corpus, add_prefix_space):
+    """RoBERTa's kind: byte-level BPE, <s> A </s>; the file at PATH, transformers' tokenizer
+    of it (with add_prefix_space where words are given apart), its vocabulary's size"""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(corpus, trainers.BpeTrainer(
+        vocab_size=400, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        show_progress=False, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.RobertaProcessing(("</s>", 2), ("<s>", 0))
+    tok.save(path)
+    hf = RobertaTokenizerFast(tokenizer_file=path, add_prefix_space=add_prefix_space)
+    return hf, tok.get_vocab_size()
+
+
+def specs(d, keys):
+    """D/eval.json (every val row, batches of 32), train5.json (5 AdamW steps) and
+    train8.json (8 steps, warm-up, linear decay, weight decay, clipping; batches of 16),
+    fp32, the rows in order, over D/data/{train,val}_KEY.npy"""
+    base = {"data": {p: {k: "data/%s_%s.npy" % (p, k) for k in keys} for p in ("train", "val")},
+            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
+    opt = {"type": "adamw", "lr": 1e-3, "weight_decay": 0.0}
+    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1, optimizer=opt)},
+              open(d + "/train5.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, batch_size=16, max_steps=8, log_every=1,
+                                          optimizer=dict(opt, weight_decay=0.01), grad_clip=0.5,
+                                          schedule={"type": "linear", "warmup_steps": 3,
+                                                    "final_lr_frac": 0.1})},
+              open(d + "/train8.json", "w"))
+
+
+def train_like_specs(m, batches, loss_of, steps=8):
+    """torch's AdamW on transformers' model M as train8.json asks (decay on weights of rank
+    2 and more), over BATCHES in turn; each step's loss (LOSS_OF(m, batch))"""
+    import torch
+    m.train()
+    decay = [p for p in m.parameters() if p.dim() >= 2]
+    rest = [p for p in m.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.01},
+                             {"params": rest, "weight_decay": 0.0}], lr=1e-3)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt, lambda s: (s + 1) / 3 if s < 3 else 1 - 0.9 * (s - 3) / (steps - 3))
+    out = []
+    for s in range(steps):
+        loss = loss_of(m, batches[s % len(batches)])
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(m.parameters(), 0.5)
+        opt.step()
+        sched.step()
+        out.append(loss.item())
+    return out
