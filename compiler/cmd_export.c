@@ -939,57 +939,17 @@ static void place(void *ctx, const HfMap *m, int64_t block, int n, const HfPart 
     e->offset[e->out.n - 1] = hf_offset(family_tables(e), m);   /* a norm: one part */
 }
 
-/* A train.lora adapter's name: its weight's prefix ends before `part` ("lora_A") */
-static const char *adapter_part(const char *name)
-{
-    const char *a = strstr(name, ".lora_A.weight"), *b = strstr(name, ".lora_B.weight");
-    const char *at = a ? a : b;
-    return at && strlen(at) == strlen(".lora_A.weight") ? at : NULL;
-}
-
-/* The adapter `part` of weight t, checked against it and the spec's rank; NULL where the
- * file has none (the weights of a model before lora trained it) */
+/* The adapter `part` of weight t, checked against the spec's rank (hf_lora_adapter) */
 static HfTensor *adapter(Ex *e, const HfTensor *t, const char *part)
 {
-    size_t n = strlen(t->name);
-    if (t->rank != 2 || n < 8 || strcmp(t->name + n - 7, ".weight"))
-        return NULL;   /* (a bias, a norm, the experts: never adapted) */
-    char *name = xasprintf("%.*s.%s.weight", (int)(strlen(t->name) - strlen(".weight")),
-                           t->name, part);
-    HfTensor *a = hf_find(&e->w, name);
-    int64_t want[2] = {part[5] == 'A' ? e->lora_rank : t->shape[0],
-                       part[5] == 'A' ? t->shape[1] : e->lora_rank};
-    if (a && (a->rank != 2 || a->shape[0] != want[0] || a->shape[1] != want[1]))
-        error_input("%s: tensor '%s' is not [%lld, %lld], the adapter train.lora's rank %lld "
-                    "gives '%s'", e->w.paths[0], name, (long long)want[0], (long long)want[1],
-                    (long long)e->lora_rank, t->name);
-    free(name);
-    return a;
+    return hf_lora_adapter(&e->w, t, part, e->lora_rank);
 }
 
-/* Weight t (x, [out, in]) with its train.lora adapter merged: x + B A * alpha / rank
- * (PEFT's merge_and_unload), each element's sum in double */
+/* Weight t (x, [out, in]) with its train.lora adapter merged (hf_lora_merge) */
 static void merge_lora(const Ex *e, const HfTensor *t, float *x)
 {
-    if (!e->lora_rank || e->adapter || t->rank != 2 || adapter_part(t->name))
-        return;
-    HfTensor *ta = adapter((Ex *)e, t, "lora_A"), *tb = adapter((Ex *)e, t, "lora_B");
-    if (!ta || !tb)
-        return;
-    float *a = hf_read(&e->w, ta), *b = hf_read(&e->w, tb);
-    int64_t out = t->shape[0], in = t->shape[1], r = e->lora_rank;
-    double *row = xcalloc((size_t)in, sizeof *row);   /* (B A)'s row o, over A's rows */
-    for (int64_t o = 0; o < out; o++) {
-        memset(row, 0, (size_t)in * sizeof *row);
-        for (int64_t k = 0; k < r; k++)
-            for (int64_t i = 0; i < in; i++)
-                row[i] += (double)b[o * r + k] * a[k * in + i];
-        for (int64_t i = 0; i < in; i++)
-            x[o * in + i] = (float)((double)x[o * in + i] + row[i] * e->lora_scale);
-    }
-    free(row);
-    free(a);
-    free(b);
+    if (!e->adapter)
+        hf_lora_merge((HfWeights *)&e->w, t, x, e->lora_rank, e->lora_scale);
 }
 
 static void plan_tensors(Ex *e)
@@ -998,7 +958,7 @@ static void plan_tensors(Ex *e)
     hf_walk(f, f->prefix, &e->d, place, e);
     for (int i = 0; i < e->w.n; i++) {
         HfTensor *t = &e->w.t[i];
-        if (t->used && e->lora_rank && !adapter_part(t->name)) {   /* its adapters go with it */
+        if (t->used && e->lora_rank && !hf_lora_part(t->name)) {   /* its adapters go with it */
             HfTensor *a = adapter(e, t, "lora_A"), *b = adapter(e, t, "lora_B");
             if (!a != !b)
                 error_input("%s: '%s' has a LoRA adapter's %s and not its %s", e->w.paths[0],
@@ -1008,7 +968,7 @@ static void plan_tensors(Ex *e)
         }
     }
     for (int i = 0; i < e->w.n; i++)
-        if (!e->w.t[i].used && adapter_part(e->w.t[i].name) && !e->lora_rank)
+        if (!e->w.t[i].used && hf_lora_part(e->w.t[i].name) && !e->lora_rank)
             error_input("%s: tensor '%s' is a LoRA adapter and the spec has no train.lora: give "
                         "export the spec the run trained with (its adapters are merged into "
                         "their weights)", e->w.paths[0], e->w.t[i].name);
@@ -1844,15 +1804,16 @@ int cmd_export(int argc, char **argv)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");
     if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
-        if (tok || adapter || s->train.has_lora)
+        if (tok || adapter)
             error_input("export: %s with a vision transformer (an image classifier: no "
-                        "tokenizer, no adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
+                        "tokenizer; train.lora's adapters are merged, not written apart)",
+                        tok ? "--tokenizer" : "--adapter");
         return hf_vit_export(s, weights, out);
     }
-    if (hf_bert_spec(s)) {   /* a text classifier: BERT's or RoBERTa's (hf_bert.c) */
-        if (adapter || s->train.has_lora)
-            error_input("export: %s with a text classifier (no adapters there yet)",
-                        adapter ? "--adapter" : "lora");
+    if (hf_bert_spec(s)) {   /* a text classifier or masked LM of BERT's family (hf_bert.c) */
+        if (adapter)
+            error_input("export: --adapter with a text classifier (train.lora's adapters are "
+                        "merged into its weights, not written as PEFT's files)");
         return hf_bert_export(s, weights, out, tok);
     }
     if (hf_resnet_spec(s)) {   /* a ResNet: ResNetForImageClassification (hf_resnet.c) */

@@ -36,6 +36,15 @@ HfTensor *hf_find(HfWeights *w, const char *name);
 char *hf_slurp(const char *path, size_t *len);
 /* The tensor's elements as fp32 (malloc'd; exits 1 on a short file or another dtype). */
 float *hf_read(const HfWeights *w, const HfTensor *t);
+/* train.lora's adapters in a weights file: whether NAME is one ("X.lora_A.weight",
+ * "X.lora_B.weight": the part, else NULL); weight t's adapter PART ("lora_A", "lora_B")
+ * checked against RANK, or NULL where the file has none (a bias, a norm, the weights of
+ * a model before lora trained it); and t's elements x ([out, in]) with its adapter merged,
+ * x + B A * SCALE (PEFT's merge_and_unload, each element's sum in double; nothing where
+ * RANK is 0 or t has no adapter) */
+const char *hf_lora_part(const char *name);
+HfTensor *hf_lora_adapter(HfWeights *w, const HfTensor *t, const char *part, int64_t rank);
+void hf_lora_merge(HfWeights *w, const HfTensor *t, float *x, int64_t rank, double scale);
 void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1);
 
 /* A weights file being planned: each tensor's name and shape first, its data after. */
@@ -247,8 +256,16 @@ typedef struct HfJoinExport {
     const HfTensor **src;      /* per output tensor: the trainc tensor it is part of */
     int64_t *at;               /* its first element there */
     int64_t *skip;             /* the zeros written before it */
+    int64_t lora_rank;         /* train.lora's rank (0: none): its adapters merged */
+    double lora_scale;         /* and its factor (rt_lora_scale) */
 } HfJoinExport;
+/* E's weights file and the spec's train.lora (hf_lora_merge's rank and scale) */
+void hf_join_export_open(HfJoinExport *e, const Spec *s, const char *weights);
 void hf_join_plan_export(void *ctx, const HfJoin *j);
+/* After the plan: every adapter in the file merged into a weight the plan reads (a pair
+ * of lora_A and lora_B), or exit 1 naming it (one without train.lora, a half pair, one
+ * of no weight exported): none left behind */
+void hf_join_export_adapters(HfJoinExport *e);
 void hf_join_write_export(const HfJoinExport *e, const char *path);
 /* export: the spec's layers matched to the architecture ARCH's, whose layers LAYERS
  * lists for the errors (each exits 1 naming the layer) */

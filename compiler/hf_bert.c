@@ -758,8 +758,9 @@ int hf_bert_export(const Spec *s, const char *weights, const char *out, const ch
     Bert b = {0};
     bert_match(s, &b);
     HfJoinExport e = {0};
-    hf_weights_file(&e.w, weights);
+    hf_join_export_open(&e, s, weights);
     bert_walk(&b, hf_join_plan_export, &e);
+    hf_join_export_adapters(&e);
     char *config = hf_json_text(bert_hf_config(&b));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);

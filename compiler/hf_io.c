@@ -504,3 +504,51 @@ void hf_transpose(float *dst, const float *src, int64_t d0, int64_t d1)
         for (int64_t v = 0; v < d1; v++)
             dst[v * d0 + u] = src[u * d1 + v];
 }
+
+/* ---- train.lora's adapters -------------------------------------------------------- */
+
+const char *hf_lora_part(const char *name)
+{
+    const char *a = strstr(name, ".lora_A.weight"), *b = strstr(name, ".lora_B.weight");
+    const char *at = a ? a : b;
+    return at && strlen(at) == strlen(".lora_A.weight") ? at : NULL;
+}
+
+HfTensor *hf_lora_adapter(HfWeights *w, const HfTensor *t, const char *part, int64_t rank)
+{
+    size_t n = strlen(t->name);
+    if (t->rank != 2 || n < 8 || strcmp(t->name + n - 7, ".weight"))
+        return NULL;   /* (a bias, a norm, the experts: never adapted) */
+    char *name = xasprintf("%.*s.%s.weight", (int)(n - strlen(".weight")), t->name, part);
+    HfTensor *a = hf_find(w, name);
+    int64_t want[2] = {part[5] == 'A' ? rank : t->shape[0], part[5] == 'A' ? t->shape[1] : rank};
+    if (a && (a->rank != 2 || a->shape[0] != want[0] || a->shape[1] != want[1]))
+        error_input("%s: tensor '%s' is not [%lld, %lld], the adapter train.lora's rank %lld "
+                    "gives '%s'", w->paths[0], name, (long long)want[0], (long long)want[1],
+                    (long long)rank, t->name);
+    free(name);
+    return a;
+}
+
+void hf_lora_merge(HfWeights *w, const HfTensor *t, float *x, int64_t rank, double scale)
+{
+    if (!rank || t->rank != 2 || hf_lora_part(t->name))
+        return;
+    HfTensor *ta = hf_lora_adapter(w, t, "lora_A", rank), *tb = hf_lora_adapter(w, t, "lora_B", rank);
+    if (!ta || !tb)
+        return;
+    float *a = hf_read(w, ta), *b = hf_read(w, tb);
+    int64_t out = t->shape[0], in = t->shape[1];
+    double *row = xcalloc((size_t)in, sizeof *row);   /* (B A)'s row o, over A's rows */
+    for (int64_t o = 0; o < out; o++) {
+        memset(row, 0, (size_t)in * sizeof *row);
+        for (int64_t k = 0; k < rank; k++)
+            for (int64_t i = 0; i < in; i++)
+                row[i] += (double)b[o * rank + k] * a[k * in + i];
+        for (int64_t i = 0; i < in; i++)
+            x[o * in + i] = (float)((double)x[o * in + i] + row[i] * scale);
+    }
+    free(row);
+    free(a);
+    free(b);
+}

@@ -194,6 +194,36 @@ void hf_join_plan_export(void *ctx, const HfJoin *j)
     }
 }
 
+void hf_join_export_open(HfJoinExport *e, const Spec *s, const char *weights)
+{
+    hf_weights_file(&e->w, weights);
+    if (s->train.has_lora)
+        e->lora_rank = s->train.lora_rank, e->lora_scale = rt_lora_scale(&s->train);
+}
+
+void hf_join_export_adapters(HfJoinExport *e)
+{
+    HfWeights *w = &e->w;
+    for (int i = 0; e->lora_rank && i < w->n; i++) {
+        HfTensor *t = &w->t[i];
+        if (!t->used || hf_lora_part(t->name))
+            continue;
+        HfTensor *a = hf_lora_adapter(w, t, "lora_A", e->lora_rank),
+                 *b = hf_lora_adapter(w, t, "lora_B", e->lora_rank);
+        if (!a != !b)
+            error_input("%s: '%s' has a LoRA adapter's %s and not its %s", w->paths[0], t->name,
+                        a ? "lora_A" : "lora_B", a ? "lora_B" : "lora_A");
+        if (a)
+            a->used = b->used = 1;
+    }
+    for (int i = 0; i < w->n; i++)
+        if (!w->t[i].used && hf_lora_part(w->t[i].name))
+            error_input("%s: tensor '%s' is a LoRA adapter %s", w->paths[0], w->t[i].name,
+                        e->lora_rank ? "of no weight the export writes" : "and the spec has no "
+                        "train.lora: give export the spec the run trained with (its adapters "
+                        "are merged into their weights)");
+}
+
 void hf_join_write_export(const HfJoinExport *e, const char *path)
 {
     rt_st_out *o = hf_out_open(&e->out, path);
@@ -201,6 +231,7 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
         cannot_write("export", path);
     for (int i = 0; i < e->out.n; i++) {
         float *x = hf_read(&e->w, e->src[i]);
+        hf_lora_merge((HfWeights *)&e->w, e->src[i], x, e->lora_rank, e->lora_scale);
         int64_t n = e->out.p[i].numel - e->skip[i];
         if (e->skip[i]) {   /* the rows transformers holds before trainc's: zeros */
             float *z = xcalloc((size_t)e->skip[i], sizeof *z);

@@ -353,8 +353,9 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
     Vit v = {0};
     vit_match(s, &v);
     HfJoinExport e = {0};
-    hf_weights_file(&e.w, weights);
+    hf_join_export_open(&e, s, weights);
     vit_walk(&v, hf_join_plan_export, &e);
+    hf_join_export_adapters(&e);
     char *config = hf_json_text(vit_hf_config(&v)),
          *pre = hf_json_text(hf_image_processor(&v.img, "ViTImageProcessor"));
     if (rt_mkdir_p(out) != 0)

@@ -138,6 +138,13 @@ def case(name, cfg, preprocessor, x, y):
     a, b = m.config.id2label, ViTForImageClassification.from_pretrained(d + "/hf").config.id2label
     check(a == b, "%s: the classes' names (id2label) through import and export: %s" %
           (name, ", ".join(b[k] for k in sorted(b)[:3]) + ", ..."))
+    t = json.load(open(imp + "/train5.json"))
+    t["train"]["lora"] = {"rank": 4, "alpha": 8, "train": ["head.*"]}
+    json.dump(t, open(imp + "/lora5.json", "w"))
+    trainc("run", spec, imp + "/lora5.json", "--init", imp + "/init.safetensors", "--threads", 1,
+           "--quiet", "--out", d + "/lora5")
+    exported(name + " with LoRA (merged)", spec, imp + "/lora5.json", d + "/lora5/model.safetensors",
+             d + "/hf_lora", xv, yv)
 
 
 def exported(name, spec, eval_spec, weights, folder, xv, yv):
