@@ -72,6 +72,7 @@ typedef struct ClsModel {
     int64_t T, K;
     char **names;              /* K names, or NULL */
     int types, kind;
+    int left;                  /* padded on the left: a decoder's classifier (last_token) */
 } ClsModel;
 ClsModel data_cls_model(const char *path, int kind);
 /* The tokenizer at TOK, with room in the model's rows for a token past its special ones

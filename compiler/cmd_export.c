@@ -23,6 +23,7 @@
 #include "cmd.h"
 #include "hf.h"
 #include "ops/op.h"
+#include "../runtime/tokenizer.h"
 
 typedef struct Ex {
     const char *file;          /* the model spec, for errors */
@@ -72,6 +73,8 @@ typedef struct Ex {
     char *names[HF_N_SLOTS];   /* the layers' names, a block's after "<rep><i>." */
     char *rep;                 /* the repeat's prefix ("h." or "") */
     int64_t bos, eos;          /* the tokenizer's, or -1 (none given, or none found) */
+    int64_t pad;               /* and its padding id (a sequence classifier's), or -1 */
+    HfImage cls;               /* a sequence classifier's classes (d.score of them) */
 } Ex;
 
 static const char *op(const Layer *l) { return op_info[l->op].name; }
@@ -799,8 +802,20 @@ static void whole_model(Ex *e)
                                           "Qwen3's config holds one eps for all its norms");
 }
 
+/* A sequence classifier's head after last_token, layers ls[0, n) (the spec's from K on):
+ * the score, a linear without bias */
+static void seq_head(Ex *e, const Spec *s, Layer *const *ls, int n, int k)
+{
+    if (n < 1 || ls[0]->op != OP_LINEAR || ls[0]->bias || ls[0]->tie || n > 1)
+        refuse(e, xasprintf("$.model.layers[%d]", k), n ? ls[n > 1 ? 1 : 0] : NULL,
+               "a sequence classifier's score, a linear without bias, and nothing after it");
+    e->d.score = e->cls.K = ls[0]->out;
+    e->names[HF_HEAD] = hf_layer_name(ls[0], k, "");
+    hf_image_labels_from_spec(s, &e->cls);
+}
+
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
- * soft-cap]. */
+ * soft-cap], or norm, last_token and a score (a sequence classifier). */
 static void match(Ex *e, const Spec *s)
 {
     Layer *const *ls = s->layers;
@@ -835,6 +850,12 @@ static void match(Ex *e, const Spec *s)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
     e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
     l = ls[i + 2];
+    if (l->op == OP_LAST_TOKEN) {   /* a sequence classifier */
+        seq_head(e, s, ls + i + 3, n - i - 3, i + 3);
+        whole_model(e);
+        e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
+        return;
+    }
     if (l->op != OP_LINEAR || (l->bias && !phi(e) && !gptj(e)))
         refuse(e, NULL, l, "the head is a linear without bias (Phi's and GPT-J's have one)");
     e->d.tie = l->tie != NULL;
@@ -1634,7 +1655,16 @@ static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
     const char *const *fam = family(e);
-    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&fam[1], 1));
+    const char *arch = e->d.score ? hf_seq_arch(fam[0], fam[1]) : fam[1];
+    if (!arch)
+        error_at(e->file, "$.model.layers", "a sequence classifier of %s, which transformers "
+                 "has none of", fam[0]);
+    cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
+    if (e->d.score) {
+        hf_image_config_labels(c, &e->cls);
+        if (e->pad >= 0)   /* (how transformers finds each text's last token) */
+            cJSON_AddNumberToObject(c, "pad_token_id", (double)e->pad);
+    }
     cJSON_AddStringToObject(c, "model_type", fam[0]);
     cJSON_AddNumberToObject(c, "vocab_size", (double)e->d.V);
     if (e->bos >= 0)
@@ -1725,7 +1755,7 @@ static void token_ids(Ex *e, const char *tok)
 {
     static const char *const bos[] = {"<|begin_of_text|>", "<s>", "<bos>", "<|endoftext|>", NULL};
     static const char *const eos[] = {"<|end_of_text|>", "</s>", "<eos>", "<|endoftext|>", NULL};
-    e->bos = e->eos = -1;
+    e->bos = e->eos = e->pad = -1;
     if (!tok)
         return;
     char *text = hf_slurp(tok, NULL);
@@ -1734,6 +1764,11 @@ static void token_ids(Ex *e, const char *tok)
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     e->bos = special_id(added, bos);
     e->eos = special_id(added, eos);
+    char err[512];
+    rt_tokenizer *t = rt_tok_load(tok, err, sizeof err);
+    e->pad = t && rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : e->eos;
+    if (t)
+        rt_tok_free(t);
     int64_t past = e->bos >= e->d.V ? e->bos : e->eos >= e->d.V ? e->eos : -1;
     if (past >= 0)
         error_input("export: --tokenizer %s: special token id %lld is past the model's "

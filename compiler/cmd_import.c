@@ -67,6 +67,11 @@ typedef struct Arch {
     int norm_topk;             /* and their weights renormalized to sum 1 */
     double aux_loss;           /* and the load-balancing loss's coefficient, or 0 */
     int shared_gate;           /* and its shared expert (d.SFF wide) gated (Qwen2-MoE's) */
+    int seq_cls;               /* a sequence classifier (...ForSequenceClassification, or
+                                  --labels): the last token's row through `score` (d.score) */
+    int fresh_score;           /* and its score drawn anew (normal(0, std)): --labels */
+    double std;                /* initializer_range */
+    HfImage cls;               /* its classes */
 } Arch;
 
 /* One output tensor: its sources (rows concatenated, in order), or one transposed. */
@@ -77,6 +82,7 @@ typedef struct Recipe {
     const HfMap *reorder;      /* its rows reordered (hf_reorder), or NULL */
     int64_t skip;              /* the source's first elements left out (OPT's positions) */
     int slot;                  /* its layer's HF_* slot */
+    double fresh;              /* no source: drawn normal(0, fresh) (a new score) */
 } Recipe;
 
 typedef struct Imp {
@@ -86,6 +92,8 @@ typedef struct Imp {
     HfWeights w;
     HfOut out;
     Recipe *r;
+    const char *labels;        /* --labels: a sequence classifier's new classes, or NULL */
+    double fresh_score;        /* and its score's std, drawn anew (0: read) */
     const char *const *names;  /* trainc's layer names by slot (gpt2_names, ...) */
     const char *rep;           /* the repeat's name */
     const HfFamily *family;
@@ -1349,6 +1357,45 @@ static const Family *family_of(HfCfg *c, const char *type)
                  "configs of each)", type, list);
 }
 
+/* architectures: the family's language model (or bare model), or its sequence classifier
+ * (a->seq_cls) */
+static void read_arch(HfCfg *c, const Family *f, Arch *a)
+{
+    const char *seq = hf_seq_arch(f->type, f->arch);
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
+        int is_seq = cJSON_IsString(e) && seq && !strcmp(e->valuestring, seq);
+        a->seq_cls |= is_seq;
+        if (!is_seq && (!cJSON_IsString(e) || (strcmp(e->valuestring, f->arch) &&
+                                                strcmp(e->valuestring, f->bare))))
+            hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's "
+                         "head)%s%s", cJSON_IsString(e) ? e->valuestring : "a non-string",
+                         cJSON_IsString(e) ? "" : " entry", f->arch, seq ? " or " : "",
+                         seq ? seq : "");
+    }
+}
+
+/* A sequence classifier's classes: --labels (a new score over any of the family's models),
+ * or its config's id2label */
+static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels)
+{
+    if (labels && !hf_seq_arch(f->type, f->arch))
+        error_input("import: --labels: transformers has no sequence classifier for %s", f->type);
+    a->seq_cls |= labels != NULL;
+    if (!a->seq_cls)
+        return;
+    if (a->multimodal)
+        error_input("import: a sequence classifier of an image-text checkpoint's text model");
+    a->fresh_score = labels != NULL;
+    a->std = hf_cfg_num(c, "initializer_range", 0.02);
+    if (labels)
+        hf_labels_arg(c, labels, &a->cls);
+    else
+        hf_image_labels(c, &a->cls);
+    a->d.score = a->cls.K;
+    a->head_bias = 0, a->logit_scale = 0, a->logits_div = 0, a->final_cap = 0;   /* (the LM's) */
+}
+
 /* model_type and architectures: which of the families, or exit 1 naming it. */
 static void read_config(Imp *im, Arch *a)
 {
@@ -1357,17 +1404,12 @@ static void read_config(Imp *im, Arch *a)
     if (!a->type)
         hf_cfg_error(c, "model_type", "missing");
     const Family *f = family_of(c, a->type);
-    const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next)
-        if (!cJSON_IsString(e) || (strcmp(e->valuestring, f->arch) &&
-                                   strcmp(e->valuestring, f->bare)))
-            hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's head)",
-                         cJSON_IsString(e) ? e->valuestring : "a non-string",
-                         cJSON_IsString(e) ? "" : " entry", f->arch);
+    read_arch(c, f, a);
     hf_cfg_pretrained(c);
     if (!strcmp(a->type, "gemma3"))
         c = text_config(im, a);
     f->config(c, a);
+    seq_classes(c, f, a, im->labels);
     a->family = f->tensors                      ? f->tensors
               : a->block == BLOCK_SHARED_NORM ? &hf_falcon
               : a->block == BLOCK_PARALLEL    ? &hf_falcon_new
@@ -1576,6 +1618,39 @@ static void shared_norm_block(cJSON *body, const Arch *a)
     attention(cJSON_AddArrayToObject(r, "shortcut"), a);
 }
 
+/* The inputs: x [T] the ids, y [T] the next ids (a sequence classifier's: y [] its class,
+ * and pos [T] the positions that keep the padding before the text apart) */
+static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
+{
+    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
+    cJSON *x = cJSON_AddObjectToObject(in, "x");
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    cJSON_AddStringToObject(x, "dtype", "i32");
+    if (a->seq_cls) {
+        cJSON *p = cJSON_AddObjectToObject(in, "pos");
+        cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+        cJSON_AddStringToObject(p, "dtype", "i32");
+        hf_image_inputs_y(in, &a->cls);
+        cJSON_AddStringToObject(m, "positions", "pos");
+        return;
+    }
+    cJSON *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
+}
+
+/* A sequence classifier's head: the last token's row (the rows padded on the left) through
+ * `score` (no bias), cross entropy over the classes */
+static void seq_head(cJSON *m, cJSON *ls, const Arch *a)
+{
+    hf_layer(ls, "last_token", NULL);
+    cJSON *score = hf_layer(ls, "linear", "score");
+    cJSON_AddNumberToObject(score, "out", (double)a->cls.K);
+    cJSON_AddFalseToObject(score, "bias");
+    hf_image_loss(m);
+}
+
 /* The model spec: GPT-2's layout under GPT-2's names (specs/gpt2_124m.json), Llama's
  * under specs/llama_char.json's. */
 static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
@@ -1585,13 +1660,7 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     cJSON_AddNumberToObject(root, "trainc", 1);
     cJSON *m = cJSON_AddObjectToObject(root, "model");
     cJSON_AddStringToObject(m, "name", name);
-    cJSON *in = cJSON_AddObjectToObject(m, "inputs");
-    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
-    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
-    cJSON_AddStringToObject(x, "dtype", "i32");
-    cJSON_AddItemToObject(y, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
-    cJSON_AddStringToObject(y, "dtype", "i32");
-    cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
+    lm_inputs(m, a, T);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
     cJSON *e = hf_layer(ls, "embedding", N[HF_EMBED]);
     cJSON_AddNumberToObject(e, "vocab", (double)a->d.V);
@@ -1611,6 +1680,10 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     else
         sequential_block(body, a);
     norm(ls, a, N[HF_FINAL]);
+    if (a->seq_cls) {
+        seq_head(m, ls, a);
+        return root;
+    }
     cJSON *head = hf_layer(ls, "linear", N[HF_HEAD]);
     if (a->d.tie)
         cJSON_AddStringToObject(head, "tie", N[HF_EMBED]);
@@ -1688,7 +1761,7 @@ static const HfTensor *take(Imp *im, const HfPart *p)
 static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
 {
     Imp *im = ctx;
-    const char *layer = im->names[m->slot];
+    const char *layer = m->slot == HF_HEAD && im->d->score ? "score" : im->names[m->slot];
     /* the attention (and in the parallel block its norm) are a shortcut's layers */
     int in_sc = m->slot == HF_ATTN || (m->slot == HF_NORM1 && im->block == BLOCK_PARALLEL);
     const char *sc = im->block != BLOCK_SEQUENTIAL && in_sc ? "shortcut." : "";
@@ -1702,11 +1775,13 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
     Recipe *r = &im->r[im->out.n];
     memset(r, 0, sizeof *r);
     r->src = xcalloc((size_t)n, sizeof *r->src);
+    int fresh = m->slot == HF_HEAD && im->fresh_score > 0;   /* (a new score: none to read) */
     for (int k = 0; k < n; k++) {
-        r->src[k] = take(im, &parts[k]);
+        r->src[k] = fresh ? NULL : take(im, &parts[k]);
         shape[0] += parts[k].shape[0];
     }
-    r->n = n;
+    r->n = fresh ? 0 : n;
+    r->fresh = fresh ? im->fresh_score : 0;
     r->slot = m->slot;
     if (m->slot == HF_POS) {   /* OPT's: the rows before position 0's dropped */
         r->skip = im->family->pos_pad * parts[0].shape[1];
@@ -1757,6 +1832,8 @@ static int extra(const Arch *a, const char *name)
            (!a->gpt2 && ends(name, ".self_attn.rotary_emb.inv_freq")) ||
            (a->d.tie && (!strcmp(name, "lm_head.weight") ||
                          (a->multimodal && !strcmp(name, "language_model.lm_head.weight")))) ||
+           (a->fresh_score && (starts(name, "lm_head.") || !strcmp(name, "embed_out.weight") ||
+                               !strcmp(name, "score.weight"))) ||
            vision(a, name);
 }
 
@@ -1764,6 +1841,7 @@ static int extra(const Arch *a, const char *name)
 static void plan_weights(Imp *im, const Arch *a)
 {
     im->names = slot_names(a);
+    im->fresh_score = a->fresh_score ? a->std : 0;
     im->rep = a->gpt2 ? "h" : "layers";
     im->family = a->family;
     im->d = &a->d;
@@ -1808,6 +1886,8 @@ static void write_weights(const Imp *im, const char *path)
     rt_st_out *o = hf_out_open(&im->out, path);
     if (!o)
         cannot_write("import", path);
+    rt_rng rng;   /* (a new score's draws) */
+    rt_rng_seed(&rng, HF_FRESH_SEED);
     for (int i = 0; i < im->out.n; i++) {
         const Recipe *r = &im->r[i];
         const rt_param *p = &im->out.p[i];
@@ -1826,6 +1906,8 @@ static void write_weights(const Imp *im, const char *path)
             at += r->src[k]->numel - r->skip;
             free(x);
         }
+        for (int64_t i = 0; r->fresh > 0 && i < p->numel; i++)
+            dst[i] = (float)(r->fresh * rt_rng_normal(&rng));
         for (int64_t i = 0; r->offset != 0 && i < p->numel; i++)
             dst[i] += r->offset;
         if (r->reorder)
@@ -1918,9 +2000,6 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->labels && !text && !image)
-        error_input("import: --labels is for a classifier's new head (bert, roberta, "
-                    "distilbert, vit, resnet); this is %s", type);
     if (o->task && !text)
         error_input("import: --task is a text classifier's (bert, roberta, distilbert): a "
                     "class for each text or each token; this is %s", type);
@@ -1939,7 +2018,7 @@ int cmd_import(int argc, char **argv)
     ImportArgs o = import_args(argc, argv);
     const char *dir = o.dir, *out = o.out, *adapter = o.adapter;
     int64_t T = o.T;
-    Imp im = {.dir = dir};
+    Imp im = {.dir = dir, .labels = o.labels};
     HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
@@ -1965,14 +2044,19 @@ int cmd_import(int argc, char **argv)
         cannot_write("import", out);
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out), train_defaults);
+    hf_write_text("import", xasprintf("%s/train.json", out),
+                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : train_defaults);
     int skipped = 0, adapters = 0;
     for (int p = 0; adapter && p < ad.n; p++)
         adapters += !ad.pairs[p].whole;
     for (int i = 0; i < im.w.n; i++)
         skipped += vision(&a, im.w.t[i].name);
-    printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s) -> %s/model.json, %s/train.json, "
-           "%s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
+    printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s%s) -> %s/model.json, "
+           "%s/train.json, %s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
+           !a.seq_cls ? "" : a.fresh_score
+               ? xasprintf("; a sequence classifier of %lld classes, its score drawn anew "
+                           "(normal, std %g, seed %d)", (long long)a.cls.K, a.std, HF_FRESH_SEED)
+               : xasprintf("; a sequence classifier of %lld classes", (long long)a.cls.K),
            a.multimodal ? xasprintf("; the image side's %d left out", skipped) : "",
            adapter ? xasprintf("; %d LoRA adapters of %s merged", adapters, adapter) : "", out, out,
            out);

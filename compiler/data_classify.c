@@ -97,7 +97,12 @@ ClsModel data_cls_model(const char *path, int kind)
     if (!cJSON_IsString(cJSON_GetObjectItemCaseSensitive(m, "positions")))
         error_at(path, "$.model.positions", "missing: padded rows need the model's positions "
                  "(import hf writes \"positions\": \"pos\")");
-    ClsModel cm = {.T = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble,
+    const cJSON *l;
+    int left = 0;
+    cJSON_ArrayForEach(l, cJSON_GetObjectItemCaseSensitive(m, "layers"))
+        left |= cJSON_IsString(cJSON_GetObjectItemCaseSensitive(l, "op")) &&
+                !strcmp(cJSON_GetObjectItemCaseSensitive(l, "op")->valuestring, "last_token");
+    ClsModel cm = {.T = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble, .left = left,
                    .K = (int64_t)classes->valuedouble,
                    .types = cJSON_GetObjectItemCaseSensitive(in, "types") != NULL,
                    .kind = kind};
@@ -168,8 +173,9 @@ typedef struct {
     int64_t cut, tokens;
 } ClsCounts;
 
-/* One example as its row: x, types and pos [T], y [1] */
-static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_t pad,
+/* One example as its row: x, types and pos [T], y [1]; the padding after the text, or
+ * before it (LEFT: a decoder's classifier reads the row's last token) */
+static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_t pad, int left,
                         int32_t *row[4], ClsCounts *c)
 {
     int64_t m = T - rt_tok_added(t, b != NULL), k1, k2;
@@ -180,11 +186,13 @@ static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_
         b->n = k2;
     rt_ids ids = {0}, types = {0};
     rt_tok_template(t, a, b, &ids, &types);
+    int64_t P = left ? T - ids.n : 0;   /* (the padding before the text) */
     for (int64_t i = 0; i < T; i++) {
-        int in = i < ids.n;
-        row[0][i] = in ? (int32_t)ids.v[i] : pad;
-        row[1][i] = in ? (int32_t)types.v[i] : 0;
-        row[2][i] = (int32_t)(in ? i : i - ids.n);
+        int64_t k = i - P;   /* the text's place */
+        int in = k >= 0 && k < ids.n;
+        row[0][i] = in ? (int32_t)ids.v[k] : pad;
+        row[1][i] = in ? (int32_t)types.v[k] : 0;
+        row[2][i] = (int32_t)(in ? k : left ? i : i - ids.n);
     }
     c->tokens += ids.n;
     rt_ids_free(&ids);
@@ -224,7 +232,7 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
         y = a->unlabeled ? 0 : data_cls_class(cm, cJSON_GetObjectItemCaseSensitive(o, a->label),
                                               a->label, file, ln);
         cJSON_Delete(o);
-        example_row(t, &ta, a->pair ? &tb : NULL, cm->T, pad, row, c);
+        example_row(t, &ta, a->pair ? &tb : NULL, cm->T, pad, cm->left, row, c);
         const int32_t *const put[4] = {row[0], cm->types ? row[1] : row[2],
                                        cm->types ? row[2] : row[3], row[3]};
         data_rows_put(k++ < n_train ? tr : va, put);

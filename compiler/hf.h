@@ -128,8 +128,13 @@ typedef struct HfDims {
     int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */
     int64_t E;                 /* a mixture of experts' experts, else 0 */
     int64_t SFF;               /* and its shared expert's width (Qwen2-MoE's), else 0 */
+    int64_t score;             /* a sequence classifier's classes: its head transformers'
+                                  score.weight [score, D] (no bias, never tied), else 0 */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
+/* The sequence classifier of model_type TYPE whose language model is LM_ARCH
+ * (LlamaForCausalLM: LlamaForSequenceClassification), or NULL where transformers has none */
+const char *hf_seq_arch(const char *type, const char *lm_arch);
 
 /* Rows that trainc orders apart from transformers: GPT-NeoX's fused qkv (qkv_by_head),
  * and q and k heads under a partial rope, which transformers rotates as pairs (i, i +
@@ -244,6 +249,9 @@ typedef struct HfJoinImport {
 } HfJoinImport;
 void hf_join_plan_import(void *ctx, const HfJoin *j);
 void hf_join_write_import(const HfJoinImport *im, const char *path);
+/* P's elements drawn as a new tensor (HF_FRESH_NORMAL: normal(0, SCALE); UNIFORM: within
+ * SCALE; a SCALE of 0: zeros) from RNG, written to O */
+void hf_fresh_put(rt_st_out *o, const rt_param *p, int kind, double scale, rt_rng *rng);
 /* exit 1 naming a tensor of W no join took (DIR's checkpoint of ARCH) */
 void hf_join_all_used(const HfWeights *w, const char *dir, const char *arch);
 /* the tensors of W no join took whose names begin with PREFIX (OUTSIDE: do not), marked
@@ -317,6 +325,13 @@ void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im);
 void hf_image_inputs(cJSON *model, const HfImage *im);
 /* the model spec's loss: cross entropy on y */
 void hf_image_loss(cJSON *model);
+/* train.json of a text classifier over padded rows (`trainc data classify`'s
+ * DIR/{train,val}_{x,[types,]pos,y}.npy under OUT/data; TYPES: with the token types'):
+ * AdamW at LR with weight decay WD, linear decay to 0, clipping at 1.0, EPOCHS epochs of
+ * BATCH rows, bf16-mixed */
+char *hf_text_train(int types, int batch, int epochs, double lr, double wd);
+/* the input y [] of IM's classes (and their names) in the inputs object IN */
+void hf_image_inputs_y(cJSON *in, const HfImage *im);
 /* train.json for fine-tuning (data in OUT/data/{train,val}_{x,y}.npy, 3 epochs, cosine,
  * bf16-mixed): the optimizer's JSON object, a clip at 1.0 or not */
 char *hf_image_train(const char *optimizer, int clip);

@@ -471,7 +471,8 @@ static int wanted(const HfDims *d, int cond)
            (cond == HF_IF_BIAS && (d->bias == HF_BIAS_ALL || d->bias == HF_BIAS_QKV)) ||
            (cond == HF_IF_O_BIAS && (d->bias == HF_BIAS_ALL || d->bias == HF_BIAS_PROJ)) ||
            (cond == HF_IF_MLP_BIAS && d->mlp_bias) ||
-           (cond == HF_IF_QK_NORM && d->qk_norm) || (cond == HF_IF_UNTIED && !d->tie);
+           (cond == HF_IF_QK_NORM && d->qk_norm) ||
+           (cond == HF_IF_UNTIED && (!d->tie || d->score));
 }
 
 /* One entry for one block (-1 outside the blocks): the transformers names in full, an
@@ -482,6 +483,8 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
     int per = 0;
     while (per < 3 && m->theirs[per])
         per++;
+    if (m->slot == HF_HEAD && d->score && !m->cols)
+        return;   /* (a sequence classifier's score has no bias) */
     int each = m->form == HF_PER_EXPERT;
     int64_t experts = each ? d->E : 1;
     HfPart *parts = xcalloc((size_t)(experts * per), sizeof *parts);
@@ -496,6 +499,11 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
             parts[n].rank = m->cols ? 2 : 1;
             parts[n].shape[0] = dim(d, m->rows[k]) + (m->slot == HF_POS ? f->pos_pad : 0);
             parts[n].shape[1] = dim(d, m->cols);
+            if (m->slot == HF_HEAD && d->score) {   /* transformers' ...ForSequenceClassification */
+                free(parts[n].name);
+                parts[n].name = xstrdup("score.weight");
+                parts[n].shape[0] = d->score;
+            }
             if (m->form == HF_STACKED) {   /* [E, rows, cols] */
                 parts[n].rank = 3;
                 parts[n].shape[2] = parts[n].shape[1];
@@ -525,4 +533,24 @@ void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn
                 if (wanted(d, m->cond))
                     visit(f, prefix, d, m, i, fn, ctx);
     }
+}
+
+/* The families whose sequence classifier transformers has (its score over the last
+ * token's row, the model's tensors under the language model's prefix) */
+static const char *const seq_families[] = {
+    "gpt2", "gpt_neo", "gptj", "gpt_neox", "opt", "llama", "mistral", "mixtral", "qwen2",
+    "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "gemma", "gemma2", "stablelm",
+    "starcoder2", "falcon", "nemotron", "glm", NULL};
+
+const char *hf_seq_arch(const char *type, const char *lm_arch)
+{
+    for (int k = 0; seq_families[k]; k++)
+        if (!strcmp(type, seq_families[k])) {
+            size_t n = strlen(lm_arch), cut = 0;
+            if (n >= 11 && (!strcmp(lm_arch + n - 11, "ForCausalLM") ||
+                            !strcmp(lm_arch + n - 11, "LMHeadModel")))
+                cut = 11;
+            return xasprintf("%.*sForSequenceClassification", (int)(n - cut), lm_arch);
+        }
+    return NULL;
 }

@@ -452,36 +452,6 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     return root;
 }
 
-/* train.json for fine-tuning (TYPES: with the token types' arrays): transformers
- * Trainer's AdamW (weight decay 0.01, as run_glue's examples set it), 3 epochs, clipping
- * at 1.0 */
-static char *bert_train(int types)
-{
-    const char *tt = types ? "\"types\": \"data/train_types.npy\", " : "";
-    const char *tv = types ? "\"types\": \"data/val_types.npy\", " : "";
-    return xasprintf(
-    "{\n"
-    "  \"trainc\": 1,\n"
-    "  \"train\": {\n"
-    "    \"data\": {\n"
-    "      \"train\": {\"x\": \"data/train_x.npy\", %s\n"
-    "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"},\n"
-    "      \"val\": {\"x\": \"data/val_x.npy\", %s\n"
-    "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"}\n"
-    "    },\n"
-    "    \"batch_size\": 32,\n"
-    "    \"epochs\": 3,\n"
-    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 2e-5, \"weight_decay\": 0.01},\n"
-    "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
-    "    \"grad_clip\": 1.0,\n"
-    "    \"precision\": \"bf16-mixed\",\n"
-    "    \"validate\": {\"every_epochs\": 1},\n"
-    "    \"seed\": 1337,\n"
-    "    \"log_every\": 10\n"
-    "  }\n"
-    "}\n", tt, tv);
-}
-
 /* The checkpoint's form: its encoder's prefix (a bare model's tensors have none), whether
  * the pooler and the head are drawn anew (a new classifier; BERT's pooler where the
  * checkpoint lacks it, as BertForMaskedLM's), then the table planned against it and the
@@ -526,7 +496,9 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
         cannot_write("import", out);
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out), bert_train(b.TV > 0));
+    /* (transformers Trainer's AdamW; weight decay 0.01, as run_glue's examples set it) */
+    hf_write_text("import", xasprintf("%s/train.json", out),
+                  hf_text_train(b.TV > 0, 32, 3, 2e-5, 0.01));
     static const char *const what[] = {"a class for each text", "a class for each token",
                                        "a masked language model"};
     printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, %s%s) -> "

@@ -142,10 +142,21 @@ void hf_labels_arg(HfCfg *c, const char *arg, HfImage *im)
                     "between each two (none empty)", arg);
 }
 
+void hf_image_inputs_y(cJSON *in, const HfImage *im)
+{
+    cJSON *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)im->K);
+    if (im->labels)
+        cJSON_AddItemToObject(y, "labels", cJSON_CreateStringArray((const char *const *)im->labels,
+                                                                   (int)im->K));
+}
+
 void hf_image_inputs(cJSON *model, const HfImage *im)
 {
     cJSON *in = cJSON_AddObjectToObject(model, "inputs");
-    cJSON *x = cJSON_AddObjectToObject(in, "x"), *y = cJSON_AddObjectToObject(in, "y");
+    cJSON *x = cJSON_AddObjectToObject(in, "x");
     cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)im->C, (int)im->S, (int)im->S}, 3));
     cJSON_AddStringToObject(x, "dtype", "u8");
     if (im->ch_scale) {   /* by channel */
@@ -156,12 +167,7 @@ void hf_image_inputs(cJSON *model, const HfImage *im)
         if (im->shift != 0)
             cJSON_AddNumberToObject(x, "shift", im->shift);
     }
-    cJSON_AddItemToObject(y, "shape", cJSON_CreateArray());
-    cJSON_AddStringToObject(y, "dtype", "i32");
-    cJSON_AddNumberToObject(y, "classes", (double)im->K);
-    if (im->labels)
-        cJSON_AddItemToObject(y, "labels", cJSON_CreateStringArray((const char *const *)im->labels,
-                                                                   (int)im->K));
+    hf_image_inputs_y(in, im);
 }
 
 void hf_image_loss(cJSON *model)
@@ -253,4 +259,31 @@ cJSON *hf_image_processor(const HfImage *im, const char *type)
         cJSON_AddItemToArray(sd, hf_float(std));
     }
     return c;
+}
+
+char *hf_text_train(int types, int batch, int epochs, double lr, double wd)
+{
+    const char *tt = types ? "\"types\": \"data/train_types.npy\", " : "";
+    const char *tv = types ? "\"types\": \"data/val_types.npy\", " : "";
+    return xasprintf(
+    "{\n"
+    "  \"trainc\": 1,\n"
+    "  \"train\": {\n"
+    "    \"data\": {\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\", %s\n"
+    "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"},\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\", %s\n"
+    "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"}\n"
+    "    },\n"
+    "    \"batch_size\": %d,\n"
+    "    \"epochs\": %d,\n"
+    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": %g, \"weight_decay\": %g},\n"
+    "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
+    "    \"grad_clip\": 1.0,\n"
+    "    \"precision\": \"bf16-mixed\",\n"
+    "    \"validate\": {\"every_epochs\": 1},\n"
+    "    \"seed\": 1337,\n"
+    "    \"log_every\": 10\n"
+    "  }\n"
+    "}\n", tt, tv, batch, epochs, lr, wd);
 }

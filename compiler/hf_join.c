@@ -115,7 +115,7 @@ void hf_join_plan_import(void *ctx, const HfJoin *j)
 }
 
 /* P's elements drawn: normal(0, SCALE) (zeros at 0) or uniform in [-SCALE, SCALE) */
-static void put_fresh(rt_st_out *o, const rt_param *p, int kind, double scale, rt_rng *rng)
+void hf_fresh_put(rt_st_out *o, const rt_param *p, int kind, double scale, rt_rng *rng)
 {
     float *x = xcalloc((size_t)p->numel, sizeof *x);
     for (int64_t e = 0; scale > 0 && e < p->numel; e++)
@@ -134,7 +134,7 @@ void hf_join_write_import(const HfJoinImport *im, const char *path)
     rt_rng_seed(&rng, HF_FRESH_SEED);
     for (int i = 0; i < im->out.n; i++) {
         if (im->fresh[i] != HF_FRESH_NONE)
-            put_fresh(o, &im->out.p[i], im->fresh[i], im->scale[i], &rng);
+            hf_fresh_put(o, &im->out.p[i], im->fresh[i], im->scale[i], &rng);
         for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
             const HfTensor *t = im->src[i * 3 + k];
             float *x = hf_read(&im->w, t);

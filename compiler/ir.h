@@ -140,6 +140,7 @@ enum {
     N_TOKEN_MEAN,  /* [T, d] -> [d]: the mean over the tokens */
     N_CLS_TOKEN,   /* [T, d] -> [T + 1, d]: a learned row before the tokens */
     N_FIRST_TOKEN, /* [T, d] -> [d]: the first token's row */
+    N_LAST_TOKEN,  /* [T, d] -> [d]: the last token's row */
     N_PAD,         /* [C, H, W] -> [C, H + 2p, W + 2p] (p in Node.conv[5]), the border -inf
                       (a max pool's padding) */
     /* backward */
@@ -164,6 +165,7 @@ enum {
     N_TOKEN_MEAN_BWD,
     N_CLS_TOKEN_BWD,
     N_FIRST_TOKEN_BWD,
+    N_LAST_TOKEN_BWD,
     N_PAD_BWD,
     N__COUNT
 };

@@ -29,7 +29,7 @@ import os
 
 import torch
 from safetensors.torch import save_file
-from transformers import (GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
+from transformers import (LlamaForSequenceClassification, GemmaConfig, GemmaForCausalLM, GPT2Config, GPT2LMHeadModel,
                           LlamaConfig, LlamaForCausalLM, MistralConfig, MistralForCausalLM,
                           Qwen2Config, Qwen2ForCausalLM, Starcoder2Config,
                           Starcoder2ForCausalLM, GPTBigCodeConfig, GPTBigCodeForCausalLM,
@@ -291,7 +291,7 @@ def vit_seed():
 def text_seed():
     """BertForSequenceClassification, RobertaForSequenceClassification and
     DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes; a
-    BertForTokenClassification, a RobertaForMaskedLM"""
+    BertForTokenClassification, a RobertaForMaskedLM; a LlamaForSequenceClassification"""
     torch.manual_seed(0)
     small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=16, num_labels=3)
@@ -308,6 +308,11 @@ def text_seed():
     mlm = RobertaForMaskedLM(RobertaConfig(max_position_embeddings=18, type_vocab_size=1,
                                            pad_token_id=1, **small))
     seed("roberta_mlm", [config_bytes(mlm), st_bytes(tensors(mlm))])
+    cls = LlamaForSequenceClassification(LlamaConfig(
+        vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16, num_labels=3,
+        pad_token_id=0))
+    seed("llama_cls", [config_bytes(cls), st_bytes(tensors(cls))])
 
 
 if __name__ == "__main__":

@@ -138,6 +138,11 @@ cases = [
     case("cls_token", [3, 5], [L(6), {"op": "cls_token", "name": "cls"}, {"op": "tanh"}, {"op": "flatten"},
                                L(4)]),
     case("first_token", [3, 5], [L(6), {"op": "tanh"}, {"op": "first_token"}, L(4)]),
+    # a decoder's sequence classifier: its last token read alone
+    case("last_token", [3, 5], [L(6), {"op": "tanh"}, {"op": "last_token"}, L(4)]),
+    case("decoder_last", [4, 6], [L(8), {"op": "residual", "name": "block", "body": [{"op": "rmsnorm"},
+                                  {"op": "attention", "heads": 2, "rope": {"theta": 10000}}]},
+                                  {"op": "rmsnorm"}, {"op": "last_token"}, L(4, bias=False)]),
     case("vit_cls", [2, 6, 4], [{"op": "conv2d", "out": 8, "kernel": 2, "stride": 2}, {"op": "tokens"},
                                 {"op": "cls_token", "name": "cls"}, {"op": "pos_embedding", "max_len": 7},
                                 {"op": "residual", "name": "block", "body": [{"op": "layernorm"},

@@ -182,6 +182,7 @@ check parity/resnet_hf    $HF_PYTHON tests/resnet_hf.py
 check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   $HF_PYTHON tests/bert_mlm_hf.py
+check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/vit          $PYTHON tests/vit_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py

@@ -8,7 +8,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
-extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token;
+extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -40,6 +40,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_TOKEN_MEAN] = &op_token_mean,
     [OP_CLS_TOKEN] = &op_cls_token,
     [OP_FIRST_TOKEN] = &op_first_token,
+    [OP_LAST_TOKEN] = &op_last_token,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -55,6 +56,7 @@ extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
     node_moe_combine_bwd, node_moe_aux;
 extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_mean_bwd;
 extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_first_token_bwd;
+extern const NodeDef node_last_token, node_last_token_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
@@ -105,6 +107,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_CLS_TOKEN_BWD] = &node_cls_token_bwd,
     [N_FIRST_TOKEN] = &node_first_token,
     [N_FIRST_TOKEN_BWD] = &node_first_token_bwd,
+    [N_LAST_TOKEN] = &node_last_token,
+    [N_LAST_TOKEN_BWD] = &node_last_token_bwd,
     [N_PAD] = &node_pad,
     [N_PAD_BWD] = &node_pad_bwd,
 };
