@@ -31,7 +31,8 @@ batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label s
 `tokens` for its flatten, then learned positions, a pre-norm attention block over all
 the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
 half of those take a class token (`cls_token`) before the tokens, which `first_token`
-reads alone in 2 of 3 of them; from a twelfth, an image model in four scales and shifts
+reads alone in 2 of 3 of them (from a fourteenth, a `token_mean` in four of the others
+becomes `last_token`); from a twelfth, an image model in four scales and shifts
 its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
 pads its input. Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
@@ -428,14 +429,16 @@ def vector_batchnorms(r9, layers):
     layers[:] = out
 
 
-def vit_swaps(r10, r11, layers, C, H):
+def vit_swaps(r10, r11, r14, layers, C, H):
     """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
     given the channels C at its flatten (cnn_swaps') and the input's side H): its flatten becomes `tokens` (each position a token of
     its channels), then in turn, each in half of them, learned positions (max_len past
     the tokens 1 in 2), a pre-norm attention block over all the tokens (heads 1, or 2
     where the channels are even) and `token_mean` (else a flatten of the tokens).
     An eleventh's (r11), in half of those: a class token before the tokens (before the
-    positions, which count it), read alone by `first_token` in 2 of 3 of them."""
+    positions, which count it), read alone by `first_token` in 2 of 3 of them. A
+    fourteenth's (r14): a `token_mean` in four becomes `last_token` (the last token's row
+    alone)."""
     if r10.random() >= 1 / 3:
         return
     cls = r11.random() < 0.5
@@ -457,6 +460,8 @@ def vit_swaps(r10, r11, layers, C, H):
     vit.append({"op": "token_mean"} if r10.random() < 0.5 else {"op": "flatten"})
     if cls and r11.random() < 2 / 3:
         vit[-1] = {"op": "first_token"}
+    elif vit[-1]["op"] == "token_mean" and r14.random() < 1 / 4:
+        vit[-1] = {"op": "last_token"}
     layers[k:k + 1] = vit
 
 
@@ -502,8 +507,8 @@ def draw(r, i):
         pool_padding(np.random.default_rng([SEED, i, 13]), layers)
         pixels_by_channel(np.random.default_rng([SEED, i, 12]), x)
         C = cnn_swaps(r9, layers, x["shape"][0])
-        vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]), layers, C,
-                  x["shape"][1])
+        vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]),
+                  np.random.default_rng([SEED, i, 14]), layers, C, x["shape"][1])
     elif kind == "vector":
         vector_batchnorms(r9, layers)
     if loss is None:
@@ -624,6 +629,8 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
             elif op == "first_token":
                 x = x[:, 0]
+            elif op == "last_token":
+                x = x[:, -1]
             elif op == "relu":
                 x = F.relu(x)
             elif op == "gelu":

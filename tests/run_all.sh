@@ -85,6 +85,7 @@ check fake_gpu/attn16     --after=fake_gpu/lib bash tests/fake_gpu_attn16.sh
 check fake_gpu/fp8        --after=fake_gpu/lib bash tests/fake_fp8.sh
 check fake_gpu/conv       --after=fake_gpu/lib bash tests/fake_gpu_conv.sh
 check fake_gpu/vit        --after=fake_gpu/lib $PYTHON tests/vit_parity.py --fake-gpu
+check fake_gpu/seq_cls    --after=fake_gpu/lib $HF_PYTHON tests/seq_cls_hf.py --fake-gpu
 check fake_gpu/moe        --after=fake_gpu/lib bash tests/fake_gpu_moe.sh
 check fake_gpu/kv         --after=fake_gpu/lib bash tests/fake_gpu_kv.sh
 check fake_gpu/freeze     --after=fake_gpu/lib bash tests/fake_gpu_freeze.sh
