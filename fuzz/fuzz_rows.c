@@ -1,0 +1,105 @@
+/* fuzz_rows.c: the data commands that write a text classifier's padded rows, on any
+ * bytes: `trainc data classify`, `data tags` and `data mlm` (compiler/data_classify.c,
+ * data_tags.c, data_mlm.c: the JSON lines or text lines, the model.json they read, the
+ * tokenizer's templates and words given apart, truncation, the masks, the .npy writer).
+ * The input's first three bytes choose the command line and the model, the rest is FILE:
+ *   byte 0: the command by its two low bits mod 3 (classify, tags, mlm); bit 2 the byte-level
+ *           tokenizer (RoBERTa's kind; else BERT's WordPiece); bit 3 a "types" input;
+ *           bit 4 a last_token layer (rows padded on the left); bit 5 --val-frac 0.5
+ *           (else 0); bit 6 --unlabeled (mlm: --copies 2); bit 7 --pair hypothesis
+ *           (tags: --all-pieces);
+ *   byte 1: the rows' length T, 1 + its value mod 48;
+ *   byte 2: the classes, 2 + its value mod 6, named "a", "b", ... (mlm: the vocabulary).
+ * The model.json is written for each input; the tokenizers are fuzz/rows/'s (FUZZ_ROWS_DIR
+ * overrides; fuzz/README.md says how they were made). compiler/main.c is linked in with
+ * its main renamed, as for fuzz_spec. */
+#include "fuzz.h"
+#include <sys/stat.h>
+
+int trainc_main(int argc, char **argv);
+void data_abandon(void);
+
+/* the last input's outputs gone: DIR/{train,val,test}_*.npy and their .part files */
+static void clear_outputs(const char *out)
+{
+    static const char *const names[] = {"train", "val", "test"},
+                             *const parts[] = {"x", "types", "pos", "y", "words"};
+    char p[256];
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 5; k++) {
+            snprintf(p, sizeof p, "%s/%s_%s.npy", out, names[i], parts[k]);
+            unlink(p);
+            snprintf(p, sizeof p, "%s/%s_%s.npy.part", out, names[i], parts[k]);
+            unlink(p);
+        }
+}
+
+/* model.json at PATH: inputs x, [types,] pos [T] and y (the class, or [T] for tags and
+ * mlm) of K classes, the positions, and layers whose last is tied for mlm (a last_token
+ * before it where LEFT) */
+static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        abort();
+    static const char names[] = "\"a\", \"b\", \"c\", \"d\", \"e\", \"f\", \"g\"";
+    fprintf(f, "{\"model\": {\"inputs\": {\"x\": {\"shape\": [%lld], \"dtype\": \"i32\"}, ",
+            (long long)T);
+    if (types)
+        fprintf(f, "\"types\": {\"shape\": [%lld], \"dtype\": \"i32\"}, ", (long long)T);
+    fprintf(f, "\"pos\": {\"shape\": [%lld], \"dtype\": \"i32\"}, ", (long long)T);
+    if (cmd == 0)
+        fprintf(f, "\"y\": {\"shape\": [], \"dtype\": \"i32\", \"classes\": %lld, "
+                   "\"labels\": [%.*s]}}, ", (long long)K, (int)(K * 5 - 2), names);
+    else
+        fprintf(f, "\"y\": {\"shape\": [%lld], \"dtype\": \"i32\", \"classes\": %lld}}, ",
+                (long long)T, cmd == 2 ? 512LL : (long long)K);
+    fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\", \"name\": \"embed\"}%s, "
+               "{\"op\": \"linear\"%s}]}}\n", left ? ", {\"op\": \"last_token\"}" : "",
+            cmd == 2 ? ", \"tie\": \"embed\"" : "");
+    fclose(f);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 3)
+        return 0;
+    static char out[128], tok[512], model[128];
+    static const char *const cmds[3] = {"classify", "tags", "mlm"};
+    const char *dir = getenv("FUZZ_ROWS_DIR") ? getenv("FUZZ_ROWS_DIR") : "fuzz/rows";
+    snprintf(out, sizeof out, "/tmp/trainc-fuzz-rows-%d.out", (int)getpid());
+    snprintf(model, sizeof model, "/tmp/trainc-fuzz-rows-%d.model.json", (int)getpid());
+    clear_outputs(out);
+    int cmd = (data[0] & 3) % 3, flags = data[0];
+    write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16);
+    snprintf(tok, sizeof tok, "%s/tokenizer_%s.json", dir, flags & 4 ? "bytelevel" : "wordpiece");
+    const char *file = fuzz_file(data + 3, size - 3, cmd == 2 ? ".txt" : ".jsonl");
+    char *argv[16] = {"trainc", "data", (char *)cmds[cmd], (char *)file, out, "--tokenizer",
+                      tok, "--model", model};
+    int argc = 9;
+    if (flags & 64 && cmd != 2) {
+        argv[argc++] = "--unlabeled";
+    } else {
+        argv[argc++] = "--val-frac";
+        argv[argc++] = flags & 32 ? "0.5" : "0";
+    }
+    if (flags & 64 && cmd == 2) {
+        argv[argc++] = "--copies";
+        argv[argc++] = "2";
+    }
+    if (flags & 128 && cmd == 0) {
+        argv[argc++] = "--pair";
+        argv[argc++] = "hypothesis";
+    }
+    if (flags & 128 && cmd == 1)
+        argv[argc++] = "--all-pieces";
+    argv[argc] = NULL;
+    FILE *keep = stdout;
+    stdout = fopen("/dev/null", "w");   /* the summary lines */
+    FUZZ_RUN(trainc_main(argc, argv));
+    if (fuzz_jumped)
+        data_abandon();   /* the .part files an exit would have removed */
+    fclose(stdout);
+    stdout = keep;
+    return 0;
+}
