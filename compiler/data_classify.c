@@ -62,8 +62,22 @@ static void parse_args(int argc, char **argv, ClsArgs *a)
                     "tokenizer)" : "--model MODEL.json (its rows' length and classes)", cls_usage);
 }
 
+/* Does a layer of LS (or of its bodies) attend without a causal mask (an encoder)? */
+static int sees_all(const cJSON *ls)
+{
+    const cJSON *l;
+    cJSON_ArrayForEach(l, ls) {
+        if (cJSON_IsFalse(cJSON_GetObjectItemCaseSensitive(l, "causal")) ||
+            sees_all(cJSON_GetObjectItemCaseSensitive(l, "body")) ||
+            sees_all(cJSON_GetObjectItemCaseSensitive(l, "shortcut")))
+            return 1;
+    }
+    return 0;
+}
+
 /* The kind of model M's inputs IN and layers make: a class for each text (y []), for
- * each token, or a masked LM (y [T], its last layer tied to an embedding) */
+ * each token, a masked LM (y [T], its last layer tied to an embedding), or a language
+ * model (y [T], causal: data text's and data sft's) */
 static int model_kind(const cJSON *m, const cJSON *in)
 {
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
@@ -71,14 +85,16 @@ static int model_kind(const cJSON *m, const cJSON *in)
         return CLS_TEXT;
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
+    if (!sees_all(ls))
+        return CLS_LM;
     return cJSON_GetObjectItemCaseSensitive(last, "tie") ? CLS_MLM : CLS_TOKENS;
 }
 
 ClsModel data_cls_model(const char *path, int kind)
 {
     static const char *const what[] = {"a class for each text", "a class for each token",
-                                       "a masked language model"};
-    static const char *const cmd[] = {"classify", "tags", "mlm"};
+                                       "a masked language model", "a language model"};
+    static const char *const cmd[] = {"classify", "tags", "mlm", "text` or `trainc data sft"};
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");

@@ -35,8 +35,8 @@ static void clear_outputs(const char *out)
 }
 
 /* model.json at PATH: inputs x, [types,] pos [T] and y (the class, or [T] for tags and
- * mlm) of K classes, the positions, and layers whose last is tied for mlm (a last_token
- * before it where LEFT) */
+ * mlm) of K classes, the positions, and an encoder's layers (an attention without a
+ * causal mask) whose last is tied for mlm (a last_token before it where LEFT) */
 static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left)
 {
     FILE *f = fopen(path, "w");
@@ -54,9 +54,9 @@ static void write_model(const char *path, int cmd, int64_t T, int64_t K, int typ
     else
         fprintf(f, "\"y\": {\"shape\": [%lld], \"dtype\": \"i32\", \"classes\": %lld}}, ",
                 (long long)T, cmd == 2 ? 512LL : (long long)K);
-    fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\", \"name\": \"embed\"}%s, "
-               "{\"op\": \"linear\"%s}]}}\n", left ? ", {\"op\": \"last_token\"}" : "",
-            cmd == 2 ? ", \"tie\": \"embed\"" : "");
+    fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\", \"name\": \"embed\"}, "
+               "{\"op\": \"attention\", \"causal\": false}%s, {\"op\": \"linear\"%s}]}}\n",
+            left ? ", {\"op\": \"last_token\"}" : "", cmd == 2 ? ", \"tie\": \"embed\"" : "");
     fclose(f);
 }
 

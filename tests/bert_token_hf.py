@@ -305,6 +305,12 @@ def bad_cases(tok, bert_imp, corpus):
         vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=T), gpt, 0.1)
     refused("--task with a GPT-2", ["import", "hf", gpt, "-o", d + "/o3", "--task", "token"],
             "--task is a text classifier's (bert, roberta, distilbert)", d + "/o3")
+    trainc("import", "hf", gpt, "-o", d + "/lm")
+    write(d + "/lm.jsonl", [{"tokens": ["a"], "ner_tags": [0]}])
+    refused("data tags for a language model",
+            ["data", "tags", d + "/lm.jsonl", d + "/o8", "--tokenizer", tok, "--model",
+             d + "/lm/model.json"], "a language model: its rows are `trainc data text` or "
+            "`trainc data sft`'s", d + "/o8/train_x.npy")
     trainc("import", "hf", src, "-o", d + "/seq")
     line = {"tokens": ["a", "b"], "ner_tags": [0, 1]}
     write(d + "/one.jsonl", [line] * 4)

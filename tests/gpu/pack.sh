@@ -132,6 +132,30 @@ y = (x[:, 1] % 3).astype(np.int32)   # (a class the first token tells)
 for k, a in (("x", x), ("types", types), ("pos", pos), ("y", y)):
     np.save("%s/%s.npy" % (d, k), a)
 PY
+# run.sh checks: a decoder's sequence classifier (tests/nvrtc_specs/llama_cls.json: rows
+# padded on the left, GQA and rope over the model's positions, last_token), fp32 and
+# bf16-mixed, its .npy data in data/cls (1024 rows of random text lengths)
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build tests/nvrtc_specs/llama_cls.json --device both --arch "$ARCH" --set precision=$p \
+        --bundle "$P/ship" -o llama_cls$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+done
+"${PYTHON:-/usr/bin/python3}" - "$P/data/cls" <<'PY'
+import os, sys
+import numpy as np
+d = sys.argv[1]
+os.makedirs(d, exist_ok=True)
+rng = np.random.default_rng(6)
+N, T = 1024, 256
+lens = rng.integers(2, T + 1, size=N)
+x = rng.integers(1, 1000, size=(N, T)).astype(np.int32)
+pos = np.zeros((N, T), np.int32)
+for r, k in enumerate(lens):
+    x[r, :T - k] = 0
+    pos[r, :T - k], pos[r, T - k:] = np.arange(T - k), np.arange(k)
+y = (x[:, -1] % 3).astype(np.int32)   # (a class the last token tells)
+for k, a in (("x", x), ("pos", pos), ("y", y)):
+    np.save("%s/%s.npy" % (d, k), a)
+PY
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

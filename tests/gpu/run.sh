@@ -15,7 +15,7 @@
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
 # (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
-# vs CPU (< 1e-3); bert_pad and vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# vs CPU (< 1e-3); bert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char, the moe Llama and
 # vit_fashion in bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
 # with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
@@ -205,6 +205,16 @@ PY
     r=$(curve "$D/bert.gpu" "$D/bert.cpu" 1e-3) && note "ok   bert_pad (padded rows, no causal mask) GPU vs CPU fp32: $r" || { note "FAIL bert_pad GPU vs CPU: $r"; fail=1; }
     "$S/bert_pad_bf16" --device cuda --out "$D/bert.bf16" "${BX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/bert.bf16" "$D/bert.cpu" 1 1) && note "ok   bert_pad bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL bert_pad bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # a decoder's sequence classifier: rows padded on the left, GQA and rope over the
+    # model's positions, last_token, 100 steps of 32
+    CX=(--set "data.train.x=$D/data/cls/x.npy" --set "data.train.pos=$D/data/cls/pos.npy"
+        --set "data.train.y=$D/data/cls/y.npy"
+        --set max_steps=100 --set batch_size=32 --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/llama_cls" --device cpu --out "$D/cls.cpu" "${CX[@]}" 2>>"$OUT/runs.log"
+    "$S/llama_cls" --device cuda --out "$D/cls.gpu" "${CX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/cls.gpu" "$D/cls.cpu" 1e-3) && note "ok   llama_cls (left-padded rows, last_token) GPU vs CPU fp32: $r" || { note "FAIL llama_cls GPU vs CPU: $r"; fail=1; }
+    "$S/llama_cls_bf16" --device cuda --out "$D/cls.bf16" "${CX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/cls.bf16" "$D/cls.cpu" 1 1) && note "ok   llama_cls bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL llama_cls bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
     # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
