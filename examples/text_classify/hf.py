@@ -18,6 +18,16 @@
                             predictions.npy, over the same texts) checks that trainc's
                             classes are transformers' for all but at most one example
     hf.py unlabeled VAL OUT VAL's texts without their labels, as OUT (JSON lines)
+    hf.py tags OUT          the second task, a tag for each word of LICENSES' lines: B-ORG
+                            and I-ORG over runs of ORG's names ("Free Software
+                            Foundation"), NUM for a word with a digit, O for the others,
+                            as OUT/tags_train.jsonl and OUT/tags_val.jsonl ({"tokens":
+                            words, "ner_tags": tags}; every fifth line in val)
+    hf.py check_tags DIR VAL PRED WORDS
+                            loads the exported token classifier DIR in transformers, tags
+                            VAL's words (each word's first piece), and checks that
+                            trainc's --predict output PRED (with data tags' WORDS, each
+                            token's word) gives the same tag for all but 1% of them
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
@@ -75,6 +85,61 @@ def data(out):
                 (va if i // 2 % 5 == 4 else tr).write(json.dumps({"text": text, "label": name}) + "\n")
 
 
+ORG = {"GNU", "Free", "Software", "Foundation", "Apache", "Mozilla", "Perl", "FSF", "Artistic"}
+
+
+def word_tags(words):
+    """B-ORG/I-ORG over each run of ORG's names, NUM for a word with a digit, else O"""
+    tags = []
+    for i, w in enumerate(words):
+        if w.strip(".,;:()\"'") in ORG:
+            tags.append("I-ORG" if tags and tags[-1] in ("B-ORG", "I-ORG") else "B-ORG")
+        else:
+            tags.append("NUM" if any(c.isdigit() for c in w) else "O")
+    return tags
+
+
+def tags(out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "tags_train.jsonl"), "w") as tr, \
+         open(os.path.join(out, "tags_val.jsonl"), "w") as va:
+        for name in LICENSES:
+            for i, l in enumerate(lines(name)):
+                w = l.split()
+                (va if i % 5 == 4 else tr).write(json.dumps({"tokens": w,
+                                                             "ner_tags": word_tags(w)}) + "\n")
+
+
+def check_tags(d, val, pred, words):
+    import numpy as np
+    from transformers import RobertaForTokenClassification, RobertaTokenizerFast
+    tok = RobertaTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),
+                               add_prefix_space=True)
+    model = RobertaForTokenClassification.from_pretrained(d).eval()
+    ex = [json.loads(l) for l in open(val)]
+    ours, wid = np.load(pred).argmax(-1), np.load(words)
+    n = differ = right = 0
+    with torch.no_grad():
+        for r, e in enumerate(ex):
+            enc = tok(e["tokens"], is_split_into_words=True, truncation=True, max_length=64,
+                      return_tensors="pt")
+            got = model(**enc).logits[0].argmax(-1).tolist()
+            seen = set()
+            for k, w in enumerate(enc.word_ids()):
+                if w is None or w in seen:
+                    continue
+                seen.add(w)
+                mine = ours[r][list(wid[r]).index(w)]
+                n += 1
+                differ += mine != got[k]
+                right += model.config.id2label[got[k]] == e["ner_tags"][w]
+    print("transformers: %d words tagged, %.4f of them right; trainc --predict another tag for "
+          "%d" % (n, right / n, differ))
+    if differ > n // 100:
+        print("FAIL: trainc's tags are not transformers'")
+        sys.exit(1)
+
+
 def unlabeled(val, out):
     with open(out, "w") as f:
         for l in open(val):
@@ -127,5 +192,9 @@ if __name__ == "__main__":
         check(sys.argv[2], sys.argv[3], float(sys.argv[4]), *sys.argv[5:])
     elif cmd == "unlabeled" and len(sys.argv) == 4:
         unlabeled(sys.argv[2], sys.argv[3])
+    elif cmd == "tags" and len(sys.argv) == 3:
+        tags(sys.argv[2])
+    elif cmd == "check_tags" and len(sys.argv) == 6:
+        check_tags(*sys.argv[2:])
     else:
         sys.exit(__doc__)

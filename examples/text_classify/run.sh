@@ -2,7 +2,9 @@
 # Fine-tuning a Hugging Face text classifier with trainc, end to end, checking each step
 # (examples/text_classify/README.md): a RoBERTa masked-LM folder with its tokenizer,
 # import with a new classifier, text as padded rows, fine-tune, export, predict on text
-# without labels, load the export in transformers and classify the raw text.
+# without labels, load the export in transformers and classify the raw text; then the
+# same folder as a token classifier: words and their tags as rows, fine-tune, export, and
+# transformers tags the words as trainc does.
 #
 #   bash examples/text_classify/run.sh [OUT]   (OUT: runs/text_classify; from the repository root)
 #
@@ -16,7 +18,8 @@ TRAINC=${TRAINC:-build/trainc}
 HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 HF="$HF_PYTHON examples/text_classify/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
-rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/text" "$OUT/new"   # an earlier run's
+rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/text" "$OUT/new" "$OUT/tagger" \
+    "$OUT/tag_run" "$OUT/hf_tagger"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_acc() { sed -n 's/.*"val_acc":\([0-9.e-]*\).*/\1/p' | tail -1; }
@@ -55,4 +58,28 @@ $TRAINC run "$M/model.json" "$M/train.json" --init "$OUT/run/model.safetensors" 
 
 step "7. transformers: from_pretrained and the tokenizer classify the raw text as trainc does"
 $HF check "$OUT/hf_tuned" "$OUT/text/val.jsonl" "$after" "$OUT/new/predicted/predictions.npy"
-echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned)"
+
+step "8. a tag for each word: the same folder imported as a token classifier"
+T=$OUT/tagger   # the second import's folder
+$TRAINC import hf "$OUT/hf" -o "$T" --seq-len 64 --task token --labels O,B-ORG,I-ORG,NUM
+$HF tags "$OUT/text"
+$TRAINC data tags "$OUT/text/tags_train.jsonl" "$T/data" --val "$OUT/text/tags_val.jsonl" \
+    --tokenizer "$OUT/hf/tokenizer.json" --model "$T/model.json"
+
+step "9. fine-tune the tagger, export it"
+untrained=$($TRAINC run "$T/model.json" "$T/train.json" --init "$T/init.safetensors" --eval \
+            --quiet | val_acc)
+$TRAINC run "$T/model.json" "$T/train.json" --init "$T/init.safetensors" --out "$OUT/tag_run" \
+    --set epochs=4 --set optimizer.lr=3e-3 --set log_every=50
+tagged=$(val_acc < "$OUT/tag_run/metrics.jsonl")
+echo "validation accuracy of the tags (each word's first piece): $untrained before, $tagged after"
+awk -v a="$tagged" 'BEGIN { exit !(a > 0.95) }' || { echo "FAIL: the tags' accuracy is not over 0.95"; exit 1; }
+$TRAINC export hf "$T/model.json" "$T/train.json" --weights "$OUT/tag_run/model.safetensors" \
+    -o "$OUT/hf_tagger" --tokenizer "$OUT/hf/tokenizer.json"
+
+step "10. transformers tags the words as trainc does"
+$TRAINC run "$T/model.json" "$T/train.json" --init "$OUT/tag_run/model.safetensors" \
+    --predict "$T/data/val_x.npy" --out "$OUT/tag_run/predicted"
+$HF check_tags "$OUT/hf_tagger" "$OUT/text/tags_val.jsonl" \
+    "$OUT/tag_run/predicted/predictions.npy" "$T/data/val_words.npy"
+echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned, $OUT/hf_tagger)"
