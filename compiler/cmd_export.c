@@ -1764,11 +1764,13 @@ static void token_ids(Ex *e, const char *tok)
     const cJSON *added = cJSON_GetObjectItemCaseSensitive(root, "added_tokens");
     e->bos = special_id(added, bos);
     e->eos = special_id(added, eos);
-    char err[512];
-    rt_tokenizer *t = rt_tok_load(tok, err, sizeof err);
-    e->pad = t && rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : e->eos;
-    if (t)
-        rt_tok_free(t);
+    if (e->d.score) {   /* (a sequence classifier's pad_token_id) */
+        char err[512];
+        rt_tokenizer *t = rt_tok_load(tok, err, sizeof err);
+        e->pad = t && rt_tok_pad_id(t) >= 0 ? rt_tok_pad_id(t) : e->eos;
+        if (t)
+            rt_tok_free(t);
+    }
     int64_t past = e->bos >= e->d.V ? e->bos : e->eos >= e->d.V ? e->eos : -1;
     if (past >= 0)
         error_input("export: --tokenizer %s: special token id %lld is past the model's "

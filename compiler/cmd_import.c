@@ -1393,7 +1393,6 @@ static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels)
     else
         hf_image_labels(c, &a->cls);
     a->d.score = a->cls.K;
-    a->head_bias = 0, a->logit_scale = 0, a->logits_div = 0, a->final_cap = 0;   /* (the LM's) */
 }
 
 /* model_type and architectures: which of the families, or exit 1 naming it. */

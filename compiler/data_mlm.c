@@ -82,6 +82,7 @@ typedef struct {
     rt_tokenizer *t;
     int32_t mask, pad;         /* the mask token's id, the padding's */
     int64_t vocab;             /* ids a replacement is drawn from: [0, vocab) */
+    unsigned char *special;    /* [vocab] 1: a token tokenizer.json marks special */
     rt_rng rng;
     int64_t tokens, chosen, cut;
 } MlmJob;
@@ -110,7 +111,7 @@ static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
     while (L < T && pos[L] != 0)
         L++;
     for (int64_t i = 0; i < T; i++) {
-        int text = i < L && !rt_tok_special(j->t, (uint32_t)x[i]);
+        int text = i < L && !j->special[x[i]];
         if (!text || rt_rng_uniform(&j->rng) >= j->a->prob) {
             y[i] = IGNORE;
             continue;
@@ -193,6 +194,9 @@ static rt_tokenizer *load_tokenizer(MlmJob *j)
     if (j->vocab > j->cm->K)
         error_input("data mlm: %s has %" PRId64 " ids, over the model's vocabulary of %" PRId64,
                     j->a->tok, j->vocab, j->cm->K);
+    j->special = xcalloc((size_t)j->vocab, 1);
+    for (int64_t id = 0; id < j->vocab; id++)
+        j->special[id] = (unsigned char)rt_tok_special(t, (uint32_t)id);
     return t;
 }
 
@@ -214,5 +218,6 @@ int data_mlm(int argc, char **argv)
            va.rows, cm.T, j.tokens, j.chosen,
            100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), j.cut, j.mask);
     rt_tok_free(j.t);
+    free(j.special);
     return 0;
 }

@@ -68,21 +68,8 @@ static void parse_args(int argc, char **argv, TagArgs *a)
 
 /* A line's words and their pieces: ids, each piece's word, and each word's tag */
 typedef struct {
-    rt_ids ids;
-    int32_t *word, *tag;
-    int64_t cap_word, cap_tag;
+    rt_ids ids, word, tag;
 } Words;
-
-static void *grow(void *p, int64_t *cap, int64_t need, size_t size)
-{
-    if (need <= *cap)
-        return p;
-    *cap = need * 2 + 16;
-    p = realloc(p, (size_t)*cap * size);
-    if (!p)
-        error_input("data tags: out of memory");
-    return p;
-}
 
 /* Line ln's words at KEY, each encoded apart into w */
 static int64_t line_words(rt_tokenizer *t, const cJSON *o, const char *key, const char *file,
@@ -91,7 +78,7 @@ static int64_t line_words(rt_tokenizer *t, const cJSON *o, const char *key, cons
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key), *e;
     if (!cJSON_IsArray(v))
         data_line_error(file, ln, v ? "'%s' must be a list of words" : "missing key '%s'", key);
-    w->ids.n = 0;
+    w->ids.n = w->word.n = 0;
     int64_t n = 0;
     cJSON_ArrayForEach(e, v) {
         if (!cJSON_IsString(e))
@@ -101,11 +88,9 @@ static int64_t line_words(rt_tokenizer *t, const cJSON *o, const char *key, cons
         if (rt_tok_unnormalized(t, e->valuestring, len, &cp) < len)
             data_line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
                             "(normalize the file first)", cp);
-        int64_t from = w->ids.n;
         rt_tok_encode_word(t, e->valuestring, len, &w->ids);
-        w->word = grow(w->word, &w->cap_word, w->ids.n, sizeof *w->word);
-        for (int64_t i = from; i < w->ids.n; i++)
-            w->word[i] = (int32_t)n;
+        while (w->word.n < w->ids.n)
+            rt_ids_push(&w->word, (uint32_t)n);
         n++;
     }
     return n;
@@ -121,11 +106,11 @@ static void line_tags(const ClsModel *cm, const cJSON *o, const TagArgs *a, int6
                         a->tags);
     if (cJSON_GetArraySize(v) != n)
         data_line_error(file, ln, "%d tags for %" PRId64 " words", cJSON_GetArraySize(v), n);
-    w->tag = grow(w->tag, &w->cap_tag, n, sizeof *w->tag);
-    int64_t k = 0;
+    w->tag.n = 0;
     cJSON_ArrayForEach(e, v) {
-        w->tag[k] = data_cls_class(cm, e, xasprintf("%s[%" PRId64 "]", a->tags, k), file, ln);
-        k++;
+        int64_t k = w->tag.n;
+        rt_ids_push(&w->tag, (uint32_t)data_cls_class(cm, e, xasprintf("%s[%" PRId64 "]",
+                                                                        a->tags, k), file, ln));
     }
 }
 
@@ -145,12 +130,13 @@ static void example_row(rt_tokenizer *t, Words *w, const TagArgs *a, int64_t T, 
     rt_tok_template(t, &w->ids, NULL, &ids, &types);
     for (int64_t i = 0; i < T; i++) {
         int in = i < ids.n, piece = i >= before && i - before < w->ids.n;
-        int32_t wd = piece ? w->word[i - before] : -1;
-        int first = piece && (i == before || w->word[i - before - 1] != wd);
+        int32_t wd = piece ? (int32_t)w->word.v[i - before] : -1;
+        int first = piece && (i == before || (int32_t)w->word.v[i - before - 1] != wd);
         row[0][i] = in ? (int32_t)ids.v[i] : pad;
         row[1][i] = in ? (int32_t)types.v[i] : 0;
         row[2][i] = (int32_t)(in ? i : i - ids.n);
-        row[3][i] = a->unlabeled || !piece || !(first || a->all_pieces) ? IGNORE : w->tag[wd];
+        int tagged = !a->unlabeled && piece && (first || a->all_pieces);
+        row[3][i] = tagged ? (int32_t)w->tag.v[wd] : IGNORE;
         row[4][i] = wd;
         c->tagged += row[3][i] != IGNORE;
     }
@@ -206,7 +192,7 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
     for (int r = 0; r < 5; r++)
         free(row[r]);
     rt_ids_free(&w.ids), rt_ids_free(&pre);
-    free(w.word), free(w.tag);
+    rt_ids_free(&w.word), rt_ids_free(&w.tag);
 }
 
 /* DIR/NAME_{x,types,pos,y,words}.npy (types where the model reads them; y unless

@@ -373,16 +373,10 @@ static void bert_inputs(cJSON *m, const Bert *b)
     if (b->TV)
         seq_input(in, "types", b->T);
     seq_input(in, "pos", b->T);
-    cJSON *y = cJSON_AddObjectToObject(in, "y");
-    cJSON_AddItemToObject(y, "shape", b->task != TASK_SEQ
-                                          ? cJSON_CreateIntArray((int[]){(int)b->T}, 1)
-                                          : cJSON_CreateArray());
-    cJSON_AddStringToObject(y, "dtype", "i32");
-    cJSON_AddNumberToObject(y, "classes", (double)b->cls.K);
-    if (b->cls.labels)
-        cJSON_AddItemToObject(
-            y, "labels",
-            cJSON_CreateStringArray((const char *const *)b->cls.labels, (int)b->cls.K));
+    hf_image_inputs_y(in, &b->cls);
+    if (b->task != TASK_SEQ)
+        cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(in, "y"), "shape",
+                                               cJSON_CreateIntArray((int[]){(int)b->T}, 1));
     cJSON_AddStringToObject(m, "positions", "pos");
 }
 

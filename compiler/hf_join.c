@@ -229,9 +229,14 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
     rt_st_out *o = hf_out_open(&e->out, path);
     if (!o)
         cannot_write("export", path);
+    const HfTensor *have = NULL;   /* (the parts of one tensor, q k v of qkv, read it once) */
+    float *x = NULL;
     for (int i = 0; i < e->out.n; i++) {
-        float *x = hf_read(&e->w, e->src[i]);
-        hf_lora_merge((HfWeights *)&e->w, e->src[i], x, e->lora_rank, e->lora_scale);
+        if (e->src[i] != have) {
+            free(x);
+            x = hf_read(&e->w, have = e->src[i]);
+            hf_lora_merge((HfWeights *)&e->w, have, x, e->lora_rank, e->lora_scale);
+        }
         int64_t n = e->out.p[i].numel - e->skip[i];
         if (e->skip[i]) {   /* the rows transformers holds before trainc's: zeros */
             float *z = xcalloc((size_t)e->skip[i], sizeof *z);
@@ -239,8 +244,8 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
             free(z);
         }
         rt_st_put(o, x + e->at[i], n);
-        free(x);
     }
+    free(x);
     if (rt_st_close(o) != 0)
         cannot_write("export", path);
 }
