@@ -16,6 +16,7 @@ int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
 int data_classify(int argc, char **argv);   /* data classify (data_classify.c) */
 int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
 int data_mlm(int argc, char **argv);        /* data mlm (data_mlm.c) */
+int data_pairs(int argc, char **argv);      /* data pairs (data_pairs.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */
@@ -67,7 +68,7 @@ void data_rows_close(DataRows *o);
  * one of another kind (data classify's a class for each text, y []; data tags' one for
  * each token, y [T]; data mlm's a masked LM, y [T] and a head tied to the embedding) or
  * without positions exits 1 naming the command that takes it */
-enum { CLS_TEXT, CLS_TOKENS, CLS_MLM, CLS_LM };
+enum { CLS_TEXT, CLS_TOKENS, CLS_MLM, CLS_LM, CLS_PAIRS };
 typedef struct ClsModel {
     int64_t T, K;
     char **names;              /* K names, or NULL */
@@ -104,6 +105,12 @@ void data_cls_write(const ClsWrite *w, const char *file, const char *val, int un
  * arrays of shape EXTRA_T (0: one value a row) named by EXTRA */
 void data_cls_rows(DataRows *o, const char *dir, const ClsModel *cm, const char *name, int n,
                    const char *const *extra, const int64_t *extra_t);
+/* A text's IDS and TYPES (rt_ids, the template applied; at most T of them) placed in a row
+ * of T: x, type ids (0 for the padding) and positions (the text's from 0, the padding a
+ * sequence of its own), the padding (PAD) after the text or before it (LEFT) */
+struct rt_ids;
+void data_cls_place(const struct rt_ids *ids, const struct rt_ids *types, int64_t T, int32_t pad,
+                    int left, int32_t *x, int32_t *ty, int32_t *pos);
 void data_abandon(void);
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */

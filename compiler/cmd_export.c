@@ -802,16 +802,27 @@ static void whole_model(Ex *e)
                                           "Qwen3's config holds one eps for all its norms");
 }
 
-/* A sequence classifier's head after last_token, layers ls[0, n) (the spec's from K on):
- * the score, a linear without bias */
-static void seq_head(Ex *e, const Spec *s, Layer *const *ls, int n, int k)
+/* A sequence classifier's head after LAST (last_token), layers ls[0, n) (the spec's from
+ * K on): the score, a linear without bias; or a reward model's (LAST's segments 2: a pair
+ * of texts a row): a score of one output, then a flatten, the two texts' rewards the
+ * logits of which one is chosen */
+static void seq_head(Ex *e, const Spec *s, const Layer *last, Layer *const *ls, int n, int k)
 {
-    if (n < 1 || ls[0]->op != OP_LINEAR || ls[0]->bias || ls[0]->tie || n > 1)
-        refuse(e, xasprintf("$.model.layers[%d]", k), n ? ls[n > 1 ? 1 : 0] : NULL,
-               "a sequence classifier's score, a linear without bias, and nothing after it");
+    int reward = last->segments == 2;
+    if (last->segments > 2)
+        refuse(e, NULL, last, "last_token with segments 1 (a sequence classifier) or 2 (a reward "
+                              "model over a pair of texts)");
+    if (n < 1 || ls[0]->op != OP_LINEAR || ls[0]->bias || ls[0]->tie || n > 1 + reward ||
+        (reward && (ls[0]->out != 1 || n < 2 || ls[1]->op != OP_FLATTEN)))
+        refuse(e, xasprintf("$.model.layers[%d]", k), n ? ls[n > 1 && !reward ? 1 : 0] : NULL,
+               reward ? "a reward model's score, a linear of one output without bias, then a "
+                        "flatten and nothing after it"
+                      : "a sequence classifier's score, a linear without bias, and nothing after "
+                        "it");
     e->d.score = e->cls.K = ls[0]->out;
     e->names[HF_HEAD] = hf_layer_name(ls[0], k, "");
-    hf_image_labels_from_spec(s, &e->cls);
+    if (!reward)
+        hf_image_labels_from_spec(s, &e->cls);
 }
 
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
@@ -851,9 +862,10 @@ static void match(Ex *e, const Spec *s)
     e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
     l = ls[i + 2];
     if (l->op == OP_LAST_TOKEN) {   /* a sequence classifier */
-        seq_head(e, s, ls + i + 3, n - i - 3, i + 3);
+        seq_head(e, s, l, ls + i + 3, n - i - 3, i + 3);
         whole_model(e);
-        e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
+        e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0] /
+               l->segments;
         return;
     }
     if (l->op != OP_LINEAR || (l->bias && !phi(e) && !gptj(e)))

@@ -70,6 +70,8 @@ typedef struct Arch {
     int seq_cls;               /* a sequence classifier (...ForSequenceClassification, or
                                   --labels): the last token's row through `score` (d.score) */
     int fresh_score;           /* and its score drawn anew (normal(0, std)): --labels */
+    int reward;                /* a reward model: one score, read at each of a pair's texts'
+                                  last token (last_token's segments 2) */
     double std;                /* initializer_range */
     HfImage cls;               /* its classes */
 } Arch;
@@ -93,6 +95,7 @@ typedef struct Imp {
     HfOut out;
     Recipe *r;
     const char *labels;        /* --labels: a sequence classifier's new classes, or NULL */
+    const char *task;          /* --task: "reward" over a decoder, or NULL */
     double fresh_score;        /* and its score's std, drawn anew (0: read) */
     const char *const *names;  /* trainc's layer names by slot (gpt2_names, ...) */
     const char *rep;           /* the repeat's name */
@@ -1375,10 +1378,46 @@ static void read_arch(HfCfg *c, const Family *f, Arch *a)
     }
 }
 
-/* A sequence classifier's classes: --labels (a new score over any of the family's models),
- * or its config's id2label */
-static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels)
+/* The outputs of a sequence classifier's score in its config: num_labels, or id2label's
+ * count (PretrainedConfig's default 2) */
+static int64_t config_outputs(HfCfg *c)
 {
+    const cJSON *id = hf_cfg_get(c, "id2label"), *n = hf_cfg_get(c, "num_labels");
+    return cJSON_IsObject(id) ? cJSON_GetArraySize(id) : cJSON_IsNumber(n) ? (int64_t)n->valuedouble
+                                                                          : 2;
+}
+
+/* A reward model: --task reward over the family's language model (a new score of one
+ * output) or its sequence classifier of one output, which imports as one without it
+ * (TRL's RewardTrainer saves them so). Its rows hold a pair of texts (data pairs). */
+static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
+{
+    if (task && strcmp(task, "reward"))
+        error_input("import: --task %s: a %s takes --task reward (a reward model) alone", task,
+                    f->type);
+    int one = a->seq_cls && config_outputs(c) == 1;
+    if (!task && !one)
+        return;
+    if (labels)
+        error_input("import: --labels with a reward model (one score for each text)");
+    if (!hf_seq_arch(f->type, f->arch))
+        error_input("import: --task reward: transformers has no sequence classifier for %s",
+                    f->type);
+    if (a->seq_cls && !one)
+        error_input("import: --task reward: this %s has %lld outputs; a reward model's score "
+                    "has one", hf_seq_arch(f->type, f->arch), (long long)config_outputs(c));
+    hf_labels_unread(c);
+    a->fresh_score = !a->seq_cls;
+    a->seq_cls = a->reward = 1;
+    a->cls = (HfImage){.K = 1};
+}
+
+/* A sequence classifier's classes: --labels (a new score over any of the family's models),
+ * or its config's id2label; or a reward model's one score */
+static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
+{
+    a->std = hf_cfg_num(c, "initializer_range", 0.02);
+    reward_model(c, f, a, labels, task);
     if (labels && !hf_seq_arch(f->type, f->arch))
         error_input("import: --labels: transformers has no sequence classifier for %s", f->type);
     a->seq_cls |= labels != NULL;
@@ -1386,12 +1425,13 @@ static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels)
         return;
     if (a->multimodal)
         error_input("import: a sequence classifier of an image-text checkpoint's text model");
-    a->fresh_score = labels != NULL;
-    a->std = hf_cfg_num(c, "initializer_range", 0.02);
-    if (labels)
-        hf_labels_arg(c, labels, &a->cls);
-    else
-        hf_image_labels(c, &a->cls);
+    if (!a->reward) {
+        a->fresh_score = labels != NULL;
+        if (labels)
+            hf_labels_arg(c, labels, &a->cls);
+        else
+            hf_image_labels(c, &a->cls);
+    }
     a->d.score = a->cls.K;
 }
 
@@ -1408,7 +1448,7 @@ static void read_config(Imp *im, Arch *a)
     if (!strcmp(a->type, "gemma3"))
         c = text_config(im, a);
     f->config(c, a);
-    seq_classes(c, f, a, im->labels);
+    seq_classes(c, f, a, im->labels, im->task);
     a->family = f->tensors                      ? f->tensors
               : a->block == BLOCK_SHARED_NORM ? &hf_falcon
               : a->block == BLOCK_PARALLEL    ? &hf_falcon_new
@@ -1618,18 +1658,22 @@ static void shared_norm_block(cJSON *body, const Arch *a)
 }
 
 /* The inputs: x [T] the ids, y [T] the next ids (a sequence classifier's: y [] its class,
- * and pos [T] the positions that keep the padding before the text apart) */
+ * and pos [T] the positions that keep the padding before the text apart; a reward model's
+ * x and pos [2T], a pair of texts, y which of them is the chosen one) */
 static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
 {
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
     cJSON *x = cJSON_AddObjectToObject(in, "x");
-    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+    int row = (int)(a->reward ? 2 * T : T);
+    cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray(&row, 1));
     cJSON_AddStringToObject(x, "dtype", "i32");
     if (a->seq_cls) {
         cJSON *p = cJSON_AddObjectToObject(in, "pos");
-        cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray((int[]){(int)T}, 1));
+        cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&row, 1));
         cJSON_AddStringToObject(p, "dtype", "i32");
-        hf_image_inputs_y(in, &a->cls);
+        hf_image_inputs_y(in, a->reward ? &(HfImage){.K = 2, .labels = (char *[]){"first",
+                                                                            "second"}}
+                                        : &a->cls);
         cJSON_AddStringToObject(m, "positions", "pos");
         return;
     }
@@ -1643,10 +1687,14 @@ static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
  * `score` (no bias), cross entropy over the classes */
 static void seq_head(cJSON *m, cJSON *ls, const Arch *a)
 {
-    hf_layer(ls, "last_token", NULL);
+    cJSON *last = hf_layer(ls, "last_token", NULL);
+    if (a->reward)   /* (each text's reward, the two as the logits of which is chosen) */
+        cJSON_AddNumberToObject(last, "segments", 2);
     cJSON *score = hf_layer(ls, "linear", "score");
     cJSON_AddNumberToObject(score, "out", (double)a->cls.K);
     cJSON_AddFalseToObject(score, "bias");
+    if (a->reward)
+        hf_layer(ls, "flatten", NULL);
     hf_image_loss(m);
 }
 
@@ -1943,7 +1991,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -1999,9 +2047,10 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->task && !text)
-        error_input("import: --task is a text classifier's (bert, roberta, distilbert): a "
-                    "class for each text or each token; this is %s", type);
+    if (o->task && !text && (image || strcmp(o->task, "reward")))
+        error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
+                    "distilbert: sequence, token or mlm) or a language model's (reward); this "
+                    "is %s", o->task, type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
@@ -2017,7 +2066,7 @@ int cmd_import(int argc, char **argv)
     ImportArgs o = import_args(argc, argv);
     const char *dir = o.dir, *out = o.out, *adapter = o.adapter;
     int64_t T = o.T;
-    Imp im = {.dir = dir, .labels = o.labels};
+    Imp im = {.dir = dir, .labels = o.labels, .task = o.task};
     HfAdapter ad;
     Arch a = {0};
     hf_cfg_load(&im.cfg, xasprintf("%s/config.json", dir));
@@ -2025,11 +2074,13 @@ int cmd_import(int argc, char **argv)
     if (done >= 0)
         return done;
     read_config(&im, &a);
+    int64_t per_row = a.reward ? 2 : 1;   /* (a reward model's row holds two texts) */
     if (!T)
-        T = a.d.max_pos < 1024 ? a.d.max_pos : 1024;
-    if (a.gpt2 && T > a.d.max_pos)
-        error_input("import: --seq-len %lld is over GPT-2's n_positions (%lld)", (long long)T,
-                    (long long)a.d.max_pos);
+        T = a.d.max_pos / per_row < 1024 ? a.d.max_pos / per_row : 1024;
+    if (a.gpt2 && per_row * T > a.d.max_pos)
+        error_input("import: --seq-len %lld%s is over %s's %lld learned positions", (long long)T,
+                    a.reward ? " (a reward model's rows hold two texts: 2T positions)" : "",
+                    a.type, (long long)a.d.max_pos);
     hf_weights_dir(&im.w, dir);
     plan_weights(&im, &a);
     if (adapter) {
@@ -2052,7 +2103,11 @@ int cmd_import(int argc, char **argv)
         skipped += vision(&a, im.w.t[i].name);
     printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s%s) -> %s/model.json, "
            "%s/train.json, %s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
-           !a.seq_cls ? "" : a.fresh_score
+           !a.seq_cls ? "" : a.reward
+               ? xasprintf("; a reward model, rows of two texts of %lld tokens (data pairs)%s",
+                           (long long)T, a.fresh_score ? xasprintf(", its score drawn anew "
+                           "(normal, std %g, seed %d)", a.std, HF_FRESH_SEED) : "")
+               : a.fresh_score
                ? xasprintf("; a sequence classifier of %lld classes, its score drawn anew "
                            "(normal, std %g, seed %d)", (long long)a.cls.K, a.std, HF_FRESH_SEED)
                : xasprintf("; a sequence classifier of %lld classes", (long long)a.cls.K),

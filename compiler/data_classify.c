@@ -75,15 +75,28 @@ static int sees_all(const cJSON *ls)
     return 0;
 }
 
-/* The kind of model M's inputs IN and layers make: a class for each text (y []), for
- * each token, a masked LM (y [T], its last layer tied to an embedding), or a language
- * model (y [T], causal: data text's and data sft's) */
+/* Is a layer of LS a last_token with segments 2 (a reward model's pair of texts)? */
+static int reads_pairs(const cJSON *ls)
+{
+    const cJSON *l, *k;
+    cJSON_ArrayForEach(l, ls) {
+        k = cJSON_GetObjectItemCaseSensitive(l, "segments");
+        if (cJSON_IsNumber(k) && k->valuedouble == 2)
+            return 1;
+    }
+    return 0;
+}
+
+/* The kind of model M's inputs IN and layers make: a class for each text (y []), a
+ * reward model's pair of texts (y [], last_token's segments 2), a class for each token,
+ * a masked LM (y [T], its last layer tied to an embedding), or a language model (y [T],
+ * causal: data text's and data sft's) */
 static int model_kind(const cJSON *m, const cJSON *in)
 {
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
-    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
-        return CLS_TEXT;
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
+    if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
+        return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
     if (!sees_all(ls))
         return CLS_LM;
@@ -93,8 +106,10 @@ static int model_kind(const cJSON *m, const cJSON *in)
 ClsModel data_cls_model(const char *path, int kind)
 {
     static const char *const what[] = {"a class for each text", "a class for each token",
-                                       "a masked language model", "a language model"};
-    static const char *const cmd[] = {"classify", "tags", "mlm", "text` or `trainc data sft"};
+                                       "a masked language model", "a language model",
+                                       "a reward model"};
+    static const char *const cmd[] = {"classify", "tags", "mlm", "text` or `trainc data sft",
+                                      "pairs"};
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -189,6 +204,19 @@ typedef struct {
     int64_t cut, tokens;
 } ClsCounts;
 
+void data_cls_place(const rt_ids *ids, const rt_ids *types, int64_t T, int32_t pad, int left,
+                    int32_t *x, int32_t *ty, int32_t *pos)
+{
+    int64_t P = left ? T - ids->n : 0;   /* (the padding before the text) */
+    for (int64_t i = 0; i < T; i++) {
+        int64_t k = i - P;   /* the text's place */
+        int in = k >= 0 && k < ids->n;
+        x[i] = in ? (int32_t)ids->v[k] : pad;
+        ty[i] = in ? (int32_t)types->v[k] : 0;
+        pos[i] = (int32_t)(in ? k : left ? i : i - ids->n);
+    }
+}
+
 /* One example as its row: x, types and pos [T], y [1]; the padding after the text, or
  * before it (LEFT: a decoder's classifier reads the row's last token) */
 static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_t pad, int left,
@@ -202,14 +230,7 @@ static void example_row(rt_tokenizer *t, rt_ids *a, rt_ids *b, int64_t T, int32_
         b->n = k2;
     rt_ids ids = {0}, types = {0};
     rt_tok_template(t, a, b, &ids, &types);
-    int64_t P = left ? T - ids.n : 0;   /* (the padding before the text) */
-    for (int64_t i = 0; i < T; i++) {
-        int64_t k = i - P;   /* the text's place */
-        int in = k >= 0 && k < ids.n;
-        row[0][i] = in ? (int32_t)ids.v[k] : pad;
-        row[1][i] = in ? (int32_t)types.v[k] : 0;
-        row[2][i] = (int32_t)(in ? k : left ? i : i - ids.n);
-    }
+    data_cls_place(&ids, &types, T, pad, left, row[0], row[1], row[2]);
     c->tokens += ids.n;
     rt_ids_free(&ids);
     rt_ids_free(&types);

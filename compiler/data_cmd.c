@@ -54,7 +54,9 @@ static const char data_usage[] =
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--words KEY] [--tags KEY]\n"
     "                       [--all-pieces]\n"
     "       trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json\n"
-    "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]";
+    "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
+    "       trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
+    "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -727,7 +729,9 @@ int cmd_data(int argc, char **argv)
         return data_tags(argc, argv);
     if (strcmp(kind, "mlm") == 0)
         return data_mlm(argc, argv);
+    if (strcmp(kind, "pairs") == 0)
+        return data_pairs(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft, classify, tags, mlm)\n%s\n", kind, data_usage);
+            "text, sft, classify, tags, mlm, pairs)\n%s\n", kind, data_usage);
     return 1;
 }

@@ -855,6 +855,7 @@ static const struct {
     {"output_padding", offsetof(Layer, output_padding), 0, MAX_DIM},
     {"kv_heads", offsetof(Layer, kv_heads), 1, MAX_DIM},
     {"head_dim", offsetof(Layer, head_dim), 1, MAX_DIM},
+    {"segments", offsetof(Layer, segments), 1, MAX_DIM},
 };
 
 /* A layer's true/false keys (attention's bias and qk_norm take strings too: below). */
@@ -1009,6 +1010,7 @@ static Layer *new_layer(const char *path)
     l->bias = 1;
     l->causal = 1;
     l->groups = 1;
+    l->segments = 1;
     l->negative_slope = 0.01;   /* torch.nn.LeakyReLU's */
     l->p = 0.5;
     l->eps = 1e-5;

@@ -140,6 +140,10 @@ cases = [
     case("first_token", [3, 5], [L(6), {"op": "tanh"}, {"op": "first_token"}, L(4)]),
     # a decoder's sequence classifier: its last token read alone
     case("last_token", [3, 5], [L(6), {"op": "tanh"}, {"op": "last_token"}, L(4)]),
+    # a reward model's head: a pair of texts in one row, each half's last row, a score
+    # each, the two scores as the logits of which is chosen
+    case("last_token_pair", [6, 5], [L(6), {"op": "tanh"}, {"op": "last_token", "segments": 2},
+                                     L(1, bias=False), {"op": "flatten"}], classes=2),
     case("decoder_last", [4, 6], [L(8), {"op": "residual", "name": "block", "body": [{"op": "rmsnorm"},
                                   {"op": "attention", "heads": 2, "rope": {"theta": 10000}}]},
                                   {"op": "rmsnorm"}, {"op": "last_token"}, L(4, bias=False)]),

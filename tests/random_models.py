@@ -629,8 +629,9 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
             elif op == "first_token":
                 x = x[:, 0]
-            elif op == "last_token":
-                x = x[:, -1]
+            elif op == "last_token":   # each of `segments` equal runs' last row
+                k = l.get("segments", 1)
+                x = x[:, x.shape[1] // k - 1::x.shape[1] // k] if k > 1 else x[:, -1]
             elif op == "relu":
                 x = F.relu(x)
             elif op == "gelu":

@@ -37,7 +37,6 @@ fp32 losses and gradient norms within 1e-5 of the CPU's, bf16-mixed's first loss
 import json
 import os
 import shutil
-import subprocess
 import sys
 
 import numpy as np
@@ -59,7 +58,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, TRAINC, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import license_lines, specs, train_like_specs  # noqa: E402
+from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "seq_cls_hf")
 T, N, PAD = 16, 96, 0
@@ -263,36 +262,12 @@ def bad_cases():
 
 def fake_gpu(cfg, rng):
     """the Llama classifier on the fake GPU against the CPU (above); exits"""
-    import random_runs
     d = os.path.join(OUT, "fake_gpu")
     saved(LlamaForSequenceClassification, cfg, d + "/src", 0.02)
     imp = d + "/import"
     trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
     save_data(imp, texts(rng, cfg.vocab_size, N), rng.integers(0, len(NAMES), size=N))
-    lib = os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib")
-    random_runs.fake_lib_ready(lib)
-    env = random_runs.fake_env(lib, os.path.join(d, "cache"))
-    runs = {}
-    for prec in ("fp32", "bf16-mixed"):
-        exe = os.path.join(d, "cls_" + prec)
-        subprocess.run([TRAINC, "build", imp + "/model.json", imp + "/train8.json", "--device",
-                        "both", "--arch", "sm_90a", "--set", "precision=" + prec, "-o", exe],
-                       check=True, env=env, capture_output=True)
-        for dev in ("cuda", "cpu") if prec == "fp32" else ("cuda",):
-            out = os.path.join(d, "%s_%s" % (prec, dev))
-            subprocess.run([exe, "--device", dev, "--threads", "1", "--quiet", "--init",
-                            imp + "/init.safetensors", "--out", out], check=True, env=env,
-                           capture_output=True, cwd=imp)
-            runs[prec, dev] = [(r["loss"], r["grad_norm"]) for r in run_log.steps(out)]
-    cpu = runs["fp32", "cpu"]
-    worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(runs["fp32", "cuda"], cpu))
-    check(len(runs["fp32", "cuda"]) == len(cpu) == 8 and worst <= 1e-5, "a Llama sequence "
-          "classifier (last_token) fp32 on the fake GPU vs the CPU: 8 steps' losses and gradient "
-          "norms, largest relative difference %.2g (1e-5)" % worst)
-    b16 = runs["bf16-mixed", "cuda"]
-    first, last = rel(b16[0][0], cpu[0][0]), rel(b16[-1][0], cpu[-1][0])
-    check(len(b16) == 8 and first <= 1e-3 and last <= 2e-2, "and bf16-mixed on the fake GPU vs "
-          "the CPU's fp32: first loss within %.1e (1e-3), last within %.1e (2e-2)" % (first, last))
+    fake_gpu_vs_cpu("a Llama sequence classifier (last_token)", imp, d)
     sys.exit(1 if failed else 0)
 
 

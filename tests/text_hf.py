@@ -1,6 +1,7 @@
 """What the text models' tests against transformers share (tests/bert_token_hf.py,
-tests/bert_mlm_hf.py): Debian's license texts as lines of words, tokenizers trained over
-them (no hub), and the training specs their parity checks run."""
+tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py): Debian's license texts as
+lines of words, tokenizers trained over them (no hub), the training specs their parity
+checks run, and an import's run on the fake GPU against the CPU."""
 import glob
 import json
 import os
@@ -85,3 +86,38 @@ def train_like_specs(m, batches, loss_of, steps=8):
         sched.step()
         out.append(loss.item())
     return out
+
+
+def fake_gpu_vs_cpu(what, imp, d):
+    """IMP's model.json and train8.json (its data in IMP/data) built for both devices, 8
+    steps on the fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator) against the
+    CPU's: fp32 losses and gradient norms within 1e-5, bf16-mixed's first loss within 1e-3
+    and its last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules)"""
+    import subprocess
+    import random_runs
+    import run_log
+    from image_hf import TRAINC, check, rel
+    lib = os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib")
+    random_runs.fake_lib_ready(lib)
+    env = random_runs.fake_env(lib, os.path.join(d, "cache"))
+    runs = {}
+    for prec in ("fp32", "bf16-mixed"):
+        exe = os.path.join(d, "model_" + prec)
+        subprocess.run([TRAINC, "build", imp + "/model.json", imp + "/train8.json", "--device",
+                        "both", "--arch", "sm_90a", "--set", "precision=" + prec, "-o", exe],
+                       check=True, env=env, capture_output=True)
+        for dev in ("cuda", "cpu") if prec == "fp32" else ("cuda",):
+            out = os.path.join(d, "%s_%s" % (prec, dev))
+            subprocess.run([exe, "--device", dev, "--threads", "1", "--quiet", "--init",
+                            imp + "/init.safetensors", "--out", out], check=True, env=env,
+                           capture_output=True, cwd=imp)
+            runs[prec, dev] = [(r["loss"], r["grad_norm"]) for r in run_log.steps(out)]
+    cpu = runs["fp32", "cpu"]
+    worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(runs["fp32", "cuda"], cpu))
+    check(len(runs["fp32", "cuda"]) == len(cpu) == 8 and worst <= 1e-5, "%s fp32 on the fake "
+          "GPU vs the CPU: 8 steps' losses and gradient norms, largest relative difference %.2g "
+          "(1e-5)" % (what, worst))
+    b16 = runs["bf16-mixed", "cuda"]
+    first, last = rel(b16[0][0], cpu[0][0]), rel(b16[-1][0], cpu[-1][0])
+    check(len(b16) == 8 and first <= 1e-3 and last <= 2e-2, "and bf16-mixed on the fake GPU vs "
+          "the CPU's fp32: first loss within %.1e (1e-3), last within %.1e (2e-2)" % (first, last))
