@@ -1,14 +1,15 @@
 /* fuzz_rows.c: the data commands that write a text classifier's padded rows, on any
- * bytes: `trainc data classify`, `data tags` and `data mlm` (compiler/data_classify.c,
- * data_tags.c, data_mlm.c: the JSON lines or text lines, the model.json they read, the
- * tokenizer's templates and words given apart, truncation, the masks, the .npy writer).
+ * bytes: `trainc data classify`, `data tags`, `data mlm` and `data pairs`
+ * (compiler/data_classify.c, data_tags.c, data_mlm.c, data_pairs.c: the JSON lines or text
+ * lines, the model.json they read, the tokenizer's templates and words given apart,
+ * truncation, the masks, a reward model's pairs, the .npy writer).
  * The input's first three bytes choose the command line and the model, the rest is FILE:
- *   byte 0: the command by its two low bits mod 3 (classify, tags, mlm); bit 2 the byte-level
+ *   byte 0: the command by its two low bits (classify, tags, mlm, pairs); bit 2 the byte-level
  *           tokenizer (RoBERTa's kind; else BERT's WordPiece); bit 3 a "types" input;
  *           bit 4 a last_token layer (rows padded on the left); bit 5 --val-frac 0.5
  *           (else 0); bit 6 --unlabeled (mlm: --copies 2); bit 7 --pair hypothesis
  *           (tags: --all-pieces);
- *   byte 1: the rows' length T, 1 + its value mod 48;
+ *   byte 1: the rows' length T, 1 + its value mod 48 (pairs: 2T, two texts of T);
  *   byte 2: the classes, 2 + its value mod 6, named "a", "b", ... (mlm: the vocabulary).
  * The model.json is written for each input; the tokenizers are fuzz/rows/'s (FUZZ_ROWS_DIR
  * overrides; fuzz/README.md says how they were made). compiler/main.c is linked in with
@@ -36,9 +37,12 @@ static void clear_outputs(const char *out)
 
 /* model.json at PATH: inputs x, [types,] pos [T] and y (the class, or [T] for tags and
  * mlm) of K classes, the positions, and an encoder's layers (an attention without a
- * causal mask) whose last is tied for mlm (a last_token before it where LEFT) */
+ * causal mask) whose last is tied for mlm (a last_token before it where LEFT); for pairs
+ * x and pos [2T], a causal attention and a last_token with segments 2 */
 static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left)
 {
+    if (cmd == 3)
+        T *= 2;
     FILE *f = fopen(path, "w");
     if (!f)
         abort();
@@ -48,15 +52,18 @@ static void write_model(const char *path, int cmd, int64_t T, int64_t K, int typ
     if (types)
         fprintf(f, "\"types\": {\"shape\": [%lld], \"dtype\": \"i32\"}, ", (long long)T);
     fprintf(f, "\"pos\": {\"shape\": [%lld], \"dtype\": \"i32\"}, ", (long long)T);
-    if (cmd == 0)
+    if (cmd == 0 || cmd == 3)
         fprintf(f, "\"y\": {\"shape\": [], \"dtype\": \"i32\", \"classes\": %lld, "
                    "\"labels\": [%.*s]}}, ", (long long)K, (int)(K * 5 - 2), names);
     else
         fprintf(f, "\"y\": {\"shape\": [%lld], \"dtype\": \"i32\", \"classes\": %lld}}, ",
                 (long long)T, cmd == 2 ? 512LL : (long long)K);
     fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\", \"name\": \"embed\"}, "
-               "{\"op\": \"attention\", \"causal\": false}%s, {\"op\": \"linear\"%s}]}}\n",
-            left ? ", {\"op\": \"last_token\"}" : "", cmd == 2 ? ", \"tie\": \"embed\"" : "");
+               "{\"op\": \"attention\"%s}%s, {\"op\": \"linear\"%s}]}}\n",
+            cmd == 3 ? "" : ", \"causal\": false",
+            cmd == 3 ? ", {\"op\": \"last_token\", \"segments\": 2}"
+                     : left ? ", {\"op\": \"last_token\"}" : "",
+            cmd == 2 ? ", \"tie\": \"embed\"" : "");
     fclose(f);
 }
 
@@ -65,19 +72,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 3)
         return 0;
     static char out[128], tok[512], model[128];
-    static const char *const cmds[3] = {"classify", "tags", "mlm"};
+    static const char *const cmds[4] = {"classify", "tags", "mlm", "pairs"};
     const char *dir = getenv("FUZZ_ROWS_DIR") ? getenv("FUZZ_ROWS_DIR") : "fuzz/rows";
     snprintf(out, sizeof out, "/tmp/trainc-fuzz-rows-%d.out", (int)getpid());
     snprintf(model, sizeof model, "/tmp/trainc-fuzz-rows-%d.model.json", (int)getpid());
     clear_outputs(out);
-    int cmd = (data[0] & 3) % 3, flags = data[0];
+    int cmd = data[0] & 3, flags = data[0];
     write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16);
     snprintf(tok, sizeof tok, "%s/tokenizer_%s.json", dir, flags & 4 ? "bytelevel" : "wordpiece");
     const char *file = fuzz_file(data + 3, size - 3, cmd == 2 ? ".txt" : ".jsonl");
     char *argv[16] = {"trainc", "data", (char *)cmds[cmd], (char *)file, out, "--tokenizer",
                       tok, "--model", model};
     int argc = 9;
-    if (flags & 64 && cmd != 2) {
+    if (flags & 64 && cmd < 2) {
         argv[argc++] = "--unlabeled";
     } else {
         argv[argc++] = "--val-frac";
