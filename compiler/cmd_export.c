@@ -877,7 +877,8 @@ static void match(Ex *e, const Spec *s)
     after_head(e, ls + i + 3, n - i - 3);
     whole_model(e);
     /* T: the length of the input the embedding reads (the first unless it names one) */
-    e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
+    e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0] /
+           (s->loss == LOSS_DPO ? 2 : 1);   /* (dpo's rows: a pair of texts) */
 }
 
 /* ---- the weights ----------------------------------------------------------------- */

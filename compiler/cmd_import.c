@@ -72,6 +72,8 @@ typedef struct Arch {
     int fresh_score;           /* and its score drawn anew (normal(0, std)): --labels */
     int reward;                /* a reward model: one score, read at each of a pair's texts'
                                   last token (last_token's segments 2) */
+    int dpo;                   /* --task dpo: the language model over a pair of texts a row,
+                                  the dpo loss against the reference's log-probabilities */
     double std;                /* initializer_range */
     HfImage cls;               /* its classes */
 } Arch;
@@ -1392,9 +1394,16 @@ static int64_t config_outputs(HfCfg *c)
  * (TRL's RewardTrainer saves them so). Its rows hold a pair of texts (data pairs). */
 static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
 {
-    if (task && strcmp(task, "reward"))
-        error_input("import: --task %s: a %s takes --task reward (a reward model) alone", task,
-                    f->type);
+    if (task && strcmp(task, "reward") && strcmp(task, "dpo"))
+        error_input("import: --task %s: a %s takes --task reward (a reward model) or dpo "
+                    "(preference optimization of the language model)", task, f->type);
+    if (task && !strcmp(task, "dpo")) {
+        if (a->seq_cls || labels)
+            error_input("import: --task dpo trains a language model: %s", labels ? "no --labels"
+                        : "this is a sequence classifier (import its language model)");
+        a->dpo = 1;
+        return;
+    }
     int one = a->seq_cls && config_outputs(c) == 1;
     if (!task && !one)
         return;
@@ -1657,14 +1666,31 @@ static void shared_norm_block(cJSON *body, const Arch *a)
     attention(cJSON_AddArrayToObject(r, "shortcut"), a);
 }
 
+/* dpo's inputs beside x [2T]: y [2T] each answer token's id where it is predicted (-100
+ * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities), and its loss */
+static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
+{
+    cJSON *y = cJSON_AddObjectToObject(in, "y");
+    cJSON_AddItemToObject(y, "shape", cJSON_CreateIntArray(&T2, 1));
+    cJSON_AddStringToObject(y, "dtype", "i32");
+    cJSON_AddNumberToObject(y, "classes", (double)a->d.V);
+    cJSON *p = cJSON_AddObjectToObject(in, "pos");
+    cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&T2, 1));
+    cJSON_AddStringToObject(p, "dtype", "i32");
+    cJSON *r = cJSON_AddObjectToObject(in, "ref");
+    cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){2}, 1));
+    cJSON_AddStringToObject(r, "dtype", "f32");
+    cJSON_AddStringToObject(m, "positions", "pos");
+}
+
 /* The inputs: x [T] the ids, y [T] the next ids (a sequence classifier's: y [] its class,
  * and pos [T] the positions that keep the padding before the text apart; a reward model's
- * x and pos [2T], a pair of texts, y which of them is the chosen one) */
+ * x and pos [2T], a pair of texts, y which of them is the chosen one; dpo_inputs) */
 static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
 {
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
     cJSON *x = cJSON_AddObjectToObject(in, "x");
-    int row = (int)(a->reward ? 2 * T : T);
+    int row = (int)(a->reward || a->dpo ? 2 * T : T);
     cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray(&row, 1));
     cJSON_AddStringToObject(x, "dtype", "i32");
     if (a->seq_cls) {
@@ -1675,6 +1701,10 @@ static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
                                                                             "second"}}
                                         : &a->cls);
         cJSON_AddStringToObject(m, "positions", "pos");
+        return;
+    }
+    if (a->dpo) {
+        dpo_inputs(m, in, a, row);
         return;
     }
     cJSON *y = cJSON_AddObjectToObject(in, "y");
@@ -1747,6 +1777,14 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
         hf_layer(ls, "tanh", NULL);
         cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->final_cap);
     }
+    if (a->dpo) {   /* (TRL's DPOTrainer's default beta) */
+        cJSON *loss = cJSON_AddObjectToObject(m, "loss");
+        cJSON_AddStringToObject(loss, "op", "dpo");
+        cJSON_AddStringToObject(loss, "target", "y");
+        cJSON_AddStringToObject(loss, "reference", "ref");
+        cJSON_AddNumberToObject(loss, "beta", 0.1);
+        return root;
+    }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
     cJSON_AddStringToObject(loss, "op", "cross_entropy");
     cJSON_AddStringToObject(loss, "target", "y");
@@ -1774,6 +1812,30 @@ static const char train_defaults[] =
     "    \"precision\": \"bf16-mixed\",\n"
     "    \"validate\": {\"every_steps\": 100, \"batches\": 20},\n"
     "    \"checkpoint\": {\"every_steps\": 500, \"keep\": 2},\n"
+    "    \"seed\": 1337,\n"
+    "    \"log_every\": 10\n"
+    "  }\n"
+    "}\n";
+
+/* --task dpo's train.json: `trainc data pairs`' rows and `--reference`'s log-probabilities,
+ * TRL's DPOConfig's learning rate (1e-6) */
+static const char dpo_train[] =
+    "{\n"
+    "  \"trainc\": 1,\n"
+    "  \"train\": {\n"
+    "    \"data\": {\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\", \"pos\": \"data/train_pos.npy\",\n"
+    "                \"y\": \"data/train_y.npy\", \"ref\": \"data/train_ref.npy\"},\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\", \"pos\": \"data/val_pos.npy\",\n"
+    "              \"y\": \"data/val_y.npy\", \"ref\": \"data/val_ref.npy\"}\n"
+    "    },\n"
+    "    \"batch_size\": 8,\n"
+    "    \"epochs\": 1,\n"
+    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 1e-6, \"weight_decay\": 0.0},\n"
+    "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
+    "    \"grad_clip\": 1.0,\n"
+    "    \"precision\": \"bf16-mixed\",\n"
+    "    \"validate\": {\"every_epochs\": 1},\n"
     "    \"seed\": 1337,\n"
     "    \"log_every\": 10\n"
     "  }\n"
@@ -2047,7 +2109,7 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->task && !text && (image || strcmp(o->task, "reward")))
+    if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "dpo"))))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
                     "distilbert: sequence, token or mlm) or a language model's (reward); this "
                     "is %s", o->task, type);
@@ -2074,7 +2136,7 @@ int cmd_import(int argc, char **argv)
     if (done >= 0)
         return done;
     read_config(&im, &a);
-    int64_t per_row = a.reward ? 2 : 1;   /* (a reward model's row holds two texts) */
+    int64_t per_row = a.reward || a.dpo ? 2 : 1;   /* (a pair of texts a row) */
     if (!T)
         T = a.d.max_pos / per_row < 1024 ? a.d.max_pos / per_row : 1024;
     if (a.gpt2 && per_row * T > a.d.max_pos)
@@ -2095,7 +2157,8 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : train_defaults);
+                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : a.dpo ? dpo_train
+                                                                          : train_defaults);
     int skipped = 0, adapters = 0;
     for (int p = 0; adapter && p < ad.n; p++)
         adapters += !ad.pairs[p].whole;
@@ -2103,7 +2166,9 @@ int cmd_import(int argc, char **argv)
         skipped += vision(&a, im.w.t[i].name);
     printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s%s) -> %s/model.json, "
            "%s/train.json, %s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
-           !a.seq_cls ? "" : a.reward
+           a.dpo ? xasprintf("; for dpo, rows of two texts of %lld tokens (data pairs, then "
+                             "--reference)", (long long)T)
+           : !a.seq_cls ? "" : a.reward
                ? xasprintf("; a reward model, rows of two texts of %lld tokens (data pairs)%s",
                            (long long)T, a.fresh_score ? xasprintf(", its score drawn anew "
                            "(normal, std %g, seed %d)", a.std, HF_FRESH_SEED) : "")

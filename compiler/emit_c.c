@@ -711,7 +711,7 @@ static void emit_host_model(Program *p, Program *ev, const Program *dec, Buf *b)
      * chunked head's input, also from validation's */
     int pred_eval = g->gan || g->head;
     Tensor *pred = pred_eval ? ev->g->pred : g->pred;
-    int64_t terms = g->gan ? 1 : pred->numel;
+    int64_t terms = g->gan || s->loss == LOSS_DPO ? 1 : pred->numel;   /* (dpo: a pair) */
     if (s->loss == LOSS_CROSS_ENTROPY)
         terms /= pred->shape[pred->rank - 1];
     buf_puts(b, "const rt_model trainc_model = {\n    .abi = RT_ABI_VERSION,\n    .name = ");
@@ -744,10 +744,15 @@ static void emit_host_model(Program *p, Program *ev, const Program *dec, Buf *b)
                s->loss == LOSS_CROSS_ENTROPY ? "RT_LOSS_CROSS_ENTROPY"
                : s->loss == LOSS_MSE         ? "RT_LOSS_MSE"
                : s->loss == LOSS_GAN_BCE     ? "RT_LOSS_GAN_BCE"
+               : s->loss == LOSS_DPO         ? "RT_LOSS_DPO"
                                              : "RT_LOSS_GAN_HINGE",
                (long long)terms, g->has_dropout);
     if (s->has_ignore)
         buf_printf(b, "    .ce_has_ignore = 1,\n    .ce_ignore_index = %d,\n", (int)s->ignore_index);
+    for (int k = 0; s->loss == LOSS_DPO && k < s->n_inputs; k++)   /* (--reference's) */
+        if (!strcmp(s->inputs[k].name, s->reference))
+            buf_printf(b, "    .reference_input = %d,\n    .eval_logps_offset = %lld,\n", k,
+                       (long long)tensor_base(ev->g->logps)->offset);
     if (g->head)
         emit_head_model(b, ev->g, pred);
     else {

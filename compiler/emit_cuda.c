@@ -258,6 +258,7 @@ static Instance instance_of(const Instr *in)
     case CALL_RMSNORM_BWD: x.a = num(in, 8); break;
     case CALL_CROSS_ENTROPY: x.a = num(in, 4); x.b = num(in, 5); break;
     case CALL_CROSS_ENTROPY_LS: x.a = num(in, 4); x.b = num(in, 5); break;
+    case CALL_DPO: x.a = num(in, 7); x.b = num(in, 8); break;   /* C, ld */
     case CALL_HEAD_CE:   /* a chunked head: the loss kernel it calls */
         x.call = in->args[12].f > 0 ? CALL_CROSS_ENTROPY_LS : CALL_CROSS_ENTROPY;
         x.a = num(in, 10), x.b = num(in, 11);
@@ -328,6 +329,7 @@ static void instance_line(Program *p, const Instance *x, char *line)
     case CALL_CROSS_ENTROPY_LS:
         snprintf(line, 160, "RT_CROSS_ENTROPY_LS(%lld, %lld)", x->a, x->b);
         return;
+    case CALL_DPO: snprintf(line, 160, "RT_DPO_ROWS(%lld, %lld)", x->a, x->b); return;
     case CALL_ATTENTION_FWD:
     case CALL_ATTENTION_BWD:
     case CALL_ATTENTION_EXT_FWD:
@@ -363,6 +365,7 @@ static char *instance_doc(const Instance *x)
     case CALL_EMBEDDING_BWD: return xasprintf("rows of %lld", x->a);
     case CALL_CROSS_ENTROPY:
     case CALL_CROSS_ENTROPY_LS:
+    case CALL_DPO:
         return x->a == x->b ? xasprintf("%lld classes", x->a)
                             : xasprintf("%lld classes, rows %lld apart", x->a, x->b);
     case CALL_ATTENTION_FWD:
@@ -696,6 +699,8 @@ int64_t cuda_scratch_row_bytes(const Program *p)
             need = ext_scratch_row_bytes(p, in);
         else if (in->call == CALL_ATTENTION_EXT_FWD)
             need = ext_prep90_row_bytes(p, in, 5);
+        else if (in->call == CALL_DPO)   /* rt_cu_dpo's: 2 doubles a row, 3 a pair, 2 floats */
+            need = 16 * num(in, 6) + 32;
         if (need > most)
             most = need;
     }

@@ -262,6 +262,8 @@ typedef struct Graph {
                                              (the logits' width, given or not) */
     Tensor *pred;            /* what the loss reads */
     Tensor *dpred;           /* its gradient, written by the loss node */
+    Tensor *logps;           /* dpo's: each pair's summed log-probabilities [2] (written by
+                                the loss; --reference reads validation's) */
     Node *head;              /* the linear layer whose logits the loss reads, when the two
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
@@ -597,6 +599,8 @@ enum {
                               softcap: each row's position (e->place) against its
                               sequence's key/value cache */
     CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row at each row's position */
+    CALL_DPO,              /* logits, targets, reference, dlogits|NULL, logps, samples, rows a
+                              sample, C, ld, beta: direct preference optimization */
     N_CALLS
 };
 

@@ -150,6 +150,8 @@ static void liveness(Program *p)
      * over them; a chunked head has no logits whole */
     if (p->eval && !g->head && p->n_ins > 0)
         touch(g->pred, p->n_ins - 1);
+    if (p->eval && g->logps && p->n_ins > 0)   /* (dpo's, for --reference) */
+        touch(g->logps, p->n_ins - 1);
 }
 
 /* Can fused loop `in` store w over storage r? Only if it reads r at its own index alone,

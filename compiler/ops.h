@@ -62,6 +62,7 @@ typedef struct OpInfo {
 extern const OpInfo op_info[OP__COUNT];
 
 /* Losses (the "loss" object), not layers. */
-enum { LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_GAN_BCE, LOSS_GAN_HINGE /* a GAN's ($.model.gan.loss) */ };
+enum { LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_GAN_BCE, LOSS_GAN_HINGE /* a GAN's ($.model.gan.loss) */,
+       LOSS_DPO /* direct preference optimization over pairs of texts in a row */ };
 
 #endif

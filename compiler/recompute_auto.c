@@ -28,7 +28,8 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
         int widen = g->inputs[i]->dtype != in->dtype;   /* u8/u16 ids read as i32 */
         rows[i] = n * (widen ? 4 : in->dtype == RT_U8 ? 1 : in->dtype == RT_U16 ? 2 : 4);
     }
-    int64_t terms = g->gan ? 1 : g->pred->numel;   /* (a GAN's: one a sample) */
+    int64_t terms = g->gan || s->loss == LOSS_DPO ? 1 : g->pred->numel;   /* (a GAN's, dpo's:
+                                                                              one a sample) */
     if (s->loss == LOSS_CROSS_ENTROPY)
         terms /= g->pred->shape[g->pred->rank - 1];
     int64_t *numel = xcalloc((size_t)(g->n_params ? g->n_params : 1), sizeof *numel);

@@ -1333,7 +1333,7 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY)
-        error_at(c->file, path, "label_smoothing applies to cross_entropy, not mse");
+        error_at(c->file, path, "label_smoothing applies to cross_entropy alone");
     s->label_smoothing = get_number(c, v, path);
     if (!(s->label_smoothing >= 0 && s->label_smoothing <= 1))
         error_at(c->file, path, "expected a number in [0, 1], got %s", sp_got(v, b, sizeof b));
@@ -1345,12 +1345,43 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
 {
     const char *path = "$.model.loss.ignore_index";
     const cJSON *v = sp_member(loss, "ignore_index");
+    if (s->loss == LOSS_DPO) {   /* (TRL's label_pad_token_id) */
+        s->has_ignore = 1;
+        s->ignore_index = -100;
+    }
     if (!v)
         return;
-    if (s->loss != LOSS_CROSS_ENTROPY)
-        error_at(c->file, path, "ignore_index applies to cross_entropy, not mse");
+    if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
+        error_at(c->file, path, "ignore_index applies to cross_entropy and dpo, not mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
+}
+
+/* dpo's keys: beta (0.1, > 0) and reference, an f32 input [2] not otherwise read (the
+ * reference model's summed log-probabilities of each pair's two answers); beta and
+ * reference on another loss are errors */
+static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
+{
+    const cJSON *b = sp_member(loss, "beta"), *ref = sp_member(loss, "reference");
+    if (s->loss != LOSS_DPO) {
+        if (b || ref)
+            error_at(c->file, b ? "$.model.loss.beta" : "$.model.loss.reference",
+                     "applies to the dpo loss alone");
+        return;
+    }
+    s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
+                                "a number > 0 (DPO's beta, 0.1 by default)")
+                    : 0.1;
+    int k = get_input_ref(c, sp_require(c, loss, "$.model.loss", "reference"),
+                          "$.model.loss.reference");
+    const InputSpec *in = &s->inputs[k];
+    if (k == 0 || k == target || in->dtype != RT_F32 || in->rank != 1 || in->shape[0] != 2 ||
+        in->classes || in->has_scale || in->has_shift)
+        error_at(c->file, in->path, "dpo's reference input '%s' holds the reference model's "
+                 "log-probabilities of a pair's chosen and rejected answers: an f32 input of "
+                 "shape [2] without classes, scale or shift, not the first input or the target "
+                 "(trainc run --reference writes it)", in->name);
+    s->reference = in->name;
 }
 
 /* A non-empty array of layers at path into *out. */
@@ -1455,26 +1486,29 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_layer_list(c, sp_require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
-                                            NULL};
-    static const char *const losses[] = {"cross_entropy", "mse", NULL};
+                                            "beta", "reference", NULL};
+    static const char *const losses[] = {"cross_entropy", "mse", "dpo", NULL};
+    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
-    s->loss = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
-                         losses) == 0 ? LOSS_CROSS_ENTROPY : LOSS_MSE;
+    s->loss = kinds[get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
+                               losses)];
     int t = get_input_ref(c, sp_require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
     parse_label_smoothing(c, s, loss);
     parse_ignore_index(c, s, loss);
-    if (s->loss == LOSS_CROSS_ENTROPY && s->inputs[t].dtype == RT_F32)
-        error_at(c->file, "$.model.loss.target", "cross_entropy needs an integer target "
-                 "(u8, u16 or i32); input '%s' is f32", s->loss_target);
+    parse_dpo(c, s, loss, t);
+    const char *op = s->loss == LOSS_DPO ? "dpo" : "cross_entropy";
+    if (s->loss != LOSS_MSE && s->inputs[t].dtype == RT_F32)
+        error_at(c->file, "$.model.loss.target", "%s needs an integer target (u8, u16 or i32); "
+                 "input '%s' is f32", op, s->loss_target);
     /* docs/spec.md: an integer target carries classes, which the data's labels are checked
      * against before training (else a bad label fails mid-run) */
-    if (s->loss == LOSS_CROSS_ENTROPY && !s->inputs[t].classes)
-        error_at(c->file, s->inputs[t].path, "missing key 'classes': a cross_entropy target "
-                 "needs its number of classes (the logits' width), e.g. \"classes\": 10, to "
-                 "check the labels against");
+    if (s->loss != LOSS_MSE && !s->inputs[t].classes)
+        error_at(c->file, s->inputs[t].path, "missing key 'classes': a %s target needs its "
+                 "number of classes (the logits' width), e.g. \"classes\": 10, to check the "
+                 "labels against", op);
 }
 
 /* $.model.positions (an extension): the integer input [T] holding each token's position

@@ -186,9 +186,9 @@ int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key, siz
     if (check_documents(s, err, errlen, key, keylen))
         return -1;
     if (t->has_early_stopping && t->es_monitor == RT_MON_VAL_ACC &&
-        s->loss != LOSS_CROSS_ENTROPY) {
+        s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO) {
         snprintf(key, keylen, "early_stopping.monitor");
-        snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy loss");
+        snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy or dpo loss");
         return -1;
     }
     if (t->has_augment)

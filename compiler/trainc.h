@@ -187,6 +187,8 @@ typedef struct Spec {
     double label_smoothing;   /* cross_entropy's; 0 when not given */
     int has_ignore;           /* cross_entropy's ignore_index given: targets equal to */
     int32_t ignore_index;     /* it add no loss term and no gradient */
+    double dpo_beta;          /* dpo's beta (0.1) */
+    char *reference;          /* dpo's reference input: the reference model's log-probs */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

@@ -790,6 +790,40 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
     cross_entropy(e, logits, target, dlogits, rows, C, ld, ls);
 }
 
+/* dpo over `samples` pairs of `rows` rows (loss.cuh's rt_dpo_*): each row's cross
+ * entropy, each pair's sums, loss and factors, then the rows' gradients scaled. Scratch:
+ * nll and correct a row, loss and right a pair (doubles), two factors a pair. */
+void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
+               float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
+               int64_t ld, float beta)
+{
+    int64_t n = samples * rows, T = rows / 2;
+    if (n <= 0)
+        return;
+    rt_dptr nll = rt_cu_scratch(e, (size_t)(2 * n + 2 * samples) * sizeof(double) +
+                                       (size_t)(2 * samples) * sizeof(float));
+    rt_dptr correct = nll + (rt_dptr)n * sizeof(double);
+    rt_dptr loss = correct + (rt_dptr)n * sizeof(double);
+    rt_dptr right = loss + (rt_dptr)samples * sizeof(double);
+    rt_dptr factor = right + (rt_dptr)samples * sizeof(double);
+    int ignore = e->ce_ignore;
+    float gs = e->grad_scale;
+    char name[64];
+    snprintf(name, sizeof name, "rt_dpo_rows_%lld_%lld", (long long)C, (long long)ld);
+    void *a1[] = {&logits, &target, &dlogits, &nll, &correct, &ignore};
+    rt_cu_launch(e, name, gdim(n, GX, name), 1, 1, row_threads(C), 1, 0, a1);
+    void *a2[] = {&nll, &ref, &logps, &loss, &right, &factor, &samples, &T, &beta, &gs};
+    rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
+                 a2);
+    if (dlogits) {
+        void *a3[] = {&dlogits, &factor, &T, &C, &ld};
+        rt_cu_launch(e, "rt_dpo_scale", gdim(n, GX, "dpo scale"), 1, 1, 256, 1, 0, a3);
+    }
+    loss_total(e, loss, right, samples);
+    e->terms += samples;
+    e->loss_rows = samples;
+}
+
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
 {
     if (n <= 0)
@@ -1875,6 +1909,7 @@ void rt_cu_ops_register(void)
         .batchnorm_bwd = rt_cu_batchnorm_bwd,
         .cross_entropy = rt_cu_cross_entropy,
         .cross_entropy_ls = rt_cu_cross_entropy_ls,
+        .dpo = rt_cu_dpo,
         .ce_count = rt_cu_ce_count,
         .gconv_fwd = rt_cu_gconv_fwd,
         .gconv_bwd_data = rt_cu_gconv_bwd_data,

@@ -934,6 +934,25 @@ static void tokens_gather(const rt_dataset *d, const int64_t *idx, int64_t n, in
     }
 }
 
+/* a: `rows` rows of input in's shape, all zero, in anonymous memory (rt_npy_close unmaps) */
+static void npy_zeros(rt_npy *a, const rt_input *in, int64_t rows)
+{
+    memset(a, 0, sizeof *a);
+    snprintf(a->path, sizeof a->path, "(zeros for %s)", in->name);
+    a->dtype = in->dtype;
+    a->rank = in->rank + 1;
+    a->shape[0] = a->rows = rows;
+    for (int k = 0; k < in->rank; k++)
+        a->shape[k + 1] = in->shape[k];
+    a->elem_bytes = 4;
+    a->row_bytes = in->numel * 4;
+    a->map_len = (size_t)(rows * a->row_bytes);
+    a->map = mmap(NULL, a->map_len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (a->map == MAP_FAILED)
+        rt_fail("cannot map %zu bytes: %s", a->map_len, strerror(errno));
+    a->data = a->map;
+}
+
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what, int64_t documents)
 {
@@ -958,6 +977,7 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
                            what, entries[j].key, entries[j].key);
     }
     d->n = m->n_inputs;
+    int zeros = -1;
     for (int i = 0; i < m->n_inputs; i++) {
         const rt_input *in = &m->inputs[i];
         const rt_data_entry *e = NULL;
@@ -967,12 +987,20 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
         if (!e)
             rt_input_error("train spec: $.train.data.%s: no file for model input '%s'", what,
                            in->name);
+        if (!e->path[0] && m->loss == RT_LOSS_DPO && i == m->reference_input && i > 0) {
+            zeros = i;   /* (--reference: the input it writes, zeros till then) */
+            continue;
+        }
         char where[128], path[RT_PATH_MAX];
         snprintf(where, sizeof where, "$.train.data.%s.%s", what, in->name);
         join_path(path, base_dir, e->path, where);
         rt_npy *a = &d->arr[i];
         if (access(path, R_OK) != 0)   /* the key too, for a file that is not there */
-            rt_input_error("%s: %s: cannot open: %s", path, where, strerror(errno));
+            rt_input_error("%s: %s: cannot open: %s%s", path, where, strerror(errno),
+                           m->loss == RT_LOSS_DPO && i == m->reference_input
+                               ? " (the reference model's log-probabilities: the trainer's "
+                                 "--reference with --init REFERENCE_WEIGHTS writes them)"
+                               : "");
         rt_npy_open(a, path);
 
         rt_npy_check_input(a, in, where);
@@ -984,6 +1012,8 @@ void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entr
                            d->arr[0].path, d->rows);
         d->rows = a->rows;
     }
+    if (zeros > 0)
+        npy_zeros(&d->arr[zeros], &m->inputs[zeros], d->rows);
 }
 
 static uint64_t fp_bytes(uint64_t h, const unsigned char *p, int64_t n)

@@ -1,5 +1,5 @@
 /* losses.c: the CPU's losses (cross entropy with its gradient over the logits, label
- * smoothing and ignore_index; MSE), each a fixed split into blocks. See kernels.c for
+ * smoothing and ignore_index; MSE; DPO over pairs), each a fixed split into blocks. See kernels.c for
  * the determinism every kernel keeps. */
 #include <math.h>
 #include <stdatomic.h>
@@ -301,4 +301,105 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
         s += c.part[b];
     e->loss_sum += s;
     e->terms += n;
+}
+
+/* Direct preference optimization (Rafailov et al. 2023, as TRL's DPOTrainer computes its
+ * sigmoid loss). A sample is a pair: rows [0, T) the chosen text's logits, [T, 2T) the
+ * rejected one's. Each answer's log-probability is the sum of log softmax(z)[target] over
+ * its rows whose target is not ignored (e->ce_ignore: the prompt's and the padding's);
+ * with the reference model's (ref [2] a sample), u = beta ((lc - rc) - (lr - rr)), the
+ * sample's loss is -log sigmoid(u) = softplus(-u), a pair ranked right when u > 0, and
+ * d(loss)/d(z) of a chosen row is beta sigmoid(-u) (softmax - onehot), of a rejected one
+ * the negative. Three passes: each row's cross entropy (its softmax - onehot kept in
+ * dlogits, unscaled), then each sample's sums in row order (double), then each row's
+ * gradient scaled by its answer's factor. */
+typedef struct {
+    ce_ctx ce;                 /* the rows' cross entropy, grad_scale 1 */
+    double *nll;               /* [rows]: each row's -log p(target), 0 where ignored */
+    const double *factor;      /* [rows / T]: each answer's gradient factor */
+    int64_t T;
+} dpo_ctx;
+
+static void dpo_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    dpo_ctx *d = ctx;
+    ce_ctx *c = &d->ce;
+    for (int64_t r = lo; r < hi; r++) {
+        int32_t tg = c->target[r];
+        float *g = c->dlogits ? c->dlogits + r * c->ld : NULL;
+        d->nll[r] = 0.0;
+        if (tg == c->ignore) {
+            if (g)
+                memset(g, 0, (size_t)c->ld * sizeof(float));
+            continue;
+        }
+        if (tg < 0 || tg >= c->C) {
+            int64_t old = atomic_load(&c->bad);
+            while (r < old && !atomic_compare_exchange_weak(&c->bad, &old, r))
+                ;
+            continue;
+        }
+        int hit;
+        d->nll[r] = ce_row(c, c->logits + r * c->ld, g, tg, &hit);
+    }
+}
+
+static void dpo_scale(void *ctx, int64_t lo, int64_t hi)
+{
+    const dpo_ctx *d = ctx;
+    for (int64_t r = lo; r < hi; r++) {
+        float f = (float)d->factor[r / d->T], *g = d->ce.dlogits + r * d->ce.ld;
+        for (int64_t j = 0; j < d->ce.C; j++)
+            g[j] *= f;
+    }
+}
+
+/* softplus(x) = log(1 + exp(x)), without overflow */
+static double softplus(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
+            float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
+            float beta)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta);
+        return;
+    }
+    int64_t n = samples * rows, T = rows / 2;
+    if (n <= 0)
+        return;
+    rt_pool *p = rt_pool_of(e);
+    double *scratch = rt_pool_scratch(p, (size_t)(n + 2 * samples));
+    dpo_ctx d = {{logits, target, dlogits, NULL, n, C, 1, 1.0f, n, ld, 0.0f, ce_row, 1,
+                  e->ce_ignore},
+                 scratch, scratch + n, T};
+    rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
+    int64_t bad = atomic_load(&d.ce.bad);
+    if (bad < n)
+        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+    double loss = 0.0, *factor = scratch + n;
+    int64_t right = 0;
+    for (int64_t s = 0; s < samples; s++) {
+        double lp[2] = {0.0, 0.0};
+        for (int h = 0; h < 2; h++)
+            for (int64_t t = 0; t < T; t++)
+                lp[h] -= scratch[(2 * s + h) * T + t];
+        double u = (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]));
+        loss += softplus(-u);
+        right += u > 0;
+        double f = (double)beta / (1.0 + exp(u)) * (double)e->grad_scale;   /* beta sigmoid(-u) */
+        factor[2 * s] = f;
+        factor[2 * s + 1] = -f;
+        logps[2 * s] = (float)lp[0];
+        logps[2 * s + 1] = (float)lp[1];
+    }
+    if (dlogits)
+        rt_pool_run(p, n, rt_grain_for(C), dpo_scale, &d);
+    e->loss_sum += loss;
+    e->correct += right;
+    e->terms += samples;
+    e->loss_rows = samples;
 }

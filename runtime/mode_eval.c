@@ -33,6 +33,13 @@ void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, floa
 int rt_eval_mode(Run *r)
 {
     const rt_model *m = r->m;
+    if (r->o.reference) {
+        if (r->gpu)
+            rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
+        rt_reference(r);
+        rt_run_close_gpu(r);
+        return 0;
+    }
     if (!r->has_val && r->o.sample <= 0 && !r->o.predict)
         rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
                        "the weights");
@@ -46,15 +53,15 @@ int rt_eval_mode(Run *r)
         if (r->rank == 0) {
             char a[40], b[40];
             printf("{\"event\":\"eval\",\"val_loss\":%s", rt_json_num(a, ev.loss));
-            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+            if (rt_has_acc(m))
                 printf(",\"val_acc\":%s", rt_json_num(b, ev.acc));
             printf(",\"terms\":%lld,\"time_s\":%.3f}\n", (long long)ev.terms, rt_now() - t0);
             fflush(stdout);
             fprintf(stderr, "trainc: eval: val_loss %.4f", rt_nan_plain(ev.loss));
-            if (m->loss == RT_LOSS_CROSS_ENTROPY)
+            if (rt_has_acc(m))
                 fprintf(stderr, ", val_acc %.2f%%", 100.0 * ev.acc);
             fprintf(stderr, " over %lld %s\n", (long long)ev.terms,
-                    m->loss == RT_LOSS_CROSS_ENTROPY ? "targets" : "values");
+                    m->loss == RT_LOSS_DPO ? "pairs" : rt_has_acc(m) ? "targets" : "values");
         }
     }
     rt_run_close_gpu(r);

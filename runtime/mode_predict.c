@@ -92,6 +92,23 @@ static void prediction_rows(Run *r, int64_t rows, float *out)
     rt_xfree(host);
 }
 
+void rt_eval_rows(Run *r, const rt_npy *const *a, int64_t at, int64_t rows, void **xb,
+                  int64_t *idx)
+{
+    const rt_model *m = r->m;
+    for (int64_t i = 0; i < rows; i++)
+        idx[i] = at + i;
+    rt_batch one = {.rows = rows};
+    for (int k = 0; k < m->n_inputs; k++) {
+        if (a[k])
+            rt_npy_gather(a[k], idx, rows, xb[k], rt_batch_dtype(&m->inputs[k]));
+        one.in[k] = xb[k];
+    }
+    rt_bind_batch(r, &one, -1);
+    m->evaluate(&r->e);
+    rt_end_pass(r);
+}
+
 /* --predict: FILE's rows (and its siblings', for the model's other inputs) a batch at a
  * time through validation's program. */
 void rt_predict(Run *r)
@@ -117,20 +134,13 @@ void rt_predict(Run *r)
     FILE *f = rt_npy_stream_open(path, N, m->pred_rank, m->pred_shape);
     if (!f)
         rt_input_error("cannot write %s: %s", path, strerror(errno));
+    const rt_npy *from[RT_MAX_INPUTS];
+    for (int k = 0; k < m->n_inputs; k++)
+        from[k] = paths[k] ? &a[k] : NULL;
     double t0 = rt_now();
     for (int64_t at = 0; at < N; at += Bmax) {
         int64_t rows = N - at < Bmax ? N - at : Bmax;
-        for (int64_t i = 0; i < rows; i++)
-            idx[i] = at + i;
-        rt_batch one = {.rows = rows};
-        for (int k = 0; k < m->n_inputs; k++) {
-            if (paths[k])
-                rt_npy_gather(&a[k], idx, rows, xb[k], rt_batch_dtype(&m->inputs[k]));
-            one.in[k] = xb[k];
-        }
-        rt_bind_batch(r, &one, -1);
-        m->evaluate(&r->e);
-        rt_end_pass(r);
+        rt_eval_rows(r, from, at, rows, xb, idx);
         prediction_rows(r, rows, out);
         fwrite(out, sizeof *out, (size_t)(rows * per), f);   /* (an error: at the commit) */
     }

@@ -134,6 +134,13 @@ static void set_predict(Opts *o, const char *v)
     o->eval = 1;
 }
 
+static void set_reference(Opts *o, const char *v)
+{
+    (void)v;
+    o->reference = 1;
+    o->eval = 1;
+}
+
 static void set_tokenizer(Opts *o, const char *v) { o->tokenizer = v; }
 
 static void set_prompt(Opts *o, const char *v)
@@ -222,6 +229,10 @@ enum { READ, HELP, VERSION };
       "no training: the model's output (evaluation mode) for each row\n"                       \
       "of FILE (the model's input; its other inputs' PREFIX_NAME.npy\n"                         \
       "beside it) into OUT/predictions.npy")                                                   \
+    X("--reference", F, "", SHOWN, 1, READ, set_reference,                                     \
+      "no training (a dpo model): the reference log-probabilities of\n"                        \
+      "every pair of data.train and data.val, by the weights it starts\n"                      \
+      "from, into the files they name for the reference input")                                \
     X("--sample", V, "N", TOKENS, 1, READ, set_sample,                                         \
       "token models: print N generated tokens (bytes) after training")                         \
     X("--num-samples", V, "N", TOKENS, 1, READ, set_num_samples,                               \

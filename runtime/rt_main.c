@@ -41,6 +41,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     if (r->o.sample)
         rt_sample_vocab(m, &r->o);
     rt_predict_check(m, &r->o);
+    rt_reference_check(m, &r->o);
     /* from here a signal stops training after its first step, with a checkpoint and
      * exit 130 (--eval has nothing to keep: a signal ends it at once, exit 130) */
     if (!r->o.eval)
@@ -60,6 +61,8 @@ int rt_main(const rt_model *m, int argc, char **argv)
     rt_run_precision(r);
 
     /* data and weights: all bad input is found before the output folder exists */
+    if (r->o.reference)   /* (the reference input's files, not there yet, read as zeros) */
+        rt_reference_entries(r);
     rt_run_data(r);
     rt_run_memory(r);
     rt_run_device(r);

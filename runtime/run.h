@@ -24,6 +24,8 @@ typedef struct Opts {
     const char *chat;          /* --chat FORMAT: --prompt as a user's turn (runtime/chat.c) */
     const char *system;        /* --system TEXT: --chat's system message */
     const char *predict;       /* --predict FILE.npy (sets eval: nothing trained) */
+    int reference;             /* --reference: a dpo model's reference log-probabilities
+                                  (sets eval: nothing trained; mode_reference.c) */
     int64_t sample;            /* characters to generate after training */
     int64_t num_samples;       /* --num-samples: sequences drawn together (0: 1) */
     double temperature;
@@ -95,6 +97,7 @@ typedef struct Run {
     int64_t resumed_from;      /* the checkpoint's step, or -1 */
     rt_metrics *mt;
     char out[RT_PATH_MAX];
+    char ref_path[2][RT_PATH_MAX]; /* --reference: the train and val files it writes */
     double t0;
     int rank, world;           /* data parallelism: rank 0 writes every file */
     const char *prog;          /* argv[0]: the command a hint gives */
@@ -292,6 +295,13 @@ char *rt_arena_at(const Run *r, int64_t offset);
 void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, float *y);
 void rt_predict_check(const rt_model *m, const Opts *o);   /* --predict (mode_predict.c) */
 void rt_predict(Run *r);
+/* Rows [at, at + rows) of the arrays a[k] (NULL: xb[k] kept as it is) gathered into the
+ * batch buffers xb (idx: rows' room) and run through validation's program */
+void rt_eval_rows(Run *r, const rt_npy *const *a, int64_t at, int64_t rows, void **xb,
+                  int64_t *idx);
+void rt_reference_check(const rt_model *m, const Opts *o); /* --reference (mode_reference.c) */
+void rt_reference_entries(Run *r);
+void rt_reference(Run *r);
 int rt_token_model(const rt_model *m);            /* --sample (mode_sample.c) */
 int64_t rt_sample_vocab(const rt_model *m, const Opts *o);
 void rt_sample_rows_check(const Run *r);

@@ -130,9 +130,9 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
      * the spec file (spec.c's check_train_vs_model), again after --set; the data files'
      * keys are checked against the inputs when they are opened (rt_dataset_open) */
     if (c->has_early_stopping && c->es_monitor == RT_MON_VAL_ACC &&
-        m->loss != RT_LOSS_CROSS_ENTROPY)
+        !rt_has_acc(m))
         rt_input_error("$.train.early_stopping.monitor: early_stopping.monitor val_acc needs a cross_entropy "
-                       "loss (this model's is mse); monitor val_loss or loss");
+                       "or dpo loss (this model's is mse); monitor val_loss or loss");
     if (o->device >= 0)
         c->device = o->device;
     check_budget(m, c);

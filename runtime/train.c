@@ -291,7 +291,7 @@ static int say_end(Run *r, const rt_loop_state *s, const Loop *L, double t, int 
             r->m->gan ? "d_loss + g_loss" : "loss", rt_nan_plain(s->last_loss));
     if (r->has_val && s->last_val_step >= 0) {
         fprintf(stderr, ", val_loss %.4f", rt_nan_plain(s->last_val_loss));
-        if (r->m->loss == RT_LOSS_CROSS_ENTROPY)
+        if (rt_has_acc(r->m))
             fprintf(stderr, ", val_acc %.2f%%", 100.0 * s->last_val_acc);
     }
     if (end == END_EARLY)

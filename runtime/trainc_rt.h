@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 18
+#define RT_ABI_VERSION 19
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -21,7 +21,7 @@ enum { RT_U8, RT_U16, RT_I32, RT_F32, RT_I64 };          /* input dtypes; RT_I64
  * GPU that has FP8 tensor cores (rt_gemm_fp8 and its variants) */
 enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16, RT_PREC_FP8 };
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
-enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE, RT_LOSS_GAN_BCE, RT_LOSS_GAN_HINGE };
+enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE, RT_LOSS_GAN_BCE, RT_LOSS_GAN_HINGE, RT_LOSS_DPO };
 /* A GAN's loss terms on the discriminator's logits z (rt_gan_loss): BCEWithLogitsLoss
  * against 1 and 0, hinge's relu(1 - z), relu(1 + z), and the generator's -z */
 enum { RT_GAN_BCE_REAL, RT_GAN_BCE_FAKE, RT_GAN_HINGE_REAL, RT_GAN_HINGE_FAKE, RT_GAN_HINGE_GEN };
@@ -243,7 +243,19 @@ typedef struct rt_model {
                                   (rt_fp8_amax_reset ...) */
     int ce_has_ignore;         /* cross_entropy's ignore_index given (rt_exec.ce_ignore) */
     int32_t ce_ignore_index;
+    /* dpo (loss RT_LOSS_DPO): the reference input (the reference model's log-
+     * probabilities), and where validation's program leaves each pair's own [2] (a row's
+     * offset in the arena, fp32), which --reference reads */
+    int reference_input;
+    int64_t eval_logps_offset;
 } rt_model;
+
+/* Does m's loss count a validation accuracy (cross entropy's argmax hits, dpo's pairs
+ * ranked right)? */
+static inline int rt_has_acc(const rt_model *m)
+{
+    return m->loss == RT_LOSS_CROSS_ENTROPY || m->loss == RT_LOSS_DPO;
+}
 
 /* Entry point of every trainer: parses the trainer options, trains, returns the exit code. */
 int rt_main(const rt_model *m, int argc, char **argv);
@@ -486,6 +498,17 @@ void rt_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *target,
  * those calls (a chunk of them each) take the mean over all of them; rt_ce_done ends
  * it. Nothing without e->ce_has_ignore. */
 void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
+/* Direct preference optimization (TRL's DPOTrainer's sigmoid loss) over `samples` pairs of
+ * `rows` logits rows each (C logits, ld apart): the chosen answer's rows first, then the
+ * rejected one's, each answer's log-probability the sum of log softmax(z)[target] over
+ * its rows whose target is not e->ce_ignore, into logps [samples, 2]; with the reference
+ * model's ref [samples, 2], u = beta ((lc - rc) - (lr - rr)): the loss softplus(-u) and
+ * u > 0 (ranked right) added to e, one term a sample; with dlogits != NULL (it may be
+ * logits) d(loss)/d(z) = +-beta sigmoid(-u) (softmax - onehot) * e->grad_scale (0 on the
+ * ignored rows and the padding). */
+void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
+            float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
+            float beta);
 void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over

@@ -61,7 +61,7 @@ Eval rt_validate(Run *r)
 static void write_val_record(Run *r, const rt_loop_state *s)
 {
     char buf[512], a[32], b[32];
-    if (r->m->loss == RT_LOSS_CROSS_ENTROPY)
+    if (rt_has_acc(r->m))
         snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
                  (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss),
                  rt_json_num(b, s->last_val_acc));

@@ -165,10 +165,10 @@ unset TRAINC_CACHE_DIR
 # hold after --set too: val_acc monitored for an mse model (it has no accuracy), in a
 # built trainer and in trainc run
 TR=$d/reg
-t set_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" \
+t set_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy or dpo loss" \
                     --set early_stopping.monitor=val_acc --set early_stopping.mode=max
 TR="$TRAINC run $d/reg.json"
-t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy loss" --set early_stopping.monitor=val_acc
+t run_val_acc_mse   "early_stopping.monitor val_acc needs a cross_entropy or dpo loss" --set early_stopping.monitor=val_acc
 # and a batch that the plan recompute auto chose for memory_budget_mb no longer fits
 # (device cpu: no GPU workspace in the count)
 # (trainc check: "6 MiB does not fit with any recomputation: batch_size 1024 needs

@@ -407,9 +407,10 @@ def fd_check(name, path):
     common = ["--threads", "1", "--quiet", "--set", "batch_size=16", "--set", f"data.val.x={x}",
               "--set", f"data.val.y={y}", "--set", "optimizer.type=sgd", "--set", "max_steps=1",
               "--set", "checkpoint=null"]
-    pos = os.path.join(OUT, f"{name}_pos.npy")
-    if os.path.exists(pos):   # (packed rows' positions)
-        common += ["--set", f"data.val.pos={pos}"]
+    for k in ("pos", "ref"):   # (packed rows' positions, dpo's reference)
+        extra = os.path.join(OUT, f"{name}_{k}.npy")
+        if os.path.exists(extra):
+            common += ["--set", f"data.val.{k}={extra}"]
     def trainer(*args):
         p = subprocess.run([exe, *common, *args], capture_output=True, text=True, timeout=60)
         if p.returncode:
@@ -468,6 +469,22 @@ def fd_check(name, path):
         if worst[0] > FD_TOL:
             bad.append(f"{name}: {t}: along {worst[1]} the difference quotient is {worst[0]:.2g} |g| from <g, v>")
     return bad
+
+def dpo_case():
+    """dpo over pairs of two 3-row answers (logits [6, 4], the chosen answer's rows first),
+    a third of the targets ignored (-100), the reference's log-probabilities an input"""
+    name, path = case("dpo", [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
+                      loss_keys={"ignore_index": -100})
+    spec = json.load(open(path))
+    spec["model"]["inputs"]["ref"] = {"shape": [2], "dtype": "f32"}
+    spec["model"]["loss"] = {"op": "dpo", "target": "y", "reference": "ref", "beta": 0.5}
+    spec["train"]["data"]["train"]["ref"] = name + "_ref.npy"
+    np.save(os.path.join(OUT, name + "_ref.npy"), (-3 + rng.standard_normal((16, 2))).astype(np.float32))
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases.append(dpo_case())
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

@@ -87,6 +87,7 @@ check fake_gpu/conv       --after=fake_gpu/lib bash tests/fake_gpu_conv.sh
 check fake_gpu/vit        --after=fake_gpu/lib $PYTHON tests/vit_parity.py --fake-gpu
 check fake_gpu/seq_cls    --after=fake_gpu/lib $HF_PYTHON tests/seq_cls_hf.py --fake-gpu
 check fake_gpu/reward     --after=fake_gpu/lib $HF_PYTHON tests/reward_hf.py --fake-gpu
+check fake_gpu/dpo        --after=fake_gpu/lib $HF_PYTHON tests/dpo_hf.py --fake-gpu
 check fake_gpu/moe        --after=fake_gpu/lib bash tests/fake_gpu_moe.sh
 check fake_gpu/kv         --after=fake_gpu/lib bash tests/fake_gpu_kv.sh
 check fake_gpu/freeze     --after=fake_gpu/lib bash tests/fake_gpu_freeze.sh
@@ -186,6 +187,7 @@ check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   $HF_PYTHON tests/bert_mlm_hf.py
 check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
 check parity/reward_hf     $HF_PYTHON tests/reward_hf.py
+check parity/dpo_hf        $HF_PYTHON tests/dpo_hf.py
 check parity/resnet       $PYTHON tests/resnet_parity.py
 check parity/vit          $PYTHON tests/vit_parity.py
 check parity/convt        $PYTHON tests/convt_parity.py

@@ -1,7 +1,8 @@
 /* loss.c: the loss ("loss" in the spec: cross_entropy over the last axis's classes,
- * label-smoothed or not, or mse), after the last layer: its graph and shapes (a large
- * vocabulary's logits padded for the GEMMs) and its lowering (one runtime call that in
- * training also writes d(loss)/d(prediction), where the backward pass starts). */
+ * label-smoothed or not, mse, or dpo over a pair of texts a row), after the last layer:
+ * its graph and shapes (a large vocabulary's logits padded for the GEMMs) and its
+ * lowering (one runtime call that in training also writes d(loss)/d(prediction), where
+ * the backward pass starts). */
 #include <stdlib.h>
 #include <string.h>
 #include "op.h"
@@ -72,8 +73,8 @@ static void pad_logits(GraphCtx *c, Tensor *pred, Tensor *dpred)
 {
     Graph *g = c->g;
     const char *pad = getenv("TRAINC_PAD_LOGITS");
-    if (c->s->loss != LOSS_CROSS_ENTROPY || pred->alias || g->n_nodes == 0 ||
-        (pad && !strcmp(pad, "0")))
+    if ((c->s->loss != LOSS_CROSS_ENTROPY && c->s->loss != LOSS_DPO) || pred->alias ||
+        g->n_nodes == 0 || (pad && !strcmp(pad, "0")))
         return;
     int64_t C = pred->shape[pred->rank - 1];
     const Node *last = g->nodes[g->n_nodes - 1];
@@ -112,6 +113,28 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
     g->head_chunk = (rows + n - 1) / n;
 }
 
+/* dpo's reference input (spec.c checked it: f32 [2]), as fp32; and the pair's logits
+ * [2T, C] checked: the chosen text's rows, then the rejected one's. Its per-sample log-
+ * probabilities [2] (g->logps) the loss writes. */
+static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
+{
+    Graph *g = c->g;
+    int k = find_model_input(c->s, c->s->reference);
+    if (pred->rank != 2 || pred->shape[0] % 2)
+        error_at(c->s->model_file, path, "dpo reads logits [2T, classes], a pair of texts a "
+                 "row (the chosen one's T rows, then the rejected one's), got %s",
+                 shape_str(pred->rank, pred->shape));
+    c->as_float[k] = 1;
+    Tensor *ref = g->act16 ? g->inputs[k] : input_f32(c, k);
+    int64_t two = 2;
+    g->logps = act_tensor(c, path, "dpo_logps", 1, &two);
+    g->logps->origin = path;
+    g->logps->what = "each pair's summed log-probabilities of its answers, written by the loss";
+    g->logps->keep32 = 1;
+    add_flops(c, NULL, path, 4.0 * pred->numel, 0, 0);
+    return ref;
+}
+
 /* The loss node after the last layer (c->cur, the prediction), and the tensor of
  * d(loss)/d(prediction) it writes, where the backward pass starts. */
 void build_loss(GraphCtx *c)
@@ -123,8 +146,9 @@ void build_loss(GraphCtx *c)
     if (k < 0)
         error_at(s->model_file, path, "target '%s' is not a model input", s->loss_target);
     Tensor *pred = c->cur;
-    Tensor *target = s->loss == LOSS_CROSS_ENTROPY ? class_target(c, k, pred, path)
-                                                   : float_target(c, k, pred, path);
+    Tensor *target = s->loss == LOSS_MSE ? float_target(c, k, pred, path)
+                                         : class_target(c, k, pred, path);
+    Tensor *ref = s->loss == LOSS_DPO ? dpo_reference(c, pred, path) : NULL;
     Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
                                pred->shape);
     dpred->origin = path;
@@ -133,9 +157,11 @@ void build_loss(GraphCtx *c)
     chunk_head(c, pred);
     Node *nd = graph_node(g, N_LOSS, path);
     nd->loss = s->loss;
-    nd->p = s->label_smoothing;
+    nd->p = s->loss == LOSS_DPO ? s->dpo_beta : s->label_smoothing;
     nd->in[nd->n_in++] = pred;
     nd->in[nd->n_in++] = target;
+    if (ref)
+        nd->in[nd->n_in++] = ref;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -222,11 +248,39 @@ static void lower_head_loss(Program *p, Node *nd)
         instr_writes(a, h->w->g);
 }
 
+/* dpo over each row's pair: the two answers' log-probabilities (their rows' targets not
+ * ignored) into logps, the loss and the ranking into the pass, d(logits) in training */
+static void lower_dpo(Program *p, Node *nd)
+{
+    Tensor *pred = nd->in[0], *t = nd->in[1], *ref = nd->in[2], *logps = p->g->logps;
+    int64_t C = pred->shape[1];
+    Instr *a = instr_add(p, I_CALL, nd->origin, 0);
+    a->what = xstrdup(p->eval ? "dpo: each answer's log-probability, the loss and the pairs "
+                                "ranked right (no gradient in validation)"
+                              : "dpo: each answer's log-probability, the loss, the pairs ranked "
+                                "right and d(logits)");
+    SET_CALL(a, CALL_DPO, arg_t(pred), arg_t(t), arg_t(ref),
+             p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
+             arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p));
+    instr_reads(a, pred);
+    instr_reads(a, t);
+    instr_reads(a, ref);
+    instr_writes(a, logps);
+    if (!p->eval) {
+        instr_writes(a, nd->out2);
+        a->inplace = pred;   /* (as cross entropy's: each logit read before it is written) */
+    }
+}
+
 /* The loss, and in training the gradient of the prediction. */
 static void lower_loss(Program *p, Node *nd)
 {
     if (nd->loss == LOSS_GAN_BCE || nd->loss == LOSS_GAN_HINGE) {
         lower_gan_loss(p, nd);
+        return;
+    }
+    if (nd->loss == LOSS_DPO) {
+        lower_dpo(p, nd);
         return;
     }
     if (p->g->head) {

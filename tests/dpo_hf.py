@@ -1,0 +1,239 @@
+"""Direct preference optimization (TRL's DPOTrainer, its sigmoid loss): trainc import hf
+--task dpo of a LlamaForCausalLM, the `dpo` loss, `--reference` and `data pairs` against
+PyTorch on transformers' model.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
+exits 77 (a skip). Random-weight models made here with save_pretrained (no hub), tiny,
+fp32, CPU, one thread. A row holds a pair: the prompt and chosen answer padded on the
+left to T, then the prompt and rejected answer; y is each answer token's id at the place
+that predicts it (-100 elsewhere), so an answer's log-probability is TRL's: the sum of
+log softmax over the answer's tokens. The reference model is another random Llama (the
+SFT model DPO starts from, in practice the policy's own start).
+
+- `--task dpo` imports the language model with x, pos and y [2T], ref [2] and the dpo
+  loss (beta 0.1); --reference over the rows writes the reference model's log-
+  probabilities of each answer within 1e-5 of transformers';
+- trainc's `--eval` loss and ranking accuracy of the policy against those equal TRL's
+  formula on transformers' logits within 1e-5;
+- 8 AdamW steps (warm-up, linear decay, weight decay, clipping) give every step's loss
+  within 1e-4 of torch's AdamW on transformers' model with TRL's loss;
+- trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
+  loss within 1e-5;
+- `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
+  padded on the left, y the answer's next ids;
+- refused with exit 1: training without the reference's files (naming --reference),
+  --task dpo over a sequence classifier, a reference input that is not f32 [2].
+
+dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps on the
+fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
+CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip dpo_hf: transformers is not importable from %s (make deps makes a venv "
+          "with it)" % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
+import run_log  # noqa: E402
+from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
+
+OUT = os.path.join(ROOT, "build", "tests", "dpo_hf")
+T, N, PAD, BETA = 12, 64, 0, 0.1
+torch.set_num_threads(1)
+torch.manual_seed(0)
+transformers.logging.set_verbosity_error()
+
+
+def pairs(rng, vocab, n):
+    """n (prompt, chosen, rejected) of 1-4, 1-7 and 1-7 ids (none the padding's); the
+    first fills its rows"""
+    out = []
+    for i in range(n):
+        p = rng.integers(1, vocab, size=rng.integers(1, 5))
+        a, b = (rng.integers(1, vocab, size=rng.integers(1, 8)) for _ in range(2))
+        if i == 0:
+            a = rng.integers(1, vocab, size=T - len(p))
+        out.append((p, a, b))
+    return out
+
+
+def left_rows(ps):
+    """trainc's rows: each half the padding, then prompt + answer at positions 0 .. L-1; y
+    the answer's next ids where they are predicted, -100 elsewhere"""
+    n = len(ps)
+    x, pos = np.full((n, 2 * T), PAD, np.int32), np.zeros((n, 2 * T), np.int32)
+    y = np.full((n, 2 * T), -100, np.int32)
+    for r, (p, a, b) in enumerate(ps):
+        for h, ans in enumerate((a, b)):
+            t = np.r_[p, ans]
+            P, L, at = T - len(t), len(t), h * T
+            x[r, at + P:at + T] = t
+            pos[r, at:at + T] = np.r_[np.arange(P), np.arange(L)]
+            for k in range(len(p) - 1, L - 1):   # place k predicts t[k + 1], an answer's
+                y[r, at + P + k] = t[k + 1]
+    return x, pos, y
+
+
+def right_rows(ps):
+    """transformers' rows: the chosen texts, then the rejected ones, right-padded; the
+    attention mask; each text's prompt length"""
+    ts = [np.r_[p, a] for p, a, _ in ps] + [np.r_[p, b] for p, _, b in ps]
+    plen = [len(p) for p, _, _ in ps] * 2
+    x, mask = np.full((len(ts), T), PAD, np.int64), np.zeros((len(ts), T), np.int64)
+    for r, t in enumerate(ts):
+        x[r, :len(t)] = t
+        mask[r, :len(t)] = 1
+    return x, mask, np.array(plen)
+
+
+def logps(m, rows):
+    """each pair's (chosen, rejected) answer log-probabilities [n, 2], TRL's
+    concatenated_forward: log softmax at each place, gathered at the next id, summed over
+    the answer's tokens"""
+    x, mask, plen = rows
+    z = m(input_ids=torch.from_numpy(x), attention_mask=torch.from_numpy(mask)).logits
+    lp = torch.gather(F.log_softmax(z[:, :-1].float(), -1), 2, torch.from_numpy(x[:, 1:, None]))[..., 0]
+    k = np.arange(1, T)[None, :]
+    answer = torch.from_numpy((k >= plen[:, None]) & (mask[:, 1:] == 1))
+    return (lp * answer).sum(1).view(2, -1).t()
+
+
+def dpo_loss(m, rows, ref):
+    """TRL's sigmoid loss over the pairs, the mean; and the share ranked right"""
+    lp = logps(m, rows)
+    u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
+    return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
+
+
+def hf_eval(m, rows, ref):
+    m.eval()
+    with torch.no_grad():
+        loss, acc = dpo_loss(m, rows, ref)
+    return float(loss), acc
+
+
+def save_data(imp, ps, ref=None):
+    """the rows (and, given, the reference's log-probabilities) as imp/data's arrays"""
+    os.makedirs(imp + "/data", exist_ok=True)
+    x, pos, y = left_rows(ps)
+    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
+        for k, a in (("x", x), ("pos", pos), ("y", y)) + ((("ref", ref),) if ref is not None else ()):
+            np.save("%s/data/%s_%s.npy" % (imp, part, k), a[sl])
+    specs(imp, ["x", "pos", "y", "ref"])
+
+
+def evaluated(imp, weights, out):
+    """trainc --eval's validation loss and accuracy"""
+    r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init", weights, "--eval",
+               "--threads", 1, "--out", out)
+    ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    return ev["val_loss"], ev["val_acc"]
+
+
+def reference(d, imp, ref_model, ps):
+    """--reference with the reference model's weights writes data/{train,val}_ref.npy:
+    transformers' log-probabilities of each answer; training without them is refused"""
+    refused("training before --reference wrote the reference's files",
+            ["run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
+             "--out", d + "/early"], "--reference", d + "/early")
+    trainc("import", "hf", d + "/ref", "-o", d + "/ref_import", "--seq-len", T, "--task", "dpo")
+    r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init",
+               d + "/ref_import/init.safetensors", "--reference", "--threads", 1)
+    ours = np.concatenate([np.load(imp + "/data/%s_ref.npy" % p) for p in ("train", "val")])
+    with torch.no_grad():
+        theirs = logps(ref_model.eval(), right_rows(ps)).numpy()
+    worst = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
+    check(ours.shape == (N, 2) and worst <= 1e-5 and r.stdout.count('"event":"reference"') == 2,
+          "llama: --reference writes the reference model's log-probabilities of the %d pairs' "
+          "answers (train and val), within %.1e of transformers' (%.2f .. %.2f)" %
+          (N, worst, float(theirs.min()), float(theirs.max())))
+    return ours
+
+
+def case(cfg, rng):
+    d = os.path.join(OUT, "llama")
+    ref_model = saved(LlamaForCausalLM, cfg, d + "/ref", 0.3, seed=1)
+    m = saved(LlamaForCausalLM, cfg, d + "/src", 0.3, seed=2)
+    imp = d + "/import"
+    r = trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "dpo")
+    spec = json.load(open(imp + "/model.json"))["model"]
+    check(spec["loss"] == {"op": "dpo", "target": "y", "reference": "ref", "beta": BETA} and
+          spec["inputs"]["x"]["shape"] == [2 * T] and spec["inputs"]["ref"]["shape"] == [2] and
+          spec.get("positions") == "pos" and "for dpo" in r.stdout,
+          "llama: --task dpo imports the language model with x, pos, y [%d], ref [2] and the dpo "
+          "loss (beta %g)" % (2 * T, BETA))
+    ps = pairs(rng, cfg.vocab_size, N)
+    save_data(imp, ps)
+    ref = reference(d, imp, ref_model, ps)
+    va = right_rows(ps[N // 2:])
+    theirs = hf_eval(m, va, torch.from_numpy(ref[N // 2:]))
+    ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
+          "llama: trainc --eval %.7f (%.4f of the pairs ranked right), TRL's loss on "
+          "transformers' logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
+                                                       rel(ours[0], theirs[0])))
+    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run8")
+    ours8 = run_log.losses(d + "/run8")
+    refs = torch.from_numpy(ref)
+    batches = [(right_rows(ps[b:b + 16]), refs[b:b + 16]) for b in range(0, N // 2, 16)]
+    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
+                               lambda mm, b: dpo_loss(mm, b[0], b[1])[0])
+    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 AdamW steps, every loss within %.1e of "
+          "torch's with TRL's loss on transformers' model (first %.6f, last %.6f)" %
+          (worst, ours8[0], ours8[-1]))
+    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run5")
+    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
+           d + "/run5/model.safetensors", "-o", d + "/hf")
+    back = LlamaForCausalLM.from_pretrained(d + "/hf")
+    ours = evaluated(imp, d + "/run5/model.safetensors", d + "/eval5")
+    theirs = hf_eval(back, va, torch.from_numpy(ref[N // 2:]))
+    check(rel(ours[0], theirs[0]) <= 1e-5, "llama: trained 5 steps, exported as %s, "
+          "from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)" %
+          (back.config.architectures, theirs[0], ours[0], rel(ours[0], theirs[0])))
+    return d, imp, ps, ref
+
+
+def fake_gpu(cfg, rng):
+    """the dpo import on the fake GPU against the CPU; exits"""
+    d = os.path.join(OUT, "fake_gpu")
+    ref_model = saved(LlamaForCausalLM, cfg, d + "/ref", 0.02, seed=1)
+    saved(LlamaForCausalLM, cfg, d + "/src", 0.02, seed=2)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "dpo")
+    ps = pairs(rng, cfg.vocab_size, N)
+    with torch.no_grad():
+        ref = logps(ref_model.eval(), right_rows(ps)).numpy().astype(np.float32)
+    save_data(imp, ps, ref)
+    fake_gpu_vs_cpu("a Llama trained by dpo", imp, d)
+    sys.exit(1 if failed else 0)
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+rng = np.random.default_rng(17)
+llama = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                    num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                    tie_word_embeddings=False)
+if "--fake-gpu" in sys.argv[1:]:
+    fake_gpu(llama, rng)
+case(llama, rng)
+print("dpo_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
+sys.exit(1 if failed else 0)
