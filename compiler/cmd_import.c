@@ -2053,7 +2053,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)

@@ -88,13 +88,17 @@ static int reads_pairs(const cJSON *ls)
 }
 
 /* The kind of model M's inputs IN and layers make: a class for each text (y []), a
- * reward model's pair of texts (y [], last_token's segments 2), a class for each token,
- * a masked LM (y [T], its last layer tied to an embedding), or a language model (y [T],
- * causal: data text's and data sft's) */
+ * reward model's pair of texts (y [], last_token's segments 2), a language model trained
+ * by dpo over pairs, a class for each token, a masked LM (y [T], its last layer tied to an
+ * embedding), or a language model (y [T], causal: data text's and data sft's) */
 static int model_kind(const cJSON *m, const cJSON *in)
 {
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "loss"),
+                                                       "op");
+    if (cJSON_IsString(op) && !strcmp(op->valuestring, "dpo"))
+        return CLS_DPO;
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
@@ -107,9 +111,9 @@ ClsModel data_cls_model(const char *path, int kind)
 {
     static const char *const what[] = {"a class for each text", "a class for each token",
                                        "a masked language model", "a language model",
-                                       "a reward model"};
+                                       "a reward model", "a language model trained by dpo"};
     static const char *const cmd[] = {"classify", "tags", "mlm", "text` or `trainc data sft",
-                                      "pairs"};
+                                      "pairs", "pairs"};
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");
@@ -122,6 +126,8 @@ ClsModel data_cls_model(const char *path, int kind)
         error_at(path, "$.model.inputs", "a text classifier's inputs x [T] and y with classes "
                  "expected (as import hf writes a BERT's or RoBERTa's)");
     int has = model_kind(m, in);
+    if (kind == CLS_PAIRS && has == CLS_DPO)   /* (data pairs writes both kinds' rows) */
+        kind = CLS_DPO;
     if (has != kind)
         error_at(path, "$.model.inputs.y", "%s: its rows are `trainc data %s`'s", what[has],
                  cmd[has]);

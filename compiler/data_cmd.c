@@ -56,7 +56,8 @@ static const char data_usage[] =
     "       trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
     "       trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
-    "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]";
+    "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]\n"
+    "                       [--eos TOKEN]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {

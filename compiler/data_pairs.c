@@ -1,14 +1,16 @@
 /* data_pairs.c: `trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json
- * [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]`: a
- * reward model's preference pairs, one JSON object a line in TRL's formats ({"chosen":
- * TEXT, "rejected": TEXT}, or with a "prompt" that goes before each, as TRL's
- * RewardTrainer joins them), as the rows an imported reward model trains on (import hf
- * --task reward: last_token's segments 2):
- *   DIR/train_x.npy   [N, 2T] i32  the chosen text's ids (Tokenizer.encode with its special
- *                                  tokens), padded on the left to T, then the rejected one's
+ * [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]
+ * [--eos TOKEN]`: preference pairs, one JSON object a line in TRL's formats ({"chosen":
+ * TEXT, "rejected": TEXT}, or with a "prompt" that goes before each answer), as the rows
+ * of an import with --task reward (last_token's segments 2) or --task dpo (the dpo loss):
+ *   DIR/train_x.npy   [N, 2T] i32  the chosen text's ids (Tokenizer.encode(prompt + answer)
+ *                                  with its special tokens, then --eos's), padded on the
+ *                                  left to T, then the rejected one's
  *   DIR/train_pos.npy [N, 2T] i32  each half's padding a sequence of its own (0 .. P-1), then
  *                                  its text's positions 0 .. L-1
- *   DIR/train_y.npy   [N]     i32  0: the first text is the chosen one
+ *   DIR/train_y.npy   [N]     i32  a reward model's: 0, the first text is the chosen one
+ *                     [N, 2T] i32  a dpo model's: the next id where it is the answer's (past
+ *                                  the first len(encode(prompt)) ids), -100 elsewhere
  * and DIR/val_*.npy from --val's file, or the last F of FILE's pairs (0.1; none with 0). A
  * pair whose text does not fit in T is left out (TRL filters by max_length so), counted.
  * The rows are streamed to NAME.part files that become NAME once all are complete. */
@@ -21,11 +23,13 @@
 
 static const char pairs_usage[] =
     "usage: trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json "
-    "[--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]";
+    "[--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY] "
+    "[--eos TOKEN]";
 
 typedef struct {
     const char *file, *dir, *tok, *model, *val;
     const char *prompt, *chosen, *rejected;   /* the lines' keys */
+    const char *eos;           /* --eos: a token after each answer, or NULL */
     double val_frac;
 } PairArgs;
 
@@ -38,7 +42,8 @@ static void parse_args(int argc, char **argv, PairArgs *a)
         const char **opt = !strcmp(s, "--tokenizer") ? &a->tok : !strcmp(s, "--model") ? &a->model
                          : !strcmp(s, "--val") ? &a->val : !strcmp(s, "--prompt") ? &a->prompt
                          : !strcmp(s, "--chosen") ? &a->chosen
-                         : !strcmp(s, "--rejected") ? &a->rejected : NULL;
+                         : !strcmp(s, "--rejected") ? &a->rejected
+                         : !strcmp(s, "--eos") ? &a->eos : NULL;
         if (opt)
             *opt = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
@@ -57,8 +62,11 @@ typedef struct {
     const ClsModel *cm;
     rt_tokenizer *t;
     int64_t T;                 /* each text's room: half a row */
+    int dpo;                   /* a dpo model's rows (y: the answers' next ids) */
+    int32_t eos;               /* --eos's id, or -1 */
     int64_t left_out, tokens;
-    rt_ids text, ids, types;
+    int64_t np;                /* the text's first np ids are the prompt's */
+    rt_ids ids, types, prompt;
 } PairJob;
 
 /* Line ln's string at KEY (NULL where it may be absent and is) */
@@ -74,7 +82,8 @@ static const char *line_string(const cJSON *o, const char *key, int optional, co
 }
 
 /* The prompt (or NULL) and ANSWER as one text, encoded with the tokenizer's special tokens
- * into j->ids; 0 where it does not fit in j->T */
+ * (and --eos's after) into j->ids, the prompt's first j->np of them; 0 where it does not
+ * fit in j->T */
 static int encode(PairJob *j, const char *prompt, const char *answer, const char *file,
                   int64_t ln)
 {
@@ -84,14 +93,28 @@ static int encode(PairJob *j, const char *prompt, const char *answer, const char
     if (rt_tok_unnormalized(j->t, s, n, &cp) < n)
         data_line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
                         "(normalize the file first)", cp);
-    j->text.n = 0;
-    rt_tok_encode_text(j->t, s, n, &j->text);
+    j->ids.n = j->prompt.n = 0;
+    rt_tok_encode(j->t, s, n, &j->ids);
     free(s);
-    if (j->text.n + rt_tok_added(j->t, 0) > j->T)
-        return 0;
-    j->ids.n = j->types.n = 0;
-    rt_tok_template(j->t, &j->text, NULL, &j->ids, &j->types);
-    return 1;
+    if (j->eos >= 0)
+        rt_ids_push(&j->ids, (uint32_t)j->eos);
+    rt_tok_encode(j->t, prompt ? prompt : "", prompt ? strlen(prompt) : 0, &j->prompt);
+    j->np = j->prompt.n < j->ids.n ? j->prompt.n : j->ids.n;
+    j->types.n = 0;
+    for (int64_t k = 0; k < j->ids.n; k++)
+        rt_ids_push(&j->types, 0);
+    return j->ids.n <= j->T;
+}
+
+/* A dpo row's targets for its half at y [T] (the text placed at its end): the next id
+ * where it is the answer's, -100 elsewhere */
+static void dpo_targets(const PairJob *j, int32_t *y)
+{
+    int64_t T = j->T, L = j->ids.n, P = T - L;
+    for (int64_t i = 0; i < T; i++)
+        y[i] = -100;
+    for (int64_t k = j->np > 0 ? j->np - 1 : 0; k + 1 < L; k++)
+        y[P + k] = (int32_t)j->ids.v[k + 1];
 }
 
 /* Encodes FILE's pairs: the first n_train into tr's rows, the rest into va's */
@@ -102,10 +125,10 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
     DataLines in;
     data_lines_open(&in, file, xasprintf("{\"%s\": ..., \"%s\": ...} (and \"%s\")", a->chosen,
                                          a->rejected, a->prompt));
-    int32_t pad = (int32_t)(rt_tok_pad_id(j->t) >= 0 ? rt_tok_pad_id(j->t) : 0), y = 0;
+    int32_t pad = (int32_t)(rt_tok_pad_id(j->t) >= 0 ? rt_tok_pad_id(j->t) : 0), y0 = 0;
     int64_t T = j->T, k = 0;
     int32_t *x = xcalloc((size_t)(2 * T), 4), *pos = xcalloc((size_t)(2 * T), 4),
-            *ty = xcalloc((size_t)T, 4);
+            *ty = xcalloc((size_t)T, 4), *y = j->dpo ? xcalloc((size_t)(2 * T), 4) : &y0;
     for (cJSON *o; (o = data_lines_next(&in));) {
         const int64_t ln = in.ln;
         const char *prompt = line_string(o, a->prompt, 1, file, ln);
@@ -117,6 +140,8 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
             fits = encode(j, prompt, ans[h], file, ln);
             if (fits)
                 data_cls_place(&j->ids, &j->types, T, pad, 1, x + h * T, ty, pos + h * T);
+            if (fits && j->dpo)
+                dpo_targets(j, y + h * T);
             tokens += j->ids.n;
         }
         cJSON_Delete(o);
@@ -124,17 +149,30 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
         j->left_out += !fits;
         j->tokens += fits ? tokens : 0;
         if (fits)
-            data_rows_put(to, (const int32_t *const[]){x, pos, &y});
+            data_rows_put(to, (const int32_t *const[]){x, pos, y});
     }
     data_lines_close(&in);
     free(x), free(pos), free(ty);
+    if (j->dpo)
+        free(y);
 }
 
-/* DIR/NAME_{x,pos,y}.npy */
+/* DIR/NAME_{x,pos,y}.npy (y [2T] for dpo) */
 static void rows_open(void *ctx, DataRows *o, const char *name)
 {
     const PairJob *j = ctx;
-    data_cls_rows(o, j->a->dir, j->cm, name, 1, (const char *[]){"y"}, (int64_t[]){0});
+    data_cls_rows(o, j->a->dir, j->cm, name, 1, (const char *[]){"y"},
+                  (int64_t[]){j->dpo ? 2 * j->T : 0});
+}
+
+/* --eos TOKEN's id: one token of the tokenizer, or exit 1 */
+static int32_t eos_id(rt_tokenizer *t, const char *s)
+{
+    int64_t n, id = rt_tok_one_id(t, s, &n);
+    if (id < 0)
+        error_input("data pairs: --eos '%s' is %" PRId64 " tokens, not one (the tokenizer has no "
+                    "such added token)", s, n);
+    return (int32_t)id;
 }
 
 int data_pairs(int argc, char **argv)
@@ -143,10 +181,11 @@ int data_pairs(int argc, char **argv)
     parse_args(argc, argv, &a);
     ClsModel cm = data_cls_model(a.model, CLS_PAIRS);
     if (cm.T % 2 || cm.types)
-        error_at(a.model, "$.model.inputs", "a reward model's rows x and pos [2T] (two texts) "
-                 "and no token types expected, as import hf --task reward writes them");
-    PairJob j = {.a = &a, .cm = &cm, .T = cm.T / 2};
+        error_at(a.model, "$.model.inputs", "rows x and pos [2T] (two texts) and no token types "
+                 "expected, as import hf --task reward or --task dpo writes them");
+    PairJob j = {.a = &a, .cm = &cm, .T = cm.T / 2, .dpo = cm.kind == CLS_DPO};
     j.t = data_cls_tokenizer("pairs", a.tok, &(ClsModel){.T = j.T}, 0);
+    j.eos = a.eos ? eos_id(j.t, a.eos) : -1;
     const char *form = "{\"chosen\": ..., \"rejected\": ...}";
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, form);
     DataRows tr = {0}, va = {0};
@@ -161,7 +200,7 @@ int data_pairs(int argc, char **argv)
            va.rows, j.T, j.tokens,
            100.0 * (double)j.tokens / (double)((tr.rows + va.rows) * cm.T), j.left_out, j.T,
            (long long)(rt_tok_pad_id(j.t) >= 0 ? rt_tok_pad_id(j.t) : 0));
-    rt_ids_free(&j.text), rt_ids_free(&j.ids), rt_ids_free(&j.types);
+    rt_ids_free(&j.prompt), rt_ids_free(&j.ids), rt_ids_free(&j.types);
     rt_tok_free(j.t);
     return 0;
 }

@@ -22,7 +22,8 @@ SFT model DPO starts from, in practice the policy's own start).
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids;
 - refused with exit 1: training without the reference's files (naming --reference),
-  --task dpo over a sequence classifier, a reference input that is not f32 [2].
+  --task dpo over a sequence classifier, --reference of a model without the dpo loss
+  (tests/bad/dpo_*.json: the loss's keys and the reference input's shape).
 
 dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps on the
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
@@ -211,6 +212,69 @@ def case(cfg, rng):
     return d, imp, ps, ref
 
 
+def tokenizer():
+    """a byte-level BPE with <pad> id 0, <s> before each text and </s> (a Llama's)"""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator([" ".join(w) for w in license_lines()], trainers.BpeTrainer(
+        vocab_size=300, special_tokens=["<pad>", "<s>", "</s>"], show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 1)])
+    path = os.path.join(OUT, "tokenizer.json")
+    tok.save(path)
+    return path
+
+
+def data_pairs(imp):
+    """data pairs for the dpo import: each half transformers' tokenizer(prompt + answer)
+    and </s> padded on the left, y the next ids past the prompt's first len(tokenizer(prompt))"""
+    tok = tokenizer()
+    lines = [" ".join(w) for w in license_lines()]
+    ex = [{"prompt": "Q%d:" % i, "chosen": l[:2 + i % 6], "rejected": l[5:7 + i % 5]}
+          for i, l in enumerate(lines[:30])]
+    ex.append({"prompt": "long", "chosen": lines[0] * 4, "rejected": "x"})   # past T: left out
+    with open(OUT + "/prefs.jsonl", "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in ex)
+    r = trainc("data", "pairs", OUT + "/prefs.jsonl", OUT + "/rows", "--tokenizer", tok,
+               "--model", imp + "/model.json", "--val-frac", 0, "--eos", "</s>")
+    hf = PreTrainedTokenizerFast(tokenizer_file=tok)
+    want_x, want_y = [], []
+    for e in ex:
+        halves = [hf(e["prompt"] + e[k])["input_ids"] + [2] for k in ("chosen", "rejected")]
+        if max(map(len, halves)) > T:
+            continue
+        np_ = len(hf(e["prompt"])["input_ids"])
+        xs, ys = [], []
+        for h in halves:
+            P = T - len(h)
+            xs += [PAD] * P + h
+            ys += [-100] * P + [h[k + 1] if np_ - 1 <= k < len(h) - 1 else -100 for k in range(len(h))]
+        want_x.append(xs)
+        want_y.append(ys)
+    x, y = np.load(OUT + "/rows/train_x.npy"), np.load(OUT + "/rows/train_y.npy")
+    left = len(ex) - len(want_x)
+    check(np.array_equal(x, np.array(want_x)) and np.array_equal(y, np.array(want_y)) and
+          ("%d left out" % left) in r.stdout and left >= 1 and (y >= 0).sum() > 0,
+          "data pairs for a dpo model: every half is transformers' tokenizer(prompt + answer) "
+          "and --eos padded on the left, y the answer's next ids (%d of them), -100 elsewhere; "
+          "%d pairs, %d left out" % (int((y >= 0).sum()), len(want_x), left))
+
+
+def bad_cases(imp):
+    d = os.path.join(OUT, "bad")
+    saved(transformers.LlamaForSequenceClassification, LlamaConfig(
+        vocab_size=50, hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+        num_attention_heads=2, max_position_embeddings=T, num_labels=2), d + "/cls", 0.1)
+    refused("--task dpo over a sequence classifier",
+            ["import", "hf", d + "/cls", "-o", d + "/o1", "--task", "dpo"],
+            "--task dpo trains a language model", d + "/o1")
+    trainc("import", "hf", d + "/cls", "-o", d + "/cls_import", "--seq-len", T)
+    refused("--reference of a classifier", ["run", d + "/cls_import/model.json",
+                                            d + "/cls_import/train.json", "--reference"],
+            "has no dpo loss")
+
+
 def fake_gpu(cfg, rng):
     """the dpo import on the fake GPU against the CPU; exits"""
     d = os.path.join(OUT, "fake_gpu")
@@ -234,6 +298,8 @@ llama = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=48, num_hi
                     tie_word_embeddings=False)
 if "--fake-gpu" in sys.argv[1:]:
     fake_gpu(llama, rng)
-case(llama, rng)
+d, imp, _, _ = case(llama, rng)
+data_pairs(imp)
+bad_cases(imp)
 print("dpo_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
