@@ -202,9 +202,9 @@ check example/vit_finetune bash examples/vit_finetune/run.sh build/tests/vit_fin
 # examples/text_classify/run.sh: a RoBERTa masked LM, import with a new classifier, data
 # classify, fine-tune, export, transformers classifies the raw text as trainc does
 check example/text_classify bash examples/text_classify/run.sh build/tests/text_classify
-# examples/reward_model/run.sh: a Qwen2 language model, import --task reward, data pairs,
+# examples/preferences/run.sh: a Qwen2 language model, import --task reward, data pairs,
 # train, export, transformers scores the raw text as trainc does
-check example/reward_model bash examples/reward_model/run.sh build/tests/reward_model
+check example/preferences bash examples/preferences/run.sh build/tests/preferences
 # examples/dcgan/run.sh's smoke mode: 30 steps of the DCGAN, its files, samples and checks
 check example/dcgan       env SMOKE=1 bash examples/dcgan/run.sh build/tests/dcgan
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85

@@ -156,6 +156,15 @@ y = (x[:, -1] % 3).astype(np.int32)   # (a class the last token tells)
 for k, a in (("x", x), ("pos", pos), ("y", y)):
     np.save("%s/%s.npy" % (d, k), a)
 PY
+# run.sh checks: dpo (tests/nvrtc_specs/llama_dpo.json: pairs of left-padded texts, a
+# vocabulary of 8200 whose rows are padded, loss.cuh's rt_dpo_*), fp32 and bf16-mixed,
+# its .npy data in data/dpo (256 pairs of random texts, the reference's log-probabilities
+# random)
+for p in fp32 bf16-mixed; do
+    "$TRAINC" build tests/nvrtc_specs/llama_dpo.json --device both --arch "$ARCH" --set precision=$p \
+        --bundle "$P/ship" -o llama_dpo$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+done
+"${PYTHON:-/usr/bin/python3}" tests/gpu/dpo_data.py "$P/data/dpo"
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

@@ -215,6 +215,16 @@ PY
     r=$(curve "$D/cls.gpu" "$D/cls.cpu" 1e-3) && note "ok   llama_cls (left-padded rows, last_token) GPU vs CPU fp32: $r" || { note "FAIL llama_cls GPU vs CPU: $r"; fail=1; }
     "$S/llama_cls_bf16" --device cuda --out "$D/cls.bf16" "${CX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/cls.bf16" "$D/cls.cpu" 1 1) && note "ok   llama_cls bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL llama_cls bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # dpo: pairs of left-padded texts, each answer's log-probability against the
+    # reference's, a vocabulary of 8200 (rows padded to 8256), 100 steps of 4 pairs
+    DX=(--set "data.train.x=$D/data/dpo/x.npy" --set "data.train.pos=$D/data/dpo/pos.npy"
+        --set "data.train.y=$D/data/dpo/y.npy" --set "data.train.ref=$D/data/dpo/ref.npy"
+        --set max_steps=100 --set batch_size=4 --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/llama_dpo" --device cpu --out "$D/dpo.cpu" "${DX[@]}" 2>>"$OUT/runs.log"
+    "$S/llama_dpo" --device cuda --out "$D/dpo.gpu" "${DX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/dpo.gpu" "$D/dpo.cpu" 1e-3) && note "ok   llama_dpo (dpo over pairs, rt_dpo_*) GPU vs CPU fp32: $r" || { note "FAIL llama_dpo GPU vs CPU: $r"; fail=1; }
+    "$S/llama_dpo_bf16" --device cuda --out "$D/dpo.bf16" "${DX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/dpo.bf16" "$D/dpo.cpu" 1 1) && note "ok   llama_dpo bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL llama_dpo bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
     # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)

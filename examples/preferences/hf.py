@@ -1,4 +1,4 @@
-"""The Hugging Face side of examples/reward_model/run.sh, both ends of the path.
+"""The Hugging Face side of examples/preferences/run.sh, both ends of the path.
 
     hf.py make DIR          a model folder as the hub would give one: a byte-level BPE
                             tokenizer (Qwen's kind: <|endoftext|> its padding) trained over
@@ -17,6 +17,14 @@
                             pairs it ranks right is trainc's ACC within one pair, and that
                             trainc's --predict output PRED (each pair's two rewards) is
                             transformers' rewards within 1e-4; prints three pairs
+    hf.py check_dpo DIR REF VAL ACC T
+                            loads the dpo-trained export DIR and the reference model REF
+                            (the folder it started from), computes from VAL's raw text
+                            each answer's log-probability (tokenizer(prompt + answer) and
+                            <|endoftext|>, the tokens past tokenizer(prompt)) in both, and
+                            checks that the share of pairs whose chosen answer gained more
+                            over the reference than the rejected one is trainc's ACC
+                            within one pair (the pairs that fit in T tokens)
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
@@ -105,12 +113,52 @@ def check(d, val, acc, pred, T):
         sys.exit(1)
 
 
+def answer_logps(model, tok, ex, T):
+    """each pair's (chosen, rejected) answer log-probabilities: the answer and
+    <|endoftext|> after the prompt, as data pairs writes them for dpo"""
+    import torch.nn.functional as F
+    out = []
+    with torch.no_grad():
+        for e in ex:
+            lp = []
+            for k in ("chosen", "rejected"):
+                ids = tok(e["prompt"] + e[k])["input_ids"] + [tok.pad_token_id]
+                np_ = len(tok(e["prompt"])["input_ids"])
+                z = model(input_ids=torch.tensor([ids])).logits[0, :-1]
+                logp = F.log_softmax(z, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+                lp.append(float(logp[np_ - 1:].sum()))
+            out.append(lp)
+    return out
+
+
+def check_dpo(d, ref, val, acc, T):
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),
+                                  pad_token="<|endoftext|>")
+    fits = lambda e: all(len(tok(e["prompt"] + e[k])["input_ids"]) + 1 <= T
+                         for k in ("chosen", "rejected"))
+    ex = [e for e in map(json.loads, open(val)) if fits(e)]
+    pol = answer_logps(Qwen2ForCausalLM.from_pretrained(d).eval(), tok, ex, T)
+    ref_lp = answer_logps(Qwen2ForCausalLM.from_pretrained(ref).eval(), tok, ex, T)
+    gains = [(p[0] - r[0]) - (p[1] - r[1]) for p, r in zip(pol, ref_lp)]
+    right = sum(g > 0 for g in gains) / len(ex)
+    print("transformers: %d pairs, %.4f of them with the chosen answer gaining more over the "
+          "reference than the rejected one; trainc's %.4f" % (len(ex), right, acc))
+    for e, p, r in list(zip(ex, pol, ref_lp))[:2]:
+        print("  %r: chosen %+.2f -> %+.2f, rejected %+.2f -> %+.2f" %
+              (e["chosen"][:30], r[0], p[0], r[1], p[1]))
+    if abs(right - acc) > 1.0 / len(ex) + 1e-9:
+        print("FAIL: transformers' ranking is not trainc's")
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "make" and len(sys.argv) == 3:
         make(sys.argv[2])
     elif cmd == "data" and len(sys.argv) == 3:
         data(sys.argv[2])
+    elif cmd == "check_dpo" and len(sys.argv) == 7:
+        check_dpo(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), int(sys.argv[6]))
     elif cmd == "check" and len(sys.argv) == 7:
         check(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
     else:
