@@ -6,7 +6,8 @@
  * The input's first three bytes choose the command line and the model, the rest is FILE:
  *   byte 0: the command by its two low bits (classify, tags, mlm, pairs); bit 2 the byte-level
  *           tokenizer (RoBERTa's kind; else BERT's WordPiece); bit 3 a "types" input;
- *           bit 4 a last_token layer (rows padded on the left); bit 5 --val-frac 0.5
+ *           bit 4 a last_token layer (rows padded on the left; pairs: a dpo model, y [2T],
+ *           and --eos); bit 5 --val-frac 0.5
  *           (else 0); bit 6 --unlabeled (mlm: --copies 2); bit 7 --pair hypothesis
  *           (tags: --all-pieces);
  *   byte 1: the rows' length T, 1 + its value mod 48 (pairs: 2T, two texts of T);
@@ -35,14 +36,36 @@ static void clear_outputs(const char *out)
         }
 }
 
+/* a dpo model's model.json at PATH: x, [types,] pos, y [T2] (512 classes), ref [2] */
+static void write_dpo_model(const char *path, int64_t T2, int types)
+{
+    FILE *f = fopen(path, "w");
+    if (!f)
+        abort();
+    fprintf(f, "{\"model\": {\"inputs\": {\"x\": {\"shape\": [%lld], \"dtype\": \"i32\"}, %s"
+               "\"pos\": {\"shape\": [%lld], \"dtype\": \"i32\"}, \"y\": {\"shape\": [%lld], "
+               "\"dtype\": \"i32\", \"classes\": 512}, \"ref\": {\"shape\": [2], \"dtype\": "
+               "\"f32\"}}, \"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\"}, "
+               "{\"op\": \"attention\"}, {\"op\": \"linear\"}], \"loss\": {\"op\": \"dpo\", "
+               "\"target\": \"y\", \"reference\": \"ref\"}}}\n", (long long)T2,
+            types ? "\"types\": {\"shape\": [1], \"dtype\": \"i32\"}, " : "", (long long)T2,
+            (long long)T2);
+    fclose(f);
+}
+
 /* model.json at PATH: inputs x, [types,] pos [T] and y (the class, or [T] for tags and
  * mlm) of K classes, the positions, and an encoder's layers (an attention without a
  * causal mask) whose last is tied for mlm (a last_token before it where LEFT); for pairs
- * x and pos [2T], a causal attention and a last_token with segments 2 */
+ * x and pos [2T], a causal attention and a last_token with segments 2, or (LEFT) a dpo
+ * language model */
 static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left)
 {
     if (cmd == 3)
         T *= 2;
+    if (cmd == 3 && left) {
+        write_dpo_model(path, T, types);
+        return;
+    }
     FILE *f = fopen(path, "w");
     if (!f)
         abort();
@@ -100,6 +123,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (flags & 128 && cmd == 1)
         argv[argc++] = "--all-pieces";
+    if (flags & 16 && cmd == 3) {   /* (a dpo model's answers end in the tokenizer's last
+                                        special token, [SEP] or </s>) */
+        argv[argc++] = "--eos";
+        argv[argc++] = flags & 4 ? "</s>" : "[SEP]";
+    }
     argv[argc] = NULL;
     FILE *keep = stdout;
     stdout = fopen("/dev/null", "w");   /* the summary lines */
