@@ -18,7 +18,7 @@ SFT model DPO starts from, in practice the policy's own start).
 - 8 AdamW steps (warm-up, linear decay, weight decay, clipping) give every step's loss
   within 1e-4 of torch's AdamW on transformers' model with TRL's loss;
 - trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
-  loss within 1e-5;
+  loss within 1e-5; so through LoRA adapters (TRL with PEFT), merged by the export;
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -209,7 +209,28 @@ def case(cfg, rng):
     check(rel(ours[0], theirs[0]) <= 1e-5, "llama: trained 5 steps, exported as %s, "
           "from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)" %
           (back.config.architectures, theirs[0], ours[0], rel(ours[0], theirs[0])))
+    lora(d, imp, va, ref)
     return d, imp, ps, ref
+
+
+def lora(d, imp, va, ref):
+    """dpo through LoRA adapters (TRL with PEFT): 5 steps, the export merges them, and
+    transformers computes trainc's --eval loss"""
+    lo = ["--set", "lora.rank=4", "--set", "lora.alpha=8"]
+    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/lora5", *lo)
+    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
+           d + "/lora5/model.safetensors", "-o", d + "/hf_lora", *lo)
+    back = LlamaForCausalLM.from_pretrained(d + "/hf_lora")
+    r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init", d + "/lora5/model.safetensors",
+               "--eval", "--threads", 1, "--out", d + "/eval_lora", *lo)
+    ours = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+    theirs = hf_eval(back, va, torch.from_numpy(ref[N // 2:]))[0]
+    base = evaluated(imp, imp + "/init.safetensors", d + "/eval_base")[0]
+    check(rel(ours, theirs) <= 1e-5 and rel(ours, base) > 1e-4,
+          "llama: 5 dpo steps through LoRA adapters (rank 4), exported merged: from_pretrained's "
+          "loss %.7f, trainc --eval %.7f (%.1e; %.7f before)" % (theirs, ours, rel(ours, theirs),
+                                                                base))
 
 
 def tokenizer():
