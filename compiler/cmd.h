@@ -112,6 +112,7 @@ struct rt_ids;
 void data_cls_place(const struct rt_ids *ids, const struct rt_ids *types, int64_t T, int32_t pad,
                     int left, int32_t *x, int32_t *ty, int32_t *pos);
 void data_abandon(void);
+
 int cmd_import(int argc, char **argv);   /* import hf (cmd_import.c) */
 int cmd_export(int argc, char **argv);   /* export hf (cmd_export.c) */
 int cmd_help(int argc, char **argv);

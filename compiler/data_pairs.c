@@ -1,16 +1,21 @@
 /* data_pairs.c: `trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json
  * [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]
- * [--eos TOKEN]`: preference pairs, one JSON object a line in TRL's formats ({"chosen":
- * TEXT, "rejected": TEXT}, or with a "prompt" that goes before each answer), as the rows
- * of an import with --task reward (last_token's segments 2) or --task dpo (the dpo loss):
+ * [--eos TOKEN | --chat FORMAT]`: preference pairs, one JSON object a line in TRL's formats
+ * ({"chosen": TEXT, "rejected": TEXT}, or with a "prompt" that goes before each answer;
+ * with --chat, lists of messages: {"prompt": [...], "chosen": [...], "rejected": [...]},
+ * or whole conversations whose last message is the answer), as the rows of an import with
+ * --task reward (last_token's segments 2) or --task dpo (the dpo loss):
  *   DIR/train_x.npy   [N, 2T] i32  the chosen text's ids (Tokenizer.encode(prompt + answer)
- *                                  with its special tokens, then --eos's), padded on the
+ *                                  with its special tokens, then --eos's; with --chat the
+ *                                  conversation as the template writes it), padded on the
  *                                  left to T, then the rejected one's
  *   DIR/train_pos.npy [N, 2T] i32  each half's padding a sequence of its own (0 .. P-1), then
  *                                  its text's positions 0 .. L-1
  *   DIR/train_y.npy   [N]     i32  a reward model's: 0, the first text is the chosen one
  *                     [N, 2T] i32  a dpo model's: the next id where it is the answer's (past
- *                                  the first len(encode(prompt)) ids), -100 elsewhere
+ *                                  the first len(encode(prompt)) ids; with --chat the
+ *                                  answer's assistant messages and their end tokens),
+ *                                  -100 elsewhere
  * and DIR/val_*.npy from --val's file, or the last F of FILE's pairs (0.1; none with 0). A
  * pair whose text does not fit in T is left out (TRL filters by max_length so), counted.
  * The rows are streamed to NAME.part files that become NAME once all are complete. */
@@ -18,18 +23,18 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cmd.h"
-#include "../runtime/tokenizer.h"
+#include "data_chat.h"
 
 static const char pairs_usage[] =
     "usage: trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json "
     "[--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY] "
-    "[--eos TOKEN]";
+    "[--eos TOKEN | --chat llama3|chatml|gemma|phi3|mistral|llama2|zephyr]";
 
 typedef struct {
     const char *file, *dir, *tok, *model, *val;
     const char *prompt, *chosen, *rejected;   /* the lines' keys */
     const char *eos;           /* --eos: a token after each answer, or NULL */
+    const rt_chat_format *chat; /* --chat: the lines are conversations (runtime/chat.c) */
     double val_frac;
 } PairArgs;
 
@@ -48,9 +53,19 @@ static void parse_args(int argc, char **argv, PairArgs *a)
             *opt = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("pairs", opt_value(argc, argv, &i, s));
+        else if (!strcmp(s, "--chat")) {
+            const char *v = opt_value(argc, argv, &i, s);
+            a->chat = rt_chat_find(v);
+            if (!a->chat)
+                error_input("data pairs: --chat: unknown format '%s' (known: %s)", v,
+                            rt_chat_names());
+        }
         else
             data_positional("pairs", pairs_usage, s, &a->file, &a->dir);
     }
+    if (a->chat && a->eos)
+        error_input("data pairs: --eos is for lines of text; --chat %s ends each message with "
+                    "its own token", a->chat->name);
     if (!a->file || !a->dir || !a->tok || !a->model)
         error_input("data pairs: missing %s\n%s", !a->file ? "the input file" : !a->dir
                     ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
@@ -65,56 +80,83 @@ typedef struct {
     int dpo;                   /* a dpo model's rows (y: the answers' next ids) */
     int32_t eos;               /* --eos's id, or -1 */
     int64_t left_out, tokens;
-    int64_t np;                /* the text's first np ids are the prompt's */
-    rt_ids ids, types, prompt;
+    DataExample ex;            /* a half's text: its ids, each the answer's (learned) or not */
+    rt_ids types, prompt;
 } PairJob;
 
-/* Line ln's string at KEY (NULL where it may be absent and is) */
-static const char *line_string(const cJSON *o, const char *key, int optional, const char *file,
-                               int64_t ln)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v && optional)
-        return NULL;
-    if (!cJSON_IsString(v))
-        data_line_error(file, ln, v ? "'%s' must be a string" : "missing key '%s'", key);
-    return v->valuestring;
-}
-
 /* The prompt (or NULL) and ANSWER as one text, encoded with the tokenizer's special tokens
- * (and --eos's after) into j->ids, the prompt's first j->np of them; 0 where it does not
- * fit in j->T */
-static int encode(PairJob *j, const char *prompt, const char *answer, const char *file,
-                  int64_t ln)
+ * (and --eos's after) into j->ex, the ids past the prompt's first len(encode(prompt))
+ * the answer's */
+static void encode_text(PairJob *j, const char *prompt, const char *answer, const char *file,
+                        int64_t ln)
 {
     char *s = xasprintf("%s%s", prompt ? prompt : "", answer);
-    size_t n = strlen(s);
-    uint32_t cp;
-    if (rt_tok_unnormalized(j->t, s, n, &cp) < n)
-        data_line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
-                        "(normalize the file first)", cp);
-    j->ids.n = j->prompt.n = 0;
-    rt_tok_encode(j->t, s, n, &j->ids);
+    data_check_normal(j->t, s, file, ln);
+    rt_ids ids = {0};
+    rt_tok_encode(j->t, s, strlen(s), &ids);
     free(s);
     if (j->eos >= 0)
-        rt_ids_push(&j->ids, (uint32_t)j->eos);
+        rt_ids_push(&ids, (uint32_t)j->eos);
+    j->prompt.n = 0;
     rt_tok_encode(j->t, prompt ? prompt : "", prompt ? strlen(prompt) : 0, &j->prompt);
-    j->np = j->prompt.n < j->ids.n ? j->prompt.n : j->ids.n;
+    int64_t np = j->prompt.n < ids.n ? j->prompt.n : ids.n;
+    rt_ids head = {ids.v, np, np}, rest = {ids.v + np, ids.n - np, ids.n - np};
+    data_ex_add(&j->ex, &head, 0);
+    data_ex_add(&j->ex, &rest, 1);
+    rt_ids_free(&ids);
+}
+
+/* --chat: the PROMPT's messages (or NULL) and the ANSWER's (the whole conversation where
+ * there is no prompt: its last message the answer) as the template writes them into
+ * j->ex, the answer's assistant messages learned */
+static void encode_chat(PairJob *j, const cJSON *prompt, const cJSON *answer, const char *file,
+                        int64_t ln)
+{
+    cJSON *ms = cJSON_CreateArray();
+    const cJSON *m;
+    cJSON_ArrayForEach(m, prompt)
+        cJSON_AddItemToArray(ms, cJSON_Duplicate(m, 1));
+    cJSON_ArrayForEach(m, answer)
+        cJSON_AddItemToArray(ms, cJSON_Duplicate(m, 1));
+    int n = cJSON_GetArraySize(ms), from = prompt ? cJSON_GetArraySize(prompt) : n - 1;
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ms, n - 1), "role");
+    if (!cJSON_IsString(role) || strcmp(role->valuestring, "assistant"))
+        data_line_error(file, ln, "an answer ends with the assistant's message");
+    data_chat_example(j->t, j->a->chat, ms, from, file, ln, j->T + 1, &j->ex);
+    cJSON_Delete(ms);
+}
+
+/* Line ln's half h (0 the chosen answer, 1 the rejected one) into j->ex; 0 where it does
+ * not fit in j->T */
+static int encode(PairJob *j, const cJSON *o, int h, const char *file, int64_t ln)
+{
+    const PairArgs *a = j->a;
+    const char *key = h ? a->rejected : a->chosen;
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, a->prompt);
+    j->ex.ids.n = 0;
+    if (a->chat)
+        encode_chat(j, p ? data_chat_messages(o, a->prompt, file, ln) : NULL,
+                    data_chat_messages(o, key, file, ln), file, ln);
+    else
+        encode_text(j, p ? data_field(o, a->prompt, file, ln) : NULL, data_field(o, key, file, ln),
+                    file, ln);
     j->types.n = 0;
-    for (int64_t k = 0; k < j->ids.n; k++)
+    for (int64_t k = 0; k < j->ex.ids.n; k++)
         rt_ids_push(&j->types, 0);
-    return j->ids.n <= j->T;
+    return j->ex.ids.n <= j->T;
 }
 
 /* A dpo row's targets for its half at y [T] (the text placed at its end): the next id
  * where it is the answer's, -100 elsewhere */
 static void dpo_targets(const PairJob *j, int32_t *y)
 {
-    int64_t T = j->T, L = j->ids.n, P = T - L;
+    const DataExample *ex = &j->ex;
+    int64_t T = j->T, L = ex->ids.n, P = T - L;
     for (int64_t i = 0; i < T; i++)
         y[i] = -100;
-    for (int64_t k = j->np > 0 ? j->np - 1 : 0; k + 1 < L; k++)
-        y[P + k] = (int32_t)j->ids.v[k + 1];
+    for (int64_t k = 0; k + 1 < L; k++)
+        if (ex->learned[k + 1])
+            y[P + k] = (int32_t)ex->ids.v[k + 1];
 }
 
 /* Encodes FILE's pairs: the first n_train into tr's rows, the rest into va's */
@@ -123,26 +165,24 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
     PairJob *j = ctx;
     const PairArgs *a = j->a;
     DataLines in;
-    data_lines_open(&in, file, xasprintf("{\"%s\": ..., \"%s\": ...} (and \"%s\")", a->chosen,
-                                         a->rejected, a->prompt));
+    data_lines_open(&in, file, xasprintf("{\"%s\": %s, \"%s\": %s} (and \"%s\")", a->chosen,
+                                         a->chat ? "[...]" : "...", a->rejected,
+                                         a->chat ? "[...]" : "...", a->prompt));
     int32_t pad = (int32_t)(rt_tok_pad_id(j->t) >= 0 ? rt_tok_pad_id(j->t) : 0), y0 = 0;
     int64_t T = j->T, k = 0;
     int32_t *x = xcalloc((size_t)(2 * T), 4), *pos = xcalloc((size_t)(2 * T), 4),
             *ty = xcalloc((size_t)T, 4), *y = j->dpo ? xcalloc((size_t)(2 * T), 4) : &y0;
     for (cJSON *o; (o = data_lines_next(&in));) {
         const int64_t ln = in.ln;
-        const char *prompt = line_string(o, a->prompt, 1, file, ln);
-        const char *ans[2] = {line_string(o, a->chosen, 0, file, ln),
-                              line_string(o, a->rejected, 0, file, ln)};
         int fits = 1;
         int64_t tokens = 0;
         for (int h = 0; h < 2 && fits; h++) {
-            fits = encode(j, prompt, ans[h], file, ln);
+            fits = encode(j, o, h, file, ln);
             if (fits)
-                data_cls_place(&j->ids, &j->types, T, pad, 1, x + h * T, ty, pos + h * T);
+                data_cls_place(&j->ex.ids, &j->types, T, pad, 1, x + h * T, ty, pos + h * T);
             if (fits && j->dpo)
                 dpo_targets(j, y + h * T);
-            tokens += j->ids.n;
+            tokens += j->ex.ids.n;
         }
         cJSON_Delete(o);
         DataRows *to = k++ < n_train ? tr : va;
@@ -186,6 +226,10 @@ int data_pairs(int argc, char **argv)
     PairJob j = {.a = &a, .cm = &cm, .T = cm.T / 2, .dpo = cm.kind == CLS_DPO};
     j.t = data_cls_tokenizer("pairs", a.tok, &(ClsModel){.T = j.T}, 0);
     j.eos = a.eos ? eos_id(j.t, a.eos) : -1;
+    for (const char *const *k = a.chat ? a.chat->tokens : NULL; k && *k; k++)
+        if (rt_tok_one_id(j.t, *k, &(int64_t){0}) < 0)   /* (the template's own tokens) */
+            error_input("data pairs: --chat %s writes '%s', which %s does not hold as one token",
+                        a.chat->name, *k, a.tok);
     const char *form = "{\"chosen\": ..., \"rejected\": ...}";
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, form);
     DataRows tr = {0}, va = {0};
@@ -200,7 +244,8 @@ int data_pairs(int argc, char **argv)
            va.rows, j.T, j.tokens,
            100.0 * (double)j.tokens / (double)((tr.rows + va.rows) * cm.T), j.left_out, j.T,
            (long long)(rt_tok_pad_id(j.t) >= 0 ? rt_tok_pad_id(j.t) : 0));
-    rt_ids_free(&j.prompt), rt_ids_free(&j.ids), rt_ids_free(&j.types);
+    rt_ids_free(&j.prompt), rt_ids_free(&j.ex.ids), rt_ids_free(&j.types);
+    free(j.ex.learned);
     rt_tok_free(j.t);
     return 0;
 }

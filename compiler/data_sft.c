@@ -34,9 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include "cmd.h"
-#include "../runtime/chat.h"
-#include "../runtime/tokenizer.h"
+#include "data_chat.h"
 
 #define SFT_IGNORE (-100)
 
@@ -51,14 +49,6 @@ typedef struct {
     double val_frac;
     int pack;                  /* --pack: whole examples packed into each row */
 } SftArgs;
-
-/* One example's ids, each learned (its target kept) or not. */
-typedef struct {
-    rt_ids ids;
-    unsigned char *learned;
-    int64_t cap;
-} Example;
-
 static int64_t parse_positive(const char *opt, const char *v, int64_t max)
 {
     char *end;
@@ -105,28 +95,6 @@ static void parse_args(int argc, char **argv, SftArgs *a)
         error_input("data sft: --eos is for prompt-completion lines; --chat %s ends each message "
                     "with its own token", a->chat->name);
 }
-
-/* Line `ln`'s value of key, a string. */
-static const char *field(const cJSON *o, const char *key, const char *file, int64_t ln)
-{
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-    if (!v)
-        data_line_error(file, ln, "missing key '%s'", key);
-    if (!cJSON_IsString(v))
-        data_line_error(file, ln, "'%s' must be a string", key);
-    return v->valuestring;
-}
-
-/* A text the tokenizer encodes as it is (no NFC change: tokenizer.h), or exit 1. */
-static void check_normal(rt_tokenizer *t, const char *s, const char *file, int64_t ln)
-{
-    uint32_t cp;
-    size_t n = strlen(s);
-    if (rt_tok_unnormalized(t, s, n, &cp) < n)
-        data_line_error(file, ln, "U+%04X, which the tokenizer's NFC normalizer may change "
-                   "(normalize the file first: Python's unicodedata.normalize('NFC', s))", cp);
-}
-
 /* DIR/NAME_x.npy, NAME_y.npy and (packing) NAME_pos.npy, [rows, T] each */
 static void rows_open(DataRows *o, const SftArgs *a, const char *name)
 {
@@ -143,30 +111,14 @@ static void row_put(DataRows *o, const int32_t *x, const int32_t *y, const int32
 typedef struct {
     int64_t cut, dropped, tokens, packed;   /* packed: the examples written */
 } SftCounts;
-
-/* Appends ids (all learned or none) to ex. */
-static void ex_add(Example *ex, const rt_ids *ids, int learned)
-{
-    for (int64_t i = 0; i < ids->n; i++) {
-        if (ex->ids.n == ex->cap) {
-            ex->cap = ex->cap ? 2 * ex->cap : 256;
-            ex->learned = realloc(ex->learned, (size_t)ex->cap);
-            if (!ex->learned)
-                die("out of memory");
-        }
-        ex->learned[ex->ids.n] = (unsigned char)learned;
-        rt_ids_push(&ex->ids, ids->v[i]);
-    }
-}
-
 /* A prompt-completion line: the ids of prompt + completion (+ eos), those past the
  * prompt's learned. */
 static void completion_example(rt_tokenizer *t, const cJSON *o, int32_t eos, const char *file,
-                               int64_t ln, Example *ex)
+                               int64_t ln, DataExample *ex)
 {
-    const char *p = field(o, "prompt", file, ln), *c = field(o, "completion", file, ln);
+    const char *p = data_field(o, "prompt", file, ln), *c = data_field(o, "completion", file, ln);
     char *both = xasprintf("%s%s", p, c);
-    check_normal(t, both, file, ln);
+    data_check_normal(t, both, file, ln);
     rt_ids pids = {0}, ids = {0};
     rt_tok_encode(t, p, strlen(p), &pids);
     rt_tok_encode(t, both, strlen(both), &ids);
@@ -174,155 +126,14 @@ static void completion_example(rt_tokenizer *t, const cJSON *o, int32_t eos, con
         rt_ids_push(&ids, (uint32_t)eos);
     int64_t np = pids.n < ids.n ? pids.n : ids.n;
     rt_ids head = {ids.v, np, np}, rest = {ids.v + np, ids.n - np, ids.n - np};
-    ex_add(ex, &head, 0);
-    ex_add(ex, &rest, 1);
+    data_ex_add(ex, &head, 0);
+    data_ex_add(ex, &rest, 1);
     rt_ids_free(&pids), rt_ids_free(&ids);
     free(both);
 }
-
-/* A conversation's text as the chat template writes it, and the byte spans learned
- * (each assistant's content and what closes it): span[2k] to span[2k + 1]. */
-typedef struct {
-    Buf text;
-    size_t *span;
-    int n_span;
-} ChatText;
-
-/* A ROLE message of content c (n bytes) appended: open, content, close, after; an
- * assistant's content and close learned (and in the [INST] form its open). */
-static void chat_message(ChatText *ct, const rt_chat_format *f, const char *role, const char *c,
-                         size_t n)
-{
-    int reply = !strcmp(role, "assistant");
-    size_t at = ct->text.len;
-    char *open = rt_chat_open(f, role);
-    buf_puts(&ct->text, open);
-    free(open);
-    if (!f->user_open)
-        at = ct->text.len;
-    buf_printf(&ct->text, "%.*s%s", (int)n, c, rt_chat_close(f, role));
-    if (reply) {
-        ct->span = realloc(ct->span, (size_t)(ct->n_span + 2) * sizeof *ct->span);
-        if (!ct->span)
-            die("out of memory");
-        ct->span[ct->n_span++] = at;
-        ct->span[ct->n_span++] = ct->text.len;
-    }
-    buf_puts(&ct->text, f->after);
-}
-
-/* Exits 1 naming line ln where the template takes no ROLE message as message k (0-based
- * of all) or, not counting a system message written into a user's, as message turn. */
-static void check_role(const rt_chat_format *f, const char *role, int k, int turn,
-                       const char *file, int64_t ln)
-{
-    int is_system = !strcmp(role, "system");
-    if (f->no_system && is_system)
-        data_line_error(file, ln, "--chat %s has no system message (its template refuses one): "
-                   "write it into the first user message", f->name);
-    if (f->sys_open && is_system && k != 0)
-        data_line_error(file, ln, "--chat %s takes a system message first alone (its template writes "
-                   "it into the first user message; message %d is 'system')", f->name, k + 1);
-    if (f->three_roles && !is_system && strcmp(role, "user") && strcmp(role, "assistant"))
-        data_line_error(file, ln, "--chat %s writes system, user and assistant messages alone "
-                   "(its template leaves a '%s' message out)", f->name, role);
-    const char *why = f->sys_open && is_system ? NULL : rt_chat_role_error(f, turn, role);
-    if (why)
-        data_line_error(file, ln, "--chat %s %s (message %d is '%s')", f->name, why, k + 1, role);
-}
-
-/* The conversation of line ln as the template writes it, or exit 1 naming the line where
- * the template refuses it. */
-static void chat_text(const rt_chat_format *f, const cJSON *ms, const char *file, int64_t ln,
-                      ChatText *ct)
-{
-    buf_puts(&ct->text, f->begin);
-    const cJSON *m;
-    const char *system = NULL;   /* sys_open: the system message, for the first user's */
-    int k = 0, turn = 0;
-    cJSON_ArrayForEach(m, ms) {
-        if (!cJSON_IsObject(m))
-            data_line_error(file, ln, "a message is not an object {\"role\": ..., \"content\": ...}");
-        const char *role = field(m, "role", file, ln), *c = field(m, "content", file, ln);
-        check_role(f, role, k++, turn, file, ln);
-        if (f->sys_open && !strcmp(role, "system")) {
-            system = c;
-            continue;
-        }
-        turn++;
-        if (rt_chat_left_out(f, role, strlen(c)))
-            continue;
-        size_t n;
-        if (!strcmp(role, "user")) {
-            char *u = rt_chat_user_content(f, system, c, &n);
-            chat_message(ct, f, role, u, n);
-            free(u);
-            system = NULL;
-            continue;
-        }
-        c = rt_chat_content(f, c, &n);
-        chat_message(ct, f, role, c, n);
-    }
-    buf_puts(&ct->text, f->tail);
-}
-
-/* How many of all's ids text[0, n) encodes to; where they are not the first of all's (a
- * token across the cut), -1 - the place of the first that differs. */
-static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_ids *all)
-{
-    rt_ids ids = {0};
-    rt_tok_encode_text(t, text, n, &ids);
-    int64_t k = 0;
-    while (k < ids.n && k < all->n && ids.v[k] == all->v[k])
-        k++;
-    int64_t r = k == ids.n ? k : -1 - k;
-    rt_ids_free(&ids);
-    return r;
-}
-
-/* A conversation line, as the chat template writes it: the ids of the whole text (no
- * post-processor: the template writes its tokens), those of each assistant's content and
- * closing token learned. A learned span's ids are those its text adds to what comes
- * before it, so each edge within the first `keep` ids (the row's T + 1: the rest is cut)
- * must fall where the tokenizer cuts anyway; edges past them are not looked at, so a long
- * conversation costs no more than its first T + 1 ids' worth of prefixes. */
-static void chat_example(rt_tokenizer *t, const rt_chat_format *f, const cJSON *o, const char *file,
-                         int64_t ln, int64_t keep, Example *ex)
-{
-    const cJSON *ms = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    if (!cJSON_IsArray(ms) || cJSON_GetArraySize(ms) == 0)
-        data_line_error(file, ln, "expected \"messages\": a non-empty list of {\"role\": ..., "
-                   "\"content\": ...}");
-    ChatText ct = {0};
-    chat_text(f, ms, file, ln, &ct);
-    const char *text = ct.text.s ? ct.text.s : "";
-    check_normal(t, text, file, ln);
-    rt_ids all = {0};
-    rt_tok_encode_text(t, text, ct.text.len, &all);
-    int64_t done = 0;
-    for (int k = 0; k <= ct.n_span; k++) {   /* spans learned and not, in turn */
-        int past = done >= keep;   /* the rest is cut: its edges not looked at */
-        int64_t to = k < ct.n_span && !past ? ids_before(t, text, ct.span[k], &all) : all.n;
-        if (to < 0 && -1 - to >= keep)   /* the edge's ids differ only past the cut */
-            to = all.n, past = 1;
-        if (to < done)
-            data_line_error(file, ln, "a token across the edge of an assistant's message: not a "
-                       "text --chat %s can mask", f->name);
-        /* (a text of no ids, Llama 2's lone system message, has no all.v to add to) */
-        rt_ids part = {all.n ? all.v + done : NULL, to - done, to - done};
-        ex_add(ex, &part, k % 2);   /* (past the cut it matters not) */
-        done = to;
-        if (past)
-            break;
-    }
-    rt_ids_free(&all);
-    free(ct.text.s);
-    free(ct.span);
-}
-
 /* One example's row: x the first T ids, y the next T, -100 where that id is not learned
  * (and past the example: padding). Returns 0 (nothing written) when no target is kept. */
-static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, int32_t *y)
+static int example_row(const DataExample *ex, int64_t T, int32_t pad, int32_t *x, int32_t *y)
 {
     int any = 0;
     int64_t n = ex->ids.n;
@@ -338,7 +149,7 @@ static int example_row(const Example *ex, int64_t T, int32_t pad, int32_t *x, in
 /* --pack's row being filled: whole examples' ids (at most T + 1), each learned or not,
  * and each one's position in its example. */
 typedef struct {
-    Example row;
+    DataExample row;
     int32_t *pos;              /* [T + 1] */
     DataRows *out;               /* where it goes */
 } Packer;
@@ -356,7 +167,7 @@ static void pack_flush(Packer *p, int64_t T, int32_t pad, int32_t *x, int32_t *y
 
 /* ex (its first T + 1 ids) into the row for out: after the examples there if they fit
  * together in T + 1 ids, else in a row of its own after theirs. */
-static void pack_add(Packer *p, DataRows *out, const Example *ex, int64_t T, int32_t pad, int32_t *x,
+static void pack_add(Packer *p, DataRows *out, const DataExample *ex, int64_t T, int32_t pad, int32_t *x,
                      int32_t *y)
 {
     int64_t n = ex->ids.n < T + 1 ? ex->ids.n : T + 1;
@@ -366,7 +177,7 @@ static void pack_add(Packer *p, DataRows *out, const Example *ex, int64_t T, int
     for (int64_t i = 0; i < n; i++) {
         rt_ids one = {&ex->ids.v[i], 1, 1};
         p->pos[p->row.ids.n] = (int32_t)i;
-        ex_add(&p->row, &one, ex->learned[i]);
+        data_ex_add(&p->row, &one, ex->learned[i]);
     }
 }
 
@@ -401,13 +212,14 @@ static void encode_examples(const SftArgs *a, rt_tokenizer *t, int64_t n, int64_
                             : "{\"prompt\": ..., \"completion\": ...}");
     int32_t pad = pad_id(t, a), eos = a->eos ? pad : -1;
     int32_t *x = xcalloc((size_t)a->T, sizeof *x), *y = xcalloc((size_t)a->T, sizeof *y);
-    Example ex = {0};
+    DataExample ex = {0};
     Packer pk = {.pos = xcalloc((size_t)(a->T + 1), sizeof(int32_t))};
     int64_t k = 0;
     for (cJSON *o; (o = data_lines_next(&in));) {
         ex.ids.n = 0;
         if (a->chat)
-            chat_example(t, a->chat, o, a->file, in.ln, a->T + 1, &ex);
+            data_chat_example(t, a->chat, data_chat_messages(o, "messages", a->file, in.ln), 0,
+                              a->file, in.ln, a->T + 1, &ex);
         else
             completion_example(t, o, eos, a->file, in.ln, &ex);
         cJSON_Delete(o);

@@ -233,14 +233,14 @@ def open_close(fmt, role):
     return head + (assistant if role == "assistant" else role) + mid, end
 
 
-def chat_row(tok, fmt, msgs):
-    """A conversation's row by transformers' template and tokenizers' offsets (None: no
-    target kept)."""
+def chat_ids(tok, fmt, msgs, learn_from=0):
+    """A conversation's ids by transformers' template, and whether each is learned (an
+    assistant's message from message learn_from on: tokenizers' offsets)."""
     (begin, head, mid, end, after, trim, assistant), jinja = TEMPLATES[fmt]
     hf = hf_tokenizer(tok, fmt)
     text = hf.apply_chat_template(msgs, chat_template=jinja, tokenize=False)
     parts, spans, at, system = [begin], [], len(begin), None
-    for m in msgs:
+    for i, m in enumerate(msgs):
         if fmt == "phi3" and m["role"] == "system" and not m["content"]:
             continue
         if fmt in SYS_IN_USER and m["role"] == "system":
@@ -251,7 +251,7 @@ def chat_row(tok, fmt, msgs):
             c, system = SYS_IN_USER[fmt][0] + system + SYS_IN_USER[fmt][1] + c, None
         c = c.strip() if trim else c
         h, close = open_close(fmt, m["role"])
-        if m["role"] == "assistant":   # (the [INST] form's open learned too)
+        if m["role"] == "assistant" and i >= learn_from:   # (the [INST] form's open learned too)
             spans.append((at if fmt in INST else at + len(h), at + len(h) + len(c) + len(close)))
         parts += [h, c, close, after]
         at += len(h) + len(c) + len(close) + len(after)
@@ -259,8 +259,14 @@ def chat_row(tok, fmt, msgs):
     assert "".join(parts) == text, (fmt, "".join(parts), text)
     enc = tok.encode(text, add_special_tokens=False)
     assert enc.ids == hf.apply_chat_template(msgs, chat_template=jinja, tokenize=True)
-    keep = [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
-    ids, pad = enc.ids, tok.token_to_id(stop(fmt))
+    return enc.ids, [any(a <= o[0] < b for a, b in spans) for o in enc.offsets]
+
+
+def chat_row(tok, fmt, msgs):
+    """A conversation's row by transformers' template and tokenizers' offsets (None: no
+    target kept)."""
+    ids, keep = chat_ids(tok, fmt, msgs)
+    pad = tok.token_to_id(stop(fmt))
     x = [ids[i] if i < len(ids) else pad for i in range(TC)]
     y = [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100 for i in range(TC)]
     return (x, y) if any(v != -100 for v in y) else None
@@ -286,6 +292,52 @@ def chat_case(tok, tj, fmt):
     print("ok   data sft --chat %s: %d of %d conversations (one without an answer left out) equal "
           "transformers' template, the assistants' tokens alone learned (%d targets)"
           % (fmt, len(want), len(chats(fmt)), int((gy != -100).sum())))
+
+
+def pairs_chat_case(tok, tj, fmt):
+    """data pairs --chat FMT for a dpo model: each conversation that ends in an answer
+    against the same with another answer, half of them with the prompt apart (TRL's
+    explicit form); each half the template's ids padded on the left (by the tokenizer's
+    padding id, 0), y the final answer's next ids alone (an earlier assistant message is
+    the prompt's)"""
+    TP = TC
+    lines, want_x, want_y = [], [], []
+    for k, msgs in enumerate(chats(fmt)):
+        if msgs[-1]["role"] != "assistant":
+            continue
+        other = msgs[:-1] + [{"role": "assistant", "content": "Another answer, %d." % k}]
+        lines.append({"prompt": msgs[:-1], "chosen": msgs[-1:], "rejected": other[-1:]} if k % 2
+                     else {"chosen": msgs, "rejected": other})
+        halves = [chat_ids(tok, fmt, m, len(m) - 1) for m in (msgs, other)]
+        if max(len(ids) for ids, _ in halves) > TP:
+            continue
+        xs, ys = [], []
+        for ids, keep in halves:
+            P = TP - len(ids)
+            xs += [0] * P + ids
+            ys += [-100] * P + [ids[i + 1] if i + 1 < len(ids) and keep[i + 1] else -100
+                                for i in range(len(ids))]
+        want_x.append(xs)
+        want_y.append(ys)
+    f = os.path.join(OUT, "pairs_%s.jsonl" % fmt)
+    with open(f, "w") as out:
+        out.writelines(json.dumps(l) + "\n" for l in lines)
+    model = os.path.join(OUT, "dpo_model.json")
+    with open(model, "w") as out:
+        json.dump({"model": {"inputs": {"x": {"shape": [2 * TP], "dtype": "i32"},
+                                        "pos": {"shape": [2 * TP], "dtype": "i32"},
+                                        "y": {"shape": [2 * TP], "dtype": "i32", "classes": 1000},
+                                        "ref": {"shape": [2], "dtype": "f32"}},
+                             "positions": "pos", "layers": [],
+                             "loss": {"op": "dpo", "target": "y", "reference": "ref"}}}, out)
+    d = os.path.join(OUT, "pairs_" + fmt)
+    subprocess.run([TRAINC, "data", "pairs", f, d, "--tokenizer", tj, "--model", model, "--chat",
+                    fmt, "--val-frac", "0"], check=True, capture_output=True)
+    gx, gy = np.load(d + "/train_x.npy"), np.load(d + "/train_y.npy")
+    assert gx.tolist() == want_x and gy.tolist() == want_y, (fmt, gx.tolist(), want_x)
+    print("ok   data pairs --chat %s: %d pairs (the prompt apart and not) equal transformers' "
+          "template padded on the left, the final answer alone learned (%d targets)"
+          % (fmt, len(want_x), int((gy != -100).sum())))
 
 
 def packed(tok, tj):
@@ -566,6 +618,7 @@ def main():
     toks = {fmt: (sp, sj) if fmt in SENTENCEPIECE else (tok, tj) for fmt in TEMPLATES}
     for fmt in TEMPLATES:
         chat_case(*toks[fmt], fmt)
+        pairs_chat_case(*toks[fmt], fmt)
     apart(sp)
     for fmt in TEMPLATES:
         sample_chat(*toks[fmt], fmt, d)
