@@ -84,7 +84,7 @@ static const struct {
              "                --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
              "trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
              "                [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY]\n"
-             "                [--rejected KEY] [--eos TOKEN]\n\n"
+             "                [--rejected KEY] [--eos TOKEN | --chat FORMAT]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
@@ -123,7 +123,9 @@ static const struct {
              "DIR/{train,val}_{x,pos,y}.npy, the chosen text's ids (and --eos) padded on the left\n"
              "to T, then the rejected one's (2T a row), each half's positions, y 0 (a reward\n"
              "model) or each answer's next ids (dpo; then the trainer's --reference); a pair\n"
-             "with a text past T is left out and counted.\n", 0},
+             "with a text past T is left out and counted. --chat FORMAT: lists of messages (a\n"
+             "\"prompt\" of them apart, or whole conversations ending in the answer) written\n"
+             "as data sft's template writes them.\n", 0},
     {"import", "trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] [--image-size S]\n"
                "                 [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"

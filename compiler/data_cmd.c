@@ -57,7 +57,7 @@ static const char data_usage[] =
     "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
     "       trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]\n"
-    "                       [--eos TOKEN]";
+    "                       [--eos TOKEN | --chat FORMAT]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
