@@ -27,7 +27,8 @@ SFT model DPO starts from, in practice the policy's own start).
 
 dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps on the
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
-CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32.
+CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
+and its --reference there writes the CPU's log-probabilities within 1e-5.
 """
 import json
 import os
@@ -308,7 +309,27 @@ def fake_gpu(cfg, rng):
         ref = logps(ref_model.eval(), right_rows(ps)).numpy().astype(np.float32)
     save_data(imp, ps, ref)
     fake_gpu_vs_cpu("a Llama trained by dpo", imp, d)
+    reference_on_gpu(d, imp, cfg)
     sys.exit(1 if failed else 0)
+
+
+def reference_on_gpu(d, imp, cfg):
+    """--reference on the fake GPU (the fp32 trainer fake_gpu_vs_cpu built) writes the CPU's
+    log-probabilities within 1e-5"""
+    import subprocess
+    import random_runs
+    env = random_runs.fake_env(os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib"),
+                               os.path.join(d, "cache"))
+    trainc("import", "hf", d + "/ref", "-o", d + "/ref_import", "--seq-len", T, "--task", "dpo")
+    got = {}
+    for dev in ("cpu", "cuda"):
+        subprocess.run([os.path.join(d, "model_fp32"), "--device", dev, "--threads", "1",
+                        "--init", d + "/ref_import/init.safetensors", "--reference"], check=True,
+                       env=env, capture_output=True, cwd=imp)
+        got[dev] = np.load(imp + "/data/train_ref.npy")
+    worst = float(np.abs(got["cuda"] - got["cpu"]).max() / np.abs(got["cpu"]).max())
+    check(got["cpu"].shape == (N // 2, 2) and worst <= 1e-5, "--reference on the fake GPU: the "
+          "%d training pairs' log-probabilities within %.1e of the CPU's" % (N // 2, worst))
 
 
 shutil.rmtree(OUT, ignore_errors=True)
