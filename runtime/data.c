@@ -953,6 +953,22 @@ static void npy_zeros(rt_npy *a, const rt_input *in, int64_t rows)
     a->data = a->map;
 }
 
+int rt_dataset_absent(const rt_data_entry *entries, int n, const char *base_dir)
+{
+    for (int j = 0; j < n; j++) {
+        char path[RT_PATH_MAX];
+        join_path(path, base_dir, entries[j].path, entries[j].key);
+        glob_t g;
+        int found = strcmp(entries[j].key, "tokens") ? access(path, F_OK) == 0
+                                                     : glob(path, 0, NULL, &g) == 0;
+        if (!strcmp(entries[j].key, "tokens") && found)
+            globfree(&g);
+        if (found)
+            return 0;
+    }
+    return 1;
+}
+
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what, int64_t documents)
 {

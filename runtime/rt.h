@@ -512,6 +512,8 @@ typedef struct rt_dataset {
 void rt_dataset_open(rt_dataset *d, const rt_model *m, const rt_data_entry *entries, int n,
                      const char *base_dir, const char *what, int64_t documents);
 void rt_dataset_close(rt_dataset *d);
+/* Is none of the entries' files there (a tokens glob matching none)? */
+int rt_dataset_absent(const rt_data_entry *entries, int n, const char *base_dir);
 /* What a resume checks the data against (never 0): the rows, each file's length and
  * its first and last 64 KB, XXH64 (other data, not a proof of the same bytes) */
 uint64_t rt_dataset_fingerprint(const rt_dataset *d);

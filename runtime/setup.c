@@ -51,7 +51,7 @@ static int default_threads(void)
 static void data_to_gpu(Run *r)
 {
     const rt_train_config *c = &r->c;
-    if (c->on_gpu == RT_ON_GPU_NEVER)
+    if (c->on_gpu == RT_ON_GPU_NEVER || !r->tl)   /* (nothing trained: no training data) */
         return;
     size_t need = rt_cu_data_bytes(r->m, r->train.rows) +
                   (r->has_val ? rt_cu_data_bytes(r->m, r->val.rows) : 0);
@@ -91,19 +91,53 @@ void rt_run_close_gpu(Run *r)
     }
 }
 
+/* The validation data's loader (each sample once: with several ranks, each its split). */
+static void open_val_loader(Run *r)
+{
+    const rt_train_config *c = &r->c;
+    if (!r->has_val)
+        return;
+    r->vl = rt_loader_new(r->m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
+                          (int)c->prefetch);
+    if (r->world > 1)     /* the numbers of one rank */
+        rt_loader_set_split(r->vl, r->rank, r->world);
+}
+
+/* Does the run read the training data? Not where it trains nothing (--eval, --predict,
+ * --sample alone: a fresh import samples before it has data), unless it resumes (the
+ * checkpoint's place is checked against the data's epochs) or writes --reference's
+ * files (from the training rows). */
+static int reads_train_data(const Run *r)
+{
+    return !r->o.eval || r->o.reference || r->o.resume;
+}
+
 /* The training (and validation) data, checked before the output folder exists; the
  * loaders (each rank its share); epochs and steps; --lr-find's own length. */
 void rt_run_data(Run *r)
 {
     const rt_model *m = r->m;
     const rt_train_config *c = &r->c;
-    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train", c->documents);
     r->has_val = c->n_val > 0;
+    if (r->has_val && !reads_train_data(r) && r->o.sample > 0 && !r->o.predict &&
+        rt_dataset_absent(c->val, c->n_val, m->data_dir)) {
+        r->has_val = 0;   /* --eval --sample before there are data: sampling alone */
+        if (r->rank == 0)
+            fprintf(stderr, "trainc: note: none of data.val's files is there: no validation, "
+                            "sampling alone\n");
+    }
     if (r->has_val)
         rt_dataset_open(&r->val, m, c->val, c->n_val, m->data_dir, "val", c->documents);
     r->threads = r->o.threads ? r->o.threads : default_threads();
     if (r->threads < 1)
         r->threads = 1;
+    if (!reads_train_data(r)) {   /* (a nominal epoch of one batch: one pass a step) */
+        r->batches_per_epoch = r->steps_per_epoch = 1;
+        r->total_steps = -1;
+        open_val_loader(r);
+        return;
+    }
+    rt_dataset_open(&r->train, m, c->train, c->n_train, m->data_dir, "train", c->documents);
     r->tl = rt_loader_new(m, &r->train, c->batch_size, c->shuffle, c->drop_last, c->seed,
                           (int)c->workers, (int)c->prefetch);
     if (r->world > 1)
@@ -119,12 +153,7 @@ void rt_run_data(Run *r)
     if (r->batches_per_epoch == 0)
         rt_input_error("$.train.batch_size: the training data has %lld rows, fewer than batch_size %lld (with drop_last)",
                        (long long)r->train.rows, (long long)c->batch_size);
-    if (r->has_val) {
-        r->vl = rt_loader_new(m, &r->val, c->batch_size, 0, 0, c->seed, (int)c->workers,
-                              (int)c->prefetch);
-        if (r->world > 1)     /* each sample once: the numbers of one rank */
-            rt_loader_set_split(r->vl, r->rank, r->world);
-    }
+    open_val_loader(r);
     r->steps_per_epoch = (r->batches_per_epoch + c->accumulate - 1) / c->accumulate;
     r->total_steps = -1;
     if (rt_epochs(c) > 0)
@@ -224,7 +253,8 @@ void rt_run_device(Run *r)
         rt_ddp_init(m, r->e.grads, (int64_t)(c->bucket_mb * 1048576.0));
         rt_ddp_use_gpu(&r->e, zero2);
     }
-    rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
+    if (r->tl)
+        rt_loader_each_buffer(r->tl, rt_cu_pin, NULL);
     if (r->vl)
         rt_loader_each_buffer(r->vl, rt_cu_pin, NULL);
     data_to_gpu(r);

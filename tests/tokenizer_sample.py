@@ -109,6 +109,24 @@ def stop_at(kind, d, sp, tj, tok, sample):
           % (kind, stop, j + 1, j, later[0], len(one), len(two)))
 
 
+def without_data(kind, d, sp, tj, sample):
+    """--eval --sample reads no training data (a fresh import samples before it has any),
+    and none of data.val's files there means sampling alone: the same sample from the
+    trained weights with the data moved away"""
+    os.rename(d + "/data", d + "/data_away")
+    try:
+        r = subprocess.run([TRAINC, "run", sp, "--eval", "--init", d + "/run/model.safetensors",
+                            "--threads", "1", "--sample", "40", "--prompt", PROMPT, "--tokenizer", tj,
+                            "--set", "data.val.tokens=data/val_*.bin"], capture_output=True)
+    finally:
+        os.rename(d + "/data_away", d + "/data")
+    err = r.stderr.decode("utf-8", "replace")
+    if r.returncode != 0 or ids_line(err, "sample") != sample or "sampling alone" not in err:
+        sys.exit("FAIL: %s: --eval --sample without data: exit %d\n%s" % (kind, r.returncode, err[-1500:]))
+    print("ok   %s: --eval --sample with no data files there: the same %d ids, no validation" %
+          (kind, len(sample)))
+
+
 def prompt_file(kind, d, sp, tj, tok):
     """--prompt-file: three prompts (gpt2: FILE.jsonl with a JSON string holding a newline,
     an object's "prompt" and an empty line; llama3: a text file, a line each, one ending in
@@ -217,6 +235,7 @@ def run(kind, vocab):
     print("ok   %s (vocabulary %d): prompt %d ids as tokenizers'; sample %r" %
           (kind, V, len(prompt), text_out[:60]))
     stop_at(kind, d, sp, tj, tok, sample)
+    without_data(kind, d, sp, tj, sample)
     prompt_file(kind, d, sp, tj, tok)
     # a tokenizer whose ids pass the model's: refused before training
     with open(sp, "w") as f:
