@@ -807,12 +807,12 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     rt_dptr right = loss + (rt_dptr)samples * sizeof(double);
     rt_dptr factor = right + (rt_dptr)samples * sizeof(double);
     int ignore = e->ce_ignore;
-    float gs = e->grad_scale;
+    float gs = beta * e->grad_scale;   /* (the factors' bound: sigmoid(-u) <= 1) */
     char name[64];
     snprintf(name, sizeof name, "rt_dpo_rows_%lld_%lld", (long long)C, (long long)ld);
-    void *a1[] = {&logits, &target, &dlogits, &nll, &correct, &ignore};
+    void *a1[] = {&logits, &target, &dlogits, &nll, &correct, &gs, &ignore};
     rt_cu_launch(e, name, gdim(n, GX, name), 1, 1, row_threads(C), 1, 0, a1);
-    void *a2[] = {&nll, &ref, &logps, &loss, &right, &factor, &samples, &T, &beta, &gs};
+    void *a2[] = {&nll, &ref, &logps, &loss, &right, &factor, &samples, &T, &beta};
     rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
                  a2);
     if (dlogits) {

@@ -311,12 +311,13 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
  * sample's loss is -log sigmoid(u) = softplus(-u), a pair ranked right when u > 0, and
  * d(loss)/d(z) of a chosen row is beta sigmoid(-u) (softmax - onehot), of a rejected one
  * the negative. Three passes: each row's cross entropy (its softmax - onehot kept in
- * dlogits, unscaled), then each sample's sums in row order (double), then each row's
- * gradient scaled by its answer's factor. */
+ * dlogits times beta grad_scale, the factor's bound: 16-bit gradients keep the small
+ * probabilities cross entropy's keep), then each sample's sums in row order (double),
+ * then each row's gradient times its answer's +-sigmoid(-u). */
 typedef struct {
     ce_ctx ce;                 /* the rows' cross entropy, grad_scale 1 */
     double *nll;               /* [rows]: each row's -log p(target), 0 where ignored */
-    const double *factor;      /* [rows / T]: each answer's gradient factor */
+    const double *factor;      /* [rows / T]: each answer's gradient factor, +-sigmoid(-u) */
     int64_t T;
 } dpo_ctx;
 
@@ -373,7 +374,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
         return;
     rt_pool *p = rt_pool_of(e);
     double *scratch = rt_pool_scratch(p, (size_t)(n + 2 * samples));
-    dpo_ctx d = {{logits, target, dlogits, NULL, n, C, 1, 1.0f, n, ld, 0.0f, ce_row, 1,
+    dpo_ctx d = {{logits, target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f, ce_row, 1,
                   e->ce_ignore},
                  scratch, scratch + n, T};
     rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
@@ -390,7 +391,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
         double u = (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]));
         loss += softplus(-u);
         right += u > 0;
-        double f = (double)beta / (1.0 + exp(u)) * (double)e->grad_scale;   /* beta sigmoid(-u) */
+        double f = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
         factor[2 * s] = f;
         factor[2 * s + 1] = -f;
         logps[2 * s] = (float)lp[0];

@@ -396,17 +396,17 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 
 /* Direct preference optimization (the twin of rt_dpo in runtime/losses.c): a sample is a
  * pair of answers, rows [0, T) the chosen one's logits, [T, 2T) the rejected one's.
- * rt_dpo_rows: each row's cross entropy as cross_entropy's (grad_scale 1: softmax -
- * onehot kept in dlogits, unscaled), nll[r] = -log p(target) and 0 on a row whose target
- * is `ignore` (its gradient row 0). Launch as cross_entropy_row. */
+ * rt_dpo_rows: each row's cross entropy as cross_entropy's (softmax - onehot kept in
+ * dlogits times grad_scale, the caller's beta grad_scale), nll[r] = -log p(target) and 0
+ * on a row whose target is `ignore` (its gradient row 0). Launch as cross_entropy_row. */
 #define RT_DPO_ROWS(C, LD)                                                                    \
     extern "C" __global__ void __launch_bounds__(1024) rt_dpo_rows_##C##_##LD(                \
         const act_t *logits, const int32_t *target, act_t *dlogits, double *nll,              \
-        double *correct, int ignore)                                                          \
+        double *correct, float grad_scale, int ignore)                                        \
     {                                                                                         \
         int64_t r = blockIdx.x;                                                               \
         if (target[r] != ignore) {                                                            \
-            cross_entropy<C, LD>(logits, target, dlogits, nll, correct, 1.0f);                \
+            cross_entropy<C, LD>(logits, target, dlogits, nll, correct, grad_scale);          \
             return;                                                                           \
         }                                                                                     \
         if (dlogits)                                                                          \
@@ -419,10 +419,11 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 /* rt_dpo_pairs: one thread a pair. Its answers' log-probabilities (the sums of -nll over
  * their T rows, in row order, in double) into logps [2], u = beta ((lc - rc) - (lr - rr))
  * with the reference's ref [2]: loss[s] = softplus(-u), right[s] = u > 0, and each
- * answer's gradient factor, +-beta sigmoid(-u) grad_scale. */
+ * answer's gradient factor, +-sigmoid(-u) (rt_dpo_rows scaled the rows by beta
+ * grad_scale). */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const float *ref, float *logps, double *loss, double *right,
-             float *factor, int64_t samples, int64_t T, float beta, float grad_scale)
+             float *factor, int64_t samples, int64_t T, float beta)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
@@ -434,7 +435,7 @@ rt_dpo_pairs(const double *nll, const float *ref, float *logps, double *loss, do
     double u = (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]));
     loss[s] = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));
     right[s] = u > 0 ? 1.0 : 0.0;
-    float f = (float)((double)beta / (1.0 + exp(u)) * (double)grad_scale);
+    float f = (float)(1.0 / (1.0 + exp(u)));
     factor[2 * s] = f;
     factor[2 * s + 1] = -f;
     logps[2 * s] = (float)lp[0];
