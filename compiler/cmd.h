@@ -93,7 +93,8 @@ ClsSplit data_cls_split(const char *file, const char *val, double frac, int unla
                         const char *dir, const char *form);
 /* The rows written: open makes NAME's arrays ("train", or "test" when unlabeled, and "val"
  * where the split has validation), encode writes FILE's first n_train examples to tr and
- * the rest to va (FILE's, then VAL's); then all closed and committed */
+ * the rest to va (FILE's, then VAL's); then all closed, for the caller to commit
+ * (data_commit) once it finds them right */
 typedef struct ClsWrite {
     void (*open)(void *ctx, DataRows *o, const char *name);
     void (*encode)(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va);

@@ -340,7 +340,6 @@ void data_cls_write(const ClsWrite *w, const char *file, const char *val, int un
     data_rows_close(tr);
     if (has_val)
         data_rows_close(va);
-    data_commit();
 }
 
 /* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them; y unless unlabeled) */
@@ -363,6 +362,7 @@ int data_classify(int argc, char **argv)
     ClsJob j = {&a, &cm, t, {0}};
     data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, a.unlabeled, &sp, &tr,
                    &va);
+    data_commit();
     const ClsCounts c = j.c;
     const int64_t n = sp.n, n_valfile = sp.n_valfile;
     if (a.unlabeled)

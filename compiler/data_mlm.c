@@ -211,6 +211,7 @@ int data_mlm(int argc, char **argv)
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, "a line of text");
     DataRows tr = {0}, va = {0};
     data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, 0, &sp, &tr, &va);
+    data_commit();
     printf("%s%s: %" PRId64 " lines -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
            " (%" PRId64 " tokens, %" PRId64 " of them chosen to predict: %.1f%%; %" PRId64
            " lines cut to fit), mask id %d\n",

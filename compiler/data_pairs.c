@@ -234,9 +234,10 @@ int data_pairs(int argc, char **argv)
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, form);
     DataRows tr = {0}, va = {0};
     data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, 0, &sp, &tr, &va);
-    if (tr.rows == 0)
+    if (tr.rows == 0)   /* (nothing committed: the .part files go at exit) */
         error_input("data pairs: %s: no pair fits in the model's %" PRId64 " tokens a text (its "
                     "rows are 2 x %" PRId64 ")", a.file, j.T, j.T);
+    data_commit();
     printf("%s%s: %" PRId64 " pairs -> %" PRId64 " train + %" PRId64 " val rows of 2 x %" PRId64
            " (%" PRId64 " tokens, %.1f%% of the rows; %" PRId64 " left out: a text longer than %"
            PRId64 " tokens), padding id %lld\n",

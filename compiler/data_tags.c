@@ -231,6 +231,7 @@ int data_tags(int argc, char **argv)
     TagJob j = {&a, &cm, t, {0}};
     data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, a.unlabeled, &sp, &tr,
                    &va);
+    data_commit();
     const TagCounts c = j.c;
     const int64_t n = sp.n, n_valfile = sp.n_valfile;
     if (a.unlabeled)

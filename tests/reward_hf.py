@@ -287,6 +287,12 @@ def bad_cases(rng):
     refused("data pairs of a classifier", ["data", "pairs", d + "/prefs.jsonl", d + "/o3",
                                            "--tokenizer", TOK, "--model", d + "/cls/model.json"],
             "a class for each text: its rows are `trainc data classify`'s", d + "/o3")
+    with open(d + "/long.jsonl", "w") as f:
+        f.write(json.dumps({"chosen": " ".join(LINES[:3]), "rejected": "b"}) + "\n")
+    r = trainc("data", "pairs", d + "/long.jsonl", d + "/o5", "--tokenizer", TOK, "--model",
+               imp + "/model.json", "--val-frac", 0, expect=1)
+    check("no pair fits" in r.stderr and not [f for f in os.listdir(d + "/o5") if f.endswith(".npy")],
+          "refused: data pairs where no pair fits, no array written (%s)" % r.stderr.strip())
     s = json.load(open(imp + "/model.json"))
     s["model"]["layers"][-3]["segments"] = 3
     s["model"]["inputs"]["x"]["shape"] = s["model"]["inputs"]["pos"]["shape"] = [3 * T]
