@@ -74,6 +74,7 @@ typedef struct Arch {
                                   last token (last_token's segments 2) */
     int dpo;                   /* --task dpo: the language model over a pair of texts a row,
                                   the dpo loss against the reference's log-probabilities */
+    int simpo;                 /* --task simpo: the same rows, the simpo loss (no reference) */
     double std;                /* initializer_range */
     HfImage cls;               /* its classes */
 } Arch;
@@ -1394,14 +1395,16 @@ static int64_t config_outputs(HfCfg *c)
  * (TRL's RewardTrainer saves them so). Its rows hold a pair of texts (data pairs). */
 static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
 {
-    if (task && strcmp(task, "reward") && strcmp(task, "dpo"))
-        error_input("import: --task %s: a %s takes --task reward (a reward model) or dpo "
+    if (task && strcmp(task, "reward") && strcmp(task, "dpo") && strcmp(task, "simpo"))
+        error_input("import: --task %s: a %s takes --task reward (a reward model), dpo or simpo "
                     "(preference optimization of the language model)", task, f->type);
-    if (task && !strcmp(task, "dpo")) {
+    if (task && strcmp(task, "reward")) {
         if (a->seq_cls || labels)
-            error_input("import: --task dpo trains a language model: %s", labels ? "no --labels"
-                        : "this is a sequence classifier (import its language model)");
+            error_input("import: --task %s trains a language model: %s", task, labels
+                        ? "no --labels" : "this is a sequence classifier (import its language "
+                        "model)");
         a->dpo = 1;
+        a->simpo = !strcmp(task, "simpo");
         return;
     }
     int one = a->seq_cls && config_outputs(c) == 1;
@@ -1667,7 +1670,7 @@ static void shared_norm_block(cJSON *body, const Arch *a)
 }
 
 /* dpo's inputs beside x [2T]: y [2T] each answer token's id where it is predicted (-100
- * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities), and its loss */
+ * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities; simpo has none) */
 static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
 {
     cJSON *y = cJSON_AddObjectToObject(in, "y");
@@ -1677,9 +1680,11 @@ static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
     cJSON *p = cJSON_AddObjectToObject(in, "pos");
     cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&T2, 1));
     cJSON_AddStringToObject(p, "dtype", "i32");
-    cJSON *r = cJSON_AddObjectToObject(in, "ref");
-    cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){2}, 1));
-    cJSON_AddStringToObject(r, "dtype", "f32");
+    if (!a->simpo) {
+        cJSON *r = cJSON_AddObjectToObject(in, "ref");
+        cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){2}, 1));
+        cJSON_AddStringToObject(r, "dtype", "f32");
+    }
     cJSON_AddStringToObject(m, "positions", "pos");
 }
 
@@ -1777,12 +1782,15 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
         hf_layer(ls, "tanh", NULL);
         cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->final_cap);
     }
-    if (a->dpo) {   /* (TRL's DPOTrainer's default beta) */
+    if (a->dpo) {   /* (TRL's DPOTrainer's default beta; the SimPO paper's beta and gamma) */
         cJSON *loss = cJSON_AddObjectToObject(m, "loss");
-        cJSON_AddStringToObject(loss, "op", "dpo");
+        cJSON_AddStringToObject(loss, "op", a->simpo ? "simpo" : "dpo");
         cJSON_AddStringToObject(loss, "target", "y");
-        cJSON_AddStringToObject(loss, "reference", "ref");
-        cJSON_AddNumberToObject(loss, "beta", 0.1);
+        if (!a->simpo)
+            cJSON_AddStringToObject(loss, "reference", "ref");
+        cJSON_AddNumberToObject(loss, "beta", a->simpo ? 2.0 : 0.1);
+        if (a->simpo)
+            cJSON_AddNumberToObject(loss, "gamma", 1.0);
         return root;
     }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
@@ -1817,29 +1825,34 @@ static const char train_defaults[] =
     "  }\n"
     "}\n";
 
-/* --task dpo's train.json: `trainc data pairs`' rows and `--reference`'s log-probabilities,
- * TRL's DPOConfig's learning rate (1e-6) */
-static const char dpo_train[] =
-    "{\n"
-    "  \"trainc\": 1,\n"
-    "  \"train\": {\n"
-    "    \"data\": {\n"
-    "      \"train\": {\"x\": \"data/train_x.npy\", \"pos\": \"data/train_pos.npy\",\n"
-    "                \"y\": \"data/train_y.npy\", \"ref\": \"data/train_ref.npy\"},\n"
-    "      \"val\": {\"x\": \"data/val_x.npy\", \"pos\": \"data/val_pos.npy\",\n"
-    "              \"y\": \"data/val_y.npy\", \"ref\": \"data/val_ref.npy\"}\n"
-    "    },\n"
-    "    \"batch_size\": 8,\n"
-    "    \"epochs\": 1,\n"
-    "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 1e-6, \"weight_decay\": 0.0},\n"
-    "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
-    "    \"grad_clip\": 1.0,\n"
-    "    \"precision\": \"bf16-mixed\",\n"
-    "    \"validate\": {\"every_epochs\": 1},\n"
-    "    \"seed\": 1337,\n"
-    "    \"log_every\": 10\n"
-    "  }\n"
-    "}\n";
+/* --task dpo's and simpo's train.json: `trainc data pairs`' rows (and dpo's `--reference`'s
+ * log-probabilities), TRL's DPOConfig's learning rate (1e-6) */
+static char *pairs_train(int ref)
+{
+    const char *tr = ref ? ",\n                \"ref\": \"data/train_ref.npy\"" : "";
+    const char *va = ref ? ",\n              \"ref\": \"data/val_ref.npy\"" : "";
+    return xasprintf(
+        "{\n"
+        "  \"trainc\": 1,\n"
+        "  \"train\": {\n"
+        "    \"data\": {\n"
+        "      \"train\": {\"x\": \"data/train_x.npy\", \"pos\": \"data/train_pos.npy\",\n"
+        "                \"y\": \"data/train_y.npy\"%s},\n"
+        "      \"val\": {\"x\": \"data/val_x.npy\", \"pos\": \"data/val_pos.npy\",\n"
+        "              \"y\": \"data/val_y.npy\"%s}\n"
+        "    },\n"
+        "    \"batch_size\": 8,\n"
+        "    \"epochs\": 1,\n"
+        "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 1e-6, \"weight_decay\": 0.0},\n"
+        "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
+        "    \"grad_clip\": 1.0,\n"
+        "    \"precision\": \"bf16-mixed\",\n"
+        "    \"validate\": {\"every_epochs\": 1},\n"
+        "    \"seed\": 1337,\n"
+        "    \"log_every\": 10\n"
+        "  }\n"
+        "}\n", tr, va);
+}
 
 /* ---- the weights ---------------------------------------------------------------- */
 
@@ -2053,7 +2066,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -2109,7 +2122,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "dpo"))))
+    if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "dpo") &&
+                                       strcmp(o->task, "simpo"))))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
                     "distilbert: sequence, token or mlm) or a language model's (reward); this "
                     "is %s", o->task, type);
@@ -2157,7 +2171,7 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : a.dpo ? dpo_train
+                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : a.dpo ? pairs_train(!a.simpo)
                                                                           : train_defaults);
     int skipped = 0, adapters = 0;
     for (int p = 0; adapter && p < ad.n; p++)
@@ -2166,8 +2180,9 @@ int cmd_import(int argc, char **argv)
         skipped += vision(&a, im.w.t[i].name);
     printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s%s) -> %s/model.json, "
            "%s/train.json, %s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
-           a.dpo ? xasprintf("; for dpo, rows of two texts of %lld tokens (data pairs, then "
-                             "--reference)", (long long)T)
+           a.dpo ? xasprintf("; for %s, rows of two texts of %lld tokens (data pairs%s)",
+                             a.simpo ? "simpo" : "dpo", (long long)T,
+                             a.simpo ? "" : ", then --reference")
            : !a.seq_cls ? "" : a.reward
                ? xasprintf("; a reward model, rows of two texts of %lld tokens (data pairs)%s",
                            (long long)T, a.fresh_score ? xasprintf(", its score drawn anew "

@@ -97,7 +97,7 @@ static int model_kind(const cJSON *m, const cJSON *in)
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "loss"),
                                                        "op");
-    if (cJSON_IsString(op) && !strcmp(op->valuestring, "dpo"))
+    if (cJSON_IsString(op) && (!strcmp(op->valuestring, "dpo") || !strcmp(op->valuestring, "simpo")))
         return CLS_DPO;
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;

@@ -749,10 +749,14 @@ static void emit_host_model(Program *p, Program *ev, const Program *dec, Buf *b)
                (long long)terms, g->has_dropout);
     if (s->has_ignore)
         buf_printf(b, "    .ce_has_ignore = 1,\n    .ce_ignore_index = %d,\n", (int)s->ignore_index);
-    for (int k = 0; s->loss == LOSS_DPO && k < s->n_inputs; k++)   /* (--reference's) */
-        if (!strcmp(s->inputs[k].name, s->reference))
-            buf_printf(b, "    .reference_input = %d,\n    .eval_logps_offset = %lld,\n", k,
-                       (long long)tensor_base(ev->g->logps)->offset);
+    if (s->loss == LOSS_DPO) {   /* (--reference's; simpo has no reference: -1) */
+        int ref = -1;
+        for (int k = 0; s->reference && k < s->n_inputs; k++)
+            if (!strcmp(s->inputs[k].name, s->reference))
+                ref = k;
+        buf_printf(b, "    .reference_input = %d,\n    .eval_logps_offset = %lld,\n", ref,
+                   (long long)tensor_base(ev->g->logps)->offset);
+    }
     if (g->head)
         emit_head_model(b, ev->g, pred);
     else {

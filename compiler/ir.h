@@ -264,6 +264,7 @@ typedef struct Graph {
     Tensor *dpred;           /* its gradient, written by the loss node */
     Tensor *logps;           /* dpo's: each pair's summed log-probabilities [2] (written by
                                 the loss; --reference reads validation's) */
+    double simpo_gamma;      /* simpo's gamma (the dpo loss without a reference) */
     Node *head;              /* the linear layer whose logits the loss reads, when the two
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
@@ -599,8 +600,9 @@ enum {
                               softcap: each row's position (e->place) against its
                               sequence's key/value cache */
     CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row at each row's position */
-    CALL_DPO,              /* logits, targets, reference, dlogits|NULL, logps, samples, rows a
-                              sample, C, ld, beta: direct preference optimization */
+    CALL_DPO,              /* logits, targets, reference|NULL, dlogits|NULL, logps, samples,
+                              rows a sample, C, ld, beta, gamma: direct preference
+                              optimization (without a reference: simpo) */
     N_CALLS
 };
 

@@ -1352,23 +1352,46 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
-        error_at(c->file, path, "ignore_index applies to cross_entropy and dpo, not mse");
+        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo and simpo, not mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
 }
 
+/* simpo's keys: beta (2.0, > 0) and gamma (1.0, >= 0), the SimPO paper's (gamma / beta
+ * 0.5); no reference */
+static void parse_simpo(const Ctx *c, Spec *s, const cJSON *loss)
+{
+    const cJSON *b = sp_member(loss, "beta"), *g = sp_member(loss, "gamma");
+    if (sp_member(loss, "reference"))
+        error_at(c->file, "$.model.loss.reference", "simpo has no reference model (dpo has)");
+    s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
+                                "a number > 0 (SimPO's beta, 2.0 by default)")
+                    : 2.0;
+    s->simpo_gamma = g ? number_in(c, g, "$.model.loss.gamma", 0, FLT_MAX,
+                                   "a number >= 0 (SimPO's target margin, 1.0 by default)")
+                       : 1.0;
+}
+
 /* dpo's keys: beta (0.1, > 0) and reference, an f32 input [2] not otherwise read (the
- * reference model's summed log-probabilities of each pair's two answers); beta and
- * reference on another loss are errors */
+ * reference model's summed log-probabilities of each pair's two answers); simpo's
+ * (parse_simpo); beta, gamma and reference on another loss are errors */
 static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
 {
     const cJSON *b = sp_member(loss, "beta"), *ref = sp_member(loss, "reference");
+    const cJSON *g = sp_member(loss, "gamma");
     if (s->loss != LOSS_DPO) {
-        if (b || ref)
-            error_at(c->file, b ? "$.model.loss.beta" : "$.model.loss.reference",
-                     "applies to the dpo loss alone");
+        if (b || ref || g)
+            error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
+                                                           : "$.model.loss.gamma",
+                     "applies to the dpo and simpo losses alone");
         return;
     }
+    if (s->simpo) {
+        parse_simpo(c, s, loss);
+        return;
+    }
+    if (g)
+        error_at(c->file, "$.model.loss.gamma", "applies to simpo (dpo has none)");
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
                                 "a number > 0 (DPO's beta, 0.1 by default)")
                     : 0.1;
@@ -1486,29 +1509,30 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_layer_list(c, sp_require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
-                                            "beta", "reference", NULL};
-    static const char *const losses[] = {"cross_entropy", "mse", "dpo", NULL};
-    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO};
+                                            "beta", "reference", "gamma", NULL};
+    static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", NULL};
+    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
-    s->loss = kinds[get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op",
-                               losses)];
+    int op = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op", losses);
+    s->loss = kinds[op];
+    s->simpo = op == 3;
     int t = get_input_ref(c, sp_require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
     parse_label_smoothing(c, s, loss);
     parse_ignore_index(c, s, loss);
     parse_dpo(c, s, loss, t);
-    const char *op = s->loss == LOSS_DPO ? "dpo" : "cross_entropy";
+    const char *opn = losses[op];
     if (s->loss != LOSS_MSE && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "%s needs an integer target (u8, u16 or i32); "
-                 "input '%s' is f32", op, s->loss_target);
+                 "input '%s' is f32", opn, s->loss_target);
     /* docs/spec.md: an integer target carries classes, which the data's labels are checked
      * against before training (else a bad label fails mid-run) */
     if (s->loss != LOSS_MSE && !s->inputs[t].classes)
         error_at(c->file, s->inputs[t].path, "missing key 'classes': a %s target needs its "
                  "number of classes (the logits' width), e.g. \"classes\": 10, to check the "
-                 "labels against", op);
+                 "labels against", opn);
 }
 
 /* $.model.positions (an extension): the integer input [T] holding each token's position

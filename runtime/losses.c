@@ -361,12 +361,39 @@ static double softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
+/* Pair s's margin u from its answers' rows' nll (scratch) and the reference's: dpo's
+ * beta ((lc - rc) - (lr - rr)), or without a reference simpo's beta (mc - mr) - gamma (m:
+ * the mean over the answer's counted rows); its answers' log-probabilities (simpo's means)
+ * into lp, and each answer's gradient factor per unit of beta grad_scale into f */
+static double pair_margin(const double *nll, const int32_t *target, int32_t ignore,
+                          const float *ref, int64_t s, int64_t T, float beta, float gamma,
+                          double lp[2], double f[2])
+{
+    double n[2] = {0.0, 0.0};
+    for (int h = 0; h < 2; h++) {
+        lp[h] = 0.0;
+        for (int64_t t = 0; t < T; t++) {
+            lp[h] -= nll[(2 * s + h) * T + t];
+            n[h] += target[(2 * s + h) * T + t] != ignore;
+        }
+        if (!ref)
+            lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
+    }
+    double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
+                   : (double)beta * (lp[0] - lp[1]) - (double)gamma;
+    double sg = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
+    f[0] = ref ? sg : n[0] > 0 ? sg / n[0] : 0.0;
+    f[1] = ref ? -sg : n[1] > 0 ? -sg / n[1] : 0.0;
+    return u;
+}
+
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta)
+            float beta, float gamma)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
-        RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta);
+        RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
+                       gamma);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
@@ -384,16 +411,11 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     double loss = 0.0, *factor = scratch + n;
     int64_t right = 0;
     for (int64_t s = 0; s < samples; s++) {
-        double lp[2] = {0.0, 0.0};
-        for (int h = 0; h < 2; h++)
-            for (int64_t t = 0; t < T; t++)
-                lp[h] -= scratch[(2 * s + h) * T + t];
-        double u = (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]));
+        double lp[2];
+        double u = pair_margin(scratch, target, e->ce_ignore, ref, s, T, beta, gamma, lp,
+                               factor + 2 * s);
         loss += softplus(-u);
         right += u > 0;
-        double f = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
-        factor[2 * s] = f;
-        factor[2 * s + 1] = -f;
         logps[2 * s] = (float)lp[0];
         logps[2 * s + 1] = (float)lp[1];
     }

@@ -19,6 +19,9 @@ SFT model DPO starts from, in practice the policy's own start).
   within 1e-4 of torch's AdamW on transformers' model with TRL's loss;
 - trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
   loss within 1e-5; so through LoRA adapters (TRL with PEFT), merged by the export;
+- `--task simpo` (TRL's CPOTrainer with loss_type "simpo": each answer's mean log-
+  probability, no reference, -log sigmoid(beta (mc - mr) - gamma)): `--eval` within 1e-5
+  and 8 AdamW steps within 1e-4 of torch's;
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -28,7 +31,8 @@ SFT model DPO starts from, in practice the policy's own start).
 dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps on the
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
-and its --reference there writes the CPU's log-probabilities within 1e-5.
+and its --reference there writes the CPU's log-probabilities within 1e-5; the same for
+the simpo import.
 """
 import json
 import os
@@ -103,22 +107,31 @@ def right_rows(ps):
     return x, mask, np.array(plen)
 
 
-def logps(m, rows):
+def logps(m, rows, mean=False):
     """each pair's (chosen, rejected) answer log-probabilities [n, 2], TRL's
     concatenated_forward: log softmax at each place, gathered at the next id, summed over
-    the answer's tokens"""
+    the answer's tokens (MEAN: their mean, as its CPO/SimPO averages them)"""
     x, mask, plen = rows
     z = m(input_ids=torch.from_numpy(x), attention_mask=torch.from_numpy(mask)).logits
     lp = torch.gather(F.log_softmax(z[:, :-1].float(), -1), 2, torch.from_numpy(x[:, 1:, None]))[..., 0]
     k = np.arange(1, T)[None, :]
     answer = torch.from_numpy((k >= plen[:, None]) & (mask[:, 1:] == 1))
-    return (lp * answer).sum(1).view(2, -1).t()
+    s = (lp * answer).sum(1)
+    return (s / answer.sum(1) if mean else s).view(2, -1).t()
 
 
 def dpo_loss(m, rows, ref):
     """TRL's sigmoid loss over the pairs, the mean; and the share ranked right"""
     lp = logps(m, rows)
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
+    return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
+
+
+def simpo_loss(m, rows, beta=2.0, gamma=1.0):
+    """TRL's CPOTrainer with loss_type "simpo": -log sigmoid(beta (mc - mr) - gamma), the
+    mean; and the share ranked right"""
+    lp = logps(m, rows, mean=True)
+    u = beta * (lp[:, 0] - lp[:, 1]) - gamma
     return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
 
 
@@ -234,6 +247,46 @@ def lora(d, imp, va, ref):
                                                                 base))
 
 
+def simpo(cfg, rng):
+    """--task simpo: the same rows without a reference; --eval and 8 AdamW steps against
+    TRL's SimPO loss on transformers' model"""
+    d = os.path.join(OUT, "simpo")
+    m = saved(LlamaForCausalLM, cfg, d + "/src", 0.3, seed=3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "simpo")
+    spec = json.load(open(imp + "/model.json"))["model"]
+    check(spec["loss"] == {"op": "simpo", "target": "y", "beta": 2.0, "gamma": 1.0} and
+          "ref" not in spec["inputs"], "llama: --task simpo imports the language model with the "
+          "simpo loss (beta 2, gamma 1) and no reference input")
+    ps = pairs(rng, cfg.vocab_size, N)
+    save_data(imp, ps)
+    for f in ("eval", "train5", "train8"):   # (no reference's files)
+        sp = json.load(open("%s/%s.json" % (imp, f)))
+        for part in sp["train"]["data"].values():
+            part.pop("ref")
+        json.dump(sp, open("%s/%s.json" % (imp, f), "w"))
+    m.eval()
+    with torch.no_grad():
+        theirs = [float(v) for v in simpo_loss(m, right_rows(ps[N // 2:]))]
+    ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
+          "llama: simpo's --eval %.7f (%.4f ranked right), TRL's SimPO loss on transformers' "
+          "logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
+                                         rel(ours[0], theirs[0])))
+    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run8")
+    ours8 = run_log.losses(d + "/run8")
+    batches = [right_rows(ps[b:b + 16]) for b in range(0, N // 2, 16)]
+    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
+                               lambda mm, b: simpo_loss(mm, b)[0])
+    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 simpo AdamW steps, every loss within "
+          "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
+    refused("--reference of a simpo model", ["run", imp + "/model.json", imp + "/eval.json",
+                                             "--reference"], "simpo, which has no reference")
+    return imp
+
+
 def tokenizer():
     """a byte-level BPE with <pad> id 0, <s> before each text and </s> (a Llama's)"""
     tok = Tokenizer(models.BPE())
@@ -310,6 +363,15 @@ def fake_gpu(cfg, rng):
     save_data(imp, ps, ref)
     fake_gpu_vs_cpu("a Llama trained by dpo", imp, d)
     reference_on_gpu(d, imp, cfg)
+    trainc("import", "hf", d + "/src", "-o", d + "/simpo", "--seq-len", T, "--task", "simpo")
+    save_data(d + "/simpo", ps)
+    for f in ("train8",):   # (no reference's files)
+        sp = json.load(open("%s/simpo/%s.json" % (d, f)))
+        for part in sp["train"]["data"].values():
+            part.pop("ref")
+        json.dump(sp, open("%s/simpo/%s.json" % (d, f), "w"))
+    os.makedirs(d + "/simpo_gpu", exist_ok=True)
+    fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu")
     sys.exit(1 if failed else 0)
 
 
@@ -341,6 +403,7 @@ llama = LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=48, num_hi
 if "--fake-gpu" in sys.argv[1:]:
     fake_gpu(llama, rng)
 d, imp, _, _ = case(llama, rng)
+simpo(llama, rng)
 data_pairs(imp)
 bad_cases(imp)
 print("dpo_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))

@@ -484,7 +484,17 @@ def dpo_case():
     return name, path
 
 
-cases.append(dpo_case())
+def simpo_case():
+    """simpo over the same pairs: each answer's mean log-probability, no reference"""
+    name, path = case("simpo", [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
+                      loss_keys={"ignore_index": -100})
+    spec = json.load(open(path))
+    spec["model"]["loss"] = {"op": "simpo", "target": "y", "beta": 2.0, "gamma": 0.3}
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases += [dpo_case(), simpo_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

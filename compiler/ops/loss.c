@@ -113,19 +113,22 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
     g->head_chunk = (rows + n - 1) / n;
 }
 
-/* dpo's reference input (spec.c checked it: f32 [2]), as fp32; and the pair's logits
- * [2T, C] checked: the chosen text's rows, then the rejected one's. Its per-sample log-
- * probabilities [2] (g->logps) the loss writes. */
+/* dpo's (and simpo's) pair: the logits [2T, C] checked (the chosen text's rows, then the
+ * rejected one's), the per-sample log-probabilities [2] (g->logps) the loss writes; the
+ * reference input (spec.c checked it: f32 [2]) as fp32, or NULL for simpo (none) */
 static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
 {
     Graph *g = c->g;
-    int k = find_model_input(c->s, c->s->reference);
     if (pred->rank != 2 || pred->shape[0] % 2)
-        error_at(c->s->model_file, path, "dpo reads logits [2T, classes], a pair of texts a "
+        error_at(c->s->model_file, path, "%s reads logits [2T, classes], a pair of texts a "
                  "row (the chosen one's T rows, then the rejected one's), got %s",
-                 shape_str(pred->rank, pred->shape));
-    c->as_float[k] = 1;
-    Tensor *ref = g->act16 ? g->inputs[k] : input_f32(c, k);
+                 c->s->simpo ? "simpo" : "dpo", shape_str(pred->rank, pred->shape));
+    Tensor *ref = NULL;
+    if (!c->s->simpo) {
+        int k = find_model_input(c->s, c->s->reference);
+        c->as_float[k] = 1;
+        ref = g->act16 ? g->inputs[k] : input_f32(c, k);
+    }
     int64_t two = 2;
     g->logps = act_tensor(c, path, "dpo_logps", 1, &two);
     g->logps->origin = path;
@@ -162,6 +165,7 @@ void build_loss(GraphCtx *c)
     nd->in[nd->n_in++] = target;
     if (ref)
         nd->in[nd->n_in++] = ref;
+    g->simpo_gamma = s->simpo ? s->simpo_gamma : 0;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -249,22 +253,27 @@ static void lower_head_loss(Program *p, Node *nd)
 }
 
 /* dpo over each row's pair: the two answers' log-probabilities (their rows' targets not
- * ignored) into logps, the loss and the ranking into the pass, d(logits) in training */
+ * ignored; simpo's their means) into logps, the loss and the ranking into the pass,
+ * d(logits) in training */
 static void lower_dpo(Program *p, Node *nd)
 {
-    Tensor *pred = nd->in[0], *t = nd->in[1], *ref = nd->in[2], *logps = p->g->logps;
+    Tensor *pred = nd->in[0], *t = nd->in[1], *ref = nd->n_in > 2 ? nd->in[2] : NULL;
+    Tensor *logps = p->g->logps;
     int64_t C = pred->shape[1];
+    const char *op = ref ? "dpo" : "simpo";
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
-    a->what = xstrdup(p->eval ? "dpo: each answer's log-probability, the loss and the pairs "
-                                "ranked right (no gradient in validation)"
-                              : "dpo: each answer's log-probability, the loss, the pairs ranked "
-                                "right and d(logits)");
-    SET_CALL(a, CALL_DPO, arg_t(pred), arg_t(t), arg_t(ref),
+    a->what = xasprintf(p->eval ? "%s: each answer's log-probability, the loss and the pairs "
+                                  "ranked right (no gradient in validation)"
+                                : "%s: each answer's log-probability, the loss, the pairs ranked "
+                                  "right and d(logits)", op);
+    SET_CALL(a, CALL_DPO, arg_t(pred), arg_t(t), arg_opt(ref),
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
-             arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p));
+             arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
+             arg_float(p->g->simpo_gamma));
     instr_reads(a, pred);
     instr_reads(a, t);
-    instr_reads(a, ref);
+    if (ref)
+        instr_reads(a, ref);
     instr_writes(a, logps);
     if (!p->eval) {
         instr_writes(a, nd->out2);

@@ -417,27 +417,35 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
     }
 
 /* rt_dpo_pairs: one thread a pair. Its answers' log-probabilities (the sums of -nll over
- * their T rows, in row order, in double) into logps [2], u = beta ((lc - rc) - (lr - rr))
- * with the reference's ref [2]: loss[s] = softplus(-u), right[s] = u > 0, and each
- * answer's gradient factor, +-sigmoid(-u) (rt_dpo_rows scaled the rows by beta
- * grad_scale). */
+ * their T rows, in row order, in double; without a reference, ref NULL, simpo's: the means
+ * over the rows whose target is not `ignore`) into logps [2]; u = beta ((lc - rc) - (lr -
+ * rr)) with the reference's ref [2], or beta (mc - mr) - gamma: loss[s] = softplus(-u),
+ * right[s] = u > 0, and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
+ * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale). */
 extern "C" __global__ void __launch_bounds__(256)
-rt_dpo_pairs(const double *nll, const float *ref, float *logps, double *loss, double *right,
-             float *factor, int64_t samples, int64_t T, float beta)
+rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *logps,
+             double *loss, double *right, float *factor, int64_t samples, int64_t T, int ignore,
+             float beta, float gamma)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
         return;
-    double lp[2] = {0.0, 0.0};
-    for (int h = 0; h < 2; h++)
-        for (int64_t t = 0; t < T; t++)
+    double lp[2] = {0.0, 0.0}, n[2] = {0.0, 0.0};
+    for (int h = 0; h < 2; h++) {
+        for (int64_t t = 0; t < T; t++) {
             lp[h] -= nll[(2 * s + h) * T + t];
-    double u = (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]));
+            n[h] += target[(2 * s + h) * T + t] != ignore;
+        }
+        if (!ref)
+            lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
+    }
+    double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
+                   : (double)beta * (lp[0] - lp[1]) - (double)gamma;
     loss[s] = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));
     right[s] = u > 0 ? 1.0 : 0.0;
-    float f = (float)(1.0 / (1.0 + exp(u)));
-    factor[2 * s] = f;
-    factor[2 * s + 1] = -f;
+    double sg = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
+    factor[2 * s] = (float)(ref ? sg : n[0] > 0 ? sg / n[0] : 0.0);
+    factor[2 * s + 1] = (float)(ref ? -sg : n[1] > 0 ? -sg / n[1] : 0.0);
     logps[2 * s] = (float)lp[0];
     logps[2 * s + 1] = (float)lp[1];
 }
