@@ -1825,35 +1825,6 @@ static const char train_defaults[] =
     "  }\n"
     "}\n";
 
-/* --task dpo's and simpo's train.json: `trainc data pairs`' rows (and dpo's `--reference`'s
- * log-probabilities), TRL's DPOConfig's learning rate (1e-6) */
-static char *pairs_train(int ref)
-{
-    const char *tr = ref ? ",\n                \"ref\": \"data/train_ref.npy\"" : "";
-    const char *va = ref ? ",\n              \"ref\": \"data/val_ref.npy\"" : "";
-    return xasprintf(
-        "{\n"
-        "  \"trainc\": 1,\n"
-        "  \"train\": {\n"
-        "    \"data\": {\n"
-        "      \"train\": {\"x\": \"data/train_x.npy\", \"pos\": \"data/train_pos.npy\",\n"
-        "                \"y\": \"data/train_y.npy\"%s},\n"
-        "      \"val\": {\"x\": \"data/val_x.npy\", \"pos\": \"data/val_pos.npy\",\n"
-        "              \"y\": \"data/val_y.npy\"%s}\n"
-        "    },\n"
-        "    \"batch_size\": 8,\n"
-        "    \"epochs\": 1,\n"
-        "    \"optimizer\": {\"type\": \"adamw\", \"lr\": 1e-6, \"weight_decay\": 0.0},\n"
-        "    \"schedule\": {\"type\": \"linear\", \"warmup_steps\": 0, \"final_lr_frac\": 0.0},\n"
-        "    \"grad_clip\": 1.0,\n"
-        "    \"precision\": \"bf16-mixed\",\n"
-        "    \"validate\": {\"every_epochs\": 1},\n"
-        "    \"seed\": 1337,\n"
-        "    \"log_every\": 10\n"
-        "  }\n"
-        "}\n", tr, va);
-}
-
 /* ---- the weights ---------------------------------------------------------------- */
 
 /* The checkpoint's tensor `p`, taken: it must be there with p's shape. */
@@ -2171,8 +2142,9 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  a.seq_cls ? hf_text_train(0, 8, 2, 1e-5, 0.0) : a.dpo ? pairs_train(!a.simpo)
-                                                                          : train_defaults);
+                  a.seq_cls ? hf_text_train(0, NULL, 8, 2, 1e-5, 0.0)
+                  : a.dpo   ? hf_text_train(0, a.simpo ? NULL : "ref", 8, 1, 1e-6, 0.0)
+                            : train_defaults);   /* (dpo: TRL's DPOConfig's learning rate) */
     int skipped = 0, adapters = 0;
     for (int p = 0; adapter && p < ad.n; p++)
         adapters += !ad.pairs[p].whole;

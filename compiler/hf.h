@@ -326,10 +326,11 @@ void hf_image_inputs(cJSON *model, const HfImage *im);
 /* the model spec's loss: cross entropy on y */
 void hf_image_loss(cJSON *model);
 /* train.json of a text classifier over padded rows (`trainc data classify`'s
- * DIR/{train,val}_{x,[types,]pos,y}.npy under OUT/data; TYPES: with the token types'):
- * AdamW at LR with weight decay WD, linear decay to 0, clipping at 1.0, EPOCHS epochs of
- * BATCH rows, bf16-mixed */
-char *hf_text_train(int types, int batch, int epochs, double lr, double wd);
+ * DIR/{train,val}_{x,[types,]pos,y}.npy under OUT/data; TYPES: with the token types';
+ * EXTRA, or NULL: one more input's, DIR/{train,val}_EXTRA.npy, dpo's reference): AdamW at
+ * LR with weight decay WD, linear decay to 0, clipping at 1.0, EPOCHS epochs of BATCH
+ * rows, bf16-mixed */
+char *hf_text_train(int types, const char *extra, int batch, int epochs, double lr, double wd);
 /* the input y [] of IM's classes (and their names) in the inputs object IN */
 void hf_image_inputs_y(cJSON *in, const HfImage *im);
 /* train.json for fine-tuning (data in OUT/data/{train,val}_{x,y}.npy, 3 epochs, cosine,

@@ -492,7 +492,7 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     /* (transformers Trainer's AdamW; weight decay 0.01, as run_glue's examples set it) */
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  hf_text_train(b.TV > 0, 32, 3, 2e-5, 0.01));
+                  hf_text_train(b.TV > 0, NULL, 32, 3, 2e-5, 0.01));
     static const char *const what[] = {"a class for each text", "a class for each token",
                                        "a masked language model"};
     printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, %s%s) -> "

@@ -261,19 +261,21 @@ cJSON *hf_image_processor(const HfImage *im, const char *type)
     return c;
 }
 
-char *hf_text_train(int types, int batch, int epochs, double lr, double wd)
+char *hf_text_train(int types, const char *extra, int batch, int epochs, double lr, double wd)
 {
     const char *tt = types ? "\"types\": \"data/train_types.npy\", " : "";
     const char *tv = types ? "\"types\": \"data/val_types.npy\", " : "";
+    const char *et = extra ? xasprintf(", \"%s\": \"data/train_%s.npy\"", extra, extra) : "";
+    const char *ev = extra ? xasprintf(", \"%s\": \"data/val_%s.npy\"", extra, extra) : "";
     return xasprintf(
     "{\n"
     "  \"trainc\": 1,\n"
     "  \"train\": {\n"
     "    \"data\": {\n"
     "      \"train\": {\"x\": \"data/train_x.npy\", %s\n"
-    "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"},\n"
+    "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"%s},\n"
     "      \"val\": {\"x\": \"data/val_x.npy\", %s\n"
-    "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"}\n"
+    "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"%s}\n"
     "    },\n"
     "    \"batch_size\": %d,\n"
     "    \"epochs\": %d,\n"
@@ -285,5 +287,5 @@ char *hf_text_train(int types, int batch, int epochs, double lr, double wd)
     "    \"seed\": 1337,\n"
     "    \"log_every\": 10\n"
     "  }\n"
-    "}\n", tt, tv, batch, epochs, lr, wd);
+    "}\n", tt, et, tv, ev, batch, epochs, lr, wd);
 }

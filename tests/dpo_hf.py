@@ -152,6 +152,15 @@ def save_data(imp, ps, ref=None):
     specs(imp, ["x", "pos", "y", "ref"])
 
 
+def no_reference(imp):
+    """imp's training specs (text_hf.specs') without the reference's files: simpo's"""
+    for f in ("eval", "train5", "train8"):
+        sp = json.load(open("%s/%s.json" % (imp, f)))
+        for part in sp["train"]["data"].values():
+            part.pop("ref")
+        json.dump(sp, open("%s/%s.json" % (imp, f), "w"))
+
+
 def evaluated(imp, weights, out):
     """trainc --eval's validation loss and accuracy"""
     r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init", weights, "--eval",
@@ -260,11 +269,7 @@ def simpo(cfg, rng):
           "simpo loss (beta 2, gamma 1) and no reference input")
     ps = pairs(rng, cfg.vocab_size, N)
     save_data(imp, ps)
-    for f in ("eval", "train5", "train8"):   # (no reference's files)
-        sp = json.load(open("%s/%s.json" % (imp, f)))
-        for part in sp["train"]["data"].values():
-            part.pop("ref")
-        json.dump(sp, open("%s/%s.json" % (imp, f), "w"))
+    no_reference(imp)
     m.eval()
     with torch.no_grad():
         theirs = [float(v) for v in simpo_loss(m, right_rows(ps[N // 2:]))]
@@ -365,11 +370,7 @@ def fake_gpu(cfg, rng):
     reference_on_gpu(d, imp, cfg)
     trainc("import", "hf", d + "/src", "-o", d + "/simpo", "--seq-len", T, "--task", "simpo")
     save_data(d + "/simpo", ps)
-    for f in ("train8",):   # (no reference's files)
-        sp = json.load(open("%s/simpo/%s.json" % (d, f)))
-        for part in sp["train"]["data"].values():
-            part.pop("ref")
-        json.dump(sp, open("%s/simpo/%s.json" % (d, f), "w"))
+    no_reference(d + "/simpo")
     os.makedirs(d + "/simpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu")
     sys.exit(1 if failed else 0)
