@@ -263,8 +263,8 @@ cJSON *hf_image_processor(const HfImage *im, const char *type)
 
 char *hf_text_train(int types, const char *extra, int batch, int epochs, double lr, double wd)
 {
-    const char *tt = types ? "\"types\": \"data/train_types.npy\", " : "";
-    const char *tv = types ? "\"types\": \"data/val_types.npy\", " : "";
+    const char *tt = types ? " \"types\": \"data/train_types.npy\"," : "";
+    const char *tv = types ? " \"types\": \"data/val_types.npy\"," : "";
     const char *et = extra ? xasprintf(", \"%s\": \"data/train_%s.npy\"", extra, extra) : "";
     const char *ev = extra ? xasprintf(", \"%s\": \"data/val_%s.npy\"", extra, extra) : "";
     return xasprintf(
@@ -272,9 +272,9 @@ char *hf_text_train(int types, const char *extra, int batch, int epochs, double 
     "  \"trainc\": 1,\n"
     "  \"train\": {\n"
     "    \"data\": {\n"
-    "      \"train\": {\"x\": \"data/train_x.npy\", %s\n"
+    "      \"train\": {\"x\": \"data/train_x.npy\",%s\n"
     "                \"pos\": \"data/train_pos.npy\", \"y\": \"data/train_y.npy\"%s},\n"
-    "      \"val\": {\"x\": \"data/val_x.npy\", %s\n"
+    "      \"val\": {\"x\": \"data/val_x.npy\",%s\n"
     "              \"pos\": \"data/val_pos.npy\", \"y\": \"data/val_y.npy\"%s}\n"
     "    },\n"
     "    \"batch_size\": %d,\n"
