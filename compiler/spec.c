@@ -1332,10 +1332,13 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
     char b[300];
     if (!v)
         return;
-    if (s->loss != LOSS_CROSS_ENTROPY)
-        error_at(c->file, path, "label_smoothing applies to cross_entropy alone");
+    if (s->loss != LOSS_CROSS_ENTROPY && (s->loss != LOSS_DPO || s->simpo))
+        error_at(c->file, path, "label_smoothing applies to cross_entropy and dpo alone");
     s->label_smoothing = get_number(c, v, path);
-    if (!(s->label_smoothing >= 0 && s->label_smoothing <= 1))
+    double ls = s->label_smoothing;
+    if (s->loss == LOSS_DPO && !(ls >= 0 && ls < 0.5))   /* (the chance a pair's labels flipped) */
+        error_at(c->file, path, "expected a number in [0, 0.5), got %s", sp_got(v, b, sizeof b));
+    if (!(ls >= 0 && ls <= 1))
         error_at(c->file, path, "expected a number in [0, 1], got %s", sp_got(v, b, sizeof b));
 }
 

@@ -364,10 +364,12 @@ static double softplus(double x)
 /* Pair s's margin u from its answers' rows' nll (scratch) and the reference's: dpo's
  * beta ((lc - rc) - (lr - rr)), or without a reference simpo's beta (mc - mr) - gamma (m:
  * the mean over the answer's counted rows); its answers' log-probabilities (simpo's means)
- * into lp, and each answer's gradient factor per unit of beta grad_scale into f */
+ * into lp, and each answer's gradient factor per unit of beta grad_scale into f: -d(loss)/du
+ * = (1 - ls) sigmoid(-u) - ls sigmoid(u), ls the label smoothing (conservative DPO; the
+ * loss (1 - ls) softplus(-u) + ls softplus(u)) */
 static double pair_margin(const double *nll, const int32_t *target, int32_t ignore,
                           const float *ref, int64_t s, int64_t T, float beta, float gamma,
-                          double lp[2], double f[2])
+                          float ls, double lp[2], double f[2])
 {
     double n[2] = {0.0, 0.0};
     for (int h = 0; h < 2; h++) {
@@ -381,19 +383,19 @@ static double pair_margin(const double *nll, const int32_t *target, int32_t igno
     }
     double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
                    : (double)beta * (lp[0] - lp[1]) - (double)gamma;
-    double sg = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
-    f[0] = ref ? sg : n[0] > 0 ? sg / n[0] : 0.0;
-    f[1] = ref ? -sg : n[1] > 0 ? -sg / n[1] : 0.0;
+    double sg = 1.0 / (1.0 + exp(u)), g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
+    f[0] = ref ? g : n[0] > 0 ? g / n[0] : 0.0;
+    f[1] = ref ? -g : n[1] > 0 ? -g / n[1] : 0.0;
     return u;
 }
 
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma)
+            float beta, float gamma, float ls)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
-                       gamma);
+                       gamma, ls);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
@@ -412,9 +414,10 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     int64_t right = 0;
     for (int64_t s = 0; s < samples; s++) {
         double lp[2];
-        double u = pair_margin(scratch, target, e->ce_ignore, ref, s, T, beta, gamma, lp,
+        double u = pair_margin(scratch, target, e->ce_ignore, ref, s, T, beta, gamma, ls, lp,
                                factor + 2 * s);
-        loss += softplus(-u);
+        double sp = softplus(-u);   /* (softplus(u) = it + u, as loss.cuh's twin) */
+        loss += (1.0 - (double)ls) * sp + (double)ls * (sp + u);
         right += u > 0;
         logps[2 * s] = (float)lp[0];
         logps[2 * s + 1] = (float)lp[1];

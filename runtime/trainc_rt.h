@@ -507,10 +507,12 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * logits) d(loss)/d(z) = +-beta sigmoid(-u) (softmax - onehot) * e->grad_scale (0 on the
  * ignored rows and the padding). Without a reference (ref NULL): SimPO, each answer's
  * mean log-probability over its counted rows (into logps), u = beta (mc - mr) - gamma,
- * d(loss)/d(z) = +-beta sigmoid(-u) / (the answer's rows) (softmax - onehot). */
+ * d(loss)/d(z) = +-beta sigmoid(-u) / (the answer's rows) (softmax - onehot). With label
+ * smoothing ls (dpo's; conservative DPO) the loss is (1 - ls) softplus(-u) + ls softplus(u)
+ * and sigmoid(-u) in the gradient (1 - ls) sigmoid(-u) - ls sigmoid(u). */
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma);
+            float beta, float gamma, float ls);
 void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over

@@ -21,7 +21,8 @@ SFT model DPO starts from, in practice the policy's own start).
   loss within 1e-5; so through LoRA adapters (TRL with PEFT), merged by the export;
 - `--task simpo` (TRL's CPOTrainer with loss_type "simpo": each answer's mean log-
   probability, no reference, -log sigmoid(beta (mc - mr) - gamma)): `--eval` within 1e-5
-  and 8 AdamW steps within 1e-4 of torch's;
+  and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
+  DPO);
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -32,7 +33,7 @@ dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps 
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
 and its --reference there writes the CPU's log-probabilities within 1e-5; the same for
-the simpo import.
+the simpo import and for dpo with label smoothing.
 """
 import json
 import os
@@ -120,11 +121,12 @@ def logps(m, rows, mean=False):
     return (s / answer.sum(1) if mean else s).view(2, -1).t()
 
 
-def dpo_loss(m, rows, ref):
-    """TRL's sigmoid loss over the pairs, the mean; and the share ranked right"""
+def dpo_loss(m, rows, ref, ls=0.0):
+    """TRL's sigmoid loss over the pairs (with label_smoothing LS: conservative DPO's), the
+    mean; and the share ranked right"""
     lp = logps(m, rows)
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
-    return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
+    return (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean(), float((u > 0).float().mean())
 
 
 def simpo_loss(m, rows, beta=2.0, gamma=1.0):
@@ -233,7 +235,26 @@ def case(cfg, rng):
           "from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)" %
           (back.config.architectures, theirs[0], ours[0], rel(ours[0], theirs[0])))
     lora(d, imp, va, ref)
+    conservative(d, imp, ps, ref)
     return d, imp, ps, ref
+
+
+def conservative(d, imp, ps, ref):
+    """dpo's label_smoothing 0.2 (TRL's conservative DPO): 8 AdamW steps within 1e-4 of
+    torch's"""
+    spec = json.load(open(imp + "/model.json"))
+    spec["model"]["loss"]["label_smoothing"] = 0.2
+    json.dump(spec, open(d + "/cdpo.json", "w"))
+    trainc("run", d + "/cdpo.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/cdpo8")
+    ours = run_log.losses(d + "/cdpo8")
+    refs = torch.from_numpy(ref)
+    batches = [(right_rows(ps[b:b + 16]), refs[b:b + 16]) for b in range(0, N // 2, 16)]
+    theirs = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
+                              lambda mm, b: dpo_loss(mm, b[0], b[1], 0.2)[0])
+    worst = max(rel(p, q) for p, q in zip(ours, theirs))
+    check(len(ours) == 8 and worst <= 1e-4, "llama: dpo with label_smoothing 0.2, 8 AdamW steps "
+          "within %.1e of torch's (first %.6f, last %.6f)" % (worst, ours[0], ours[-1]))
 
 
 def lora(d, imp, va, ref):
@@ -373,6 +394,12 @@ def fake_gpu(cfg, rng):
     no_reference(d + "/simpo")
     os.makedirs(d + "/simpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu")
+    shutil.copytree(imp, d + "/cdpo")   # dpo with label smoothing
+    spec = json.load(open(d + "/cdpo/model.json"))
+    spec["model"]["loss"]["label_smoothing"] = 0.2
+    json.dump(spec, open(d + "/cdpo/model.json", "w"))
+    os.makedirs(d + "/cdpo_gpu", exist_ok=True)
+    fake_gpu_vs_cpu("and by dpo with label_smoothing 0.2", d + "/cdpo", d + "/cdpo_gpu")
     sys.exit(1 if failed else 0)
 
 

@@ -470,10 +470,10 @@ def fd_check(name, path):
             bad.append(f"{name}: {t}: along {worst[1]} the difference quotient is {worst[0]:.2g} |g| from <g, v>")
     return bad
 
-def dpo_case():
+def dpo_case(name="dpo"):
     """dpo over pairs of two 3-row answers (logits [6, 4], the chosen answer's rows first),
     a third of the targets ignored (-100), the reference's log-probabilities an input"""
-    name, path = case("dpo", [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
+    name, path = case(name, [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
                       loss_keys={"ignore_index": -100})
     spec = json.load(open(path))
     spec["model"]["inputs"]["ref"] = {"shape": [2], "dtype": "f32"}
@@ -494,7 +494,16 @@ def simpo_case():
     return name, path
 
 
-cases += [dpo_case(), simpo_case()]
+def cdpo_case():
+    """dpo with label smoothing (conservative DPO)"""
+    name, path = dpo_case("cdpo")
+    spec = json.load(open(path))
+    spec["model"]["loss"]["label_smoothing"] = 0.2
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases += [dpo_case(), cdpo_case(), simpo_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

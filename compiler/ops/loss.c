@@ -166,6 +166,7 @@ void build_loss(GraphCtx *c)
     if (ref)
         nd->in[nd->n_in++] = ref;
     g->simpo_gamma = s->simpo ? s->simpo_gamma : 0;
+    g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -269,7 +270,7 @@ static void lower_dpo(Program *p, Node *nd)
     SET_CALL(a, CALL_DPO, arg_t(pred), arg_t(t), arg_opt(ref),
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
-             arg_float(p->g->simpo_gamma));
+             arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing));
     instr_reads(a, pred);
     instr_reads(a, t);
     if (ref)

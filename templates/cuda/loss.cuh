@@ -421,11 +421,13 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
  * over the rows whose target is not `ignore`) into logps [2]; u = beta ((lc - rc) - (lr -
  * rr)) with the reference's ref [2], or beta (mc - mr) - gamma: loss[s] = softplus(-u),
  * right[s] = u > 0, and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
- * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale). */
+ * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale); with label smoothing ls
+ * loss[s] = (1 - ls) softplus(-u) + ls softplus(u), the factor's sigmoid(-u) then
+ * (1 - ls) sigmoid(-u) - ls sigmoid(u). */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *logps,
              double *loss, double *right, float *factor, int64_t samples, int64_t T, int ignore,
-             float beta, float gamma)
+             float beta, float gamma, float ls)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
@@ -441,11 +443,12 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *
     }
     double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
                    : (double)beta * (lp[0] - lp[1]) - (double)gamma;
-    loss[s] = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));
+    double sp_neg = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
+    loss[s] = (1.0 - (double)ls) * sp_neg + (double)ls * (sp_neg + u);  /* softplus(u) = it + u */
     right[s] = u > 0 ? 1.0 : 0.0;
-    double sg = 1.0 / (1.0 + exp(u));   /* sigmoid(-u) */
-    factor[2 * s] = (float)(ref ? sg : n[0] > 0 ? sg / n[0] : 0.0);
-    factor[2 * s + 1] = (float)(ref ? -sg : n[1] > 0 ? -sg / n[1] : 0.0);
+    double sg = 1.0 / (1.0 + exp(u)), g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
+    factor[2 * s] = (float)(ref ? g : n[0] > 0 ? g / n[0] : 0.0);
+    factor[2 * s + 1] = (float)(ref ? -g : n[1] > 0 ? -g / n[1] : 0.0);
     logps[2 * s] = (float)lp[0];
     logps[2 * s + 1] = (float)lp[1];
 }
