@@ -26,7 +26,7 @@ void rt_reference_check(const rt_model *m, const Opts *o)
                        : o->gradcheck ? "--gradcheck" : "--lr-find");
 }
 
-/* Each split's file of the reference input (into paths[split], resolved against the
+/* Each split's file of the reference input (into r->ref_path[split], resolved against the
  * model's data folder), its entry then emptied: the dataset opens it as zeros. */
 void rt_reference_entries(Run *r)
 {
