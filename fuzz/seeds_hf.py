@@ -291,7 +291,8 @@ def vit_seed():
 def text_seed():
     """BertForSequenceClassification, RobertaForSequenceClassification and
     DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes; a
-    BertForTokenClassification, a RobertaForMaskedLM; a LlamaForSequenceClassification"""
+    BertForTokenClassification, a RobertaForMaskedLM; a LlamaForSequenceClassification, and
+    one of one output (a reward model)"""
     torch.manual_seed(0)
     small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=16, num_labels=3)
@@ -312,7 +313,13 @@ def text_seed():
         vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16, num_labels=3,
         pad_token_id=0))
-    seed("llama_cls", [config_bytes(cls), st_bytes(tensors(cls))])
+    arch = {"architectures": ["LlamaForSequenceClassification"]}   # (as save_pretrained)
+    seed("llama_cls", [config_bytes(cls, arch), st_bytes(tensors(cls))])
+    reward = LlamaForSequenceClassification(LlamaConfig(
+        vocab_size=16, hidden_size=8, intermediate_size=16, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16, num_labels=1,
+        pad_token_id=0))
+    seed("llama_reward", [config_bytes(reward, arch), st_bytes(tensors(reward))])
 
 
 if __name__ == "__main__":
