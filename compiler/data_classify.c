@@ -97,7 +97,8 @@ static int model_kind(const cJSON *m, const cJSON *in)
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "loss"),
                                                        "op");
-    if (cJSON_IsString(op) && (!strcmp(op->valuestring, "dpo") || !strcmp(op->valuestring, "simpo")))
+    if (cJSON_IsString(op) && (!strcmp(op->valuestring, "dpo") || !strcmp(op->valuestring, "simpo") ||
+                               !strcmp(op->valuestring, "ipo")))
         return CLS_DPO;
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;

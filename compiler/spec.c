@@ -1332,7 +1332,7 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
     char b[300];
     if (!v)
         return;
-    if (s->loss != LOSS_CROSS_ENTROPY && (s->loss != LOSS_DPO || s->simpo))
+    if (s->loss != LOSS_CROSS_ENTROPY && (s->loss != LOSS_DPO || s->simpo || s->ipo))
         error_at(c->file, path, "label_smoothing applies to cross_entropy and dpo alone");
     s->label_smoothing = get_number(c, v, path);
     double ls = s->label_smoothing;
@@ -1355,7 +1355,8 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
-        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo and simpo, not mse");
+        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo, ipo and simpo, not "
+                 "mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
 }
@@ -1386,7 +1387,7 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
         if (b || ref || g)
             error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
                                                            : "$.model.loss.gamma",
-                     "applies to the dpo and simpo losses alone");
+                     "applies to the dpo, ipo and simpo losses alone");
         return;
     }
     if (s->simpo) {
@@ -1394,7 +1395,8 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
         return;
     }
     if (g)
-        error_at(c->file, "$.model.loss.gamma", "applies to simpo (dpo has none)");
+        error_at(c->file, "$.model.loss.gamma", "applies to simpo (%s has none)",
+                 s->ipo ? "ipo" : "dpo");
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
                                 "a number > 0 (DPO's beta, 0.1 by default)")
                     : 0.1;
@@ -1513,13 +1515,14 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
                                             "beta", "reference", "gamma", NULL};
-    static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", NULL};
-    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO};
+    static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", NULL};
+    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
     int op = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op", losses);
     s->loss = kinds[op];
     s->simpo = op == 3;
+    s->ipo = op == 4;
     int t = get_input_ref(c, sp_require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;

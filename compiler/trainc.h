@@ -192,6 +192,7 @@ typedef struct Spec {
     int simpo;                /* the simpo loss (LOSS_DPO without a reference, each answer's
                                  log-probability its mean over its tokens, less gamma) */
     double simpo_gamma;       /* simpo's gamma (1.0) */
+    int ipo;                  /* the ipo loss (LOSS_DPO with IPO's square over the means) */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

@@ -795,7 +795,7 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
  * nll and correct a row, loss and right a pair (doubles), two factors a pair. */
 void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
-               int64_t ld, float beta, float gamma, float ls)
+               int64_t ld, float beta, float gamma, float ls, int64_t ipo)
 {
     int64_t n = samples * rows, T = rows / 2;
     if (n <= 0)
@@ -812,8 +812,9 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     snprintf(name, sizeof name, "rt_dpo_rows_%lld_%lld", (long long)C, (long long)ld);
     void *a1[] = {&logits, &target, &dlogits, &nll, &correct, &gs, &ignore};
     rt_cu_launch(e, name, gdim(n, GX, name), 1, 1, row_threads(C), 1, 0, a1);
+    int ipo32 = (int)ipo;
     void *a2[] = {&nll, &target, &ref, &logps, &loss, &right, &factor, &samples, &T, &ignore,
-                  &beta, &gamma, &ls};
+                  &beta, &gamma, &ls, &ipo32};
     rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
                  a2);
     if (dlogits) {

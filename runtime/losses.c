@@ -315,10 +315,12 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
  * probabilities cross entropy's keep), then each sample's sums in row order (double),
  * then each row's gradient times its answer's +-sigmoid(-u). */
 typedef struct {
-    ce_ctx ce;                 /* the rows' cross entropy, grad_scale 1 */
+    ce_ctx ce;                 /* the rows' cross entropy, grad_scale beta grad_scale */
     double *nll;               /* [rows]: each row's -log p(target), 0 where ignored */
-    const double *factor;      /* [rows / T]: each answer's gradient factor, +-sigmoid(-u) */
+    const double *factor;      /* [rows / T]: each answer's gradient factor (pair_step) */
     int64_t T;
+    double beta, gamma, ls;    /* the loss's constants (rt_dpo) */
+    int ipo;
 } dpo_ctx;
 
 static void dpo_rows(void *ctx, int64_t lo, int64_t hi)
@@ -361,29 +363,44 @@ static double softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
-/* Pair s's margin u from its answers' rows' nll (scratch) and the reference's: dpo's
- * beta ((lc - rc) - (lr - rr)), or without a reference simpo's beta (mc - mr) - gamma (m:
- * the mean over the answer's counted rows); its answers' log-probabilities (simpo's means)
- * into lp, and each answer's gradient factor per unit of beta grad_scale into f: -d(loss)/du
- * = (1 - ls) sigmoid(-u) - ls sigmoid(u), ls the label smoothing (conservative DPO; the
- * loss (1 - ls) softplus(-u) + ls softplus(u)) */
-static double pair_margin(const double *nll, const int32_t *target, int32_t ignore,
-                          const float *ref, int64_t s, int64_t T, float beta, float gamma,
-                          float ls, double lp[2], double f[2])
+/* Pair s's step, its answers' rows' nll in d->nll: their log-probabilities into lp (the
+ * sums; without a reference, simpo, and for ipo the means over each answer's counted
+ * rows), its loss into *loss, each answer's gradient factor per unit of beta grad_scale
+ * (the rows' scale) into f; returns the margin u (> 0: ranked right).
+ *   dpo:   u = beta ((lc - rc) - (lr - rr)), loss (1 - ls) softplus(-u) + ls softplus(u),
+ *          -d(loss)/du = (1 - ls) sigmoid(-u) - ls sigmoid(u) (ls: conservative DPO's)
+ *   simpo: u = beta (mc - mr) - gamma, loss softplus(-u), the factors over the lengths
+ *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2 */
+static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
+                        double f[2], double *loss)
 {
-    double n[2] = {0.0, 0.0};
+    double n[2] = {0.0, 0.0}, r[2] = {0.0, 0.0};
+    int64_t T = d->T;
     for (int h = 0; h < 2; h++) {
         lp[h] = 0.0;
         for (int64_t t = 0; t < T; t++) {
-            lp[h] -= nll[(2 * s + h) * T + t];
-            n[h] += target[(2 * s + h) * T + t] != ignore;
+            lp[h] -= d->nll[(2 * s + h) * T + t];
+            n[h] += d->ce.target[(2 * s + h) * T + t] != d->ce.ignore;
         }
-        if (!ref)
+        r[h] = ref ? (double)ref[2 * s + h] : 0.0;
+        if (!ref || d->ipo) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
+            r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
+        }
     }
-    double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
-                   : (double)beta * (lp[0] - lp[1]) - (double)gamma;
-    double sg = 1.0 / (1.0 + exp(u)), g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
+    double beta = d->beta, ls = d->ls, g;
+    if (d->ipo) {
+        double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * beta);
+        *loss = m * m;
+        g = -2.0 * m / beta;   /* -d(loss)/du, per unit of beta */
+        f[0] = n[0] > 0 ? g / n[0] : 0.0;
+        f[1] = n[1] > 0 ? -g / n[1] : 0.0;
+        return u;
+    }
+    double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
+    double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
+    *loss = (1.0 - ls) * sp + ls * (sp + u);
+    g = (1.0 - ls) * sg - ls * (1.0 - sg);
     f[0] = ref ? g : n[0] > 0 ? g / n[0] : 0.0;
     f[1] = ref ? -g : n[1] > 0 ? -g / n[1] : 0.0;
     return u;
@@ -391,11 +408,11 @@ static double pair_margin(const double *nll, const int32_t *target, int32_t igno
 
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma, float ls)
+            float beta, float gamma, float ls, int64_t ipo)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
-                       gamma, ls);
+                       gamma, ls, ipo);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
@@ -405,7 +422,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     double *scratch = rt_pool_scratch(p, (size_t)(n + 2 * samples));
     dpo_ctx d = {{logits, target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f, ce_row, 1,
                   e->ce_ignore},
-                 scratch, scratch + n, T};
+                 scratch, scratch + n, T, beta, gamma, ls, (int)ipo};
     rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
     int64_t bad = atomic_load(&d.ce.bad);
     if (bad < n)
@@ -413,11 +430,9 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     double loss = 0.0, *factor = scratch + n;
     int64_t right = 0;
     for (int64_t s = 0; s < samples; s++) {
-        double lp[2];
-        double u = pair_margin(scratch, target, e->ce_ignore, ref, s, T, beta, gamma, ls, lp,
-                               factor + 2 * s);
-        double sp = softplus(-u);   /* (softplus(u) = it + u, as loss.cuh's twin) */
-        loss += (1.0 - (double)ls) * sp + (double)ls * (sp + u);
+        double lp[2], l;
+        double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);
+        loss += l;
         right += u > 0;
         logps[2 * s] = (float)lp[0];
         logps[2 * s + 1] = (float)lp[1];

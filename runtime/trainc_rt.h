@@ -509,10 +509,12 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * mean log-probability over its counted rows (into logps), u = beta (mc - mr) - gamma,
  * d(loss)/d(z) = +-beta sigmoid(-u) / (the answer's rows) (softmax - onehot). With label
  * smoothing ls (dpo's; conservative DPO) the loss is (1 - ls) softplus(-u) + ls softplus(u)
- * and sigmoid(-u) in the gradient (1 - ls) sigmoid(-u) - ls sigmoid(u). */
+ * and sigmoid(-u) in the gradient (1 - ls) sigmoid(-u) - ls sigmoid(u). With ipo: IPO's
+ * (u - 1 / (2 beta))^2, u = (mc - rc / nc) - (mr - rr / nr) over the means (n: each
+ * answer's counted rows; the reference's sums taken over them too). */
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma, float ls);
+            float beta, float gamma, float ls, int64_t ipo);
 void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over

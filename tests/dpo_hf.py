@@ -22,7 +22,7 @@ SFT model DPO starts from, in practice the policy's own start).
 - `--task simpo` (TRL's CPOTrainer with loss_type "simpo": each answer's mean log-
   probability, no reference, -log sigmoid(beta (mc - mr) - gamma)): `--eval` within 1e-5
   and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
-  DPO);
+  DPO) and the ipo loss (TRL's loss_type "ipo", over the answers' means);
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -33,7 +33,7 @@ dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps 
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
 and its --reference there writes the CPU's log-probabilities within 1e-5; the same for
-the simpo import and for dpo with label smoothing.
+the simpo import, dpo with label smoothing and the ipo loss.
 """
 import json
 import os
@@ -108,10 +108,17 @@ def right_rows(ps):
     return x, mask, np.array(plen)
 
 
+def answer_lengths(rows):
+    """each pair's (chosen, rejected) answer lengths [n, 2]"""
+    x, mask, plen = rows
+    k = np.arange(1, T)[None, :]
+    return torch.from_numpy(((k >= plen[:, None]) & (mask[:, 1:] == 1)).sum(1)).view(2, -1).t()
+
+
 def logps(m, rows, mean=False):
     """each pair's (chosen, rejected) answer log-probabilities [n, 2], TRL's
     concatenated_forward: log softmax at each place, gathered at the next id, summed over
-    the answer's tokens (MEAN: their mean, as its CPO/SimPO averages them)"""
+    the answer's tokens (MEAN: their mean, as its CPO/SimPO and IPO average them)"""
     x, mask, plen = rows
     z = m(input_ids=torch.from_numpy(x), attention_mask=torch.from_numpy(mask)).logits
     lp = torch.gather(F.log_softmax(z[:, :-1].float(), -1), 2, torch.from_numpy(x[:, 1:, None]))[..., 0]
@@ -127,6 +134,14 @@ def dpo_loss(m, rows, ref, ls=0.0):
     lp = logps(m, rows)
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
     return (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean(), float((u > 0).float().mean())
+
+
+def ipo_loss(m, rows, ref):
+    """TRL's DPOTrainer with loss_type "ipo": the policy's and the reference's means over
+    each answer's tokens, (logits - 1 / (2 beta))^2, the mean; and the share ranked right"""
+    lp = logps(m, rows, mean=True)
+    u = (lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1])
+    return ((u - 1 / (2 * BETA)) ** 2).mean(), float((u > 0).float().mean())
 
 
 def simpo_loss(m, rows, beta=2.0, gamma=1.0):
@@ -236,7 +251,37 @@ def case(cfg, rng):
           (back.config.architectures, theirs[0], ours[0], rel(ours[0], theirs[0])))
     lora(d, imp, va, ref)
     conservative(d, imp, ps, ref)
+    ipo(d, imp, ps, ref)
     return d, imp, ps, ref
+
+
+def ipo(d, imp, ps, ref):
+    """the ipo loss over the same rows and reference (TRL's loss_type "ipo"): --eval within
+    1e-5 and 8 AdamW steps within 1e-4 of torch's"""
+    spec = json.load(open(imp + "/model.json"))
+    spec["model"]["loss"]["op"] = "ipo"
+    json.dump(spec, open(imp + "/ipo.json", "w"))
+    rows = right_rows(ps)
+    mean_ref = torch.from_numpy(ref) / answer_lengths(rows)   # (the reference's means)
+    m = LlamaForCausalLM.from_pretrained(d + "/src").eval()
+    with torch.no_grad():
+        theirs = [float(v) for v in ipo_loss(m, right_rows(ps[N // 2:]), mean_ref[N // 2:])]
+    r = trainc("run", imp + "/ipo.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
+               "--eval", "--threads", 1, "--out", d + "/ipo_eval")
+    ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    trainc("run", imp + "/ipo.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/ipo8")
+    ours8 = run_log.losses(d + "/ipo8")
+    batches = [(right_rows(ps[b:b + 16]), mean_ref[b:b + 16]) for b in range(0, N // 2, 16)]
+    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
+                               lambda mm, b: ipo_loss(mm, b[0], b[1])[0])
+    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    check(rel(ev["val_loss"], theirs[0]) <= 1e-5 and abs(ev["val_acc"] - theirs[1]) < 1e-9 and
+          len(ours8) == 8 and worst <= 1e-4,
+          "llama: ipo's --eval %.7f, TRL's IPO loss on transformers' logits %.7f (%.1e); 8 AdamW "
+          "steps within %.1e (first %.6f, last %.6f)" % (ev["val_loss"], theirs[0],
+                                                        rel(ev["val_loss"], theirs[0]), worst,
+                                                        ours8[0], ours8[-1]))
 
 
 def conservative(d, imp, ps, ref):
@@ -394,12 +439,14 @@ def fake_gpu(cfg, rng):
     no_reference(d + "/simpo")
     os.makedirs(d + "/simpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu")
-    shutil.copytree(imp, d + "/cdpo")   # dpo with label smoothing
-    spec = json.load(open(d + "/cdpo/model.json"))
-    spec["model"]["loss"]["label_smoothing"] = 0.2
-    json.dump(spec, open(d + "/cdpo/model.json", "w"))
-    os.makedirs(d + "/cdpo_gpu", exist_ok=True)
-    fake_gpu_vs_cpu("and by dpo with label_smoothing 0.2", d + "/cdpo", d + "/cdpo_gpu")
+    for name, what, change in (("cdpo", "dpo with label_smoothing 0.2", {"label_smoothing": 0.2}),
+                               ("ipo", "ipo", {"op": "ipo"})):
+        shutil.copytree(imp, d + "/" + name)
+        spec = json.load(open("%s/%s/model.json" % (d, name)))
+        spec["model"]["loss"].update(change)
+        json.dump(spec, open("%s/%s/model.json" % (d, name), "w"))
+        os.makedirs("%s/%s_gpu" % (d, name), exist_ok=True)
+        fake_gpu_vs_cpu("and by " + what, d + "/" + name, "%s/%s_gpu" % (d, name))
     sys.exit(1 if failed else 0)
 
 

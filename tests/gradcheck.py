@@ -503,7 +503,16 @@ def cdpo_case():
     return name, path
 
 
-cases += [dpo_case(), cdpo_case(), simpo_case()]
+def ipo_case():
+    """ipo over the same pairs: IPO's square over the answers' means"""
+    name, path = dpo_case("ipo")
+    spec = json.load(open(path))
+    spec["model"]["loss"]["op"] = "ipo"
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

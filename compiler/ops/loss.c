@@ -122,7 +122,8 @@ static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
     if (pred->rank != 2 || pred->shape[0] % 2)
         error_at(c->s->model_file, path, "%s reads logits [2T, classes], a pair of texts a "
                  "row (the chosen one's T rows, then the rejected one's), got %s",
-                 c->s->simpo ? "simpo" : "dpo", shape_str(pred->rank, pred->shape));
+                 c->s->simpo ? "simpo" : c->s->ipo ? "ipo" : "dpo",
+                 shape_str(pred->rank, pred->shape));
     Tensor *ref = NULL;
     if (!c->s->simpo) {
         int k = find_model_input(c->s, c->s->reference);
@@ -167,6 +168,7 @@ void build_loss(GraphCtx *c)
         nd->in[nd->n_in++] = ref;
     g->simpo_gamma = s->simpo ? s->simpo_gamma : 0;
     g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
+    g->dpo_ipo = s->ipo;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -261,7 +263,7 @@ static void lower_dpo(Program *p, Node *nd)
     Tensor *pred = nd->in[0], *t = nd->in[1], *ref = nd->n_in > 2 ? nd->in[2] : NULL;
     Tensor *logps = p->g->logps;
     int64_t C = pred->shape[1];
-    const char *op = ref ? "dpo" : "simpo";
+    const char *op = !ref ? "simpo" : p->g->dpo_ipo ? "ipo" : "dpo";
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     a->what = xasprintf(p->eval ? "%s: each answer's log-probability, the loss and the pairs "
                                   "ranked right (no gradient in validation)"
@@ -270,7 +272,8 @@ static void lower_dpo(Program *p, Node *nd)
     SET_CALL(a, CALL_DPO, arg_t(pred), arg_t(t), arg_opt(ref),
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
-             arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing));
+             arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing),
+             arg_int(p->g->dpo_ipo));
     instr_reads(a, pred);
     instr_reads(a, t);
     if (ref)

@@ -423,32 +423,47 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
  * right[s] = u > 0, and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
  * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale); with label smoothing ls
  * loss[s] = (1 - ls) softplus(-u) + ls softplus(u), the factor's sigmoid(-u) then
- * (1 - ls) sigmoid(-u) - ls sigmoid(u). */
+ * (1 - ls) sigmoid(-u) - ls sigmoid(u); with ipo, IPO's: the means (the reference's sums
+ * over the same counts), u = (mc - rc) - (mr - rr), loss[s] = (u - 1 / (2 beta))^2, the
+ * factors -+2 (u - 1 / (2 beta)) / beta over the lengths. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *logps,
              double *loss, double *right, float *factor, int64_t samples, int64_t T, int ignore,
-             float beta, float gamma, float ls)
+             float beta, float gamma, float ls, int ipo)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
         return;
-    double lp[2] = {0.0, 0.0}, n[2] = {0.0, 0.0};
+    double lp[2] = {0.0, 0.0}, n[2] = {0.0, 0.0}, r[2] = {0.0, 0.0}, g, u;
     for (int h = 0; h < 2; h++) {
         for (int64_t t = 0; t < T; t++) {
             lp[h] -= nll[(2 * s + h) * T + t];
             n[h] += target[(2 * s + h) * T + t] != ignore;
         }
-        if (!ref)
+        r[h] = ref ? (double)ref[2 * s + h] : 0.0;
+        if (!ref || ipo) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
+            r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
+        }
     }
-    double u = ref ? (double)beta * ((lp[0] - (double)ref[2 * s]) - (lp[1] - (double)ref[2 * s + 1]))
-                   : (double)beta * (lp[0] - lp[1]) - (double)gamma;
-    double sp_neg = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
-    loss[s] = (1.0 - (double)ls) * sp_neg + (double)ls * (sp_neg + u);  /* softplus(u) = it + u */
+    if (ipo) {
+        u = (lp[0] - r[0]) - (lp[1] - r[1]);
+        double m = u - 1.0 / (2.0 * (double)beta);
+        loss[s] = m * m;
+        g = -2.0 * m / (double)beta;
+        factor[2 * s] = (float)(n[0] > 0 ? g / n[0] : 0.0);
+        factor[2 * s + 1] = (float)(n[1] > 0 ? -g / n[1] : 0.0);
+    } else {
+        u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
+                : (double)beta * (lp[0] - lp[1]) - (double)gamma;
+        double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
+        loss[s] = (1.0 - (double)ls) * sp + (double)ls * (sp + u);  /* softplus(u) = sp + u */
+        double sg = 1.0 / (1.0 + exp(u));
+        g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
+        factor[2 * s] = (float)(ref ? g : n[0] > 0 ? g / n[0] : 0.0);
+        factor[2 * s + 1] = (float)(ref ? -g : n[1] > 0 ? -g / n[1] : 0.0);
+    }
     right[s] = u > 0 ? 1.0 : 0.0;
-    double sg = 1.0 / (1.0 + exp(u)), g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
-    factor[2 * s] = (float)(ref ? g : n[0] > 0 ? g / n[0] : 0.0);
-    factor[2 * s + 1] = (float)(ref ? -g : n[1] > 0 ? -g / n[1] : 0.0);
     logps[2 * s] = (float)lp[0];
     logps[2 * s + 1] = (float)lp[1];
 }
