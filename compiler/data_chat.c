@@ -3,6 +3,7 @@
  * learned or not, and a conversation written as a chat template writes it (runtime/
  * chat.c's formats) with the assistant's messages learned. */
 #define _GNU_SOURCE
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include "data_chat.h"
@@ -141,6 +142,22 @@ static int64_t ids_before(rt_tokenizer *t, const char *text, size_t n, const rt_
     int64_t r = k == ids.n ? k : -1 - k;
     rt_ids_free(&ids);
     return r;
+}
+
+int32_t data_one_token(rt_tokenizer *t, const char *s, const char *cmd, const char *what)
+{
+    int64_t n, id = rt_tok_one_id(t, s, &n);
+    if (id < 0)
+        error_input("data %s: %s '%s' is %" PRId64 " tokens, not one (the tokenizer has no such "
+                    "added token)", cmd, what, s, n);
+    return (int32_t)id;
+}
+
+int32_t data_chat_tokens(rt_tokenizer *t, const rt_chat_format *f, const char *cmd)
+{
+    for (const char *const *k = f->tokens; *k; k++)
+        data_one_token(t, *k, cmd, "--chat's token");
+    return data_one_token(t, rt_chat_stop(f), cmd, "--chat's token");
 }
 
 const cJSON *data_chat_messages(const cJSON *o, const char *key, const char *file, int64_t ln)

@@ -18,6 +18,11 @@ typedef struct DataExample {
 } DataExample;
 /* Appends ids (all learned or none) to ex */
 void data_ex_add(DataExample *ex, const rt_ids *ids, int learned);
+/* The id of the one token S encodes to (--eos's, a chat template's own), or exit 1 naming
+ * data command CMD and WHAT S is */
+int32_t data_one_token(rt_tokenizer *t, const char *s, const char *cmd, const char *what);
+/* Every token chat template F writes is one of t's, or exit 1; its end token's id */
+int32_t data_chat_tokens(rt_tokenizer *t, const rt_chat_format *f, const char *cmd);
 /* Line ln's conversation at KEY, a non-empty list, or exit 1 */
 const cJSON *data_chat_messages(const cJSON *o, const char *key, const char *file, int64_t ln);
 /* A conversation (the messages MS) as the chat template F writes it, appended to ex: the

@@ -205,16 +205,6 @@ static void rows_open(void *ctx, DataRows *o, const char *name)
                   (int64_t[]){j->dpo ? 2 * j->T : 0});
 }
 
-/* --eos TOKEN's id: one token of the tokenizer, or exit 1 */
-static int32_t eos_id(rt_tokenizer *t, const char *s)
-{
-    int64_t n, id = rt_tok_one_id(t, s, &n);
-    if (id < 0)
-        error_input("data pairs: --eos '%s' is %" PRId64 " tokens, not one (the tokenizer has no "
-                    "such added token)", s, n);
-    return (int32_t)id;
-}
-
 int data_pairs(int argc, char **argv)
 {
     PairArgs a;
@@ -225,11 +215,9 @@ int data_pairs(int argc, char **argv)
                  "expected, as import hf --task reward or --task dpo writes them");
     PairJob j = {.a = &a, .cm = &cm, .T = cm.T / 2, .dpo = cm.kind == CLS_DPO};
     j.t = data_cls_tokenizer("pairs", a.tok, &(ClsModel){.T = j.T}, 0);
-    j.eos = a.eos ? eos_id(j.t, a.eos) : -1;
-    for (const char *const *k = a.chat ? a.chat->tokens : NULL; k && *k; k++)
-        if (rt_tok_one_id(j.t, *k, &(int64_t){0}) < 0)   /* (the template's own tokens) */
-            error_input("data pairs: --chat %s writes '%s', which %s does not hold as one token",
-                        a.chat->name, *k, a.tok);
+    j.eos = a.eos ? data_one_token(j.t, a.eos, "pairs", "--eos") : -1;
+    if (a.chat)   /* (the template's own tokens) */
+        data_chat_tokens(j.t, a.chat, "pairs");
     const char *form = "{\"chosen\": ..., \"rejected\": ...}";
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, form);
     DataRows tr = {0}, va = {0};

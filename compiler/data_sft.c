@@ -181,25 +181,12 @@ static void pack_add(Packer *p, DataRows *out, const DataExample *ex, int64_t T,
     }
 }
 
-/* The id of one token `what` (--eos, a chat template's own) encodes to, or exit 1. */
-static int32_t one_token(rt_tokenizer *t, const char *s, const char *what)
-{
-    int64_t n, id = rt_tok_one_id(t, s, &n);
-    if (id < 0)
-        error_input("data sft: %s '%s' is %" PRId64 " tokens, not one (the tokenizer has no such "
-                    "added token)", what, s, n);
-    return (int32_t)id;
-}
-
 /* The ids of padding: --eos's, a chat template's end token, else 0. */
 static int32_t pad_id(rt_tokenizer *t, const SftArgs *a)
 {
-    if (a->chat) {
-        for (const char *const *k = a->chat->tokens; *k; k++)
-            one_token(t, *k, "--chat's token");
-        return one_token(t, rt_chat_stop(a->chat), "--chat's token");
-    }
-    return a->eos ? one_token(t, a->eos, "--eos") : 0;
+    if (a->chat)
+        return data_chat_tokens(t, a->chat, "sft");
+    return a->eos ? data_one_token(t, a->eos, "sft", "--eos") : 0;
 }
 
 /* Encodes each example into train's rows, the last n_val into val's. */

@@ -33,19 +33,14 @@ void rt_arena_read(Run *r, int64_t offset, int64_t at, int64_t n, int half, floa
 int rt_eval_mode(Run *r)
 {
     const rt_model *m = r->m;
-    if (r->o.reference) {
-        if (r->gpu)
-            rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
-        rt_reference(r);
-        rt_run_close_gpu(r);
-        return 0;
-    }
-    if (!r->has_val && r->o.sample <= 0 && !r->o.predict)
+    if (!r->has_val && r->o.sample <= 0 && !r->o.predict && !r->o.reference)
         rt_input_error("--eval needs validation data (data.val), or --sample to generate from "
                        "the weights");
     if (r->gpu)
         rt_cu_put_params(&r->e, m, r->params, r->layer_state, r->state, r->state_floats);
-    if (r->o.predict)
+    if (r->o.reference)
+        rt_reference(r);
+    else if (r->o.predict)
         rt_predict(r);
     else if (r->has_val) {
         double t0 = rt_now();

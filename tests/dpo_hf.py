@@ -179,6 +179,20 @@ def no_reference(imp):
         json.dump(sp, open("%s/%s.json" % (imp, f), "w"))
 
 
+def eight_steps(spec, imp, d, out, ps, loss_of, ref=None):
+    """train8.json's 8 AdamW steps of SPEC by trainc (into d/OUT) and by torch on the source
+    folder's transformers model, LOSS_OF(model, rows, ref rows or None) over the same
+    batches of 16 pairs; trainc's losses and the worst relative difference"""
+    trainc("run", spec, imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/" + out)
+    ours = run_log.losses(d + "/" + out)
+    batches = [(right_rows(ps[b:b + 16]), None if ref is None else ref[b:b + 16])
+               for b in range(0, N // 2, 16)]
+    theirs = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
+                              lambda mm, b: loss_of(mm, b[0], b[1]))
+    return ours, max(rel(p, q) for p, q in zip(ours, theirs))
+
+
 def evaluated(imp, weights, out):
     """trainc --eval's validation loss and accuracy"""
     r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init", weights, "--eval",
@@ -229,14 +243,8 @@ def case(cfg, rng):
           "llama: trainc --eval %.7f (%.4f of the pairs ranked right), TRL's loss on "
           "transformers' logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
                                                        rel(ours[0], theirs[0])))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
-    refs = torch.from_numpy(ref)
-    batches = [(right_rows(ps[b:b + 16]), refs[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
-                               lambda mm, b: dpo_loss(mm, b[0], b[1])[0])
-    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
+                               lambda mm, rows, r: dpo_loss(mm, rows, r)[0], torch.from_numpy(ref))
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 AdamW steps, every loss within %.1e of "
           "torch's with TRL's loss on transformers' model (first %.6f, last %.6f)" %
           (worst, ours8[0], ours8[-1]))
@@ -270,13 +278,8 @@ def ipo(d, imp, ps, ref):
     r = trainc("run", imp + "/ipo.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
                "--eval", "--threads", 1, "--out", d + "/ipo_eval")
     ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
-    trainc("run", imp + "/ipo.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/ipo8")
-    ours8 = run_log.losses(d + "/ipo8")
-    batches = [(right_rows(ps[b:b + 16]), mean_ref[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
-                               lambda mm, b: ipo_loss(mm, b[0], b[1])[0])
-    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    ours8, worst = eight_steps(imp + "/ipo.json", imp, d, "ipo8", ps,
+                               lambda mm, rows, r: ipo_loss(mm, rows, r)[0], mean_ref)
     check(rel(ev["val_loss"], theirs[0]) <= 1e-5 and abs(ev["val_acc"] - theirs[1]) < 1e-9 and
           len(ours8) == 8 and worst <= 1e-4,
           "llama: ipo's --eval %.7f, TRL's IPO loss on transformers' logits %.7f (%.1e); 8 AdamW "
@@ -291,14 +294,9 @@ def conservative(d, imp, ps, ref):
     spec = json.load(open(imp + "/model.json"))
     spec["model"]["loss"]["label_smoothing"] = 0.2
     json.dump(spec, open(d + "/cdpo.json", "w"))
-    trainc("run", d + "/cdpo.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/cdpo8")
-    ours = run_log.losses(d + "/cdpo8")
-    refs = torch.from_numpy(ref)
-    batches = [(right_rows(ps[b:b + 16]), refs[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
-                              lambda mm, b: dpo_loss(mm, b[0], b[1], 0.2)[0])
-    worst = max(rel(p, q) for p, q in zip(ours, theirs))
+    ours, worst = eight_steps(d + "/cdpo.json", imp, d, "cdpo8", ps,
+                              lambda mm, rows, r: dpo_loss(mm, rows, r, 0.2)[0],
+                              torch.from_numpy(ref))
     check(len(ours) == 8 and worst <= 1e-4, "llama: dpo with label_smoothing 0.2, 8 AdamW steps "
           "within %.1e of torch's (first %.6f, last %.6f)" % (worst, ours[0], ours[-1]))
 
@@ -345,13 +343,8 @@ def simpo(cfg, rng):
           "llama: simpo's --eval %.7f (%.4f ranked right), TRL's SimPO loss on transformers' "
           "logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
                                          rel(ours[0], theirs[0])))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
-    batches = [right_rows(ps[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs8 = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
-                               lambda mm, b: simpo_loss(mm, b)[0])
-    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
+    ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
+                               lambda mm, rows, r: simpo_loss(mm, rows)[0])
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 simpo AdamW steps, every loss within "
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
     refused("--reference of a simpo model", ["run", imp + "/model.json", imp + "/eval.json",
