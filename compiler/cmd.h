@@ -74,6 +74,7 @@ typedef struct ClsModel {
     char **names;              /* K names, or NULL */
     int types, kind;
     int left;                  /* padded on the left: a decoder's classifier (last_token) */
+    char *sft;                 /* an orpo model's sft_target input (data pairs), or NULL */
 } ClsModel;
 ClsModel data_cls_model(const char *path, int kind);
 /* The tokenizer at TOK, with room in the model's rows for a token past its special ones

@@ -72,9 +72,10 @@ typedef struct Arch {
     int fresh_score;           /* and its score drawn anew (normal(0, std)): --labels */
     int reward;                /* a reward model: one score, read at each of a pair's texts'
                                   last token (last_token's segments 2) */
-    int dpo;                   /* --task dpo: the language model over a pair of texts a row,
-                                  the dpo loss against the reference's log-probabilities */
-    int simpo;                 /* --task simpo: the same rows, the simpo loss (no reference) */
+    int dpo;                   /* --task dpo|simpo|orpo: the language model over a pair of
+                                  texts a row, a preference loss */
+    int pref;                  /* which (PREF_*): dpo against the reference's
+                                  log-probabilities, simpo or orpo (no reference) */
     double std;                /* initializer_range */
     HfImage cls;               /* its classes */
 } Arch;
@@ -1390,21 +1391,29 @@ static int64_t config_outputs(HfCfg *c)
                                                                           : 2;
 }
 
+/* --task's preference loss (PREF_*), or -1: ipo is not a task (edit a dpo model's op) */
+static int pref_task(const char *task)
+{
+    return !strcmp(task, "dpo") ? PREF_DPO : !strcmp(task, "simpo") ? PREF_SIMPO
+         : !strcmp(task, "orpo") ? PREF_ORPO : -1;
+}
+
 /* A reward model: --task reward over the family's language model (a new score of one
  * output) or its sequence classifier of one output, which imports as one without it
  * (TRL's RewardTrainer saves them so). Its rows hold a pair of texts (data pairs). */
 static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
 {
-    if (task && strcmp(task, "reward") && strcmp(task, "dpo") && strcmp(task, "simpo"))
-        error_input("import: --task %s: a %s takes --task reward (a reward model), dpo or simpo "
-                    "(preference optimization of the language model)", task, f->type);
+    int pref = task ? pref_task(task) : -1;
+    if (task && strcmp(task, "reward") && pref < 0)
+        error_input("import: --task %s: a %s takes --task reward (a reward model), dpo, simpo "
+                    "or orpo (preference optimization of the language model)", task, f->type);
     if (task && strcmp(task, "reward")) {
         if (a->seq_cls || labels)
             error_input("import: --task %s trains a language model: %s", task, labels
                         ? "no --labels" : "this is a sequence classifier (import its language "
                         "model)");
         a->dpo = 1;
-        a->simpo = !strcmp(task, "simpo");
+        a->pref = pref;
         return;
     }
     int one = a->seq_cls && config_outputs(c) == 1;
@@ -1670,7 +1679,9 @@ static void shared_norm_block(cJSON *body, const Arch *a)
 }
 
 /* dpo's inputs beside x [2T]: y [2T] each answer token's id where it is predicted (-100
- * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities; simpo has none) */
+ * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities; simpo and orpo
+ * have none); orpo's t [T], the chosen text's next ids over prompt and answer (TRL's
+ * supervised term) */
 static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
 {
     cJSON *y = cJSON_AddObjectToObject(in, "y");
@@ -1680,10 +1691,17 @@ static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
     cJSON *p = cJSON_AddObjectToObject(in, "pos");
     cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&T2, 1));
     cJSON_AddStringToObject(p, "dtype", "i32");
-    if (!a->simpo) {
+    if (PREF_HAS_REFERENCE(a->pref)) {
         cJSON *r = cJSON_AddObjectToObject(in, "ref");
         cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){2}, 1));
         cJSON_AddStringToObject(r, "dtype", "f32");
+    }
+    if (a->pref == PREF_ORPO) {
+        int T = T2 / 2;
+        cJSON *t = cJSON_AddObjectToObject(in, "t");
+        cJSON_AddItemToObject(t, "shape", cJSON_CreateIntArray(&T, 1));
+        cJSON_AddStringToObject(t, "dtype", "i32");
+        cJSON_AddNumberToObject(t, "classes", (double)a->d.V);
     }
     cJSON_AddStringToObject(m, "positions", "pos");
 }
@@ -1782,15 +1800,17 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
         hf_layer(ls, "tanh", NULL);
         cJSON_AddNumberToObject(hf_layer(ls, "scale", NULL), "by", a->final_cap);
     }
-    if (a->dpo) {   /* (TRL's DPOTrainer's default beta; the SimPO paper's beta and gamma) */
+    if (a->dpo) {   /* (TRL's DPO and ORPO betas; the SimPO paper's beta and gamma) */
         cJSON *loss = cJSON_AddObjectToObject(m, "loss");
-        cJSON_AddStringToObject(loss, "op", a->simpo ? "simpo" : "dpo");
+        cJSON_AddStringToObject(loss, "op", pref_names[a->pref]);
         cJSON_AddStringToObject(loss, "target", "y");
-        if (!a->simpo)
+        if (PREF_HAS_REFERENCE(a->pref))
             cJSON_AddStringToObject(loss, "reference", "ref");
-        cJSON_AddNumberToObject(loss, "beta", a->simpo ? 2.0 : 0.1);
-        if (a->simpo)
+        cJSON_AddNumberToObject(loss, "beta", a->pref == PREF_SIMPO ? 2.0 : 0.1);
+        if (a->pref == PREF_SIMPO)
             cJSON_AddNumberToObject(loss, "gamma", 1.0);
+        if (a->pref == PREF_ORPO)
+            cJSON_AddStringToObject(loss, "sft_target", "t");
         return root;
     }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
@@ -2037,7 +2057,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -2093,8 +2113,7 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "dpo") &&
-                                       strcmp(o->task, "simpo"))))
+    if (o->task && !text && (image || (strcmp(o->task, "reward") && pref_task(o->task) < 0)))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
                     "distilbert: sequence, token or mlm) or a language model's (reward); this "
                     "is %s", o->task, type);
@@ -2143,8 +2162,10 @@ int cmd_import(int argc, char **argv)
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
                   a.seq_cls ? hf_text_train(0, NULL, 8, 2, 1e-5, 0.0)
-                  : a.dpo   ? hf_text_train(0, a.simpo ? NULL : "ref", 8, 1, 1e-6, 0.0)
-                            : train_defaults);   /* (dpo: TRL's DPOConfig's learning rate) */
+                  : a.dpo   ? hf_text_train(0, PREF_HAS_REFERENCE(a.pref) ? "ref"
+                                                   : a.pref == PREF_ORPO ? "t" : NULL, 8, 1,
+                                              1e-6, 0.0)
+                            : train_defaults);   /* (TRL's DPOConfig's learning rate) */
     int skipped = 0, adapters = 0;
     for (int p = 0; adapter && p < ad.n; p++)
         adapters += !ad.pairs[p].whole;
@@ -2153,8 +2174,8 @@ int cmd_import(int argc, char **argv)
     printf("trainc: import: %s (%s, %lld layers, %d tensors%s%s%s) -> %s/model.json, "
            "%s/train.json, %s/init.safetensors\n", dir, a.type, (long long)a.d.L, im.out.n,
            a.dpo ? xasprintf("; for %s, rows of two texts of %lld tokens (data pairs%s)",
-                             a.simpo ? "simpo" : "dpo", (long long)T,
-                             a.simpo ? "" : ", then --reference")
+                             pref_names[a.pref], (long long)T,
+                             PREF_HAS_REFERENCE(a.pref) ? ", then --reference" : "")
            : !a.seq_cls ? "" : a.reward
                ? xasprintf("; a reward model, rows of two texts of %lld tokens (data pairs)%s",
                            (long long)T, a.fresh_score ? xasprintf(", its score drawn anew "

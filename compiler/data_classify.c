@@ -97,9 +97,9 @@ static int model_kind(const cJSON *m, const cJSON *in)
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "loss"),
                                                        "op");
-    if (cJSON_IsString(op) && (!strcmp(op->valuestring, "dpo") || !strcmp(op->valuestring, "simpo") ||
-                               !strcmp(op->valuestring, "ipo")))
-        return CLS_DPO;
+    for (int k = 0; cJSON_IsString(op) && k < 4; k++)   /* (pref_names: dpo's kin) */
+        if (!strcmp(op->valuestring, pref_names[k]))
+            return CLS_DPO;
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
@@ -144,6 +144,10 @@ ClsModel data_cls_model(const char *path, int kind)
                    .K = (int64_t)classes->valuedouble,
                    .types = cJSON_GetObjectItemCaseSensitive(in, "types") != NULL,
                    .kind = kind};
+    const cJSON *sft = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(m, "loss"), "sft_target");
+    if (kind == CLS_DPO && cJSON_IsString(sft))
+        cm.sft = xstrdup(sft->valuestring);
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(y, "labels"), *e;
     if (cJSON_GetArraySize(labels) == cm.K) {
         cm.names = xcalloc((size_t)cm.K, sizeof *cm.names);

@@ -4,7 +4,7 @@
  * ({"chosen": TEXT, "rejected": TEXT}, or with a "prompt" that goes before each answer;
  * with --chat, lists of messages: {"prompt": [...], "chosen": [...], "rejected": [...]},
  * or whole conversations whose last message is the answer), as the rows of an import with
- * --task reward (last_token's segments 2) or --task dpo (the dpo loss):
+ * --task reward (last_token's segments 2) or --task dpo, simpo or orpo (their loss):
  *   DIR/train_x.npy   [N, 2T] i32  the chosen text's ids (Tokenizer.encode(prompt + answer)
  *                                  with its special tokens, then --eos's; with --chat the
  *                                  conversation as the template writes it), padded on the
@@ -16,6 +16,9 @@
  *                                  the first len(encode(prompt)) ids; with --chat the
  *                                  answer's assistant messages and their end tokens),
  *                                  -100 elsewhere
+ *   DIR/train_t.npy   [N, T]  i32  an orpo model's sft target (its loss's sft_target, named
+ *                                  so): the chosen text's next id wherever it has one,
+ *                                  prompt and answer, -100 on the padding
  * and DIR/val_*.npy from --val's file, or the last F of FILE's pairs (0.1; none with 0). A
  * pair whose text does not fit in T is left out (TRL filters by max_length so), counted.
  * The rows are streamed to NAME.part files that become NAME once all are complete. */
@@ -146,16 +149,17 @@ static int encode(PairJob *j, const cJSON *o, int h, const char *file, int64_t l
     return j->ex.ids.n <= j->T;
 }
 
-/* A dpo row's targets for its half at y [T] (the text placed at its end): the next id
- * where it is the answer's, -100 elsewhere */
-static void dpo_targets(const PairJob *j, int32_t *y)
+/* A half's targets at y [T] (the text placed at its end): the next id where it is the
+ * answer's (a dpo row's y), or with ALL wherever there is one, prompt and answer (an orpo
+ * row's sft target, TRL's ORPO's supervised term); -100 elsewhere, the padding too */
+static void next_targets(const PairJob *j, int32_t *y, int all)
 {
     const DataExample *ex = &j->ex;
     int64_t T = j->T, L = ex->ids.n, P = T - L;
     for (int64_t i = 0; i < T; i++)
         y[i] = -100;
     for (int64_t k = 0; k + 1 < L; k++)
-        if (ex->learned[k + 1])
+        if (all || ex->learned[k + 1])
             y[P + k] = (int32_t)ex->ids.v[k + 1];
 }
 
@@ -171,7 +175,8 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
     int32_t pad = (int32_t)(rt_tok_pad_id(j->t) >= 0 ? rt_tok_pad_id(j->t) : 0), y0 = 0;
     int64_t T = j->T, k = 0;
     int32_t *x = xcalloc((size_t)(2 * T), 4), *pos = xcalloc((size_t)(2 * T), 4),
-            *ty = xcalloc((size_t)T, 4), *y = j->dpo ? xcalloc((size_t)(2 * T), 4) : &y0;
+            *ty = xcalloc((size_t)T, 4), *y = j->dpo ? xcalloc((size_t)(2 * T), 4) : &y0,
+            *st = xcalloc((size_t)T, 4);
     for (cJSON *o; (o = data_lines_next(&in));) {
         const int64_t ln = in.ln;
         int fits = 1;
@@ -181,7 +186,9 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
             if (fits)
                 data_cls_place(&j->ex.ids, &j->types, T, pad, 1, x + h * T, ty, pos + h * T);
             if (fits && j->dpo)
-                dpo_targets(j, y + h * T);
+                next_targets(j, y + h * T, 0);
+            if (fits && h == 0 && j->cm->sft)
+                next_targets(j, st, 1);
             tokens += j->ex.ids.n;
         }
         cJSON_Delete(o);
@@ -189,20 +196,20 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
         j->left_out += !fits;
         j->tokens += fits ? tokens : 0;
         if (fits)
-            data_rows_put(to, (const int32_t *const[]){x, pos, y});
+            data_rows_put(to, (const int32_t *const[]){x, pos, y, st});
     }
     data_lines_close(&in);
-    free(x), free(pos), free(ty);
+    free(x), free(pos), free(ty), free(st);
     if (j->dpo)
         free(y);
 }
 
-/* DIR/NAME_{x,pos,y}.npy (y [2T] for dpo) */
+/* DIR/NAME_{x,pos,y}.npy (y [2T] for dpo), and an orpo model's sft target [T] */
 static void rows_open(void *ctx, DataRows *o, const char *name)
 {
     const PairJob *j = ctx;
-    data_cls_rows(o, j->a->dir, j->cm, name, 1, (const char *[]){"y"},
-                  (int64_t[]){j->dpo ? 2 * j->T : 0});
+    data_cls_rows(o, j->a->dir, j->cm, name, j->cm->sft ? 2 : 1,
+                  (const char *[]){"y", j->cm->sft}, (int64_t[]){j->dpo ? 2 * j->T : 0, j->T});
 }
 
 int data_pairs(int argc, char **argv)

@@ -658,7 +658,9 @@ static void emit_host_tables(Program *p, Buf *b)
         int64_t classes = g->input_classes[i] ? g->input_classes[i] : in->classes;
         buf_printf(b, "}, %lld, %lld, %lld, %d", (long long)n, (long long)classes,
                    (long long)g->input_vocab[i], g->inputs[i]->dtype != in->dtype);
-        if (s->has_ignore && !strcmp(in->name, s->loss_target))   /* (ignore_index) */
+        int ignores = s->has_ignore && (!strcmp(in->name, s->loss_target) ||
+                                        (s->sft_target && !strcmp(in->name, s->sft_target)));
+        if (ignores)   /* (ignore_index: the loss's targets) */
             buf_printf(b, ", 1, %d /* ignore_index */", (int)s->ignore_index);
         if (s->positions && !strcmp(in->name, s->positions))
             buf_puts(b, ", .positions = 1");
@@ -749,7 +751,7 @@ static void emit_host_model(Program *p, Program *ev, const Program *dec, Buf *b)
                (long long)terms, g->has_dropout);
     if (s->has_ignore)
         buf_printf(b, "    .ce_has_ignore = 1,\n    .ce_ignore_index = %d,\n", (int)s->ignore_index);
-    if (s->loss == LOSS_DPO) {   /* (--reference's; simpo has no reference: -1) */
+    if (s->loss == LOSS_DPO) {   /* (--reference's; simpo and orpo have none: -1) */
         int ref = -1;
         for (int k = 0; s->reference && k < s->n_inputs; k++)
             if (!strcmp(s->inputs[k].name, s->reference))

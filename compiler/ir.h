@@ -266,7 +266,7 @@ typedef struct Graph {
                                 the loss; --reference reads validation's) */
     double simpo_gamma;      /* simpo's gamma (the dpo loss without a reference) */
     double dpo_smoothing;    /* dpo's label_smoothing (conservative DPO), or 0 */
-    int dpo_ipo;             /* the ipo loss (dpo's rows, IPO's square) */
+    int pref;                /* LOSS_DPO's kind (PREF_*: dpo, simpo, ipo, orpo) */
     Node *head;              /* the linear layer whose logits the loss reads, when the two
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
@@ -603,8 +603,9 @@ enum {
                               sequence's key/value cache */
     CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row at each row's position */
     CALL_DPO,              /* logits, targets, reference|NULL, dlogits|NULL, logps, samples,
-                              rows a sample, C, ld, beta, gamma, label smoothing, ipo: direct
-                              preference optimization (without a reference: simpo) */
+                              rows a sample, C, ld, beta, gamma, label smoothing, kind
+                              (RT_PREF_*), sft targets|NULL (orpo's): direct preference
+                              optimization and its kin */
     N_CALLS
 };
 

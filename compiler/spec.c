@@ -1332,7 +1332,7 @@ static void parse_label_smoothing(const Ctx *c, Spec *s, const cJSON *loss)
     char b[300];
     if (!v)
         return;
-    if (s->loss != LOSS_CROSS_ENTROPY && (s->loss != LOSS_DPO || s->simpo || s->ipo))
+    if (s->loss != LOSS_CROSS_ENTROPY && (s->loss != LOSS_DPO || s->pref != PREF_DPO))
         error_at(c->file, path, "label_smoothing applies to cross_entropy and dpo alone");
     s->label_smoothing = get_number(c, v, path);
     double ls = s->label_smoothing;
@@ -1355,30 +1355,56 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
-        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo, ipo and simpo, not "
-                 "mse");
+        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo, ipo, simpo and "
+                 "orpo, not mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
 }
 
+/* orpo's sft_target: an integer input other than the first and the target, of rank 1 (its
+ * length, half the logits' rows, is checked with the graph: ops/loss.c) */
+static void parse_sft_target(const Ctx *c, Spec *s, const cJSON *v, int target)
+{
+    const char *path = "$.model.loss.sft_target";
+    if (s->loss != LOSS_DPO || s->pref != PREF_ORPO)
+        error_at(c->file, path, "applies to orpo alone (its supervised term's targets)");
+    int k = get_input_ref(c, v, path);
+    const InputSpec *in = &s->inputs[k];
+    if (k == 0 || k == target || in->dtype == RT_F32 || in->rank != 1 || in->has_scale ||
+        in->has_shift)
+        error_at(c->file, in->path, "orpo's sft_target '%s' holds the chosen text's next ids "
+                 "(prompt and answer; -100 elsewhere): an integer input of shape [T] without "
+                 "scale or shift, not the first input or the target (trainc data pairs writes "
+                 "it)", in->name);
+    s->sft_target = in->name;
+}
+
 /* simpo's keys: beta (2.0, > 0) and gamma (1.0, >= 0), the SimPO paper's (gamma / beta
- * 0.5); no reference */
-static void parse_simpo(const Ctx *c, Spec *s, const cJSON *loss)
+ * 0.5); orpo's: beta (0.1, > 0: the ORPO paper's lambda, TRL's ORPOConfig's beta);
+ * neither has a reference */
+static void parse_no_reference(const Ctx *c, Spec *s, const cJSON *loss)
 {
     const cJSON *b = sp_member(loss, "beta"), *g = sp_member(loss, "gamma");
+    const char *op = pref_names[s->pref];
+    int simpo = s->pref == PREF_SIMPO;
     if (sp_member(loss, "reference"))
-        error_at(c->file, "$.model.loss.reference", "simpo has no reference model (dpo has)");
+        error_at(c->file, "$.model.loss.reference", "%s has no reference model (dpo has)", op);
+    if (g && !simpo)
+        error_at(c->file, "$.model.loss.gamma", "applies to simpo (orpo has none)");
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
-                                "a number > 0 (SimPO's beta, 2.0 by default)")
-                    : 2.0;
-    s->simpo_gamma = g ? number_in(c, g, "$.model.loss.gamma", 0, FLT_MAX,
-                                   "a number >= 0 (SimPO's target margin, 1.0 by default)")
-                       : 1.0;
+                                simpo ? "a number > 0 (SimPO's beta, 2.0 by default)"
+                                      : "a number > 0 (ORPO's lambda, 0.1 by default)")
+                    : simpo ? 2.0 : 0.1;
+    if (simpo)
+        s->simpo_gamma = g ? number_in(c, g, "$.model.loss.gamma", 0, FLT_MAX,
+                                       "a number >= 0 (SimPO's target margin, 1.0 by default)")
+                           : 1.0;
 }
 
 /* dpo's keys: beta (0.1, > 0) and reference, an f32 input [2] not otherwise read (the
- * reference model's summed log-probabilities of each pair's two answers); simpo's
- * (parse_simpo); beta, gamma and reference on another loss are errors */
+ * reference model's summed log-probabilities of each pair's two answers); ipo's the same;
+ * simpo's and orpo's (parse_no_reference); beta, gamma and reference on another loss are
+ * errors */
 static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
 {
     const cJSON *b = sp_member(loss, "beta"), *ref = sp_member(loss, "reference");
@@ -1387,16 +1413,16 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
         if (b || ref || g)
             error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
                                                            : "$.model.loss.gamma",
-                     "applies to the dpo, ipo and simpo losses alone");
+                     "applies to the dpo, ipo, simpo and orpo losses alone");
         return;
     }
-    if (s->simpo) {
-        parse_simpo(c, s, loss);
+    if (!PREF_HAS_REFERENCE(s->pref)) {
+        parse_no_reference(c, s, loss);
         return;
     }
     if (g)
         error_at(c->file, "$.model.loss.gamma", "applies to simpo (%s has none)",
-                 s->ipo ? "ipo" : "dpo");
+                 pref_names[s->pref]);
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
                                 "a number > 0 (DPO's beta, 0.1 by default)")
                     : 0.1;
@@ -1514,21 +1540,24 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_layer_list(c, sp_require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
-                                            "beta", "reference", "gamma", NULL};
-    static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", NULL};
-    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO};
+                                            "beta", "reference", "gamma", "sft_target", NULL};
+    static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", "orpo",
+                                         NULL};
+    static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO,
+                                LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
     int op = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op", losses);
     s->loss = kinds[op];
-    s->simpo = op == 3;
-    s->ipo = op == 4;
+    s->pref = s->loss == LOSS_DPO ? op - 2 : PREF_DPO;   /* (losses[] in PREF_* order) */
     int t = get_input_ref(c, sp_require(c, loss, "$.model.loss", "target"),
                           "$.model.loss.target");
     s->loss_target = s->inputs[t].name;
     parse_label_smoothing(c, s, loss);
     parse_ignore_index(c, s, loss);
     parse_dpo(c, s, loss, t);
+    if (sp_member(loss, "sft_target"))
+        parse_sft_target(c, s, sp_member(loss, "sft_target"), t);
     const char *opn = losses[op];
     if (s->loss != LOSS_MSE && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "%s needs an integer target (u8, u16 or i32); "

@@ -187,12 +187,16 @@ typedef struct Spec {
     double label_smoothing;   /* cross_entropy's; 0 when not given */
     int has_ignore;           /* cross_entropy's ignore_index given: targets equal to */
     int32_t ignore_index;     /* it add no loss term and no gradient */
-    double dpo_beta;          /* dpo's beta (0.1; simpo's 2.0) */
+    double dpo_beta;          /* dpo's beta (0.1; simpo's 2.0; orpo's lambda, 0.1) */
     char *reference;          /* dpo's reference input: the reference model's log-probs */
-    int simpo;                /* the simpo loss (LOSS_DPO without a reference, each answer's
-                                 log-probability its mean over its tokens, less gamma) */
+    int pref;                 /* LOSS_DPO's kind, PREF_*: dpo, simpo (no reference, each
+                                 answer's log-probability its mean over its tokens, less
+                                 gamma), ipo (IPO's square over the means), orpo (no
+                                 reference, the odds ratio of the means and the chosen
+                                 answers' cross entropy) */
     double simpo_gamma;       /* simpo's gamma (1.0) */
-    int ipo;                  /* the ipo loss (LOSS_DPO with IPO's square over the means) */
+    char *sft_target;         /* orpo's sft_target input (the chosen text's next ids over
+                                 prompt and answer, [T]), or NULL: the answer's alone */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

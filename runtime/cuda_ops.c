@@ -795,30 +795,46 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
  * nll and correct a row, loss and right a pair (doubles), two factors a pair. */
 void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
-               int64_t ld, float beta, float gamma, float ls, int64_t ipo)
+               int64_t ld, float beta, float gamma, float ls, int64_t kind,
+               const int32_t *sft_target)
 {
     int64_t n = samples * rows, T = rows / 2;
     if (n <= 0)
         return;
-    rt_dptr nll = rt_cu_scratch(e, (size_t)(2 * n + 2 * samples) * sizeof(double) +
-                                       (size_t)(2 * samples) * sizeof(float));
+    rt_dptr nll = rt_cu_scratch(e, (size_t)(2 * n + 2 * samples + 2) * sizeof(double) +
+                                       (size_t)(2 * samples) * sizeof(float) +
+                                       (sft_target ? (size_t)n * sizeof(int32_t) : 0));
     rt_dptr correct = nll + (rt_dptr)n * sizeof(double);
     rt_dptr loss = correct + (rt_dptr)n * sizeof(double);
     rt_dptr right = loss + (rt_dptr)samples * sizeof(double);
-    rt_dptr factor = right + (rt_dptr)samples * sizeof(double);
+    rt_dptr sft = right + (rt_dptr)samples * sizeof(double);
+    rt_dptr factor = sft + 2 * sizeof(double);
+    rt_dptr eff = factor + (rt_dptr)(2 * samples) * sizeof(float);
     int ignore = e->ce_ignore;
+    const int32_t *rows_target = target;
+    if (sft_target) {   /* (orpo's: the chosen rows' sft targets merged in) */
+        void *a[] = {&target, &sft_target, &eff, &samples, &T, &ignore};
+        rt_cu_launch(e, "rt_orpo_targets", gdim(cdiv(n, 256), GX, "orpo targets"), 1, 1, 256, 1,
+                     0, a);
+        rows_target = (const int32_t *)(uintptr_t)eff;
+    }
     float gs = beta * e->grad_scale;   /* (the factors' bound: sigmoid(-u) <= 1) */
     char name[64];
     snprintf(name, sizeof name, "rt_dpo_rows_%lld_%lld", (long long)C, (long long)ld);
-    void *a1[] = {&logits, &target, &dlogits, &nll, &correct, &gs, &ignore};
+    void *a1[] = {&logits, &rows_target, &dlogits, &nll, &correct, &gs, &ignore};
     rt_cu_launch(e, name, gdim(n, GX, name), 1, 1, row_threads(C), 1, 0, a1);
-    int ipo32 = (int)ipo;
-    void *a2[] = {&nll, &target, &ref, &logps, &loss, &right, &factor, &samples, &T, &ignore,
-                  &beta, &gamma, &ls, &ipo32};
+    if (kind == RT_PREF_ORPO) {
+        void *a[] = {&nll, &rows_target, &sft, &samples, &T, &ignore, &beta};
+        rt_cu_launch(e, "rt_orpo_sft", 1, 1, 1, 1024, 1, 0, a);
+    }
+    rt_dptr no_sft = 0, *sftp = kind == RT_PREF_ORPO ? &sft : &no_sft;
+    int kind32 = (int)kind;
+    void *a2[] = {&nll, &target, &ref, sftp, &logps, &loss, &right, &factor, &samples, &T,
+                  &ignore, &beta, &gamma, &ls, &kind32};
     rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
                  a2);
     if (dlogits) {
-        void *a3[] = {&dlogits, &factor, &T, &C, &ld};
+        void *a3[] = {&dlogits, &factor, &target, sftp, &T, &C, &ld, &ignore};
         rt_cu_launch(e, "rt_dpo_scale", gdim(n, GX, "dpo scale"), 1, 1, 256, 1, 0, a3);
     }
     loss_total(e, loss, right, samples);

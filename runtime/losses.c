@@ -1,6 +1,7 @@
 /* losses.c: the CPU's losses (cross entropy with its gradient over the logits, label
  * smoothing and ignore_index; MSE; DPO over pairs), each a fixed split into blocks. See kernels.c for
  * the determinism every kernel keeps. */
+#include <float.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -313,14 +314,20 @@ void rt_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n)
  * the negative. Three passes: each row's cross entropy (its softmax - onehot kept in
  * dlogits times beta grad_scale, the factor's bound: 16-bit gradients keep the small
  * probabilities cross entropy's keep), then each sample's sums in row order (double),
- * then each row's gradient times its answer's +-sigmoid(-u). */
+ * then each row's gradient times its answer's factor. The other kinds (pair_step) differ
+ * in the second pass alone. */
 typedef struct {
-    ce_ctx ce;                 /* the rows' cross entropy, grad_scale beta grad_scale */
+    ce_ctx ce;                 /* the rows' cross entropy, grad_scale beta grad_scale, over
+                                  the answers' targets (orpo's sft target merged in:
+                                  orpo_targets) */
+    const int32_t *y;          /* [rows]: the answers' targets, the log-probabilities' rows */
     double *nll;               /* [rows]: each row's -log p(target), 0 where ignored */
     const double *factor;      /* [rows / T]: each answer's gradient factor (pair_step) */
     int64_t T;
     double beta, gamma, ls;    /* the loss's constants (rt_dpo) */
-    int ipo;
+    int kind;                  /* RT_PREF_* */
+    double sft, sft_factor;    /* orpo: the chosen answers' mean -log p over the call, and
+                                  its factor per row (orpo_sft) */
 } dpo_ctx;
 
 static void dpo_rows(void *ctx, int64_t lo, int64_t hi)
@@ -347,11 +354,14 @@ static void dpo_rows(void *ctx, int64_t lo, int64_t hi)
     }
 }
 
+/* each row's gradient times its answer's factor (a row of orpo's sft target alone: the
+ * supervised term's) */
 static void dpo_scale(void *ctx, int64_t lo, int64_t hi)
 {
     const dpo_ctx *d = ctx;
     for (int64_t r = lo; r < hi; r++) {
-        float f = (float)d->factor[r / d->T], *g = d->ce.dlogits + r * d->ce.ld;
+        float f = (float)(d->y[r] != d->ce.ignore ? d->factor[r / d->T] : d->sft_factor);
+        float *g = d->ce.dlogits + r * d->ce.ld;
         for (int64_t j = 0; j < d->ce.C; j++)
             g[j] *= f;
     }
@@ -363,39 +373,80 @@ static double softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
-/* Pair s's step, its answers' rows' nll in d->nll: their log-probabilities into lp (the
- * sums; without a reference, simpo, and for ipo the means over each answer's counted
- * rows), its loss into *loss, each answer's gradient factor per unit of beta grad_scale
- * (the rows' scale) into f; returns the margin u (> 0: ranked right).
- *   dpo:   u = beta ((lc - rc) - (lr - rr)), loss (1 - ls) softplus(-u) + ls softplus(u),
- *          -d(loss)/du = (1 - ls) sigmoid(-u) - ls sigmoid(u) (ls: conservative DPO's)
- *   simpo: u = beta (mc - mr) - gamma, loss softplus(-u), the factors over the lengths
- *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2 */
-static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
-                        double f[2], double *loss)
+/* Pair s's answers' log-probabilities into lp (the sums, or with `mean` the means over
+ * each answer's counted rows, the reference's sums taken over the same counts), their
+ * counted rows into n, the reference's into r (0 without one) */
+static void pair_sums(const dpo_ctx *d, const float *ref, int64_t s, int mean, double lp[2],
+                      double n[2], double r[2])
 {
-    double n[2] = {0.0, 0.0}, r[2] = {0.0, 0.0};
     int64_t T = d->T;
     for (int h = 0; h < 2; h++) {
-        lp[h] = 0.0;
+        lp[h] = n[h] = 0.0;
         for (int64_t t = 0; t < T; t++) {
-            lp[h] -= d->nll[(2 * s + h) * T + t];
-            n[h] += d->ce.target[(2 * s + h) * T + t] != d->ce.ignore;
+            int64_t row = (2 * s + h) * T + t;
+            if (d->y[row] != d->ce.ignore) {
+                lp[h] -= d->nll[row];
+                n[h] += 1.0;
+            }
         }
         r[h] = ref ? (double)ref[2 * s + h] : 0.0;
-        if (!ref || d->ipo) {
+        if (mean) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
             r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
         }
     }
-    double beta = d->beta, ls = d->ls, g;
-    if (d->ipo) {
+}
+
+/* log(1 - e^m) for a mean log-probability m <= 0, and 1 - e^m into *q (at least
+ * DBL_MIN: an answer certain to the last bit keeps a finite odds) */
+static double log1m_exp(double m, double *q)
+{
+    *q = fmax(-expm1(m), DBL_MIN);
+    return log(*q);
+}
+
+/* orpo's row targets into eff [samples * 2T]: the answers' (y) where they count, else on
+ * a chosen row its sft target's (sft [samples, T]), else ignored */
+static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int64_t samples,
+                         int64_t T, int32_t ignore)
+{
+    for (int64_t r = 0; r < samples * 2 * T; r++) {
+        int64_t s = r / (2 * T), t = r % (2 * T);
+        eff[r] = y[r] != ignore || t >= T ? y[r] : sft[s * T + t];
+    }
+}
+
+/* Pair s's step, its answers' rows' nll in d->nll: their log-probabilities into lp (the
+ * sums; without a reference, and for ipo and orpo, the means over each answer's counted
+ * rows), its loss into *loss, each answer's gradient factor per unit of beta grad_scale
+ * (the rows' scale) into f; returns the margin (> 0: ranked right).
+ *   dpo:   u = beta ((lc - rc) - (lr - rr)), loss (1 - ls) softplus(-u) + ls softplus(u),
+ *          -d(loss)/du = (1 - ls) sigmoid(-u) - ls sigmoid(u) (ls: conservative DPO's)
+ *   simpo: u = beta (mc - mr) - gamma, loss softplus(-u), the factors over the lengths
+ *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2
+ *   orpo:  z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)), loss beta softplus(-z) + sft,
+ *          dz/dmc = 1 / (1 - e^mc), dz/dmr = -1 / (1 - e^mr); the chosen rows' factor
+ *          also carries the cross entropy's (d->sft_factor) */
+static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
+                        double f[2], double *loss)
+{
+    double n[2], r[2], beta = d->beta, ls = d->ls, g;
+    pair_sums(d, ref, s, !ref || d->kind != RT_PREF_SIGMOID, lp, n, r);
+    if (d->kind == RT_PREF_IPO) {
         double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * beta);
         *loss = m * m;
         g = -2.0 * m / beta;   /* -d(loss)/du, per unit of beta */
         f[0] = n[0] > 0 ? g / n[0] : 0.0;
         f[1] = n[1] > 0 ? -g / n[1] : 0.0;
         return u;
+    }
+    if (d->kind == RT_PREF_ORPO) {
+        double qc, qr, z = (lp[0] - lp[1]) - (log1m_exp(lp[0], &qc) - log1m_exp(lp[1], &qr));
+        *loss = beta * softplus(-z) + d->sft;
+        g = 1.0 / (1.0 + exp(z));   /* -d(loss)/dz, per unit of beta: sigmoid(-z) */
+        f[0] = n[0] > 0 ? g / (qc * n[0]) + d->sft_factor : 0.0;
+        f[1] = n[1] > 0 ? -g / (qr * n[1]) : 0.0;
+        return z;
     }
     double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
     double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
@@ -406,29 +457,54 @@ static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp
     return u;
 }
 
+/* orpo's supervised term: the chosen texts' cross entropy, the mean of -log p over all
+ * their counted rows of the call (the answers', and the sft target's: TRL's nll_loss over
+ * prompt and answer), into d->sft, and d(it)/d(a counted chosen row's nll) per unit of
+ * beta grad_scale (grad_scale counts the call's samples) into d->sft_factor */
+static void orpo_sft(dpo_ctx *d, int64_t samples)
+{
+    double sum = 0.0, count = 0.0;
+    for (int64_t s = 0; s < samples; s++)
+        for (int64_t t = 0; t < d->T; t++) {
+            int64_t r = 2 * s * d->T + t;
+            sum += d->nll[r];
+            count += d->ce.target[r] != d->ce.ignore;
+        }
+    d->sft = count > 0 ? sum / count : 0.0;
+    d->sft_factor = count > 0 ? (double)samples / (count * d->beta) : 0.0;
+}
+
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma, float ls, int64_t ipo)
+            float beta, float gamma, float ls, int64_t kind, const int32_t *sft)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
-                       gamma, ls, ipo);
+                       gamma, ls, kind, sft);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
     if (n <= 0)
         return;
     rt_pool *p = rt_pool_of(e);
-    double *scratch = rt_pool_scratch(p, (size_t)(n + 2 * samples));
-    dpo_ctx d = {{logits, target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f, ce_row, 1,
-                  e->ce_ignore},
-                 scratch, scratch + n, T, beta, gamma, ls, (int)ipo};
+    double *scratch = rt_pool_scratch(p, (size_t)(n + 2 * samples + (sft ? n / 2 + 1 : 0)));
+    const int32_t *rows_target = target;
+    if (sft) {
+        int32_t *eff = (int32_t *)(scratch + n + 2 * samples);
+        orpo_targets(target, sft, eff, samples, T, e->ce_ignore);
+        rows_target = eff;
+    }
+    dpo_ctx d = {{logits, rows_target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f,
+                  ce_row, 1, e->ce_ignore},
+                 target, scratch, scratch + n, T, beta, gamma, ls, (int)kind, 0.0, 0.0};
     rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
     int64_t bad = atomic_load(&d.ce.bad);
     if (bad < n)
-        rt_fail("label %d out of range [0, %lld)", (int)target[bad], (long long)C);
+        rt_fail("label %d out of range [0, %lld)", (int)rows_target[bad], (long long)C);
     double loss = 0.0, *factor = scratch + n;
     int64_t right = 0;
+    if (kind == RT_PREF_ORPO)
+        orpo_sft(&d, samples);
     for (int64_t s = 0; s < samples; s++) {
         double lp[2], l;
         double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);

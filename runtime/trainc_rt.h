@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 19
+#define RT_ABI_VERSION 20
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -511,10 +511,17 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * smoothing ls (dpo's; conservative DPO) the loss is (1 - ls) softplus(-u) + ls softplus(u)
  * and sigmoid(-u) in the gradient (1 - ls) sigmoid(-u) - ls sigmoid(u). With ipo: IPO's
  * (u - 1 / (2 beta))^2, u = (mc - rc / nc) - (mr - rr / nr) over the means (n: each
- * answer's counted rows; the reference's sums taken over them too). */
+ * answer's counted rows; the reference's sums taken over them too). With orpo (ref NULL):
+ * ORPO's, z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)) over the means, the loss
+ * beta softplus(-z) plus the chosen texts' cross entropy (the mean over all their
+ * counted rows of the call: the answer's, and with sft [samples, T] != NULL each chosen
+ * row's sft target where the answer's is ignored, TRL's prompt and answer), z > 0 ranked
+ * right. kind: RT_PREF_*. */
+enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO };
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma, float ls, int64_t ipo);
+            float beta, float gamma, float ls, int64_t kind,
+            const int32_t *sft);
 void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over

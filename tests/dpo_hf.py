@@ -23,8 +23,12 @@ SFT model DPO starts from, in practice the policy's own start).
   probability, no reference, -log sigmoid(beta (mc - mr) - gamma)): `--eval` within 1e-5
   and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
   DPO) and the ipo loss (TRL's loss_type "ipo", over the answers' means);
+- `--task orpo` (TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and
+  answer, t [T] its targets, less beta log sigmoid of the answers' log odds ratio):
+  `--eval` within 1e-5 and 8 AdamW steps within 1e-4 of torch's; without sft_target the
+  supervised term over the answers alone (the paper's L_SFT), `--eval` within 1e-5;
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
-  padded on the left, y the answer's next ids;
+  padded on the left, y the answer's next ids; for an orpo model t too;
 - refused with exit 1: training without the reference's files (naming --reference),
   --task dpo over a sequence classifier, --reference of a model without the dpo loss
   (tests/bad/dpo_*.json: the loss's keys and the reference input's shape).
@@ -33,8 +37,8 @@ dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps 
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
 and its --reference there writes the CPU's log-probabilities within 1e-5; in fp32 the same
-for the simpo import, dpo with label smoothing and the ipo loss (their pair step's
-branches; the rows' kernels are dpo's).
+for the simpo and orpo imports, dpo with label smoothing and the ipo loss (their pair
+step's branches; the rows' kernels are dpo's; orpo's merged targets and supervised term).
 """
 import json
 import os
@@ -153,6 +157,36 @@ def simpo_loss(m, rows, beta=2.0, gamma=1.0):
     return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
 
 
+def orpo_loss(m, rows, beta=BETA, prompt=True):
+    """TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and answer (PROMPT
+    False: the answer alone, the paper's L_SFT) and their padding left out, the mean over
+    all those tokens of the batch; less beta times the mean of log sigmoid of the log odds
+    ratio of the answers' mean log-probabilities; and the share ranked right"""
+    x, mask, plen = rows
+    n = len(x) // 2
+    z = m(input_ids=torch.from_numpy(x[:n]), attention_mask=torch.from_numpy(mask[:n])).logits
+    labels = torch.from_numpy(np.where(mask[:n] == 1, x[:n], -100))
+    if not prompt:
+        k = np.arange(T)[None, :]
+        labels[torch.from_numpy(k < plen[:n, None])] = -100
+    nll = F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(), labels[:, 1:].reshape(-1))
+    lp = logps(m, rows, mean=True)
+    log_odds = (lp[:, 0] - lp[:, 1]) - (torch.log1p(-torch.exp(lp[:, 0])) -
+                                        torch.log1p(-torch.exp(lp[:, 1])))
+    return nll - beta * F.logsigmoid(log_odds).mean(), float((log_odds > 0).float().mean())
+
+
+def sft_rows(ps):
+    """orpo's t [n, T]: each chosen text's next ids, prompt and answer, where it is placed
+    (left-padded), -100 on the padding"""
+    t = np.full((len(ps), T), -100, np.int32)
+    for r, (p, a, _) in enumerate(ps):
+        w = np.r_[p, a]
+        P = T - len(w)
+        t[r, P:T - 1] = w[1:]
+    return t
+
+
 def hf_eval(m, rows, ref):
     m.eval()
     with torch.no_grad():
@@ -160,14 +194,16 @@ def hf_eval(m, rows, ref):
     return float(loss), acc
 
 
-def save_data(imp, ps, ref=None):
-    """the rows (and, given, the reference's log-probabilities) as imp/data's arrays"""
+def save_data(imp, ps, ref=None, sft=False):
+    """the rows (and, given, the reference's log-probabilities; with SFT orpo's t) as
+    imp/data's arrays"""
     os.makedirs(imp + "/data", exist_ok=True)
     x, pos, y = left_rows(ps)
+    extra = ((("ref", ref),) if ref is not None else ()) + ((("t", sft_rows(ps)),) if sft else ())
     for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
-        for k, a in (("x", x), ("pos", pos), ("y", y)) + ((("ref", ref),) if ref is not None else ()):
+        for k, a in (("x", x), ("pos", pos), ("y", y)) + extra:
             np.save("%s/data/%s_%s.npy" % (imp, part, k), a[sl])
-    specs(imp, ["x", "pos", "y", "ref"])
+    specs(imp, ["x", "pos", "y", "t" if sft else "ref"])
 
 
 def no_reference(imp):
@@ -348,7 +384,53 @@ def simpo(cfg, rng):
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 simpo AdamW steps, every loss within "
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
     refused("--reference of a simpo model", ["run", imp + "/model.json", imp + "/eval.json",
-                                             "--reference"], "simpo, which has no reference")
+                                             "--reference"], "simpo or orpo, which have no reference")
+    return imp
+
+
+def orpo(cfg, rng):
+    """--task orpo (TRL's ORPOTrainer): the same rows and t, the chosen texts' next ids;
+    --eval and 8 AdamW steps against TRL's ORPO loss on transformers' model; without
+    sft_target the supervised term over the answers alone"""
+    d = os.path.join(OUT, "orpo")
+    m = saved(LlamaForCausalLM, cfg, d + "/src", 0.3, seed=4)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "orpo")
+    spec = json.load(open(imp + "/model.json"))["model"]
+    check(spec["loss"] == {"op": "orpo", "target": "y", "beta": BETA, "sft_target": "t"} and
+          spec["inputs"]["t"]["shape"] == [T] and "ref" not in spec["inputs"],
+          "llama: --task orpo imports the language model with the orpo loss (beta %g), t [%d] "
+          "its sft target and no reference input" % (BETA, T))
+    ps = pairs(rng, cfg.vocab_size, N)
+    save_data(imp, ps, sft=True)
+    m.eval()
+    va = right_rows(ps[N // 2:])
+    with torch.no_grad():
+        theirs = [float(v) for v in orpo_loss(m, va)]
+        answers = float(orpo_loss(m, va, prompt=False)[0])
+    ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
+          "llama: orpo's --eval %.7f (%.4f ranked right), TRL's ORPO loss on transformers' "
+          "logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
+                                         rel(ours[0], theirs[0])))
+    spec = json.load(open(imp + "/model.json"))
+    del spec["model"]["loss"]["sft_target"], spec["model"]["inputs"]["t"]
+    json.dump(spec, open(imp + "/answers.json", "w"))
+    ev = json.load(open(imp + "/eval.json"))
+    for part in ev["train"]["data"].values():
+        part.pop("t")
+    json.dump(ev, open(imp + "/answers_eval.json", "w"))
+    r = trainc("run", imp + "/answers.json", imp + "/answers_eval.json", "--init",
+               imp + "/init.safetensors", "--eval", "--threads", 1, "--out", d + "/answers_eval")
+    ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    check(rel(ev["val_loss"], answers) <= 1e-5 and rel(answers, theirs[0]) > 1e-3,
+          "llama: orpo without sft_target, the supervised term over the answers alone: --eval "
+          "%.7f, the formula's %.7f (%.1e)" % (ev["val_loss"], answers,
+                                               rel(ev["val_loss"], answers)))
+    ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
+                               lambda mm, rows, r: orpo_loss(mm, rows)[0])
+    check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 orpo AdamW steps, every loss within "
+          "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
     return imp
 
 
@@ -366,9 +448,10 @@ def tokenizer():
     return path
 
 
-def data_pairs(imp):
+def data_pairs(imp, orpo_imp):
     """data pairs for the dpo import: each half transformers' tokenizer(prompt + answer)
-    and </s> padded on the left, y the next ids past the prompt's first len(tokenizer(prompt))"""
+    and </s> padded on the left, y the next ids past the prompt's first len(tokenizer(prompt));
+    for the orpo import also t, the chosen half's next ids"""
     tok = tokenizer()
     lines = [" ".join(w) for w in license_lines()]
     ex = [{"prompt": "Q%d:" % i, "chosen": l[:2 + i % 6], "rejected": l[5:7 + i % 5]}
@@ -379,7 +462,7 @@ def data_pairs(imp):
     r = trainc("data", "pairs", OUT + "/prefs.jsonl", OUT + "/rows", "--tokenizer", tok,
                "--model", imp + "/model.json", "--val-frac", 0, "--eos", "</s>")
     hf = PreTrainedTokenizerFast(tokenizer_file=tok)
-    want_x, want_y = [], []
+    want_x, want_y, want_t = [], [], []
     for e in ex:
         halves = [hf(e["prompt"] + e[k])["input_ids"] + [2] for k in ("chosen", "rejected")]
         if max(map(len, halves)) > T:
@@ -392,6 +475,8 @@ def data_pairs(imp):
             ys += [-100] * P + [h[k + 1] if np_ - 1 <= k < len(h) - 1 else -100 for k in range(len(h))]
         want_x.append(xs)
         want_y.append(ys)
+        h = halves[0]
+        want_t.append([-100] * (T - len(h)) + h[1:] + [-100])
     x, y = np.load(OUT + "/rows/train_x.npy"), np.load(OUT + "/rows/train_y.npy")
     left = len(ex) - len(want_x)
     check(np.array_equal(x, np.array(want_x)) and np.array_equal(y, np.array(want_y)) and
@@ -399,6 +484,13 @@ def data_pairs(imp):
           "data pairs for a dpo model: every half is transformers' tokenizer(prompt + answer) "
           "and --eos padded on the left, y the answer's next ids (%d of them), -100 elsewhere; "
           "%d pairs, %d left out" % (int((y >= 0).sum()), len(want_x), left))
+    trainc("data", "pairs", OUT + "/prefs.jsonl", OUT + "/rows_orpo", "--tokenizer", tok,
+           "--model", orpo_imp + "/model.json", "--val-frac", 0, "--eos", "</s>")
+    t = np.load(OUT + "/rows_orpo/train_t.npy")
+    check(np.array_equal(t, np.array(want_t)) and
+          np.array_equal(np.load(OUT + "/rows_orpo/train_y.npy"), y),
+          "data pairs for an orpo model: y as dpo's, t the chosen half's next ids, prompt and "
+          "answer (%d of them), -100 on the padding" % int((t >= 0).sum()))
 
 
 def bad_cases(imp):
@@ -433,6 +525,10 @@ def fake_gpu(cfg, rng):
     no_reference(d + "/simpo")
     os.makedirs(d + "/simpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu", bf16=False)
+    trainc("import", "hf", d + "/src", "-o", d + "/orpo", "--seq-len", T, "--task", "orpo")
+    save_data(d + "/orpo", ps, sft=True)
+    os.makedirs(d + "/orpo_gpu", exist_ok=True)
+    fake_gpu_vs_cpu("and by orpo (its sft target)", d + "/orpo", d + "/orpo_gpu", bf16=False)
     for name, what, change in (("cdpo", "dpo with label_smoothing 0.2", {"label_smoothing": 0.2}),
                                ("ipo", "ipo", {"op": "ipo"})):
         shutil.copytree(imp, d + "/" + name)
@@ -473,7 +569,8 @@ if "--fake-gpu" in sys.argv[1:]:
     fake_gpu(llama, rng)
 d, imp, _, _ = case(llama, rng)
 simpo(llama, rng)
-data_pairs(imp)
+orpo_imp = orpo(llama, rng)
+data_pairs(imp, orpo_imp)
 bad_cases(imp)
 print("dpo_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

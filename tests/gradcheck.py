@@ -407,7 +407,7 @@ def fd_check(name, path):
     common = ["--threads", "1", "--quiet", "--set", "batch_size=16", "--set", f"data.val.x={x}",
               "--set", f"data.val.y={y}", "--set", "optimizer.type=sgd", "--set", "max_steps=1",
               "--set", "checkpoint=null"]
-    for k in ("pos", "ref"):   # (packed rows' positions, dpo's reference)
+    for k in ("pos", "ref", "t"):   # (packed rows' positions, dpo's reference, orpo's sft)
         extra = os.path.join(OUT, f"{name}_{k}.npy")
         if os.path.exists(extra):
             common += ["--set", f"data.val.{k}={extra}"]
@@ -512,7 +512,35 @@ def ipo_case():
     return name, path
 
 
-cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case()]
+def orpo_case(name="orpo"):
+    """orpo over the same pairs: the odds ratio of the answers' means, and the chosen
+    answers' cross entropy over the batch's counted rows"""
+    name, path = case(name, [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
+                      loss_keys={"ignore_index": -100})
+    spec = json.load(open(path))
+    spec["model"]["loss"] = {"op": "orpo", "target": "y", "beta": 0.5}
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+def orpo_sft_case():
+    """orpo with an sft target: the chosen text's rows the answer's targets leave out
+    (the prompt's) count in its supervised term, and in no log-probability"""
+    name, path = orpo_case("orpo_sft")
+    spec = json.load(open(path))
+    spec["model"]["inputs"]["t"] = {"shape": [3], "dtype": "i32", "classes": 4}
+    spec["model"]["loss"]["sft_target"] = "t"
+    spec["train"]["data"]["train"]["t"] = name + "_t.npy"
+    t = rng.integers(0, 4, size=(16, 3)).astype(np.int32)
+    drop = rng.random((8, 3)) < 0.3   # the same in both halves, as data() does
+    t[:8][drop] = -100
+    t[8:][drop] = -100
+    np.save(os.path.join(OUT, name + "_t.npy"), t)
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

@@ -113,19 +113,29 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
     g->head_chunk = (rows + n - 1) / n;
 }
 
-/* dpo's (and simpo's) pair: the logits [2T, C] checked (the chosen text's rows, then the
- * rejected one's), the per-sample log-probabilities [2] (g->logps) the loss writes; the
- * reference input (spec.c checked it: f32 [2]) as fp32, or NULL for simpo (none) */
+const char *const pref_names[] = {"dpo", "simpo", "ipo", "orpo"};
+
+/* The runtime's kind of a PREF_* loss (RT_PREF_*: simpo is dpo's sigmoid without a
+ * reference) */
+static int pref_runtime_kind(int pref)
+{
+    return pref == PREF_IPO ? RT_PREF_IPO : pref == PREF_ORPO ? RT_PREF_ORPO : RT_PREF_SIGMOID;
+}
+
+/* dpo's (and the other preference losses') pair: the logits [2T, C] checked (the chosen
+ * text's rows, then the rejected one's), the per-sample log-probabilities [2] (g->logps)
+ * the loss writes; the reference input (spec.c checked it: f32 [2]) as fp32, or NULL for
+ * simpo and orpo (none) */
 static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
 {
     Graph *g = c->g;
     if (pred->rank != 2 || pred->shape[0] % 2)
         error_at(c->s->model_file, path, "%s reads logits [2T, classes], a pair of texts a "
                  "row (the chosen one's T rows, then the rejected one's), got %s",
-                 c->s->simpo ? "simpo" : c->s->ipo ? "ipo" : "dpo",
+                 pref_names[c->s->pref],
                  shape_str(pred->rank, pred->shape));
     Tensor *ref = NULL;
-    if (!c->s->simpo) {
+    if (PREF_HAS_REFERENCE(c->s->pref)) {
         int k = find_model_input(c->s, c->s->reference);
         c->as_float[k] = 1;
         ref = g->act16 ? g->inputs[k] : input_f32(c, k);
@@ -137,6 +147,29 @@ static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
     g->logps->keep32 = 1;
     add_flops(c, NULL, path, 4.0 * pred->numel, 0, 0);
     return ref;
+}
+
+/* orpo's sft target: the chosen text's next ids [T] (T half the logits' rows) read as i32,
+ * or NULL where the spec names none */
+static Tensor *sft_target(GraphCtx *c, Tensor *pred, const char *path)
+{
+    const Spec *s = c->s;
+    if (!s->sft_target)
+        return NULL;
+    int k = find_model_input(s, s->sft_target);
+    const InputSpec *in = &s->inputs[k];
+    int64_t C = pred->shape[1], T = pred->shape[0] / 2;
+    if (in->shape[0] != T)
+        error_at(s->model_file, path, "sft_target '%s' has shape %s but the chosen text's rows "
+                 "are [%lld] (half the logits' %s)", in->name, shape_str(in->rank, in->shape),
+                 (long long)T, shape_str(pred->rank, pred->shape));
+    if (in->classes && in->classes != C)
+        error_at(s->model_file, path, "the logits have %lld classes but $.model.inputs.%s.classes "
+                 "is %lld", (long long)C, in->name, (long long)in->classes);
+    Tensor *t = c->g->inputs[k];
+    read_as_i32(t);
+    c->g->input_classes[k] = C;
+    return t;
 }
 
 /* The loss node after the last layer (c->cur, the prediction), and the tensor of
@@ -153,6 +186,7 @@ void build_loss(GraphCtx *c)
     Tensor *target = s->loss == LOSS_MSE ? float_target(c, k, pred, path)
                                          : class_target(c, k, pred, path);
     Tensor *ref = s->loss == LOSS_DPO ? dpo_reference(c, pred, path) : NULL;
+    Tensor *sft = s->loss == LOSS_DPO ? sft_target(c, pred, path) : NULL;
     Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
                                pred->shape);
     dpred->origin = path;
@@ -164,11 +198,11 @@ void build_loss(GraphCtx *c)
     nd->p = s->loss == LOSS_DPO ? s->dpo_beta : s->label_smoothing;
     nd->in[nd->n_in++] = pred;
     nd->in[nd->n_in++] = target;
-    if (ref)
-        nd->in[nd->n_in++] = ref;
-    g->simpo_gamma = s->simpo ? s->simpo_gamma : 0;
+    if (ref || sft)   /* (never both: sft_target is orpo's, which has no reference) */
+        nd->in[nd->n_in++] = ref ? ref : sft;
+    g->simpo_gamma = s->loss == LOSS_DPO && s->pref == PREF_SIMPO ? s->simpo_gamma : 0;
     g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
-    g->dpo_ipo = s->ipo;
+    g->pref = s->loss == LOSS_DPO ? s->pref : PREF_DPO;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -256,14 +290,15 @@ static void lower_head_loss(Program *p, Node *nd)
 }
 
 /* dpo over each row's pair: the two answers' log-probabilities (their rows' targets not
- * ignored; simpo's their means) into logps, the loss and the ranking into the pass,
+ * ignored; simpo's, ipo's and orpo's their means) into logps, the loss and the ranking into the pass,
  * d(logits) in training */
 static void lower_dpo(Program *p, Node *nd)
 {
-    Tensor *pred = nd->in[0], *t = nd->in[1], *ref = nd->n_in > 2 ? nd->in[2] : NULL;
+    Tensor *pred = nd->in[0], *t = nd->in[1], *third = nd->n_in > 2 ? nd->in[2] : NULL;
+    Tensor *ref = PREF_HAS_REFERENCE(p->g->pref) ? third : NULL, *sft = ref ? NULL : third;
     Tensor *logps = p->g->logps;
     int64_t C = pred->shape[1];
-    const char *op = !ref ? "simpo" : p->g->dpo_ipo ? "ipo" : "dpo";
+    const char *op = pref_names[p->g->pref];
     Instr *a = instr_add(p, I_CALL, nd->origin, 0);
     a->what = xasprintf(p->eval ? "%s: each answer's log-probability, the loss and the pairs "
                                   "ranked right (no gradient in validation)"
@@ -273,11 +308,11 @@ static void lower_dpo(Program *p, Node *nd)
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
              arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing),
-             arg_int(p->g->dpo_ipo));
+             arg_int(pref_runtime_kind(p->g->pref)), arg_opt(sft));
     instr_reads(a, pred);
     instr_reads(a, t);
-    if (ref)
-        instr_reads(a, ref);
+    if (third)
+        instr_reads(a, third);
     instr_writes(a, logps);
     if (!p->eval) {
         instr_writes(a, nd->out2);

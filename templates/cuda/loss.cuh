@@ -416,20 +416,72 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
             nll[r] = correct[r] = 0.0;                                                        \
     }
 
+/* rt_dpo_pairs' kinds (trainc_rt.h's RT_PREF_*, in its order) */
+#define RT_DPO_SIGMOID 0
+#define RT_DPO_IPO 1
+#define RT_DPO_ORPO 2
+
+/* rt_orpo_targets: orpo's row targets eff [samples * 2T]: the answers' (y) where they
+ * count, else on a chosen row its sft target's (sft [samples, T]), else `ignore`; one
+ * thread a row (the twin of orpo_targets in runtime/losses.c) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int64_t samples, int64_t T,
+                int ignore)
+{
+    int64_t r = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (r >= samples * 2 * T)
+        return;
+    int64_t s = r / (2 * T), t = r % (2 * T);
+    eff[r] = y[r] != ignore || t >= T ? y[r] : sft[s * T + t];
+}
+
+/* rt_orpo_sft: orpo's supervised term, one block: the chosen texts' cross entropy, the
+ * mean of nll over all their rows whose target (rt_orpo_targets') is not `ignore`, into
+ * sft[0], and
+ * d(it)/d(such a row's nll) per unit of beta grad_scale (grad_scale counts the samples),
+ * samples / (count beta), into sft[1] (the twin of orpo_sft in runtime/losses.c) */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_orpo_sft(const double *nll, const int32_t *target, double *sft, int64_t samples, int64_t T,
+            int ignore, float beta)
+{
+    double sum = 0.0, count = 0.0;
+    for (int64_t k = threadIdx.x; k < samples * T; k += blockDim.x) {
+        int64_t r = 2 * (k / T) * T + k % T;
+        sum += nll[r];
+        count += target[r] != ignore;
+    }
+    sum = rt_block_sum(sum);
+    count = rt_block_sum(count);
+    if (threadIdx.x == 0) {
+        sft[0] = count > 0 ? sum / count : 0.0;
+        sft[1] = count > 0 ? (double)samples / (count * (double)beta) : 0.0;
+    }
+}
+
+/* log(1 - e^m) for a mean log-probability m <= 0, 1 - e^m (at least DBL_MIN) into q */
+__device__ __forceinline__ double rt_log1m_exp(double m, double &q)
+{
+    q = fmax(-expm1(m), 2.2250738585072014e-308);
+    return log(q);
+}
+
 /* rt_dpo_pairs: one thread a pair. Its answers' log-probabilities (the sums of -nll over
- * their T rows, in row order, in double; without a reference, ref NULL, simpo's: the means
- * over the rows whose target is not `ignore`) into logps [2]; u = beta ((lc - rc) - (lr -
+ * their rows whose target is not `ignore`, in row order, in double; without a reference,
+ * ref NULL, simpo's: the means over those rows) into logps [2]; u = beta ((lc - rc) - (lr -
  * rr)) with the reference's ref [2], or beta (mc - mr) - gamma: loss[s] = softplus(-u),
  * right[s] = u > 0, and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
  * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale); with label smoothing ls
  * loss[s] = (1 - ls) softplus(-u) + ls softplus(u), the factor's sigmoid(-u) then
- * (1 - ls) sigmoid(-u) - ls sigmoid(u); with ipo, IPO's: the means (the reference's sums
- * over the same counts), u = (mc - rc) - (mr - rr), loss[s] = (u - 1 / (2 beta))^2, the
- * factors -+2 (u - 1 / (2 beta)) / beta over the lengths. */
+ * (1 - ls) sigmoid(-u) - ls sigmoid(u). kind RT_DPO_IPO, IPO's: the means (the
+ * reference's sums over the same counts), u = (mc - rc) - (mr - rr), loss[s] =
+ * (u - 1 / (2 beta))^2, the factors -+2 (u - 1 / (2 beta)) / beta over the lengths.
+ * kind RT_DPO_ORPO, ORPO's: the means, z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)),
+ * loss[s] = beta softplus(-z) + sft[0] (rt_orpo_sft), the factors sigmoid(-z) /
+ * (1 - e^mc) / nc + sft[1] and -sigmoid(-z) / (1 - e^mr) / nr. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *logps,
-             double *loss, double *right, float *factor, int64_t samples, int64_t T, int ignore,
-             float beta, float gamma, float ls, int ipo)
+rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *sft,
+             float *logps, double *loss, double *right, float *factor, int64_t samples,
+             int64_t T, int ignore, float beta, float gamma, float ls, int kind)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
@@ -437,22 +489,33 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *
     double lp[2] = {0.0, 0.0}, n[2] = {0.0, 0.0}, r[2] = {0.0, 0.0}, g, u;
     for (int h = 0; h < 2; h++) {
         for (int64_t t = 0; t < T; t++) {
-            lp[h] -= nll[(2 * s + h) * T + t];
-            n[h] += target[(2 * s + h) * T + t] != ignore;
+            int64_t row = (2 * s + h) * T + t;
+            if (target[row] != ignore) {
+                lp[h] -= nll[row];
+                n[h] += 1.0;
+            }
         }
         r[h] = ref ? (double)ref[2 * s + h] : 0.0;
-        if (!ref || ipo) {
+        if (!ref || kind != RT_DPO_SIGMOID) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
             r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
         }
     }
-    if (ipo) {
+    if (kind == RT_DPO_IPO) {
         u = (lp[0] - r[0]) - (lp[1] - r[1]);
         double m = u - 1.0 / (2.0 * (double)beta);
         loss[s] = m * m;
         g = -2.0 * m / (double)beta;
         factor[2 * s] = (float)(n[0] > 0 ? g / n[0] : 0.0);
         factor[2 * s + 1] = (float)(n[1] > 0 ? -g / n[1] : 0.0);
+    } else if (kind == RT_DPO_ORPO) {
+        double qc, qr;
+        u = (lp[0] - lp[1]) - (rt_log1m_exp(lp[0], qc) - rt_log1m_exp(lp[1], qr));
+        double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
+        loss[s] = (double)beta * sp + sft[0];
+        g = 1.0 / (1.0 + exp(u));
+        factor[2 * s] = (float)(n[0] > 0 ? g / (qc * n[0]) + sft[1] : 0.0);
+        factor[2 * s + 1] = (float)(n[1] > 0 ? -g / (qr * n[1]) : 0.0);
     } else {
         u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
                 : (double)beta * (lp[0] - lp[1]) - (double)gamma;
@@ -469,12 +532,14 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, float *
 }
 
 /* rt_dpo_scale: row r's gradient (C values, rows ld apart) times its answer's factor,
- * factor[r / T]; one block a row. */
+ * factor[r / T] where its target is not `ignore`, else orpo's supervised term's, sft[1]
+ * (sft NULL: 1; the row is 0 then); one block a row. */
 extern "C" __global__ void __launch_bounds__(256)
-rt_dpo_scale(act_t *dlogits, const float *factor, int64_t T, int64_t C, int64_t ld)
+rt_dpo_scale(act_t *dlogits, const float *factor, const int32_t *target, const double *sft,
+             int64_t T, int64_t C, int64_t ld, int ignore)
 {
     int64_t r = blockIdx.x;
-    float f = factor[r / T];
+    float f = target[r] != ignore ? factor[r / T] : sft ? (float)sft[1] : 1.0f;
     act_t *g = dlogits + r * ld;
     for (int64_t j = threadIdx.x; j < C; j += blockDim.x)
         rt_st(g + j, rt_ld(g + j) * f);
