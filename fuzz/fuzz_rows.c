@@ -8,7 +8,8 @@
  *           tokenizer (RoBERTa's kind; else BERT's WordPiece); bit 3 a "types" input;
  *           bit 4 a last_token layer (rows padded on the left; pairs: a dpo model, y [2T],
  *           and --eos); bit 5 --val-frac 0.5
- *           (else 0); bit 6 --unlabeled (mlm: --copies 2); bit 7 --pair hypothesis
+ *           (else 0); bit 6 --unlabeled (mlm: --copies 2; a dpo model's pairs: an orpo
+ *           model, its sft target t [T]); bit 7 --pair hypothesis
  *           (tags: --all-pieces);
  *   byte 1: the rows' length T, 1 + its value mod 48 (pairs: 2T, two texts of T);
  *   byte 2: the classes, 2 + its value mod 6, named "a", "b", ... (mlm: the vocabulary).
@@ -25,10 +26,10 @@ void data_abandon(void);
 static void clear_outputs(const char *out)
 {
     static const char *const names[] = {"train", "val", "test"},
-                             *const parts[] = {"x", "types", "pos", "y", "words"};
+                             *const parts[] = {"x", "types", "pos", "y", "words", "t"};
     char p[256];
     for (int i = 0; i < 3; i++)
-        for (int k = 0; k < 5; k++) {
+        for (int k = 0; k < 6; k++) {
             snprintf(p, sizeof p, "%s/%s_%s.npy", out, names[i], parts[k]);
             unlink(p);
             snprintf(p, sizeof p, "%s/%s_%s.npy.part", out, names[i], parts[k]);
@@ -36,20 +37,27 @@ static void clear_outputs(const char *out)
         }
 }
 
-/* a dpo model's model.json at PATH: x, [types,] pos, y [T2] (512 classes), ref [2] */
-static void write_dpo_model(const char *path, int64_t T2, int types)
+/* a dpo model's model.json at PATH: x, [types,] pos, y [T2] (512 classes), ref [2]; with
+ * ORPO an orpo model's, t [T2 / 2] its sft target in place of ref */
+static void write_dpo_model(const char *path, int64_t T2, int types, int orpo)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         abort();
     fprintf(f, "{\"model\": {\"inputs\": {\"x\": {\"shape\": [%lld], \"dtype\": \"i32\"}, %s"
                "\"pos\": {\"shape\": [%lld], \"dtype\": \"i32\"}, \"y\": {\"shape\": [%lld], "
-               "\"dtype\": \"i32\", \"classes\": 512}, \"ref\": {\"shape\": [2], \"dtype\": "
-               "\"f32\"}}, \"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\"}, "
-               "{\"op\": \"attention\"}, {\"op\": \"linear\"}], \"loss\": {\"op\": \"dpo\", "
-               "\"target\": \"y\", \"reference\": \"ref\"}}}\n", (long long)T2,
+               "\"dtype\": \"i32\", \"classes\": 512}, ", (long long)T2,
             types ? "\"types\": {\"shape\": [1], \"dtype\": \"i32\"}, " : "", (long long)T2,
             (long long)T2);
+    if (orpo)
+        fprintf(f, "\"t\": {\"shape\": [%lld], \"dtype\": \"i32\", \"classes\": 512}}, ",
+                (long long)(T2 / 2));
+    else
+        fprintf(f, "\"ref\": {\"shape\": [2], \"dtype\": \"f32\"}}, ");
+    fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\"}, "
+               "{\"op\": \"attention\"}, {\"op\": \"linear\"}], \"loss\": {\"op\": \"%s\", "
+               "\"target\": \"y\", %s}}}\n", orpo ? "orpo" : "dpo",
+            orpo ? "\"sft_target\": \"t\"" : "\"reference\": \"ref\"");
     fclose(f);
 }
 
@@ -57,13 +65,14 @@ static void write_dpo_model(const char *path, int64_t T2, int types)
  * mlm) of K classes, the positions, and an encoder's layers (an attention without a
  * causal mask) whose last is tied for mlm (a last_token before it where LEFT); for pairs
  * x and pos [2T], a causal attention and a last_token with segments 2, or (LEFT) a dpo
- * language model */
-static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left)
+ * language model (ORPO: an orpo one) */
+static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left,
+                        int orpo)
 {
     if (cmd == 3)
         T *= 2;
     if (cmd == 3 && left) {
-        write_dpo_model(path, T, types);
+        write_dpo_model(path, T, types, orpo);
         return;
     }
     FILE *f = fopen(path, "w");
@@ -101,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(model, sizeof model, "/tmp/trainc-fuzz-rows-%d.model.json", (int)getpid());
     clear_outputs(out);
     int cmd = data[0] & 3, flags = data[0];
-    write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16);
+    write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16, flags & 64);
     snprintf(tok, sizeof tok, "%s/tokenizer_%s.json", dir, flags & 4 ? "bytelevel" : "wordpiece");
     const char *file = fuzz_file(data + 3, size - 3, cmd == 2 ? ".txt" : ".jsonl");
     char *argv[16] = {"trainc", "data", (char *)cmds[cmd], (char *)file, out, "--tokenizer",
