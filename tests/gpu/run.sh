@@ -225,6 +225,14 @@ PY
     r=$(curve "$D/dpo.gpu" "$D/dpo.cpu" 1e-3) && note "ok   llama_dpo (dpo over pairs, rt_dpo_*) GPU vs CPU fp32: $r" || { note "FAIL llama_dpo GPU vs CPU: $r"; fail=1; }
     "$S/llama_dpo_bf16" --device cuda --out "$D/dpo.bf16" "${DX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/dpo.bf16" "$D/dpo.cpu" 1 1) && note "ok   llama_dpo bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL llama_dpo bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # orpo: the same pairs, the chosen texts' cross entropy over t (prompt and answer) and
+    # the answers' odds ratio, fp32
+    OX=(--set "data.train.x=$D/data/dpo/x.npy" --set "data.train.pos=$D/data/dpo/pos.npy"
+        --set "data.train.y=$D/data/dpo/y.npy" --set "data.train.t=$D/data/dpo/t.npy"
+        --set max_steps=100 --set batch_size=4 --set log_every=1 --set loader.shuffle=false --quiet)
+    "$S/llama_orpo" --device cpu --out "$D/orpo.cpu" "${OX[@]}" 2>>"$OUT/runs.log"
+    "$S/llama_orpo" --device cuda --out "$D/orpo.gpu" "${OX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/orpo.gpu" "$D/orpo.cpu" 1e-3) && note "ok   llama_orpo (orpo over pairs, rt_orpo_*) GPU vs CPU fp32: $r" || { note "FAIL llama_orpo GPU vs CPU: $r"; fail=1; }
     # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
     # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
