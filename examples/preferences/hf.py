@@ -113,9 +113,10 @@ def check(d, val, acc, pred, T):
         sys.exit(1)
 
 
-def answer_logps(model, tok, ex, T):
+def answer_logps(model, tok, ex, T, mean=False):
     """each pair's (chosen, rejected) answer log-probabilities: the answer and
-    <|endoftext|> after the prompt, as data pairs writes them for dpo"""
+    <|endoftext|> after the prompt, as data pairs writes them for dpo (MEAN: the mean over
+    the answer's tokens, as orpo's)"""
     import torch.nn.functional as F
     out = []
     with torch.no_grad():
@@ -126,7 +127,8 @@ def answer_logps(model, tok, ex, T):
                 np_ = len(tok(e["prompt"])["input_ids"])
                 z = model(input_ids=torch.tensor([ids])).logits[0, :-1]
                 logp = F.log_softmax(z, -1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
-                lp.append(float(logp[np_ - 1:].sum()))
+                a = logp[np_ - 1:]
+                lp.append(float(a.mean() if mean else a.sum()))
             out.append(lp)
     return out
 
@@ -151,6 +153,23 @@ def check_dpo(d, ref, val, acc, T):
         sys.exit(1)
 
 
+def check_orpo(d, val, acc, T):
+    """the orpo export: the share of pairs whose chosen answer has the higher mean
+    log-probability (odds ratio > 1) is trainc's"""
+    tok = PreTrainedTokenizerFast(tokenizer_file=os.path.join(d, "tokenizer.json"),
+                                  pad_token="<|endoftext|>")
+    fits = lambda e: all(len(tok(e["prompt"] + e[k])["input_ids"]) + 1 <= T
+                         for k in ("chosen", "rejected"))
+    ex = [e for e in map(json.loads, open(val)) if fits(e)]
+    lp = answer_logps(Qwen2ForCausalLM.from_pretrained(d).eval(), tok, ex, T, mean=True)
+    right = sum(c > r for c, r in lp) / len(ex)
+    print("transformers: %d pairs, %.4f of them with the chosen answer the likelier per "
+          "token; trainc's %.4f" % (len(ex), right, acc))
+    if abs(right - acc) > 1.0 / len(ex) + 1e-9:
+        print("FAIL: transformers' ranking is not trainc's")
+        sys.exit(1)
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "make" and len(sys.argv) == 3:
@@ -159,6 +178,8 @@ if __name__ == "__main__":
         data(sys.argv[2])
     elif cmd == "check_dpo" and len(sys.argv) == 7:
         check_dpo(sys.argv[2], sys.argv[3], sys.argv[4], float(sys.argv[5]), int(sys.argv[6]))
+    elif cmd == "check_orpo" and len(sys.argv) == 6:
+        check_orpo(sys.argv[2], sys.argv[3], float(sys.argv[4]), int(sys.argv[5]))
     elif cmd == "check" and len(sys.argv) == 7:
         check(sys.argv[2], sys.argv[3], float(sys.argv[4]), sys.argv[5], int(sys.argv[6]))
     else:

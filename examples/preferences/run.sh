@@ -4,7 +4,8 @@
 # (import with one score, preference pairs as rows, train, export, transformers scores
 # the raw text as trainc does); then the language model itself by direct preference
 # optimization (import for dpo, the same pairs, the reference's log-probabilities,
-# train, export, transformers ranks the pairs as trainc does).
+# train, export, transformers ranks the pairs as trainc does); then by ORPO (no
+# reference: fine-tuning and preference in one loss).
 #
 #   bash examples/preferences/run.sh [OUT]   (OUT: runs/preferences; from the repository root)
 #
@@ -19,8 +20,9 @@ HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 HF="$HF_PYTHON examples/preferences/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
 P=$OUT/dpo     # the dpo import's folder
+Q=$OUT/orpo    # the orpo import's folder
 rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_rm" "$OUT/prefs" "$P" "$OUT/dpo_run" \
-    "$OUT/hf_dpo"   # an earlier run's
+    "$OUT/hf_dpo" "$Q" "$OUT/orpo_run" "$OUT/hf_orpo"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_acc() { sed -n 's/.*"val_acc":\([0-9.e-]*\).*/\1/p' | tail -1; }
@@ -73,4 +75,21 @@ step "10. trainc export hf; transformers ranks the raw pairs as trainc does"
 $TRAINC export hf "$P/model.json" "$P/train.json" --weights "$OUT/dpo_run/model.safetensors" \
     -o "$OUT/hf_dpo" --tokenizer "$OUT/hf/tokenizer.json"
 $HF check_dpo "$OUT/hf_dpo" "$OUT/hf" "$OUT/prefs/val.jsonl" "$ranked" 32
-echo "ok: a reward model and a dpo-trained language model, exported and loaded back ($OUT/hf_rm, $OUT/hf_dpo)"
+
+step "11. trainc import hf --task orpo: no reference; t, the chosen text's next ids"
+$TRAINC import hf "$OUT/hf" -o "$Q" --seq-len 32 --task orpo
+$TRAINC data pairs "$OUT/prefs/train.jsonl" "$Q/data" --val "$OUT/prefs/val.jsonl" \
+    --tokenizer "$OUT/hf/tokenizer.json" --model "$Q/model.json" --eos '<|endoftext|>'
+
+step "12. orpo on the CPU; trainc export hf; transformers ranks the raw pairs as trainc does"
+before=$($TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" --eval \
+         --quiet | val_acc)
+$TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" --out "$OUT/orpo_run" \
+    --set epochs=3 --set optimizer.lr=2e-3 --set log_every=50
+ranked=$(val_acc < "$OUT/orpo_run/metrics.jsonl")
+echo "pairs whose chosen answer is the likelier per token (validation): $before before, $ranked after"
+awk -v a="$ranked" 'BEGIN { exit !(a > 0.7) }' || { echo "FAIL: not over 0.7 of the pairs"; exit 1; }
+$TRAINC export hf "$Q/model.json" "$Q/train.json" --weights "$OUT/orpo_run/model.safetensors" \
+    -o "$OUT/hf_orpo" --tokenizer "$OUT/hf/tokenizer.json"
+$HF check_orpo "$OUT/hf_orpo" "$OUT/prefs/val.jsonl" "$ranked" 32
+echo "ok: a reward model and language models trained by dpo and orpo, exported and loaded back ($OUT/hf_rm, $OUT/hf_dpo, $OUT/hf_orpo)"
