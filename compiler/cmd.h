@@ -28,6 +28,8 @@ _Noreturn void data_line_error(const char *file, int64_t ln, const char *fmt, ..
     __attribute__((format(printf, 3, 4)));
 /* --val-frac's value V of data command CMD: a number in [0, 0.5], or exit 1 */
 double data_val_frac(const char *cmd, const char *v);
+/* Option FLAG's value V of data command CMD as a number in [lo, hi], or exit 1 */
+double data_number_arg(const char *cmd, const char *flag, const char *v, double lo, double hi);
 /* An argument S of data command CMD that is no option it knows: -h (USAGE, exit 0), an
  * unknown option (exit 1), else the input FILE, then the output DIR */
 void data_positional(const char *cmd, const char *usage, const char *s, const char **file,
@@ -75,6 +77,7 @@ typedef struct ClsModel {
     int types, kind;
     int left;                  /* padded on the left: a decoder's classifier (last_token) */
     char *sft;                 /* an orpo model's sft_target input (data pairs), or NULL */
+    char *label;               /* a kto model's label input (data pairs), or NULL */
 } ClsModel;
 ClsModel data_cls_model(const char *path, int kind);
 /* The tokenizer at TOK, with room in the model's rows for a token past its special ones

@@ -1395,7 +1395,7 @@ static int64_t config_outputs(HfCfg *c)
 static int pref_task(const char *task)
 {
     return !strcmp(task, "dpo") ? PREF_DPO : !strcmp(task, "simpo") ? PREF_SIMPO
-         : !strcmp(task, "orpo") ? PREF_ORPO : -1;
+         : !strcmp(task, "orpo") ? PREF_ORPO : !strcmp(task, "kto") ? PREF_KTO : -1;
 }
 
 /* A reward model: --task reward over the family's language model (a new score of one
@@ -1405,8 +1405,8 @@ static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels,
 {
     int pref = task ? pref_task(task) : -1;
     if (task && strcmp(task, "reward") && pref < 0)
-        error_input("import: --task %s: a %s takes --task reward (a reward model), dpo, simpo "
-                    "or orpo (preference optimization of the language model)", task, f->type);
+        error_input("import: --task %s: a %s takes --task reward (a reward model), dpo, simpo, "
+                    "orpo or kto (preference optimization of the language model)", task, f->type);
     if (task && strcmp(task, "reward")) {
         if (a->seq_cls || labels)
             error_input("import: --task %s trains a language model: %s", task, labels
@@ -1681,7 +1681,8 @@ static void shared_norm_block(cJSON *body, const Arch *a)
 /* dpo's inputs beside x [2T]: y [2T] each answer token's id where it is predicted (-100
  * elsewhere), pos [2T], ref [2] (the reference model's log-probabilities; simpo and orpo
  * have none); orpo's t [T], the chosen text's next ids over prompt and answer (TRL's
- * supervised term) */
+ * supervised term); kto's label [], 1 where the row's completion is desirable (its second
+ * text the KL one: another line's completion) */
 static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
 {
     cJSON *y = cJSON_AddObjectToObject(in, "y");
@@ -1695,6 +1696,12 @@ static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
         cJSON *r = cJSON_AddObjectToObject(in, "ref");
         cJSON_AddItemToObject(r, "shape", cJSON_CreateIntArray((int[]){2}, 1));
         cJSON_AddStringToObject(r, "dtype", "f32");
+    }
+    if (a->pref == PREF_KTO) {
+        cJSON *l = cJSON_AddObjectToObject(in, "label");
+        cJSON_AddItemToObject(l, "shape", cJSON_CreateArray());
+        cJSON_AddStringToObject(l, "dtype", "i32");
+        cJSON_AddNumberToObject(l, "classes", 2);
     }
     if (a->pref == PREF_ORPO) {
         int T = T2 / 2;
@@ -1811,6 +1818,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
             cJSON_AddNumberToObject(loss, "gamma", 1.0);
         if (a->pref == PREF_ORPO)
             cJSON_AddStringToObject(loss, "sft_target", "t");
+        if (a->pref == PREF_KTO)
+            cJSON_AddStringToObject(loss, "label", "label");
         return root;
     }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
@@ -2057,7 +2066,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo|kto]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -2162,7 +2171,8 @@ int cmd_import(int argc, char **argv)
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
                   a.seq_cls ? hf_text_train(0, NULL, 8, 2, 1e-5, 0.0)
-                  : a.dpo   ? hf_text_train(0, PREF_HAS_REFERENCE(a.pref) ? "ref"
+                  : a.dpo   ? hf_text_train(0, a.pref == PREF_KTO ? "ref label"
+                                                   : PREF_HAS_REFERENCE(a.pref) ? "ref"
                                                    : a.pref == PREF_ORPO ? "t" : NULL, 8, 1,
                                               1e-6, 0.0)
                             : train_defaults);   /* (TRL's DPOConfig's learning rate) */

@@ -97,7 +97,7 @@ static int model_kind(const cJSON *m, const cJSON *in)
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(m, "layers");
     const cJSON *op = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(m, "loss"),
                                                        "op");
-    for (int k = 0; cJSON_IsString(op) && k < 4; k++)   /* (pref_names: dpo's kin) */
+    for (int k = 0; cJSON_IsString(op) && k < PREF__COUNT; k++)   /* (dpo's kin) */
         if (!strcmp(op->valuestring, pref_names[k]))
             return CLS_DPO;
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
@@ -148,6 +148,10 @@ ClsModel data_cls_model(const char *path, int kind)
         cJSON_GetObjectItemCaseSensitive(m, "loss"), "sft_target");
     if (kind == CLS_DPO && cJSON_IsString(sft))
         cm.sft = xstrdup(sft->valuestring);
+    const cJSON *label = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(m, "loss"), "label");
+    if (kind == CLS_DPO && cJSON_IsString(label))
+        cm.label = xstrdup(label->valuestring);
     const cJSON *labels = cJSON_GetObjectItemCaseSensitive(y, "labels"), *e;
     if (cJSON_GetArraySize(labels) == cm.K) {
         cm.names = xcalloc((size_t)cm.K, sizeof *cm.names);

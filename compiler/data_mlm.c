@@ -38,16 +38,6 @@ typedef struct {
     uint64_t seed;
 } MlmArgs;
 
-/* V's value as a number in [lo, hi], or exit 1 naming FLAG */
-static double number_arg(const char *flag, const char *v, double lo, double hi)
-{
-    char *end;
-    double x = strtod(v, &end);
-    if (!*v || *end || !(x >= lo && x <= hi))
-        error_input("data mlm: %s must be a number in [%g, %g], got '%s'", flag, lo, hi, v);
-    return x;
-}
-
 static void parse_args(int argc, char **argv, MlmArgs *a)
 {
     *a = (MlmArgs){.val_frac = 0.1, .prob = 0.15, .copies = 1, .seed = 1337};
@@ -60,11 +50,11 @@ static void parse_args(int argc, char **argv, MlmArgs *a)
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("mlm", opt_value(argc, argv, &i, s));
         else if (!strcmp(s, "--mask-prob"))
-            a->prob = number_arg(s, opt_value(argc, argv, &i, s), 0.001, 1);
+            a->prob = data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 0.001, 1);
         else if (!strcmp(s, "--copies"))
-            a->copies = (int64_t)number_arg(s, opt_value(argc, argv, &i, s), 1, 100);
+            a->copies = (int64_t)data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 1, 100);
         else if (!strcmp(s, "--seed"))
-            a->seed = (uint64_t)number_arg(s, opt_value(argc, argv, &i, s), 0, 9007199254740992.0);
+            a->seed = (uint64_t)data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 0, 9007199254740992.0);
         else
             data_positional("mlm", mlm_usage, s, &a->file, &a->dir);
     }

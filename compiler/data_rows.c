@@ -35,6 +35,15 @@ double data_val_frac(const char *cmd, const char *v)
     return f;
 }
 
+double data_number_arg(const char *cmd, const char *flag, const char *v, double lo, double hi)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= lo && x <= hi))
+        error_input("data %s: %s must be a number in [%g, %g], got '%s'", cmd, flag, lo, hi, v);
+    return x;
+}
+
 void data_positional(const char *cmd, const char *usage, const char *s, const char **file,
                      const char **dir)
 {

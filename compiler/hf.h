@@ -327,7 +327,8 @@ void hf_image_inputs(cJSON *model, const HfImage *im);
 void hf_image_loss(cJSON *model);
 /* train.json of a text classifier over padded rows (`trainc data classify`'s
  * DIR/{train,val}_{x,[types,]pos,y}.npy under OUT/data; TYPES: with the token types';
- * EXTRA, or NULL: one more input's, DIR/{train,val}_EXTRA.npy, dpo's reference): AdamW at
+ * EXTRA, or NULL: more inputs', their names apart by spaces, DIR/{train,val}_NAME.npy,
+ * dpo's reference): AdamW at
  * LR with weight decay WD, linear decay to 0, clipping at 1.0, EPOCHS epochs of BATCH
  * rows, bf16-mixed */
 char *hf_text_train(int types, const char *extra, int batch, int epochs, double lr, double wd);

@@ -265,8 +265,12 @@ char *hf_text_train(int types, const char *extra, int batch, int epochs, double 
 {
     const char *tt = types ? " \"types\": \"data/train_types.npy\"," : "";
     const char *tv = types ? " \"types\": \"data/val_types.npy\"," : "";
-    const char *et = extra ? xasprintf(", \"%s\": \"data/train_%s.npy\"", extra, extra) : "";
-    const char *ev = extra ? xasprintf(", \"%s\": \"data/val_%s.npy\"", extra, extra) : "";
+    const char *et = "", *ev = "";
+    for (char *names = extra ? xstrdup(extra) : NULL, *k = names ? strtok(names, " ") : NULL; k;
+         k = strtok(NULL, " ")) {
+        et = xasprintf("%s, \"%s\": \"data/train_%s.npy\"", et, k, k);
+        ev = xasprintf("%s, \"%s\": \"data/val_%s.npy\"", ev, k, k);
+    }
     return xasprintf(
     "{\n"
     "  \"trainc\": 1,\n"

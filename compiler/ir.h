@@ -266,7 +266,10 @@ typedef struct Graph {
                                 the loss; --reference reads validation's) */
     double simpo_gamma;      /* simpo's gamma (the dpo loss without a reference) */
     double dpo_smoothing;    /* dpo's label_smoothing (conservative DPO), or 0 */
-    int pref;                /* LOSS_DPO's kind (PREF_*: dpo, simpo, ipo, orpo) */
+    int pref;                /* LOSS_DPO's kind (PREF_*: dpo, simpo, ipo, orpo, kto) */
+    Tensor *pref_ref, *pref_sft, *pref_label;   /* LOSS_DPO's other inputs, or NULL: the
+                                reference's log-probabilities, orpo's sft target, kto's label */
+    double kto_weights[2];   /* kto's desirable and undesirable weights */
     Node *head;              /* the linear layer whose logits the loss reads, when the two
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
@@ -604,7 +607,8 @@ enum {
     CALL_POS_ROW_ADD,      /* x, W, y, B, d: y = x + W's row at each row's position */
     CALL_DPO,              /* logits, targets, reference|NULL, dlogits|NULL, logps, samples,
                               rows a sample, C, ld, beta, gamma, label smoothing, kind
-                              (RT_PREF_*), sft targets|NULL (orpo's): direct preference
+                              (RT_PREF_*), sft targets|NULL (orpo's), labels|NULL,
+                              desirable and undesirable weights (kto's): direct preference
                               optimization and its kin */
     N_CALLS
 };

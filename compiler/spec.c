@@ -1355,8 +1355,8 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
     if (!v)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
-        error_at(c->file, path, "ignore_index applies to cross_entropy, dpo, ipo, simpo and "
-                 "orpo, not mse");
+        error_at(c->file, path, "ignore_index applies to cross_entropy and the preference losses "
+                 "(dpo, ipo, simpo, orpo, kto), not mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
 }
@@ -1401,10 +1401,38 @@ static void parse_no_reference(const Ctx *c, Spec *s, const cJSON *loss)
                            : 1.0;
 }
 
+/* kto's keys beside dpo's: label, an integer input [] (1: the row's completion is
+ * desirable, 0: it is not), desirable_weight and undesirable_weight (1.0, > 0: TRL's
+ * KTOConfig's); on another loss they are errors */
+static void parse_kto(const Ctx *c, Spec *s, const cJSON *loss, int target)
+{
+    static const char *const keys[] = {"label", "desirable_weight", "undesirable_weight"};
+    const char *path = "$.model.loss.label";
+    for (int i = 0; s->pref != PREF_KTO && i < 3; i++)
+        if (sp_member(loss, keys[i]))
+            error_at(c->file, xasprintf("$.model.loss.%s", keys[i]), "applies to kto alone");
+    if (s->loss != LOSS_DPO || s->pref != PREF_KTO)
+        return;
+    int k = get_input_ref(c, sp_require(c, loss, "$.model.loss", "label"), path);
+    const InputSpec *in = &s->inputs[k];
+    if (k == 0 || k == target || in->dtype == RT_F32 || in->rank != 0 || in->has_scale ||
+        in->has_shift || (in->classes && in->classes != 2))
+        error_at(c->file, in->path, "kto's label '%s' says whether each row's completion is "
+                 "desirable (1) or not (0): an integer input of shape [] (classes 2, if given), "
+                 "not the first input or the target (trainc data pairs writes it)", in->name);
+    s->kto_label = in->name;
+    for (int i = 0; i < 2; i++) {
+        const cJSON *w = sp_member(loss, keys[1 + i]);
+        s->kto_weights[i] = w ? number_in(c, w, xasprintf("$.model.loss.%s", keys[1 + i]),
+                                          FLT_MIN, FLT_MAX, "a number > 0 (1.0 by default)")
+                              : 1.0;
+    }
+}
+
 /* dpo's keys: beta (0.1, > 0) and reference, an f32 input [2] not otherwise read (the
- * reference model's summed log-probabilities of each pair's two answers); ipo's the same;
- * simpo's and orpo's (parse_no_reference); beta, gamma and reference on another loss are
- * errors */
+ * reference model's summed log-probabilities of each pair's two answers); ipo's and kto's
+ * the same (kto's other keys: parse_kto); simpo's and orpo's (parse_no_reference); beta,
+ * gamma and reference on another loss are errors */
 static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
 {
     const cJSON *b = sp_member(loss, "beta"), *ref = sp_member(loss, "reference");
@@ -1413,7 +1441,7 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
         if (b || ref || g)
             error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
                                                            : "$.model.loss.gamma",
-                     "applies to the dpo, ipo, simpo and orpo losses alone");
+                     "applies to the dpo, ipo, simpo, orpo and kto losses alone");
         return;
     }
     if (!PREF_HAS_REFERENCE(s->pref)) {
@@ -1431,10 +1459,10 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
     const InputSpec *in = &s->inputs[k];
     if (k == 0 || k == target || in->dtype != RT_F32 || in->rank != 1 || in->shape[0] != 2 ||
         in->classes || in->has_scale || in->has_shift)
-        error_at(c->file, in->path, "dpo's reference input '%s' holds the reference model's "
-                 "log-probabilities of a pair's chosen and rejected answers: an f32 input of "
+        error_at(c->file, in->path, "%s's reference input '%s' holds the reference model's "
+                 "log-probabilities of a row's two answers: an f32 input of "
                  "shape [2] without classes, scale or shift, not the first input or the target "
-                 "(trainc run --reference writes it)", in->name);
+                 "(trainc run --reference writes it)", pref_names[s->pref], in->name);
     s->reference = in->name;
 }
 
@@ -1540,11 +1568,12 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_layer_list(c, sp_require(c, m, mp, "layers"), "$.model.layers", &s->layers, &s->n_layers);
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
-                                            "beta", "reference", "gamma", "sft_target", NULL};
+                                            "beta", "reference", "gamma", "sft_target", "label",
+                                            "desirable_weight", "undesirable_weight", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", "orpo",
-                                         NULL};
+                                         "kto", NULL};
     static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO,
-                                LOSS_DPO};
+                                LOSS_DPO, LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
     int op = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op", losses);
@@ -1558,6 +1587,7 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_dpo(c, s, loss, t);
     if (sp_member(loss, "sft_target"))
         parse_sft_target(c, s, sp_member(loss, "sft_target"), t);
+    parse_kto(c, s, loss, t);
     const char *opn = losses[op];
     if (s->loss != LOSS_MSE && s->inputs[t].dtype == RT_F32)
         error_at(c->file, "$.model.loss.target", "%s needs an integer target (u8, u16 or i32); "

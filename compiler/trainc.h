@@ -197,6 +197,9 @@ typedef struct Spec {
     double simpo_gamma;       /* simpo's gamma (1.0) */
     char *sft_target;         /* orpo's sft_target input (the chosen text's next ids over
                                  prompt and answer, [T]), or NULL: the answer's alone */
+    char *kto_label;          /* kto's label input: 1 where the row's completion is
+                                 desirable, 0 where it is not */
+    double kto_weights[2];    /* kto's desirable_weight and undesirable_weight (1.0) */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

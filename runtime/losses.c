@@ -328,6 +328,9 @@ typedef struct {
     int kind;                  /* RT_PREF_* */
     double sft, sft_factor;    /* orpo: the chosen answers' mean -log p over the call, and
                                   its factor per row (orpo_sft) */
+    const int32_t *label;      /* kto: [samples] 1 where the completion is desirable */
+    double weight[2];          /* kto: the desirable and undesirable weights */
+    double kl;                 /* kto: the call's KL estimate (kto_kl) */
 } dpo_ctx;
 
 static void dpo_rows(void *ctx, int64_t lo, int64_t hi)
@@ -405,6 +408,19 @@ static double log1m_exp(double m, double *q)
     return log(*q);
 }
 
+/* kto's KL estimate: the mean over the call's samples of each KL text's log-probability
+ * less the reference's, at least 0 (TRL's, taken without gradient), into d->kl */
+static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples)
+{
+    double sum = 0.0;
+    for (int64_t s = 0; s < samples; s++) {
+        double lp[2], n[2], r[2];
+        pair_sums(d, ref, s, 0, lp, n, r);
+        sum += lp[1] - r[1];
+    }
+    d->kl = fmax(sum / (double)samples, 0.0);
+}
+
 /* orpo's row targets into eff [samples * 2T]: the answers' (y) where they count, else on
  * a chosen row its sft target's (sft [samples, T]), else ignored */
 static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int64_t samples,
@@ -426,18 +442,31 @@ static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int
  *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2
  *   orpo:  z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)), loss beta softplus(-z) + sft,
  *          dz/dmc = 1 / (1 - e^mc), dz/dmr = -1 / (1 - e^mr); the chosen rows' factor
- *          also carries the cross entropy's (d->sft_factor) */
+ *          also carries the cross entropy's (d->sft_factor)
+ *   kto:   the sums, u = beta (lc - rc - KL) for a desirable row, beta (KL - (lc - rc))
+ *          for another (KL: kto_kl, a constant), loss w (1 - sigmoid(u)), the KL text's
+ *          rows no gradient */
 static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
                         double f[2], double *loss)
 {
     double n[2], r[2], beta = d->beta, ls = d->ls, g;
-    pair_sums(d, ref, s, !ref || d->kind != RT_PREF_SIGMOID, lp, n, r);
+    pair_sums(d, ref, s, !ref || d->kind == RT_PREF_IPO, lp, n, r);
     if (d->kind == RT_PREF_IPO) {
         double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * beta);
         *loss = m * m;
         g = -2.0 * m / beta;   /* -d(loss)/du, per unit of beta */
         f[0] = n[0] > 0 ? g / n[0] : 0.0;
         f[1] = n[1] > 0 ? -g / n[1] : 0.0;
+        return u;
+    }
+    if (d->kind == RT_PREF_KTO) {
+        int good = d->label[s] != 0;
+        double lr = lp[0] - r[0], u = good ? beta * (lr - d->kl) : beta * (d->kl - lr);
+        double sg = 1.0 / (1.0 + exp(-u)), w = d->weight[!good];
+        *loss = w * (1.0 - sg);
+        g = w * sg * (1.0 - sg);   /* -d(loss)/du, per unit of beta: du/dlc = +-beta */
+        f[0] = good ? g : -g;
+        f[1] = 0.0;   /* (the KL text: no gradient) */
         return u;
     }
     if (d->kind == RT_PREF_ORPO) {
@@ -476,11 +505,12 @@ static void orpo_sft(dpo_ctx *d, int64_t samples)
 
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
-            float beta, float gamma, float ls, int64_t kind, const int32_t *sft)
+            float beta, float gamma, float ls, int64_t kind, const int32_t *sft,
+            const int32_t *label, float wd, float wu)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
-                       gamma, ls, kind, sft);
+                       gamma, ls, kind, sft, label, wd, wu);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
@@ -496,7 +526,8 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     }
     dpo_ctx d = {{logits, rows_target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f,
                   ce_row, 1, e->ce_ignore},
-                 target, scratch, scratch + n, T, beta, gamma, ls, (int)kind, 0.0, 0.0};
+                 target, scratch, scratch + n, T, beta, gamma, ls, (int)kind, 0.0, 0.0, label,
+                 {wd, wu}, 0.0};
     rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
     int64_t bad = atomic_load(&d.ce.bad);
     if (bad < n)
@@ -505,6 +536,8 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     int64_t right = 0;
     if (kind == RT_PREF_ORPO)
         orpo_sft(&d, samples);
+    if (kind == RT_PREF_KTO)
+        kto_kl(&d, ref, samples);
     for (int64_t s = 0; s < samples; s++) {
         double lp[2], l;
         double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);

@@ -27,6 +27,11 @@ SFT model DPO starts from, in practice the policy's own start).
   answer, t [T] its targets, less beta log sigmoid of the answers' log odds ratio):
   `--eval` within 1e-5 and 8 AdamW steps within 1e-4 of torch's; without sft_target the
   supervised term over the answers alone (the paper's L_SFT), `--eval` within 1e-5;
+- `--task kto` (TRL's KTOTrainer: a completion and its KL text a row, a label): `--reference`
+  writes both texts' reference log-probabilities; `--eval` (the batch's KL estimate not
+  0) within 1e-5 and 8 AdamW steps within 1e-4 of TRL's formula on torch's, with an
+  undesirable weight of 1.5; `data pairs` of unpaired lines, the KL texts rotated within
+  each `--kl-group`;
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids; for an orpo model t too;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -37,8 +42,9 @@ dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps 
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
 and its --reference there writes the CPU's log-probabilities within 1e-5; in fp32 the same
-for the simpo and orpo imports, dpo with label smoothing and the ipo loss (their pair
-step's branches; the rows' kernels are dpo's; orpo's merged targets and supervised term).
+for the simpo, orpo and kto imports, dpo with label smoothing and the ipo loss (their pair
+step's branches; the rows' kernels are dpo's; orpo's merged targets and supervised term,
+kto's KL estimate).
 """
 import json
 import os
@@ -176,6 +182,34 @@ def orpo_loss(m, rows, beta=BETA, prompt=True):
     return nll - beta * F.logsigmoid(log_odds).mean(), float((log_odds > 0).float().mean())
 
 
+def kto_loss(m, rows, ref, label, beta=BETA, w=(1.0, 1.0)):
+    """TRL's KTOTrainer: each row's completion's log-probability less the reference's; the
+    KL estimate the batch's mean of the KL texts', at least 0, without gradient (TRL
+    computes the KL texts under no_grad); 1 - sigmoid(beta (lr - KL)) for a desirable
+    completion (weight w[0]), 1 - sigmoid(beta (KL - lr)) for another (w[1]), the mean;
+    and the share on the right side of KL"""
+    lp = logps(m, rows)
+    kl = (lp[:, 1] - ref[:, 1]).mean().clamp(min=0).detach()
+    lr = lp[:, 0] - ref[:, 0]
+    good = torch.from_numpy(np.asarray(label) == 1)
+    u = torch.where(good, BETA * (lr - kl), BETA * (kl - lr)) if beta == BETA else None
+    wt = torch.where(good, torch.tensor(w[0]), torch.tensor(w[1])).double()
+    loss = (wt * (1 - torch.sigmoid(u.double()))).mean()
+    return loss, float((u > 0).float().mean()), float(kl)
+
+
+def kto_examples(ps, rng, group=8):
+    """kto's rows from the triples' prompts and first answers as completions: each row's
+    second text its prompt with the completion of the line before in its group of GROUP
+    (the first line's: the group's last; cut to fit T), TRL's KL text; the labels random"""
+    out = []
+    for g in range(0, len(ps), group):
+        grp = ps[g:g + group]
+        for i, (p, a, _) in enumerate(grp):
+            out.append((p, a, grp[i - 1][1][:T - len(p)]))   # (cut to fit)
+    return out, rng.integers(0, 2, size=len(ps)).astype(np.int32)
+
+
 def sft_rows(ps):
     """orpo's t [n, T]: each chosen text's next ids, prompt and answer, where it is placed
     (left-padded), -100 on the padding"""
@@ -215,15 +249,16 @@ def no_reference(imp):
         json.dump(sp, open("%s/%s.json" % (imp, f), "w"))
 
 
-def eight_steps(spec, imp, d, out, ps, loss_of, ref=None):
+def eight_steps(spec, imp, d, out, ps, loss_of, ref=None, batched=False):
     """train8.json's 8 AdamW steps of SPEC by trainc (into d/OUT) and by torch on the source
     folder's transformers model, LOSS_OF(model, rows, ref rows or None) over the same
-    batches of 16 pairs; trainc's losses and the worst relative difference"""
+    batches of 16 pairs (BATCHED: REF is already a list, a batch's item each); trainc's
+    losses and the worst relative difference"""
     trainc("run", spec, imp + "/train8.json", "--init", imp + "/init.safetensors",
            "--threads", 1, "--quiet", "--out", d + "/" + out)
     ours = run_log.losses(d + "/" + out)
-    batches = [(right_rows(ps[b:b + 16]), None if ref is None else ref[b:b + 16])
-               for b in range(0, N // 2, 16)]
+    batches = [(right_rows(ps[b:b + 16]), ref[b // 16] if batched else
+                None if ref is None else ref[b:b + 16]) for b in range(0, N // 2, 16)]
     theirs = train_like_specs(LlamaForCausalLM.from_pretrained(d + "/src"), batches,
                               lambda mm, b: loss_of(mm, b[0], b[1]))
     return ours, max(rel(p, q) for p, q in zip(ours, theirs))
@@ -434,6 +469,49 @@ def orpo(cfg, rng):
     return imp
 
 
+def kto(cfg, rng):
+    """--task kto (TRL's KTOTrainer): rows of a completion and its KL text, a label each;
+    --reference writes both texts' reference log-probabilities; --eval and 8 AdamW steps
+    against TRL's KTO loss on transformers' model (the weights 1 and 1.5)"""
+    d = os.path.join(OUT, "kto")
+    ref_model = saved(LlamaForCausalLM, cfg, d + "/ref", 0.6, seed=5)   # (surer of other
+    m = saved(LlamaForCausalLM, cfg, d + "/src", 0.3, seed=6)          # ids: KL > 0)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "kto")
+    spec = json.load(open(imp + "/model.json"))
+    check(spec["model"]["loss"] == {"op": "kto", "target": "y", "reference": "ref",
+                                    "label": "label", "beta": BETA} and
+          spec["model"]["inputs"]["label"] == {"shape": [], "dtype": "i32", "classes": 2},
+          "llama: --task kto imports the language model with the kto loss (beta %g), ref [2] "
+          "and label []" % BETA)
+    spec["model"]["loss"]["undesirable_weight"] = 1.5
+    json.dump(spec, open(imp + "/model.json", "w"))
+    ps, label = kto_examples(pairs(rng, cfg.vocab_size, N), rng)
+    save_data(imp, ps)
+    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
+        np.save("%s/data/%s_label.npy" % (imp, part), label[sl])
+    specs(imp, ["x", "pos", "y", "ref", "label"])
+    ref = reference(d, imp, ref_model, ps)
+    w = (1.0, 1.5)
+    m.eval()
+    with torch.no_grad():
+        theirs = [float(v) for v in kto_loss(m, right_rows(ps[N // 2:]),
+                                             torch.from_numpy(ref[N // 2:]), label[N // 2:],
+                                             w=w)]
+    ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9 and theirs[2] > 0,
+          "llama: kto's --eval %.7f (%.4f on the right side of KL), TRL's KTO loss on "
+          "transformers' logits %.7f (%.4f; its KL estimate %.3f, not 0) (%.1e)" %
+          (ours[0], ours[1], theirs[0], theirs[1], theirs[2], rel(ours[0], theirs[0])))
+    ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
+                               lambda mm, rows, r: kto_loss(mm, rows, r[0], r[1], w=w)[0],
+                               [(torch.from_numpy(ref[b:b + 16]), label[b:b + 16])
+                                for b in range(0, N // 2, 16)], batched=True)
+    check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 kto AdamW steps, every loss within "
+          "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
+    return imp
+
+
 def tokenizer():
     """a byte-level BPE with <pad> id 0, <s> before each text and </s> (a Llama's)"""
     tok = Tokenizer(models.BPE())
@@ -493,6 +571,53 @@ def data_pairs(imp, orpo_imp):
           "answer (%d of them), -100 on the padding" % int((t >= 0).sum()))
 
 
+def data_kto(imp):
+    """data pairs for the kto import: TRL's unpaired lines, each row the line's prompt and
+    completion, then its prompt with the completion of the line before in its group of
+    --kl-group (the first's: the group's last), y the completions' next ids, label"""
+    tok = tokenizer()
+    lines = [" ".join(w) for w in license_lines()]
+    ex = [{"prompt": "Q%d:" % i, "completion": l[:2 + i % 7], "label": i % 3 != 0}
+          for i, l in enumerate(lines[:22])]
+    ex[5]["completion"] = lines[0] * 4   # past T: its row left out, its completion the next KL text
+    with open(OUT + "/kto.jsonl", "w") as f:
+        f.writelines(json.dumps(e) + "\n" for e in ex)
+    r = trainc("data", "pairs", OUT + "/kto.jsonl", OUT + "/rows_kto", "--tokenizer", tok,
+               "--model", imp + "/model.json", "--val-frac", 0, "--eos", "</s>", "--kl-group", 4)
+    hf = PreTrainedTokenizerFast(tokenizer_file=tok)
+    want_x, want_y, want_l = [], [], []
+    for g in range(0, len(ex), 4):
+        grp = ex[g:g + 4]
+        for i, e in enumerate(grp):
+            halves = [hf(e["prompt"] + c)["input_ids"] + [2]
+                      for c in (e["completion"], grp[i - 1]["completion"])]
+            if max(map(len, halves)) > T:
+                continue
+            np_ = len(hf(e["prompt"])["input_ids"])
+            xs, ys = [], []
+            for h in halves:
+                xs += [PAD] * (T - len(h)) + h
+                ys += [-100] * (T - len(h)) + [h[k + 1] if np_ - 1 <= k < len(h) - 1 else -100
+                                                for k in range(len(h))]
+            want_x.append(xs), want_y.append(ys), want_l.append(int(e["label"]))
+    x, y = np.load(OUT + "/rows_kto/train_x.npy"), np.load(OUT + "/rows_kto/train_y.npy")
+    lab = np.load(OUT + "/rows_kto/train_label.npy")
+    check(np.array_equal(x, np.array(want_x)) and np.array_equal(y, np.array(want_y)) and
+          np.array_equal(lab, np.array(want_l)) and ("%d left out" % (len(ex) - len(want_x)))
+          in r.stdout and len(ex) - len(want_x) >= 2,
+          "data pairs for a kto model: each row the line's prompt and completion, then the KL "
+          "text (the completion before it in its group of 4), y the completions' next ids, "
+          "the labels; %d rows, %d left out" % (len(want_x), len(ex) - len(want_x)))
+    with open(OUT + "/kto_bad.jsonl", "w") as f:
+        f.write(json.dumps({"prompt": "Q:", "completion": "a", "label": True}) + "\n")
+        f.write(json.dumps({"prompt": "Q:", "completion": "b", "label": "yes"}) + "\n")
+    refused("data pairs: a kto line whose label is no boolean",
+            ["data", "pairs", OUT + "/kto_bad.jsonl", OUT + "/rows_kto_bad", "--tokenizer", tok,
+             "--model", imp + "/model.json", "--val-frac", 0],
+            "kto_bad.jsonl:2: error: \"label\": true (a desirable completion) or false expected",
+            OUT + "/rows_kto_bad/train_x.npy")
+
+
 def bad_cases(imp):
     d = os.path.join(OUT, "bad")
     saved(transformers.LlamaForSequenceClassification, LlamaConfig(
@@ -529,6 +654,14 @@ def fake_gpu(cfg, rng):
     save_data(d + "/orpo", ps, sft=True)
     os.makedirs(d + "/orpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by orpo (its sft target)", d + "/orpo", d + "/orpo_gpu", bf16=False)
+    trainc("import", "hf", d + "/src", "-o", d + "/kto", "--seq-len", T, "--task", "kto")
+    save_data(d + "/kto", ps, ref - 3)   # (the second texts as the KL ones; KL about 3)
+    label = rng.integers(0, 2, size=N).astype(np.int32)
+    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
+        np.save("%s/kto/data/%s_label.npy" % (d, part), label[sl])
+    specs(d + "/kto", ["x", "pos", "y", "ref", "label"])
+    os.makedirs(d + "/kto_gpu", exist_ok=True)
+    fake_gpu_vs_cpu("and by kto", d + "/kto", d + "/kto_gpu", bf16=False)
     for name, what, change in (("cdpo", "dpo with label_smoothing 0.2", {"label_smoothing": 0.2}),
                                ("ipo", "ipo", {"op": "ipo"})):
         shutil.copytree(imp, d + "/" + name)
@@ -570,7 +703,9 @@ if "--fake-gpu" in sys.argv[1:]:
 d, imp, _, _ = case(llama, rng)
 simpo(llama, rng)
 orpo_imp = orpo(llama, rng)
+kto_imp = kto(llama, rng)
 data_pairs(imp, orpo_imp)
+data_kto(kto_imp)
 bad_cases(imp)
 print("dpo_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

@@ -407,7 +407,8 @@ def fd_check(name, path):
     common = ["--threads", "1", "--quiet", "--set", "batch_size=16", "--set", f"data.val.x={x}",
               "--set", f"data.val.y={y}", "--set", "optimizer.type=sgd", "--set", "max_steps=1",
               "--set", "checkpoint=null"]
-    for k in ("pos", "ref", "t"):   # (packed rows' positions, dpo's reference, orpo's sft)
+    for k in ("pos", "ref", "t", "label"):   # (packed rows' positions, dpo's reference,
+                                             # orpo's sft target, kto's label)
         extra = os.path.join(OUT, f"{name}_{k}.npy")
         if os.path.exists(extra):
             common += ["--set", f"data.val.{k}={extra}"]
@@ -540,7 +541,29 @@ def orpo_sft_case():
     return name, path
 
 
-cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case()]
+def kto_case():
+    """kto over the same rows (a completion, then its KL text), a label each, unequal
+    weights; the KL text's reference log-probabilities high, so the batch's KL estimate
+    is 0 (TRL takes it without gradient: where it is not 0, the loss's true gradient is
+    not the trained one; parity/dpo_hf checks it against TRL's)"""
+    name, path = dpo_case("kto")
+    spec = json.load(open(path))
+    spec["model"]["inputs"]["label"] = {"shape": [], "dtype": "i32", "classes": 2}
+    spec["model"]["loss"] = {"op": "kto", "target": "y", "reference": "ref", "label": "label",
+                             "beta": 0.5, "desirable_weight": 1.0, "undesirable_weight": 1.5}
+    spec["train"]["data"]["train"]["label"] = name + "_label.npy"
+    label = rng.integers(0, 2, size=16).astype(np.int32)
+    label[8:] = label[:8]   # (the two accumulated batches alike, as data() makes them)
+    np.save(os.path.join(OUT, name + "_label.npy"), label)
+    ref = np.load(os.path.join(OUT, name + "_ref.npy"))
+    ref[:, 1] = 50.0
+    np.save(os.path.join(OUT, name + "_ref.npy"), ref)
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
+cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case(),
+          kto_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

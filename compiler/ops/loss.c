@@ -113,13 +113,14 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
     g->head_chunk = (rows + n - 1) / n;
 }
 
-const char *const pref_names[] = {"dpo", "simpo", "ipo", "orpo"};
+const char *const pref_names[PREF__COUNT] = {"dpo", "simpo", "ipo", "orpo", "kto"};
 
 /* The runtime's kind of a PREF_* loss (RT_PREF_*: simpo is dpo's sigmoid without a
  * reference) */
 static int pref_runtime_kind(int pref)
 {
-    return pref == PREF_IPO ? RT_PREF_IPO : pref == PREF_ORPO ? RT_PREF_ORPO : RT_PREF_SIGMOID;
+    return pref == PREF_IPO ? RT_PREF_IPO : pref == PREF_ORPO ? RT_PREF_ORPO
+         : pref == PREF_KTO ? RT_PREF_KTO : RT_PREF_SIGMOID;
 }
 
 /* dpo's (and the other preference losses') pair: the logits [2T, C] checked (the chosen
@@ -147,6 +148,20 @@ static Tensor *dpo_reference(GraphCtx *c, Tensor *pred, const char *path)
     g->logps->keep32 = 1;
     add_flops(c, NULL, path, 4.0 * pred->numel, 0, 0);
     return ref;
+}
+
+/* kto's label: whether each row's completion is desirable, [] read as i32 (2 classes: the
+ * data is checked to hold 0 and 1), or NULL for the other losses */
+static Tensor *kto_label(GraphCtx *c)
+{
+    const Spec *s = c->s;
+    if (!s->kto_label)
+        return NULL;
+    int k = find_model_input(s, s->kto_label);
+    Tensor *t = c->g->inputs[k];
+    read_as_i32(t);
+    c->g->input_classes[k] = 2;
+    return t;
 }
 
 /* orpo's sft target: the chosen text's next ids [T] (T half the logits' rows) read as i32,
@@ -187,6 +202,7 @@ void build_loss(GraphCtx *c)
                                          : class_target(c, k, pred, path);
     Tensor *ref = s->loss == LOSS_DPO ? dpo_reference(c, pred, path) : NULL;
     Tensor *sft = s->loss == LOSS_DPO ? sft_target(c, pred, path) : NULL;
+    Tensor *label = s->loss == LOSS_DPO ? kto_label(c) : NULL;
     Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
                                pred->shape);
     dpred->origin = path;
@@ -198,11 +214,15 @@ void build_loss(GraphCtx *c)
     nd->p = s->loss == LOSS_DPO ? s->dpo_beta : s->label_smoothing;
     nd->in[nd->n_in++] = pred;
     nd->in[nd->n_in++] = target;
-    if (ref || sft)   /* (never both: sft_target is orpo's, which has no reference) */
-        nd->in[nd->n_in++] = ref ? ref : sft;
+    Tensor *more[] = {ref, sft, label};
+    for (int i = 0; i < 3; i++)
+        if (more[i])
+            nd->in[nd->n_in++] = more[i];
+    g->pref_ref = ref, g->pref_sft = sft, g->pref_label = label;
     g->simpo_gamma = s->loss == LOSS_DPO && s->pref == PREF_SIMPO ? s->simpo_gamma : 0;
     g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
     g->pref = s->loss == LOSS_DPO ? s->pref : PREF_DPO;
+    g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -294,8 +314,8 @@ static void lower_head_loss(Program *p, Node *nd)
  * d(logits) in training */
 static void lower_dpo(Program *p, Node *nd)
 {
-    Tensor *pred = nd->in[0], *t = nd->in[1], *third = nd->n_in > 2 ? nd->in[2] : NULL;
-    Tensor *ref = PREF_HAS_REFERENCE(p->g->pref) ? third : NULL, *sft = ref ? NULL : third;
+    Tensor *pred = nd->in[0], *t = nd->in[1];
+    Tensor *ref = p->g->pref_ref, *sft = p->g->pref_sft, *label = p->g->pref_label;
     Tensor *logps = p->g->logps;
     int64_t C = pred->shape[1];
     const char *op = pref_names[p->g->pref];
@@ -308,11 +328,12 @@ static void lower_dpo(Program *p, Node *nd)
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
              arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing),
-             arg_int(pref_runtime_kind(p->g->pref)), arg_opt(sft));
+             arg_int(pref_runtime_kind(p->g->pref)), arg_opt(sft), arg_opt(label),
+             arg_float(p->g->kto_weights[0]), arg_float(p->g->kto_weights[1]));
     instr_reads(a, pred);
     instr_reads(a, t);
-    if (third)
-        instr_reads(a, third);
+    for (int i = 2; i < nd->n_in; i++)
+        instr_reads(a, nd->in[i]);
     instr_writes(a, logps);
     if (!p->eval) {
         instr_writes(a, nd->out2);

@@ -420,6 +420,7 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 #define RT_DPO_SIGMOID 0
 #define RT_DPO_IPO 1
 #define RT_DPO_ORPO 2
+#define RT_DPO_KTO 3
 
 /* rt_orpo_targets: orpo's row targets eff [samples * 2T]: the answers' (y) where they
  * count, else on a chosen row its sft target's (sft [samples, T]), else `ignore`; one
@@ -458,6 +459,29 @@ rt_orpo_sft(const double *nll, const int32_t *target, double *sft, int64_t sampl
     }
 }
 
+/* rt_kto_kl: kto's KL estimate, one block: the mean over the samples of each KL text's
+ * (a row's second half) log-probability, the sum of -nll over its rows whose target is
+ * not `ignore`, less the reference's ref[2 s + 1], at least 0, into stat[0] (the twin of
+ * kto_kl in runtime/losses.c) */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_kto_kl(const double *nll, const int32_t *target, const float *ref, double *stat,
+          int64_t samples, int64_t T, int ignore)
+{
+    double sum = 0.0;
+    for (int64_t s = threadIdx.x; s < samples; s += blockDim.x) {
+        double lp = 0.0;
+        for (int64_t t = 0; t < T; t++) {
+            int64_t row = (2 * s + 1) * T + t;
+            if (target[row] != ignore)
+                lp -= nll[row];
+        }
+        sum += lp - (double)ref[2 * s + 1];
+    }
+    sum = rt_block_sum(sum);
+    if (threadIdx.x == 0)
+        stat[0] = fmax(sum / (double)samples, 0.0);
+}
+
 /* log(1 - e^m) for a mean log-probability m <= 0, 1 - e^m (at least DBL_MIN) into q */
 __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
 {
@@ -476,12 +500,16 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
  * reference's sums over the same counts), u = (mc - rc) - (mr - rr), loss[s] =
  * (u - 1 / (2 beta))^2, the factors -+2 (u - 1 / (2 beta)) / beta over the lengths.
  * kind RT_DPO_ORPO, ORPO's: the means, z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)),
- * loss[s] = beta softplus(-z) + sft[0] (rt_orpo_sft), the factors sigmoid(-z) /
- * (1 - e^mc) / nc + sft[1] and -sigmoid(-z) / (1 - e^mr) / nr. */
+ * loss[s] = beta softplus(-z) + stat[0] (rt_orpo_sft), the factors sigmoid(-z) /
+ * (1 - e^mc) / nc + stat[1] and -sigmoid(-z) / (1 - e^mr) / nr. kind RT_DPO_KTO, KTO's:
+ * the sums, KL = stat[0] (rt_kto_kl), u = beta (lc - rc - KL) where label[s] (desirable),
+ * else beta (KL - (lc - rc)), loss[s] = w (1 - sigmoid(u)) (w: wd or wu), the factors
+ * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). */
 extern "C" __global__ void __launch_bounds__(256)
-rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *sft,
-             float *logps, double *loss, double *right, float *factor, int64_t samples,
-             int64_t T, int ignore, float beta, float gamma, float ls, int kind)
+rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *stat,
+             const int32_t *label, float *logps, double *loss, double *right, float *factor,
+             int64_t samples, int64_t T, int ignore, float beta, float gamma, float ls, int kind,
+             float wd, float wu)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
@@ -496,7 +524,7 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
             }
         }
         r[h] = ref ? (double)ref[2 * s + h] : 0.0;
-        if (!ref || kind != RT_DPO_SIGMOID) {
+        if (!ref || kind == RT_DPO_IPO) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
             r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
         }
@@ -512,10 +540,19 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
         double qc, qr;
         u = (lp[0] - lp[1]) - (rt_log1m_exp(lp[0], qc) - rt_log1m_exp(lp[1], qr));
         double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
-        loss[s] = (double)beta * sp + sft[0];
+        loss[s] = (double)beta * sp + stat[0];
         g = 1.0 / (1.0 + exp(u));
-        factor[2 * s] = (float)(n[0] > 0 ? g / (qc * n[0]) + sft[1] : 0.0);
+        factor[2 * s] = (float)(n[0] > 0 ? g / (qc * n[0]) + stat[1] : 0.0);
         factor[2 * s + 1] = (float)(n[1] > 0 ? -g / (qr * n[1]) : 0.0);
+    } else if (kind == RT_DPO_KTO) {
+        bool good = label[s] != 0;
+        double lr = lp[0] - r[0];
+        u = good ? (double)beta * (lr - stat[0]) : (double)beta * (stat[0] - lr);
+        double sg = 1.0 / (1.0 + exp(-u)), w = good ? (double)wd : (double)wu;
+        loss[s] = w * (1.0 - sg);
+        g = w * sg * (1.0 - sg);
+        factor[2 * s] = (float)(good ? g : -g);
+        factor[2 * s + 1] = 0.0f;
     } else {
         u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
                 : (double)beta * (lp[0] - lp[1]) - (double)gamma;
