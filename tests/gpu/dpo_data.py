@@ -3,9 +3,11 @@ texts (a prompt of 1-32 ids and two answers of 1-200), each half padded on the l
 256, y each answer token's id at the place that predicts it (-100 elsewhere), the
 reference's log-probabilities random (about those of a random model over 8200 ids).
 
-And t, orpo's sft target: each chosen half's next ids over prompt and answer.
+And t, orpo's sft target: each chosen half's next ids over prompt and answer; and label,
+kto's (random 0 and 1), with ref_kto the reference's 5 lower (its KL estimate then
+about 5, not 0).
 
-    dpo_data.py DIR   writes DIR/{x,pos,y,ref,t}.npy"""
+    dpo_data.py DIR   writes DIR/{x,pos,y,ref,t,label,ref_kto}.npy"""
 import os
 import sys
 
@@ -30,5 +32,7 @@ for r in range(N):
         if h == 0:
             sft[r, P:T - 1] = t[1:]
 ref = (-9.0 * (y >= 0).reshape(N, 2, T).sum(2) + rng.normal(0, 5, (N, 2))).astype(np.float32)
-for k, a in (("x", x), ("pos", pos), ("y", y), ("ref", ref), ("t", sft)):
+label = rng.integers(0, 2, size=N).astype(np.int32)
+for k, a in (("x", x), ("pos", pos), ("y", y), ("ref", ref), ("t", sft), ("label", label),
+             ("ref_kto", ref - 5)):
     np.save(os.path.join(d, k + ".npy"), a)

@@ -165,23 +165,31 @@ for p in fp32 bf16-mixed; do
         --bundle "$P/ship" -o llama_dpo$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
 done
 "${PYTHON:-/usr/bin/python3}" tests/gpu/dpo_data.py "$P/data/dpo"
-# run.sh checks: orpo (llama_dpo.json's model with the orpo loss and its sft target t, the
-# chosen text's next ids: rt_orpo_targets, rt_orpo_sft and the pairs' orpo branch), fp32
-"${PYTHON:-/usr/bin/python3}" - "$P/llama_orpo.json" <<'PY'
+# run.sh checks: orpo and kto (llama_dpo.json's model with the orpo loss and its sft
+# target t, the chosen text's next ids: rt_orpo_targets, rt_orpo_sft and the pairs' orpo
+# branch; with the kto loss and its label: rt_kto_kl and the kto branch), fp32
+"${PYTHON:-/usr/bin/python3}" - "$P" <<'PY'
 import json, sys
-s = json.load(open("tests/nvrtc_specs/llama_dpo.json"))
-m = s["model"]
-m["name"] = "llama_orpo"
-del m["inputs"]["ref"]
-m["inputs"]["t"] = {"shape": [m["inputs"]["x"]["shape"][0] // 2], "dtype": "i32", "classes": 8200}
-m["loss"] = {"op": "orpo", "target": "y", "sft_target": "t"}
-for part in s["train"]["data"].values():
-    part.pop("ref", None)
-    part["t"] = "t.npy"   # (run.sh gives the files)
-json.dump(s, open(sys.argv[1], "w"), indent=1)
+for op in ("orpo", "kto"):
+    s = json.load(open("tests/nvrtc_specs/llama_dpo.json"))
+    m, files = s["model"], s["train"]["data"]["train"]
+    m["name"] = "llama_" + op
+    if op == "orpo":
+        del m["inputs"]["ref"], files["ref"]
+        m["inputs"]["t"] = {"shape": [m["inputs"]["x"]["shape"][0] // 2], "dtype": "i32",
+                            "classes": 8200}
+        m["loss"] = {"op": "orpo", "target": "y", "sft_target": "t"}
+        files["t"] = "t.npy"   # (run.sh gives the files)
+    else:
+        m["inputs"]["label"] = {"shape": [], "dtype": "i32", "classes": 2}
+        m["loss"] = {"op": "kto", "target": "y", "reference": "ref", "label": "label"}
+        files["label"] = "label.npy"
+    json.dump(s, open("%s/llama_%s.json" % (sys.argv[1], op), "w"), indent=1)
 PY
-"$TRAINC" build "$P/llama_orpo.json" --device both --arch "$ARCH" --bundle "$P/ship" -o llama_orpo \
-    2>>"$P/build.log"
+for op in orpo kto; do
+    "$TRAINC" build "$P/llama_$op.json" --device both --arch "$ARCH" --bundle "$P/ship" \
+        -o llama_$op 2>>"$P/build.log"
+done
 # bench/gpu_dcgan.sh: the DCGAN in fp32 and bf16-mixed
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --bundle "$P/ship" -o dcgan_fashion 2>>"$P/build.log"
 "$TRAINC" build specs/dcgan_fashion.json --device both --arch "$ARCH" --set precision=bf16-mixed \

@@ -233,6 +233,12 @@ PY
     "$S/llama_orpo" --device cpu --out "$D/orpo.cpu" "${OX[@]}" 2>>"$OUT/runs.log"
     "$S/llama_orpo" --device cuda --out "$D/orpo.gpu" "${OX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/orpo.gpu" "$D/orpo.cpu" 1e-3) && note "ok   llama_orpo (orpo over pairs, rt_orpo_*) GPU vs CPU fp32: $r" || { note "FAIL llama_orpo GPU vs CPU: $r"; fail=1; }
+    # kto: the same rows as a completion and its KL text, a label each, fp32
+    KX=("${DX[@]}" --set "data.train.label=$D/data/dpo/label.npy"
+        --set "data.train.ref=$D/data/dpo/ref_kto.npy")
+    "$S/llama_kto" --device cpu --out "$D/kto.cpu" "${KX[@]}" 2>>"$OUT/runs.log"
+    "$S/llama_kto" --device cuda --out "$D/kto.gpu" "${KX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/kto.gpu" "$D/kto.cpu" 1e-3) && note "ok   llama_kto (kto, rt_kto_kl) GPU vs CPU fp32: $r" || { note "FAIL llama_kto GPU vs CPU: $r"; fail=1; }
     # the vision transformer: tokens' transposed reads, the class token's select and slice, attention
     # over all 50 tokens (no causal mask), 100 steps of batch 128 (no validation)
     V=(--set max_steps=100 --set log_every=1 --set loader.shuffle=false --quiet)
