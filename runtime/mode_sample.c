@@ -252,6 +252,11 @@ int64_t rt_sample_vocab(const rt_model *m, const Opts *o)
         return 0;   /* a GAN's samples are its generator's (gan_sample) */
     const rt_input *in = &m->inputs[0];
     int64_t T = in->rank == 1 ? in->shape[0] : 0;
+    if (m->loss == RT_LOSS_DPO)   /* (its rows are pairs of texts) */
+        rt_input_error("--sample: model '%s' trains by a preference loss over pairs of texts; "
+                       "its weights are the language model's: sample with the spec of the same "
+                       "checkpoint imported without --task (trainc import hf DIR -o OUT) and "
+                       "--init these weights", m->name);
     if (!rt_token_model(m))
         rt_input_error("--sample needs a token model (an i32 [T] input and cross-entropy logits [T, vocab])");
     if (o->chat && !o->tokenizer)

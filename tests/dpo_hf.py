@@ -420,6 +420,9 @@ def simpo(cfg, rng):
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
     refused("--reference of a simpo model", ["run", imp + "/model.json", imp + "/eval.json",
                                              "--reference"], "simpo or orpo, which have no reference")
+    refused("--sample of a simpo model, naming the plain import",
+            ["run", imp + "/model.json", imp + "/eval.json", "--sample", 5],
+            "imported without --task")
     return imp
 
 
