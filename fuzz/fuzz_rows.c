@@ -9,7 +9,8 @@
  *           bit 4 a last_token layer (rows padded on the left; pairs: a dpo model, y [2T],
  *           and --eos); bit 5 --val-frac 0.5
  *           (else 0); bit 6 --unlabeled (mlm: --copies 2; a dpo model's pairs: an orpo
- *           model, its sft target t [T]); bit 7 --pair hypothesis
+ *           model, its sft target t [T]); bit 7 --pair hypothesis (a dpo model's pairs: a
+ *           kto model, its label, TRL's unpaired lines and --kl-group 3)
  *           (tags: --all-pieces);
  *   byte 1: the rows' length T, 1 + its value mod 48 (pairs: 2T, two texts of T);
  *   byte 2: the classes, 2 + its value mod 6, named "a", "b", ... (mlm: the vocabulary).
@@ -26,10 +27,10 @@ void data_abandon(void);
 static void clear_outputs(const char *out)
 {
     static const char *const names[] = {"train", "val", "test"},
-                             *const parts[] = {"x", "types", "pos", "y", "words", "t"};
+                             *const parts[] = {"x", "types", "pos", "y", "words", "t", "label"};
     char p[256];
     for (int i = 0; i < 3; i++)
-        for (int k = 0; k < 6; k++) {
+        for (int k = 0; k < 7; k++) {
             snprintf(p, sizeof p, "%s/%s_%s.npy", out, names[i], parts[k]);
             unlink(p);
             snprintf(p, sizeof p, "%s/%s_%s.npy.part", out, names[i], parts[k]);
@@ -38,8 +39,9 @@ static void clear_outputs(const char *out)
 }
 
 /* a dpo model's model.json at PATH: x, [types,] pos, y [T2] (512 classes), ref [2]; with
- * ORPO an orpo model's, t [T2 / 2] its sft target in place of ref */
-static void write_dpo_model(const char *path, int64_t T2, int types, int orpo)
+ * ORPO an orpo model's, t [T2 / 2] its sft target in place of ref; with KTO a kto model's,
+ * ref and label [] */
+static void write_dpo_model(const char *path, int64_t T2, int types, int orpo, int kto)
 {
     FILE *f = fopen(path, "w");
     if (!f)
@@ -53,11 +55,14 @@ static void write_dpo_model(const char *path, int64_t T2, int types, int orpo)
         fprintf(f, "\"t\": {\"shape\": [%lld], \"dtype\": \"i32\", \"classes\": 512}}, ",
                 (long long)(T2 / 2));
     else
-        fprintf(f, "\"ref\": {\"shape\": [2], \"dtype\": \"f32\"}}, ");
+        fprintf(f, "\"ref\": {\"shape\": [2], \"dtype\": \"f32\"}%s}, ",
+                kto ? ", \"label\": {\"shape\": [], \"dtype\": \"i32\", \"classes\": 2}" : "");
     fprintf(f, "\"positions\": \"pos\", \"layers\": [{\"op\": \"embedding\"}, "
                "{\"op\": \"attention\"}, {\"op\": \"linear\"}], \"loss\": {\"op\": \"%s\", "
-               "\"target\": \"y\", %s}}}\n", orpo ? "orpo" : "dpo",
-            orpo ? "\"sft_target\": \"t\"" : "\"reference\": \"ref\"");
+               "\"target\": \"y\", %s}}}\n", orpo ? "orpo" : kto ? "kto" : "dpo",
+            orpo  ? "\"sft_target\": \"t\""
+            : kto ? "\"reference\": \"ref\", \"label\": \"label\""
+                  : "\"reference\": \"ref\"");
     fclose(f);
 }
 
@@ -65,14 +70,14 @@ static void write_dpo_model(const char *path, int64_t T2, int types, int orpo)
  * mlm) of K classes, the positions, and an encoder's layers (an attention without a
  * causal mask) whose last is tied for mlm (a last_token before it where LEFT); for pairs
  * x and pos [2T], a causal attention and a last_token with segments 2, or (LEFT) a dpo
- * language model (ORPO: an orpo one) */
+ * language model (ORPO: an orpo one; KTO: a kto one) */
 static void write_model(const char *path, int cmd, int64_t T, int64_t K, int types, int left,
-                        int orpo)
+                        int orpo, int kto)
 {
     if (cmd == 3)
         T *= 2;
     if (cmd == 3 && left) {
-        write_dpo_model(path, T, types, orpo);
+        write_dpo_model(path, T, types, orpo, kto && !orpo);
         return;
     }
     FILE *f = fopen(path, "w");
@@ -110,7 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     snprintf(model, sizeof model, "/tmp/trainc-fuzz-rows-%d.model.json", (int)getpid());
     clear_outputs(out);
     int cmd = data[0] & 3, flags = data[0];
-    write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16, flags & 64);
+    write_model(model, cmd, 1 + data[1] % 48, 2 + data[2] % 6, flags & 8, flags & 16, flags & 64,
+                flags & 128);
     snprintf(tok, sizeof tok, "%s/tokenizer_%s.json", dir, flags & 4 ? "bytelevel" : "wordpiece");
     const char *file = fuzz_file(data + 3, size - 3, cmd == 2 ? ".txt" : ".jsonl");
     char *argv[16] = {"trainc", "data", (char *)cmds[cmd], (char *)file, out, "--tokenizer",
@@ -136,6 +142,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                         special token, [SEP] or </s>) */
         argv[argc++] = "--eos";
         argv[argc++] = flags & 4 ? "</s>" : "[SEP]";
+    }
+    if (flags & 16 && flags & 128 && !(flags & 64) && cmd == 3) {   /* (kto's) */
+        argv[argc++] = "--kl-group";
+        argv[argc++] = "3";
     }
     argv[argc] = NULL;
     FILE *keep = stdout;
