@@ -66,7 +66,7 @@ static const struct {
     [CALL_MOE_AUX] = {"rt_moe_aux", "ttnnnf"},
     [CALL_ATTENTION_DECODE] = {"rt_attention_decode", "ttttnnnnnnnnffffnvff"},
     [CALL_POS_ROW_ADD] = {"rt_pos_row_add", "tttnn"},
-    [CALL_DPO] = {"rt_dpo", "tttttnnnnfffnttff"},
+    [CALL_DPO] = {"rt_dpo", "tttttnnnnfffnttfff"},
 };
 
 const char *call_name(int call)

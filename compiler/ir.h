@@ -270,6 +270,8 @@ typedef struct Graph {
     Tensor *pref_ref, *pref_sft, *pref_label;   /* LOSS_DPO's other inputs, or NULL: the
                                 reference's log-probabilities, orpo's sft target, kto's label */
     double kto_weights[2];   /* kto's desirable and undesirable weights */
+    double sft_weight;       /* the chosen answers' cross entropy's weight in the loss:
+                                orpo's 1, dpo's rpo_alpha, else 0 */
     Node *head;              /* the linear layer whose logits the loss reads, when the two
                                 run as one call a chunk of rows at a time (ops/loss.c);
                                 else NULL */
@@ -608,7 +610,8 @@ enum {
     CALL_DPO,              /* logits, targets, reference|NULL, dlogits|NULL, logps, samples,
                               rows a sample, C, ld, beta, gamma, label smoothing, kind
                               (RT_PREF_*), sft targets|NULL (orpo's), labels|NULL,
-                              desirable and undesirable weights (kto's): direct preference
+                              desirable and undesirable weights (kto's), the supervised
+                              term's weight (orpo's 1, rpo_alpha): direct preference
                               optimization and its kin */
     N_CALLS
 };

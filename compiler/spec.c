@@ -1442,6 +1442,8 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
             error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
                                                            : "$.model.loss.gamma",
                      "applies to the dpo, ipo, simpo, orpo and kto losses alone");
+        if (sp_member(loss, "rpo_alpha"))
+            error_at(c->file, "$.model.loss.rpo_alpha", "applies to the dpo loss alone");
         return;
     }
     if (!PREF_HAS_REFERENCE(s->pref)) {
@@ -1451,6 +1453,14 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
     if (g)
         error_at(c->file, "$.model.loss.gamma", "applies to simpo (%s has none)",
                  pref_names[s->pref]);
+    const cJSON *rpo = sp_member(loss, "rpo_alpha");
+    if (rpo && s->pref != PREF_DPO)
+        error_at(c->file, "$.model.loss.rpo_alpha", "applies to dpo alone (%s has none)",
+                 pref_names[s->pref]);
+    s->rpo_alpha = rpo ? number_in(c, rpo, "$.model.loss.rpo_alpha", 0, FLT_MAX,
+                                   "a number >= 0 (RPO's weight of the chosen answers' cross "
+                                   "entropy; 0, none, by default)")
+                       : 0.0;
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
                                 "a number > 0 (DPO's beta, 0.1 by default)")
                     : 0.1;
@@ -1569,7 +1579,8 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     const cJSON *loss = sp_require(c, m, mp, "loss");
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
                                             "beta", "reference", "gamma", "sft_target", "label",
-                                            "desirable_weight", "undesirable_weight", NULL};
+                                            "desirable_weight", "undesirable_weight",
+                                            "rpo_alpha", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", "orpo",
                                          "kto", NULL};
     static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO,

@@ -200,6 +200,8 @@ typedef struct Spec {
     char *kto_label;          /* kto's label input: 1 where the row's completion is
                                  desirable, 0 where it is not */
     double kto_weights[2];    /* kto's desirable_weight and undesirable_weight (1.0) */
+    double rpo_alpha;         /* dpo's rpo_alpha: the chosen answers' cross entropy's weight
+                                 in the loss (RPO), or 0 */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */
     int n_train_lines;

@@ -796,7 +796,8 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
 void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
                int64_t ld, float beta, float gamma, float ls, int64_t kind,
-               const int32_t *sft_target, const int32_t *label, float wd, float wu)
+               const int32_t *sft_target, const int32_t *label, float wd, float wu,
+               float sft_weight)
 {
     int64_t n = samples * rows, T = rows / 2;
     if (n <= 0)
@@ -807,7 +808,7 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     rt_dptr correct = nll + (rt_dptr)n * sizeof(double);
     rt_dptr loss = correct + (rt_dptr)n * sizeof(double);
     rt_dptr right = loss + (rt_dptr)samples * sizeof(double);
-    rt_dptr stat = right + (rt_dptr)samples * sizeof(double);   /* (orpo_sft's, kto_kl's) */
+    rt_dptr stat = right + (rt_dptr)samples * sizeof(double);   /* (sft_term's, kto_kl's) */
     rt_dptr factor = stat + 2 * sizeof(double);
     rt_dptr eff = factor + (rt_dptr)(2 * samples) * sizeof(float);
     int ignore = e->ce_ignore;
@@ -823,9 +824,10 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     snprintf(name, sizeof name, "rt_dpo_rows_%lld_%lld", (long long)C, (long long)ld);
     void *a1[] = {&logits, &rows_target, &dlogits, &nll, &correct, &gs, &ignore};
     rt_cu_launch(e, name, gdim(n, GX, name), 1, 1, row_threads(C), 1, 0, a1);
-    if (kind == RT_PREF_ORPO) {
-        void *a[] = {&nll, &rows_target, &stat, &samples, &T, &ignore, &beta};
-        rt_cu_launch(e, "rt_orpo_sft", 1, 1, 1, 1024, 1, 0, a);
+    int sft = kind == RT_PREF_ORPO || sft_weight > 0;   /* (orpo's, rpo's) */
+    if (sft) {
+        void *a[] = {&nll, &rows_target, &stat, &samples, &T, &ignore, &beta, &sft_weight};
+        rt_cu_launch(e, "rt_sft_term", 1, 1, 1, 1024, 1, 0, a);
     }
     if (kind == RT_PREF_KTO) {
         void *a[] = {&nll, &target, &ref, &stat, &samples, &T, &ignore};
@@ -834,7 +836,7 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     rt_dptr no_stat = 0, *sftp = kind == RT_PREF_ORPO ? &stat : &no_stat;
     int kind32 = (int)kind;
     void *a2[] = {&nll, &target, &ref, &stat, &label, &logps, &loss, &right, &factor, &samples,
-                  &T, &ignore, &beta, &gamma, &ls, &kind32, &wd, &wu};
+                  &T, &ignore, &beta, &gamma, &ls, &kind32, &wd, &wu, &sft};
     rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
                  a2);
     if (dlogits) {

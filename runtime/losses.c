@@ -326,8 +326,9 @@ typedef struct {
     int64_t T;
     double beta, gamma, ls;    /* the loss's constants (rt_dpo) */
     int kind;                  /* RT_PREF_* */
-    double sft, sft_factor;    /* orpo: the chosen answers' mean -log p over the call, and
-                                  its factor per row (orpo_sft) */
+    double sft_weight;         /* orpo's supervised term's weight (1), dpo's rpo_alpha */
+    double sft, sft_factor;    /* orpo, rpo: the chosen answers' mean -log p over the call
+                                  times sft_weight, and its factor per row (sft_term) */
     const int32_t *label;      /* kto: [samples] 1 where the completion is desirable */
     double weight[2];          /* kto: the desirable and undesirable weights */
     double kl;                 /* kto: the call's KL estimate (kto_kl) */
@@ -479,18 +480,20 @@ static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp
     }
     double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
     double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
-    *loss = (1.0 - ls) * sp + ls * (sp + u);
+    *loss = (1.0 - ls) * sp + ls * (sp + u) + d->sft;   /* (sft: rpo's, else 0) */
     g = (1.0 - ls) * sg - ls * (1.0 - sg);
     f[0] = ref ? g : n[0] > 0 ? g / n[0] : 0.0;
     f[1] = ref ? -g : n[1] > 0 ? -g / n[1] : 0.0;
+    f[0] += n[0] > 0 ? d->sft_factor : 0.0;
     return u;
 }
 
-/* orpo's supervised term: the chosen texts' cross entropy, the mean of -log p over all
- * their counted rows of the call (the answers', and the sft target's: TRL's nll_loss over
- * prompt and answer), into d->sft, and d(it)/d(a counted chosen row's nll) per unit of
- * beta grad_scale (grad_scale counts the call's samples) into d->sft_factor */
-static void orpo_sft(dpo_ctx *d, int64_t samples)
+/* orpo's and rpo's supervised term: the chosen texts' cross entropy, the mean of -log p
+ * over all their counted rows of the call (the answers', and the sft target's: TRL's
+ * ORPO's nll_loss over prompt and answer), times d->sft_weight, into d->sft, and d(it)/d(a
+ * counted chosen row's nll) per unit of beta grad_scale (grad_scale counts the call's
+ * samples) into d->sft_factor */
+static void sft_term(dpo_ctx *d, int64_t samples)
 {
     double sum = 0.0, count = 0.0;
     for (int64_t s = 0; s < samples; s++)
@@ -499,18 +502,19 @@ static void orpo_sft(dpo_ctx *d, int64_t samples)
             sum += d->nll[r];
             count += d->ce.target[r] != d->ce.ignore;
         }
-    d->sft = count > 0 ? sum / count : 0.0;
-    d->sft_factor = count > 0 ? (double)samples / (count * d->beta) : 0.0;
+    double w = d->sft_weight;
+    d->sft = count > 0 ? w * sum / count : 0.0;
+    d->sft_factor = count > 0 ? w * (double)samples / (count * d->beta) : 0.0;
 }
 
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
             float beta, float gamma, float ls, int64_t kind, const int32_t *sft,
-            const int32_t *label, float wd, float wu)
+            const int32_t *label, float wd, float wu, float sft_weight)
 {
     if (e->dev) { /* on a GPU: cuda_ops.c */
         RT_GPU(e)->dpo(e, logits, target, ref, dlogits, logps, samples, rows, C, ld, beta,
-                       gamma, ls, kind, sft, label, wd, wu);
+                       gamma, ls, kind, sft, label, wd, wu, sft_weight);
         return;
     }
     int64_t n = samples * rows, T = rows / 2;
@@ -526,16 +530,16 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     }
     dpo_ctx d = {{logits, rows_target, dlogits, NULL, n, C, 1, beta * e->grad_scale, n, ld, 0.0f,
                   ce_row, 1, e->ce_ignore},
-                 target, scratch, scratch + n, T, beta, gamma, ls, (int)kind, 0.0, 0.0, label,
-                 {wd, wu}, 0.0};
+                 target, scratch, scratch + n, T, beta, gamma, ls, (int)kind, sft_weight, 0.0,
+                 0.0, label, {wd, wu}, 0.0};
     rt_pool_run(p, n, rt_grain_for(C * 4), dpo_rows, &d);
     int64_t bad = atomic_load(&d.ce.bad);
     if (bad < n)
         rt_fail("label %d out of range [0, %lld)", (int)rows_target[bad], (long long)C);
     double loss = 0.0, *factor = scratch + n;
     int64_t right = 0;
-    if (kind == RT_PREF_ORPO)
-        orpo_sft(&d, samples);
+    if (kind == RT_PREF_ORPO || sft_weight > 0)
+        sft_term(&d, samples);
     if (kind == RT_PREF_KTO)
         kto_kl(&d, ref, samples);
     for (int64_t s = 0; s < samples; s++) {

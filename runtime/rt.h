@@ -187,7 +187,8 @@ typedef struct rt_gpu_calls {
     void (*dpo)(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                 float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
                 int64_t ld, float beta, float gamma, float ls, int64_t kind,
-                const int32_t *sft, const int32_t *label, float wd, float wu);
+                const int32_t *sft, const int32_t *label, float wd, float wu,
+            float sft_weight);
     /* rt_ce_count's: the targets not ignored counted into the pass's statistics, and the
      * loss calls' gradient scale that follows from them, on the device */
     void (*ce_count)(rt_exec *e, const int32_t *target, int64_t rows);

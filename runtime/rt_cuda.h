@@ -511,7 +511,8 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
 void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
                int64_t ld, float beta, float gamma, float ls, int64_t kind,
-               const int32_t *sft, const int32_t *label, float wd, float wu);
+               const int32_t *sft, const int32_t *label, float wd, float wu,
+            float sft_weight);
 void rt_cu_mse(rt_exec *e, const float *y, const float *t, float *dy, int64_t n);
 /* rt_ce_count's twin: the count and the scale into the pass's statistics */
 void rt_cu_ce_count(rt_exec *e, const int32_t *target, int64_t rows);

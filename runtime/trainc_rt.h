@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 21
+#define RT_ABI_VERSION 22
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -520,12 +520,15 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * text), label [samples] 1 where the completion is desirable; with the reference's sums,
  * KL = max(0, the call's mean of (lK - rK)) (no gradient), u = beta (lc - rc - KL) for a
  * desirable row, beta (KL - (lc - rc)) for another, the loss wd (1 - sigmoid(u)) or
- * wu (1 - sigmoid(u)), u > 0 right; the KL text's rows take no gradient. kind: RT_PREF_*. */
+ * wu (1 - sigmoid(u)), u > 0 right; the KL text's rows take no gradient. With
+ * sft_weight > 0 and the sigmoid kind (RPO, TRL's rpo_alpha): plus sft_weight times the
+ * chosen answers' cross entropy, as orpo's (orpo's weight is 1). kind: RT_PREF_*. */
 enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO, RT_PREF_KTO };
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
             float beta, float gamma, float ls, int64_t kind,
-            const int32_t *sft, const int32_t *label, float wd, float wu);
+            const int32_t *sft, const int32_t *label, float wd, float wu,
+            float sft_weight);
 void rt_ce_done(rt_exec *e);
 /* A language model's head (y = x W^T, W [wrows, d] with wrows >= C: a padded
  * vocabulary's zero rows) and its cross entropy (label-smoothed where ls > 0) over

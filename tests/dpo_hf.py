@@ -23,6 +23,8 @@ SFT model DPO starts from, in practice the policy's own start).
   probability, no reference, -log sigmoid(beta (mc - mr) - gamma)): `--eval` within 1e-5
   and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
   DPO) and the ipo loss (TRL's loss_type "ipo", over the answers' means);
+- dpo with `rpo_alpha` 0.5 (TRL's RPO: plus the chosen answers' cross entropy): 8 AdamW
+  steps within 1e-4 of torch's;
 - `--task orpo` (TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and
   answer, t [T] its targets, less beta log sigmoid of the answers' log odds ratio):
   `--eval` within 1e-5 and 8 AdamW steps within 1e-4 of torch's; without sft_target the
@@ -139,12 +141,22 @@ def logps(m, rows, mean=False):
     return (s / answer.sum(1) if mean else s).view(2, -1).t()
 
 
-def dpo_loss(m, rows, ref, ls=0.0):
+def dpo_loss(m, rows, ref, ls=0.0, rpo=0.0):
     """TRL's sigmoid loss over the pairs (with label_smoothing LS: conservative DPO's), the
-    mean; and the share ranked right"""
+    mean (with rpo_alpha RPO: plus RPO times the chosen answers' cross entropy, the mean over
+    all their tokens); and the share ranked right"""
     lp = logps(m, rows)
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
-    return (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean(), float((u > 0).float().mean())
+    loss = (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean()
+    if rpo:
+        x, mask, plen = rows
+        n = len(x) // 2
+        z = m(input_ids=torch.from_numpy(x[:n]), attention_mask=torch.from_numpy(mask[:n])).logits
+        k = np.arange(T)[None, :]
+        labels = np.where((mask[:n] == 1) & (k >= plen[:n, None]), x[:n], -100)
+        loss = loss + rpo * F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(),
+                                            torch.from_numpy(labels[:, 1:]).reshape(-1))
+    return loss, float((u > 0).float().mean())
 
 
 def ipo_loss(m, rows, ref):
@@ -331,6 +343,7 @@ def case(cfg, rng):
           (back.config.architectures, theirs[0], ours[0], rel(ours[0], theirs[0])))
     lora(d, imp, va, ref)
     conservative(d, imp, ps, ref)
+    rpo(d, imp, ps, ref)
     ipo(d, imp, ps, ref)
     return d, imp, ps, ref
 
@@ -357,6 +370,19 @@ def ipo(d, imp, ps, ref):
           "steps within %.1e (first %.6f, last %.6f)" % (ev["val_loss"], theirs[0],
                                                         rel(ev["val_loss"], theirs[0]), worst,
                                                         ours8[0], ours8[-1]))
+
+
+def rpo(d, imp, ps, ref):
+    """dpo's rpo_alpha 0.5 (TRL's RPO: the chosen answers' cross entropy added): 8 AdamW
+    steps within 1e-4 of torch's"""
+    spec = json.load(open(imp + "/model.json"))
+    spec["model"]["loss"]["rpo_alpha"] = 0.5
+    json.dump(spec, open(d + "/rpo.json", "w"))
+    ours, worst = eight_steps(d + "/rpo.json", imp, d, "rpo8", ps,
+                              lambda mm, rows, r: dpo_loss(mm, rows, r, rpo=0.5)[0],
+                              torch.from_numpy(ref))
+    check(len(ours) == 8 and worst <= 1e-4, "llama: dpo with rpo_alpha 0.5 (RPO), 8 AdamW steps "
+          "within %.1e of torch's (first %.6f, last %.6f)" % (worst, ours[0], ours[-1]))
 
 
 def conservative(d, imp, ps, ref):
@@ -665,7 +691,8 @@ def fake_gpu(cfg, rng):
     specs(d + "/kto", ["x", "pos", "y", "ref", "label"])
     os.makedirs(d + "/kto_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by kto", d + "/kto", d + "/kto_gpu", bf16=False)
-    for name, what, change in (("cdpo", "dpo with label_smoothing 0.2", {"label_smoothing": 0.2}),
+    for name, what, change in (("cdpo", "dpo with label_smoothing 0.2 and rpo_alpha 0.5",
+                                {"label_smoothing": 0.2, "rpo_alpha": 0.5}),
                                ("ipo", "ipo", {"op": "ipo"})):
         shutil.copytree(imp, d + "/" + name)
         spec = json.load(open("%s/%s/model.json" % (d, name)))

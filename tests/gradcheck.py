@@ -562,8 +562,17 @@ def kto_case():
     return name, path
 
 
+def rpo_case():
+    """dpo with rpo_alpha (RPO: the chosen answers' cross entropy added) and label smoothing"""
+    name, path = dpo_case("rpo")
+    spec = json.load(open(path))
+    spec["model"]["loss"].update({"rpo_alpha": 0.7, "label_smoothing": 0.1})
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
 cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case(),
-          kto_case()]
+          kto_case(), rpo_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

@@ -223,6 +223,7 @@ void build_loss(GraphCtx *c)
     g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
     g->pref = s->loss == LOSS_DPO ? s->pref : PREF_DPO;
     g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
+    g->sft_weight = s->loss != LOSS_DPO ? 0 : s->pref == PREF_ORPO ? 1.0 : s->rpo_alpha;
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
@@ -329,7 +330,8 @@ static void lower_dpo(Program *p, Node *nd)
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
              arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing),
              arg_int(pref_runtime_kind(p->g->pref)), arg_opt(sft), arg_opt(label),
-             arg_float(p->g->kto_weights[0]), arg_float(p->g->kto_weights[1]));
+             arg_float(p->g->kto_weights[0]), arg_float(p->g->kto_weights[1]),
+             arg_float(p->g->sft_weight));
     instr_reads(a, pred);
     instr_reads(a, t);
     for (int i = 2; i < nd->n_in; i++)

@@ -436,14 +436,14 @@ rt_orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int64_t samp
     eff[r] = y[r] != ignore || t >= T ? y[r] : sft[s * T + t];
 }
 
-/* rt_orpo_sft: orpo's supervised term, one block: the chosen texts' cross entropy, the
- * mean of nll over all their rows whose target (rt_orpo_targets') is not `ignore`, into
- * sft[0], and
- * d(it)/d(such a row's nll) per unit of beta grad_scale (grad_scale counts the samples),
- * samples / (count beta), into sft[1] (the twin of orpo_sft in runtime/losses.c) */
+/* rt_sft_term: orpo's and rpo's supervised term, one block: the chosen texts' cross
+ * entropy, the mean of nll over all their rows whose target (rt_orpo_targets') is not
+ * `ignore`, times w, into sft[0], and d(it)/d(such a row's nll) per unit of beta
+ * grad_scale (grad_scale counts the samples), w samples / (count beta), into sft[1] (the
+ * twin of sft_term in runtime/losses.c) */
 extern "C" __global__ void __launch_bounds__(1024)
-rt_orpo_sft(const double *nll, const int32_t *target, double *sft, int64_t samples, int64_t T,
-            int ignore, float beta)
+rt_sft_term(const double *nll, const int32_t *target, double *sft, int64_t samples, int64_t T,
+            int ignore, float beta, float w)
 {
     double sum = 0.0, count = 0.0;
     for (int64_t k = threadIdx.x; k < samples * T; k += blockDim.x) {
@@ -454,8 +454,8 @@ rt_orpo_sft(const double *nll, const int32_t *target, double *sft, int64_t sampl
     sum = rt_block_sum(sum);
     count = rt_block_sum(count);
     if (threadIdx.x == 0) {
-        sft[0] = count > 0 ? sum / count : 0.0;
-        sft[1] = count > 0 ? (double)samples / (count * (double)beta) : 0.0;
+        sft[0] = count > 0 ? (double)w * sum / count : 0.0;
+        sft[1] = count > 0 ? (double)w * (double)samples / (count * (double)beta) : 0.0;
     }
 }
 
@@ -500,16 +500,17 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
  * reference's sums over the same counts), u = (mc - rc) - (mr - rr), loss[s] =
  * (u - 1 / (2 beta))^2, the factors -+2 (u - 1 / (2 beta)) / beta over the lengths.
  * kind RT_DPO_ORPO, ORPO's: the means, z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)),
- * loss[s] = beta softplus(-z) + stat[0] (rt_orpo_sft), the factors sigmoid(-z) /
+ * loss[s] = beta softplus(-z) + stat[0] (rt_sft_term), the factors sigmoid(-z) /
  * (1 - e^mc) / nc + stat[1] and -sigmoid(-z) / (1 - e^mr) / nr. kind RT_DPO_KTO, KTO's:
  * the sums, KL = stat[0] (rt_kto_kl), u = beta (lc - rc - KL) where label[s] (desirable),
  * else beta (KL - (lc - rc)), loss[s] = w (1 - sigmoid(u)) (w: wd or wu), the factors
- * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). */
+ * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). The sigmoid kind with sft
+ * (rpo_alpha): plus stat[0] (rt_sft_term) in the loss, stat[1] in the chosen factor. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *stat,
              const int32_t *label, float *logps, double *loss, double *right, float *factor,
              int64_t samples, int64_t T, int ignore, float beta, float gamma, float ls, int kind,
-             float wd, float wu)
+             float wd, float wu, int sft)
 {
     int64_t s = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (s >= samples)
@@ -557,10 +558,12 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
         u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
                 : (double)beta * (lp[0] - lp[1]) - (double)gamma;
         double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
-        loss[s] = (1.0 - (double)ls) * sp + (double)ls * (sp + u);  /* softplus(u) = sp + u */
+        loss[s] = (1.0 - (double)ls) * sp + (double)ls * (sp + u)   /* softplus(u) = sp + u */
+                  + (sft ? stat[0] : 0.0);
         double sg = 1.0 / (1.0 + exp(u));
         g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
-        factor[2 * s] = (float)(ref ? g : n[0] > 0 ? g / n[0] : 0.0);
+        factor[2 * s] = (float)((ref ? g : n[0] > 0 ? g / n[0] : 0.0) +
+                                (sft && n[0] > 0 ? stat[1] : 0.0));
         factor[2 * s + 1] = (float)(ref ? -g : n[1] > 0 ? -g / n[1] : 0.0);
     }
     right[s] = u > 0 ? 1.0 : 0.0;
