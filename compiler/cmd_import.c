@@ -1395,7 +1395,8 @@ static int64_t config_outputs(HfCfg *c)
 static int pref_task(const char *task)
 {
     return !strcmp(task, "dpo") ? PREF_DPO : !strcmp(task, "simpo") ? PREF_SIMPO
-         : !strcmp(task, "orpo") ? PREF_ORPO : !strcmp(task, "kto") ? PREF_KTO : -1;
+         : !strcmp(task, "orpo") ? PREF_ORPO : !strcmp(task, "kto") ? PREF_KTO
+         : !strcmp(task, "cpo") ? PREF_CPO : -1;
 }
 
 /* A reward model: --task reward over the family's language model (a new score of one
@@ -1406,7 +1407,8 @@ static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels,
     int pref = task ? pref_task(task) : -1;
     if (task && strcmp(task, "reward") && pref < 0)
         error_input("import: --task %s: a %s takes --task reward (a reward model), dpo, simpo, "
-                    "orpo or kto (preference optimization of the language model)", task, f->type);
+                    "orpo, kto or cpo (preference optimization of the language model)", task,
+                    f->type);
     if (task && strcmp(task, "reward")) {
         if (a->seq_cls || labels)
             error_input("import: --task %s trains a language model: %s", task, labels
@@ -1820,6 +1822,8 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
             cJSON_AddStringToObject(loss, "sft_target", "t");
         if (a->pref == PREF_KTO)
             cJSON_AddStringToObject(loss, "label", "label");
+        if (a->pref == PREF_CPO)   /* (TRL's CPOConfig's) */
+            cJSON_AddNumberToObject(loss, "cpo_alpha", 1.0);
         return root;
     }
     cJSON *loss = cJSON_AddObjectToObject(m, "loss");
@@ -2066,7 +2070,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo|kto]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo|kto|cpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)

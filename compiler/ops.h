@@ -65,10 +65,10 @@ extern const OpInfo op_info[OP__COUNT];
 enum { LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_GAN_BCE, LOSS_GAN_HINGE /* a GAN's ($.model.gan.loss) */,
        LOSS_DPO /* direct preference optimization over pairs of texts in a row */ };
 
-/* LOSS_DPO's kinds ("op" dpo, simpo, ipo, orpo, kto): dpo, ipo and kto read a reference
- * model's log-probabilities, simpo and orpo have none */
-enum { PREF_DPO, PREF_SIMPO, PREF_IPO, PREF_ORPO, PREF_KTO, PREF__COUNT };
-extern const char *const pref_names[];   /* by PREF_*: "dpo", "simpo", "ipo", "orpo", "kto" */
+/* LOSS_DPO's kinds ("op" dpo, simpo, ipo, orpo, kto, cpo): dpo, ipo and kto read a
+ * reference model's log-probabilities, simpo, orpo and cpo have none */
+enum { PREF_DPO, PREF_SIMPO, PREF_IPO, PREF_ORPO, PREF_KTO, PREF_CPO, PREF__COUNT };
+extern const char *const pref_names[];   /* by PREF_*: "dpo", "simpo", ..., "cpo" */
 #define PREF_HAS_REFERENCE(k) ((k) == PREF_DPO || (k) == PREF_IPO || (k) == PREF_KTO)
 
 #endif

@@ -1356,7 +1356,7 @@ static void parse_ignore_index(const Ctx *c, Spec *s, const cJSON *loss)
         return;
     if (s->loss != LOSS_CROSS_ENTROPY && s->loss != LOSS_DPO)
         error_at(c->file, path, "ignore_index applies to cross_entropy and the preference losses "
-                 "(dpo, ipo, simpo, orpo, kto), not mse");
+                 "(dpo, ipo, simpo, orpo, kto, cpo), not mse");
     s->has_ignore = 1;
     s->ignore_index = (int32_t)get_int(c, v, path, INT32_MIN, INT32_MAX);
 }
@@ -1379,22 +1379,30 @@ static void parse_sft_target(const Ctx *c, Spec *s, const cJSON *v, int target)
     s->sft_target = in->name;
 }
 
-/* simpo's keys: beta (2.0, > 0) and gamma (1.0, >= 0), the SimPO paper's (gamma / beta
- * 0.5); orpo's: beta (0.1, > 0: the ORPO paper's lambda, TRL's ORPOConfig's beta);
- * neither has a reference */
+/* simpo's keys: beta (2.0, > 0), gamma (1.0, >= 0), the SimPO paper's (gamma / beta
+ * 0.5), and cpo_alpha (0, >= 0: TRL's CPO-SimPO); orpo's: beta (0.1, > 0: the ORPO
+ * paper's lambda, TRL's ORPOConfig's beta); cpo's: beta (0.1) and cpo_alpha (1.0, TRL's
+ * CPOConfig's); none has a reference */
 static void parse_no_reference(const Ctx *c, Spec *s, const cJSON *loss)
 {
     const cJSON *b = sp_member(loss, "beta"), *g = sp_member(loss, "gamma");
+    const cJSON *a = sp_member(loss, "cpo_alpha");
     const char *op = pref_names[s->pref];
-    int simpo = s->pref == PREF_SIMPO;
+    int simpo = s->pref == PREF_SIMPO, cpo = s->pref == PREF_CPO;
     if (sp_member(loss, "reference"))
         error_at(c->file, "$.model.loss.reference", "%s has no reference model (dpo has)", op);
     if (g && !simpo)
-        error_at(c->file, "$.model.loss.gamma", "applies to simpo (orpo has none)");
+        error_at(c->file, "$.model.loss.gamma", "applies to simpo (%s has none)", op);
+    if (a && !simpo && !cpo)
+        error_at(c->file, "$.model.loss.cpo_alpha", "applies to cpo and simpo (%s has none)", op);
     s->dpo_beta = b ? number_in(c, b, "$.model.loss.beta", FLT_MIN, FLT_MAX,
                                 simpo ? "a number > 0 (SimPO's beta, 2.0 by default)"
+                                : cpo ? "a number > 0 (CPO's beta, 0.1 by default)"
                                       : "a number > 0 (ORPO's lambda, 0.1 by default)")
                     : simpo ? 2.0 : 0.1;
+    s->cpo_alpha = a ? number_in(c, a, "$.model.loss.cpo_alpha", 0, FLT_MAX,
+                                 "a number >= 0 (the chosen answers' cross entropy's weight)")
+                     : cpo ? 1.0 : 0.0;
     if (simpo)
         s->simpo_gamma = g ? number_in(c, g, "$.model.loss.gamma", 0, FLT_MAX,
                                        "a number >= 0 (SimPO's target margin, 1.0 by default)")
@@ -1441,9 +1449,11 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
         if (b || ref || g)
             error_at(c->file, b ? "$.model.loss.beta" : ref ? "$.model.loss.reference"
                                                            : "$.model.loss.gamma",
-                     "applies to the dpo, ipo, simpo, orpo and kto losses alone");
+                     "applies to the dpo, ipo, simpo, orpo, kto and cpo losses alone");
         if (sp_member(loss, "rpo_alpha"))
             error_at(c->file, "$.model.loss.rpo_alpha", "applies to the dpo loss alone");
+        if (sp_member(loss, "cpo_alpha"))
+            error_at(c->file, "$.model.loss.cpo_alpha", "applies to the cpo and simpo losses alone");
         return;
     }
     if (!PREF_HAS_REFERENCE(s->pref)) {
@@ -1452,6 +1462,9 @@ static void parse_dpo(const Ctx *c, Spec *s, const cJSON *loss, int target)
     }
     if (g)
         error_at(c->file, "$.model.loss.gamma", "applies to simpo (%s has none)",
+                 pref_names[s->pref]);
+    if (sp_member(loss, "cpo_alpha"))
+        error_at(c->file, "$.model.loss.cpo_alpha", "applies to cpo and simpo (%s has none)",
                  pref_names[s->pref]);
     const cJSON *rpo = sp_member(loss, "rpo_alpha");
     if (rpo && s->pref != PREF_DPO)
@@ -1580,11 +1593,11 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
                                             "beta", "reference", "gamma", "sft_target", "label",
                                             "desirable_weight", "undesirable_weight",
-                                            "rpo_alpha", NULL};
+                                            "rpo_alpha", "cpo_alpha", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", "orpo",
-                                         "kto", NULL};
+                                         "kto", "cpo", NULL};
     static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO,
-                                LOSS_DPO, LOSS_DPO};
+                                LOSS_DPO, LOSS_DPO, LOSS_DPO};
     sp_need_object(c, loss, "$.model.loss", "an object {\"op\": ..., \"target\": ...}");
     sp_check_keys(c, loss, "$.model.loss", loss_keys);
     int op = get_choice(c, sp_require(c, loss, "$.model.loss", "op"), "$.model.loss.op", losses);

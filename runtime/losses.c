@@ -440,6 +440,8 @@ static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int
  *   dpo:   u = beta ((lc - rc) - (lr - rr)), loss (1 - ls) softplus(-u) + ls softplus(u),
  *          -d(loss)/du = (1 - ls) sigmoid(-u) - ls sigmoid(u) (ls: conservative DPO's)
  *   simpo: u = beta (mc - mr) - gamma, loss softplus(-u), the factors over the lengths
+ *   cpo:   u = beta (lc - lr) (the sums, no reference), loss softplus(-u)
+ *   dpo, simpo and cpo add sft_weight times the chosen answers' cross entropy (sft_term)
  *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2
  *   orpo:  z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)), loss beta softplus(-z) + sft,
  *          dz/dmc = 1 / (1 - e^mc), dz/dmr = -1 / (1 - e^mr); the chosen rows' factor
@@ -451,7 +453,8 @@ static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp
                         double f[2], double *loss)
 {
     double n[2], r[2], beta = d->beta, ls = d->ls, g;
-    pair_sums(d, ref, s, !ref || d->kind == RT_PREF_IPO, lp, n, r);
+    int sums = ref || d->kind == RT_PREF_CPO;   /* (dpo's, kto's, cpo's; the others' means) */
+    pair_sums(d, ref, s, !sums || d->kind == RT_PREF_IPO, lp, n, r);
     if (d->kind == RT_PREF_IPO) {
         double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * beta);
         *loss = m * m;
@@ -482,8 +485,8 @@ static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp
     double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
     *loss = (1.0 - ls) * sp + ls * (sp + u) + d->sft;   /* (sft: rpo's, else 0) */
     g = (1.0 - ls) * sg - ls * (1.0 - sg);
-    f[0] = ref ? g : n[0] > 0 ? g / n[0] : 0.0;
-    f[1] = ref ? -g : n[1] > 0 ? -g / n[1] : 0.0;
+    f[0] = sums ? g : n[0] > 0 ? g / n[0] : 0.0;
+    f[1] = sums ? -g : n[1] > 0 ? -g / n[1] : 0.0;
     f[0] += n[0] > 0 ? d->sft_factor : 0.0;
     return u;
 }

@@ -18,7 +18,7 @@ void rt_reference_check(const rt_model *m, const Opts *o)
         rt_input_error("--reference writes the reference model's log-probabilities of a dpo "
                        "model's pairs; model '%s' has no dpo loss", m->name);
     if (m->reference_input < 0)
-        rt_input_error("--reference: model '%s' trains by simpo or orpo, which have no "
+        rt_input_error("--reference: model '%s' trains by simpo, orpo or cpo, which have no "
                        "reference model", m->name);
     if (o->predict || o->sample || o->resume || o->gradcheck || o->lr_find)
         rt_input_error("--reference runs on its own: not with %s", o->predict ? "--predict"

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 22
+#define RT_ABI_VERSION 23
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -521,9 +521,11 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * KL = max(0, the call's mean of (lK - rK)) (no gradient), u = beta (lc - rc - KL) for a
  * desirable row, beta (KL - (lc - rc)) for another, the loss wd (1 - sigmoid(u)) or
  * wu (1 - sigmoid(u)), u > 0 right; the KL text's rows take no gradient. With
- * sft_weight > 0 and the sigmoid kind (RPO, TRL's rpo_alpha): plus sft_weight times the
- * chosen answers' cross entropy, as orpo's (orpo's weight is 1). kind: RT_PREF_*. */
-enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO, RT_PREF_KTO };
+ * sft_weight > 0 and the sigmoid kind (RPO, TRL's rpo_alpha; CPO-SimPO's cpo_alpha): plus
+ * sft_weight times the chosen answers' cross entropy, as orpo's (orpo's weight is 1). With
+ * cpo (TRL's CPOTrainer, ref NULL): the sigmoid loss over the sums, u = beta (lc - lr), and
+ * its cross entropy term. kind: RT_PREF_*. */
+enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO, RT_PREF_KTO, RT_PREF_CPO };
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
             float beta, float gamma, float ls, int64_t kind,

@@ -24,7 +24,9 @@ SFT model DPO starts from, in practice the policy's own start).
   and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
   DPO) and the ipo loss (TRL's loss_type "ipo", over the answers' means);
 - dpo with `rpo_alpha` 0.5 (TRL's RPO: plus the chosen answers' cross entropy): 8 AdamW
-  steps within 1e-4 of torch's;
+  steps within 1e-4 of torch's; so simpo with `cpo_alpha` 0.5 (CPO-SimPO); `--task cpo`
+  (TRL's CPOTrainer: the sums without a reference, cpo_alpha 1): `--eval` within 1e-5 and
+  8 AdamW steps within 1e-4;
 - `--task orpo` (TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and
   answer, t [T] its targets, less beta log sigmoid of the answers' log odds ratio):
   `--eval` within 1e-5 and 8 AdamW steps within 1e-4 of torch's; without sft_target the
@@ -44,7 +46,7 @@ dpo_hf.py --fake-gpu: instead, the import built for both devices trains 8 steps 
 fake GPU (tests/fake_gpu/: the CUDA kernels on an emulator), fp32 within 1e-5 of the
 CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's fp32;
 and its --reference there writes the CPU's log-probabilities within 1e-5; in fp32 the same
-for the simpo, orpo and kto imports, dpo with label smoothing and the ipo loss (their pair
+for the simpo, cpo, orpo and kto imports, dpo with label smoothing (and rpo_alpha) and the ipo loss (their pair
 step's branches; the rows' kernels are dpo's; orpo's merged targets and supervised term,
 kto's KL estimate).
 """
@@ -149,13 +151,7 @@ def dpo_loss(m, rows, ref, ls=0.0, rpo=0.0):
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
     loss = (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean()
     if rpo:
-        x, mask, plen = rows
-        n = len(x) // 2
-        z = m(input_ids=torch.from_numpy(x[:n]), attention_mask=torch.from_numpy(mask[:n])).logits
-        k = np.arange(T)[None, :]
-        labels = np.where((mask[:n] == 1) & (k >= plen[:n, None]), x[:n], -100)
-        loss = loss + rpo * F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(),
-                                            torch.from_numpy(labels[:, 1:]).reshape(-1))
+        loss = loss + rpo * chosen_nll(m, rows)
     return loss, float((u > 0).float().mean())
 
 
@@ -167,12 +163,26 @@ def ipo_loss(m, rows, ref):
     return ((u - 1 / (2 * BETA)) ** 2).mean(), float((u > 0).float().mean())
 
 
-def simpo_loss(m, rows, beta=2.0, gamma=1.0):
+def chosen_nll(m, rows):
+    """the chosen answers' cross entropy, the mean over all their tokens (TRL's
+    policy_nll_loss of RPO and CPO)"""
+    x, mask, plen = rows
+    n = len(x) // 2
+    z = m(input_ids=torch.from_numpy(x[:n]), attention_mask=torch.from_numpy(mask[:n])).logits
+    k = np.arange(T)[None, :]
+    labels = np.where((mask[:n] == 1) & (k >= plen[:n, None]), x[:n], -100)
+    return F.cross_entropy(z[:, :-1].reshape(-1, z.shape[-1]).float(),
+                           torch.from_numpy(labels[:, 1:]).reshape(-1))
+
+
+def simpo_loss(m, rows, beta=2.0, gamma=1.0, alpha=0.0, mean=True):
     """TRL's CPOTrainer with loss_type "simpo": -log sigmoid(beta (mc - mr) - gamma), the
-    mean; and the share ranked right"""
-    lp = logps(m, rows, mean=True)
+    mean, plus cpo_alpha ALPHA times the chosen answers' cross entropy; with MEAN false
+    (and gamma 0) its loss_type "sigmoid", CPO, over the sums; and the share ranked right"""
+    lp = logps(m, rows, mean=mean)
     u = beta * (lp[:, 0] - lp[:, 1]) - gamma
-    return -F.logsigmoid(u).mean(), float((u > 0).float().mean())
+    loss = -F.logsigmoid(u).mean()
+    return (loss + alpha * chosen_nll(m, rows) if alpha else loss), float((u > 0).float().mean())
 
 
 def orpo_loss(m, rows, beta=BETA, prompt=True):
@@ -444,8 +454,17 @@ def simpo(cfg, rng):
                                lambda mm, rows, r: simpo_loss(mm, rows)[0])
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 simpo AdamW steps, every loss within "
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
+    spec = json.load(open(imp + "/model.json"))
+    spec["model"]["loss"]["cpo_alpha"] = 0.5
+    json.dump(spec, open(d + "/cpo_simpo.json", "w"))
+    ours8, worst = eight_steps(d + "/cpo_simpo.json", imp, d, "cs8", ps,
+                               lambda mm, rows, r: simpo_loss(mm, rows, alpha=0.5)[0])
+    check(len(ours8) == 8 and worst <= 1e-4, "llama: simpo with cpo_alpha 0.5 (CPO-SimPO), 8 "
+          "AdamW steps within %.1e of torch's (first %.6f, last %.6f)" %
+          (worst, ours8[0], ours8[-1]))
+    cpo(d, ps)
     refused("--reference of a simpo model", ["run", imp + "/model.json", imp + "/eval.json",
-                                             "--reference"], "simpo or orpo, which have no reference")
+                                             "--reference"], "simpo, orpo or cpo, which have no reference")
     refused("--sample of a simpo model, naming the plain import",
             ["run", imp + "/model.json", imp + "/eval.json", "--sample", 5],
             "imported without --task")
@@ -539,6 +558,31 @@ def kto(cfg, rng):
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 kto AdamW steps, every loss within "
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
     return imp
+
+
+def cpo(d, ps):
+    """--task cpo over the simpo case's model and rows (TRL's CPOTrainer, loss_type
+    "sigmoid"): beta 0.1 and cpo_alpha 1.0 imported; --eval within 1e-5 and 8 AdamW steps
+    within 1e-4 of torch's"""
+    imp = d + "/cpo"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "cpo")
+    spec = json.load(open(imp + "/model.json"))["model"]
+    check(spec["loss"] == {"op": "cpo", "target": "y", "beta": BETA, "cpo_alpha": 1.0} and
+          "ref" not in spec["inputs"], "llama: --task cpo imports the language model with the "
+          "cpo loss (beta %g, cpo_alpha 1) and no reference input" % BETA)
+    save_data(imp, ps)
+    no_reference(imp)
+    m = LlamaForCausalLM.from_pretrained(d + "/src").eval()
+    with torch.no_grad():
+        theirs = [float(v) for v in simpo_loss(m, right_rows(ps[N // 2:]), BETA, 0.0, 1.0, False)]
+    ours = evaluated(imp, imp + "/init.safetensors", d + "/cpo_eval")
+    ours8, worst = eight_steps(imp + "/model.json", imp, d, "cpo8", ps,
+                               lambda mm, rows, r: simpo_loss(mm, rows, BETA, 0.0, 1.0, False)[0])
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9 and
+          len(ours8) == 8 and worst <= 1e-4,
+          "llama: cpo's --eval %.7f (%.4f ranked right), TRL's CPO loss on transformers' logits "
+          "%.7f (%.1e); 8 AdamW steps within %.1e (first %.6f, last %.6f)" %
+          (ours[0], ours[1], theirs[0], rel(ours[0], theirs[0]), worst, ours8[0], ours8[-1]))
 
 
 def tokenizer():
@@ -679,6 +723,13 @@ def fake_gpu(cfg, rng):
     no_reference(d + "/simpo")
     os.makedirs(d + "/simpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by simpo", d + "/simpo", d + "/simpo_gpu", bf16=False)
+    shutil.copytree(d + "/simpo", d + "/cpo")
+    spec = json.load(open(d + "/cpo/model.json"))
+    spec["model"]["loss"] = {"op": "cpo", "target": "y", "beta": 0.5, "cpo_alpha": 1.0}
+    json.dump(spec, open(d + "/cpo/model.json", "w"))
+    os.makedirs(d + "/cpo_gpu", exist_ok=True)
+    fake_gpu_vs_cpu("and by cpo (the sums without a reference, its cross entropy)", d + "/cpo",
+                    d + "/cpo_gpu", bf16=False)
     trainc("import", "hf", d + "/src", "-o", d + "/orpo", "--seq-len", T, "--task", "orpo")
     save_data(d + "/orpo", ps, sft=True)
     os.makedirs(d + "/orpo_gpu", exist_ok=True)

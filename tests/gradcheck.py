@@ -485,9 +485,9 @@ def dpo_case(name="dpo"):
     return name, path
 
 
-def simpo_case():
+def simpo_case(name="simpo"):
     """simpo over the same pairs: each answer's mean log-probability, no reference"""
-    name, path = case("simpo", [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
+    name, path = case(name, [6, 5], [L(6), {"op": "tanh"}, L(4)], target_shape=(6,),
                       loss_keys={"ignore_index": -100})
     spec = json.load(open(path))
     spec["model"]["loss"] = {"op": "simpo", "target": "y", "beta": 2.0, "gamma": 0.3}
@@ -571,8 +571,18 @@ def rpo_case():
     return name, path
 
 
+def cpo_case():
+    """cpo over the same pairs: dpo's sigmoid over the sums without a reference, and the
+    chosen answers' cross entropy (cpo_alpha)"""
+    name, path = simpo_case("cpo")
+    spec = json.load(open(path))
+    spec["model"]["loss"] = {"op": "cpo", "target": "y", "beta": 0.5, "cpo_alpha": 0.6}
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
 cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case(),
-          kto_case(), rpo_case()]
+          kto_case(), rpo_case(), cpo_case()]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

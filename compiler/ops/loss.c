@@ -113,14 +113,14 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
     g->head_chunk = (rows + n - 1) / n;
 }
 
-const char *const pref_names[PREF__COUNT] = {"dpo", "simpo", "ipo", "orpo", "kto"};
+const char *const pref_names[PREF__COUNT] = {"dpo", "simpo", "ipo", "orpo", "kto", "cpo"};
 
 /* The runtime's kind of a PREF_* loss (RT_PREF_*: simpo is dpo's sigmoid without a
  * reference) */
 static int pref_runtime_kind(int pref)
 {
     return pref == PREF_IPO ? RT_PREF_IPO : pref == PREF_ORPO ? RT_PREF_ORPO
-         : pref == PREF_KTO ? RT_PREF_KTO : RT_PREF_SIGMOID;
+         : pref == PREF_KTO ? RT_PREF_KTO : pref == PREF_CPO ? RT_PREF_CPO : RT_PREF_SIGMOID;
 }
 
 /* dpo's (and the other preference losses') pair: the logits [2T, C] checked (the chosen
@@ -223,7 +223,10 @@ void build_loss(GraphCtx *c)
     g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
     g->pref = s->loss == LOSS_DPO ? s->pref : PREF_DPO;
     g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
-    g->sft_weight = s->loss != LOSS_DPO ? 0 : s->pref == PREF_ORPO ? 1.0 : s->rpo_alpha;
+    g->sft_weight = s->loss != LOSS_DPO      ? 0
+                  : s->pref == PREF_ORPO     ? 1.0
+                  : s->pref == PREF_DPO      ? s->rpo_alpha
+                                             : s->cpo_alpha;   /* (simpo, cpo; else 0) */
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;

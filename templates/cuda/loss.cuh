@@ -421,6 +421,7 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 #define RT_DPO_IPO 1
 #define RT_DPO_ORPO 2
 #define RT_DPO_KTO 3
+#define RT_DPO_CPO 4
 
 /* rt_orpo_targets: orpo's row targets eff [samples * 2T]: the answers' (y) where they
  * count, else on a chosen row its sft target's (sft [samples, T]), else `ignore`; one
@@ -505,7 +506,9 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
  * the sums, KL = stat[0] (rt_kto_kl), u = beta (lc - rc - KL) where label[s] (desirable),
  * else beta (KL - (lc - rc)), loss[s] = w (1 - sigmoid(u)) (w: wd or wu), the factors
  * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). The sigmoid kind with sft
- * (rpo_alpha): plus stat[0] (rt_sft_term) in the loss, stat[1] in the chosen factor. */
+ * (rpo_alpha, cpo_alpha): plus stat[0] (rt_sft_term) in the loss, stat[1] in the chosen
+ * factor. kind RT_DPO_CPO: the sigmoid over the sums without a reference, u = beta
+ * (lc - lr). */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *stat,
              const int32_t *label, float *logps, double *loss, double *right, float *factor,
@@ -525,7 +528,7 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
             }
         }
         r[h] = ref ? (double)ref[2 * s + h] : 0.0;
-        if (!ref || kind == RT_DPO_IPO) {
+        if ((!ref && kind != RT_DPO_CPO) || kind == RT_DPO_IPO) {
             lp[h] = n[h] > 0 ? lp[h] / n[h] : 0.0;
             r[h] = n[h] > 0 ? r[h] / n[h] : 0.0;
         }
@@ -562,9 +565,10 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
                   + (sft ? stat[0] : 0.0);
         double sg = 1.0 / (1.0 + exp(u));
         g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
-        factor[2 * s] = (float)((ref ? g : n[0] > 0 ? g / n[0] : 0.0) +
+        bool sums = ref || kind == RT_DPO_CPO;
+        factor[2 * s] = (float)((sums ? g : n[0] > 0 ? g / n[0] : 0.0) +
                                 (sft && n[0] > 0 ? stat[1] : 0.0));
-        factor[2 * s + 1] = (float)(ref ? -g : n[1] > 0 ? -g / n[1] : 0.0);
+        factor[2 * s + 1] = (float)(sums ? -g : n[1] > 0 ? -g / n[1] : 0.0);
     }
     right[s] = u > 0 ? 1.0 : 0.0;
     logps[2 * s] = (float)lp[0];
