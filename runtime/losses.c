@@ -433,15 +433,71 @@ static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int
     }
 }
 
+/* ipo's step from the means lp and the reference's r over the counts n (pair_step) */
+static double ipo_step(const dpo_ctx *d, const double lp[2], const double n[2],
+                       const double r[2], double f[2], double *loss)
+{
+    double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * d->beta);
+    double g = -2.0 * m / d->beta;   /* -d(loss)/du, per unit of beta */
+    *loss = m * m;
+    f[0] = n[0] > 0 ? g / n[0] : 0.0;
+    f[1] = n[1] > 0 ? -g / n[1] : 0.0;
+    return u;
+}
+
+/* kto's step of sample s from the sums lp and the reference's r (pair_step) */
+static double kto_step(const dpo_ctx *d, int64_t s, const double lp[2], const double r[2],
+                       double f[2], double *loss)
+{
+    int good = d->label[s] != 0;
+    double lr = lp[0] - r[0], u = good ? d->beta * (lr - d->kl) : d->beta * (d->kl - lr);
+    double sg = 1.0 / (1.0 + exp(-u)), w = d->weight[!good];
+    double g = w * sg * (1.0 - sg);   /* -d(loss)/du, per unit of beta: du/dlc = +-beta */
+    *loss = w * (1.0 - sg);
+    f[0] = good ? g : -g;
+    f[1] = 0.0;   /* (the KL text: no gradient) */
+    return u;
+}
+
+/* orpo's step from the means lp over the counts n (pair_step) */
+static double orpo_step(const dpo_ctx *d, const double lp[2], const double n[2], double f[2],
+                        double *loss)
+{
+    double qc, qr, z = (lp[0] - lp[1]) - (log1m_exp(lp[0], &qc) - log1m_exp(lp[1], &qr));
+    double g = 1.0 / (1.0 + exp(z));   /* -d(loss)/dz, per unit of beta: sigmoid(-z) */
+    *loss = d->beta * softplus(-z) + d->sft;
+    f[0] = n[0] > 0 ? g / (qc * n[0]) + d->sft_factor : 0.0;
+    f[1] = n[1] > 0 ? -g / (qr * n[1]) : 0.0;
+    return z;
+}
+
+/* The sigmoid step of dpo (ref given: the sums against the reference's r), simpo (the
+ * means lp over the counts n, less gamma) and cpo (SUMS without a reference), with label
+ * smoothing and the chosen answers' cross entropy where asked (pair_step) */
+static double sigmoid_step(const dpo_ctx *d, const float *ref, int sums, const double lp[2],
+                           const double n[2], const double r[2], double f[2], double *loss)
+{
+    double beta = d->beta, ls = d->ls;
+    double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
+    double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
+    double g = (1.0 - ls) * sg - ls * (1.0 - sg);
+    *loss = (1.0 - ls) * sp + ls * (sp + u) + d->sft;   /* (sft: rpo's, cpo's, else 0) */
+    f[0] = sums ? g : n[0] > 0 ? g / n[0] : 0.0;
+    f[1] = sums ? -g : n[1] > 0 ? -g / n[1] : 0.0;
+    f[0] += n[0] > 0 ? d->sft_factor : 0.0;
+    return u;
+}
+
 /* Pair s's step, its answers' rows' nll in d->nll: their log-probabilities into lp (the
- * sums; without a reference, and for ipo and orpo, the means over each answer's counted
- * rows), its loss into *loss, each answer's gradient factor per unit of beta grad_scale
- * (the rows' scale) into f; returns the margin (> 0: ranked right).
+ * sums; for simpo, ipo and orpo the means over each answer's counted rows), its loss into
+ * *loss, each answer's gradient factor per unit of beta grad_scale (the rows' scale) into
+ * f; returns the margin (> 0: ranked right).
  *   dpo:   u = beta ((lc - rc) - (lr - rr)), loss (1 - ls) softplus(-u) + ls softplus(u),
  *          -d(loss)/du = (1 - ls) sigmoid(-u) - ls sigmoid(u) (ls: conservative DPO's)
  *   simpo: u = beta (mc - mr) - gamma, loss softplus(-u), the factors over the lengths
  *   cpo:   u = beta (lc - lr) (the sums, no reference), loss softplus(-u)
- *   dpo, simpo and cpo add sft_weight times the chosen answers' cross entropy (sft_term)
+ *          (dpo, simpo and cpo add sft_weight times the chosen answers' cross entropy:
+ *          sft_term)
  *   ipo:   u = (mc - rc / nc) - (mr - rr / nr), loss (u - 1 / (2 beta))^2
  *   orpo:  z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)), loss beta softplus(-z) + sft,
  *          dz/dmc = 1 / (1 - e^mc), dz/dmr = -1 / (1 - e^mr); the chosen rows' factor
@@ -452,43 +508,15 @@ static void orpo_targets(const int32_t *y, const int32_t *sft, int32_t *eff, int
 static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
                         double f[2], double *loss)
 {
-    double n[2], r[2], beta = d->beta, ls = d->ls, g;
+    double n[2], r[2];
     int sums = ref || d->kind == RT_PREF_CPO;   /* (dpo's, kto's, cpo's; the others' means) */
     pair_sums(d, ref, s, !sums || d->kind == RT_PREF_IPO, lp, n, r);
-    if (d->kind == RT_PREF_IPO) {
-        double u = (lp[0] - r[0]) - (lp[1] - r[1]), m = u - 1.0 / (2.0 * beta);
-        *loss = m * m;
-        g = -2.0 * m / beta;   /* -d(loss)/du, per unit of beta */
-        f[0] = n[0] > 0 ? g / n[0] : 0.0;
-        f[1] = n[1] > 0 ? -g / n[1] : 0.0;
-        return u;
+    switch (d->kind) {
+    case RT_PREF_IPO: return ipo_step(d, lp, n, r, f, loss);
+    case RT_PREF_KTO: return kto_step(d, s, lp, r, f, loss);
+    case RT_PREF_ORPO: return orpo_step(d, lp, n, f, loss);
+    default: return sigmoid_step(d, ref, sums, lp, n, r, f, loss);
     }
-    if (d->kind == RT_PREF_KTO) {
-        int good = d->label[s] != 0;
-        double lr = lp[0] - r[0], u = good ? beta * (lr - d->kl) : beta * (d->kl - lr);
-        double sg = 1.0 / (1.0 + exp(-u)), w = d->weight[!good];
-        *loss = w * (1.0 - sg);
-        g = w * sg * (1.0 - sg);   /* -d(loss)/du, per unit of beta: du/dlc = +-beta */
-        f[0] = good ? g : -g;
-        f[1] = 0.0;   /* (the KL text: no gradient) */
-        return u;
-    }
-    if (d->kind == RT_PREF_ORPO) {
-        double qc, qr, z = (lp[0] - lp[1]) - (log1m_exp(lp[0], &qc) - log1m_exp(lp[1], &qr));
-        *loss = beta * softplus(-z) + d->sft;
-        g = 1.0 / (1.0 + exp(z));   /* -d(loss)/dz, per unit of beta: sigmoid(-z) */
-        f[0] = n[0] > 0 ? g / (qc * n[0]) + d->sft_factor : 0.0;
-        f[1] = n[1] > 0 ? -g / (qr * n[1]) : 0.0;
-        return z;
-    }
-    double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
-    double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
-    *loss = (1.0 - ls) * sp + ls * (sp + u) + d->sft;   /* (sft: rpo's, else 0) */
-    g = (1.0 - ls) * sg - ls * (1.0 - sg);
-    f[0] = sums ? g : n[0] > 0 ? g / n[0] : 0.0;
-    f[1] = sums ? -g : n[1] > 0 ? -g / n[1] : 0.0;
-    f[0] += n[0] > 0 ? d->sft_factor : 0.0;
-    return u;
 }
 
 /* orpo's and rpo's supervised term: the chosen texts' cross entropy, the mean of -log p
