@@ -15,7 +15,9 @@
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
 # (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
-# vs CPU (< 1e-3); bert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); mixed precision: check_ops --bf16
+# vs CPU (< 1e-3); bert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); the
+# preference losses over pairs of texts (llama_dpo, llama_orpo, llama_kto) 100 steps GPU vs
+# CPU (< 1e-3; llama_dpo in bf16-mixed too); mixed precision: check_ops --bf16
 # and --fp16, the MLP and CNN in bf16-mixed and fp16-mixed, gpt_char, the moe Llama and
 # vit_fashion in bf16-mixed (the mean of the last 50 losses within 2% of the fp32 CPU run's); --sample
 # with the key/value cache (gpt_char and the moe Llama, fp32 and bf16-mixed; one sample
