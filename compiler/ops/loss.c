@@ -1,5 +1,6 @@
 /* loss.c: the loss ("loss" in the spec: cross_entropy over the last axis's classes,
- * label-smoothed or not, mse, or dpo over a pair of texts a row), after the last layer:
+ * label-smoothed or not, mse, or a preference loss, dpo and its kin, over a pair of texts
+ * a row), after the last layer:
  * its graph and shapes (a large vocabulary's logits padded for the GEMMs) and its
  * lowering (one runtime call that in training also writes d(loss)/d(prediction), where
  * the backward pass starts). */
@@ -187,6 +188,24 @@ static Tensor *sft_target(GraphCtx *c, Tensor *pred, const char *path)
     return t;
 }
 
+/* A preference loss's other inputs (the reference's log-probabilities, orpo's sft target,
+ * kto's label; NULL where it has none) and constants into the graph, for lower_dpo */
+static void pref_graph(GraphCtx *c, Tensor *pred, const char *path)
+{
+    const Spec *s = c->s;
+    Graph *g = c->g;
+    g->pref_ref = dpo_reference(c, pred, path);
+    g->pref_sft = sft_target(c, pred, path);
+    g->pref_label = kto_label(c);
+    g->pref = s->pref;
+    g->simpo_gamma = s->pref == PREF_SIMPO ? s->simpo_gamma : 0;
+    g->dpo_smoothing = s->label_smoothing;
+    g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
+    g->sft_weight = s->pref == PREF_ORPO ? 1.0
+                  : s->pref == PREF_DPO  ? s->rpo_alpha
+                                         : s->cpo_alpha;   /* (simpo's, cpo's; else 0) */
+}
+
 /* The loss node after the last layer (c->cur, the prediction), and the tensor of
  * d(loss)/d(prediction) it writes, where the backward pass starts. */
 void build_loss(GraphCtx *c)
@@ -200,9 +219,8 @@ void build_loss(GraphCtx *c)
     Tensor *pred = c->cur;
     Tensor *target = s->loss == LOSS_MSE ? float_target(c, k, pred, path)
                                          : class_target(c, k, pred, path);
-    Tensor *ref = s->loss == LOSS_DPO ? dpo_reference(c, pred, path) : NULL;
-    Tensor *sft = s->loss == LOSS_DPO ? sft_target(c, pred, path) : NULL;
-    Tensor *label = s->loss == LOSS_DPO ? kto_label(c) : NULL;
+    if (s->loss == LOSS_DPO)
+        pref_graph(c, pred, path);
     Tensor *dpred = act_tensor(c, path, xasprintf("d_%s", pred->name), pred->rank,
                                pred->shape);
     dpred->origin = path;
@@ -214,19 +232,10 @@ void build_loss(GraphCtx *c)
     nd->p = s->loss == LOSS_DPO ? s->dpo_beta : s->label_smoothing;
     nd->in[nd->n_in++] = pred;
     nd->in[nd->n_in++] = target;
-    Tensor *more[] = {ref, sft, label};
+    Tensor *more[] = {g->pref_ref, g->pref_sft, g->pref_label};   /* (NULL but for dpo's kin) */
     for (int i = 0; i < 3; i++)
         if (more[i])
             nd->in[nd->n_in++] = more[i];
-    g->pref_ref = ref, g->pref_sft = sft, g->pref_label = label;
-    g->simpo_gamma = s->loss == LOSS_DPO && s->pref == PREF_SIMPO ? s->simpo_gamma : 0;
-    g->dpo_smoothing = s->loss == LOSS_DPO ? s->label_smoothing : 0;
-    g->pref = s->loss == LOSS_DPO ? s->pref : PREF_DPO;
-    g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
-    g->sft_weight = s->loss != LOSS_DPO      ? 0
-                  : s->pref == PREF_ORPO     ? 1.0
-                  : s->pref == PREF_DPO      ? s->rpo_alpha
-                                             : s->cpo_alpha;   /* (simpo, cpo; else 0) */
     nd->out2 = dpred;
     g->pred = pred;
     g->dpred = dpred;
