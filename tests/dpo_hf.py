@@ -250,16 +250,17 @@ def hf_eval(m, rows, ref):
     return float(loss), acc
 
 
-def save_data(imp, ps, ref=None, sft=False):
-    """the rows (and, given, the reference's log-probabilities; with SFT orpo's t) as
-    imp/data's arrays"""
+def save_data(imp, ps, ref=None, sft=False, label=None):
+    """the rows (and, given, the reference's log-probabilities; with SFT orpo's t; kto's
+    labels) as imp/data's arrays"""
     os.makedirs(imp + "/data", exist_ok=True)
     x, pos, y = left_rows(ps)
-    extra = ((("ref", ref),) if ref is not None else ()) + ((("t", sft_rows(ps)),) if sft else ())
+    extra = ((("ref", ref),) if ref is not None else ()) + \
+        ((("t", sft_rows(ps)),) if sft else ()) + ((("label", label),) if label is not None else ())
     for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
         for k, a in (("x", x), ("pos", pos), ("y", y)) + extra:
             np.save("%s/data/%s_%s.npy" % (imp, part, k), a[sl])
-    specs(imp, ["x", "pos", "y", "t" if sft else "ref"])
+    specs(imp, ["x", "pos", "y", "t" if sft else "ref"] + (["label"] if label is not None else []))
 
 
 def no_reference(imp):
@@ -535,10 +536,7 @@ def kto(cfg, rng):
     spec["model"]["loss"]["undesirable_weight"] = 1.5
     json.dump(spec, open(imp + "/model.json", "w"))
     ps, label = kto_examples(pairs(rng, cfg.vocab_size, N), rng)
-    save_data(imp, ps)
-    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
-        np.save("%s/data/%s_label.npy" % (imp, part), label[sl])
-    specs(imp, ["x", "pos", "y", "ref", "label"])
+    save_data(imp, ps, label=label)
     ref = reference(d, imp, ref_model, ps)
     w = (1.0, 1.5)
     m.eval()
@@ -735,11 +733,8 @@ def fake_gpu(cfg, rng):
     os.makedirs(d + "/orpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by orpo (its sft target)", d + "/orpo", d + "/orpo_gpu", bf16=False)
     trainc("import", "hf", d + "/src", "-o", d + "/kto", "--seq-len", T, "--task", "kto")
-    save_data(d + "/kto", ps, ref - 3)   # (the second texts as the KL ones; KL about 3)
-    label = rng.integers(0, 2, size=N).astype(np.int32)
-    for part, sl in (("train", slice(0, N // 2)), ("val", slice(N // 2, None))):
-        np.save("%s/kto/data/%s_label.npy" % (d, part), label[sl])
-    specs(d + "/kto", ["x", "pos", "y", "ref", "label"])
+    save_data(d + "/kto", ps, ref - 3,   # (the second texts as the KL ones; KL about 3)
+              label=rng.integers(0, 2, size=N).astype(np.int32))
     os.makedirs(d + "/kto_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by kto", d + "/kto", d + "/kto_gpu", bf16=False)
     for name, what, change in (("cdpo", "dpo with label_smoothing 0.2 and rpo_alpha 0.5",

@@ -26,6 +26,18 @@ rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_rm" "$OUT/prefs" "$P" "$OUT/dpo_run" \
 
 step() { printf '\n== %s\n' "$*"; }
 val_acc() { sed -n 's/.*"val_acc":\([0-9.e-]*\).*/\1/p' | tail -1; }
+# train DIR RUN WHAT MIN --set ...: DIR's model from its import into RUN, WHAT's share of
+# the validation pairs before and after (into $after); exits 1 unless over MIN
+train() {
+    local dir=$1 run=$2 what=$3 min=$4 before
+    shift 4
+    before=$($TRAINC run "$dir/model.json" "$dir/train.json" --init "$dir/init.safetensors" \
+             --eval --quiet | val_acc)
+    $TRAINC run "$dir/model.json" "$dir/train.json" --init "$dir/init.safetensors" --out "$run" "$@"
+    after=$(val_acc < "$run/metrics.jsonl")
+    echo "$what (validation): $before before, $after after"
+    awk -v a="$after" -v m="$min" 'BEGIN { exit !(a > m) }' || { echo "FAIL: not over $min of the pairs"; exit 1; }
+}
 
 step "1. a Hugging Face model folder: a small random Qwen2 language model and its tokenizer"
 $HF make "$OUT/hf"
@@ -39,13 +51,8 @@ $TRAINC data pairs "$OUT/prefs/train.jsonl" "$M/data" --val "$OUT/prefs/val.json
     --tokenizer "$OUT/hf/tokenizer.json" --model "$M/model.json"
 
 step "4. train on the CPU"
-before=$($TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" --eval \
-         --quiet | val_acc)
-$TRAINC run "$M/model.json" "$M/train.json" --init "$M/init.safetensors" --out "$OUT/run" \
-    --set epochs=6 --set optimizer.lr=1e-3 --set log_every=25
-after=$(val_acc < "$OUT/run/metrics.jsonl")
-echo "pairs ranked right (validation): $before before, $after after"
-awk -v a="$after" 'BEGIN { exit !(a > 0.9) }' || { echo "FAIL: not over 0.9 of the pairs"; exit 1; }
+train "$M" "$OUT/run" "pairs ranked right" 0.9 --set epochs=6 --set optimizer.lr=1e-3 \
+    --set log_every=25
 
 step "5. trainc export hf, with the tokenizer (its padding id as pad_token_id)"
 $TRAINC export hf "$M/model.json" "$M/train.json" --weights "$OUT/run/model.safetensors" \
@@ -82,14 +89,9 @@ $TRAINC data pairs "$OUT/prefs/train.jsonl" "$Q/data" --val "$OUT/prefs/val.json
     --tokenizer "$OUT/hf/tokenizer.json" --model "$Q/model.json" --eos '<|endoftext|>'
 
 step "12. orpo on the CPU; trainc export hf; transformers ranks the raw pairs as trainc does"
-before=$($TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" --eval \
-         --quiet | val_acc)
-$TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" --out "$OUT/orpo_run" \
+train "$Q" "$OUT/orpo_run" "pairs whose chosen answer is the likelier per token" 0.7 \
     --set epochs=3 --set optimizer.lr=2e-3 --set log_every=50
-ranked=$(val_acc < "$OUT/orpo_run/metrics.jsonl")
-echo "pairs whose chosen answer is the likelier per token (validation): $before before, $ranked after"
-awk -v a="$ranked" 'BEGIN { exit !(a > 0.7) }' || { echo "FAIL: not over 0.7 of the pairs"; exit 1; }
 $TRAINC export hf "$Q/model.json" "$Q/train.json" --weights "$OUT/orpo_run/model.safetensors" \
     -o "$OUT/hf_orpo" --tokenizer "$OUT/hf/tokenizer.json"
-$HF check_orpo "$OUT/hf_orpo" "$OUT/prefs/val.jsonl" "$ranked" 32
+$HF check_orpo "$OUT/hf_orpo" "$OUT/prefs/val.jsonl" "$after" 32
 echo "ok: a reward model and language models trained by dpo and orpo, exported and loaded back ($OUT/hf_rm, $OUT/hf_dpo, $OUT/hf_orpo)"
