@@ -829,9 +829,12 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
         void *a[] = {&nll, &rows_target, &stat, &samples, &T, &ignore, &beta, &sft_weight};
         rt_cu_launch(e, "rt_sft_term", 1, 1, 1, 1024, 1, 0, a);
     }
-    if (kind == RT_PREF_KTO) {
-        void *a[] = {&nll, &target, &ref, &stat, &samples, &T, &ignore};
+    if (kind == RT_PREF_KTO) {   /* (training on several GPUs: the mean of their estimates) */
+        int ranks = e->train ? rt_dist_world() : 1;
+        void *a[] = {&nll, &target, &ref, &stat, &samples, &T, &ignore, &ranks};
         rt_cu_launch(e, "rt_kto_kl", 1, 1, 1, 1024, 1, 0, a);
+        if (ranks > 1)
+            rt_nccl_allreduce_f64(e, (double *)(uintptr_t)stat, 1);
     }
     rt_dptr no_stat = 0, *sftp = kind == RT_PREF_ORPO ? &stat : &no_stat;
     int kind32 = (int)kind;

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
+#include "rt_dist.h"
 
 typedef struct ce_ctx ce_ctx;
 /* One row's loss from its logits z (and its gradient into g when g is not NULL; g may
@@ -410,8 +411,10 @@ static double log1m_exp(double m, double *q)
 }
 
 /* kto's KL estimate: the mean over the call's samples of each KL text's log-probability
- * less the reference's, at least 0 (TRL's, taken without gradient), into d->kl */
-static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples)
+ * less the reference's, at least 0 (TRL's, taken without gradient), into d->kl; with
+ * `ranks` > 1 (a training pass on several ranks) the mean of the ranks' means, as TRL
+ * gathers it over its processes */
+static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples, int ranks)
 {
     double sum = 0.0;
     for (int64_t s = 0; s < samples; s++) {
@@ -419,7 +422,10 @@ static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples)
         pair_sums(d, ref, s, 0, lp, n, r);
         sum += lp[1] - r[1];
     }
-    d->kl = fmax(sum / (double)samples, 0.0);
+    double kl = sum / (double)samples / (double)ranks;
+    if (ranks > 1)
+        rt_allreduce_sum_f64(&kl, 1);
+    d->kl = fmax(kl, 0.0);
 }
 
 /* orpo's row targets into eff [samples * 2T]: the answers' (y) where they count, else on
@@ -572,7 +578,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     if (kind == RT_PREF_ORPO || sft_weight > 0)
         sft_term(&d, samples);
     if (kind == RT_PREF_KTO)
-        kto_kl(&d, ref, samples);
+        kto_kl(&d, ref, samples, e->train ? rt_dist_world() : 1);
     for (int64_t s = 0; s < samples; s++) {
         double lp[2], l;
         double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);

@@ -34,8 +34,9 @@ SFT model DPO starts from, in practice the policy's own start).
 - `--task kto` (TRL's KTOTrainer: a completion and its KL text a row, a label): `--reference`
   writes both texts' reference log-probabilities; `--eval` (the batch's KL estimate not
   0) within 1e-5 and 8 AdamW steps within 1e-4 of TRL's formula on torch's, with an
-  undesirable weight of 1.5; `data pairs` of unpaired lines, the KL texts rotated within
-  each `--kl-group`;
+  undesirable weight of 1.5, and on 2 ranks of 8 rows (mpirun) 1 rank x 16's losses (the
+  KL estimate the ranks' mean); `data pairs` of unpaired lines, the KL texts rotated
+  within each `--kl-group`;
 - `data pairs` for a dpo model: every half is transformers' tokenizer (prompt + answer)
   padded on the left, y the answer's next ids; for an orpo model t too;
 - refused with exit 1: training without the reference's files (naming --reference),
@@ -48,11 +49,13 @@ CPU's, bf16-mixed's first loss within 1e-3 and its last within 2e-2 of the CPU's
 and its --reference there writes the CPU's log-probabilities within 1e-5; in fp32 the same
 for the simpo, cpo, orpo and kto imports, dpo with label smoothing (and rpo_alpha) and the ipo loss (their pair
 step's branches; the rows' kernels are dpo's; orpo's merged targets and supervised term,
-kto's KL estimate).
+kto's KL estimate, below 0 and taken as 0), and kto on 2 fake GPUs x 8 rows 1 GPU x 16's
+losses (the estimate gathered by the fake NCCL).
 """
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -70,7 +73,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
+from image_hf import (ROOT, TRAINC, check, eval_loss, failed, refused, rel, saved,  # noqa: E402
+                      trainc)
 import run_log  # noqa: E402
 from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
 
@@ -555,7 +559,22 @@ def kto(cfg, rng):
                                 for b in range(0, N // 2, 16)], batched=True)
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 kto AdamW steps, every loss within "
           "%.1e of torch's (first %.6f, last %.6f)" % (worst, ours8[0], ours8[-1]))
+    two_ranks(imp, d, ours8)
     return imp
+
+
+def two_ranks(imp, d, ours8):
+    """kto's 8 steps on 2 ranks of 8 rows each (mpirun) give the 1 rank x 16 losses: the KL
+    estimate is the mean of the ranks' (TRL gathers it over its processes)"""
+    env = dict(os.environ, OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", TRAINC, "run",
+                    imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+                    "--set", "batch_size=8", "--threads", "1", "--quiet", "--out", d + "/run8_2"],
+                   check=True, env=env, capture_output=True)
+    ours2 = run_log.losses(d + "/run8_2")
+    worst = max(rel(p, q) for p, q in zip(ours2, ours8))
+    check(len(ours2) == 8 and worst <= 1e-5, "llama: kto on 2 ranks x 8 rows, every loss within "
+          "%.1e of 1 rank x 16's (the KL estimate the ranks' mean)" % worst)
 
 
 def cpo(d, ps):
@@ -733,10 +752,14 @@ def fake_gpu(cfg, rng):
     os.makedirs(d + "/orpo_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by orpo (its sft target)", d + "/orpo", d + "/orpo_gpu", bf16=False)
     trainc("import", "hf", d + "/src", "-o", d + "/kto", "--seq-len", T, "--task", "kto")
-    save_data(d + "/kto", ps, ref - 3,   # (the second texts as the KL ones; KL about 3)
+    # (the second texts as the KL ones, about 3 over the reference in the even rows, 5
+    # under in the odd ones: a batch's estimate -1, taken as 0, each rank's +3 or -5)
+    shift = np.where(np.arange(N) % 2 == 0, -3, 5).astype(np.float32)[:, None]
+    save_data(d + "/kto", ps, ref + shift,
               label=rng.integers(0, 2, size=N).astype(np.int32))
     os.makedirs(d + "/kto_gpu", exist_ok=True)
     fake_gpu_vs_cpu("and by kto", d + "/kto", d + "/kto_gpu", bf16=False)
+    kto_two_gpus(d + "/kto", d + "/kto_gpu")
     for name, what, change in (("cdpo", "dpo with label_smoothing 0.2 and rpo_alpha 0.5",
                                 {"label_smoothing": 0.2, "rpo_alpha": 0.5}),
                                ("ipo", "ipo", {"op": "ipo"})):
@@ -747,6 +770,25 @@ def fake_gpu(cfg, rng):
         os.makedirs("%s/%s_gpu" % (d, name), exist_ok=True)
         fake_gpu_vs_cpu("and by " + what, d + "/" + name, "%s/%s_gpu" % (d, name), bf16=False)
     sys.exit(1 if failed else 0)
+
+
+def kto_two_gpus(imp, d):
+    """the kto trainer fake_gpu_vs_cpu built in D on 2 fake GPUs x 8 rows (mpirun; the KL
+    estimate gathered by the fake NCCL) gives its 1 GPU x 16 losses"""
+    import random_runs
+    env = dict(random_runs.fake_env(os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib"),
+                                    os.path.join(d, "cache")),
+               TRAINC_FAKE_GPU_COUNT="2", OMPI_MCA_btl_vader_single_copy_mechanism="none")
+    keep = [a for k in ("LD_LIBRARY_PATH", "TRAINC_CACHE_DIR", "TRAINC_FAKE_GPU_COUNT",
+                        "OMPI_MCA_btl_vader_single_copy_mechanism") for a in ("-x", k)]
+    subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2"] + keep +
+                   [d + "/model_fp32", "--device", "cuda", "--threads", "1", "--quiet", "--init",
+                    imp + "/init.safetensors", "--set", "batch_size=8", "--out", d + "/two"],
+                   check=True, env=env, capture_output=True, cwd=imp)
+    one, two = run_log.losses(d + "/fp32_cuda"), run_log.losses(d + "/two")
+    worst = max(rel(p, q) for p, q in zip(two, one))
+    check(len(two) == len(one) == 8 and worst <= 1e-5, "and kto on 2 fake GPUs x 8 rows: every "
+          "loss within %.1e of 1 GPU x 16's (the KL estimate the GPUs' mean)" % worst)
 
 
 def reference_on_gpu(d, imp, cfg):

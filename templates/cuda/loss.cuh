@@ -462,11 +462,12 @@ rt_sft_term(const double *nll, const int32_t *target, double *sft, int64_t sampl
 
 /* rt_kto_kl: kto's KL estimate, one block: the mean over the samples of each KL text's
  * (a row's second half) log-probability, the sum of -nll over its rows whose target is
- * not `ignore`, less the reference's ref[2 s + 1], at least 0, into stat[0] (the twin of
+ * not `ignore`, less the reference's ref[2 s + 1], over `ranks` into stat[0] (on several
+ * GPUs the host adds the ranks' shares; rt_dpo_pairs takes it at least 0: the twin of
  * kto_kl in runtime/losses.c) */
 extern "C" __global__ void __launch_bounds__(1024)
 rt_kto_kl(const double *nll, const int32_t *target, const float *ref, double *stat,
-          int64_t samples, int64_t T, int ignore)
+          int64_t samples, int64_t T, int ignore, int ranks)
 {
     double sum = 0.0;
     for (int64_t s = threadIdx.x; s < samples; s += blockDim.x) {
@@ -480,7 +481,7 @@ rt_kto_kl(const double *nll, const int32_t *target, const float *ref, double *st
     }
     sum = rt_block_sum(sum);
     if (threadIdx.x == 0)
-        stat[0] = fmax(sum / (double)samples, 0.0);
+        stat[0] = sum / (double)samples / (double)ranks;
 }
 
 /* log(1 - e^m) for a mean log-probability m <= 0, 1 - e^m (at least DBL_MIN) into q */
@@ -503,7 +504,7 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
  * kind RT_DPO_ORPO, ORPO's: the means, z = (mc - mr) - (log(1 - e^mc) - log(1 - e^mr)),
  * loss[s] = beta softplus(-z) + stat[0] (rt_sft_term), the factors sigmoid(-z) /
  * (1 - e^mc) / nc + stat[1] and -sigmoid(-z) / (1 - e^mr) / nr. kind RT_DPO_KTO, KTO's:
- * the sums, KL = stat[0] (rt_kto_kl), u = beta (lc - rc - KL) where label[s] (desirable),
+ * the sums, KL = stat[0] (rt_kto_kl) at least 0, u = beta (lc - rc - KL) where label[s] (desirable),
  * else beta (KL - (lc - rc)), loss[s] = w (1 - sigmoid(u)) (w: wd or wu), the factors
  * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). The sigmoid kind with sft
  * (rpo_alpha, cpo_alpha): plus stat[0] (rt_sft_term) in the loss, stat[1] in the chosen
@@ -550,8 +551,8 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
         factor[2 * s + 1] = (float)(n[1] > 0 ? -g / (qr * n[1]) : 0.0);
     } else if (kind == RT_DPO_KTO) {
         bool good = label[s] != 0;
-        double lr = lp[0] - r[0];
-        u = good ? (double)beta * (lr - stat[0]) : (double)beta * (stat[0] - lr);
+        double lr = lp[0] - r[0], kl = fmax(stat[0], 0.0);
+        u = good ? (double)beta * (lr - kl) : (double)beta * (kl - lr);
         double sg = 1.0 / (1.0 + exp(-u)), w = good ? (double)wd : (double)wu;
         loss[s] = w * (1.0 - sg);
         g = w * sg * (1.0 - sg);
