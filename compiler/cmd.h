@@ -30,6 +30,8 @@ _Noreturn void data_line_error(const char *file, int64_t ln, const char *fmt, ..
 double data_val_frac(const char *cmd, const char *v);
 /* Option FLAG's value V of data command CMD as a number in [lo, hi], or exit 1 */
 double data_number_arg(const char *cmd, const char *flag, const char *v, double lo, double hi);
+/* the same for a count: a whole number in [lo, hi] */
+int64_t data_count_arg(const char *cmd, const char *flag, const char *v, int64_t lo, int64_t hi);
 /* An argument S of data command CMD that is no option it knows: -h (USAGE, exit 0), an
  * unknown option (exit 1), else the input FILE, then the output DIR */
 void data_positional(const char *cmd, const char *usage, const char *s, const char **file,

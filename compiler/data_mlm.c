@@ -52,9 +52,10 @@ static void parse_args(int argc, char **argv, MlmArgs *a)
         else if (!strcmp(s, "--mask-prob"))
             a->prob = data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 0.001, 1);
         else if (!strcmp(s, "--copies"))
-            a->copies = (int64_t)data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 1, 100);
+            a->copies = data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 1, 100);
         else if (!strcmp(s, "--seed"))
-            a->seed = (uint64_t)data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 0, 9007199254740992.0);
+            a->seed = (uint64_t)data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 0,
+                                                INT64_C(9007199254740992));
         else
             data_positional("mlm", mlm_usage, s, &a->file, &a->dir);
     }

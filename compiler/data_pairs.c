@@ -71,8 +71,7 @@ static void parse_args(int argc, char **argv, PairArgs *a)
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("pairs", opt_value(argc, argv, &i, s));
         else if (!strcmp(s, "--kl-group"))
-            a->kl_group = (int64_t)data_number_arg("pairs", s, opt_value(argc, argv, &i, s), 1,
-                                                   1e6);
+            a->kl_group = data_count_arg("pairs", s, opt_value(argc, argv, &i, s), 1, 1000000);
         else if (!strcmp(s, "--chat")) {
             const char *v = opt_value(argc, argv, &i, s);
             a->chat = rt_chat_find(v);

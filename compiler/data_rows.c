@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,16 @@ double data_number_arg(const char *cmd, const char *flag, const char *v, double 
     if (!*v || *end || !(x >= lo && x <= hi))
         error_input("data %s: %s must be a number in [%g, %g], got '%s'", cmd, flag, lo, hi, v);
     return x;
+}
+
+int64_t data_count_arg(const char *cmd, const char *flag, const char *v, int64_t lo, int64_t hi)
+{
+    char *end;
+    double x = strtod(v, &end);
+    if (!*v || *end || !(x >= (double)lo && x <= (double)hi) || x != floor(x))
+        error_input("data %s: %s must be a whole number in [%lld, %lld], got '%s'", cmd, flag,
+                    (long long)lo, (long long)hi, v);
+    return (int64_t)x;
 }
 
 void data_positional(const char *cmd, const char *usage, const char *s, const char **file,

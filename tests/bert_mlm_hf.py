@@ -26,7 +26,7 @@ The text is 160 license lines (some longer than the rows of 24):
   out), its loss transformers' BertForMaskedLM's from that folder;
 - refused with exit 1, naming the key or the option: --task mlm with --labels, a
   BertModel (no head to read), tie_word_embeddings false, data mlm for a token classifier
-  and data tags for a masked LM, a tokenizer without a mask token, --mask-prob 2.
+  and data tags for a masked LM, a tokenizer without a mask token, --mask-prob 2, --copies 1.5.
 """
 import filecmp
 import json
@@ -286,6 +286,9 @@ def bad_cases(tok, bert_imp, lines, small, wp_vocab):
     refused("--mask-prob 2", ["data", "mlm", d + "/text.txt", d + "/o7", "--tokenizer", tok,
                               "--model", bert_imp + "/model.json", "--mask-prob", 2],
             "--mask-prob must be a number in [0.001, 1], got '2'", d + "/o7/train_x.npy")
+    refused("--copies 1.5", ["data", "mlm", d + "/text.txt", d + "/o8", "--tokenizer", tok,
+                             "--model", bert_imp + "/model.json", "--copies", 1.5],
+            "--copies must be a whole number in [1, 100], got '1.5'", d + "/o8/train_x.npy")
 
 
 shutil.rmtree(OUT, ignore_errors=True)

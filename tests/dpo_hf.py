@@ -706,6 +706,11 @@ def data_kto(imp):
              "--model", imp + "/model.json", "--val-frac", 0],
             "kto_bad.jsonl:2: error: \"label\": true (a desirable completion) or false expected",
             OUT + "/rows_kto_bad/train_x.npy")
+    refused("data pairs: --kl-group 2.5", ["data", "pairs", OUT + "/kto.jsonl", OUT + "/rows_kto_g",
+                                           "--tokenizer", tok, "--model", imp + "/model.json",
+                                           "--kl-group", 2.5],
+            "--kl-group must be a whole number in [1, 1000000], got '2.5'",
+            OUT + "/rows_kto_g/train_x.npy")
 
 
 def bad_cases(imp):
