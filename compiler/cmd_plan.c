@@ -34,7 +34,7 @@ static RankPlan rank_plan(const Spec *s, const Compiled *c, int N, int64_t chunk
     const Program *prog = c->prog;
     int64_t np = c->graph->param_floats, nt = c->graph->trainable_floats;
     RankPlan r = {.N = N, .np = np, .nt = nt, .mixed = s->train.precision != RT_PREC_FP32,
-                  .adam = s->train.opt == RT_OPT_ADAMW};
+                  .adam = s->train.opt != RT_OPT_SGD};
     double shard = (double)((nt + N - 1) / N);
     double pb = 4, gb = 4, ob = r.adam ? 8 : s->train.momentum > 0 ? 4 : 0;
     for (int k = 0; k < 3; k++) {

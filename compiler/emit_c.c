@@ -623,9 +623,12 @@ static void emit_host_tables(Program *p, Buf *b)
         snprintf(lit, sizeof lit, "%.9g", (double)(float)pa->init_a);
         if (!strpbrk(lit, ".eEn"))
             strcat(lit, ".0");
-        buf_printf(b, "}, %lld, %lld, %s, %sf%s%s},\n", (long long)pa->numel,
+        buf_printf(b, "}, %lld, %lld, %s, %sf%s%s", (long long)pa->numel,
                    (long long)pa->offset, init[pa->init], lit, pa->frozen ? ", .frozen = 1" : "",
                    pa->lora == 1 ? ", .lora = 1" : "");
+        for (int k = 0; k < RT_MUON_BLOCKS && pa->muon[k]; k++)   /* (optimizer type muon's) */
+            buf_printf(b, "%s%lld", k ? ", " : ", .muon = {", (long long)pa->muon[k]);
+        buf_puts(b, pa->muon[0] ? "}},\n" : "},\n");
     }
     if (!g->n_params)
         buf_puts(b, "    {0},\n");
@@ -846,7 +849,7 @@ void emit_plan_json(Program *p, Buf *b)
      * param_bytes) */
     int64_t pbytes = g->param_floats * 4;
     int64_t gbytes = g->trainable_floats * 4;   /* (freeze's and lora's frozen: none) */
-    int adam = s->train.opt == RT_OPT_ADAMW;
+    int adam = s->train.opt != RT_OPT_SGD;   /* (muon's state: its AdamW's) */
     int64_t opt = adam ? 2 * gbytes : (s->train.momentum > 0 ? gbytes : 0);
     buf_printf(b, "{\n  \"model\": \"%s\",\n  \"batch_size\": %lld,\n", s->name, (long long)B);
     /* arena_bytes: as allocated, training's plan or validation's if that is larger */

@@ -106,6 +106,10 @@ struct Param {
                                 follow it; frozen ones are laid out last: graph.c) */
     int64_t sink_offset;     /* frozen, yet an instruction writes its gradient (layernorm's
                                 dx with its dgamma): where, in e->sink (lower.c); else -1 */
+    int64_t muon[RT_MUON_BLOCKS]; /* a hidden layer's weight matrix, which optimizer.type muon
+                                updates: the rows of each block it orthogonalizes alone
+                                (attention's q, k and v; a gated MLP's two halves), 0 after
+                                the last; all 0: AdamW's (ops/linear.c, attention.c, glu.c) */
 };
 
 /* ---- nodes (forward and backward) ----------------------------------------- */

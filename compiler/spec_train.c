@@ -138,6 +138,9 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
                                           "shard two optimizers yet)";
     else if (t->has_lora)
         k = "lora", why = "a GAN trains all of both networks (lora does not reach them yet)";
+    else if (t->opt == RT_OPT_MUON)
+        k = "optimizer.type", why = "a GAN's optimizers are adamw or sgd (muon does not train "
+                                    "two networks yet)";
     if (!k)
         return 0;
     snprintf(key, keylen, "%s", k);

@@ -72,7 +72,9 @@ static void state_model_free(StateModel *s)
  * network's range: AdamW's names when either is AdamW. */
 static int opt_parts(const rt_train_config *c, const char **names)
 {
-    if (c->opt == RT_OPT_ADAMW || (c->has_opt_d && c->d_opt == RT_OPT_ADAMW)) {
+    if (c->opt == RT_OPT_ADAMW || c->opt == RT_OPT_MUON ||   /* (muon: a matrix's momentum
+                                                               in exp_avg, its exp_avg_sq 0) */
+        (c->has_opt_d && c->d_opt == RT_OPT_ADAMW)) {
         names[0] = "exp_avg";
         names[1] = "exp_avg_sq";
         return 2;

@@ -71,7 +71,10 @@ typedef struct Field {
  * subkeys follow it directly. Defaults worth a word:
  *   optimizer: adamw, lr 1e-3, betas 0.9,0.999, eps 1e-8, weight_decay 0.01. Setting
  *     optimizer.type to a different type resets the type-specific fields to that
- *     type's defaults (sgd: weight_decay 0, momentum 0, nesterov false), keeping lr.
+ *     type's defaults (sgd: weight_decay 0, momentum 0, nesterov false; muon:
+ *     torch.optim.Muon's weight_decay 0.1, momentum 0.95, nesterov true, eps 1e-7),
+ *     keeping lr. muon's ns_steps null is 5; its adamw section (the parameters Muon does
+ *     not take) torch.optim.AdamW's defaults.
  *   optimizer_d (a GAN's discriminator): null = optimizer; once given, a whole optimizer
  *     of its own with optimizer's defaults (its keys are not taken from optimizer).
  *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear end at
@@ -103,13 +106,20 @@ typedef struct Field {
     X("max_time", "null", DURATION(max_time))                                           \
     X("min_epochs", "null", INT_OR_NULL_QUIET(min_epochs, 0))                           \
     X("min_steps", "null", INT_OR_NULL_QUIET(min_steps, 0))                             \
-    X("optimizer.type", "adamw", ENUM(opt, "sgd adamw"))                                \
+    X("optimizer.type", "adamw", ENUM(opt, "sgd adamw muon"))                           \
     X("optimizer.lr", "0.001", REAL(lr, R_NONNEG))                                      \
     X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \
     X("optimizer.eps", "1e-8", REAL(eps, R_POS))                                        \
     X("optimizer.weight_decay", "0.01", REAL(weight_decay, R_NONNEG))                   \
     X("optimizer.momentum", "0", REAL(momentum, R_NONNEG))                              \
     X("optimizer.nesterov", "false", BOOL(nesterov))                                    \
+    X("optimizer.ns_steps", "null", INT_OR_NULL_QUIET(ns_steps, 1))                     \
+    X("optimizer.adjust_lr", "original", ENUM_QUIET(muon_adjust, "original match_rms_adamw")) \
+    X("optimizer.adamw", "null", SECTION_QUIET(has_adamw))                              \
+    X("optimizer.adamw.lr", "0.001", REAL(aw_lr, R_NONNEG))                             \
+    X("optimizer.adamw.betas", "0.9,0.999", PAIR(aw_beta1, aw_beta2, R_UNIT_OPEN))      \
+    X("optimizer.adamw.eps", "1e-8", REAL(aw_eps, R_POS))                               \
+    X("optimizer.adamw.weight_decay", "0.01", REAL(aw_weight_decay, R_NONNEG))          \
     X("optimizer_d", "null", SECTION_QUIET(has_opt_d))                                  \
     X("optimizer_d.type", "adamw", ENUM(d_opt, "sgd adamw"))                            \
     X("optimizer_d.lr", "0.001", REAL(d_lr, R_NONNEG))                                  \
@@ -251,8 +261,9 @@ static int starts(const char *w, const char *word)
 static int last_part(const char *w, const char *word)
 {
     const char *dot = strrchr(word, '.');
-    /* (optimizer_d's repeat optimizer's: "lr" means optimizer.lr) */
-    return !strchr(w, '.') && dot && !strcmp(dot + 1, w) && strncmp(word, "optimizer_d.", 12);
+    /* (optimizer_d's and muon's adamw's repeat optimizer's: "lr" means optimizer.lr) */
+    return !strchr(w, '.') && dot && !strcmp(dot + 1, w) && strncmp(word, "optimizer_d.", 12) &&
+           strncmp(word, "optimizer.adamw.", 16);
 }
 
 /* In order: the same word but for case (BATCH_SIZE: batch_size); the one word that w
@@ -687,6 +698,15 @@ static int set_globs(rt_train_config *c, const Field *f, const char *v)
     return 0;
 }
 
+/* torch.optim.Muon's defaults where they are not AdamW's */
+static void muon_defaults(rt_train_config *c)
+{
+    c->weight_decay = 0.1;
+    c->momentum = 0.95;
+    c->nesterov = 1;
+    c->eps = 1e-7;
+}
+
 /* Parses v into the field; no side effects on other fields except a section reset. */
 static int set_field(rt_train_config *c, const Field *f, int jtype, const char *v, char *err,
                      size_t errlen)
@@ -912,6 +932,8 @@ int rt_config_set_typed(rt_train_config *c, const char *key, int jtype, const ch
             reset_prefix(c, "optimizer", "optimizer.type", "optimizer.lr");
             if (c->opt == RT_OPT_SGD)
                 c->weight_decay = 0;
+            if (c->opt == RT_OPT_MUON)
+                muon_defaults(c);
         }
         return 0;
     }
@@ -1277,7 +1299,7 @@ double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_
 {
     int64_t floats = c->dist != RT_DIST_DDP && ranks > 1
                          ? (param_floats + ranks - 1) / ranks : param_floats;
-    double each = c->opt == RT_OPT_ADAMW ? 8 : c->momentum > 0 ? 4 : 0;   /* bytes a float */
+    double each = c->opt != RT_OPT_SGD ? 8 : c->momentum > 0 ? 4 : 0;   /* bytes a float */
     return each * (double)floats;
 }
 
@@ -1306,6 +1328,54 @@ static int check_opt(const rt_opt_group *g, const char *grp, char *err, size_t e
              g->eps != d.eps && g->beta1 == d.beta1 && g->beta2 == d.beta2 ? "eps" : "betas");
         return fail(err, errlen, "%s.betas and %s.eps apply to adamw only (%s.type is sgd)",
                     grp, grp, grp);
+    }
+    return 0;
+}
+
+/* The rules of muon's keys: they apply to it alone; AdamW's betas go in its adamw
+ * section; momentum below 1; whole matrices on each rank (ddp) */
+static int check_muon(const rt_train_config *c, const rt_train_config *d, char *err,
+                      size_t errlen, char *key, size_t keylen)
+{
+    if (c->opt != RT_OPT_MUON) {
+        const char *k = c->ns_steps != -1 ? "ns_steps" : c->muon_adjust ? "adjust_lr"
+                        : c->has_adamw ? "adamw" : NULL;
+        if (!k)
+            return 0;
+        fail(key, keylen, "optimizer.%s", k);
+        return fail(err, errlen, "optimizer.%s applies to muon only (optimizer.type is %s)", k,
+                    c->opt == RT_OPT_SGD ? "sgd" : "adamw");
+    }
+    if (c->beta1 != d->beta1 || c->beta2 != d->beta2) {
+        fail(key, keylen, "optimizer.betas");
+        return fail(err, errlen, "optimizer.betas: muon has none; the AdamW that trains the "
+                    "parameters Muon does not take reads optimizer.adamw.betas");
+    }
+    if (!(c->lr > 0)) {
+        fail(key, keylen, "optimizer.lr");
+        return fail(err, errlen, "optimizer.lr must be above 0 for muon (the schedule scales "
+                    "optimizer.adamw.lr by the same factor)");
+    }
+    if (!(c->momentum < 1)) {
+        fail(key, keylen, "optimizer.momentum");
+        return fail(err, errlen, "optimizer.momentum must be below 1 for muon, got %g",
+                    c->momentum);
+    }
+    if (c->ns_steps > 100) {
+        fail(key, keylen, "optimizer.ns_steps");
+        return fail(err, errlen, "optimizer.ns_steps must be in [1, 100], got %lld",
+                    (long long)c->ns_steps);
+    }
+    if (c->precision == RT_PREC_FP8) {
+        fail(key, keylen, "precision");
+        return fail(err, errlen, "optimizer.type muon does not take precision fp8-mixed yet (the "
+                    "FP8 GEMMs' weight scales are kept by AdamW's and SGD's kernels); use "
+                    "bf16-mixed");
+    }
+    if (c->dist != RT_DIST_DDP) {
+        fail(key, keylen, "distributed.strategy");
+        return fail(err, errlen, "optimizer.type muon orthogonalizes whole matrices, which "
+                    "ZeRO's shards cut: distributed.strategy must be ddp");
     }
     return 0;
 }
@@ -1432,6 +1502,8 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return -1;
     g = rt_opt_of(c, 1);
     if (c->has_opt_d && check_opt(&g, "optimizer_d", err, errlen, key, keylen))
+        return -1;
+    if (check_muon(c, &d, err, errlen, key, keylen))
         return -1;
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))

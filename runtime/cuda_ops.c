@@ -830,7 +830,7 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
         rt_cu_launch(e, "rt_sft_term", 1, 1, 1, 1024, 1, 0, a);
     }
     if (kind == RT_PREF_KTO) {   /* (training on several GPUs: the mean of their estimates) */
-        int ranks = e->train ? rt_dist_world() : 1;
+        int ranks = e->train && e->rank_mean_f64 ? rt_dist_world() : 1;
         void *a[] = {&nll, &target, &ref, &stat, &samples, &T, &ignore, &ranks};
         rt_cu_launch(e, "rt_kto_kl", 1, 1, 1, 1024, 1, 0, a);
         if (ranks > 1)
@@ -1525,7 +1525,7 @@ typedef struct opt_chunk {
     int32_t len;               /* elements, <= RT_OPT_CHUNK */
     int32_t flags;             /* RT_OPT_DECAY (rank >= 2) */
 } opt_chunk;
-enum { RT_OPT_DECAY = 1 };   /* optim.cuh's */
+enum { RT_OPT_DECAY = 1, RT_OPT_MUON_CHUNK = 2 };   /* optim.cuh's RT_OPT_DECAY, RT_OPT_MUON */
 _Static_assert(sizeof(opt_chunk) == 16, "opt_chunk must match optim.cuh's rt_opt_chunk");
 
 size_t rt_opt_table_bytes(int n_params, const int64_t *numel)
@@ -1544,13 +1544,16 @@ typedef struct opt_table {
     rt_dptr chunks;
     int64_t n;
     int64_t lo, hi;            /* the range; the optimizer state holds it only */
+    rt_dptr muon_work;         /* optimizer muon: its matrices' workspace (muon_param) */
 } opt_table;
 static opt_table opt, gan_opt[2];
 static rt_dptr fp8_optim_amax(rt_exec *e, const opt_table *tab, const rt_model *m, rt_dptr pc);
 
-/* The chunks of [lo, hi): each tensor's part inside it, in pieces of RT_OPT_CHUNK. t may
- * be NULL (counting only). */
-static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *t)
+/* The chunks of [lo, hi): each tensor's part inside it, in pieces of RT_OPT_CHUNK (a
+ * matrix optimizer muon updates flagged: rt_adamw leaves it). t may be NULL (counting
+ * only). */
+static int64_t cut_chunks(const rt_train_config *c, const rt_model *m, int64_t lo, int64_t hi,
+                          opt_chunk *t)
 {
     int64_t k = 0;
     for (int i = 0; i < m->n_params; i++) {
@@ -1560,22 +1563,47 @@ static int64_t cut_chunks(const rt_model *m, int64_t lo, int64_t hi, opt_chunk *
         for (int64_t o = a; o < b; o += RT_OPT_CHUNK, k++)
             if (t)
                 t[k] = (opt_chunk){o, (int32_t)(b - o < RT_OPT_CHUNK ? b - o : RT_OPT_CHUNK),
-                                   p->rank >= 2 ? RT_OPT_DECAY : 0};
+                                   (p->rank >= 2 ? RT_OPT_DECAY : 0) |
+                                       (rt_muon_takes(c, p) ? RT_OPT_MUON_CHUNK : 0)};
     }
     return k;
 }
 
-static void table_setup(rt_exec *e, opt_table *tab, const rt_model *m, int64_t lo, int64_t hi)
+/* optimizer muon's workspace, for its largest matrix: the update (numel floats), the
+ * Newton-Schulz iterates X and Y [m, n] and A, B [m, m] of its largest block, the norm's
+ * double; 0 without such a matrix */
+static size_t muon_work_bytes(const rt_train_config *c, const rt_model *m)
+{
+    size_t most = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const rt_param *p = &m->params[i];
+        if (!rt_muon_takes(c, p))
+            continue;
+        int64_t blk = 0, mm = 0;
+        for (int b = 0; b < RT_MUON_BLOCKS && p->muon[b]; b++) {
+            int64_t s = p->muon[b] < p->shape[1] ? p->muon[b] : p->shape[1];
+            blk = p->muon[b] * p->shape[1] > blk ? p->muon[b] * p->shape[1] : blk;
+            mm = s * s > mm ? s * s : mm;
+        }
+        size_t need = (size_t)(p->numel + 2 * blk + 2 * mm) * sizeof(float) + 24;   /* (the
+                                         norm's double, its alignment, the leading 8 bytes) */
+        most = need > most ? need : most;
+    }
+    return most;
+}
+
+static void table_setup(rt_exec *e, opt_table *tab, const rt_train_config *c, const rt_model *m,
+                        int64_t lo, int64_t hi)
 {
     opt_table opt = {0};
     if (lo < 0 || hi > m->param_floats || lo > hi)
         rt_die("optimizer: range [%lld, %lld) of %lld floats", (long long)lo, (long long)hi,
                (long long)m->param_floats);
-    int64_t n = cut_chunks(m, lo, hi, NULL);
+    int64_t n = cut_chunks(c, m, lo, hi, NULL);
     if (n > GX)
         rt_die("optimizer: %lld chunks exceed the grid", (long long)n);
     opt_chunk *t = rt_xmalloc((size_t)(n > 0 ? n : 1) * sizeof *t);
-    cut_chunks(m, lo, hi, t);
+    cut_chunks(c, m, lo, hi, t);
     opt.chunks = rt_cu_alloc_fixed(e, (size_t)(n > 0 ? n : 1) * sizeof *t);
     rt_cu_upload(opt.chunks, t, (size_t)n * sizeof *t);
     rt_xfree(t);
@@ -1583,22 +1611,24 @@ static void table_setup(rt_exec *e, opt_table *tab, const rt_model *m, int64_t l
     opt.n = n;
     opt.lo = lo;
     opt.hi = hi;
+    size_t work = muon_work_bytes(c, m);
+    if (work)
+        opt.muon_work = rt_cu_alloc_fixed(e, work);
     *tab = opt;
 }
 
 void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
                        int64_t hi)
 {
-    (void)c;
     if (opt.m == m && opt.lo == lo && opt.hi == hi)
         return;
     if (hi > m->trainable_floats)   /* (train.freeze's parameters lie after, untouched) */
         rt_die("optimizer: range [%lld, %lld) past the trained parameters' %lld floats",
                (long long)lo, (long long)hi, (long long)m->trainable_floats);
-    table_setup(e, &opt, m, lo, hi);
+    table_setup(e, &opt, c, m, lo, hi);
     if (m->gan) {   /* the generator's parameters, then the discriminator's */
-        table_setup(e, &gan_opt[0], m, 0, m->gan_gen_floats);
-        table_setup(e, &gan_opt[1], m, m->gan_gen_floats, m->trainable_floats);
+        table_setup(e, &gan_opt[0], c, m, 0, m->gan_gen_floats);
+        table_setup(e, &gan_opt[1], c, m, m->gan_gen_floats, m->trainable_floats);
     }
 }
 
@@ -1656,6 +1686,99 @@ double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads)
     return sqrt(rt_cu_grad_sumsq(e, m, grads));
 }
 
+/* What an update reads and writes: the parameters (pc: their 16-bit copy, or 0), the
+ * gradients, the state (parts stride floats apart), the step from 1, the gradients'
+ * scale gs or their sum of squares on the device, fp8-mixed's partial maxima */
+typedef struct opt_args {
+    rt_dptr params, pc, grads, state;
+    int64_t stride, t;
+    float gs;
+    rt_dptr sumsq, amax;
+} opt_args;
+
+/* optim.cuh's rt_adamw over the table's chunks (optim.c's scalars, the same way) */
+static void adamw_launch(rt_exec *e, const opt_table *tab, const rt_train_config *c,
+                         const opt_args *a, double lr)
+{
+    opt_table opt = *tab;
+    opt_args x = *a;
+    double max_norm = c->grad_clip;
+    float b1 = (float)c->beta1, b2 = (float)c->beta2;
+    float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
+    double bc1 = 1.0 - pow(c->beta1, (double)x.t), bc2 = 1.0 - pow(c->beta2, (double)x.t);
+    float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
+    float decay = (float)(1.0 - lr * c->weight_decay), eps = (float)c->eps;
+    rt_dptr m1 = x.state, m2 = x.state + (rt_dptr)x.stride * sizeof(float);
+    void *args[] = {&x.params, &x.pc, &x.grads, &m1, &m2, &opt.lo, &opt.chunks, &x.gs, &x.sumsq,
+                    &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps,
+                    &x.amax};   /* (the last: fp8-mixed's kernels only) */
+    rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
+}
+
+/* One block U [rows, cols] of a muon update orthogonalized into X (muon.c's
+ * orthogonalize and newton_schulz: optim.cuh's rt_muon_* and cuBLASLt's GEMMs in fp32);
+ * returns where the result is (X or Y, [m, n], transposed when tall) */
+static rt_dptr muon_block(rt_exec *e, const rt_train_config *c, rt_dptr U, int64_t rows,
+                          int64_t cols, rt_dptr work)
+{
+    int tall = rows > cols;
+    int64_t m = tall ? cols : rows, n = tall ? rows : cols, mn = m * n;
+    rt_dptr ss = work, X = work + sizeof(double), Y = X + (rt_dptr)mn * 4;
+    rt_dptr A = Y + (rt_dptr)mn * 4, B = A + (rt_dptr)(m * m) * 4;
+    void *a1[] = {&U, &X, &rows, &cols, &tall};
+    rt_cu_launch(e, "rt_muon_load", rt_cu_grid_for(e, mn), 1, 1, 256, 1, 0, a1);
+    void *a2[] = {&X, &mn, &ss};
+    rt_cu_launch(e, "rt_muon_sumsq", 1, 1, 1, 1024, 1, 0, a2);
+    float eps = (float)c->eps;
+    void *a3[] = {&X, &mn, &ss, &eps};
+    rt_cu_launch(e, "rt_muon_normalize", rt_cu_grid_for(e, mn), 1, 1, 256, 1, 0, a3);
+    int64_t steps = c->ns_steps > 0 ? c->ns_steps : 5;
+    for (int64_t s = 0; s < steps; s++) {   /* A = X X^T, B = b A + c A A, Y = a X + B X */
+        float *x = (float *)(uintptr_t)X, *y = (float *)(uintptr_t)Y;
+        float *am = (float *)(uintptr_t)A, *bm = (float *)(uintptr_t)B;
+        rt_cu_gemm(e, 0, 1, m, m, n, 1.0f, x, n, x, n, 0.0f, am, m);
+        rt_cu_copy_dd(e, B, A, (size_t)(m * m) * 4);
+        rt_cu_gemm(e, 0, 0, m, m, m, RT_MUON_NS_C, am, m, am, m, RT_MUON_NS_B, bm, m);
+        rt_cu_copy_dd(e, Y, X, (size_t)mn * 4);
+        rt_cu_gemm(e, 0, 0, m, n, m, 1.0f, bm, m, x, n, RT_MUON_NS_A, y, n);
+        rt_dptr swap = X;
+        X = Y;
+        Y = swap;
+    }
+    return X;
+}
+
+/* Muon's step of matrix pp (muon.c's muon_param): the momentum and the update into the
+ * workspace, each block orthogonalized and applied (decay and lr as the CPU's) */
+static void muon_param(rt_exec *e, const opt_table *tab, const rt_train_config *c,
+                       const rt_param *pp, const opt_args *a, double lr)
+{
+    rt_dptr g = a->grads + (rt_dptr)pp->offset * 4, p = a->params + (rt_dptr)pp->offset * 4;
+    rt_dptr buf = a->state + (rt_dptr)(pp->offset - tab->lo) * 4;
+    rt_dptr u = tab->muon_work + sizeof(double), work = u + (rt_dptr)pp->numel * 4;
+    work = (work + 7) & ~(rt_dptr)7;   /* (the norm's double) */
+    int64_t n = pp->numel, cols = pp->shape[1];
+    double max_norm = c->grad_clip;
+    float gs = a->gs, w = (float)(1.0 - c->momentum), mom = (float)c->momentum;
+    int nesterov = c->nesterov != 0;
+    rt_dptr sumsq = a->sumsq;
+    void *a1[] = {&g, &buf, &u, &n, &gs, &sumsq, &max_norm, &w, &mom, &nesterov};
+    rt_cu_launch(e, "rt_muon_momentum", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a1);
+    float decay = (float)(1.0 - lr * c->weight_decay);
+    int64_t r0 = 0;
+    for (int b = 0; b < RT_MUON_BLOCKS && pp->muon[b]; b++) {
+        int64_t rows = pp->muon[b];
+        int tall = rows > cols;
+        rt_dptr X = muon_block(e, c, u + (rt_dptr)(r0 * cols) * 4, rows, cols, work);
+        rt_dptr pb = p + (rt_dptr)(r0 * cols) * 4;
+        rt_dptr pcb = a->pc ? a->pc + (rt_dptr)(pp->offset + r0 * cols) * 2 : 0;
+        float alpha = (float)rt_muon_block_lr(c, lr, rows, cols);
+        void *a2[] = {&pb, &pcb, &X, &rows, &cols, &tall, &decay, &alpha};
+        rt_cu_launch(e, "rt_muon_apply", rt_cu_grid_for(e, rows * cols), 1, 1, 256, 1, 0, a2);
+        r0 += rows;
+    }
+}
+
 /* optim.c's opt_slice, with its scalars computed here the same way (double, then
  * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd; the
  * gradients' scale gs given, or (sumsq not 0) worked out by the kernel from the sum of
@@ -1676,17 +1799,17 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     rt_dptr pc = (opt.lo == 0 && opt.hi == m->trainable_floats) || m->gan ? rt_cu_param_copy(e) : 0;
     /* fp8-mixed: the weights' partial maxima (optim.cuh's amax), an argument there only */
     rt_dptr amax = m->fp8 ? fp8_optim_amax(e, tab, m, pc) : 0;
+    opt_args a = {params, pc, grads, state, stride, t, gs, sumsq, amax};
+    if (c->opt == RT_OPT_MUON) {   /* AdamW over the rest (rt_adamw leaves the matrices) */
+        rt_train_config aw = rt_muon_adamw(c);
+        adamw_launch(e, &opt, &aw, &a, c->aw_lr * (lr / c->lr));
+        for (int i = 0; i < m->n_params; i++)
+            if (rt_muon_takes(c, &m->params[i]))
+                muon_param(e, &opt, c, &m->params[i], &a, lr);
+        return;
+    }
     if (c->opt == RT_OPT_ADAMW) {
-        float b1 = (float)c->beta1, b2 = (float)c->beta2;
-        float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
-        double bc1 = 1.0 - pow(c->beta1, (double)t), bc2 = 1.0 - pow(c->beta2, (double)t);
-        float step_size = (float)(lr / bc1), bc2_sqrt = (float)sqrt(bc2);
-        float decay = (float)(1.0 - lr * wd), eps = (float)c->eps;
-        rt_dptr m1 = state, m2 = state + (rt_dptr)stride * sizeof(float);
-        void *args[] = {&params, &pc, &grads, &m1, &m2, &opt.lo, &opt.chunks, &gs, &sumsq,
-                        &max_norm, &decay, &b1, &b2, &a1, &a2, &step_size, &bc2_sqrt, &eps,
-                        &amax};   /* (the last: fp8-mixed's kernels only) */
-        rt_cu_launch(e, "rt_adamw", (unsigned)opt.n, 1, 1, 256, 1, 0, args);
+        adamw_launch(e, &opt, c, &a, lr);
         return;
     }
     float lrf = (float)lr, mom = (float)c->momentum;
@@ -1760,7 +1883,7 @@ void rt_cu_fp8_setup(rt_exec *e, const rt_model *m)
     f8.m = m;
     f8.n_slots = m->fp8_amax_slots;
     f8.slots = rt_cu_alloc_fixed(e, (size_t)(f8.n_slots > 0 ? f8.n_slots : 1) * 4);
-    table_setup(e, &f8.w, m, 0, m->param_floats);
+    table_setup(e, &f8.w, NULL, m, 0, m->param_floats);   /* (no flags: every chunk) */
     f8.wamax = rt_cu_alloc_fixed(e, (size_t)(f8.w.n > 0 ? f8.w.n : 1) * 4);
 }
 
@@ -1852,7 +1975,7 @@ static rt_dptr fp8_optim_amax(rt_exec *e, const opt_table *tab, const rt_model *
     rt_cu_fp8_setup(e, m);
     if (!pc || !f8.w.n)
         return 0;
-    return f8.wamax + (rt_dptr)cut_chunks(m, 0, tab->lo, NULL) * 4;
+    return f8.wamax + (rt_dptr)cut_chunks(NULL, m, 0, tab->lo, NULL) * 4;
 }
 
 /* rt_fp8_amax unless the nparts partials at part are there (a producer's), then

@@ -365,6 +365,13 @@ void rt_allreduce_sum_f64(double *x, int64_t n)
     wd_end();
 }
 
+void rt_rank_mean_f64(double *x, int64_t n)
+{
+    rt_allreduce_sum_f64(x, n);
+    for (int64_t i = 0; i < n; i++)
+        x[i] /= (double)g.world;
+}
+
 void rt_broadcast(void *buf, int64_t bytes, int root)
 {
     check_count("rt_broadcast", bytes);

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include "kernels.h"
-#include "rt_dist.h"
 
 typedef struct ce_ctx ce_ctx;
 /* One row's loss from its logits z (and its gradient into g when g is not NULL; g may
@@ -411,10 +410,10 @@ static double log1m_exp(double m, double *q)
 }
 
 /* kto's KL estimate: the mean over the call's samples of each KL text's log-probability
- * less the reference's, at least 0 (TRL's, taken without gradient), into d->kl; with
- * `ranks` > 1 (a training pass on several ranks) the mean of the ranks' means, as TRL
+ * less the reference's, at least 0 (TRL's, taken without gradient), into d->kl; in a
+ * training pass on several ranks the mean of the ranks' means (e->rank_mean_f64), as TRL
  * gathers it over its processes */
-static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples, int ranks)
+static void kto_kl(dpo_ctx *d, const rt_exec *e, const float *ref, int64_t samples)
 {
     double sum = 0.0;
     for (int64_t s = 0; s < samples; s++) {
@@ -422,9 +421,9 @@ static void kto_kl(dpo_ctx *d, const float *ref, int64_t samples, int ranks)
         pair_sums(d, ref, s, 0, lp, n, r);
         sum += lp[1] - r[1];
     }
-    double kl = sum / (double)samples / (double)ranks;
-    if (ranks > 1)
-        rt_allreduce_sum_f64(&kl, 1);
+    double kl = sum / (double)samples;
+    if (e->train && e->rank_mean_f64)
+        e->rank_mean_f64(&kl, 1);
     d->kl = fmax(kl, 0.0);
 }
 
@@ -578,7 +577,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     if (kind == RT_PREF_ORPO || sft_weight > 0)
         sft_term(&d, samples);
     if (kind == RT_PREF_KTO)
-        kto_kl(&d, ref, samples, e->train ? rt_dist_world() : 1);
+        kto_kl(&d, e, ref, samples);
     for (int64_t s = 0; s < samples; s++) {
         double lp[2], l;
         double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);

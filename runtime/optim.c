@@ -151,7 +151,7 @@ double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
 
 static int group_parts(const rt_opt_group *g)
 {
-    if (g->opt == RT_OPT_ADAMW)
+    if (g->opt == RT_OPT_ADAMW || g->opt == RT_OPT_MUON)   /* (muon's: its AdamW's) */
         return 2;
     return g->momentum > 0 ? 1 : 0;
 }
@@ -264,21 +264,32 @@ void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_mod
     if (hi > m->trainable_floats)   /* (train.freeze's parameters lie after, untouched) */
         rt_die("optimizer: range [%lld, %lld) past the trained parameters' %lld floats",
                (long long)lo, (long long)hi, (long long)m->trainable_floats);
+    if (c->opt == RT_OPT_MUON) {   /* (muon.c: its matrices whole, AdamW the rest) */
+        rt_muon_step(pool, c, m, lo, hi, params, grads, state, stride, t, lr, gscale, clip);
+        return;
+    }
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
         int64_t k0, k1;
-        if (!clip_param(pp, lo, hi, &k0, &k1))
-            continue;
-        int64_t at = pp->offset + k0 - lo;   /* in the range's own arrays */
-        opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};
-        if (c->opt == RT_OPT_ADAMW) {
-            j.m1 = state + at;
-            j.m2 = state + stride + at;
-        } else if (c->momentum > 0) {
-            j.m1 = state + at;
-        }
-        rt_pool_run(pool, k1 - k0, 8192, opt_slice, &j);
+        if (clip_param(pp, lo, hi, &k0, &k1))
+            rt_optim_param(pool, c, pp, lo, k0, k1, params, grads, state, stride, t, lr, gscale,
+                           clip);
     }
+}
+
+void rt_optim_param(rt_pool *pool, const rt_train_config *c, const rt_param *pp, int64_t lo,
+                    int64_t k0, int64_t k1, float *params, const float *grads, float *state,
+                    int64_t stride, int64_t t, double lr, float gscale, int clip)
+{
+    int64_t at = pp->offset + k0 - lo;   /* in the range's own arrays */
+    opt_job j = {c, pp, params + pp->offset + k0, NULL, NULL, grads + at, t, lr, gscale, clip};
+    if (c->opt == RT_OPT_ADAMW) {
+        j.m1 = state + at;
+        j.m2 = state + stride + at;
+    } else if (c->momentum > 0) {
+        j.m1 = state + at;
+    }
+    rt_pool_run(pool, k1 - k0, 8192, opt_slice, &j);
 }
 
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,

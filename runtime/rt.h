@@ -234,7 +234,10 @@ typedef struct rt_gpu_calls {
 
 /* ---- the training configuration (docs/spec.md, The training) ---------------------- */
 
-enum { RT_OPT_SGD, RT_OPT_ADAMW };
+/* RT_OPT_MUON: Muon (torch.optim.Muon) on the hidden layers' matrices (rt_param.muon),
+ * AdamW with optimizer.adamw's keys on the other parameters (runtime/muon.c) */
+enum { RT_OPT_SGD, RT_OPT_ADAMW, RT_OPT_MUON };
+enum { RT_MUON_ADJUST_ORIGINAL, RT_MUON_ADJUST_MATCH_RMS_ADAMW };
 enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR };
 enum { RT_MON_VAL_LOSS, RT_MON_VAL_ACC, RT_MON_LOSS };
 enum { RT_MODE_MIN, RT_MODE_MAX };
@@ -261,6 +264,10 @@ typedef struct rt_train_config {
     int opt;                   /* RT_OPT_* */
     double lr, beta1, beta2, eps, weight_decay, momentum;
     int nesterov;
+    int64_t ns_steps;          /* muon: Newton-Schulz iterations; -1 = null (5) */
+    int muon_adjust;           /* muon: RT_MUON_ADJUST_* (its lr a matrix's shape scales) */
+    int has_adamw;             /* muon: optimizer.adamw given (else its defaults), */
+    double aw_lr, aw_beta1, aw_beta2, aw_eps, aw_weight_decay;   /* AdamW's for the rest */
     int has_opt_d;             /* optimizer_d given (a GAN's discriminator) */
     int d_opt;                 /* its fields, as the ones above (rt_opt_of) */
     double d_lr, d_beta1, d_beta2, d_eps, d_weight_decay, d_momentum;

@@ -40,6 +40,7 @@ _Noreturn void rt_dist_abort(int code);
 /* Blocking collectives, in place where the name says so. */
 void rt_allreduce_sum_f32(float *x, int64_t n);
 void rt_allreduce_sum_f64(double *x, int64_t n);   /* metrics: loss sums, counts */
+void rt_rank_mean_f64(double *x, int64_t n);       /* x's mean over the ranks, in place */
 void rt_broadcast(void *buf, int64_t bytes, int root);
 void rt_barrier(void);
 /* Every rank waits here while rank 0 works alone (writes a checkpoint, the best or the

@@ -14,7 +14,8 @@ double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
  * g[k - lo] holding element k (gaps between tensors are skipped); summed in the same
  * blocks as rt_grad_norm, which is sqrt of it over [0, trainable_floats). */
 double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g);
-/* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; else 0),
+/* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; Muon: its
+ * AdamW's 2, a Muon matrix's momentum buffer in the first; else 0),
  * each laid out like the parameter region; floats of it for the whole region. */
 int rt_optim_state_parts(const rt_train_config *c);
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
@@ -35,6 +36,25 @@ void rt_optim_step_range(rt_pool *pool, const rt_train_config *c, const rt_model
 void rt_optim_step_strided(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
                            int64_t hi, float *params, const float *grads, float *state,
                            int64_t stride, int64_t t, double lr, float gscale, int clip);
+/* Elements [k0, k1) of parameter pp by c's rules (SGD or AdamW), the range's arrays
+ * starting at element lo of the region (rt_optim_step_strided's, for one tensor) */
+void rt_optim_param(rt_pool *pool, const rt_train_config *c, const rt_param *pp, int64_t lo,
+                    int64_t k0, int64_t k1, float *params, const float *grads, float *state,
+                    int64_t stride, int64_t t, double lr, float gscale, int clip);
+/* muon.c: optimizer.type muon's step over [lo, hi) (whole matrices: ddp's range), as
+ * rt_optim_step_strided's; whether it updates p as a Muon matrix; the config of the AdamW
+ * that updates the rest (optimizer.adamw's keys, lr the unscheduled one) */
+void rt_muon_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
+                  int64_t hi, float *params, const float *grads, float *state, int64_t stride,
+                  int64_t t, double lr, float gscale, int clip);
+int rt_muon_takes(const rt_train_config *c, const rt_param *p);   /* (c NULL: no) */
+/* the learning rate of a block [rows, cols] of a Muon matrix: torch's adjust_lr_fn */
+double rt_muon_block_lr(const rt_train_config *c, double lr, int64_t rows, int64_t cols);
+/* torch.optim.Muon's quintic Newton-Schulz coefficients */
+#define RT_MUON_NS_A 3.4445f
+#define RT_MUON_NS_B (-4.7750f)
+#define RT_MUON_NS_C 2.0315f
+rt_train_config rt_muon_adamw(const rt_train_config *c);
 /* c with the optimizer fields of network d (0: optimizer; 1: a GAN discriminator's,
  * optimizer_d when given): the config a network's update runs with. */
 void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out);

@@ -36,6 +36,7 @@ int rt_main(const rt_model *m, int argc, char **argv)
     /* dropout: rank r draws the masks of rows r, r + N, ... of the batch one rank of N x B
      * rows would have (rt_drop_index), not every rank the same ones */
     r->e.rng_part = r->world > 1 ? (uint64_t)r->world << 32 | (uint64_t)r->rank : 0;
+    r->e.rank_mean_f64 = r->world > 1 ? rt_rank_mean_f64 : NULL;
 
     rt_opts_parse(m, argc, argv, &r->o);
     if (r->o.sample)

@@ -133,6 +133,9 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
         !rt_has_acc(m))
         rt_input_error("$.train.early_stopping.monitor: early_stopping.monitor val_acc needs a cross_entropy "
                        "or dpo loss (this model's is mse); monitor val_loss or loss");
+    if (m->gan && c->opt == RT_OPT_MUON)
+        rt_input_error("$.train.optimizer.type: a GAN's optimizers are adamw or sgd (muon does "
+                       "not train two networks yet)");
     if (o->device >= 0)
         c->device = o->device;
     check_budget(m, c);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 23
+#define RT_ABI_VERSION 24
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -21,6 +21,7 @@ enum { RT_U8, RT_U16, RT_I32, RT_F32, RT_I64 };          /* input dtypes; RT_I64
  * GPU that has FP8 tensor cores (rt_gemm_fp8 and its variants) */
 enum { RT_PREC_FP32, RT_PREC_BF16, RT_PREC_FP16, RT_PREC_FP8 };
 enum { RT_INIT_UNIFORM, RT_INIT_NORMAL, RT_INIT_CONST };  /* parameter init */
+#define RT_MUON_BLOCKS 4   /* rt_param.muon's blocks: attention's q, k, v at most */
 enum { RT_LOSS_CROSS_ENTROPY, RT_LOSS_MSE, RT_LOSS_GAN_BCE, RT_LOSS_GAN_HINGE, RT_LOSS_DPO };
 /* A GAN's loss terms on the discriminator's logits z (rt_gan_loss): BCEWithLogitsLoss
  * against 1 and 0, hinge's relu(1 - z), relu(1 + z), and the generator's -z */
@@ -41,6 +42,10 @@ typedef struct rt_param {
                                   not computed (or not read) */
     int lora;                  /* a train.lora adapter: --init may leave it out (it keeps
                                   its initial value) */
+    int64_t muon[RT_MUON_BLOCKS]; /* a hidden layer's weight [rows, cols], which optimizer
+                                  type muon updates (runtime/muon.c): the rows of each block
+                                  it orthogonalizes alone, in order, 0 after the last; all 0:
+                                  the optimizer's adamw group updates it */
 } rt_param;
 
 /* One model input as stored in the data files: per-sample shape and dtype. */
@@ -112,6 +117,10 @@ typedef struct rt_exec {
     int64_t kv_seq, kv_T;
     const int32_t *place;
     const int32_t *dplace;
+    /* on several ranks: replaces x[0, n) by its mean over them (the runtime's
+     * rt_rank_mean_f64: a collective, every rank calls it alike); NULL on one. A training
+     * pass's kto loss averages its KL estimate so (runtime/losses.c) */
+    void (*rank_mean_f64)(double *x, int64_t n);
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);

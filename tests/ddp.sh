@@ -3,7 +3,8 @@
 # step (shuffle off: DistributedSampler's rank r takes samples r, r+2, ..., so the two
 # ranks' batches together are the one rank's batch), for the MLP and gpt_char (also
 # with parameters frozen, under DDP, ZeRO-1 and ZeRO-2;
-# with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; a chunked
+# with attention's Llama-family options, under DDP, ZeRO-1 and ZeRO-2; the MLP trained
+# by optimizer muon; a chunked
 # untied language-model head under the three; the loss's ignore_index; and an MLP with
 # dropout, shuffled: each rank draws the one rank's masks of its rows), with one
 # gradient bucket and with many (overlapped with backward); only rank 0 writes.
@@ -43,6 +44,13 @@ for spec in mlp_fashion gpt_char; do
     cmp "$d/$spec.2/model.safetensors" "$d/$spec.2b/model.safetensors"
     echo "ok   $spec: 2 ranks x $B = 1 rank x $((2 * B)); 1 bucket = many buckets"
 done
+
+# optimizer.type muon: each rank orthogonalizes the summed gradient's matrices, whole
+M=("${S[@]}" --set optimizer.type=muon --set optimizer.lr=0.02)
+"$d/mlp_fashion" --out "$d/muon.1" "${M[@]}" --set batch_size=32
+"${MPIRUN[@]}" "$d/mlp_fashion" --out "$d/muon.2" "${M[@]}" --set batch_size=16
+compare "$d/muon.1" "$d/muon.2"
+echo "ok   mlp_fashion, optimizer muon: 2 ranks x 16 = 1 rank x 32"
 
 # train.freeze: gpt_char's embeddings, first block and a layernorm weight frozen (laid out
 # after the trained parameters: no gradient, no optimizer state, not summed; the

@@ -304,8 +304,8 @@ echo "ok   u8 ids and u16 targets on the GPU vs i32 on the CPU: $r"
 # mixed trainer gives the fp32 trainer's bits; --resume continues bit-identically (the
 # copy is rebuilt from the checkpoint's fp32 weights); the start record names the
 # precision; it is compiled in, so --set precision=fp32 on the GPU is refused (exit 1).
-close16() {
-    "$PY" - "$1" "$2" "$3" <<'PY'
+close16() {   # close16 CPU_RUN GPU_RUN PRECISION [FINAL_TOL (2e-2)]
+    "$PY" - "$1" "$2" "$3" "${4:-2e-2}" <<'PY'
 import json, sys
 def recs(run):
     return [json.loads(l) for l in open(run + "/metrics.jsonl")]
@@ -321,7 +321,7 @@ k = max(1, len(la) // 10)
 fa, fb = sum(la[-k:]) / k, sum(lb[-k:]) / k
 first, last = abs(la[0] - lb[0]) / la[0], abs(fa - fb) / fa
 assert first <= 1e-3, "first loss %g (cpu) vs %g (bf16): %.3g relative" % (la[0], lb[0], first)
-assert last <= 2e-2, "final loss %g (cpu) vs %g (bf16): %.3g relative" % (fa, fb, last)
+assert last <= float(sys.argv[4]), "final loss %g (cpu) vs %g (bf16): %.3g relative" % (fa, fb, last)
 print("first loss within %.1e, final (mean of the last %d of %d steps) within %.1e of fp32" %
       (first, k, len(la), last))
 PY
@@ -358,6 +358,18 @@ fbuild "$t.json" --set precision=bf16-mixed -o "$t.bf16" 2>"$t.bf16.build.log"
 gpu "$t.bf16" --device cuda "${O[@]}" --out "$t.bf16.gpu" 2>"$t.bf16.gpu.log"
 r=$(close16 "$t.cpu" "$t.bf16.gpu" bf16-mixed)
 echo "ok   llama_tiny bf16-mixed on the GPU against fp32 on the CPU: $r"
+# optimizer muon (rt_adamw leaving its matrices: each one's momentum, Newton-Schulz
+# iterations by cuBLASLt in fp32 and update; in bf16-mixed their 16-bit copy rewritten):
+# fp32 on the GPU against the CPU, bf16-mixed against the CPU's fp32 within 2e-4 at the
+# end (2.9e-5; the copy left stale: 1.2e-3, fails)
+M=("${O[@]}" --set max_steps=6 --set optimizer.type=muon --set optimizer.lr=0.02)
+gpu "$t.none" --device cuda "${M[@]}" --out "$t.muon.gpu" 2>"$t.muon.gpu.log"
+"$t.none" --device cpu "${M[@]}" --out "$t.muon.cpu" 2>"$t.muon.cpu.log"
+r=$(compare close "$t.muon.cpu" "$t.muon.gpu" $TOL)
+echo "ok   llama_tiny, optimizer muon: --device cuda vs cpu: $r"
+gpu "$t.bf16" --device cuda "${M[@]}" --out "$t.muon.bf16.gpu" 2>"$t.muon.bf16.gpu.log"
+r=$(close16 "$t.muon.cpu" "$t.muon.bf16.gpu" bf16-mixed 2e-4)
+echo "ok   llama_tiny, optimizer muon, bf16-mixed on the GPU against fp32 on the CPU: $r"
 # the same with Gemma 3 1B's heads (four 256 wide over one key/value head, qk_norm, a
 # scale of their own) and Gemma 2's soft-capped scores (the CAP kernels):
 # bf16-mixed on the GPU (the tensor-core kernels alone take such heads) against fp32

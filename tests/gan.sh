@@ -116,14 +116,17 @@ refuse() {  # name, what the message must say, trainer or spec arguments...
 refuse val "a GAN has no validation" "$TRAINC" check "$d/tiny.json" --set data.val.x="$d/x.npy"
 refuse es "early_stopping" "$TRAINC" check "$d/tiny.json" --set early_stopping.patience=2
 refuse zero "ddp strategy" "$TRAINC" check "$d/tiny.json" --set distributed.strategy=zero1
+refuse muon "optimizers are adamw or sgd" "$TRAINC" check "$d/tiny.json" --set optimizer.type=muon
+refuse muon_t "optimizers are adamw or sgd" "$d/t" --out "$d/mu" "${q[@]}" --set optimizer.type=muon
 refuse lrfind "a GAN has two" "$d/t" --out "$d/lf" "${q[@]}" --lr-find
 refuse num_samples "a GAN's --sample N draws N samples" "$d/t" --out "$d/ns" "${q[@]}" --sample 4 --num-samples 2
 refuse export "no Hugging Face architecture" "$TRAINC" export hf "$d/tiny.json" --weights \
     "$d/a/model.safetensors" -o "$d/hf"
 sed 's/"gan": {/"layers": [{"op": "flatten"}], "gan": {/' "$d/tiny.json" >"$d/both.json"
 refuse both 'a model with "gan" has no "layers"' "$TRAINC" check "$d/both.json"
-[ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] || { echo "FAIL export wrote $d/hf or --num-samples $d/ns"; exit 1; }
-echo "ok   refused: data.val, early_stopping, zero1, --lr-find, --num-samples, layers beside gan, export hf"
+[ ! -e "$d/hf" ] && [ ! -e "$d/ns" ] && [ ! -e "$d/mu" ] ||
+    { echo "FAIL export wrote $d/hf, --num-samples $d/ns or muon $d/mu"; exit 1; }
+echo "ok   refused: data.val, early_stopping, zero1, optimizer muon (spec and trainer), --lr-find, --num-samples, layers beside gan, export hf"
 
 # recomputation (compiler/recompute.c): each policy replays layers of both networks in
 # their backward phases (G's too, in G's backward after D's update) and ends with run

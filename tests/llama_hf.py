@@ -33,6 +33,7 @@ and shared_expert_gate rows), 40 steps as above.
 
     $HF_PYTHON tests/llama_hf.py [--oracle-only]
 """
+import json
 import os
 import sys
 
@@ -264,6 +265,32 @@ def oracle(x, y):
     return ok
 
 
+# optimizer.type muon (tests/llama_torch.py's Muon reference, torch.optim.Muon's update):
+# its keys off their defaults, the adamw group's too; then the other lr adjustment,
+# without Nesterov, fewer iterations
+MUON = [("muon", {"type": "muon", "lr": 0.02, "momentum": 0.9, "weight_decay": 0.05,
+                  "adamw": {"lr": 3e-3, "betas": [0.9, 0.95], "weight_decay": 0.1}}),
+        ("muon_rms", {"type": "muon", "lr": 2e-3, "nesterov": False, "ns_steps": 3,
+                      "adjust_lr": "match_rms_adamw"})]
+
+
+def muon(x, y):
+    """trainc's muon against the reference over HF's Llama: q, k, v, o and the MLP's
+    three projections Muon's, the embedding, norms and head AdamW's"""
+    ok = True
+    for name, o in MUON:
+        m = hf_model()
+        sp = spec()
+        sp["train"]["optimizer"] = o
+        ours = lt.run_trainc(sp, trainc_weights(m, False, False), OUT + "_" + name)
+        theirs = lt.train_torch(lambda xb: m(input_ids=xb).logits, list(m.parameters()),
+                                sp["train"], x, y, V,
+                                opts=lt.muon_optimizers(dict(m.named_parameters()), o))
+        ok &= lt.compare("trainc vs HF LlamaForCausalLM, optimizer %s" % json.dumps(o), ours,
+                         theirs, 1e-4)
+    return ok
+
+
 def main():
     print("transformers %s, torch %s" % (transformers.__version__, torch.__version__))
     x, y = lt.token_windows(T, STEPS * B)
@@ -275,6 +302,7 @@ def main():
     w = trainc_weights(m, False, False)
     ours = lt.run_trainc(sp, w, OUT)
     ok &= lt.compare("trainc vs HF LlamaForCausalLM", ours, hf_losses(m, sp, x, y), 1e-4)
+    ok &= muon(x, y)
     m = mixtral_model()
     sp = moe_spec()
     ours = lt.run_trainc(sp, mixtral_weights(m), OUT + "_moe")

@@ -350,18 +350,79 @@ def train_spec(steps, B, lr=1e-3, warmup=5):
             "grad_clip": 1.0, "loader": {"shuffle": False}, "log_every": 1, "seed": 1}
 
 
-def train_torch(forward, params, tr, x, y, vocab, ls=0.0):
+def zeropower(u, eps, steps):
+    """torch.optim.Muon's Newton-Schulz orthogonalization of a matrix, in fp32 (torch's
+    runs in bf16): transposed when it has more rows than columns"""
+    a, b, c = 3.4445, -4.7750, 2.0315
+    tall = u.shape[0] > u.shape[1]
+    X = u.T if tall else u
+    X = X / X.norm().clamp(min=eps)
+    for _ in range(steps):
+        A = X @ X.T
+        X = torch.addmm(X, torch.addmm(A, A, A, beta=b, alpha=c), X, beta=a)
+    return X.T if tall else X
+
+
+class Muon(torch.optim.Optimizer):
+    """torch.optim.Muon (PyTorch 2.9) written from its source, for 2-D parameters: the
+    momentum buffer lerped toward the gradient, Nesterov's look-ahead, the update
+    orthogonalized (zeropower), lr scaled by the shape (adjust "original": sqrt(max(1,
+    rows / cols)); "match_rms_adamw": 0.2 sqrt(max(rows, cols))), decoupled decay"""
+
+    def __init__(self, params, lr, weight_decay, momentum, nesterov, eps, ns_steps, adjust):
+        super().__init__(params, dict(lr=lr, weight_decay=weight_decay, momentum=momentum,
+                                      nesterov=nesterov, eps=eps, ns_steps=ns_steps,
+                                      adjust=adjust))
+
+    @torch.no_grad()
+    def step(self):
+        for g in self.param_groups:
+            for p in g["params"]:
+                buf = self.state[p].setdefault("buf", torch.zeros_like(p))
+                buf.lerp_(p.grad, 1 - g["momentum"])
+                u = p.grad.lerp(buf, g["momentum"]) if g["nesterov"] else buf
+                u = zeropower(u, g["eps"], g["ns_steps"])
+                rows, cols = p.shape
+                ratio = (math.sqrt(max(1, rows / cols)) if g["adjust"] == "original"
+                         else 0.2 * math.sqrt(max(rows, cols)))
+                p.mul_(1 - g["lr"] * g["weight_decay"])
+                p.add_(u, alpha=-g["lr"] * ratio)
+
+
+def muon_optimizers(named, o):
+    """Muon (optimizer o's keys, torch's defaults) for the 2-D parameters named in
+    `named` ({name: tensor}) whose names end in a hidden projection's, AdamW
+    (o["adamw"]'s keys, AdamW's defaults) for the rest"""
+    hidden = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight",
+              "gate_proj.weight", "up_proj.weight", "down_proj.weight")
+    mu = [p for n, p in named.items() if n.endswith(hidden)]
+    rest = [p for n, p in named.items() if not n.endswith(hidden)]
+    aw = o.get("adamw", {})
+    wd = aw.get("weight_decay", 0.01)
+    return [Muon(mu, o["lr"], o.get("weight_decay", 0.1), o.get("momentum", 0.95),
+                 o.get("nesterov", True), o.get("eps", 1e-7), o.get("ns_steps", 5),
+                 o.get("adjust_lr", "original")),
+            torch.optim.AdamW([{"params": [p for p in rest if p.dim() >= 2], "weight_decay": wd},
+                               {"params": [p for p in rest if p.dim() < 2], "weight_decay": 0.0}],
+                              lr=aw.get("lr", 1e-3), betas=tuple(aw.get("betas", (0.9, 0.999))),
+                              eps=aw.get("eps", 1e-8), foreach=False)]
+
+
+def train_torch(forward, params, tr, x, y, vocab, ls=0.0, opts=None):
     """Trains `params` (a list of tensors, each once) with forward(x) -> logits (or
     (logits, a loss term added to the cross-entropy)) as trainc trains by tr (its
     `accumulate` micro-batches a step, each one's mean loss over its targets not -100,
-    F.cross_entropy's ignore_index, weighing 1 / accumulate; label smoothing ls);
-    returns each step's loss (computed before the update: the micro-batches' mean)."""
+    F.cross_entropy's ignore_index, weighing 1 / accumulate; label smoothing ls), by
+    AdamW or the optimizers `opts` (each scheduled alike); returns each step's loss
+    (computed before the update: the micro-batches' mean)."""
     params = [p.requires_grad_() for p in params]
     o, sc = tr["optimizer"], tr["schedule"]
-    opt = torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
-                              "weight_decay": o["weight_decay"]},
-                             {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}],
-                            lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"], foreach=False)
+    opts = opts or [torch.optim.AdamW([{"params": [p for p in params if p.dim() >= 2],
+                                        "weight_decay": o["weight_decay"]},
+                                       {"params": [p for p in params if p.dim() < 2],
+                                        "weight_decay": 0.0}],
+                                      lr=o["lr"], betas=tuple(o["betas"]), eps=o["eps"],
+                                      foreach=False)]
     steps, B, warm, final = tr["max_steps"], tr["batch_size"], sc["warmup_steps"], sc["final_lr_frac"]
 
     def lam(step):
@@ -369,10 +430,11 @@ def train_torch(forward, params, tr, x, y, vocab, ls=0.0):
             return (step + 1) / warm
         prog = min(max((step - warm) / max(steps - warm, 1), 0.0), 1.0)
         return final + (1 - final) * 0.5 * (1 + math.cos(math.pi * prog))
-    sched = torch.optim.lr_scheduler.LambdaLR(opt, lam)
+    scheds = [torch.optim.lr_scheduler.LambdaLR(opt, lam) for opt in opts]
     losses, k = [], tr.get("accumulate", 1)
     for step in range(steps):
-        opt.zero_grad()
+        for opt in opts:
+            opt.zero_grad()
         total = 0.0
         for j in range(k):
             at = (step * k + j) * B
@@ -384,8 +446,9 @@ def train_torch(forward, params, tr, x, y, vocab, ls=0.0):
             (loss / k if k > 1 else loss).backward()
             total += loss.item()
         torch.nn.utils.clip_grad_norm_(params, tr["grad_clip"])
-        opt.step()
-        sched.step()
+        for opt, sched in zip(opts, scheds):
+            opt.step()
+            sched.step()
         losses.append(total / k)
     return losses
 

@@ -166,6 +166,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     int bi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST;
     double ba = init.kind == INIT_DEFAULT ? bound : 0.0;
     n1->w = add_param(g, qp, "weight", 2, w1, wi, init.kind == INIT_DEFAULT ? bound : init_std(c, init, 0), l->path);
+    memcpy(n1->w->muon, (int64_t[]){dc, KV * hd, KV * hd}, 3 * sizeof(int64_t));   /* (Muon's) */
     if (l->bias && !l->bias_proj)
         n1->b = add_param(g, qp, "bias", 1, &w1[0], bi, ba, l->path);
     qkv = lora_adapt(c, a, n1);
@@ -197,6 +198,7 @@ static void build_attention(GraphCtx *c, const LayerArgs *a)
     Node *n3 = layer_node(c, a, N_LINEAR, y, o);
     n3->w = add_param(g, pp, "weight", 2, w2, wi,
                       init.kind == INIT_DEFAULT ? bound2 : init_std(c, init, c->resid_out), l->path);
+    n3->w->muon[0] = d;
     if (l->bias && !l->bias_qkv)
         n3->b = add_param(g, pp, "bias", 1, &w2[0], bi, init.kind == INIT_DEFAULT ? bound2 : 0.0,
                           l->path);

@@ -6,6 +6,20 @@
  * column, whose sigmoid scales the row's outputs. */
 #include "op.h"
 
+/* The linear layer whose output x is (its weight one Muon block): its halves are two
+ * (HF's gate_proj and up_proj, which Muon orthogonalizes apart) */
+static void split_muon(Graph *g, const Tensor *x)
+{
+    for (int i = 0; i < g->n_nodes; i++) {
+        Param *w = g->nodes[i]->w;
+        if (g->nodes[i]->kind == N_LINEAR && g->nodes[i]->out == x && w && w->muon[0] &&
+            !w->muon[1] && w->muon[0] % 2 == 0) {
+            w->muon[0] /= 2;
+            w->muon[1] = w->muon[0];
+        }
+    }
+}
+
 /* [..., 2h (+ 1 gated)] -> [..., h] */
 static Tensor *glu_node(GraphCtx *c, const LayerArgs *a, Tensor *x, int gated)
 {
@@ -27,6 +41,8 @@ static Tensor *glu_node(GraphCtx *c, const LayerArgs *a, Tensor *x, int gated)
     Node *nd = layer_node(c, a, N_GLU, x, y);
     nd->act = l->glu_act;
     nd->gated = gated;
+    if (!gated)
+        split_muon(c->g, x);
     /* per output element: the activation and the product; backward: the activation's
      * derivative and three products (the gate: one more product each way) */
     add_flops(c, nd, l->path, (2.0 + gated) * y->numel, (5.0 + 2 * gated) * y->numel, 0);

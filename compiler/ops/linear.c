@@ -57,6 +57,9 @@ static void build_linear(GraphCtx *c, const LayerArgs *a)
     int wi = init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_NORMAL;
     double wa = init.kind == INIT_DEFAULT ? bound : std;
     nd->w = tied ? tied : add_param(g, pfx, "weight", 2, ws, wi, wa, l->path);
+    /* (Muon's: a hidden layer's matrix, one block; set once: a shared one may be split) */
+    if (!tied && l != spec_head(c->s) && !nd->w->muon[0])
+        nd->w->muon[0] = out;
     if (l->bias)
         nd->b = add_param(g, pfx, "bias", 1, &ws[0],
                           init.kind == INIT_DEFAULT ? RT_INIT_UNIFORM : RT_INIT_CONST,

@@ -12,9 +12,7 @@
 #include <string.h>
 #include "op.h"
 
-/* The model's head, which lora leaves to lora.train: its last linear layer outside any
- * container (a soft-cap's scale and tanh may follow it) */
-static const Layer *head(const Spec *s)
+const Layer *spec_head(const Spec *s)
 {
     for (int i = s->n_layers - 1; i >= 0; i--)
         if (s->layers[i]->op == OP_LINEAR)
@@ -28,12 +26,12 @@ static int targeted(GraphCtx *c, const LayerArgs *a, Param *w)
     const rt_train_config *t = &c->s->train;
     if (!t->has_lora || w->rank != 2 || c->g->share_params)
         return 0;
-    if (a->l != head(c->s))
+    if (a->l != spec_head(c->s))
         w->lora = 3;           /* (one lora could adapt: lora_freeze's suggestions) */
     if (!t->lora_targets[0])   /* every linear and projection but the head */
-        return a->l != head(c->s);
+        return a->l != spec_head(c->s);
     int hit = matches_any(t->lora_targets, w->name);
-    if (hit && a->l == head(c->s))
+    if (hit && a->l == spec_head(c->s))
         error_at(c->s->train_file, "$.train.lora.targets", "'%s' is the model's head (its "
                  "last linear layer): lora does not adapt it; train it whole with lora.train",
                  w->name);

@@ -108,6 +108,9 @@ Tensor *build_gated_glu(GraphCtx *c, const LayerArgs *a, Tensor *x);
  * matching a parameter `want` accepts (NULL: any), else an error at `at` naming the
  * nearest name ("'x' matches no WHAT; did you mean ...") */
 int matches_any(const char *patterns, const char *name);
+/* ops/lora.c: the model's head, its last linear layer outside any container (a soft-cap's
+ * scale and tanh may follow it): lora leaves it to lora.train, Muon to AdamW */
+const Layer *spec_head(const Spec *s);
 void check_patterns(const Graph *g, const char *at, const char *patterns,
                     int (*want)(const Param *), const char *what);
 /* ops/lora.c: train.lora's adapter on a linear node of the layer being built (its

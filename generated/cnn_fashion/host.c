@@ -254,7 +254,7 @@ static const rt_param params[] = {
     {"0.bias", 1, {16}, 16, 144, RT_INIT_UNIFORM, 0.333333343f},
     {"3.weight", 4, {32, 16, 3, 3}, 4608, 160, RT_INIT_UNIFORM, 0.0833333358f},
     {"3.bias", 1, {32}, 32, 4768, RT_INIT_UNIFORM, 0.0833333358f},
-    {"7.weight", 2, {128, 1568}, 200704, 4800, RT_INIT_UNIFORM, 0.0252538137f},
+    {"7.weight", 2, {128, 1568}, 200704, 4800, RT_INIT_UNIFORM, 0.0252538137f, .muon = {128}},
     {"7.bias", 1, {128}, 128, 205504, RT_INIT_UNIFORM, 0.0252538137f},
     {"9.weight", 2, {10, 128}, 1280, 205632, RT_INIT_UNIFORM, 0.0883883461f},
     {"9.bias", 1, {10}, 10, 206912, RT_INIT_UNIFORM, 0.0883883461f},

@@ -163,9 +163,9 @@ static void evaluate(rt_exec *e)
 /* name, rank, shape, numel, offset (floats into the parameter region), init,
  * init_a (the uniform bound, the normal std or the constant) */
 static const rt_param params[] = {
-    {"1.weight", 2, {256, 784}, 200704, 0, RT_INIT_UNIFORM, 0.0357142873f},
+    {"1.weight", 2, {256, 784}, 200704, 0, RT_INIT_UNIFORM, 0.0357142873f, .muon = {256}},
     {"1.bias", 1, {256}, 256, 200704, RT_INIT_UNIFORM, 0.0357142873f},
-    {"3.weight", 2, {256, 256}, 65536, 200960, RT_INIT_UNIFORM, 0.0625f},
+    {"3.weight", 2, {256, 256}, 65536, 200960, RT_INIT_UNIFORM, 0.0625f, .muon = {256}},
     {"3.bias", 1, {256}, 256, 266496, RT_INIT_UNIFORM, 0.0625f},
     {"5.weight", 2, {10, 256}, 2560, 266752, RT_INIT_UNIFORM, 0.0625f},
     {"5.bias", 1, {10}, 10, 269312, RT_INIT_UNIFORM, 0.0625f},

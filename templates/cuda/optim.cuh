@@ -14,9 +14,12 @@
 struct rt_opt_chunk {
     int64_t off;               /* first element, from the start of the parameter region */
     int len;                   /* elements, <= RT_OPT_CHUNK */
-    int flags;                 /* RT_OPT_DECAY: weight decay applies (tensors of rank >= 2) */
+    int flags;                 /* RT_OPT_DECAY: weight decay applies (tensors of rank >= 2);
+                                  RT_OPT_MUON: a matrix optimizer muon updates (rt_muon_*),
+                                  which rt_adamw leaves */
 };
 #define RT_OPT_DECAY 1
+#define RT_OPT_MUON 2
 
 /* fp8-mixed (RT_FP8): rt_adamw and rt_sgd take one more argument, amax (NULL: none),
  * where block b stores the absolute maximum of chunk b's 16-bit copy as written:
@@ -86,6 +89,8 @@ rt_adamw(float *p, act_t *pc, const float *g, float *m, float *v, int64_t slo,
          RT_FP8_AMAX_ARG)
 {
     rt_opt_chunk ck = chunks[blockIdx.x];
+    if (ck.flags & RT_OPT_MUON)
+        return;
     RT_FP8_AMAX_INIT();
     if (sumsq)
         gs = rt_clip_scale(*sumsq, max_norm);
@@ -203,4 +208,87 @@ rt_sum_f64(const double *part, int64_t n, double *out)
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
         *out = s;
+}
+
+/* ---- optimizer muon's matrices (twins of runtime/muon.c; cuda_ops.c's muon_param runs
+ * them, the Newton-Schulz iteration's GEMMs by cuBLASLt in fp32) ---- */
+
+/* torch's lerp: self + w (end - self), or for w >= 0.5 end - (end - self)(1 - w) (a - b
+ * as a + -b: the same float) */
+__device__ __forceinline__ float rt_lerp(float self, float end, float w)
+{
+    float d = __fadd_rn(end, -self);
+    return w < 0.5f ? __fadd_rn(self, __fmul_rn(w, d))
+                    : __fadd_rn(end, -__fmul_rn(d, __fadd_rn(1.0f, -w)));
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   buf = lerp(buf, g', w), u = nesterov ? lerp(g', buf, mom) : buf, g' = g * gs (gs from
+ *   sumsq as rt_adamw's), w = 1 - mom rounded on the host */
+extern "C" __global__ void __launch_bounds__(256)
+rt_muon_momentum(const float *g, float *buf, float *u, int64_t n, float gs, const double *sumsq,
+                 double max_norm, float w, float mom, int nesterov)
+{
+    if (sumsq)
+        gs = rt_clip_scale(*sumsq, max_norm);
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float gk = __fmul_rn(g[i], gs), b = rt_lerp(buf[i], gk, w);
+        buf[i] = b;
+        u[i] = nesterov ? rt_lerp(gk, b, mom) : b;
+    }
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   X [m, n] = the block U [rows, cols], transposed when tall (rows > cols: m = cols) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_muon_load(const float *U, float *X, int64_t rows, int64_t cols, int tall)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols, c = i % cols;
+        X[tall ? c * rows + r : i] = U[i];
+    }
+}
+
+/* Launch: 1 block of 1024 threads.
+ *   *ss = sum of X[0, n)^2 in double (each thread a strided share, then rt_block_sum) */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_muon_sumsq(const float *X, int64_t n, double *ss)
+{
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += (double)X[i] * (double)X[i];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        *ss = s;
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   X /= max(|X|_F, eps), |X|_F = sqrt(*ss) rounded to float */
+extern "C" __global__ void __launch_bounds__(256)
+rt_muon_normalize(float *X, int64_t n, const double *ss, float eps)
+{
+    float norm = (float)sqrt(*ss), d = norm > eps ? norm : eps;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        X[i] = __fdiv_rn(X[i], d);
+}
+
+/* Launch: grid-stride, 256 threads.
+ *   the block's rows of p: p = p * decay - alpha X' (X' = X [m, n] back in the block's
+ *   layout); pc (bf16-mixed: the GEMMs' copy) rewritten */
+extern "C" __global__ void __launch_bounds__(256)
+rt_muon_apply(float *p, act_t *pc, const float *X, int64_t rows, int64_t cols, int tall,
+              float decay, float alpha)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < rows * cols;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        int64_t r = i / cols, c = i % cols;
+        float x = X[tall ? c * rows + r : i];
+        float v = __fadd_rn(__fmul_rn(p[i], decay), __fmul_rn(-alpha, x));
+        p[i] = v;
+        if (pc)
+            rt_st(pc + i, v);
+    }
 }

@@ -147,6 +147,13 @@ static const char *other_value(const char *key)
         {"optimizer.weight_decay", "0.1"},
         {"optimizer.momentum", "0.9"},
         {"optimizer.nesterov", "true"},
+        {"optimizer.ns_steps", "3"},
+        {"optimizer.adjust_lr", "match_rms_adamw"},
+        {"optimizer.adamw", "true"},
+        {"optimizer.adamw.lr", "0.01"},
+        {"optimizer.adamw.betas", "0.8,0.95"},
+        {"optimizer.adamw.eps", "1e-6"},
+        {"optimizer.adamw.weight_decay", "0.2"},
         {"optimizer_d", "true"},
         {"optimizer_d.type", "sgd"},
         {"optimizer_d.lr", "0.1"},
@@ -319,8 +326,8 @@ static void test_errors(void)
     check_error("epochs", "0", "expected an integer >= 1 or null, got 0");
     check_error("loader.workers", "300", "expected an integer in [0, 256], got 300");
     check_error("optimizer.type", "adam",
-                "expected one of sgd, adamw, got 'adam'; did you mean 'adamw'?");
-    check_error("optimizer.type", "lbfgs", "expected one of sgd, adamw, got 'lbfgs'");
+                "expected one of sgd, adamw, muon, got 'adam'; did you mean 'adamw'?");
+    check_error("optimizer.type", "lbfgs", "expected one of sgd, adamw, muon, got 'lbfgs'");
     check_error("optimizer.lr", "-1", "expected a number >= 0, got -1");
     check_error("optimizer.lr", "-1e-9", "expected a number >= 0, got -1e-9");
     check_error("optimizer.lr", "nan", "expected a number >= 0, got nan");
@@ -356,7 +363,7 @@ static void test_errors(void)
     /* JSON types: the compiler says what type the value had */
     check_typed_error("batch_size", 's', "32", "expected an integer >= 1, got \"32\"");
     check_typed_error("batch_size", 'b', "true", "expected an integer >= 1, got true");
-    check_typed_error("optimizer.type", 'n', "1", "expected one of sgd, adamw, got 1");
+    check_typed_error("optimizer.type", 'n', "1", "expected one of sgd, adamw, muon, got 1");
     check_typed_error("loader.shuffle", 's', "true", "expected true or false, got \"true\"");
     check_typed_error("optimizer.betas", 's', "0.9,0.999", "got \"0.9,0.999\"");
     check_typed_error("optimizer.betas", 'a', "0.9", "expected 2 numbers in [0, 1), got [0.9]");
@@ -395,6 +402,18 @@ static void test_semantics(void)
     CHECK(c.weight_decay == 0.2, "same type does not reset");
     check_ok(&c, "optimizer.type", "adamw");
     CHECK(c.weight_decay == 0.01, "back to adamw defaults");
+    /* muon: torch.optim.Muon's defaults where they differ, lr kept; its adamw section
+     * and ns_steps left out of the dump (a spec without them keeps its hash) */
+    check_ok(&c, "optimizer.ns_steps", "3");
+    check_ok(&c, "optimizer.type", "muon");
+    CHECK(c.opt == RT_OPT_MUON && c.lr == 0.5 && c.weight_decay == 0.1 && c.momentum == 0.95 &&
+          c.nesterov && c.eps == 1e-7 && c.ns_steps == -1 && !c.has_adamw &&
+          c.aw_lr == 0.001 && c.aw_weight_decay == 0.01, "muon reset");
+    CHECK(!has_line(&c, "optimizer.adamw=null") && !has_line(&c, "optimizer.ns_steps=null"),
+          "muon's quiet keys");
+    check_ok(&c, "optimizer.adamw.lr", "0.003");
+    CHECK(c.has_adamw && c.aw_lr == 0.003 && has_line(&c, "optimizer.adamw.lr=0.003"),
+          "an adamw subkey enables the section");
 
     /* sections */
     rt_config_defaults(&c);
