@@ -91,6 +91,27 @@ static int64_t moe_idle_params(const Graph *g)
     return idle;
 }
 
+/* optimizer.type muon: the matrices it updates (rt_param.muon), AdamW the rest */
+static void check_muon(const Spec *s, const Graph *g)
+{
+    if (s->train.opt != RT_OPT_MUON)
+        return;
+    int64_t n = 0, floats = 0, rest = 0;
+    for (int i = 0; i < g->n_params; i++) {
+        const Param *p = g->params[i];
+        if (p->frozen)
+            continue;
+        if (p->muon[0]) {
+            n++;
+            floats += p->numel;
+        } else {
+            rest += p->numel;
+        }
+    }
+    printf("  optimizer    muon on %lld hidden matrices (%lld parameters), adamw on %lld\n",
+           (long long)n, (long long)floats, (long long)rest);
+}
+
 int cmd_check(int argc, char **argv)
 {
     int n = spec_args(argc, argv, 1, "check");
@@ -167,6 +188,7 @@ int cmd_check(int argc, char **argv)
                (long long)c->decode->g->decode_T);
     }
     printf("  kernels      %d fused loops, %d instructions\n", c->prog->n_kernels, c->prog->n_ins);
+    check_muon(s, g);
     if (g->fp8)
         check_fp8(c->prog);
     int first = 1;

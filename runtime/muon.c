@@ -4,8 +4,8 @@
  * torch.optim.AdamW's, with optimizer.adamw's keys, of every other parameter (the
  * embeddings, the head, norms, biases). docs/spec.md, "Muon". Arithmetic in fp32 as
  * PyTorch's on fp32 tensors (the Newton-Schulz iteration too: torch runs it in bf16 on
- * a GPU), the GEMMs OpenBLAS's on one thread: the same bits for any thread count. */
-#include <cblas.h>
+ * a GPU), the GEMMs rt_gemm's over the thread pool (cut by shape alone: the same bits
+ * for any thread count). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +53,10 @@ static void momentum(const rt_train_config *c, const float *g, float gs, float *
 }
 
 /* X [m, n] (m <= n) orthogonalized in place: X / max(|X|_F, eps), then ns_steps of
- * A = X X^T, B = b A + c A A, X = a X + B X. Scratch: 2 m m + m n floats. */
-static void newton_schulz(float *X, int64_t m, int64_t n, int64_t steps, float eps, float *work)
+ * A = X X^T, B = b A + c A A, X = a X + B X (e: the pool's, for rt_gemm). Scratch:
+ * 2 m m + m n floats. */
+static void newton_schulz(rt_exec *e, float *X, int64_t m, int64_t n, int64_t steps, float eps,
+                          float *work)
 {
     double ss = 0;
     for (int64_t k = 0; k < m * n; k++)
@@ -65,14 +67,11 @@ static void newton_schulz(float *X, int64_t m, int64_t n, int64_t steps, float e
         X[k] /= inv;
     float *A = work, *B = work + m * m, *Y = B + m * m;
     for (int64_t s = 0; s < steps; s++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (int)m, (int)m, (int)n, 1.0f, X,
-                    (int)n, X, (int)n, 0.0f, A, (int)m);
+        rt_gemm(e, 0, 1, m, m, n, 1.0f, X, n, X, n, 0.0f, A, m);
         memcpy(B, A, (size_t)(m * m) * sizeof *B);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)m, (int)m, NS_C, A,
-                    (int)m, A, (int)m, NS_B, B, (int)m);
+        rt_gemm(e, 0, 0, m, m, m, NS_C, A, m, A, m, NS_B, B, m);
         memcpy(Y, X, (size_t)(m * n) * sizeof *Y);
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)m, (int)n, (int)m, 1.0f, B,
-                    (int)m, X, (int)n, NS_A, Y, (int)n);
+        rt_gemm(e, 0, 0, m, n, m, 1.0f, B, m, X, n, NS_A, Y, n);
         memcpy(X, Y, (size_t)(m * n) * sizeof *X);
     }
 }
@@ -86,7 +85,8 @@ double rt_muon_block_lr(const rt_train_config *c, double lr, int64_t rows, int64
 
 /* One block U [rows, cols] of the update orthogonalized (transposed first when it has
  * more rows than columns, as torch does) */
-static void orthogonalize(const rt_train_config *c, float *U, int64_t rows, int64_t cols)
+static void orthogonalize(rt_exec *e, const rt_train_config *c, float *U, int64_t rows,
+                          int64_t cols)
 {
     int tall = rows > cols;
     int64_t m = tall ? cols : rows, n = tall ? rows : cols;
@@ -95,7 +95,7 @@ static void orthogonalize(const rt_train_config *c, float *U, int64_t rows, int6
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
             X[tall ? j * n + i : i * n + j] = U[i * cols + j];
-    newton_schulz(X, m, n, c->ns_steps > 0 ? c->ns_steps : 5, (float)c->eps, work);
+    newton_schulz(e, X, m, n, c->ns_steps > 0 ? c->ns_steps : 5, (float)c->eps, work);
     for (int64_t i = 0; i < rows; i++)
         for (int64_t j = 0; j < cols; j++)
             U[i * cols + j] = X[tall ? j * n + i : i * n + j];
@@ -104,8 +104,8 @@ static void orthogonalize(const rt_train_config *c, float *U, int64_t rows, int6
 }
 
 /* Muon's step of parameter p (whole): g its gradient (times gs), buf its momentum */
-static void muon_param(const rt_train_config *c, const rt_param *pp, float *p, const float *g,
-                       float gs, float *buf, double lr)
+static void muon_param(rt_exec *e, const rt_train_config *c, const rt_param *pp, float *p,
+                       const float *g, float gs, float *buf, double lr)
 {
     int64_t cols = pp->shape[1];
     float *u = rt_xmalloc((size_t)pp->numel * sizeof *u);
@@ -117,7 +117,7 @@ static void muon_param(const rt_train_config *c, const rt_param *pp, float *p, c
     for (int b = 0; b < RT_MUON_BLOCKS && pp->muon[b]; b++) {
         int64_t rows = pp->muon[b];
         float *U = u + r0 * cols;
-        orthogonalize(c, U, rows, cols);
+        orthogonalize(e, c, U, rows, cols);
         float alpha = (float)rt_muon_block_lr(c, lr, rows, cols);
         for (int64_t k = 0; k < rows * cols; k++)
             p[r0 * cols + k] += -alpha * U[k];
@@ -132,6 +132,7 @@ void rt_muon_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, in
 {
     rt_train_config aw = rt_muon_adamw(c);
     double aw_lr = c->lr > 0 ? c->aw_lr * (lr / c->lr) : 0.0;   /* (the schedule's factor) */
+    rt_exec e = {.rt = pool};   /* (rt_gemm's pool; the CPU: no device) */
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];
         int64_t k0 = lo > pp->offset ? lo - pp->offset : 0;
@@ -147,6 +148,7 @@ void rt_muon_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, in
             rt_die("muon: the range [%lld, %lld) cuts matrix %s", (long long)lo, (long long)hi,
                    pp->name);
         int64_t at = pp->offset - lo;
-        muon_param(c, pp, params + pp->offset, grads + at, clip ? gscale : 1.0f, state + at, lr);
+        muon_param(&e, c, pp, params + pp->offset, grads + at, clip ? gscale : 1.0f, state + at,
+                   lr);
     }
 }

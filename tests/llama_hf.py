@@ -35,6 +35,7 @@ and shared_expert_gate rows), 40 steps as above.
 """
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -288,7 +289,19 @@ def muon(x, y):
                                 opts=lt.muon_optimizers(dict(m.named_parameters()), o))
         ok &= lt.compare("trainc vs HF LlamaForCausalLM, optimizer %s" % json.dumps(o), ours,
                          theirs, 1e-4)
-    return ok
+    # trainc check names the split: the reference's Muon matrices (HF's q, k, v apart: 3
+    # of trainc's blocks in one qkv tensor) and AdamW's rest
+    mu = [p for g in lt.muon_optimizers(dict(m.named_parameters()), o)[0].param_groups
+          for p in g["params"]]
+    want = "muon on %d hidden matrices (%d parameters), adamw on %d" % (
+        4 * L, sum(p.numel() for p in mu), sum(p.numel() for p in m.parameters()) -
+        sum(p.numel() for p in mu))
+    r = subprocess.run([lt.TRAINC, "check", OUT + "_muon_rms/spec.json"], capture_output=True,
+                       text=True)
+    got = [l.strip() for l in r.stdout.splitlines() if l.strip().startswith("optimizer")]
+    same = got == ["optimizer    " + want]
+    print("%s trainc check: %s" % ("ok  " if same else "FAIL", got))
+    return ok and same
 
 
 def main():
