@@ -77,8 +77,9 @@ typedef struct Field {
  *     not take) torch.optim.AdamW's defaults.
  *   optimizer_d (a GAN's discriminator): null = optimizer; once given, a whole optimizer
  *     of its own with optimizer's defaults (its keys are not taken from optimizer).
- *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear end at
- *     lr * final_lr_frac), every_steps 1000 and gamma 0.1 (step: lr *= gamma every
+ *   schedule: constant, warmup_steps 0, final_lr_frac 0 (cosine/linear/wsd end at
+ *     lr * final_lr_frac; wsd's decay_frac null is 0.2, decay_shape linear), every_steps
+ *     1000 and gamma 0.1 (step: lr *= gamma every
  *     every_steps optimizer steps).
  *   Counts that may be null store -1, reals NAN, out_dir "" (rt.h).
  *   epochs and validate.every_epochs: left out, RT_UNSET (rt_epochs and
@@ -128,11 +129,13 @@ typedef struct Field {
     X("optimizer_d.weight_decay", "0.01", REAL(d_weight_decay, R_NONNEG))               \
     X("optimizer_d.momentum", "0", REAL(d_momentum, R_NONNEG))                          \
     X("optimizer_d.nesterov", "false", BOOL(d_nesterov))                                \
-    X("schedule.type", "constant", ENUM(sched, "constant step cosine linear"))          \
+    X("schedule.type", "constant", ENUM(sched, "constant step cosine linear wsd"))      \
     X("schedule.warmup_steps", "0", INT(warmup_steps, 0, BIG))                          \
     X("schedule.final_lr_frac", "0", REAL(final_lr_frac, R_UNIT))                       \
     X("schedule.every_steps", "1000", INT(sched_every_steps, 1, BIG))                   \
     X("schedule.gamma", "0.1", REAL(gamma, R_POS))                                      \
+    X("schedule.decay_frac", "null", REAL_OR_NULL_QUIET(decay_frac, R_FRAC))            \
+    X("schedule.decay_shape", "linear", ENUM_QUIET(decay_shape, "linear cosine 1-sqrt")) \
     X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
     X("freeze", "null", GLOBS_QUIET(freeze))                                            \
     X("lora", "null", SECTION_QUIET(has_lora))                                          \
@@ -1432,14 +1435,20 @@ static int check_schedule(const rt_train_config *c, const rt_train_config *d, ch
     if ((c->sched == RT_SCHED_CONSTANT || c->sched == RT_SCHED_STEP) &&
         c->final_lr_frac != d->final_lr_frac) {
         fail(key, keylen, "schedule.final_lr_frac");
-        return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine "
-                    "and linear only");
+        return fail(err, errlen, "schedule.final_lr_frac applies to schedule.type cosine, "
+                    "linear and wsd only");
     }
-    if ((c->sched == RT_SCHED_COSINE || c->sched == RT_SCHED_LINEAR) && rt_epochs(c) < 0 &&
-        c->max_steps < 0) {
+    if (c->sched != RT_SCHED_WSD && (!isnan(c->decay_frac) || c->decay_shape)) {
+        fail(key, keylen, "%s", !isnan(c->decay_frac) ? "schedule.decay_frac"
+                                                      : "schedule.decay_shape");
+        return fail(err, errlen, "schedule.decay_frac and schedule.decay_shape apply to "
+                    "schedule.type wsd only");
+    }
+    static const char *const types[] = {"constant", "step", "cosine", "linear", "wsd"};
+    if (c->sched >= RT_SCHED_COSINE && rt_epochs(c) < 0 && c->max_steps < 0) {
         fail(key, keylen, "schedule.type");
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
-                    "length", c->sched == RT_SCHED_COSINE ? "cosine" : "linear");
+                    "length", types[c->sched]);
     }
     return 0;
 }

@@ -7,6 +7,31 @@
 #include <string.h>
 #include "rt_loop.h"
 
+/* wsd after its warmup: 1 until the last D = round(decay_frac x total) steps (at least
+ * 1, at most those after the warmup), then f + (1 - f) shape(p) with p = (step - (total
+ * - D)) / D: shape 1 - p, (1 + cos(pi p)) / 2 or 1 - sqrt(p) (transformers'
+ * get_wsd_schedule's decay types, min_lr_ratio f) */
+static double wsd_factor(const rt_train_config *c, int64_t step, int64_t total)
+{
+    double frac = isnan(c->decay_frac) ? 0.2 : c->decay_frac;
+    int64_t D = llround(frac * (double)total), after = total - c->warmup_steps;
+    if (D > after)
+        D = after;
+    if (D < 1)
+        D = 1;
+    if (step < total - D)
+        return 1.0;
+    double p = (double)(step - (total - D)) / (double)D, f = c->final_lr_frac, s;
+    if (p > 1.0)
+        p = 1.0;
+    switch (c->decay_shape) {
+    case RT_DECAY_COSINE: s = 0.5 * (1.0 + cos(M_PI * p)); break;
+    case RT_DECAY_1_SQRT: s = 1.0 - sqrt(p); break;
+    default: s = 1.0 - p; break;
+    }
+    return f + (1.0 - f) * s;
+}
+
 double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
 {
     double lr = c->lr;
@@ -25,6 +50,7 @@ double rt_lr_at(const rt_train_config *c, int64_t step, int64_t total)
     case RT_SCHED_STEP: return lr * pow(c->gamma, (double)(s / c->sched_every_steps));
     case RT_SCHED_COSINE: return lr * (f + (1.0 - f) * 0.5 * (1.0 + cos(M_PI * progress)));
     case RT_SCHED_LINEAR: return lr * (1.0 - (1.0 - f) * progress);
+    case RT_SCHED_WSD: return lr * wsd_factor(c, step, total);
     }
     rt_die("bad schedule %d", c->sched);
 }

@@ -238,7 +238,8 @@ typedef struct rt_gpu_calls {
  * AdamW with optimizer.adamw's keys on the other parameters (runtime/muon.c) */
 enum { RT_OPT_SGD, RT_OPT_ADAMW, RT_OPT_MUON };
 enum { RT_MUON_ADJUST_ORIGINAL, RT_MUON_ADJUST_MATCH_RMS_ADAMW };
-enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR };
+enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR, RT_SCHED_WSD };
+enum { RT_DECAY_LINEAR, RT_DECAY_COSINE, RT_DECAY_1_SQRT };   /* wsd's decay_shape */
 enum { RT_MON_VAL_LOSS, RT_MON_VAL_ACC, RT_MON_LOSS };
 enum { RT_MODE_MIN, RT_MODE_MAX };
 enum { RT_RECOMPUTE_NONE, RT_RECOMPUTE_SELECTIVE, RT_RECOMPUTE_FULL, RT_RECOMPUTE_AUTO };
@@ -275,6 +276,8 @@ typedef struct rt_train_config {
     int sched;                 /* RT_SCHED_* */
     int64_t warmup_steps, sched_every_steps;
     double final_lr_frac, gamma;
+    double decay_frac;         /* wsd: the steps its decay takes, of all; NAN = null (0.2) */
+    int decay_shape;           /* wsd: RT_DECAY_* */
     double grad_clip;          /* NAN = none */
     int precision;
     double ls_init;            /* fp16-mixed: GradScaler's init_scale */

@@ -14,12 +14,16 @@ step's loss within 1e-5 and the final weights within 1e-5 of PyTorch's:
   linear, warmup 3        SequentialLR(LinearLR(1/3 -> 1 over 2 steps), LinearLR(1 -> f over 9)) at 3
   cosine                  CosineAnnealingLR(T_max=max_steps, eta_min=lr * final_lr_frac)
   constant, warmup 4      SequentialLR(LinearLR(1/4 -> 1 over 3 steps), ConstantLR(factor 1)) at 4
+  wsd                     LambdaLR of transformers' get_wsd_schedule factor: 1, then the last
+                          decay_frac x max_steps steps (0.25: 3) down to final_lr_frac, linearly
+  wsd, warmup 2, cosine   the same after the warmup, decay_frac 0.5 (6 steps), cosine
+  wsd, 1-sqrt             decay_frac's default 0.2 (2 steps), 1 - sqrt(p) to 0
 
 trainc's warmup is lr * (s + 1) / W at step s < W, and the schedule then runs from
 0 over the remaining steps: torch's LinearLR from 1/W to 1 over W - 1 steps, then the
 schedule, which SequentialLR starts at W.
 """
-import json, os, subprocess, sys, warnings
+import json, math, os, subprocess, sys, warnings
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -61,6 +65,18 @@ def warm_then(w, then):
     """trainc's warmup of w steps, then the scheduler `then(opt)`."""
     return lambda o: S.SequentialLR(o, [S.LinearLR(o, 1 / w, 1.0, total_iters=w - 1), then(o)], milestones=[w])
 
+def wsd(D, f, shape, start=0):
+    """transformers' get_wsd_schedule factor (num_decay_steps D, min_lr_ratio f, decay_type
+    shape, the stable phase up to step N - D) of the step `start` + the scheduler's own"""
+    def factor(s):
+        s += start
+        if s < N - D:
+            return 1.0
+        p = (s - (N - D)) / D
+        return f + (1 - f) * {"linear": 1 - p, "cosine": 0.5 * (1 + math.cos(math.pi * p)),
+                              "1-sqrt": 1 - math.sqrt(p)}[shape]
+    return factor
+
 cases = [   # (name, --set options, torch scheduler, accumulate)
     ("step", ["schedule.type=step", "schedule.every_steps=3", "schedule.gamma=0.5"],
      lambda o: S.StepLR(o, step_size=3, gamma=0.5), 1),
@@ -76,6 +92,13 @@ cases = [   # (name, --set options, torch scheduler, accumulate)
     ("cosine", ["schedule.type=cosine", "schedule.final_lr_frac=0.05"],
      lambda o: S.CosineAnnealingLR(o, T_max=N, eta_min=LR * 0.05), 1),
     ("constant_warmup", ["schedule.warmup_steps=4"], warm_then(4, lambda o: S.ConstantLR(o, factor=1.0, total_iters=0)), 1),
+    ("wsd", ["schedule.type=wsd", "schedule.decay_frac=0.25", "schedule.final_lr_frac=0.1"],
+     lambda o: S.LambdaLR(o, wsd(3, 0.1, "linear")), 1),
+    ("wsd_warmup_cosine", ["schedule.type=wsd", "schedule.warmup_steps=2", "schedule.decay_frac=0.5",
+                           "schedule.decay_shape=cosine", "schedule.final_lr_frac=0.2"],
+     warm_then(2, lambda o: S.LambdaLR(o, wsd(6, 0.2, "cosine", 2))), 1),
+    ("wsd_1-sqrt", ["schedule.type=wsd", "schedule.decay_shape=1-sqrt"],
+     lambda o: S.LambdaLR(o, wsd(2, 0.0, "1-sqrt")), 1),
 ]
 
 def torch_run(make_sched, acc):

@@ -13,7 +13,8 @@
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
 # validations, GPU vs CPU (the first 25 steps < 1e-3, val losses < 1e-2) and against
 # itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
-# (< 1e-3), and 30 with its embeddings and first block frozen; a tiny Llama whose MLPs
+# (< 1e-3), 30 trained by optimizer muon (fp32 < 1e-3, and bf16-mixed), and 30 with its
+# embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
 # vs CPU (< 1e-3); bert_pad, llama_cls and vit_fashion 100 steps GPU vs CPU (< 1e-3); the
 # preference losses over pairs of texts (llama_dpo, llama_orpo, llama_kto) 100 steps GPU vs
@@ -170,6 +171,13 @@ PY
     r=$(curve "$D/gpt.gpu" "$D/gpt.cpu" 1e-3) && note "ok   gpt_char GPU vs CPU fp32: $r" || { note "FAIL gpt_char GPU vs CPU: $r"; fail=1; }
     "$S/gpt_char_bf16" --device cuda --out "$D/gpt.bf16" "${TX[@]}" "${G[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/gpt.bf16" "$D/gpt.cpu" 1 1) && note "ok   gpt_char bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL gpt_char bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # optimizer muon (rt_muon_* and cuBLASLt's Newton-Schulz GEMMs; AdamW the rest), 30 steps
+    MU=("${G[@]}" --set max_steps=30 --set optimizer.type=muon --set optimizer.lr=0.02)
+    "$S/gpt_char" --device cpu --out "$D/gptm.cpu" "${TX[@]}" "${MU[@]}" 2>>"$OUT/runs.log"
+    "$S/gpt_char" --device cuda --out "$D/gptm.gpu" "${TX[@]}" "${MU[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/gptm.gpu" "$D/gptm.cpu" 1e-3) && note "ok   gpt_char optimizer muon GPU vs CPU fp32: $r" || { note "FAIL gpt_char optimizer muon GPU vs CPU: $r"; fail=1; }
+    "$S/gpt_char_bf16" --device cuda --out "$D/gptm.bf16" "${TX[@]}" "${MU[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/gptm.bf16" "$D/gptm.cpu" 1 1) && note "ok   gpt_char optimizer muon bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL gpt_char optimizer muon bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # freeze: the frozen tensors laid out last, no gradient or optimizer state of theirs
     # in the pool, a layernorm's frozen dgamma in the sink (30 steps)
     F=("${G[@]}" --set max_steps=30)

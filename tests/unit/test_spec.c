@@ -167,6 +167,8 @@ static const char *other_value(const char *key)
         {"schedule.final_lr_frac", "0.1"},
         {"schedule.every_steps", "250"},
         {"schedule.gamma", "0.3333333333333333"},
+        {"schedule.decay_frac", "0.25"},
+        {"schedule.decay_shape", "1-sqrt"},
         {"grad_clip", "1.0"},
         {"freeze", "wte.weight,h.[0-3].*"},
         {"lora", "true"},
