@@ -1544,6 +1544,7 @@ typedef struct opt_table {
     rt_dptr chunks;
     int64_t n;
     int64_t lo, hi;            /* the range; the optimizer state holds it only */
+    int type;                  /* the optimizer's (muon flags its matrices' chunks) */
     rt_dptr muon_work;         /* optimizer muon: its matrices' workspace (muon_param) */
 } opt_table;
 static opt_table opt, gan_opt[2];
@@ -1611,6 +1612,7 @@ static void table_setup(rt_exec *e, opt_table *tab, const rt_train_config *c, co
     opt.n = n;
     opt.lo = lo;
     opt.hi = hi;
+    opt.type = c ? c->opt : -1;
     size_t work = muon_work_bytes(c, m);
     if (work)
         opt.muon_work = rt_cu_alloc_fixed(e, work);
@@ -1620,7 +1622,7 @@ static void table_setup(rt_exec *e, opt_table *tab, const rt_train_config *c, co
 void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
                        int64_t hi)
 {
-    if (opt.m == m && opt.lo == lo && opt.hi == hi)
+    if (opt.m == m && opt.lo == lo && opt.hi == hi && opt.type == c->opt)
         return;
     if (hi > m->trainable_floats)   /* (train.freeze's parameters lie after, untouched) */
         rt_die("optimizer: range [%lld, %lld) past the trained parameters' %lld floats",
@@ -1732,15 +1734,17 @@ static rt_dptr muon_block(rt_exec *e, const rt_train_config *c, rt_dptr U, int64
     float eps = (float)c->eps;
     void *a3[] = {&X, &mn, &ss, &eps};
     rt_cu_launch(e, "rt_muon_normalize", rt_cu_grid_for(e, mn), 1, 1, 256, 1, 0, a3);
-    int64_t steps = c->ns_steps > 0 ? c->ns_steps : 5;
+    int64_t steps = c->ns_steps > 0 ? c->ns_steps : 5, mm = m * m;
     for (int64_t s = 0; s < steps; s++) {   /* A = X X^T, B = b A + c A A, Y = a X + B X */
         float *x = (float *)(uintptr_t)X, *y = (float *)(uintptr_t)Y;
         float *am = (float *)(uintptr_t)A, *bm = (float *)(uintptr_t)B;
-        rt_cu_gemm(e, 0, 1, m, m, n, 1.0f, x, n, x, n, 0.0f, am, m);
-        rt_cu_copy_dd(e, B, A, (size_t)(m * m) * 4);
-        rt_cu_gemm(e, 0, 0, m, m, m, RT_MUON_NS_C, am, m, am, m, RT_MUON_NS_B, bm, m);
-        rt_cu_copy_dd(e, Y, X, (size_t)mn * 4);
-        rt_cu_gemm(e, 0, 0, m, n, m, 1.0f, bm, m, x, n, RT_MUON_NS_A, y, n);
+        rt_gemm(e, 0, 1, m, m, n, 1.0f, x, n, x, n, 0.0f, am, m);
+        void *c1[] = {&A, &B, &mm};
+        rt_cu_launch(e, "rt_muon_copy", rt_cu_grid_for(e, mm), 1, 1, 256, 1, 0, c1);
+        rt_gemm(e, 0, 0, m, m, m, RT_MUON_NS_C, am, m, am, m, RT_MUON_NS_B, bm, m);
+        void *c2[] = {&X, &Y, &mn};
+        rt_cu_launch(e, "rt_muon_copy", rt_cu_grid_for(e, mn), 1, 1, 256, 1, 0, c2);
+        rt_gemm(e, 0, 0, m, n, m, 1.0f, bm, m, x, n, RT_MUON_NS_A, y, n);
         rt_dptr swap = X;
         X = Y;
         Y = swap;

@@ -67,7 +67,7 @@ mkdir -p "$d/host"
 for f in tests/gpu/check_ops.c runtime/cuda_ops.c tests/gpu/emu/emu_device.c runtime/kernels.c \
          runtime/im2col.c runtime/pooling.c runtime/norms.c runtime/glu.c runtime/losses.c \
          runtime/conv.c runtime/conv_direct.c runtime/conv_grouped.c runtime/augment.c runtime/attention.c \
-         runtime/batchnorm.c runtime/blas.c runtime/dist.c runtime/optim.c runtime/config.c runtime/util.c \
+         runtime/batchnorm.c runtime/blas.c runtime/dist.c runtime/optim.c runtime/muon.c runtime/config.c runtime/util.c \
          runtime/moe.c runtime/cuda_moe.c; do
     cc -std=gnu11 $CFLAGS -DCHECK_OPS_EMU -Iruntime -I"${CUDA_HOME:-/usr/local/cuda}/include" \
         $(mpicc --showme:compile) -c "$f" -o "$d/host/$(basename "$f" .c).o"

@@ -42,7 +42,7 @@ JSON
 "$TRAINC" emit "$d/spec.json" -o "$d/emit" >/dev/null
 $PY - "$d/emit/host.c" <<'PY'
 import math, re, sys
-rows = re.findall(r'\{"([^"]+)", \d, \{[^}]*\}, \d+, \d+, (RT_INIT_\w+), ([-0-9.e]+)f\}',
+rows = re.findall(r'\{"([^"]+)", \d, \{[^}]*\}, \d+, \d+, (RT_INIT_\w+), ([-0-9.e]+)f[,}]',
                   open(sys.argv[1]).read())
 init = {name: (kind, float(a)) for name, kind, a in rows}
 assert len(init) == 35, len(init)
@@ -67,7 +67,7 @@ stds() {   # stds SPEC: "name=std" of each normal init in the emitted parameter 
     "$TRAINC" emit "$1" -o "$1.emit" >/dev/null
     $PY -c "
 import re, sys
-for n, k, a in re.findall(r'\{\"([^\"]+)\", \d, \{[^}]*\}, \d+, \d+, (RT_INIT_\w+), ([-0-9.e]+)f\}', open(sys.argv[1]).read()):
+for n, k, a in re.findall(r'\{\"([^\"]+)\", \d, \{[^}]*\}, \d+, \d+, (RT_INIT_\w+), ([-0-9.e]+)f[,}]', open(sys.argv[1]).read()):
     print(n, float(a))" "$1.emit/host.c"
 }
 $PY - "$d" <<'PY'

@@ -240,6 +240,16 @@ rt_muon_momentum(const float *g, float *buf, float *u, int64_t n, float gs, cons
 }
 
 /* Launch: grid-stride, 256 threads.
+ *   dst = src, n floats (the iterations' GEMM operands that beta adds to) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_muon_copy(const float *src, float *dst, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        dst[i] = src[i];
+}
+
+/* Launch: grid-stride, 256 threads.
  *   X [m, n] = the block U [rows, cols], transposed when tall (rows > cols: m = cols) */
 extern "C" __global__ void __launch_bounds__(256)
 rt_muon_load(const float *U, float *X, int64_t rows, int64_t cols, int tall)

@@ -2491,7 +2491,8 @@ static void t_optim(const fake_model *f, const char *label, rt_train_config *c, 
         report("grad_norm", norm_err, TOL_RED, NULL);
     else
         report("grad_norm", norm_err, TOL_RED, " (differs between two GPU runs)");
-    judge(c->opt == RT_OPT_ADAMW ? "adamw" : "sgd", TOL_EW, o, ns ? 2 : 1);
+    judge(c->opt == RT_OPT_ADAMW ? "adamw" : c->opt == RT_OPT_MUON ? "muon" : "sgd", TOL_EW, o,
+          ns ? 2 : 1);
     if (!ns)
         free(o[1].gpu[0]), free(o[1].gpu[1]);
     for (int64_t t = 0; t < steps; t++)
@@ -2592,6 +2593,32 @@ static void t_optim_frozen(const int64_t *sizes, const int *rank2, int n)
     free(after), free(p), free(st), free(g), reset();
 }
 
+#ifndef CHECK_OPS_EMU
+/* optimizer muon (optim.cuh's rt_muon_* around cuBLASLt's GEMMs, rt_adamw leaving the
+ * flagged chunks) against muon.c: a q, k, v matrix [48, 32] in three wide blocks, a
+ * vector, a tall matrix [96, 24] (transposed for its iterations) at an odd offset, a
+ * rank-2 head AdamW's; clipped, and over 3 steps with Nesterov's look-ahead */
+static void t_muon(void)
+{
+    static const int64_t sizes[] = {48 * 32, 64, 96 * 24, 2 * 10, 7};
+    static const int r2[] = {1, 0, 1, 1, 0};
+    static fake_model mm;
+    make_model(&mm, sizes, r2, 5);
+    int64_t shapes[][2] = {{48, 32}, {64, 0}, {96, 24}, {2, 10}, {7, 0}};
+    for (int i = 0; i < 5; i++)
+        mm.p[i].shape[0] = shapes[i][0], mm.p[i].shape[1] = shapes[i][1];
+    memcpy(mm.p[0].muon, (int64_t[]){16, 16, 16}, 3 * sizeof(int64_t));
+    mm.p[2].muon[0] = 96;
+    rt_train_config c;
+    rt_config_defaults(&c);
+    c.opt = RT_OPT_MUON, c.lr = 0.02, c.weight_decay = 0.1, c.momentum = 0.95, c.nesterov = 1;
+    c.eps = 1e-7, c.aw_lr = 3e-3, c.aw_beta2 = 0.95, c.aw_weight_decay = 0.01;
+    t_optim(&mm, "muon, q k v blocks and a tall matrix, clipped", &c, 3, 0.02, 0.5f, 1, 0, -1);
+    c.nesterov = 0, c.ns_steps = 3, c.muon_adjust = RT_MUON_ADJUST_MATCH_RMS_ADAMW;
+    t_optim(&mm, "muon, match_rms_adamw, no nesterov, 3 iterations", &c, 2, 0.01, 1.0f, 0, 0, -1);
+}
+#endif
+
 static void t_optimizers(void)
 {
     /* odd sizes: chunks of 16384 with tails, offsets not multiples of 4, rank-1 tensors
@@ -2632,6 +2659,9 @@ static void t_optimizers(void)
     c.grad_clip = NAN;
     t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
     t_optim_frozen(odd, odd_r2, 6);
+#ifndef CHECK_OPS_EMU
+    t_muon();   /* (cuBLASLt's GEMMs) */
+#endif
 }
 
 /* ---- the kernels' source -------------------------------------------------------------------- */
