@@ -2,7 +2,8 @@
 # Exact resume: a run stopped by SIGTERM at a random step and resumed with --resume
 # gives the same train/validation records (losses, steps) and a bit-identical
 # model.safetensors as the same run uninterrupted. threads=1; shuffle on; dropout;
-# once with accumulate 2, once with parameters frozen (train.freeze). Also: the
+# once with accumulate 2, once with parameters frozen (train.freeze), once trained by
+# optimizer muon. Also: the
 # interrupted run exits 130 with an end record "interrupted", model.safetensors is the
 # final checkpoint's weights file (a hard link), and a resume with a changed optimizer
 # is refused (exit 1). A bare --resume DIR
@@ -78,6 +79,8 @@ run_case() {  # run_case NAME SETS... (TRAINER: another trainer than $d/trainer)
 }
 
 CUT_MAX=350 run_case shuffle_dropout
+# optimizer muon: its matrices' momentum in the checkpoint's state, the rest AdamW's
+CUT_MAX=100 run_case muon --set max_steps=150 --set optimizer.type=muon --set optimizer.lr=0.02
 # train.freeze: the first layer and a bias frozen (no state of theirs moves)
 "$TRAINC" build "$d/mlp_dropout.json" --set 'freeze=1.*,4.bias' -o "$d/trainer_freeze"
 TRAINER=$d/trainer_freeze CUT_MAX=200 run_case freeze
