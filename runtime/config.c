@@ -1335,6 +1335,12 @@ static int check_opt(const rt_opt_group *g, const char *grp, char *err, size_t e
     return 0;
 }
 
+const char *rt_schedule_name(int sched)
+{
+    static const char *const names[] = {"constant", "step", "cosine", "linear", "wsd"};
+    return sched >= 0 && sched <= RT_SCHED_WSD ? names[sched] : "?";
+}
+
 /* The rules of muon's keys: they apply to it alone; AdamW's betas go in its adamw
  * section; momentum below 1; whole matrices on each rank (ddp) */
 static int check_muon(const rt_train_config *c, const rt_train_config *d, char *err,
@@ -1444,11 +1450,10 @@ static int check_schedule(const rt_train_config *c, const rt_train_config *d, ch
         return fail(err, errlen, "schedule.decay_frac and schedule.decay_shape apply to "
                     "schedule.type wsd only");
     }
-    static const char *const types[] = {"constant", "step", "cosine", "linear", "wsd"};
     if (c->sched >= RT_SCHED_COSINE && rt_epochs(c) < 0 && c->max_steps < 0) {
         fail(key, keylen, "schedule.type");
         return fail(err, errlen, "schedule.type %s needs epochs or max_steps to know its "
-                    "length", types[c->sched]);
+                    "length", rt_schedule_name(c->sched));
     }
     return 0;
 }

@@ -1805,8 +1805,9 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     rt_dptr amax = m->fp8 ? fp8_optim_amax(e, tab, m, pc) : 0;
     opt_args a = {params, pc, grads, state, stride, t, gs, sumsq, amax};
     if (c->opt == RT_OPT_MUON) {   /* AdamW over the rest (rt_adamw leaves the matrices) */
-        rt_train_config aw = rt_muon_adamw(c);
-        adamw_launch(e, &opt, &aw, &a, c->aw_lr * (lr / c->lr));
+        double aw_lr;
+        rt_train_config aw = rt_muon_adamw(c, lr, &aw_lr);
+        adamw_launch(e, &opt, &aw, &a, aw_lr);
         for (int i = 0; i < m->n_params; i++)
             if (rt_muon_takes(c, &m->params[i]))
                 muon_param(e, &opt, c, &m->params[i], &a, lr);

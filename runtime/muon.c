@@ -19,9 +19,10 @@ int rt_muon_takes(const rt_train_config *c, const rt_param *p)
     return c && c->opt == RT_OPT_MUON && p->muon[0] > 0 && !p->frozen;
 }
 
-rt_train_config rt_muon_adamw(const rt_train_config *c)
+rt_train_config rt_muon_adamw(const rt_train_config *c, double lr, double *aw_lr)
 {
     rt_train_config a = *c;
+    *aw_lr = c->aw_lr * (lr / c->lr);   /* (the schedule's factor; muon's lr is above 0) */
     a.opt = RT_OPT_ADAMW;
     a.lr = c->aw_lr;
     a.beta1 = c->aw_beta1;
@@ -130,8 +131,8 @@ void rt_muon_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, in
                   int64_t hi, float *params, const float *grads, float *state, int64_t stride,
                   int64_t t, double lr, float gscale, int clip)
 {
-    rt_train_config aw = rt_muon_adamw(c);
-    double aw_lr = c->lr > 0 ? c->aw_lr * (lr / c->lr) : 0.0;   /* (the schedule's factor) */
+    double aw_lr;
+    rt_train_config aw = rt_muon_adamw(c, lr, &aw_lr);
     rt_exec e = {.rt = pool};   /* (rt_gemm's pool; the CPU: no device) */
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *pp = &m->params[i];

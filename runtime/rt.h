@@ -348,6 +348,7 @@ typedef struct rt_opt_group {
 } rt_opt_group;
 /* d 0: optimizer's; d 1: optimizer_d's when given, else optimizer's. */
 rt_opt_group rt_opt_of(const rt_train_config *c, int d);
+const char *rt_schedule_name(int sched);   /* RT_SCHED_*'s name in a spec */
 /* What a GPU trainer allocates besides parameters, gradients, optimizer state and the
  * arena (device_cuda.c): each input's batch slots, the index slots, the loss statistics
  * of `passes` passes, scratch and cuBLASLt's 32 MiB workspace. From the model alone, so

@@ -42,19 +42,20 @@ void rt_optim_param(rt_pool *pool, const rt_train_config *c, const rt_param *pp,
                     int64_t k0, int64_t k1, float *params, const float *grads, float *state,
                     int64_t stride, int64_t t, double lr, float gscale, int clip);
 /* muon.c: optimizer.type muon's step over [lo, hi) (whole matrices: ddp's range), as
- * rt_optim_step_strided's; whether it updates p as a Muon matrix; the config of the AdamW
- * that updates the rest (optimizer.adamw's keys, lr the unscheduled one) */
+ * rt_optim_step_strided's; whether it updates p as a Muon matrix */
 void rt_muon_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, int64_t lo,
                   int64_t hi, float *params, const float *grads, float *state, int64_t stride,
                   int64_t t, double lr, float gscale, int clip);
 int rt_muon_takes(const rt_train_config *c, const rt_param *p);   /* (c NULL: no) */
+/* the config of the AdamW that updates the rest, and its lr at this step (Muon's lr
+ * scaled as the schedule scales Muon's) into *aw_lr */
+rt_train_config rt_muon_adamw(const rt_train_config *c, double lr, double *aw_lr);
 /* the learning rate of a block [rows, cols] of a Muon matrix: torch's adjust_lr_fn */
 double rt_muon_block_lr(const rt_train_config *c, double lr, int64_t rows, int64_t cols);
 /* torch.optim.Muon's quintic Newton-Schulz coefficients */
 #define RT_MUON_NS_A 3.4445f
 #define RT_MUON_NS_B (-4.7750f)
 #define RT_MUON_NS_C 2.0315f
-rt_train_config rt_muon_adamw(const rt_train_config *c);
 /* c with the optimizer fields of network d (0: optimizer; 1: a GAN discriminator's,
  * optimizer_d when given): the config a network's update runs with. */
 void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out);

@@ -162,10 +162,9 @@ void rt_run_data(Run *r)
         r->total_steps = c->max_steps;
     if (r->o.lr_find)
         rt_lrfind_start(r);
-    static const char *const types[] = {"constant", "step", "cosine", "linear", "wsd"};
     if (c->sched >= RT_SCHED_COSINE && r->total_steps < 0)
         rt_input_error("$.train.schedule: a %s schedule needs epochs or max_steps to know its length",
-                       types[c->sched]);
+                       rt_schedule_name(c->sched));
 }
 
 /* --init's weights: read, and finite (the first loss would be NaN and the run
