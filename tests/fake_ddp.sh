@@ -47,7 +47,7 @@ MPIRUN=(mpirun --oversubscribe --allow-run-as-root -np 2 -x LD_LIBRARY_PATH -x T
 RANKED=(sh -c '"$0" "$@"; echo "rank $OMPI_COMM_WORLD_RANK exit $?"')
 
 . tests/wait_for.sh
-# rank1_of RUN STEPS PID: once STEPS steps of run RUN (mpirun's PID) are logged, rank1
+# rank1_of RUN N PID: once N step records of run RUN (mpirun's PID) are logged, rank1
 # is its rank 1's pid
 rank1_of() {
     local p
@@ -262,13 +262,13 @@ echo "ok   2 ranks on 1 GPU: exit 2: $(grep -o '2 ranks on this node[^:]*' "$d/o
 
 # a rank that dies or hangs: mpirun told to let the job go on (--enable-recovery), so
 # only the survivor ends it. start_victim NAME: starts a long run; rank1 is its rank 1
-# once 20 steps are logged
+# once 2 records are logged (100 steps: every step's gradients through NCCL)
 start_victim() {
     TRAINC_DIST_TIMEOUT=5 timeout 120 "${MPIRUN[@]}" -x TRAINC_DIST_TIMEOUT --enable-recovery "${RANKED[@]}" \
         "$t" --out "$d/$1" --device cuda --set epochs=100 --set data.val=null --set batch_size=16 \
         --threads 1 --quiet >"$d/$1.log" 2>&1 &
     job=$!
-    rank1_of "$1" 20 $job
+    rank1_of "$1" 2 $job
 }
 start_victim kill
 kill -9 "$rank1"

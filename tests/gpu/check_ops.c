@@ -41,9 +41,9 @@
  * --short, for the emulator (tests/fake_gpu_ops.sh, tests/gpu_emu.sh): with 16-bit activations,
  * attention at T 128 where a GPU takes T 1024 (the tensor-core kernels' tiles, the causal
  * skip and the online softmax over 4 key tiles, not 32; emulated, T 1024 cost more than
- * half of the emulated time). --lean, for tests/fake_gpu_ops.sh's runs under the
- * emulator's other schedule (after the first held every kernel on every shape): one
- * attention shape a path. --shard I/N: every Nth check from the Ith (main's RUN);
+ * half of the emulated time). --lean, for tests/fake_gpu_ops.sh's fp16 run and its runs
+ * under the emulator's other schedule (after bf16's held every kernel on every shape):
+ * one attention shape a path. --shard I/N: every Nth check from the Ith (main's RUN);
  * --compile-only: the kernels compiled into the kernel cache, nothing checked. */
 #include <dirent.h>
 #include <math.h>
@@ -3162,8 +3162,9 @@ static void decode_attention(void)
 /* --lean: one shape of each attention path (the CUDA cores; the tensor cores at heads
  * 32, 64 and 128, where sm_90a's kernels take 64 and 128; the Llama-family options at
  * heads 8 (and the compiler's inverse frequencies, which the device layer uploads), 64, 128 and, in 16
- * bits, 256), for a run under the emulator's other schedule after one held
- * every shape against the CPU (tests/fake_gpu_ops.sh). */
+ * bits, 256; packed rows at heads 64), for the runs of tests/fake_gpu_ops.sh after the
+ * first held every shape against the CPU: fp16 (bf16's kernels with another 16-bit type)
+ * and the emulator's other schedule. */
 static void lean_attention(void)
 {
     RUN t_attention(2, 17, 96, 2, 1);
@@ -3174,6 +3175,7 @@ static void lean_attention(void)
     RUN t_attention_ext(1, 200, 256, 4, 1, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
     RUN t_attention_ext(1, 65, 384, 3, 1, 1, 30, 1, 10000.0f, 0, 0.0f, 0.0f);
     RUN t_attention_ext(2, 37, 40, 5, 1, 1, 9, 1, 10000.0f, 2, 0.0f, 0.0f);   /* rt_cu_const */
+    RUN t_attention_packed(2, 200, 256, 4, 1, 50, 1, 10000.0f, 1, 0.0f, 0.0f);
     if (half) {
         RUN t_attention_ext(1, 100, 1024, 4, 1, 1, 40, 1, 10000.0f, 0, 0.0f, 0.0f);
     }
