@@ -11,8 +11,9 @@
 #include "ir.h"
 
 /* The GPU's fixed allocations at batch B (rt_gpu_fixed_bytes: input slots, loss
- * statistics, scratch, cuBLASLt's workspace), from what the trainer's rt_model says;
- * none for a spec whose device is cpu. */
+ * statistics, scratch, cuBLASLt's workspace; the optimizer's chunk table and muon's
+ * workspace), from what the trainer's rt_model says; none for a spec whose device is
+ * cpu. */
 static int64_t workspace_bytes(const Compiled *c, int64_t B)
 {
     const Spec *s = c->spec;
@@ -33,16 +34,22 @@ static int64_t workspace_bytes(const Compiled *c, int64_t B)
     if (s->loss == LOSS_CROSS_ENTROPY)
         terms /= g->pred->shape[g->pred->rank - 1];
     int64_t *numel = xcalloc((size_t)(g->n_params ? g->n_params : 1), sizeof *numel);
+    size_t muon = 0;
     for (int i = 0; i < g->n_trainable; i++)   /* (the optimizer's: the trained ones) */
         numel[i] = g->params[i]->numel;
     size_t table = rt_opt_table_bytes(g->n_trainable, numel);
+    for (int i = 0; i < g->n_trainable && s->train.opt == RT_OPT_MUON; i++) {
+        const Param *p = g->params[i];   /* (muon's workspace: its largest matrix's) */
+        size_t w = p->frozen ? 0 : rt_muon_work_bytes(p->numel, p->shape[1], p->muon);
+        muon = w > muon ? w : muon;
+    }
     int64_t fp8 = rt_fp8_scratch_fixed(cuda_fp8_weight_bytes(c->prog));
     free(numel);
     /* (a GAN's step: two passes a micro-batch, gan_step.c) */
     int passes = (int)s->train.accumulate * (g->gan ? 2 : 1);
     return (int64_t)(rt_gpu_fixed_bytes(B, s->n_inputs, rows, passes, terms,
                                         g->param_floats, cuda_scratch_row_bytes(c->prog), fp8) +
-                      table);
+                      table + muon);
 }
 
 /* The arena a row as allocated: training's plan and validation's share it. */

@@ -1570,24 +1570,28 @@ static int64_t cut_chunks(const rt_train_config *c, const rt_model *m, int64_t l
     return k;
 }
 
-/* optimizer muon's workspace, for its largest matrix: the update (numel floats), the
- * Newton-Schulz iterates X and Y [m, n] and A, B [m, m] of its largest block, the norm's
- * double; 0 without such a matrix */
-static size_t muon_work_bytes(const rt_train_config *c, const rt_model *m)
+/* a matrix's muon workspace: the update (numel floats), the Newton-Schulz iterates X and
+ * Y [m, n] and A, B [m, m] of its largest block, the norm's double (muon_param) */
+size_t rt_muon_work_bytes(int64_t numel, int64_t cols, const int64_t *blocks)
+{
+    int64_t blk = 0, mm = 0;
+    for (int b = 0; b < RT_MUON_BLOCKS && blocks[b]; b++) {
+        int64_t s = blocks[b] < cols ? blocks[b] : cols;
+        blk = blocks[b] * cols > blk ? blocks[b] * cols : blk;
+        mm = s * s > mm ? s * s : mm;
+    }
+    if (!blocks[0])
+        return 0;
+    return (size_t)(numel + 2 * blk + 2 * mm) * sizeof(float) + 24;   /* (the norm's
+                                          double, its alignment, the leading 8 bytes) */
+}
+
+size_t rt_cu_muon_work_bytes(const rt_train_config *c, const rt_model *m)
 {
     size_t most = 0;
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
-        if (!rt_muon_takes(c, p))
-            continue;
-        int64_t blk = 0, mm = 0;
-        for (int b = 0; b < RT_MUON_BLOCKS && p->muon[b]; b++) {
-            int64_t s = p->muon[b] < p->shape[1] ? p->muon[b] : p->shape[1];
-            blk = p->muon[b] * p->shape[1] > blk ? p->muon[b] * p->shape[1] : blk;
-            mm = s * s > mm ? s * s : mm;
-        }
-        size_t need = (size_t)(p->numel + 2 * blk + 2 * mm) * sizeof(float) + 24;   /* (the
-                                         norm's double, its alignment, the leading 8 bytes) */
+        size_t need = rt_muon_takes(c, p) ? rt_muon_work_bytes(p->numel, p->shape[1], p->muon) : 0;
         most = need > most ? need : most;
     }
     return most;
@@ -1613,7 +1617,7 @@ static void table_setup(rt_exec *e, opt_table *tab, const rt_train_config *c, co
     opt.lo = lo;
     opt.hi = hi;
     opt.type = c ? c->opt : -1;
-    size_t work = muon_work_bytes(c, m);
+    size_t work = rt_cu_muon_work_bytes(c, m);
     if (work)
         opt.muon_work = rt_cu_alloc_fixed(e, work);
     *tab = opt;

@@ -790,7 +790,7 @@ size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_byte
            CUBLASLT_WORKSPACE;
 }
 
-size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
+size_t rt_gpu_fixed_of(const rt_model *m, const rt_train_config *c, int64_t Bmax, int passes)
 {
     int64_t rows[RT_MAX_INPUTS];
     for (int k = 0; k < m->n_inputs; k++)
@@ -802,7 +802,7 @@ size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes)
     int64_t fp8 = rt_fp8_scratch_fixed(m->fp8 ? m->fp8_weight_bytes : 0);
     rt_xfree(numel);
     return rt_gpu_fixed_bytes(Bmax, m->n_inputs, rows, passes, m->loss_terms, m->param_floats,
-                              m->gpu_scratch_row_bytes, fp8) + table;
+                              m->gpu_scratch_row_bytes, fp8) + table + rt_cu_muon_work_bytes(c, m);
 }
 
 static void gr_setup(rt_cu *d, int64_t P, int64_t lo, int64_t hi);

@@ -361,11 +361,15 @@ size_t rt_gpu_fixed_bytes(int64_t Bmax, int n_inputs, const int64_t *in_row_byte
  * FP8 copies (cuda_blas.c): the largest weight's (weight_bytes, rt_model's
  * fp8_weight_bytes), the scales and the partial maxima; 0 without (weight_bytes 0) */
 int64_t rt_fp8_scratch_fixed(int64_t weight_bytes);
-/* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c),
- * and rt_gpu_fixed_bytes with it for a model on one GPU: what its start record's
- * device_fixed_bytes says and trainc plan's workspace_bytes counts. */
+/* The optimizer's chunk table on the GPU for these parameter tensors (cuda_ops.c);
+ * optimizer muon's workspace for one matrix of numel values, cols wide, its blocks of
+ * rows rt_param.muon's (0 where blocks[0] is 0: not muon's), of which the GPU holds the
+ * largest matrix's; and rt_gpu_fixed_bytes with them for a model on one GPU under
+ * config c: what its start record's device_fixed_bytes says and trainc plan's
+ * workspace_bytes counts. */
 size_t rt_opt_table_bytes(int n_params, const int64_t *numel);
-size_t rt_gpu_fixed_of(const rt_model *m, int64_t Bmax, int passes);
+size_t rt_muon_work_bytes(int64_t numel, int64_t cols, const int64_t *blocks);
+size_t rt_gpu_fixed_of(const rt_model *m, const rt_train_config *c, int64_t Bmax, int passes);
 /* epochs and validate.every_epochs left out of a spec hold RT_UNSET: their defaults
  * depend on other fields, so these say what they are (-1: none) */
 #define RT_UNSET (-2)

@@ -551,6 +551,9 @@ void rt_cu_embedding_bwd(rt_exec *e, const int32_t *idx, const float *dout, floa
  * grads are the whole region, state holds [lo, hi) only. */
 void rt_cu_optim_setup(rt_exec *e, const rt_train_config *c, const rt_model *m, int64_t lo,
                        int64_t hi);
+/* optimizer muon's workspace, which set-up allocates: its largest matrix's
+ * (rt_muon_work_bytes); 0 under another optimizer or without such a matrix */
+size_t rt_cu_muon_work_bytes(const rt_train_config *c, const rt_model *m);
 double rt_cu_grad_sumsq(rt_exec *e, const rt_model *m, rt_dptr grads);  /* synchronizes */
 double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads);   /* its square root */
 /* the sum of squares queued, not waited for: its device address (a double in scratch,

@@ -67,7 +67,7 @@ static void check_budget(const rt_model *m, const rt_train_config *c)
      * counted distributed.ranks: fewer ranks than that may not fit) */
     double opt = rt_opt_state_bytes(c, m->trainable_floats, rt_dist_world()) / 4;
     double ws = c->device == RT_DEVICE_CPU   /* the GPU's workspace, as the plan counts it */
-                    ? 0 : (double)rt_gpu_fixed_of(m, c->batch_size, (int)c->accumulate);
+                    ? 0 : (double)rt_gpu_fixed_of(m, c, c->batch_size, (int)c->accumulate);
     double need = (double)c->batch_size * (double)rt_arena_row(m) + 4 * (f32 + tf + opt) +
                   (m->act16 ? 2 * pf : 0) + 4 * (double)m->state_floats + ws;
     char fewer[200] = "";   /* the plan counted more ranks than this run has */

@@ -122,6 +122,18 @@ else:
     print("%d records and the weights bit-identical" % len(strip(ra)))
 PY
 }
+# fixed_is_plan RUN PLAN_JSON: what the GPU allocated besides pool and arena (RUN's start
+# record) is the plan's workspace_bytes (one formula, rt_gpu_fixed_bytes with the
+# optimizer's table and workspace, for the trainer and the plan recompute auto counts)
+fixed_is_plan() {
+    "$PY" - "$1/metrics.jsonl" "$2" <<'PY'
+import json, sys
+start = json.loads(open(sys.argv[1]).readline())
+plan = json.load(open(sys.argv[2]))
+assert start["device_fixed_bytes"] == plan["workspace_bytes"] > 0, (start["device_fixed_bytes"], plan["workspace_bytes"])
+print("%d bytes, the plan's workspace_bytes" % plan["workspace_bytes"])
+PY
+}
 kernels_from() { grep -o '"kernels":"[a-z]*"' "$1/metrics.jsonl" | head -1 | cut -d'"' -f4; }
 
 TOL=1e-5
@@ -368,6 +380,9 @@ gpu "$t.none" --device cuda "${M[@]}" --out "$t.muon.gpu" 2>"$t.muon.gpu.log"
 "$t.none" --device cpu "${M[@]}" --out "$t.muon.cpu" 2>"$t.muon.cpu.log"
 r=$(compare close "$t.muon.cpu" "$t.muon.gpu" $TOL)
 echo "ok   llama_tiny, optimizer muon: --device cuda vs cpu: $r"
+"$TRAINC" plan "$t.json" --set optimizer.type=muon --set batch_size=4 --json > "$t.muon.plan.json"
+r=$(fixed_is_plan "$t.muon.gpu" "$t.muon.plan.json")
+echo "ok   llama_tiny, optimizer muon: the GPU's fixed allocations (its workspace too): $r"
 gpu "$t.bf16" --device cuda "${M[@]}" --out "$t.muon.bf16.gpu" 2>"$t.muon.bf16.gpu.log"
 r=$(close16 "$t.muon.cpu" "$t.muon.bf16.gpu" bf16-mixed 2e-4)
 echo "ok   llama_tiny, optimizer muon, bf16-mixed on the GPU against fp32 on the CPU: $r"
@@ -488,16 +503,9 @@ for p in fp32 bf16; do
         echo "ok   gpt_char $p, recompute $pol on the GPU: none's numbers: $r"
     done
 done
-# what the GPU allocates besides pool and arena is the plan's workspace_bytes (one
-# formula, rt_gpu_fixed_bytes, for the trainer and the plan recompute auto counts)
 "$TRAINC" plan specs/gpt_char.json "${P[@]}" --set recompute=full --set batch_size=2 --json > "$t.plan.json"
-"$PY" - "$t.gpu/metrics.jsonl" "$t.plan.json" <<'PY'
-import json, sys
-start = json.loads(open(sys.argv[1]).readline())
-plan = json.load(open(sys.argv[2]))
-assert start["device_fixed_bytes"] == plan["workspace_bytes"] > 0, (start["device_fixed_bytes"], plan["workspace_bytes"])
-print("ok   the GPU's fixed allocations: %d bytes, the plan's workspace_bytes" % plan["workspace_bytes"])
-PY
+r=$(fixed_is_plan "$t.gpu" "$t.plan.json")
+echo "ok   gpt_char: the GPU's fixed allocations: $r"
 # dropout on the GPU: the masks come from the same counter-based RNG as the CPU's
 # (seed, step, layer, element), so an MLP with two dropout layers, shuffled batches and
 # accumulate 2 tracks the CPU within TOL; and recomputed masks equal the originals:
