@@ -270,6 +270,7 @@ typedef struct Graph {
                                 the loss; --reference reads validation's) */
     double simpo_gamma;      /* simpo's gamma (the dpo loss without a reference) */
     double dpo_smoothing;    /* dpo's label_smoothing (conservative DPO), or 0 */
+    int dpo_type;            /* dpo's loss_type (DPO_*) */
     int pref;                /* LOSS_DPO's kind (PREF_*: dpo, simpo, ipo, orpo, kto) */
     Tensor *pref_ref, *pref_sft, *pref_label;   /* LOSS_DPO's other inputs, or NULL: the
                                 reference's log-probabilities, orpo's sft target, kto's label */

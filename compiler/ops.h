@@ -70,5 +70,10 @@ enum { LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_GAN_BCE, LOSS_GAN_HINGE /* a GAN's ($.
 enum { PREF_DPO, PREF_SIMPO, PREF_IPO, PREF_ORPO, PREF_KTO, PREF_CPO, PREF__COUNT };
 extern const char *const pref_names[];   /* by PREF_*: "dpo", "simpo", ..., "cpo" */
 #define PREF_HAS_REFERENCE(k) ((k) == PREF_DPO || (k) == PREF_IPO || (k) == PREF_KTO)
+/* dpo's loss_type (TRL's DPOConfig.loss_type, those a pair's own numbers give): the
+ * sigmoid (DPO's), robust, hinge, nca_pair, sppo_hard, apo_zero, apo_down */
+enum { DPO_SIGMOID, DPO_ROBUST, DPO_HINGE, DPO_NCA_PAIR, DPO_SPPO_HARD, DPO_APO_ZERO,
+       DPO_APO_DOWN, DPO__COUNT };
+extern const char *const dpo_type_names[];   /* by DPO_*: "sigmoid", ..., "apo_down" */
 
 #endif

@@ -1583,6 +1583,22 @@ static void parse_gan(const Ctx *c, const cJSON *v)
     }
 }
 
+/* dpo's loss_type (DPO_*; TRL's): "sigmoid" by default; label_smoothing goes with the
+ * sigmoid and robust alone */
+static void parse_dpo_type(const Ctx *c, Spec *s, const cJSON *loss)
+{
+    const char *path = "$.model.loss.loss_type";
+    const cJSON *v = sp_member(loss, "loss_type");
+    if (!v)
+        return;
+    if (s->loss != LOSS_DPO || s->pref != PREF_DPO)
+        error_at(c->file, path, "applies to the dpo loss alone");
+    s->dpo_type = get_choice(c, v, path, dpo_type_names);
+    if (s->label_smoothing > 0 && s->dpo_type != DPO_SIGMOID && s->dpo_type != DPO_ROBUST)
+        error_at(c->file, "$.model.loss.label_smoothing", "applies to dpo's loss_type sigmoid "
+                 "and robust alone (%s has none)", dpo_type_names[s->dpo_type]);
+}
+
 /* $.model.layers and $.model.loss. */
 static void parse_layers_loss(const Ctx *c, const cJSON *m)
 {
@@ -1593,7 +1609,7 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     static const char *const loss_keys[] = {"op", "target", "label_smoothing", "ignore_index",
                                             "beta", "reference", "gamma", "sft_target", "label",
                                             "desirable_weight", "undesirable_weight",
-                                            "rpo_alpha", "cpo_alpha", NULL};
+                                            "rpo_alpha", "cpo_alpha", "loss_type", NULL};
     static const char *const losses[] = {"cross_entropy", "mse", "dpo", "simpo", "ipo", "orpo",
                                          "kto", "cpo", NULL};
     static const int kinds[] = {LOSS_CROSS_ENTROPY, LOSS_MSE, LOSS_DPO, LOSS_DPO, LOSS_DPO,
@@ -1609,6 +1625,7 @@ static void parse_layers_loss(const Ctx *c, const cJSON *m)
     parse_label_smoothing(c, s, loss);
     parse_ignore_index(c, s, loss);
     parse_dpo(c, s, loss, t);
+    parse_dpo_type(c, s, loss);
     if (sp_member(loss, "sft_target"))
         parse_sft_target(c, s, sp_member(loss, "sft_target"), t);
     parse_kto(c, s, loss, t);

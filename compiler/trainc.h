@@ -202,6 +202,7 @@ typedef struct Spec {
     double kto_weights[2];    /* kto's desirable_weight and undesirable_weight (1.0) */
     double rpo_alpha;         /* dpo's rpo_alpha: the chosen answers' cross entropy's weight
                                  in the loss (RPO), or 0 */
+    int dpo_type;             /* dpo's loss_type, DPO_* (DPO_SIGMOID by default) */
     double cpo_alpha;         /* cpo's and simpo's: the same weight (cpo 1.0, simpo 0) */
     rt_train_config train;    /* validated, with defaults filled in */
     char **train_lines;       /* rt_config_dump(&train): the canonical form */

@@ -493,6 +493,52 @@ static double sigmoid_step(const dpo_ctx *d, const float *ref, int sums, const d
     return u;
 }
 
+static double sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+/* dpo's other loss types (RT_PREF_ROBUST on, trainc_rt.h) from the sums lp, the
+ * reference's r over the counts n: a = lc - rc, b = lr - rr (pair_step) */
+static double type_step(const dpo_ctx *d, const double lp[2], const double n[2],
+                        const double r[2], double f[2], double *loss)
+{
+    double beta = d->beta, a = lp[0] - r[0], b = lp[1] - r[1], u = beta * (a - b);
+    if (d->kind == RT_PREF_ROBUST) {
+        double ls = d->ls, k = 1.0 / (1.0 - 2.0 * ls), sg = sigmoid(-u);
+        *loss = k * ((1.0 - ls) * softplus(-u) - ls * softplus(u));
+        f[0] = k * ((1.0 - ls) * sg + ls * (1.0 - sg));
+        f[1] = -f[0];
+    } else if (d->kind == RT_PREF_HINGE) {
+        *loss = fmax(1.0 - u, 0.0);
+        f[0] = 1.0 - u > 0 ? 1.0 : 0.0;
+        f[1] = -f[0];
+    } else if (d->kind == RT_PREF_NCA_PAIR) {
+        double ca = beta * a, cb = beta * b;
+        *loss = softplus(-ca) + 0.5 * softplus(ca) + 0.5 * softplus(cb);
+        f[0] = sigmoid(-ca) - 0.5 * sigmoid(ca);
+        f[1] = -0.5 * sigmoid(cb);
+    } else if (d->kind == RT_PREF_SPPO_HARD) {
+        double h = 0.5 / beta, ma = a - h, mb = b + h;
+        *loss = ma * ma + mb * mb;
+        f[0] = -2.0 * ma / beta;
+        f[1] = -2.0 * mb / beta;
+    } else if (d->kind == RT_PREF_APO_ZERO) {
+        double sa = sigmoid(beta * a), sb = sigmoid(beta * b);
+        *loss = 1.0 - sa + sb;
+        f[0] = sa * (1.0 - sa);
+        f[1] = -sb * (1.0 - sb);
+    } else {   /* RT_PREF_APO_DOWN */
+        double sa = sigmoid(beta * a), su = sigmoid(u);
+        *loss = sa + 1.0 - su;
+        f[0] = su * (1.0 - su) - sa * (1.0 - sa);
+        f[1] = -su * (1.0 - su);
+    }
+    *loss += d->sft;   /* (rpo's, else 0) */
+    f[0] += n[0] > 0 ? d->sft_factor : 0.0;
+    return u;
+}
+
 /* Pair s's step, its answers' rows' nll in d->nll: their log-probabilities into lp (the
  * sums; for simpo, ipo and orpo the means over each answer's counted rows), its loss into
  * *loss, each answer's gradient factor per unit of beta grad_scale (the rows' scale) into
@@ -509,7 +555,8 @@ static double sigmoid_step(const dpo_ctx *d, const float *ref, int sums, const d
  *          also carries the cross entropy's (d->sft_factor)
  *   kto:   the sums, u = beta (lc - rc - KL) for a desirable row, beta (KL - (lc - rc))
  *          for another (KL: kto_kl, a constant), loss w (1 - sigmoid(u)), the KL text's
- *          rows no gradient */
+ *          rows no gradient
+ *   dpo's other loss types: the sums (type_step; trainc_rt.h has their losses) */
 static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp[2],
                         double f[2], double *loss)
 {
@@ -520,7 +567,8 @@ static double pair_step(const dpo_ctx *d, const float *ref, int64_t s, double lp
     case RT_PREF_IPO: return ipo_step(d, lp, n, r, f, loss);
     case RT_PREF_KTO: return kto_step(d, s, lp, r, f, loss);
     case RT_PREF_ORPO: return orpo_step(d, lp, n, f, loss);
-    default: return sigmoid_step(d, ref, sums, lp, n, r, f, loss);
+    case RT_PREF_SIGMOID: case RT_PREF_CPO: return sigmoid_step(d, ref, sums, lp, n, r, f, loss);
+    default: return type_step(d, lp, n, r, f, loss);
     }
 }
 

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 24
+#define RT_ABI_VERSION 25
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -533,8 +533,15 @@ void rt_ce_count(rt_exec *e, const int32_t *target, int64_t rows);
  * sft_weight > 0 and the sigmoid kind (RPO, TRL's rpo_alpha; CPO-SimPO's cpo_alpha): plus
  * sft_weight times the chosen answers' cross entropy, as orpo's (orpo's weight is 1). With
  * cpo (TRL's CPOTrainer, ref NULL): the sigmoid loss over the sums, u = beta (lc - lr), and
- * its cross entropy term. kind: RT_PREF_*. */
-enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO, RT_PREF_KTO, RT_PREF_CPO };
+ * its cross entropy term. The kinds after RT_PREF_CPO are dpo's other loss types (TRL's
+ * DPOConfig.loss_type), with the reference's sums, a = lc - rc, b = lr - rr, u = beta (a -
+ * b) (u > 0 right), sft_weight as the sigmoid's: robust ((1 - ls) softplus(-u) - ls
+ * softplus(u)) / (1 - 2 ls); hinge max(0, 1 - u); nca_pair softplus(-beta a) + (softplus(beta
+ * a) + softplus(beta b)) / 2; sppo_hard (a - 1 / (2 beta))^2 + (b + 1 / (2 beta))^2;
+ * apo_zero 1 - sigmoid(beta a) + sigmoid(beta b); apo_down sigmoid(beta a) + 1 -
+ * sigmoid(u). kind: RT_PREF_*. */
+enum { RT_PREF_SIGMOID, RT_PREF_IPO, RT_PREF_ORPO, RT_PREF_KTO, RT_PREF_CPO, RT_PREF_ROBUST,
+       RT_PREF_HINGE, RT_PREF_NCA_PAIR, RT_PREF_SPPO_HARD, RT_PREF_APO_ZERO, RT_PREF_APO_DOWN };
 void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
             float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C, int64_t ld,
             float beta, float gamma, float ls, int64_t kind,

@@ -24,7 +24,8 @@ SFT model DPO starts from, in practice the policy's own start).
   and 8 AdamW steps within 1e-4 of torch's; so dpo with label_smoothing (conservative
   DPO) and the ipo loss (TRL's loss_type "ipo", over the answers' means);
 - dpo with `rpo_alpha` 0.5 (TRL's RPO: plus the chosen answers' cross entropy): 8 AdamW
-  steps within 1e-4 of torch's; so simpo with `cpo_alpha` 0.5 (CPO-SimPO); `--task cpo`
+  steps within 1e-4 of torch's; so dpo with each other `loss_type` (TRL's robust with
+  label_smoothing 0.2, hinge, nca_pair, sppo_hard, apo_zero with rpo_alpha 0.5, apo_down); so simpo with `cpo_alpha` 0.5 (CPO-SimPO); `--task cpo`
   (TRL's CPOTrainer: the sums without a reference, cpo_alpha 1): `--eval` within 1e-5 and
   8 AdamW steps within 1e-4;
 - `--task orpo` (TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and
@@ -360,6 +361,7 @@ def case(cfg, rng):
     conservative(d, imp, ps, ref)
     rpo(d, imp, ps, ref)
     ipo(d, imp, ps, ref)
+    loss_types(d, imp, ps, ref)
     return d, imp, ps, ref
 
 
@@ -398,6 +400,47 @@ def rpo(d, imp, ps, ref):
                               torch.from_numpy(ref))
     check(len(ours) == 8 and worst <= 1e-4, "llama: dpo with rpo_alpha 0.5 (RPO), 8 AdamW steps "
           "within %.1e of torch's (first %.6f, last %.6f)" % (worst, ours[0], ours[-1]))
+
+
+def trl_type_loss(m, rows, ref, loss_type, ls=0.0, rpo=0.0):
+    """TRL's DPOTrainer.dpo_loss for LOSS_TYPE (as its source writes each), the mean over the
+    pairs (with rpo_alpha RPO: plus RPO times the chosen answers' cross entropy)"""
+    lp = logps(m, rows)
+    a, b = lp[:, 0] - ref[:, 0], lp[:, 1] - ref[:, 1]
+    logits = a - b
+    if loss_type == "robust":
+        losses = (-F.logsigmoid(BETA * logits) * (1 - ls) + F.logsigmoid(-BETA * logits) * ls) / (1 - 2 * ls)
+    elif loss_type == "hinge":
+        losses = torch.relu(1 - BETA * logits)
+    elif loss_type == "nca_pair":
+        losses = -F.logsigmoid(a * BETA) - 0.5 * F.logsigmoid(-a * BETA) - 0.5 * F.logsigmoid(-b * BETA)
+    elif loss_type == "sppo_hard":
+        losses = (a - 0.5 / BETA) ** 2 + (b + 0.5 / BETA) ** 2
+    elif loss_type == "apo_zero":
+        losses = 1 - torch.sigmoid(BETA * a) + torch.sigmoid(BETA * b)
+    else:   # apo_down
+        losses = torch.sigmoid(BETA * a) + 1 - torch.sigmoid(BETA * (a - b))
+    loss = losses.mean()
+    return loss + rpo * chosen_nll(m, rows) if rpo else loss
+
+
+def loss_types(d, imp, ps, ref):
+    """dpo's loss_type (TRL's DPOConfig.loss_type): robust (label_smoothing 0.2), hinge,
+    nca_pair, sppo_hard, apo_zero (with rpo_alpha 0.5) and apo_down, each 8 AdamW steps
+    within 1e-4 of torch's with TRL's loss"""
+    for t, more in (("robust", {"label_smoothing": 0.2}), ("hinge", {}), ("nca_pair", {}),
+                    ("sppo_hard", {}), ("apo_zero", {"rpo_alpha": 0.5}), ("apo_down", {})):
+        spec = json.load(open(imp + "/model.json"))
+        spec["model"]["loss"].update(loss_type=t, **more)
+        json.dump(spec, open("%s/%s.json" % (d, t), "w"))
+        ours, worst = eight_steps("%s/%s.json" % (d, t), imp, d, t + "8", ps,
+                                  lambda mm, rows, r: trl_type_loss(mm, rows, r, t,
+                                                                    more.get("label_smoothing", 0.0),
+                                                                    more.get("rpo_alpha", 0.0)),
+                                  torch.from_numpy(ref))
+        check(len(ours) == 8 and worst <= 1e-4, "llama: dpo with loss_type %s%s, 8 AdamW steps "
+              "within %.1e of torch's with TRL's loss (first %.6f, last %.6f)" %
+              (t, "".join(" and %s %g" % kv for kv in more.items()), worst, ours[0], ours[-1]))
 
 
 def conservative(d, imp, ps, ref):

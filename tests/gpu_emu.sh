@@ -55,6 +55,7 @@ inst=$(grep -o '"RT_[A-Z_]*([0-9, ]*)"' tests/gpu/check_ops.c | tr -d '"' | awk 
     -e 's/^RT_ATTENTION_EXT_CAP_PK_FWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_fwd_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_CAP_PK_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_cap_pk_bwd_q_\1_\2_\3 rt_attention_ext_cap_pk_bwd_kv_\1_\2_\3/' \
     -e 's/^RT_ATTENTION_EXT_BWD\(([0-9]+),([0-9]+),([0-9]+)\)/rt_attention_ext_bwd_q_\1_\2_\3 rt_attention_ext_bwd_kv_\1_\2_\3 rt_attention_ext_bwd90_q_\1_\2_\3 rt_attention_ext_bwd90_kv_\1_\2_\3/' \
+    -e 's/^RT_DPO_ROWS\(([0-9]+),([0-9]+)\)/rt_dpo_rows_\1_\2/' \
     -e 's/^RT_EMBEDDING_FWD\(([0-9]+)\)/rt_embedding_fwd_\1/' \
     -e 's/^RT_EMBEDDING_BWD\(([0-9]+)\)/rt_embedding_bwd_\1/' | tr ' ' '\n'
 } | sed 's/.*/K(&)/' > "$d/kernels_list.inc"

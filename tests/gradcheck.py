@@ -504,6 +504,16 @@ def cdpo_case():
     return name, path
 
 
+def dpo_type_case(loss_type, more=None):
+    """dpo with another loss type (TRL's DPOConfig.loss_type; robust with label smoothing,
+    apo_zero with rpo_alpha's cross entropy)"""
+    name, path = dpo_case("dpo_" + loss_type)
+    spec = json.load(open(path))
+    spec["model"]["loss"].update(loss_type=loss_type, **(more or {}))
+    json.dump(spec, open(path, "w"), indent=1)
+    return name, path
+
+
 def ipo_case():
     """ipo over the same pairs: IPO's square over the answers' means"""
     name, path = dpo_case("ipo")
@@ -582,7 +592,9 @@ def cpo_case():
 
 
 cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_sft_case(),
-          kto_case(), rpo_case(), cpo_case()]
+          kto_case(), rpo_case(), cpo_case(), dpo_type_case("robust", {"label_smoothing": 0.2}),
+          dpo_type_case("hinge"), dpo_type_case("nca_pair"), dpo_type_case("sppo_hard"),
+          dpo_type_case("apo_zero", {"rpo_alpha": 0.5}), dpo_type_case("apo_down")]
 
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

@@ -115,13 +115,19 @@ static void chunk_head(GraphCtx *c, Tensor *pred)
 }
 
 const char *const pref_names[PREF__COUNT] = {"dpo", "simpo", "ipo", "orpo", "kto", "cpo"};
+const char *const dpo_type_names[DPO__COUNT + 1] = {"sigmoid", "robust", "hinge", "nca_pair",
+                                                    "sppo_hard", "apo_zero", "apo_down", NULL};
 
-/* The runtime's kind of a PREF_* loss (RT_PREF_*: simpo is dpo's sigmoid without a
- * reference) */
-static int pref_runtime_kind(int pref)
+/* The runtime's kind of a PREF_* loss and dpo's loss_type (RT_PREF_*: simpo is dpo's
+ * sigmoid without a reference) */
+static int pref_runtime_kind(int pref, int dpo_type)
 {
+    static const int types[DPO__COUNT] = {RT_PREF_SIGMOID, RT_PREF_ROBUST, RT_PREF_HINGE,
+                                          RT_PREF_NCA_PAIR, RT_PREF_SPPO_HARD, RT_PREF_APO_ZERO,
+                                          RT_PREF_APO_DOWN};
     return pref == PREF_IPO ? RT_PREF_IPO : pref == PREF_ORPO ? RT_PREF_ORPO
-         : pref == PREF_KTO ? RT_PREF_KTO : pref == PREF_CPO ? RT_PREF_CPO : RT_PREF_SIGMOID;
+         : pref == PREF_KTO ? RT_PREF_KTO : pref == PREF_CPO ? RT_PREF_CPO
+         : pref == PREF_DPO ? types[dpo_type] : RT_PREF_SIGMOID;
 }
 
 /* dpo's (and the other preference losses') pair: the logits [2T, C] checked (the chosen
@@ -198,6 +204,7 @@ static void pref_graph(GraphCtx *c, Tensor *pred, const char *path)
     g->pref_sft = sft_target(c, pred, path);
     g->pref_label = kto_label(c);
     g->pref = s->pref;
+    g->dpo_type = s->dpo_type;
     g->simpo_gamma = s->pref == PREF_SIMPO ? s->simpo_gamma : 0;
     g->dpo_smoothing = s->label_smoothing;
     g->kto_weights[0] = s->kto_weights[0], g->kto_weights[1] = s->kto_weights[1];
@@ -341,7 +348,7 @@ static void lower_dpo(Program *p, Node *nd)
              p->eval ? arg_null() : arg_train(nd->out2), arg_t(logps), arg_rows(1),
              arg_int(pred->shape[0]), arg_int(C), arg_int(tensor_ld(pred)), arg_float(nd->p),
              arg_float(p->g->simpo_gamma), arg_float(p->g->dpo_smoothing),
-             arg_int(pref_runtime_kind(p->g->pref)), arg_opt(sft), arg_opt(label),
+             arg_int(pref_runtime_kind(p->g->pref, p->g->dpo_type)), arg_opt(sft), arg_opt(label),
              arg_float(p->g->kto_weights[0]), arg_float(p->g->kto_weights[1]),
              arg_float(p->g->sft_weight));
     instr_reads(a, pred);

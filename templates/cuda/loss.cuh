@@ -422,6 +422,12 @@ rt_mse(const act_t *y, const float *t, act_t *dy, double *part, int64_t n, float
 #define RT_DPO_ORPO 2
 #define RT_DPO_KTO 3
 #define RT_DPO_CPO 4
+#define RT_DPO_ROBUST 5
+#define RT_DPO_HINGE 6
+#define RT_DPO_NCA_PAIR 7
+#define RT_DPO_SPPO_HARD 8
+#define RT_DPO_APO_ZERO 9
+#define RT_DPO_APO_DOWN 10
 
 /* rt_orpo_targets: orpo's row targets eff [samples * 2T]: the answers' (y) where they
  * count, else on a chosen row its sft target's (sft [samples, T]), else `ignore`; one
@@ -491,6 +497,58 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
     return log(q);
 }
 
+__device__ __forceinline__ double rt_sigmoid_f64(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
+/* softplus(x) = log(1 + e^x), without overflow */
+__device__ __forceinline__ double rt_softplus_f64(double x)
+{
+    return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
+}
+
+/* dpo's other loss types (RT_DPO_ROBUST on; trainc_rt.h's RT_PREF_*) from the answers'
+ * log-ratios against the reference, a = lc - rc and b = lr - rr: the pair's loss into
+ * loss and each answer's factor, -d(loss)/d(its log-probability) per unit of beta, into
+ * f; returns u = beta (a - b) (the twin of type_step in runtime/losses.c) */
+__device__ double rt_dpo_type(int kind, double a, double b, double beta, double ls,
+                              double &loss, double f[2])
+{
+    double u = beta * (a - b);
+    if (kind == RT_DPO_ROBUST) {
+        double k = 1.0 / (1.0 - 2.0 * ls), sg = rt_sigmoid_f64(-u);
+        loss = k * ((1.0 - ls) * rt_softplus_f64(-u) - ls * rt_softplus_f64(u));
+        f[0] = k * ((1.0 - ls) * sg + ls * (1.0 - sg));
+        f[1] = -f[0];
+    } else if (kind == RT_DPO_HINGE) {
+        loss = fmax(1.0 - u, 0.0);
+        f[0] = 1.0 - u > 0 ? 1.0 : 0.0;
+        f[1] = -f[0];
+    } else if (kind == RT_DPO_NCA_PAIR) {
+        double ca = beta * a, cb = beta * b;
+        loss = rt_softplus_f64(-ca) + 0.5 * rt_softplus_f64(ca) + 0.5 * rt_softplus_f64(cb);
+        f[0] = rt_sigmoid_f64(-ca) - 0.5 * rt_sigmoid_f64(ca);
+        f[1] = -0.5 * rt_sigmoid_f64(cb);
+    } else if (kind == RT_DPO_SPPO_HARD) {
+        double h = 0.5 / beta, ma = a - h, mb = b + h;
+        loss = ma * ma + mb * mb;
+        f[0] = -2.0 * ma / beta;
+        f[1] = -2.0 * mb / beta;
+    } else if (kind == RT_DPO_APO_ZERO) {
+        double sa = rt_sigmoid_f64(beta * a), sb = rt_sigmoid_f64(beta * b);
+        loss = 1.0 - sa + sb;
+        f[0] = sa * (1.0 - sa);
+        f[1] = -sb * (1.0 - sb);
+    } else {   /* RT_DPO_APO_DOWN */
+        double sa = rt_sigmoid_f64(beta * a), su = rt_sigmoid_f64(u);
+        loss = sa + 1.0 - su;
+        f[0] = su * (1.0 - su) - sa * (1.0 - sa);
+        f[1] = -su * (1.0 - su);
+    }
+    return u;
+}
+
 /* rt_dpo_pairs: one thread a pair. Its answers' log-probabilities (the sums of -nll over
  * their rows whose target is not `ignore`, in row order, in double; without a reference,
  * ref NULL, simpo's: the means over those rows) into logps [2]; u = beta ((lc - rc) - (lr -
@@ -509,7 +567,8 @@ __device__ __forceinline__ double rt_log1m_exp(double m, double &q)
  * +-w sigmoid(u) (1 - sigmoid(u)) and 0 (the KL text). The sigmoid kind with sft
  * (rpo_alpha, cpo_alpha): plus stat[0] (rt_sft_term) in the loss, stat[1] in the chosen
  * factor. kind RT_DPO_CPO: the sigmoid over the sums without a reference, u = beta
- * (lc - lr). */
+ * (lc - lr). The kinds from RT_DPO_ROBUST: dpo's other loss types over the sums
+ * (rt_dpo_type), sft as the sigmoid's. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *stat,
              const int32_t *label, float *logps, double *loss, double *right, float *factor,
@@ -558,6 +617,12 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
         g = w * sg * (1.0 - sg);
         factor[2 * s] = (float)(good ? g : -g);
         factor[2 * s + 1] = 0.0f;
+    } else if (kind >= RT_DPO_ROBUST) {
+        double f[2], l;
+        u = rt_dpo_type(kind, lp[0] - r[0], lp[1] - r[1], (double)beta, (double)ls, l, f);
+        loss[s] = l + (sft ? stat[0] : 0.0);
+        factor[2 * s] = (float)(f[0] + (sft && n[0] > 0 ? stat[1] : 0.0));
+        factor[2 * s + 1] = (float)f[1];
     } else {
         u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
                 : (double)beta * (lp[0] - lp[1]) - (double)gamma;

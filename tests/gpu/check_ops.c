@@ -114,7 +114,7 @@ static const char *const instances[] = {
     "RT_EMBEDDING_FWD(7)", "RT_EMBEDDING_BWD(7)", "RT_EMBEDDING_FWD(128)",
     "RT_EMBEDDING_BWD(128)", "RT_EMBEDDING_FWD(768)", "RT_EMBEDDING_BWD(768)",
     "RT_CROSS_ENTROPY_LS(10, 10)", "RT_CROSS_ENTROPY_LS(13, 16)", "RT_CROSS_ENTROPY_LS(1030, 1088)",
-    NULL};
+    "RT_DPO_ROWS(13, 13)", "RT_DPO_ROWS(10, 10)", NULL};
 
 /* --fp8's: the shapes t_fp8_folds takes (a kernel missing here fails its launch). The
  * whole list cost 55 s of the emulator's compile for 53 checks (2026-12-01). */
@@ -1478,6 +1478,53 @@ static void t_mse(int64_t n, int with_dy)
     if (with_dy)
         judge("mse", TA(TOL_EW), &o, 1);
     free(y), free(t), free(dy), free(pn), reset();
+}
+
+/* dpo and its kin over S pairs of two answers of T rows each over Cn classes (rt_cu_dpo
+ * against rt_dpo): a third of the targets ignored (-100), the reference's sums near the
+ * answers' (NULL for simpo's kind without one), loss kind `kind` (RT_PREF_*) with its
+ * constants; each row's gradient, the answers' log-probabilities and the pass's loss and
+ * pairs ranked right */
+static void t_dpo(int64_t S, int64_t T, int64_t Cn, int kind, int with_ref, float beta,
+                  float gamma, float ls, float sft_weight)
+{
+    static const char *const kinds[] = {"sigmoid", "ipo", "orpo", "kto", "cpo", "robust",
+                                        "hinge", "nca_pair", "sppo_hard", "apo_zero", "apo_down"};
+    SHAPE("%lld pairs of 2 x %lld rows over %lld, %s%s, beta %g, smoothing %g, sft %g",
+          (long long)S, (long long)T, (long long)Cn, kinds[kind], with_ref ? "" : " (no reference)",
+          beta, ls, sft_weight);
+    int64_t rows = S * 2 * T, n = rows * Cn;
+    float *z = ce_logits(rows, Cn, Cn);
+    round_act(z, n);
+    int32_t *tg = rt_xmalloc((size_t)rows * sizeof *tg);
+    for (int64_t r = 0; r < rows; r++)
+        tg[r] = r % 3 == 1 ? -100 : (int32_t)irand(Cn);
+    float *ref = with_ref ? fvec(2 * S) : NULL;   /* (near a sum of ~2T/3 rows' log p) */
+    for (int64_t i = 0; with_ref && i < 2 * S; i++)
+        ref[i] = ref[i] * 2.0f - (float)(2 * T / 3) * logf((float)Cn);
+    float *dz = nans(n), *lp = nans(2 * S), *pn = nans(n);
+    C.grad_scale = G->grad_scale = 1.0f / (float)S;
+    C.ce_has_ignore = G->ce_has_ignore = 1;
+    C.ce_ignore = G->ce_ignore = -100;
+    float *gz = up_a(z, n), *gdz = dalloc_a(n), *glp = dalloc(2 * S * 4);
+    float *gref = with_ref ? up(ref, (size_t)(2 * S) * 4) : NULL;
+    int32_t *gtg = up(tg, (size_t)rows * 4);
+    out_t o[2] = {{"dlogits", dz, {0}, n}, {"logps", lp, {0}, 2 * S}};
+    stats_t st;
+    for (int rep = 0; rep < 2; rep++) {
+        stats_begin();
+        upload_a(gdz, pn, n);
+        rt_dpo(&C, z, tg, ref, dz, lp, S, 2 * T, Cn, Cn, beta, gamma, ls, kind, NULL, NULL,
+               1.0f, 1.0f, sft_weight);
+        rt_cu_dpo(G, gz, gtg, gref, gdz, glp, S, 2 * T, Cn, Cn, beta, gamma, ls, kind, NULL,
+                  NULL, 1.0f, 1.0f, sft_weight);
+        stats_end(&st, rep);
+        o[0].gpu[rep] = down_a(gdz, n);
+        o[1].gpu[rep] = down(glp, 2 * S);
+    }
+    stats_judge("dpo stats", &st);
+    judge("dpo", TA(TOL_RED), o, 2);
+    free(z), free(tg), free(ref), free(dz), free(lp), free(pn), reset();
 }
 
 /* ---- attention ------------------------------------------------------------------------------ */
@@ -3391,6 +3438,15 @@ int main(int argc, char **argv)
     RUN t_mse(1, 1);
     RUN t_mse(1000, 0);
     RUN t_mse(3 * 8192 + 5, 1);
+    /* dpo's pair step of each loss type (rt_dpo_pairs' branches; RT_PREF_*), ipo's and
+     * simpo's, with rpo_alpha's cross entropy on two; 300 pairs: two blocks of the step */
+    RUN t_dpo(5, 7, 13, RT_PREF_SIGMOID, 1, 0.5f, 0.0f, 0.2f, 0.0f);
+    RUN t_dpo(300, 3, 10, RT_PREF_SIGMOID, 1, 0.1f, 0.0f, 0.0f, 0.5f);
+    RUN t_dpo(5, 7, 13, RT_PREF_SIGMOID, 0, 2.0f, 0.3f, 0.0f, 0.0f);
+    RUN t_dpo(5, 7, 13, RT_PREF_IPO, 1, 0.5f, 0.0f, 0.0f, 0.0f);
+    for (int k = RT_PREF_ROBUST; k <= RT_PREF_APO_DOWN; k++)
+        RUN t_dpo(5, 7, 13, k, 1, 0.5f, 0.0f, k == RT_PREF_ROBUST ? 0.2f : 0.0f,
+                  k == RT_PREF_APO_ZERO ? 0.5f : 0.0f);
 
     if (lean)
         lean_attention();
