@@ -81,7 +81,7 @@ static const struct {
              "                [--val FILE.jsonl | --val-frac F | --unlabeled] [--words KEY] [--tags KEY]\n"
              "                [--all-pieces]\n"
              "trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json [--val FILE |\n"
-             "                --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
+             "                --val-frac F] [--mask-prob P] [--copies K] [--seed S] [--group]\n"
              "trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
              "                [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY]\n"
              "                [--rejected KEY] [--completion KEY] [--label KEY] [--kl-group N]\n"

@@ -55,6 +55,7 @@ static const char data_usage[] =
     "                       [--all-pieces]\n"
     "       trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]\n"
+    "                       [--group]\n"
     "       trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]\n"
     "                       [--eos TOKEN | --chat FORMAT]";

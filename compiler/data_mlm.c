@@ -1,9 +1,12 @@
 /* data_mlm.c: `trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json [--val
- * FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]`: text for a masked
- * language model (an imported BertForMaskedLM, RobertaForMaskedLM or
+ * FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S] [--group]`: text for a
+ * masked language model (an imported BertForMaskedLM, RobertaForMaskedLM or
  * DistilBertForMaskedLM), one example a non-blank line (Hugging Face's run_mlm.py with
  * --line_by_line), as padded rows with their masks drawn once (static masking, as BERT's
- * own data was made; --copies draws K masks of each training line):
+ * own data was made; --copies draws K masks of each training line). With --group the
+ * rows are run_mlm.py's without --line_by_line (group_texts): each line's ids with its
+ * special tokens, concatenated over each 1000 lines (its map's batches), cut into rows
+ * of T, the rest of each batch dropped; types 0, pos 0 .. T-1, no padding:
  *   DIR/train_x.npy     [N, T] i32  the ids of tokenizer(line, truncation=True,
  *                                   max_length=T, padding="max_length"), each token the
  *                                   tokenizer does not mark special chosen with
@@ -27,7 +30,7 @@
 
 static const char mlm_usage[] =
     "usage: trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json "
-    "[--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S]";
+    "[--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S] [--group]";
 
 enum { IGNORE = -100 };   /* transformers' label of a token no prediction is asked of */
 
@@ -36,6 +39,7 @@ typedef struct {
     double val_frac, prob;
     int64_t copies;
     uint64_t seed;
+    int group;                 /* --group: run_mlm.py's group_texts */
 } MlmArgs;
 
 static void parse_args(int argc, char **argv, MlmArgs *a)
@@ -53,6 +57,8 @@ static void parse_args(int argc, char **argv, MlmArgs *a)
             a->prob = data_number_arg("mlm", s, opt_value(argc, argv, &i, s), 0.001, 1);
         else if (!strcmp(s, "--copies"))
             a->copies = data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 1, 100);
+        else if (!strcmp(s, "--group"))
+            a->group = 1;
         else if (!strcmp(s, "--seed"))
             a->seed = (uint64_t)data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 0,
                                                 INT64_C(9007199254740992));
@@ -75,7 +81,7 @@ typedef struct {
     int64_t vocab;             /* ids a replacement is drawn from: [0, vocab) */
     unsigned char *special;    /* [vocab] 1: a token tokenizer.json marks special */
     rt_rng rng;
-    int64_t tokens, chosen, cut;
+    int64_t tokens, chosen, cut, dropped;   /* (dropped: --group's ids past a batch's rows) */
 } MlmJob;
 
 /* Text ids as a row (the special tokens around them, the padding after): ids, types, pos */
@@ -117,8 +123,52 @@ static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
     }
 }
 
+/* The row (its ids x, types and pos in row[]) masked into `rows`' files, `copies` times */
+static void put_row(MlmJob *j, int32_t *row[3], int64_t copies, DataRows *rows, int64_t ids)
+{
+    int64_t T = j->cm->T;
+    int32_t *x = xcalloc((size_t)T, sizeof *x), *y = xcalloc((size_t)T, sizeof *y);
+    const int32_t *put[4] = {x, row[1], row[2], y};
+    if (!j->cm->types)
+        put[1] = row[2], put[2] = y;
+    for (int64_t c = 0; c < copies; c++) {
+        memcpy(x, row[0], (size_t)T * sizeof *x);
+        mask_row(j, x, y, row[2]);
+        j->tokens += ids;
+        data_rows_put(rows, put);
+    }
+    free(x), free(y);
+}
+
+/* --group: a batch of lines' ids (with their special tokens) cut into rows of T, the
+ * rest dropped (group_texts); the batch emptied */
+typedef struct {
+    rt_ids ids;
+    int64_t lines;
+} Group;
+
+static void group_flush(MlmJob *j, Group *g, int64_t copies, DataRows *rows)
+{
+    int64_t T = j->cm->T;
+    int32_t *row[3];
+    for (int r = 0; r < 3; r++)
+        row[r] = xcalloc((size_t)T, sizeof(int32_t));
+    for (int64_t at = 0; at + T <= g->ids.n; at += T) {
+        for (int64_t i = 0; i < T; i++)
+            row[0][i] = (int32_t)g->ids.v[at + i], row[2][i] = (int32_t)i;
+        put_row(j, row, copies, rows, T);
+    }
+    j->dropped += g->ids.n % T;
+    g->ids.n = 0;
+    g->lines = 0;
+    for (int r = 0; r < 3; r++)
+        free(row[r]);
+}
+
+enum { GROUP_LINES = 1000 };   /* run_mlm.py's map batches (datasets' default) */
+
 /* Encodes FILE's non-blank lines: the first n_train into tr's rows (copies masks each),
- * the rest into va's (one) */
+ * the rest into va's (one); with --group, grouped (group_flush) */
 static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va)
 {
     MlmJob *j = ctx;
@@ -126,40 +176,44 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
     if (!f)
         error_input("%s: cannot open: %s", file, strerror(errno));
     int64_t T = j->cm->T, m = T - rt_tok_added(j->t, 0), k = 0;
-    int32_t *row[3], *x = xcalloc((size_t)T, sizeof *x), *y = xcalloc((size_t)T, sizeof *y);
+    int32_t *row[3];
     for (int r = 0; r < 3; r++)
         row[r] = xcalloc((size_t)T, sizeof(int32_t));
-    const int32_t *put[4] = {x, row[1], row[2], y};
-    if (!j->cm->types)
-        put[1] = row[2], put[2] = y;
+    Group g[2] = {{{0}, 0}, {{0}, 0}};   /* (--group: train's, val's) */
     char *line = NULL;
     size_t cap = 0;
     ssize_t len;
-    rt_ids a = {0};
+    rt_ids a = {0}, types = {0};
     while ((len = getline(&line, &cap, f)) >= 0) {
         if (!line[strspn(line, " \t\r\n")])
             continue;
         len -= len > 0 && line[len - 1] == '\n';
         a.n = 0;
         rt_tok_encode_text(j->t, line, (size_t)len, &a);
+        int train = k++ < n_train;
+        int64_t copies = train ? j->a->copies : 1;
+        if (j->a->group) {
+            Group *gg = &g[!train];
+            types.n = 0;
+            rt_tok_template(j->t, &a, NULL, &gg->ids, &types);   /* (appended) */
+            if (++gg->lines == GROUP_LINES)
+                group_flush(j, gg, copies, train ? tr : va);
+            continue;
+        }
         j->cut += a.n > m;
         a.n = a.n > m ? m : a.n;
         text_row(j, &a, row);
-        int train = k++ < n_train;
-        for (int64_t c = 0; c < (train ? j->a->copies : 1); c++) {
-            memcpy(x, row[0], (size_t)T * sizeof *x);
-            mask_row(j, x, y, row[2]);
-            j->tokens += a.n + rt_tok_added(j->t, 0);
-            data_rows_put(train ? tr : va, put);
-        }
+        put_row(j, row, copies, train ? tr : va, a.n + rt_tok_added(j->t, 0));
     }
     if (ferror(f))
         error_input("%s: cannot read: %s", file, strerror(errno));
     fclose(f);
-    free(line), free(x), free(y);
+    group_flush(j, &g[0], j->a->copies, tr);
+    group_flush(j, &g[1], 1, va);
+    free(line);
     for (int r = 0; r < 3; r++)
         free(row[r]);
-    rt_ids_free(&a);
+    rt_ids_free(&a), rt_ids_free(&types), rt_ids_free(&g[0].ids), rt_ids_free(&g[1].ids);
 }
 
 /* DIR/NAME_{x,types,pos,y}.npy (types where the model reads them) */
@@ -203,12 +257,14 @@ int data_mlm(int argc, char **argv)
     DataRows tr = {0}, va = {0};
     data_cls_write(&(ClsWrite){rows_open, encode_file, &j}, a.file, a.val, 0, &sp, &tr, &va);
     data_commit();
+    char *rest = a.group ? xasprintf("%" PRId64 " tokens past each 1000 lines' last row dropped",
+                                     j.dropped)
+                         : xasprintf("%" PRId64 " lines cut to fit", j.cut);
     printf("%s%s: %" PRId64 " lines -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
-           " (%" PRId64 " tokens, %" PRId64 " of them chosen to predict: %.1f%%; %" PRId64
-           " lines cut to fit), mask id %d\n",
+           " (%" PRId64 " tokens, %" PRId64 " of them chosen to predict: %.1f%%; %s), mask id %d\n",
            a.file, a.val ? xasprintf(" and %s", a.val) : "", sp.n + sp.n_valfile, tr.rows,
            va.rows, cm.T, j.tokens, j.chosen,
-           100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), j.cut, j.mask);
+           100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), rest, j.mask);
     rt_tok_free(j.t);
     free(j.special);
     return 0;

@@ -12,7 +12,9 @@ The text is 160 license lines (some longer than the rows of 24):
   that input id; no special token and no padding is chosen; of the text's tokens 15% are
   chosen (within 3 points), of those 80% masked and 10% kept (within 8 and 6 points);
   the positions restart at the padding; the same seed gives the same files, another seed
-  other masks; --copies 3 draws three masks of each training line;
+  other masks; --copies 3 draws three masks of each training line; with --group over 2,500
+  lines the rows unmasked are run_mlm.py's group_texts of transformers' ids, each 1000
+  lines concatenated and cut into rows of 24, the rest dropped;
 - imported (no --task: a ForMaskedLM folder is a masked LM), the head is the word
   embedding's weight (`tie`) with a bias of its own, and trainc's `--eval` validation
   loss equals transformers' MLM loss on the same rows within 1e-5;
@@ -222,6 +224,37 @@ def determinism(tok, imp, lines):
           "other masks, --copies 3 three masks of each training line (one of each val line)")
 
 
+def grouped(tok, hf, imp, words):
+    """data mlm --group (run_mlm.py's group_texts): 2,500 lines, the last fifth validation;
+    each split's lines in batches of 1000, each line transformers' ids with its special
+    tokens, concatenated and cut into rows of T, each batch's rest dropped: the rows
+    unmasked are those, pos 0 .. T-1, no special token chosen"""
+    d = os.path.join(OUT, "grouped")
+    os.makedirs(d)
+    shutil.copy(imp + "/model.json", d + "/model.json")
+    lines = [" ".join(words[i % len(words)]) for i in range(2500)]
+    with open(d + "/text.txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    r = trainc("data", "mlm", d + "/text.txt", d + "/data", "--tokenizer", tok, "--model",
+               d + "/model.json", "--val-frac", 0.2, "--group")
+    print("  " + r.stdout.strip())
+    ok, what = True, []
+    for part, part_lines in (("train", lines[:2000]), ("val", lines[2000:])):
+        want = []
+        for b in range(0, len(part_lines), 1000):
+            ids = [i for e in hf(part_lines[b:b + 1000])["input_ids"] for i in e]
+            want += [ids[i:i + T] for i in range(0, len(ids) // T * T, T)]
+        x, y, pos = (np.load("%s/data/%s_%s.npy" % (d, part, k)) for k in ("x", "y", "pos"))
+        chosen = y != -100
+        special = np.isin(np.array(want), list(specials_of(tok)))
+        ok &= (np.array_equal(np.where(chosen, y, x), np.array(want)) and
+               (pos == np.arange(T)[None, :]).all() and not (chosen & special).any())
+        what.append("%d %s rows" % (len(want), part))
+    check(ok and "dropped" in r.stdout, "data mlm --group: %s, each transformers' ids of 1000 "
+          "lines concatenated and cut (run_mlm.py's group_texts), unmasked where nothing is "
+          "chosen, no special token chosen" % " and ".join(what))
+
+
 def pretraining(tok, hf, lines, wp_vocab, small):
     """BertForPreTraining (bert-base-uncased's published kind) as the masked LM"""
     d = os.path.join(OUT, "pretraining")
@@ -319,6 +352,7 @@ case("distilbert", DistilBertForMaskedLM,
                       activation="gelu_pytorch_tanh"), wp_path, wp_hf, lines)
 bert_imp = os.path.join(OUT, "bert", "import")
 determinism(wp_path, bert_imp, lines)
+grouped(wp_path, wp_hf, bert_imp, words)
 pretraining(wp_path, wp_hf, lines, wp_vocab, small)
 bad_cases(wp_path, bert_imp, lines, small, wp_vocab)
 print("bert_mlm_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
