@@ -82,6 +82,7 @@ typedef struct {
     unsigned char *special;    /* [vocab] 1: a token tokenizer.json marks special */
     rt_rng rng;
     int64_t tokens, chosen, cut, dropped;   /* (dropped: --group's ids past a batch's rows) */
+    int32_t *x, *y;            /* [T]: a row as masked (put_row) */
 } MlmJob;
 
 /* Text ids as a row (the special tokens around them, the padding after): ids, types, pos */
@@ -123,21 +124,19 @@ static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
     }
 }
 
-/* The row (its ids x, types and pos in row[]) masked into `rows`' files, `copies` times */
+/* The row (its ids x, types and pos in row[]) masked into `rows`' files, `copies` times
+ * (its masked ids and targets in j->x, j->y) */
 static void put_row(MlmJob *j, int32_t *row[3], int64_t copies, DataRows *rows, int64_t ids)
 {
-    int64_t T = j->cm->T;
-    int32_t *x = xcalloc((size_t)T, sizeof *x), *y = xcalloc((size_t)T, sizeof *y);
-    const int32_t *put[4] = {x, row[1], row[2], y};
+    const int32_t *put[4] = {j->x, row[1], row[2], j->y};
     if (!j->cm->types)
-        put[1] = row[2], put[2] = y;
+        put[1] = row[2], put[2] = j->y;
     for (int64_t c = 0; c < copies; c++) {
-        memcpy(x, row[0], (size_t)T * sizeof *x);
-        mask_row(j, x, y, row[2]);
+        memcpy(j->x, row[0], (size_t)j->cm->T * sizeof *j->x);
+        mask_row(j, j->x, j->y, row[2]);
         j->tokens += ids;
         data_rows_put(rows, put);
     }
-    free(x), free(y);
 }
 
 /* --group: a batch of lines' ids (with their special tokens) cut into rows of T, the
@@ -252,6 +251,8 @@ int data_mlm(int argc, char **argv)
     ClsModel cm = data_cls_model(a.model, CLS_MLM);
     MlmJob j = {.a = &a, .cm = &cm};
     j.t = load_tokenizer(&j);
+    j.x = xcalloc((size_t)cm.T, sizeof *j.x);
+    j.y = xcalloc((size_t)cm.T, sizeof *j.y);
     rt_rng_seed(&j.rng, a.seed);
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, 0, a.dir, "a line of text");
     DataRows tr = {0}, va = {0};
@@ -266,6 +267,6 @@ int data_mlm(int argc, char **argv)
            va.rows, cm.T, j.tokens, j.chosen,
            100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), rest, j.mask);
     rt_tok_free(j.t);
-    free(j.special);
+    free(j.special), free(j.x), free(j.y);
     return 0;
 }

@@ -1574,14 +1574,14 @@ static int64_t cut_chunks(const rt_train_config *c, const rt_model *m, int64_t l
  * Y [m, n] and A, B [m, m] of its largest block, the norm's double (muon_param) */
 size_t rt_muon_work_bytes(int64_t numel, int64_t cols, const int64_t *blocks)
 {
+    if (!blocks[0])
+        return 0;
     int64_t blk = 0, mm = 0;
     for (int b = 0; b < RT_MUON_BLOCKS && blocks[b]; b++) {
         int64_t s = blocks[b] < cols ? blocks[b] : cols;
         blk = blocks[b] * cols > blk ? blocks[b] * cols : blk;
         mm = s * s > mm ? s * s : mm;
     }
-    if (!blocks[0])
-        return 0;
     return (size_t)(numel + 2 * blk + 2 * mm) * sizeof(float) + 24;   /* (the norm's
                                           double, its alignment, the leading 8 bytes) */
 }
@@ -1591,7 +1591,8 @@ size_t rt_cu_muon_work_bytes(const rt_train_config *c, const rt_model *m)
     size_t most = 0;
     for (int i = 0; i < m->n_params; i++) {
         const rt_param *p = &m->params[i];
-        size_t need = rt_muon_takes(c, p) ? rt_muon_work_bytes(p->numel, p->shape[1], p->muon) : 0;
+        size_t need = rt_muon_takes(c, p) ? rt_muon_work_bytes(p->numel, p->shape[1], p->muon)
+                                           : 0;
         most = need > most ? need : most;
     }
     return most;

@@ -377,6 +377,11 @@ static double softplus(double x)
     return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x));
 }
 
+static double sigmoid(double x)
+{
+    return 1.0 / (1.0 + exp(-x));
+}
+
 /* Pair s's answers' log-probabilities into lp (the sums, or with `mean` the means over
  * each answer's counted rows, the reference's sums taken over the same counts), their
  * counted rows into n, the reference's into r (0 without one) */
@@ -456,7 +461,7 @@ static double kto_step(const dpo_ctx *d, int64_t s, const double lp[2], const do
 {
     int good = d->label[s] != 0;
     double lr = lp[0] - r[0], u = good ? d->beta * (lr - d->kl) : d->beta * (d->kl - lr);
-    double sg = 1.0 / (1.0 + exp(-u)), w = d->weight[!good];
+    double sg = sigmoid(u), w = d->weight[!good];
     double g = w * sg * (1.0 - sg);   /* -d(loss)/du, per unit of beta: du/dlc = +-beta */
     *loss = w * (1.0 - sg);
     f[0] = good ? g : -g;
@@ -469,7 +474,7 @@ static double orpo_step(const dpo_ctx *d, const double lp[2], const double n[2],
                         double *loss)
 {
     double qc, qr, z = (lp[0] - lp[1]) - (log1m_exp(lp[0], &qc) - log1m_exp(lp[1], &qr));
-    double g = 1.0 / (1.0 + exp(z));   /* -d(loss)/dz, per unit of beta: sigmoid(-z) */
+    double g = sigmoid(-z);   /* -d(loss)/dz, per unit of beta */
     *loss = d->beta * softplus(-z) + d->sft;
     f[0] = n[0] > 0 ? g / (qc * n[0]) + d->sft_factor : 0.0;
     f[1] = n[1] > 0 ? -g / (qr * n[1]) : 0.0;
@@ -484,18 +489,13 @@ static double sigmoid_step(const dpo_ctx *d, const float *ref, int sums, const d
 {
     double beta = d->beta, ls = d->ls;
     double u = ref ? beta * ((lp[0] - r[0]) - (lp[1] - r[1])) : beta * (lp[0] - lp[1]) - d->gamma;
-    double sp = softplus(-u), sg = 1.0 / (1.0 + exp(u));   /* (softplus(u) = sp + u) */
+    double sp = softplus(-u), sg = sigmoid(-u);   /* (softplus(u) = sp + u) */
     double g = (1.0 - ls) * sg - ls * (1.0 - sg);
     *loss = (1.0 - ls) * sp + ls * (sp + u) + d->sft;   /* (sft: rpo's, cpo's, else 0) */
     f[0] = sums ? g : n[0] > 0 ? g / n[0] : 0.0;
     f[1] = sums ? -g : n[1] > 0 ? -g / n[1] : 0.0;
     f[0] += n[0] > 0 ? d->sft_factor : 0.0;
     return u;
-}
-
-static double sigmoid(double x)
-{
-    return 1.0 / (1.0 + exp(-x));
 }
 
 /* dpo's other loss types (RT_PREF_ROBUST on, trainc_rt.h) from the sums lp, the

@@ -603,16 +603,15 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
     } else if (kind == RT_DPO_ORPO) {
         double qc, qr;
         u = (lp[0] - lp[1]) - (rt_log1m_exp(lp[0], qc) - rt_log1m_exp(lp[1], qr));
-        double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
-        loss[s] = (double)beta * sp + stat[0];
-        g = 1.0 / (1.0 + exp(u));
+        loss[s] = (double)beta * rt_softplus_f64(-u) + stat[0];
+        g = rt_sigmoid_f64(-u);
         factor[2 * s] = (float)(n[0] > 0 ? g / (qc * n[0]) + stat[1] : 0.0);
         factor[2 * s + 1] = (float)(n[1] > 0 ? -g / (qr * n[1]) : 0.0);
     } else if (kind == RT_DPO_KTO) {
         bool good = label[s] != 0;
         double lr = lp[0] - r[0], kl = fmax(stat[0], 0.0);
         u = good ? (double)beta * (lr - kl) : (double)beta * (kl - lr);
-        double sg = 1.0 / (1.0 + exp(-u)), w = good ? (double)wd : (double)wu;
+        double sg = rt_sigmoid_f64(u), w = good ? (double)wd : (double)wu;
         loss[s] = w * (1.0 - sg);
         g = w * sg * (1.0 - sg);
         factor[2 * s] = (float)(good ? g : -g);
@@ -626,10 +625,10 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
     } else {
         u = ref ? (double)beta * ((lp[0] - r[0]) - (lp[1] - r[1]))
                 : (double)beta * (lp[0] - lp[1]) - (double)gamma;
-        double sp = -u > 0 ? -u + log1p(exp(u)) : log1p(exp(-u));   /* softplus(-u) */
+        double sp = rt_softplus_f64(-u);
         loss[s] = (1.0 - (double)ls) * sp + (double)ls * (sp + u)   /* softplus(u) = sp + u */
                   + (sft ? stat[0] : 0.0);
-        double sg = 1.0 / (1.0 + exp(u));
+        double sg = rt_sigmoid_f64(-u);
         g = (1.0 - (double)ls) * sg - (double)ls * (1.0 - sg);
         bool sums = ref || kind == RT_DPO_CPO;
         factor[2 * s] = (float)((sums ? g : n[0] > 0 ? g / n[0] : 0.0) +
