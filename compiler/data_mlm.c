@@ -1,9 +1,12 @@
 /* data_mlm.c: `trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json [--val
- * FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S] [--group]`: text for a
- * masked language model (an imported BertForMaskedLM, RobertaForMaskedLM or
+ * FILE | --val-frac F] [--mask-prob P] [--copies K | --dynamic] [--seed S] [--group]`:
+ * text for a masked language model (an imported BertForMaskedLM, RobertaForMaskedLM or
  * DistilBertForMaskedLM), one example a non-blank line (Hugging Face's run_mlm.py with
  * --line_by_line), as padded rows with their masks drawn once (static masking, as BERT's
- * own data was made; --copies draws K masks of each training line). With --group the
+ * own data was made; --copies draws K masks of each training line). With --dynamic the
+ * training rows are left unmasked, y each text token's id, for the trainer's loader.mask
+ * to draw masks every epoch (RoBERTa's dynamic masking); the val rows are masked once
+ * still, so every validation scores the same predictions. With --group the
  * rows are run_mlm.py's without --line_by_line (group_texts): each line's ids with its
  * special tokens, concatenated over each 1000 lines (its map's batches), cut into rows
  * of T, the rest of each batch dropped; types 0, pos 0 .. T-1, no padding:
@@ -30,7 +33,7 @@
 
 static const char mlm_usage[] =
     "usage: trainc data mlm FILE DIR --tokenizer TOK.json --model MODEL.json "
-    "[--val FILE | --val-frac F] [--mask-prob P] [--copies K] [--seed S] [--group]";
+    "[--val FILE | --val-frac F] [--mask-prob P] [--copies K | --dynamic] [--seed S] [--group]";
 
 enum { IGNORE = -100 };   /* transformers' label of a token no prediction is asked of */
 
@@ -40,6 +43,7 @@ typedef struct {
     int64_t copies;
     uint64_t seed;
     int group;                 /* --group: run_mlm.py's group_texts */
+    int dynamic;               /* --dynamic: training rows unmasked (loader.mask masks) */
 } MlmArgs;
 
 static void parse_args(int argc, char **argv, MlmArgs *a)
@@ -59,6 +63,8 @@ static void parse_args(int argc, char **argv, MlmArgs *a)
             a->copies = data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 1, 100);
         else if (!strcmp(s, "--group"))
             a->group = 1;
+        else if (!strcmp(s, "--dynamic"))
+            a->dynamic = 1;
         else if (!strcmp(s, "--seed"))
             a->seed = (uint64_t)data_count_arg("mlm", s, opt_value(argc, argv, &i, s), 0,
                                                 INT64_C(9007199254740992));
@@ -70,6 +76,9 @@ static void parse_args(int argc, char **argv, MlmArgs *a)
                     ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
                     "tokenizer)" : "--model MODEL.json (its rows' length and vocabulary)",
                     mlm_usage);
+    if (a->dynamic && a->copies > 1)
+        error_input("data mlm: --copies draws masks into the files, --dynamic leaves them to "
+                    "the trainer (every epoch its own): one or the other");
 }
 
 /* What the rows are written with (data_cls_write's ctx) */
@@ -82,6 +91,7 @@ typedef struct {
     unsigned char *special;    /* [vocab] 1: a token tokenizer.json marks special */
     rt_rng rng;
     int64_t tokens, chosen, cut, dropped;   /* (dropped: --group's ids past a batch's rows) */
+    int64_t drawn;             /* tokens of the rows masked here (not --dynamic's) */
     int32_t *x, *y;            /* [T]: a row as masked (put_row) */
 } MlmJob;
 
@@ -100,14 +110,30 @@ static void text_row(MlmJob *j, const rt_ids *a, int32_t *row[3])
     rt_ids_free(&types);
 }
 
+/* The ids of a row before its padding (where pos restarts at 0) */
+static int64_t ids_of(const MlmJob *j, const int32_t *pos)
+{
+    int64_t L = 1;
+    while (L < j->cm->T && pos[L] != 0)
+        L++;
+    return L;
+}
+
+/* --dynamic's training row: y each token of text's id (not special, not padding), else
+ * -100; x as it is */
+static void target_row(MlmJob *j, const int32_t *x, int32_t *y, const int32_t *pos)
+{
+    int64_t L = ids_of(j, pos);
+    for (int64_t i = 0; i < j->cm->T; i++)
+        y[i] = i < L && !j->special[x[i]] ? x[i] : IGNORE;
+}
+
 /* The row's masks over x (its ids): each token of text (not special, not padding) chosen
  * with probability prob; y its id where chosen, else -100; x then the mask (80%), a
  * random id (10%) or itself */
 static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
 {
-    int64_t T = j->cm->T, L = 1;
-    while (L < T && pos[L] != 0)
-        L++;
+    int64_t T = j->cm->T, L = ids_of(j, pos);
     for (int64_t i = 0; i < T; i++) {
         int text = i < L && !j->special[x[i]];
         if (!text || rt_rng_uniform(&j->rng) >= j->a->prob) {
@@ -124,16 +150,23 @@ static void mask_row(MlmJob *j, int32_t *x, int32_t *y, const int32_t *pos)
     }
 }
 
-/* The row (its ids x, types and pos in row[]) masked into `rows`' files, `copies` times
- * (its masked ids and targets in j->x, j->y) */
-static void put_row(MlmJob *j, int32_t *row[3], int64_t copies, DataRows *rows, int64_t ids)
+/* The row (its ids x, types and pos in row[]) into `rows`' files: a training row
+ * --copies times masked, or once unmasked (--dynamic), a val row once masked (its ids
+ * and targets as written in j->x, j->y) */
+static void put_row(MlmJob *j, int32_t *row[3], int train, DataRows *rows, int64_t ids)
 {
     const int32_t *put[4] = {j->x, row[1], row[2], j->y};
     if (!j->cm->types)
         put[1] = row[2], put[2] = j->y;
+    int64_t copies = train ? j->a->copies : 1;
     for (int64_t c = 0; c < copies; c++) {
         memcpy(j->x, row[0], (size_t)j->cm->T * sizeof *j->x);
-        mask_row(j, j->x, j->y, row[2]);
+        if (train && j->a->dynamic) {
+            target_row(j, j->x, j->y, row[2]);
+        } else {
+            mask_row(j, j->x, j->y, row[2]);
+            j->drawn += ids;
+        }
         j->tokens += ids;
         data_rows_put(rows, put);
     }
@@ -146,7 +179,7 @@ typedef struct {
     int64_t lines;
 } Group;
 
-static void group_flush(MlmJob *j, Group *g, int64_t copies, DataRows *rows)
+static void group_flush(MlmJob *j, Group *g, int train, DataRows *rows)
 {
     int64_t T = j->cm->T;
     int32_t *row[3];
@@ -155,7 +188,7 @@ static void group_flush(MlmJob *j, Group *g, int64_t copies, DataRows *rows)
     for (int64_t at = 0; at + T <= g->ids.n; at += T) {
         for (int64_t i = 0; i < T; i++)
             row[0][i] = (int32_t)g->ids.v[at + i], row[2][i] = (int32_t)i;
-        put_row(j, row, copies, rows, T);
+        put_row(j, row, train, rows, T);
     }
     j->dropped += g->ids.n % T;
     g->ids.n = 0;
@@ -166,8 +199,8 @@ static void group_flush(MlmJob *j, Group *g, int64_t copies, DataRows *rows)
 
 enum { GROUP_LINES = 1000 };   /* run_mlm.py's map batches (datasets' default) */
 
-/* Encodes FILE's non-blank lines: the first n_train into tr's rows (copies masks each),
- * the rest into va's (one); with --group, grouped (group_flush) */
+/* Encodes FILE's non-blank lines: the first n_train into tr's rows, the rest into va's
+ * (put_row); with --group, grouped (group_flush) */
 static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *tr, DataRows *va)
 {
     MlmJob *j = ctx;
@@ -190,25 +223,24 @@ static void encode_file(void *ctx, const char *file, int64_t n_train, DataRows *
         a.n = 0;
         rt_tok_encode_text(j->t, line, (size_t)len, &a);
         int train = k++ < n_train;
-        int64_t copies = train ? j->a->copies : 1;
         if (j->a->group) {
             Group *gg = &g[!train];
             types.n = 0;
             rt_tok_template(j->t, &a, NULL, &gg->ids, &types);   /* (appended) */
             if (++gg->lines == GROUP_LINES)
-                group_flush(j, gg, copies, train ? tr : va);
+                group_flush(j, gg, train, train ? tr : va);
             continue;
         }
         j->cut += a.n > m;
         a.n = a.n > m ? m : a.n;
         text_row(j, &a, row);
-        put_row(j, row, copies, train ? tr : va, a.n + rt_tok_added(j->t, 0));
+        put_row(j, row, train, train ? tr : va, a.n + rt_tok_added(j->t, 0));
     }
     if (ferror(f))
         error_input("%s: cannot read: %s", file, strerror(errno));
     fclose(f);
-    group_flush(j, &g[0], j->a->copies, tr);
-    group_flush(j, &g[1], 1, va);
+    group_flush(j, &g[0], 1, tr);
+    group_flush(j, &g[1], 0, va);
     free(line);
     for (int r = 0; r < 3; r++)
         free(row[r]);
@@ -244,6 +276,18 @@ static rt_tokenizer *load_tokenizer(MlmJob *j)
     return t;
 }
 
+/* --dynamic: the training spec's loader.mask that draws the masks as these were drawn */
+static void print_loader_mask(const MlmJob *j)
+{
+    char prob[64] = "", vocab[64] = "";
+    if (j->a->prob != 0.15)
+        snprintf(prob, sizeof prob, ", \"prob\": %.15g", j->a->prob);
+    if (j->vocab != j->cm->K)
+        snprintf(vocab, sizeof vocab, ", \"vocab\": %" PRId64, j->vocab);
+    printf("train with \"loader\": {\"mask\": {\"token\": %d%s%s}}: the training rows' "
+           "masks drawn every epoch\n", j->mask, prob, vocab);
+}
+
 int data_mlm(int argc, char **argv)
 {
     MlmArgs a;
@@ -261,11 +305,14 @@ int data_mlm(int argc, char **argv)
     char *rest = a.group ? xasprintf("%" PRId64 " tokens past each 1000 lines' last row dropped",
                                      j.dropped)
                          : xasprintf("%" PRId64 " lines cut to fit", j.cut);
-    printf("%s%s: %" PRId64 " lines -> %" PRId64 " train + %" PRId64 " val rows of %" PRId64
-           " (%" PRId64 " tokens, %" PRId64 " of them chosen to predict: %.1f%%; %s), mask id %d\n",
+    printf("%s%s: %" PRId64 " lines -> %" PRId64 " train%s + %" PRId64 " val rows of %" PRId64
+           " (%" PRId64 " tokens, %" PRId64 " of %" PRId64 " masked here chosen to predict: "
+           "%.1f%%; %s), mask id %d\n",
            a.file, a.val ? xasprintf(" and %s", a.val) : "", sp.n + sp.n_valfile, tr.rows,
-           va.rows, cm.T, j.tokens, j.chosen,
-           100.0 * (double)j.chosen / (double)(j.tokens ? j.tokens : 1), rest, j.mask);
+           a.dynamic ? " (unmasked)" : "", va.rows, cm.T, j.tokens, j.chosen, j.drawn,
+           100.0 * (double)j.chosen / (double)(j.drawn ? j.drawn : 1), rest, j.mask);
+    if (a.dynamic)
+        print_loader_mask(&j);
     rt_tok_free(j.t);
     free(j.special), free(j.x), free(j.y);
     return 0;

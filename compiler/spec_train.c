@@ -5,7 +5,8 @@
  * compiler and a trainer's --set take the same values; this file walks the JSON object,
  * remembers where each key came from (for the cross-field rules' errors), and adds the
  * rules that need the model: token data against two i32 windows, data files against
- * the inputs, augmentation against image inputs, a GAN's and loader.documents' limits.
+ * the inputs, augmentation against image inputs, loader.mask against ids and their
+ * target, a GAN's and loader.documents' limits.
  * spec.c reads the model and holds the entry points; spec_read.h the shared helpers. */
 #include <math.h>
 #include <stdlib.h>
@@ -119,6 +120,34 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
     return 0;
 }
 
+/* loader.mask masks a row of ids (its input: integers [T]) against the loss's target
+ * ([T], with an ignore_index); the trainer checks the ids against the embedding
+ * (runtime/setup.c's mask_rule). */
+static int check_mask(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
+{
+    const rt_train_config *t = &s->train;
+    int in = sp_find_input(s, t->mask_input), tgt = sp_find_input(s, t->mask_target);
+    int ids = in >= 0 && s->inputs[in].rank == 1 && s->inputs[in].dtype != RT_F32;
+    int target = tgt >= 0 && ids && s->inputs[tgt].rank == 1 &&
+                 s->inputs[tgt].shape[0] == s->inputs[in].shape[0] &&
+                 s->loss == LOSS_CROSS_ENTROPY && !strcmp(s->loss_target, t->mask_target) &&
+                 s->has_ignore;
+    if (in < 0 || tgt < 0)
+        snprintf(err, errlen, "the model has no input '%s'",
+                 in < 0 ? t->mask_input : t->mask_target);
+    else if (!ids)
+        snprintf(err, errlen, "'%s' is not a row of ids ([T] integers)", t->mask_input);
+    else if (!target)
+        snprintf(err, errlen, "'%s' is not the cross_entropy target of [%lld] with an "
+                 "ignore_index, as '%s' needs", t->mask_target,
+                 (long long)s->inputs[in].shape[0], t->mask_input);
+    else
+        return 0;
+    snprintf(key, keylen, "loader.mask.%s",
+             in < 0 || (tgt >= 0 && !ids) ? "input" : "target");
+    return -1;
+}
+
 /* What a GAN's training cannot have (docs/spec.md, "GANs"): 0, or -1 with the key. */
 static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
 {
@@ -194,6 +223,8 @@ int check_train_vs_model(const Spec *s, char *err, size_t errlen, char *key, siz
         snprintf(err, errlen, "early_stopping.monitor val_acc needs a cross_entropy or dpo loss");
         return -1;
     }
+    if (t->has_mask && check_mask(s, err, errlen, key, keylen))
+        return -1;
     if (t->has_augment)
         return check_augment(s, err, errlen, key, keylen);
     return 0;

@@ -181,6 +181,14 @@ typedef struct Field {
     X("loader.augment.random_crop.padding", "0", INT(crop_padding, 0, 4096))            \
     X("loader.augment.random_crop.fill", "zero", ENUM_QUIET(crop_fill, "zero raw"))     \
     X("loader.augment.hflip", "false", BOOL(hflip))                                     \
+    X("loader.mask", "null", SECTION_QUIET(has_mask))                                   \
+    X("loader.mask.token", "null", INT_OR_NULL(mask_token, 0))                          \
+    X("loader.mask.prob", "0.15", REAL(mask_prob, R_FRAC))                              \
+    X("loader.mask.mask_replace_prob", "0.8", REAL(mask_replace, R_UNIT))               \
+    X("loader.mask.random_replace_prob", "0.1", REAL(mask_random, R_UNIT))              \
+    X("loader.mask.vocab", "null", INT_OR_NULL(mask_vocab, 1))                          \
+    X("loader.mask.input", "x", PATH(mask_input))                                       \
+    X("loader.mask.target", "y", PATH(mask_target))                                     \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
     X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \
@@ -1496,6 +1504,26 @@ static int check_validation(const rt_train_config *c, char *err, size_t errlen,
     return 0;
 }
 
+/* loader.mask's own rules (its inputs against the model: the trainer's setup.c and the
+ * compiler's spec_train.c) */
+static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *key,
+                      size_t keylen)
+{
+    if (!c->has_mask)
+        return 0;
+    if (c->mask_token < 0) {
+        fail(key, keylen, "loader.mask.token");
+        return fail(err, errlen, "loader.mask needs token: the mask token's id (`trainc data "
+                    "mlm --dynamic` prints it)");
+    }
+    if (c->mask_replace + c->mask_random > 1) {
+        fail(key, keylen, "loader.mask.random_replace_prob");
+        return fail(err, errlen, "loader.mask's mask_replace_prob %g and random_replace_prob "
+                    "%g add up to more than 1", c->mask_replace, c->mask_random);
+    }
+    return 0;
+}
+
 int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
                     size_t keylen)
 {
@@ -1521,6 +1549,8 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
         return -1;
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))
+        return -1;
+    if (check_mask(c, err, errlen, key, keylen))
         return -1;
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
         fail(key, keylen, "recompute");

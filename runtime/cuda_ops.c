@@ -429,6 +429,21 @@ void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void
     rt_cu_launch(e, "rt_gather_augment", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
+void rt_cu_mask_tokens(rt_exec *e, void *x, void *y, const int32_t *idx, int64_t rows, int64_t T,
+                       const rt_mask_rule *k, int64_t epoch)
+{
+    int64_t n = rows * T;
+    if (n <= 0)
+        return;
+    int token = k->token, ignore = k->ignore;
+    unsigned choose = k->choose, masked = k->masked, swapped = k->swapped;
+    int64_t vocab = k->vocab;
+    uint64_t seed = k->seed;
+    void *args[] = {&x, &y, &idx, &rows, &T, &token, &ignore, &vocab, &choose, &masked,
+                    &swapped, &seed, &epoch};
+    rt_cu_launch(e, "rt_mask_tokens", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 /* The pooling kernels: x [planes, H, W], y [planes, OH, OW]; a thread a forward output
  * (its row and plane: divisions by OW and OH) or a backward one (by W and H), then by
  * the stride. */

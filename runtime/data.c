@@ -1118,6 +1118,8 @@ struct rt_loader {
     int indices;               /* rt_loader_indices_only: batches hold sample indices */
     int64_t aug_pad;           /* loader.augment (rt_loader_set_augment): crop padding, */
     int aug, aug_hflip;        /* on, flips */
+    int mask, mask_in, mask_tgt; /* loader.mask (rt_loader_set_mask): on, its two inputs */
+    rt_mask_rule mask_rule;
     int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
     int64_t *perm;             /* [N]: the whole epoch's order when sharded, else NULL */
     loader_slot *slots;        /* [nslots] */
@@ -1211,6 +1213,14 @@ void rt_loader_set_augment(rt_loader *l, int64_t pad, int hflip)
     l->aug_hflip = hflip;
 }
 
+void rt_loader_set_mask(rt_loader *l, const rt_mask_rule *k, int in, int tgt)
+{
+    l->mask = 1;
+    l->mask_rule = *k;
+    l->mask_in = in;
+    l->mask_tgt = tgt;
+}
+
 /* Assembles batch k of the current order into s (no lock needed: the caller owns s
  * and `order` does not change while any slot is being filled). */
 static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t k)
@@ -1229,6 +1239,9 @@ static void fill_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_
                           rt_batch_dtype(&l->m->inputs[i]));
     if (l->aug && !l->indices && !l->d->tokens)
         augment_batch(l, s, epoch, lo, rows);
+    if (l->mask && !l->indices && !l->d->tokens)
+        rt_mask_rows(s->b.in[l->mask_in], s->b.in[l->mask_tgt], l->order + lo, rows,
+                     l->m->inputs[l->mask_in].numel, &l->mask_rule, epoch);
     s->b.rows = rows;
     s->b.epoch = epoch;
     s->b.index = k;
@@ -1310,6 +1323,7 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
     }
     l->aug = l->aug_hflip = 0;
     l->aug_pad = 0;
+    l->mask = 0;
     PT_CHECK(pthread_mutex_init(&l->mu, NULL));
     PT_CHECK(pthread_cond_init(&l->work_cv, NULL));
     PT_CHECK(pthread_cond_init(&l->done_cv, NULL));

@@ -262,6 +262,8 @@ typedef struct rt_cu {
     int aug, aug_hflip;        /* loader.augment on the training set's images */
     int64_t aug_pad;
     uint64_t aug_seed;
+    int mask, mask_in, mask_tgt; /* loader.mask on the training set's rows: on, its inputs */
+    rt_mask_rule mask_rule;
     rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
     size_t data_bytes;         /* allocated for them */
     CUevent in_done[RT_CU_SLOTS];
@@ -1126,6 +1128,15 @@ void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed)
     d->aug_seed = seed;
 }
 
+void rt_cu_set_mask(rt_exec *e, const rt_mask_rule *k, int in, int tgt)
+{
+    rt_cu *d = dev_of(e);
+    d->mask = 1;
+    d->mask_rule = *k;
+    d->mask_in = in;
+    d->mask_tgt = tgt;
+}
+
 void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch) { dev_of(e)->slot_epoch[slot] = epoch; }
 
 /* The next kernels read slot `slot`: e->in points there, and the compute stream waits
@@ -1155,6 +1166,11 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
         void *args[] = {&d->data[set][k], &d->idx[slot], &d->in[slot][k], &rows, &rb};
         rt_cu_launch(e, "rt_gather_rows", rt_cu_grid_for(e, rows * rb / 16), 1, 1, 256, 1, 0, args);
     }
+    if (set == 0 && d->mask)   /* a masked LM's training rows: masked as gathered */
+        rt_cu_mask_tokens(e, (void *)(uintptr_t)d->in[slot][d->mask_in],
+                          (void *)(uintptr_t)d->in[slot][d->mask_tgt],
+                          (const int32_t *)(uintptr_t)d->idx[slot], rows,
+                          m->inputs[d->mask_in].numel, &d->mask_rule, d->slot_epoch[slot]);
 }
 
 /* The host buffers of the last upload may be reused once this returns. */

@@ -308,6 +308,15 @@ typedef struct rt_train_config {
                                   shift), 1 "raw" (a raw 0, before them: torchvision's
                                   RandomCrop on images, then Normalize) */
     int hflip;                 /* loader.augment.hflip */
+    int has_mask;              /* loader.mask given: a masked LM's masks drawn as batches are
+                                  made (rt_mask_draw) */
+    int64_t mask_token;        /* loader.mask.token: the mask token's id; -1 = null */
+    double mask_prob;          /* loader.mask.prob: a target position chosen */
+    double mask_replace;       /* loader.mask.mask_replace_prob: a chosen one masked */
+    double mask_random;        /* loader.mask.random_replace_prob: a chosen one a random id */
+    int64_t mask_vocab;        /* loader.mask.vocab: random ids from [0, vocab); -1 = null:
+                                  the input's embedding rows */
+    char mask_input[RT_PATH_MAX], mask_target[RT_PATH_MAX];   /* loader.mask.input, .target */
     uint64_t seed;
     int64_t log_every;
     int device;
@@ -613,6 +622,56 @@ void rt_augment_image(const void *src, void *dst, int64_t C, int64_t H, int64_t 
 void rt_gather_augment(const void *data, const int32_t *idx, void *dst, int64_t rows,
                        int64_t C, int64_t H, int64_t W, int elem, int64_t pad, int hflip,
                        uint64_t seed, int64_t epoch);
+/* ---- loader.mask: a masked LM's masks, drawn as the training batches are made -------
+ * Rows of `trainc data mlm --dynamic` hold their ids unmasked in the input and, in the
+ * target, each position's id where one may be chosen (ignore elsewhere). Position `pos`
+ * of sample `index` (its row in the dataset) in epoch `epoch` draws 64 bits,
+ * rt_aug_bits(seed ^ RT_MASK_SALT, epoch, index T + pos), a pure function of those, so
+ * the CPU loader, the GPU (data.cuh's rt_mask_tokens, the twin) and a resumed run draw
+ * the same masks. Bits 0..23 below `choose` (prob 2^24) choose the position: else its
+ * target becomes `ignore`. Bits 24..47 below `masked` (mask_replace_prob 2^24) put the
+ * mask token in the input, below `swapped` (their sum with random_replace_prob) a random
+ * id, ((mix(bits) >> 32) vocab) >> 32 with mix splitmix64's finalizer; else the id stays:
+ * transformers' DataCollatorForLanguageModeling, 80/10/10 by default. */
+#define RT_MASK_SALT 0x2545F4914F6CDD1Dull
+typedef struct rt_mask_rule {
+    int32_t token, ignore;     /* the mask token's id; the target's ignore_index */
+    int64_t vocab;             /* random ids from [0, vocab) */
+    uint32_t choose, masked, swapped;   /* thresholds over 2^24 (above) */
+    uint64_t seed;
+} rt_mask_rule;
+/* The rule of loader.mask's keys (prob and the shares rounded to multiples of 2^-24) */
+rt_mask_rule rt_mask_rule_of(const rt_train_config *c, int32_t ignore, int64_t vocab);
+/* Position pos of a row of T: the input's id there after the draw, *y the target (the id
+ * where chosen, else ignore; an ignored target draws nothing) */
+static inline int32_t rt_mask_draw(const rt_mask_rule *k, int64_t epoch, int64_t index,
+                                   int64_t T, int64_t pos, int32_t x, int32_t *y)
+{
+    if (*y == k->ignore)
+        return x;
+    uint64_t bits = rt_aug_bits(k->seed ^ RT_MASK_SALT, epoch, index * T + pos);
+    if ((uint32_t)(bits & 0xFFFFFF) >= k->choose) {
+        *y = k->ignore;
+        return x;
+    }
+    uint32_t c = (uint32_t)(bits >> 24) & 0xFFFFFF;
+    if (c < k->masked)
+        return k->token;
+    if (c >= k->swapped)
+        return x;
+    uint64_t z = (bits ^ (bits >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (int32_t)(((z >> 32) * (uint64_t)k->vocab) >> 32);
+}
+/* The C twin of data.cuh's rt_mask_tokens: rows of T ids x and targets y, row r sample
+ * idx[r] of epoch `epoch`, masked in place */
+void rt_mask_rows(int32_t *x, int32_t *y, const int64_t *idx, int64_t rows, int64_t T,
+                  const rt_mask_rule *k, int64_t epoch);
+/* loader.mask on the training batches this loader assembles (not in index mode: the GPU
+ * then masks, rt_cu_set_mask): input `in`'s ids and target `tgt`'s, both i32 [T]. */
+void rt_loader_set_mask(rt_loader *l, const rt_mask_rule *k, int in, int tgt);
+
 /* Calls fn on every batch buffer the loader fills (a GPU trainer page-locks them). */
 void rt_loader_each_buffer(rt_loader *l, void (*fn)(void *p, size_t n, void *ctx), void *ctx);
 

@@ -204,6 +204,14 @@ void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch);
 void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
                           int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
                           int64_t pad, int hflip, uint64_t seed, int64_t epoch);
+/* loader.mask with the data on the GPU: the training set's rows of input `in` (ids) and
+ * `tgt` (targets), both i32 [T], masked after they are gathered (rt_cu_mask_tokens),
+ * each position's draw from (the rule's seed, the slot's epoch, its sample, its place). */
+void rt_cu_set_mask(rt_exec *e, const rt_mask_rule *k, int in, int tgt);
+/* data.cuh's rt_mask_tokens (the twin of augment.c's rt_mask_rows): rows of T ids x and
+ * targets y on the device, row r sample idx[r], masked in place. */
+void rt_cu_mask_tokens(rt_exec *e, void *x, void *y, const int32_t *idx, int64_t rows, int64_t T,
+                       const rt_mask_rule *k, int64_t epoch);
 void rt_cu_upload_done(rt_exec *e);
 /* Around a forward(/backward) pass: begin_pass resets the device loss stats of pass
  * `pass` of a step (0, 1, ... with accumulation; each pass has its own, so the host

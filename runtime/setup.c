@@ -45,6 +45,68 @@ static int default_threads(void)
     return n < 1 ? 1 : n;
 }
 
+/* loader.mask's inputs named in the model: the ids (loader.mask.input: an embedding's
+ * [T] ids) and the targets (loader.mask.target: [T], the loss's, with its ignore_index),
+ * both i32 in batches; its rule, the random ids from the embedding's rows unless
+ * loader.mask.vocab says fewer. Exits 1 naming the key. */
+static rt_mask_rule mask_rule(const Run *r, int *in, int *tgt)
+{
+    const rt_model *m = r->m;
+    const rt_train_config *c = &r->c;
+    *in = *tgt = -1;
+    for (int k = 0; k < m->n_inputs; k++) {
+        if (!strcmp(m->inputs[k].name, c->mask_input))
+            *in = k;
+        if (!strcmp(m->inputs[k].name, c->mask_target))
+            *tgt = k;
+    }
+    if (*in < 0 || *tgt < 0)
+        rt_input_error("$.train.loader.mask.%s: the model has no input '%s'",
+                       *in < 0 ? "input" : "target", *in < 0 ? c->mask_input : c->mask_target);
+    const rt_input *x = &m->inputs[*in], *y = &m->inputs[*tgt];
+    if (x->rank != 1 || x->vocab <= 0 || rt_batch_dtype(x) != RT_I32)
+        rt_input_error("$.train.loader.mask.input: '%s' is not a row of ids an embedding reads "
+                       "([T] integers)", x->name);
+    if (y->rank != 1 || y->numel != x->numel || !y->has_ignore || rt_batch_dtype(y) != RT_I32)
+        rt_input_error("$.train.loader.mask.target: '%s' is not a cross_entropy target of "
+                       "[%lld] with an ignore_index, as '%s' needs", y->name,
+                       (long long)x->numel, x->name);
+    if (c->mask_token >= x->vocab)
+        rt_input_error("$.train.loader.mask.token: %lld is not an id of '%s' (its embedding "
+                       "has %lld rows)", (long long)c->mask_token, x->name, (long long)x->vocab);
+    if (c->mask_vocab > x->vocab)
+        rt_input_error("$.train.loader.mask.vocab: %lld, more than the %lld rows of '%s''s "
+                       "embedding", (long long)c->mask_vocab, (long long)x->vocab, x->name);
+    return rt_mask_rule_of(c, (int32_t)y->ignore, c->mask_vocab > 0 ? c->mask_vocab : x->vocab);
+}
+
+/* loader.mask reads rows unmasked: where a target is not ignored, the input holds the
+ * same id (`trainc data mlm --dynamic`'s rows). Rows masked already (data mlm without
+ * --dynamic) would be masked twice: refused, naming the first such place. */
+static void mask_data_check(const Run *r, int in, int tgt, int32_t ignore)
+{
+    const rt_dataset *d = &r->train;
+    int64_t T = r->m->inputs[in].numel, idx[256];
+    int32_t *x = rt_xmalloc(sizeof *x * 256 * (size_t)T), *y = rt_xmalloc(sizeof *y * 256 * (size_t)T);
+    for (int64_t lo = 0; lo < d->rows; lo += 256) {
+        int64_t n = d->rows - lo < 256 ? d->rows - lo : 256;
+        for (int64_t i = 0; i < n; i++)
+            idx[i] = lo + i;
+        rt_npy_gather(&d->arr[in], idx, n, x, RT_I32);
+        rt_npy_gather(&d->arr[tgt], idx, n, y, RT_I32);
+        for (int64_t i = 0; i < n * T; i++)
+            if (y[i] != ignore && y[i] != x[i])
+                rt_input_error("$.train.loader.mask: %s row %lld, place %lld: '%s' holds %d where "
+                               "'%s' asks for %d: rows masked already (`trainc data mlm` "
+                               "without --dynamic); loader.mask masks unmasked rows (`trainc "
+                               "data mlm --dynamic`'s), or set loader.mask to null",
+                               d->arr[in].path, (long long)(lo + i / T), (long long)(i % T),
+                               r->m->inputs[in].name, x[i], r->m->inputs[tgt].name, y[i]);
+    }
+    free(x);
+    free(y);
+}
+
 /* loader.on_gpu: the training (and validation) arrays copied to the GPU once, when
  * asked (always) or when they fit in half the free memory left after the plan (auto);
  * the loaders then deliver sample indices and the rows are gathered on the device. */
@@ -74,6 +136,11 @@ static void data_to_gpu(Run *r)
     rt_loader_indices_only(r->tl);
     if (c->has_augment)   /* the crops and flips then run on the device */
         rt_cu_set_augment(&r->e, c->has_crop ? c->crop_padding : 0, c->hflip, c->seed);
+    if (c->has_mask) {    /* and the masks */
+        int in, tgt;
+        rt_mask_rule k = mask_rule(r, &in, &tgt);
+        rt_cu_set_mask(&r->e, &k, in, tgt);
+    }
     if (r->has_val) {
         rt_cu_data_put(&r->e, r->m, &r->val, 1);
         rt_loader_indices_only(r->vl);
@@ -144,6 +211,15 @@ void rt_run_data(Run *r)
         rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
     if (c->has_augment)   /* training batches only */
         rt_loader_set_augment(r->tl, c->has_crop ? c->crop_padding : 0, c->hflip);
+    if (c->has_mask) {
+        if (r->train.tokens)
+            rt_input_error("$.train.loader.mask: masks rows of ids read from .npy files "
+                           "(`trainc data mlm --dynamic`'s); data.train holds token shards");
+        int in, tgt;
+        rt_mask_rule k = mask_rule(r, &in, &tgt);
+        mask_data_check(r, in, tgt, k.ignore);
+        rt_loader_set_mask(r->tl, &k, in, tgt);
+    }
     r->batches_per_epoch = rt_loader_batches(r->tl);
     if (r->batches_per_epoch == 0 && r->world > 1)
         rt_input_error("$.train.batch_size: each of the %d ranks reads %lld of the training "

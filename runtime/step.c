@@ -20,7 +20,7 @@ static void upload(Run *r, const rt_batch *b, int slot, int set)
 {
     if (r->data_on_gpu && set >= 0) {
         rt_cu_upload_index(&r->e, (const int32_t *)b->in[0], b->rows, slot, set);
-        rt_cu_slot_epoch(&r->e, slot, b->epoch);   /* loader.augment's draws */
+        rt_cu_slot_epoch(&r->e, slot, b->epoch);   /* loader.augment's and mask's draws */
     } else
         rt_cu_upload_batch(&r->e, r->m, (const void *const *)b->in, b->rows, slot);
 }

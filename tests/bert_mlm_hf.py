@@ -7,6 +7,13 @@ WordPiece and RoBERTa's byte-level BPE. Random-weight models made here with
 save_pretrained, tiny, fp32, CPU, one thread, every tensor moved off transformers' init.
 The text is 160 license lines (some longer than the rows of 24):
 
+- `data mlm --dynamic` and the trainer's `loader.mask`: the training rows unmasked (y each
+  text token's id); masks drawn every epoch by the rule docs/spec.md gives (the shares
+  over 12 epochs by this file's copy of it); 16 steps (2 epochs) within 1e-4 of torch's
+  AdamW on transformers' BERT fed the rows this file masks; stopped mid-epoch and
+  resumed, other loader workers: the same losses; on the fake GPU, masked on the device,
+  within 1e-5 of the CPU; refused: rows masked already, no token, a token past the
+  vocabulary, a target not the loss's, --dynamic with --copies;
 - `data mlm`: where a row's y is -100 its x is transformers' `tokenizer(lines,
   truncation=True, max_length=24, padding="max_length")` input_ids, where y is an id it is
   that input id; no special token and no padding is chosen; of the text's tokens 15% are
@@ -53,7 +60,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import byte_level, license_lines, specs, train_like_specs, wordpiece  # noqa: E402
+from text_hf import (byte_level, fake_gpu_vs_cpu, license_lines, specs,  # noqa: E402
+                     train_like_specs, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_mlm_hf")
 T, N = 24, 160
@@ -255,6 +263,125 @@ def grouped(tok, hf, imp, words):
           "chosen, no special token chosen" % " and ".join(what))
 
 
+M64 = (1 << 64) - 1
+
+
+def mix(z):
+    """splitmix64's finalizer"""
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def mask_draws(x, y, rows, epoch, seed, token, vocab, prob=0.15):
+    """loader.mask's draws as docs/spec.md defines them, written here from the text: row r
+    of X and Y is sample ROWS[r] of EPOCH; position p draws rt_aug_bits(seed ^ salt, epoch,
+    index T + p); bits 0..23 choose (below prob 2^24), bits 24..47 mask (below 0.8 2^24),
+    swap in a random id (below 0.9 2^24: ((mix(bits) >> 32) vocab) >> 32) or keep"""
+    x, y = x.copy(), y.copy()
+    choose, masked, swapped = (round(p * 2 ** 24) for p in (prob, 0.8, 0.9))
+    for r, index in enumerate(rows):
+        for p in range(T):
+            if y[r, p] == -100:
+                continue
+            z = seed ^ 0x2545F4914F6CDD1D ^ 0x5851F42D4C957F2D
+            for v in (epoch, int(index) * T + p):
+                z = mix(z ^ ((v * 0x9E3779B97F4A7C15) & M64))
+            if z & 0xFFFFFF >= choose:
+                y[r, p] = -100
+            elif (z >> 24) & 0xFFFFFF < masked:
+                x[r, p] = token
+            elif (z >> 24) & 0xFFFFFF < swapped:
+                x[r, p] = ((mix(z) >> 32) * vocab) >> 32
+    return x, y
+
+
+def dynamic(tok, hf, imp, lines, cls, vocab):
+    """data mlm --dynamic (training rows unmasked, y every text token) and loader.mask's
+    masks drawn each epoch: the rule's shares; trainc's 16 steps (2 epochs) against
+    torch's on the rows masked by this file's mask_draws; a run stopped mid-epoch and
+    resumed, other loader workers: the same losses; the masks on the fake GPU (the data
+    kept there) the CPU's"""
+    d = os.path.join(OUT, "dynamic")
+    os.makedirs(d)
+    for f in ("model.json", "init.safetensors"):
+        shutil.copy(imp + "/" + f, d + "/" + f)
+    with open(d + "/text.txt", "w") as f:
+        f.write("\n".join(lines) + "\n")
+    r = trainc("data", "mlm", d + "/text.txt", d + "/data", "--tokenizer", tok, "--model",
+               d + "/model.json", "--val-frac", 0.2, "--dynamic")
+    print("  " + r.stdout.strip().replace("\n", "\n  "))
+    n_tr = N - N // 5
+    enc = hf(lines[:n_tr], truncation=True, max_length=T, padding="max_length")
+    ids, att = np.array(enc["input_ids"]), np.array(enc["attention_mask"])
+    text = ~np.isin(ids, list(specials_of(tok))) & (att == 1)
+    x, y = np.load(d + "/data/train_x.npy"), np.load(d + "/data/train_y.npy")
+    check(np.array_equal(x, ids) and np.array_equal(y, np.where(text, ids, -100)) and
+          '"loader": {"mask": {"token": %d}}' % MASK["bert"] in r.stdout,
+          "data mlm --dynamic: the training rows are transformers' ids unmasked, y each text "
+          "token's id (-100 at special tokens and padding); it prints the loader.mask to train with")
+    rows_agree("bert", d, "val", hf, lines[n_tr:], tok)
+    draws = [mask_draws(x, y, range(n_tr), e, 1, MASK["bert"], vocab) for e in range(12)]
+    mx, my = np.concatenate([a for a, _ in draws]), np.concatenate([b for _, b in draws])
+    chosen, texts = my != -100, np.tile(text, (12, 1))
+    share, masked = chosen.sum() / texts.sum(), (mx[chosen] == MASK["bert"]).mean()
+    kept = (mx[chosen] == my[chosen]).mean()
+    check(abs(share - 0.15) < 0.01 and abs(masked - 0.8) < 0.02 and abs(kept - 0.1) < 0.015 and
+          not (chosen & ~texts).any() and not np.array_equal(draws[0][1], draws[1][1]),
+          "loader.mask's rule over 12 epochs: %.1f%% of %d text tokens chosen, %.1f%% of those "
+          "masked, %.1f%% kept; each epoch its own masks" % (100 * share, texts.sum(),
+                                                             100 * masked, 100 * kept))
+    t8 = json.load(open(imp + "/train8.json"))
+    t8["train"]["loader"]["mask"] = {"token": MASK["bert"]}
+    json.dump(dict(t8, train=dict(t8["train"], max_steps=16)), open(d + "/train16.json", "w"))
+    common = ("--init", d + "/init.safetensors", "--threads", 1, "--quiet")
+    trainc("run", d + "/model.json", d + "/train16.json", *common, "--out", d + "/run")
+    ours = run_log.losses(d + "/run")
+    batches, rows = [], hf_rows(d, "train")
+    for e in range(2):
+        mx, my = mask_draws(x, y, range(n_tr), e, 1, MASK["bert"], vocab)
+        batches += [[a[b:b + 16] for a in (mx, rows[1], rows[2], my)] for b in range(0, n_tr, 16)]
+    theirs = train_like_specs(cls.from_pretrained(os.path.join(OUT, "bert", "src")), batches,
+                              hf_loss, steps=16)
+    worst = max(rel(a, b) for a, b in zip(ours, theirs))
+    check(len(ours) == 16 and worst <= 1e-4, "loader.mask: 16 AdamW steps (2 epochs of 8 "
+          "batches), every loss within %.1e of torch's on transformers' model fed the rows "
+          "masked by the documented draws (first %.6f, last %.6f)" % (worst, ours[0], ours[-1]))
+    flat = ("--set", "schedule.type=constant")   # (a decay would follow max_steps)
+    trainc("run", d + "/model.json", d + "/train16.json", *common, *flat, "--out", d + "/flat")
+    trainc("run", d + "/model.json", d + "/train16.json", *common, *flat, "--out", d + "/cut",
+           "--set", "max_steps=12", "--set", "checkpoint.every_steps=4", "--set", "loader.workers=0")
+    trainc("run", d + "/model.json", d + "/train16.json", "--threads", 1, "--quiet", "--resume",
+           d + "/cut", *flat, "--set", "max_steps=16", "--set", "loader.workers=3")
+    a, b = run_log.losses(d + "/flat"), run_log.losses(d + "/cut")
+    check(len(a) == 16 and a == b, "loader.mask: stopped at step 12 (batch 4 of epoch 1) and "
+          "resumed, with 0 and then 3 loader workers: the 16 losses of the run straight "
+          "through, bit for bit")
+    masked_already = dict(t8, train=dict(t8["train"], data={
+        p: {k: "%s/data/%s_%s.npy" % (imp, p, k) for k in inputs_of(imp)} for p in ("train", "val")}))
+    json.dump(masked_already, open(d + "/static.json", "w"))
+    spec = (d + "/model.json", d + "/train16.json")
+    refused("loader.mask over rows masked already", ["run", d + "/model.json", d + "/static.json",
+                                                     "--out", d + "/o1"],
+            "rows masked already (`trainc data mlm` without --dynamic)", d + "/o1")
+    refused("loader.mask without its token", ["check", *spec, "--set", "loader.mask.token=null"],
+            "loader.mask needs token: the mask token's id")
+    refused("a mask token past the vocabulary", ["run", *spec, "--set", "loader.mask.token=%d" % vocab,
+                                                 "--out", d + "/o2"],
+            "$.train.loader.mask.token: %d is not an id of 'x'" % vocab, d + "/o2")
+    refused("loader.mask's target not the loss's", ["check", *spec, "--set", "loader.mask.target=pos"],
+            "$.train.loader.mask.target: 'pos' is not the cross_entropy target")
+    refused("data mlm --dynamic --copies 2",
+            ["data", "mlm", d + "/text.txt", d + "/o3", "--tokenizer", tok, "--model",
+             d + "/model.json", "--dynamic", "--copies", 2], "one or the other", d + "/o3")
+    os.makedirs(d + "/gpu")
+    json.dump(dict(t8, train=dict(t8["train"], loader=dict(t8["train"]["loader"],
+                                                           on_gpu="always"))),
+              open(d + "/train8.json", "w"))
+    fake_gpu_vs_cpu("a masked LM with loader.mask (masked on the device)", d, d + "/gpu",
+                    bf16=False)
+
+
 def pretraining(tok, hf, lines, wp_vocab, small):
     """BertForPreTraining (bert-base-uncased's published kind) as the masked LM"""
     d = os.path.join(OUT, "pretraining")
@@ -353,6 +480,7 @@ case("distilbert", DistilBertForMaskedLM,
 bert_imp = os.path.join(OUT, "bert", "import")
 determinism(wp_path, bert_imp, lines)
 grouped(wp_path, wp_hf, bert_imp, words)
+dynamic(wp_path, wp_hf, bert_imp, lines, BertForMaskedLM, wp_vocab)
 pretraining(wp_path, wp_hf, lines, wp_vocab, small)
 bad_cases(wp_path, bert_imp, lines, small, wp_vocab)
 print("bert_mlm_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",

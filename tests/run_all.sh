@@ -184,7 +184,7 @@ check parity/vit_hf       $HF_PYTHON tests/vit_hf.py
 check parity/resnet_hf    $HF_PYTHON tests/resnet_hf.py
 check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
-check parity/bert_mlm_hf   $HF_PYTHON tests/bert_mlm_hf.py
+check parity/bert_mlm_hf   --after=fake_gpu/lib $HF_PYTHON tests/bert_mlm_hf.py
 check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
 check parity/reward_hf     $HF_PYTHON tests/reward_hf.py
 check parity/dpo_hf        $HF_PYTHON tests/dpo_hf.py

@@ -2,7 +2,8 @@
  * (loader.on_gpu): the loader sends only the batch's sample indices, and each input's
  * rows are gathered here, bytes as they are (the dataset is stored in the model's
  * input dtypes). The twin of rt_npy_gather (runtime/data.c); with loader.augment the
- * training images are cropped and flipped on the way (rt_gather_augment). */
+ * training images are cropped and flipped on the way (rt_gather_augment), with
+ * loader.mask a masked LM's gathered rows are masked (rt_mask_tokens). */
 
 /* Launch: grid-stride, 256 threads.
  *   dst[r, :] = src[idx[r], :]   for r in [0, rows), row_bytes bytes a row
@@ -76,5 +77,38 @@ rt_gather_augment(const unsigned char *data, const int *idx, unsigned char *dst,
             ((unsigned short *)dst)[i] = in ? ((const unsigned short *)data)[at] : 0;
         else
             ((unsigned *)dst)[i] = in ? ((const unsigned *)data)[at] : 0u;
+    }
+}
+
+/* loader.mask: the twins of rt.h's rt_mask_draw and augment.c's rt_mask_rows. Position
+ * p of sample idx[r] of epoch `epoch` draws rt_aug_bits(seed ^ salt, epoch, idx[r] T + p):
+ * bits 0..23 below `choose` keep its target (else ignore), bits 24..47 below `masked`
+ * put the mask token in x, below `swapped` a random id in [0, vocab), else x stays.
+ * Launch: grid-stride over rows*T positions, 256 threads; x and y [rows, T] in place. */
+extern "C" __global__ void __launch_bounds__(256)
+rt_mask_tokens(int *x, int *y, const int *idx, int64_t rows, int64_t T, int token, int ignore,
+               int64_t vocab, unsigned choose, unsigned masked, unsigned swapped,
+               uint64_t seed, int64_t epoch)
+{
+    const int64_t n = rows * T;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        if (y[i] == ignore)
+            continue;
+        const int64_t r = i / T, p = i - r * T;
+        const uint64_t bits = rt_aug_bits(seed ^ 0x2545F4914F6CDD1Dull, epoch, idx[r] * T + p);
+        if ((unsigned)(bits & 0xFFFFFF) >= choose) {
+            y[i] = ignore;
+            continue;
+        }
+        const unsigned c = (unsigned)(bits >> 24) & 0xFFFFFF;
+        if (c < masked) {
+            x[i] = token;
+        } else if (c < swapped) {
+            uint64_t z = (bits ^ (bits >> 30)) * 0xBF58476D1CE4E5B9ull;
+            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+            z ^= z >> 31;
+            x[i] = (int)(((z >> 32) * (uint64_t)vocab) >> 32);
+        }
     }
 }

@@ -482,6 +482,51 @@ static void t_rowsum(int64_t rows, int64_t cols)
     free(x), free(db0), free(db), reset();
 }
 
+/* ---- loader.mask ------------------------------------------------------------------------ */
+
+/* data.cuh's rt_mask_tokens against augment.c's rt_mask_rows: rows of T ids over a
+ * vocabulary of 1000 (a quarter of the targets ignored, as special tokens and padding
+ * are), samples picked at random, epoch 3, random ids from [0, vocab); integers, so
+ * exact. */
+static void t_mask_tokens(int64_t n, int64_t rows, int64_t T, double prob, int64_t vocab)
+{
+    SHAPE("%lld of %lld rows of %lld ids, prob %g, random ids below %lld", (long long)rows,
+          (long long)n, (long long)T, prob, (long long)vocab);
+    size_t cnt = (size_t)(rows * T), bytes = cnt * sizeof(int32_t);
+    int32_t *x = rt_xmalloc(bytes), *y = rt_xmalloc(bytes), *idx = rt_xmalloc((size_t)rows * 4);
+    int32_t *wx = rt_xmalloc(bytes), *wy = rt_xmalloc(bytes), *gotx = rt_xmalloc(bytes),
+            *goty = rt_xmalloc(bytes);
+    int64_t *idx64 = rt_xmalloc((size_t)rows * sizeof *idx64);
+    for (size_t i = 0; i < cnt; i++) {
+        wx[i] = x[i] = (int32_t)irand(1000);
+        wy[i] = y[i] = irand(4) ? x[i] : -100;
+    }
+    for (int64_t r = 0; r < rows; r++)
+        idx64[r] = idx[r] = (int32_t)irand(n);
+    rt_train_config c;
+    rt_config_defaults(&c);
+    c.mask_token = 7, c.mask_prob = prob, c.seed = 1337;
+    rt_mask_rule k = rt_mask_rule_of(&c, -100, vocab);
+    rt_mask_rows(wx, wy, idx64, rows, T, &k, 3);
+    void *gx = up(x, bytes), *gy = up(y, bytes), *gidx = up(idx, (size_t)rows * 4);
+    rt_cu_mask_tokens(G, gx, gy, gidx, rows, T, &k, 3);
+    rt_cu_sync(G);
+    rt_cu_download(gotx, (rt_dptr)(uintptr_t)gx, bytes);
+    rt_cu_download(goty, (rt_dptr)(uintptr_t)gy, bytes);
+    size_t bad = 0, changed = 0;
+    for (size_t i = 0; i < cnt; i++) {
+        bad += gotx[i] != wx[i] || goty[i] != wy[i];
+        changed += wx[i] != x[i] || wy[i] != y[i];
+    }
+    if (bad || !changed)
+        report("mask_tokens", INFINITY, TOL_EW, " (%zu of %zu places differ; %zu masked)", bad,
+               cnt, changed);
+    else
+        report("mask_tokens", 0.0, TOL_EW, NULL);
+    free(x), free(y), free(idx), free(idx64), free(wx), free(wy), free(gotx), free(goty);
+    reset();
+}
+
 /* ---- loader.augment ------------------------------------------------------------------- */
 
 /* data.cuh's rt_gather_augment against data.c's rt_gather_augment: n images [C, H, W] of
@@ -3355,6 +3400,8 @@ int main(int argc, char **argv)
     RUN t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
     RUN t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
     RUN t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
+    RUN t_mask_tokens(300, 40, 24, 0.15, 1000);         /* BERT's rule */
+    RUN t_mask_tokens(9, 5, 128, 1.0, 1 << 17);         /* every target, ids past 2^16 */
     RUN t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */
     RUN t_conv_nocol(8, 1, 28, 28, 3, 1, 1, 16);    /* Fashion-MNIST's, 2 slices of positions */
     RUN t_conv_nocol(2, 3, 9, 11, 3, 2, 1, 13);     /* RGB, stride 2, odd sizes and out */
