@@ -283,9 +283,10 @@ void rt_resume_load(Run *r, rt_loop_state *s, uint64_t data_fp)
     rt_free_lines(lines, n);
     r->resumed_from = s->step;
     rt_have_ckpt = rt_same_folder(r->out, r->o.resume);   /* the one resumed from */
-    if (!r->o.eval)
+    if (!r->o.eval) {   /* (--eval reads its weights alone: no training data there) */
         check_same_data(r, s, ck, data_fp);
-    check_position(r, s, ck, !r->o.eval && s->data_fp && s->data_fp != data_fp);
+        check_position(r, s, ck, s->data_fp && s->data_fp != data_fp);
+    }
     if (!r->o.eval && r->rank == 0 && rt_same_folder(r->out, r->o.resume))
         check_metrics_cut(r->out, s->metrics_bytes, ck);
     if (r->rank == 0)     /* (every rank reads it: one says so) */

@@ -171,12 +171,12 @@ static void open_val_loader(Run *r)
 }
 
 /* Does the run read the training data? Not where it trains nothing (--eval, --predict,
- * --sample alone: a fresh import samples before it has data), unless it resumes (the
- * checkpoint's place is checked against the data's epochs) or writes --reference's
- * files (from the training rows). */
+ * --sample alone: a fresh import samples before it has data, and a checkpoint's weights
+ * are evaluated where its training data is not), unless it writes --reference's files
+ * (from the training rows). */
 static int reads_train_data(const Run *r)
 {
-    return !r->o.eval || r->o.reference || r->o.resume;
+    return !r->o.eval || r->o.reference;
 }
 
 /* The training (and validation) data, checked before the output folder exists; the

@@ -243,9 +243,12 @@ echo "ok   second signal before any checkpoint: exit 130, says it cannot be resu
 before=$(cd "$d/ev" && find . -type f | sort | xargs md5sum)
 "$d/t" "${q[@]}" --init "$d/ev/model.safetensors" --eval --out "$d/ev_none" >"$d/ev.init" 2>"$d/ev.err"
 "$d/t" "${q[@]}" --resume "$d/ev" --eval >"$d/ev.resume" 2>>"$d/ev.err"
+# (the training data need not be there: a checkpoint's weights, evaluated elsewhere)
+"$d/t" "${q[@]}" --resume "$d/ev" --eval --set data.train.x="$d/absent_x.npy" \
+    --set data.train.y="$d/absent_y.npy" >"$d/ev.notrain" 2>>"$d/ev.err"
 [ ! -e "$d/ev_none" ] && [ "$(cd "$d/ev" && find . -type f | sort | xargs md5sum)" = "$before" ] ||
     { echo "FAIL --eval wrote files"; exit 1; }
-$PY - "$d/ev/metrics.jsonl" "$d/ev.init" "$d/ev.resume" <<'PY'
+$PY - "$d/ev/metrics.jsonl" "$d/ev.init" "$d/ev.resume" "$d/ev.notrain" <<'PY'
 import json, sys
 val = [json.loads(l) for l in open(sys.argv[1]) if '"val_loss"' in l][-1]
 for f in sys.argv[2:]:
@@ -257,7 +260,7 @@ for f in sys.argv[2:]:
 PY
 rc=0; "$d/t" "${q[@]}" --eval --set data.val=null >/dev/null 2>"$d/ev.err2" || rc=$?
 [ $rc -eq 1 ] && grep -q "eval needs validation data" "$d/ev.err2" || { echo "FAIL --eval without data.val: exit $rc"; exit 1; }
-echo "ok   --eval: the run's last validation numbers from --init and --resume, nothing written; no data.val: exit 1"
+echo "ok   --eval: the run's last validation numbers from --init and --resume (its training data there or not), nothing written; no data.val: exit 1"
 
 # Defaults that follow other fields (Lightning's), on a tiny model: epochs left out
 # ends no run that max_steps or max_time ends (1 where neither is set);
