@@ -95,9 +95,12 @@ HF_NEW_VENV      ?= .venv/hf-new
 HF_NEW_PYTHON    ?= $(HF_NEW_VENV)/bin/python
 TRANSFORMERS_NEW := 4.48.3
 PEFT := 0.10.0
+SENTENCEPIECE := 0.2.3
+PROTOBUF := 7.36.2
 HF_DEPS :=
 ifeq ($(HF_PYTHON),$(HF_VENV)/bin/python)
-HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS) $(HF_VENV)/.peft-$(PEFT)
+HF_DEPS += $(HF_VENV)/.transformers-$(TRANSFORMERS) $(HF_VENV)/.peft-$(PEFT) \
+           $(HF_VENV)/.sentencepiece-$(SENTENCEPIECE)
 endif
 ifeq ($(HF_NEW_PYTHON),$(HF_NEW_VENV)/bin/python)
 HF_DEPS += $(HF_NEW_VENV)/.transformers-$(TRANSFORMERS_NEW)
@@ -135,6 +138,15 @@ $(HF_VENV)/.peft-$(PEFT): $(HF_VENV)/.transformers-$(TRANSFORMERS)
 	@$(HF_VENV)/bin/pip install -q --disable-pip-version-check --no-deps 'peft==$(PEFT)' \
 	  'accelerate==0.29.3' || { echo "deps: pip could not install peft==$(PEFT) (no network?)"; exit 1; }
 	@$(HF_VENV)/bin/python -c 'import peft, torch; assert peft.__version__ == "$(PEFT)"'
+	@touch $@
+# sentencepiece (and the protobuf transformers reads its models with) beside it: the
+# Unigram tokenizers XLM-RoBERTa's tokenizer.json is converted from (tests/xlmr_hf.py)
+$(HF_VENV)/.sentencepiece-$(SENTENCEPIECE): $(HF_VENV)/.transformers-$(TRANSFORMERS)
+	@echo "deps: sentencepiece==$(SENTENCEPIECE) into $(HF_VENV)"
+	@rm -f $(HF_VENV)/.sentencepiece-*
+	@$(HF_VENV)/bin/pip install -q --disable-pip-version-check 'sentencepiece==$(SENTENCEPIECE)' \
+	  'protobuf==$(PROTOBUF)' || { echo "deps: pip could not install sentencepiece==$(SENTENCEPIECE) (no network?)"; exit 1; }
+	@$(HF_VENV)/bin/python -c 'import sentencepiece, google.protobuf; assert sentencepiece.__version__ == "$(SENTENCEPIECE)"'
 	@touch $@
 $(eval $(call pip_venv,$(HF_NEW_VENV),transformers,$(TRANSFORMERS_NEW),torch))
 $(eval $(call pip_venv,$(TB_VENV),tensorboard,$(TENSORBOARD)))

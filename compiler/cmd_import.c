@@ -2117,7 +2117,8 @@ static ImportArgs import_args(int argc, char **argv)
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
-    int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert");
+    int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
+               !strcmp(type, "xlm-roberta");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);

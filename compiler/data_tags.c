@@ -212,8 +212,9 @@ static rt_tokenizer *load_tokenizer(const TagArgs *a, const ClsModel *cm)
     rt_ids probe = {0};
     if (rt_tok_encode_word(t, "a", 1, &probe) != 0)
         error_input("data tags: %s: words given apart are encoded as transformers does for "
-                    "WordPiece (BERT's) and byte-level BPE with GPT-2's pattern (RoBERTa's) "
-                    "alone; this tokenizer is neither", a->tok);
+                    "WordPiece (BERT's), byte-level BPE with GPT-2's pattern (RoBERTa's) "
+                    "alone and Unigram with Metaspace's prepend_scheme always (XLM-R's); "
+                    "this tokenizer is none of them", a->tok);
     rt_ids_free(&probe);
     return t;
 }

@@ -14,13 +14,17 @@
  * word from each U+2581 on, with Metaspace's split), and its symbols are characters;
  * a character the vocabulary lacks is its bytes' <0xXX> tokens (byte_fallback) or the
  * unk token. WordPiece (BERT's) reads its vocabulary here and its parts between added
- * tokens go to wordpiece.c. */
+ * tokens go to wordpiece.c. Unigram (XLM-RoBERTa's, T5's) reads its pieces and scores
+ * here, normalizes each part between added tokens as the file says (Precompiled:
+ * precompiled.c; Strip; Replace of space runs), cuts words as Metaspace does (the
+ * SentencePiece-style path) and gives each word to unigram.c. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <cjson/cJSON.h>
 #include "tokenizer.h"
+#include "unigram.h"
 #include "wordpiece.h"
 
 /* The patterns, by the exact string each file writes. */
@@ -139,6 +143,13 @@ struct rt_tokenizer {
     rt_wordpiece wpm;
     int bert_norm;               /* its BertNormalizer (bnorm), or none */
     rt_bert_norm bnorm;
+    int ug;                      /* the model is Unigram (unigram.c) */
+    rt_unigram ugm;
+    double *ug_score;            /* [n_ids] its pieces' scores */
+    int ug_steps[4], n_ug_steps; /* its normalizer's steps (UG_*), in order */
+    rt_precompiled pc;           /* UG_PRECOMPILED's charsmap */
+    char *ug_buf[2];             /* scratch: a part as each step leaves it */
+    size_t ug_cap[2];
     int64_t n_ids;
     char **piece;                /* [n_ids] the bytes of each id, NULL for none */
     uint32_t *piece_len;
@@ -828,6 +839,10 @@ static int64_t whole_word(rt_tokenizer *t, const unsigned char *w, size_t n)
 
 static void encode_word(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
 {
+    if (t->ug) {
+        rt_ug_encode(&t->ugm, w, n, out);
+        return;
+    }
     if (n == 1 && !t->sp && t->byte_id[w[0]] >= 0) {
         rt_ids_push(out, (uint32_t)t->byte_id[w[0]]);
         return;
@@ -1001,6 +1016,68 @@ static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int sta
         encode_word(t, w + b, k - b, out);
 }
 
+/* Unigram's normalizer steps, each the text as the one before left it */
+enum { UG_PRECOMPILED, UG_STRIP_LEFT, UG_STRIP_RIGHT, UG_STRIP_BOTH, UG_SPACE_RUNS };
+
+/* One step on s[0, n) into t->ug_buf[k]; its length */
+static size_t ug_step(rt_tokenizer *t, int step, const unsigned char *s, size_t n, int k)
+{
+    if (step == UG_PRECOMPILED) {
+        size_t m;
+        rt_pc_normalize(&t->pc, s, n, &t->ug_buf[k], &t->ug_cap[k], &m);
+        return m;
+    }
+    if (3 * n + 1 > t->ug_cap[k])
+        t->ug_buf[k] = xrealloc(t->ug_buf[k], t->ug_cap[k] = 3 * n + 64);
+    unsigned char *o = (unsigned char *)t->ug_buf[k];
+    size_t a = 0, b = n, len, m = 0;
+    if (step == UG_SPACE_RUNS) {   /* Replace(Regex " {2,}", U+2581) */
+        for (size_t i = 0; i < n; i++)
+            if (s[i] == ' ' && i + 1 < n && s[i + 1] == ' ') {
+                while (i + 1 < n && s[i + 1] == ' ')
+                    i++;
+                memcpy(o + m, meta, 3);
+                m += 3;
+            } else {
+                o[m++] = s[i];
+            }
+        return m;
+    }
+    while (step != UG_STRIP_RIGHT && a < n && rt_uni_space(rt_utf8_at(s, a, n, &len)))
+        a += len;
+    while (step != UG_STRIP_LEFT && b > a) {   /* (the last character's start) */
+        size_t c = b - 1;
+        while (c > a && (s[c] & 0xC0) == 0x80)
+            c--;
+        if (!rt_uni_space(rt_utf8_at(s, c, b, &len)))
+            break;
+        b = c;
+    }
+    memcpy(o, s + a, b - a);
+    return b - a;
+}
+
+/* Unigram: a part between unnormalized added tokens, normalized, cut at the normalized
+ * added tokens, and each piece between them SentencePiece-style (sp_encode: spaces
+ * written U+2581, one prepended as Metaspace says, a word from each U+2581 on) */
+static void ug_part(rt_tokenizer *t, const unsigned char *s, size_t n, int first, rt_ids *out)
+{
+    for (int k = 0; k < t->n_ug_steps; k++) {
+        n = ug_step(t, t->ug_steps[k], s, n, k % 2);
+        s = (const unsigned char *)t->ug_buf[k % 2];
+    }
+    for (size_t i = 0; i < n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->norm_set, s, i, n, &a);
+        size_t end = a ? added_span(a, s, i, &at, n) : n;
+        sp_encode(t, s + i, at - i, 1, first && i == 0, out);
+        if (!a)
+            break;
+        rt_ids_push(out, a->id);
+        i = end;
+    }
+}
+
 void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
 {
     const unsigned char *s = (const unsigned char *)text;
@@ -1008,7 +1085,9 @@ void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
         const Added *a = NULL;
         size_t at = added_find(&t->raw_set, s, i, n, &a);
         size_t end = a ? added_span(a, s, i, &at, n) : n;
-        if (t->sp)   /* a continued part's first piece gets no U+2581 */
+        if (t->ug)
+            ug_part(t, s + i, at - i, i == 0 && !t->cont, out);
+        else if (t->sp)   /* a continued part's first piece gets no U+2581 */
             sp_encode(t, s + i, at - i, i > 0 || !t->cont, i == 0 && !t->cont, out);
         else
             encode_normalized(t, s + i, at - i, out);
@@ -1028,6 +1107,10 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
 
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
 {
+    if (t->ug && t->sp == SP_ALWAYS) {   /* each word its own text: normalized, a U+2581 before */
+        rt_tok_encode_text(t, word, n, out);
+        return 0;
+    }
     if (!t->wp && (t->sp || t->pat != PT_GPT2 || t->digits))
         return -1;   /* (a Split's pieces would each get the space) */
     t->word_space = !t->wp;
@@ -1284,6 +1367,43 @@ static int load_wordpiece(rt_tokenizer *t, const cJSON *model, char *err, size_t
     return 0;
 }
 
+/* Unigram: vocab, a list of [piece, score] (a piece's id its place); unk_id (needed:
+ * a character no piece covers is unk); byte_fallback false */
+static int load_unigram(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
+{
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(model, "vocab");
+    const cJSON *unk = cJSON_GetObjectItemCaseSensitive(model, "unk_id");
+    int n = cJSON_GetArraySize(vocab);
+    if (!cJSON_IsArray(vocab) || n == 0)
+        return FAIL("model.vocab: a Unigram model's is a list of [piece, score]");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(model, "byte_fallback")))
+        return FAIL("model.byte_fallback: true with a Unigram model is not supported");
+    if (!cJSON_IsNumber(unk) || unk->valuedouble < 0 || unk->valuedouble >= n)
+        return FAIL("model.unk_id: a Unigram model needs one among its %d pieces", n);
+    map_init(&t->vocab, 1024);
+    t->ug_score = xrealloc(NULL, (size_t)n * sizeof *t->ug_score);
+    double lowest = 0;
+    size_t longest = 1;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_GetArrayItem(vocab, i), *p = cJSON_GetArrayItem(e, 0);
+        const cJSON *sc = cJSON_GetArrayItem(e, 1);
+        if (!cJSON_IsString(p) || !*p->valuestring || !cJSON_IsNumber(sc))
+            return FAIL("model.vocab[%d]: not [piece, score] (a non-empty string without "
+                        "U+0000, a number)", i);
+        size_t len = strlen(p->valuestring);
+        map_put(&t->vocab, p->valuestring, len)->val = (uint32_t)i;
+        t->ug_score[i] = sc->valuedouble;
+        lowest = i == 0 || sc->valuedouble < lowest ? sc->valuedouble : lowest;
+        longest = len > longest ? len : longest;
+    }
+    t->n_ids = n;
+    t->ug = 1;
+    t->unk = (int64_t)unk->valuedouble;
+    t->ugm = (rt_unigram){.lookup = vocab_lookup, .ctx = t, .score = t->ug_score, .unk = t->unk,
+                          .unk_score = lowest - 10.0, .max_len = longest};
+    return 0;
+}
+
 static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t errlen)
 {
     const cJSON *type = cJSON_GetObjectItemCaseSensitive(model, "type");
@@ -1291,8 +1411,10 @@ static int load_model(rt_tokenizer *t, const cJSON *model, char *err, size_t err
         return FAIL("model: missing, or without a \"type\"");
     if (strcmp(type->valuestring, "WordPiece") == 0)
         return load_wordpiece(t, model, err, errlen);
+    if (strcmp(type->valuestring, "Unigram") == 0)
+        return load_unigram(t, model, err, errlen);
     if (strcmp(type->valuestring, "BPE") != 0)
-        return FAIL("model type '%s' is not supported (BPE, WordPiece)", type->valuestring);
+        return FAIL("model type '%s' is not supported (BPE, WordPiece, Unigram)", type->valuestring);
     const cJSON *drop = cJSON_GetObjectItemCaseSensitive(model, "dropout");
     if (drop && !cJSON_IsNull(drop) && !(cJSON_IsNumber(drop) && drop->valuedouble == 0))
         return FAIL("model.dropout: BPE dropout is not supported (random ids)");
@@ -1568,6 +1690,37 @@ static int sp_normalizer(const cJSON *list)
            is_str(pre, "prepend", meta) && sp_replace(cJSON_GetArrayItem(list, 1));
 }
 
+/* One of a Unigram model's normalizer steps: Precompiled, Strip, or Replace(Regex " {2,}",
+ * U+2581) (XLM-RoBERTa's and T5's, as transformers converts SentencePiece's models) */
+static int ug_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t errlen)
+{
+    const char *type = type_of(nm);
+    if (t->n_ug_steps == 4)
+        return FAIL("normalizer: more than 4 steps are not supported");
+    int *step = &t->ug_steps[t->n_ug_steps++];
+    if (strcmp(type, "Precompiled") == 0) {
+        const cJSON *map = cJSON_GetObjectItemCaseSensitive(nm, "precompiled_charsmap");
+        *step = UG_PRECOMPILED;
+        if (t->pc.trie)
+            return FAIL("normalizer: two Precompiled steps are not supported");
+        return cJSON_IsString(map) ? rt_pc_load(&t->pc, map->valuestring, err, errlen)
+                                   : FAIL("normalizer Precompiled: no precompiled_charsmap");
+    }
+    if (strcmp(type, "Strip") == 0) {
+        int l = !is_false(nm, "strip_left"), r = !is_false(nm, "strip_right");
+        *step = l && r ? UG_STRIP_BOTH : l ? UG_STRIP_LEFT : UG_STRIP_RIGHT;
+        if (!l && !r)
+            t->n_ug_steps--;   /* (strips nothing) */
+        return 0;
+    }
+    *step = UG_SPACE_RUNS;
+    if (strcmp(type, "Replace") == 0 && is_str(nm, "content", meta) &&
+        is_str(cJSON_GetObjectItemCaseSensitive(nm, "pattern"), "Regex", " {2,}"))
+        return 0;
+    return FAIL("normalizer type '%s' with a Unigram model is not supported (Precompiled, "
+                "Strip, Replace of Regex \" {2,}\" by U+2581)", type);
+}
+
 /* None, NFC (Qwen2), alone or as a Sequence's one member (NFC is applied only where it
  * is the identity: rt_tok_unnormalized), Llama 2's (SentencePiece-style, SP_PREPEND), or
  * its Replace alone (Gemma's: nothing prepended, SP_NEVER). */
@@ -1575,6 +1728,15 @@ static int load_normalizer(rt_tokenizer *t, const cJSON *nm, char *err, size_t e
 {
     if (!nm || cJSON_IsNull(nm))
         return 0;
+    if (t->ug && strcmp(type_of(nm), "Sequence") == 0) {
+        const cJSON *e;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(nm, "normalizers"))
+            if (ug_normalizer(t, e, err, errlen))
+                return -1;
+        return 0;
+    }
+    if (t->ug)
+        return ug_normalizer(t, nm, err, errlen);
     if (strcmp(type_of(nm), "Sequence") == 0) {
         const cJSON *list = cJSON_GetObjectItemCaseSensitive(nm, "normalizers");
         if (cJSON_GetArraySize(list) == 0)
@@ -1745,6 +1907,8 @@ static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
                     "(only normalized false, as BERT's special tokens)", t->norm_set.a[0].s);
     if (t->wp)
         return 0;
+    if (t->ug)   /* (its text is not cut: no newline barrier needed) */
+        return t->sp ? 0 : FAIL("pre_tokenizer: a Unigram model needs Metaspace");
     if (!t->sp)
         return t->byte_fallback ? FAIL("model.byte_fallback with a byte-level pre-tokenizer is "
                                        "not supported (SentencePiece-style BPE has it)") : 0;
@@ -1973,5 +2137,9 @@ void rt_tok_free(rt_tokenizer *t)
     free(t->sym);
     free(t->mapped);
     free(t->norm);
+    free(t->ug_score);
+    rt_pc_free(&t->pc);
+    free(t->ug_buf[0]);
+    free(t->ug_buf[1]);
     free(t);
 }

@@ -1,4 +1,4 @@
-/* tokenizer.h: the tokenizer of a Hugging Face tokenizer.json (BPE, WordPiece), shared
+/* tokenizer.h: the tokenizer of a Hugging Face tokenizer.json (BPE, WordPiece, Unigram), shared
  * by `trainc data text --tokenizer` and a trainer's --tokenizer (tokenizer.c).
  *
  * What it reads: model BPE (vocab, merges as "a b" strings or [a, b] pairs,
@@ -16,6 +16,10 @@
  *   unnormalized.
  * - WordPiece (BERT's): the BertNormalizer (or none) and the BertPreTokenizer
  *   (wordpiece.c); added tokens unnormalized.
+ * - Unigram (XLM-RoBERTa's, as transformers converts SentencePiece's models): vocab of
+ *   [piece, score], unk_id; a normalizer of Precompiled (precompiled.c), Strip and
+ *   Replace(Regex " {2,}", "▁") steps; a Metaspace pre-tokenizer (unigram.c); added
+ *   tokens normalized or not. Its text is read whole (no safe cut).
  * Anything else (another normalizer, pattern or model type, lstrip/rstrip tokens) is
  * refused at load, named. Encoding gives the ids of `tokenizers`'
  * Tokenizer.encode(text).ids. */
@@ -52,8 +56,9 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
  * tokenizer(words, is_split_into_words=True) encodes it: each word apart (its added
  * tokens matched within it), a byte-level BPE's with a space before each span between
  * added tokens that does not start with one (ByteLevel's add_prefix_space, which
- * transformers asks for with words), a WordPiece's as it is. Returns -1 (and encodes
- * nothing) for another tokenizer (a pattern before ByteLevel, SentencePiece-style). */
+ * transformers asks for with words), a WordPiece's as it is, a Unigram's (Metaspace's
+ * prepend_scheme always) as a text of its own. Returns -1 (and encodes nothing) for
+ * another tokenizer (a pattern before ByteLevel, SentencePiece-style BPE). */
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out);
 
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix

@@ -186,6 +186,7 @@ check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   --after=fake_gpu/lib $HF_PYTHON tests/bert_mlm_hf.py
 check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
+check parity/xlmr_hf      $HF_PYTHON tests/xlmr_hf.py
 check parity/reward_hf     $HF_PYTHON tests/reward_hf.py
 check parity/dpo_hf        $HF_PYTHON tests/dpo_hf.py
 check parity/resnet       $PYTHON tests/resnet_parity.py
@@ -220,7 +221,7 @@ check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/aug
 check unit/data           --after=unit/build_data $T/test_data
 check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
-check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/wordpiece.c runtime/unicode.c -lcjson -o $T/test_tokenizer
+check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/wordpiece.c runtime/unicode.c runtime/unigram.c runtime/precompiled.c runtime/graphemes.c -lcjson -o $T/test_tokenizer
 check unit/tokenizer      --after=unit/build_tokenizer $T/test_tokenizer
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/tboard.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             --after=unit/build_io $T/test_io

@@ -432,7 +432,7 @@ def main():
     refused(tj, lambda j: j.__setitem__("normalizer", {"type": "NFC"}), "U+0301", "nfc_marks")
     refused(tj, lambda j: j["pre_tokenizer"]["pretokenizers"][0]["pattern"].__setitem__("Regex", r"\w+"),
             r"'\w+'", "pattern")
-    refused(tj, lambda j: j["model"].__setitem__("type", "Unigram"), "'Unigram'", "model")
+    refused(tj, lambda j: j["model"].__setitem__("type", "WordLevel"), "'WordLevel'", "model")
     refused(tj, lambda j: j.__setitem__("pre_tokenizer", {"type": "Whitespace"}), "'Whitespace'",
             "pre_tokenizer")
     refused(tj, lambda j: j["added_tokens"][0].__setitem__("single_word", True), "single_word",

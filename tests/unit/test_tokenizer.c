@@ -301,7 +301,7 @@ static int refused(const char *key, const char *json_value, const char *named)
 static int test_refusals(void)
 {
     return refused("normalizer", "{\"type\": \"NFKC\"}", "'NFKC'") &&
-           refused("model.type", "\"Unigram\"", "'Unigram'") &&
+           refused("model.type", "\"WordLevel\"", "'WordLevel'") &&
            refused("post_processor", "{\"type\": \"BertProcessing\"}",
                    "BertProcessing: \"cls\" is not [token, id]") &&
            refused("post_processor", "{\"type\": \"Precompiled\"}", "'Precompiled'") &&
