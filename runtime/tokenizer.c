@@ -148,6 +148,7 @@ struct rt_tokenizer {
     double *ug_score;            /* [n_ids] its pieces' scores */
     int ug_steps[4], n_ug_steps; /* its normalizer's steps (UG_*), in order */
     rt_precompiled pc;           /* UG_PRECOMPILED's charsmap */
+    int ug_cut;                  /* a text may be cut after a newline (ug_cuttable) */
     char *ug_buf[2];             /* scratch: a part as each step leaves it */
     size_t ug_cap[2];
     int64_t n_ids;
@@ -1179,6 +1180,13 @@ static int strips_apart(const rt_tokenizer *t, const unsigned char *s, size_t p,
 size_t rt_tok_safe_cut(const rt_tokenizer *t, const char *text, size_t n, size_t from)
 {
     const unsigned char *s = (const unsigned char *)text;
+    if (t->ug) {   /* after a newline the charsmap writes as a space (ug_cuttable) */
+        for (size_t p = n ? n - 1 : 0; t->ug_cut && p >= 2 && p >= from; p--)
+            if (s[p - 1] == '\n' && s[p - 2] > 0x20 && s[p - 2] < 0x7F && s[p] > 0x20 &&
+                s[p] < 0x7F && strips_apart(t, s, p, n))
+                return p;
+        return 0;
+    }
     if (t->sp) {   /* after a newline that merges with nothing (nl_barrier) */
         if (!t->cut_ok || !t->nl_barrier)
             return 0;
@@ -1900,6 +1908,29 @@ static int in_merge(const rt_tokenizer *t, uint32_t id)
  * unnormalized (matched in the text as written); whether a newline is a barrier for
  * the safe cut (its symbol, a vocabulary entry or <0x0A>, in no merge; no ignore_merges,
  * whose whole-word lookup could span it). */
+/* Unigram: may a text be cut after a newline between two printable ASCII characters
+ * (rt_tok_safe_cut)? Where the charsmap writes the newline as a space, a Strip after it
+ * takes that space from the end of the part before the cut, and Metaspace (always, split)
+ * prepends the U+2581 it would have become to the part after it: the ids of the whole. */
+static int ug_cuttable(rt_tokenizer *t)
+{
+    int pc = -1, strip = -1;
+    for (int k = 0; k < t->n_ug_steps; k++) {
+        if (t->ug_steps[k] == UG_PRECOMPILED)
+            pc = k;
+        if (t->ug_steps[k] == UG_STRIP_RIGHT || t->ug_steps[k] == UG_STRIP_BOTH)
+            strip = k;
+    }
+    if (pc < 0 || strip < pc || t->sp != SP_ALWAYS || !t->sp_split || !t->cut_ok)
+        return 0;
+    char *out = NULL;
+    size_t cap = 0, n = 0;
+    rt_pc_normalize(&t->pc, (const unsigned char *)"\n", 1, &out, &cap, &n);
+    int space = n == 1 && out[0] == ' ';
+    free(out);
+    return space;
+}
+
 static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
 {
     if (t->wp && t->norm_set.n > 0)
@@ -1907,8 +1938,10 @@ static int sp_check(rt_tokenizer *t, char *err, size_t errlen)
                     "(only normalized false, as BERT's special tokens)", t->norm_set.a[0].s);
     if (t->wp)
         return 0;
-    if (t->ug)   /* (its text is not cut: no newline barrier needed) */
+    if (t->ug) {
+        t->ug_cut = ug_cuttable(t);
         return t->sp ? 0 : FAIL("pre_tokenizer: a Unigram model needs Metaspace");
+    }
     if (!t->sp)
         return t->byte_fallback ? FAIL("model.byte_fallback with a byte-level pre-tokenizer is "
                                        "not supported (SentencePiece-style BPE has it)") : 0;

@@ -19,7 +19,8 @@
  * - Unigram (XLM-RoBERTa's, as transformers converts SentencePiece's models): vocab of
  *   [piece, score], unk_id; a normalizer of Precompiled (precompiled.c), Strip and
  *   Replace(Regex " {2,}", "▁") steps; a Metaspace pre-tokenizer (unigram.c); added
- *   tokens normalized or not. Its text is read whole (no safe cut).
+ *   tokens normalized or not. Its text is cut after newlines the charsmap writes as
+ *   spaces, where a Strip follows (XLM-R's); else it is read whole.
  * Anything else (another normalizer, pattern or model type, lstrip/rstrip tokens) is
  * refused at load, named. Encoding gives the ids of `tokenizers`'
  * Tokenizer.encode(text).ids. */

@@ -13,7 +13,8 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
   of the license files and hard cases many times over (full-width letters, ligatures,
   combining accents after letters the charsmap rewrites, CRLF, controls, zero-width and
   soft hyphens, Hangul jamo, emoji sequences and flags, Devanagari conjuncts, ideographic
-  spaces, runs of spaces, tabs and newlines, <mask> in the text, white space at its end);
+  spaces, runs of spaces, tabs and newlines, <mask> in the text, white space at its end),
+  whole and read in parts of 64 and 999 bytes (cut after newlines);
 - `data classify` rows: transformers' tokenizer(texts, truncation, padding) ids;
 - imported, the model's `--eval` loss equals transformers' over those rows within 1e-5;
   8 AdamW steps within 1e-4 of torch's;
@@ -102,13 +103,19 @@ def text_case(tok, corpus):
     path = os.path.join(OUT, "text.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    trainc("data", "text", path, OUT + "/shards", "--tokenizer", tok, "--val-frac", 0)
     want = Tokenizer.from_file(tok).encode(text).ids
-    got = ids_of_shards(OUT + "/shards")
-    first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
-    check(got == want, "data text --tokenizer (Unigram, Precompiled): %d ids, tokenizers' "
-          "encode of the whole text%s" % (len(want), "" if got == want else
-                                          " (first differs at %d)" % first))
+    for chunk in (None, 64, 999):   # (the whole, and parts cut after newlines)
+        env = dict(os.environ, **({"TRAINC_TEXT_CHUNK": str(chunk)} if chunk else {}))
+        out = "%s/shards_%s" % (OUT, chunk)
+        r = subprocess.run([TRAINC, "data", "text", path, out, "--tokenizer", tok, "--val-frac",
+                            "0"], env=env, capture_output=True, text=True)
+        got = ids_of_shards(out) if r.returncode == 0 else []
+        first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
+                     min(len(got), len(want)))
+        check(got == want, "data text --tokenizer (Unigram, Precompiled)%s: %d ids, tokenizers' "
+              "encode of the whole text%s" % (" in parts of %d bytes" % chunk if chunk else "",
+                                              len(want), "" if got == want else
+                                              " (first differs at %d)" % first))
 
 
 def rows_case(hf, imp, lines):
