@@ -1,11 +1,16 @@
 /* fuzz_tokenizer.c: runtime/tokenizer.c on any bytes. An input whose first byte is 'J'
- * is a tokenizer.json for rt_tok_load (the loader's checks); any other is a text for
+ * is a tokenizer.json for rt_tok_load (the loader's checks); one whose first byte is 'P'
+ * is a Unigram tokenizer's precompiled_charsmap (its bytes, base64'd here: the trie
+ * walk, the replacements, the grapheme clusters and the Viterbi over what it writes),
+ * which then encodes texts and must give the whole text's ids when cut at its safe cut;
+ * any other is a text for
  * small byte-level BPEs with each pattern (GPT-2's, Llama 3's, Qwen2's, GPT-4o's,
  * Tekken's; GPT-2's after StarCoder's Digits) and an added token, and a small
  * SentencePiece-style one (Metaspace, byte_fallback), and each must
  * decode back to the text and give the whole text's ids when cut at its safe cut (a
  * difference aborts: a crash for the fuzzer); so must GPT-2's and two SentencePiece-
- * style ones with added tokens that take white space (lstrip, rstrip), save decoding. */
+ * style ones with added tokens that take white space (lstrip, rstrip), save decoding,
+ * and a Unigram one (Strip, Replace of space runs, Metaspace, a normalized <mask>). */
 #include "fuzz.h"
 #include "tokenizer.h"
 
@@ -116,6 +121,48 @@ static rt_tokenizer *small_sp(const char *extra, int prepend)
     return load_or_abort(text, sprintf(text, json, bytes, extra, prepend ? llama2 : metaspace));
 }
 
+/* A Unigram tokenizer.json: a few pieces with scores, unk, a normalized <mask> with
+ * lstrip, Metaspace (always); its normalizer Precompiled (charsmap: base64, or NULL for
+ * none), Strip of the right and Replace of space runs, XLM-R's. A new string, its
+ * length in *n. */
+static char *ug_json(const char *charsmap, int *n)
+{
+    static const char json[] =
+        "{\"model\": {\"type\": \"Unigram\", \"unk_id\": 0, \"vocab\": [[\"<unk>\", 0], "
+        "[\"\\u2581\", -2], [\"t\", -3], [\"h\", -3.5], [\"e\", -3], [\"\\u2581the\", -4], "
+        "[\"th\", -4.5], [\"\\u2581t\", -3.2], [\"a\", -3], [\"b\", -3.3], [\"<mask>\", 0]]}, "
+        "\"added_tokens\": [{\"id\": 0, \"content\": \"<unk>\", \"special\": true, "
+        "\"normalized\": false}, {\"id\": 10, \"content\": \"<mask>\", \"special\": true, "
+        "\"lstrip\": true, \"normalized\": true}], \"normalizer\": {\"type\": \"Sequence\", "
+        "\"normalizers\": [%s%s%s{\"type\": \"Strip\", \"strip_left\": false, \"strip_right\": true}, "
+        "{\"type\": \"Replace\", \"pattern\": {\"Regex\": \" {2,}\"}, \"content\": \"\\u2581\"}]}, "
+        "\"pre_tokenizer\": {\"type\": \"Metaspace\", \"replacement\": \"\\u2581\", "
+        "\"prepend_scheme\": \"always\", \"split\": true}}";
+    const char *pre = charsmap ? "{\"type\": \"Precompiled\", \"precompiled_charsmap\": \"" : "";
+    const char *post = charsmap ? "\"}, " : "";
+    size_t len = sizeof json + (charsmap ? strlen(charsmap) : 0) + 128;
+    char *text = malloc(len);
+    *n = snprintf(text, len, json, pre, charsmap ? charsmap : "", post);
+    return text;
+}
+
+/* d[0, n) as standard base64 (a new string) */
+static char *base64(const uint8_t *d, size_t n)
+{
+    static const char abc[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    char *o = malloc(4 * (n / 3) + 8), *w = o;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)d[i] << 16 | (i + 1 < n ? (uint32_t)d[i + 1] << 8 : 0) |
+                     (i + 2 < n ? d[i + 2] : 0);
+        *w++ = abc[v >> 18 & 63];
+        *w++ = abc[v >> 12 & 63];
+        *w++ = i + 1 < n ? abc[v >> 6 & 63] : '=';
+        *w++ = i + 2 < n ? abc[v & 63] : '=';
+    }
+    *w = 0;
+    return o;
+}
+
 /* s[0, n) with each U+2581 written as a space (what a SentencePiece-style decode
  * gives for it), into a new string of *m bytes */
 static char *meta_as_space(const char *s, size_t n, size_t *m)
@@ -167,7 +214,7 @@ static void check_text(rt_tokenizer *t, const char *s, size_t n, int strict, int
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static rt_tokenizer *small_t[N_PATTERNS + 1], *strip_t[3];
+    static rt_tokenizer *small_t[N_PATTERNS + 1], *strip_t[3], *ug;
     if (!small_t[0]) {
         for (int k = 0; k < N_PATTERNS; k++)
             small_t[k] = small(patterns[k], "");
@@ -175,6 +222,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         strip_t[0] = small(NULL, strips);
         strip_t[1] = small_sp(strips, 0);
         strip_t[2] = small_sp(strips, 1);
+        int n;
+        char *json = ug_json(NULL, &n);
+        ug = load_or_abort(json, n);
+    }
+    if (size > 0 && data[0] == 'P') {   /* a charsmap: loaded (or refused), then texts */
+        static const char *const texts[] = {
+            "the a\nb  e\xcc\x81 \xef\xac\x81 <mask> x\r\ny \xea\xb0\x80", "t\nh"};
+        char *map = base64(data + 1, size - 1), err[1024];
+        int n;
+        char *json = ug_json(map, &n);
+        rt_tokenizer *t = rt_tok_load(fuzz_file((const uint8_t *)json, (size_t)n, ".json"), err,
+                                      sizeof err);
+        for (int k = 0; t && k < 2; k++)
+            check_text(t, texts[k], strlen(texts[k]), 0, 0);
+        rt_tok_free(t);
+        free(json);
+        free(map);
+        return 0;
     }
     if (size > 0 && data[0] == 'J') {
         char err[1024];
@@ -189,5 +254,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         check_text(small_t[k], (const char *)data, size, 1, k == N_PATTERNS);
     for (int k = 0; k < 3; k++)
         check_text(strip_t[k], (const char *)data, size, 0, k > 0);
+    check_text(ug, (const char *)data, size, 0, 0);
     return 0;
 }

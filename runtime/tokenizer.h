@@ -21,7 +21,7 @@
  *   Replace(Regex " {2,}", "▁") steps; a Metaspace pre-tokenizer (unigram.c); added
  *   tokens normalized or not. Its text is cut after newlines the charsmap writes as
  *   spaces, where a Strip follows (XLM-R's); else it is read whole.
- * Anything else (another normalizer, pattern or model type, lstrip/rstrip tokens) is
+ * Anything else (another normalizer, pattern or model type) is
  * refused at load, named. Encoding gives the ids of `tokenizers`'
  * Tokenizer.encode(text).ids. */
 #ifndef RT_TOKENIZER_H

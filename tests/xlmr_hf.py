@@ -14,7 +14,9 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
   combining accents after letters the charsmap rewrites, CRLF, controls, zero-width and
   soft hyphens, Hangul jamo, emoji sequences and flags, Devanagari conjuncts, ideographic
   spaces, runs of spaces, tabs and newlines, <mask> in the text, white space at its end),
-  whole and read in parts of 64 and 999 bytes (cut after newlines);
+  whole and read in parts of 64 and 999 bytes (cut after newlines); and with the charsmap
+  of a SentencePiece model trained with a rule file (keys of two characters: e and a
+  combining acute, CRLF);
 - `data classify` rows: transformers' tokenizer(texts, truncation, padding) ids;
 - imported, the model's `--eval` loss equals transformers' over those rows within 1e-5;
   8 AdamW steps within 1e-4 of torch's;
@@ -29,6 +31,7 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
 - refused, naming the key: a Unigram model with byte_fallback, a normalizer step trainc
   does not know.
 """
+import base64
 import glob
 import json
 import os
@@ -88,6 +91,30 @@ def tokenizer(lines):
     return d + "/hf/tokenizer.json", hf
 
 
+RULES = [("FF46", "66"), ("FB01", "66 69"), ("A", "20"), ("9", "20"), ("65 301", "E9"),
+         ("D A", "20"), ("FF41", "61"), ("3000", "20")]
+
+
+def ruled(tok):
+    """TOK with the charsmap of a SentencePiece model trained with RULES (a normalization
+    rule file: keys of two characters, a ligature, CRLF as one space) in its place"""
+    d = os.path.join(OUT, "rules")
+    os.makedirs(d)
+    with open(d + "/rules.tsv", "w") as f:
+        f.writelines("%s\t%s\n" % r for r in RULES)
+    spm.SentencePieceTrainer.train(input=os.path.join(OUT, "tok", "corpus.txt"),
+                                   model_prefix=d + "/spm", vocab_size=300, model_type="unigram",
+                                   normalization_rule_tsv=d + "/rules.tsv", minloglevel=2)
+    from transformers.convert_slow_tokenizer import import_protobuf   # (its proto, loaded)
+    m = import_protobuf().ModelProto()
+    m.ParseFromString(open(d + "/spm.model", "rb").read())
+    j = json.load(open(tok))
+    j["normalizer"]["normalizers"][0]["precompiled_charsmap"] = base64.b64encode(
+        m.normalizer_spec.precompiled_charsmap).decode()
+    json.dump(j, open(d + "/tokenizer.json", "w"), ensure_ascii=False)
+    return d + "/tokenizer.json"
+
+
 def ids_of_shards(out):
     ids = []
     for f in sorted(glob.glob(out + "/train_*.bin")):
@@ -103,17 +130,24 @@ def text_case(tok, corpus):
     path = os.path.join(OUT, "text.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
+    ids_agree(tok, path, text, "", (None, 64, 999))
+    ids_agree(ruled(tok), path, text, " (a charsmap of rules)", (None,))
+
+
+def ids_agree(tok, path, text, what, chunks):
+    """data text of PATH (TEXT) by TOK, whole and in parts of CHUNKS bytes, against
+    tokenizers' encode of the whole"""
     want = Tokenizer.from_file(tok).encode(text).ids
-    for chunk in (None, 64, 999):   # (the whole, and parts cut after newlines)
+    for chunk in chunks:   # (the whole, and parts cut after newlines)
         env = dict(os.environ, **({"TRAINC_TEXT_CHUNK": str(chunk)} if chunk else {}))
-        out = "%s/shards_%s" % (OUT, chunk)
+        out = "%s/shards_%s_%d" % (OUT, chunk, len(what))
         r = subprocess.run([TRAINC, "data", "text", path, out, "--tokenizer", tok, "--val-frac",
                             "0"], env=env, capture_output=True, text=True)
         got = ids_of_shards(out) if r.returncode == 0 else []
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
                      min(len(got), len(want)))
-        check(got == want, "data text --tokenizer (Unigram, Precompiled)%s: %d ids, tokenizers' "
-              "encode of the whole text%s" % (" in parts of %d bytes" % chunk if chunk else "",
+        check(got == want, "data text --tokenizer (Unigram, Precompiled%s)%s: %d ids, tokenizers' "
+              "encode of the whole text%s" % (what, " in parts of %d bytes" % chunk if chunk else "",
                                               len(want), "" if got == want else
                                               " (first differs at %d)" % first))
 
