@@ -699,9 +699,9 @@ int64_t cuda_scratch_row_bytes(const Program *p)
             need = ext_scratch_row_bytes(p, in);
         else if (in->call == CALL_ATTENTION_EXT_FWD)
             need = ext_prep90_row_bytes(p, in, 5);
-        else if (in->call == CALL_DPO)   /* rt_cu_dpo's: 2 doubles and an int a row, 3
+        else if (in->call == CALL_DPO)   /* rt_cu_dpo's: 2 doubles and an int a row, 4
                                             doubles and 2 floats a pair, 2 doubles */
-            need = 20 * num(in, 6) + 48;
+            need = 20 * num(in, 6) + 56;
         if (need > most)
             most = need;
     }

@@ -807,7 +807,7 @@ void rt_cu_cross_entropy_ls(rt_exec *e, const float *logits, const int32_t *targ
 
 /* dpo over `samples` pairs of `rows` rows (loss.cuh's rt_dpo_*): each row's cross
  * entropy, each pair's sums, loss and factors, then the rows' gradients scaled. Scratch:
- * nll and correct a row, loss and right a pair (doubles), two factors a pair. */
+ * nll and correct a row, loss, right and margin a pair (doubles), two factors a pair. */
 void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const float *ref,
                float *dlogits, float *logps, int64_t samples, int64_t rows, int64_t C,
                int64_t ld, float beta, float gamma, float ls, int64_t kind,
@@ -817,13 +817,14 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     int64_t n = samples * rows, T = rows / 2;
     if (n <= 0)
         return;
-    rt_dptr nll = rt_cu_scratch(e, (size_t)(2 * n + 2 * samples + 2) * sizeof(double) +
+    rt_dptr nll = rt_cu_scratch(e, (size_t)(2 * n + 3 * samples + 2) * sizeof(double) +
                                        (size_t)(2 * samples) * sizeof(float) +
                                        (sft_target ? (size_t)n * sizeof(int32_t) : 0));
     rt_dptr correct = nll + (rt_dptr)n * sizeof(double);
     rt_dptr loss = correct + (rt_dptr)n * sizeof(double);
     rt_dptr right = loss + (rt_dptr)samples * sizeof(double);
-    rt_dptr stat = right + (rt_dptr)samples * sizeof(double);   /* (sft_term's, kto_kl's) */
+    rt_dptr margin = right + (rt_dptr)samples * sizeof(double);
+    rt_dptr stat = margin + (rt_dptr)samples * sizeof(double);   /* (sft_term's, kto_kl's) */
     rt_dptr factor = stat + 2 * sizeof(double);
     rt_dptr eff = factor + (rt_dptr)(2 * samples) * sizeof(float);
     int ignore = e->ce_ignore;
@@ -853,8 +854,8 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
     }
     rt_dptr no_stat = 0, *sftp = kind == RT_PREF_ORPO ? &stat : &no_stat;
     int kind32 = (int)kind;
-    void *a2[] = {&nll, &target, &ref, &stat, &label, &logps, &loss, &right, &factor, &samples,
-                  &T, &ignore, &beta, &gamma, &ls, &kind32, &wd, &wu, &sft};
+    void *a2[] = {&nll, &target, &ref, &stat, &label, &logps, &loss, &right, &margin, &factor,
+                  &samples, &T, &ignore, &beta, &gamma, &ls, &kind32, &wd, &wu, &sft};
     rt_cu_launch(e, "rt_dpo_pairs", gdim(cdiv(samples, 256), GX, "dpo pairs"), 1, 1, 256, 1, 0,
                  a2);
     if (dlogits) {
@@ -862,6 +863,9 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
         rt_cu_launch(e, "rt_dpo_scale", gdim(n, GX, "dpo scale"), 1, 1, 256, 1, 0, a3);
     }
     loss_total(e, loss, right, samples);
+    rt_dptr stats = rt_cu_stats(e);
+    void *a4[] = {&margin, &samples, &stats};
+    rt_cu_launch(e, "rt_margin_total", 1, 1, 1, 1024, 1, 0, a4);
     e->terms += samples;
     e->loss_rows = samples;
 }

@@ -1190,6 +1190,7 @@ void rt_cu_begin_pass(rt_exec *e, int pass)
     e->loss_sum = 0;
     e->correct = 0;
     e->terms = 0;
+    e->margin_sum = 0;
 }
 
 /* The end of a step's last pass without waiting for it: the statistics of its passes
@@ -1276,6 +1277,7 @@ double rt_cu_step_wait(rt_exec *e)
     e->loss_sum += st->loss_sum;
     e->correct += (int64_t)st->correct;
     e->terms += (int64_t)st->terms;   /* (0 but under ignore_index: the host counts them) */
+    e->margin_sum += st->margin_sum;
     return d->f64_host[d->ring * RT_CU_F64];
 }
 

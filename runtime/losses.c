@@ -620,7 +620,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
     int64_t bad = atomic_load(&d.ce.bad);
     if (bad < n)
         rt_fail("label %d out of range [0, %lld)", (int)rows_target[bad], (long long)C);
-    double loss = 0.0, *factor = scratch + n;
+    double loss = 0.0, margin = 0.0, *factor = scratch + n;
     int64_t right = 0;
     if (kind == RT_PREF_ORPO || sft_weight > 0)
         sft_term(&d, samples);
@@ -630,6 +630,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
         double lp[2], l;
         double u = pair_step(&d, ref, s, lp, factor + 2 * s, &l);
         loss += l;
+        margin += u;
         right += u > 0;
         logps[2 * s] = (float)lp[0];
         logps[2 * s + 1] = (float)lp[1];
@@ -638,6 +639,7 @@ void rt_dpo(rt_exec *e, const float *logits, const int32_t *target, const float 
         rt_pool_run(p, n, rt_grain_for(C), dpo_scale, &d);
     e->loss_sum += loss;
     e->correct += right;
+    e->margin_sum += margin;
     e->terms += samples;
     e->loss_rows = samples;
 }

@@ -50,6 +50,8 @@ int rt_eval_mode(Run *r)
             printf("{\"event\":\"eval\",\"val_loss\":%s", rt_json_num(a, ev.loss));
             if (rt_has_acc(m))
                 printf(",\"val_acc\":%s", rt_json_num(b, ev.acc));
+            if (m->loss == RT_LOSS_DPO)
+                printf(",\"val_margin\":%s", rt_json_num(b, ev.margin));
             printf(",\"terms\":%lld,\"time_s\":%.3f}\n", (long long)ev.terms, rt_now() - t0);
             fflush(stdout);
             fprintf(stderr, "trainc: eval: val_loss %.4f", rt_nan_plain(ev.loss));

@@ -34,6 +34,7 @@ typedef struct rt_cu_stat {
     float ce_scale;            /* the last count's loss gradient scale, rows / terms (0:
                                   none counted), read by the loss kernels */
     unsigned pad;
+    double margin_sum;         /* dpo's pairs' margins (rt_exec.margin_sum) */
 } rt_cu_stat;
 
 /* ---- the device layer (device_cuda.c) -------------------------------------------- */

@@ -260,6 +260,7 @@ int rt_train(Run *r, rt_loop_state *s);
 
 typedef struct Eval {
     double loss, acc;
+    double margin;             /* dpo: the pairs' mean margin (rt_exec.margin_sum) */
     int64_t terms;
 } Eval;
 Eval rt_validate(Run *r);

@@ -37,6 +37,7 @@ void rt_bind_slot(Run *r, const rt_batch *b, int slot, int uploaded, int set, in
     r->e.loss_sum = 0;
     r->e.terms = 0;
     r->e.correct = 0;
+    r->e.margin_sum = 0;
     if (r->gpu) {
         if (!uploaded)
             upload(r, b, slot, set);

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <math.h>
 
-#define RT_ABI_VERSION 25
+#define RT_ABI_VERSION 26
 #define RT_MAX_INPUTS 8
 #define RT_MAX_RANK 4
 
@@ -83,6 +83,8 @@ typedef struct rt_exec {
     double loss_sum;           /* out: sum of the per-term losses */
     int64_t correct;           /* out: correct argmax predictions (cross entropy) */
     int64_t terms;             /* out: number of loss terms */
+    double margin_sum;         /* out: dpo's pairs' margins (the u each counts ranked right
+                                  when > 0, rt_dpo), summed: validation's val_margin */
     void *rt;                  /* the runtime's own state (thread pool, ...) */
     void *dev;                 /* on a GPU: the device layer's state (NULL on the CPU);
                                   arena, params, grads and in[] then hold device addresses */

@@ -7,7 +7,7 @@
 Eval rt_validate(Run *r)
 {
     Eval ev = {0};
-    double loss = 0;
+    double loss = 0, margin = 0;
     int64_t terms = 0, correct = 0, n = 0;
     rt_loader_start(r->vl, 0, 0);
     const rt_batch *b;
@@ -37,31 +37,40 @@ Eval rt_validate(Run *r)
         }
         loss += r->e.loss_sum;
         correct += r->e.correct;
+        margin += r->e.margin_sum;
     }
     if (r->gpu && n > 0) {
         r->e.terms = 0;         /* (ignore_index: the terms the device counted come back) */
         rt_end_pass(r);
         loss = r->e.loss_sum;
         correct = r->e.correct;
+        margin = r->e.margin_sum;
         terms += r->e.terms;
     }
     if (r->world > 1) {           /* every rank sees the same numbers, so they stop together */
-        double v[3] = {loss, (double)terms, (double)correct};
-        rt_allreduce_sum_f64(v, 3);
+        double v[4] = {loss, (double)terms, (double)correct, margin};
+        rt_allreduce_sum_f64(v, 4);
         loss = v[0];
         terms = (int64_t)v[1];
         correct = (int64_t)v[2];
+        margin = v[3];
     }
     ev.loss = terms ? loss / (double)terms : NAN;
     ev.acc = terms ? (double)correct / (double)terms : NAN;
+    ev.margin = terms ? margin / (double)terms : NAN;
     ev.terms = terms;
     return ev;
 }
 
-static void write_val_record(Run *r, const rt_loop_state *s)
+static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev)
 {
-    char buf[512], a[32], b[32];
-    if (rt_has_acc(r->m))
+    char buf[512], a[32], b[32], c[32];
+    if (r->m->loss == RT_LOSS_DPO)
+        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s,"
+                 "\"val_margin\":%s}", (long long)s->step, (long long)s->epoch,
+                 rt_json_num(a, s->last_val_loss), rt_json_num(b, s->last_val_acc),
+                 rt_json_num(c, ev->margin));
+    else if (rt_has_acc(r->m))
         snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
                  (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss),
                  rt_json_num(b, s->last_val_acc));
@@ -79,7 +88,7 @@ void rt_validation(Run *r, rt_loop_state *s, int best_mode)
     s->last_val_step = s->step;
     s->last_val_loss = ev.loss;
     s->last_val_acc = ev.acc;
-    write_val_record(r, s);
+    write_val_record(r, s, &ev);
     rt_metrics_plot(r->mt);
     if (ev.loss < s->best_val)
         s->best_val = ev.loss;

@@ -151,13 +151,14 @@ def logps(m, rows, mean=False):
 def dpo_loss(m, rows, ref, ls=0.0, rpo=0.0):
     """TRL's sigmoid loss over the pairs (with label_smoothing LS: conservative DPO's), the
     mean (with rpo_alpha RPO: plus RPO times the chosen answers' cross entropy, the mean over
-    all their tokens); and the share ranked right"""
+    all their tokens); the share ranked right; and the mean margin (TRL's rewards/margins,
+    its chosen rewards less its rejected ones)"""
     lp = logps(m, rows)
     u = BETA * ((lp[:, 0] - ref[:, 0]) - (lp[:, 1] - ref[:, 1]))
     loss = (-(1 - ls) * F.logsigmoid(u) - ls * F.logsigmoid(-u)).mean()
     if rpo:
         loss = loss + rpo * chosen_nll(m, rows)
-    return loss, float((u > 0).float().mean())
+    return loss, float((u > 0).float().mean()), float(u.double().mean())
 
 
 def ipo_loss(m, rows, ref):
@@ -183,18 +184,21 @@ def chosen_nll(m, rows):
 def simpo_loss(m, rows, beta=2.0, gamma=1.0, alpha=0.0, mean=True):
     """TRL's CPOTrainer with loss_type "simpo": -log sigmoid(beta (mc - mr) - gamma), the
     mean, plus cpo_alpha ALPHA times the chosen answers' cross entropy; with MEAN false
-    (and gamma 0) its loss_type "sigmoid", CPO, over the sums; and the share ranked right"""
+    (and gamma 0) its loss_type "sigmoid", CPO, over the sums; the share ranked right; and
+    the mean margin (TRL's rewards/margins less gamma)"""
     lp = logps(m, rows, mean=mean)
     u = beta * (lp[:, 0] - lp[:, 1]) - gamma
     loss = -F.logsigmoid(u).mean()
-    return (loss + alpha * chosen_nll(m, rows) if alpha else loss), float((u > 0).float().mean())
+    return (loss + alpha * chosen_nll(m, rows) if alpha else loss), \
+        float((u > 0).float().mean()), float(u.double().mean())
 
 
 def orpo_loss(m, rows, beta=BETA, prompt=True):
     """TRL's ORPOTrainer: the chosen texts' cross entropy over prompt and answer (PROMPT
     False: the answer alone, the paper's L_SFT) and their padding left out, the mean over
     all those tokens of the batch; less beta times the mean of log sigmoid of the log odds
-    ratio of the answers' mean log-probabilities; and the share ranked right"""
+    ratio of the answers' mean log-probabilities; the share ranked right; and the mean log
+    odds ratio (TRL's log_odds_ratio)"""
     x, mask, plen = rows
     n = len(x) // 2
     z = m(input_ids=torch.from_numpy(x[:n]), attention_mask=torch.from_numpy(mask[:n])).logits
@@ -206,7 +210,8 @@ def orpo_loss(m, rows, beta=BETA, prompt=True):
     lp = logps(m, rows, mean=True)
     log_odds = (lp[:, 0] - lp[:, 1]) - (torch.log1p(-torch.exp(lp[:, 0])) -
                                         torch.log1p(-torch.exp(lp[:, 1])))
-    return nll - beta * F.logsigmoid(log_odds).mean(), float((log_odds > 0).float().mean())
+    return nll - beta * F.logsigmoid(log_odds).mean(), float((log_odds > 0).float().mean()), \
+        float(log_odds.double().mean())
 
 
 def kto_loss(m, rows, ref, label, beta=BETA, w=(1.0, 1.0)):
@@ -251,8 +256,8 @@ def sft_rows(ps):
 def hf_eval(m, rows, ref):
     m.eval()
     with torch.no_grad():
-        loss, acc = dpo_loss(m, rows, ref)
-    return float(loss), acc
+        loss, acc, margin = dpo_loss(m, rows, ref)
+    return float(loss), acc, margin
 
 
 def save_data(imp, ps, ref=None, sft=False, label=None):
@@ -293,11 +298,11 @@ def eight_steps(spec, imp, d, out, ps, loss_of, ref=None, batched=False):
 
 
 def evaluated(imp, weights, out):
-    """trainc --eval's validation loss and accuracy"""
+    """trainc --eval's validation loss, accuracy and margin"""
     r = trainc("run", imp + "/model.json", imp + "/eval.json", "--init", weights, "--eval",
                "--threads", 1, "--out", out)
     ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
-    return ev["val_loss"], ev["val_acc"]
+    return ev["val_loss"], ev["val_acc"], ev["val_margin"]
 
 
 def reference(d, imp, ref_model, ps):
@@ -338,10 +343,11 @@ def case(cfg, rng):
     va = right_rows(ps[N // 2:])
     theirs = hf_eval(m, va, torch.from_numpy(ref[N // 2:]))
     ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
-    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
-          "llama: trainc --eval %.7f (%.4f of the pairs ranked right), TRL's loss on "
-          "transformers' logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
-                                                       rel(ours[0], theirs[0])))
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9 and
+          abs(ours[2] - theirs[2]) <= 1e-5 * max(abs(theirs[2]), 1e-3),
+          "llama: trainc --eval %.7f (%.4f of the pairs ranked right, val_margin %.6f), TRL's "
+          "loss on transformers' logits %.7f (%.4f, rewards/margins %.6f) (%.1e)"
+          % (ours[0], ours[1], ours[2], theirs[0], theirs[1], theirs[2], rel(ours[0], theirs[0])))
     ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
                                lambda mm, rows, r: dpo_loss(mm, rows, r)[0], torch.from_numpy(ref))
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 AdamW steps, every loss within %.1e of "
@@ -494,10 +500,11 @@ def simpo(cfg, rng):
     with torch.no_grad():
         theirs = [float(v) for v in simpo_loss(m, right_rows(ps[N // 2:]))]
     ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
-    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
-          "llama: simpo's --eval %.7f (%.4f ranked right), TRL's SimPO loss on transformers' "
-          "logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
-                                         rel(ours[0], theirs[0])))
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9 and
+          abs(ours[2] - theirs[2]) <= 1e-5 * max(abs(theirs[2]), 1e-3),
+          "llama: simpo's --eval %.7f (%.4f ranked right, val_margin %.6f), TRL's SimPO loss on "
+          "transformers' logits %.7f (%.4f, margin %.6f) (%.1e)"
+          % (ours[0], ours[1], ours[2], theirs[0], theirs[1], theirs[2], rel(ours[0], theirs[0])))
     ours8, worst = eight_steps(imp + "/model.json", imp, d, "run8", ps,
                                lambda mm, rows, r: simpo_loss(mm, rows)[0])
     check(len(ours8) == 8 and worst <= 1e-4, "llama: 8 simpo AdamW steps, every loss within "
@@ -540,10 +547,11 @@ def orpo(cfg, rng):
         theirs = [float(v) for v in orpo_loss(m, va)]
         answers = float(orpo_loss(m, va, prompt=False)[0])
     ours = evaluated(imp, imp + "/init.safetensors", d + "/eval0")
-    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9,
-          "llama: orpo's --eval %.7f (%.4f ranked right), TRL's ORPO loss on transformers' "
-          "logits %.7f (%.4f) (%.1e)" % (ours[0], ours[1], theirs[0], theirs[1],
-                                         rel(ours[0], theirs[0])))
+    check(rel(ours[0], theirs[0]) <= 1e-5 and abs(ours[1] - theirs[1]) < 1e-9 and
+          abs(ours[2] - theirs[2]) <= 1e-5 * max(abs(theirs[2]), 1e-3),
+          "llama: orpo's --eval %.7f (%.4f ranked right, val_margin %.6f), TRL's ORPO loss on "
+          "transformers' logits %.7f (%.4f, log_odds_ratio %.6f) (%.1e)"
+          % (ours[0], ours[1], ours[2], theirs[0], theirs[1], theirs[2], rel(ours[0], theirs[0])))
     spec = json.load(open(imp + "/model.json"))
     del spec["model"]["loss"]["sft_target"], spec["model"]["inputs"]["t"]
     json.dump(spec, open(imp + "/answers.json", "w"))
@@ -782,6 +790,7 @@ def fake_gpu(cfg, rng):
         ref = logps(ref_model.eval(), right_rows(ps)).numpy().astype(np.float32)
     save_data(imp, ps, ref)
     fake_gpu_vs_cpu("a Llama trained by dpo", imp, d)
+    eval_on_gpu(d, imp)
     reference_on_gpu(d, imp, cfg)
     trainc("import", "hf", d + "/src", "-o", d + "/simpo", "--seq-len", T, "--task", "simpo")
     save_data(d + "/simpo", ps)
@@ -837,6 +846,26 @@ def kto_two_gpus(imp, d):
     worst = max(rel(p, q) for p, q in zip(two, one))
     check(len(two) == len(one) == 8 and worst <= 1e-5, "and kto on 2 fake GPUs x 8 rows: every "
           "loss within %.1e of 1 GPU x 16's (the KL estimate the GPUs' mean)" % worst)
+
+
+def eval_on_gpu(d, imp):
+    """--eval on the fake GPU (the fp32 trainer fake_gpu_vs_cpu built): the CPU's val_loss
+    and val_margin within 1e-5, its val_acc"""
+    import subprocess
+    import random_runs
+    env = random_runs.fake_env(os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib"),
+                               os.path.join(d, "cache"))
+    ev = {}
+    for dev in ("cpu", "cuda"):
+        r = subprocess.run([os.path.join(d, "model_fp32"), "--device", dev, "--threads", "1",
+                            "--init", imp + "/init.safetensors", "--eval"], check=True, env=env,
+                           capture_output=True, text=True, cwd=imp)
+        ev[dev] = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])
+    c, g = ev["cpu"], ev["cuda"]
+    worst = max(rel(g[k], c[k]) for k in ("val_loss", "val_margin"))
+    check(worst <= 1e-5 and g["val_acc"] == c["val_acc"], "--eval on the fake GPU: val_loss and "
+          "val_margin (%.6f) within %.1e of the CPU's, val_acc %.4f the same"
+          % (g["val_margin"], worst, g["val_acc"]))
 
 
 def reference_on_gpu(d, imp, cfg):

@@ -553,7 +553,7 @@ __device__ double rt_dpo_type(int kind, double a, double b, double beta, double 
  * their rows whose target is not `ignore`, in row order, in double; without a reference,
  * ref NULL, simpo's: the means over those rows) into logps [2]; u = beta ((lc - rc) - (lr -
  * rr)) with the reference's ref [2], or beta (mc - mr) - gamma: loss[s] = softplus(-u),
- * right[s] = u > 0, and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
+ * right[s] = u > 0, margin[s] = u (every kind's), and each answer's gradient factor, +-sigmoid(-u) (simpo's over the
  * answer's rows; rt_dpo_rows scaled the rows by beta grad_scale); with label smoothing ls
  * loss[s] = (1 - ls) softplus(-u) + ls softplus(u), the factor's sigmoid(-u) then
  * (1 - ls) sigmoid(-u) - ls sigmoid(u). kind RT_DPO_IPO, IPO's: the means (the
@@ -571,7 +571,8 @@ __device__ double rt_dpo_type(int kind, double a, double b, double beta, double 
  * (rt_dpo_type), sft as the sigmoid's. */
 extern "C" __global__ void __launch_bounds__(256)
 rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const double *stat,
-             const int32_t *label, float *logps, double *loss, double *right, float *factor,
+             const int32_t *label, float *logps, double *loss, double *right, double *margin,
+             float *factor,
              int64_t samples, int64_t T, int ignore, float beta, float gamma, float ls, int kind,
              float wd, float wu, int sft)
 {
@@ -636,8 +637,22 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
         factor[2 * s + 1] = (float)(sums ? -g : n[1] > 0 ? -g / n[1] : 0.0);
     }
     right[s] = u > 0 ? 1.0 : 0.0;
+    margin[s] = u;
     logps[2 * s] = (float)lp[0];
     logps[2 * s + 1] = (float)lp[1];
+}
+
+/* rt_margin_total: the pairs' margins (rt_dpo_pairs) added into stats->margin_sum, as
+ * rt_loss_total adds the losses (one block, a fixed order) */
+extern "C" __global__ void __launch_bounds__(1024)
+rt_margin_total(const double *margin, int64_t n, rt_cu_stat *stats)
+{
+    double s = 0.0;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
+        s += margin[i];
+    s = rt_block_sum(s);
+    if (threadIdx.x == 0)
+        stats->margin_sum += s;
 }
 
 /* rt_dpo_scale: row r's gradient (C values, rows ld apart) times its answer's factor,

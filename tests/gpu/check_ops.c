@@ -1148,30 +1148,33 @@ static void t_batchnorm(int64_t B, int64_t Ch, int64_t HW, int affine)
 /* The device stats of one pass (rt_cu_begin_pass / rt_cu_end_pass, as the loop runs them)
  * against the CPU's e->loss_sum, e->correct and e->terms, and against the first run. */
 typedef struct {
-    double loss[2];
+    double loss[2], margin[2];   /* (margin: dpo's pairs') */
     int64_t correct[2], terms[2];
 } stats_t;
 
 static void stats_begin(void)
 {
     rt_cu_begin_pass(G, 0);
-    C.loss_sum = 0, C.correct = 0, C.terms = 0;
+    C.loss_sum = 0, C.correct = 0, C.terms = 0, C.margin_sum = 0;
 }
 
 static void stats_end(stats_t *st, int rep)
 {
     rt_cu_end_pass(G);
     st->loss[rep] = G->loss_sum, st->correct[rep] = G->correct, st->terms[rep] = G->terms;
+    st->margin[rep] = G->margin_sum;
 }
 
 static void stats_judge(const char *name, const stats_t *st)
 {
-    double err = fabs(st->loss[0] - C.loss_sum) / fmax(1.0, fabs(C.loss_sum));
+    double err = fmax(fabs(st->loss[0] - C.loss_sum) / fmax(1.0, fabs(C.loss_sum)),
+                      fabs(st->margin[0] - C.margin_sum) / fmax(1.0, fabs(C.margin_sum)));
     if (st->correct[0] != C.correct || st->terms[0] != C.terms)
         report(name, err, TOL_RED, " (correct %lld vs %lld, terms %lld vs %lld)",
                (long long)st->correct[0], (long long)C.correct, (long long)st->terms[0],
                (long long)C.terms);
     else if (memcmp(&st->loss[0], &st->loss[1], sizeof(double)) ||
+             memcmp(&st->margin[0], &st->margin[1], sizeof(double)) ||
              st->correct[0] != st->correct[1] || st->terms[0] != st->terms[1])
         report(name, err, TOL_RED, " (differ between two GPU runs)");
     else
@@ -1528,8 +1531,8 @@ static void t_mse(int64_t n, int with_dy)
 /* dpo and its kin over S pairs of two answers of T rows each over Cn classes (rt_cu_dpo
  * against rt_dpo): a third of the targets ignored (-100), the reference's sums near the
  * answers' (NULL for simpo's kind without one), loss kind `kind` (RT_PREF_*) with its
- * constants; each row's gradient, the answers' log-probabilities and the pass's loss and
- * pairs ranked right */
+ * constants; each row's gradient, the answers' log-probabilities and the pass's loss,
+ * pairs ranked right and margins */
 static void t_dpo(int64_t S, int64_t T, int64_t Cn, int kind, int with_ref, float beta,
                   float gamma, float ls, float sft_weight)
 {

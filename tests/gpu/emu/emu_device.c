@@ -97,6 +97,7 @@ void rt_cu_begin_pass(rt_exec *e, int pass)
     e->loss_sum = 0;
     e->correct = 0;
     e->terms = 0;
+    e->margin_sum = 0;
 }
 
 void rt_cu_end_pass(rt_exec *e)
@@ -104,6 +105,7 @@ void rt_cu_end_pass(rt_exec *e)
     e->loss_sum += stats.loss_sum;
     e->correct += (int64_t)stats.correct;
     e->terms += (int64_t)stats.terms;   /* (ignore_index's count, as device_cuda.c's) */
+    e->margin_sum += stats.margin_sum;
 }
 
 /* the kernels are built for sm_90a here too (tests/gpu_emu.sh defines its macro) */
