@@ -2118,7 +2118,7 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int image = !strcmp(type, "vit") || !strcmp(type, "resnet");
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
-               !strcmp(type, "xlm-roberta");
+               !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);
@@ -2129,8 +2129,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
     if (o->task && !text && (image || (strcmp(o->task, "reward") && pref_task(o->task) < 0)))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
-                    "distilbert: sequence, token or mlm) or a language model's (reward); this "
-                    "is %s", o->task, type);
+                    "xlm-roberta, camembert, distilbert: sequence, token or mlm) or a language "
+                    "model's (reward); this is %s", o->task, type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);

@@ -34,7 +34,7 @@ typedef struct Family {
     const char *mlm_dense, *mlm_norm, *mlm_bias, *mlm_decoder, *mlm_act;
 } Family;
 
-enum { BERT, ROBERTA, DISTIL, XLMR };
+enum { BERT, ROBERTA, DISTIL, XLMR, CAMEMBERT };
 static const Family families[] = {
     [BERT] = {"BERT", "bert", "BertForSequenceClassification", "Bert", "bert.",
               "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
@@ -55,17 +55,24 @@ static const Family families[] = {
                 "output_layer_norm", "pre_classifier", "classifier", "relu", 30522,
                 "vocab_transform", "vocab_layer_norm", "vocab_projector.bias",
                 "vocab_projector.weight", NULL},
-    /* (XLM-RoBERTa: RoBERTa's layers and names; its import alone: an export of those
-     * layers is RoBERTa's, which computes the same) */
+    /* (XLM-RoBERTa and CamemBERT: RoBERTa's layers and names; their import alone: an
+     * export of those layers is RoBERTa's, which computes the same) */
     [XLMR] = {"XLM-RoBERTa", "xlm-roberta", "XLMRobertaForSequenceClassification", "XLMRoberta",
               "roberta.", "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
               "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
               "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
               "classifier.out_proj", "tanh", 250002, "lm_head.dense", "lm_head.layer_norm",
-              "lm_head.bias", "lm_head.decoder.", "gelu"}};
+              "lm_head.bias", "lm_head.decoder.", "gelu"},
+    [CAMEMBERT] = {"CamemBERT", "camembert", "CamembertForSequenceClassification", "Camembert",
+                   "roberta.", "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
+                   "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+                   "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
+                   "classifier.out_proj", "tanh", 32005, "lm_head.dense", "lm_head.layer_norm",
+                   "lm_head.bias", "lm_head.decoder.", "gelu"}};
 
-/* RoBERTa's layout (its positions after pad + 1 rows, its head): RoBERTa, XLM-RoBERTa */
-static int roberta_like(int fam) { return fam == ROBERTA || fam == XLMR; }
+/* RoBERTa's layout (its positions after pad + 1 rows, its head): RoBERTa, XLM-RoBERTa,
+ * CamemBERT */
+static int roberta_like(int fam) { return fam == ROBERTA || fam == XLMR || fam == CAMEMBERT; }
 
 /* What the model computes from the encoder's output: a class for the text (the first
  * token through the pooler), one for each token, or the masked tokens' ids */
@@ -78,7 +85,7 @@ static const char *const task_arch[] = {"ForSequenceClassification", "ForTokenCl
  * (import: default_names; export: the spec's own) */
 typedef struct Bert {
     const Family *f;                   /* BERT's, RoBERTa's (its position offset) or DistilBERT's */
-    int fam;                           /* which: BERT, ROBERTA, DISTIL, XLMR */
+    int fam;                           /* which: BERT, ROBERTA, DISTIL, XLMR, CAMEMBERT */
     HfImage cls;                       /* the classes (K, their names) */
     int64_t V, D, L, H, FF, TV, P, T;  /* vocabulary, width, blocks, heads, MLP width, token
                                           types (DistilBERT: 0, none), positions (trainc's),
@@ -489,6 +496,7 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
     const char *type = hf_cfg_str(cfg, "model_type", "");
     Bert b = {.fam = !strcmp(type, "roberta")      ? ROBERTA
                      : !strcmp(type, "xlm-roberta")  ? XLMR
+                     : !strcmp(type, "camembert")    ? CAMEMBERT
                      : !strcmp(type, "distilbert") ? DISTIL
                                                    : BERT};
     b.f = &families[b.fam];

@@ -304,7 +304,7 @@ def bad_cases(tok, bert_imp, corpus):
     saved(transformers.GPT2LMHeadModel, transformers.GPT2Config(
         vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=T), gpt, 0.1)
     refused("--task with a GPT-2", ["import", "hf", gpt, "-o", d + "/o3", "--task", "token"],
-            "--task token: --task is a text classifier's (bert, roberta, distilbert", d + "/o3")
+            "--task token: --task is a text classifier's (bert, roberta, xlm-roberta, camembert", d + "/o3")
     trainc("import", "hf", gpt, "-o", d + "/lm")
     write(d + "/lm.jsonl", [{"tokens": ["a"], "ner_tags": [0]}])
     refused("data tags for a language model",

@@ -28,6 +28,9 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
   import's `--eval` loss transformers' within 1e-5;
 - XLMRobertaForMaskedLM: `data mlm` finds <mask> and the special tokens, and the import's
   `--eval` loss is transformers' over the rows within 1e-5;
+- CamemBERT (CamembertTokenizerFast's file of the same SentencePiece model, its unused
+  ids first; CamembertForSequenceClassification): data text's ids, data classify's rows
+  and the import's `--eval` loss as above;
 - refused, naming the key: a Unigram model with byte_fallback, a normalizer step trainc
   does not know.
 """
@@ -47,7 +50,8 @@ try:
     import transformers
     from tokenizers import Tokenizer
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer,
-                              XLMRobertaConfig, XLMRobertaForMaskedLM,
+                              CamembertConfig, CamembertForSequenceClassification,
+                              CamembertTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM,
                               XLMRobertaForSequenceClassification,
                               XLMRobertaForTokenClassification, XLMRobertaTokenizerFast)
 except ImportError:
@@ -152,14 +156,14 @@ def ids_agree(tok, path, text, what, chunks):
                                               " (first differs at %d)" % first))
 
 
-def rows_case(hf, imp, lines):
+def rows_case(hf, tok, imp, lines):
     """data classify's rows against transformers' tokenizer call"""
     exs = [{"text": l, "label": ["neg", "neu", "pos"][i % 3]} for i, l in enumerate(lines)]
     for part, chunk in (("train", exs[:96]), ("val", exs[96:128])):
         with open("%s/%s.jsonl" % (imp, part), "w", encoding="utf-8") as f:
             f.writelines(json.dumps(e, ensure_ascii=False) + "\n" for e in chunk)
     trainc("data", "classify", imp + "/train.jsonl", imp + "/data", "--tokenizer",
-           imp + "/../tok/hf/tokenizer.json", "--model", imp + "/model.json", "--val",
+           tok, "--model", imp + "/model.json", "--val",
            imp + "/val.jsonl")
     ok = True
     for part, chunk in (("train", exs[:96]), ("val", exs[96:128])):
@@ -217,9 +221,7 @@ def model_case(tok, hf, vocab, lines):
     r = trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
     check("xlm-roberta" in r.stdout, "XLMRobertaForSequenceClassification imports (%s)"
           % r.stdout.strip().splitlines()[-1][:100])
-    os.makedirs(OUT + "/cls/tok")
-    shutil.copytree(os.path.dirname(tok), d + "/tok/hf")
-    rows_case(hf, imp, lines)
+    rows_case(hf, tok, imp, lines)
     specs(imp)
     va = hf_rows(imp, "val")
     ours, theirs = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
@@ -303,6 +305,27 @@ def mlm_case(tok, vocab, lines):
           "--eval %.7f, transformers' %.7f (%.1e)" % (mask, ours, theirs, rel(ours, theirs)))
 
 
+def camembert_case(lines, corpus):
+    """CamemBERT: its tokenizer (CamembertTokenizerFast of the same SentencePiece model) and
+    a CamembertForSequenceClassification"""
+    d = os.path.join(OUT, "camembert")
+    hf = CamembertTokenizerFast(vocab_file=os.path.join(OUT, "tok", "spm.model"))
+    hf.save_pretrained(d + "/tok")
+    tok = d + "/tok/tokenizer.json"
+    path = os.path.join(OUT, "text.txt")
+    ids_agree(tok, path, open(path, encoding="utf-8").read(), " (CamemBERT's)", (None,))
+    cfg = CamembertConfig(**dict(config(len(hf)).to_dict(), model_type="camembert"))
+    m = saved(CamembertForSequenceClassification, cfg, d + "/src", 0.3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
+    rows_case(hf, tok, imp, lines)
+    specs(imp)
+    ours, theirs = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                             d + "/eval0"), hf_eval(m, hf_rows(imp, "val"))
+    check(rel(ours, theirs) <= 1e-5, "CamembertForSequenceClassification imports: trainc --eval "
+          "%.7f, transformers' %.7f (%.1e)" % (ours, theirs, rel(ours, theirs)))
+
+
 def bad_cases(tok):
     d = os.path.join(OUT, "bad")
     os.makedirs(d)
@@ -334,6 +357,7 @@ text_case(tok, corpus)
 model_case(tok, hf, len(hf), lines)
 token_case(tok, hf, len(hf), lines)
 mlm_case(tok, len(hf), lines)
+camembert_case(lines, corpus)
 bad_cases(tok)
 print("xlmr_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
