@@ -13,7 +13,8 @@ The text is 160 license lines (some longer than the rows of 24):
   AdamW on transformers' BERT fed the rows this file masks; stopped mid-epoch and
   resumed, other loader workers: the same losses; on the fake GPU, masked on the device,
   within 1e-5 of the CPU; refused: rows masked already, no token, a token past the
-  vocabulary, a target not the loss's, --dynamic with --copies;
+  vocabulary, a target not the loss's, --dynamic with --copies; --group --dynamic: the
+  grouped rows unmasked;
 - `data mlm`: where a row's y is -100 its x is transformers' `tokenizer(lines,
   truncation=True, max_length=24, padding="max_length")` input_ids, where y is an id it is
   that input id; no special token and no padding is chosen; of the text's tokens 15% are
@@ -261,6 +262,16 @@ def grouped(tok, hf, imp, words):
     check(ok and "dropped" in r.stdout, "data mlm --group: %s, each transformers' ids of 1000 "
           "lines concatenated and cut (run_mlm.py's group_texts), unmasked where nothing is "
           "chosen, no special token chosen" % " and ".join(what))
+    trainc("data", "mlm", d + "/text.txt", d + "/dyn", "--tokenizer", tok, "--model",
+           d + "/model.json", "--val-frac", 0.2, "--group", "--dynamic")
+    x, y = (np.load("%s/dyn/train_%s.npy" % (d, k)) for k in ("x", "y"))
+    rows = np.load("%s/train_x.npy" % (d + "/data"))
+    ys = np.load("%s/train_y.npy" % (d + "/data"))
+    ids = np.where(ys != -100, ys, rows)   # (the grouped rows unmasked)
+    special = np.isin(ids, list(specials_of(tok)))
+    check(np.array_equal(x, ids) and np.array_equal(y, np.where(special, -100, ids)),
+          "data mlm --group --dynamic: the same %d grouped rows unmasked, y every token's id "
+          "but the special ones'" % len(x))
 
 
 M64 = (1 << 64) - 1
