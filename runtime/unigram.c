@@ -47,8 +47,8 @@ void rt_ug_encode(const rt_unigram *u, const unsigned char *s, size_t n, rt_ids 
     }
     size_t m = 0;   /* the path, back from the end, then forward */
     int64_t *ids = malloc((n + 1) * sizeof *ids);
-    for (int64_t e = (int64_t)n; e > 0; e = node[e].from)
-        ids[m++] = node[e].id;
+    for (int64_t e = (int64_t)n; e > 0 && node[e].from >= 0; e = node[e].from)
+        ids[m++] = node[e].id;   /* (every character's end is reached: unk at worst) */
     for (size_t k = m; k-- > 0;)
         if (!(ids[k] == u->unk && k + 1 < m && ids[k + 1] == u->unk))   /* (fused) */
             rt_ids_push(out, ids[k]);
