@@ -20,7 +20,8 @@ heads, the experts' weights as the router gives them), a Qwen3-MoE config over t
 (q and k norms per head), a Qwen2-MoE (2 experts, top 1, a gated shared expert) and a
 Granite-MoE config over the Mixtral's tensors stacked (its experts' weights [E, rows,
 cols], Granite's factors), a ViTForImageClassification (8x8 images in 4x4 patches) and
-a ResNetForImageClassification (bottleneck layers; its counts I64).
+a ResNetForImageClassification (bottleneck layers; its counts I64); the text
+classifiers of text_seed.
 
     .venv/hf/bin/python fuzz/seeds_hf.py
 """
@@ -43,6 +44,7 @@ from transformers import (LlamaForSequenceClassification, GemmaConfig, GemmaForC
                           BertConfig, BertForSequenceClassification,
                           BertForTokenClassification, RobertaConfig,
                           RobertaForSequenceClassification, RobertaForMaskedLM,
+                          XLMRobertaConfig, XLMRobertaForTokenClassification,
                           DistilBertConfig,
                           DistilBertForSequenceClassification)
 
@@ -292,7 +294,7 @@ def text_seed():
     """BertForSequenceClassification, RobertaForSequenceClassification and
     DistilBertForSequenceClassification (compiler/hf_bert.c), 3 classes; a
     BertForTokenClassification, a RobertaForMaskedLM; a LlamaForSequenceClassification, and
-    one of one output (a reward model)"""
+    one of one output (a reward model); an XLMRobertaForTokenClassification"""
     torch.manual_seed(0)
     small = dict(vocab_size=16, hidden_size=8, num_hidden_layers=1, num_attention_heads=2,
                  intermediate_size=16, num_labels=3)
@@ -320,6 +322,9 @@ def text_seed():
         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16, num_labels=1,
         pad_token_id=0))
     seed("llama_reward", [config_bytes(reward, arch), st_bytes(tensors(reward))])
+    xlmr = XLMRobertaForTokenClassification(XLMRobertaConfig(
+        max_position_embeddings=18, type_vocab_size=1, pad_token_id=1, **small))
+    seed("xlmr_tokens", [config_bytes(xlmr), st_bytes(tensors(xlmr))])
 
 
 if __name__ == "__main__":
