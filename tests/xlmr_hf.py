@@ -305,7 +305,7 @@ def mlm_case(tok, vocab, lines):
           "--eval %.7f, transformers' %.7f (%.1e)" % (mask, ours, theirs, rel(ours, theirs)))
 
 
-def camembert_case(lines, corpus):
+def camembert_case(lines):
     """CamemBERT: its tokenizer (CamembertTokenizerFast of the same SentencePiece model) and
     a CamembertForSequenceClassification"""
     d = os.path.join(OUT, "camembert")
@@ -357,7 +357,7 @@ text_case(tok, corpus)
 model_case(tok, hf, len(hf), lines)
 token_case(tok, hf, len(hf), lines)
 mlm_case(tok, len(hf), lines)
-camembert_case(lines, corpus)
+camembert_case(lines)
 bad_cases(tok)
 print("xlmr_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
