@@ -34,7 +34,7 @@ typedef struct Family {
     const char *mlm_dense, *mlm_norm, *mlm_bias, *mlm_decoder, *mlm_act;
 } Family;
 
-enum { BERT, ROBERTA, DISTIL, XLMR, CAMEMBERT };
+enum { BERT, ROBERTA, DISTIL };
 static const Family families[] = {
     [BERT] = {"BERT", "bert", "BertForSequenceClassification", "Bert", "bert.",
               "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
@@ -54,25 +54,33 @@ static const Family families[] = {
                 "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
                 "output_layer_norm", "pre_classifier", "classifier", "relu", 30522,
                 "vocab_transform", "vocab_layer_norm", "vocab_projector.bias",
-                "vocab_projector.weight", NULL},
-    /* (XLM-RoBERTa and CamemBERT: RoBERTa's layers and names; their import alone: an
-     * export of those layers is RoBERTa's, which computes the same) */
-    [XLMR] = {"XLM-RoBERTa", "xlm-roberta", "XLMRobertaForSequenceClassification", "XLMRoberta",
-              "roberta.", "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
-              "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
-              "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
-              "classifier.out_proj", "tanh", 250002, "lm_head.dense", "lm_head.layer_norm",
-              "lm_head.bias", "lm_head.decoder.", "gelu"},
-    [CAMEMBERT] = {"CamemBERT", "camembert", "CamembertForSequenceClassification", "Camembert",
-                   "roberta.", "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
-                   "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
-                   "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
-                   "classifier.out_proj", "tanh", 32005, "lm_head.dense", "lm_head.layer_norm",
-                   "lm_head.bias", "lm_head.decoder.", "gelu"}};
+                "vocab_projector.weight", NULL}};
 
-/* RoBERTa's layout (its positions after pad + 1 rows, its head): RoBERTa, XLM-RoBERTa,
- * CamemBERT */
-static int roberta_like(int fam) { return fam == ROBERTA || fam == XLMR || fam == CAMEMBERT; }
+/* RoBERTa's kin: its layers and tensor names under another name, model_type, models'
+ * stem and vocab_size default. They import as RoBERTa (fam ROBERTA, these names); an
+ * export of those layers is RoBERTa's, which computes the same. */
+static const struct {
+    const char *name, *type, *stem;
+    int64_t vocab;
+} roberta_kin[] = {{"XLM-RoBERTa", "xlm-roberta", "XLMRoberta", 250002},
+                   {"CamemBERT", "camembert", "Camembert", 32005}};
+
+/* The family of model_type TYPE (BERT's where none other's), its index in *fam */
+static const Family *family_of(const char *type, int *fam)
+{
+    static Family kin[sizeof roberta_kin / sizeof *roberta_kin];
+    for (size_t k = 0; k < sizeof kin / sizeof *kin; k++)
+        if (!strcmp(type, roberta_kin[k].type)) {
+            kin[k] = families[ROBERTA];
+            kin[k].name = roberta_kin[k].name, kin[k].type = roberta_kin[k].type;
+            kin[k].stem = roberta_kin[k].stem, kin[k].vocab = roberta_kin[k].vocab;
+            kin[k].arch = xasprintf("%sForSequenceClassification", roberta_kin[k].stem);
+            *fam = ROBERTA;
+            return &kin[k];
+        }
+    *fam = !strcmp(type, "roberta") ? ROBERTA : !strcmp(type, "distilbert") ? DISTIL : BERT;
+    return &families[*fam];
+}
 
 /* What the model computes from the encoder's output: a class for the text (the first
  * token through the pooler), one for each token, or the masked tokens' ids */
@@ -85,7 +93,7 @@ static const char *const task_arch[] = {"ForSequenceClassification", "ForTokenCl
  * (import: default_names; export: the spec's own) */
 typedef struct Bert {
     const Family *f;                   /* BERT's, RoBERTa's (its position offset) or DistilBERT's */
-    int fam;                           /* which: BERT, ROBERTA, DISTIL, XLMR, CAMEMBERT */
+    int fam;                           /* which: BERT, ROBERTA (and its kin), DISTIL */
     HfImage cls;                       /* the classes (K, their names) */
     int64_t V, D, L, H, FF, TV, P, T;  /* vocabulary, width, blocks, heads, MLP width, token
                                           types (DistilBERT: 0, none), positions (trainc's),
@@ -335,9 +343,9 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const 
         bert_sizes(c, b);
     b->V = hf_cfg_int(c, "vocab_size", b->f->vocab);
     /* (BERT's pad_token_id, 0, changes nothing here: hf_pretrained_keys) */
-    int64_t pad = roberta_like(b->fam) ? hf_cfg_int(c, "pad_token_id", 1) : 0,
+    int64_t pad = b->fam == ROBERTA ? hf_cfg_int(c, "pad_token_id", 1) : 0,
             all = hf_cfg_int(c, "max_position_embeddings", 512);
-    b->skip = roberta_like(b->fam) ? pad + 1 : 0;   /* RoBERTa's positions count from pad + 1 */
+    b->skip = b->fam == ROBERTA ? pad + 1 : 0;   /* RoBERTa's positions count from pad + 1 */
     b->P = all - b->skip;
     if (b->D % b->H)
         hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
@@ -479,7 +487,7 @@ static int bert_plan(Bert *b, HfJoinImport *im, int new_labels)
     /* (RobertaModel's pooler, which the classifier never reads; any pooler of a checkpoint
      * imported as a token classifier or a masked LM; the masked LM's tied weights, which
      * transformers ties at load, and BertForPreTraining's next-sentence head) */
-    int left = roberta_like(b->fam) || b->task != TASK_SEQ
+    int left = b->fam == ROBERTA || b->task != TASK_SEQ
                    ? hf_join_leave_out(&im->w, xasprintf("%spooler.", b->prefix), 0) : 0;
     if (b->task == TASK_MLM)
         left += hf_join_leave_out(&im->w, b->f->mlm_decoder, 0) +
@@ -494,12 +502,8 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
                    const char *labels, const char *task)
 {
     const char *type = hf_cfg_str(cfg, "model_type", "");
-    Bert b = {.fam = !strcmp(type, "roberta")      ? ROBERTA
-                     : !strcmp(type, "xlm-roberta")  ? XLMR
-                     : !strcmp(type, "camembert")    ? CAMEMBERT
-                     : !strcmp(type, "distilbert") ? DISTIL
-                                                   : BERT};
-    b.f = &families[b.fam];
+    Bert b = {0};
+    b.f = family_of(type, &b.fam);
     default_names(&b);
     bert_config(cfg, &b, T, labels, task);
     HfJoinImport im = {.dir = dir};
@@ -594,7 +598,7 @@ static void bert_family(Bert *b, int fam)
     b->fam = fam, b->f = &families[fam];
     b->h.arch = arch_of(b);
     b->prefix = b->f->prefix;
-    b->skip = roberta_like(fam) ? 2 : 0;
+    b->skip = fam == ROBERTA ? 2 : 0;
 }
 
 /* the embeddings from ls[*k] on: words, the token types' residual (BERT, RoBERTa),
@@ -629,8 +633,8 @@ static int mlm_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
     hf_match_linear(s, &b->h, ls[k], at, b->D);
     hf_want(s, &b->h, ls[k + 1], at, OP_GELU);
     b->mlm_tanh = ls[k + 1]->gelu_tanh;
-    if (roberta_like(b->fam) ? b->mlm_tanh : b->mlm_tanh != b->gelu_tanh)
-        hf_refuse(s, &b->h, ls[k + 1], roberta_like(b->fam) ? "gelu's tanh form (RoBERTa's lm_head "
+    if (b->fam == ROBERTA ? b->mlm_tanh : b->mlm_tanh != b->gelu_tanh)
+        hf_refuse(s, &b->h, ls[k + 1], b->fam == ROBERTA ? "gelu's tanh form (RoBERTa's lm_head "
                   "is exact)" : "another gelu than the blocks' (the config has one hidden_act)");
     hf_match_norm(s, &b->h, ls[k + 2], at, &b->eps);
     const Layer *h = hf_want(s, &b->h, ls[k + 3], at, OP_LINEAR);
@@ -712,8 +716,8 @@ static void bert_keys(cJSON *c, const Bert *b)
     cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
     cJSON_AddNumberToObject(c, "type_vocab_size", (double)b->TV);
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(b->eps));
-    cJSON_AddNumberToObject(c, "pad_token_id", roberta_like(b->fam) ? 1 : 0);
-    if (roberta_like(b->fam)) {
+    cJSON_AddNumberToObject(c, "pad_token_id", b->fam == ROBERTA ? 1 : 0);
+    if (b->fam == ROBERTA) {
         cJSON_AddNumberToObject(c, "bos_token_id", 0);
         cJSON_AddNumberToObject(c, "eos_token_id", 2);
     }

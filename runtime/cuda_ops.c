@@ -863,9 +863,10 @@ void rt_cu_dpo(rt_exec *e, const float *logits, const int32_t *target, const flo
         rt_cu_launch(e, "rt_dpo_scale", gdim(n, GX, "dpo scale"), 1, 1, 256, 1, 0, a3);
     }
     loss_total(e, loss, right, samples);
-    rt_dptr stats = rt_cu_stats(e);
-    void *a4[] = {&margin, &samples, &stats};
-    rt_cu_launch(e, "rt_margin_total", 1, 1, 1, 1024, 1, 0, a4);
+    rt_dptr msum = rt_cu_stats(e) + offsetof(rt_cu_stat, margin_sum);   /* (added into) */
+    int add = 1;
+    void *a4[] = {&margin, &samples, &msum, &add};
+    rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a4);
     e->terms += samples;
     e->loss_rows = samples;
 }
@@ -1674,7 +1675,8 @@ static rt_dptr sumsq_queue(rt_exec *e, const opt_table *t, rt_dptr grads)
     rt_dptr total = part + (rt_dptr)opt.n * sizeof(double);
     void *a1[] = {&grads, &opt.chunks, &part};
     rt_cu_launch(e, "rt_grad_norm_part", (unsigned)opt.n, 1, 1, 256, 1, 0, a1);
-    void *a2[] = {&part, &opt.n, &total};
+    int set = 0;
+    void *a2[] = {&part, &opt.n, &total, &set};
     rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a2);
     return total;
 }
@@ -1866,7 +1868,8 @@ void rt_cu_gan_update_queued(rt_exec *e, const rt_train_config *c, const rt_mode
     if (!total)
         return;
     int64_t one = 1;   /* (rt_sum_f64 of one double: its copy, out of scratch) */
-    void *a[] = {&total, &one, &sumsq_out};
+    int set = 0;
+    void *a[] = {&total, &one, &sumsq_out, &set};
     rt_cu_launch(e, "rt_sum_f64", 1, 1, 1, 1024, 1, 0, a);
     rt_dptr at = state ? state + (rt_dptr)gan_opt[d].lo * sizeof(float) : 0;
     optim_step(e, &gan_opt[d], c, m, params, grads, at, m->trainable_floats, t, lr, 1.0f, total);

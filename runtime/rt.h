@@ -593,15 +593,18 @@ void rt_loader_set_augment(rt_loader *l, int64_t pad, int hflip);
  * them: the crop's top and left offsets into the image padded by `pad` zeros on every
  * side, each in [0, 2 pad] (the low and high 32 bits mod 2 pad + 1), and the flip (the
  * top bit; with hflip only). */
+/* splitmix64's finalizer */
+static inline uint64_t rt_mix64(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
 static inline uint64_t rt_aug_bits(uint64_t seed, int64_t epoch, int64_t index)
 {
     uint64_t z = seed ^ 0x5851F42D4C957F2Dull;
-    for (int r = 0; r < 2; r++) {
-        z ^= (r ? (uint64_t)index : (uint64_t)epoch) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-    }
+    for (int r = 0; r < 2; r++)
+        z = rt_mix64(z ^ (r ? (uint64_t)index : (uint64_t)epoch) * 0x9E3779B97F4A7C15ull);
     return z;
 }
 static inline void rt_aug_draw(uint64_t bits, int64_t pad, int hflip, int64_t *top, int64_t *left,
@@ -659,10 +662,7 @@ static inline int32_t rt_mask_draw(const rt_mask_rule *k, int64_t epoch, int64_t
         return k->token;
     if (c >= k->swapped)
         return x;
-    uint64_t z = (bits ^ (bits >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return (int32_t)(((z >> 32) * (uint64_t)k->vocab) >> 32);
+    return (int32_t)(((rt_mix64(bits) >> 32) * (uint64_t)k->vocab) >> 32);
 }
 /* The C twin of data.cuh's rt_mask_tokens: rows of T ids x and targets y, row r sample
  * idx[r] of epoch `epoch`, masked in place */

@@ -91,6 +91,8 @@ typedef struct Run {
     rt_dataset train, val;
     int has_val;
     rt_loader *tl, *vl;
+    rt_mask_rule mask;         /* loader.mask's rule, its inputs (rt_run_data; the GPU's too) */
+    int mask_in, mask_tgt;
     int64_t steps_per_epoch, batches_per_epoch, total_steps;
     rt_lrfind *lf;             /* --lr-find: the range test's points; else NULL */
     int threads;               /* CPU threads of the pool */

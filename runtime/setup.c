@@ -136,11 +136,8 @@ static void data_to_gpu(Run *r)
     rt_loader_indices_only(r->tl);
     if (c->has_augment)   /* the crops and flips then run on the device */
         rt_cu_set_augment(&r->e, c->has_crop ? c->crop_padding : 0, c->hflip, c->seed);
-    if (c->has_mask) {    /* and the masks */
-        int in, tgt;
-        rt_mask_rule k = mask_rule(r, &in, &tgt);
-        rt_cu_set_mask(&r->e, &k, in, tgt);
-    }
+    if (c->has_mask)      /* and the masks (rt_run_data's rule) */
+        rt_cu_set_mask(&r->e, &r->mask, r->mask_in, r->mask_tgt);
     if (r->has_val) {
         rt_cu_data_put(&r->e, r->m, &r->val, 1);
         rt_loader_indices_only(r->vl);
@@ -215,10 +212,9 @@ void rt_run_data(Run *r)
         if (r->train.tokens)
             rt_input_error("$.train.loader.mask: masks rows of ids read from .npy files "
                            "(`trainc data mlm --dynamic`'s); data.train holds token shards");
-        int in, tgt;
-        rt_mask_rule k = mask_rule(r, &in, &tgt);
-        mask_data_check(r, in, tgt, k.ignore);
-        rt_loader_set_mask(r->tl, &k, in, tgt);
+        r->mask = mask_rule(r, &r->mask_in, &r->mask_tgt);
+        mask_data_check(r, r->mask_in, r->mask_tgt, r->mask.ignore);
+        rt_loader_set_mask(r->tl, &r->mask, r->mask_in, r->mask_tgt);
     }
     r->batches_per_epoch = rt_loader_batches(r->tl);
     if (r->batches_per_epoch == 0 && r->world > 1)

@@ -64,19 +64,16 @@ Eval rt_validate(Run *r)
 
 static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev)
 {
-    char buf[512], a[32], b[32], c[32];
+    char buf[512], a[32];
+    int n = snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s",
+                     (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss));
+    if (rt_has_acc(r->m))
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"val_acc\":%s",
+                      rt_json_num(a, s->last_val_acc));
     if (r->m->loss == RT_LOSS_DPO)
-        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s,"
-                 "\"val_margin\":%s}", (long long)s->step, (long long)s->epoch,
-                 rt_json_num(a, s->last_val_loss), rt_json_num(b, s->last_val_acc),
-                 rt_json_num(c, ev->margin));
-    else if (rt_has_acc(r->m))
-        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s,\"val_acc\":%s}",
-                 (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss),
-                 rt_json_num(b, s->last_val_acc));
-    else
-        snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s}", (long long)s->step,
-                 (long long)s->epoch, rt_json_num(a, s->last_val_loss));
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"val_margin\":%s",
+                      rt_json_num(a, ev->margin));
+    snprintf(buf + n, sizeof buf - (size_t)n, "}");
     rt_metrics_line(r->mt, buf);
     rt_metrics_val_point(r->mt, s->step, s->last_val_loss);
 }

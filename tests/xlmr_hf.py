@@ -35,7 +35,6 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
   does not know.
 """
 import base64
-import glob
 import json
 import os
 import shutil
@@ -63,6 +62,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
 from text_hf import license_lines, train_like_specs  # noqa: E402
+from tokenizer_hf import shard_ids  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "xlmr_hf")
 TRAINC = os.environ.get("TRAINC", os.path.join(ROOT, "build", "trainc"))
@@ -119,16 +119,6 @@ def ruled(tok):
     return d + "/tokenizer.json"
 
 
-def ids_of_shards(out):
-    ids = []
-    for f in sorted(glob.glob(out + "/train_*.bin")):
-        b = open(f, "rb").read()
-        head = np.frombuffer(b[:1024], dtype=np.int32)
-        ids += np.frombuffer(b[1024:], dtype=np.uint16 if head[0] == 20240520 else np.uint32)[
-            :head[2]].tolist()
-    return ids
-
-
 def text_case(tok, corpus):
     text = (HARD + "\n".join(SCRIPTS) + "\n") * 3 + "\n".join(corpus) + " end \t  "
     path = os.path.join(OUT, "text.txt")
@@ -147,7 +137,7 @@ def ids_agree(tok, path, text, what, chunks):
         out = "%s/shards_%s_%d" % (OUT, chunk, len(what))
         r = subprocess.run([TRAINC, "data", "text", path, out, "--tokenizer", tok, "--val-frac",
                             "0"], env=env, capture_output=True, text=True)
-        got = ids_of_shards(out) if r.returncode == 0 else []
+        got = shard_ids(out + "/train_000000.bin")[0] if r.returncode == 0 else []
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
                      min(len(got), len(want)))
         check(got == want, "data text --tokenizer (Unigram, Precompiled%s)%s: %d ids, tokenizers' "

@@ -13,7 +13,7 @@ struct rt_cu_stat {
     unsigned long long terms;  /* ignore_index: the targets counted (rt_ce_count) */
     float ce_scale;            /* and the loss's gradient scale, rows / terms */
     unsigned pad;
-    double margin_sum;         /* dpo's pairs' margins (rt_margin_total) */
+    double margin_sum;         /* dpo's pairs' margins (rt_cu_dpo: rt_sum_f64's add) */
 };
 
 /* ---- storage -------------------------------------------------------------------------- */

@@ -39,15 +39,17 @@ rt_gather_rows(const unsigned char *src, const int *idx, unsigned char *dst, int
  * data.c's rt_gather_augment. Sample `index` of epoch `epoch` draws 64 bits from
  * (seed, epoch, index): the crop's top and left offsets into the image padded by `pad`
  * zeros, each in [0, 2 pad], and the flip (with hflip). */
+__device__ __forceinline__ uint64_t rt_mix64(uint64_t z)   /* splitmix64's finalizer */
+{
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
 __device__ __forceinline__ uint64_t rt_aug_bits(uint64_t seed, int64_t epoch, int64_t index)
 {
     uint64_t z = seed ^ 0x5851F42D4C957F2Dull;
-    for (int r = 0; r < 2; r++) {
-        z ^= (r ? (uint64_t)index : (uint64_t)epoch) * 0x9E3779B97F4A7C15ull;
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        z ^= z >> 31;
-    }
+    for (int r = 0; r < 2; r++)
+        z = rt_mix64(z ^ (r ? (uint64_t)index : (uint64_t)epoch) * 0x9E3779B97F4A7C15ull);
     return z;
 }
 
@@ -105,10 +107,7 @@ rt_mask_tokens(int *x, int *y, const int *idx, int64_t rows, int64_t T, int toke
         if (c < masked) {
             x[i] = token;
         } else if (c < swapped) {
-            uint64_t z = (bits ^ (bits >> 30)) * 0xBF58476D1CE4E5B9ull;
-            z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-            z ^= z >> 31;
-            x[i] = (int)(((z >> 32) * (uint64_t)vocab) >> 32);
+            x[i] = (int)(((rt_mix64(bits) >> 32) * (uint64_t)vocab) >> 32);
         }
     }
 }

@@ -642,19 +642,6 @@ rt_dpo_pairs(const double *nll, const int32_t *target, const float *ref, const d
     logps[2 * s + 1] = (float)lp[1];
 }
 
-/* rt_margin_total: the pairs' margins (rt_dpo_pairs) added into stats->margin_sum, as
- * rt_loss_total adds the losses (one block, a fixed order) */
-extern "C" __global__ void __launch_bounds__(1024)
-rt_margin_total(const double *margin, int64_t n, rt_cu_stat *stats)
-{
-    double s = 0.0;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
-        s += margin[i];
-    s = rt_block_sum(s);
-    if (threadIdx.x == 0)
-        stats->margin_sum += s;
-}
-
 /* rt_dpo_scale: row r's gradient (C values, rows ld apart) times its answer's factor,
  * factor[r / T] where its target is not `ignore`, else orpo's supervised term's, sft[1]
  * (sft NULL: 1; the row is 0 then); one block a row. */

@@ -198,16 +198,17 @@ rt_grad_norm_part(const float *g, const rt_opt_chunk *chunks, double *part)
 }
 
 /* Launch: 1 block of 1024 threads.
- *   *out = sum of part[0, n)   (each thread a strided share in order, then rt_block_sum) */
+ *   *out = sum of part[0, n), or *out += it with add (dpo's margins into the pass
+ *   statistics)   (each thread a strided share in order, then rt_block_sum) */
 extern "C" __global__ void __launch_bounds__(1024)
-rt_sum_f64(const double *part, int64_t n, double *out)
+rt_sum_f64(const double *part, int64_t n, double *out, int add)
 {
     double s = 0.0;
     for (int64_t i = threadIdx.x; i < n; i += blockDim.x)
         s += part[i];
     s = rt_block_sum(s);
     if (threadIdx.x == 0)
-        *out = s;
+        *out = add ? *out + s : s;
 }
 
 /* ---- optimizer muon's matrices (twins of runtime/muon.c; cuda_ops.c's muon_param runs
