@@ -74,7 +74,7 @@ typedef struct Ex {
     char *rep;                 /* the repeat's prefix ("h." or "") */
     int64_t bos, eos;          /* the tokenizer's, or -1 (none given, or none found) */
     int64_t pad;               /* and its padding id (a sequence classifier's), or -1 */
-    HfImage cls;               /* a sequence classifier's classes (d.score of them) */
+    HfImage cls;               /* a classifier's classes (d.score of them) */
 } Ex;
 
 static const char *op(const Layer *l) { return op_info[l->op].name; }
@@ -723,7 +723,7 @@ static void granite_only(Ex *e)
 /* What tells the families apart, read from the repeat REP before its layers are: the
  * norms' kind and parameters (its first branch's first layer), the block's form, the
  * MLP's activation and biases, and HEAD_BIAS (the head's). */
-static void read_ahead(Ex *e, const Layer *rep, int head_bias)
+static void read_ahead(Ex *e, const Layer *rep, int head_bias, int classifier)
 {
     const Layer *b = rep->n_body ? rep->body[0] : NULL;
     const Layer *first_norm = b && b->n_body ? b->body[0] : NULL;
@@ -756,6 +756,10 @@ static void read_ahead(Ex *e, const Layer *rep, int head_bias)
         const Layer *att = rep->body[0]->body[1]->shortcut[0];
         e->d.bias = !att->bias ? HF_BIAS_NONE : att->bias_qkv ? HF_BIAS_QKV
                   : att->bias_proj ? HF_BIAS_PROJ : HF_BIAS_ALL;
+        /* a classifier has no language model's head, whose bias tells Phi and GPT-J from
+         * Falcon: their partial rope does (Falcon's turns whole heads) */
+        if (classifier)
+            e->head_bias = att->rope.dims || att->il.rope.dims;
     }
     if (e->block != BLOCK_SEQUENTIAL && !neox(e) && !falcon(e) && !phi(e) && !gptj(e) &&
         !cohere(e))
@@ -825,8 +829,44 @@ static void seq_head(Ex *e, const Spec *s, const Layer *last, Layer *const *ls, 
         hf_image_labels_from_spec(s, &e->cls);
 }
 
+static const char *const *family(const Ex *e);
+
+/* Whether L, after the final norm, is a token classifier's head: a linear of other than
+ * the vocabulary's outputs */
+static int token_head(const Ex *e, const Layer *l)
+{
+    return l && l->op == OP_LINEAR && !l->tie && l->out != e->d.V;
+}
+
+/* A token classifier's head L (layer k), the last layer: transformers' classifier (or
+ * score) with a bias, a class for each token; its name there is the family's
+ * (classify_tokens) */
+static void token_cls(Ex *e, const Spec *s, const Layer *l, int k, int n)
+{
+    if (k + 1 < n)
+        refuse(e, NULL, s->layers[k + 1], "after a token classifier's head (a linear of other "
+                                          "than the vocabulary's outputs) comes nothing");
+    if (!l->bias)
+        refuse(e, NULL, l, "a token classifier's head has a bias (transformers' has)");
+    e->d.score = e->cls.K = l->out;
+    e->d.score_bias = 1;
+    e->names[HF_HEAD] = hf_layer_name(l, k, "");
+    hf_image_labels_from_spec(s, &e->cls);
+}
+
+/* The family's token classifier's head name, or exit 1 where transformers has none */
+static void classify_tokens(Ex *e)
+{
+    const char *const *fam = family(e);
+    e->d.score_name = hf_token_head(fam[0]);
+    if (!e->d.score_name)
+        error_at(e->file, "$.model.layers", "a token classifier of %s, which transformers has "
+                 "none of", fam[0]);
+}
+
 /* The model's layers: embedding, [pos_embedding], repeat, norm, head linear[, Gemma 2's
- * soft-cap], or norm, last_token and a score (a sequence classifier). */
+ * soft-cap], or norm, last_token and a score (a sequence classifier), or norm and a
+ * token classifier's head. */
 static void match(Ex *e, const Spec *s)
 {
     Layer *const *ls = s->layers;
@@ -855,12 +895,21 @@ static void match(Ex *e, const Spec *s)
     if (!l || l->op != OP_REPEAT)
         refuse(e, xasprintf("$.model.layers[%d]", i), l, "the blocks are a repeat here");
     const Layer *head = i + 2 < n ? ls[i + 2] : NULL;
-    read_ahead(e, l, head && head->op == OP_LINEAR && head->bias);
+    int tokens = token_head(e, head);
+    read_ahead(e, l, head && head->op == OP_LINEAR && head->bias && !tokens,
+               tokens || (head && head->op == OP_LAST_TOKEN));
     blocks(e, l);
     if (i + 3 > n)
         refuse(e, "$.model.layers", NULL, "after the blocks come the final norm and the head");
     e->names[HF_FINAL] = norm(e, ls[i + 1], i + 1, "");
     l = ls[i + 2];
+    if (tokens) {
+        token_cls(e, s, l, i + 2, n);
+        whole_model(e);
+        classify_tokens(e);
+        e->T = s->inputs[ls[0]->input ? find_model_input(s, ls[0]->input) : 0].shape[0];
+        return;
+    }
     if (l->op == OP_LAST_TOKEN) {   /* a sequence classifier */
         seq_head(e, s, l, ls + i + 3, n - i - 3, i + 3);
         whole_model(e);
@@ -1668,14 +1717,16 @@ static cJSON *config(const Ex *e)
 {
     cJSON *c = cJSON_CreateObject();
     const char *const *fam = family(e);
-    const char *arch = e->d.score ? hf_seq_arch(fam[0], fam[1]) : fam[1];
+    const char *arch = e->d.score_bias ? hf_token_arch(fam[0], fam[1])
+                     : e->d.score      ? hf_seq_arch(fam[0], fam[1])
+                                       : fam[1];
     if (!arch)
         error_at(e->file, "$.model.layers", "a sequence classifier of %s, which transformers "
                  "has none of", fam[0]);
     cJSON_AddItemToObject(c, "architectures", cJSON_CreateStringArray(&arch, 1));
     if (e->d.score) {
         hf_image_config_labels(c, &e->cls);
-        if (e->pad >= 0)   /* (how transformers finds each text's last token) */
+        if (e->pad >= 0 && !e->d.score_bias)   /* (how transformers finds each text's last token) */
             cJSON_AddNumberToObject(c, "pad_token_id", (double)e->pad);
     }
     cJSON_AddStringToObject(c, "model_type", fam[0]);

@@ -69,6 +69,9 @@ typedef struct Arch {
     int shared_gate;           /* and its shared expert (d.SFF wide) gated (Qwen2-MoE's) */
     int seq_cls;               /* a sequence classifier (...ForSequenceClassification, or
                                   --labels): the last token's row through `score` (d.score) */
+    int tok_cls;               /* a token classifier (...ForTokenClassification, or --task
+                                  token --labels): every token's row through its head
+                                  (d.score_name, with a bias) */
     int fresh_score;           /* and its score drawn anew (normal(0, std)): --labels */
     int reward;                /* a reward model: one score, read at each of a pair's texts'
                                   last token (last_token's segments 2) */
@@ -1365,21 +1368,26 @@ static const Family *family_of(HfCfg *c, const char *type)
 }
 
 /* architectures: the family's language model (or bare model), or its sequence classifier
- * (a->seq_cls) */
+ * (a->seq_cls) or token classifier (a->tok_cls) */
 static void read_arch(HfCfg *c, const Family *f, Arch *a)
 {
-    const char *seq = hf_seq_arch(f->type, f->arch);
+    const char *seq = hf_seq_arch(f->type, f->arch), *tok = hf_token_arch(f->type, f->arch);
     const cJSON *ar = hf_cfg_get(c, "architectures");
     for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
         int is_seq = cJSON_IsString(e) && seq && !strcmp(e->valuestring, seq);
+        int is_tok = cJSON_IsString(e) && tok && !strcmp(e->valuestring, tok);
         a->seq_cls |= is_seq;
-        if (!is_seq && (!cJSON_IsString(e) || (strcmp(e->valuestring, f->arch) &&
-                                                strcmp(e->valuestring, f->bare))))
+        a->tok_cls |= is_tok;
+        if (!is_seq && !is_tok && (!cJSON_IsString(e) || (strcmp(e->valuestring, f->arch) &&
+                                                          strcmp(e->valuestring, f->bare))))
             hf_cfg_error(c, "architectures", "%s%s: trainc imports %s (a language model's "
-                         "head)%s%s", cJSON_IsString(e) ? e->valuestring : "a non-string",
-                         cJSON_IsString(e) ? "" : " entry", f->arch, seq ? " or " : "",
-                         seq ? seq : "");
+                         "head)%s%s%s%s", cJSON_IsString(e) ? e->valuestring : "a non-string",
+                         cJSON_IsString(e) ? "" : " entry", f->arch, seq ? ", " : "",
+                         seq ? seq : "", tok ? " or " : "", tok ? tok : "");
     }
+    if (a->seq_cls && a->tok_cls)
+        hf_cfg_error(c, "architectures", "a sequence classifier and a token classifier: "
+                     "one head at a time");
 }
 
 /* The outputs of a sequence classifier's score in its config: num_labels, or id2label's
@@ -1435,11 +1443,46 @@ static void reward_model(HfCfg *c, const Family *f, Arch *a, const char *labels,
     a->cls = (HfImage){.K = 1};
 }
 
+/* A classifier's classes: --labels' (its head drawn anew), else its config's id2label */
+static void read_classes(HfCfg *c, Arch *a, const char *labels)
+{
+    a->fresh_score = labels != NULL;
+    if (labels)
+        hf_labels_arg(c, labels, &a->cls);
+    else
+        hf_image_labels(c, &a->cls);
+    a->d.score = a->cls.K;
+}
+
+/* A token classifier's classes: --labels (a new head over any of the family's models, with
+ * --task token), or its config's id2label */
+static void token_classes(HfCfg *c, const Family *f, Arch *a, const char *labels)
+{
+    if (!hf_token_arch(f->type, f->arch))
+        error_input("import: --task token: transformers has no token classifier for %s", f->type);
+    if (!a->tok_cls && !labels)
+        error_input("import: --task token over a %s: --labels names the new classifier's "
+                    "classes", a->seq_cls ? "sequence classifier" : "language model");
+    if (a->multimodal)
+        error_input("import: a token classifier of an image-text checkpoint's text model");
+    a->tok_cls = 1;
+    a->seq_cls = 0;
+    read_classes(c, a, labels);
+    a->d.score_bias = 1;
+    a->d.score_name = hf_token_head(f->type);
+}
+
 /* A sequence classifier's classes: --labels (a new score over any of the family's models),
  * or its config's id2label; or a reward model's one score */
 static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels, const char *task)
 {
     a->std = hf_cfg_num(c, "initializer_range", 0.02);
+    if (a->tok_cls && task && strcmp(task, "token"))
+        error_input("import: --task %s: this is a token classifier (--task token)", task);
+    if (a->tok_cls || (task && !strcmp(task, "token"))) {
+        token_classes(c, f, a, labels);
+        return;
+    }
     reward_model(c, f, a, labels, task);
     if (labels && !hf_seq_arch(f->type, f->arch))
         error_input("import: --labels: transformers has no sequence classifier for %s", f->type);
@@ -1448,13 +1491,8 @@ static void seq_classes(HfCfg *c, const Family *f, Arch *a, const char *labels, 
         return;
     if (a->multimodal)
         error_input("import: a sequence classifier of an image-text checkpoint's text model");
-    if (!a->reward) {
-        a->fresh_score = labels != NULL;
-        if (labels)
-            hf_labels_arg(c, labels, &a->cls);
-        else
-            hf_image_labels(c, &a->cls);
-    }
+    if (!a->reward)
+        read_classes(c, a, labels);
     a->d.score = a->cls.K;
 }
 
@@ -1715,6 +1753,19 @@ static void dpo_inputs(cJSON *m, cJSON *in, const Arch *a, int T2)
     cJSON_AddStringToObject(m, "positions", "pos");
 }
 
+/* A token classifier's pos [T] (the padding after the text a sequence apart) and y [T]
+ * each token's class (-100: none asked) */
+static void token_inputs(cJSON *m, cJSON *in, const Arch *a, int T)
+{
+    cJSON *p = cJSON_AddObjectToObject(in, "pos");
+    cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&T, 1));
+    cJSON_AddStringToObject(p, "dtype", "i32");
+    hf_image_inputs_y(in, &a->cls);
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(in, "y"), "shape",
+                                           cJSON_CreateIntArray(&T, 1));
+    cJSON_AddStringToObject(m, "positions", "pos");
+}
+
 /* The inputs: x [T] the ids, y [T] the next ids (a sequence classifier's: y [] its class,
  * and pos [T] the positions that keep the padding before the text apart; a reward model's
  * x and pos [2T], a pair of texts, y which of them is the chosen one; dpo_inputs) */
@@ -1725,6 +1776,10 @@ static void lm_inputs(cJSON *m, const Arch *a, int64_t T)
     int row = (int)(a->reward || a->dpo ? 2 * T : T);
     cJSON_AddItemToObject(x, "shape", cJSON_CreateIntArray(&row, 1));
     cJSON_AddStringToObject(x, "dtype", "i32");
+    if (a->tok_cls) {
+        token_inputs(m, in, a, row);
+        return;
+    }
     if (a->seq_cls) {
         cJSON *p = cJSON_AddObjectToObject(in, "pos");
         cJSON_AddItemToObject(p, "shape", cJSON_CreateIntArray(&row, 1));
@@ -1791,6 +1846,12 @@ static cJSON *model_spec(const Arch *a, const char *name, int64_t T)
     norm(ls, a, N[HF_FINAL]);
     if (a->seq_cls) {
         seq_head(m, ls, a);
+        return root;
+    }
+    if (a->tok_cls) {   /* (a class for each token: transformers' labels -100 ask none) */
+        cJSON_AddNumberToObject(hf_layer(ls, "linear", a->d.score_name), "out", (double)a->cls.K);
+        hf_image_loss(m);
+        cJSON_AddNumberToObject(cJSON_GetObjectItem(m, "loss"), "ignore_index", -100);
         return root;
     }
     cJSON *head = hf_layer(ls, "linear", N[HF_HEAD]);
@@ -1887,7 +1948,8 @@ static const HfTensor *take(Imp *im, const HfPart *p)
 static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *parts)
 {
     Imp *im = ctx;
-    const char *layer = m->slot == HF_HEAD && im->d->score ? "score" : im->names[m->slot];
+    const char *layer = m->slot == HF_HEAD && im->d->score
+                        ? im->d->score_name ? im->d->score_name : "score" : im->names[m->slot];
     /* the attention (and in the parallel block its norm) are a shortcut's layers */
     int in_sc = m->slot == HF_ATTN || (m->slot == HF_NORM1 && im->block == BLOCK_PARALLEL);
     const char *sc = im->block != BLOCK_SEQUENTIAL && in_sc ? "shortcut." : "";
@@ -1907,7 +1969,7 @@ static void plan(void *ctx, const HfMap *m, int64_t block, int n, const HfPart *
         shape[0] += parts[k].shape[0];
     }
     r->n = fresh ? 0 : n;
-    r->fresh = fresh ? im->fresh_score : 0;
+    r->fresh = fresh && m->cols ? im->fresh_score : 0;   /* (a new bias: zeros) */
     r->slot = m->slot;
     if (m->slot == HF_POS) {   /* OPT's: the rows before position 0's dropped */
         r->skip = im->family->pos_pad * parts[0].shape[1];
@@ -1959,7 +2021,7 @@ static int extra(const Arch *a, const char *name)
            (a->d.tie && (!strcmp(name, "lm_head.weight") ||
                          (a->multimodal && !strcmp(name, "language_model.lm_head.weight")))) ||
            (a->fresh_score && (starts(name, "lm_head.") || !strcmp(name, "embed_out.weight") ||
-                               !strcmp(name, "score.weight"))) ||
+                               starts(name, "score.") || starts(name, "classifier."))) ||
            vision(a, name);
 }
 
@@ -2017,7 +2079,7 @@ static void write_weights(const Imp *im, const char *path)
     for (int i = 0; i < im->out.n; i++) {
         const Recipe *r = &im->r[i];
         const rt_param *p = &im->out.p[i];
-        float *dst = malloc((size_t)p->numel * sizeof *dst);
+        float *dst = calloc((size_t)p->numel, sizeof *dst);
         if (!dst)
             die("out of memory for %s", p->name);
         int64_t at = 0;
@@ -2127,10 +2189,12 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
-    if (o->task && !text && (image || (strcmp(o->task, "reward") && pref_task(o->task) < 0)))
+    if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "token") &&
+                                       pref_task(o->task) < 0)))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
                     "xlm-roberta, camembert, distilbert: sequence, token or mlm) or a language "
-                    "model's (reward); this is %s", o->task, type);
+                    "model's (token, reward, dpo, simpo, orpo, kto, cpo); this is %s", o->task,
+                    type);
     const char *name = name_of(o->out, type);
     if (!strcmp(type, "vit"))
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
@@ -2175,7 +2239,7 @@ int cmd_import(int argc, char **argv)
     write_weights(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  a.seq_cls ? hf_text_train(0, NULL, 8, 2, 1e-5, 0.0)
+                  a.seq_cls || a.tok_cls ? hf_text_train(0, NULL, 8, 2, 1e-5, 0.0)
                   : a.dpo   ? hf_text_train(0, a.pref == PREF_KTO ? "ref label"
                                                    : PREF_HAS_REFERENCE(a.pref) ? "ref"
                                                    : a.pref == PREF_ORPO ? "t" : NULL, 8, 1,
@@ -2191,6 +2255,11 @@ int cmd_import(int argc, char **argv)
            a.dpo ? xasprintf("; for %s, rows of two texts of %lld tokens (data pairs%s)",
                              pref_names[a.pref], (long long)T,
                              PREF_HAS_REFERENCE(a.pref) ? ", then --reference" : "")
+           : a.tok_cls
+               ? xasprintf("; a token classifier of %lld classes%s", (long long)a.cls.K,
+                           a.fresh_score ? xasprintf(", its %s drawn anew (normal, std %g, seed "
+                                                     "%d; the bias zeros)", a.d.score_name,
+                                                     a.std, HF_FRESH_SEED) : "")
            : !a.seq_cls ? "" : a.reward
                ? xasprintf("; a reward model, rows of two texts of %lld tokens (data pairs)%s",
                            (long long)T, a.fresh_score ? xasprintf(", its score drawn anew "

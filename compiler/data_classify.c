@@ -75,6 +75,18 @@ static int sees_all(const cJSON *ls)
     return 0;
 }
 
+/* Is LS's last layer a decoder's token classifier head: a linear of other than the
+ * vocabulary's outputs (a language model's head is the vocabulary's, or tied)? */
+static int token_head(const cJSON *ls)
+{
+    const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
+    const cJSON *op = cJSON_GetObjectItemCaseSensitive(last, "op");
+    const cJSON *out = cJSON_GetObjectItemCaseSensitive(last, "out");
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(ls, 0), "vocab");
+    return cJSON_IsString(op) && !strcmp(op->valuestring, "linear") && cJSON_IsNumber(out) &&
+           cJSON_IsNumber(vocab) && out->valuedouble != vocab->valuedouble;
+}
+
 /* Is a layer of LS a last_token with segments 2 (a reward model's pair of texts)? */
 static int reads_pairs(const cJSON *ls)
 {
@@ -89,8 +101,9 @@ static int reads_pairs(const cJSON *ls)
 
 /* The kind of model M's inputs IN and layers make: a class for each text (y []), a
  * reward model's pair of texts (y [], last_token's segments 2), a language model trained
- * by dpo over pairs, a class for each token, a masked LM (y [T], its last layer tied to an
- * embedding), or a language model (y [T], causal: data text's and data sft's) */
+ * by dpo over pairs, a class for each token (an encoder's, or a causal one's whose head
+ * is not the vocabulary's), a masked LM (y [T], its last layer tied to an embedding), or a
+ * language model (y [T], causal: data text's and data sft's) */
 static int model_kind(const cJSON *m, const cJSON *in)
 {
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
@@ -104,7 +117,7 @@ static int model_kind(const cJSON *m, const cJSON *in)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
     if (!sees_all(ls))
-        return CLS_LM;
+        return token_head(ls) ? CLS_TOKENS : CLS_LM;
     return cJSON_GetObjectItemCaseSensitive(last, "tie") ? CLS_MLM : CLS_TOKENS;
 }
 

@@ -128,13 +128,21 @@ typedef struct HfDims {
     int rope_pairs_adjacent;   /* Cohere, GPT-J: transformers' rope turns pairs (2i, 2i + 1) */
     int64_t E;                 /* a mixture of experts' experts, else 0 */
     int64_t SFF;               /* and its shared expert's width (Qwen2-MoE's), else 0 */
-    int64_t score;             /* a sequence classifier's classes: its head transformers'
-                                  score.weight [score, D] (no bias, never tied), else 0 */
+    int64_t score;             /* a classifier's classes: a sequence classifier's head
+                                  transformers' score.weight [score, D] (no bias, never
+                                  tied), a token classifier's (score_bias) its classifier or
+                                  score (score_name) with a bias [score]; else 0 */
+    int score_bias;
+    const char *score_name;    /* the head's transformers name ("score" where NULL) */
 } HfDims;
 int64_t hf_head_dim(const HfDims *d);
 /* The sequence classifier of model_type TYPE whose language model is LM_ARCH
  * (LlamaForCausalLM: LlamaForSequenceClassification), or NULL where transformers has none */
 const char *hf_seq_arch(const char *type, const char *lm_arch);
+/* Its token classifier (LlamaForTokenClassification), or NULL where transformers has none;
+ * and that classifier's head: "classifier" (GPT-2's, GPT-NeoX's, ...) or "score" */
+const char *hf_token_arch(const char *type, const char *lm_arch);
+const char *hf_token_head(const char *type);
 
 /* Rows that trainc orders apart from transformers: GPT-NeoX's fused qkv (qkv_by_head),
  * and q and k heads under a partial rope, which transformers rotates as pairs (i, i +

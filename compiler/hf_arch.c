@@ -475,6 +475,9 @@ static int wanted(const HfDims *d, int cond)
            (cond == HF_IF_UNTIED && (!d->tie || d->score));
 }
 
+/* A token classifier's bias (its name and shape the head's: visit) */
+static const HfMap score_bias = {0, HF_HEAD, "bias", HF_ALWAYS, HF_ROWS, {"bias"}, {HF_D}, 0};
+
 /* One entry for one block (-1 outside the blocks): the transformers names in full, an
  * expert's after another's. */
 static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const HfMap *m,
@@ -483,8 +486,8 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
     int per = 0;
     while (per < 3 && m->theirs[per])
         per++;
-    if (m->slot == HF_HEAD && d->score && !m->cols)
-        return;   /* (a sequence classifier's score has no bias) */
+    if (m->slot == HF_HEAD && d->score && !m->cols && m != &score_bias)
+        return;   /* (a sequence classifier's score has no bias: Phi's head's left out) */
     int each = m->form == HF_PER_EXPERT;
     int64_t experts = each ? d->E : 1;
     HfPart *parts = xcalloc((size_t)(experts * per), sizeof *parts);
@@ -499,9 +502,10 @@ static void visit(const HfFamily *f, const char *prefix, const HfDims *d, const 
             parts[n].rank = m->cols ? 2 : 1;
             parts[n].shape[0] = dim(d, m->rows[k]) + (m->slot == HF_POS ? f->pos_pad : 0);
             parts[n].shape[1] = dim(d, m->cols);
-            if (m->slot == HF_HEAD && d->score) {   /* transformers' ...ForSequenceClassification */
+            if (m->slot == HF_HEAD && d->score) {   /* transformers' ...For*Classification */
                 free(parts[n].name);
-                parts[n].name = xstrdup("score.weight");
+                parts[n].name = xasprintf("%s.%s", d->score_name ? d->score_name : "score",
+                                          m->ours);
                 parts[n].shape[0] = d->score;
             }
             if (m->form == HF_STACKED) {   /* [E, rows, cols] */
@@ -533,6 +537,8 @@ void hf_walk(const HfFamily *f, const char *prefix, const HfDims *d, hf_visit fn
                 if (wanted(d, m->cond))
                     visit(f, prefix, d, m, i, fn, ctx);
     }
+    if (d->score && d->score_bias)
+        visit(f, prefix, d, &score_bias, -1, fn, ctx);
 }
 
 /* The families whose sequence classifier transformers has (its score over the last
@@ -542,15 +548,45 @@ static const char *const seq_families[] = {
     "qwen2_moe", "qwen3", "qwen3_moe", "phi", "phi3", "gemma", "gemma2", "stablelm",
     "starcoder2", "falcon", "nemotron", "glm", NULL};
 
+/* LM_ARCH's stem (LlamaForCausalLM, GPT2LMHeadModel: Llama, GPT2) + TASK */
+static const char *task_arch(const char *lm_arch, const char *task)
+{
+    size_t n = strlen(lm_arch), cut = 0;
+    if (n >= 11 && (!strcmp(lm_arch + n - 11, "ForCausalLM") ||
+                    !strcmp(lm_arch + n - 11, "LMHeadModel")))
+        cut = 11;
+    return xasprintf("%.*s%s", (int)(n - cut), lm_arch, task);
+}
+
+static int listed(const char *const *list, const char *type)
+{
+    for (int k = 0; list[k]; k++)
+        if (!strcmp(type, list[k]))
+            return 1;
+    return 0;
+}
+
 const char *hf_seq_arch(const char *type, const char *lm_arch)
 {
-    for (int k = 0; seq_families[k]; k++)
-        if (!strcmp(type, seq_families[k])) {
-            size_t n = strlen(lm_arch), cut = 0;
-            if (n >= 11 && (!strcmp(lm_arch + n - 11, "ForCausalLM") ||
-                            !strcmp(lm_arch + n - 11, "LMHeadModel")))
-                cut = 11;
-            return xasprintf("%.*sForSequenceClassification", (int)(n - cut), lm_arch);
-        }
-    return NULL;
+    return listed(seq_families, type) ? task_arch(lm_arch, "ForSequenceClassification") : NULL;
+}
+
+/* The families whose token classifier transformers has: its head `classifier` (the ones
+ * transformers 4.40 has), or `score` (Llama's and those after it, 4.41 on) */
+static const char *const token_classifier_families[] = {
+    "gpt2", "gpt_neo", "gpt_neox", "falcon", "phi", "gpt_bigcode", NULL};
+static const char *const token_score_families[] = {
+    "llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe", "gemma",
+    "gemma2", "phi3", "stablelm", "starcoder2", "nemotron", "glm", NULL};
+
+const char *hf_token_head(const char *type)
+{
+    return listed(token_classifier_families, type) ? "classifier"
+         : listed(token_score_families, type)      ? "score"
+                                                   : NULL;
+}
+
+const char *hf_token_arch(const char *type, const char *lm_arch)
+{
+    return hf_token_head(type) ? task_arch(lm_arch, "ForTokenClassification") : NULL;
 }

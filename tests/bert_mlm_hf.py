@@ -61,8 +61,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import (byte_level, fake_gpu_vs_cpu, license_lines, specs,  # noqa: E402
-                     train_like_specs, wordpiece)
+from text_hf import (byte_level, fake_gpu_vs_cpu, license_lines, parity_steps,  # noqa: E402
+                     specs, train_like_specs, trained_export, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_mlm_hf")
 T, N = 24, 160
@@ -171,23 +171,11 @@ def case(name, cls, cfg, tok, hf, lines):
         a[rows0], b[rows0] = a[rows0][2:], b[rows0][2:]
     check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
           "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
     tr = hf_rows(imp, "train")
     batches = [[a[b:b + 16] for a in tr] for b in range(0, len(tr[0]) - 15, 16)]
-    theirs8 = train_like_specs(cls.from_pretrained(d + "/src"), batches, hf_loss)
-    worst = max(rel(a, b) for a, b in zip(ours8, theirs8))
-    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
-          "torch's on transformers' model (first %.6f, last %.6f)" %
-          (name, worst, ours8[0], ours8[-1]))
-    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run5")
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           d + "/run5/model.safetensors", "-o", d + "/hf")
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), batches, hf_loss)
+    ours = trained_export(imp, d)
     back = cls.from_pretrained(d + "/hf")
-    ours = eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
-                     d + "/eval5")
     theirs = eval_hf(back, va)
     check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__],
           "%s: trained, exported as %s, from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)"
@@ -400,7 +388,7 @@ def pretraining(tok, hf, lines, wp_vocab, small):
                                                       max_position_embeddings=40, **small),
           d + "/src", 0.3)
     imp = d + "/import"
-    r = trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
     made("bert", imp, tok, lines)
     specs(imp, inputs_of(imp))
     ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",

@@ -29,8 +29,8 @@ word tagged (by name or number) with one of 5 classes:
   sequence classifier, a bare DistilBertModel): the encoder as transformers' token
   classifier loads it, the new head drawn with std initializer_range, the loss equal;
 - refused with exit 1, naming the key, the line or the option: a sequence classifier's
-  checkpoint with --task token and no --labels, --task of another kind, --task with a
-  GPT-2, data tags for a sequence classifier and data classify for a token classifier, a
+  checkpoint with --task token and no --labels, --task of another kind, --task mlm with
+  a GPT-2, data tags for a sequence classifier and data classify for a token classifier, a
   line with more tags than words, a tag the model does not name, words that are not a
   list, a SentencePiece-style tokenizer.
 """
@@ -58,8 +58,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-import run_log  # noqa: E402
-from text_hf import byte_level, license_lines, specs, train_like_specs, wordpiece  # noqa: E402
+from text_hf import (byte_level, license_lines, parity_steps, specs,  # noqa: E402
+                     trained_export, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_token_hf")
 T, N = 24, 128
@@ -147,14 +147,14 @@ def hf_loss(m, rows):
         return float(F.cross_entropy(lg.double().flatten(0, 1), y.flatten(), ignore_index=-100))
 
 
-def hf_train(m, rows, B=16):
-    """torch's AdamW as train8.json asks, on the training rows in order"""
-    batches = [[a[b:b + B] for a in rows] for b in range(0, len(rows[0]) - B + 1, B)]
+def hf_batches(rows, B=16):
+    """the training rows in order, as train8.json reads them"""
+    return [[a[b:b + B] for a in rows] for b in range(0, len(rows[0]) - B + 1, B)]
 
-    def loss_of(m, b):
-        return F.cross_entropy(logits_of(m, b).flatten(0, 1),
-                               torch.from_numpy(b[3]).long().flatten(), ignore_index=-100)
-    return train_like_specs(m, batches, loss_of)
+
+def token_loss(m, b):
+    return F.cross_entropy(logits_of(m, b).flatten(0, 1), torch.from_numpy(b[3]).long().flatten(),
+                           ignore_index=-100)
 
 
 def tagged(name, tok, hf, exs, imp, typed):
@@ -197,21 +197,9 @@ def case(name, cls, cfg, tok, hf, exs):
     same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
     check(same, "%s: import then export gives back the folder's %d tensors bit for bit" %
           (name, len(a)))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
-    theirs8 = hf_train(cls.from_pretrained(d + "/src"), tr)
-    worst = max(rel(a, b) for a, b in zip(ours8, theirs8))
-    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
-          "torch's on transformers' model (first %.6f, last %.6f)" %
-          (name, worst, ours8[0], ours8[-1]))
-    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run5")
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           d + "/run5/model.safetensors", "-o", d + "/hf")
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), hf_batches(tr), token_loss)
+    ours = trained_export(imp, d)
     back = cls.from_pretrained(d + "/hf")
-    ours = eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
-                     d + "/eval5")
     theirs = hf_loss(back, va)
     check(rel(ours, theirs) <= 1e-5 and back.config.id2label == m.config.id2label and
           back.config.architectures == [cls.__name__],
@@ -303,8 +291,8 @@ def bad_cases(tok, bert_imp, corpus):
     gpt = os.path.join(OUT, "gpt2_src")
     saved(transformers.GPT2LMHeadModel, transformers.GPT2Config(
         vocab_size=50, n_embd=16, n_layer=1, n_head=2, n_positions=T), gpt, 0.1)
-    refused("--task with a GPT-2", ["import", "hf", gpt, "-o", d + "/o3", "--task", "token"],
-            "--task token: --task is a text classifier's (bert, roberta, xlm-roberta, camembert", d + "/o3")
+    refused("--task mlm with a GPT-2", ["import", "hf", gpt, "-o", d + "/o3", "--task", "mlm"],
+            "--task mlm: --task is a text classifier's (bert, roberta, xlm-roberta, camembert", d + "/o3")
     trainc("import", "hf", gpt, "-o", d + "/lm")
     write(d + "/lm.jsonl", [{"tokens": ["a"], "ner_tags": [0]}])
     refused("data tags for a language model",

@@ -95,8 +95,10 @@ make_folder "$d/heads" 'cfg["num_key_value_heads"] = 3'
 refused "kv heads not dividing heads" "num_key_value_heads" -- import hf "$d/heads" -o "$d/out"
 make_folder "$d/act" 'cfg["hidden_act"] = "swiglu_9000"'
 refused "hidden_act unknown" "hidden_act" "swiglu_9000" -- import hf "$d/act" -o "$d/out"
-make_folder "$d/arch" 'cfg["architectures"] = ["LlamaForTokenClassification"]'
-refused "a token classifier head" "LlamaForTokenClassification" -- import hf "$d/arch" -o "$d/out"
+make_folder "$d/arch" 'cfg["architectures"] = ["LlamaForQuestionAnswering"]'
+refused "a question answering head" "LlamaForQuestionAnswering" -- import hf "$d/arch" -o "$d/out"
+make_folder "$d/tokcls" 'cfg["architectures"] = ["LlamaForTokenClassification"]'
+refused "a token classifier without its score" "no tensor 'score.weight'" -- import hf "$d/tokcls" -o "$d/out"
 make_folder "$d/seqcls" 'cfg["architectures"] = ["LlamaForSequenceClassification"]'
 refused "a sequence classifier without its score" "no tensor 'score.weight'" -- import hf "$d/seqcls" -o "$d/out"
 make_folder "$d/mlp_bias" 'cfg["mlp_bias"] = True'

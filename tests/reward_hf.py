@@ -56,8 +56,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-import run_log  # noqa: E402
-from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
+from text_hf import (fake_gpu_vs_cpu, license_lines, parity_steps, specs,  # noqa: E402
+                     trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "reward_hf")
 T, N, PAD = 12, 96, 0
@@ -158,22 +158,11 @@ def case(name, cls, cfg, rng):
     check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a) and
           len(back["id2label"]) == 1, "%s: import then export gives back the folder's %d tensors "
           "bit for bit, one label" % (name, len(a)))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
     batches = [right_rows(ps[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs8 = train_like_specs(cls.from_pretrained(d + "/src"), batches, trl_loss)
-    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
-    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
-          "torch's with TRL's loss on transformers' model (first %.6f, last %.6f)" %
-          (name, worst, ours8[0], ours8[-1]))
-    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run5")
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           d + "/run5/model.safetensors", "--tokenizer", TOK, "-o", d + "/hf")
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), batches, trl_loss,
+                 "torch's with TRL's loss")
+    ours = trained_export(imp, d, "--tokenizer", TOK)
     back = cls.from_pretrained(d + "/hf")
-    ours = eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
-                     d + "/eval5")
     theirs = hf_eval(back, va)
     check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__] and
           back.config.num_labels == 1 and back.config.pad_token_id == PAD,

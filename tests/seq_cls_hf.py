@@ -14,7 +14,9 @@ own (the model's positions): the text computes as it does in transformers, at po
 - imported, the layers end in the final norm, `last_token` and `score`; trainc's `--eval`
   loss equals transformers' on the same texts within 1e-5 (Llama with grouped-query
   attention and an untied head, Qwen2 with q, k and v biases and a tied embedding,
-  GPT-2 with learned positions); `--predict` gives its logits within 1e-5;
+  GPT-2 with learned positions, Phi and GPT-J with their branches in parallel off one
+  norm and a partial rope, which a classifier's export tells from Falcon's without their
+  language model's biased head); `--predict` gives its logits within 1e-5;
 - import then export gives back every tensor bit for bit;
 - 8 AdamW steps (warm-up, linear decay, weight decay, clipping) give every step's loss
   within 1e-4 of torch's AdamW on transformers' model;
@@ -46,8 +48,10 @@ import torch.nn.functional as F
 try:
     import transformers
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import (GPT2Config, GPT2ForSequenceClassification, LlamaConfig,
-                              LlamaForSequenceClassification, PreTrainedTokenizerFast,
+    from transformers import (GPT2Config, GPT2ForSequenceClassification, GPTJConfig,
+                              GPTJForSequenceClassification, LlamaConfig,
+                              LlamaForSequenceClassification, PhiConfig,
+                              PhiForSequenceClassification, PreTrainedTokenizerFast,
                               Qwen2Config, Qwen2ForSequenceClassification)
     from safetensors.torch import load_file
 except ImportError:
@@ -56,9 +60,9 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import ROOT, TRAINC, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-import run_log  # noqa: E402
-from text_hf import fake_gpu_vs_cpu, license_lines, specs, train_like_specs  # noqa: E402
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
+from text_hf import (fake_gpu_vs_cpu, license_lines, parity_steps, specs,  # noqa: E402
+                     trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "seq_cls_hf")
 T, N, PAD = 16, 96, 0
@@ -142,22 +146,10 @@ def case(name, cls, cfg, rng):
     a, b = load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
     check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
           "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
-    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run8")
-    ours8 = run_log.losses(d + "/run8")
     batches = [(hx[b:b + 16], hmask[b:b + 16], y[b:b + 16]) for b in range(0, N // 2, 16)]
-    theirs8 = train_like_specs(cls.from_pretrained(d + "/src"), batches, hf_loss_of)
-    worst = max(rel(p, q) for p, q in zip(ours8, theirs8))
-    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
-          "torch's on transformers' model (first %.6f, last %.6f)" %
-          (name, worst, ours8[0], ours8[-1]))
-    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
-           "--threads", 1, "--quiet", "--out", d + "/run5")
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           d + "/run5/model.safetensors", "--tokenizer", TOK, "-o", d + "/hf")
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), batches, hf_loss_of)
+    ours = trained_export(imp, d, "--tokenizer", TOK)
     back = cls.from_pretrained(d + "/hf")
-    ours = eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
-                     d + "/eval5")
     theirs = hf_eval(back, va)
     check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__] and
           back.config.pad_token_id == PAD and back.config.id2label == m.config.id2label,
@@ -293,6 +285,13 @@ case("qwen2", Qwen2ForSequenceClassification,
 case("gpt2", GPT2ForSequenceClassification,
      GPT2Config(vocab_size=300, n_embd=32, n_layer=2, n_head=4, n_positions=T, resid_pdrop=0.0,
                 embd_pdrop=0.0, attn_pdrop=0.0, **labels), rng)
+case("phi", PhiForSequenceClassification,
+     PhiConfig(vocab_size=300, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+               num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0,
+               embd_pdrop=0.0, attention_dropout=0.0, **labels), rng)
+case("gptj", GPTJForSequenceClassification,
+     GPTJConfig(vocab_size=300, n_embd=32, n_layer=2, n_head=4, rotary_dim=4, n_positions=64,
+                resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, **labels), rng)
 new_score(rng, LlamaConfig(vocab_size=300, hidden_size=32, intermediate_size=48,
                            num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                            max_position_embeddings=64, tie_word_embeddings=False,

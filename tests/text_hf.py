@@ -1,7 +1,8 @@
 """What the text models' tests against transformers share (tests/bert_token_hf.py,
-tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py): Debian's license texts as
-lines of words, tokenizers trained over them (no hub), the training specs their parity
-checks run, and an import's run on the fake GPU against the CPU."""
+tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py, tests/decoder_token_hf.py):
+Debian's license texts as lines of words, tokenizers trained over them (no hub), the
+training specs their parity checks run and the steps of both sides compared, and an
+import's run on the fake GPU against the CPU."""
 import glob
 import json
 import os
@@ -86,6 +87,33 @@ def train_like_specs(m, batches, loss_of, steps=8):
         sched.step()
         out.append(loss.item())
     return out
+
+
+def parity_steps(name, imp, d, model, batches, loss_of, against="torch's"):
+    """IMP/train8.json's 8 steps (D/run8) against torch's AdamW on transformers' MODEL
+    over BATCHES (train_like_specs, LOSS_OF(m, batch)): every loss within 1e-4"""
+    import run_log
+    from image_hf import check, rel, trainc
+    trainc("run", imp + "/model.json", imp + "/train8.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run8")
+    ours8 = run_log.losses(d + "/run8")
+    theirs8 = train_like_specs(model, batches, loss_of)
+    worst = max(rel(a, b) for a, b in zip(ours8, theirs8))
+    check(len(ours8) == 8 and worst <= 1e-4, "%s: 8 AdamW steps, every loss within %.1e of "
+          "%s on transformers' model (first %.6f, last %.6f)" %
+          (name, worst, against, ours8[0], ours8[-1]))
+
+
+def trained_export(imp, d, *export_args):
+    """IMP/train5.json's 5 steps (D/run5) exported to D/hf (EXPORT_ARGS: --tokenizer F);
+    trainc's --eval loss of those weights"""
+    from image_hf import eval_loss, trainc
+    trainc("run", imp + "/model.json", imp + "/train5.json", "--init", imp + "/init.safetensors",
+           "--threads", 1, "--quiet", "--out", d + "/run5")
+    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
+           d + "/run5/model.safetensors", *export_args, "-o", d + "/hf")
+    return eval_loss(imp + "/model.json", imp + "/eval.json", d + "/run5/model.safetensors",
+                     d + "/eval5")
 
 
 def fake_gpu_vs_cpu(what, imp, d, bf16=True):
