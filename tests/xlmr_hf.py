@@ -16,7 +16,8 @@ Metaspace, <s> A </s>, <mask> with lstrip); a tiny random-weight model saved her
   spaces, runs of spaces, tabs and newlines, <mask> in the text, white space at its end),
   whole and read in parts of 64 and 999 bytes (cut after newlines); and with the charsmap
   of a SentencePiece model trained with a rule file (keys of two characters: e and a
-  combining acute, CRLF);
+  combining acute, CRLF); and by a vocabulary made here whose paths tie in score (the
+  first piece offered at each end kept, as tokenizers keeps it);
 - `data classify` rows: transformers' tokenizer(texts, truncation, padding) ids;
 - imported, the model's `--eval` loss equals transformers' over those rows within 1e-5;
   8 AdamW steps within 1e-4 of torch's;
@@ -47,7 +48,7 @@ import torch
 try:
     import sentencepiece as spm
     import transformers
-    from tokenizers import Tokenizer
+    from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import (AutoModelForSequenceClassification, AutoTokenizer,
                               CamembertConfig, CamembertForSequenceClassification,
                               CamembertTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM,
@@ -124,8 +125,25 @@ def text_case(tok, corpus):
     path = os.path.join(OUT, "text.txt")
     with open(path, "w", encoding="utf-8") as f:
         f.write(text)
-    ids_agree(tok, path, text, "", (None, 64, 999))
-    ids_agree(ruled(tok), path, text, " (a charsmap of rules)", (None,))
+    ids_agree(tok, path, text, ", Precompiled", (None, 64, 999))
+    ids_agree(ruled(tok), path, text, ", Precompiled, a charsmap of rules", (None,))
+
+
+def ties_case():
+    """a vocabulary whose paths tie (a + b and ab score the same): tokenizers keeps the
+    first piece offered at each end (the longest from the leftmost start), and so must
+    data text"""
+    vocab = [("<unk>", 0.0), ("\u2581", -1.0), ("a", -1.0), ("b", -1.0), ("ab", -2.0),
+             ("\u2581a", -2.0), ("\u2581ab", -3.0), ("ba", -2.0), ("c", -1.5), ("bc", -2.5),
+             ("abc", -3.5)]
+    t = Tokenizer(models.Unigram(vocab, unk_id=0))
+    t.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok, path = os.path.join(OUT, "ties.json"), os.path.join(OUT, "ties.txt")
+    t.save(tok)
+    text = "ab aab bab abc babc abab cab bcab aabcc\n" * 3
+    with open(path, "w", encoding="utf-8") as f:
+        f.write(text)
+    ids_agree(tok, path, text, ", paths that tie", (None,))
 
 
 def ids_agree(tok, path, text, what, chunks):
@@ -140,7 +158,7 @@ def ids_agree(tok, path, text, what, chunks):
         got = shard_ids(out + "/train_000000.bin")[0] if r.returncode == 0 else []
         first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b),
                      min(len(got), len(want)))
-        check(got == want, "data text --tokenizer (Unigram, Precompiled%s)%s: %d ids, tokenizers' "
+        check(got == want, "data text --tokenizer (Unigram%s)%s: %d ids, tokenizers' "
               "encode of the whole text%s" % (what, " in parts of %d bytes" % chunk if chunk else "",
                                               len(want), "" if got == want else
                                               " (first differs at %d)" % first))
@@ -303,7 +321,7 @@ def camembert_case(lines):
     hf.save_pretrained(d + "/tok")
     tok = d + "/tok/tokenizer.json"
     path = os.path.join(OUT, "text.txt")
-    ids_agree(tok, path, open(path, encoding="utf-8").read(), " (CamemBERT's)", (None,))
+    ids_agree(tok, path, open(path, encoding="utf-8").read(), ", Precompiled, CamemBERT's", (None,))
     cfg = CamembertConfig(**dict(config(len(hf)).to_dict(), model_type="camembert"))
     m = saved(CamembertForSequenceClassification, cfg, d + "/src", 0.3)
     imp = d + "/import"
@@ -344,6 +362,7 @@ lines = [corpus[int(i)] for i in rng.integers(0, len(corpus), size=128)]
 lines[::9] = [l + " " + SCRIPTS[i % 3] for i, l in enumerate(lines[::9])]
 tok, hf = tokenizer(corpus + SCRIPTS * 20)
 text_case(tok, corpus)
+ties_case()
 model_case(tok, hf, len(hf), lines)
 token_case(tok, hf, len(hf), lines)
 mlm_case(tok, len(hf), lines)
