@@ -211,10 +211,10 @@ static rt_tokenizer *load_tokenizer(const TagArgs *a, const ClsModel *cm)
     rt_tokenizer *t = data_cls_tokenizer("tags", a->tok, cm, 0);
     rt_ids probe = {0};
     if (rt_tok_encode_word(t, "a", 1, &probe) != 0)
-        error_input("data tags: %s: words given apart are encoded as transformers does for "
-                    "WordPiece (BERT's), byte-level BPE with GPT-2's pattern (RoBERTa's) "
-                    "alone and Unigram with Metaspace's prepend_scheme always (XLM-R's); "
-                    "this tokenizer is none of them", a->tok);
+        error_input("data tags: %s: Digits before ByteLevel (StarCoder's pre-tokenizer): "
+                    "transformers' add_prefix_space, which words ask for, puts a space "
+                    "before each of its pieces; trainc encodes words apart for the other "
+                    "tokenizers", a->tok);
     rt_ids_free(&probe);
     return t;
 }

@@ -1108,13 +1108,13 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
 
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
 {
-    if (t->ug && t->sp == SP_ALWAYS) {   /* each word its own text: normalized, a U+2581 before */
-        rt_tok_encode_text(t, word, n, out);
-        return 0;
-    }
-    if (!t->wp && (t->sp || t->pat != PT_GPT2 || t->digits))
-        return -1;   /* (a Split's pieces would each get the space) */
-    t->word_space = !t->wp;
+    if (t->digits && !t->wp)
+        return -1;   /* (add_prefix_space would put a space before each of Digits' pieces) */
+    /* GPT-2's pattern: the space GPT2TokenizerFast's and RobertaTokenizerFast's
+     * add_prefix_space puts before the word; any other: the word as a text of its own (a
+     * pre-tokenized word is normalized and split alone: Llama 3's, Qwen2's, SentencePiece
+     * style's U+2581 before each) */
+    t->word_space = !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
     rt_tok_encode_text(t, word, n, out);
     t->word_space = 0;
     return 0;

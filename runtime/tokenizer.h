@@ -55,11 +55,12 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
 
 /* Appends the ids of one word of a text given as words, as transformers'
  * tokenizer(words, is_split_into_words=True) encodes it: each word apart (its added
- * tokens matched within it), a byte-level BPE's with a space before each span between
- * added tokens that does not start with one (ByteLevel's add_prefix_space, which
- * transformers asks for with words), a WordPiece's as it is, a Unigram's (Metaspace's
- * prepend_scheme always) as a text of its own. Returns -1 (and encodes nothing) for
- * another tokenizer (a pattern before ByteLevel, SentencePiece-style BPE). */
+ * tokens matched within it), a byte-level BPE's with GPT-2's pattern with a space before
+ * each span between added tokens that does not start with one (ByteLevel's
+ * add_prefix_space, which GPT-2's and RoBERTa's tokenizers ask for with words), any other
+ * (WordPiece, Unigram, SentencePiece-style BPE, Llama 3's and Qwen2's patterns) as a text
+ * of its own. Returns -1 (and encodes nothing) for Digits before ByteLevel (StarCoder's,
+ * where add_prefix_space would put a space before each digit's piece). */
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out);
 
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix

@@ -32,7 +32,7 @@ word tagged (by name or number) with one of 5 classes:
   checkpoint with --task token and no --labels, --task of another kind, --task mlm with
   a GPT-2, data tags for a sequence classifier and data classify for a token classifier, a
   line with more tags than words, a tag the model does not name, words that are not a
-  list, a SentencePiece-style tokenizer.
+  list, a tokenizer with Digits before ByteLevel (StarCoder's).
 """
 import glob
 import json
@@ -322,15 +322,16 @@ def bad_cases(tok, bert_imp, corpus):
                        bert_imp + "/model.json", "--val-frac", 0], "bad.jsonl:3: error: " + text,
                 d + "/o6/train_x.npy")
         check(not glob.glob(d + "/o6/*"), "%s: nothing left in the folder" % what)
-    sp = Tokenizer(models.BPE())
-    sp.pre_tokenizer = pre_tokenizers.Metaspace()
-    sp.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=200, show_progress=False,
+    sc = Tokenizer(models.BPE())   # (StarCoder's pre-tokenizer)
+    sc.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Digits(individual_digits=True),
+                                                pre_tokenizers.ByteLevel(add_prefix_space=False)])
+    sc.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=300, show_progress=False,
                                                        special_tokens=["<pad>"]))
-    sp.save(d + "/sp.json")
-    refused("a SentencePiece-style tokenizer", ["data", "tags", d + "/one.jsonl", d + "/o7",
-                                                 "--tokenizer", d + "/sp.json", "--model",
-                                                 bert_imp + "/model.json"],
-            "words given apart are encoded as transformers does for WordPiece", d + "/o7")
+    sc.save(d + "/digits.json")
+    refused("Digits before ByteLevel (StarCoder's)", ["data", "tags", d + "/one.jsonl", d + "/o7",
+                                                    "--tokenizer", d + "/digits.json", "--model",
+                                                    bert_imp + "/model.json"],
+            "Digits before ByteLevel (StarCoder's pre-tokenizer)", d + "/o7")
 
 
 shutil.rmtree(OUT, ignore_errors=True)

@@ -24,8 +24,11 @@ transformers does.
   1e-5, with the tags' names;
 - `--task token --labels` over a LlamaForCausalLM (grouped-query attention, untied): a new
   `score` (transformers 4.41 on names Llama's token classifier's head so) drawn with std
-  initializer_range and a zero bias; transformers' LlamaModel with that head computes
-  trainc's loss (4.40 has no LlamaForTokenClassification); the export is
+  initializer_range and a zero bias; `data tags` with a Llama 3 style tokenizer
+  (PreTrainedTokenizerFast: each word a text of its own, no space) and with Llama 2's
+  SentencePiece-style BPE (LlamaTokenizerFast: "▁" before each word, byte fallback) gives
+  transformers' rows; transformers' LlamaModel with the new head computes trainc's loss
+  on the Llama 3 rows (4.40 has no LlamaForTokenClassification); the export is
   LlamaForTokenClassification's tensors, which import reads back bit for bit;
 - refused with exit 1: --task token over a family transformers has no token classifier
   of (OPT), --task token over a language model without --labels, --task reward over a
@@ -45,8 +48,8 @@ try:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
     from transformers import (GPT2Config, GPT2ForTokenClassification, GPT2TokenizerFast,
                               GPTNeoXConfig, GPTNeoXForTokenClassification, LlamaConfig,
-                              LlamaForCausalLM, LlamaModel, PhiConfig,
-                              PhiForTokenClassification)
+                              LlamaForCausalLM, LlamaModel, LlamaTokenizerFast, PhiConfig,
+                              PhiForTokenClassification, PreTrainedTokenizerFast)
     from safetensors.torch import load_file
 except ImportError:
     print("skip decoder_token_hf: transformers is not importable from %s (make deps makes a "
@@ -56,6 +59,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 from text_hf import license_lines, parity_steps, specs, trained_export  # noqa: E402
+from tokenizer_hf import sp_trained, trained as bpe_trained  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "decoder_token_hf")
 T, N = 24, 96
@@ -112,9 +116,10 @@ def aligned(hf, exs):
             np.array(labels))
 
 
-def tagged(hf, tok, exs, imp):
+def tagged(name, hf, tok, exs, imp):
     """data tags over the examples (the last quarter for validation), its rows checked
-    against transformers'; (ids, mask, labels) of the train and val rows"""
+    against transformers' (HF, TOK's tokenizer); (ids, mask, labels) of the train and val
+    rows"""
     with open(imp + "/tags.jsonl", "w") as f:
         for e in exs:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
@@ -131,9 +136,9 @@ def tagged(hf, tok, exs, imp):
         pos = np.array([list(range(k)) + list(range(T - k)) for k in lens])
         check(np.array_equal(got["x"], ids) and np.array_equal(got["pos"], pos) and
               np.array_equal(got["y"], labels) and np.array_equal(got["words"], words),
-              "gpt2: data tags' %s rows (%d, %d full) are GPT2TokenizerFast's input_ids, "
-              "positions, word_ids and first-piece labels" % (part, len(part_exs),
-                                                             int((lens == T).sum())))
+              "%s: data tags' %s rows (%d, %d full) are %s's input_ids, positions, word_ids "
+              "and first-piece labels" % (name, part, len(part_exs), int((lens == T).sum()),
+                                          type(hf).__name__))
         out.append((ids, mask, labels))
     return out
 
@@ -178,7 +183,7 @@ def imported(name, cls, cfg, rows=None, hf=None, tok=None, exs=None):
           last["name"] == "classifier" and last["out"] == len(TAGS) and "bias" not in last,
           "%s: import writes y [%d] with the tags' names, the head `classifier` (a bias), the "
           "loss's ignore_index -100" % (name, T))
-    tr, va = tagged(hf, tok, exs, imp) if exs else (rows, rows)
+    tr, va = tagged(name, hf, tok, exs, imp) if exs else (rows, rows)
     if not exs:
         save_rows(imp, rows)
     specs(imp, ["x", "pos", "y"])
@@ -233,10 +238,20 @@ def trained(name, cls, d, tr, va):
                                     rel(ours, theirs)))
 
 
-def llama_head(rows, vocab, rng):
-    """--task token --labels over a LlamaForCausalLM: a new score; LlamaModel with it
-    computes trainc's loss; the export is LlamaForTokenClassification's, read back"""
+def llama_head(lines, exs):
+    """--task token --labels over a LlamaForCausalLM: a new score; data tags' rows with a
+    Llama 3 style tokenizer (and a Llama 2 style one's); LlamaModel with the score computes
+    trainc's loss; the export is LlamaForTokenClassification's, read back"""
     d = os.path.join(OUT, "llama")
+    os.makedirs(d)
+    corpus = [" ".join(l) for l in lines]
+    tok = d + "/llama3.json"
+    bpe_trained("llama3", corpus, 400).save(tok)
+    hf = PreTrainedTokenizerFast(tokenizer_file=tok, pad_token="<|begin_of_text|>")
+    sp = d + "/llama2.json"
+    json.dump(sp_trained(corpus, 400), open(sp, "w"))
+    sp_hf = LlamaTokenizerFast(tokenizer_file=sp, pad_token="<unk>", padding_side="right")
+    vocab = max(len(hf), len(sp_hf))
     cfg = LlamaConfig(vocab_size=vocab, hidden_size=32, intermediate_size=48,
                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                       max_position_embeddings=64, tie_word_embeddings=False,
@@ -245,7 +260,8 @@ def llama_head(rows, vocab, rng):
     imp = d + "/import"
     trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "token",
            "--labels", ",".join(TAGS))
-    save_rows(imp, rows)
+    tagged("llama (Llama 2's SentencePiece-style BPE)", sp_hf, sp, exs, imp)
+    rows = tagged("llama (a Llama 3 pre-tokenizer)", hf, tok, exs, imp)[1]
     specs(imp, ["x", "pos", "y"])
     ours = load_file(imp + "/init.safetensors")
     body = LlamaModel.from_pretrained(d + "/src").eval()
@@ -336,7 +352,7 @@ imported("phi", PhiForTokenClassification,
                    num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0,
                    embd_pdrop=0.0, attention_dropout=0.0, classifier_dropout=0.0, **LABELS),
          rows=va)
-llama_head(tr, vocab, rng)
+llama_head(lines, exs)
 bad_cases(os.path.join(OUT, "gpt2", "import"))
 print("decoder_token_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                   transformers.__version__))
