@@ -2,8 +2,9 @@
  *
  * OUT/checkpoints/step_NNNNNNNN/ holds
  *   model.safetensors       the weights
- *   optimizer.safetensors   AdamW's exp_avg (names "exp_avg.<param>") and exp_avg_sq,
- *                           or SGD's momentum buffers; absent for plain SGD
+ *   PART.safetensors        the optimizer state a part a file: AdamW's exp_avg (names
+ *                           "exp_avg.<param>") and exp_avg_sq, or SGD's momentum_buffer
+ *                           (none for plain SGD); and train.ema's average, ema
  *   state.json              the loop state (rt_loop_state), the spec hash, the
  *                           effective training config as key=value lines, and each
  *                           file's size and XXH64 ("files"; rt_ckpt_verify checks them
@@ -70,7 +71,7 @@ static void state_model_free(StateModel *s)
 /* Optimizer state: [exp_avg | exp_avg_sq] for AdamW, [momentum] for SGD. A GAN's two
  * optimizers share the parts (rt_optim_state_parts: the larger one's), each over its
  * network's range: AdamW's names when either is AdamW. */
-static int opt_parts(const rt_train_config *c, const char **names)
+static int optimizer_parts(const rt_train_config *c, const char **names)
 {
     if (c->opt == RT_OPT_ADAMW || c->opt == RT_OPT_MUON ||   /* (muon: a matrix's momentum
                                                                in exp_avg, its exp_avg_sq 0) */
@@ -84,6 +85,15 @@ static int opt_parts(const rt_train_config *c, const char **names)
         return 1;
     }
     return 0;
+}
+
+/* The state's parts, each a file of the checkpoint: the optimizer's, then ema's average */
+static int opt_parts(const rt_train_config *c, const char **names)
+{
+    int n = optimizer_parts(c, names);
+    if (c->has_ema)
+        names[n++] = "ema";
+    return n;
 }
 
 static int fsync_path(const char *path)
@@ -489,7 +499,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  char *const *spec_lines, int n_spec)
 {
     char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 160];
-    const char *parts[2];
+    const char *parts[3];
     int np = opt_parts(c, parts);
     int root = rt_dist_rank() == 0;
     if (!root) {                       /* ZeRO: only this rank's shards, to rank 0 */
@@ -578,7 +588,8 @@ static int may_differ(const char *key)
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",
-                                      "distributed.ranks", "recompute", "memory_budget_mb", NULL};
+                                      "distributed.ranks", "recompute", "memory_budget_mb",
+                                      "ema.validate", NULL};
     for (int i = 0; ok[i]; i++)
         if (!strcmp(key, ok[i]))
             return 1;
@@ -1094,7 +1105,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);
     rt_safetensors_read(f, m, params, layer_state);
-    const char *parts[2];
+    const char *parts[3];
     int np = opt_parts(c, parts);
     for (int k = 0; k < np; k++) {
         StateModel sm;

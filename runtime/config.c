@@ -189,6 +189,11 @@ typedef struct Field {
     X("loader.mask.vocab", "null", INT_OR_NULL(mask_vocab, 1))                          \
     X("loader.mask.input", "x", PATH(mask_input))                                       \
     X("loader.mask.target", "y", PATH(mask_target))                                     \
+    X("ema", "null", SECTION_QUIET(has_ema))                                            \
+    X("ema.decay", "0.999", REAL(ema_decay, R_UNIT_OPEN))                               \
+    X("ema.every", "1", INT(ema_every, 1, BIG))                                         \
+    X("ema.start_step", "0", INT(ema_start, 0, BIG))                                    \
+    X("ema.validate", "true", BOOL(ema_validate))                                       \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
     X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \
@@ -1311,6 +1316,8 @@ double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_
     int64_t floats = c->dist != RT_DIST_DDP && ranks > 1
                          ? (param_floats + ranks - 1) / ranks : param_floats;
     double each = c->opt != RT_OPT_SGD ? 8 : c->momentum > 0 ? 4 : 0;   /* bytes a float */
+    if (c->has_ema)   /* (its average, whole on every rank: ema refuses ZeRO) */
+        each += 4;
     return each * (double)floats;
 }
 
@@ -1524,6 +1531,19 @@ static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *
     return 0;
 }
 
+/* ema's rules: the average of whole weights (ZeRO keeps a shard of each rank's state) */
+static int check_ema(const rt_train_config *c, char *err, size_t errlen, char *key,
+                     size_t keylen)
+{
+    if (c->has_ema && c->dist != RT_DIST_DDP) {
+        fail(key, keylen, "ema");
+        return fail(err, errlen, "ema with distributed.strategy %s is not supported (its "
+                    "average of the weights is kept whole on every rank: ddp)",
+                    c->dist == RT_DIST_ZERO1 ? "zero1" : "zero2");
+    }
+    return 0;
+}
+
 int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *key,
                     size_t keylen)
 {
@@ -1550,7 +1570,7 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))
         return -1;
-    if (check_mask(c, err, errlen, key, keylen))
+    if (check_mask(c, err, errlen, key, keylen) || check_ema(c, err, errlen, key, keylen))
         return -1;
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
         fail(key, keylen, "recompute");

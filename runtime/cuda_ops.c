@@ -1859,6 +1859,19 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
                clip ? gscale : 1.0f, 0);
 }
 
+void rt_cu_ema_take(rt_exec *e, rt_dptr params, rt_dptr ema, int64_t n, double decay, int first)
+{
+    float w = (float)(1.0 - decay);
+    void *args[] = {&params, &ema, &n, &w, &first};
+    rt_cu_launch(e, "rt_ema_take", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_swap(rt_exec *e, rt_dptr a, rt_dptr b, int64_t n)
+{
+    void *args[] = {&a, &b, &n};
+    rt_cu_launch(e, "rt_swap", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
 void rt_cu_gan_update_queued(rt_exec *e, const rt_train_config *c, const rt_model *m, int d,
                              rt_dptr params, rt_dptr grads, rt_dptr state, int64_t t, double lr,
                              rt_dptr sumsq_out)

@@ -186,7 +186,61 @@ int rt_optim_state_parts(const rt_train_config *c)
 {
     rt_opt_group g = rt_opt_of(c, 0), d = rt_opt_of(c, 1);
     int a = group_parts(&g), b = group_parts(&d);
-    return a > b ? a : b;   /* a GAN's two optimizers share the parts */
+    /* a GAN's two optimizers share the parts; ema's average is the last */
+    return (a > b ? a : b) + (c->has_ema != 0);
+}
+
+/* ---- ema: the weights' exponential moving average --------------------------------- */
+
+int rt_ema_part(const rt_train_config *c) { return rt_optim_state_parts(c) - 1; }
+
+int rt_ema_takes(const rt_train_config *c, int64_t n, int *first)
+{
+    if (!c->has_ema || n <= c->ema_start || (n - c->ema_start) % c->ema_every != 0)
+        return 0;
+    *first = n - c->ema_start == c->ema_every;
+    return 1;
+}
+
+int rt_ema_ready(const rt_train_config *c, int64_t n)
+{
+    return c->has_ema && n - c->ema_start >= c->ema_every;
+}
+
+typedef struct {
+    const float *p;
+    float *ema;
+    float w;
+    int first;
+} EmaJob;
+
+static void ema_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    const EmaJob *j = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        j->ema[i] = j->first ? j->p[i] : fmaf(j->w, j->p[i] - j->ema[i], j->ema[i]);
+}
+
+void rt_ema_take(rt_pool *pool, const float *p, float *ema, int64_t n, double decay, int first)
+{
+    EmaJob j = {p, ema, (float)(1.0 - decay), first};
+    rt_pool_run(pool, n, rt_grain_for(4), ema_chunk, &j);
+}
+
+static void swap_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    float **ab = ctx;
+    for (int64_t i = lo; i < hi; i++) {
+        float t = ab[0][i];
+        ab[0][i] = ab[1][i];
+        ab[1][i] = t;
+    }
+}
+
+void rt_swap_floats(rt_pool *pool, float *a, float *b, int64_t n)
+{
+    float *ab[2] = {a, b};
+    rt_pool_run(pool, n, rt_grain_for(2), swap_chunk, ab);
 }
 
 void rt_config_for_net(const rt_train_config *c, int d, rt_train_config *out)

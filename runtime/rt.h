@@ -317,6 +317,13 @@ typedef struct rt_train_config {
     int64_t mask_vocab;        /* loader.mask.vocab: random ids from [0, vocab); -1 = null:
                                   the input's embedding rows */
     char mask_input[RT_PATH_MAX], mask_target[RT_PATH_MAX];   /* loader.mask.input, .target */
+    int has_ema;               /* ema given: an exponential moving average of the weights
+                                  (rt_ema_step), an optimizer state part of its own */
+    double ema_decay;          /* ema.decay: the average keeps decay of itself a take */
+    int64_t ema_every;         /* ema.every: a take after every this many steps */
+    int64_t ema_start;         /* ema.start_step: the takes start after this step */
+    int ema_validate;          /* ema.validate: validation (and best.safetensors) on the
+                                  average once it has a take */
     uint64_t seed;
     int64_t log_every;
     int device;
@@ -412,7 +419,7 @@ char **rt_config_merge(char *const *spec_then, int n_then, char *const *run, int
 /* Checks the cross-field rules; returns 0 or -1 with a message. */
 int rt_config_validate(const rt_train_config *c, char *err, size_t errlen);
 /* The optimizer state one of `ranks` ranks keeps, in bytes (fp32, over param_floats
- * floats as the trainer allocates them: its trainable_floats): the whole state under ddp or in a world of one, rank 0's
+ * floats as the trainer allocates them: its trainable_floats; ema's average too): the whole state under ddp or in a world of one, rank 0's
  * shard (the largest, rt_dist_shard) under zero1 and zero2. What recompute auto and
  * the trainer's start-up check count, and trainc plan --ranks's optimizer column. */
 double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_t ranks);

@@ -570,6 +570,10 @@ double rt_cu_grad_norm(rt_exec *e, const rt_model *m, rt_dptr grads);   /* its s
 rt_dptr rt_cu_grad_sumsq_queue(rt_exec *e, const rt_model *m, rt_dptr grads);
 void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, rt_dptr params,
                       rt_dptr grads, rt_dptr state, int64_t t, double lr, float gscale, int clip);
+/* train.ema's take of n weights into the average (optim.cuh's rt_ema_take; optim.c's
+ * rt_ema_take is the twin), and n floats of a and b exchanged (rt_swap) */
+void rt_cu_ema_take(rt_exec *e, rt_dptr params, rt_dptr ema, int64_t n, double decay, int first);
+void rt_cu_swap(rt_exec *e, rt_dptr a, rt_dptr b, int64_t n);
 /* the same step with clip_grad_norm_'s factor (c->grad_clip; loss scale 1) worked out
  * by the kernel from the sum of squares at device address sumsq (rt_cu_grad_sumsq_queue):
  * the step is queued without the host reading the norm */

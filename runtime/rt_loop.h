@@ -19,6 +19,17 @@ double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, c
  * each laid out like the parameter region; floats of it for the whole region. */
 int rt_optim_state_parts(const rt_train_config *c);
 int64_t rt_optim_state_floats(const rt_train_config *c, const rt_model *m);
+/* train.ema (docs/spec.md): its average of the trained weights is the state's last part
+ * (rt_ema_part). Step n (from 1) takes the weights into it when n > start_step and
+ * n - start_step is a multiple of every; the first take copies them (*first), the others
+ * are ema + (1 - decay) (p - ema) in one rounding, torch's lerp as AveragedModel's EMA
+ * takes it. rt_ema_ready: whether the average has had a take after n steps. */
+int rt_ema_part(const rt_train_config *c);
+int rt_ema_takes(const rt_train_config *c, int64_t n, int *first);
+int rt_ema_ready(const rt_train_config *c, int64_t n);
+void rt_ema_take(rt_pool *pool, const float *p, float *ema, int64_t n, double decay, int first);
+/* a[i] and b[i] exchanged (validation on the average, and back) */
+void rt_swap_floats(rt_pool *pool, float *a, float *b, int64_t n);
 /* One update; t counts steps from 1. With clip set, the gradients are read as
  * g * gscale, which is what clip_grad_norm_ leaves in them (a fused pass). */
 void rt_optim_step(rt_pool *pool, const rt_train_config *c, const rt_model *m, float *params,

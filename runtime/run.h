@@ -277,6 +277,7 @@ int rt_val_due(const Run *r, int64_t epoch, int64_t before, int64_t after, int64
 
 void rt_save_weights(Run *r, const char *file);   /* every rank calls it */
 void rt_save_final(Run *r, int after_ckpt, int64_t step);
+void rt_ema_swap(Run *r);   /* train.ema's average and the weights exchanged (saves.c) */
 void rt_checkpoint(Run *r, rt_loop_state *s);     /* every rank calls it */
 
 /* ---- records (records.c) ------------------------------------------------------------------ */

@@ -1,5 +1,6 @@
 /* saves.c: what a run saves of its weights: checkpoints (every rank takes part),
- * best.safetensors and the final model.safetensors (rank 0 writes). */
+ * best.safetensors and the final model.safetensors and ema.safetensors (rank 0 writes);
+ * and train.ema's average put in the weights' place for a while (validation, its file). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,30 @@ void rt_save_weights(Run *r, const char *file)
     rt_barrier_solo();
 }
 
+/* The trained weights and ema's average (the state's last part) exchanged, and the
+ * GPU's 16-bit copy made anew from them: the average in the weights' place, or back */
+void rt_ema_swap(Run *r)
+{
+    int64_t T = r->m->trainable_floats, at = (int64_t)rt_ema_part(&r->c) * T;
+    if (r->gpu) {
+        rt_dptr p = (rt_dptr)(uintptr_t)r->e.params;
+        rt_cu_swap(&r->e, p, rt_cu_state(&r->e) + (rt_dptr)at * sizeof(float), T);
+        rt_cu_copy_params16(&r->e, r->m);
+    } else
+        rt_swap_floats(r->e.rt, r->params, r->state + at, T);
+}
+
+/* OUT/ema.safetensors: ema's average (the frozen weights and the layers' state as they
+ * are), where it has had a take by this step */
+static void save_ema(Run *r, int64_t step)
+{
+    if (!r->c.has_ema || !rt_ema_ready(&r->c, step))
+        return;
+    rt_ema_swap(r);
+    write_weights(r, "ema.safetensors");
+    rt_ema_swap(r);
+}
+
 /* The final weights. Right after a checkpoint, model.safetensors is a second name of
  * the weights file of that checkpoint (of this step: the same bytes, 0.5 GB once, not
  * twice, for GPT-2); written where the file system has no hard links. */
@@ -33,6 +58,7 @@ void rt_save_final(Run *r, int after_ckpt, int64_t step)
     if (r->rank != 0)
         return;
     rt_out_check(r->out);
+    save_ema(r, step);
     char src[RT_PATH_MAX + 96], dst[RT_PATH_MAX + 64];
     rt_join_path(dst, sizeof dst, r->out, "model.safetensors");
     if (after_ckpt) {

@@ -404,6 +404,21 @@ void rt_step_agree(Run *r, Step *st)
     }
 }
 
+/* train.ema: step n's take of the trained weights into the average (rt_ema_takes), after
+ * its update (queued after it on a GPU) */
+static void ema_step(Run *r, int64_t n)
+{
+    int first;
+    if (r->lf || !rt_ema_takes(&r->c, n, &first))
+        return;
+    int64_t T = r->m->trainable_floats, at = (int64_t)rt_ema_part(&r->c) * T;
+    if (r->gpu)
+        rt_cu_ema_take(&r->e, dptr(r->e.params), rt_cu_state(&r->e) + (rt_dptr)at * sizeof(float),
+                       T, r->c.ema_decay, first);
+    else
+        rt_ema_take(r->e.rt, r->params, r->state + at, T, r->c.ema_decay, first);
+}
+
 int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over)
 {
     if (!r->lf && !L->lazy && !isfinite(st->loss)) {
@@ -438,6 +453,7 @@ int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over)
         if (st->profiled)
             rt_prof_pass_end(&r->e);
     }
+    ema_step(r, s->step + 1);
     s->batch += st->k;
     s->step++;
     if (st->profiled)

@@ -62,11 +62,13 @@ Eval rt_validate(Run *r)
     return ev;
 }
 
-static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev)
+static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev, int ema)
 {
     char buf[512], a[32];
     int n = snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s",
                      (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss));
+    if (ema)   /* (on train.ema's average) */
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"ema\":true");
     if (rt_has_acc(r->m))
         n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"val_acc\":%s",
                       rt_json_num(a, s->last_val_acc));
@@ -78,14 +80,19 @@ static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev)
     rt_metrics_val_point(r->mt, s->step, s->last_val_loss);
 }
 
-/* Runs validation and records it; updates best.safetensors for a validation monitor. */
+/* Runs validation and records it; updates best.safetensors for a validation monitor.
+ * With ema.validate, once the average has had a take, on the average in the weights'
+ * place (best.safetensors then holds it). */
 void rt_validation(Run *r, rt_loop_state *s, int best_mode)
 {
+    int ema = r->c.has_ema && r->c.ema_validate && rt_ema_ready(&r->c, s->step);
+    if (ema)
+        rt_ema_swap(r);
     Eval ev = rt_validate(r);
     s->last_val_step = s->step;
     s->last_val_loss = ev.loss;
     s->last_val_acc = ev.acc;
-    write_val_record(r, s, &ev);
+    write_val_record(r, s, &ev, ema);
     rt_metrics_plot(r->mt);
     if (ev.loss < s->best_val)
         s->best_val = ev.loss;
@@ -98,6 +105,8 @@ void rt_validation(Run *r, rt_loop_state *s, int best_mode)
             rt_save_weights(r, "best.safetensors");
         }
     }
+    if (ema)
+        rt_ema_swap(r);
 }
 
 /* validate.every_fraction f as Lightning's float val_check_interval: every

@@ -89,6 +89,7 @@ check fake_gpu/seq_cls    --after=fake_gpu/lib $HF_PYTHON tests/seq_cls_hf.py --
 check fake_gpu/reward     --after=fake_gpu/lib $HF_PYTHON tests/reward_hf.py --fake-gpu
 check fake_gpu/dpo        --after=fake_gpu/lib $HF_PYTHON tests/dpo_hf.py --fake-gpu
 check fake_gpu/moe        --after=fake_gpu/lib bash tests/fake_gpu_moe.sh
+check fake_gpu/ema        --after=fake_gpu/lib $PYTHON tests/ema_parity.py --fake-gpu
 check fake_gpu/kv         --after=fake_gpu/lib bash tests/fake_gpu_kv.sh
 check fake_gpu/freeze     --after=fake_gpu/lib bash tests/fake_gpu_freeze.sh
 check fp8_mixed           --after=fake_gpu/lib bash tests/fp8_mixed.sh
@@ -172,6 +173,7 @@ check parity/llama_hf     $HF_PYTHON tests/llama_hf.py
 check parity/packed       $HF_PYTHON tests/packed_parity.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check parity/lora        $PYTHON tests/lora_parity.py
+check parity/ema         $PYTHON tests/ema_parity.py
 check parity/ignore      $PYTHON tests/ignore_parity.py
 check llama_specs          bash tests/llama_specs.sh
 check learn/llama_char     bash tests/llama_learn.sh

@@ -184,6 +184,31 @@ rt_param_copy(const float *p, act_t *pc, int64_t n)
         rt_st(pc + i, p[i]);
 }
 
+/* Launch: grid-stride, 256 threads. train.ema's take of the weights (optim.c's
+ * rt_ema_take is the twin):
+ *   ema[i] = p[i] on the first take, else ema[i] + w (p[i] - ema[i]) in one rounding
+ *   (w = 1 - decay: torch's lerp, as AveragedModel's EMA takes it) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_ema_take(const float *p, float *ema, int64_t n, float w, int first)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        ema[i] = first ? p[i] : fmaf(w, p[i] - ema[i], ema[i]);
+}
+
+/* Launch: grid-stride, 256 threads. a[i] and b[i] exchanged (validation on ema's average,
+ * then back) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_swap(float *a, float *b, int64_t n)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        float t = a[i];
+        a[i] = b[i];
+        b[i] = t;
+    }
+}
+
 /* Launch: grid (chunks), 256 threads.
  *   part[c] = sum of g^2 over chunk c (double), 0 for a frozen tensor's */
 extern "C" __global__ void __launch_bounds__(256)

@@ -1951,6 +1951,35 @@ static void t_add_into(int64_t n)
     free(x), free(y0), free(y), reset();
 }
 
+/* optim.cuh's rt_ema_take (a first take, then two more) and rt_swap of the average with
+ * another vector, against optim.c's twins: exact */
+static void t_ema(int64_t n)
+{
+    SHAPE("[%lld]", (long long)n);
+    float *p = fvec(n), *e0 = fvec(n), *q = fvec(n);
+    float *e = fcopy(e0, n), *sq = fcopy(q, n);
+    rt_ema_take(C.rt, p, e, n, 0.8, 1);
+    rt_ema_take(C.rt, q, e, n, 0.8, 0);
+    rt_ema_take(C.rt, p, e, n, 0.999, 0);
+    rt_swap_floats(C.rt, e, sq, n);   /* (e: q's values, sq: the average) */
+    void *gp = up(p, (size_t)n * 4), *gq = dalloc((size_t)n * 4), *ge = dalloc((size_t)n * 4);
+    out_t o[2] = {{"ema", sq, {0}, n}, {"swapped", e, {0}, n}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(ge, e0, (size_t)n * 4);
+        upload(gq, q, (size_t)n * 4);
+        rt_dptr dp = (rt_dptr)(uintptr_t)gp, dq = (rt_dptr)(uintptr_t)gq,
+                de = (rt_dptr)(uintptr_t)ge;
+        rt_cu_ema_take(G, dp, de, n, 0.8, 1);
+        rt_cu_ema_take(G, dq, de, n, 0.8, 0);
+        rt_cu_ema_take(G, dp, de, n, 0.999, 0);
+        rt_cu_swap(G, de, dq, n);
+        o[0].gpu[rep] = down(gq, n);
+        o[1].gpu[rep] = down(ge, n);
+    }
+    judge("ema", 0.0, o, 2);
+    free(p), free(e0), free(q), free(e), free(sq), reset();
+}
+
 /* ---- fp8-mixed's casts (fp8.cuh) and FP8 GEMMs (cuda_blas.c) ------------------------------ */
 
 /* The value of an FP8 code (e5m2: E5M2, else E4M3 "fn"); NaN for a NaN or an infinity */
@@ -3589,6 +3618,8 @@ int main(int argc, char **argv)
     RUN t_gather(5000, 1024, 784);
     RUN t_gather(70000, 4096, 64);
     RUN t_param_copy(1 << 20);
+    RUN t_ema(1);
+    RUN t_ema(100003);
     RUN t_optimizers();
 #ifndef CHECK_OPS_EMU
     RUN t_grads();   /* last: it leaves the exec's gradient region set up */
