@@ -12,7 +12,8 @@
 # CNN over the first 30 steps, then the mean of the last 50 within 2%); the
 # MLP's test accuracy after 2 epochs on the GPU (>= 85%); the MLP with accumulate 4 and
 # validations, GPU vs CPU (the first 25 steps < 1e-3, val losses < 1e-2) and against
-# itself with synchronous launches (the same bits); gpt_char 100 steps GPU vs CPU
+# itself with synchronous launches (the same bits); the MLP with train.ema, GPU vs CPU
+# (its average and the validations on it, fp32 and bf16-mixed); gpt_char 100 steps GPU vs CPU
 # (< 1e-3), 30 trained by optimizer muon (fp32 < 1e-3, and bf16-mixed), and 30 with its
 # embeddings and first block frozen; a tiny Llama whose MLPs
 # are moe layers (moe.cuh, the load-balancing loss, a gated shared expert) 100 steps GPU
@@ -157,6 +158,38 @@ print(f"; {len(va)} validations, worst val_loss difference {w:.2e}; "
 sys.exit(0 if va and len(va) == len(vb) and w < 1e-2 and same else 1)
 PY
 ) && note "ok   mlp_fashion accumulate 4 + validations, GPU vs CPU fp32: ${r//$'\n'/}" || { note "FAIL mlp_fashion accumulate 4 GPU vs CPU: ${r//$'\n'/}"; fail=1; }
+    # train.ema (a kernel after each queued update; validation on the average swapped in,
+    # bf16-mixed's 16-bit copy made anew): GPU vs CPU in fp32, ema.safetensors within 1e-3
+    # of the CPU's and every val_loss (the average's from step 10) within 1e-2; bf16-mixed's
+    # val_loss within 5e-2 of the CPU's fp32
+    E=(--set max_steps=60 --set log_every=1 --set validate.every_steps=10 --set ema.decay=0.9
+       --set ema.every=2 --set ema.start_step=4 --quiet)
+    "$S/mlp_fashion" --device cpu --out "$D/mlp.ema.cpu" "${FX[@]}" "${E[@]}" 2>>"$OUT/runs.log"
+    "$S/mlp_fashion" --device cuda --out "$D/mlp.ema.gpu" "${FX[@]}" "${E[@]}" 2>>"$OUT/runs.log"
+    "$S/mlp_fashion_bf16" --device cuda --out "$D/mlp.ema.bf16" "${FX[@]}" "${E[@]}" 2>>"$OUT/runs.log"
+    r=$(python3 - "$D/mlp.ema.gpu" "$D/mlp.ema.cpu" "$D/mlp.ema.bf16" <<'PY'
+import json, struct, sys
+import numpy as np
+def st(p):
+    b = open(p, "rb").read()
+    n = struct.unpack("<Q", b[:8])[0]
+    h = json.loads(b[8:8 + n])
+    return {k: np.frombuffer(b[8 + n + v["data_offsets"][0]:8 + n + v["data_offsets"][1]],
+                             np.float32) for k, v in h.items() if k != "__metadata__" and v["dtype"] == "F32"}
+def V(d):
+    return [(json.loads(l)["val_loss"], json.loads(l).get("ema", False))
+            for l in open(d + "/metrics.jsonl") if '"val_loss"' in l]
+g, c, h = sys.argv[1:4]
+eg, ec = st(g + "/ema.safetensors"), st(c + "/ema.safetensors")
+d = max(float(np.abs(eg[k] - ec[k]).max() / max(np.abs(ec[k]).max(), 1e-12)) for k in ec)
+vg, vc, vh = V(g), V(c), V(h)
+w = max((abs(a[0] - b[0]) / abs(b[0]) for a, b in zip(vg, vc)), default=float("inf"))
+w16 = max((abs(a[0] - b[0]) / abs(b[0]) for a, b in zip(vh, vc)), default=float("inf"))
+flags = [e for _, e in vg] == [e for _, e in vc] and any(e for _, e in vg)
+print(f"ema.safetensors within {d:.2e}, {len(vg)} validations within {w:.2e} (bf16-mixed {w16:.2e})")
+sys.exit(0 if d < 1e-3 and len(vg) == len(vc) == len(vh) and w < 1e-2 and w16 < 5e-2 and flags else 1)
+PY
+) && note "ok   mlp_fashion train.ema, GPU vs CPU: $r" || { note "FAIL mlp_fashion train.ema GPU vs CPU: $r"; fail=1; }
     # training passes as CUDA graphs (the default; captured by real cuBLASLt and the
     # driver) against every call launched one by one: the same weights, bit for bit, and
     # no run above turned graphs off (a failed capture says so and goes on without)
