@@ -12,8 +12,6 @@ static void gan_refusals(const Run *r)
 {
     if (r->o.lr_find)
         rt_input_error("--lr-find is for models with one loss; a GAN has two");
-    if (r->c.has_ema)
-        rt_input_error("ema: an average of a GAN's weights (its generator's) is not supported");
 }
 
 int rt_main(const rt_model *m, int argc, char **argv)

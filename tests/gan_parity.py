@@ -28,6 +28,9 @@ discriminator (784 -> linear 64, leaky_relu 0.2, linear 1). Cases:
   built      the dcgan spec by a trainer from `trainc build`, 5 steps: the records of
              `trainc run` for 5 steps bit for bit (timings aside), the same weights file,
              and those weights within 1e-4 of PyTorch's after 5 steps
+  ema        the dcgan case with train.ema (decay 0.9, every 3, start_step 4):
+             ema.safetensors within 1e-4 of the average of PyTorch's weights after steps
+             7, 10, ..., 25 (AveragedModel's EMA: a copy, then lerp), both networks'
 
 Each case: every step's d_loss and g_loss within 1e-4 relative, and every tensor of
 model.safetensors within 1e-4 of PyTorch's (max |ours - torch| / max |torch|).
@@ -322,6 +325,29 @@ def parity(name, ref):
     return ok and frozen_kept(name, run, ref)
 
 
+def ema(ref):
+    """train.ema over the dcgan case (decay 0.9, every 3, start_step 4: takes after steps
+    7, 10, ..., 25): ema.safetensors within TOL of the average of torch's snapshots taken
+    as AveragedModel's EMA takes them (a copy, then lerp), both networks' weights;
+    model.safetensors still the trained weights"""
+    path, common = prepare("dcgan", ref)
+    run = os.path.join(OUT, "run_ema")
+    sets = ["--set", "ema.decay=0.9", "--set", "ema.every=3", "--set", "ema.start_step=4"]
+    if not trainc("ema", [TRAINC, "run", path, "--out", run] + common + sets):
+        return False
+    avg = None
+    for n in range(7, CASES["dcgan"]["steps"] + 1, 3):
+        snap = ref["snapshots"][n]
+        if avg is None:
+            avg = {k: v.clone() for k, v in snap.items()}
+        else:
+            for k in avg:
+                avg[k].lerp_(snap[k], 0.1)
+    return (compare_weights("ema (the average)", os.path.join(run, "ema.safetensors"), avg) and
+            compare_weights("ema (the trained weights)", os.path.join(run, "model.safetensors"),
+                            ref["final"]))
+
+
 def frozen_kept(name, run, ref):
     """train.freeze's tensors: their initial values, bit for bit; every other trained"""
     pats = CASES[name]["train"].get("freeze")
@@ -374,7 +400,8 @@ def main():
     X, Z = write_data()
     refs = {}
     for name in CASES:
-        spec, refs[name] = reference(name, X, Z, snapshots=(BUILT_STEPS,) if name == "dcgan" else ())
+        snaps = range(1, CASES[name]["steps"] + 1) if name == "dcgan" else ()   # (ema, built)
+        spec, refs[name] = reference(name, X, Z, snapshots=snaps)
         r = refs[name]
         clipped = f"; clipping scaled D's gradients at {r['clipped']['D']} steps, G's at {r['clipped']['G']}" \
             if spec["train"]["grad_clip"] else ""
@@ -388,7 +415,7 @@ def main():
               f"it would test no clipping")
     if torch_only:
         return ok
-    results = [parity(name, refs[name]) for name in CASES] + [built(refs["dcgan"])]
+    results = [parity(name, refs[name]) for name in CASES] + [built(refs["dcgan"]), ema(refs["dcgan"])]
     return ok and all(results)
 
 
