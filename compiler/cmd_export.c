@@ -722,7 +722,8 @@ static void granite_only(Ex *e)
 
 /* What tells the families apart, read from the repeat REP before its layers are: the
  * norms' kind and parameters (its first branch's first layer), the block's form, the
- * MLP's activation and biases, and HEAD_BIAS (the head's). */
+ * MLP's activation and biases, and HEAD_BIAS (the head's; a CLASSIFIER's has no language
+ * model's head: there a partial rope stands for it). */
 static void read_ahead(Ex *e, const Layer *rep, int head_bias, int classifier)
 {
     const Layer *b = rep->n_body ? rep->body[0] : NULL;
