@@ -107,6 +107,7 @@ typedef struct Field {
     X("max_time", "null", DURATION(max_time))                                           \
     X("min_epochs", "null", INT_OR_NULL_QUIET(min_epochs, 0))                           \
     X("min_steps", "null", INT_OR_NULL_QUIET(min_steps, 0))                             \
+    X("limit_train_batches", "null", REAL_OR_NULL_QUIET(limit_train_batches, R_POS))    \
     X("optimizer.type", "adamw", ENUM(opt, "sgd adamw muon"))                           \
     X("optimizer.lr", "0.001", REAL(lr, R_NONNEG))                                      \
     X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \

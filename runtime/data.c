@@ -1383,6 +1383,14 @@ void rt_loader_set_shard(rt_loader *l, int rank, int world)
     l->perm = world > 1 ? rt_xmalloc(sizeof(int64_t) * (size_t)(N > 0 ? N : 1)) : NULL;
 }
 
+void rt_loader_set_limit(rt_loader *l, int64_t batches)
+{
+    if (l->started)
+        rt_die("rt_loader_set_limit after the loader started");
+    if (batches < l->nb)
+        l->nb = batches;
+}
+
 void rt_loader_set_split(rt_loader *l, int rank, int world)
 {
     rt_loader_set_shard(l, rank, world);

@@ -285,6 +285,8 @@ typedef struct rt_train_config {
     int64_t val_every_steps, val_every_epochs, val_batches;
     double val_every_fraction; /* NAN = none; else in (0, 1] (rt_val_fraction_batches) */
     int64_t min_epochs, min_steps; /* -1 = none: early stopping's patience waits for both */
+    double limit_train_batches;/* NAN = none; >= 1: an epoch's first this many batches; in
+                                  (0, 1): that fraction of them (rt_limit_batches) */
     int has_early_stopping;
     int es_monitor, es_mode;
     int64_t es_patience;
@@ -570,6 +572,10 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
  * the split and to the batches); batch size stays per rank. World 1 is the unsharded
  * order. Call before the first rt_loader_start/next. */
 void rt_loader_set_shard(rt_loader *l, int rank, int world);
+/* An epoch of each epoch's first `batches` batches at most (limit_train_batches: the
+ * order as it is, shuffled or not). Call after rt_loader_set_shard, before the first
+ * rt_loader_start/next. */
+void rt_loader_set_limit(rt_loader *l, int64_t batches);
 /* Like rt_loader_set_shard, but without padding (or dropping): rank r takes samples
  * r, r + W, r + 2W, ... below N, so the ranks together see each sample exactly once
  * (validation: its numbers do not depend on the rank count). Ranks may then differ

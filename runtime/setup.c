@@ -171,6 +171,25 @@ static void open_val_loader(Run *r)
  * --sample alone: a fresh import samples before it has data, and a checkpoint's weights
  * are evaluated where its training data is not), unless it writes --reference's files
  * (from the training rows). */
+/* limit_train_batches (Lightning's Trainer argument): each epoch the first N batches of
+ * its order (per rank), N the count given or int(f x the epoch's batches) for a fraction
+ * f below 1, as Lightning's _parse_num_batches works it out */
+static void limit_batches(Run *r)
+{
+    double f = r->c.limit_train_batches;
+    int64_t nb = rt_loader_batches(r->tl);
+    if (isnan(f) || nb == 0)
+        return;
+    if (f >= 1 && f != floor(f))
+        rt_input_error("$.train.limit_train_batches: %g: a count of batches (a whole number) "
+                       "or a fraction below 1", f);
+    int64_t k = f >= 1 ? (int64_t)f : (int64_t)(f * (double)nb);
+    if (k < 1)
+        rt_input_error("$.train.limit_train_batches: %g of the epoch's %lld batches%s is less "
+                       "than one batch", f, (long long)nb, r->world > 1 ? " (per rank)" : "");
+    rt_loader_set_limit(r->tl, k);
+}
+
 static int reads_train_data(const Run *r)
 {
     return !r->o.eval || r->o.reference;
@@ -216,6 +235,7 @@ void rt_run_data(Run *r)
         mask_data_check(r, r->mask_in, r->mask_tgt, r->mask.ignore);
         rt_loader_set_mask(r->tl, &r->mask, r->mask_in, r->mask_tgt);
     }
+    limit_batches(r);
     r->batches_per_epoch = rt_loader_batches(r->tl);
     if (r->batches_per_epoch == 0 && r->world > 1)
         rt_input_error("$.train.batch_size: each of the %d ranks reads %lld of the training "

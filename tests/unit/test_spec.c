@@ -220,6 +220,7 @@ static const char *other_value(const char *key)
         {"loader.mask.vocab", "30000"},
         {"loader.mask.input", "ids"},
         {"loader.mask.target", "labels"},
+        {"limit_train_batches", "0.25"},
         {"ema", "true"},
         {"ema.decay", "0.99"},
         {"ema.every", "4"},
