@@ -29,7 +29,8 @@ transformers does.
   SentencePiece-style BPE (LlamaTokenizerFast: "▁" before each word, byte fallback) gives
   transformers' rows; transformers' LlamaModel with the new head computes trainc's loss
   on the Llama 3 rows (4.40 has no LlamaForTokenClassification); the export is
-  LlamaForTokenClassification's tensors, which import reads back bit for bit;
+  LlamaForTokenClassification's tensors, which import reads back bit for bit; a Qwen2's
+  (q, k and v biased, tied embedding) the same way, before and after its export;
 - refused with exit 1: --task token over a family transformers has no token classifier
   of (OPT), --task token over a language model without --labels, --task reward over a
   token classifier, export of a token classifier's head without a bias.
@@ -49,7 +50,8 @@ try:
     from transformers import (GPT2Config, GPT2ForTokenClassification, GPT2TokenizerFast,
                               GPTNeoXConfig, GPTNeoXForTokenClassification, LlamaConfig,
                               LlamaForCausalLM, LlamaModel, LlamaTokenizerFast, PhiConfig,
-                              PhiForTokenClassification, PreTrainedTokenizerFast)
+                              PhiForTokenClassification, PreTrainedTokenizerFast, Qwen2Config,
+                              Qwen2ForCausalLM, Qwen2Model)
     from safetensors.torch import load_file
 except ImportError:
     print("skip decoder_token_hf: transformers is not importable from %s (make deps makes a "
@@ -261,7 +263,7 @@ def llama_head(lines, exs):
     trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "token",
            "--labels", ",".join(TAGS))
     tagged("llama (Llama 2's SentencePiece-style BPE)", sp_hf, sp, exs, imp)
-    rows = tagged("llama (a Llama 3 pre-tokenizer)", hf, tok, exs, imp)[1]
+    train_rows, rows = tagged("llama (a Llama 3 pre-tokenizer)", hf, tok, exs, imp)
     specs(imp, ["x", "pos", "y"])
     ours = load_file(imp + "/init.safetensors")
     body = LlamaModel.from_pretrained(d + "/src").eval()
@@ -297,6 +299,40 @@ def llama_head(lines, exs):
     check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
           "llama: the exported LlamaForTokenClassification imports back bit for bit (%d "
           "tensors)" % len(a))
+    return train_rows, vocab
+
+
+def qwen2_head(rows, vocab):
+    """--task token --labels over a Qwen2ForCausalLM (q, k and v biased, the embedding
+    tied): Qwen2Model with the new score computes trainc's loss, before and after an
+    export as Qwen2ForTokenClassification"""
+    d = os.path.join(OUT, "qwen2")
+    saved(Qwen2ForCausalLM, Qwen2Config(
+        vocab_size=vocab, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        tie_word_embeddings=True, initializer_range=0.05), d + "/src", 0.3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "token",
+           "--labels", ",".join(TAGS))
+    save_rows(imp, rows)
+    specs(imp, ["x", "pos", "y"])
+
+    def loss_with(folder, weights):
+        body = Qwen2Model.from_pretrained(folder).eval()
+        with torch.no_grad():
+            ids, mask = (torch.from_numpy(a).long() for a in rows[:2])
+            h = body(input_ids=ids, attention_mask=mask).last_hidden_state
+            return hf_loss(F.linear(h, weights["score.weight"], weights["score.bias"]), rows[2])
+    before = rel(eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                           d + "/eval0"), loss_with(d + "/src", load_file(imp + "/init.safetensors")))
+    ours = trained_export(imp, d)
+    config = json.load(open(d + "/hf/config.json"))
+    after = rel(ours, loss_with(d + "/hf", load_file(d + "/hf/model.safetensors")))
+    check(before <= 1e-5 and after <= 1e-5 and
+          config["architectures"] == ["Qwen2ForTokenClassification"],
+          "qwen2: Qwen2ForCausalLM with --task token --labels: trainc --eval within %.1e of "
+          "Qwen2Model and the new score; trained, exported as %s, within %.1e"
+          % (before, config["architectures"], after))
 
 
 def bad_cases(gpt2_imp):
@@ -352,7 +388,7 @@ imported("phi", PhiForTokenClassification,
                    num_attention_heads=4, max_position_embeddings=64, resid_pdrop=0.0,
                    embd_pdrop=0.0, attention_dropout=0.0, classifier_dropout=0.0, **LABELS),
          rows=va)
-llama_head(lines, exs)
+qwen2_head(*llama_head(lines, exs))
 bad_cases(os.path.join(OUT, "gpt2", "import"))
 print("decoder_token_hf: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                   transformers.__version__))

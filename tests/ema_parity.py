@@ -13,7 +13,8 @@ start_step 3}: takes after steps 5, 7, 9, ... Checked:
   the average (its record says "ema": true), within 1e-5 of torch's loss of the same
   weights; best.safetensors the average at the best validation;
 - ema.safetensors: torch's average within 1e-6 (largest difference over the largest
-  weight); model.safetensors the trained weights, not the average;
+  weight); `--eval --init` of it gives the last validation's loss bit for bit;
+  model.safetensors the trained weights, not the average;
 - stopped at step 8 (a checkpoint: ema.safetensors in it) and resumed: ema.safetensors,
   model.safetensors and the records of the run straight through, bit for bit;
 - 2 ranks of 8 rows (DDP over MPI): ema.safetensors within 1e-6 of 1 rank of 16;
@@ -170,6 +171,11 @@ def parity(x, y):
     check(largest_diff(model, final) <= 1e-6 and largest_diff(model, ema) > 1e-3,
           "model.safetensors: the trained weights (within %.1e of torch's), not the average"
           % largest_diff(model, final))
+    r = run(TRAINC, "run", "model.json", "train.json", "--init", "run/ema.safetensors", "--eval",
+            "--threads", 1)
+    ev = json.loads([l for l in r.stdout.splitlines() if l.startswith("{")][-1])["val_loss"]
+    check(ev == recs[-1]["val_loss"], "--eval --init ema.safetensors: the last validation's "
+          "loss on the average, bit for bit (%.9g)" % ev)
     best = min(range(len(want)), key=lambda i: want[i][1])
     d = largest_diff(st_check.load("run/best.safetensors"), vals[best][3])
     check(d <= 1e-6, "best.safetensors: the average at the best validation (step %d) within "
