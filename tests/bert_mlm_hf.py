@@ -61,8 +61,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import (byte_level, fake_gpu_vs_cpu, license_lines, parity_steps,  # noqa: E402
-                     specs, train_like_specs, trained_export, wordpiece)
+from text_hf import (byte_level, exported_back, fake_gpu_vs_cpu, license_lines,  # noqa: E402
+                     parity_steps, specs, train_like_specs, trained_export, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_mlm_hf")
 T, N = 24, 160
@@ -163,9 +163,7 @@ def case(name, cls, cfg, tok, hf, lines):
     check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers' MLM loss "
           "%.7f over %d chosen tokens (%.1e)" % (name, ours, theirs, int((va[3] != -100).sum()),
                                                  rel(ours, theirs)))
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           imp + "/init.safetensors", "-o", d + "/back")
-    a, b = load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
+    a, b = exported_back(imp, d)
     rows0 = "roberta.embeddings.position_embeddings.weight"
     if name == "roberta":
         a[rows0], b[rows0] = a[rows0][2:], b[rows0][2:]

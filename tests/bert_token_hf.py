@@ -58,8 +58,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import (byte_level, license_lines, parity_steps, specs,  # noqa: E402
-                     trained_export, wordpiece)
+from text_hf import (byte_level, exported_back, license_lines, parity_steps,  # noqa: E402
+                     predictions, specs, trained_export, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "bert_token_hf")
 T, N = 24, 128
@@ -187,9 +187,7 @@ def case(name, cls, cfg, tok, hf, exs):
           "the %d tagged tokens (%.1e)" % (name, ours, theirs, int((va[3] != -100).sum()),
                                            rel(ours, theirs)))
     predicted(name, m, imp, va)
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           imp + "/init.safetensors", "-o", d + "/back")
-    a, b = load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
+    a, b = exported_back(imp, d)
     skip = 2 if name == "roberta" else 0   # (RoBERTa's rows before position 0's)
     rows0 = "roberta.embeddings.position_embeddings.weight"
     if skip:
@@ -209,12 +207,7 @@ def case(name, cls, cfg, tok, hf, exs):
 
 def predicted(name, m, imp, va):
     """--predict over the val rows (as test_*.npy): transformers' logits on the text"""
-    for key in inputs_of(imp):
-        if key != "y":
-            shutil.copy("%s/data/val_%s.npy" % (imp, key), "%s/data/test_%s.npy" % (imp, key))
-    trainc("run", imp + "/model.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
-           "--predict", imp + "/data/test_x.npy", "--threads", 1, "--out", imp + "/predict")
-    ours = np.load(imp + "/predict/predictions.npy")
+    ours = predictions(imp, imp + "/predict")
     with torch.no_grad():
         theirs = logits_of(m.eval(), va).numpy()
     text = va[1].astype(bool)

@@ -60,7 +60,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import license_lines, parity_steps, specs, trained_export  # noqa: E402
+from text_hf import (exported_back, license_lines, parity_steps, predictions,  # noqa: E402
+                     specs, trained_export)
 from tokenizer_hf import sp_trained, trained as bpe_trained  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "decoder_token_hf")
@@ -194,9 +195,7 @@ def imported(name, cls, cfg, rows=None, hf=None, tok=None, exs=None):
     check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers %.7f over "
           "the %d tagged tokens (%.1e)" % (name, ours, theirs, int((va[2] != -100).sum()),
                                            rel(ours, theirs)))
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           imp + "/init.safetensors", "-o", d + "/back")
-    a, b = load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
+    a, b = exported_back(imp, d)
     a = {k: v for k, v in a.items() if not k.endswith((".attn.bias", ".attn.masked_bias",
                                                        "rotary_emb.inv_freq", ".masked_bias"))}
     same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
@@ -207,12 +206,7 @@ def imported(name, cls, cfg, rows=None, hf=None, tok=None, exs=None):
 
 def predicted(m, d, va):
     """--predict over the val rows: transformers' logits on the text"""
-    imp = d + "/import"
-    for key in ("x", "pos"):
-        shutil.copy("%s/data/val_%s.npy" % (imp, key), "%s/data/test_%s.npy" % (imp, key))
-    trainc("run", imp + "/model.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
-           "--predict", imp + "/data/test_x.npy", "--threads", 1, "--out", d + "/predict")
-    ours = np.load(d + "/predict/predictions.npy")
+    ours = predictions(d + "/import", d + "/predict")
     with torch.no_grad():
         theirs = logits_of(m.eval(), va).numpy()
     text = va[1].astype(bool)

@@ -61,8 +61,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import (fake_gpu_vs_cpu, license_lines, parity_steps, specs,  # noqa: E402
-                     trained_export)
+from text_hf import (exported_back, fake_gpu_vs_cpu, license_lines,  # noqa: E402
+                     parity_steps, predictions, specs, trained_export)
 
 OUT = os.path.join(ROOT, "build", "tests", "seq_cls_hf")
 T, N, PAD = 16, 96, 0
@@ -141,9 +141,7 @@ def case(name, cls, cfg, rng):
     check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f on left-padded rows, "
           "transformers %.7f on right-padded ones (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
     predicted(name, m, imp, va)
-    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
-           imp + "/init.safetensors", "-o", d + "/back")
-    a, b = load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
+    a, b = exported_back(imp, d)
     check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
           "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
     batches = [(hx[b:b + 16], hmask[b:b + 16], y[b:b + 16]) for b in range(0, N // 2, 16)]
@@ -159,11 +157,7 @@ def case(name, cls, cfg, rng):
 
 
 def predicted(name, m, imp, va):
-    for k in ("x", "pos"):
-        shutil.copy("%s/data/val_%s.npy" % (imp, k), "%s/data/test_%s.npy" % (imp, k))
-    trainc("run", imp + "/model.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
-           "--predict", imp + "/data/test_x.npy", "--threads", 1, "--out", imp + "/predict")
-    ours = np.load(imp + "/predict/predictions.npy")
+    ours = predictions(imp, imp + "/predict")
     with torch.no_grad():
         theirs = m.eval()(input_ids=torch.from_numpy(va[0]),
                           attention_mask=torch.from_numpy(va[1])).logits.numpy()

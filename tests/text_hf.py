@@ -104,6 +104,30 @@ def parity_steps(name, imp, d, model, batches, loss_of, against="torch's"):
           (name, worst, against, ours8[0], ours8[-1]))
 
 
+def exported_back(imp, d):
+    """IMP's import exported as it is to D/back: the source folder's tensors and the
+    export's, each a dict by name"""
+    from image_hf import trainc
+    from safetensors.torch import load_file
+    trainc("export", "hf", imp + "/model.json", imp + "/eval.json", "--weights",
+           imp + "/init.safetensors", "-o", d + "/back")
+    return load_file(d + "/src/model.safetensors"), load_file(d + "/back/model.safetensors")
+
+
+def predictions(imp, out):
+    """trainc's --predict of IMP's import over its val rows (copied as test_*.npy, the
+    target aside) into OUT: predictions.npy"""
+    import numpy as np
+    import shutil
+    from image_hf import trainc
+    for key in json.load(open(imp + "/model.json"))["model"]["inputs"]:
+        if key != "y":
+            shutil.copy("%s/data/val_%s.npy" % (imp, key), "%s/data/test_%s.npy" % (imp, key))
+    trainc("run", imp + "/model.json", imp + "/eval.json", "--init", imp + "/init.safetensors",
+           "--predict", imp + "/data/test_x.npy", "--threads", 1, "--out", out)
+    return np.load(out + "/predictions.npy")
+
+
 def trained_export(imp, d, *export_args):
     """IMP/train5.json's 5 steps (D/run5) exported to D/hf (EXPORT_ARGS: --tokenizer F);
     trainc's --eval loss of those weights"""
