@@ -72,7 +72,7 @@ void data_rows_close(DataRows *o);
  * one of another kind (data classify's a class for each text, y []; data tags' one for
  * each token, y [T]; data mlm's a masked LM, y [T] and a head tied to the embedding) or
  * without positions exits 1 naming the command that takes it */
-enum { CLS_TEXT, CLS_TOKENS, CLS_MLM, CLS_LM, CLS_PAIRS, CLS_DPO };
+enum { CLS_TEXT, CLS_TOKENS, CLS_MLM, CLS_LM, CLS_PAIRS, CLS_DPO, CLS_QA };
 typedef struct ClsModel {
     int64_t T, K;
     char **names;              /* K names, or NULL */

@@ -2132,7 +2132,7 @@ typedef struct ImportArgs {
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|reward|dpo|simpo|orpo|kto|cpo]";
+    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|qa|reward|dpo|simpo|orpo|kto|cpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -2192,7 +2192,7 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "token") &&
                                        pref_task(o->task) < 0)))
         error_input("import: --task %s: --task is a text classifier's (bert, roberta, "
-                    "xlm-roberta, camembert, distilbert: sequence, token or mlm) or a language "
+                    "xlm-roberta, camembert, distilbert: sequence, token, mlm or qa) or a language "
                     "model's (token, reward, dpo, simpo, orpo, kto, cpo); this is %s", o->task,
                     type);
     const char *name = name_of(o->out, type);

@@ -102,8 +102,9 @@ static int reads_pairs(const cJSON *ls)
 /* The kind of model M's inputs IN and layers make: a class for each text (y []), a
  * reward model's pair of texts (y [], last_token's segments 2), a language model trained
  * by dpo over pairs, a class for each token (an encoder's, or a causal one's whose head
- * is not the vocabulary's), a masked LM (y [T], its last layer tied to an embedding), or a
- * language model (y [T], causal: data text's and data sft's) */
+ * is not the vocabulary's), a masked LM (y [T], its last layer tied to an embedding), a
+ * question answerer (its last layer span), or a language model (y [T], causal: data
+ * text's and data sft's) */
 static int model_kind(const cJSON *m, const cJSON *in)
 {
     const cJSON *y = cJSON_GetObjectItemCaseSensitive(in, "y");
@@ -116,6 +117,9 @@ static int model_kind(const cJSON *m, const cJSON *in)
     if (cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(y, "shape")) != 1)
         return reads_pairs(ls) ? CLS_PAIRS : CLS_TEXT;
     const cJSON *last = cJSON_GetArrayItem(ls, cJSON_GetArraySize(ls) - 1);
+    const cJSON *last_op = cJSON_GetObjectItemCaseSensitive(last, "op");
+    if (cJSON_IsString(last_op) && !strcmp(last_op->valuestring, "span"))
+        return CLS_QA;
     if (!sees_all(ls))
         return token_head(ls) ? CLS_TOKENS : CLS_LM;
     return cJSON_GetObjectItemCaseSensitive(last, "tie") ? CLS_MLM : CLS_TOKENS;
@@ -125,9 +129,10 @@ ClsModel data_cls_model(const char *path, int kind)
 {
     static const char *const what[] = {"a class for each text", "a class for each token",
                                        "a masked language model", "a language model",
-                                       "a reward model", "a language model trained by dpo"};
+                                       "a reward model", "a language model trained by dpo",
+                                       "an answer's span"};
     static const char *const cmd[] = {"classify", "tags", "mlm", "text` or `trainc data sft",
-                                      "pairs", "pairs"};
+                                      "pairs", "pairs", "qa"};
     char *text = hf_slurp(path, NULL);
     cJSON *root = cJSON_Parse(text);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(root, "model");

@@ -88,11 +88,19 @@ const Expr *x_inside(int64_t rows, int64_t cols, int64_t pad)
     return x;
 }
 
+const Expr *x_place(int64_t n)
+{
+    Expr *x = node(X_PLACE, NULL, NULL, NULL);
+    x->n = n;
+    return x;
+}
+
 int expr_reads_i(const Expr *x)
 {
     if (!x)
         return 0;
-    if (x->kind == X_UNIFORM || x->kind == X_HEAD || x->kind == X_PICK || x->kind == X_INSIDE)
+    if (x->kind == X_UNIFORM || x->kind == X_HEAD || x->kind == X_PICK || x->kind == X_INSIDE ||
+        x->kind == X_PLACE)
         return 1;
     return expr_reads_i(x->a[0]) || expr_reads_i(x->a[1]) || expr_reads_i(x->a[2]);
 }

@@ -83,11 +83,12 @@ static const Family *family_of(const char *type, int *fam)
 }
 
 /* What the model computes from the encoder's output: a class for the text (the first
- * token through the pooler), one for each token, or the masked tokens' ids */
-enum { TASK_SEQ, TASK_TOKEN, TASK_MLM };
-static const char *const task_names[] = {"sequence", "token", "mlm"};
+ * token through the pooler), one for each token, the masked tokens' ids, or an answer's
+ * span (the start and end logits over the tokens) */
+enum { TASK_SEQ, TASK_TOKEN, TASK_MLM, TASK_QA, TASK__COUNT };
+static const char *const task_names[] = {"sequence", "token", "mlm", "qa"};
 static const char *const task_arch[] = {"ForSequenceClassification", "ForTokenClassification",
-                                        "ForMaskedLM"};
+                                        "ForMaskedLM", "ForQuestionAnswering"};
 
 /* What the model's shapes and layers depend on, and the names of trainc's layers
  * (import: default_names; export: the spec's own) */
@@ -105,7 +106,7 @@ typedef struct Bert {
     int mlm_tanh;                      /* the masked LM's transform: gelu's tanh form */
     const char *prefix;                /* the encoder's tensors' ("bert.", "roberta.", or ""
                                           for a bare model's) */
-    int task;                          /* TASK_SEQ, TASK_TOKEN or TASK_MLM */
+    int task;                          /* TASK_SEQ, TASK_TOKEN, TASK_MLM or TASK_QA */
     int base;                          /* import: a checkpoint without this classifier */
     int fresh_pooler, fresh_head;      /* import: drawn anew (normal(0, std), bias 0) */
     double std;                        /* initializer_range */
@@ -123,7 +124,7 @@ static const char *arch_of(const Bert *b)
 /* transformers' name of the classifier's last linear */
 static const char *head_of(const Bert *b)
 {
-    return b->task == TASK_TOKEN ? "classifier" : b->f->head;
+    return b->task == TASK_TOKEN ? "classifier" : b->task == TASK_QA ? "qa_outputs" : b->f->head;
 }
 
 /* Block i's tensors: q, k and v stacked as trainc's qkv */
@@ -232,17 +233,20 @@ static int arch_is(HfCfg *c, const Bert *b, const char *suffix)
 static void bert_task(HfCfg *c, Bert *b, const char *task, const char *labels)
 {
     b->task = -1;
-    for (int k = 0; task && k < 3; k++)
+    for (int k = 0; task && k < TASK__COUNT; k++)
         if (!strcmp(task, task_names[k]))
             b->task = k;
     if (task && b->task < 0)
         error_input("import: --task %s: sequence (a class for each text), token (a class for "
-                    "each token) or mlm (a masked language model)", task);
-    if (b->task == TASK_MLM && labels)
-        error_input("import: --labels with --task mlm: a masked language model's classes are "
-                    "its vocabulary");
+                    "each token), mlm (a masked language model) or qa (an answer's span in the "
+                    "text)", task);
+    if ((b->task == TASK_MLM || b->task == TASK_QA) && labels)
+        error_input("import: --labels with --task %s: %s", task, b->task == TASK_MLM
+                    ? "a masked language model's classes are its vocabulary"
+                    : "a question answerer's classes are the row's places");
     if (!task)
         b->task = arch_is(c, b, "ForTokenClassification") ? TASK_TOKEN
+                  : arch_is(c, b, "ForQuestionAnswering") && !labels ? TASK_QA
                   : !labels && (arch_is(c, b, "ForMaskedLM") || arch_is(c, b, "ForPreTraining"))
                       ? TASK_MLM : TASK_SEQ;
 }
@@ -261,8 +265,9 @@ static void mlm_arch(HfCfg *c, const Bert *b)
                      "embedding's weight, tied");
 }
 
-/* The architecture config.json names: the task's classifier, or with --labels (LABELS)
- * one of the family's other models (b->base), whose classifier is new */
+/* The architecture config.json names: the task's classifier, or with --labels (LABELS;
+ * a question answerer's needs none) one of the family's other models (b->base), whose
+ * classifier is new */
 static void bert_arch(HfCfg *c, Bert *b, const char *labels)
 {
     const char *fam = b->f->stem;
@@ -273,14 +278,16 @@ static void bert_arch(HfCfg *c, Bert *b, const char *labels)
         for (int k = 0; bases[k] && !known; k++)
             known = !strcmp(a, xasprintf("%s%s", fam, bases[k])) && strcmp(a, arch_of(b));
         b->base |= known;
-        if (known && !labels)
+        if (known && !labels && b->task != TASK_QA)
             hf_cfg_error(c, "architectures", "%s: no %s classifier; --labels names the classes "
-                         "(or gives their count) of a new one", a, task_names[b->task]);
+                         "(or gives their count) of a new one (--task qa: a new question "
+                         "answerer)", a, task_names[b->task]);
         if (!known && strcmp(a, arch_of(b)))
             hf_cfg_error(c, "architectures", "%s: trainc imports a %s's encoder with a sequence "
-                         "or token classifier or its masked LM (%s, %sForTokenClassification, "
-                         "%sForMaskedLM; %sModel and the like with --labels)", *a ? a : "an entry",
-                         b->f->name, b->f->arch, fam, fam, fam);
+                         "or token classifier, its masked LM or a question answerer (%s, "
+                         "%sForTokenClassification, %sForMaskedLM, %sForQuestionAnswering; "
+                         "%sModel and the like with --labels or --task qa)", *a ? a : "an entry",
+                         b->f->name, b->f->arch, fam, fam, fam, fam);
     }
 }
 
@@ -327,6 +334,17 @@ static void distil_sizes(HfCfg *c, Bert *b)
     b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "activation", "gelu"), "tanh");
 }
 
+/* A question answerer's outputs: num_labels 2 (transformers' qa_outputs is that wide) */
+static void qa_labels(HfCfg *c, Bert *b)
+{
+    const cJSON *id = hf_cfg_get(c, "id2label");
+    if (id && cJSON_GetArraySize(id) != 2)
+        hf_cfg_error(c, "id2label", "%d labels: a question answerer's qa_outputs has 2 outputs "
+                     "(the start's and the end's logit)", cJSON_GetArraySize(id));
+    hf_labels_unread(c);
+    b->cls = (HfImage){.K = 2};
+}
+
 /* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
  * LABELS: import's --labels (NULL: config.json's classes) */
 static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const char *task)
@@ -361,6 +379,8 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const 
     b->mlm_tanh = b->f->mlm_act ? 0 : b->gelu_tanh;   /* (RoBERTa's lm_head: gelu, exact) */
     if (b->task == TASK_MLM)   /* (the classes are the vocabulary's ids) */
         hf_labels_unread(c), b->cls = (HfImage){.K = b->V};
+    else if (b->task == TASK_QA)   /* (qa_outputs: the start's and the end's logit) */
+        qa_labels(c, b);
     else if (labels)
         hf_labels_arg(c, labels, &b->cls);
     else
@@ -391,7 +411,8 @@ static void seq_input(cJSON *in, const char *name, int64_t T)
 
 /* x (token ids), types (token type ids; DistilBERT has none), pos (each token's place in its
  * sequence: the text from 0, the padding from 0 again) and y (the class; a token
- * classifier's [T], one for each token) */
+ * classifier's [T], one for each token; a question answerer's [2], the answer's first and
+ * last token) */
 static void bert_inputs(cJSON *m, const Bert *b)
 {
     cJSON *in = cJSON_AddObjectToObject(m, "inputs");
@@ -399,8 +420,12 @@ static void bert_inputs(cJSON *m, const Bert *b)
     if (b->TV)
         seq_input(in, "types", b->T);
     seq_input(in, "pos", b->T);
-    hf_image_inputs_y(in, &b->cls);
-    if (b->task != TASK_SEQ)
+    if (b->task == TASK_QA) {   /* (the answer's first and last token: places of the row) */
+        seq_input(in, "y", 2);
+        cJSON_AddNumberToObject(cJSON_GetObjectItem(in, "y"), "classes", (double)b->T);
+    } else
+        hf_image_inputs_y(in, &b->cls);
+    if (b->task == TASK_TOKEN || b->task == TASK_MLM)
         cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(in, "y"), "shape",
                                                cJSON_CreateIntArray((int[]){(int)b->T}, 1));
     cJSON_AddStringToObject(m, "positions", "pos");
@@ -466,8 +491,11 @@ static cJSON *bert_spec(const Bert *b, const char *name)
         mlm_head_spec(ls, b);
     else
         layer_n(ls, "linear", b->head, "out", (double)b->cls.K);
+    if (b->task == TASK_QA)   /* (the start and end logits, the padding out of reach) */
+        hf_layer(ls, "span", NULL);
     hf_image_loss(m);
-    if (b->task != TASK_SEQ)   /* (transformers' labels of the tokens no class is asked of) */
+    if (b->task == TASK_TOKEN || b->task == TASK_MLM)   /* (transformers' labels of the tokens
+                                                           no class is asked of) */
         cJSON_AddNumberToObject(cJSON_GetObjectItem(m, "loss"), "ignore_index", -100);
     return root;
 }
@@ -518,14 +546,15 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
     hf_write_text("import", xasprintf("%s/train.json", out),
                   hf_text_train(b.TV > 0, NULL, 32, 3, 2e-5, 0.01));
     static const char *const what[] = {"a class for each text", "a class for each token",
-                                       "a masked language model"};
+                                       "a masked language model", "an answer's span"};
     printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, %s%s) -> "
            "%s/model.json, %s/train.json, %s/init.safetensors\n", dir,
            b.f->type, (long long)b.L, im.out.n, (long long)b.T, what[b.task],
-           b.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
-                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
-                                    "heads left out", (long long)b.cls.K, im.n_fresh, b.std,
-                                    HF_FRESH_SEED, left) : "",
+           b.fresh_head ? xasprintf("; a new %s: %d tensors drawn anew (normal, std %g, seed "
+                                    "%d), %d of the checkpoint's other heads left out",
+                                    b.task == TASK_QA ? "question answerer's head"
+                                    : xasprintf("classifier of %lld classes", (long long)b.cls.K),
+                                    im.n_fresh, b.std, HF_FRESH_SEED, left) : "",
            out, out, out);
     return 0;
 }
@@ -557,8 +586,9 @@ static const char bert_layers[] =
     "embedding, residual [embedding] (the token types; none for DistilBERT), pos_embedding, "
     "layernorm, a repeat of [residual [attention], layernorm, residual [linear, gelu, "
     "linear], layernorm], then first_token, linear, tanh (DistilBERT: relu), linear (a "
-    "sequence classifier), a linear alone (a token classifier), or linear, gelu, layernorm "
-    "and a linear tied to the embedding (a masked LM)";
+    "sequence classifier), a linear alone (a token classifier), a linear of 2 and span (a "
+    "question answerer), or linear, gelu, layernorm and a linear tied to the embedding (a "
+    "masked LM)";
 
 static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
 {
@@ -647,11 +677,19 @@ static int mlm_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
 }
 
 /* The head from ls[k] on: the first token, the pooler, its activation and the linear (a
- * sequence classifier), the linear alone (a token classifier), or a masked LM's; how many
- * layers */
+ * sequence classifier), the linear alone (a token classifier), a linear of 2 and span (a
+ * question answerer), or a masked LM's; how many layers */
 static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
 {
     const char *at = "$.model.layers";
+    if (ls[k] && ls[k]->op == OP_LINEAR && ls[k + 1] && ls[k + 1]->op == OP_SPAN) {
+        b->task = TASK_QA;
+        if (hf_match_linear(s, &b->h, ls[k], at, 0) != 2)
+            hf_refuse(s, &b->h, ls[k], "a question answerer's linear of other than 2 outputs");
+        b->cls.K = 2;
+        b->head = hf_layer_name(ls[k], k, "");
+        return 2;
+    }
     if (ls[k] && ls[k]->op == OP_LINEAR && !ls[k]->tie && ls[k + 1])
         return mlm_head(s, ls, k, b);
     if (ls[k] && ls[k]->op == OP_LINEAR) {
@@ -672,8 +710,9 @@ static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
  * first that is not */
 static void bert_match(const Spec *s, Bert *b)
 {
-    b->h = (HfLayout){"BertForSequenceClassification, BertForTokenClassification or "
-                      "BertForMaskedLM (or RoBERTa's, DistilBERT's)", bert_layers};
+    b->h = (HfLayout){"BertForSequenceClassification, BertForTokenClassification, "
+                      "BertForMaskedLM or BertForQuestionAnswering (or RoBERTa's, DistilBERT's)",
+                      bert_layers};
     const Layer *ls[12] = {0};
     for (int k = 0; k < 12 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
@@ -681,7 +720,7 @@ static void bert_match(const Spec *s, Bert *b)
     bert_embeddings(s, ls, &k, b);
     bert_blocks(s, ls[k], "$.model.layers", b);
     int n = k + 1 + bert_head(s, ls, k + 1, b);
-    if (b->task != TASK_MLM)
+    if (b->task != TASK_MLM && b->task != TASK_QA)
         hf_image_labels_from_spec(s, &b->cls);
     if (s->n_layers > n)
         hf_refuse(s, &b->h, s->layers[n], "a layer after the classifier");

@@ -145,6 +145,7 @@ enum {
     N_CLS_TOKEN,   /* [T, d] -> [T + 1, d]: a learned row before the tokens */
     N_FIRST_TOKEN, /* [T, d] -> [d]: the first token's row */
     N_LAST_TOKEN,  /* [T, d] -> [d]: the last token's row */
+    N_SPAN,        /* [T, 2] -> [2, T]: the start and end logits, the padding at -1e30 */
     N_PAD,         /* [C, H, W] -> [C, H + 2p, W + 2p] (p in Node.conv[5]), the border -inf
                       (a max pool's padding) */
     /* backward */
@@ -170,6 +171,7 @@ enum {
     N_CLS_TOKEN_BWD,
     N_FIRST_TOKEN_BWD,
     N_LAST_TOKEN_BWD,
+    N_SPAN_BWD,
     N_PAD_BWD,
     N__COUNT
 };
@@ -472,8 +474,10 @@ enum {
                                 row of [T, d]: n = T d, m = d), for a select */
     X_PICK,                  /* the constant list[i / n % m]: one of m, each for a run of n
                                 (an image input's scale per channel) */
-    X_INSIDE                 /* whether element i of planes [n rows, m columns] padded by
+    X_INSIDE,                /* whether element i of planes [n rows, m columns] padded by
                                 `pad` lies inside (N_PAD), for a select */
+    X_PLACE                  /* i's place in rows of n, i % n, as a float (span's padding:
+                                a position below its place) */
 };
 /* X_FN's functions (trainc_rt.h and the CUDA prelude have each): of x, or (_BWD) of x
  * and dy, the gradient through the activation at x */
@@ -488,7 +492,7 @@ typedef struct Expr {
     int fn;                  /* X_FN: FN_* */
     double f;                /* X_CONST */
     uint64_t key;            /* X_UNIFORM: the layer's mask key */
-    int64_t n;               /* X_UNIFORM, X_HEAD: the elements of a batch row */
+    int64_t n;               /* X_UNIFORM, X_HEAD, X_PLACE: the elements of a batch row */
     int64_t m;               /* X_HEAD: the elements of its head; X_PICK: the constants */
     const double *list;      /* X_PICK: m constants, each rounded to float */
     int64_t pad;             /* X_INSIDE: the border's width */
@@ -512,6 +516,8 @@ const Expr *x_head(int64_t n, int64_t m);
 const Expr *x_pick(const double *list, int64_t n, int64_t m);
 /* whether element i of padded planes [rows, cols] lies inside their border of pad */
 const Expr *x_inside(int64_t rows, int64_t cols, int64_t pad);
+/* (float)(i % n): element i's place in rows of n */
+const Expr *x_place(int64_t n);
 /* max(v, 0) with NaN kept, as torch.relu: v < 0 ? 0 : v (for relu and what squares it) */
 const Expr *x_relu(const Expr *v);
 /* Does the value depend on the element's number i itself (dropout's draw), beyond its

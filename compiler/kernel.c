@@ -108,6 +108,7 @@ static int expr_prec(const Expr *x)
     case X_LE:
     case X_HEAD: return P_COMPARE;
     case X_INSIDE: return P_PRIMARY;
+    case X_PLACE: return P_CAST;
     case X_ADD:
     case X_SUB: return P_ADD;
     case X_MUL: return P_MUL;
@@ -181,6 +182,7 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
                    e, (unsigned long long)x->key, (long long)x->n, e);
         break;
     case X_HEAD: buf_printf(b, "i %% %lld < %lld", (long long)x->n, (long long)x->m); break;
+    case X_PLACE: buf_printf(b, "(float)(i %% %lld)", (long long)x->n); break;
     case X_INSIDE: {   /* rt_inside(row - pad, column - pad, rows - 2 pad, columns - 2 pad) */
         long long r = x->n, c = x->m, p = x->pad;
         buf_printf(b, "rt_inside(i %% %lld / %lld - %lld, i %% %lld - %lld, %lld, %lld)", r * c, c, p, c,

@@ -43,7 +43,8 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_TOKEN_MEAN, "token_mean", "", "", OPC_POOL)                                  \
     X(OP_CLS_TOKEN, "cls_token", "", "", OPC_PARAM)                                   \
     X(OP_FIRST_TOKEN, "first_token", "", "", OPC_POOL)                                \
-    X(OP_LAST_TOKEN, "last_token", "segments", "", OPC_POOL)
+    X(OP_LAST_TOKEN, "last_token", "segments", "", OPC_POOL)                          \
+    X(OP_SPAN, "span", "", "", OPC_VIEW)
 
 enum {
 #define X(kind, name, keys, required, cls) kind,

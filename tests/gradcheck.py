@@ -363,14 +363,8 @@ cases += [
         {"op": "rmsnorm"}, MOE(shared=6, shared_gate=True, norm_topk=False)]}, L(7)]),
 ]
 
-def packed(name, layers):
-    """A token case whose rows are packed: the model's positions (pos [5], each row cut
-    into sequences at random places), the attention cut at their seams."""
-    name, path = tok(name, layers)
-    pos = np.zeros((16, 5), np.int32)
-    for r in range(16):
-        for t in range(1, 5):
-            pos[r, t] = 0 if rng.random() < 0.35 else pos[r, t - 1] + 1
+def with_positions(name, path, pos):
+    """the case's spec with the model's positions (pos [5], saved beside its data)"""
     np.save(os.path.join(OUT, name + "_pos.npy"), pos)
     spec = json.load(open(path))
     spec["model"]["inputs"]["pos"] = {"shape": [5], "dtype": "i32"}
@@ -379,6 +373,16 @@ def packed(name, layers):
     with open(path, "w") as f:
         json.dump(spec, f, indent=1)
     return name, path
+
+def packed(name, layers):
+    """A token case whose rows are packed: the model's positions (pos [5], each row cut
+    into sequences at random places), the attention cut at their seams."""
+    name, path = tok(name, layers)
+    pos = np.zeros((16, 5), np.int32)
+    for r in range(16):
+        for t in range(1, 5):
+            pos[r, t] = 0 if rng.random() < 0.35 else pos[r, t - 1] + 1
+    return with_positions(name, path, pos)
 
 cases += [
     packed("attention_packed", [E(dim=8), {"op": "attention", "heads": 2, "kv_heads": 1,
@@ -396,6 +400,23 @@ cases += [
     packed("pos_embedding_packed", [E(dim=8), {"op": "pos_embedding", "max_len": 6},
                                     {"op": "attention", "heads": 2}, L(7)]),
 ]
+
+def span_case(name, padded):
+    """An extractive question answerer in small: an encoder, the start and end logits
+    (span), y [2] the answer's first and last token of 5. Padded: the model's positions,
+    each row's text 2 to 5 tokens and the padding after it (a sequence of its own, whose
+    logits span holds at -1e30), the answers inside the text."""
+    layers = [E(dim=8), {"op": "attention", "heads": 2, "causal": False}, L(2), {"op": "span"}]
+    name, path = case(name, [5], layers, classes=5, target_shape=(2,), x_dtype="i32", x_vocab=7)
+    if not padded:
+        return name, path
+    n = rng.integers(2, 6, size=16)
+    pos = np.array([list(range(k)) + list(range(5 - k)) for k in n], np.int32)
+    y = np.array([sorted(rng.integers(0, k, size=2)) for k in n], np.int32)
+    np.save(os.path.join(OUT, name + "_y.npy"), y)
+    return with_positions(name, path, pos)
+
+cases += [span_case("span", False), span_case("span_padded", True)]
 
 def fd_check(name, path):
     """The test's own finite differences; a list of failure lines."""

@@ -9,6 +9,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
+extern const OpDef op_span;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -41,6 +42,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_CLS_TOKEN] = &op_cls_token,
     [OP_FIRST_TOKEN] = &op_first_token,
     [OP_LAST_TOKEN] = &op_last_token,
+    [OP_SPAN] = &op_span,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -57,6 +59,7 @@ extern const NodeDef node_moe_dispatch, node_moe_dispatch_bwd, node_moe_combine,
 extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_mean_bwd;
 extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_first_token_bwd;
 extern const NodeDef node_last_token, node_last_token_bwd;
+extern const NodeDef node_span, node_span_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
@@ -109,6 +112,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_FIRST_TOKEN_BWD] = &node_first_token_bwd,
     [N_LAST_TOKEN] = &node_last_token,
     [N_LAST_TOKEN_BWD] = &node_last_token_bwd,
+    [N_SPAN] = &node_span,
+    [N_SPAN_BWD] = &node_span_bwd,
     [N_PAD] = &node_pad,
     [N_PAD_BWD] = &node_pad_bwd,
 };

@@ -1,0 +1,247 @@
+"""Extractive question answerers: trainc import hf and export hf of
+BertForQuestionAnswering, RobertaForQuestionAnswering and DistilBertForQuestionAnswering
+against transformers.
+
+HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
+exits 77 (a skip). Random-weight models made here with save_pretrained, tiny, fp32, CPU,
+one thread, every tensor moved off transformers' init. The rows are random ids in the
+tokenizer's layout ([CLS] question [SEP] context [SEP], then padding; a quarter of them
+full), the token types 1 over the context, y the answer's first and last token inside the
+context:
+
+- import writes y [2] with classes T (the row's places), the head `qa_outputs` as a linear
+  of 2 and the `span` layer after it;
+- trainc's `--eval` validation loss equals transformers' (start loss + end loss) / 2 from
+  its logits with the padding's set to -1e30 (trainc's span keeps the padding out of the
+  softmax) within 1e-5; on full rows (no padding) it equals the loss transformers' model
+  itself returns for start_positions and end_positions; `--predict` gives the start and
+  end logits [2, T] within 1e-5 on every token of the text;
+- import then export gives back every tensor bit for bit;
+- 8 AdamW steps (warm-up, linear decay, clipping) give every step's loss within 1e-4 of
+  torch's AdamW on transformers' model (the same masked loss); BERT's on the fake GPU
+  (tests/fake_gpu/: span's CUDA kernels) within 1e-5 of the CPU's;
+- trained 5 steps and exported, transformers' from_pretrained computes trainc's --eval
+  loss (within 1e-5);
+- `--task qa` over a bare BertModel: the new head drawn with std initializer_range, zero
+  bias, no pooler, the loss equal to transformers' question answerer with that head;
+- refused with exit 1: --labels with --task qa, a checkpoint whose id2label has 3 labels.
+"""
+import json
+import os
+import shutil
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+try:
+    import transformers
+    from transformers import (BertConfig, BertForQuestionAnswering, DistilBertConfig,
+                              DistilBertForQuestionAnswering, RobertaConfig,
+                              RobertaForQuestionAnswering)
+    from safetensors.torch import load_file
+except ImportError:
+    print("skip qa_hf: transformers is not importable from %s (make deps makes a venv with it)"
+          % sys.executable)
+    sys.exit(77)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
+from text_hf import (exported_back, fake_gpu_vs_cpu, parity_steps, predictions,  # noqa: E402
+                     specs, trained_export)
+
+OUT = os.path.join(ROOT, "build", "tests", "qa_hf")
+T, N, V = 24, 128, 60
+torch.set_num_threads(1)
+torch.manual_seed(0)
+transformers.logging.set_verbosity_error()
+
+
+def rows(rng, n, full_every=4, typed=True):
+    """n rows: ids, attention mask, token types (1 over the context where TYPED, else 0), y
+    [2] (the answer's first and last token)"""
+    ids = np.zeros((n, T), np.int64)
+    mask, types, y = np.zeros_like(ids), np.zeros_like(ids), np.zeros((n, 2), np.int64)
+    for r in range(n):
+        k = T if r % full_every == 0 else int(rng.integers(8, T))
+        q = int(rng.integers(2, k - 5))   # [CLS] q tokens [SEP], the context, [SEP]
+        ids[r, :k] = rng.integers(5, V, size=k)
+        ids[r, 0], ids[r, q + 1], ids[r, k - 1] = 2, 3, 3
+        ids[r, k:] = 0
+        mask[r, :k] = 1
+        types[r, q + 2:k] = typed
+        a = sorted(rng.integers(q + 2, k - 1, size=2))
+        y[r] = a
+    return ids, mask, types, y
+
+
+def save_rows(imp, keys, tr, va):
+    os.makedirs(imp + "/data", exist_ok=True)
+    for part, rs in (("train", tr), ("val", va)):
+        ids, mask, types, y = rs
+        lens = mask.sum(1)
+        arrays = {"x": ids, "types": types, "y": y,
+                  "pos": np.array([list(range(k)) + list(range(T - k)) for k in lens])}
+        for key in keys:
+            np.save("%s/data/%s_%s.npy" % (imp, part, key), arrays[key].astype(np.int32))
+
+
+def logits_of(m, rs):
+    ids, mask, types = (torch.from_numpy(a).long() for a in rs[:3])
+    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    out = m(input_ids=ids, attention_mask=mask, **extra)
+    return torch.stack([out.start_logits, out.end_logits], 1), mask   # [B, 2, T]
+
+
+def span_loss(m, rs):
+    """(start loss + end loss) / 2 over transformers' logits, the padding's at -1e30"""
+    lg, mask = logits_of(m, rs)
+    lg = lg.masked_fill((mask == 0)[:, None, :], -1e30)
+    return F.cross_entropy(lg.flatten(0, 1), torch.from_numpy(rs[3]).long().flatten())
+
+
+def hf_loss(m, rs):
+    m.eval()
+    with torch.no_grad():
+        return float(span_loss(m, rs).double())
+
+
+def batches(rs, B=16):
+    return [[a[b:b + B] for a in rs] for b in range(0, len(rs[0]) - B + 1, B)]
+
+
+def inputs_of(d):
+    return list(json.load(open(d + "/model.json"))["model"]["inputs"])
+
+
+def imported(name, d):
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
+    spec = json.load(open(imp + "/model.json"))["model"]
+    ls = spec["layers"]
+    check(spec["inputs"]["y"] == {"shape": [2], "dtype": "i32", "classes": T} and
+          ls[-1] == {"op": "span"} and ls[-2]["op"] == "linear" and ls[-2]["out"] == 2,
+          "%s: import writes y [2] of %d classes (the row's places), a linear of 2 and span"
+          % (name, T))
+    return imp
+
+
+def full_rows_loss(name, m, imp, d, rng, typed):
+    """rows without padding: --eval equals the loss transformers' model returns itself"""
+    rs = rows(rng, 32, full_every=1, typed=typed)
+    save_rows(imp, inputs_of(imp), rs, rs)
+    ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                     d + "/eval_full")
+    ids, mask, types, y = (torch.from_numpy(a).long() for a in rs)
+    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    with torch.no_grad():
+        theirs = float(m.eval()(input_ids=ids, attention_mask=mask, start_positions=y[:, 0],
+                                end_positions=y[:, 1], **extra).loss)
+    check(rel(ours, theirs) <= 1e-5, "%s: full rows, trainc --eval %.7f, transformers' own "
+          "loss %.7f (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+
+
+def predicted(name, m, imp, va):
+    ours = predictions(imp, imp + "/predict")
+    with torch.no_grad():
+        theirs = logits_of(m.eval(), va)[0].numpy()
+    text = np.repeat(va[1].astype(bool)[:, None, :], 2, 1)
+    worst = float(np.abs(ours[text] - theirs[text]).max() / np.abs(theirs[text]).max())
+    pad = ours[~text]
+    check(ours.shape == theirs.shape and worst <= 1e-5 and (pad.size == 0 or pad.max() <= -1e29),
+          "%s: --predict's start and end logits [%s] within %.1e of transformers' on the text, "
+          "-1e30 on the padding" % (name, ", ".join(map(str, ours.shape)), worst))
+
+
+def case(name, cls, cfg, rng):
+    d = os.path.join(OUT, name)
+    m = saved(cls, cfg, d + "/src", 0.3)
+    imp = imported(name, d)
+    keys = inputs_of(imp)
+    specs(imp, keys)
+    typed = name == "bert"   # (RoBERTa's one token type)
+    full_rows_loss(name, m, imp, d, rng, typed)
+    tr, va = rows(rng, N - N // 4, typed=typed), rows(rng, N // 4, typed=typed)
+    save_rows(imp, keys, tr, va)
+    ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                     d + "/eval0")
+    theirs = hf_loss(m, va)
+    check(rel(ours, theirs) <= 1e-5, "%s: imported, trainc --eval %.7f, transformers' logits "
+          "(the padding's at -1e30) %.7f (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+    predicted(name, m, imp, va)
+    a, b = exported_back(imp, d)
+    rows0 = "roberta.embeddings.position_embeddings.weight"
+    if name == "roberta":   # (RoBERTa's rows before position 0's)
+        a[rows0], b[rows0] = a[rows0][2:], b[rows0][2:]
+    check(set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a),
+          "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
+    parity_steps(name, imp, d, cls.from_pretrained(d + "/src"), batches(tr), span_loss)
+    if name == "bert":   # (span's CUDA kernels, forward and backward, over padded rows)
+        fake_gpu_vs_cpu(name, imp, d, bf16=False)
+    ours = trained_export(imp, d)
+    back = cls.from_pretrained(d + "/hf")
+    theirs = hf_loss(back, va)
+    check(rel(ours, theirs) <= 1e-5 and back.config.architectures == [cls.__name__],
+          "%s: trained, exported as %s, from_pretrained's loss %.7f, trainc --eval %.7f (%.1e)"
+          % (name, back.config.architectures, theirs, ours, rel(ours, theirs)))
+
+
+def new_head(rng, cfg):
+    """a bare BertModel imported with --task qa: transformers' question answerer from that
+    folder, its head replaced by trainc's draw, computes trainc's --eval loss"""
+    d = os.path.join(OUT, "bert_bare")
+    saved(transformers.BertModel, cfg, d + "/src", 0.3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T, "--task", "qa")
+    keys = inputs_of(imp)
+    rs = rows(rng, 32)
+    save_rows(imp, keys, rs, rs)
+    specs(imp, keys)
+    ours = load_file(imp + "/init.safetensors")
+    hf = BertForQuestionAnswering.from_pretrained(d + "/src")
+    with torch.no_grad():
+        hf.qa_outputs.weight.copy_(ours["head.weight"])
+        hf.qa_outputs.bias.copy_(ours["head.bias"])
+    std = float(ours["head.weight"].std())
+    loss = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
+                     d + "/eval0")
+    theirs = hf_loss(hf, rs)
+    check(rel(loss, theirs) <= 1e-5 and abs(std / cfg.initializer_range - 1) < 0.35 and
+          not ours["head.bias"].any() and "pooler.weight" not in ours,
+          "bert_bare: BertModel with --task qa: a new head [2, %d] (std %.4f), no pooler; trainc "
+          "--eval %.7f, transformers %.7f (%.1e)" % (cfg.hidden_size, std, loss, theirs,
+                                                     rel(loss, theirs)))
+
+
+def bad_cases():
+    d = os.path.join(OUT, "bad")
+    src = os.path.join(OUT, "bert", "src")
+    refused("--labels with --task qa", ["import", "hf", src, "-o", d + "/o1", "--task", "qa",
+                                        "--labels", "3"],
+            "--labels with --task qa: a question answerer's classes are the row's places", d + "/o1")
+    three = os.path.join(OUT, "three_src")
+    saved(BertForQuestionAnswering, BertConfig(vocab_size=V, max_position_embeddings=40,
+                                               num_labels=3, **small), three, 0.1)
+    refused("a question answerer of 3 labels", ["import", "hf", three, "-o", d + "/o2"],
+            "3 labels: a question answerer's qa_outputs has 2 outputs", d + "/o2")
+
+
+shutil.rmtree(OUT, ignore_errors=True)
+os.makedirs(OUT)
+rng = np.random.default_rng(7)
+small = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=4, intermediate_size=48,
+             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.05)
+bert_cfg = BertConfig(vocab_size=V, max_position_embeddings=40, **small)
+case("bert", BertForQuestionAnswering, bert_cfg, rng)
+case("roberta", RobertaForQuestionAnswering,
+     RobertaConfig(vocab_size=V, max_position_embeddings=T + 2, type_vocab_size=1, pad_token_id=1,
+                   layer_norm_eps=1e-5, hidden_act="gelu_pytorch_tanh", **small), rng)
+case("distilbert", DistilBertForQuestionAnswering,
+     DistilBertConfig(vocab_size=V, dim=32, n_layers=2, n_heads=4, hidden_dim=48,
+                      max_position_embeddings=40, dropout=0.0, attention_dropout=0.0,
+                      qa_dropout=0.0), rng)
+new_head(rng, bert_cfg)
+bad_cases()
+print("qa_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
+sys.exit(1 if failed else 0)
