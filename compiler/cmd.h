@@ -16,6 +16,7 @@ int data_sft(int argc, char **argv);     /* data sft (data_sft.c) */
 int data_classify(int argc, char **argv);   /* data classify (data_classify.c) */
 int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
 int data_mlm(int argc, char **argv);        /* data mlm (data_mlm.c) */
+int data_qa(int argc, char **argv);         /* data qa (data_qa.c) */
 int data_pairs(int argc, char **argv);      /* data pairs (data_pairs.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by

@@ -58,7 +58,9 @@ static const char data_usage[] =
     "                       [--group]\n"
     "       trainc data pairs FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F] [--prompt KEY] [--chosen KEY] [--rejected KEY]\n"
-    "                       [--eos TOKEN | --chat FORMAT]";
+    "                       [--eos TOKEN | --chat FORMAT]\n"
+    "       trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
+    "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -733,7 +735,9 @@ int cmd_data(int argc, char **argv)
         return data_mlm(argc, argv);
     if (strcmp(kind, "pairs") == 0)
         return data_pairs(argc, argv);
+    if (strcmp(kind, "qa") == 0)
+        return data_qa(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft, classify, tags, mlm, pairs)\n%s\n", kind, data_usage);
+            "text, sft, classify, tags, mlm, pairs, qa)\n%s\n", kind, data_usage);
     return 1;
 }

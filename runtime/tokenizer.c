@@ -139,6 +139,10 @@ struct rt_tokenizer {
     TmplPiece *tmpl[2];          /* its single and pair templates (pair: NULL when none) */
     int n_tmpl[2];
     int64_t pad;                 /* padding.pad_id, else <pad>'s or [PAD]'s id, else -1 */
+    int trim_offsets;            /* the byte-level post-processor trims its tokens' offsets of
+                                    spaces (ByteLevel's, RobertaProcessing's trim_offsets) */
+    int trim_keeps_first;        /* ... but for a text's first token's one space
+                                    (its add_prefix_space) */
     int wp;                      /* the model is WordPiece (BERT's: wordpiece.c) */
     rt_wordpiece wpm;
     int bert_norm;               /* its BertNormalizer (bnorm), or none */
@@ -946,7 +950,7 @@ static void encode_span(rt_tokenizer *t, const unsigned char *s, size_t n, rt_id
 static void encode_normalized(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out)
 {
     if (t->wp) {
-        rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s, n, out);
+        rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s, n, out, NULL);
         return;
     }
     for (size_t i = 0; i < n;) {
@@ -1117,6 +1121,88 @@ int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
     t->word_space = !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
     rt_tok_encode_text(t, word, n, out);
     t->word_space = 0;
+    return 0;
+}
+
+/* Byte-level: the ids of out[m, out->n), the encoding of s[0, n), matched in turn to the
+ * bytes they stand for (a space before the first that the text lacks: ByteLevel's
+ * add_prefix_space); their spans [first, past last) appended to offs, from base; -1 where
+ * they do not spell s (a byte dropped, an added token's stripped white space) */
+static int piece_offsets(const rt_tokenizer *t, const unsigned char *s, size_t n, const rt_ids *out,
+                         int64_t m, size_t base, rt_ids *offs)
+{
+    size_t p = 0;
+    for (int64_t k = m; k < out->n; k++) {
+        size_t len;
+        const char *pc = rt_tok_piece(t, out->v[k], &len);
+        if (!pc)
+            return -1;
+        if (p == 0 && len > 0 && pc[0] == ' ' && (n == 0 || s[0] != ' '))
+            pc++, len--;
+        if (len > n - p || memcmp(s + p, pc, len) != 0)
+            return -1;
+        rt_ids_push(offs, (uint32_t)(base + p));
+        rt_ids_push(offs, (uint32_t)(base + p + len));
+        p += len;
+    }
+    return p == n ? 0 : -1;
+}
+
+/* tokenizers' offsets of a byte-level token: whole characters (a piece of one takes all of
+ * it), then, with trim_offsets, without the spaces at either end (the text's first token
+ * keeps one with add_prefix_space) */
+static void char_offsets(const rt_tokenizer *t, const unsigned char *s, size_t n, uint32_t *o)
+{
+    size_t a = o[0], b = o[1];
+    while (a > 0 && a < n && (s[a] & 0xC0) == 0x80)
+        a--;
+    while (b > a && b < n && (s[b] & 0xC0) == 0x80)
+        b++;
+    if (t->trim_offsets) {
+        size_t lead = 0, trail = 0;
+        while (a + lead < b && s[a + lead] == ' ')
+            lead++;
+        while (b - trail > a && s[b - trail - 1] == ' ')
+            trail++;
+        if (a == 0 && t->trim_keeps_first && lead == 1)
+            lead = 0;
+        a = a + lead < b ? a + lead : b;
+        b = b - trail > a ? b - trail : a;
+    }
+    o[0] = (uint32_t)a, o[1] = (uint32_t)b;
+}
+
+int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs)
+{
+    if (t->ug || t->sp || n >= UINT32_MAX)
+        return -1;
+    const unsigned char *s = (const unsigned char *)text;
+    int64_t first = offs->n;
+    t->cont = 0;
+    for (size_t i = 0; i < n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->raw_set, s, i, n, &a);
+        size_t end = a ? added_span(a, s, i, &at, n) : n;
+        int64_t m = out->n, o = offs->n;
+        if (t->wp) {
+            rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s + i, at - i, out, offs);
+            for (int64_t k = o; k < offs->n; k++)
+                offs->v[k] += (uint32_t)i;
+        } else {
+            encode_normalized(t, s + i, at - i, out);
+            if (piece_offsets(t, s + i, at - i, out, m, i, offs) != 0)
+                return -1;
+        }
+        if (!a)
+            break;
+        rt_ids_push(out, a->id);
+        rt_ids_push(offs, (uint32_t)at);
+        rt_ids_push(offs, (uint32_t)end);
+        i = end;
+    }
+    t->cont = 1;
+    for (int64_t k = first; !t->wp && k < offs->n; k += 2)
+        char_offsets(t, s, n, offs->v + k);
     return 0;
 }
 
@@ -1873,9 +1959,20 @@ static int cls_sep_ids(rt_tokenizer *t, const cJSON *pp, int roberta, char *err,
     return 0;
 }
 
+/* A switch of a JSON object, its default where it is absent */
+static int flag_of(const cJSON *o, const char *key, int dflt)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
 /* ByteLevel (offsets only), TemplateProcessing, or a Sequence of them. */
 static int load_post(rt_tokenizer *t, const cJSON *pp, char *err, size_t errlen)
 {
+    if (pp && (!strcmp(type_of(pp), "ByteLevel") || !strcmp(type_of(pp), "RobertaProcessing"))) {
+        t->trim_offsets = flag_of(pp, "trim_offsets", 1);
+        t->trim_keeps_first = flag_of(pp, "add_prefix_space", 1);
+    }
     if (!pp || cJSON_IsNull(pp) || strcmp(type_of(pp), "ByteLevel") == 0)
         return 0;
     if (strcmp(type_of(pp), "TemplateProcessing") == 0)

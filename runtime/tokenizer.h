@@ -63,6 +63,16 @@ void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out
  * where add_prefix_space would put a space before each digit's piece). */
 int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out);
 
+/* Appends the ids of a whole text (as rt_tok_encode_text) and, for each, two values to
+ * offs: the first byte of the text it stands for and one past its last, as tokenizers'
+ * offsets_mapping gives them in characters (a byte-level token that holds a piece of a
+ * character takes the whole character; spaces trimmed as the post-processor's
+ * trim_offsets says; a WordPiece token's characters before normalization, an unk its
+ * word's). -1 (and the ids and offsets half-written) for a Unigram or SentencePiece-style
+ * tokenizer, whose offsets trainc does not compute, or a byte-level text whose ids do not
+ * spell it (a byte no entry names; an added token's stripped white space). */
+int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs);
+
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix
  * also marks a text's start (a SentencePiece-style tokenizer prepends its U+2581 at
  * the start of a text, not of a part that continues one). */

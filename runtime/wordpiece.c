@@ -21,10 +21,13 @@ extern const int rt_uni_other_n, rt_uni_punct_n, rt_uni_mn_n;
 extern const uint32_t rt_uni_lowercase[][3], rt_uni_nfd[][5];
 extern const int rt_uni_lowercase_n, rt_uni_nfd_n;
 
-/* A growing array of code points */
+/* A growing array of code points, each with the bytes of the text it came from [from,
+ * to): what a push takes from at and at_end (a normalizer's output inherits its input's) */
 typedef struct {
     uint32_t *v;
+    size_t *from, *to;
     size_t n, cap;
+    size_t at, at_end;
 } Cps;
 
 static void cps_push(Cps *a, uint32_t c)
@@ -32,10 +35,18 @@ static void cps_push(Cps *a, uint32_t c)
     if (a->n == a->cap) {
         a->cap = a->cap ? 2 * a->cap : 256;
         a->v = realloc(a->v, a->cap * sizeof *a->v);
-        if (!a->v)
+        a->from = realloc(a->from, a->cap * sizeof *a->from);
+        a->to = realloc(a->to, a->cap * sizeof *a->to);
+        if (!a->v || !a->from || !a->to)
             abort();
     }
+    a->from[a->n] = a->at, a->to[a->n] = a->at_end;
     a->v[a->n++] = c;
+}
+
+static void cps_free(Cps *a)
+{
+    free(a->v), free(a->from), free(a->to);
 }
 
 /* The row of a {cp, ...} table sorted by cp that maps c, or NULL */
@@ -102,6 +113,7 @@ static void normalize(const rt_bert_norm *f, const unsigned char *s, size_t n, C
             continue;
         if (f->clean_text && rt_uni_space(c))
             c = ' ';
+        a.at = i, a.at_end = i + len;
         int pad = f->chinese && cjk(c);
         if (pad)
             cps_push(&a, ' ');
@@ -109,18 +121,22 @@ static void normalize(const rt_bert_norm *f, const unsigned char *s, size_t n, C
         if (pad)
             cps_push(&a, ' ');
     }
-    for (size_t i = 0; i < a.n; i++)
+    for (size_t i = 0; i < a.n; i++) {
+        b.at = a.from[i], b.at_end = a.to[i];
         if (f->strip_accents)
             strip_accents(a.v[i], &b);
         else
             cps_push(&b, a.v[i]);
-    for (size_t i = 0; i < b.n; i++)
+    }
+    for (size_t i = 0; i < b.n; i++) {
+        out->at = b.from[i], out->at_end = b.to[i];
         if (f->lowercase)
             lowercase(b.v[i], out);
         else
             cps_push(out, b.v[i]);
-    free(a.v);
-    free(b.v);
+    }
+    cps_free(&a);
+    cps_free(&b);
 }
 
 static int punctuation(uint32_t c)
@@ -162,12 +178,25 @@ static Scratch wp_scratch(const rt_wordpiece *wp, size_t n)
     return s;
 }
 
-/* One word of n code points: its pieces' ids, or unk */
-static void word_pieces(const rt_wordpiece *wp, Scratch *sc, const uint32_t *c, size_t n,
-                        rt_ids *out)
+/* The bytes of the text code points w[a, b) came from, appended to offs (NULL: none) */
+static void piece_span(const Cps *w, size_t a, size_t b, rt_ids *offs)
 {
+    if (offs) {
+        rt_ids_push(offs, (uint32_t)w->from[a]);
+        rt_ids_push(offs, (uint32_t)w->to[b - 1]);
+    }
+}
+
+/* One word, code points cs[w0, w0 + n): its pieces' ids, or unk; with offs, the bytes of
+ * the text each stands for (unk: the whole word's) */
+static void word_pieces(const rt_wordpiece *wp, Scratch *sc, const Cps *cs, size_t w0, size_t n,
+                        rt_ids *out, rt_ids *offs)
+{
+    const uint32_t *c = cs->v + w0;
+    int64_t mark_offs = offs ? offs->n : 0;
     if ((int64_t)n > wp->max_chars) {
         rt_ids_push(out, (uint32_t)wp->unk);
+        piece_span(cs, w0, w0 + n, offs);
         return;
     }
     size_t pl = wp->prefix_len, *at = sc->at;
@@ -189,14 +218,18 @@ static void word_pieces(const rt_wordpiece *wp, Scratch *sc, const uint32_t *c, 
         if (id < 0) {   /* no piece starts here: the whole word is unk */
             out->n = mark;
             rt_ids_push(out, (uint32_t)wp->unk);
+            if (offs)
+                offs->n = mark_offs;
+            piece_span(cs, w0, w0 + n, offs);
             break;
         }
         rt_ids_push(out, (uint32_t)id);
+        piece_span(cs, w0 + start, w0 + end, offs);
     }
 }
 
 void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsigned char *s,
-                  size_t n, rt_ids *out)
+                  size_t n, rt_ids *out, rt_ids *offs)
 {
     Cps cs = {0};
     if (norm)
@@ -204,6 +237,7 @@ void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsign
     else
         for (size_t i = 0, len; i < n; i += len) {
             uint32_t c = rt_utf8_at(s, i, n, &len);
+            cs.at = i, cs.at_end = i + len;
             cps_push(&cs, c == 0xFFFFFFFFu ? 0xFFFD : c);
         }
     Scratch sc = wp_scratch(wp, cs.n < (size_t)wp->max_chars ? cs.n : (size_t)wp->max_chars);
@@ -214,11 +248,11 @@ void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsign
         if (!space && !punct)
             continue;
         if (i > w)
-            word_pieces(wp, &sc, cs.v + w, i - w, out);
+            word_pieces(wp, &sc, &cs, w, i - w, out, offs);
         if (punct)
-            word_pieces(wp, &sc, cs.v + i, 1, out);
+            word_pieces(wp, &sc, &cs, i, 1, out, offs);
         w = i + 1;
     }
     free(sc.w), free(sc.tmp), free(sc.at);
-    free(cs.v);
+    cps_free(&cs);
 }

@@ -34,8 +34,11 @@ typedef struct {
 } rt_wordpiece;
 
 /* Appends the ids of s[0, n): normalized as NORM says (NULL: not at all), cut into words
- * at white space and around each punctuation character, each word's pieces */
+ * at white space and around each punctuation character, each word's pieces; with OFFS
+ * (else NULL), two values an id: the first byte of s it stands for and one past its last
+ * (tokenizers' offsets, in bytes: a piece's characters' before normalization; an unk's,
+ * its whole word's) */
 void rt_wp_encode(const rt_bert_norm *norm, const rt_wordpiece *wp, const unsigned char *s,
-                  size_t n, rt_ids *out);
+                  size_t n, rt_ids *out, rt_ids *offs);
 
 #endif

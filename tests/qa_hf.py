@@ -48,8 +48,8 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
-from text_hf import (exported_back, fake_gpu_vs_cpu, parity_steps, predictions,  # noqa: E402
-                     specs, trained_export)
+from text_hf import (byte_level, exported_back, fake_gpu_vs_cpu, license_lines,  # noqa: E402
+                     parity_steps, predictions, specs, trained_export, wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "qa_hf")
 T, N, V = 24, 128, 60
@@ -214,6 +214,160 @@ def new_head(rng, cfg):
                                                      rel(loss, theirs)))
 
 
+def squad(lines, rng, n, extra):
+    """n examples in SQuAD's form: a question of a few words, a context of one or two
+    lines (EXTRA's hard words among them), the answer a span of it: whole words, or from
+    inside a word to inside another, or its last character; every tenth none"""
+    out = []
+    for i in range(n):
+        words = sum((lines[int(rng.integers(len(lines)))] for _ in range(int(rng.integers(1, 3)))), [])
+        if i % 3 == 0:
+            words[int(rng.integers(len(words) + 1)):0] = extra
+        context = " ".join(words)
+        q = " ".join(lines[int(rng.integers(len(lines)))][:int(rng.integers(1, 4))])
+        a = int(rng.integers(len(context)))
+        b = min(len(context), a + int(rng.integers(1, 30)))
+        if i % 2:   # (whole words)
+            a = context.rfind(" ", 0, a) + 1
+            b = context.find(" ", b) if context.find(" ", b) >= 0 else len(context)
+        if i % 7 == 3:   # (the context's last character: its window's last token)
+            a, b = len(context) - 1, len(context)
+        ans = {"text": [], "answer_start": []} if i % 10 == 9 else \
+            {"text": [context[a:b]], "answer_start": [a]}
+        out.append({"id": str(i), "question": ("  " if i % 4 == 0 else "") + q, "context": context,
+                    "answers": ans})
+    return out
+
+
+def run_qa_rows(hf, exs, TD, stride, labeled=True):
+    """transformers' run_qa.py prepare_train_features of the examples (its loops kept to
+    the context): x, mask, types, y, example, offsets"""
+    enc = hf([e["question"].lstrip() for e in exs], [e["context"] for e in exs],
+             truncation="only_second", max_length=TD, stride=stride, return_overflowing_tokens=True,
+             return_offsets_mapping=True, padding="max_length", return_token_type_ids=True)
+    ys, offs = [], []
+    for i, off in enumerate(enc["offset_mapping"]):
+        seq = enc.sequence_ids(i)
+        ctx = [k for k, s in enumerate(seq) if s == 1]
+        offs.append([list(o) if seq[k] == 1 else [-1, -1] for k, o in enumerate(off)])
+        ans = exs[enc["overflow_to_sample_mapping"][i]]["answers"]
+        y = [0, 0]
+        if labeled and ans["answer_start"]:
+            sc = ans["answer_start"][0]
+            ec = sc + len(ans["text"][0])
+            s, t = ctx[0], ctx[-1]
+            if off[s][0] <= sc and off[t][1] >= ec:
+                while s <= ctx[-1] and off[s][0] <= sc:
+                    s += 1
+                while t >= ctx[0] and off[t][1] >= ec:
+                    t -= 1
+                y = [s - 1, t + 1]
+        ys.append(y)
+    return (np.array(enc["input_ids"]), np.array(enc["attention_mask"]),
+            np.array(enc["token_type_ids"]), np.array(ys), np.array(enc["overflow_to_sample_mapping"]),
+            np.array(offs))
+
+
+def data_case(name, cls, cfg, tok, hf, exs, TD, stride, typed):
+    """data qa over the examples (the last quarter for validation): every row
+    transformers' run_qa.py's; then --eval of the import over them equals transformers'"""
+    d = os.path.join(OUT, "data_" + name)
+    m = saved(cls, cfg, d + "/src", 0.3)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", TD)
+    with open(d + "/squad.jsonl", "w") as f:
+        for e in exs:
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    r = trainc("data", "qa", d + "/squad.jsonl", imp + "/data", "--tokenizer", tok, "--model",
+               imp + "/model.json", "--val-frac", 0.25, "--stride", stride)
+    print("  " + r.stdout.strip())
+    n_tr = len(exs) - len(exs) // 4
+    for part, sub, first in (("train", exs[:n_tr], 0), ("val", exs[n_tr:], n_tr)):
+        ids, mask, types, y, ex, offs = run_qa_rows(hf, sub, TD, stride)
+        ex = ex + first   # (an example's index in the file)
+        got = {k: np.load("%s/data/%s_%s.npy" % (imp, part, k))
+               for k in ("x", "pos", "y", "example", "offsets")}
+        lens = mask.sum(1)
+        want_pos = np.array([list(range(k)) + list(range(TD - k)) for k in lens])
+        ok = all(np.array_equal(got[k], v) for k, v in (("x", ids), ("pos", want_pos), ("y", y),
+                                                         ("example", ex),
+                                                         ("offsets", offs.reshape(len(ids), -1))))
+        if typed:
+            ok &= np.array_equal(np.load("%s/data/%s_types.npy" % (imp, part)), types)
+        check(ok, "%s: data qa's %s rows (%d examples, %d rows, %d past a first window, %d "
+              "answered) are run_qa.py's input_ids, positions, %sstart and end positions, "
+              "examples and offsets" % (name, part, len(sub), len(ids), int((np.diff(ex) == 0).sum()),
+                                        int((y[:, 0] > 0).sum()), "token_type_ids, " if typed else ""))
+    specs(imp, inputs_of(imp))
+    va = run_qa_rows(hf, exs[n_tr:], TD, stride)
+    ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors", d + "/eval0")
+    theirs = hf_loss(m, va[:4])
+    check(rel(ours, theirs) <= 1e-5, "%s: over data qa's rows, trainc --eval %.7f, transformers "
+          "%.7f (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+
+
+def unlabeled(hf, exs, TD, stride):
+    """data qa --unlabeled: test rows without y, each row's example and offsets"""
+    imp = os.path.join(OUT, "data_bert", "import")
+    d = os.path.join(OUT, "unlabeled")
+    with open(d + ".jsonl", "w") as f:
+        for e in exs:
+            f.write(json.dumps({k: e[k] for k in ("question", "context")}, ensure_ascii=False) + "\n")
+    trainc("data", "qa", d + ".jsonl", d, "--tokenizer", os.path.join(OUT, "wordpiece.json"),
+           "--model", imp + "/model.json", "--unlabeled", "--stride", stride)
+    ids, mask, types, y, ex, offs = run_qa_rows(hf, exs, TD, stride, labeled=False)
+    ok = (not os.path.exists(d + "/test_y.npy") and np.array_equal(np.load(d + "/test_x.npy"), ids)
+          and np.array_equal(np.load(d + "/test_example.npy"), ex) and
+          np.array_equal(np.load(d + "/test_offsets.npy"), offs.reshape(len(ids), -1)))
+    check(ok, "bert: data qa --unlabeled: %d test rows of %d examples, no y, x, example and offsets "
+          "run_qa.py's" % (len(ids), len(exs)))
+
+
+def data_refusals(tok, exs):
+    """data qa's refusals, each naming the line or the option, nothing written"""
+    d = os.path.join(OUT, "bad_data")
+    imp = os.path.join(OUT, "data_bert", "import")
+    os.makedirs(d)
+    good = exs[0]
+    long_q = dict(good, question=" ".join(["license"] * 60))
+    past = dict(good, answers={"text": ["x"], "answer_start": [len(good["context"]) + 5]})
+    for what, line, args, text in (
+            ("a question too long for the rows", long_q, [], "squad.jsonl:2: error: the question's"),
+            ("an answer past the context", past, [], "squad.jsonl:2: error: the answer's characters"),
+            ("--stride not below a row's context", good, ["--stride", 40],
+             "is not below the"),
+            ("answers without answer_start", dict(good, answers={"text": ["a"]}), [],
+             "squad.jsonl:2: error: 'answers' must be")):
+        with open(d + "/squad.jsonl", "w") as f:
+            for e in (exs[1], line, exs[2]):
+                f.write(json.dumps(e, ensure_ascii=False) + "\n")
+        refused(what, ["data", "qa", d + "/squad.jsonl", d + "/o1", "--tokenizer", tok, "--model",
+                       imp + "/model.json", "--val-frac", 0] + args, text, d + "/o1/train_x.npy")
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
+    ug = Tokenizer(models.Unigram())
+    ug.pre_tokenizer = pre_tokenizers.Metaspace()
+    ug.train_from_iterator([e["context"] for e in exs], trainers.UnigramTrainer(
+        vocab_size=100, special_tokens=["<s>", "</s>", "<pad>", "<unk>"], unk_token="<unk>",
+        show_progress=False))
+    ug.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B </s>",
+                                                      special_tokens=[("<s>", 0), ("</s>", 1)])
+    ug.save(d + "/unigram.json")
+    refused("a Unigram tokenizer", ["data", "qa", d + "/squad.jsonl", d + "/o2", "--tokenizer",
+                                    d + "/unigram.json", "--model", imp + "/model.json"],
+            "a Unigram or SentencePiece-style tokenizer, whose offsets trainc does not compute",
+            d + "/o2")
+    with open(d + "/tags.jsonl", "w") as f:
+        f.write(json.dumps({"tokens": ["a"], "ner_tags": [0]}) + "\n")
+    refused("data tags for a question answerer", ["data", "tags", d + "/tags.jsonl", d + "/o3",
+                                                  "--tokenizer", tok, "--model", imp + "/model.json"],
+            "an answer's span: its rows are `trainc data qa`'s", d + "/o3")
+    trainc("import", "hf", os.path.join(OUT, "data_bert", "src"), "-o", d + "/tok", "--task",
+           "token", "--labels", 3)
+    refused("data qa for a token classifier", ["data", "qa", d + "/squad.jsonl", d + "/o4",
+                                               "--tokenizer", tok, "--model", d + "/tok/model.json"],
+            "a class for each token: its rows are `trainc data tags`'s", d + "/o4")
+
+
 def bad_cases():
     d = os.path.join(OUT, "bad")
     src = os.path.join(OUT, "bert", "src")
@@ -242,6 +396,21 @@ case("distilbert", DistilBertForQuestionAnswering,
                       max_position_embeddings=40, dropout=0.0, attention_dropout=0.0,
                       qa_dropout=0.0), rng)
 new_head(rng, bert_cfg)
+lines = license_lines()
+corpus = [" ".join(l) for l in lines]
+wp_hf, wp_vocab = wordpiece(os.path.join(OUT, "wordpiece.json"), corpus)
+bl_hf, bl_vocab = byte_level(os.path.join(OUT, "bytelevel.json"), corpus, False)
+TD = 40
+hard = ["U.S.", "naïve", "Café", "日本語", "$100", "(c)", "ÉCOLE", "x-y", "🙂ok"]
+data_case("bert", BertForQuestionAnswering,
+          BertConfig(**dict(small, vocab_size=wp_vocab, max_position_embeddings=TD)),
+          os.path.join(OUT, "wordpiece.json"), wp_hf, squad(lines, rng, 48, hard), TD, 8, True)
+data_case("roberta", RobertaForQuestionAnswering,
+          RobertaConfig(**dict(small, vocab_size=bl_vocab, max_position_embeddings=TD + 2,
+                               type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5)),
+          os.path.join(OUT, "bytelevel.json"), bl_hf, squad(lines, rng, 48, hard), TD, 8, False)
+unlabeled(wp_hf, squad(lines, rng, 12, hard), TD, 8)
+data_refusals(os.path.join(OUT, "wordpiece.json"), squad(lines, rng, 4, hard))
 bad_cases()
 print("qa_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)
