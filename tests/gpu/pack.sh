@@ -108,10 +108,14 @@ mkdir -p "$P/data/sft"
 cp build/sft_ignore/*.npy "$P/data/sft/"
 # run.sh checks: a BERT's padded rows (tests/nvrtc_specs/bert_pad.json: attention without
 # a causal mask over the model's positions, each row's padding a sequence of its own),
-# fp32 and bf16-mixed, its .npy data in data/bert (1024 rows of random text lengths)
+# fp32 and bf16-mixed, its .npy data in data/bert (1024 rows of random text lengths); and
+# the same encoder as a question answerer (bert_qa.json: span, the padding's logits at
+# -1e30), y_qa.npy two places inside each row's text
 for p in fp32 bf16-mixed; do
-    "$TRAINC" build tests/nvrtc_specs/bert_pad.json --device both --arch "$ARCH" --set precision=$p \
-        --bundle "$P/ship" -o bert_pad$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+    for m in bert_pad bert_qa; do
+        "$TRAINC" build tests/nvrtc_specs/$m.json --device both --arch "$ARCH" --set precision=$p \
+            --bundle "$P/ship" -o $m$([ $p = fp32 ] || echo _bf16) 2>>"$P/build.log"
+    done
 done
 "${PYTHON:-/usr/bin/python3}" - "$P/data/bert" <<'PY'
 import os, sys
@@ -129,7 +133,8 @@ for r, k in enumerate(lens):
     types[r, k // 2:k] = r % 2
     pos[r, :k], pos[r, k:] = np.arange(k), np.arange(T - k)
 y = (x[:, 1] % 3).astype(np.int32)   # (a class the first token tells)
-for k, a in (("x", x), ("types", types), ("pos", pos), ("y", y)):
+y_qa = np.sort(rng.integers(0, lens[:, None], size=(N, 2)), axis=1).astype(np.int32)
+for k, a in (("x", x), ("types", types), ("pos", pos), ("y", y), ("y_qa", y_qa)):
     np.save("%s/%s.npy" % (d, k), a)
 PY
 # run.sh checks: a decoder's sequence classifier (tests/nvrtc_specs/llama_cls.json: rows

@@ -248,6 +248,14 @@ PY
     r=$(curve "$D/bert.gpu" "$D/bert.cpu" 1e-3) && note "ok   bert_pad (padded rows, no causal mask) GPU vs CPU fp32: $r" || { note "FAIL bert_pad GPU vs CPU: $r"; fail=1; }
     "$S/bert_pad_bf16" --device cuda --out "$D/bert.bf16" "${BX[@]}" 2>>"$OUT/runs.log"
     r=$(curve "$D/bert.bf16" "$D/bert.cpu" 1 1) && note "ok   bert_pad bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL bert_pad bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
+    # the same encoder as a question answerer: span's transposed reads and its padding at
+    # -1e30 (the loss over the row's places), 100 steps of 32
+    QX=("${BX[@]}" --set "data.train.y=$D/data/bert/y_qa.npy")
+    "$S/bert_qa" --device cpu --out "$D/qa.cpu" "${QX[@]}" 2>>"$OUT/runs.log"
+    "$S/bert_qa" --device cuda --out "$D/qa.gpu" "${QX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/qa.gpu" "$D/qa.cpu" 1e-3) && note "ok   bert_qa (span over padded rows) GPU vs CPU fp32: $r" || { note "FAIL bert_qa GPU vs CPU: $r"; fail=1; }
+    "$S/bert_qa_bf16" --device cuda --out "$D/qa.bf16" "${QX[@]}" 2>>"$OUT/runs.log"
+    r=$(curve "$D/qa.bf16" "$D/qa.cpu" 1 1) && note "ok   bert_qa bf16-mixed GPU vs fp32 CPU: $r" || { note "FAIL bert_qa bf16-mixed GPU vs fp32 CPU: $r"; fail=1; }
     # a decoder's sequence classifier: rows padded on the left, GQA and rope over the
     # model's positions, last_token, 100 steps of 32
     CX=(--set "data.train.x=$D/data/cls/x.npy" --set "data.train.pos=$D/data/cls/pos.npy"
