@@ -17,6 +17,10 @@ int data_classify(int argc, char **argv);   /* data classify (data_classify.c) *
 int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
 int data_mlm(int argc, char **argv);        /* data mlm (data_mlm.c) */
 int data_qa(int argc, char **argv);         /* data qa (data_qa.c) */
+/* data qa --answers (data_qa_answers.c): the answers PRED.npy's logits pick in FILE's
+ * contexts by DIR's PART rows */
+int data_qa_answers(const char *file, const char *dir, const char *pred, const char *part,
+                    int64_t n_best, int64_t max_answer);
 int data_pairs(int argc, char **argv);      /* data pairs (data_pairs.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by

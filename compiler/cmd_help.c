@@ -88,7 +88,9 @@ static const struct {
              "                [--rejected KEY] [--completion KEY] [--label KEY] [--kl-group N]\n"
              "                [--eos TOKEN | --chat FORMAT]\n"
              "trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
-             "                [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n\n"
+             "                [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
+             "trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train]\n"
+             "                [--n-best N] [--max-answer L]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
@@ -143,7 +145,10 @@ static const struct {
              "prepares them: the question and a window of the context a row (a long context in\n"
              "windows that overlap by --stride tokens, 128), y the answer's first and last token\n"
              "(0 0 where it is not in the window), each row's example and its context tokens'\n"
-             "character offsets (-1 elsewhere); WordPiece and byte-level BPE tokenizers.\n", 0},
+             "character offsets (-1 elsewhere); WordPiece and byte-level BPE tokenizers.\n"
+             "--answers: a trainer's --predict of DIR's --part rows (test) read back as each\n"
+             "example's answer, as run_qa.py's post-processing picks it, into\n"
+             "DIR/PART_answers.jsonl, with SQuAD's exact match and F1 where FILE has answers.\n", 0},
     {"import", "trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] [--image-size S]\n"
                "                 [--labels N|NAME,NAME,...] [--task sequence|token|mlm|qa|reward|dpo|simpo|orpo|kto|cpo]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"

@@ -20,7 +20,9 @@
  *                                        the context, -1 elsewhere (to read an answer back)
  * and DIR/val_*.npy from --val's file, or the last F of FILE's examples (0.1; none with
  * 0); --unlabeled: DIR/test_*.npy without y, for --predict. The token offsets are
- * tokenizers' offsets_mapping (rt_tok_encode_offsets): WordPiece and byte-level BPE. */
+ * tokenizers' offsets_mapping (rt_tok_encode_offsets): WordPiece and byte-level BPE.
+ * With --answers, a trainer's predictions over those rows read back as text
+ * (data_qa_answers.c). */
 #define _GNU_SOURCE
 #include <inttypes.h>
 #include <stdlib.h>
@@ -31,7 +33,9 @@
 
 static const char qa_usage[] =
     "usage: trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json "
-    "[--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]";
+    "[--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
+    "       trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train] "
+    "[--n-best N] [--max-answer L]";
 static const char qa_form[] =
     "{\"question\": ..., \"context\": ..., \"answers\": {\"text\": [...], \"answer_start\": [...]}}";
 
@@ -40,21 +44,28 @@ typedef struct {
     double val_frac;
     int64_t stride;
     int unlabeled;
+    const char *answers, *part;    /* --answers: the predictions of DIR's PART rows */
+    int64_t n_best, max_answer;
 } QaArgs;
 
 static void parse_args(int argc, char **argv, QaArgs *a)
 {
-    *a = (QaArgs){.val_frac = 0.1, .stride = 128};
+    *a = (QaArgs){.val_frac = 0.1, .stride = 128, .part = "test", .n_best = 20, .max_answer = 30};
     for (int i = 2; i < argc; i++) {
         const char *s = argv[i];
         const char **opt = !strcmp(s, "--tokenizer") ? &a->tok : !strcmp(s, "--model") ? &a->model
-                         : !strcmp(s, "--val") ? &a->val : NULL;
+                         : !strcmp(s, "--val") ? &a->val : !strcmp(s, "--answers") ? &a->answers
+                         : !strcmp(s, "--part") ? &a->part : NULL;
         if (opt)
             *opt = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("qa", opt_value(argc, argv, &i, s));
         else if (!strcmp(s, "--stride"))
             a->stride = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 0, 1 << 20);
+        else if (!strcmp(s, "--n-best"))
+            a->n_best = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 16);
+        else if (!strcmp(s, "--max-answer"))
+            a->max_answer = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 20);
         else if (!strcmp(s, "--unlabeled"))
             a->unlabeled = 1;
         else
@@ -62,7 +73,13 @@ static void parse_args(int argc, char **argv, QaArgs *a)
     }
     if (a->unlabeled && a->val)
         error_input("data qa: --unlabeled writes the rows a model predicts on, one set: no --val");
-    if (!a->file || !a->dir || !a->tok || !a->model)
+    if (strcmp(a->part, "test") && strcmp(a->part, "val") && strcmp(a->part, "train"))
+        error_input("data qa: --part %s: test, val or train (the rows --answers' predictions are "
+                    "of)", a->part);
+    if (a->answers && (!a->file || !a->dir))
+        error_input("data qa: missing %s\n%s", !a->file ? "the input file (the one the rows' "
+                    "examples index)" : "the rows' folder", qa_usage);
+    if (!a->answers && (!a->file || !a->dir || !a->tok || !a->model))
         error_input("data qa: missing %s\n%s", !a->file ? "the input file" : !a->dir
                     ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
                     "tokenizer)" : "--model MODEL.json (its rows' length)", qa_usage);
@@ -301,6 +318,8 @@ int data_qa(int argc, char **argv)
 {
     QaArgs a;
     parse_args(argc, argv, &a);
+    if (a.answers)
+        return data_qa_answers(a.file, a.dir, a.answers, a.part, a.n_best, a.max_answer);
     ClsModel cm = data_cls_model(a.model, CLS_QA);
     rt_tokenizer *t = load_tokenizer(&a, &cm);
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, a.unlabeled, a.dir, qa_form);

@@ -93,12 +93,19 @@ static void strip_accents(uint32_t c, Cps *out)
     }
 }
 
-static void lowercase(uint32_t c, Cps *out)
+uint32_t rt_uni_tolower(uint32_t c, uint32_t *second)
 {
     const uint32_t *r = map_row(&rt_uni_lowercase[0][0], 3, rt_uni_lowercase_n, c);
-    cps_push(out, r ? r[1] : c);
-    if (r && r[2])
-        cps_push(out, r[2]);
+    *second = r ? r[2] : 0;
+    return r ? r[1] : c;
+}
+
+static void lowercase(uint32_t c, Cps *out)
+{
+    uint32_t second;
+    cps_push(out, rt_uni_tolower(c, &second));
+    if (second)
+        cps_push(out, second);
 }
 
 /* BertNormalizer's steps over s[0, n), in its order, into out */
@@ -145,8 +152,7 @@ static int punctuation(uint32_t c)
            (c >= 0x7B && c <= 0x7E) || (c > 0x7F && rt_uni_in(c, rt_uni_punct, rt_uni_punct_n));
 }
 
-/* c as UTF-8 at w; its length */
-static size_t put_utf8(uint32_t c, char *w)
+size_t rt_put_utf8(uint32_t c, char *w)
 {
     if (c < 0x80)
         return w[0] = (char)c, 1;
@@ -202,7 +208,7 @@ static void word_pieces(const rt_wordpiece *wp, Scratch *sc, const Cps *cs, size
     size_t pl = wp->prefix_len, *at = sc->at;
     at[0] = 0;
     for (size_t i = 0; i < n; i++)   /* at[i]: character i's first byte in w */
-        at[i + 1] = at[i] + put_utf8(c[i], sc->w + at[i]);
+        at[i + 1] = at[i] + rt_put_utf8(c[i], sc->w + at[i]);
     size_t mark = out->n;
     for (size_t start = 0, end; start < n; start = end) {
         int64_t id = -1;

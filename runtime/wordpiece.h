@@ -13,6 +13,11 @@
 uint32_t rt_utf8_at(const unsigned char *s, size_t i, size_t n, size_t *len);
 /* Unicode's White_Space (Oniguruma's \s, Rust's char::is_whitespace) */
 int rt_uni_space(uint32_t c);
+/* c's lower case, one code point by itself as Rust's char::to_lowercase (Python's
+ * str.lower but for the final sigma): the first, and a second in *second (else 0) */
+uint32_t rt_uni_tolower(uint32_t c, uint32_t *second);
+/* c as UTF-8 at w (4 bytes of room); its length */
+size_t rt_put_utf8(uint32_t c, char *w);
 /* Is c in the sorted, disjoint, inclusive ranges r[0, n)? (unicode.c's tables) */
 int rt_uni_in(uint32_t c, const uint32_t (*r)[2], int n);
 

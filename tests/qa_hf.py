@@ -304,6 +304,80 @@ def data_case(name, cls, cfg, tok, hf, exs, TD, stride, typed):
     theirs = hf_loss(m, va[:4])
     check(rel(ours, theirs) <= 1e-5, "%s: over data qa's rows, trainc --eval %.7f, transformers "
           "%.7f (%.1e)" % (name, ours, theirs, rel(ours, theirs)))
+    read_back(name, imp, d, exs, va)
+
+
+def postprocess(exs, ex, offs, pred, n_best=20, max_len=30):
+    """run_qa.py's postprocess_qa_predictions (SQuAD v1) over the rows: each example's text
+    and score"""
+    out = {}
+    for k, e in enumerate(exs):
+        prelim = []
+        for r in np.nonzero(ex == k)[0]:
+            st, en = pred[r, 0], pred[r, 1]
+            om = [None if o[0] < 0 else tuple(o) for o in offs[r]]
+            for a in np.argsort(st)[-1:-n_best - 1:-1]:
+                for b in np.argsort(en)[-1:-n_best - 1:-1]:
+                    if om[a] is None or om[b] is None or b < a or b - a + 1 > max_len:
+                        continue
+                    prelim.append({"offsets": (om[a][0], om[b][1]), "score": st[a] + en[b]})
+        if prelim:
+            best = sorted(prelim, key=lambda x: x["score"], reverse=True)
+            text = e["context"][best[0]["offsets"][0]:best[0]["offsets"][1]]
+            out[k] = ("empty", 0.0) if len(best) == 1 and not text else (text, float(best[0]["score"]))
+        else:
+            out[k] = ("empty", 0.0)
+    return out
+
+
+def squad_scores(pairs):
+    """SQuAD v1.1's evaluate script: exact match and F1, the best over each example's
+    answers, as percentages"""
+    import collections, re, string
+    def norm(s):
+        s = "".join(ch for ch in s.lower() if ch not in set(string.punctuation))
+        return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
+    def f1(p, g):
+        p, g = norm(p).split(), norm(g).split()
+        common = sum((collections.Counter(p) & collections.Counter(g)).values())
+        return 0.0 if common == 0 else 2 * common / len(p) * common / len(g) / (common / len(p) + common / len(g))
+    em = [max(float(norm(p) == norm(g)) for g in gs) for p, gs in pairs]
+    fs = [max(f1(p, g) for g in gs) for p, gs in pairs]
+    return 100 * sum(em) / len(em), 100 * sum(fs) / len(fs)
+
+
+def read_back(name, imp, d, exs, va):
+    """--predict over the val rows, then data qa --answers: run_qa.py's answers and SQuAD's
+    scores of them; and of the same logits with each answered row's labels at 50 (most
+    answers found, whole or in part)"""
+    pred = predictions(imp, d + "/predict")
+    answers_of(name + " (--predict's logits)", imp, d, exs, pred, d + "/predict/predictions.npy")
+    y = np.load(imp + "/data/val_y.npy")
+    for r in np.nonzero(y[:, 0] > 0)[0]:
+        pred[r, 0, y[r, 0]] = pred[r, 1, y[r, 1]] = 50.0
+    np.save(d + "/oracle.npy", pred)
+    answers_of(name + " (the labels' logits at 50)", imp, d, exs, pred, d + "/oracle.npy")
+
+
+def answers_of(name, imp, d, exs, pred, path):
+    ex = np.load(imp + "/data/val_example.npy")
+    offs = np.load(imp + "/data/val_offsets.npy").reshape(len(ex), -1, 2)
+    r = trainc("data", "qa", d + "/squad.jsonl", imp + "/data", "--answers", path, "--part", "val")
+    print("  " + r.stdout.strip())
+    got = [json.loads(l) for l in open(imp + "/data/val_answers.jsonl")]
+    want = postprocess(exs, ex, offs, pred)
+    n_tr = len(exs) - len(exs) // 4
+    ours = {int(g["id"]): (g["answer"], g["score"]) for g in got}
+    same = sorted(ours) == list(range(n_tr, len(exs))) and all(
+        ours[k][0] == want[k][0] and abs(ours[k][1] - want[k][1]) <= 1e-6 * max(1, abs(want[k][1]))
+        for k in ours)
+    pairs = [(ours[k][0], exs[k]["answers"]["text"]) for k in ours if exs[k]["answers"]["text"]]
+    em, f1 = squad_scores(pairs)
+    line = r.stdout
+    check(same and ("exact match %.2f, F1 %.2f" % (em, f1)) in line,
+          "%s: data qa --answers: %d examples' answers and scores run_qa.py's post-processing "
+          "(%d not 'empty'), SQuAD's exact match %.2f and F1 %.2f" %
+          (name, len(ours), sum(v[0] != "empty" for v in ours.values()), em, f1))
 
 
 def unlabeled(hf, exs, TD, stride):

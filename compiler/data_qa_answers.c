@@ -1,0 +1,282 @@
+/* data_qa_answers.c: `trainc data qa FILE.jsonl DIR --answers PRED.npy [--part P]
+ * [--n-best N] [--max-answer L]`: a question answerer's predictions read back as text.
+ * PRED.npy is a trainer's --predict of DIR's P rows (test, or val, or train: the start and
+ * end logits [N, 2, T]); DIR/P_example.npy and DIR/P_offsets.npy (what `trainc data qa`
+ * wrote with them) say each row's example, a line of FILE, and its context tokens'
+ * characters. Each example's answer is as transformers' run_qa.py post-processing
+ * (postprocess_qa_predictions, SQuAD v1) picks it: over every row of the example, the N
+ * highest start and N highest end logits (20), each pair whose tokens are both the
+ * context's, end not before start, at most L tokens long (30), scored by the sum of the two
+ * logits (in float), the best pair's characters of the context ("empty" where no pair
+ * qualifies). Writes DIR/P_answers.jsonl ({"id": ..., "answer": ..., "score": ...} for each
+ * example with rows, in FILE's order; id the line's "id", else its index) and, where they hold
+ * answers, prints SQuAD's exact match and F1 (the best over each example's answers, after
+ * SQuAD's normalization: lower case, no ASCII punctuation, no articles a, an, the, white
+ * space collapsed). */
+#define _GNU_SOURCE
+#include <ctype.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "../runtime/rt.h"
+#include "../runtime/wordpiece.h"
+
+typedef struct {
+    const char *file, *dir, *pred, *part;
+    int64_t n_best, max_answer;
+} AnsArgs;
+
+/* The best answer of one example so far: its characters and score */
+typedef struct {
+    int64_t a, b;
+    float score;
+    int found;                 /* the pairs that qualified */
+    int64_t rows;              /* the example's rows */
+} Best;
+
+/* The k largest of v[0, n) (k <= n), their indices into top, largest first (numpy's
+ * argsort descending: equal values in no promised order) */
+static void top_k(const float *v, int64_t n, int64_t k, int64_t *top)
+{
+    for (int64_t i = 0; i < k; i++)
+        top[i] = -1;
+    for (int64_t j = 0; j < n; j++) {
+        int64_t at = k;
+        while (at > 0 && (top[at - 1] < 0 || v[j] > v[top[at - 1]]))
+            at--;
+        if (at == k)
+            continue;
+        memmove(top + at + 1, top + at, (size_t)(k - at - 1) * sizeof *top);
+        top[at] = j;
+    }
+}
+
+/* Row r's candidate pairs into the example's best (run_qa.py's loops: start indices
+ * outside, end inside, a later pair replacing the best only with a higher score) */
+static void row_pairs(const AnsArgs *a, const float *start, const float *end, const int32_t *offs,
+                      int64_t T, int64_t *ts, int64_t *te, Best *best)
+{
+    int64_t k = a->n_best < T ? a->n_best : T;
+    top_k(start, T, k, ts);
+    top_k(end, T, k, te);
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++) {
+            int64_t s = ts[i], e = te[j];
+            if (offs[2 * s] < 0 || offs[2 * e] < 0 || e < s || e - s + 1 > a->max_answer)
+                continue;
+            float score = start[s] + end[e];
+            if (!best->found || score > best->score)
+                *best = (Best){offs[2 * s], offs[2 * e + 1], score, best->found, best->rows};
+            best->found++;
+        }
+}
+
+/* ---- SQuAD's metric ------------------------------------------------------------ */
+
+/* s normalized as SQuAD's evaluate script does (lower case, ASCII punctuation out), as its
+ * words (at White_Space) without the articles, joined by single spaces */
+static char *normalized(const char *s)
+{
+    size_t n = strlen(s), m = 0;
+    const unsigned char *u = (const unsigned char *)s;
+    char *t = xcalloc(8 * n + 2, 1), *out = xcalloc(8 * n + 2, 1);
+    for (size_t i = 0, len; i < n; i += len) {
+        uint32_t c = rt_utf8_at(u, i, n, &len), second;
+        if (c < 0x80 && ispunct((int)c))
+            continue;
+        if (rt_uni_space(c)) {
+            t[m++] = ' ';
+            continue;
+        }
+        if (c == 0xFFFFFFFFu) {   /* (a byte that starts no character: as it is) */
+            t[m++] = (char)u[i];
+            continue;
+        }
+        m += rt_put_utf8(rt_uni_tolower(c, &second), t + m);
+        if (second)
+            m += rt_put_utf8(second, t + m);
+    }
+    size_t o = 0;
+    for (char *save = NULL, *w = strtok_r(t, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        if (!strcmp(w, "a") || !strcmp(w, "an") || !strcmp(w, "the"))
+            continue;
+        o += (size_t)sprintf(out + o, "%s%s", o ? " " : "", w);
+    }
+    free(t);
+    return out;
+}
+
+/* The F1 of two normalized texts' words (their multisets' overlap) */
+static double word_f1(const char *pred, const char *gold)
+{
+    char *p = xstrdup(pred), *g = xstrdup(gold), *sp = NULL, *sg = NULL;
+    char *pw[1024], *gw[1024];
+    int np = 0, ng = 0, common = 0;
+    for (char *w = strtok_r(p, " ", &sp); w && np < 1024; w = strtok_r(NULL, " ", &sp))
+        pw[np++] = w;
+    for (char *w = strtok_r(g, " ", &sg); w && ng < 1024; w = strtok_r(NULL, " ", &sg))
+        gw[ng++] = w;
+    for (int i = 0; i < np; i++)
+        for (int j = 0; j < ng; j++)
+            if (gw[j] && !strcmp(pw[i], gw[j])) {
+                common++, gw[j] = NULL;
+                break;
+            }
+    free(p), free(g);
+    if (common == 0)
+        return 0;
+    double prec = (double)common / np, rec = (double)common / ng;
+    return 2 * prec * rec / (prec + rec);
+}
+
+/* The example's exact match and F1 against its answers' texts (0, 0 when it has none) */
+static int score_answer(const cJSON *o, const char *answer, double *em, double *f1)
+{
+    const cJSON *texts = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(o, "answers"), "text"), *t;
+    char *p = normalized(answer);
+    int any = 0;
+    cJSON_ArrayForEach(t, texts) {
+        if (!cJSON_IsString(t))
+            continue;
+        char *g = normalized(t->valuestring);
+        *em = fmax(*em, !strcmp(p, g));
+        *f1 = fmax(*f1, word_f1(p, g));
+        any = 1;
+        free(g);
+    }
+    free(p);
+    return any;
+}
+
+/* ---- the command --------------------------------------------------------------- */
+
+/* DIR/PART_KEY.npy, opened */
+static void open_part(rt_npy *a, const AnsArgs *x, const char *key)
+{
+    rt_npy_open(a, xasprintf("%s/%s_%s.npy", x->dir, x->part, key));
+}
+
+/* The arrays' shapes against each other: example [N], offsets [N, T, 2] (as i32 rows of
+ * 2T), predictions [N, 2, T] f32 */
+static int64_t check_arrays(const AnsArgs *a, const rt_npy *ex, const rt_npy *of, const rt_npy *pr)
+{
+    int64_t N = ex->rows, T = of->rank == 2 ? of->shape[1] / 2 : 0;
+    if (ex->dtype != RT_I32 || ex->rank != 1 || of->dtype != RT_I32 || of->rank != 2 ||
+        of->rows != N || T < 1)
+        error_input("data qa: %s/%s_example.npy and _offsets.npy are not `trainc data qa`'s",
+                    a->dir, a->part);
+    if (pr->dtype != RT_F32 || pr->rank != 3 || pr->rows != N || pr->shape[1] != 2 ||
+        pr->shape[2] != T)
+        error_input("data qa: --answers %s: [%" PRId64 ", 2, %" PRId64 "] f32 expected (a "
+                    "question answerer's --predict of the %s rows)", a->pred, N, T, a->part);
+    return T;
+}
+
+/* Each example's best answer over its rows, by example (n of them) */
+static Best *best_answers(const AnsArgs *a, int64_t n)
+{
+    rt_npy ex, of, pr;
+    open_part(&ex, a, "example");
+    open_part(&of, a, "offsets");
+    rt_npy_open(&pr, a->pred);
+    int64_t T = check_arrays(a, &ex, &of, &pr);
+    Best *best = xcalloc((size_t)n, sizeof *best);
+    int64_t *ts = xcalloc((size_t)(2 * T), sizeof *ts);
+    for (int64_t r = 0; r < ex.rows; r++) {
+        int32_t e = ((const int32_t *)ex.data)[r];
+        if (e < 0 || e >= n)
+            error_input("data qa: %s/%s_example.npy: row %" PRId64 "'s example %d is not one of "
+                        "%s's %" PRId64, a->dir, a->part, r, e, a->file, n);
+        const float *p = (const float *)(pr.data + r * pr.row_bytes);
+        best[e].rows++;
+        row_pairs(a, p, p + T, (const int32_t *)(of.data + r * of.row_bytes), T, ts, ts + T,
+                  &best[e]);
+    }
+    free(ts);
+    rt_npy_close(&ex), rt_npy_close(&of), rt_npy_close(&pr);
+    return best;
+}
+
+/* One line of the answers file */
+static void put_answer(FILE *f, const cJSON *o, int64_t k, const char *answer, float score)
+{
+    cJSON *j = cJSON_CreateObject();
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(o, "id");
+    if (cJSON_IsString(id))
+        cJSON_AddStringToObject(j, "id", id->valuestring);
+    else
+        cJSON_AddNumberToObject(j, "id", (double)k);
+    cJSON_AddStringToObject(j, "answer", answer);
+    cJSON_AddNumberToObject(j, "score", score);
+    char *s = cJSON_PrintUnformatted(j);
+    fprintf(f, "%s\n", s);
+    free(s);
+    cJSON_Delete(j);
+}
+
+int data_qa_answers(const char *file, const char *dir, const char *pred, const char *part,
+                    int64_t n_best, int64_t max_answer)
+{
+    AnsArgs a = {file, dir, pred, part, n_best, max_answer};
+    static const char form[] = "{\"question\": ..., \"context\": ..., \"answers\": ...}";
+    int64_t n = data_count_lines(file, form), k = 0, scored = 0, with_rows = 0, found = 0;
+    Best *best = best_answers(&a, n);
+    const char *out = xasprintf("%s/%s_answers.jsonl", dir, part);
+    FILE *f = fopen(data_stage(out), "w");
+    if (!f)
+        cannot_write("data qa", out);
+    double em = 0, f1 = 0;
+    DataLines in;
+    data_lines_open(&in, file, form);
+    for (cJSON *o; (o = data_lines_next(&in)); k++) {
+        if (!best[k].rows) {   /* (an example of another part) */
+            cJSON_Delete(o);
+            continue;
+        }
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(o, "context");
+        const char *ctx = cJSON_IsString(c) ? c->valuestring : "";
+        const Best *b = &best[k];
+        int64_t len = (int64_t)strlen(ctx);
+        char *ans = !b->found ? xstrdup("empty") : NULL;
+        if (b->found) {   /* (characters to bytes) */
+            int64_t ch = 0, sb = -1, eb = -1;
+            for (int64_t i = 0; i <= len; i++) {
+                if (i == len || ((unsigned char)ctx[i] & 0xC0) != 0x80) {
+                    sb = ch == b->a && sb < 0 ? i : sb;
+                    eb = ch == b->b && eb < 0 ? i : eb;
+                    ch++;
+                }
+            }
+            if (sb < 0 || eb < sb)
+                data_line_error(file, in.ln, "the rows' offsets [%" PRId64 ", %" PRId64 ") are "
+                                "not in this context: the rows are another file's", b->a, b->b);
+            ans = xasprintf("%.*s", (int)(eb - sb), ctx + sb);
+        }
+        if (b->found == 1 && !*ans) {   /* (run_qa.py's fake prediction) */
+            free(ans);
+            ans = xstrdup("empty");
+        }
+        with_rows++, found += b->found > 0;
+        put_answer(f, o, k, ans, b->found && strcmp(ans, "empty") ? b->score : 0);
+        double e1 = 0, f11 = 0;
+        if (score_answer(o, ans, &e1, &f11))
+            em += e1, f1 += f11, scored++;
+        free(ans);
+        cJSON_Delete(o);
+    }
+    data_lines_close(&in);
+    if (fclose(f) != 0)
+        cannot_write("data qa", out);
+    data_commit();
+    free(best);
+    printf("%s: %" PRId64 " examples with %s rows (%" PRId64 " with an answer among their pairs) "
+           "-> %s", file, with_rows, part, found, out);
+    if (scored)
+        printf("; exact match %.2f, F1 %.2f over the %" PRId64 " with answers (SQuAD's)",
+               100 * em / (double)scored, 100 * f1 / (double)scored, scored);
+    printf("\n");
+    return 0;
+}
