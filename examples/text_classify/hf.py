@@ -28,6 +28,16 @@
                             VAL's words (each word's first piece), and checks that
                             trainc's --predict output PRED (with data tags' WORDS, each
                             token's word) gives the same tag for all but 1% of them
+    hf.py squad OUT         the third task, questions about LICENSES' lines in SQuAD's form:
+                            "Which organization is named?" (the first run of ORG's names)
+                            and "Which number is given?" (the first word with a digit), each
+                            line asked what it has an answer to, as OUT/qa_train.jsonl and
+                            OUT/qa_val.jsonl (every fifth question in val)
+    hf.py check_qa DIR VAL ANSWERS
+                            loads the exported question answerer DIR in transformers'
+                            question-answering pipeline, answers VAL's questions from the raw
+                            text, and checks that trainc's data qa --answers file ANSWERS
+                            gives the same answer for all but at most one
 
 Runs with a python that has transformers (HF_PYTHON); exits 77 without it.
 """
@@ -140,6 +150,66 @@ def check_tags(d, val, pred, words):
         sys.exit(1)
 
 
+def first_span(words, want):
+    """the characters of the first run of words WANT accepts in the words' line (joined by
+    single spaces), or None"""
+    at, span = 0, None
+    for w in words:
+        if want(w):
+            core = w.strip(".,;:()\"'")
+            a = at + w.index(core) if core else at
+            span = (span[0] if span else a, a + len(core))
+        elif span:
+            break
+        at += len(w) + 1
+    return span
+
+
+QUESTIONS = {"Which organization is named?": lambda w: w.strip(".,;:()\"'") in ORG,
+             "Which number is given?": lambda w: any(c.isdigit() for c in w)}
+
+
+def squad(out):
+    os.makedirs(out, exist_ok=True)
+    with open(os.path.join(out, "qa_train.jsonl"), "w") as tr, \
+         open(os.path.join(out, "qa_val.jsonl"), "w") as va:
+        k = 0
+        for name in LICENSES:
+            for l in lines(name):
+                w = l.split()
+                context = " ".join(w)
+                for q, want in QUESTIONS.items():
+                    span = first_span(w, want)
+                    if not span:
+                        continue
+                    e = {"id": str(k), "question": q, "context": context,
+                         "answers": {"text": [context[span[0]:span[1]]], "answer_start": [span[0]]}}
+                    (va if k % 5 == 4 else tr).write(json.dumps(e) + "\n")
+                    k += 1
+
+
+def check_qa(d, val, answers):
+    from transformers import pipeline
+    qa = pipeline("question-answering", model=d, tokenizer=d)
+    ex = [json.loads(l) for l in open(val)]
+    ours = {a["id"]: a["answer"] for a in map(json.loads, open(answers))}
+    differ, shown = 0, []
+    for e in ex:
+        got = qa(question=e["question"], context=e["context"], max_answer_len=30,
+                 align_to_words=False)["answer"]
+        differ += got != ours[e["id"]]
+        if len(shown) < 3:
+            shown.append("%r in %r -> %r (%r)" % (e["question"], e["context"][:40], got,
+                                                  e["answers"]["text"][0]))
+    print("transformers' question-answering pipeline: %d questions, %d answered otherwise than "
+          "trainc's data qa --answers" % (len(ex), differ))
+    for s in shown:
+        print("  " + s)
+    if differ > 1:
+        print("FAIL: transformers' answers are not trainc's")
+        sys.exit(1)
+
+
 def unlabeled(val, out):
     with open(out, "w") as f:
         for l in open(val):
@@ -196,5 +266,9 @@ if __name__ == "__main__":
         tags(sys.argv[2])
     elif cmd == "check_tags" and len(sys.argv) == 6:
         check_tags(*sys.argv[2:])
+    elif cmd == "squad" and len(sys.argv) == 3:
+        squad(sys.argv[2])
+    elif cmd == "check_qa" and len(sys.argv) == 5:
+        check_qa(*sys.argv[2:])
     else:
         sys.exit(__doc__)

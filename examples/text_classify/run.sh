@@ -4,7 +4,9 @@
 # import with a new classifier, text as padded rows, fine-tune, export, predict on text
 # without labels, load the export in transformers and classify the raw text; then the
 # same folder as a token classifier: words and their tags as rows, fine-tune, export, and
-# transformers tags the words as trainc does.
+# transformers tags the words as trainc does; and as a question answerer: SQuAD-form
+# examples as rows, fine-tune, the predictions read back as answers, export, and
+# transformers' question-answering pipeline answers as trainc does.
 #
 #   bash examples/text_classify/run.sh [OUT]   (OUT: runs/text_classify; from the repository root)
 #
@@ -19,7 +21,7 @@ HF_PYTHON=${HF_PYTHON:-.venv/hf/bin/python}
 HF="$HF_PYTHON examples/text_classify/hf.py"
 M=$OUT/model   # import's folder: model.json, train.json, init.safetensors, data/
 rm -rf "$OUT/hf" "$M" "$OUT/run" "$OUT/hf_tuned" "$OUT/text" "$OUT/new" "$OUT/tagger" \
-    "$OUT/tag_run" "$OUT/hf_tagger"   # an earlier run's
+    "$OUT/tag_run" "$OUT/hf_tagger" "$OUT/answerer" "$OUT/qa_run" "$OUT/hf_answerer"   # an earlier run's
 
 step() { printf '\n== %s\n' "$*"; }
 val_acc() { sed -n 's/.*"val_acc":\([0-9.e-]*\).*/\1/p' | tail -1; }
@@ -82,4 +84,32 @@ $TRAINC run "$T/model.json" "$T/train.json" --init "$OUT/tag_run/model.safetenso
     --predict "$T/data/val_x.npy" --out "$OUT/tag_run/predicted"
 $HF check_tags "$OUT/hf_tagger" "$OUT/text/tags_val.jsonl" \
     "$OUT/tag_run/predicted/predictions.npy" "$T/data/val_words.npy"
-echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned, $OUT/hf_tagger)"
+
+step "11. an answer's span: the same folder imported as a question answerer"
+Q=$OUT/answerer   # the third import's folder
+$TRAINC import hf "$OUT/hf" -o "$Q" --seq-len 64 --task qa
+$HF squad "$OUT/text"
+$TRAINC data qa "$OUT/text/qa_train.jsonl" "$Q/data" --val "$OUT/text/qa_val.jsonl" \
+    --tokenizer "$OUT/hf/tokenizer.json" --model "$Q/model.json" --stride 16
+
+step "12. fine-tune the question answerer; its answers, read back from its predictions"
+em() { sed -n 's/.*exact match \([0-9.]*\).*/\1/p'; }
+$TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" \
+    --predict "$Q/data/val_x.npy" --out "$OUT/qa_run/untrained"
+untrained=$($TRAINC data qa "$OUT/text/qa_val.jsonl" "$Q/data" --part val \
+            --answers "$OUT/qa_run/untrained/predictions.npy" | em)
+$TRAINC run "$Q/model.json" "$Q/train.json" --init "$Q/init.safetensors" --out "$OUT/qa_run" \
+    --set epochs=10 --set optimizer.lr=3e-3 --set log_every=50
+$TRAINC run "$Q/model.json" "$Q/train.json" --init "$OUT/qa_run/model.safetensors" \
+    --predict "$Q/data/val_x.npy" --out "$OUT/qa_run/predicted"
+trained=$($TRAINC data qa "$OUT/text/qa_val.jsonl" "$Q/data" --part val \
+          --answers "$OUT/qa_run/predicted/predictions.npy" | em)
+echo "exact match of the validation answers (SQuAD's): $untrained before, $trained after"
+awk -v a="$untrained" -v b="$trained" 'BEGIN { exit !(b > a + 40) }' ||
+    { echo "FAIL: the exact match did not rise by 40 points"; exit 1; }
+
+step "13. export the question answerer; transformers' pipeline answers as trainc does"
+$TRAINC export hf "$Q/model.json" "$Q/train.json" --weights "$OUT/qa_run/model.safetensors" \
+    -o "$OUT/hf_answerer" --tokenizer "$OUT/hf/tokenizer.json"
+$HF check_qa "$OUT/hf_answerer" "$OUT/text/qa_val.jsonl" "$Q/data/val_answers.jsonl"
+echo "ok: fine-tuned, exported and loaded back ($OUT/hf_tuned, $OUT/hf_tagger, $OUT/hf_answerer)"
