@@ -1,17 +1,19 @@
 /* hf_bert.c: Hugging Face's text classifiers of the BERT family both ways:
- * BertForSequenceClassification, RobertaForSequenceClassification and
- * DistilBertForSequenceClassification, their ForTokenClassification and their masked
- * language models, ForMaskedLM (one table of names, families[]). `trainc import hf` of
- * such a folder (config.json, the weights; with --labels, any of the family's models and
- * a new head; --task, another kind) writes a model spec of trainc's layers (word, token
- * type and position embeddings, a layernorm, post-norm blocks whose attention sees the
- * whole of its sequence, then the first token through a pooler and a linear head, a
- * linear head on every token, or the masked LM's transform and its head tied to the
- * word embedding) over
- * padded rows (the model's positions: the padding a sequence apart, which no text token
- * sees, as transformers' attention_mask does), and its weights; `trainc export hf` writes
- * a spec of that layout back as config.json and model.safetensors. One table of hf_join.c's
- * joins (bert_walk) serves both; hf_join.c also exports and matches, shared with ViT. */
+ * BertForSequenceClassification, RobertaForSequenceClassification,
+ * DistilBertForSequenceClassification and ElectraForSequenceClassification, their
+ * ForTokenClassification and ForQuestionAnswering and their masked language models,
+ * ForMaskedLM (one table of names, families[]). `trainc import hf` of such a folder
+ * (config.json, the weights; with --labels, any of the family's models and a new head;
+ * --task, another kind) writes a model spec of trainc's layers over padded rows (the
+ * model's positions: the padding a sequence apart, which no text token sees, as
+ * transformers' attention_mask does) and its weights: word, token type and position
+ * embeddings, a layernorm (ELECTRA's narrower embeddings then a linear to the blocks'
+ * width), post-norm blocks whose attention sees the whole of its sequence, then the first
+ * token through a pooler and a linear head, a linear head on every token (a question
+ * answerer's of 2, then span), or the masked LM's transform and its head tied to the word
+ * embedding. `trainc export hf` writes a spec of that layout back as config.json and
+ * model.safetensors. One table of hf_join.c's joins (bert_walk) serves both; hf_join.c
+ * also exports and matches, shared with ViT. */
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"
@@ -34,7 +36,7 @@ typedef struct Family {
     const char *mlm_dense, *mlm_norm, *mlm_bias, *mlm_decoder, *mlm_act;
 } Family;
 
-enum { BERT, ROBERTA, DISTIL };
+enum { BERT, ROBERTA, DISTIL, ELECTRA };
 static const Family families[] = {
     [BERT] = {"BERT", "bert", "BertForSequenceClassification", "Bert", "bert.",
               "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
@@ -54,7 +56,14 @@ static const Family families[] = {
                 "attention.v_lin", "attention.out_lin", "sa_layer_norm", "ffn.lin1", "ffn.lin2",
                 "output_layer_norm", "pre_classifier", "classifier", "relu", 30522,
                 "vocab_transform", "vocab_layer_norm", "vocab_projector.bias",
-                "vocab_projector.weight", NULL}};
+                "vocab_projector.weight", NULL},
+    [ELECTRA] = {"ELECTRA", "electra", "ElectraForSequenceClassification", "Electra", "electra.",
+                 "encoder.layer.%lld.", "attention.self.query", "attention.self.key",
+                 "attention.self.value", "attention.output.dense", "attention.output.LayerNorm",
+                 "intermediate.dense", "output.dense", "output.LayerNorm", "classifier.dense",
+                 "classifier.out_proj", "gelu", 30522, "generator_predictions.dense",
+                 "generator_predictions.LayerNorm", "generator_lm_head.bias", "generator_lm_head.",
+                 "gelu"}};
 
 /* RoBERTa's kin: its layers and tensor names under another name, model_type, models'
  * stem and vocab_size default. They import as RoBERTa (fam ROBERTA, these names); an
@@ -78,7 +87,8 @@ static const Family *family_of(const char *type, int *fam)
             *fam = ROBERTA;
             return &kin[k];
         }
-    *fam = !strcmp(type, "roberta") ? ROBERTA : !strcmp(type, "distilbert") ? DISTIL : BERT;
+    *fam = !strcmp(type, "roberta") ? ROBERTA : !strcmp(type, "distilbert") ? DISTIL
+         : !strcmp(type, "electra") ? ELECTRA : BERT;
     return &families[*fam];
 }
 
@@ -99,6 +109,9 @@ typedef struct Bert {
     int64_t V, D, L, H, FF, TV, P, T;  /* vocabulary, width, blocks, heads, MLP width, token
                                           types (DistilBERT: 0, none), positions (trainc's),
                                           sequence */
+    int64_t E;                         /* the embeddings' width (ELECTRA's embedding_size; a
+                                          linear, embeddings_project, to D after them where
+                                          it is not D), else D */
     int64_t skip;                      /* the position rows before trainc's (RoBERTa's
                                           pad_token_id + 1), else 0 */
     double eps;
@@ -112,6 +125,7 @@ typedef struct Bert {
     double std;                        /* initializer_range */
     HfLayout h;                        /* export: what the spec's layers are matched to */
     char *embed, *types, *pos, *embed_norm, *pooler, *head, *block;   /* block: "blocks.%lld." */
+    char *project;                     /* ELECTRA's embeddings_project, where E is not D */
     char *attn, *norm1, *fc1, *fc2, *norm2;
     char *mlm_dense, *mlm_norm;        /* the masked LM's transform */
 } Bert;
@@ -173,21 +187,23 @@ static void linear_or_fresh(const Bert *b, hf_join_fn fn, void *ctx, const char 
 static void bert_walk(const Bert *b, hf_join_fn fn, void *ctx)
 {
     const char *m = b->prefix;
-    int64_t D = b->D;
+    int64_t D = b->D, E = b->E;
     hf_join_same(fn, ctx, xasprintf("%s.weight", b->embed),
-                 xasprintf("%sembeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, D});
+                 xasprintf("%sembeddings.word_embeddings.weight", m), 2, (int64_t[]){b->V, E});
     if (b->TV)
         hf_join_same(fn, ctx, xasprintf("%s.weight", b->types),
                      xasprintf("%sembeddings.token_type_embeddings.weight", m), 2,
-                     (int64_t[]){b->TV, D});
+                     (int64_t[]){b->TV, E});
     hf_join_rows(fn, ctx, xasprintf("%s.weight", b->pos),
-                 xasprintf("%sembeddings.position_embeddings.weight", m), b->P, D, b->skip);
-    hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), D);
+                 xasprintf("%sembeddings.position_embeddings.weight", m), b->P, E, b->skip);
+    hf_join_layernorm(fn, ctx, b->embed_norm, xasprintf("%sembeddings.LayerNorm", m), E);
+    if (E != D)
+        hf_join_linear(fn, ctx, b->project, xasprintf("%sembeddings_project", m), D, E);
     for (int64_t i = 0; i < b->L; i++)
         bert_block(b, i, fn, ctx);
     if (b->task == TASK_MLM) {   /* (the head's weight is the word embedding's) */
-        hf_join_linear(fn, ctx, b->mlm_dense, b->f->mlm_dense, D, D);
-        hf_join_layernorm(fn, ctx, b->mlm_norm, b->f->mlm_norm, D);
+        hf_join_linear(fn, ctx, b->mlm_dense, b->f->mlm_dense, E, D);
+        hf_join_layernorm(fn, ctx, b->mlm_norm, b->f->mlm_norm, E);
         hf_join_same(fn, ctx, xasprintf("%s.bias", b->head), b->f->mlm_bias, 1, &b->V);
         return;
     }
@@ -201,7 +217,7 @@ static void default_names(Bert *b)
 {
     b->embed = "embed", b->types = "token_types", b->pos = "pos", b->embed_norm = "embed_norm";
     b->pooler = "pooler", b->head = "head", b->block = "blocks.%lld.";
-    b->mlm_dense = "mlm_dense", b->mlm_norm = "mlm_norm";
+    b->mlm_dense = "mlm_dense", b->mlm_norm = "mlm_norm", b->project = "embed_project";
     b->attn = "attn", b->norm1 = "norm1", b->fc1 = "fc1", b->fc2 = "fc2", b->norm2 = "norm2";
 }
 
@@ -211,7 +227,7 @@ static void default_names(Bert *b)
  * them out; DistilBERT's names too) */
 static const char *const bert_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                                            "dropout", "attention_dropout", "seq_classif_dropout",
-                                           "qa_dropout", NULL};
+                                           "qa_dropout", "summary_last_dropout", NULL};
 
 /* The family's models whose encoder import takes (their own heads left out) */
 static const char *const bases[] = {"Model", "ForMaskedLM", "ForPreTraining",
@@ -305,14 +321,17 @@ static void bert_refusals(HfCfg *c)
                      "true: cross attention is not among trainc's layers");
 }
 
-/* BERT's and RoBERTa's sizes */
+/* BERT's, RoBERTa's and ELECTRA's sizes (ElectraConfig's defaults: ELECTRA-small's
+ * discriminator) */
 static void bert_sizes(HfCfg *c, Bert *b)
 {
     bert_refusals(c);
-    b->D = hf_cfg_int(c, "hidden_size", 768);
+    int el = b->fam == ELECTRA;
+    b->D = hf_cfg_int(c, "hidden_size", el ? 256 : 768);
+    b->E = el ? hf_cfg_int(c, "embedding_size", 128) : b->D;
     b->L = hf_cfg_int(c, "num_hidden_layers", 12);
-    b->H = hf_cfg_int(c, "num_attention_heads", 12);
-    b->FF = hf_cfg_int(c, "intermediate_size", 3072);
+    b->H = hf_cfg_int(c, "num_attention_heads", el ? 4 : 12);
+    b->FF = hf_cfg_int(c, "intermediate_size", el ? 1024 : 3072);
     b->TV = hf_cfg_int(c, "type_vocab_size", 2);
     b->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
     b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
@@ -330,7 +349,7 @@ static void distil_sizes(HfCfg *c, Bert *b)
     b->L = hf_cfg_int(c, "n_layers", 6);
     b->H = hf_cfg_int(c, "n_heads", 12);
     b->FF = hf_cfg_int(c, "hidden_dim", 3072);
-    b->TV = 0, b->eps = 1e-12;
+    b->TV = 0, b->eps = 1e-12, b->E = b->D;
     b->gelu_tanh = !strcmp(hf_gelu_approximate(c, "activation", "gelu"), "tanh");
 }
 
@@ -452,7 +471,7 @@ static void bert_block_spec(cJSON *body, const Bert *b)
  * word embedding's weight with a bias of its own */
 static void mlm_head_spec(cJSON *ls, const Bert *b)
 {
-    layer_n(ls, "linear", b->mlm_dense, "out", (double)b->D);
+    layer_n(ls, "linear", b->mlm_dense, "out", (double)b->E);
     cJSON *g = hf_layer(ls, "gelu", NULL);
     if (b->mlm_tanh)
         cJSON_AddStringToObject(g, "approximate", "tanh");
@@ -470,16 +489,18 @@ static cJSON *bert_spec(const Bert *b, const char *name)
     bert_inputs(m, b);
     cJSON *ls = cJSON_AddArrayToObject(m, "layers");
     cJSON *e = layer_n(ls, "embedding", b->embed, "vocab", (double)b->V);
-    cJSON_AddNumberToObject(e, "dim", (double)b->D);
+    cJSON_AddNumberToObject(e, "dim", (double)b->E);
     cJSON_AddStringToObject(e, "input", "x");
     if (b->TV) {   /* the token types' rows added */
         cJSON *tb = cJSON_AddArrayToObject(hf_layer(ls, "residual", NULL), "body");
         cJSON *t = layer_n(tb, "embedding", b->types, "vocab", (double)b->TV);
-        cJSON_AddNumberToObject(t, "dim", (double)b->D);
+        cJSON_AddNumberToObject(t, "dim", (double)b->E);
         cJSON_AddStringToObject(t, "input", "types");
     }
     layer_n(ls, "pos_embedding", b->pos, "max_len", (double)b->P);
     layer_n(ls, "layernorm", b->embed_norm, "eps", b->eps);
+    if (b->E != b->D)   /* (ELECTRA's embeddings_project) */
+        layer_n(ls, "linear", b->project, "out", (double)b->D);
     cJSON *rep = layer_n(ls, "repeat", "blocks", "count", (double)b->L);
     bert_block_spec(cJSON_AddArrayToObject(rep, "body"), b);
     if (b->task == TASK_SEQ) {
@@ -584,11 +605,11 @@ int hf_bert_spec(const Spec *s)
 
 static const char bert_layers[] =
     "embedding, residual [embedding] (the token types; none for DistilBERT), pos_embedding, "
-    "layernorm, a repeat of [residual [attention], layernorm, residual [linear, gelu, "
-    "linear], layernorm], then first_token, linear, tanh (DistilBERT: relu), linear (a "
-    "sequence classifier), a linear alone (a token classifier), a linear of 2 and span (a "
-    "question answerer), or linear, gelu, layernorm and a linear tied to the embedding (a "
-    "masked LM)";
+    "layernorm (an ELECTRA whose embeddings are narrower: then a linear), a repeat of "
+    "[residual [attention], layernorm, residual [linear, gelu, linear], layernorm], then "
+    "first_token, linear, tanh (DistilBERT: relu; ELECTRA: gelu), linear (a sequence "
+    "classifier), a linear alone (a token classifier), a linear of 2 and span (a question "
+    "answerer), or linear, gelu, layernorm and a linear tied to the embedding (a masked LM)";
 
 static void bert_attention(const Spec *s, const Layer *l, const char *at, Bert *b)
 {
@@ -622,7 +643,8 @@ static void bert_blocks(const Spec *s, const Layer *rep, const char *at, Bert *b
     b->fc1 = hf_layer_name(mb[0], 0, m), b->fc2 = hf_layer_name(mb[2], 2, m);
 }
 
-/* The family the layers make: no token types DistilBERT, one type RoBERTa, else BERT */
+/* The family the layers make: no token types DistilBERT, one type RoBERTa, else BERT;
+ * ELECTRA where its embeddings_project or its classifier head's gelu says so */
 static void bert_family(Bert *b, int fam)
 {
     b->fam = fam, b->f = &families[fam];
@@ -632,12 +654,13 @@ static void bert_family(Bert *b, int fam)
 }
 
 /* the embeddings from ls[*k] on: words, the token types' residual (BERT, RoBERTa),
- * positions, their layernorm; *k past them */
+ * positions, their layernorm, and a linear to the blocks' width where they are narrower
+ * (ELECTRA's embeddings_project); *k past them */
 static void bert_embeddings(const Spec *s, const Layer *const *ls, int *k, Bert *b)
 {
     const char *at = "$.model.layers";
     const Layer *e = hf_want(s, &b->h, ls[0], at, OP_EMBEDDING);
-    b->V = e->vocab, b->D = e->dim, *k = 1;
+    b->V = e->vocab, b->E = b->D = e->dim, *k = 1;
     const Layer *r = ls[1] && ls[1]->op == OP_RESIDUAL ? ls[1] : NULL;
     if (r && (r->n_shortcut || r->n_body != 1 || r->body[0]->op != OP_EMBEDDING))
         hf_refuse(s, &b->h, r, "a residual other than the token types' embedding alone");
@@ -652,6 +675,14 @@ static void bert_embeddings(const Spec *s, const Layer *const *ls, int *k, Bert 
     if (b->fam == DISTIL && b->eps != 1e-12)
         hf_refuse(s, &b->h, ls[*k], "a layernorm's eps other than DistilBERT's 1e-12");
     b->embed = hf_layer_name(ls[0], 0, ""), b->embed_norm = hf_layer_name(ls[*k], *k, ""), (*k)++;
+    if (ls[*k] && ls[*k]->op == OP_LINEAR) {   /* (ELECTRA's embeddings_project) */
+        if (b->fam == DISTIL)
+            hf_refuse(s, &b->h, ls[*k], "a linear after the embeddings without token types "
+                      "(ELECTRA's have them)");
+        bert_family(b, ELECTRA);
+        b->D = hf_match_linear(s, &b->h, ls[*k], at, 0);
+        b->project = hf_layer_name(ls[*k], *k, ""), (*k)++;
+    }
 }
 
 /* The masked LM's head from ls[k] on: linear, gelu, layernorm, a linear tied to the word
@@ -660,12 +691,13 @@ static int mlm_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
 {
     const char *at = "$.model.layers";
     b->task = TASK_MLM;
-    hf_match_linear(s, &b->h, ls[k], at, b->D);
+    hf_match_linear(s, &b->h, ls[k], at, b->E);
     hf_want(s, &b->h, ls[k + 1], at, OP_GELU);
     b->mlm_tanh = ls[k + 1]->gelu_tanh;
-    if (b->fam == ROBERTA ? b->mlm_tanh : b->mlm_tanh != b->gelu_tanh)
-        hf_refuse(s, &b->h, ls[k + 1], b->fam == ROBERTA ? "gelu's tanh form (RoBERTa's lm_head "
-                  "is exact)" : "another gelu than the blocks' (the config has one hidden_act)");
+    if (b->f->mlm_act ? b->mlm_tanh : b->mlm_tanh != b->gelu_tanh)
+        hf_refuse(s, &b->h, ls[k + 1], b->f->mlm_act ? "gelu's tanh form (RoBERTa's lm_head and "
+                  "ELECTRA's generator are exact)" : "another gelu than the blocks' (the config "
+                  "has one hidden_act)");
     hf_match_norm(s, &b->h, ls[k + 2], at, &b->eps);
     const Layer *h = hf_want(s, &b->h, ls[k + 3], at, OP_LINEAR);
     if (!h->tie || strcmp(h->tie, b->embed) || !h->bias)
@@ -700,7 +732,12 @@ static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
     }
     hf_want(s, &b->h, ls[k], at, OP_FIRST_TOKEN);
     hf_match_linear(s, &b->h, ls[k + 1], at, b->D);
-    hf_want(s, &b->h, ls[k + 2], at, b->fam == DISTIL ? OP_RELU : OP_TANH);
+    if (b->fam == BERT && ls[k + 2] && ls[k + 2]->op == OP_GELU)   /* (ELECTRA's head) */
+        bert_family(b, ELECTRA);
+    hf_want(s, &b->h, ls[k + 2], at, b->fam == DISTIL ? OP_RELU : b->fam == ELECTRA ? OP_GELU
+                                                                                   : OP_TANH);
+    if (b->fam == ELECTRA && ls[k + 2]->gelu_tanh)
+        hf_refuse(s, &b->h, ls[k + 2], "gelu's tanh form (ELECTRA's classifier head is exact)");
     b->cls.K = hf_match_linear(s, &b->h, ls[k + 3], at, 0);
     b->pooler = hf_layer_name(ls[k + 1], k + 1, ""), b->head = hf_layer_name(ls[k + 3], k + 3, "");
     return 4;
@@ -711,8 +748,8 @@ static int bert_head(const Spec *s, const Layer *const *ls, int k, Bert *b)
 static void bert_match(const Spec *s, Bert *b)
 {
     b->h = (HfLayout){"BertForSequenceClassification, BertForTokenClassification, "
-                      "BertForMaskedLM or BertForQuestionAnswering (or RoBERTa's, DistilBERT's)",
-                      bert_layers};
+                      "BertForMaskedLM or BertForQuestionAnswering (or RoBERTa's, DistilBERT's, "
+                      "ELECTRA's)", bert_layers};
     const Layer *ls[12] = {0};
     for (int k = 0; k < 12 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
@@ -747,6 +784,8 @@ static void distil_config(cJSON *c, const Bert *b)
 static void bert_keys(cJSON *c, const Bert *b)
 {
     cJSON_AddNumberToObject(c, "hidden_size", (double)b->D);
+    if (b->fam == ELECTRA)
+        cJSON_AddNumberToObject(c, "embedding_size", (double)b->E);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)b->L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)b->H);
     cJSON_AddNumberToObject(c, "intermediate_size", (double)b->FF);
