@@ -29,6 +29,9 @@ static void build_span(GraphCtx *c, const LayerArgs *a)
             layer_error(c, l, "the positions input '%s' holds %lld places, this span's input "
                         "%lld tokens", c->s->positions, (long long)c->positions->shape[0],
                         (long long)T);
+        if (c->s->label_smoothing > 0)
+            layer_error(c, l, "span over padded rows with the loss's label_smoothing: the "
+                        "padding's -1e30 logits would count in its sum over the places");
         nd->in[nd->n_in++] = c->positions;
         c->positions_read++;
     }
