@@ -18,9 +18,16 @@ int data_tags(int argc, char **argv);       /* data tags (data_tags.c) */
 int data_mlm(int argc, char **argv);        /* data mlm (data_mlm.c) */
 int data_qa(int argc, char **argv);         /* data qa (data_qa.c) */
 /* data qa --answers (data_qa_answers.c): the answers PRED.npy's logits pick in FILE's
- * contexts by DIR's PART rows */
-int data_qa_answers(const char *file, const char *dir, const char *pred, const char *part,
-                    int64_t n_best, int64_t max_answer);
+ * contexts by DIR's PART rows, the N_BEST highest start and end logits a row, at most
+ * MAX_ANSWER tokens; V2: SQuAD v2's null answer, "" where its score beats the best's by more
+ * than THRESHOLD */
+typedef struct DataQaAnswers {
+    const char *file, *dir, *pred, *part;
+    int64_t n_best, max_answer;
+    int v2;
+    double threshold;
+} DataQaAnswers;
+int data_qa_answers(const DataQaAnswers *a);
 int data_pairs(int argc, char **argv);      /* data pairs (data_pairs.c) */
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by

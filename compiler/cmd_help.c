@@ -90,7 +90,7 @@ static const struct {
              "trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
              "                [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
              "trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train]\n"
-             "                [--n-best N] [--max-answer L]\n\n"
+             "                [--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]\n\n"
              "fashion-mnist: Debian's dataset-fashion-mnist (or the IDX files in SRC) as\n"
              "DIR/{train,test}_{x,y}.npy. text: the bytes of FILE as token shards (llm.c's format,\n"
              "vocabulary 256), DIR/train_000000.bin and DIR/val_000000.bin (the last F of the bytes,\n"
@@ -148,7 +148,9 @@ static const struct {
              "character offsets (-1 elsewhere); WordPiece and byte-level BPE tokenizers.\n"
              "--answers: a trainer's --predict of DIR's --part rows (test) read back as each\n"
              "example's answer, as run_qa.py's post-processing picks it, into\n"
-             "DIR/PART_answers.jsonl, with SQuAD's exact match and F1 where FILE has answers.\n", 0},
+             "DIR/PART_answers.jsonl, with SQuAD's exact match and F1 where FILE has answers;\n"
+             "--version-2: SQuAD 2.0's null answer (\"\") where its score beats the best's by\n"
+             "more than D (0), and SQuAD 2.0's scores.\n", 0},
     {"import", "trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] [--image-size S]\n"
                "                 [--labels N|NAME,NAME,...] [--task sequence|token|mlm|qa|reward|dpo|simpo|orpo|kto|cpo]\n\n"
                "Reads a Hugging Face model folder: config.json and model.safetensors, or the\n"

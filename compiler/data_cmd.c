@@ -62,7 +62,7 @@ static const char data_usage[] =
     "       trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
     "       trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train]\n"
-    "                       [--n-best N] [--max-answer L]";
+    "                       [--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {

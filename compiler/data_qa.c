@@ -35,7 +35,7 @@ static const char qa_usage[] =
     "usage: trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json "
     "[--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
     "       trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train] "
-    "[--n-best N] [--max-answer L]";
+    "[--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]";
 static const char qa_form[] =
     "{\"question\": ..., \"context\": ..., \"answers\": {\"text\": [...], \"answer_start\": [...]}}";
 
@@ -44,18 +44,18 @@ typedef struct {
     double val_frac;
     int64_t stride;
     int unlabeled;
-    const char *answers, *part;    /* --answers: the predictions of DIR's PART rows */
-    int64_t n_best, max_answer;
+    DataQaAnswers ans;             /* --answers: the predictions of DIR's PART rows */
 } QaArgs;
 
 static void parse_args(int argc, char **argv, QaArgs *a)
 {
-    *a = (QaArgs){.val_frac = 0.1, .stride = 128, .part = "test", .n_best = 20, .max_answer = 30};
+    *a = (QaArgs){.val_frac = 0.1, .stride = 128,
+                  .ans = {.part = "test", .n_best = 20, .max_answer = 30}};
     for (int i = 2; i < argc; i++) {
         const char *s = argv[i];
         const char **opt = !strcmp(s, "--tokenizer") ? &a->tok : !strcmp(s, "--model") ? &a->model
-                         : !strcmp(s, "--val") ? &a->val : !strcmp(s, "--answers") ? &a->answers
-                         : !strcmp(s, "--part") ? &a->part : NULL;
+                         : !strcmp(s, "--val") ? &a->val : !strcmp(s, "--answers") ? &a->ans.pred
+                         : !strcmp(s, "--part") ? &a->ans.part : NULL;
         if (opt)
             *opt = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
@@ -63,9 +63,13 @@ static void parse_args(int argc, char **argv, QaArgs *a)
         else if (!strcmp(s, "--stride"))
             a->stride = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 0, 1 << 20);
         else if (!strcmp(s, "--n-best"))
-            a->n_best = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 16);
+            a->ans.n_best = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 16);
         else if (!strcmp(s, "--max-answer"))
-            a->max_answer = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 20);
+            a->ans.max_answer = data_count_arg("qa", s, opt_value(argc, argv, &i, s), 1, 1 << 20);
+        else if (!strcmp(s, "--version-2"))
+            a->ans.v2 = 1;
+        else if (!strcmp(s, "--null-threshold"))
+            a->ans.threshold = data_number_arg("qa", s, opt_value(argc, argv, &i, s), -1e30, 1e30);
         else if (!strcmp(s, "--unlabeled"))
             a->unlabeled = 1;
         else
@@ -73,13 +77,15 @@ static void parse_args(int argc, char **argv, QaArgs *a)
     }
     if (a->unlabeled && a->val)
         error_input("data qa: --unlabeled writes the rows a model predicts on, one set: no --val");
-    if (strcmp(a->part, "test") && strcmp(a->part, "val") && strcmp(a->part, "train"))
+    const char *part = a->ans.part;
+    if (strcmp(part, "test") && strcmp(part, "val") && strcmp(part, "train"))
         error_input("data qa: --part %s: test, val or train (the rows --answers' predictions are "
-                    "of)", a->part);
-    if (a->answers && (!a->file || !a->dir))
+                    "of)", part);
+    if (a->ans.pred && (!a->file || !a->dir))
         error_input("data qa: missing %s\n%s", !a->file ? "the input file (the one the rows' "
                     "examples index)" : "the rows' folder", qa_usage);
-    if (!a->answers && (!a->file || !a->dir || !a->tok || !a->model))
+    a->ans.file = a->file, a->ans.dir = a->dir;
+    if (!a->ans.pred && (!a->file || !a->dir || !a->tok || !a->model))
         error_input("data qa: missing %s\n%s", !a->file ? "the input file" : !a->dir
                     ? "the output folder" : !a->tok ? "--tokenizer TOK.json (the model's "
                     "tokenizer)" : "--model MODEL.json (its rows' length)", qa_usage);
@@ -318,8 +324,8 @@ int data_qa(int argc, char **argv)
 {
     QaArgs a;
     parse_args(argc, argv, &a);
-    if (a.answers)
-        return data_qa_answers(a.file, a.dir, a.answers, a.part, a.n_best, a.max_answer);
+    if (a.ans.pred)
+        return data_qa_answers(&a.ans);
     ClsModel cm = data_cls_model(a.model, CLS_QA);
     rt_tokenizer *t = load_tokenizer(&a, &cm);
     ClsSplit sp = data_cls_split(a.file, a.val, a.val_frac, a.unlabeled, a.dir, qa_form);

@@ -307,31 +307,50 @@ def data_case(name, cls, cfg, tok, hf, exs, TD, stride, typed):
     read_back(name, imp, d, exs, va)
 
 
-def postprocess(exs, ex, offs, pred, n_best=20, max_len=30):
-    """run_qa.py's postprocess_qa_predictions (SQuAD v1) over the rows: each example's text
-    and score"""
+def postprocess(exs, ex, offs, pred, n_best=20, max_len=30, v2=False, threshold=0.0):
+    """run_qa.py's postprocess_qa_predictions over the rows (with V2, version_2_with_negative
+    and null_score_diff_threshold): each example's text and score"""
     out = {}
     for k, e in enumerate(exs):
-        prelim = []
+        prelim, null = [], None
         for r in np.nonzero(ex == k)[0]:
             st, en = pred[r, 0], pred[r, 1]
             om = [None if o[0] < 0 else tuple(o) for o in offs[r]]
+            if null is None or null["score"] > st[0] + en[0]:
+                null = {"offsets": (0, 0), "score": st[0] + en[0], "start_logit": st[0],
+                        "end_logit": en[0]}
             for a in np.argsort(st)[-1:-n_best - 1:-1]:
                 for b in np.argsort(en)[-1:-n_best - 1:-1]:
                     if om[a] is None or om[b] is None or b < a or b - a + 1 > max_len:
                         continue
-                    prelim.append({"offsets": (om[a][0], om[b][1]), "score": st[a] + en[b]})
-        if prelim:
-            best = sorted(prelim, key=lambda x: x["score"], reverse=True)
-            text = e["context"][best[0]["offsets"][0]:best[0]["offsets"][1]]
-            out[k] = ("empty", 0.0) if len(best) == 1 and not text else (text, float(best[0]["score"]))
-        else:
-            out[k] = ("empty", 0.0)
+                    prelim.append({"offsets": (om[a][0], om[b][1]), "score": st[a] + en[b],
+                                   "start_logit": st[a], "end_logit": en[b]})
+        if null is None:
+            continue
+        if v2:
+            prelim.append(null)
+        preds = sorted(prelim, key=lambda x: x["score"], reverse=True)[:n_best]
+        if v2 and not any(p["offsets"] == (0, 0) for p in preds):
+            preds.append(null)
+        for p in preds:
+            p["text"] = e["context"][p["offsets"][0]:p["offsets"][1]]
+        if len(preds) == 0 or (len(preds) == 1 and preds[0]["text"] == ""):
+            preds.insert(0, {"text": "empty", "start_logit": 0.0, "end_logit": 0.0, "score": 0.0})
+        if not v2:
+            out[k] = (preds[0]["text"], float(preds[0]["score"]))
+            continue
+        i = 0
+        while preds[i]["text"] == "":
+            i += 1
+        best = preds[i]
+        diff = null["score"] - best["start_logit"] - best["end_logit"]
+        out[k] = ("" if diff > threshold else best["text"], float(best["score"]))
     return out
 
 
-def squad_scores(pairs):
-    """SQuAD v1.1's evaluate script: exact match and F1, the best over each example's
+def squad_scores(pairs, v2=False):
+    """SQuAD v1.1's evaluate script (with V2, v2.0's: no answers is the answer "", and an
+    empty side's F1 is whether both are): exact match and F1, the best over each example's
     answers, as percentages"""
     import collections, re, string
     def norm(s):
@@ -339,8 +358,11 @@ def squad_scores(pairs):
         return " ".join(re.sub(r"\b(a|an|the)\b", " ", s).split())
     def f1(p, g):
         p, g = norm(p).split(), norm(g).split()
+        if v2 and (not p or not g):
+            return float(p == g)
         common = sum((collections.Counter(p) & collections.Counter(g)).values())
         return 0.0 if common == 0 else 2 * common / len(p) * common / len(g) / (common / len(p) + common / len(g))
+    pairs = [(p, gs or [""]) for p, gs in pairs]
     em = [max(float(norm(p) == norm(g)) for g in gs) for p, gs in pairs]
     fs = [max(f1(p, g) for g in gs) for p, gs in pairs]
     return 100 * sum(em) / len(em), 100 * sum(fs) / len(fs)
@@ -357,27 +379,38 @@ def read_back(name, imp, d, exs, va):
         pred[r, 0, y[r, 0]] = pred[r, 1, y[r, 1]] = 50.0
     np.save(d + "/oracle.npy", pred)
     answers_of(name + " (the labels' logits at 50)", imp, d, exs, pred, d + "/oracle.npy")
+    for r in np.nonzero(y[:, 0] == 0)[0]:   # (the unanswered rows: the null answer's)
+        pred[r, 0, 0] = pred[r, 1, 0] = 50.0
+    np.save(d + "/oracle_v2.npy", pred)
+    answers_of(name + " (the labels' logits at 50, SQuAD v2)", imp, d, exs, pred,
+               d + "/oracle_v2.npy", v2=True)
+    answers_of(name + " (--predict's logits, SQuAD v2, threshold -3)", imp, d, exs,
+               np.load(d + "/predict/predictions.npy"), d + "/predict/predictions.npy", v2=True,
+               threshold=-3.0)
 
 
-def answers_of(name, imp, d, exs, pred, path):
+def answers_of(name, imp, d, exs, pred, path, v2=False, threshold=0.0):
     ex = np.load(imp + "/data/val_example.npy")
     offs = np.load(imp + "/data/val_offsets.npy").reshape(len(ex), -1, 2)
-    r = trainc("data", "qa", d + "/squad.jsonl", imp + "/data", "--answers", path, "--part", "val")
+    extra = ["--version-2", "--null-threshold", threshold] if v2 else []
+    r = trainc("data", "qa", d + "/squad.jsonl", imp + "/data", "--answers", path, "--part", "val",
+               *extra)
     print("  " + r.stdout.strip())
     got = [json.loads(l) for l in open(imp + "/data/val_answers.jsonl")]
-    want = postprocess(exs, ex, offs, pred)
+    want = postprocess(exs, ex, offs, pred, v2=v2, threshold=threshold)
     n_tr = len(exs) - len(exs) // 4
     ours = {int(g["id"]): (g["answer"], g["score"]) for g in got}
     same = sorted(ours) == list(range(n_tr, len(exs))) and all(
         ours[k][0] == want[k][0] and abs(ours[k][1] - want[k][1]) <= 1e-6 * max(1, abs(want[k][1]))
         for k in ours)
-    pairs = [(ours[k][0], exs[k]["answers"]["text"]) for k in ours if exs[k]["answers"]["text"]]
-    em, f1 = squad_scores(pairs)
-    line = r.stdout
-    check(same and ("exact match %.2f, F1 %.2f" % (em, f1)) in line,
+    pairs = [(ours[k][0], exs[k]["answers"]["text"]) for k in ours
+             if v2 or exs[k]["answers"]["text"]]
+    em, f1 = squad_scores(pairs, v2)
+    check(same and ("exact match %.2f, F1 %.2f" % (em, f1)) in r.stdout,
           "%s: data qa --answers: %d examples' answers and scores run_qa.py's post-processing "
-          "(%d not 'empty'), SQuAD's exact match %.2f and F1 %.2f" %
-          (name, len(ours), sum(v[0] != "empty" for v in ours.values()), em, f1))
+          "(%d 'empty', %d no answer), SQuAD%s's exact match %.2f and F1 %.2f" %
+          (name, len(ours), sum(v[0] == "empty" for v in ours.values()),
+           sum(v[0] == "" for v in ours.values()), " v2" if v2 else "", em, f1))
 
 
 def unlabeled(hf, exs, TD, stride):
