@@ -190,8 +190,8 @@ static void answer_tokens(const QaExample *e, const uint32_t *offs, int64_t b0, 
                           int32_t *y)
 {
     y[0] = y[1] = 0;
-    if (e->sb < 0 || !(offs[0] <= e->sb && offs[2 * (b1 - b0) + 1] >= e->eb))
-        return;
+    if (e->sb < 0 || b1 < b0 || !(offs[0] <= e->sb && offs[2 * (b1 - b0) + 1] >= e->eb))
+        return;   /* (no answer, an empty context, or the answer not all in the window) */
     int64_t s = b0, t = b1;
     while (s <= b1 && offs[2 * (s - b0)] <= e->sb)
         s++;

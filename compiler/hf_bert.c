@@ -364,8 +364,8 @@ static void qa_labels(HfCfg *c, Bert *b)
     b->cls = (HfImage){.K = 2};
 }
 
-/* config.json as b's sizes; T the sequence (0: 128, at most the positions there are);
- * LABELS: import's --labels (NULL: config.json's classes) */
+/* config.json as b's sizes; T the sequence (0: 128, a question answerer's 384, at most the
+ * positions there are); LABELS: import's --labels (NULL: config.json's classes) */
 static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const char *task)
 {
     bert_task(c, b, task, labels);
@@ -390,7 +390,8 @@ static void bert_config(HfCfg *c, Bert *b, int64_t T, const char *labels, const 
     if (b->P < 1)
         hf_cfg_error(c, "max_position_embeddings", "%lld: no position past pad_token_id %lld's "
                      "rows", (long long)all, (long long)pad);
-    b->T = T ? T : 128 < b->P ? 128 : b->P;
+    int64_t dflt = b->task == TASK_QA ? 384 : 128;   /* (run_qa.py's max_seq_length; run_glue.py's) */
+    b->T = T ? T : dflt < b->P ? dflt : b->P;
     if (b->T > b->P)
         error_input("import: --seq-len %lld is over the model's %lld positions", (long long)b->T,
                     (long long)b->P);
@@ -563,9 +564,11 @@ int hf_bert_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
         cannot_write("import", out);
     hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
     hf_write_text("import", xasprintf("%s/model.json", out), text);
-    /* (transformers Trainer's AdamW; weight decay 0.01, as run_glue's examples set it) */
+    /* (transformers Trainer's AdamW; weight decay 0.01, as run_glue's examples set it; a
+     * question answerer's batches, epochs and rate as run_qa.py's README trains BERT on SQuAD) */
+    int qa = b.task == TASK_QA;
     hf_write_text("import", xasprintf("%s/train.json", out),
-                  hf_text_train(b.TV > 0, NULL, 32, 3, 2e-5, 0.01));
+                  hf_text_train(b.TV > 0, NULL, qa ? 12 : 32, qa ? 2 : 3, qa ? 3e-5 : 2e-5, 0.01));
     static const char *const what[] = {"a class for each text", "a class for each token",
                                        "a masked language model", "an answer's span"};
     printf("trainc: import: %s (%s, %lld layers, %d tensors, rows of %lld tokens, %s%s) -> "

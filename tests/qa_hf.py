@@ -120,10 +120,12 @@ def imported(name, d):
     trainc("import", "hf", d + "/src", "-o", imp, "--seq-len", T)
     spec = json.load(open(imp + "/model.json"))["model"]
     ls = spec["layers"]
+    tr = json.load(open(imp + "/train.json"))["train"]
     check(spec["inputs"]["y"] == {"shape": [2], "dtype": "i32", "classes": T} and
-          ls[-1] == {"op": "span"} and ls[-2]["op"] == "linear" and ls[-2]["out"] == 2,
-          "%s: import writes y [2] of %d classes (the row's places), a linear of 2 and span"
-          % (name, T))
+          ls[-1] == {"op": "span"} and ls[-2]["op"] == "linear" and ls[-2]["out"] == 2 and
+          (tr["batch_size"], tr["epochs"], tr["optimizer"]["lr"]) == (12, 2, 3e-5),
+          "%s: import writes y [2] of %d classes (the row's places), a linear of 2 and span; "
+          "train.json run_qa.py's batches of 12, 2 epochs, 3e-5" % (name, T))
     return imp
 
 
@@ -450,6 +452,14 @@ def data_refusals(tok, exs):
                 f.write(json.dumps(e, ensure_ascii=False) + "\n")
         refused(what, ["data", "qa", d + "/squad.jsonl", d + "/o1", "--tokenizer", tok, "--model",
                        imp + "/model.json", "--val-frac", 0] + args, text, d + "/o1/train_x.npy")
+    with open(d + "/empty.jsonl", "w") as f:   # (transformers' run_qa.py raises on it)
+        for e in (dict(good, context="", answers={"text": [""], "answer_start": [0]}), good):
+            f.write(json.dumps(e, ensure_ascii=False) + "\n")
+    trainc("data", "qa", d + "/empty.jsonl", d + "/empty", "--tokenizer", tok, "--model",
+           imp + "/model.json", "--val-frac", 0, "--stride", 8)
+    y = np.load(d + "/empty/train_y.npy")
+    check(y[0].tolist() == [0, 0], "data qa: an empty context is a row of the question alone, "
+          "y 0 0 (%d rows)" % len(y))
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
     ug = Tokenizer(models.Unigram())
     ug.pre_tokenizer = pre_tokenizers.Metaspace()
