@@ -236,9 +236,9 @@ static void window_row(QaJob *j, const QaExample *e, int64_t w0, int64_t w1, int
     data_cls_place(&ids, &types, T, pad, 0, row[0], row[1], row[2]);
     if (!j->a->unlabeled)
         answer_tokens(e, e->offs.v + 2 * w0, b0, b0 + (w1 - w0) - 1, row[3]);
-    for (int64_t i = 0; i < T; i++) {
+    for (int64_t i = 0; i < T; i++) {   /* (each context token's offsets, in characters) */
         int in = i >= b0 && i < b0 + (w1 - w0);
-        const uint32_t *o = e->offs.v + 2 * (w0 + i - b0);
+        const uint32_t *o = in ? e->offs.v + 2 * (w0 + i - b0) : NULL;
         row[4][2 * i] = in ? (int32_t)e->chars[o[0]] : -1;
         row[4][2 * i + 1] = in ? (int32_t)e->chars[o[1]] : -1;
     }

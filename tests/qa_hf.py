@@ -29,6 +29,7 @@ context:
 import json
 import os
 import shutil
+import subprocess
 import sys
 
 import numpy as np
@@ -241,6 +242,23 @@ def squad(lines, rng, n, extra):
     return out
 
 
+def sanitized(name, args, want, got):
+    """ARGS again by the address- and UB-sanitized trainc (ASAN_TRAINC, make test's
+    build/asan/trainc; none: skipped), its arrays those in WANT byte for byte"""
+    asan = os.environ.get("ASAN_TRAINC")
+    if not asan:
+        print("skip %s: data qa under the sanitizers (no ASAN_TRAINC)" % name)
+        return
+    r = subprocess.run([os.path.join(ROOT, asan)] + [str(a) for a in args], capture_output=True,
+                       text=True, env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    same = r.returncode == 0 and all(
+        open(os.path.join(want, f), "rb").read() == open(os.path.join(got, f), "rb").read()
+        for f in os.listdir(got))
+    check(same, "%s: data qa by the sanitized trainc: no report, the same %d arrays%s" %
+          (name, len(os.listdir(got)) if os.path.isdir(got) else 0,
+           "" if same else ": exit %d %s" % (r.returncode, r.stderr[-300:])))
+
+
 def run_qa_rows(hf, exs, TD, stride, labeled=True):
     """transformers' run_qa.py prepare_train_features of the examples (its loops kept to
     the context): x, mask, types, y, example, offsets"""
@@ -280,9 +298,11 @@ def data_case(name, cls, cfg, tok, hf, exs, TD, stride, typed):
     with open(d + "/squad.jsonl", "w") as f:
         for e in exs:
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    r = trainc("data", "qa", d + "/squad.jsonl", imp + "/data", "--tokenizer", tok, "--model",
-               imp + "/model.json", "--val-frac", 0.25, "--stride", stride)
+    args = [d + "/squad.jsonl", "--tokenizer", tok, "--model", imp + "/model.json", "--val-frac",
+            0.25, "--stride", stride]
+    r = trainc("data", "qa", args[0], imp + "/data", *args[1:])
     print("  " + r.stdout.strip())
+    sanitized(name, ["data", "qa", args[0], d + "/asan", *args[1:]], imp + "/data", d + "/asan")
     n_tr = len(exs) - len(exs) // 4
     for part, sub, first in (("train", exs[:n_tr], 0), ("val", exs[n_tr:], n_tr)):
         ids, mask, types, y, ex, offs = run_qa_rows(hf, sub, TD, stride)
@@ -455,8 +475,10 @@ def data_refusals(tok, exs):
     with open(d + "/empty.jsonl", "w") as f:   # (transformers' run_qa.py raises on it)
         for e in (dict(good, context="", answers={"text": [""], "answer_start": [0]}), good):
             f.write(json.dumps(e, ensure_ascii=False) + "\n")
-    trainc("data", "qa", d + "/empty.jsonl", d + "/empty", "--tokenizer", tok, "--model",
-           imp + "/model.json", "--val-frac", 0, "--stride", 8)
+    args = ["--tokenizer", tok, "--model", imp + "/model.json", "--val-frac", 0, "--stride", 8]
+    trainc("data", "qa", d + "/empty.jsonl", d + "/empty", *args)
+    sanitized("an empty context", ["data", "qa", d + "/empty.jsonl", d + "/empty_asan", *args],
+              d + "/empty", d + "/empty_asan")
     y = np.load(d + "/empty/train_y.npy")
     check(y[0].tolist() == [0, 0], "data qa: an empty context is a row of the question alone, "
           "y 0 0 (%d rows)" % len(y))

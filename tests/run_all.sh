@@ -190,7 +190,7 @@ check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   --after=fake_gpu/lib $HF_PYTHON tests/bert_mlm_hf.py
 check parity/seq_cls_hf    $HF_PYTHON tests/seq_cls_hf.py
 check parity/decoder_token_hf $HF_PYTHON tests/decoder_token_hf.py
-check parity/qa_hf         --after=fake_gpu/lib $HF_PYTHON tests/qa_hf.py
+check parity/qa_hf         --after=fake_gpu/lib,asan/build env ASAN_TRAINC=build/asan/trainc $HF_PYTHON tests/qa_hf.py
 check parity/electra_hf    $HF_PYTHON tests/electra_hf.py
 check parity/xlmr_hf      $HF_PYTHON tests/xlmr_hf.py
 check parity/reward_hf     $HF_PYTHON tests/reward_hf.py
