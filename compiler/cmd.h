@@ -50,6 +50,9 @@ void data_positional(const char *cmd, const char *usage, const char *s, const ch
                      const char **dir);
 /* FILE's examples: its lines that are not blank (none: exit 1, saying each is FORM) */
 int64_t data_count_lines(const char *file, const char *form);
+/* The first byte of character k (Python's index: UTF-8 sequences counted) of s[0, n), n
+ * for k at its end, -1 past it */
+int64_t data_char_byte(const char *s, int64_t n, int64_t k);
 /* A JSON-lines file read an object at a time: data_lines_next gives the next non-blank
  * line's object (ln its line number), NULL at the end; a line that is not an object exits
  * 1 naming FILE:LINE and saying each line is FORM */

@@ -115,22 +115,6 @@ static const char *line_text(rt_tokenizer *t, const cJSON *o, const char *key, c
     return v->valuestring;
 }
 
-/* The first byte of character k of the context c[0, n) (n at its end), or -1 past it */
-static int64_t byte_at(const QaExample *e, const char *c, int64_t n, int64_t k)
-{
-    int64_t lo = 0, hi = n;   /* (chars is nondecreasing: the first byte it counts k at) */
-    while (lo < hi) {
-        int64_t mid = (lo + hi) / 2;
-        if (e->chars[mid] < k)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    while (lo < n && (c[lo] & 0xC0) == 0x80)   /* (a character's later bytes count it too) */
-        lo++;
-    return e->chars[lo] == k ? lo : -1;
-}
-
 /* The first answer's bytes in the context: answer_start (characters) and its text's length
  * in characters, as run_qa.py takes them; none where the lists are empty */
 static void line_answer(const cJSON *o, const char *file, int64_t ln, const char *c, int64_t n,
@@ -152,8 +136,8 @@ static void line_answer(const cJSON *o, const char *file, int64_t ln, const char
     int64_t k = (int64_t)s0->valuedouble, len = 0;
     for (const unsigned char *p = (const unsigned char *)t0->valuestring; *p; p++)
         len += (*p & 0xC0) != 0x80;
-    e->sb = byte_at(e, c, n, k);
-    e->eb = byte_at(e, c, n, k + len);
+    e->sb = data_char_byte(c, n, k);
+    e->eb = data_char_byte(c, n, k + len);
     if (e->sb < 0 || e->eb < 0)
         data_line_error(file, ln, "the answer's characters [%" PRId64 ", %" PRId64 ") are past "
                         "the context's %" PRId64, k, k + len, e->chars[n]);

@@ -238,13 +238,8 @@ static char *cand_text(const Cand *x, const char *ctx, const char *file, int64_t
 {
     if (x->kind != SPAN)
         return xstrdup(x->kind == EMPTY ? "empty" : "");
-    int64_t ch = 0, sb = -1, eb = -1, len = (int64_t)strlen(ctx);
-    for (int64_t i = 0; i <= len; i++)
-        if (i == len || ((unsigned char)ctx[i] & 0xC0) != 0x80) {
-            sb = ch == x->a && sb < 0 ? i : sb;
-            eb = ch == x->b && eb < 0 ? i : eb;
-            ch++;
-        }
+    int64_t len = (int64_t)strlen(ctx);
+    int64_t sb = data_char_byte(ctx, len, x->a), eb = data_char_byte(ctx, len, x->b);
     if (sb < 0 || eb < sb)
         data_line_error(file, ln, "the rows' offsets [%" PRId64 ", %" PRId64 ") are not in this "
                         "context: the rows are another file's", x->a, x->b);

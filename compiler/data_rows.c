@@ -55,6 +55,17 @@ int64_t data_count_arg(const char *cmd, const char *flag, const char *v, int64_t
     return (int64_t)x;
 }
 
+int64_t data_char_byte(const char *s, int64_t n, int64_t k)
+{
+    for (int64_t i = 0, ch = 0; i <= n; i++)
+        if (i == n || ((unsigned char)s[i] & 0xC0) != 0x80) {
+            if (ch == k)
+                return i;
+            ch++;
+        }
+    return -1;
+}
+
 void data_positional(const char *cmd, const char *usage, const char *s, const char **file,
                      const char **dir)
 {

@@ -1083,47 +1083,6 @@ static void ug_part(rt_tokenizer *t, const unsigned char *s, size_t n, int first
     }
 }
 
-void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
-{
-    const unsigned char *s = (const unsigned char *)text;
-    for (size_t i = 0; i < n;) {
-        const Added *a = NULL;
-        size_t at = added_find(&t->raw_set, s, i, n, &a);
-        size_t end = a ? added_span(a, s, i, &at, n) : n;
-        if (t->ug)
-            ug_part(t, s + i, at - i, i == 0 && !t->cont, out);
-        else if (t->sp)   /* a continued part's first piece gets no U+2581 */
-            sp_encode(t, s + i, at - i, i > 0 || !t->cont, i == 0 && !t->cont, out);
-        else
-            encode_normalized(t, s + i, at - i, out);
-        if (!a)
-            break;
-        rt_ids_push(out, a->id);
-        i = end;
-    }
-    t->cont = 1;
-}
-
-void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
-{
-    t->cont = 0;   /* a text starts */
-    rt_tok_encode_part(t, text, n, out);
-}
-
-int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
-{
-    if (t->digits && !t->wp)
-        return -1;   /* (add_prefix_space would put a space before each of Digits' pieces) */
-    /* GPT-2's pattern: the space GPT2TokenizerFast's and RobertaTokenizerFast's
-     * add_prefix_space puts before the word; any other: the word as a text of its own (a
-     * pre-tokenized word is normalized and split alone: Llama 3's, Qwen2's, SentencePiece
-     * style's U+2581 before each) */
-    t->word_space = !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
-    rt_tok_encode_text(t, word, n, out);
-    t->word_space = 0;
-    return 0;
-}
-
 /* Byte-level: the ids of out[m, out->n), the encoding of s[0, n), matched in turn to the
  * bytes they stand for (a space before the first that the text lacks: ByteLevel's
  * add_prefix_space); their spans [first, past last) appended to offs, from base; -1 where
@@ -1172,35 +1131,90 @@ static void char_offsets(const rt_tokenizer *t, const unsigned char *s, size_t n
     o[0] = (uint32_t)a, o[1] = (uint32_t)b;
 }
 
+/* The ids of the text s[i, at) between two added tokens with their bytes (from s), as
+ * encode_part's offsets ask: WordPiece's pieces from its normalizer's origins, byte-level
+ * ones matched to the text (piece_offsets) */
+static int span_offsets(rt_tokenizer *t, const unsigned char *s, size_t i, size_t at,
+                        rt_ids *out, rt_ids *offs)
+{
+    int64_t m = out->n, o = offs->n;
+    if (!t->wp) {
+        encode_normalized(t, s + i, at - i, out);
+        return piece_offsets(t, s + i, at - i, out, m, i, offs);
+    }
+    rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s + i, at - i, out, offs);
+    for (int64_t k = o; k < offs->n; k++)
+        offs->v[k] += (uint32_t)i;
+    return 0;
+}
+
+/* The ids of s[0, n): its unnormalized added tokens, and what lies between them as the
+ * model encodes it; with offs (WordPiece and byte-level alone), each id's bytes too (-1
+ * where they do not spell the text: span_offsets) */
+static int encode_part(rt_tokenizer *t, const unsigned char *s, size_t n, rt_ids *out,
+                       rt_ids *offs)
+{
+    for (size_t i = 0; i < n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->raw_set, s, i, n, &a);
+        size_t end = a ? added_span(a, s, i, &at, n) : n;
+        if (offs) {
+            if (span_offsets(t, s, i, at, out, offs) != 0)
+                return -1;
+        } else if (t->ug) {
+            ug_part(t, s + i, at - i, i == 0 && !t->cont, out);
+        } else if (t->sp) {   /* a continued part's first piece gets no U+2581 */
+            sp_encode(t, s + i, at - i, i > 0 || !t->cont, i == 0 && !t->cont, out);
+        } else {
+            encode_normalized(t, s + i, at - i, out);
+        }
+        if (!a)
+            break;
+        rt_ids_push(out, a->id);
+        if (offs) {
+            rt_ids_push(offs, (uint32_t)at);
+            rt_ids_push(offs, (uint32_t)end);
+        }
+        i = end;
+    }
+    t->cont = 1;
+    return 0;
+}
+
+void rt_tok_encode_part(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
+{
+    encode_part(t, (const unsigned char *)text, n, out, NULL);
+}
+
+void rt_tok_encode_text(rt_tokenizer *t, const char *text, size_t n, rt_ids *out)
+{
+    t->cont = 0;   /* a text starts */
+    rt_tok_encode_part(t, text, n, out);
+}
+
+int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
+{
+    if (t->digits && !t->wp)
+        return -1;   /* (add_prefix_space would put a space before each of Digits' pieces) */
+    /* GPT-2's pattern: the space GPT2TokenizerFast's and RobertaTokenizerFast's
+     * add_prefix_space puts before the word; any other: the word as a text of its own (a
+     * pre-tokenized word is normalized and split alone: Llama 3's, Qwen2's, SentencePiece
+     * style's U+2581 before each) */
+    t->word_space = !t->wp && !t->ug && !t->sp && t->pat == PT_GPT2;
+    rt_tok_encode_text(t, word, n, out);
+    t->word_space = 0;
+    return 0;
+}
+
 int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs)
 {
     if (t->ug || t->sp || n >= UINT32_MAX)
         return -1;
     const unsigned char *s = (const unsigned char *)text;
     int64_t first = offs->n;
-    t->cont = 0;
-    for (size_t i = 0; i < n;) {
-        const Added *a = NULL;
-        size_t at = added_find(&t->raw_set, s, i, n, &a);
-        size_t end = a ? added_span(a, s, i, &at, n) : n;
-        int64_t m = out->n, o = offs->n;
-        if (t->wp) {
-            rt_wp_encode(t->bert_norm ? &t->bnorm : NULL, &t->wpm, s + i, at - i, out, offs);
-            for (int64_t k = o; k < offs->n; k++)
-                offs->v[k] += (uint32_t)i;
-        } else {
-            encode_normalized(t, s + i, at - i, out);
-            if (piece_offsets(t, s + i, at - i, out, m, i, offs) != 0)
-                return -1;
-        }
-        if (!a)
-            break;
-        rt_ids_push(out, a->id);
-        rt_ids_push(offs, (uint32_t)at);
-        rt_ids_push(offs, (uint32_t)end);
-        i = end;
-    }
-    t->cont = 1;
+    t->cont = 0;   /* a text starts */
+    if (encode_part(t, s, n, out, offs) != 0)
+        return -1;
     for (int64_t k = first; !t->wp && k < offs->n; k += 2)
         char_offsets(t, s, n, offs->v + k);
     return 0;
