@@ -1905,6 +1905,12 @@ int cmd_export(int argc, char **argv)
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");
+    if (hf_convnext_spec(s)) {   /* ConvNextForImageClassification (hf_convnext.c) */
+        if (tok || adapter || s->train.has_lora)
+            error_input("export: %s with a ConvNeXt (an image classifier: no tokenizer, no "
+                        "adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
+        return hf_convnext_export(s, weights, out);
+    }
     if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
         if (tok || adapter)
             error_input("export: %s with a vision transformer (an image classifier: no "

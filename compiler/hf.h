@@ -313,10 +313,22 @@ typedef struct HfImage {
     double *ch_scale, *ch_shift;
     char **labels;
 } HfImage;
+/* config KEY's list of positive integers (*N of them; *N 0: any, set) */
+int64_t *hf_cfg_int_list(HfCfg *c, const char *key, int *n);
 /* DIR/preprocessor_config.json's rescale, image_mean and image_std (C set) as the pixels'
  * scale and shift, or ViTImageProcessor's defaults (1/255, 0.5, 0.5) where the folder
  * has none: then 0 */
 int hf_image_pixels(const char *dir, HfImage *im);
+/* config.json's architectures: CLS, or BASE (the bare network, whose classifier is new:
+ * then LABELS, import's --labels, must be given; returns 1); exit 1 naming another (a
+ * FAMILY's import takes those two) */
+int hf_image_arch(HfCfg *c, const char *labels, const char *cls, const char *base,
+                  const char *family);
+/* export: E's tensors to OUT/model.safetensors, CONFIG (model_type TYPE) to
+ * OUT/config.json and a ViTImageProcessor's preprocessor_config.json of IM's pixels; the
+ * line that says so (WEIGHTS: what was read) */
+void hf_image_write_export(const HfJoinExport *e, const HfImage *im, cJSON *config,
+                           const char *type, const char *weights, const char *out);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
@@ -361,6 +373,14 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
 /* Whether the spec has a residual of convs (a ResNet): export hf's */
 int hf_resnet_spec(const Spec *s);
 int hf_resnet_export(const Spec *s, const char *weights, const char *out);
+/* import hf of a folder whose config.json says model_type "convnext" (cfg loaded), for
+ * images of side S (0: its image_size); LABELS (import's --labels, or NULL) for a new
+ * classifier */
+int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
+                       const char *labels);
+/* Whether the spec has an untokens layer (a ConvNeXt): export hf's */
+int hf_convnext_spec(const Spec *s);
+int hf_convnext_export(const Spec *s, const char *weights, const char *out);
 /* import hf of a folder whose config.json says model_type "vit" (cfg loaded); LABELS
  * (import's --labels, or NULL) for a new classifier */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,

@@ -28,6 +28,24 @@ static void channel_values(HfCfg *p, const char *key, double dflt, int64_t C, do
     }
 }
 
+/* A config key's list of positive integers (n of them; n 0: any, set) */
+int64_t *hf_cfg_int_list(HfCfg *c, const char *key, int *n)
+{
+    const cJSON *a = hf_cfg_get(c, key);
+    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a) || (*n && cJSON_GetArraySize(a) != *n))
+        hf_cfg_error(c, key, "a list of %s positive integers expected", *n ? "as many" : "some");
+    *n = cJSON_GetArraySize(a);
+    int64_t *v = xcalloc((size_t)*n, sizeof *v);
+    int k = 0;
+    for (const cJSON *e = a->child; e; e = e->next, k++) {
+        if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 1 << 20 ||
+            e->valuedouble != (double)(int64_t)e->valuedouble)
+            hf_cfg_error(c, key, "a list of positive integers expected");
+        v[k] = (int64_t)e->valuedouble;
+    }
+    return v;
+}
+
 int hf_image_pixels(const char *dir, HfImage *im)
 {
     char *path = xasprintf("%s/preprocessor_config.json", dir);
@@ -80,6 +98,38 @@ static char **config_names(HfCfg *c, const cJSON *labels, int64_t K)
         own |= strcmp(e->valuestring, xasprintf("LABEL_%ld", k)) != 0;
     }
     return own ? names : NULL;
+}
+
+int hf_image_arch(HfCfg *c, const char *labels, const char *cls, const char *base,
+                  const char *family)
+{
+    int is_base = 0;
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
+        const char *a = cJSON_IsString(e) ? e->valuestring : "";
+        is_base |= !strcmp(a, base);
+        if (!strcmp(a, base) && !labels)
+            hf_cfg_error(c, "architectures", "%s: no classifier; --labels names the classes (or "
+                         "gives their count) of a new one", base);
+        if (strcmp(a, base) && strcmp(a, cls))
+            hf_cfg_error(c, "architectures", "%s: trainc imports a %s with its classifier (%s, "
+                         "or %s with --labels)", *a ? a : "an entry", family, cls, base);
+    }
+    return is_base;
+}
+
+void hf_image_write_export(const HfJoinExport *e, const HfImage *im, cJSON *config,
+                           const char *type, const char *weights, const char *out)
+{
+    char *cfg = hf_json_text(config),
+         *pre = hf_json_text(hf_image_processor(im, "ViTImageProcessor"));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("export", out);
+    hf_join_write_export(e, xasprintf("%s/model.safetensors", out));
+    hf_write_text("export", xasprintf("%s/config.json", out), cfg);
+    hf_write_text("export", xasprintf("%s/preprocessor_config.json", out), pre);
+    printf("trainc: export: %s -> %s/config.json (%s), %s/preprocessor_config.json, "
+           "%s/model.safetensors (%d tensors)\n", weights, out, type, out, out, e->out.n);
 }
 
 void hf_image_labels(HfCfg *c, HfImage *im)

@@ -122,54 +122,18 @@ static void default_names(Res *r)
 
 /* ---- config ------------------------------------------------------------------- */
 
-/* A config key's list of positive integers (n of them; n 0: any, set) */
-static int64_t *int_list(HfCfg *c, const char *key, int *n)
-{
-    const cJSON *a = hf_cfg_get(c, key);
-    if (!cJSON_IsArray(a) || !cJSON_GetArraySize(a) || (*n && cJSON_GetArraySize(a) != *n))
-        hf_cfg_error(c, key, "a list of %s positive integers expected", *n ? "as many" : "some");
-    *n = cJSON_GetArraySize(a);
-    int64_t *v = xcalloc((size_t)*n, sizeof *v);
-    int k = 0;
-    for (const cJSON *e = a->child; e; e = e->next, k++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 1 || e->valuedouble > 1 << 20 ||
-            e->valuedouble != (double)(int64_t)e->valuedouble)
-            hf_cfg_error(c, key, "a list of positive integers expected");
-        v[k] = (int64_t)e->valuedouble;
-    }
-    return v;
-}
-
 /* ResNetConfig's keys of a backbone's outputs, which the classifier does not read */
 static const char *const backbone_keys[] = {"stage_names", "out_features", "out_indices", NULL};
 
-/* The architecture config.json names: ResNetForImageClassification, or with --labels
- * (LABELS) ResNetModel (r->base), whose classifier is new */
-static void resnet_arch(HfCfg *c, Res *r, const char *labels)
-{
-    const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
-        const char *a = cJSON_IsString(e) ? e->valuestring : "";
-        r->base |= !strcmp(a, "ResNetModel");
-        if (!strcmp(a, "ResNetModel") && !labels)
-            hf_cfg_error(c, "architectures", "ResNetModel: no classifier; --labels names the "
-                         "classes (or gives their count) of a new one");
-        if (strcmp(a, "ResNetModel") && strcmp(a, "ResNetForImageClassification"))
-            hf_cfg_error(c, "architectures", "%s: trainc imports a ResNet with its classifier "
-                         "(ResNetForImageClassification, or ResNetModel with --labels)",
-                         *a ? a : "an entry");
-    }
-}
-
 static void resnet_config(HfCfg *c, Res *r, const char *labels)
 {
-    resnet_arch(c, r, labels);
+    r->base = hf_image_arch(c, labels, "ResNetForImageClassification", "ResNetModel", "ResNet");
     hf_cfg_classifier(c);
     r->img.C = hf_cfg_int(c, "num_channels", 3);
     r->E = hf_cfg_int(c, "embedding_size", 64);
     r->n = 0;
-    r->width = int_list(c, "hidden_sizes", &r->n);
-    r->depth = int_list(c, "depths", &r->n);
+    r->width = hf_cfg_int_list(c, "hidden_sizes", &r->n);
+    r->depth = hf_cfg_int_list(c, "depths", &r->n);
     const char *type = hf_cfg_str(c, "layer_type", "bottleneck");
     if (strcmp(type, "bottleneck") && strcmp(type, "basic"))
         hf_cfg_error(c, "layer_type", "\"%s\": basic or bottleneck expected", type);

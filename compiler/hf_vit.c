@@ -99,27 +99,9 @@ static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_prob
                                           "encoder_stride", NULL};
 
 /* config.json as v's sizes; exits 1 naming a key trainc cannot express */
-/* The architecture config.json names: ViTForImageClassification, or with --labels
- * (LABELS) ViTModel (v->base), whose classifier is new */
-static void vit_arch(HfCfg *c, Vit *v, const char *labels)
-{
-    const cJSON *ar = hf_cfg_get(c, "architectures");
-    for (const cJSON *e = ar ? ar->child : NULL; e; e = e->next) {
-        const char *a = cJSON_IsString(e) ? e->valuestring : "";
-        v->base |= !strcmp(a, "ViTModel");
-        if (!strcmp(a, "ViTModel") && !labels)
-            hf_cfg_error(c, "architectures", "ViTModel: no classifier; --labels names the classes "
-                         "(or gives their count) of a new one");
-        if (strcmp(a, "ViTModel") && strcmp(a, "ViTForImageClassification"))
-            hf_cfg_error(c, "architectures", "%s: trainc imports a ViT with its classifier "
-                         "(ViTForImageClassification, or ViTModel with --labels)",
-                         *a ? a : "an entry");
-    }
-}
-
 static void vit_config(HfCfg *c, Vit *v, const char *labels)
 {
-    vit_arch(c, v, labels);
+    v->base = hf_image_arch(c, labels, "ViTForImageClassification", "ViTModel", "ViT");
     hf_cfg_classifier(c);
     v->std = hf_cfg_num(c, "initializer_range", 0.02);
     v->D = hf_cfg_int(c, "hidden_size", 768);
@@ -356,14 +338,6 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
     hf_join_export_open(&e, s, weights);
     vit_walk(&v, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    char *config = hf_json_text(vit_hf_config(&v)),
-         *pre = hf_json_text(hf_image_processor(&v.img, "ViTImageProcessor"));
-    if (rt_mkdir_p(out) != 0)
-        cannot_write("export", out);
-    hf_join_write_export(&e, xasprintf("%s/model.safetensors", out));
-    hf_write_text("export", xasprintf("%s/config.json", out), config);
-    hf_write_text("export", xasprintf("%s/preprocessor_config.json", out), pre);
-    printf("trainc: export: %s -> %s/config.json (vit), %s/preprocessor_config.json, "
-           "%s/model.safetensors (%d tensors)\n", weights, out, out, out, e.out.n);
+    hf_image_write_export(&e, &v.img, vit_hf_config(&v), "vit", weights, out);
     return 0;
 }

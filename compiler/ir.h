@@ -148,6 +148,8 @@ enum {
     N_SPAN,        /* [T, 2] -> [2, T]: the start and end logits, the padding at -1e30 */
     N_PAD,         /* [C, H, W] -> [C, H + 2p, W + 2p] (p in Node.conv[5]), the border -inf
                       (a max pool's padding) */
+    N_UNTOKENS,    /* [H W, C] -> [C, H, W]: tokens' inverse */
+    N_LAYER_SCALE, /* x [..., d] times a learned weight [d] */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -173,6 +175,8 @@ enum {
     N_LAST_TOKEN_BWD,
     N_SPAN_BWD,
     N_PAD_BWD,
+    N_UNTOKENS_BWD,
+    N_LAYER_SCALE_BWD,
     N__COUNT
 };
 

@@ -856,6 +856,7 @@ static const struct {
     {"kv_heads", offsetof(Layer, kv_heads), 1, MAX_DIM},
     {"head_dim", offsetof(Layer, head_dim), 1, MAX_DIM},
     {"segments", offsetof(Layer, segments), 1, MAX_DIM},
+    {"height", offsetof(Layer, height), 1, MAX_DIM},
 };
 
 /* A layer's true/false keys (attention's bias and qk_norm take strings too: below). */
@@ -927,6 +928,8 @@ static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON 
         l->negative_slope = get_number(c, v, path);   /* any finite number, as torch's */
     else if (!strcmp(key, "by"))
         l->by = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
+    else if (!strcmp(key, "init_value"))
+        l->init_value = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
     else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)
@@ -1012,6 +1015,7 @@ static Layer *new_layer(const char *path)
     l->groups = 1;
     l->segments = 1;
     l->negative_slope = 0.01;   /* torch.nn.LeakyReLU's */
+    l->init_value = 1e-6;       /* HF ConvNeXt's layer_scale_init_value */
     l->p = 0.5;
     l->eps = 1e-5;
     l->momentum = 0.1;

@@ -105,6 +105,8 @@ struct Layer {
     int64_t output_padding;   /* conv_transpose2d; default 0, below the stride */
     double negative_slope;    /* leaky_relu; default 0.01 */
     double by;                /* scale: the factor (required) */
+    int64_t height;           /* untokens: the image's rows (required) */
+    double init_value;        /* layer_scale: every weight's initial value; default 1e-6 */
     int bias;                 /* default 1 */
     int causal;               /* default 1 */
     int gelu_tanh;            /* "approximate": "tanh" */

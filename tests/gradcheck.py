@@ -126,6 +126,18 @@ cases = [
     # a function of the element's number)
     case("dropout_tokens", [3, 5], [L(6), {"op": "tokens"}, {"op": "dropout", "p": 0.5}, {"op": "tanh"},
                                     {"op": "flatten"}, L(4)]),
+    case("untokens", [6, 4], [L(5), {"op": "tanh"}, {"op": "untokens", "height": 2},
+                              {"op": "conv2d", "out": 2, "kernel": 2}, {"op": "flatten"}, L(4)]),
+    case("layer_scale", [3, 5], [L(6), {"op": "tanh"}, {"op": "layer_scale", "init_value": 0.7},
+                                 {"op": "tanh"}, {"op": "flatten"}, L(4)]),
+    # ConvNeXt's block in small: a depthwise conv, then channels last (tokens), a
+    # layernorm, the MLP, layer_scale, channels first again (untokens), the residual
+    case("convnext_block", [4, 3, 4], [{"op": "conv2d", "out": 4, "kernel": 1},
+        {"op": "residual", "name": "block", "body": [
+            {"op": "conv2d", "out": 4, "kernel": 3, "padding": 1, "groups": 4}, {"op": "tokens"},
+            {"op": "layernorm", "eps": 1e-6}, L(8), {"op": "gelu"}, L(4),
+            {"op": "layer_scale", "init_value": 0.5}, {"op": "untokens", "height": 3}]},
+        {"op": "tokens"}, {"op": "token_mean"}, L(4)]),
     case("token_mean", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean"}, L(4)]),
     # a vision transformer in small: patches, tokens, positions, attention without a
     # causal mask, the mean over the tokens

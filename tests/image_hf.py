@@ -1,12 +1,14 @@
-"""What the Hugging Face tests share (vit_hf, resnet_hf, bert_hf, data_classify,
-wordpiece_hf): the checks' report, trainc's runs, an image classifier's pixels as trainc
-computes them, the refusals, and random models saved off transformers' init."""
+"""What the Hugging Face tests share (vit_hf, resnet_hf, convnext_hf, bert_hf,
+data_classify, wordpiece_hf): the checks' report, trainc's runs, an image classifier's
+pixels as trainc computes them, its data and transformers' loss over them, the refusals,
+and random models saved off transformers' init."""
 import json
 import os
 import subprocess
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAINC = os.path.join(ROOT, os.environ.get("TRAINC", "build/trainc"))
@@ -78,3 +80,24 @@ def saved(cls, cfg, src, noise, seed=None):
             p.add_(noise * torch.randn_like(p))
     m.save_pretrained(src, safe_serialization=True)
     return m
+
+
+def hf_loss(m, spec, x, y):
+    """mean cross-entropy over the images, in batches of 32 (as --eval's)"""
+    m.eval()
+    losses = []
+    with torch.no_grad():
+        for b in range(0, len(x), 32):
+            logits = m(pixel_values=pixels(spec, x[b:b + 32])).logits.double()
+            losses.append(F.cross_entropy(logits, torch.from_numpy(y[b:b + 32]).long()).item())
+    return sum(losses) / len(losses)
+
+
+def data(d, x, y):
+    """the first half of the images for training, the second for validation"""
+    os.makedirs(d + "/data", exist_ok=True)
+    n = len(x) // 2
+    for part, sl in (("train", slice(0, n)), ("val", slice(n, None))):
+        np.save("%s/data/%s_x.npy" % (d, part), np.ascontiguousarray(x[sl]))
+        np.save("%s/data/%s_y.npy" % (d, part), y[sl].astype(np.int32))
+    return x[:n], y[:n], x[n:], y[n:]

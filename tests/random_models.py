@@ -34,7 +34,8 @@ half of those take a class token (`cls_token`) before the tokens, which `first_t
 reads alone in 2 of 3 of them (from a fourteenth, a `token_mean` in four of the others
 becomes `last_token`); from a twelfth, an image model in four scales and shifts
 its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
-pads its input. Batchnorm's running statistics start away from
+pads its input; from a fifteenth, a residual around a conv in three becomes ConvNeXt's
+block (a depthwise conv2d, `tokens`, layernorm, an MLP, `layer_scale`, `untokens`). Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -429,6 +430,37 @@ def vector_batchnorms(r9, layers):
     layers[:] = out
 
 
+def side_after(layers, H):
+    """the side of an image model's maps after LAYERS from images of side H (a residual
+    keeps it)"""
+    for l in layers:
+        kk, st, pad = l.get("kernel", 1), l.get("stride", l.get("kernel", 1) if "pool" in l["op"] else 1), \
+            l.get("padding", 0)
+        if l["op"] == "conv_transpose2d":
+            H = (H - 1) * st - 2 * pad + kk + l.get("output_padding", 0)
+        elif l["op"] in ("conv2d", "maxpool2d", "avgpool2d"):
+            H = (H + 2 * pad - kk) // st + 1
+    return H
+
+
+def convnext_swaps(r15, layers, H):
+    """A fifteenth generator's: a residual around a shape-keeping conv without a shortcut
+    (1 in 3, in place) becomes ConvNeXt's block: a depthwise conv2d, `tokens`, a
+    layernorm, a linear to twice the channels, gelu, a linear back, `layer_scale`,
+    `untokens` to the map's height"""
+    for k, l in enumerate(layers):
+        if l["op"] == "flatten":
+            return
+        if l["op"] != "residual" or "shortcut" in l or r15.random() >= 1 / 3:
+            continue
+        C = l["body"][0]["out"]
+        l["body"] = [{"op": "conv2d", "out": C, "kernel": 3, "padding": 1, "groups": C},
+                     {"op": "tokens"}, {"op": "layernorm", "eps": 1e-6},
+                     {"op": "linear", "out": 2 * C}, {"op": "gelu"}, {"op": "linear", "out": C},
+                     {"op": "layer_scale", "init_value": 0.5},
+                     {"op": "untokens", "height": side_after(layers[:k], H)}]
+
+
 def vit_swaps(r10, r11, r14, layers, C, H):
     """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
     given the channels C at its flatten (cnn_swaps') and the input's side H): its flatten becomes `tokens` (each position a token of
@@ -443,13 +475,7 @@ def vit_swaps(r10, r11, r14, layers, C, H):
         return
     cls = r11.random() < 0.5
     k = next(k for k, l in enumerate(layers) if l["op"] == "flatten")
-    for l in layers[:k]:   # the side at the flatten (a residual keeps it)
-        kk, st, pad = l.get("kernel", 1), l.get("stride", l.get("kernel", 1) if "pool" in l["op"] else 1), \
-            l.get("padding", 0)
-        if l["op"] == "conv_transpose2d":
-            H = (H - 1) * st - 2 * pad + kk + l.get("output_padding", 0)
-        elif l["op"] in ("conv2d", "maxpool2d", "avgpool2d"):
-            H = (H + 2 * pad - kk) // st + 1
+    H = side_after(layers[:k], H)
     vit = [{"op": "tokens"}] + ([{"op": "cls_token", "name": "cls%d" % k}] if cls else [])
     if r10.random() < 0.5:
         vit.append({"op": "pos_embedding", "max_len": H * H + cls + (2 if r10.random() < 0.5 else 0)})
@@ -507,6 +533,7 @@ def draw(r, i):
         pool_padding(np.random.default_rng([SEED, i, 13]), layers)
         pixels_by_channel(np.random.default_rng([SEED, i, 12]), x)
         C = cnn_swaps(r9, layers, x["shape"][0])
+        convnext_swaps(np.random.default_rng([SEED, i, 15]), layers, x["shape"][1])
         vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]),
                   np.random.default_rng([SEED, i, 14]), layers, C, x["shape"][1])
     elif kind == "vector":
@@ -624,6 +651,10 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = x.flatten(2).transpose(1, 2)
             elif op == "token_mean":
                 x = x.mean(1)
+            elif op == "untokens":   # [B, HW, C] -> [B, C, H, W]
+                x = x.transpose(1, 2).reshape(x.shape[0], x.shape[2], l["height"], -1)
+            elif op == "layer_scale":
+                x = x * param(pfx + ".weight", (x.shape[-1],), "lnw")
             elif op == "cls_token":   # [B, T, d] -> [B, T + 1, d]
                 w = param(pfx + ".weight", (x.shape[-1],), "emb")
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
@@ -972,7 +1003,8 @@ def resnet_ops(model):
     """the ninth generator's ops a model has, for its line: ' (batchnorm, groups, ...)'"""
     j = json.dumps(model)
     have = [w for w, k in (("batchnorm", '"batchnorm"'), ("groups", '"groups"'),
-                           ("a projection shortcut", '"shortcut": [{"op": "conv2d"'), ("label smoothing", '"label_smoothing"'))
+                           ("a projection shortcut", '"shortcut": [{"op": "conv2d"'), ("label smoothing", '"label_smoothing"'),
+                           ("a ConvNeXt block", '"untokens"'))
             if k in j]
     return " (%s)" % ", ".join(have) if have else ""
 

@@ -185,6 +185,7 @@ check parity/hf_io_newer  $HF_NEW_PYTHON tests/hf_io.py --newer
 # ViTForImageClassification both ways
 check parity/vit_hf       $HF_PYTHON tests/vit_hf.py
 check parity/resnet_hf    $HF_PYTHON tests/resnet_hf.py
+check parity/convnext_hf  --after=fake_gpu/lib $HF_PYTHON tests/convnext_hf.py
 check parity/bert_hf      $HF_PYTHON tests/bert_hf.py
 check parity/bert_token_hf $HF_PYTHON tests/bert_token_hf.py
 check parity/bert_mlm_hf   --after=fake_gpu/lib $HF_PYTHON tests/bert_mlm_hf.py

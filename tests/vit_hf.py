@@ -40,7 +40,6 @@ import sys
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 try:
     import transformers
@@ -52,8 +51,8 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import (ROOT, check, eval_loss, failed, pixels, processor_agrees, refused,  # noqa: E402
-                      rel, saved, trainc)
+from image_hf import (ROOT, check, data, eval_loss, failed, hf_loss,  # noqa: E402
+                      processor_agrees, refused, rel, saved, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "vit_hf")
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -65,26 +64,6 @@ torch.manual_seed(0)
 
 
 
-
-
-def hf_loss(m, spec, x, y):
-    """mean cross-entropy over the images, in batches of 32 (as --eval's)"""
-    m.eval()
-    losses = []
-    with torch.no_grad():
-        for b in range(0, len(x), 32):
-            logits = m(pixel_values=pixels(spec, x[b:b + 32])).logits.double()
-            losses.append(F.cross_entropy(logits, torch.from_numpy(y[b:b + 32]).long()).item())
-    return sum(losses) / len(losses)
-
-
-def data(d, x, y):
-    os.makedirs(d + "/data", exist_ok=True)
-    n = len(x) // 2
-    for part, sl in (("train", slice(0, n)), ("val", slice(n, None))):
-        np.save("%s/data/%s_x.npy" % (d, part), x[sl])
-        np.save("%s/data/%s_y.npy" % (d, part), y[sl].astype(np.int32))
-    return x[n:], y[n:]
 
 
 def specs(d):
@@ -117,7 +96,7 @@ def case(name, cfg, preprocessor, x, y):
     imp = d + "/import"
     trainc("import", "hf", src, "-o", imp)
     spec = imp + "/model.json"
-    xv, yv = data(imp, x, y)
+    _, _, xv, yv = data(imp, x, y)
     specs(imp)
     ops = [l["op"] for l in json.load(open(spec))["model"]["layers"]]
     check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding", "repeat", "layernorm",
@@ -161,7 +140,7 @@ def vit_fashion(X, Y):
     """specs/vit_fashion.json from its own initial weights, 3 steps, exported"""
     d = os.path.join(OUT, "vit_fashion")
     os.makedirs(d, exist_ok=True)
-    xv, yv = data(d, X, Y)
+    _, _, xv, yv = data(d, X, Y)
     specs(d)
     m = json.load(open(os.path.join(ROOT, "specs", "vit_fashion.json")))["model"]
     spec, run = d + "/model.json", d + "/run3"
@@ -186,7 +165,7 @@ def new_head(name, base, cfg, labels, x):
     spec = imp + "/model.json"
     K = json.load(open(spec))["model"]["inputs"]["y"]["classes"]
     y = np.arange(len(x)) % K
-    xv, yv = data(imp, x, y)
+    _, _, xv, yv = data(imp, x, y)
     specs(imp)
     ours = load_file(imp + "/init.safetensors")
     hf = ViTForImageClassification.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)

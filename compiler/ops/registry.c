@@ -9,7 +9,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
-extern const OpDef op_span;
+extern const OpDef op_span, op_untokens, op_layer_scale;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -43,6 +43,8 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_FIRST_TOKEN] = &op_first_token,
     [OP_LAST_TOKEN] = &op_last_token,
     [OP_SPAN] = &op_span,
+    [OP_UNTOKENS] = &op_untokens,
+    [OP_LAYER_SCALE] = &op_layer_scale,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -60,6 +62,7 @@ extern const NodeDef node_tokens, node_tokens_bwd, node_token_mean, node_token_m
 extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_first_token_bwd;
 extern const NodeDef node_last_token, node_last_token_bwd;
 extern const NodeDef node_span, node_span_bwd;
+extern const NodeDef node_untokens, node_untokens_bwd, node_layer_scale, node_layer_scale_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
@@ -114,6 +117,10 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_LAST_TOKEN_BWD] = &node_last_token_bwd,
     [N_SPAN] = &node_span,
     [N_SPAN_BWD] = &node_span_bwd,
+    [N_UNTOKENS] = &node_untokens,
+    [N_UNTOKENS_BWD] = &node_untokens_bwd,
+    [N_LAYER_SCALE] = &node_layer_scale,
+    [N_LAYER_SCALE_BWD] = &node_layer_scale_bwd,
     [N_PAD] = &node_pad,
     [N_PAD_BWD] = &node_pad_bwd,
 };

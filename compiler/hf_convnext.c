@@ -1,0 +1,471 @@
+/* hf_convnext.c: Hugging Face's ConvNextForImageClassification both ways (its input and
+ * classes through hf_image.c). `trainc import hf` of a ConvNeXt folder as a model spec:
+ * the patchify stem (conv2d, kernel = stride = patch_size) and its channels-first
+ * layernorm (tokens, layernorm, untokens), each later stage's downsampling (the same
+ * layernorm, a conv2d of kernel 2, stride 2), each stage's blocks as a repeat of one
+ * residual (a depthwise 7x7 conv2d, tokens, layernorm, linear 4C, gelu, linear C,
+ * layer_scale, untokens), then tokens, token_mean, layernorm and the linear head; and
+ * its weights. `trainc export hf` of a spec of that layout back to config.json,
+ * preprocessor_config.json and model.safetensors. One table (cnx_walk, of hf_join.c's
+ * joins) pairs each of trainc's tensors with the transformers tensor it is, for both. */
+#include <stdlib.h>
+#include <string.h>
+#include "cmd.h"
+#include "hf.h"
+#include "ops/op.h"
+
+enum { CNX_MAX_STAGES = 16 };
+
+/* What the model's shapes and layers depend on, and the names of trainc's layers
+ * (import: its own; export: the spec's) */
+typedef struct Cnx {
+    HfImage img;                       /* channels, side, classes, pixels, names */
+    int n;                             /* stages */
+    int64_t *width, *depth;            /* each stage's channels and blocks */
+    int64_t P;                         /* patch_size: the stem's kernel and stride */
+    double eps;                        /* layer_norm_eps: the pooled features' layernorm */
+    double ls;                         /* layer_scale_init_value; 0: no layer_scale */
+    int gelu_tanh;
+    const char *prefix;                /* the model's tensors' ("convnext.", or "" for
+                                          ConvNextModel's) */
+    int base, fresh_head;              /* import: ConvNextModel's; a head drawn anew */
+    double std;                        /* initializer_range */
+    /* trainc's names: the top layers', each stage's, and a block's layers' after the
+     * block prefix (blocks[s]: "stageS.%lld.") */
+    char *stem, *stem_norm, *norm, *head;
+    char *down_norm[CNX_MAX_STAGES], *down[CNX_MAX_STAGES], *blocks[CNX_MAX_STAGES];
+    char *dwconv, *bnorm, *fc1, *fc2, *scale;
+} Cnx;
+
+/* Stage s's block b's tensors */
+static void cnx_block(const Cnx *v, int s, int64_t b, hf_join_fn fn, void *ctx)
+{
+    char *ours = xasprintf(v->blocks[s], (long long)b),
+         *th = xasprintf("%sencoder.stages.%d.layers.%lld.", v->prefix, s, (long long)b);
+    int64_t W = v->width[s], dw[4] = {W, 1, 7, 7};
+    hf_join_same(fn, ctx, xasprintf("%s%s.weight", ours, v->dwconv),
+                 xasprintf("%sdwconv.weight", th), 4, dw);
+    hf_join_same(fn, ctx, xasprintf("%s%s.bias", ours, v->dwconv),
+                 xasprintf("%sdwconv.bias", th), 1, &W);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->bnorm), xasprintf("%slayernorm", th), W);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%spwconv1", th), 4 * W, W);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%spwconv2", th), W, 4 * W);
+    if (v->ls)
+        hf_join_same(fn, ctx, xasprintf("%s%s.weight", ours, v->scale),
+                     xasprintf("%slayer_scale_parameter", th), 1, &W);
+}
+
+/* Every tensor, in trainc's order */
+static void cnx_walk(const Cnx *v, hf_join_fn fn, void *ctx)
+{
+    const char *m = v->prefix;
+    int64_t W0 = v->width[0], stem[4] = {W0, v->img.C, v->P, v->P};
+    hf_join_same(fn, ctx, xasprintf("%s.weight", v->stem),
+                 xasprintf("%sembeddings.patch_embeddings.weight", m), 4, stem);
+    hf_join_same(fn, ctx, xasprintf("%s.bias", v->stem),
+                 xasprintf("%sembeddings.patch_embeddings.bias", m), 1, &W0);
+    hf_join_layernorm(fn, ctx, v->stem_norm, xasprintf("%sembeddings.layernorm", m), W0);
+    for (int s = 0; s < v->n; s++) {
+        if (s) {
+            int64_t W = v->width[s], in = v->width[s - 1], k[4] = {W, in, 2, 2};
+            char *th = xasprintf("%sencoder.stages.%d.downsampling_layer.", m, s);
+            hf_join_layernorm(fn, ctx, v->down_norm[s], xasprintf("%s0", th), in);
+            hf_join_same(fn, ctx, xasprintf("%s.weight", v->down[s]), xasprintf("%s1.weight", th),
+                         4, k);
+            hf_join_same(fn, ctx, xasprintf("%s.bias", v->down[s]), xasprintf("%s1.bias", th), 1, &W);
+        }
+        for (int64_t b = 0; b < v->depth[s]; b++)
+            cnx_block(v, s, b, fn, ctx);
+    }
+    int64_t D = v->width[v->n - 1];
+    hf_join_layernorm(fn, ctx, v->norm, xasprintf("%slayernorm", m), D);
+    if (v->fresh_head)   /* (as ConvNeXt's _init_weights) */
+        hf_join_fresh_linear(fn, ctx, v->head, v->img.K, D, v->std);
+    else
+        hf_join_linear(fn, ctx, v->head, "classifier", v->img.K, D);
+}
+
+/* import's names */
+static void default_names(Cnx *v)
+{
+    v->stem = "stem", v->stem_norm = "stem_norm", v->norm = "norm", v->head = "head";
+    for (int s = 0; s < v->n; s++) {
+        v->down_norm[s] = xasprintf("stage%d_norm", s);
+        v->down[s] = xasprintf("stage%d_down", s);
+        v->blocks[s] = xasprintf("stage%d.%%lld.", s);
+    }
+    v->dwconv = "dwconv", v->bnorm = "norm", v->fc1 = "fc1", v->fc2 = "fc2", v->scale = "scale";
+}
+
+/* The side of the map after the stem (patches) and after each downsampling (kernel 2,
+ * stride 2) */
+static int64_t stage_side(const Cnx *v, int s)
+{
+    int64_t h = v->img.S / v->P;
+    for (int k = 1; k <= s; k++)
+        h = (h - 2) / 2 + 1;
+    return h;
+}
+
+/* ---- import -------------------------------------------------------------------- */
+
+/* ConvNextConfig's keys of a backbone's outputs, which the classifier does not read */
+static const char *const backbone_keys[] = {"stage_names", "out_features", "out_indices", NULL};
+
+/* The stages' count, widths and depths; the image side (S from --image-size, else the
+ * config's image_size) large enough for every stage */
+static void cnx_stages(HfCfg *c, Cnx *v, int64_t S)
+{
+    int64_t n = hf_cfg_int(c, "num_stages", 4);
+    v->n = 0;
+    v->width = hf_cfg_int_list(c, "hidden_sizes", &v->n);
+    v->depth = hf_cfg_int_list(c, "depths", &v->n);
+    if (n != v->n)
+        hf_cfg_error(c, "num_stages", "%lld where hidden_sizes and depths list %d stages",
+                     (long long)n, v->n);
+    if (v->n > CNX_MAX_STAGES)
+        hf_cfg_error(c, "num_stages", "%d: trainc imports at most %d", v->n, CNX_MAX_STAGES);
+    v->img.C = hf_cfg_int(c, "num_channels", 3);
+    v->P = hf_cfg_int(c, "patch_size", 4);
+    int64_t side = hf_cfg_int(c, "image_size", 224);
+    v->img.S = S ? S : side;
+    if (v->img.S / v->P < 1 << (v->n - 1))
+        error_input("import: %lldx%lld images are too small for %d stages of patches of %lld "
+                    "(%lld or more a side)%s", (long long)v->img.S, (long long)v->img.S, v->n,
+                    (long long)v->P, (long long)v->P << (v->n - 1),
+                    S ? "" : " (config.json's image_size; --image-size sets another)");
+}
+
+static void cnx_config(HfCfg *c, Cnx *v, const char *labels, int64_t S)
+{
+    v->base = hf_image_arch(c, labels, "ConvNextForImageClassification", "ConvNextModel",
+                            "ConvNeXt");
+    hf_cfg_classifier(c);
+    v->std = hf_cfg_num(c, "initializer_range", 0.02);
+    cnx_stages(c, v, S);
+    v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
+    v->ls = hf_cfg_num(c, "layer_scale_init_value", 1e-6);
+    if (v->ls < 0)
+        hf_cfg_error(c, "layer_scale_init_value", "%g: 0 (no layer scale) or more expected", v->ls);
+    if (hf_cfg_num(c, "drop_path_rate", 0) != 0)
+        hf_cfg_error(c, "drop_path_rate", "stochastic depth (dropping whole blocks in training) "
+                     "is not one of trainc's layers; 0 trains without it");
+    v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
+    if (labels)
+        hf_labels_arg(c, labels, &v->img);
+    else
+        hf_image_labels(c, &v->img);
+    for (int k = 0; backbone_keys[k]; k++)
+        hf_cfg_get(c, backbone_keys[k]);
+    const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
+    if (rest)
+        hf_cfg_error(c, rest, "a key trainc does not know for convnext: it cannot tell whether "
+                     "the model computes what trainc would");
+}
+
+/* ConvNeXt's channels-first layernorm as three layers into LS: tokens, layernorm NAME
+ * (eps 1e-6, as ConvNextLayerNorm's), untokens of height H */
+static void channels_norm(cJSON *ls, const char *name, int64_t h)
+{
+    hf_layer(ls, "tokens", NULL);
+    cJSON_AddNumberToObject(hf_layer(ls, "layernorm", name), "eps", 1e-6);
+    cJSON_AddNumberToObject(hf_layer(ls, "untokens", NULL), "height", (double)h);
+}
+
+/* Stage s's blocks as a repeat into LS */
+static void spec_blocks(const Cnx *v, cJSON *ls, int s)
+{
+    int64_t W = v->width[s];
+    cJSON *rep = hf_layer(ls, "repeat", xasprintf("stage%d", s));
+    cJSON_AddNumberToObject(rep, "count", (double)v->depth[s]);
+    cJSON *body = cJSON_AddArrayToObject(rep, "body");
+    cJSON *b = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
+    cJSON *dw = hf_layer(b, "conv2d", v->dwconv);
+    cJSON_AddNumberToObject(dw, "out", (double)W);
+    cJSON_AddNumberToObject(dw, "kernel", 7);
+    cJSON_AddNumberToObject(dw, "padding", 3);
+    cJSON_AddNumberToObject(dw, "groups", (double)W);
+    hf_layer(b, "tokens", NULL);
+    cJSON_AddNumberToObject(hf_layer(b, "layernorm", v->bnorm), "eps", 1e-6);
+    cJSON_AddNumberToObject(hf_layer(b, "linear", v->fc1), "out", (double)(4 * W));
+    cJSON *g = hf_layer(b, "gelu", NULL);
+    if (v->gelu_tanh)
+        cJSON_AddStringToObject(g, "approximate", "tanh");
+    cJSON_AddNumberToObject(hf_layer(b, "linear", v->fc2), "out", (double)W);
+    if (v->ls)
+        cJSON_AddNumberToObject(hf_layer(b, "layer_scale", v->scale), "init_value", v->ls);
+    cJSON_AddNumberToObject(hf_layer(b, "untokens", NULL), "height", (double)stage_side(v, s));
+}
+
+static cJSON *cnx_spec(const Cnx *v, const char *name)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "trainc", 1);
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "name", name);
+    hf_image_inputs(m, &v->img);
+    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
+    cJSON *p = hf_layer(ls, "conv2d", v->stem);
+    cJSON_AddNumberToObject(p, "out", (double)v->width[0]);
+    cJSON_AddNumberToObject(p, "kernel", (double)v->P);
+    cJSON_AddNumberToObject(p, "stride", (double)v->P);
+    channels_norm(ls, v->stem_norm, stage_side(v, 0));
+    for (int s = 0; s < v->n; s++) {
+        if (s) {
+            channels_norm(ls, v->down_norm[s], stage_side(v, s - 1));
+            cJSON *d = hf_layer(ls, "conv2d", v->down[s]);
+            cJSON_AddNumberToObject(d, "out", (double)v->width[s]);
+            cJSON_AddNumberToObject(d, "kernel", 2);
+            cJSON_AddNumberToObject(d, "stride", 2);
+        }
+        spec_blocks(v, ls, s);
+    }
+    /* transformers' last_hidden_state.mean([-2, -1]), then its layernorm */
+    hf_layer(ls, "tokens", NULL);
+    hf_layer(ls, "token_mean", NULL);
+    cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
+    cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->img.K);
+    hf_image_loss(m);
+    return root;
+}
+
+int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
+                       const char *labels)
+{
+    Cnx v = {0};
+    cnx_config(cfg, &v, labels, S);
+    default_names(&v);
+    int pre = hf_image_pixels(dir, &v.img);
+    HfJoinImport im = {.dir = dir};
+    hf_weights_dir(&im.w, dir);
+    v.prefix = hf_find(&im.w, "convnext.embeddings.patch_embeddings.weight") ? "convnext." : "";
+    v.fresh_head = v.base || labels;
+    cnx_walk(&v, hf_join_plan_import, &im);
+    int left = v.fresh_head ? hf_join_leave_out(&im.w, "classifier.", 0) : 0;
+    hf_join_all_used(&im.w, dir, "ConvNextForImageClassification");
+    char *text = hf_json_text(cnx_spec(&v, name));
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("import", out);
+    hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
+    hf_write_text("import", xasprintf("%s/model.json", out), text);
+    hf_write_text("import", xasprintf("%s/train.json", out),
+                  hf_image_train("{\"type\": \"adamw\", \"lr\": 1e-4, \"weight_decay\": 0.05}", 0));
+    printf("trainc: import: %s (convnext, %d stages, %d tensors; %lldx%lld images, the pixels "
+           "scaled and shifted%s as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n",
+           dir, v.n, im.out.n, (long long)v.img.S, (long long)v.img.S,
+           v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
+           : "ConvNextImageProcessor's defaults say (the folder has no preprocessor_config.json)",
+           v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
+                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
+                                    "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
+                                    HF_FRESH_SEED, left) : "",
+           out, out, out);
+    return 0;
+}
+
+/* ---- export -------------------------------------------------------------------- */
+
+/* Whether the spec has an untokens layer (a ConvNeXt's channels-first layers) */
+int hf_convnext_spec(const Spec *s)
+{
+    for (int i = 0; i < s->n_layers; i++)
+        if (s->layers[i]->op == OP_UNTOKENS)
+            return 1;
+    return 0;
+}
+
+static const HfLayout cnx_layout = {
+    "ConvNextForImageClassification",
+    "conv2d (kernel = stride, no padding), tokens, layernorm, untokens; for each stage after "
+    "the first tokens, layernorm, untokens, conv2d (kernel 2, stride 2); each stage a repeat "
+    "of residual [conv2d (7x7, padding 3, depthwise), tokens, layernorm, linear (4 C), gelu, "
+    "linear (C), layer_scale, untokens]; then tokens, token_mean, layernorm, linear"};
+
+/* The spec's layers, read in order: at the top level, or in a block's body */
+typedef struct Walk {
+    const Spec *s;
+    Layer **ls;
+    int n, k;
+    const char *at;
+} Walk;
+
+/* The next layer, which must be op OP */
+static const Layer *next(Walk *w, int op)
+{
+    const Layer *l = w->k < w->n ? w->ls[w->k] : NULL;
+    hf_want(w->s, &cnx_layout, l, w->at, op);
+    w->k++;
+    return l;
+}
+
+/* a layernorm of ConvNextLayerNorm's eps 1e-6 with weight and bias */
+static const Layer *norm6(Walk *w)
+{
+    double eps = 1e-6;
+    const Layer *l = w->k < w->n ? w->ls[w->k] : NULL;
+    hf_match_norm(w->s, &cnx_layout, l, w->at, &eps);
+    w->k++;
+    return l;
+}
+
+/* tokens, layernorm (its name, with the prefix), untokens of height H */
+static char *match_channels_norm(Walk *w, int64_t h, const char *prefix)
+{
+    next(w, OP_TOKENS);
+    int idx = w->k;
+    char *name = hf_layer_name(norm6(w), idx, prefix);
+    const Layer *u = next(w, OP_UNTOKENS);
+    if (u->height != h)
+        hf_refuse(w->s, &cnx_layout, u, "an untokens of another height than the map's");
+    return name;
+}
+
+/* a conv2d of OUT channels, kernel K, stride S, padding P, groups G (0: any), a bias */
+static const Layer *match_conv(Walk *w, int64_t out, int64_t k, int64_t s, int64_t p, int64_t g)
+{
+    const Layer *c = next(w, OP_CONV2D);
+    if ((out && c->out != out) || c->kernel != k || c->stride != s || c->padding != p ||
+        c->groups != (g ? g : 1) || !c->bias)
+        hf_refuse(w->s, &cnx_layout, c, xasprintf("a conv2d other than ConvNeXt's (%lld "
+                  "channels, kernel %lld, stride %lld, padding %lld, groups %lld, a bias)",
+                  (long long)(out ? out : c->out), (long long)k, (long long)s, (long long)p,
+                  (long long)(g ? g : 1)));
+    return c;
+}
+
+/* Stage s's repeat of blocks; its names into v */
+static void match_blocks(Walk *w, Cnx *v, int s, double *ls)
+{
+    const Layer *rep = next(w, OP_REPEAT);
+    if (rep->n_body != 1)
+        hf_refuse(w->s, &cnx_layout, rep, "a repeat of other than one residual");
+    v->depth[s] = rep->count;
+    v->blocks[s] = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
+    const Layer *r = rep->body[0];
+    int64_t W = v->width[s];
+    hf_want(w->s, &cnx_layout, r, rep->path, OP_RESIDUAL);
+    int has_ls = r->n_body == 8;
+    char *a = hf_match_residual(w->s, &cnx_layout, r, rep->path, has_ls ? 8 : 7);
+    Walk b = {w->s, r->body, r->n_body, 0, r->path};
+    match_conv(&b, W, 7, 1, 3, W);
+    next(&b, OP_TOKENS);
+    norm6(&b);
+    hf_match_linear(w->s, &cnx_layout, r->body[3], r->path, 4 * W);
+    const Layer *g = hf_want(w->s, &cnx_layout, r->body[4], r->path, OP_GELU);
+    hf_match_linear(w->s, &cnx_layout, r->body[5], r->path, W);
+    b.k = 6;
+    if (has_ls) {
+        const Layer *l = next(&b, OP_LAYER_SCALE);
+        if (*ls >= 0 && l->init_value != *ls)
+            hf_refuse(w->s, &cnx_layout, l, "a layer_scale's init_value other than the first's "
+                      "(the config has one layer_scale_init_value)");
+        if (l->init_value <= 0)
+            hf_refuse(w->s, &cnx_layout, l, "a layer_scale's init_value of 0 or less "
+                      "(layer_scale_init_value 0 means none)");
+        *ls = l->init_value;
+    } else if (*ls > 0)
+        hf_refuse(w->s, &cnx_layout, r, "a block without layer_scale where the first had one");
+    else
+        *ls = 0;
+    const Layer *u = next(&b, OP_UNTOKENS);
+    if (u->height != stage_side(v, s))
+        hf_refuse(w->s, &cnx_layout, u, "an untokens of another height than the map's");
+    if (s && g->gelu_tanh != v->gelu_tanh)
+        hf_refuse(w->s, &cnx_layout, g, "a gelu other than the first block's (the config has "
+                  "one hidden_act)");
+    v->gelu_tanh = g->gelu_tanh;
+    v->dwconv = hf_layer_name(r->body[0], 0, a), v->bnorm = hf_layer_name(r->body[2], 2, a);
+    v->fc1 = hf_layer_name(r->body[3], 3, a), v->fc2 = hf_layer_name(r->body[5], 5, a);
+    v->scale = has_ls ? hf_layer_name(r->body[6], 6, a) : NULL;
+}
+
+/* Every stage after the stem; the widths from the convs */
+static void match_stages(Walk *w, Cnx *v)
+{
+    double ls = -1;
+    for (int s = 0; w->k < w->n && (!s || (w->ls[w->k]->op == OP_TOKENS && w->k + 3 < w->n &&
+                                      w->ls[w->k + 3]->op == OP_CONV2D)); s++) {
+        if (s == CNX_MAX_STAGES)
+            hf_refuse(w->s, &cnx_layout, w->ls[w->k], "a stage past the 16th");
+        if (s) {
+            v->down_norm[s] = match_channels_norm(w, stage_side(v, s - 1), "");
+            int idx = w->k;
+            const Layer *c = match_conv(w, 0, 2, 2, 0, 1);
+            v->width[s] = c->out;
+            v->down[s] = hf_layer_name(c, idx, "");
+        }
+        match_blocks(w, v, s, &ls);
+        v->n = s + 1;
+    }
+    v->ls = ls;
+}
+
+/* The spec's layers as a ConvNeXt, or exit 1 naming the first that is not */
+static void cnx_match(const Spec *s, Cnx *v)
+{
+    v->prefix = "convnext.";
+    v->width = xcalloc(CNX_MAX_STAGES, sizeof *v->width);
+    v->depth = xcalloc(CNX_MAX_STAGES, sizeof *v->depth);
+    Walk w = {s, s->layers, s->n_layers, 0, "$.model.layers"};
+    const Layer *c = next(&w, OP_CONV2D);
+    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
+        hf_refuse(s, &cnx_layout, c,
+                  "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
+    v->width[0] = c->out, v->P = c->kernel;
+    hf_image_from_spec(s, c, "ConvNextForImageClassification", &v->img);
+    v->stem = hf_layer_name(c, 0, "");
+    v->stem_norm = match_channels_norm(&w, stage_side(v, 0), "");
+    match_stages(&w, v);
+    next(&w, OP_TOKENS);
+    next(&w, OP_TOKEN_MEAN);
+    int idx = w.k;
+    v->eps = 0;
+    hf_match_norm(s, &cnx_layout, w.k < w.n ? w.ls[w.k] : NULL, w.at, &v->eps);
+    v->norm = hf_layer_name(w.ls[w.k++], idx, "");
+    idx = w.k;
+    v->img.K = hf_match_linear(s, &cnx_layout, w.k < w.n ? w.ls[w.k] : NULL, w.at, 0);
+    v->head = hf_layer_name(w.ls[w.k++], idx, "");
+    hf_image_labels_from_spec(s, &v->img);
+    if (w.k < w.n)
+        hf_refuse(s, &cnx_layout, w.ls[w.k], "a layer after the classifier");
+    if (s->loss != RT_LOSS_CROSS_ENTROPY)
+        error_at(s->model_file, "$.model.loss",
+                 "ConvNextForImageClassification's loss is cross entropy");
+}
+
+static cJSON *cnx_hf_config(const Cnx *v)
+{
+    cJSON *c = cJSON_CreateObject();
+    cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
+    cJSON_AddItemToArray(ar, cJSON_CreateString("ConvNextForImageClassification"));
+    cJSON_AddStringToObject(c, "model_type", "convnext");
+    cJSON_AddNumberToObject(c, "num_channels", (double)v->img.C);
+    cJSON_AddNumberToObject(c, "patch_size", (double)v->P);
+    cJSON_AddNumberToObject(c, "num_stages", v->n);
+    int w[CNX_MAX_STAGES], d[CNX_MAX_STAGES];
+    for (int s = 0; s < v->n; s++)
+        w[s] = (int)v->width[s], d[s] = (int)v->depth[s];
+    cJSON_AddItemToObject(c, "hidden_sizes", cJSON_CreateIntArray(w, v->n));
+    cJSON_AddItemToObject(c, "depths", cJSON_CreateIntArray(d, v->n));
+    cJSON_AddStringToObject(c, "hidden_act", v->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
+    cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
+    cJSON_AddItemToObject(c, "layer_scale_init_value", hf_float(v->ls));
+    cJSON_AddItemToObject(c, "drop_path_rate", hf_float(0));
+    cJSON_AddNumberToObject(c, "image_size", (double)v->img.S);
+    hf_image_config_labels(c, &v->img);
+    cJSON_AddStringToObject(c, "torch_dtype", "float32");
+    return c;
+}
+
+int hf_convnext_export(const Spec *s, const char *weights, const char *out)
+{
+    Cnx v = {0};
+    cnx_match(s, &v);
+    HfJoinExport e = {0};
+    hf_join_export_open(&e, s, weights);
+    cnx_walk(&v, hf_join_plan_export, &e);
+    hf_join_export_adapters(&e);
+    hf_image_write_export(&e, &v.img, cnx_hf_config(&v), "convnext", weights, out);
+    return 0;
+}
