@@ -67,6 +67,8 @@ static const struct {
     [CALL_ATTENTION_DECODE] = {"rt_attention_decode", "ttttnnnnnnnnffffnvff"},
     [CALL_POS_ROW_ADD] = {"rt_pos_row_add", "tttnn"},
     [CALL_DPO] = {"rt_dpo", "tttttnnnnfffnttfff"},
+    [CALL_GRN_FWD] = {"rt_grn_fwd", "tttttnnn"},
+    [CALL_GRN_BWD] = {"rt_grn_bwd", "tttttttnnn"},
 };
 
 const char *call_name(int call)

@@ -2178,13 +2178,14 @@ static ImportArgs import_args(int argc, char **argv)
  * another model */
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
-    int image = !strcmp(type, "vit") || !strcmp(type, "resnet") || !strcmp(type, "convnext");
+    int convnext = !strcmp(type, "convnext") || !strcmp(type, "convnextv2");
+    int image = !strcmp(type, "vit") || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
                !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") || !strcmp(type, "electra");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);
-    if (o->S && strcmp(type, "resnet") && strcmp(type, "convnext"))
+    if (o->S && strcmp(type, "resnet") && !convnext)
         error_input("import: --image-size is for a resnet or a convnext (its images' side); %s", image
                     ? "a vit's is config.json's image_size" : "this is no image model");
     if (text && o->adapter)
@@ -2200,8 +2201,9 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
-    if (!strcmp(type, "convnext"))
-        return hf_convnext_import(cfg, o->dir, o->out, name, o->S, o->labels);
+    if (convnext)
+        return hf_convnext_import(cfg, o->dir, o->out, name, o->S, o->labels,
+                                  !strcmp(type, "convnextv2"));
     if (text)
         return hf_bert_import(cfg, o->dir, o->out, name, o->T, o->labels, o->task);
     return -1;

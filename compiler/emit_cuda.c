@@ -726,6 +726,7 @@ static const struct {
                   CALL_AVGPOOL_BWD, CALL_GCONV_FWD, CALL_CONV_FWD}},
     {"decode.cuh", {CALL_ATTENTION_DECODE}},
     {"embedding.cuh", {CALL_EMBEDDING_FWD, CALL_EMBEDDING_BWD, CALL_POS_ROW_ADD}},
+    {"grn.cuh", {CALL_GRN_FWD, CALL_GRN_BWD}},
     {"glu.cuh", {CALL_GLU_FWD, CALL_GLU_BWD, CALL_GLU_GATED_FWD, CALL_GLU_GATED_BWD}},
     {"moe.cuh", {CALL_MOE_DISPATCH_FWD, CALL_MOE_DISPATCH_BWD, CALL_MOE_COMBINE_FWD,
                  CALL_MOE_COMBINE_BWD}},

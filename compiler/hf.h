@@ -373,11 +373,11 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
 /* Whether the spec has a residual of convs (a ResNet): export hf's */
 int hf_resnet_spec(const Spec *s);
 int hf_resnet_export(const Spec *s, const char *weights, const char *out);
-/* import hf of a folder whose config.json says model_type "convnext" (cfg loaded), for
- * images of side S (0: its image_size); LABELS (import's --labels, or NULL) for a new
- * classifier */
+/* import hf of a folder whose config.json says model_type "convnext" (V2: "convnextv2";
+ * cfg loaded), for images of side S (0: its image_size); LABELS (import's --labels, or
+ * NULL) for a new classifier */
 int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
-                       const char *labels);
+                       const char *labels, int v2);
 /* Whether the spec has an untokens layer (a ConvNeXt): export hf's */
 int hf_convnext_spec(const Spec *s);
 int hf_convnext_export(const Spec *s, const char *weights, const char *out);

@@ -1,11 +1,12 @@
-/* hf_convnext.c: Hugging Face's ConvNextForImageClassification both ways (its input and
- * classes through hf_image.c). `trainc import hf` of a ConvNeXt folder as a model spec:
+/* hf_convnext.c: Hugging Face's ConvNextForImageClassification and
+ * ConvNextV2ForImageClassification both ways (their input and classes through
+ * hf_image.c). `trainc import hf` of a ConvNeXt folder as a model spec:
  * the patchify stem (conv2d, kernel = stride = patch_size) and its channels-first
  * layernorm (tokens, layernorm, untokens), each later stage's downsampling (the same
  * layernorm, a conv2d of kernel 2, stride 2), each stage's blocks as a repeat of one
  * residual (a depthwise 7x7 conv2d, tokens, layernorm, linear 4C, gelu, linear C,
- * layer_scale, untokens), then tokens, token_mean, layernorm and the linear head; and
- * its weights. `trainc export hf` of a spec of that layout back to config.json,
+ * layer_scale, untokens; ConvNeXt V2's: grn after the gelu, no layer_scale), then tokens,
+ * token_mean, layernorm and the linear head; and its weights. `trainc export hf` of a spec of that layout back to config.json,
  * preprocessor_config.json and model.safetensors. One table (cnx_walk, of hf_join.c's
  * joins) pairs each of trainc's tensors with the transformers tensor it is, for both. */
 #include <stdlib.h>
@@ -25,17 +26,26 @@ typedef struct Cnx {
     int64_t P;                         /* patch_size: the stem's kernel and stride */
     double eps;                        /* layer_norm_eps: the pooled features' layernorm */
     double ls;                         /* layer_scale_init_value; 0: no layer_scale */
+    int v2;                            /* ConvNeXt V2's: grn, no layer_scale */
     int gelu_tanh;
-    const char *prefix;                /* the model's tensors' ("convnext.", or "" for
-                                          ConvNextModel's) */
+    const char *prefix;                /* the model's tensors' ("convnext." or
+                                          "convnextv2.", or "" for the bare model's) */
     int base, fresh_head;              /* import: ConvNextModel's; a head drawn anew */
     double std;                        /* initializer_range */
     /* trainc's names: the top layers', each stage's, and a block's layers' after the
      * block prefix (blocks[s]: "stageS.%lld.") */
     char *stem, *stem_norm, *norm, *head;
     char *down_norm[CNX_MAX_STAGES], *down[CNX_MAX_STAGES], *blocks[CNX_MAX_STAGES];
-    char *dwconv, *bnorm, *fc1, *fc2, *scale;
+    char *dwconv, *bnorm, *fc1, *grn, *fc2, *scale;
 } Cnx;
+
+/* The version's names: its classifier's architecture, its bare model's, its model_type */
+static const char *cls_arch(const Cnx *v)
+{
+    return v->v2 ? "ConvNextV2ForImageClassification" : "ConvNextForImageClassification";
+}
+static const char *base_arch(const Cnx *v) { return v->v2 ? "ConvNextV2Model" : "ConvNextModel"; }
+static const char *model_type(const Cnx *v) { return v->v2 ? "convnextv2" : "convnext"; }
 
 /* Stage s's block b's tensors */
 static void cnx_block(const Cnx *v, int s, int64_t b, hf_join_fn fn, void *ctx)
@@ -49,6 +59,12 @@ static void cnx_block(const Cnx *v, int s, int64_t b, hf_join_fn fn, void *ctx)
                  xasprintf("%sdwconv.bias", th), 1, &W);
     hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->bnorm), xasprintf("%slayernorm", th), W);
     hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%spwconv1", th), 4 * W, W);
+    if (v->v2) {   /* their [1, 1, 1, 4W] */
+        int64_t H = 4 * W, shp[4] = {1, 1, 1, H};
+        const char *gw = xasprintf("%sgrn.weight", th), *gb = xasprintf("%sgrn.bias", th);
+        hf_join(fn, ctx, xasprintf("%s%s.weight", ours, v->grn), 1, &H, 1, &gw, 4, shp);
+        hf_join(fn, ctx, xasprintf("%s%s.bias", ours, v->grn), 1, &H, 1, &gb, 4, shp);
+    }
     hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%spwconv2", th), W, 4 * W);
     if (v->ls)
         hf_join_same(fn, ctx, xasprintf("%s%s.weight", ours, v->scale),
@@ -94,7 +110,8 @@ static void default_names(Cnx *v)
         v->down[s] = xasprintf("stage%d_down", s);
         v->blocks[s] = xasprintf("stage%d.%%lld.", s);
     }
-    v->dwconv = "dwconv", v->bnorm = "norm", v->fc1 = "fc1", v->fc2 = "fc2", v->scale = "scale";
+    v->dwconv = "dwconv", v->bnorm = "norm", v->fc1 = "fc1", v->grn = "grn", v->fc2 = "fc2";
+    v->scale = "scale";
 }
 
 /* The side of the map after the stem (patches) and after each downsampling (kernel 2,
@@ -138,13 +155,12 @@ static void cnx_stages(HfCfg *c, Cnx *v, int64_t S)
 
 static void cnx_config(HfCfg *c, Cnx *v, const char *labels, int64_t S)
 {
-    v->base = hf_image_arch(c, labels, "ConvNextForImageClassification", "ConvNextModel",
-                            "ConvNeXt");
+    v->base = hf_image_arch(c, labels, cls_arch(v), base_arch(v), v->v2 ? "ConvNeXt V2" : "ConvNeXt");
     hf_cfg_classifier(c);
     v->std = hf_cfg_num(c, "initializer_range", 0.02);
     cnx_stages(c, v, S);
     v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
-    v->ls = hf_cfg_num(c, "layer_scale_init_value", 1e-6);
+    v->ls = v->v2 ? 0 : hf_cfg_num(c, "layer_scale_init_value", 1e-6);   /* (V2: none) */
     if (v->ls < 0)
         hf_cfg_error(c, "layer_scale_init_value", "%g: 0 (no layer scale) or more expected", v->ls);
     if (hf_cfg_num(c, "drop_path_rate", 0) != 0)
@@ -159,8 +175,8 @@ static void cnx_config(HfCfg *c, Cnx *v, const char *labels, int64_t S)
         hf_cfg_get(c, backbone_keys[k]);
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
-        hf_cfg_error(c, rest, "a key trainc does not know for convnext: it cannot tell whether "
-                     "the model computes what trainc would");
+        hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
+                     "model computes what trainc would", model_type(v));
 }
 
 /* ConvNeXt's channels-first layernorm as three layers into LS: tokens, layernorm NAME
@@ -191,6 +207,8 @@ static void spec_blocks(const Cnx *v, cJSON *ls, int s)
     cJSON *g = hf_layer(b, "gelu", NULL);
     if (v->gelu_tanh)
         cJSON_AddStringToObject(g, "approximate", "tanh");
+    if (v->v2)
+        hf_layer(b, "grn", v->grn);
     cJSON_AddNumberToObject(hf_layer(b, "linear", v->fc2), "out", (double)W);
     if (v->ls)
         cJSON_AddNumberToObject(hf_layer(b, "layer_scale", v->scale), "init_value", v->ls);
@@ -230,19 +248,20 @@ static cJSON *cnx_spec(const Cnx *v, const char *name)
 }
 
 int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
-                       const char *labels)
+                       const char *labels, int v2)
 {
-    Cnx v = {0};
+    Cnx v = {.v2 = v2};
     cnx_config(cfg, &v, labels, S);
     default_names(&v);
     int pre = hf_image_pixels(dir, &v.img);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
-    v.prefix = hf_find(&im.w, "convnext.embeddings.patch_embeddings.weight") ? "convnext." : "";
+    char *pfx = xasprintf("%s.", model_type(&v));
+    v.prefix = hf_find(&im.w, xasprintf("%sembeddings.patch_embeddings.weight", pfx)) ? pfx : "";
     v.fresh_head = v.base || labels;
     cnx_walk(&v, hf_join_plan_import, &im);
     int left = v.fresh_head ? hf_join_leave_out(&im.w, "classifier.", 0) : 0;
-    hf_join_all_used(&im.w, dir, "ConvNextForImageClassification");
+    hf_join_all_used(&im.w, dir, cls_arch(&v));
     char *text = hf_json_text(cnx_spec(&v, name));
     if (rt_mkdir_p(out) != 0)
         cannot_write("import", out);
@@ -250,9 +269,9 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
     hf_write_text("import", xasprintf("%s/model.json", out), text);
     hf_write_text("import", xasprintf("%s/train.json", out),
                   hf_image_train("{\"type\": \"adamw\", \"lr\": 1e-4, \"weight_decay\": 0.05}", 0));
-    printf("trainc: import: %s (convnext, %d stages, %d tensors; %lldx%lld images, the pixels "
+    printf("trainc: import: %s (%s, %d stages, %d tensors; %lldx%lld images, the pixels "
            "scaled and shifted%s as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n",
-           dir, v.n, im.out.n, (long long)v.img.S, (long long)v.img.S,
+           dir, model_type(&v), v.n, im.out.n, (long long)v.img.S, (long long)v.img.S,
            v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ConvNextImageProcessor's defaults say (the folder has no preprocessor_config.json)",
            v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
@@ -275,11 +294,12 @@ int hf_convnext_spec(const Spec *s)
 }
 
 static const HfLayout cnx_layout = {
-    "ConvNextForImageClassification",
+    "ConvNextForImageClassification (or V2's)",
     "conv2d (kernel = stride, no padding), tokens, layernorm, untokens; for each stage after "
     "the first tokens, layernorm, untokens, conv2d (kernel 2, stride 2); each stage a repeat "
     "of residual [conv2d (7x7, padding 3, depthwise), tokens, layernorm, linear (4 C), gelu, "
-    "linear (C), layer_scale, untokens]; then tokens, token_mean, layernorm, linear"};
+    "linear (C), layer_scale, untokens] (ConvNeXt V2's: grn after the gelu, no layer_scale); "
+    "then tokens, token_mean, layernorm, linear"};
 
 /* The spec's layers, read in order: at the top level, or in a block's body */
 typedef struct Walk {
@@ -333,7 +353,64 @@ static const Layer *match_conv(Walk *w, int64_t out, int64_t k, int64_t s, int64
     return c;
 }
 
-/* Stage s's repeat of blocks; its names into v */
+/* A block's layer_scale (V1's, one init_value for all; *ls -1 before the first block,
+ * then that value or 0: none) */
+static void match_scale(Walk *b, const Layer *r, double *ls)
+{
+    const Layer *l = b->k < b->n && b->ls[b->k]->op == OP_LAYER_SCALE ? b->ls[b->k++] : NULL;
+    if (l && *ls >= 0 && l->init_value != *ls)
+        hf_refuse(b->s, &cnx_layout, l, "a layer_scale's init_value other than the first's (the "
+                  "config has one layer_scale_init_value)");
+    if (l && l->init_value <= 0)
+        hf_refuse(b->s, &cnx_layout, l, "a layer_scale's init_value of 0 or less "
+                  "(layer_scale_init_value 0 means none)");
+    if (!l && *ls > 0)
+        hf_refuse(b->s, &cnx_layout, r, "a block without layer_scale where the first had one");
+    *ls = l ? l->init_value : 0;
+}
+
+/* Block r's layers in order (V1's, or V2's with grn: the first block says which); its
+ * names into v */
+static void match_block(const Spec *s, const Layer *r, Cnx *v, int si, double *ls)
+{
+    int64_t W = v->width[si];
+    hf_want(s, &cnx_layout, r, r->path, OP_RESIDUAL);
+    if (r->n_shortcut)
+        hf_refuse(s, &cnx_layout, r, "a residual with a shortcut");
+    char *a = r->name ? xasprintf("%s.", r->name) : "";
+    Walk b = {s, r->body, r->n_body, 0, xasprintf("%s.body", r->path)};
+    v->dwconv = hf_layer_name(match_conv(&b, W, 7, 1, 3, W), 0, a);
+    next(&b, OP_TOKENS);
+    v->bnorm = hf_layer_name(norm6(&b), 2, a);
+    hf_match_linear(s, &cnx_layout, b.k < b.n ? b.ls[b.k] : NULL, b.at, 4 * W);
+    v->fc1 = hf_layer_name(b.ls[b.k++], 3, a);
+    const Layer *g = next(&b, OP_GELU);
+    if (si && g->gelu_tanh != v->gelu_tanh)
+        hf_refuse(s, &cnx_layout, g, "a gelu other than the first block's (the config has one "
+                  "hidden_act)");
+    v->gelu_tanh = g->gelu_tanh;
+    int grn = b.k < b.n && b.ls[b.k]->op == OP_GRN;
+    if (si && grn != v->v2)
+        hf_refuse(s, &cnx_layout, b.ls[b.k], grn ? "a grn where the first block had none"
+                                                 : "a block without grn where the first had one");
+    v->v2 = grn;
+    if (grn)
+        v->grn = hf_layer_name(b.ls[b.k], b.k, a), b.k++;
+    hf_match_linear(s, &cnx_layout, b.k < b.n ? b.ls[b.k] : NULL, b.at, W);
+    v->fc2 = hf_layer_name(b.ls[b.k], b.k, a), b.k++;
+    int at = b.k;
+    match_scale(&b, r, ls);
+    if (*ls && v->v2)
+        hf_refuse(s, &cnx_layout, b.ls[at], "a layer_scale with grn (ConvNeXt V2 has none)");
+    v->scale = *ls ? hf_layer_name(b.ls[at], at, a) : NULL;
+    const Layer *u = next(&b, OP_UNTOKENS);
+    if (u->height != stage_side(v, si))
+        hf_refuse(s, &cnx_layout, u, "an untokens of another height than the map's");
+    if (b.k < b.n)
+        hf_refuse(s, &cnx_layout, b.ls[b.k], "a layer after the block's untokens");
+}
+
+/* Stage s's repeat of blocks */
 static void match_blocks(Walk *w, Cnx *v, int s, double *ls)
 {
     const Layer *rep = next(w, OP_REPEAT);
@@ -341,42 +418,7 @@ static void match_blocks(Walk *w, Cnx *v, int s, double *ls)
         hf_refuse(w->s, &cnx_layout, rep, "a repeat of other than one residual");
     v->depth[s] = rep->count;
     v->blocks[s] = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
-    const Layer *r = rep->body[0];
-    int64_t W = v->width[s];
-    hf_want(w->s, &cnx_layout, r, rep->path, OP_RESIDUAL);
-    int has_ls = r->n_body == 8;
-    char *a = hf_match_residual(w->s, &cnx_layout, r, rep->path, has_ls ? 8 : 7);
-    Walk b = {w->s, r->body, r->n_body, 0, r->path};
-    match_conv(&b, W, 7, 1, 3, W);
-    next(&b, OP_TOKENS);
-    norm6(&b);
-    hf_match_linear(w->s, &cnx_layout, r->body[3], r->path, 4 * W);
-    const Layer *g = hf_want(w->s, &cnx_layout, r->body[4], r->path, OP_GELU);
-    hf_match_linear(w->s, &cnx_layout, r->body[5], r->path, W);
-    b.k = 6;
-    if (has_ls) {
-        const Layer *l = next(&b, OP_LAYER_SCALE);
-        if (*ls >= 0 && l->init_value != *ls)
-            hf_refuse(w->s, &cnx_layout, l, "a layer_scale's init_value other than the first's "
-                      "(the config has one layer_scale_init_value)");
-        if (l->init_value <= 0)
-            hf_refuse(w->s, &cnx_layout, l, "a layer_scale's init_value of 0 or less "
-                      "(layer_scale_init_value 0 means none)");
-        *ls = l->init_value;
-    } else if (*ls > 0)
-        hf_refuse(w->s, &cnx_layout, r, "a block without layer_scale where the first had one");
-    else
-        *ls = 0;
-    const Layer *u = next(&b, OP_UNTOKENS);
-    if (u->height != stage_side(v, s))
-        hf_refuse(w->s, &cnx_layout, u, "an untokens of another height than the map's");
-    if (s && g->gelu_tanh != v->gelu_tanh)
-        hf_refuse(w->s, &cnx_layout, g, "a gelu other than the first block's (the config has "
-                  "one hidden_act)");
-    v->gelu_tanh = g->gelu_tanh;
-    v->dwconv = hf_layer_name(r->body[0], 0, a), v->bnorm = hf_layer_name(r->body[2], 2, a);
-    v->fc1 = hf_layer_name(r->body[3], 3, a), v->fc2 = hf_layer_name(r->body[5], 5, a);
-    v->scale = has_ls ? hf_layer_name(r->body[6], 6, a) : NULL;
+    match_block(w->s, rep->body[0], v, s, ls);
 }
 
 /* Every stage after the stem; the widths from the convs */
@@ -403,7 +445,6 @@ static void match_stages(Walk *w, Cnx *v)
 /* The spec's layers as a ConvNeXt, or exit 1 naming the first that is not */
 static void cnx_match(const Spec *s, Cnx *v)
 {
-    v->prefix = "convnext.";
     v->width = xcalloc(CNX_MAX_STAGES, sizeof *v->width);
     v->depth = xcalloc(CNX_MAX_STAGES, sizeof *v->depth);
     Walk w = {s, s->layers, s->n_layers, 0, "$.model.layers"};
@@ -412,10 +453,11 @@ static void cnx_match(const Spec *s, Cnx *v)
         hf_refuse(s, &cnx_layout, c,
                   "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
     v->width[0] = c->out, v->P = c->kernel;
-    hf_image_from_spec(s, c, "ConvNextForImageClassification", &v->img);
+    hf_image_from_spec(s, c, "ConvNextForImageClassification", &v->img);   /* (V2's alike) */
     v->stem = hf_layer_name(c, 0, "");
     v->stem_norm = match_channels_norm(&w, stage_side(v, 0), "");
     match_stages(&w, v);
+    v->prefix = v->v2 ? "convnextv2." : "convnext.";
     next(&w, OP_TOKENS);
     next(&w, OP_TOKEN_MEAN);
     int idx = w.k;
@@ -429,16 +471,15 @@ static void cnx_match(const Spec *s, Cnx *v)
     if (w.k < w.n)
         hf_refuse(s, &cnx_layout, w.ls[w.k], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
-        error_at(s->model_file, "$.model.loss",
-                 "ConvNextForImageClassification's loss is cross entropy");
+        error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", cls_arch(v));
 }
 
 static cJSON *cnx_hf_config(const Cnx *v)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(ar, cJSON_CreateString("ConvNextForImageClassification"));
-    cJSON_AddStringToObject(c, "model_type", "convnext");
+    cJSON_AddItemToArray(ar, cJSON_CreateString(cls_arch(v)));
+    cJSON_AddStringToObject(c, "model_type", model_type(v));
     cJSON_AddNumberToObject(c, "num_channels", (double)v->img.C);
     cJSON_AddNumberToObject(c, "patch_size", (double)v->P);
     cJSON_AddNumberToObject(c, "num_stages", v->n);
@@ -450,7 +491,8 @@ static cJSON *cnx_hf_config(const Cnx *v)
     cJSON_AddStringToObject(c, "hidden_act", v->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
     cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
-    cJSON_AddItemToObject(c, "layer_scale_init_value", hf_float(v->ls));
+    if (!v->v2)
+        cJSON_AddItemToObject(c, "layer_scale_init_value", hf_float(v->ls));
     cJSON_AddItemToObject(c, "drop_path_rate", hf_float(0));
     cJSON_AddNumberToObject(c, "image_size", (double)v->img.S);
     hf_image_config_labels(c, &v->img);
@@ -466,6 +508,6 @@ int hf_convnext_export(const Spec *s, const char *weights, const char *out)
     hf_join_export_open(&e, s, weights);
     cnx_walk(&v, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    hf_image_write_export(&e, &v.img, cnx_hf_config(&v), "convnext", weights, out);
+    hf_image_write_export(&e, &v.img, cnx_hf_config(&v), model_type(&v), weights, out);
     return 0;
 }

@@ -150,6 +150,7 @@ enum {
                       (a max pool's padding) */
     N_UNTOKENS,    /* [H W, C] -> [C, H, W]: tokens' inverse */
     N_LAYER_SCALE, /* x [..., d] times a learned weight [d] */
+    N_GRN,         /* [T, C] -> [T, C]: global response normalization (ConvNeXt V2) */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -177,6 +178,7 @@ enum {
     N_PAD_BWD,
     N_UNTOKENS_BWD,
     N_LAYER_SCALE_BWD,
+    N_GRN_BWD,
     N__COUNT
 };
 
@@ -628,6 +630,9 @@ enum {
                               desirable and undesirable weights (kto's), the supervised
                               term's weight (orpo's 1, rpo_alpha): direct preference
                               optimization and its kin */
+    CALL_GRN_FWD,          /* x, w, b, y, g, B, T, C: ConvNeXt V2's global response
+                              normalization over each sample's T rows of C */
+    CALL_GRN_BWD,          /* x, w, g, dy, dx, dw, db, B, T, C */
     N_CALLS
 };
 

@@ -46,7 +46,8 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_LAST_TOKEN, "last_token", "segments", "", OPC_POOL)                          \
     X(OP_SPAN, "span", "", "", OPC_VIEW)                                             \
     X(OP_UNTOKENS, "untokens", "height", "height", OPC_VIEW)                         \
-    X(OP_LAYER_SCALE, "layer_scale", "init_value", "", OPC_PARAM)
+    X(OP_LAYER_SCALE, "layer_scale", "init_value", "", OPC_PARAM)                   \
+    X(OP_GRN, "grn", "", "", OPC_NORM)
 
 enum {
 #define X(kind, name, keys, required, cls) kind,

@@ -655,6 +655,48 @@ void rt_cu_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx,
     rt_cu_launch(e, "rt_glu_gated_bwd", rt_cu_grid_for(e, rows * 256), 1, 1, 256, 1, 0, args);
 }
 
+/* ---- global response normalization (grn.cuh) ---------------------------------------------- */
+
+/* the norms (a block of 32 channels x 8 row lanes a sample's 32 channels), then each
+ * sample's mean; y elementwise */
+void rt_cu_grn_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                   float *g, int64_t B, int64_t T, int64_t C)
+{
+    if (B <= 0 || C <= 0)
+        return;
+    int64_t n = B * T * C;
+    void *a1[] = {&x, &g, &T, &C};
+    rt_cu_launch(e, "rt_grn_norms", gdim(cdiv(C, 32), GX, "grn"), gdim(B, GYZ, "grn"), 1, 32, 8,
+                 0, a1);
+    void *a2[] = {&g, &C};
+    rt_cu_launch(e, "rt_grn_mean", gdim(B, GX, "grn"), 1, 1, 256, 1, 0, a2);
+    void *a3[] = {&x, &w, &b, &g, &y, &T, &C, &n};
+    rt_cu_launch(e, "rt_grn_apply", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a3);
+}
+
+/* each sample's sums a_c, s_c (part [B, C, 2] doubles), its dG / G (coef [B, C]), dw and
+ * db over the samples in order, dx elementwise */
+void rt_cu_grn_bwd(rt_exec *e, const float *x, const float *w, const float *g, const float *dy,
+                   float *dx, float *dw, float *db, int64_t B, int64_t T, int64_t C)
+{
+    if (B <= 0 || C <= 0)
+        return;
+    int64_t n = B * T * C;
+    rt_dptr part = rt_cu_scratch(e, (size_t)(B * C) * (2 * sizeof(double) + sizeof(float)));
+    rt_dptr coef = part + (rt_dptr)(B * C * 2) * sizeof(double);
+    void *a1[] = {&x, &dy, &part, &T, &C};
+    rt_cu_launch(e, "rt_grn_bwd_sums", gdim(cdiv(C, 32), GX, "grn"), gdim(B, GYZ, "grn"), 1, 32,
+                 8, 0, a1);
+    void *a2[] = {&part, &g, &w, &coef, &C};
+    rt_cu_launch(e, "rt_grn_bwd_coef", gdim(B, GX, "grn"), 1, 1, 256, 1, 0, a2);
+    if (dw || db) {
+        void *a3[] = {&part, &g, &dw, &db, &B, &C};
+        rt_cu_launch(e, "rt_grn_bwd_params", gdim(cdiv(C, 256), GX, "grn"), 1, 1, 256, 1, 0, a3);
+    }
+    void *a4[] = {&x, &dy, &w, &g, &coef, &dx, &T, &C, &n};
+    rt_cu_launch(e, "rt_grn_dx", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, a4);
+}
+
 /* ---- BatchNorm ---------------------------------------------------------------------------- */
 
 /* Parts a channel's n = B * HW values are cut into for its reductions: about 16K values
@@ -2087,6 +2129,8 @@ void rt_cu_ops_register(void)
         .avgpool2d_bwd = rt_cu_avgpool2d_bwd,
         .layernorm_fwd = rt_cu_layernorm_fwd,
         .layernorm_bwd = rt_cu_layernorm_bwd,
+        .grn_fwd = rt_cu_grn_fwd,
+        .grn_bwd = rt_cu_grn_bwd,
         .rmsnorm_fwd = rt_cu_rmsnorm_fwd,
         .rmsnorm_bwd = rt_cu_rmsnorm_bwd,
         .qk_norm_fwd = rt_cu_qk_norm_fwd,

@@ -1,4 +1,5 @@
-/* norms.c: the CPU's LayerNorm, RMSNorm and qk_norm over all heads, forward and backward
+/* norms.c: the CPU's LayerNorm, RMSNorm, qk_norm over all heads and ConvNeXt V2's global
+ * response normalization, forward and backward
  * (the residual's gradient folded in), each reduction in fixed blocks. See kernels.c for
  * the determinism every kernel keeps. */
 #include <math.h>
@@ -382,4 +383,132 @@ void rt_qk_norm_bwd(rt_exec *e, const float *x, const float *wq, const float *wk
     rt_pool_run(p, c.nrb, 1, qkn_bwd_task, &c);
     if (dwq && dwk)   /* both or neither: a frozen layer's are not wanted */
         rt_pool_run(p, dq + dk, rt_grain_for(c.nrb), qkn_reduce_task, &c);
+}
+
+/* ---- global response normalization (ConvNeXt V2's grn) over each sample's [T, C] ----- */
+
+typedef struct {
+    const float *x, *w, *b, *dy;   /* [B, T, C], [C], [C], [B, T, C] */
+    float *y, *dx;                 /* [B, T, C] (dx may be dy: read before written) */
+    float *g;                      /* [B, C + 1]: each channel's norm, then mean + 1e-6 */
+    float *dw, *db;                /* [C] (NULL: not wanted, a frozen layer's) */
+    double *part;                  /* fwd: [B, C] scratch; bwd: [B, 2, C]: sum dy x N, sum dy */
+    int64_t B, T, C;
+} grn_ctx;
+
+/* Sample s's norms: g[c] = sqrt(sum_t x[t, c]^2) (in double), g[C] = mean_c g[c] + 1e-6,
+ * as float; acc [C] scratch */
+static void grn_norms(const float *x, float *g, double *acc, int64_t T, int64_t C)
+{
+    for (int64_t c = 0; c < C; c++)
+        acc[c] = 0.0;
+    for (int64_t t = 0; t < T; t++)
+        for (int64_t c = 0; c < C; c++)
+            acc[c] += (double)x[t * C + c] * x[t * C + c];
+    double m = 0.0;
+    for (int64_t c = 0; c < C; c++) {
+        g[c] = (float)sqrt(acc[c]);
+        m += g[c];
+    }
+    g[C] = (float)(m / (double)C) + 1e-6f;
+}
+
+/* Samples [lo, hi): y = weight (x N) + bias + x, N = g[c] / g[C] */
+static void grn_fwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const grn_ctx *c = ctx;
+    int64_t T = c->T, C = c->C;
+    for (int64_t s = lo; s < hi; s++) {
+        const float *x = c->x + s * T * C;
+        float *y = c->y + s * T * C, *g = c->g + s * (C + 1);
+        grn_norms(x, g, c->part + s * C, T, C);
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t k = 0; k < C; k++) {
+                float v = x[t * C + k], n = g[k] / g[C];
+                y[t * C + k] = c->w[k] * (v * n) + c->b[k] + v;
+            }
+    }
+}
+
+void rt_grn_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y, float *g,
+                int64_t B, int64_t T, int64_t C)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->grn_fwd(e, x, w, b, y, g, B, T, C);
+        return;
+    }
+    if (B <= 0 || C <= 0)
+        return;
+    rt_pool *p = rt_pool_of(e);
+    grn_ctx c = {.x = x, .w = w, .b = b, .y = y, .g = g, .T = T, .C = C};
+    c.part = rt_pool_scratch(p, (size_t)(B * C));
+    rt_pool_run(p, B, 1, grn_fwd_task, &c);
+}
+
+/* Samples [lo, hi): a_c = sum_t dy x, s_c = sum_t dy; with N_c = G_c / D, D = g[C],
+ * dN_c = w_c a_c and dG_c = dN_c / D - sum_k dN_k G_k / (D^2 C); dx = dy (1 + w N) +
+ * dG x / G (0 where G is 0, as torch's norm); part = (a N, s) for the parameters' sums */
+static void grn_bwd_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const grn_ctx *c = ctx;
+    int64_t T = c->T, C = c->C;
+    for (int64_t s = lo; s < hi; s++) {
+        const float *x = c->x + s * T * C, *dy = c->dy + s * T * C, *g = c->g + s * (C + 1);
+        double *a = c->part + s * 2 * C, *sd = a + C;
+        for (int64_t k = 0; k < C; k++)
+            a[k] = sd[k] = 0.0;
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t k = 0; k < C; k++) {
+                a[k] += (double)dy[t * C + k] * x[t * C + k];
+                sd[k] += dy[t * C + k];
+            }
+        double D = g[C], K = 0.0;
+        for (int64_t k = 0; k < C; k++)
+            K += (double)c->w[k] * a[k] * g[k];
+        for (int64_t t = 0; t < T; t++)
+            for (int64_t k = 0; k < C; k++) {
+                double dG = c->w[k] * a[k] / D - K / (D * D * (double)C);
+                float coef = g[k] > 0 ? (float)(dG / g[k]) : 0.0f, n = g[k] / g[C];
+                c->dx[s * T * C + t * C + k] = dy[t * C + k] * (1.0f + c->w[k] * n) +
+                                               coef * x[t * C + k];
+            }
+        for (int64_t k = 0; k < C; k++)
+            a[k] *= (double)(g[k] / g[C]);
+    }
+}
+
+/* Channels [lo, hi) of dw and db: the samples' parts added in order */
+static void grn_reduce_task(void *ctx, int64_t lo, int64_t hi)
+{
+    const grn_ctx *c = ctx;
+    int64_t B = c->B, C = c->C;
+    for (int64_t k = lo; k < hi; k++) {
+        double sw = 0.0, sb = 0.0;
+        for (int64_t s = 0; s < B; s++) {
+            sw += c->part[s * 2 * C + k];
+            sb += c->part[s * 2 * C + C + k];
+        }
+        if (c->dw)
+            c->dw[k] += (float)sw;
+        if (c->db)
+            c->db[k] += (float)sb;
+    }
+}
+
+void rt_grn_bwd(rt_exec *e, const float *x, const float *w, const float *g, const float *dy,
+                float *dx, float *dw, float *db, int64_t B, int64_t T, int64_t C)
+{
+    if (e->dev) { /* on a GPU: cuda_ops.c */
+        RT_GPU(e)->grn_bwd(e, x, w, g, dy, dx, dw, db, B, T, C);
+        return;
+    }
+    if (B <= 0 || C <= 0)
+        return;
+    rt_pool *p = rt_pool_of(e);
+    grn_ctx c = {.x = x, .w = w, .g = (float *)g, .dy = dy, .dx = dx, .dw = dw, .db = db,
+                 .B = B, .T = T, .C = C};
+    c.part = rt_pool_scratch(p, (size_t)(B * 2 * C));
+    rt_pool_run(p, B, 1, grn_bwd_task, &c);
+    if (dw || db)
+        rt_pool_run(p, C, rt_grain_for(B), grn_reduce_task, &c);
 }

@@ -126,6 +126,10 @@ typedef struct rt_gpu_calls {
     void (*rmsnorm_bwd)(rt_exec *e, const float *x, const float *w, const float *rstd,
                         const float *dy, const float *add, float *dx, float *dw, int64_t rows,
                         int64_t d);
+    void (*grn_fwd)(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                    float *g, int64_t B, int64_t T, int64_t C);
+    void (*grn_bwd)(rt_exec *e, const float *x, const float *w, const float *g, const float *dy,
+                    float *dx, float *dw, float *db, int64_t B, int64_t T, int64_t C);
     void (*qk_norm_fwd)(rt_exec *e, const float *x, const float *wq, const float *wk, float *y,
                         float *rstd, int64_t rows, int64_t dq, int64_t dk, int64_t dv,
                         float eps);

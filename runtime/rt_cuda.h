@@ -443,6 +443,10 @@ void rt_cu_layernorm_fwd(rt_exec *e, const float *x, const float *w, const float
 void rt_cu_layernorm_bwd(rt_exec *e, const float *x, const float *w, const float *mean,
                          const float *rstd, const float *dy, const float *add, float *dx,
                          float *dw, float *db, int64_t rows, int64_t d);
+void rt_cu_grn_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y,
+                   float *g, int64_t B, int64_t T, int64_t C);
+void rt_cu_grn_bwd(rt_exec *e, const float *x, const float *w, const float *g, const float *dy,
+                   float *dx, float *dw, float *db, int64_t B, int64_t T, int64_t C);
 void rt_cu_rmsnorm_fwd(rt_exec *e, const float *x, const float *w, float *y, float *rstd,
                        int64_t rows, int64_t d, float eps);
 void rt_cu_rmsnorm_bwd(rt_exec *e, const float *x, const float *w, const float *rstd,

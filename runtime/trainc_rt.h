@@ -472,6 +472,17 @@ void rt_glu_gated_fwd(rt_exec *e, const float *x, float *y, int64_t rows, int64_
 void rt_glu_gated_bwd(rt_exec *e, const float *x, const float *dy, float *dx, int64_t rows,
                       int64_t h, int act);
 
+/* ConvNeXt V2's global response normalization of each sample's x [T, C] (channels
+ * last): G_c = the L2 norm of channel c over the T rows (summed in double), N_c = G_c /
+ * (mean_c G_c + 1e-6), y = w (x N) + b + x; g [B, C + 1] saved: each sample's G, then
+ * its mean + 1e-6. */
+void rt_grn_fwd(rt_exec *e, const float *x, const float *w, const float *b, float *y, float *g,
+                int64_t B, int64_t T, int64_t C);
+/* Its backward: dx (overwritten; it may be dy), dw += sum x N dy, db += sum dy (NULL: not
+ * wanted). */
+void rt_grn_bwd(rt_exec *e, const float *x, const float *w, const float *g, const float *dy,
+                float *dx, float *dw, float *db, int64_t B, int64_t T, int64_t C);
+
 /* BatchNorm over x [B, C, HW] per channel c, PyTorch's BatchNorm1d/2d: the scale and
  * shift [C] of its normalization y = x * scale + shift, which the generated code applies
  * (an elementwise loop, fused with what follows). Training (e->train): the batch's mean

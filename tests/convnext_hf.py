@@ -40,7 +40,8 @@ import torch.nn.functional as F
 try:
     import transformers
     from transformers import (ConvNextConfig, ConvNextForImageClassification, ConvNextImageProcessor,
-                              ConvNextModel)
+                              ConvNextModel, ConvNextV2Config, ConvNextV2ForImageClassification,
+                              ConvNextV2Model)
     from safetensors.torch import load_file
 except ImportError:
     print("skip convnext_hf: transformers is not importable from %s (make deps makes a venv "
@@ -57,10 +58,16 @@ torch.manual_seed(0)
 transformers.logging.set_verbosity_error()   # (the new heads' "newly initialized" notes)
 
 
+def classifier(cfg):
+    """the classifier's class of CFG's version (V1 or V2)"""
+    return ConvNextV2ForImageClassification if cfg.model_type == "convnextv2" \
+        else ConvNextForImageClassification
+
+
 def make(name, cfg, preprocessor):
-    """a random ConvNextForImageClassification saved in OUT/name/src"""
+    """a random ConvNextForImageClassification (or V2's) saved in OUT/name/src"""
     src = os.path.join(OUT, name, "src")
-    m = saved(ConvNextForImageClassification, cfg, src, 0.05)
+    m = saved(classifier(cfg), cfg, src, 0.05)
     if preprocessor:
         preprocessor.save_pretrained(src)
     return m, src
@@ -92,36 +99,38 @@ def case(name, cfg, preprocessor, x, y, image_size=None, fake_gpu=False):
     a, b = exported_back(imp, d)
     same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a)
     check(same, "%s: import then export gives back the folder's %d tensors bit for bit" % (name, len(a)))
-    parity_steps(name, imp, d, ConvNextForImageClassification.from_pretrained(src),
+    parity_steps(name, imp, d, classifier(cfg).from_pretrained(src),
                  train_batches(spec, xt, yt),
                  lambda m, b: F.cross_entropy(m(pixel_values=b[0]).logits, b[1]))
     trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
            "--quiet", "--out", d + "/run5")
-    exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv)
-    a, b = m.config.id2label, ConvNextForImageClassification.from_pretrained(d + "/hf").config.id2label
+    exported(name, classifier(cfg), spec, imp + "/eval.json", d + "/run5/model.safetensors",
+             d + "/hf", xv, yv)
+    a, b = m.config.id2label, classifier(cfg).from_pretrained(d + "/hf").config.id2label
     check(a == b, "%s: the classes' names (id2label) through import and export: %s" %
           (name, ", ".join(b[k] for k in sorted(b)[:3]) + ", ..."))
     if fake_gpu:
         fake_gpu_vs_cpu(name, imp, d, bf16=False)
 
 
-def exported(name, spec, eval_spec, weights, folder, xv, yv):
-    """export WEIGHTS; transformers' loss of the folder equals trainc's --eval"""
+def exported(name, cls, spec, eval_spec, weights, folder, xv, yv):
+    """export WEIGHTS; transformers' loss of the folder (a CLS) equals trainc's --eval"""
     trainc("export", "hf", spec, eval_spec, "--weights", weights, "-o", folder)
     ours = eval_loss(spec, eval_spec, weights, folder + "_eval")
-    theirs = hf_loss(ConvNextForImageClassification.from_pretrained(folder), spec, xv, yv)
+    theirs = hf_loss(cls.from_pretrained(folder), spec, xv, yv)
     check(rel(ours, theirs) <= 1e-5, "%s: trained, exported, from_pretrained's loss %.7f, trainc "
           "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
     processor_agrees(name, folder, spec, xv)
 
 
 def new_head(name, cfg, labels, x):
-    """a ConvNextModel imported with --labels: the network as
-    ConvNextForImageClassification loads it from that folder, the new head normal(0,
-    initializer_range) with a zero bias; with it in transformers' model, the same loss"""
+    """a ConvNextModel (or V2's) imported with --labels: the network as the classifier
+    loads it from that folder, the new head normal(0, initializer_range) with a zero
+    bias; with it in transformers' model, the same loss"""
     d = os.path.join(OUT, name)
     src = d + "/src"
-    saved(ConvNextModel, cfg, src, 0.05, seed=1)
+    base = ConvNextV2Model if cfg.model_type == "convnextv2" else ConvNextModel
+    saved(base, cfg, src, 0.05, seed=1)
     imp = d + "/import"
     r = trainc("import", "hf", src, "-o", imp, "--labels", labels)
     spec = imp + "/model.json"
@@ -129,7 +138,7 @@ def new_head(name, cfg, labels, x):
     _, _, xv, yv = data(imp, x, np.arange(len(x)) % K)
     specs(imp, ["x", "y"])
     ours = load_file(imp + "/init.safetensors")
-    hf = ConvNextForImageClassification.from_pretrained(src, num_labels=K)
+    hf = classifier(cfg).from_pretrained(src, num_labels=K)
     with torch.no_grad():
         hf.classifier.weight.copy_(ours["head.weight"])
         hf.classifier.bias.copy_(ours["head.bias"])
@@ -140,8 +149,8 @@ def new_head(name, cfg, labels, x):
     a, b = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
         hf_loss(hf, spec, xv, yv)
     said = r.stdout[r.stdout.index("a new classifier"):r.stdout.index(") ->")]
-    check(rel(a, b) <= 1e-5, "%s: ConvNextModel with --labels %s (%s): trainc --eval %.7f, "
-          "transformers %.7f (%.1e)" % (name, labels, said, a, b, rel(a, b)))
+    check(rel(a, b) <= 1e-5, "%s: %s with --labels %s (%s): trainc --eval %.7f, "
+          "transformers %.7f (%.1e)" % (name, base.__name__, labels, said, a, b, rel(a, b)))
 
 
 def bad_cases(small):
@@ -198,6 +207,19 @@ case("fashion", ConvNextConfig(num_channels=1, patch_size=4, num_stages=3, hidde
                                label2id={n: k for k, n in enumerate(NAMES)}),
      ConvNextImageProcessor(image_mean=[0.5], image_std=[0.5]), np.array(X[:128]).reshape(128, 1, 28, 28), np.array(Y[:128]))
 new_head("convnext_model", ConvNextConfig(**dict(rgb, initializer_range=0.05)), "cat,dog,bird",
+         rng.integers(0, 256, size=(64, 3, 32, 32)).astype(np.uint8))
+# ConvNeXt V2: grn in each block (its weight and bias moved off their zeros by the noise,
+# so its norms count), no layer scale
+case("v2", ConvNextV2Config(**rgb), ConvNextImageProcessor(**IMAGENET),
+     rng.integers(0, 256, size=(128, 3, 32, 32)).astype(np.uint8), rng.integers(0, 5, size=128),
+     fake_gpu=True)
+case("v2_fashion", ConvNextV2Config(num_channels=1, patch_size=4, num_stages=3,
+                                    hidden_sizes=[8, 12, 16], depths=[1, 2, 1], image_size=28,
+                                    hidden_act="gelu_pytorch_tanh", layer_norm_eps=1e-6,
+                                    num_labels=10),
+     ConvNextImageProcessor(image_mean=[0.5], image_std=[0.5]), np.array(X[:128]).reshape(128, 1, 28, 28),
+     np.array(Y[:128]))
+new_head("v2_model", ConvNextV2Config(**dict(rgb, initializer_range=0.05)), "3",
          rng.integers(0, 256, size=(64, 3, 32, 32)).astype(np.uint8))
 bad_cases(rgb)
 print("convnext_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))

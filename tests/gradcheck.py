@@ -138,6 +138,16 @@ cases = [
             {"op": "layernorm", "eps": 1e-6}, L(8), {"op": "gelu"}, L(4),
             {"op": "layer_scale", "init_value": 0.5}, {"op": "untokens", "height": 3}]},
         {"op": "tokens"}, {"op": "token_mean"}, L(4)]),
+    # ConvNeXt V2's global response normalization over tokens [T, C] (STEPPED: its
+    # weight and bias from a step of their own)
+    case("grn", [5, 6], [L(6), {"op": "tanh"}, {"op": "grn", "name": "grn"}, {"op": "tanh"},
+                         {"op": "flatten"}, L(4)]),
+    case("convnext_v2_block", [4, 3, 4], [{"op": "conv2d", "out": 4, "kernel": 1},
+        {"op": "residual", "name": "block", "body": [
+            {"op": "conv2d", "out": 4, "kernel": 3, "padding": 1, "groups": 4}, {"op": "tokens"},
+            {"op": "layernorm", "eps": 1e-6}, L(8), {"op": "gelu"}, {"op": "grn"}, L(4),
+            {"op": "untokens", "height": 3}]},
+        {"op": "tokens"}, {"op": "token_mean"}, L(4)]),
     case("token_mean", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean"}, L(4)]),
     # a vision transformer in small: patches, tokens, positions, attention without a
     # causal mask, the mean over the tokens
@@ -182,7 +192,10 @@ cases += [case("glu_" + act, [8], [L(12), {"op": "glu", "act": act}, L(4)])
           for act in ("silu", "gelu", "gelu_tanh", "sigmoid", "relu")]
 TRAIN_MODE = {"batchnorm2d", "batchnorm1d"}
 WHOLE_BATCH = {"moe_aux"}   # (below) the gradient of one batch of 16, not two of 8
-STEPPED = {"lora"}          # checked from the weights one SGD step (lr 1) on
+# checked from the weights one SGD step on, at this lr: lora's adapters (B is zero at
+# first) and grn's weight and bias (zeros at first, as ConvNeXt V2's, which leave the
+# norms' part of its input gradient untried; a long step makes them large)
+STEPPED = {"lora": 1, "grn": 20, "convnext_v2_block": 40}
 # token models: x holds ids in [0, 7), y the next ids
 E = lambda **k: dict({"op": "embedding", "name": "wte", "vocab": 7, "dim": 6, "input": "x"}, **k)
 tok = lambda name, layers, **k: case(name, [5], layers, classes=7, target_shape=(5,), x_dtype="i32",
@@ -450,7 +463,7 @@ def fd_check(name, path):
         if p.returncode:
             raise SystemExit(f"{name}: trainer {' '.join(args)}: exit {p.returncode}\n{p.stderr}")
         return p.stdout
-    trainer("--set", "optimizer.lr=%d" % (name in STEPPED), "--out", os.path.join(d, "w0"))
+    trainer("--set", "optimizer.lr=%d" % STEPPED.get(name, 0), "--out", os.path.join(d, "w0"))
     w0_path = os.path.join(d, "w0", "model.safetensors")
     # the gradient of the 16 rows as two accumulated batches of 8: the weight
     # gradients' GEMMs must add to what the first batch left (batchnorm: one batch of
@@ -473,7 +486,7 @@ def fd_check(name, path):
     for t in w0:
         if w0[t].dtype == np.int64 or "running_" in t:
             continue   # batchnorm's state: no gradient
-        if name in STEPPED and ".lora_" not in t and t != "2.bias":
+        if name == "lora" and ".lora_" not in t and t != "2.bias":
             continue   # lora's frozen tensors: no gradient (lora_parity.py: unchanged)
         base = w0[t].astype(np.float64)
         g = base - w1[t].astype(np.float64)

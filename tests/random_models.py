@@ -35,7 +35,8 @@ reads alone in 2 of 3 of them (from a fourteenth, a `token_mean` in four of the 
 becomes `last_token`); from a twelfth, an image model in four scales and shifts
 its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
 pads its input; from a fifteenth, a residual around a conv in three becomes ConvNeXt's
-block (a depthwise conv2d, `tokens`, layernorm, an MLP, `layer_scale`, `untokens`). Batchnorm's running statistics start away from
+block (a depthwise conv2d, `tokens`, layernorm, an MLP, `layer_scale`, `untokens`; in
+half of them ConvNeXt V2's `grn` in the MLP instead of `layer_scale`). Batchnorm's running statistics start away from
 the defaults (from --init) and are checked after the steps, num_batches_tracked exactly;
 validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
@@ -447,18 +448,21 @@ def convnext_swaps(r15, layers, H):
     """A fifteenth generator's: a residual around a shape-keeping conv without a shortcut
     (1 in 3, in place) becomes ConvNeXt's block: a depthwise conv2d, `tokens`, a
     layernorm, a linear to twice the channels, gelu, a linear back, `layer_scale`,
-    `untokens` to the map's height"""
+    `untokens` to the map's height; in half of them ConvNeXt V2's: a `grn` after the gelu
+    and no layer_scale"""
     for k, l in enumerate(layers):
         if l["op"] == "flatten":
             return
         if l["op"] != "residual" or "shortcut" in l or r15.random() >= 1 / 3:
             continue
         C = l["body"][0]["out"]
+        v2 = r15.random() < 0.5
         l["body"] = [{"op": "conv2d", "out": C, "kernel": 3, "padding": 1, "groups": C},
                      {"op": "tokens"}, {"op": "layernorm", "eps": 1e-6},
-                     {"op": "linear", "out": 2 * C}, {"op": "gelu"}, {"op": "linear", "out": C},
-                     {"op": "layer_scale", "init_value": 0.5},
-                     {"op": "untokens", "height": side_after(layers[:k], H)}]
+                     {"op": "linear", "out": 2 * C}, {"op": "gelu"}] + \
+            ([{"op": "grn"}] if v2 else []) + [{"op": "linear", "out": C}] + \
+            ([] if v2 else [{"op": "layer_scale", "init_value": 0.5}]) + \
+            [{"op": "untokens", "height": side_after(layers[:k], H)}]
 
 
 def vit_swaps(r10, r11, r14, layers, C, H):
@@ -655,6 +659,10 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = x.transpose(1, 2).reshape(x.shape[0], x.shape[2], l["height"], -1)
             elif op == "layer_scale":
                 x = x * param(pfx + ".weight", (x.shape[-1],), "lnw")
+            elif op == "grn":   # [B, T, C]: each channel's norm over the rows
+                w, b = param(pfx + ".weight", (x.shape[-1],), "lnw"), param(pfx + ".bias", (x.shape[-1],), "b")
+                g = x.norm(dim=1, keepdim=True)
+                x = w * (x * (g / (g.mean(dim=-1, keepdim=True) + 1e-6))) + b + x
             elif op == "cls_token":   # [B, T, d] -> [B, T + 1, d]
                 w = param(pfx + ".weight", (x.shape[-1],), "emb")
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
@@ -1004,7 +1012,7 @@ def resnet_ops(model):
     j = json.dumps(model)
     have = [w for w, k in (("batchnorm", '"batchnorm"'), ("groups", '"groups"'),
                            ("a projection shortcut", '"shortcut": [{"op": "conv2d"'), ("label smoothing", '"label_smoothing"'),
-                           ("a ConvNeXt block", '"untokens"'))
+                           ("a ConvNeXt block", '"untokens"'), ("grn", '"grn"'))
             if k in j]
     return " (%s)" % ", ".join(have) if have else ""
 

@@ -9,7 +9,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
-extern const OpDef op_span, op_untokens, op_layer_scale;
+extern const OpDef op_span, op_untokens, op_layer_scale, op_grn;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -45,6 +45,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_SPAN] = &op_span,
     [OP_UNTOKENS] = &op_untokens,
     [OP_LAYER_SCALE] = &op_layer_scale,
+    [OP_GRN] = &op_grn,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -63,6 +64,7 @@ extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_
 extern const NodeDef node_last_token, node_last_token_bwd;
 extern const NodeDef node_span, node_span_bwd;
 extern const NodeDef node_untokens, node_untokens_bwd, node_layer_scale, node_layer_scale_bwd;
+extern const NodeDef node_grn, node_grn_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
@@ -121,6 +123,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_UNTOKENS_BWD] = &node_untokens_bwd,
     [N_LAYER_SCALE] = &node_layer_scale,
     [N_LAYER_SCALE_BWD] = &node_layer_scale_bwd,
+    [N_GRN] = &node_grn,
+    [N_GRN_BWD] = &node_grn_bwd,
     [N_PAD] = &node_pad,
     [N_PAD_BWD] = &node_pad_bwd,
 };

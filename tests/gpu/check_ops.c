@@ -884,6 +884,43 @@ static void t_rmsnorm(int64_t rows, int64_t d)
     free(sdw), free(dxa), free(dxi), free(pn), free(pr), reset();
 }
 
+/* ConvNeXt V2's grn over B samples of x [T, C]: y and the saved norms g [B, C + 1]; the
+ * backward from the CPU's norms (dx, dw and db accumulated); the weight and bias away
+ * from their zeros, so that the norms' part of dx counts */
+static void t_grn(int64_t B, int64_t T, int64_t Cn)
+{
+    SHAPE("[%lld, %lld, %lld]", (long long)B, (long long)T, (long long)Cn);
+    int64_t n = B * T * Cn, ng = B * (Cn + 1);
+    float *x = fvec(n), *w = fvec(Cn), *b = fvec(Cn), *dy = fvec(n);
+    round_act(x, n);
+    round_act(dy, n);
+    float *y = nans(n), *g = nans(ng), *dx = nans(n);
+    float *dw0 = fvec(Cn), *dw = fcopy(dw0, Cn), *db = fcopy(dw0, Cn);
+    rt_grn_fwd(&C, x, w, b, y, g, B, T, Cn);
+    rt_grn_bwd(&C, x, w, g, dy, dx, dw, db, B, T, Cn);
+    float *gx = up_a(x, n), *gw = up(w, Cn * 4), *gb = up(b, Cn * 4), *gdy = up_a(dy, n);
+    float *gy = dalloc_a(n), *gg = dalloc(ng * 4), *gdx = dalloc_a(n);
+    float *gdw = dalloc(Cn * 4), *gdb = dalloc(Cn * 4), *pn = nans(n), *pg = nans(ng);
+    out_t of[2] = {{"y", y, {0}, n}, {"g", g, {0}, ng}};
+    out_t ob[3] = {{"dx", dx, {0}, n}, {"dw", dw, {0}, Cn}, {"db", db, {0}, Cn}};
+    for (int rep = 0; rep < 2; rep++) {
+        upload_a(gy, pn, n), upload_a(gdx, pn, n), upload(gg, pg, ng * 4);
+        upload(gdw, dw0, Cn * 4), upload(gdb, dw0, Cn * 4);
+        rt_cu_grn_fwd(G, gx, gw, gb, gy, gg, B, T, Cn);
+        of[0].gpu[rep] = down_a(gy, n), of[1].gpu[rep] = down(gg, ng);
+        upload(gg, g, ng * 4);   /* the backward from the CPU's norms */
+        rt_cu_grn_bwd(G, gx, gw, gg, gdy, gdx, gdw, gdb, B, T, Cn);
+        ob[0].gpu[rep] = down_a(gdx, n), ob[1].gpu[rep] = down(gdw, Cn);
+        ob[2].gpu[rep] = down(gdb, Cn);
+    }
+    judge("grn_fwd", TA(TOL_RED), of, 1);
+    judge("grn_fwd norms", TOL_RED, of + 1, 1);
+    judge("grn_bwd", TA(TOL_RED), ob, 1);
+    judge("grn_bwd dw, db", TOL_RED, ob + 1, 2);
+    free(x), free(w), free(b), free(dy), free(y), free(g), free(dx), free(dw0), free(dw);
+    free(db), free(pn), free(pg), reset();
+}
+
 /* attention's qk_norm "all_heads" (OLMo 2's) on rows of qkv [q dq | k dk | v dv]: y, the
  * two 1/rms of each row, dx (v's copied both ways) and dwq, dwk accumulated. */
 static void t_qk_norm(int64_t rows, int64_t dq, int64_t dk, int64_t dv)
@@ -3485,6 +3522,8 @@ int main(int argc, char **argv)
     RUN t_glu(5, 24, 0);          /* the same: three vectors of 8 16-bit values a half row */
     RUN t_glu(1, 1, 1);           /* gated (odd rows: one element a thread) */
     RUN t_glu(37, 300, 1);        /* a row past the block's 256 threads */
+    RUN t_grn(3, 49, 16);     /* ConvNeXt V2's: a 7x7 map, channels past a warp's */
+    RUN t_grn(2, 5, 70);
     RUN t_batchnorm(4, 3, 25, 1);
     RUN t_batchnorm(32, 16, 196, 1);   /* a conv's [C, H, W], several parts a channel */
     RUN t_batchnorm(7, 33, 1, 1);      /* BatchNorm1d over [C] */
