@@ -19,6 +19,8 @@ MPI_CFLAGS := $(shell mpicc --showme:compile 2>/dev/null || pkg-config --cflags 
 MPI_LIBS   := $(shell mpicc --showme:link 2>/dev/null || pkg-config --libs ompi-c 2>/dev/null || echo -lmpi)
 LIBS    := -lcjson -lopenblas -lz -lm -lpthread -ldl $(MPI_LIBS)
 TCC_LIB := -ltcc
+# trainc alone (trainc data images' JPEG decoder); trainers do not link it
+CC_LIBS := -ljpeg
 
 .PHONY: all install deps deps-deb demo test check bench regen clean help
 all: $(B)/trainc
@@ -69,7 +71,7 @@ $(B)/librt.a: $(RT_OBJ)
 # -rdynamic: JIT-compiled trainers resolve rt_* (and libm) from this process; the
 # whole runtime goes in, also what trainc itself never calls (the kernels).
 $(B)/trainc: $(CC_OBJ) $(B)/librt.a
-	$(CC) $(CFLAGS) -rdynamic -o $@ $(CC_OBJ) -Wl,--whole-archive $(B)/librt.a -Wl,--no-whole-archive $(TCC_LIB) $(LIBS)
+	$(CC) $(CFLAGS) -rdynamic -o $@ $(CC_OBJ) -Wl,--whole-archive $(B)/librt.a -Wl,--no-whole-archive $(TCC_LIB) $(CC_LIBS) $(LIBS)
 
 install: $(B)/trainc
 	install -d $(PREFIX)/bin $(PREFIX)/lib/trainc/include $(PREFIX)/lib/trainc/templates
@@ -80,7 +82,7 @@ install: $(B)/trainc
 
 # The Debian packages the project needs: installed when root, else printed (jinja2:
 # transformers' chat templates, tests/data_sft.py's oracle).
-DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev \
+DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev libjpeg-dev \
             python3 python3-torch python3-numpy python3-venv python3-jinja2 dataset-fashion-mnist \
             openmpi-bin libopenmpi-dev patchelf xxhash
 # The Hugging Face oracles: transformers from PyPI in venvs over Debian's torch
@@ -256,7 +258,7 @@ $(B)/fuzz/cc/templates.o: $(B)/cc/templates.c
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
 $(B)/fuzz/fuzz_spec $(B)/fuzz/fuzz_idx $(B)/fuzz/fuzz_hf $(B)/fuzz/fuzz_sft $(B)/fuzz/fuzz_rows: $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_CC_OBJ) $(FUZZ_RT_OBJ)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Wl,--wrap=exit -Iruntime $< $(FUZZ_CC_OBJ) \
-	    $(FUZZ_RT_OBJ) $(TCC_LIB) $(LIBS) -o $@
+	    $(FUZZ_RT_OBJ) $(TCC_LIB) $(CC_LIBS) $(LIBS) -o $@
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_RT_OBJ)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Wl,--wrap=exit -Iruntime $< $(FUZZ_RT_OBJ) \
 	    $(LIBS) -o $@

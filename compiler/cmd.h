@@ -29,6 +29,19 @@ typedef struct DataQaAnswers {
 } DataQaAnswers;
 int data_qa_answers(const DataQaAnswers *a);
 int data_pairs(int argc, char **argv);      /* data pairs (data_pairs.c) */
+int data_images(int argc, char **argv);     /* data images (data_images.c) */
+/* image_read.c: an image's 8-bit pixels, rows of w pixels of ch bytes (RGB or L) */
+typedef struct ImageU8 {
+    uint32_t w, h;
+    int ch;
+    unsigned char *px;
+} ImageU8;
+/* PATH's PNG or JPEG as Pillow decodes it (RGB or L, alpha dropped): NULL, or why not */
+const char *image_read(const char *path, ImageU8 *im);
+/* Image.convert("RGB") (ch 3) or ("L") (ch 1) */
+void image_convert(ImageU8 *im, int ch);
+/* Image.resize((S, S), BILINEAR) */
+void image_resize(ImageU8 *im, int S);
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */

@@ -1,6 +1,7 @@
 /* data_cmd.c: `trainc data fashion-mnist DIR [--from SRC]` and
  * `trainc data text FILE DIR [--val-frac F] [--shard-tokens N] [--tokenizer TOK.json]`
- * (`trainc data sft`: data_sft.c, with the staged writes below).
+ * (`trainc data sft`: data_sft.c, with the staged writes below; the other kinds in their
+ * own files: data_classify.c, data_images.c, ...).
  *
  * fashion-mnist converts the four IDX files of Fashion-MNIST (gzip'd as Debian's
  * dataset-fashion-mnist ships them, or plain) into .npy arrays the trainers map:
@@ -62,7 +63,8 @@ static const char data_usage[] =
     "       trainc data qa FILE.jsonl DIR --tokenizer TOK.json --model MODEL.json\n"
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
     "       trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train]\n"
-    "                       [--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]";
+    "                       [--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]\n"
+    "       trainc data images SRC DIR --model MODEL.json [--val SRC | --val-frac F | --unlabeled]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {
@@ -739,7 +741,9 @@ int cmd_data(int argc, char **argv)
         return data_pairs(argc, argv);
     if (strcmp(kind, "qa") == 0)
         return data_qa(argc, argv);
+    if (strcmp(kind, "images") == 0)
+        return data_images(argc, argv);
     fprintf(stderr, "trainc: error: data: unknown dataset kind '%s' (known: fashion-mnist, "
-            "text, sft, classify, tags, mlm, pairs, qa)\n%s\n", kind, data_usage);
+            "text, sft, classify, tags, mlm, pairs, qa, images)\n%s\n", kind, data_usage);
     return 1;
 }

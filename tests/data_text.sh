@@ -104,7 +104,7 @@ expect_fail shard_tokens   "--shard-tokens must be"          text "$SRC" "${d}_x
 expect_fail unknown_option "unknown option '--vall-frac'"    text "$SRC" "${d}_x" --vall-frac 0.1
 expect_fail no_dir         "missing the output folder"       text "$SRC"
 expect_fail extra_arg      "unexpected argument 'more'"      text "$SRC" "${d}_x" more
-expect_fail unknown_kind   "(known: fashion-mnist, text, sft, classify, tags, mlm, pairs, qa)" texts "$SRC" "${d}_x"
+expect_fail unknown_kind   "(known: fashion-mnist, text, sft, classify, tags, mlm, pairs, qa, images)" texts "$SRC" "${d}_x"
 [ ! -e "${d}_x" ] && ok "bad input writes nothing" || bad "bad input wrote ${d}_x"
 "$TRAINC" data fashion-mnist --help | grep -q "trainc data text FILE DIR" &&
     "$TRAINC" data fashion-mnist --help | grep -q "trainc data sft FILE.jsonl DIR" &&

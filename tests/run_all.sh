@@ -111,6 +111,7 @@ check data/fashion        bash tests/data_fashion.sh
 check data/tokenizer_hf   $HF_PYTHON tests/tokenizer_hf.py
 check data/sft           $HF_PYTHON tests/data_sft.py
 check data/classify      $HF_PYTHON tests/data_classify.py
+check data/images        --after=asan/build env ASAN_TRAINC=build/asan/trainc $HF_PYTHON tests/data_images.py
 check data/wordpiece_hf  $HF_PYTHON tests/wordpiece_hf.py
 check sample/tokenizer    $HF_PYTHON tests/tokenizer_sample.py
 check sample/kv_cache     $PYTHON tests/kv_cache.py
