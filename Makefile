@@ -81,9 +81,10 @@ install: $(B)/trainc
 	cp -r templates/. $(PREFIX)/lib/trainc/templates/
 
 # The Debian packages the project needs: installed when root, else printed (jinja2:
-# transformers' chat templates, tests/data_sft.py's oracle).
+# transformers' chat templates, tests/data_sft.py's oracle; pil: tests/data_images.py's;
+# libjpeg-dev: trainc data images' JPEG decoder).
 DEB_PKGS := build-essential libcjson-dev libtcc-dev tcc libopenblas-dev zlib1g-dev libjpeg-dev \
-            python3 python3-torch python3-numpy python3-venv python3-jinja2 dataset-fashion-mnist \
+            python3 python3-torch python3-numpy python3-venv python3-jinja2 python3-pil dataset-fashion-mnist \
             openmpi-bin libopenmpi-dev patchelf xxhash
 # The Hugging Face oracles: transformers from PyPI in venvs over Debian's torch
 # (--system-site-packages). 4.40.2, the parity tests' (HF_PYTHON), runs on Debian's torch
