@@ -208,6 +208,9 @@ check example/finetune    bash examples/finetune/run.sh build/tests/finetune
 # examples/vit_finetune/run.sh as a user runs it: a HF ViT folder, import, fine-tune an
 # epoch, export, transformers classifies as trainc does
 check example/vit_finetune bash examples/vit_finetune/run.sh build/tests/vit_finetune
+# examples/image_folder/run.sh's smoke mode: a HF ConvNeXt V2 folder, import, data images
+# of PNG files, 60 steps, export, transformers' pipeline labels the files as trainc does
+check example/image_folder env SMOKE=1 bash examples/image_folder/run.sh build/tests/image_folder
 # examples/text_classify/run.sh: a RoBERTa masked LM, import with a new classifier, data
 # classify, fine-tune, export, transformers classifies the raw text as trainc does
 check example/text_classify bash examples/text_classify/run.sh build/tests/text_classify
