@@ -245,7 +245,7 @@ FUZZ_FLAGS   := -O1 -g -std=gnu11 -fno-omit-frame-pointer -ffp-contract=off -fno
                 -fsanitize=address,undefined -fno-sanitize-recover=undefined
 FUZZ_RT_OBJ  := $(RT_SRC:runtime/%.c=$(B)/fuzz/rt/%.o)
 FUZZ_CC_OBJ  := $(CC_SRC:compiler/%.c=$(B)/fuzz/cc/%.o) $(B)/fuzz/cc/templates.o
-FUZZ_TARGETS := npy shard safetensors spec ckpt opts idx tokenizer hf sft rows
+FUZZ_TARGETS := npy shard safetensors spec ckpt opts idx tokenizer hf sft rows image
 .PHONY: fuzz fuzz-build
 $(B)/fuzz/rt/%.o: runtime/%.c runtime/rt.h runtime/trainc_rt.h
 	@mkdir -p $(@D)
@@ -257,7 +257,7 @@ $(B)/fuzz/cc/%.o: compiler/%.c $(CC_HDR) runtime/rt.h
 $(B)/fuzz/cc/templates.o: $(B)/cc/templates.c
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -c $< -o $@
-$(B)/fuzz/fuzz_spec $(B)/fuzz/fuzz_idx $(B)/fuzz/fuzz_hf $(B)/fuzz/fuzz_sft $(B)/fuzz/fuzz_rows: $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_CC_OBJ) $(FUZZ_RT_OBJ)
+$(B)/fuzz/fuzz_spec $(B)/fuzz/fuzz_idx $(B)/fuzz/fuzz_hf $(B)/fuzz/fuzz_sft $(B)/fuzz/fuzz_rows $(B)/fuzz/fuzz_image: $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_CC_OBJ) $(FUZZ_RT_OBJ)
 	$(FUZZ_CC) $(FUZZ_FLAGS) -fsanitize=fuzzer -Wl,--wrap=exit -Iruntime $< $(FUZZ_CC_OBJ) \
 	    $(FUZZ_RT_OBJ) $(TCC_LIB) $(CC_LIBS) $(LIBS) -o $@
 $(B)/fuzz/fuzz_%: fuzz/fuzz_%.c fuzz/fuzz.h $(FUZZ_RT_OBJ)

@@ -17,6 +17,10 @@
 #include <zlib.h>
 #include "cmd.h"
 
+/* The largest image read: 2^26 pixels (8192 x 8192), 192 MiB as RGB; past it a header
+ * could ask for any amount of memory */
+#define IMAGE_MAX_PIXELS ((uint64_t)1 << 26)
+
 /* ---- PNG ---------------------------------------------------------------------------- */
 
 static uint32_t be32(const unsigned char *p)
@@ -99,8 +103,8 @@ static const char *png_chunks(const unsigned char *d, size_t n, Png *p)
     }
     if (!ihdr || !p->n_idat)
         return "no IHDR or no IDAT chunk";
-    if (!p->w || !p->h || p->w > 1 << 16 || p->h > 1 << 16)
-        return "a width or height of 0 or past 65536";
+    if (!p->w || !p->h || (uint64_t)p->w * p->h > IMAGE_MAX_PIXELS)
+        return "a width or height of 0, or more than 2^26 pixels (8192 x 8192)";
     if (p->interlace)
         return "an interlaced PNG (not read; save it without interlacing)";
     if (p->depth == 16)
@@ -189,6 +193,10 @@ static const char *jpeg_decode(const unsigned char *d, size_t n, ImageU8 *im)
     jpeg_create_decompress(&c);
     jpeg_mem_src(&c, d, (unsigned long)n);
     jpeg_read_header(&c, TRUE);
+    if ((uint64_t)c.image_width * c.image_height > IMAGE_MAX_PIXELS) {
+        jpeg_destroy_decompress(&c);
+        return "more than 2^26 pixels (8192 x 8192)";
+    }
     if (c.num_components != 1 && c.num_components != 3) {
         jpeg_destroy_decompress(&c);
         return "a JPEG of other than 1 or 3 components (CMYK is not read)";

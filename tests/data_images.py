@@ -2,7 +2,8 @@
 
 HF_PYTHON (transformers 4.40.2 over Debian's torch, Pillow from Debian) runs this;
 without transformers it exits 77 (a skip). Images made here with Pillow, in two class
-folders: JPEG (RGB and gray), PNG (RGB, RGBA, gray, 1-bit, palette, gray + alpha), at
+folders: JPEG (RGB and gray), PNG (RGB, RGBA, gray, 1-bit, palette, 2-bit palette, gray
++ alpha), at
 sizes above and below the model's side, square or not.
 
 - every image's u8 pixels are `Image.open(f).convert("RGB" or "L").resize((S, S),
@@ -68,6 +69,8 @@ def make_folder(src, classes, sizes):
             Image.fromarray(a[..., 0] > 128).save(p + "bits.png")
             Image.fromarray(a, "RGB").convert("P", palette=Image.ADAPTIVE, colors=40).save(p + "pal.png")
             Image.fromarray(np.dstack([a[..., 0], a[..., 1]]), "LA").save(p + "la.png")
+            Image.fromarray(a, "RGB").convert("P", palette=Image.ADAPTIVE, colors=4).save(
+                p + "pal2bit.png", bits=2)
     open(os.path.join(src, classes[0], "notes.txt"), "w").write("not an image\n")
 
 
