@@ -90,7 +90,7 @@ static const char *png_chunks(const unsigned char *d, size_t n, Png *p)
         } else if (!memcmp(type, "PLTE", 4)) {
             p->n_pal = (int)(len / 3 > 256 ? 256 : len / 3);
             memcpy(p->pal, body, (size_t)p->n_pal * 3);
-        } else if (!memcmp(type, "IDAT", 4)) {
+        } else if (!memcmp(type, "IDAT", 4) && len) {   /* (an empty one adds nothing) */
             if (p->n_idat + len > p->cap_idat) {
                 p->cap_idat = (p->n_idat + len) * 2;
                 p->idat = realloc(p->idat, p->cap_idat);
