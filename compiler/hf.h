@@ -324,6 +324,10 @@ int hf_image_pixels(const char *dir, HfImage *im);
  * FAMILY's import takes those two) */
 int hf_image_arch(HfCfg *c, const char *labels, const char *cls, const char *base,
                   const char *family);
+/* import: IM's tensors to OUT/init.safetensors, SPEC's text to OUT/model.json and TRAIN's
+ * to OUT/train.json (OUT made where it is not) */
+void hf_image_write_import(const HfJoinImport *im, const char *spec, const char *train,
+                           const char *out);
 /* export: E's tensors to OUT/model.safetensors, CONFIG (model_type TYPE) to
  * OUT/config.json and a ViTImageProcessor's preprocessor_config.json of IM's pixels; the
  * line that says so (WEIGHTS: what was read) */

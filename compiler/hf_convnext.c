@@ -263,12 +263,8 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
     int left = v.fresh_head ? hf_join_leave_out(&im.w, "classifier.", 0) : 0;
     hf_join_all_used(&im.w, dir, cls_arch(&v));
     char *text = hf_json_text(cnx_spec(&v, name));
-    if (rt_mkdir_p(out) != 0)
-        cannot_write("import", out);
-    hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
-    hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out),
-                  hf_image_train("{\"type\": \"adamw\", \"lr\": 1e-4, \"weight_decay\": 0.05}", 0));
+    hf_image_write_import(&im, text, hf_image_train("{\"type\": \"adamw\", \"lr\": 1e-4, "
+                                                    "\"weight_decay\": 0.05}", 0), out);
     printf("trainc: import: %s (%s, %d stages, %d tensors; %lldx%lld images, the pixels "
            "scaled and shifted%s as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n",
            dir, model_type(&v), v.n, im.out.n, (long long)v.img.S, (long long)v.img.S,

@@ -118,6 +118,16 @@ int hf_image_arch(HfCfg *c, const char *labels, const char *cls, const char *bas
     return is_base;
 }
 
+void hf_image_write_import(const HfJoinImport *im, const char *spec, const char *train,
+                           const char *out)
+{
+    if (rt_mkdir_p(out) != 0)
+        cannot_write("import", out);
+    hf_join_write_import(im, xasprintf("%s/init.safetensors", out));
+    hf_write_text("import", xasprintf("%s/model.json", out), spec);
+    hf_write_text("import", xasprintf("%s/train.json", out), train);
+}
+
 void hf_image_write_export(const HfJoinExport *e, const HfImage *im, cJSON *config,
                            const char *type, const char *weights, const char *out)
 {

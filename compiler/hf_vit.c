@@ -205,12 +205,8 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     hf_weights_dir(&im.w, dir);
     int left = vit_plan(&v, &im, labels != NULL);
     char *text = hf_json_text(vit_spec(&v, name));
-    if (rt_mkdir_p(out) != 0)
-        cannot_write("import", out);
-    hf_join_write_import(&im, xasprintf("%s/init.safetensors", out));
-    hf_write_text("import", xasprintf("%s/model.json", out), text);
-    hf_write_text("import", xasprintf("%s/train.json", out),
-                  hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, \"weight_decay\": 0.0}", 1));
+    hf_image_write_import(&im, text, hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, "
+                                                    "\"weight_decay\": 0.0}", 1), out);
     printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
            "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"

@@ -4,15 +4,7 @@
  * the bilinear resampling, shrinking and enlarging. An image that cannot be read is a
  * reason returned, no exit; the decoded pixels must have the sizes asked for. */
 #include "fuzz.h"
-
-typedef struct ImageU8 {
-    uint32_t w, h;
-    int ch;
-    unsigned char *px;
-} ImageU8;
-const char *image_read(const char *path, ImageU8 *im);
-void image_convert(ImageU8 *im, int ch);
-void image_resize(ImageU8 *im, int S);
+#include "../compiler/cmd.h"   /* ImageU8, image_read, image_convert, image_resize */
 
 /* one channel count and side: the pixels must be ch x S x S */
 static void shaped(const ImageU8 *src, int ch, int S)
