@@ -40,8 +40,12 @@ typedef struct ImageU8 {
 const char *image_read(const char *path, ImageU8 *im);
 /* Image.convert("RGB") (ch 3) or ("L") (ch 1) */
 void image_convert(ImageU8 *im, int ch);
-/* Image.resize((S, S), BILINEAR) */
-void image_resize(ImageU8 *im, int S);
+/* Pillow's resampling filters, by its numbers (an image processor's "resample") */
+enum { IMAGE_LANCZOS = 1, IMAGE_BILINEAR = 2, IMAGE_BICUBIC = 3, IMAGE_BOX = 4, IMAGE_HAMMING = 5 };
+/* Image.resize((W, H), FILTER) */
+void image_resize(ImageU8 *im, int W, int H, int filter);
+/* transformers' center_crop to W x H (zeros around an image smaller than that) */
+void image_center_crop(ImageU8 *im, int W, int H);
 /* The data commands' outputs: written under data_stage(FINAL)'s name (FINAL.part), all
  * renamed to their names by data_commit once complete; removed at exit before it, or by
  * data_abandon (the fuzz targets, after an input that exited). */

@@ -64,7 +64,8 @@ static const char data_usage[] =
     "                       [--val FILE.jsonl | --val-frac F | --unlabeled] [--stride S]\n"
     "       trainc data qa FILE.jsonl DIR --answers PRED.npy [--part test|val|train]\n"
     "                       [--n-best N] [--max-answer L] [--version-2 [--null-threshold D]]\n"
-    "       trainc data images SRC DIR --model MODEL.json [--val SRC | --val-frac F | --unlabeled]";
+    "       trainc data images SRC DIR --model MODEL.json [--processor FILE]\n"
+    "                          [--val SRC | --val-frac F | --unlabeled]";
 
 /* One IDX array of unsigned bytes: dims[0] items of dims[1] x dims[2] (rank 1 or 3). */
 typedef struct IdxArray {

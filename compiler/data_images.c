@@ -1,10 +1,12 @@
-/* data_images.c: `trainc data images SRC DIR --model MODEL.json [--val SRC2 | --val-frac
- * F | --unlabeled]`: a folder of images in a subfolder a class (Hugging Face's
- * imagefolder, torchvision's ImageFolder) as the u8 arrays an image classifier's import
- * reads, DIR/{train,val}_x.npy [N, C, S, S] and DIR/{train,val}_y.npy [N] i32. Each
- * PNG or JPEG is read, converted to the model's channels and resized to its side as
- * Pillow does (image_read.c), so the pixels are those the export's ViTImageProcessor
- * makes of the file. The class is the subfolder's name among the model's labels (or a
+/* data_images.c: `trainc data images SRC DIR --model MODEL.json [--processor FILE] [--val
+ * SRC2 | --val-frac F | --unlabeled]`: a folder of images in a subfolder a class (Hugging
+ * Face's imagefolder, torchvision's ImageFolder) as the u8 arrays an image classifier's
+ * import reads, DIR/{train,val}_x.npy [N, C, S, S] and DIR/{train,val}_y.npy [N] i32.
+ * Each PNG or JPEG is read and converted to the model's channels as Pillow does
+ * (image_read.c), then resized and cropped as the image processor of
+ * preprocessor_config.json (--processor, or the one beside MODEL.json that import hf
+ * keeps: hf_image_proc.c) does, or where there is none resized to the model's side as
+ * a ViTImageProcessor does (bilinear). The class is the subfolder's name among the model's labels (or a
  * number below its classes); --val-frac takes the last F of each class's files (by
  * name) for validation. --unlabeled: SRC's images alone, DIR/test_x.npy and
  * DIR/test_files.txt (the order, for --predict's rows). Everything is read and checked
@@ -17,20 +19,25 @@
 #include <strings.h>
 #include <unistd.h>
 #include "cmd.h"
+#include "hf.h"
 
 static const char images_usage[] =
-    "usage: trainc data images SRC DIR --model MODEL.json [--val SRC | --val-frac F | --unlabeled]";
+    "usage: trainc data images SRC DIR --model MODEL.json [--processor FILE] [--val SRC | "
+    "--val-frac F | --unlabeled]";
 
 typedef struct ImgArgs {
-    const char *src, *dir, *model, *val;
+    const char *src, *dir, *model, *val, *processor;
     double val_frac;
     int unlabeled;
 } ImgArgs;
 
-/* What the model reads: images [C, S, S] of u8, K classes and their names (or NULL) */
+/* What the model reads: images [C, S, S] of u8, K classes and their names (or NULL); the
+ * image processor whose geometry makes them (proc_file NULL: none, a resize to S x S) */
 typedef struct ImgModel {
     int64_t C, S, K;
     char **labels;
+    const char *proc_file;
+    HfImageProc proc;
 } ImgModel;
 
 /* One image to write: its file and class */
@@ -53,6 +60,8 @@ static void parse_args(int argc, char **argv, ImgArgs *a)
             a->model = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val"))
             a->val = opt_value(argc, argv, &i, s);
+        else if (!strcmp(s, "--processor"))
+            a->processor = opt_value(argc, argv, &i, s);
         else if (!strcmp(s, "--val-frac"))
             a->val_frac = data_val_frac("images", opt_value(argc, argv, &i, s));
         else if (!strcmp(s, "--unlabeled"))
@@ -233,7 +242,10 @@ static void write_part(const ImgModel *m, const ImgList *l, const char *dir, con
         if (why)
             error_input("data images: %s: %s", l->f[i].path, why);
         image_convert(&im, (int)m->C);
-        image_resize(&im, (int)m->S);
+        if (m->proc_file)
+            hf_image_proc_apply(&m->proc, &im);
+        else
+            image_resize(&im, (int)m->S, (int)m->S, IMAGE_BILINEAR);
         for (size_t p = 0; p < plane; p++)   /* [S, S, C] -> [C, S, S] */
             for (int64_t c = 0; c < m->C; c++)
                 chw[(size_t)c * plane + p] = im.px[p * (size_t)m->C + (size_t)c];
@@ -276,6 +288,7 @@ int data_images(int argc, char **argv)
     ImgArgs a;
     parse_args(argc, argv, &a);
     ImgModel m = read_model(a.model);
+    m.proc_file = hf_image_proc_load(a.processor, a.model, m.S, &m.proc);
     ImgList tr = {0}, va = {0};
     if (a.unlabeled) {
         class_files(a.src, 0, &tr);
@@ -294,9 +307,10 @@ int data_images(int argc, char **argv)
         write_part(&m, &va, a.dir, "val", 1);
     data_commit();
     printf("trainc: data images: %s%s -> %s: %" PRId64 " %s%s images [%" PRId64 ", %" PRId64
-           ", %" PRId64 "]%s%s\n", a.src, a.val ? xasprintf(" and %s", a.val) : "", a.dir, tr.n,
+           ", %" PRId64 "]%s%s%s\n", a.src, a.val ? xasprintf(" and %s", a.val) : "", a.dir, tr.n,
            a.unlabeled ? "test" : "train", va.n ? xasprintf(" + %" PRId64 " val", va.n) : "",
-           m.C, m.S, m.S, a.unlabeled ? xasprintf(" (their files in order: %s/test_files.txt; "
+           m.C, m.S, m.S, m.proc_file ? xasprintf(" (%s: %s)", m.proc_file,
+           hf_image_proc_says(&m.proc)) : "", a.unlabeled ? xasprintf(" (their files in order: %s/test_files.txt; "
            "--predict %s/test_x.npy)", a.dir, a.dir) : "",
            tr.skipped + va.skipped ? xasprintf("; %" PRId64 " other files left out (not .png, "
            ".jpg or .jpeg)", tr.skipped + va.skipped) : "");

@@ -313,6 +313,36 @@ typedef struct HfImage {
     double *ch_scale, *ch_shift;
     char **labels;
 } HfImage;
+/* An image processor's geometry (hf_image_proc.c): its class (kind HF_PROC_*), do_resize,
+ * size (h x w, or the shortest edge), ConvNeXt's crop_pct, do_center_crop and crop_size,
+ * Pillow's filter (IMAGE_*) */
+struct ImageU8;
+enum { HF_PROC_VIT, HF_PROC_DEIT, HF_PROC_CONVNEXT, HF_PROC_CLIP };
+typedef struct HfImageProc {
+    const char *type;
+    int kind, resize, crop, resample;
+    int64_t h, w, edge, crop_h, crop_w;
+    double crop_pct;
+} HfImageProc;
+/* ROOT (a preprocessor_config.json's object) or PATH's geometry: NULL, or why not ("$.key:
+ * ...") */
+const char *hf_image_proc_parse(const cJSON *root, HfImageProc *p);
+const char *hf_image_proc_read(const char *path, HfImageProc *p);
+/* the images' size (*h x *w) it makes, 1; 0 where that depends on the image */
+int hf_image_proc_side(const HfImageProc *p, int64_t *h, int64_t *w);
+/* what it does to an image's pixels */
+void hf_image_proc_apply(const HfImageProc *p, struct ImageU8 *im);
+/* refitted to make S x S images (import's --image-size: the crop S, the resize scaled as
+ * the crop); 0 where it makes no square of a fixed size */
+int hf_image_proc_fit(HfImageProc *p, int64_t S);
+/* FILE's geometry, or where FILE is NULL that of the preprocessor_config.json beside MODEL
+ * (a model.json) if there is one; the file read, or NULL. Exit 1 naming the file where
+ * it cannot be read or makes other images than S x S */
+const char *hf_image_proc_load(const char *file, const char *model, int64_t S, HfImageProc *p);
+/* its keys, added to C (a preprocessor_config.json) */
+void hf_image_proc_json(const HfImageProc *p, cJSON *c);
+/* what it does, in words: "the shorter side to 256 (bicubic), cropped to 224x224" */
+const char *hf_image_proc_says(const HfImageProc *p);
 /* config KEY's list of positive integers (*N of them; *N 0: any, set) */
 int64_t *hf_cfg_int_list(HfCfg *c, const char *key, int *n);
 /* DIR/preprocessor_config.json's rescale, image_mean and image_std (C set) as the pixels'
@@ -328,11 +358,20 @@ int hf_image_arch(HfCfg *c, const char *labels, const char *cls, const char *bas
  * to OUT/train.json (OUT made where it is not) */
 void hf_image_write_import(const HfJoinImport *im, const char *spec, const char *train,
                            const char *out);
+/* import: DIR/preprocessor_config.json's geometry fitted to IM's S x S images, with IM's
+ * pixels' scale and shift, to OUT/preprocessor_config.json (for data images and export
+ * hf), said in a line; nothing where DIR has none, or one whose resize and crop trainc
+ * does not repeat (said) */
+void hf_image_keep_processor(const char *dir, const HfImage *im, const char *out);
+/* export: the preprocessor_config.json of IM's pixels: the geometry of the one beside
+ * MODEL_FILE (import's), else a ViTImageProcessor's resize to S x S */
+cJSON *hf_image_export_processor(const HfImage *im, const char *model_file);
 /* export: E's tensors to OUT/model.safetensors, CONFIG (model_type TYPE) to
- * OUT/config.json and a ViTImageProcessor's preprocessor_config.json of IM's pixels; the
- * line that says so (WEIGHTS: what was read) */
+ * OUT/config.json and hf_image_export_processor's preprocessor_config.json; the line that
+ * says so (WEIGHTS: what was read) */
 void hf_image_write_export(const HfJoinExport *e, const HfImage *im, cJSON *config,
-                           const char *type, const char *weights, const char *out);
+                           const char *type, const char *weights, const char *model_file,
+                           const char *out);
 /* config.json's id2label (K and the names), problem_type single-label; label2id and
  * num_labels read */
 void hf_image_labels(HfCfg *c, HfImage *im);
@@ -367,8 +406,9 @@ void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfI
 void hf_image_labels_from_spec(const Spec *s, HfImage *im);
 /* config.json's id2label and label2id */
 void hf_image_config_labels(cJSON *c, const HfImage *im);
-/* preprocessor_config.json of image processor TYPE making the pixels (resized to S) */
-cJSON *hf_image_processor(const HfImage *im, const char *type);
+/* a preprocessor_config.json making IM's pixels: GEO's geometry (NULL: a
+ * ViTImageProcessor's resize to S x S, bilinear), IM's rescale and normalization */
+cJSON *hf_image_processor(const HfImage *im, const HfImageProc *geo);
 
 /* import hf of a folder whose config.json says model_type "resnet" (cfg loaded), for
  * images of side S (0: 224); LABELS (import's --labels, or NULL) for a new classifier */

@@ -275,6 +275,7 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
                                     "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
                                     HF_FRESH_SEED, left) : "",
            out, out, out);
+    hf_image_keep_processor(dir, &v.img, out);
     return 0;
 }
 
@@ -504,6 +505,6 @@ int hf_convnext_export(const Spec *s, const char *weights, const char *out)
     hf_join_export_open(&e, s, weights);
     cnx_walk(&v, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    hf_image_write_export(&e, &v.img, cnx_hf_config(&v), model_type(&v), weights, out);
+    hf_image_write_export(&e, &v.img, cnx_hf_config(&v), model_type(&v), weights, s->model_file, out);
     return 0;
 }

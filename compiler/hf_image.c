@@ -129,10 +129,10 @@ void hf_image_write_import(const HfJoinImport *im, const char *spec, const char 
 }
 
 void hf_image_write_export(const HfJoinExport *e, const HfImage *im, cJSON *config,
-                           const char *type, const char *weights, const char *out)
+                           const char *type, const char *weights, const char *model_file,
+                           const char *out)
 {
-    char *cfg = hf_json_text(config),
-         *pre = hf_json_text(hf_image_processor(im, "ViTImageProcessor"));
+    char *cfg = hf_json_text(config), *pre = hf_json_text(hf_image_export_processor(im, model_file));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
     hf_join_write_export(e, xasprintf("%s/model.safetensors", out));
@@ -298,16 +298,13 @@ void hf_image_config_labels(cJSON *c, const HfImage *im)
     }
 }
 
-cJSON *hf_image_processor(const HfImage *im, const char *type)
+cJSON *hf_image_processor(const HfImage *im, const HfImageProc *geo)
 {
     double rescale = im->u8 ? 1 / 255.0 : 1;
+    HfImageProc vit = {.type = "ViTImageProcessor", .kind = HF_PROC_VIT, .resize = 1,
+                       .h = im->S, .w = im->S, .resample = IMAGE_BILINEAR};
     cJSON *c = cJSON_CreateObject();
-    cJSON_AddStringToObject(c, "image_processor_type", type);
-    cJSON_AddTrueToObject(c, "do_resize");
-    cJSON *size = cJSON_AddObjectToObject(c, "size");
-    cJSON_AddNumberToObject(size, "height", (double)im->S);
-    cJSON_AddNumberToObject(size, "width", (double)im->S);
-    cJSON_AddNumberToObject(c, "resample", 2);
+    hf_image_proc_json(geo ? geo : &vit, c);
     cJSON_AddBoolToObject(c, "do_rescale", im->u8);
     cJSON_AddItemToObject(c, "rescale_factor", hf_float(1 / 255.0));
     cJSON_AddTrueToObject(c, "do_normalize");
@@ -319,6 +316,33 @@ cJSON *hf_image_processor(const HfImage *im, const char *type)
         cJSON_AddItemToArray(sd, hf_float(std));
     }
     return c;
+}
+
+void hf_image_keep_processor(const char *dir, const HfImage *im, const char *out)
+{
+    char *path = xasprintf("%s/preprocessor_config.json", dir);
+    if (access(path, F_OK) != 0)
+        return;   /* (then data images and export: a ViTImageProcessor's resize to S x S) */
+    HfImageProc p;
+    const char *why = hf_image_proc_read(path, &p);
+    if (!why && !hf_image_proc_fit(&p, im->S))
+        why = xasprintf("%s makes images of the files' own proportions", p.type);
+    if (why) {
+        printf("trainc: import: %s: its resize and crop are not repeated (%s): data images "
+               "resizes whole images to %lldx%lld (bilinear)\n", path, why, (long long)im->S,
+               (long long)im->S);
+        return;
+    }
+    hf_write_text("import", xasprintf("%s/preprocessor_config.json", out),
+                  hf_json_text(hf_image_processor(im, &p)));
+    printf("trainc: import: %s's images: %s -> %s/preprocessor_config.json (data images and "
+           "export hf read it)\n", dir, hf_image_proc_says(&p), out);
+}
+
+cJSON *hf_image_export_processor(const HfImage *im, const char *model_file)
+{
+    HfImageProc p;
+    return hf_image_processor(im, hf_image_proc_load(NULL, model_file, im->S, &p) ? &p : NULL);
 }
 
 char *hf_text_train(int types, const char *extra, int batch, int epochs, double lr, double wd)

@@ -384,6 +384,7 @@ int hf_resnet_import(HfCfg *cfg, const char *dir, const char *out, const char *n
                                     "checkpoint's other tensors left out", (long long)r.img.K,
                                     (long long)r.width[r.n - 1], HF_FRESH_SEED, left) : "",
            out, out, out);
+    hf_image_keep_processor(dir, &r.img, out);
     return 0;
 }
 
@@ -613,7 +614,7 @@ int hf_resnet_export(const Spec *s, const char *weights, const char *out)
     hf_weights_file(&e.w, weights);
     resnet_walk(&r, plan_export, &e);
     char *config = hf_json_text(resnet_hf_config(&r));
-    char *pre = hf_json_text(hf_image_processor(&r.img, "ViTImageProcessor"));
+    char *pre = hf_json_text(hf_image_export_processor(&r.img, s->model_file));
     if (rt_mkdir_p(out) != 0)
         cannot_write("export", out);
     write_tensors(&e, xasprintf("%s/model.safetensors", out), "export");

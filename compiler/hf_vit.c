@@ -216,6 +216,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
                                     "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
                                     HF_FRESH_SEED, left) : "",
            out, out, out);
+    hf_image_keep_processor(dir, &v.img, out);
     return 0;
 }
 
@@ -334,6 +335,6 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
     hf_join_export_open(&e, s, weights);
     vit_walk(&v, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    hf_image_write_export(&e, &v.img, vit_hf_config(&v), "vit", weights, out);
+    hf_image_write_export(&e, &v.img, vit_hf_config(&v), "vit", weights, s->model_file, out);
     return 0;
 }

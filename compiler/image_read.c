@@ -2,11 +2,12 @@
  * and lower depths, not interlaced: zlib's inflate, the five row filters) and JPEG
  * (libjpeg, its defaults: the islow DCT, fancy upsampling, as Pillow decodes without
  * draft mode), converted to L or RGB as Image.convert does (L from RGB: ITU-R 601-2
- * luma in Pillow's fixed point; alpha dropped; a palette looked up), and resized as
- * Image.resize(size, BILINEAR) does for 8-bit bands (Pillow's Resample.c: a triangle
- * filter widened by the scale when shrinking, coefficients in 22-bit fixed point, the
- * horizontal pass, then the vertical one), so that the pixels are those
- * ViTImageProcessor (do_resize, resample 2) makes of the file. */
+ * luma in Pillow's fixed point; alpha dropped; a palette looked up), resized as
+ * Image.resize(size, resample) does for 8-bit bands (Pillow's Resample.c: its filters
+ * widened by the scale when shrinking, coefficients in 22-bit fixed point, the
+ * horizontal pass, then the vertical one) and cropped at the centre as transformers'
+ * center_crop does, so that the pixels are those an image processor makes of the file
+ * (hf_image_proc.c says which). */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -239,7 +240,7 @@ const char *image_read(const char *path, ImageU8 *im)
     return res;
 }
 
-/* ---- Image.convert and Image.resize(BILINEAR) --------------------------------------- */
+/* ---- Image.convert, Image.resize, center_crop ----------------------------------------- */
 
 void image_convert(ImageU8 *im, int ch)
 {
@@ -260,12 +261,41 @@ void image_convert(ImageU8 *im, int ch)
 
 enum { RS_BITS = 22 };   /* Pillow's PRECISION_BITS for 8-bit bands: 32 - 8 - 2 */
 
-/* Pillow's precompute_coeffs with the bilinear (triangle) filter, then its 8-bit
- * normalization: each output place's first input, count and fixed-point weights (k:
- * [out, ksize]); returns ksize */
-static int rs_coeffs(int in, int out, int **bounds, int32_t **k)
+/* Pillow's resampling filters (Resample.c), by its numbers: 1 LANCZOS, 2 BILINEAR,
+ * 3 BICUBIC, 4 BOX, 5 HAMMING; and their supports */
+static double sinc(double x)
 {
-    double scale = (double)in / out, fs = scale < 1.0 ? 1.0 : scale, support = fs;
+    return x == 0.0 ? 1.0 : sin(x * M_PI) / (x * M_PI);
+}
+static double rs_filter(int f, double x)
+{
+    switch (f) {
+    case IMAGE_BOX:
+        return x > -0.5 && x <= 0.5 ? 1.0 : 0.0;
+    case IMAGE_BILINEAR:
+        x = fabs(x);
+        return x < 1.0 ? 1.0 - x : 0.0;
+    case IMAGE_HAMMING:
+        x = fabs(x);
+        return x == 0.0 ? 1.0 : x >= 1.0 ? 0.0 : sin(x * M_PI) / (x * M_PI) * (0.54 + 0.46 * cos(x * M_PI));
+    case IMAGE_BICUBIC: {   /* a = -0.5 */
+        const double a = -0.5;
+        x = fabs(x);
+        return x < 1.0 ? ((a + 2.0) * x - (a + 3.0)) * x * x + 1 :
+               x < 2.0 ? (((x - 5) * x + 8) * x - 4) * a : 0.0;
+    }
+    default:   /* IMAGE_LANCZOS, a = 3 */
+        return x >= -3.0 && x < 3.0 ? sinc(x) * sinc(x / 3) : 0.0;
+    }
+}
+static const double rs_support[6] = {0, 3.0, 1.0, 2.0, 0.5, 1.0};
+
+/* Pillow's precompute_coeffs with FILTER, then its 8-bit normalization: each output
+ * place's first input, count and fixed-point weights (k: [out, ksize]); returns ksize */
+static int rs_coeffs(int in, int out, int filter, int **bounds, int32_t **k)
+{
+    double scale = (double)in / out, fs = scale < 1.0 ? 1.0 : scale;
+    double support = rs_support[filter] * fs;
     int ksize = (int)ceil(support) * 2 + 1;
     *bounds = xcalloc((size_t)out * 2 * sizeof **bounds, 1);
     *k = xcalloc((size_t)out * (size_t)ksize * sizeof **k, 1);
@@ -276,8 +306,7 @@ static int rs_coeffs(int in, int out, int **bounds, int32_t **k)
         xmin = xmin < 0 ? 0 : xmin;
         xmax = (xmax > in ? in : xmax) - xmin;
         for (int x = 0; x < xmax; x++) {
-            double t = fabs((x + xmin - center + 0.5) * ss);
-            w[x] = t < 1.0 ? 1.0 - t : 0.0;
+            w[x] = rs_filter(filter, (x + xmin - center + 0.5) * ss);
             ww += w[x];
         }
         for (int x = 0; x < ksize; x++) {
@@ -298,11 +327,11 @@ static unsigned char clip8(int32_t v)
 
 /* One pass along x (step 1 pixel) or y (step a row): src [h][w][ch] -> dst */
 static void rs_pass(const unsigned char *src, unsigned char *dst, int w, int h, int ch, int out,
-                    int along_x)
+                    int filter, int along_x)
 {
     int *b;
     int32_t *k;
-    int ks = rs_coeffs(along_x ? w : h, out, &b, &k);
+    int ks = rs_coeffs(along_x ? w : h, out, filter, &b, &k);
     int ow = along_x ? out : w, oh = along_x ? h : out;
     for (int y = 0; y < oh; y++)
         for (int x = 0; x < ow; x++)
@@ -319,23 +348,45 @@ static void rs_pass(const unsigned char *src, unsigned char *dst, int w, int h, 
     free(b), free(k);
 }
 
-void image_resize(ImageU8 *im, int S)
+void image_resize(ImageU8 *im, int W, int H, int filter)
 {
     int w = (int)im->w, h = (int)im->h, ch = im->ch;
-    if (w == S && h == S)
-        return;   /* (Pillow returns a copy) */
     unsigned char *t = im->px;
-    if (w != S) {   /* the horizontal pass first, as Pillow's */
-        unsigned char *o = xcalloc((size_t)S * (size_t)h * (size_t)ch, 1);
-        rs_pass(t, o, w, h, ch, S, 1);
+    if (w != W) {   /* the horizontal pass first, as Pillow's (none where the size holds) */
+        unsigned char *o = xcalloc((size_t)W * (size_t)h * (size_t)ch, 1);
+        rs_pass(t, o, w, h, ch, W, filter, 1);
         free(t);
-        t = o, w = S;
+        t = o, w = W;
     }
-    if (h != S) {
-        unsigned char *o = xcalloc((size_t)w * (size_t)S * (size_t)ch, 1);
-        rs_pass(t, o, w, h, ch, S, 0);
+    if (h != H) {
+        unsigned char *o = xcalloc((size_t)w * (size_t)H * (size_t)ch, 1);
+        rs_pass(t, o, w, h, ch, H, filter, 0);
         free(t);
-        t = o, h = S;
+        t = o, h = H;
     }
     im->px = t, im->w = (uint32_t)w, im->h = (uint32_t)h;
+}
+
+/* Along one axis of N pixels to C: the first source pixel kept and the first place it
+ * lands (transformers' center_crop: the start (N - C) // 2, or where N < C the image
+ * padded with zeros, ceil((C - N) / 2) before it) */
+static void crop_axis(int n, int c, int *from, int *to)
+{
+    *from = n >= c ? (n - c) / 2 : 0;
+    *to = n >= c ? 0 : (c - n + 1) / 2;
+}
+
+void image_center_crop(ImageU8 *im, int W, int H)
+{
+    int fx, tx, fy, ty, w = (int)im->w, h = (int)im->h;
+    crop_axis(w, W, &fx, &tx);
+    crop_axis(h, H, &fy, &ty);
+    int cw = w - fx < W - tx ? w - fx : W - tx, chh = h - fy < H - ty ? h - fy : H - ty;
+    size_t px = (size_t)im->ch;
+    unsigned char *o = xcalloc((size_t)W * (size_t)H * px, 1);
+    for (int y = 0; y < chh; y++)
+        memcpy(o + ((size_t)(ty + y) * (size_t)W + (size_t)tx) * px,
+               im->px + ((size_t)(fy + y) * (size_t)w + (size_t)fx) * px, (size_t)cw * px);
+    free(im->px);
+    im->px = o, im->w = (uint32_t)W, im->h = (uint32_t)H;
 }

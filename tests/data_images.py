@@ -33,7 +33,9 @@ try:
     import torch
     import transformers
     from PIL import Image
-    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+    from transformers import (ConvNextConfig, ConvNextForImageClassification,
+                              ConvNextImageProcessor, ViTConfig, ViTForImageClassification,
+                              ViTImageProcessor)
 except ImportError:
     print("skip data_images: transformers or Pillow is not importable from %s (make deps makes "
           "a venv with it)" % sys.executable)
@@ -157,19 +159,19 @@ def other_forms(src, classes):
           "a model without label names: folders 0 and 1 its classes; --val-frac 0 writes no val")
 
 
-def with_vit(src, classes):
-    """a ViT import's --predict over data images' rows = transformers' on its processor's
-    pixels of the same files"""
-    d = os.path.join(OUT, "vit")
-    cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=16,
-                    num_hidden_layers=1, num_attention_heads=2, intermediate_size=24,
-                    id2label=dict(enumerate(classes)), label2id={c: k for k, c in enumerate(classes)})
-    m = saved(ViTForImageClassification, cfg, d + "/src", 0.05, seed=3)
-    ViTImageProcessor(size={"height": 32, "width": 32}, image_mean=[0.485, 0.456, 0.406],
-                      image_std=[0.229, 0.224, 0.225]).save_pretrained(d + "/src")
-    trainc("import", "hf", d + "/src", "-o", d + "/imp")
+def predicts(name, m, proc, src, classes, export=False):
+    """an import of M (with PROC's preprocessor_config.json): --predict over data images'
+    rows (the processor beside model.json read by default) = transformers' logits on PROC's
+    pixels of the same files; EXPORT: the export's processor makes the same pixels"""
+    d = os.path.join(OUT, name)
+    proc.save_pretrained(d + "/src")
+    r = trainc("import", "hf", d + "/src", "-o", d + "/imp")
     spec = d + "/imp/model.json"
-    trainc("data", "images", src, d + "/imp/data", "--model", spec, "--val-frac", 0)
+    r2 = trainc("data", "images", src, d + "/imp/data", "--model", spec, "--val-frac", 0)
+    check(os.path.exists(d + "/imp/preprocessor_config.json") and
+          "preprocessor_config.json:" in r2.stdout,
+          "%s: import keeps the processor beside model.json, data images reads it: %s"
+          % (name, r.stdout.strip().split("\n")[0]))
     shutil.copy(d + "/imp/data/train_x.npy", d + "/imp/data/test_x.npy")
     json.dump({"trainc": 1, "train": {"data": {"train": {"x": "data/train_x.npy",
                                                          "y": "data/train_y.npy"}},
@@ -179,15 +181,109 @@ def with_vit(src, classes):
            d + "/imp/data/test_x.npy", "--threads", 1, "--out", d + "/pred")
     ours = np.load(d + "/pred/predictions.npy")
     paths = [os.path.join(src, c, f) for c in classes for f in files_of(src, c)]
-    proc = ViTImageProcessor.from_pretrained(d + "/src")
-    px = proc([Image.open(p).convert("RGB") for p in paths], return_tensors="pt")["pixel_values"]
+    images = [Image.open(p).convert("RGB") for p in paths]
+    px = proc(images, return_tensors="pt")["pixel_values"]
     m.eval()
     with torch.no_grad():
         theirs = m(pixel_values=px).logits.numpy()
     worst = float(np.abs(ours - theirs).max() / np.abs(theirs).max())
-    check(ours.shape == theirs.shape and worst <= 1e-4, "a ViT's --predict over data images' rows: "
-          "transformers' logits on its image processor's pixels of the %d files (resized there) "
-          "within %.1e" % (len(paths), worst))
+    check(ours.shape == theirs.shape and worst <= 1e-4, "%s: --predict over data images' rows: "
+          "transformers' logits on its %s's pixels of the %d files within %.1e"
+          % (name, type(proc).__name__, len(paths), worst))
+    if not export:
+        return
+    trainc("export", "hf", spec, d + "/imp/eval.json", "--weights", d + "/imp/init.safetensors",
+           "-o", d + "/exp")
+    back = transformers.AutoImageProcessor.from_pretrained(d + "/exp")
+    again = back(images[:8], return_tensors="np")["pixel_values"]
+    worst = float(np.abs(again - px[:8].numpy()).max())
+    check(type(back) is type(proc) and worst <= 1e-6, "%s: the export's preprocessor_config.json "
+          "is a %s making the same pixels (within %.1e)" % (name, type(back).__name__, worst))
+
+
+def with_models(src, classes):
+    """a ViT (ViTImageProcessor) and a ConvNeXt (ConvNextImageProcessor: the shorter side,
+    crop_pct, bicubic) from image files to transformers' logits; a ConvNeXt at another
+    --image-size keeps its processor fitted to it"""
+    labels = dict(id2label=dict(enumerate(classes)), label2id={c: k for k, c in enumerate(classes)})
+    cfg = ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=16,
+                    num_hidden_layers=1, num_attention_heads=2, intermediate_size=24, **labels)
+    m = saved(ViTForImageClassification, cfg, OUT + "/vit/src", 0.05, seed=3)
+    predicts("vit", m, ViTImageProcessor(size={"height": 32, "width": 32},
+             image_mean=[0.485, 0.456, 0.406], image_std=[0.229, 0.224, 0.225]), src, classes)
+    cfg = ConvNextConfig(num_channels=3, patch_size=4, num_stages=2, hidden_sizes=[8, 16],
+                         depths=[1, 1], image_size=32, **labels)
+    m = saved(ConvNextForImageClassification, cfg, OUT + "/convnext/src", 0.05, seed=4)
+    proc = ConvNextImageProcessor(size={"shortest_edge": 32}, crop_pct=0.875, resample=3)
+    predicts("convnext", m, proc, src, classes, export=True)
+    trainc("import", "hf", OUT + "/convnext/src", "-o", OUT + "/convnext/at24", "--image-size", 24)
+    kept = json.load(open(OUT + "/convnext/at24/preprocessor_config.json"))
+    check(kept["size"] == {"shortest_edge": 24} and kept["crop_pct"] == 0.875 and
+          kept["resample"] == 3, "a ConvNeXt imported at --image-size 24: its processor's "
+          "shortest_edge 24, crop_pct and resample kept")
+
+
+PROCESSORS = [   # (what, preprocessor_config.json, the model's side)
+    ("ConvNeXt's shorter side to int(32 / 0.875), a 32x32 crop, bicubic",
+     {"image_processor_type": "ConvNextImageProcessor", "size": {"shortest_edge": 32},
+      "crop_pct": 0.875, "resample": 3}, 32),
+    ("ConvNeXt's old spelling: a feature extractor, size 32, crop_pct 0.9, bilinear by default",
+     {"feature_extractor_type": "ConvNextFeatureExtractor", "size": 32, "crop_pct": 0.9}, 32),
+    ("ConvNeXt from 384 on: a resize to 384x384, no crop",
+     {"image_processor_type": "ConvNextImageProcessor", "size": {"shortest_edge": 384}}, 384),
+    ("CLIP's shorter side to 24, then a 32x32 crop (zeros where the image is narrower)",
+     {"image_processor_type": "CLIPImageProcessor", "size": {"shortest_edge": 24},
+      "crop_size": 32}, 32),
+    ("BiT's resize to 40x36 (lanczos), a 32x32 crop",
+     {"image_processor_type": "BitImageProcessor", "size": {"height": 40, "width": 36},
+      "crop_size": {"height": 32, "width": 32}, "resample": 1}, 32),
+    ("DeiT's resize to 36x36 (hamming), a 32x32 crop",
+     {"image_processor_type": "DeiTImageProcessor", "size": {"height": 36, "width": 36},
+      "crop_size": {"height": 32, "width": 32}, "resample": 5}, 32),
+    ("ViT's resize to 32x32 with the box filter",
+     {"image_processor_type": "ViTImageProcessor", "size": {"height": 32, "width": 32},
+      "resample": 4}, 32),
+]
+
+
+def processors(src, classes):
+    """--processor: each kind's resize and crop = transformers' image processor's pixels (no
+    rescale, no normalization) bit for bit; a processor whose images are not the model's
+    refused"""
+    flat = os.path.join(OUT, "procs")
+    os.makedirs(flat)
+    for f in ("00_rgb.jpg", "01_rgb.png", "02_gray.png", "03_rgba.png", "00_pal.png", "02_bits.png"):
+        shutil.copy(os.path.join(src, classes[0], f), flat)
+    paths = [os.path.join(flat, f) for f in sorted(os.listdir(flat))]
+    for k, (what, cfg, S) in enumerate(PROCESSORS):
+        d = os.path.join(OUT, "proc%d" % k)
+        os.makedirs(d + "/src")
+        json.dump(cfg, open(d + "/src/preprocessor_config.json", "w"))
+        model(d + "/model.json", 3, S, classes)
+        trainc("data", "images", flat, d + "/out", "--model", d + "/model.json", "--processor",
+               d + "/src/preprocessor_config.json", "--unlabeled")
+        proc = transformers.AutoImageProcessor.from_pretrained(d + "/src")
+        theirs = proc([Image.open(p).convert("RGB") for p in paths], do_rescale=False,
+                      do_normalize=False, return_tensors="np")["pixel_values"]
+        ours = np.load(d + "/out/test_x.npy")
+        check(ours.shape == theirs.shape and np.array_equal(ours.astype(np.float32), theirs),
+              "%s: transformers' %s pixels of %d files bit for bit" % (what, type(proc).__name__,
+                                                                       len(paths)))
+    bad = os.path.join(OUT, "proc_bad")
+    os.makedirs(bad)
+    model(bad + "/model.json", 3, 32, classes)
+    for k, (cfg, text) in enumerate((
+            ({"image_processor_type": "ViTImageProcessor"}, "it makes 224x224 images; the model"),
+            ({"image_processor_type": "CLIPImageProcessor", "do_center_crop": False},
+             "CLIPImageProcessor makes images of the files' own proportions"),
+            ({"image_processor_type": "SiglipImageProcessor"},
+             "$.image_processor_type: SiglipImageProcessor: trainc resizes and crops as"),
+            ({"image_processor_type": "ViTImageProcessor", "resample": 0},
+             "$.resample: one of Pillow's filters 1 to 5"))):
+        f = "%s/p%d.json" % (bad, k)
+        json.dump(cfg, open(f, "w"))
+        refused("--processor %s" % json.dumps(cfg), ["data", "images", src, bad + "/o%d" % k,
+                "--model", bad + "/model.json", "--processor", f], text, bad + "/o%d" % k)
 
 
 def interlaced(path):
@@ -245,7 +341,8 @@ if asan:
               for f in ("train_x.npy", "train_y.npy", "val_x.npy", "val_y.npy")),
           "the sanitized trainc (%s) writes the same arrays" % asan)
 other_forms(SRC, CLASSES)
-with_vit(SRC, CLASSES)
+processors(SRC, CLASSES)
+with_models(SRC, CLASSES)
 bad_cases(SRC, CLASSES)
 print("data_images: %s" % ("FAILED" if failed else "ok"))
 sys.exit(1 if failed else 0)

@@ -33,7 +33,7 @@ $HF images data/fashion/test_x.npy data/fashion/test_y.npy "$OUT/images/validati
 step "3. trainc import hf"
 $TRAINC import hf "$OUT/hf" -o "$M"
 
-step "4. trainc data images: read, converted to RGB and resized to 32x32 as Pillow does"
+step "4. trainc data images: read, converted to RGB, resized and cropped to 32x32 as the image processor does"
 $TRAINC data images "$OUT/images/train" "$M/data" --val "$OUT/images/validation" \
     --model "$M/model.json"
 
