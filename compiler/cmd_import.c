@@ -2179,7 +2179,8 @@ static ImportArgs import_args(int argc, char **argv)
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int convnext = !strcmp(type, "convnext") || !strcmp(type, "convnextv2");
-    int image = !strcmp(type, "vit") || !strcmp(type, "resnet") || convnext;
+    int vit = !strcmp(type, "vit") || !strcmp(type, "deit");
+    int image = vit || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
                !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") || !strcmp(type, "electra");
     if (image && (o->T || o->adapter))
@@ -2187,7 +2188,7 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     o->T ? "--seq-len" : "--adapter", type);
     if (o->S && strcmp(type, "resnet") && !convnext)
         error_input("import: --image-size is for a resnet or a convnext (its images' side); %s", image
-                    ? "a vit's is config.json's image_size" : "this is no image model");
+                    ? xasprintf("a %s's is config.json's image_size", type) : "this is no image model");
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
     if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "token") &&
@@ -2197,8 +2198,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
                     "model's (token, reward, dpo, simpo, orpo, kto, cpo); this is %s", o->task,
                     type);
     const char *name = name_of(o->out, type);
-    if (!strcmp(type, "vit"))
-        return hf_vit_import(cfg, o->dir, o->out, name, o->labels);
+    if (vit)
+        return hf_vit_import(cfg, o->dir, o->out, name, o->labels, !strcmp(type, "deit"));
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
     if (convnext)

@@ -425,10 +425,10 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
 /* Whether the spec has an untokens layer (a ConvNeXt): export hf's */
 int hf_convnext_spec(const Spec *s);
 int hf_convnext_export(const Spec *s, const char *weights, const char *out);
-/* import hf of a folder whose config.json says model_type "vit" (cfg loaded); LABELS
- * (import's --labels, or NULL) for a new classifier */
+/* import hf of a folder whose config.json says model_type "vit" (DEIT 0) or "deit" (cfg
+ * loaded); LABELS (import's --labels, or NULL) for a new classifier */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
-                  const char *labels);
+                  const char *labels, int deit);
 /* Whether the spec is an image model with tokens (a vision transformer): export hf's */
 int hf_vit_spec(const Spec *s);
 int hf_vit_export(const Spec *s, const char *weights, const char *out);

@@ -1,5 +1,7 @@
-/* hf_vit.c: Hugging Face's ViTForImageClassification both ways (its input and classes
- * through hf_image.c). `trainc import hf` of a ViT folder (config.json,
+/* hf_vit.c: Hugging Face's ViTForImageClassification and DeiTForImageClassification both
+ * ways (their input and classes through hf_image.c; DeiT: a ViT with a second learned
+ * token, the distillation token, after the class token, which the blocks attend to and
+ * the classifier does not read). `trainc import hf` of a ViT folder (config.json,
  * preprocessor_config.json where there is one, the weights) as a model spec of trainc's
  * vision transformer layers (conv2d patches, tokens, cls_token, pos_embedding, pre-norm
  * blocks with attention over all tokens, layernorm, first_token, a linear head:
@@ -19,6 +21,7 @@
  * (import: specs/vit_fashion.json's; export: the spec's own) */
 typedef struct Vit {
     HfImage img;                       /* channels, side, classes, pixels, names */
+    int deit;                          /* DeiT's: the distillation token */
     int64_t P, D, L, H, FF;            /* patch, width, blocks, heads, MLP width */
     double eps;
     int gelu_tanh, qkv_bias;
@@ -26,7 +29,7 @@ typedef struct Vit {
     int base, fresh_head;              /* import: ViTModel's; a head drawn anew (--labels) */
     double std;                        /* initializer_range */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
-    char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
+    char *patch, *cls, *dist, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *norm2, *fc1, *fc2;
 } Vit;
 
@@ -62,7 +65,7 @@ static void vit_block(const Vit *v, int64_t b, hf_join_fn fn, void *ctx)
 /* Every tensor, in trainc's order */
 static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
 {
-    int64_t D = v->D, N = (v->img.S / v->P) * (v->img.S / v->P);
+    int64_t D = v->D, N = (v->img.S / v->P) * (v->img.S / v->P) + 1 + v->deit;
     int64_t conv[4] = {D, v->img.C, v->P, v->P};
     const char *m = v->prefix;
     hf_join_same(fn, ctx, xasprintf("%s.weight", v->patch),
@@ -70,10 +73,13 @@ static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
     hf_join_same(fn, ctx, xasprintf("%s.bias", v->patch),
                  xasprintf("%sembeddings.patch_embeddings.projection.bias", m), 1, &D);
     const char *cls = xasprintf("%sembeddings.cls_token", m),
+               *dist = xasprintf("%sembeddings.distillation_token", m),
                *pos = xasprintf("%sembeddings.position_embeddings", m);
+    if (v->deit)   /* (its layer first: the class token goes before it) */
+        hf_join(fn, ctx, xasprintf("%s.weight", v->dist), 1, &D, 1, &dist, 3, (int64_t[]){1, 1, D});
     hf_join(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
-    hf_join(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N + 1, D}, 1, &pos, 3,
-            (int64_t[]){1, N + 1, D});
+    hf_join(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N, D}, 1, &pos, 3,
+            (int64_t[]){1, N, D});
     for (int64_t b = 0; b < v->L; b++)
         vit_block(v, b, fn, ctx);
     hf_join_layernorm(fn, ctx, v->norm, xasprintf("%slayernorm", m), D);
@@ -86,7 +92,8 @@ static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
 /* specs/vit_fashion.json's names, which import writes */
 static void default_names(Vit *v)
 {
-    v->patch = "patch", v->cls = "cls", v->pos = "pos", v->norm = "norm", v->head = "head";
+    v->patch = "patch", v->cls = "cls", v->dist = "dist", v->pos = "pos", v->norm = "norm",
+    v->head = "head";
     v->block = "blocks.%lld.";
     v->norm1 = "norm1", v->attn = "attn", v->norm2 = "norm2", v->fc1 = "fc1", v->fc2 = "fc2";
 }
@@ -98,10 +105,30 @@ static void default_names(Vit *v)
 static const char *const vit_ignored[] = {"hidden_dropout_prob", "attention_probs_dropout_prob",
                                           "encoder_stride", NULL};
 
+/* DeiTForImageClassificationWithTeacher (its two heads' logits averaged): its encoder
+ * alone, under --labels' new classifier; 1 where config.json names it */
+static int deit_teacher(HfCfg *c, const char *labels)
+{
+    const cJSON *ar = hf_cfg_get(c, "architectures");
+    const cJSON *a = cJSON_IsArray(ar) && cJSON_GetArraySize(ar) == 1 ? ar->child : NULL;
+    if (!cJSON_IsString(a) || strcmp(a->valuestring, "DeiTForImageClassificationWithTeacher"))
+        return 0;
+    if (!labels)
+        hf_cfg_error(c, "architectures", "DeiTForImageClassificationWithTeacher: its logits are "
+                     "the mean of two heads (the class token's and the distillation token's), "
+                     "which trainc's classifier is not; --labels imports its encoder with a "
+                     "new classifier, as DeiTForImageClassification loads it");
+    return 1;
+}
+
 /* config.json as v's sizes; exits 1 naming a key trainc cannot express */
 static void vit_config(HfCfg *c, Vit *v, const char *labels)
 {
-    v->base = hf_image_arch(c, labels, "ViTForImageClassification", "ViTModel", "ViT");
+    v->base = v->deit && deit_teacher(c, labels)
+                  ? 1 : v->deit ? hf_image_arch(c, labels, "DeiTForImageClassification",
+                                                "DeiTModel", "DeiT")
+                                : hf_image_arch(c, labels, "ViTForImageClassification",
+                                                "ViTModel", "ViT");
     hf_cfg_classifier(c);
     v->std = hf_cfg_num(c, "initializer_range", 0.02);
     v->D = hf_cfg_int(c, "hidden_size", 768);
@@ -128,8 +155,8 @@ static void vit_config(HfCfg *c, Vit *v, const char *labels)
         hf_cfg_get(c, vit_ignored[k]);   /* read, and nothing to do */
     const char *rest = hf_cfg_rest(c, hf_pretrained_keys);
     if (rest)
-        hf_cfg_error(c, rest, "a key trainc does not know for vit: it cannot tell whether the "
-                     "model computes what trainc would");
+        hf_cfg_error(c, rest, "a key trainc does not know for %s: it cannot tell whether the "
+                     "model computes what trainc would", v->deit ? "deit" : "vit");
 }
 
 /* a pre-norm branch: residual [layernorm NAME, ...] (the rest added by the caller) */
@@ -154,9 +181,11 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON_AddNumberToObject(p, "kernel", (double)v->P);
     cJSON_AddNumberToObject(p, "stride", (double)v->P);
     hf_layer(ls, "tokens", NULL);
+    if (v->deit)
+        hf_layer(ls, "cls_token", v->dist);
     hf_layer(ls, "cls_token", v->cls);
-    int64_t N = (v->img.S / v->P) * (v->img.S / v->P);
-    cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", v->pos), "max_len", (double)(N + 1));
+    int64_t N = (v->img.S / v->P) * (v->img.S / v->P) + 1 + v->deit;
+    cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", v->pos), "max_len", (double)N);
     cJSON *rep = hf_layer(ls, "repeat", "blocks");
     cJSON_AddNumberToObject(rep, "count", (double)v->L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
@@ -184,20 +213,26 @@ static cJSON *vit_spec(const Vit *v, const char *name)
  * (returns how many) */
 static int vit_plan(Vit *v, HfJoinImport *im, int new_labels)
 {
-    v->prefix = hf_find(&im->w, "vit.embeddings.cls_token") ? "vit." : "";
+    const char *m = v->deit ? "deit." : "vit.";
+    v->prefix = hf_find(&im->w, xasprintf("%sembeddings.cls_token", m)) ? m : "";
     v->fresh_head = v->base || new_labels;
     vit_walk(v, hf_join_plan_import, im);
-    int left = v->fresh_head ? hf_join_leave_out(&im->w, "classifier.", 0) +
-                                   hf_join_leave_out(&im->w, xasprintf("%spooler.", v->prefix), 0)
-                             : 0;
-    hf_join_all_used(&im->w, im->dir, "ViTForImageClassification");
+    int left = 0;
+    if (v->fresh_head) {   /* (a teacher's two heads among them) */
+        const char *heads[] = {"classifier.", "cls_classifier.", "distillation_classifier.",
+                               xasprintf("%spooler.", v->prefix)};
+        for (int k = 0; k < 4; k++)
+            left += hf_join_leave_out(&im->w, heads[k], 0);
+    }
+    hf_join_all_used(&im->w, im->dir, v->deit ? "DeiTForImageClassification"
+                                              : "ViTForImageClassification");
     return left;
 }
 
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
-                  const char *labels)
+                  const char *labels, int deit)
 {
-    Vit v = {0};
+    Vit v = {.deit = deit};
     default_names(&v);
     vit_config(cfg, &v, labels);
     int pre = hf_image_pixels(dir, &v.img);
@@ -207,8 +242,9 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
     char *text = hf_json_text(vit_spec(&v, name));
     hf_image_write_import(&im, text, hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, "
                                                     "\"weight_decay\": 0.0}", 1), out);
-    printf("trainc: import: %s (vit, %lld layers, %d tensors; the pixels scaled and shifted%s "
-           "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir, (long long)v.L,
+    printf("trainc: import: %s (%s, %lld layers, %d tensors; the pixels scaled and shifted%s "
+           "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir,
+           deit ? "deit" : "vit", (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
            v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
@@ -234,7 +270,8 @@ static const HfLayout vit_layout = {
     "ViTForImageClassification",
     "conv2d (kernel = stride, no padding), tokens, cls_token, pos_embedding, a repeat of "
     "[residual [layernorm, attention], residual [layernorm, linear, gelu, linear]], "
-    "layernorm, first_token, linear"};
+    "layernorm, first_token, linear (DeiTForImageClassification: a second cls_token, the "
+    "distillation token, before the class token's)"};
 
 static void vit_attention(const Spec *s, const Layer *l, const char *at, Vit *v)
 {
@@ -247,7 +284,7 @@ static void vit_attention(const Spec *s, const Layer *l, const char *at, Vit *v)
 
 static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
 {
-    hf_want(s, &vit_layout, rep, "$.model.layers[4]", OP_REPEAT);
+    hf_want(s, &vit_layout, rep, "$.model.layers", OP_REPEAT);
     if (rep->n_body != 2)
         hf_refuse(s, &vit_layout, rep, "a repeat of other than two residuals");
     v->L = rep->count;
@@ -268,12 +305,12 @@ static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
     v->fc2 = hf_layer_name(mb[3], 3, m);
 }
 
-/* The spec's layers as a ViT, or exit 1 naming the first that is not */
+/* The spec's layers as a ViT (a DeiT where a second cls_token follows the first), or exit
+ * 1 naming the first that is not */
 static void vit_match(const Spec *s, Vit *v)
 {
-    v->prefix = "vit.";
-    const Layer *ls[8] = {0};
-    for (int k = 0; k < 8 && k < s->n_layers; k++)
+    const Layer *ls[9] = {0};
+    for (int k = 0; k < 9 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     const char *at = "$.model.layers";
     const Layer *c = hf_want(s, &vit_layout, ls[0], at, OP_CONV2D);
@@ -281,33 +318,41 @@ static void vit_match(const Spec *s, Vit *v)
         hf_refuse(s, &vit_layout, c,
                   "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
     v->D = c->out, v->P = c->kernel;
-    hf_image_from_spec(s, c, "ViTForImageClassification", &v->img);
+    v->deit = ls[3] && ls[3]->op == OP_CLS_TOKEN;
+    v->prefix = v->deit ? "deit." : "vit.";
+    const char *arch = v->deit ? "DeiTForImageClassification" : "ViTForImageClassification";
+    hf_image_from_spec(s, c, arch, &v->img);
     hf_want(s, &vit_layout, ls[1], at, OP_TOKENS);
     hf_want(s, &vit_layout, ls[2], at, OP_CLS_TOKEN);
-    const Layer *pos = hf_want(s, &vit_layout, ls[3], at, OP_POS_EMBEDDING);
-    if (s->positions || pos->max_len != (v->img.S / v->P) * (v->img.S / v->P) + 1)
-        hf_refuse(s, &vit_layout, pos, "positions other than one a token and the class token's");
-    vit_blocks(s, ls[4], v);
-    hf_match_norm(s, &vit_layout, ls[5], at, &v->eps);
-    hf_want(s, &vit_layout, ls[6], at, OP_FIRST_TOKEN);
-    v->img.K = hf_match_linear(s, &vit_layout, ls[7], at, 0);
+    const Layer **rest = ls + 3 + v->deit;   /* pos_embedding onwards */
+    const Layer *pos = hf_want(s, &vit_layout, rest[0], at, OP_POS_EMBEDDING);
+    if (s->positions || pos->max_len != (v->img.S / v->P) * (v->img.S / v->P) + 1 + v->deit)
+        hf_refuse(s, &vit_layout, pos, v->deit ? "positions other than one a token and the "
+                  "two learned tokens'" : "positions other than one a token and the class token's");
+    vit_blocks(s, rest[1], v);
+    hf_match_norm(s, &vit_layout, rest[2], at, &v->eps);
+    hf_want(s, &vit_layout, rest[3], at, OP_FIRST_TOKEN);
+    v->img.K = hf_match_linear(s, &vit_layout, rest[4], at, 0);
     hf_image_labels_from_spec(s, &v->img);
-    if (s->n_layers > 8)
-        hf_refuse(s, &vit_layout, s->layers[8], "a layer after the classifier");
+    if (s->n_layers > 8 + v->deit)
+        hf_refuse(s, &vit_layout, s->layers[8 + v->deit], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
-        error_at(s->model_file, "$.model.loss",
-                 "ViTForImageClassification's loss is cross entropy");
-    v->patch = hf_layer_name(ls[0], 0, ""), v->cls = hf_layer_name(ls[2], 2, ""),
-    v->pos = hf_layer_name(ls[3], 3, "");
-    v->norm = hf_layer_name(ls[5], 5, ""), v->head = hf_layer_name(ls[7], 7, "");
+        error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", arch);
+    int o = v->deit;
+    v->patch = hf_layer_name(ls[0], 0, "");
+    if (v->deit)
+        v->dist = hf_layer_name(ls[2], 2, "");
+    v->cls = hf_layer_name(ls[2 + o], 2 + o, ""), v->pos = hf_layer_name(rest[0], 3 + o, "");
+    v->norm = hf_layer_name(rest[2], 5 + o, ""), v->head = hf_layer_name(rest[4], 7 + o, "");
 }
 
 static cJSON *vit_hf_config(const Vit *v)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(ar, cJSON_CreateString("ViTForImageClassification"));
-    cJSON_AddStringToObject(c, "model_type", "vit");
+    cJSON_AddItemToArray(ar, cJSON_CreateString(v->deit ? "DeiTForImageClassification"
+                                                        : "ViTForImageClassification"));
+    cJSON_AddStringToObject(c, "model_type", v->deit ? "deit" : "vit");
     cJSON_AddNumberToObject(c, "hidden_size", (double)v->D);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)v->L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)v->H);
@@ -335,6 +380,7 @@ int hf_vit_export(const Spec *s, const char *weights, const char *out)
     hf_join_export_open(&e, s, weights);
     vit_walk(&v, hf_join_plan_export, &e);
     hf_join_export_adapters(&e);
-    hf_image_write_export(&e, &v.img, vit_hf_config(&v), "vit", weights, s->model_file, out);
+    hf_image_write_export(&e, &v.img, vit_hf_config(&v), v.deit ? "deit" : "vit", weights,
+                          s->model_file, out);
     return 0;
 }

@@ -24,6 +24,12 @@ norms) so that a tensor put in another's place shows:
 - a ViT normalized by channel (ImageNet's mean and std, as DeiT's image processors have
   them: the input's scale and shift as lists) imports to transformers' loss, and its
   export writes those means and stds back;
+- a DeiTForImageClassification (a ViT whose distillation token follows the class token:
+  two cls_token layers; its DeiTImageProcessor's resize and crop kept) likewise: loss
+  parity, every tensor back, trained and exported to transformers' loss, a DeiT config
+  and processor back; a DeiTForImageClassificationWithTeacher (two heads averaged)
+  imports with --labels (its encoder, both heads left out) to the loss of
+  DeiTForImageClassification with that head, and without --labels is refused;
 - `--labels` over a ViTModel (no classifier, a pooler left out) and over a classifier of
   10 classes given 2: the encoder as ViTForImageClassification loads it from that folder,
   the new head drawn with std initializer_range and a zero bias; with it in transformers'
@@ -43,7 +49,9 @@ import torch
 
 try:
     import transformers
-    from transformers import ViTConfig, ViTForImageClassification, ViTImageProcessor
+    from transformers import (DeiTConfig, DeiTForImageClassification,
+                              DeiTForImageClassificationWithTeacher, DeiTImageProcessor, ViTConfig,
+                              ViTForImageClassification, ViTImageProcessor)
     from safetensors.torch import load_file
 except ImportError:
     print("skip vit_hf: transformers is not importable from %s (make deps makes a venv with "
@@ -77,9 +85,9 @@ def specs(d):
               open(d + "/train5.json", "w"))
 
 
-def make(name, cfg, preprocessor):
-    """a random ViTForImageClassification saved in OUT/name/src"""
-    m = ViTForImageClassification(cfg)
+def make(name, cfg, preprocessor, cls=ViTForImageClassification):
+    """a random CLS (ViTForImageClassification) saved in OUT/name/src"""
+    m = cls(cfg)
     with torch.no_grad():
         for p in m.parameters():
             p.add_(0.05 * torch.randn_like(p))
@@ -90,17 +98,19 @@ def make(name, cfg, preprocessor):
     return m, src
 
 
-def case(name, cfg, preprocessor, x, y):
+def case(name, cfg, preprocessor, x, y, cls=ViTForImageClassification):
     d = os.path.join(OUT, name)
-    m, src = make(name, cfg, preprocessor)
+    m, src = make(name, cfg, preprocessor, cls)
+    deit = cls is not ViTForImageClassification
     imp = d + "/import"
     trainc("import", "hf", src, "-o", imp)
     spec = imp + "/model.json"
     _, _, xv, yv = data(imp, x, y)
     specs(imp)
     ops = [l["op"] for l in json.load(open(spec))["model"]["layers"]]
-    check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding", "repeat", "layernorm",
-                  "first_token", "linear"], "%s: model.json's layers %s" % (name, " ".join(ops)))
+    check(ops == ["conv2d", "tokens"] + ["cls_token"] * (1 + deit) +
+          ["pos_embedding", "repeat", "layernorm", "first_token", "linear"],
+          "%s: model.json's layers %s" % (name, " ".join(ops)))
     processor_agrees(name, src, spec, xv)
     ours, theirs = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
         hf_loss(m, spec, xv, yv)
@@ -114,7 +124,13 @@ def case(name, cfg, preprocessor, x, y):
     trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
            "--quiet", "--out", d + "/run5")
     exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv)
-    a, b = m.config.id2label, ViTForImageClassification.from_pretrained(d + "/hf").config.id2label
+    back = cls.from_pretrained(d + "/hf")
+    pre = json.load(open(d + "/hf/preprocessor_config.json"))
+    check(type(back.config) is type(cfg) and pre["image_processor_type"] ==
+          (type(preprocessor) if preprocessor else ViTImageProcessor).__name__,
+          "%s: the export is a %s, its image processor a %s" % (name, type(back.config).__name__,
+                                                               pre["image_processor_type"]))
+    a, b = m.config.id2label, back.config.id2label
     check(a == b, "%s: the classes' names (id2label) through import and export: %s" %
           (name, ", ".join(b[k] for k in sorted(b)[:3]) + ", ..."))
     t = json.load(open(imp + "/train5.json"))
@@ -130,7 +146,8 @@ def exported(name, spec, eval_spec, weights, folder, xv, yv):
     """export WEIGHTS; transformers' loss of the folder equals trainc's --eval"""
     trainc("export", "hf", spec, eval_spec, "--weights", weights, "-o", folder)
     ours = eval_loss(spec, eval_spec, weights, folder + "_eval")
-    theirs = hf_loss(ViTForImageClassification.from_pretrained(folder), spec, xv, yv)
+    theirs = hf_loss(transformers.AutoModelForImageClassification.from_pretrained(folder), spec,
+                     xv, yv)
     check(rel(ours, theirs) <= 1e-5, "%s: trained, exported, from_pretrained's loss %.7f, trainc "
           "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
     processor_agrees(name, folder, spec, xv)
@@ -152,7 +169,7 @@ def vit_fashion(X, Y):
 
 
 
-def new_head(name, base, cfg, labels, x):
+def new_head(name, base, cfg, labels, x, cls=ViTForImageClassification):
     """a ViTModel (or a classifier of other classes) imported with --labels: the encoder as
     ViTForImageClassification loads it from that folder, the new head normal(0,
     initializer_range) with a zero bias; with it in transformers' model, the same loss"""
@@ -168,7 +185,7 @@ def new_head(name, base, cfg, labels, x):
     _, _, xv, yv = data(imp, x, y)
     specs(imp)
     ours = load_file(imp + "/init.safetensors")
-    hf = ViTForImageClassification.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
+    hf = cls.from_pretrained(src, num_labels=K, ignore_mismatched_sizes=True)
     with torch.no_grad():
         hf.classifier.weight.copy_(ours["head.weight"])
         hf.classifier.bias.copy_(ours["head.bias"])
@@ -244,6 +261,21 @@ small = dict(image_size=28, patch_size=7, num_channels=1, hidden_size=32, num_hi
              num_attention_heads=4, intermediate_size=48, initializer_range=0.05)
 transformers.logging.set_verbosity_error()   # (the new heads' "newly initialized" notes)
 new_head("vit_model", ViTModel, ViTConfig(**small), "shoe,shirt,bag", fx[:128])
+deit_small = DeiTConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=24,
+                        num_hidden_layers=2, num_attention_heads=3, intermediate_size=40,
+                        num_labels=4, initializer_range=0.05)
+case("deit", deit_small, DeiTImageProcessor(size={"height": 18, "width": 18},
+                                            crop_size={"height": 16, "width": 16},
+                                            image_mean=[0.485, 0.456, 0.406],
+                                            image_std=[0.229, 0.224, 0.225]),
+     rng.integers(0, 256, size=(128, 3, 16, 16)).astype(np.uint8), rng.integers(0, 4, size=128),
+     DeiTForImageClassification)
+new_head("deit_teacher", DeiTForImageClassificationWithTeacher, deit_small, "cat,dog",
+         rng.integers(0, 256, size=(64, 3, 16, 16)).astype(np.uint8), DeiTForImageClassification)
+refused("DeiTForImageClassificationWithTeacher without --labels",
+        ["import", "hf", OUT + "/deit_teacher/src", "-o", OUT + "/deit_teacher/o1"],
+        "$.architectures: DeiTForImageClassificationWithTeacher: its logits are the mean of two "
+        "heads", OUT + "/deit_teacher/o1")
 new_head("vit_relabel", ViTForImageClassification, ViTConfig(**small, num_labels=10), "2",
          fx[:128])
 bad_cases()
