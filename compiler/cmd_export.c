@@ -1911,6 +1911,13 @@ int cmd_export(int argc, char **argv)
                         "adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
         return hf_convnext_export(s, weights, out);
     }
+    if (hf_dinov2_spec(s)) {   /* Dinov2ForImageClassification (hf_dinov2.c) */
+        if (tok || adapter)
+            error_input("export: %s with a DINOv2 (an image classifier: no tokenizer; "
+                        "train.lora's adapters are merged, not written apart)",
+                        tok ? "--tokenizer" : "--adapter");
+        return hf_dinov2_export(s, weights, out);
+    }
     if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
         if (tok || adapter)
             error_input("export: %s with a vision transformer (an image classifier: no "

@@ -2128,11 +2128,14 @@ static char *name_of(const char *out, const char *type)
 typedef struct ImportArgs {
     const char *dir, *out, *adapter, *labels, *task;
     int64_t T, S;                  /* --seq-len, --image-size (0: the defaults) */
+    int offset;                    /* --interpolate offset (a DINOv2's positions) */
+    const char *interp;            /* --interpolate's value as given (NULL: none) */
 } ImportArgs;
 
 static const char import_usage[] =
     "import: usage: trainc import hf DIR -o OUT [--seq-len T] [--adapter ADIR] "
-    "[--image-size S] [--labels N|NAME,NAME,...] [--task sequence|token|mlm|qa|reward|dpo|simpo|orpo|kto|cpo]";
+    "[--image-size S [--interpolate size|offset]] [--labels N|NAME,NAME,...] "
+    "[--task sequence|token|mlm|qa|reward|dpo|simpo|orpo|kto|cpo]";
 
 /* ARG's value as an integer in [1, MAX], or exit 1 naming FLAG */
 static int64_t count_arg(const char *flag, const char *v, int64_t max)
@@ -2164,6 +2167,14 @@ static ImportArgs import_args(int argc, char **argv)
             o.S = count_arg(a, opt_value(argc, argv, &i, a), 1 << 16);
         else if (!strcmp(a, "--seq-len"))
             o.T = count_arg(a, opt_value(argc, argv, &i, a), 1 << 20);
+        else if (!strcmp(a, "--interpolate")) {
+            o.interp = opt_value(argc, argv, &i, a);
+            if (strcmp(o.interp, "size") && strcmp(o.interp, "offset"))
+                error_input("import: --interpolate %s: size (transformers 4.45 and later) or "
+                            "offset (DINOv2's own code, transformers before 4.45) expected",
+                            o.interp);
+            o.offset = !strcmp(o.interp, "offset");
+        }
         else if (a[0] == '-' || o.dir)
             unknown_arg("import", a);
         else
@@ -2179,16 +2190,20 @@ static ImportArgs import_args(int argc, char **argv)
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int convnext = !strcmp(type, "convnext") || !strcmp(type, "convnextv2");
-    int vit = !strcmp(type, "vit") || !strcmp(type, "deit");
-    int image = vit || !strcmp(type, "resnet") || convnext;
+    int vit = !strcmp(type, "vit") || !strcmp(type, "deit"), dinov2 = !strcmp(type, "dinov2");
+    int image = vit || dinov2 || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
                !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") || !strcmp(type, "electra");
     if (image && (o->T || o->adapter))
         error_input("import: %s with %s (an image model: no sequence, no adapters)",
                     o->T ? "--seq-len" : "--adapter", type);
-    if (o->S && strcmp(type, "resnet") && !convnext)
-        error_input("import: --image-size is for a resnet or a convnext (its images' side); %s", image
+    if (o->S && strcmp(type, "resnet") && !convnext && !dinov2)
+        error_input("import: --image-size is for a resnet, a convnext or a dinov2 (its images' "
+                    "side); %s", image
                     ? xasprintf("a %s's is config.json's image_size", type) : "this is no image model");
+    if (o->interp && (!dinov2 || !o->S))
+        error_input("import: --interpolate is how a dinov2's position table is interpolated to "
+                    "--image-size; %s", dinov2 ? "give --image-size" : xasprintf("this is %s", type));
     if (text && o->adapter)
         error_input("import: --adapter with %s (a text classifier: no adapters there yet)", type);
     if (o->task && !text && (image || (strcmp(o->task, "reward") && strcmp(o->task, "token") &&
@@ -2200,6 +2215,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     const char *name = name_of(o->out, type);
     if (vit)
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels, !strcmp(type, "deit"));
+    if (dinov2)
+        return hf_dinov2_import(cfg, o->dir, o->out, name, o->S, o->offset, o->labels);
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
     if (convnext)

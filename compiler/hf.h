@@ -218,6 +218,9 @@ typedef struct HfJoin {
     int64_t skip;
     int fresh;                 /* import: none of theirs, drawn anew (HF_FRESH_*: a new head) */
     double scale;              /* its std (normal; 0: zeros) or bound (uniform) */
+    /* import: theirs (one, of their_shape) made into ours of another shape (NULL: copied) */
+    void (*resample)(const float *theirs, const int64_t *their_shape, float *ours,
+                     const int64_t *shape);
 } HfJoin;
 enum { HF_FRESH_NONE, HF_FRESH_NORMAL, HF_FRESH_UNIFORM };
 #define HF_FRESH_SEED 1337     /* the fixed seed the new tensors are drawn with */
@@ -237,6 +240,11 @@ void hf_join_fresh(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t
  * ViT), or with STD < 0 both uniform within 1/sqrt(IN) (torch's nn.Linear) */
 void hf_join_fresh_linear(hf_join_fn fn, void *ctx, const char *ours, int64_t out, int64_t in,
                           double std);
+/* import: ours (RANK, SHAPE) made by RESAMPLE from theirs (THEIR_RANK, THEIR_SHAPE), as
+ * DINOv2's position table interpolated to another image size */
+void hf_join_resampled(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape,
+                       const char *theirs, int their_rank, const int64_t *their_shape,
+                       void (*resample)(const float *, const int64_t *, float *, const int64_t *));
 /* a [rows, cols] of ours that is theirs [skip + rows, cols] past its first skip rows */
 void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
                   int64_t cols, int64_t skip);
@@ -253,6 +261,7 @@ typedef struct HfJoinImport {
     int64_t *skip;             /* and the elements each part begins with that are not ours */
     int *fresh;                /* per output tensor, HF_FRESH_*: drawn anew (NONE: read) */
     double *scale;             /* and at what scale */
+    void (**resample)(const float *, const int64_t *, float *, const int64_t *);   /* or NULL */
     int n_fresh;               /* the tensors drawn anew */
 } HfJoinImport;
 void hf_join_plan_import(void *ctx, const HfJoin *j);
@@ -269,7 +278,8 @@ int hf_join_leave_out(HfWeights *w, const char *prefix, int outside);
 typedef struct HfJoinExport {
     HfWeights w;
     HfOut out;
-    const HfTensor **src;      /* per output tensor: the trainc tensor it is part of */
+    const HfTensor **src;      /* per output tensor: the trainc tensor it is part of (NULL:
+                                  zeros, hf_join_export_zeros) */
     int64_t *at;               /* its first element there */
     int64_t *skip;             /* the zeros written before it */
     int64_t lora_rank;         /* train.lora's rank (0: none): its adapters merged */
@@ -283,6 +293,9 @@ void hf_join_plan_export(void *ctx, const HfJoin *j);
  * of no weight exported): none left behind */
 void hf_join_export_adapters(HfJoinExport *e);
 void hf_join_write_export(const HfJoinExport *e, const char *path);
+/* export: transformers' tensor THEIRS (RANK, SHAPE) written as zeros, one trainc has no
+ * place for and transformers' own init makes zeros (DINOv2's mask_token) */
+void hf_join_export_zeros(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape);
 /* export: the spec's layers matched to the architecture ARCH's, whose layers LAYERS
  * lists for the errors (each exits 1 naming the layer) */
 typedef struct HfLayout {
@@ -406,6 +419,28 @@ void hf_image_from_spec(const Spec *s, const Layer *first, const char *arch, HfI
 void hf_image_labels_from_spec(const Spec *s, HfImage *im);
 /* config.json's id2label and label2id */
 void hf_image_config_labels(cJSON *c, const HfImage *im);
+/* import: a pre-norm branch, residual [layernorm NORM (EPS)], added to BODY; its body, to
+ * go on */
+cJSON *hf_prenorm_branch(cJSON *body, const char *norm, double eps);
+/* import: a vision transformer's spec up to its blocks, {"trainc": 1, "model": NAME, IM's
+ * inputs, layers: conv2d PATCH (D wide, kernel = stride = P), tokens, a cls_token named
+ * each of TOKENS (N, in order), pos_embedding POS (a position a token and a learned
+ * token)}; *LAYERS the layers' array, to go on */
+cJSON *hf_vit_spec_stem(const HfImage *im, const char *name, const char *patch, int64_t D,
+                        int64_t P, const char *const *tokens, int n, const char *pos,
+                        cJSON **layers);
+/* import's words for a new classifier of IM's classes: N_FRESH tensors drawn with STD,
+ * LEFT of the checkpoint's left out */
+const char *hf_image_new_head_said(const HfImage *im, int n_fresh, double std, int left);
+/* export: a vision transformer's first layers, or exit 1 naming the first that is not:
+ * patches (a conv2d of stride = kernel, no padding, groups 1, a bias: the width *D, the
+ * patch *P, IMG's images), tokens, N_TOKENS cls_token layers (a ViT's 1, DeiT's 2) and a
+ * pos_embedding of a position a token and a learned token */
+void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, HfImage *img,
+                       int64_t *D, int64_t *P);
+/* export: an attention over all the tokens with its proj bias (and q, k, v's: *qkv_bias) */
+void hf_match_vit_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
+                            int64_t *heads, int *qkv_bias);
 /* a preprocessor_config.json making IM's pixels: GEO's geometry (NULL: a
  * ViTImageProcessor's resize to S x S, bilinear), IM's rescale and normalization */
 cJSON *hf_image_processor(const HfImage *im, const HfImageProc *geo);
@@ -425,6 +460,14 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
 /* Whether the spec has an untokens layer (a ConvNeXt): export hf's */
 int hf_convnext_spec(const Spec *s);
 int hf_convnext_export(const Spec *s, const char *weights, const char *out);
+/* import hf of a folder whose config.json says model_type "dinov2" (cfg loaded; S:
+ * --image-size, 0 for image_size: the position table interpolated to it, by OFFSET's
+ * scale factor, else to the size); LABELS for a new classifier */
+int hf_dinov2_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
+                     int offset, const char *labels);
+/* Whether the spec has a cls_mean layer (a DINOv2's head): export hf's */
+int hf_dinov2_spec(const Spec *s);
+int hf_dinov2_export(const Spec *s, const char *weights, const char *out);
 /* import hf of a folder whose config.json says model_type "vit" (DEIT 0) or "deit" (cfg
  * loaded); LABELS (import's --labels, or NULL) for a new classifier */
 int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name,

@@ -270,10 +270,7 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
            dir, model_type(&v), v.n, im.out.n, (long long)v.img.S, (long long)v.img.S,
            v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ConvNextImageProcessor's defaults say (the folder has no preprocessor_config.json)",
-           v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
-                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
-                                    "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
-                                    HF_FRESH_SEED, left) : "",
+           v.fresh_head ? hf_image_new_head_said(&v.img, im.n_fresh, v.std, left) : "",
            out, out, out);
     hf_image_keep_processor(dir, &v.img, out);
     return 0;

@@ -377,3 +377,70 @@ char *hf_text_train(int types, const char *extra, int batch, int epochs, double 
     "  }\n"
     "}\n", tt, et, tv, ev, batch, epochs, lr, wd);
 }
+
+const char *hf_image_new_head_said(const HfImage *im, int n_fresh, double std, int left)
+{
+    return xasprintf("; a new classifier of %lld classes: %d tensors drawn anew (normal, std "
+                     "%g, seed %d), %d of the checkpoint's other tensors left out",
+                     (long long)im->K, n_fresh, std, HF_FRESH_SEED, left);
+}
+
+void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, HfImage *img,
+                       int64_t *D, int64_t *P)
+{
+    const char *at = "$.model.layers";
+    const Layer *c = hf_want(s, h, s->n_layers ? s->layers[0] : NULL, at, OP_CONV2D);
+    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
+        hf_refuse(s, h, c, "a conv2d other than patches (stride = kernel, no padding, groups 1, "
+                  "a bias)");
+    *D = c->out, *P = c->kernel;
+    hf_image_from_spec(s, c, h->arch, img);
+    for (int k = 1; k < 3 + n_tokens; k++)
+        hf_want(s, h, k < s->n_layers ? s->layers[k] : NULL, at,
+                k == 1 ? OP_TOKENS : k < 2 + n_tokens ? OP_CLS_TOKEN : OP_POS_EMBEDDING);
+    const Layer *pos = s->layers[2 + n_tokens];
+    if (s->positions || pos->max_len != (img->S / *P) * (img->S / *P) + n_tokens)
+        hf_refuse(s, h, pos, n_tokens > 1 ? "positions other than one a token and the learned "
+                  "tokens'" : "positions other than one a token and the class token's");
+}
+
+void hf_match_vit_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
+                            int64_t *heads, int *qkv_bias)
+{
+    hf_match_attention(s, h, l, at);
+    if (!l->bias || l->bias_qkv)
+        hf_refuse(s, h, l, "an attention without proj.bias");
+    *heads = l->heads;
+    *qkv_bias = !l->bias_proj;
+}
+
+cJSON *hf_prenorm_branch(cJSON *body, const char *norm, double eps)
+{
+    cJSON *r = hf_layer(body, "residual", NULL);
+    cJSON *b = cJSON_AddArrayToObject(r, "body");
+    cJSON_AddNumberToObject(hf_layer(b, "layernorm", norm), "eps", eps);
+    return b;
+}
+
+cJSON *hf_vit_spec_stem(const HfImage *im, const char *name, const char *patch, int64_t D,
+                        int64_t P, const char *const *tokens, int n, const char *pos,
+                        cJSON **layers)
+{
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "trainc", 1);
+    cJSON *m = cJSON_AddObjectToObject(root, "model");
+    cJSON_AddStringToObject(m, "name", name);
+    hf_image_inputs(m, im);
+    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
+    cJSON *p = hf_layer(ls, "conv2d", patch);
+    cJSON_AddNumberToObject(p, "out", (double)D);
+    cJSON_AddNumberToObject(p, "kernel", (double)P);
+    cJSON_AddNumberToObject(p, "stride", (double)P);
+    hf_layer(ls, "tokens", NULL);
+    for (int k = 0; k < n; k++)
+        hf_layer(ls, "cls_token", tokens[k]);
+    cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", pos), "max_len",
+                            (double)((im->S / P) * (im->S / P) + n));
+    *layers = ls;
+    return root;
+}

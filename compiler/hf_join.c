@@ -50,6 +50,19 @@ void hf_join_fresh_linear(hf_join_fn fn, void *ctx, const char *ours, int64_t ou
     hf_join_fresh(fn, ctx, xasprintf("%s.bias", ours), 1, &out, kind, std < 0 ? bound : 0);
 }
 
+void hf_join_resampled(hf_join_fn fn, void *ctx, char *ours, int rank, const int64_t *shape,
+                       const char *theirs, int their_rank, const int64_t *their_shape,
+                       void (*resample)(const float *, const int64_t *, float *, const int64_t *))
+{
+    HfJoin j = {.ours = ours, .rank = rank, .n = 1, .theirs = {xstrdup(theirs)},
+                .their_rank = their_rank, .resample = resample};
+    memcpy(j.shape, shape, (size_t)rank * sizeof *shape);
+    memcpy(j.their_shape, their_shape, (size_t)their_rank * sizeof *shape);
+    fn(ctx, &j);
+    free(j.theirs[0]);
+    free(ours);
+}
+
 void hf_join_rows(hf_join_fn fn, void *ctx, char *ours, const char *theirs, int64_t rows,
                   int64_t cols, int64_t skip)
 {
@@ -102,8 +115,10 @@ void hf_join_plan_import(void *ctx, const HfJoin *j)
     im->skip = realloc(im->skip, n * sizeof *im->skip);
     im->fresh = realloc(im->fresh, n * sizeof *im->fresh);
     im->scale = realloc(im->scale, n * sizeof *im->scale);
-    if (!im->src || !im->skip || !im->fresh || !im->scale)
+    im->resample = realloc(im->resample, n * sizeof *im->resample);
+    if (!im->src || !im->skip || !im->fresh || !im->scale || !im->resample)
         die("out of memory");
+    im->resample[im->out.n] = j->resample;
     im->fresh[im->out.n] = j->fresh;
     im->scale[im->out.n] = j->scale;
     im->n_fresh += j->fresh != HF_FRESH_NONE;
@@ -138,7 +153,14 @@ void hf_join_write_import(const HfJoinImport *im, const char *path)
         for (int k = 0; k < 3 && im->src[i * 3 + k]; k++) {
             const HfTensor *t = im->src[i * 3 + k];
             float *x = hf_read(&im->w, t);
-            rt_st_put(o, x + im->skip[i], t->numel - im->skip[i]);
+            if (im->resample[i]) {
+                const rt_param *p = &im->out.p[i];
+                float *y = xcalloc((size_t)p->numel, sizeof *y);
+                im->resample[i](x, t->shape, y, p->shape);
+                rt_st_put(o, y, p->numel);
+                free(y);
+            } else
+                rt_st_put(o, x + im->skip[i], t->numel - im->skip[i]);
             free(x);
         }
     }
@@ -167,6 +189,21 @@ int hf_join_leave_out(HfWeights *w, const char *prefix, int outside)
 
 /* ---- export -------------------------------------------------------------------- */
 
+/* one more output tensor: ours (NULL: zeros) from element AT, SKIP zeros first */
+static void export_add(HfJoinExport *e, const HfTensor *t, int64_t at, int64_t skip,
+                       const char *theirs, int rank, const int64_t *shape)
+{
+    e->src = realloc(e->src, (size_t)(e->out.n + 1) * sizeof *e->src);
+    e->at = realloc(e->at, (size_t)(e->out.n + 1) * sizeof *e->at);
+    e->skip = realloc(e->skip, (size_t)(e->out.n + 1) * sizeof *e->skip);
+    if (!e->src || !e->at || !e->skip)
+        die("out of memory");
+    e->src[e->out.n] = t;
+    e->at[e->out.n] = at;
+    e->skip[e->out.n] = skip;
+    hf_out_add(&e->out, theirs, rank, shape);
+}
+
 void hf_join_plan_export(void *ctx, const HfJoin *j)
 {
     HfJoinExport *e = ctx;
@@ -181,17 +218,14 @@ void hf_join_plan_export(void *ctx, const HfJoin *j)
                     shape_str(j->rank, j->shape));
     t->used = 1;
     int64_t each = t->numel / j->n;
-    for (int k = 0; k < j->n; k++) {
-        e->src = realloc(e->src, (size_t)(e->out.n + 1) * sizeof *e->src);
-        e->at = realloc(e->at, (size_t)(e->out.n + 1) * sizeof *e->at);
-        e->skip = realloc(e->skip, (size_t)(e->out.n + 1) * sizeof *e->skip);
-        if (!e->src || !e->at || !e->skip)
-            die("out of memory");
-        e->src[e->out.n] = t;
-        e->at[e->out.n] = k * each;
-        e->skip[e->out.n] = j->skip * (j->their_rank > 1 ? j->their_shape[1] : 1);
-        hf_out_add(&e->out, j->theirs[k], j->their_rank, j->their_shape);
-    }
+    for (int k = 0; k < j->n; k++)
+        export_add(e, t, k * each, j->skip * (j->their_rank > 1 ? j->their_shape[1] : 1),
+                   j->theirs[k], j->their_rank, j->their_shape);
+}
+
+void hf_join_export_zeros(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape)
+{
+    export_add(e, NULL, 0, 0, theirs, rank, shape);
 }
 
 void hf_join_export_open(HfJoinExport *e, const Spec *s, const char *weights)
@@ -232,6 +266,12 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
     const HfTensor *have = NULL;   /* (the parts of one tensor, q k v of qkv, read it once) */
     float *x = NULL;
     for (int i = 0; i < e->out.n; i++) {
+        if (!e->src[i]) {   /* zeros (hf_join_export_zeros) */
+            float *z = xcalloc((size_t)e->out.p[i].numel, sizeof *z);
+            rt_st_put(o, z, e->out.p[i].numel);
+            free(z);
+            continue;
+        }
         if (e->src[i] != have) {
             free(x);
             x = hf_read(&e->w, have = e->src[i]);

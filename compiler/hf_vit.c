@@ -159,42 +159,21 @@ static void vit_config(HfCfg *c, Vit *v, const char *labels)
                      "model computes what trainc would", v->deit ? "deit" : "vit");
 }
 
-/* a pre-norm branch: residual [layernorm NAME, ...] (the rest added by the caller) */
-static cJSON *branch(cJSON *body, const char *norm, double eps)
-{
-    cJSON *r = hf_layer(body, "residual", NULL);
-    cJSON *b = cJSON_AddArrayToObject(r, "body");
-    cJSON_AddNumberToObject(hf_layer(b, "layernorm", norm), "eps", eps);
-    return b;
-}
-
 static cJSON *vit_spec(const Vit *v, const char *name)
 {
-    cJSON *root = cJSON_CreateObject();
-    cJSON_AddNumberToObject(root, "trainc", 1);
-    cJSON *m = cJSON_AddObjectToObject(root, "model");
-    cJSON_AddStringToObject(m, "name", name);
-    hf_image_inputs(m, &v->img);
-    cJSON *ls = cJSON_AddArrayToObject(m, "layers");
-    cJSON *p = hf_layer(ls, "conv2d", v->patch);
-    cJSON_AddNumberToObject(p, "out", (double)v->D);
-    cJSON_AddNumberToObject(p, "kernel", (double)v->P);
-    cJSON_AddNumberToObject(p, "stride", (double)v->P);
-    hf_layer(ls, "tokens", NULL);
-    if (v->deit)
-        hf_layer(ls, "cls_token", v->dist);
-    hf_layer(ls, "cls_token", v->cls);
-    int64_t N = (v->img.S / v->P) * (v->img.S / v->P) + 1 + v->deit;
-    cJSON_AddNumberToObject(hf_layer(ls, "pos_embedding", v->pos), "max_len", (double)N);
+    const char *tokens[2] = {v->deit ? v->dist : v->cls, v->cls};
+    cJSON *ls, *root = hf_vit_spec_stem(&v->img, name, v->patch, v->D, v->P, tokens, 1 + v->deit,
+                                        v->pos, &ls);
+    cJSON *m = cJSON_GetObjectItem(root, "model");
     cJSON *rep = hf_layer(ls, "repeat", "blocks");
     cJSON_AddNumberToObject(rep, "count", (double)v->L);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    cJSON *att = hf_layer(branch(body, v->norm1, v->eps), "attention", v->attn);
+    cJSON *att = hf_layer(hf_prenorm_branch(body, v->norm1, v->eps), "attention", v->attn);
     cJSON_AddNumberToObject(att, "heads", (double)v->H);
     cJSON_AddFalseToObject(att, "causal");
     if (!v->qkv_bias)
         cJSON_AddStringToObject(att, "bias", "proj");
-    cJSON *mlp = branch(body, v->norm2, v->eps);
+    cJSON *mlp = hf_prenorm_branch(body, v->norm2, v->eps);
     cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc1), "out", (double)v->FF);
     cJSON *g = hf_layer(mlp, "gelu", NULL);
     if (v->gelu_tanh)
@@ -247,10 +226,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
            deit ? "deit" : "vit", (long long)v.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
-           v.fresh_head ? xasprintf("; a new classifier of %lld classes: %d tensors drawn anew "
-                                    "(normal, std %g, seed %d), %d of the checkpoint's other "
-                                    "tensors left out", (long long)v.img.K, im.n_fresh, v.std,
-                                    HF_FRESH_SEED, left) : "",
+           v.fresh_head ? hf_image_new_head_said(&v.img, im.n_fresh, v.std, left) : "",
            out, out, out);
     hf_image_keep_processor(dir, &v.img, out);
     return 0;
@@ -273,34 +249,25 @@ static const HfLayout vit_layout = {
     "layernorm, first_token, linear (DeiTForImageClassification: a second cls_token, the "
     "distillation token, before the class token's)"};
 
-static void vit_attention(const Spec *s, const Layer *l, const char *at, Vit *v)
+static void vit_blocks(const Spec *s, const HfLayout *h, const Layer *rep, Vit *v)
 {
-    hf_match_attention(s, &vit_layout, l, at);
-    if (!l->bias || l->bias_qkv)
-        hf_refuse(s, &vit_layout, l, "an attention without proj.bias");
-    v->H = l->heads;
-    v->qkv_bias = !l->bias_proj;
-}
-
-static void vit_blocks(const Spec *s, const Layer *rep, Vit *v)
-{
-    hf_want(s, &vit_layout, rep, "$.model.layers", OP_REPEAT);
+    hf_want(s, h, rep, "$.model.layers", OP_REPEAT);
     if (rep->n_body != 2)
-        hf_refuse(s, &vit_layout, rep, "a repeat of other than two residuals");
+        hf_refuse(s, h, rep, "a repeat of other than two residuals");
     v->L = rep->count;
     v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
-    char *a = hf_match_residual(s, &vit_layout, rep->body[0], rep->path, 2), *m;
+    char *a = hf_match_residual(s, h, rep->body[0], rep->path, 2), *m;
     Layer **ab = rep->body[0]->body;
-    hf_match_norm(s, &vit_layout, ab[0], rep->path, &v->eps);
-    vit_attention(s, ab[1], rep->path, v);
+    hf_match_norm(s, h, ab[0], rep->path, &v->eps);
+    hf_match_vit_attention(s, h, ab[1], rep->path, &v->H, &v->qkv_bias);
     v->norm1 = hf_layer_name(ab[0], 0, a), v->attn = hf_layer_name(ab[1], 1, a);
-    m = hf_match_residual(s, &vit_layout, rep->body[1], rep->path, 4);
+    m = hf_match_residual(s, h, rep->body[1], rep->path, 4);
     Layer **mb = rep->body[1]->body;
-    hf_match_norm(s, &vit_layout, mb[0], rep->path, &v->eps);
-    v->FF = hf_match_linear(s, &vit_layout, mb[1], rep->path, 0);
-    hf_want(s, &vit_layout, mb[2], rep->path, OP_GELU);
+    hf_match_norm(s, h, mb[0], rep->path, &v->eps);
+    v->FF = hf_match_linear(s, h, mb[1], rep->path, 0);
+    hf_want(s, h, mb[2], rep->path, OP_GELU);
     v->gelu_tanh = mb[2]->gelu_tanh;
-    hf_match_linear(s, &vit_layout, mb[3], rep->path, v->D);
+    hf_match_linear(s, h, mb[3], rep->path, v->D);
     v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m),
     v->fc2 = hf_layer_name(mb[3], 3, m);
 }
@@ -313,29 +280,19 @@ static void vit_match(const Spec *s, Vit *v)
     for (int k = 0; k < 9 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     const char *at = "$.model.layers";
-    const Layer *c = hf_want(s, &vit_layout, ls[0], at, OP_CONV2D);
-    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
-        hf_refuse(s, &vit_layout, c,
-                  "a conv2d other than patches (stride = kernel, no padding, groups 1, a bias)");
-    v->D = c->out, v->P = c->kernel;
     v->deit = ls[3] && ls[3]->op == OP_CLS_TOKEN;
     v->prefix = v->deit ? "deit." : "vit.";
     const char *arch = v->deit ? "DeiTForImageClassification" : "ViTForImageClassification";
-    hf_image_from_spec(s, c, arch, &v->img);
-    hf_want(s, &vit_layout, ls[1], at, OP_TOKENS);
-    hf_want(s, &vit_layout, ls[2], at, OP_CLS_TOKEN);
+    HfLayout layout = {arch, vit_layout.layers};
+    hf_match_vit_stem(s, &layout, 1 + v->deit, &v->img, &v->D, &v->P);
     const Layer **rest = ls + 3 + v->deit;   /* pos_embedding onwards */
-    const Layer *pos = hf_want(s, &vit_layout, rest[0], at, OP_POS_EMBEDDING);
-    if (s->positions || pos->max_len != (v->img.S / v->P) * (v->img.S / v->P) + 1 + v->deit)
-        hf_refuse(s, &vit_layout, pos, v->deit ? "positions other than one a token and the "
-                  "two learned tokens'" : "positions other than one a token and the class token's");
-    vit_blocks(s, rest[1], v);
-    hf_match_norm(s, &vit_layout, rest[2], at, &v->eps);
-    hf_want(s, &vit_layout, rest[3], at, OP_FIRST_TOKEN);
-    v->img.K = hf_match_linear(s, &vit_layout, rest[4], at, 0);
+    vit_blocks(s, &layout, rest[1], v);
+    hf_match_norm(s, &layout, rest[2], at, &v->eps);
+    hf_want(s, &layout, rest[3], at, OP_FIRST_TOKEN);
+    v->img.K = hf_match_linear(s, &layout, rest[4], at, 0);
     hf_image_labels_from_spec(s, &v->img);
     if (s->n_layers > 8 + v->deit)
-        hf_refuse(s, &vit_layout, s->layers[8 + v->deit], "a layer after the classifier");
+        hf_refuse(s, &layout, s->layers[8 + v->deit], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
         error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", arch);
     int o = v->deit;

@@ -150,6 +150,7 @@ enum {
                       (a max pool's padding) */
     N_UNTOKENS,    /* [H W, C] -> [C, H, W]: tokens' inverse */
     N_LAYER_SCALE, /* x [..., d] times a learned weight [d] */
+    N_CLS_MEAN,    /* [T, d] -> [2 d]: the first token, then the mean over the others */
     N_GRN,         /* [T, C] -> [T, C]: global response normalization (ConvNeXt V2) */
     /* backward */
     N_LINEAR_BWD,
@@ -178,6 +179,7 @@ enum {
     N_PAD_BWD,
     N_UNTOKENS_BWD,
     N_LAYER_SCALE_BWD,
+    N_CLS_MEAN_BWD,
     N_GRN_BWD,
     N__COUNT
 };

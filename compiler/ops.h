@@ -47,6 +47,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_SPAN, "span", "", "", OPC_VIEW)                                             \
     X(OP_UNTOKENS, "untokens", "height", "height", OPC_VIEW)                         \
     X(OP_LAYER_SCALE, "layer_scale", "init_value", "", OPC_PARAM)                   \
+    X(OP_CLS_MEAN, "cls_mean", "", "", OPC_POOL)                                      \
     X(OP_GRN, "grn", "", "", OPC_NORM)
 
 enum {

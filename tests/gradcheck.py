@@ -642,6 +642,20 @@ cases += [dpo_case(), cdpo_case(), simpo_case(), ipo_case(), orpo_case(), orpo_s
           dpo_type_case("hinge"), dpo_type_case("nca_pair"), dpo_type_case("sppo_hard"),
           dpo_type_case("apo_zero", {"rpo_alpha": 0.5}), dpo_type_case("apo_down")]
 
+# (added last: the cases before draw their data as they did)
+cases += [
+    case("cls_mean", [5, 8], [L(6), {"op": "tanh"}, {"op": "cls_mean"}, L(4)]),
+    # DINOv2's block in small: a class token, pre-norm attention and a SwiGLU MLP, each
+    # branch scaled by layer_scale, the head over [the class token, the others' mean]
+    case("dinov2_block", [4, 6], [L(8), {"op": "cls_token"},
+        {"op": "residual", "name": "att", "body": [{"op": "layernorm", "eps": 1e-6},
+                                    {"op": "attention", "heads": 2, "causal": False},
+                                    {"op": "layer_scale", "init_value": 0.8}]},
+        {"op": "residual", "name": "mlp", "body": [{"op": "layernorm", "eps": 1e-6}, L(12),
+                                                   {"op": "glu"}, L(8),
+                                    {"op": "layer_scale", "init_value": 0.6}]},
+        {"op": "layernorm", "eps": 1e-6}, {"op": "cls_mean"}, L(4)]),
+]
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone
 cases = [c for c in cases if not only or c[0] in only]

@@ -32,7 +32,7 @@ batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label s
 the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
 half of those take a class token (`cls_token`) before the tokens, which `first_token`
 reads alone in 2 of 3 of them (from a fourteenth, a `token_mean` in four of the others
-becomes `last_token`); from a twelfth, an image model in four scales and shifts
+becomes `last_token`, and a `first_token` in three `cls_mean`); from a twelfth, an image model in four scales and shifts
 its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
 pads its input; from a fifteenth, a residual around a conv in three becomes ConvNeXt's
 block (a depthwise conv2d, `tokens`, layernorm, an MLP, `layer_scale`, `untokens`; in
@@ -474,7 +474,8 @@ def vit_swaps(r10, r11, r14, layers, C, H):
     An eleventh's (r11), in half of those: a class token before the tokens (before the
     positions, which count it), read alone by `first_token` in 2 of 3 of them. A
     fourteenth's (r14): a `token_mean` in four becomes `last_token` (the last token's row
-    alone)."""
+    alone), and a `first_token` in three `cls_mean` (the class token beside the others'
+    mean)."""
     if r10.random() >= 1 / 3:
         return
     cls = r11.random() < 0.5
@@ -488,8 +489,8 @@ def vit_swaps(r10, r11, r14, layers, C, H):
         vit.append({"op": "residual", "name": "vit%d" % k,
                     "body": [{"op": "layernorm"}, {"op": "attention", "heads": heads, "causal": False}]})
     vit.append({"op": "token_mean"} if r10.random() < 0.5 else {"op": "flatten"})
-    if cls and r11.random() < 2 / 3:
-        vit[-1] = {"op": "first_token"}
+    if cls and r11.random() < 2 / 3:   # (1 in 3 of them DINOv2's head: cls_mean)
+        vit[-1] = {"op": "cls_mean"} if r14.random() < 1 / 3 else {"op": "first_token"}
     elif vit[-1]["op"] == "token_mean" and r14.random() < 1 / 4:
         vit[-1] = {"op": "last_token"}
     layers[k:k + 1] = vit
@@ -668,6 +669,8 @@ def reference(model, P, xin, S=None, mode="init"):
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
             elif op == "first_token":
                 x = x[:, 0]
+            elif op == "cls_mean":   # the first row, then the others' mean
+                x = torch.cat([x[:, 0], x[:, 1:].mean(1)], 1)
             elif op == "last_token":   # each of `segments` equal runs' last row
                 k = l.get("segments", 1)
                 x = x[:, x.shape[1] // k - 1::x.shape[1] // k] if k > 1 else x[:, -1]

@@ -233,7 +233,7 @@ ViTForImageClassification(ViTConfig(image_size=8, patch_size=4, num_channels=1, 
                                     num_hidden_layers=1, num_attention_heads=2,
                                     intermediate_size=8)).save_pretrained(OUT + "/vit")
 refused("--image-size for a ViT", ["import", "hf", OUT + "/vit", "-o", bad + "/o2", "--image-size", 16],
-        "--image-size is for a resnet or a convnext (its images' side); a vit's is config.json's image_size", bad + "/o2")
+        "--image-size is for a resnet, a convnext or a dinov2 (its images' side); a vit's is config.json's image_size", bad + "/o2")
 spec = json.load(open(os.path.join(OUT, "basic", "import", "model.json")))
 spec["model"]["layers"][-3]["kernel"] = 1
 json.dump(spec, open(bad + "/pool.json", "w"))

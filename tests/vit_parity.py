@@ -22,7 +22,8 @@ the generated CUDA kernels in the emulator; tokens' transposed reads, token_mean
 sums and its backward's spread rows among them; the class token's select by the
 element's place and first_token's slice) against the same trainer on the CPU:
 in fp32 every loss and gradient norm within 1e-5 relative, in bf16-mixed the first loss
-within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules).
+within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules); and
+with DINOv2's head (cls_mean: the class token beside the others' mean) in fp32 alike.
 """
 import json, math, os, subprocess, sys
 import numpy as np
@@ -114,39 +115,63 @@ class ViT(nn.Module):
         return s.head(x[:, 0] if s.with_cls else x.mean(dim=1))
 
 
+def cls_mean_form():
+    """the spec with DINOv2's head, the class token beside the others' mean (cls_mean), in
+    OUT"""
+    m = json.loads(json.dumps(spec))
+    m["model"]["layers"][-2] = {"op": "cls_mean"}
+    for part in m["train"]["data"].values():
+        for k in part:
+            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
+    path = os.path.join(OUT, "vit_cls_mean.json")
+    json.dump(m, open(path, "w"), indent=1)
+    return path
+
+
+def fake_runs(d, env, name, path, precs, runs):
+    """PATH built for both devices in each of PRECS; 8 steps on the fake GPU (and in fp32
+    on the CPU): each run's losses and gradient norms into RUNS[name, prec, device]"""
+    sets = ["max_steps=8", "log_every=1", "loader.shuffle=false", "batch_size=16", "data.val=null"]
+    for prec in precs:
+        exe = os.path.join(d, "%s_%s" % (name, prec))
+        subprocess.run([TRAINC, "build", path, "--device", "both", "--arch", "sm_90a", "--set",
+                        "precision=" + prec, "-o", exe], check=True, env=env, capture_output=True)
+        for dev in ("cuda", "cpu") if prec == "fp32" else ("cuda",):
+            out = os.path.join(d, "%s_%s_%s" % (name, prec, dev))
+            cmd = [exe, "--device", dev, "--threads", "1", "--quiet", "--out", out]
+            for x in sets:
+                cmd += ["--set", x]
+            subprocess.run(cmd, check=True, env=env, capture_output=True)
+            runs[name, prec, dev] = [(r["loss"], r["grad_norm"]) for r in run_log.steps(out)]
+
+
 def fake_gpu():
-    """the fake GPU against the CPU, fp32 and bf16-mixed (above); exits"""
+    """the fake GPU against the CPU, fp32 and bf16-mixed (above); then the cls_mean form
+    in fp32; exits"""
     import random_runs
     d = os.path.join(OUT, "fake_gpu")
     os.makedirs(d, exist_ok=True)
     lib = os.environ.get("FAKE_GPU_LIB") or os.path.join(d, "lib")
     random_runs.fake_lib_ready(lib)
     env = random_runs.fake_env(lib, os.path.join(d, "cache"))
-    sets = ["max_steps=8", "log_every=1", "loader.shuffle=false", "batch_size=16", "data.val=null"]
     runs = {}
-    for prec in ("fp32", "bf16-mixed"):
-        exe = os.path.join(d, "vit_" + prec)
-        subprocess.run([TRAINC, "build", spec_path, "--device", "both", "--arch", "sm_90a", "--set",
-                        "precision=" + prec, "-o", exe], check=True, env=env, capture_output=True)
-        for dev in ("cuda", "cpu") if prec == "fp32" else ("cuda",):
-            out = os.path.join(d, "%s_%s" % (prec, dev))
-            cmd = [exe, "--device", dev, "--threads", "1", "--quiet", "--out", out]
-            for x in sets:
-                cmd += ["--set", x]
-            subprocess.run(cmd, check=True, env=env, capture_output=True)
-            runs[prec, dev] = [(r["loss"], r["grad_norm"]) for r in run_log.steps(out)]
-    cpu = runs["fp32", "cpu"]
+    fake_runs(d, env, "vit", spec_path, ("fp32", "bf16-mixed"), runs)
+    fake_runs(d, env, "vit_cls_mean", cls_mean_form(), ("fp32",), runs)
     rel = lambda a, b: abs(a - b) / max(abs(b), 1e-6)
-    worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(runs["fp32", "cuda"], cpu))
-    ok = len(runs["fp32", "cuda"]) == len(cpu) == 8 and worst <= 1e-5
-    print("%s vit_fashion fp32 on the fake GPU vs the CPU: 8 steps' losses and gradient norms, largest "
-          "relative difference %.2g (tolerance 1e-5)" % ("ok  " if ok else "FAIL", worst))
-    b16 = runs["bf16-mixed", "cuda"]
+    good = True
+    for name in ("vit", "vit_cls_mean"):
+        cpu, gpu = runs[name, "fp32", "cpu"], runs[name, "fp32", "cuda"]
+        worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(gpu, cpu))
+        ok = len(gpu) == len(cpu) == 8 and worst <= 1e-5
+        print("%s %s fp32 on the fake GPU vs the CPU: 8 steps' losses and gradient norms, largest "
+              "relative difference %.2g (tolerance 1e-5)" % ("ok  " if ok else "FAIL", name, worst))
+        good &= ok
+    cpu, b16 = runs["vit", "fp32", "cpu"], runs["vit", "bf16-mixed", "cuda"]
     first, last = rel(b16[0][0], cpu[0][0]), rel(b16[-1][0], cpu[-1][0])
     ok16 = len(b16) == 8 and first <= 1e-3 and last <= 2e-2
     print("%s vit_fashion bf16-mixed on the fake GPU vs the CPU's fp32: first loss within %.1e (1e-3), "
           "last within %.1e (2e-2)" % ("ok  " if ok16 else "FAIL", first, last))
-    sys.exit(0 if ok and ok16 else 1)
+    sys.exit(0 if good and ok16 else 1)
 
 
 def cpu_parity(form, path):

@@ -9,7 +9,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
-extern const OpDef op_span, op_untokens, op_layer_scale, op_grn;
+extern const OpDef op_span, op_untokens, op_layer_scale, op_grn, op_cls_mean;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -45,6 +45,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_SPAN] = &op_span,
     [OP_UNTOKENS] = &op_untokens,
     [OP_LAYER_SCALE] = &op_layer_scale,
+    [OP_CLS_MEAN] = &op_cls_mean,
     [OP_GRN] = &op_grn,
 };
 
@@ -64,6 +65,7 @@ extern const NodeDef node_cls_token, node_cls_token_bwd, node_first_token, node_
 extern const NodeDef node_last_token, node_last_token_bwd;
 extern const NodeDef node_span, node_span_bwd;
 extern const NodeDef node_untokens, node_untokens_bwd, node_layer_scale, node_layer_scale_bwd;
+extern const NodeDef node_cls_mean, node_cls_mean_bwd;
 extern const NodeDef node_grn, node_grn_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
@@ -123,6 +125,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_UNTOKENS_BWD] = &node_untokens_bwd,
     [N_LAYER_SCALE] = &node_layer_scale,
     [N_LAYER_SCALE_BWD] = &node_layer_scale_bwd,
+    [N_CLS_MEAN] = &node_cls_mean,
+    [N_CLS_MEAN_BWD] = &node_cls_mean_bwd,
     [N_GRN] = &node_grn,
     [N_GRN_BWD] = &node_grn_bwd,
     [N_PAD] = &node_pad,
