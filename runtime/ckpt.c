@@ -116,7 +116,7 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
     return remove(path);
 }
 
-static void rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
+void rt_rm_rf(const char *path) { nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS); }
 
 /* Doubles survive JSON exactly: %.17g, and the non-finite ones as strings. */
 static cJSON *num(double v)
@@ -290,7 +290,7 @@ static void clean_stale(const char *dir, const char *keep)
             continue;
         snprintf(f, sizeof f, "%s/%s", dir, de->d_name);
         if (!keep || strcmp(f, keep))
-            rm_rf(f);
+            rt_rm_rf(f);
     }
     closedir(d);
 }
@@ -458,7 +458,7 @@ static int put_in_place(const char *dir, const char *tmp, const char *fin, int64
 {
     char old[RT_PATH_MAX + 64];
     snprintf(old, sizeof old, "%s/.old_step_%08lld", dir, (long long)step);
-    rm_rf(old);
+    rt_rm_rf(old);
     int exchanged = 0;
     if (access(fin, F_OK) == 0) {
         exchanged = renameat2(AT_FDCWD, tmp, AT_FDCWD, fin, RENAME_EXCHANGE) == 0;
@@ -468,10 +468,10 @@ static int put_in_place(const char *dir, const char *tmp, const char *fin, int64
             return -1;
     }
     if (exchanged)
-        rm_rf(tmp);   /* the earlier life's */
+        rt_rm_rf(tmp);   /* the earlier life's */
     else if (rename(tmp, fin) != 0 || fsync_path(dir) != 0)
         return -1;
-    rm_rf(old);
+    rt_rm_rf(old);
     return 0;
 }
 
@@ -487,7 +487,7 @@ static void keep_newest(const rt_train_config *c, const char *dir, const char *f
     for (int i = 0; i < n; i++) {
         snprintf(f, sizeof f, "%s/%s", dir, names[i]);
         if (c->has_checkpoint && i < n - keep && strcmp(f, fin))
-            rm_rf(f);
+            rt_rm_rf(f);
         free(names[i]);
     }
     free(names);
@@ -522,7 +522,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     else if (errno != EEXIST)
         failed = 1;
     if (!failed) {
-        rm_rf(tmp);
+        rt_rm_rf(tmp);
         failed = mkdir(tmp, 0777) != 0;
     }
     snprintf(f, sizeof f, "%s/model.safetensors", tmp);
@@ -544,7 +544,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     cJSON *files = hash_files(tmp, parts, np, &failed, &err);
     if (failed) {              /* no half-written folder left behind (a full disk) */
         cJSON_Delete(files);
-        rm_rf(tmp);
+        rt_rm_rf(tmp);
         errno = err;
         return -1;
     }
@@ -558,7 +558,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
     free(text);
     if (rc != 0 || fsync_path(tmp) != 0) {
         err = errno;
-        rm_rf(tmp);
+        rt_rm_rf(tmp);
         errno = err;
         return -1;
     }

@@ -68,6 +68,13 @@ static void set_sample(Opts *o, const char *t)
     o->sampling = 1;
 }
 
+static void set_fast_dev_run(Opts *o, const char *t)
+{
+    o->fast_dev_run = count_of("--fast-dev-run", t, 1000000);
+    if (o->fast_dev_run < 1)
+        rt_input_error("--fast-dev-run: expected an integer from 1, got '%s'", t);
+}
+
 static void set_num_samples(Opts *o, const char *t)
 {
     o->num_samples = count_of("--num-samples", t, 1 << 20);
@@ -283,6 +290,10 @@ enum { READ, HELP, VERSION };
     X("--lr-find-steps", V, "N", SHOWN, 1, READ, set_lr_find_steps, "its steps (default 100)")  \
     X("--lr-find-range", V, "LO,HI", SHOWN, 1, READ, set_lr_find_range,                        \
       "its rates (default 1e-8,1)")                                                            \
+    X("--fast-dev-run", V, "N", SHOWN, 1, READ, set_fast_dev_run,                               \
+      "a smoke test (Lightning's fast_dev_run): N optimizer steps and\n"                       \
+      "N validation batches, the outputs in a temporary folder removed\n"                     \
+      "at the end (nothing kept); no checkpoints, no early stopping")                          \
     X("--profile", F, "", SHOWN, 1, READ, set_profile,                                         \
       "time each instruction of the training steps after the\n"                                \
       "first two: OUT/profile.json and a table at the end")                                    \
@@ -455,6 +466,12 @@ static void check_together(const Opts *o)
     if (o->profile && (o->lr_find || o->eval || o->gradcheck))
         rt_input_error("--profile times training: not with %s", o->lr_find ? "--lr-find"
                        : o->eval ? "--eval" : "--gradcheck");
+    if (o->fast_dev_run && (o->out || o->resume || o->eval || o->lr_find || o->gradcheck ||
+                            o->profile))
+        rt_input_error("--fast-dev-run keeps nothing: not with %s", o->out ? "--out" : o->resume
+                       ? "--resume" : o->predict ? "--predict" : o->reference ? "--reference"
+                       : o->eval ? "--eval" : o->lr_find ? "--lr-find" : o->gradcheck
+                       ? "--gradcheck" : "--profile");
     if (o->lr_find && (o->resume || o->eval || o->gradcheck || o->sample))
         rt_input_error("--lr-find runs on its own: not with %s", o->resume ? "--resume"
                        : o->eval ? "--eval" : o->gradcheck ? "--gradcheck" : "--sample");

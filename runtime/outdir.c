@@ -177,9 +177,25 @@ static void keep_earlier_run(const char *out)
 }
 
 /* the output folder; --resume continues in the run's own folder */
+static char fast_dir[RT_PATH_MAX];
+static void remove_fast_dir(void)
+{
+    if (fast_dir[0])
+        rt_rm_rf(fast_dir);
+}
+
 void rt_out_name(Run *r)
 {
-    if (r->o.out)
+    if (r->o.fast_dev_run) {
+        const char *tmp = getenv("TMPDIR");
+        snprintf(fast_dir, sizeof fast_dir, "%s/trainc-fast-dev-run-XXXXXX",
+                 tmp && *tmp ? tmp : "/tmp");
+        if (!mkdtemp(fast_dir))
+            rt_input_error("--fast-dev-run: cannot make a folder in %s: %s", tmp && *tmp ? tmp
+                           : "/tmp", strerror(errno));
+        atexit(remove_fast_dir);
+        snprintf(r->out, sizeof r->out, "%s", fast_dir);
+    } else if (r->o.out)
         snprintf(r->out, sizeof r->out, "%s", r->o.out);
     else if (r->o.resume)
         snprintf(r->out, sizeof r->out, "%s", r->o.resume);

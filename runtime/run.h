@@ -45,6 +45,8 @@ typedef struct Opts {
     int64_t lr_find_steps;     /* 0: not given (100) */
     double lr_find_lo, lr_find_hi;   /* 0: not given (1e-8, 1) */
     int profile;               /* --profile: time each instruction from step 3 on */
+    int64_t fast_dev_run;      /* --fast-dev-run N: N steps and N validation batches into a
+                                  folder removed at exit (0: not given) */
     int sampling;              /* --sample given (its own options need it) */
     const char *sampling_opt;  /* one of --sample's options given, or NULL */
 } Opts;
@@ -151,8 +153,11 @@ void rt_run_close_gpu(Run *r);
 void rt_join_path(char *dst, size_t n, const char *dir, const char *file);
 int rt_same_folder(const char *a, const char *b);
 int64_t rt_file_size(const char *dir, const char *name);
-/* r->out: --out, the resumed folder, out_dir or runs/NAME */
+/* r->out: --out, the resumed folder, out_dir or runs/NAME; --fast-dev-run's a new
+ * folder under $TMPDIR (or /tmp), removed at exit */
 void rt_out_name(Run *r);
+/* PATH and all below it removed (ckpt.c) */
+void rt_rm_rf(const char *path);
 /* --resume DIR: DIR locked before its checkpoints are read; continuing in DIR for the
  * run, --out elsewhere until rt_out_release_resumed (rt_out_setup, once it is read) */
 void rt_out_hold_resumed(const char *dir, int in_place);

@@ -86,6 +86,21 @@ static void check_budget(const rt_model *m, const rt_train_config *c)
                        (long long)c->batch_size, fewer);
 }
 
+/* --fast-dev-run N: N optimizer steps, then N validation batches (where there is
+ * data.val), whatever the spec says of time, epochs, early stopping and checkpoints */
+static void fast_dev_config(rt_train_config *c, int64_t n)
+{
+    c->max_steps = n;
+    c->max_time = NAN;
+    c->min_steps = c->min_epochs = -1;
+    c->limit_train_batches = NAN;
+    c->val_every_epochs = -1;
+    c->val_every_fraction = NAN;
+    c->val_every_steps = c->val_batches = c->n_val ? n : -1;
+    c->has_early_stopping = 0;
+    c->ckpt_every_steps = (int64_t)1 << 53;   /* (the largest the key takes: none) */
+}
+
 static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
 {
     char err[512];
@@ -123,6 +138,8 @@ static void configure(const rt_model *m, const Opts *o, rt_train_config *c)
                        "rebuild it with trainc build ... --set lora.rank=... (trainc run applies "
                        "them when compiling)", compiled.has_lora ? "their rank, alpha, dropout, "
                        "targets and lora.train" : "none");
+    if (o->fast_dev_run)
+        fast_dev_config(c, o->fast_dev_run);
     char key[256] = "";
     if (rt_config_check(c, err, sizeof err, key, sizeof key) != 0)   /* the key it blames */
         rt_input_error("$.train%s%s: %s", key[0] ? "." : "", key, err);
@@ -159,6 +176,9 @@ static void refuse_unsupported(const rt_model *m, const Opts *o, const rt_train_
                        "trainc build --device both (or cpu)");
     if (o->resume && o->init)
         rt_input_error("--init and --resume exclude each other: a resumed run continues from its checkpoint's weights");
+    if (o->fast_dev_run && rt_dist_world() > 1)
+        rt_input_error("--fast-dev-run runs in one process (this run has %d ranks)",
+                       rt_dist_world());
     (void)m;
 }
 

@@ -298,7 +298,15 @@ static int say_end(Run *r, const rt_loop_state *s, const Loop *L, double t, int 
         fprintf(stderr, " (%s)", L->why);
     if (r->world > 1)
         fprintf(stderr, " (%d ranks)", r->world);
-    fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    if (r->o.fast_dev_run) {   /* (outdir.c removes the folder at exit) */
+        fprintf(stderr, "\n  fast dev run: %lld training step%s", (long long)s->step,
+                s->step == 1 ? "" : "s");
+        if (r->has_val && s->last_val_step >= 0)
+            fprintf(stderr, " and %lld validation batch%s", (long long)c->val_batches,
+                    c->val_batches == 1 ? "" : "es");
+        fprintf(stderr, " ran; nothing kept (%s/ is removed)\n", r->out);
+    } else
+        fprintf(stderr, "\n  outputs in %s/\n", r->out);
     if (r->o.sample > 0 && end != END_INTERRUPTED) {
         rt_sampling = 1;
         rt_sample(r);

@@ -4,7 +4,8 @@
 # spec's JSON forms ([0.8, 0.9], "sgd"), which train exactly as the plain forms; an
 # option name where a value belongs refused; output paths that cannot be written
 # (a file where a folder belongs, a missing folder) refused with exit 1 before any work;
-# a SIGTERM while trainc run compiles or loads data still stops with a checkpoint.
+# a SIGTERM while trainc run compiles or loads data still stops with a checkpoint;
+# --fast-dev-run keeps nothing.
 set -u
 cd "$(dirname "$0")/.."
 TRAINC=${TRAINC:-build/trainc}
@@ -341,6 +342,20 @@ u=$("$d/trainer" --help | head -1) && r=$("$TRAINC" run specs/mlp_fashion.json -
 "$d/trainer" --out "$d/one_step" --quiet --set data.val=null --set max_steps=1 2>"$d/one_step.err" &&
     grep -q "max_steps after 1 step in" "$d/one_step.err" && ok "one step: '1 step'" ||
     bad "one step: $(cat "$d/one_step.err")"
+
+# --fast-dev-run N (Lightning's fast_dev_run): N steps and N validation batches whatever
+# the spec says of checkpoints, early stopping and validation's schedule, in a folder
+# under $TMPDIR removed at the end; with --out, --resume or --eval, or N 0: exit 1
+mkdir -p "$d/fdr_tmp"
+TMPDIR="$d/fdr_tmp" "$d/trainer" --fast-dev-run 2 --quiet --set checkpoint.every_steps=1 \
+    --set early_stopping.patience=0 --set validate.every_fraction=0.5 2>"$d/fdr.err" &&
+    grep -q "max_steps after 2 steps" "$d/fdr.err" &&
+    grep -q "fast dev run: 2 training steps and 2 validation batches ran; nothing kept ($d/fdr_tmp/trainc-fast-dev-run-" "$d/fdr.err" &&
+    [ -z "$(ls -A "$d/fdr_tmp")" ] && ok "--fast-dev-run 2: 2 steps, 2 validation batches, its folder removed" ||
+    bad "--fast-dev-run 2: $(cat "$d/fdr.err"; ls -A "$d/fdr_tmp")"
+expect1 fdr_out "--fast-dev-run keeps nothing: not with --out" "$d/trainer" --fast-dev-run 1 --out "$d/fdr_out"
+expect1 fdr_eval "--fast-dev-run keeps nothing: not with --eval" "$d/trainer" --fast-dev-run 1 --eval
+expect1 fdr_zero "--fast-dev-run: expected an integer from 1, got '0'" "$d/trainer" --fast-dev-run 0
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
