@@ -1918,6 +1918,13 @@ int cmd_export(int argc, char **argv)
                         tok ? "--tokenizer" : "--adapter");
         return hf_dinov2_export(s, weights, out);
     }
+    if (hf_clip_spec(s)) {   /* CLIP's or SigLIP's ...ForImageClassification (hf_clip.c) */
+        if (tok || adapter)
+            error_input("export: %s with a CLIP or SigLIP (an image classifier: no tokenizer; "
+                        "train.lora's adapters are merged, not written apart)",
+                        tok ? "--tokenizer" : "--adapter");
+        return hf_clip_export(s, hf_clip_spec(s) == 2, weights, out);
+    }
     if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
         if (tok || adapter)
             error_input("export: %s with a vision transformer (an image classifier: no "

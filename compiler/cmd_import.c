@@ -2191,7 +2191,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int convnext = !strcmp(type, "convnext") || !strcmp(type, "convnextv2");
     int vit = !strcmp(type, "vit") || !strcmp(type, "deit"), dinov2 = !strcmp(type, "dinov2");
-    int image = vit || dinov2 || !strcmp(type, "resnet") || convnext;
+    int clip = !strcmp(type, "clip") || !strcmp(type, "siglip");
+    int image = vit || dinov2 || clip || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
                !strcmp(type, "xlm-roberta") || !strcmp(type, "camembert") || !strcmp(type, "electra");
     if (image && (o->T || o->adapter))
@@ -2215,6 +2216,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     const char *name = name_of(o->out, type);
     if (vit)
         return hf_vit_import(cfg, o->dir, o->out, name, o->labels, !strcmp(type, "deit"));
+    if (clip)
+        return hf_clip_import(cfg, o->dir, o->out, name, o->labels, !strcmp(type, "siglip"));
     if (dinov2)
         return hf_dinov2_import(cfg, o->dir, o->out, name, o->S, o->offset, o->labels);
     if (!strcmp(type, "resnet"))

@@ -91,7 +91,7 @@ static ImgModel read_model(const char *file)
     if (!cJSON_IsArray(shape) || cJSON_GetArraySize(shape) != 3 || !cJSON_IsString(dt) ||
         strcmp(dt->valuestring, "u8"))
         error_at(file, "$.model.inputs.x", "data images writes u8 images [C, S, S]: an image "
-                 "classifier's import (vit, deit, dinov2, resnet, convnext) has such an input x");
+                 "classifier's import (vit, deit, dinov2, clip, siglip, resnet, convnext) has such an input x");
     m.C = (int64_t)cJSON_GetArrayItem(shape, 0)->valuedouble;
     m.S = (int64_t)cJSON_GetArrayItem(shape, 1)->valuedouble;
     if ((m.C != 1 && m.C != 3) || m.S != (int64_t)cJSON_GetArrayItem(shape, 2)->valuedouble)

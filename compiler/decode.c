@@ -25,7 +25,7 @@ static const Layer *not_positional(Layer **ls, int n, const char *x)
             return l;
         switch (l->op) {
         case OP_LINEAR: case OP_RELU: case OP_GELU: case OP_SILU: case OP_TANH:
-        case OP_SIGMOID: case OP_SQUARED_RELU: case OP_GLU: case OP_DROPOUT:
+        case OP_SIGMOID: case OP_QUICK_GELU: case OP_SQUARED_RELU: case OP_GLU: case OP_DROPOUT:
         case OP_LAYERNORM: case OP_RMSNORM: case OP_EMBEDDING: case OP_POS_EMBEDDING:
         case OP_LEAKY_RELU: case OP_SCALE: case OP_MOE:
             break;

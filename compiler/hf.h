@@ -279,7 +279,8 @@ typedef struct HfJoinExport {
     HfWeights w;
     HfOut out;
     const HfTensor **src;      /* per output tensor: the trainc tensor it is part of (NULL:
-                                  zeros, hf_join_export_zeros) */
+                                  fill's value, hf_join_export_filled) */
+    float *fill;               /* per output tensor up to the last filled one */
     int64_t *at;               /* its first element there */
     int64_t *skip;             /* the zeros written before it */
     int64_t lora_rank;         /* train.lora's rank (0: none): its adapters merged */
@@ -293,9 +294,11 @@ void hf_join_plan_export(void *ctx, const HfJoin *j);
  * of no weight exported): none left behind */
 void hf_join_export_adapters(HfJoinExport *e);
 void hf_join_write_export(const HfJoinExport *e, const char *path);
-/* export: transformers' tensor THEIRS (RANK, SHAPE) written as zeros, one trainc has no
- * place for and transformers' own init makes zeros (DINOv2's mask_token) */
-void hf_join_export_zeros(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape);
+/* export: transformers' tensor THEIRS (RANK, SHAPE) written as VALUE everywhere, one
+ * trainc has no place for (DINOv2's mask_token, zeros; CLIP's post_layernorm, which its
+ * classifier does not read: ones and zeros) */
+void hf_join_export_filled(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape,
+                           float value);
 /* export: the spec's layers matched to the architecture ARCH's, whose layers LAYERS
  * lists for the errors (each exits 1 naming the layer) */
 typedef struct HfLayout {
@@ -433,10 +436,10 @@ cJSON *hf_vit_spec_stem(const HfImage *im, const char *name, const char *patch, 
  * LEFT of the checkpoint's left out */
 const char *hf_image_new_head_said(const HfImage *im, int n_fresh, double std, int left);
 /* export: a vision transformer's first layers, or exit 1 naming the first that is not:
- * patches (a conv2d of stride = kernel, no padding, groups 1, a bias: the width *D, the
- * patch *P, IMG's images), tokens, N_TOKENS cls_token layers (a ViT's 1, DeiT's 2) and a
- * pos_embedding of a position a token and a learned token */
-void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, HfImage *img,
+ * patches (a conv2d of stride = kernel, no padding, groups 1, a bias or with BIAS 0 none:
+ * the width *D, the patch *P, IMG's images), tokens, N_TOKENS cls_token layers (a ViT's
+ * 1, DeiT's 2) and a pos_embedding of a position a token and a learned token */
+void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, int bias, HfImage *img,
                        int64_t *D, int64_t *P);
 /* export: an attention over all the tokens with its proj bias (and q, k, v's: *qkv_bias) */
 void hf_match_vit_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
@@ -460,6 +463,14 @@ int hf_convnext_import(HfCfg *cfg, const char *dir, const char *out, const char 
 /* Whether the spec has an untokens layer (a ConvNeXt): export hf's */
 int hf_convnext_spec(const Spec *s);
 int hf_convnext_export(const Spec *s, const char *weights, const char *out);
+/* import hf of a folder whose config.json says model_type "clip" (SIGLIP 0) or "siglip"
+ * (cfg loaded): its vision tower and classifier (LABELS: a new one) */
+int hf_clip_import(HfCfg *cfg, const char *dir, const char *out, const char *name,
+                   const char *labels, int siglip);
+/* export hf's: 1 where the spec has a token_mean with skip (CLIP's head), 2 where a
+ * token_mean follows a layernorm and no cls_token came before (SigLIP's), else 0 */
+int hf_clip_spec(const Spec *s);
+int hf_clip_export(const Spec *s, int siglip, const char *weights, const char *out);
 /* import hf of a folder whose config.json says model_type "dinov2" (cfg loaded; S:
  * --image-size, 0 for image_size: the position table interpolated to it, by OFFSET's
  * scale factor, else to the size); LABELS for a new classifier */

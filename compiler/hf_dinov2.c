@@ -409,7 +409,7 @@ static void dino_match(const Spec *s, Dino *v)
     for (int k = 0; k < 8 && k < s->n_layers; k++)
         ls[k] = s->layers[k];
     const char *at = "$.model.layers";
-    hf_match_vit_stem(s, &dino_layout, 1, &v->img, &v->D, &v->P);
+    hf_match_vit_stem(s, &dino_layout, 1, 1, &v->img, &v->D, &v->P);
     v->G0 = grid(v);
     dino_match_blocks(s, ls[4], v);
     hf_match_norm(s, &dino_layout, ls[5], at, &v->eps);
@@ -460,7 +460,7 @@ int hf_dinov2_export(const Spec *s, const char *weights, const char *out)
     HfJoinExport e = {0};
     hf_join_export_open(&e, s, weights);
     dino_walk(&v, hf_join_plan_export, &e);
-    hf_join_export_zeros(&e, "dinov2.embeddings.mask_token", 2, (int64_t[]){1, v.D});
+    hf_join_export_filled(&e, "dinov2.embeddings.mask_token", 2, (int64_t[]){1, v.D}, 0);
     hf_join_export_adapters(&e);
     hf_image_write_export(&e, &v.img, dino_hf_config(&v), "dinov2", weights, s->model_file, out);
     return 0;

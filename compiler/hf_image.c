@@ -385,14 +385,15 @@ const char *hf_image_new_head_said(const HfImage *im, int n_fresh, double std, i
                      (long long)im->K, n_fresh, std, HF_FRESH_SEED, left);
 }
 
-void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, HfImage *img,
+void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, int bias, HfImage *img,
                        int64_t *D, int64_t *P)
 {
     const char *at = "$.model.layers";
     const Layer *c = hf_want(s, h, s->n_layers ? s->layers[0] : NULL, at, OP_CONV2D);
-    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias)
-        hf_refuse(s, h, c, "a conv2d other than patches (stride = kernel, no padding, groups 1, "
-                  "a bias)");
+    if (c->stride != c->kernel || c->padding || c->groups != 1 || !c->bias != !bias)
+        hf_refuse(s, h, c, bias ? "a conv2d other than patches (stride = kernel, no padding, "
+                  "groups 1, a bias)" : "a conv2d other than patches (stride = kernel, no "
+                  "padding, groups 1, no bias)");
     *D = c->out, *P = c->kernel;
     hf_image_from_spec(s, c, h->arch, img);
     for (int k = 1; k < 3 + n_tokens; k++)

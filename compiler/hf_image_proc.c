@@ -2,7 +2,7 @@
  * preprocessor_config.json: how it resizes and crops an image before its rescale and
  * normalization (those are the model's input scale and shift: hf_image.c). Four kinds,
  * as transformers 4.40 computes them:
- *   - ViTImageProcessor: resize to size's height x width;
+ *   - ViTImageProcessor, SiglipImageProcessor: resize to size's height x width;
  *   - DeiTImageProcessor, BeitImageProcessor: that, then do_center_crop to crop_size;
  *   - ConvNextImageProcessor: size's shortest_edge E; below 384 the shorter side resized
  *     to int(E / crop_pct) (the aspect kept), then cropped to E x E; from 384 on, E x E;
@@ -26,6 +26,7 @@ static const struct {
     int64_t h, w, edge, crop_side;
 } proc_types[] = {
     {"ViTImageProcessor", HF_PROC_VIT, IMAGE_BILINEAR, 0, 224, 224, 0, 0},
+    {"SiglipImageProcessor", HF_PROC_VIT, IMAGE_BICUBIC, 0, 224, 224, 0, 0},
     {"DeiTImageProcessor", HF_PROC_DEIT, IMAGE_BICUBIC, 1, 256, 256, 0, 224},
     {"BeitImageProcessor", HF_PROC_DEIT, IMAGE_BICUBIC, 1, 256, 256, 0, 224},
     {"ConvNextImageProcessor", HF_PROC_CONVNEXT, IMAGE_BILINEAR, 0, 0, 0, 384, 0},

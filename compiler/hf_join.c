@@ -189,7 +189,7 @@ int hf_join_leave_out(HfWeights *w, const char *prefix, int outside)
 
 /* ---- export -------------------------------------------------------------------- */
 
-/* one more output tensor: ours (NULL: zeros) from element AT, SKIP zeros first */
+/* one more output tensor: ours (NULL: e->fill's value) from element AT, SKIP zeros first */
 static void export_add(HfJoinExport *e, const HfTensor *t, int64_t at, int64_t skip,
                        const char *theirs, int rank, const int64_t *shape)
 {
@@ -223,9 +223,14 @@ void hf_join_plan_export(void *ctx, const HfJoin *j)
                    j->theirs[k], j->their_rank, j->their_shape);
 }
 
-void hf_join_export_zeros(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape)
+void hf_join_export_filled(HfJoinExport *e, const char *theirs, int rank, const int64_t *shape,
+                           float value)
 {
     export_add(e, NULL, 0, 0, theirs, rank, shape);
+    e->fill = realloc(e->fill, (size_t)e->out.n * sizeof *e->fill);
+    if (!e->fill)
+        die("out of memory");
+    e->fill[e->out.n - 1] = value;
 }
 
 void hf_join_export_open(HfJoinExport *e, const Spec *s, const char *weights)
@@ -266,8 +271,10 @@ void hf_join_write_export(const HfJoinExport *e, const char *path)
     const HfTensor *have = NULL;   /* (the parts of one tensor, q k v of qkv, read it once) */
     float *x = NULL;
     for (int i = 0; i < e->out.n; i++) {
-        if (!e->src[i]) {   /* zeros (hf_join_export_zeros) */
+        if (!e->src[i]) {   /* one value (hf_join_export_filled) */
             float *z = xcalloc((size_t)e->out.p[i].numel, sizeof *z);
+            for (int64_t k = 0; k < e->out.p[i].numel; k++)
+                z[k] = e->fill[i];
             rt_st_put(o, z, e->out.p[i].numel);
             free(z);
             continue;

@@ -284,7 +284,7 @@ static void vit_match(const Spec *s, Vit *v)
     v->prefix = v->deit ? "deit." : "vit.";
     const char *arch = v->deit ? "DeiTForImageClassification" : "ViTForImageClassification";
     HfLayout layout = {arch, vit_layout.layers};
-    hf_match_vit_stem(s, &layout, 1 + v->deit, &v->img, &v->D, &v->P);
+    hf_match_vit_stem(s, &layout, 1 + v->deit, 1, &v->img, &v->D, &v->P);
     const Layer **rest = ls + 3 + v->deit;   /* pos_embedding onwards */
     vit_blocks(s, &layout, rest[1], v);
     hf_match_norm(s, &layout, rest[2], at, &v->eps);

@@ -185,7 +185,8 @@ enum {
 };
 
 enum { ACT_RELU, ACT_GELU, ACT_GELU_TANH, ACT_SILU, ACT_TANH, ACT_SIGMOID, ACT_SQUARED_RELU,
-       ACT_LEAKY_RELU /* slope in Node.p */, ACT_SCALE /* the factor in Node.p */ };
+       ACT_LEAKY_RELU /* slope in Node.p */, ACT_SCALE /* the factor in Node.p */,
+       ACT_QUICK_GELU /* x sigmoid(1.702 x): CLIP's */ };
 
 /* A moe layer's routing, which its two nodes share (ops/moe.c): per sample, probs [T, E]
  * (the router's softmax), gate [T, k] (the chosen experts' weights), idx [T, 2k] (their
@@ -236,7 +237,8 @@ typedef struct Node {
     int64_t conv[8];         /* C, H, W, k, stride, pad, OH, OW (conv_transpose2d: of the
                                 conv2d it is the data gradient of); attention: T, d, H, causal,
                                 KV, window (0: none), the options call, a global layer
-                                (ops/attention.c) */
+                                (ops/attention.c); token_mean: the first tokens it leaves
+                                out */
     int loss;                /* N_LOSS: LOSS_* */
     uint64_t key;            /* dropout: per-layer RNG key */
     const MoeRoute *moe;     /* N_MOE_DISPATCH, N_MOE_COMBINE: the layer's routing */

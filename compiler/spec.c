@@ -856,6 +856,7 @@ static const struct {
     {"kv_heads", offsetof(Layer, kv_heads), 1, MAX_DIM},
     {"head_dim", offsetof(Layer, head_dim), 1, MAX_DIM},
     {"segments", offsetof(Layer, segments), 1, MAX_DIM},
+    {"skip", offsetof(Layer, skip), 1, MAX_DIM},
     {"height", offsetof(Layer, height), 1, MAX_DIM},
 };
 

@@ -240,6 +240,8 @@ PROCESSORS = [   # (what, preprocessor_config.json, the model's side)
     ("DeiT's resize to 36x36 (hamming), a 32x32 crop",
      {"image_processor_type": "DeiTImageProcessor", "size": {"height": 36, "width": 36},
       "crop_size": {"height": 32, "width": 32}, "resample": 5}, 32),
+    ("SigLIP's resize to 32x32, bicubic by default",
+     {"image_processor_type": "SiglipImageProcessor", "size": {"height": 32, "width": 32}}, 32),
     ("ViT's resize to 32x32 with the box filter",
      {"image_processor_type": "ViTImageProcessor", "size": {"height": 32, "width": 32},
       "resample": 4}, 32),
@@ -276,8 +278,8 @@ def processors(src, classes):
             ({"image_processor_type": "ViTImageProcessor"}, "it makes 224x224 images; the model"),
             ({"image_processor_type": "CLIPImageProcessor", "do_center_crop": False},
              "CLIPImageProcessor makes images of the files' own proportions"),
-            ({"image_processor_type": "SiglipImageProcessor"},
-             "$.image_processor_type: SiglipImageProcessor: trainc resizes and crops as"),
+            ({"image_processor_type": "DetrImageProcessor"},
+             "$.image_processor_type: DetrImageProcessor: trainc resizes and crops as"),
             ({"image_processor_type": "ViTImageProcessor", "resample": 0},
              "$.resample: one of Pillow's filters 1 to 5"))):
         f = "%s/p%d.json" % (bad, k)

@@ -655,6 +655,8 @@ cases += [
                                                    {"op": "glu"}, L(8),
                                     {"op": "layer_scale", "init_value": 0.6}]},
         {"op": "layernorm", "eps": 1e-6}, {"op": "cls_mean"}, L(4)]),
+    case("quick_gelu", [8], [L(6), {"op": "quick_gelu"}, L(4)]),
+    case("token_mean_skip", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean", "skip": 1}, L(4)]),
 ]
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

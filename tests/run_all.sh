@@ -186,6 +186,8 @@ check parity/hf_io_newer  $HF_NEW_PYTHON tests/hf_io.py --newer
 # ViTForImageClassification both ways
 check parity/vit_hf       $HF_PYTHON tests/vit_hf.py
 check parity/dinov2_hf    $HF_PYTHON tests/dinov2_hf.py
+check parity/clip_hf      $HF_PYTHON tests/clip_hf.py
+check parity/siglip_hf    $HF_NEW_PYTHON tests/clip_hf.py --siglip
 check parity/dinov2_hf_newer $HF_NEW_PYTHON tests/dinov2_hf.py --newer
 check parity/resnet_hf    $HF_PYTHON tests/resnet_hf.py
 check parity/convnext_hf  --after=fake_gpu/lib $HF_PYTHON tests/convnext_hf.py

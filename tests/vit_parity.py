@@ -23,7 +23,8 @@ sums and its backward's spread rows among them; the class token's select by the
 element's place and first_token's slice) against the same trainer on the CPU:
 in fp32 every loss and gradient norm within 1e-5 relative, in bf16-mixed the first loss
 within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules); and
-with DINOv2's head (cls_mean: the class token beside the others' mean) in fp32 alike.
+with DINOv2's head (cls_mean: the class token beside the others' mean), and with CLIP's
+quick_gelu and head (token_mean with skip 1), in fp32 alike.
 """
 import json, math, os, subprocess, sys
 import numpy as np
@@ -128,6 +129,21 @@ def cls_mean_form():
     return path
 
 
+def clip_form():
+    """the spec with CLIP's MLP activation (quick_gelu) and head (the patch tokens' mean:
+    token_mean with skip 1), in OUT"""
+    m = json.loads(json.dumps(spec))
+    ls = m["model"]["layers"]
+    ls[4]["body"][1]["body"][2] = {"op": "quick_gelu"}
+    ls[-2] = {"op": "token_mean", "skip": 1}
+    for part in m["train"]["data"].values():
+        for k in part:
+            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
+    path = os.path.join(OUT, "vit_clip.json")
+    json.dump(m, open(path, "w"), indent=1)
+    return path
+
+
 def fake_runs(d, env, name, path, precs, runs):
     """PATH built for both devices in each of PRECS; 8 steps on the fake GPU (and in fp32
     on the CPU): each run's losses and gradient norms into RUNS[name, prec, device]"""
@@ -146,8 +162,8 @@ def fake_runs(d, env, name, path, precs, runs):
 
 
 def fake_gpu():
-    """the fake GPU against the CPU, fp32 and bf16-mixed (above); then the cls_mean form
-    in fp32; exits"""
+    """the fake GPU against the CPU, fp32 and bf16-mixed (above); then the cls_mean and
+    CLIP forms in fp32; exits"""
     import random_runs
     d = os.path.join(OUT, "fake_gpu")
     os.makedirs(d, exist_ok=True)
@@ -157,9 +173,10 @@ def fake_gpu():
     runs = {}
     fake_runs(d, env, "vit", spec_path, ("fp32", "bf16-mixed"), runs)
     fake_runs(d, env, "vit_cls_mean", cls_mean_form(), ("fp32",), runs)
+    fake_runs(d, env, "vit_clip", clip_form(), ("fp32",), runs)
     rel = lambda a, b: abs(a - b) / max(abs(b), 1e-6)
     good = True
-    for name in ("vit", "vit_cls_mean"):
+    for name in ("vit", "vit_cls_mean", "vit_clip"):
         cpu, gpu = runs[name, "fp32", "cpu"], runs[name, "fp32", "cuda"]
         worst = max(max(rel(g[0], c[0]), rel(g[1], c[1])) for g, c in zip(gpu, cpu))
         ok = len(gpu) == len(cpu) == 8 and worst <= 1e-5

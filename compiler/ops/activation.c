@@ -1,5 +1,5 @@
 /* activation.c: the elementwise activations relu, gelu (exact or tanh), silu, tanh,
- * sigmoid, squared_relu and leaky_relu, and scale (a constant factor), one node kind
+ * sigmoid, squared_relu, leaky_relu and quick_gelu (CLIP's), and scale (a constant factor), one node kind
  * (Node.act says which): graph, backward rule and lowering (one elementwise op each way,
  * fused later; the backward reads the output where its rule can, so the pre-activation
  * need not live, and scale's reads neither). */
@@ -13,7 +13,7 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
     const char *at = a->at;
     const char *pfx = a->pfx;
     static const char *nm[] = {"relu", "gelu", "gelu", "silu", "tanh", "sigmoid", "squared_relu",
-                               "leaky_relu", "scale"};
+                               "leaky_relu", "scale", "quick_gelu"};
     int act = l->op == OP_RELU ? ACT_RELU
               : l->op == OP_GELU ? (l->gelu_tanh ? ACT_GELU_TANH : ACT_GELU)
               : l->op == OP_SILU ? ACT_SILU
@@ -21,6 +21,7 @@ static void build_activation(GraphCtx *c, const LayerArgs *a)
               : l->op == OP_SQUARED_RELU ? ACT_SQUARED_RELU
               : l->op == OP_LEAKY_RELU ? ACT_LEAKY_RELU
               : l->op == OP_SCALE ? ACT_SCALE
+              : l->op == OP_QUICK_GELU ? ACT_QUICK_GELU
                                  : ACT_SIGMOID;
     Tensor *y = act_tensor(c, l->path, layer_ident(nm[act], pfx), x->rank, x->shape);
     y->origin = at;
@@ -47,6 +48,8 @@ static const Expr *act_fwd_expr(int act, double p)
     /* torch's leaky_relu: x > 0 ? x : x * slope (the slope as a float) */
     case ACT_LEAKY_RELU: return x_select(x_lt(zero, x), x, x_mul(x, x_const(p)));
     case ACT_SCALE: return x_mul(x, x_const(p));   /* the factor as a float, as torch's */
+    /* HF's QuickGELUActivation: x * torch.sigmoid(1.702 * x), the factor a float */
+    case ACT_QUICK_GELU: return x_mul(x, x_fn(FN_SIGMOID, x_mul(x, x_const(1.702)), NULL));
     }
     unreachable();
 }
@@ -74,6 +77,11 @@ static const Expr *act_bwd_expr(int act, double p, int *reads)
     /* torch's leaky_relu_backward reads the input: x > 0 ? dy : dy * slope */
     case ACT_LEAKY_RELU: return x_select(x_lt(zero, v), dy, x_mul(dy, x_const(p)));
     case ACT_SCALE: return x_mul(dy, x_const(p));
+    /* with s = sigmoid(1.702 x): dy (s + x 1.702 s (1 - s)), as autograd's chain */
+    case ACT_QUICK_GELU: {
+        const Expr *s = x_fn(FN_SIGMOID, x_mul(v, x_const(1.702)), NULL);
+        return x_mul(dy, x_add(s, x_mul(x_mul(v, s), x_mul(x_const(1.702), x_sub(one, s)))));
+    }
     }
     unreachable();
 }
@@ -81,7 +89,7 @@ static const Expr *act_bwd_expr(int act, double p, int *reads)
 static const char *act_name(int act)
 {
     static const char *n[] = {"relu", "gelu", "gelu (tanh)", "silu", "tanh", "sigmoid",
-                              "squared relu", "leaky relu", "scale"};
+                              "squared relu", "leaky relu", "scale", "quick gelu"};
     return n[act];
 }
 
@@ -111,5 +119,6 @@ const OpDef op_sigmoid = {.build = build_activation};
 const OpDef op_squared_relu = {.build = build_activation};
 const OpDef op_leaky_relu = {.build = build_activation};
 const OpDef op_scale = {.build = build_activation};
+const OpDef op_quick_gelu = {.build = build_activation};
 const NodeDef node_act = {"act", GRAD_NODE, N_ACT_BWD, lower_act};
 const NodeDef node_act_bwd = {"act_bwd", GRAD_NONE, 0, lower_act_bwd};

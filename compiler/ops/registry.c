@@ -4,7 +4,7 @@
 #include "op.h"
 
 extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten, op_relu,
-    op_gelu, op_silu, op_tanh, op_sigmoid, op_dropout, op_layernorm, op_embedding,
+    op_gelu, op_silu, op_tanh, op_sigmoid, op_quick_gelu, op_dropout, op_layernorm, op_embedding,
     op_pos_embedding, op_attention, op_residual, op_repeat, op_squared_relu, op_glu, op_rmsnorm;
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
@@ -22,6 +22,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_SILU] = &op_silu,
     [OP_TANH] = &op_tanh,
     [OP_SIGMOID] = &op_sigmoid,
+    [OP_QUICK_GELU] = &op_quick_gelu,
     [OP_SQUARED_RELU] = &op_squared_relu,
     [OP_GLU] = &op_glu,
     [OP_DROPOUT] = &op_dropout,

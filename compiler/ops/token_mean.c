@@ -1,8 +1,10 @@
 /* token_mean.c: token_mean, [T, d] -> [d]: the mean over the tokens (a vision
- * transformer's global average pooling, timm's global_pool "avg": x.mean(dim=1)):
- * graph, backward rule (each token gets dy / T) and lowering: the tokens transposed
- * to [d, T], each row summed in double (the runtime's row sums, as conv2d's bias
- * gradient, into fp32 storage in every precision), times the float nearest 1/T. */
+ * transformer's global average pooling, timm's global_pool "avg": x.mean(dim=1)), or
+ * with "skip": S over the tokens after the first S (CLIP's classifier: x[:, 1:].mean(1)):
+ * graph, backward rule (each token it reads gets dy / (T - S), the others 0) and
+ * lowering: the tokens read transposed to [d, T - S], each row summed in double (the
+ * runtime's row sums, as conv2d's bias gradient, into fp32 storage in every precision),
+ * times the float nearest 1/(T - S). */
 #include "op.h"
 
 static void build_token_mean(GraphCtx *c, const LayerArgs *a)
@@ -11,45 +13,59 @@ static void build_token_mean(GraphCtx *c, const LayerArgs *a)
     Tensor *x = a->x;
     if (x->rank != 2)
         layer_error(c, l, "token_mean needs a [tokens, dim] input, got %s", shape_str(x->rank, x->shape));
+    if (l->skip >= x->shape[0])
+        layer_error(c, l, "skip %lld leaves none of the %lld tokens", (long long)l->skip,
+                    (long long)x->shape[0]);
     int64_t d = x->shape[1];
     Tensor *y = act_tensor(c, l->path, layer_ident("token_mean", a->pfx), 1, &d);
     y->origin = a->at;
     y->what = "the mean over the tokens";
     Node *nd = layer_node(c, a, N_TOKEN_MEAN, x, y);
+    nd->conv[0] = l->skip;
     add_flops(c, nd, l->path, (double)x->numel, (double)x->numel, 0);
     c->cur = y;
 }
 
-/* xt [B, d, T] = x transposed; s = 0; s += xt's row sums; y = s * (1/T) */
+/* xt [B, d, R] = the R = T - S tokens read, transposed (copied out first where S > 0);
+ * s = 0; s += xt's row sums; y = s * (1/R) */
 static void lower_token_mean(Program *p, Node *nd)
 {
-    Tensor *x = nd->in[0], *y = nd->out;
-    int64_t T = x->shape[0], d = x->shape[1];
-    Tensor *xt = lower_temp(p->g, xasprintf("%s_t", y->name), T * d, nd->origin,
+    Tensor *x = nd->in[0], *y = nd->out, *from = x;
+    int64_t S = nd->conv[0], R = x->shape[0] - S, d = x->shape[1];
+    if (S) {
+        from = lower_temp(p->g, xasprintf("%s_rest", y->name), R * d, nd->origin,
+                          "the tokens after the skipped [B, T - S, d]");
+        INSTR_EW(p, nd, "token_mean: the tokens after the skipped", from, EW_COPY, x_arg(0),
+                 opd_at(x, ix_slice(R * d, x->numel, S * d)));
+    }
+    Tensor *xt = lower_temp(p->g, xasprintf("%s_t", y->name), R * d, nd->origin,
                             "the tokens transposed [B, d, T]");
     Tensor *s = lower_temp(p->g, xasprintf("%s_sum", y->name), d, nd->origin,
                            "the sum over the tokens [B, d]");
     s->keep32 = 1;   /* the row sums are written as floats (as a bias gradient's) */
     INSTR_EW(p, nd, "token_mean: [T, d] -> [d, T]", xt, EW_COPY, x_arg(0),
-             opd_at(x, ix_transpose(d, T)));
+             opd_at(from, ix_transpose(d, R)));
     instr_ew(p, nd, "token_mean: the sums start at 0", s, EW_OTHER, x_const(0), NULL, 0);
     Instr *r = instr_add(p, I_CALL, nd->origin, 0);
     r->what = xstrdup("token_mean: each channel's sum over the tokens");
-    SET_CALL(r, CALL_ROWSUM_ADD, arg_t(xt), arg_t(s), arg_rows(d), arg_int(T));
+    SET_CALL(r, CALL_ROWSUM_ADD, arg_t(xt), arg_t(s), arg_rows(d), arg_int(R));
     instr_reads(r, xt);
     instr_reads(r, s);
     instr_writes(r, s);
     INSTR_EW(p, nd, "token_mean: the sums over T", y, EW_OTHER,
-             x_mul(x_arg(0), x_const(1.0 / (double)T)), opd(s));
+             x_mul(x_arg(0), x_const(1.0 / (double)R)), opd(s));
 }
 
-/* in[0] = dy [B, d]; out = dx [B, T, d] = dy / T on every token */
+/* in[0] = dy [B, d]; out = dx [B, T, d] = dy / R on every token read, 0 on the S skipped */
 static void lower_token_mean_bwd(Program *p, Node *nd)
 {
     Tensor *dy = nd->in[0], *dx = nd->out;
-    int64_t T = dx->shape[0], d = dx->shape[1];
-    INSTR_EW(p, nd, "token_mean backward: dy / T on every token", dx, EW_OTHER,
-             x_mul(x_arg(0), x_const(1.0 / (double)T)), opd_at(dy, ix_spread(d, T)));
+    int64_t T = dx->shape[0], d = dx->shape[1], S = nd->fwd->conv[0];
+    const Expr *part = x_mul(x_arg(0), x_const(1.0 / (double)(T - S)));
+    INSTR_EW(p, nd, S ? "token_mean backward: 0 on the skipped tokens, dy / (T - S) on the "
+             "others" : "token_mean backward: dy / T on every token", dx, EW_OTHER,
+             S ? x_select(x_head(dx->numel, S * d), x_const(0), part) : part,
+             opd_at(dy, ix_spread(d, T)));
 }
 
 const OpDef op_token_mean = {.build = build_token_mean};
