@@ -441,6 +441,22 @@ const char *hf_image_new_head_said(const HfImage *im, int n_fresh, double std, i
  * 1, DeiT's 2) and a pos_embedding of a position a token and a learned token */
 void hf_match_vit_stem(const Spec *s, const HfLayout *h, int n_tokens, int bias, HfImage *img,
                        int64_t *D, int64_t *P);
+/* A vision transformer's blocks, a repeat of [residual [layernorm norm1, attention attn],
+ * residual [layernorm norm2, linear fc1, ACT, linear fc2]] (ViT's, CLIP's, SigLIP's):
+ * their count, heads, MLP width, eps, q, k and v's biases, the activation (OP_GELU with
+ * gelu_tanh, or OP_QUICK_GELU), the names (block: "NAME.%lld.", then the layers') */
+typedef struct HfVitBlocks {
+    int64_t L, H, FF;
+    double eps;
+    int qkv_bias, act, gelu_tanh;
+    char *block, *norm1, *attn, *norm2, *fc1, *fc2;
+} HfVitBlocks;
+/* import: B's repeat "blocks", added to LS (D wide) */
+void hf_vit_blocks_spec(cJSON *ls, const HfVitBlocks *b, int64_t D);
+/* export: REP as such blocks of width D whose activation is one of ACTS (ops, ending in
+ * 0), or exit 1 naming the first layer that is not */
+void hf_match_vit_blocks(const Spec *s, const HfLayout *h, const Layer *rep, int64_t D,
+                         const int *acts, HfVitBlocks *b);
 /* export: an attention over all the tokens with its proj bias (and q, k, v's: *qkv_bias) */
 void hf_match_vit_attention(const Spec *s, const HfLayout *h, const Layer *l, const char *at,
                             int64_t *heads, int *qkv_bias);

@@ -28,13 +28,10 @@
 typedef struct Clip {
     HfImage img;                       /* channels, side, classes, pixels, names */
     int sig;                           /* SigLIP's tower (else CLIP's) */
-    int64_t P, D, L, H, FF;            /* patch, width, blocks, heads, MLP width */
-    double eps;
-    int act;                           /* the MLP's activation: OP_QUICK_GELU or OP_GELU */
-    int gelu_tanh;
+    int64_t P, D;                      /* patch, width */
+    HfVitBlocks b;                     /* the blocks' sizes and layer names */
     int base, fresh_head;              /* import: CLIPModel's tower; a head drawn anew */
-    char *patch, *cls, *pos, *pre, *post, *head, *block;   /* block: "blocks.%lld." */
-    char *norm1, *attn, *norm2, *fc1, *fc2;
+    char *patch, *cls, *pos, *pre, *post, *head;
 } Clip;
 
 static const char *const M = "vision_model.";
@@ -51,24 +48,24 @@ static const char *model_type(const Clip *v) { return v->sig ? "siglip" : "clip"
 /* Block b's tensors */
 static void clip_block(const Clip *v, int64_t b, hf_join_fn fn, void *ctx)
 {
-    char *ours = xasprintf(v->block, (long long)b),
+    char *ours = xasprintf(v->b.block, (long long)b),
          *th = xasprintf("%sencoder.layers.%lld.", M, (long long)b);
     int64_t D = v->D;
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1), xasprintf("%slayer_norm1", th), D);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->b.norm1), xasprintf("%slayer_norm1", th), D);
     const char *w[3], *bs[3], *qkv[3] = {"q", "k", "v"};
     for (int k = 0; k < 3; k++) {
         w[k] = xasprintf("%sself_attn.%s_proj.weight", th, qkv[k]);
         bs[k] = xasprintf("%sself_attn.%s_proj.bias", th, qkv[k]);
     }
-    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->attn), 2, (int64_t[]){3 * D, D}, 3, w,
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->b.attn), 2, (int64_t[]){3 * D, D}, 3, w,
             2, (int64_t[]){D, D});
-    hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->b.attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
             &D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, v->attn),
+    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, v->b.attn),
                    xasprintf("%sself_attn.out_proj", th), D, D);
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm2), xasprintf("%slayer_norm2", th), D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%smlp.fc1", th), v->FF, D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%smlp.fc2", th), D, v->FF);
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->b.norm2), xasprintf("%slayer_norm2", th), D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->b.fc1), xasprintf("%smlp.fc1", th), v->b.FF, D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->b.fc2), xasprintf("%smlp.fc2", th), D, v->b.FF);
 }
 
 /* Every tensor, in trainc's order */
@@ -88,7 +85,7 @@ static void clip_walk(const Clip *v, hf_join_fn fn, void *ctx)
                  xasprintf("%sembeddings.position_embedding.weight", M), 2, (int64_t[]){N, D});
     if (!v->sig)
         hf_join_layernorm(fn, ctx, v->pre, xasprintf("%spre_layrnorm", M), D);
-    for (int64_t b = 0; b < v->L; b++)
+    for (int64_t b = 0; b < v->b.L; b++)
         clip_block(v, b, fn, ctx);
     if (v->sig)
         hf_join_layernorm(fn, ctx, v->post, xasprintf("%spost_layernorm", M), D);
@@ -104,8 +101,8 @@ static void default_names(Clip *v)
 {
     v->patch = "patch", v->cls = "cls", v->pos = "pos", v->pre = "pre_norm", v->post = "norm",
     v->head = "head";
-    v->block = "blocks.%lld.";
-    v->norm1 = "norm1", v->attn = "attn", v->norm2 = "norm2", v->fc1 = "fc1", v->fc2 = "fc2";
+    v->b.block = "blocks.%lld.";
+    v->b.norm1 = "norm1", v->b.attn = "attn", v->b.norm2 = "norm2", v->b.fc1 = "fc1", v->b.fc2 = "fc2";
 }
 
 /* ---- import -------------------------------------------------------------------- */
@@ -122,11 +119,11 @@ static void tower_act(HfCfg *t, Clip *v)
 {
     const cJSON *a = hf_cfg_get(t, "hidden_act");
     if (!v->sig && (!a || (cJSON_IsString(a) && !strcmp(a->valuestring, "quick_gelu")))) {
-        v->act = OP_QUICK_GELU;
+        v->b.act = OP_QUICK_GELU;
         return;
     }
-    v->act = OP_GELU;
-    v->gelu_tanh = !strcmp(hf_gelu_approximate(t, "hidden_act", v->sig ? "gelu_pytorch_tanh"
+    v->b.act = OP_GELU;
+    v->b.gelu_tanh = !strcmp(hf_gelu_approximate(t, "hidden_act", v->sig ? "gelu_pytorch_tanh"
                                                                        : "quick_gelu"), "tanh");
 }
 
@@ -135,17 +132,18 @@ static void tower_config(HfCfg *c, Clip *v)
     HfCfg t;
     hf_cfg_sub(&t, c, "vision_config");
     v->D = hf_cfg_int(&t, "hidden_size", 768);
-    v->FF = hf_cfg_int(&t, "intermediate_size", 3072);
-    v->L = hf_cfg_int(&t, "num_hidden_layers", 12);
-    v->H = hf_cfg_int(&t, "num_attention_heads", 12);
+    v->b.FF = hf_cfg_int(&t, "intermediate_size", 3072);
+    v->b.L = hf_cfg_int(&t, "num_hidden_layers", 12);
+    v->b.H = hf_cfg_int(&t, "num_attention_heads", 12);
     v->img.C = hf_cfg_int(&t, "num_channels", 3);
     v->img.S = hf_cfg_int(&t, "image_size", 224);
     v->P = hf_cfg_int(&t, "patch_size", v->sig ? 16 : 32);
-    v->eps = hf_cfg_num(&t, "layer_norm_eps", v->sig ? 1e-6 : 1e-5);
+    v->b.eps = hf_cfg_num(&t, "layer_norm_eps", v->sig ? 1e-6 : 1e-5);
+    v->b.qkv_bias = 1;   /* (q, k and v always have theirs) */
     tower_act(&t, v);
-    if (v->D % v->H)
+    if (v->D % v->b.H)
         hf_cfg_error(&t, "num_attention_heads", "%lld does not divide hidden_size %lld",
-                     (long long)v->H, (long long)v->D);
+                     (long long)v->b.H, (long long)v->D);
     if (v->img.S % v->P)
         hf_cfg_error(&t, "patch_size", "%lld does not divide image_size %lld (trainc's patches "
                      "cover the image)", (long long)v->P, (long long)v->img.S);
@@ -184,22 +182,11 @@ static cJSON *clip_spec(const Clip *v, const char *name)
                                         (const char *[]){v->cls}, !v->sig, v->pos, &ls);
     if (!v->sig) {
         cJSON_AddFalseToObject(cJSON_GetArrayItem(ls, 0), "bias");
-        cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->pre), "eps", v->eps);
+        cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->pre), "eps", v->b.eps);
     }
-    cJSON *rep = hf_layer(ls, "repeat", "blocks");
-    cJSON_AddNumberToObject(rep, "count", (double)v->L);
-    cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    cJSON *att = hf_layer(hf_prenorm_branch(body, v->norm1, v->eps), "attention", v->attn);
-    cJSON_AddNumberToObject(att, "heads", (double)v->H);
-    cJSON_AddFalseToObject(att, "causal");
-    cJSON *mlp = hf_prenorm_branch(body, v->norm2, v->eps);
-    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc1), "out", (double)v->FF);
-    cJSON *a = hf_layer(mlp, v->act == OP_QUICK_GELU ? "quick_gelu" : "gelu", NULL);
-    if (v->gelu_tanh)
-        cJSON_AddStringToObject(a, "approximate", "tanh");
-    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc2), "out", (double)v->D);
+    hf_vit_blocks_spec(ls, &v->b, v->D);
     if (v->sig)
-        cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->post), "eps", v->eps);
+        cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->post), "eps", v->b.eps);
     cJSON *pool = hf_layer(ls, "token_mean", NULL);
     if (!v->sig)
         cJSON_AddNumberToObject(pool, "skip", 1);
@@ -230,7 +217,7 @@ int hf_clip_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
                                                     "\"weight_decay\": 0.1}", 1), out);
     printf("trainc: import: %s (%s, %lld layers, %d tensors, %d of the checkpoint's left out: "
            "%s%s; the pixels scaled and shifted%s as %s%s) -> %s/model.json, "
-           "%s/train.json, %s/init.safetensors\n", dir, model_type(&v), (long long)v.L, im.out.n,
+           "%s/train.json, %s/init.safetensors\n", dir, model_type(&v), (long long)v.b.L, im.out.n,
            left, v.sig ? "the pooling head" : "post_layernorm",
            v.base ? ", the text tower and the projections" : v.fresh_head ? ", the classifier"
            : "", v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
@@ -271,33 +258,6 @@ static const HfLayout siglip_layout = {
     "[layernorm, attention], residual [layernorm, linear, gelu, linear]], layernorm, "
     "token_mean, linear"};
 
-static void clip_match_blocks(const Spec *s, const HfLayout *h, const Layer *rep, Clip *v)
-{
-    hf_want(s, h, rep, "$.model.layers", OP_REPEAT);
-    if (rep->n_body != 2)
-        hf_refuse(s, h, rep, "a repeat of other than two residuals");
-    v->L = rep->count;
-    v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
-    char *a = hf_match_residual(s, h, rep->body[0], rep->path, 2), *m;
-    Layer **ab = rep->body[0]->body;
-    hf_match_norm(s, h, ab[0], rep->path, &v->eps);
-    int qkv_bias;
-    hf_match_vit_attention(s, h, ab[1], rep->path, &v->H, &qkv_bias);
-    if (!qkv_bias)
-        hf_refuse(s, h, ab[1], "an attention without q, k and v's biases");
-    v->norm1 = hf_layer_name(ab[0], 0, a), v->attn = hf_layer_name(ab[1], 1, a);
-    m = hf_match_residual(s, h, rep->body[1], rep->path, 4);
-    Layer **mb = rep->body[1]->body;
-    hf_match_norm(s, h, mb[0], rep->path, &v->eps);
-    v->FF = hf_match_linear(s, h, mb[1], rep->path, 0);
-    v->act = mb[2] && mb[2]->op == OP_GELU ? OP_GELU : OP_QUICK_GELU;
-    hf_want(s, h, mb[2], rep->path, v->act);
-    v->gelu_tanh = v->act == OP_GELU && mb[2]->gelu_tanh;
-    hf_match_linear(s, h, mb[3], rep->path, v->D);
-    v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m),
-    v->fc2 = hf_layer_name(mb[3], 3, m);
-}
-
 /* The spec's layers as CLIP's (SIG: SigLIP's) tower and head, or exit 1 naming the first
  * that is not */
 static void clip_match(const Spec *s, int sig, Clip *v)
@@ -311,10 +271,13 @@ static void clip_match(const Spec *s, int sig, Clip *v)
     hf_match_vit_stem(s, h, !sig, sig, &v->img, &v->D, &v->P);
     const Layer **rest = ls + (sig ? 3 : 5);   /* the blocks (CLIP's after its pre-norm) on */
     if (!sig)
-        hf_match_norm(s, h, ls[4], at, &v->eps);
-    clip_match_blocks(s, h, rest[0], v);
+        hf_match_norm(s, h, ls[4], at, &v->b.eps);
+    hf_match_vit_blocks(s, h, rest[0], v->D, sig ? (const int[]){OP_GELU, 0}
+                        : (const int[]){OP_QUICK_GELU, OP_GELU, 0}, &v->b);
+    if (!v->b.qkv_bias)
+        hf_refuse(s, h, rest[0]->body[0]->body[1], "an attention without q, k and v's biases");
     if (sig)
-        hf_match_norm(s, h, rest[1], at, &v->eps);
+        hf_match_norm(s, h, rest[1], at, &v->b.eps);
     const Layer *pool = hf_want(s, h, rest[1 + sig], at, OP_TOKEN_MEAN);
     if (pool->skip != !sig)
         hf_refuse(s, h, pool, sig ? "a token_mean other than over every token" :
@@ -341,15 +304,15 @@ static cJSON *clip_hf_config(const Clip *v)
     cJSON_AddStringToObject(c, "model_type", model_type(v));
     cJSON *t = cJSON_AddObjectToObject(c, "vision_config");
     cJSON_AddNumberToObject(t, "hidden_size", (double)v->D);
-    cJSON_AddNumberToObject(t, "intermediate_size", (double)v->FF);
-    cJSON_AddNumberToObject(t, "num_hidden_layers", (double)v->L);
-    cJSON_AddNumberToObject(t, "num_attention_heads", (double)v->H);
+    cJSON_AddNumberToObject(t, "intermediate_size", (double)v->b.FF);
+    cJSON_AddNumberToObject(t, "num_hidden_layers", (double)v->b.L);
+    cJSON_AddNumberToObject(t, "num_attention_heads", (double)v->b.H);
     cJSON_AddNumberToObject(t, "num_channels", (double)v->img.C);
     cJSON_AddNumberToObject(t, "image_size", (double)v->img.S);
     cJSON_AddNumberToObject(t, "patch_size", (double)v->P);
-    cJSON_AddStringToObject(t, "hidden_act", v->act == OP_QUICK_GELU ? "quick_gelu"
-                            : v->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
-    cJSON_AddItemToObject(t, "layer_norm_eps", hf_float(v->eps));
+    cJSON_AddStringToObject(t, "hidden_act", v->b.act == OP_QUICK_GELU ? "quick_gelu"
+                            : v->b.gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddItemToObject(t, "layer_norm_eps", hf_float(v->b.eps));
     cJSON_AddItemToObject(t, "attention_dropout", hf_float(0));
     if (v->sig)   /* (no pooling head: the classifier reads the mean) */
         cJSON_AddFalseToObject(t, "vision_use_head");

@@ -445,3 +445,48 @@ cJSON *hf_vit_spec_stem(const HfImage *im, const char *name, const char *patch, 
     *layers = ls;
     return root;
 }
+
+void hf_vit_blocks_spec(cJSON *ls, const HfVitBlocks *b, int64_t D)
+{
+    cJSON *rep = hf_layer(ls, "repeat", "blocks");
+    cJSON_AddNumberToObject(rep, "count", (double)b->L);
+    cJSON *body = cJSON_AddArrayToObject(rep, "body");
+    cJSON *att = hf_layer(hf_prenorm_branch(body, b->norm1, b->eps), "attention", b->attn);
+    cJSON_AddNumberToObject(att, "heads", (double)b->H);
+    cJSON_AddFalseToObject(att, "causal");
+    if (!b->qkv_bias)
+        cJSON_AddStringToObject(att, "bias", "proj");
+    cJSON *mlp = hf_prenorm_branch(body, b->norm2, b->eps);
+    cJSON_AddNumberToObject(hf_layer(mlp, "linear", b->fc1), "out", (double)b->FF);
+    cJSON *a = hf_layer(mlp, b->act == OP_QUICK_GELU ? "quick_gelu" : "gelu", NULL);
+    if (b->gelu_tanh)
+        cJSON_AddStringToObject(a, "approximate", "tanh");
+    cJSON_AddNumberToObject(hf_layer(mlp, "linear", b->fc2), "out", (double)D);
+}
+
+void hf_match_vit_blocks(const Spec *s, const HfLayout *h, const Layer *rep, int64_t D,
+                         const int *acts, HfVitBlocks *b)
+{
+    hf_want(s, h, rep, "$.model.layers", OP_REPEAT);
+    if (rep->n_body != 2)
+        hf_refuse(s, h, rep, "a repeat of other than two residuals");
+    b->L = rep->count;
+    b->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
+    char *a = hf_match_residual(s, h, rep->body[0], rep->path, 2), *m;
+    Layer **ab = rep->body[0]->body;
+    hf_match_norm(s, h, ab[0], rep->path, &b->eps);
+    hf_match_vit_attention(s, h, ab[1], rep->path, &b->H, &b->qkv_bias);
+    b->norm1 = hf_layer_name(ab[0], 0, a), b->attn = hf_layer_name(ab[1], 1, a);
+    m = hf_match_residual(s, h, rep->body[1], rep->path, 4);
+    Layer **mb = rep->body[1]->body;
+    hf_match_norm(s, h, mb[0], rep->path, &b->eps);
+    b->FF = hf_match_linear(s, h, mb[1], rep->path, 0);
+    b->act = acts[0];
+    for (int k = 1; acts[k] && !(mb[2] && mb[2]->op == b->act); k++)
+        b->act = acts[k];
+    hf_want(s, h, mb[2], rep->path, b->act);
+    b->gelu_tanh = b->act == OP_GELU && mb[2]->gelu_tanh;
+    hf_match_linear(s, h, mb[3], rep->path, D);
+    b->norm2 = hf_layer_name(mb[0], 0, m), b->fc1 = hf_layer_name(mb[1], 1, m),
+    b->fc2 = hf_layer_name(mb[3], 3, m);
+}

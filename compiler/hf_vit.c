@@ -22,24 +22,22 @@
 typedef struct Vit {
     HfImage img;                       /* channels, side, classes, pixels, names */
     int deit;                          /* DeiT's: the distillation token */
-    int64_t P, D, L, H, FF;            /* patch, width, blocks, heads, MLP width */
-    double eps;
-    int gelu_tanh, qkv_bias;
+    int64_t P, D;                      /* patch, width */
+    HfVitBlocks b;                     /* the blocks' sizes and layer names */
     const char *prefix;                /* the encoder's tensors' ("vit.", or "" for ViTModel's) */
     int base, fresh_head;              /* import: ViTModel's; a head drawn anew (--labels) */
     double std;                        /* initializer_range */
     /* trainc's names: the top layers', and a block's layers' after the block prefix */
-    char *patch, *cls, *dist, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
-    char *norm1, *attn, *norm2, *fc1, *fc2;
+    char *patch, *cls, *dist, *pos, *norm, *head;
 } Vit;
 
 /* Block b's tensors */
 static void vit_block(const Vit *v, int64_t b, hf_join_fn fn, void *ctx)
 {
-    char *ours = xasprintf(v->block, (long long)b),
+    char *ours = xasprintf(v->b.block, (long long)b),
          *th = xasprintf("%sencoder.layer.%lld.", v->prefix, (long long)b);
     int64_t D = v->D;
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm1),
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->b.norm1),
                       xasprintf("%slayernorm_before", th), D);
     const char *w[3], *bs[3];
     const char *qkv[3] = {"query", "key", "value"};
@@ -47,19 +45,19 @@ static void vit_block(const Vit *v, int64_t b, hf_join_fn fn, void *ctx)
         w[k] = xasprintf("%sattention.attention.%s.weight", th, qkv[k]);
         bs[k] = xasprintf("%sattention.attention.%s.bias", th, qkv[k]);
     }
-    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->attn), 2, (int64_t[]){3 * D, D}, 3, w, 2,
+    hf_join(fn, ctx, xasprintf("%s%s.qkv.weight", ours, v->b.attn), 2, (int64_t[]){3 * D, D}, 3, w, 2,
             (int64_t[]){D, D});
-    if (v->qkv_bias)
-        hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
+    if (v->b.qkv_bias)
+        hf_join(fn, ctx, xasprintf("%s%s.qkv.bias", ours, v->b.attn), 1, (int64_t[]){3 * D}, 3, bs, 1,
                 &D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, v->attn),
+    hf_join_linear(fn, ctx, xasprintf("%s%s.proj", ours, v->b.attn),
                    xasprintf("%sattention.output.dense", th), D, D);
-    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->norm2),
+    hf_join_layernorm(fn, ctx, xasprintf("%s%s", ours, v->b.norm2),
                       xasprintf("%slayernorm_after", th), D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc1), xasprintf("%sintermediate.dense", th),
-                   v->FF, D);
-    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->fc2), xasprintf("%soutput.dense", th), D,
-                   v->FF);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->b.fc1), xasprintf("%sintermediate.dense", th),
+                   v->b.FF, D);
+    hf_join_linear(fn, ctx, xasprintf("%s%s", ours, v->b.fc2), xasprintf("%soutput.dense", th), D,
+                   v->b.FF);
 }
 
 /* Every tensor, in trainc's order */
@@ -80,7 +78,7 @@ static void vit_walk(const Vit *v, hf_join_fn fn, void *ctx)
     hf_join(fn, ctx, xasprintf("%s.weight", v->cls), 1, &D, 1, &cls, 3, (int64_t[]){1, 1, D});
     hf_join(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N, D}, 1, &pos, 3,
             (int64_t[]){1, N, D});
-    for (int64_t b = 0; b < v->L; b++)
+    for (int64_t b = 0; b < v->b.L; b++)
         vit_block(v, b, fn, ctx);
     hf_join_layernorm(fn, ctx, v->norm, xasprintf("%slayernorm", m), D);
     if (v->fresh_head)   /* (as ViT's _init_weights: a truncated normal that never truncates) */
@@ -94,8 +92,8 @@ static void default_names(Vit *v)
 {
     v->patch = "patch", v->cls = "cls", v->dist = "dist", v->pos = "pos", v->norm = "norm",
     v->head = "head";
-    v->block = "blocks.%lld.";
-    v->norm1 = "norm1", v->attn = "attn", v->norm2 = "norm2", v->fc1 = "fc1", v->fc2 = "fc2";
+    v->b.block = "blocks.%lld.";
+    v->b.norm1 = "norm1", v->b.attn = "attn", v->b.norm2 = "norm2", v->b.fc1 = "fc1", v->b.fc2 = "fc2";
 }
 
 /* ---- import -------------------------------------------------------------------- */
@@ -132,18 +130,18 @@ static void vit_config(HfCfg *c, Vit *v, const char *labels)
     hf_cfg_classifier(c);
     v->std = hf_cfg_num(c, "initializer_range", 0.02);
     v->D = hf_cfg_int(c, "hidden_size", 768);
-    v->L = hf_cfg_int(c, "num_hidden_layers", 12);
-    v->H = hf_cfg_int(c, "num_attention_heads", 12);
-    v->FF = hf_cfg_int(c, "intermediate_size", 3072);
+    v->b.L = hf_cfg_int(c, "num_hidden_layers", 12);
+    v->b.H = hf_cfg_int(c, "num_attention_heads", 12);
+    v->b.FF = hf_cfg_int(c, "intermediate_size", 3072);
     v->img.S = hf_cfg_int(c, "image_size", 224);
     v->P = hf_cfg_int(c, "patch_size", 16);
     v->img.C = hf_cfg_int(c, "num_channels", 3);
-    v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
-    v->qkv_bias = hf_cfg_bool(c, "qkv_bias", 1);
-    v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
-    if (v->D % v->H)
+    v->b.eps = hf_cfg_num(c, "layer_norm_eps", 1e-12);
+    v->b.qkv_bias = hf_cfg_bool(c, "qkv_bias", 1);
+    v->b.gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
+    if (v->D % v->b.H)
         hf_cfg_error(c, "num_attention_heads", "%lld does not divide hidden_size %lld",
-                     (long long)v->H, (long long)v->D);
+                     (long long)v->b.H, (long long)v->D);
     if (v->img.S % v->P)
         hf_cfg_error(c, "patch_size", "%lld does not divide image_size %lld (trainc's patches "
                      "cover the image)", (long long)v->P, (long long)v->img.S);
@@ -165,21 +163,8 @@ static cJSON *vit_spec(const Vit *v, const char *name)
     cJSON *ls, *root = hf_vit_spec_stem(&v->img, name, v->patch, v->D, v->P, tokens, 1 + v->deit,
                                         v->pos, &ls);
     cJSON *m = cJSON_GetObjectItem(root, "model");
-    cJSON *rep = hf_layer(ls, "repeat", "blocks");
-    cJSON_AddNumberToObject(rep, "count", (double)v->L);
-    cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    cJSON *att = hf_layer(hf_prenorm_branch(body, v->norm1, v->eps), "attention", v->attn);
-    cJSON_AddNumberToObject(att, "heads", (double)v->H);
-    cJSON_AddFalseToObject(att, "causal");
-    if (!v->qkv_bias)
-        cJSON_AddStringToObject(att, "bias", "proj");
-    cJSON *mlp = hf_prenorm_branch(body, v->norm2, v->eps);
-    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc1), "out", (double)v->FF);
-    cJSON *g = hf_layer(mlp, "gelu", NULL);
-    if (v->gelu_tanh)
-        cJSON_AddStringToObject(g, "approximate", "tanh");
-    cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc2), "out", (double)v->D);
-    cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
+    hf_vit_blocks_spec(ls, &v->b, v->D);
+    cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->b.eps);
     hf_layer(ls, "first_token", NULL);
     cJSON_AddNumberToObject(hf_layer(ls, "linear", v->head), "out", (double)v->img.K);
     hf_image_loss(m);
@@ -223,7 +208,7 @@ int hf_vit_import(HfCfg *cfg, const char *dir, const char *out, const char *name
                                                     "\"weight_decay\": 0.0}", 1), out);
     printf("trainc: import: %s (%s, %lld layers, %d tensors; the pixels scaled and shifted%s "
            "as %s%s) -> %s/model.json, %s/train.json, %s/init.safetensors\n", dir,
-           deit ? "deit" : "vit", (long long)v.L,
+           deit ? "deit" : "vit", (long long)v.b.L,
            im.out.n, v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults say (the folder has no preprocessor_config.json)",
            v.fresh_head ? hf_image_new_head_said(&v.img, im.n_fresh, v.std, left) : "",
@@ -249,29 +234,6 @@ static const HfLayout vit_layout = {
     "layernorm, first_token, linear (DeiTForImageClassification: a second cls_token, the "
     "distillation token, before the class token's)"};
 
-static void vit_blocks(const Spec *s, const HfLayout *h, const Layer *rep, Vit *v)
-{
-    hf_want(s, h, rep, "$.model.layers", OP_REPEAT);
-    if (rep->n_body != 2)
-        hf_refuse(s, h, rep, "a repeat of other than two residuals");
-    v->L = rep->count;
-    v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
-    char *a = hf_match_residual(s, h, rep->body[0], rep->path, 2), *m;
-    Layer **ab = rep->body[0]->body;
-    hf_match_norm(s, h, ab[0], rep->path, &v->eps);
-    hf_match_vit_attention(s, h, ab[1], rep->path, &v->H, &v->qkv_bias);
-    v->norm1 = hf_layer_name(ab[0], 0, a), v->attn = hf_layer_name(ab[1], 1, a);
-    m = hf_match_residual(s, h, rep->body[1], rep->path, 4);
-    Layer **mb = rep->body[1]->body;
-    hf_match_norm(s, h, mb[0], rep->path, &v->eps);
-    v->FF = hf_match_linear(s, h, mb[1], rep->path, 0);
-    hf_want(s, h, mb[2], rep->path, OP_GELU);
-    v->gelu_tanh = mb[2]->gelu_tanh;
-    hf_match_linear(s, h, mb[3], rep->path, v->D);
-    v->norm2 = hf_layer_name(mb[0], 0, m), v->fc1 = hf_layer_name(mb[1], 1, m),
-    v->fc2 = hf_layer_name(mb[3], 3, m);
-}
-
 /* The spec's layers as a ViT (a DeiT where a second cls_token follows the first), or exit
  * 1 naming the first that is not */
 static void vit_match(const Spec *s, Vit *v)
@@ -286,8 +248,8 @@ static void vit_match(const Spec *s, Vit *v)
     HfLayout layout = {arch, vit_layout.layers};
     hf_match_vit_stem(s, &layout, 1 + v->deit, 1, &v->img, &v->D, &v->P);
     const Layer **rest = ls + 3 + v->deit;   /* pos_embedding onwards */
-    vit_blocks(s, &layout, rest[1], v);
-    hf_match_norm(s, &layout, rest[2], at, &v->eps);
+    hf_match_vit_blocks(s, &layout, rest[1], v->D, (const int[]){OP_GELU, 0}, &v->b);
+    hf_match_norm(s, &layout, rest[2], at, &v->b.eps);
     hf_want(s, &layout, rest[3], at, OP_FIRST_TOKEN);
     v->img.K = hf_match_linear(s, &layout, rest[4], at, 0);
     hf_image_labels_from_spec(s, &v->img);
@@ -311,18 +273,18 @@ static cJSON *vit_hf_config(const Vit *v)
                                                         : "ViTForImageClassification"));
     cJSON_AddStringToObject(c, "model_type", v->deit ? "deit" : "vit");
     cJSON_AddNumberToObject(c, "hidden_size", (double)v->D);
-    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)v->L);
-    cJSON_AddNumberToObject(c, "num_attention_heads", (double)v->H);
-    cJSON_AddNumberToObject(c, "intermediate_size", (double)v->FF);
-    cJSON_AddStringToObject(c, "hidden_act", v->gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
+    cJSON_AddNumberToObject(c, "num_hidden_layers", (double)v->b.L);
+    cJSON_AddNumberToObject(c, "num_attention_heads", (double)v->b.H);
+    cJSON_AddNumberToObject(c, "intermediate_size", (double)v->b.FF);
+    cJSON_AddStringToObject(c, "hidden_act", v->b.gelu_tanh ? "gelu_pytorch_tanh" : "gelu");
     cJSON_AddItemToObject(c, "hidden_dropout_prob", hf_float(0));
     cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
     cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
-    cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
+    cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->b.eps));
     cJSON_AddNumberToObject(c, "image_size", (double)v->img.S);
     cJSON_AddNumberToObject(c, "patch_size", (double)v->P);
     cJSON_AddNumberToObject(c, "num_channels", (double)v->img.C);
-    cJSON_AddBoolToObject(c, "qkv_bias", v->qkv_bias);
+    cJSON_AddBoolToObject(c, "qkv_bias", v->b.qkv_bias);
     cJSON_AddNumberToObject(c, "encoder_stride", (double)v->P);
     hf_image_config_labels(c, &v->img);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

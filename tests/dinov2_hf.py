@@ -45,23 +45,12 @@ except ImportError:
     sys.exit(77)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from image_hf import (ROOT, check, data, eval_loss, failed, hf_loss,  # noqa: E402
+from image_hf import (ROOT, check, data, eval_loss, failed, hf_loss, specs,  # noqa: E402
                       refused, rel, saved, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "dinov2_hf")
 MASK = "dinov2.embeddings.mask_token"
 torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
-
-
-def specs(d):
-    """eval.json (every val image, batches of 32) and train5.json (5 AdamW steps, fp32)"""
-    base = {"data": {"train": {"x": "data/train_x.npy", "y": "data/train_y.npy"},
-                     "val": {"x": "data/val_x.npy", "y": "data/val_y.npy"}},
-            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
-    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1,
-                                          optimizer={"type": "adamw", "lr": 1e-3})},
-              open(d + "/train5.json", "w"))
 
 
 def exported(name, spec, eval_spec, weights, folder, xv, yv):

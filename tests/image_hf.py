@@ -93,6 +93,18 @@ def hf_loss(m, spec, x, y):
     return sum(losses) / len(losses)
 
 
+def specs(d):
+    """D/eval.json (every val image, batches of 32) and D/train5.json (5 AdamW steps, fp32):
+    the training specs over data()'s arrays"""
+    base = {"data": {"train": {"x": "data/train_x.npy", "y": "data/train_y.npy"},
+                     "val": {"x": "data/val_x.npy", "y": "data/val_y.npy"}},
+            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
+    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
+    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1,
+                                          optimizer={"type": "adamw", "lr": 1e-3})},
+              open(d + "/train5.json", "w"))
+
+
 def data(d, x, y):
     """the first half of the images for training, the second for validation"""
     os.makedirs(d + "/data", exist_ok=True)

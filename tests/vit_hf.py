@@ -61,7 +61,7 @@ except ImportError:
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import (ROOT, check, data, eval_loss, failed, hf_loss,  # noqa: E402
-                      processor_agrees, refused, rel, saved, trainc)
+                      processor_agrees, refused, rel, saved, specs, trainc)
 OUT = os.path.join(ROOT, "build", "tests", "vit_hf")
 torch.set_num_threads(1)
 torch.manual_seed(0)
@@ -73,17 +73,6 @@ torch.manual_seed(0)
 
 
 
-
-
-def specs(d):
-    """eval.json (every val image, batches of 32) and train.json (5 AdamW steps, fp32)"""
-    base = {"data": {"train": {"x": "data/train_x.npy", "y": "data/train_y.npy"},
-                     "val": {"x": "data/val_x.npy", "y": "data/val_y.npy"}},
-            "batch_size": 32, "precision": "fp32", "loader": {"shuffle": False}, "seed": 1}
-    json.dump({"trainc": 1, "train": dict(base, epochs=1)}, open(d + "/eval.json", "w"))
-    json.dump({"trainc": 1, "train": dict(base, max_steps=5, log_every=1,
-                                          optimizer={"type": "adamw", "lr": 1e-3})},
-              open(d + "/train5.json", "w"))
 
 
 def make(name, cfg, preprocessor, cls=ViTForImageClassification):
