@@ -242,9 +242,9 @@ static void write_part(const ImgModel *m, const ImgList *l, const char *dir, con
         if (why)
             error_input("data images: %s: %s", l->f[i].path, why);
         image_convert(&im, (int)m->C);
-        if (m->proc_file)
-            hf_image_proc_apply(&m->proc, &im);
-        else
+        if (m->proc_file && (why = hf_image_proc_apply(&m->proc, &im)))
+            error_input("data images: %s: %s (%s)", l->f[i].path, why, m->proc_file);
+        else if (!m->proc_file)
             image_resize(&im, (int)m->S, (int)m->S, IMAGE_BILINEAR);
         for (size_t p = 0; p < plane; p++)   /* [S, S, C] -> [C, S, S] */
             for (int64_t c = 0; c < m->C; c++)

@@ -346,8 +346,8 @@ const char *hf_image_proc_parse(const cJSON *root, HfImageProc *p);
 const char *hf_image_proc_read(const char *path, HfImageProc *p);
 /* the images' size (*h x *w) it makes, 1; 0 where that depends on the image */
 int hf_image_proc_side(const HfImageProc *p, int64_t *h, int64_t *w);
-/* what it does to an image's pixels */
-void hf_image_proc_apply(const HfImageProc *p, struct ImageU8 *im);
+/* what it does to an image's pixels: NULL, or why it cannot (a side past 65536) */
+const char *hf_image_proc_apply(const HfImageProc *p, struct ImageU8 *im);
 /* refitted to make S x S images (import's --image-size: the crop S, the resize scaled as
  * the crop); 0 where it makes no square of a fixed size */
 int hf_image_proc_fit(HfImageProc *p, int64_t S);

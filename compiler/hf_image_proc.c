@@ -182,33 +182,40 @@ int hf_image_proc_side(const HfImageProc *p, int64_t *h, int64_t *w)
 }
 
 /* get_resize_output_image_size(image, EDGE, default_to_square=False): the shorter side
- * EDGE, the longer int(EDGE * long / short) */
-static void resize_short(ImageU8 *im, int64_t edge, int filter)
+ * EDGE, the longer int(EDGE * long / short); NULL, or why not (a side past 65536) */
+static const char *resize_short(ImageU8 *im, double edge, int filter)
 {
-    int64_t sh = im->w <= im->h ? im->w : im->h, lg = im->w <= im->h ? im->h : im->w;
-    int64_t other = (int64_t)((double)(edge * lg) / (double)sh);
+    double sh = im->w <= im->h ? im->w : im->h, lg = im->w <= im->h ? im->h : im->w;
+    double other = (double)((int64_t)edge * (int64_t)lg) / sh;
+    if (!(edge <= 65536 && other <= 65536))
+        return xasprintf("its %ux%u pixels resized to a shorter side of %.0f make a side past "
+                         "65536", im->w, im->h, edge);
     if (im->w <= im->h)
         image_resize(im, (int)edge, (int)other, filter);
     else
         image_resize(im, (int)other, (int)edge, filter);
+    return NULL;
 }
 
-void hf_image_proc_apply(const HfImageProc *p, struct ImageU8 *im)
+const char *hf_image_proc_apply(const HfImageProc *p, struct ImageU8 *im)
 {
+    const char *why = NULL;
     if (p->resize && p->kind == HF_PROC_CONVNEXT) {
         if (p->edge < 384) {
-            resize_short(im, (int64_t)((double)p->edge / p->crop_pct), p->resample);
-            image_center_crop(im, (int)p->edge, (int)p->edge);
+            why = resize_short(im, floor((double)p->edge / p->crop_pct), p->resample);
+            if (!why)
+                image_center_crop(im, (int)p->edge, (int)p->edge);
         } else
             image_resize(im, (int)p->edge, (int)p->edge, p->resample);
-        return;
+        return why;
     }
     if (p->resize && p->edge)
-        resize_short(im, p->edge, p->resample);
+        why = resize_short(im, (double)p->edge, p->resample);
     else if (p->resize)
         image_resize(im, (int)p->w, (int)p->h, p->resample);
-    if (p->crop)
+    if (p->crop && !why)
         image_center_crop(im, (int)p->crop_w, (int)p->crop_h);
+    return why;
 }
 
 /* N scaled by S / FROM, rounded */

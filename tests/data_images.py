@@ -281,7 +281,9 @@ def processors(src, classes):
             ({"image_processor_type": "DetrImageProcessor"},
              "$.image_processor_type: DetrImageProcessor: trainc resizes and crops as"),
             ({"image_processor_type": "ViTImageProcessor", "resample": 0},
-             "$.resample: one of Pillow's filters 1 to 5"))):
+             "$.resample: one of Pillow's filters 1 to 5"),
+            ({"image_processor_type": "ConvNextImageProcessor", "size": {"shortest_edge": 32},
+              "crop_pct": 0.0001}, "resized to a shorter side of 320000 make a side past 65536"))):
         f = "%s/p%d.json" % (bad, k)
         json.dump(cfg, open(f, "w"))
         refused("--processor %s" % json.dumps(cfg), ["data", "images", src, bad + "/o%d" % k,
