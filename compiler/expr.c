@@ -57,6 +57,13 @@ const Expr *x_uniform(uint64_t key, int64_t n)
     return x;
 }
 
+const Expr *x_uniform_row(uint64_t key, int64_t n)
+{
+    Expr *x = (Expr *)x_uniform(key, n);
+    x->m = 1;
+    return x;
+}
+
 const Expr *x_head(int64_t n, int64_t m)
 {
     Expr *x = node(X_HEAD, NULL, NULL, NULL);

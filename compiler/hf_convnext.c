@@ -164,8 +164,10 @@ static void cnx_config(HfCfg *c, Cnx *v, const char *labels, int64_t S)
     if (v->ls < 0)
         hf_cfg_error(c, "layer_scale_init_value", "%g: 0 (no layer scale) or more expected", v->ls);
     if (hf_cfg_num(c, "drop_path_rate", 0) != 0)
-        hf_cfg_error(c, "drop_path_rate", "stochastic depth (dropping whole blocks in training) "
-                     "is not one of trainc's layers; 0 trains without it");
+        hf_cfg_error(c, "drop_path_rate", "stochastic depth whose rate grows block by block "
+                     "(ConvNeXt's, 0 to drop_path_rate) is not what a repeat of one block "
+                     "says (a residual's drop_path is one rate); 0 imports, and a spec's "
+                     "drop_path can be added by hand");
     v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
     if (labels)
         hf_labels_arg(c, labels, &v->img);

@@ -25,6 +25,7 @@ typedef struct Dino {
     int64_t G0;                        /* import: the checkpoint's grid of positions a side */
     int offset;                        /* import: interpolated by (G + 0.1) / G0, not to G */
     double eps, ls;                    /* layer_norm_eps; layerscale_value */
+    double dp;                         /* drop_path_rate: each branch's drop_path */
     int gelu_tanh, qkv_bias, swiglu;
     double ratio;                      /* export: the mlp_ratio that gives FF back */
     const char *prefix;                /* the model's tensors' ("dinov2.", "" for Dinov2Model's) */
@@ -237,9 +238,9 @@ static void dino_config(HfCfg *c, Dino *v, const char *labels, int64_t S)
     const char *act = v->swiglu ? (hf_cfg_get(c, "hidden_act"), "none")   /* (SwiGLU's silu) */
                                 : hf_gelu_approximate(c, "hidden_act", "gelu");
     v->gelu_tanh = !strcmp(act, "tanh");
-    if (hf_cfg_num(c, "drop_path_rate", 0) != 0)
-        hf_cfg_error(c, "drop_path_rate", "%g: stochastic depth is not one of trainc's layers (0 "
-                     "imports)", hf_cfg_num(c, "drop_path_rate", 0));
+    v->dp = hf_cfg_num(c, "drop_path_rate", 0);
+    if (!(v->dp >= 0 && v->dp < 1))
+        hf_cfg_error(c, "drop_path_rate", "%g: a probability in [0, 1) expected", v->dp);
     if (labels)
         hf_labels_arg(c, labels, &v->img);
     else
@@ -276,6 +277,8 @@ static void dino_blocks(const Dino *v, cJSON *ls)
         hf_layer(mlp, "gelu", NULL);
     cJSON_AddNumberToObject(hf_layer(mlp, "linear", v->fc2), "out", (double)v->D);
     cJSON_AddNumberToObject(hf_layer(mlp, "layer_scale", v->ls2), "init_value", v->ls);
+    for (int k = 0; v->dp > 0 && k < 2; k++)   /* (each branch's residual) */
+        cJSON_AddNumberToObject(cJSON_GetArrayItem(body, k), "drop_path", v->dp);
 }
 
 static cJSON *dino_spec(const Dino *v, const char *name)
@@ -395,6 +398,10 @@ static void dino_match_blocks(const Spec *s, const Layer *rep, Dino *v)
     hf_want(s, &dino_layout, rep, "$.model.layers", OP_REPEAT);
     if (rep->n_body != 2)
         hf_refuse(s, &dino_layout, rep, "a repeat of other than two residuals");
+    v->dp = rep->body[0]->drop_path;
+    if (rep->body[1]->drop_path != v->dp)   /* (the config has one drop_path_rate) */
+        hf_refuse(s, &dino_layout, rep->body[1], "a drop_path other than the attention "
+                  "branch's");
     v->L = rep->count;
     v->block = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
     match_attention_branch(s, rep, v);
@@ -440,7 +447,7 @@ static cJSON *dino_hf_config(const Dino *v)
     cJSON_AddBoolToObject(c, "use_swiglu_ffn", v->swiglu);
     cJSON_AddItemToObject(c, "hidden_dropout_prob", hf_float(0));
     cJSON_AddItemToObject(c, "attention_probs_dropout_prob", hf_float(0));
-    cJSON_AddItemToObject(c, "drop_path_rate", hf_float(0));
+    cJSON_AddItemToObject(c, "drop_path_rate", hf_float(v->dp));
     cJSON_AddItemToObject(c, "initializer_range", hf_float(0.02));
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
     cJSON_AddItemToObject(c, "layerscale_value", hf_float(v->ls));

@@ -503,7 +503,8 @@ typedef struct Expr {
     double f;                /* X_CONST */
     uint64_t key;            /* X_UNIFORM: the layer's mask key */
     int64_t n;               /* X_UNIFORM, X_HEAD, X_PLACE: the elements of a batch row */
-    int64_t m;               /* X_HEAD: the elements of its head; X_PICK: the constants */
+    int64_t m;               /* X_HEAD: the elements of its head; X_PICK: the constants;
+                                X_UNIFORM: 1, one draw a batch row (x_uniform_row) */
     const double *list;      /* X_PICK: m constants, each rounded to float */
     int64_t pad;             /* X_INSIDE: the border's width */
     const struct Expr *a[3];
@@ -521,6 +522,8 @@ const Expr *x_select(const Expr *c, const Expr *t, const Expr *f);
 const Expr *x_fn(int fn, const Expr *a, const Expr *b);   /* b NULL: a function of one */
 const Expr *x_train(void);
 const Expr *x_uniform(uint64_t key, int64_t n);
+/* the draw of element i's batch row (of n elements): the same for all of its elements */
+const Expr *x_uniform_row(uint64_t key, int64_t n);
 const Expr *x_head(int64_t n, int64_t m);
 /* list[i / n % m] (a constant alone where the m are the same) */
 const Expr *x_pick(const double *list, int64_t n, int64_t m);

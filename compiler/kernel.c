@@ -176,10 +176,12 @@ static void put_expr(const Printer *pr, const Expr *x, int need)
         buf_puts(b, ")");
         break;
     case X_TRAIN: buf_printf(b, "%strain", e); break;
-    case X_UNIFORM:
+    case X_UNIFORM:   /* (a row's draw: at its first element) */
         buf_printf(b, "rt_uniform(%srng_key ^ 0x%016llxull, "
-                      "rt_drop_index((uint64_t)i, %lld, %srng_part))",
-                   e, (unsigned long long)x->key, (long long)x->n, e);
+                      "rt_drop_index((uint64_t)%s, %lld, %srng_part))",
+                   e, (unsigned long long)x->key,
+                   x->m ? xasprintf("(i / %lld * %lld)", (long long)x->n, (long long)x->n) : "i",
+                   (long long)x->n, e);
         break;
     case X_HEAD: buf_printf(b, "i %% %lld < %lld", (long long)x->n, (long long)x->m); break;
     case X_PLACE: buf_printf(b, "(float)(i %% %lld)", (long long)x->n); break;

@@ -32,7 +32,7 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_ATTENTION, "attention", "heads causal kv_heads head_dim bias rope qk_norm eps window scale softcap interleave", \
       "heads", OPC_SEQ)                                                               \
     X(OP_BATCHNORM, "batchnorm", "eps momentum affine sync", "", OPC_NORM)             \
-    X(OP_RESIDUAL, "residual", "body shortcut", "body", OPC_CONTAINER)                \
+    X(OP_RESIDUAL, "residual", "body shortcut drop_path", "body", OPC_CONTAINER)      \
     X(OP_REPEAT, "repeat", "body count", "body count", OPC_CONTAINER)                \
     X(OP_CONV_TRANSPOSE2D, "conv_transpose2d", "out kernel stride padding output_padding bias", \
       "out kernel", OPC_PARAM)                                                        \

@@ -931,7 +931,11 @@ static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON 
         l->by = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
     else if (!strcmp(key, "init_value"))
         l->init_value = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
-    else if (!strcmp(key, "p")) {
+    else if (!strcmp(key, "drop_path")) {
+        l->drop_path = get_number(c, v, path);
+        if (l->drop_path < 0 || l->drop_path >= 1)
+            error_at(c->file, path, "expected a number in [0, 1), got %s", sp_got(v, b, sizeof b));
+    } else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)
             error_at(c->file, path, "expected a number in [0, 1), got %s", sp_got(v, b, sizeof b));

@@ -121,6 +121,7 @@ struct Layer {
     int shared_gate;          /* moe: the shared expert's output times a sigmoid of one more
                                * row of its up weight (Qwen2-MoE's shared_expert_gate) */
     double p;                 /* dropout; default 0.5 */
+    double drop_path;         /* residual: a sample's body dropped with it in training; 0 */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
                                * qk_norm "all_heads" (default 1e-6) */
     double momentum;          /* batchnorm's running statistics; default 0.1 */

@@ -162,7 +162,7 @@ def bad_cases(small):
     m, src = make("bad/src", ConvNextConfig(**small), None)
     c = json.load(open(src + "/config.json"))
     for key, value, text in (
-            ("drop_path_rate", 0.1, "$.drop_path_rate: stochastic depth"),
+            ("drop_path_rate", 0.1, "$.drop_path_rate: stochastic depth whose rate grows"),
             ("num_stages", 3, "$.num_stages: 3 where hidden_sizes and depths list 2 stages"),
             ("architectures", ["ConvNextModel"], "$.architectures: ConvNextModel: no classifier"),
             ("use_grn", True, "$.use_grn: a key trainc does not know for convnext")):

@@ -23,8 +23,11 @@ apart by channel) so that a tensor put in another's place shows:
   default) equals that transformers' loss within 1e-5, exported alike;
 - `--labels` over a Dinov2Model (no classifier): the encoder as
   Dinov2ForImageClassification loads it, the new head [K, 2 D];
-- refused with exit 1, naming the key, nothing written: drop_path_rate 0.1, an
-  --image-size that is no multiple of patch_size.
+- drop_path_rate 0.1 (stochastic depth on every branch): each block's two residuals
+  import with drop_path 0.1, `--eval` (no drop in evaluation) at transformers' eval loss,
+  and the export says drop_path_rate 0.1 again;
+- refused with exit 1, naming the key, nothing written: an --image-size that is no
+  multiple of patch_size, a drop_path_rate of 1.
 """
 import json
 import os
@@ -135,9 +138,32 @@ def bad_cases():
             "--image-size 30: not a multiple of patch_size 4", d + "/o1")
     c = json.load(open(src + "/config.json"))
     shutil.copytree(src, d + "/edited", dirs_exist_ok=True)
-    json.dump(dict(c, drop_path_rate=0.1), open(d + "/edited/config.json", "w"))
-    refused("drop_path_rate 0.1", ["import", "hf", d + "/edited", "-o", d + "/o2"],
-            "$.drop_path_rate: 0.1: stochastic depth", d + "/o2")
+    json.dump(dict(c, drop_path_rate=1), open(d + "/edited/config.json", "w"))
+    refused("drop_path_rate 1", ["import", "hf", d + "/edited", "-o", d + "/o2"],
+            "$.drop_path_rate: 1: a probability in [0, 1) expected", d + "/o2")
+
+
+def drop_path(x, y):
+    """drop_path_rate 0.1: each branch's residual drops with it; evaluation without"""
+    d = os.path.join(OUT, "drop_path")
+    cfg = Dinov2Config(image_size=16, patch_size=4, num_channels=3, hidden_size=16,
+                       num_hidden_layers=2, num_attention_heads=2, num_labels=3,
+                       drop_path_rate=0.1)
+    m = saved(Dinov2ForImageClassification, cfg, d + "/src", 0.05, seed=5)
+    imp = d + "/import"
+    trainc("import", "hf", d + "/src", "-o", imp)
+    spec = imp + "/model.json"
+    body = json.load(open(spec))["model"]["layers"][4]["body"]
+    _, _, xv, yv = data(imp, x, y)
+    specs(imp)
+    a, b = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
+        hf_loss(m, spec, xv, yv)
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
+           d + "/hf")
+    back = json.load(open(d + "/hf/config.json"))["drop_path_rate"]
+    check([r.get("drop_path") for r in body] == [0.1, 0.1] and rel(a, b) <= 1e-5 and back == 0.1,
+          "drop_path_rate 0.1: both branches' residuals drop_path 0.1, --eval %.7f, transformers "
+          "%.7f (%.1e), exported as drop_path_rate %g" % (a, b, rel(a, b), back))
 
 
 NEWER = "--newer" in sys.argv[1:]
@@ -174,6 +200,7 @@ case("swiglu", Dinov2Config(image_size=16, patch_size=4, num_channels=3, hidden_
 case("size24", SIZE24, None, rng.integers(0, 256, size=(128, 3, 24, 24)).astype(np.uint8),
      rng.integers(0, 4, size=128), size=24, interp=("--interpolate", "offset"))
 new_head(rng.integers(0, 256, size=(64, 3, 16, 16)).astype(np.uint8))
+drop_path(rng.integers(0, 256, size=(64, 3, 16, 16)).astype(np.uint8), rng.integers(0, 3, size=64))
 bad_cases()
 print("dinov2_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

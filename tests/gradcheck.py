@@ -14,8 +14,8 @@ That check has blind spots: its floor of 1e-2 on the error's denominator passes 
 tensor whose directional derivative is below 1e-4 whatever its sign, and one random
 direction sees little of a tensor's gradient (9 of gpt_block's 28 tensors passed
 with their gradient's sign flipped, 11 with it doubled). So the test also judges by
-itself, from outside the trainer, every case but dropout (whose evaluation has no
-mask): the gradient g is one SGD step's change (lr 1, no decay or momentum, the 16
+itself, from outside the trainer, every case but dropout and drop_path (whose
+evaluation has no mask): the gradient g is one SGD step's change (lr 1, no decay or momentum, the 16
 rows as two accumulated batches of 8; the weights before from a step at lr 0), the
 loss at w +- h v is `--eval` of those weights on the same 16 rows, and for each
 tensor the central difference along v must agree with <g, v> within 2e-2 of |g|
@@ -657,6 +657,9 @@ cases += [
         {"op": "layernorm", "eps": 1e-6}, {"op": "cls_mean"}, L(4)]),
     case("quick_gelu", [8], [L(6), {"op": "quick_gelu"}, L(4)]),
     case("token_mean_skip", [5, 8], [L(6), {"op": "tanh"}, {"op": "token_mean", "skip": 1}, L(4)]),
+    # a residual's drop_path: samples' bodies dropped (--gradcheck's own steps: the same masks)
+    case("drop_path", [3, 6], [L(6), {"op": "residual", "name": "r", "drop_path": 0.5, "body": [
+        {"op": "layernorm"}, L(6), {"op": "tanh"}]}, {"op": "flatten"}, L(4)]),
 ]
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone
@@ -670,13 +673,13 @@ for name, path in cases:
     if not ok:
         failed += 1
         print(p.stdout + p.stderr)
-    if name.startswith("dropout"):
-        continue   # --eval has no mask: dropout_stats.py checks dropout's gradient
+    if name.startswith("drop"):
+        continue   # --eval has no mask: dropout_stats.py and drop_path.py check their gradients
     bad = fd_check(name, path)
     print(("ok   " if not bad else "FAIL ") + name + " (finite differences by the test)")
     for line in bad:
         print("  " + line)
     failed += bool(bad)
-checks = 2 * len(cases) - sum(c[0].startswith("dropout") for c in cases)
+checks = 2 * len(cases) - sum(c[0].startswith("drop") for c in cases)
 print(f"gradcheck: {checks - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)

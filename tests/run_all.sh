@@ -226,6 +226,7 @@ check example/dcgan       env SMOKE=1 bash examples/dcgan/run.sh build/tests/dcg
 check learn/mlp           bash tests/learn.sh mlp_fashion 0.85
 check learn/cnn           bash tests/learn.sh cnn_fashion 0.88
 check dropout_stats       bash tests/dropout_stats.sh
+check drop_path           $PYTHON tests/drop_path.py
 check schedules           $PYTHON tests/schedules.py
 check max_time            bash tests/max_time.sh
 check set_order           bash tests/set_order.sh

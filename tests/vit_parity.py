@@ -23,8 +23,9 @@ sums and its backward's spread rows among them; the class token's select by the
 element's place and first_token's slice) against the same trainer on the CPU:
 in fp32 every loss and gradient norm within 1e-5 relative, in bf16-mixed the first loss
 within 1e-3 and the last within 2e-2 of the CPU's fp32 (tests/fake_gpu.sh's rules); and
-with DINOv2's head (cls_mean: the class token beside the others' mean), and with CLIP's
-quick_gelu and head (token_mean with skip 1), in fp32 alike.
+with DINOv2's head (cls_mean: the class token beside the others' mean) and stochastic
+depth (drop_path 0.2: the GPU draws the CPU's masks), and with CLIP's quick_gelu and head
+(token_mean with skip 1), in fp32 alike.
 """
 import json, math, os, subprocess, sys
 import numpy as np
@@ -117,10 +118,12 @@ class ViT(nn.Module):
 
 
 def cls_mean_form():
-    """the spec with DINOv2's head, the class token beside the others' mean (cls_mean), in
-    OUT"""
+    """the spec with DINOv2's head, the class token beside the others' mean (cls_mean), and
+    its stochastic depth (each branch's residual drop_path 0.2), in OUT"""
     m = json.loads(json.dumps(spec))
     m["model"]["layers"][-2] = {"op": "cls_mean"}
+    for r in m["model"]["layers"][4]["body"]:
+        r["drop_path"] = 0.2
     for part in m["train"]["data"].values():
         for k in part:
             part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))

@@ -97,6 +97,9 @@ int64_t param_span(const Param *p);     /* the floats a parameter takes in the r
  * in[0]) and writing y. */
 Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
+/* dropout.c: a residual body's output B dropped a sample at a time with probability P in
+ * training (drop_path); the tensor to add */
+Tensor *build_drop_path(GraphCtx *c, const LayerArgs *a, Tensor *b, double p);
 void build_loss(GraphCtx *c);           /* ops/loss.c: the loss node after the layers */
 /* ops/qk_norm.c: attention's qk_norm "all_heads" on qkv (q dq wide, then k dk wide):
  * its node, from the layer being built; returns the normalized qkv */

@@ -1,4 +1,5 @@
-/* residual.c: residual, x + body(x) or shortcut(x) + body(x) (a ResNet's projection),
+/* residual.c: residual, x + body(x) or shortcut(x) + body(x) (a ResNet's projection;
+ * with drop_path p the body's output dropped a sample at a time in training, dropout.c),
  * and the add node it makes, which autodiff.c also uses to sum a tensor's gradient
  * contributions: graph, backward rule (each input's gradient is dy itself) and lowering
  * (one elementwise add, fused later). */
@@ -40,6 +41,8 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
     char *inner = l->name ? xasprintf("%s.", pfx) : xstrdup(prefix);
     build_layers(c, l->body, l->n_body, inner, 1);
     Tensor *b = c->cur;
+    if (l->drop_path > 0)
+        b = build_drop_path(c, a, b, l->drop_path);
     if (l->shortcut)
         in = build_shortcut(c, l, x, inner, b);
     c->init = saved_init;
