@@ -1862,6 +1862,32 @@ static int export_adapter(Ex *e, const Spec *s, const char *out)
     return 0;
 }
 
+/* An image classifier's export (hf_convnext.c, hf_dinov2.c, hf_clip.c, hf_vit.c,
+ * hf_resnet.c: the first whose layout the spec's layers have), or -1 for another model.
+ * Images take no tokenizer and no adapters written apart (a lora run's are merged;
+ * ConvNeXt and ResNet have none) */
+static int export_image(const Spec *s, const char *weights, const char *out, const char *tok,
+                        int adapter)
+{
+    int convnext = hf_convnext_spec(s), dinov2 = !convnext && hf_dinov2_spec(s),
+        clip = !convnext && !dinov2 ? hf_clip_spec(s) : 0,
+        vit = !convnext && !dinov2 && !clip && hf_vit_spec(s),
+        resnet = !convnext && !dinov2 && !clip && !vit && hf_resnet_spec(s);
+    if (!convnext && !dinov2 && !clip && !vit && !resnet)
+        return -1;
+    const char *what = convnext ? "a ConvNeXt" : dinov2 ? "a DINOv2" : clip ? "a CLIP or SigLIP"
+                       : vit ? "a vision transformer" : "a ResNet";
+    int no_lora = convnext || resnet;
+    if (tok || adapter || (no_lora && s->train.has_lora))
+        error_input("export: %s with %s (an image classifier: no tokenizer; %s)",
+                    tok ? "--tokenizer" : adapter ? "--adapter" : "lora", what, no_lora
+                    ? "no adapters" : "train.lora's adapters are merged, not written apart");
+    return convnext ? hf_convnext_export(s, weights, out)
+           : dinov2 ? hf_dinov2_export(s, weights, out)
+           : clip ? hf_clip_export(s, clip == 2, weights, out)
+           : vit ? hf_vit_export(s, weights, out) : hf_resnet_export(s, weights, out);
+}
+
 int cmd_export(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "hf"))
@@ -1905,44 +1931,14 @@ int cmd_export(int argc, char **argv)
     if (s->gan)
         error_at(s->model_file, "$.model.gan", "a GAN has no Hugging Face architecture to "
                  "export to; export hf takes a language model's spec");
-    if (hf_convnext_spec(s)) {   /* ConvNextForImageClassification (hf_convnext.c) */
-        if (tok || adapter || s->train.has_lora)
-            error_input("export: %s with a ConvNeXt (an image classifier: no tokenizer, no "
-                        "adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
-        return hf_convnext_export(s, weights, out);
-    }
-    if (hf_dinov2_spec(s)) {   /* Dinov2ForImageClassification (hf_dinov2.c) */
-        if (tok || adapter)
-            error_input("export: %s with a DINOv2 (an image classifier: no tokenizer; "
-                        "train.lora's adapters are merged, not written apart)",
-                        tok ? "--tokenizer" : "--adapter");
-        return hf_dinov2_export(s, weights, out);
-    }
-    if (hf_clip_spec(s)) {   /* CLIP's or SigLIP's ...ForImageClassification (hf_clip.c) */
-        if (tok || adapter)
-            error_input("export: %s with a CLIP or SigLIP (an image classifier: no tokenizer; "
-                        "train.lora's adapters are merged, not written apart)",
-                        tok ? "--tokenizer" : "--adapter");
-        return hf_clip_export(s, hf_clip_spec(s) == 2, weights, out);
-    }
-    if (hf_vit_spec(s)) {   /* a vision transformer: ViTForImageClassification (hf_vit.c) */
-        if (tok || adapter)
-            error_input("export: %s with a vision transformer (an image classifier: no "
-                        "tokenizer; train.lora's adapters are merged, not written apart)",
-                        tok ? "--tokenizer" : "--adapter");
-        return hf_vit_export(s, weights, out);
-    }
+    int image = export_image(s, weights, out, tok, adapter);
+    if (image >= 0)
+        return image;
     if (hf_bert_spec(s)) {   /* a text classifier or masked LM of BERT's family (hf_bert.c) */
         if (adapter)
             error_input("export: --adapter with a text classifier (train.lora's adapters are "
                         "merged into its weights, not written as PEFT's files)");
         return hf_bert_export(s, weights, out, tok);
-    }
-    if (hf_resnet_spec(s)) {   /* a ResNet: ResNetForImageClassification (hf_resnet.c) */
-        if (tok || adapter || s->train.has_lora)
-            error_input("export: %s with a ResNet (an image classifier: no tokenizer, no "
-                        "adapters)", tok ? "--tokenizer" : adapter ? "--adapter" : "lora");
-        return hf_resnet_export(s, weights, out);
     }
     match(&e, s);
     token_ids(&e, tok);
