@@ -9,6 +9,7 @@
  * token_mean, layernorm and the linear head; and its weights. `trainc export hf` of a spec of that layout back to config.json,
  * preprocessor_config.json and model.safetensors. One table (cnx_walk, of hf_join.c's
  * joins) pairs each of trainc's tensors with the transformers tensor it is, for both. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include "cmd.h"
@@ -26,6 +27,7 @@ typedef struct Cnx {
     int64_t P;                         /* patch_size: the stem's kernel and stride */
     double eps;                        /* layer_norm_eps: the pooled features' layernorm */
     double ls;                         /* layer_scale_init_value; 0: no layer_scale */
+    double dp;                         /* drop_path_rate: the last block's (0 the first's) */
     int v2;                            /* ConvNeXt V2's: grn, no layer_scale */
     int gelu_tanh;
     const char *prefix;                /* the model's tensors' ("convnext." or
@@ -36,6 +38,7 @@ typedef struct Cnx {
      * block prefix (blocks[s]: "stageS.%lld.") */
     char *stem, *stem_norm, *norm, *head;
     char *down_norm[CNX_MAX_STAGES], *down[CNX_MAX_STAGES], *blocks[CNX_MAX_STAGES];
+    const Layer *blocks_rep[CNX_MAX_STAGES];   /* export: each stage's repeat */
     char *dwconv, *bnorm, *fc1, *grn, *fc2, *scale;
 } Cnx;
 
@@ -163,11 +166,9 @@ static void cnx_config(HfCfg *c, Cnx *v, const char *labels, int64_t S)
     v->ls = v->v2 ? 0 : hf_cfg_num(c, "layer_scale_init_value", 1e-6);   /* (V2: none) */
     if (v->ls < 0)
         hf_cfg_error(c, "layer_scale_init_value", "%g: 0 (no layer scale) or more expected", v->ls);
-    if (hf_cfg_num(c, "drop_path_rate", 0) != 0)
-        hf_cfg_error(c, "drop_path_rate", "stochastic depth whose rate grows block by block "
-                     "(ConvNeXt's, 0 to drop_path_rate) is not what a repeat of one block "
-                     "says (a residual's drop_path is one rate); 0 imports, and a spec's "
-                     "drop_path can be added by hand");
+    v->dp = hf_cfg_num(c, "drop_path_rate", 0);
+    if (!(v->dp >= 0 && v->dp < 1))
+        hf_cfg_error(c, "drop_path_rate", "%g: a probability in [0, 1) expected", v->dp);
     v->gelu_tanh = !strcmp(hf_gelu_approximate(c, "hidden_act", "gelu"), "tanh");
     if (labels)
         hf_labels_arg(c, labels, &v->img);
@@ -190,14 +191,39 @@ static void channels_norm(cJSON *ls, const char *name, int64_t h)
     cJSON_AddNumberToObject(hf_layer(ls, "untokens", NULL), "height", (double)h);
 }
 
-/* Stage s's blocks as a repeat into LS */
+/* Block k of n's stochastic depth: transformers' linspace(0, drop_path_rate, n)[k] */
+static double block_rate(const Cnx *v, int64_t k)
+{
+    int64_t n = 0;
+    for (int s = 0; s < v->n; s++)
+        n += v->depth[s];
+    return n > 1 ? v->dp * (double)k / (double)(n - 1) : 0;
+}
+
+/* Stage s's first block's number among all */
+static int64_t first_block(const Cnx *v, int s)
+{
+    int64_t k = 0;
+    for (int t = 0; t < s; t++)
+        k += v->depth[t];
+    return k;
+}
+
+/* Stage s's blocks as a repeat into LS (the residual's drop_path rising as ConvNeXt's) */
 static void spec_blocks(const Cnx *v, cJSON *ls, int s)
 {
     int64_t W = v->width[s];
     cJSON *rep = hf_layer(ls, "repeat", xasprintf("stage%d", s));
     cJSON_AddNumberToObject(rep, "count", (double)v->depth[s]);
     cJSON *body = cJSON_AddArrayToObject(rep, "body");
-    cJSON *b = cJSON_AddArrayToObject(hf_layer(body, "residual", NULL), "body");
+    cJSON *r = hf_layer(body, "residual", NULL);
+    int64_t k = first_block(v, s);
+    if (v->dp > 0) {
+        cJSON *dp = cJSON_AddArrayToObject(r, "drop_path");
+        cJSON_AddItemToArray(dp, hf_float(block_rate(v, k)));
+        cJSON_AddItemToArray(dp, hf_float(block_rate(v, k + v->depth[s] - 1)));
+    }
+    cJSON *b = cJSON_AddArrayToObject(r, "body");
     cJSON *dw = hf_layer(b, "conv2d", v->dwconv);
     cJSON_AddNumberToObject(dw, "out", (double)W);
     cJSON_AddNumberToObject(dw, "kernel", 7);
@@ -406,6 +432,23 @@ static void match_block(const Spec *s, const Layer *r, Cnx *v, int si, double *l
         hf_refuse(s, &cnx_layout, b.ls[b.k], "a layer after the block's untokens");
 }
 
+/* The blocks' drop_path as transformers' linspace(0, drop_path_rate, blocks): the last
+ * block's rate the config's, every other's as the linspace puts it (within 1e-6) */
+static void match_drop_paths(Walk *w, Cnx *v)
+{
+    const Layer *last = v->blocks_rep[v->n - 1]->body[0];
+    int64_t n = first_block(v, v->n - 1) + v->depth[v->n - 1];
+    v->dp = last->drop_path_ramp || n == 1 ? last->drop_path_end : last->drop_path;
+    for (int s = 0; s < v->n; s++) {
+        const Layer *r = v->blocks_rep[s]->body[0];
+        int64_t k = first_block(v, s), e = k + v->depth[s] - 1;
+        double first = r->drop_path, end = r->drop_path_ramp ? r->drop_path_end : r->drop_path;
+        if (fabs(first - block_rate(v, k)) > 1e-6 || fabs(end - block_rate(v, e)) > 1e-6)
+            hf_refuse(w->s, &cnx_layout, r, "a drop_path other than ConvNeXt's, from 0 at the "
+                      "first block rising evenly to drop_path_rate at the last");
+    }
+}
+
 /* Stage s's repeat of blocks */
 static void match_blocks(Walk *w, Cnx *v, int s, double *ls)
 {
@@ -413,6 +456,7 @@ static void match_blocks(Walk *w, Cnx *v, int s, double *ls)
     if (rep->n_body != 1)
         hf_refuse(w->s, &cnx_layout, rep, "a repeat of other than one residual");
     v->depth[s] = rep->count;
+    v->blocks_rep[s] = rep;
     v->blocks[s] = rep->name ? xasprintf("%s.%%lld.", rep->name) : "%lld.";
     match_block(w->s, rep->body[0], v, s, ls);
 }
@@ -436,6 +480,7 @@ static void match_stages(Walk *w, Cnx *v)
         v->n = s + 1;
     }
     v->ls = ls;
+    match_drop_paths(w, v);
 }
 
 /* The spec's layers as a ConvNeXt, or exit 1 naming the first that is not */
@@ -489,7 +534,7 @@ static cJSON *cnx_hf_config(const Cnx *v)
     cJSON_AddItemToObject(c, "layer_norm_eps", hf_float(v->eps));
     if (!v->v2)
         cJSON_AddItemToObject(c, "layer_scale_init_value", hf_float(v->ls));
-    cJSON_AddItemToObject(c, "drop_path_rate", hf_float(0));
+    cJSON_AddItemToObject(c, "drop_path_rate", hf_float(v->dp));
     cJSON_AddNumberToObject(c, "image_size", (double)v->img.S);
     hf_image_config_labels(c, &v->img);
     cJSON_AddStringToObject(c, "torch_dtype", "float32");

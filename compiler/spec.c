@@ -931,10 +931,15 @@ static int parse_other_key(const Ctx *c, Layer *l, const char *key, const cJSON 
         l->by = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
     else if (!strcmp(key, "init_value"))
         l->init_value = number_in(c, v, path, -FLT_MAX, FLT_MAX, "a number within float's range");
-    else if (!strcmp(key, "drop_path")) {
-        l->drop_path = get_number(c, v, path);
-        if (l->drop_path < 0 || l->drop_path >= 1)
-            error_at(c->file, path, "expected a number in [0, 1), got %s", sp_got(v, b, sizeof b));
+    else if (!strcmp(key, "drop_path")) {   /* a rate, or [first, last] over a repeat */
+        int ramp = cJSON_IsArray(v) && cJSON_GetArraySize(v) == 2;
+        const cJSON *a0 = ramp ? cJSON_GetArrayItem(v, 0) : v, *a1 = ramp ? a0->next : v;
+        if (!cJSON_IsNumber(a0) || !cJSON_IsNumber(a1) || !(a0->valuedouble >= 0) ||
+            !(a0->valuedouble < 1) || !(a1->valuedouble >= 0) || !(a1->valuedouble < 1))
+            error_at(c->file, path, "expected a number in [0, 1), or [first, last] of two, got "
+                     "%s", sp_got(v, b, sizeof b));
+        l->drop_path = a0->valuedouble, l->drop_path_end = a1->valuedouble;
+        l->drop_path_ramp = ramp;
     } else if (!strcmp(key, "p")) {
         l->p = get_number(c, v, path);
         if (l->p < 0 || l->p >= 1)

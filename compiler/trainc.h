@@ -122,6 +122,9 @@ struct Layer {
                                * row of its up weight (Qwen2-MoE's shared_expert_gate) */
     double p;                 /* dropout; default 0.5 */
     double drop_path;         /* residual: a sample's body dropped with it in training; 0 */
+    double drop_path_end;     /* and with "drop_path": [a, b], b: in a repeat, iteration i of
+                                 n drops with a + (b - a) i / (n - 1) */
+    int drop_path_ramp;       /* "drop_path" was [a, b] */
     double eps;               /* layernorm, batchnorm (default 1e-5), rmsnorm, attention's
                                * qk_norm "all_heads" (default 1e-6) */
     double momentum;          /* batchnorm's running statistics; default 0.1 */

@@ -157,12 +157,42 @@ def new_head(name, cfg, labels, x):
           "transformers %.7f (%.1e)" % (name, base.__name__, labels, said, a, b, rel(a, b)))
 
 
+def drop_path(small, x, y):
+    """drop_path_rate 0.3 over 3 blocks (two stages of 1 and 2): the stages' residuals'
+    drop_path [0, 0] and [0.15, 0.3] (transformers' linspace); --eval at transformers'
+    eval loss; the export says 0.3 again; a spec whose rates rise otherwise is refused"""
+    d = os.path.join(OUT, "drop_path")
+    m, src = make("drop_path", ConvNextConfig(**dict(small, drop_path_rate=0.3)), None)
+    imp = d + "/imp"
+    trainc("import", "hf", src, "-o", imp)
+    spec = imp + "/model.json"
+    got = [l["body"][0].get("drop_path") for l in json.load(open(spec))["model"]["layers"]
+           if l["op"] == "repeat"]
+    _, _, xv, yv = data(imp, x, y)
+    specs(imp, ["x", "y"])
+    a, b = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
+        hf_loss(m, spec, xv, yv)
+    trainc("export", "hf", spec, imp + "/eval.json", "--weights", imp + "/init.safetensors", "-o",
+           d + "/hf")
+    back = json.load(open(d + "/hf/config.json"))["drop_path_rate"]
+    check(got == [[0, 0], [0.15, 0.3]] and rel(a, b) <= 1e-5 and back == 0.3,
+          "drop_path_rate 0.3: the stages' drop_path %s, --eval %.7f, transformers %.7f (%.1e), "
+          "exported as %g" % (got, a, b, rel(a, b), back))
+    s = json.load(open(spec))
+    s["model"]["layers"][-5]["body"][0]["drop_path"] = [0.1, 0.3]
+    json.dump(s, open(d + "/uneven.json", "w"))
+    refused("export of drop_path rates other than ConvNeXt's",
+            ["export", "hf", d + "/uneven.json", imp + "/eval.json", "--weights",
+             imp + "/init.safetensors", "-o", d + "/o1"],
+            "a drop_path other than ConvNeXt's, from 0 at the first block", d + "/o1")
+
+
 def bad_cases(small):
     d = os.path.join(OUT, "bad")
     m, src = make("bad/src", ConvNextConfig(**small), None)
     c = json.load(open(src + "/config.json"))
     for key, value, text in (
-            ("drop_path_rate", 0.1, "$.drop_path_rate: stochastic depth whose rate grows"),
+            ("drop_path_rate", 1.0, "$.drop_path_rate: 1: a probability in [0, 1) expected"),
             ("num_stages", 3, "$.num_stages: 3 where hidden_sizes and depths list 2 stages"),
             ("architectures", ["ConvNextModel"], "$.architectures: ConvNextModel: no classifier"),
             ("use_grn", True, "$.use_grn: a key trainc does not know for convnext")):
@@ -224,6 +254,8 @@ case("v2_fashion", ConvNextV2Config(num_channels=1, patch_size=4, num_stages=3,
      np.array(Y[:128]))
 new_head("v2_model", ConvNextV2Config(**dict(rgb, initializer_range=0.05)), "3",
          rng.integers(0, 256, size=(64, 3, 32, 32)).astype(np.uint8))
+drop_path(rgb, rng.integers(0, 256, size=(64, 3, 32, 32)).astype(np.uint8),
+          rng.integers(0, 5, size=64))
 bad_cases(rgb)
 print("convnext_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

@@ -14,9 +14,12 @@ For p 0.3, over 400 steps (samples):
   scale, or 1 / p, is off by 30% and more);
 - `--eval` on the same rows gives the p 0 model's loss bit for bit (the identity in
   evaluation);
-- a spec's drop_path of 1 or -0.1 exits 1 naming the key.
+- a spec's drop_path of 1 or -0.1 exits 1 naming the key;
+- "drop_path": [0, 0.5] on a residual in a repeat of 3: the iterations drop with 0, 0.25
+  and 0.5 (the generated kernels' thresholds: none, then 0.25f and 0.5f); three numbers,
+  or [first, last] outside a repeat, exit 1.
 """
-import json, os, subprocess, sys
+import json, os, re, subprocess, sys
 import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import st_check
@@ -89,5 +92,30 @@ for bad in (1, -0.1):
     r = subprocess.run([TRAINC, "check", path], capture_output=True, text=True)
     check(r.returncode == 1 and "$.model.layers[0].drop_path: expected a number in [0, 1)"
           in r.stderr, "drop_path %g refused: %s" % (bad, r.stderr.strip()))
+ramp = spec_for(0.0)
+s = json.load(open(ramp))
+s["model"]["layers"] = [{"op": "repeat", "name": "blocks", "count": 3, "body": [
+    dict(s["model"]["layers"][0], drop_path=[0, 0.5])]}]
+json.dump(s, open(ramp, "w"))
+subprocess.run([TRAINC, "emit", ramp, "-o", os.path.join(OUT, "ramp")], check=True,
+               capture_output=True)
+code = open(os.path.join(OUT, "ramp", "kernels_cpu.c")).read()
+fwd = re.findall(r"/\* k\d+: [^\n]*drop_path \(a sample", code)   # (training's, not ke's)
+check("< 0.25f" in code and "< 0.5f" in code and "< 0.0f" not in code and len(fwd) == 2,
+      "drop_path [0, 0.5] over a repeat of 3: two drop_path kernels, at 0.25 and 0.5 (the "
+      "first iteration's 0: none)")
+for what, value, layers, text in (
+        ("three rates", [0.1, 0.2, 0.3], s["model"]["layers"], "or [first, last] of two"),
+        ("[first, last] outside a repeat", [0, 0.5], s["model"]["layers"][0]["body"],
+         "drop_path [first, last] rises over the iterations of the repeat")):
+    t = json.loads(json.dumps(s))
+    t["model"]["layers"] = json.loads(json.dumps(layers))
+    (t["model"]["layers"][0]["body"][0] if t["model"]["layers"][0]["op"] == "repeat"
+     else t["model"]["layers"][0])["drop_path"] = value
+    path = os.path.join(OUT, "bad.json")
+    json.dump(t, open(path, "w"))
+    r = subprocess.run([TRAINC, "check", path], capture_output=True, text=True)
+    check(r.returncode == 1 and text in r.stderr, "drop_path %s refused: %s"
+          % (what, r.stderr.strip()))
 print("drop_path: %d failed" % len(failures))
 sys.exit(1 if failures else 0)

@@ -31,6 +31,7 @@ typedef struct GraphCtx {
     int n_emb;
     const char *iter;      /* inside a repeat: the iteration ("3"; nested "3.1"), else NULL */
     int64_t inner_iter;    /* inside a repeat: the innermost one's iteration (1 in "3.1") */
+    int64_t inner_count;   /* and its count */
     int as_float[RT_MAX_INPUTS];  /* input k is read as floats (x * scale + shift) */
     int as_ids[RT_MAX_INPUTS];    /* input k is read by an embedding */
     int64_t act_bytes;     /* one sample's activations so far, without reuse */

@@ -14,18 +14,18 @@ static void build_repeat(GraphCtx *c, const LayerArgs *a)
     if (l->has_init)
         c->init = l->init;
     const char *outer = c->iter;
-    int64_t outer_it = c->inner_iter;
+    int64_t outer_it = c->inner_iter, outer_n = c->inner_count;
     for (int64_t it = 0; it < l->count; it++) {
         if (top_level(c, prefix))
             g->cur_block++;     /* each iteration of a top-level repeat is a block */
         char *inner = l->name ? xasprintf("%s.%lld.", pfx, (long long)it)
                               : xasprintf("%s%lld.", prefix, (long long)it);
         c->iter = outer ? xasprintf("%s.%lld", outer, (long long)it) : xasprintf("%lld", (long long)it);
-        c->inner_iter = it;
+        c->inner_iter = it, c->inner_count = l->count;
         build_layers(c, l->body, l->n_body, inner, 0);
     }
     c->iter = outer;
-    c->inner_iter = outer_it;
+    c->inner_iter = outer_it, c->inner_count = outer_n;
     c->init = saved_init;
 }
 

@@ -1,5 +1,6 @@
 /* residual.c: residual, x + body(x) or shortcut(x) + body(x) (a ResNet's projection;
- * with drop_path p the body's output dropped a sample at a time in training, dropout.c),
+ * with drop_path p the body's output dropped a sample at a time in training, dropout.c;
+ * [first, last]: the rate rising over a repeat's iterations, ConvNeXt's),
  * and the add node it makes, which autodiff.c also uses to sum a tensor's gradient
  * contributions: graph, backward rule (each input's gradient is dy itself) and lowering
  * (one elementwise add, fused later). */
@@ -41,8 +42,14 @@ static void build_residual(GraphCtx *c, const LayerArgs *a)
     char *inner = l->name ? xasprintf("%s.", pfx) : xstrdup(prefix);
     build_layers(c, l->body, l->n_body, inner, 1);
     Tensor *b = c->cur;
-    if (l->drop_path > 0)
-        b = build_drop_path(c, a, b, l->drop_path);
+    double dp = l->drop_path;
+    if (l->drop_path_ramp && !c->iter)
+        layer_error(c, l, "drop_path [first, last] rises over the iterations of the repeat the "
+                    "residual is in: this one is in none (give it one rate)");
+    if (l->drop_path_ramp && c->inner_count > 1)   /* (a repeat of one: first) */
+        dp += (l->drop_path_end - l->drop_path) * (double)c->inner_iter / (double)(c->inner_count - 1);
+    if (dp > 0)
+        b = build_drop_path(c, a, b, dp);
     if (l->shortcut)
         in = build_shortcut(c, l, x, inner, b);
     c->init = saved_init;
