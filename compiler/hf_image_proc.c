@@ -186,7 +186,7 @@ int hf_image_proc_side(const HfImageProc *p, int64_t *h, int64_t *w)
 static const char *resize_short(ImageU8 *im, double edge, int filter)
 {
     double sh = im->w <= im->h ? im->w : im->h, lg = im->w <= im->h ? im->h : im->w;
-    double other = (double)((int64_t)edge * (int64_t)lg) / sh;
+    double other = edge <= 65536 ? (double)((int64_t)edge * (int64_t)lg) / sh : edge;
     if (!(edge <= 65536 && other <= 65536))
         return xasprintf("its %ux%u pixels resized to a shorter side of %.0f make a side past "
                          "65536", im->w, im->h, edge);
