@@ -59,7 +59,9 @@ const Expr *x_uniform(uint64_t key, int64_t n)
 
 const Expr *x_uniform_row(uint64_t key, int64_t n)
 {
-    Expr *x = (Expr *)x_uniform(key, n);
+    Expr *x = node(X_UNIFORM, NULL, NULL, NULL);
+    x->key = key;
+    x->n = n;
     x->m = 1;
     return x;
 }

@@ -56,6 +56,16 @@ assert [l["op"] for l in layers[1:3]] == ["tokens", "cls_token"] and layers[-2][
 assert patch["stride"] == P
 
 
+def form_file(m, name):
+    """the spec M, its data at data/fashion/, as OUT/NAME.json: the path"""
+    for part in m["train"]["data"].values():
+        for k in part:
+            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
+    path = os.path.join(OUT, name + ".json")
+    json.dump(m, open(path, "w"), indent=1)
+    return path
+
+
 def mean_form():
     """the spec with the mean over the tokens in place of the class token, in OUT"""
     m = json.loads(json.dumps(spec))
@@ -63,12 +73,7 @@ def mean_form():
     del ls[2]
     ls[2]["max_len"] = T
     ls[-2] = {"op": "token_mean"}
-    for part in m["train"]["data"].values():
-        for k in part:
-            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
-    path = os.path.join(OUT, "vit_mean.json")
-    json.dump(m, open(path, "w"), indent=1)
-    return path
+    return form_file(m, "vit_mean")
 
 
 class Attn(nn.Module):
@@ -124,12 +129,7 @@ def cls_mean_form():
     m["model"]["layers"][-2] = {"op": "cls_mean"}
     for r in m["model"]["layers"][4]["body"]:
         r["drop_path"] = 0.2
-    for part in m["train"]["data"].values():
-        for k in part:
-            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
-    path = os.path.join(OUT, "vit_cls_mean.json")
-    json.dump(m, open(path, "w"), indent=1)
-    return path
+    return form_file(m, "vit_cls_mean")
 
 
 def clip_form():
@@ -139,12 +139,7 @@ def clip_form():
     ls = m["model"]["layers"]
     ls[4]["body"][1]["body"][2] = {"op": "quick_gelu"}
     ls[-2] = {"op": "token_mean", "skip": 1}
-    for part in m["train"]["data"].values():
-        for k in part:
-            part[k] = os.path.join(ROOT, "data", "fashion", os.path.basename(part[k]))
-    path = os.path.join(OUT, "vit_clip.json")
-    json.dump(m, open(path, "w"), indent=1)
-    return path
+    return form_file(m, "vit_clip")
 
 
 def fake_runs(d, env, name, path, precs, runs):

@@ -2,9 +2,8 @@
  * others (DINOv2's classifier input, HF's Dinov2ForImageClassification:
  * torch.cat([x[:, 0], x[:, 1:].mean(dim=1)], dim=1)): graph, backward rule (the first
  * row gets dy's first half, each other token dy's second half / (T - 1)) and lowering:
- * the other tokens copied out transposed to [d, T - 1], each row summed in double (the
- * runtime's row sums, as token_mean's), times the float nearest 1/(T - 1), beside the
- * first row by a select on the element's place. */
+ * token_mean's sum over the tokens after the first (lower_token_sum), times the float
+ * nearest 1/(T - 1), beside the first row by a select on the element's place. */
 #include "op.h"
 
 static void build_cls_mean(GraphCtx *c, const LayerArgs *a)
@@ -23,30 +22,13 @@ static void build_cls_mean(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-/* rt [B, d, T - 1] = the other tokens transposed; s = 0; s += rt's row sums;
+/* s = the sum over the tokens after the first (token_mean.c's lower_token_sum);
  * y = [x's first row, s * (1/(T - 1))] */
 static void lower_cls_mean(Program *p, Node *nd)
 {
     Tensor *x = nd->in[0], *y = nd->out;
     int64_t R = x->shape[0] - 1, d = x->shape[1];
-    Tensor *rest = lower_temp(p->g, xasprintf("%s_rest", y->name), R * d, nd->origin,
-                              "the tokens after the first [B, T - 1, d]");
-    Tensor *rt = lower_temp(p->g, xasprintf("%s_t", y->name), R * d, nd->origin,
-                            "the tokens after the first, transposed [B, d, T - 1]");
-    Tensor *s = lower_temp(p->g, xasprintf("%s_sum", y->name), d, nd->origin,
-                           "their sum [B, d]");
-    s->keep32 = 1;   /* the row sums are written as floats (as a bias gradient's) */
-    INSTR_EW(p, nd, "cls_mean: the tokens after the first", rest, EW_COPY, x_arg(0),
-             opd_at(x, ix_slice(R * d, (R + 1) * d, d)));
-    INSTR_EW(p, nd, "cls_mean: [T - 1, d] -> [d, T - 1]", rt, EW_COPY, x_arg(0),
-             opd_at(rest, ix_transpose(d, R)));
-    instr_ew(p, nd, "cls_mean: the sums start at 0", s, EW_OTHER, x_const(0), NULL, 0);
-    Instr *r = instr_add(p, I_CALL, nd->origin, 0);
-    r->what = xstrdup("cls_mean: each channel's sum over the tokens after the first");
-    SET_CALL(r, CALL_ROWSUM_ADD, arg_t(rt), arg_t(s), arg_rows(d), arg_int(R));
-    instr_reads(r, rt);
-    instr_reads(r, s);
-    instr_writes(r, s);
+    Tensor *s = lower_token_sum(p, nd, x, 1, y->name, "cls_mean");
     INSTR_EW(p, nd, "cls_mean: the first token, then the sums over T - 1", y, EW_OTHER,
              x_select(x_head(y->numel, d), x_arg(0), x_mul(x_arg(1), x_const(1.0 / (double)R))),
              opd_at(x, ix_slice(2 * d, (R + 1) * d, 0)), opd_at(s, ix_slice(2 * d, d, -d)));

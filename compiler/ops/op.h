@@ -98,6 +98,12 @@ int64_t param_span(const Param *p);     /* the floats a parameter takes in the r
  * in[0]) and writing y. */
 Node *layer_node(GraphCtx *c, const LayerArgs *a, int kind, Tensor *x, Tensor *y);
 void build_layers(GraphCtx *c, Layer **layers, int n, const char *prefix, int residual_body);
+/* token_mean.c: the sum over X's tokens after the first S, each channel's in double (the
+ * tokens read copied out where S > 0, transposed to [d, T - S], the runtime's row sums):
+ * a [B, d] tensor of floats, its temporaries named after NAME, OP in the instructions'
+ * words (token_mean's, cls_mean's) */
+Tensor *lower_token_sum(Program *p, Node *nd, Tensor *x, int64_t S, const char *name,
+                        const char *op);
 /* dropout.c: a residual body's output B dropped a sample at a time with probability P in
  * training (drop_path); the tensor to add */
 Tensor *build_drop_path(GraphCtx *c, const LayerArgs *a, Tensor *b, double p);

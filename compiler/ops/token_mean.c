@@ -26,32 +26,40 @@ static void build_token_mean(GraphCtx *c, const LayerArgs *a)
     c->cur = y;
 }
 
-/* xt [B, d, R] = the R = T - S tokens read, transposed (copied out first where S > 0);
- * s = 0; s += xt's row sums; y = s * (1/R) */
-static void lower_token_mean(Program *p, Node *nd)
+Tensor *lower_token_sum(Program *p, Node *nd, Tensor *x, int64_t S, const char *name,
+                        const char *op)
 {
-    Tensor *x = nd->in[0], *y = nd->out, *from = x;
-    int64_t S = nd->conv[0], R = x->shape[0] - S, d = x->shape[1];
+    Tensor *from = x;
+    int64_t R = x->shape[0] - S, d = x->shape[1];
     if (S) {
-        from = lower_temp(p->g, xasprintf("%s_rest", y->name), R * d, nd->origin,
+        from = lower_temp(p->g, xasprintf("%s_rest", name), R * d, nd->origin,
                           "the tokens after the skipped [B, T - S, d]");
-        INSTR_EW(p, nd, "token_mean: the tokens after the skipped", from, EW_COPY, x_arg(0),
-                 opd_at(x, ix_slice(R * d, x->numel, S * d)));
+        INSTR_EW(p, nd, xasprintf("%s: the tokens after the skipped", op), from, EW_COPY,
+                 x_arg(0), opd_at(x, ix_slice(R * d, x->numel, S * d)));
     }
-    Tensor *xt = lower_temp(p->g, xasprintf("%s_t", y->name), R * d, nd->origin,
+    Tensor *xt = lower_temp(p->g, xasprintf("%s_t", name), R * d, nd->origin,
                             "the tokens transposed [B, d, T]");
-    Tensor *s = lower_temp(p->g, xasprintf("%s_sum", y->name), d, nd->origin,
+    Tensor *s = lower_temp(p->g, xasprintf("%s_sum", name), d, nd->origin,
                            "the sum over the tokens [B, d]");
     s->keep32 = 1;   /* the row sums are written as floats (as a bias gradient's) */
-    INSTR_EW(p, nd, "token_mean: [T, d] -> [d, T]", xt, EW_COPY, x_arg(0),
+    INSTR_EW(p, nd, xasprintf("%s: [T, d] -> [d, T]", op), xt, EW_COPY, x_arg(0),
              opd_at(from, ix_transpose(d, R)));
-    instr_ew(p, nd, "token_mean: the sums start at 0", s, EW_OTHER, x_const(0), NULL, 0);
+    instr_ew(p, nd, xasprintf("%s: the sums start at 0", op), s, EW_OTHER, x_const(0), NULL, 0);
     Instr *r = instr_add(p, I_CALL, nd->origin, 0);
-    r->what = xstrdup("token_mean: each channel's sum over the tokens");
+    r->what = xasprintf("%s: each channel's sum over the tokens", op);
     SET_CALL(r, CALL_ROWSUM_ADD, arg_t(xt), arg_t(s), arg_rows(d), arg_int(R));
     instr_reads(r, xt);
     instr_reads(r, s);
     instr_writes(r, s);
+    return s;
+}
+
+/* y = the sum over the R = T - S tokens read (lower_token_sum) times 1/R */
+static void lower_token_mean(Program *p, Node *nd)
+{
+    Tensor *x = nd->in[0], *y = nd->out;
+    int64_t S = nd->conv[0], R = x->shape[0] - S;
+    Tensor *s = lower_token_sum(p, nd, x, S, y->name, "token_mean");
     INSTR_EW(p, nd, "token_mean: the sums over T", y, EW_OTHER,
              x_mul(x_arg(0), x_const(1.0 / (double)R)), opd(s));
 }
