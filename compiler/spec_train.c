@@ -170,6 +170,9 @@ static int check_gan_train(const Spec *s, char *err, size_t errlen, char *key, s
     else if (t->opt == RT_OPT_MUON)
         k = "optimizer.type", why = "a GAN's optimizers are adamw or sgd (muon does not train "
                                     "two networks yet)";
+    else if (t->has_swa)
+        k = "swa", why = "swa averages one network's weights under one optimizer (as "
+                         "Lightning's callback); a GAN has two";
     if (!k)
         return 0;
     snprintf(key, keylen, "%s", k);

@@ -229,6 +229,8 @@ void rt_batchnorm_fwd(rt_exec *e, const float *x, const float *w, const float *b
         rt_input_error("batchnorm: a training batch of one value per channel (a batch of 1 "
                        "over [C]): its variance is undefined; use a batch of 2 or more (or "
                        "loader.drop_last)");
+    if (e->train && e->bn_momentum > 0)   /* swa's statistics pass: the running means */
+        momentum = e->bn_momentum;
     if (e->dev) { /* on a GPU: cuda_ops.c (sync: its statistics summed over the GPUs) */
         RT_GPU(e)->batchnorm_fwd(e, x, w, b, scale, shift, mean, rstd, run_mean, run_var, count,
                                  B, C, HW, eps, momentum, sync && rt_dist_world() > 1);

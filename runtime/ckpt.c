@@ -87,12 +87,15 @@ static int optimizer_parts(const rt_train_config *c, const char **names)
     return 0;
 }
 
-/* The state's parts, each a file of the checkpoint: the optimizer's, then ema's average */
+/* The state's parts, each a file of the checkpoint: the optimizer's, then ema's (or
+ * swa's) average */
 static int opt_parts(const rt_train_config *c, const char **names)
 {
     int n = optimizer_parts(c, names);
     if (c->has_ema)
         names[n++] = "ema";
+    else if (c->has_swa)
+        names[n++] = "swa";
     return n;
 }
 

@@ -138,6 +138,7 @@ typedef struct Field {
     X("schedule.decay_frac", "null", REAL_OR_NULL_QUIET(decay_frac, R_FRAC))            \
     X("schedule.decay_shape", "linear", ENUM_QUIET(decay_shape, "linear cosine 1-sqrt")) \
     X("grad_clip", "null", REAL_OR_NULL(grad_clip, R_POS))                              \
+    X("grad_clip_algorithm", "norm", ENUM_QUIET(grad_clip_algo, "norm value"))          \
     X("freeze", "null", GLOBS_QUIET(freeze))                                            \
     X("lora", "null", SECTION_QUIET(has_lora))                                          \
     X("lora.rank", "8", INT(lora_rank, 1, 65536))                                       \
@@ -195,6 +196,11 @@ typedef struct Field {
     X("ema.every", "1", INT(ema_every, 1, BIG))                                         \
     X("ema.start_step", "0", INT(ema_start, 0, BIG))                                    \
     X("ema.validate", "true", BOOL(ema_validate))                                       \
+    X("swa", "null", SECTION_QUIET(has_swa))                                            \
+    X("swa.lr", "null", REAL_OR_NULL(swa_lr, R_POS))                                    \
+    X("swa.epoch_start", "0.8", REAL(swa_epoch_start, R_POS))                           \
+    X("swa.annealing_epochs", "10", INT(swa_anneal_epochs, 0, BIG))                     \
+    X("swa.annealing_strategy", "cos", ENUM(swa_anneal, "cos linear"))                  \
     X("seed", "1337", U64(seed))                                                        \
     X("log_every", "10", INT(log_every, 1, BIG))                                        \
     X("device", "auto", ENUM(device, "auto cpu cuda"))                                  \
@@ -278,9 +284,10 @@ static int starts(const char *w, const char *word)
 static int last_part(const char *w, const char *word)
 {
     const char *dot = strrchr(word, '.');
-    /* (optimizer_d's and muon's adamw's repeat optimizer's: "lr" means optimizer.lr) */
+    /* (optimizer_d's, muon's adamw's and swa's repeat optimizer's: "lr" means
+     * optimizer.lr) */
     return !strchr(w, '.') && dot && !strcmp(dot + 1, w) && strncmp(word, "optimizer_d.", 12) &&
-           strncmp(word, "optimizer.adamw.", 16);
+           strncmp(word, "optimizer.adamw.", 16) && strncmp(word, "swa.", 4);
 }
 
 /* In order: the same word but for case (BATCH_SIZE: batch_size); the one word that w
@@ -1317,7 +1324,7 @@ double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_
     int64_t floats = c->dist != RT_DIST_DDP && ranks > 1
                          ? (param_floats + ranks - 1) / ranks : param_floats;
     double each = c->opt != RT_OPT_SGD ? 8 : c->momentum > 0 ? 4 : 0;   /* bytes a float */
-    if (c->has_ema)   /* (its average, whole on every rank: ema refuses ZeRO) */
+    if (c->has_ema || c->has_swa)   /* (the average, whole on every rank: both refuse ZeRO) */
         each += 4;
     return each * (double)floats;
 }
@@ -1532,6 +1539,52 @@ static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *
     return 0;
 }
 
+/* swa's rules: its lr, epochs to start and end at, one average (not ema's too), whole
+ * on every rank (as ema's) */
+static int check_swa(const rt_train_config *c, char *err, size_t errlen, char *key,
+                     size_t keylen)
+{
+    if (!c->has_swa)
+        return 0;
+    fail(key, keylen, "swa");
+    if (c->has_ema)
+        return fail(err, errlen, "swa and ema together: one average of the weights at a time");
+    if (c->dist != RT_DIST_DDP)
+        return fail(err, errlen, "swa with distributed.strategy %s is not supported (its "
+                    "average of the weights is kept whole on every rank: ddp)",
+                    c->dist == RT_DIST_ZERO1 ? "zero1" : "zero2");
+    if (rt_epochs(c) < 0)
+        return fail(err, errlen, "swa needs epochs: it starts at an epoch and ends with the "
+                    "last");
+    fail(key, keylen, "swa.lr");
+    if (isnan(c->swa_lr))
+        return fail(err, errlen, "swa needs lr: the learning rate its epochs anneal to "
+                    "(Lightning's swa_lrs)");
+    double f = c->swa_epoch_start;
+    fail(key, keylen, "swa.epoch_start");
+    if (f >= 1.0 && f != floor(f))
+        return fail(err, errlen, "%g: a fraction of the epochs (below 1) or the epoch to "
+                    "start at (a whole number from 1)", f);
+    int64_t k = f < 1.0 ? (int64_t)((double)rt_epochs(c) * f) : (int64_t)f;
+    if (k > rt_epochs(c))
+        return fail(err, errlen, "%g: epoch %lld is past the run's last (epochs %lld)", f,
+                    (long long)k, (long long)rt_epochs(c));
+    fail(key, keylen, "%s", "");
+    return 0;
+}
+
+/* grad_clip_algorithm value clips at grad_clip (Lightning's gradient_clip_val) */
+static int check_clip(const rt_train_config *c, char *err, size_t errlen, char *key,
+                      size_t keylen)
+{
+    if (c->grad_clip_algo == RT_CLIP_VALUE && isnan(c->grad_clip)) {
+        fail(key, keylen, "grad_clip_algorithm");
+        return fail(err, errlen, "grad_clip_algorithm value needs grad_clip: the bound "
+                    "each gradient element is clipped to");
+    }
+    return 0;
+}
+
 /* ema's rules: the average of whole weights (ZeRO keeps a shard of each rank's state) */
 static int check_ema(const rt_train_config *c, char *err, size_t errlen, char *key,
                      size_t keylen)
@@ -1571,7 +1624,8 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))
         return -1;
-    if (check_mask(c, err, errlen, key, keylen) || check_ema(c, err, errlen, key, keylen))
+    if (check_mask(c, err, errlen, key, keylen) || check_ema(c, err, errlen, key, keylen) ||
+        check_clip(c, err, errlen, key, keylen) || check_swa(c, err, errlen, key, keylen))
         return -1;
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {
         fail(key, keylen, "recompute");

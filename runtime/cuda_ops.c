@@ -1772,7 +1772,7 @@ static void adamw_launch(rt_exec *e, const opt_table *tab, const rt_train_config
 {
     opt_table opt = *tab;
     opt_args x = *a;
-    double max_norm = c->grad_clip;
+    double max_norm = rt_clip_norm(c);
     float b1 = (float)c->beta1, b2 = (float)c->beta2;
     float a1 = (float)(1.0 - c->beta1), a2 = (float)(1.0 - c->beta2);
     double bc1 = 1.0 - pow(c->beta1, (double)x.t), bc2 = 1.0 - pow(c->beta2, (double)x.t);
@@ -1830,7 +1830,7 @@ static void muon_param(rt_exec *e, const opt_table *tab, const rt_train_config *
     rt_dptr u = tab->muon_work + sizeof(double), work = u + (rt_dptr)pp->numel * 4;
     work = (work + 7) & ~(rt_dptr)7;   /* (the norm's double) */
     int64_t n = pp->numel, cols = pp->shape[1];
-    double max_norm = c->grad_clip;
+    double max_norm = rt_clip_norm(c);
     float gs = a->gs, w = (float)(1.0 - c->momentum), mom = (float)c->momentum;
     int nesterov = c->nesterov != 0;
     rt_dptr sumsq = a->sumsq;
@@ -1854,7 +1854,8 @@ static void muon_param(rt_exec *e, const opt_table *tab, const rt_train_config *
 /* optim.c's opt_slice, with its scalars computed here the same way (double, then
  * rounded to float) and the elements updated by optim.cuh's rt_adamw or rt_sgd; the
  * gradients' scale gs given, or (sumsq not 0) worked out by the kernel from the sum of
- * squares at sumsq and c->grad_clip. */
+ * squares at sumsq and c->grad_clip; with grad_clip_algorithm value, the gradients
+ * clipped in place first (rt_clip_values). */
 static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *c,
                        const rt_model *m, rt_dptr params, rt_dptr grads, rt_dptr state,
                        int64_t stride, int64_t t, double lr, float gs, rt_dptr sumsq)
@@ -1863,7 +1864,7 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     opt_table opt = *tab;
     if (opt.n == 0)
         return;
-    double max_norm = c->grad_clip;
+    double max_norm = rt_clip_norm(c);
     float wd = (float)c->weight_decay;
     /* the 16-bit copy of the weights: written here for the whole trained region (the
      * frozen weights' copy is made once, at the upload); a shard's (zero1) is rebuilt
@@ -1871,6 +1872,12 @@ static void optim_step(rt_exec *e, const opt_table *tab, const rt_train_config *
     rt_dptr pc = (opt.lo == 0 && opt.hi == m->trainable_floats) || m->gan ? rt_cu_param_copy(e) : 0;
     /* fp8-mixed: the weights' partial maxima (optim.cuh's amax), an argument there only */
     rt_dptr amax = m->fp8 ? fp8_optim_amax(e, tab, m, pc) : 0;
+    if (!isnan(rt_clip_value(c))) {   /* clip_grad_value_ first, in place (then gs 1) */
+        float v = (float)rt_clip_value(c);
+        void *cv[] = {&grads, &opt.chunks, &gs, &v};
+        rt_cu_launch(e, "rt_clip_values", (unsigned)opt.n, 1, 1, 256, 1, 0, cv);
+        gs = 1.0f;
+    }
     opt_args a = {params, pc, grads, state, stride, t, gs, sumsq, amax};
     if (c->opt == RT_OPT_MUON) {   /* AdamW over the rest (rt_adamw leaves the matrices) */
         double aw_lr;
@@ -1906,6 +1913,14 @@ void rt_cu_ema_take(rt_exec *e, rt_dptr params, rt_dptr ema, int64_t n, double d
     float w = (float)(1.0 - decay);
     void *args[] = {&params, &ema, &n, &w, &first};
     rt_cu_launch(e, "rt_ema_take", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
+}
+
+void rt_cu_swa_take(rt_exec *e, rt_dptr params, rt_dptr avg, int64_t n, int64_t taken)
+{
+    float k = (float)(taken + 1);
+    int first = taken == 0;
+    void *args[] = {&params, &avg, &n, &k, &first};
+    rt_cu_launch(e, "rt_swa_take", rt_cu_grid_for(e, n), 1, 1, 256, 1, 0, args);
 }
 
 void rt_cu_swap(rt_exec *e, rt_dptr a, rt_dptr b, int64_t n)

@@ -175,6 +175,28 @@ double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads)
     return sqrt(rt_grad_sumsq(pool, m, 0, m->trainable_floats, grads));
 }
 
+typedef struct {
+    float *g;
+    float gs, v;
+} clamp_job;
+
+static void clamp_slice(void *ctx, int64_t lo, int64_t hi)
+{
+    const clamp_job *j = ctx;
+    float *restrict g = j->g;
+    float gs = j->gs, v = j->v;
+    for (int64_t k = lo; k < hi; k++) {   /* (as torch's clamp_, NaN stays NaN) */
+        float x = g[k] * gs;
+        g[k] = x > v ? v : x < -v ? -v : x;
+    }
+}
+
+void rt_clip_values(rt_pool *pool, float *g, int64_t n, float gs, double value)
+{
+    clamp_job j = {g, gs, (float)value};
+    rt_pool_run(pool, n, rt_grain_for(1), clamp_slice, &j);
+}
+
 static int group_parts(const rt_opt_group *g)
 {
     if (g->opt == RT_OPT_ADAMW || g->opt == RT_OPT_MUON)   /* (muon's: its AdamW's) */
@@ -186,8 +208,8 @@ int rt_optim_state_parts(const rt_train_config *c)
 {
     rt_opt_group g = rt_opt_of(c, 0), d = rt_opt_of(c, 1);
     int a = group_parts(&g), b = group_parts(&d);
-    /* a GAN's two optimizers share the parts; ema's average is the last */
-    return (a > b ? a : b) + (c->has_ema != 0);
+    /* a GAN's two optimizers share the parts; ema's (or swa's) average is the last */
+    return (a > b ? a : b) + (c->has_ema || c->has_swa);
 }
 
 /* ---- ema: the weights' exponential moving average --------------------------------- */
@@ -225,6 +247,26 @@ void rt_ema_take(rt_pool *pool, const float *p, float *ema, int64_t n, double de
 {
     EmaJob j = {p, ema, (float)(1.0 - decay), first};
     rt_pool_run(pool, n, rt_grain_for(4), ema_chunk, &j);
+}
+
+typedef struct {
+    const float *p;
+    float *avg;
+    float k;
+    int first;
+} SwaJob;
+
+static void swa_chunk(void *ctx, int64_t lo, int64_t hi)
+{
+    const SwaJob *j = ctx;
+    for (int64_t i = lo; i < hi; i++)
+        j->avg[i] = j->first ? j->p[i] : j->avg[i] + (j->p[i] - j->avg[i]) / j->k;
+}
+
+void rt_swa_take(rt_pool *pool, const float *p, float *avg, int64_t n, int64_t taken)
+{
+    SwaJob j = {p, avg, (float)(taken + 1), taken == 0};
+    rt_pool_run(pool, n, rt_grain_for(4), swa_chunk, &j);
 }
 
 static void swap_chunk(void *ctx, int64_t lo, int64_t hi)

@@ -241,6 +241,8 @@ typedef struct rt_gpu_calls {
 /* RT_OPT_MUON: Muon (torch.optim.Muon) on the hidden layers' matrices (rt_param.muon),
  * AdamW with optimizer.adamw's keys on the other parameters (runtime/muon.c) */
 enum { RT_OPT_SGD, RT_OPT_ADAMW, RT_OPT_MUON };
+enum { RT_CLIP_NORM, RT_CLIP_VALUE };   /* grad_clip_algorithm */
+enum { RT_SWA_COS, RT_SWA_LINEAR };    /* swa.annealing_strategy */
 enum { RT_MUON_ADJUST_ORIGINAL, RT_MUON_ADJUST_MATCH_RMS_ADAMW };
 enum { RT_SCHED_CONSTANT, RT_SCHED_STEP, RT_SCHED_COSINE, RT_SCHED_LINEAR, RT_SCHED_WSD };
 enum { RT_DECAY_LINEAR, RT_DECAY_COSINE, RT_DECAY_1_SQRT };   /* wsd's decay_shape */
@@ -282,7 +284,9 @@ typedef struct rt_train_config {
     double final_lr_frac, gamma;
     double decay_frac;         /* wsd: the steps its decay takes, of all; NAN = null (0.2) */
     int decay_shape;           /* wsd: RT_DECAY_* */
-    double grad_clip;          /* NAN = none */
+    double grad_clip;          /* NAN = none; the norm's bound, or with grad_clip_algo
+                                  RT_CLIP_VALUE each element's (rt_clip_norm, rt_clip_value) */
+    int grad_clip_algo;        /* RT_CLIP_NORM, RT_CLIP_VALUE */
     int precision;
     double ls_init;            /* fp16-mixed: GradScaler's init_scale */
     int64_t ls_growth_interval;/* and growth_interval (factor 2 up, 0.5 down) */
@@ -330,6 +334,13 @@ typedef struct rt_train_config {
     int64_t ema_start;         /* ema.start_step: the takes start after this step */
     int ema_validate;          /* ema.validate: validation (and best.safetensors) on the
                                   average once it has a take */
+    int has_swa;               /* swa given: stochastic weight averaging (swa.c), the
+                                  average an optimizer state part of its own as ema's */
+    double swa_lr;             /* swa.lr: the rate its epochs anneal to; NAN = null */
+    double swa_epoch_start;    /* swa.epoch_start: below 1 a fraction of the epochs, else
+                                  the epoch (from 1) it starts at (rt_swa_first_epoch) */
+    int64_t swa_anneal_epochs; /* swa.annealing_epochs */
+    int swa_anneal;            /* swa.annealing_strategy: RT_SWA_COS, RT_SWA_LINEAR */
     uint64_t seed;
     int64_t log_every;
     int device;
@@ -432,6 +443,16 @@ double rt_opt_state_bytes(const rt_train_config *c, int64_t param_floats, int64_
 /* train.lora's factor on the adapters' term: alpha / rank, or alpha / sqrt(rank) with
  * rslora (rank-stabilized LoRA, PEFT's use_rslora) */
 double rt_lora_scale(const rt_train_config *c);
+/* grad_clip's bound on the gradients' norm (clip_grad_norm_), NAN when none or by value */
+static inline double rt_clip_norm(const rt_train_config *c)
+{
+    return c->grad_clip_algo == RT_CLIP_VALUE ? NAN : c->grad_clip;
+}
+/* grad_clip's bound on each gradient element (clip_grad_value_), NAN when none or by norm */
+static inline double rt_clip_value(const rt_train_config *c)
+{
+    return c->grad_clip_algo == RT_CLIP_VALUE ? c->grad_clip : NAN;
+}
 /* rt_config_validate that also names, in key (when not NULL), the dotted key the
  * broken rule blames ("optimizer.nesterov"; "" when none does, as for a missing stop
  * condition), so that the compiler can point at that key in the spec. */

@@ -578,6 +578,9 @@ void rt_cu_optim_step(rt_exec *e, const rt_train_config *c, const rt_model *m, r
  * rt_ema_take is the twin), and n floats of a and b exchanged (rt_swap) */
 void rt_cu_ema_take(rt_exec *e, rt_dptr params, rt_dptr ema, int64_t n, double decay, int first);
 void rt_cu_swap(rt_exec *e, rt_dptr a, rt_dptr b, int64_t n);
+/* train.swa's take of n weights into the average after `taken` takes (optim.cuh's
+ * rt_swa_take; optim.c's rt_swa_take is the twin) */
+void rt_cu_swa_take(rt_exec *e, rt_dptr params, rt_dptr avg, int64_t n, int64_t taken);
 /* the same step with clip_grad_norm_'s factor (c->grad_clip; loss scale 1) worked out
  * by the kernel from the sum of squares at device address sumsq (rt_cu_grad_sumsq_queue):
  * the step is queued without the host reading the norm */

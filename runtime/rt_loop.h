@@ -14,6 +14,9 @@ double rt_grad_norm(rt_pool *pool, const rt_model *m, const float *grads);
  * g[k - lo] holding element k (gaps between tensors are skipped); summed in the same
  * blocks as rt_grad_norm, which is sqrt of it over [0, trainable_floats). */
 double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, const float *g);
+/* clip_grad_value_ after the unscaling: g[k] = clamp(g[k] * gs, -value, value), NaN kept
+ * (grad_clip_algorithm value; the optimizer then reads the gradients unscaled). */
+void rt_clip_values(rt_pool *pool, float *g, int64_t n, float gs, double value);
 /* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; Muon: its
  * AdamW's 2, a Muon matrix's momentum buffer in the first; else 0),
  * each laid out like the parameter region; floats of it for the whole region. */
@@ -28,6 +31,10 @@ int rt_ema_part(const rt_train_config *c);
 int rt_ema_takes(const rt_train_config *c, int64_t n, int *first);
 int rt_ema_ready(const rt_train_config *c, int64_t n);
 void rt_ema_take(rt_pool *pool, const float *p, float *ema, int64_t n, double decay, int first);
+/* train.swa (swa.c): the weights p into the equal average of the `taken` takes before:
+ * a copy for the first, then avg + (p - avg) / (taken + 1) in fp32, each operation
+ * rounded (torch's AveragedModel without avg_fn, as Lightning's callback takes it) */
+void rt_swa_take(rt_pool *pool, const float *p, float *avg, int64_t n, int64_t taken);
 /* a[i] and b[i] exchanged (validation on the average, and back) */
 void rt_swap_floats(rt_pool *pool, float *a, float *b, int64_t n);
 /* One update; t counts steps from 1. With clip set, the gradients are read as

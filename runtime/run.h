@@ -88,6 +88,7 @@ typedef struct Run {
     int64_t *pend_terms;       /* RT_CU_RING x step_passes */
     int pend_n;
     int mem_logged;            /* GPU: the device_memory record is written */
+    int swa_done;              /* train.swa's average is in the weights' place (swa.c) */
     int data_on_gpu;           /* loader.on_gpu: the datasets are in GPU memory */
     int64_t state_floats;
     rt_dataset train, val;
@@ -283,6 +284,13 @@ int rt_val_due(const Run *r, int64_t epoch, int64_t before, int64_t after, int64
 void rt_save_weights(Run *r, const char *file);   /* every rank calls it */
 void rt_save_final(Run *r, int after_ckpt, int64_t step);
 void rt_ema_swap(Run *r);   /* train.ema's average and the weights exchanged (saves.c) */
+/* train.swa (swa.c): its first epoch (from 0); the learning rate in an epoch of it (-1
+ * before it, or without swa); the take at an epoch's start; the end of a run that
+ * trained all its epochs (1: the average is in the weights' place, validated) */
+int64_t rt_swa_first_epoch(const rt_train_config *c);
+double rt_swa_lr(const Run *r, int64_t epoch);
+void rt_swa_epoch_start(Run *r, const rt_loop_state *s);
+int rt_swa_finish(Run *r, rt_loop_state *s, int best_mode);
 void rt_checkpoint(Run *r, rt_loop_state *s);     /* every rank calls it */
 
 /* ---- records (records.c) ------------------------------------------------------------------ */

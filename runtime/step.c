@@ -218,11 +218,18 @@ static void update(Run *r, rt_loop_state *s, double norm, double lr, int scaler)
     /* clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is < 1; the unscaling
      * (a power of two) goes into the same factor, exactly (optim.cuh's rt_clip_scale
      * is the same arithmetic, where the GPU works the factor out itself) */
-    float coef = isnan(c->grad_clip) ? 1.0f : (float)(c->grad_clip / (norm + 1e-6));
+    double max_norm = rt_clip_norm(c);
+    float coef = isnan(max_norm) ? 1.0f : (float)(max_norm / (norm + 1e-6));
     int clip = coef < 1.0f;
     float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
     clip |= s->loss_scale != 1.0;
     s->updates++;
+    if (!r->gpu && !isnan(rt_clip_value(c))) {   /* clip_grad_value_ (the GPU's: optim_step) */
+        rt_state_part z = rt_zero_part();
+        rt_clip_values(r->e.rt, r->grads + z.lo, z.hi - z.lo, gs, rt_clip_value(c));
+        gs = 1.0f;
+        clip = 0;
+    }
     if (r->gpu) {
         rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads), rt_cu_state(&r->e),
                          s->updates, lr, gs, clip);
@@ -345,8 +352,9 @@ int rt_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st)
     int64_t k, window = rt_step_start(r, s, &k);
     /* (st->loss adds the passes' mean losses; rt_step_agree makes it their mean) */
     *st = (Step){.k = k, .norm = NAN, .profiled = L->prof && L->run_steps >= 2, .t0 = rt_now()};
+    double swa_lr = rt_swa_lr(r, s->epoch);   /* (train.swa's epochs: SWALR's) */
     st->lr = r->lf ? rt_lrfind_lr(r->lf, s->step)
-                   : rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
+             : swa_lr >= 0 ? swa_lr : rt_lr_at(c, s->step, r->total_steps > 0 ? r->total_steps : 1);
     int diverged = 0;
     for (int64_t j = 0; j < k; j++) {
         st->samples += run_pass(r, s, L, st, j, window);

@@ -345,9 +345,11 @@ static int train_end(Run *r, rt_loop_state *s, Loop *L)
     if (last_ckpt)
         rt_checkpoint(r, s);
     last_validation(r, s, L);
+    /* swa's average in the weights' place (after the checkpoint, which keeps both) */
+    int swa = L->end == END_EPOCHS && rt_swa_finish(r, s, L->best_mode);
     /* the final weights, then the end record */
     if (L->end != END_DIVERGED)
-        rt_save_final(r, last_ckpt, s->step);
+        rt_save_final(r, last_ckpt && !swa, s->step);
     rt_metrics_plot(r->mt);   /* without validation too: the training loss alone */
     double t = rt_record_end(r, s, L->end);
     int code = L->end == END_DIVERGED ? RT_EXIT_DIVERGED
@@ -373,6 +375,7 @@ int rt_train(Run *r, rt_loop_state *s)
     loop_start(r, s, &L);
     while (L.end < 0) {
         r->ahead = NULL;
+        rt_swa_epoch_start(r, s);
         rt_loader_start(r->tl, s->epoch, s->batch);
         while (!train_step(r, s, &L))
             ;

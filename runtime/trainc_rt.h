@@ -123,6 +123,10 @@ typedef struct rt_exec {
      * rt_rank_mean_f64: a collective, every rank calls it alike); NULL on one. A training
      * pass's kto loss averages its KL estimate so (runtime/losses.c) */
     void (*rank_mean_f64)(double *x, int64_t n);
+    /* > 0: every batchnorm's momentum in a training pass, in place of its own (swa's pass
+     * that recomputes the running statistics: 1 / (batches so far + 1), torch's momentum
+     * None); 0: each layer's own */
+    float bn_momentum;
 } rt_exec;
 
 typedef void (*rt_kernel_fn)(rt_exec *e, int64_t lo, int64_t hi);

@@ -64,11 +64,12 @@ Eval rt_validate(Run *r)
 
 static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev, int ema)
 {
+    /* (the average in the weights' place: ema's for a while, swa's at the end) */
     char buf[512], a[32];
     int n = snprintf(buf, sizeof buf, "{\"step\":%lld,\"epoch\":%lld,\"val_loss\":%s",
                      (long long)s->step, (long long)s->epoch, rt_json_num(a, s->last_val_loss));
-    if (ema)   /* (on train.ema's average) */
-        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"ema\":true");
+    if (ema || r->swa_done)
+        n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"%s\":true", ema ? "ema" : "swa");
     if (rt_has_acc(r->m))
         n += snprintf(buf + n, sizeof buf - (size_t)n, ",\"val_acc\":%s",
                       rt_json_num(a, s->last_val_acc));

@@ -129,10 +129,15 @@ def losses(kind):
     raise ValueError(f"gan_torch: loss {kind}")
 
 
-def _clip(net, clip):
-    """clip_grad_norm_ on the net's own gradients; whether it scaled them."""
+def _clip(net, clip, algo="norm"):
+    """clip_grad_norm_ (or, algo "value", clip_grad_value_) on the net's own gradients;
+    whether it changed them."""
     if clip is None:
         return False
+    if algo == "value":
+        past = any(bool((p.grad.abs() > clip).any()) for p in net.parameters() if p.grad is not None)
+        torch.nn.utils.clip_grad_value_(net.parameters(), clip)
+        return past
     return float(torch.nn.utils.clip_grad_norm_(net.parameters(), clip)) > clip
 
 
@@ -145,6 +150,7 @@ def train(G, D, spec, X, Z, steps, snapshots=()):
     if t.get("schedule", {}).get("type", "constant") != "constant":
         raise ValueError("gan_torch: only the constant schedule")
     B, A, clip = t["batch_size"], t.get("accumulate", 1), t.get("grad_clip")
+    algo = t.get("grad_clip_algorithm", "norm")
     # train.freeze: the parameters its patterns match get no gradient, so no update
     frozen = set()
     for net, pre in ((G, "generator."), (D, "discriminator.")):
@@ -167,7 +173,7 @@ def train(G, D, spec, X, Z, steps, snapshots=()):
             errD = err_d(D(x), D(fake.detach()))
             (errD / A).backward()
             if m == A - 1:
-                out["clipped"]["D"] += _clip(D, clip)
+                out["clipped"]["D"] += _clip(D, clip, algo)
                 opt_d.step()
                 opt_d.zero_grad(set_to_none=False)
             for p in D.parameters():   # toggle_model: the G phase leaves D's gradients alone
@@ -177,7 +183,7 @@ def train(G, D, spec, X, Z, steps, snapshots=()):
             for p in D.parameters():
                 p.requires_grad_(id(p) not in frozen)
             if m == A - 1:
-                out["clipped"]["G"] += _clip(G, clip)
+                out["clipped"]["G"] += _clip(G, clip, algo)
                 opt_g.step()
                 opt_g.zero_grad(set_to_none=False)
             d_sum += errD.item()

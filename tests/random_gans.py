@@ -14,7 +14,7 @@ discriminator conv2d of stride 2, a 3x3 conv2d (grouped or not) with a batchnorm
 not, leaky_relu, flatten, one logit). Then the loss (bce or hinge), AdamW (eps 1e-3: a
 gradient that is rounding noise on both sides moves a weight by the whole lr at 1e-8)
 or SGD with momentum, a discriminator's optimizer of its own or not, accumulate 1 or 2,
-grad_clip or not, a recompute policy, 1 or 2 threads; the latent batches are a data
+grad_clip or not (by norm, or in half of those by value), a recompute policy, 1 or 2 threads; the latent batches are a data
 input, so both sides see the same z. PyTorch runs tests/gan_torch.py's step in float64
 from the same initial weights (torch's defaults, batchnorms' statistics and affine
 parameters moved off theirs; written as float32 and loaded with --init) on the same
@@ -133,6 +133,8 @@ def draw(r, i):
         train["optimizer_d"] = optimizer(r)
     if r.random() < 0.4:
         train["grad_clip"] = 0.5
+        if np.random.default_rng([SEED, i, 16]).random() < 0.5:   # clip_grad_value_
+            train["grad_clip"], train["grad_clip_algorithm"] = 0.05, "value"
     model = {"name": "gan%d" % i,
              "inputs": {"x": {"shape": real, "dtype": "f32"}, "z": {"shape": latent, "dtype": "f32"}},
              "gan": {"latent": {"shape": latent, "input": "z"}, "generator": g, "discriminator": d,
@@ -321,7 +323,8 @@ def one(i, r):
         if i < FAKE_GPU else "", kind, len(m["gan"]["generator"]), len(m["gan"]["discriminator"]),
         ", %d batchnorm%s" % (bns, "s" if bns > 1 else "") if bns else "", m["gan"]["loss"],
         t["optimizer"]["type"], " (D: %s)" % t["optimizer_d"]["type"] if "optimizer_d" in t else "",
-        t["accumulate"], ", clipped" if "grad_clip" in t else "", t["recompute"],
+        t["accumulate"], ", clipped by value" if t.get("grad_clip_algorithm") == "value"
+        else ", clipped" if "grad_clip" in t else "", t["recompute"],
         ", all three policies" if i % 3 == 0 else "", threads, "s" if threads > 1 else "") + \
         (", resumed after step 1" if i % 4 == 1 else "")
     return desc, len(ours), problems

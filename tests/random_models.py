@@ -42,7 +42,8 @@ validation uses them.
 The loss is cross entropy or MSE; the optimizer SGD (momentum,
 Nesterov, weight decay) or AdamW; accumulate 1 or 2 (with 3 or 4 batches an epoch, a
 step may have one); drop_last on or off (14 rows in batches of 4: the last has 2);
-grad_clip off or tight enough to clip; recompute none, selective or full; 1 or 2
+grad_clip off or tight enough to clip (from a sixteenth, 2 in 5 of those by value, some
+elements past the bound); recompute none, selective or full; 1 or 2
 threads. PyTorch runs the same spec through a small interpreter of
 SPEC.md's semantics, from the same initial weights (random, written by this script
 and loaded with --init, so the parameter names and shapes are checked too) on the
@@ -576,6 +577,8 @@ def draw(r, i):
              "log_every": 1, "seed": 5}
     if r.random() < 0.5:
         train["grad_clip"] = 0.1
+        if np.random.default_rng([SEED, i, 16]).random() < 0.4:   # clip_grad_value_
+            train["grad_clip"], train["grad_clip_algorithm"] = 0.005, "value"
     return kind, {"trainc": 1, "model": model, "train": train}
 
 
@@ -1002,7 +1005,8 @@ def one(i, r):
         "under the sanitizers too: " if ASAN and i % 3 == 0 else "",
         "dropout 0.25 (not against PyTorch): " if dropout else "",
         kind + resnet_ops(spec["model"]), len(spec["model"]["layers"]), spec["model"]["loss"]["op"], opt["type"], t["accumulate"],
-        t["recompute"], ", clipped" if "grad_clip" in t else "",
+        t["recompute"], ", clipped by value" if t.get("grad_clip_algorithm") == "value"
+        else ", clipped" if "grad_clip" in t else "",
         "" if t["loader"]["drop_last"] else ", a short last batch",
         ", %d of %d parameters frozen" % (len(frozen), len(P)) if frozen else "", threads,
         "s" if threads > 1 else "", ", sampled with the key/value cache" + (" (on the fake GPU too)" if i < FAKE_GPU else "")
@@ -1037,7 +1041,7 @@ def against_torch(spec, P, S, x, y, xv, yv, ours, d):
                                {"params": rest, "weight_decay": 0.0}], lr=opt["lr"], eps=opt["eps"], foreach=False)
     acc = t["accumulate"]
     batches = ROWS // B if t["loader"]["drop_last"] else (ROWS + B - 1) // B
-    ref, b = [], 0
+    ref, b, at_bound = [], 0, []   # (clipping by value: the share of elements past it a step)
     while b < batches:
         k = min(acc, batches - b)
         o.zero_grad()
@@ -1053,13 +1057,19 @@ def against_torch(spec, P, S, x, y, xv, yv, ours, d):
             (l * ((sl.stop - sl.start) / window)).backward()
             total += l.item() / k
         norm = math.sqrt(sum(float((p.grad ** 2).sum()) for p in params if p.grad is not None))
-        if "grad_clip" in t:
+        if t.get("grad_clip_algorithm") == "value":
+            g = torch.cat([p.grad.reshape(-1) for p in params if p.grad is not None])
+            at_bound.append(float((g.abs() > t["grad_clip"]).double().mean()))
+            torch.nn.utils.clip_grad_value_(params, t["grad_clip"])
+        elif "grad_clip" in t:
             torch.nn.utils.clip_grad_norm_(params, t["grad_clip"])
         o.step()
         ref.append({"loss": total, "grad_norm": norm})
         b += k
 
     problems = compare_steps("trainc", ours, ref, "the reference", {"loss": 1e-4, "grad_norm": 1e-4})
+    if at_bound and max(at_bound) == 0:   # (else the test proves nothing of it)
+        problems.append("clipping by value at %g: no element past it" % t["grad_clip"])
     # validation after the last step: the mean over all 6 rows' terms, and the accuracy
     with torch.no_grad():
         out = reference(spec["model"], P, input_batch(spec, xv), S, "eval")

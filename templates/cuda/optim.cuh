@@ -173,6 +173,21 @@ rt_sgd(float *p, act_t *pc, const float *g, float *buf, int64_t slo, const rt_op
     RT_FP8_AMAX_STORE();
 }
 
+/* Launch: grid (chunks), 256 threads. clip_grad_value_ after the unscaling
+ * (grad_clip_algorithm value; optim.c's rt_clip_values is the twin), in place, before
+ * rt_adamw, rt_sgd or rt_muon_momentum read the gradients with gs 1:
+ *   g = clamp(g * gs, -v, v), NaN kept */
+extern "C" __global__ void __launch_bounds__(256)
+rt_clip_values(float *g, const rt_opt_chunk *chunks, float gs, float v)
+{
+    rt_opt_chunk ck = chunks[blockIdx.x];
+    g += ck.off;
+    for (int k = threadIdx.x; k < ck.len; k += blockDim.x) {
+        float x = __fmul_rn(g[k], gs);
+        g[k] = x > v ? v : x < -v ? -v : x;
+    }
+}
+
 /* Launch: grid-stride, 256 threads.
  *   pc[i] = p[i] as act_t   (bf16-mixed: the GEMMs' copy of parameters loaded from the
  *   host: initial weights, --init, a checkpoint) */
@@ -194,6 +209,17 @@ rt_ema_take(const float *p, float *ema, int64_t n, float w, int first)
     for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
          i += (int64_t)gridDim.x * blockDim.x)
         ema[i] = first ? p[i] : fmaf(w, p[i] - ema[i], ema[i]);
+}
+
+/* Launch: grid-stride, 256 threads. train.swa's take of the weights (optim.c's
+ * rt_swa_take is the twin): avg[i] = p[i] on the first take, else
+ * avg[i] + (p[i] - avg[i]) / k (k = the takes before it + 1), each operation rounded */
+extern "C" __global__ void __launch_bounds__(256)
+rt_swa_take(const float *p, float *avg, int64_t n, float k, int first)
+{
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x)
+        avg[i] = first ? p[i] : __fadd_rn(avg[i], __fdiv_rn(__fsub_rn(p[i], avg[i]), k));
 }
 
 /* Launch: grid-stride, 256 threads. a[i] and b[i] exchanged (validation on ema's average,

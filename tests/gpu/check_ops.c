@@ -2017,6 +2017,28 @@ static void t_ema(int64_t n)
     free(p), free(e0), free(q), free(e), free(sq), reset();
 }
 
+/* optim.cuh's rt_swa_take (a first take, then two more) against optim.c's twin: exact */
+static void t_swa(int64_t n)
+{
+    SHAPE("[%lld]", (long long)n);
+    float *p = fvec(n), *q = fvec(n), *a0 = fvec(n), *a = fcopy(a0, n);
+    rt_swa_take(C.rt, p, a, n, 0);
+    rt_swa_take(C.rt, q, a, n, 1);
+    rt_swa_take(C.rt, p, a, n, 2);
+    void *gp = up(p, (size_t)n * 4), *gq = up(q, (size_t)n * 4), *ga = dalloc((size_t)n * 4);
+    out_t o = {"swa", a, {0}, n};
+    for (int rep = 0; rep < 2; rep++) {
+        upload(ga, a0, (size_t)n * 4);
+        rt_dptr dp = (rt_dptr)(uintptr_t)gp, dq = (rt_dptr)(uintptr_t)gq, da = (rt_dptr)(uintptr_t)ga;
+        rt_cu_swa_take(G, dp, da, n, 0);
+        rt_cu_swa_take(G, dq, da, n, 1);
+        rt_cu_swa_take(G, dp, da, n, 2);
+        o.gpu[rep] = down(ga, n);
+    }
+    judge("swa", 0.0, &o, 1);
+    free(p), free(q), free(a0), free(a), reset();
+}
+
 /* ---- fp8-mixed's casts (fp8.cuh) and FP8 GEMMs (cuda_blas.c) ------------------------------ */
 
 /* The value of an FP8 code (e5m2: E5M2, else E4M3 "fn"); NaN for a NaN or an infinity */
@@ -2709,6 +2731,47 @@ static void t_optim_clip(const fake_model *f, const char *label, rt_train_config
     free(p), free(st), reset();
 }
 
+/* grad_clip_algorithm value: optim.cuh's rt_clip_values ahead of the update (inside
+ * rt_cu_optim_step) against optim.c's rt_clip_values then the update with gs 1, as
+ * step.c runs them; over [lo, hi) (a ZeRO-1 shard: the rest of the gradients left as
+ * they were). Judged: the parameters, the state and the clipped gradients. */
+static void t_optim_values(const fake_model *f, const char *label, rt_train_config *c,
+                           int64_t steps, double lr, float gs, int64_t lo, int64_t hi)
+{
+    const rt_model *m = &f->m;
+    int64_t np = m->param_floats;
+    if (hi < 0)
+        hi = m->trainable_floats;
+    int64_t ns = rt_optim_state_parts(c) * (hi - lo);
+    SHAPE("%s, clip values at %g, %lld floats, [%lld, %lld), %lld steps", label, c->grad_clip,
+          (long long)np, (long long)lo, (long long)hi, (long long)steps);
+    float *p = fvec(np), *st = fvec(ns), *g = NULL;
+    float *dp = up(p, np * 4), *dg = dalloc(np * 4), *dst = up(st, (ns ? ns : 1) * 4);
+    rt_cu_optim_setup(G, c, m, lo, hi);
+    int64_t clipped = 0;
+    for (int64_t t = 1; t <= steps; t++) {
+        free(g);
+        g = fvec(np);
+        upload(dg, g, np * 4);
+        rt_clip_values(C.rt, g + lo, hi - lo, gs, rt_clip_value(c));
+        for (int64_t k = lo; k < hi; k++)
+            clipped += fabsf(g[k]) == (float)c->grad_clip;
+        rt_optim_step_range(C.rt, c, m, lo, hi, p, g + lo, st, t, lr, 1.0f, 0);
+        rt_cu_optim_step(G, c, m, (rt_dptr)(uintptr_t)dp, (rt_dptr)(uintptr_t)dg,
+                         (rt_dptr)(uintptr_t)dst, t, lr, gs, 1);
+    }
+    if (clipped == 0 || clipped == steps * (hi - lo))
+        report("clip values", INFINITY, 0.0, " (%lld of %lld elements at the bound)",
+               (long long)clipped, (long long)(steps * (hi - lo)));
+    out_t o[3] = {{"params", p, {down(dp, np), down(dp, np)}, np},
+                  {"grads", g, {down(dg, np), down(dg, np)}, np},
+                  {"state", st, {down(dst, ns), down(dst, ns)}, ns}};
+    judge("clip values", TOL_EW, o, ns ? 3 : 2);
+    if (!ns)
+        free(o[2].gpu[0]), free(o[2].gpu[1]);
+    free(p), free(st), free(g), reset();
+}
+
 /* train.freeze: the odd model's last two tensors frozen, laid out after the trained ones
  * as trainc lays them out (trainable_floats: the optimizer's and the norm's region ends
  * there): against optim.c's, and the frozen tensors' values after the steps the bits
@@ -2825,6 +2888,14 @@ static void t_optimizers(void)
     t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
     c.grad_clip = NAN;
     t_optim_clip(&mo, "adamw", &c, 2, 1e-3);
+    /* clipping by value: unscaled first (gs), whole and a shard; AdamW and SGD */
+    c.grad_clip = 0.3, c.grad_clip_algo = RT_CLIP_VALUE;
+    t_optim_values(&mo, "adamw", &c, 2, 1e-3, 0.5f, 0, -1);
+    t_optim_values(&me, "adamw, aligned, a shard", &c, 2, 1e-3, 1.0f, 1024, 16384 * 2 + 12);
+    c.opt = RT_OPT_SGD, c.weight_decay = 0.01, c.momentum = 0.9;
+    t_optim_values(&mo, "sgd, momentum, a shard", &c, 3, 0.05, 0.5f, 17, 50001);
+    c.grad_clip = NAN, c.grad_clip_algo = RT_CLIP_NORM;
+    c.opt = RT_OPT_ADAMW, c.weight_decay = 0.1, c.momentum = 0;
     t_optim_frozen(odd, odd_r2, 6);
 #ifndef CHECK_OPS_EMU
     t_muon();   /* (cuBLASLt's GEMMs) */
@@ -3659,6 +3730,7 @@ int main(int argc, char **argv)
     RUN t_param_copy(1 << 20);
     RUN t_ema(1);
     RUN t_ema(100003);
+    RUN t_swa(100003);
     RUN t_optimizers();
 #ifndef CHECK_OPS_EMU
     RUN t_grads();   /* last: it leaves the exec's gradient region set up */

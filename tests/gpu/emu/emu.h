@@ -202,6 +202,7 @@ inline double __longlong_as_double(long long i)
 /* the host is built with -ffp-contract=off: these are what their names say */
 inline float __fmul_rn(float a, float b) { return a * b; }
 inline float __fadd_rn(float a, float b) { return a + b; }
+inline float __fsub_rn(float a, float b) { return a - b; }
 inline float __fdiv_rn(float a, float b) { return a / b; }
 inline float __fsqrt_rn(float a) { return sqrtf(a); }
 using std::isnan;
