@@ -307,6 +307,12 @@ static int say_end(Run *r, const rt_loop_state *s, const Loop *L, double t, int 
         fprintf(stderr, " ran; nothing kept (%s/ is removed)\n", r->out);
     } else
         fprintf(stderr, "\n  outputs in %s/\n", r->out);
+    if (r->swa_done) {   /* (swa.c: the takes at the starts of epochs first .. epochs - 1) */
+        int64_t first = rt_swa_first_epoch(c) + 1, last = rt_epochs(c);
+        fprintf(stderr, "  swa: model.safetensors holds the average of the weights at the "
+                "starts of epochs %lld to %lld%s\n", (long long)first, (long long)last,
+                r->m->n_state ? ", batchnorm's statistics recomputed" : "");
+    }
     if (r->o.sample > 0 && end != END_INTERRUPTED) {
         rt_sampling = 1;
         rt_sample(r);

@@ -22,7 +22,8 @@ from the same weights (written by torch, loaded with --init), threads 1:
 Checked: every step's loss and lr within 1e-4 relative, each epoch's validation and the
 last one (on the average: "swa": true) within 1e-4, model.safetensors (the average,
 batchnorm's running statistics recomputed, num_batches_tracked the batches of an
-epoch) within 1e-4 of torch's. --fake-gpu: the cnn run also on the fake GPU
+epoch) within 1e-4 of torch's; the cnn with `sync` batchnorm on 2 ranks x 16 rows (DDP over
+MPI) within 1e-5 of the 1 rank x 32 run. --fake-gpu: the cnn run also on the fake GPU
 (tests/fake_gpu/: FAKE_GPU_LIB, or its own build), its losses and validations within
 1e-5 of the CPU's and its model.safetensors within 1e-5.
 """
@@ -196,6 +197,32 @@ def cnn():
     w = compare("cnn (batchnorm, SGD, warm-up and cosine, swa from epoch 2, cos over 3)", out, model, ref)
     if "--fake-gpu" in sys.argv:
         fake_gpu(path, init, out, w)
+    ddp(spec, init, out, w)
+
+
+def ddp(spec, init, one_out, one_w):
+    """2 ranks x 16 rows (DDP over MPI, batchnorm with sync: the whole batch's statistics,
+    in the statistics pass too) against 1 rank x 32: the same numbers"""
+    spec = json.loads(json.dumps(spec))
+    spec["model"]["name"] = "cnn_sync"
+    spec["model"]["layers"][1]["sync"] = True
+    path = os.path.join(OUT, "cnn_sync.json")
+    json.dump(spec, open(path, "w"), indent=1)
+    exe, out = os.path.join(OUT, "cnn_sync"), os.path.join(OUT, "cnn_ddp")
+    subprocess.run([TRAINC, "build", path, "-o", exe], check=True, capture_output=True)
+    subprocess.run(["mpirun", "--oversubscribe", "--allow-run-as-root", "-np", "2", exe, "--init", init,
+                    "--threads", "1", "--quiet", "--out", out, "--set", "batch_size=%d" % (B // 2)],
+                   check=True, capture_output=True, cwd=OUT)
+    nums = lambda o: [(r.get("loss"), r.get("val_loss"), r.get("swa")) for r in run_log.records(o)
+                      if "event" not in r]
+    a, b = nums(out), nums(one_out)
+    worst = max(rel(x, y) for p, q in zip(a, b) for x, y in zip(p[:2], q[:2]) if x is not None and y is not None)
+    w = st_check.load(os.path.join(out, "model.safetensors"))
+    ww = max(float(np.max(np.abs(w[k].astype(np.float64) - one_w[k].astype(np.float64)) /
+                          np.maximum(np.abs(one_w[k].astype(np.float64)), 1.0))) for k in one_w)
+    check(len(a) == len(b) and [p[2] for p in a] == [q[2] for q in b] and worst <= 1e-5 and ww <= 1e-5,
+          "cnn with sync batchnorm, 2 ranks x %d rows (DDP): %d records within %.2g of 1 rank x %d's, "
+          "model.safetensors within %.2g (1e-5)" % (B // 2, len(a), worst, B, ww))
 
 
 def fake_gpu(path, init, cpu_out, cpu_w):
