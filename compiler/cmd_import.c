@@ -2190,7 +2190,8 @@ static ImportArgs import_args(int argc, char **argv)
 static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
 {
     int convnext = !strcmp(type, "convnext") || !strcmp(type, "convnextv2");
-    int vit = !strcmp(type, "vit") || !strcmp(type, "deit"), dinov2 = !strcmp(type, "dinov2");
+    int vit = !strcmp(type, "vit") || !strcmp(type, "deit");
+    int dinov2 = !strcmp(type, "dinov2") || !strcmp(type, "dinov2_with_registers");
     int clip = !strcmp(type, "clip") || !strcmp(type, "siglip");
     int image = vit || dinov2 || clip || !strcmp(type, "resnet") || convnext;
     int text = !strcmp(type, "bert") || !strcmp(type, "roberta") || !strcmp(type, "distilbert") ||
@@ -2219,7 +2220,8 @@ static int import_classifier(const ImportArgs *o, HfCfg *cfg, const char *type)
     if (clip)
         return hf_clip_import(cfg, o->dir, o->out, name, o->labels, !strcmp(type, "siglip"));
     if (dinov2)
-        return hf_dinov2_import(cfg, o->dir, o->out, name, o->S, o->offset, o->labels);
+        return hf_dinov2_import(cfg, o->dir, o->out, name, o->S, o->offset, o->labels,
+                                !strcmp(type, "dinov2_with_registers"));
     if (!strcmp(type, "resnet"))
         return hf_resnet_import(cfg, o->dir, o->out, name, o->S, o->labels);
     if (convnext)

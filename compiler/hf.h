@@ -487,11 +487,12 @@ int hf_clip_import(HfCfg *cfg, const char *dir, const char *out, const char *nam
  * token_mean follows a layernorm and no cls_token came before (SigLIP's), else 0 */
 int hf_clip_spec(const Spec *s);
 int hf_clip_export(const Spec *s, int siglip, const char *weights, const char *out);
-/* import hf of a folder whose config.json says model_type "dinov2" (cfg loaded; S:
- * --image-size, 0 for image_size: the position table interpolated to it, by OFFSET's
- * scale factor, else to the size); LABELS for a new classifier */
+/* import hf of a folder whose config.json says model_type "dinov2" or, REGISTERS,
+ * "dinov2_with_registers" (cfg loaded; S: --image-size, 0 for image_size: the position
+ * table interpolated to it, by OFFSET's scale factor, else to the size); LABELS for a
+ * new classifier */
 int hf_dinov2_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
-                     int offset, const char *labels);
+                     int offset, const char *labels, int registers);
 /* Whether the spec has a cls_mean layer (a DINOv2's head): export hf's */
 int hf_dinov2_spec(const Spec *s);
 int hf_dinov2_export(const Spec *s, const char *weights, const char *out);

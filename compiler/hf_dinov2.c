@@ -1,7 +1,8 @@
-/* hf_dinov2.c: Hugging Face's Dinov2ForImageClassification both ways (its input and
- * classes through hf_image.c). `trainc import hf` of a DINOv2 folder as a model spec of
+/* hf_dinov2.c: Hugging Face's Dinov2ForImageClassification and
+ * Dinov2WithRegistersForImageClassification both ways (its input and classes through
+ * hf_image.c). `trainc import hf` of a DINOv2 folder as a model spec of
  * trainc's vision transformer layers: conv2d patches, tokens, cls_token, pos_embedding,
- * a repeat of pre-norm blocks whose two branches end in layer_scale (the MLP a gelu's,
+ * register_tokens (with registers), a repeat of pre-norm blocks whose two branches end in layer_scale (the MLP a gelu's,
  * or with use_swiglu_ffn a SwiGLU: linear 2H, glu, linear), layernorm, cls_mean (the
  * class token beside the mean of the patches') and the linear head; its position table
  * interpolated to --image-size as transformers interpolates it at every forward
@@ -30,8 +31,10 @@ typedef struct Dino {
     double ratio;                      /* export: the mlp_ratio that gives FF back */
     const char *prefix;                /* the model's tensors' ("dinov2.", "" for Dinov2Model's) */
     int base, fresh_head;              /* import: Dinov2Model's; a head drawn anew */
+    int regs;                          /* DINOv2 with registers (transformers 4.48 on) */
+    int64_t R;                         /* its num_register_tokens */
     double std;                        /* initializer_range */
-    char *patch, *cls, *pos, *norm, *head, *block;   /* block: "blocks.%lld." */
+    char *patch, *cls, *pos, *registers, *norm, *head, *block;   /* block: "blocks.%lld." */
     char *norm1, *attn, *ls1, *norm2, *fc1, *fc2, *ls2;
 } Dino;
 
@@ -159,6 +162,11 @@ static void dino_walk(const Dino *v, hf_join_fn fn, void *ctx)
     else
         hf_join_resampled(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N, D}, pos, 3,
                           (int64_t[]){1, N0, D}, v->offset ? pos_by_offset : pos_to_size);
+    if (v->regs) {
+        const char *r = xasprintf("%sembeddings.register_tokens", m);
+        hf_join(fn, ctx, xasprintf("%s.weight", v->registers), 2, (int64_t[]){v->R, D}, 1, &r, 3,
+                (int64_t[]){1, v->R, D});
+    }
     for (int64_t b = 0; b < v->L; b++)
         dino_block(v, b, fn, ctx);
     hf_join_layernorm(fn, ctx, v->norm, xasprintf("%slayernorm", m), D);
@@ -171,13 +179,19 @@ static void dino_walk(const Dino *v, hf_join_fn fn, void *ctx)
 /* import's names */
 static void default_names(Dino *v)
 {
-    v->patch = "patch", v->cls = "cls", v->pos = "pos", v->norm = "norm", v->head = "head";
+    v->patch = "patch", v->cls = "cls", v->pos = "pos", v->registers = "registers";
+    v->norm = "norm", v->head = "head";
     v->block = "blocks.%lld.";
     v->norm1 = "norm1", v->attn = "attn", v->ls1 = "scale1", v->norm2 = "norm2", v->fc1 = "fc1",
     v->fc2 = "fc2", v->ls2 = "scale2";
 }
 
 /* ---- import -------------------------------------------------------------------- */
+
+static const char *dino_class(const Dino *v)
+{
+    return v->regs ? "Dinov2WithRegistersForImageClassification" : "Dinov2ForImageClassification";
+}
 
 /* Keys that change nothing trainc computes: the dropouts, and the backbone's outputs
  * (AutoBackbone's stages), which a classifier does not read */
@@ -226,8 +240,15 @@ static void dino_sizes(HfCfg *c, Dino *v, int64_t S)
  * trainc cannot express */
 static void dino_config(HfCfg *c, Dino *v, const char *labels, int64_t S)
 {
-    v->base = hf_image_arch(c, labels, "Dinov2ForImageClassification", "Dinov2Model", "DINOv2");
+    v->base = hf_image_arch(c, labels, dino_class(v), v->regs ? "Dinov2WithRegistersModel"
+                            : "Dinov2Model", v->regs ? "DINOv2 with registers" : "DINOv2");
     hf_cfg_classifier(c);
+    if (v->regs) {
+        v->R = hf_cfg_int(c, "num_register_tokens", 4);
+        if (v->R < 1)
+            hf_cfg_error(c, "num_register_tokens", "%lld: 1 or more (or model_type dinov2)",
+                         (long long)v->R);
+    }
     v->std = hf_cfg_num(c, "initializer_range", 0.02);
     dino_sizes(c, v, S);
     v->eps = hf_cfg_num(c, "layer_norm_eps", 1e-6);
@@ -286,6 +307,8 @@ static cJSON *dino_spec(const Dino *v, const char *name)
     cJSON *ls, *root = hf_vit_spec_stem(&v->img, name, v->patch, v->D, v->P,
                                         (const char *[]){v->cls}, 1, v->pos, &ls);
     cJSON *m = cJSON_GetObjectItem(root, "model");
+    if (v->regs)
+        cJSON_AddNumberToObject(hf_layer(ls, "register_tokens", v->registers), "count", (double)v->R);
     dino_blocks(v, ls);
     cJSON_AddNumberToObject(hf_layer(ls, "layernorm", v->norm), "eps", v->eps);
     hf_layer(ls, "cls_mean", NULL);
@@ -295,26 +318,32 @@ static cJSON *dino_spec(const Dino *v, const char *name)
 }
 
 int hf_dinov2_import(HfCfg *cfg, const char *dir, const char *out, const char *name, int64_t S,
-                     int offset, const char *labels)
+                     int offset, const char *labels, int registers)
 {
-    Dino v = {.offset = offset};
+    Dino v = {.offset = offset, .regs = registers};
     default_names(&v);
     dino_config(cfg, &v, labels, S);
+    if (registers && v.img.S / v.P != v.G0)
+        error_input("import: --image-size %lld: a DINOv2 with registers interpolates its position "
+                    "table antialiased, which trainc does not; import it at its image_size %lld",
+                    (long long)v.img.S, (long long)(v.G0 * v.P));
     int pre = hf_image_pixels(dir, &v.img);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
-    v.prefix = hf_find(&im.w, "dinov2.embeddings.cls_token") ? "dinov2." : "";
+    const char *model = registers ? "dinov2_with_registers." : "dinov2.";
+    v.prefix = hf_find(&im.w, xasprintf("%sembeddings.cls_token", model)) ? model : "";
     v.fresh_head = v.base || labels;
     dino_walk(&v, hf_join_plan_import, &im);
     int left = v.fresh_head ? hf_join_leave_out(&im.w, "classifier.", 0) : 0;
     int masks = hf_join_leave_out(&im.w, xasprintf("%sembeddings.mask_token", v.prefix), 0);
-    hf_join_all_used(&im.w, dir, "Dinov2ForImageClassification");
+    hf_join_all_used(&im.w, dir, dino_class(&v));
     char *text = hf_json_text(dino_spec(&v, name));
     hf_image_write_import(&im, text, hf_image_train("{\"type\": \"adamw\", \"lr\": 5e-5, "
                                                     "\"weight_decay\": 0.05}", 1), out);
-    printf("trainc: import: %s (dinov2, %lld layers%s, %d tensors%s; %lldx%lld images%s; the "
+    printf("trainc: import: %s (dinov2%s, %lld layers%s, %d tensors%s; %lldx%lld images%s; the "
            "pixels scaled and shifted%s as %s%s) -> %s/model.json, %s/train.json, "
-           "%s/init.safetensors\n", dir, (long long)v.L, v.swiglu ? ", SwiGLU" : "", im.out.n,
+           "%s/init.safetensors\n", dir, v.regs ? xasprintf(" with %lld registers", (long long)v.R)
+           : "", (long long)v.L, v.swiglu ? ", SwiGLU" : "", im.out.n,
            masks ? ", the mask token left out" : "", (long long)v.img.S, (long long)v.img.S,
            grid(&v) != v.G0 ? xasprintf(", the position table interpolated from %lldx%lld to "
                                         "%lldx%lld%s", (long long)v.G0, (long long)v.G0,
@@ -341,7 +370,8 @@ int hf_dinov2_spec(const Spec *s)
 
 static const HfLayout dino_layout = {
     "Dinov2ForImageClassification",
-    "conv2d (kernel = stride, no padding), tokens, cls_token, pos_embedding, a repeat of "
+    "conv2d (kernel = stride, no padding), tokens, cls_token, pos_embedding, register_tokens "
+    "(Dinov2WithRegistersForImageClassification's, or none), a repeat of "
     "[residual [layernorm, attention, layer_scale], residual [layernorm, linear, gelu (or "
     "glu), linear, layer_scale]], layernorm, cls_mean, linear"};
 
@@ -411,34 +441,40 @@ static void dino_match_blocks(const Spec *s, const Layer *rep, Dino *v)
 /* The spec's layers as a DINOv2, or exit 1 naming the first that is not */
 static void dino_match(const Spec *s, Dino *v)
 {
-    v->prefix = "dinov2.";
     const Layer *ls[8] = {0};
-    for (int k = 0; k < 8 && k < s->n_layers; k++)
-        ls[k] = s->layers[k];
     const char *at = "$.model.layers";
     hf_match_vit_stem(s, &dino_layout, 1, 1, &v->img, &v->D, &v->P);
     v->G0 = grid(v);
+    v->regs = s->n_layers > 4 && s->layers[4]->op == OP_REGISTER_TOKENS;
+    v->prefix = v->regs ? "dinov2_with_registers." : "dinov2.";
+    for (int k = 0; k < 8 && k + (k >= 4) * v->regs < s->n_layers; k++)
+        ls[k] = s->layers[k + (k >= 4) * v->regs];   /* (ls: the layers but the registers) */
+    if (v->regs) {
+        v->R = s->layers[4]->count;
+        v->registers = hf_layer_name(s->layers[4], 4, "");
+    }
     dino_match_blocks(s, ls[4], v);
     hf_match_norm(s, &dino_layout, ls[5], at, &v->eps);
     hf_want(s, &dino_layout, ls[6], at, OP_CLS_MEAN);
     v->img.K = hf_match_linear(s, &dino_layout, ls[7], at, 0);
     hf_image_labels_from_spec(s, &v->img);
-    if (s->n_layers > 8)
-        hf_refuse(s, &dino_layout, s->layers[8], "a layer after the classifier");
+    if (s->n_layers > 8 + v->regs)
+        hf_refuse(s, &dino_layout, s->layers[8 + v->regs], "a layer after the classifier");
     if (s->loss != RT_LOSS_CROSS_ENTROPY)
-        error_at(s->model_file, "$.model.loss",
-                 "Dinov2ForImageClassification's loss is cross entropy");
+        error_at(s->model_file, "$.model.loss", "%s's loss is cross entropy", dino_class(v));
     v->patch = hf_layer_name(ls[0], 0, ""), v->cls = hf_layer_name(ls[2], 2, ""),
     v->pos = hf_layer_name(ls[3], 3, "");
-    v->norm = hf_layer_name(ls[5], 5, ""), v->head = hf_layer_name(ls[7], 7, "");
+    v->norm = hf_layer_name(ls[5], 5 + v->regs, ""), v->head = hf_layer_name(ls[7], 7 + v->regs, "");
 }
 
 static cJSON *dino_hf_config(const Dino *v)
 {
     cJSON *c = cJSON_CreateObject();
     cJSON *ar = cJSON_AddArrayToObject(c, "architectures");
-    cJSON_AddItemToArray(ar, cJSON_CreateString("Dinov2ForImageClassification"));
-    cJSON_AddStringToObject(c, "model_type", "dinov2");
+    cJSON_AddItemToArray(ar, cJSON_CreateString(dino_class(v)));
+    cJSON_AddStringToObject(c, "model_type", v->regs ? "dinov2_with_registers" : "dinov2");
+    if (v->regs)
+        cJSON_AddNumberToObject(c, "num_register_tokens", (double)v->R);
     cJSON_AddNumberToObject(c, "hidden_size", (double)v->D);
     cJSON_AddNumberToObject(c, "num_hidden_layers", (double)v->L);
     cJSON_AddNumberToObject(c, "num_attention_heads", (double)v->H);
@@ -467,8 +503,10 @@ int hf_dinov2_export(const Spec *s, const char *weights, const char *out)
     HfJoinExport e = {0};
     hf_join_export_open(&e, s, weights);
     dino_walk(&v, hf_join_plan_export, &e);
-    hf_join_export_filled(&e, "dinov2.embeddings.mask_token", 2, (int64_t[]){1, v.D}, 0);
+    hf_join_export_filled(&e, xasprintf("%sembeddings.mask_token", v.prefix), 2,
+                          (int64_t[]){1, v.D}, 0);
     hf_join_export_adapters(&e);
-    hf_image_write_export(&e, &v.img, dino_hf_config(&v), "dinov2", weights, s->model_file, out);
+    hf_image_write_export(&e, &v.img, dino_hf_config(&v), v.regs ? "dinov2_with_registers"
+                          : "dinov2", weights, s->model_file, out);
     return 0;
 }

@@ -152,6 +152,7 @@ enum {
     N_LAYER_SCALE, /* x [..., d] times a learned weight [d] */
     N_CLS_MEAN,    /* [T, d] -> [2 d]: the first token, then the mean over the others */
     N_GRN,         /* [T, C] -> [T, C]: global response normalization (ConvNeXt V2) */
+    N_REGISTER_TOKENS, /* [T, d] -> [T + R, d]: R learned rows after the first token */
     /* backward */
     N_LINEAR_BWD,
     N_CONV2D_BWD,
@@ -181,6 +182,7 @@ enum {
     N_LAYER_SCALE_BWD,
     N_CLS_MEAN_BWD,
     N_GRN_BWD,
+    N_REGISTER_TOKENS_BWD,
     N__COUNT
 };
 
@@ -414,7 +416,9 @@ enum {
                       sample's b (first_token: a = d, c = 0; cls_token's backward: the
                       last a = T d of b = (T + 1) d, c = d). c may be negative only
                       under a select that never reads the elements it would miss
-                      (cls_token's forward: the row before, c = -d) */
+                      (cls_token's forward: the row before, c = -d); b 0: storage
+                      without a sample stride (register_tokens' forward: a parameter's
+                      rows, c = -d) */
 };
 typedef struct Index {
     int kind;                /* IX_* */

@@ -88,8 +88,12 @@ void index_print(Buf *b, Index ix, int cuda)
         return;
     /* [B, a] from [B, n]: (s) * n + c + i % a */
     case IX_SLICE:
-        buf_printf(b, "i / %lld * %lld %c %lld + i %% %lld", a, n, ix.c < 0 ? '-' : '+',
-                   (long long)(ix.c < 0 ? -ix.c : ix.c), a);
+        if (n == 0)   /* (no sample stride: a parameter's rows) */
+            buf_printf(b, "i %% %lld %c %lld", a, ix.c < 0 ? '-' : '+',
+                       (long long)(ix.c < 0 ? -ix.c : ix.c));
+        else
+            buf_printf(b, "i / %lld * %lld %c %lld + i %% %lld", a, n, ix.c < 0 ? '-' : '+',
+                       (long long)(ix.c < 0 ? -ix.c : ix.c), a);
         return;
     }
     unreachable();

@@ -49,7 +49,8 @@ enum { OPC_PARAM, OPC_ELEMENTWISE, OPC_VIEW, OPC_POOL, OPC_NORM, OPC_CONTAINER, 
     X(OP_LAYER_SCALE, "layer_scale", "init_value", "", OPC_PARAM)                   \
     X(OP_CLS_MEAN, "cls_mean", "", "", OPC_POOL)                                      \
     X(OP_GRN, "grn", "", "", OPC_NORM)                                                \
-    X(OP_QUICK_GELU, "quick_gelu", "", "", OPC_ELEMENTWISE)
+    X(OP_QUICK_GELU, "quick_gelu", "", "", OPC_ELEMENTWISE)                           \
+    X(OP_REGISTER_TOKENS, "register_tokens", "count", "count", OPC_PARAM)
 
 enum {
 #define X(kind, name, keys, required, cls) kind,

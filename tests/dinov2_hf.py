@@ -20,7 +20,11 @@ apart by channel) so that a tensor put in another's place shows:
   and loads to the same loss;
 - `dinov2_hf.py --newer` (HF_NEW_PYTHON: transformers 4.48.3, which interpolates to the
   size itself, as 4.45 and later do): the same import without --interpolate (size, the
-  default) equals that transformers' loss within 1e-5, exported alike;
+  default) equals that transformers' loss within 1e-5, exported alike; and a
+  Dinov2WithRegistersForImageClassification (3 registers, the SwiGLU MLP): its layers
+  with register_tokens after the positions, --eval, import then export bit for bit, 5
+  steps exported to from_pretrained's loss, as above; its --image-size refused (the
+  antialiased interpolation is absent);
 - `--labels` over a Dinov2Model (no classifier): the encoder as
   Dinov2ForImageClassification loads it, the new head [K, 2 D];
 - drop_path_rate 0.1 (stochastic depth on every branch): each block's two residuals
@@ -56,20 +60,22 @@ torch.set_num_threads(1)
 transformers.logging.set_verbosity_error()
 
 
-def exported(name, spec, eval_spec, weights, folder, xv, yv):
+def exported(name, spec, eval_spec, weights, folder, xv, yv, cls=None):
     """export WEIGHTS; transformers' loss of the folder equals trainc's --eval"""
     trainc("export", "hf", spec, eval_spec, "--weights", weights, "-o", folder)
-    back = Dinov2ForImageClassification.from_pretrained(folder)
+    back = (cls or Dinov2ForImageClassification).from_pretrained(folder)
     ours, theirs = eval_loss(spec, eval_spec, weights, folder + "_eval"), hf_loss(back, spec, xv, yv)
     check(rel(ours, theirs) <= 1e-5, "%s: trained, exported, from_pretrained's loss %.7f, trainc "
           "--eval %.7f (%.1e)" % (name, theirs, ours, rel(ours, theirs)))
     return back
 
 
-def case(name, cfg, preprocessor, x, y, size=None, interp=()):
+def case(name, cfg, preprocessor, x, y, size=None, interp=(), cls=None):
     d = os.path.join(OUT, name)
     src, imp = d + "/src", d + "/import"
-    m = saved(Dinov2ForImageClassification, cfg, src, 0.05, seed=2)
+    regs = cls is not None   # (Dinov2WithRegistersForImageClassification)
+    mask = "dinov2_with_registers.embeddings.mask_token" if regs else MASK
+    m = saved(cls or Dinov2ForImageClassification, cfg, src, 0.05, seed=2)
     if preprocessor:
         preprocessor.save_pretrained(src)
     r = trainc("import", "hf", src, "-o", imp, *(["--image-size", size] if size else []), *interp)
@@ -82,8 +88,8 @@ def case(name, cfg, preprocessor, x, y, size=None, interp=()):
             g0, g0, g, g, " by DINOv2's scale factor" if interp else "")
         check(said in r.stdout, "%s: import says %s" % (name, said))
     ops = [l["op"] for l in json.load(open(spec))["model"]["layers"]]
-    check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding", "repeat", "layernorm",
-                  "cls_mean", "linear"], "%s: model.json's layers %s" % (name, " ".join(ops)))
+    check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding"] + ["register_tokens"] * regs +
+          ["repeat", "layernorm", "cls_mean", "linear"], "%s: model.json's layers %s" % (name, " ".join(ops)))
     ours, theirs = eval_loss(spec, imp + "/eval.json", imp + "/init.safetensors", d + "/eval0"), \
         hf_loss(m, spec, xv, yv)
     check(rel(ours, theirs) <= 1e-5, "%s: imported (%s), trainc --eval %.7f, transformers %.7f "
@@ -93,12 +99,12 @@ def case(name, cfg, preprocessor, x, y, size=None, interp=()):
            d + "/back")
     a, b = load_file(src + "/model.safetensors"), load_file(d + "/back/model.safetensors")
     if not size:
-        same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a if k != MASK)
-        check(same and not b[MASK].any(), "%s: import then export gives back the folder's %d "
+        same = set(a) == set(b) and all(torch.equal(a[k], b[k]) for k in a if k != mask)
+        check(same and not b[mask].any(), "%s: import then export gives back the folder's %d "
               "tensors bit for bit, the mask token zeros" % (name, len(a)))
     trainc("run", spec, imp + "/train5.json", "--init", imp + "/init.safetensors", "--threads", 1,
            "--quiet", "--out", d + "/run5")
-    back = exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv)
+    back = exported(name, spec, imp + "/eval.json", d + "/run5/model.safetensors", d + "/hf", xv, yv, cls)
     if size:
         check(back.config.image_size == size, "%s: the export's image_size is %d (transformers "
               "interpolates nothing)" % (name, back.config.image_size))
@@ -181,6 +187,15 @@ SIZE24 = Dinov2Config(image_size=32, patch_size=4, num_channels=3, hidden_size=1
 if NEWER:
     case("size24", SIZE24, None, rng.integers(0, 256, size=(128, 3, 24, 24)).astype(np.uint8),
          rng.integers(0, 4, size=128), size=24)
+    from transformers import Dinov2WithRegistersConfig, Dinov2WithRegistersForImageClassification
+    regs_cfg = Dinov2WithRegistersConfig(image_size=16, patch_size=4, num_channels=3, hidden_size=24,
+                                         num_hidden_layers=2, num_attention_heads=3, use_swiglu_ffn=True,
+                                         num_register_tokens=3, num_labels=5)
+    case("registers", regs_cfg, None, rng.integers(0, 256, size=(128, 3, 16, 16)).astype(np.uint8),
+         rng.integers(0, 5, size=128), cls=Dinov2WithRegistersForImageClassification)
+    refused("registers at --image-size 24", ["import", "hf", os.path.join(OUT, "registers", "src"), "-o",
+                                             os.path.join(OUT, "regs24"), "--image-size", "24"],
+            "interpolates its position table antialiased", os.path.join(OUT, "regs24"))
     print("dinov2_hf --newer: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                        transformers.__version__))
     sys.exit(1 if failed else 0)

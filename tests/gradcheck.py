@@ -660,6 +660,12 @@ cases += [
     # a residual's drop_path: samples' bodies dropped (--gradcheck's own steps: the same masks)
     case("drop_path", [3, 6], [L(6), {"op": "residual", "name": "r", "drop_path": 0.5, "body": [
         {"op": "layernorm"}, L(6), {"op": "tanh"}]}, {"op": "flatten"}, L(4)]),
+    # DINOv2 with registers: 3 learned rows after the class token, attention over all,
+    # the head over [the class token, the others' mean]
+    case("register_tokens", [4, 6], [L(6), {"op": "cls_token"}, {"op": "register_tokens", "count": 3},
+        {"op": "residual", "name": "att", "body": [{"op": "layernorm"},
+                                                   {"op": "attention", "heads": 2, "causal": False}]},
+        {"op": "tanh"}, {"op": "cls_mean"}, L(4)]),
 ]
 FD_TOL, FD_FLOOR = 2e-2, 1e-3
 only = sys.argv[1:]   # gradcheck.py [CASE...]: those cases alone

@@ -123,12 +123,14 @@ class ViT(nn.Module):
 
 
 def cls_mean_form():
-    """the spec with DINOv2's head, the class token beside the others' mean (cls_mean), and
-    its stochastic depth (each branch's residual drop_path 0.2), in OUT"""
+    """the spec with DINOv2's head, the class token beside the others' mean (cls_mean), its
+    stochastic depth (each branch's residual drop_path 0.2) and 2 registers after the
+    positions (register_tokens, DINOv2 with registers'), in OUT"""
     m = json.loads(json.dumps(spec))
     m["model"]["layers"][-2] = {"op": "cls_mean"}
     for r in m["model"]["layers"][4]["body"]:
         r["drop_path"] = 0.2
+    m["model"]["layers"].insert(4, {"op": "register_tokens", "count": 2})
     return form_file(m, "vit_cls_mean")
 
 

@@ -9,7 +9,7 @@ extern const OpDef op_linear, op_conv2d, op_maxpool2d, op_avgpool2d, op_flatten,
 extern const OpDef op_batchnorm;
 extern const OpDef op_conv_transpose2d, op_leaky_relu, op_scale, op_moe;
 extern const OpDef op_tokens, op_token_mean, op_cls_token, op_first_token, op_last_token;
-extern const OpDef op_span, op_untokens, op_layer_scale, op_grn, op_cls_mean;
+extern const OpDef op_span, op_untokens, op_layer_scale, op_grn, op_cls_mean, op_register_tokens;
 
 const OpDef *const op_defs[OP__COUNT] = {
     [OP_LINEAR] = &op_linear,
@@ -48,6 +48,7 @@ const OpDef *const op_defs[OP__COUNT] = {
     [OP_LAYER_SCALE] = &op_layer_scale,
     [OP_CLS_MEAN] = &op_cls_mean,
     [OP_GRN] = &op_grn,
+    [OP_REGISTER_TOKENS] = &op_register_tokens,
 };
 
 extern const NodeDef node_convert, node_linear, node_conv2d, node_maxpool, node_avgpool,
@@ -68,6 +69,7 @@ extern const NodeDef node_span, node_span_bwd;
 extern const NodeDef node_untokens, node_untokens_bwd, node_layer_scale, node_layer_scale_bwd;
 extern const NodeDef node_cls_mean, node_cls_mean_bwd;
 extern const NodeDef node_grn, node_grn_bwd;
+extern const NodeDef node_register_tokens, node_register_tokens_bwd;
 extern const NodeDef node_pad, node_pad_bwd;
 
 const NodeDef *const node_defs[N__COUNT] = {
@@ -130,6 +132,8 @@ const NodeDef *const node_defs[N__COUNT] = {
     [N_CLS_MEAN_BWD] = &node_cls_mean_bwd,
     [N_GRN] = &node_grn,
     [N_GRN_BWD] = &node_grn_bwd,
+    [N_REGISTER_TOKENS] = &node_register_tokens,
+    [N_REGISTER_TOKENS_BWD] = &node_register_tokens_bwd,
     [N_PAD] = &node_pad,
     [N_PAD_BWD] = &node_pad_bwd,
 };
