@@ -132,6 +132,83 @@ static void pos_resample(const float *theirs, const int64_t *their_shape, float 
     }
 }
 
+/* torch's antialiased bicubic filter (interpolate(..., antialias=True): Keys' A -0.5) */
+static float aa_cubic(float x)
+{
+    const float A = -0.5f;
+    x = fabsf(x);
+    if (x < 1.0f)
+        return ((A + 2) * x - (A + 3)) * x * x + 1;
+    if (x < 2.0f)
+        return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    return 0.0f;
+}
+
+#define AA_TAPS 64   /* (a side shrunk at most 15 times) */
+
+/* Output place i's input places [*first, *first + n) and their weights, normalized:
+ * torch's antialiased interpolation (the filter widened by in / out when shrinking), in
+ * its float and double steps */
+static int aa_taps(int64_t in, int64_t out, int64_t i, int64_t *first, float w[AA_TAPS])
+{
+    float scale = (float)in / (float)out;
+    float support = (float)(scale >= 1.0f ? 2.0 * scale : 2.0);
+    float center = (float)(scale * ((double)i + 0.5));
+    float inv = scale >= 1.0f ? 1.0f / scale : 1.0f;
+    int64_t lo = (int64_t)((double)(center - support) + 0.5),
+            hi = (int64_t)((double)(center + support) + 0.5);
+    lo = lo < 0 ? 0 : lo;
+    hi = hi > in ? in : hi;
+    int n = (int)(hi - lo);
+    if (n > AA_TAPS)
+        error_input("import: a position table shrunk from %lld to %lld a side (at most 15 times)",
+                    (long long)in, (long long)out);
+    float total = 0;
+    for (int j = 0; j < n; j++) {
+        w[j] = aa_cubic((float)((double)((float)(j + lo) - center) + 0.5) * inv);
+        total += w[j];
+    }
+    for (int j = 0; j < n && total != 0; j++)
+        w[j] /= total;
+    *first = lo;
+    return n;
+}
+
+/* import (DINOv2 with registers): the table's G0 x G0 grid to G x G as
+ * interpolate(mode="bicubic", antialias=True) makes it: along the rows (x) first, into
+ * [G0, G, D], then along the columns; each output the taps' products added in order */
+static void pos_antialiased(const float *theirs, const int64_t *their_shape, float *ours,
+                            const int64_t *shape)
+{
+    int64_t D = shape[1], G0 = (int64_t)llround(sqrt((double)(their_shape[1] - 1))),
+            G = (int64_t)llround(sqrt((double)(shape[0] - 1)));
+    memcpy(ours, theirs, (size_t)D * sizeof *ours);
+    const float *src = theirs + D;
+    float *mid = xcalloc((size_t)(G0 * G * D), sizeof *mid), w[AA_TAPS];
+    int64_t at;
+    for (int64_t x = 0; x < G; x++) {
+        int n = aa_taps(G0, G, x, &at, w);
+        for (int64_t y0 = 0; y0 < G0; y0++)
+            for (int64_t c = 0; c < D; c++) {
+                float t = 0;
+                for (int k = 0; k < n; k++)
+                    t = k ? t + w[k] * src[(y0 * G0 + at + k) * D + c] : w[k] * src[(y0 * G0 + at) * D + c];
+                mid[(y0 * G + x) * D + c] = t;
+            }
+    }
+    for (int64_t y = 0; y < G; y++) {
+        int n = aa_taps(G0, G, y, &at, w);
+        for (int64_t x = 0; x < G; x++)
+            for (int64_t c = 0; c < D; c++) {
+                float t = 0;
+                for (int k = 0; k < n; k++)
+                    t = k ? t + w[k] * mid[((at + k) * G + x) * D + c] : w[k] * mid[(at * G + x) * D + c];
+                ours[(1 + y * G + x) * D + c] = t;
+            }
+    }
+    free(mid);
+}
+
 static void pos_to_size(const float *theirs, const int64_t *their_shape, float *ours,
                         const int64_t *shape)
 {
@@ -161,7 +238,8 @@ static void dino_walk(const Dino *v, hf_join_fn fn, void *ctx)
                 (int64_t[]){1, N, D});
     else
         hf_join_resampled(fn, ctx, xasprintf("%s.weight", v->pos), 2, (int64_t[]){N, D}, pos, 3,
-                          (int64_t[]){1, N0, D}, v->offset ? pos_by_offset : pos_to_size);
+                          (int64_t[]){1, N0, D}, v->regs ? pos_antialiased
+                          : v->offset ? pos_by_offset : pos_to_size);
     if (v->regs) {
         const char *r = xasprintf("%sembeddings.register_tokens", m);
         hf_join(fn, ctx, xasprintf("%s.weight", v->registers), 2, (int64_t[]){v->R, D}, 1, &r, 3,
@@ -323,10 +401,9 @@ int hf_dinov2_import(HfCfg *cfg, const char *dir, const char *out, const char *n
     Dino v = {.offset = offset, .regs = registers};
     default_names(&v);
     dino_config(cfg, &v, labels, S);
-    if (registers && v.img.S / v.P != v.G0)
-        error_input("import: --image-size %lld: a DINOv2 with registers interpolates its position "
-                    "table antialiased, which trainc does not; import it at its image_size %lld",
-                    (long long)v.img.S, (long long)(v.G0 * v.P));
+    if (registers && offset)
+        error_input("import: --interpolate offset: a DINOv2 with registers interpolates its "
+                    "position table to the size (antialiased), as transformers 4.48 does");
     int pre = hf_image_pixels(dir, &v.img);
     HfJoinImport im = {.dir = dir};
     hf_weights_dir(&im.w, dir);
@@ -348,7 +425,8 @@ int hf_dinov2_import(HfCfg *cfg, const char *dir, const char *out, const char *n
            grid(&v) != v.G0 ? xasprintf(", the position table interpolated from %lldx%lld to "
                                         "%lldx%lld%s", (long long)v.G0, (long long)v.G0,
                                         (long long)grid(&v), (long long)grid(&v), offset
-                                        ? " by DINOv2's scale factor" : "") : "",
+                                        ? " by DINOv2's scale factor" : v.regs
+                                        ? " antialiased" : "") : "",
            v.img.ch_scale ? " by channel" : "", pre ? "preprocessor_config.json says"
            : "ViTImageProcessor's defaults, 1/255, 0.5, 0.5, say (the folder has no "
              "preprocessor_config.json)",

@@ -23,8 +23,11 @@ apart by channel) so that a tensor put in another's place shows:
   default) equals that transformers' loss within 1e-5, exported alike; and a
   Dinov2WithRegistersForImageClassification (3 registers, the SwiGLU MLP): its layers
   with register_tokens after the positions, --eval, import then export bit for bit, 5
-  steps exported to from_pretrained's loss, as above; its --image-size refused (the
-  antialiased interpolation is absent);
+  steps exported to from_pretrained's loss, as above; two imported at --image-size 24 and
+  40 from image_size 32 (the table interpolated as this class does, bicubic with
+  antialiasing: shrunk, the filter widened; grown): the table within 1e-5 of its largest
+  of transformers' interpolate_pos_encoding, --eval within 1e-5 of transformers' on
+  images of that size; its --interpolate offset refused;
 - `--labels` over a Dinov2Model (no classifier): the encoder as
   Dinov2ForImageClassification loads it, the new head [K, 2 D];
 - drop_path_rate 0.1 (stochastic depth on every branch): each block's two residuals
@@ -85,8 +88,17 @@ def case(name, cfg, preprocessor, x, y, size=None, interp=(), cls=None):
     if size:
         g0, g = cfg.image_size // cfg.patch_size, size // cfg.patch_size
         said = "the position table interpolated from %dx%d to %dx%d%s" % (
-            g0, g0, g, g, " by DINOv2's scale factor" if interp else "")
+            g0, g0, g, g, " by DINOv2's scale factor" if interp else " antialiased" if regs else "")
         check(said in r.stdout, "%s: import says %s" % (name, said))
+    if size and regs:   # the table itself: transformers' interpolation of it at this size
+        n = (size // cfg.patch_size) ** 2 + 1
+        with torch.no_grad():
+            table = m.dinov2_with_registers.embeddings.interpolate_pos_encoding(
+                torch.zeros(1, n, cfg.hidden_size), size, size)[0]
+        got = load_file(imp + "/init.safetensors")["pos.weight"]
+        diff = float((got - table).abs().max() / table.abs().max())
+        check(diff <= 1e-5, "%s: the imported position table is transformers' antialiased "
+              "interpolation within %.1e of its largest (1e-5)" % (name, diff))
     ops = [l["op"] for l in json.load(open(spec))["model"]["layers"]]
     check(ops == ["conv2d", "tokens", "cls_token", "pos_embedding"] + ["register_tokens"] * regs +
           ["repeat", "layernorm", "cls_mean", "linear"], "%s: model.json's layers %s" % (name, " ".join(ops)))
@@ -193,9 +205,17 @@ if NEWER:
                                          num_register_tokens=3, num_labels=5)
     case("registers", regs_cfg, None, rng.integers(0, 256, size=(128, 3, 16, 16)).astype(np.uint8),
          rng.integers(0, 5, size=128), cls=Dinov2WithRegistersForImageClassification)
-    refused("registers at --image-size 24", ["import", "hf", os.path.join(OUT, "registers", "src"), "-o",
-                                             os.path.join(OUT, "regs24"), "--image-size", "24"],
-            "interpolates its position table antialiased", os.path.join(OUT, "regs24"))
+    regs32 = Dinov2WithRegistersConfig(image_size=32, patch_size=4, num_channels=3, hidden_size=16,
+                                       num_hidden_layers=2, num_attention_heads=2, num_register_tokens=2,
+                                       num_labels=4)
+    for side in (24, 40):   # (shrunk: the filter widened; grown)
+        case("registers%d" % side, regs32, None,
+             rng.integers(0, 256, size=(64, 3, side, side)).astype(np.uint8), rng.integers(0, 4, size=64),
+             size=side, cls=Dinov2WithRegistersForImageClassification)
+    refused("registers with --interpolate offset", ["import", "hf", os.path.join(OUT, "registers", "src"), "-o",
+                                                    os.path.join(OUT, "regs_off"), "--image-size", "24",
+                                                    "--interpolate", "offset"],
+            "interpolates its position table to the size", os.path.join(OUT, "regs_off"))
     print("dinov2_hf --newer: %s (transformers %s)" % ("FAILED" if failed else "ok",
                                                        transformers.__version__))
     sys.exit(1 if failed else 0)
