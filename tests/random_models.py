@@ -32,7 +32,9 @@ batchnorm after a linear (BatchNorm1d), and a cross entropy of any model label s
 the tokens and `token_mean` (else a flatten), each in half of them; from an eleventh,
 half of those take a class token (`cls_token`) before the tokens, which `first_token`
 reads alone in 2 of 3 of them (from a fourteenth, a `token_mean` in four of the others
-becomes `last_token`, and a `first_token` in three `cls_mean`); from a twelfth, an image model in four scales and shifts
+becomes `last_token`, and a `first_token` in three `cls_mean`; from a seventeenth, half
+of those with a class token take 1 to 3 `register_tokens` after it and the positions);
+from a twelfth, an image model in four scales and shifts
 its input by channel (`scale` and `shift` lists); from a thirteenth, a max pool in three
 pads its input; from a fifteenth, a residual around a conv in three becomes ConvNeXt's
 block (a depthwise conv2d, `tokens`, layernorm, an MLP, `layer_scale`, `untokens`; in
@@ -466,7 +468,7 @@ def convnext_swaps(r15, layers, H):
             [{"op": "untokens", "height": side_after(layers[:k], H)}]
 
 
-def vit_swaps(r10, r11, r14, layers, C, H):
+def vit_swaps(r10, r11, r14, r17, layers, C, H):
     """A vision transformer's ops in an image model (a tenth generator's, 1 in 3, in place,
     given the channels C at its flatten (cnn_swaps') and the input's side H): its flatten becomes `tokens` (each position a token of
     its channels), then in turn, each in half of them, learned positions (max_len past
@@ -476,7 +478,8 @@ def vit_swaps(r10, r11, r14, layers, C, H):
     positions, which count it), read alone by `first_token` in 2 of 3 of them. A
     fourteenth's (r14): a `token_mean` in four becomes `last_token` (the last token's row
     alone), and a `first_token` in three `cls_mean` (the class token beside the others'
-    mean)."""
+    mean). A seventeenth's (r17), in half of those with a class token: 1 to 3 registers
+    after it and the positions (`register_tokens`, DINOv2 with registers')."""
     if r10.random() >= 1 / 3:
         return
     cls = r11.random() < 0.5
@@ -490,6 +493,9 @@ def vit_swaps(r10, r11, r14, layers, C, H):
         vit.append({"op": "residual", "name": "vit%d" % k,
                     "body": [{"op": "layernorm"}, {"op": "attention", "heads": heads, "causal": False}]})
     vit.append({"op": "token_mean"} if r10.random() < 0.5 else {"op": "flatten"})
+    if cls and r17.random() < 0.5:
+        at = 3 if vit[2]["op"] == "pos_embedding" else 2
+        vit.insert(at, {"op": "register_tokens", "count": int(r17.integers(1, 4)), "name": "reg%d" % k})
     if cls and r11.random() < 2 / 3:   # (1 in 3 of them DINOv2's head: cls_mean)
         vit[-1] = {"op": "cls_mean"} if r14.random() < 1 / 3 else {"op": "first_token"}
     elif vit[-1]["op"] == "token_mean" and r14.random() < 1 / 4:
@@ -541,7 +547,8 @@ def draw(r, i):
         C = cnn_swaps(r9, layers, x["shape"][0])
         convnext_swaps(np.random.default_rng([SEED, i, 15]), layers, x["shape"][1])
         vit_swaps(np.random.default_rng([SEED, i, 10]), np.random.default_rng([SEED, i, 11]),
-                  np.random.default_rng([SEED, i, 14]), layers, C, x["shape"][1])
+                  np.random.default_rng([SEED, i, 14]), np.random.default_rng([SEED, i, 17]), layers,
+                  C, x["shape"][1])
     elif kind == "vector":
         vector_batchnorms(r9, layers)
     if loss is None:
@@ -670,6 +677,9 @@ def reference(model, P, xin, S=None, mode="init"):
             elif op == "cls_token":   # [B, T, d] -> [B, T + 1, d]
                 w = param(pfx + ".weight", (x.shape[-1],), "emb")
                 x = torch.cat([w.expand(x.shape[0], 1, -1), x], 1)
+            elif op == "register_tokens":   # [B, T, d] -> [B, T + count, d], after the first
+                w = param(pfx + ".weight", (l["count"], x.shape[-1]), "emb")
+                x = torch.cat([x[:, :1], w.expand(x.shape[0], -1, -1), x[:, 1:]], 1)
             elif op == "first_token":
                 x = x[:, 0]
             elif op == "cls_mean":   # the first row, then the others' mean
@@ -1019,7 +1029,8 @@ def resnet_ops(model):
     j = json.dumps(model)
     have = [w for w, k in (("batchnorm", '"batchnorm"'), ("groups", '"groups"'),
                            ("a projection shortcut", '"shortcut": [{"op": "conv2d"'), ("label smoothing", '"label_smoothing"'),
-                           ("a ConvNeXt block", '"untokens"'), ("grn", '"grn"'))
+                           ("a ConvNeXt block", '"untokens"'), ("grn", '"grn"'),
+                           ("registers", '"register_tokens"'))
             if k in j]
     return " (%s)" % ", ".join(have) if have else ""
 
