@@ -88,7 +88,8 @@ static int optimizer_parts(const rt_train_config *c, const char **names)
 }
 
 /* The state's parts, each a file of the checkpoint: the optimizer's, then ema's (or
- * swa's) average */
+ * swa's) average: MAX_PARTS at most */
+#define MAX_PARTS 3
 static int opt_parts(const rt_train_config *c, const char **names)
 {
     int n = optimizer_parts(c, names);
@@ -379,7 +380,7 @@ static cJSON *hash_files(const char *tmp, const char *const *parts, int np, int 
 {
     char f[RT_PATH_MAX + 160];
     cJSON *files = cJSON_CreateObject();
-    char fnames[4][64];
+    char fnames[2 + MAX_PARTS][64];   /* (model, best, the parts) */
     int nf = 0;
     snprintf(fnames[nf++], sizeof fnames[0], "model.safetensors");
     snprintf(f, sizeof f, "%s/best.safetensors", tmp);
@@ -502,7 +503,7 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
                  char *const *spec_lines, int n_spec)
 {
     char dir[RT_PATH_MAX + 32], tmp[RT_PATH_MAX + 64], fin[RT_PATH_MAX + 64], f[RT_PATH_MAX + 160];
-    const char *parts[3];
+    const char *parts[MAX_PARTS];
     int np = opt_parts(c, parts);
     int root = rt_dist_rank() == 0;
     if (!root) {                       /* ZeRO: only this rank's shards, to rank 0 */
@@ -1108,7 +1109,7 @@ void rt_ckpt_load(const char *ck, const rt_model *m, const rt_train_config *c, r
     check_loop(s, ck, f);
     snprintf(f, sizeof f, "%s/model.safetensors", ck);
     rt_safetensors_read(f, m, params, layer_state);
-    const char *parts[3];
+    const char *parts[MAX_PARTS];
     int np = opt_parts(c, parts);
     for (int k = 0; k < np; k++) {
         StateModel sm;

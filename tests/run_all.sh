@@ -175,7 +175,7 @@ check parity/packed       $HF_PYTHON tests/packed_parity.py
 check parity/llama_ref    $PYTHON tests/llama_ref.py
 check parity/lora        $PYTHON tests/lora_parity.py
 check parity/ema         $PYTHON tests/ema_parity.py
-check parity/swa         --after=fake_gpu/lib $PYTHON tests/swa_parity.py --fake-gpu
+check parity/swa         --after=fake_gpu/lib,asan/build env ASAN_TRAINC=build/asan/trainc $PYTHON tests/swa_parity.py --fake-gpu
 check limit_batches      $PYTHON tests/limit_batches.py
 check parity/ignore      $PYTHON tests/ignore_parity.py
 check llama_specs          bash tests/llama_specs.sh

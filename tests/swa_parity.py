@@ -17,7 +17,8 @@ from the same weights (written by torch, loaded with --init), threads 1:
 - mlp: no batchnorm, AdamW at a constant rate, swa from epoch_start 0.5 (epoch 2),
   annealing_epochs 0 (swa.lr at once), linear; then the same run stopped at step 10 (in
   an epoch, after a take) and at step 16 (an epoch's end, before the next take) and
-  resumed: records and model.safetensors byte for byte.
+  resumed: records and model.safetensors byte for byte; with ASAN_TRAINC (make test's
+  build/asan/trainc) the run again under the sanitizers.
 
 Checked: every step's loss and lr within 1e-4 relative, each epoch's validation and the
 last one (on the average: "swa": true) within 1e-4, model.safetensors (the average,
@@ -245,6 +246,27 @@ def fake_gpu(path, init, cpu_out, cpu_w):
           "the CPU's, model.safetensors within %.2g (1e-5)" % (len(g), worst, ww))
 
 
+def sanitized(spec, init, straight):
+    """the mlp run again by the address- and UB-sanitized trainc (ASAN_TRAINC, make test's
+    build/asan/trainc; none: skipped): AdamW's two parts, swa's average and best.safetensors
+    in each checkpoint (its files' hashes once wrote past a buffer of four names); no
+    report, the straight run's losses within 1e-6"""
+    asan = os.environ.get("ASAN_TRAINC")
+    if not asan:
+        print("skip mlp under the sanitizers (no ASAN_TRAINC)")
+        return
+    out = os.path.join(OUT, "mlp_asan")
+    path = os.path.join(OUT, "mlp.json")
+    r = subprocess.run([os.path.join(ROOT, asan), "run", path, "--init", init, "--out", out, "--threads", "1",
+                        "--quiet"], capture_output=True, text=True, cwd=OUT,
+                       env=dict(os.environ, ASAN_OPTIONS="detect_leaks=0"))
+    a = [x["loss"] for x in run_log.steps(out)] if r.returncode == 0 else []
+    b = [x["loss"] for x in run_log.steps(straight)]
+    check(len(a) == len(b) and all(rel(x, y) <= 1e-6 for x, y in zip(a, b)),
+          "mlp by the sanitized trainc (checkpoints of AdamW's parts, the average, best): no report, "
+          "the losses%s" % ("" if r.returncode == 0 else ": exit %d %s" % (r.returncode, r.stderr[-300:])))
+
+
 def mlp():
     model = nn.Sequential(nn.Flatten(), nn.Linear(784, 32), nn.ReLU(), nn.Linear(32, 10))
     layers = [{"op": "flatten"}, {"op": "linear", "out": 32}, {"op": "relu"}, {"op": "linear", "out": 10}]
@@ -257,6 +279,7 @@ def mlp():
     opt = torch.optim.AdamW(decays(model), lr=2e-3, weight_decay=0.01, foreach=False)
     ref = reference(model, opt, None, {"first": 1, "lr": 5e-4, "anneal": 0, "strategy": "linear"})
     compare("mlp (AdamW, swa from half the epochs, swa.lr at once)", out, model, ref)
+    sanitized(spec, init, out)
     for stop in (10, 16):
         o = os.path.join(OUT, "mlp_stop%d" % stop)
         run(spec, init, o, extra=["--set", "max_steps=%d" % stop])
