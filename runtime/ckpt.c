@@ -588,7 +588,7 @@ static int may_differ(const char *key)
         !strncmp(key, "early_stopping", 14))
         return 1;
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "min_epochs",
-                                      "min_steps", "log_every", "out_dir",
+                                      "min_steps", "log_every", "out_dir", "limit_val_batches",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",

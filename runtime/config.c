@@ -108,6 +108,7 @@ typedef struct Field {
     X("min_epochs", "null", INT_OR_NULL_QUIET(min_epochs, 0))                           \
     X("min_steps", "null", INT_OR_NULL_QUIET(min_steps, 0))                             \
     X("limit_train_batches", "null", REAL_OR_NULL_QUIET(limit_train_batches, R_POS))    \
+    X("limit_val_batches", "null", REAL_OR_NULL_QUIET(limit_val_batches, R_POS))        \
     X("optimizer.type", "adamw", ENUM(opt, "sgd adamw muon"))                           \
     X("optimizer.lr", "0.001", REAL(lr, R_NONNEG))                                      \
     X("optimizer.betas", "0.9,0.999", PAIR(beta1, beta2, R_UNIT_OPEN))                  \
@@ -1490,6 +1491,12 @@ static int check_validation(const rt_train_config *c, char *err, size_t errlen,
         return fail(err, errlen, "validate.every_fraction and validate.every_steps both say "
                     "when to validate (Lightning's val_check_interval is one or the other): "
                     "set one of them to null");
+    }
+    if (!isnan(c->limit_val_batches) && (c->n_val == 0 || c->val_batches >= 0)) {
+        fail(key, keylen, "limit_val_batches");
+        return fail(err, errlen, c->n_val == 0 ? "limit_val_batches needs data.val"
+                    : "limit_val_batches and validate.batches both say how many batches a "
+                      "validation reads: set one of them to null");
     }
     if (c->n_val == 0 && !isnan(c->val_every_fraction)) {
         fail(key, keylen, "validate.every_fraction");

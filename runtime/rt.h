@@ -295,6 +295,7 @@ typedef struct rt_train_config {
     int64_t min_epochs, min_steps; /* -1 = none: early stopping's patience waits for both */
     double limit_train_batches;/* NAN = none; >= 1: an epoch's first this many batches; in
                                   (0, 1): that fraction of them (rt_limit_batches) */
+    double limit_val_batches;  /* NAN = none; a validation's first batches, as above */
     int has_early_stopping;
     int es_monitor, es_mode;
     int64_t es_patience;

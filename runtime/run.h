@@ -89,6 +89,7 @@ typedef struct Run {
     int pend_n;
     int mem_logged;            /* GPU: the device_memory record is written */
     int swa_done;              /* train.swa's average is in the weights' place (swa.c) */
+    int64_t val_limit;         /* the batches a validation reads, -1: all (setup.c) */
     int data_on_gpu;           /* loader.on_gpu: the datasets are in GPU memory */
     int64_t state_floats;
     rt_dataset train, val;

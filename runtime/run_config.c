@@ -93,7 +93,7 @@ static void fast_dev_config(rt_train_config *c, int64_t n)
     c->max_steps = n;
     c->max_time = NAN;
     c->min_steps = c->min_epochs = -1;
-    c->limit_train_batches = NAN;
+    c->limit_train_batches = c->limit_val_batches = NAN;
     c->val_every_epochs = -1;
     c->val_every_fraction = NAN;
     c->val_every_steps = c->val_batches = c->n_val ? n : -1;

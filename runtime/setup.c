@@ -155,6 +155,24 @@ void rt_run_close_gpu(Run *r)
     }
 }
 
+/* How many batches a validation reads (-1: all): validate.batches, or
+ * limit_val_batches (Lightning's Trainer argument) as limit_train_batches counts them */
+static int64_t val_limit(const Run *r)
+{
+    double f = r->c.limit_val_batches;
+    int64_t nb = rt_loader_batches(r->vl);
+    if (isnan(f))
+        return r->c.val_batches;
+    if (f >= 1 && f != floor(f))
+        rt_input_error("$.train.limit_val_batches: %g: a count of batches (a whole number) or a "
+                       "fraction below 1", f);
+    int64_t k = f >= 1 ? (int64_t)f : (int64_t)(f * (double)nb);
+    if (k < 1)
+        rt_input_error("$.train.limit_val_batches: %g of the validation's %lld batches%s is less "
+                       "than one batch", f, (long long)nb, r->world > 1 ? " (per rank)" : "");
+    return k;
+}
+
 /* The validation data's loader (each sample once: with several ranks, each its split). */
 static void open_val_loader(Run *r)
 {
@@ -165,6 +183,7 @@ static void open_val_loader(Run *r)
                           (int)c->prefetch);
     if (r->world > 1)     /* the numbers of one rank */
         rt_loader_set_split(r->vl, r->rank, r->world);
+    r->val_limit = val_limit(r);
 }
 
 /* Does the run read the training data? Not where it trains nothing (--eval, --predict,

@@ -1,6 +1,7 @@
-/* validate.c: validation. A pass over data.val (validate.batches of it), summed over
- * ranks; its record in metrics.jsonl; best.safetensors kept for a validation monitor;
- * which steps validate (validate.every_steps, every_epochs, every_fraction). */
+/* validate.c: validation. A pass over data.val (validate.batches or limit_val_batches of
+ * it), summed over ranks; its record in metrics.jsonl; best.safetensors kept for a
+ * validation monitor; which steps validate (validate.every_steps, every_epochs,
+ * every_fraction). */
 #include <string.h>
 #include "run.h"
 
@@ -12,7 +13,7 @@ Eval rt_validate(Run *r)
     rt_loader_start(r->vl, 0, 0);
     const rt_batch *b;
     while ((b = rt_loader_next(r->vl))) {
-        if (r->c.val_batches > 0 && n == r->c.val_batches)
+        if (r->val_limit > 0 && n == r->val_limit)
             break;
         /* on a GPU queued without a wait: the slots alternate (the next batch's copy
          * runs during this pass) and the device adds every pass's loss into one sum,

@@ -9,7 +9,11 @@ batch's alone, whatever came before), one thread:
   those 8 steps (its lr at step 8 the last of 8);
 - validate.every_fraction 0.5 of a limited epoch of 4: a validation after batches 2 and 4;
 - a resume that changes the limit is refused; so are 2.5 (not a whole count) and a
-  fraction under one batch (0.05 of 10), with exit 1 and nothing written.
+  fraction under one batch (0.05 of 10), with exit 1 and nothing written;
+- limit_val_batches (data.val the same 80 rows, 10 batches): 3, and 0.45 (4 batches):
+  each validation's loss the mean cross entropy of the first 24 and 32 rows under the
+  run's weights (lr 0: the initial ones), computed here; with validate.batches too, and
+  0.05, refused.
 """
 import json
 import math
@@ -101,5 +105,22 @@ for value, text in (("2.5", "a count of batches (a whole number) or a fraction b
     check(text in r.stderr and not os.path.exists(os.path.join(OUT, "bad")),
           "limit_train_batches %s: refused, nothing written (%s)" %
           (value, r.stderr.strip().splitlines()[-1]))
+import st_check   # noqa: E402
+w = st_check.load(os.path.join(OUT, "full", "model.safetensors"))
+x, y = np.load(os.path.join(OUT, "x.npy")).astype(np.float64), np.load(os.path.join(OUT, "y.npy"))
+z = x @ w["0.weight"].astype(np.float64).T + w["0.bias"].astype(np.float64)
+ce = np.log(np.exp(z - z.max(1, keepdims=True)).sum(1)) + z.max(1) - z[np.arange(len(y)), y]
+for value, rows in (("3", 24), ("0.45", 32)):
+    run("val" + value, "limit_val_batches=" + value)
+    got = [r["val_loss"] for r in run_log.records(os.path.join(OUT, "val" + value)) if "val_loss" in r]
+    want = float(ce[:rows].mean())
+    check(len(got) == 2 and all(abs(v - want) <= 1e-6 * want for v in got),
+          "limit_val_batches %s: each validation over the first %d rows (%.6f, computed here %.6f)"
+          % (value, rows, got[0] if got else float("nan"), want))
+for sets, text in ((["limit_val_batches=3", "validate.batches=2"], "limit_val_batches and validate.batches"),
+                   (["limit_val_batches=0.05"], "0.05 of the validation's 10 batches is less than one")):
+    r = run("bad", *sets, expect=1)
+    check(text in r.stderr and not os.path.exists(os.path.join(OUT, "bad")),
+          "%s: refused, nothing written (%s)" % (" ".join(sets), r.stderr.strip().splitlines()[-1]))
 print("limit_batches: %s" % ("FAILED" if failed else "ok"))
 sys.exit(1 if failed else 0)

@@ -222,6 +222,7 @@ static const char *other_value(const char *key)
         {"loader.mask.input", "ids"},
         {"loader.mask.target", "labels"},
         {"limit_train_batches", "0.25"},
+        {"limit_val_batches", "3"},
         {"ema", "true"},
         {"ema.decay", "0.99"},
         {"ema.every", "4"},
