@@ -590,6 +590,7 @@ static int may_differ(const char *key)
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "min_epochs",
                                       "min_steps", "log_every", "out_dir", "limit_val_batches",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
+                                      "checkpoint.every_epochs",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",
                                       "distributed.ranks", "recompute", "memory_budget_mb",

@@ -91,7 +91,8 @@ typedef struct Field {
  *   lora null; once given: rank 8, alpha 8, dropout 0, rslora false (PEFT's LoraConfig's),
  *     targets null (every linear layer's and attention projection's weight but the
  *     head's), train null (no tensor of the model's own trained).
- *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run); null turns it off.
+ *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run), every_epochs null;
+ *     null turns it off.
  *   distributed.ranks null: recompute auto counts a world of one (no shard of ZeRO's
  *     optimizer state); the trainer's own check counts the ranks it runs on.
  *   loader.workers 2 (0..256; 0: on the training thread), prefetch 4 (1..1024), shuffle and drop_last true;
@@ -167,6 +168,7 @@ typedef struct Field {
     X("early_stopping.check_finite", "true", BOOL(es_check_finite))                     \
     X("checkpoint", "true", SECTION(has_checkpoint))                                    \
     X("checkpoint.every_steps", "1000", INT(ckpt_every_steps, 1, BIG))                  \
+    X("checkpoint.every_epochs", "null", INT_OR_NULL_QUIET(ckpt_every_epochs, 1))       \
     X("checkpoint.keep", "2", INT(ckpt_keep, 1, BIG))                                   \
     X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \
     X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
@@ -273,7 +275,7 @@ static const char *unique(const char *w, const char *const *words,
 }
 
 /* w, 3 characters or more, starts word: "padd" for "padding", "bf16" for
- * "bf16-mixed", "checkpoint.every" for "checkpoint.every_steps" (not for
+ * "bf16-mixed", "checkpoint.every_s" for "checkpoint.every_steps" (not for
  * "checkpoint.keep", 4 edits away) */
 static int starts(const char *w, const char *word)
 {

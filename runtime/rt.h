@@ -303,6 +303,7 @@ typedef struct rt_train_config {
     int es_check_finite;
     int has_checkpoint;
     int64_t ckpt_every_steps, ckpt_keep;
+    int64_t ckpt_every_epochs; /* -1 = null; else also after every this many epochs */
     int recompute;
     double memory_budget_mb;   /* NAN = none */
     int dist;

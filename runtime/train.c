@@ -183,7 +183,8 @@ static int after_step(Run *r, rt_loop_state *s, Loop *L, const Step *st, int epo
         L->end = END_MAX_TIME;
     if (L->end < 0 && st->sig_stop)
         L->end = END_INTERRUPTED;
-    if (L->end < 0 && c->has_checkpoint && s->step % c->ckpt_every_steps == 0) {
+    int ckpt_epoch = epoch_end && c->ckpt_every_epochs > 0 && s->epoch % c->ckpt_every_epochs == 0;
+    if (L->end < 0 && c->has_checkpoint && (s->step % c->ckpt_every_steps == 0 || ckpt_epoch)) {
         double tc = rt_now();
         rt_checkpoint(r, s);
         L->log_t += rt_now() - tc;

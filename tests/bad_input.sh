@@ -67,7 +67,7 @@ cli command_typo 1 "did you mean 'build'?"      biuld specs/mlp_fashion.json
 cli set_last_part 1 "--set lr: unknown key 'lr'; did you mean 'optimizer.lr'?" \
     run specs/mlp_fashion.json --set lr=0.1
 cli set_prefix   1 "did you mean 'checkpoint.every_steps'?" \
-    run specs/mlp_fashion.json --set checkpoint.every=5
+    run specs/mlp_fashion.json --set checkpoint.every_st=5
 cli set_case     1 "did you mean 'batch_size'?"  run specs/mlp_fashion.json --set BATCH_SIZE=8
 cli set_data_group 1 "'data' is a group, set file by file: data.train.INPUT=PATH" \
     run specs/mlp_fashion.json --set data=null

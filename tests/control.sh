@@ -18,6 +18,12 @@ reason() { $PY -c "import json,sys; r=[json.loads(l) for l in open(sys.argv[1])]
 "$d/t" --out "$d/steps" "${q[@]}" --set max_steps=50 --set checkpoint.every_steps=10 --set checkpoint.keep=3
 [ "$(reason "$d/steps")" = "max_steps 50" ]
 [ "$(ls "$d/steps/checkpoints" | tr '\n' ' ')" = "step_00000030 step_00000040 step_00000050 " ]
+# checkpoint.every_epochs (Lightning's every_n_epochs): after epochs 2 and 4 of 4 limited to
+# 7 steps, beside every_steps' 20 (and the end's)
+"$d/t" --out "$d/ep" "${q[@]}" --set epochs=4 --set limit_train_batches=7 \
+    --set checkpoint.every_epochs=2 --set checkpoint.every_steps=20 --set checkpoint.keep=10
+[ "$(ls "$d/ep/checkpoints" | tr '\n' ' ')" = "step_00000014 step_00000020 step_00000028 " ]
+echo "ok   checkpoint.every_epochs 2: checkpoints at steps 14 (epoch 2's end), 20 (every_steps) and 28 (epoch 4's and the run's end)"
 echo "ok   max_steps, checkpoint.keep"
 # epochs before max_steps: the end says so, and how to train to max_steps (the 10000
 # test rows in batches of 512: an epoch is 19 steps)

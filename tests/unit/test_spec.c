@@ -196,6 +196,7 @@ static const char *other_value(const char *key)
         {"early_stopping.check_finite", "false"},
         {"checkpoint", "true"},
         {"checkpoint.every_steps", "77"},
+        {"checkpoint.every_epochs", "2"},
         {"checkpoint.keep", "5"},
         {"recompute", "auto"},
         {"memory_budget_mb", "1536.5"},
@@ -582,8 +583,8 @@ static void test_suggestions(void)
     s = rt_closest("padd", keys);
     CHECK(s && !strcmp(s, "padding"), "padd -> %s", s ? s : "NULL");
     CHECK(rt_closest("pa", keys) == NULL, "pa is too short to be a prefix");
-    s = rt_closest("checkpoint.every", rt_config_keys);
-    CHECK(s && !strcmp(s, "checkpoint.every_steps"), "checkpoint.every -> %s (not keep)",
+    s = rt_closest("checkpoint.every_s", rt_config_keys);
+    CHECK(s && !strcmp(s, "checkpoint.every_steps"), "checkpoint.every_s -> %s (not keep)",
           s ? s : "NULL");
     CHECK(rt_closest("validate.every", rt_config_keys) == NULL,
           "validate.every starts two keys: no suggestion");
