@@ -174,38 +174,38 @@ static int aa_taps(int64_t in, int64_t out, int64_t i, int64_t *first, float w[A
     return n;
 }
 
+/* One axis of an antialiased interpolation: src [outer, in, inner] to dst [outer, out,
+ * inner], each output the taps' products added in order */
+static void aa_axis(const float *src, float *dst, int64_t outer, int64_t in, int64_t out,
+                    int64_t inner)
+{
+    float w[AA_TAPS];
+    int64_t at;
+    for (int64_t i = 0; i < out; i++) {
+        int n = aa_taps(in, out, i, &at, w);
+        for (int64_t o = 0; o < outer; o++)
+            for (int64_t c = 0; c < inner; c++) {
+                const float *s = src + (o * in + at) * inner + c;
+                float t = w[0] * s[0];
+                for (int k = 1; k < n; k++)
+                    t = t + w[k] * s[k * inner];
+                dst[(o * out + i) * inner + c] = t;
+            }
+    }
+}
+
 /* import (DINOv2 with registers): the table's G0 x G0 grid to G x G as
  * interpolate(mode="bicubic", antialias=True) makes it: along the rows (x) first, into
- * [G0, G, D], then along the columns; each output the taps' products added in order */
+ * [G0, G, D], then along the columns */
 static void pos_antialiased(const float *theirs, const int64_t *their_shape, float *ours,
                             const int64_t *shape)
 {
     int64_t D = shape[1], G0 = (int64_t)llround(sqrt((double)(their_shape[1] - 1))),
             G = (int64_t)llround(sqrt((double)(shape[0] - 1)));
     memcpy(ours, theirs, (size_t)D * sizeof *ours);
-    const float *src = theirs + D;
-    float *mid = xcalloc((size_t)(G0 * G * D), sizeof *mid), w[AA_TAPS];
-    int64_t at;
-    for (int64_t x = 0; x < G; x++) {
-        int n = aa_taps(G0, G, x, &at, w);
-        for (int64_t y0 = 0; y0 < G0; y0++)
-            for (int64_t c = 0; c < D; c++) {
-                float t = 0;
-                for (int k = 0; k < n; k++)
-                    t = k ? t + w[k] * src[(y0 * G0 + at + k) * D + c] : w[k] * src[(y0 * G0 + at) * D + c];
-                mid[(y0 * G + x) * D + c] = t;
-            }
-    }
-    for (int64_t y = 0; y < G; y++) {
-        int n = aa_taps(G0, G, y, &at, w);
-        for (int64_t x = 0; x < G; x++)
-            for (int64_t c = 0; c < D; c++) {
-                float t = 0;
-                for (int k = 0; k < n; k++)
-                    t = k ? t + w[k] * mid[((at + k) * G + x) * D + c] : w[k] * mid[(at * G + x) * D + c];
-                ours[(1 + y * G + x) * D + c] = t;
-            }
-    }
+    float *mid = xcalloc((size_t)(G0 * G * D), sizeof *mid);
+    aa_axis(theirs + D, mid, G0, G0, G, D);
+    aa_axis(mid, ours + D, 1, G0, G, G * D);
     free(mid);
 }
 

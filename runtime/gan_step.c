@@ -149,11 +149,8 @@ static double net_update(Run *r, rt_loop_state *s, int d, int64_t t, int scaler)
     int clip = coef < 1.0f;
     float gs = (float)((clip ? (double)coef : 1.0) / scale);
     clip |= scale != 1.0;
-    if (!r->gpu && !isnan(rt_clip_value(&cn))) {   /* clip_grad_value_ (the GPU's: optim_step) */
-        rt_clip_values(r->e.rt, r->grads + lo, hi - lo, gs, rt_clip_value(&cn));
-        gs = 1.0f;
-        clip = 0;
-    }
+    if (!r->gpu && rt_clip_by_value(r->e.rt, &cn, r->grads + lo, hi - lo, &gs))
+        clip = 0;   /* clip_grad_value_ (the GPU's: optim_step) */
     if (r->gpu)
         rt_cu_gan_optim_step(&r->e, &cn, m, d, dptr(r->e.params), dptr(r->e.grads),
                              rt_cu_state(&r->e), t, lr, gs, clip);

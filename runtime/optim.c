@@ -197,6 +197,15 @@ void rt_clip_values(rt_pool *pool, float *g, int64_t n, float gs, double value)
     rt_pool_run(pool, n, rt_grain_for(1), clamp_slice, &j);
 }
 
+int rt_clip_by_value(rt_pool *pool, const rt_train_config *c, float *g, int64_t n, float *gs)
+{
+    if (isnan(rt_clip_value(c)))
+        return 0;
+    rt_clip_values(pool, g, n, *gs, rt_clip_value(c));
+    *gs = 1.0f;
+    return 1;
+}
+
 static int group_parts(const rt_opt_group *g)
 {
     if (g->opt == RT_OPT_ADAMW || g->opt == RT_OPT_MUON)   /* (muon's: its AdamW's) */

@@ -17,6 +17,10 @@ double rt_grad_sumsq(rt_pool *pool, const rt_model *m, int64_t lo, int64_t hi, c
 /* clip_grad_value_ after the unscaling: g[k] = clamp(g[k] * gs, -value, value), NaN kept
  * (grad_clip_algorithm value; the optimizer then reads the gradients unscaled). */
 void rt_clip_values(rt_pool *pool, float *g, int64_t n, float gs, double value);
+/* The CPU's update with grad_clip_algorithm value: g[0, n) clipped as above, *gs then 1
+ * (the update reads them as they are); returns whether it clipped (0: by norm or none,
+ * nothing done) */
+int rt_clip_by_value(rt_pool *pool, const rt_train_config *c, float *g, int64_t n, float *gs);
 /* Optimizer state: parts (AdamW: m and v, 2; SGD with momentum: the buffer, 1; Muon: its
  * AdamW's 2, a Muon matrix's momentum buffer in the first; else 0),
  * each laid out like the parameter region; floats of it for the whole region. */

@@ -248,6 +248,9 @@ int64_t rt_step_start(Run *r, const rt_loop_state *s, int64_t *k);
 int rt_gan_step_passes(Run *r, rt_loop_state *s, Loop *L, Step *st);
 /* The losses and stop requests of every rank made every rank's. */
 void rt_step_agree(Run *r, Step *st);
+/* Several ranks: rank 0's layer state (batchnorm's running statistics) every rank's,
+ * as DDP's broadcast_buffers (on a GPU through the host) */
+void rt_share_layer_state(Run *r);
 /* The norm and the update, unless the run diverged here (then L->end is set: 1). */
 int rt_step_update(Run *r, rt_loop_state *s, Loop *L, Step *st, int lf_over);
 /* Steps without a wait (step.c): rt_step_pend queues the step's numbers as pending and

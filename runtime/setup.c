@@ -155,22 +155,29 @@ void rt_run_close_gpu(Run *r)
     }
 }
 
-/* How many batches a validation reads (-1: all): validate.batches, or
- * limit_val_batches (Lightning's Trainer argument) as limit_train_batches counts them */
+/* Lightning's limit_*_batches f (key) over `what`'s nb batches: a whole count, or
+ * int(f x nb) for a fraction below 1, as Lightning's _parse_num_batches works it out;
+ * less than one batch exits 1 */
+static int64_t limit_count(const Run *r, const char *key, double f, int64_t nb, const char *what)
+{
+    if (f >= 1 && f != floor(f))
+        rt_input_error("$.train.%s: %g: a count of batches (a whole number) or a fraction "
+                       "below 1", key, f);
+    int64_t k = f >= 1 ? (int64_t)f : (int64_t)(f * (double)nb);
+    if (k < 1)
+        rt_input_error("$.train.%s: %g of %s %lld batches%s is less than one batch", key, f,
+                       what, (long long)nb, r->world > 1 ? " (per rank)" : "");
+    return k;
+}
+
+/* How many batches a validation reads (-1: all): validate.batches, or limit_val_batches
+ * counted as limit_train_batches counts an epoch */
 static int64_t val_limit(const Run *r)
 {
     double f = r->c.limit_val_batches;
-    int64_t nb = rt_loader_batches(r->vl);
-    if (isnan(f))
-        return r->c.val_batches;
-    if (f >= 1 && f != floor(f))
-        rt_input_error("$.train.limit_val_batches: %g: a count of batches (a whole number) or a "
-                       "fraction below 1", f);
-    int64_t k = f >= 1 ? (int64_t)f : (int64_t)(f * (double)nb);
-    if (k < 1)
-        rt_input_error("$.train.limit_val_batches: %g of the validation's %lld batches%s is less "
-                       "than one batch", f, (long long)nb, r->world > 1 ? " (per rank)" : "");
-    return k;
+    return isnan(f) ? r->c.val_batches
+                    : limit_count(r, "limit_val_batches", f, rt_loader_batches(r->vl),
+                                  "the validation's");
 }
 
 /* The validation data's loader (each sample once: with several ranks, each its split). */
@@ -186,29 +193,21 @@ static void open_val_loader(Run *r)
     r->val_limit = val_limit(r);
 }
 
-/* Does the run read the training data? Not where it trains nothing (--eval, --predict,
- * --sample alone: a fresh import samples before it has data, and a checkpoint's weights
- * are evaluated where its training data is not), unless it writes --reference's files
- * (from the training rows). */
 /* limit_train_batches (Lightning's Trainer argument): each epoch the first N batches of
- * its order (per rank), N the count given or int(f x the epoch's batches) for a fraction
- * f below 1, as Lightning's _parse_num_batches works it out */
+ * its order (per rank) */
 static void limit_batches(Run *r)
 {
     double f = r->c.limit_train_batches;
     int64_t nb = rt_loader_batches(r->tl);
     if (isnan(f) || nb == 0)
         return;
-    if (f >= 1 && f != floor(f))
-        rt_input_error("$.train.limit_train_batches: %g: a count of batches (a whole number) "
-                       "or a fraction below 1", f);
-    int64_t k = f >= 1 ? (int64_t)f : (int64_t)(f * (double)nb);
-    if (k < 1)
-        rt_input_error("$.train.limit_train_batches: %g of the epoch's %lld batches%s is less "
-                       "than one batch", f, (long long)nb, r->world > 1 ? " (per rank)" : "");
-    rt_loader_set_limit(r->tl, k);
+    rt_loader_set_limit(r->tl, limit_count(r, "limit_train_batches", f, nb, "the epoch's"));
 }
 
+/* Does the run read the training data? Not where it trains nothing (--eval, --predict,
+ * --sample alone: a fresh import samples before it has data, and a checkpoint's weights
+ * are evaluated where its training data is not), unless it writes --reference's files
+ * (from the training rows). */
 static int reads_train_data(const Run *r)
 {
     return !r->o.eval || r->o.reference;

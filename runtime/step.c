@@ -224,12 +224,9 @@ static void update(Run *r, rt_loop_state *s, double norm, double lr, int scaler)
     float gs = (float)((clip ? (double)coef : 1.0) / s->loss_scale);
     clip |= s->loss_scale != 1.0;
     s->updates++;
-    if (!r->gpu && !isnan(rt_clip_value(c))) {   /* clip_grad_value_ (the GPU's: optim_step) */
-        rt_state_part z = rt_zero_part();
-        rt_clip_values(r->e.rt, r->grads + z.lo, z.hi - z.lo, gs, rt_clip_value(c));
-        gs = 1.0f;
+    rt_state_part z = rt_zero_part();   /* clip_grad_value_ (the GPU's: optim_step) */
+    if (!r->gpu && rt_clip_by_value(r->e.rt, c, r->grads + z.lo, z.hi - z.lo, &gs))
         clip = 0;
-    }
     if (r->gpu) {
         rt_cu_optim_step(&r->e, c, m, dptr(r->e.params), dptr(r->e.grads), rt_cu_state(&r->e),
                          s->updates, lr, gs, clip);
@@ -403,13 +400,18 @@ void rt_step_agree(Run *r, Step *st)
     /* the layers' state (batchnorm's running statistics) is rank 0's, as DDP's
      * broadcast_buffers makes it before each forward: every rank validates, saves and
      * goes on with the same (with sync they are the same already) */
-    if (r->m->n_state) {
-        if (r->gpu)
-            rt_cu_layer_state(&r->e, r->layer_state, 0);
-        rt_broadcast(r->layer_state, r->m->state_floats * (int64_t)sizeof(float), 0);
-        if (r->gpu)
-            rt_cu_layer_state(&r->e, r->layer_state, 1);
-    }
+    rt_share_layer_state(r);
+}
+
+void rt_share_layer_state(Run *r)
+{
+    if (!r->m->n_state)
+        return;
+    if (r->gpu)
+        rt_cu_layer_state(&r->e, r->layer_state, 0);
+    rt_broadcast(r->layer_state, r->m->state_floats * (int64_t)sizeof(float), 0);
+    if (r->gpu)
+        rt_cu_layer_state(&r->e, r->layer_state, 1);
 }
 
 /* train.ema: step n's take of the trained weights into the average (rt_ema_takes), after

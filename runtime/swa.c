@@ -99,13 +99,8 @@ static void bn_pass(Run *r)
         rt_end_pass(r);
     }
     r->e.bn_momentum = 0.0f;
-    if (r->world > 1) {
-        if (r->gpu)
-            rt_cu_layer_state(&r->e, r->layer_state, 0);
-        rt_broadcast(r->layer_state, r->m->state_floats * (int64_t)sizeof(float), 0);
-        if (r->gpu)
-            rt_cu_layer_state(&r->e, r->layer_state, 1);
-    }
+    if (r->world > 1)
+        rt_share_layer_state(r);
 }
 
 /* After a run that trained all its epochs: the average in the weights' place (copied:
