@@ -542,6 +542,13 @@ int rt_ckpt_save(const char *out, const rt_model *m, const rt_train_config *c,
         snprintf(f, sizeof f, "%s/best.safetensors", tmp);
         failed = rt_link_or_copy(best, f) != 0;
     }
+    /* checkpoint.keep_best's files, second names of them (not hashed: each says what it
+     * is in its metadata; a resume puts them back, those a later validation displaced
+     * from OUT/best included) */
+    snprintf(best, sizeof best, "%s/best", out);
+    snprintf(f, sizeof f, "%s/best", tmp);
+    if (!failed)
+        failed = rt_keep_best_link(best, f) != 0;
     if (failed)
         err = errno;
     write_states(tmp, m, parts, np, state, part, &failed, &err);
@@ -590,7 +597,7 @@ static int may_differ(const char *key)
     static const char *const ok[] = {"epochs", "max_steps", "max_time", "min_epochs",
                                       "min_steps", "log_every", "out_dir", "limit_val_batches",
                                       "checkpoint", "checkpoint.every_steps", "checkpoint.keep",
-                                      "checkpoint.every_epochs",
+                                      "checkpoint.every_epochs", "checkpoint.keep_best",
                                       "loader.workers", "loader.prefetch", "loader.on_gpu", "device",
                                       "distributed.bucket_mb", "distributed.strategy",
                                       "distributed.ranks", "recompute", "memory_budget_mb",

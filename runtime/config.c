@@ -91,8 +91,8 @@ typedef struct Field {
  *   lora null; once given: rank 8, alpha 8, dropout 0, rslora false (PEFT's LoraConfig's),
  *     targets null (every linear layer's and attention projection's weight but the
  *     head's), train null (no tensor of the model's own trained).
- *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run), every_epochs null;
- *     null turns it off.
+ *   checkpoint on: every_steps 1000, keep 2 (and at the end of a run), every_epochs null,
+ *     keep_best null; null turns it off.
  *   distributed.ranks null: recompute auto counts a world of one (no shard of ZeRO's
  *     optimizer state); the trainer's own check counts the ranks it runs on.
  *   loader.workers 2 (0..256; 0: on the training thread), prefetch 4 (1..1024), shuffle and drop_last true;
@@ -170,6 +170,7 @@ typedef struct Field {
     X("checkpoint.every_steps", "1000", INT(ckpt_every_steps, 1, BIG))                  \
     X("checkpoint.every_epochs", "null", INT_OR_NULL_QUIET(ckpt_every_epochs, 1))       \
     X("checkpoint.keep", "2", INT(ckpt_keep, 1, BIG))                                   \
+    X("checkpoint.keep_best", "null", INT_OR_NULL_QUIET(ckpt_keep_best, 1))             \
     X("recompute", "none", ENUM(recompute, "none selective full auto"))                 \
     X("memory_budget_mb", "null", REAL_OR_NULL(memory_budget_mb, R_POS))                \
     X("distributed.strategy", "ddp", ENUM(dist, "ddp zero1 zero2"))                     \
@@ -1499,6 +1500,11 @@ static int check_validation(const rt_train_config *c, char *err, size_t errlen,
         return fail(err, errlen, c->n_val == 0 ? "limit_val_batches needs data.val"
                     : "limit_val_batches and validate.batches both say how many batches a "
                       "validation reads: set one of them to null");
+    }
+    if (c->has_checkpoint && c->ckpt_keep_best > 0 && c->n_val == 0) {
+        fail(key, keylen, "checkpoint.keep_best");
+        return fail(err, errlen, "checkpoint.keep_best needs data.val: it keeps the weights "
+                    "at the best validations (set it to null to train without validation)");
     }
     if (c->n_val == 0 && !isnan(c->val_every_fraction)) {
         fail(key, keylen, "validate.every_fraction");

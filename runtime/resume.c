@@ -311,6 +311,9 @@ void rt_resume_into_out(Run *r, const rt_loop_state *s)
         link_events(r->o.resume, r->out);
     }
     restore_best(r, s);
+    char ck[RT_PATH_MAX + 64];
+    if (rt_ckpt_resume_point(r->o.resume, ck, sizeof ck) == 0)
+        rt_keep_best_resume(r, ck);
     if (rt_same_folder(r->out, r->o.resume))
         rt_ckpt_set_aside_damaged();
 }

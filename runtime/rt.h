@@ -304,6 +304,7 @@ typedef struct rt_train_config {
     int has_checkpoint;
     int64_t ckpt_every_steps, ckpt_keep;
     int64_t ckpt_every_epochs; /* -1 = null; else also after every this many epochs */
+    int64_t ckpt_keep_best;    /* -1 = null; else the weights at the K best monitored values */
     int recompute;
     double memory_budget_mb;   /* NAN = none */
     int dist;
@@ -739,6 +740,16 @@ void rt_rng_apply_poly(rt_rng *r, const uint64_t c[4]);
  * set). state may be NULL only when m has none. */
 int rt_safetensors_write(const char *path, const rt_model *m, const float *params,
                          const float *state);
+/* Every step_N.safetensors of the folder FROM as a second name in TO, a folder made
+ * where there is one (checkpoint.keep_best's files in a checkpoint, and
+ * back at a resume): 0, or -1 with errno set (best_k.c) */
+int rt_keep_best_link(const char *from, const char *to);
+/* The same with meta (key, value, ..., NULL) in the header's __metadata__. */
+int rt_safetensors_write_meta(const char *path, const rt_model *m, const float *params,
+                              const float *state, const char *const *meta);
+/* The string __metadata__[key] of a safetensors file into out (n bytes): 0, or -1 where
+ * the file cannot be read, is not safetensors or has no such string. Never exits. */
+int rt_safetensors_meta(const char *path, const char *key, char *out, size_t n);
 /* PATH becomes a second name of the file SRC (a hard link made at PATH.tmp and renamed
  * over PATH, the folder fsynced): the same bytes, once on disk. Returns 0, or -1 with
  * errno set (a file system without hard links: the caller writes the file instead). */
@@ -767,6 +778,7 @@ int rt_st_to_f32(float *dst, const void *src, int64_t n, const char *dtype);
 typedef struct rt_st_out rt_st_out;   /* (its header lists m's state too: n_state 0 for
                                           files that are not weights) */
 rt_st_out *rt_st_open(const char *path, const rt_model *m);
+rt_st_out *rt_st_open_meta(const char *path, const rt_model *m, const char *const *meta);
 int rt_st_put(rt_st_out *w, const float *x, int64_t n);
 int rt_st_close(rt_st_out *w);
 

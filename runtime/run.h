@@ -286,6 +286,12 @@ int rt_val_due(const Run *r, int64_t epoch, int64_t before, int64_t after, int64
 /* ---- what a run saves (saves.c) ---------------------------------------------------------- */
 
 void rt_save_weights(Run *r, const char *file);   /* every rank calls it */
+void rt_write_weights_meta(Run *r, const char *path, const char *const *meta);   /* rank 0 */
+/* checkpoint.keep_best (best_k.c): the weights at step as one of the K best monitored
+ * values, where they are (every rank calls it); at --resume, the files as they were at
+ * the checkpoint CK (its second names of them) */
+void rt_keep_best(Run *r, int64_t step, int mode, double v, const char *monitor);
+void rt_keep_best_resume(const Run *r, const char *ck);
 void rt_save_final(Run *r, int after_ckpt, int64_t step);
 void rt_ema_swap(Run *r);   /* train.ema's average and the weights exchanged (saves.c) */
 /* train.swa (swa.c): its first epoch (from 0); the learning rate in an epoch of it (-1

@@ -135,8 +135,9 @@ static int write_floats(int fd, const float *x, int64_t numel)
     return 0;
 }
 
-/* The header JSON, space-padded so 8 + its length is a multiple of 8. */
-static int build_header(sbuf *b, const rt_model *m)
+/* The header JSON, space-padded so 8 + its length is a multiple of 8; meta: NULL, or
+ * key, value, ..., NULL: strings for __metadata__ beside "format". */
+static int build_header(sbuf *b, const rt_model *m, const char *const *meta)
 {
     uint64_t off = 0;
     sb_printf(b, "{");
@@ -153,7 +154,14 @@ static int build_header(sbuf *b, const rt_model *m)
                   (unsigned long long)(off + bytes));
         off += bytes;
     }
-    sb_printf(b, "\"__metadata__\":{\"format\":\"pt\"}}");
+    sb_printf(b, "\"__metadata__\":{\"format\":\"pt\"");
+    for (int i = 0; meta && meta[i] && meta[i + 1]; i += 2) {
+        sb_printf(b, ",");
+        sb_json_str(b, meta[i]);
+        sb_printf(b, ":");
+        sb_json_str(b, meta[i + 1]);
+    }
+    sb_printf(b, "}}");
     while (!b->oom && b->len % 8)
         sb_printf(b, " ");
     return b->oom ? -1 : 0;
@@ -241,6 +249,11 @@ struct rt_st_out {
 
 rt_st_out *rt_st_open(const char *path, const rt_model *m)
 {
+    return rt_st_open_meta(path, m, NULL);
+}
+
+rt_st_out *rt_st_open_meta(const char *path, const rt_model *m, const char *const *meta)
+{
     if (strlen(path) >= RT_PATH_MAX) {
         errno = ENAMETOOLONG;
         return NULL;
@@ -251,7 +264,7 @@ rt_st_out *rt_st_open(const char *path, const rt_model *m)
     snprintf(w->path, sizeof w->path, "%s", path);
     snprintf(w->tmp, sizeof w->tmp, "%s.tmp", path);
     sbuf h = {0};
-    if (build_header(&h, m) != 0) {
+    if (build_header(&h, m, meta) != 0) {
         free(h.p);
         free(w);
         errno = ENOMEM;
@@ -339,9 +352,15 @@ static void put_state(rt_st_out *w, const rt_model *m, const float *state)
 int rt_safetensors_write(const char *path, const rt_model *m, const float *params,
                          const float *state)
 {
+    return rt_safetensors_write_meta(path, m, params, state, NULL);
+}
+
+int rt_safetensors_write_meta(const char *path, const rt_model *m, const float *params,
+                              const float *state, const char *const *meta)
+{
     if (m->n_state && !state)
         rt_die("writing %s: the model has state but none was given", path);
-    rt_st_out *w = rt_st_open(path, m);
+    rt_st_out *w = rt_st_open_meta(path, m, meta);
     if (!w)
         return -1;
     for (int i = 0; i < m->n_params; i++)
@@ -351,6 +370,36 @@ int rt_safetensors_write(const char *path, const rt_model *m, const float *param
 }
 
 /* ---- reading --------------------------------------------------------------- */
+
+int rt_safetensors_meta(const char *path, const char *key, char *out, size_t n)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    unsigned char len8[8];
+    uint64_t len = 0;
+    char *h = NULL;
+    int rc = -1;
+    if (pread(fd, len8, 8, 0) == 8) {
+        for (int i = 0; i < 8; i++)
+            len |= (uint64_t)len8[i] << (8 * i);
+        h = len > 0 && len <= (1u << 26) ? malloc(len + 1) : NULL;
+    }
+    if (h && pread(fd, h, len, 8) == (ssize_t)len) {
+        h[len] = 0;
+        cJSON *root = cJSON_Parse(h);
+        const cJSON *md = cJSON_GetObjectItemCaseSensitive(root, "__metadata__");
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(md, key);
+        if (cJSON_IsString(v) && strlen(v->valuestring) < n) {
+            snprintf(out, n, "%s", v->valuestring);
+            rc = 0;
+        }
+        cJSON_Delete(root);
+    }
+    free(h);
+    close(fd);
+    return rc;
+}
 
 enum { ST_F32, ST_F64, ST_F16, ST_BF16, ST_I64 };   /* ST_I64: state counts only */
 static const struct { const char *name; int dt, size; } st_dtypes[] = {

@@ -1,19 +1,25 @@
 /* saves.c: what a run saves of its weights: checkpoints (every rank takes part),
- * best.safetensors and the final model.safetensors and ema.safetensors (rank 0 writes);
+ * best.safetensors (best_k.c: the K best) and the final model.safetensors and ema.safetensors (rank 0 writes);
  * and train.ema's average put in the weights' place for a while (validation, its file). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include "run.h"
 
+/* Rank 0 writes PATH, with meta (key, value, ..., NULL) in its __metadata__ */
+void rt_write_weights_meta(Run *r, const char *path, const char *const *meta)
+{
+    rt_pull_params(r, 0);
+    if (rt_safetensors_write_meta(path, r->m, r->params, r->layer_state, meta) != 0)
+        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+}
+
 /* Rank 0 writes OUT/file */
 static void write_weights(Run *r, const char *file)
 {
-    rt_pull_params(r, 0);
     char path[RT_PATH_MAX + 64];
     rt_join_path(path, sizeof path, r->out, file);
-    if (rt_safetensors_write(path, r->m, r->params, r->layer_state) != 0)
-        rt_fail("cannot write %s: %s%s", path, strerror(errno), rt_full_hint(errno));
+    rt_write_weights_meta(r, path, NULL);
 }
 
 /* Every rank calls it during training (rank 0 writes; the others wait in

@@ -131,6 +131,8 @@ static void monitor(Run *r, rt_loop_state *s, Loop *L, int val_now)
         if (val_now)
             rt_save_weights(r, "best.safetensors");
     }
+    if (mon == RT_MON_LOSS && val_now)
+        rt_keep_best(r, s->step, L->best_mode, v, "loss");
     if (!c->has_early_stopping)
         return;
     int stop = rt_es_check(c, &L->es, v, L->why, sizeof L->why);

@@ -82,7 +82,8 @@ static void write_val_record(Run *r, const rt_loop_state *s, const Eval *ev, int
     rt_metrics_val_point(r->mt, s->step, s->last_val_loss);
 }
 
-/* Runs validation and records it; updates best.safetensors for a validation monitor.
+/* Runs validation and records it; updates best.safetensors (and checkpoint.keep_best's
+ * files) for a validation monitor.
  * With ema.validate, once the average has had a take, on the average in the weights'
  * place (best.safetensors then holds it). */
 void rt_validation(Run *r, rt_loop_state *s, int best_mode)
@@ -106,6 +107,7 @@ void rt_validation(Run *r, rt_loop_state *s, int best_mode)
             s->best_step = s->step;
             rt_save_weights(r, "best.safetensors");
         }
+        rt_keep_best(r, s->step, best_mode, v, mon == RT_MON_VAL_LOSS ? "val_loss" : "val_acc");
     }
     if (ema)
         rt_ema_swap(r);

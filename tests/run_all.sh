@@ -135,6 +135,7 @@ check jit_cc              bash tests/jit_cc.sh
 check resume              bash tests/resume.sh
 check robust              bash tests/robust.sh
 check control             bash tests/control.sh
+check keep_best           --after=asan/build env ASAN_TRAINC=build/asan/trainc $PYTHON tests/keep_best.py
 check tensorboard         $TB_PYTHON tests/tb_events.py
 check min_steps           --after=fake_gpu/lib bash tests/min_steps.sh
 # --predict: the MLP's and the ResNet's logits against PyTorch in eval mode, a token

@@ -209,6 +209,30 @@ static uint64_t le64(const unsigned char *p)
     return v;
 }
 
+/* __metadata__'s strings beside "format" (checkpoint.keep_best's step, monitor and
+ * value), read back by rt_safetensors_meta; a missing key, a short buffer, a file that
+ * is not safetensors: -1; the tensors as without them */
+static int test_st_meta(void)
+{
+    float p[TM_FLOATS], q[TM_FLOATS];
+    fill_params(p, TM_FLOATS);
+    const char *path = tpath("meta.safetensors");
+    const char *meta[] = {"step", "20", "monitor", "val_\"loss\"", "value", "1.25", NULL};
+    CHECK(rt_safetensors_write_meta(path, &tm, p, NULL, meta) == 0);
+    char v[32];
+    CHECK(rt_safetensors_meta(path, "step", v, sizeof v) == 0 && !strcmp(v, "20"));
+    CHECK(rt_safetensors_meta(path, "monitor", v, sizeof v) == 0 && !strcmp(v, "val_\"loss\""));
+    CHECK(rt_safetensors_meta(path, "format", v, sizeof v) == 0 && !strcmp(v, "pt"));
+    CHECK(rt_safetensors_meta(path, "value", v, 4) == -1);        /* "1.25" needs 5 */
+    CHECK(rt_safetensors_meta(path, "epoch", v, sizeof v) == -1);
+    write_raw(tpath("junk.safetensors"), "\xff\xff\xff\xff\xff\xff\xff\x7f{}", 10);
+    CHECK(rt_safetensors_meta(tpath("junk.safetensors"), "step", v, sizeof v) == -1);
+    CHECK(rt_safetensors_meta(tpath("absent.safetensors"), "step", v, sizeof v) == -1);
+    rt_safetensors_read(path, &tm, q, NULL);   /* (the model's floats: 35 of the 40) */
+    CHECK(same_params(p, q));
+    return 1;
+}
+
 static int test_st_roundtrip(const char *keep)
 {
     float p[TM_FLOATS], q[TM_FLOATS];
@@ -972,6 +996,7 @@ int main(int argc, char **argv)
         return 2;
     }
     report("st_roundtrip", test_st_roundtrip(argc > 1 ? argv[1] : NULL));
+    report("st_meta", test_st_meta());
     report("st_pieces", test_st_pieces());
     report("st_link", test_st_link());
     report("st_dtypes", test_st_dtypes());

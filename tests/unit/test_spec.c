@@ -198,6 +198,7 @@ static const char *other_value(const char *key)
         {"checkpoint.every_steps", "77"},
         {"checkpoint.every_epochs", "2"},
         {"checkpoint.keep", "5"},
+        {"checkpoint.keep_best", "3"},
         {"recompute", "auto"},
         {"memory_budget_mb", "1536.5"},
         {"distributed.strategy", "zero2"},
