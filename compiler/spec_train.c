@@ -88,7 +88,8 @@ static int check_data(const Spec *s, const rt_data_entry *e, int n, const char *
 /* Rules between the model and the training spec. */
 /* loader.augment crops and flips the image inputs ([C, H, W]); its padding (the loader
  * moves raw values, and pads with raw 0s) is 0 after scale and shift where the shift is
- * 0, which "fill": "zero" needs; "raw" takes the raw 0 (a flip alone pads nothing) */
+ * 0, which "fill": "zero" needs; "raw" takes the raw 0 (a flip alone pads nothing);
+ * random_resized_crop resamples u8 values (any scale and shift: it pads nothing) */
 static int check_augment(const Spec *s, char *err, size_t errlen, char *key, size_t keylen)
 {
     int images = 0;
@@ -102,6 +103,13 @@ static int check_augment(const Spec *s, char *err, size_t errlen, char *key, siz
             if (in->ch_shift[c] != 0)
                 shift = in->ch_shift[c];
         const rt_train_config *t = &s->train;
+        if (t->has_rrc && in->dtype != RT_U8) {
+            snprintf(key, keylen, "loader.augment.random_resized_crop");
+            snprintf(err, errlen, "random_resized_crop resamples 8-bit images (Pillow's "
+                     "bilinear on u8 bands), and input '%s' is %s: give it as u8", in->name,
+                     rt_dtype_name(in->dtype));
+            return -1;
+        }
         if (shift != 0 && t->has_crop && t->crop_padding > 0 && t->crop_fill == 0) {
             snprintf(key, keylen, "loader.augment.random_crop");
             snprintf(err, errlen, "random_crop pads with zeros after scale and shift, and "

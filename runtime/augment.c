@@ -1,11 +1,13 @@
 /* augment.c: the loader's transforms of training rows. loader.augment's: an image
  * cropped from its zero-padded self and mirrored (rt_augment_image), and a batch of them
  * gathered from a dataset held whole, each with its own draw (rt_gather_augment, the
- * twin of templates/cuda/data.cuh's kernel). loader.mask's: a masked LM's rows masked
+ * twin of templates/cuda/data.cuh's kernel); random_resized_crop's box (rt_rrc_box) and
+ * its resampling as Pillow's (rt_resized_crop, rt_gather_resized_crop). loader.mask's: a masked LM's rows masked
  * (rt_mask_rows, the twin of data.cuh's rt_mask_tokens). The draws themselves are
  * rt.h's rt_aug_bits, rt_aug_draw and rt_mask_draw; the CPU loader (data.c) applies
  * them to the rows it has just gathered. */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 #include "rt.h"
 
@@ -40,6 +42,128 @@ void rt_gather_augment(const void *data, const int32_t *idx, void *dst, int64_t 
         rt_augment_image((const unsigned char *)data + (size_t)idx[r] * rb,
                          (unsigned char *)dst + (size_t)r * rb, C, H, W, elem, pad, top, left,
                          flip);
+    }
+}
+
+rt_rrc rt_rrc_of(const rt_train_config *c)
+{
+    return (rt_rrc){.smin = c->rrc_smin, .smax = c->rrc_smax, .r0 = c->rrc_r0, .r1 = c->rrc_r1,
+                    .lr0 = log(c->rrc_r0), .lr1 = log(c->rrc_r1)};
+}
+
+/* e^x by +, * and / alone, so data.cuh's twin rounds each step alike: x / 2^10, its
+ * Taylor series to the 12th power, squared 10 times (|x| <= 7: relative error below
+ * 1e-13) */
+static double exp_plain(double x)
+{
+    double y = x / 1024.0, term = 1.0, sum = 1.0;
+    for (int n = 1; n <= 12; n++) {
+        term = term * y / (double)n;
+        sum = sum + term;
+    }
+    for (int i = 0; i < 10; i++)
+        sum = sum * sum;
+    return sum;
+}
+
+static double unit53(uint64_t b) { return (double)(b >> 11) * 0x1p-53; }
+
+void rt_rrc_box(const rt_rrc *k, uint64_t bits, int64_t H, int64_t W, int64_t box[4])
+{
+    const double area = (double)H * (double)W;
+    for (uint64_t t = 0; t < 10; t++) {
+        uint64_t b1 = rt_mix64(bits ^ (2 * t + 1) * 0x9E3779B97F4A7C15ull);
+        uint64_t b2 = rt_mix64(bits ^ (2 * t + 2) * 0x9E3779B97F4A7C15ull);
+        double target = area * (k->smin + unit53(b1) * (k->smax - k->smin));
+        double ratio = exp_plain(k->lr0 + unit53(b2) * (k->lr1 - k->lr0));
+        double w = nearbyint(sqrt(target * ratio)), h = nearbyint(sqrt(target / ratio));
+        if (w > 0 && w <= (double)W && h > 0 && h <= (double)H) {
+            box[2] = (int64_t)h, box[3] = (int64_t)w;
+            box[0] = (int64_t)((uint32_t)rt_mix64(b1) % (uint64_t)(H - box[2] + 1));
+            box[1] = (int64_t)((uint32_t)rt_mix64(b2) % (uint64_t)(W - box[3] + 1));
+            return;
+        }
+    }
+    double in = (double)W / (double)H;   /* ten misses: torchvision's central fallback */
+    box[2] = H, box[3] = W;
+    if (in < k->r0)
+        box[2] = (int64_t)nearbyint((double)W / k->r0);
+    else if (in > k->r1)
+        box[3] = (int64_t)nearbyint((double)H * k->r1);
+    box[0] = (H - box[2]) / 2, box[1] = (W - box[3]) / 2;
+}
+
+/* Pillow's bilinear coefficients for output place `o` of `out` from `in` <= out inputs
+ * (an enlargement: support 1, at most 3 taps): the first input, the count, and the
+ * weights in its fixed point (22 bits), as its precompute_coeffs and
+ * normalize_coeffs_8bpc compute them */
+typedef struct {
+    int64_t lo;
+    int n;
+    int32_t k[3];
+} Taps;
+
+static Taps rrc_taps(int64_t o, int64_t in, int64_t out)
+{
+    Taps t;
+    double scale = (double)in / (double)out, center = ((double)o + 0.5) * scale, w[3], ww = 0;
+    int64_t hi = (int64_t)(center + 1.0 + 0.5);
+    t.lo = (int64_t)(center - 1.0 + 0.5);
+    t.lo = t.lo < 0 ? 0 : t.lo;
+    t.n = (int)((hi > in ? in : hi) - t.lo);
+    for (int j = 0; j < t.n; j++) {
+        double x = fabs((double)(j + t.lo) - center + 0.5);
+        w[j] = x < 1.0 ? 1.0 - x : 0.0;
+        ww += w[j];
+    }
+    for (int j = 0; j < 3; j++)
+        t.k[j] = j < t.n && ww != 0.0 ? (int32_t)(0.5 + w[j] / ww * 4194304.0) : 0;
+    return t;
+}
+
+static unsigned char clip22(int32_t v)
+{
+    int32_t s = v >> 22;
+    return (unsigned char)(s < 0 ? 0 : s > 255 ? 255 : s);
+}
+
+void rt_resized_crop(const unsigned char *src, unsigned char *dst, int64_t C, int64_t H,
+                     int64_t W, const int64_t box[4], int flip)
+{
+    Taps *txs = rt_xmalloc((size_t)W * sizeof *txs);
+    for (int64_t x = 0; x < W; x++)
+        txs[x] = rrc_taps(flip ? W - 1 - x : x, box[3], W);
+    for (int64_t c = 0; c < C; c++)
+        for (int64_t y = 0; y < H; y++) {
+            Taps ty = rrc_taps(y, box[2], H);
+            for (int64_t x = 0; x < W; x++) {
+                const Taps tx = txs[x];
+                int32_t v = 1 << 21;
+                for (int i = 0; i < ty.n; i++) {   /* each row through the horizontal pass */
+                    const unsigned char *row =
+                        src + (c * H + box[0] + ty.lo + i) * W + box[1] + tx.lo;
+                    int32_t h = 1 << 21;
+                    for (int j = 0; j < tx.n; j++)
+                        h += row[j] * tx.k[j];
+                    v += clip22(h) * ty.k[i];
+                }
+                dst[(c * H + y) * W + x] = clip22(v);
+            }
+        }
+    free(txs);
+}
+
+void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsigned char *dst,
+                            int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
+                            int hflip, uint64_t seed, int64_t epoch)
+{
+    size_t rb = (size_t)(C * H * W);
+    for (int64_t r = 0; r < rows; r++) {
+        uint64_t bits = rt_aug_bits(seed, epoch, idx[r]);
+        int64_t box[4];
+        rt_rrc_box(k, bits, H, W, box);
+        rt_resized_crop(data + (size_t)idx[r] * rb, dst + (size_t)r * rb, C, H, W, box,
+                        hflip && (bits >> 63));
     }
 }
 

@@ -186,6 +186,10 @@ typedef struct Field {
     X("loader.augment.random_crop", "null", SECTION(has_crop))                          \
     X("loader.augment.random_crop.padding", "0", INT(crop_padding, 0, 4096))            \
     X("loader.augment.random_crop.fill", "zero", ENUM_QUIET(crop_fill, "zero raw"))     \
+    X("loader.augment.random_resized_crop", "null", SECTION_QUIET(has_rrc))             \
+    X("loader.augment.random_resized_crop.scale", "0.08,1", PAIR(rrc_smin, rrc_smax, R_FRAC)) \
+    X("loader.augment.random_resized_crop.ratio", "0.75,1.3333333333333333",            \
+      PAIR(rrc_r0, rrc_r1, R_POS))                                                       \
     X("loader.augment.hflip", "false", BOOL(hflip))                                     \
     X("loader.mask", "null", SECTION_QUIET(has_mask))                                   \
     X("loader.mask.token", "null", INT_OR_NULL(mask_token, 0))                          \
@@ -1554,6 +1558,31 @@ static int check_mask(const rt_train_config *c, char *err, size_t errlen, char *
     return 0;
 }
 
+/* random_resized_crop's ranges (in order; ratios where e^ by its series holds), one crop
+ * at a time */
+static int check_rrc(const rt_train_config *c, char *err, size_t errlen, char *key,
+                     size_t keylen)
+{
+    if (!c->has_augment || !c->has_rrc)
+        return 0;
+    if (c->has_crop) {
+        fail(key, keylen, "loader.augment.random_resized_crop");
+        return fail(err, errlen, "random_resized_crop and random_crop together: one crop at a "
+                    "time (set one of them to null)");
+    }
+    if (c->rrc_smin > c->rrc_smax) {
+        fail(key, keylen, "loader.augment.random_resized_crop.scale");
+        return fail(err, errlen, "random_resized_crop's scale [%g, %g] is not a range (the "
+                    "smaller first)", c->rrc_smin, c->rrc_smax);
+    }
+    if (c->rrc_r0 > c->rrc_r1 || c->rrc_r0 < 1e-3 || c->rrc_r1 > 1e3) {
+        fail(key, keylen, "loader.augment.random_resized_crop.ratio");
+        return fail(err, errlen, "random_resized_crop's ratio [%g, %g] must be a range (the "
+                    "smaller first) within [0.001, 1000]", c->rrc_r0, c->rrc_r1);
+    }
+    return 0;
+}
+
 /* swa's rules: its lr, epochs to start and end at, one average (not ema's too), whole
  * on every rank (as ema's) */
 static int check_swa(const rt_train_config *c, char *err, size_t errlen, char *key,
@@ -1639,7 +1668,8 @@ int rt_config_check(const rt_train_config *c, char *err, size_t errlen, char *ke
     if (check_schedule(c, &d, err, errlen, key, keylen) ||
         check_validation(c, err, errlen, key, keylen))
         return -1;
-    if (check_mask(c, err, errlen, key, keylen) || check_ema(c, err, errlen, key, keylen) ||
+    if (check_mask(c, err, errlen, key, keylen) || check_rrc(c, err, errlen, key, keylen) ||
+        check_ema(c, err, errlen, key, keylen) ||
         check_clip(c, err, errlen, key, keylen) || check_swa(c, err, errlen, key, keylen))
         return -1;
     if (c->recompute == RT_RECOMPUTE_AUTO && isnan(c->memory_budget_mb)) {

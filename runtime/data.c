@@ -1118,6 +1118,8 @@ struct rt_loader {
     int indices;               /* rt_loader_indices_only: batches hold sample indices */
     int64_t aug_pad;           /* loader.augment (rt_loader_set_augment): crop padding, */
     int aug, aug_hflip;        /* on, flips */
+    int aug_rrc;               /* random_resized_crop (rt_loader_set_rrc) in the crop's place */
+    rt_rrc rrc;
     int mask, mask_in, mask_tgt; /* loader.mask (rt_loader_set_mask): on, its two inputs */
     rt_mask_rule mask_rule;
     int64_t *order;            /* [n]: this rank's samples of the current epoch, in order */
@@ -1178,7 +1180,8 @@ static void make_order(rt_loader *l, int64_t epoch)
 static size_t slot_bytes(const rt_loader *l, int i);
 
 /* loader.augment on the rows of a batch just gathered (each input [C, H, W]): row i, the
- * dataset's row order[lo + i], copied aside and cropped and flipped back into place */
+ * dataset's row order[lo + i], copied aside and cropped (or resized-cropped) and flipped
+ * back into place */
 static void augment_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int64_t lo,
                           int64_t rows)
 {
@@ -1189,13 +1192,17 @@ static void augment_batch(const rt_loader *l, loader_slot *s, int64_t epoch, int
         size_t elem = dtype_bytes(rt_batch_dtype(in)), rb = (size_t)in->numel * elem;
         for (int64_t r = 0; r < rows; r++) {
             unsigned char *row = (unsigned char *)s->b.in[i] + (size_t)r * rb;
-            int64_t top, left;
+            int64_t top, left, box[4];
             int flip;
-            rt_aug_draw(rt_aug_bits(l->seed, epoch, l->order[lo + r]), l->aug_pad, l->aug_hflip,
-                        &top, &left, &flip);
+            uint64_t bits = rt_aug_bits(l->seed, epoch, l->order[lo + r]);
+            rt_aug_draw(bits, l->aug_pad, l->aug_hflip, &top, &left, &flip);
             memcpy(s->aug, row, rb);
-            rt_augment_image(s->aug, row, in->shape[0], in->shape[1], in->shape[2], (int)elem,
-                             l->aug_pad, top, left, flip);
+            if (l->aug_rrc) {   /* (u8 images: the compiler's check) */
+                rt_rrc_box(&l->rrc, bits, in->shape[1], in->shape[2], box);
+                rt_resized_crop(s->aug, row, in->shape[0], in->shape[1], in->shape[2], box, flip);
+            } else
+                rt_augment_image(s->aug, row, in->shape[0], in->shape[1], in->shape[2], (int)elem,
+                                 l->aug_pad, top, left, flip);
         }
     }
 }
@@ -1211,6 +1218,12 @@ void rt_loader_set_augment(rt_loader *l, int64_t pad, int hflip)
     l->aug = 1;
     l->aug_pad = pad;
     l->aug_hflip = hflip;
+}
+
+void rt_loader_set_rrc(rt_loader *l, const rt_rrc *k)
+{
+    l->aug_rrc = 1;
+    l->rrc = *k;
 }
 
 void rt_loader_set_mask(rt_loader *l, const rt_mask_rule *k, int in, int tgt)
@@ -1321,7 +1334,7 @@ rt_loader *rt_loader_new(const rt_model *m, const rt_dataset *d, int64_t batch, 
         }
         l->slots[s].aug = NULL;
     }
-    l->aug = l->aug_hflip = 0;
+    l->aug = l->aug_hflip = l->aug_rrc = 0;
     l->aug_pad = 0;
     l->mask = 0;
     PT_CHECK(pthread_mutex_init(&l->mu, NULL));

@@ -262,6 +262,8 @@ typedef struct rt_cu {
     int aug, aug_hflip;        /* loader.augment on the training set's images */
     int64_t aug_pad;
     uint64_t aug_seed;
+    int aug_rrc;               /* random_resized_crop in the crop's place */
+    rt_rrc rrc;
     int mask, mask_in, mask_tgt; /* loader.mask on the training set's rows: on, its inputs */
     rt_mask_rule mask_rule;
     rt_dptr data[2][RT_MAX_INPUTS]; /* loader.on_gpu: each input of set 0 (train), 1 (val) */
@@ -1137,6 +1139,13 @@ void rt_cu_set_mask(rt_exec *e, const rt_mask_rule *k, int in, int tgt)
     d->mask_tgt = tgt;
 }
 
+void rt_cu_set_rrc(rt_exec *e, const rt_rrc *k)
+{
+    rt_cu *d = dev_of(e);
+    d->aug_rrc = 1;
+    d->rrc = *k;
+}
+
 void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch) { dev_of(e)->slot_epoch[slot] = epoch; }
 
 /* The next kernels read slot `slot`: e->in points there, and the compute stream waits
@@ -1155,6 +1164,14 @@ void rt_cu_use_slot(rt_exec *e, const rt_model *m, int slot, int64_t rows)
     for (int k = 0; set >= 0 && k < m->n_inputs; k++) {   /* the rows, from the dataset */
         int64_t rb = (int64_t)input_row_bytes(&m->inputs[k]);
         const rt_input *in = &m->inputs[k];
+        if (set == 0 && d->aug && d->aug_rrc && in->rank == 3) {   /* (u8 images) */
+            rt_cu_gather_resized_crop(e, (const void *)(uintptr_t)d->data[set][k],
+                                      (const int32_t *)(uintptr_t)d->idx[slot],
+                                      (void *)(uintptr_t)d->in[slot][k], rows, in->shape[0],
+                                      in->shape[1], in->shape[2], &d->rrc, d->aug_hflip,
+                                      d->aug_seed, d->slot_epoch[slot]);
+            continue;
+        }
         if (set == 0 && d->aug && in->rank == 3) {   /* training images: augmented */
             rt_cu_gather_augment(e, (const void *)(uintptr_t)d->data[set][k],
                                  (const int32_t *)(uintptr_t)d->idx[slot],

@@ -321,6 +321,9 @@ typedef struct rt_train_config {
                                   shift), 1 "raw" (a raw 0, before them: torchvision's
                                   RandomCrop on images, then Normalize) */
     int hflip;                 /* loader.augment.hflip */
+    int has_rrc;               /* loader.augment.random_resized_crop given: */
+    double rrc_smin, rrc_smax; /* its scale (the area's share) */
+    double rrc_r0, rrc_r1;     /* and aspect ratio ranges */
     int has_mask;              /* loader.mask given: a masked LM's masks drawn as batches are
                                   made (rt_mask_draw) */
     int64_t mask_token;        /* loader.mask.token: the mask token's id; -1 = null */
@@ -666,6 +669,37 @@ void rt_augment_image(const void *src, void *dst, int64_t C, int64_t H, int64_t 
 void rt_gather_augment(const void *data, const int32_t *idx, void *dst, int64_t rows,
                        int64_t C, int64_t H, int64_t W, int elem, int64_t pad, int hflip,
                        uint64_t seed, int64_t epoch);
+/* ---- loader.augment.random_resized_crop: torchvision's RandomResizedCrop ------------
+ * A box of the image drawn as its get_params does, from rt_aug_bits(seed, epoch, index)
+ * (the same 64 bits; the flip after it their top bit, as above): up to 10 tries, try t
+ * mixing the bits into two more words b1, b2 (rt_mix64 of bits ^ (2t + 1) and (2t + 2)
+ * times 0x9E3779B97F4A7C15), target = H W (smin + u1 (smax - smin)), ratio =
+ * e^(ln r0 + u2 (ln r1 - ln r0)) (u = the word's top 53 bits / 2^53; e^ by +, x and /
+ * alone, the same on the GPU), w = round(sqrt(target ratio)), h = round(sqrt(target /
+ * ratio)) (half to even, as Python's round); the first that fits takes top =
+ * mix64(b1) mod (H - h + 1) and left = mix64(b2) mod (W - w + 1) (their low 32 bits);
+ * ten misses: the central crop at the ratio clamped into [r0, r1]. The box is then
+ * resized to H x W as Pillow's Image.resize(BILINEAR) does for 8-bit bands (the box is
+ * never larger: an enlargement, support 1, its 22-bit fixed point, the horizontal pass
+ * first, each pass rounded to 8 bits), and flipped. u8 images alone. */
+typedef struct rt_rrc {
+    double smin, smax;         /* the area's share: 0 < smin <= smax <= 1 */
+    double r0, r1, lr0, lr1;   /* the aspect ratio's range, and their logs */
+} rt_rrc;
+rt_rrc rt_rrc_of(const rt_train_config *c);
+/* box: top, left, h, w */
+void rt_rrc_box(const rt_rrc *k, uint64_t bits, int64_t H, int64_t W, int64_t box[4]);
+/* dst [C, H, W] = the box of src [C, H, W] resized to H x W, then mirrored where flip */
+void rt_resized_crop(const unsigned char *src, unsigned char *dst, int64_t C, int64_t H,
+                     int64_t W, const int64_t box[4], int flip);
+/* The C twin of data.cuh's rt_gather_resized_crop: dst[r] = data[idx[r]] so transformed
+ * (its draw from (seed, epoch, idx[r])), r < rows. */
+void rt_gather_resized_crop(const unsigned char *data, const int32_t *idx, unsigned char *dst,
+                            int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
+                            int hflip, uint64_t seed, int64_t epoch);
+/* The loader's random_resized_crop in the crop's place (rt_resized_crop: u8 images),
+ * after rt_loader_set_augment. */
+void rt_loader_set_rrc(rt_loader *l, const rt_rrc *k);
 /* ---- loader.mask: a masked LM's masks, drawn as the training batches are made -------
  * Rows of `trainc data mlm --dynamic` hold their ids unmasked in the input and, in the
  * target, each position's id where one may be chosen (ignore elsewhere). Position `pos`

@@ -199,12 +199,18 @@ void rt_cu_upload_index(rt_exec *e, const int32_t *idx, int64_t rows, int slot, 
  * from (seed, the epoch of the batch in the slot, its index). rt_cu_slot_epoch says
  * that epoch, after rt_cu_upload_index. */
 void rt_cu_set_augment(rt_exec *e, int64_t pad, int hflip, uint64_t seed);
+/* random_resized_crop in the crop's place (after rt_cu_set_augment) */
+void rt_cu_set_rrc(rt_exec *e, const rt_rrc *k);
 void rt_cu_slot_epoch(rt_exec *e, int slot, int64_t epoch);
 /* data.cuh's rt_gather_augment (the twin of data.c's rt_gather_augment): dst[r] = the
  * augmented image of data[idx[r]], images [C, H, W] of `elem`-byte values. */
 void rt_cu_gather_augment(rt_exec *e, const void *data, const int32_t *idx, void *dst,
                           int64_t rows, int64_t C, int64_t H, int64_t W, int64_t elem,
                           int64_t pad, int hflip, uint64_t seed, int64_t epoch);
+/* data.cuh's rt_gather_resized_crop (the twin of augment.c's): u8 images [C, H, W] */
+void rt_cu_gather_resized_crop(rt_exec *e, const void *data, const int32_t *idx, void *dst,
+                               int64_t rows, int64_t C, int64_t H, int64_t W, const rt_rrc *k,
+                               int hflip, uint64_t seed, int64_t epoch);
 /* loader.mask with the data on the GPU: the training set's rows of input `in` (ids) and
  * `tgt` (targets), both i32 [T], masked after they are gathered (rt_cu_mask_tokens),
  * each position's draw from (the rule's seed, the slot's epoch, its sample, its place). */

@@ -136,6 +136,10 @@ static void data_to_gpu(Run *r)
     rt_loader_indices_only(r->tl);
     if (c->has_augment)   /* the crops and flips then run on the device */
         rt_cu_set_augment(&r->e, c->has_crop ? c->crop_padding : 0, c->hflip, c->seed);
+    if (c->has_augment && c->has_rrc) {
+        rt_rrc k = rt_rrc_of(c);
+        rt_cu_set_rrc(&r->e, &k);
+    }
     if (c->has_mask)      /* and the masks (rt_run_data's rule) */
         rt_cu_set_mask(&r->e, &r->mask, r->mask_in, r->mask_tgt);
     if (r->has_val) {
@@ -245,6 +249,10 @@ void rt_run_data(Run *r)
         rt_loader_set_shard(r->tl, r->rank, r->world);   /* DistributedSampler */
     if (c->has_augment)   /* training batches only */
         rt_loader_set_augment(r->tl, c->has_crop ? c->crop_padding : 0, c->hflip);
+    if (c->has_augment && c->has_rrc) {
+        rt_rrc k = rt_rrc_of(c);
+        rt_loader_set_rrc(r->tl, &k);
+    }
     if (c->has_mask) {
         if (r->train.tokens)
             rt_input_error("$.train.loader.mask: masks rows of ids read from .npy files "

@@ -11,8 +11,15 @@ augment.py AUGMENT_CHECK OUT_DIR   (tests/augment.sh builds the helper and calls
 2. The draws: a function of (seed, epoch, index) alone (the same call twice gives the
    same draws; another epoch or seed other draws); offsets cover [0, 2P] about
    uniformly; flips about half; none without hflip; all zero offsets with P = 0.
+3. random_resized_crop: the helper's boxes are those of the draw rt.h describes,
+   written here again in Python (its tries, e^ by its series, the central fallback);
+   its images equal, bit for bit, Pillow's crop of each box resized to H x W
+   (Image.resize, BILINEAR, 8-bit bands) and flipped, for Fashion-MNIST (1 x 28 x 28),
+   3-channel 40 x 56 images at other ranges and boxes that never fit (the fallback); over
+   20000 draws the areas keep to the scale range, their mean torchvision's (its
+   get_params simulated) and the log-ratios about centred.
 """
-import os, subprocess, sys
+import math, os, subprocess, sys
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -21,15 +28,16 @@ helper, out = sys.argv[1], sys.argv[2]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run(images, pad, hflip, seed, epoch, tag):
+def run(images, pad, hflip, seed, epoch, tag, rrc=None):
     n, C, H, W = images.shape
     src = os.path.join(out, f"{tag}_src.bin")
     images.tofile(src)
     oi, od = os.path.join(out, f"{tag}_aug.bin"), os.path.join(out, f"{tag}_draws.bin")
     subprocess.run([helper, src, str(n), str(C), str(H), str(W), str(images.itemsize), str(pad),
-                    str(int(hflip)), str(seed), str(epoch), oi, od], check=True)
+                    str(int(hflip)), str(seed), str(epoch), oi, od] +
+                   ([repr(float(v)) for v in rrc] if rrc else []), check=True)
     aug = np.fromfile(oi, dtype=images.dtype).reshape(images.shape)
-    draws = np.fromfile(od, dtype=np.int64).reshape(n, 3)
+    draws = np.fromfile(od, dtype=np.int64).reshape(n, 5 if rrc else 3)
     return aug, draws
 
 
@@ -84,4 +92,88 @@ check(abs(big[:, 2].mean() - 0.5) < 0.02, f"flips about half: {big[:, 2].mean():
 check(np.corrcoef(big[:, 0], big[:, 1])[0, 1] ** 2 < 1e-3, "top and left independent")
 _, zero = run(fashion[:20], 0, True, 1337, 5, "z")
 check(zero[:, :2].max() == 0, "padding 0: no shift")
+
+M64 = (1 << 64) - 1
+GOLD = 0x9E3779B97F4A7C15
+
+
+def mix64(z):
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def aug_bits(seed, epoch, index):
+    z = seed ^ 0x5851F42D4C957F2D
+    for v in (epoch, index):
+        z = mix64(z ^ ((v * GOLD) & M64))
+    return z
+
+
+def exp_plain(x):
+    y, term, total = x / 1024.0, 1.0, 1.0
+    for n in range(1, 13):
+        term = term * y / n
+        total = total + term
+    for _ in range(10):
+        total = total * total
+    return total
+
+
+def rrc_box(bits, H, W, smin, smax, r0, r1):
+    """rt.h's draw: torchvision's RandomResizedCrop.get_params over our bits"""
+    lr0, lr1, area = math.log(r0), math.log(r1), float(H) * float(W)
+    for t in range(10):
+        b1, b2 = mix64(bits ^ (((2 * t + 1) * GOLD) & M64)), mix64(bits ^ (((2 * t + 2) * GOLD) & M64))
+        target = area * (smin + (b1 >> 11) * 2.0 ** -53 * (smax - smin))
+        ratio = exp_plain(lr0 + (b2 >> 11) * 2.0 ** -53 * (lr1 - lr0))
+        w, h = round(math.sqrt(target * ratio)), round(math.sqrt(target / ratio))
+        if 0 < w <= W and 0 < h <= H:
+            return ((mix64(b1) & 0xFFFFFFFF) % (H - h + 1), (mix64(b2) & 0xFFFFFFFF) % (W - w + 1), h, w)
+    h, w, ratio_in = H, W, W / H
+    if ratio_in < r0:
+        h = round(W / r0)
+    elif ratio_in > r1:
+        w = round(H * r1)
+    return ((H - h) // 2, (W - w) // 2, h, w)
+
+
+def pillow_reference(images, draws):
+    """Pillow: each band's crop of the box resized to H x W (BILINEAR), then flipped"""
+    from PIL import Image
+    bilinear = getattr(Image, "Resampling", Image).BILINEAR
+    n, C, H, W = images.shape
+    ref = np.empty_like(images)
+    for r in range(n):
+        top, left, h, w, flip = (int(v) for v in draws[r])
+        for c in range(C):
+            im = Image.fromarray(images[r, c]).crop((left, top, left + w, top + h))
+            a = np.asarray(im.resize((W, H), bilinear))
+            ref[r, c] = a[:, ::-1] if flip else a
+    return ref
+
+
+rgb = np.clip(rng.integers(0, 256, (24, 3, 40, 56)) * 0.5 +
+              np.linspace(0, 127, 56)[None, None, None, :], 0, 255).astype(np.uint8)
+for name, imgs, hflip, rrc in (("fashion u8, the defaults", fashion, True, (0.08, 1.0, 3 / 4, 4 / 3)),
+                               ("3 x 40 x 56 u8, scale (0.3, 0.9), ratio (0.5, 2)", rgb, False, (0.3, 0.9, 0.5, 2.0)),
+                               ("fashion u8, boxes that never fit (ratio 2.5 to 3)", fashion[:40], True, (0.95, 1.0, 2.5, 3.0)),
+                               ("3 x 40 x 56, never fit (ratio 0.2 to 0.25)", rgb[:8], True, (0.95, 1.0, 0.2, 0.25))):
+    n, C, H, W = imgs.shape
+    aug, draws = run(imgs, 0, hflip, 1337, 5, "r", rrc)
+    want = [rrc_box(aug_bits(1337, 5, r), H, W, *rrc) for r in range(n)]
+    same_boxes = [tuple(int(v) for v in d[:4]) for d in draws] == want
+    ref = pillow_reference(imgs, draws)
+    check(same_boxes and np.array_equal(aug, ref),
+          f"random_resized_crop, {name}: boxes as rt.h draws them ({len(set(want))} distinct), the "
+          f"images Pillow's crop + resize(BILINEAR) + flip ({int((aug != ref).sum())} values differ)")
+_, big = run(np.zeros((20000, 1, 100, 100), np.uint8), 0, True, 7, 0, "v", (0.08, 1.0, 3 / 4, 4 / 3))
+share = big[:, 2] * big[:, 3] / 1e4
+logr = np.log(big[:, 3] / big[:, 2])
+# (0.482: torchvision's get_params simulated with Python's random, 200000 draws; the
+# boxes that do not fit are drawn again, so the mean is below 0.54)
+check(share.min() > 0.075 and share.max() <= 1.0 and abs(share.mean() - 0.482) < 0.01 and
+      abs(logr.mean()) < 0.01, f"20000 draws of 100 x 100: area share in [{share.min():.3f}, "
+      f"{share.max():.3f}], mean {share.mean():.3f} (torchvision's 0.482), log-ratio mean "
+      f"{logr.mean():.4f}")
 sys.exit(0 if ok else 1)

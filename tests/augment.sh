@@ -129,3 +129,62 @@ fi
 "$TRAINC" run "$d/shifted_raw.json" --threads 1 --quiet --out "$d/raw" --set max_steps=3 \
     --set validate.every_steps=null --set validate.every_epochs=null
 echo "ok   a shifted input: a crop's zero padding refused (fill raw named), flips alone and fill raw train"
+
+# random_resized_crop (torchvision's RandomResizedCrop, Pillow's bilinear) and flips on
+# the same CNN, epochs of 20 batches: 0 and 3 loader workers, and a run stopped in epoch
+# 1 (step 30) and resumed, give the records and weights of the run straight to step 50;
+# on the fake GPU (the crops resampled on the device, data.cuh's
+# rt_gather_resized_crop) every number within 1e-6 of the CPU's. An f32 image input, and
+# random_crop beside it, are refused.
+$PY - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+s = json.load(open(f"{d}/aug.json"))
+s["model"]["name"] = "rrc_cnn"
+s["train"]["loader"]["augment"] = {"random_resized_crop": {"scale": [0.25, 1]}, "hflip": True}
+s["train"]["limit_train_batches"] = 20
+json.dump(s, open(f"{d}/rrc.json", "w"), indent=1)
+s["model"]["inputs"]["x"]["dtype"] = "f32"
+json.dump(s, open(f"{d}/rrc_f32.json", "w"))
+s["model"]["inputs"]["x"]["dtype"] = "u8"
+s["train"]["loader"]["augment"]["random_crop"] = {"padding": 2}
+json.dump(s, open(f"{d}/rrc_both.json", "w"))
+PY
+fbuild "$d/rrc.json" -o "$d/rrc_trainer"
+rrc=(--threads 1 --quiet --set checkpoint.every_steps=10 --set validate.every_steps=25)
+"$d/rrc_trainer" --device cpu --out "$d/rrc_ref" "${rrc[@]}" --set max_steps=50 --set loader.workers=0
+"$d/rrc_trainer" --device cpu --out "$d/rrc_workers" "${rrc[@]}" --set max_steps=50 --set loader.workers=3
+"$d/rrc_trainer" --device cpu --out "$d/rrc_cut" "${rrc[@]}" --set max_steps=30 --set loader.workers=0
+"$d/rrc_trainer" --device cpu --resume "$d/rrc_cut" "${rrc[@]}" --set max_steps=50 --set loader.workers=0
+"$d/rrc_trainer" --device cpu --out "$d/rrc_plain" "${rrc[@]}" --set max_steps=3 --set loader.augment=null
+gpu "$d/rrc_trainer" --device cuda --out "$d/rrc_gpu" "${rrc[@]}" --set max_steps=10 --set loader.on_gpu=always
+$PY - "$d" <<'PY'
+import json, sys
+d = sys.argv[1]
+def recs(run):
+    return [{k: r[k] for k in ("step", "epoch", "loss", "grad_norm", "val_loss", "val_acc") if k in r}
+            for r in map(json.loads, open(f"{d}/{run}/metrics.jsonl")) if "event" not in r]
+ref, workers, cut, plain, gpu = (recs(r) for r in ("rrc_ref", "rrc_workers", "rrc_cut", "rrc_plain", "rrc_gpu"))
+assert len([r for r in ref if "loss" in r]) == 50 and ref == workers and ref == cut, \
+    next(((a, b) for a, b in zip(ref, cut) if a != b), (len(ref), len(workers), len(cut)))
+losses = lambda rs: [r["loss"] for r in rs if "loss" in r]
+assert all(a != b for a, b in zip(losses(ref), losses(plain))), (ref[:3], plain)
+cpu = [(r["step"], k, r[k]) for r in ref[:10] for k in ("loss",)]
+g = [(r["step"], "loss", r["loss"]) for r in gpu if "loss" in r]
+assert [x[:2] for x in cpu] == [x[:2] for x in g], (cpu, g)
+worst = max(abs(x[2] - y[2]) / abs(x[2]) for x, y in zip(cpu, g))
+assert worst <= 1e-6, (worst, cpu, g)
+print(f"ok   random_resized_crop: 0 and 3 workers and a resume at step 30 (epoch 1) the same "
+      f"{len(ref)} records; every loss differs from unaugmented; the fake GPU's 10 losses within {worst:.1e}")
+PY
+cmp "$d/rrc_ref/model.safetensors" "$d/rrc_workers/model.safetensors"
+cmp "$d/rrc_ref/model.safetensors" "$d/rrc_cut/model.safetensors"
+for bad in f32 both; do
+    if "$TRAINC" check "$d/rrc_$bad.json" > "$d/rrc_$bad.log" 2>&1; then
+        echo "FAIL: random_resized_crop ($bad) accepted"; exit 1
+    fi
+done
+grep -q "random_resized_crop resamples 8-bit images.*input 'x' is f32" "$d/rrc_f32.log" &&
+    grep -q "random_resized_crop and random_crop together" "$d/rrc_both.log" ||
+    { cat "$d/rrc_f32.log" "$d/rrc_both.log"; echo "FAIL: the refusals' messages"; exit 1; }
+echo "ok   random_resized_crop: an f32 input and random_crop beside it refused, named"

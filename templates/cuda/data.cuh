@@ -2,8 +2,9 @@
  * (loader.on_gpu): the loader sends only the batch's sample indices, and each input's
  * rows are gathered here, bytes as they are (the dataset is stored in the model's
  * input dtypes). The twin of rt_npy_gather (runtime/data.c); with loader.augment the
- * training images are cropped and flipped on the way (rt_gather_augment), with
- * loader.mask a masked LM's gathered rows are masked (rt_mask_tokens). */
+ * training images are cropped and flipped on the way (rt_gather_augment), or
+ * resized-cropped (rt_gather_resized_crop), with loader.mask a masked LM's gathered rows
+ * are masked (rt_mask_tokens). */
 
 /* Launch: grid-stride, 256 threads.
  *   dst[r, :] = src[idx[r], :]   for r in [0, rows), row_bytes bytes a row
@@ -79,6 +80,110 @@ rt_gather_augment(const unsigned char *data, const int *idx, unsigned char *dst,
             ((unsigned short *)dst)[i] = in ? ((const unsigned short *)data)[at] : 0;
         else
             ((unsigned *)dst)[i] = in ? ((const unsigned *)data)[at] : 0u;
+    }
+}
+
+/* loader.augment.random_resized_crop: the twins of augment.c's rt_rrc_box, its taps and
+ * rt_resized_crop, every product and sum rounded as the host's (__dmul_rn, __dadd_rn: no
+ * contraction into FMAs), so a box and its weights come out bit for bit alike. */
+__device__ __forceinline__ double rt_exp_plain(double x)   /* e^x: +, x and / alone */
+{
+    double y = x / 1024.0, term = 1.0, sum = 1.0;
+    for (int n = 1; n <= 12; n++) {
+        term = __dmul_rn(term, y) / (double)n;
+        sum = __dadd_rn(sum, term);
+    }
+    for (int i = 0; i < 10; i++)
+        sum = __dmul_rn(sum, sum);
+    return sum;
+}
+
+__device__ __forceinline__ double rt_unit53(uint64_t b) { return (double)(b >> 11) * 0x1p-53; }
+
+/* box: top, left, h, w of sample `bits`' crop of an H x W image */
+__device__ void rt_rrc_box(uint64_t bits, int64_t H, int64_t W, double smin, double smax,
+                           double r0, double r1, double lr0, double lr1, int64_t box[4])
+{
+    const double area = __dmul_rn((double)H, (double)W);
+    for (uint64_t t = 0; t < 10; t++) {
+        const uint64_t b1 = rt_mix64(bits ^ (2 * t + 1) * 0x9E3779B97F4A7C15ull);
+        const uint64_t b2 = rt_mix64(bits ^ (2 * t + 2) * 0x9E3779B97F4A7C15ull);
+        const double target = __dmul_rn(area, __dadd_rn(smin, __dmul_rn(rt_unit53(b1), smax - smin)));
+        const double ratio = rt_exp_plain(__dadd_rn(lr0, __dmul_rn(rt_unit53(b2), lr1 - lr0)));
+        const double w = rint(__dsqrt_rn(__dmul_rn(target, ratio))), h = rint(__dsqrt_rn(target / ratio));
+        if (w > 0 && w <= (double)W && h > 0 && h <= (double)H) {
+            box[2] = (int64_t)h, box[3] = (int64_t)w;
+            box[0] = (int64_t)((unsigned)rt_mix64(b1) % (uint64_t)(H - box[2] + 1));
+            box[1] = (int64_t)((unsigned)rt_mix64(b2) % (uint64_t)(W - box[3] + 1));
+            return;
+        }
+    }
+    const double in = (double)W / (double)H;
+    box[2] = H, box[3] = W;
+    if (in < r0)
+        box[2] = (int64_t)rint((double)W / r0);
+    else if (in > r1)
+        box[3] = (int64_t)rint(__dmul_rn((double)H, r1));
+    box[0] = (H - box[2]) / 2, box[1] = (W - box[3]) / 2;
+}
+
+/* Pillow's bilinear taps of output place o of `out` from `in` <= out: the first input
+ * (*lo), the count (returned) and the 22-bit fixed-point weights */
+__device__ __forceinline__ int rt_rrc_taps(int64_t o, int64_t in, int64_t out, int64_t *lo, int k[3])
+{
+    const double scale = (double)in / (double)out, center = __dmul_rn((double)o + 0.5, scale);
+    const int64_t hi = (int64_t)(center + 1.0 + 0.5);
+    int64_t l = (int64_t)(center - 1.0 + 0.5);
+    l = l < 0 ? 0 : l;
+    const int n = (int)((hi > in ? in : hi) - l);
+    double w[3], ww = 0;
+    for (int j = 0; j < n; j++) {
+        const double x = fabs((double)(j + l) - center + 0.5);
+        w[j] = x < 1.0 ? 1.0 - x : 0.0;
+        ww += w[j];
+    }
+    for (int j = 0; j < 3; j++)
+        k[j] = j < n && ww != 0.0 ? (int)__dadd_rn(0.5, __dmul_rn(w[j] / ww, 4194304.0)) : 0;
+    *lo = l;
+    return n;
+}
+
+__device__ __forceinline__ int rt_clip22(int v)
+{
+    const int s = v >> 22;
+    return s < 0 ? 0 : s > 255 ? 255 : s;
+}
+
+/* Launch: grid-stride over rows*C*H*W u8 values, 256 threads.
+ *   dst[r, c, y, x] = the box of data[idx[r]] (rt_rrc_box's, from the sample's bits)
+ *   resized to H x W as Pillow's bilinear (the horizontal pass first, each rounded to 8
+ *   bits), x mirrored when flipped (hflip and the bits' top bit) */
+extern "C" __global__ void __launch_bounds__(256)
+rt_gather_resized_crop(const unsigned char *data, const int *idx, unsigned char *dst,
+                       int64_t rows, int64_t C, int64_t H, int64_t W, double smin, double smax,
+                       double r0, double r1, double lr0, double lr1, int hflip, uint64_t seed,
+                       int64_t epoch)
+{
+    const int64_t img = C * H * W, n = rows * img;
+    for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t r = i / img, q = i - r * img, x = q % W, y = q / W % H, c = q / (H * W);
+        const uint64_t bits = rt_aug_bits(seed, epoch, idx[r]);
+        int64_t box[4], ylo, xlo;
+        rt_rrc_box(bits, H, W, smin, smax, r0, r1, lr0, lr1, box);
+        int ky[3], kx[3];
+        const int ny = rt_rrc_taps(y, box[2], H, &ylo, ky);
+        const int nx = rt_rrc_taps(hflip && (bits >> 63) ? W - 1 - x : x, box[3], W, &xlo, kx);
+        const unsigned char *src = data + (int64_t)idx[r] * img + c * H * W;
+        int v = 1 << 21;
+        for (int a = 0; a < ny; a++) {   /* each row through the horizontal pass */
+            const unsigned char *row = src + (box[0] + ylo + a) * W + box[1] + xlo;
+            int h = 1 << 21;
+            for (int b = 0; b < nx; b++)
+                h += row[b] * kx[b];
+            v += rt_clip22(h) * ky[a];
+        }
+        dst[i] = (unsigned char)rt_clip22(v);
     }
 }
 

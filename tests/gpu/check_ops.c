@@ -529,6 +529,21 @@ static void t_mask_tokens(int64_t n, int64_t rows, int64_t T, double prob, int64
 
 /* ---- loader.augment ------------------------------------------------------------------- */
 
+/* a kernel's n output bytes at gout (after a sync) against want, exactly */
+static void same_bytes(const char *name, void *gout, unsigned char *got,
+                       const unsigned char *want, size_t n, int run)
+{
+    rt_cu_sync(G);
+    rt_cu_download(got, (rt_dptr)(uintptr_t)gout, n);
+    size_t bad = 0;
+    for (size_t i = 0; i < n; i++)
+        bad += got[i] != want[i];
+    if (bad)
+        report(name, INFINITY, TOL_EW, " (%zu of %zu bytes differ, run %d)", bad, n, run);
+    else
+        report(name, 0.0, TOL_EW, NULL);
+}
+
 /* data.cuh's rt_gather_augment against data.c's rt_gather_augment: n images [C, H, W] of
  * `elem`-byte values held on the device, rows picked by random indices, cropped (pad)
  * and flipped as sample idx[r] of epoch 3 draws; a move of bytes, so exact. */
@@ -550,17 +565,34 @@ static void t_gather_augment(int64_t n, int64_t rows, int64_t Ch, int64_t H, int
     unsigned char *got = rt_xmalloc(out);
     for (int rep = 0; rep < 2; rep++) {
         rt_cu_gather_augment(G, gdata, gidx, gout, rows, Ch, H, W, elem, pad, hflip, 1337, 3);
-        rt_cu_sync(G);
-        rt_cu_download(got, (rt_dptr)(uintptr_t)gout, out);
-        size_t bad = 0;
-        for (size_t i = 0; i < out; i++)
-            bad += got[i] != want[i];
-        if (bad)
-            report("gather_augment", INFINITY, TOL_EW, " (%zu of %zu bytes differ, run %d)", bad,
-                   out, rep + 1);
-        else
-            report("gather_augment", 0.0, TOL_EW, NULL);
+        same_bytes("gather_augment", gout, got, want, out, rep + 1);
     }
+    free(data), free(want), free(idx), free(got), reset();
+}
+
+/* data.cuh's rt_gather_resized_crop against augment.c's: u8 images [C, H, W], boxes
+ * drawn with the scale and ratio ranges given (ratios that never fit: the fallback),
+ * resized as Pillow's bilinear; integer sums over weights computed in double alike, so
+ * exact. */
+static void t_gather_resized_crop(int64_t n, int64_t rows, int64_t Ch, int64_t H, int64_t W,
+                                  double smin, double smax, double r0, double r1, int hflip)
+{
+    SHAPE("%lld of %lld u8 images %lldx%lldx%lld, scale [%g, %g], ratio [%g, %g]%s",
+          (long long)rows, (long long)n, (long long)Ch, (long long)H, (long long)W, smin, smax,
+          r0, r1, hflip ? ", flips" : "");
+    rt_train_config c = {.rrc_smin = smin, .rrc_smax = smax, .rrc_r0 = r0, .rrc_r1 = r1};
+    rt_rrc k = rt_rrc_of(&c);
+    size_t img = (size_t)(Ch * H * W), all = (size_t)n * img, out = (size_t)rows * img;
+    unsigned char *data = rt_xmalloc(all), *want = rt_xmalloc(out), *got = rt_xmalloc(out);
+    for (size_t i = 0; i < all; i++)
+        data[i] = (unsigned char)irand(256);
+    int32_t *idx = rt_xmalloc((size_t)rows * sizeof *idx);
+    for (int64_t r = 0; r < rows; r++)
+        idx[r] = (int32_t)irand(n);
+    rt_gather_resized_crop(data, idx, want, rows, Ch, H, W, &k, hflip, 1337, 3);
+    void *gdata = up(data, all), *gidx = up(idx, (size_t)rows * 4), *gout = dalloc(out);
+    rt_cu_gather_resized_crop(G, gdata, gidx, gout, rows, Ch, H, W, &k, hflip, 1337, 3);
+    same_bytes("gather_resized_crop", gout, got, want, out, 1);
     free(data), free(want), free(idx), free(got), reset();
 }
 
@@ -3540,6 +3572,9 @@ int main(int argc, char **argv)
     RUN t_gather_augment(50, 17, 1, 28, 28, 1, 4, 1);   /* Fashion-MNIST's u8 */
     RUN t_gather_augment(9, 8, 3, 9, 7, 4, 3, 1);       /* f32 colour images */
     RUN t_gather_augment(5, 6, 2, 5, 6, 2, 9, 0);       /* u16, pad wider than the image */
+    RUN t_gather_resized_crop(40, 33, 1, 28, 28, 0.08, 1.0, 0.75, 4.0 / 3.0, 1);   /* the defaults */
+    RUN t_gather_resized_crop(7, 9, 3, 40, 56, 0.3, 0.9, 0.5, 2.0, 0);
+    RUN t_gather_resized_crop(5, 4, 3, 17, 23, 0.95, 1.0, 2.5, 3.0, 1);   /* never fits */
     RUN t_mask_tokens(300, 40, 24, 0.15, 1000);         /* BERT's rule */
     RUN t_mask_tokens(9, 5, 128, 1.0, 1 << 17);         /* every target, ids past 2^16 */
     RUN t_conv_nocol(2, 1, 12, 12, 3, 1, 1, 16);    /* a first layer: one grey channel */

@@ -214,6 +214,9 @@ static const char *other_value(const char *key)
         {"loader.augment.random_crop", "true"},
         {"loader.augment.random_crop.padding", "4"},
         {"loader.augment.random_crop.fill", "raw"},
+        {"loader.augment.random_resized_crop", "true"},
+        {"loader.augment.random_resized_crop.scale", "0.25,0.75"},
+        {"loader.augment.random_resized_crop.ratio", "0.5,2"},
         {"loader.augment.hflip", "true"},
         {"loader.mask", "true"},
         {"loader.mask.token", "103"},
@@ -548,6 +551,21 @@ static void test_validate(void)
     check_validate(&c, NULL);
     check_ok(&c, "data.train.tokens", "t_*.bin");
     check_validate(&c, "data.train.tokens must be the only entry");
+
+    rt_config_defaults(&c);   /* random_resized_crop's ranges, one crop at a time */
+    check_ok(&c, "data.train.x", "a.npy");
+    check_ok(&c, "loader.augment.random_resized_crop.scale", "0.9,0.5");
+    check_validate(&c, "random_resized_crop's scale [0.9, 0.5] is not a range");
+    check_blame(&c, "loader.augment.random_resized_crop.scale");
+    check_ok(&c, "loader.augment.random_resized_crop.scale", "0.5,0.9");
+    check_ok(&c, "loader.augment.random_resized_crop.ratio", "0.0001,2");
+    check_validate(&c, "within [0.001, 1000]");
+    check_ok(&c, "loader.augment.random_resized_crop.ratio", "0.5,2");
+    check_validate(&c, NULL);
+    CHECK(c.has_augment && c.has_rrc, "random_resized_crop's keys turn it and augment on");
+    check_ok(&c, "loader.augment.random_crop.padding", "4");
+    check_validate(&c, "random_resized_crop and random_crop together");
+    check_error("loader.augment.random_resized_crop.scale", "0,1", "expected 2 numbers in (0, 1]");
 }
 
 static void test_suggestions(void)
