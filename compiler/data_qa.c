@@ -297,9 +297,9 @@ static rt_tokenizer *load_tokenizer(const QaArgs *a, const ClsModel *cm)
     rt_tokenizer *t = data_cls_tokenizer("qa", a->tok, cm, 1);
     rt_ids ids = {0}, offs = {0};
     if (rt_tok_encode_offsets(t, "a", 1, &ids, &offs) != 0)
-        error_input("data qa: %s: a Unigram or SentencePiece-style tokenizer, whose offsets "
-                    "trainc does not compute (a WordPiece's or a byte-level BPE's: BERT's, "
-                    "RoBERTa's)", a->tok);
+        error_input("data qa: %s: a SentencePiece-style BPE tokenizer (Llama 2's, Mistral's), "
+                    "whose offsets trainc does not compute (a WordPiece's, a byte-level BPE's or "
+                    "a Unigram's: BERT's, RoBERTa's, XLM-R's)", a->tok);
     rt_ids_free(&ids), rt_ids_free(&offs);
     return t;
 }

@@ -132,6 +132,66 @@ void rt_pc_normalize(const rt_precompiled *p, const unsigned char *s, size_t n, 
     *out_n = k;
 }
 
+/* tokenizers' replace(): the replacement's characters (0), then its size against the
+ * old part's in characters: the last ones new (1), or the last one (or the one before it)
+ * taking the removal */
+static void put_change(rt_change **out, size_t *cap, size_t *k, uint32_t c)
+{
+    if (*k + 1 > *cap) {
+        *cap = 2 * *k + 64;
+        *out = realloc(*out, *cap * sizeof **out);
+        if (!*out)
+            abort();
+    }
+    (*out)[(*k)++] = (rt_change){c, 0};
+}
+
+static void put_changes(rt_change **out, size_t *cap, size_t *k, size_t old_chars,
+                        const char *r)
+{
+    const unsigned char *u = (const unsigned char *)r;
+    size_t n = strlen(r), new_chars = 0;
+    for (size_t i = 0, len; i < n; i += len, new_chars++)
+        put_change(out, cap, k, rt_utf8_at(u, i, n, &len));
+    if (new_chars > old_chars)
+        for (size_t j = *k - (new_chars - old_chars); j < *k; j++)
+            (*out)[j].change = 1;
+    else if (new_chars < old_chars && *k > 0)
+        (*out)[*k - 1].change -= (int32_t)(old_chars - new_chars);
+}
+
+static size_t count_chars(const unsigned char *s, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += (s[i] & 0xC0) != 0x80;
+    return c;
+}
+
+void rt_pc_changes(const rt_precompiled *p, const unsigned char *s, size_t n, rt_change **out,
+                   size_t *cap, size_t *out_n)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < n;) {
+        size_t e = rt_grapheme_end(s, i, n);
+        const char *r = e - i < 6 ? transform(p, s + i, e - i) : NULL;
+        if (r) {
+            put_changes(out, cap, &k, count_chars(s + i, e - i), r);
+            i = e;
+            continue;
+        }
+        for (size_t len; i < e; i += len) {   /* character by character */
+            uint32_t c = rt_utf8_at(s, i, n, &len);
+            r = transform(p, s + i, len);
+            if (r)
+                put_changes(out, cap, &k, 1, r);
+            else
+                put_change(out, cap, &k, c);
+        }
+    }
+    *out_n = k;
+}
+
 /* ---- extended grapheme clusters (UAX #29) ---------------------------------------------- */
 
 extern const uint32_t rt_gcb_ranges[][4];

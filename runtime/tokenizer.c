@@ -155,6 +155,8 @@ struct rt_tokenizer {
     int ug_cut;                  /* a text may be cut after a newline (ug_cuttable) */
     char *ug_buf[2];             /* scratch: a part as each step leaves it */
     size_t ug_cap[2];
+    rt_change *ug_ch;            /* scratch: a step's changes (ug_offsets) */
+    size_t ug_ch_cap;
     int64_t n_ids;
     char **piece;                /* [n_ids] the bytes of each id, NULL for none */
     uint32_t *piece_len;
@@ -845,7 +847,7 @@ static int64_t whole_word(rt_tokenizer *t, const unsigned char *w, size_t n)
 static void encode_word(rt_tokenizer *t, const unsigned char *w, size_t n, rt_ids *out)
 {
     if (t->ug) {
-        rt_ug_encode(&t->ugm, w, n, out);
+        rt_ug_encode(&t->ugm, w, n, out, NULL);
         return;
     }
     if (n == 1 && !t->sp && t->byte_id[w[0]] >= 0) {
@@ -988,6 +990,16 @@ static int run_start(const unsigned char *w, size_t i)
     return memcmp(w + i, meta, 3) == 0 && !(i >= 3 && memcmp(w + i - 3, meta, 3) == 0);
 }
 
+/* The end of the word that starts at w[b] of w[0, k): at the next U+2581 with split, at
+ * the next run of them with sp_runs, else k */
+static size_t sp_cut(const rt_tokenizer *t, const unsigned char *w, size_t b, size_t k)
+{
+    for (size_t i = b + 1; (t->sp_split || t->sp_runs) && i + 3 <= k; i++)
+        if (t->sp_split ? memcmp(w + i, meta, 3) == 0 : run_start(w, i))
+            return i;
+    return k;
+}
+
 /* SentencePiece-style: a part between added tokens with its spaces written U+2581 (and
  * one prepended when sp_prepends says), as one word or, with split, a word from each
  * U+2581 on. Without split, when no token holds another character then a U+2581
@@ -1011,14 +1023,10 @@ static void sp_encode(rt_tokenizer *t, const unsigned char *s, size_t n, int sta
             t->norm[k++] = (char)s[i];
         }
     const unsigned char *w = (const unsigned char *)t->norm;
-    size_t b = 0;   /* the current word's start */
-    for (size_t i = 1; (t->sp_split || t->sp_runs) && i + 3 <= k; i++)
-        if (t->sp_split ? memcmp(w + i, meta, 3) == 0 : run_start(w, i)) {
-            encode_word(t, w + b, i - b, out);
-            b = i;
-        }
-    if (k > b)
-        encode_word(t, w + b, k - b, out);
+    for (size_t b = 0, e; b < k; b = e) {
+        e = sp_cut(t, w, b, k);
+        encode_word(t, w + b, e - b, out);
+    }
 }
 
 /* Unigram's normalizer steps, each the text as the one before left it */
@@ -1083,6 +1091,107 @@ static void ug_part(rt_tokenizer *t, const unsigned char *s, size_t n, int first
     }
 }
 
+/* ---- Unigram's offsets: the same steps on a text with its alignments (align.c) ---- */
+
+/* ug_step's twin on x: Precompiled by its changes, a Strip as a cut, a run of spaces
+ * written U+2581 aligned to its last space (tokenizers' Replace) */
+static void ug_step_aligned(rt_tokenizer *t, int step, rt_altext *x)
+{
+    if (step == UG_PRECOMPILED) {
+        size_t nd;
+        rt_pc_changes(&t->pc, x->s, x->n, &t->ug_ch, &t->ug_ch_cap, &nd);
+        rt_at_transform(x, t->ug_ch, nd, 0);
+        return;
+    }
+    if (step == UG_SPACE_RUNS) {
+        rt_altext y = {0};
+        rt_at_set(&y, x->s, 0, 0);
+        for (size_t i = 0, e; i < x->n; i = e) {
+            e = i + 1;
+            while (x->s[i] == ' ' && e < x->n && x->s[e] == ' ')
+                e++;
+            rt_at_put(&y, e - i >= 2 ? (const unsigned char *)meta : x->s + i, e - i >= 2 ? 3 : 1,
+                      x->al[e - 1]);
+        }
+        rt_at_free(x);
+        *x = y;
+        return;
+    }
+    size_t a = 0, b = x->n, len;
+    while (step != UG_STRIP_RIGHT && a < b && rt_uni_space(rt_utf8_at(x->s, a, b, &len)))
+        a += len;
+    while (step != UG_STRIP_LEFT && b > a) {
+        size_t c = b - 1;
+        while (c > a && (x->s[c] & 0xC0) == 0x80)
+            c--;
+        if (!rt_uni_space(rt_utf8_at(x->s, c, b, &len)))
+            break;
+        b = c;
+    }
+    rt_at_slice(x, a, b);
+}
+
+/* a token over x's bytes [from, to): its span in the text, offs += (start, end) */
+static void push_span(rt_ids *offs, const rt_altext *x, size_t from, size_t to)
+{
+    rt_ids_push(offs, from < to ? x->al[from].a : 0);
+    rt_ids_push(offs, from < to ? x->al[to - 1].b : 0);
+}
+
+/* sp_encode's twin for Unigram on x[i, at), each id's span too: its spaces written U+2581
+ * (each aligned to its space), one prepended as sp_prepends says (aligned to the first
+ * character, as NormalizedString::prepend), the words cut as sp_cut says */
+static void sp_offsets(rt_tokenizer *t, const rt_altext *x, size_t i, size_t at, int first,
+                       rt_ids *out, rt_ids *offs)
+{
+    rt_altext w = {0};
+    rt_at_set(&w, x->s + i, at - i, 0);
+    memcpy(w.al, x->al + i, (at - i) * sizeof *w.al);
+    size_t nd = 0, len;
+    if (3 * w.n + 2 > t->ug_ch_cap)
+        t->ug_ch = xrealloc(t->ug_ch, (t->ug_ch_cap = 3 * w.n + 64) * sizeof *t->ug_ch);
+    int pre = sp_prepends(t, w.s, w.n, 1, first);
+    for (size_t k = 0; k < w.n; k += len) {
+        uint32_t c = rt_utf8_at(w.s, k, w.n, &len);
+        if (pre && k == 0)   /* U+2581 in the first's place, the first new after it */
+            t->ug_ch[nd++] = (rt_change){0x2581, 0};
+        t->ug_ch[nd++] = c == ' ' ? (rt_change){0x2581, 0} : (rt_change){c, pre && k == 0};
+    }
+    rt_at_transform(&w, t->ug_ch, nd, 0);
+    rt_ids lens = {0};
+    for (size_t b = 0, e; b < w.n; b = e) {
+        e = sp_cut(t, w.s, b, w.n);
+        int64_t m = lens.n;
+        rt_ug_encode(&t->ugm, w.s + b, e - b, out, &lens);
+        for (size_t p = b; m < lens.n; p += lens.v[m++])
+            push_span(offs, &w, p, p + lens.v[m]);
+    }
+    rt_ids_free(&lens);
+    rt_at_free(&w);
+}
+
+/* ug_part's twin with offsets: s[0, n) at `base` in the text */
+static void ug_offsets(rt_tokenizer *t, const unsigned char *s, size_t n, size_t base, int first,
+                       rt_ids *out, rt_ids *offs)
+{
+    rt_altext x = {0};
+    rt_at_set(&x, s, n, base);
+    for (int k = 0; k < t->n_ug_steps; k++)
+        ug_step_aligned(t, t->ug_steps[k], &x);
+    for (size_t i = 0; i < x.n;) {
+        const Added *a = NULL;
+        size_t at = added_find(&t->norm_set, x.s, i, x.n, &a);
+        size_t end = a ? added_span(a, x.s, i, &at, x.n) : x.n;
+        sp_offsets(t, &x, i, at, first && i == 0, out, offs);
+        if (!a)
+            break;
+        rt_ids_push(out, a->id);
+        push_span(offs, &x, at, end);
+        i = end;
+    }
+    rt_at_free(&x);
+}
+
 /* Byte-level: the ids of out[m, out->n), the encoding of s[0, n), matched in turn to the
  * bytes they stand for (a space before the first that the text lacks: ByteLevel's
  * add_prefix_space); their spans [first, past last) appended to offs, from base; -1 where
@@ -1138,6 +1247,10 @@ static int span_offsets(rt_tokenizer *t, const unsigned char *s, size_t i, size_
                         rt_ids *out, rt_ids *offs)
 {
     int64_t m = out->n, o = offs->n;
+    if (t->ug) {
+        ug_offsets(t, s + i, at - i, i, i == 0, out, offs);
+        return 0;
+    }
     if (!t->wp) {
         encode_normalized(t, s + i, at - i, out);
         return piece_offsets(t, s + i, at - i, out, m, i, offs);
@@ -1208,14 +1321,14 @@ int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
 
 int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs)
 {
-    if (t->ug || t->sp || n >= UINT32_MAX)
-        return -1;
+    if ((t->sp && !t->ug) || n >= UINT32_MAX)
+        return -1;   /* (SentencePiece-style BPE) */
     const unsigned char *s = (const unsigned char *)text;
     int64_t first = offs->n;
     t->cont = 0;   /* a text starts */
     if (encode_part(t, s, n, out, offs) != 0)
         return -1;
-    for (int64_t k = first; !t->wp && k < offs->n; k += 2)
+    for (int64_t k = first; !t->wp && !t->ug && k < offs->n; k += 2)
         char_offsets(t, s, n, offs->v + k);
     return 0;
 }
@@ -2285,5 +2398,6 @@ void rt_tok_free(rt_tokenizer *t)
     rt_pc_free(&t->pc);
     free(t->ug_buf[0]);
     free(t->ug_buf[1]);
+    free(t->ug_ch);
     free(t);
 }

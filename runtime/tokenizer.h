@@ -68,9 +68,11 @@ int rt_tok_encode_word(rt_tokenizer *t, const char *word, size_t n, rt_ids *out)
  * offsets_mapping gives them in characters (a byte-level token that holds a piece of a
  * character takes the whole character; spaces trimmed as the post-processor's
  * trim_offsets says; a WordPiece token's characters before normalization, an unk its
- * word's). -1 (and the ids and offsets half-written) for a Unigram or SentencePiece-style
- * tokenizer, whose offsets trainc does not compute, or a byte-level text whose ids do not
- * spell it (a byte no entry names; an added token's stripped white space). */
+ * word's; a Unigram token's from the alignments its normalizer and Metaspace leave, as
+ * tokenizers' NormalizedString keeps them: align.c). -1 (and the ids and offsets
+ * half-written) for a SentencePiece-style BPE tokenizer, whose offsets trainc does not
+ * compute, or a byte-level text whose ids do not spell it (a byte no entry names; an added
+ * token's stripped white space). */
 int rt_tok_encode_offsets(rt_tokenizer *t, const char *text, size_t n, rt_ids *out, rt_ids *offs);
 
 /* The post-processor's ids before (prefix) and after (suffix) a whole text; prefix

@@ -22,7 +22,8 @@ static void offer(Node *node, size_t at, size_t end, int64_t id, double score)
         node[end] = (Node){cand, (int64_t)at, id};
 }
 
-void rt_ug_encode(const rt_unigram *u, const unsigned char *s, size_t n, rt_ids *out)
+void rt_ug_encode(const rt_unigram *u, const unsigned char *s, size_t n, rt_ids *out,
+                  rt_ids *lens)
 {
     if (n == 0)
         return;
@@ -46,12 +47,19 @@ void rt_ug_encode(const rt_unigram *u, const unsigned char *s, size_t n, rt_ids 
             offer(node, at, at + len, u->unk, u->unk_score);
     }
     size_t m = 0;   /* the path, back from the end, then forward */
-    int64_t *ids = malloc((n + 1) * sizeof *ids);
+    int64_t *ids = malloc((n + 1) * sizeof *ids), *ends = malloc((n + 1) * sizeof *ends);
     for (int64_t e = (int64_t)n; e > 0 && node[e].from >= 0; e = node[e].from)
-        ids[m++] = node[e].id;   /* (every character's end is reached: unk at worst) */
-    for (size_t k = m; k-- > 0;)
-        if (!(ids[k] == u->unk && k + 1 < m && ids[k + 1] == u->unk))   /* (fused) */
-            rt_ids_push(out, ids[k]);
+        ids[m] = node[e].id, ends[m++] = e;   /* (every character's end is reached) */
+    int64_t from = 0;
+    for (size_t k = m; k-- > 0;) {
+        if (ids[k] == u->unk && k > 0 && ids[k - 1] == u->unk)
+            continue;   /* fused with the unk after it */
+        rt_ids_push(out, (uint32_t)ids[k]);
+        if (lens)
+            rt_ids_push(lens, (uint32_t)(ends[k] - from));
+        from = ends[k];
+    }
     free(ids);
+    free(ends);
     free(node);
 }

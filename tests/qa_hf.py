@@ -1,6 +1,10 @@
 """Extractive question answerers: trainc import hf and export hf of
 BertForQuestionAnswering, RobertaForQuestionAnswering and DistilBertForQuestionAnswering
-against transformers.
+against transformers; `data qa` rows (their offsets too) against run_qa.py's with BERT's
+WordPiece, RoBERTa's byte-level BPE and XLM-R's Unigram (its Precompiled normalizer, Strip,
+space runs and Metaspace: full-width letters, ligatures, combining accents, ideographic
+spaces, circled numbers, soft hyphens in the contexts), and XLMRobertaForQuestionAnswering's
+--eval over them.
 
 HF_PYTHON (transformers 4.40.2 over Debian's torch) runs this; without transformers it
 exits 77 (a skip). Random-weight models made here with save_pretrained, tiny, fp32, CPU,
@@ -40,7 +44,8 @@ try:
     import transformers
     from transformers import (BertConfig, BertForQuestionAnswering, DistilBertConfig,
                               DistilBertForQuestionAnswering, RobertaConfig,
-                              RobertaForQuestionAnswering)
+                              RobertaForQuestionAnswering, XLMRobertaConfig,
+                              XLMRobertaForQuestionAnswering)
     from safetensors.torch import load_file
 except ImportError:
     print("skip qa_hf: transformers is not importable from %s (make deps makes a venv with it)"
@@ -50,7 +55,8 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 from text_hf import (byte_level, exported_back, fake_gpu_vs_cpu, license_lines,  # noqa: E402
-                     parity_steps, predictions, specs, trained_export, wordpiece)
+                     parity_steps, predictions, sentencepiece_unigram, specs, trained_export,
+                     wordpiece)
 
 OUT = os.path.join(ROOT, "build", "tests", "qa_hf")
 T, N, V = 24, 128, 60
@@ -90,7 +96,9 @@ def save_rows(imp, keys, tr, va):
 
 def logits_of(m, rs):
     ids, mask, types = (torch.from_numpy(a).long() for a in rs[:3])
-    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    # (XLM-R's tokenizer writes type ids its model, of one type, is not given: run_qa.py
+    # passes what the tokenizer's model_input_names name)
+    extra = {} if m.config.model_type in ("distilbert", "xlm-roberta") else {"token_type_ids": types}
     out = m(input_ids=ids, attention_mask=mask, **extra)
     return torch.stack([out.start_logits, out.end_logits], 1), mask   # [B, 2, T]
 
@@ -137,7 +145,9 @@ def full_rows_loss(name, m, imp, d, rng, typed):
     ours = eval_loss(imp + "/model.json", imp + "/eval.json", imp + "/init.safetensors",
                      d + "/eval_full")
     ids, mask, types, y = (torch.from_numpy(a).long() for a in rs)
-    extra = {} if m.config.model_type == "distilbert" else {"token_type_ids": types}
+    # (XLM-R's tokenizer writes type ids its model, of one type, is not given: run_qa.py
+    # passes what the tokenizer's model_input_names name)
+    extra = {} if m.config.model_type in ("distilbert", "xlm-roberta") else {"token_type_ids": types}
     with torch.no_grad():
         theirs = float(m.eval()(input_ids=ids, attention_mask=mask, start_positions=y[:, 0],
                                 end_positions=y[:, 1], **extra).loss)
@@ -483,18 +493,18 @@ def data_refusals(tok, exs):
     check(y[0].tolist() == [0, 0], "data qa: an empty context is a row of the question alone, "
           "y 0 0 (%d rows)" % len(y))
     from tokenizers import Tokenizer, models, pre_tokenizers, processors, trainers
-    ug = Tokenizer(models.Unigram())
-    ug.pre_tokenizer = pre_tokenizers.Metaspace()
-    ug.train_from_iterator([e["context"] for e in exs], trainers.UnigramTrainer(
-        vocab_size=100, special_tokens=["<s>", "</s>", "<pad>", "<unk>"], unk_token="<unk>",
-        show_progress=False))
-    ug.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B </s>",
+    sp = Tokenizer(models.BPE(unk_token="<unk>"))   # (Llama 2's kind)
+    sp.pre_tokenizer = pre_tokenizers.Metaspace()
+    sp.train_from_iterator([e["context"] for e in exs], trainers.BpeTrainer(
+        vocab_size=100, special_tokens=["<s>", "</s>", "<pad>", "<unk>"], show_progress=False))
+    sp.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> $B </s>",
                                                       special_tokens=[("<s>", 0), ("</s>", 1)])
-    ug.save(d + "/unigram.json")
-    refused("a Unigram tokenizer", ["data", "qa", d + "/squad.jsonl", d + "/o2", "--tokenizer",
-                                    d + "/unigram.json", "--model", imp + "/model.json"],
-            "a Unigram or SentencePiece-style tokenizer, whose offsets trainc does not compute",
-            d + "/o2")
+    sp.save(d + "/sp_bpe.json")
+    refused("a SentencePiece-style BPE tokenizer", ["data", "qa", d + "/squad.jsonl", d + "/o2",
+                                                    "--tokenizer", d + "/sp_bpe.json", "--model",
+                                                    imp + "/model.json"],
+            "a SentencePiece-style BPE tokenizer (Llama 2's, Mistral's), whose offsets trainc "
+            "does not compute", d + "/o2")
     with open(d + "/tags.jsonl", "w") as f:
         f.write(json.dumps({"tokens": ["a"], "ner_tags": [0]}) + "\n")
     refused("data tags for a question answerer", ["data", "tags", d + "/tags.jsonl", d + "/o3",
@@ -550,6 +560,16 @@ data_case("roberta", RobertaForQuestionAnswering,
           os.path.join(OUT, "bytelevel.json"), bl_hf, squad(lines, rng, 48, hard), TD, 8, False)
 unlabeled(wp_hf, squad(lines, rng, 12, hard), TD, 8)
 data_refusals(os.path.join(OUT, "wordpiece.json"), squad(lines, rng, 4, hard))
+# XLM-R's Unigram: offsets through its Precompiled normalizer (full-width letters, ligatures,
+# combining accents, ideographic spaces), Strip, runs of spaces and Metaspace's U+2581
+sp_hard = ["ｆｕｌｌ", "ﬁne", "e\u0301t\u00e9", "①", "㍿", "日本語", "ｶﾞｷﾞ", "a\u3000b", "x  y",
+           "naïve", "½", "\u00adsoft"]
+sp_path, sp_hf = sentencepiece_unigram(os.path.join(OUT, "unigram"),
+                                       corpus + [" ".join(sp_hard)] * 20, vocab_size=400)
+data_case("xlmr", XLMRobertaForQuestionAnswering,
+          XLMRobertaConfig(**dict(small, vocab_size=len(sp_hf), max_position_embeddings=TD + 2,
+                                  type_vocab_size=1, pad_token_id=1, layer_norm_eps=1e-5)),
+          sp_path, sp_hf, squad(lines, np.random.default_rng(7), 48, sp_hard), TD, 8, False)
 bad_cases()
 print("qa_hf: %s (transformers %s)" % ("FAILED" if failed else "ok", transformers.__version__))
 sys.exit(1 if failed else 0)

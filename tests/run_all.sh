@@ -239,7 +239,7 @@ check unit/build_data     $UCC tests/unit/test_data.c runtime/data.c runtime/aug
 check unit/data           --after=unit/build_data $T/test_data
 check unit/build_tokens   $UCC tests/unit/test_tokens.c runtime/data.c runtime/augment.c runtime/rng.c runtime/util.c -lpthread -lm -o $T/test_tokens
 check unit/tokens         --after=unit/build_tokens $T/test_tokens
-check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/wordpiece.c runtime/unicode.c runtime/unigram.c runtime/precompiled.c runtime/graphemes.c -lcjson -o $T/test_tokenizer
+check unit/build_tokenizer $UCC tests/unit/test_tokenizer.c runtime/tokenizer.c runtime/wordpiece.c runtime/unicode.c runtime/unigram.c runtime/precompiled.c runtime/graphemes.c runtime/align.c -lcjson -o $T/test_tokenizer
 check unit/tokenizer      --after=unit/build_tokenizer $T/test_tokenizer
 check unit/build_io       $UCC tests/unit/test_io.c runtime/safetensors.c runtime/metrics.c runtime/tboard.c runtime/util.c -lcjson -lm -o $T/test_io
 check unit/io             --after=unit/build_io $T/test_io

@@ -1,5 +1,6 @@
 """What the text models' tests against transformers share (tests/bert_token_hf.py,
-tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py, tests/decoder_token_hf.py):
+tests/bert_mlm_hf.py, tests/seq_cls_hf.py, tests/reward_hf.py, tests/decoder_token_hf.py,
+tests/xlmr_hf.py, tests/qa_hf.py):
 Debian's license texts as lines of words, tokenizers trained over them (no hub), the
 training specs their parity checks run and the steps of both sides compared, and an
 import's run on the fake GPU against the CPU."""
@@ -47,6 +48,23 @@ def byte_level(path, corpus, add_prefix_space):
     tok.save(path)
     hf = RobertaTokenizerFast(tokenizer_file=path, add_prefix_space=add_prefix_space)
     return hf, tok.get_vocab_size()
+
+
+def sentencepiece_unigram(d, lines, vocab_size=700):
+    """XLM-R's kind: sentencepiece's Unigram over LINES (nmt_nfkc, its default
+    normalization), as XLMRobertaTokenizerFast writes it, in folder D (made here): the
+    tokenizer.json's path, transformers' tokenizer of it"""
+    import sentencepiece as spm
+    from transformers import XLMRobertaTokenizerFast
+    os.makedirs(d)
+    with open(d + "/corpus.txt", "w", encoding="utf-8") as f:
+        f.write("\n".join(lines) + "\n")
+    spm.SentencePieceTrainer.train(input=d + "/corpus.txt", model_prefix=d + "/spm",
+                                   vocab_size=vocab_size, model_type="unigram",
+                                   character_coverage=0.9995, minloglevel=2)
+    hf = XLMRobertaTokenizerFast(vocab_file=d + "/spm.model")
+    hf.save_pretrained(d + "/hf")
+    return d + "/hf/tokenizer.json", hf
 
 
 def specs(d, keys):

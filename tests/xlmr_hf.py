@@ -62,7 +62,7 @@ except ImportError:
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from image_hf import ROOT, check, eval_loss, failed, refused, rel, saved, trainc  # noqa: E402
 import run_log  # noqa: E402
-from text_hf import license_lines, train_like_specs  # noqa: E402
+from text_hf import license_lines, sentencepiece_unigram, train_like_specs  # noqa: E402
 from tokenizer_hf import shard_ids  # noqa: E402
 
 OUT = os.path.join(ROOT, "build", "tests", "xlmr_hf")
@@ -84,16 +84,7 @@ HARD = ("e\u0301 ﬁ\u0301 Ａ\u0308 ｶ\u3099 \r\n line\r\nCRLF \x01 \x7f \u00a
 
 def tokenizer(lines):
     """sentencepiece's Unigram over LINES, as XLMRobertaTokenizerFast writes it"""
-    d = os.path.join(OUT, "tok")
-    os.makedirs(d)
-    with open(d + "/corpus.txt", "w", encoding="utf-8") as f:
-        f.write("\n".join(lines) + "\n")
-    spm.SentencePieceTrainer.train(input=d + "/corpus.txt", model_prefix=d + "/spm",
-                                   vocab_size=700, model_type="unigram",
-                                   character_coverage=0.9995, minloglevel=2)
-    hf = XLMRobertaTokenizerFast(vocab_file=d + "/spm.model")
-    hf.save_pretrained(d + "/hf")
-    return d + "/hf/tokenizer.json", hf
+    return sentencepiece_unigram(os.path.join(OUT, "tok"), lines)
 
 
 RULES = [("FF46", "66"), ("FB01", "66 69"), ("A", "20"), ("9", "20"), ("65 301", "E9"),
